@@ -1,0 +1,170 @@
+"""`strata serve`'s configuration: the TOML file, the command-line flags and the environment merged into
+one validated `ServerConfig`.
+
+Order, highest first: a flag, the option's environment variable (e.g. STRATA_API_KEY), the TOML file's
+key, the default. The file's `[env]` table holds `STRATA_*` variables; a variable already in the
+environment wins. Unknown keys, bad values and two aliases set to different values stop start-up with a
+message naming them. This module reads files and the environment it is given; it starts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from strata.server.options import OPTIONS, ConfigError, Option
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = ["ConfigError", "ServerConfig", "all_options", "default_config_path", "load_config"]
+
+
+def default_config_path() -> Path:
+    """Where `strata setup` writes the configuration and `strata serve` reads it when no --config is given."""
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("strata", appauthor=False)) / "config.toml"
+
+
+def all_options() -> tuple[Option, ...]:
+    """The server's options followed by every other part's table (the conversation cache's when present)."""
+    options = list(OPTIONS)
+    try:
+        cache_options = importlib.import_module("strata.server.cache.options")
+    except ImportError:
+        cache_options = None
+    if cache_options is not None:
+        options.extend(getattr(cache_options, "OPTIONS", ()))
+    return tuple(options)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Every option's value by key (`slot_ctx`, `conversation_cache_mib`, ...), the `STRATA_*` environment
+    the policies read, and where the file came from. Server fields are exposed as properties."""
+
+    values: Mapping[str, Any]
+    env: Mapping[str, str] = field(default_factory=dict)
+    config_path: str | None = None
+
+    def __getattr__(self, key: str) -> Any:
+        values = object.__getattribute__(self, "values")
+        if key in values:
+            return values[key]
+        raise AttributeError(key)
+
+    def replace(self, **changes: Any) -> ServerConfig:
+        return ServerConfig(values={**self.values, **changes}, env=self.env, config_path=self.config_path)
+
+    @property
+    def slot_ctx_effective(self) -> int:
+        return int(self.values["slot_ctx"] or self.values["ctx"])
+
+    @property
+    def aliases(self) -> list[str]:
+        raw = self.values.get("alias") or ""
+        return [a.strip() for a in raw.split(",") if a.strip()]
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"configuration file {path}: not valid TOML: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"configuration file {path}: cannot read it: {e}") from None
+
+
+def load_config(
+    flags: Mapping[str, Any] | None = None,
+    *,
+    config_path: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    use_default_file: bool = False,
+    options: tuple[Option, ...] | None = None,
+) -> ServerConfig:
+    """Merges defaults < file < environment < flags. `flags` maps option keys (or alias keys) to raw values,
+    None meaning "not given". With `use_default_file`, the installer's file is read when it exists."""
+    options = options or all_options()
+    environ = dict(os.environ if environ is None else environ)
+    flags = dict(flags or {})
+    path: Path | None = Path(config_path) if config_path else None
+    if path is None and use_default_file:
+        candidate = Path(environ["STRATA_CONFIG"]) if environ.get("STRATA_CONFIG") else default_config_path()
+        path = candidate if candidate.is_file() else None
+    table: dict[str, Any] = _read_toml(path) if path is not None else {}
+
+    file_env = table.pop("env", {})
+    if not isinstance(file_env, dict):
+        raise ConfigError(f"{path}: [env] must be a table of STRATA_* variables")
+    env: dict[str, str] = {}
+    for name, raw in file_env.items():
+        if not name.startswith("STRATA_"):
+            raise ConfigError(f"{path}: [env] {name}: only STRATA_* variables belong there")
+        if isinstance(raw, (dict, list)):
+            raise ConfigError(f"{path}: [env] {name}: expected a number or string, got {raw!r}")
+        env[name] = str(raw).lower() if isinstance(raw, bool) else str(raw)
+    env.update({k: v for k, v in environ.items() if k.startswith("STRATA_")})
+
+    by_key: dict[str, Option] = {}
+    for opt in options:
+        for name in opt.names():
+            by_key[name.replace("-", "_")] = opt
+    unknown = sorted(k for k in table if k not in by_key)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s): {', '.join(unknown)}")
+    unknown_flags = sorted(k for k in flags if k not in by_key)
+    if unknown_flags:
+        raise ConfigError(f"unknown option(s): {', '.join(unknown_flags)}")
+
+    values: dict[str, Any] = {}
+    for opt in options:
+        chosen = _pick(opt, flags, lambda name: f"--{name}")
+        if chosen is None and opt.env and environ.get(opt.env):
+            chosen = opt.convert(environ[opt.env], opt.env)
+        if chosen is None:
+            chosen = _pick(opt, table, lambda name: f"{path}: {name.replace('-', '_')}")
+        values[opt.key] = opt.default if chosen is None else chosen
+    _check_combinations(values)
+    return ServerConfig(values=values, env=env, config_path=str(path) if path else None)
+
+
+def _pick(opt: Option, source: Mapping[str, Any], label: Any) -> Any:
+    """The option's value in one source, accepting any alias; two aliases with different values is an error."""
+    found: dict[str, Any] = {}
+    for name in opt.names():
+        key = name.replace("-", "_")
+        if key in source and source[key] is not None:
+            shown = label(name)
+            found[shown] = opt.convert(source[key], shown)
+    if len({repr(v) for v in found.values()}) > 1:
+        detail = ", ".join(f"{k}={v!r}" for k, v in found.items())
+        raise ConfigError(f"aliases set to different values: {detail}")
+    return next(iter(found.values()), None)
+
+
+def _check_combinations(values: dict[str, Any]) -> None:
+    if values["batch"] and values["batch_groups"] > values["batch"]:
+        raise ConfigError(f"--batch-groups {values['batch_groups']} is more than --batch {values['batch']}")
+    if values["slot_ctx"] and values["slot_ctx"] > values["ctx"]:
+        raise ConfigError(f"--slot-ctx {values['slot_ctx']} is larger than --ctx {values['ctx']}")
+
+
+def config_from_args(args: argparse.Namespace, options: tuple[Option, ...] | None = None,
+                     environ: Mapping[str, str] | None = None) -> ServerConfig:
+    """The `strata serve` namespace (flags stored as `flag__<key>`) merged with its --config file."""
+    flags = {k[len("flag__"):]: v for k, v in vars(args).items() if k.startswith("flag__")}
+    return load_config(flags, config_path=getattr(args, "config", None), environ=environ,
+                       use_default_file=not getattr(args, "no_config", False), options=options)

@@ -1,0 +1,131 @@
+"""The options of `strata serve` for the server and the engine: one table, used for the command-line
+flags, the TOML configuration file's keys and docs/configuration.md.
+
+This module declares and converts single values; it does not merge sources (server/config.py does)
+and it does not hold the conversation cache's options (server/cache/options.py declares those with
+the same `Option` type). A TOML key is the long flag with `-` replaced by `_`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the flag, key or variable."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: `--name` on the command line, `name_with_underscores` in the TOML file."""
+
+    name: str                      # long flag without the dashes, e.g. "slot-ctx"
+    kind: type                     # int, float, str or bool
+    default: Any
+    help: str
+    aliases: tuple[str, ...] = ()  # other long flags for the same value; two set differently is an error
+    choices: tuple[Any, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    metavar: str | None = None
+    env: str | None = None         # an environment variable that sets it (below a flag, above the file)
+
+    @property
+    def key(self) -> str:
+        return self.name.replace("-", "_")
+
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+    def convert(self, raw: Any, source: str) -> Any:
+        """Converts and validates `raw`; `source` names where it came from for the error message."""
+        if raw is None:
+            return None
+        value: Any
+        try:
+            if self.kind is bool:
+                value = _to_bool(raw)
+            elif self.kind is int:
+                if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                    raise ValueError
+                value = int(raw)
+            elif self.kind is float:
+                if isinstance(raw, bool):
+                    raise ValueError
+                value = float(raw)
+            else:
+                if not isinstance(raw, str):
+                    raise ValueError
+                value = raw
+        except (TypeError, ValueError):
+            raise ConfigError(f"{source}: expected {self.kind.__name__}, got {raw!r}") from None
+        if self.choices is not None and value not in self.choices:
+            allowed = ", ".join(str(c) for c in self.choices)
+            raise ConfigError(f"{source}: {value!r} is not one of {allowed}")
+        if self.minimum is not None and value < self.minimum:
+            raise ConfigError(f"{source}: {value!r} is below the minimum {self.minimum:g}")
+        if self.maximum is not None and value > self.maximum:
+            raise ConfigError(f"{source}: {value!r} is above the maximum {self.maximum:g}")
+        return value
+
+
+def _to_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if isinstance(raw, str) and raw.strip().lower() in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError
+
+
+# The server's and the engine's options. Defaults are the product's; docs/configuration.md lists them.
+OPTIONS: tuple[Option, ...] = (
+    Option("model", str, None, "GGUF model file (default: the bundled SmolLM2-135M-Instruct)", metavar="PATH"),
+    Option("ctx", int, 8192, "context size of the solo path (main context), in tokens", minimum=16),
+    Option("batch", int, 4, "number of batch slots; 0 = the solo path only, one request at a time", minimum=0,
+           maximum=256),
+    Option("batch-groups", int, 1, "slots split into this many groups (units of load)", minimum=1, maximum=256),
+    Option("slot-ctx", int, None, "context size of each slot, in tokens (default: --ctx)", minimum=16),
+    Option("threads", int, None, "compute threads (default: the engine's choice for this machine)", minimum=1),
+    Option("kv-type", str, "f16", "KV cache element type", choices=("f16", "f32")),
+    Option("backend", str, "cpu", "compute backend", choices=("cpu", "cuda")),
+    Option("host", str, "127.0.0.1", "address to listen on (127.0.0.1: this machine only)"),
+    Option("port", int, 8080, "TCP port to listen on (0: any free port)", minimum=0, maximum=65535),
+    Option("api-key", str, None, "require this key as `Authorization: Bearer` or `x-api-key` on every endpoint "
+           "but /health", env="STRATA_API_KEY", metavar="KEY"),
+    Option("alias", str, None, "extra model names listed by GET /v1/models, comma-separated (any name is "
+           "served by the loaded model anyway)", metavar="NAMES"),
+    Option("max-body-mib", float, 16.0, "largest accepted request body, in MiB", minimum=0.001, maximum=1024),
+    Option("queue", int, 64, "requests that may wait for a context; beyond that 503 with Retry-After",
+           minimum=0, maximum=100000),
+    Option("prefill-chunk", int, 512, "tokens of a prompt read per step, between the decode steps of other "
+           "requests", minimum=1, maximum=65536),
+    Option("max-tokens-default", int, 4096, "output limit of a request that sets none (Anthropic requires one)",
+           minimum=1),
+    Option("timeline-out", str, None, "append a replay timeline of real traffic (ids, times, token counts; no "
+           "text) to this JSONL file, for `strata replay`", metavar="PATH"),
+    Option("status-line", bool, False, "show a live one-line status on stderr (only when it is a terminal)"),
+    Option("log-level", str, "info", "log level", choices=("debug", "info", "warning", "error")),
+)
+
+
+def add_flags(parser: argparse.ArgumentParser, options: tuple[Option, ...], title: str) -> None:
+    """Adds one `--flag` per option (and its aliases). Unset flags stay None so that a flag overrides the
+    file only when given; the stored name is `flag__<key>` for each spelling, merged by config.py."""
+    group = parser.add_argument_group(title)
+    for opt in options:
+        default_text = "" if opt.default is None else f" [default: {opt.default}]"
+        for i, name in enumerate(opt.names()):
+            dest = "flag__" + name.replace("-", "_")
+            help_text = (opt.help + default_text) if i == 0 else f"alias of --{opt.name}"
+            if opt.kind is bool:
+                group.add_argument(f"--{name}", dest=dest, action="store_const", const=True, default=None,
+                                   help=help_text)
+                group.add_argument(f"--no-{name}", dest=dest, action="store_const", const=False,
+                                   help=argparse.SUPPRESS)
+            else:
+                group.add_argument(f"--{name}", dest=dest, default=None, metavar=opt.metavar or opt.kind.__name__.upper(),
+                                   help=help_text)
