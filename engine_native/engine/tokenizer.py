@@ -1,0 +1,268 @@
+"""The tokenizer of a GGUF model, built from the file's own vocabulary, merges and pre-tokenizer name.
+
+What it is: `Tokenizer.from_metadata(metadata)` turns the `tokenizer.ggml.*` metadata of a GGUF file
+(a plain dict, as `strata.engine.GGUFFile(path).metadata` or the `gguf` package gives it) into a
+byte-level BPE tokenizer (the `tokenizers` library) that gives llama.cpp's token ids for the same
+text: the same pre-tokenizer regexes per `tokenizer.ggml.pre` (copied from llama.cpp's
+`llama-vocab.cpp`), the same merge ranks, the same treatment of special tokens (CONTROL tokens are
+parsed in text only when `special=True`; USER_DEFINED tokens always, as llama.cpp does), the same
+BOS rule.
+
+What it is not: no SentencePiece (`tokenizer.ggml.model == "llama"`) or WordPiece vocabularies
+(a clear error names the model type), no chat template (see `chat_template.py`), no streaming
+detokenization (see `text.py`). Decoding does not "clean up" spaces before punctuation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from tokenizers import AddedToken, Regex, models, pre_tokenizers
+from tokenizers import Tokenizer as _HFTokenizer
+
+# GGUF token types (gguf.TokenType)
+TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = 1, 2, 3, 4, 5, 6
+
+# ---------------------------------------------------------------------------------------------------
+# Pre-tokenizer regexes, applied in sequence (each splits the pieces of the previous), from llama.cpp
+# ---------------------------------------------------------------------------------------------------
+
+_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
+_LLAMA3 = (
+    r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_QWEN2 = (
+    r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_DEFAULT = (r"[\p{P}\$\+<=>\^~\|]+", _GPT2, r"\p{N}+", r"[0-9][0-9][0-9]")
+
+# name in tokenizer.ggml.pre -> (regexes, ignore_merges, default add_bos)
+PRE_TOKENIZERS: dict[str, tuple[tuple[str, ...], bool, bool]] = {
+    "default": (_DEFAULT, False, False),
+    **{name: ((_LLAMA3,), True, True) for name in ("llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral")},
+    **{name: ((_QWEN2,), False, False) for name in ("qwen2", "deepseek-r1-qwen", "stablelm2")},
+    **{name: ((_GPT2,), False, False) for name in ("gpt2", "gpt-2", "phi-2", "mpt", "olmo")},
+    **{
+        name: ((r"\p{N}", _GPT2), False, False)
+        for name in ("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b")
+    },
+}
+
+# end-of-turn token texts llama.cpp treats as end of generation, when the vocabulary has them
+EOT_TEXTS = (
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+    "<|end_of_text|>", "<EOT>", "<end_of_utterance>",
+)
+# tokens that open a chat message (anchors of the conversation cache's segment tier)
+MESSAGE_OPENER_TEXTS = ("<|im_start|>", "<|start_header_id|>", "<start_of_turn>", "[INST]")
+
+
+class TokenizerError(ValueError):
+    """The GGUF metadata does not describe a tokenizer Strata can build."""
+
+
+@lru_cache(maxsize=1)
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's printable-character -> byte map (the inverse of bytes_to_unicode)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
+    chars = keep[:]
+    n = 0
+    for b in range(256):
+        if b not in keep:
+            keep.append(b)
+            chars.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(keep, chars, strict=True)}
+
+
+def _token_text_to_bytes(text: str) -> bytes:
+    table = _byte_decoder()
+    out = bytearray()
+    for ch in text:
+        b = table.get(ch)
+        if b is None:  # not a byte-level character (an added token written as plain text)
+            out += ch.encode("utf-8")
+        else:
+            out.append(b)
+    return bytes(out)
+
+
+def _split_merge(merge: str) -> tuple[str, str] | None:
+    pos = merge.find(" ", 1)  # as llama.cpp: the first space after the first character
+    if pos < 0:
+        return None
+    return merge[:pos], merge[pos + 1 :]
+
+
+@dataclass(frozen=True)
+class _Vocab:
+    tokens: tuple[str, ...]
+    types: tuple[int, ...]
+    merges: tuple[str, ...]
+    pre: str
+    bos_id: int | None
+    eos_id: int | None
+    eot_id: int | None
+    add_bos: bool
+
+
+def _read_vocab(metadata: Mapping[str, object]) -> _Vocab:
+    model = metadata.get("tokenizer.ggml.model")
+    if model is None:
+        raise TokenizerError("GGUF metadata has no tokenizer (tokenizer.ggml.model is missing)")
+    if model != "gpt2":
+        raise TokenizerError(
+            f"unsupported tokenizer model {model!r}: Strata supports byte-level BPE ('gpt2') vocabularies"
+        )
+    tokens = metadata.get("tokenizer.ggml.tokens")
+    if not isinstance(tokens, Sequence) or not tokens or isinstance(tokens, str | bytes):
+        raise TokenizerError("tokenizer.ggml.tokens is missing or empty")
+    tokens = tuple(t.decode("utf-8", "replace") if isinstance(t, bytes) else str(t) for t in tokens)
+    types = metadata.get("tokenizer.ggml.token_type")
+    if types is None:
+        types = (TOKEN_NORMAL,) * len(tokens)
+    types = tuple(int(t) for t in types)
+    if len(types) != len(tokens):
+        raise TokenizerError(
+            f"tokenizer.ggml.token_type has {len(types)} entries for {len(tokens)} tokens"
+        )
+    merges = metadata.get("tokenizer.ggml.merges")
+    if merges is None:
+        raise TokenizerError("tokenizer.ggml.merges is missing (a BPE vocabulary needs its merges)")
+    merges = tuple(m.decode("utf-8", "replace") if isinstance(m, bytes) else str(m) for m in merges)
+    pre = str(metadata.get("tokenizer.ggml.pre") or "default")
+    if pre not in PRE_TOKENIZERS:
+        raise TokenizerError(
+            f"unknown pre-tokenizer tokenizer.ggml.pre={pre!r}; known: {', '.join(sorted(PRE_TOKENIZERS))}"
+        )
+
+    def token_id(key: str) -> int | None:
+        value = metadata.get(key)
+        if value is None:
+            return None
+        value = int(value)
+        if not 0 <= value < len(tokens):
+            raise TokenizerError(f"{key}={value} is outside the vocabulary of {len(tokens)} tokens")
+        return value
+
+    add_bos = metadata.get("tokenizer.ggml.add_bos_token")
+    return _Vocab(
+        tokens=tokens,
+        types=types,
+        merges=merges,
+        pre=pre,
+        bos_id=token_id("tokenizer.ggml.bos_token_id"),
+        eos_id=token_id("tokenizer.ggml.eos_token_id"),
+        eot_id=token_id("tokenizer.ggml.eot_token_id"),
+        add_bos=PRE_TOKENIZERS[pre][2] if add_bos is None else bool(add_bos),
+    )
+
+
+class Tokenizer:
+    """Text <-> token ids for one GGUF vocabulary. Thread-safe (no state changes after construction)."""
+
+    def __init__(self, vocab: _Vocab):
+        self._vocab = vocab
+        self.n_vocab: int = len(vocab.tokens)
+        self.bos_id: int | None = vocab.bos_id
+        self.eos_id: int | None = vocab.eos_id
+        self.add_bos: bool = vocab.add_bos
+        self.pre: str = vocab.pre
+        ids = {}
+        for i, text in enumerate(vocab.tokens):
+            ids[text] = i  # as llama.cpp: a duplicated text maps to its last id
+        self._ids = ids
+        parsed = [i for i, t in enumerate(vocab.types) if t in (TOKEN_CONTROL, TOKEN_UNKNOWN, TOKEN_USER_DEFINED)]
+        # CONTROL and UNKNOWN tokens are the "special" ones: parsed in text only when asked
+        self.special_ids: frozenset[int] = frozenset(
+            i for i in parsed if vocab.types[i] != TOKEN_USER_DEFINED
+        ) | frozenset(i for i in (vocab.bos_id, vocab.eos_id) if i is not None)
+        eot = {i for i in (vocab.eos_id, vocab.eot_id) if i is not None}
+        eot |= {ids[t] for t in EOT_TEXTS if t in ids}
+        self.eot_ids: frozenset[int] = frozenset(eot)
+        self.message_opener_ids: list[int] = [ids[t] for t in MESSAGE_OPENER_TEXTS if t in ids]
+        # (n_vocab,) the bytes each token stands for; special tokens as their text
+        self._bytes: list[bytes] = [
+            t.encode("utf-8") if vocab.types[i] in (TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNKNOWN)
+            else _token_text_to_bytes(t)
+            for i, t in enumerate(vocab.tokens)
+        ]
+        self._with_special = self._build(parsed)
+        self._plain = self._build(parsed)
+        self._plain.encode_special_tokens = True  # CONTROL tokens become text; USER_DEFINED still parsed
+
+    def _build(self, parsed: Iterable[int]) -> _HFTokenizer:
+        vocab = self._vocab
+        regexes, ignore_merges, _ = PRE_TOKENIZERS[vocab.pre]
+        merges = []
+        for m in vocab.merges:
+            pair = _split_merge(m)
+            # a merge whose parts or result are not tokens can never produce a token: llama.cpp falls
+            # back to the parts for it, which is what skipping it does here
+            if pair and pair[0] in self._ids and pair[1] in self._ids and pair[0] + pair[1] in self._ids:
+                merges.append(pair)
+        bpe = models.BPE(vocab=dict(self._ids), merges=merges, ignore_merges=ignore_merges)
+        tok = _HFTokenizer(bpe)
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in regexes]
+            + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+        )
+        added = [
+            AddedToken(vocab.tokens[i], special=vocab.types[i] != TOKEN_USER_DEFINED, normalized=False)
+            for i in parsed
+        ]
+        if added:
+            tok.add_tokens(added)
+        return tok
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, object]) -> Tokenizer:
+        """Build from GGUF metadata; raises TokenizerError naming what is missing or unsupported."""
+        return cls(_read_vocab(metadata))
+
+    # -- text -> ids -------------------------------------------------------------------------------
+
+    def encode(self, text: str, special: bool = True, add_bos: bool | None = None) -> list[int]:
+        """Token ids of `text`.
+
+        special: parse CONTROL tokens written in the text (`<|im_start|>`) as those tokens; when
+        False they are tokenized as plain text (USER_DEFINED tokens are parsed either way, as in
+        llama.cpp). add_bos: prepend BOS; None follows the model (`tokenizer.ggml.add_bos_token`)
+        and does not add a second BOS when the text already starts with it.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"encode() needs a str, got {type(text).__name__}")
+        ids = (self._with_special if special else self._plain).encode(text, add_special_tokens=False).ids
+        want_bos = self.add_bos if add_bos is None else add_bos
+        if want_bos and self.bos_id is not None and not (add_bos is None and ids[:1] == [self.bos_id]):
+            ids.insert(0, self.bos_id)
+        return ids
+
+    def token_id(self, text: str) -> int | None:
+        """The id of a token written exactly as in the vocabulary (`"<|im_end|>"`), or None."""
+        return self._ids.get(text)
+
+    # -- ids -> text -------------------------------------------------------------------------------
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes a token stands for (a special token: its text). May be part of a UTF-8 character."""
+        if not 0 <= int(token_id) < self.n_vocab:
+            raise ValueError(f"token id {token_id} is outside the vocabulary of {self.n_vocab} tokens")
+        return self._bytes[int(token_id)]
+
+    def token_text(self, token_id: int) -> str:
+        """The token as the vocabulary writes it (byte-level characters, e.g. 'Ġthe')."""
+        return self._vocab.tokens[int(token_id)]
+
+    def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
+        """Text of a token sequence; bytes that do not form UTF-8 become U+FFFD."""
+        out = []
+        for i in ids:
+            if skip_special and int(i) in self.special_ids:
+                continue
+            out.append(self.token_bytes(i))
+        return b"".join(out).decode("utf-8", errors="replace")
