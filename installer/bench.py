@@ -1,0 +1,160 @@
+"""The installer's machine bench: the model's speeds here, RAM, and the cold folder's disk speeds.
+
+Mechanism: calls the engine's bench (`strata.engine.bench.run_bench`) for prefill/decode tokens/s
+and load time, reads RAM with psutil, and times real file I/O in the folder proposed for the cold
+level (write with fsync, then read back). Progress goes to a callback `(stage, fraction, message)`;
+a `threading.Event` skips what is left. It decides nothing: the plan (`plan.py`) uses the numbers.
+
+Page cache caveat: without root the cache cannot be dropped and O_DIRECT is not portable. After the
+fsync the file's pages are clean, and on Linux `posix_fadvise(DONTNEED)` then evicts them, so the
+read-back comes from the disk; where that call does not exist (Windows, macOS) the read speed may be
+the cache's, and the report says so (`read_uncached=False`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import psutil
+from strata.installer.plan_types import MIB, BenchFacts, DiskFacts
+from strata.installer.profile import disk_facts
+
+Progress = Callable[[str, float, str], None]
+CHUNK_MIB = 8
+
+
+def _quiet(stage: str, fraction: float, message: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class DiskSpeed:
+    write_mib_s: float
+    read_mib_s: float
+    size_mib: int
+    read_uncached: bool  # True when the pages were evicted before the read-back
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    bench: BenchFacts | None  # None: the engine's bench was skipped or is not available
+    disk: DiskFacts  # the cold folder with its speeds when measured
+    ram_total_mib: int
+    ram_available_mib: int
+    notes: tuple[str, ...] = ()
+
+
+class BenchSkipped(Exception):
+    """Raised inside a measurement when the skip event is set."""
+
+
+def disk_speed(folder: str | Path, size_mib: int = 256, progress: Progress = _quiet,
+               skip: threading.Event | None = None) -> DiskSpeed:
+    """Write `size_mib` MiB to a temporary file in `folder` (fsync), evict it, read it back; then delete it."""
+    if size_mib < CHUNK_MIB:
+        raise ValueError(f"disk bench size_mib must be >= {CHUNK_MIB}, got {size_mib}")
+    folder = Path(folder).expanduser()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f".strata-bench-{uuid.uuid4().hex}.tmp"
+    block = os.urandom(CHUNK_MIB * MIB)  # incompressible, so a compressing filesystem is not flattered
+    n_chunks = size_mib // CHUNK_MIB
+    try:
+        t0 = time.perf_counter()
+        with open(path, "wb", buffering=0) as f:
+            for i in range(n_chunks):
+                _check(skip)
+                f.write(block)
+                progress("disk", 0.5 * (i + 1) / n_chunks, f"writing {(i + 1) * CHUNK_MIB} of {size_mib} MiB")
+            os.fsync(f.fileno())
+        write_s = time.perf_counter() - t0
+        uncached = _evict(path)
+        t0 = time.perf_counter()
+        with open(path, "rb", buffering=0) as f:
+            for i in range(n_chunks):
+                _check(skip)
+                if len(f.read(CHUNK_MIB * MIB)) != CHUNK_MIB * MIB:
+                    raise OSError(f"{path}: short read during the disk bench")
+                progress("disk", 0.5 + 0.5 * (i + 1) / n_chunks, f"reading {(i + 1) * CHUNK_MIB} of {size_mib} MiB")
+        read_s = time.perf_counter() - t0
+    finally:
+        path.unlink(missing_ok=True)
+    total = n_chunks * CHUNK_MIB
+    return DiskSpeed(total / max(write_s, 1e-9), total / max(read_s, 1e-9), total, uncached)
+
+
+def _evict(path: Path) -> bool:
+    if not hasattr(os, "posix_fadvise"):
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _check(skip: threading.Event | None) -> None:
+    if skip is not None and skip.is_set():
+        raise BenchSkipped()
+
+
+def engine_speed(model_path: str, threads: int, progress: Progress = _quiet) -> BenchFacts:
+    """The engine's quick bench of `model_path`. Raises ImportError when the engine has no bench."""
+    from strata.engine.bench import run_bench
+
+    progress("engine", 0.0, f"loading {Path(model_path).name} and measuring prefill and decode")
+    result = run_bench(model_path, threads, quick=True)
+    if not isinstance(result, dict):
+        result = dict(vars(result)) if hasattr(result, "__dict__") else {}
+    progress("engine", 1.0, "engine bench done")
+
+    def number(*keys: str) -> float | None:
+        for key in keys:
+            value = result.get(key)
+            if isinstance(value, (int, float)) and value > 0:
+                return float(value)
+        return None
+
+    return BenchFacts(prefill_tps=number("prefill_tps", "prefill_tok_s", "pp_tps"),
+                      decode_tps=number("decode_tps", "decode_tok_s", "tg_tps"),
+                      load_s=number("load_s", "load_seconds", "load_ms") if "load_ms" not in result
+                      else result["load_ms"] / 1000.0)
+
+
+def run_machine_bench(model_path: str | None, cold_folder: str | Path, threads: int,
+                      progress: Progress = _quiet, skip: threading.Event | None = None,
+                      engine: bool = True, disk_mib: int = 256) -> BenchReport:
+    """Everything the plan can use; a skipped or failed part is left out and said in `notes`."""
+    notes: list[str] = []
+    facts: BenchFacts | None = None
+    if engine and model_path and not (skip and skip.is_set()):
+        try:
+            facts = engine_speed(model_path, threads, progress)
+        except ImportError:
+            notes.append("the engine's bench is not available in this build; speeds not measured")
+        except Exception as e:  # a model the engine refuses: report, plan without speeds
+            notes.append(f"the engine's bench failed: {e}")
+    disk = disk_facts(cold_folder)
+    if skip is None or not skip.is_set():
+        try:
+            speed = disk_speed(cold_folder, disk_mib, progress, skip)
+            disk = replace(disk, write_mib_s=round(speed.write_mib_s, 1), read_mib_s=round(speed.read_mib_s, 1))
+            if not speed.read_uncached:
+                notes.append("the read speed may be the page cache's (no posix_fadvise here)")
+        except BenchSkipped:
+            notes.append("disk bench skipped")
+        except OSError as e:
+            notes.append(f"cannot measure {cold_folder}: {e.strerror or e}")
+    if skip is not None and skip.is_set():
+        notes.append("bench skipped: the plan uses the defaults that need no measurement")
+    vm = psutil.virtual_memory()
+    progress("done", 1.0, "bench done")
+    return BenchReport(facts, disk, vm.total // MIB, vm.available // MIB, tuple(notes))

@@ -1,0 +1,167 @@
+"""`strata setup`: the terminal wizard (questions, bench, plan, config file) and `--show`.
+
+Asks the plan's questions in the plan's order (model, then the bench, one request or several,
+conversations kept on disk and where, the context size), prints the plan with a reason for every
+choice and writes the TOML file. `--yes`, or stdin closed or not a terminal, asks nothing and takes
+every default; Enter takes one default; a bad answer is asked again with the reason. The decisions
+are `plan.py`'s; this file is only terminal I/O.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+from typing import TextIO
+
+from strata.installer import config_file, flow
+from strata.installer.bench import run_machine_bench
+from strata.installer.plan import QUESTION_ORDER, next_question, parse_answer
+from strata.installer.plan_types import AnswerError, Answers, Question, Situation
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--yes", "-y", action="store_true",
+                        help="ask nothing, take every default (also when stdin is not a terminal)")
+    parser.add_argument("--config", metavar="PATH", type=Path, default=None,
+                        help=f"where to write the configuration (default {config_file.default_config_path()})")
+    parser.add_argument("--show", action="store_true", help="print the current configuration with reasons")
+    parser.add_argument("--model", metavar="PATH", default=None, help="the GGUF model (skips the model question)")
+    parser.add_argument("--cold-dir", metavar="PATH", default=None,
+                        help="the folder proposed for conversations kept on disk "
+                             f"(default {config_file.default_cold_dir()})")
+    parser.add_argument("--skip-bench", action="store_true", help="do not measure the machine")
+    parser.add_argument("--disk-bench-mib", type=int, default=256, metavar="N",
+                        help="MiB written and read back to measure the cold folder (default 256, min 8)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.show:
+        path = args.config or config_file.default_config_path()
+        try:
+            print(config_file.format_show(path))
+        except config_file.ConfigFileError as e:
+            print(f"strata setup: {e}", file=sys.stderr)
+            return 1
+        return 0
+    if args.disk_bench_mib < 8:
+        print(f"strata setup: --disk-bench-mib must be >= 8, got {args.disk_bench_mib}", file=sys.stderr)
+        return 2
+    try:
+        return run_terminal(args, sys.stdin, sys.stdout)
+    except KeyboardInterrupt:
+        print("\nstrata setup: cancelled, nothing written", file=sys.stderr)
+        return 130
+
+
+def _interactive(stdin: TextIO | None) -> bool:
+    try:
+        return stdin is not None and not stdin.closed and stdin.isatty()
+    except (ValueError, OSError):
+        return False
+
+
+def run_terminal(args: argparse.Namespace, stdin: TextIO | None, out: TextIO,
+                 situation: Situation | None = None) -> int:
+    """The whole wizard on text streams. `situation` replaces the measured machine (tests)."""
+    ask = not args.yes and _interactive(stdin)
+    try:
+        s = situation or flow.starting_situation(args.cold_dir, args.model)
+    except OSError as e:
+        print(f"strata setup: cannot read this machine's profile: {e}", file=sys.stderr)
+        return 1
+    m = s.machine
+    gpu = f"GPU {m.gpu_name} ({m.gpu_vram_mib} MiB)" if m.gpu_name else "no NVIDIA GPU"
+    print("Strata setup: the model, a short bench, one request or several, conversations on disk, "
+          "the context size.", file=out)
+    print(f"This machine: {m.n_cores} cores ({m.n_logical} logical), {m.ram_total_mib / 1024:.1f} GiB RAM "
+          f"({m.ram_available_mib / 1024:.1f} GiB available), {gpu}.", file=out)
+    if not ask:
+        print("Taking every default (--yes or no terminal on stdin).", file=out)
+    a = Answers()
+    state = {"ask": ask}
+    while (q := next_question(s, a, QUESTION_ORDER)) is not None:
+        s, a = _ask_until_valid(q, s, a, stdin, out, state, args)
+        if q.key == "model" and not args.skip_bench:
+            s = _bench(s, out, args.disk_bench_mib)
+    plan, path = flow.finish(s, a, args.config)
+    print("\nThe plan:", file=out)
+    print("\n".join(flow.format_plan(plan)), file=out)
+    print(f"\nWrote {path}", file=out)
+    print("Start the server with: strata serve" + (f" --config {path}" if args.config else ""), file=out)
+    return 0
+
+
+def _ask_until_valid(q: Question, s: Situation, a: Answers, stdin: TextIO | None, out: TextIO,
+                     state: dict, args: argparse.Namespace) -> tuple[Situation, Answers]:
+    preset = args.model if q.key == "model" and args.model else None
+    while True:
+        if preset is not None:
+            text = preset
+        elif state["ask"]:
+            text = _prompt(q, stdin, out)
+            if text is None:  # end of input: every remaining question takes its default
+                state["ask"] = False
+                print("(end of input: taking the defaults)", file=out)
+                text = ""
+        else:
+            text = ""
+        try:
+            value = parse_answer(q, text, s, a)
+            s, a = flow.accept(s, a, q, value)
+        except AnswerError as e:
+            if not state["ask"]:
+                raise SystemExit(f"strata setup: {q.prompt} {e}") from None
+            print(f"  ! {e}", file=out)
+            preset = None
+            continue
+        if not state["ask"] and preset is None:
+            print(f"{q.prompt} {q.default_text}  ({q.reason})", file=out)
+        return s, a
+
+
+def _prompt(q: Question, stdin: TextIO, out: TextIO) -> str | None:
+    print(f"\n{q.prompt}", file=out)
+    for i, option in enumerate(q.options if q.key == "model" else (), start=1):
+        print(f"  {i}) {option}", file=out)
+    if q.default is not None:
+        print(f"  default: {q.default_text}  ({q.reason})", file=out)
+    else:
+        print(f"  ({q.reason})", file=out)
+    hint = "/".join(q.options) if q.key in ("concurrency", "keep_on_disk") else ""
+    out.write(f"> {hint + ' ' if hint else ''}[{q.default_text}] ")
+    out.flush()
+    line = stdin.readline()
+    return None if line == "" else line.rstrip("\r\n")
+
+
+def _bench(s: Situation, out: TextIO, disk_mib: int) -> Situation:
+    print("\nMeasuring this machine (Ctrl-C skips the bench)...", file=out)
+    skip = threading.Event()
+    shown: dict[str, int] = {}
+
+    def progress(stage: str, fraction: float, message: str) -> None:
+        quarter = int(fraction * 4)  # one line per stage and quarter: readable in a log as on a terminal
+        if shown.get(stage, -1) < quarter:
+            shown[stage] = quarter
+            print(f"  [{stage:<6}] {int(fraction * 100):3d}%  {message}", file=out)
+            out.flush()
+
+    try:
+        report = run_machine_bench(s.model.path if s.model else None, s.cold_disk.folder,
+                                   s.machine.n_cores, progress, skip, disk_mib=disk_mib)
+    except KeyboardInterrupt:
+        print("  bench skipped", file=out)
+        return s
+    b, d = report.bench, report.disk
+    if b is not None:
+        print(f"  model: prefill {b.prefill_tps or 0:.0f} tok/s, decode {b.decode_tps or 0:.1f} tok/s"
+              + (f", load {b.load_s:.2f} s" if b.load_s else ""), file=out)
+    if d.write_mib_s:
+        print(f"  disk {d.folder}: write {d.write_mib_s:.0f} MiB/s, read {d.read_mib_s:.0f} MiB/s", file=out)
+    print(f"  RAM: {report.ram_total_mib / 1024:.1f} GiB, {report.ram_available_mib / 1024:.1f} GiB available",
+          file=out)
+    for note in report.notes:
+        print(f"  note: {note}", file=out)
+    return flow.with_bench(s, report)

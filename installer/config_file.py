@@ -1,0 +1,127 @@
+"""The configuration file the installer writes: TOML, flat keys, each key's reason as a comment above it.
+
+Writes atomically (temporary file, fsync, rename) and reads back keys and reasons for
+`strata setup --show`. It does not validate values against the server's options; the server's
+loader (`strata.server.config`) does that when it reads the file. The format is the one of
+docs/internals.md "Configuration": keys are the long flags with `-` -> `_`, plus an optional
+`[env]` table of `STRATA_*` variables.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import tomli_w
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+from strata.installer.plan_types import Plan
+
+HEADER = "# Strata configuration, written by `strata setup`. Flags given to `strata serve` override it."
+
+
+class ConfigFileError(ValueError):
+    """A configuration file that cannot be read; the message names the file and the problem."""
+
+
+def default_config_path() -> Path:
+    """The platform's user config folder: ~/.config/strata/config.toml, %APPDATA%/strata/config.toml, ..."""
+    return Path(platformdirs.user_config_dir("strata", appauthor=False)) / "config.toml"
+
+
+def default_cold_dir() -> Path:
+    """Where conversations kept on disk go unless the user picks another folder."""
+    return Path(platformdirs.user_cache_dir("strata", appauthor=False)) / "conversations"
+
+
+def render(plan: Plan, written_at: datetime | None = None) -> str:
+    """The file's text: a header, the warnings, then each key with its reason as a comment."""
+    lines = [HEADER]
+    if written_at is not None:
+        lines.append(f"# Written {written_at.isoformat(timespec='seconds')}; `strata setup --show` prints it.")
+    for warning in plan.warnings:
+        lines.append(f"# WARNING: {warning}")
+    lines.append("")
+    for choice in plan.choices:
+        lines.append(f"# {choice.reason}")
+        lines.append(tomli_w.dumps({choice.key: choice.value}).rstrip("\n"))
+    return "\n".join(lines) + "\n"
+
+
+def write(plan: Plan, path: Path, written_at: datetime | None = None) -> Path:
+    """Write `plan` to `path` atomically, creating its folder. Returns the path written."""
+    path = Path(path).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = render(plan, written_at)
+    fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".toml", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """(values, reasons) of a configuration file; a key without a comment above it has no reason."""
+    path = Path(path).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigFileError(f"{path}: no configuration file there (run `strata setup`)") from None
+    except OSError as e:
+        raise ConfigFileError(f"{path}: cannot read it: {e.strerror or e}") from None
+    try:
+        values = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigFileError(f"{path}: not valid TOML: {e}") from None
+    return values, _reasons(text)
+
+
+def _reasons(text: str) -> dict[str, str]:
+    reasons: dict[str, str] = {}
+    comment: str | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("#"):
+            body = line.lstrip("#").strip()
+            comment = None if body.startswith(("WARNING:", "Strata configuration", "Written ")) else body
+        elif "=" in line and not line.startswith("["):
+            key = line.split("=", 1)[0].strip()
+            if comment:
+                reasons[key] = comment
+            comment = None
+        else:
+            comment = None
+    return reasons
+
+
+def format_show(path: Path) -> str:
+    """What `strata setup --show` prints: the file's location, then each key, value and reason."""
+    values, reasons = read(path)
+    flat = {k: v for k, v in values.items() if not isinstance(v, dict)}
+    width = max((len(k) for k in flat), default=0)
+    out = [f"configuration: {path}"]
+    for key, value in flat.items():
+        shown = tomli_w.dumps({"v": value})[4:].rstrip("\n")
+        out.append(f"  {key:<{width}} = {shown}")
+        if key in reasons:
+            out.append(f"  {'':<{width}}   # {reasons[key]}")
+    for table, entries in values.items():
+        if isinstance(entries, dict):
+            out.append(f"  [{table}]")
+            out.extend(f"    {k} = {v!r}" for k, v in entries.items())
+    return "\n".join(out)

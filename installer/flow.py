@@ -1,0 +1,87 @@
+"""The steps the terminal wizard and the Qt wizard share between the plan's questions.
+
+Mechanism glue, no UI: builds the starting `Situation` from the real machine, turns an answer into
+what the plan needs next (the model's file -> `ModelFacts`, a folder -> its free space, checked
+writable), folds a bench report in, and writes the final file. A failure is an `AnswerError` whose
+message the wizard shows before asking again. Which question comes next is `plan.py`'s call.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+
+from strata.installer import config_file
+from strata.installer.bench import BenchReport
+from strata.installer.model_facts import ModelFileError, find_models, read_model_facts
+from strata.installer.plan import apply_answer, make_plan
+from strata.installer.plan_types import AnswerError, Answers, Plan, Question, Situation
+from strata.installer.profile import disk_facts, machine_profile
+
+
+def starting_situation(cold_dir: str | Path | None = None, extra_model: str | None = None) -> Situation:
+    """The real machine, the proposed cold folder's free space, and the models found here."""
+    found, default = find_models()
+    if extra_model and extra_model not in found:
+        found = (extra_model, *found)
+    folder = Path(cold_dir).expanduser() if cold_dir else config_file.default_cold_dir()
+    return Situation(machine=machine_profile(), cold_disk=disk_facts(folder), models_found=found,
+                     default_model=extra_model or default)
+
+
+def accept(s: Situation, a: Answers, q: Question, value) -> tuple[Situation, Answers]:
+    """Record `value` for `q`, measuring what the answer points at. Raises AnswerError with the reason."""
+    if q.key == "model":
+        try:
+            s = replace(s, model=read_model_facts(value), bench=None)
+        except ModelFileError as e:
+            raise AnswerError(str(e)) from None
+        value = s.model.path
+    elif q.key == "cold_dir":
+        folder = Path(value).expanduser()
+        check_writable(folder)
+        if str(folder) != s.cold_disk.folder:
+            s = replace(s, cold_disk=disk_facts(folder))
+        value = str(folder)
+    return s, apply_answer(a, q.key, value)
+
+
+def check_writable(folder: Path) -> None:
+    """Create `folder` if needed and write one small file there; AnswerError naming the problem."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".strata-probe-{uuid.uuid4().hex}"
+        probe.write_bytes(b"strata")
+        probe.unlink()
+    except OSError as e:
+        raise AnswerError(f"cannot write to {folder}: {e.strerror or e}") from None
+    if not os.access(folder, os.W_OK):
+        raise AnswerError(f"cannot write to {folder}: permission denied")
+
+
+def with_bench(s: Situation, report: BenchReport) -> Situation:
+    """`s` with the bench's speeds and the measured cold folder (same folder: speeds kept)."""
+    disk = report.disk if report.disk.folder == s.cold_disk.folder else s.cold_disk
+    return replace(s, bench=report.bench, cold_disk=disk)
+
+
+def finish(s: Situation, a: Answers, path: Path | None) -> tuple[Plan, Path]:
+    """Make the plan and write it (default: the platform config folder). Returns (plan, path written)."""
+    plan = make_plan(s, a)
+    target = Path(path).expanduser() if path else config_file.default_config_path()
+    return plan, config_file.write(plan, target, datetime.now().astimezone())
+
+
+def format_plan(plan: Plan) -> list[str]:
+    """The plan as lines: `key = value` and its reason, then the warnings."""
+    width = max(len(c.key) for c in plan.choices)
+    lines = []
+    for c in plan.choices:
+        shown = c.value if c.value != "" else '""'
+        lines.append(f"  {c.key:<{width}} = {shown}")
+        lines.append(f"  {'':<{width}}   {c.reason}")
+    lines.extend(f"  WARNING: {w}" for w in plan.warnings)
+    return lines

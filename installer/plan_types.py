@@ -1,0 +1,163 @@
+"""The plain data the installer's plan works on: machine, model, bench facts, answers, questions, plan.
+
+Frozen dataclasses only, no I/O (that is `profile.py`, `model_facts.py` and `bench.py`). Each
+threshold of the plan is a named field of `PlanParameters` with its seed default and a validation
+that names a bad value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MIB = 1024 * 1024
+
+
+class AnswerError(ValueError):
+    """An answer the question cannot take; the message is the reason shown before asking again."""
+
+
+@dataclass(frozen=True)
+class MachineProfile:
+    n_cores: int  # physical cores
+    n_logical: int
+    ram_total_mib: int
+    ram_available_mib: int
+    gpu_name: str | None = None
+    gpu_vram_mib: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("n_cores", "n_logical", "ram_total_mib"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"MachineProfile.{name} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class DiskFacts:
+    """The folder proposed for the cold level: free space, and its speeds when the bench measured them."""
+
+    folder: str
+    free_mib: int
+    write_mib_s: float | None = None
+    read_mib_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    path: str
+    name: str
+    size_bytes: int
+    n_layer: int
+    n_head_kv: int
+    head_dim: int
+    n_ctx_train: int
+    arch: str = "llama"
+
+    def __post_init__(self) -> None:
+        for name in ("size_bytes", "n_layer", "n_head_kv", "head_dim", "n_ctx_train"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ModelFacts.{name} must be >= 1, got {getattr(self, name)}")
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """K and V, every layer, F16: 2 * n_layer * n_head_kv * head_dim * 2 bytes."""
+        return 2 * self.n_layer * self.n_head_kv * self.head_dim * 2
+
+
+@dataclass(frozen=True)
+class BenchFacts:
+    """The engine's speeds for the chosen model on this machine (None: not measured)."""
+
+    prefill_tps: float | None = None
+    decode_tps: float | None = None
+    load_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Situation:
+    """Everything measured so far: the plan's only input besides the answers."""
+
+    machine: MachineProfile
+    cold_disk: DiskFacts
+    models_found: tuple[str, ...] = ()
+    default_model: str | None = None
+    model: ModelFacts | None = None
+    bench: BenchFacts | None = None
+
+
+@dataclass(frozen=True)
+class Answers:
+    model: str | None = None
+    concurrency: str | None = None  # "one" | "several"
+    keep_on_disk: bool | None = None
+    cold_dir: str | None = None
+    ctx: int | None = None
+
+
+@dataclass(frozen=True)
+class Question:
+    key: str  # the Answers field it fills
+    prompt: str
+    default: Any  # typed value taken by Enter and --yes; None = must be typed
+    default_text: str  # how the default is shown
+    reason: str  # why that default
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Choice:
+    key: str  # a configuration key (the long flag with - -> _)
+    value: Any
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    choices: tuple[Choice, ...]
+    warnings: tuple[str, ...] = ()
+
+    def config(self) -> dict[str, Any]:
+        """The flat configuration: key -> value, in the plan's order."""
+        return {c.key: c.value for c in self.choices}
+
+    def reason(self, key: str) -> str:
+        for c in self.choices:
+            if c.key == key:
+                return c.reason
+        raise KeyError(key)
+
+
+@dataclass(frozen=True)
+class PlanParameters:
+    """The plan's thresholds. Defaults are the seed's figures where the seed gives one."""
+
+    min_free_mib: int = 2560  # seed 002: the parking floor --conversation-cache-min-free-mib
+    park_min_free_mib: int = 512  # seed 002: the transient floor --conversation-cache-park-min-free-mib
+    ram_cache_max_mib: int = 8192  # seed 002: the RAM cache's 8 GiB budget
+    ram_cache_share: float = 0.25  # share of the RAM left after the model given to the RAM level
+    cold_max_mib: int = 20480  # seed 002: the disk tier's 20,480 MiB budget
+    cold_disk_share: float = 0.25  # share of the cold folder's free space given to the cold level
+    cold_min_mib: int = 1024  # below this the cold level is not proposed
+    target_slots: int = 4  # seed 002: "four parallel slots"
+    overhead_mib: int = 512  # scratch and compute buffers beside weights and KV
+    main_ctx_share: float = 0.5  # share of the KV budget the main context may take when slots are kept
+    min_ctx: int = 512  # the smallest context accepted as an answer
+    example_history_tokens: int = 40000  # seed 001's 40K-token history, to compare disk read and prefill
+    ctx_ladder: tuple[int, ...] = field(
+        default=(2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144))
+
+    def __post_init__(self) -> None:
+        for name in ("min_free_mib", "park_min_free_mib", "ram_cache_max_mib", "cold_max_mib",
+                     "cold_min_mib", "overhead_mib"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"PlanParameters.{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("ram_cache_share", "cold_disk_share", "main_ctx_share"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise ValueError(f"PlanParameters.{name} must be in (0, 1], got {getattr(self, name)}")
+        if self.target_slots < 1:
+            raise ValueError(f"PlanParameters.target_slots must be >= 1, got {self.target_slots}")
+        if self.min_ctx < 1 or self.example_history_tokens < 1:
+            raise ValueError(f"PlanParameters.min_ctx and example_history_tokens must be >= 1, got "
+                             f"{self.min_ctx}, {self.example_history_tokens}")
+        if not self.ctx_ladder or list(self.ctx_ladder) != sorted(set(self.ctx_ladder)) or self.ctx_ladder[0] < 1:
+            raise ValueError(f"PlanParameters.ctx_ladder must be increasing positive sizes, got {self.ctx_ladder}")

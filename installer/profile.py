@@ -1,0 +1,56 @@
+"""The machine profile: cores, RAM, free disk of a folder, the GPU if any (nvidia-smi present).
+
+Mechanism: reads psutil, shutil.disk_usage and `nvidia-smi` (5 s limit); never raises for a missing
+tool, a missing GPU yields None. It does not benchmark anything (that is `bench.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import psutil
+from strata.installer.plan_types import MIB, DiskFacts, MachineProfile
+
+
+def machine_profile() -> MachineProfile:
+    logical = psutil.cpu_count(logical=True) or os.cpu_count() or 1
+    physical = psutil.cpu_count(logical=False) or logical
+    vm = psutil.virtual_memory()
+    gpu_name, gpu_mib = detect_gpu()
+    return MachineProfile(n_cores=physical, n_logical=logical, ram_total_mib=vm.total // MIB,
+                          ram_available_mib=vm.available // MIB, gpu_name=gpu_name, gpu_vram_mib=gpu_mib)
+
+
+def detect_gpu() -> tuple[str | None, int | None]:
+    """(name, memory MiB) of the first NVIDIA GPU, or (None, None) without nvidia-smi or a GPU."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None, None
+    try:
+        out = subprocess.run([exe, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=5, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    first = out.strip().splitlines()[0] if out.strip() else ""
+    name, _, mib = first.rpartition(",")
+    try:
+        return name.strip() or None, int(float(mib))
+    except ValueError:
+        return (first.strip() or None), None
+
+
+def existing_parent(folder: str | Path) -> Path:
+    """The folder itself or its nearest existing parent (a cold folder may not exist yet)."""
+    p = Path(folder).expanduser().absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def disk_facts(folder: str | Path) -> DiskFacts:
+    """Free space where `folder` is (or would be created); speeds are left to the bench."""
+    usage = shutil.disk_usage(existing_parent(folder))
+    return DiskFacts(folder=str(Path(folder).expanduser()), free_mib=usage.free // MIB)
