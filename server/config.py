@@ -43,7 +43,7 @@ def all_options() -> tuple[Option, ...]:
     except ImportError:
         cache_options = None
     if cache_options is not None:
-        options.extend(getattr(cache_options, "OPTIONS", ()))
+        options.extend(Option.adopt(spec) for spec in getattr(cache_options, "OPTIONS", ()))
     return tuple(options)
 
 

@@ -9,6 +9,7 @@ the same `Option` type). A TOML key is the long flag with `-` replaced by `_`.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,17 @@ class Option:
     maximum: float | None = None
     metavar: str | None = None
     env: str | None = None         # an environment variable that sets it (below a flag, above the file)
+    validator: Callable[[Any], str | None] | None = None   # returns what is wrong, or None
+
+    @classmethod
+    def adopt(cls, spec: Any) -> Option:
+        """Another part's option declaration (e.g. the cache's `OptionSpec`: name, type, default, help,
+        aliases, choices, validator) as an `Option`."""
+        if isinstance(spec, Option):
+            return spec
+        return cls(name=spec.name, kind=getattr(spec, "kind", None) or spec.type, default=spec.default,
+                   help=spec.help, aliases=tuple(getattr(spec, "aliases", ()) or ()),
+                   choices=getattr(spec, "choices", None), validator=getattr(spec, "validator", None))
 
     @property
     def key(self) -> str:
@@ -68,6 +80,10 @@ class Option:
             raise ConfigError(f"{source}: {value!r} is below the minimum {self.minimum:g}")
         if self.maximum is not None and value > self.maximum:
             raise ConfigError(f"{source}: {value!r} is above the maximum {self.maximum:g}")
+        if self.validator is not None:
+            problem = self.validator(value)
+            if problem:
+                raise ConfigError(f"{source}: {problem}")
         return value
 
 

@@ -1,0 +1,126 @@
+"""What crosses from the HTTP handlers to the scheduler's worker thread and back: a `Job` (token ids,
+sampling settings, stop sequences, limits) and the events its handler reads (text pieces, then one
+`Completion`). Also `StopMatcher`, the stop-sequence scan over streamed text.
+
+Plain data and the thread-to-loop hand-off only; no engine calls and no HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from strata.engine.sampling import SamplingParams
+
+_ids = itertools.count(1)
+
+
+def next_job_id() -> int:
+    return next(_ids)
+
+
+@dataclass
+class Completion:
+    """The end of a job: everything both APIs need for their response and usage fields."""
+
+    text: str
+    tokens: list[int]
+    finish_reason: str            # "stop" | "length" | "cancelled" | "error"
+    stop_sequence: str | None
+    prompt_tokens: int
+    cached_tokens: int
+    prompt_ms: float
+    predicted_ms: float
+    error: str | None = None
+
+    @property
+    def timings(self) -> dict[str, float]:
+        """llama.cpp's `timings` object."""
+        prompt_n = self.prompt_tokens - self.cached_tokens
+        predicted_n = len(self.tokens)
+        return {
+            "cache_n": self.cached_tokens,
+            "prompt_n": prompt_n,
+            "prompt_ms": round(self.prompt_ms, 3),
+            "prompt_per_token_ms": round(self.prompt_ms / prompt_n, 3) if prompt_n else 0.0,
+            "prompt_per_second": round(prompt_n * 1000.0 / self.prompt_ms, 2) if self.prompt_ms > 0 else 0.0,
+            "predicted_n": predicted_n,
+            "predicted_ms": round(self.predicted_ms, 3),
+            "predicted_per_token_ms": round(self.predicted_ms / predicted_n, 3) if predicted_n else 0.0,
+            "predicted_per_second": (round(predicted_n * 1000.0 / self.predicted_ms, 2)
+                                     if self.predicted_ms > 0 else 0.0),
+        }
+
+
+@dataclass(eq=False)
+class Job:
+    """One generation request. The handler creates it on the event loop; the worker thread fills the
+    bookkeeping fields and posts events back with `emit`."""
+
+    api: str                      # "openai" | "anthropic"
+    prompt: list[int]
+    max_tokens: int
+    sampling: SamplingParams
+    stop: tuple[str, ...] = ()
+    conversation: str = ""        # a key naming the conversation (system + first user message)
+    loop: asyncio.AbstractEventLoop | None = None
+    events: asyncio.Queue[tuple[str, Any]] | None = None
+    id: int = field(default_factory=next_job_id)
+    submitted: float = field(default_factory=time.monotonic)
+    submitted_wall: float = field(default_factory=time.time)
+    cancelled: bool = False       # set by the handler when its client went away; read by the worker
+
+    def emit(self, kind: str, payload: Any) -> None:
+        """Called from the worker thread: hands one event to the handler's loop."""
+        if self.loop is None or self.events is None:
+            return
+        try:
+            self.loop.call_soon_threadsafe(self.events.put_nowait, (kind, payload))
+        except RuntimeError:      # the loop is closed: the server is stopping
+            pass
+
+
+class StopMatcher:
+    """Scans generated text for stop sequences. `feed(piece)` returns the text that is safe to send now
+    (never a prefix of a stop sequence that may still complete) and whether a stop sequence matched."""
+
+    def __init__(self, stops: tuple[str, ...]) -> None:
+        self.stops = tuple(s for s in stops if s)
+        self.text = ""            # all text accepted so far (without the stop sequence)
+        self._sent = 0            # characters of `text` already released
+        self.matched: str | None = None
+
+    def feed(self, piece: str) -> str:
+        if self.matched is not None:
+            return ""
+        start = max(0, len(self.text) - max((len(s) for s in self.stops), default=0))
+        self.text += piece
+        best: tuple[int, str] | None = None
+        for s in self.stops:
+            i = self.text.find(s, start)
+            if i >= 0 and (best is None or i < best[0]):
+                best = (i, s)
+        if best is not None:
+            self.text = self.text[: best[0]]
+            self.matched = best[1]
+            return self._release(len(self.text))
+        hold = 0
+        for s in self.stops:
+            for k in range(min(len(s) - 1, len(self.text)), 0, -1):
+                if self.text.endswith(s[:k]):
+                    hold = max(hold, k)
+                    break
+        return self._release(len(self.text) - hold)
+
+    def flush(self) -> str:
+        """At the end of generation: whatever was held back."""
+        return self._release(len(self.text))
+
+    def _release(self, upto: int) -> str:
+        upto = max(upto, self._sent)
+        out = self.text[self._sent: upto]
+        self._sent = upto
+        return out

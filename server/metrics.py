@@ -1,0 +1,108 @@
+"""Counters of the server's work and their Prometheus text rendering (`GET /metrics`, names `strata_*`).
+
+The scheduler's worker thread adds to `Metrics`; handlers read `snapshot()`. Nothing here measures
+time or talks to the engine: callers pass the numbers.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Metrics:
+    requests_total: dict[str, int] = field(default_factory=dict)        # by status: ok, cancelled, error
+    requests_by_api: dict[str, int] = field(default_factory=dict)
+    rejected_total: dict[str, int] = field(default_factory=dict)        # by reason: queue_full, bad_request, auth
+    prompt_tokens_total: int = 0
+    prompt_tokens_read: int = 0
+    prompt_tokens_reused: int = 0
+    reused_by_source: dict[str, int] = field(default_factory=dict)
+    generated_tokens_total: int = 0
+    prefill_seconds_total: float = 0.0
+    decode_seconds_total: float = 0.0
+    decode_steps_total: int = 0
+    decode_rows_total: int = 0
+    parks_total: dict[str, int] = field(default_factory=dict)           # slot, skip, cache
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add_request(self, api: str, status: str, prompt: int, reused: int, source: str, generated: int) -> None:
+        with self._lock:
+            self.requests_total[status] = self.requests_total.get(status, 0) + 1
+            self.requests_by_api[api] = self.requests_by_api.get(api, 0) + 1
+            self.prompt_tokens_total += prompt
+            self.prompt_tokens_reused += reused
+            self.prompt_tokens_read += prompt - reused
+            self.reused_by_source[source] = self.reused_by_source.get(source, 0) + reused
+            self.generated_tokens_total += generated
+
+    def add_rejected(self, reason: str) -> None:
+        with self._lock:
+            self.rejected_total[reason] = self.rejected_total.get(reason, 0) + 1
+
+    def add_prefill(self, seconds: float) -> None:
+        with self._lock:
+            self.prefill_seconds_total += seconds
+
+    def add_decode(self, seconds: float, rows: int) -> None:
+        with self._lock:
+            self.decode_seconds_total += seconds
+            self.decode_steps_total += 1
+            self.decode_rows_total += rows
+
+    def add_park(self, kind: str) -> None:
+        with self._lock:
+            self.parks_total[kind] = self.parks_total.get(kind, 0) + 1
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            return {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.__dict__.items() if k != "_lock"}
+
+
+def _esc(v: object) -> str:
+    return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def render_prometheus(m: dict, slots: list[dict], queue_depth: int, in_flight: int) -> str:
+    """Prometheus text exposition (version 0.0.4) of a `Metrics.snapshot()` and the slot table."""
+    out: list[str] = []
+
+    def metric(name: str, kind: str, help_text: str, samples: list[tuple[dict, float]]) -> None:
+        out.append(f"# HELP strata_{name} {help_text}")
+        out.append(f"# TYPE strata_{name} {kind}")
+        for labels, value in samples:
+            lab = ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items())
+            out.append(f"strata_{name}{{{lab}}} {value:g}" if lab else f"strata_{name} {value:g}")
+
+    metric("requests_total", "counter", "Finished generation requests by status.",
+           [({"status": s}, n) for s, n in sorted(m["requests_total"].items())] or [({"status": "ok"}, 0)])
+    metric("requests_rejected_total", "counter", "Requests refused before running, by reason.",
+           [({"reason": r}, n) for r, n in sorted(m["rejected_total"].items())] or [({"reason": "queue_full"}, 0)])
+    metric("prompt_tokens_total", "counter", "Prompt tokens of finished requests.", [({}, m["prompt_tokens_total"])])
+    metric("prompt_tokens_read_total", "counter", "Prompt tokens read (prefilled) by the engine.",
+           [({}, m["prompt_tokens_read"])])
+    metric("prompt_tokens_reused_total", "counter", "Prompt tokens reused from a slot or the cache, by source.",
+           [({"source": s}, n) for s, n in sorted(m["reused_by_source"].items())] or [({"source": "slot"}, 0)])
+    metric("generated_tokens_total", "counter", "Tokens generated.", [({}, m["generated_tokens_total"])])
+    metric("prefill_seconds_total", "counter", "Seconds spent reading prompts.", [({}, m["prefill_seconds_total"])])
+    metric("decode_seconds_total", "counter", "Seconds spent in batched decode steps.",
+           [({}, m["decode_seconds_total"])])
+    metric("decode_steps_total", "counter", "Batched decode steps.", [({}, m["decode_steps_total"])])
+    metric("decode_rows_total", "counter", "Rows over all decode steps (rows/steps = mean batch).",
+           [({}, m["decode_rows_total"])])
+    metric("parks_total", "counter", "Parks of a history about to be overwritten, by kind.",
+           [({"kind": k}, n) for k, n in sorted(m["parks_total"].items())] or [({"kind": "slot"}, 0)])
+    metric("queue_depth", "gauge", "Requests waiting for a context.", [({}, queue_depth)])
+    metric("requests_in_flight", "gauge", "Requests running in a context.", [({}, in_flight)])
+    busy = sum(1 for s in slots if s["id"] != "main" and s["state"] in ("prefill", "decode"))
+    n_slots = sum(1 for s in slots if s["id"] != "main")
+    metric("slots_total", "gauge", "Batch slots.", [({}, n_slots)])
+    metric("slots_busy", "gauge", "Batch slots running a request (occupancy).", [({}, busy)])
+    metric("slot_tokens", "gauge", "Tokens a context's history holds.",
+           [({"slot": s["id"]}, s["tokens"]) for s in slots])
+    metric("slot_prefill_tokens_per_second", "gauge", "Prompt reading speed of a context's last request.",
+           [({"slot": s["id"]}, s["prefill_tps"]) for s in slots if s.get("prefill_tps") is not None])
+    metric("slot_decode_tokens_per_second", "gauge", "Generation speed of a context's last request.",
+           [({"slot": s["id"]}, s["decode_tps"]) for s in slots if s.get("decode_tps") is not None])
+    return "\n".join(out) + "\n"

@@ -1,0 +1,88 @@
+"""Applies `server/slot_policy.py` to the live slot table: builds the policy's plain views, asks it, and
+writes every decision to the trace (logs, `/v1/slots`, the monitor feed's `decisions`).
+
+Mechanism between the scheduler and the pure policy: it neither calls the engine nor chooses anything
+itself. The scheduler performs what a decision says (copy, truncate, park).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+
+from strata.server import slot_policy as policy
+from strata.server.slots import MAIN, SlotTable, common_prefix
+
+log = logging.getLogger("strata.server.placement")
+
+
+def wall_of(mono: float | None) -> float | None:
+    """A monotonic time as wall-clock seconds (for display)."""
+    return None if mono is None else time.time() - (time.monotonic() - mono)
+
+
+class Placer:
+    def __init__(self, table: SlotTable, cfg: policy.PolicyConfig, trace_len: int = 100) -> None:
+        self.table = table
+        self.cfg = cfg
+        self.trace: deque[dict] = deque(maxlen=trace_len)
+        self.prompt_rate_tps = 0.0  # measured prompt-reading speed (EMA), for near matches
+
+    @property
+    def uses_groups(self) -> bool:
+        return self.cfg.cache_affinity and self.table.n_groups > 1
+
+    def group_load(self) -> dict[int, int]:
+        return dict(enumerate(self.table.group_load()))
+
+    def slot_views(self, reference: list[int]) -> list[policy.SlotView]:
+        """Every slot as the policy sees it, `common` measured against `reference` (a prompt, or main's
+        history for a park)."""
+        views = []
+        for c in self.table.slots:
+            views.append(policy.SlotView(
+                slot=c.id, group=c.group, n_tokens=len(c.tokens),
+                common=common_prefix(c.tokens, reference) if c.valid else 0,
+                last_use=c.last_use if c.last_use is not None else 0.0,
+                busy=c.busy_job is not None, blank=c.blank))
+        return views
+
+    def pick(self, prompt: list[int], now: float, job_id: int) -> policy.Decision:
+        """The slot a request runs in (None: all busy)."""
+        request = policy.RequestView(n_prompt=len(prompt), prompt_rate_tps=self.prompt_rate_tps)
+        d = policy.pick_slot(self.slot_views(prompt), request, now, self.cfg, self.group_load())
+        if d.slot is not None:
+            self.record(job_id, d.slot, d.group, d.reason, d.reused, d.source_slot, lost=d.lost_tokens)
+        return d
+
+    def plan_park(self, now: float, job_id: int) -> policy.ParkDecision | None:
+        """Where main's conversation goes before a request displaces it; None when parking into slots
+        is off (plain --batch: the conversation cache takes it instead)."""
+        main = self.table.main
+        if not self.uses_groups or not main.tokens or not main.valid:
+            return None
+        view = policy.MainView(n_tokens=len(main.tokens),
+                               last_use=main.last_use if main.last_use is not None else now)
+        d = policy.plan_park(view, self.slot_views(main.tokens), now, self.cfg, self.group_load())
+        if d.slot is None:
+            self.record(job_id, None, None, d.reason, 0, MAIN, park_skip=d.park_skip)
+        else:
+            self.record(job_id, d.slot, self.table[d.slot].group, d.reason, d.reused, MAIN, park=True,
+                        lost=d.lost_tokens)
+        return d
+
+    def record(self, job_id: int | None, slot: int | str | None, group: int | None, reason: str, reused: int,
+               source_slot: int | str | None, *, park: bool = False, park_skip: str | None = None,
+               lost: int = 0) -> None:
+        entry = {
+            "time": time.time(), "request": job_id, "slot": "main" if slot == MAIN else slot, "group": group,
+            "reason": reason, "reused": reused,
+            "source_slot": "main" if source_slot == MAIN else source_slot,
+            "park": park, "park_skip": park_skip, "lost_tokens": lost,
+        }
+        self.trace.append(entry)
+        what = "park" if park else ("park_skip" if park_skip else "place")
+        log.info("slot %s: request %s -> slot %s (group %s) reason=%s reused=%d source=%s%s", what, job_id,
+                 entry["slot"], group, reason, reused, entry["source_slot"],
+                 f" park_skip={park_skip}" if park_skip else "")

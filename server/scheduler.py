@@ -1,0 +1,449 @@
+"""The scheduler: ONE worker thread drives the engine for every request (the continuous agenda).
+
+Each step it admits waiting requests into free contexts, reads one chunk of one prompt (round robin),
+then decodes one token for every generating row in a single `engine.decode(ctxs, tokens)` call, so a
+long prompt never freezes the other streams. A request alone runs on the solo path (main context, the
+full --ctx); with more in flight requests run in slots chosen by the slot policy. A cancelled request
+(its client left) stops at the next step. Handlers talk to it through `submit` and the job's events.
+
+Not here: HTTP parsing (openai_api / anthropic_api), the policy's rules (slot_policy), the cache's
+levels (server/cache). The slot table and the trace are in slots.py and placement.py.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from strata.engine.sampling import Sampler
+from strata.engine.text import StreamDecoder
+from strata.server import slot_policy
+from strata.server.errors import APIError
+from strata.server.jobs import Completion, Job, StopMatcher
+from strata.server.metrics import Metrics
+from strata.server.placement import Placer, wall_of
+from strata.server.slots import MAIN, SlotTable, common_prefix
+
+log = logging.getLogger("strata.server.scheduler")
+
+MISMATCH_EXCERPT_TOKENS = 12
+
+
+@dataclass(eq=False)
+class Row:
+    """A job running in a context."""
+
+    job: Job
+    ctx: int
+    max_tokens: int
+    sampler: Any
+    decoder: Any
+    stopper: StopMatcher
+    phase: str = "prefill"
+    pos: int = 0                       # prompt tokens the context holds
+    reused: int = 0
+    source: str = "none"
+    mismatch_at: int | None = None
+    mismatch_excerpt: str | None = None
+    generated: list[int] = field(default_factory=list)
+    next_token: int | None = None
+    started: float = field(default_factory=time.monotonic)
+    prefill_s: float = 0.0
+    first_token_at: float | None = None
+
+
+class Scheduler:
+    def __init__(self, engine: Any, *, queue_limit: int, prefill_chunk: int, metrics: Metrics,
+                 policy_cfg: slot_policy.PolicyConfig, cache: Any = None, timeline: Any = None) -> None:
+        self.engine = engine
+        n_slots = int(getattr(engine, "n_slots", 0))
+        slot_ctx = engine.context_capacity(1) if n_slots else 0
+        self.table = SlotTable(engine.context_capacity(MAIN), n_slots, slot_ctx, int(getattr(engine, "n_groups", 1)))
+        self.placer = Placer(self.table, policy_cfg)
+        self.queue_limit = queue_limit
+        self.chunk = prefill_chunk
+        self.metrics = metrics
+        self.cache = cache
+        self.timeline = timeline
+        self.eos = set(getattr(engine, "eos_token_ids", ()) or ())
+        self.requests: collections.deque[dict] = collections.deque(maxlen=50)
+        self._inbox: collections.deque[Job] = collections.deque()
+        self._waiting: collections.deque[Job] = collections.deque()
+        self._rows: dict[int, Row] = {}
+        self._cv = threading.Condition()
+        self._n_pending = 0            # submitted, not yet running (inbox + waiting)
+        self._stopping = False
+        self._rr = 0
+        self._thread: threading.Thread | None = None
+        self.last_error: str | None = None
+
+    # ----- loop side -----
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="strata-engine", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        with self._cv:
+            self._stopping = True
+            self._cv.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def submit(self, job: Job) -> None:
+        """Hands a job to the worker; 503 with Retry-After when the queue is full."""
+        with self._cv:
+            if self._stopping:
+                raise APIError(503, "the server is stopping", headers={"Retry-After": "5"})
+            free = sum(1 for c in self.table.contexts if c.busy_job is None)
+            if self._n_pending >= self.queue_limit + free:
+                self.metrics.add_rejected("queue_full")
+                raise APIError(503, f"the queue is full ({self.queue_limit} requests waiting); retry later",
+                               headers={"Retry-After": "2"})
+            self._n_pending += 1
+            self._inbox.append(job)
+            self._cv.notify()
+
+    def cancel(self, job: Job) -> None:
+        job.cancelled = True
+        with self._cv:
+            self._cv.notify()
+
+    @property
+    def queue_depth(self) -> int:
+        return self._n_pending
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._rows)
+
+    # ----- worker thread -----
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._stopping and not self._inbox and not self._rows and not self._waiting:
+                    self._cv.wait(0.5)
+                if self._stopping:
+                    break
+                self._waiting.extend(self._inbox)
+                self._inbox.clear()
+            try:
+                self._drop_cancelled()
+                self._assign()
+                self._step()
+            except Exception as e:  # a bug or an engine failure: fail the running rows, keep serving
+                log.exception("scheduler step failed")
+                self.last_error = str(e)
+                for row in list(self._rows.values()):
+                    self.table.invalidate(row.ctx)
+                    self._finish(row, "error", error=f"internal error: {e}")
+        for row in list(self._rows.values()):
+            self._finish(row, "cancelled")
+        for job in list(self._waiting) + list(self._inbox):
+            job.emit("done", _empty_completion(job, "cancelled", "the server is stopping"))
+
+    def _drop_cancelled(self) -> None:
+        for job in [j for j in self._waiting if j.cancelled]:
+            self._waiting.remove(job)
+            self._pending_done()
+            job.emit("done", _empty_completion(job, "cancelled"))
+            self._record_request(job, None, "cancelled")
+        for row in [r for r in self._rows.values() if r.job.cancelled]:
+            self._finish(row, "cancelled")
+
+    def _pending_done(self) -> None:
+        with self._cv:
+            self._n_pending -= 1
+
+    # ----- admission -----
+
+    def _assign(self) -> None:
+        """Moves waiting jobs into free contexts: alone -> main (solo path); else a slot by the policy."""
+        for job in list(self._waiting):
+            ctx = self._choose_context(job)
+            if ctx is None:
+                continue
+            self._waiting.remove(job)
+            self._pending_done()
+            try:
+                self._start_row(job, ctx)
+            except Exception as e:
+                log.exception("could not start request %s", job.id)
+                self.table.invalidate(ctx)
+                self.table[ctx].busy_job = None
+                job.emit("done", _empty_completion(job, "error", f"internal error: {e}"))
+
+    def _choose_context(self, job: Job) -> int | None:
+        main_free = self.table.main.busy_job is None
+        n_slots = len(self.table.slots)
+        fits_slot = n_slots > 0 and len(job.prompt) < self.table.slots[0].capacity
+        alone = not self._rows and len(self._waiting) == 1
+        # A prompt too long for a slot takes main when main is free, even with others running.
+        if main_free and (n_slots == 0 or alone or not fits_slot):
+            self._displace_main(job)
+            self.table.main.busy_job = job.id
+            self.placer.record(job.id, MAIN, None, "solo" if alone or n_slots == 0 else "too_long_for_slot",
+                               common_prefix(self.table.main.tokens, job.prompt), None)
+            return MAIN
+        if not fits_slot:
+            return None
+        now = time.monotonic()
+        decision = self.placer.pick(job.prompt, now, job.id)
+        if decision.slot is None:
+            return None
+        slot = self.table[decision.slot]
+        slot.busy_job = job.id
+        return decision.slot
+
+    def _displace_main(self, job: Job) -> None:
+        """Before a request overwrites main's history: park it into a slot (seed 000, groups) or the cache."""
+        main = self.table.main
+        if not main.tokens or not main.valid:
+            return
+        if common_prefix(main.tokens, job.prompt) >= len(main.tokens) - 1:
+            return  # the same conversation goes on: nothing is lost
+        decision = self.placer.plan_park(time.monotonic(), job.id)
+        if decision is not None and decision.slot is not None:
+            n = len(main.tokens)
+            self._park_to_cache(decision.slot, "overwritten by a park")
+            self.engine.copy(MAIN, decision.slot, n)
+            dst = self.table[decision.slot]
+            self.table.set_tokens(decision.slot, main.tokens[:n])
+            dst.conversation = main.conversation
+            dst.last_use = decision.last_use
+            dst.parked_from_main = True
+            self.metrics.add_park("slot")
+        elif decision is not None:
+            self.metrics.add_park("skip")
+        else:
+            self._park_to_cache(MAIN, "displaced from main")
+
+    def _park_to_cache(self, ctx: int, reason: str) -> None:
+        c = self.table[ctx]
+        if self.cache is None or not c.tokens or not c.valid or c.blank:
+            return
+        try:
+            result = self.cache.park(ctx, reason)
+            self.metrics.add_park(f"cache_{getattr(result, 'destination', 'done')}")
+        except Exception:
+            log.exception("cache park of context %s failed", ctx)
+
+    def _start_row(self, job: Job, ctx: int) -> None:
+        state = self.table[ctx]
+        prompt = job.prompt
+        limit = len(prompt) - 1        # the last prompt token is always read: its logits start the answer
+        own = common_prefix(state.tokens, prompt) if state.valid else 0
+        src, src_n = self.table.best_source(prompt, exclude=ctx)
+        best_n = max(own, src_n)
+        best_len = len(self.table[src].tokens) if src is not None and src_n > own else len(state.tokens)
+        hit = None
+        if self.cache is not None and best_n < limit:
+            try:
+                hit = self.cache.lookup(prompt)
+            except Exception:
+                log.exception("cache lookup failed")
+        hit_n = int(getattr(hit, "n_tokens", 0) or 0) if hit is not None else 0
+        row = Row(job=job, ctx=ctx, max_tokens=max(0, min(job.max_tokens, state.capacity - len(prompt))),
+                  sampler=Sampler(job.sampling, int(self.engine.n_vocab)), decoder=StreamDecoder(self.engine.tokenizer),
+                  stopper=StopMatcher(job.stop))
+        t0 = time.monotonic()
+        if hit is not None and hit_n > best_n:
+            if state.tokens and own < len(state.tokens):
+                self._park_to_cache(ctx, "overwritten by a cache restore")
+            result = self.cache.restore(hit, ctx)
+            n = int(getattr(result, "n_tokens", hit_n))
+            tokens = list(self.engine.context_tokens(ctx))
+            n = min(n, common_prefix(tokens, prompt), limit)
+            self.engine.truncate(ctx, n)
+            self.table.set_tokens(ctx, tokens[:n])
+            row.source = str(getattr(result, "level", getattr(hit, "level", "ram")))
+        elif src is not None and src_n > own:
+            n = min(src_n, limit)
+            if state.tokens and own < len(state.tokens):
+                self._park_to_cache(ctx, "overwritten by a copy")
+            self.engine.copy(src, ctx, n)
+            self.table.set_tokens(ctx, prompt[:n])
+            row.source = "main" if src == MAIN else "slot"
+        else:
+            n = min(own, limit)
+            if len(state.tokens) > n:
+                if own < len(state.tokens) - 1:
+                    self._park_to_cache(ctx, "overwritten")
+                self.engine.truncate(ctx, n)
+                self.table.truncate(ctx, n)
+            row.source = ("main" if ctx == MAIN else "slot") if n > 0 else "none"
+        row.prefill_s += time.monotonic() - t0
+        row.pos = row.reused = n
+        if best_len > best_n and best_n < limit:      # the best cached history went another way here
+            row.mismatch_at = best_n
+            row.mismatch_excerpt = _excerpt(self.engine, prompt[best_n: best_n + MISMATCH_EXCERPT_TOKENS])
+        prev_conv = state.conversation
+        state.conversation = job.conversation
+        state.phase = "prefill"
+        state.reused_tokens = n
+        state.prompt_tokens_last = len(prompt)
+        state.parked_from_main = False
+        if prev_conv != job.conversation or ctx == MAIN:
+            self.table.supersede_copies(job.conversation, ctx)
+        self._rows[ctx] = row
+        log.debug("request %s in context %s: %d of %d prompt tokens reused (%s)", job.id, ctx, n, len(prompt),
+                  row.source)
+
+    # ----- one step of the agenda -----
+
+    def _step(self) -> None:
+        prefilling = [r for r in self._rows.values() if r.phase == "prefill"]
+        if prefilling:
+            row = prefilling[self._rr % len(prefilling)]
+            self._rr += 1
+            self._prefill_chunk(row)
+        decoding = [r for r in self._rows.values() if r.phase == "decode"]
+        if decoding:
+            self._decode_step(decoding)
+
+    def _prefill_chunk(self, row: Row) -> None:
+        prompt = row.job.prompt
+        part = prompt[row.pos: row.pos + self.chunk]
+        t0 = time.monotonic()
+        if part:
+            self.engine.prefill(row.ctx, part, chunk=self.chunk)
+            self.table.extend(row.ctx, part)
+            row.pos += len(part)
+        if row.pos < len(prompt):
+            row.prefill_s += time.monotonic() - t0
+            self.metrics.add_prefill(time.monotonic() - t0)
+            return
+        logits = self.engine.logits(row.ctx)
+        dt = time.monotonic() - t0
+        row.prefill_s += dt
+        self.metrics.add_prefill(dt)
+        read = len(prompt) - row.reused
+        if row.prefill_s > 0 and read >= 64:
+            rate = read / row.prefill_s
+            self.placer.prompt_rate_tps = rate if not self.placer.prompt_rate_tps else (
+                0.8 * self.placer.prompt_rate_tps + 0.2 * rate)
+        row.phase = "decode"
+        self.table[row.ctx].phase = "decode"
+        if row.max_tokens <= 0:
+            self._finish(row, "length")
+            return
+        self._accept(row, int(row.sampler.sample(logits, row.generated)))
+
+    def _decode_step(self, rows: list[Row]) -> None:
+        ctxs = [r.ctx for r in rows]
+        tokens = [int(r.next_token) for r in rows]
+        t0 = time.monotonic()
+        logits = self.engine.decode(ctxs, tokens)
+        self.metrics.add_decode(time.monotonic() - t0, len(rows))
+        for i, row in enumerate(rows):
+            self.table.extend(row.ctx, [tokens[i]])
+            self._accept(row, int(row.sampler.sample(logits[i], row.generated)))
+
+    def _accept(self, row: Row, token: int) -> None:
+        """A sampled token: stream its text, or finish the row."""
+        if row.first_token_at is None:
+            row.first_token_at = time.monotonic()
+        if token in self.eos:
+            self._finish(row, "stop")
+            return
+        row.generated.append(token)
+        piece = row.decoder.push(token)
+        out = row.stopper.feed(piece) if piece else ""
+        if out:
+            row.job.emit("text", out)
+        if row.stopper.matched is not None:
+            self._finish(row, "stop")
+        elif len(row.generated) >= row.max_tokens or len(self.table[row.ctx].tokens) + 1 >= \
+                self.table[row.ctx].capacity:
+            self._finish(row, "length")
+        else:
+            row.next_token = token
+
+    def _finish(self, row: Row, reason: str, error: str | None = None) -> None:
+        if row.stopper.matched is None and reason != "error":
+            tail = row.stopper.feed(row.decoder.flush()) + row.stopper.flush()
+            if tail and reason != "cancelled":
+                row.job.emit("text", tail)
+        now = time.monotonic()
+        first = row.first_token_at or now
+        completion = Completion(
+            text=row.stopper.text, tokens=list(row.generated), finish_reason=reason,
+            stop_sequence=row.stopper.matched, prompt_tokens=len(row.job.prompt), cached_tokens=row.reused,
+            prompt_ms=row.prefill_s * 1000.0, predicted_ms=(now - first) * 1000.0, error=error)
+        state = self.table[row.ctx]
+        state.busy_job = None
+        state.phase = "idle"
+        state.last_use = now
+        read = len(row.job.prompt) - row.reused
+        state.prefill_tps = read / row.prefill_s if row.prefill_s > 0 and read > 0 else None
+        state.decode_tps = (len(row.generated) - 1) / (now - first) if len(row.generated) > 1 and now > first else None
+        del self._rows[row.ctx]
+        status = {"stop": "ok", "length": "ok"}.get(reason, reason)
+        self.metrics.add_request(row.job.api, status, len(row.job.prompt), row.reused, row.source, len(row.generated))
+        self._record_request(row.job, row, status)
+        if self.timeline is not None:
+            try:
+                self.timeline.record(row.job, row.reused, len(row.generated))
+            except Exception:
+                log.exception("timeline write failed")
+        row.job.emit("done", completion)
+        log.info("request %s (%s) %s: context %s, prompt %d (reused %d from %s), output %d, ttft %.0f ms",
+                 row.job.id, row.job.api, reason, state.display_id(), len(row.job.prompt), row.reused, row.source,
+                 len(row.generated), (first - row.job.submitted) * 1000.0)
+
+    def _record_request(self, job: Job, row: Row | None, status: str) -> None:
+        rec: dict[str, Any] = {"id": job.id, "api": job.api, "started": job.submitted_wall, "finished": time.time(),
+                               "prompt_tokens": len(job.prompt), "status": status}
+        if row is not None:
+            rec.update(reused_tokens=row.reused, source=row.source, output_tokens=len(row.generated),
+                       context=self.table[row.ctx].display_id())
+            if row.mismatch_at is not None:
+                rec.update(mismatch_at=row.mismatch_at, mismatch_excerpt=row.mismatch_excerpt)
+            if row.first_token_at is not None:
+                rec["ttft_ms"] = round((row.first_token_at - job.submitted) * 1000.0, 2)
+            read = len(job.prompt) - row.reused
+            if row.prefill_s > 0 and read > 0:
+                rec["prefill_tps"] = round(read / row.prefill_s, 1)
+            dt = time.monotonic() - (row.first_token_at or time.monotonic())
+            if len(row.generated) > 1 and dt > 0:
+                rec["decode_tps"] = round((len(row.generated) - 1) / dt, 1)
+        self.requests.append(rec)
+
+    # ----- views (any thread; copies of plain data) -----
+
+    def slots_view(self) -> list[dict]:
+        now = time.monotonic()
+        out = []
+        for c in list(self.table.contexts):
+            entry: dict[str, Any] = {
+                "id": c.display_id(), "group": c.group if c.id != MAIN else None, "state": c.state,
+                "tokens": len(c.tokens), "capacity": c.capacity, "conversation": c.conversation or None,
+                "last_use": wall_of(c.last_use), "reused_tokens": c.reused_tokens,
+                "prefill_tps": round(c.prefill_tps, 1) if c.prefill_tps else None,
+                "decode_tps": round(c.decode_tps, 1) if c.decode_tps else None,
+            }
+            if c.id != MAIN and c.tokens and c.last_use is not None and not c.blank:
+                age = now - c.last_use
+                cfg = self.placer.cfg
+                entry["protection_left_s"] = round(max(0.0, slot_policy.protection_s(len(c.tokens), cfg) - age), 2)
+                entry["value"] = round(slot_policy.value(len(c.tokens), age, cfg), 6)
+            out.append(entry)
+        return out
+
+
+def _empty_completion(job: Job, reason: str, error: str | None = None) -> Completion:
+    return Completion(text="", tokens=[], finish_reason=reason, stop_sequence=None, prompt_tokens=len(job.prompt),
+                      cached_tokens=0, prompt_ms=0.0, predicted_ms=0.0, error=error)
+
+
+def _excerpt(engine: Any, tokens: list[int]) -> str:
+    try:
+        text = engine.detokenize(tokens)
+    except Exception:
+        return ""
+    return text[:80]

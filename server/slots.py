@@ -1,0 +1,135 @@
+"""The slot table: what each engine context (main = 0, slots 1..N) holds and does, as the scheduler sees it.
+
+Mechanism only. It keeps a mirror of each context's token history (so prefixes are compared without
+asking the engine), the conversation key, the last actual use, speeds and the per-context state the
+monitor shows. Which slot a request takes is decided by `server/slot_policy.py` (see
+server/placement.py, which turns this table into the policy's plain data); nothing here chooses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MAIN = 0
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two token lists (compares 1,024-token runs at C speed)."""
+    n = min(len(a), len(b))
+    i = 0
+    step = 1024
+    while i < n:
+        j = min(i + step, n)
+        if a[i:j] == b[i:j]:
+            i = j
+            continue
+        while a[i] == b[i]:
+            i += 1
+        return i
+    return n
+
+
+@dataclass
+class ContextState:
+    """One engine context. `tokens` is exactly what its KV holds (kept in step with every engine call)."""
+
+    id: int
+    group: int                    # -1 for main
+    capacity: int
+    tokens: list[int] = field(default_factory=list)
+    conversation: str = ""
+    last_use: float | None = None  # wall time the last actual use ended (a park keeps the source's)
+    busy_job: int | None = None    # id of the job running here
+    phase: str = "idle"            # "idle" | "prefill" | "decode"
+    valid: bool = True             # False after a failed engine call: its KV cannot be trusted
+    superseded: bool = False       # a parked copy whose conversation went on elsewhere
+    parked_from_main: bool = False
+    reused_tokens: int | None = None
+    prefill_tps: float | None = None
+    decode_tps: float | None = None
+    prompt_tokens_last: int | None = None
+
+    @property
+    def blank(self) -> bool:
+        """Empty, invalid or a superseded copy: worth nothing (seed 000)."""
+        return not self.tokens or not self.valid or self.superseded
+
+    @property
+    def state(self) -> str:
+        if self.busy_job is not None:
+            return self.phase
+        return "empty" if not self.tokens else "idle"
+
+    def display_id(self) -> str | int:
+        return "main" if self.id == MAIN else self.id
+
+
+class SlotTable:
+    """Every context's state; the scheduler's worker thread is its only writer."""
+
+    def __init__(self, n_ctx: int, n_slots: int, slot_ctx: int, n_groups: int) -> None:
+        self.contexts: list[ContextState] = [ContextState(MAIN, -1, n_ctx)]
+        for i in range(1, n_slots + 1):
+            self.contexts.append(ContextState(i, (i - 1) % max(1, n_groups), slot_ctx))
+        self.n_groups = max(1, n_groups)
+
+    def __getitem__(self, ctx: int) -> ContextState:
+        return self.contexts[ctx]
+
+    @property
+    def main(self) -> ContextState:
+        return self.contexts[MAIN]
+
+    @property
+    def slots(self) -> list[ContextState]:
+        return self.contexts[1:]
+
+    def free_slots(self) -> list[ContextState]:
+        return [c for c in self.slots if c.busy_job is None]
+
+    def group_load(self) -> list[int]:
+        """Busy slots per group (the unit of load)."""
+        load = [0] * self.n_groups
+        for c in self.slots:
+            if c.busy_job is not None:
+                load[c.group] += 1
+        return load
+
+    def best_source(self, prompt: list[int], exclude: int) -> tuple[int | None, int]:
+        """The context (other than `exclude`) holding the longest valid prefix of `prompt`."""
+        best, best_n = None, 0
+        for c in self.contexts:
+            if c.id == exclude or not c.valid or not c.tokens:
+                continue
+            n = common_prefix(c.tokens, prompt)
+            if n > best_n:
+                best, best_n = c.id, n
+        return best, best_n
+
+    # ----- mirror updates (called right after the engine call they describe) -----
+
+    def set_tokens(self, ctx: int, tokens: list[int]) -> None:
+        c = self.contexts[ctx]
+        c.tokens = list(tokens)
+        c.valid = True
+        c.superseded = False
+
+    def truncate(self, ctx: int, n: int) -> None:
+        del self.contexts[ctx].tokens[n:]
+
+    def extend(self, ctx: int, tokens: list[int]) -> None:
+        self.contexts[ctx].tokens.extend(tokens)
+
+    def invalidate(self, ctx: int) -> None:
+        c = self.contexts[ctx]
+        c.valid = False
+        c.tokens = []
+        c.conversation = ""
+
+    def supersede_copies(self, conversation: str, keep: int) -> None:
+        """A conversation went on in `keep`: its parked copies elsewhere are blank now (seed 000)."""
+        if not conversation:
+            return
+        for c in self.slots:
+            if c.id != keep and c.parked_from_main and c.conversation == conversation and c.busy_job is None:
+                c.superseded = True
