@@ -242,6 +242,11 @@ class Tokenizer:
             ids.insert(0, self.bos_id)
         return ids
 
+    def pre_tokenize(self, text: str) -> list[str]:
+        """The pieces the pre-tokenizer regexes cut `text` into (BPE then runs inside each piece)."""
+        pieces = self._plain.pre_tokenizer.pre_tokenize_str(text)
+        return [_token_text_to_bytes(p).decode("utf-8", "replace") for p, _ in pieces]
+
     def token_id(self, text: str) -> int | None:
         """The id of a token written exactly as in the vocabulary (`"<|im_end|>"`), or None."""
         return self._ids.get(text)

@@ -1,0 +1,329 @@
+"""Chat templates: messages (and tools) -> the prompt text a model was trained on; tool calls back out.
+
+What it is:
+- `ChatTemplate(template, bos_token, eos_token).render(messages, tools=None, add_generation_prompt=True,
+  **extra)`: renders a GGUF's `tokenizer.chat_template` (a Hugging Face Jinja template) in an
+  `ImmutableSandboxedEnvironment` with what HF templates expect: `messages`, `tools`,
+  `add_generation_prompt`, `bos_token`, `eos_token`, `raise_exception(msg)`, `strftime_now(fmt)`,
+  a `tojson` filter with `indent`/`ensure_ascii`/`separators`/`sort_keys`, loop controls
+  (`{% break %}`), `trim_blocks` and `lstrip_blocks`. Messages are normalised first: `content`
+  None becomes "", a list of content parts becomes the concatenation of its text parts, and a tool
+  call's `arguments` given as a JSON string (the OpenAI wire form) becomes the object templates
+  expect. `ChatTemplate.from_metadata(metadata, tokenizer)` falls back to ChatML when the file has
+  no template.
+- `render_tools_into_system(messages, tools)`: for templates that do not mention `tools`, the
+  documented way Strata offers tools anyway (Hermes / Qwen 2.5 style, which small instruct models
+  follow best). The returned messages:
+    1. start with a system message whose content is the original system prompt (if any), a blank
+       line, then this block:
+
+           # Tools
+
+           You may call one or more functions to assist with the user query.
+
+           You are provided with function signatures within <tools></tools> XML tags:
+           <tools>
+           {one tool as compact JSON per line}
+           </tools>
+
+           For each function call, return a json object with function name and arguments within
+           <tool_call></tool_call> XML tags:
+           <tool_call>
+           {"name": <function-name>, "arguments": <args-json-object>}
+           </tool_call>
+
+    2. write each assistant `tool_calls` entry into the assistant's content as
+       `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>` (after any text, one per call),
+    3. turn each `tool` message into a `user` message `<tool_response>\n...\n</tool_response>`
+       (consecutive tool results share one user message).
+  `render` applies it by itself when tools (or tool messages) meet a template without tool support.
+- `parse_tool_calls(text) -> (content, calls)`: the model's answer split into its text and its calls
+  `[{"name": str, "arguments": json str}]`, for `<tool_call>{json}</tool_call>` blocks (Hermes,
+  Qwen; an unterminated last block counts), a bare JSON object `{"name":..., "arguments"|"parameters":
+  ...}` or a list of them (optionally in a ```json fence, or after `<|python_tag|>` / `[TOOL_CALLS]`).
+
+What it is not: tokenization (`tokenizer.py`) or the API's message format conversion (the server).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import jinja2
+import jinja2.sandbox
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] "
+    "+ '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+TOOLS_HEADER = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+)
+TOOLS_FOOTER = (
+    "</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n"
+    '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+)
+
+
+class ChatTemplateError(ValueError):
+    """A template that does not parse, raised an exception, or failed on the given messages."""
+
+
+def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
+            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _raise_exception(message: str) -> None:
+    raise ChatTemplateError(f"chat template raised: {message}")
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+# ---------------------------------------------------------------------------------------------------
+# message normalisation
+# ---------------------------------------------------------------------------------------------------
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            else:
+                raise ChatTemplateError(f"unsupported content part {part!r}: only text parts can be rendered")
+        return "".join(parts)
+    raise ChatTemplateError(f"message content must be a string or a list of text parts, got {content!r}")
+
+
+def _call_function(call: Mapping[str, Any]) -> tuple[str, Any]:
+    fn = call.get("function", call)
+    if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
+        raise ChatTemplateError(f"tool call without a function name: {call!r}")
+    args = fn.get("arguments", {})
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError:
+            pass  # keep a non-JSON string as it is
+    return fn["name"], args
+
+
+def normalize_messages(messages: Any) -> list[dict[str, Any]]:
+    """Copies of the messages with text content and tool-call arguments as objects; errors name the message."""
+    if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
+        raise ChatTemplateError(f"messages must be a list of objects, got {type(messages).__name__}")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            raise ChatTemplateError(f"messages[{i}] must be an object, got {type(m).__name__}")
+        if not isinstance(m.get("role"), str) or not m["role"]:
+            raise ChatTemplateError(f"messages[{i}] has no role")
+        msg = dict(m)
+        try:
+            msg["content"] = _content_text(m.get("content"))
+        except ChatTemplateError as exc:
+            raise ChatTemplateError(f"messages[{i}]: {exc}") from None
+        if m.get("tool_calls"):
+            calls = []
+            for call in m["tool_calls"]:
+                if not isinstance(call, Mapping):
+                    raise ChatTemplateError(f"messages[{i}].tool_calls has a non-object entry {call!r}")
+                name, args = _call_function(call)
+                fn = dict(call.get("function", {}), name=name, arguments=args)
+                calls.append({**call, "type": call.get("type", "function"), "function": fn})
+            msg["tool_calls"] = calls
+        out.append(msg)
+    return out
+
+
+def _tool_call_text(name: str, args: Any) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}, ensure_ascii=False) + "\n</tool_call>"
+
+
+def render_tools_into_system(messages: Sequence[Mapping[str, Any]], tools: Sequence[Any] | None) -> list[dict]:
+    """Messages for a template without tool support: tools in the system prompt, calls and results as
+    text (the format is in the module docstring)."""
+    msgs = normalize_messages(messages)
+    if tools:
+        if not isinstance(tools, Sequence) or isinstance(tools, str | bytes):
+            raise ChatTemplateError(f"tools must be a list, got {type(tools).__name__}")
+        block = "\n".join(
+            [TOOLS_HEADER] + [json.dumps(t, ensure_ascii=False) for t in tools] + [TOOLS_FOOTER]
+        )
+        if msgs and msgs[0]["role"] == "system":
+            system = msgs[0]["content"]
+            msgs[0] = {**msgs[0], "content": (system + "\n\n" if system else "") + block}
+        else:
+            msgs.insert(0, {"role": "system", "content": block})
+    out: list[dict] = []
+    for m in msgs:
+        if m["role"] == "tool":
+            response = "<tool_response>\n" + m["content"] + "\n</tool_response>"
+            if out and out[-1].get("_tool_results"):
+                out[-1]["content"] += "\n" + response
+            else:
+                out.append({"role": "user", "content": response, "_tool_results": True})
+            continue
+        if m.get("tool_calls"):
+            texts = [m["content"]] if m["content"] else []
+            texts += [_tool_call_text(c["function"]["name"], c["function"]["arguments"]) for c in m["tool_calls"]]
+            m = {k: v for k, v in m.items() if k != "tool_calls"}
+            m["content"] = "\n".join(texts)
+        out.append(m)
+    for m in out:
+        m.pop("_tool_results", None)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# the template
+# ---------------------------------------------------------------------------------------------------
+
+
+class ChatTemplate:
+    def __init__(self, template: str, bos_token: str = "", eos_token: str = ""):
+        if not isinstance(template, str) or not template.strip():
+            raise ChatTemplateError("chat template is empty")
+        self.source = template
+        self.bos_token = bos_token or ""
+        self.eos_token = eos_token or ""
+        env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"],
+            undefined=jinja2.Undefined,
+        )
+        env.filters["tojson"] = _tojson
+        env.globals["raise_exception"] = _raise_exception
+        env.globals["strftime_now"] = _strftime_now
+        try:
+            self._template = env.from_string(template)
+        except jinja2.TemplateSyntaxError as exc:
+            raise ChatTemplateError(f"chat template does not parse: {exc.message} (line {exc.lineno})") from None
+        # a template that never mentions tools cannot render them: Strata writes them into the system prompt
+        self.supports_tools: bool = re.search(r"\btools\b", template) is not None
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, Any], tokenizer=None) -> ChatTemplate:
+        """The GGUF's `tokenizer.chat_template` (ChatML when absent) with its BOS/EOS texts."""
+        template = metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
+        bos = eos = ""
+        if tokenizer is not None:
+            if tokenizer.bos_id is not None:
+                bos = tokenizer.token_text(tokenizer.bos_id)
+            if tokenizer.eos_id is not None:
+                eos = tokenizer.token_text(tokenizer.eos_id)
+        return cls(str(template), bos, eos)
+
+    def render(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Any] | None = None,
+               add_generation_prompt: bool = True, **extra: Any) -> str:
+        """The prompt text; ChatTemplateError names what went wrong (never another exception type)."""
+        has_tool_messages = any(
+            isinstance(m, Mapping) and (m.get("role") == "tool" or m.get("tool_calls")) for m in messages
+        ) if isinstance(messages, Sequence) else False
+        if not self.supports_tools and (tools or has_tool_messages):
+            msgs, tools = render_tools_into_system(messages, tools), None
+        else:
+            msgs = normalize_messages(messages)
+        if tools is not None and (not isinstance(tools, Sequence) or isinstance(tools, str | bytes)):
+            raise ChatTemplateError(f"tools must be a list, got {type(tools).__name__}")
+        variables = {
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+            **extra,
+            "messages": msgs,
+            "tools": list(tools) if tools else None,
+            "add_generation_prompt": bool(add_generation_prompt),
+        }
+        try:
+            return self._template.render(**variables)
+        except ChatTemplateError:
+            raise
+        except jinja2.TemplateError as exc:
+            raise ChatTemplateError(f"chat template failed: {type(exc).__name__}: {exc}") from None
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+            raise ChatTemplateError(f"chat template failed on these messages: {type(exc).__name__}: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------------------
+# tool calls in the model's answer
+# ---------------------------------------------------------------------------------------------------
+
+_TOOL_CALL_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+def _as_call(obj: Any) -> dict[str, str] | None:
+    if not isinstance(obj, Mapping) or not isinstance(obj.get("name"), str):
+        return None
+    if "arguments" in obj:
+        args = obj["arguments"]
+    elif "parameters" in obj:
+        args = obj["parameters"]
+    else:
+        return None
+    if isinstance(args, str):
+        try:
+            json.loads(args)
+        except json.JSONDecodeError:
+            args = json.dumps(args, ensure_ascii=False)  # a plain string: as a JSON string
+        return {"name": obj["name"], "arguments": args}
+    return {"name": obj["name"], "arguments": json.dumps(args, ensure_ascii=False)}
+
+
+def _calls_from_json(text: str) -> list[dict[str, str]] | None:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    items = value if isinstance(value, list) else [value]
+    calls = [_as_call(v) for v in items]
+    if not calls or any(c is None for c in calls):
+        return None
+    return calls  # type: ignore[return-value]
+
+
+def parse_tool_calls(text: str) -> tuple[str, list[dict[str, str]]]:
+    """(content without the calls, [{"name", "arguments" (a JSON string)}]); ([], text) when none."""
+    if "<tool_call>" in text:
+        calls: list[dict[str, str]] = []
+        kept: list[str] = []
+        pos = 0
+        for m in _TOOL_CALL_BLOCK.finditer(text):
+            found = _calls_from_json(m.group(1))
+            if found is None:
+                continue  # not a call: stays in the content
+            kept.append(text[pos : m.start()])
+            pos = m.end()
+            calls.extend(found)
+        kept.append(text[pos:])
+        if calls:
+            return "".join(kept).strip(), calls
+        return text, []
+    body = text.strip()
+    for prefix in ("<|python_tag|>", "[TOOL_CALLS]"):
+        if body.startswith(prefix):
+            body = body[len(prefix) :].strip()
+    fence = _FENCE.match(body)
+    if fence:
+        body = fence.group(1)
+    if body.startswith(("{", "[")):
+        found = _calls_from_json(body)
+        if found:
+            return "", found
+    return text, []

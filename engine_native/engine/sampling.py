@@ -1,0 +1,173 @@
+"""Choosing the next token from logits: greedy, temperature, top-k, top-p, min-p, penalties, seed.
+
+What it is: `SamplingParams` (frozen, validated; defaults are "off" except the temperature, which
+follows the OpenAI APIs' 1.0 only when asked for: the default here is greedy, 0.0) and
+`Sampler(params, n_vocab)` whose `.sample(logits, history)` returns one token id. The order is
+llama.cpp's default sampler chain (common/sampling.cpp):
+
+    penalties -> top-k -> top-p -> min-p -> temperature -> draw
+
+- penalties, over the last `repeat_last_n` tokens of `history` (llama.cpp's `penalty_last_n`,
+  default 64; -1 = the whole history): for each distinct token seen c times, a positive logit is
+  divided by `repeat_penalty` and a negative one multiplied by it, then
+  `c * frequency_penalty + (c > 0) * presence_penalty` is subtracted.
+- greedy (temperature == 0): the arg-max after penalties, the lowest id on a tie; no randomness.
+- top-k keeps the k largest logits (k <= 0: all); top-p keeps the smallest set of the most
+  probable tokens (softmax at temperature 1, as llama.cpp) whose probability reaches p; min-p keeps
+  tokens whose probability is at least min_p times the best one's; then logits are divided by the
+  temperature and one token is drawn from their softmax with a NumPy PCG64 generator seeded by
+  `seed` (None: fresh OS entropy). The draw cannot match llama.cpp's mt19937 stream, only its law.
+
+What it is not: the decode loop (Engine.generate, the server), stop strings, grammar or logit bias.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# how many best tokens top-p looks at before falling back to a full sort (exact either way)
+_TOP_P_FIRST_LOOK = 256
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 0.0  # 0 = greedy
+    top_k: int = 0  # <= 0: off
+    top_p: float = 1.0  # 1.0: off
+    min_p: float = 0.0  # 0.0: off
+    repeat_penalty: float = 1.0  # 1.0: off
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repeat_last_n: int = 64  # tokens of history the penalties look at; -1 = all, 0 = none
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        def number(name: str) -> float:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ValueError(f"sampling: {name} must be a finite number, got {value!r}")
+            return float(value)
+
+        def integer(name: str) -> int:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                raise ValueError(f"sampling: {name} must be an integer, got {value!r}")
+            return int(value)
+
+        if number("temperature") < 0:
+            raise ValueError(f"sampling: temperature must be >= 0, got {self.temperature!r}")
+        integer("top_k")
+        if not 0.0 < number("top_p") <= 1.0:
+            raise ValueError(f"sampling: top_p must be in (0, 1], got {self.top_p!r}")
+        if not 0.0 <= number("min_p") <= 1.0:
+            raise ValueError(f"sampling: min_p must be in [0, 1], got {self.min_p!r}")
+        if number("repeat_penalty") <= 0:
+            raise ValueError(f"sampling: repeat_penalty must be > 0, got {self.repeat_penalty!r}")
+        for name in ("presence_penalty", "frequency_penalty"):
+            if not -2.0 <= number(name) <= 2.0:
+                raise ValueError(f"sampling: {name} must be in [-2, 2], got {getattr(self, name)!r}")
+        if integer("repeat_last_n") < -1:
+            raise ValueError(f"sampling: repeat_last_n must be >= -1, got {self.repeat_last_n!r}")
+        if self.seed is not None and (integer("seed") < 0):
+            raise ValueError(f"sampling: seed must be a non-negative integer or None, got {self.seed!r}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    @property
+    def has_penalties(self) -> bool:
+        return self.repeat_last_n != 0 and (
+            self.repeat_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
+        )
+
+
+class Sampler:
+    """Draws tokens for one sequence. Not thread-safe (it owns a random generator)."""
+
+    def __init__(self, params: SamplingParams | None = None, n_vocab: int | None = None):
+        self.params = params if params is not None else SamplingParams()
+        if not isinstance(self.params, SamplingParams):
+            raise TypeError(f"Sampler needs SamplingParams, got {type(self.params).__name__}")
+        if n_vocab is not None and (not isinstance(n_vocab, int) or n_vocab <= 0):
+            raise ValueError(f"sampling: n_vocab must be a positive integer, got {n_vocab!r}")
+        self.n_vocab = n_vocab
+        self._rng = np.random.Generator(np.random.PCG64(self.params.seed))
+
+    def _check(self, logits: np.ndarray) -> np.ndarray:
+        logits = np.asarray(logits)
+        if logits.ndim != 1:
+            raise ValueError(f"sampling: logits must be one row (n_vocab,), got shape {logits.shape}")
+        if self.n_vocab is not None and logits.shape[0] != self.n_vocab:
+            raise ValueError(f"sampling: logits have {logits.shape[0]} entries, the vocabulary {self.n_vocab}")
+        if logits.shape[0] == 0:
+            raise ValueError("sampling: empty logits")
+        return logits
+
+    def apply_penalties(self, logits: np.ndarray, history: Sequence[int]) -> np.ndarray:
+        """A penalized copy of `logits` (float32), as llama.cpp's penalties sampler computes it."""
+        p = self.params
+        out = np.array(logits, dtype=np.float32, copy=True)
+        window = history if p.repeat_last_n == -1 else history[-p.repeat_last_n :] if p.repeat_last_n else ()
+        if len(window) == 0:
+            return out
+        ids, counts = np.unique(np.asarray(window, dtype=np.int64), return_counts=True)
+        ok = (ids >= 0) & (ids < out.shape[0])
+        ids, counts = ids[ok], counts[ok].astype(np.float32)
+        vals = out[ids]
+        if p.repeat_penalty != 1.0:
+            vals = np.where(vals <= 0, vals * p.repeat_penalty, vals / p.repeat_penalty)
+        vals = vals - counts * p.frequency_penalty - p.presence_penalty
+        out[ids] = vals
+        return out
+
+    def sample(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
+        """One token id from a (n_vocab,) row of logits; `history` is the sequence so far (for penalties)."""
+        logits = self._check(logits)
+        p = self.params
+        if p.has_penalties:
+            logits = self.apply_penalties(logits, history)
+        if p.greedy:
+            return int(np.argmax(logits))
+        logits = np.asarray(logits, dtype=np.float32)
+        ids = self._candidates(logits)  # None: every token
+        chosen = (logits if ids is None else logits[ids]).astype(np.float64) / p.temperature
+        weights = np.exp(chosen - chosen.max())
+        cdf = np.cumsum(weights)
+        i = min(int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right")), len(cdf) - 1)
+        return i if ids is None else int(ids[i])
+
+    def _candidates(self, logits: np.ndarray) -> np.ndarray | None:
+        """Ids that survive top-k, top-p and min-p (never empty), or None when every token does."""
+        p = self.params
+        n = logits.shape[0]
+        ids = None
+        if 0 < p.top_k < n:
+            ids = np.argpartition(-logits, p.top_k - 1)[: p.top_k]
+        if p.top_p < 1.0:
+            ids = self._top_p(logits, ids)
+        if p.min_p > 0.0:
+            pool = logits if ids is None else logits[ids]
+            keep = pool >= pool.max() + math.log(p.min_p)
+            ids = np.flatnonzero(keep) if ids is None else ids[keep]
+        return ids
+
+    def _top_p(self, logits: np.ndarray, ids: np.ndarray | None) -> np.ndarray:
+        """The most probable ids (softmax over the pool) whose mass first reaches top_p, best first."""
+        pool = (logits if ids is None else logits[ids]).astype(np.float64)
+        top = pool.max()
+        total = np.exp(pool - top).sum()
+        look = min(len(pool), _TOP_P_FIRST_LOOK)
+        while True:
+            order = np.argpartition(-pool, look - 1)[:look] if look < len(pool) else np.arange(len(pool))
+            order = order[np.argsort(-pool[order], kind="stable")]
+            cum = np.cumsum(np.exp(pool[order] - top)) / total
+            if cum[-1] >= self.params.top_p or look == len(pool):
+                cut = min(int(np.searchsorted(cum, self.params.top_p)) + 1, len(order))  # include the crossing token
+                order = order[:cut]
+                return order if ids is None else ids[order]
+            look = len(pool)  # the best few were not enough: sort them all (exact either way)

@@ -1,0 +1,124 @@
+"""Tokenizer construction from GGUF metadata: ids, special tokens, BOS, bytes, and clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from strata.engine.tokenizer import PRE_TOKENIZERS, Tokenizer, TokenizerError
+
+
+def test_smollm_vocabulary_facts(smollm_tokenizer):
+    tok = smollm_tokenizer
+    assert tok.n_vocab == 49152
+    assert (tok.bos_id, tok.eos_id) == (1, 2)
+    assert tok.token_text(1) == "<|im_start|>" and tok.token_text(2) == "<|im_end|>"
+    assert tok.eot_ids == {0, 2}  # <|endoftext|> and <|im_end|>
+    assert tok.message_opener_ids == [1]
+    assert tok.special_ids == set(range(17))  # the 17 CONTROL tokens
+    assert tok.add_bos is False  # tokenizer.ggml.add_bos_token = false
+
+
+def test_token_bytes_are_raw_bytes(smollm_tokenizer):
+    tok = smollm_tokenizer
+    ids = tok.encode("🦙")
+    assert len(ids) > 1  # an emoji spans several byte-level tokens
+    assert b"".join(tok.token_bytes(i) for i in ids) == "🦙".encode()
+    assert tok.token_bytes(tok.token_id("Ġthe")) == b" the"
+    assert tok.token_bytes(2) == b"<|im_end|>"
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        tok.token_bytes(49152)
+
+
+def test_decode_skip_special(smollm_tokenizer):
+    ids = smollm_tokenizer.encode("<|im_start|>user\nhi<|im_end|>")
+    assert smollm_tokenizer.decode(ids, skip_special=True) == "user\nhi"
+
+
+def test_encode_rejects_non_text(smollm_tokenizer):
+    with pytest.raises(TypeError, match="needs a str"):
+        smollm_tokenizer.encode(b"bytes")
+
+
+def _with(metadata: dict, **changes) -> dict:
+    md = dict(metadata)
+    for k, v in changes.items():
+        key = "tokenizer.ggml." + k
+        if v is None:
+            md.pop(key, None)
+        else:
+            md[key] = v
+    return md
+
+
+def test_add_bos_is_honoured_and_not_doubled(default_metadata):
+    tok = Tokenizer.from_metadata(_with(default_metadata, add_bos_token=True))
+    plain = Tokenizer.from_metadata(default_metadata)
+    assert tok.encode("hello") == [tok.bos_id] + plain.encode("hello")
+    assert tok.encode("<|im_start|>hello") == plain.encode("<|im_start|>hello")  # already starts with BOS
+    assert tok.encode("hello", add_bos=False) == plain.encode("hello")
+    assert plain.encode("hello", add_bos=True)[0] == plain.bos_id
+
+
+def test_llama3_family_defaults_to_bos(default_metadata):
+    assert Tokenizer.from_metadata(_with(default_metadata, pre="llama-bpe", add_bos_token=None)).add_bos is True
+    assert Tokenizer.from_metadata(_with(default_metadata, pre="smollm", add_bos_token=None)).add_bos is False
+
+
+@pytest.mark.parametrize(
+    ("pre", "text", "pieces"),
+    [
+        ("smollm", "x 12345!", ["x", " ", "1", "2", "3", "4", "5", "!"]),
+        ("llama-bpe", "x 12345!", ["x", " ", "123", "45", "!"]),
+        ("qwen2", "x 12345!", ["x", " ", "1", "2", "3", "4", "5", "!"]),
+        ("gpt2", "x 12345!", ["x", " 12345", "!"]),
+        ("default", "x 12345!", ["x", " ", "123", "45", "!"]),
+        ("llama-bpe", "it's\n\n  ok", ["it", "'s", "\n\n", " ", " ok"]),
+        ("smollm", "it's  ok", ["it", "'s", " ", " ok"]),
+    ],
+)
+def test_pre_tokenizer_regexes_cut_like_llamacpp(default_metadata, pre, text, pieces):
+    tok = Tokenizer.from_metadata(_with(default_metadata, pre=pre))
+    assert tok.pre_tokenize(text) == pieces
+
+
+@pytest.mark.parametrize("pre", sorted(PRE_TOKENIZERS))
+def test_every_known_pre_tokenizer_builds_and_round_trips(default_metadata, pre):
+    tok = Tokenizer.from_metadata(_with(default_metadata, pre=pre))
+    text = "Hello, wörld! 12345  x\n\ty 🙂 <|im_end|>"
+    assert tok.decode(tok.encode(text, add_bos=False)) == text
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"model": "llama"}, "unsupported tokenizer model 'llama'"),
+        ({"model": "bert"}, "unsupported tokenizer model 'bert'"),
+        ({"model": None}, "tokenizer.ggml.model is missing"),
+        ({"pre": "no-such-pre"}, "unknown pre-tokenizer tokenizer.ggml.pre='no-such-pre'"),
+        ({"tokens": []}, "tokenizer.ggml.tokens is missing or empty"),
+        ({"merges": None}, "tokenizer.ggml.merges is missing"),
+        ({"token_type": [1, 1, 3]}, "token_type has 3 entries for 49152 tokens"),
+        ({"eos_token_id": 60000}, "tokenizer.ggml.eos_token_id=60000 is outside the vocabulary"),
+    ],
+)
+def test_bad_metadata_is_a_clear_error(default_metadata, changes, message):
+    with pytest.raises(TokenizerError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Tokenizer.from_metadata(_with(default_metadata, **changes))
+
+
+def test_missing_pre_means_default(default_metadata):
+    tok = Tokenizer.from_metadata(_with(default_metadata, pre=None))
+    assert tok.pre == "default"
+
+
+def test_tiny_fixture_vocabulary(tiny_model_factory):
+    from strata.engine import GGUFFile
+
+    path = tiny_model_factory(n_layer=1, n_embd=64, n_head=2, n_head_kv=1, n_ff=128, n_vocab=512,
+                              dtype="F32", seed=0)
+    tok = Tokenizer.from_metadata(GGUFFile(path).metadata)
+    text = "<|im_start|>user\nhello world<|im_end|>\n"
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text
+    assert tok.token_id("<|im_start|>") in ids and tok.token_id("<|im_start|>") in tok.message_opener_ids
+    assert tok.token_id("<|im_end|>") in tok.eot_ids
