@@ -40,7 +40,7 @@ def default_config_path() -> Path:
 
 def default_cold_dir() -> Path:
     """Where conversations kept on disk go unless the user picks another folder."""
-    return Path(platformdirs.user_cache_dir("strata", appauthor=False)) / "conversations"
+    return Path(platformdirs.user_cache_dir("strata")) / "conversations"  # as server/cache/options.py
 
 
 def render(plan: Plan, written_at: datetime | None = None) -> str:

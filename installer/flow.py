@@ -29,12 +29,22 @@ def starting_situation(cold_dir: str | Path | None = None, extra_model: str | No
         found = (extra_model, *found)
     folder = Path(cold_dir).expanduser() if cold_dir else config_file.default_cold_dir()
     return Situation(machine=machine_profile(), cold_disk=disk_facts(folder), models_found=found,
-                     default_model=extra_model or default)
+                     default_model=extra_model or default, cuda_built=cuda_built())
+
+
+def cuda_built() -> bool:
+    """Whether the native engine was built with its CUDA backend (False when it cannot be imported)."""
+    try:
+        from strata import _engine
+
+        return bool(dict(_engine.build_info()).get("cuda"))
+    except Exception:  # no native module in this checkout: plan for the CPU
+        return False
 
 
 def accept(s: Situation, a: Answers, q: Question, value) -> tuple[Situation, Answers]:
     """Record `value` for `q`, measuring what the answer points at. Raises AnswerError with the reason."""
-    if q.key == "model":
+    if q.key == "model" and not (s.model is not None and s.model.path == str(value)):
         try:
             s = replace(s, model=read_model_facts(value), bench=None)
         except ModelFileError as e:

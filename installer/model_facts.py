@@ -72,7 +72,7 @@ def find_models() -> tuple[tuple[str, ...], str | None]:
         engine_models = None
     if engine_models is not None and hasattr(engine_models, "find_models"):
         try:
-            found = [str(_path_of(m)) for m in engine_models.find_models()]
+            found = [str(_path_of(m)) for m in engine_models.find_models() if not getattr(m, "error", None)]
         except Exception:  # a broken search folder must not stop the installer
             found = []
     if engine_models is not None and hasattr(engine_models, "default_model_path"):

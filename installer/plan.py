@@ -61,11 +61,18 @@ class _Budget:
     kv_mib: int  # what is left for the KV of main + slots; may be <= 0 on a machine too small
 
 
-def _budget(machine: MachineProfile, model: ModelFacts, p: PlanParameters) -> _Budget:
+def _on_gpu(s: Situation) -> bool:
+    return bool(s.machine.gpu_name and s.machine.gpu_vram_mib and s.cuda_built)
+
+
+def _budget(s: Situation, model: ModelFacts, p: PlanParameters) -> _Budget:
+    machine = s.machine
     model_mib = -(-model.size_bytes // MIB)
     after_model = machine.ram_total_mib - model_mib
     ram_cache = min(p.ram_cache_max_mib, _round_down(after_model * p.ram_cache_share, 256))
     kv = after_model - ram_cache - p.min_free_mib - p.overhead_mib
+    if _on_gpu(s):  # weights and KV live in the GPU's memory; the RAM levels stay in RAM
+        kv = min(kv, machine.gpu_vram_mib - model_mib - p.overhead_mib)
     return _Budget(model_mib, max(0, ram_cache), kv)
 
 
@@ -85,15 +92,25 @@ def _smallest_ctx(model: ModelFacts, p: PlanParameters) -> int:
     return min(p.ctx_ladder[0], model.n_ctx_train)
 
 
-# ---------------------------------------------------------------- the defaults (the previous behaviour)
+# ---------------------------------------------------------------- the previous behaviour, and the defaults
+# The flow before seed 002 asked no question about slots or disk: it kept slots whenever one fits
+# beside the main context (`_previous_keeps_slots`, then as many as fit at the chosen context), and
+# a cold level whenever the folder has room and the disk pays (`_previous_cold_level`). The new
+# questions' defaults are the answers that reproduce exactly that.
+
+
+def _previous_keeps_slots(s: Situation, p: PlanParameters) -> tuple[bool, int, int, _Budget]:
+    """(slots kept, how many fit at the smallest context, that context, the budget)."""
+    model = _need_model(s)
+    b = _budget(s, model, p)
+    small = _smallest_ctx(model, p)
+    n = _slots_that_fit(model, b, small, p)
+    return n >= 1, n, small, b
 
 
 def _default_concurrency(s: Situation, p: PlanParameters) -> tuple[str, str]:
-    model = _need_model(s)
-    b = _budget(s.machine, model, p)
-    small = _smallest_ctx(model, p)
-    n = _slots_that_fit(model, b, small, p)
-    if n >= 1:
+    keeps, n, small, b = _previous_keeps_slots(s, p)
+    if keeps:
         return "several", (f"RAM for {n} slot(s) beside the main context even at {small} tokens: "
                            "side requests and a second agent run in parallel")
     return "one", (f"{_gib(max(0, b.kv_mib))} left for the KV after the model and the floors: "
@@ -104,7 +121,8 @@ def _cold_budget_mib(disk: DiskFacts, p: PlanParameters) -> int:
     return min(p.cold_max_mib, _round_down(disk.free_mib * p.cold_disk_share, 1024))
 
 
-def _default_keep_on_disk(s: Situation, p: PlanParameters) -> tuple[bool, str]:
+def _previous_cold_level(s: Situation, p: PlanParameters) -> tuple[bool, str]:
+    """The cold level is kept when the folder has room and reading back beats prefilling again."""
     model = _need_model(s)
     budget = _cold_budget_mib(s.cold_disk, p)
     if budget < p.cold_min_mib:
@@ -125,11 +143,12 @@ def _default_keep_on_disk(s: Situation, p: PlanParameters) -> tuple[bool, str]:
                   "from disk costs far less than its prefill (seed 002: 274 ms against 197 s)")
 
 
-def _default_ctx(s: Situation, concurrency: str, p: PlanParameters) -> tuple[int, str]:
+def _default_ctx(s: Situation, concurrency: str | None, p: PlanParameters) -> tuple[int, str]:
+    """The largest ladder step within the trained context and the KV budget (half of it when slots
+    are kept beside the main context). `concurrency` None: the previous flow's rule."""
     model = _need_model(s)
-    b = _budget(s.machine, model, p)
-    small = _smallest_ctx(model, p)
-    reserve_slots = concurrency == "several" and _slots_that_fit(model, b, small, p) >= 1
+    keeps, _, small, b = _previous_keeps_slots(s, p)
+    reserve_slots = keeps if concurrency is None else concurrency == "several"
     share = p.main_ctx_share if reserve_slots else 1.0
     fits = [c for c in p.ctx_ladder if c <= model.n_ctx_train and _kv_mib(model, c) <= b.kv_mib * share]
     if not fits:
@@ -178,15 +197,14 @@ def _question(key: str, s: Situation, a: Answers, p: PlanParameters) -> Question
         return Question("concurrency", "One request at a time, or several?", value, value, why,
                         options=CONCURRENCY_CHOICES)
     if key == "keep_on_disk":
-        value, why = _default_keep_on_disk(s, p)
+        value, why = _previous_cold_level(s, p)
         return Question("keep_on_disk", "Keep conversations on disk?", value, "yes" if value else "no",
                         why, options=("yes", "no"))
     if key == "cold_dir":
         return Question("cold_dir", "Folder for the conversations kept on disk?", s.cold_disk.folder,
                         s.cold_disk.folder, f"{_gib(s.cold_disk.free_mib)} free there")
     if key == "ctx":
-        concurrency = a.concurrency or _default_concurrency(s, p)[0]
-        value, why = _default_ctx(s, concurrency, p)
+        value, why = _default_ctx(s, a.concurrency, p)
         return Question("ctx", "Context size (tokens)?", value, str(value), why)
     raise ValueError(f"unknown question {key!r}")
 
@@ -240,7 +258,7 @@ def _parse_ctx(text: str, s: Situation, p: PlanParameters) -> int:
         raise AnswerError(f"{ctx} tokens is below the smallest context ({p.min_ctx})")
     if ctx > model.n_ctx_train:
         raise AnswerError(f"{ctx} tokens is beyond the {model.n_ctx_train} the model was trained on")
-    kv_left = _budget(s.machine, model, p).kv_mib
+    kv_left = _budget(s, model, p).kv_mib
     if _kv_mib(model, ctx) > kv_left:
         raise AnswerError(f"{ctx} tokens need {_gib(_kv_mib(model, ctx))} of KV; this machine has "
                           f"{_gib(max(0, kv_left))} left after the model and the floors")
@@ -274,7 +292,7 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
     p = p or PlanParameters()
     model = _need_model(s)
     m = s.machine
-    b = _budget(m, model, p)
+    b = _budget(s, model, p)
     choices: list[Choice] = []
     warnings: list[str] = []
     add = choices.append
@@ -287,21 +305,28 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
     add(Choice("threads", threads, f"one per physical core ({m.n_cores} of {m.n_logical} logical): "
                                    "hyperthreads slow the matrix kernels"))
 
-    concurrency, concurrency_why = _answered(a.concurrency, _default_concurrency(s, p))
-    ctx, ctx_why = _answered(a.ctx, _default_ctx(s, concurrency, p))
+    ctx, ctx_why = _answered(a.ctx, _default_ctx(s, a.concurrency, p))
     if ctx_why == "your answer":
         ctx_why = f"your answer: {_gib(_kv_mib(model, ctx))} of KV"
     add(Choice("ctx", ctx, ctx_why))
 
-    n_slots = _slots_that_fit(model, b, ctx, p) if concurrency == "several" else 0
-    if concurrency == "one":
-        batch_why = f"one request at a time ({concurrency_why}): the solo path only, all RAM to one context"
-    elif n_slots == 0:
-        batch_why = f"several asked, but no {ctx}-token slot fits beside the main context: lower the context"
-    else:
-        batch_why = (f"{n_slots} slot(s) of {ctx} tokens ({_gib(n_slots * _kv_mib(model, ctx))} of KV)"
-                     + (f", the seed's {p.target_slots}" if n_slots == p.target_slots else ", what RAM allows"))
+    if a.concurrency == "one":
+        n_slots = 0
+        batch_why = "one request at a time: the solo path only, all the KV budget to one context"
+    else:  # "several", or not asked (the previous flow): as many slots as fit, up to the seed's 4
+        n_slots = _slots_that_fit(model, b, ctx, p)
+        if n_slots == 0:
+            batch_why = (f"no {ctx}-token slot fits beside the main context: the solo path only"
+                         + ("" if a.concurrency is None else " (lower the context to get slots)"))
+        else:
+            batch_why = (f"{n_slots} slot(s) of {ctx} tokens ({_gib(n_slots * _kv_mib(model, ctx))} of KV), "
+                         + (f"the seed's {p.target_slots}" if n_slots == p.target_slots else "what RAM allows"))
     add(Choice("batch", n_slots, batch_why))
+    if _on_gpu(s):
+        add(Choice("backend", "cuda", f"{m.gpu_name} ({_gib(m.gpu_vram_mib)}) and a CUDA build: weights and KV on the GPU"))
+    else:
+        add(Choice("backend", "cpu", f"GPU {m.gpu_name} found, but this build has no CUDA backend" if m.gpu_name
+                   else "no NVIDIA GPU found (nvidia-smi)"))
     add(Choice("batch_groups", 1, "one group: pipelined groups pay off only across devices"))
     add(Choice("slot_ctx", ctx, "as large as the main context, so a conversation can move between them"))
     add(Choice("kv_type", "f16", f"F16 KV, {model.kv_bytes_per_token} bytes per token: "
@@ -310,7 +335,7 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
     add(Choice("conversation_cache_mib", b.ram_cache_mib,
                f"RAM level: {int(p.ram_cache_share * 100)}% of the RAM left after the model, "
                f"at most {p.ram_cache_max_mib} MiB"))
-    keep, keep_why = _answered(a.keep_on_disk, _default_keep_on_disk(s, p))
+    keep, keep_why = _answered(a.keep_on_disk, _previous_cold_level(s, p))
     if keep:
         folder = a.cold_dir or s.cold_disk.folder
         cold_mib = _cold_budget_mib(s.cold_disk, p)  # the wizard puts the chosen folder's facts in cold_disk
@@ -326,7 +351,7 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
     add(Choice("conversation_cache_warm_dir", "", "warm level off: it needs a second, faster disk (set by hand)"))
     add(Choice("conversation_cache_warm_mib", 0, "warm level off"))
 
-    add(Choice(*_park_target(m, model, b, ctx, n_slots, keep, p)))
+    add(Choice(*_park_target(s, model, b, ctx, n_slots, keep, p)))
     add(Choice("conversation_cache_min_free_mib", p.min_free_mib,
                "the parking floor: a capture that stays in RAM leaves this much free (seed 002)"))
     add(Choice("conversation_cache_park_min_free_mib", p.park_min_free_mib,
@@ -341,12 +366,14 @@ def _answered(answer, default: tuple):
     return answer, "your answer"
 
 
-def _park_target(m: MachineProfile, model: ModelFacts, b: _Budget, ctx: int, n_slots: int,
+def _park_target(s: Situation, model: ModelFacts, b: _Budget, ctx: int, n_slots: int,
                  keep: bool, p: PlanParameters) -> tuple[str, str, str]:
+    """ram, unless RAM beside the floor cannot hold one snapshot per slot: then auto (decided at start)."""
     if not keep:
         return "conversation_cache_park", "ram", "ram: parking to disk needs the disk level"
     snapshot = _kv_mib(model, ctx)
-    spare = m.ram_total_mib - b.model_mib - (1 + n_slots) * snapshot - p.min_free_mib - p.overhead_mib
+    in_ram = 0 if _on_gpu(s) else b.model_mib + (1 + n_slots) * snapshot  # weights and live KV
+    spare = s.machine.ram_total_mib - in_ram - p.min_free_mib - p.overhead_mib
     need = max(1, n_slots) * snapshot
     if spare < need:
         return ("conversation_cache_park", "auto",

@@ -83,6 +83,7 @@ class Situation:
     default_model: str | None = None
     model: ModelFacts | None = None
     bench: BenchFacts | None = None
+    cuda_built: bool = False  # the engine was built with its CUDA backend
 
 
 @dataclass(frozen=True)
