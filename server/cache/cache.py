@@ -1,0 +1,517 @@
+"""`ConversationCache`: the façade the scheduler calls (docs/internals.md, "Conversation cache").
+
+What this is: the mechanism that ties the levels (RAM -> warm -> cold), the segment tier, the
+system-prompt cache and named sessions to the engine: park a context before it is overwritten
+(admission by policy.decide_admission), look a prompt up (longest valid prefix, ties to the fastest
+level), restore a hit (placement by policy.place_disk_io, validation pass, apply pass, restore
+ladder), and count everything for /metrics, the INFO line and the monitor feed. An asynchronous
+spill writer writes disk-bound captures. What this is not: policy (policy.py), file formats
+(disk.py) or HTTP (http.py). One lock guards the indexes; the spill writer writes files outside it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import queue
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import policy, report
+from .cascade import Cascade
+from .disk import PIECE_BYTES, DiskEntry, DiskLevel, Identity, conversation_key, tokens_array
+from .fileio import FileIO
+from .memory import MIB, MemoryProbe
+from .options import CacheConfig
+from .ram import RamEntry, RamLevel
+from .restore import apply_image, validate_image
+from .segments import anchor_positions, chain_keys, plan_segment_saves, system_prompt_anchor
+from .sessions import SessionStore, validate_session_name
+from .system_prompt import PrefixStore
+
+log = logging.getLogger("strata.cache")
+
+
+@dataclass(frozen=True)
+class CacheHit:
+    level: str  # "ram" | "warm" | "cold" | "segment" | "system_prompt"
+    key: str
+    n_tokens: int  # usable prefix of the prompt
+    entry_tokens: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    n_tokens: int
+    level: str
+    seconds: float
+    floor: str  # placement floor for a disk read, "" for RAM
+    ladder: bool  # a damaged image restored to its longest valid prefix
+    reason: str
+
+
+@dataclass(frozen=True)
+class ParkResult:
+    destination: str  # "ram" | "disk" | "discard" | "none" (empty or already cached)
+    floor: str
+    key: str | None
+    n_tokens: int
+    n_bytes: int
+    reason: str
+
+
+def kv_layout_of(engine) -> str:
+    return f"{engine.kv_type}/L{engine.n_layer}/Hkv{engine.n_head_kv}/B{engine.bytes_per_token}"
+
+
+def _prefix_len(a: np.ndarray, b: np.ndarray) -> int:
+    n = min(a.shape[0], b.shape[0])
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if diff.size else n
+
+
+class ConversationCache:
+    def __init__(self, config: CacheConfig, engine, *, image_format=None, memory: MemoryProbe | None = None,
+                 io: FileIO | None = None, clock: Callable[[], float] = time.time,
+                 piece_bytes: int = PIECE_BYTES) -> None:
+        self.config = config
+        self.engine = engine
+        self.image_format = image_format or importlib.import_module("strata.engine.snapshot")
+        self.memory = memory or MemoryProbe()
+        self.clock = clock
+        self.io = io or FileIO()
+        self.identity = Identity(str(engine.model_id), kv_layout_of(engine))
+        self._lock = threading.RLock()
+        self.opener = list(getattr(engine, "message_opener_ids", []) or [])
+        self._check_folders()
+        levels: list = []
+        self.level_configs = config.levels
+        for lc in self.level_configs:
+            if not lc.on:
+                continue
+            if lc.name == "ram":
+                levels.append(RamLevel(lc.budget_bytes, lc.max_age_s))
+            else:
+                lvl = DiskLevel(lc.name, lc.folder, lc.budget_bytes, lc.max_age_s, self.identity,
+                                io=self.io, piece_bytes=piece_bytes)
+                lvl.open()
+                if lvl.state == "on":
+                    levels.append(lvl)
+                else:
+                    log.warning("conversation cache %s level %s: %s", lc.name, lc.folder, lvl.state)
+        self.cascade = Cascade(levels, config.conversation_cache_when_full)
+        self.ram: RamLevel | None = levels[0] if levels and isinstance(levels[0], RamLevel) else None
+        self.first_disk = next((i for i, lv in enumerate(levels) if isinstance(lv, DiskLevel)), None)
+        self.segments = self._prefix_store("segment", config.segment_dir, config.conversation_cache_segment_mib,
+                                           piece_bytes)
+        self.system_prompts = self._prefix_store("system_prompt", config.system_prompt_dir,
+                                                 config.conversation_cache_system_prompt_mib, piece_bytes)
+        self.sessions = SessionStore(config.sessions_dir, self.identity, io=self.io, piece_bytes=piece_bytes)
+        # counters (monitor feed, /metrics)
+        self.parks: Counter[str] = Counter()
+        self.hits: Counter[str] = Counter()
+        self.admissions: Counter[tuple[str, str]] = Counter()  # (floor, source)
+        self.admission_log: deque[dict] = deque(maxlen=20)
+        self.damaged = 0  # entries found damaged at restore time (index-time skips are per level)
+        self.ladder_restores = 0
+        self.superseded = 0
+        self.spill_failures = 0
+        self.restore_seconds: deque[tuple[str, float, int]] = deque(maxlen=100)  # (level, s, tokens)
+        self.park_target, self.park_target_reason = self._resolve_park_target()
+        self._pending: dict[str, RamEntry] = {}  # captures queued for the spill writer
+        self._spill_q: queue.Queue = queue.Queue()
+        self._spill_thread: threading.Thread | None = None
+        self._closed = False
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    def _check_folders(self) -> None:
+        c = self.config
+        named = [("--conversation-cache-warm-dir", c.conversation_cache_warm_dir, c.conversation_cache_warm_mib),
+                 ("--conversation-cache-cold-dir", c.conversation_cache_cold_dir, c.conversation_cache_cold_mib),
+                 ("--conversation-cache-segment-dir", c.segment_dir, c.conversation_cache_segment_mib),
+                 ("--conversation-cache-system-prompt-dir", c.system_prompt_dir,
+                  c.conversation_cache_system_prompt_mib)]
+        seen: dict[str, str] = {}
+        for flag, folder, mib in named:
+            if not folder or mib <= 0:
+                continue
+            real = os.path.realpath(folder)
+            if real in seen:
+                raise ValueError(f"{seen[real]} and {flag} name the same folder {folder!r}; give each its own")
+            seen[real] = flag
+
+    def _prefix_store(self, name: str, folder: str, mib: int, piece_bytes: int) -> PrefixStore:
+        lvl = DiskLevel(name, folder, mib * MIB, 0.0, self.identity, io=self.io, piece_bytes=piece_bytes)
+        if mib > 0:
+            lvl.open()
+        else:
+            lvl.state = "off"
+        return PrefixStore(lvl, self.config.conversation_cache_when_full)
+
+    def _snapshot_mib_per_slot(self) -> float:
+        e = self.engine
+        cap = max((e.context_capacity(c) for c in range(e.n_contexts)), default=0)
+        return cap * e.bytes_per_token / MIB
+
+    def _resolve_park_target(self) -> tuple[str, str]:
+        target = self.config.conversation_cache_park
+        disk_on = self.first_disk is not None
+        if target == "auto":
+            auto = policy.resolve_auto_target(self.memory.available_mib(), self._snapshot_mib_per_slot(),
+                                              self.engine.n_slots, self.config.conversation_cache_min_free_mib,
+                                              disk_on=disk_on)
+            log.info("%s", auto.reason)
+            return auto.target, auto.reason
+        if target == "disk" and not disk_on:
+            log.warning("--conversation-cache-park disk without a disk level: parking stays in RAM")
+            return "ram", "park=disk without a disk level: parking in RAM"
+        return target, f"park target {target}"
+
+    # -- admission bookkeeping ------------------------------------------------------------------
+
+    def _admit(self, adm: policy.Admission, source: str, action: str) -> None:
+        self.admissions[(adm.floor, source)] += 1
+        self.admission_log.append({"time": self.clock(), "action": action, "floor": adm.floor,
+                                   "source": source, "need_mib": round(adm.need_mib, 1)})
+        level = logging.INFO if adm.floor != policy.FLOOR_PARKING else logging.DEBUG
+        log.log(level, "cache %s %s: %s", source, action, adm.reason)
+
+    # -- park -----------------------------------------------------------------------------------
+
+    def park(self, ctx: int, reason: str = "") -> ParkResult:
+        """Capture context `ctx`'s history before it is overwritten (RAM, disk, or counted discard)."""
+        tokens = tokens_array(self.engine.context_tokens(ctx))
+        n = int(tokens.shape[0])
+        if n == 0:
+            return ParkResult("none", policy.FLOOR_NONE, None, 0, 0, "empty context")
+        key = conversation_key(self.identity, tokens)
+        with self._lock:
+            found = self.cascade.find(key)
+            if found is not None or key in self._pending:
+                where = self.cascade.levels[found[0]].name if found else "ram"
+                return ParkResult("none", policy.FLOOR_NONE, key, n, 0, f"already cached in {where}")
+        snapshot_mib = self.engine.context_bytes(ctx) / MIB
+        available = self.memory.available_mib()
+        c = self.config
+        adm = policy.decide_admission(available, snapshot_mib, c.conversation_cache_min_free_mib,
+                                      c.conversation_cache_park_min_free_mib, self.park_target,
+                                      ram_on=self.ram is not None, disk_on=self.first_disk is not None)
+        self._admit(adm, "park", adm.destination)
+        if adm.destination == policy.DISCARD:
+            self.parks["discard"] += 1
+            log.warning("park discarded (%s); discards=%d", adm.reason, self.parks["discard"])
+            return ParkResult("discard", adm.floor, key, n, 0, adm.reason)
+        now = self.clock()
+        entry = RamEntry(key, "conversation", tokens, list(self.engine.snapshot_chunks(ctx)), now, now,
+                         {"reason": reason})
+        destination, why = adm.destination, adm.reason
+        if destination == policy.RAM:
+            with self._lock:
+                room, room_why = self.cascade.make_room(0, entry.n_bytes, now)
+                if room:
+                    self.ram.add(entry)
+                    self._supersede(tokens, key)
+            if not room:
+                if self.first_disk is not None and available >= snapshot_mib + c.conversation_cache_park_min_free_mib:
+                    destination, why = policy.DISK, f"RAM level refused ({room_why}); spill to disk"
+                else:
+                    self.parks["discard"] += 1
+                    return ParkResult("discard", adm.floor, key, n, 0, f"RAM level refused: {room_why}")
+        if destination == policy.DISK:
+            with self._lock:
+                self._pending[key] = entry
+            self._start_spill_writer()
+            self._spill_q.put(key)
+        self.parks[destination] += 1
+        self._save_prefixes(ctx, tokens, now)
+        return ParkResult(destination, adm.floor, key, n, entry.n_bytes, why)
+
+    def _supersede(self, tokens: np.ndarray, keep: str) -> None:
+        """Discard conversation entries whose history is a strict prefix of `tokens` (caller locks)."""
+        for lvl in self.cascade.levels:
+            for e in list(lvl.entries.values()):
+                if (e.key != keep and e.kind == "conversation" and e.n_tokens < tokens.shape[0]
+                        and _prefix_len(e.tokens, tokens) == e.n_tokens):
+                    self.cascade.discard(e.key, "superseded")
+                    self.superseded += 1
+
+    def _save_prefixes(self, ctx: int, tokens: np.ndarray, now: float) -> None:
+        """Segment tier and system-prompt cache: write the anchored prefixes that are missing."""
+        stores = [s for s in (self.segments, self.system_prompts) if s.level.state == "on"]
+        if not stores or not self.opener:
+            return
+        anchors = anchor_positions(tokens, self.opener)
+        if not anchors:
+            return
+        keys = chain_keys(self.identity.model_id + "/" + self.identity.kv_layout, tokens, anchors)
+        if self.system_prompts.level.state == "on":
+            a = system_prompt_anchor(anchors)
+            self._save_prefix(self.system_prompts, ctx, tokens, a, keys[0], now, "system_prompt_hit")
+        if self.segments.level.state == "on":
+            plan = plan_segment_saves(anchors, keys, set(self.segments.level.entries))
+            for a, k in plan.saves:
+                self._save_prefix(self.segments, ctx, tokens, a, k, now, "segment_hit")
+
+    def _save_prefix(self, store: PrefixStore, ctx: int, tokens: np.ndarray, n: int, key: str, now: float,
+                     source: str) -> None:
+        lvl = store.level
+        if key in lvl.entries:
+            return
+        est = n * self.engine.bytes_per_token
+        adm = policy.place_disk_io(self.memory.available_mib(), est / MIB, self.config.conversation_cache_min_free_mib,
+                                   self.config.conversation_cache_park_min_free_mib, "park")
+        self._admit(adm, "park", f"save {store.name}")
+        if adm.destination != policy.DISK:
+            return
+        with self._lock:
+            room, why = store.cascade.make_room(0, est, now)
+            if not room:
+                return
+            try:
+                e = lvl.write(key, store.name, tokens[:n], self.engine.snapshot_chunks(ctx, n), now)
+            except OSError as exc:
+                self.spill_failures += 1
+                log.warning("%s write failed: %s", store.name, exc)
+                return
+            lvl.add(e)
+            store.cascade.make_room(0, 0, now)
+
+    # -- spill writer ---------------------------------------------------------------------------
+
+    def _start_spill_writer(self) -> None:
+        with self._lock:
+            if self._spill_thread is None:
+                self._spill_thread = threading.Thread(target=self._spill_loop, name="strata-cache-spill",
+                                                      daemon=True)
+                self._spill_thread.start()
+
+    def _spill_loop(self) -> None:
+        while True:
+            key = self._spill_q.get()
+            try:
+                if key is None:
+                    return
+                self._spill_one(key)
+            except Exception:  # the writer must survive any one failure
+                log.exception("spill of %s failed", key)
+            finally:
+                self._spill_q.task_done()
+
+    def _spill_one(self, key: str) -> None:
+        with self._lock:
+            entry = self._pending.get(key)
+            if entry is None:
+                return
+            i = self.first_disk
+            lvl: DiskLevel = self.cascade.levels[i]
+            now = self.clock()
+            room, why = self.cascade.make_room(i, entry.n_bytes, now)
+        if room:
+            try:
+                written = lvl.write(key, entry.kind, entry.tokens, iter(entry.pieces), now,
+                                    created_at=entry.created_at, meta=entry.meta)
+            except OSError as exc:
+                room, why = False, f"write failed: {exc}"
+        with self._lock:
+            self._pending.pop(key, None)  # the RAM copy is freed here, written or not
+            if not room:
+                self.spill_failures += 1
+                self.parks["discard"] += 1
+                log.warning("spill of %s to %s refused (%s); discards=%d", key, lvl.name, why, self.parks["discard"])
+                return
+            lvl.add(written)
+            self._supersede(entry.tokens, key)
+            self.cascade.make_room(i, 0, self.clock())
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every queued spill is written (tests, shutdown)."""
+        if self._spill_thread is not None:
+            self._spill_q.join()
+
+    # -- lookup and restore ---------------------------------------------------------------------
+
+    def _all_stores(self) -> list:
+        out = [(lvl.name, lvl.entries) for lvl in self.cascade.levels]
+        out.append(("ram", self._pending))
+        for s in (self.segments, self.system_prompts):
+            if s.level.state == "on":
+                out.append((s.name, s.level.entries))
+        return out
+
+    def lookup(self, tokens) -> CacheHit | None:
+        """The longest valid prefix of `tokens` any level holds (leaving at least one token to read)."""
+        prompt = tokens_array(tokens)
+        limit = int(prompt.shape[0]) - 1
+        if limit < 1:
+            return None
+        cands = []
+        sizes = {}
+        with self._lock:
+            for level_name, entries in self._all_stores():
+                for e in entries.values():
+                    n = min(_prefix_len(e.tokens, prompt), limit)
+                    if n > 0:
+                        cands.append(policy.Candidate(level_name, e.key, n))
+                        sizes[(level_name, e.key)] = e.n_tokens
+        choice = policy.rank_candidates(cands)
+        c = choice.candidate
+        if c is None:
+            return None
+        return CacheHit(c.level, c.key, c.n_tokens, sizes[(c.level, c.key)], choice.reason)
+
+    def _locate(self, hit: CacheHit):
+        """(level object, entry) for a hit, wherever the entry is now."""
+        if hit.level in ("segment", "system_prompt"):
+            store = self.segments if hit.level == "segment" else self.system_prompts
+            e = store.level.entries.get(hit.key)
+            return (store.level, e) if e is not None else (None, None)
+        if hit.key in self._pending:
+            return self.ram, self._pending[hit.key]
+        found = self.cascade.find(hit.key)
+        if found is None:
+            return None, None
+        return self.cascade.levels[found[0]], found[1]
+
+    def restore(self, hit: CacheHit, ctx: int) -> RestoreResult:
+        """Restore `hit` into context `ctx`; only `hit.n_tokens` are kept. 0 tokens = read it all."""
+        t0 = time.perf_counter()
+        with self._lock:
+            lvl, entry = self._locate(hit)
+            if entry is None:
+                return RestoreResult(0, hit.level, 0.0, "", False, "entry gone since lookup")
+            level_name = lvl.name if lvl is not None else "ram"
+            if isinstance(entry, RamEntry):
+                n, why = apply_image(self.engine, ctx, entry.pieces, entry.tokens, hit.n_tokens)
+                return self._finish_restore(level_name, n, t0, "", False, why)
+            source = {"segment": "segment_hit", "system_prompt": "system_prompt_hit"}.get(level_name, "disk_hit")
+            return self._restore_disk(lvl, entry, ctx, hit.n_tokens, source, t0)
+
+    def _restore_disk(self, lvl: DiskLevel, entry: DiskEntry, ctx: int, limit: int, source: str,
+                      t0: float, *, discard_damaged: bool = True) -> RestoreResult:
+        c = self.config
+        adm = policy.place_disk_io(self.memory.available_mib(), entry.image_bytes / MIB,
+                                   c.conversation_cache_min_free_mib, c.conversation_cache_park_min_free_mib, source)
+        self._admit(adm, source, "restore")
+        if adm.destination != policy.DISK:
+            return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False, adm.reason)
+        v = validate_image(lvl.read_pieces(entry), entry.tokens, entry.identity.model_id, entry.image_bytes,
+                           entry.piece_crc32, self.image_format)
+        ladder = False
+        if v.complete:
+            n, why = apply_image(self.engine, ctx, lvl.read_pieces(entry), entry.tokens, limit)
+        else:
+            self.damaged += 1
+            log.warning("%s entry %s damaged: %s", lvl.name, entry.key, v.reason)
+            if c.restore_ladder and v.valid_tokens > 0:
+                n, why = apply_image(self.engine, ctx, lvl.read_pieces(entry), entry.tokens,
+                                     min(limit, v.valid_tokens))
+                ladder = n > 0
+                self.ladder_restores += int(ladder)
+                why = f"restore ladder: {n} of {entry.n_tokens} tokens ({v.reason})"
+            else:
+                n, why = 0, f"damaged, not restored: {v.reason}"
+            if discard_damaged:
+                if lvl in self.cascade.levels:
+                    self.cascade.discard(entry.key, f"unreadable image: {v.reason}")
+                else:
+                    lvl.forget(entry.key)
+        return self._finish_restore(lvl.name, n, t0, adm.floor, ladder, why)
+
+    def _finish_restore(self, level: str, n: int, t0: float, floor: str, ladder: bool, why: str) -> RestoreResult:
+        dt = time.perf_counter() - t0
+        if n > 0:
+            self.hits[level] += 1
+            self.restore_seconds.append((level, dt, n))
+        return RestoreResult(n, level, dt, floor, ladder, why)
+
+    # -- sessions -------------------------------------------------------------------------------
+
+    def save_session(self, name: str, ctx: int) -> dict:
+        name = validate_session_name(name)
+        tokens = tokens_array(self.engine.context_tokens(ctx))
+        if tokens.shape[0] == 0:
+            raise ValueError(f"context {ctx} is empty: nothing to save")
+        c = self.config
+        adm = policy.place_disk_io(self.memory.available_mib(), self.engine.context_bytes(ctx) / MIB,
+                                   c.conversation_cache_min_free_mib, c.conversation_cache_park_min_free_mib,
+                                   "session_save")
+        self._admit(adm, "session_save", "save")
+        if adm.destination != policy.DISK:
+            raise MemoryError(adm.reason)
+        lvl = self.sessions.ensure_open()
+        with self._lock:
+            e = lvl.write(name, "session", tokens, self.engine.snapshot_chunks(ctx), self.clock())
+            lvl.add(e)
+        return {"name": name, "n_tokens": e.n_tokens, "bytes": e.image_bytes, "floor": adm.floor}
+
+    def restore_session(self, name: str, ctx: int) -> RestoreResult:
+        name = validate_session_name(name)
+        lvl = self.sessions.ensure_open()
+        with self._lock:
+            entry = lvl.entries.get(name)
+            if entry is None:
+                raise KeyError(f"no session named {name!r}")
+            return self._restore_disk(lvl, entry, ctx, entry.n_tokens, "session_restore", time.perf_counter(),
+                                      discard_damaged=False)
+
+    def delete_session(self, name: str) -> bool:
+        name = validate_session_name(name)
+        lvl = self.sessions.ensure_open()
+        with self._lock:
+            existed = name in lvl.entries
+            lvl.forget(name)
+        return existed
+
+    def list_sessions(self) -> list[dict]:
+        with self._lock:
+            return self.sessions.list()
+
+    # -- upkeep and shutdown --------------------------------------------------------------------
+
+    def enforce(self) -> None:
+        """Apply age limits (call now and then; budgets are applied on every put)."""
+        now = self.clock()
+        with self._lock:
+            self.cascade.enforce(now)
+            for s in (self.segments, self.system_prompts):
+                if s.level.state == "on":
+                    s.cascade.enforce(now)
+
+    def close(self, persist: bool = True) -> None:
+        """Drain the spill writer; with `persist`, hand RAM entries to the first disk level."""
+        if self._closed:
+            return
+        self._closed = True
+        self.flush()
+        if self._spill_thread is not None:
+            self._spill_q.put(None)
+            self._spill_thread.join(timeout=30)
+        if persist and self.ram is not None and self.first_disk is not None:
+            with self._lock:
+                now = self.clock()
+                for key in sorted(self.ram.entries, key=lambda k: self.ram.entries[k].sealed_at):
+                    self.cascade.degrade(0, key, now, cause="shutdown")
+
+    # -- visible --------------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        """The INFO-line fragment: park target, every level's folder, budget and state, the prefix stores."""
+        return report.describe(self)
+
+    def snapshot_for_monitor(self) -> dict:
+        """The monitor feed's `cache` object (docs/internals.md, "Monitor feed")."""
+        return report.snapshot_for_monitor(self)
+
+    def metrics_text(self) -> str:
+        """Prometheus text lines for /metrics."""
+        return report.metrics_text(self)

@@ -1,0 +1,143 @@
+"""The cascade RAM -> warm -> cold: make room in a level by degrading its oldest entries downward.
+
+What this is: the mechanism that applies `policy.plan_demotions` to a list of levels (only the ones
+that are on, in order). Degrade = write to the next level first (RAM -> disk: a file write; disk ->
+disk: a rename on one volume, a copy across, re-sealed at `now`), unindex from the first level
+after; all or nothing: if the next level cannot take it (budget, when-full=reject, too large, an I/O
+error) nothing moves. Only the last level deletes; degradations are counted apart from evictions.
+One exception, written down here: the RAM level cannot stay over budget, so a RAM entry the next
+level refuses is evicted (counted as an eviction with that reason). What this is not: admission,
+lookup or restore. Callers hold the cache lock.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Callable
+
+from .disk import DiskLevel
+from .policy import LevelEntry, plan_demotions
+from .ram import RamEntry, RamLevel
+
+Level = RamLevel | DiskLevel
+
+
+class Cascade:
+    def __init__(self, levels: list[Level], when_full: str = "evict",
+                 on_event: Callable[[tuple], None] | None = None) -> None:
+        if when_full not in ("evict", "reject"):
+            raise ValueError(f"when_full must be 'evict' or 'reject', got {when_full!r}")
+        self.levels = levels
+        self.when_full = when_full
+        self.degradations: Counter[str] = Counter()
+        self.evictions: Counter[str] = Counter()
+        self.age_evictions: Counter[str] = Counter()
+        self.refusals: Counter[str] = Counter()  # a degradation or put the next level could not take
+        self.events: deque[tuple] = deque(maxlen=1000)  # (action, level, key, detail), exact order
+        self._on_event = on_event
+
+    def _event(self, *ev) -> None:
+        self.events.append(ev)
+        if self._on_event is not None:
+            self._on_event(ev)
+
+    def index_of(self, name: str) -> int:
+        for i, lvl in enumerate(self.levels):
+            if lvl.name == name:
+                return i
+        raise KeyError(name)
+
+    def find(self, key: str) -> tuple[int, object] | None:
+        for i, lvl in enumerate(self.levels):
+            e = lvl.entries.get(key)
+            if e is not None:
+                return i, e
+        return None
+
+    # -- making room ----------------------------------------------------------------------------
+
+    def make_room(self, i: int, incoming: int, now: float) -> tuple[bool, str]:
+        """Run level i's age and budget plan with `incoming` bytes about to arrive.
+
+        Returns (room, reason): whether `incoming` now fits in the level's budget.
+        """
+        lvl = self.levels[i]
+        is_last = i == len(self.levels) - 1
+        budget = lvl.budget_bytes
+        if budget and incoming > budget:
+            return False, f"{incoming} bytes > {lvl.name} budget {budget}"
+        entries = [LevelEntry(e.key, e.n_bytes, e.sealed_at) for e in lvl.entries.values()]
+        plan = plan_demotions(entries, budget if budget else 1 << 62, lvl.max_age_s, now,
+                              is_last=is_last, incoming_bytes=incoming)
+        for d in plan:
+            if d.key not in lvl.entries:
+                continue
+            if d.action == "degrade":
+                ok, why = self.degrade(i, d.key, now, cause=d.cause)
+                if ok:
+                    continue
+                if isinstance(lvl, RamLevel):
+                    self._delete(i, d.key, d.cause, f"next level refused: {why}")
+                    continue
+                if d.cause == "budget":
+                    return False, f"{lvl.name} full and its oldest cannot degrade: {why}"
+                continue  # an aged entry the next level refuses stays where it is
+            if d.cause == "budget" and self.when_full == "reject":
+                return False, f"{lvl.name} full (when-full=reject)"
+            self._delete(i, d.key, d.cause, d.reason)
+        if budget and lvl.used_bytes + incoming > budget:
+            return False, f"{lvl.name} still over budget"
+        return True, "fits"
+
+    def enforce(self, now: float) -> None:
+        """Apply every level's age and budget limits, top level first."""
+        for i in range(len(self.levels)):
+            self.make_room(i, 0, now)
+
+    def _delete(self, i: int, key: str, cause: str, reason: str) -> None:
+        lvl = self.levels[i]
+        lvl.forget(key)
+        (self.age_evictions if cause == "age" else self.evictions)[lvl.name] += 1
+        self._event("evict", lvl.name, key, f"{cause}: {reason}")
+
+    # -- degrade --------------------------------------------------------------------------------
+
+    def degrade(self, i: int, key: str, now: float, cause: str = "budget") -> tuple[bool, str]:
+        """Move `key` from level i to level i+1, all or nothing."""
+        src = self.levels[i]
+        entry = src.entries.get(key)
+        if entry is None:
+            return False, "gone"
+        if i + 1 >= len(self.levels):
+            return False, "no next level"
+        dst = self.levels[i + 1]
+        room, why = self.make_room(i + 1, entry.n_bytes, now)
+        if not room:
+            self.refusals[dst.name] += 1
+            self._event("refuse", dst.name, key, why)
+            return False, why
+        try:
+            if isinstance(entry, RamEntry):
+                moved = dst.write(key, entry.kind, entry.tokens, iter(entry.pieces), now,
+                                  created_at=entry.created_at, meta=entry.meta)
+            else:
+                moved = dst.adopt(entry, now)
+        except OSError as exc:
+            self.refusals[dst.name] += 1
+            self._event("refuse", dst.name, key, f"I/O error: {exc}")
+            return False, f"I/O error: {exc}"
+        dst.add(moved)
+        src.forget(key)
+        self.degradations[src.name] += 1
+        self._event("degrade", src.name, key, f"{cause} -> {dst.name}")
+        return True, "moved"
+
+    def discard(self, key: str, why: str) -> bool:
+        """Remove `key` from every level (supersede, compaction, an unreadable image)."""
+        found = False
+        for lvl in self.levels:
+            if key in lvl.entries:
+                lvl.forget(key)
+                self._event("discard", lvl.name, key, why)
+                found = True
+        return found

@@ -1,0 +1,330 @@
+"""One disk level of the conversation cache: image files, their sidecars, and the index of both.
+
+What this is: files named `<prefix><key>.img` (the engine's snapshot image, byte for byte) beside
+`<prefix><key>.json` (the sidecar: identity, token ids, sizes, per-piece CRC32, created and sealed
+times). A write goes to a temporary name, is flushed, fsynced and renamed; the sidecar is written
+last, so a file without its sidecar is never an entry. At open the folder is indexed from its files
+and nothing is rewritten; a foreign, truncated or damaged file is skipped and counted, never
+trusted. What this is not: the cascade (cascade.py decides what moves where) or a budget enforcer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .fileio import FileIO, move_file
+
+PIECE_BYTES = 16 << 20  # the streamed-restore piece (seed 002: "copies 16 MiB at a time")
+CONV_PREFIX = "strata-conv-"
+SIDECAR_FORMAT = "strata-conv-sidecar"
+SIDECAR_VERSION = 1
+# Why an index skipped a file; every one is counted and none is trusted.
+SKIP_REASONS = ("foreign", "damaged", "orphan_sidecar", "orphan_image", "partial")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Which engine state a file belongs to: the model and the KV layout."""
+
+    model_id: str
+    kv_layout: str
+
+
+def tokens_array(tokens: Iterable[int]) -> np.ndarray:
+    return np.ascontiguousarray(np.fromiter(tokens, dtype=np.int32) if not isinstance(tokens, np.ndarray)
+                                else tokens.astype(np.int32, copy=False))
+
+
+def tokens_hash(tokens: np.ndarray) -> str:
+    return hashlib.blake2b(tokens_array(tokens).tobytes(), digest_size=16).hexdigest()
+
+
+def conversation_key(identity: Identity, tokens: np.ndarray) -> str:
+    """Key of the state of exactly these tokens for this model and layout."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(identity.model_id.encode())
+    h.update(b"\0" + identity.kv_layout.encode() + b"\0")
+    h.update(tokens_array(tokens).tobytes())
+    return h.hexdigest()
+
+
+@dataclass
+class DiskEntry:
+    key: str
+    kind: str  # "conversation" | "segment" | "system_prompt" | "session"
+    tokens: np.ndarray  # (n_tokens,) int32: the history the image holds
+    image_bytes: int
+    sidecar_bytes: int
+    piece_bytes: int
+    piece_crc32: tuple[int, ...]
+    created_at: float
+    sealed_at: float
+    identity: Identity
+    image_path: str
+    sidecar_path: str
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def n_bytes(self) -> int:
+        return self.image_bytes + self.sidecar_bytes
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.tokens.shape[0])
+
+    def sidecar_dict(self) -> dict:
+        return {
+            "format": SIDECAR_FORMAT, "version": SIDECAR_VERSION, "key": self.key, "kind": self.kind,
+            "model_id": self.identity.model_id, "kv_layout": self.identity.kv_layout,
+            "n_tokens": self.n_tokens, "tokens_hash": tokens_hash(self.tokens),
+            "tokens": self.tokens.tolist(), "image_bytes": self.image_bytes,
+            "piece_bytes": self.piece_bytes, "piece_crc32": list(self.piece_crc32),
+            "created_at": self.created_at, "sealed_at": self.sealed_at, "meta": self.meta,
+        }
+
+
+class _PieceChecksums:
+    """CRC32 of each fixed-size piece of a byte stream fed in arbitrary sizes."""
+
+    def __init__(self, piece_bytes: int) -> None:
+        self.piece_bytes = piece_bytes
+        self.crcs: list[int] = []
+        self._crc = 0
+        self._filled = 0
+        self.total = 0
+
+    def feed(self, data: bytes | memoryview) -> None:
+        view = memoryview(data)
+        self.total += len(view)
+        while len(view):
+            take = min(len(view), self.piece_bytes - self._filled)
+            self._crc = zlib.crc32(view[:take], self._crc)
+            self._filled += take
+            view = view[take:]
+            if self._filled == self.piece_bytes:
+                self.crcs.append(self._crc)
+                self._crc, self._filled = 0, 0
+
+    def finish(self) -> tuple[int, ...]:
+        if self._filled:
+            self.crcs.append(self._crc)
+            self._crc, self._filled = 0, 0
+        return tuple(self.crcs)
+
+
+class DiskLevel:
+    """A folder of image + sidecar pairs, indexed at `open()`; budget 0 = unlimited (sessions)."""
+
+    def __init__(self, name: str, folder: str, budget_bytes: int, max_age_s: float, identity: Identity,
+                 *, io: FileIO | None = None, prefix: str = CONV_PREFIX, piece_bytes: int = PIECE_BYTES) -> None:
+        if piece_bytes <= 0:
+            raise ValueError(f"piece_bytes must be > 0, got {piece_bytes!r}")
+        self.name = name
+        self.folder = os.path.abspath(folder)
+        self.budget_bytes = budget_bytes
+        self.max_age_s = max_age_s
+        self.identity = identity
+        self.io = io or FileIO()
+        self.prefix = prefix
+        self.piece_bytes = piece_bytes
+        self.entries: dict[str, DiskEntry] = {}
+        self.skipped: Counter[str] = Counter()
+        self.skipped_files: list[tuple[str, str]] = []  # (file name, reason), for the log
+        self.state = "closed"
+
+    # -- paths ----------------------------------------------------------------------------------
+
+    def image_path(self, key: str) -> str:
+        return os.path.join(self.folder, f"{self.prefix}{key}.img")
+
+    def sidecar_path(self, key: str) -> str:
+        return os.path.join(self.folder, f"{self.prefix}{key}.json")
+
+    @property
+    def used_bytes(self) -> int:
+        return sum(e.n_bytes for e in self.entries.values())
+
+    # -- index ----------------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Create the folder if needed and index it from its files; rewrites nothing."""
+        try:
+            os.makedirs(self.folder, exist_ok=True)
+            names = os.listdir(self.folder)
+        except OSError as exc:
+            self.state = f"unavailable: {exc.strerror or exc}"
+            return
+        self.entries.clear()
+        self.skipped.clear()
+        self.skipped_files.clear()
+        ours = [n for n in names if n.startswith(self.prefix)]
+        images = {n[len(self.prefix):-4] for n in ours if n.endswith(".img")}
+        sidecar_keys = set()
+        for n in sorted(ours):
+            if n.endswith(".tmp"):
+                self._skip(n, "partial")
+            elif n.endswith(".json"):
+                key = n[len(self.prefix):-5]
+                sidecar_keys.add(key)
+                self._index_one(key, key in images)
+        for key in sorted(images - sidecar_keys):
+            self._skip(f"{self.prefix}{key}.img", "orphan_image")
+        self.state = "on"
+
+    def _skip(self, name: str, reason: str) -> None:
+        self.skipped[reason] += 1
+        self.skipped_files.append((name, reason))
+
+    def _index_one(self, key: str, has_image: bool) -> None:
+        name = f"{self.prefix}{key}.json"
+        try:
+            entry = self.read_sidecar(key)
+        except _Foreign:
+            self._skip(name, "foreign")
+            return
+        except (OSError, ValueError, KeyError, TypeError):
+            self._skip(name, "damaged")
+            return
+        if not has_image:
+            self._skip(name, "orphan_sidecar")
+            return
+        try:
+            size = os.path.getsize(entry.image_path)
+        except OSError:
+            self._skip(name, "orphan_sidecar")
+            return
+        if size != entry.image_bytes:
+            self._skip(name, "damaged")  # truncated or grown: never trusted
+            return
+        self.entries[key] = entry
+
+    def read_sidecar(self, key: str) -> DiskEntry:
+        """Parse and check one sidecar; raises _Foreign for another model/format, ValueError if damaged."""
+        path = self.sidecar_path(key)
+        with open(path, "rb") as f:
+            raw = f.read()
+        d = json.loads(raw)
+        if not isinstance(d, dict) or d.get("format") != SIDECAR_FORMAT or d.get("version") != SIDECAR_VERSION:
+            raise _Foreign("format")
+        identity = Identity(str(d["model_id"]), str(d["kv_layout"]))
+        if identity != self.identity:
+            raise _Foreign("identity")
+        tokens = np.asarray(d["tokens"], dtype=np.int32)
+        if d["key"] != key or tokens.ndim != 1 or int(d["n_tokens"]) != tokens.shape[0]:
+            raise ValueError("sidecar key or token count does not match")
+        if tokens_hash(tokens) != d["tokens_hash"]:
+            raise ValueError("token hash mismatch")
+        piece_bytes = int(d["piece_bytes"])
+        crcs = tuple(int(c) for c in d["piece_crc32"])
+        image_bytes = int(d["image_bytes"])
+        if piece_bytes <= 0 or len(crcs) != -(-image_bytes // piece_bytes):
+            raise ValueError("piece table does not cover the image")
+        return DiskEntry(key=key, kind=str(d["kind"]), tokens=tokens, image_bytes=image_bytes,
+                         sidecar_bytes=len(raw), piece_bytes=piece_bytes, piece_crc32=crcs,
+                         created_at=float(d["created_at"]), sealed_at=float(d["sealed_at"]),
+                         identity=identity, image_path=self.image_path(key), sidecar_path=path,
+                         meta=dict(d.get("meta") or {}))
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def _write_sidecar(self, entry: DiskEntry) -> None:
+        raw = json.dumps(entry.sidecar_dict(), separators=(",", ":")).encode()
+        entry.sidecar_bytes = len(raw)
+        tmp = entry.sidecar_path + ".tmp"
+        try:
+            f = self.io.open_new(tmp)
+            try:
+                self.io.write(f, raw)
+            finally:
+                self.io.sync_close(f)
+            self.io.rename(tmp, entry.sidecar_path)
+        except BaseException:
+            self.io.remove(tmp)
+            raise
+
+    def write(self, key: str, kind: str, tokens: np.ndarray, pieces: Iterable[bytes], now: float,
+              *, created_at: float | None = None, meta: dict | None = None) -> DiskEntry:
+        """Write an image from `pieces` and its sidecar atomically; does not index it (see `add`).
+
+        On any failure (ENOSPC, I/O error) nothing is left under the entry's names.
+        """
+        img = self.image_path(key)
+        tmp = img + ".tmp"
+        sums = _PieceChecksums(self.piece_bytes)
+        try:
+            f = self.io.open_new(tmp)
+            try:
+                for piece in pieces:
+                    self.io.write(f, piece)
+                    sums.feed(piece)
+            finally:
+                self.io.sync_close(f)
+            self.io.rename(tmp, img)
+        except BaseException:
+            self.io.remove(tmp)
+            raise
+        entry = DiskEntry(key=key, kind=kind, tokens=tokens_array(tokens), image_bytes=sums.total,
+                          sidecar_bytes=0, piece_bytes=self.piece_bytes, piece_crc32=sums.finish(),
+                          created_at=now if created_at is None else created_at, sealed_at=now,
+                          identity=self.identity, image_path=img, sidecar_path=self.sidecar_path(key),
+                          meta=dict(meta or {}))
+        try:
+            self._write_sidecar(entry)
+        except BaseException:
+            self.io.remove(img)
+            raise
+        return entry
+
+    def adopt(self, other: DiskEntry, now: float) -> DiskEntry:
+        """Take another level's entry: move its image here (rename on one volume, copy across),
+        write our own sidecar re-sealed at `now`. All or nothing: on failure the image is back where
+        it was and nothing is left here. Does not index it and does not touch the other sidecar."""
+        img = self.image_path(other.key)
+        mode = move_file(self.io, other.image_path, img)
+        entry = DiskEntry(key=other.key, kind=other.kind, tokens=other.tokens, image_bytes=other.image_bytes,
+                          sidecar_bytes=0, piece_bytes=other.piece_bytes, piece_crc32=other.piece_crc32,
+                          created_at=other.created_at, sealed_at=now, identity=self.identity,
+                          image_path=img, sidecar_path=self.sidecar_path(other.key), meta=dict(other.meta))
+        try:
+            self._write_sidecar(entry)
+        except BaseException:
+            if mode == "rename":
+                self.io.rename(img, other.image_path)
+            else:
+                self.io.remove(img)
+            raise
+        return entry
+
+    def add(self, entry: DiskEntry) -> None:
+        self.entries[entry.key] = entry
+
+    def forget(self, key: str) -> DiskEntry | None:
+        """Unindex and remove the files of `key` (sidecar first: without it the image is no entry)."""
+        entry = self.entries.pop(key, None)
+        self.io.remove(self.sidecar_path(key))
+        self.io.remove(self.image_path(key))
+        return entry
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def read_pieces(self, entry: DiskEntry, piece_bytes: int | None = None) -> Iterator[bytes]:
+        """The image in pieces of `entry.piece_bytes` (the checksum pieces)."""
+        size = piece_bytes or entry.piece_bytes
+        with open(entry.image_path, "rb", buffering=0) as f:
+            while True:
+                piece = f.read(size)
+                if not piece:
+                    return
+                yield piece
+
+
+class _Foreign(Exception):
+    """A sidecar of another model, layout or format: skipped, left alone."""

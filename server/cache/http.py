@@ -1,0 +1,103 @@
+"""The session HTTP endpoints, as routes the server mounts with `add_session_routes(app)`.
+
+What this is: thin aiohttp handlers (parse, call the cache in a worker thread, serialise):
+`POST /v1/sessions/{name}/save`, `POST /v1/sessions/{name}/restore`, `DELETE /v1/sessions/{name}`,
+`GET /v1/sessions`. The body of save/restore may name the context: `{"slot": 2}` or
+`{"slot": "main"}` (default main). What this is not: the scheduler. The server sets
+`app[SESSION_BACKEND]` to an object with `save_session(name, ctx)`, `restore_session(name, ctx)`,
+`delete_session(name)`, `list_sessions()` (the ConversationCache itself, or a wrapper that holds the
+scheduler's lock on that context while it runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from .sessions import SessionNameError, validate_session_name
+
+SESSION_BACKEND: web.AppKey = web.AppKey("strata_session_backend", object)
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
+    return web.json_response({"error": {"message": message, "type": kind}}, status=status)
+
+
+async def _ctx_from_body(request: web.Request) -> int:
+    if not request.can_read_body:
+        return 0
+    try:
+        body = await request.json()
+    except ValueError:
+        raise ValueError("body must be JSON") from None
+    if body is None:
+        return 0
+    if not isinstance(body, dict):
+        raise ValueError("body must be a JSON object")
+    slot = body.get("slot", "main")
+    if slot == "main":
+        return 0
+    if isinstance(slot, bool) or not isinstance(slot, int) or slot < 1:
+        raise ValueError(f"slot must be \"main\" or a slot number >= 1, got {slot!r}")
+    return slot
+
+
+async def save_session(request: web.Request) -> web.Response:
+    try:
+        name = validate_session_name(request.match_info["name"])
+        ctx = await _ctx_from_body(request)
+    except (SessionNameError, ValueError) as exc:
+        return _error(400, str(exc))
+    backend = request.app[SESSION_BACKEND]
+    try:
+        info = await asyncio.to_thread(backend.save_session, name, ctx)
+    except MemoryError as exc:
+        return _error(503, f"not enough RAM to save: {exc}", "overloaded_error")
+    except (ValueError, IndexError) as exc:
+        return _error(400, str(exc))
+    except OSError as exc:
+        return _error(507, f"could not write the session: {exc}", "storage_error")
+    return web.json_response(info)
+
+
+async def restore_session(request: web.Request) -> web.Response:
+    try:
+        name = validate_session_name(request.match_info["name"])
+        ctx = await _ctx_from_body(request)
+    except (SessionNameError, ValueError) as exc:
+        return _error(400, str(exc))
+    backend = request.app[SESSION_BACKEND]
+    try:
+        res = await asyncio.to_thread(backend.restore_session, name, ctx)
+    except KeyError:
+        return _error(404, f"no session named {name!r}", "not_found_error")
+    except (ValueError, IndexError) as exc:
+        return _error(400, str(exc))
+    if res.n_tokens == 0:
+        return _error(409, f"session {name!r} could not be restored: {res.reason}", "restore_error")
+    return web.json_response({"name": name, "n_tokens": res.n_tokens, "seconds": round(res.seconds, 6),
+                              "floor": res.floor, "ladder": res.ladder, "reason": res.reason})
+
+
+async def delete_session(request: web.Request) -> web.Response:
+    try:
+        name = validate_session_name(request.match_info["name"])
+    except SessionNameError as exc:
+        return _error(400, str(exc))
+    existed = await asyncio.to_thread(request.app[SESSION_BACKEND].delete_session, name)
+    if not existed:
+        return _error(404, f"no session named {name!r}", "not_found_error")
+    return web.json_response({"name": name, "deleted": True})
+
+
+async def list_sessions(request: web.Request) -> web.Response:
+    sessions = await asyncio.to_thread(request.app[SESSION_BACKEND].list_sessions)
+    return web.json_response({"object": "list", "data": sessions})
+
+
+def add_session_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/sessions/{name}/save", save_session)
+    app.router.add_post("/v1/sessions/{name}/restore", restore_session)
+    app.router.add_delete("/v1/sessions/{name}", delete_session)
+    app.router.add_get("/v1/sessions", list_sessions)

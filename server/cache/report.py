@@ -1,0 +1,99 @@
+"""What the conversation cache shows: the INFO-line fragment, the monitor feed's `cache` object and
+the /metrics lines. Reads counters from a ConversationCache; changes nothing.
+"""
+
+from __future__ import annotations
+
+from .disk import DiskLevel
+from .memory import MIB
+
+
+def _level_rows(cache) -> list[dict]:
+    casc = cache.cascade
+    present = {lvl.name: lvl for lvl in casc.levels}
+    rows = []
+    for lc in cache.level_configs:
+        lvl = present.get(lc.name)
+        row = {"name": lc.name, "folder": lc.folder if lc.name != "ram" else "",
+               "budget_mib": lc.budget_mib, "state": "off"}
+        if lvl is not None:
+            row.update(state=lvl.state, used_mib=round(lvl.used_bytes / MIB, 1), entries=len(lvl.entries),
+                       degradations=casc.degradations[lc.name], evictions=casc.evictions[lc.name],
+                       age_evictions=casc.age_evictions[lc.name])
+            if isinstance(lvl, DiskLevel):
+                row["skipped"] = dict(lvl.skipped)
+        elif lc.on:
+            row["state"] = "unavailable"
+        rows.append(row)
+    return rows
+
+
+def describe(cache) -> str:
+    parts = [f"park target {cache.park_target}"
+             + (f" ({cache.config.conversation_cache_park})" if cache.config.conversation_cache_park == "auto" else "")]
+    for row in _level_rows(cache):
+        if row["state"] == "off":
+            parts.append(f"{row['name']} off")
+            continue
+        where = f" {row['folder']}" if row["folder"] else ""
+        skipped = sum(row.get("skipped", {}).values())
+        parts.append(f"{row['name']}{where} {row['budget_mib']} MiB {row['state']}"
+                     f" ({row.get('entries', 0)} entries{f', {skipped} skipped' if skipped else ''})")
+    parts.append(cache.segments.describe())
+    parts.append("system-prompt cache " + cache.system_prompts.describe().split(" ", 1)[1])
+    return "conversation cache: " + "; ".join(parts)
+
+
+def snapshot_for_monitor(cache) -> dict:
+    c = cache.config
+    sp = cache.system_prompts.level
+    out = {
+        "park_target": cache.park_target,
+        "parks": {k: cache.parks[k] for k in ("ram", "disk", "discard")},
+        "hits": {k: cache.hits[k] for k in ("ram", "warm", "cold", "segment", "system_prompt")},
+        "admission": {"available_mib": round(cache.memory.available_mib(), 1),
+                      "min_free_mib": c.conversation_cache_min_free_mib,
+                      "park_min_free_mib": c.conversation_cache_park_min_free_mib,
+                      "last": list(cache.admission_log)},
+        "levels": _level_rows(cache),
+        "system_prompt_cache": {"folder": sp.folder, "budget_mib": c.conversation_cache_system_prompt_mib},
+    }
+    if sp.state == "on":
+        out["system_prompt_cache"].update(used_mib=round(sp.used_bytes / MIB, 1), entries=len(sp.entries))
+    return out
+
+
+def metrics_text(cache) -> str:
+    casc = cache.cascade
+    lines = []
+
+    def add(name: str, value: float, **labels: str) -> None:
+        lab = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        lines.append(f"strata_cache_{name}{{{lab}}} {value}" if lab else f"strata_cache_{name} {value}")
+
+    for d in ("ram", "disk", "discard"):
+        add("parks_total", cache.parks[d], destination=d)
+    for lvl in ("ram", "warm", "cold", "segment", "system_prompt"):
+        add("hits_total", cache.hits[lvl], level=lvl)
+    for (floor, source), n in sorted(cache.admissions.items()):
+        add("admissions_total", n, floor=floor, source=source)
+    stores = list(casc.levels) + [s.level for s in (cache.segments, cache.system_prompts) if s.level.state == "on"]
+    for lvl in stores:
+        add("level_bytes", lvl.used_bytes, level=lvl.name)
+        add("level_entries", len(lvl.entries), level=lvl.name)
+    for lvl in casc.levels:
+        add("degradations_total", casc.degradations[lvl.name], level=lvl.name)
+        add("evictions_total", casc.evictions[lvl.name], level=lvl.name)
+        add("age_evictions_total", casc.age_evictions[lvl.name], level=lvl.name)
+        for reason, n in sorted(getattr(lvl, "skipped", {}).items()):
+            add("skipped_files_total", n, level=lvl.name, reason=reason)
+    add("damaged_total", cache.damaged)
+    add("ladder_restores_total", cache.ladder_restores)
+    add("superseded_total", cache.superseded)
+    add("spill_failures_total", cache.spill_failures)
+    by_level: dict[str, list[float]] = {}
+    for level, seconds, _ in cache.restore_seconds:
+        by_level.setdefault(level, []).append(seconds)
+    for level, xs in sorted(by_level.items()):
+        add("restore_seconds_last", round(xs[-1], 6), level=level)
+    return "\n".join(lines) + "\n"
