@@ -9,6 +9,8 @@
 #include "gguf.h"
 
 namespace py = pybind11;
+
+namespace strata { void register_kernel_bindings(py::module_& parent); }  // binding-kernels.cpp
 using namespace strata;
 
 namespace {
@@ -77,6 +79,7 @@ struct py_tensor_info {
 
 PYBIND11_MODULE(_engine, m) {
     m.doc() = "Strata native engine";
+    strata::register_kernel_bindings(m);
     m.def("build_info", []() {
         py::dict d;
 #if defined(__AVX512F__)

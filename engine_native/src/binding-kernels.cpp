@@ -1,0 +1,179 @@
+// Test-only Python binding of the kernels: strata._engine.kernels. Lets tests and benchmarks call
+// dequantize_row, quantize_act_row, matvec, matvec_generic and matmul on NumPy arrays.
+//
+// Not the engine's Python surface (binding.cpp); nothing in the product calls this. Every compute
+// call releases the GIL; bad arguments raise ValueError naming the problem.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "quants.h"
+
+namespace py = pybind11;
+
+namespace strata {
+namespace {
+
+using u8_array = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
+using f32_array = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+struct byte_view {
+    const uint8_t* data;
+    size_t size;
+};
+
+// Any C-contiguous buffer (bytes, bytearray, memoryview, NumPy array) as raw bytes.
+byte_view bytes_of(const py::buffer& b, py::buffer_info& keep) {
+    keep = b.request();
+    ssize_t expect = keep.itemsize;
+    for (ssize_t i = keep.ndim - 1; i >= 0; --i) {
+        if (keep.shape[size_t(i)] > 1 && keep.strides[size_t(i)] != expect) {
+            throw std::invalid_argument("buffer must be C-contiguous");
+        }
+        expect *= keep.shape[size_t(i)];
+    }
+    return {static_cast<const uint8_t*>(keep.ptr), size_t(keep.size) * size_t(keep.itemsize)};
+}
+
+// Row count of a weight buffer holding whole rows of n elements of `type`.
+int64_t whole_rows(int32_t type, size_t n_bytes, int64_t n, size_t* row_bytes) {
+    *row_bytes = type_row_bytes(type, n);
+    if (n_bytes % *row_bytes != 0) {
+        throw std::invalid_argument("weights hold " + std::to_string(n_bytes) + " bytes, not a whole number of " +
+                                    type_name(type) + " rows of " + std::to_string(*row_bytes) + " bytes");
+    }
+    return int64_t(n_bytes / *row_bytes);
+}
+
+void resolve_range(int64_t n_rows, int64_t r0, py::object r1_obj, int64_t* r1) {
+    *r1 = r1_obj.is_none() ? n_rows : r1_obj.cast<int64_t>();
+    if (r0 < 0 || *r1 < r0 || *r1 > n_rows) {
+        throw std::invalid_argument("row range [" + std::to_string(r0) + ", " + std::to_string(*r1) + ") is outside the " +
+                                    std::to_string(n_rows) + " rows");
+    }
+}
+
+py::array_t<float> py_dequantize_row(int32_t type, const py::buffer& src, int64_t n) {
+    py::buffer_info keep;
+    const byte_view v = bytes_of(src, keep);
+    const size_t need = type_row_bytes(type, n);
+    if (v.size < need) {
+        throw std::invalid_argument("dequantize_row: " + std::to_string(v.size) + " bytes given, a " + type_name(type) +
+                                    " row of " + std::to_string(n) + " needs " + std::to_string(need));
+    }
+    py::array_t<float> out(n);
+    float* dst = out.mutable_data();
+    {
+        py::gil_scoped_release nogil;
+        dequantize_row(type, v.data, dst, n);
+    }
+    return out;
+}
+
+// x: (n,) or (n_tok, n) float32 -> (act_row_bytes,) or (n_tok, act_row_bytes) uint8.
+py::array_t<uint8_t> py_quantize_act_row(int32_t weight_type, const f32_array& x) {
+    if (x.ndim() != 1 && x.ndim() != 2) throw std::invalid_argument("quantize_act_row: x must be (n,) or (n_tok, n)");
+    const int64_t n = x.shape(x.ndim() - 1);
+    const int64_t n_tok = x.ndim() == 2 ? x.shape(0) : 1;
+    const size_t row = act_row_bytes(weight_type, n);
+    py::array_t<uint8_t> out = x.ndim() == 2 ? py::array_t<uint8_t>({n_tok, int64_t(row)}) : py::array_t<uint8_t>(int64_t(row));
+    const float* src = x.data();
+    uint8_t* dst = out.mutable_data();
+    {
+        py::gil_scoped_release nogil;
+        for (int64_t t = 0; t < n_tok; ++t) quantize_act_row(weight_type, src + t * n, dst + size_t(t) * row, n);
+    }
+    return out;
+}
+
+template <bool GENERIC>
+py::array_t<float> py_matvec(int32_t type, const py::buffer& w, const py::buffer& xq, int64_t n, int64_t r0, py::object r1_obj) {
+    py::buffer_info keep_w, keep_x;
+    const byte_view wv = bytes_of(w, keep_w);
+    const byte_view xv = bytes_of(xq, keep_x);
+    size_t row_bytes = 0;
+    const int64_t n_rows = whole_rows(type, wv.size, n, &row_bytes);
+    int64_t r1 = 0;
+    resolve_range(n_rows, r0, r1_obj, &r1);
+    if (xv.size < act_row_bytes(type, n)) {
+        throw std::invalid_argument("xq holds " + std::to_string(xv.size) + " bytes, one activation row needs " +
+                                    std::to_string(act_row_bytes(type, n)));
+    }
+    py::array_t<float> out(r1 - r0);
+    float* y = out.mutable_data();
+    {
+        py::gil_scoped_release nogil;
+        if (GENERIC) {
+            matvec_generic(type, wv.data, row_bytes, xv.data, y, n, r0, r1);
+        } else {
+            matvec(type, wv.data, row_bytes, xv.data, y, n, r0, r1);
+        }
+    }
+    return out;
+}
+
+// xq: (n_tok, act_row_bytes) uint8 -> (n_tok, r1 - r0) float32.
+py::array_t<float> py_matmul(int32_t type, const py::buffer& w, const u8_array& xq, int64_t n, int64_t r0, py::object r1_obj) {
+    py::buffer_info keep_w;
+    const byte_view wv = bytes_of(w, keep_w);
+    size_t row_bytes = 0;
+    const int64_t n_rows = whole_rows(type, wv.size, n, &row_bytes);
+    int64_t r1 = 0;
+    resolve_range(n_rows, r0, r1_obj, &r1);
+    const size_t act_row = act_row_bytes(type, n);
+    if (xq.ndim() != 2 || size_t(xq.shape(1)) != act_row) {
+        throw std::invalid_argument("matmul: xq must be (n_tok, " + std::to_string(act_row) + ") uint8");
+    }
+    const int64_t n_tok = xq.shape(0);
+    // Y is indexed by absolute row: compute into (n_tok, r1) and return the [r0, r1) columns.
+    py::array_t<float> full({n_tok, r1});
+    float* y = full.mutable_data();
+    {
+        py::gil_scoped_release nogil;
+        matmul(type, wv.data, row_bytes, xq.data(), act_row, n_tok, y, r1, n, r0, r1);
+    }
+    py::array_t<float> out({n_tok, r1 - r0});
+    float* o = out.mutable_data();
+    for (int64_t t = 0; t < n_tok; ++t) {
+        for (int64_t r = r0; r < r1; ++r) o[t * (r1 - r0) + (r - r0)] = y[t * r1 + r];
+    }
+    return out;
+}
+
+}  // namespace
+
+void register_kernel_bindings(py::module_& parent) {
+    py::module_ k = parent.def_submodule("kernels", "Test-only access to the quantized kernels (quants.h)");
+    k.def("simd_name", []() { return std::string(simd_name()); });
+    k.def("type_name", [](int32_t type) -> py::object {
+        const char* s = type_name(type);
+        return s ? py::object(py::str(s)) : py::object(py::none());
+    });
+    k.def("type_supported", &type_supported);
+    k.def("type_block_size", &type_block_size);
+    k.def("type_row_bytes", &type_row_bytes, py::arg("type"), py::arg("n"));
+    k.def("act_type_for", &act_type_for);
+    k.def("act_row_bytes", &act_row_bytes, py::arg("weight_type"), py::arg("n"));
+    k.def("dequantize_row", &py_dequantize_row, py::arg("type"), py::arg("data"), py::arg("n"));
+    k.def("quantize_act_row", &py_quantize_act_row, py::arg("weight_type"), py::arg("x"));
+    k.def("matvec", &py_matvec<false>, py::arg("type"), py::arg("w"), py::arg("xq"), py::arg("n"), py::arg("r0") = 0,
+          py::arg("r1") = py::none());
+    k.def("matvec_generic", &py_matvec<true>, py::arg("type"), py::arg("w"), py::arg("xq"), py::arg("n"),
+          py::arg("r0") = 0, py::arg("r1") = py::none());
+    k.def("matmul", &py_matmul, py::arg("type"), py::arg("w"), py::arg("xq"), py::arg("n"), py::arg("r0") = 0,
+          py::arg("r1") = py::none());
+    k.def("fp32_to_fp16", [](const f32_array& x) {
+        py::array_t<uint16_t> out(x.size());
+        for (ssize_t i = 0; i < x.size(); ++i) out.mutable_data()[i] = fp32_to_fp16(x.data()[i]);
+        return out;
+    });
+    k.def("fp16_to_fp32", [](const py::array_t<uint16_t, py::array::c_style | py::array::forcecast>& h) {
+        py::array_t<float> out(h.size());
+        for (ssize_t i = 0; i < h.size(); ++i) out.mutable_data()[i] = fp16_to_fp32(h.data()[i]);
+        return out;
+    });
+}
+
+}  // namespace strata

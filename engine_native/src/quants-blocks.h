@@ -1,0 +1,105 @@
+// GGUF / ggml quantized block layouts, byte for byte, so a memory-mapped tensor is used in place.
+// Each struct's size is static_assert'ed against ggml's. Fields use raw uint16_t for fp16 halves.
+//
+// Not here: the arithmetic (quants-generic.cpp, quants-avx512.cpp, quants-avx2.cpp) or dispatch
+// (quants.cpp). Layout reference: ggml-common.h in llama.cpp (facts only, no code copied).
+#pragma once
+
+#include <cstdint>
+
+namespace strata {
+
+constexpr int QK4_0 = 32;
+constexpr int QK4_1 = 32;
+constexpr int QK5_0 = 32;
+constexpr int QK5_1 = 32;
+constexpr int QK8_0 = 32;
+constexpr int QK8_1 = 32;
+constexpr int QK_K = 256;           // K-quant super-block
+constexpr int K_SCALE_SIZE = 12;    // packed 6-bit scales and mins of Q4_K / Q5_K
+
+// w = d * (q - 8), q in [0, 15]; element j < 16 is qs[j] & 15, element j + 16 is qs[j] >> 4.
+struct block_q4_0 {
+    uint16_t d;              // fp16 scale
+    uint8_t qs[QK4_0 / 2];   // (32,) nibbles
+};
+static_assert(sizeof(block_q4_0) == 2 + QK4_0 / 2, "block_q4_0 must be 18 bytes");
+
+// w = d * q + m, q in [0, 15]; same nibble order as Q4_0.
+struct block_q4_1 {
+    uint16_t d;              // fp16 scale
+    uint16_t m;              // fp16 minimum
+    uint8_t qs[QK4_1 / 2];   // (32,) nibbles
+};
+static_assert(sizeof(block_q4_1) == 4 + QK4_1 / 2, "block_q4_1 must be 20 bytes");
+
+// w = d * (q - 16), q = nibble | (bit j of qh) << 4, q in [0, 31].
+struct block_q5_0 {
+    uint16_t d;              // fp16 scale
+    uint8_t qh[4];           // (32,) fifth bits, little-endian uint32
+    uint8_t qs[QK5_0 / 2];   // (32,) nibbles
+};
+static_assert(sizeof(block_q5_0) == 2 + 4 + QK5_0 / 2, "block_q5_0 must be 22 bytes");
+
+// w = d * q + m, q in [0, 31].
+struct block_q5_1 {
+    uint16_t d;              // fp16 scale
+    uint16_t m;              // fp16 minimum
+    uint8_t qh[4];           // (32,) fifth bits
+    uint8_t qs[QK5_1 / 2];   // (32,) nibbles
+};
+static_assert(sizeof(block_q5_1) == 4 + 4 + QK5_1 / 2, "block_q5_1 must be 24 bytes");
+
+// w = d * q, q in [-127, 127] (weights, and the activations of Q4_0 / Q5_0 / Q8_0 products).
+struct block_q8_0 {
+    uint16_t d;              // fp16 scale
+    int8_t qs[QK8_0];        // (32,)
+};
+static_assert(sizeof(block_q8_0) == 2 + QK8_0, "block_q8_0 must be 34 bytes");
+
+// Activations of Q4_1 / Q5_1 products: as Q8_0 plus s = d * sum(qs).
+struct block_q8_1 {
+    uint16_t d;              // fp16 scale
+    uint16_t s;              // fp16 d * sum(qs)
+    int8_t qs[QK8_1];        // (32,)
+};
+static_assert(sizeof(block_q8_1) == 4 + QK8_1, "block_q8_1 must be 36 bytes");
+
+// 8 sub-blocks of 32: w = d * sc[j] * q - dmin * m[j], q in [0, 15], sc/m 6-bit packed in scales.
+// Element 64g + l (l < 32) is qs[32g + l] & 15 (sub-block 2g); 64g + 32 + l is qs[32g + l] >> 4.
+struct block_q4_K {
+    uint16_t d;                     // fp16 super-block scale of the scales
+    uint16_t dmin;                  // fp16 super-block scale of the mins
+    uint8_t scales[K_SCALE_SIZE];   // (8 scales + 8 mins) x 6 bits
+    uint8_t qs[QK_K / 2];           // (256,) nibbles
+};
+static_assert(sizeof(block_q4_K) == 4 + K_SCALE_SIZE + QK_K / 2, "block_q4_K must be 144 bytes");
+
+// As Q4_K with a fifth bit: element of sub-block j at position l takes bit j of qh[l].
+struct block_q5_K {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[K_SCALE_SIZE];
+    uint8_t qh[QK_K / 8];           // (32,) bit j = sub-block j
+    uint8_t qs[QK_K / 2];           // (256,) nibbles
+};
+static_assert(sizeof(block_q5_K) == 4 + K_SCALE_SIZE + QK_K / 8 + QK_K / 2, "block_q5_K must be 176 bytes");
+
+// 16 sub-blocks of 16: w = d * scales[j] * (q - 32), q in [0, 63] (4 low bits in ql, 2 high in qh).
+struct block_q6_K {
+    uint8_t ql[QK_K / 2];           // (256,) low nibbles
+    uint8_t qh[QK_K / 4];           // (256,) high 2 bits
+    int8_t scales[QK_K / 16];       // (16,) signed sub-block scales
+    uint16_t d;                     // fp16 super-block scale
+};
+static_assert(sizeof(block_q6_K) == QK_K / 2 + QK_K / 4 + QK_K / 16 + 2, "block_q6_K must be 210 bytes");
+
+// Activations of K-quant products: x = d * qs, plus the sums of each 16 qs.
+struct block_q8_K {
+    float d;                        // f32 scale
+    int8_t qs[QK_K];                // (256,)
+    int16_t bsums[QK_K / 16];       // (16,) sum of qs[16i .. 16i + 15]
+};
+static_assert(sizeof(block_q8_K) == 4 + QK_K + QK_K / 8, "block_q8_K must be 292 bytes");
+
+}  // namespace strata
