@@ -9,8 +9,9 @@ truncate, prefill, park); it logs `reason`.
 
 Interface (the contract with the scheduler and `strata replay`):
 - `PolicyConfig.from_env(environ)`: every `STRATA_SLOT_*` variable, read once, validated.
-- `pick_slot(slots, request, now, cfg, group_load=None) -> Decision`: plain `--batch` (seed 001);
-  with `cfg.cache_affinity` and more than one group it returns `place(...)`.
+- `pick_slot(slots, request, now, cfg, group_load=None) -> Decision`: the entry point. With
+  `cfg.cache_affinity` (default) it returns `place(...)`, except for one group with `expire_s` set,
+  which keeps seed 001's order; affinity off: seed 001's order (expire_s, else LRU).
 - `place(slots, request, now, cfg, group_load) -> Decision`: pipelined groups (seed 000).
 - `reclaim_slot(slots, now, cfg, group_load, ...) -> (SlotView | None, reason)`: the shared order
   in which a new conversation or a park takes a slot.
@@ -52,8 +53,11 @@ RETENTION_EXPIRED_FLOOR = 0.25    # 0.25 + 0.75 x freshness
 class PolicyConfig:
     """Every threshold of seeds 000 and 001, with the seed's default. `from_env` names the variables."""
 
-    expire_s: float = 0.0              # STRATA_SLOT_EXPIRE_S: plain --batch; 0 = off (least recently used)
-    cache_affinity: bool = False       # STRATA_SLOT_CACHE_AFFINITY: place() for --batch-groups > 1
+    expire_s: float = 0.0              # STRATA_SLOT_EXPIRE_S: seed 001's order for one group; 0 = off
+    # STRATA_SLOT_CACHE_AFFINITY: place() (seed 000). On by default, also for one group (the seed has
+    # it opt-in for pipelined groups only): replayed, it reads fewer tokens than LRU and expire:600 on
+    # agent timelines and than LRU on every Mooncake draw (docs/slot-policy.md, benchmarks/RESULTS.md).
+    cache_affinity: bool = True
     ttl_max_s: float = 120.0           # STRATA_SLOT_TTL_MAX_S: protection at 262144 tokens
     expired_keep_score: float = 0.01   # STRATA_SLOT_EXPIRED_KEEP_SCORE
     idle_value_zero_s: float = 1800.0  # STRATA_SLOT_IDLE_VALUE_ZERO_S: 0 disables decay
@@ -295,10 +299,10 @@ def _with_source(target: SlotView, reason: str, best_slot: SlotView | None, best
 
 def pick_slot(slots: Sequence[SlotView], request: RequestView, now: float, cfg: PolicyConfig,
               group_load: Mapping[int, int] | None = None) -> Decision:
-    """Own prefix first (near matches are sources); then an empty slot; then with `expire_s` the
-    least recently used of the slots idle that long, else the shortest history; off: the least
-    recently used. With `cache_affinity` and more than one group: `place()`."""
-    if cfg.cache_affinity and len({s.group for s in slots}) > 1:
+    """Seed 001: own prefix first (near matches are sources); then an empty slot; then with
+    `expire_s` the least recently used of the slots idle that long, else the shortest history; off:
+    the least recently used. With `cache_affinity`: `place()`, unless one group and `expire_s` set."""
+    if cfg.cache_affinity and (cfg.expire_s <= 0 or len({s.group for s in slots}) > 1):
         return place(slots, request, now, cfg, group_load or {})
     best_slot, best, tol = _match(slots, request, cfg)
     idle = [s for s in slots if not s.busy]

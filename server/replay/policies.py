@@ -1,0 +1,192 @@
+"""The policies `strata replay` compares, by name. Those of `slot_policy` (lru, expire:S, shortest,
+affinity, default) run the real pure functions through `SlotView`s; lcp-lru, gds, gds+expire:S and
+the offline `oracle` are written here. Each has `reset(slots, requests, opts)`,
+`choose(i, now, commons) -> (slot index, source index | None, reason)` and `served(slot, i, end)`.
+
+Not here: the simulation loop (simulator.py).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+from .. import slot_policy as sp
+from .timeline import Request
+
+POLICY_NAMES = ("lru", "lcp-lru", "expire:S", "shortest", "gds", "gds+expire:S", "affinity", "default", "oracle")
+NEVER_S = 1e18  # an expiry that never comes: `shortest`
+LCP_SIMILARITY = 0.10  # llama.cpp server's --slot-prompt-similarity default
+
+
+class Policy:
+    name = "?"
+
+    def reset(self, slots, requests: Sequence[Request], opts) -> None:
+        self.slots = slots
+        self.requests = requests
+        self.opts = opts
+
+    def served(self, slot: int, i: int, end: float) -> None:
+        pass
+
+    # shared first steps: the request's own prefix (seed 001's rule), then a blank slot
+    def own_or_blank(self, i: int, now: float, commons: list[int]) -> tuple[int, str] | None:
+        best = max(commons)
+        tol = sp.near_match_tolerance(best, self.opts.prompt_rate_tps, sp.PolicyConfig())
+        own = -1
+        for s in self.slots:
+            if s.busy_until > now or s.blank:
+                continue
+            c = commons[s.index]
+            if c > 0 and s.n_tokens - c <= tol and (own < 0 or c > commons[own]):
+                own = s.index
+        if own >= 0:
+            return own, "own_prefix"
+        for s in self.slots:
+            if s.blank and s.busy_until <= now:
+                return s.index, "empty"
+        return None
+
+    def idle(self, now: float):
+        return [s for s in self.slots if s.busy_until <= now]
+
+
+class PurePolicy(Policy):
+    """slot_policy.pick_slot (`affinity`: slot_policy.place) on SlotViews."""
+
+    def __init__(self, name: str, cfg: sp.PolicyConfig, always_place: bool = False) -> None:
+        self.name = name
+        self.cfg = cfg
+        self.always_place = always_place  # `affinity`: seed 000's place() whatever the groups
+
+    def choose(self, i, now, commons):
+        load: dict[int, int] = {}
+        views = []
+        for s in self.slots:
+            busy = s.busy_until > now
+            if busy:
+                load[s.group] = load.get(s.group, 0) + 1
+            views.append(sp.SlotView(s.index + 1, s.group, s.n_tokens, commons[s.index], s.last_use, busy, s.blank))
+        req = sp.RequestView(self.requests[i].n_prompt, self.opts.prompt_rate_tps)
+        if self.always_place:
+            d = sp.place(views, req, now, self.cfg, load)
+        else:
+            d = sp.pick_slot(views, req, now, self.cfg, load)
+        assert d.slot is not None, "the simulator calls a policy only with an idle slot"
+        return d.slot - 1, (d.source_slot - 1 if d.source_slot is not None else None), d.reason
+
+
+class LcpLru(Policy):
+    """llama.cpp's server: the best prefix match above 10% of the prompt, else least recently used
+    (never-used slots first)."""
+
+    name = "lcp-lru"
+
+    def choose(self, i, now, commons):
+        idle = self.idle(now)
+        n = self.requests[i].n_prompt
+        best = max(idle, key=lambda s: (commons[s.index], -s.index))
+        if commons[best.index] > LCP_SIMILARITY * n:
+            return best.index, None, "lcp"
+        t = min(idle, key=lambda s: (not s.blank, s.last_use, s.index))
+        return t.index, None, "lru"
+
+
+class GreedyDualSize(Policy):
+    """GreedyDual-Size (Cao and Irani 1997) over whole slots: H = L + cost, cost = the history's
+    tokens (what a miss re-reads), size = one slot; evict the lowest H and raise L to it. With
+    `expire_s`: a slot idle that long goes first (least recently used among them)."""
+
+    def __init__(self, expire_s: float = 0.0) -> None:
+        self.expire_s = expire_s
+        self.name = f"gds+expire:{expire_s:g}" if expire_s > 0 else "gds"
+
+    def reset(self, slots, requests, opts):
+        super().reset(slots, requests, opts)
+        self.h = [0.0] * len(slots)
+        self.inflation = 0.0
+
+    def choose(self, i, now, commons):
+        first = self.own_or_blank(i, now, commons)
+        if first is not None:
+            return first[0], None, first[1]
+        idle = self.idle(now)
+        if self.expire_s > 0:
+            expired = [s for s in idle if now - s.last_use >= self.expire_s]
+            if expired:
+                t = min(expired, key=lambda s: (s.last_use, s.index))
+                self.inflation = max(self.inflation, self.h[t.index])
+                return t.index, None, "expired_lru"
+        t = min(idle, key=lambda s: (self.h[s.index], s.last_use, s.index))
+        self.inflation = max(self.inflation, self.h[t.index])
+        return t.index, None, "gds"
+
+    def served(self, slot, i, end):
+        self.h[slot] = self.inflation + self.slots[slot].n_tokens
+
+
+class Oracle(Policy):
+    """Offline yardstick (Belady by next use): own prefix, a blank slot, else the idle slot whose
+    history's next continuation (a later request whose parent is the one it holds) comes last,
+    never-continued first; ties by fewer tokens. Knows the whole timeline; not a policy to serve."""
+
+    name = "oracle"
+
+    def reset(self, slots, requests, opts):
+        super().reset(slots, requests, opts)
+        self.children: dict[int, list[float]] = {}
+        for r in requests:
+            if r.parent is not None:
+                self.children.setdefault(r.parent, []).append(r.time)
+
+    def next_use(self, s, now: float) -> float:
+        times = self.children.get(s.req) if s.req is not None else None
+        if not times:
+            return float("inf")
+        k = bisect.bisect_right(times, now)
+        return times[k] if k < len(times) else float("inf")
+
+    def choose(self, i, now, commons):
+        first = self.own_or_blank(i, now, commons)
+        if first is not None:
+            return first[0], None, first[1]
+        t = max(self.idle(now), key=lambda s: (self.next_use(s, now), -s.n_tokens, -s.last_use, -s.index))
+        return t.index, None, "farthest_next_use"
+
+
+def make_policy(name: str, n_groups: int = 1) -> Policy:
+    """A policy by its command-line name (POLICY_NAMES; S in seconds)."""
+    name = name.strip()
+    try:
+        if name == "lru":
+            return PurePolicy(name, sp.PolicyConfig(expire_s=0, cache_affinity=False))
+        if name == "lcp-lru":
+            return LcpLru()
+        if name.startswith("expire:"):
+            return PurePolicy(name, sp.PolicyConfig(expire_s=_seconds(name[7:], name), cache_affinity=False))
+        if name == "shortest":
+            return PurePolicy(name, sp.PolicyConfig(expire_s=NEVER_S, cache_affinity=False))
+        if name == "gds":
+            return GreedyDualSize()
+        if name.startswith("gds+expire:"):
+            return GreedyDualSize(_seconds(name[11:], name))
+        if name == "affinity":
+            return PurePolicy(name, sp.PolicyConfig(cache_affinity=True), always_place=True)
+        if name == "default":
+            return PurePolicy(name, sp.PolicyConfig())
+        if name == "oracle":
+            return Oracle()
+    except ValueError as e:
+        raise ValueError(f"policy {name!r}: {e}") from None
+    raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")
+
+
+def _seconds(text: str, name: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"expected seconds after ':' in {name!r}") from None
+    if not v > 0 or v != v or v == float("inf"):
+        raise ValueError(f"expected seconds > 0 in {name!r}")
+    return v

@@ -1,0 +1,161 @@
+"""The slot simulator of `strata replay`: requests in time order through n slots, each placed by a
+policy; counts prompt tokens read and reused. Optionally a RAM conversation cache below the slots
+(an overwritten history of at least `ram_min_tokens` is kept, least recently used out first, and a
+request reuses the longest prefix it holds) and a time model (prefill and decode rates: a slot is
+busy while it serves, a request waits when every slot is busy). Without rates every request is
+served instantly, as seed 001's tables are (every request through a slot).
+
+Not here: the policies (policies.py) or any engine; tokens are segment counts (timeline.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .timeline import Request, common_prefix
+
+
+class SimSlot:
+    """One simulated slot: what it holds (segments of the last request served + its output)."""
+
+    __slots__ = ("index", "group", "ids", "lens", "n_tokens", "last_use", "busy_until", "req", "blank")
+
+    def __init__(self, index: int, group: int) -> None:
+        self.index = index
+        self.group = group
+        self.ids: tuple[int, ...] = ()
+        self.lens: tuple[int, ...] = ()
+        self.n_tokens = 0
+        self.last_use = 0.0
+        self.busy_until = float("-inf")
+        self.req: int | None = None  # index of the request whose history it holds
+        self.blank = True
+
+
+@dataclass
+class SimResult:
+    """Totals of one replay. `prompt_tokens_read` = total - reused (slots and RAM)."""
+
+    policy: str
+    slots: int
+    prompt_tokens_total: int = 0
+    prompt_tokens_read: int = 0
+    reused_slot: int = 0
+    reused_ram: int = 0
+    requests: int = 0
+    waited_s: float = 0.0
+    reasons: Counter = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """`n_groups`: slot i (0-based) is in group i % n_groups. Rates 0: instant service."""
+
+    n_groups: int = 1
+    ram_cache_tokens: int = 0
+    ram_min_tokens: int = 4096
+    prefill_tps: float = 0.0
+    decode_tps: float = 0.0
+    prompt_rate_tps: float = 2000.0  # what policies are told for near matches
+
+    def __post_init__(self) -> None:
+        if self.n_groups < 1:
+            raise ValueError(f"--groups {self.n_groups}: expected >= 1")
+        for name in ("ram_cache_tokens", "ram_min_tokens", "prefill_tps", "decode_tps", "prompt_rate_tps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} {getattr(self, name)!r}: expected >= 0")
+
+
+class RamCache:
+    """Histories overwritten in slots, by last use; a token budget; least recently used out first."""
+
+    def __init__(self, budget: int, min_tokens: int) -> None:
+        self.budget = budget
+        self.min_tokens = min_tokens
+        self.entries: dict[int, list] = {}  # key -> [ids, lens, n, last_use], insertion = LRU order
+        self.used = 0
+        self._key = 0
+
+    def admit(self, ids: tuple[int, ...], lens: tuple[int, ...], n: int, now: float) -> None:
+        if n < self.min_tokens or n > self.budget:
+            return
+        for k, e in list(self.entries.items()):  # an entry this one extends is superseded
+            if common_prefix(ids, lens, e[0], e[1]) >= e[2]:
+                self.used -= e[2]
+                del self.entries[k]
+        self._key += 1
+        self.entries[self._key] = [ids, lens, n, now]
+        self.used += n
+        while self.used > self.budget:
+            k = next(iter(self.entries))
+            self.used -= self.entries.pop(k)[2]
+
+    def best(self, ids: tuple[int, ...], lens: tuple[int, ...], now: float) -> int:
+        best, best_k = 0, None
+        for k, e in self.entries.items():
+            c = common_prefix(ids, lens, e[0], e[1])
+            if c > best:
+                best, best_k = c, k
+        if best_k is not None:  # used: most recent again
+            e = self.entries.pop(best_k)
+            e[3] = now
+            self.entries[best_k] = e
+        return best
+
+
+def simulate(requests: Sequence[Request], n_slots: int, policy, opts: SimOptions | None = None) -> SimResult:
+    """Replay `requests` (time order) through `n_slots` slots under `policy` (policies.Policy)."""
+    if n_slots < 1:
+        raise ValueError(f"--slots {n_slots}: expected >= 1")
+    opts = opts or SimOptions()
+    slots = [SimSlot(i, i % opts.n_groups) for i in range(n_slots)]
+    ram = RamCache(opts.ram_cache_tokens, opts.ram_min_tokens) if opts.ram_cache_tokens > 0 else None
+    policy.reset(slots, requests, opts)
+    res = SimResult(policy.name, n_slots)
+    timed = opts.prefill_tps > 0 or opts.decode_tps > 0
+    clock = float("-inf")
+    for i, r in enumerate(requests):
+        now = max(r.time, clock)
+        if timed:
+            free_at = min(s.busy_until for s in slots)
+            if free_at > now:
+                res.waited_s += free_at - now
+                now = free_at
+        clock = now
+        rid, rlen = r.ids, r.lens
+        commons = [0 if s.blank else common_prefix(rid, rlen, s.ids, s.lens) for s in slots]
+        t, src, reason = policy.choose(i, now, commons)
+        s = slots[t]
+        reused = commons[t]
+        if src is not None:
+            reused = max(reused, commons[src])
+        from_ram = 0
+        if ram is not None:
+            from_ram = max(ram.best(rid, rlen, now) - reused, 0)
+            if not s.blank and commons[t] < s.n_tokens:
+                ram.admit(s.ids, s.lens, s.n_tokens, now)
+        reused = min(reused, r.n_prompt)
+        from_ram = min(from_ram, r.n_prompt - reused)
+        read = r.n_prompt - reused - from_ram
+        res.requests += 1
+        res.prompt_tokens_total += r.n_prompt
+        res.prompt_tokens_read += read
+        res.reused_slot += reused
+        res.reused_ram += from_ram
+        res.reasons[reason] += 1
+        end = now
+        if opts.prefill_tps > 0:
+            end += read / opts.prefill_tps
+        if opts.decode_tps > 0:
+            end += r.n_output / opts.decode_tps
+        s.ids = rid + (r.out_id,)
+        s.lens = rlen + (r.n_output,)
+        s.n_tokens = r.n_prompt + r.n_output
+        s.last_use = end
+        s.busy_until = end if timed else float("-inf")
+        s.req = i
+        s.blank = False
+        policy.served(t, i, end)
+    return res
