@@ -13,7 +13,6 @@ import io
 from dataclasses import replace
 
 import pytest
-
 from strata.installer import config_file
 from strata.installer.cli import run_terminal
 from strata.installer.plan import (
@@ -26,6 +25,7 @@ from strata.installer.plan import (
     parse_answer,
 )
 from strata.installer.plan_types import Answers
+
 from tests.installer.matrix_data import MACHINES, MODELS, situation
 
 CASES = [(m, s, mode) for m in MACHINES for s in MODELS for mode in ("yes", "enter")]

@@ -1,0 +1,95 @@
+"""The mechanism under the plan: the disk bench (real file I/O), the skip event, the machine profile
+and the model facts read from real GGUF files."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from strata.installer.bench import BenchSkipped, disk_speed, run_machine_bench
+from strata.installer.model_facts import ModelFileError, find_models, read_model_facts
+from strata.installer.profile import disk_facts, existing_parent, machine_profile
+
+
+def test_disk_speed_writes_reads_and_cleans_up(tmp_path):
+    seen = []
+    speed = disk_speed(tmp_path / "cold", 16, progress=lambda st, fr, msg: seen.append((st, fr)))
+    assert speed.size_mib == 16 and speed.write_mib_s > 0 and speed.read_mib_s > 0
+    assert not list((tmp_path / "cold").iterdir())  # the bench file is gone
+    fractions = [f for _, f in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0 and len(fractions) == 4
+
+
+def test_disk_speed_refuses_a_tiny_size(tmp_path):
+    with pytest.raises(ValueError, match="size_mib must be >= 8, got 1"):
+        disk_speed(tmp_path, 1)
+
+
+def test_the_skip_event_stops_the_disk_bench_and_leaves_nothing(tmp_path):
+    skip = threading.Event()
+
+    def progress(stage, fraction, message):
+        if fraction >= 0.25:
+            skip.set()
+
+    with pytest.raises(BenchSkipped):
+        disk_speed(tmp_path, 64, progress, skip)
+    assert not list(tmp_path.iterdir())
+    report = run_machine_bench(None, tmp_path, 1, skip=skip, disk_mib=8)
+    assert report.disk.write_mib_s is None and any("skipped" in n for n in report.notes)
+
+
+def test_the_machine_bench_reports_ram_and_the_folder(tmp_path):
+    report = run_machine_bench(None, tmp_path / "c", 1, disk_mib=8)
+    assert report.ram_total_mib >= report.ram_available_mib > 0
+    assert report.disk.folder == str(tmp_path / "c") and report.disk.read_mib_s > 0
+
+
+def test_an_unwritable_folder_is_a_note_not_a_crash(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    report = run_machine_bench(None, blocker / "sub", 1, disk_mib=8)
+    assert report.disk.write_mib_s is None and any("cannot measure" in n for n in report.notes)
+
+
+def test_the_machine_profile_is_this_machine():
+    import os
+
+    m = machine_profile()
+    assert 1 <= m.n_cores <= m.n_logical and m.n_logical == (os.cpu_count() or m.n_logical)
+    assert m.ram_total_mib > 256
+    assert disk_facts(existing_parent("/no/such/folder/here")).free_mib > 0
+
+
+def test_model_facts_of_a_tiny_gguf(tiny_model_factory):
+    path = tiny_model_factory(n_layer=3, n_embd=64, n_head=4, n_head_kv=2, ctx_len=1024)
+    facts = read_model_facts(path)
+    assert (facts.n_layer, facts.n_head_kv, facts.head_dim, facts.n_ctx_train) == (3, 2, 16, 1024)
+    assert facts.kv_bytes_per_token == 2 * 3 * 2 * 16 * 2
+    assert facts.size_bytes == path.stat().st_size
+
+
+def test_model_facts_of_the_default_model(default_model_path):
+    facts = read_model_facts(default_model_path)
+    # SmolLM2-135M: 30 layers, 3 KV heads of 64, trained on 8192 tokens -> 23040 bytes per token
+    assert (facts.n_layer, facts.n_head_kv, facts.head_dim, facts.n_ctx_train) == (30, 3, 64, 8192)
+    assert facts.kv_bytes_per_token == 23040
+    found, default = find_models()
+    assert default == str(default_model_path) and found[0] == default
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, "no such file"), (b"NOPE" + bytes(60), "not a GGUF file"), (b"GGUF\x03\x00", "cannot read its GGUF metadata"),
+])
+def test_bad_model_files_are_named(tmp_path, content, message):
+    path = tmp_path / "m.gguf"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(ModelFileError, match=message):
+        read_model_facts(path)
+
+
+def test_any_architecture_is_read_the_engine_judges_it(tiny_model_factory):
+    path = tiny_model_factory(arch="mamba")
+    facts = read_model_facts(path)  # the installer reads what is there; the engine refuses the arch by name
+    assert facts.arch == "mamba"

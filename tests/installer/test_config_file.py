@@ -1,0 +1,98 @@
+"""The configuration file: written atomically with a reason per key, read back, shown, and accepted
+by the server's own loader (strata.server.config)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from strata.installer import config_file
+from strata.installer.cli import run as cli_run
+from strata.installer.plan import default_answers, make_plan
+
+from tests.installer.matrix_data import situation
+
+
+def _plan(machine="seed-002-desktop", model="8B"):
+    s = situation(machine, model)
+    return make_plan(s, default_answers(s))
+
+
+def test_round_trip_keeps_values_and_reasons(tmp_path):
+    plan = _plan()
+    path = config_file.write(plan, tmp_path / "sub" / "config.toml", datetime(2026, 11, 29, tzinfo=timezone.utc))
+    values, reasons = config_file.read(path)
+    assert values == plan.config()
+    assert reasons == {c.key: c.reason for c in plan.choices}
+    assert not list(path.parent.glob(".config-*"))  # the temporary file was renamed, not left behind
+
+
+def test_show_prints_every_key_with_its_reason(tmp_path, capsys):
+    plan = _plan()
+    path = config_file.write(plan, tmp_path / "c.toml")
+    args = argparse.Namespace(show=True, config=path)
+    assert cli_run(args) == 0
+    shown = capsys.readouterr().out
+    assert str(path) in shown
+    for c in plan.choices:
+        assert c.key in shown and c.reason in shown
+
+
+def test_show_without_a_file_says_so(tmp_path, capsys):
+    assert cli_run(argparse.Namespace(show=True, config=tmp_path / "none.toml")) == 1
+    assert "no configuration file there (run `strata setup`)" in capsys.readouterr().err
+
+
+def test_a_damaged_file_is_named(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("ctx = = 3\n")
+    with pytest.raises(config_file.ConfigFileError, match=r"bad\.toml: not valid TOML"):
+        config_file.read(bad)
+
+
+def test_warnings_are_written_as_comments_and_the_env_table_is_shown(tmp_path):
+    plan = _plan("small-laptop", "32B")
+    path = config_file.write(plan, tmp_path / "c.toml")
+    assert "# WARNING: the model (18.5 GiB)" in path.read_text()
+    with open(path, "a") as f:
+        f.write("\n[env]\nSTRATA_SLOT_EXPIRE_S = 600\n")
+    values, reasons = config_file.read(path)
+    assert values["env"] == {"STRATA_SLOT_EXPIRE_S": 600} and "STRATA_SLOT_EXPIRE_S" not in reasons
+    assert "STRATA_SLOT_EXPIRE_S = 600" in config_file.format_show(path)
+
+
+def test_the_paths_are_the_servers_and_the_caches():
+    server_config = pytest.importorskip("strata.server.config")
+    assert config_file.default_config_path() == server_config.default_config_path()
+    cache_options = pytest.importorskip("strata.server.cache.options")
+    assert str(config_file.default_cold_dir()) == cache_options.default_cold_dir()
+
+
+@pytest.mark.parametrize("machine,model", [("small-laptop", "32B"), ("laptop", "1B"), ("workstation", "8B")])
+def test_the_server_loader_accepts_the_file(tmp_path, machine, model):
+    server_config = pytest.importorskip("strata.server.config")
+    pytest.importorskip("strata.server.cache.options", reason="the cache's options are not in this tree yet")
+    plan = _plan(machine, model)
+    path = config_file.write(plan, tmp_path / "c.toml")
+    loaded = server_config.load_config({}, config_path=path, environ={})
+    for key, value in plan.config().items():
+        assert loaded.values[key] == value, key
+
+
+def test_the_written_file_is_what_the_terminal_prints(tmp_path):
+    from strata.installer.cli import run_terminal
+
+    s = situation("laptop", "3B")
+    from dataclasses import replace
+    s = replace(s, cold_disk=replace(s.cold_disk, folder=str(tmp_path / "cold")))
+    out = io.StringIO()
+    args = argparse.Namespace(yes=True, config=tmp_path / "c.toml", show=False, model=None, cold_dir=None,
+                              skip_bench=True, disk_bench_mib=8)
+    assert run_terminal(args, None, out, situation=s) == 0
+    values, reasons = config_file.read(Path(tmp_path / "c.toml"))
+    printed = out.getvalue()
+    for key, reason in reasons.items():
+        assert key in printed and reason in printed

@@ -1,0 +1,145 @@
+"""plan.py's questions: order, defaults with reasons, answers parsed or refused with the reason."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from strata.installer.plan import (
+    QUESTION_ORDER,
+    QUESTIONS_BEFORE_SEED_002,
+    apply_answer,
+    default_answers,
+    make_plan,
+    next_question,
+    parse_answer,
+)
+from strata.installer.plan_types import AnswerError, Answers, BenchFacts, DiskFacts, PlanParameters
+
+from tests.installer.matrix_data import situation
+
+
+def test_questions_come_in_the_seed_order():
+    s = situation("laptop", "3B")
+    a, keys = Answers(), []
+    while (q := next_question(s, a)) is not None:
+        keys.append(q.key)
+        assert q.reason  # every default says why
+        a = apply_answer(a, q.key, q.default)
+    assert keys == list(QUESTION_ORDER) == ["model", "concurrency", "keep_on_disk", "cold_dir", "ctx"]
+
+
+def test_the_folder_is_not_asked_when_conversations_stay_off_disk():
+    s = situation("laptop", "3B")
+    a = Answers(model=s.model.path, concurrency="several", keep_on_disk=False)
+    assert next_question(s, a).key == "ctx"
+
+
+def test_the_flow_before_seed_002_asks_only_model_and_context():
+    s = situation("laptop", "3B")
+    a, keys = Answers(), []
+    while (q := next_question(s, a, QUESTIONS_BEFORE_SEED_002)) is not None:
+        keys.append(q.key)
+        a = apply_answer(a, q.key, q.default)
+    assert keys == ["model", "ctx"]
+
+
+@pytest.mark.parametrize("key,text,message", [
+    ("concurrency", "maybe", "answer 'one' or 'several'"),
+    ("keep_on_disk", "perhaps", "answer yes or no"),
+    ("ctx", "lots", "is not a number of tokens"),
+    ("ctx", "100", "below the smallest context"),
+    ("ctx", "262144", "beyond the 131072 the model was trained on"),
+    ("model", "7", "7 is not in the list (1..1)"),
+    ("model", "/models/notes.txt", "is not a .gguf file"),
+])
+def test_a_bad_answer_is_refused_with_the_reason(key, text, message):
+    s = situation("laptop", "3B")
+    a = default_answers(s, start=Answers())
+    q = next_question(s, apply_answer(a, key, None))
+    assert q.key == key
+    with pytest.raises(AnswerError, match=re.escape(message)):
+        parse_answer(q, text, s, a)
+
+
+def test_a_context_too_large_for_this_machine_is_refused_with_the_sizes():
+    s = situation("small-laptop", "8B")
+    q = next_question(s, Answers(model=s.model.path, concurrency="one", keep_on_disk=False))
+    with pytest.raises(AnswerError, match=r"131072 tokens need 16\.0 GiB of KV; this machine has"):
+        parse_answer(q, "128k", s, Answers())
+
+
+@pytest.mark.parametrize("key,text,value", [
+    ("concurrency", "ONE", "one"), ("concurrency", "sev", "several"), ("keep_on_disk", "n", False),
+    ("keep_on_disk", "Yes", True), ("ctx", "32k", 32768), ("ctx", "16_384", 16384), ("model", "1", "/m/x"),
+])
+def test_good_answers_are_parsed(key, text, value):
+    s = situation("seed-002-desktop", "3B")
+    if key == "model":
+        from dataclasses import replace
+        s = replace(s, models_found=("/m/x",))
+    q = next_question(s, Answers(**{k: v for k, v in default_answers(s).__dict__.items() if k != key}))
+    assert parse_answer(q, text, s, Answers()) == value
+
+
+def test_every_choice_has_a_reason_and_the_keys_are_the_servers():
+    s = situation("workstation", "8B")
+    plan = make_plan(s, default_answers(s))
+    assert all(c.reason for c in plan.choices)
+    assert set(plan.config()) == {
+        "model", "threads", "ctx", "batch", "backend", "batch_groups", "slot_ctx", "kv_type",
+        "conversation_cache_mib", "conversation_cache_cold_dir", "conversation_cache_cold_mib",
+        "conversation_cache_warm_dir", "conversation_cache_warm_mib", "conversation_cache_park",
+        "conversation_cache_min_free_mib", "conversation_cache_park_min_free_mib"}
+    c = plan.config()
+    assert (c["conversation_cache_min_free_mib"], c["conversation_cache_park_min_free_mib"]) == (2560, 512)
+    assert c["slot_ctx"] <= c["ctx"] and c["batch_groups"] <= max(1, c["batch"])
+
+
+def test_a_slow_disk_is_not_proposed_and_a_fast_one_is():
+    s = situation("laptop", "1B")
+    from dataclasses import replace
+    slow = replace(s, cold_disk=replace(s.cold_disk, read_mib_s=5.0), bench=BenchFacts(prefill_tps=5000.0))
+    fast = replace(s, cold_disk=replace(s.cold_disk, read_mib_s=2000.0), bench=BenchFacts(prefill_tps=500.0))
+    q_slow = next_question(slow, Answers(model="x", concurrency="several"))
+    q_fast = next_question(fast, Answers(model="x", concurrency="several"))
+    assert q_slow.default is False and "does not pay" in q_slow.reason
+    assert q_fast.default is True and "instead of 80.0 s of prefill" in q_fast.reason
+
+
+def test_a_full_disk_gets_no_cold_level():
+    s = situation("small-laptop", "135M")
+    from dataclasses import replace
+    s = replace(s, cold_disk=DiskFacts("/full", 2048))
+    plan = make_plan(s, default_answers(s)).config()
+    assert plan["conversation_cache_cold_mib"] == 0 and plan["conversation_cache_park"] == "ram"
+
+
+def test_one_request_gives_the_solo_path_and_more_context():
+    s = situation("laptop", "8B")
+    several = make_plan(s, default_answers(s)).config()
+    one = make_plan(s, default_answers(s, start=Answers(concurrency="one"))).config()
+    assert several["batch"] >= 1 and one["batch"] == 0 and one["ctx"] > several["ctx"]
+
+
+def test_a_model_larger_than_ram_is_planned_with_a_warning():
+    s = situation("small-laptop", "32B")
+    plan = make_plan(s, default_answers(s))
+    assert plan.config()["batch"] == 0
+    assert any("page from disk" in w for w in plan.warnings)
+
+
+def test_questions_after_the_model_need_the_model_measured():
+    from dataclasses import replace
+    s = replace(situation("laptop", "1B"), model=None)
+    with pytest.raises(ValueError, match="model must be chosen"):
+        next_question(s, Answers(model="/m/x"))
+
+
+@pytest.mark.parametrize("field,value", [
+    ("min_free_mib", -1), ("ram_cache_share", 0.0), ("cold_disk_share", 1.5), ("target_slots", 0),
+    ("ctx_ladder", (4096, 2048)), ("min_ctx", 0),
+])
+def test_bad_parameters_are_named(field, value):
+    with pytest.raises(ValueError, match=field):
+        PlanParameters(**{field: value})
