@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from strata.engine.tokenizer import PRE_TOKENIZERS, Tokenizer, TokenizerError
 
 

@@ -1,0 +1,219 @@
+"""ChatTemplate rendering (against the independently rendered parity texts), tools, and tool-call parsing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from strata.engine.chat_template import (
+    CHATML_TEMPLATE,
+    ChatTemplate,
+    ChatTemplateError,
+    normalize_messages,
+    parse_tool_calls,
+    render_tools_into_system,
+)
+
+from .conftest import parity_cases
+
+CHAT_CASES = [c for c in parity_cases() if c["kind"] == "chat"]
+
+# A Qwen 2.5-style template: tools in the system prompt, tool calls as <tool_call> JSON, tool results
+QWEN_LIKE = """{%- if tools %}<|im_start|>system
+{{ messages[0]['content'] if messages[0]['role'] == 'system' else 'You are helpful.' }}
+
+<tools>
+{%- for tool in tools %}
+{{ tool | tojson }}
+{%- endfor %}
+</tools><|im_end|>
+{% endif %}
+{%- for message in messages %}
+{%- if message.role == 'system' and tools %}{% continue %}{% endif %}
+{%- if message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant
+{% for tc in message.tool_calls %}<tool_call>
+{"name": "{{ tc.function.name }}", "arguments": {{ tc.function.arguments | tojson }}}
+</tool_call>{% endfor %}<|im_end|>
+{% elif message.role == 'tool' %}<|im_start|>user
+<tool_response>
+{{ message.content }}
+</tool_response><|im_end|>
+{% else %}<|im_start|>{{ message.role }}
+{{ message.content }}<|im_end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def smollm_template(default_metadata, smollm_tokenizer):
+    return ChatTemplate.from_metadata(default_metadata, smollm_tokenizer)
+
+
+@pytest.mark.parametrize("case", CHAT_CASES, ids=[c["name"] for c in CHAT_CASES])
+def test_renders_the_gguf_template_like_the_parity_data(smollm_template, case):
+    assert smollm_template.render(case["messages"]) == case["text"]
+
+
+def test_smollm_template_facts(smollm_template):
+    assert smollm_template.bos_token == "<|im_start|>" and smollm_template.eos_token == "<|im_end|>"
+    assert not smollm_template.supports_tools
+    text = smollm_template.render([{"role": "user", "content": "hi"}], add_generation_prompt=False)
+    assert text.endswith("<|im_start|>user\nhi<|im_end|>\n")
+    assert "You are a helpful AI assistant named SmolLM" in text  # the template's own default system prompt
+
+
+def test_fallback_is_chatml():
+    t = ChatTemplate.from_metadata({})
+    assert t.source == CHATML_TEMPLATE
+    assert t.render([{"role": "user", "content": "x"}]) == "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_hf_helpers_are_available():
+    t = ChatTemplate(
+        "{% for m in messages %}{% if loop.index > 1 %}{% break %}{% endif %}{{ m | tojson(indent=2) }}"
+        "{% endfor %}|{{ strftime_now('%Y') | length }}|{{ bos_token }}{{ eos_token }}|{{ extra_var }}",
+        bos_token="<s>", eos_token="</s>",
+    )
+    out = t.render([{"role": "user", "content": "é"}, {"role": "user", "content": "two"}], extra_var=5)
+    assert out == '{\n  "role": "user",\n  "content": "é"\n}|4|<s></s>|5'
+    ascii_ = ChatTemplate("{{ messages[0].content | tojson(ensure_ascii=True) }}")
+    assert ascii_.render([{"role": "user", "content": "é"}]) == '"\\u00e9"'
+
+
+def test_raise_exception_and_template_errors_are_chat_template_errors():
+    t = ChatTemplate("{% if messages[0].role != 'user' %}{{ raise_exception('first must be user') }}{% endif %}ok")
+    assert t.render([{"role": "user", "content": ""}]) == "ok"
+    with pytest.raises(ChatTemplateError, match="first must be user"):
+        t.render([{"role": "assistant", "content": ""}])
+    with pytest.raises(ChatTemplateError, match="does not parse"):
+        ChatTemplate("{% for %}")
+    with pytest.raises(ChatTemplateError, match="empty"):
+        ChatTemplate("  ")
+    with pytest.raises(ChatTemplateError, match="failed"):
+        ChatTemplate("{{ messages[0].content + 1 }}").render([{"role": "user", "content": "x"}])
+
+
+def test_sandbox_refuses_unsafe_access():
+    t = ChatTemplate("{{ messages.__class__.__mro__ }}")
+    with pytest.raises(ChatTemplateError):
+        t.render([{"role": "user", "content": "x"}])
+    t = ChatTemplate("{% set _ = messages.append(1) %}x")
+    with pytest.raises(ChatTemplateError):
+        t.render([{"role": "user", "content": "x"}])
+
+
+@pytest.mark.parametrize(
+    ("messages", "message"),
+    [
+        ("hello", "messages must be a list"),
+        ([{"content": "x"}], r"messages\[0\] has no role"),
+        (["x"], r"messages\[0\] must be an object"),
+        ([{"role": "user", "content": 5}], r"messages\[0\]: message content must be a string"),
+        ([{"role": "user", "content": [{"type": "image_url"}]}], "only text parts"),
+        ([{"role": "assistant", "content": None, "tool_calls": [{"function": {}}]}], "without a function name"),
+    ],
+)
+def test_bad_messages_are_named(messages, message):
+    with pytest.raises(ChatTemplateError, match=message):
+        ChatTemplate(CHATML_TEMPLATE).render(messages)
+
+
+def test_content_parts_and_none_are_normalised():
+    msgs = normalize_messages([
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}]},
+    ])
+    assert msgs[0]["content"] == "ab"
+    assert msgs[1]["content"] == ""
+    assert msgs[1]["tool_calls"][0]["function"]["arguments"] == {"x": 1}
+    assert msgs[1]["tool_calls"][0]["id"] == "c1"
+
+
+CONVERSATION = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Weather in Paris and Rome?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+        {"id": "b", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}},
+    ]},
+    {"role": "tool", "tool_call_id": "a", "content": "18C"},
+    {"role": "tool", "tool_call_id": "b", "content": "24C"},
+]
+
+
+def test_render_tools_into_system_format():
+    msgs = render_tools_into_system(CONVERSATION, [WEATHER_TOOL])
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
+    system = msgs[0]["content"]
+    assert system.startswith("Be brief.\n\n# Tools\n")
+    assert "<tools>\n" + json.dumps(WEATHER_TOOL) + "\n</tools>" in system
+    assert "<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>" in system
+    assert msgs[2]["content"] == (
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call>'
+    )
+    assert msgs[3]["content"] == "<tool_response>\n18C\n</tool_response>\n<tool_response>\n24C\n</tool_response>"
+    no_system = render_tools_into_system(CONVERSATION[1:2], [WEATHER_TOOL])
+    assert no_system[0]["role"] == "system" and no_system[0]["content"].startswith("# Tools")
+
+
+def test_template_without_tool_support_gets_tools_in_system(smollm_template):
+    text = smollm_template.render(CONVERSATION, tools=[WEATHER_TOOL])
+    assert text.startswith("<|im_start|>system\nBe brief.\n\n# Tools\n")
+    assert "<|im_start|>user\n<tool_response>\n18C" in text
+    assert text.endswith("<|im_start|>assistant\n")
+    # the model's own answer in that format parses back
+    content, calls = parse_tool_calls('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>')
+    assert content == "" and calls == [{"name": "get_weather", "arguments": '{"city": "Oslo"}'}]
+
+
+def test_template_with_tool_support_gets_tools_and_object_arguments():
+    t = ChatTemplate(QWEN_LIKE)
+    assert t.supports_tools
+    text = t.render(CONVERSATION, tools=[WEATHER_TOOL])
+    assert json.dumps(WEATHER_TOOL) in text and text.startswith("<|im_start|>system\nBe brief.\n\n<tools>")
+    assert '{"name": "get_weather", "arguments": {"city": "Rome"}}' in text  # arguments rendered as an object
+    assert "<tool_response>\n24C\n</tool_response>" in text
+    assert "# Tools" not in text  # Strata's own block is not added
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "calls"),
+    [
+        ("plain answer", "plain answer", []),
+        ('Let me check.\n<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>',
+         "Let me check.", [("f", {"a": 1})]),
+        ('<tool_call>{"name": "f", "arguments": {}}</tool_call><tool_call>{"name": "g", "arguments": {"b": "é"}}</tool_call>',
+         "", [("f", {}), ("g", {"b": "é"})]),
+        ('<tool_call>\n{"name": "f", "arguments": {"a": 2}}', "", [("f", {"a": 2})]),  # unterminated at the end
+        ('<tool_call>not json</tool_call> text', '<tool_call>not json</tool_call> text', []),
+        ('{"name": "f", "arguments": {"q": "x"}}', "", [("f", {"q": "x"})]),
+        ('{"name": "f", "parameters": {"q": "x"}}', "", [("f", {"q": "x"})]),
+        ('  ```json\n{"name": "f", "arguments": {"q": 1}}\n```  ', "", [("f", {"q": 1})]),
+        ('[{"name": "f", "arguments": {}}, {"name": "g", "arguments": {"z": null}}]', "", [("f", {}), ("g", {"z": None})]),
+        ('<|python_tag|>{"name": "f", "arguments": {"n": 3}}', "", [("f", {"n": 3})]),
+        ('[TOOL_CALLS][{"name": "f", "arguments": {}}]', "", [("f", {})]),
+        ('{"name": "f", "arguments": "{\\"k\\": 1}"}', "", [("f", {"k": 1})]),  # arguments already a JSON string
+        ('{"title": "not a call"}', '{"title": "not a call"}', []),
+        ('{"name": "x"}', '{"name": "x"}', []),  # no arguments: not a call
+        ("{broken", "{broken", []),
+    ],
+)
+def test_parse_tool_calls(text, content, calls):
+    got_content, got_calls = parse_tool_calls(text)
+    assert got_content == content
+    assert [(c["name"], json.loads(c["arguments"])) for c in got_calls] == calls
+    for c in got_calls:
+        assert isinstance(c["arguments"], str)

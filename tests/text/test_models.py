@@ -1,0 +1,55 @@
+"""find_models / default_model_path / `strata models`: the default model, folders, bad files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from strata.engine.models import describe_model, find_models
+
+from strata.cli import main as strata_main
+
+
+def test_default_model_is_found_and_described(default_model_path):
+    from strata.engine.models import default_model_path as find_default
+
+    assert find_default() == default_model_path
+    info = describe_model(default_model_path, is_default=True)
+    assert info.error is None
+    assert (info.arch, info.quant, info.n_ctx_train) == ("llama", "Q4_1", 8192)
+    assert 130e6 < info.n_params < 140e6  # SmolLM2-135M
+    assert info.size_bytes == default_model_path.stat().st_size
+
+
+def test_folders_are_searched_recursively_and_bad_files_listed(tmp_path, tiny_model_factory, default_model_path):
+    tiny = tiny_model_factory(n_layer=1, n_embd=64, n_head=2, n_head_kv=1, n_ff=128, n_vocab=512,
+                              dtype="Q8_0", seed=1)
+    (tmp_path / "sub").mkdir()
+    shutil.copy(tiny, tmp_path / "sub" / "tiny.gguf")
+    (tmp_path / "broken.gguf").write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 40)
+    (tmp_path / "notes.txt").write_text("not a model")
+    models = find_models([tmp_path, tmp_path / "sub" / "tiny.gguf"], include_user_dir=False)
+    by_name = {m.path.rsplit("/", 1)[-1]: m for m in models}
+    assert set(by_name) == {default_model_path.name, "broken.gguf", "tiny.gguf"}  # each file once
+    assert by_name[default_model_path.name].is_default
+    assert by_name["tiny.gguf"].error is None and by_name["tiny.gguf"].quant == "Q8_0"
+    assert by_name["tiny.gguf"].arch == "llama"
+    assert by_name["broken.gguf"].error and "GGUF" in by_name["broken.gguf"].error
+    assert by_name["broken.gguf"].arch is None
+
+
+def test_cli_json_and_table(tmp_path, capsys, default_model_path):
+    (tmp_path / "broken.gguf").write_bytes(b"nope")
+    assert strata_main(["models", "--dir", str(tmp_path), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    paths = {m["path"]: m for m in listed}
+    assert str(default_model_path) in paths
+    assert paths[str(tmp_path / "broken.gguf")]["error"]
+    assert strata_main(["models", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "llama" in out and "Q4_1" in out and "(unreadable)" in out and "error:" in out
+
+
+def test_cli_missing_dir_is_reported(tmp_path, capsys):
+    assert strata_main(["models", "--dir", str(tmp_path / "absent")]) == 1
+    assert "no such file or folder" in capsys.readouterr().err

@@ -1,0 +1,164 @@
+"""Sampler: validation, greedy, llama.cpp's penalties, top-k/top-p/min-p sets, seeded draws."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from strata.engine.sampling import Sampler, SamplingParams
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("temperature", -0.1), ("temperature", float("nan")), ("temperature", "hot"),
+        ("top_k", 1.5), ("top_p", 0.0), ("top_p", 1.01), ("min_p", -0.1), ("min_p", 2.0),
+        ("repeat_penalty", 0.0), ("presence_penalty", 2.5), ("frequency_penalty", -3.0),
+        ("repeat_last_n", -2), ("seed", -1), ("seed", 1.5), ("top_k", True),
+    ],
+)
+def test_bad_params_name_the_field(field, value):
+    with pytest.raises(ValueError, match=f"sampling: {field}"):
+        SamplingParams(**{field: value})
+
+
+def test_params_are_frozen():
+    with pytest.raises(AttributeError):
+        SamplingParams().temperature = 1.0  # type: ignore[misc]
+
+
+def test_logits_shape_is_checked():
+    s = Sampler(SamplingParams(), n_vocab=8)
+    with pytest.raises(ValueError, match="logits have 7 entries, the vocabulary 8"):
+        s.sample(np.zeros(7, np.float32))
+    with pytest.raises(ValueError, match="one row"):
+        s.sample(np.zeros((2, 8), np.float32))
+    with pytest.raises(ValueError, match="n_vocab"):
+        Sampler(SamplingParams(), n_vocab=0)
+
+
+def test_greedy_is_argmax_and_lowest_id_on_tie():
+    s = Sampler(SamplingParams(temperature=0.0))
+    logits = np.array([0.1, 3.0, -1.0, 3.0], np.float32)
+    assert [s.sample(logits) for _ in range(5)] == [1] * 5
+
+
+def test_greedy_on_full_vocab_is_deterministic():
+    logits = np.random.default_rng(3).standard_normal(49152).astype(np.float32)
+    a = Sampler(SamplingParams(), 49152)
+    b = Sampler(SamplingParams(), 49152)
+    assert a.sample(logits, [5, 6]) == b.sample(logits, [5, 6]) == int(np.argmax(logits))
+
+
+def llamacpp_penalties(logits, history, last_n, repeat, freq, presence):
+    """llama.cpp's llama_sampler_penalties_apply, written out token by token."""
+    out = [float(x) for x in logits]
+    window = history[-last_n:] if last_n > 0 else list(history)
+    counts = {}
+    for t in window:
+        counts[t] = counts.get(t, 0) + 1
+    for t, c in counts.items():
+        if out[t] <= 0:
+            out[t] *= repeat
+        else:
+            out[t] /= repeat
+        out[t] -= c * freq + (1 if c > 0 else 0) * presence
+    return np.array(out, np.float32)
+
+
+def test_penalties_match_llamacpp_formula():
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal(50).astype(np.float32) * 2
+    history = [int(x) for x in rng.integers(0, 50, 200)]
+    params = SamplingParams(repeat_penalty=1.3, frequency_penalty=0.2, presence_penalty=0.5, repeat_last_n=64)
+    got = Sampler(params).apply_penalties(logits, history)
+    want = llamacpp_penalties(logits, history, 64, 1.3, 0.2, 0.5)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    # tokens outside the window are untouched
+    outside = set(range(50)) - set(history[-64:])
+    assert all(got[t] == logits[t] for t in outside)
+
+
+def test_penalties_window_all_and_none():
+    logits = np.array([1.0, 2.0, -1.0], np.float32)
+    hist = [2, 0, 0, 0]
+    whole = Sampler(SamplingParams(repeat_penalty=2.0, repeat_last_n=-1)).apply_penalties(logits, hist)
+    np.testing.assert_allclose(whole, [0.5, 2.0, -2.0])
+    last1 = Sampler(SamplingParams(repeat_penalty=2.0, repeat_last_n=1)).apply_penalties(logits, hist)
+    np.testing.assert_allclose(last1, [0.5, 2.0, -1.0])
+    none = Sampler(SamplingParams(repeat_penalty=2.0, repeat_last_n=0))
+    assert none.sample(logits, hist) == 1 and not none.params.has_penalties
+
+
+def test_penalty_changes_the_greedy_choice():
+    logits = np.array([2.0, 1.9, 0.0], np.float32)
+    assert Sampler(SamplingParams()).sample(logits, [0, 0]) == 0
+    assert Sampler(SamplingParams(repeat_penalty=1.2)).sample(logits, [0, 0]) == 1
+    assert Sampler(SamplingParams(frequency_penalty=0.1)).sample(logits, [0, 0]) == 1
+    assert Sampler(SamplingParams(presence_penalty=0.05)).sample(logits, [0, 0, 0]) == 0
+
+
+def candidates(params, logits):
+    ids = Sampler(params)._candidates(np.asarray(logits, np.float32))
+    return None if ids is None else sorted(int(i) for i in ids)
+
+
+def test_candidate_sets():
+    logits = np.log(np.array([0.5, 0.2, 0.15, 0.1, 0.05]))
+    assert candidates(SamplingParams(temperature=1, top_k=2), logits) == [0, 1]
+    assert candidates(SamplingParams(temperature=1), logits) is None  # every token
+    # top-p: include the token that crosses p (0.5 + 0.2 = 0.7 < 0.75 -> + 0.15)
+    assert candidates(SamplingParams(temperature=1, top_p=0.75), logits) == [0, 1, 2]
+    assert candidates(SamplingParams(temperature=1, top_p=0.7), logits) == [0, 1]
+    assert candidates(SamplingParams(temperature=1, top_p=0.1), logits) == [0]
+    # min-p relative to the best: 0.29 * 0.5 = 0.145 keeps 0.15, drops 0.1
+    assert candidates(SamplingParams(temperature=1, min_p=0.29), logits) == [0, 1, 2]
+    # chain order: top-k 4 then top-p renormalised over the 4 (0.5/0.95 + 0.2/0.95 = 0.737 < 0.74)
+    assert candidates(SamplingParams(temperature=1, top_k=4, top_p=0.74), logits) == [0, 1, 2]
+
+
+def test_top_p_first_look_and_full_sort_agree():
+    rng = np.random.default_rng(1)
+    flat = rng.standard_normal(5000) * 0.1  # needs far more than the first 256 candidates
+    peaked = rng.standard_normal(5000) * 8
+    for logits in (flat, peaked):
+        got = candidates(SamplingParams(temperature=1, top_p=0.9), logits)
+        p = np.exp(logits - logits.max())
+        p /= p.sum()
+        order = np.argsort(-p, kind="stable")
+        cut = int(np.searchsorted(np.cumsum(p[order]), 0.9)) + 1
+        assert got == sorted(order[:cut].tolist())
+
+
+def test_seeded_draws_repeat_and_differ_by_seed():
+    logits = np.random.default_rng(2).standard_normal(1000).astype(np.float32)
+
+    def seq(seed):
+        s = Sampler(SamplingParams(temperature=1.0, seed=seed))
+        return [s.sample(logits) for _ in range(30)]
+
+    assert seq(7) == seq(7)
+    assert seq(7) != seq(8)
+
+
+def test_draws_follow_the_softmax_law():
+    probs = np.array([0.6, 0.3, 0.1])
+    s = Sampler(SamplingParams(temperature=1.0, seed=123))
+    n = 6000
+    counts = np.bincount([s.sample(np.log(probs)) for _ in range(n)], minlength=3)
+    # 5 standard deviations of a binomial: fails only if the law is wrong
+    sd = np.sqrt(n * probs * (1 - probs))
+    assert np.all(np.abs(counts - n * probs) < 5 * sd), counts
+
+
+def test_temperature_sharpens():
+    logits = np.log(np.array([0.6, 0.4]))
+    s = Sampler(SamplingParams(temperature=0.05, seed=0))
+    assert sum(s.sample(logits) == 0 for _ in range(200)) >= 199
+
+
+def test_sampled_ids_stay_in_the_candidate_set():
+    logits = np.random.default_rng(4).standard_normal(2000).astype(np.float32)
+    params = SamplingParams(temperature=1.5, top_k=10, top_p=0.9, min_p=0.05, seed=9)
+    allowed = set(candidates(params, logits))
+    s = Sampler(params)
+    assert {s.sample(logits) for _ in range(300)} <= allowed
