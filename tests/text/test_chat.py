@@ -1,0 +1,65 @@
+"""ChatSession on the real engine and the default model: prefix reuse between turns, streaming, stops.
+
+Skipped while the build has no Engine (strata.engine.Engine).
+"""
+
+from __future__ import annotations
+
+import pytest
+from strata.engine.chat import ChatSession, common_prefix_len
+
+from .conftest import parity_cases
+
+
+def test_common_prefix_len():
+    assert common_prefix_len([], [1]) == 0
+    assert common_prefix_len([1, 2, 3], [1, 2, 4]) == 2
+    assert common_prefix_len([1, 2], [1, 2, 3]) == 2
+
+
+@pytest.fixture(scope="module")
+def engine(default_model_path):
+    engine_module = pytest.importorskip("strata.engine")
+    if not hasattr(engine_module, "Engine"):
+        pytest.skip("strata.engine has no Engine yet")
+    return engine_module.Engine(str(default_model_path), n_ctx=512, n_threads=2)
+
+
+def test_second_turn_reads_only_the_new_turn(engine):
+    session = ChatSession(engine, max_tokens=12)
+    streamed: list[str] = []
+    first = session.turn("Name a color.", on_text=streamed.append)
+    assert first.reused_tokens == 0 and first.prefill_tokens == first.prompt_tokens
+    assert first.generated_tokens > 0
+    assert "".join(streamed) == session.messages[-1]["content"]
+    assert session.messages[-1]["role"] == "assistant"
+    second = session.turn("And another one?")
+    # everything up to the first answer is kept; only the end of the answer and the new turn are read
+    assert second.reused_tokens >= first.prompt_tokens
+    assert second.prefill_tokens < second.prompt_tokens - first.prompt_tokens
+    assert engine.context_tokens(0)[: second.prompt_tokens] == engine.tokenize(
+        engine.apply_chat_template(session.messages[:-1]), special=True)
+
+
+def test_greedy_answer_matches_llamacpp(engine):
+    case = next(c for c in parity_cases() if c["name"] == "chat_hello")
+    session = ChatSession(engine, max_tokens=16)
+    stats = session.turn(case["messages"][0]["content"])
+    want = case["greedy"][:16]
+    eot = set(engine.eos_token_ids)
+    if any(t in eot for t in want):
+        want = want[: next(i for i, t in enumerate(want) if t in eot)]
+    assert session.last_answer == want
+    assert stats.generated_tokens == len(want)
+
+
+def test_reset_and_too_long_conversation(engine):
+    session = ChatSession(engine, system="Be brief.", max_tokens=2)
+    session.turn("hi")
+    session.reset()
+    assert session.messages == [{"role": "system", "content": "Be brief."}]
+    with pytest.raises(ValueError, match="the context holds 512"):
+        session.turn("word " * 600)
+    assert session.messages == [{"role": "system", "content": "Be brief."}]
+    stats = session.turn("hi")
+    assert stats.stop in ("eot", "length") and stats.generated_tokens <= 2
