@@ -13,6 +13,7 @@ levels (server/cache). The slot table and the trace are in slots.py and placemen
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import logging
 import threading
 import time
@@ -72,6 +73,7 @@ class Scheduler:
         self.eos = set(getattr(engine, "eos_token_ids", ()) or ())
         self.requests: collections.deque[dict] = collections.deque(maxlen=50)
         self._inbox: collections.deque[Job] = collections.deque()
+        self._calls: collections.deque[tuple[Any, concurrent.futures.Future]] = collections.deque()
         self._waiting: collections.deque[Job] = collections.deque()
         self._rows: dict[int, Row] = {}
         self._cv = threading.Condition()
@@ -108,6 +110,17 @@ class Scheduler:
             self._inbox.append(job)
             self._cv.notify()
 
+    def call(self, fn: Any) -> concurrent.futures.Future:
+        """Runs `fn()` on the worker thread between two steps (the engine is driven from that thread only)."""
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        with self._cv:
+            if self._stopping:
+                fut.set_exception(RuntimeError("the server is stopping"))
+                return fut
+            self._calls.append((fn, fut))
+            self._cv.notify()
+        return fut
+
     def cancel(self, job: Job) -> None:
         job.cancelled = True
         with self._cv:
@@ -126,12 +139,20 @@ class Scheduler:
     def _run(self) -> None:
         while True:
             with self._cv:
-                while not self._stopping and not self._inbox and not self._rows and not self._waiting:
+                while not (self._stopping or self._inbox or self._rows or self._waiting or self._calls):
                     self._cv.wait(0.5)
                 if self._stopping:
                     break
                 self._waiting.extend(self._inbox)
                 self._inbox.clear()
+                calls = list(self._calls)
+                self._calls.clear()
+            for fn, fut in calls:
+                if fut.set_running_or_notify_cancel():
+                    try:
+                        fut.set_result(fn())
+                    except BaseException as e:
+                        fut.set_exception(e)
             try:
                 self._drop_cancelled()
                 self._assign()
@@ -144,6 +165,8 @@ class Scheduler:
                     self._finish(row, "error", error=f"internal error: {e}")
         for row in list(self._rows.values()):
             self._finish(row, "cancelled")
+        for _, fut in self._calls:
+            fut.cancel()
         for job in list(self._waiting) + list(self._inbox):
             job.emit("done", _empty_completion(job, "cancelled", "the server is stopping"))
 
@@ -291,6 +314,7 @@ class Scheduler:
         if prev_conv != job.conversation or ctx == MAIN:
             self.table.supersede_copies(job.conversation, ctx)
         self._rows[ctx] = row
+        job.emit("start", {"cached_tokens": n, "prompt_tokens": len(prompt), "source": row.source})
         log.debug("request %s in context %s: %d of %d prompt tokens reused (%s)", job.id, ctx, n, len(prompt),
                   row.source)
 
@@ -388,7 +412,7 @@ class Scheduler:
         self._record_request(row.job, row, status)
         if self.timeline is not None:
             try:
-                self.timeline.record(row.job, row.reused, len(row.generated))
+                self.timeline.record(row.job, row.reused, len(row.generated), row.generated)
             except Exception:
                 log.exception("timeline write failed")
         row.job.emit("done", completion)

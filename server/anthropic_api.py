@@ -1,0 +1,273 @@
+"""Anthropic-compatible endpoints: `POST /v1/messages` (JSON or the SDK's event stream) and
+`POST /v1/messages/count_tokens`.
+
+Anthropic messages (system, text / tool_use / tool_result blocks, tools) are converted to the chat
+messages the model's template renders; the answer becomes text and tool_use blocks. `usage` follows
+Anthropic's meaning: `input_tokens` are the prompt tokens read, `cache_read_input_tokens` those reused.
+Not here: scheduling, templates, error rendering (errors.py via the middleware).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from aiohttp import web
+from strata.server import fields as f
+from strata.server.errors import APIError
+from strata.server.jobrun import JobEvents, open_sse, send_sse
+from strata.server.jobs import Completion, Job
+from strata.server.openai_api import parse_sampling, ready_state
+from strata.server.prompting import check_fits, conversation_key, render_chat, split_tool_calls
+
+# ----- request parsing -----
+
+
+def _text_of_blocks(content: Any, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise APIError(400, f"{where} must be a string or an array of content blocks")
+    parts = []
+    for j, b in enumerate(content):
+        b = f.expect_object(b, f"{where}[{j}]")
+        if b.get("type") == "text":
+            if not isinstance(b.get("text"), str):
+                raise APIError(400, f"{where}[{j}].text must be a string")
+            parts.append(b["text"])
+        elif b.get("type") in ("image", "document"):
+            raise APIError(400, f"{where}[{j}]: {b['type']} blocks are not supported (the model reads text only)")
+        else:
+            raise APIError(400, f"{where}[{j}].type {b.get('type')!r} is not supported here; use 'text'")
+    return "".join(parts)
+
+
+def parse_system(body: dict) -> str | None:
+    system = body.get("system")
+    if system is None:
+        return None
+    return _text_of_blocks(system, "system")
+
+
+def parse_messages(raw: list, system: str | None) -> list[dict]:
+    out: list[dict] = [{"role": "system", "content": system}] if system else []
+    for i, m in enumerate(raw):
+        where = f"messages[{i}]"
+        m = f.expect_object(m, where)
+        role = m.get("role")
+        if role not in ("user", "assistant"):
+            raise APIError(400, f"{where}.role must be 'user' or 'assistant'; got {role!r}")
+        content = m.get("content")
+        if content is None:
+            raise APIError(400, f"{where}.content is required")
+        if isinstance(content, str):
+            out.append({"role": role, "content": content})
+            continue
+        if not isinstance(content, list):
+            raise APIError(400, f"{where}.content must be a string or an array of content blocks")
+        text: list[str] = []
+        calls: list[dict] = []
+        for j, b in enumerate(content):
+            bw = f"{where}.content[{j}]"
+            b = f.expect_object(b, bw)
+            kind = b.get("type")
+            if kind == "text":
+                if not isinstance(b.get("text"), str):
+                    raise APIError(400, f"{bw}.text must be a string")
+                text.append(b["text"])
+            elif kind == "tool_use" and role == "assistant":
+                if not isinstance(b.get("name"), str):
+                    raise APIError(400, f"{bw}.name must be a string")
+                calls.append({"id": str(b.get("id", "")), "type": "function",
+                              "function": {"name": b["name"], "arguments": json.dumps(b.get("input") or {})}})
+            elif kind == "tool_result" and role == "user":
+                if text:
+                    out.append({"role": "user", "content": "".join(text)})
+                    text = []
+                result = b.get("content", "")
+                body_text = result if isinstance(result, str) else _text_of_blocks(result, f"{bw}.content")
+                if b.get("is_error"):
+                    body_text = f"Error: {body_text}"
+                out.append({"role": "tool", "tool_call_id": str(b.get("tool_use_id", "")), "content": body_text})
+            elif kind in ("thinking", "redacted_thinking"):
+                continue
+            elif kind in ("image", "document"):
+                raise APIError(400, f"{bw}: {kind} blocks are not supported (the model reads text only)")
+            else:
+                raise APIError(400, f"{bw}.type {kind!r} is not valid in a {role} message")
+        if text or calls or role == "assistant":
+            msg: dict[str, Any] = {"role": role, "content": "".join(text)}
+            if calls:
+                msg["tool_calls"] = calls
+            out.append(msg)
+    return out
+
+
+def parse_tools(body: dict) -> list[dict] | None:
+    tools = f.get_list(body, "tools")
+    if not tools:
+        return None
+    out = []
+    for i, t in enumerate(tools):
+        t = f.expect_object(t, f"tools[{i}]")
+        if not isinstance(t.get("name"), str) or not t["name"]:
+            raise APIError(400, f"tools[{i}].name must be a non-empty string")
+        if t.get("type") not in (None, "custom") and "input_schema" not in t:
+            continue  # server tools (web search, ...) are the client's business; the model cannot run them
+        schema = t.get("input_schema", {"type": "object"})
+        if not isinstance(schema, dict):
+            raise APIError(400, f"tools[{i}].input_schema must be a JSON schema object")
+        out.append({"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
+                                                      "parameters": schema}})
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "none":
+        return None
+    if choice is not None and not isinstance(choice, dict):
+        raise APIError(400, "'tool_choice' must be an object such as {\"type\": \"auto\"}")
+    return out or None
+
+
+def _prompt(request: web.Request, body: dict) -> tuple[Any, list[dict], list[dict] | None, list[int]]:
+    state = ready_state(request)
+    f.get_str(body, "model")
+    messages = parse_messages(f.get_list(body, "messages", required=True, nonempty=True), parse_system(body))
+    tools = parse_tools(body)
+    return state, messages, tools, render_chat(state.engine, messages, tools)
+
+
+# ----- handlers -----
+
+async def messages(request: web.Request) -> web.StreamResponse:
+    body = await f.read_json_object(request)
+    if body.get("max_tokens") is None:
+        raise APIError(400, "'max_tokens' is required")
+    state, msgs, tools, tokens = _prompt(request, body)
+    check_fits(len(tokens), state.engine.context_capacity(0))
+    sampling_body = {k: body[k] for k in ("temperature", "top_p", "top_k") if k in body}
+    if "temperature" in sampling_body:
+        f.get_number(body, "temperature", None, 0.0, 1.0)
+    job = Job(api="anthropic", prompt=tokens, max_tokens=f.get_max_tokens(body, ("max_tokens",), None),
+              sampling=parse_sampling(sampling_body), stop=f.get_stop(body, "stop_sequences", limit=64),
+              conversation=conversation_key(msgs))
+    model = body.get("model") or state.model_name
+    mid = f"msg_{uuid.uuid4().hex[:24]}"
+    if f.get_bool(body, "stream"):
+        return await _stream(request, state, job, model, mid, bool(tools))
+    completion, _ = await JobEvents(request, state.scheduler, job).until_done()
+    if completion.finish_reason == "error":
+        raise APIError(500, completion.error or "generation failed")
+    content, calls = split_tool_calls(completion.text, bool(tools))
+    blocks: list[dict] = [{"type": "text", "text": content}] if content or not calls else []
+    blocks += [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": c["name"],
+                "input": _json_or_empty(c["arguments"])} for c in calls]
+    return web.json_response({
+        "id": mid, "type": "message", "role": "assistant", "model": model, "content": blocks,
+        "stop_reason": "tool_use" if calls else _stop_reason(completion),
+        "stop_sequence": completion.stop_sequence, "usage": usage(completion),
+        "timings": completion.timings,
+    })
+
+
+async def count_tokens(request: web.Request) -> web.Response:
+    body = await f.read_json_object(request)
+    _, _, _, tokens = _prompt(request, body)
+    return web.json_response({"input_tokens": len(tokens)})
+
+
+# ----- shaping -----
+
+def usage(c: Completion, output_tokens: int | None = None) -> dict:
+    return {"input_tokens": c.prompt_tokens - c.cached_tokens,
+            "output_tokens": len(c.tokens) if output_tokens is None else output_tokens,
+            "cache_read_input_tokens": c.cached_tokens, "cache_creation_input_tokens": 0}
+
+
+def _stop_reason(c: Completion) -> str:
+    if c.finish_reason == "length":
+        return "max_tokens"
+    return "stop_sequence" if c.stop_sequence is not None else "end_turn"
+
+
+def _json_or_empty(arguments: str) -> Any:
+    try:
+        value = json.loads(arguments)
+    except (TypeError, json.JSONDecodeError):
+        return {}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: str, tools: bool) -> web.StreamResponse:
+    """The event sequence the SDK expects: message_start, content_block_start, ping, content_block_delta*,
+    content_block_stop, (tool_use blocks), message_delta, message_stop. With tools the answer is held
+    until it is complete, then split into text and tool_use blocks."""
+    events = JobEvents(request, state.scheduler, job)
+    resp: web.StreamResponse | None = None
+    text_open = False
+    try:
+        async for kind, payload in events:
+            if resp is None:
+                resp = await open_sse(request)
+                cached = payload.get("cached_tokens", 0) if kind == "start" else 0
+                await send_sse(resp, {"type": "message_start", "message": {
+                    "id": mid, "type": "message", "role": "assistant", "model": model, "content": [],
+                    "stop_reason": None, "stop_sequence": None,
+                    "usage": {"input_tokens": len(job.prompt) - cached, "output_tokens": 0,
+                              "cache_read_input_tokens": cached, "cache_creation_input_tokens": 0}}},
+                    "message_start")
+                await send_sse(resp, {"type": "ping"}, "ping")
+            if kind == "text" and not tools:
+                if not text_open:
+                    await _block_start(resp, 0, {"type": "text", "text": ""})
+                    text_open = True
+                await send_sse(resp, {"type": "content_block_delta", "index": 0,
+                                      "delta": {"type": "text_delta", "text": payload}}, "content_block_delta")
+            elif kind == "done":
+                c: Completion = payload
+                if c.finish_reason == "error":
+                    await send_sse(resp, {"type": "error", "error": {"type": "api_error",
+                                                                     "message": c.error or "generation failed"}},
+                                   "error")
+                    break
+                index, stop = 0, _stop_reason(c)
+                if tools:
+                    content, calls = split_tool_calls(c.text, True)
+                    if content or not calls:
+                        await _text_block(resp, index, content)
+                        index += 1
+                    for call in calls:
+                        await _block_start(resp, index, {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}",
+                                                         "name": call["name"], "input": {}})
+                        await send_sse(resp, {"type": "content_block_delta", "index": index, "delta": {
+                            "type": "input_json_delta", "partial_json": json.dumps(_json_or_empty(call["arguments"]))}},
+                            "content_block_delta")
+                        await send_sse(resp, {"type": "content_block_stop", "index": index}, "content_block_stop")
+                        index += 1
+                    if calls:
+                        stop = "tool_use"
+                else:
+                    if not text_open:
+                        await _block_start(resp, 0, {"type": "text", "text": ""})
+                    await send_sse(resp, {"type": "content_block_stop", "index": 0}, "content_block_stop")
+                await send_sse(resp, {"type": "message_delta",
+                                      "delta": {"stop_reason": stop, "stop_sequence": c.stop_sequence},
+                                      "usage": usage(c)}, "message_delta")
+                await send_sse(resp, {"type": "message_stop"}, "message_stop")
+    except (ConnectionResetError, ConnectionError):
+        pass
+    finally:
+        events.close()
+    return resp if resp is not None else web.Response(status=499)
+
+
+async def _block_start(resp: web.StreamResponse, index: int, block: dict) -> None:
+    await send_sse(resp, {"type": "content_block_start", "index": index, "content_block": block},
+                   "content_block_start")
+
+
+async def _text_block(resp: web.StreamResponse, index: int, text: str) -> None:
+    await _block_start(resp, index, {"type": "text", "text": ""})
+    if text:
+        await send_sse(resp, {"type": "content_block_delta", "index": index,
+                              "delta": {"type": "text_delta", "text": text}}, "content_block_delta")
+    await send_sse(resp, {"type": "content_block_stop", "index": index}, "content_block_stop")

@@ -1,0 +1,169 @@
+"""The application factory `init_app(config) -> web.Application` and the model-loading lifecycle.
+
+The app listens at once; the model loads in a background thread (`/health` answers 503 until it is
+ready). Loading builds the engine, the conversation cache, the scheduler (its one worker thread) and
+the INFO line; cleanup stops them in reverse order. Not here: command-line handling (cli.py), the
+routes' handlers, the scheduling itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from strata.server import slot_policy
+from strata.server.config import ServerConfig
+from strata.server.keys import STATE, ServerState
+from strata.server.routes import add_routes
+from strata.server.scheduler import Scheduler
+from strata.server.service import auth_middleware, error_middleware
+
+log = logging.getLogger("strata.server")
+MIB = 1024 * 1024
+
+
+class LogTail(logging.Handler):
+    """Keeps the last lines of the server's log for the monitor feed."""
+
+    def __init__(self, state: ServerState) -> None:
+        super().__init__(logging.INFO)
+        self.state = state
+        self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.state.log_tail.append(self.format(record))
+        except Exception:
+            pass
+
+
+def init_app(config: ServerConfig) -> web.Application:
+    app = web.Application(client_max_size=max(1024, int(config.max_body_mib * MIB)),
+                          middlewares=[error_middleware, auth_middleware])
+    state = ServerState(config=config, started=time.time())
+    app[STATE] = state
+    add_routes(app)
+    app.cleanup_ctx.append(_lifecycle)
+    return app
+
+
+def model_path(config: ServerConfig) -> Path:
+    if config.model:
+        path = Path(config.model).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"--model {config.model}: no such file")
+        return path
+    from strata.engine.models import default_model_path
+
+    return default_model_path()
+
+
+def load(state: ServerState) -> None:
+    """Builds everything that needs the model (runs in a thread)."""
+    from strata.engine import Engine
+
+    cfg = state.config
+    path = model_path(cfg)
+    t0 = time.monotonic()
+    engine = Engine(str(path), n_ctx=cfg.ctx, n_slots=cfg.batch, n_groups=cfg.batch_groups if cfg.batch else 1,
+                    slot_ctx=cfg.slot_ctx_effective if cfg.batch else None, n_threads=cfg.threads,
+                    kv_type=cfg.kv_type, backend=cfg.backend)
+    state.engine = engine
+    state.model_name = path.stem
+    state.cache = _make_cache(cfg, engine)
+    timeline = None
+    if cfg.timeline_out:
+        from strata.server.timeline_writer import TimelineWriter
+
+        timeline = TimelineWriter(cfg.timeline_out)
+    sched = Scheduler(engine, queue_limit=cfg.queue, prefill_chunk=cfg.prefill_chunk, metrics=state.metrics,
+                      policy_cfg=slot_policy.PolicyConfig.from_env(cfg.env), cache=state.cache, timeline=timeline)
+    sched.start()
+    state.scheduler = sched
+    _attach_sessions(state)
+    state.info_line = info_line(state)
+    log.info("%s (loaded in %.1f s)", state.info_line, time.monotonic() - t0)
+    state.ready = True
+
+
+def _make_cache(cfg: ServerConfig, engine: Any) -> Any:
+    try:
+        from strata.server.cache import CacheConfig, ConversationCache
+    except ImportError:
+        return None
+    cache_cfg = CacheConfig.from_values(cfg.values, environ=cfg.env)
+    try:
+        return ConversationCache(cache_cfg, engine)
+    except ImportError as e:          # the engine's snapshot module is missing: run without the cache
+        log.warning("conversation cache off: %s", e)
+        return None
+
+
+def _attach_sessions(state: ServerState) -> None:
+    if state.cache is None:
+        return
+    try:
+        from strata.server.cache.http import SESSION_BACKEND
+    except ImportError:
+        return
+    from strata.server.sessions_backend import SessionBackend
+
+    state.app[SESSION_BACKEND] = SessionBackend(state.scheduler, state.cache)
+
+
+def info_line(state: ServerState) -> str:
+    cfg, e = state.config, state.engine
+    n_slots = int(getattr(e, "n_slots", 0))
+    contexts = f"main {e.context_capacity(0)}"
+    if n_slots:
+        contexts += f" + {n_slots} slots x {e.context_capacity(1)} in {getattr(e, 'n_groups', 1)} group(s)"
+    parts = [
+        f"model {state.model_name} ({getattr(e, 'arch', '?')})",
+        f"backend {getattr(e, 'backend', cfg.backend)}, {getattr(e, 'n_threads', '?')} threads",
+        f"contexts {contexts}, KV {getattr(e, 'kv_type', cfg.kv_type)}",
+        f"large pages {getattr(e, 'large_pages', 'unknown')}",
+    ]
+    if state.cache is not None and hasattr(state.cache, "describe"):
+        parts.append(state.cache.describe())
+    else:
+        parts.append("conversation cache off")
+    parts.append(f"listening on http://{cfg.host}:{cfg.port}")
+    return "strata: " + " | ".join(parts)
+
+
+async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
+    state = app[STATE]
+    state.app = app
+    tail = LogTail(state)
+    logging.getLogger("strata").addHandler(tail)
+    task = asyncio.get_running_loop().run_in_executor(None, _load_logged, state)
+    yield
+    try:
+        await asyncio.wait_for(asyncio.shield(task), 120)
+    except Exception:
+        pass
+    if state.scheduler is not None:
+        await asyncio.get_running_loop().run_in_executor(None, state.scheduler.stop)
+        if state.scheduler.timeline is not None:
+            state.scheduler.timeline.close()
+    if state.cache is not None:
+        try:
+            state.cache.close()
+        except Exception:
+            log.exception("closing the conversation cache failed")
+    logging.getLogger("strata").removeHandler(tail)
+
+
+def _load_logged(state: ServerState) -> None:
+    try:
+        load(state)
+    except Exception as e:
+        state.load_error = f"the model could not be loaded: {e}"
+        log.error("%s", state.load_error)
+        if state.on_load_error is not None:
+            state.on_load_error()

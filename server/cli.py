@@ -1,0 +1,136 @@
+"""`strata serve`: flags, configuration, start-up checks, the listening loop, signals and the status line.
+
+An invalid option or variable stops start-up with a message naming it (exit status 2); a model that
+cannot be loaded stops the server (exit status 1). SIGINT / SIGTERM stop it cleanly: running requests
+are cancelled, the engine thread joins, the cache closes. Not here: the app itself (app.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import time
+from typing import Any
+
+from aiohttp import web
+from strata.server.config import ConfigError, ServerConfig, all_options, config_from_args
+from strata.server.options import OPTIONS, add_flags
+
+log = logging.getLogger("strata.server")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="PATH", default=None,
+                        help="TOML configuration file (default: the one `strata setup` wrote, when it exists); "
+                             "flags override it")
+    parser.add_argument("--no-config", action="store_true", help="ignore the default configuration file")
+    add_flags(parser, OPTIONS, "server and engine")
+    cache_options = tuple(o for o in all_options() if o not in OPTIONS)
+    if cache_options:
+        add_flags(parser, cache_options, "conversation cache")
+
+
+def validate(config: ServerConfig) -> None:
+    """Every part's settings checked before anything starts; raises ConfigError naming the bad one."""
+    from strata.server import slot_policy
+
+    try:
+        slot_policy.PolicyConfig.from_env(config.env)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    try:
+        from strata.server.cache import CacheConfig
+    except ImportError:
+        return
+    try:
+        CacheConfig.from_values(config.values, environ=config.env)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args)
+        validate(config)
+    except ConfigError as e:
+        print(f"strata serve: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return asyncio.run(serve(config))
+    except KeyboardInterrupt:
+        return 0
+
+
+async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
+    from strata.server.app import init_app
+    from strata.server.keys import STATE
+
+    app = init_app(config)
+    state = app[STATE]
+    stop = asyncio.Event()
+    failed = False
+    loop = asyncio.get_running_loop()
+
+    def on_load_error() -> None:
+        nonlocal failed
+        failed = True
+        loop.call_soon_threadsafe(stop.set)
+
+    state.on_load_error = on_load_error
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):   # Windows: Ctrl-C arrives as KeyboardInterrupt
+            pass
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, config.host, config.port, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as e:
+        log.error("cannot listen on %s:%s: %s", config.host, config.port, e)
+        await runner.cleanup()
+        return 1
+    port = runner.addresses[0][1] if runner.addresses else config.port
+    if config.port == 0:
+        state.config = config.replace(port=port)
+    log.info("listening on http://%s:%s (loading the model)", config.host, port)
+    status_task = asyncio.create_task(status_line(state, stop)) if config.status_line and sys.stderr.isatty() \
+        else None
+    try:
+        await stop.wait()
+    finally:
+        log.info("stopping")
+        if status_task is not None:
+            status_task.cancel()
+        await runner.cleanup()
+    return 1 if failed else 0
+
+
+async def status_line(state: Any, stop: asyncio.Event) -> None:
+    """A live one-line status on stderr, about once a second (only when stderr is a terminal)."""
+    last_gen, last_t = 0, time.monotonic()
+    while not stop.is_set():
+        await asyncio.sleep(1.0)
+        sched = state.scheduler
+        if not state.ready or sched is None:
+            line = "strata: loading the model..." if not state.load_error else f"strata: {state.load_error}"
+        else:
+            m = state.metrics.snapshot()
+            now = time.monotonic()
+            gen = m["generated_tokens_total"]
+            rate = (gen - last_gen) / max(now - last_t, 1e-6)
+            last_gen, last_t = gen, now
+            busy = sum(1 for s in sched.slots_view() if s["state"] in ("prefill", "decode"))
+            total_prompt = m["prompt_tokens_total"]
+            hit = 100.0 * m["prompt_tokens_reused"] / total_prompt if total_prompt else 0.0
+            line = (f"strata: {busy} running, {sched.queue_depth} queued | {rate:.1f} tok/s | "
+                    f"{sum(m['requests_total'].values())} requests | prompt reuse {hit:.0f}%")
+        sys.stderr.write("\r\x1b[2K" + line[:200])
+        sys.stderr.flush()
+    sys.stderr.write("\n")

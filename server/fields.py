@@ -1,0 +1,124 @@
+"""Typed reads of JSON request fields, each failing with a 400 that names the field and what is wrong.
+
+Shared by openai_api and anthropic_api; knows nothing of either API's meaning of a field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from aiohttp import web
+from strata.server.errors import APIError
+
+MAX_TOKENS_LIMIT = 1 << 20   # a max_tokens above this is a client bug, not a wish
+
+
+async def read_json_object(request: web.Request) -> dict[str, Any]:
+    """The body as a JSON object; 400 for anything else (413 for a body over the limit comes from aiohttp)."""
+    ctype = request.content_type
+    if ctype not in ("application/json", "", "application/octet-stream", "text/plain"):
+        raise APIError(415, f"expected Content-Type application/json, got {ctype}")
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge as e:
+        raise APIError(413, f"the request body is larger than the limit of {e.max_size} bytes") from None
+    if not raw.strip():
+        raise APIError(400, "the request body is empty; expected a JSON object")
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise APIError(400, f"the request body is not valid JSON: {e}") from None
+    if not isinstance(body, dict):
+        raise APIError(400, f"the request body must be a JSON object, got {type(body).__name__}")
+    return body
+
+
+def _type_name(v: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(v), "number" if isinstance(v, (int, float)) else type(v).__name__)
+
+
+def get_str(body: dict, name: str, default: str | None = None, *, required: bool = False) -> str | None:
+    v = body.get(name)
+    if v is None:
+        if required:
+            raise APIError(400, f"'{name}' is required", param=name)
+        return default
+    if not isinstance(v, str):
+        raise APIError(400, f"'{name}' must be a string, got {_type_name(v)}", param=name)
+    return v
+
+
+def get_bool(body: dict, name: str, default: bool = False) -> bool:
+    v = body.get(name)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise APIError(400, f"'{name}' must be a boolean, got {_type_name(v)}", param=name)
+    return v
+
+
+def get_number(body: dict, name: str, default: float | None, lo: float, hi: float) -> float | None:
+    v = body.get(name)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise APIError(400, f"'{name}' must be a number, got {_type_name(v)}", param=name)
+    if not lo <= v <= hi:
+        raise APIError(400, f"'{name}' must be between {lo:g} and {hi:g}, got {v}", param=name)
+    return float(v)
+
+
+def get_int(body: dict, name: str, default: int | None, lo: int, hi: int) -> int | None:
+    v = body.get(name)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        else:
+            raise APIError(400, f"'{name}' must be an integer, got {_type_name(v)}", param=name)
+    if not lo <= v <= hi:
+        raise APIError(400, f"'{name}' must be between {lo} and {hi}, got {v}", param=name)
+    return v
+
+
+def get_max_tokens(body: dict, names: tuple[str, ...], default: int | None) -> int | None:
+    for name in names:
+        if body.get(name) is not None:
+            return get_int(body, name, None, 1, MAX_TOKENS_LIMIT)
+    return default
+
+
+def get_stop(body: dict, name: str, limit: int = 16) -> tuple[str, ...]:
+    v = body.get(name)
+    if v is None:
+        return ()
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+        raise APIError(400, f"'{name}' must be a string or an array of strings", param=name)
+    if len(v) > limit:
+        raise APIError(400, f"'{name}' has {len(v)} entries; at most {limit}", param=name)
+    return tuple(s for s in v if s)
+
+
+def get_list(body: dict, name: str, *, required: bool = False, nonempty: bool = False) -> list | None:
+    v = body.get(name)
+    if v is None:
+        if required:
+            raise APIError(400, f"'{name}' is required", param=name)
+        return None
+    if not isinstance(v, list):
+        raise APIError(400, f"'{name}' must be an array, got {_type_name(v)}", param=name)
+    if nonempty and not v:
+        raise APIError(400, f"'{name}' must not be empty", param=name)
+    return v
+
+
+def expect_object(v: Any, where: str) -> dict:
+    if not isinstance(v, dict):
+        raise APIError(400, f"{where} must be an object, got {_type_name(v)}", param=where)
+    return v

@@ -1,0 +1,88 @@
+"""Running one job from an HTTP handler: submit it to the scheduler, read its events, notice a client
+that went away (and cancel its job), write server-sent events. Shared by both APIs' handlers.
+
+Not here: request parsing or response shapes (openai_api / anthropic_api), scheduling (scheduler).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from aiohttp import web
+from strata.server.jobs import Job
+
+CLIENT_CHECK_S = 0.25
+
+
+def client_gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+class JobEvents:
+    """Async iterator over a submitted job's events ("start", "text", "done"). Closing it before "done"
+    cancels the job; so does the client disconnecting while it waits."""
+
+    def __init__(self, request: web.Request, scheduler: Any, job: Job) -> None:
+        self.request = request
+        self.scheduler = scheduler
+        self.job = job
+        self.done = False
+        job.loop = asyncio.get_running_loop()
+        job.events = asyncio.Queue()
+        scheduler.submit(job)          # raises APIError(503) when the queue is full
+
+    def __aiter__(self) -> JobEvents:
+        return self
+
+    async def __anext__(self) -> tuple[str, Any]:
+        if self.done:
+            raise StopAsyncIteration
+        assert self.job.events is not None
+        while True:
+            try:
+                kind, payload = self.job.events.get_nowait()
+            except asyncio.QueueEmpty:
+                try:
+                    kind, payload = await asyncio.wait_for(self.job.events.get(), CLIENT_CHECK_S)
+                except asyncio.TimeoutError:
+                    if client_gone(self.request) and not self.job.cancelled:
+                        self.scheduler.cancel(self.job)
+                    continue
+            if kind == "done":
+                self.done = True
+            return kind, payload
+
+    def close(self) -> None:
+        if not self.done:
+            self.scheduler.cancel(self.job)
+            self.done = True
+
+    async def until_done(self) -> tuple[Any, dict]:
+        """Waits for the end (non-streaming); returns (completion, start info)."""
+        start: dict = {}
+        try:
+            async for kind, payload in self:
+                if kind == "start":
+                    start = payload
+                elif kind == "done":
+                    return payload, start
+        finally:
+            self.close()
+        raise RuntimeError("job ended without a completion")
+
+
+async def open_sse(request: web.Request) -> web.StreamResponse:
+    resp = web.StreamResponse(status=200, headers={
+        "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    await resp.prepare(request)
+    return resp
+
+
+async def send_sse(resp: web.StreamResponse, data: Any, event: str | None = None) -> None:
+    """One event; raises ConnectionResetError when the client went away."""
+    body = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    head = f"event: {event}\n" if event else ""
+    await resp.write(f"{head}data: {body}\n\n".encode())

@@ -1,0 +1,39 @@
+"""The typed `web.AppKey`s of the application, and the one mutable state object they point at.
+
+Handlers read `app[STATE]`; server/app.py fills it while the model loads (so /health can answer 503
+until `ready`). Nothing here starts or stops anything.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from strata.server.config import ServerConfig
+from strata.server.metrics import Metrics
+
+
+@dataclass
+class ServerState:
+    config: ServerConfig
+    metrics: Metrics = field(default_factory=Metrics)
+    engine: Any = None              # strata.engine.Engine once loaded
+    scheduler: Any = None           # strata.server.scheduler.Scheduler once loaded
+    cache: Any = None               # strata.server.cache.ConversationCache when configured
+    ready: bool = False
+    load_error: str | None = None
+    info_line: str = ""
+    model_name: str = ""
+    started: float = 0.0
+    app: Any = None                 # the web.Application (to attach parts' keys once loaded)
+    on_load_error: Callable[[], None] | None = None   # the CLI stops the server when loading fails
+    log_tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=200))
+
+    def model_names(self) -> list[str]:
+        return [self.model_name, *self.config.aliases] if self.model_name else list(self.config.aliases)
+
+
+STATE: web.AppKey[ServerState] = web.AppKey("strata_state", ServerState)

@@ -1,0 +1,113 @@
+"""The monitor feed: `GET /v1/monitor` (one JSON snapshot of everything the monitor shows) and
+`GET /v1/monitor/events` (the same snapshot as server-sent events, at most 4 a second), plus
+`GET /v1/slots`. Field names are fixed by docs/internals.md ("Monitor feed"); an absent field means
+"not applicable", never a fake 0. Read-only views; nothing here changes the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from aiohttp import web
+from strata.server.jobrun import open_sse, send_sse
+from strata.server.keys import STATE, ServerState
+from strata.server.openai_api import ready_state
+
+from strata import __version__
+
+MAX_EVENTS_PER_S = 4.0
+
+
+def _drop_none(d: dict) -> dict:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def snapshot(state: ServerState) -> dict[str, Any]:
+    cfg = state.config
+    out: dict[str, Any] = {
+        "time": time.time(), "version": __version__, "endpoint": f"http://{cfg.host}:{cfg.port}",
+        "info_line": state.info_line, "ready": state.ready,
+        "log_tail": list(state.log_tail),
+    }
+    if state.load_error:
+        out["error"] = state.load_error
+    engine = state.engine
+    if engine is not None:
+        meta = getattr(engine, "metadata", {}) or {}
+        out["model"] = _drop_none({
+            "path": str(getattr(engine, "model_path", "")), "name": state.model_name,
+            "arch": getattr(engine, "arch", None), "quant": _quant(engine),
+            "n_ctx_train": getattr(engine, "n_ctx_train", None) or meta.get(f"{getattr(engine, 'arch', '')}.context_length"),
+        })
+        out["engine"] = _drop_none({
+            "backend": getattr(engine, "backend", None), "threads": getattr(engine, "n_threads", None),
+            "large_pages": getattr(engine, "large_pages", None), "kv_type": getattr(engine, "kv_type", None),
+            "bytes_per_token": getattr(engine, "bytes_per_token", None),
+        })
+    sched = state.scheduler
+    if sched is not None:
+        out["slots"] = [_drop_none(s) for s in sched.slots_view()]
+        out["requests"] = [_drop_none(r) for r in list(sched.requests)]
+        out["decisions"] = [dict(d) for d in list(sched.placer.trace)]
+        m = state.metrics.snapshot()
+        out["totals"] = {
+            "requests": sum(m["requests_total"].values()), "prompt_tokens": m["prompt_tokens_total"],
+            "prompt_tokens_read": m["prompt_tokens_read"], "prompt_tokens_reused": m["prompt_tokens_reused"],
+            "generated_tokens": m["generated_tokens_total"], "queue_depth": sched.queue_depth,
+            "in_flight": sched.in_flight,
+        }
+    if state.cache is not None:
+        try:
+            out["cache"] = state.cache.snapshot_for_monitor()
+        except Exception as e:  # the feed must not fail because one part did
+            out["cache"] = {"error": str(e)}
+    return out
+
+
+def _quant(engine: Any) -> str | None:
+    q = getattr(engine, "quant", None)
+    if q:
+        return str(q)
+    try:
+        from strata.engine.models import describe_model
+
+        return describe_model(engine.model_path).quant
+    except Exception:
+        return None
+
+
+async def monitor(request: web.Request) -> web.Response:
+    return web.json_response(snapshot(request.app[STATE]), dumps=_dumps)
+
+
+async def monitor_events(request: web.Request) -> web.StreamResponse:
+    """`event: snapshot` at most 4 a second (default 1 a second; `?interval=0.25` asks for the maximum)."""
+    try:
+        interval = float(request.query.get("interval", "1"))
+    except ValueError:
+        interval = 1.0
+    interval = max(1.0 / MAX_EVENTS_PER_S, min(interval, 60.0))
+    resp = await open_sse(request)
+    state = request.app[STATE]
+    try:
+        while True:
+            await send_sse(resp, _dumps(snapshot(state)), "snapshot")
+            await asyncio.sleep(interval)
+    except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
+        pass
+    return resp
+
+
+async def slots(request: web.Request) -> web.Response:
+    state = ready_state(request)
+    sched = state.scheduler
+    return web.json_response({"slots": [_drop_none(s) for s in sched.slots_view()],
+                              "decisions": [dict(d) for d in list(sched.placer.trace)]}, dumps=_dumps)
+
+
+def _dumps(obj: Any) -> str:
+    import json
+
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)

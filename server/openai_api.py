@@ -1,0 +1,340 @@
+"""OpenAI-compatible endpoints: `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`.
+
+Thin handlers: validate the body into a `Job`, run it through the scheduler, shape the answer (JSON
+or server-sent events) with `usage` (incl. `prompt_tokens_details.cached_tokens`) and llama.cpp's
+`timings`. Not here: scheduling, chat templates, error rendering (errors.py via the middleware).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+from strata.engine.sampling import SamplingParams
+from strata.server import fields as f
+from strata.server.errors import APIError
+from strata.server.jobrun import JobEvents, open_sse, send_sse
+from strata.server.jobs import Completion, Job
+from strata.server.keys import STATE, ServerState
+from strata.server.prompting import (
+    check_fits,
+    conversation_key,
+    render_chat,
+    split_tool_calls,
+    tokens_key,
+)
+
+from strata import __version__
+
+ROLES = ("system", "developer", "user", "assistant", "tool")
+UNSUPPORTED_TRUE = ("logprobs", "echo")
+
+
+def ready_state(request: web.Request) -> ServerState:
+    state = request.app[STATE]
+    if not state.ready:
+        raise APIError(503, state.load_error or "the model is still loading; retry in a moment",
+                       headers={"Retry-After": "2"})
+    return state
+
+
+# ----- request parsing -----
+
+def _content_text(content: Any, where: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for j, part in enumerate(content):
+            part = f.expect_object(part, f"{where}[{j}]")
+            kind = part.get("type")
+            if kind in ("text", "input_text"):
+                if not isinstance(part.get("text"), str):
+                    raise APIError(400, f"{where}[{j}].text must be a string", param=where)
+                parts.append(part["text"])
+            elif kind in ("image_url", "input_image", "input_audio", "file"):
+                raise APIError(400, f"{where}[{j}]: {kind} parts are not supported (the model reads text only)",
+                               param=where)
+            else:
+                raise APIError(400, f"{where}[{j}].type {kind!r} is not supported; use 'text'", param=where)
+        return "".join(parts)
+    raise APIError(400, f"{where} must be a string or an array of content parts", param=where)
+
+
+def parse_messages(raw: list) -> list[dict]:
+    out: list[dict] = []
+    for i, m in enumerate(raw):
+        where = f"messages[{i}]"
+        m = f.expect_object(m, where)
+        role = m.get("role")
+        if role not in ROLES:
+            raise APIError(400, f"{where}.role must be one of {', '.join(ROLES)}; got {role!r}", param=where)
+        msg: dict[str, Any] = {"role": "system" if role == "developer" else role,
+                               "content": _content_text(m.get("content"), f"{where}.content")}
+        if role == "assistant" and m.get("tool_calls") is not None:
+            calls = m["tool_calls"]
+            if not isinstance(calls, list):
+                raise APIError(400, f"{where}.tool_calls must be an array", param=where)
+            msg["tool_calls"] = []
+            for j, c in enumerate(calls):
+                c = f.expect_object(c, f"{where}.tool_calls[{j}]")
+                fn = f.expect_object(c.get("function"), f"{where}.tool_calls[{j}].function")
+                if not isinstance(fn.get("name"), str):
+                    raise APIError(400, f"{where}.tool_calls[{j}].function.name must be a string", param=where)
+                args = fn.get("arguments", "{}")
+                msg["tool_calls"].append({"id": str(c.get("id", "")), "type": "function",
+                                          "function": {"name": fn["name"], "arguments": args}})
+        if role == "tool":
+            msg["tool_call_id"] = str(m.get("tool_call_id", ""))
+            if m.get("name") is not None:
+                msg["name"] = str(m["name"])
+        elif role != "assistant" and m.get("content") is None:
+            raise APIError(400, f"{where}.content is required", param=where)
+        out.append(msg)
+    return out
+
+
+def parse_tools(body: dict) -> list[dict] | None:
+    tools = f.get_list(body, "tools")
+    if not tools:
+        return None
+    out = []
+    for i, t in enumerate(tools):
+        t = f.expect_object(t, f"tools[{i}]")
+        if t.get("type", "function") != "function":
+            raise APIError(400, f"tools[{i}].type must be 'function'", param="tools")
+        fn = f.expect_object(t.get("function"), f"tools[{i}].function")
+        if not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise APIError(400, f"tools[{i}].function.name must be a non-empty string", param="tools")
+        if fn.get("parameters") is not None and not isinstance(fn["parameters"], dict):
+            raise APIError(400, f"tools[{i}].function.parameters must be a JSON schema object", param="tools")
+        out.append({"type": "function", "function": fn})
+    choice = body.get("tool_choice")
+    if choice == "none":
+        return None
+    if choice is not None and choice not in ("auto", "required") and not isinstance(choice, dict):
+        raise APIError(400, "'tool_choice' must be 'none', 'auto', 'required' or an object", param="tool_choice")
+    return out
+
+
+def parse_sampling(body: dict, top_p_name: str = "top_p") -> SamplingParams:
+    try:
+        return SamplingParams(
+            temperature=f.get_number(body, "temperature", 1.0, 0.0, 2.0),
+            top_p=f.get_number(body, top_p_name, 1.0, 1e-9, 1.0),
+            top_k=f.get_int(body, "top_k", 0, 0, 1 << 20),
+            min_p=f.get_number(body, "min_p", 0.0, 0.0, 1.0),
+            presence_penalty=f.get_number(body, "presence_penalty", 0.0, -2.0, 2.0),
+            frequency_penalty=f.get_number(body, "frequency_penalty", 0.0, -2.0, 2.0),
+            repeat_penalty=f.get_number(body, "repeat_penalty", 1.0, 1e-6, 10.0),
+            seed=f.get_int(body, "seed", None, 0, (1 << 63) - 1),
+        )
+    except ValueError as e:
+        raise APIError(400, str(e)) from None
+
+
+def _common_checks(body: dict) -> None:
+    n = f.get_int(body, "n", 1, 1, 1 << 20)
+    if n != 1:
+        raise APIError(400, f"'n' must be 1 (got {n}); send separate requests for several answers", param="n")
+    for name in UNSUPPORTED_TRUE:
+        if body.get(name):
+            raise APIError(400, f"'{name}' is not supported", param=name)
+    f.get_str(body, "model")
+    f.get_bool(body, "stream")
+
+
+# ----- handlers -----
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    state = ready_state(request)
+    body = await f.read_json_object(request)
+    _common_checks(body)
+    messages = parse_messages(f.get_list(body, "messages", required=True, nonempty=True))
+    tools = parse_tools(body)
+    tokens = render_chat(state.engine, messages, tools)
+    check_fits(len(tokens), state.engine.context_capacity(0))
+    job = Job(api="openai", prompt=tokens,
+              max_tokens=f.get_max_tokens(body, ("max_completion_tokens", "max_tokens"),
+                                          state.config.max_tokens_default),
+              sampling=parse_sampling(body), stop=f.get_stop(body, "stop"),
+              conversation=conversation_key(messages))
+    model = body.get("model") or state.model_name
+    if body.get("stream"):
+        opts = body.get("stream_options") or {}
+        return await _stream_chat(request, state, job, model, bool(tools),
+                                  bool(isinstance(opts, dict) and opts.get("include_usage")))
+    completion, _ = await JobEvents(request, state.scheduler, job).until_done()
+    _raise_if_failed(completion)
+    content, calls = split_tool_calls(completion.text, bool(tools))
+    message: dict[str, Any] = {"role": "assistant", "content": content if (content or not calls) else None}
+    finish = _finish_reason(completion)
+    if calls:
+        message["tool_calls"] = _tool_calls(calls)
+        finish = "tool_calls"
+    return web.json_response({
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
+        "model": model, "system_fingerprint": f"strata-{__version__}",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "usage": usage(completion), "timings": completion.timings,
+    })
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    state = ready_state(request)
+    body = await f.read_json_object(request)
+    _common_checks(body)
+    if body.get("suffix"):
+        raise APIError(400, "'suffix' is not supported", param="suffix")
+    tokens = _prompt_tokens(state, body.get("prompt"))
+    check_fits(len(tokens), state.engine.context_capacity(0))
+    job = Job(api="openai", prompt=tokens,
+              max_tokens=f.get_max_tokens(body, ("max_tokens",), 16), sampling=parse_sampling(body),
+              stop=f.get_stop(body, "stop"), conversation=tokens_key(tokens))
+    model = body.get("model") or state.model_name
+    cid = f"cmpl-{uuid.uuid4().hex[:24]}"
+    if body.get("stream"):
+        resp: web.StreamResponse | None = None
+        events = JobEvents(request, state.scheduler, job)
+        try:
+            async for kind, payload in events:
+                if resp is None:
+                    resp = await open_sse(request)
+                if kind == "text":
+                    await send_sse(resp, _cmpl_chunk(cid, model, payload, None))
+                elif kind == "done":
+                    await send_sse(resp, _cmpl_chunk(cid, model, "", _finish_reason(payload),
+                                                      usage(payload), payload.timings))
+                    await send_sse(resp, "[DONE]")
+        except (ConnectionResetError, ConnectionError):
+            pass
+        finally:
+            events.close()
+        return resp if resp is not None else web.Response(status=499)
+    completion, _ = await JobEvents(request, state.scheduler, job).until_done()
+    _raise_if_failed(completion)
+    return web.json_response({
+        "id": cid, "object": "text_completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "text": completion.text, "finish_reason": _finish_reason(completion),
+                     "logprobs": None}],
+        "usage": usage(completion), "timings": completion.timings,
+    })
+
+
+async def models(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    created = int(state.started)
+    data = [{"id": name, "object": "model", "created": created, "owned_by": "strata"}
+            for name in state.model_names()]
+    return web.json_response({"object": "list", "data": data})
+
+
+# ----- shaping -----
+
+def usage(c: Completion) -> dict:
+    return {"prompt_tokens": c.prompt_tokens, "completion_tokens": len(c.tokens),
+            "total_tokens": c.prompt_tokens + len(c.tokens),
+            "prompt_tokens_details": {"cached_tokens": c.cached_tokens}}
+
+
+def _finish_reason(c: Completion) -> str:
+    return "length" if c.finish_reason == "length" else "stop"
+
+
+def _raise_if_failed(c: Completion) -> None:
+    if c.finish_reason == "error":
+        raise APIError(500, c.error or "generation failed")
+    if c.finish_reason == "cancelled" and c.error:
+        raise APIError(503, c.error, headers={"Retry-After": "5"})
+
+
+def _tool_calls(calls: list[dict]) -> list[dict]:
+    return [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+             "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
+
+
+def _prompt_tokens(state: ServerState, prompt: Any) -> list[int]:
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        return list(state.engine.tokenize(prompt, special=True))
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        bad = [t for t in prompt if not 0 <= t < state.engine.n_vocab]
+        if bad:
+            raise APIError(400, f"'prompt' has token ids outside the vocabulary (0..{state.engine.n_vocab - 1}): "
+                                f"{bad[:5]}", param="prompt")
+        return list(prompt)
+    if prompt is None:
+        raise APIError(400, "'prompt' is required", param="prompt")
+    raise APIError(400, "'prompt' must be a string, an array of token ids, or an array holding one of those",
+                   param="prompt")
+
+
+def _chunk(cid: str, model: str, delta: dict, finish: str | None, extra: dict | None = None) -> dict:
+    out = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+           "system_fingerprint": f"strata-{__version__}",
+           "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+    if extra:
+        out.update(extra)
+    return out
+
+
+def _cmpl_chunk(cid: str, model: str, text: str, finish: str | None, use: dict | None = None,
+                timings: dict | None = None) -> dict:
+    out: dict[str, Any] = {"id": cid, "object": "text_completion", "created": int(time.time()), "model": model,
+                           "choices": [{"index": 0, "text": text, "finish_reason": finish, "logprobs": None}]}
+    if use is not None:
+        out["usage"] = use
+        out["timings"] = timings
+    return out
+
+
+async def _stream_chat(request: web.Request, state: ServerState, job: Job, model: str, tools: bool,
+                       include_usage: bool) -> web.StreamResponse:
+    """SSE: a role chunk, content chunks (with tools: the whole answer at the end, split into content
+    and tool calls), a finish chunk (with `timings`), optionally a usage chunk, then [DONE]."""
+    cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+    events = JobEvents(request, state.scheduler, job)   # a full queue raises 503 before any byte is sent
+    resp: web.StreamResponse | None = None
+    try:
+        async for kind, payload in events:
+            if resp is None:
+                resp = await open_sse(request)
+                await send_sse(resp, _chunk(cid, model, {"role": "assistant", "content": ""}, None))
+            if kind == "text" and not tools:
+                await send_sse(resp, _chunk(cid, model, {"content": payload}, None))
+            elif kind == "done":
+                c: Completion = payload
+                if c.finish_reason == "error":
+                    await send_sse(resp, {"error": {"message": c.error or "generation failed",
+                                                    "type": "server_error"}})
+                    break
+                finish = _finish_reason(c)
+                if tools:
+                    content, calls = split_tool_calls(c.text, True)
+                    if content:
+                        await send_sse(resp, _chunk(cid, model, {"content": content}, None))
+                    if calls:
+                        deltas = [dict(index=i, **tc) for i, tc in enumerate(_tool_calls(calls))]
+                        await send_sse(resp, _chunk(cid, model, {"tool_calls": deltas}, None))
+                        finish = "tool_calls"
+                await send_sse(resp, _chunk(cid, model, {}, finish, {"timings": c.timings}))
+                if include_usage:
+                    await send_sse(resp, {**_chunk(cid, model, {}, None), "choices": [], "usage": usage(c)})
+                await send_sse(resp, "[DONE]")
+    except (ConnectionResetError, ConnectionError):
+        pass
+    finally:
+        events.close()
+    if resp is None:
+        return web.Response(status=499)
+    return resp
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)

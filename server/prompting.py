@@ -1,0 +1,63 @@
+"""From validated API messages to prompt tokens, and from the model's answer back to text and tool calls.
+
+Both APIs normalise their messages to one shape (OpenAI's chat messages: system / user / assistant with
+`tool_calls` / tool) before the model's chat template renders them (`engine.apply_chat_template`; for a
+template without tool support the text teammate's `render_tools_into_system` writes the tools into the
+system prompt, see docs/api.md). Not here: request validation (openai_api / anthropic_api).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any
+
+from strata.engine.chat_template import parse_tool_calls
+from strata.server.errors import APIError
+
+
+def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None) -> list[int]:
+    """Token ids of the chat prompt with the generation prompt appended."""
+    try:
+        text = engine.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True)
+    except (ValueError, TypeError, KeyError) as e:
+        raise APIError(400, f"the model's chat template could not render these messages: {e}") from None
+    return list(engine.tokenize(text, special=True))
+
+
+def conversation_key(messages: list[dict]) -> str:
+    """Names a conversation by its system prompt and first user message (stable across its turns)."""
+    system = next((m for m in messages if m.get("role") == "system"), None)
+    first_user = next((m for m in messages if m.get("role") == "user"), None)
+    h = hashlib.sha256()
+    for m in (system, first_user):
+        h.update(json.dumps(m.get("content") if m else None, sort_keys=True, default=str).encode())
+        h.update(b"\x00")
+    return h.hexdigest()[:12]
+
+
+def tokens_key(tokens: list[int]) -> str:
+    """Conversation key of a raw-token prompt (/v1/completions): its first 256 tokens."""
+    return hashlib.sha256(json.dumps(tokens[:256]).encode()).hexdigest()[:12]
+
+
+def check_fits(n_prompt: int, capacity: int) -> None:
+    """A prompt must leave room for at least one generated token in the largest context."""
+    if n_prompt >= capacity:
+        raise APIError(400, f"the prompt is {n_prompt} tokens; the context holds {capacity} "
+                            f"(start the server with a larger --ctx)", param="messages", code="context_length_exceeded")
+    if n_prompt == 0:
+        raise APIError(400, "the prompt is empty", param="prompt")
+
+
+def split_tool_calls(text: str, tools_given: bool) -> tuple[str, list[dict[str, str]]]:
+    """(content, calls): calls parsed only when the request offered tools."""
+    if not tools_given:
+        return text, []
+    content, calls = parse_tool_calls(text)
+    return content, calls
+
+
+def call_id(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:24]}"

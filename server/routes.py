@@ -1,0 +1,30 @@
+"""The HTTP routes of `strata serve`: only the table (handlers live in their modules)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from strata.server import anthropic_api, monitor_feed, openai_api, service
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_routes([
+        web.get("/health", service.health),
+        web.get("/metrics", service.metrics),
+        web.get("/v1/models", openai_api.models),
+        web.get("/models", openai_api.models),
+        web.post("/v1/chat/completions", openai_api.chat_completions),
+        web.post("/chat/completions", openai_api.chat_completions),
+        web.post("/v1/completions", openai_api.completions),
+        web.post("/completions", openai_api.completions),
+        web.post("/v1/messages", anthropic_api.messages),
+        web.post("/v1/messages/count_tokens", anthropic_api.count_tokens),
+        web.get("/v1/slots", monitor_feed.slots),
+        web.get("/slots", monitor_feed.slots),
+        web.get("/v1/monitor", monitor_feed.monitor),
+        web.get("/v1/monitor/events", monitor_feed.monitor_events),
+    ])
+    try:
+        from strata.server.cache.http import add_session_routes
+    except ImportError:
+        return
+    add_session_routes(app)

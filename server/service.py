@@ -1,0 +1,87 @@
+"""Server-wide handlers and middlewares: `GET /health`, `GET /metrics`, the API-key check and the error
+middleware that answers every failure as JSON in the shape of the API the path belongs to.
+
+Not here: the APIs themselves (openai_api, anthropic_api), the application factory (app.py).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from strata.server.errors import APIError, api_of_path, error_body, error_response
+from strata.server.keys import STATE
+from strata.server.metrics import render_prometheus
+
+log = logging.getLogger("strata.server")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+OPEN_PATHS = ("/health",)
+
+
+async def health(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    if state.load_error:
+        return web.json_response({"status": "error", "error": state.load_error}, status=503)
+    if not state.ready:
+        return web.json_response({"status": "loading"}, status=503, headers={"Retry-After": "1"})
+    return web.json_response({"status": "ok", "model": state.model_name})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    sched = state.scheduler
+    text = render_prometheus(state.metrics.snapshot(), sched.slots_view() if sched else [],
+                             sched.queue_depth if sched else 0, sched.in_flight if sched else 0)
+    if state.cache is not None and hasattr(state.cache, "metrics_text"):
+        try:
+            text += state.cache.metrics_text()
+        except Exception:
+            log.exception("cache metrics failed")
+    return web.Response(text=text, content_type="text/plain", charset="utf-8",
+                        headers={"X-Content-Type-Options": "nosniff"})
+
+
+def presented_key(request: web.Request) -> str | None:
+    auth = request.headers.get("Authorization", "")
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    return request.headers.get("x-api-key")
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    key = request.app[STATE].config.api_key
+    if key and request.path not in OPEN_PATHS:
+        given = presented_key(request)
+        if given is None or not hmac.compare_digest(given.encode(), key.encode()):
+            request.app[STATE].metrics.add_rejected("auth")
+            what = "no API key was given" if given is None else "the API key is not valid"
+            raise APIError(401, f"{what}; send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
+                           headers={"WWW-Authenticate": "Bearer"})
+    return await handler(request)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    api = api_of_path(request.path)
+    try:
+        return await handler(request)
+    except APIError as e:
+        if e.status < 500:
+            request.app[STATE].metrics.add_rejected("bad_request" if e.status != 401 else "auth")
+        return error_response(api, e)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        message = {404: f"no endpoint {request.method} {request.path}",
+                   405: f"method {request.method} is not allowed on {request.path}",
+                   413: "the request body is larger than the server's limit (--max-body-mib)"}.get(e.status, e.reason)
+        return web.json_response(error_body(api, e.status, message), status=e.status)
+    except (ConnectionResetError, ConnectionError):
+        raise
+    except Exception as e:
+        log.exception("request %s %s failed", request.method, request.path)
+        return web.json_response(error_body(api, 500, f"internal error: {type(e).__name__}: {e}"), status=500)

@@ -1,0 +1,50 @@
+"""The session endpoints' backend (`server/cache/http.py` calls it): the conversation cache's session
+operations run on the scheduler's worker thread, on a context no request is using, and the slot table
+learns what a restore put into the context. Mechanism only; the cache does the saving and restoring.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strata.server.slots import MAIN
+
+WAIT_S = 600.0
+
+
+class SessionBackend:
+    def __init__(self, scheduler: Any, cache: Any) -> None:
+        self.scheduler = scheduler
+        self.cache = cache
+
+    def _context(self, ctx: int) -> Any:
+        table = self.scheduler.table
+        if not 0 <= ctx < len(table.contexts):
+            raise IndexError(f"no context {ctx}: this server has main and {len(table.contexts) - 1} slot(s)")
+        state = table[ctx]
+        if state.busy_job is not None:
+            raise ValueError(f"context {'main' if ctx == MAIN else ctx} is running a request; retry when it is idle")
+        return state
+
+    def save_session(self, name: str, ctx: int) -> dict:
+        def run() -> dict:
+            self._context(ctx)
+            return self.cache.save_session(name, ctx)
+
+        return self.scheduler.call(run).result(WAIT_S)
+
+    def restore_session(self, name: str, ctx: int) -> Any:
+        def run() -> Any:
+            state = self._context(ctx)
+            result = self.cache.restore_session(name, ctx)
+            self.scheduler.table.set_tokens(ctx, list(self.scheduler.engine.context_tokens(ctx)))
+            state.conversation = f"session:{name}"
+            return result
+
+        return self.scheduler.call(run).result(WAIT_S)
+
+    def delete_session(self, name: str) -> bool:
+        return self.cache.delete_session(name)
+
+    def list_sessions(self) -> list[dict]:
+        return self.cache.list_sessions()
