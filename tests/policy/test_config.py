@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from strata.server.slot_policy import ENV_NAMES, PolicyConfig
 
 

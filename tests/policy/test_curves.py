@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from strata.server.slot_policy import PolicyConfig, protection_s, retention, value
 
 from .factories import DEFAULT
