@@ -130,7 +130,8 @@ def _prompt(q: Question, stdin: TextIO, out: TextIO) -> str | None:
     else:
         print(f"  ({q.reason})", file=out)
     hint = "/".join(q.options) if q.key in ("concurrency", "keep_on_disk") else ""
-    out.write(f"> {hint + ' ' if hint else ''}[{q.default_text}] ")
+    shown = str(q.options.index(q.default) + 1) if q.key == "model" and q.default in q.options else q.default_text
+    out.write(f"> {hint + ' ' if hint else ''}[{shown}] ")
     out.flush()
     line = stdin.readline()
     return None if line == "" else line.rstrip("\r\n")

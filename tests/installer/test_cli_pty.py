@@ -1,0 +1,140 @@
+"""`strata setup` driven through a real pseudo-terminal (stdlib pty), and with stdin closed.
+
+Each question shown in order, Enter takes the default, a typed answer changes the plan, a bad
+answer is asked again with the reason. The config and cache folders point into tmp_path.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+from strata.installer import config_file
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pty is POSIX-only")
+
+
+class Terminal:
+    """A child process on a pseudo-terminal: `expect` text, `send` lines."""
+
+    def __init__(self, argv, env):
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+        os.close(slave)
+        self.seen = ""
+        self.pos = 0  # expect() looks after the previous match
+
+    def expect(self, pattern: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        start = self.pos
+        while not (match := re.compile(pattern).search(self.seen, start)):
+            left = deadline - time.monotonic()
+            if left <= 0 or self.proc.poll() is not None and not self._ready(0):
+                raise AssertionError(f"did not see {pattern!r}; output so far:\n{self.seen}")
+            if self._ready(min(left, 0.5)):
+                try:
+                    self.seen += os.read(self.master, 65536).decode(errors="replace").replace("\r\n", "\n")
+                except OSError:  # the child closed the terminal
+                    pass
+        self.pos = match.end()
+        return self.seen[start:self.pos]
+
+    def _ready(self, timeout: float) -> bool:
+        return bool(select.select([self.master], [], [], timeout)[0])
+
+    def send(self, line: str) -> None:
+        os.write(self.master, (line + "\n").encode())
+
+    def close(self) -> int:
+        try:
+            return self.proc.wait(timeout=60)
+        finally:
+            os.close(self.master)
+
+
+@pytest.fixture
+def env(tmp_path):
+    e = dict(os.environ)
+    e.update(XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_CACHE_HOME=str(tmp_path / "cache"),
+             XDG_DATA_HOME=str(tmp_path / "data"), COLUMNS="200")
+    return e
+
+
+def _setup(tmp_path, env, name):
+    argv = [sys.executable, "-m", "strata", "setup", "--config", str(tmp_path / name), "--disk-bench-mib", "8"]
+    return Terminal(argv, env)
+
+
+QUESTIONS = ["Which model?", "Measuring this machine", r"One request at a time, or several\?",
+             r"Keep conversations on disk\?", r"Folder for the conversations", r"Context size \(tokens\)\?"]
+
+
+def test_enter_everywhere_asks_in_order_and_writes_the_defaults(tmp_path, env, default_model_path):
+    t = _setup(tmp_path, env, "enter.toml")
+    for question in QUESTIONS:
+        t.expect(question)
+        if "Measuring" not in question:
+            t.expect(r"\] $")  # the prompt ends with the default in brackets and waits
+            t.send("")
+    t.expect("Wrote ")
+    assert t.close() == 0
+    order = [re.search(q, t.seen).start() for q in QUESTIONS]
+    assert order == sorted(order)
+    values, _ = config_file.read(tmp_path / "enter.toml")
+    assert values["model"] == str(default_model_path)
+    assert values["conversation_cache_cold_dir"] == str(tmp_path / "cache" / "strata" / "conversations")
+    assert values["batch"] >= 1
+
+
+def test_typed_answers_change_the_plan_and_bad_ones_are_asked_again(tmp_path, env, default_model_path):
+    t = _setup(tmp_path, env, "typed.toml")
+    t.expect("Which model?")
+    t.expect(r"\] $")
+    t.send("/nowhere/model.gguf")
+    t.expect("! /nowhere/model.gguf: no such file")
+    t.expect(r"\] $")
+    t.send("1")
+    t.expect(r"One request at a time, or several\?")
+    t.expect(r"\] $")
+    t.send("maybe")
+    t.expect("! 'maybe': answer 'one' or 'several'")
+    t.expect(r"One request at a time, or several\?")
+    t.send("one")
+    t.expect(r"Keep conversations on disk\?")
+    t.expect(r"\] $")
+    t.send("no")
+    t.expect(r"Context size \(tokens\)\?")
+    t.expect(r"\] $")
+    t.send("64k")
+    t.expect("! 65536 tokens is beyond the 8192 the model was trained on")
+    t.expect(r"\] $")
+    t.send("4096")
+    t.expect("Wrote ")
+    assert t.close() == 0
+    assert "Folder for the conversations" not in t.seen  # not asked when they stay off disk
+    values, reasons = config_file.read(tmp_path / "typed.toml")
+    assert (values["batch"], values["ctx"], values["slot_ctx"]) == (0, 4096, 4096)
+    assert (values["conversation_cache_cold_dir"], values["conversation_cache_cold_mib"]) == ("", 0)
+    assert reasons["ctx"].startswith("your answer")
+
+
+def test_stdin_closed_behaves_as_yes(tmp_path, env, default_model_path):
+    path = tmp_path / "closed.toml"
+    cmd = f'"{sys.executable}" -m strata setup --config "{path}" --disk-bench-mib 8 <&-'
+    done = subprocess.run(["bash", "-c", cmd], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Taking every default" in done.stdout
+    yes = tmp_path / "yes.toml"
+    done = subprocess.run([sys.executable, "-m", "strata", "setup", "--yes", "--config", str(yes),
+                           "--skip-bench"], env=env, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    a, b = config_file.read(path)[0], config_file.read(yes)[0]
+    assert a.pop("conversation_cache_cold_mib") // 4096 == b.pop("conversation_cache_cold_mib") // 4096  # free disk moves
+    assert a == b
