@@ -1,0 +1,97 @@
+"""strata serve's configuration: defaults < TOML file < environment < flags, the [env] table, aliases,
+unknown keys and bad values refused with their names; the CLI's exit status on a bad value."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from strata.server.cli import add_arguments, run, validate
+from strata.server.config import ConfigError, config_from_args, load_config
+
+
+def write(tmp_path, text: str):
+    p = tmp_path / "config.toml"
+    p.write_text(text)
+    return p
+
+
+def test_defaults_without_a_file():
+    c = load_config({}, environ={})
+    assert (c.ctx, c.batch, c.batch_groups, c.host, c.port) == (8192, 4, 1, "127.0.0.1", 8080)
+    assert c.slot_ctx_effective == 8192 and c.api_key is None and c.queue == 64
+
+
+def test_file_then_environment_then_flags(tmp_path):
+    p = write(tmp_path, 'ctx = 4096\nbatch = 2\napi_key = "from-file"\nport = 9000\n')
+    c = load_config({}, config_path=p, environ={})
+    assert (c.ctx, c.batch, c.api_key, c.port) == (4096, 2, "from-file", 9000)
+    c = load_config({}, config_path=p, environ={"STRATA_API_KEY": "from-env"})
+    assert c.api_key == "from-env"
+    c = load_config({"api_key": "from-flag", "ctx": "2048"}, config_path=p, environ={"STRATA_API_KEY": "x"})
+    assert (c.api_key, c.ctx, c.batch) == ("from-flag", 2048, 2)
+
+
+def test_env_table_and_the_environment_wins(tmp_path):
+    p = write(tmp_path, "[env]\nSTRATA_SLOT_EXPIRE_S = 600\nSTRATA_SLOT_TTL_MAX_S = 60\n")
+    c = load_config({}, config_path=p, environ={"STRATA_SLOT_TTL_MAX_S": "90", "HOME": "/x"})
+    assert c.env["STRATA_SLOT_EXPIRE_S"] == "600" and c.env["STRATA_SLOT_TTL_MAX_S"] == "90"
+    assert "HOME" not in c.env
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("ctx = 4096\nbogus_key = 1\n", "unknown key(s): bogus_key"),
+    ('ctx = "big"\n', "ctx: expected int, got 'big'"),
+    ("ctx = 8\n", "ctx: 8 is below the minimum 16"),
+    ('kv_type = "q9"\n', "kv_type: 'q9' is not one of f16, f32"),
+    ("port = 70000\n", "port: 70000 is above the maximum 65535"),
+    ("[env]\nPATH = 1\n", "[env] PATH: only STRATA_* variables belong there"),
+    ("ctx = \n", "not valid TOML"),
+    ("batch = 2\nbatch_groups = 3\n", "--batch-groups 3 is more than --batch 2"),
+    ("ctx = 1024\nslot_ctx = 2048\n", "--slot-ctx 2048 is larger than --ctx 1024"),
+])
+def test_bad_files_are_refused_naming_the_problem(tmp_path, text, needle):
+    with pytest.raises(ConfigError) as e:
+        load_config({}, config_path=write(tmp_path, text), environ={})
+    assert needle in str(e.value)
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config({}, config_path=tmp_path / "nope.toml", environ={})
+
+
+def test_aliases_agree_or_are_refused(tmp_path):
+    c = load_config({"conversation_cache_spill_dir": "/d"}, environ={})
+    assert c.conversation_cache_cold_dir == "/d"
+    with pytest.raises(ConfigError, match="aliases set to different values"):
+        load_config({"conversation_cache_spill_dir": "/d", "conversation_cache_cold_dir": "/e"}, environ={})
+    p = write(tmp_path, 'conversation_cache_cold_dir = "/a"\nconversation_cache_spill_dir = "/b"\n')
+    with pytest.raises(ConfigError, match="aliases set to different values"):
+        load_config({}, config_path=p, environ={})
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_command_line_flags_override_the_file(tmp_path):
+    p = write(tmp_path, "ctx = 4096\nstatus_line = true\n")
+    args = parse(["--config", str(p), "--ctx", "1024", "--no-status-line", "--batch", "0"])
+    c = config_from_args(args, environ={})
+    assert (c.ctx, c.status_line, c.batch) == (1024, False, 0)
+
+
+def test_policy_and_cache_settings_are_checked_before_start():
+    with pytest.raises(ConfigError, match="STRATA_SLOT_EXPIRE_S"):
+        validate(load_config({}, environ={"STRATA_SLOT_EXPIRE_S": "soon"}))
+    with pytest.raises(ConfigError, match="conversation-cache-mib"):
+        validate(load_config({"conversation_cache_mib": "-5"}, environ={}))
+
+
+def test_cli_exits_2_with_the_name_of_a_bad_flag(capsys):
+    assert run(parse(["--no-config", "--port", "http"])) == 2
+    assert "--port: expected int, got 'http'" in capsys.readouterr().err
