@@ -121,3 +121,13 @@ def test_tiny_fixture_vocabulary(tiny_model_factory):
     assert tok.decode(ids) == text
     assert tok.token_id("<|im_start|>") in ids and tok.token_id("<|im_start|>") in tok.message_opener_ids
     assert tok.token_id("<|im_end|>") in tok.eot_ids
+
+
+def test_user_defined_tokens_are_parsed_even_without_special(default_metadata):
+    types = list(default_metadata["tokenizer.ggml.token_type"])
+    types[5] = 4  # <file_sep> as USER_DEFINED
+    tok = Tokenizer.from_metadata(_with(default_metadata, token_type=types))
+    assert 5 in tok.encode("a<file_sep>b", special=False)
+    assert 5 in tok.encode("a<file_sep>b", special=True)
+    assert 1 not in tok.encode("a<|im_start|>b", special=False)  # CONTROL stays text
+    assert 5 not in tok.special_ids
