@@ -1,0 +1,85 @@
+"""Fixtures for the cache tests: a cache over the simulated engine, in temporary folders."""
+
+from __future__ import annotations
+
+import pytest
+
+from strata.server.cache import CacheConfig, ConversationCache
+from strata.server.cache.memory import FixedMemory
+from tests.cache.sim_engine import SimEngine, SimFormat
+
+PIECE = 64 << 10  # small checksum/stream pieces (64 KiB), so an image spans several
+
+
+class Clock:
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def folders(tmp_path):
+    d = {k: tmp_path / k for k in ("warm", "cold", "segments", "system", "sessions")}
+    return d
+
+
+@pytest.fixture
+def make_cache(folders, clock):
+    made = []
+
+    def make(engine=None, memory=None, io=None, environ=None, **options):
+        values = {
+            "conversation_cache_cold_dir": str(folders["cold"]),
+            "conversation_cache_warm_dir": str(folders["warm"]),
+            "conversation_cache_segment_dir": str(folders["segments"]),
+            "conversation_cache_system_prompt_dir": str(folders["system"]),
+            "conversation_cache_sessions_dir": str(folders["sessions"]),
+            "conversation_cache_min_free_mib": 2560,
+            "conversation_cache_park_min_free_mib": 512,
+        }
+        values.update(options)
+        cfg = CacheConfig.from_values(values, environ or {})
+        cache = ConversationCache(cfg, engine or SimEngine(), image_format=SimFormat,
+                                  memory=memory or FixedMemory(100_000), io=io, clock=clock, piece_bytes=PIECE)
+        made.append(cache)
+        return cache
+
+    yield make
+    for c in made:
+        c.close(persist=False)
+
+
+def conversation(seed: int, n_messages: int = 3, words: int = 10, opener: int = 1, system=None) -> list[int]:
+    """Tokens shaped like a ChatML history: each message starts with the opener token."""
+    toks: list[int] = []
+    sys_msg = system if system is not None else [opener, 5, 6, 7, 8]
+    toks += sys_msg
+    for m in range(n_messages):
+        toks.append(opener)
+        toks += [100 + (seed * 7919 + m * 31 + i) % 5000 for i in range(words)]
+    return toks
+
+
+def history(seed: int, n_tokens: int = 40, opener: int = 1) -> list[int]:
+    """A history of exactly n_tokens: system message [opener,5,6,7,8], then messages of 9 tokens."""
+    toks = [opener, 5, 6, 7, 8]
+    i = 0
+    while len(toks) < n_tokens:
+        toks.append(opener if (len(toks) - 5) % 9 == 0 else 100 + (seed * 7919 + i * 31) % 5000)
+        i += 1
+    return toks
+
+
+def park_history(cache, tokens, ctx: int = 1):
+    """Fill context `ctx` with `tokens` (a fresh read) and park it, as the scheduler would."""
+    eng = cache.engine
+    eng.truncate(ctx, 0)
+    eng.prefill(ctx, tokens)
+    return cache.park(ctx, "test")
