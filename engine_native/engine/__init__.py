@@ -1,16 +1,29 @@
 """strata.engine: the Python façade over the native engine strata._engine.
 
-Not here: tokenizer, chat template and sampling (their own modules), snapshots' image format
-(`snapshot.py`). This module re-exports the native types with Python-friendly attributes.
+What it is: `GGUFFile` (the native GGUF reader) and `Engine` (a model, its contexts, compute,
+snapshots, text). The contract is docs/internals.md ("Engine"); the typed surface is __init__.pyi.
+What it is not: the tokenizer, chat template or sampler (text teammate's modules, imported lazily
+here), the snapshot image format (`snapshot.py`), or any scheduling (the server's).
 """
 
 from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
 
 from strata import _engine
 
 build_info = _engine.build_info
 GGUFError = _engine.GGUFError
 GGUFTensor = _engine.GGUFTensor
+EngineError = _engine.EngineError
+ModelError = _engine.ModelError
+
+KV_TYPES = ("f16", "q8_0")
+BACKENDS = ("cpu",)
 
 
 class GGUFFile:
@@ -20,8 +33,8 @@ class GGUFFile:
     """
 
     def __init__(self, path) -> None:
-        self._native = _engine.GGUFFile(str(path))
-        self.path = str(path)
+        self._native = _engine.GGUFFile(os.fspath(path))
+        self.path = os.fspath(path)
         self.version: int = self._native.version
         self.alignment: int = self._native.alignment
         self.data_offset: int = self._native.data_offset
@@ -43,4 +56,245 @@ class GGUFFile:
         return f"GGUFFile({self.path!r}, {len(self.metadata)} keys, {len(self.tensors)} tensors)"
 
 
-__all__ = ["GGUFError", "GGUFFile", "GGUFTensor", "build_info"]
+def model_identity(path, data_offset: int) -> str:
+    """Hex SHA-256 of the file's header (metadata + tensor table), not of the weights."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        left = data_offset
+        while left > 0:
+            block = f.read(min(left, 1 << 20))
+            if not block:
+                break
+            h.update(block)
+            left -= len(block)
+    return h.hexdigest()
+
+
+def _positive_int(name: str, value, *, allow_zero: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+    return int(value)
+
+
+class Engine:
+    """A llama-family model on the CPU with a main context (id 0) and `n_slots` slot contexts.
+
+    Every compute call releases the GIL; calls are serialized inside the engine. Bad arguments raise
+    ValueError (EngineError / ModelError / GGUFError are ValueErrors) naming the problem.
+    """
+
+    def __init__(self, model_path, *, n_ctx: int = 4096, n_slots: int = 0, n_groups: int = 1,
+                 slot_ctx: int | None = None, n_threads: int | None = None, kv_type: str = "f16",
+                 backend: str = "cpu", max_chunk: int = 512) -> None:
+        n_ctx = _positive_int("n_ctx", n_ctx)
+        n_slots = _positive_int("n_slots", n_slots, allow_zero=True)
+        n_groups = _positive_int("n_groups", n_groups)
+        slot_ctx = n_ctx if slot_ctx is None else _positive_int("slot_ctx", slot_ctx)
+        n_threads = 0 if n_threads is None else _positive_int("n_threads", n_threads)
+        if kv_type not in KV_TYPES:
+            raise ValueError(f"kv_type must be one of {KV_TYPES}, got {kv_type!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend {backend!r} is not available in this build (available: {BACKENDS})")
+        self.model_path = os.fspath(model_path)
+        self._gguf = GGUFFile(self.model_path)
+        self._native = _engine.Engine(self.model_path, n_ctx=n_ctx, n_slots=n_slots, n_groups=n_groups,
+                                      slot_ctx=slot_ctx, n_threads=n_threads, kv_type=kv_type,
+                                      max_chunk=_positive_int("max_chunk", max_chunk))
+        hp = self._native.hparams()
+        self.arch: str = hp["arch"]
+        self.n_vocab: int = hp["n_vocab"]
+        self.n_ctx_train: int = hp["n_ctx_train"]
+        self.n_layer: int = hp["n_layer"]
+        self.n_embd: int = hp["n_embd"]
+        self.n_head: int = hp["n_head"]
+        self.n_head_kv: int = hp["n_head_kv"]
+        self.head_dim: int = hp["head_dim"]
+        self.n_ctx = n_ctx
+        self.n_contexts: int = self._native.n_contexts
+        self.n_slots = n_slots
+        self.n_groups = n_groups
+        self.kv_type = kv_type
+        self.bytes_per_token: int = self._native.bytes_per_token
+        self.backend = f"cpu-{self._native.simd}"
+        self.n_threads: int = self._native.n_threads
+        self.large_pages: str = self._native.large_pages
+        self.metadata: dict = self._gguf.metadata
+        self.model_id: str = model_identity(self.model_path, self._gguf.data_offset)
+        self._text = None  # (tokenizer, chat template), built on first use
+
+    # ---- identity and shape
+
+    def kv_layout(self) -> dict:
+        """What a snapshot's KV bytes mean; two engines can exchange snapshots when these are equal."""
+        return {"kv_type": self.kv_type, "n_layer": self.n_layer, "kv_dim": self.n_head_kv * self.head_dim,
+                "row_bytes": self._native.kv_row_bytes, "bytes_per_token": self.bytes_per_token}
+
+    def context_capacity(self, ctx: int) -> int:
+        return self._native.context_capacity(ctx)
+
+    def context_group(self, ctx: int) -> int:
+        return self._native.context_group(ctx)
+
+    def context_tokens(self, ctx: int) -> list[int]:
+        return self._native.context_tokens(ctx)
+
+    def context_len(self, ctx: int) -> int:
+        return self._native.context_len(ctx)
+
+    def context_bytes(self, ctx: int) -> int:
+        return self._native.context_len(ctx) * self.bytes_per_token
+
+    def has_logits(self, ctx: int) -> bool:
+        return self._native.has_logits(ctx)
+
+    # ---- compute
+
+    def prefill(self, ctx: int, tokens: Sequence[int], *, chunk: int = 512) -> None:
+        self._native.prefill(ctx, _tokens(tokens), _positive_int("chunk", chunk))
+
+    def decode(self, ctxs: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
+        return self._native.decode(list(ctxs), _tokens(tokens))
+
+    def logits(self, ctx: int) -> np.ndarray:
+        return self._native.logits(ctx)
+
+    def truncate(self, ctx: int, n: int) -> None:
+        self._native.truncate(ctx, n)
+
+    def copy(self, src: int, dst: int, n: int) -> None:
+        self._native.copy(src, dst, n)
+
+    def kv_read(self, ctx: int, t0: int, t1: int) -> bytes:
+        """Raw KV of tokens [t0, t1): per layer K rows then V rows."""
+        return self._native.kv_read(ctx, t0, t1)
+
+    def kv_write(self, ctx: int, tokens: Sequence[int], data) -> None:
+        """Appends tokens and their raw KV (kv_read's layout) to a context."""
+        self._native.kv_write(ctx, self.context_len(ctx), _tokens(tokens), data)
+
+    # ---- snapshots (format in snapshot.py)
+
+    def snapshot(self, ctx: int, n: int | None = None) -> bytes:
+        return b"".join(self.snapshot_chunks(ctx, n))
+
+    def snapshot_chunks(self, ctx: int, n: int | None = None) -> Iterator[bytes]:
+        from strata.engine import snapshot
+
+        return snapshot.write_chunks(self, ctx, n)
+
+    def restore(self, ctx: int, data) -> int:
+        r = self.restorer(ctx)
+        r.feed(data)
+        return r.finish()
+
+    def restorer(self, ctx: int):
+        from strata.engine import snapshot
+
+        return snapshot.Restorer(self, ctx)
+
+    # ---- text
+
+    def _text_parts(self):
+        if self._text is None:
+            from strata.engine.chat_template import ChatTemplate
+            from strata.engine.tokenizer import Tokenizer
+
+            tok = Tokenizer.from_metadata(self.metadata)
+            self._text = (tok, ChatTemplate.from_metadata(self.metadata, tok))
+        return self._text
+
+    @property
+    def tokenizer(self):
+        return self._text_parts()[0]
+
+    @property
+    def chat_template(self):
+        return self._text_parts()[1]
+
+    @property
+    def eos_token_ids(self) -> set[int]:
+        return set(self.tokenizer.eot_ids)
+
+    @property
+    def message_opener_ids(self) -> list[int]:
+        return list(self.tokenizer.message_opener_ids)
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        return self.tokenizer.encode(text, special=special)
+
+    def detokenize(self, tokens: Iterable[int]) -> str:
+        return self.tokenizer.decode(list(tokens))
+
+    def apply_chat_template(self, messages, tools=None, add_generation_prompt: bool = True) -> str:
+        return self.chat_template.render(messages, tools=tools, add_generation_prompt=add_generation_prompt)
+
+    def generate(self, tokens: Sequence[int], max_tokens: int, temperature: float = 0.0, top_k: int = 0,
+                 top_p: float = 1.0, min_p: float = 0.0, repeat_penalty: float = 1.0,
+                 presence_penalty: float = 0.0, frequency_penalty: float = 0.0, seed: int | None = None,
+                 stop_tokens: Iterable[int] | None = None) -> list[int]:
+        """Generated tokens after `tokens` on the main context (its matching prefix is reused).
+
+        Stops after max_tokens or at a stop token (default: the model's end-of-turn tokens), which
+        is not returned and not added to the context.
+        """
+        from strata.engine.sampling import Sampler, SamplingParams
+
+        tokens = [int(t) for t in tokens]
+        if not tokens:
+            raise ValueError("generate: tokens must not be empty")
+        max_tokens = _positive_int("max_tokens", max_tokens, allow_zero=True)
+        sampler = Sampler(SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                                         repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
+                                         frequency_penalty=frequency_penalty, seed=seed), self.n_vocab)
+        stops = self.eos_token_ids if stop_tokens is None else {int(t) for t in stop_tokens}
+        logits = self.prefill_reusing(0, tokens)
+        history = list(tokens)
+        out: list[int] = []
+        for _ in range(max_tokens):
+            t = sampler.sample(logits, history)
+            if t in stops:
+                break
+            out.append(t)
+            history.append(t)
+            if len(out) == max_tokens or self.context_len(0) >= self.context_capacity(0):
+                break  # the last token is returned but not computed: the next call prefills it
+            logits = self._native.decode([0], [t])[0]
+        return out
+
+    def prefill_reusing(self, ctx: int, tokens: Sequence[int]) -> np.ndarray:
+        """Makes the context hold exactly `tokens`, reusing its longest matching prefix; returns the
+        logits of the last token."""
+        tokens = list(tokens)
+        have = self.context_tokens(ctx)
+        common = 0
+        for a, b in zip(have, tokens, strict=False):
+            if a != b:
+                break
+            common += 1
+        if common == len(tokens) == len(have) and self.has_logits(ctx):
+            return self.logits(ctx)
+        common = min(common, len(tokens) - 1)  # the last token is always computed for its logits
+        self.truncate(ctx, common)
+        self.prefill(ctx, tokens[common:])
+        return self.logits(ctx)
+
+    def __repr__(self) -> str:
+        return (f"Engine({self.model_path!r}, arch={self.arch}, n_contexts={self.n_contexts}, "
+                f"kv={self.kv_type}, backend={self.backend}, threads={self.n_threads})")
+
+
+def _tokens(tokens) -> np.ndarray:
+    a = np.asarray(tokens)
+    if a.ndim != 1:
+        raise ValueError(f"tokens must be a 1-D sequence of ints, got shape {a.shape}")
+    if a.size and not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"tokens must be ints, got {a.dtype}")
+    if a.size and (int(a.min()) < 0 or int(a.max()) >= 2**31):
+        raise ValueError(f"token ids must be in [0, 2**31), got {int(a.min())}..{int(a.max())}")
+    return a.astype(np.int32, copy=False)
+
+
+__all__ = ["Engine", "EngineError", "GGUFError", "GGUFFile", "GGUFTensor", "ModelError", "build_info",
+           "model_identity"]

@@ -11,6 +11,7 @@
 namespace py = pybind11;
 
 namespace strata { void register_kernel_bindings(py::module_& parent); }  // binding-kernels.cpp
+namespace strata { void register_engine_bindings(py::module_& m); }     // binding-engine.cpp
 using namespace strata;
 
 namespace {
@@ -80,6 +81,7 @@ struct py_tensor_info {
 PYBIND11_MODULE(_engine, m) {
     m.doc() = "Strata native engine";
     strata::register_kernel_bindings(m);
+    strata::register_engine_bindings(m);
     m.def("build_info", []() {
         py::dict d;
 #if defined(__AVX512F__)

@@ -1,0 +1,155 @@
+// Python binding of the engine: strata._engine.Engine (wrapped by strata.engine.Engine).
+//
+// Not the public surface (engine_native/engine/__init__.py is); this file converts arguments and
+// releases the GIL around every call that computes or copies. engine_error / model_error become
+// ValueError with the engine's message.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+
+#include "engine.h"
+#include "quants.h"
+
+namespace py = pybind11;
+
+namespace strata {
+
+namespace {
+
+using i32_array = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
+
+std::vector<int32_t> token_vector(const py::object& tokens) {
+    i32_array a = py::cast<i32_array>(tokens);
+    if (a.ndim() != 1) throw engine_error("tokens must be a 1-D sequence of ints");
+    return std::vector<int32_t>(a.data(), a.data() + a.size());
+}
+
+}  // namespace
+
+void register_engine_bindings(py::module_& m) {
+    py::register_exception<engine_error>(m, "EngineError", PyExc_ValueError);
+    py::register_exception<model_error>(m, "ModelError", PyExc_ValueError);
+
+    py::class_<engine>(m, "Engine")
+        .def(py::init([](const std::string& path, int64_t n_ctx, int n_slots, int n_groups, int64_t slot_ctx,
+                         int n_threads, const std::string& kv_type, int64_t max_chunk) {
+                 engine_params p;
+                 p.n_ctx = n_ctx;
+                 p.n_slots = n_slots;
+                 p.n_groups = n_groups;
+                 p.slot_ctx = slot_ctx;
+                 p.n_threads = n_threads;
+                 p.kv_type = kv_type;
+                 p.max_chunk = max_chunk;
+                 py::gil_scoped_release nogil;
+                 return new engine(path, p);
+             }),
+             py::arg("model_path"), py::arg("n_ctx") = 4096, py::arg("n_slots") = 0, py::arg("n_groups") = 1,
+             py::arg("slot_ctx") = 0, py::arg("n_threads") = 0, py::arg("kv_type") = "f16",
+             py::arg("max_chunk") = 512)
+        .def("hparams", [](const engine& e) {
+            const model_hparams& h = e.hp();
+            py::dict d;
+            d["arch"] = h.arch;
+            d["n_vocab"] = h.n_vocab;
+            d["n_ctx_train"] = h.n_ctx_train;
+            d["n_embd"] = h.n_embd;
+            d["n_layer"] = h.n_layer;
+            d["n_head"] = h.n_head;
+            d["n_head_kv"] = h.n_head_kv;
+            d["head_dim"] = h.head_dim;
+            d["n_ff"] = h.n_ff;
+            d["n_rot"] = h.n_rot;
+            d["rope_freq_base"] = h.rope_freq_base;
+            d["rms_eps"] = h.rms_eps;
+            return d;
+        })
+        .def_property_readonly("n_contexts", &engine::n_contexts)
+        .def_property_readonly("n_threads", &engine::n_threads)
+        .def_property_readonly("large_pages", &engine::large_pages)
+        .def_property_readonly("arena_bytes", &engine::arena_bytes)
+        .def_property_readonly("bytes_per_token", [](const engine& e) { return e.kv().bytes_per_token(); })
+        .def_property_readonly("kv_row_bytes", [](const engine& e) { return e.kv().row_bytes; })
+        .def_property_readonly("kv_type", [](const engine& e) { return e.params().kv_type; })
+        .def_property_readonly("max_chunk", [](const engine& e) { return e.params().max_chunk; })
+        .def_property_readonly("simd", [](const engine&) { return std::string(simd_name()); })
+        .def_property_readonly("data_offset", [](const engine& e) { return e.mdl().file->data_offset(); })
+        .def_property_readonly("weight_bytes", [](const engine& e) { return e.mdl().weight_bytes(); })
+        .def("context_capacity", [](const engine& e, int c) { return e.ctx(c).capacity; })
+        .def("context_group", [](const engine& e, int c) { return e.ctx(c).group; })
+        .def("context_len", [](const engine& e, int c) { return int64_t(e.ctx(c).tokens.size()); })
+        .def("context_tokens", [](const engine& e, int c) { return e.ctx(c).tokens; })
+        .def("has_logits", [](const engine& e, int c) { return e.ctx(c).has_logits; })
+        .def("prefill",
+             [](engine& e, int c, const py::object& tokens, int64_t chunk) {
+                 std::vector<int32_t> t = token_vector(tokens);
+                 py::gil_scoped_release nogil;
+                 e.prefill(c, t.data(), int64_t(t.size()), chunk);
+             },
+             py::arg("ctx"), py::arg("tokens"), py::arg("chunk") = 512)
+        .def("decode",
+             [](engine& e, const std::vector<int>& ctxs, const py::object& tokens) {
+                 std::vector<int32_t> t = token_vector(tokens);
+                 if (t.size() != ctxs.size()) {
+                     throw engine_error("decode: " + std::to_string(ctxs.size()) + " contexts but " +
+                                        std::to_string(t.size()) + " tokens");
+                 }
+                 py::array_t<float> out({py::ssize_t(ctxs.size()), py::ssize_t(e.hp().n_vocab)});
+                 float* p = out.mutable_data();
+                 {
+                     py::gil_scoped_release nogil;
+                     e.decode(ctxs.data(), t.data(), int64_t(t.size()), p);
+                 }
+                 return out;
+             },
+             py::arg("ctxs"), py::arg("tokens"))
+        .def("logits",
+             [](engine& e, int c) {
+                 py::array_t<float> out(py::ssize_t(e.hp().n_vocab));
+                 float* p = out.mutable_data();
+                 {
+                     py::gil_scoped_release nogil;
+                     e.logits(c, p);
+                 }
+                 return out;
+             })
+        .def("truncate",
+             [](engine& e, int c, int64_t n) {
+                 py::gil_scoped_release nogil;
+                 e.truncate(c, n);
+             })
+        .def("copy",
+             [](engine& e, int src, int dst, int64_t n) {
+                 py::gil_scoped_release nogil;
+                 e.copy(src, dst, n);
+             })
+        .def("kv_read",
+             [](engine& e, int c, int64_t t0, int64_t t1) {
+                 if (t0 < 0 || t1 < t0) throw engine_error("kv_read: bad range");
+                 size_t n = e.kv().bytes_per_token() * size_t(t1 - t0);
+                 py::bytes out(nullptr, n);   // filled in place below, before anyone sees it
+                 char* p = PyBytes_AsString(out.ptr());
+                 {
+                     py::gil_scoped_release nogil;
+                     e.kv_read(c, t0, t1, reinterpret_cast<uint8_t*>(p));
+                 }
+                 return out;
+             })
+        .def("kv_write", [](engine& e, int c, int64_t t0, const py::object& tokens, const py::buffer& data) {
+            std::vector<int32_t> t = token_vector(tokens);
+            py::buffer_info info = data.request();
+            size_t need = e.kv().bytes_per_token() * t.size();
+            size_t got = size_t(info.size) * size_t(info.itemsize);
+            if (got != need) {
+                throw engine_error("kv_write: " + std::to_string(t.size()) + " tokens need " + std::to_string(need) +
+                                   " KV bytes, got " + std::to_string(got));
+            }
+            const uint8_t* p = static_cast<const uint8_t*>(info.ptr);
+            py::gil_scoped_release nogil;
+            e.kv_write(c, t0, t.data(), int64_t(t.size()), p);
+        });
+}
+
+}  // namespace strata

@@ -1,0 +1,258 @@
+// Engine construction (model, KV layout, arena plan, contexts, thread pool) and the context
+// operations: prefill, decode, logits, truncate, copy, raw KV read/write.
+//
+// Not here: the forward pass itself (forward.cpp).
+#include "engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "attention.h"
+#include "quants.h"
+
+namespace strata {
+
+engine::engine(const std::string& model_path, const engine_params& params) : params_(params) {
+    if (params_.n_ctx <= 0) throw engine_error("n_ctx must be positive, got " + std::to_string(params_.n_ctx));
+    if (params_.n_slots < 0) throw engine_error("n_slots must be >= 0, got " + std::to_string(params_.n_slots));
+    if (params_.n_groups < 1) throw engine_error("n_groups must be >= 1, got " + std::to_string(params_.n_groups));
+    if (params_.slot_ctx < 0) throw engine_error("slot_ctx must be >= 0, got " + std::to_string(params_.slot_ctx));
+    if (params_.n_threads < 0) throw engine_error("n_threads must be >= 0, got " + std::to_string(params_.n_threads));
+    if (params_.max_chunk < 1) throw engine_error("max_chunk must be >= 1");
+    if (params_.slot_ctx == 0) params_.slot_ctx = params_.n_ctx;
+    if (params_.n_threads == 0) params_.n_threads = physical_core_count();
+
+    model_ = model_load(std::make_shared<gguf_file>(model_path));
+    const model_hparams& h = model_->hp;
+
+    if (params_.kv_type == "f16") {
+        kv_.type = TYPE_F16;
+    } else if (params_.kv_type == "q8_0") {
+        kv_.type = TYPE_Q8_0;
+        if (h.head_dim % 32 != 0) {
+            throw engine_error("kv_type q8_0 needs a head size that is a multiple of 32, this model has " +
+                               std::to_string(h.head_dim));
+        }
+    } else {
+        throw engine_error("unknown kv_type '" + params_.kv_type + "' (use f16 or q8_0)");
+    }
+    kv_.n_layer = h.n_layer;
+    kv_.kv_dim = h.kv_dim();
+    kv_.row_bytes = kv_row_bytes(kv_.type, kv_.kv_dim);
+
+    // ---- arena plan: contexts' KV and logits, then scratch
+    const int n_ctx_total = 1 + params_.n_slots;
+    arena_ = std::make_unique<arena>();
+    auto kv_handles = std::vector<std::vector<size_t>>(size_t(n_ctx_total));
+    std::vector<size_t> logit_handles;
+    contexts_.resize(size_t(n_ctx_total));
+    for (int i = 0; i < n_ctx_total; i++) {
+        context& c = contexts_[size_t(i)];
+        c.id = i;
+        c.group = i == 0 ? -1 : (i - 1) % params_.n_groups;
+        c.capacity = i == 0 ? params_.n_ctx : params_.slot_ctx;
+        max_capacity_ = std::max(max_capacity_, c.capacity);
+        for (int64_t il = 0; il < h.n_layer; il++) {
+            kv_handles[size_t(i)].push_back(arena_->add(kv_.row_bytes * size_t(c.capacity)));   // K
+            kv_handles[size_t(i)].push_back(arena_->add(kv_.row_bytes * size_t(c.capacity)));   // V
+        }
+        logit_handles.push_back(arena_->add(sizeof(float) * size_t(h.n_vocab)));
+    }
+    max_rows_ = std::max<int64_t>(params_.max_chunk, n_ctx_total);
+    const int64_t R = max_rows_;
+    const int64_t wide = std::max({h.n_embd, h.q_dim(), h.n_ff});
+    auto fbuf = [&](int64_t n) { return arena_->add(sizeof(float) * size_t(n)); };
+    size_t hx = fbuf(R * h.n_embd), hxn = fbuf(R * std::max(h.n_embd, h.q_dim())), hq = fbuf(R * h.q_dim());
+    size_t hk = fbuf(R * h.kv_dim()), hv = fbuf(R * h.kv_dim()), hg = fbuf(R * h.n_ff), hu = fbuf(R * h.n_ff);
+    size_t ho = fbuf(R * h.n_embd);
+    // f32 activations (4 bytes/element) are the widest format; Q8_0/Q8_1/Q8_K all take less
+    xq_bytes_ = (sizeof(float) * size_t(wide) + 127) / 64 * 64;
+    size_t hxq[3];
+    for (auto& hh : hxq) hh = arena_->add(xq_bytes_ * size_t(R));
+    size_t hatt = fbuf(int64_t(params_.n_threads) * (h.n_head / h.n_head_kv) * max_capacity_);
+    size_t hrope = fbuf(R * h.n_rot);
+    size_t hlog = fbuf(int64_t(n_ctx_total) * h.n_vocab);
+    arena_->allocate();
+
+    for (int i = 0; i < n_ctx_total; i++) {
+        context& c = contexts_[size_t(i)];
+        for (int64_t il = 0; il < h.n_layer; il++) {
+            c.k.push_back(arena_->ptr(kv_handles[size_t(i)][size_t(2 * il)]));
+            c.v.push_back(arena_->ptr(kv_handles[size_t(i)][size_t(2 * il + 1)]));
+        }
+        c.logits = reinterpret_cast<float*>(arena_->ptr(logit_handles[size_t(i)]));
+    }
+    auto fp = [&](size_t hh) { return reinterpret_cast<float*>(arena_->ptr(hh)); };
+    x_ = fp(hx); xn_ = fp(hxn); q_ = fp(hq); kbuf_ = fp(hk); vbuf_ = fp(hv); gate_ = fp(hg); up_ = fp(hu);
+    out_ = fp(ho);
+    for (int i = 0; i < 3; i++) xq_[i] = arena_->ptr(hxq[i]);
+    att_scratch_ = fp(hatt);
+    rope_ = fp(hrope);
+    logits_tmp_ = fp(hlog);
+
+    pool_ = std::make_unique<thread_pool>(params_.n_threads);
+}
+
+const context& engine::ctx(int id) const {
+    if (id < 0 || id >= int(contexts_.size())) {
+        throw engine_error("context id " + std::to_string(id) + " out of range [0, " +
+                           std::to_string(contexts_.size()) + ")");
+    }
+    return contexts_[size_t(id)];
+}
+
+context& engine::ctx_mut(int id) { return const_cast<context&>(ctx(id)); }
+
+void engine::check_tokens(const int32_t* tokens, int64_t n) const {
+    for (int64_t i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= hp().n_vocab) {
+            throw engine_error("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                               " is outside the vocabulary [0, " + std::to_string(hp().n_vocab) + ")");
+        }
+    }
+}
+
+void engine::prefill(int ctx_id, const int32_t* tokens, int64_t n_tokens, int64_t chunk) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    context& c = ctx_mut(ctx_id);
+    if (n_tokens < 0) throw engine_error("prefill: negative token count");
+    if (chunk < 1) throw engine_error("prefill: chunk must be >= 1, got " + std::to_string(chunk));
+    int64_t n0 = int64_t(c.tokens.size());
+    if (n0 + n_tokens > c.capacity) {
+        throw engine_error("prefill: context " + std::to_string(ctx_id) + " holds " + std::to_string(n0) +
+                           " tokens; " + std::to_string(n_tokens) + " more exceed its capacity " +
+                           std::to_string(c.capacity));
+    }
+    check_tokens(tokens, n_tokens);
+    if (n_tokens == 0) return;
+    chunk = std::min(chunk, max_rows_);   // results do not depend on chunking (bitwise rule)
+    std::vector<batch_row> rows;
+    c.has_logits = false;
+    for (int64_t b = 0; b < n_tokens; b += chunk) {
+        int64_t e = std::min(n_tokens, b + chunk);
+        rows.clear();
+        for (int64_t i = b; i < e; i++) {
+            rows.push_back({&c, tokens[i], n0 + i, i == n_tokens - 1 ? c.logits : nullptr});
+        }
+        forward(rows.data(), int64_t(rows.size()));
+        c.tokens.insert(c.tokens.end(), tokens + b, tokens + e);
+    }
+    c.has_logits = true;
+}
+
+void engine::decode(const int* ctx_ids, const int32_t* tokens, int64_t n, float* logits_out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (n <= 0) return;
+    std::set<int> seen;
+    std::vector<batch_row> rows;
+    for (int64_t i = 0; i < n; i++) {
+        context& c = ctx_mut(ctx_ids[i]);
+        if (!seen.insert(c.id).second) throw engine_error("decode: context " + std::to_string(c.id) + " appears twice");
+        if (int64_t(c.tokens.size()) + 1 > c.capacity) {
+            throw engine_error("decode: context " + std::to_string(c.id) + " is full (" +
+                               std::to_string(c.capacity) + " tokens)");
+        }
+        rows.push_back({&c, tokens[i], int64_t(c.tokens.size()), c.logits});
+    }
+    check_tokens(tokens, n);
+    for (auto& r : rows) r.ctx->has_logits = false;
+    forward(rows.data(), n);
+    const size_t V = size_t(hp().n_vocab);
+    for (int64_t i = 0; i < n; i++) {
+        context& c = *rows[size_t(i)].ctx;
+        c.tokens.push_back(tokens[i]);
+        c.has_logits = true;
+        std::memcpy(logits_out + size_t(i) * V, c.logits, V * sizeof(float));
+    }
+}
+
+void engine::logits(int ctx_id, float* out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const context& c = ctx(ctx_id);
+    if (!c.has_logits) {
+        throw engine_error("context " + std::to_string(ctx_id) +
+                           " has no logits: its last position was not computed here (empty, truncated, copied "
+                           "or restored); prefill or decode at least one token first");
+    }
+    std::memcpy(out, c.logits, sizeof(float) * size_t(hp().n_vocab));
+}
+
+void engine::truncate(int ctx_id, int64_t n_tokens) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    context& c = ctx_mut(ctx_id);
+    if (n_tokens < 0 || n_tokens > int64_t(c.tokens.size())) {
+        throw engine_error("truncate: context " + std::to_string(ctx_id) + " holds " +
+                           std::to_string(c.tokens.size()) + " tokens, cannot truncate to " + std::to_string(n_tokens));
+    }
+    if (n_tokens < int64_t(c.tokens.size())) c.has_logits = false;
+    c.tokens.resize(size_t(n_tokens));
+}
+
+void engine::copy(int src_id, int dst_id, int64_t n_tokens) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const context& s = ctx(src_id);
+    context& d = ctx_mut(dst_id);
+    if (src_id == dst_id) throw engine_error("copy: source and destination are both context " + std::to_string(src_id));
+    if (n_tokens < 0 || n_tokens > int64_t(s.tokens.size())) {
+        throw engine_error("copy: context " + std::to_string(src_id) + " holds " + std::to_string(s.tokens.size()) +
+                           " tokens, cannot copy " + std::to_string(n_tokens));
+    }
+    if (n_tokens > d.capacity) {
+        throw engine_error("copy: " + std::to_string(n_tokens) + " tokens exceed context " + std::to_string(dst_id) +
+                           "'s capacity " + std::to_string(d.capacity));
+    }
+    const size_t nb = kv_.row_bytes * size_t(n_tokens);
+    pool_->parallel_range(2 * kv_.n_layer, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; i++) {
+            size_t il = size_t(i / 2);
+            if (i % 2 == 0) std::memcpy(d.k[il], s.k[il], nb);
+            else std::memcpy(d.v[il], s.v[il], nb);
+        }
+    });
+    d.tokens.assign(s.tokens.begin(), s.tokens.begin() + n_tokens);
+    d.has_logits = s.has_logits && n_tokens == int64_t(s.tokens.size());
+    if (d.has_logits) std::memcpy(d.logits, s.logits, sizeof(float) * size_t(hp().n_vocab));
+}
+
+void engine::kv_read(int ctx_id, int64_t t0, int64_t t1, uint8_t* dst) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const context& c = ctx(ctx_id);
+    if (t0 < 0 || t1 < t0 || t1 > int64_t(c.tokens.size())) {
+        throw engine_error("kv_read: range [" + std::to_string(t0) + ", " + std::to_string(t1) +
+                           ") outside context " + std::to_string(ctx_id) + "'s " + std::to_string(c.tokens.size()) +
+                           " tokens");
+    }
+    const size_t nb = kv_.row_bytes * size_t(t1 - t0), off = kv_.row_bytes * size_t(t0);
+    for (int64_t il = 0; il < kv_.n_layer; il++) {
+        std::memcpy(dst, c.k[size_t(il)] + off, nb);
+        dst += nb;
+        std::memcpy(dst, c.v[size_t(il)] + off, nb);
+        dst += nb;
+    }
+}
+
+void engine::kv_write(int ctx_id, int64_t t0, const int32_t* tokens, int64_t n, const uint8_t* src) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    context& c = ctx_mut(ctx_id);
+    if (t0 != int64_t(c.tokens.size())) {
+        throw engine_error("kv_write: context " + std::to_string(ctx_id) + " holds " + std::to_string(c.tokens.size()) +
+                           " tokens; writes must append at that position, not at " + std::to_string(t0));
+    }
+    if (n < 0 || t0 + n > c.capacity) {
+        throw engine_error("kv_write: " + std::to_string(t0 + n) + " tokens exceed context " + std::to_string(ctx_id) +
+                           "'s capacity " + std::to_string(c.capacity));
+    }
+    check_tokens(tokens, n);
+    const size_t nb = kv_.row_bytes * size_t(n), off = kv_.row_bytes * size_t(t0);
+    for (int64_t il = 0; il < kv_.n_layer; il++) {
+        std::memcpy(c.k[size_t(il)] + off, src, nb);
+        src += nb;
+        std::memcpy(c.v[size_t(il)] + off, src, nb);
+        src += nb;
+    }
+    c.tokens.insert(c.tokens.end(), tokens, tokens + n);
+    c.has_logits = false;
+}
+
+}  // namespace strata

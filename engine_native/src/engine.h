@@ -1,0 +1,127 @@
+// The engine: a model, its contexts (main + slots, each with token history and KV cache), the KV
+// arena and the thread pool; the operations the Python façade exposes.
+//
+// Not here: the forward pass arithmetic (forward.cpp, attention.cpp), snapshot image format
+// (Python, snapshot.py; this file only reads and writes raw KV by token range).
+// Bitwise rule: a row's result never depends on the batch or on prefill chunking.
+#pragma once
+
+#include <memory>
+#include <initializer_list>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "arena.h"
+#include "model.h"
+#include "thread-pool.h"
+
+namespace strata {
+
+class engine_error : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+struct engine_params {
+    int64_t n_ctx = 4096;     // main context capacity
+    int n_slots = 0;
+    int n_groups = 1;
+    int64_t slot_ctx = 0;     // slot capacity; 0 = n_ctx
+    int n_threads = 0;        // 0 = physical cores
+    std::string kv_type = "f16";   // "f16" or "q8_0"
+    int64_t max_chunk = 512;  // largest prefill chunk the scratch is sized for
+};
+
+// KV layout: per layer, K and V as (capacity, kv_dim) rows of kv_type.
+struct kv_layout {
+    int32_t type = 1;          // TYPE_F16 or TYPE_Q8_0
+    int64_t n_layer = 0;
+    int64_t kv_dim = 0;
+    size_t row_bytes = 0;      // one token's K (or V) of one layer
+    size_t bytes_per_token() const { return size_t(n_layer) * 2 * row_bytes; }
+};
+
+struct context {
+    int id = 0;
+    int group = -1;            // -1 for main
+    int64_t capacity = 0;
+    std::vector<int32_t> tokens;          // (n_tokens,) the history the KV holds
+    std::vector<uint8_t*> k, v;           // (n_layer,) each -> (capacity, kv_row_bytes)
+    float* logits = nullptr;              // (n_vocab,) of the last processed position
+    bool has_logits = false;
+};
+
+// One row of a forward batch: a token of a context at a position.
+struct batch_row {
+    context* ctx;
+    int32_t token;
+    int64_t pos;
+    float* logits_out;   // (n_vocab,) destination, or nullptr when this row's logits are not needed
+};
+
+class engine {
+  public:
+    engine(const std::string& model_path, const engine_params& params);
+
+    const model& mdl() const { return *model_; }
+    const model_hparams& hp() const { return model_->hp; }
+    const kv_layout& kv() const { return kv_; }
+    const engine_params& params() const { return params_; }
+    int n_contexts() const { return int(contexts_.size()); }
+    int n_threads() const { return pool_->size(); }
+    const std::string& large_pages() const { return arena_->large_pages(); }
+    size_t arena_bytes() const { return arena_->total_bytes(); }
+    const context& ctx(int id) const;
+
+    // Each of these locks the engine (one compute at a time) and may run on the thread pool.
+    void prefill(int ctx_id, const int32_t* tokens, int64_t n_tokens, int64_t chunk);
+    // One token per context, one batch; logits_out is (n, n_vocab).
+    void decode(const int* ctx_ids, const int32_t* tokens, int64_t n, float* logits_out);
+    // Copies the last position's logits into out (n_vocab,); throws when there are none.
+    void logits(int ctx_id, float* out);
+    void truncate(int ctx_id, int64_t n_tokens);
+    void copy(int src_id, int dst_id, int64_t n_tokens);
+    // Raw KV of tokens [t0, t1): for each layer, K rows then V rows (t1 - t0) * bytes_per_token bytes.
+    void kv_read(int ctx_id, int64_t t0, int64_t t1, uint8_t* dst);
+    // Sets tokens [t0, t0 + n) (t0 must equal the context's length) and their KV from kv_read's layout.
+    void kv_write(int ctx_id, int64_t t0, const int32_t* tokens, int64_t n, const uint8_t* src);
+
+  private:
+    context& ctx_mut(int id);
+    void check_tokens(const int32_t* tokens, int64_t n) const;
+    void forward(const batch_row* rows, int64_t n_rows);
+    struct matmul_job {
+        const weight* w;
+        float* y;   // (n_rows, w->n_rows)
+    };
+    // y = x @ W^T for each job: x (n_rows, n_cols) quantized once per activation type, one dispatch.
+    void matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initializer_list<matmul_job> jobs);
+
+    engine_params params_;
+    std::unique_ptr<model> model_;
+    kv_layout kv_;
+    std::unique_ptr<arena> arena_;
+    std::unique_ptr<thread_pool> pool_;
+    std::vector<context> contexts_;
+    std::mutex mutex_;
+
+    // scratch (from the arena), sized for max_rows = max(max_chunk, n_contexts) rows
+    int64_t max_rows_ = 0;
+    int64_t max_capacity_ = 0;
+    float* x_ = nullptr;        // (max_rows, n_embd) residual stream
+    float* xn_ = nullptr;       // (max_rows, max(n_embd, q_dim)) normed input / attention output
+    float* q_ = nullptr;        // (max_rows, q_dim)
+    float* kbuf_ = nullptr;     // (max_rows, kv_dim)
+    float* vbuf_ = nullptr;     // (max_rows, kv_dim)
+    float* gate_ = nullptr;     // (max_rows, n_ff)
+    float* up_ = nullptr;       // (max_rows, n_ff)
+    float* out_ = nullptr;      // (max_rows, n_embd) projection outputs before the residual add
+    uint8_t* xq_[3] = {};       // (max_rows, act_row_bytes(max cols)) quantized activations, one per act type
+    size_t xq_bytes_ = 0;       // bytes of each xq_ buffer
+    float* att_scratch_ = nullptr;   // (n_threads, n_head / n_head_kv, max_capacity) scores
+    float* rope_ = nullptr;          // (max_rows, n_rot / 2, 2) cos, sin per row
+    float* logits_tmp_ = nullptr;    // (n_contexts, n_vocab) logits rows of one forward
+};
+
+}  // namespace strata

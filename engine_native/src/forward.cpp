@@ -1,0 +1,213 @@
+// The forward pass of a batch of rows (prefill chunk or batched decode): embeddings, per layer
+// RMSNorm -> Q/K/V -> RoPE -> KV store -> attention -> output projection -> RMSNorm -> SwiGLU FFN,
+// then the final norm and the logits of the rows that want them.
+//
+// Not here: weight formats (quants.h kernels), attention inner loops (attention.cpp).
+// Bitwise rule: every per-row step below has a fixed order independent of n_rows, and the products
+// come from quants.h's matmul/matvec which promise the same float per (row, weight row).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "attention.h"
+#include "engine.h"
+#include "quants.h"
+
+namespace strata {
+
+namespace {
+
+// y = x / sqrt(mean(x^2) + eps) * w, with a fixed 8-lane accumulation order.
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (int l = 0; l < 8; l++) acc[l] += x[i + l] * x[i + l];
+    }
+    float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) sum += x[i] * x[i];
+    const float scale = 1.0f / std::sqrt(sum / float(n) + eps);
+    for (i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+}
+
+// Rotates one head in place with the row's (cos, sin) table: (n_rot / 2, 2).
+void rope_head(float* x, const float* cs, int64_t n_rot, rope_style style) {
+    const int64_t half = n_rot / 2;
+    for (int64_t i = 0; i < half; i++) {
+        const float c = cs[2 * i], s = cs[2 * i + 1];
+        const int64_t i0 = style == ROPE_NORM ? 2 * i : i;
+        const int64_t i1 = style == ROPE_NORM ? 2 * i + 1 : i + half;
+        const float x0 = x[i0], x1 = x[i1];
+        x[i0] = x0 * c - x1 * s;
+        x[i1] = x0 * s + x1 * c;
+    }
+}
+
+}  // namespace
+
+void engine::matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initializer_list<matmul_job> jobs) {
+    // distinct activation types among the jobs, each quantized once into its own xq_ buffer
+    int32_t act_types[3];
+    int n_act = 0;
+    std::vector<int> job_slot;
+    for (const matmul_job& j : jobs) {
+        int32_t at = act_type_for(j.w->type);
+        int slot = -1;
+        for (int s = 0; s < n_act; s++)
+            if (act_types[s] == at) slot = s;
+        if (slot < 0) {
+            if (n_act == 3) throw engine_error("matmuls: more than 3 activation types in one group");
+            act_types[n_act] = at;
+            slot = n_act++;
+        }
+        job_slot.push_back(slot);
+    }
+    auto slot_wtype = std::vector<int32_t>(size_t(n_act));
+    auto slot_row_bytes = std::vector<size_t>(size_t(n_act));
+    {
+        size_t k = 0;
+        for (const matmul_job& j : jobs) {
+            int s = job_slot[k++];
+            slot_wtype[size_t(s)] = j.w->type;
+            slot_row_bytes[size_t(s)] = act_row_bytes(j.w->type, n_cols);
+        }
+    }
+    pool_->parallel_range(n_rows * n_act, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; i++) {
+            const int64_t s = i / n_rows, r = i % n_rows;
+            quantize_act_row(slot_wtype[size_t(s)], x + r * n_cols, xq_[s] + size_t(r) * slot_row_bytes[size_t(s)],
+                             n_cols);
+        }
+    });
+    pool_->run([&](int ith, int nth) {
+        size_t k = 0;
+        for (const matmul_job& j : jobs) {
+            const int s = job_slot[k++];
+            const int64_t n_out = j.w->n_rows;
+            int64_t per = (n_out + nth - 1) / nth;
+            per = (per + 15) / 16 * 16;
+            const int64_t r0 = std::min(n_out, per * ith), r1 = std::min(n_out, r0 + per);
+            if (r0 >= r1) continue;
+            if (n_rows == 1) {
+                matvec(j.w->type, j.w->data, j.w->row_bytes, xq_[s], j.y + r0, n_cols, r0, r1);
+            } else {
+                matmul(j.w->type, j.w->data, j.w->row_bytes, xq_[s], slot_row_bytes[size_t(s)], n_rows, j.y,
+                       n_out, n_cols, r0, r1);
+            }
+        }
+    });
+}
+
+void engine::forward(const batch_row* rows, int64_t n) {
+    const model& m = *model_;
+    const model_hparams& h = m.hp;
+    const int64_t E = h.n_embd, Q = h.q_dim(), KV = h.kv_dim(), F = h.n_ff, HD = h.head_dim;
+    const int64_t n_rep = h.n_head / h.n_head_kv, half = h.n_rot / 2;
+    const float scale = 1.0f / std::sqrt(float(HD));
+
+    // embeddings and per-row RoPE tables
+    pool_->parallel_range(n, 1, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; r++) {
+            const batch_row& row = rows[r];
+            dequantize_row(m.token_embd.type, m.token_embd.data + size_t(row.token) * m.token_embd.row_bytes,
+                           x_ + r * E, E);
+            float* cs = rope_ + r * h.n_rot;
+            const double p = double(row.pos) * double(h.rope_freq_scale);
+            for (int64_t i = 0; i < half; i++) {
+                double theta = p * std::pow(double(h.rope_freq_base), -2.0 * double(i) / double(h.n_rot));
+                if (!m.rope_freq_factors.empty()) theta /= double(m.rope_freq_factors[size_t(i)]);
+                cs[2 * i] = float(std::cos(theta));
+                cs[2 * i + 1] = float(std::sin(theta));
+            }
+        }
+    });
+
+    for (int64_t il = 0; il < h.n_layer; il++) {
+        const layer_weights& L = m.layers[size_t(il)];
+
+        pool_->parallel_range(n, 1, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; r++) rms_norm(x_ + r * E, L.attn_norm.data(), xn_ + r * E, E, h.rms_eps);
+        });
+        matmuls(xn_, n, E, {{&L.wq, q_}, {&L.wk, kbuf_}, {&L.wv, vbuf_}});
+
+        // biases, Q/K norms, RoPE, then K/V into the cache at each row's position
+        pool_->parallel_range(n, 1, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; r++) {
+                float* q = q_ + r * Q;
+                float* k = kbuf_ + r * KV;
+                float* v = vbuf_ + r * KV;
+                if (!L.bq.empty()) {
+                    for (int64_t i = 0; i < Q; i++) q[i] += L.bq[size_t(i)];
+                    for (int64_t i = 0; i < KV; i++) k[i] += L.bk[size_t(i)];
+                    for (int64_t i = 0; i < KV; i++) v[i] += L.bv[size_t(i)];
+                }
+                if (!L.q_norm.empty()) {
+                    for (int64_t hh = 0; hh < h.n_head; hh++)
+                        rms_norm(q + hh * HD, L.q_norm.data(), q + hh * HD, HD, h.rms_eps);
+                    for (int64_t hh = 0; hh < h.n_head_kv; hh++)
+                        rms_norm(k + hh * HD, L.k_norm.data(), k + hh * HD, HD, h.rms_eps);
+                }
+                const float* cs = rope_ + r * h.n_rot;
+                for (int64_t hh = 0; hh < h.n_head; hh++) rope_head(q + hh * HD, cs, h.n_rot, h.rope);
+                for (int64_t hh = 0; hh < h.n_head_kv; hh++) rope_head(k + hh * HD, cs, h.n_rot, h.rope);
+                const batch_row& row = rows[r];
+                kv_store_row(kv_.type, k, row.ctx->k[size_t(il)] + size_t(row.pos) * kv_.row_bytes, KV);
+                kv_store_row(kv_.type, v, row.ctx->v[size_t(il)] + size_t(row.pos) * kv_.row_bytes, KV);
+            }
+        });
+
+        // attention: tasks (row, kv head) dealt round-robin so causal rows of unequal length balance
+        pool_->run([&](int ith, int nth) {
+            float* scores = att_scratch_ + int64_t(ith) * n_rep * max_capacity_;
+            for (int64_t t = ith; t < n * h.n_head_kv; t += nth) {
+                const int64_t r = t / h.n_head_kv, g = t % h.n_head_kv;
+                const batch_row& row = rows[r];
+                attention_group(kv_.type, q_ + r * Q + g * n_rep * HD, row.ctx->k[size_t(il)],
+                                row.ctx->v[size_t(il)], kv_.row_bytes, g, n_rep, HD, row.pos + 1, scale,
+                                xn_ + r * Q + g * n_rep * HD, scores);
+            }
+        });
+        matmuls(xn_, n, Q, {{&L.wo, out_}});
+
+        pool_->parallel_range(n, 1, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; r++) {
+                float* x = x_ + r * E;
+                const float* o = out_ + r * E;
+                for (int64_t i = 0; i < E; i++) x[i] += o[i];
+                rms_norm(x, L.ffn_norm.data(), xn_ + r * E, E, h.rms_eps);
+            }
+        });
+        matmuls(xn_, n, E, {{&L.w_gate, gate_}, {&L.w_up, up_}});
+        pool_->parallel_range(n, 1, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; r++) {
+                float* g = gate_ + r * F;
+                const float* u = up_ + r * F;
+                for (int64_t i = 0; i < F; i++) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+            }
+        });
+        matmuls(gate_, n, F, {{&L.w_down, out_}});
+        pool_->parallel_range(n, 1, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; r++) {
+                float* x = x_ + r * E;
+                const float* o = out_ + r * E;
+                for (int64_t i = 0; i < E; i++) x[i] += o[i];
+            }
+        });
+    }
+
+    // logits of the rows that want them
+    std::vector<int64_t> out_rows;
+    for (int64_t r = 0; r < n; r++)
+        if (rows[r].logits_out) out_rows.push_back(r);
+    const int64_t n_out = int64_t(out_rows.size());
+    if (n_out == 0) return;
+    for (int64_t j = 0; j < n_out; j++) {
+        rms_norm(x_ + out_rows[size_t(j)] * E, m.output_norm.data(), xn_ + j * E, E, h.rms_eps);
+    }
+    matmuls(xn_, n_out, E, {{&m.output, logits_tmp_}});
+    for (int64_t j = 0; j < n_out; j++) {
+        std::memcpy(rows[out_rows[size_t(j)]].logits_out, logits_tmp_ + j * h.n_vocab, sizeof(float) * size_t(h.n_vocab));
+    }
+}
+
+}  // namespace strata

@@ -1,0 +1,178 @@
+// model_load: GGUF metadata -> hyper-parameters, GGUF tensors -> weights, with shape and type checks.
+//
+// Not here: any arithmetic on weights beyond dequantizing the small 1-D ones (norms, biases) to f32.
+#include "model.h"
+
+#include <cmath>
+
+#include "quants.h"
+
+namespace strata {
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+    std::string r = "[";
+    for (size_t i = 0; i < s.size(); i++) r += (i ? ", " : "") + std::to_string(s[i]);
+    return r + "]";
+}
+
+struct loader {
+    const gguf_file& f;
+    const std::string& path;
+
+    const gguf_tensor* find(const std::string& name, bool required) const {
+        const gguf_tensor* t = f.find_tensor(name);
+        if (!t && required) throw model_error("model " + path + ": missing tensor '" + name + "'");
+        return t;
+    }
+
+    void check_shape(const gguf_tensor& t, std::vector<int64_t> want) const {
+        std::vector<int64_t> got = t.shape;
+        while (got.size() > want.size() && got.back() == 1) got.pop_back();
+        if (got != want) {
+            throw model_error("model " + path + ": tensor '" + t.name + "' has shape " + shape_str(t.shape) +
+                              ", expected " + shape_str(want));
+        }
+    }
+
+    weight matrix(const std::string& name, int64_t n_cols, int64_t n_rows) const {
+        const gguf_tensor* t = find(name, true);
+        check_shape(*t, {n_cols, n_rows});
+        if (!type_supported(t->type)) {
+            const char* tn = gguf_type_name(t->type);
+            throw model_error("model " + path + ": tensor '" + name + "' has type " + (tn ? tn : "?") +
+                              ", which this engine does not support (supported: F32 F16 BF16 Q8_0 Q4_0 Q4_1 "
+                              "Q5_0 Q5_1 Q4_K Q5_K Q6_K)");
+        }
+        weight w;
+        w.type = t->type;
+        w.data = t->data;
+        w.row_bytes = type_row_bytes(t->type, n_cols);
+        w.n_rows = n_rows;
+        w.n_cols = n_cols;
+        if (uint64_t(w.row_bytes) * uint64_t(n_rows) != t->n_bytes) {
+            throw model_error("model " + path + ": tensor '" + name + "' byte size does not match its shape");
+        }
+        return w;
+    }
+
+    std::vector<float> vec(const std::string& name, int64_t n, bool required) const {
+        const gguf_tensor* t = find(name, required);
+        if (!t) return {};
+        check_shape(*t, {n});
+        if (t->type != TYPE_F32 && t->type != TYPE_F16 && t->type != TYPE_BF16) {
+            const char* tn = gguf_type_name(t->type);
+            throw model_error("model " + path + ": 1-D tensor '" + name + "' has type " + (tn ? tn : "?") +
+                              " (expected F32, F16 or BF16)");
+        }
+        auto out = std::vector<float>(size_t(n));
+        dequantize_row(t->type, t->data, out.data(), n);
+        return out;
+    }
+};
+
+}  // namespace
+
+size_t model::weight_bytes() const {
+    size_t n = 0;
+    for (const auto& t : file->tensors()) n += t.n_bytes;
+    return n;
+}
+
+std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
+    const gguf_file& f = *file;
+    const std::string& path = f.path();
+    auto m = std::make_unique<model>();
+    m->file = file;
+    model_hparams& hp = m->hp;
+
+    hp.arch = f.get_str("general.architecture");
+    const std::string& a = hp.arch;
+    if (a != "llama" && a != "qwen2" && a != "qwen3") {
+        throw model_error("model " + path + ": unsupported architecture '" + a + "' (supported: llama, qwen2, qwen3)");
+    }
+    hp.n_embd = f.get_int(a + ".embedding_length");
+    hp.n_layer = f.get_int(a + ".block_count");
+    hp.n_head = f.get_int(a + ".attention.head_count");
+    hp.n_head_kv = f.get_int(a + ".attention.head_count_kv", hp.n_head);
+    hp.n_ff = f.get_int(a + ".feed_forward_length");
+    hp.n_ctx_train = f.get_int(a + ".context_length", 4096);
+    hp.rms_eps = float(f.get_float(a + ".attention.layer_norm_rms_epsilon", 1e-5));
+    hp.rope_freq_base = float(f.get_float(a + ".rope.freq_base", 10000.0));
+    hp.rope = a == "llama" ? ROPE_NORM : ROPE_NEOX;
+    if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_head <= 0 || hp.n_head_kv <= 0 || hp.n_ff <= 0) {
+        throw model_error("model " + path + ": non-positive size in metadata (n_embd " + std::to_string(hp.n_embd) +
+                          ", n_layer " + std::to_string(hp.n_layer) + ", n_head " + std::to_string(hp.n_head) +
+                          ", n_head_kv " + std::to_string(hp.n_head_kv) + ", n_ff " + std::to_string(hp.n_ff) + ")");
+    }
+    if (hp.n_layer > 1024 || hp.n_head > 1024 || hp.n_embd > (1 << 20) || hp.n_ff > (1 << 22)) {
+        throw model_error("model " + path + ": absurd model size in metadata");
+    }
+    if (hp.n_head % hp.n_head_kv != 0) {
+        throw model_error("model " + path + ": head_count " + std::to_string(hp.n_head) +
+                          " is not a multiple of head_count_kv " + std::to_string(hp.n_head_kv));
+    }
+    hp.head_dim = f.get_int(a + ".attention.key_length", hp.n_embd / hp.n_head);
+    if (f.get_int(a + ".attention.value_length", hp.head_dim) != hp.head_dim) {
+        throw model_error("model " + path + ": key_length != value_length is not supported");
+    }
+    if (hp.head_dim <= 0 || hp.head_dim % 2 != 0 || hp.head_dim > 1024) {
+        throw model_error("model " + path + ": unsupported head size " + std::to_string(hp.head_dim));
+    }
+    hp.n_rot = f.get_int(a + ".rope.dimension_count", hp.head_dim);
+    if (hp.n_rot <= 0 || hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0) {
+        throw model_error("model " + path + ": rope.dimension_count " + std::to_string(hp.n_rot) + " is invalid");
+    }
+    std::string scaling = f.get_str(a + ".rope.scaling.type", "none");
+    if (scaling == "linear") {
+        double factor = f.get_float(a + ".rope.scaling.factor", 1.0);
+        if (!(factor > 0)) throw model_error("model " + path + ": rope.scaling.factor must be positive");
+        hp.rope_freq_scale = float(1.0 / factor);
+    } else if (scaling != "none" && scaling != "") {
+        throw model_error("model " + path + ": unsupported rope scaling '" + scaling + "'");
+    }
+
+    loader ld{f, path};
+    const gguf_tensor* embd = ld.find("token_embd.weight", true);
+    if (embd->shape.size() != 2 || embd->shape[0] != hp.n_embd) {
+        throw model_error("model " + path + ": token_embd.weight has shape " + shape_str(embd->shape) +
+                          ", expected [" + std::to_string(hp.n_embd) + ", n_vocab]");
+    }
+    hp.n_vocab = embd->shape[1];
+    int64_t meta_vocab = f.get_int(a + ".vocab_size", hp.n_vocab);
+    if (meta_vocab != hp.n_vocab) {
+        throw model_error("model " + path + ": vocab_size " + std::to_string(meta_vocab) +
+                          " disagrees with token_embd rows " + std::to_string(hp.n_vocab));
+    }
+    m->token_embd = ld.matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
+    m->output = f.find_tensor("output.weight") ? ld.matrix("output.weight", hp.n_embd, hp.n_vocab) : m->token_embd;
+    m->output_norm = ld.vec("output_norm.weight", hp.n_embd, true);
+    m->rope_freq_factors = ld.vec("rope_freqs.weight", hp.n_rot / 2, false);
+
+    const int64_t E = hp.n_embd, Q = hp.q_dim(), KV = hp.kv_dim(), F = hp.n_ff;
+    m->layers.resize(size_t(hp.n_layer));
+    for (int64_t il = 0; il < hp.n_layer; il++) {
+        layer_weights& L = m->layers[size_t(il)];
+        const std::string p = "blk." + std::to_string(il) + ".";
+        L.attn_norm = ld.vec(p + "attn_norm.weight", E, true);
+        L.ffn_norm = ld.vec(p + "ffn_norm.weight", E, true);
+        L.wq = ld.matrix(p + "attn_q.weight", E, Q);
+        L.wk = ld.matrix(p + "attn_k.weight", E, KV);
+        L.wv = ld.matrix(p + "attn_v.weight", E, KV);
+        L.wo = ld.matrix(p + "attn_output.weight", Q, E);
+        L.w_gate = ld.matrix(p + "ffn_gate.weight", E, F);
+        L.w_up = ld.matrix(p + "ffn_up.weight", E, F);
+        L.w_down = ld.matrix(p + "ffn_down.weight", F, E);
+        bool biases = a == "qwen2";
+        L.bq = ld.vec(p + "attn_q.bias", Q, biases);
+        L.bk = ld.vec(p + "attn_k.bias", KV, biases);
+        L.bv = ld.vec(p + "attn_v.bias", KV, biases);
+        bool qk_norm = a == "qwen3";
+        L.q_norm = ld.vec(p + "attn_q_norm.weight", hp.head_dim, qk_norm);
+        L.k_norm = ld.vec(p + "attn_k_norm.weight", hp.head_dim, qk_norm);
+    }
+    return m;
+}
+
+}  // namespace strata

@@ -1,0 +1,80 @@
+// A llama-family model read from a GGUF file: hyper-parameters and weights (memory-mapped in place).
+//
+// Not here: KV caches, contexts or the forward pass (forward.cpp). Architectures: llama (SmolLM2,
+// Llama 3.x, Mistral-style), qwen2 (Q/K/V biases), qwen3 (Q/K RMS norms). Anything else, or a
+// weight type the kernels do not compute with, throws model_error naming it.
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gguf.h"
+
+namespace strata {
+
+class model_error : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+enum rope_style : int32_t {
+    ROPE_NORM = 0,   // adjacent pairs (x[2i], x[2i+1]): llama in GGUF (the converter permutes Q/K)
+    ROPE_NEOX = 1,   // halves (x[i], x[i + d/2]): qwen2, qwen3
+};
+
+struct model_hparams {
+    std::string arch;
+    int64_t n_vocab = 0;
+    int64_t n_ctx_train = 0;
+    int64_t n_embd = 0;
+    int64_t n_layer = 0;
+    int64_t n_head = 0;
+    int64_t n_head_kv = 0;
+    int64_t head_dim = 0;      // per-head size of Q/K/V
+    int64_t n_ff = 0;
+    int64_t n_rot = 0;         // rotated dimensions per head (<= head_dim)
+    float rope_freq_base = 10000.0f;
+    float rope_freq_scale = 1.0f;   // positions are multiplied by this (linear scaling)
+    float rms_eps = 1e-5f;
+    rope_style rope = ROPE_NORM;
+
+    int64_t q_dim() const { return n_head * head_dim; }
+    int64_t kv_dim() const { return n_head_kv * head_dim; }
+};
+
+// A 2-D weight used in place: n_rows rows of n_cols elements, row_bytes apart.
+struct weight {
+    int32_t type = 0;
+    const uint8_t* data = nullptr;
+    size_t row_bytes = 0;
+    int64_t n_rows = 0;
+    int64_t n_cols = 0;
+};
+
+struct layer_weights {
+    std::vector<float> attn_norm;   // (n_embd,)
+    std::vector<float> ffn_norm;    // (n_embd,)
+    weight wq, wk, wv, wo;          // (q_dim, n_embd), (kv_dim, n_embd) x2, (n_embd, q_dim)
+    weight w_gate, w_up, w_down;    // (n_ff, n_embd) x2, (n_embd, n_ff)
+    std::vector<float> bq, bk, bv;  // qwen2 biases: (q_dim,), (kv_dim,), (kv_dim,); empty otherwise
+    std::vector<float> q_norm, k_norm;   // qwen3: (head_dim,) each; empty otherwise
+};
+
+struct model {
+    std::shared_ptr<gguf_file> file;
+    model_hparams hp;
+    weight token_embd;               // (n_vocab, n_embd)
+    weight output;                   // (n_vocab, n_embd): output.weight, or token_embd when tied
+    std::vector<float> output_norm;  // (n_embd,)
+    std::vector<float> rope_freq_factors;   // (n_rot / 2,) from rope_freqs.weight, or empty
+    std::vector<layer_weights> layers;
+
+    size_t weight_bytes() const;
+};
+
+// Reads hyper-parameters and binds every weight; throws model_error / gguf_error naming the problem.
+std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file);
+
+}  // namespace strata
