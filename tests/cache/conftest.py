@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
 from strata.server.cache import CacheConfig, ConversationCache
 from strata.server.cache.memory import FixedMemory
+
 from tests.cache.sim_engine import SimEngine, SimFormat
 
 PIECE = 64 << 10  # small checksum/stream pieces (64 KiB), so an image spans several

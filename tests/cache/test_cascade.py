@@ -7,8 +7,8 @@ import os
 import tempfile
 
 import pytest
-
 from strata.server.cache.fileio import FullDiskIO
+
 from tests.cache.conftest import history, park_history
 
 KEYS = {}

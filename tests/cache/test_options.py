@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from strata.server.cache.options import OPTIONS, CacheConfig, CacheConfigError, default_cold_dir
 
 
