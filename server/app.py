@@ -48,6 +48,7 @@ def init_app(config: ServerConfig) -> web.Application:
     state = ServerState(config=config, started=time.time())
     app[STATE] = state
     add_routes(app)
+    _attach_sessions(app, state)
     app.cleanup_ctx.append(_lifecycle)
     return app
 
@@ -72,7 +73,7 @@ def load(state: ServerState) -> None:
     t0 = time.monotonic()
     engine = Engine(str(path), n_ctx=cfg.ctx, n_slots=cfg.batch, n_groups=cfg.batch_groups if cfg.batch else 1,
                     slot_ctx=cfg.slot_ctx_effective if cfg.batch else None, n_threads=cfg.threads,
-                    kv_type=cfg.kv_type, backend=cfg.backend)
+                    kv_type=cfg.kv_type, backend=cfg.backend, max_chunk=cfg.prefill_chunk)
     state.engine = engine
     state.model_name = path.stem
     state.cache = _make_cache(cfg, engine)
@@ -85,7 +86,6 @@ def load(state: ServerState) -> None:
                       policy_cfg=slot_policy.PolicyConfig.from_env(cfg.env), cache=state.cache, timeline=timeline)
     sched.start()
     state.scheduler = sched
-    _attach_sessions(state)
     state.info_line = info_line(state)
     log.info("%s (loaded in %.1f s)", state.info_line, time.monotonic() - t0)
     state.ready = True
@@ -104,16 +104,14 @@ def _make_cache(cfg: ServerConfig, engine: Any) -> Any:
         return None
 
 
-def _attach_sessions(state: ServerState) -> None:
-    if state.cache is None:
-        return
+def _attach_sessions(app: web.Application, state: ServerState) -> None:
     try:
         from strata.server.cache.http import SESSION_BACKEND
     except ImportError:
         return
     from strata.server.sessions_backend import SessionBackend
 
-    state.app[SESSION_BACKEND] = SessionBackend(state.scheduler, state.cache)
+    app[SESSION_BACKEND] = SessionBackend(state)
 
 
 def info_line(state: ServerState) -> str:

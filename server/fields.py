@@ -22,8 +22,9 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
         raise APIError(415, f"expected Content-Type application/json, got {ctype}")
     try:
         raw = await request.read()
-    except web.HTTPRequestEntityTooLarge as e:
-        raise APIError(413, f"the request body is larger than the limit of {e.max_size} bytes") from None
+    except web.HTTPRequestEntityTooLarge:
+        limit = request.app._client_max_size  # noqa: SLF001 - aiohttp keeps the limit there only
+        raise APIError(413, f"the request body is larger than the limit of {limit} bytes (--max-body-mib)") from None
     if not raw.strip():
         raise APIError(400, "the request body is empty; expected a JSON object")
     try:

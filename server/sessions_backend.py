@@ -13,9 +13,22 @@ WAIT_S = 600.0
 
 
 class SessionBackend:
-    def __init__(self, scheduler: Any, cache: Any) -> None:
-        self.scheduler = scheduler
-        self.cache = cache
+    """Mounted before the model loads; refuses with a ValueError (a 400) until the cache exists."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+
+    @property
+    def scheduler(self) -> Any:
+        if self.state.scheduler is None:
+            raise ValueError("the model is still loading")
+        return self.state.scheduler
+
+    @property
+    def cache(self) -> Any:
+        if self.state.cache is None:
+            raise ValueError("the conversation cache is off on this server")
+        return self.state.cache
 
     def _context(self, ctx: int) -> Any:
         table = self.scheduler.table

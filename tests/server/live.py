@@ -1,0 +1,70 @@
+"""A real `strata serve` application on loopback for tests: its own event loop in a thread, port 0, the
+same `init_app` the CLI uses. No fakes: the engine, scheduler and cache are the real ones."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+from aiohttp import web
+
+from strata.server.app import init_app
+from strata.server.config import load_config
+from strata.server.keys import STATE
+
+
+class LiveServer:
+    def __init__(self, **flags: Any) -> None:
+        flags.setdefault("host", "127.0.0.1")
+        flags.setdefault("port", 0)
+        env = flags.pop("env", {})
+        self.config = load_config({k: v for k, v in flags.items()}, environ=env)
+        self.loop = asyncio.new_event_loop()
+        self.app: web.Application | None = None
+        self.runner: web.AppRunner | None = None
+        self.port = 0
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def state(self):
+        assert self.app is not None
+        return self.app[STATE]
+
+    def start(self, wait_ready: bool = True, timeout: float = 120.0) -> LiveServer:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(60)
+        if wait_ready:
+            deadline = time.monotonic() + timeout
+            while not self.state.ready:
+                if self.state.load_error:
+                    raise RuntimeError(self.state.load_error)
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the server did not become ready")
+                time.sleep(0.02)
+        return self
+
+    async def _start(self) -> None:
+        self.app = init_app(self.config)
+        self.runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self.runner.addresses[0][1]
+
+    def stop(self) -> None:
+        if self.runner is not None:
+            asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(60)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+
+    def __enter__(self) -> LiveServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

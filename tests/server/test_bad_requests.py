@@ -1,0 +1,117 @@
+"""A table of malformed requests: each gets the right 4xx status and a message saying what is wrong, in
+the shape of its API, and the server keeps serving afterwards."""
+
+from __future__ import annotations
+
+import json
+
+import httpx2 as httpx
+import pytest
+
+from tests.server.live import LiveServer
+
+CHAT = "/v1/chat/completions"
+MSG = "/v1/messages"
+USER = [{"role": "user", "content": "hi"}]
+
+# (method, path, body (dict -> JSON, str/bytes -> raw), status, text the message must contain)
+CASES = [
+    ("POST", CHAT, "this is not json", 400, "not valid JSON"),
+    ("POST", CHAT, "[1, 2]", 400, "must be a JSON object"),
+    ("POST", CHAT, "", 400, "body is empty"),
+    ("POST", CHAT, {}, 400, "'messages' is required"),
+    ("POST", CHAT, {"messages": []}, 400, "'messages' must not be empty"),
+    ("POST", CHAT, {"messages": "hi"}, 400, "'messages' must be an array"),
+    ("POST", CHAT, {"messages": [{"role": "wizard", "content": "x"}]}, 400, "role must be one of"),
+    ("POST", CHAT, {"messages": [{"role": "user", "content": 5}]}, 400, "must be a string or an array"),
+    ("POST", CHAT, {"messages": [{"role": "user"}]}, 400, "content is required"),
+    ("POST", CHAT, {"messages": ["hi"]}, 400, "messages[0] must be an object"),
+    ("POST", CHAT, {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+     400, "image_url parts are not supported"),
+    ("POST", CHAT, {"messages": USER, "max_tokens": -1}, 400, "'max_tokens' must be between 1 and"),
+    ("POST", CHAT, {"messages": USER, "max_tokens": 0}, 400, "'max_tokens' must be between 1 and"),
+    ("POST", CHAT, {"messages": USER, "max_tokens": 10**12}, 400, "'max_tokens' must be between 1 and"),
+    ("POST", CHAT, {"messages": USER, "max_completion_tokens": "ten"}, 400, "must be an integer"),
+    ("POST", CHAT, {"messages": USER, "temperature": 7}, 400, "'temperature' must be between 0 and 2"),
+    ("POST", CHAT, {"messages": USER, "top_p": 0}, 400, "'top_p' must be between"),
+    ("POST", CHAT, {"messages": USER, "temperature": "hot"}, 400, "'temperature' must be a number"),
+    ("POST", CHAT, {"messages": USER, "n": 3}, 400, "'n' must be 1"),
+    ("POST", CHAT, {"messages": USER, "stop": 5}, 400, "'stop' must be a string or an array of strings"),
+    ("POST", CHAT, {"messages": USER, "stream": "yes"}, 400, "'stream' must be a boolean"),
+    ("POST", CHAT, {"messages": USER, "logprobs": True}, 400, "'logprobs' is not supported"),
+    ("POST", CHAT, {"messages": USER, "tools": [{"type": "function"}]}, 400, "tools[0].function must be an object"),
+    ("POST", CHAT, {"messages": USER, "tools": [{"type": "function", "function": {"name": ""}}]}, 400,
+     "name must be a non-empty string"),
+    ("POST", CHAT, {"messages": USER, "tools": {}}, 400, "'tools' must be an array"),
+    ("POST", CHAT, {"messages": USER, "seed": -4}, 400, "'seed' must be between"),
+    ("POST", CHAT, {"messages": [{"role": "user", "content": "word " * 5000}]}, 400, "the context holds 4096"),
+    ("POST", "/v1/completions", {}, 400, "'prompt' is required"),
+    ("POST", "/v1/completions", {"prompt": {"a": 1}}, 400, "'prompt' must be a string"),
+    ("POST", "/v1/completions", {"prompt": [1, 2, 99999]}, 400, "outside the vocabulary"),
+    ("POST", "/v1/completions", {"prompt": "x", "echo": True}, 400, "'echo' is not supported"),
+    ("POST", MSG, {"messages": USER}, 400, "'max_tokens' is required"),
+    ("POST", MSG, {"max_tokens": 5, "messages": []}, 400, "'messages' must not be empty"),
+    ("POST", MSG, {"max_tokens": 5, "messages": [{"role": "system", "content": "x"}]}, 400,
+     "role must be 'user' or 'assistant'"),
+    ("POST", MSG, {"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "banana"}]}]}, 400,
+     "'banana' is not valid in a user message"),
+    ("POST", MSG, {"max_tokens": 5, "messages": USER, "temperature": 1.5}, 400, "'temperature' must be between 0 and 1"),
+    ("POST", MSG, {"max_tokens": -5, "messages": USER}, 400, "'max_tokens' must be between 1 and"),
+    ("POST", MSG, {"max_tokens": 5, "messages": USER, "system": 7}, 400, "system must be a string"),
+    ("POST", MSG, {"max_tokens": 5, "messages": USER, "stop_sequences": [1]}, 400, "must be a string or an array"),
+    ("POST", MSG, {"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
+     400, "image blocks are not supported"),
+    ("POST", "/v1/messages/count_tokens", {"model": "x"}, 400, "'messages' is required"),
+    ("GET", CHAT, None, 405, "method GET is not allowed"),
+    ("POST", "/v1/nothing-here", {}, 404, "no endpoint POST /v1/nothing-here"),
+]
+
+
+@pytest.fixture(scope="module")
+def small_body_server(tiny_model):
+    with LiveServer(model=str(tiny_model), ctx=4096, batch=2, slot_ctx=2048, threads=1, max_body_mib=0.25,
+                    conversation_cache_mib=0) as server:
+        yield server
+
+
+def message_of(path: str, body: dict) -> str:
+    if path.startswith("/v1/messages"):
+        assert body["type"] == "error" and set(body["error"]) == {"type", "message"}
+        return body["error"]["message"]
+    assert set(body["error"]) == {"message", "type", "param", "code"}
+    return body["error"]["message"]
+
+
+@pytest.mark.parametrize("method,path,body,status,needle", CASES, ids=[f"{c[1]}:{c[4][:30]}" for c in CASES])
+def test_bad_request_is_answered_with_its_reason(small_body_server, method, path, body, status, needle):
+    content = json.dumps(body) if isinstance(body, dict) else body
+    r = httpx.request(method, small_body_server.url + path, content=content,
+                      headers={"Content-Type": "application/json"}, timeout=60)
+    assert r.status_code == status, r.text
+    if status >= 400:
+        assert needle in message_of(path, r.json()), r.text
+
+
+def test_a_body_over_the_limit_is_413(small_body_server):
+    big = json.dumps({"messages": [{"role": "user", "content": "x" * 400_000}]})
+    r = httpx.post(small_body_server.url + CHAT, content=big, headers={"Content-Type": "application/json"}, timeout=60)
+    assert r.status_code == 413
+    assert "larger than" in r.json()["error"]["message"]
+    r = httpx.post(small_body_server.url + MSG, content=big, headers={"Content-Type": "application/json"}, timeout=60)
+    assert r.status_code == 413 and r.json()["type"] == "error"
+
+
+def test_wrong_content_type_is_415(small_body_server):
+    r = httpx.post(small_body_server.url + CHAT, content="<x/>", headers={"Content-Type": "application/xml"})
+    assert r.status_code == 415 and "application/json" in r.json()["error"]["message"]
+
+
+def test_the_server_still_serves_after_every_bad_request(small_body_server):
+    for method, path, body, _, _ in CASES:
+        httpx.request(method, small_body_server.url + path,
+                      content=json.dumps(body) if isinstance(body, dict) else body, timeout=60)
+    assert httpx.get(small_body_server.url + "/health").status_code == 200
+    r = httpx.post(small_body_server.url + CHAT, json={"messages": USER, "max_tokens": 3, "temperature": 0}, timeout=60)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] >= 1
+    metrics = httpx.get(small_body_server.url + "/metrics").text
+    assert 'strata_requests_rejected_total{reason="bad_request"}' in metrics
