@@ -207,11 +207,12 @@ class ConversationCache:
                                       c.conversation_cache_park_min_free_mib, self.park_target,
                                       ram_on=self.ram is not None, disk_on=self.first_disk is not None)
         self._admit(adm, "park", adm.destination)
+        now = self.clock()
         if adm.destination == policy.DISCARD:
             self.parks["discard"] += 1
             log.warning("park discarded (%s); discards=%d", adm.reason, self.parks["discard"])
+            self._save_prefixes(ctx, tokens, now)  # each prefix has its own placement
             return ParkResult("discard", adm.floor, key, n, 0, adm.reason)
-        now = self.clock()
         entry = RamEntry(key, "conversation", tokens, list(self.engine.snapshot_chunks(ctx)), now, now,
                          {"reason": reason})
         destination, why = adm.destination, adm.reason

@@ -1,0 +1,108 @@
+"""Named sessions: validated names, save/restore/delete/list through the one placement function,
+and the HTTP routes the server mounts."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from strata.server.cache.http import SESSION_BACKEND, add_session_routes
+from strata.server.cache.memory import FixedMemory
+from strata.server.cache.sessions import SessionNameError, validate_session_name
+
+from tests.cache.conftest import history
+
+from .test_park_restore import fresh_continuation
+
+
+@pytest.mark.parametrize("bad", ["", "..", "../x", "a/b", "a\\b", ".hidden", "x" * 101, "a..b", "name.tmp",
+                                 "nul\x00", "sp ace", 7, None])
+def test_bad_names_are_refused(bad):
+    with pytest.raises(SessionNameError, match="invalid session name"):
+        validate_session_name(bad)
+
+
+@pytest.mark.parametrize("good", ["a", "agent-1", "proj_2.main", "X" * 100])
+def test_good_names(good):
+    assert validate_session_name(good) == good
+
+
+def test_save_restore_delete_list(make_cache, folders):
+    cache = make_cache()
+    eng = cache.engine
+    h = history(1, 50)
+    eng.prefill(1, h)
+    info = cache.save_session("agent-1", 1)
+    assert info["n_tokens"] == 50 and info["floor"] == "parking"
+    assert sorted(os.listdir(folders["sessions"])) == ["strata-session-agent-1.img", "strata-session-agent-1.json"]
+    assert [s["name"] for s in cache.list_sessions()] == ["agent-1"]
+    res = cache.restore_session("agent-1", 2)
+    assert res.n_tokens == 50 and eng.context_tokens(2) == h
+    prompt = h + [1, 3]
+    assert eng.continue_greedy(2, prompt, 5) == fresh_continuation(prompt)
+    assert cache.admissions[("parking", "session_save")] == 1
+    assert cache.admissions[("parking", "session_restore")] == 1
+    assert cache.delete_session("agent-1") is True and cache.list_sessions() == []
+    assert cache.delete_session("agent-1") is False
+    with pytest.raises(KeyError):
+        cache.restore_session("agent-1", 2)
+
+
+def test_session_save_under_the_transient_floor_and_refused(make_cache):
+    mem = FixedMemory(100_000)
+    cache = make_cache(memory=mem)
+    cache.engine.prefill(1, history(2))
+    mem.value = 2000
+    assert cache.save_session("s", 1)["floor"] == "transient"
+    mem.value = 10
+    with pytest.raises(MemoryError, match="session_save refused"):
+        cache.save_session("s2", 1)
+
+
+def test_sessions_survive_restart(make_cache):
+    cache = make_cache()
+    cache.engine.prefill(1, history(3))
+    cache.save_session("keep", 1)
+    again = make_cache()
+    assert again.restore_session("keep", 0).n_tokens == len(history(3))
+
+
+def run_http(cache, calls):
+    async def go():
+        app = web.Application()
+        app[SESSION_BACKEND] = cache
+        add_session_routes(app)
+        async with TestClient(TestServer(app)) as client:
+            out = []
+            for method, path, body in calls:
+                r = await client.request(method, path, json=body)
+                out.append((r.status, await r.json()))
+            return out
+    return asyncio.run(go())
+
+
+def test_http_routes(make_cache):
+    cache = make_cache()
+    cache.engine.prefill(1, history(4, 30))
+    res = run_http(cache, [
+        ("POST", "/v1/sessions/work/save", {"slot": 1}),
+        ("GET", "/v1/sessions", None),
+        ("POST", "/v1/sessions/work/restore", {"slot": "main"}),
+        ("POST", "/v1/sessions/missing/restore", None),
+        ("POST", "/v1/sessions/..%2Fetc/save", {"slot": 1}),
+        ("POST", "/v1/sessions/work/save", {"slot": -3}),
+        ("POST", "/v1/sessions/work/save", {"slot": 99}),
+        ("DELETE", "/v1/sessions/work", None),
+        ("DELETE", "/v1/sessions/work", None),
+    ])
+    codes = [s for s, _ in res]
+    assert codes == [200, 200, 200, 404, 400, 400, 400, 200, 404]
+    assert res[0][1]["n_tokens"] == 30
+    assert res[1][1]["data"][0]["name"] == "work"
+    assert res[2][1]["n_tokens"] == 30 and cache.engine.context_len(0) == 30
+    assert "invalid session name" in res[4][1]["error"]["message"]
+    assert "slot" in res[5][1]["error"]["message"]
+    assert "context" in res[6][1]["error"]["message"]
