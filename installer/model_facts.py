@@ -1,6 +1,7 @@
 """What the installer needs to know about a GGUF model file, and where models are found.
 
-Mechanism: reads the file's metadata (the `gguf` library, memory-mapped, weights untouched) into a
+Mechanism: reads the file's metadata (the engine's native GGUF reader, else the `gguf` library;
+memory-mapped, weights untouched) into a
 `ModelFacts` for the plan. It does not load the model; the bench (`bench.py`) does that. Finding
 models is the engine's job (`strata.engine.models`); this module only calls it, with a fallback to
 the default model's package when the engine's module is not there.
@@ -29,11 +30,8 @@ def read_model_facts(path: str | Path) -> ModelFacts:
         if f.read(4) != b"GGUF":
             raise ModelFileError(f"{path}: not a GGUF file (no GGUF magic)")
     try:
-        import gguf
-
-        reader = gguf.GGUFReader(str(path))
-        meta = {k: _value(f) for k, f in reader.fields.items() if not k.startswith("tokenizer.")}
-    except Exception as e:  # the gguf library raises many types on a damaged file
+        meta = _metadata(path)
+    except Exception as e:  # the readers raise many types on a damaged file
         raise ModelFileError(f"{path}: cannot read its GGUF metadata: {e}") from None
     arch = meta.get("general.architecture")
     if not isinstance(arch, str):
@@ -54,12 +52,30 @@ def read_model_facts(path: str | Path) -> ModelFacts:
         n_ctx_train=need("context_length"), arch=arch)
 
 
+def _metadata(path: Path) -> dict:
+    """The file's metadata without the tokenizer's arrays: the engine's native reader (fast), else the
+    `gguf` library (pure Python, seconds on a large vocabulary)."""
+    try:
+        from strata.engine import GGUFFile
+    except ImportError:
+        GGUFFile = None
+    if GGUFFile is not None:
+        return {k: _plain(v) for k, v in GGUFFile(path).metadata.items() if not k.startswith("tokenizer.")}
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    return {k: _value(f) for k, f in reader.fields.items() if not k.startswith("tokenizer.")}
+
+
+def _plain(value):
+    return value if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+
+
 def _value(field):
     try:
-        value = field.contents()
+        return _plain(field.contents())
     except Exception:
         return None
-    return value if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
 
 
 def find_models() -> tuple[tuple[str, ...], str | None]:

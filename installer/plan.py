@@ -33,7 +33,7 @@ from strata.installer.plan_types import (
 __all__ = [
     "QUESTION_ORDER", "QUESTIONS_BEFORE_SEED_002", "AnswerError", "Answers", "Choice", "DiskFacts",
     "MachineProfile", "ModelFacts", "Plan", "PlanParameters", "Question", "Situation",
-    "apply_answer", "default_answers", "make_plan", "next_question", "parse_answer",
+    "apply_answer", "default_answers", "make_plan", "next_question", "parse_answer", "question_for",
 ]
 
 QUESTION_ORDER = ("model", "concurrency", "keep_on_disk", "cold_dir", "ctx")
@@ -181,6 +181,11 @@ def next_question(s: Situation, a: Answers, order: tuple[str, ...] = QUESTION_OR
         if getattr(a, key) is None:
             return _question(key, s, a, p)
     return None
+
+
+def question_for(key: str, s: Situation, a: Answers, p: PlanParameters | None = None) -> Question:
+    """The question `key` with its default for what is known so far (the Qt pages ask by key)."""
+    return _question(key, s, a, p or PlanParameters())
 
 
 def _question(key: str, s: Situation, a: Answers, p: PlanParameters) -> Question:

@@ -1,0 +1,126 @@
+"""The wizard's bench page: the machine bench on a QThread worker, a progress bar, a Skip button.
+
+The worker runs `bench.run_machine_bench` and reports progress by signal; the page folds the report
+into the wizard's `Situation` (`flow.with_bench`). Skipping sets the bench's event; what was not
+measured is left out and the plan's defaults do without it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from PySide6.QtCore import QObject, QThread, Signal
+from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QVBoxLayout, QWizardPage
+from strata.installer import flow
+from strata.installer.bench import BenchReport, run_machine_bench
+
+
+class BenchWorker(QObject):
+    progress = Signal(str, float, str)
+    finished = Signal(object)  # BenchReport, or an Exception
+
+    def __init__(self, model_path: str | None, folder: str, threads: int, disk_mib: int, skip: threading.Event):
+        super().__init__()
+        self.args = (model_path, folder, threads)
+        self.disk_mib = disk_mib
+        self.skip = skip
+
+    def run(self) -> None:
+        try:
+            report = run_machine_bench(*self.args, progress=self.progress.emit, skip=self.skip,
+                                       disk_mib=self.disk_mib)
+        except Exception as e:  # shown on the page; the wizard goes on without the numbers
+            report = e
+        self.finished.emit(report)
+
+
+class BenchPage(QWizardPage):
+    def __init__(self) -> None:
+        super().__init__()
+        self.setTitle("Measuring this machine")
+        self.setSubTitle("The model's prefill and decode speed here, the RAM, and the disk speed of the "
+                         "folder proposed for conversations kept on disk.")
+        self.bar = QProgressBar()
+        self.bar.setRange(0, 100)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.results = QLabel("")
+        self.results.setWordWrap(True)
+        self.results.setObjectName("results")
+        self.skip_button = QPushButton("Skip the bench")
+        self.skip_button.clicked.connect(self.skip)
+        layout = QVBoxLayout(self)
+        for widget in (self.bar, self.status, self.skip_button, self.results):
+            layout.addWidget(widget)
+        layout.addStretch(1)
+        self.done = False
+        self.report: BenchReport | None = None
+        self._skip = threading.Event()
+        self._thread: QThread | None = None
+
+    def initializePage(self) -> None:
+        w = self.wizard()
+        self.done, self.report = False, None
+        self.bar.setValue(0)
+        self.results.setText("")
+        self._skip = threading.Event()
+        if not w.run_bench:
+            self._finish(None)
+            return
+        self.skip_button.setEnabled(True)
+        s = w.situation
+        self._thread = QThread(self)
+        self._worker = BenchWorker(s.model.path if s.model else None, s.cold_disk.folder, s.machine.n_cores,
+                                   w.disk_bench_mib, self._skip)
+        self._worker.moveToThread(self._thread)
+        self._thread.started.connect(self._worker.run)
+        self._worker.progress.connect(self._on_progress)
+        self._worker.finished.connect(self._finish)
+        self._worker.finished.connect(self._thread.quit)
+        self._thread.start()
+
+    def skip(self) -> None:
+        self._skip.set()
+        self.status.setText("skipping…")
+
+    def _on_progress(self, stage: str, fraction: float, message: str) -> None:
+        self.bar.setValue(int(fraction * 100))
+        self.status.setText(f"{stage}: {message}")
+
+    def _finish(self, report) -> None:
+        w = self.wizard()
+        self.skip_button.setEnabled(False)
+        self.bar.setValue(100)
+        if isinstance(report, BenchReport):
+            self.report = report
+            w.situation = flow.with_bench(w.situation, report)
+            self.results.setText("<br>".join(_describe(report)))
+            self.status.setText("done")
+        elif report is None:
+            self.status.setText("bench not run")
+        else:
+            self.status.setText(f"the bench failed: {report}")
+        self.done = True
+        self.completeChanged.emit()
+
+    def isComplete(self) -> bool:
+        return self.done
+
+    def cleanupPage(self) -> None:  # Back: stop a bench still running
+        self._skip.set()
+        if self._thread is not None:
+            self._thread.quit()
+            self._thread.wait(30000)
+
+
+def _describe(report: BenchReport) -> list[str]:
+    lines = []
+    b, d = report.bench, report.disk
+    if b is not None:
+        lines.append(f"Model: prefill <b>{b.prefill_tps or 0:.0f}</b> tok/s, decode <b>{b.decode_tps or 0:.1f}</b> tok/s"
+                     + (f", load {b.load_s:.2f} s" if b.load_s else ""))
+    lines.append(f"RAM: {report.ram_total_mib / 1024:.1f} GiB, {report.ram_available_mib / 1024:.1f} GiB available")
+    if d.write_mib_s:
+        lines.append(f"Disk {d.folder}: write <b>{d.write_mib_s:.0f}</b> MiB/s, read <b>{d.read_mib_s:.0f}</b> MiB/s")
+    lines.extend(f"<i>{note}</i>" for note in report.notes)
+    return lines

@@ -1,0 +1,67 @@
+"""The wizard's last page: the plan, every choice with its reason, and where the file goes.
+
+Finish writes the file (`SetupWizard.write`); a write that fails shows the reason and stays here.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWizardPage,
+)
+from strata.installer.plan import make_plan
+from strata.installer.wizard.common import error_label
+
+
+class PlanPage(QWizardPage):
+    def __init__(self) -> None:
+        super().__init__()
+        self.setTitle("The plan")
+        self.setSubTitle("What Strata will use, and why. Finish writes it; `strata serve` and the app read it.")
+        self.table = QTableWidget(0, 3)
+        self.table.setObjectName("plan")
+        self.table.setHorizontalHeaderLabels(["setting", "value", "why"])
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setWordWrap(True)
+        self.table.verticalHeader().setVisible(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        self.warnings = QLabel("")
+        self.warnings.setWordWrap(True)
+        self.warnings.setStyleSheet("color: #a05a00;")
+        self.target = QLabel("")
+        self.target.setWordWrap(True)
+        self.error = error_label()
+        layout = QVBoxLayout(self)
+        for widget in (self.table, self.warnings, self.target, self.error):
+            layout.addWidget(widget)
+
+    def initializePage(self) -> None:
+        w = self.wizard()
+        plan = make_plan(w.situation, w.answers)
+        self.table.setRowCount(len(plan.choices))
+        for row, c in enumerate(plan.choices):
+            value = '""' if c.value == "" else str(c.value)
+            for col, text in enumerate((c.key, value, c.reason)):
+                item = QTableWidgetItem(text)
+                item.setToolTip(text)
+                self.table.setItem(row, col, item)
+        self.table.resizeRowsToContents()
+        self.warnings.setText("\n".join(f"Warning: {x}" for x in plan.warnings))
+        self.target.setText(f"Will be written to {w.config_path}")
+        self.error.setText("")
+
+    def validatePage(self) -> bool:
+        try:
+            self.wizard().write()
+        except OSError as e:
+            self.error.setText(f"cannot write {self.wizard().config_path}: {e.strerror or e}")
+            return False
+        return True

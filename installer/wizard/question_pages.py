@@ -1,0 +1,175 @@
+"""The wizard's three question pages: one request or several, conversations on disk (and where),
+the context size. One QWizardPage class per step.
+
+Each page asks `plan.question_for` for its question (its default and the default's reason, shown
+beside the choice), and on Next parses the answer with `plan.parse_answer` and records it with
+`flow.accept`, as the terminal wizard does; a refused answer shows the reason and stays on the page.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QRadioButton,
+    QVBoxLayout,
+    QWizardPage,
+)
+from strata.installer import flow
+from strata.installer.plan import parse_answer, question_for
+from strata.installer.plan_types import AnswerError, PlanParameters
+from strata.installer.wizard.common import error_label, reason_label, why
+
+
+class _QuestionPage(QWizardPage):
+    """A page answering one or more of the plan's questions, in order."""
+
+    keys: tuple[str, ...] = ()
+
+    def __init__(self, title: str, subtitle: str) -> None:
+        super().__init__()
+        self.setTitle(title)
+        self.setSubTitle(subtitle)
+        self.layout_ = QVBoxLayout(self)
+        self.error = error_label()
+
+    def initializePage(self) -> None:
+        w = self.wizard()
+        w.forget_from(self.keys[0])
+        self.error.setText("")
+        self.show_question(question_for(self.keys[0], w.situation, w.answers))
+
+    def show_question(self, q) -> None:
+        raise NotImplementedError
+
+    def answer_texts(self) -> dict[str, str | None]:
+        """key -> the typed text for it (None: that question is not asked)."""
+        raise NotImplementedError
+
+    def validatePage(self) -> bool:
+        w = self.wizard()
+        s, a = w.situation, w.answers
+        try:
+            for key, text in self.answer_texts().items():
+                if text is None:
+                    continue
+                q = question_for(key, s, a)
+                s, a = flow.accept(s, a, q, parse_answer(q, text, s, a))
+        except AnswerError as e:
+            self.error.setText(str(e))
+            return False
+        w.situation, w.answers = s, a
+        self.error.setText("")
+        return True
+
+
+class ConcurrencyPage(_QuestionPage):
+    keys = ("concurrency",)
+
+    def __init__(self) -> None:
+        super().__init__("One request at a time, or several?",
+                         "Several keeps batch slots beside the main context, so side requests (titles, "
+                         "summaries) and a second agent do not wait or evict a long conversation.")
+        self.one = QRadioButton("One request at a time: all memory to one conversation")
+        self.several = QRadioButton("Several at once: batch slots beside the main context")
+        self.one.setObjectName("one")
+        self.several.setObjectName("several")
+        self.group = QButtonGroup(self)
+        for b in (self.one, self.several):
+            self.group.addButton(b)
+            self.layout_.addWidget(b)
+        self.reason = reason_label()
+        self.layout_.addWidget(self.reason)
+        self.layout_.addWidget(self.error)
+        self.layout_.addStretch(1)
+
+    def show_question(self, q) -> None:
+        (self.one if q.default == "one" else self.several).setChecked(True)
+        self.reason.setText(why(q.reason))
+
+    def answer_texts(self) -> dict[str, str | None]:
+        return {"concurrency": "one" if self.one.isChecked() else "several"}
+
+
+class DiskPage(_QuestionPage):
+    keys = ("keep_on_disk", "cold_dir")
+
+    def __init__(self) -> None:
+        super().__init__("Keep conversations on disk?",
+                         "A conversation that leaves RAM is written to this folder and read back instead "
+                         "of being read again from token 0. Only this level deletes, oldest first.")
+        self.keep = QCheckBox("Keep conversations on disk")
+        self.keep.setObjectName("keep_on_disk")
+        self.reason = reason_label()
+        self.folder = QLineEdit()
+        self.folder.setObjectName("cold_dir")
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._browse)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Folder:"))
+        row.addWidget(self.folder, 1)
+        row.addWidget(browse)
+        self.folder_reason = reason_label()
+        self.keep.toggled.connect(self._toggle)
+        self._browse_button = browse
+        for widget in (self.keep, self.reason):
+            self.layout_.addWidget(widget)
+        self.layout_.addLayout(row)
+        self.layout_.addWidget(self.folder_reason)
+        self.layout_.addWidget(self.error)
+        self.layout_.addStretch(1)
+
+    def show_question(self, q) -> None:
+        w = self.wizard()
+        self.keep.setChecked(bool(q.default))
+        self.reason.setText(why(q.reason))
+        folder_q = question_for("cold_dir", w.situation, w.answers)
+        self.folder.setText(folder_q.default)
+        self.folder_reason.setText(folder_q.reason)
+        self._toggle(self.keep.isChecked())
+
+    def _toggle(self, on: bool) -> None:
+        for widget in (self.folder, self._browse_button, self.folder_reason):
+            widget.setEnabled(on)
+
+    def _browse(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Folder for conversations kept on disk", self.folder.text())
+        if path:
+            self.folder.setText(path)
+
+    def answer_texts(self) -> dict[str, str | None]:
+        keep = self.keep.isChecked()
+        return {"keep_on_disk": "yes" if keep else "no", "cold_dir": self.folder.text() if keep else None}
+
+
+class ContextPage(_QuestionPage):
+    keys = ("ctx",)
+
+    def __init__(self) -> None:
+        super().__init__("Context size", "The longest conversation one request can hold, in tokens "
+                         "(32k = 32768). Chosen with the model and this machine's memory known.")
+        self.combo = QComboBox()
+        self.combo.setEditable(True)
+        self.combo.setObjectName("ctx")
+        self.reason = reason_label()
+        self.layout_.addWidget(self.combo)
+        self.layout_.addWidget(self.reason)
+        self.layout_.addWidget(self.error)
+        self.layout_.addStretch(1)
+
+    def show_question(self, q) -> None:
+        model = self.wizard().situation.model
+        steps = [c for c in PlanParameters().ctx_ladder if c <= model.n_ctx_train]
+        self.combo.clear()
+        self.combo.addItems([str(c) for c in steps])
+        self.combo.setCurrentText(str(q.default))
+        self.reason.setText(why(q.reason))
+
+    def answer_texts(self) -> dict[str, str | None]:
+        return {"ctx": self.combo.currentText()}

@@ -1,0 +1,152 @@
+"""The Qt wizard walked page by page, offscreen: the same file as the terminal wizard for the same
+answers, refused answers stay on their page with the reason, and a screenshot of every page is saved
+to test-artifacts/installer/ for review."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from PySide6.QtWidgets import QWizard  # noqa: E402
+from strata.installer import config_file, flow  # noqa: E402
+from strata.installer.cli import run_terminal  # noqa: E402
+from strata.installer.wizard.setup_wizard import SetupWizard  # noqa: E402
+
+SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "installer"
+
+
+def _shot(wizard, name):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert wizard.grab().save(str(SHOTS / f"{name}.png"))
+
+
+def _next(qtbot, wizard, expected):
+    before = wizard.currentId()
+    wizard.next()
+    qtbot.waitUntil(lambda: wizard.currentId() != before, timeout=5000)
+    assert wizard.currentPage() is wizard.page(wizard.page_ids[expected])
+    return wizard.currentPage()
+
+
+@pytest.fixture
+def situation(tmp_path, default_model_path):
+    return flow.starting_situation(cold_dir=tmp_path / "cold")
+
+
+def _walk(qtbot, wizard, concurrency, keep, folder, ctx, shots=False):
+    wizard.show()
+    page = wizard.currentPage()
+    assert page is wizard.page(wizard.page_ids["model"])
+    if shots:
+        _shot(wizard, "1-model")
+    page = _next(qtbot, wizard, "bench")
+    qtbot.waitUntil(page.isComplete, timeout=120000)
+    if shots:
+        _shot(wizard, "2-bench")
+    page = _next(qtbot, wizard, "concurrency")
+    if shots:
+        _shot(wizard, "3-concurrency")
+    (page.one if concurrency == "one" else page.several).setChecked(True)
+    page = _next(qtbot, wizard, "disk")
+    if shots:
+        _shot(wizard, "4-disk")
+    page.keep.setChecked(keep)
+    if folder:
+        page.folder.setText(str(folder))
+    page = _next(qtbot, wizard, "context")
+    if shots:
+        _shot(wizard, "5-context")
+    page.combo.setCurrentText(ctx)
+    page = _next(qtbot, wizard, "plan")
+    if shots:
+        _shot(wizard, "6-plan")
+    wizard.button(QWizard.WizardButton.FinishButton).click()
+    qtbot.waitUntil(lambda: wizard.written is not None, timeout=5000)
+    return wizard.written
+
+
+def _terminal(situation, path, typed):
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    args = argparse.Namespace(yes=False, config=path, show=False, model=None, cold_dir=None,
+                              skip_bench=True, disk_bench_mib=8)
+    assert run_terminal(args, Tty(typed), io.StringIO(), situation=situation) == 0
+    return config_file.read(path)[0]
+
+
+def _same(a, b):
+    a, b = dict(a), dict(b)
+    # the free space of the cold folder is measured by each wizard; its 25 % budget is rounded to 1 GiB
+    assert abs(a.pop("conversation_cache_cold_mib") - b.pop("conversation_cache_cold_mib")) <= 1024
+    assert a == b
+
+
+def test_the_qt_wizard_writes_what_the_terminal_writes(qtbot, tmp_path, situation):
+    wizard = SetupWizard(config_path=tmp_path / "qt.toml", situation=situation, disk_bench_mib=8)
+    qtbot.addWidget(wizard)
+    written = _walk(qtbot, wizard, "one", True, tmp_path / "elsewhere", "4096", shots=True)
+    qt = config_file.read(written)[0]
+    term = _terminal(situation, tmp_path / "term.toml", f"\none\nyes\n{tmp_path / 'elsewhere'}\n4096\n")
+    _same(qt, term)
+    assert (qt["batch"], qt["ctx"], qt["conversation_cache_cold_dir"]) == (0, 4096, str(tmp_path / "elsewhere"))
+
+
+def test_the_defaults_match_the_terminal_defaults(qtbot, tmp_path, situation):
+    wizard = SetupWizard(config_path=tmp_path / "qt.toml", situation=situation, run_bench=False)
+    qtbot.addWidget(wizard)
+    wizard.show()
+    for name in ("bench", "concurrency", "disk", "context", "plan"):
+        _next(qtbot, wizard, name)
+    wizard.button(QWizard.WizardButton.FinishButton).click()
+    qtbot.waitUntil(lambda: wizard.written is not None, timeout=5000)
+    _same(config_file.read(wizard.written)[0], _terminal(situation, tmp_path / "t.toml", "\n" * 6))
+
+
+def test_a_refused_answer_stays_on_its_page_with_the_reason(qtbot, tmp_path, situation):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    wizard = SetupWizard(config_path=tmp_path / "qt.toml", situation=situation, run_bench=False)
+    qtbot.addWidget(wizard)
+    wizard.show()
+    model = wizard.currentPage()
+    model.combo.setCurrentText(str(tmp_path / "missing.gguf"))
+    wizard.next()
+    assert wizard.currentPage() is model and "no such file" in model.error.text()
+    model.combo.setCurrentIndex(0)
+    for name in ("bench", "concurrency", "disk"):
+        page = _next(qtbot, wizard, name)
+    page.keep.setChecked(True)
+    page.folder.setText(str(blocker / "sub"))
+    wizard.next()
+    assert wizard.currentPage() is page and "cannot write to" in page.error.text()
+    _shot(wizard, "4b-disk-refused")
+    page.keep.setChecked(False)
+    assert not page.folder.isEnabled()
+    page = _next(qtbot, wizard, "context")
+    page.combo.setCurrentText("lots")
+    wizard.next()
+    assert wizard.currentPage() is page and "not a number of tokens" in page.error.text()
+    _shot(wizard, "5b-context-refused")
+    # Back to the first question and a different answer: the later defaults are asked again
+    wizard.back()
+    wizard.back()
+    page = wizard.currentPage()
+    assert page is wizard.page(wizard.page_ids["concurrency"])
+    page.one.setChecked(True)
+    _next(qtbot, wizard, "disk")
+    ctx_page = _next(qtbot, wizard, "context")
+    assert wizard.answers.ctx is None and ctx_page.combo.currentText() == "8192"
+
+
+def test_run_wizard_is_the_apps_entry_point():
+    from strata.installer.wizard import SetupWizard as exported
+    from strata.installer.wizard import run_wizard
+
+    assert exported is SetupWizard and callable(run_wizard)
