@@ -110,6 +110,8 @@ class PolicyConfig:
                 num = float(text)
             except ValueError:
                 raise ValueError(f"{var}={raw!r}: not a number") from None
+            if not math.isfinite(num) or num < 0:
+                raise ValueError(f"{var}={raw!r}: expected a finite number >= 0")
             if name == "near_match_tokens":
                 if not math.isfinite(num) or num != int(num):
                     raise ValueError(f"{var}={raw!r}: expected a whole number of tokens")
@@ -394,7 +396,8 @@ def place(slots: Sequence[SlotView], request: RequestView, now: float, cfg: Poli
         blank = [s for s in idle if (s.blank or s.n_tokens <= 0) and group_load.get(s.group, 0) < load]
         if blank:
             b = min(blank, key=lambda s: (group_load.get(s.group, 0), s.slot))
-            return Decision(b.slot, "blank_less_loaded", t.common, t.slot, b.group, 0, 0.0)
+            src = t.slot if t.common > b.common else None
+            return Decision(b.slot, "blank_less_loaded", max(t.common, b.common), src, b.group, 0, 0.0)
         return _with_source(t, "own_prefix", best_slot, best, tol, now, cfg, True)
     t, why = reclaim_slot(idle, now, cfg, group_load)
     if t is not None:

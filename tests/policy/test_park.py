@@ -30,6 +30,13 @@ def test_main_below_the_keep_score_is_not_parked():
     assert plan_park(m, [slot(1)], NOW, PolicyConfig(expired_keep_score=0.001, park_min_value=0.001)).slot == 1
 
 
+def test_keep_score_is_checked_even_when_park_min_value_is_lower():
+    m = main(20_000, age=100)  # value ~0.109
+    assert plan_park(m, [slot(1)], NOW, PolicyConfig(expired_keep_score=0.2, park_min_value=0.0)).park_skip == \
+        "main_low_value"
+    assert plan_park(m, [slot(1)], NOW, PolicyConfig(expired_keep_score=0.05, park_min_value=0.0)).slot == 1
+
+
 def test_park_min_value_is_its_own_threshold():
     m = main(20_000, age=100)  # value ~0.109
     assert 0.1 < value(20_000, 100, DEFAULT) < 0.12
