@@ -16,6 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from strata.server.slot_policy import PolicyConfig, place  # noqa: E402
+
 from tests.policy.reference import NOW, place_reference, random_table  # noqa: E402
 
 CONFIGS = {"default": PolicyConfig(), "decay 150 s": PolicyConfig(idle_value_zero_s=150),

@@ -7,7 +7,6 @@ import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from strata.server.slot_policy import (
     PolicyConfig,
     RequestView,
