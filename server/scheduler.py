@@ -55,6 +55,8 @@ class Row:
     started: float = field(default_factory=time.monotonic)
     prefill_s: float = 0.0
     first_token_at: float | None = None
+    prefill_chunks: int = 0            # engine.prefill calls for this prompt
+    steps_during_prefill: int = 0      # other rows' decode steps between its chunks (the continuous agenda)
 
 
 class Scheduler:
@@ -328,6 +330,9 @@ class Scheduler:
             self._prefill_chunk(row)
         decoding = [r for r in self._rows.values() if r.phase == "decode"]
         if decoding:
+            for r in self._rows.values():
+                if r.phase == "prefill":
+                    r.steps_during_prefill += 1
             self._decode_step(decoding)
 
     def _prefill_chunk(self, row: Row) -> None:
@@ -338,6 +343,7 @@ class Scheduler:
             self.engine.prefill(row.ctx, part, chunk=self.chunk)
             self.table.extend(row.ctx, part)
             row.pos += len(part)
+            row.prefill_chunks += 1
         if row.pos < len(prompt):
             row.prefill_s += time.monotonic() - t0
             self.metrics.add_prefill(time.monotonic() - t0)
@@ -425,7 +431,8 @@ class Scheduler:
                                "prompt_tokens": len(job.prompt), "status": status}
         if row is not None:
             rec.update(reused_tokens=row.reused, source=row.source, output_tokens=len(row.generated),
-                       context=self.table[row.ctx].display_id())
+                       context=self.table[row.ctx].display_id(), prefill_chunks=row.prefill_chunks,
+                       decode_steps_during_prefill=row.steps_during_prefill)
             if row.mismatch_at is not None:
                 rec.update(mismatch_at=row.mismatch_at, mismatch_excerpt=row.mismatch_excerpt)
             if row.first_token_at is not None:

@@ -1,0 +1,186 @@
+"""The real `openai` and `anthropic` SDKs against a live server on the tiny model: streaming and not,
+stop sequences, usage fields (cached tokens on a continued conversation), tools accepted, errors."""
+
+from __future__ import annotations
+
+import anthropic
+import openai
+import pytest
+
+SYSTEM = "You are a terse assistant."
+GREEDY = {"temperature": 0}   # this anthropic SDK has no temperature argument; the API field still exists
+
+
+@pytest.fixture(scope="module")
+def oai(tiny_server):
+    return openai.OpenAI(base_url=tiny_server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def claude(tiny_server):
+    return anthropic.Anthropic(base_url=tiny_server.url, api_key="unused", max_retries=0, timeout=60)
+
+
+def chat(oai, messages, **kw):
+    kw.setdefault("temperature", 0)
+    kw.setdefault("max_tokens", 12)
+    return oai.chat.completions.create(model="gpt-4o-mini", messages=messages, **kw)
+
+
+def test_openai_chat_non_streaming_fields(oai):
+    r = chat(oai, [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Say hi"}])
+    assert r.object == "chat.completion" and r.model == "gpt-4o-mini"
+    choice = r.choices[0]
+    assert choice.message.role == "assistant" and isinstance(choice.message.content, str)
+    assert choice.finish_reason in ("stop", "length")
+    assert r.usage.prompt_tokens > 5 and 1 <= r.usage.completion_tokens <= 12
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    timings = r.model_extra["timings"]
+    assert timings["prompt_n"] + timings["cache_n"] == r.usage.prompt_tokens
+    assert timings["predicted_n"] == r.usage.completion_tokens
+
+
+def test_openai_streaming_equals_non_streaming(oai):
+    messages = [{"role": "user", "content": "Count to five"}]
+    whole = chat(oai, messages, max_tokens=20)
+    chunks = list(chat(oai, messages, max_tokens=20, stream=True, stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == [whole.choices[0].finish_reason]
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage.completion_tokens == whole.usage.completion_tokens
+    assert usage.prompt_tokens_details.cached_tokens >= usage.prompt_tokens - 1   # same prompt again
+
+
+def test_max_tokens_and_length_finish(oai):
+    r = chat(oai, [{"role": "user", "content": "Write a long story"}], max_tokens=3)
+    if r.choices[0].finish_reason == "length":
+        assert r.usage.completion_tokens == 3
+    r = chat(oai, [{"role": "user", "content": "Write a long story"}], max_completion_tokens=5)
+    assert r.usage.completion_tokens <= 5
+
+
+def test_stop_sequence_cuts_the_answer(oai):
+    messages = [{"role": "user", "content": "Tell me everything"}]
+    full = chat(oai, messages, max_tokens=40).choices[0].message.content
+    assert len(full) > 6
+    stop = full[3:6]
+    expected = full[: full.index(stop)]
+    r = chat(oai, messages, max_tokens=40, stop=[stop])
+    assert r.choices[0].message.content == expected and r.choices[0].finish_reason == "stop"
+    streamed = "".join(c.choices[0].delta.content or "" for c in chat(oai, messages, max_tokens=40, stop=stop,
+                                                                      stream=True) if c.choices)
+    assert streamed == expected
+
+
+def test_second_turn_reads_only_the_new_tokens(oai):
+    first = [{"role": "system", "content": SYSTEM + " turn test"}, {"role": "user", "content": "First question?"}]
+    r1 = chat(oai, first)
+    second = first + [{"role": "assistant", "content": r1.choices[0].message.content},
+                      {"role": "user", "content": "And a second one?"}]
+    r2 = chat(oai, second)
+    cached = r2.usage.prompt_tokens_details.cached_tokens
+    assert cached >= r1.usage.prompt_tokens
+    assert r2.model_extra["timings"]["prompt_n"] == r2.usage.prompt_tokens - cached
+    assert r2.model_extra["timings"]["cache_n"] == cached
+
+
+def test_completions_with_text_and_token_ids(oai, tiny_server):
+    r = oai.completions.create(model="any", prompt="Once upon a time", max_tokens=6, extra_body=GREEDY)
+    assert r.object == "text_completion" and r.usage.completion_tokens <= 6
+    ids = tiny_server.state.engine.tokenize("Once upon a time")
+    r2 = oai.completions.create(model="any", prompt=ids, max_tokens=6, extra_body=GREEDY)
+    assert r2.choices[0].text == r.choices[0].text
+    streamed = "".join(c.choices[0].text for c in oai.completions.create(
+        model="any", prompt=ids, max_tokens=6, temperature=0, stream=True))
+    assert streamed == r.choices[0].text
+
+
+def test_models_lists_the_loaded_model(oai, tiny_server):
+    ids = [m.id for m in oai.models.list().data]
+    assert ids[0] == tiny_server.state.model_name
+
+
+def test_tools_are_accepted_and_rendered(oai, claude):
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                               "parameters": {"type": "object",
+                                                              "properties": {"city": {"type": "string"}}}}}]
+    r = chat(oai, [{"role": "user", "content": "Weather in Oslo?"}], tools=tools)
+    assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    plain = claude.messages.count_tokens(model="m", messages=[{"role": "user", "content": "Weather in Oslo?"}])
+    with_tools = claude.messages.count_tokens(
+        model="m", messages=[{"role": "user", "content": "Weather in Oslo?"}],
+        tools=[{"name": "get_weather", "description": "Weather of a city",
+                "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}])
+    assert with_tools.input_tokens > plain.input_tokens + 20   # the tools are written into the prompt
+    # a tool round trip in the history renders and runs
+    history = [{"role": "user", "content": "Weather in Oslo?"},
+               {"role": "assistant", "content": None, "tool_calls": [
+                   {"id": "call_1", "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+               {"role": "tool", "tool_call_id": "call_1", "content": "12 C, rain"}]
+    assert chat(oai, history, tools=tools).usage.prompt_tokens > 20
+
+
+def test_openai_errors_come_back_as_sdk_exceptions(oai):
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(oai, [{"role": "user", "content": "x"}], max_tokens=-3)
+    assert "max_tokens" in str(e.value)
+
+
+def test_anthropic_message_non_streaming(claude):
+    r = claude.messages.create(model="claude-agent-test", max_tokens=10, system=SYSTEM,
+                               messages=[{"role": "user", "content": "Hello"}], extra_body=GREEDY)
+    assert r.type == "message" and r.role == "assistant" and r.model == "claude-agent-test"
+    assert r.content[0].type == "text" and r.stop_reason in ("end_turn", "max_tokens")
+    assert r.usage.output_tokens <= 10
+    assert r.usage.input_tokens + r.usage.cache_read_input_tokens > 5
+
+
+def test_anthropic_stream_event_sequence_and_text(claude):
+    kw = dict(model="m", max_tokens=15, messages=[{"role": "user", "content": "Stream please"}], extra_body=GREEDY)
+    whole = claude.messages.create(**kw)
+    with claude.messages.stream(**kw) as stream:
+        kinds = [ev.type for ev in stream]
+        final = stream.get_final_message()
+    assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+    assert "content_block_start" in kinds and "content_block_stop" in kinds and "message_delta" in kinds
+    assert final.content[0].text == whole.content[0].text
+    assert final.stop_reason == whole.stop_reason
+    assert final.usage.output_tokens == whole.usage.output_tokens
+    assert final.usage.cache_read_input_tokens >= 1
+
+
+def test_anthropic_stop_sequences_and_second_turn(claude):
+    base = [{"role": "user", "content": "Tell me a thing"}]
+    r1 = claude.messages.create(model="m", max_tokens=30, messages=base, extra_body=GREEDY)
+    text = r1.content[0].text
+    assert len(text) > 5
+    stop = text[2:5]
+    r = claude.messages.create(model="m", max_tokens=30, messages=base, extra_body=GREEDY, stop_sequences=[stop])
+    assert r.stop_reason == "stop_sequence" and r.stop_sequence == stop
+    assert r.content[0].text == text[: text.index(stop)]
+    turn2 = base + [{"role": "assistant", "content": text}, {"role": "user", "content": "More"}]
+    r2 = claude.messages.create(model="m", max_tokens=5, messages=turn2, extra_body=GREEDY)
+    n_first = claude.messages.count_tokens(model="m", messages=base).input_tokens
+    assert r2.usage.cache_read_input_tokens >= n_first
+
+
+def test_anthropic_tool_result_blocks_are_accepted(claude):
+    messages = [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Checking."},
+                                          {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                                           "input": {"city": "Oslo"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "12 C"}]},
+    ]
+    r = claude.messages.create(model="m", max_tokens=5, messages=messages, extra_body=GREEDY, tools=[
+        {"name": "get_weather", "description": "d", "input_schema": {"type": "object"}}])
+    assert r.stop_reason in ("end_turn", "max_tokens", "tool_use")
+
+
+def test_anthropic_errors_come_back_as_sdk_exceptions(claude):
+    with pytest.raises(anthropic.BadRequestError) as e:
+        claude.messages.create(model="m", max_tokens=5, messages=[])
+    assert "messages" in str(e.value)
