@@ -191,10 +191,9 @@ def question_for(key: str, s: Situation, a: Answers, p: PlanParameters | None = 
 def _question(key: str, s: Situation, a: Answers, p: PlanParameters) -> Question:
     if key == "model":
         if s.default_model:
-            why = "the default model" if s.default_model not in s.models_found[1:] else "found on this machine"
+            found = f"{len(s.models_found)} GGUF file(s) found" if len(s.models_found) > 1 else "the only one found"
             return Question("model", "Which model?", s.default_model, s.default_model,
-                            f"{why}; type a number from the list or a path to a .gguf file",
-                            options=s.models_found)
+                            f"the default model ({found})", options=s.models_found)
         return Question("model", "Which model? (path to a .gguf file)", None, "",
                         "no GGUF model found on this machine", options=s.models_found)
     if key == "concurrency":

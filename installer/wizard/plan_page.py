@@ -5,6 +5,7 @@ Finish writes the file (`SetupWizard.write`); a write that fails shows the reaso
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -31,8 +32,10 @@ class PlanPage(QWizardPage):
         self.table.verticalHeader().setVisible(False)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Fixed)  # long paths are elided, full in the tooltip
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        self.table.setColumnWidth(1, 200)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.warnings = QLabel("")
         self.warnings.setWordWrap(True)
         self.warnings.setStyleSheet("color: #a05a00;")
@@ -57,6 +60,10 @@ class PlanPage(QWizardPage):
         self.warnings.setText("\n".join(f"Warning: {x}" for x in plan.warnings))
         self.target.setText(f"Will be written to {w.config_path}")
         self.error.setText("")
+
+    def resizeEvent(self, event) -> None:  # the reasons wrap to the width the page really has
+        super().resizeEvent(event)
+        self.table.resizeRowsToContents()
 
     def validatePage(self) -> bool:
         try:

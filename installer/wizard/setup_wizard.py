@@ -32,7 +32,7 @@ class SetupWizard(QWizard):
         self.setWindowTitle("Strata setup")
         self.setWizardStyle(QWizard.WizardStyle.ClassicStyle)
         self.setOption(QWizard.WizardOption.NoBackButtonOnStartPage, True)
-        self.setMinimumSize(760, 520)
+        self.setMinimumSize(900, 600)
         self.situation: Situation = situation or flow.starting_situation()
         self.answers = Answers()
         self.config_path = Path(config_path).expanduser() if config_path else config_file.default_config_path()

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from PySide6.QtWidgets import QWizard  # noqa: E402
+from PySide6.QtWidgets import QApplication, QWizard  # noqa: E402
 from strata.installer import config_file, flow  # noqa: E402
 from strata.installer.cli import run_terminal  # noqa: E402
 from strata.installer.wizard.setup_wizard import SetupWizard  # noqa: E402
@@ -22,6 +22,7 @@ SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "installer"
 
 def _shot(wizard, name):
     SHOTS.mkdir(parents=True, exist_ok=True)
+    QApplication.processEvents()  # let the layouts settle before the picture
     assert wizard.grab().save(str(SHOTS / f"{name}.png"))
 
 
