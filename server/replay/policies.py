@@ -12,9 +12,10 @@ import bisect
 from collections.abc import Sequence
 
 from .. import slot_policy as sp
-from .timeline import Request
+from .timeline import Request, common_prefix
 
-POLICY_NAMES = ("lru", "lcp-lru", "expire:S", "shortest", "gds", "gds+expire:S", "affinity", "default", "oracle")
+POLICY_NAMES = ("lru", "lcp-lru", "expire:S", "shortest", "gds", "gds+expire:S", "affinity", "default", "oracle",
+                "oracle-belady")
 NEVER_S = 1e18  # an expiry that never comes: `shortest`
 LCP_SIMILARITY = 0.10  # llama.cpp server's --slot-prompt-similarity default
 
@@ -127,32 +128,48 @@ class GreedyDualSize(Policy):
 
 
 class Oracle(Policy):
-    """Offline yardstick (Belady by next use): own prefix, a blank slot, else the idle slot whose
-    history's next continuation (a later request whose parent is the one it holds) comes last,
-    never-continued first; ties by fewer tokens. Knows the whole timeline; not a policy to serve."""
+    """Offline yardstick: knows when each history is next continued (a later request whose parent
+    is the request it holds) and how many tokens that turn would reuse. Own prefix, a blank slot,
+    else evict the idle slot whose history is never continued, else the lowest reuse per second of
+    waiting (`cost`, weighted caching) or the farthest next use (`belady`). `strata replay` reports
+    the better of the two per timeline as `oracle`. Not a policy to serve."""
 
-    name = "oracle"
+    def __init__(self, rule: str = "cost") -> None:
+        self.rule = rule
+        self.name = "oracle" if rule == "cost" else f"oracle-{rule}"
 
     def reset(self, slots, requests, opts):
         super().reset(slots, requests, opts)
-        self.children: dict[int, list[float]] = {}
+        self.children: dict[int, tuple[list[float], list[int]]] = {}
         for r in requests:
             if r.parent is not None:
-                self.children.setdefault(r.parent, []).append(r.time)
+                p = requests[r.parent]
+                reuse = common_prefix(r.ids, r.lens, p.ids + (p.out_id,), p.lens + (p.n_output,))
+                times, reuses = self.children.setdefault(r.parent, ([], []))
+                times.append(r.time)
+                reuses.append(reuse)
 
-    def next_use(self, s, now: float) -> float:
-        times = self.children.get(s.req) if s.req is not None else None
-        if not times:
-            return float("inf")
-        k = bisect.bisect_right(times, now)
-        return times[k] if k < len(times) else float("inf")
+    def next_use(self, s, now: float) -> tuple[float, int]:
+        kids = self.children.get(s.req) if s.req is not None else None
+        if not kids:
+            return float("inf"), 0
+        k = bisect.bisect_right(kids[0], now)
+        return (kids[0][k], kids[1][k]) if k < len(kids[0]) else (float("inf"), 0)
 
     def choose(self, i, now, commons):
         first = self.own_or_blank(i, now, commons)
         if first is not None:
             return first[0], None, first[1]
-        t = max(self.idle(now), key=lambda s: (self.next_use(s, now), -s.n_tokens, -s.last_use, -s.index))
-        return t.index, None, "farthest_next_use"
+        best, best_key = None, None
+        for s in self.idle(now):
+            when, reuse = self.next_use(s, now)
+            if self.rule == "belady":
+                key = (-when, s.n_tokens, s.last_use, s.index)
+            else:
+                key = (reuse / max(when - now, 1e-3) if when != float("inf") else -1.0, s.last_use, s.index)
+            if best_key is None or key < best_key:
+                best, best_key = s, key
+        return best.index, None, "oracle_" + self.rule
 
 
 def make_policy(name: str, n_groups: int = 1) -> Policy:
@@ -176,7 +193,9 @@ def make_policy(name: str, n_groups: int = 1) -> Policy:
         if name == "default":
             return PurePolicy(name, sp.PolicyConfig())
         if name == "oracle":
-            return Oracle()
+            return Oracle("cost")
+        if name == "oracle-belady":
+            return Oracle("belady")
     except ValueError as e:
         raise ValueError(f"policy {name!r}: {e}") from None
     raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")

@@ -1,0 +1,150 @@
+"""`strata replay`: run a request timeline through simulated slots under each policy and print the
+prompt tokens read and the change against LRU (seed 001's tables). Also
+`strata replay generate --kind agents --hours H --seed S` to write an agent-style timeline.
+
+Timeline: a Mooncake JSONL file, a Strata timeline JSONL file (docs/slot-policy.md), or
+`agents:HOURS:SEED` for a generated one. Not here: the simulation (simulator.py), the policies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .generate import KINDS, generate
+from .policies import POLICY_NAMES, make_policy
+from .simulator import SimOptions, simulate
+from .timeline import Request, TimelineError, load, thin, write_strata
+
+DEFAULT_POLICIES = "lru,lcp-lru,expire:600,expire:300,shortest,gds,gds+expire:600,affinity,default,oracle"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("timeline", help="a Mooncake or Strata JSONL file, `agents:HOURS:SEED`, or `generate`")
+    parser.add_argument("--slots", default="2,4,6,8", help="slot counts, comma-separated (default 2,4,6,8)")
+    parser.add_argument("--policies", default=DEFAULT_POLICIES,
+                        help=f"comma-separated, from: {', '.join(POLICY_NAMES)} (default: all)")
+    parser.add_argument("--groups", type=int, default=1, help="slot groups (slot i in group i %% G), for affinity")
+    parser.add_argument("--thin", type=float, default=1.0, help="replay this share of the conversations")
+    parser.add_argument("--draws", type=int, default=1, help="random draws of --thin (seeds 0..K-1)")
+    parser.add_argument("--ram-cache-tokens", type=int, default=0, help="a RAM conversation cache below the slots")
+    parser.add_argument("--ram-min-tokens", type=int, default=4096, help="smallest history the RAM cache keeps")
+    parser.add_argument("--prefill-tps", type=float, default=0.0, help="prompt tokens/s; 0: instant service")
+    parser.add_argument("--decode-tps", type=float, default=0.0, help="output tokens/s; 0: instant service")
+    parser.add_argument("--prompt-rate", type=float, default=2000.0, help="tokens/s told to policies (near matches)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    gen = parser.add_argument_group("generate")
+    gen.add_argument("--kind", default="agents", help=f"generator kind ({', '.join(KINDS)})")
+    gen.add_argument("--hours", type=float, default=8.0)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--out", default="-", help="file for the generated timeline (default: stdout)")
+
+
+def _slot_counts(text: str) -> list[int]:
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--slots {text!r}: expected whole numbers separated by commas") from None
+    if not counts or any(n < 1 for n in counts):
+        raise ValueError(f"--slots {text!r}: expected counts >= 1")
+    return counts
+
+
+def _timeline(spec: str) -> list[Request]:
+    if spec.startswith("agents:"):
+        parts = spec.split(":")
+        try:
+            hours, seed = float(parts[1]), int(parts[2])
+        except (IndexError, ValueError):
+            raise ValueError(f"{spec!r}: expected agents:HOURS:SEED") from None
+        return generate("agents", hours, seed)
+    return load(spec)
+
+
+def replay(requests: list[Request], slot_counts: list[int], policy_names: list[str], opts: SimOptions,
+           share: float = 1.0, draws: int = 1) -> list[dict]:
+    """Rows of results: per slot count and policy, totals summed over the draws, the change against
+    LRU on the summed totals (`vs_lru`), and the worst single draw's change (`vs_lru_worst`)."""
+    for name in policy_names:
+        make_policy(name, opts.n_groups)  # refuse unknown names before any work
+    names = ["lru"] + [p for p in policy_names if p != "lru"]
+    timelines = [thin(requests, share, d) for d in range(draws)] if share < 1 else [requests]
+    rows = []
+    for n in slot_counts:
+        per: dict[str, list] = {p: [] for p in names}
+        for tl in timelines:
+            for p in names:
+                r = simulate(tl, n, make_policy(p, opts.n_groups), opts)
+                if p == "oracle":  # the yardstick: the better of the two offline rules
+                    alt = simulate(tl, n, make_policy("oracle-belady", opts.n_groups), opts)
+                    r = alt if alt.prompt_tokens_read < r.prompt_tokens_read else r
+                per[p].append(r)
+        base = [r.prompt_tokens_read for r in per["lru"]]
+        for p in names:
+            if p == "lru" and "lru" not in policy_names:
+                continue
+            total = sum(r.prompt_tokens_total for r in per[p])
+            read = sum(r.prompt_tokens_read for r in per[p])
+            changes = [r.prompt_tokens_read / b - 1 if b else 0.0 for r, b in zip(per[p], base, strict=True)]
+            rows.append({"slots": n, "policy": p, "prompt_tokens_total": total, "prompt_tokens_read": read,
+                         "vs_lru": (read / sum(base) - 1) if sum(base) else 0.0,
+                         "vs_lru_mean": sum(changes) / len(changes), "vs_lru_worst": max(changes),
+                         "draws": len(timelines), "reused_ram": sum(r.reused_ram for r in per[p])})
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    counts = sorted({r["slots"] for r in rows})
+    policies = list(dict.fromkeys(r["policy"] for r in rows))
+    by = {(r["policy"], r["slots"]): r for r in rows}
+    width = max(len(p) for p in policies) + 2
+    head = "policy".ljust(width) + "".join(f"{str(n) + ' slots':>24}" for n in counts)
+    lines = [head, "-" * len(head)]
+    draws = rows[0]["draws"] if rows else 1
+    for p in policies:
+        cells = []
+        for n in counts:
+            r = by[(p, n)]
+            if p == "lru":
+                cells.append(f"{r['prompt_tokens_read'] / 1e6:>12.2f}M read")
+            elif draws > 1:
+                cells.append(f"{r['vs_lru_mean'] * 100:+.1f}% (worst {r['vs_lru_worst'] * 100:+.1f}%)")
+            else:
+                cells.append(f"{r['vs_lru'] * 100:+.1f}%")
+        lines.append(p.ljust(width) + "".join(f"{c:>24}" for c in cells))
+    if rows:
+        lines.append(f"prompt tokens in the timeline: {rows[0]['prompt_tokens_total'] / 1e6:.2f}M"
+                     + (f" over {draws} draws (change: mean of the draws, worst single draw)" if draws > 1 else ""))
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.timeline == "generate":
+            reqs = generate(args.kind, args.hours, args.seed)
+            if args.out == "-":
+                write_strata(reqs, "/dev/stdout")
+            else:
+                write_strata(reqs, args.out)
+                print(f"wrote {len(reqs)} requests of {len({r.conversation for r in reqs})} conversations "
+                      f"to {args.out}", file=sys.stderr)
+            return 0
+        opts = SimOptions(n_groups=args.groups, ram_cache_tokens=args.ram_cache_tokens,
+                          ram_min_tokens=args.ram_min_tokens, prefill_tps=args.prefill_tps,
+                          decode_tps=args.decode_tps, prompt_rate_tps=args.prompt_rate)
+        if args.draws < 1:
+            raise ValueError(f"--draws {args.draws}: expected >= 1")
+        if not 0 < args.thin <= 1:
+            raise ValueError(f"--thin {args.thin}: expected a share in (0, 1]")
+        counts = _slot_counts(args.slots)
+        names = [p.strip() for p in args.policies.split(",") if p.strip()]
+        rows = replay(_timeline(args.timeline), counts, names, opts, args.thin, args.draws)
+    except (ValueError, TimelineError) as e:
+        print(f"strata replay: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"results": rows}))
+    else:
+        print(format_table(rows))
+    return 0
