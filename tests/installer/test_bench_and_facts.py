@@ -93,3 +93,10 @@ def test_any_architecture_is_read_the_engine_judges_it(tiny_model_factory):
     path = tiny_model_factory(arch="mamba")
     facts = read_model_facts(path)  # the installer reads what is there; the engine refuses the arch by name
     assert facts.arch == "mamba"
+
+
+def test_the_engine_bench_measures_the_default_model(tmp_path, default_model_path):
+    pytest.importorskip("strata.engine.bench", reason="the engine's bench module is not in this tree yet")
+    report = run_machine_bench(str(default_model_path), tmp_path, 2, disk_mib=8)
+    assert report.bench is not None, report.notes
+    assert report.bench.prefill_tps > 0 and report.bench.decode_tps > 0
