@@ -12,6 +12,7 @@ spill writer writes disk-bound captures. What this is not: policy (policy.py), f
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 import queue
@@ -68,6 +69,9 @@ class ParkResult:
 
 
 def kv_layout_of(engine) -> str:
+    """The KV layout as one string for sidecars: the engine's `kv_layout()` dict when it has one."""
+    if hasattr(engine, "kv_layout"):
+        return json.dumps(engine.kv_layout(), sort_keys=True, separators=(",", ":"))
     return f"{engine.kv_type}/L{engine.n_layer}/Hkv{engine.n_head_kv}/B{engine.bytes_per_token}"
 
 

@@ -1,0 +1,203 @@
+"""Output equality on the real engine: a conversation continued after its state came back from any
+level (RAM, warm, cold, segment, system-prompt, ladder, session) gives the same greedy tokens and
+bit-identical logits as a fresh read of the whole prompt; conversations evicting each other never
+restore another's state. The tiny generated model, and the default model when installed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from strata.server.cache import CacheConfig, ConversationCache
+from strata.server.cache.memory import FixedMemory
+
+engine_mod = pytest.importorskip("strata.engine")
+Engine = getattr(engine_mod, "Engine", None)
+if Engine is None:
+    pytest.skip("strata.engine.Engine not built", allow_module_level=True)
+
+
+def greedy(eng, ctx, prompt, n_new):
+    """Read what ctx lacks of `prompt`, then n_new greedy tokens. Returns (tokens, first logits)."""
+    held = eng.context_tokens(ctx)
+    assert prompt[: len(held)] == held, "context holds another conversation's history"
+    eng.prefill(ctx, prompt[len(held):])
+    logits = eng.logits(ctx).copy()
+    out = [int(np.argmax(logits))]
+    for _ in range(n_new - 1):
+        out.append(int(np.argmax(eng.decode([ctx], [out[-1]])[0])))
+    return out, logits
+
+
+def fresh(eng, prompt, n_new=6, ctx=0):
+    eng.truncate(ctx, 0)
+    return greedy(eng, ctx, prompt, n_new)
+
+
+def chat_tokens(eng, seed, n_turns=3, words=12, system="You are a terse assistant."):
+    rng = np.random.default_rng(seed)
+    vocab = ["cat", "dog", "tree", "river", "stone", "cloud", "seven", "blue", "run", "sing", "old", "new"]
+    msgs = [{"role": "system", "content": system}]
+    for t in range(n_turns):
+        role = "user" if t % 2 == 0 else "assistant"
+        msgs.append({"role": role, "content": " ".join(rng.choice(vocab, words))})
+    return eng.tokenize(eng.apply_chat_template(msgs, add_generation_prompt=False))
+
+
+class Clock:
+    t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+@pytest.fixture(scope="module")
+def tiny_engine(tiny_model_factory):
+    return Engine(tiny_model_factory(), n_ctx=2048, n_slots=3, n_threads=1)
+
+
+def make(eng, tmp_path, clock=None, environ=None, **opts):
+    values = {"conversation_cache_warm_dir": str(tmp_path / "warm"),
+              "conversation_cache_cold_dir": str(tmp_path / "cold"),
+              "conversation_cache_segment_dir": str(tmp_path / "seg"),
+              "conversation_cache_system_prompt_dir": str(tmp_path / "sys"),
+              "conversation_cache_sessions_dir": str(tmp_path / "sessions"), **opts}
+    return ConversationCache(CacheConfig.from_values(values, environ or {}), eng, memory=FixedMemory(100_000),
+                             clock=clock or Clock(), piece_bytes=64 << 10)
+
+
+def park(cache, eng, tokens, ctx=1):
+    eng.truncate(ctx, 0)
+    eng.prefill(ctx, tokens)
+    return cache.park(ctx, "overwrite")
+
+
+def check_continuation(cache, eng, prompt, level, ctx=2, min_tokens=1):
+    eng.truncate(ctx, 0)
+    hit = cache.lookup(prompt)
+    assert hit is not None and hit.level == level, hit
+    res = cache.restore(hit, ctx)
+    assert res.n_tokens >= min_tokens, res
+    assert eng.context_tokens(ctx) == prompt[: res.n_tokens]
+    got = greedy(eng, ctx, prompt, 6)
+    want = fresh(eng, prompt)
+    assert got[0] == want[0]
+    assert np.array_equal(got[1], want[1])  # bit for bit
+    return res
+
+
+def test_ram_warm_cold_each_equal_a_fresh_read(tiny_engine, tmp_path):
+    eng, clock = tiny_engine, Clock()
+    cache = make(eng, tmp_path, clock, conversation_cache_mib=10, conversation_cache_warm_mib=10,
+                 conversation_cache_cold_mib=10, conversation_cache_ram_max_age_s=5,
+                 conversation_cache_warm_max_age_s=5)
+    h = chat_tokens(eng, 1)
+    assert park(cache, eng, h).destination == "ram"
+    follow = h + eng.tokenize("<|im_start|>user\nand then?<|im_end|>\n<|im_start|>assistant\n")
+    check_continuation(cache, eng, follow, "ram", min_tokens=len(h))
+    for level in ("warm", "cold"):
+        clock.t += 6
+        cache.enforce()
+        check_continuation(cache, eng, follow, level, min_tokens=len(h))
+    assert cache.hits["ram"] == cache.hits["warm"] == cache.hits["cold"] == 1
+    cache.close(persist=False)
+    # and after a restart
+    again = make(eng, tmp_path, clock, conversation_cache_mib=10, conversation_cache_warm_mib=10,
+                 conversation_cache_cold_mib=10)
+    check_continuation(again, eng, follow, "cold", min_tokens=len(h))
+    again.close(persist=False)
+
+
+def test_park_disk_then_segment(tiny_engine, tmp_path):
+    eng = tiny_engine
+    cache = make(eng, tmp_path, conversation_cache_mib=0, conversation_cache_cold_mib=10,
+                 conversation_cache_park="disk", conversation_cache_segment_mib=10)
+    h = chat_tokens(eng, 2, n_turns=4)
+    assert park(cache, eng, h).destination == "disk"
+    cache.flush()
+    check_continuation(cache, eng, h + [1], "cold", min_tokens=len(h))
+    # drop the conversation entry: its deepest anchor comes back from the segment tier
+    for lvl in cache.cascade.levels:
+        for k in list(lvl.entries):
+            cache.cascade.discard(k, "test")
+    opener = eng.message_opener_ids[0]
+    last_anchor = max(a for a in range(1, len(h)) if h[a] == opener)
+    check_continuation(cache, eng, h[:last_anchor] + [opener, 5, 6], "segment", min_tokens=last_anchor)
+    cache.close(persist=False)
+
+
+def test_system_prompt_cache(tiny_engine, tmp_path):
+    eng = tiny_engine
+    cache = make(eng, tmp_path, conversation_cache_mib=0, conversation_cache_system_prompt_mib=10)
+    park(cache, eng, chat_tokens(eng, 2, n_turns=4))  # discarded (no level), its system prompt kept
+    other = chat_tokens(eng, 3, n_turns=2)  # a new conversation, the same system prompt
+    res = check_continuation(cache, eng, other, "system_prompt")
+    assert other[res.n_tokens] == eng.message_opener_ids[0]
+    cache.close(persist=False)
+
+
+def test_ladder_restores_the_valid_prefix(tiny_engine, tmp_path):
+    eng = tiny_engine
+    cache = make(eng, tmp_path, conversation_cache_mib=0, conversation_cache_cold_mib=10)
+    h = chat_tokens(eng, 4, n_turns=8, words=24)
+    assert len(h) > 520 and len(h) % 256, len(h)  # more than two chunks of 256 tokens, the last partial
+    park(cache, eng, h)
+    cache.flush()
+    (entry,) = cache.cascade.levels[0].entries.values()
+    with open(entry.image_path, "r+b") as f:  # a byte in the last chunk
+        f.seek(entry.image_bytes - 10)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x5A]))
+    again = make(eng, tmp_path, conversation_cache_mib=0, conversation_cache_cold_mib=10)
+    res = check_continuation(again, eng, h + [1], "cold")
+    assert res.ladder and res.n_tokens == len(h) // 256 * 256 and again.damaged == 1
+    again.close(persist=False)
+
+
+def test_session_restore(tiny_engine, tmp_path):
+    eng = tiny_engine
+    cache = make(eng, tmp_path)
+    h = chat_tokens(eng, 5)
+    eng.truncate(1, 0)
+    eng.prefill(1, h)
+    cache.save_session("s1", 1)
+    eng.truncate(1, 0)
+    assert cache.restore_session("s1", 2).n_tokens == len(h)
+    got = greedy(eng, 2, h + [1], 6)
+    want = fresh(eng, h + [1])
+    assert got[0] == want[0] and np.array_equal(got[1], want[1])
+
+
+def test_conversations_evicting_each_other(tiny_engine, tmp_path):
+    eng, clock = tiny_engine, Clock()
+    # RAM holds about two conversations; the rest go to cold and back
+    cache = make(eng, tmp_path, clock, conversation_cache_mib=1, conversation_cache_cold_mib=20)
+    convs = {i: chat_tokens(eng, 100 + i, n_turns=3, words=80) for i in range(6)}
+    for turn in range(3):
+        for i, slot in zip(range(6), [1, 2, 3, 1, 2, 3], strict=True):
+            prompt = convs[i] + eng.tokenize(f"<|im_start|>user\nturn {turn}<|im_end|>\n")
+            eng.truncate(slot, 0)
+            hit = cache.lookup(prompt)
+            if hit:
+                res = cache.restore(hit, slot)
+                assert eng.context_tokens(slot) == prompt[: res.n_tokens]
+            out, logits = greedy(eng, slot, prompt, 3)
+            want_out, want_logits = fresh(eng, prompt, 3)
+            assert out == want_out and np.array_equal(logits, want_logits)
+            convs[i] = prompt + out
+            clock.t += 1
+            cache.park(slot, "overwrite")
+    cache.flush()
+    assert cache.cascade.degradations["ram"] > 0 and cache.hits["cold"] > 0 and cache.hits["ram"] > 0
+    cache.close(persist=False)
+
+
+def test_default_model_cold_restore(default_model_path, tmp_path):
+    eng = Engine(default_model_path, n_ctx=1024, n_slots=2)
+    cache = make(eng, tmp_path, conversation_cache_mib=0, conversation_cache_cold_mib=100)
+    h = chat_tokens(eng, 7, n_turns=2, words=20)
+    park(cache, eng, h)
+    cache.flush()
+    follow = h + eng.tokenize("<|im_start|>user\nWhy?<|im_end|>\n<|im_start|>assistant\n")
+    check_continuation(cache, eng, follow, "cold", min_tokens=len(h))
+    cache.close(persist=False)
