@@ -22,7 +22,7 @@ GGUFTensor = _engine.GGUFTensor
 EngineError = _engine.EngineError
 ModelError = _engine.ModelError
 
-KV_TYPES = ("f16", "q8_0")
+KV_TYPES = ("f16", "q8_0", "f32")  # f32: a precision reference for tests
 BACKENDS = ("cpu",)
 
 

@@ -67,6 +67,23 @@ inline void axpy_f16(float* out, float w, const uint16_t* v, int64_t n) {
     for (; i < n; i++) out[i] += w * fp16_to_fp32(v[i]);
 }
 
+// ---- f32 rows (a precision reference for tests)
+
+inline float dot_f32(const float* q, const float* k, int64_t n) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (int l = 0; l < 8; l++) acc[l] += q[i + l] * k[i + l];
+    }
+    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) s += q[i] * k[i];
+    return s;
+}
+
+inline void axpy_f32(float* out, float w, const float* v, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] += w * v[i];
+}
+
 // ---- q8_0 rows: blocks of (fp16 d, int8 qs[32])
 
 inline const uint8_t* q8_block(const uint8_t* row, int64_t b) { return row + b * (2 + k_qk); }
@@ -106,6 +123,7 @@ void axpy_q8(float* out, float w, const uint8_t* row, int64_t first_block, int64
 }  // namespace
 
 size_t kv_row_bytes(int32_t kv_type, int64_t kv_dim) {
+    if (kv_type == TYPE_F32) return size_t(kv_dim) * 4;
     if (kv_type == TYPE_F16) return size_t(kv_dim) * 2;
     if (kv_type == TYPE_Q8_0) {
         if (kv_dim % k_qk != 0) {
@@ -118,6 +136,10 @@ size_t kv_row_bytes(int32_t kv_type, int64_t kv_dim) {
 }
 
 void kv_store_row(int32_t kv_type, const float* src, uint8_t* dst, int64_t kv_dim) {
+    if (kv_type == TYPE_F32) {
+        std::memcpy(dst, src, sizeof(float) * size_t(kv_dim));
+        return;
+    }
     if (kv_type == TYPE_F16) {
         uint16_t* h = reinterpret_cast<uint16_t*>(dst);
         int64_t i = 0;
@@ -150,14 +172,15 @@ void kv_store_row(int32_t kv_type, const float* src, uint8_t* dst, int64_t kv_di
 void attention_group(int32_t kv_type, const float* q, const uint8_t* k, const uint8_t* v, size_t row_bytes,
                      int64_t g, int64_t n_rep, int64_t head_dim, int64_t n_pos, float scale, float* out,
                      float* scores) {
-    const bool f16 = kv_type == TYPE_F16;
+    const bool f16 = kv_type == TYPE_F16, f32 = kv_type == TYPE_F32;
     const int64_t first_block = g * head_dim / k_qk;   // q8_0 only
     for (int64_t t = 0; t < n_pos; t++) {
         const uint8_t* krow = k + size_t(t) * row_bytes;
         for (int64_t h = 0; h < n_rep; h++) {
             const float* qh = q + h * head_dim;
-            float s = f16 ? dot_f16(qh, reinterpret_cast<const uint16_t*>(krow) + g * head_dim, head_dim)
-                          : dot_q8(qh, krow, first_block, head_dim);
+            float s = f16    ? dot_f16(qh, reinterpret_cast<const uint16_t*>(krow) + g * head_dim, head_dim)
+                      : f32 ? dot_f32(qh, reinterpret_cast<const float*>(krow) + g * head_dim, head_dim)
+                            : dot_q8(qh, krow, first_block, head_dim);
             scores[h * n_pos + t] = s * scale;
         }
     }
@@ -178,6 +201,8 @@ void attention_group(int32_t kv_type, const float* q, const uint8_t* k, const ui
             float w = sc[t] * inv;
             if (f16) {
                 axpy_f16(oh, w, reinterpret_cast<const uint16_t*>(vrow) + g * head_dim, head_dim);
+            } else if (f32) {
+                axpy_f32(oh, w, reinterpret_cast<const float*>(vrow) + g * head_dim, head_dim);
             } else {
                 axpy_q8(oh, w, vrow, first_block, head_dim);
             }

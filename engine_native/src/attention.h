@@ -10,7 +10,7 @@
 
 namespace strata {
 
-// KV cache row formats: TYPE_F16 (kv_dim halves) or TYPE_Q8_0 (kv_dim / 32 blocks of fp16 d + 32 int8).
+// KV cache row formats: TYPE_F16 (kv_dim halves), TYPE_F32 (precision reference for tests) or TYPE_Q8_0 (kv_dim / 32 blocks of fp16 d + 32 int8).
 size_t kv_row_bytes(int32_t kv_type, int64_t kv_dim);
 void kv_store_row(int32_t kv_type, const float* src, uint8_t* dst, int64_t kv_dim);
 

@@ -28,6 +28,8 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
 
     if (params_.kv_type == "f16") {
         kv_.type = TYPE_F16;
+    } else if (params_.kv_type == "f32") {
+        kv_.type = TYPE_F32;
     } else if (params_.kv_type == "q8_0") {
         kv_.type = TYPE_Q8_0;
         if (h.head_dim % 32 != 0) {
@@ -35,7 +37,7 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
                                std::to_string(h.head_dim));
         }
     } else {
-        throw engine_error("unknown kv_type '" + params_.kv_type + "' (use f16 or q8_0)");
+        throw engine_error("unknown kv_type '" + params_.kv_type + "' (use f16, q8_0 or f32)");
     }
     kv_.n_layer = h.n_layer;
     kv_.kv_dim = h.kv_dim();

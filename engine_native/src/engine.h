@@ -29,13 +29,13 @@ struct engine_params {
     int n_groups = 1;
     int64_t slot_ctx = 0;     // slot capacity; 0 = n_ctx
     int n_threads = 0;        // 0 = physical cores
-    std::string kv_type = "f16";   // "f16" or "q8_0"
+    std::string kv_type = "f16";   // "f16", "q8_0", or "f32" (a precision reference for tests)
     int64_t max_chunk = 512;  // largest prefill chunk the scratch is sized for
 };
 
 // KV layout: per layer, K and V as (capacity, kv_dim) rows of kv_type.
 struct kv_layout {
-    int32_t type = 1;          // TYPE_F16 or TYPE_Q8_0
+    int32_t type = 1;          // TYPE_F16, TYPE_Q8_0 or TYPE_F32
     int64_t n_layer = 0;
     int64_t kv_dim = 0;
     size_t row_bytes = 0;      // one token's K (or V) of one layer
