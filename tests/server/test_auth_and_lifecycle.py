@@ -1,0 +1,147 @@
+"""API keys on and off, /health while loading and after a failed load, `strata serve` as a process:
+the INFO line, SIGTERM and SIGINT stop it cleanly, a model that cannot load stops it with status 1,
+and `--timeline-out` writes the replay timeline (ids, times, token counts only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import anthropic
+import httpx2 as httpx
+import openai
+import pytest
+
+from strata.server.replay.timeline import read_strata
+from tests.server.live import LiveServer
+
+KEY = "s3cret-key"
+
+
+@pytest.fixture(scope="module")
+def keyed(tiny_model):
+    with LiveServer(model=str(tiny_model), ctx=1024, batch=1, threads=1, api_key=KEY,
+                    conversation_cache_mib=0) as s:
+        yield s
+
+
+@pytest.mark.parametrize("headers,status", [
+    ({}, 401),
+    ({"Authorization": "Bearer wrong"}, 401),
+    ({"x-api-key": "wrong"}, 401),
+    ({"Authorization": "Basic " + KEY}, 401),
+    ({"Authorization": f"Bearer {KEY}"}, 200),
+    ({"authorization": f"bearer {KEY}"}, 200),
+    ({"x-api-key": KEY}, 200),
+])
+def test_every_endpoint_but_health_needs_the_key(keyed, headers, status):
+    for path in ("/v1/models", "/metrics", "/v1/slots", "/v1/monitor"):
+        r = httpx.get(keyed.url + path, headers=headers)
+        assert r.status_code == status, path
+        if status == 401:
+            assert "API key" in r.json()["error"]["message"]
+    assert httpx.get(keyed.url + "/health").status_code == 200
+
+
+def test_sdks_with_and_without_the_key(keyed):
+    good = openai.OpenAI(base_url=keyed.url + "/v1", api_key=KEY, max_retries=0)
+    assert good.chat.completions.create(model="x", max_tokens=2,
+                                        messages=[{"role": "user", "content": "hi"}]).usage.completion_tokens >= 1
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=keyed.url + "/v1", api_key="nope", max_retries=0).models.list()
+    claude = anthropic.Anthropic(base_url=keyed.url, api_key=KEY, max_retries=0)
+    assert claude.messages.create(model="x", max_tokens=2, messages=[{"role": "user", "content": "hi"}]).content
+    with pytest.raises(anthropic.AuthenticationError) as e:
+        anthropic.Anthropic(base_url=keyed.url, api_key="nope", max_retries=0).messages.create(
+            model="x", max_tokens=2, messages=[{"role": "user", "content": "hi"}])
+    assert e.value.body["type"] == "error"
+
+
+def test_without_a_key_everything_is_open(tiny_server):
+    assert httpx.get(tiny_server.url + "/v1/models").status_code == 200
+
+
+def test_health_reports_a_failed_load(tmp_path):
+    s = LiveServer(model=str(tmp_path / "missing.gguf"), ctx=256, batch=0)
+    s.start(wait_ready=False)
+    try:
+        r = None
+        for _ in range(200):
+            r = httpx.get(s.url + "/health")
+            if r.json()["status"] == "error":
+                break
+            assert r.status_code == 503 and r.json()["status"] == "loading"
+            time.sleep(0.02)
+        assert r.status_code == 503 and "no such file" in r.json()["error"]
+        r = httpx.post(s.url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}]})
+        assert r.status_code == 503 and "could not be loaded" in r.json()["error"]["message"]
+    finally:
+        s.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_cli(args: list[str], tmp_path) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("STRATA_API_KEY", None)
+    proc = subprocess.Popen([sys.executable, "-m", "strata", "serve", "--no-config", "--port", str(port),
+                             "--threads", "1", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            text=True, cwd=tmp_path)
+    return proc, port
+
+
+def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError("strata serve did not become healthy")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_cli_starts_serves_and_stops_cleanly_on_a_signal(tiny_model, tmp_path, sig):
+    timeline = tmp_path / "timeline.jsonl"
+    proc, port = start_cli(["--model", str(tiny_model), "--ctx", "1024", "--batch", "2",
+                            "--conversation-cache-mib", "0", "--timeline-out", str(timeline)], tmp_path)
+    try:
+        wait_healthy(port, proc)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
+        first = [{"role": "user", "content": "hello"}]
+        r1 = client.chat.completions.create(model="x", messages=first, max_tokens=4, temperature=0)
+        second = first + [{"role": "assistant", "content": r1.choices[0].message.content},
+                          {"role": "user", "content": "again"}]
+        client.chat.completions.create(model="x", messages=second, max_tokens=4, temperature=0)
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert "strata: model " in out and f"listening on http://127.0.0.1:{port}" in out
+    assert "contexts main 1024 + 2 slots x 1024" in out and "large pages" in out
+    assert "stopping" in out and "Traceback" not in out
+    lines = [json.loads(x) for x in timeline.read_text().splitlines()]
+    assert [set(x) for x in lines] == [{"conversation", "time", "prompt_tokens", "shared_tokens", "output_tokens"}] * 2
+    assert lines[0]["conversation"] == lines[1]["conversation"] and lines[1]["shared_tokens"] >= lines[0]["prompt_tokens"]
+    assert len(read_strata(timeline)) == 2        # the replay reader takes it
+
+
+def test_cli_stops_with_status_1_when_the_model_cannot_load(tmp_path):
+    proc, _ = start_cli(["--model", str(tmp_path / "nothing.gguf")], tmp_path)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "no such file" in out
