@@ -25,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--yes", "-y", action="store_true",
                         help="ask nothing, take every default (also when stdin is not a terminal)")
     parser.add_argument("--config", metavar="PATH", type=Path, default=None,
-                        help=f"where to write the configuration (default {config_file.default_config_path()})")
+                        help="where to write the configuration (default $STRATA_CONFIG, else "
+                             f"{config_file.default_config_path()})")
     parser.add_argument("--show", action="store_true", help="print the current configuration with reasons")
     parser.add_argument("--model", metavar="PATH", default=None, help="the GGUF model (skips the model question)")
     parser.add_argument("--cold-dir", metavar="PATH", default=None,
@@ -38,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.show:
-        path = args.config or config_file.default_config_path()
+        path = args.config or config_file.configured_path()
         try:
             print(config_file.format_show(path))
         except config_file.ConfigFileError as e:

@@ -38,6 +38,12 @@ def default_config_path() -> Path:
     return Path(platformdirs.user_config_dir("strata", appauthor=False)) / "config.toml"
 
 
+def configured_path(environ: dict[str, str] | None = None) -> Path:
+    """The file `strata serve` reads without --config: $STRATA_CONFIG when set, else the default."""
+    env = os.environ if environ is None else environ
+    return Path(env["STRATA_CONFIG"]).expanduser() if env.get("STRATA_CONFIG") else default_config_path()
+
+
 def default_cold_dir() -> Path:
     """Where conversations kept on disk go unless the user picks another folder."""
     return Path(platformdirs.user_cache_dir("strata")) / "conversations"  # as server/cache/options.py

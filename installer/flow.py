@@ -79,9 +79,10 @@ def with_bench(s: Situation, report: BenchReport) -> Situation:
 
 
 def finish(s: Situation, a: Answers, path: Path | None) -> tuple[Plan, Path]:
-    """Make the plan and write it (default: the platform config folder). Returns (plan, path written)."""
+    """Make the plan and write it (default: $STRATA_CONFIG, else the platform config folder).
+    Returns (plan, path written)."""
     plan = make_plan(s, a)
-    target = Path(path).expanduser() if path else config_file.default_config_path()
+    target = Path(path).expanduser() if path else config_file.configured_path()
     return plan, config_file.write(plan, target, datetime.now().astimezone())
 
 

@@ -35,7 +35,7 @@ class SetupWizard(QWizard):
         self.setMinimumSize(900, 600)
         self.situation: Situation = situation or flow.starting_situation()
         self.answers = Answers()
-        self.config_path = Path(config_path).expanduser() if config_path else config_file.default_config_path()
+        self.config_path = Path(config_path).expanduser() if config_path else config_file.configured_path()
         self.disk_bench_mib = disk_bench_mib
         self.run_bench = run_bench
         self.plan: Plan | None = None

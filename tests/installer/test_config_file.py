@@ -96,3 +96,9 @@ def test_the_written_file_is_what_the_terminal_prints(tmp_path):
     printed = out.getvalue()
     for key, reason in reasons.items():
         assert key in printed and reason in printed
+
+
+def test_strata_config_points_setup_where_serve_reads(tmp_path):
+    target = tmp_path / "elsewhere.toml"
+    assert config_file.configured_path({"STRATA_CONFIG": str(target)}) == target
+    assert config_file.configured_path({}) == config_file.default_config_path()
