@@ -113,7 +113,8 @@ def _ask_until_valid(q: Question, s: Situation, a: Answers, stdin: TextIO | None
             s, a = flow.accept(s, a, q, value)
         except AnswerError as e:
             if not state["ask"]:
-                raise SystemExit(f"strata setup: {q.prompt} {e}") from None
+                hint = " (pass --model PATH)" if q.key == "model" else ""
+                raise SystemExit(f"strata setup: {q.prompt} {e}{hint}") from None
             print(f"  ! {e}", file=out)
             preset = None
             continue

@@ -51,7 +51,7 @@ def accept(s: Situation, a: Answers, q: Question, value) -> tuple[Situation, Ans
             raise AnswerError(str(e)) from None
         value = s.model.path
     elif q.key == "cold_dir":
-        folder = Path(value).expanduser()
+        folder = Path(value).expanduser().absolute()
         check_writable(folder)
         if str(folder) != s.cold_disk.folder:
             s = replace(s, cold_disk=disk_facts(folder))

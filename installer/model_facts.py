@@ -23,7 +23,7 @@ class ModelFileError(ValueError):
 
 
 def read_model_facts(path: str | Path) -> ModelFacts:
-    path = Path(path).expanduser()
+    path = Path(path).expanduser().absolute()  # the config file is read from any working folder
     if not path.is_file():
         raise ModelFileError(f"{path}: no such file")
     with open(path, "rb") as f:

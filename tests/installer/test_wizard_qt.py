@@ -151,3 +151,42 @@ def test_run_wizard_is_the_apps_entry_point():
     from strata.installer.wizard import run_wizard
 
     assert exported is SetupWizard and callable(run_wizard)
+
+
+def _drive(qtbot, monkeypatch, tmp_path, action):
+    """run_wizard as the app calls it (modal, real machine), with a timer playing the user."""
+    from PySide6.QtCore import QTimer
+    from strata.installer.wizard import run_wizard
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    timer = QTimer()
+    timer.setInterval(50)
+
+    def tick():
+        wizard = QApplication.activeModalWidget()
+        if isinstance(wizard, SetupWizard):
+            action(wizard)
+
+    timer.timeout.connect(tick)
+    timer.start()
+    try:
+        return run_wizard(None, tmp_path / "app.toml")
+    finally:
+        timer.stop()
+
+
+def test_run_wizard_returns_none_when_cancelled(qtbot, monkeypatch, tmp_path, default_model_path):
+    assert _drive(qtbot, monkeypatch, tmp_path, lambda w: w.reject()) is None
+    assert not (tmp_path / "app.toml").exists()
+
+
+def test_run_wizard_returns_the_file_written(qtbot, monkeypatch, tmp_path, default_model_path):
+    def press(wizard):
+        if wizard.currentPage().isComplete():
+            if wizard.currentId() == wizard.page_ids["plan"]:
+                wizard.button(QWizard.WizardButton.FinishButton).click()
+            else:
+                wizard.next()
+
+    path = _drive(qtbot, monkeypatch, tmp_path, press)
+    assert path == tmp_path / "app.toml" and config_file.read(path)[0]["model"] == str(default_model_path)
