@@ -1,10 +1,418 @@
-// AVX-512 (F, BW, VL, VNNI) products for every weight type: compiled only when the compiler targets
-// them (-march=native on such a CPU); see quants-kernels.h for the macro test.
+// AVX-512 (F, BW, VL, VNNI) products for every weight type, compiled only when the compiler targets
+// that set (-march=native on such a CPU; the macro test is in quants-kernels.h).
+//
+// One register tile computes a block of nr weight rows x nt tokens; each (row, token) pair owns one
+// 16-lane float accumulator and goes through exactly the same instructions whatever nr, nt or the
+// row range, so matmul equals matvec bit for bit (quants.h). Weights are unpacked once per tile
+// step and reused for nt tokens; activations once and reused for nr rows.
+//
+// Integer products use VNNI dpbusd (u8 x s8 -> s32). Signed weights become unsigned by an offset
+// (q - 8 stored as q), removed by starting the accumulator at -offset * sum(x) (computed once per
+// token). Not here: the scalar reference (quants-generic.cpp) or argument checks (quants.cpp).
 #include "quants-kernels.h"
 
 #if defined(STRATA_SIMD_AVX512)
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "quants-blocks.h"
+#include "quants.h"
+
+// GCC 12's intrinsic headers self-initialise their "undefined" vectors (__Y = __Y) and then warn
+// about them when inlined here; the values are never used.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace strata {
-matmul_fn simd_matmul_for(int32_t) { return nullptr; }
+namespace {
+
+// ---------------------------------------------------------------- small helpers
+
+inline __m512 pair_lanes(float a, float b) {   // lanes 0-7 = a, lanes 8-15 = b
+    return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
+}
+
+inline uint32_t load_u32(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+inline void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = uint8_t((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = uint8_t((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+// ---------------------------------------------------------------- 32-element block types
+// A step is two blocks (64 elements, one zmm of bytes); the last step of an odd block count is a
+// half step whose upper block is zero (it adds exactly 0).
+
+enum q32_kind { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
+
+// Two fp16 headers (4 bytes each: d then m or s, or d then 2 bytes that are not used) -> f32
+// [d_a, m_a, d_b, m_b] in the low 128 bits.
+inline __m512 header_pair(const uint8_t* a, const uint8_t* b, bool both) {
+    const __m128i h = _mm_insert_epi32(_mm_cvtsi32_si128(int(load_u32(a))), both ? int(load_u32(b)) : 0, 1);
+    return _mm512_castps128_ps512(_mm_cvtph_ps(h));
+}
+// lanes 0-7 = element 0, 8-15 = element 2 (the d of each block)
+inline __m512 scale_lanes(__m512 hdr) {
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), hdr);
+}
+// lane 0 = element 1, lane 8 = element 3 (m or s of each block), zero elsewhere
+inline __m512 second_lanes(__m512 hdr) {
+    return _mm512_maskz_permutexvar_ps(0x0101, _mm512_setr_epi32(1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0), hdr);
+}
+
+template <int KIND>
+struct q32_format {
+    static constexpr int NR = 4, NT = 4;
+    static constexpr bool HAS_MIN = KIND == K_Q4_1 || KIND == K_Q5_1;        // w = d q + m
+    static constexpr int OFFSET = KIND == K_Q4_0 ? 8 : KIND == K_Q5_0 ? 16 : KIND == K_Q8_0 ? 128 : 0;
+    static constexpr size_t WB = KIND == K_Q4_0 ? sizeof(block_q4_0) : KIND == K_Q4_1 ? sizeof(block_q4_1)
+                               : KIND == K_Q5_0 ? sizeof(block_q5_0) : KIND == K_Q5_1 ? sizeof(block_q5_1)
+                                                                      : sizeof(block_q8_0);
+    static constexpr size_t W_QS = KIND == K_Q4_0 ? 2 : KIND == K_Q4_1 ? 4 : KIND == K_Q5_0 ? 6 : KIND == K_Q5_1 ? 8 : 2;
+    static constexpr size_t W_QH = KIND == K_Q5_0 ? 2 : 4;                   // Q5 only
+    static constexpr size_t XB = HAS_MIN ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    static constexpr size_t X_QS = HAS_MIN ? 4 : 2;
+
+    struct xs_t {
+        __m512i x;      // (64,) int8 activations of two blocks
+        __m512 dx;      // lanes 0-7 block A's scale, 8-15 block B's
+        __m512 s;       // Q8_1 block sums d * sum(q) in lanes 0 and 8
+        __m512i corr;   // -OFFSET * (sum of each lane's 4 activations)
+    };
+    struct ws_t {
+        __m512i u;      // (64,) unsigned quants of two blocks
+        __m512 dw;      // scales, lanes as dx
+        __m512 m;       // minimums in lanes 0 and 8, zero elsewhere
+    };
+
+    static int64_t full_steps(int64_t n) { return n / 64; }
+    static bool has_tail(int64_t n) { return (n / 32) % 2 == 1; }
+
+    // FULL: both blocks of step s exist; else only the first (the second reads as zeros).
+    template <bool FULL>
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t = 0) {
+        const uint8_t* a = row + size_t(2 * s) * XB;
+        const __m256i xa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + X_QS));
+        const __m256i xb = FULL ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + XB + X_QS)) : _mm256_setzero_si256();
+        xs.x = _mm512_inserti64x4(_mm512_castsi256_si512(xa), xb, 1);
+        const __m512 hdr = header_pair(a, a + XB, FULL);
+        xs.dx = scale_lanes(hdr);
+        if (HAS_MIN) xs.s = second_lanes(hdr);
+        if (OFFSET) {
+            const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(char(OFFSET)), xs.x);
+            xs.corr = _mm512_sub_epi32(_mm512_setzero_si512(), sum);
+        }
+    }
+
+    template <bool FULL>
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t = 0) {
+        const uint8_t* a = row + size_t(2 * s) * WB;
+        const uint8_t* b = a + WB;
+        if (KIND == K_Q8_0) {
+            const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + W_QS));
+            const __m256i qb = FULL ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + W_QS)) : _mm256_setzero_si256();
+            ws.u = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qa), qb, 1), _mm512_set1_epi8(char(0x80)));
+        } else {
+            // [A lo nibbles | A hi nibbles | B lo | B hi]: element j < 16 is the low nibble of byte j
+            const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + W_QS));
+            const __m128i qb = FULL ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + W_QS)) : _mm_setzero_si128();
+            const __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(qa), qb, 1);
+            __m512i v = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), _mm512_castsi256_si512(ab));
+            v = _mm512_srlv_epi64(v, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
+            ws.u = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+            if (KIND == K_Q5_0 || KIND == K_Q5_1) {   // fifth bit: bit j of qh is element j
+                const uint64_t hi = uint64_t(load_u32(a + W_QH)) | (FULL ? uint64_t(load_u32(b + W_QH)) << 32 : 0);
+                ws.u = _mm512_mask_add_epi8(ws.u, __mmask64(hi), ws.u, _mm512_set1_epi8(16));
+            }
+        }
+        const __m512 hdr = header_pair(a, b, FULL);
+        ws.dw = scale_lanes(hdr);
+        if (HAS_MIN) ws.m = second_lanes(hdr);
+    }
+
+    static void madd(const ws_t& ws, const xs_t& xs, __m512& acc) {
+        const __m512i start = OFFSET ? xs.corr : _mm512_setzero_si512();
+        const __m512i dot = _mm512_dpbusd_epi32(start, ws.u, xs.x);     // lanes: 4-element partial sums
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(ws.dw, xs.dx), acc);
+        if (HAS_MIN) acc = _mm512_fmadd_ps(ws.m, xs.s, acc);
+    }
+};
+
+// ---------------------------------------------------------------- K-quants (super-blocks of 256)
+// A step is one super-block. Sub-block scales multiply the int32 lane sums (exact), then one float
+// multiply-add per super-block; the Q4_K/Q5_K mins go through Q8_K's 16-element sums.
+
+struct q8K_x {
+    const int8_t* q;     // (256,) activations of the super-block
+    __m256i bsums;       // (16,) int16 sums of 16
+    float d;
+};
+
+inline void load_q8K(const uint8_t* row, int64_t s, q8K_x& xs) {
+    const block_q8_K* b = reinterpret_cast<const block_q8_K*>(row) + s;
+    xs.q = b->qs;
+    xs.bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->bsums));
+    xs.d = b->d;
+}
+
+template <bool Q5>
+struct q45K_format {
+    static constexpr int NR = 4, NT = 2;
+    using xs_t = q8K_x;
+    struct ws_t {
+        __m512i u[4];     // (4, 64) unsigned quants of the 4 groups of 64
+        __m512i sc[4];    // (4, 16) int32 lanes: sub-block 2g's scale in 0-7, 2g+1's in 8-15
+        __m256i mins;     // (16,) int16: min of sub-block j at 2j and 2j + 1 (pairs of bsums)
+        float d, dmin;
+    };
+    using block = typename std::conditional<Q5, block_q5_K, block_q4_K>::type;
+
+    static int64_t full_steps(int64_t n) { return n / QK_K; }
+    static bool has_tail(int64_t) { return false; }
+    template <bool FULL>
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t = 0) { load_q8K(row, s, xs); }
+
+    template <bool FULL>
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t = 0) {
+        const block* b = reinterpret_cast<const block*>(row) + s;
+        alignas(16) uint8_t sc8[16] = {0}, mm[16];
+        for (int j = 0; j < 8; ++j) {
+            uint8_t m;
+            scale_min_k4(j, b->scales, &sc8[j], &m);
+            mm[2 * j] = mm[2 * j + 1] = m;
+        }
+        const __m512i scv = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc8)));
+        ws.mins = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(mm)));
+        __m512i qh2 = _mm512_setzero_si512();
+        if (Q5) {
+            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const block_q5_K*>(b)->qh));
+            qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), qh, 1);
+        }
+        for (int g = 0; g < 4; ++g) {
+            ws.sc[g] = _mm512_permutexvar_epi32(
+                _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(2 * g), _mm512_set1_epi32(2 * g + 1)), scv);
+            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * g));
+            const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
+            ws.u[g] = _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4)), _mm512_set1_epi8(0x0F));
+            if (Q5) {   // bit 2g of qh[l] for the low half, bit 2g + 1 for the high half
+                const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi8(char(1 << (2 * g))), _mm256_set1_epi8(char(1 << (2 * g + 1))), 1);
+                ws.u[g] = _mm512_mask_add_epi8(ws.u[g], _mm512_test_epi8_mask(qh2, sel), ws.u[g], _mm512_set1_epi8(16));
+            }
+        }
+        ws.d = half_to_float(b->d);
+        ws.dmin = half_to_float(b->dmin);
+    }
+
+    static void madd(const ws_t& ws, const xs_t& xs, __m512& acc) {
+        __m512i isum = _mm512_setzero_si512();
+        for (int g = 0; g < 4; ++g) {
+            const __m512i x = _mm512_loadu_si512(xs.q + 64 * g);
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ws.u[g], x), ws.sc[g]));
+        }
+        const __m256i msum = _mm256_madd_epi16(ws.mins, xs.bsums);       // (8,) int32
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ws.d * xs.d), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi256_si512(msum)), _mm512_set1_ps(-(ws.dmin * xs.d)), acc);
+    }
+};
+
+struct q6K_format {
+    static constexpr int NR = 4, NT = 2;
+    using xs_t = q8K_x;
+    struct ws_t {
+        __m512i u[4];     // (4, 64) quants q in [0, 63] of elements 64v .. 64v + 63
+        __m512i sc[4];    // (4, 16) int32 lanes: the scale of each lane's 16-element group
+        __m256i sc16;     // (16,) int16 scales, for the -32 offset through bsums
+        float d;
+    };
+
+    static int64_t full_steps(int64_t n) { return n / QK_K; }
+    static bool has_tail(int64_t) { return false; }
+    template <bool FULL>
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t = 0) { load_q8K(row, s, xs); }
+
+    template <bool FULL>
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t = 0) {
+        const block_q6_K* b = reinterpret_cast<const block_q6_K*>(row) + s;
+        const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03);
+        for (int h = 0; h < 2; ++h) {
+            const __m512i l = _mm512_loadu_si512(b->ql + 64 * h);
+            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * h));
+            const __m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+            const __m512i h23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(qh, 4)), _mm256_srli_epi16(qh, 6), 1);
+            ws.u[2 * h] = _mm512_or_si512(_mm512_and_si512(l, low4), _mm512_slli_epi16(_mm512_and_si512(h01, low2), 4));
+            ws.u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4),
+                                              _mm512_slli_epi16(_mm512_and_si512(h23, low2), 4));
+        }
+        const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
+        const __m512i scv = _mm512_cvtepi8_epi32(sc8);
+        for (int v = 0; v < 4; ++v) {
+            const __m512i idx = _mm512_setr_epi32(4 * v, 4 * v, 4 * v, 4 * v, 4 * v + 1, 4 * v + 1, 4 * v + 1, 4 * v + 1,
+                                                  4 * v + 2, 4 * v + 2, 4 * v + 2, 4 * v + 2, 4 * v + 3, 4 * v + 3, 4 * v + 3, 4 * v + 3);
+            ws.sc[v] = _mm512_permutexvar_epi32(idx, scv);
+        }
+        ws.sc16 = _mm256_cvtepi8_epi16(sc8);
+        ws.d = half_to_float(b->d);
+    }
+
+    static void madd(const ws_t& ws, const xs_t& xs, __m512& acc) {
+        __m512i isum = _mm512_setzero_si512();
+        for (int v = 0; v < 4; ++v) {
+            const __m512i x = _mm512_loadu_si512(xs.q + 64 * v);
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ws.u[v], x), ws.sc[v]));
+        }
+        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(ws.sc16, xs.bsums), 5);   // 32 * sum sc * bsum
+        isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(offset));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ws.d * xs.d), acc);
+    }
+};
+
+// ---------------------------------------------------------------- float weights, f32 activations
+// A step is 16 elements; the last one is masked.
+
+enum float_kind { K_F32, K_F16, K_BF16 };
+
+template <int KIND>
+struct float_format {
+    static constexpr int NR = 4, NT = 4;
+    static constexpr size_t ES = KIND == K_F32 ? 4 : 2;
+    struct xs_t { __m512 x; };
+    struct ws_t { __m512 w; };
+
+    static int64_t full_steps(int64_t n) { return n / 16; }
+    static bool has_tail(int64_t n) { return n % 16 != 0; }
+    // FULL: 16 elements from step s; else the n % 16 left at the end.
+    static __mmask16 mask(int64_t n) { return __mmask16((1u << (n % 16)) - 1); }
+    template <bool FULL>
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t n = 0) {
+        const float* p = reinterpret_cast<const float*>(row) + 16 * s;
+        xs.x = FULL ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(mask(n), p);
+    }
+    template <bool FULL>
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t n = 0) {
+        if (KIND == K_F32) {
+            const float* p = reinterpret_cast<const float*>(row) + 16 * s;
+            ws.w = FULL ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(mask(n), p);
+        } else {
+            const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + 16 * s;
+            const __m256i h = FULL ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)) : _mm256_maskz_loadu_epi16(mask(n), p);
+            ws.w = KIND == K_F16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        }
+    }
+    static void madd(const ws_t& ws, const xs_t& xs, __m512& acc) { acc = _mm512_fmadd_ps(ws.w, xs.x, acc); }
+};
+
+// ---------------------------------------------------------------- the tile and the tiling
+
+using tile_fn = void (*)(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t n, float* y, int64_t ys);
+
+// y[t * ys + r] = dot(W[r], X[t]) for r < nr, t < nt.
+template <class F, int nr, int nt>
+void tile(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t n, float* y, int64_t ys) {
+    __m512 acc[nr][nt];
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; ++r) {
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; ++t) acc[r][t] = _mm512_setzero_ps();
+    }
+    const int64_t n_full = F::full_steps(n);
+    for (int64_t s = 0; s < n_full; ++s) {
+        typename F::xs_t xs[nt];
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; ++t) F::template load_x<true>(x + size_t(t) * xrb, s, xs[t]);
+#pragma GCC unroll 8
+        for (int r = 0; r < nr; ++r) {
+            typename F::ws_t ws;
+            F::template load_w<true>(w + size_t(r) * wrb, s, ws);
+#pragma GCC unroll 8
+            for (int t = 0; t < nt; ++t) F::madd(ws, xs[t], acc[r][t]);
+        }
+    }
+    if (F::has_tail(n)) {   // the same instructions for every (row, token), as above
+        typename F::xs_t xs[nt];
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; ++t) F::template load_x<false>(x + size_t(t) * xrb, n_full, xs[t], n);
+#pragma GCC unroll 8
+        for (int r = 0; r < nr; ++r) {
+            typename F::ws_t ws;
+            F::template load_w<false>(w + size_t(r) * wrb, n_full, ws, n);
+#pragma GCC unroll 8
+            for (int t = 0; t < nt; ++t) F::madd(ws, xs[t], acc[r][t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; ++r) {
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+    }
+}
+
+template <class F, size_t... I>
+constexpr std::array<tile_fn, sizeof...(I)> make_tiles(std::index_sequence<I...>) {
+    return {{&tile<F, int(I / F::NT) + 1, int(I % F::NT) + 1>...}};
+}
+
+constexpr size_t WEIGHT_TILE_BYTES = 32 * 1024;    // rows of weights kept in L1 across a token tile
+constexpr size_t ACT_TILE_BYTES = 256 * 1024;      // tokens of activations kept in L2 across all rows
+
+template <class F>
+void matmul_simd(const void* w, size_t wrb, const void* xq, size_t xrb, int64_t n_tok, float* y, int64_t ys, int64_t n,
+                 int64_t r0, int64_t r1) {
+    static constexpr auto tiles = make_tiles<F>(std::make_index_sequence<size_t(F::NR * F::NT)>());
+    const uint8_t* W = static_cast<const uint8_t*>(w) + size_t(r0) * wrb;
+    const uint8_t* X = static_cast<const uint8_t*>(xq);
+    const int64_t n_rows = r1 - r0;
+    const int64_t row_tile = std::max<int64_t>(F::NR, int64_t(WEIGHT_TILE_BYTES / wrb) / F::NR * F::NR);
+    const int64_t tok_tile = std::max<int64_t>(F::NT, xrb ? int64_t(ACT_TILE_BYTES / xrb) / F::NT * F::NT : F::NT);
+    for (int64_t tb = 0; tb < n_tok; tb += tok_tile) {
+        const int64_t te = std::min(n_tok, tb + tok_tile);
+        for (int64_t rb = 0; rb < n_rows; rb += row_tile) {
+            const int64_t re = std::min(n_rows, rb + row_tile);
+            for (int64_t t = tb; t < te; t += F::NT) {
+                const int64_t nt = std::min<int64_t>(F::NT, te - t);
+                for (int64_t r = rb; r < re; r += F::NR) {
+                    const int64_t nr = std::min<int64_t>(F::NR, re - r);
+                    tiles[size_t((nr - 1) * F::NT + (nt - 1))](W + size_t(r) * wrb, wrb, X + size_t(t) * xrb, xrb, n,
+                                                               y + t * ys + r, ys);
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+
+matmul_fn simd_matmul_for(int32_t weight_type) {
+    switch (weight_type) {
+        case TYPE_F32: return matmul_simd<float_format<K_F32>>;
+        case TYPE_F16: return matmul_simd<float_format<K_F16>>;
+        case TYPE_BF16: return matmul_simd<float_format<K_BF16>>;
+        case TYPE_Q4_0: return matmul_simd<q32_format<K_Q4_0>>;
+        case TYPE_Q4_1: return matmul_simd<q32_format<K_Q4_1>>;
+        case TYPE_Q5_0: return matmul_simd<q32_format<K_Q5_0>>;
+        case TYPE_Q5_1: return matmul_simd<q32_format<K_Q5_1>>;
+        case TYPE_Q8_0: return matmul_simd<q32_format<K_Q8_0>>;
+        case TYPE_Q4_K: return matmul_simd<q45K_format<false>>;
+        case TYPE_Q5_K: return matmul_simd<q45K_format<true>>;
+        case TYPE_Q6_K: return matmul_simd<q6K_format>;
+        default: return nullptr;
+    }
+}
+
 const char* simd_build_name() { return "avx512-vnni"; }
+
 }  // namespace strata
-#endif
+
+#endif  // STRATA_SIMD_AVX512
