@@ -68,6 +68,8 @@ class PolicyConfig:
     near_match_s: float = 1.0          # STRATA_SLOT_NEAR_MATCH_S: seconds of the prompt rate
     near_match_tokens: int = 4096      # STRATA_SLOT_NEAR_MATCH_TOKENS: cap
     loss_tie_share: float = 0.10       # STRATA_SLOT_LOSS_TIE_SHARE: no-wait losses this close go by group load
+    own_min_share: float = 0.5         # STRATA_SLOT_OWN_MIN_SHARE: a slot is the request's own only when
+                                       # at least this share of its history is the prompt's prefix
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -83,6 +85,8 @@ class PolicyConfig:
             raise ValueError(f"STRATA_SLOT_TTL_MAX_S={self.ttl_max_s!r}: expected a number > 0")
         if not 0 < self.park_kept_share <= 1:
             raise ValueError(f"STRATA_SLOT_PARK_KEPT_SHARE={self.park_kept_share!r}: expected 0 < share <= 1")
+        if self.own_min_share > 1:
+            raise ValueError(f"STRATA_SLOT_OWN_MIN_SHARE={self.own_min_share!r}: expected 0 <= share <= 1")
         if self.near_match_share > 1:
             raise ValueError(f"STRATA_SLOT_NEAR_MATCH_SHARE={self.near_match_share!r}: expected 0 <= share <= 1")
 
@@ -133,6 +137,7 @@ ENV_NAMES: dict[str, str] = {
     "near_match_s": "STRATA_SLOT_NEAR_MATCH_S",
     "near_match_tokens": "STRATA_SLOT_NEAR_MATCH_TOKENS",
     "loss_tie_share": "STRATA_SLOT_LOSS_TIE_SHARE",
+    "own_min_share": "STRATA_SLOT_OWN_MIN_SHARE",
 }
 
 
@@ -270,10 +275,12 @@ def near_match_tolerance(best: int, prompt_rate_tps: float, cfg: PolicyConfig) -
     return int(min(max(cfg.near_match_share * best, cfg.near_match_s * prompt_rate_tps), cfg.near_match_tokens))
 
 
-def holds_own_prefix(s: SlotView, tol: int) -> bool:
-    """The slot's history is (within tol tokens) a prefix of the prompt: the request's own
-    conversation, or a superseded copy of it. Otherwise it holds another conversation."""
-    return not s.blank and s.common > 0 and s.n_tokens - s.common <= tol
+def holds_own_prefix(s: SlotView, tol: int, cfg: PolicyConfig) -> bool:
+    """The slot's history is (within tol tokens, and for at least own_min_share of it) a prefix of
+    the prompt: the request's own conversation, or a superseded copy of it. Otherwise it holds
+    another conversation (sharing at most a system prompt)."""
+    return (not s.blank and s.common > 0 and s.n_tokens - s.common <= tol
+            and s.common >= cfg.own_min_share * s.n_tokens)
 
 
 def _match(slots: Sequence[SlotView], request: RequestView, cfg: PolicyConfig):
@@ -310,7 +317,7 @@ def pick_slot(slots: Sequence[SlotView], request: RequestView, now: float, cfg: 
     idle = [s for s in slots if not s.busy]
     if not idle:
         return Decision(None, "all_busy")
-    own = [s for s in idle if holds_own_prefix(s, tol)]
+    own = [s for s in idle if holds_own_prefix(s, tol, cfg)]
     if own:
         t = max(own, key=lambda s: (s.common, s.last_use, -s.slot))
         return _with_source(t, "own_prefix", best_slot, best, tol, now, cfg, True)
@@ -389,7 +396,7 @@ def place(slots: Sequence[SlotView], request: RequestView, now: float, cfg: Poli
     idle = [s for s in slots if not s.busy]
     if not idle:
         return Decision(None, "all_busy")
-    own = [s for s in idle if holds_own_prefix(s, tol)]
+    own = [s for s in idle if holds_own_prefix(s, tol, cfg)]
     if own:
         t = max(own, key=lambda s: (s.common, -group_load.get(s.group, 0), s.last_use, -s.slot))
         load = group_load.get(t.group, 0)

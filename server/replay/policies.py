@@ -34,13 +34,15 @@ class Policy:
     # shared first steps: the request's own prefix (seed 001's rule), then a blank slot
     def own_or_blank(self, i: int, now: float, commons: list[int]) -> tuple[int, str] | None:
         best = max(commons)
-        tol = sp.near_match_tolerance(best, self.opts.prompt_rate_tps, sp.PolicyConfig())
+        cfg = sp.PolicyConfig()
+        tol = sp.near_match_tolerance(best, self.opts.prompt_rate_tps, cfg)
         own = -1
         for s in self.slots:
             if s.busy_until > now or s.blank:
                 continue
             c = commons[s.index]
-            if c > 0 and s.n_tokens - c <= tol and (own < 0 or c > commons[own]):
+            if c > 0 and s.n_tokens - c <= tol and c >= cfg.own_min_share * s.n_tokens \
+                    and (own < 0 or c > commons[own]):
                 own = s.index
         if own >= 0:
             return own, "own_prefix"

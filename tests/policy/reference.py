@@ -25,7 +25,8 @@ def place_reference(slots: list[SlotView], request: RequestView, now: float, cfg
     def val(s):
         return 0.0 if is_blank(s) else value(s.n_tokens, now - s.last_use, cfg)
 
-    own = [s for s in idle if not s.blank and s.common > 0 and s.n_tokens - s.common <= tol]
+    own = [s for s in idle if not s.blank and s.common > 0 and s.n_tokens - s.common <= tol
+           and s.common >= cfg.own_min_share * s.n_tokens]
     if own:
         own.sort(key=lambda s: (-s.common, load.get(s.group, 0), -s.last_use, s.slot))
         mine = own[0]

@@ -11,6 +11,7 @@ from strata.server.slot_policy import (
     PolicyConfig,
     RequestView,
     SlotView,
+    holds_own_prefix,
     is_protected,
     near_match_tolerance,
     pick_slot,
@@ -57,8 +58,8 @@ def test_invariants_of_place(seed):
     assert not chosen.busy
     best = max(s.common for s in slots)
     tol = near_match_tolerance(best, request.prompt_rate_tps, PolicyConfig())
-    own = [s for s in idle if not s.blank and s.common > 0 and s.n_tokens - s.common <= tol]
-    holds_other = not chosen.blank and chosen.n_tokens > 0 and chosen.n_tokens - chosen.common > tol
+    own = [s for s in idle if holds_own_prefix(s, tol, PolicyConfig())]
+    holds_other = not chosen.blank and chosen.n_tokens > 0 and not holds_own_prefix(chosen, tol, PolicyConfig())
     if own:  # a continued conversation never takes a slot holding another conversation
         assert not holds_other
     else:  # never a protected slot while an expired (or blank) one exists

@@ -1,0 +1,61 @@
+"""`strata replay` end to end through the CLI module: tables, --json schema, thinning, generate, errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from strata.server.replay import cli
+
+
+def run(argv, capsys):
+    p = argparse.ArgumentParser()
+    cli.add_arguments(p)
+    rc = cli.run(p.parse_args(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def tiny(tmp_path):
+    rows = [("A", 0, 1000, 0, 100), ("B", 10, 300, 0, 20), ("A", 20, 1500, 1100, 100), ("C", 30, 200, 0, 10),
+            ("B", 40, 500, 320, 10), ("A", 50, 2000, 1600, 10)]
+    path = tmp_path / "tiny.jsonl"
+    path.write_text("".join(json.dumps({"conversation": c, "time": t, "prompt_tokens": n, "shared_tokens": s,
+                                        "output_tokens": o}) + "\n" for c, t, n, s, o in rows))
+    return str(path)
+
+
+def test_json_schema_and_exact_counts(tmp_path, capsys):
+    rc, out, _ = run([tiny(tmp_path), "--slots", "1,2", "--policies", "lru,default", "--json"], capsys)
+    assert rc == 0
+    res = {(r["slots"], r["policy"]): r for r in json.loads(out)["results"]}
+    assert set(res) == {(1, "lru"), (1, "default"), (2, "lru"), (2, "default")}
+    for r in res.values():
+        assert {"slots", "policy", "prompt_tokens_total", "prompt_tokens_read", "vs_lru"} <= set(r)
+        assert r["prompt_tokens_total"] == 5500
+    assert res[(2, "lru")]["prompt_tokens_read"] == 4400 and res[(2, "lru")]["vs_lru"] == 0.0
+    assert res[(2, "default")]["prompt_tokens_read"] == 2800
+    assert abs(res[(2, "default")]["vs_lru"] - (2800 / 4400 - 1)) < 1e-12
+
+
+def test_table_and_thinned_draws(tmp_path, capsys):
+    rc, out, _ = run([tiny(tmp_path), "--slots", "2", "--policies", "lru,expire:600", "--thin", "0.67",
+                      "--draws", "3"], capsys)
+    assert rc == 0 and "expire:600" in out and "worst" in out and "3 draws" in out
+
+
+def test_generate_writes_a_replayable_timeline(tmp_path, capsys):
+    out_file = tmp_path / "gen.jsonl"
+    rc, _, err = run(["generate", "--kind", "agents", "--hours", "0.5", "--seed", "3", "--out", str(out_file)], capsys)
+    assert rc == 0 and "wrote" in err
+    rc, out, _ = run([str(out_file), "--slots", "2", "--policies", "lru,gds", "--json"], capsys)
+    direct = run(["agents:0.5:3", "--slots", "2", "--policies", "lru,gds", "--json"], capsys)[1]
+    assert rc == 0 and json.loads(out) == json.loads(direct)
+
+
+def test_errors_are_messages_with_exit_status_2(tmp_path, capsys):
+    for argv, needle in [([tiny(tmp_path), "--slots", "0"], "--slots"), ([tiny(tmp_path), "--policies", "x"], "unknown"),
+                         (["nope.jsonl"], "cannot open"), ([tiny(tmp_path), "--thin", "2"], "--thin"),
+                         (["agents:x"], "agents:HOURS:SEED"), ([tiny(tmp_path), "--draws", "0"], "--draws")]:
+        rc, _, err = run(argv, capsys)
+        assert rc == 2 and needle in err, (argv, err)
