@@ -34,12 +34,18 @@ def detect_gpu() -> tuple[str | None, int | None]:
                              capture_output=True, text=True, timeout=5, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None, None
-    first = out.strip().splitlines()[0] if out.strip() else ""
+    return parse_nvidia_smi(out)
+
+
+def parse_nvidia_smi(out: str) -> tuple[str | None, int | None]:
+    """The first line of `nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits`,
+    e.g. "NVIDIA H200, 143771" -> ("NVIDIA H200", 143771); a name with commas keeps them."""
+    first = out.strip().splitlines()[0].strip() if out.strip() else ""
     name, _, mib = first.rpartition(",")
     try:
-        return name.strip() or None, int(float(mib))
-    except ValueError:
-        return (first.strip() or None), None
+        return (name.strip() or None), int(float(mib))
+    except ValueError:  # "[N/A]" or an unexpected line: the name alone, when there is one
+        return (first or None), None
 
 
 def existing_parent(folder: str | Path) -> Path:

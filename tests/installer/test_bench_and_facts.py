@@ -100,3 +100,15 @@ def test_the_engine_bench_measures_the_default_model(tmp_path, default_model_pat
     report = run_machine_bench(str(default_model_path), tmp_path, 2, disk_mib=8)
     assert report.bench is not None, report.notes
     assert report.bench.prefill_tps > 0 and report.bench.decode_tps > 0
+
+
+@pytest.mark.parametrize("out,expected", [
+    ("NVIDIA H200, 143771\n", ("NVIDIA H200", 143771)),
+    ("NVIDIA GeForce RTX 4090, 24564\nNVIDIA GeForce RTX 4090, 24564\n", ("NVIDIA GeForce RTX 4090", 24564)),
+    ("Tesla T4, [N/A]\n", ("Tesla T4, [N/A]", None)),
+    ("", (None, None)),
+])
+def test_nvidia_smi_lines_are_parsed(out, expected):
+    from strata.installer.profile import parse_nvidia_smi
+
+    assert parse_nvidia_smi(out) == expected

@@ -143,3 +143,17 @@ def test_questions_after_the_model_need_the_model_measured():
 def test_bad_parameters_are_named(field, value):
     with pytest.raises(ValueError, match=field):
         PlanParameters(**{field: value})
+
+
+def test_a_gpu_with_a_cuda_build_gets_the_cuda_backend_and_its_memory_bounds_the_kv():
+    from dataclasses import replace
+
+    s = situation("workstation", "8B")  # RTX 4090, 24 GiB; 64 GiB of RAM
+    cpu = make_plan(s, default_answers(s)).config()
+    cuda_s = replace(s, cuda_built=True)
+    cuda = make_plan(cuda_s, default_answers(cuda_s))
+    assert cpu["backend"] == "cpu" and cuda.config()["backend"] == "cuda"
+    assert "RTX 4090" in cuda.reason("backend")
+    kv_gib = (1 + cuda.config()["batch"]) * cuda.config()["ctx"] * s.model.kv_bytes_per_token / 2**30
+    assert kv_gib <= 24 - 4.6 - 0.5  # GPU memory minus the model and the scratch
+    assert (cuda.config()["ctx"], cuda.config()["batch"]) != (cpu["ctx"], cpu["batch"])
