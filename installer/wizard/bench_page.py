@@ -107,10 +107,14 @@ class BenchPage(QWizardPage):
         return self.done
 
     def cleanupPage(self) -> None:  # Back: stop a bench still running
+        self.stop()
+
+    def stop(self) -> None:
+        """Ask a running bench to stop and wait for its thread (the engine's part cannot be cut short)."""
         self._skip.set()
-        if self._thread is not None:
+        if self._thread is not None and self._thread.isRunning():
             self._thread.quit()
-            self._thread.wait(30000)
+            self._thread.wait(120000)
 
 
 def _describe(report: BenchReport) -> list[str]:

@@ -45,6 +45,11 @@ class SetupWizard(QWizard):
                                                  ContextPage(), PlanPage()), strict=True):
             self.page_ids[name] = self.addPage(page)
 
+    def done(self, result: int) -> None:
+        """Finish or Cancel: a bench still running is told to stop and its thread joined first."""
+        self.page(self.page_ids["bench"]).stop()
+        super().done(result)
+
     def forget_from(self, key: str) -> None:
         """Drop the answers to `key` and every later question (their defaults depend on earlier ones)."""
         later = QUESTION_ORDER[QUESTION_ORDER.index(key):]

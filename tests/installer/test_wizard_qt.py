@@ -190,3 +190,14 @@ def test_run_wizard_returns_the_file_written(qtbot, monkeypatch, tmp_path, defau
 
     path = _drive(qtbot, monkeypatch, tmp_path, press)
     assert path == tmp_path / "app.toml" and config_file.read(path)[0]["model"] == str(default_model_path)
+
+
+def test_cancel_during_the_bench_stops_it_and_leaves_no_file(qtbot, tmp_path, situation):
+    wizard = SetupWizard(config_path=tmp_path / "qt.toml", situation=situation, disk_bench_mib=2048)
+    qtbot.addWidget(wizard)
+    wizard.show()
+    bench = _next(qtbot, wizard, "bench")
+    qtbot.waitUntil(lambda: bench.bar.value() > 0, timeout=30000)
+    wizard.reject()
+    assert bench._thread is not None and not bench._thread.isRunning()
+    assert not list((tmp_path / "cold").glob(".strata-bench-*")) and not (tmp_path / "qt.toml").exists()
