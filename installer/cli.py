@@ -86,10 +86,14 @@ def run_terminal(args: argparse.Namespace, stdin: TextIO | None, out: TextIO,
         s, a = _ask_until_valid(q, s, a, stdin, out, state, args)
         if q.key == "model" and not args.skip_bench:
             s = _bench(s, out, args.disk_bench_mib)
-    plan, path = flow.finish(s, a, args.config)
+    target = Path(args.config).expanduser() if args.config else config_file.configured_path()
+    before = target.read_bytes() if target.is_file() else None
+    plan, path = flow.finish(s, a, target)
     print("\nThe plan:", file=out)
     print("\n".join(flow.format_plan(plan)), file=out)
     print(f"\nWrote {path}", file=out)
+    if before is not None and before != path.read_bytes():
+        print(f"The previous configuration is kept as {config_file.backup_path(path)}", file=out)
     print("Start the server with: strata serve" + (f" --config {path}" if args.config else ""), file=out)
     return 0
 

@@ -64,10 +64,13 @@ def render(plan: Plan, written_at: datetime | None = None) -> str:
 
 
 def write(plan: Plan, path: Path, written_at: datetime | None = None) -> Path:
-    """Write `plan` to `path` atomically, creating its folder. Returns the path written."""
+    """Write `plan` to `path` atomically, creating its folder; a different file already there is kept
+    as `<name>.bak`. Returns the path written."""
     path = Path(path).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
     text = render(plan, written_at)
+    if path.is_file() and path.read_text(encoding="utf-8", errors="replace") != text:
+        os.replace(path, backup_path(path))
     fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".toml", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -79,6 +82,11 @@ def write(plan: Plan, path: Path, written_at: datetime | None = None) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def backup_path(path: Path) -> Path:
+    """Where `write` keeps the file it replaces."""
+    return path.with_name(path.name + ".bak")
 
 
 def read(path: Path) -> tuple[dict[str, Any], dict[str, str]]:

@@ -102,3 +102,12 @@ def test_strata_config_points_setup_where_serve_reads(tmp_path):
     target = tmp_path / "elsewhere.toml"
     assert config_file.configured_path({"STRATA_CONFIG": str(target)}) == target
     assert config_file.configured_path({}) == config_file.default_config_path()
+
+
+def test_a_different_file_already_there_is_kept_as_bak(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("ctx = 1024\n")
+    config_file.write(_plan(), path)
+    assert config_file.backup_path(path).read_text() == "ctx = 1024\n"
+    config_file.write(_plan(), path)  # the same text again: the backup is not replaced by it
+    assert config_file.backup_path(path).read_text() == "ctx = 1024\n"
