@@ -157,16 +157,21 @@ async def messages(request: web.Request) -> web.StreamResponse:
     completion, _ = await JobEvents(request, state.scheduler, job).until_done()
     if completion.finish_reason == "error":
         raise APIError(500, completion.error or "generation failed")
-    content, calls = split_tool_calls(completion.text, bool(tools))
+    return web.json_response(message_response(completion, model, mid, bool(tools)))
+
+
+def message_response(completion: Completion, model: str, mid: str, tools_given: bool) -> dict:
+    """The message object; with tools offered, the model's tool-call blocks become `tool_use` blocks."""
+    content, calls = split_tool_calls(completion.text, tools_given)
     blocks: list[dict] = [{"type": "text", "text": content}] if content or not calls else []
     blocks += [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": c["name"],
                 "input": _json_or_empty(c["arguments"])} for c in calls]
-    return web.json_response({
+    return {
         "id": mid, "type": "message", "role": "assistant", "model": model, "content": blocks,
         "stop_reason": "tool_use" if calls else _stop_reason(completion),
         "stop_sequence": completion.stop_sequence, "usage": usage(completion),
         "timings": completion.timings,
-    })
+    }
 
 
 async def count_tokens(request: web.Request) -> web.Response:

@@ -7,7 +7,6 @@ or server-sent events) with `usage` (incl. `prompt_tokens_details.cached_tokens`
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any
@@ -171,18 +170,23 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                                   bool(isinstance(opts, dict) and opts.get("include_usage")))
     completion, _ = await JobEvents(request, state.scheduler, job).until_done()
     _raise_if_failed(completion)
-    content, calls = split_tool_calls(completion.text, bool(tools))
+    return web.json_response(chat_response(completion, model, bool(tools)))
+
+
+def chat_response(completion: Completion, model: str, tools_given: bool) -> dict:
+    """The chat.completion object; with tools offered, the model's tool-call blocks become `tool_calls`."""
+    content, calls = split_tool_calls(completion.text, tools_given)
     message: dict[str, Any] = {"role": "assistant", "content": content if (content or not calls) else None}
     finish = _finish_reason(completion)
     if calls:
         message["tool_calls"] = _tool_calls(calls)
         finish = "tool_calls"
-    return web.json_response({
+    return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
         "model": model, "system_fingerprint": f"strata-{__version__}",
         "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
         "usage": usage(completion), "timings": completion.timings,
-    })
+    }
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
@@ -334,7 +338,3 @@ async def _stream_chat(request: web.Request, state: ServerState, job: Job, model
     if resp is None:
         return web.Response(status=499)
     return resp
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)

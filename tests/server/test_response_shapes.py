@@ -1,0 +1,65 @@
+"""The answer objects of both APIs built from a finished generation: tool-call blocks in the model's text
+become OpenAI `tool_calls` / Anthropic `tool_use` blocks (only when tools were offered), stop reasons,
+usage meanings (OpenAI counts cached tokens inside prompt_tokens, Anthropic outside input_tokens), and
+llama.cpp's `timings`. The texts are what models write; parsing is the text teammate's parse_tool_calls."""
+
+from __future__ import annotations
+
+import json
+
+import anthropic.types
+import openai.types.chat
+
+from strata.server.anthropic_api import message_response
+from strata.server.jobs import Completion
+from strata.server.openai_api import chat_response
+
+CALL_TEXT = 'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+
+
+def done(text: str, finish: str = "stop", stop: str | None = None, n_out: int = 7) -> Completion:
+    return Completion(text=text, tokens=list(range(n_out)), finish_reason=finish, stop_sequence=stop,
+                      prompt_tokens=100, cached_tokens=80, prompt_ms=20.0, predicted_ms=70.0)
+
+
+def test_openai_tool_calls_from_the_models_text():
+    body = chat_response(done(CALL_TEXT), "gpt-x", tools_given=True)
+    parsed = openai.types.chat.ChatCompletion.model_validate(body)     # the SDK's own model accepts it
+    choice = parsed.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content == "Let me check."
+    call = choice.message.tool_calls[0]
+    assert call.type == "function" and call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "Oslo"} and call.id.startswith("call_")
+
+
+def test_no_tools_offered_means_plain_text():
+    body = chat_response(done(CALL_TEXT), "gpt-x", tools_given=False)
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": CALL_TEXT}
+    assert body["choices"][0]["finish_reason"] == "stop"
+
+
+def test_openai_usage_and_timings():
+    body = chat_response(done("hi", finish="length"), "m", tools_given=False)
+    assert body["choices"][0]["finish_reason"] == "length"
+    assert body["usage"] == {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107,
+                             "prompt_tokens_details": {"cached_tokens": 80}}
+    t = body["timings"]
+    assert (t["cache_n"], t["prompt_n"], t["predicted_n"]) == (80, 20, 7)
+    assert t["prompt_per_second"] == 1000.0 and t["predicted_per_second"] == 100.0
+
+
+def test_anthropic_tool_use_blocks_from_the_models_text():
+    body = message_response(done(CALL_TEXT), "claude-x", "msg_1", tools_given=True)
+    msg = anthropic.types.Message.model_validate(body)
+    assert msg.stop_reason == "tool_use"
+    assert [b.type for b in msg.content] == ["text", "tool_use"]
+    assert msg.content[1].name == "get_weather" and msg.content[1].input == {"city": "Oslo"}
+    assert msg.usage.input_tokens == 20 and msg.usage.cache_read_input_tokens == 80 and msg.usage.output_tokens == 7
+
+
+def test_anthropic_stop_reasons():
+    assert message_response(done("a", stop="END"), "m", "id", False)["stop_reason"] == "stop_sequence"
+    assert message_response(done("a", finish="length"), "m", "id", False)["stop_reason"] == "max_tokens"
+    assert message_response(done("a"), "m", "id", False)["stop_reason"] == "end_turn"
+    only_call = message_response(done('<tool_call>{"name": "f", "arguments": {}}</tool_call>'), "m", "id", True)
+    assert [b["type"] for b in only_call["content"]] == ["tool_use"]
