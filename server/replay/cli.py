@@ -15,7 +15,7 @@ import sys
 from .generate import KINDS, generate
 from .policies import POLICY_NAMES, make_policy
 from .simulator import SimOptions, simulate
-from .timeline import Request, TimelineError, load, thin, write_strata
+from .timeline import Request, TimelineError, load, overlay, thin, write_strata
 
 DEFAULT_POLICIES = "lru,lcp-lru,expire:600,expire:300,shortest,gds,gds+expire:600,affinity,default,oracle"
 
@@ -28,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--groups", type=int, default=1, help="slot groups (slot i in group i %% G), for affinity")
     parser.add_argument("--thin", type=float, default=1.0, help="replay this share of the conversations")
     parser.add_argument("--draws", type=int, default=1, help="random draws of --thin (seeds 0..K-1)")
+    parser.add_argument("--overlay", type=int, default=1,
+                        help="lay the timeline over itself K times (renamed, shifted copies) for many slots")
     parser.add_argument("--ram-cache-tokens", type=int, default=0, help="a RAM conversation cache below the slots")
     parser.add_argument("--ram-min-tokens", type=int, default=4096, help="smallest history the RAM cache keeps")
     parser.add_argument("--prefill-tps", type=float, default=0.0, help="prompt tokens/s; 0: instant service")
@@ -139,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--thin {args.thin}: expected a share in (0, 1]")
         counts = _slot_counts(args.slots)
         names = [p.strip() for p in args.policies.split(",") if p.strip()]
-        rows = replay(_timeline(args.timeline), counts, names, opts, args.thin, args.draws)
+        rows = replay(overlay(_timeline(args.timeline), args.overlay), counts, names, opts, args.thin, args.draws)
     except (ValueError, TimelineError) as e:
         print(f"strata replay: {e}", file=sys.stderr)
         return 2

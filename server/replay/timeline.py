@@ -219,6 +219,30 @@ def thin(requests: Sequence[Request], share: float, seed: int) -> list[Request]:
     return out
 
 
+def overlay(requests: Sequence[Request], copies: int, shift_s: float = 37.0) -> list[Request]:
+    """The timeline laid over itself `copies` times (renamed copies sharing nothing, copy c shifted by
+    c x shift_s seconds), as seed 001 does to load 32 to 128 slots from one user's traffic."""
+    if copies < 1:
+        raise ValueError(f"--overlay {copies!r}: expected >= 1")
+    if copies == 1:
+        return list(requests)
+    span = 1 + max((max(max(r.ids, default=0), abs(r.out_id)) for r in requests), default=0)
+    rows = []
+    for c in range(copies):
+        off = c * span
+        for i, r in enumerate(requests):
+            rows.append((r.time + c * shift_s, c, i, r, off))
+    rows.sort(key=lambda x: (x[0], x[1], x[2]))
+    new_index = {(c, i): k for k, (_, c, i, _, _) in enumerate(rows)}
+    out = []
+    for t, c, _, r, off in rows:
+        parent = new_index[(c, r.parent)] if r.parent is not None else None
+        out_id = r.out_id - off if r.out_id < 0 else r.out_id + off
+        out.append(Request(t, r.n_prompt, r.n_output, tuple(x + off for x in r.ids), r.lens,
+                           f"{r.conversation}#{c}", parent, out_id))
+    return out
+
+
 def load(path: str | Path) -> list[Request]:
     """Read either format, told apart by the first record's keys."""
     path = Path(path)

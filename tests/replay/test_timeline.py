@@ -13,6 +13,7 @@ from strata.server.replay.timeline import (
     build_requests,
     common_prefix,
     load,
+    overlay,
     read_mooncake,
     read_strata,
     thin,
@@ -126,3 +127,17 @@ def test_generator_is_seeded_and_agent_like():
         generate("chat", 1.0, 1)
     with pytest.raises(ValueError, match="--hours"):
         generate("agents", 0, 1)
+
+
+def test_overlay_copies_share_nothing_and_keep_their_parents():
+    reqs = build_requests([(0, "a", 100, 0, 10), (5, "a", 200, 110, 10)])
+    two = overlay(reqs, 2, shift_s=1.0)
+    assert [r.time for r in two] == [0, 1, 5, 6]
+    assert {r.conversation for r in two} == {"a#0", "a#1"}
+    for r in two:
+        assert r.parent is None or two[r.parent].conversation == r.conversation
+    assert common_prefix(two[0].ids, two[0].lens, two[1].ids, two[1].lens) == 0
+    # each copy replays like the original: 2 x (100 + 90) read on 2 slots
+    assert simulate(two, 2, make_policy("lru")).prompt_tokens_read == 2 * (100 + 90)
+    with pytest.raises(ValueError, match="--overlay"):
+        overlay(reqs, 0)
