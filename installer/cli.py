@@ -88,7 +88,11 @@ def run_terminal(args: argparse.Namespace, stdin: TextIO | None, out: TextIO,
             s = _bench(s, out, args.disk_bench_mib)
     target = Path(args.config).expanduser() if args.config else config_file.configured_path()
     before = target.read_bytes() if target.is_file() else None
-    plan, path = flow.finish(s, a, target)
+    try:
+        plan, path = flow.finish(s, a, target)
+    except OSError as e:
+        print(f"strata setup: cannot write {target}: {e.strerror or e}", file=sys.stderr)
+        return 1
     print("\nThe plan:", file=out)
     print("\n".join(flow.format_plan(plan)), file=out)
     print(f"\nWrote {path}", file=out)

@@ -111,3 +111,18 @@ def test_a_different_file_already_there_is_kept_as_bak(tmp_path):
     assert config_file.backup_path(path).read_text() == "ctx = 1024\n"
     config_file.write(_plan(), path)  # the same text again: the backup is not replaced by it
     assert config_file.backup_path(path).read_text() == "ctx = 1024\n"
+
+
+def test_a_config_path_that_cannot_be_written_is_reported(tmp_path, capsys):
+    from dataclasses import replace
+
+    from strata.installer.cli import run_terminal
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    s = situation("laptop", "1B")
+    s = replace(s, cold_disk=replace(s.cold_disk, folder=str(tmp_path / "cold")))
+    args = argparse.Namespace(yes=True, config=blocker / "c.toml", show=False, model=None, cold_dir=None,
+                              skip_bench=True, disk_bench_mib=8)
+    assert run_terminal(args, None, io.StringIO(), situation=s) == 1
+    assert f"cannot write {blocker / 'c.toml'}" in capsys.readouterr().err
