@@ -31,7 +31,7 @@ from .fileio import FileIO
 from .memory import MIB, MemoryProbe
 from .options import CacheConfig
 from .ram import RamEntry, RamLevel
-from .restore import apply_image, validate_image
+from .restore import aligned_sizes, apply_image, validate_image
 from .segments import anchor_positions, chain_keys, plan_segment_saves, system_prompt_anchor
 from .sessions import SessionStore, validate_session_name
 from .system_prompt import PrefixStore
@@ -409,17 +409,21 @@ class ConversationCache:
         self._admit(adm, source, "restore")
         if adm.destination != policy.DISK:
             return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False, adm.reason)
-        v = validate_image(lvl.read_pieces(entry), entry.tokens, entry.identity.model_id, entry.image_bytes,
-                           entry.piece_crc32, self.image_format)
+        v = validate_image(lambda: lvl.mapped_pieces(entry), entry.tokens, entry.identity.model_id,
+                           entry.image_bytes, entry.piece_crc32, self.image_format)
+        sizes = aligned_sizes(v.header, entry.image_bytes) if v.header is not None else None
+
+        def apply_pieces():
+            return lvl.mapped_pieces(entry, sizes)
+
         ladder = False
         if v.complete:
-            n, why = apply_image(self.engine, ctx, lvl.read_pieces(entry), entry.tokens, limit)
+            n, why = apply_image(self.engine, ctx, apply_pieces(), entry.tokens, limit)
         else:
             self.damaged += 1
             log.warning("%s entry %s damaged: %s", lvl.name, entry.key, v.reason)
             if c.restore_ladder and v.valid_tokens > 0:
-                n, why = apply_image(self.engine, ctx, lvl.read_pieces(entry), entry.tokens,
-                                     min(limit, v.valid_tokens))
+                n, why = apply_image(self.engine, ctx, apply_pieces(), entry.tokens, min(limit, v.valid_tokens))
                 ladder = n > 0
                 self.ladder_restores += int(ladder)
                 why = f"restore ladder: {n} of {entry.n_tokens} tokens ({v.reason})"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import zlib
 from collections import Counter
@@ -314,6 +315,44 @@ class DiskLevel:
         return entry
 
     # -- reads ----------------------------------------------------------------------------------
+
+    def mapped_pieces(self, entry: DiskEntry, sizes: list[int] | None = None) -> Iterator[memoryview]:
+        """The image as read-only views of one memory map (no copy into the process): pieces of the
+        given sizes, or of `entry.piece_bytes`. The views are valid while the generator runs."""
+        with open(entry.image_path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            if hasattr(mm, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
+                mm.madvise(mmap.MADV_SEQUENTIAL)
+            view = memoryview(mm)
+            try:
+                if sizes is None:
+                    sizes = [entry.piece_bytes] * -(-size // entry.piece_bytes)
+                pos = 0
+                for n in sizes:
+                    if pos >= size:
+                        return
+                    yield view[pos:pos + n]
+                    pos += n
+            finally:
+                view.release()
+        finally:
+            try:
+                mm.close()
+            except BufferError:  # a consumer still holds a view: the map closes when it is collected
+                pass
+
+    def read_ranges(self, entry: DiskEntry, sizes: list[int]) -> Iterator[bytes]:
+        """The image cut into consecutive pieces of the given sizes (the last may come short)."""
+        with open(entry.image_path, "rb", buffering=0) as f:
+            for size in sizes:
+                piece = f.read(size)
+                if not piece:
+                    return
+                yield piece
 
     def read_pieces(self, entry: DiskEntry, piece_bytes: int | None = None) -> Iterator[bytes]:
         """The image in pieces of `entry.piece_bytes` (the checksum pieces)."""

@@ -1,80 +1,145 @@
 """Streamed restore: a validation pass over an image, then an apply pass into an engine context.
 
-What this is: `validate_image` reads the pieces once, checks the sidecar's per-piece CRC32, the
-engine header (model and token ids) and asks the engine's snapshot module for the valid prefix;
-`apply_image` feeds the pieces (<= 16 MiB each) to `engine.restorer(ctx)` and checks what the
-context then holds against the tokens the entry claims. An image is never held twice in RAM: a
-disk image is read piece by piece in each pass. What this is not: placement (policy.place_disk_io)
-or the decision to discard (cache.py).
+What this is: `validate_image` reads the image once (read-ahead on a helper thread), checks the
+engine header (model and token ids) and every piece against the sidecar's CRC32; only when a piece
+fails does it ask the engine's snapshot module for the longest valid prefix (the restore ladder).
+`apply_image` feeds pieces to `engine.restorer(ctx)` and checks that the context then holds exactly
+the tokens the entry claims. A disk image is read piece by piece in each pass (at most two pieces
+of <= 16 MiB in RAM at once), never held whole, never twice. What this is not: placement
+(policy.place_disk_io) or the decision to discard (cache.py).
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+MAX_PIECE_BYTES = 16 << 20
+
 
 @dataclass(frozen=True)
 class Validation:
     valid_tokens: int  # the longest prefix the image can restore
-    complete: bool  # every piece checks, the header matches, every token is valid
+    complete: bool  # the header matches, every piece checks, every token is valid
     reason: str
+    header: object = None
 
 
-def validate_image(pieces: Iterable[bytes], tokens: np.ndarray, model_id: str, image_bytes: int,
-                   piece_crc32: tuple[int, ...] | None, image_format) -> Validation:
-    """The validation pass. `image_format` offers `read_header(first_bytes)` and `validate(chunks)`."""
-    state = {"bad_piece": None, "total": 0, "index": 0}
-    it = iter(pieces)
+_END = object()
+
+
+def read_ahead(pieces: Iterable[bytes]) -> Iterator[bytes]:
+    """Yield `pieces` while a helper thread reads the next one (file reads release the GIL)."""
+    q: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for p in pieces:
+                while not stop.is_set():
+                    try:
+                        q.put(p, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            item = _END
+        except BaseException as exc:  # handed to the consumer, raised there
+            item = exc
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    t = threading.Thread(target=produce, name="strata-cache-read-ahead", daemon=True)
+    t.start()
     try:
-        first = next(it)
-    except StopIteration:
-        return Validation(0, False, "empty image")
-    except OSError as exc:
-        return Validation(0, False, f"unreadable: {exc}")
-    try:
-        header = image_format.read_header(first)
-    except Exception as exc:  # the engine's parser raises ValueError; any failure means untrusted
-        return Validation(0, False, f"header unreadable: {exc}")
-    if str(header.model_id) != model_id:
-        return Validation(0, False, "image of another model")
-    head_tokens = np.asarray(list(header.tokens), dtype=np.int32)
-    if head_tokens.shape != tokens.shape or not np.array_equal(head_tokens, tokens):
-        return Validation(0, False, "image tokens differ from its sidecar")
+        while True:
+            item = q.get()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        t.join(timeout=5)
 
-    def checked() -> Iterator[bytes]:
-        for piece in _chain_first(first, it):
-            i = state["index"]
-            if piece_crc32 is not None and state["bad_piece"] is None:
-                if i >= len(piece_crc32) or zlib.crc32(piece) != piece_crc32[i]:
-                    state["bad_piece"] = i
-            state["index"] = i + 1
-            state["total"] += len(piece)
-            yield piece
 
+def validate_image(open_pieces: Callable[[], Iterable[bytes]], tokens: np.ndarray, model_id: str,
+                   image_bytes: int, piece_crc32: tuple[int, ...], image_format) -> Validation:
+    """The validation pass. `open_pieces()` yields the image in the sidecar's checksum pieces;
+    `image_format` offers `read_header(first_bytes)` and `validate(pieces)` (strata.engine.snapshot)."""
+    total = 0
+    bad_piece = None
+    header = None
     try:
-        valid = int(image_format.validate(checked()))
+        for i, piece in enumerate(open_pieces()):
+            if i == 0:
+                try:
+                    header = _read_header(image_format, piece)
+                except Exception as exc:  # the engine's parser raises ValueError; any failure: untrusted
+                    return Validation(0, False, f"header unreadable: {exc}")
+                if str(header.model_id) != model_id:
+                    return Validation(0, False, "image of another model")
+                head_tokens = np.asarray(header.tokens, dtype=np.int32)
+                if head_tokens.shape != tokens.shape or not np.array_equal(head_tokens, tokens):
+                    return Validation(0, False, "image tokens differ from its sidecar")
+            if i >= len(piece_crc32) or zlib.crc32(piece) != piece_crc32[i]:
+                bad_piece = i
+                break
+            total += len(piece)
     except OSError as exc:
         return Validation(0, False, f"read failed: {exc}")
-    except Exception as exc:
-        return Validation(0, False, f"validation failed: {exc}")
+    if header is None:
+        return Validation(0, False, "empty image")
     n = int(tokens.shape[0])
-    valid = max(0, min(valid, n))
-    if state["bad_piece"] is not None:
-        return Validation(valid, False, f"piece {state['bad_piece']} fails its checksum")
-    if state["total"] != image_bytes:
-        return Validation(valid, False, f"image is {state['total']} bytes, sidecar says {image_bytes}")
-    if valid < n:
-        return Validation(valid, False, f"engine validates {valid} of {n} tokens")
-    return Validation(n, True, "valid")
+    if bad_piece is None and total == image_bytes:
+        return Validation(n, True, "valid", header)
+    why = f"piece {bad_piece} fails its checksum" if bad_piece is not None else (
+        f"image is {total} bytes, sidecar says {image_bytes}")
+    try:
+        valid = int(image_format.validate(open_pieces()))
+    except Exception as exc:  # SnapshotError, OSError: nothing of it is usable
+        return Validation(0, False, f"{why}; no valid prefix: {exc}", header)
+    return Validation(max(0, min(valid, n)), False, why, header)
 
 
-def _chain_first(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    yield first
-    yield from rest
+def _read_header(image_format, piece):
+    """The header from the first piece, copying only its first MiB unless the header is longer."""
+    try:
+        return image_format.read_header(bytes(piece[: 1 << 20]))
+    except Exception:
+        if len(piece) <= 1 << 20:
+            raise
+        return image_format.read_header(bytes(piece))
+
+
+def aligned_sizes(header, image_bytes: int, max_piece: int = MAX_PIECE_BYTES) -> list[int] | None:
+    """Piece sizes that start at the engine's chunk boundaries (header, then whole chunks grouped up
+    to `max_piece`), so the engine's restorer takes every chunk without copying it; None when the
+    header does not describe its chunks."""
+    if not all(hasattr(header, a) for a in ("header_size", "n_chunks", "chunk_bytes")):
+        return None
+    sizes = [int(header.header_size)]
+    group = 0
+    for i in range(int(header.n_chunks)):
+        c = int(header.chunk_bytes(i))
+        if group and group + c > max_piece:
+            sizes.append(group)
+            group = 0
+        group += c
+    if group:
+        sizes.append(group)
+    return sizes if sum(sizes) == image_bytes else None
 
 
 def apply_image(engine, ctx: int, pieces: Iterable[bytes], expect_tokens: np.ndarray,
@@ -89,7 +154,7 @@ def apply_image(engine, ctx: int, pieces: Iterable[bytes], expect_tokens: np.nda
         for piece in pieces:
             restorer.feed(piece)
         n = int(restorer.finish())
-    except Exception as exc:  # a damaged stream: the context is not trusted
+    except Exception as exc:  # a damaged stream or an I/O error: the context is not trusted
         _empty(engine, ctx)
         return 0, f"restore failed: {exc}"
     n = min(n, limit_tokens, int(expect_tokens.shape[0]))
@@ -107,9 +172,3 @@ def _empty(engine, ctx: int) -> None:
         engine.truncate(ctx, 0)
     except Exception:
         pass
-
-
-def timed(fn: Callable[[], tuple[int, str]], clock: Callable[[], float]) -> tuple[int, str, float]:
-    t0 = clock()
-    n, why = fn()
-    return n, why, clock() - t0
