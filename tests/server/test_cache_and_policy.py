@@ -1,0 +1,92 @@
+"""The scheduler applying the slot policy and the conversation cache on a live server: a conversation
+displaced from main comes back from the RAM level; with STRATA_SLOT_CACHE_AFFINITY=1 and groups, the
+solo conversation is parked into a slot by the engine's copy (and restored from it), a low-value one is
+not (`park_skip` main_low_value); plain --batch places by the policy with its reason in the trace."""
+
+from __future__ import annotations
+
+import random
+
+import httpx2 as httpx
+import pytest
+
+from tests.server.live import LiveServer
+
+
+def ids(n: int, seed: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randrange(1, 500) for _ in range(n)]
+
+
+def complete(url: str, prompt: list[int], max_tokens: int = 2) -> dict:
+    r = httpx.post(url + "/v1/completions", json={"prompt": prompt, "max_tokens": max_tokens, "temperature": 0},
+                   timeout=120)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def last_request(url: str) -> dict:
+    return httpx.get(url + "/v1/monitor").json()["requests"][-1]
+
+
+def decisions(url: str) -> list[dict]:
+    return httpx.get(url + "/v1/slots").json()["decisions"]
+
+
+def test_a_displaced_conversation_comes_back_from_ram(tiny_model, tmp_path):
+    with LiveServer(model=str(tiny_model), ctx=2048, batch=0, threads=1, conversation_cache_mib=64,
+                    conversation_cache_min_free_mib=0, conversation_cache_cold_dir=str(tmp_path)) as s:
+        a = ids(600, 1)
+        complete(s.url, a)
+        complete(s.url, ids(300, 2))                  # B takes main: A is parked in RAM
+        complete(s.url, a + ids(20, 3))               # A's next turn
+        rec = last_request(s.url)
+        assert rec["source"] == "ram" and rec["reused_tokens"] >= 600
+        snap = httpx.get(s.url + "/v1/monitor").json()
+        assert snap["cache"]["hits"]["ram"] >= 1
+
+
+@pytest.fixture(scope="module")
+def grouped(tiny_model):
+    with LiveServer(model=str(tiny_model), ctx=4096, batch=2, batch_groups=2, slot_ctx=4096, threads=1,
+                    conversation_cache_mib=0, env={"STRATA_SLOT_CACHE_AFFINITY": "1"}) as s:
+        yield s
+
+
+def test_the_solo_conversation_is_parked_into_a_slot_and_comes_back(grouped):
+    a = ids(2500, 11)
+    complete(grouped.url, a)
+    complete(grouped.url, ids(200, 12))               # displaces A from main
+    park = [d for d in decisions(grouped.url) if d["park"]]
+    assert park and park[-1]["source_slot"] == "main" and park[-1]["slot"] in (1, 2)
+    slot = park[-1]["slot"]
+    slots = {s["id"]: s for s in httpx.get(grouped.url + "/v1/slots").json()["slots"]}
+    assert slots[slot]["tokens"] >= 2500
+    complete(grouped.url, a + ids(10, 13))            # A again, alone: back on main, copied from its slot
+    rec = last_request(grouped.url)
+    assert rec["context"] == "main" and rec["source"] == "slot" and rec["reused_tokens"] >= 2500
+
+
+def test_a_low_value_main_history_is_not_parked(grouped):
+    complete(grouped.url, ids(100, 21))
+    complete(grouped.url, ids(100, 22))
+    skip = [d for d in decisions(grouped.url) if d["park_skip"]]
+    assert skip and skip[-1]["park_skip"] == "main_low_value" and skip[-1]["slot"] is None
+
+
+def test_plain_batch_decisions_carry_their_reason(tiny_model):
+    with LiveServer(model=str(tiny_model), ctx=2048, batch=2, threads=1, conversation_cache_mib=0,
+                    env={"STRATA_SLOT_EXPIRE_S": "600"}) as s:
+        import threading
+
+        results = []
+        ts = [threading.Thread(target=lambda i=i: results.append(complete(s.url, ids(50, 30 + i), 30)))
+              for i in range(3)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        placed = [d for d in decisions(s.url) if isinstance(d["slot"], int) and not d["park"]]
+        assert placed and all(d["reason"] in ("own_prefix", "empty", "expired_lru", "shortest", "lru")
+                              for d in placed)
+        assert any(d["reason"] == "empty" for d in placed)
