@@ -1,0 +1,119 @@
+"""Replay measurement behind the slot policy defaults (benchmarks/RESULTS.md, "Slot policy replay").
+
+Runs `strata replay`'s engine (strata.server.replay.cli.replay) over the Mooncake traces and
+generated agent timelines from 2 to 128 slots, prints one markdown table per case (change in prompt
+tokens read against LRU; thinned cases: mean of the draws and the worst single draw) and a check of
+the goals for `default`: fewer tokens than lru and lcp-lru at every slot count, the gap to the
+offline yardstick, and no thinned draw above LRU. Takes several minutes on one core:
+
+    .venv/bin/python benchmarks/replay_policies.py [--quick] [--traces /work/shared/traces]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from strata.server.replay.cli import replay  # noqa: E402
+from strata.server.replay.generate import generate  # noqa: E402
+from strata.server.replay.simulator import SimOptions  # noqa: E402
+from strata.server.replay.timeline import overlay, read_mooncake  # noqa: E402
+
+POLICIES = ["lru", "lcp-lru", "expire:600", "expire:300", "shortest", "gds", "gds+expire:600", "affinity",
+            "default", "oracle"]
+
+
+def table(title: str, command: str, rows: list[dict]) -> tuple[str, list[str]]:
+    counts = sorted({r["slots"] for r in rows})
+    by = {(r["policy"], r["slots"]): r for r in rows}
+    draws = rows[0]["draws"]
+    out = [f"#### {title}", "", f"`{command}`", "",
+           "| policy | " + " | ".join(f"{n} slots" for n in counts) + " |",
+           "| --- | " + " | ".join("---:" for _ in counts) + " |"]
+    for p in dict.fromkeys(r["policy"] for r in rows):
+        cells = []
+        for n in counts:
+            r = by[(p, n)]
+            if p == "lru":
+                cells.append(f"{r['prompt_tokens_read'] / 1e6:.2f}M read")
+            elif draws > 1:
+                cells.append(f"{r['vs_lru_mean'] * 100:+.1f}% ({r['vs_lru_worst'] * 100:+.1f}%)")
+            else:
+                cells.append(f"{r['vs_lru'] * 100:+.1f}%")
+        out.append(f"| {p} | " + " | ".join(cells) + " |")
+    total = rows[0]["prompt_tokens_total"] / 1e6
+    out.append("")
+    out.append(f"Prompt tokens in the timeline: {total:.2f}M" + (
+        f" over {draws} draws; cells: mean change of the draws (worst single draw)." if draws > 1 else "."))
+    notes = []
+    for n in counts:
+        d, lru, lcp, orc = by[("default", n)], by[("lru", n)], by[("lcp-lru", n)], by[("oracle", n)]
+        key = "vs_lru_mean" if draws > 1 else "vs_lru"
+        if not d["prompt_tokens_read"] < lru["prompt_tokens_read"]:
+            notes.append(f"{n} slots: default not below lru")
+        if not d["prompt_tokens_read"] < lcp["prompt_tokens_read"]:
+            notes.append(f"{n} slots: default not below lcp-lru")
+        gap = (d[key] - orc[key]) * 100
+        if gap > 1.0:
+            notes.append(f"{n} slots: {gap:.1f} points from the yardstick")
+        if draws > 1 and d["vs_lru_worst"] > 0:
+            notes.append(f"{n} slots: a draw {d['vs_lru_worst'] * 100:+.2f}% above lru")
+    out.append("")
+    out.append("Goals for `default`: " + ("all met." if not notes else "; ".join(notes) + "."))
+    return "\n".join(out) + "\n", notes
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--traces", default="/work/shared/traces")
+    ap.add_argument("--quick", action="store_true", help="fewer draws and slot counts (a smoke run)")
+    args = ap.parse_args()
+    conv = read_mooncake(Path(args.traces) / "mooncake_conversation_trace.jsonl")
+    synth = read_mooncake(Path(args.traces) / "mooncake_synthetic_trace.jsonl")
+    agents = {s: generate("agents", 8.0, s) for s in (1, 2, 3)}
+    draws = 2 if args.quick else 5
+    small = [2, 4] if args.quick else [2, 3, 4, 6, 8]
+    big = [32] if args.quick else [32, 64, 128]
+    opts = SimOptions()
+    conv_path = "../shared/traces/mooncake_conversation_trace.jsonl"
+    synth_path = "../shared/traces/mooncake_synthetic_trace.jsonl"
+    pol = ",".join(POLICIES)
+    cases = [
+        (f"Mooncake conversation trace, {int(s * 100)}% of its conversations", conv, small, s, draws,
+         f"strata replay {conv_path} --slots {','.join(map(str, small))} --thin {s} --draws {draws}")
+        for s in (0.05, 0.10, 0.25, 0.50)
+    ]
+    cases.append(("Mooncake conversation trace, whole", conv, [8] + big, 1.0, 1,
+                  f"strata replay {conv_path} --slots {','.join(map(str, [8] + big))}"))
+    cases += [(f"Mooncake synthetic trace, {int(s * 100)}% of its conversations", synth, small, s, draws,
+               f"strata replay {synth_path} --slots {','.join(map(str, small))} --thin {s} --draws {draws}")
+              for s in (0.10, 0.25)]
+    cases.append(("Mooncake synthetic trace, whole", synth, [8] + big, 1.0, 1,
+                  f"strata replay {synth_path} --slots {','.join(map(str, [8] + big))}"))
+    for seed, tl in agents.items():
+        cases.append((f"Generated agent timeline, 8 hours, seed {seed}", tl, small + [16], 1.0, 1,
+                      f"strata replay agents:8:{seed} --slots {','.join(map(str, small + [16]))}"))
+    cases.append(("Generated agent timeline (seed 1), half of its conversations", agents[1], small, 0.5, draws,
+                  f"strata replay agents:8:1 --slots {','.join(map(str, small))} --thin 0.5 --draws {draws}"))
+    for k, n in zip((4, 8, 16), big, strict=False):
+        cases.append((f"Generated agent timeline (seed 1) laid over itself {k} times", overlay(agents[1], k), [n],
+                       1.0, 1, f"strata replay agents:8:1 --overlay {k} --slots {n}"))
+    all_notes = []
+    for title, tl, slots, share, k, command in cases:
+        t0 = time.time()
+        rows = replay(tl, slots, POLICIES, opts, share, k if share < 1 else 1)
+        text, notes = table(title, command + f" --policies {pol}", rows)
+        print(text, flush=True)
+        print(f"<!-- {time.time() - t0:.1f} s -->\n", flush=True)
+        all_notes += [f"{title}: {x}" for x in notes]
+    print("#### Goals not met by `default`\n")
+    print("\n".join(f"- {x}" for x in all_notes) if all_notes else "none")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
