@@ -81,20 +81,24 @@ def render_chat(template: str, messages: list[dict[str, str]], bos: str, eos: st
     )
 
 
-def greedy(llm, tokens: list[int]) -> tuple[list[int], list[float]]:
-    """Argmax continuation from raw logits, N_GREEDY steps, and the top-1 minus top-2 logit gap."""
+def greedy(llm, tokens: list[int]) -> tuple[list[int], list[float], list[list[float]]]:
+    """Argmax continuation from raw logits, N_GREEDY steps, the top-1 minus top-2 logit gap at each
+    step, and the 10 best [id, logit] pairs after the prefill."""
     llm.reset()
     llm.eval(tokens)
-    out, margins = [], []
-    for _ in range(N_GREEDY):
+    out, margins, first_top = [], [], []
+    for step in range(N_GREEDY):
         # only the last position of each eval asks for logits, so the output buffer holds one row
         logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float32)
+        if step == 0:
+            best = np.argsort(-logits, kind="stable")[:10]
+            first_top = [[int(i), round(float(logits[i]), 5)] for i in best]
         top2 = np.partition(logits, -2)[-2:]
         tok = int(np.argmax(logits))
         out.append(tok)
         margins.append(round(float(top2[1] - top2[0]), 5))
         llm.eval([tok])
-    return out, margins
+    return out, margins, first_top
 
 
 def main() -> int:
@@ -125,7 +129,7 @@ def main() -> int:
         case["tokens"] = llm.tokenize(raw, add_bos=False, special=True)
         case["tokens_no_special"] = llm.tokenize(raw, add_bos=False, special=False)
         if case["tokens"]:
-            case["greedy"], case["greedy_margins"] = greedy(llm, case["tokens"])
+            case["greedy"], case["greedy_margins"], case["first_logits_top10"] = greedy(llm, case["tokens"])
         print(f"{case['name']:>20}: {len(case['tokens'])} tokens, greedy {case.get('greedy', [])[:6]}...")
 
     header = {
@@ -139,7 +143,9 @@ def main() -> int:
             "cases[].tokens_no_special": "llama_tokenize(text, add_bos=False, parse_special=False)",
             "cases[].greedy": f"{N_GREEDY} argmax tokens after prefilling `tokens` (raw logits, no "
             "penalties, not stopped at EOS/EOT); absent when `tokens` is empty",
-            "cases[].greedy_margins": "per greedy step: best logit minus second-best logit",
+            "cases[].greedy_margins": "per greedy step: best logit minus second-best logit (a step with a "
+            "small margin may flip under a different but correct rounding of the same model)",
+            "cases[].first_logits_top10": "[token id, logit] of the 10 best logits after prefilling `tokens`",
         },
         "model": Path(args.model).name,
         "llama_cpp_python": llama_cpp.__version__,
@@ -148,7 +154,10 @@ def main() -> int:
         "machine": platform.machine() + " " + platform.processor(),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({**header, "cases": cases}, ensure_ascii=False, indent=1) + "\n")
+    # header indented, one case per line (so a diff shows which case changed)
+    text = json.dumps(header, ensure_ascii=False, indent=1)[:-2] + ',\n "cases": [\n'
+    text += ",\n".join(json.dumps(c, ensure_ascii=False) for c in cases) + "\n ]\n}\n"
+    Path(args.out).write_text(text, encoding="utf-8")
     print(f"wrote {len(cases)} cases to {args.out}", file=sys.stderr)
     return 0
 

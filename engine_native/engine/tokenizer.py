@@ -79,7 +79,17 @@ def _byte_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in zip(keep, chars, strict=True)}
 
 
+@lru_cache(maxsize=1)
+def _byte_translation() -> dict[int, str]:
+    """str.translate table: byte-level character -> the latin-1 character of its byte."""
+    return {ord(ch): chr(b) for ch, b in _byte_decoder().items()}
+
+
 def _token_text_to_bytes(text: str) -> bytes:
+    try:  # fast path: every character is a byte-level one
+        return text.translate(_byte_translation()).encode("latin-1")
+    except UnicodeEncodeError:
+        pass
     table = _byte_decoder()
     out = bytearray()
     for ch in text:
@@ -191,21 +201,21 @@ class Tokenizer:
             else _token_text_to_bytes(t)
             for i, t in enumerate(vocab.tokens)
         ]
-        self._with_special = self._build(parsed)
-        self._plain = self._build(parsed)
-        self._plain.encode_special_tokens = True  # CONTROL tokens become text; USER_DEFINED still parsed
-
-    def _build(self, parsed: Iterable[int]) -> _HFTokenizer:
-        vocab = self._vocab
-        regexes, ignore_merges, _ = PRE_TOKENIZERS[vocab.pre]
         merges = []
         for m in vocab.merges:
             pair = _split_merge(m)
             # a merge whose parts or result are not tokens can never produce a token: llama.cpp falls
             # back to the parts for it, which is what skipping it does here
-            if pair and pair[0] in self._ids and pair[1] in self._ids and pair[0] + pair[1] in self._ids:
+            if pair and pair[0] in ids and pair[1] in ids and pair[0] + pair[1] in ids:
                 merges.append(pair)
-        bpe = models.BPE(vocab=dict(self._ids), merges=merges, ignore_merges=ignore_merges)
+        self._with_special = self._build(parsed, merges)
+        self._plain = self._build(parsed, merges)
+        self._plain.encode_special_tokens = True  # CONTROL tokens become text; USER_DEFINED still parsed
+
+    def _build(self, parsed: Iterable[int], merges: list[tuple[str, str]]) -> _HFTokenizer:
+        vocab = self._vocab
+        regexes, ignore_merges, _ = PRE_TOKENIZERS[vocab.pre]
+        bpe = models.BPE(vocab=self._ids, merges=merges, ignore_merges=ignore_merges)
         tok = _HFTokenizer(bpe)
         tok.pre_tokenizer = pre_tokenizers.Sequence(
             [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in regexes]
