@@ -87,3 +87,13 @@ def test_option_table_shape():
 def test_derived_folders(tmp_path):
     c = CacheConfig.from_values({"conversation-cache-cold-dir": str(tmp_path / "cold")}, {})
     assert c.segment_dir == str(tmp_path / "segments")
+
+
+def test_every_flag_is_documented():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    for o in OPTIONS:
+        for flag in o.flags:
+            assert f"`{flag}`" in doc, flag
+    assert "STRATA_RESTORE_LADDER" in doc
