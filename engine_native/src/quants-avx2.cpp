@@ -1,10 +1,328 @@
-// AVX2 + FMA products: compiled only when the compiler targets AVX2 but not the AVX-512 set of
-// quants-avx512.cpp; see quants-kernels.h for the macro test.
+// AVX2 + FMA + F16C products for every weight type, compiled only when the compiler targets AVX2
+// but not the AVX-512 set of quants-avx512.cpp (the macro test is in quants-kernels.h).
+//
+// Same register tiles as the AVX-512 file (quants-tiling.h), 8 float lanes per (row, token) pair.
+// Integer products: maddubs (u8 x s8 pairs -> s16, never saturating for these value ranges) then
+// madd with ones or with the sub-block scales (-> s32). Q8_0 weights use the sign trick (|w| times
+// x with w's sign); 4/5-bit weights are unsigned with their offset removed through the activation
+// sums. Not here: the scalar reference (quants-generic.cpp) or argument checks (quants.cpp).
 #include "quants-kernels.h"
 
 #if defined(STRATA_SIMD_AVX2)
+
+#include <immintrin.h>
+
+#include "quants-blocks.h"
+#include "quants-tiling.h"
+#include "quants.h"
+
 namespace strata {
-matmul_fn simd_matmul_for(int32_t) { return nullptr; }
+namespace {
+
+// ---------------------------------------------------------------- small helpers
+
+struct ymm_acc {
+    using acc_t = __m256;
+    static __m256 zero() { return _mm256_setzero_ps(); }
+    static float reduce(__m256 v) {   // one fixed order: halves, then pairs, then the last two
+        __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        return _mm_cvtss_f32(s);
+    }
+};
+
+inline uint32_t load_u32(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+inline uint16_t load_u16(const uint8_t* p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+}
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// (32,) u8 x (32,) s8 -> (8,) s32, each lane the sum of 4 products.
+inline __m256i dot_u8s8(__m256i u, __m256i x) { return _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)); }
+
+// (32,) bytes, bit j of `bits` set -> byte j = 0xFF.
+inline __m256i spread_bits(uint32_t bits) {
+    const __m256i shuf = _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(int(bits)), shuf);
+    const __m256i sel = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel);
+}
+
+inline void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = uint8_t((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = uint8_t((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+// ---------------------------------------------------------------- 32-element block types
+// A step is one block. (No partial steps: n is a multiple of 32.)
+
+enum q32_kind { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
+
+template <int KIND>
+struct q32_format : ymm_acc {
+    static constexpr int NR = 4, NT = 2;
+    static constexpr bool HAS_MIN = KIND == K_Q4_1 || KIND == K_Q5_1;
+    static constexpr int OFFSET = KIND == K_Q4_0 ? 8 : KIND == K_Q5_0 ? 16 : 0;   // Q8_0: sign trick instead
+    static constexpr size_t WB = KIND == K_Q4_0 ? sizeof(block_q4_0) : KIND == K_Q4_1 ? sizeof(block_q4_1)
+                               : KIND == K_Q5_0 ? sizeof(block_q5_0) : KIND == K_Q5_1 ? sizeof(block_q5_1)
+                                                                      : sizeof(block_q8_0);
+    static constexpr size_t W_QS = KIND == K_Q4_0 ? 2 : KIND == K_Q4_1 ? 4 : KIND == K_Q5_0 ? 6 : KIND == K_Q5_1 ? 8 : 2;
+    static constexpr size_t W_QH = KIND == K_Q5_0 ? 2 : 4;
+    static constexpr size_t XB = HAS_MIN ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    static constexpr size_t X_QS = HAS_MIN ? 4 : 2;
+
+    struct xs_t {
+        __m256i x;      // (32,) int8
+        __m256i corr;   // (8,) -OFFSET * sums of 4 activations
+        float d, s;     // scale, Q8_1 block sum
+    };
+    struct ws_t {
+        __m256i u;      // (32,) unsigned quants (Q8_0: the signed quants)
+        float d, m;
+    };
+
+    static int64_t full_steps(int64_t n) { return n / 32; }
+    static bool has_tail(int64_t) { return false; }
+
+    template <bool FULL>
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) {
+        const uint8_t* a = row + size_t(s) * XB;
+        xs.x = load256(a + X_QS);
+        xs.d = half_to_float(load_u16(a));
+        if (HAS_MIN) xs.s = half_to_float(load_u16(a + 2));
+        if (OFFSET) xs.corr = _mm256_sub_epi32(_mm256_setzero_si256(), dot_u8s8(_mm256_set1_epi8(char(OFFSET)), xs.x));
+    }
+
+    template <bool FULL>
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
+        const uint8_t* a = row + size_t(s) * WB;
+        if (KIND == K_Q8_0) {
+            ws.u = load256(a + W_QS);
+        } else {
+            const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + W_QS));
+            const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+            ws.u = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+            if (KIND == K_Q5_0 || KIND == K_Q5_1) {
+                ws.u = _mm256_or_si256(ws.u, _mm256_and_si256(spread_bits(load_u32(a + W_QH)), _mm256_set1_epi8(16)));
+            }
+        }
+        ws.d = half_to_float(load_u16(a));
+        if (HAS_MIN) ws.m = half_to_float(load_u16(a + 2));
+    }
+
+    static void madd(const ws_t& ws, const xs_t& xs, __m256& acc) {
+        __m256i dot;
+        if (KIND == K_Q8_0) {
+            dot = dot_u8s8(_mm256_sign_epi8(ws.u, ws.u), _mm256_sign_epi8(xs.x, ws.u));
+        } else {
+            dot = dot_u8s8(ws.u, xs.x);
+            if (OFFSET) dot = _mm256_add_epi32(dot, xs.corr);
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(ws.d * xs.d), acc);
+        if (HAS_MIN) acc = _mm256_fmadd_ps(_mm256_zextps128_ps256(_mm_set_ss(ws.m)), _mm256_set1_ps(xs.s), acc);
+    }
+};
+
+// ---------------------------------------------------------------- K-quants (super-blocks of 256)
+
+struct q8K_x {
+    const int8_t* q;     // (256,)
+    __m256i bsums;       // (16,) int16
+    float d;
+};
+
+inline void load_q8K(const uint8_t* row, int64_t s, q8K_x& xs) {
+    const block_q8_K* b = reinterpret_cast<const block_q8_K*>(row) + s;
+    xs.q = b->qs;
+    xs.bsums = load256(b->bsums);
+    xs.d = b->d;
+}
+
+template <bool Q5>
+struct q45K_format : ymm_acc {
+    static constexpr int NR = 2, NT = 2;
+    using xs_t = q8K_x;
+    using block = typename std::conditional<Q5, block_q5_K, block_q4_K>::type;
+    struct ws_t {
+        const block* b;
+        __m256i sc;     // (16,) int16: sub-block j's scale at j (0..7)
+        __m256i mins;   // (16,) int16: min of sub-block j at 2j and 2j + 1
+        float d, dmin;
+    };
+
+    static int64_t full_steps(int64_t n) { return n / QK_K; }
+    static bool has_tail(int64_t) { return false; }
+    template <bool FULL>
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) { load_q8K(row, s, xs); }
+
+    template <bool FULL>
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
+        ws.b = reinterpret_cast<const block*>(row) + s;
+        alignas(16) uint8_t sc8[16] = {0}, mm[16];
+        for (int j = 0; j < 8; ++j) {
+            uint8_t m;
+            scale_min_k4(j, ws.b->scales, &sc8[j], &m);
+            mm[2 * j] = mm[2 * j + 1] = m;
+        }
+        ws.sc = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sc8)));
+        ws.mins = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(mm)));
+        ws.d = half_to_float(ws.b->d);
+        ws.dmin = half_to_float(ws.b->dmin);
+    }
+
+    static void madd(const ws_t& ws, const xs_t& xs, __m256& acc) {
+        alignas(32) int16_t sc[16];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sc), ws.sc);
+        const __m256i low4 = _mm256_set1_epi8(0x0F);
+        __m256i qh = _mm256_setzero_si256();
+        if (Q5) qh = load256(reinterpret_cast<const block_q5_K*>(ws.b)->qh);
+        __m256i isum = _mm256_setzero_si256();
+        for (int g = 0; g < 4; ++g) {
+            const __m256i q = load256(ws.b->qs + 32 * g);
+            __m256i lo = _mm256_and_si256(q, low4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            if (Q5) {   // bit 2g of qh[l] (low half), 2g + 1 (high half)
+                const __m256i one = _mm256_set1_epi8(1);
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * g)), one), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * g + 1)), one), 4));
+            }
+            const __m256i plo = _mm256_maddubs_epi16(lo, load256(xs.q + 64 * g));
+            const __m256i phi = _mm256_maddubs_epi16(hi, load256(xs.q + 64 * g + 32));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_set1_epi16(sc[2 * g])));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_set1_epi16(sc[2 * g + 1])));
+        }
+        const __m256i msum = _mm256_madd_epi16(ws.mins, xs.bsums);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ws.d * xs.d), acc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-(ws.dmin * xs.d)), acc);
+    }
+};
+
+struct q6K_format : ymm_acc {
+    static constexpr int NR = 2, NT = 2;
+    using xs_t = q8K_x;
+    struct ws_t {
+        const block_q6_K* b;
+        __m256i sc16;   // (16,) int16 scales
+        float d;
+    };
+
+    static int64_t full_steps(int64_t n) { return n / QK_K; }
+    static bool has_tail(int64_t) { return false; }
+    template <bool FULL>
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) { load_q8K(row, s, xs); }
+
+    template <bool FULL>
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
+        ws.b = reinterpret_cast<const block_q6_K*>(row) + s;
+        ws.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ws.b->scales)));
+        ws.d = half_to_float(ws.b->d);
+    }
+
+    static void madd(const ws_t& ws, const xs_t& xs, __m256& acc) {
+        const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03);
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            const __m256i l0 = load256(ws.b->ql + 64 * h), l1 = load256(ws.b->ql + 64 * h + 32);
+            const __m256i qh = load256(ws.b->qh + 32 * h);
+            const __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4)),
+                _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4)),
+            };
+            for (int k = 0; k < 4; ++k) {
+                const int v = 4 * h + k;   // 32-element sub-block: scale groups 2v, 2v + 1
+                const __m256i p = _mm256_maddubs_epi16(q[k], load256(xs.q + 32 * v));
+                const int16_t s0 = ws.b->scales[2 * v], s1 = ws.b->scales[2 * v + 1];
+                const __m256i scv = _mm256_setr_epi16(s0, s0, s0, s0, s0, s0, s0, s0, s1, s1, s1, s1, s1, s1, s1, s1);
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scv));
+            }
+        }
+        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(ws.sc16, xs.bsums), 5);   // 32 * sum sc * bsum
+        isum = _mm256_sub_epi32(isum, offset);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ws.d * xs.d), acc);
+    }
+};
+
+// ---------------------------------------------------------------- float weights, f32 activations
+
+enum float_kind { K_F32, K_F16, K_BF16 };
+
+template <int KIND>
+struct float_format : ymm_acc {
+    static constexpr int NR = 4, NT = 2;
+    static constexpr size_t ES = KIND == K_F32 ? 4 : 2;
+    struct xs_t { __m256 x; };
+    struct ws_t { __m256 w; };
+
+    static int64_t full_steps(int64_t n) { return n / 8; }
+    static bool has_tail(int64_t n) { return n % 8 != 0; }
+
+    // The partial last step goes through a zero-padded copy (elements of es bytes).
+    template <bool FULL>
+    static const uint8_t* step_ptr(const uint8_t* row, int64_t s, int64_t n, size_t es, uint8_t* pad) {
+        const uint8_t* p = row + size_t(8 * s) * es;
+        if (FULL) return p;
+        std::memset(pad, 0, 8 * es);
+        std::memcpy(pad, p, size_t(n % 8) * es);
+        return pad;
+    }
+    template <bool FULL>
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t n) {   // f32 activations
+        alignas(32) uint8_t pad[32];
+        xs.x = _mm256_loadu_ps(reinterpret_cast<const float*>(step_ptr<FULL>(row, s, n, 4, pad)));
+    }
+    template <bool FULL>
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t n) {
+        alignas(32) uint8_t pad[32];
+        const uint8_t* p = step_ptr<FULL>(row, s, n, ES, pad);
+        if (KIND == K_F32) {
+            ws.w = _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+        } else {
+            const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+            ws.w = KIND == K_F16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        }
+    }
+    static void madd(const ws_t& ws, const xs_t& xs, __m256& acc) { acc = _mm256_fmadd_ps(ws.w, xs.x, acc); }
+};
+
+}  // namespace
+
+matmul_fn simd_matmul_for(int32_t weight_type) {
+    switch (weight_type) {
+        case TYPE_F32: return tiling::matmul_tiled<float_format<K_F32>>;
+        case TYPE_F16: return tiling::matmul_tiled<float_format<K_F16>>;
+        case TYPE_BF16: return tiling::matmul_tiled<float_format<K_BF16>>;
+        case TYPE_Q4_0: return tiling::matmul_tiled<q32_format<K_Q4_0>>;
+        case TYPE_Q4_1: return tiling::matmul_tiled<q32_format<K_Q4_1>>;
+        case TYPE_Q5_0: return tiling::matmul_tiled<q32_format<K_Q5_0>>;
+        case TYPE_Q5_1: return tiling::matmul_tiled<q32_format<K_Q5_1>>;
+        case TYPE_Q8_0: return tiling::matmul_tiled<q32_format<K_Q8_0>>;
+        case TYPE_Q4_K: return tiling::matmul_tiled<q45K_format<false>>;
+        case TYPE_Q5_K: return tiling::matmul_tiled<q45K_format<true>>;
+        case TYPE_Q6_K: return tiling::matmul_tiled<q6K_format>;
+        default: return nullptr;
+    }
+}
+
 const char* simd_build_name() { return "avx2"; }
+
 }  // namespace strata
-#endif
+
+#endif  // STRATA_SIMD_AVX2

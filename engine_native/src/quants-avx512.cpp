@@ -15,11 +15,8 @@
 
 #include <immintrin.h>
 
-#include <algorithm>
-#include <array>
-#include <utility>
-
 #include "quants-blocks.h"
+#include "quants-tiling.h"
 #include "quants.h"
 
 // GCC 12's intrinsic headers self-initialise their "undefined" vectors (__Y = __Y) and then warn
@@ -31,6 +28,13 @@ namespace strata {
 namespace {
 
 // ---------------------------------------------------------------- small helpers
+
+// Every format's accumulator: 16 float lanes, summed at the end in one fixed order.
+struct zmm_acc {
+    using acc_t = __m512;
+    static __m512 zero() { return _mm512_setzero_ps(); }
+    static float reduce(__m512 v) { return _mm512_reduce_add_ps(v); }
+};
 
 inline __m512 pair_lanes(float a, float b) {   // lanes 0-7 = a, lanes 8-15 = b
     return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
@@ -74,7 +78,7 @@ inline __m512 second_lanes(__m512 hdr) {
 }
 
 template <int KIND>
-struct q32_format {
+struct q32_format : zmm_acc {
     static constexpr int NR = 4, NT = 4;
     static constexpr bool HAS_MIN = KIND == K_Q4_1 || KIND == K_Q5_1;        // w = d q + m
     static constexpr int OFFSET = KIND == K_Q4_0 ? 8 : KIND == K_Q5_0 ? 16 : KIND == K_Q8_0 ? 128 : 0;
@@ -103,7 +107,7 @@ struct q32_format {
 
     // FULL: both blocks of step s exist; else only the first (the second reads as zeros).
     template <bool FULL>
-    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t = 0) {
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) {
         const uint8_t* a = row + size_t(2 * s) * XB;
         const __m256i xa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + X_QS));
         const __m256i xb = FULL ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + XB + X_QS)) : _mm256_setzero_si256();
@@ -118,7 +122,7 @@ struct q32_format {
     }
 
     template <bool FULL>
-    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t = 0) {
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
         const uint8_t* a = row + size_t(2 * s) * WB;
         const uint8_t* b = a + WB;
         if (KIND == K_Q8_0) {
@@ -169,7 +173,7 @@ inline void load_q8K(const uint8_t* row, int64_t s, q8K_x& xs) {
 }
 
 template <bool Q5>
-struct q45K_format {
+struct q45K_format : zmm_acc {
     static constexpr int NR = 4, NT = 2;
     using xs_t = q8K_x;
     struct ws_t {
@@ -183,10 +187,10 @@ struct q45K_format {
     static int64_t full_steps(int64_t n) { return n / QK_K; }
     static bool has_tail(int64_t) { return false; }
     template <bool FULL>
-    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t = 0) { load_q8K(row, s, xs); }
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) { load_q8K(row, s, xs); }
 
     template <bool FULL>
-    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t = 0) {
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
         const block* b = reinterpret_cast<const block*>(row) + s;
         alignas(16) uint8_t sc8[16] = {0}, mm[16];
         for (int j = 0; j < 8; ++j) {
@@ -228,7 +232,7 @@ struct q45K_format {
     }
 };
 
-struct q6K_format {
+struct q6K_format : zmm_acc {
     static constexpr int NR = 4, NT = 2;
     using xs_t = q8K_x;
     struct ws_t {
@@ -241,10 +245,10 @@ struct q6K_format {
     static int64_t full_steps(int64_t n) { return n / QK_K; }
     static bool has_tail(int64_t) { return false; }
     template <bool FULL>
-    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t = 0) { load_q8K(row, s, xs); }
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) { load_q8K(row, s, xs); }
 
     template <bool FULL>
-    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t = 0) {
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
         const block_q6_K* b = reinterpret_cast<const block_q6_K*>(row) + s;
         const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03);
         for (int h = 0; h < 2; ++h) {
@@ -285,7 +289,7 @@ struct q6K_format {
 enum float_kind { K_F32, K_F16, K_BF16 };
 
 template <int KIND>
-struct float_format {
+struct float_format : zmm_acc {
     static constexpr int NR = 4, NT = 4;
     static constexpr size_t ES = KIND == K_F32 ? 4 : 2;
     struct xs_t { __m512 x; };
@@ -296,12 +300,12 @@ struct float_format {
     // FULL: 16 elements from step s; else the n % 16 left at the end.
     static __mmask16 mask(int64_t n) { return __mmask16((1u << (n % 16)) - 1); }
     template <bool FULL>
-    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t n = 0) {
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t n) {
         const float* p = reinterpret_cast<const float*>(row) + 16 * s;
         xs.x = FULL ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(mask(n), p);
     }
     template <bool FULL>
-    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t n = 0) {
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t n) {
         if (KIND == K_F32) {
             const float* p = reinterpret_cast<const float*>(row) + 16 * s;
             ws.w = FULL ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(mask(n), p);
@@ -314,99 +318,21 @@ struct float_format {
     static void madd(const ws_t& ws, const xs_t& xs, __m512& acc) { acc = _mm512_fmadd_ps(ws.w, xs.x, acc); }
 };
 
-// ---------------------------------------------------------------- the tile and the tiling
-
-using tile_fn = void (*)(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t n, float* y, int64_t ys);
-
-// y[t * ys + r] = dot(W[r], X[t]) for r < nr, t < nt.
-template <class F, int nr, int nt>
-void tile(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t n, float* y, int64_t ys) {
-    __m512 acc[nr][nt];
-#pragma GCC unroll 8
-    for (int r = 0; r < nr; ++r) {
-#pragma GCC unroll 8
-        for (int t = 0; t < nt; ++t) acc[r][t] = _mm512_setzero_ps();
-    }
-    const int64_t n_full = F::full_steps(n);
-    for (int64_t s = 0; s < n_full; ++s) {
-        typename F::xs_t xs[nt];
-#pragma GCC unroll 8
-        for (int t = 0; t < nt; ++t) F::template load_x<true>(x + size_t(t) * xrb, s, xs[t]);
-#pragma GCC unroll 8
-        for (int r = 0; r < nr; ++r) {
-            typename F::ws_t ws;
-            F::template load_w<true>(w + size_t(r) * wrb, s, ws);
-#pragma GCC unroll 8
-            for (int t = 0; t < nt; ++t) F::madd(ws, xs[t], acc[r][t]);
-        }
-    }
-    if (F::has_tail(n)) {   // the same instructions for every (row, token), as above
-        typename F::xs_t xs[nt];
-#pragma GCC unroll 8
-        for (int t = 0; t < nt; ++t) F::template load_x<false>(x + size_t(t) * xrb, n_full, xs[t], n);
-#pragma GCC unroll 8
-        for (int r = 0; r < nr; ++r) {
-            typename F::ws_t ws;
-            F::template load_w<false>(w + size_t(r) * wrb, n_full, ws, n);
-#pragma GCC unroll 8
-            for (int t = 0; t < nt; ++t) F::madd(ws, xs[t], acc[r][t]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < nr; ++r) {
-#pragma GCC unroll 8
-        for (int t = 0; t < nt; ++t) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
-    }
-}
-
-template <class F, size_t... I>
-constexpr std::array<tile_fn, sizeof...(I)> make_tiles(std::index_sequence<I...>) {
-    return {{&tile<F, int(I / F::NT) + 1, int(I % F::NT) + 1>...}};
-}
-
-constexpr size_t WEIGHT_TILE_BYTES = 32 * 1024;    // rows of weights kept in L1 across a token tile
-constexpr size_t ACT_TILE_BYTES = 256 * 1024;      // tokens of activations kept in L2 across all rows
-
-template <class F>
-void matmul_simd(const void* w, size_t wrb, const void* xq, size_t xrb, int64_t n_tok, float* y, int64_t ys, int64_t n,
-                 int64_t r0, int64_t r1) {
-    static constexpr auto tiles = make_tiles<F>(std::make_index_sequence<size_t(F::NR * F::NT)>());
-    const uint8_t* W = static_cast<const uint8_t*>(w) + size_t(r0) * wrb;
-    const uint8_t* X = static_cast<const uint8_t*>(xq);
-    const int64_t n_rows = r1 - r0;
-    const int64_t row_tile = std::max<int64_t>(F::NR, int64_t(WEIGHT_TILE_BYTES / wrb) / F::NR * F::NR);
-    const int64_t tok_tile = std::max<int64_t>(F::NT, xrb ? int64_t(ACT_TILE_BYTES / xrb) / F::NT * F::NT : F::NT);
-    for (int64_t tb = 0; tb < n_tok; tb += tok_tile) {
-        const int64_t te = std::min(n_tok, tb + tok_tile);
-        for (int64_t rb = 0; rb < n_rows; rb += row_tile) {
-            const int64_t re = std::min(n_rows, rb + row_tile);
-            for (int64_t t = tb; t < te; t += F::NT) {
-                const int64_t nt = std::min<int64_t>(F::NT, te - t);
-                for (int64_t r = rb; r < re; r += F::NR) {
-                    const int64_t nr = std::min<int64_t>(F::NR, re - r);
-                    tiles[size_t((nr - 1) * F::NT + (nt - 1))](W + size_t(r) * wrb, wrb, X + size_t(t) * xrb, xrb, n,
-                                                               y + t * ys + r, ys);
-                }
-            }
-        }
-    }
-}
-
 }  // namespace
 
 matmul_fn simd_matmul_for(int32_t weight_type) {
     switch (weight_type) {
-        case TYPE_F32: return matmul_simd<float_format<K_F32>>;
-        case TYPE_F16: return matmul_simd<float_format<K_F16>>;
-        case TYPE_BF16: return matmul_simd<float_format<K_BF16>>;
-        case TYPE_Q4_0: return matmul_simd<q32_format<K_Q4_0>>;
-        case TYPE_Q4_1: return matmul_simd<q32_format<K_Q4_1>>;
-        case TYPE_Q5_0: return matmul_simd<q32_format<K_Q5_0>>;
-        case TYPE_Q5_1: return matmul_simd<q32_format<K_Q5_1>>;
-        case TYPE_Q8_0: return matmul_simd<q32_format<K_Q8_0>>;
-        case TYPE_Q4_K: return matmul_simd<q45K_format<false>>;
-        case TYPE_Q5_K: return matmul_simd<q45K_format<true>>;
-        case TYPE_Q6_K: return matmul_simd<q6K_format>;
+        case TYPE_F32: return tiling::matmul_tiled<float_format<K_F32>>;
+        case TYPE_F16: return tiling::matmul_tiled<float_format<K_F16>>;
+        case TYPE_BF16: return tiling::matmul_tiled<float_format<K_BF16>>;
+        case TYPE_Q4_0: return tiling::matmul_tiled<q32_format<K_Q4_0>>;
+        case TYPE_Q4_1: return tiling::matmul_tiled<q32_format<K_Q4_1>>;
+        case TYPE_Q5_0: return tiling::matmul_tiled<q32_format<K_Q5_0>>;
+        case TYPE_Q5_1: return tiling::matmul_tiled<q32_format<K_Q5_1>>;
+        case TYPE_Q8_0: return tiling::matmul_tiled<q32_format<K_Q8_0>>;
+        case TYPE_Q4_K: return tiling::matmul_tiled<q45K_format<false>>;
+        case TYPE_Q5_K: return tiling::matmul_tiled<q45K_format<true>>;
+        case TYPE_Q6_K: return tiling::matmul_tiled<q6K_format>;
         default: return nullptr;
     }
 }

@@ -1,0 +1,98 @@
+// The register tile and the cache tiling shared by the SIMD kernel files (quants-avx512.cpp,
+// quants-avx2.cpp): a tile computes nr weight rows x nt tokens, each (row, token) pair owning one
+// vector accumulator that goes through exactly the same instructions whatever nr, nt, the row
+// range or n_tok; that is what makes matmul equal matvec bit for bit (quants.h).
+//
+// A format F supplies: NR, NT (largest tile), acc_t with zero() / reduce(), xs_t / ws_t (one step's
+// activation / weight state), full_steps(n), has_tail(n), load_x<FULL>(row, s, xs, n),
+// load_w<FULL>(row, s, ws, n) and madd(ws, xs, acc). Not here: any arithmetic of a format.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+namespace strata {
+namespace tiling {
+
+using tile_fn = void (*)(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t n, float* y, int64_t ys);
+
+// y[t * ys + r] = dot(W[r], X[t]) for r < nr, t < nt (W rows wrb bytes apart, X rows xrb).
+template <class F, int nr, int nt>
+void tile(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t n, float* y, int64_t ys) {
+    typename F::acc_t acc[nr][nt];
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; ++r) {
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; ++t) acc[r][t] = F::zero();
+    }
+    const int64_t n_full = F::full_steps(n);
+    for (int64_t s = 0; s < n_full; ++s) {
+        typename F::xs_t xs[nt];
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; ++t) F::template load_x<true>(x + size_t(t) * xrb, s, xs[t], n);
+#pragma GCC unroll 8
+        for (int r = 0; r < nr; ++r) {
+            typename F::ws_t ws;
+            F::template load_w<true>(w + size_t(r) * wrb, s, ws, n);
+#pragma GCC unroll 8
+            for (int t = 0; t < nt; ++t) F::madd(ws, xs[t], acc[r][t]);
+        }
+    }
+    if (F::has_tail(n)) {   // the partial last step: the same instructions for every (row, token)
+        typename F::xs_t xs[nt];
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; ++t) F::template load_x<false>(x + size_t(t) * xrb, n_full, xs[t], n);
+#pragma GCC unroll 8
+        for (int r = 0; r < nr; ++r) {
+            typename F::ws_t ws;
+            F::template load_w<false>(w + size_t(r) * wrb, n_full, ws, n);
+#pragma GCC unroll 8
+            for (int t = 0; t < nt; ++t) F::madd(ws, xs[t], acc[r][t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; ++r) {
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; ++t) y[t * ys + r] = F::reduce(acc[r][t]);
+    }
+}
+
+template <class F, size_t... I>
+constexpr std::array<tile_fn, sizeof...(I)> make_tiles(std::index_sequence<I...>) {
+    return {{&tile<F, int(I / F::NT) + 1, int(I % F::NT) + 1>...}};
+}
+
+constexpr size_t WEIGHT_TILE_BYTES = 32 * 1024;    // rows of weights kept in L1 across a token tile
+constexpr size_t ACT_TILE_BYTES = 256 * 1024;      // tokens of activations kept in L2 across all rows
+
+// Y[t * ys + (r - r0)] for t < n_tok, r0 <= r < r1; y points at (t = 0, r = r0).
+template <class F>
+void matmul_tiled(const void* w, size_t wrb, const void* xq, size_t xrb, int64_t n_tok, float* y, int64_t ys, int64_t n,
+                  int64_t r0, int64_t r1) {
+    static constexpr auto tiles = make_tiles<F>(std::make_index_sequence<size_t(F::NR * F::NT)>());
+    const uint8_t* W = static_cast<const uint8_t*>(w) + size_t(r0) * wrb;
+    const uint8_t* X = static_cast<const uint8_t*>(xq);
+    const int64_t n_rows = r1 - r0;
+    const int64_t row_tile = std::max<int64_t>(F::NR, int64_t(WEIGHT_TILE_BYTES / wrb) / F::NR * F::NR);
+    const int64_t tok_tile = std::max<int64_t>(F::NT, xrb ? int64_t(ACT_TILE_BYTES / xrb) / F::NT * F::NT : F::NT);
+    for (int64_t tb = 0; tb < n_tok; tb += tok_tile) {
+        const int64_t te = std::min(n_tok, tb + tok_tile);
+        for (int64_t rb = 0; rb < n_rows; rb += row_tile) {
+            const int64_t re = std::min(n_rows, rb + row_tile);
+            for (int64_t t = tb; t < te; t += F::NT) {
+                const int64_t nt = std::min<int64_t>(F::NT, te - t);
+                for (int64_t r = rb; r < re; r += F::NR) {
+                    const int64_t nr = std::min<int64_t>(F::NR, re - r);
+                    tiles[size_t((nr - 1) * F::NT + (nt - 1))](W + size_t(r) * wrb, wrb, X + size_t(t) * xrb, xrb, n,
+                                                               y + t * ys + r, ys);
+                }
+            }
+        }
+    }
+}
+
+}  // namespace tiling
+}  // namespace strata
