@@ -130,11 +130,13 @@ class ConversationCache:
         self.superseded = 0
         self.spill_failures = 0
         self.restore_seconds: deque[tuple[str, float, int]] = deque(maxlen=100)  # (level, s, tokens)
+        self.restore_totals: dict[str, tuple[int, float]] = {}  # level -> (restores, seconds)
         self.park_target, self.park_target_reason = self._resolve_park_target()
         self._pending: dict[str, RamEntry] = {}  # captures queued for the spill writer
         self._spill_q: queue.Queue = queue.Queue()
         self._spill_thread: threading.Thread | None = None
         self._closed = False
+        self._has_age_limits = any(lc.on and lc.max_age_s > 0 for lc in self.level_configs)
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -239,6 +241,8 @@ class ConversationCache:
             self._spill_q.put(key)
         self.parks[destination] += 1
         self._save_prefixes(ctx, tokens, now)
+        if self._has_age_limits:
+            self.enforce()
         return ParkResult(destination, adm.floor, key, n, entry.n_bytes, why)
 
     def _supersede(self, tokens: np.ndarray, keep: str) -> None:
@@ -441,6 +445,8 @@ class ConversationCache:
         if n > 0:
             self.hits[level] += 1
             self.restore_seconds.append((level, dt, n))
+            count, total = self.restore_totals.get(level, (0, 0.0))
+            self.restore_totals[level] = (count + 1, total + dt)
         return RestoreResult(n, level, dt, floor, ladder, why)
 
     # -- sessions -------------------------------------------------------------------------------

@@ -96,4 +96,7 @@ def metrics_text(cache) -> str:
         by_level.setdefault(level, []).append(seconds)
     for level, xs in sorted(by_level.items()):
         add("restore_seconds_last", round(xs[-1], 6), level=level)
+    for level, (n, total) in sorted(cache.restore_totals.items()):
+        add("restore_seconds_sum", round(total, 6), level=level)
+        add("restore_seconds_count", n, level=level)
     return "\n".join(lines) + "\n"

@@ -149,3 +149,12 @@ def test_degrade_across_volumes_copies_then_deletes(make_cache, clock, folders):
         hit = cache.lookup(history(0) + [1, 2, 3])
         assert hit.level == "cold" and cache.restore(hit, 2).n_tokens == 40
         cache.close(persist=False)
+
+
+def test_age_limits_apply_on_park(make_cache, clock):
+    cache = make_cache(conversation_cache_mib=100, conversation_cache_warm_mib=100, conversation_cache_ram_max_age_s=10)
+    (k0,) = park_sequence(cache, clock, 1)
+    clock.t += 11
+    r = park_history(cache, history(50))
+    assert level_keys(cache, "ram") == [r.key] and level_keys(cache, "warm") == [k0]
+    assert cache.cascade.events[-1][:3] == ("degrade", "ram", k0) and "age" in cache.cascade.events[-1][3]

@@ -56,3 +56,4 @@ def test_metrics_text(make_cache, clock):
                  'strata_cache_evictions_total{level="cold"} 0'):
         assert line in text, text
     assert 'strata_cache_restore_seconds_last{level="cold"}' in text
+    assert 'strata_cache_restore_seconds_count{level="cold"} 1' in text
