@@ -26,7 +26,7 @@ def engine(default_model_path):
 
 
 def test_second_turn_reads_only_the_new_turn(engine):
-    session = ChatSession(engine, max_tokens=12)
+    session = ChatSession(engine, max_tokens=6)
     streamed: list[str] = []
     first = session.turn("Name a color.", on_text=streamed.append)
     assert first.reused_tokens == 0 and first.prefill_tokens == first.prompt_tokens
@@ -63,3 +63,29 @@ def test_reset_and_too_long_conversation(engine):
     assert session.messages == [{"role": "system", "content": "Be brief."}]
     stats = session.turn("hi")
     assert stats.stop in ("eot", "length") and stats.generated_tokens <= 2
+
+
+def test_cli_streams_and_prints_speeds(engine, default_model_path, monkeypatch, capsys):
+    import io
+
+    from strata.cli import main as strata_main
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("Say hi.\n\n/reset\nSay bye.\n/exit\nnever read\n"))
+    code = strata_main(["chat", "--model", str(default_model_path), "--ctx", "512", "--threads", "2",
+                        "--max-tokens", "4"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.count("[prefill ") == 2 and out.count("tok/s") == 4
+    assert "(conversation cleared)" in out
+    assert "llama, 2 threads" in out
+
+
+def test_cli_bad_arguments_are_named(capsys):
+    from strata.cli import main as strata_main
+
+    assert strata_main(["chat", "--ctx", "0"]) == 2
+    assert "--ctx must be > 0" in capsys.readouterr().err
+    assert strata_main(["chat", "--temperature", "-1"]) == 2
+    assert "temperature must be >= 0" in capsys.readouterr().err
+    assert strata_main(["chat", "--model", "/nonexistent.gguf", "--ctx", "64"]) == 1
+    assert "cannot load /nonexistent.gguf" in capsys.readouterr().err
