@@ -70,7 +70,7 @@ def folder(tmp_path_factory):
 COUNTER = itertools.count()
 
 
-@settings(max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(mutation, min_size=1, max_size=6), cut=st.one_of(st.none(), st.integers(0, len(DATA))))
 def test_random_damage_raises_or_reads_inside_the_file(folder, ops, cut):
     data = mutate(DATA, ops)

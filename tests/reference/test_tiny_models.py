@@ -11,7 +11,7 @@ import pytest
 
 from tests.fixtures.bpe_vocab import SPECIAL_TOKENS, bpe_encode, build_vocab, bytes_to_unicode, decode_tokens
 from tests.fixtures.kquant_blocks import pack_q4_k_scales, random_kquant
-from tests.fixtures.reference import ReferenceModel, load_reference_model, reference_logits
+from tests.fixtures.reference import KVState, ReferenceModel, load_reference_model, reference_logits
 from tests.fixtures.tiny_gguf import ALL_TYPES, K_QUANT_SHAPE, K_QUANT_TYPES, make_tiny_gguf
 
 
@@ -156,6 +156,20 @@ def test_reference_is_causal_and_last_only_matches(tiny_model_factory):
     for n in (1, 5, len(TOKENS)):
         np.testing.assert_allclose(model.logits(TOKENS[:n]), full[:n], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(model.logits(TOKENS, last_only=True)[0], full[-1], rtol=1e-12, atol=1e-12)
+
+
+def test_incremental_state_gives_the_same_logits(tiny_model_factory):
+    model = load_reference_model(tiny_model_factory(n_head_kv=1))
+    full = model.logits(TOKENS)
+    state = KVState()
+    pieces = [model.logits(TOKENS[a:b], state=state) for a, b in ((0, 5), (5, 6), (6, 12))]
+    np.testing.assert_allclose(np.concatenate(pieces), full, rtol=1e-10, atol=1e-10)
+    assert state.n_past == len(TOKENS) and state.k[0].shape == (len(TOKENS), 1, 16)
+    greedy = model.greedy(TOKENS[:4], 6, stop_at_eos=False)
+    seq = TOKENS[:4]
+    for want in greedy:                      # each greedy step is the argmax of a full recompute
+        assert int(model.logits(seq)[-1].argmax()) == want
+        seq = seq + [want]
 
 
 @pytest.mark.parametrize("dtype, max_error, min_corr", [
