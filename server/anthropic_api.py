@@ -154,7 +154,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     mid = f"msg_{uuid.uuid4().hex[:24]}"
     if f.get_bool(body, "stream"):
         return await _stream(request, state, job, model, mid, bool(tools))
-    completion, _ = await JobEvents(request, state.scheduler, job).until_done()
+    completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     if completion.finish_reason == "error":
         raise APIError(500, completion.error or "generation failed")
     return web.json_response(message_response(completion, model, mid, bool(tools)))

@@ -25,7 +25,8 @@ class JobEvents:
     """Async iterator over a submitted job's events ("start", "text", "done"). Closing it before "done"
     cancels the job; so does the client disconnecting while it waits."""
 
-    def __init__(self, request: web.Request, scheduler: Any, job: Job) -> None:
+    def __init__(self, request: web.Request, scheduler: Any, job: Job, *, stream: bool = True) -> None:
+        job.stream = stream
         self.request = request
         self.scheduler = scheduler
         self.job = job
@@ -61,7 +62,7 @@ class JobEvents:
             self.done = True
 
     async def until_done(self) -> tuple[Any, dict]:
-        """Waits for the end (non-streaming); returns (completion, start info)."""
+        """Waits for the end (non-streaming; create the job with stream=False); returns (completion, start)."""
         start: dict = {}
         try:
             async for kind, payload in self:

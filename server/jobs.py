@@ -66,6 +66,8 @@ class Job:
     sampling: SamplingParams
     stop: tuple[str, ...] = ()
     conversation: str = ""        # a key naming the conversation (system + first user message)
+    ignore_eos: bool = False      # llama.cpp's extension: generate past end-of-turn tokens
+    stream: bool = True           # False: the handler waits for the end; no per-token events are posted
     loop: asyncio.AbstractEventLoop | None = None
     events: asyncio.Queue[tuple[str, Any]] | None = None
     id: int = field(default_factory=next_job_id)

@@ -162,13 +162,13 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
               max_tokens=f.get_max_tokens(body, ("max_completion_tokens", "max_tokens"),
                                           state.config.max_tokens_default),
               sampling=parse_sampling(body), stop=f.get_stop(body, "stop"),
-              conversation=conversation_key(messages))
+              conversation=conversation_key(messages), ignore_eos=f.get_bool(body, "ignore_eos"))
     model = body.get("model") or state.model_name
     if body.get("stream"):
         opts = body.get("stream_options") or {}
         return await _stream_chat(request, state, job, model, bool(tools),
                                   bool(isinstance(opts, dict) and opts.get("include_usage")))
-    completion, _ = await JobEvents(request, state.scheduler, job).until_done()
+    completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     _raise_if_failed(completion)
     return web.json_response(chat_response(completion, model, bool(tools)))
 
@@ -199,7 +199,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     check_fits(len(tokens), state.engine.context_capacity(0))
     job = Job(api="openai", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_tokens",), 16), sampling=parse_sampling(body),
-              stop=f.get_stop(body, "stop"), conversation=tokens_key(tokens))
+              stop=f.get_stop(body, "stop"), conversation=tokens_key(tokens), ignore_eos=f.get_bool(body, "ignore_eos"))
     model = body.get("model") or state.model_name
     cid = f"cmpl-{uuid.uuid4().hex[:24]}"
     if body.get("stream"):
@@ -220,7 +220,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
         finally:
             events.close()
         return resp if resp is not None else web.Response(status=499)
-    completion, _ = await JobEvents(request, state.scheduler, job).until_done()
+    completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     _raise_if_failed(completion)
     return web.json_response({
         "id": cid, "object": "text_completion", "created": int(time.time()), "model": model,

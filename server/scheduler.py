@@ -378,13 +378,13 @@ class Scheduler:
         """A sampled token: stream its text, or finish the row."""
         if row.first_token_at is None:
             row.first_token_at = time.monotonic()
-        if token in self.eos:
+        if token in self.eos and not row.job.ignore_eos:
             self._finish(row, "stop")
             return
         row.generated.append(token)
         piece = row.decoder.push(token)
         out = row.stopper.feed(piece) if piece else ""
-        if out:
+        if out and row.job.stream:
             row.job.emit("text", out)
         if row.stopper.matched is not None:
             self._finish(row, "stop")
@@ -397,7 +397,7 @@ class Scheduler:
     def _finish(self, row: Row, reason: str, error: str | None = None) -> None:
         if row.stopper.matched is None and reason != "error":
             tail = row.stopper.feed(row.decoder.flush()) + row.stopper.flush()
-            if tail and reason != "cancelled":
+            if tail and reason != "cancelled" and row.job.stream:
                 row.job.emit("text", tail)
         now = time.monotonic()
         first = row.first_token_at or now

@@ -65,6 +65,7 @@ class Stream(threading.Thread):
         self.times: list[float] = []
         self.text = ""
         self.status = None
+        self.leave = threading.Event()     # set: the client goes away at its next token
 
     def run(self) -> None:
         body = {"prompt": self.prompt, "max_tokens": self.max_tokens, "temperature": 0, "stream": True}
@@ -78,7 +79,7 @@ class Stream(threading.Thread):
                 if piece:
                     self.times.append(time.monotonic())
                     self.text += piece
-                if self.stop_after is not None and len(self.times) >= self.stop_after:
+                if self.leave.is_set() or (self.stop_after is not None and len(self.times) >= self.stop_after):
                     return       # leaving the with-block closes the connection mid-stream
 
 
@@ -91,7 +92,7 @@ def test_greedy_tokens_are_the_same_solo_in_a_slot_and_batched(server):
     solo = complete(server.url, prompt, 24)
     assert request_record(server.url, 60)["context"] == "main"
     # in a slot, decoded in one batch with a long stream on main
-    background = Stream(server.url, ids(30, 2), 1500)
+    background = Stream(server.url, ids(30, 2), 3000)
     background.start()
     wait_for(lambda: monitor(server.url)["totals"]["in_flight"] == 1)
     in_slot = complete(server.url, prompt, 24)
@@ -105,6 +106,8 @@ def test_greedy_tokens_are_the_same_solo_in_a_slot_and_batched(server):
     for t in threads:
         t.join()
     assert [r["choices"][0]["text"] for r in results] == [solo["choices"][0]["text"]] * 3
+    assert background.is_alive(), "the background stream ended early; the batched case was not exercised"
+    background.leave.set()
     background.join()
     assert background.status == 200
 
@@ -143,7 +146,7 @@ def test_a_client_that_leaves_cancels_its_request(server):
 
 def test_a_full_queue_answers_503_with_retry_after(slow_model):
     with LiveServer(model=str(slow_model), ctx=4096, batch=0, threads=1, queue=0, conversation_cache_mib=0) as s:
-        running = Stream(s.url, ids(10, 3), 3000, stop_after=5)
+        running = Stream(s.url, ids(10, 3), 3000)
         running.start()
         wait_for(lambda: monitor(s.url)["totals"]["in_flight"] == 1)
         r = httpx.post(s.url + "/v1/completions", json={"prompt": "x", "max_tokens": 2}, timeout=30)
@@ -151,6 +154,8 @@ def test_a_full_queue_answers_503_with_retry_after(slow_model):
         assert "queue is full" in r.json()["error"]["message"]
         r = httpx.post(s.url + "/v1/messages", json={"max_tokens": 2, "messages": [{"role": "user", "content": "x"}]})
         assert r.status_code == 503 and r.json()["error"]["type"] == "overloaded_error"
+        assert running.is_alive(), "the running request ended before the checks; they proved nothing"
+        running.leave.set()
         running.join()
         wait_for(lambda: monitor(s.url)["totals"]["in_flight"] == 0)
         assert complete(s.url, ids(5, 4), 2)["usage"]["completion_tokens"] == 2
