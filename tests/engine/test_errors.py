@@ -1,0 +1,121 @@
+"""Bad input to the engine: unsupported architectures and tensor types, bad arguments, out-of-range
+tokens and contexts. Each raises a ValueError whose message names the problem.
+
+Not here: malformed GGUF files (tests/gguf) or damaged snapshots (test_snapshot.py).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from strata.engine import Engine, EngineError, GGUFFile, ModelError
+
+
+@pytest.fixture(scope="module")
+def path(tiny_model_factory):
+    return tiny_model_factory(dtype="Q4_0", seed=1)
+
+
+@pytest.fixture(scope="module")
+def engine(path):
+    return Engine(path, n_ctx=32, n_slots=2, slot_ctx=16, n_threads=2)
+
+
+def test_unsupported_architecture_is_named(tiny_model_factory):
+    p = tiny_model_factory(dtype="F32", arch="falcon")
+    with pytest.raises(ModelError, match="unsupported architecture 'falcon'"):
+        Engine(p, n_ctx=16)
+
+
+def test_unsupported_tensor_type_is_named(path, tmp_path):
+    # IQ4_NL blocks have Q4_0's size (32 elements, 18 bytes): relabel one tensor's type id
+    f = GGUFFile(path)
+    data = bytearray(path.read_bytes())
+    name = b"blk.0.attn_q.weight"
+    at = data.index(struct.pack("<Q", len(name)) + name) + 8 + len(name)
+    n_dims = struct.unpack_from("<I", data, at)[0]
+    type_at = at + 4 + 8 * n_dims
+    assert struct.unpack_from("<I", data, type_at)[0] == f.tensor(name.decode()).type_id == 2
+    struct.pack_into("<I", data, type_at, 20)
+    bad = tmp_path / "iq4.gguf"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(ModelError, match="'blk.0.attn_q.weight' has type IQ4_NL"):
+        Engine(bad, n_ctx=16)
+
+
+def test_missing_tensor_is_named(path, tmp_path):
+    data = bytearray(path.read_bytes())
+    i = data.index(b"blk.1.ffn_up.weight")
+    data[i : i + 6] = b"blk.9."
+    bad = tmp_path / "renamed.gguf"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(ModelError, match="missing tensor 'blk.1.ffn_up.weight'"):
+        Engine(bad, n_ctx=16)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"n_ctx": 0}, "n_ctx must be > 0"),
+    ({"n_slots": -1}, "n_slots must be >= 0"),
+    ({"n_groups": 0}, "n_groups must be > 0"),
+    ({"n_threads": 0}, "n_threads must be > 0"),
+    ({"kv_type": "q4_0"}, "kv_type must be one of"),
+    ({"backend": "cuda"}, "backend 'cuda' is not available"),
+    ({"n_ctx": 1.5}, "n_ctx must be an integer"),
+])
+def test_bad_constructor_arguments(path, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Engine(path, **kwargs)
+
+
+def test_q8_0_kv_needs_head_size_multiple_of_32(path):
+    with pytest.raises(EngineError, match="multiple of 32"):
+        Engine(path, n_ctx=16, kv_type="q8_0")
+
+
+def test_context_shapes(engine):
+    assert engine.n_contexts == 3
+    assert [engine.context_capacity(i) for i in range(3)] == [32, 16, 16]
+    assert [engine.context_group(i) for i in range(3)] == [-1, 0, 0]
+    with pytest.raises(EngineError, match="context id 3 out of range"):
+        engine.context_len(3)
+
+
+def test_bad_compute_calls(engine):
+    engine.truncate(1, 0)
+    with pytest.raises(EngineError, match="has no logits"):
+        engine.logits(1)
+    with pytest.raises(EngineError, match="token id 9999 at index 1 is outside the vocabulary"):
+        engine.prefill(1, [1, 9999])
+    with pytest.raises(ValueError, match="token ids must be in"):
+        engine.prefill(1, [-1])
+    with pytest.raises(EngineError, match="exceed its capacity 16"):
+        engine.prefill(1, list(range(3, 20)))
+    assert engine.context_len(1) == 0  # refused calls change nothing
+    engine.prefill(1, [5, 6])
+    engine.prefill(2, [5])
+    with pytest.raises(EngineError, match="context 1 appears twice"):
+        engine.decode([1, 1], [3, 4])
+    with pytest.raises(EngineError, match="2 contexts but 1 tokens"):
+        engine.decode([1, 2], [3])
+    with pytest.raises(EngineError, match="cannot truncate to 5"):
+        engine.truncate(1, 5)
+    with pytest.raises(EngineError, match="cannot copy 3"):
+        engine.copy(1, 2, 3)
+    with pytest.raises(EngineError, match="both context 1"):
+        engine.copy(1, 1, 1)
+    with pytest.raises(ValueError, match="1-D"):
+        engine.prefill(1, np.zeros((2, 2), dtype=np.int32))
+    engine.prefill(2, list(range(3, 18)))
+    with pytest.raises(EngineError, match="context 2 is full"):
+        engine.decode([2], [3])
+
+
+def test_copy_into_a_smaller_context_is_refused(engine):
+    engine.truncate(0, 0)
+    engine.prefill(0, list(range(3, 23)))
+    with pytest.raises(EngineError, match="exceed context 1's capacity 16"):
+        engine.copy(0, 1, 20)
+    engine.copy(0, 1, 16)
+    assert engine.context_tokens(1) == list(range(3, 19))
