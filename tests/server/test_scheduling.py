@@ -68,7 +68,8 @@ class Stream(threading.Thread):
         self.leave = threading.Event()     # set: the client goes away at its next token
 
     def run(self) -> None:
-        body = {"prompt": self.prompt, "max_tokens": self.max_tokens, "temperature": 0, "stream": True}
+        body = {"prompt": self.prompt, "max_tokens": self.max_tokens, "temperature": 0, "stream": True,
+                "ignore_eos": True}
         with httpx.stream("POST", self.url + "/v1/completions", json=body, timeout=120) as r:
             self.status = r.status_code
             for line in r.iter_lines():
