@@ -30,8 +30,12 @@ class Placer:
         self.prompt_rate_tps = 0.0  # measured prompt-reading speed (EMA), for near matches
 
     @property
-    def uses_groups(self) -> bool:
-        return self.cfg.cache_affinity and self.table.n_groups > 1
+    def parks_into_slots(self) -> bool:
+        """Seed 000's rules are in use (pick_slot returns place()): the solo conversation is parked into a
+        slot by plan_park. Seed 001's order (one group with STRATA_SLOT_EXPIRE_S, or affinity off) does
+        not park into slots; the conversation cache below takes a displaced conversation instead."""
+        return bool(self.table.slots) and self.cfg.cache_affinity and (
+            self.cfg.expire_s <= 0 or self.table.n_groups > 1)
 
     def group_load(self) -> dict[int, int]:
         return dict(enumerate(self.table.group_load()))
@@ -58,9 +62,9 @@ class Placer:
 
     def plan_park(self, now: float, job_id: int) -> policy.ParkDecision | None:
         """Where main's conversation goes before a request displaces it; None when parking into slots
-        is off (plain --batch: the conversation cache takes it instead)."""
+        is off (seed 001's order: the conversation cache takes it instead)."""
         main = self.table.main
-        if not self.uses_groups or not main.tokens or not main.valid:
+        if not self.parks_into_slots or not main.tokens or not main.valid:
             return None
         view = policy.MainView(n_tokens=len(main.tokens),
                                last_use=main.last_use if main.last_use is not None else now)

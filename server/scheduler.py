@@ -243,10 +243,11 @@ class Scheduler:
             dst.last_use = decision.last_use
             dst.parked_from_main = True
             self.metrics.add_park("slot")
-        elif decision is not None:
-            self.metrics.add_park("skip")
         else:
-            self._park_to_cache(MAIN, "displaced from main")
+            if decision is not None:
+                self.metrics.add_park("skip")
+            if decision is None or decision.park_skip != "kept_share":   # a slot already keeps it otherwise
+                self._park_to_cache(MAIN, "displaced from main")
 
     def _park_to_cache(self, ctx: int, reason: str) -> None:
         c = self.table[ctx]
