@@ -8,8 +8,8 @@ What it is:
   a `tojson` filter with `indent`/`ensure_ascii`/`separators`/`sort_keys`, loop controls
   (`{% break %}`), `trim_blocks` and `lstrip_blocks`. Messages are normalised first: `content`
   None becomes "", a list of content parts becomes the concatenation of its text parts, and a tool
-  call's `arguments` given as a JSON string (the OpenAI wire form) becomes the object templates
-  expect. `ChatTemplate.from_metadata(metadata, tokenizer)` falls back to ChatML when the file has
+  call's `arguments` given as a JSON string (the OpenAI wire form) becomes the object most templates
+  expect (a template that fails on objects is rendered again with the JSON string). `ChatTemplate.from_metadata(metadata, tokenizer)` falls back to ChatML when the file has
   no template.
 - `render_tools_into_system(messages, tools)`: for templates that do not mention `tools`, the
   documented way Strata offers tools anyway (Hermes / Qwen 2.5 style, which small instruct models
@@ -39,7 +39,7 @@ What it is:
   `render` applies it by itself when tools (or tool messages) meet a template without tool support.
 - `parse_tool_calls(text) -> (content, calls)`: the model's answer split into its text and its calls
   `[{"name": str, "arguments": json str}]`, for `<tool_call>{json}</tool_call>` blocks (Hermes,
-  Qwen; an unterminated last block counts), a bare JSON object `{"name":..., "arguments"|"parameters":
+  Qwen; an unterminated last block counts; also `<TOOLCALL>[...]</TOOLCALL>`, Nemotron), a bare JSON object `{"name":..., "arguments"|"parameters":
   ...}` or a list of them (optionally in a ```json fence, or after `<|python_tag|>` / `[TOOL_CALLS]`).
 
 What it is not: tokenization (`tokenizer.py`) or the API's message format conversion (the server).
@@ -125,8 +125,9 @@ def _call_function(call: Mapping[str, Any]) -> tuple[str, Any]:
     return fn["name"], args
 
 
-def normalize_messages(messages: Any) -> list[dict[str, Any]]:
-    """Copies of the messages with text content and tool-call arguments as objects; errors name the message."""
+def normalize_messages(messages: Any, object_arguments: bool = True) -> list[dict[str, Any]]:
+    """Copies of the messages with text content and tool-call arguments as objects (or, with
+    object_arguments=False, as JSON strings); errors name the message."""
     if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
         raise ChatTemplateError(f"messages must be a list of objects, got {type(messages).__name__}")
     out = []
@@ -146,6 +147,8 @@ def normalize_messages(messages: Any) -> list[dict[str, Any]]:
                 if not isinstance(call, Mapping):
                     raise ChatTemplateError(f"messages[{i}].tool_calls has a non-object entry {call!r}")
                 name, args = _call_function(call)
+                if not object_arguments and not isinstance(args, str):
+                    args = json.dumps(args, ensure_ascii=False)
                 fn = dict(call.get("function", {}), name=name, arguments=args)
                 calls.append({**call, "type": call.get("type", "function"), "function": fn})
             msg["tool_calls"] = calls
@@ -251,6 +254,21 @@ class ChatTemplate:
             "add_generation_prompt": bool(add_generation_prompt),
         }
         try:
+            return self._render(variables)
+        except ChatTemplateError:
+            if not any(m.get("tool_calls") for m in msgs):
+                raise
+            # some templates concatenate `arguments` as a string (DeepSeek style) where most take an
+            # object: try the string form before giving up, and report the first error if both fail
+            try:
+                variables["messages"] = normalize_messages(messages, object_arguments=False)
+                return self._render(variables)
+            except ChatTemplateError:
+                pass
+            raise
+
+    def _render(self, variables: dict[str, Any]) -> str:
+        try:
             return self._template.render(**variables)
         except ChatTemplateError:
             raise
@@ -264,7 +282,7 @@ class ChatTemplate:
 # tool calls in the model's answer
 # ---------------------------------------------------------------------------------------------------
 
-_TOOL_CALL_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_TOOL_CALL_BLOCK = re.compile(r"<(tool_call|TOOLCALL)>\s*(.*?)\s*(?:</\1>|$)", re.DOTALL)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
@@ -300,12 +318,12 @@ def _calls_from_json(text: str) -> list[dict[str, str]] | None:
 
 def parse_tool_calls(text: str) -> tuple[str, list[dict[str, str]]]:
     """(content without the calls, [{"name", "arguments" (a JSON string)}]); ([], text) when none."""
-    if "<tool_call>" in text:
+    if "<tool_call>" in text or "<TOOLCALL>" in text:
         calls: list[dict[str, str]] = []
         kept: list[str] = []
         pos = 0
         for m in _TOOL_CALL_BLOCK.finditer(text):
-            found = _calls_from_json(m.group(1))
+            found = _calls_from_json(m.group(2))
             if found is None:
                 continue  # not a call: stays in the content
             kept.append(text[pos : m.start()])

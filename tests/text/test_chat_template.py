@@ -189,6 +189,23 @@ def test_template_with_tool_support_gets_tools_and_object_arguments():
     assert "# Tools" not in text  # Strata's own block is not added
 
 
+def test_template_that_concatenates_string_arguments_gets_strings():
+    # mentions tools, but writes arguments with `+` (DeepSeek style): objects fail, the JSON string works
+    t = ChatTemplate(
+        "{% for m in messages %}{% for tc in m.tool_calls or [] %}"
+        "{{ tc.function.name + ':' + tc.function.arguments }};{% endfor %}{% endfor %}{{ tools | length }}"
+    )
+    assert t.supports_tools
+    out = t.render(CONVERSATION, tools=[WEATHER_TOOL])
+    assert out == 'get_weather:{"city": "Paris"};get_weather:{"city": "Rome"};1'
+
+
+def test_a_template_failing_either_way_reports_the_first_error():
+    t = ChatTemplate("{% for m in messages %}{{ m.tool_calls[0].function.arguments.city + 1 }}{% endfor %}{{ tools }}")
+    with pytest.raises(ChatTemplateError, match="failed"):
+        t.render(CONVERSATION[2:3], tools=[WEATHER_TOOL])
+
+
 @pytest.mark.parametrize(
     ("text", "content", "calls"),
     [
@@ -198,6 +215,8 @@ def test_template_with_tool_support_gets_tools_and_object_arguments():
         ('<tool_call>{"name": "f", "arguments": {}}</tool_call><tool_call>{"name": "g", "arguments": {"b": "é"}}</tool_call>',
          "", [("f", {}), ("g", {"b": "é"})]),
         ('<tool_call>\n{"name": "f", "arguments": {"a": 2}}', "", [("f", {"a": 2})]),  # unterminated at the end
+        ('Sure.<TOOLCALL>[{"name": "f", "arguments": {"a": 1}}, {"name": "g", "arguments": {}}]</TOOLCALL>',
+         "Sure.", [("f", {"a": 1}), ("g", {})]),
         ('<tool_call>not json</tool_call> text', '<tool_call>not json</tool_call> text', []),
         ('{"name": "f", "arguments": {"q": "x"}}', "", [("f", {"q": "x"})]),
         ('{"name": "f", "parameters": {"q": "x"}}', "", [("f", {"q": "x"})]),
