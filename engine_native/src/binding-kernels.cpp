@@ -6,9 +6,11 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <ctime>
 #include <stdexcept>
 #include <string>
 
+#include "quants-kernels.h"
 #include "quants.h"
 
 namespace py = pybind11;
@@ -142,6 +144,41 @@ py::array_t<float> py_matmul(int32_t type, const py::buffer& w, const u8_array& 
     return out;
 }
 
+// XOR of every 8-byte word: a plain read of the buffer, for the memory-bandwidth figure.
+uint64_t stream_read(const py::buffer& b) {
+    py::buffer_info keep;
+    const byte_view v = bytes_of(b, keep);
+    const size_t n_words = v.size / 8;
+    uint64_t r = 0;
+    {
+        py::gil_scoped_release nogil;
+        const uint64_t* p = reinterpret_cast<const uint64_t*>(v.data);
+        uint64_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        size_t i = 0;
+        for (; i + 8 <= n_words; i += 8) {
+            for (int k = 0; k < 8; ++k) lanes[k] ^= p[i + size_t(k)];
+        }
+        for (; i < n_words; ++i) lanes[0] ^= p[i];
+        for (int k = 0; k < 8; ++k) r ^= lanes[k];
+    }
+    return r;
+}
+
+// (multiply-adds done, CPU seconds of this process) of n_iter rounds of register-only int8 dot
+// instructions. CPU time, not wall time, so that other processes on a shared machine do not count.
+py::tuple int8_peak_probe(int64_t n_iter) {
+    int32_t sink = 0;
+    int64_t macs = 0;
+    double seconds = 0;
+    {
+        py::gil_scoped_release nogil;
+        const std::clock_t t0 = std::clock();
+        macs = simd_int8_probe(n_iter, &sink);
+        seconds = double(std::clock() - t0) / CLOCKS_PER_SEC;
+    }
+    return py::make_tuple(macs, seconds);
+}
+
 }  // namespace
 
 void register_kernel_bindings(py::module_& parent) {
@@ -164,6 +201,8 @@ void register_kernel_bindings(py::module_& parent) {
           py::arg("r0") = 0, py::arg("r1") = py::none());
     k.def("matmul", &py_matmul, py::arg("type"), py::arg("w"), py::arg("xq"), py::arg("n"), py::arg("r0") = 0,
           py::arg("r1") = py::none());
+    k.def("stream_read", &stream_read, py::arg("buffer"));
+    k.def("int8_peak_probe", &int8_peak_probe, py::arg("n_iter"));
     k.def("fp32_to_fp16", [](const f32_array& x) {
         py::array_t<uint16_t> out(x.size());
         for (ssize_t i = 0; i < x.size(); ++i) out.mutable_data()[i] = fp32_to_fp16(x.data()[i]);

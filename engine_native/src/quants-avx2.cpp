@@ -84,6 +84,7 @@ struct q32_format : ymm_acc {
     static constexpr size_t W_QH = KIND == K_Q5_0 ? 2 : 4;
     static constexpr size_t XB = HAS_MIN ? sizeof(block_q8_1) : sizeof(block_q8_0);
     static constexpr size_t X_QS = HAS_MIN ? 4 : 2;
+    static constexpr size_t W_STEP = WB;
 
     struct xs_t {
         __m256i x;      // (32,) int8
@@ -157,6 +158,7 @@ struct q45K_format : ymm_acc {
     static constexpr int NR = 2, NT = 2;
     using xs_t = q8K_x;
     using block = typename std::conditional<Q5, block_q5_K, block_q4_K>::type;
+    static constexpr size_t W_STEP = sizeof(block);
     struct ws_t {
         const block* b;
         __m256i sc;     // (16,) int16: sub-block j's scale at j (0..7)
@@ -213,6 +215,7 @@ struct q45K_format : ymm_acc {
 
 struct q6K_format : ymm_acc {
     static constexpr int NR = 2, NT = 2;
+    static constexpr size_t W_STEP = sizeof(block_q6_K);
     using xs_t = q8K_x;
     struct ws_t {
         const block_q6_K* b;
@@ -268,6 +271,7 @@ template <int KIND>
 struct float_format : ymm_acc {
     static constexpr int NR = 4, NT = 2;
     static constexpr size_t ES = KIND == K_F32 ? 4 : 2;
+    static constexpr size_t W_STEP = 8 * ES;
     struct xs_t { __m256 x; };
     struct ws_t { __m256 w; };
 
@@ -322,6 +326,24 @@ matmul_fn simd_matmul_for(int32_t weight_type) {
 }
 
 const char* simd_build_name() { return "avx2"; }
+
+int64_t simd_int8_probe(int64_t n_iter, int32_t* sink) {
+    constexpr int CHAINS = 8;
+    __m256i acc[CHAINS];
+    for (int c = 0; c < CHAINS; ++c) acc[c] = _mm256_set1_epi32(c);
+    const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
+    for (int64_t i = 0; i < n_iter; ++i) {
+#pragma GCC unroll 8
+        for (int c = 0; c < CHAINS; ++c) acc[c] = _mm256_add_epi32(acc[c], dot_u8s8(a, b));
+        __asm__ volatile("" : "+x"(acc[0]), "+x"(acc[1]), "+x"(acc[2]), "+x"(acc[3]));
+    }
+    __m256i t = acc[0];
+    for (int c = 1; c < CHAINS; ++c) t = _mm256_add_epi32(t, acc[c]);
+    alignas(32) int32_t lanes[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), t);
+    *sink = lanes[0];
+    return n_iter * CHAINS * 32;
+}
 
 }  // namespace strata
 

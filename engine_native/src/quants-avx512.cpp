@@ -46,16 +46,6 @@ inline uint32_t load_u32(const uint8_t* p) {
     return v;
 }
 
-inline void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = uint8_t((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        *m = uint8_t((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
-
 // ---------------------------------------------------------------- 32-element block types
 // A step is two blocks (64 elements, one zmm of bytes); the last step of an odd block count is a
 // half step whose upper block is zero (it adds exactly 0).
@@ -89,6 +79,7 @@ struct q32_format : zmm_acc {
     static constexpr size_t W_QH = KIND == K_Q5_0 ? 2 : 4;                   // Q5 only
     static constexpr size_t XB = HAS_MIN ? sizeof(block_q8_1) : sizeof(block_q8_0);
     static constexpr size_t X_QS = HAS_MIN ? 4 : 2;
+    static constexpr size_t W_STEP = 2 * WB;
 
     struct xs_t {
         __m512i x;      // (64,) int8 activations of two blocks
@@ -183,6 +174,7 @@ struct q45K_format : zmm_acc {
         float d, dmin;
     };
     using block = typename std::conditional<Q5, block_q5_K, block_q4_K>::type;
+    static constexpr size_t W_STEP = sizeof(block);
 
     static int64_t full_steps(int64_t n) { return n / QK_K; }
     static bool has_tail(int64_t) { return false; }
@@ -192,14 +184,14 @@ struct q45K_format : zmm_acc {
     template <bool FULL>
     static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
         const block* b = reinterpret_cast<const block*>(row) + s;
-        alignas(16) uint8_t sc8[16] = {0}, mm[16];
-        for (int j = 0; j < 8; ++j) {
-            uint8_t m;
-            scale_min_k4(j, b->scales, &sc8[j], &m);
-            mm[2 * j] = mm[2 * j + 1] = m;
-        }
-        const __m512i scv = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc8)));
-        ws.mins = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(mm)));
+        // The 12 packed bytes as three words: 6-bit scales / mins of sub-blocks 0-3 in the low 6
+        // bits of words 0 / 1; those of 4-7 in word 2's nibbles plus the top 2 bits of words 0 / 1.
+        const uint32_t u0 = load_u32(b->scales), u1 = load_u32(b->scales + 4), u2 = load_u32(b->scales + 8);
+        const uint64_t sc8 = uint64_t(u0 & 0x3f3f3f3fu) | uint64_t((u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4)) << 32;
+        const uint64_t m8 = uint64_t(u1 & 0x3f3f3f3fu) | uint64_t(((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4)) << 32;
+        const __m512i scv = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(sc8)));
+        const __m128i m = _mm_cvtsi64_si128(int64_t(m8));
+        ws.mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
         __m512i qh2 = _mm512_setzero_si512();
         if (Q5) {
             const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const block_q5_K*>(b)->qh));
@@ -234,6 +226,7 @@ struct q45K_format : zmm_acc {
 
 struct q6K_format : zmm_acc {
     static constexpr int NR = 4, NT = 2;
+    static constexpr size_t W_STEP = sizeof(block_q6_K);
     using xs_t = q8K_x;
     struct ws_t {
         __m512i u[4];     // (4, 64) quants q in [0, 63] of elements 64v .. 64v + 63
@@ -292,6 +285,7 @@ template <int KIND>
 struct float_format : zmm_acc {
     static constexpr int NR = 4, NT = 4;
     static constexpr size_t ES = KIND == K_F32 ? 4 : 2;
+    static constexpr size_t W_STEP = 16 * ES;
     struct xs_t { __m512 x; };
     struct ws_t { __m512 w; };
 
@@ -338,6 +332,22 @@ matmul_fn simd_matmul_for(int32_t weight_type) {
 }
 
 const char* simd_build_name() { return "avx512-vnni"; }
+
+int64_t simd_int8_probe(int64_t n_iter, int32_t* sink) {
+    constexpr int CHAINS = 12;   // enough independent dpbusd chains to cover their latency
+    __m512i acc[CHAINS];
+    for (int c = 0; c < CHAINS; ++c) acc[c] = _mm512_set1_epi32(c);
+    const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+    for (int64_t i = 0; i < n_iter; ++i) {
+#pragma GCC unroll 12
+        for (int c = 0; c < CHAINS; ++c) acc[c] = _mm512_dpbusd_epi32(acc[c], a, b);
+        __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]), "+v"(acc[4]), "+v"(acc[5]));
+    }
+    __m512i t = acc[0];
+    for (int c = 1; c < CHAINS; ++c) t = _mm512_add_epi32(t, acc[c]);
+    *sink = _mm512_reduce_add_epi32(t);
+    return n_iter * CHAINS * 64;
+}
 
 }  // namespace strata
 

@@ -470,6 +470,10 @@ quant_act_fn act_quantizer_for(int32_t act_type) {
 #if !defined(STRATA_SIMD_AVX512) && !defined(STRATA_SIMD_AVX2)
 matmul_fn simd_matmul_for(int32_t) { return nullptr; }
 const char* simd_build_name() { return "scalar"; }
+int64_t simd_int8_probe(int64_t, int32_t* sink) {
+    *sink = 0;
+    return 0;
+}
 #endif
 
 }  // namespace strata

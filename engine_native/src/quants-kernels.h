@@ -43,6 +43,10 @@ quant_act_fn act_quantizer_for(int32_t act_type);     // Q8_0, Q8_1, Q8_K or F32
 // in a scalar build); defined by exactly one of quants-avx512.cpp / quants-avx2.cpp / quants-generic.cpp.
 matmul_fn simd_matmul_for(int32_t weight_type);
 const char* simd_build_name();
+// For benchmarks: n_iter rounds of independent int8 dot-product instructions (VNNI dpbusd, or AVX2
+// maddubs+madd) on registers; returns the multiply-adds done (0 in a scalar build). *sink defeats
+// dead-code elimination.
+int64_t simd_int8_probe(int64_t n_iter, int32_t* sink);
 
 // Exact IEEE half <-> float conversions (round to nearest even), inline for the kernels.
 inline float half_to_float(uint16_t h) {

@@ -3,7 +3,7 @@
 // vector accumulator that goes through exactly the same instructions whatever nr, nt, the row
 // range or n_tok; that is what makes matmul equal matvec bit for bit (quants.h).
 //
-// A format F supplies: NR, NT (largest tile), acc_t with zero() / reduce(), xs_t / ws_t (one step's
+// A format F supplies: NR, NT (largest tile), W_STEP (weight bytes of a row per step), acc_t with zero() / reduce(), xs_t / ws_t (one step's
 // activation / weight state), full_steps(n), has_tail(n), load_x<FULL>(row, s, xs, n),
 // load_w<FULL>(row, s, ws, n) and madd(ws, xs, acc). Not here: any arithmetic of a format.
 #pragma once
@@ -35,6 +35,11 @@ void tile(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t n,
         for (int t = 0; t < nt; ++t) F::template load_x<true>(x + size_t(t) * xrb, s, xs[t], n);
 #pragma GCC unroll 8
         for (int r = 0; r < nr; ++r) {
+            // Decode streams weights from memory in short rows that the hardware prefetcher keeps
+            // restarting on: fetch the same step of the row nr rows below (the next tile) ahead.
+            const uint8_t* ahead = w + size_t(r + nr) * wrb + size_t(s) * F::W_STEP;
+#pragma GCC unroll 4
+            for (size_t b = 0; b < F::W_STEP; b += 64) __builtin_prefetch(ahead + b, 0, 3);
             typename F::ws_t ws;
             F::template load_w<true>(w + size_t(r) * wrb, s, ws, n);
 #pragma GCC unroll 8
