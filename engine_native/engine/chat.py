@@ -34,7 +34,7 @@ class TurnStats:
     generated_tokens: int
     decode_steps: int  # engine.decode calls (the first token comes from the prefill's logits)
     decode_s: float
-    stop: str  # "eot" | "length" | "context"
+    stop: str  # "eot" | "length" | "context" | "interrupted"
 
     @property
     def prefill_tps(self) -> float:
@@ -97,9 +97,13 @@ class ChatSession:
         # keep the matching prefix, but always read at least one token to get fresh logits
         reused = min(common_prefix_len(held, prompt), len(prompt) - 1)
         t0 = time.perf_counter()
-        engine.truncate(MAIN_CONTEXT, reused)
-        engine.prefill(MAIN_CONTEXT, prompt[reused:])
-        logits = engine.logits(MAIN_CONTEXT)
+        try:
+            engine.truncate(MAIN_CONTEXT, reused)
+            engine.prefill(MAIN_CONTEXT, prompt[reused:])
+            logits = engine.logits(MAIN_CONTEXT)
+        except BaseException:
+            self.messages.pop()  # the turn did not happen
+            raise
         t1 = time.perf_counter()
 
         sampler = Sampler(self.sampling, engine.n_vocab)
@@ -109,23 +113,26 @@ class ChatSession:
         answer: list[int] = []
         steps = 0
         stop = "length"
-        while len(answer) < self.max_tokens:
-            token = sampler.sample(logits, history)
-            if token in eot:
-                stop = "eot"
-                break
-            answer.append(token)
-            history.append(token)
-            piece = stream.push(token)
-            if piece and on_text:
-                on_text(piece)
-            if len(answer) >= self.max_tokens:
-                break
-            if engine.context_len(MAIN_CONTEXT) + 1 > capacity:
-                stop = "context"
-                break
-            logits = engine.decode([MAIN_CONTEXT], [token])[0]
-            steps += 1
+        try:
+            while len(answer) < self.max_tokens:
+                token = sampler.sample(logits, history)
+                if token in eot:
+                    stop = "eot"
+                    break
+                answer.append(token)
+                history.append(token)
+                piece = stream.push(token)
+                if piece and on_text:
+                    on_text(piece)
+                if len(answer) >= self.max_tokens:
+                    break
+                if engine.context_len(MAIN_CONTEXT) + 1 > capacity:
+                    stop = "context"
+                    break
+                logits = engine.decode([MAIN_CONTEXT], [token])[0]
+                steps += 1
+        except KeyboardInterrupt:
+            stop = "interrupted"  # keep what was said so far; the conversation stays well-formed
         t2 = time.perf_counter()
         tail = stream.flush()
         if tail and on_text:
@@ -206,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"strata chat: {exc}", file=sys.stderr)
             continue
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # during the prefill: the turn is dropped
             print("\n(interrupted)")
             continue
         print()

@@ -156,11 +156,17 @@ class Sampler:
         if p.has_penalties:
             logits = self.apply_penalties(logits, history)
         if p.greedy:
-            return int(np.argmax(logits))
+            best = int(np.argmax(logits))
+            if not logits[best] == logits[best]:  # argmax stops at the first NaN
+                raise ValueError(f"sampling: logits contain NaN (at token {best})")
+            return best
         logits = np.asarray(logits, dtype=np.float32)
         ids = self._candidates(logits)  # None: every token
         chosen = (logits if ids is None else logits[ids]) * np.float32(1.0 / p.temperature)
-        weights = np.exp(chosen - chosen.max())  # float32: exact enough for a draw, 10x cheaper
+        top = chosen.max()
+        if not np.isfinite(top):
+            raise ValueError(f"sampling: logits have no finite maximum ({top}): NaN, +inf or all -inf")
+        weights = np.exp(chosen - top)  # float32: exact enough for a draw, 10x cheaper
         i = _draw(weights, self._rng.random())
         return i if ids is None else int(ids[i])
 

@@ -65,6 +65,20 @@ def test_reset_and_too_long_conversation(engine):
     assert stats.stop in ("eot", "length") and stats.generated_tokens <= 2
 
 
+def test_interrupt_keeps_the_partial_answer(engine):
+    session = ChatSession(engine, max_tokens=8)
+    seen: list[str] = []
+
+    def on_text(piece: str) -> None:
+        seen.append(piece)
+        raise KeyboardInterrupt
+
+    stats = session.turn("Tell me a story.", on_text=on_text)
+    assert stats.stop == "interrupted" and stats.generated_tokens == 1
+    assert session.messages[-1] == {"role": "assistant", "content": seen[0]}
+    assert session.turn("Go on.").reused_tokens > 0  # the conversation goes on normally
+
+
 def test_cli_streams_and_prints_speeds(engine, default_model_path, monkeypatch, capsys):
     import io
 

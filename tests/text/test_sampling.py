@@ -178,3 +178,15 @@ def test_two_level_draw_equals_one_cumulative_sum():
         # equal, up to float rounding at a boundary between two tokens
         assert got == want or abs(cdf[min(got, want)] - u * cdf[-1]) < 1e-3
         assert weights[got] > 0
+
+
+def test_nan_and_infinite_logits_are_clear_errors():
+    bad = np.array([0.0, np.nan, 1.0], np.float32)
+    with pytest.raises(ValueError, match="NaN"):
+        Sampler(SamplingParams()).sample(bad)
+    with pytest.raises(ValueError, match="no finite maximum"):
+        Sampler(SamplingParams(temperature=1.0, seed=0)).sample(np.array([-np.inf, -np.inf], np.float32))
+    # masked tokens (-inf) are simply never drawn
+    masked = np.array([-np.inf, 0.0, -np.inf, 0.5], np.float32)
+    s = Sampler(SamplingParams(temperature=1.0, seed=0))
+    assert {s.sample(masked) for _ in range(100)} <= {1, 3}
