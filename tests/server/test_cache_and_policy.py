@@ -90,3 +90,21 @@ def test_plain_batch_decisions_carry_their_reason(tiny_model):
         assert placed and all(d["reason"] in ("own_prefix", "empty", "expired_lru", "shortest", "lru")
                               for d in placed)
         assert any(d["reason"] == "empty" for d in placed)
+
+
+def test_sessions_save_and_restore_through_the_worker_thread(tiny_model, tmp_path):
+    with LiveServer(model=str(tiny_model), ctx=2048, batch=1, threads=1, conversation_cache_mib=16,
+                    conversation_cache_park_min_free_mib=0, conversation_cache_min_free_mib=0,
+                    conversation_cache_sessions_dir=str(tmp_path / "sessions"),
+                    conversation_cache_cold_dir=str(tmp_path / "cold")) as s:
+        a = ids(400, 41)
+        complete(s.url, a)
+        r = httpx.post(s.url + "/v1/sessions/alpha/save", json={"slot": "main"})
+        assert r.status_code == 200 and r.json()["n_tokens"] >= 400
+        r = httpx.post(s.url + "/v1/sessions/alpha/restore", json={"slot": 1})
+        assert r.status_code == 200 and r.json()["n_tokens"] >= 400
+        slots = {x["id"]: x for x in httpx.get(s.url + "/v1/slots").json()["slots"]}
+        assert slots[1]["tokens"] == r.json()["n_tokens"] and slots[1]["conversation"] == "session:alpha"
+        assert httpx.post(s.url + "/v1/sessions/alpha/restore", json={"slot": 9}).status_code == 400
+        assert [x["name"] for x in httpx.get(s.url + "/v1/sessions").json()["data"]] == ["alpha"]
+        assert httpx.delete(s.url + "/v1/sessions/alpha").status_code == 200
