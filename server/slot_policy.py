@@ -24,6 +24,7 @@ Not here: the slot table, the engine calls, the trace records, the conversation 
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -39,6 +40,7 @@ PROTECTION_POINTS: tuple[tuple[int, float], ...] = (
     (50_000, 65.0), (100_000, 90.0), (262_144, 120.0),
 )
 PROTECTION_CURVE_MAX_S = 120.0
+_PROTECTION_XS = tuple(n for n, _ in PROTECTION_POINTS)
 RETENTION_REF_TOKENS = 50_000     # a fresh history of this length is worth about 1
 RETENTION_EXPONENT = 0.7
 RETENTION_KNEE_TOKENS = 2_000     # (n / (n + knee))^2 discounts short histories
@@ -212,10 +214,11 @@ def protection_s(n_tokens: int, cfg: PolicyConfig) -> float:
     scale = cfg.ttl_max_s / PROTECTION_CURVE_MAX_S
     if n_tokens <= 0:
         return 0.0
-    for (n0, s0), (n1, s1) in zip(PROTECTION_POINTS, PROTECTION_POINTS[1:], strict=False):
-        if n_tokens <= n1:
-            return scale * (s0 + (s1 - s0) * (n_tokens - n0) / (n1 - n0))
-    return scale * PROTECTION_POINTS[-1][1]
+    k = bisect.bisect_left(_PROTECTION_XS, n_tokens)
+    if k >= len(_PROTECTION_XS):
+        return scale * PROTECTION_POINTS[-1][1]
+    (n0, s0), (n1, s1) = PROTECTION_POINTS[k - 1], PROTECTION_POINTS[k]
+    return scale * (s0 + (s1 - s0) * (n_tokens - n0) / (n1 - n0))
 
 
 def base_worth(n_tokens: int) -> float:
