@@ -205,7 +205,7 @@ void engine::copy(int src_id, int dst_id, int64_t n_tokens) {
                            "'s capacity " + std::to_string(d.capacity));
     }
     const size_t nb = kv_.row_bytes * size_t(n_tokens);
-    pool_->parallel_range(2 * kv_.n_layer, 1, [&](int64_t b, int64_t e) {
+    pool_->parallel_range(2 * kv_.n_layer, 1, 1, [&](int64_t b, int64_t e, int) {
         for (int64_t i = b; i < e; i++) {
             size_t il = size_t(i / 2);
             if (i % 2 == 0) std::memcpy(d.k[il], s.k[il], nb);

@@ -17,6 +17,9 @@ namespace strata {
 
 namespace {
 
+constexpr int64_t k_rows_per_chunk = 8;          // per-row stages: batches below this run inline
+constexpr int64_t k_weight_rows_per_chunk = 64;  // products: weight rows per claimed chunk
+
 // y = x / sqrt(mean(x^2) + eps) * w, with a fixed 8-lane accumulation order.
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -72,28 +75,37 @@ void engine::matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initia
             slot_row_bytes[size_t(s)] = act_row_bytes(j.w->type, n_cols);
         }
     }
-    pool_->parallel_range(n_rows * n_act, 1, [&](int64_t b, int64_t e) {
+    pool_->parallel_range(n_rows * n_act, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
         for (int64_t i = b; i < e; i++) {
             const int64_t s = i / n_rows, r = i % n_rows;
             quantize_act_row(slot_wtype[size_t(s)], x + r * n_cols, xq_[s] + size_t(r) * slot_row_bytes[size_t(s)],
                              n_cols);
         }
     });
-    pool_->run([&](int ith, int nth) {
+    // units of work: (job, first output row), k_weight_rows_per_chunk rows each, claimed dynamically
+    struct unit {
+        const matmul_job* job;
+        int slot;
+        int64_t r0, r1;
+    };
+    std::vector<unit> units;
+    {
         size_t k = 0;
         for (const matmul_job& j : jobs) {
             const int s = job_slot[k++];
-            const int64_t n_out = j.w->n_rows;
-            int64_t per = (n_out + nth - 1) / nth;
-            per = (per + 15) / 16 * 16;
-            const int64_t r0 = std::min(n_out, per * ith), r1 = std::min(n_out, r0 + per);
-            if (r0 >= r1) continue;
-            if (n_rows == 1) {
-                matvec(j.w->type, j.w->data, j.w->row_bytes, xq_[s], j.y + r0, n_cols, r0, r1);
-            } else {
-                matmul(j.w->type, j.w->data, j.w->row_bytes, xq_[s], slot_row_bytes[size_t(s)], n_rows, j.y,
-                       n_out, n_cols, r0, r1);
+            for (int64_t r0 = 0; r0 < j.w->n_rows; r0 += k_weight_rows_per_chunk) {
+                units.push_back({&j, s, r0, std::min(j.w->n_rows, r0 + k_weight_rows_per_chunk)});
             }
+        }
+    }
+    pool_->parallel_chunks(int64_t(units.size()), [&](int64_t c, int) {
+        const unit& u = units[size_t(c)];
+        const weight& w = *u.job->w;
+        if (n_rows == 1) {
+            matvec(w.type, w.data, w.row_bytes, xq_[u.slot], u.job->y + u.r0, n_cols, u.r0, u.r1);
+        } else {
+            matmul(w.type, w.data, w.row_bytes, xq_[u.slot], slot_row_bytes[size_t(u.slot)], n_rows, u.job->y,
+                   w.n_rows, n_cols, u.r0, u.r1);
         }
     });
 }
@@ -106,7 +118,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
     const float scale = 1.0f / std::sqrt(float(HD));
 
     // embeddings and per-row RoPE tables
-    pool_->parallel_range(n, 1, [&](int64_t b, int64_t e) {
+    pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
         for (int64_t r = b; r < e; r++) {
             const batch_row& row = rows[r];
             dequantize_row(m.token_embd.type, m.token_embd.data + size_t(row.token) * m.token_embd.row_bytes,
@@ -125,13 +137,13 @@ void engine::forward(const batch_row* rows, int64_t n) {
     for (int64_t il = 0; il < h.n_layer; il++) {
         const layer_weights& L = m.layers[size_t(il)];
 
-        pool_->parallel_range(n, 1, [&](int64_t b, int64_t e) {
+        pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
             for (int64_t r = b; r < e; r++) rms_norm(x_ + r * E, L.attn_norm.data(), xn_ + r * E, E, h.rms_eps);
         });
         matmuls(xn_, n, E, {{&L.wq, q_}, {&L.wk, kbuf_}, {&L.wv, vbuf_}});
 
         // biases, Q/K norms, RoPE, then K/V into the cache at each row's position
-        pool_->parallel_range(n, 1, [&](int64_t b, int64_t e) {
+        pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
             for (int64_t r = b; r < e; r++) {
                 float* q = q_ + r * Q;
                 float* k = kbuf_ + r * KV;
@@ -157,19 +169,19 @@ void engine::forward(const batch_row* rows, int64_t n) {
         });
 
         // attention: tasks (row, kv head) dealt round-robin so causal rows of unequal length balance
-        pool_->run([&](int ith, int nth) {
+        // attention: tasks (row, kv head), the longest rows (latest positions) claimed first
+        const int64_t n_tasks = n * h.n_head_kv;
+        pool_->parallel_chunks(n_tasks, [&](int64_t c, int ith) {
             float* scores = att_scratch_ + int64_t(ith) * n_rep * max_capacity_;
-            for (int64_t t = ith; t < n * h.n_head_kv; t += nth) {
-                const int64_t r = t / h.n_head_kv, g = t % h.n_head_kv;
-                const batch_row& row = rows[r];
-                attention_group(kv_.type, q_ + r * Q + g * n_rep * HD, row.ctx->k[size_t(il)],
-                                row.ctx->v[size_t(il)], kv_.row_bytes, g, n_rep, HD, row.pos + 1, scale,
-                                xn_ + r * Q + g * n_rep * HD, scores);
-            }
+            const int64_t t = n_tasks - 1 - c;
+            const int64_t r = t / h.n_head_kv, g = t % h.n_head_kv;
+            const batch_row& row = rows[r];
+            attention_group(kv_.type, q_ + r * Q + g * n_rep * HD, row.ctx->k[size_t(il)], row.ctx->v[size_t(il)],
+                            kv_.row_bytes, g, n_rep, HD, row.pos + 1, scale, xn_ + r * Q + g * n_rep * HD, scores);
         });
         matmuls(xn_, n, Q, {{&L.wo, out_}});
 
-        pool_->parallel_range(n, 1, [&](int64_t b, int64_t e) {
+        pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
             for (int64_t r = b; r < e; r++) {
                 float* x = x_ + r * E;
                 const float* o = out_ + r * E;
@@ -178,7 +190,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
             }
         });
         matmuls(xn_, n, E, {{&L.w_gate, gate_}, {&L.w_up, up_}});
-        pool_->parallel_range(n, 1, [&](int64_t b, int64_t e) {
+        pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
             for (int64_t r = b; r < e; r++) {
                 float* g = gate_ + r * F;
                 const float* u = up_ + r * F;
@@ -186,7 +198,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
             }
         });
         matmuls(gate_, n, F, {{&L.w_down, out_}});
-        pool_->parallel_range(n, 1, [&](int64_t b, int64_t e) {
+        pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
             for (int64_t r = b; r < e; r++) {
                 float* x = x_ + r * E;
                 const float* o = out_ + r * E;

@@ -1,6 +1,6 @@
-// Fork-join thread pool: spin-then-sleep workers, caller participates as worker 0.
+// Thread pool with dynamic chunk claiming: spin-then-sleep workers, the caller works as worker 0.
 //
-// Not here: row splitting policy beyond parallel_range's even split.
+// Not here: how work is cut into chunks (callers choose; results must not depend on the cut).
 #include "thread-pool.h"
 
 #include <algorithm>
@@ -19,8 +19,12 @@
 namespace strata {
 
 namespace {
-constexpr int k_spin_iterations = 1 << 16;   // ~0.1-1 ms of pause before sleeping
-}
+constexpr int k_spin_pauses = 1 << 14;   // ~0.1-1 ms of pause before yielding
+constexpr int k_spin_yields = 64;        // then a few yields before sleeping
+inline uint32_t gen_of(uint64_t s) { return uint32_t(s >> 32); }
+inline uint32_t idx_of(uint64_t s) { return uint32_t(s); }
+constexpr uint32_t k_not_ready = 0xFFFFFFFFu;   // index while a new job's fn / n are being set
+}  // namespace
 
 thread_pool::thread_pool(int n_threads) : n_threads_(std::max(1, n_threads)) {
     for (int i = 1; i < n_threads_; i++) workers_.emplace_back([this, i] { worker_loop(i); });
@@ -30,76 +34,100 @@ thread_pool::~thread_pool() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         stop_.store(true);
-        generation_.fetch_add(1);
+        state_.fetch_add(uint64_t(1) << 32);
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
 }
 
-void thread_pool::run_job(int ith) {
-    try {
-        (*job_)(ith, n_threads_);
-    } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex_);
-        if (!error_) error_ = std::current_exception();
+// Claims and runs chunks of generation `gen` until none are left (or a newer job began).
+void thread_pool::work(uint32_t gen, int ith) {
+    for (;;) {
+        uint64_t s = state_.load(std::memory_order_acquire);
+        if (gen_of(s) != gen) return;
+        if (idx_of(s) == k_not_ready) {
+            STRATA_PAUSE();
+            continue;
+        }
+        const chunk_fn* fn = fn_.load(std::memory_order_acquire);
+        const int64_t n = n_chunks_.load(std::memory_order_acquire);
+        if (int64_t(idx_of(s)) >= n) return;
+        if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) continue;
+        // the claim succeeded for `gen`, so fn and n were this job's: the caller does not change
+        // them until every claimed chunk is done
+        try {
+            (*fn)(int64_t(idx_of(s)), ith);
+        } catch (...) {
+            std::lock_guard<std::mutex> lock(error_mutex_);
+            if (!error_) error_ = std::current_exception();
+        }
+        n_done_.fetch_add(1, std::memory_order_acq_rel);
     }
 }
 
 void thread_pool::worker_loop(int ith) {
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     for (;;) {
         int spins = 0;
-        while (generation_.load(std::memory_order_acquire) == seen && spins < k_spin_iterations) {
-            STRATA_PAUSE();
+        while (gen_of(state_.load(std::memory_order_acquire)) == seen) {
+            if (spins < k_spin_pauses) {
+                STRATA_PAUSE();
+            } else if (spins < k_spin_pauses + k_spin_yields) {
+                std::this_thread::yield();
+            } else {
+                std::unique_lock<std::mutex> lock(mutex_);
+                n_sleeping_.fetch_add(1);
+                wake_.wait(lock, [&] { return gen_of(state_.load(std::memory_order_acquire)) != seen; });
+                n_sleeping_.fetch_sub(1);
+                break;
+            }
             spins++;
         }
-        if (generation_.load(std::memory_order_acquire) == seen) {
-            std::unique_lock<std::mutex> lock(mutex_);
-            wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-        }
-        seen = generation_.load(std::memory_order_acquire);
+        seen = gen_of(state_.load(std::memory_order_acquire));
         if (stop_.load()) return;
-        run_job(ith);
-        n_pending_.fetch_sub(1, std::memory_order_acq_rel);
+        work(seen, ith);
     }
 }
 
-void thread_pool::run(const std::function<void(int, int)>& fn) {
-    error_ = nullptr;
-    if (n_threads_ == 1) {
-        fn(0, 1);
+void thread_pool::parallel_chunks(int64_t n_chunks, const chunk_fn& fn) {
+    if (n_chunks <= 0) return;
+    if (n_chunks == 1 || n_threads_ == 1) {
+        for (int64_t c = 0; c < n_chunks; c++) fn(c, 0);
         return;
     }
-    job_ = &fn;
-    n_pending_.store(n_threads_ - 1, std::memory_order_release);
-    {
+    if (n_chunks >= (int64_t(1) << 31)) throw std::length_error("thread_pool: too many chunks");
+    error_ = nullptr;
+    // close the previous job to late claimers first, then publish this one's fn and size
+    const uint32_t gen = gen_of(state_.load()) + 1;
+    state_.store((uint64_t(gen) << 32) | k_not_ready, std::memory_order_seq_cst);
+    fn_.store(&fn, std::memory_order_release);
+    n_chunks_.store(n_chunks, std::memory_order_release);
+    n_done_.store(0, std::memory_order_release);
+    state_.store(uint64_t(gen) << 32, std::memory_order_seq_cst);
+    if (n_sleeping_.load() > 0) {
         std::lock_guard<std::mutex> lock(mutex_);
-        generation_.fetch_add(1, std::memory_order_acq_rel);
+        wake_.notify_all();
     }
-    wake_.notify_all();
-    run_job(0);
+    work(gen, 0);
     int spins = 0;
-    while (n_pending_.load(std::memory_order_acquire) != 0) {
-        if (++spins < k_spin_iterations) {
+    while (n_done_.load(std::memory_order_acquire) != n_chunks) {
+        if (++spins < k_spin_pauses) {
             STRATA_PAUSE();
         } else {
             std::this_thread::yield();
         }
     }
-    job_ = nullptr;
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
-void thread_pool::parallel_range(int64_t n, int64_t align, const std::function<void(int64_t, int64_t)>& fn) {
+void thread_pool::parallel_range(int64_t n, int64_t align, int64_t min_chunk,
+                                 const std::function<void(int64_t, int64_t, int)>& fn) {
     if (n <= 0) return;
     align = std::max<int64_t>(1, align);
-    run([&](int ith, int nth) {
-        int64_t per = (n + nth - 1) / nth;
-        per = (per + align - 1) / align * align;
-        int64_t b = std::min<int64_t>(n, per * ith);
-        int64_t e = std::min<int64_t>(n, b + per);
-        if (b < e) fn(b, e);
-    });
+    int64_t per = std::max<int64_t>(min_chunk, (n + 4 * n_threads_ - 1) / (4 * n_threads_));
+    per = (per + align - 1) / align * align;
+    const int64_t n_chunks = (n + per - 1) / per;
+    parallel_chunks(n_chunks, [&](int64_t c, int ith) { fn(c * per, std::min(n, (c + 1) * per), ith); });
 }
 
 int physical_core_count() {
