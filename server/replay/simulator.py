@@ -3,13 +3,15 @@ policy; counts prompt tokens read and reused. Optionally a RAM conversation cach
 (an overwritten history of at least `ram_min_tokens` is kept, least recently used out first, and a
 request reuses the longest prefix it holds) and a time model (prefill and decode rates: a slot is
 busy while it serves, a request waits when every slot is busy). Without rates every request is
-served instantly, as seed 001's tables are (every request through a slot).
+served instantly, as seed 001's tables are (every request through a slot). With rates, a continued
+turn is not sent before its parent's answer ends (ready = max(its time, the parent's end)).
 
 Not here: the policies (policies.py) or any engine; tokens are segment counts (timeline.py).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -115,15 +117,25 @@ def simulate(requests: Sequence[Request], n_slots: int, policy, opts: SimOptions
     policy.reset(slots, requests, opts)
     res = SimResult(policy.name, n_slots)
     timed = opts.prefill_tps > 0 or opts.decode_tps > 0
-    clock = float("-inf")
+    # Event order: (ready time, index). A continued turn is ready no earlier than its parent's end (a
+    # client sends its next turn after the answer), so it is queued when its parent is placed.
+    waiting: dict[int, list[int]] = {}
+    heap: list[tuple[float, int]] = []
     for i, r in enumerate(requests):
-        now = max(r.time, clock)
+        if r.parent is None or r.parent >= i:
+            heap.append((r.time, i))
+        else:
+            waiting.setdefault(r.parent, []).append(i)
+    heapq.heapify(heap)
+    while heap:
+        now, i = heapq.heappop(heap)
+        r = requests[i]
         if timed:
             free_at = min(s.busy_until for s in slots)
             if free_at > now:
                 res.waited_s += free_at - now
-                now = free_at
-        clock = now
+                heapq.heappush(heap, (free_at, i))
+                continue
         rid, rlen = r.ids, r.lens
         commons = [0 if s.blank else common_prefix(rid, rlen, s.ids, s.lens) for s in slots]
         t, src, reason = policy.choose(i, now, commons)
@@ -158,4 +170,6 @@ def simulate(requests: Sequence[Request], n_slots: int, policy, opts: SimOptions
         s.req = i
         s.blank = False
         policy.served(t, i, end)
+        for child in waiting.pop(i, ()):
+            heapq.heappush(heap, (max(requests[child].time, end), child))
     return res

@@ -76,3 +76,11 @@ def test_bad_arguments_are_refused():
         make_policy("expire:x")
     with pytest.raises(ValueError, match="expire:0"):
         make_policy("expire:0")
+
+
+def test_a_continued_turn_waits_for_its_parent_answer_with_rates():
+    # A's second turn is stamped 1 s after the first, but the first is served until 10 + 10 s:
+    # the client sends it after the answer, so it finds its own slot (reads 400, not 1500)
+    reqs = build_requests([(0, "A", 1000, 0, 100), (1, "A", 1500, 1100, 10)])
+    r = simulate(reqs, 2, make_policy("lru"), SimOptions(prefill_tps=100, decode_tps=10))
+    assert (r.prompt_tokens_read, r.waited_s) == (1000 + 400, 0.0)
