@@ -77,18 +77,23 @@ QUESTIONS = ["Which model?", "Measuring this machine", r"One request at a time, 
 
 def test_enter_everywhere_asks_in_order_and_writes_the_defaults(tmp_path, env, default_model_path):
     t = _setup(tmp_path, env, "enter.toml")
+    asked = []
     for question in QUESTIONS:
+        if "Folder" in question and "[no]" in asked[-1]:
+            continue  # the bench found the disk slower than a prefill here: no folder to ask for
         t.expect(question)
         if "Measuring" not in question:
-            t.expect(r"\] $")  # the prompt ends with the default in brackets and waits
+            asked.append(t.expect(r"\] $"))  # the prompt ends with the default in brackets and waits
             t.send("")
     t.expect("Wrote ")
     assert t.close() == 0
-    order = [re.search(q, t.seen).start() for q in QUESTIONS]
-    assert order == sorted(order)
+    shown = [q for q in QUESTIONS if re.search(q, t.seen)]
+    order = [re.search(q, t.seen).start() for q in shown]
+    assert order == sorted(order) and len(shown) >= len(QUESTIONS) - 1
     values, _ = config_file.read(tmp_path / "enter.toml")
     assert values["model"] == str(default_model_path)
-    assert values["conversation_cache_cold_dir"] == str(tmp_path / "cache" / "strata" / "conversations")
+    kept = "[yes]" in asked[2]
+    assert values["conversation_cache_cold_dir"] == (str(tmp_path / "cache" / "strata" / "conversations") if kept else "")
     assert values["batch"] >= 1
 
 
@@ -126,7 +131,7 @@ def test_typed_answers_change_the_plan_and_bad_ones_are_asked_again(tmp_path, en
 
 def test_stdin_closed_behaves_as_yes(tmp_path, env, default_model_path):
     path = tmp_path / "closed.toml"
-    cmd = f'"{sys.executable}" -m strata setup --config "{path}" --disk-bench-mib 8 <&-'
+    cmd = f'"{sys.executable}" -m strata setup --config "{path}" --skip-bench <&-'
     done = subprocess.run(["bash", "-c", cmd], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "Taking every default" in done.stdout
