@@ -83,7 +83,8 @@ def load(state: ServerState) -> None:
 
         timeline = TimelineWriter(cfg.timeline_out)
     sched = Scheduler(engine, queue_limit=cfg.queue, prefill_chunk=cfg.prefill_chunk, metrics=state.metrics,
-                      policy_cfg=slot_policy.PolicyConfig.from_env(cfg.env), cache=state.cache, timeline=timeline)
+                      policy_cfg=slot_policy.PolicyConfig.from_env(cfg.env), cache=state.cache, timeline=timeline,
+                      prefill_slice_ms=cfg.prefill_slice_ms)
     sched.start()
     state.scheduler = sched
     state.info_line = info_line(state)

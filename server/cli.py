@@ -98,7 +98,11 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
         return 1
     port = runner.addresses[0][1] if runner.addresses else config.port
     if config.port == 0:
+        from strata.server.app import info_line
+
         state.config = config.replace(port=port)
+        if state.ready:
+            state.info_line = info_line(state)
     log.info("listening on http://%s:%s (loading the model)", config.host, port)
     status_task = asyncio.create_task(status_line(state, stop)) if config.status_line and sys.stderr.isatty() \
         else None

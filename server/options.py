@@ -119,6 +119,9 @@ OPTIONS: tuple[Option, ...] = (
            minimum=0, maximum=100000),
     Option("prefill-chunk", int, 512, "tokens of a prompt read per step, between the decode steps of other "
            "requests", minimum=1, maximum=65536),
+    Option("prefill-slice-ms", float, 250.0, "while other requests are generating, a prompt is read in pieces "
+           "of about this many milliseconds (at most --prefill-chunk tokens), so their streams keep moving",
+           minimum=1.0, maximum=60000.0),
     Option("max-tokens-default", int, 4096, "output limit of a request that sets none (Anthropic requires one)",
            minimum=1),
     Option("timeline-out", str, None, "append a replay timeline of real traffic (ids, times, token counts; no "

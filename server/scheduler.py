@@ -32,6 +32,7 @@ from strata.server.slots import MAIN, SlotTable, common_prefix
 log = logging.getLogger("strata.server.scheduler")
 
 MISMATCH_EXCERPT_TOKENS = 12
+MIN_PREFILL_SLICE = 16        # tokens: below this a piece costs more in overhead than it saves in latency
 
 
 @dataclass(eq=False)
@@ -61,7 +62,8 @@ class Row:
 
 class Scheduler:
     def __init__(self, engine: Any, *, queue_limit: int, prefill_chunk: int, metrics: Metrics,
-                 policy_cfg: slot_policy.PolicyConfig, cache: Any = None, timeline: Any = None) -> None:
+                 policy_cfg: slot_policy.PolicyConfig, cache: Any = None, timeline: Any = None,
+                 prefill_slice_ms: float = 250.0) -> None:
         self.engine = engine
         n_slots = int(getattr(engine, "n_slots", 0))
         slot_ctx = engine.context_capacity(1) if n_slots else 0
@@ -69,6 +71,8 @@ class Scheduler:
         self.placer = Placer(self.table, policy_cfg)
         self.queue_limit = queue_limit
         self.chunk = prefill_chunk
+        self.slice_s = prefill_slice_ms / 1000.0
+        self.prefill_rate = 0.0        # tokens/s of recent prefill pieces (EMA), sizes the slices
         self.metrics = metrics
         self.cache = cache
         self.timeline = timeline
@@ -336,15 +340,27 @@ class Scheduler:
                     r.steps_during_prefill += 1
             self._decode_step(decoding)
 
+    def _slice_tokens(self) -> int:
+        """Tokens of the next prefill piece: the whole chunk when nobody is generating, else about
+        `slice_s` seconds of prefill at the measured rate (the continuous agenda's time slice)."""
+        others_decoding = any(r.phase == "decode" for r in self._rows.values())
+        if not others_decoding or self.prefill_rate <= 0:
+            return self.chunk
+        return max(MIN_PREFILL_SLICE, min(self.chunk, int(self.prefill_rate * self.slice_s)))
+
     def _prefill_chunk(self, row: Row) -> None:
         prompt = row.job.prompt
-        part = prompt[row.pos: row.pos + self.chunk]
+        part = prompt[row.pos: row.pos + self._slice_tokens()]
         t0 = time.monotonic()
         if part:
             self.engine.prefill(row.ctx, part, chunk=self.chunk)
             self.table.extend(row.ctx, part)
             row.pos += len(part)
             row.prefill_chunks += 1
+            dt = time.monotonic() - t0
+            if dt > 0 and len(part) >= MIN_PREFILL_SLICE:
+                rate = len(part) / dt
+                self.prefill_rate = rate if not self.prefill_rate else 0.7 * self.prefill_rate + 0.3 * rate
         if row.pos < len(prompt):
             row.prefill_s += time.monotonic() - t0
             self.metrics.add_prefill(time.monotonic() - t0)

@@ -14,11 +14,12 @@ import collections
 import json
 import threading
 import time
+from array import array
 from typing import Any
 
 from strata.server.slots import common_prefix
 
-KEEP_CONVERSATIONS = 256
+KEEP_CONVERSATIONS = 64   # histories kept to measure shared_tokens: at most 64 x 4 bytes x their length
 
 
 class TimelineWriter:
@@ -26,14 +27,16 @@ class TimelineWriter:
         self.path = path
         self._fh = open(path, "a", encoding="utf-8")
         self._t0 = time.monotonic()
-        self._last: collections.OrderedDict[str, list[int]] = collections.OrderedDict()
+        self._last: collections.OrderedDict[str, array] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     def record(self, job: Any, reused: int, n_output: int, output_tokens: list[int] | None = None) -> None:
         key = job.conversation or f"r{job.id}"
+        prompt = array("i", job.prompt)
         prev = self._last.pop(key, None)
-        shared = common_prefix(prev, job.prompt) if prev else 0
-        self._last[key] = list(job.prompt) + list(output_tokens or [])
+        shared = common_prefix(prev, prompt) if prev else 0   # type: ignore[arg-type]
+        prompt.extend(output_tokens or [])
+        self._last[key] = prompt
         while len(self._last) > KEEP_CONVERSATIONS:
             self._last.popitem(last=False)
         line = {"conversation": key, "time": round(job.submitted - self._t0, 3),

@@ -95,3 +95,13 @@ def test_policy_and_cache_settings_are_checked_before_start():
 def test_cli_exits_2_with_the_name_of_a_bad_flag(capsys):
     assert run(parse(["--no-config", "--port", "http"])) == 2
     assert "--port: expected int, got 'http'" in capsys.readouterr().err
+
+
+def test_every_server_option_is_documented():
+    from pathlib import Path
+
+    from strata.server.options import OPTIONS
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    missing = [o.name for o in OPTIONS if f"`--{o.name}` (`{o.key}`)" not in text]
+    assert not missing, f"options missing from docs/configuration.md: {missing}"
