@@ -27,7 +27,7 @@ MUTANTS: dict[str, tuple[str, str]] = {
     "a shorter idle limit cuts protection": ("    if age_s < ttl:\n        return retention",
                                              "    if age_s < min(ttl, zero or ttl):\n        return retention"),
     "continued conversation ignores its own slot (place)": (
-        "    own = [s for s in idle if holds_own_prefix(s, tol)]\n    if own:\n        t = max(own, key=lambda s: (s.common, -group_load",
+        "    own = [s for s in idle if holds_own_prefix(s, tol, cfg)]\n    if own:\n        t = max(own, key=lambda s: (s.common, -group_load",
         "    own = []\n    if own:\n        t = max(own, key=lambda s: (s.common, -group_load"),
     "group balance first: continued moves to any slot of a less loaded group": (
         "blank = [s for s in idle if (s.blank or s.n_tokens <= 0) and group_load.get(s.group, 0) < load]",
@@ -48,6 +48,7 @@ MUTANTS: dict[str, tuple[str, str]] = {
                                                   "t = max(expired, key=lambda s: (s.last_use, s.slot))"),
     "empty slot not preferred in pick_slot": ("    blank = [s for s in idle if s.blank or s.n_tokens <= 0]\n    if blank:",
                                               "    blank = []\n    if blank:"),
+    "own slot without the half-shared condition": ("\n            and s.common >= cfg.own_min_share * s.n_tokens)", ")"),
     "near-match tolerance without the 4096 cap": ("cfg.near_match_s * prompt_rate_tps), cfg.near_match_tokens))",
                                                   "cfg.near_match_s * prompt_rate_tps), 1e12))"),
     "park: kept share compared with the whole history": ("s.common >= need for s in slots", "s.common >= main.n_tokens for s in slots"),

@@ -97,3 +97,11 @@ def test_affinity_delegates_to_place_and_expire_keeps_seed_001_for_one_group():
     assert d.reason in ("expired", "expired_keep")
     assert pick_slot(two, req(100), NOW, PolicyConfig(expire_s=600, cache_affinity=False)).reason == "shortest"
     assert AFFINITY.cache_affinity
+
+
+def test_a_slot_sharing_only_a_system_prompt_holds_another_conversation():
+    # 512 shared tokens of a 1,110-token history: less than half of it -> not the request's own
+    slots = [slot(1, 1_110, common=512, age=1), slot(2)]
+    for cfg in (PLAIN_LRU, EXPIRE_600, DEFAULT):
+        assert pick_slot(slots, req(700, rate=2_000), NOW, cfg).slot == 2
+    assert pick_slot(slots, req(700, rate=2_000), NOW, PolicyConfig(own_min_share=0.4, cache_affinity=False)).slot == 1
