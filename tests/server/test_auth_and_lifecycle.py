@@ -145,3 +145,32 @@ def test_cli_stops_with_status_1_when_the_model_cannot_load(tmp_path):
     proc, _ = start_cli(["--model", str(tmp_path / "nothing.gguf")], tmp_path)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 1 and "no such file" in out
+
+
+def test_status_line_on_a_terminal(tiny_model, tmp_path):
+    """--status-line writes a live line to stderr when it is a terminal (./run headless uses it)."""
+    import pty
+
+    master, slave = pty.openpty()
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "strata", "serve", "--no-config", "--port", str(port),
+                             "--threads", "1", "--model", str(tiny_model), "--ctx", "512", "--batch", "1",
+                             "--conversation-cache-mib", "0", "--status-line", "--log-level", "warning"],
+                            stdout=subprocess.DEVNULL, stderr=slave, cwd=tmp_path)
+    os.close(slave)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"running" not in seen and time.monotonic() < deadline:
+            try:
+                seen += os.read(master, 4096)
+            except OSError:
+                break
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    assert b"\r\x1b[2Kstrata: 0 running, 0 queued" in seen
+    assert proc.returncode == 0
