@@ -19,7 +19,7 @@ from strata.server.errors import APIError
 from strata.server.jobrun import JobEvents, open_sse, send_sse
 from strata.server.jobs import Completion, Job
 from strata.server.openai_api import parse_sampling, ready_state
-from strata.server.prompting import check_fits, conversation_key, render_chat, split_tool_calls
+from strata.server.prompting import ToolTextGate, check_fits, conversation_key, render_chat, split_tool_calls
 
 # ----- request parsing -----
 
@@ -203,11 +203,12 @@ def _json_or_empty(arguments: str) -> Any:
 
 
 async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: str, tools: bool) -> web.StreamResponse:
-    """The event sequence the SDK expects: message_start, content_block_start, ping, content_block_delta*,
-    content_block_stop, (tool_use blocks), message_delta, message_stop. With tools the answer is held
-    until it is complete, then split into text and tool_use blocks."""
+    """The event sequence the SDK expects: message_start, ping, content_block_start, content_block_delta*,
+    content_block_stop, (tool_use blocks), message_delta, message_stop. With tools, text that may be a
+    tool call is held (ToolTextGate) and the calls become tool_use blocks at the end."""
     events = JobEvents(request, state.scheduler, job)
     resp: web.StreamResponse | None = None
+    gate = ToolTextGate() if tools else None
     text_open = False
     try:
         async for kind, payload in events:
@@ -221,12 +222,13 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
                               "cache_read_input_tokens": cached, "cache_creation_input_tokens": 0}}},
                     "message_start")
                 await send_sse(resp, {"type": "ping"}, "ping")
-            if kind == "text" and not tools:
-                if not text_open:
-                    await _block_start(resp, 0, {"type": "text", "text": ""})
-                    text_open = True
-                await send_sse(resp, {"type": "content_block_delta", "index": 0,
-                                      "delta": {"type": "text_delta", "text": payload}}, "content_block_delta")
+            if kind == "text":
+                text = gate.feed(payload) if gate is not None else payload
+                if text:
+                    if not text_open:
+                        await _block_start(resp, 0, {"type": "text", "text": ""})
+                        text_open = True
+                    await _text_delta(resp, 0, text)
             elif kind == "done":
                 c: Completion = payload
                 if c.finish_reason == "error":
@@ -234,26 +236,24 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
                                                                      "message": c.error or "generation failed"}},
                                    "error")
                     break
-                index, stop = 0, _stop_reason(c)
-                if tools:
-                    content, calls = split_tool_calls(c.text, True)
-                    if content or not calls:
-                        await _text_block(resp, index, content)
-                        index += 1
-                    for call in calls:
-                        await _block_start(resp, index, {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}",
-                                                         "name": call["name"], "input": {}})
-                        await send_sse(resp, {"type": "content_block_delta", "index": index, "delta": {
-                            "type": "input_json_delta", "partial_json": json.dumps(_json_or_empty(call["arguments"]))}},
-                            "content_block_delta")
-                        await send_sse(resp, {"type": "content_block_stop", "index": index}, "content_block_stop")
-                        index += 1
-                    if calls:
-                        stop = "tool_use"
-                else:
+                rest, calls = gate.finish(c.text) if gate is not None else ("", [])
+                if rest or not calls or text_open:
                     if not text_open:
                         await _block_start(resp, 0, {"type": "text", "text": ""})
+                        text_open = True
+                    if rest:
+                        await _text_delta(resp, 0, rest)
                     await send_sse(resp, {"type": "content_block_stop", "index": 0}, "content_block_stop")
+                index = 1 if text_open else 0
+                for call in calls:
+                    await _block_start(resp, index, {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}",
+                                                     "name": call["name"], "input": {}})
+                    await send_sse(resp, {"type": "content_block_delta", "index": index, "delta": {
+                        "type": "input_json_delta", "partial_json": json.dumps(_json_or_empty(call["arguments"]))}},
+                        "content_block_delta")
+                    await send_sse(resp, {"type": "content_block_stop", "index": index}, "content_block_stop")
+                    index += 1
+                stop = "tool_use" if calls else _stop_reason(c)
                 await send_sse(resp, {"type": "message_delta",
                                       "delta": {"stop_reason": stop, "stop_sequence": c.stop_sequence},
                                       "usage": usage(c)}, "message_delta")
@@ -265,14 +265,11 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
     return resp if resp is not None else web.Response(status=499)
 
 
+async def _text_delta(resp: web.StreamResponse, index: int, text: str) -> None:
+    await send_sse(resp, {"type": "content_block_delta", "index": index,
+                          "delta": {"type": "text_delta", "text": text}}, "content_block_delta")
+
+
 async def _block_start(resp: web.StreamResponse, index: int, block: dict) -> None:
     await send_sse(resp, {"type": "content_block_start", "index": index, "content_block": block},
                    "content_block_start")
-
-
-async def _text_block(resp: web.StreamResponse, index: int, text: str) -> None:
-    await _block_start(resp, index, {"type": "text", "text": ""})
-    if text:
-        await send_sse(resp, {"type": "content_block_delta", "index": index,
-                              "delta": {"type": "text_delta", "text": text}}, "content_block_delta")
-    await send_sse(resp, {"type": "content_block_stop", "index": index}, "content_block_stop")

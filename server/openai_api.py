@@ -19,6 +19,7 @@ from strata.server.jobrun import JobEvents, open_sse, send_sse
 from strata.server.jobs import Completion, Job
 from strata.server.keys import STATE, ServerState
 from strata.server.prompting import (
+    ToolTextGate,
     check_fits,
     conversation_key,
     render_chat,
@@ -300,18 +301,22 @@ def _cmpl_chunk(cid: str, model: str, text: str, finish: str | None, use: dict |
 
 async def _stream_chat(request: web.Request, state: ServerState, job: Job, model: str, tools: bool,
                        include_usage: bool) -> web.StreamResponse:
-    """SSE: a role chunk, content chunks (with tools: the whole answer at the end, split into content
-    and tool calls), a finish chunk (with `timings`), optionally a usage chunk, then [DONE]."""
+    """SSE: a role chunk, content chunks, a finish chunk (with `timings`), optionally a usage chunk, then
+    [DONE]. With tools, text that may be a tool call is held (ToolTextGate) and the calls are sent as
+    `tool_calls` deltas at the end."""
     cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     events = JobEvents(request, state.scheduler, job)   # a full queue raises 503 before any byte is sent
     resp: web.StreamResponse | None = None
+    gate = ToolTextGate() if tools else None
     try:
         async for kind, payload in events:
             if resp is None:
                 resp = await open_sse(request)
                 await send_sse(resp, _chunk(cid, model, {"role": "assistant", "content": ""}, None))
-            if kind == "text" and not tools:
-                await send_sse(resp, _chunk(cid, model, {"content": payload}, None))
+            if kind == "text":
+                text = gate.feed(payload) if gate is not None else payload
+                if text:
+                    await send_sse(resp, _chunk(cid, model, {"content": text}, None))
             elif kind == "done":
                 c: Completion = payload
                 if c.finish_reason == "error":
@@ -319,8 +324,8 @@ async def _stream_chat(request: web.Request, state: ServerState, job: Job, model
                                                     "type": "server_error"}})
                     break
                 finish = _finish_reason(c)
-                if tools:
-                    content, calls = split_tool_calls(c.text, True)
+                if gate is not None:
+                    content, calls = gate.finish(c.text)
                     if content:
                         await send_sse(resp, _chunk(cid, model, {"content": content}, None))
                     if calls:

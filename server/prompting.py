@@ -61,3 +61,46 @@ def split_tool_calls(text: str, tools_given: bool) -> tuple[str, list[dict[str, 
 
 def call_id(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:24]}"
+
+
+# Where a tool call can begin in a model's answer (see strata.engine.chat_template.parse_tool_calls):
+# blocks anywhere, a bare JSON call only as the whole answer.
+TOOL_BLOCK_MARKERS = ("<tool_call>", "<TOOLCALL>")
+BARE_CALL_OPENERS = ("{", "[", "```", "<|python_tag|>", "[TOOL_CALLS]")
+
+
+class ToolTextGate:
+    """Streams an answer's text while it cannot be part of a tool call, when tools were offered: text
+    before a `<tool_call>` block goes out as it comes; an answer that starts like a bare JSON call is held
+    until it is complete. `finish(full_text)` returns the content still to send and the parsed calls."""
+
+    def __init__(self) -> None:
+        from strata.server.jobs import StopMatcher
+
+        self._matcher = StopMatcher(TOOL_BLOCK_MARKERS)
+        self._text = ""
+        self.sent = ""
+        self._decided = False      # the answer's start showed it is not a bare call
+
+    def feed(self, piece: str) -> str:
+        self._text += piece
+        if not self._decided:
+            head = self._text.lstrip()
+            if not head:
+                return ""
+            # starts with an opener (held to the end: parse_tool_calls decides) or may still become one
+            if any(o.startswith(head[: len(o)]) for o in BARE_CALL_OPENERS):
+                return ""
+            self._decided = True
+            out = self._matcher.feed(self._text)
+        else:
+            out = self._matcher.feed(piece)
+        self.sent += out
+        return out
+
+    def finish(self, full_text: str) -> tuple[str, list[dict[str, str]]]:
+        content, calls = split_tool_calls(full_text, True)
+        if not calls:
+            content = full_text
+        rest = content[len(self.sent):] if content.startswith(self.sent) else ""
+        return rest, calls

@@ -63,3 +63,29 @@ def test_anthropic_stop_reasons():
     assert message_response(done("a"), "m", "id", False)["stop_reason"] == "end_turn"
     only_call = message_response(done('<tool_call>{"name": "f", "arguments": {}}</tool_call>'), "m", "id", True)
     assert [b["type"] for b in only_call["content"]] == ["tool_use"]
+
+
+def gate_run(pieces: list[str]):
+    from strata.server.prompting import ToolTextGate
+
+    gate = ToolTextGate()
+    streamed = "".join(gate.feed(p) for p in pieces)
+    rest, calls = gate.finish("".join(pieces))
+    return streamed, rest, calls
+
+
+def test_tool_gate_streams_text_before_a_call_block_and_holds_the_block():
+    streamed, rest, calls = gate_run(["Let me ", "check.\n<tool", '_call>\n{"name": "f", "arguments": {}}\n</tool_call>'])
+    assert streamed == "Let me check.\n" and rest == "" and calls == [{"name": "f", "arguments": "{}"}]
+
+
+def test_tool_gate_holds_an_answer_that_starts_like_a_bare_call():
+    streamed, rest, calls = gate_run(["  {\"name\"", ': "f", "arguments": {"a": 1}}'])
+    assert streamed == "" and calls == [{"name": "f", "arguments": '{"a": 1}'}]
+    streamed, rest, calls = gate_run(["[", "1, 2]"])      # held, then not a call: sent whole at the end
+    assert streamed == "" and rest == "[1, 2]" and calls == []
+
+
+def test_tool_gate_passes_plain_text_through():
+    assert gate_run(["Hello", " world"]) == ("Hello world", "", [])
+    assert gate_run(["<", "b>bold</b>"]) == ("<b>bold</b>", "", [])

@@ -123,6 +123,21 @@ def test_tools_are_accepted_and_rendered(oai, claude):
     assert chat(oai, history, tools=tools).usage.prompt_tokens > 20
 
 
+def test_streams_with_tools_give_the_same_answer(oai, claude):
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+    messages = [{"role": "user", "content": "Look something up"}]
+    whole = chat(oai, messages, tools=tools, max_tokens=20).choices[0].message
+    streamed = "".join(c.choices[0].delta.content or "" for c in chat(oai, messages, tools=tools, max_tokens=20,
+                                                                      stream=True) if c.choices)
+    assert streamed == (whole.content or "")
+    a_tools = [{"name": "lookup", "input_schema": {"type": "object"}}]
+    a_whole = claude.messages.create(model="m", max_tokens=20, messages=messages, tools=a_tools, extra_body=GREEDY)
+    with claude.messages.stream(model="m", max_tokens=20, messages=messages, tools=a_tools, extra_body=GREEDY) as s:
+        final = s.get_final_message()
+    assert [b.model_dump(exclude={"id"}) for b in final.content] == [
+        b.model_dump(exclude={"id"}) for b in a_whole.content]
+
+
 def test_openai_errors_come_back_as_sdk_exceptions(oai):
     with pytest.raises(openai.BadRequestError) as e:
         chat(oai, [{"role": "user", "content": "x"}], max_tokens=-3)
