@@ -9,7 +9,6 @@ import time
 from typing import Any
 
 from aiohttp import web
-
 from strata.server.app import init_app
 from strata.server.config import load_config
 from strata.server.keys import STATE

@@ -16,8 +16,8 @@ import anthropic
 import httpx2 as httpx
 import openai
 import pytest
-
 from strata.server.replay.timeline import read_strata
+
 from tests.server.live import LiveServer
 
 KEY = "s3cret-key"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 
 import pytest
-
 from strata.server.cli import add_arguments, run, validate
 from strata.server.config import ConfigError, config_from_args, load_config
 

@@ -9,7 +9,6 @@ import json
 
 import anthropic.types
 import openai.types.chat
-
 from strata.server.anthropic_api import message_response
 from strata.server.jobs import Completion
 from strata.server.openai_api import chat_response
