@@ -1,0 +1,115 @@
+"""`strata bench`: prefill and decode speed of a model on this machine, with the engine alone.
+
+What it measures (random token ids, fresh contexts, wall clock around the engine calls):
+prefill tokens/s for 512 and 2048 prompt tokens, decode tokens/s over 128 tokens after a 512-token
+prompt, batched decode tokens/s with 4 contexts decoding together (each after the same prompt),
+model load seconds, KV bytes per token. `--json` prints one JSON object with those numbers.
+`run_bench(path, threads, quick=True)` is the short version the installer's machine bench calls.
+What it is not: a comparison with llama.cpp (benchmarks/engine_vs_llamacpp.py) or a server load test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+FULL = {"prefill": (512, 2048), "decode": 128, "prompt": 512, "batch": 4}
+QUICK = {"prefill": (128,), "decode": 16, "prompt": 128, "batch": 4}
+
+
+def run_bench(model_path, threads: int | None = None, quick: bool = False, kv_type: str = "f16",
+              seed: int = 0) -> dict:
+    """Measures one model; returns a dict of plain numbers (see the module docstring)."""
+    from strata.engine import Engine
+
+    plan = QUICK if quick else FULL
+    n_batch, n_prompt, n_decode = plan["batch"], plan["prompt"], plan["decode"]
+    n_ctx = max(max(plan["prefill"]), n_prompt + n_decode) + 8
+    t0 = time.perf_counter()
+    engine = Engine(model_path, n_ctx=n_ctx, n_slots=n_batch, slot_ctx=n_prompt + n_decode + 8,
+                    n_threads=threads, kv_type=kv_type)
+    load_s = time.perf_counter() - t0
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(10, engine.n_vocab, size=n_ctx).astype(np.int32)
+    result: dict = {
+        "model": str(model_path), "arch": engine.arch, "threads": engine.n_threads, "backend": engine.backend,
+        "large_pages": engine.large_pages, "kv_type": engine.kv_type, "load_s": round(load_s, 4),
+        "kv_bytes_per_token": engine.bytes_per_token, "quick": quick,
+    }
+    engine.prefill(0, tokens[:32])  # warm the pages and the thread pool
+    for n in plan["prefill"]:
+        engine.truncate(0, 0)
+        t0 = time.perf_counter()
+        engine.prefill(0, tokens[:n])
+        result[f"prefill_{n}_tps"] = round(n / (time.perf_counter() - t0), 2)
+    result["prefill_tps"] = result[f"prefill_{plan['prefill'][0]}_tps"]
+
+    engine.truncate(0, 0)
+    engine.prefill(0, tokens[:n_prompt])
+    steps = tokens[n_prompt : n_prompt + n_decode]
+    t0 = time.perf_counter()
+    for t in steps:
+        engine.decode([0], [int(t)])
+    result["decode_tps"] = round(n_decode / (time.perf_counter() - t0), 2)
+
+    ctxs = list(range(1, n_batch + 1))
+    for c in ctxs:
+        engine.copy(0, c, n_prompt)
+    t0 = time.perf_counter()
+    for t in steps:
+        engine.decode(ctxs, [int(t)] * n_batch)
+    result[f"batched{n_batch}_tps"] = round(n_batch * n_decode / (time.perf_counter() - t0), 2)
+    result["batched_speedup"] = round(result[f"batched{n_batch}_tps"] / result["decode_tps"], 3)
+    return result
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", help="GGUF file (default: the default model)")
+    parser.add_argument("--threads", type=int, default=None, help="threads (default: physical cores)")
+    parser.add_argument("--kv-type", default="f16", choices=("f16", "q8_0"), help="KV cache type")
+    parser.add_argument("--quick", action="store_true", help="short run (128-token prefill, 16 decode steps)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args) -> int:
+    model = args.model
+    if model is None:
+        from strata.engine.models import default_model_path
+
+        try:
+            model = default_model_path()
+        except FileNotFoundError as e:
+            print(f"strata bench: no --model given: {e}", file=sys.stderr)
+            return 2
+    if args.threads is not None and args.threads < 1:
+        print(f"strata bench: --threads must be >= 1, got {args.threads}", file=sys.stderr)
+        return 2
+    try:
+        r = run_bench(model, args.threads, quick=args.quick, kv_type=args.kv_type)
+    except (OSError, ValueError) as e:
+        print(f"strata bench: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(r))
+        return 0
+    print(f"model        {r['model']} ({r['arch']})")
+    print(f"engine       {r['backend']}, {r['threads']} threads, large pages: {r['large_pages']}, KV {r['kv_type']}")
+    print(f"load         {r['load_s']:.3f} s")
+    for key, value in r.items():
+        if key.startswith("prefill_") and key != "prefill_tps":
+            print(f"prefill {key.split('_')[1]:>4} {value:9.1f} tok/s")
+    print(f"decode       {r['decode_tps']:9.1f} tok/s")
+    bkey = next(k for k in r if k.startswith("batched") and k.endswith("_tps"))
+    print(f"batched x{bkey[7:-4]}   {r[bkey]:9.1f} tok/s ({r['batched_speedup']:.2f}x single)")
+    print(f"KV           {r['kv_bytes_per_token']} bytes/token")
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="strata bench")
+    add_arguments(parser)
+    sys.exit(run(parser.parse_args()))
