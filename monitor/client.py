@@ -1,0 +1,152 @@
+"""The monitor feed client: reads `GET /v1/monitor/events` (server-sent events) on a worker thread and
+feeds each snapshot to a `MonitorModel`; reconnects after any failure, with a growing pause.
+
+Qt-free (urllib and a thread), so it runs the same under the GUI, in tests and in `--screenshot`.
+Not here: what the snapshot means (model.py) or how it is drawn (widgets/).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+from strata.monitor.model import FeedError, MonitorModel
+
+EVENT_INTERVAL_S = 0.25      # asks the server for its maximum rate (4 snapshots a second)
+RETRY_FIRST_S = 0.5          # first pause after a failed connection
+RETRY_MAX_S = 5.0            # the pause doubles up to this
+READ_TIMEOUT_S = 10.0        # no event for this long: the connection is treated as dead
+
+
+def normalize_url(url: str) -> str:
+    """`host:port`, `http://host:port/` or `http://host:port/v1` -> `http://host:port`; ValueError names a bad one."""
+    text = (url or "").strip()
+    if not text:
+        raise ValueError("monitor: --url is empty (example: http://127.0.0.1:8080)")
+    if "://" not in text:
+        text = "http://" + text
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"monitor: {url!r} is not an http(s) address (example: http://127.0.0.1:8080)")
+    try:
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        raise ValueError(f"monitor: {url!r} has an invalid port") from None
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[:-3]
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def parse_sse(lines: Iterator[bytes]) -> Iterator[tuple[str, str]]:
+    """(event, data) pairs from the lines of a text/event-stream body."""
+    event, data = "message", []
+    for raw in lines:
+        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        if not line:
+            if data:
+                yield event, "\n".join(data)
+            event, data = "message", []
+        elif line.startswith(":"):
+            continue
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+
+
+class FeedClient:
+    """Start with `start()`, stop with `stop()` (joins the thread). One connection at a time."""
+
+    def __init__(self, url: str, model: MonitorModel, api_key: str | None = None,
+                 interval_s: float = EVENT_INTERVAL_S) -> None:
+        self.base = normalize_url(url)
+        self.model = model
+        self.api_key = api_key or None
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._response: Any = None
+        self.snapshots = 0          # received since start (tests and the status bar)
+
+    @property
+    def events_url(self) -> str:
+        return f"{self.base}/v1/monitor/events?interval={self.interval_s:g}"
+
+    def start(self) -> FeedClient:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="strata-monitor-feed", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        resp = self._response
+        if resp is not None:
+            try:
+                resp.close()
+            except Exception:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def fetch_once(self) -> dict:
+        """One `GET /v1/monitor` (used before the stream is up, and by `--screenshot`)."""
+        with urllib.request.urlopen(self._request(f"{self.base}/v1/monitor"), timeout=READ_TIMEOUT_S) as r:
+            return json.loads(r.read())
+
+    # -- worker -------------------------------------------------------------------------------
+
+    def _request(self, url: str) -> urllib.request.Request:
+        req = urllib.request.Request(url, headers={"Accept": "text/event-stream, application/json"})
+        if self.api_key:
+            req.add_header("Authorization", f"Bearer {self.api_key}")
+        return req
+
+    def _run(self) -> None:
+        pause = RETRY_FIRST_S
+        while not self._stop.is_set():
+            self.model.set_connection("connecting", self.base)
+            try:
+                for event, data in self._events():
+                    if event != "snapshot":
+                        continue
+                    try:
+                        self.model.apply(json.loads(data))
+                    except (ValueError, FeedError) as e:
+                        self.model.set_connection("connected", f"bad snapshot skipped: {e}")
+                        continue
+                    self.snapshots += 1
+                    pause = RETRY_FIRST_S
+                    self.model.set_connection("connected", self.base)
+                if not self._stop.is_set():
+                    self.model.set_connection("disconnected", "the server closed the feed")
+            except urllib.error.HTTPError as e:
+                detail = "wrong or missing API key (--api-key)" if e.code == 401 else f"HTTP {e.code} {e.reason}"
+                self.model.set_connection("disconnected", detail)
+            except (urllib.error.URLError, OSError, ValueError) as e:
+                if self._stop.is_set():
+                    break
+                reason = getattr(e, "reason", None) or e
+                self.model.set_connection("disconnected", f"cannot reach {self.base}: {reason}")
+            except Exception as e:   # e.g. the response closed by stop() while a line was being read
+                if self._stop.is_set():
+                    break
+                self.model.set_connection("disconnected", f"feed failed: {type(e).__name__}: {e}")
+            if self._stop.wait(pause):
+                break
+            pause = min(pause * 2, RETRY_MAX_S)
+
+    def _events(self) -> Iterator[tuple[str, str]]:
+        resp = urllib.request.urlopen(self._request(self.events_url), timeout=READ_TIMEOUT_S)
+        self._response = resp
+        try:
+            yield from parse_sse(iter(resp.readline, b""))
+        finally:
+            self._response = None
+            resp.close()

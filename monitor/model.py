@@ -1,0 +1,274 @@
+"""The monitor's model: the latest feed snapshot, history ring buffers for the plots, derived values.
+
+Qt-free. The feed client calls `apply(snapshot)` from its worker thread; widgets call `view()` on
+their redraw timer and get one consistent, immutable `MonitorView`. The model never does I/O and
+never reads the clock: time comes from the snapshot (`time`, the server's clock) or is passed in.
+Not here: fetching the feed (client.py) or drawing it (widgets/).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+HISTORY_S = 300.0          # seconds of history kept for the plots (five minutes of live view)
+MAX_POINTS = 1500          # per series; the feed sends at most 4 snapshots a second
+PARK_DESTINATIONS = ("ram", "disk", "discard")
+HIT_LEVELS = ("ram", "warm", "cold", "segment", "system_prompt")
+BUSY_STATES = ("prefill", "decode")
+
+
+class FeedError(ValueError):
+    """A snapshot that is not the monitor feed's shape; the message names what is wrong."""
+
+
+class Series:
+    """A ring buffer of (t, value) pairs, t in seconds on the server's clock."""
+
+    def __init__(self, max_points: int = MAX_POINTS) -> None:
+        self.points: deque[tuple[float, float]] = deque(maxlen=max_points)
+
+    def add(self, t: float, value: float) -> None:
+        self.points.append((t, value))
+
+    def trim(self, oldest: float) -> None:
+        while self.points and self.points[0][0] < oldest:
+            self.points.popleft()
+
+    def copy(self) -> tuple[tuple[float, float], ...]:
+        return tuple(self.points)
+
+
+@dataclass(frozen=True)
+class SlotRow:
+    key: str                       # "main" or the slot number as text
+    group: int | None
+    state: str
+    tokens: int
+    capacity: int
+    conversation: str | None
+    idle_s: float | None           # since its last use
+    reused_tokens: int | None
+    prefill_tps: float | None
+    decode_tps: float | None
+    protection_left_s: float | None
+    value: float | None
+
+    @property
+    def label(self) -> str:
+        return "main" if self.key == "main" else f"slot {self.key}"
+
+
+@dataclass(frozen=True)
+class MonitorView:
+    """Everything the widgets draw, copied under the model's lock."""
+
+    version: int                          # grows with every applied snapshot or connection change
+    connection: str                       # "connecting" | "connected" | "disconnected"
+    connection_detail: str
+    snapshot: dict[str, Any]              # the raw latest snapshot ({} before the first)
+    now: float                            # the latest snapshot's time
+    slots: tuple[SlotRow, ...]
+    prefill_history: dict[str, tuple]     # slot key -> ((t, tok/s), ...)
+    decode_history: dict[str, tuple]
+    parks_history: dict[str, tuple]       # destination -> ((t, cumulative parks), ...)
+    available_history: tuple              # ((t, available MiB), ...)
+    generated_rate_history: tuple         # ((t, generated tok/s over all slots), ...)
+    generated_tps: float | None           # the latest of the above
+    requests: tuple[dict, ...] = field(default_factory=tuple)   # newest first
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.snapshot.get("ready", bool(self.snapshot)))
+
+    @property
+    def cache(self) -> dict:
+        c = self.snapshot.get("cache")
+        return c if isinstance(c, dict) else {}
+
+    @property
+    def totals(self) -> dict:
+        return self.snapshot.get("totals") or {}
+
+    @property
+    def reuse_share(self) -> float | None:
+        """Share of all prompt tokens that were reused instead of read, 0..1; None before any prompt."""
+        total = self.totals.get("prompt_tokens")
+        reused = self.totals.get("prompt_tokens_reused")
+        return reused / total if total and reused is not None else None
+
+    @property
+    def busy_slots(self) -> int:
+        return sum(1 for s in self.slots if s.state in BUSY_STATES)
+
+
+class MonitorModel:
+    """Thread-safe: `apply` and `set_connection` from the client's thread, `view` from the GUI."""
+
+    def __init__(self, history_s: float = HISTORY_S, max_points: int = MAX_POINTS) -> None:
+        if not history_s > 0:
+            raise ValueError(f"history_s must be > 0, got {history_s!r}")
+        if max_points < 2:
+            raise ValueError(f"max_points must be >= 2, got {max_points!r}")
+        self.history_s = history_s
+        self.max_points = max_points
+        self._lock = threading.Lock()
+        self._version = 0
+        self._connection = "connecting"
+        self._detail = ""
+        self._snapshot: dict[str, Any] = {}
+        self._prefill: dict[str, Series] = {}
+        self._decode: dict[str, Series] = {}
+        self._parks = {d: Series(max_points) for d in PARK_DESTINATIONS}
+        self._available = Series(max_points)
+        self._gen_rate = Series(max_points)
+        self._last_generated: tuple[float, float] | None = None
+        self._last_use: dict[str, float | None] = {}
+        self._start: float | None = None
+
+    # -- input --------------------------------------------------------------------------------
+
+    def set_connection(self, state: str, detail: str = "") -> None:
+        if state not in ("connecting", "connected", "disconnected"):
+            raise ValueError(f"connection state must be connecting, connected or disconnected, got {state!r}")
+        with self._lock:
+            if (state, detail) != (self._connection, self._detail):
+                self._connection, self._detail = state, detail
+                self._version += 1
+
+    def apply(self, snap: Any) -> None:
+        """Takes one feed snapshot (docs/internals.md "Monitor feed"); raises FeedError on a wrong shape."""
+        t = _check(snap)
+        with self._lock:
+            if self._snapshot and t < self._snapshot.get("time", t):
+                self._reset_history()          # the server restarted or its clock went back
+            self._snapshot = snap
+            self._record_slots(snap, t)
+            cache = snap.get("cache") if isinstance(snap.get("cache"), dict) else {}
+            parks = cache.get("parks") or {}
+            for d in PARK_DESTINATIONS:
+                if isinstance(parks.get(d), (int, float)):
+                    self._parks[d].add(t, float(parks[d]))
+            available = (cache.get("admission") or {}).get("available_mib")
+            if isinstance(available, (int, float)):
+                self._available.add(t, float(available))
+            self._record_rate(snap, t)
+            self._trim(t - self.history_s)
+            self._version += 1
+
+    def view(self) -> MonitorView:
+        with self._lock:
+            snap = self._snapshot
+            now = float(snap.get("time", 0.0)) if snap else 0.0
+            rate = self._gen_rate.points[-1][1] if self._gen_rate.points else None
+            return MonitorView(
+                version=self._version, connection=self._connection, connection_detail=self._detail,
+                snapshot=snap, now=now, slots=tuple(_slot_rows(snap, now)),
+                prefill_history={k: s.copy() for k, s in self._prefill.items()},
+                decode_history={k: s.copy() for k, s in self._decode.items()},
+                parks_history={k: s.copy() for k, s in self._parks.items()},
+                available_history=self._available.copy(), generated_rate_history=self._gen_rate.copy(),
+                generated_tps=rate, requests=tuple(reversed(_dicts(snap.get("requests")))))
+
+    @property
+    def version(self) -> int:
+        with self._lock:
+            return self._version
+
+    # -- history ------------------------------------------------------------------------------
+
+    def _record_slots(self, snap: dict, t: float) -> None:
+        """A slot's speed is plotted while it works and at the snapshot where it finished a request
+        (a short request may start and end between two snapshots); an idle slot reads 0 tok/s."""
+        for s in _dicts(snap.get("slots")):
+            key = str(s.get("id"))
+            last_use = s.get("last_use")
+            finished = key in self._last_use and last_use != self._last_use[key]
+            self._last_use[key] = last_use
+            working = s.get("state") in BUSY_STATES or finished
+            for name, store in (("prefill_tps", self._prefill), ("decode_tps", self._decode)):
+                value = s.get(name)
+                series = store.setdefault(key, Series(self.max_points))
+                series.add(t, float(value) if working and isinstance(value, (int, float)) else 0.0)
+
+    def _record_rate(self, snap: dict, t: float) -> None:
+        generated = (snap.get("totals") or {}).get("generated_tokens")
+        if not isinstance(generated, (int, float)):
+            return
+        if self._last_generated is not None and t > self._last_generated[0]:
+            dt = t - self._last_generated[0]
+            self._gen_rate.add(t, max(0.0, generated - self._last_generated[1]) / dt)
+        self._last_generated = (t, float(generated))
+
+    def _trim(self, oldest: float) -> None:
+        for store in (self._prefill, self._decode):
+            for s in store.values():
+                s.trim(oldest)
+        for s in (*self._parks.values(), self._available, self._gen_rate):
+            s.trim(oldest)
+
+    def _reset_history(self) -> None:
+        self._prefill.clear()
+        self._decode.clear()
+        for s in (*self._parks.values(), self._available, self._gen_rate):
+            s.points.clear()
+        self._last_generated = None
+        self._last_use.clear()
+
+
+# -- pure helpers ---------------------------------------------------------------------------------
+
+def _check(snap: Any) -> float:
+    if not isinstance(snap, dict):
+        raise FeedError(f"monitor feed: expected a JSON object, got {type(snap).__name__}")
+    t = snap.get("time")
+    if isinstance(t, bool) or not isinstance(t, (int, float)):
+        raise FeedError(f"monitor feed: 'time' must be a number, got {t!r}")
+    for key in ("slots", "requests", "decisions", "log_tail"):
+        if key in snap and not isinstance(snap[key], list):
+            raise FeedError(f"monitor feed: '{key}' must be a list, got {type(snap[key]).__name__}")
+    for key in ("cache", "totals", "model", "engine"):
+        if key in snap and not isinstance(snap[key], dict):
+            raise FeedError(f"monitor feed: '{key}' must be an object, got {type(snap[key]).__name__}")
+    return float(t)
+
+
+def _dicts(xs: Any) -> list[dict]:
+    return [x for x in xs if isinstance(x, dict)] if isinstance(xs, list) else []
+
+
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _slot_rows(snap: dict, now: float) -> list[SlotRow]:
+    rows = []
+    for s in _dicts(snap.get("slots")):
+        last_use = _num(s.get("last_use"))
+        rows.append(SlotRow(
+            key=str(s.get("id")), group=s.get("group"), state=str(s.get("state", "?")),
+            tokens=int(s.get("tokens") or 0), capacity=int(s.get("capacity") or 0),
+            conversation=s.get("conversation"), idle_s=(now - last_use) if last_use is not None else None,
+            reused_tokens=s.get("reused_tokens"), prefill_tps=_num(s.get("prefill_tps")),
+            decode_tps=_num(s.get("decode_tps")), protection_left_s=_num(s.get("protection_left_s")),
+            value=_num(s.get("value"))))
+    return rows
+
+
+def request_reuse(req: dict) -> float | None:
+    """Share of a request's prompt that was reused, 0..1 (None without a prompt)."""
+    prompt, reused = _num(req.get("prompt_tokens")), _num(req.get("reused_tokens"))
+    return reused / prompt if prompt and reused is not None else None
+
+
+def admission_headroom(cache: dict) -> dict[str, float | None]:
+    """Available RAM above each floor in MiB (negative: that floor does not hold)."""
+    adm = cache.get("admission") or {}
+    available = _num(adm.get("available_mib"))
+    out: dict[str, float | None] = {}
+    for floor in ("min_free_mib", "park_min_free_mib"):
+        f = _num(adm.get(floor))
+        out[floor] = available - f if available is not None and f is not None else None
+    return out

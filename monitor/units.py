@@ -1,0 +1,64 @@
+"""Text for numbers the monitor shows, each with its unit ("1,234 tok", "85.2 tok/s", "1.5 GiB", "3 s ago").
+
+Qt-free and pure. `None` (a field the feed left out: not applicable) is shown as an en dash, never as 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+NA = "\u2013"   # shown for an absent value
+
+
+def _absent(x: float | None) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def tokens(n: float | None) -> str:
+    return NA if _absent(n) else f"{int(n):,} tok"
+
+
+def count(n: float | None) -> str:
+    return NA if _absent(n) else f"{int(n):,}"
+
+
+def tps(x: float | None) -> str:
+    """Tokens per second: one decimal below 100, none above."""
+    if _absent(x):
+        return NA
+    return f"{x:,.1f} tok/s" if x < 100 else f"{x:,.0f} tok/s"
+
+
+def mib(x: float | None) -> str:
+    """A size given in MiB, shown in MiB or GiB."""
+    if _absent(x):
+        return NA
+    if x >= 1024:
+        return f"{x / 1024:,.1f} GiB"
+    return f"{x:,.1f} MiB" if x < 100 else f"{x:,.0f} MiB"
+
+
+def seconds(x: float | None) -> str:
+    if _absent(x):
+        return NA
+    if x < 1:
+        return f"{x * 1000:.0f} ms"
+    if x < 60:
+        return f"{x:.1f} s"
+    if x < 3600:
+        return f"{int(x // 60)} min {int(x % 60):02d} s"
+    return f"{int(x // 3600)} h {int(x % 3600 // 60):02d} min"
+
+
+def ms(x: float | None) -> str:
+    return NA if _absent(x) else (f"{x:.0f} ms" if x >= 10 else f"{x:.1f} ms")
+
+
+def ago(x: float | None) -> str:
+    return NA if _absent(x) else f"{seconds(max(0.0, x))} ago"
+
+
+def percent(part: float | None, whole: float | None) -> str:
+    if _absent(part) or _absent(whole) or not whole:
+        return NA
+    return f"{100.0 * part / whole:.0f} %"

@@ -1,0 +1,182 @@
+"""The conversation cache panel: parking by destination over time, hits by level, the admission state
+(available RAM against the parking floor and the transient floor, with the source of the last
+decisions), the disk levels (folder, used against budget, entries, degradations, evictions) and the
+system-prompt cache.
+
+Presentation only; the numbers are the feed's `cache` object (docs/internals.md "Monitor feed").
+"""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
+from strata.monitor import units
+from strata.monitor.model import HIT_LEVELS, PARK_DESTINATIONS, MonitorView
+from strata.monitor.widgets.common import Table, label, panel, set_text, time_plot, xy
+from strata.monitor.widgets.theme import PARK_COLORS, Theme
+
+LEVEL_HEADERS = ("level", "state", "folder", "used / budget", "entries", "degraded", "evicted", "aged out")
+LEVEL_TIPS = ("", "on / off", "", "bytes held against the level's budget", "conversations held",
+              "entries handed down to the next level (budget or age)", "entries deleted for the budget",
+              "entries deleted for their age")
+PARK_NAMES = {"ram": "RAM", "disk": "disk", "discard": "discarded"}
+MIB = 1024 * 1024
+DECISION_HEADERS = ("when", "decision (source)", "floor, needs")
+HIT_NAMES = {"ram": "RAM", "warm": "warm", "cold": "cold", "segment": "segment", "system_prompt": "system prompt"}
+
+
+def level_cells(level: dict) -> list[str]:
+    on = level.get("state") == "on"
+    used, budget = level.get("used_mib"), level.get("budget_mib")
+    used_text = f"{units.mib(used)} / {units.mib(budget)}" if on else units.NA
+    return [str(level.get("name", "?")), str(level.get("state", "?")), level.get("folder") or units.NA,
+            used_text, units.count(level.get("entries")), units.count(level.get("degradations")),
+            units.count(level.get("evictions")), units.count(level.get("age_evictions"))]
+
+
+def decision_cells(d: dict, now: float) -> list[str]:
+    t = d.get("time")
+    floor = d.get("floor")
+    admitted = str(floor) if floor else units.NA
+    if d.get("need_mib") is not None:
+        admitted += f", {units.mib(d.get('need_mib'))}"
+    return [units.ago(now - t) if isinstance(t, (int, float)) else units.NA,
+            f"{d.get('action', units.NA)} ({d.get('source', units.NA)})", admitted]
+
+
+class CachePanel(QWidget):
+    def __init__(self, theme: Theme) -> None:
+        super().__init__()
+        self.theme = theme
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+
+        box, layout = panel("Conversation cache")
+        self.summary = label(selectable=True, wrap=True)
+        layout.addWidget(self.summary)
+        plots = QHBoxLayout()
+        self.parks_plot = time_plot("Parks by destination (total)", "parks", "", theme)
+        self._park_curves = {}
+        for d in PARK_DESTINATIONS:
+            pen = pg.mkPen(theme.color(PARK_COLORS[d]), width=2)
+            self._park_curves[d] = self.parks_plot.plot([], [], pen=pen, name=PARK_NAMES[d])
+        hits_box = QWidget()
+        hits = QGridLayout(hits_box)
+        hits.setContentsMargins(4, 0, 0, 0)
+        hits.addWidget(label("<b>Hits by level</b>"), 0, 0, 1, 3)
+        self.hit_bars: dict[str, QProgressBar] = {}
+        self.hit_counts: dict[str, QLabel] = {}
+        for row, key in enumerate(HIT_LEVELS, start=1):
+            bar = QProgressBar()
+            bar.setTextVisible(False)
+            bar.setFixedHeight(10)
+            bar.setRange(0, 1)
+            self.hit_bars[key] = bar
+            self.hit_counts[key] = label("0")
+            self.hit_counts[key].setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            hits.addWidget(label(HIT_NAMES[key]), row, 0)
+            hits.addWidget(bar, row, 1)
+            hits.addWidget(self.hit_counts[key], row, 2)
+        hits.setColumnStretch(1, 1)
+        hits.setRowStretch(len(HIT_LEVELS) + 1, 1)
+        plots.addWidget(self.parks_plot, 3)
+        plots.addWidget(hits_box, 2)
+        layout.addLayout(plots, 1)
+        outer.addWidget(box, 3)
+
+        adm_box, adm = panel("Admission (host RAM)")
+        self.admission = label(selectable=True, wrap=True)
+        adm.addWidget(self.admission)
+        row = QHBoxLayout()
+        self.ram_plot = time_plot("Available RAM vs the floors", "available", "B", theme)
+        self.ram_plot.getPlotItem().legend.setVisible(False)
+        self._ram_curve = self.ram_plot.plot([], [], pen=pg.mkPen(theme.color(0), width=2))
+        self._floor_lines = {}
+        for key, name, style in (("min_free_mib", "parking floor", Qt.PenStyle.DashLine),
+                                 ("park_min_free_mib", "transient floor", Qt.PenStyle.DotLine)):
+            line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(theme.warn, width=1.5, style=style),
+                                   label=name, labelOpts={"position": 0.08, "color": theme.warn, "anchors": [(0, 1), (0, 1)]})
+            line.setVisible(False)
+            self.ram_plot.addItem(line)
+            self._floor_lines[key] = line
+        row.addWidget(self.ram_plot, 2)
+        self.decisions = Table(DECISION_HEADERS, stretch=1)
+        self.decisions.setToolTip("The cache's latest admission decisions, newest first: what was done, which "
+                                  "floor admitted it, the source (park, disk_hit, session...) and the RAM it needed")
+        row.addWidget(self.decisions, 3)
+        adm.addLayout(row, 1)
+        outer.addWidget(adm_box, 3)
+
+        lv_box, lv = panel("Levels and system-prompt cache")
+        self.levels = Table(LEVEL_HEADERS, stretch=2, tooltips=LEVEL_TIPS)
+        lv.addWidget(self.levels)
+        self.system_prompt = label(selectable=True, wrap=True)
+        lv.addWidget(self.system_prompt)
+        outer.addWidget(lv_box, 0)
+
+    def refresh(self, view: MonitorView) -> None:
+        cache = view.cache
+        if not cache:
+            set_text(self.summary, "No conversation cache in this server's feed."
+                     if view.snapshot else "Waiting for the server...")
+            return
+        if "error" in cache:
+            set_text(self.summary, f"The cache's report failed: {cache['error']}")
+            return
+        parks, hits = cache.get("parks") or {}, cache.get("hits") or {}
+        set_text(self.summary, (
+            f"Park target <b>{cache.get('park_target', units.NA)}</b> \u2022 parked to "
+            + ", ".join(f"{PARK_NAMES[d]} <b>{units.count(parks.get(d))}</b>" for d in PARK_DESTINATIONS)
+            + " \u2022 hits " + ", ".join(f"{HIT_NAMES[k]} <b>{units.count(hits.get(k))}</b>" for k in HIT_LEVELS)))
+        for d, curve in self._park_curves.items():
+            curve.setData(*xy(view.parks_history.get(d, ()), view.now))
+        top = max([int(hits.get(k) or 0) for k in HIT_LEVELS] + [1])
+        for key, bar in self.hit_bars.items():
+            n = int(hits.get(key) or 0)
+            if bar.maximum() != top:
+                bar.setRange(0, top)
+            if bar.value() != n:
+                bar.setValue(n)
+            set_text(self.hit_counts[key], units.count(n))
+        self._refresh_admission(cache, view)
+        levels = [lv for lv in cache.get("levels") or [] if isinstance(lv, dict)]
+        rows = [level_cells(lv) for lv in levels]
+        muted = self.theme.muted
+        colors = [[None] + [muted if lv.get("state") != "on" else None] * (len(LEVEL_HEADERS) - 1) for lv in levels]
+        self.levels.show_rows(rows, colors, align_right=(3, 4, 5, 6, 7))
+        self.levels.fit_height(len(rows))
+        sp = cache.get("system_prompt_cache") or {}
+        if sp.get("budget_mib"):
+            used = f"{units.mib(sp.get('used_mib'))} of {units.mib(sp.get('budget_mib'))} used" \
+                if "used_mib" in sp else f"budget {units.mib(sp.get('budget_mib'))} (not started)"
+            text = f"<b>System-prompt cache</b> {sp.get('folder') or units.NA} \u2022 {used} \u2022 " \
+                   f"{units.count(sp.get('entries'))} entries"
+        else:
+            text = "<b>System-prompt cache</b> off"
+        set_text(self.system_prompt, text)
+
+    def _refresh_admission(self, cache: dict, view: MonitorView) -> None:
+        adm = cache.get("admission") or {}
+        available = adm.get("available_mib")
+        parts = [f"available <b>{units.mib(available)}</b>"]
+        for key, name in (("min_free_mib", "parking floor"), ("park_min_free_mib", "transient floor")):
+            floor = adm.get(key)
+            line = self._floor_lines[key]
+            if not isinstance(floor, (int, float)):
+                line.setVisible(False)
+                continue
+            line.setVisible(True)
+            line.setValue(floor * MIB)
+            if isinstance(available, (int, float)):
+                holds = available >= floor
+                state = (f"<span style='color:{self.theme.good}'>holds</span>" if holds
+                         else f"<span style='color:{self.theme.bad}'>does not hold</span>")
+                parts.append(f"{name} {units.mib(floor)} {state}")
+        set_text(self.admission, " \u2022 ".join(parts))
+        xs, ys = xy(view.available_history, view.now)
+        self._ram_curve.setData(xs, [y * MIB for y in ys])
+        top = max([*ys, *(adm.get(k) or 0 for k in self._floor_lines)], default=1) * MIB * 1.1
+        self.ram_plot.getPlotItem().setYRange(0, top, padding=0)
+        last = [d for d in adm.get("last") or [] if isinstance(d, dict)]
+        self.decisions.show_rows([decision_cells(d, view.now) for d in reversed(last[-50:])], align_right=(0,))

@@ -1,0 +1,160 @@
+"""Building blocks shared by the monitor's widgets: a titled panel, a table that updates only the
+cells that changed (so nothing flickers), and a time plot in the window's theme.
+
+Presentation only; the data comes from `strata.monitor.model.MonitorView`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
+    QGroupBox,
+    QHeaderView,
+    QLabel,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+)
+from strata.monitor.widgets.theme import Theme
+
+pg.setConfigOptions(antialias=True)
+
+PLOT_WINDOW_S = 120.0   # seconds of history the live plots show
+
+
+def panel(title: str) -> tuple[QGroupBox, QVBoxLayout]:
+    box = QGroupBox(title)
+    f = box.font()
+    f.setBold(True)
+    box.setFont(f)
+    layout = QVBoxLayout(box)
+    layout.setContentsMargins(8, 6, 8, 6)
+    layout.setSpacing(4)
+    return box, layout
+
+
+def plain(widget):
+    """Child widgets of a bold group box get the normal font back."""
+    f = widget.font()
+    f.setBold(False)
+    widget.setFont(f)
+    return widget
+
+
+def label(text: str = "", *, selectable: bool = False, wrap: bool = False, muted: bool = False) -> QLabel:
+    lab = plain(QLabel(text))
+    lab.setWordWrap(wrap)
+    if selectable:
+        lab.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    if muted:
+        lab.setObjectName("muted")
+    return lab
+
+
+def set_text(lab: QLabel, text: str) -> None:
+    if lab.text() != text:
+        lab.setText(text)
+
+
+class Table(QTableWidget):
+    """A read-only table; `show_rows` writes only the cells whose text or colour changed."""
+
+    def __init__(self, headers: Sequence[str], *, stretch: int | None = None, tooltips: Sequence[str] = ()) -> None:
+        super().__init__(0, len(headers))
+        plain(self)
+        self.setHorizontalHeaderLabels(list(headers))
+        for i, tip in enumerate(tooltips):
+            if tip:
+                self.horizontalHeaderItem(i).setToolTip(tip)
+        self.verticalHeader().setVisible(False)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.setAlternatingRowColors(True)
+        self.setWordWrap(False)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        header = self.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        if stretch is not None:
+            header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
+        self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+
+    def fit_height(self, n_rows: int) -> None:
+        """Tall enough for `n_rows` rows (at least one), the header and a horizontal scroll bar."""
+        h = (self.horizontalHeader().sizeHint().height() + self.verticalHeader().defaultSectionSize() * max(n_rows, 1)
+             + self.horizontalScrollBar().sizeHint().height() + 2 * self.frameWidth() + 2)
+        if self.maximumHeight() != h:
+            self.setFixedHeight(h)
+
+    def show_rows(self, rows: Sequence[Sequence[str]], colors: Sequence[Sequence[str | None]] | None = None,
+                  align_right: Sequence[int] = ()) -> None:
+        if self.rowCount() != len(rows):
+            self.setRowCount(len(rows))
+        for r, row in enumerate(rows):
+            for c, text in enumerate(row):
+                item = self.item(r, c)
+                if item is None:
+                    item = QTableWidgetItem()
+                    if c in align_right:
+                        item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                    self.setItem(r, c, item)
+                if item.text() != text:
+                    item.setText(text)
+                    item.setToolTip(text)
+                color = colors[r][c] if colors else None
+                current = item.data(Qt.ItemDataRole.UserRole)
+                if color != current:
+                    item.setData(Qt.ItemDataRole.UserRole, color)
+                    if color:
+                        item.setForeground(QColor(color))
+                    else:
+                        item.setData(Qt.ItemDataRole.ForegroundRole, None)
+
+
+def time_plot(title: str, y_label: str, y_units: str, theme: Theme) -> pg.PlotWidget:
+    """A live plot: x is seconds before now (the last snapshot), y has its unit on the axis."""
+    w = pg.PlotWidget()
+    style_plot(w, theme)
+    item = w.getPlotItem()
+    item.setTitle(title, size="10pt", color=theme.foreground)
+    item.setLabel("left", y_label, units=y_units)
+    item.setLabel("bottom", "time", units="s")
+    item.getAxis("left").enableAutoSIPrefix(True)
+    item.getAxis("bottom").enableAutoSIPrefix(False)
+    item.showGrid(x=True, y=True, alpha=theme.grid_alpha)
+    item.setXRange(-PLOT_WINDOW_S, 0, padding=0)
+    item.setMouseEnabled(x=False, y=False)
+    item.hideButtons()
+    item.setMenuEnabled(False)
+    item.addLegend(offset=(6, 4), labelTextColor=theme.foreground, labelTextSize="8pt",
+                   brush=pg.mkBrush(theme.background + "c0"))
+    w.setMinimumHeight(140)
+    return w
+
+
+def style_plot(w: pg.PlotWidget, theme: Theme) -> None:
+    w.setBackground(theme.background)
+    item = w.getPlotItem()
+    for name in ("left", "bottom"):
+        axis = item.getAxis(name)
+        axis.setPen(pg.mkPen(theme.foreground))
+        axis.setTextPen(pg.mkPen(theme.foreground))
+        f = QFont(axis.font() if hasattr(axis, "font") else QFont())
+        f.setPointSizeF(8.5)
+        axis.setStyle(tickFont=f)
+
+
+def xy(points: Sequence[tuple[float, float]], now: float) -> tuple[list[float], list[float]]:
+    """Series points as (seconds before now, value) lists, only those inside the plot window."""
+    xs, ys = [], []
+    for t, v in points:
+        if t >= now - PLOT_WINDOW_S - 1:
+            xs.append(t - now)
+            ys.append(v)
+    return xs, ys

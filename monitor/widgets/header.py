@@ -1,0 +1,104 @@
+"""The header of the monitor: connection state, the endpoint address (with a copy button), the model
+and engine, running totals with units, and the server's INFO line.
+
+Presentation only.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QPushButton, QVBoxLayout, QWidget
+from strata.monitor import units
+from strata.monitor.model import MonitorView
+from strata.monitor.widgets.common import label, set_text
+from strata.monitor.widgets.theme import Theme
+
+
+def totals_text(view: MonitorView) -> str:
+    t = view.totals
+    if not t:
+        return units.NA
+    share = view.reuse_share
+    parts = [f"{units.count(t.get('requests'))} requests",
+             f"{view.busy_slots} running, {units.count(t.get('queue_depth'))} queued",
+             f"generating {units.tps(view.generated_tps)}",
+             f"prompt {units.tokens(t.get('prompt_tokens'))}, reused "
+             + (units.NA if share is None else f"{share * 100:.0f} %"),
+             f"generated {units.tokens(t.get('generated_tokens'))}"]
+    return " \u2022 ".join(parts)
+
+
+def model_text(snap: dict) -> str:
+    m, e = snap.get("model") or {}, snap.get("engine") or {}
+    if not m:
+        return units.NA
+    parts = [f"<b>{m.get('name') or m.get('path') or units.NA}</b>"]
+    for key in ("arch", "quant"):
+        if m.get(key):
+            parts.append(str(m[key]))
+    if m.get("n_ctx_train"):
+        parts.append(f"trained context {units.tokens(m['n_ctx_train'])}")
+    if e.get("backend"):
+        parts.append(f"{e['backend']}, {e.get('threads', units.NA)} threads")
+    if e.get("kv_type"):
+        bpt = e.get("bytes_per_token")
+        parts.append(f"KV {e['kv_type']}" + (f" ({bpt / 1024:.1f} KiB/token)" if bpt else ""))
+    return " \u2022 ".join(parts)
+
+
+class Header(QWidget):
+    def __init__(self, theme: Theme) -> None:
+        super().__init__()
+        self.theme = theme
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(4, 2, 4, 2)
+        outer.setSpacing(2)
+        top = QHBoxLayout()
+        self.state = label()
+        self.endpoint = label(selectable=True)
+        self.copy = QPushButton("Copy address")
+        self.copy.setToolTip("Copy the endpoint address for a client (OpenAI or Anthropic base URL)")
+        self.copy.clicked.connect(self._copy)
+        top.addWidget(self.state)
+        top.addSpacing(12)
+        top.addWidget(self.endpoint)
+        top.addWidget(self.copy)
+        top.addStretch(1)
+        self.version = label(muted=True)
+        top.addWidget(self.version)
+        outer.addLayout(top)
+        grid = QGridLayout()
+        grid.setHorizontalSpacing(8)
+        grid.setVerticalSpacing(1)
+        self.model = label(selectable=True)
+        self.totals = label(selectable=True)
+        self.info = label(selectable=True, wrap=True, muted=True)
+        for row, (name, widget) in enumerate((("Model", self.model), ("Now", self.totals),
+                                              ("INFO", self.info))):
+            grid.addWidget(label(f"<b>{name}</b>"), row, 0)
+            grid.addWidget(widget, row, 1)
+        grid.setColumnStretch(1, 1)
+        outer.addLayout(grid)
+        self._endpoint = ""
+
+    def _copy(self) -> None:
+        if self._endpoint:
+            QGuiApplication.clipboard().setText(self._endpoint)
+
+    def refresh(self, view: MonitorView) -> None:
+        snap = view.snapshot
+        colors = {"connected": self.theme.good, "connecting": self.theme.warn, "disconnected": self.theme.bad}
+        state = view.connection
+        if state == "connected" and snap and not view.ready:
+            text, color = ("loading the model" if not snap.get("error") else f"failed: {snap['error']}"), self.theme.warn
+        else:
+            text, color = state, colors[state]
+        detail = "" if state == "connected" else f" \u2014 {view.connection_detail}" if view.connection_detail else ""
+        set_text(self.state, f"<span style='color:{color}; font-size:14pt'>\u25cf</span> <b>{text}</b>{detail}")
+        self._endpoint = snap.get("endpoint") or ""
+        set_text(self.endpoint, f"endpoint <b>{self._endpoint or units.NA}</b>")
+        self.copy.setEnabled(bool(self._endpoint))
+        set_text(self.version, f"strata {snap.get('version', '')}" if snap else "")
+        set_text(self.model, model_text(snap))
+        set_text(self.totals, totals_text(view))
+        set_text(self.info, snap.get("info_line") or units.NA)

@@ -1,0 +1,104 @@
+"""Recent requests (newest first): how much of each prompt was reused, from where, and when it missed,
+the token position where the prompt stopped matching what was cached with a short excerpt of the
+text there; plus the slot placement decisions and the server's log tail.
+
+Presentation only; rows come from the feed's `requests`, `decisions` and `log_tail`.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QFont, QFontDatabase
+from PySide6.QtWidgets import QPlainTextEdit, QTabWidget
+from strata.monitor import units
+from strata.monitor.model import MonitorView, request_reuse
+from strata.monitor.widgets.common import Table, plain
+from strata.monitor.widgets.theme import Theme
+
+REQUEST_HEADERS = ("#", "status", "context", "prompt", "reused", "from", "stopped matching at",
+                   "text there", "TTFT", "prefill", "decode", "output", "when")
+REQUEST_TIPS = ("request id and API", "", "the context that served it", "prompt tokens",
+                "prompt tokens reused instead of read (share of the prompt)",
+                "where the reused tokens came from (slot, main, ram, warm, cold, segment, system_prompt)",
+                "token position where the prompt stopped matching the best cached history; a small number "
+                "every turn means the client changes the top of its prompt",
+                "the prompt's text at that position", "time to first token", "", "", "generated tokens",
+                "when it finished")
+DECISION_HEADERS = ("when", "request", "slot", "group", "reason", "reused", "from slot", "parked", "park skipped")
+
+
+def excerpt(text: str | None, limit: int = 40) -> str:
+    if not text:
+        return units.NA
+    flat = text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+    return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
+
+
+def request_cells(req: dict, now: float) -> list[str]:
+    share = request_reuse(req)
+    reused = units.tokens(req.get("reused_tokens"))
+    if share is not None:
+        reused += f" ({share * 100:.0f} %)"
+    finished = req.get("finished")
+    ctx = req.get("context")
+    return [f"{req.get('id', '')} {req.get('api', '')}".strip(), str(req.get("status", "")),
+            units.NA if ctx is None else ("main" if ctx == "main" else f"slot {ctx}"),
+            units.tokens(req.get("prompt_tokens")), reused, str(req.get("source", units.NA)),
+            units.NA if req.get("mismatch_at") is None else f"token {req['mismatch_at']:,}",
+            excerpt(req.get("mismatch_excerpt")), units.ms(req.get("ttft_ms")), units.tps(req.get("prefill_tps")),
+            units.tps(req.get("decode_tps")), units.tokens(req.get("output_tokens")),
+            units.ago(now - finished) if isinstance(finished, (int, float)) else "running"]
+
+
+def decision_cells(d: dict, now: float) -> list[str]:
+    t = d.get("time")
+    return [units.ago(now - t) if isinstance(t, (int, float)) else units.NA, str(d.get("request", units.NA)),
+            str(d.get("slot", units.NA)), units.NA if d.get("group") is None else str(d["group"]),
+            str(d.get("reason", "")), units.tokens(d.get("reused")),
+            units.NA if d.get("source_slot") is None else str(d["source_slot"]),
+            "yes" if d.get("park") else "no", d.get("park_skip") or ""]
+
+
+class ActivityTabs(QTabWidget):
+    """Tabs: recent requests, slot decisions, log."""
+
+    def __init__(self, theme: Theme) -> None:
+        super().__init__()
+        plain(self)
+        self.theme = theme
+        self.requests = Table(REQUEST_HEADERS, stretch=7, tooltips=REQUEST_TIPS)
+        self.decisions = Table(DECISION_HEADERS, stretch=4)
+        self.log = QPlainTextEdit()
+        self.log.setReadOnly(True)
+        self.log.setMaximumBlockCount(400)
+        mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        mono.setPointSizeF(max(8.0, QFont().pointSizeF() - 1))
+        self.log.setFont(mono)
+        self.log.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.addTab(self.requests, "Recent requests")
+        self.addTab(self.decisions, "Slot decisions")
+        self.addTab(self.log, "Log")
+        self._log_lines: tuple[str, ...] = ()
+
+    def refresh(self, view: MonitorView) -> None:
+        reqs = view.requests
+        colors = []
+        for r in reqs:
+            share = request_reuse(r)
+            bad = r.get("status") not in (None, "ok")
+            low = share is not None and share < 0.5 and (r.get("prompt_tokens") or 0) > 64
+            c = self.theme.bad if bad else (self.theme.warn if low else None)
+            colors.append([None, self.theme.bad if bad else None, None, None, c, None, c, c] + [None] * 5)
+        self.requests.show_rows([request_cells(r, view.now) for r in reqs], colors,
+                                align_right=(3, 4, 6, 8, 9, 10, 11, 12))
+        self.setTabText(0, f"Recent requests ({len(reqs)})")
+        decisions = [d for d in view.snapshot.get("decisions") or [] if isinstance(d, dict)]
+        self.decisions.show_rows([decision_cells(d, view.now) for d in reversed(decisions)],
+                                 align_right=(0, 1, 5))
+        lines = tuple(str(x) for x in view.snapshot.get("log_tail") or ())
+        if lines != self._log_lines:
+            bar = self.log.verticalScrollBar()
+            at_end = bar.value() >= bar.maximum() - 2
+            self.log.setPlainText("\n".join(lines))
+            if at_end:
+                bar.setValue(bar.maximum())
+            self._log_lines = lines

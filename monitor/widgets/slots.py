@@ -1,0 +1,75 @@
+"""The slots panel: a row per context (the main context and each batch slot) and live plots of each
+one's prefill and decode speed in tokens per second.
+
+Presentation only: takes a `MonitorView`, keeps one curve per slot and updates it in place.
+"""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtWidgets import QHBoxLayout, QWidget
+from strata.monitor import units
+from strata.monitor.model import MonitorView, SlotRow
+from strata.monitor.widgets.common import Table, panel, time_plot, xy
+from strata.monitor.widgets.theme import Theme
+
+HEADERS = ("context", "group", "state", "held (filled)", "conversation", "last use", "reused",
+           "prefill", "decode", "protected", "value")
+TIPS = ("", "slot group (unit of load)", "empty / idle / prefill / decode", "tokens the context's KV holds (share of its capacity)", "the conversation the context holds", "time since the context was last used",
+        "prompt tokens the last request reused in this context", "last measured prefill speed",
+        "last measured decode speed", "time left before the slot policy may give this slot to another "
+        "conversation", "the slot policy's value of keeping this history (higher = kept longer)")
+
+
+def slot_cells(row: SlotRow) -> list[str]:
+    held = f"{units.tokens(row.tokens)} ({units.percent(row.tokens, row.capacity)})"
+    return [row.label, "" if row.group is None else str(row.group), row.state, held,
+            row.conversation or units.NA, units.ago(row.idle_s),
+            units.tokens(row.reused_tokens), units.tps(row.prefill_tps), units.tps(row.decode_tps),
+            units.seconds(row.protection_left_s),
+            units.NA if row.value is None else f"{row.value:.4f}"]
+
+
+class SlotsPanel(QWidget):
+    def __init__(self, theme: Theme) -> None:
+        super().__init__()
+        self.theme = theme
+        outer = QHBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        box, layout = panel("Slots")
+        self.table = Table(HEADERS, stretch=4, tooltips=TIPS)
+        layout.addWidget(self.table)
+        plots = QHBoxLayout()
+        self.prefill_plot = time_plot("Prefill speed per context", "prefill", "tok/s", theme)
+        self.decode_plot = time_plot("Decode speed per context", "decode", "tok/s", theme)
+        plots.addWidget(self.prefill_plot)
+        plots.addWidget(self.decode_plot)
+        layout.addLayout(plots, 1)
+        outer.addWidget(box)
+        self._curves: dict[tuple[str, str], pg.PlotDataItem] = {}
+
+    def refresh(self, view: MonitorView) -> None:
+        busy = {"prefill": self.theme.warn, "decode": self.theme.good}
+        rows = [slot_cells(r) for r in view.slots]
+        colors = [[None, None, busy.get(r.state)] + [None] * 8
+                  for r in view.slots]
+        self.table.show_rows(rows, colors, align_right=(3, 5, 6, 7, 8, 9, 10))
+        self.table.fit_height(len(rows))
+        one_group = len({r.group for r in view.slots if r.group is not None}) <= 1
+        if self.table.isColumnHidden(1) != one_group:
+            self.table.setColumnHidden(1, one_group)
+        labels = {r.key: r.label for r in view.slots}
+        for kind, plot, history in (("prefill", self.prefill_plot, view.prefill_history),
+                                    ("decode", self.decode_plot, view.decode_history)):
+            for i, key in enumerate(sorted(history, key=_slot_order)):
+                curve = self._curves.get((kind, key))
+                if curve is None:
+                    pen = pg.mkPen(self.theme.color(i), width=2)
+                    curve = plot.plot([], [], pen=pen, name=labels.get(key, key), stepMode=None)
+                    self._curves[(kind, key)] = curve
+                xs, ys = xy(history[key], view.now)
+                curve.setData(xs, ys)
+
+
+def _slot_order(key: str) -> tuple[int, int]:
+    return (0, 0) if key == "main" else (1, int(key) if key.isdigit() else 0)

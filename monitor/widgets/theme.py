@@ -1,0 +1,98 @@
+"""Colours of the monitor: light or dark, following the system (the application palette and Qt's colour
+scheme hint), or forced with `--theme`. Series colours are the Okabe-Ito set, readable on both and by
+colour-blind readers. Not here: layout or data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QGuiApplication, QPalette
+
+THEMES = ("system", "light", "dark")
+
+
+@dataclass(frozen=True)
+class Theme:
+    dark: bool
+    background: str      # plot background
+    foreground: str      # axes and text
+    grid_alpha: float
+    muted: str           # secondary text
+    good: str
+    warn: str
+    bad: str
+    series: tuple[str, ...]
+
+    def color(self, i: int) -> str:
+        return self.series[i % len(self.series)]
+
+
+LIGHT = Theme(False, "#ffffff", "#303030", 0.15, "#6b6b6b", "#1b7f3b", "#b26b00", "#b00020",
+              ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"))
+DARK = Theme(True, "#1e1f22", "#dcdcdc", 0.2, "#9a9a9a", "#5cc97b", "#f0b000", "#ff6b6b",
+             ("#56B4E9", "#E69F00", "#009E73", "#CC79A7", "#F0E442", "#0072B2", "#ffffff", "#D55E00"))
+
+# what each park destination and state looks like everywhere in the window
+PARK_COLORS = {"ram": 0, "disk": 1, "discard": 2}
+
+
+def system_is_dark() -> bool:
+    app = QGuiApplication.instance()
+    if app is None:
+        return False
+    try:
+        scheme = app.styleHints().colorScheme()
+        if scheme == Qt.ColorScheme.Dark:
+            return True
+        if scheme == Qt.ColorScheme.Light:
+            return False
+    except AttributeError:   # Qt < 6.5
+        pass
+    return app.palette().color(QPalette.ColorRole.Window).lightness() < 128
+
+
+def choose(name: str = "system") -> Theme:
+    if name not in THEMES:
+        raise ValueError(f"theme must be one of {', '.join(THEMES)}, got {name!r}")
+    if name == "system":
+        return DARK if system_is_dark() else LIGHT
+    return DARK if name == "dark" else LIGHT
+
+
+def apply_palette(theme: Theme) -> None:
+    """Gives the whole application the theme's palette (Fusion style, so that it is the same everywhere)."""
+    app = QGuiApplication.instance()
+    if app is None:
+        return
+    if hasattr(app, "setStyle"):
+        app.setStyle("Fusion")
+    p = QPalette()
+    if theme.dark:
+        base, window, text = QColor("#1e1f22"), QColor("#2b2d30"), QColor("#dcdcdc")
+        p.setColor(QPalette.ColorRole.Window, window)
+        p.setColor(QPalette.ColorRole.WindowText, text)
+        p.setColor(QPalette.ColorRole.Base, base)
+        p.setColor(QPalette.ColorRole.AlternateBase, QColor("#26282b"))
+        p.setColor(QPalette.ColorRole.Text, text)
+        p.setColor(QPalette.ColorRole.Button, window)
+        p.setColor(QPalette.ColorRole.ButtonText, text)
+        p.setColor(QPalette.ColorRole.Highlight, QColor("#2f65ca"))
+        p.setColor(QPalette.ColorRole.HighlightedText, QColor("#ffffff"))
+        p.setColor(QPalette.ColorRole.ToolTipBase, window)
+        p.setColor(QPalette.ColorRole.ToolTipText, text)
+        p.setColor(QPalette.ColorRole.PlaceholderText, QColor("#8a8a8a"))
+        p.setColor(QPalette.ColorRole.Mid, QColor("#3c3f44"))
+        p.setColor(QPalette.ColorRole.Link, QColor("#6aa7ff"))
+    else:
+        p.setColor(QPalette.ColorRole.Window, QColor("#f4f5f7"))
+        p.setColor(QPalette.ColorRole.WindowText, QColor("#202124"))
+        p.setColor(QPalette.ColorRole.Base, QColor("#ffffff"))
+        p.setColor(QPalette.ColorRole.AlternateBase, QColor("#f6f7f9"))
+        p.setColor(QPalette.ColorRole.Text, QColor("#202124"))
+        p.setColor(QPalette.ColorRole.Button, QColor("#eceef1"))
+        p.setColor(QPalette.ColorRole.ButtonText, QColor("#202124"))
+        p.setColor(QPalette.ColorRole.Highlight, QColor("#2f65ca"))
+        p.setColor(QPalette.ColorRole.HighlightedText, QColor("#ffffff"))
+    app.setPalette(p)

@@ -1,0 +1,89 @@
+"""The monitor window: header, slots, cache, requests and log, redrawn from a `MonitorModel` by a
+fixed-rate timer (only when the model has something new, so nothing flickers).
+
+It owns no data and does no I/O: a `FeedClient` (or a test) fills the model from its own thread.
+The theme follows the system's light/dark setting unless one is forced.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QGuiApplication, QIcon
+from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
+from strata.monitor.model import MonitorModel
+from strata.monitor.widgets import theme as themes
+from strata.monitor.widgets.cache import CachePanel
+from strata.monitor.widgets.header import Header
+from strata.monitor.widgets.requests import ActivityTabs
+from strata.monitor.widgets.slots import SlotsPanel
+
+REDRAW_MS = 250          # the feed sends at most 4 snapshots a second
+DEFAULT_SIZE = (1280, 800)
+
+
+class MonitorWindow(QMainWindow):
+    def __init__(self, model: MonitorModel, *, theme: str = "system", title: str = "Strata monitor") -> None:
+        super().__init__()
+        self.model = model
+        self.theme_name = theme
+        self.setWindowTitle(title)
+        icon = Path(__file__).resolve().parents[1] / "resources" / "strata.png"
+        if icon.is_file():
+            self.setWindowIcon(QIcon(str(icon)))
+        self.resize(*DEFAULT_SIZE)
+        self._drawn_version = -1
+        self._build(themes.choose(theme))
+        self.timer = QTimer(self)
+        self.timer.setInterval(REDRAW_MS)
+        self.timer.timeout.connect(self.redraw)
+        self.timer.start()
+        hints = QGuiApplication.styleHints()
+        if theme == "system" and hasattr(hints, "colorSchemeChanged"):
+            hints.colorSchemeChanged.connect(lambda *_: self._build(themes.choose("system")))
+
+    def _build(self, theme: themes.Theme) -> None:
+        themes.apply_palette(theme)
+        self.theme = theme
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(6, 4, 6, 6)
+        layout.setSpacing(4)
+        self.header = Header(theme)
+        layout.addWidget(self.header)
+        self.slots = SlotsPanel(theme)
+        self.activity = ActivityTabs(theme)
+        self.cache = CachePanel(theme)
+        left = QSplitter(Qt.Orientation.Vertical)
+        left.addWidget(self.slots)
+        left.addWidget(self.activity)
+        left.setSizes([430, 250])
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(left)
+        split.addWidget(self.cache)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        split.setSizes([700, 580])
+        layout.addWidget(split, 1)
+        self.setCentralWidget(central)
+        self.setStyleSheet(f"QLabel#muted {{ color: {theme.muted}; }}")
+        self._drawn_version = -1
+        self.redraw()
+
+    def redraw(self) -> None:
+        if self.model.version == self._drawn_version:
+            return
+        view = self.model.view()
+        self._drawn_version = view.version
+        for part in (self.header, self.slots, self.cache, self.activity):
+            part.refresh(view)
+
+    def save_png(self, path: str | Path) -> Path:
+        """Renders the window as it is now into a PNG file (works offscreen)."""
+        self.redraw()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.grab().save(str(path), "PNG"):
+            raise OSError(f"could not write the screenshot {path}")
+        return path
