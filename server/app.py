@@ -49,6 +49,7 @@ def init_app(config: ServerConfig) -> web.Application:
     app[STATE] = state
     add_routes(app)
     _attach_sessions(app, state)
+    app.on_shutdown.append(_on_shutdown)
     app.cleanup_ctx.append(_lifecycle)
     return app
 
@@ -156,6 +157,15 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
         except Exception:
             log.exception("closing the conversation cache failed")
     logging.getLogger("strata").removeHandler(tail)
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    """Before aiohttp waits for open handlers: end the monitor streams and cancel running requests, so a
+    stop takes a moment, not the handlers' full length."""
+    state = app[STATE]
+    state.stopping = True
+    if state.scheduler is not None:
+        await asyncio.get_running_loop().run_in_executor(None, state.scheduler.stop)
 
 
 def _load_logged(state: ServerState) -> None:

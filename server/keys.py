@@ -24,6 +24,7 @@ class ServerState:
     scheduler: Any = None           # strata.server.scheduler.Scheduler once loaded
     cache: Any = None               # strata.server.cache.ConversationCache when configured
     ready: bool = False
+    stopping: bool = False          # set at shutdown: long-lived streams (monitor events) end
     load_error: str | None = None
     info_line: str = ""
     model_name: str = ""

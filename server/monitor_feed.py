@@ -92,9 +92,12 @@ async def monitor_events(request: web.Request) -> web.StreamResponse:
     resp = await open_sse(request)
     state = request.app[STATE]
     try:
-        while True:
+        while not state.stopping:
             await send_sse(resp, _dumps(snapshot(state)), "snapshot")
-            await asyncio.sleep(interval)
+            for _ in range(max(1, int(interval / 0.25))):
+                if state.stopping:
+                    break
+                await asyncio.sleep(min(interval, 0.25))
     except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
         pass
     return resp

@@ -170,7 +170,7 @@ class Scheduler:
                     self.table.invalidate(row.ctx)
                     self._finish(row, "error", error=f"internal error: {e}")
         for row in list(self._rows.values()):
-            self._finish(row, "cancelled")
+            self._finish(row, "cancelled", error="the server is stopping")
         for _, fut in self._calls:
             fut.cancel()
         for job in list(self._waiting) + list(self._inbox):

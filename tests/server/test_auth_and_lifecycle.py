@@ -174,3 +174,50 @@ def test_status_line_on_a_terminal(tiny_model, tmp_path):
         os.close(master)
     assert b"\r\x1b[2Kstrata: 0 running, 0 queued" in seen
     assert proc.returncode == 0
+
+
+def test_a_stop_does_not_wait_for_open_streams(tiny_model, tmp_path):
+    """SIGTERM with a monitor event stream and a long generation open: the server still stops at once."""
+    import threading
+
+    proc, port = start_cli(["--model", str(tiny_model), "--ctx", "4096", "--batch", "1",
+                            "--conversation-cache-mib", "0"], tmp_path)
+    url = f"http://127.0.0.1:{port}"
+    seen: dict[str, int] = {"monitor": 0, "tokens": 0}
+
+    def read_monitor():
+        try:
+            with httpx.stream("GET", url + "/v1/monitor/events", timeout=120) as r:
+                for line in r.iter_lines():
+                    seen["monitor"] += line.startswith("data: ")
+        except httpx.TransportError:
+            pass
+
+    def read_generation():
+        body = {"prompt": "x", "max_tokens": 4000, "stream": True, "ignore_eos": True}
+        try:
+            with httpx.stream("POST", url + "/v1/completions", json=body, timeout=120) as r:
+                for line in r.iter_lines():
+                    seen["tokens"] += line.startswith("data: ")
+        except httpx.TransportError:
+            pass
+
+    try:
+        wait_healthy(port, proc)
+        threads = [threading.Thread(target=read_monitor, daemon=True),
+                   threading.Thread(target=read_generation, daemon=True)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while (seen["monitor"] < 1 or seen["tokens"] < 3) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert seen["monitor"] >= 1 and seen["tokens"] >= 3
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert took < 10, f"stopping took {took:.1f} s"
