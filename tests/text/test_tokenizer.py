@@ -103,7 +103,8 @@ def test_every_pre_tokenizer_regex_set_builds_and_round_trips(default_metadata, 
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"model": "llama"}, "unsupported tokenizer model 'llama'"),
+        ({"model": "t5"}, "unsupported tokenizer model 't5'"),
+        ({"model": "llama"}, "tokenizer.ggml.scores is missing"),  # SentencePiece: needs its scores
         ({"model": "bert"}, "unsupported tokenizer model 'bert'"),
         ({"model": None}, "tokenizer.ggml.model is missing"),
         ({"pre": "no-such-pre"}, "unknown pre-tokenizer tokenizer.ggml.pre='no-such-pre'"),
