@@ -19,7 +19,13 @@ from strata.server.errors import APIError
 from strata.server.jobrun import JobEvents, open_sse, send_sse
 from strata.server.jobs import Completion, Job
 from strata.server.openai_api import parse_sampling, ready_state
-from strata.server.prompting import ToolTextGate, check_fits, conversation_key, render_chat, split_tool_calls
+from strata.server.prompting import (
+    ToolTextGate,
+    check_fits,
+    conversation_key,
+    render_chat_async,
+    split_tool_calls,
+)
 
 # ----- request parsing -----
 
@@ -128,12 +134,12 @@ def parse_tools(body: dict) -> list[dict] | None:
     return out or None
 
 
-def _prompt(request: web.Request, body: dict) -> tuple[Any, list[dict], list[dict] | None, list[int]]:
+async def _prompt(request: web.Request, body: dict) -> tuple[Any, list[dict], list[dict] | None, list[int]]:
     state = ready_state(request)
     f.get_str(body, "model")
     messages = parse_messages(f.get_list(body, "messages", required=True, nonempty=True), parse_system(body))
     tools = parse_tools(body)
-    return state, messages, tools, render_chat(state.engine, messages, tools)
+    return state, messages, tools, await render_chat_async(state.engine, messages, tools)
 
 
 # ----- handlers -----
@@ -142,7 +148,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     body = await f.read_json_object(request)
     if body.get("max_tokens") is None:
         raise APIError(400, "'max_tokens' is required")
-    state, msgs, tools, tokens = _prompt(request, body)
+    state, msgs, tools, tokens = await _prompt(request, body)
     check_fits(len(tokens), state.engine.context_capacity(0))
     sampling_body = {k: body[k] for k in ("temperature", "top_p", "top_k") if k in body}
     if "temperature" in sampling_body:
@@ -176,7 +182,7 @@ def message_response(completion: Completion, model: str, mid: str, tools_given: 
 
 async def count_tokens(request: web.Request) -> web.Response:
     body = await f.read_json_object(request)
-    _, _, _, tokens = _prompt(request, body)
+    _, _, _, tokens = await _prompt(request, body)
     return web.json_response({"input_tokens": len(tokens)})
 
 

@@ -22,7 +22,7 @@ from strata.server.prompting import (
     ToolTextGate,
     check_fits,
     conversation_key,
-    render_chat,
+    render_chat_async,
     split_tool_calls,
     tokens_key,
 )
@@ -157,7 +157,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     _common_checks(body)
     messages = parse_messages(f.get_list(body, "messages", required=True, nonempty=True))
     tools = parse_tools(body)
-    tokens = render_chat(state.engine, messages, tools)
+    tokens = await render_chat_async(state.engine, messages, tools)
     check_fits(len(tokens), state.engine.context_capacity(0))
     job = Job(api="openai", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_completion_tokens", "max_tokens"),

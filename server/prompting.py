@@ -8,6 +8,7 @@ system prompt, see docs/api.md). Not here: request validation (openai_api / anth
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import uuid
@@ -15,6 +16,12 @@ from typing import Any
 
 from strata.engine.chat_template import parse_tool_calls
 from strata.server.errors import APIError
+
+
+async def render_chat_async(engine: Any, messages: list[dict], tools: list[dict] | None) -> list[int]:
+    """`render_chat` in a worker thread: a long conversation's template and tokenizer work (tens of
+    milliseconds at 100K tokens) must not hold up the event loop and everyone's streams."""
+    return await asyncio.get_running_loop().run_in_executor(None, render_chat, engine, messages, tools)
 
 
 def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None) -> list[int]:
