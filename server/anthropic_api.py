@@ -96,8 +96,9 @@ def parse_messages(raw: list, system: str | None) -> list[dict]:
                 if b.get("is_error"):
                     body_text = f"Error: {body_text}"
                 out.append({"role": "tool", "tool_call_id": str(b.get("tool_use_id", "")), "content": body_text})
-            elif kind in ("thinking", "redacted_thinking"):
-                continue
+            elif kind in ("thinking", "redacted_thinking") or (role == "assistant" and isinstance(kind, str)
+                                                                and kind not in ("text", "tool_use", "image")):
+                continue    # earlier reasoning and server-side tool blocks: not part of what the model reads
             elif kind in ("image", "document"):
                 raise APIError(400, f"{bw}: {kind} blocks are not supported (the model reads text only)")
             else:

@@ -199,3 +199,18 @@ def test_anthropic_errors_come_back_as_sdk_exceptions(claude):
     with pytest.raises(anthropic.BadRequestError) as e:
         claude.messages.create(model="m", max_tokens=5, messages=[])
     assert "messages" in str(e.value)
+
+
+def test_anthropic_history_with_reasoning_and_server_tool_blocks_is_accepted(claude):
+    """Claude Code keeps thinking and server-side tool blocks in its history; they are skipped, not refused."""
+    messages = [
+        {"role": "user", "content": "Find it"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "hmm", "signature": "x"},
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+            {"type": "text", "text": "Found."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Thanks", "cache_control": {"type": "ephemeral"}}]},
+    ]
+    r = claude.messages.with_raw_response.create(model="m", max_tokens=3, messages=messages, extra_body=GREEDY)
+    assert r.http_response.status_code == 200
