@@ -47,24 +47,41 @@ inline uint32_t load_u32(const uint8_t* p) {
 }
 
 // ---------------------------------------------------------------- 32-element block types
-// A step is two blocks (64 elements, one zmm of bytes); the last step of an odd block count is a
-// half step whose upper block is zero (it adds exactly 0).
+// A step is four blocks (128 elements) held as two byte vectors with the same lane -> block map:
+// "lo" = [elements 0-15 of blocks 0, 1, 2, 3], "hi" = [elements 16-31 of the same], so that the
+// two dpbusd results add into one int32 vector whose lanes 4b..4b+3 belong to block b, and one
+// convert + scale + multiply-add covers four blocks. The activations are rearranged the same way
+// (once per token, reused by every row). A partial last step (1-3 blocks) reads zeros for the rest.
 
 enum q32_kind { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
 
-// Two fp16 headers (4 bytes each: d then m or s, or d then 2 bytes that are not used) -> f32
-// [d_a, m_a, d_b, m_b] in the low 128 bits.
-inline __m512 header_pair(const uint8_t* a, const uint8_t* b, bool both) {
-    const __m128i h = _mm_insert_epi32(_mm_cvtsi32_si128(int(load_u32(a))), both ? int(load_u32(b)) : 0, 1);
-    return _mm512_castps128_ps512(_mm_cvtph_ps(h));
+// The 4-byte headers of up to four blocks (fp16 d, then m or s or 2 unused bytes) -> f32
+// [d0 m0 d1 m1 d2 m2 d3 m3] in the low 256 bits; missing blocks read as 0.
+template <bool FULL>
+inline __m512 header_quad(const uint8_t* p, size_t stride, int nv) {
+    __m128i h = _mm_cvtsi32_si128(int(load_u32(p)));
+    h = _mm_insert_epi32(h, (FULL || nv > 1) ? int(load_u32(p + stride)) : 0, 1);
+    h = _mm_insert_epi32(h, (FULL || nv > 2) ? int(load_u32(p + 2 * stride)) : 0, 2);
+    h = _mm_insert_epi32(h, (FULL || nv > 3) ? int(load_u32(p + 3 * stride)) : 0, 3);
+    return _mm512_castps256_ps512(_mm256_cvtph_ps(h));
 }
-// lanes 0-7 = element 0, 8-15 = element 2 (the d of each block)
-inline __m512 scale_lanes(__m512 hdr) {
-    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), hdr);
+inline __m512 scale_quad(__m512 hdr) {   // lanes 4b..4b+3 = d of block b
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6), hdr);
 }
-// lane 0 = element 1, lane 8 = element 3 (m or s of each block), zero elsewhere
-inline __m512 second_lanes(__m512 hdr) {
-    return _mm512_maskz_permutexvar_ps(0x0101, _mm512_setr_epi32(1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0), hdr);
+inline __m512 second_quad(__m512 hdr) {  // lane 4b = m (or s) of block b, zero elsewhere
+    return _mm512_maskz_permutexvar_ps(0x1111, _mm512_setr_epi32(1, 0, 0, 0, 3, 0, 0, 0, 5, 0, 0, 0, 7, 0, 0, 0), hdr);
+}
+// Four runs of 32 int8 (at p, p + stride, ...) -> lo / hi vectors as described above.
+template <bool FULL>
+inline void split_quad_32(const uint8_t* p, size_t stride, int nv, __m512i& lo, __m512i& hi) {
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i b1 = (FULL || nv > 1) ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + stride)) : _mm256_setzero_si256();
+    const __m256i b2 = (FULL || nv > 2) ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * stride)) : _mm256_setzero_si256();
+    const __m256i b3 = (FULL || nv > 3) ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 3 * stride)) : _mm256_setzero_si256();
+    const __m512i x01 = _mm512_inserti64x4(_mm512_castsi256_si512(b0), b1, 1);
+    const __m512i x23 = _mm512_inserti64x4(_mm512_castsi256_si512(b2), b3, 1);
+    lo = _mm512_permutex2var_epi64(x01, _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13), x23);
+    hi = _mm512_permutex2var_epi64(x01, _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15), x23);
 }
 
 template <int KIND>
@@ -79,68 +96,80 @@ struct q32_format : zmm_acc {
     static constexpr size_t W_QH = KIND == K_Q5_0 ? 2 : 4;                   // Q5 only
     static constexpr size_t XB = HAS_MIN ? sizeof(block_q8_1) : sizeof(block_q8_0);
     static constexpr size_t X_QS = HAS_MIN ? 4 : 2;
-    static constexpr size_t W_STEP = 2 * WB;
+    static constexpr size_t W_STEP = 4 * WB;
 
     struct xs_t {
-        __m512i x;      // (64,) int8 activations of two blocks
-        __m512 dx;      // lanes 0-7 block A's scale, 8-15 block B's
-        __m512 s;       // Q8_1 block sums d * sum(q) in lanes 0 and 8
-        __m512i corr;   // -OFFSET * (sum of each lane's 4 activations)
+        __m512i lo, hi;  // (64,) int8 each: elements 0-15 / 16-31 of four blocks
+        __m512 dx;       // lanes 4b..4b+3: block b's scale
+        __m512 s;        // Q8_1 block sums d * sum(q) in lanes 4b
+        __m512i corr;    // -OFFSET * (sum of each lane's 8 activations)
     };
     struct ws_t {
-        __m512i u;      // (64,) unsigned quants of two blocks
-        __m512 dw;      // scales, lanes as dx
-        __m512 m;       // minimums in lanes 0 and 8, zero elsewhere
+        __m512i lo, hi;  // (64,) unsigned quants each, same layout
+        __m512 dw;       // scales, lanes as dx
+        __m512 m;        // minimums in lanes 4b, zero elsewhere
     };
 
-    static int64_t full_steps(int64_t n) { return n / 64; }
-    static bool has_tail(int64_t n) { return (n / 32) % 2 == 1; }
-
-    // FULL: both blocks of step s exist; else only the first (the second reads as zeros).
+    static int64_t full_steps(int64_t n) { return n / 128; }
+    static bool has_tail(int64_t n) { return (n / 32) % 4 != 0; }
     template <bool FULL>
-    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) {
-        const uint8_t* a = row + size_t(2 * s) * XB;
-        const __m256i xa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + X_QS));
-        const __m256i xb = FULL ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + XB + X_QS)) : _mm256_setzero_si256();
-        xs.x = _mm512_inserti64x4(_mm512_castsi256_si512(xa), xb, 1);
-        const __m512 hdr = header_pair(a, a + XB, FULL);
-        xs.dx = scale_lanes(hdr);
-        if (HAS_MIN) xs.s = second_lanes(hdr);
+    static int blocks_in(int64_t s, int64_t n) { return FULL ? 4 : int(n / 32 - 4 * s); }
+
+    template <bool FULL>
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t n) {
+        const int nv = blocks_in<FULL>(s, n);
+        const uint8_t* a = row + size_t(4 * s) * XB;
+        split_quad_32<FULL>(a + X_QS, XB, nv, xs.lo, xs.hi);
+        const __m512 hdr = header_quad<FULL>(a, XB, nv);
+        xs.dx = scale_quad(hdr);
+        if (HAS_MIN) xs.s = second_quad(hdr);
         if (OFFSET) {
-            const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(char(OFFSET)), xs.x);
+            const __m512i off = _mm512_set1_epi8(char(OFFSET));
+            const __m512i sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off, xs.lo), off, xs.hi);
             xs.corr = _mm512_sub_epi32(_mm512_setzero_si512(), sum);
         }
     }
 
     template <bool FULL>
-    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
-        const uint8_t* a = row + size_t(2 * s) * WB;
-        const uint8_t* b = a + WB;
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t n) {
+        const int nv = blocks_in<FULL>(s, n);
+        const uint8_t* a = row + size_t(4 * s) * WB;
         if (KIND == K_Q8_0) {
-            const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + W_QS));
-            const __m256i qb = FULL ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + W_QS)) : _mm256_setzero_si256();
-            ws.u = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qa), qb, 1), _mm512_set1_epi8(char(0x80)));
+            split_quad_32<FULL>(a + W_QS, WB, nv, ws.lo, ws.hi);
+            ws.lo = _mm512_xor_si512(ws.lo, _mm512_set1_epi8(char(0x80)));   // w + 128, unsigned
+            ws.hi = _mm512_xor_si512(ws.hi, _mm512_set1_epi8(char(0x80)));
         } else {
-            // [A lo nibbles | A hi nibbles | B lo | B hi]: element j < 16 is the low nibble of byte j
-            const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + W_QS));
-            const __m128i qb = FULL ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + W_QS)) : _mm_setzero_si128();
-            const __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(qa), qb, 1);
-            __m512i v = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), _mm512_castsi256_si512(ab));
-            v = _mm512_srlv_epi64(v, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
-            ws.u = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
-            if (KIND == K_Q5_0 || KIND == K_Q5_1) {   // fifth bit: bit j of qh is element j
-                const uint64_t hi = uint64_t(load_u32(a + W_QH)) | (FULL ? uint64_t(load_u32(b + W_QH)) << 32 : 0);
-                ws.u = _mm512_mask_add_epi8(ws.u, __mmask64(hi), ws.u, _mm512_set1_epi8(16));
+            // byte j of a block's qs holds elements j (low nibble) and j + 16 (high nibble)
+            const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + W_QS));
+            const __m128i q1 = (FULL || nv > 1) ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + WB + W_QS)) : _mm_setzero_si128();
+            const __m128i q2 = (FULL || nv > 2) ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * WB + W_QS)) : _mm_setzero_si128();
+            const __m128i q3 = (FULL || nv > 3) ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 3 * WB + W_QS)) : _mm_setzero_si128();
+            __m512i v = _mm512_inserti32x4(_mm512_castsi128_si512(q0), q1, 1);
+            v = _mm512_inserti32x4(_mm512_inserti32x4(v, q2, 2), q3, 3);
+            const __m512i low4 = _mm512_set1_epi8(0x0F);
+            ws.lo = _mm512_and_si512(v, low4);
+            ws.hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+            if (KIND == K_Q5_0 || KIND == K_Q5_1) {   // fifth bits: bit j of qh is element j
+                uint64_t lo_bits = 0, hi_bits = 0;
+                for (int b = 0; b < 4; ++b) {
+                    if (!FULL && b >= nv) break;
+                    const uint32_t qh = load_u32(a + size_t(b) * WB + W_QH);
+                    lo_bits |= uint64_t(qh & 0xFFFF) << (16 * b);
+                    hi_bits |= uint64_t(qh >> 16) << (16 * b);
+                }
+                const __m512i bit4 = _mm512_set1_epi8(16);
+                ws.lo = _mm512_mask_add_epi8(ws.lo, __mmask64(lo_bits), ws.lo, bit4);
+                ws.hi = _mm512_mask_add_epi8(ws.hi, __mmask64(hi_bits), ws.hi, bit4);
             }
         }
-        const __m512 hdr = header_pair(a, b, FULL);
-        ws.dw = scale_lanes(hdr);
-        if (HAS_MIN) ws.m = second_lanes(hdr);
+        const __m512 hdr = header_quad<FULL>(a, WB, nv);
+        ws.dw = scale_quad(hdr);
+        if (HAS_MIN) ws.m = second_quad(hdr);
     }
 
     static void madd(const ws_t& ws, const xs_t& xs, __m512& acc) {
         const __m512i start = OFFSET ? xs.corr : _mm512_setzero_si512();
-        const __m512i dot = _mm512_dpbusd_epi32(start, ws.u, xs.x);     // lanes: 4-element partial sums
+        const __m512i dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, ws.lo, xs.lo), ws.hi, xs.hi);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(ws.dw, xs.dx), acc);
         if (HAS_MIN) acc = _mm512_fmadd_ps(ws.m, xs.s, acc);
     }
