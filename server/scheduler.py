@@ -282,16 +282,15 @@ class Scheduler:
                   sampler=Sampler(job.sampling, int(self.engine.n_vocab)), decoder=StreamDecoder(self.engine.tokenizer),
                   stopper=StopMatcher(job.stop))
         t0 = time.monotonic()
+        restored = False
         if hit is not None and hit_n > best_n:
             if state.tokens and own < len(state.tokens):
                 self._park_to_cache(ctx, "overwritten by a cache restore")
-            result = self.cache.restore(hit, ctx)
-            n = int(getattr(result, "n_tokens", hit_n))
-            tokens = list(self.engine.context_tokens(ctx))
-            n = min(n, common_prefix(tokens, prompt), limit)
-            self.engine.truncate(ctx, n)
-            self.table.set_tokens(ctx, tokens[:n])
-            row.source = str(getattr(result, "level", getattr(hit, "level", "ram")))
+            restored = self._restore_from_cache(hit, row, limit)
+            if not restored:          # the context's old history is gone: read from whatever is left
+                own = 0
+        if restored:
+            n = row.reused
         elif src is not None and src_n > own:
             n = min(src_n, limit)
             if state.tokens and own < len(state.tokens):
@@ -324,6 +323,28 @@ class Scheduler:
         job.emit("start", {"cached_tokens": n, "prompt_tokens": len(prompt), "source": row.source})
         log.debug("request %s in context %s: %d of %d prompt tokens reused (%s)", job.id, ctx, n, len(prompt),
                   row.source)
+
+    def _restore_from_cache(self, hit: Any, row: Row, limit: int) -> bool:
+        """Restores a cache hit into the row's context; False (and an empty context) when it fails, so the
+        prompt is read instead: a cache problem never fails a request."""
+        ctx, prompt = row.ctx, row.job.prompt
+        try:
+            result = self.cache.restore(hit, ctx)
+            tokens = list(self.engine.context_tokens(ctx))
+            n = min(int(getattr(result, "n_tokens", 0)), common_prefix(tokens, prompt), limit)
+            self.engine.truncate(ctx, n)
+            self.table.set_tokens(ctx, tokens[:n])
+        except Exception:
+            log.exception("restoring %s tokens from the %s cache into context %s failed; reading the prompt",
+                          getattr(hit, "n_tokens", "?"), getattr(hit, "level", "?"), ctx)
+            self.engine.truncate(ctx, 0)
+            self.table.set_tokens(ctx, [])
+            return False
+        if n <= 0:
+            return False
+        row.reused = n
+        row.source = str(getattr(result, "level", getattr(hit, "level", "ram")))
+        return True
 
     # ----- one step of the agenda -----
 
