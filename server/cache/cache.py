@@ -414,7 +414,7 @@ class ConversationCache:
         if adm.destination != policy.DISK:
             return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False, adm.reason)
         v = validate_image(lambda: lvl.mapped_pieces(entry), entry.tokens, entry.identity.model_id,
-                           entry.image_bytes, entry.piece_crc32, self.image_format)
+                           entry.image_bytes, entry.piece_crc32, self.image_format, limit_tokens=limit)
         sizes = aligned_sizes(v.header, entry.image_bytes) if v.header is not None else None
 
         def apply_pieces():

@@ -338,7 +338,10 @@ class DiskLevel:
                     yield view[pos:pos + n]
                     pos += n
             finally:
-                view.release()
+                try:
+                    view.release()
+                except BufferError:  # a consumer still holds a slice; it goes with the map
+                    pass
         finally:
             try:
                 mm.close()

@@ -74,15 +74,30 @@ def read_ahead(pieces: Iterable[bytes]) -> Iterator[bytes]:
         t.join(timeout=5)
 
 
+def needed_bytes(header, limit_tokens: int | None, image_bytes: int) -> int:
+    """Bytes of the image that hold its first `limit_tokens` (whole chunks); all when unknown."""
+    if limit_tokens is None or not all(hasattr(header, a) for a in ("header_size", "chunk_tokens", "chunk_bytes")):
+        return image_bytes
+    n_chunks = -(-limit_tokens // int(header.chunk_tokens))
+    n_chunks = min(n_chunks, int(getattr(header, "n_chunks", n_chunks)))
+    return min(image_bytes, int(header.header_size) + sum(int(header.chunk_bytes(i)) for i in range(n_chunks)))
+
+
 def validate_image(open_pieces: Callable[[], Iterable[bytes]], tokens: np.ndarray, model_id: str,
-                   image_bytes: int, piece_crc32: tuple[int, ...], image_format) -> Validation:
+                   image_bytes: int, piece_crc32: tuple[int, ...], image_format,
+                   limit_tokens: int | None = None) -> Validation:
     """The validation pass. `open_pieces()` yields the image in the sidecar's checksum pieces;
-    `image_format` offers `read_header(first_bytes)` and `validate(pieces)` (strata.engine.snapshot)."""
+    `image_format` offers `read_header(first_bytes)` and `validate(pieces)` (strata.engine.snapshot).
+    With `limit_tokens`, only the pieces that hold those tokens are read (a shorter prefix of a long
+    history is restored without reading the rest)."""
     total = 0
     bad_piece = None
     header = None
+    covered = image_bytes
     try:
         for i, piece in enumerate(open_pieces()):
+            if total >= covered:
+                break
             if i == 0:
                 try:
                     header = _read_header(image_format, piece)
@@ -93,6 +108,7 @@ def validate_image(open_pieces: Callable[[], Iterable[bytes]], tokens: np.ndarra
                 head_tokens = np.asarray(header.tokens, dtype=np.int32)
                 if head_tokens.shape != tokens.shape or not np.array_equal(head_tokens, tokens):
                     return Validation(0, False, "image tokens differ from its sidecar")
+                covered = needed_bytes(header, limit_tokens, image_bytes)
             if i >= len(piece_crc32) or zlib.crc32(piece) != piece_crc32[i]:
                 bad_piece = i
                 break
@@ -102,8 +118,8 @@ def validate_image(open_pieces: Callable[[], Iterable[bytes]], tokens: np.ndarra
     if header is None:
         return Validation(0, False, "empty image")
     n = int(tokens.shape[0])
-    if bad_piece is None and total == image_bytes:
-        return Validation(n, True, "valid", header)
+    if bad_piece is None and (total == image_bytes or (covered < image_bytes and total >= covered)):
+        return Validation(n, True, "valid" if covered == image_bytes else f"valid up to byte {total}", header)
     why = f"piece {bad_piece} fails its checksum" if bad_piece is not None else (
         f"image is {total} bytes, sidecar says {image_bytes}")
     try:
@@ -153,6 +169,8 @@ def apply_image(engine, ctx: int, pieces: Iterable[bytes], expect_tokens: np.nda
         restorer = engine.restorer(ctx)
         for piece in pieces:
             restorer.feed(piece)
+            if getattr(restorer, "n_restored", 0) >= limit_tokens:
+                break  # the rest of a longer history is not needed
         n = int(restorer.finish())
     except Exception as exc:  # a damaged stream or an I/O error: the context is not trusted
         _empty(engine, ctx)

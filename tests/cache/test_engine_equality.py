@@ -201,3 +201,20 @@ def test_default_model_cold_restore(default_model_path, tmp_path):
     follow = h + eng.tokenize("<|im_start|>user\nWhy?<|im_end|>\n<|im_start|>assistant\n")
     check_continuation(cache, eng, follow, "cold", min_tokens=len(h))
     cache.close(persist=False)
+
+
+def test_a_shorter_prefix_reads_only_the_chunks_it_needs(tiny_engine, tmp_path):
+    eng = tiny_engine
+    cache = make(eng, tmp_path, conversation_cache_mib=0, conversation_cache_cold_mib=10)
+    h = chat_tokens(eng, 5, n_turns=16, words=24)
+    assert len(h) > 1100, len(h)  # 5+ checksum pieces of 64 KiB; the prefix needs the first 3
+    park(cache, eng, h)
+    cache.flush()
+    (entry,) = cache.cascade.levels[0].entries.values()
+    with open(entry.image_path, "r+b") as f:  # damage the last chunk: a 300-token prefix never reads it
+        f.seek(entry.image_bytes - 10)
+        f.write(b"\xff\xfe\xfd")
+    branch = h[:300] + eng.tokenize("<|im_start|>user\nsomething else<|im_end|>\n")
+    res = check_continuation(cache, eng, branch, "cold", min_tokens=300)
+    assert res.n_tokens == 300 and not res.ladder and cache.damaged == 0
+    cache.close(persist=False)
