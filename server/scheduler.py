@@ -205,6 +205,9 @@ class Scheduler:
                 log.exception("could not start request %s", job.id)
                 self.table.invalidate(ctx)
                 self.table[ctx].busy_job = None
+                self.last_error = str(e)
+                self.metrics.add_request(job.api, "error", len(job.prompt), 0, "none", 0)
+                self._record_request(job, None, "error")
                 job.emit("done", _empty_completion(job, "error", f"internal error: {e}"))
 
     def _choose_context(self, job: Job) -> int | None:
