@@ -29,8 +29,8 @@ def _level_rows(cache) -> list[dict]:
 
 
 def describe(cache) -> str:
-    parts = [f"park target {cache.park_target}"
-             + (f" ({cache.config.conversation_cache_park})" if cache.config.conversation_cache_park == "auto" else "")]
+    auto = cache.config.conversation_cache_park == "auto"
+    parts = [cache.park_target_reason if auto else f"park target {cache.park_target}"]  # "park target auto -> ram (...)"
     for row in _level_rows(cache):
         if row["state"] == "off":
             parts.append(f"{row['name']} off")

@@ -94,7 +94,8 @@ def test_auto_resolves_both_ways(make_cache):
     assert low.park_target == "disk" and "auto -> disk" in low.park_target_reason
     high = make_cache(memory=FixedMemory(2688), conversation_cache_cold_mib=10, conversation_cache_park="auto")
     assert high.park_target == "ram"
-    assert "park target ram (auto)" in high.describe()
+    assert high.describe().startswith("conversation cache: park target auto -> ram (free 2688 MiB >= 2688)")
+    assert "park target auto -> disk" in low.describe()
 
 
 def test_disk_target_without_disk_level_stays_in_ram(make_cache):
