@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 from typing import BinaryIO
 
 
@@ -99,11 +98,3 @@ def move_file(io: FileIO, src: str, dst: str) -> str:
         io.remove(tmp)
         raise
     return "copy"
-
-
-def free_bytes(folder: str) -> int:
-    """Free bytes on the volume of `folder` (for the INFO line)."""
-    try:
-        return shutil.disk_usage(folder).free
-    except OSError:
-        return 0

@@ -194,12 +194,3 @@ def rank_candidates(candidates: Sequence[Candidate], min_tokens: int = 1) -> Loo
         return LookupChoice(None, "no cached prefix")
     best = min(usable, key=lambda c: (-c.n_tokens, LEVEL_SPEED_RANK[c.level], c.key))
     return LookupChoice(best, f"{best.level} gives {best.n_tokens} tokens (longest of {len(usable)})")
-
-
-def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the common prefix of two token lists (pure helper for lookup)."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i

@@ -1,20 +1,18 @@
 """Streamed restore: a validation pass over an image, then an apply pass into an engine context.
 
-What this is: `validate_image` reads the image once (read-ahead on a helper thread), checks the
+What this is: `validate_image` reads the image once (through a memory map), checks the
 engine header (model and token ids) and every piece against the sidecar's CRC32; only when a piece
 fails does it ask the engine's snapshot module for the longest valid prefix (the restore ladder).
 `apply_image` feeds pieces to `engine.restorer(ctx)` and checks that the context then holds exactly
-the tokens the entry claims. A disk image is read piece by piece in each pass (at most two pieces
-of <= 16 MiB in RAM at once), never held whole, never twice. What this is not: placement
+the tokens the entry claims. A disk image is read through one memory map (the page cache), never copied
+whole into the process, never held twice. What this is not: placement
 (policy.place_disk_io) or the decision to discard (cache.py).
 """
 
 from __future__ import annotations
 
-import queue
-import threading
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,50 +26,6 @@ class Validation:
     complete: bool  # the header matches, every piece checks, every token is valid
     reason: str
     header: object = None
-
-
-_END = object()
-
-
-def read_ahead(pieces: Iterable[bytes]) -> Iterator[bytes]:
-    """Yield `pieces` while a helper thread reads the next one (file reads release the GIL)."""
-    q: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
-
-    def produce() -> None:
-        try:
-            for p in pieces:
-                while not stop.is_set():
-                    try:
-                        q.put(p, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            item = _END
-        except BaseException as exc:  # handed to the consumer, raised there
-            item = exc
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    t = threading.Thread(target=produce, name="strata-cache-read-ahead", daemon=True)
-    t.start()
-    try:
-        while True:
-            item = q.get()
-            if item is _END:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        t.join(timeout=5)
 
 
 def needed_bytes(header, limit_tokens: int | None, image_bytes: int) -> int:
