@@ -142,8 +142,8 @@ class MonitorModel:
         """Takes one feed snapshot (docs/internals.md "Monitor feed"); raises FeedError on a wrong shape."""
         t = _check(snap)
         with self._lock:
-            if self._snapshot and t < self._snapshot.get("time", t):
-                self._reset_history()          # the server restarted or its clock went back
+            if self._snapshot and (t < self._snapshot.get("time", t) or _counters_fell(self._snapshot, snap)):
+                self._reset_history()          # a new server process (counters start again) or its clock went back
             self._snapshot = snap
             self._record_slots(snap, t)
             cache = snap.get("cache") if isinstance(snap.get("cache"), dict) else {}
@@ -233,6 +233,16 @@ def _check(snap: Any) -> float:
         if key in snap and not isinstance(snap[key], dict):
             raise FeedError(f"monitor feed: '{key}' must be an object, got {type(snap[key]).__name__}")
     return float(t)
+
+
+def _counters_fell(old: dict, new: dict) -> bool:
+    """True when a running total went down: the snapshots come from a new server process."""
+    pairs = [((old.get("totals") or {}).get(k), (new.get("totals") or {}).get(k))
+             for k in ("requests", "generated_tokens", "prompt_tokens")]
+    old_parks = ((old.get("cache") or {}).get("parks") or {}) if isinstance(old.get("cache"), dict) else {}
+    new_parks = ((new.get("cache") or {}).get("parks") or {}) if isinstance(new.get("cache"), dict) else {}
+    pairs += [(old_parks.get(d), new_parks.get(d)) for d in PARK_DESTINATIONS]
+    return any(isinstance(a, (int, float)) and isinstance(b, (int, float)) and b < a for a, b in pairs)
 
 
 def _dicts(xs: Any) -> list[dict]:

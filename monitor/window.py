@@ -28,6 +28,7 @@ class MonitorWindow(QMainWindow):
         super().__init__()
         self.model = model
         self.theme_name = theme
+        self.hide_on_close = False     # the app sets it when a tray icon keeps it running
         self.setWindowTitle(title)
         icon = Path(__file__).resolve().parents[1] / "resources" / "strata.png"
         if icon.is_file():
@@ -64,12 +65,19 @@ class MonitorWindow(QMainWindow):
         split.addWidget(self.cache)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
-        split.setSizes([700, 580])
+        split.setSizes([740, 540])
         layout.addWidget(split, 1)
         self.setCentralWidget(central)
         self.setStyleSheet(f"QLabel#muted {{ color: {theme.muted}; }}")
         self._drawn_version = -1
         self.redraw()
+
+    def closeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        if self.hide_on_close:
+            event.ignore()
+            self.hide()
+        else:
+            super().closeEvent(event)
 
     def redraw(self) -> None:
         if self.model.version == self._drawn_version:

@@ -21,7 +21,6 @@ LEVEL_TIPS = ("", "on / off", "", "bytes held against the level's budget", "conv
               "entries handed down to the next level (budget or age)", "entries deleted for the budget",
               "entries deleted for their age")
 PARK_NAMES = {"ram": "RAM", "disk": "disk", "discard": "discarded"}
-MIB = 1024 * 1024
 DECISION_HEADERS = ("when", "decision (source)", "floor, needs")
 HIT_NAMES = {"ram": "RAM", "warm": "warm", "cold": "cold", "segment": "segment", "system_prompt": "system prompt"}
 
@@ -89,14 +88,16 @@ class CachePanel(QWidget):
         self.admission = label(selectable=True, wrap=True)
         adm.addWidget(self.admission)
         row = QHBoxLayout()
-        self.ram_plot = time_plot("Available RAM vs the floors", "available", "B", theme)
+        self.ram_plot = time_plot("Available RAM vs the floors", "available (GiB)", "", theme)
         self.ram_plot.getPlotItem().legend.setVisible(False)
         self._ram_curve = self.ram_plot.plot([], [], pen=pg.mkPen(theme.color(0), width=2))
         self._floor_lines = {}
-        for key, name, style in (("min_free_mib", "parking floor", Qt.PenStyle.DashLine),
-                                 ("park_min_free_mib", "transient floor", Qt.PenStyle.DotLine)):
+        for key, name, style, where, anchor in (
+                ("min_free_mib", "parking floor", Qt.PenStyle.DashLine, 0.05, (0, 1)),
+                ("park_min_free_mib", "transient floor", Qt.PenStyle.DotLine, 0.95, (1, 1))):
             line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(theme.warn, width=1.5, style=style),
-                                   label=name, labelOpts={"position": 0.08, "color": theme.warn, "anchors": [(0, 1), (0, 1)]})
+                                   label=name, labelOpts={"position": where, "color": theme.warn,
+                                                          "anchors": [anchor, anchor]})
             line.setVisible(False)
             self.ram_plot.addItem(line)
             self._floor_lines[key] = line
@@ -167,7 +168,7 @@ class CachePanel(QWidget):
                 line.setVisible(False)
                 continue
             line.setVisible(True)
-            line.setValue(floor * MIB)
+            line.setValue(floor / 1024)
             if isinstance(available, (int, float)):
                 holds = available >= floor
                 state = (f"<span style='color:{self.theme.good}'>holds</span>" if holds
@@ -175,8 +176,8 @@ class CachePanel(QWidget):
                 parts.append(f"{name} {units.mib(floor)} {state}")
         set_text(self.admission, " \u2022 ".join(parts))
         xs, ys = xy(view.available_history, view.now)
-        self._ram_curve.setData(xs, [y * MIB for y in ys])
-        top = max([*ys, *(adm.get(k) or 0 for k in self._floor_lines)], default=1) * MIB * 1.1
+        self._ram_curve.setData(xs, [y / 1024 for y in ys])
+        top = max([*ys, *(adm.get(k) or 0 for k in self._floor_lines)], default=1) / 1024 * 1.1
         self.ram_plot.getPlotItem().setYRange(0, top, padding=0)
         last = [d for d in adm.get("last") or [] if isinstance(d, dict)]
         self.decisions.show_rows([decision_cells(d, view.now) for d in reversed(last[-50:])], align_right=(0,))

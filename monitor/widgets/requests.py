@@ -14,9 +14,9 @@ from strata.monitor.model import MonitorView, request_reuse
 from strata.monitor.widgets.common import Table, plain
 from strata.monitor.widgets.theme import Theme
 
-REQUEST_HEADERS = ("#", "status", "context", "prompt", "reused", "from", "stopped matching at",
+REQUEST_HEADERS = ("#", "context", "prompt", "reused", "from", "stopped matching at",
                    "text there", "TTFT", "prefill", "decode", "output", "when")
-REQUEST_TIPS = ("request id and API", "", "the context that served it", "prompt tokens",
+REQUEST_TIPS = ("request id, API, and the status when it was not ok", "the context that served it", "prompt tokens",
                 "prompt tokens reused instead of read (share of the prompt)",
                 "where the reused tokens came from (slot, main, ram, warm, cold, segment, system_prompt)",
                 "token position where the prompt stopped matching the best cached history; a small number "
@@ -40,7 +40,9 @@ def request_cells(req: dict, now: float) -> list[str]:
         reused += f" ({share * 100:.0f} %)"
     finished = req.get("finished")
     ctx = req.get("context")
-    return [f"{req.get('id', '')} {req.get('api', '')}".strip(), str(req.get("status", "")),
+    status = req.get("status")
+    first = f"{req.get('id', '')} {req.get('api', '')}".strip() + (f" \u2013 {status}" if status not in (None, "ok") else "")
+    return [first,
             units.NA if ctx is None else ("main" if ctx == "main" else f"slot {ctx}"),
             units.tokens(req.get("prompt_tokens")), reused, str(req.get("source", units.NA)),
             units.NA if req.get("mismatch_at") is None else f"token {req['mismatch_at']:,}",
@@ -65,7 +67,7 @@ class ActivityTabs(QTabWidget):
         super().__init__()
         plain(self)
         self.theme = theme
-        self.requests = Table(REQUEST_HEADERS, stretch=7, tooltips=REQUEST_TIPS)
+        self.requests = Table(REQUEST_HEADERS, stretch=6, tooltips=REQUEST_TIPS)
         self.decisions = Table(DECISION_HEADERS, stretch=4)
         self.log = QPlainTextEdit()
         self.log.setReadOnly(True)
@@ -87,9 +89,9 @@ class ActivityTabs(QTabWidget):
             bad = r.get("status") not in (None, "ok")
             low = share is not None and share < 0.5 and (r.get("prompt_tokens") or 0) > 64
             c = self.theme.bad if bad else (self.theme.warn if low else None)
-            colors.append([None, self.theme.bad if bad else None, None, None, c, None, c, c] + [None] * 5)
+            colors.append([self.theme.bad if bad else None, None, None, c, None, c, c] + [None] * 6)
         self.requests.show_rows([request_cells(r, view.now) for r in reqs], colors,
-                                align_right=(3, 4, 6, 8, 9, 10, 11, 12))
+                                align_right=(2, 3, 5, 7, 8, 9, 10, 11))
         self.setTabText(0, f"Recent requests ({len(reqs)})")
         decisions = [d for d in view.snapshot.get("decisions") or [] if isinstance(d, dict)]
         self.decisions.show_rows([decision_cells(d, view.now) for d in reversed(decisions)],

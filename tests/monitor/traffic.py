@@ -30,7 +30,7 @@ def free_port() -> int:
 def serve_flags(model: Path, port: int, cache_root: Path, *, batch: int = 2) -> list[str]:
     """Flags of a small server whose displaced conversations park to disk (cold level + system-prompt cache)."""
     return ["--no-config", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-            "--batch", str(batch), "--ctx", "2048", "--threads", "1",
+            "--batch", str(batch), "--ctx", "4096", "--threads", "1",
             "--conversation-cache-park", "disk",
             "--conversation-cache-cold-dir", str(cache_root / "cold"), "--conversation-cache-cold-mib", "64",
             "--conversation-cache-system-prompt-dir", str(cache_root / "system-prompts"),
@@ -74,8 +74,11 @@ def chat(url: str, messages: list[dict], max_tokens: int = 8, api_key: str | Non
                                  headers={"Content-Type": "application/json"})
     if api_key:
         req.add_header("Authorization", f"Bearer {api_key}")
-    with urllib.request.urlopen(req, timeout=120) as r:
-        return json.loads(r.read())
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        raise RuntimeError(f"HTTP {e.code}: {e.read()[:300]!r}") from None
 
 
 SYSTEM = "You are a careful coding agent. Read the files, then answer with a patch. " * 4

@@ -1,0 +1,115 @@
+"""The app's controller: ties the server supervisor, the monitor (model, feed client, window) and the
+tray together, and shows the server's state and restarts in the window's status bar.
+
+Qt glue only: the supervisor and the feed client do their work on their own threads; a timer here
+reads their state. Not here: the first-run wizard and the command line (main.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtGui import QGuiApplication, QIcon
+from PySide6.QtWidgets import QApplication, QLabel, QSystemTrayIcon
+from strata.app.restart_policy import RestartConfig
+from strata.app.supervisor import ServerStatus, ServerSupervisor
+from strata.app.tray import Tray
+from strata.monitor.client import FeedClient
+from strata.monitor.model import MonitorModel
+from strata.monitor.window import MonitorWindow
+
+POLL_MS = 300
+ICON = Path(__file__).resolve().parents[1] / "resources" / "strata.png"
+log = logging.getLogger("strata.app")
+
+
+class AppController(QObject):
+    def __init__(self, config_path: Path | None, log_dir: Path, *, theme: str = "system",
+                 restart: RestartConfig | None = None, command: list[str] | None = None,
+                 api_key: str | None = None) -> None:
+        super().__init__()
+        self.supervisor = ServerSupervisor(config_path, log_dir, restart=restart, command=command)
+        self.api_key = api_key
+        self.model = MonitorModel()
+        self.client: FeedClient | None = None
+        self.window = MonitorWindow(self.model, theme=theme, title="Strata")
+        self.status_label = QLabel("Server: starting")
+        self.status_label.setTextInteractionFlags(self.status_label.textInteractionFlags())
+        self.window.statusBar().addWidget(self.status_label, 1)
+        icon = QIcon(str(ICON)) if ICON.is_file() else QIcon()
+        self.tray: Tray | None = None
+        if QSystemTrayIcon.isSystemTrayAvailable():
+            self.tray = Tray(icon, on_open=self.open_monitor, on_copy=self.copy_endpoint,
+                             on_restart=self.restart_server, on_quit=self.quit)
+        self._shown_restarts = 0
+        self.timer = QTimer(self)
+        self.timer.setInterval(POLL_MS)
+        self.timer.timeout.connect(self.poll)
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def start(self, show: bool = True) -> None:
+        log.info("starting the server: %s", " ".join(self.supervisor.command))
+        self.supervisor.start()
+        self.timer.start()
+        if show:
+            self.open_monitor()
+
+    def open_monitor(self) -> None:
+        self.window.show()
+        self.window.raise_()
+        self.window.activateWindow()
+
+    def copy_endpoint(self) -> None:
+        endpoint = self.supervisor.status().endpoint
+        if endpoint:
+            QGuiApplication.clipboard().setText(endpoint)
+
+    def restart_server(self) -> None:
+        log.info("restart requested by the user")
+        self.supervisor.restart()
+
+    def quit(self) -> None:
+        self.shutdown()
+        QApplication.quit()
+
+    def shutdown(self) -> None:
+        """Stops the server and the feed (idempotent); the app's last step."""
+        self.timer.stop()
+        if self.client is not None:
+            self.client.stop()
+            self.client = None
+        self.supervisor.stop()
+        if self.tray is not None:
+            self.tray.hide()
+        log.info("stopped")
+
+    # -- state --------------------------------------------------------------------------------
+
+    def poll(self) -> None:
+        status = self.supervisor.status()
+        if status.endpoint and (self.client is None or self.client.base != status.endpoint):
+            if self.client is not None:
+                self.client.stop()
+            self.client = FeedClient(status.endpoint, self.model, api_key=self.api_key).start()
+        text = status_text(status)
+        if self.status_label.text() != text:
+            self.status_label.setText(text)
+        if status.restarts > self._shown_restarts:
+            self._shown_restarts = status.restarts
+            log.warning("server restarted: %s", status.last_restart_reason)
+            if self.tray is not None:
+                self.tray.notify("Strata restarted the server", status.last_restart_reason)
+        if self.tray is not None:
+            self.tray.show_status(status)
+
+
+def status_text(status: ServerStatus) -> str:
+    text = f"Server running ({status.detail})" if status.state == "running" else \
+        f"Server {status.state}: {status.detail}"
+    if status.restarts:
+        times = "once" if status.restarts == 1 else f"{status.restarts} times"
+        text += f"  \u2022  restarted {times} (last: {status.last_restart_reason})"
+    return text

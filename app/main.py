@@ -1,0 +1,143 @@
+"""`strata-app`: what the user double-clicks. First run: the setup wizard; then the server starts in the
+background (restarted when it dies, stopped on quit), the monitor window opens, and a tray icon
+offers the address, the monitor, restart and quit. A second launch brings the running one forward.
+
+Also `strata-app --strata-cli ARGS...` runs the `strata` command itself: the packaged app has no
+Python of its own to run `strata serve` with, so the supervisor starts the app's own executable so.
+Not here: the supervisor (supervisor.py), the window (strata.monitor.window).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import logging.handlers
+import os
+import sys
+from pathlib import Path
+
+import platformdirs
+
+
+def log_dir() -> Path:
+    return Path(platformdirs.user_log_dir("strata", appauthor=False))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="strata-app", description="Strata: the local model server and its monitor.")
+    p.add_argument("--config", metavar="PATH", default=None,
+                   help="configuration file (default: $STRATA_CONFIG, else the one `strata setup` writes); "
+                        "the setup wizard opens when it does not exist")
+    p.add_argument("--theme", choices=("system", "light", "dark"), default="system")
+    p.add_argument("--log-dir", metavar="PATH", default=None, help=f"log folder (default: {log_dir()})")
+    p.add_argument("--hidden", action="store_true", help="start in the tray without opening the monitor")
+    return p
+
+
+def setup_logging(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "app.log"
+    handler = logging.handlers.RotatingFileHandler(path, maxBytes=2 * 1024 * 1024, backupCount=3,
+                                                   encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("strata.app")
+    root.setLevel(logging.INFO)
+    root.addHandler(handler)
+    return path
+
+
+def say(text: str) -> None:
+    """A message for a terminal when there is one (a GUI launch on Windows has no stdout)."""
+    if sys.stderr is not None:
+        try:
+            print(text, file=sys.stderr)
+        except OSError:
+            pass
+
+
+def api_key_of(config_path: Path) -> str | None:
+    if os.environ.get("STRATA_API_KEY"):
+        return os.environ["STRATA_API_KEY"]
+    try:
+        from strata.installer.config_file import read
+
+        values, _ = read(config_path)
+    except Exception:
+        return None
+    key = values.get("api_key")
+    return key if isinstance(key, str) and key else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--strata-cli"]:
+        from strata.cli import main as strata_main
+
+        return strata_main(argv[1:])
+    args = build_parser().parse_args(argv)
+    folder = Path(args.log_dir) if args.log_dir else log_dir()
+    setup_logging(folder)
+    log = logging.getLogger("strata.app")
+    try:
+        from strata.app.restart_policy import RestartConfig
+
+        restart = RestartConfig.from_env()
+    except ValueError as e:
+        say(f"strata-app: {e}")
+        log.error("%s", e)
+        return 2
+
+    from PySide6.QtWidgets import QApplication
+    from strata.app.single_instance import SingleInstance, ask_running_instance, instance_name
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("Strata")
+    app.setQuitOnLastWindowClosed(False)
+    name = instance_name()
+    if ask_running_instance(name):
+        say("strata-app: already running; it has been brought forward")
+        log.info("second launch: asked the running app to come forward")
+        return 0
+
+    from strata.installer.config_file import configured_path
+
+    config_path = Path(args.config).expanduser() if args.config else configured_path()
+    if not config_path.is_file():
+        log.info("no configuration at %s: first run, showing the setup wizard", config_path)
+        from strata.installer.wizard import run_wizard
+
+        written = run_wizard(None, config_path)
+        if written is None:
+            log.info("setup cancelled")
+            return 1
+        config_path = Path(written)
+
+    from strata.app.controller import AppController
+
+    controller = AppController(config_path, folder, theme=args.theme, restart=restart,
+                               api_key=api_key_of(config_path))
+    try:
+        single = SingleInstance(name, controller.open_monitor)
+    except OSError as e:
+        log.warning("%s; a second launch will start a second app", e)
+        single = None
+    if controller.tray is None:
+        # no tray here (e.g. some Linux desktops): closing the window quits the app
+        app.setQuitOnLastWindowClosed(True)
+        app.lastWindowClosed.connect(controller.shutdown)
+    else:
+        controller.window.hide_on_close = True   # the tray keeps the app alive
+    controller.start(show=not args.hidden or controller.tray is None)
+    try:
+        code = app.exec()
+    except KeyboardInterrupt:
+        code = 0
+    finally:
+        controller.shutdown()
+        if single is not None:
+            single.close()
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,211 @@
+"""The server supervisor: runs `strata serve --config PATH` as a child process, waits for `/health`,
+restarts it when it dies (as `restart_policy.decide` says, with the reason kept for the UI), and
+stops it on request. Its output goes to `server.log` in the app's log folder.
+
+Qt-free (subprocess and threads): the app polls `status()` from a timer. Not here: the decision
+itself (restart_policy.py) or any window.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from strata.app.restart_policy import Exit, RestartConfig, decide
+
+HEALTH_TIMEOUT_S = 180.0     # a server that does not answer /health by then is killed and counts as failed
+HEALTH_POLL_S = 0.2
+STOP_GRACE_S = 15.0          # SIGTERM first; SIGKILL after this long
+LISTENING = re.compile(r"listening on (https?://[^\s()|]+)")
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    state: str                 # "starting" | "running" | "restarting" | "failed" | "stopped"
+    detail: str                # why, in words
+    endpoint: str | None       # where clients connect (from the server's own "listening on" line)
+    pid: int | None
+    restarts: int              # automatic restarts since the app started
+    last_restart_reason: str   # "" until the first restart
+
+
+def server_command(config_path: Path | None, extra: tuple[str, ...] = ()) -> list[str]:
+    """How to run `strata serve` here: `python -m strata serve`, or the frozen app itself (PyInstaller)
+    with `--strata-cli`, which `strata.app.main` hands to the `strata` command."""
+    args = ["serve"] + (["--config", str(config_path)] if config_path else []) + list(extra)
+    if getattr(sys, "frozen", False):
+        return [sys.executable, "--strata-cli", *args]
+    return [sys.executable, "-m", "strata", *args]
+
+
+def connect_address(url: str) -> str:
+    """A listening address as a client reaches it from this machine (0.0.0.0 / :: -> 127.0.0.1)."""
+    return re.sub(r"//(0\.0\.0\.0|\[::\]|::)(:|/|$)", r"//127.0.0.1\2", url.rstrip("/"))
+
+
+class ServerSupervisor:
+    def __init__(self, config_path: Path | None, log_dir: Path, *, restart: RestartConfig | None = None,
+                 command: list[str] | None = None, health_timeout_s: float = HEALTH_TIMEOUT_S,
+                 env: dict[str, str] | None = None) -> None:
+        self.config_path = Path(config_path) if config_path else None
+        self.log_dir = Path(log_dir)
+        self.log_path = self.log_dir / "server.log"
+        self.restart_cfg = restart or RestartConfig.from_env()
+        self.command = command or server_command(self.config_path)
+        self.health_timeout_s = health_timeout_s
+        self.env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
+        self.events: deque[tuple[float, str]] = deque(maxlen=200)   # (wall time, what happened)
+        self._lock = threading.Lock()
+        self._state, self._detail = "stopped", "not started"
+        self._endpoint: str | None = None
+        self._proc: subprocess.Popen | None = None
+        self._restarts = 0
+        self._last_reason = ""
+        self._stop = threading.Event()
+        self._requested = False
+        self._thread: threading.Thread | None = None
+        self._last_line = ""
+
+    # -- control (any thread) -----------------------------------------------------------------
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="strata-server-supervisor", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = STOP_GRACE_S) -> None:
+        self._stop.set()
+        self._terminate(timeout)
+        if self._thread is not None:
+            self._thread.join(timeout + 5)
+        self._set("stopped", "stopped")
+
+    def restart(self) -> None:
+        """A restart the user asked for: stop, then start with the retry count at zero."""
+        self._event("restart requested")
+        self.stop()
+        self.start()
+
+    def status(self) -> ServerStatus:
+        with self._lock:
+            pid = self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+            return ServerStatus(self._state, self._detail, self._endpoint, pid, self._restarts, self._last_reason)
+
+    # -- worker -------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        attempts = 0
+        while not self._stop.is_set():
+            self._set("starting", "starting the server")
+            try:
+                proc, started = self._spawn(), time.monotonic()
+            except OSError as e:
+                self._set("failed", f"cannot start the server: {e}")
+                return
+            healthy = self._wait_healthy(proc)
+            if healthy:
+                self._set("running", f"pid {proc.pid}")
+            while proc.poll() is None and not self._stop.wait(0.2):
+                pass
+            if self._stop.is_set():
+                return
+            rc = proc.wait()
+            exit_ = Exit(rc, time.monotonic() - started, healthy, self._requested, self._last_line[:200])
+            decision = decide(exit_, attempts, self.restart_cfg)
+            attempts = decision.attempts
+            self._event(decision.reason)
+            if not decision.restart:
+                self._set("failed", decision.reason)
+                return
+            with self._lock:
+                self._restarts += 1
+                self._last_reason = decision.reason
+            self._set("restarting", decision.reason)
+            if self._stop.wait(min(0.5 * 2 ** (attempts - 1), 5.0)):
+                return
+
+    def _spawn(self) -> subprocess.Popen:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._requested = False
+        self._last_line = ""
+        flags = getattr(subprocess, "CREATE_NO_WINDOW", 0)   # Windows: no console window for the server
+        proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env=self.env, creationflags=flags)
+        with self._lock:
+            self._proc = proc
+        self._event(f"server started (pid {proc.pid}): {' '.join(self.command)}")
+        threading.Thread(target=self._pump, args=(proc,), name="strata-server-log", daemon=True).start()
+        return proc
+
+    def _pump(self, proc: subprocess.Popen) -> None:
+        """Copies the server's output into server.log and picks its address out of it."""
+        assert proc.stdout is not None
+        with open(self.log_path, "ab") as log:
+            log.write(f"---- {time.strftime('%Y-%m-%d %H:%M:%S')} server pid {proc.pid}\n".encode())
+            for raw in iter(proc.stdout.readline, b""):
+                log.write(raw)
+                log.flush()
+                line = raw.decode("utf-8", errors="replace").strip()
+                if line:
+                    self._last_line = line
+                m = LISTENING.search(line)
+                if m:
+                    with self._lock:
+                        self._endpoint = connect_address(m.group(1))
+
+    def _wait_healthy(self, proc: subprocess.Popen) -> bool:
+        deadline = time.monotonic() + self.health_timeout_s
+        while proc.poll() is None and not self._stop.is_set():
+            endpoint = self.status().endpoint
+            if endpoint and _health_ok(endpoint):
+                return True
+            if time.monotonic() > deadline:
+                self._event(f"no answer on /health after {self.health_timeout_s:.0f} s; killing the server")
+                self._last_line = f"no answer on /health after {self.health_timeout_s:.0f} s"
+                proc.kill()
+                return False
+            time.sleep(HEALTH_POLL_S)
+        return False
+
+    def _terminate(self, grace: float) -> None:
+        with self._lock:
+            proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        self._requested = True
+        proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+    def _set(self, state: str, detail: str) -> None:
+        with self._lock:
+            changed = (state, detail) != (self._state, self._detail)
+            self._state, self._detail = state, detail
+        if changed:
+            self._event(f"{state}: {detail}")
+
+    def _event(self, text: str) -> None:
+        self.events.append((time.time(), text))
+
+
+def _health_ok(endpoint: str) -> bool:
+    try:
+        with urllib.request.urlopen(endpoint + "/health", timeout=2) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False

@@ -1,0 +1,75 @@
+"""End to end: the app (offscreen) starts a real `strata serve` on a tiny model, four agents send
+requests, the monitor shows them (slots, requests with their reuse and mismatch position, disk parks);
+then the server is killed and the app restarts it and says so. Screenshots of the window at idle,
+under load and after the restart go to test-artifacts/monitor/ for review."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+from strata.app.controller import AppController
+from strata.app.restart_policy import RestartConfig
+from strata.monitor.widgets.requests import REQUEST_HEADERS
+
+from tests.monitor import traffic
+
+pytestmark = pytest.mark.skipif(os.name == "nt", reason="kills the server with SIGKILL")
+
+
+def test_app_runs_the_server_shows_traffic_and_restarts_it(qtbot, app_config, tmp_path, artifacts):
+    controller = AppController(app_config, tmp_path / "logs", theme="light", restart=RestartConfig(max_retries=3))
+    controller.window.resize(1280, 800)
+    controller.start()
+    try:
+        qtbot.waitUntil(lambda: controller.supervisor.status().state == "running", timeout=90_000)
+        status = controller.supervisor.status()
+        assert status.endpoint and status.endpoint.startswith("http://127.0.0.1:")
+        qtbot.waitUntil(lambda: controller.model.view().connection == "connected", timeout=20_000)
+        qtbot.wait(600)
+        controller.window.save_png(artifacts / "app-idle.png")
+        assert "running" in controller.status_label.text()
+
+        errors: list[BaseException] = []
+        agents = threading.Thread(target=lambda: errors.extend(
+            traffic.run_agents(status.endpoint, n=4, turns=6, max_tokens=64)))
+        agents.start()
+        qtbot.waitUntil(lambda: len(controller.model.view().requests) >= 6, timeout=60_000)
+        controller.window.save_png(artifacts / "app-load.png")
+        qtbot.waitUntil(lambda: not agents.is_alive(), timeout=300_000)
+        assert errors == []
+        qtbot.waitUntil(lambda: len(controller.model.view().requests) >= 24, timeout=10_000)
+        qtbot.wait(600)
+        view = controller.model.view()
+        assert view.cache["parks"]["disk"] > 0                  # two slots, four conversations: parked to disk
+        assert view.cache["hits"]["cold"] > 0
+        # the agent that changes the top of its prompt shows up with an early mismatch position
+        changing = [r for r in view.requests if (r.get("mismatch_excerpt") or "").startswith("time ")]
+        assert changing and all(r["mismatch_at"] < 16 for r in changing)
+        table = controller.window.activity.requests
+        assert table.rowCount() == len(view.requests)
+        col = REQUEST_HEADERS.index("stopped matching at")
+        shown = [table.item(r, col).text() for r in range(table.rowCount())]
+        assert any(t.startswith("token ") for t in shown)
+        controller.window.save_png(artifacts / "app-after-load.png")
+
+        pid = controller.supervisor.status().pid
+        os.kill(pid, signal.SIGKILL)
+        qtbot.waitUntil(lambda: controller.supervisor.status().restarts == 1
+                        and controller.supervisor.status().state == "running", timeout=90_000)
+        assert controller.supervisor.status().pid != pid
+        qtbot.wait(2 * 300 + 100)
+        text = controller.status_label.text()
+        assert "restarted once" in text and "killed by SIGKILL" in text
+        # the monitor follows the new process (its history starts again: request ids from 1)
+        qtbot.waitUntil(lambda: controller.model.view().connection == "connected"
+                        and controller.model.view().totals.get("requests") == 0, timeout=20_000)
+        controller.window.save_png(artifacts / "app-restarted.png")
+        log = (tmp_path / "logs" / "server.log").read_text(encoding="utf-8")
+        assert log.count("---- ") == 2 and "listening on" in log
+    finally:
+        controller.shutdown()
+    assert controller.supervisor.status().state == "stopped"
+    assert controller.supervisor.status().pid is None
