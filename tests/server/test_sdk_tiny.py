@@ -214,3 +214,15 @@ def test_anthropic_history_with_reasoning_and_server_tool_blocks_is_accepted(cla
     ]
     r = claude.messages.with_raw_response.create(model="m", max_tokens=3, messages=messages, extra_body=GREEDY)
     assert r.http_response.status_code == 200
+
+
+def test_aliases_are_listed_and_any_name_is_served(tiny_model):
+    from tests.server.live import LiveServer
+
+    with LiveServer(model=str(tiny_model), ctx=512, batch=0, threads=1, conversation_cache_mib=0,
+                    alias="gpt-4o, claude-sonnet-4-5") as s:
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0)
+        assert [m.id for m in client.models.list().data] == [s.state.model_name, "gpt-4o", "claude-sonnet-4-5"]
+        r = client.chat.completions.create(model="some-model-nobody-has", max_tokens=2,
+                                           messages=[{"role": "user", "content": "hi"}])
+        assert r.model == "some-model-nobody-has" and r.usage.completion_tokens >= 1
