@@ -34,7 +34,7 @@ void register_engine_bindings(py::module_& m) {
 
     py::class_<engine>(m, "Engine")
         .def(py::init([](const std::string& path, int64_t n_ctx, int n_slots, int n_groups, int64_t slot_ctx,
-                         int n_threads, const std::string& kv_type, int64_t max_chunk) {
+                         int n_threads, const std::string& kv_type, int64_t max_chunk, const std::string& backend) {
                  engine_params p;
                  p.n_ctx = n_ctx;
                  p.n_slots = n_slots;
@@ -43,12 +43,13 @@ void register_engine_bindings(py::module_& m) {
                  p.n_threads = n_threads;
                  p.kv_type = kv_type;
                  p.max_chunk = max_chunk;
+                 p.backend = backend;
                  py::gil_scoped_release nogil;
                  return new engine(path, p);
              }),
              py::arg("model_path"), py::arg("n_ctx") = 4096, py::arg("n_slots") = 0, py::arg("n_groups") = 1,
              py::arg("slot_ctx") = 0, py::arg("n_threads") = 0, py::arg("kv_type") = "f16",
-             py::arg("max_chunk") = 512)
+             py::arg("max_chunk") = 512, py::arg("backend") = "cpu")
         .def("hparams", [](const engine& e) {
             const model_hparams& h = e.hp();
             py::dict d;
@@ -75,6 +76,24 @@ void register_engine_bindings(py::module_& m) {
         .def_property_readonly("kv_type", [](const engine& e) { return e.params().kv_type; })
         .def_property_readonly("max_chunk", [](const engine& e) { return e.params().max_chunk; })
         .def_property_readonly("simd", [](const engine&) { return std::string(simd_name()); })
+        .def_property_readonly("gpu", [](const engine& e) -> py::object {   // None unless backend "cuda"
+#ifdef STRATA_WITH_CUDA
+            if (const cuda_backend* g = e.gpu()) {
+                const cuda_device_info d = g->device();
+                py::dict r;
+                r["index"] = d.index;
+                r["name"] = d.name;
+                r["compute_capability"] = std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor);
+                r["vram_total"] = d.vram_total;
+                r["vram_free"] = d.vram_free;
+                r["vram_used"] = g->vram_used();   // this engine's weights + KV + scratch
+                r["weight_bytes"] = g->weight_bytes();
+                r["kv_bytes"] = g->kv_bytes();
+                return std::move(r);
+            }
+#endif
+            return py::none();
+        })
         .def_property_readonly("data_offset", [](const engine& e) { return e.mdl().file->data_offset(); })
         .def_property_readonly("weight_bytes", [](const engine& e) { return e.mdl().weight_bytes(); })
         .def("context_capacity", [](const engine& e, int c) { return e.ctx(c).capacity; })

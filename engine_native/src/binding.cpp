@@ -7,6 +7,9 @@
 #include <cstring>
 
 #include "gguf.h"
+#ifdef STRATA_WITH_CUDA
+#include "cuda-backend.h"
+#endif
 
 namespace py = pybind11;
 
@@ -91,7 +94,31 @@ PYBIND11_MODULE(_engine, m) {
 #else
         d["simd"] = "scalar";
 #endif
+#ifdef STRATA_WITH_CUDA
+        d["cuda"] = true;
+#else
+        d["cuda"] = false;
+#endif
         return d;
+    });
+    // Usable CUDA devices as dicts (index, name, compute_capability, vram_total, vram_free); [] without
+    // a CUDA build, a driver or a device.
+    m.def("cuda_devices", []() {
+        py::list out;
+#ifdef STRATA_WITH_CUDA
+        const int n = cuda_device_count();
+        for (int i = 0; i < n; i++) {
+            const cuda_device_info d = cuda_device_query(i);
+            py::dict r;
+            r["index"] = d.index;
+            r["name"] = d.name;
+            r["compute_capability"] = std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor);
+            r["vram_total"] = d.vram_total;
+            r["vram_free"] = d.vram_free;
+            out.append(r);
+        }
+#endif
+        return out;
     });
 
     py::register_exception<gguf_error>(m, "GGUFError", PyExc_ValueError);

@@ -26,22 +26,28 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     model_ = model_load(std::make_shared<gguf_file>(model_path));
     const model_hparams& h = model_->hp;
 
+    int32_t kv_type_id;
     if (params_.kv_type == "f16") {
-        kv_.type = TYPE_F16;
+        kv_type_id = TYPE_F16;
     } else if (params_.kv_type == "f32") {
-        kv_.type = TYPE_F32;
+        kv_type_id = TYPE_F32;
     } else if (params_.kv_type == "q8_0") {
-        kv_.type = TYPE_Q8_0;
-        if (h.head_dim % 32 != 0) {
-            throw engine_error("kv_type q8_0 needs a head size that is a multiple of 32, this model has " +
-                               std::to_string(h.head_dim));
-        }
+        kv_type_id = TYPE_Q8_0;
     } else {
         throw engine_error("unknown kv_type '" + params_.kv_type + "' (use f16, q8_0 or f32)");
     }
-    kv_.n_layer = h.n_layer;
-    kv_.kv_dim = h.kv_dim();
-    kv_.row_bytes = kv_row_bytes(kv_.type, kv_.kv_dim);
+    try {
+        kv_ = kv_layout_make(kv_type_id, h.n_layer, h.n_head_kv, h.head_dim);
+    } catch (const std::invalid_argument& e) {
+        throw engine_error(std::string("kv_type ") + params_.kv_type + ": " + e.what());
+    }
+    const bool on_gpu = params_.backend == "cuda";
+    if (!on_gpu && params_.backend != "cpu") {
+        throw engine_error("unknown backend '" + params_.backend + "' (use cpu or cuda)");
+    }
+#ifndef STRATA_WITH_CUDA
+    if (on_gpu) throw engine_error("backend 'cuda': this build has no CUDA backend (rebuild with -Ccmake.define.STRATA_CUDA=ON)");
+#endif
 
     // ---- arena plan: contexts' KV and logits, then scratch
     const int n_ctx_total = 1 + params_.n_slots;
@@ -56,8 +62,8 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
         c.capacity = i == 0 ? params_.n_ctx : params_.slot_ctx;
         max_capacity_ = std::max(max_capacity_, c.capacity);
         for (int64_t il = 0; il < h.n_layer; il++) {
-            kv_handles[size_t(i)].push_back(arena_->add(kv_.row_bytes * size_t(c.capacity)));   // K
-            kv_handles[size_t(i)].push_back(arena_->add(kv_.row_bytes * size_t(c.capacity)));   // V
+            kv_handles[size_t(i)].push_back(arena_->add(on_gpu ? 0 : kv_.k_bytes(c.capacity)));   // K
+            kv_handles[size_t(i)].push_back(arena_->add(on_gpu ? 0 : kv_.v_bytes(c.capacity)));   // V
         }
         logit_handles.push_back(arena_->add(sizeof(float) * size_t(h.n_vocab)));
     }
@@ -72,7 +78,7 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     xq_bytes_ = (sizeof(float) * size_t(wide) + 127) / 64 * 64;
     size_t hxq[3];
     for (auto& hh : hxq) hh = arena_->add(xq_bytes_ * size_t(R));
-    size_t hatt = fbuf(int64_t(params_.n_threads) * (h.n_head / h.n_head_kv) * max_capacity_);
+    size_t hatt = fbuf(int64_t(params_.n_threads) * attention_scratch_floats(h.n_head / h.n_head_kv, max_capacity_));
     size_t hrope = fbuf(R * h.n_rot);
     size_t hlog = fbuf(int64_t(n_ctx_total) * h.n_vocab);
     arena_->allocate();
@@ -94,6 +100,17 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     logits_tmp_ = fp(hlog);
 
     pool_ = std::make_unique<thread_pool>(params_.n_threads);
+#ifdef STRATA_WITH_CUDA
+    if (on_gpu) {
+        std::vector<int64_t> capacities;
+        for (const context& c : contexts_) capacities.push_back(c.capacity);
+        try {
+            gpu_ = std::make_unique<cuda_backend>(*model_, kv_.type, kv_.row_bytes, capacities, max_rows_, n_ctx_total);
+        } catch (const cuda_error& e) {
+            throw engine_error(std::string("backend 'cuda': ") + e.what());
+        }
+    }
+#endif
 }
 
 const context& engine::ctx(int id) const {
@@ -204,12 +221,16 @@ void engine::copy(int src_id, int dst_id, int64_t n_tokens) {
         throw engine_error("copy: " + std::to_string(n_tokens) + " tokens exceed context " + std::to_string(dst_id) +
                            "'s capacity " + std::to_string(d.capacity));
     }
-    const size_t nb = kv_.row_bytes * size_t(n_tokens);
+    const size_t nk = kv_prefix_bytes(kv_, true, n_tokens), nv = kv_prefix_bytes(kv_, false, n_tokens);
+#ifdef STRATA_WITH_CUDA
+    if (gpu_) gpu_->kv_copy(src_id, dst_id, n_tokens);
+    else
+#endif
     pool_->parallel_range(2 * kv_.n_layer, 1, 1, [&](int64_t b, int64_t e, int) {
         for (int64_t i = b; i < e; i++) {
             size_t il = size_t(i / 2);
-            if (i % 2 == 0) std::memcpy(d.k[il], s.k[il], nb);
-            else std::memcpy(d.v[il], s.v[il], nb);
+            if (i % 2 == 0) std::memcpy(d.k[il], s.k[il], nk);
+            else std::memcpy(d.v[il], s.v[il], nv);
         }
     });
     d.tokens.assign(s.tokens.begin(), s.tokens.begin() + n_tokens);
@@ -225,11 +246,15 @@ void engine::kv_read(int ctx_id, int64_t t0, int64_t t1, uint8_t* dst) {
                            ") outside context " + std::to_string(ctx_id) + "'s " + std::to_string(c.tokens.size()) +
                            " tokens");
     }
-    const size_t nb = kv_.row_bytes * size_t(t1 - t0), off = kv_.row_bytes * size_t(t0);
+    const size_t nb = kv_.row_bytes * size_t(t1 - t0);
+#ifdef STRATA_WITH_CUDA
+    if (gpu_) gpu_->kv_read(ctx_id, t0, t1, dst);
+    else
+#endif
     for (int64_t il = 0; il < kv_.n_layer; il++) {
-        std::memcpy(dst, c.k[size_t(il)] + off, nb);
+        kv_get_rows(kv_, c.k[size_t(il)], true, t0, t1, dst);
         dst += nb;
-        std::memcpy(dst, c.v[size_t(il)] + off, nb);
+        kv_get_rows(kv_, c.v[size_t(il)], false, t0, t1, dst);
         dst += nb;
     }
 }
@@ -246,11 +271,15 @@ void engine::kv_write(int ctx_id, int64_t t0, const int32_t* tokens, int64_t n, 
                            "'s capacity " + std::to_string(c.capacity));
     }
     check_tokens(tokens, n);
-    const size_t nb = kv_.row_bytes * size_t(n), off = kv_.row_bytes * size_t(t0);
+    const size_t nb = kv_.row_bytes * size_t(n);
+#ifdef STRATA_WITH_CUDA
+    if (gpu_) gpu_->kv_write(ctx_id, t0, n, src);
+    else
+#endif
     for (int64_t il = 0; il < kv_.n_layer; il++) {
-        std::memcpy(c.k[size_t(il)] + off, src, nb);
+        kv_set_rows(kv_, c.k[size_t(il)], true, t0, t0 + n, src);
         src += nb;
-        std::memcpy(c.v[size_t(il)] + off, src, nb);
+        kv_set_rows(kv_, c.v[size_t(il)], false, t0, t0 + n, src);
         src += nb;
     }
     c.tokens.insert(c.tokens.end(), tokens, tokens + n);

@@ -13,8 +13,12 @@
 #include <vector>
 
 #include "arena.h"
+#include "attention.h"
 #include "model.h"
 #include "thread-pool.h"
+#ifdef STRATA_WITH_CUDA
+#include "cuda-backend.h"   // engine_native/cuda: weights, KV and compute in VRAM for backend "cuda"
+#endif
 
 namespace strata {
 
@@ -31,15 +35,7 @@ struct engine_params {
     int n_threads = 0;        // 0 = physical cores
     std::string kv_type = "f16";   // "f16", "q8_0", or "f32" (a precision reference for tests)
     int64_t max_chunk = 512;  // largest prefill chunk the scratch is sized for
-};
-
-// KV layout: per layer, K and V as (capacity, kv_dim) rows of kv_type.
-struct kv_layout {
-    int32_t type = 1;          // TYPE_F16, TYPE_Q8_0 or TYPE_F32
-    int64_t n_layer = 0;
-    int64_t kv_dim = 0;
-    size_t row_bytes = 0;      // one token's K (or V) of one layer
-    size_t bytes_per_token() const { return size_t(n_layer) * 2 * row_bytes; }
+    std::string backend = "cpu";   // "cpu", or "cuda" in a build with STRATA_CUDA (engine_native/cuda)
 };
 
 struct context {
@@ -47,7 +43,7 @@ struct context {
     int group = -1;            // -1 for main
     int64_t capacity = 0;
     std::vector<int32_t> tokens;          // (n_tokens,) the history the KV holds
-    std::vector<uint8_t*> k, v;           // (n_layer,) each -> (capacity, kv_row_bytes)
+    std::vector<uint8_t*> k, v;           // (n_layer,) each -> that layer's K / V (layout: attention.h)
     float* logits = nullptr;              // (n_vocab,) of the last processed position
     bool has_logits = false;
 };
@@ -73,6 +69,9 @@ class engine {
     const std::string& large_pages() const { return arena_->large_pages(); }
     size_t arena_bytes() const { return arena_->total_bytes(); }
     const context& ctx(int id) const;
+#ifdef STRATA_WITH_CUDA
+    const cuda_backend* gpu() const { return gpu_.get(); }   // null unless backend "cuda"
+#endif
 
     // Each of these locks the engine (one compute at a time) and may run on the thread pool.
     void prefill(int ctx_id, const int32_t* tokens, int64_t n_tokens, int64_t chunk);
@@ -119,9 +118,12 @@ class engine {
     float* out_ = nullptr;      // (max_rows, n_embd) projection outputs before the residual add
     uint8_t* xq_[3] = {};       // (max_rows, act_row_bytes(max cols)) quantized activations, one per act type
     size_t xq_bytes_ = 0;       // bytes of each xq_ buffer
-    float* att_scratch_ = nullptr;   // (n_threads, n_head / n_head_kv, max_capacity) scores
+    float* att_scratch_ = nullptr;   // (n_threads, attention_scratch_floats(n_rep, max_capacity)) scores
     float* rope_ = nullptr;          // (max_rows, n_rot / 2, 2) cos, sin per row
     float* logits_tmp_ = nullptr;    // (n_contexts, n_vocab) logits rows of one forward
+#ifdef STRATA_WITH_CUDA
+    std::unique_ptr<cuda_backend> gpu_;   // backend "cuda": the KV lives and forward() runs here
+#endif
 };
 
 }  // namespace strata

@@ -111,6 +111,14 @@ void engine::matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initia
 }
 
 void engine::forward(const batch_row* rows, int64_t n) {
+#ifdef STRATA_WITH_CUDA
+    if (gpu_) {   // the same rows on the GPU (engine_native/cuda/cuda-backend.cu)
+        std::vector<cuda_row> g;
+        for (int64_t r = 0; r < n; r++) g.push_back({rows[r].ctx->id, rows[r].token, rows[r].pos, rows[r].logits_out});
+        gpu_->forward(g.data(), n);
+        return;
+    }
+#endif
     const model& m = *model_;
     const model_hparams& h = m.hp;
     const int64_t E = h.n_embd, Q = h.q_dim(), KV = h.kv_dim(), F = h.n_ff, HD = h.head_dim;
@@ -163,8 +171,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
                 for (int64_t hh = 0; hh < h.n_head; hh++) rope_head(q + hh * HD, cs, h.n_rot, h.rope);
                 for (int64_t hh = 0; hh < h.n_head_kv; hh++) rope_head(k + hh * HD, cs, h.n_rot, h.rope);
                 const batch_row& row = rows[r];
-                kv_store_row(kv_.type, k, row.ctx->k[size_t(il)] + size_t(row.pos) * kv_.row_bytes, KV);
-                kv_store_row(kv_.type, v, row.ctx->v[size_t(il)] + size_t(row.pos) * kv_.row_bytes, KV);
+                kv_store(kv_, row.ctx->k[size_t(il)], row.ctx->v[size_t(il)], row.pos, k, v);
             }
         });
 
@@ -172,12 +179,12 @@ void engine::forward(const batch_row* rows, int64_t n) {
         // attention: tasks (row, kv head), the longest rows (latest positions) claimed first
         const int64_t n_tasks = n * h.n_head_kv;
         pool_->parallel_chunks(n_tasks, [&](int64_t c, int ith) {
-            float* scores = att_scratch_ + int64_t(ith) * n_rep * max_capacity_;
+            float* scores = att_scratch_ + int64_t(ith) * attention_scratch_floats(n_rep, max_capacity_);
             const int64_t t = n_tasks - 1 - c;
             const int64_t r = t / h.n_head_kv, g = t % h.n_head_kv;
             const batch_row& row = rows[r];
-            attention_group(kv_.type, q_ + r * Q + g * n_rep * HD, row.ctx->k[size_t(il)], row.ctx->v[size_t(il)],
-                            kv_.row_bytes, g, n_rep, HD, row.pos + 1, scale, xn_ + r * Q + g * n_rep * HD, scores);
+            attention_group(kv_, row.ctx->k[size_t(il)], row.ctx->v[size_t(il)], q_ + r * Q + g * n_rep * HD, g, n_rep,
+                            row.pos + 1, scale, xn_ + r * Q + g * n_rep * HD, scores);
         });
         matmuls(xn_, n, Q, {{&L.wo, out_}});
 

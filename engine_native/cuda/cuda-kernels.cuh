@@ -1,0 +1,70 @@
+// Launchers of the CUDA backend's kernels (host functions, one stream argument each): the seam between
+// cuda-backend.cu (which owns buffers, shapes and order) and the kernel files (which own the arithmetic).
+//
+// Not here: memory, the layer loop, host<->device copies (cuda-backend.cu). Every launcher checks its
+// launch with cudaGetLastError and throws cuda_error naming the kernel.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <string>
+
+#include <cuda_runtime.h>
+
+#include "cuda-backend.h"
+
+namespace strata {
+
+// Throws cuda_error "<what>: <CUDA's message>" unless e is cudaSuccess.
+inline void cuda_check(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) throw cuda_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// One row of a forward batch on the device: where its context's KV lives and where the row goes.
+// A context's KV is one allocation laid out (n_layer, 2 [K, V], capacity, kv_row_bytes).
+struct cuda_dev_row {
+    uint8_t* kv;        // the context's KV allocation
+    int64_t capacity;   // tokens
+    int64_t pos;        // position of this row's token
+    int32_t token;
+    int32_t pad_;
+};
+
+// Shapes the per-row kernels share.
+struct cuda_shape {
+    int64_t n_embd, n_head, n_head_kv, head_dim, n_rot, n_ff;
+    int32_t rope_neox;       // 0: ROPE_NORM (adjacent pairs), 1: ROPE_NEOX (halves)
+    int32_t kv_type;         // TYPE_F16, TYPE_F32 or TYPE_Q8_0
+    size_t kv_row_bytes;
+    float rms_eps;
+};
+
+// cuda-matmul.cu: y (n_tok, n_out) = x (n_tok, n_cols) @ W^T, W (n_out, n_cols) of any supported type.
+void cuda_matmul(int32_t type, const uint8_t* w, size_t w_row_bytes, int64_t n_out, int64_t n_cols, const float* x,
+                 int64_t n_tok, float* y, cudaStream_t stream);
+// x (n_rows, n_embd) := rows of token_embd (any supported type) at each row's token.
+void cuda_embed(int32_t type, const uint8_t* w, size_t w_row_bytes, const cuda_dev_row* rows, int64_t n_rows,
+                int64_t n_embd, float* x, cudaStream_t stream);
+
+// cuda-kernels.cu
+// If add: x += add (written back). Then y[j] = rms_norm(x[src_j]) * w for j < n_rows, where src_j =
+// idx ? idx[j] : j. x, add: (*, n); y: (n_rows, n).
+void cuda_rms_norm(float* x, const float* add, const int32_t* idx, const float* w, float* y, int64_t n_rows,
+                   int64_t n, float eps, cudaStream_t stream);
+// x += add, both (n_rows, n).
+void cuda_add(float* x, const float* add, int64_t n_rows, int64_t n, cudaStream_t stream);
+// gate := silu(gate) * up, both (n_rows, n_ff).
+void cuda_swiglu(float* gate, const float* up, int64_t n_rows, int64_t n_ff, cudaStream_t stream);
+// Per row: biases (when given), Q/K head RMS norms (when given), RoPE with the row's (n_rot / 2, 2)
+// cos/sin table, then K and V stored into the row's context at its position in layer `layer`.
+// q (n_rows, q_dim), k/v (n_rows, kv_dim), rope_cs (n_rows, n_rot).
+void cuda_qkv_post(float* q, float* k, float* v, const float* bq, const float* bk, const float* bv,
+                   const float* q_norm, const float* k_norm, const float* rope_cs, const cuda_dev_row* rows,
+                   int64_t n_rows, int64_t layer, const cuda_shape& s, cudaStream_t stream);
+// Causal grouped-query attention of every row over its context's positions [0, pos]:
+// q (n_rows, q_dim) -> out (n_rows, q_dim).
+void cuda_attention(const float* q, float* out, const cuda_dev_row* rows, int64_t n_rows, int64_t layer,
+                    const cuda_shape& s, cudaStream_t stream);
+
+}  // namespace strata

@@ -1,0 +1,164 @@
+// The CUDA backend's one product kernel, for decode and prefill alike: y = x @ W^T with W in any
+// supported GGUF type, dequantized tile by tile to f16 (bf16 for BF16 weights) in shared memory and
+// multiplied on tensor cores (WMMA 16x16x16, f32 accumulation); plus the embedding lookup.
+//
+// Not here: the CPU's 8-bit activation formats. The GPU multiplies f16 activations (x clamped to
+// +-65504) with f16-rounded weights, so its logits differ from the CPU backend's within the parity
+// tests' tolerance, never bitwise. Bitwise rule on the GPU: an output (token t, weight row r) is the
+// same sequence of mma steps over k = 0, 16, 32, ... whatever the tile it falls in, so decode (a
+// token tile of 16) and prefill (64) give identical floats and a row never depends on its batch.
+#include <cstdint>
+#include <string>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+
+#include "cuda-dequant.cuh"
+#include "cuda-kernels.cuh"
+#include "quants.h"
+
+namespace strata {
+namespace {
+
+using namespace nvcuda;
+
+constexpr int k_warps = 4;                 // 128 threads a block
+constexpr int k_bm = 16 * k_warps;         // weight rows a block: 16 per warp
+constexpr int k_bk = 32;                   // k per step: one 32-block (an eighth of a K-quant super-block)
+constexpr int k_ld = k_bk + 8;             // shared row pitch in elements (multiple of 8, fewer bank conflicts)
+
+template <typename T>
+__device__ __forceinline__ T to_elem(float v);
+template <>
+__device__ __forceinline__ __half to_elem<__half>(float v) {
+    return __float2half_rn(fminf(65504.0f, fmaxf(-65504.0f, v)));
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 to_elem<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// y (n_tok, n_out) = x (n_tok, n_cols) @ W^T, W (n_out, n_cols) of weight type TYPE; mirrors quants.h
+// matmul (and matvec, the n_tok = 1 case) with float instead of 8-bit activations.
+// Launch: grid (ceil(n_out / k_bm), ceil(n_tok / (16 * TN))), block (32 * k_warps). Warp w computes
+// weight rows [16w, 16w + 16) of the block's tile for its 16 * TN tokens, TN accumulator fragments.
+template <int TYPE, typename T, int TN>
+__global__ void __launch_bounds__(32 * k_warps)
+matmul_kernel(const uint8_t* __restrict__ w, size_t w_row_bytes, int64_t n_out, int64_t n_cols,
+              const float* __restrict__ x, int64_t n_tok, float* __restrict__ y) {
+    constexpr int BN = 16 * TN;
+    constexpr int LDC = BN + 4;
+    __shared__ __align__(32) T a_sh[k_bm * k_ld];     // (k_bm rows, k_bk) weights of this k step
+    __shared__ __align__(32) T b_sh[BN * k_ld];       // (BN tokens, k_bk) activations, k contiguous
+    __shared__ __align__(32) float c_sh[k_bm * LDC];  // (k_bm rows, BN tokens) results
+    const int tid = threadIdx.x, warp = tid / 32;
+    const int64_t m0 = int64_t(blockIdx.x) * k_bm, n0 = int64_t(blockIdx.y) * BN;
+
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[TN];
+    for (int j = 0; j < TN; j++) wmma::fill_fragment(acc[j], 0.0f);
+
+    for (int64_t k0 = 0; k0 < n_cols; k0 += k_bk) {
+        for (int i = tid; i < k_bm * k_bk; i += blockDim.x) {
+            const int r = i / k_bk, kk = i % k_bk;
+            const int64_t gr = m0 + r, gk = k0 + kk;
+            const float v = (gr < n_out && gk < n_cols) ? cuda_dq::dq<TYPE>(w + size_t(gr) * w_row_bytes, gk) : 0.0f;
+            a_sh[r * k_ld + kk] = to_elem<T>(v);
+        }
+        for (int i = tid; i < BN * k_bk; i += blockDim.x) {
+            const int t = i / k_bk, kk = i % k_bk;
+            const int64_t gt = n0 + t, gk = k0 + kk;
+            const float v = (gt < n_tok && gk < n_cols) ? x[gt * n_cols + gk] : 0.0f;
+            b_sh[t * k_ld + kk] = to_elem<T>(v);
+        }
+        __syncthreads();
+        for (int kk = 0; kk < k_bk; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+            wmma::load_matrix_sync(a, a_sh + warp * 16 * k_ld + kk, k_ld);
+            for (int j = 0; j < TN; j++) {
+                // B (k, token) at b_sh[token * k_ld + k]: column-major with leading dimension k_ld
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
+                wmma::load_matrix_sync(b, b_sh + j * 16 * k_ld + kk, k_ld);
+                wmma::mma_sync(acc[j], a, b, acc[j]);
+            }
+        }
+        __syncthreads();   // a_sh / b_sh are refilled next step
+    }
+    for (int j = 0; j < TN; j++) {
+        wmma::store_matrix_sync(c_sh + warp * 16 * LDC + j * 16, acc[j], LDC, wmma::mem_row_major);
+    }
+    __syncthreads();
+    for (int i = tid; i < k_bm * BN; i += blockDim.x) {
+        const int t = i / k_bm, r = i % k_bm;   // consecutive threads: consecutive weight rows of y
+        const int64_t gt = n0 + t, gr = m0 + r;
+        if (gt < n_tok && gr < n_out) y[gt * n_out + gr] = c_sh[r * LDC + t];
+    }
+}
+
+// x (n_rows, n_embd) := dequantized token_embd rows; mirrors forward.cpp's dequantize_row lookup.
+// Launch: grid (n_rows), block (256).
+template <int TYPE>
+__global__ void embed_kernel(const uint8_t* w, size_t w_row_bytes, const cuda_dev_row* rows, int64_t n_embd,
+                             float* x) {
+    const int64_t r = blockIdx.x;
+    const uint8_t* src = w + size_t(rows[r].token) * w_row_bytes;
+    for (int64_t i = threadIdx.x; i < n_embd; i += blockDim.x) x[r * n_embd + i] = cuda_dq::dq<TYPE>(src, i);
+}
+
+template <int TYPE, typename T>
+void launch_matmul(const uint8_t* w, size_t w_row_bytes, int64_t n_out, int64_t n_cols, const float* x, int64_t n_tok,
+                   float* y, cudaStream_t stream) {
+    const unsigned gx = unsigned((n_out + k_bm - 1) / k_bm);
+    if (n_tok <= 16) {   // decode: one 16-token fragment per warp (same k-order as the prefill tile)
+        const dim3 grid(gx, unsigned((n_tok + 15) / 16));
+        matmul_kernel<TYPE, T, 1><<<grid, 32 * k_warps, 0, stream>>>(w, w_row_bytes, n_out, n_cols, x, n_tok, y);
+    } else {
+        const dim3 grid(gx, unsigned((n_tok + 63) / 64));
+        matmul_kernel<TYPE, T, 4><<<grid, 32 * k_warps, 0, stream>>>(w, w_row_bytes, n_out, n_cols, x, n_tok, y);
+    }
+}
+
+}  // namespace
+
+void cuda_matmul(int32_t type, const uint8_t* w, size_t w_row_bytes, int64_t n_out, int64_t n_cols, const float* x,
+                 int64_t n_tok, float* y, cudaStream_t stream) {
+    if (n_tok <= 0 || n_out <= 0) return;
+    switch (type) {
+        case TYPE_F32: launch_matmul<TYPE_F32, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
+        case TYPE_F16: launch_matmul<TYPE_F16, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
+        case TYPE_BF16:
+            launch_matmul<TYPE_BF16, __nv_bfloat16>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream);
+            break;
+        case TYPE_Q4_0: launch_matmul<TYPE_Q4_0, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
+        case TYPE_Q4_1: launch_matmul<TYPE_Q4_1, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
+        case TYPE_Q5_0: launch_matmul<TYPE_Q5_0, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
+        case TYPE_Q5_1: launch_matmul<TYPE_Q5_1, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
+        case TYPE_Q8_0: launch_matmul<TYPE_Q8_0, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
+        case TYPE_Q4_K: launch_matmul<TYPE_Q4_K, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
+        case TYPE_Q5_K: launch_matmul<TYPE_Q5_K, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
+        case TYPE_Q6_K: launch_matmul<TYPE_Q6_K, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
+        default: throw cuda_error("matmul: weight type id " + std::to_string(type) + " has no CUDA kernel");
+    }
+    cuda_check(cudaGetLastError(), "matmul_kernel launch");
+}
+
+void cuda_embed(int32_t type, const uint8_t* w, size_t w_row_bytes, const cuda_dev_row* rows, int64_t n_rows,
+                int64_t n_embd, float* x, cudaStream_t stream) {
+    if (n_rows <= 0) return;
+    const unsigned grid = unsigned(n_rows);
+    switch (type) {
+        case TYPE_F32: embed_kernel<TYPE_F32><<<grid, 256, 0, stream>>>(w, w_row_bytes, rows, n_embd, x); break;
+        case TYPE_F16: embed_kernel<TYPE_F16><<<grid, 256, 0, stream>>>(w, w_row_bytes, rows, n_embd, x); break;
+        case TYPE_BF16: embed_kernel<TYPE_BF16><<<grid, 256, 0, stream>>>(w, w_row_bytes, rows, n_embd, x); break;
+        case TYPE_Q4_0: embed_kernel<TYPE_Q4_0><<<grid, 256, 0, stream>>>(w, w_row_bytes, rows, n_embd, x); break;
+        case TYPE_Q4_1: embed_kernel<TYPE_Q4_1><<<grid, 256, 0, stream>>>(w, w_row_bytes, rows, n_embd, x); break;
+        case TYPE_Q5_0: embed_kernel<TYPE_Q5_0><<<grid, 256, 0, stream>>>(w, w_row_bytes, rows, n_embd, x); break;
+        case TYPE_Q5_1: embed_kernel<TYPE_Q5_1><<<grid, 256, 0, stream>>>(w, w_row_bytes, rows, n_embd, x); break;
+        case TYPE_Q8_0: embed_kernel<TYPE_Q8_0><<<grid, 256, 0, stream>>>(w, w_row_bytes, rows, n_embd, x); break;
+        case TYPE_Q4_K: embed_kernel<TYPE_Q4_K><<<grid, 256, 0, stream>>>(w, w_row_bytes, rows, n_embd, x); break;
+        case TYPE_Q5_K: embed_kernel<TYPE_Q5_K><<<grid, 256, 0, stream>>>(w, w_row_bytes, rows, n_embd, x); break;
+        case TYPE_Q6_K: embed_kernel<TYPE_Q6_K><<<grid, 256, 0, stream>>>(w, w_row_bytes, rows, n_embd, x); break;
+        default: throw cuda_error("embedding: weight type id " + std::to_string(type) + " has no CUDA kernel");
+    }
+    cuda_check(cudaGetLastError(), "embed_kernel launch");
+}
+
+}  // namespace strata
