@@ -21,6 +21,7 @@ from strata.server.replay.timeline import read_strata
 from tests.server.live import LiveServer
 
 KEY = "s3cret-key"
+posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and pseudo-terminals")
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +114,7 @@ def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> No
     raise TimeoutError("strata serve did not become healthy")
 
 
+@posix_only
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_cli_starts_serves_and_stops_cleanly_on_a_signal(tiny_model, tmp_path, sig):
     timeline = tmp_path / "timeline.jsonl"
@@ -147,6 +149,7 @@ def test_cli_stops_with_status_1_when_the_model_cannot_load(tmp_path):
     assert proc.returncode == 1 and "no such file" in out
 
 
+@posix_only
 def test_status_line_on_a_terminal(tiny_model, tmp_path):
     """--status-line writes a live line to stderr when it is a terminal (./run headless uses it)."""
     import pty
@@ -176,6 +179,7 @@ def test_status_line_on_a_terminal(tiny_model, tmp_path):
     assert proc.returncode == 0
 
 
+@posix_only
 def test_a_stop_does_not_wait_for_open_streams(tiny_model, tmp_path):
     """SIGTERM with a monitor event stream and a long generation open: the server still stops at once."""
     import threading
