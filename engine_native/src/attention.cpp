@@ -1,191 +1,85 @@
-// Attention over the KV cache: f16 and q8_0 rows, AVX-512 / F16C paths and a scalar fallback.
+// KV cache layout (tiled K, row V; rows for q8_0) and attention over it with vec16 (AVX-512, AVX2
+// or scalar: the same lane arithmetic on each).
 //
-// Not here: threading (the caller splits rows x groups). Each path is deterministic for a build;
-// the scalar path is the reference for the others (same math, different lane order).
+// Not here: threading (the caller deals out (row, kv head) tasks).
 #include "attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "quants.h"
-
-#if defined(__AVX512F__) || defined(__F16C__)
-#include <immintrin.h>
-#endif
+#include "vec16.h"
 
 namespace strata {
 
 namespace {
 
-constexpr int k_qk = 32;   // Q8_0 block
+constexpr int k_qk = 32;     // Q8_0 block
+constexpr int64_t k_tile = 16;
 
-// ---- f16 rows
+size_t elem_bytes(int32_t type) { return type == TYPE_F32 ? 4 : 2; }
 
-inline float dot_f16(const float* q, const uint16_t* k, int64_t n) {
-    int64_t i = 0;
-#if defined(__AVX512F__)
-    __m512 acc = _mm512_setzero_ps();
-    for (; i + 16 <= n; i += 16) {
-        __m512 kv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + i)));
-        acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), kv, acc);
+// ---- rows layout (q8_0 and odd head sizes): scalar dot / axpy per position
+
+float load_elem(int32_t type, const uint8_t* row, int64_t i) {
+    if (type == TYPE_F32) {
+        float f;
+        std::memcpy(&f, row + 4 * i, 4);
+        return f;
     }
-    float s = _mm512_reduce_add_ps(acc);
-#elif defined(__F16C__) && defined(__FMA__)
-    __m256 acc = _mm256_setzero_ps();
-    for (; i + 8 <= n; i += 8) {
-        __m256 kv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k + i)));
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), kv, acc);
+    if (type == TYPE_F16) {
+        uint16_t h;
+        std::memcpy(&h, row + 2 * i, 2);
+        return fp16_to_fp32(h);
     }
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    float s = _mm_cvtss_f32(h);
-#else
-    float s = 0.0f;
-#endif
-    for (; i < n; i++) s += q[i] * fp16_to_fp32(k[i]);
-    return s;
-}
-
-inline void axpy_f16(float* out, float w, const uint16_t* v, int64_t n) {
-    int64_t i = 0;
-#if defined(__AVX512F__)
-    __m512 wv = _mm512_set1_ps(w);
-    for (; i + 16 <= n; i += 16) {
-        __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i)));
-        _mm512_storeu_ps(out + i, _mm512_fmadd_ps(wv, x, _mm512_loadu_ps(out + i)));
-    }
-#elif defined(__F16C__) && defined(__FMA__)
-    __m256 wv = _mm256_set1_ps(w);
-    for (; i + 8 <= n; i += 8) {
-        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i)));
-        _mm256_storeu_ps(out + i, _mm256_fmadd_ps(wv, x, _mm256_loadu_ps(out + i)));
-    }
-#endif
-    for (; i < n; i++) out[i] += w * fp16_to_fp32(v[i]);
-}
-
-// ---- f32 rows (a precision reference for tests)
-
-inline float dot_f32(const float* q, const float* k, int64_t n) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        for (int l = 0; l < 8; l++) acc[l] += q[i + l] * k[i + l];
-    }
-    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; i < n; i++) s += q[i] * k[i];
-    return s;
-}
-
-inline void axpy_f32(float* out, float w, const float* v, int64_t n) {
-    for (int64_t i = 0; i < n; i++) out[i] += w * v[i];
-}
-
-// ---- q8_0 rows: blocks of (fp16 d, int8 qs[32])
-
-inline const uint8_t* q8_block(const uint8_t* row, int64_t b) { return row + b * (2 + k_qk); }
-
-inline float q8_scale(const uint8_t* blk) {
+    const uint8_t* blk = row + (i / k_qk) * (2 + k_qk);
     uint16_t d;
     std::memcpy(&d, blk, 2);
-    return fp16_to_fp32(d);
+    return fp16_to_fp32(d) * float(reinterpret_cast<const int8_t*>(blk + 2)[i % k_qk]);
 }
 
-float dot_q8(const float* q, const uint8_t* row, int64_t first_block, int64_t n) {
-    float s = 0.0f;
-    for (int64_t b = 0; b < n / k_qk; b++) {
-        const uint8_t* blk = q8_block(row, first_block + b);
-        const int8_t* qs = reinterpret_cast<const int8_t*>(blk + 2);
-        const float* qq = q + b * k_qk;
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int j = 0; j < k_qk; j += 8) {
-            for (int l = 0; l < 8; l++) acc[l] += qq[j + l] * float(qs[j + l]);
+void store_row(int32_t type, const float* src, uint8_t* dst, int64_t n) {
+    if (type == TYPE_F32) {
+        std::memcpy(dst, src, sizeof(float) * size_t(n));
+    } else if (type == TYPE_F16) {
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h = fp32_to_fp16(src[i]);
+            std::memcpy(dst + 2 * i, &h, 2);
         }
-        float bs = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-        s += bs * q8_scale(blk);
-    }
-    return s;
-}
-
-void axpy_q8(float* out, float w, const uint8_t* row, int64_t first_block, int64_t n) {
-    for (int64_t b = 0; b < n / k_qk; b++) {
-        const uint8_t* blk = q8_block(row, first_block + b);
-        const int8_t* qs = reinterpret_cast<const int8_t*>(blk + 2);
-        float wd = w * q8_scale(blk);
-        float* o = out + b * k_qk;
-        for (int j = 0; j < k_qk; j++) o[j] += wd * float(qs[j]);
-    }
-}
-
-}  // namespace
-
-size_t kv_row_bytes(int32_t kv_type, int64_t kv_dim) {
-    if (kv_type == TYPE_F32) return size_t(kv_dim) * 4;
-    if (kv_type == TYPE_F16) return size_t(kv_dim) * 2;
-    if (kv_type == TYPE_Q8_0) {
-        if (kv_dim % k_qk != 0) {
-            throw std::invalid_argument("q8_0 KV needs a KV row length that is a multiple of 32, got " +
-                                        std::to_string(kv_dim));
-        }
-        return size_t(kv_dim / k_qk) * (2 + k_qk);
-    }
-    throw std::invalid_argument("unsupported KV type id " + std::to_string(kv_type));
-}
-
-void kv_store_row(int32_t kv_type, const float* src, uint8_t* dst, int64_t kv_dim) {
-    if (kv_type == TYPE_F32) {
-        std::memcpy(dst, src, sizeof(float) * size_t(kv_dim));
-        return;
-    }
-    if (kv_type == TYPE_F16) {
-        uint16_t* h = reinterpret_cast<uint16_t*>(dst);
-        int64_t i = 0;
-#if defined(__F16C__)
-        for (; i + 8 <= kv_dim; i += 8) {
-            __m128i p = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i), p);
-        }
-#endif
-        for (; i < kv_dim; i++) h[i] = fp32_to_fp16(src[i]);
-        return;
-    }
-    for (int64_t b = 0; b < kv_dim / k_qk; b++) {
-        const float* x = src + b * k_qk;
-        float amax = 0.0f;
-        for (int j = 0; j < k_qk; j++) amax = std::fmax(amax, std::fabs(x[j]));
-        uint16_t dh = fp32_to_fp16(amax / 127.0f);
-        float d = fp16_to_fp32(dh);
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
-        uint8_t* blk = dst + b * (2 + k_qk);
-        std::memcpy(blk, &dh, 2);
-        int8_t* qs = reinterpret_cast<int8_t*>(blk + 2);
-        for (int j = 0; j < k_qk; j++) {
-            float v = std::nearbyint(x[j] * id);
-            qs[j] = int8_t(std::fmax(-127.0f, std::fmin(127.0f, v)));
+    } else {
+        for (int64_t b = 0; b < n / k_qk; b++) {
+            const float* x = src + b * k_qk;
+            float amax = 0.0f;
+            for (int j = 0; j < k_qk; j++) amax = std::fmax(amax, std::fabs(x[j]));
+            uint16_t dh = fp32_to_fp16(amax / 127.0f);
+            float d = fp16_to_fp32(dh);
+            float id = d != 0.0f ? 1.0f / d : 0.0f;
+            uint8_t* blk = dst + b * (2 + k_qk);
+            std::memcpy(blk, &dh, 2);
+            int8_t* qs = reinterpret_cast<int8_t*>(blk + 2);
+            for (int j = 0; j < k_qk; j++) {
+                float v = std::nearbyint(x[j] * id);
+                qs[j] = int8_t(std::fmax(-127.0f, std::fmin(127.0f, v)));
+            }
         }
     }
 }
 
-void attention_group(int32_t kv_type, const float* q, const uint8_t* k, const uint8_t* v, size_t row_bytes,
-                     int64_t g, int64_t n_rep, int64_t head_dim, int64_t n_pos, float scale, float* out,
-                     float* scores) {
-    const bool f16 = kv_type == TYPE_F16, f32 = kv_type == TYPE_F32;
-    const int64_t first_block = g * head_dim / k_qk;   // q8_0 only
-    for (int64_t t = 0; t < n_pos; t++) {
-        const uint8_t* krow = k + size_t(t) * row_bytes;
-        for (int64_t h = 0; h < n_rep; h++) {
-            const float* qh = q + h * head_dim;
-            float s = f16    ? dot_f16(qh, reinterpret_cast<const uint16_t*>(krow) + g * head_dim, head_dim)
-                      : f32 ? dot_f32(qh, reinterpret_cast<const float*>(krow) + g * head_dim, head_dim)
-                            : dot_q8(qh, krow, first_block, head_dim);
-            scores[h * n_pos + t] = s * scale;
-        }
-    }
+void attention_rows(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
+                    int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores) {
+    const int64_t hd = L.head_dim, off = g * hd;
     for (int64_t h = 0; h < n_rep; h++) {
+        const float* qh = q + h * hd;
         float* sc = scores + h * n_pos;
+        for (int64_t t = 0; t < n_pos; t++) {
+            const uint8_t* krow = k + size_t(t) * L.row_bytes;
+            float s = 0.0f;
+            for (int64_t d = 0; d < hd; d++) s = std::fma(qh[d], load_elem(L.type, krow, off + d), s);
+            sc[t] = s * scale;
+        }
         float mx = sc[0];
         for (int64_t t = 1; t < n_pos; t++) mx = std::fmax(mx, sc[t]);
         float sum = 0.0f;
@@ -193,20 +87,195 @@ void attention_group(int32_t kv_type, const float* q, const uint8_t* k, const ui
             sc[t] = std::exp(sc[t] - mx);
             sum += sc[t];
         }
-        float inv = 1.0f / sum;
-        float* oh = out + h * head_dim;
-        std::memset(oh, 0, sizeof(float) * size_t(head_dim));
+        float* oh = out + h * hd;
+        std::fill(oh, oh + hd, 0.0f);
         for (int64_t t = 0; t < n_pos; t++) {
-            const uint8_t* vrow = v + size_t(t) * row_bytes;
-            float w = sc[t] * inv;
-            if (f16) {
-                axpy_f16(oh, w, reinterpret_cast<const uint16_t*>(vrow) + g * head_dim, head_dim);
-            } else if (f32) {
-                axpy_f32(oh, w, reinterpret_cast<const float*>(vrow) + g * head_dim, head_dim);
-            } else {
-                axpy_q8(oh, w, vrow, first_block, head_dim);
-            }
+            const uint8_t* vrow = v + size_t(t) * L.row_bytes;
+            for (int64_t d = 0; d < hd; d++) oh[d] = std::fma(sc[t], load_elem(L.type, vrow, off + d), oh[d]);
         }
+        const float inv = 1.0f / sum;
+        for (int64_t d = 0; d < hd; d++) oh[d] *= inv;
+    }
+}
+
+// ---- tiled layout
+
+// scores[h][t] for NH heads over whole tiles [0, n_tiles): one fma per (dimension, 16 positions)
+template <int NH, typename T>
+void scores_tiled(const T* k, int64_t kv_dim, int64_t g, int64_t hd, const float* q, int64_t n_tiles, float scale,
+                  float* scores, int64_t n_pad) {
+    const v16 vs = v16_set1(scale);
+    for (int64_t tile = 0; tile < n_tiles; tile++) {
+        const T* base = k + (tile * kv_dim + g * hd) * k_tile;
+        v16 acc[NH];
+        for (int h = 0; h < NH; h++) acc[h] = v16_zero();
+        for (int64_t d = 0; d < hd; d++) {
+            const v16 kv = v16_load(base + d * k_tile);
+            for (int h = 0; h < NH; h++) acc[h] = v16_fma(v16_set1(q[h * hd + d]), kv, acc[h]);
+        }
+        for (int h = 0; h < NH; h++) v16_store(scores + h * n_pad + tile * k_tile, v16_mul(acc[h], vs));
+    }
+}
+
+// out[d] = sum_t p[t] v[t][d] / sum, CH chunks of 16 dimensions
+template <int CH, typename T>
+void weighted_values(const T* v, int64_t kv_dim, int64_t off, const float* p, int64_t n_pos, float inv_sum,
+                     float* out) {
+    v16 acc[CH];
+    for (int c = 0; c < CH; c++) acc[c] = v16_zero();
+    for (int64_t t = 0; t < n_pos; t++) {
+        const v16 w = v16_set1(p[t]);
+        const T* row = v + t * kv_dim + off;
+        for (int c = 0; c < CH; c++) acc[c] = v16_fma(w, v16_load(row + c * 16), acc[c]);
+    }
+    const v16 inv = v16_set1(inv_sum);
+    for (int c = 0; c < CH; c++) v16_store(out + c * 16, v16_mul(acc[c], inv));
+}
+
+template <typename T>
+void attention_tiled(const kv_layout& L, const T* k, const T* v, const float* q, int64_t g, int64_t n_rep,
+                     int64_t n_pos, float scale, float* out, float* scores) {
+    const int64_t hd = L.head_dim, kv_dim = L.kv_dim;
+    const int64_t n_tiles = (n_pos + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
+    for (int64_t h0 = 0; h0 < n_rep; h0 += 4) {
+        const int64_t nh = std::min<int64_t>(4, n_rep - h0);
+        const float* qh = q + h0 * hd;
+        float* sc = scores + h0 * n_pad;
+        switch (nh) {
+            case 1: scores_tiled<1>(k, kv_dim, g, hd, qh, n_tiles, scale, sc, n_pad); break;
+            case 2: scores_tiled<2>(k, kv_dim, g, hd, qh, n_tiles, scale, sc, n_pad); break;
+            case 3: scores_tiled<3>(k, kv_dim, g, hd, qh, n_tiles, scale, sc, n_pad); break;
+            default: scores_tiled<4>(k, kv_dim, g, hd, qh, n_tiles, scale, sc, n_pad); break;
+        }
+    }
+    for (int64_t h = 0; h < n_rep; h++) {
+        float* sc = scores + h * n_pad;
+        for (int64_t t = n_pos; t < n_pad; t++) sc[t] = -INFINITY;   // positions past the row's own
+        v16 mx = v16_load(sc);
+        for (int64_t t = k_tile; t < n_pad; t += k_tile) mx = v16_max(mx, v16_load(sc + t));
+        const v16 m = v16_set1(v16_reduce_max(mx));
+        v16 sum = v16_zero();
+        for (int64_t t = 0; t < n_pad; t += k_tile) {
+            v16 e = v16_exp(v16_sub(v16_load(sc + t), m));
+            v16_store(sc + t, e);
+            if (t + k_tile > n_pos) {
+                for (int64_t j = n_pos; j < t + k_tile; j++) sc[j] = 0.0f;
+                e = v16_load(sc + t);
+            }
+            sum = v16_add(sum, e);
+        }
+        const float inv = 1.0f / v16_reduce_add(sum);
+        const int64_t off = g * hd;
+        float* oh = out + h * hd;
+        switch (hd / 16) {
+            case 2: weighted_values<2>(v, kv_dim, off, sc, n_pos, inv, oh); break;
+            case 4: weighted_values<4>(v, kv_dim, off, sc, n_pos, inv, oh); break;
+            case 5: weighted_values<5>(v, kv_dim, off, sc, n_pos, inv, oh); break;
+            case 6: weighted_values<6>(v, kv_dim, off, sc, n_pos, inv, oh); break;
+            case 8: weighted_values<8>(v, kv_dim, off, sc, n_pos, inv, oh); break;
+            default:
+                for (int64_t c = 0; c < hd / 16; c++) weighted_values<1>(v, kv_dim, off + 16 * c, sc, n_pos, inv, oh + 16 * c);
+        }
+    }
+}
+
+}  // namespace
+
+// ---- layout
+
+kv_layout kv_layout_make(int32_t kv_type, int64_t n_layer, int64_t n_head_kv, int64_t head_dim) {
+    kv_layout L;
+    L.type = kv_type;
+    L.n_layer = n_layer;
+    L.n_head_kv = n_head_kv;
+    L.head_dim = head_dim;
+    L.kv_dim = n_head_kv * head_dim;
+    if (kv_type == TYPE_F32 || kv_type == TYPE_F16) {
+        L.row_bytes = size_t(L.kv_dim) * elem_bytes(kv_type);
+        L.k_tiled = head_dim % 16 == 0;
+    } else if (kv_type == TYPE_Q8_0) {
+        if (head_dim % k_qk != 0) {
+            throw std::invalid_argument("q8_0 KV needs a head size that is a multiple of 32, this model has " +
+                                        std::to_string(head_dim));
+        }
+        L.row_bytes = size_t(L.kv_dim / k_qk) * (2 + k_qk);
+    } else {
+        throw std::invalid_argument("unsupported KV type id " + std::to_string(kv_type));
+    }
+    return L;
+}
+
+size_t kv_layout::k_bytes(int64_t capacity) const {
+    if (!k_tiled) return row_bytes * size_t(capacity);
+    return size_t((capacity + k_tile - 1) / k_tile * k_tile) * row_bytes;
+}
+
+size_t kv_layout::v_bytes(int64_t capacity) const { return row_bytes * size_t(capacity); }
+
+size_t kv_prefix_bytes(const kv_layout& L, bool is_k, int64_t n) {
+    if (is_k && L.k_tiled) return size_t((n + k_tile - 1) / k_tile * k_tile) * L.row_bytes;
+    return size_t(n) * L.row_bytes;
+}
+
+void kv_store(const kv_layout& L, uint8_t* k, uint8_t* v, int64_t pos, const float* k_row, const float* v_row) {
+    store_row(L.type, v_row, v + size_t(pos) * L.row_bytes, L.kv_dim);
+    if (!L.k_tiled) {
+        store_row(L.type, k_row, k + size_t(pos) * L.row_bytes, L.kv_dim);
+        return;
+    }
+    const size_t es = elem_bytes(L.type);
+    uint8_t* tile = k + size_t(pos / k_tile) * size_t(k_tile) * L.row_bytes + size_t(pos % k_tile) * es;
+    for (int64_t j = 0; j < L.kv_dim; j++) {
+        uint8_t* dst = tile + size_t(j) * k_tile * es;
+        if (L.type == TYPE_F32) {
+            std::memcpy(dst, k_row + j, 4);
+        } else {
+            uint16_t h = fp32_to_fp16(k_row[j]);
+            std::memcpy(dst, &h, 2);
+        }
+    }
+}
+
+void kv_get_rows(const kv_layout& L, const uint8_t* buf, bool is_k, int64_t t0, int64_t t1, uint8_t* dst) {
+    if (!is_k || !L.k_tiled) {
+        std::memcpy(dst, buf + size_t(t0) * L.row_bytes, size_t(t1 - t0) * L.row_bytes);
+        return;
+    }
+    const size_t es = elem_bytes(L.type);
+    for (int64_t t = t0; t < t1; t++) {
+        const uint8_t* tile = buf + size_t(t / k_tile) * size_t(k_tile) * L.row_bytes + size_t(t % k_tile) * es;
+        uint8_t* row = dst + size_t(t - t0) * L.row_bytes;
+        for (int64_t j = 0; j < L.kv_dim; j++) std::memcpy(row + size_t(j) * es, tile + size_t(j) * k_tile * es, es);
+    }
+}
+
+void kv_set_rows(const kv_layout& L, uint8_t* buf, bool is_k, int64_t t0, int64_t t1, const uint8_t* src) {
+    if (!is_k || !L.k_tiled) {
+        std::memcpy(buf + size_t(t0) * L.row_bytes, src, size_t(t1 - t0) * L.row_bytes);
+        return;
+    }
+    const size_t es = elem_bytes(L.type);
+    for (int64_t t = t0; t < t1; t++) {
+        uint8_t* tile = buf + size_t(t / k_tile) * size_t(k_tile) * L.row_bytes + size_t(t % k_tile) * es;
+        const uint8_t* row = src + size_t(t - t0) * L.row_bytes;
+        for (int64_t j = 0; j < L.kv_dim; j++) std::memcpy(tile + size_t(j) * k_tile * es, row + size_t(j) * es, es);
+    }
+}
+
+int64_t attention_scratch_floats(int64_t n_rep, int64_t capacity) {
+    return n_rep * ((capacity + k_tile - 1) / k_tile * k_tile);
+}
+
+void attention_group(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
+                     int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores) {
+    if (!L.k_tiled) {
+        attention_rows(L, k, v, q, g, n_rep, n_pos, scale, out, scores);
+    } else if (L.type == TYPE_F16) {
+        attention_tiled(L, reinterpret_cast<const uint16_t*>(k), reinterpret_cast<const uint16_t*>(v), q, g, n_rep,
+                        n_pos, scale, out, scores);
+    } else {
+        attention_tiled(L, reinterpret_cast<const float*>(k), reinterpret_cast<const float*>(v), q, g, n_rep, n_pos,
+                        scale, out, scores);
     }
 }
 

@@ -1,8 +1,14 @@
-// Per-row attention pieces: storing K/V rows in the cache format, and causal grouped-query
-// attention of one query row over a context's cached K/V.
+// The KV cache's memory layout and causal grouped-query attention of one query row over it.
 //
-// Not here: projections, RoPE, norms (forward.cpp). Fixed accumulation order per row (positions in
-// increasing order, lanes in a fixed pattern) so results do not depend on batching.
+// Not here: projections, RoPE, norms (forward.cpp), context bookkeeping (engine.cpp).
+// Layouts, per layer of a context (capacity C positions, kv_dim = n_head_kv * head_dim):
+//   tiled (f16 / f32 with head_dim % 16 == 0, the default): K as (ceil(C / 16), kv_dim, 16)
+//     elements: 16 positions side by side, so a query row scores 16 positions with one fma per
+//     dimension; V as (C, kv_dim) rows.
+//   rows (q8_0, or head sizes not a multiple of 16): K and V as (C, row_bytes) rows.
+// Snapshots and kv_read/kv_write always use rows of row_bytes per token (layout-independent).
+// Bitwise rule: every score, softmax and output element is computed by one fixed sequence of
+// operations that depends only on the row's own position, never on the batch.
 #pragma once
 
 #include <cstddef>
@@ -10,17 +16,35 @@
 
 namespace strata {
 
-// KV cache row formats: TYPE_F16 (kv_dim halves), TYPE_F32 (precision reference for tests) or TYPE_Q8_0 (kv_dim / 32 blocks of fp16 d + 32 int8).
-size_t kv_row_bytes(int32_t kv_type, int64_t kv_dim);
-void kv_store_row(int32_t kv_type, const float* src, uint8_t* dst, int64_t kv_dim);
+struct kv_layout {
+    int32_t type = 1;          // TYPE_F16, TYPE_Q8_0 or TYPE_F32
+    int64_t n_layer = 0;
+    int64_t n_head_kv = 0;
+    int64_t head_dim = 0;
+    int64_t kv_dim = 0;
+    size_t row_bytes = 0;      // one token's K (or V) of one layer, as rows
+    bool k_tiled = false;
+    size_t bytes_per_token() const { return size_t(n_layer) * 2 * row_bytes; }
+    size_t k_bytes(int64_t capacity) const;   // one layer's K buffer
+    size_t v_bytes(int64_t capacity) const;   // one layer's V buffer
+};
 
-// Attention of the query heads [g * n_rep, (g + 1) * n_rep) of one row, over positions [0, n_pos):
-//   q:   (n_rep, head_dim) of this group, already RoPE'd
-//   k/v: (n_pos, kv_row_bytes) cache rows; this group's head starts at element g * head_dim
-//   out: (n_rep, head_dim)
-//   scores: scratch (n_rep, n_pos)
-void attention_group(int32_t kv_type, const float* q, const uint8_t* k, const uint8_t* v, size_t row_bytes,
-                     int64_t g, int64_t n_rep, int64_t head_dim, int64_t n_pos, float scale, float* out,
-                     float* scores);
+// Throws std::invalid_argument naming an unsupported combination.
+kv_layout kv_layout_make(int32_t kv_type, int64_t n_layer, int64_t n_head_kv, int64_t head_dim);
+
+// Store one position's K and V (kv_dim floats each).
+void kv_store(const kv_layout& L, uint8_t* k, uint8_t* v, int64_t pos, const float* k_row, const float* v_row);
+// Positions [t0, t1) of one layer's K (or V) as rows into dst / from src.
+void kv_get_rows(const kv_layout& L, const uint8_t* buf, bool is_k, int64_t t0, int64_t t1, uint8_t* dst);
+void kv_set_rows(const kv_layout& L, uint8_t* buf, bool is_k, int64_t t0, int64_t t1, const uint8_t* src);
+// Bytes of one layer's K (or V) buffer that hold positions [0, n) (whole tiles for tiled K).
+size_t kv_prefix_bytes(const kv_layout& L, bool is_k, int64_t n);
+
+// Attention of the query heads [g * n_rep, (g + 1) * n_rep) of one row over positions [0, n_pos):
+//   q: (n_rep, head_dim) of this group, already RoPE'd; out: (n_rep, head_dim)
+//   scores: scratch of attention_scratch_floats(n_rep, n_pos) floats
+void attention_group(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
+                     int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores);
+int64_t attention_scratch_floats(int64_t n_rep, int64_t capacity);
 
 }  // namespace strata

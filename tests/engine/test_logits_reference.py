@@ -66,6 +66,7 @@ def test_every_type_matches_reference(tiny_model_factory, dtype):
         {"n_head": 4, "n_head_kv": 4},                   # plain multi-head attention
         {"n_head": 8, "n_head_kv": 1, "n_embd": 128},    # one KV head for all
         {"n_layer": 3, "rope_freq_base": 100000.0, "rms_eps": 1e-6},
+        {"n_embd": 72, "n_head": 4, "n_head_kv": 2},      # head size 18: the KV rows layout
     ],
 )
 def test_shapes_and_options_match_reference(tiny_model_factory, params):
