@@ -93,7 +93,7 @@ def test_greedy_tokens_are_the_same_solo_in_a_slot_and_batched(server):
     solo = complete(server.url, prompt, 24)
     assert request_record(server.url, 60)["context"] == "main"
     # in a slot, decoded in one batch with a long stream on main
-    background = Stream(server.url, ids(30, 2), 3000)
+    background = Stream(server.url, ids(30, 2), 4000)
     background.start()
     wait_for(lambda: monitor(server.url)["totals"]["in_flight"] == 1)
     in_slot = complete(server.url, prompt, 24)
