@@ -78,6 +78,12 @@ class MonitorView:
     generated_rate_history: tuple         # ((t, generated tok/s over all slots), ...)
     generated_tps: float | None           # the latest of the above
     requests: tuple[dict, ...] = field(default_factory=tuple)   # newest first
+    history_start: float | None = None    # time of the oldest snapshot the history holds
+
+    @property
+    def history_span(self) -> float:
+        """Seconds of history held (0 before two snapshots)."""
+        return max(0.0, self.now - self.history_start) if self.history_start is not None else 0.0
 
     @property
     def ready(self) -> bool:
@@ -126,7 +132,7 @@ class MonitorModel:
         self._gen_rate = Series(max_points)
         self._last_generated: tuple[float, float] | None = None
         self._last_use: dict[str, float | None] = {}
-        self._start: float | None = None
+        self._times: deque[float] = deque(maxlen=max_points)   # snapshot times inside the history
 
     # -- input --------------------------------------------------------------------------------
 
@@ -155,6 +161,7 @@ class MonitorModel:
             if isinstance(available, (int, float)):
                 self._available.add(t, float(available))
             self._record_rate(snap, t)
+            self._times.append(t)
             self._trim(t - self.history_s)
             self._version += 1
 
@@ -170,7 +177,8 @@ class MonitorModel:
                 decode_history={k: s.copy() for k, s in self._decode.items()},
                 parks_history={k: s.copy() for k, s in self._parks.items()},
                 available_history=self._available.copy(), generated_rate_history=self._gen_rate.copy(),
-                generated_tps=rate, requests=tuple(reversed(_dicts(snap.get("requests")))))
+                generated_tps=rate, requests=tuple(reversed(_dicts(snap.get("requests")))),
+                history_start=self._times[0] if self._times else None)
 
     @property
     def version(self) -> int:
@@ -208,6 +216,8 @@ class MonitorModel:
                 s.trim(oldest)
         for s in (*self._parks.values(), self._available, self._gen_rate):
             s.trim(oldest)
+        while self._times and self._times[0] < oldest:
+            self._times.popleft()
 
     def _reset_history(self) -> None:
         self._prefill.clear()
@@ -216,6 +226,7 @@ class MonitorModel:
             s.points.clear()
         self._last_generated = None
         self._last_use.clear()
+        self._times.clear()
 
 
 # -- pure helpers ---------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ def _pixel(u: float, v: float) -> tuple[int, int, int, int]:
         if _inside_round_rect(u, v - slant, 0.17, y0, 0.83, y1, 0.05):
             return (*color, 255)
     top, bottom = BACKGROUND
-    return (*(int(a + (b - a) * v) for a, b in zip(top, bottom)), 255)
+    return (*(int(a + (b - a) * v) for a, b in zip(top, bottom, strict=True)), 255)
 
 
 def render(size: int, samples: int = 4) -> bytes:

@@ -13,7 +13,16 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
 from strata.monitor import units
 from strata.monitor.model import HIT_LEVELS, PARK_DESTINATIONS, MonitorView
-from strata.monitor.widgets.common import Table, label, panel, set_text, time_plot, xy
+from strata.monitor.widgets.common import (
+    Table,
+    label,
+    panel,
+    plot_window,
+    set_text,
+    set_window,
+    time_plot,
+    xy,
+)
 from strata.monitor.widgets.theme import PARK_COLORS, Theme
 
 LEVEL_HEADERS = ("level", "state", "folder", "used / budget", "entries", "degraded", "evicted", "aged out")
@@ -88,7 +97,7 @@ class CachePanel(QWidget):
         self.admission = label(selectable=True, wrap=True)
         adm.addWidget(self.admission)
         row = QHBoxLayout()
-        self.ram_plot = time_plot("Available RAM vs the floors", "available (GiB)", "", theme)
+        self.ram_plot = time_plot("Available RAM", "available (GiB)", "", theme)
         self.ram_plot.getPlotItem().legend.setVisible(False)
         self._ram_curve = self.ram_plot.plot([], [], pen=pg.mkPen(theme.color(0), width=2))
         self._floor_lines = {}
@@ -130,6 +139,9 @@ class CachePanel(QWidget):
             f"Park target <b>{cache.get('park_target', units.NA)}</b> \u2022 parked to "
             + ", ".join(f"{PARK_NAMES[d]} <b>{units.count(parks.get(d))}</b>" for d in PARK_DESTINATIONS)
             + " \u2022 hits " + ", ".join(f"{HIT_NAMES[k]} <b>{units.count(hits.get(k))}</b>" for k in HIT_LEVELS)))
+        window = plot_window(view)
+        set_window(self.parks_plot, window)
+        set_window(self.ram_plot, window)
         for d, curve in self._park_curves.items():
             curve.setData(*xy(view.parks_history.get(d, ()), view.now))
         top = max([int(hits.get(k) or 0) for k in HIT_LEVELS] + [1])

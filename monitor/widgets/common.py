@@ -25,7 +25,8 @@ from strata.monitor.widgets.theme import Theme
 
 pg.setConfigOptions(antialias=True)
 
-PLOT_WINDOW_S = 120.0   # seconds of history the live plots show
+PLOT_WINDOW_S = 120.0   # seconds of history the live plots show at most
+MIN_WINDOW_S = 30.0     # and at least (a fresh monitor's short history is not squeezed into one edge)
 
 
 def panel(title: str) -> tuple[QGroupBox, QVBoxLayout]:
@@ -83,6 +84,8 @@ class Table(QTableWidget):
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         if stretch is not None:
             header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
+        else:
+            header.setStretchLastSection(True)
         self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
 
     def fit_height(self, n_rows: int) -> None:
@@ -148,6 +151,18 @@ def style_plot(w: pg.PlotWidget, theme: Theme) -> None:
         f = QFont(axis.font() if hasattr(axis, "font") else QFont())
         f.setPointSizeF(8.5)
         axis.setStyle(tickFont=f)
+
+
+def plot_window(view) -> float:
+    """Seconds the time plots show: the history held, between MIN_WINDOW_S and PLOT_WINDOW_S."""
+    return min(PLOT_WINDOW_S, max(MIN_WINDOW_S, view.history_span))
+
+
+def set_window(plot: pg.PlotWidget, seconds: float) -> None:
+    item = plot.getPlotItem()
+    lo, hi = item.getViewBox().viewRange()[0]
+    if abs(lo + seconds) > 0.5 or hi != 0:
+        item.setXRange(-seconds, 0, padding=0)
 
 
 def xy(points: Sequence[tuple[float, float]], now: float) -> tuple[list[float], list[float]]:

@@ -26,7 +26,7 @@ REQUEST_TIPS = ("request id, API, and the status when it was not ok", "the conte
 DECISION_HEADERS = ("when", "request", "slot", "group", "reason", "reused", "from slot", "parked", "park skipped")
 
 
-def excerpt(text: str | None, limit: int = 40) -> str:
+def excerpt(text: str | None, limit: int = 24) -> str:
     if not text:
         return units.NA
     flat = text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
@@ -67,7 +67,7 @@ class ActivityTabs(QTabWidget):
         super().__init__()
         plain(self)
         self.theme = theme
-        self.requests = Table(REQUEST_HEADERS, stretch=6, tooltips=REQUEST_TIPS)
+        self.requests = Table(REQUEST_HEADERS, tooltips=REQUEST_TIPS)
         self.decisions = Table(DECISION_HEADERS, stretch=4)
         self.log = QPlainTextEdit()
         self.log.setReadOnly(True)

@@ -10,7 +10,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 from strata.monitor import units
 from strata.monitor.model import MonitorView, SlotRow
-from strata.monitor.widgets.common import Table, panel, time_plot, xy
+from strata.monitor.widgets.common import Table, panel, plot_window, set_window, time_plot, xy
 from strata.monitor.widgets.theme import Theme
 
 HEADERS = ("context", "group", "state", "held (filled)", "conversation", "last use", "reused",
@@ -37,7 +37,7 @@ class SlotsPanel(QWidget):
         outer = QHBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         box, layout = panel("Slots")
-        self.table = Table(HEADERS, stretch=4, tooltips=TIPS)
+        self.table = Table(HEADERS, tooltips=TIPS)
         layout.addWidget(self.table)
         plots = QHBoxLayout()
         self.prefill_plot = time_plot("Prefill speed per context", "prefill", "tok/s", theme)
@@ -59,8 +59,10 @@ class SlotsPanel(QWidget):
         if self.table.isColumnHidden(1) != one_group:
             self.table.setColumnHidden(1, one_group)
         labels = {r.key: r.label for r in view.slots}
+        window = plot_window(view)
         for kind, plot, history in (("prefill", self.prefill_plot, view.prefill_history),
                                     ("decode", self.decode_plot, view.decode_history)):
+            set_window(plot, window)
             for i, key in enumerate(sorted(history, key=_slot_order)):
                 curve = self._curves.get((kind, key))
                 if curve is None:

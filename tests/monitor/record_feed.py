@@ -33,7 +33,7 @@ def main() -> int:
             traffic.wait_health(url, proc=proc)
             _save("idle.json", traffic.get_json(url + "/v1/monitor"))
             errors: list = []
-            runner = threading.Thread(target=lambda: errors.extend(traffic.run_agents(url, 4, 4, max_tokens=48)))
+            runner = threading.Thread(target=lambda: errors.extend(traffic.run_agents(url, 4, 6, max_tokens=64)))
             runner.start()
             series = []
             while runner.is_alive() and len(series) < 40:

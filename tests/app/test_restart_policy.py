@@ -1,0 +1,42 @@
+"""The restart decision, table-driven: no I/O, each row's reason checked."""
+
+from __future__ import annotations
+
+import pytest
+from strata.app.restart_policy import Exit, RestartConfig, decide, describe_exit
+
+CFG = RestartConfig(max_retries=3, stable_s=60.0)
+
+
+@pytest.mark.parametrize("exit_, attempts, restart, after, words", [
+    (Exit(-9, 5.0, True, False), 0, True, 1, "server killed by SIGKILL; restart 1 of 3"),
+    (Exit(-9, 5.0, True, False), 2, True, 3, "restart 3 of 3"),
+    (Exit(-9, 5.0, True, False), 3, False, 3, "gave up after 3 restarts in a row"),
+    (Exit(-9, 600.0, True, False), 3, True, 1, "restart 1 of 3"),          # ran stably: a new failure
+    (Exit(-9, 600.0, False, False), 3, False, 3, "gave up"),               # never healthy: still a loop
+    (Exit(1, 0.5, False, False, "boom"), 0, True, 1, "exited with status 1 (boom)"),
+    (Exit(-15, 9.0, True, False, "some log line"), 0, True, 1, "killed by SIGTERM; restart"),  # no line
+    (Exit(2, 0.3, False, False, "bad --ctx"), 0, False, 0, "refused its configuration"),
+    (Exit(0, 30.0, True, True), 2, False, 0, "stopped on request"),
+])
+def test_decide(exit_, attempts, restart, after, words):
+    d = decide(exit_, attempts, CFG)
+    assert (d.restart, d.attempts) == (restart, after)
+    assert words in d.reason
+    if exit_.returncode < 0:
+        assert exit_.last_line not in d.reason or not exit_.last_line
+
+
+def test_describe_exit():
+    assert describe_exit(0) == "exited with status 0"
+    assert describe_exit(-9) == "killed by SIGKILL"
+    assert describe_exit(-200) == "killed by signal 200"
+
+
+def test_from_env():
+    assert RestartConfig.from_env({}).max_retries == 5
+    assert RestartConfig.from_env({"STRATA_START_RETRIES": " 0 "}).max_retries == 0
+    with pytest.raises(ValueError, match="STRATA_START_RETRIES must be a whole number, got 'many'"):
+        RestartConfig.from_env({"STRATA_START_RETRIES": "many"})
+    with pytest.raises(ValueError, match="STRATA_START_RETRIES must be >= 0, got -1"):
+        RestartConfig.from_env({"STRATA_START_RETRIES": "-1"})

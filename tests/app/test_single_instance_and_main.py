@@ -1,0 +1,50 @@
+"""A second launch finds the first and asks it to come forward; strata-app's own argument checks and
+its `--strata-cli` pass-through (how the packaged app runs `strata serve`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+from strata.app.main import main
+from strata.app.single_instance import SingleInstance, ask_running_instance, instance_name
+
+
+def test_second_launch_brings_the_first_forward(qtbot):
+    name = instance_name("-test-" + uuid.uuid4().hex[:8])
+    activated = []
+    first = SingleInstance(name, lambda: activated.append(1))
+    try:
+        assert ask_running_instance(name)
+        qtbot.waitUntil(lambda: activated == [1], timeout=5000)
+    finally:
+        first.close()
+    assert not ask_running_instance(name, timeout_ms=200)
+
+
+def test_no_running_instance(qtbot):
+    assert not ask_running_instance(instance_name("-none-" + uuid.uuid4().hex[:8]), timeout_ms=200)
+
+
+def test_strata_cli_pass_through_runs_the_command():
+    r = subprocess.run([sys.executable, "-m", "strata.app.main", "--strata-cli", "--version"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("strata ")
+
+
+def test_bad_start_retries_is_named(tmp_path):
+    env = dict(os.environ, STRATA_START_RETRIES="lots", QT_QPA_PLATFORM="offscreen")
+    r = subprocess.run([sys.executable, "-m", "strata.app.main", "--log-dir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 2
+    assert "STRATA_START_RETRIES must be a whole number, got 'lots'" in r.stderr
+    assert "STRATA_START_RETRIES" in (tmp_path / "app.log").read_text()
+
+
+def test_unknown_argument():
+    with pytest.raises(SystemExit) as e:
+        main(["--frobnicate"])
+    assert e.value.code == 2

@@ -1,0 +1,77 @@
+"""The supervisor with real child processes: a crash loop gives up after STRATA_START_RETRIES with the
+reason, a refused configuration is not retried, a healthy server is found by its own "listening on"
+line, and stop() ends it."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from strata.app.restart_policy import RestartConfig
+from strata.app.supervisor import ServerSupervisor, connect_address, server_command
+
+
+def wait_state(sup, states, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = sup.status()
+        if st.state in states:
+            return st
+        time.sleep(0.05)
+    raise AssertionError(f"state {sup.status()} never in {states}")
+
+
+def test_a_crash_loop_gives_up_with_the_reason(tmp_path):
+    cmd = [sys.executable, "-c", "import sys; print('model file is gone', flush=True); sys.exit(1)"]
+    sup = ServerSupervisor(None, tmp_path, restart=RestartConfig(max_retries=2), command=cmd)
+    sup.start()
+    try:
+        st = wait_state(sup, {"failed"})
+    finally:
+        sup.stop()
+    assert st.restarts == 2
+    assert "gave up after 2 restarts in a row" in st.detail and "model file is gone" in st.detail
+    assert "restart 2 of 2" in st.last_restart_reason
+    log = (tmp_path / "server.log").read_text()
+    assert log.count("---- ") == 3 and log.count("model file is gone") == 3
+
+
+def test_a_refused_configuration_is_not_retried(tmp_path):
+    bad = tmp_path / "config.toml"
+    bad.write_text("ctx = 'many'\n")
+    sup = ServerSupervisor(bad, tmp_path / "logs", restart=RestartConfig(max_retries=3))
+    sup.start()
+    try:
+        st = wait_state(sup, {"failed"}, timeout=90)
+    finally:
+        sup.stop()
+    assert st.restarts == 0
+    assert "refused its configuration" in st.detail and "ctx" in st.detail
+
+
+def test_a_real_server_runs_until_stopped(tmp_path, tiny_model_factory):
+    model = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3)
+    config = tmp_path / "config.toml"
+    config.write_text(f"model = '{model}'\nport = 0\nbatch = 1\nctx = 512\nthreads = 1\n"
+                      f"conversation_cache_cold_dir = '{tmp_path / 'cold'}'\n")
+    sup = ServerSupervisor(config, tmp_path / "logs")
+    sup.start()
+    try:
+        st = wait_state(sup, {"running", "failed"}, timeout=90)
+        assert st.state == "running", st.detail
+        assert st.endpoint.startswith("http://127.0.0.1:") and not st.endpoint.endswith(":0")
+        pid = st.pid
+        assert pid and st.detail == f"pid {pid}"
+    finally:
+        sup.stop()
+    st = sup.status()
+    assert st.state == "stopped" and st.pid is None and st.restarts == 0
+    assert any("server started" in text for _, text in sup.events)
+
+
+def test_helpers():
+    assert connect_address("http://0.0.0.0:8080") == "http://127.0.0.1:8080"
+    assert connect_address("http://[::]:8080/") == "http://127.0.0.1:8080"
+    assert connect_address("http://10.0.0.2:8080") == "http://10.0.0.2:8080"
+    cmd = server_command(None)
+    assert cmd[1:] == ["-m", "strata", "serve"]

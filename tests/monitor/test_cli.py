@@ -1,0 +1,49 @@
+"""`strata monitor` as a user runs it: argument errors, and --screenshot against a real server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.monitor.conftest import API_KEY
+
+
+def strata(*args, timeout=120):
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    return subprocess.run([sys.executable, "-m", "strata", "monitor", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--url", "ftp://x"], "not an http(s) address"),
+    (["--after", "-1", "--screenshot", "x.png"], "--after must be between"),
+    (["--size", "big"], "--size must be WIDTHxHEIGHT"),
+    (["--size", "10x10"], "out of range"),
+])
+def test_argument_errors(args, message):
+    r = strata(*args)
+    assert r.returncode == 2 and message in r.stderr
+
+
+def test_screenshot_of_a_running_server(keyed_server, tmp_path, artifacts):
+    path = tmp_path / "shot.png"
+    r = strata("--url", keyed_server.url, "--api-key", API_KEY, "--screenshot", str(path), "--after", "1.5",
+               "--theme", "dark")
+    assert r.returncode == 0, r.stderr
+    assert "(connected)" in r.stdout
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert (width, height) == (1280, 800)
+    (artifacts / "cli-dark.png").write_bytes(data)
+
+
+def test_screenshot_says_when_it_could_not_connect(keyed_server, tmp_path):
+    path = tmp_path / "shot.png"
+    r = strata("--url", keyed_server.url, "--api-key", "wrong", "--screenshot", str(path), "--after", "1")
+    assert r.returncode == 1
+    assert "wrong or missing API key" in r.stdout
+    assert path.is_file()                       # the window shows the reason; the picture is still saved

@@ -1,0 +1,175 @@
+"""The monitor model on feed snapshots recorded from a real server (tests/data/monitor/, written by
+tests/monitor/record_feed.py), without Qt."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from strata.monitor.model import FeedError, MonitorModel, admission_headroom, request_reuse
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "monitor"
+
+
+def load(name: str):
+    return json.loads((DATA / name).read_text(encoding="utf-8"))
+
+
+def fed(*snapshots, **kw) -> MonitorModel:
+    m = MonitorModel(**kw)
+    for s in snapshots:
+        m.apply(s)
+    return m
+
+
+def test_the_model_imports_no_qt():
+    code = "import sys, strata.monitor.model, strata.monitor.client, strata.monitor.units; " \
+           "print(any(k.startswith('PySide6') for k in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_idle_server():
+    snap = load("idle.json")
+    view = fed(snap).view()
+    assert [s.label for s in view.slots] == ["main", "slot 1", "slot 2"]
+    assert all(s.state == "empty" and s.tokens == 0 for s in view.slots)
+    assert view.requests == ()
+    assert view.reuse_share is None              # no prompt yet: not a fake 0 %
+    assert view.generated_tps is None            # one snapshot: no rate yet
+    assert view.cache["park_target"] == "disk"
+    assert [lv["name"] for lv in view.cache["levels"]] == ["ram", "warm", "cold"]
+    assert view.ready and view.busy_slots == 0
+    assert view.now == snap["time"]
+
+
+def test_series_under_load_fills_the_histories():
+    series = load("series.json")
+    view = fed(*series).view()
+    n = len(series)
+    assert set(view.prefill_history) == {"main", "1", "2"}
+    assert all(len(h) == n for h in view.prefill_history.values())
+    assert [t for t, _ in view.parks_history["disk"]] == [s["time"] for s in series]
+    assert [v for _, v in view.parks_history["disk"]] == [s["cache"]["parks"]["disk"] for s in series]
+    assert len(view.available_history) == n
+    # the overall generation rate: generated-token delta over time delta of the last two snapshots
+    a, b = series[-2], series[-1]
+    expected = (b["totals"]["generated_tokens"] - a["totals"]["generated_tokens"]) / (b["time"] - a["time"])
+    assert view.generated_tps == pytest.approx(expected)
+    assert view.history_span == pytest.approx(series[-1]["time"] - series[0]["time"])
+
+
+def test_a_slot_speed_is_plotted_while_it_works_and_zero_when_idle():
+    series = load("series.json")
+    view = fed(*series).view()
+    for i, snap in enumerate(series):
+        for s in snap["slots"]:
+            t, v = view.decode_history[str(s["id"])][i]
+            assert t == snap["time"]
+            if s["state"] in ("prefill", "decode"):
+                assert v == (s.get("decode_tps") or 0.0)
+            elif i == 0 or s.get("last_use") == next(p for p in series[i - 1]["slots"] if p["id"] == s["id"]).get(
+                    "last_use"):
+                assert v == 0.0                  # idle and nothing finished since the last snapshot
+
+
+def test_requests_newest_first_with_reuse_and_mismatch():
+    snap = load("after.json")
+    view = fed(snap).view()
+    ids = [r["id"] for r in view.requests]
+    assert ids == [r["id"] for r in reversed(snap["requests"])]
+    changing = [r for r in view.requests if (r.get("mismatch_excerpt") or "").startswith("time ")]
+    assert changing, "the recorded agent that changes the top of its prompt"
+    for r in changing:
+        assert r["mismatch_at"] < 16 and request_reuse(r) < 0.05
+    share = view.reuse_share
+    assert share == snap["totals"]["prompt_tokens_reused"] / snap["totals"]["prompt_tokens"]
+
+
+def test_slot_rows_carry_policy_values_and_idle_time():
+    snap = load("after.json")
+    view = fed(snap).view()
+    by_key = {s.key: s for s in view.slots}
+    for raw in snap["slots"]:
+        row = by_key[str(raw["id"])]
+        assert row.tokens == raw["tokens"] and row.capacity == raw["capacity"]
+        assert row.value == raw.get("value") and row.protection_left_s == raw.get("protection_left_s")
+        if raw.get("last_use") is not None:
+            assert row.idle_s == pytest.approx(snap["time"] - raw["last_use"])
+        else:
+            assert row.idle_s is None
+
+
+def test_admission_headroom():
+    cache = load("after.json")["cache"]
+    adm = cache["admission"]
+    h = admission_headroom(cache)
+    assert h["min_free_mib"] == pytest.approx(adm["available_mib"] - adm["min_free_mib"])
+    assert h["park_min_free_mib"] == pytest.approx(adm["available_mib"] - adm["park_min_free_mib"])
+    assert admission_headroom({}) == {"min_free_mib": None, "park_min_free_mib": None}
+
+
+def test_a_new_server_process_starts_the_history_again():
+    after, idle = load("after.json"), copy.deepcopy(load("idle.json"))
+    idle["time"] = after["time"] + 5            # later, but every total is back to zero
+    view = fed(*load("series.json"), idle).view()
+    assert len(view.parks_history["disk"]) == 1
+    assert all(len(h) == 1 for h in view.decode_history.values())
+    assert view.generated_tps is None
+
+
+def test_old_history_is_trimmed():
+    series = load("series.json")
+    span = series[-1]["time"] - series[0]["time"]
+    view = fed(*series, history_s=span / 2).view()
+    kept = view.parks_history["disk"]
+    assert 1 <= len(kept) < len(series)
+    assert all(t >= series[-1]["time"] - span / 2 for t, _ in kept)
+
+
+def test_versions_and_connection_state():
+    m = MonitorModel()
+    v0 = m.version
+    m.set_connection("connecting", "http://x")
+    m.set_connection("connecting", "http://x")    # no change, no new version
+    assert m.version == v0 + 1
+    m.apply(load("idle.json"))
+    assert m.version == v0 + 2
+    m.set_connection("disconnected", "cannot reach http://x: refused")
+    view = m.view()
+    assert view.connection == "disconnected" and "refused" in view.connection_detail
+    with pytest.raises(ValueError, match="connection state"):
+        m.set_connection("sleeping")
+
+
+@pytest.mark.parametrize("bad, message", [
+    ([], "expected a JSON object, got list"),
+    ({}, "'time' must be a number"),
+    ({"time": "now"}, "'time' must be a number"),
+    ({"time": 1.0, "slots": {}}, "'slots' must be a list"),
+    ({"time": 1.0, "cache": []}, "'cache' must be an object"),
+])
+def test_bad_snapshots_are_refused_with_the_reason(bad, message):
+    m = MonitorModel()
+    with pytest.raises(FeedError, match=message):
+        m.apply(bad)
+    assert m.view().snapshot == {}
+
+
+def test_absent_fields_stay_absent():
+    view = fed({"time": 10.0, "slots": [{"id": 1, "state": "idle"}], "requests": [{"id": 3}]}).view()
+    row = view.slots[0]
+    assert row.prefill_tps is None and row.value is None and row.idle_s is None
+    assert request_reuse(view.requests[0]) is None
+    assert view.cache == {} and view.totals == {}
+
+
+def test_bad_parameters():
+    with pytest.raises(ValueError, match="history_s"):
+        MonitorModel(history_s=0)
+    with pytest.raises(ValueError, match="max_points"):
+        MonitorModel(max_points=1)

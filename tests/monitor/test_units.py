@@ -1,0 +1,26 @@
+"""Every number the monitor shows carries its unit; an absent value is a dash, never 0."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from strata.monitor import units
+
+
+@pytest.mark.parametrize("fn, value, text", [
+    (units.tokens, 1234, "1,234 tok"), (units.tokens, None, units.NA),
+    (units.tps, 85.24, "85.2 tok/s"), (units.tps, 16497.3, "16,497 tok/s"), (units.tps, None, units.NA),
+    (units.mib, 0.2, "0.2 MiB"), (units.mib, 512, "512 MiB"), (units.mib, 2560.1, "2.5 GiB"),
+    (units.mib, math.nan, units.NA),
+    (units.seconds, 0.143, "143 ms"), (units.seconds, 1.2, "1.2 s"), (units.seconds, 75, "1 min 15 s"),
+    (units.seconds, 7300, "2 h 01 min"), (units.ms, 237.66, "238 ms"), (units.ms, 4.21, "4.2 ms"),
+    (units.ago, 3.0, "3.0 s ago"), (units.ago, -1.0, "0 ms ago"), (units.count, 22, "22"),
+])
+def test_formats(fn, value, text):
+    assert fn(value) == text
+
+
+def test_percent():
+    assert units.percent(1432, 2048) == "70 %"
+    assert units.percent(5, 0) == units.NA and units.percent(None, 5) == units.NA

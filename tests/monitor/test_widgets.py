@@ -1,0 +1,173 @@
+"""The monitor window drawn offscreen (pytest-qt) from feed snapshots recorded from a real server:
+what each panel shows, units on the numbers, cells updated in place (no flicker), both themes."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from strata.monitor.model import HIT_LEVELS, MonitorModel
+from strata.monitor.widgets.cache import LEVEL_HEADERS
+from strata.monitor.widgets.requests import REQUEST_HEADERS
+from strata.monitor.widgets.slots import HEADERS as SLOT_HEADERS
+from strata.monitor.window import MonitorWindow
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "monitor"
+
+
+def load(name):
+    return json.loads((DATA / name).read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def model():
+    m = MonitorModel()
+    for s in load("series.json"):
+        m.apply(s)
+    m.set_connection("connected", "http://127.0.0.1:8080")
+    return m
+
+
+@pytest.fixture
+def window(qtbot, model):
+    w = MonitorWindow(model, theme="light")
+    qtbot.addWidget(w)
+    w.resize(1280, 800)
+    w.show()
+    qtbot.waitExposed(w)
+    w.redraw()
+    return w
+
+
+def column(table, headers, name):
+    c = headers.index(name)
+    return [table.item(r, c).text() for r in range(table.rowCount())]
+
+
+def test_slots_table(window, model):
+    snap = model.view().snapshot
+    table = window.slots.table
+    assert table.rowCount() == len(snap["slots"])
+    assert column(table, SLOT_HEADERS, "context") == ["main", "slot 1", "slot 2"]
+    assert all(t.endswith(" %)") and " tok (" in t for t in column(table, SLOT_HEADERS, "held (filled)"))
+    for text in column(table, SLOT_HEADERS, "prefill") + column(table, SLOT_HEADERS, "decode"):
+        assert text.endswith("tok/s") or text == "\u2013"
+    assert table.isColumnHidden(SLOT_HEADERS.index("group"))          # one group: no column for it
+
+
+def test_speed_plots_have_a_curve_per_context(window):
+    names = {c.name() for c in window.slots.prefill_plot.getPlotItem().listDataItems()}
+    assert names == {"main", "slot 1", "slot 2"}
+    axis = window.slots.decode_plot.getPlotItem().getAxis("left")
+    assert "tok/s" in axis.labelString()
+
+
+def test_requests_show_reuse_and_where_the_prompt_stopped_matching(window, model):
+    snap = model.view().snapshot
+    table = window.activity.requests
+    assert table.rowCount() == len(snap["requests"])
+    newest = snap["requests"][-1]
+    assert table.item(0, 0).text().startswith(f"{newest['id']} ")
+    reused = column(table, REQUEST_HEADERS, "reused")
+    assert all(t.endswith("%)") for t in reused)
+    at = column(table, REQUEST_HEADERS, "stopped matching at")
+    expected = [f"token {r['mismatch_at']:,}" if r.get("mismatch_at") is not None else "\u2013"
+                for r in reversed(snap["requests"])]
+    assert at == expected
+    assert any(t.startswith("time 0") for t in column(table, REQUEST_HEADERS, "text there"))
+    assert window.activity.tabText(0) == f"Recent requests ({len(snap['requests'])})"
+
+
+def test_cache_panel(window, model):
+    cache = model.view().cache
+    for key in HIT_LEVELS:
+        assert window.cache.hit_bars[key].value() == cache["hits"][key]
+    levels = window.cache.levels
+    assert column(levels, LEVEL_HEADERS, "level") == ["ram", "warm", "cold"]
+    cold = next(lv for lv in cache["levels"] if lv["name"] == "cold")
+    row = column(levels, LEVEL_HEADERS, "level").index("cold")
+    assert levels.item(row, LEVEL_HEADERS.index("folder")).text() == cold["folder"]
+    assert levels.item(row, LEVEL_HEADERS.index("used / budget")).text().endswith("/ 64.0 MiB")
+    assert column(levels, LEVEL_HEADERS, "state")[1] == "off"
+    assert "holds" in window.cache.admission.text()
+    assert window.cache.decisions.rowCount() == len(cache["admission"]["last"][-50:])
+    assert "System-prompt cache" in window.cache.system_prompt.text()
+    assert "MiB" in window.cache.system_prompt.text()
+
+
+def test_a_floor_that_does_not_hold_is_shown(qtbot, model):
+    snap = copy.deepcopy(model.view().snapshot)
+    snap["time"] += 1
+    snap["cache"]["admission"]["available_mib"] = 1000.0        # below the 2560 MiB parking floor
+    model.apply(snap)
+    w = MonitorWindow(model, theme="light")
+    qtbot.addWidget(w)
+    text = w.cache.admission.text()
+    assert "parking floor 2.5 GiB" in text and "does not hold" in text
+    assert "transient floor 512 MiB" in text and text.count("does not hold") == 1
+
+
+def test_header(window, model):
+    snap = model.view().snapshot
+    assert snap["endpoint"] in window.header.endpoint.text()
+    assert snap["model"]["name"] in window.header.model.text()
+    assert "requests" in window.header.totals.text() and "tok/s" in window.header.totals.text()
+    assert window.header.info.text() == snap["info_line"]
+    assert "connected" in window.header.state.text()
+
+
+def test_disconnection_is_shown_with_its_reason(window, model):
+    model.set_connection("disconnected", "cannot reach http://127.0.0.1:8080: refused")
+    window.redraw()
+    assert "disconnected" in window.header.state.text() and "refused" in window.header.state.text()
+
+
+def test_cells_are_updated_in_place(window, model):
+    """A redraw with new data rewrites texts; it does not replace items (which would flicker)."""
+    before = window.activity.requests.item(0, 0)
+    slot_item = window.slots.table.item(1, 0)
+    snap = copy.deepcopy(model.view().snapshot)
+    snap["time"] += 0.25
+    snap["requests"][-1]["ttft_ms"] = 999.0
+    model.apply(snap)
+    window.redraw()
+    assert window.activity.requests.item(0, 0) is before
+    assert window.slots.table.item(1, 0) is slot_item
+    assert column(window.activity.requests, REQUEST_HEADERS, "TTFT")[0] == "999 ms"
+    version = window._drawn_version
+    window.redraw()                              # nothing new: nothing redrawn
+    assert window._drawn_version == version
+
+
+def test_an_empty_model_and_a_server_without_cache(qtbot):
+    m = MonitorModel()
+    w = MonitorWindow(m, theme="dark")
+    qtbot.addWidget(w)
+    assert "Waiting" in w.cache.summary.text()
+    m.apply({"time": 1.0, "ready": True, "slots": [], "requests": []})
+    w.redraw()
+    assert "No conversation cache" in w.cache.summary.text()
+    assert w.slots.table.rowCount() == 0
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_screenshots_of_recorded_load(qtbot, model, theme, tmp_path):
+    w = MonitorWindow(model, theme=theme)
+    qtbot.addWidget(w)
+    w.resize(1280, 800)
+    w.show()
+    qtbot.waitExposed(w)
+    art = Path(__file__).resolve().parents[2] / "test-artifacts" / "monitor"
+    path = w.save_png(art / f"recorded-{theme}.png")
+    data = path.read_bytes()
+    assert data[:4] == b"\x89PNG"
+    assert int.from_bytes(data[16:20], "big") == 1280
+
+
+def test_bad_theme_is_named():
+    from strata.monitor.widgets.theme import choose
+
+    with pytest.raises(ValueError, match="theme must be one of"):
+        choose("purple")
