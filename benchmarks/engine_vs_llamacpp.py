@@ -11,6 +11,10 @@ llama.cpp runs through its C API (llama-cpp-python's bindings) with its default 
     .venv/bin/python benchmarks/engine_vs_llamacpp.py --threads 2 \\
         --llama-python /work/refenv/venv/bin/python [--model PATH] [--rounds 3] [--json]
 
+`--backend cuda` runs Strata's CUDA backend and llama.cpp with every layer offloaded (n_gpu_layers 999;
+its wheel must be a CUDA build for that to mean anything). `--strata-only` skips llama.cpp (a machine
+without llama-cpp-python): the figures are printed without ratios.
+
 What it is not: a test (no assertion), or a server benchmark (benchmarks/server_load.py).
 """
 
@@ -40,13 +44,14 @@ def prompt_tokens(n_vocab: int, n: int) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 # workers (each run in its own process)
 
-def worker_strata(model: str, threads: int) -> dict:
+def worker_strata(model: str, threads: int, backend: str = "cpu") -> dict:
     from strata.engine import Engine
 
     t0 = time.perf_counter()
     n_ctx = max(PREFILLS) + 8
-    e = Engine(model, n_ctx=n_ctx, n_slots=N_BATCH, slot_ctx=N_PROMPT + N_DECODE + 8, n_threads=threads)
-    r = {"load_s": time.perf_counter() - t0, "engine": e.backend, "large_pages": e.large_pages}
+    e = Engine(model, n_ctx=n_ctx, n_slots=N_BATCH, slot_ctx=N_PROMPT + N_DECODE + 8, n_threads=threads,
+               backend=backend)
+    r = {"load_s": time.perf_counter() - t0, "engine": e.backend, "large_pages": e.large_pages, "gpu": e.gpu()}
     toks = prompt_tokens(e.n_vocab, n_ctx)
     e.prefill(0, toks[:32])
     for n in PREFILLS:
@@ -71,13 +76,13 @@ def worker_strata(model: str, threads: int) -> dict:
     return r
 
 
-def worker_llama(model: str, threads: int) -> dict:
+def worker_llama(model: str, threads: int, backend: str = "cpu") -> dict:
     import llama_cpp as L
 
     L.llama_backend_init()
     t0 = time.perf_counter()
     mp = L.llama_model_default_params()
-    mp.n_gpu_layers = 0
+    mp.n_gpu_layers = 999 if backend == "cuda" else 0
     mdl = L.llama_model_load_from_file(model.encode(), mp)
     cp = L.llama_context_default_params()
     n_seq_ctx = max(PREFILLS) + 64
@@ -136,12 +141,12 @@ def worker_llama(model: str, threads: int) -> dict:
 # ---------------------------------------------------------------------------------------------
 # driver
 
-def run_worker(python: str, which: str, model: str, threads: int) -> dict:
+def run_worker(python: str, which: str, model: str, threads: int, backend: str = "cpu") -> dict:
     env = dict(os.environ)
     if which == "llama":
         env.pop("PYTHONPATH", None)
     out = subprocess.run([python, os.path.abspath(__file__), "--worker", which, "--model", model,
-                          "--threads", str(threads)], capture_output=True, text=True, env=env, timeout=1800)
+                          "--threads", str(threads), "--backend", backend], capture_output=True, text=True, env=env, timeout=1800)
     if out.returncode != 0:
         raise RuntimeError(f"{which} worker failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -155,6 +160,8 @@ def main() -> int:
     ap.add_argument("--llama-python", default="/work/refenv/venv/bin/python",
                     help="interpreter where `import llama_cpp` works")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--backend", default="cpu", choices=("cpu", "cuda"), help="Strata's backend (and llama.cpp's offload)")
+    ap.add_argument("--strata-only", action="store_true", help="skip llama.cpp (no ratios)")
     ap.add_argument("--worker", choices=("strata", "llama"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     model = args.model
@@ -166,17 +173,26 @@ def main() -> int:
         model = str(default_model_path())
     if args.worker:
         fn = worker_strata if args.worker == "strata" else worker_llama
-        print(json.dumps(fn(model, args.threads)))
+        print(json.dumps(fn(model, args.threads, args.backend)))
         return 0
 
     runs: dict[str, list[dict]] = {"strata": [], "llama": []}
+    engines = (("strata", sys.executable),) if args.strata_only else (("strata", sys.executable),
+                                                                        ("llama", args.llama_python))
     for i in range(args.rounds):
-        for which, python in (("strata", sys.executable), ("llama", args.llama_python)):
-            r = run_worker(python, which, model, args.threads)
+        for which, python in engines:
+            r = run_worker(python, which, model, args.threads, args.backend)
             runs[which].append(r)
             if not args.json:
                 print(f"round {i + 1} {which:7s} " + "  ".join(f"{k} {r[k]:8.2f}" for k in KEYS), flush=True)
-    med = {w: {k: statistics.median(r[k] for r in rs) for k in KEYS} for w, rs in runs.items()}
+    med = {w: {k: statistics.median(r[k] for r in rs) for k in KEYS} for w, rs in runs.items() if rs}
+    if args.strata_only:
+        summary = {"model": model, "threads": args.threads, "rounds": args.rounds, "backend": args.backend,
+                   "strata": med["strata"], "strata_engine": runs["strata"][0]["engine"],
+                   "gpu": runs["strata"][0].get("gpu"),
+                   "strata_batched_over_single": med["strata"]["batched4_tps"] / med["strata"]["decode_tps"]}
+        print(json.dumps(summary) if args.json else "\n".join(f"{k:18s} {v:10.2f}" for k, v in med["strata"].items()))
+        return 0
     ratio = {k: med["strata"][k] / med["llama"][k] for k in KEYS}
     summary = {"model": model, "threads": args.threads, "rounds": args.rounds, "strata": med["strata"],
                "llama_cpp": med["llama"], "ratio_strata_over_llama": ratio,

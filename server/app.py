@@ -116,6 +116,14 @@ def _attach_sessions(app: web.Application, state: ServerState) -> None:
     app[SESSION_BACKEND] = SessionBackend(state)
 
 
+def _gpu_part(engine) -> list[str]:
+    """The GPU and its VRAM for the INFO line, or nothing on the CPU backend."""
+    from strata.engine.gpu import describe_gpu
+
+    gpu = engine.gpu() if callable(getattr(engine, "gpu", None)) else None
+    return [f"GPU {describe_gpu(gpu)}"] if gpu else []
+
+
 def info_line(state: ServerState) -> str:
     cfg, e = state.config, state.engine
     n_slots = int(getattr(e, "n_slots", 0))
@@ -125,6 +133,7 @@ def info_line(state: ServerState) -> str:
     parts = [
         f"model {state.model_name} ({getattr(e, 'arch', '?')})",
         f"backend {getattr(e, 'backend', cfg.backend)}, {getattr(e, 'n_threads', '?')} threads",
+        *_gpu_part(e),
         f"contexts {contexts}, KV {getattr(e, 'kv_type', cfg.kv_type)}",
         f"large pages {getattr(e, 'large_pages', 'unknown')}",
     ]

@@ -107,7 +107,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("slot-ctx", int, None, "context size of each slot, in tokens (default: --ctx)", minimum=16),
     Option("threads", int, None, "compute threads (default: the engine's choice for this machine)", minimum=1),
     Option("kv-type", str, "f16", "KV cache element type", choices=("f16", "f32")),
-    Option("backend", str, "cpu", "compute backend", choices=("cpu", "cuda")),
+    Option("backend", str, "cpu", "compute backend (auto: the GPU when this build has CUDA and one is present; "
+           "docs/cuda.md)", choices=("cpu", "cuda", "auto")),
     Option("host", str, "127.0.0.1", "address to listen on (127.0.0.1: this machine only)"),
     Option("port", int, 8080, "TCP port to listen on (0: any free port)", minimum=0, maximum=65535),
     Option("api-key", str, None, "require this key as `Authorization: Bearer` or `x-api-key` on every endpoint "

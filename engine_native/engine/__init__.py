@@ -23,7 +23,7 @@ EngineError = _engine.EngineError
 ModelError = _engine.ModelError
 
 KV_TYPES = ("f16", "q8_0", "f32")  # f32: a precision reference for tests
-BACKENDS = ("cpu",)
+BACKENDS = ("cpu", "cuda", "auto")  # auto: cuda when the build has it and a GPU is present (gpu.py)
 
 
 class GGUFFile:
@@ -95,13 +95,15 @@ class Engine:
         n_threads = 0 if n_threads is None else _positive_int("n_threads", n_threads)
         if kv_type not in KV_TYPES:
             raise ValueError(f"kv_type must be one of {KV_TYPES}, got {kv_type!r}")
-        if backend not in BACKENDS:
-            raise ValueError(f"backend {backend!r} is not available in this build (available: {BACKENDS})")
+        from strata.engine.gpu import resolve_backend
+
+        backend = resolve_backend(backend)  # "cpu" or "cuda"; ValueError naming why cuda cannot run
         self.model_path = os.fspath(model_path)
         self._gguf = GGUFFile(self.model_path)
         self._native = _engine.Engine(self.model_path, n_ctx=n_ctx, n_slots=n_slots, n_groups=n_groups,
                                       slot_ctx=slot_ctx, n_threads=n_threads, kv_type=kv_type,
-                                      max_chunk=_positive_int("max_chunk", max_chunk))
+                                      max_chunk=_positive_int("max_chunk", max_chunk),
+                                      **({"backend": backend} if backend != "cpu" else {}))
         hp = self._native.hparams()
         self.arch: str = hp["arch"]
         self.n_vocab: int = hp["n_vocab"]
@@ -117,7 +119,8 @@ class Engine:
         self.n_groups = n_groups
         self.kv_type = kv_type
         self.bytes_per_token: int = self._native.bytes_per_token
-        self.backend = f"cpu-{self._native.simd}"
+        gpu = self.gpu()
+        self.backend = f"cpu-{self._native.simd}" if gpu is None else f"cuda-sm{gpu['compute_capability'].replace('.', '')}"
         self.n_threads: int = self._native.n_threads
         self.large_pages: str = self._native.large_pages
         self.metadata: dict = self._gguf.metadata
@@ -125,6 +128,11 @@ class Engine:
         self._text = None  # (tokenizer, chat template), built on first use
 
     # ---- identity and shape
+
+    def gpu(self) -> dict | None:
+        """The CUDA device and VRAM as of now (name, compute_capability, vram_total, vram_free, vram_used
+        by this engine, weight_bytes, kv_bytes), or None on the CPU backend."""
+        return getattr(self._native, "gpu", None)
 
     def kv_layout(self) -> dict:
         """What a snapshot's KV bytes mean; two engines can exchange snapshots when these are equal."""

@@ -22,7 +22,7 @@ QUICK = {"prefill": (128,), "decode": 16, "prompt": 128, "batch": 4}
 
 
 def run_bench(model_path, threads: int | None = None, quick: bool = False, kv_type: str = "f16",
-              seed: int = 0) -> dict:
+              seed: int = 0, backend: str = "cpu") -> dict:
     """Measures one model; returns a dict of plain numbers (see the module docstring)."""
     from strata.engine import Engine
 
@@ -31,7 +31,7 @@ def run_bench(model_path, threads: int | None = None, quick: bool = False, kv_ty
     n_ctx = max(max(plan["prefill"]), n_prompt + n_decode) + 8
     t0 = time.perf_counter()
     engine = Engine(model_path, n_ctx=n_ctx, n_slots=n_batch, slot_ctx=n_prompt + n_decode + 8,
-                    n_threads=threads, kv_type=kv_type)
+                    n_threads=threads, kv_type=kv_type, backend=backend)
     load_s = time.perf_counter() - t0
     rng = np.random.default_rng(seed)
     tokens = rng.integers(10, engine.n_vocab, size=n_ctx).astype(np.int32)
@@ -64,6 +64,7 @@ def run_bench(model_path, threads: int | None = None, quick: bool = False, kv_ty
         engine.decode(ctxs, [int(t)] * n_batch)
     result[f"batched{n_batch}_tps"] = round(n_batch * n_decode / (time.perf_counter() - t0), 2)
     result["batched_speedup"] = round(result[f"batched{n_batch}_tps"] / result["decode_tps"], 3)
+    result["gpu"] = engine.gpu()  # device and VRAM (used by this engine, free, total) after the run, or None
     return result
 
 
@@ -71,6 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="GGUF file (default: the default model)")
     parser.add_argument("--threads", type=int, default=None, help="threads (default: physical cores)")
     parser.add_argument("--kv-type", default="f16", choices=("f16", "q8_0"), help="KV cache type")
+    parser.add_argument("--backend", default="cpu", choices=("cpu", "cuda", "auto"),
+                        help="compute backend (auto: the GPU when this build has CUDA and one is present)")
     parser.add_argument("--quick", action="store_true", help="short run (128-token prefill, 16 decode steps)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -89,7 +92,8 @@ def run(args) -> int:
         print(f"strata bench: --threads must be >= 1, got {args.threads}", file=sys.stderr)
         return 2
     try:
-        r = run_bench(model, args.threads, quick=args.quick, kv_type=args.kv_type)
+        r = run_bench(model, args.threads, quick=args.quick, kv_type=args.kv_type,
+                      backend=getattr(args, "backend", "cpu"))
     except (OSError, ValueError) as e:
         print(f"strata bench: {e}", file=sys.stderr)
         return 1
@@ -98,6 +102,10 @@ def run(args) -> int:
         return 0
     print(f"model        {r['model']} ({r['arch']})")
     print(f"engine       {r['backend']}, {r['threads']} threads, large pages: {r['large_pages']}, KV {r['kv_type']}")
+    if r.get("gpu"):
+        from strata.engine.gpu import describe_gpu
+
+        print(f"GPU          {describe_gpu(r['gpu'])}")
     print(f"load         {r['load_s']:.3f} s")
     for key, value in r.items():
         if key.startswith("prefill_") and key != "prefill_tps":
