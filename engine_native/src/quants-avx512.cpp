@@ -179,6 +179,15 @@ struct q32_format : zmm_acc {
 // A step is one super-block. Sub-block scales multiply the int32 lane sums (exact), then one float
 // multiply-add per super-block; the Q4_K/Q5_K mins go through Q8_K's 16-element sums.
 
+// int16 index vector for permutexvar_epi16 over 8 sub-block scales: in 128-bit lane i, four copies
+// of scale a0 (i < 2) or a1 (i >= 2), then four of b0 or b1: packs_epi32 of groups holding
+// sub-blocks (a0, a1) and (b0, b1) in their lanes 0-7 / 8-15.
+inline __m512i pack_index(short a0, short b0, short a1, short b1) {
+    alignas(64) const short idx[32] = {a0, a0, a0, a0, b0, b0, b0, b0, a0, a0, a0, a0, b0, b0, b0, b0,
+                                       a1, a1, a1, a1, b1, b1, b1, b1, a1, a1, a1, a1, b1, b1, b1, b1};
+    return _mm512_load_si512(idx);
+}
+
 struct q8K_x {
     const int8_t* q;     // (256,) activations of the super-block
     __m256i bsums;       // (16,) int16 sums of 16
@@ -194,11 +203,11 @@ inline void load_q8K(const uint8_t* row, int64_t s, q8K_x& xs) {
 
 template <bool Q5>
 struct q45K_format : zmm_acc {
-    static constexpr int NR = 4, NT = 2;
+    static constexpr int NR = 4, NT = 4;
     using xs_t = q8K_x;
     struct ws_t {
         __m512i u[4];     // (4, 64) unsigned quants of the 4 groups of 64
-        __m512i sc[4];    // (4, 16) int32 lanes: sub-block 2g's scale in 0-7, 2g+1's in 8-15
+        __m512i sc[2];    // (2, 32) int16 scales laid out as packs_epi32 of groups (0, 1) / (2, 3) leaves their sums
         __m256i mins;     // (16,) int16: min of sub-block j at 2j and 2j + 1 (pairs of bsums)
         float d, dmin;
     };
@@ -218,7 +227,7 @@ struct q45K_format : zmm_acc {
         const uint32_t u0 = load_u32(b->scales), u1 = load_u32(b->scales + 4), u2 = load_u32(b->scales + 8);
         const uint64_t sc8 = uint64_t(u0 & 0x3f3f3f3fu) | uint64_t((u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4)) << 32;
         const uint64_t m8 = uint64_t(u1 & 0x3f3f3f3fu) | uint64_t(((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4)) << 32;
-        const __m512i scv = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(sc8)));
+        const __m512i scv = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(sc8))));
         const __m128i m = _mm_cvtsi64_si128(int64_t(m8));
         ws.mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
         __m512i qh2 = _mm512_setzero_si512();
@@ -226,9 +235,11 @@ struct q45K_format : zmm_acc {
             const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const block_q5_K*>(b)->qh));
             qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), qh, 1);
         }
+        // packs_epi32(D_a, D_b) puts, in 128-bit lane i, D_a's lanes 4i..4i+3 then D_b's; lanes 0-7
+        // of group g's D hold sub-block 2g, lanes 8-15 sub-block 2g + 1.
+        ws.sc[0] = _mm512_permutexvar_epi16(pack_index(0, 2, 1, 3), scv);
+        ws.sc[1] = _mm512_permutexvar_epi16(pack_index(4, 6, 5, 7), scv);
         for (int g = 0; g < 4; ++g) {
-            ws.sc[g] = _mm512_permutexvar_epi32(
-                _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(2 * g), _mm512_set1_epi32(2 * g + 1)), scv);
             const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * g));
             const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
             ws.u[g] = _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4)), _mm512_set1_epi8(0x0F));
@@ -242,11 +253,10 @@ struct q45K_format : zmm_acc {
     }
 
     static void madd(const ws_t& ws, const xs_t& xs, __m512& acc) {
-        __m512i isum = _mm512_setzero_si512();
-        for (int g = 0; g < 4; ++g) {
-            const __m512i x = _mm512_loadu_si512(xs.q + 64 * g);
-            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ws.u[g], x), ws.sc[g]));
-        }
+        __m512i d[4];     // (4, 16) int32: 4-element sums, |.| <= 4 * 31 * 127, so they pack to int16
+        for (int g = 0; g < 4; ++g) d[g] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws.u[g], _mm512_loadu_si512(xs.q + 64 * g));
+        const __m512i isum = _mm512_add_epi32(_mm512_madd_epi16(_mm512_packs_epi32(d[0], d[1]), ws.sc[0]),
+                                              _mm512_madd_epi16(_mm512_packs_epi32(d[2], d[3]), ws.sc[1]));
         const __m256i msum = _mm256_madd_epi16(ws.mins, xs.bsums);       // (8,) int32
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ws.d * xs.d), acc);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi256_si512(msum)), _mm512_set1_ps(-(ws.dmin * xs.d)), acc);
@@ -254,12 +264,12 @@ struct q45K_format : zmm_acc {
 };
 
 struct q6K_format : zmm_acc {
-    static constexpr int NR = 4, NT = 2;
+    static constexpr int NR = 4, NT = 4;
     static constexpr size_t W_STEP = sizeof(block_q6_K);
     using xs_t = q8K_x;
     struct ws_t {
         __m512i u[4];     // (4, 64) quants q in [0, 63] of elements 64v .. 64v + 63
-        __m512i sc[4];    // (4, 16) int32 lanes: the scale of each lane's 16-element group
+        __m512i sc[2];    // (2, 32) int16 scales laid out as packs_epi32 of vectors (0, 1) / (2, 3) leaves their sums
         __m256i sc16;     // (16,) int16 scales, for the -32 offset through bsums
         float d;
     };
@@ -283,22 +293,24 @@ struct q6K_format : zmm_acc {
                                               _mm512_slli_epi16(_mm512_and_si512(h23, low2), 4));
         }
         const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
-        const __m512i scv = _mm512_cvtepi8_epi32(sc8);
-        for (int v = 0; v < 4; ++v) {
-            const __m512i idx = _mm512_setr_epi32(4 * v, 4 * v, 4 * v, 4 * v, 4 * v + 1, 4 * v + 1, 4 * v + 1, 4 * v + 1,
-                                                  4 * v + 2, 4 * v + 2, 4 * v + 2, 4 * v + 2, 4 * v + 3, 4 * v + 3, 4 * v + 3, 4 * v + 3);
-            ws.sc[v] = _mm512_permutexvar_epi32(idx, scv);
-        }
         ws.sc16 = _mm256_cvtepi8_epi16(sc8);
+        // vector v's lanes 4k..4k+3 hold group 4v + k; packs_epi32(D_a, D_b) puts, in 128-bit lane
+        // i, D_a's lanes 4i..4i+3 (group 4a + i) then D_b's (group 4b + i).
+        const __m512i scv = _mm512_castsi256_si512(ws.sc16);
+        alignas(64) static const short idx01[32] = {0, 0, 0, 0, 4, 4, 4, 4, 1, 1, 1, 1, 5, 5, 5, 5,
+                                                    2, 2, 2, 2, 6, 6, 6, 6, 3, 3, 3, 3, 7, 7, 7, 7};
+        alignas(64) static const short idx23[32] = {8, 8, 8, 8, 12, 12, 12, 12, 9, 9, 9, 9, 13, 13, 13, 13,
+                                                    10, 10, 10, 10, 14, 14, 14, 14, 11, 11, 11, 11, 15, 15, 15, 15};
+        ws.sc[0] = _mm512_permutexvar_epi16(_mm512_load_si512(idx01), scv);
+        ws.sc[1] = _mm512_permutexvar_epi16(_mm512_load_si512(idx23), scv);
         ws.d = half_to_float(b->d);
     }
 
     static void madd(const ws_t& ws, const xs_t& xs, __m512& acc) {
-        __m512i isum = _mm512_setzero_si512();
-        for (int v = 0; v < 4; ++v) {
-            const __m512i x = _mm512_loadu_si512(xs.q + 64 * v);
-            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ws.u[v], x), ws.sc[v]));
-        }
+        __m512i d[4];     // (4, 16) int32: 4-element sums, |.| <= 4 * 63 * 127 < 2^15, so they pack to int16
+        for (int v = 0; v < 4; ++v) d[v] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws.u[v], _mm512_loadu_si512(xs.q + 64 * v));
+        __m512i isum = _mm512_add_epi32(_mm512_madd_epi16(_mm512_packs_epi32(d[0], d[1]), ws.sc[0]),
+                                        _mm512_madd_epi16(_mm512_packs_epi32(d[2], d[3]), ws.sc[1]));
         const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(ws.sc16, xs.bsums), 5);   // 32 * sum sc * bsum
         isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(offset));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ws.d * xs.d), acc);
