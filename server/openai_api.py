@@ -142,6 +142,8 @@ def _common_checks(body: dict) -> None:
     n = f.get_int(body, "n", 1, 1, 1 << 20)
     if n != 1:
         raise APIError(400, f"'n' must be 1 (got {n}); send separate requests for several answers", param="n")
+    if body.get("best_of") not in (None, 1):
+        raise APIError(400, "'best_of' must be 1; send separate requests for several answers", param="best_of")
     for name in UNSUPPORTED_TRUE:
         if body.get(name):
             raise APIError(400, f"'{name}' is not supported", param=name)

@@ -49,6 +49,7 @@ CASES = [
     ("POST", "/v1/completions", {"prompt": {"a": 1}}, 400, "'prompt' must be a string"),
     ("POST", "/v1/completions", {"prompt": [1, 2, 99999]}, 400, "outside the vocabulary"),
     ("POST", "/v1/completions", {"prompt": "x", "echo": True}, 400, "'echo' is not supported"),
+    ("POST", "/v1/completions", {"prompt": "x", "best_of": 3}, 400, "'best_of' must be 1"),
     ("POST", MSG, {"messages": USER}, 400, "'max_tokens' is required"),
     ("POST", MSG, {"max_tokens": 5, "messages": []}, 400, "'messages' must not be empty"),
     ("POST", MSG, {"max_tokens": 5, "messages": [{"role": "system", "content": "x"}]}, 400,
