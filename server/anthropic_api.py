@@ -132,6 +132,11 @@ def parse_tools(body: dict) -> list[dict] | None:
         return None
     if choice is not None and not isinstance(choice, dict):
         raise APIError(400, "'tool_choice' must be an object such as {\"type\": \"auto\"}")
+    if isinstance(choice, dict) and choice.get("type") == "tool":     # one named tool: only it is offered
+        named = [t for t in out if t["function"]["name"] == choice.get("name")]
+        if not named:
+            raise APIError(400, f"'tool_choice' names {choice.get('name')!r}, which is not in 'tools'")
+        return named
     return out or None
 
 

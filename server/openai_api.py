@@ -119,6 +119,12 @@ def parse_tools(body: dict) -> list[dict] | None:
         return None
     if choice is not None and choice not in ("auto", "required") and not isinstance(choice, dict):
         raise APIError(400, "'tool_choice' must be 'none', 'auto', 'required' or an object", param="tool_choice")
+    if isinstance(choice, dict):          # a named function: only that one is offered
+        name = (choice.get("function") or {}).get("name") if isinstance(choice.get("function"), dict) else None
+        named = [t for t in out if t["function"]["name"] == name]
+        if not named:
+            raise APIError(400, f"'tool_choice' names {name!r}, which is not in 'tools'", param="tool_choice")
+        return named
     return out
 
 
