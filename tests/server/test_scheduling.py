@@ -198,3 +198,17 @@ def test_mismatch_position_is_recorded(server):
     rec = request_record(server.url, 300)
     assert rec["reused_tokens"] == 200 and rec["mismatch_at"] == 200
     assert isinstance(rec["mismatch_excerpt"], str)
+
+
+def test_solo_only_server_queues_and_serves_everyone_in_turn(tiny_model):
+    with LiveServer(model=str(tiny_model), ctx=1024, batch=0, threads=1, queue=8, conversation_cache_mib=0) as s:
+        results: list[dict] = []
+        threads = [threading.Thread(target=lambda i=i: results.append(complete(s.url, ids(40, 60 + i), 20)))
+                   for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(results) == 4 and all(r["usage"]["completion_tokens"] >= 1 for r in results)
+        assert {r["context"] for r in monitor(s.url)["requests"]} == {"main"}
+        assert monitor(s.url)["totals"]["queue_depth"] == 0
