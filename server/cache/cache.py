@@ -399,6 +399,10 @@ class ConversationCache:
             if entry is None:
                 return RestoreResult(0, hit.level, 0.0, "", False, "entry gone since lookup")
             level_name = lvl.name if lvl is not None else "ram"
+            capacity = self.engine.context_capacity(ctx)
+            if entry.n_tokens > capacity:  # the engine restores whole images only into a context that fits them
+                return RestoreResult(0, level_name, 0.0, "", False,
+                                     f"entry holds {entry.n_tokens} tokens, context {ctx} holds at most {capacity}")
             if isinstance(entry, RamEntry):
                 n, why = apply_image(self.engine, ctx, entry.pieces, entry.tokens, hit.n_tokens)
                 return self._finish_restore(level_name, n, t0, "", False, why)

@@ -186,3 +186,14 @@ def test_concurrent_conversations_never_restore_anothers_state(make_cache, clock
     assert errors == []
     assert sum(cache.hits.values()) >= 24  # most turns came back from some level
     assert cache.cascade.degradations["ram"] > 0
+
+
+def test_entry_longer_than_the_context_is_not_restored(make_cache):
+    cache = make_cache(engine=SimEngine(capacity=100))
+    h = history(8, 90)
+    park_history(cache, h)
+    small = SimEngine(capacity=50)
+    cache.engine = small  # a context too small for the whole image (the engine restores whole images)
+    hit = cache.lookup(h[:40] + [1])
+    res = cache.restore(hit, 2)
+    assert res.n_tokens == 0 and "holds at most 50" in res.reason
