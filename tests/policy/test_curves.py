@@ -88,3 +88,10 @@ def test_custom_idle_limit_150_as_in_the_seed_checks():
     assert value(42_100, 56.3, cfg) == pytest.approx(0.202, abs=0.001)
     assert value(10_062, 13.05, cfg) == pytest.approx(0.0566, abs=0.0005)
     assert not math.isnan(value(1, 0.0, cfg))
+
+
+def test_overwrite_score_is_one_over_one_plus_retention():
+    from strata.server.slot_policy import overwrite_score
+    assert overwrite_score(50_000, 0, DEFAULT) == pytest.approx(1 / (1 + 0.92456), rel=1e-4)
+    assert overwrite_score(500, 0, DEFAULT) > overwrite_score(50_000, 0, DEFAULT)   # short: cheaper
+    assert overwrite_score(0, 0, DEFAULT) == 1.0
