@@ -51,6 +51,7 @@ PLAIN_TEXTS: list[tuple[str, str]] = [
     ("special_inline", "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"),
     ("special_mixed", "text<|endoftext|>more <file_sep> and <|im_end|>x"),
     ("empty", ""),
+    ("bytes_without_tokens", "a\x04b \U00040000 c\x1dd"),  # SmolLM2 has no token for 0x04, 0x1D, 0xF1
 ]
 
 CHAT_CASES: list[tuple[str, list[dict[str, str]]]] = [
