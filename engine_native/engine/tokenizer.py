@@ -312,7 +312,10 @@ class Tokenizer:
         return ids
 
     def pre_tokenize(self, text: str) -> list[str]:
-        """The pieces the pre-tokenizer regexes cut `text` into (BPE then runs inside each piece)."""
+        """The pieces the pre-tokenizer regexes cut `text` into (BPE then runs inside each piece).
+        SentencePiece vocabularies have no pre-tokenizer: one piece."""
+        if self.kind == "spm":
+            return [text] if text else []
         pieces = self._plain.pre_tokenizer.pre_tokenize_str(text)
         return [_token_text_to_bytes(p).decode("utf-8", "replace") for p, _ in pieces]
 

@@ -44,6 +44,7 @@ def test_spm_facts(spm):
     assert spm.token_bytes(spm.token_id("▁the")) == b" the"
     assert spm.token_id("[INST]") in spm.special_ids
     assert spm.token_id("<|tool|>") not in spm.special_ids
+    assert spm.pre_tokenize("a b") == ["a b"]
 
 
 def test_spm_decode_gives_the_text_after_the_space_prefix(spm):
