@@ -12,6 +12,7 @@
 #include "attention.h"
 #include "engine.h"
 #include "quants.h"
+#include "vec16.h"
 
 namespace strata {
 
@@ -43,6 +44,24 @@ void rope_head(float* x, const float* cs, int64_t n_rot, rope_style style) {
         const float x0 = x[i0], x1 = x[i1];
         x[i0] = x0 * c - x1 * s;
         x[i1] = x0 * s + x1 * c;
+    }
+}
+
+// g = silu(g) * u = g / (1 + exp(-g)) * u, 16 lanes at a time (a short tail through a padded block).
+void swiglu_row(float* g, const float* u, int64_t n) {
+    auto block = [](float* gb, const float* ub) {
+        const v16 x = v16_load(gb);
+        const v16 s = v16_div(x, v16_add(v16_set1(1.0f), v16_exp(v16_sub(v16_zero(), x))));
+        v16_store(gb, v16_mul(s, v16_load(ub)));
+    };
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) block(g + i, u + i);
+    if (i < n) {
+        float tg[16] = {}, tu[16] = {};
+        std::memcpy(tg, g + i, sizeof(float) * size_t(n - i));
+        std::memcpy(tu, u + i, sizeof(float) * size_t(n - i));
+        block(tg, tu);
+        std::memcpy(g + i, tg, sizeof(float) * size_t(n - i));
     }
 }
 
@@ -198,11 +217,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
         });
         matmuls(xn_, n, E, {{&L.w_gate, gate_}, {&L.w_up, up_}});
         pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-            for (int64_t r = b; r < e; r++) {
-                float* g = gate_ + r * F;
-                const float* u = up_ + r * F;
-                for (int64_t i = 0; i < F; i++) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-            }
+            for (int64_t r = b; r < e; r++) swiglu_row(gate_ + r * F, up_ + r * F, F);
         });
         matmuls(gate_, n, F, {{&L.w_down, out_}});
         pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {

@@ -9,6 +9,13 @@
 #include <string>
 #include <utility>
 
+#ifdef _WIN32
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
+#include <windows.h>
+#endif
+
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
 #define STRATA_PAUSE() _mm_pause()
@@ -143,6 +150,16 @@ int physical_core_count() {
         if (line.rfind("core id", 0) == 0) cores.insert({phys, std::atoi(line.substr(line.find(':') + 1).c_str())});
     }
     if (!cores.empty() && cores.size() <= logical) return int(cores.size());
+#elif defined(_WIN32)
+    DWORD len = 0;
+    GetLogicalProcessorInformation(nullptr, &len);
+    std::vector<SYSTEM_LOGICAL_PROCESSOR_INFORMATION> info(len / sizeof(SYSTEM_LOGICAL_PROCESSOR_INFORMATION) + 1);
+    if (GetLogicalProcessorInformation(info.data(), &len)) {
+        int n = 0;
+        for (size_t i = 0; i < len / sizeof(SYSTEM_LOGICAL_PROCESSOR_INFORMATION); i++)
+            if (info[i].Relationship == RelationProcessorCore) n++;
+        if (n > 0 && unsigned(n) <= logical) return n;
+    }
 #endif
     return int(logical);
 }

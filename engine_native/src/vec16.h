@@ -34,6 +34,7 @@ inline v16 v16_fma(v16 a, v16 b, v16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)
 inline v16 v16_add(v16 a, v16 b) { return {_mm512_add_ps(a.v, b.v)}; }
 inline v16 v16_sub(v16 a, v16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
 inline v16 v16_mul(v16 a, v16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+inline v16 v16_div(v16 a, v16 b) { return {_mm512_div_ps(a.v, b.v)}; }
 inline v16 v16_max(v16 a, v16 b) { return {_mm512_max_ps(a.v, b.v)}; }
 inline v16 v16_min(v16 a, v16 b) { return {_mm512_min_ps(a.v, b.v)}; }
 inline v16 v16_round(v16 a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
@@ -56,6 +57,7 @@ inline v16 v16_fma(v16 a, v16 b, v16 c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.
 inline v16 v16_add(v16 a, v16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
 inline v16 v16_sub(v16 a, v16 b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
 inline v16 v16_mul(v16 a, v16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+inline v16 v16_div(v16 a, v16 b) { return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
 inline v16 v16_max(v16 a, v16 b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
 inline v16 v16_min(v16 a, v16 b) { return {_mm256_min_ps(a.lo, b.lo), _mm256_min_ps(a.hi, b.hi)}; }
 inline v16 v16_round(v16 a) {
@@ -80,6 +82,7 @@ inline void v16_store(float* p, v16 a) { std::memcpy(p, a.f, sizeof(a.f)); }
 STRATA_V16_LANEWISE(v16_add, a.f[i] + b.f[i])
 STRATA_V16_LANEWISE(v16_sub, a.f[i] - b.f[i])
 STRATA_V16_LANEWISE(v16_mul, a.f[i] * b.f[i])
+STRATA_V16_LANEWISE(v16_div, a.f[i] / b.f[i])
 STRATA_V16_LANEWISE(v16_max, a.f[i] > b.f[i] ? a.f[i] : b.f[i])
 STRATA_V16_LANEWISE(v16_min, a.f[i] < b.f[i] ? a.f[i] : b.f[i])
 #undef STRATA_V16_LANEWISE
