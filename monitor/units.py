@@ -23,9 +23,11 @@ def count(n: float | None) -> str:
 
 
 def tps(x: float | None) -> str:
-    """Tokens per second: one decimal below 100, none above."""
+    """Tokens per second: one decimal below 100, none up to 10,000, thousands ("16.5k") above."""
     if _absent(x):
         return NA
+    if x >= 10_000:
+        return f"{x / 1000:,.1f}k tok/s"
     return f"{x:,.1f} tok/s" if x < 100 else f"{x:,.0f} tok/s"
 
 

@@ -65,7 +65,7 @@ class MonitorWindow(QMainWindow):
         split.addWidget(self.cache)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
-        split.setSizes([740, 540])
+        split.setSizes([770, 510])
         layout.addWidget(split, 1)
         self.setCentralWidget(central)
         self.setStyleSheet(f"QLabel#muted {{ color: {theme.muted}; }}")

@@ -20,6 +20,7 @@ from strata.monitor.widgets.common import (
     plot_window,
     set_text,
     set_window,
+    set_y_top,
     time_plot,
     xy,
 )
@@ -142,8 +143,12 @@ class CachePanel(QWidget):
         window = plot_window(view)
         set_window(self.parks_plot, window)
         set_window(self.ram_plot, window)
+        top = 0.0
         for d, curve in self._park_curves.items():
-            curve.setData(*xy(view.parks_history.get(d, ()), view.now))
+            xs, ys = xy(view.parks_history.get(d, ()), view.now)
+            curve.setData(xs, ys)
+            top = max([top, *ys])
+        set_y_top(self.parks_plot, top, minimum=5.0)
         top = max([int(hits.get(k) or 0) for k in HIT_LEVELS] + [1])
         for key, bar in self.hit_bars.items():
             n = int(hits.get(key) or 0)
@@ -189,7 +194,7 @@ class CachePanel(QWidget):
         set_text(self.admission, " \u2022 ".join(parts))
         xs, ys = xy(view.available_history, view.now)
         self._ram_curve.setData(xs, [y / 1024 for y in ys])
-        top = max([*ys, *(adm.get(k) or 0 for k in self._floor_lines)], default=1) / 1024 * 1.1
-        self.ram_plot.getPlotItem().setYRange(0, top, padding=0)
+        top = max([*ys, *(adm.get(k) or 0 for k in self._floor_lines)], default=1) / 1024
+        set_y_top(self.ram_plot, top, minimum=1.0)
         last = [d for d in adm.get("last") or [] if isinstance(d, dict)]
         self.decisions.show_rows([decision_cells(d, view.now) for d in reversed(last[-50:])], align_right=(0,))

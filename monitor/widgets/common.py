@@ -128,7 +128,7 @@ def time_plot(title: str, y_label: str, y_units: str, theme: Theme) -> pg.PlotWi
     item.setTitle(title, size="10pt", color=theme.foreground)
     item.setLabel("left", y_label, units=y_units)
     item.setLabel("bottom", "time", units="s")
-    item.getAxis("left").enableAutoSIPrefix(True)
+    item.getAxis("left").enableAutoSIPrefix(bool(y_units))   # counts and GiB stay as they are
     item.getAxis("bottom").enableAutoSIPrefix(False)
     item.showGrid(x=True, y=True, alpha=theme.grid_alpha)
     item.setXRange(-PLOT_WINDOW_S, 0, padding=0)
@@ -163,6 +163,16 @@ def set_window(plot: pg.PlotWidget, seconds: float) -> None:
     lo, hi = item.getViewBox().viewRange()[0]
     if abs(lo + seconds) > 0.5 or hi != 0:
         item.setXRange(-seconds, 0, padding=0)
+
+
+def set_y_top(plot: pg.PlotWidget, ys_top: float, minimum: float) -> None:
+    """y from 0 to a little above the highest value (at least `minimum`): counts and speeds are never
+    negative, and an idle flat line stays at the bottom instead of being centred on a +-0.4 axis."""
+    top = max(ys_top * 1.12, minimum)
+    item = plot.getPlotItem()
+    lo, hi = item.getViewBox().viewRange()[1]
+    if lo != 0 or abs(hi - top) > 1e-9 * max(top, 1):
+        item.setYRange(0, top, padding=0)
 
 
 def xy(points: Sequence[tuple[float, float]], now: float) -> tuple[list[float], list[float]]:

@@ -10,7 +10,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 from strata.monitor import units
 from strata.monitor.model import MonitorView, SlotRow
-from strata.monitor.widgets.common import Table, panel, plot_window, set_window, time_plot, xy
+from strata.monitor.widgets.common import Table, panel, plot_window, set_window, set_y_top, time_plot, xy
 from strata.monitor.widgets.theme import Theme
 
 HEADERS = ("context", "group", "state", "held (filled)", "conversation", "last use", "reused",
@@ -63,6 +63,7 @@ class SlotsPanel(QWidget):
         for kind, plot, history in (("prefill", self.prefill_plot, view.prefill_history),
                                     ("decode", self.decode_plot, view.decode_history)):
             set_window(plot, window)
+            top = 0.0
             for i, key in enumerate(sorted(history, key=_slot_order)):
                 curve = self._curves.get((kind, key))
                 if curve is None:
@@ -71,6 +72,8 @@ class SlotsPanel(QWidget):
                     self._curves[(kind, key)] = curve
                 xs, ys = xy(history[key], view.now)
                 curve.setData(xs, ys)
+                top = max([top, *ys])
+            set_y_top(plot, top, minimum=10.0)
 
 
 def _slot_order(key: str) -> tuple[int, int]:

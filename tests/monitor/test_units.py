@@ -10,7 +10,7 @@ from strata.monitor import units
 
 @pytest.mark.parametrize("fn, value, text", [
     (units.tokens, 1234, "1,234 tok"), (units.tokens, None, units.NA),
-    (units.tps, 85.24, "85.2 tok/s"), (units.tps, 16497.3, "16,497 tok/s"), (units.tps, None, units.NA),
+    (units.tps, 85.24, "85.2 tok/s"), (units.tps, 16497.3, "16.5k tok/s"), (units.tps, 4073.1, "4,073 tok/s"), (units.tps, None, units.NA),
     (units.mib, 0.2, "0.2 MiB"), (units.mib, 512, "512 MiB"), (units.mib, 2560.1, "2.5 GiB"),
     (units.mib, math.nan, units.NA),
     (units.seconds, 0.143, "143 ms"), (units.seconds, 1.2, "1.2 s"), (units.seconds, 75, "1 min 15 s"),
