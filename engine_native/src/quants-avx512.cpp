@@ -15,6 +15,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "quants-blocks.h"
 #include "quants-tiling.h"
 #include "quants.h"
@@ -55,14 +57,20 @@ inline uint32_t load_u32(const uint8_t* p) {
 
 enum q32_kind { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
 
-// The 4-byte headers of up to four blocks (fp16 d, then m or s or 2 unused bytes) -> f32
+// Byte offset of block b of a step: in a partial step (nv < 4 blocks) the missing blocks read the
+// last present one again (always mapped memory, no branches) and are zeroed by masks afterwards.
+template <bool FULL>
+inline size_t block_at(int b, int nv, size_t stride) { return size_t(FULL ? b : std::min(b, nv - 1)) * stride; }
+
+// The 4-byte headers of four blocks (fp16 d, then m or s or 2 unused bytes) -> f32
 // [d0 m0 d1 m1 d2 m2 d3 m3] in the low 256 bits; missing blocks read as 0.
 template <bool FULL>
 inline __m512 header_quad(const uint8_t* p, size_t stride, int nv) {
     __m128i h = _mm_cvtsi32_si128(int(load_u32(p)));
-    h = _mm_insert_epi32(h, (FULL || nv > 1) ? int(load_u32(p + stride)) : 0, 1);
-    h = _mm_insert_epi32(h, (FULL || nv > 2) ? int(load_u32(p + 2 * stride)) : 0, 2);
-    h = _mm_insert_epi32(h, (FULL || nv > 3) ? int(load_u32(p + 3 * stride)) : 0, 3);
+    h = _mm_insert_epi32(h, int(load_u32(p + block_at<FULL>(1, nv, stride))), 1);
+    h = _mm_insert_epi32(h, int(load_u32(p + block_at<FULL>(2, nv, stride))), 2);
+    h = _mm_insert_epi32(h, int(load_u32(p + block_at<FULL>(3, nv, stride))), 3);
+    if (!FULL) h = _mm_maskz_mov_epi32(__mmask8((1u << nv) - 1), h);
     return _mm512_castps256_ps512(_mm256_cvtph_ps(h));
 }
 inline __m512 scale_quad(__m512 hdr) {   // lanes 4b..4b+3 = d of block b
@@ -75,13 +83,18 @@ inline __m512 second_quad(__m512 hdr) {  // lane 4b = m (or s) of block b, zero 
 template <bool FULL>
 inline void split_quad_32(const uint8_t* p, size_t stride, int nv, __m512i& lo, __m512i& hi) {
     const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i b1 = (FULL || nv > 1) ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + stride)) : _mm256_setzero_si256();
-    const __m256i b2 = (FULL || nv > 2) ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * stride)) : _mm256_setzero_si256();
-    const __m256i b3 = (FULL || nv > 3) ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 3 * stride)) : _mm256_setzero_si256();
+    const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + block_at<FULL>(1, nv, stride)));
+    const __m256i b2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + block_at<FULL>(2, nv, stride)));
+    const __m256i b3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + block_at<FULL>(3, nv, stride)));
     const __m512i x01 = _mm512_inserti64x4(_mm512_castsi256_si512(b0), b1, 1);
     const __m512i x23 = _mm512_inserti64x4(_mm512_castsi256_si512(b2), b3, 1);
     lo = _mm512_permutex2var_epi64(x01, _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13), x23);
     hi = _mm512_permutex2var_epi64(x01, _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15), x23);
+    if (!FULL) {   // block b owns bytes 16b .. 16b + 15 of each
+        const __mmask64 k = (uint64_t(1) << (16 * nv)) - 1;
+        lo = _mm512_maskz_mov_epi8(k, lo);
+        hi = _mm512_maskz_mov_epi8(k, hi);
+    }
 }
 
 template <int KIND>
@@ -141,9 +154,9 @@ struct q32_format : zmm_acc {
         } else {
             // byte j of a block's qs holds elements j (low nibble) and j + 16 (high nibble)
             const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + W_QS));
-            const __m128i q1 = (FULL || nv > 1) ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + WB + W_QS)) : _mm_setzero_si128();
-            const __m128i q2 = (FULL || nv > 2) ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * WB + W_QS)) : _mm_setzero_si128();
-            const __m128i q3 = (FULL || nv > 3) ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 3 * WB + W_QS)) : _mm_setzero_si128();
+            const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + block_at<FULL>(1, nv, WB) + W_QS));
+            const __m128i q2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + block_at<FULL>(2, nv, WB) + W_QS));
+            const __m128i q3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + block_at<FULL>(3, nv, WB) + W_QS));
             __m512i v = _mm512_inserti32x4(_mm512_castsi128_si512(q0), q1, 1);
             v = _mm512_inserti32x4(_mm512_inserti32x4(v, q2, 2), q3, 3);
             const __m512i low4 = _mm512_set1_epi8(0x0F);
@@ -152,14 +165,18 @@ struct q32_format : zmm_acc {
             if (KIND == K_Q5_0 || KIND == K_Q5_1) {   // fifth bits: bit j of qh is element j
                 uint64_t lo_bits = 0, hi_bits = 0;
                 for (int b = 0; b < 4; ++b) {
-                    if (!FULL && b >= nv) break;
-                    const uint32_t qh = load_u32(a + size_t(b) * WB + W_QH);
+                    const uint32_t qh = load_u32(a + block_at<FULL>(b, nv, WB) + W_QH);
                     lo_bits |= uint64_t(qh & 0xFFFF) << (16 * b);
                     hi_bits |= uint64_t(qh >> 16) << (16 * b);
                 }
                 const __m512i bit4 = _mm512_set1_epi8(16);
                 ws.lo = _mm512_mask_add_epi8(ws.lo, __mmask64(lo_bits), ws.lo, bit4);
                 ws.hi = _mm512_mask_add_epi8(ws.hi, __mmask64(hi_bits), ws.hi, bit4);
+            }
+            if (!FULL) {   // block b owns bytes 16b .. 16b + 15 of each
+                const __mmask64 k = (uint64_t(1) << (16 * nv)) - 1;
+                ws.lo = _mm512_maskz_mov_epi8(k, ws.lo);
+                ws.hi = _mm512_maskz_mov_epi8(k, ws.hi);
             }
         }
         const __m512 hdr = header_quad<FULL>(a, WB, nv);
