@@ -22,13 +22,19 @@ def count(n: float | None) -> str:
     return NA if _absent(n) else f"{int(n):,}"
 
 
-def tps(x: float | None) -> str:
-    """Tokens per second: one decimal below 100, none up to 10,000, thousands ("16.5k") above."""
+def rate(x: float | None) -> str:
+    """A speed without its unit (for a column whose header has it): one decimal below 100, none up
+    to 10,000, thousands ("16.5k") above."""
     if _absent(x):
         return NA
     if x >= 10_000:
-        return f"{x / 1000:,.1f}k tok/s"
-    return f"{x:,.1f} tok/s" if x < 100 else f"{x:,.0f} tok/s"
+        return f"{x / 1000:,.1f}k"
+    return f"{x:,.1f}" if x < 100 else f"{x:,.0f}"
+
+
+def tps(x: float | None) -> str:
+    """Tokens per second."""
+    return NA if _absent(x) else f"{rate(x)} tok/s"
 
 
 def mib(x: float | None) -> str:

@@ -26,12 +26,12 @@ from strata.monitor.widgets.common import (
 )
 from strata.monitor.widgets.theme import PARK_COLORS, Theme
 
-LEVEL_HEADERS = ("level", "state", "folder", "used / budget", "entries", "degraded", "evicted", "aged out")
+LEVEL_HEADERS = ("level", "state", "folder", "used /\nbudget", "entries", "de-\ngraded", "evicted", "aged\nout")
 LEVEL_TIPS = ("", "on / off", "", "bytes held against the level's budget", "conversations held",
               "entries handed down to the next level (budget or age)", "entries deleted for the budget",
               "entries deleted for their age")
 PARK_NAMES = {"ram": "RAM", "disk": "disk", "discard": "discarded"}
-DECISION_HEADERS = ("when", "decision (source)", "floor, needs")
+DECISION_HEADERS = ("when", "decision\n(source)", "floor,\nneeds")
 HIT_NAMES = {"ram": "RAM", "warm": "warm", "cold": "cold", "segment": "segment", "system_prompt": "system prompt"}
 
 

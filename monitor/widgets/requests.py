@@ -14,8 +14,8 @@ from strata.monitor.model import MonitorView, request_reuse
 from strata.monitor.widgets.common import Table, plain
 from strata.monitor.widgets.theme import Theme
 
-REQUEST_HEADERS = ("#", "context", "prompt", "reused", "from", "stopped matching at",
-                   "text there", "TTFT", "prefill", "decode", "output", "when")
+REQUEST_HEADERS = ("#", "context", "prompt\ntok", "reused\ntok (share)", "from", "stopped\nmatching at",
+                   "text\nthere", "TTFT", "prefill\ntok/s", "decode\ntok/s", "output\ntok", "when")
 REQUEST_TIPS = ("request id, API, and the status when it was not ok", "the context that served it", "prompt tokens",
                 "prompt tokens reused instead of read (share of the prompt)",
                 "where the reused tokens came from (slot, main, ram, warm, cold, segment, system_prompt)",
@@ -35,7 +35,7 @@ def excerpt(text: str | None, limit: int = 24) -> str:
 
 def request_cells(req: dict, now: float) -> list[str]:
     share = request_reuse(req)
-    reused = units.tokens(req.get("reused_tokens"))
+    reused = units.count(req.get("reused_tokens"))
     if share is not None:
         reused += f" ({share * 100:.0f} %)"
     finished = req.get("finished")
@@ -44,10 +44,10 @@ def request_cells(req: dict, now: float) -> list[str]:
     first = f"{req.get('id', '')} {req.get('api', '')}".strip() + (f" \u2013 {status}" if status not in (None, "ok") else "")
     return [first,
             units.NA if ctx is None else ("main" if ctx == "main" else f"slot {ctx}"),
-            units.tokens(req.get("prompt_tokens")), reused, str(req.get("source", units.NA)),
+            units.count(req.get("prompt_tokens")), reused, str(req.get("source", units.NA)),
             units.NA if req.get("mismatch_at") is None else f"token {req['mismatch_at']:,}",
-            excerpt(req.get("mismatch_excerpt")), units.ms(req.get("ttft_ms")), units.tps(req.get("prefill_tps")),
-            units.tps(req.get("decode_tps")), units.tokens(req.get("output_tokens")),
+            excerpt(req.get("mismatch_excerpt")), units.ms(req.get("ttft_ms")), units.rate(req.get("prefill_tps")),
+            units.rate(req.get("decode_tps")), units.count(req.get("output_tokens")),
             units.ago(now - finished) if isinstance(finished, (int, float)) else "running"]
 
 
@@ -99,8 +99,7 @@ class ActivityTabs(QTabWidget):
         lines = tuple(str(x) for x in view.snapshot.get("log_tail") or ())
         if lines != self._log_lines:
             bar = self.log.verticalScrollBar()
-            at_end = bar.value() >= bar.maximum() - 2
+            at_end, where = bar.value() >= bar.maximum() - 2, bar.value()
             self.log.setPlainText("\n".join(lines))
-            if at_end:
-                bar.setValue(bar.maximum())
+            bar.setValue(bar.maximum() if at_end else where)   # follow the end, or stay where the user is
             self._log_lines = lines

@@ -13,8 +13,8 @@ from strata.monitor.model import MonitorView, SlotRow
 from strata.monitor.widgets.common import Table, panel, plot_window, set_window, set_y_top, time_plot, xy
 from strata.monitor.widgets.theme import Theme
 
-HEADERS = ("context", "group", "state", "held (filled)", "conversation", "last use", "reused",
-           "prefill", "decode", "protected", "value")
+HEADERS = ("context", "group", "state", "held\ntok (filled)", "conversation", "last\nuse", "reused\ntok",
+           "prefill\ntok/s", "decode\ntok/s", "protected\nfor", "value")
 TIPS = ("", "slot group (unit of load)", "empty / idle / prefill / decode", "tokens the context's KV holds (share of its capacity)", "the conversation the context holds", "time since the context was last used",
         "prompt tokens the last request reused in this context", "last measured prefill speed",
         "last measured decode speed", "time left before the slot policy may give this slot to another "
@@ -22,10 +22,10 @@ TIPS = ("", "slot group (unit of load)", "empty / idle / prefill / decode", "tok
 
 
 def slot_cells(row: SlotRow) -> list[str]:
-    held = f"{units.tokens(row.tokens)} ({units.percent(row.tokens, row.capacity)})"
+    held = f"{units.count(row.tokens)} ({units.percent(row.tokens, row.capacity)})"
     return [row.label, "" if row.group is None else str(row.group), row.state, held,
             row.conversation or units.NA, units.ago(row.idle_s),
-            units.tokens(row.reused_tokens), units.tps(row.prefill_tps), units.tps(row.decode_tps),
+            units.count(row.reused_tokens), units.rate(row.prefill_tps), units.rate(row.decode_tps),
             units.seconds(row.protection_left_s),
             units.NA if row.value is None else f"{row.value:.4f}"]
 

@@ -51,9 +51,10 @@ def test_slots_table(window, model):
     table = window.slots.table
     assert table.rowCount() == len(snap["slots"])
     assert column(table, SLOT_HEADERS, "context") == ["main", "slot 1", "slot 2"]
-    assert all(t.endswith(" %)") and " tok (" in t for t in column(table, SLOT_HEADERS, "held (filled)"))
-    for text in column(table, SLOT_HEADERS, "prefill") + column(table, SLOT_HEADERS, "decode"):
-        assert text.endswith("tok/s") or text == "\u2013"
+    held = column(table, SLOT_HEADERS, "held\ntok (filled)")
+    assert held == [f"{s['tokens']:,} ({100 * s['tokens'] / s['capacity']:.0f} %)" for s in snap["slots"]]
+    speeds = column(table, SLOT_HEADERS, "prefill\ntok/s") + column(table, SLOT_HEADERS, "decode\ntok/s")
+    assert all(t == "\u2013" or t.replace(",", "").replace(".", "").rstrip("k").isdigit() for t in speeds)
     assert table.isColumnHidden(SLOT_HEADERS.index("group"))          # one group: no column for it
 
 
@@ -70,13 +71,13 @@ def test_requests_show_reuse_and_where_the_prompt_stopped_matching(window, model
     assert table.rowCount() == len(snap["requests"])
     newest = snap["requests"][-1]
     assert table.item(0, 0).text().startswith(f"{newest['id']} ")
-    reused = column(table, REQUEST_HEADERS, "reused")
+    reused = column(table, REQUEST_HEADERS, "reused\ntok (share)")
     assert all(t.endswith("%)") for t in reused)
-    at = column(table, REQUEST_HEADERS, "stopped matching at")
+    at = column(table, REQUEST_HEADERS, "stopped\nmatching at")
     expected = [f"token {r['mismatch_at']:,}" if r.get("mismatch_at") is not None else "\u2013"
                 for r in reversed(snap["requests"])]
     assert at == expected
-    assert any(t.startswith("time 0") for t in column(table, REQUEST_HEADERS, "text there"))
+    assert any(t.startswith("time 0") for t in column(table, REQUEST_HEADERS, "text\nthere"))
     assert window.activity.tabText(0) == f"Recent requests ({len(snap['requests'])})"
 
 
@@ -89,7 +90,7 @@ def test_cache_panel(window, model):
     cold = next(lv for lv in cache["levels"] if lv["name"] == "cold")
     row = column(levels, LEVEL_HEADERS, "level").index("cold")
     assert levels.item(row, LEVEL_HEADERS.index("folder")).text() == cold["folder"]
-    assert levels.item(row, LEVEL_HEADERS.index("used / budget")).text().endswith("/ 64.0 MiB")
+    assert levels.item(row, LEVEL_HEADERS.index("used /\nbudget")).text().endswith("/ 64.0 MiB")
     assert column(levels, LEVEL_HEADERS, "state")[1] == "off"
     assert "holds" in window.cache.admission.text()
     assert window.cache.decisions.rowCount() == len(cache["admission"]["last"][-50:])
