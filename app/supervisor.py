@@ -142,7 +142,8 @@ class ServerSupervisor:
         self._last_line = ""
         flags = getattr(subprocess, "CREATE_NO_WINDOW", 0)   # Windows: no console window for the server
         proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=self.env, creationflags=flags)
+                                stderr=subprocess.STDOUT, env=self.env, creationflags=flags,
+                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         with self._lock:
             self._proc = proc
         self._event(f"server started (pid {proc.pid}): {' '.join(self.command)}")
@@ -201,6 +202,21 @@ class ServerSupervisor:
 
     def _event(self, text: str) -> None:
         self.events.append((time.time(), text))
+
+
+if sys.platform == "linux":
+    import ctypes
+    import signal
+
+    _LIBC = ctypes.CDLL(None, use_errno=True)   # loaded here: the forked child must not import anything
+    _PR_SET_PDEATHSIG = 1
+    _SIGTERM = int(signal.SIGTERM)
+
+
+def _die_with_parent() -> None:
+    """Linux, in the child before exec: SIGTERM when the app dies, even if it is killed (no orphan server).
+    The "parent" is the supervisor thread that started it, which lives as long as the child does."""
+    _LIBC.prctl(_PR_SET_PDEATHSIG, _SIGTERM, 0, 0, 0)
 
 
 def _health_ok(endpoint: str) -> bool:

@@ -4,9 +4,12 @@ line, and stop() ends it."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
+from pathlib import Path
 
+import pytest
 from strata.app.restart_policy import RestartConfig
 from strata.app.supervisor import ServerSupervisor, connect_address, server_command
 
@@ -75,3 +78,34 @@ def test_helpers():
     assert connect_address("http://10.0.0.2:8080") == "http://10.0.0.2:8080"
     cmd = server_command(None)
     assert cmd[1:] == ["-m", "strata", "serve"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_server_does_not_outlive_a_killed_app(tmp_path):
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from strata.app.supervisor import ServerSupervisor\n"
+        "cmd = [sys.executable, '-c', 'import time; time.sleep(120)']\n"
+        f"s = ServerSupervisor(None, Path({str(tmp_path)!r}), command=cmd)\n"
+        "s.start()\n"
+        "while s.status().pid is None: time.sleep(0.05)\n"
+        "print(s.status().pid, flush=True)\n"
+        "time.sleep(120)\n")
+    app = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child = int(app.stdout.readline())
+    assert _alive(child)
+    app.kill()
+    app.wait(10)
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
