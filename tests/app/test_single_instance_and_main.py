@@ -48,3 +48,32 @@ def test_unknown_argument():
     with pytest.raises(SystemExit) as e:
         main(["--frobnicate"])
     assert e.value.code == 2
+
+
+def test_first_run_shows_the_wizard_and_cancel_ends_the_app(qtbot, tmp_path):
+    """No configuration file: the real setup wizard opens; Cancel -> exit status 1, nothing started."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    seen = []
+
+    def cancel() -> None:
+        wizard = QApplication.activeModalWidget()
+        if wizard is None:
+            QTimer.singleShot(100, cancel)
+            return
+        seen.append(type(wizard).__name__)
+        wizard.reject()
+
+    QTimer.singleShot(200, cancel)
+    app = QApplication.instance()
+    try:
+        code = main(["--config", str(tmp_path / "missing.toml"), "--log-dir", str(tmp_path / "logs")])
+    finally:
+        app.setQuitOnLastWindowClosed(True)
+    assert code == 1
+    assert seen == ["SetupWizard"]
+    assert not (tmp_path / "missing.toml").exists()
+    log = (tmp_path / "logs" / "app.log").read_text()
+    assert "first run, showing the setup wizard" in log and "setup cancelled" in log
+    assert "starting the server" not in log

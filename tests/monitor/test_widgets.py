@@ -172,3 +172,16 @@ def test_bad_theme_is_named():
 
     with pytest.raises(ValueError, match="theme must be one of"):
         choose("purple")
+
+
+def test_system_theme_follows_the_palette(qapp):
+    from strata.monitor.widgets import theme
+
+    before = qapp.palette()
+    try:
+        theme.apply_palette(theme.DARK)
+        assert theme.choose("system") is theme.DARK
+        theme.apply_palette(theme.LIGHT)
+        assert theme.choose("system") is theme.LIGHT
+    finally:
+        qapp.setPalette(before)
