@@ -44,6 +44,7 @@ class AppController(QObject):
             self.tray = Tray(icon, on_open=self.open_monitor, on_copy=self.copy_endpoint,
                              on_restart=self.restart_server, on_quit=self.quit)
         self._shown_restarts = 0
+        self._last_state = ""
         self.timer = QTimer(self)
         self.timer.setInterval(POLL_MS)
         self.timer.timeout.connect(self.poll)
@@ -97,6 +98,14 @@ class AppController(QObject):
         text = status_text(status)
         if self.status_label.text() != text:
             self.status_label.setText(text)
+            bad = status.state in ("failed", "restarting")
+            self.status_label.setStyleSheet(f"color: {self.window.theme.bad};" if bad else "")
+        if status.state != self._last_state:
+            self._last_state = status.state
+            if status.state == "failed":
+                log.error("the server is down: %s", status.detail)
+                if self.tray is not None:
+                    self.tray.notify("Strata: the server is down", status.detail)
         if status.restarts > self._shown_restarts:
             self._shown_restarts = status.restarts
             log.warning("server restarted: %s", status.last_restart_reason)

@@ -73,3 +73,17 @@ def test_app_runs_the_server_shows_traffic_and_restarts_it(qtbot, app_config, tm
         controller.shutdown()
     assert controller.supervisor.status().state == "stopped"
     assert controller.supervisor.status().pid is None
+
+
+def test_a_refused_configuration_is_shown_and_not_retried(qtbot, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text("ctx = 'many'\n", encoding="utf-8")
+    controller = AppController(config, tmp_path / "logs", theme="light")
+    controller.start()
+    try:
+        qtbot.waitUntil(lambda: "refused its configuration" in controller.status_label.text(), timeout=60_000)
+        assert controller.supervisor.status().state == "failed"
+        assert controller.supervisor.status().restarts == 0
+        assert controller.status_label.text().startswith("Server failed:")
+    finally:
+        controller.shutdown()
