@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication, QLabel, QSystemTrayIcon
 from strata.app.restart_policy import RestartConfig
-from strata.app.supervisor import ServerStatus, ServerSupervisor
+from strata.app.supervisor import ServerStatus, ServerSupervisor, server_command
 from strata.app.tray import Tray
 from strata.monitor.client import FeedClient
 from strata.monitor.model import MonitorModel
@@ -28,8 +28,10 @@ log = logging.getLogger("strata.app")
 class AppController(QObject):
     def __init__(self, config_path: Path | None, log_dir: Path, *, theme: str = "system",
                  restart: RestartConfig | None = None, command: list[str] | None = None,
-                 api_key: str | None = None) -> None:
+                 api_key: str | None = None, serve_args: list[str] | None = None) -> None:
         super().__init__()
+        if command is None:
+            command = server_command(config_path, tuple(serve_args or ()))
         self.supervisor = ServerSupervisor(config_path, log_dir, restart=restart, command=command)
         self.api_key = api_key
         self.model = MonitorModel()

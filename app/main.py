@@ -35,6 +35,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The app's own options, and the rest, which go to `strata serve` (`./run --batch 4` with a display);
+    a `--` separates them explicitly."""
+    if "--" in argv:
+        i = argv.index("--")
+        return build_parser().parse_args(argv[:i]), argv[i + 1:]
+    return build_parser().parse_known_args(argv)
+
+
 def setup_logging(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "app.log"
@@ -75,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         from strata.cli import main as strata_main
 
         return strata_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    args, serve_args = split_args(argv)
     folder = Path(args.log_dir) if args.log_dir else log_dir()
     setup_logging(folder)
     log = logging.getLogger("strata.app")
@@ -115,8 +124,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from strata.app.controller import AppController
 
+    if serve_args:
+        log.info("options for the server: %s", " ".join(serve_args))
     controller = AppController(config_path, folder, theme=args.theme, restart=restart,
-                               api_key=api_key_of(config_path))
+                               api_key=api_key_of(config_path), serve_args=serve_args)
     try:
         single = SingleInstance(name, controller.open_monitor)
     except OSError as e:

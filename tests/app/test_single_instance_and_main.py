@@ -9,7 +9,7 @@ import sys
 import uuid
 
 import pytest
-from strata.app.main import main
+from strata.app.main import main, split_args
 from strata.app.single_instance import SingleInstance, ask_running_instance, instance_name
 
 
@@ -44,9 +44,13 @@ def test_bad_start_retries_is_named(tmp_path):
     assert "STRATA_START_RETRIES" in (tmp_path / "app.log").read_text()
 
 
-def test_unknown_argument():
+def test_other_options_go_to_the_server():
+    args, rest = split_args(["--theme", "dark", "--batch", "4", "--port", "9000"])
+    assert args.theme == "dark" and rest == ["--batch", "4", "--port", "9000"]
+    args, rest = split_args(["--hidden", "--", "--theme", "x"])
+    assert args.hidden and rest == ["--theme", "x"]
     with pytest.raises(SystemExit) as e:
-        main(["--frobnicate"])
+        split_args(["--theme", "purple"])
     assert e.value.code == 2
 
 
