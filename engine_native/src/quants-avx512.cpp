@@ -100,6 +100,7 @@ inline void split_quad_32(const uint8_t* p, size_t stride, int nv, __m512i& lo, 
 template <int KIND>
 struct q32_format : zmm_acc {
     static constexpr int NR = 4, NT = 4;
+    static constexpr bool PREPARE = true;   // the lo/hi rearrangement is done once per token and call
     static constexpr bool HAS_MIN = KIND == K_Q4_1 || KIND == K_Q5_1;        // w = d q + m
     static constexpr int OFFSET = KIND == K_Q4_0 ? 8 : KIND == K_Q5_0 ? 16 : KIND == K_Q8_0 ? 128 : 0;
     static constexpr size_t WB = KIND == K_Q4_0 ? sizeof(block_q4_0) : KIND == K_Q4_1 ? sizeof(block_q4_1)

@@ -12,12 +12,20 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace strata {
 namespace tiling {
 
 constexpr size_t PREFETCH_BYTES = 16384;  // measured on Q4_1 n=576 decode: 4 KiB ~21 GB/s, 16 KiB ~24 GB/s
+
+// F::PREPARE if the format declares it, else false.
+template <class F, class = void>
+struct prepares : std::false_type {};
+template <class F>
+struct prepares<F, std::void_t<decltype(F::PREPARE)>> : std::bool_constant<F::PREPARE> {};
 
 using tile_fn = void (*)(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t n, float* y, int64_t ys);
 
@@ -37,7 +45,13 @@ void tile(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t n,
     for (int64_t s = 0; s < n_full; ++s) {
         typename F::xs_t xs[nt];
 #pragma GCC unroll 8
-        for (int t = 0; t < nt; ++t) F::template load_x<true>(x + size_t(t) * xrb, s, xs[t], n);
+        for (int t = 0; t < nt; ++t) {
+            if (prepares<F>::value) {
+                xs[t] = reinterpret_cast<const typename F::xs_t*>(x + size_t(t) * xrb)[s];
+            } else {
+                F::template load_x<true>(x + size_t(t) * xrb, s, xs[t], n);
+            }
+        }
 #pragma GCC unroll 8
         for (int r = 0; r < nr; ++r) {
             // Decode streams weights from memory in short rows that the hardware prefetcher keeps
@@ -54,7 +68,13 @@ void tile(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t n,
     if (F::has_tail(n)) {   // the partial last step: the same instructions for every (row, token)
         typename F::xs_t xs[nt];
 #pragma GCC unroll 8
-        for (int t = 0; t < nt; ++t) F::template load_x<false>(x + size_t(t) * xrb, n_full, xs[t], n);
+        for (int t = 0; t < nt; ++t) {
+            if (prepares<F>::value) {
+                xs[t] = reinterpret_cast<const typename F::xs_t*>(x + size_t(t) * xrb)[n_full];
+            } else {
+                F::template load_x<false>(x + size_t(t) * xrb, n_full, xs[t], n);
+            }
+        }
 #pragma GCC unroll 8
         for (int r = 0; r < nr; ++r) {
             typename F::ws_t ws;
@@ -88,16 +108,35 @@ void matmul_tiled(const void* w, size_t wrb, const void* xq, size_t xrb, int64_t
     const int64_t n_rows = r1 - r0;
     const int64_t row_tile = std::max<int64_t>(F::NR, int64_t(WEIGHT_TILE_BYTES / wrb) / F::NR * F::NR);
     const int64_t tok_tile = std::max<int64_t>(F::NT, xrb ? int64_t(ACT_TILE_BYTES / xrb) / F::NT * F::NT : F::NT);
+    // (tok_tile, n_steps) prepared step states, when the format prepares them
+    thread_local std::vector<typename F::xs_t> prepared;
+    const int64_t n_steps = F::full_steps(n) + (F::has_tail(n) ? 1 : 0);
     for (int64_t tb = 0; tb < n_tok; tb += tok_tile) {
         const int64_t te = std::min(n_tok, tb + tok_tile);
+        const uint8_t* x_tiles = X;
+        size_t x_stride = xrb;
+        int64_t x_first = tb;   // token index that x_tiles' first row holds
+        if (prepares<F>::value) {
+            if (prepared.size() < size_t((te - tb) * n_steps)) prepared.resize(size_t((te - tb) * n_steps));
+            for (int64_t t = tb; t < te; ++t) {
+                typename F::xs_t* dst = prepared.data() + (t - tb) * n_steps;
+                for (int64_t s = 0; s < F::full_steps(n); ++s) F::template load_x<true>(X + size_t(t) * xrb, s, dst[s], n);
+                if (F::has_tail(n)) F::template load_x<false>(X + size_t(t) * xrb, F::full_steps(n), dst[F::full_steps(n)], n);
+            }
+            x_tiles = reinterpret_cast<const uint8_t*>(prepared.data());
+            x_stride = size_t(n_steps) * sizeof(typename F::xs_t);
+            x_first = tb;
+        } else {
+            x_first = 0;
+        }
         for (int64_t rb = 0; rb < n_rows; rb += row_tile) {
             const int64_t re = std::min(n_rows, rb + row_tile);
             for (int64_t t = tb; t < te; t += F::NT) {
                 const int64_t nt = std::min<int64_t>(F::NT, te - t);
                 for (int64_t r = rb; r < re; r += F::NR) {
                     const int64_t nr = std::min<int64_t>(F::NR, re - r);
-                    tiles[size_t((nr - 1) * F::NT + (nt - 1))](W + size_t(r) * wrb, wrb, X + size_t(t) * xrb, xrb, n,
-                                                               y + t * ys + r, ys);
+                    tiles[size_t((nr - 1) * F::NT + (nt - 1))](W + size_t(r) * wrb, wrb, x_tiles + size_t(t - x_first) * x_stride,
+                                                               x_stride, n, y + t * ys + r, ys);
                 }
             }
         }
