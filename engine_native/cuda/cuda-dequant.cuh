@@ -4,9 +4,11 @@
 //
 // Not here: products (cuda-matmul.cu), KV formats (cuda-kernels.cu). Rows are only 2-byte aligned in
 // VRAM (blocks of 18, 22, 34, 210 bytes), so every multi-byte field is assembled from bytes.
+// Host and device: tests/gpu/dequant_check.cu runs dq<> on the host against dequantize_row (no GPU needed).
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -19,13 +21,24 @@ namespace cuda_dq {
 constexpr int QK = 32;       // Q4_0 .. Q8_0 block
 constexpr int QK_K = 256;    // K-quant super-block
 
-__device__ __forceinline__ uint32_t u16_at(const uint8_t* p) { return uint32_t(p[0]) | (uint32_t(p[1]) << 8); }
-__device__ __forceinline__ uint32_t u32_at(const uint8_t* p) { return u16_at(p) | (u16_at(p + 2) << 16); }
-__device__ __forceinline__ float f16_at(const uint8_t* p) { return __half2float(__ushort_as_half((unsigned short)u16_at(p))); }
-__device__ __forceinline__ float bf16_at(const uint8_t* p) { return __uint_as_float(u16_at(p) << 16); }
+#define STRATA_HD __host__ __device__ __forceinline__
+
+STRATA_HD float bits_to_float(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+#endif
+}
+STRATA_HD uint32_t u16_at(const uint8_t* p) { return uint32_t(p[0]) | (uint32_t(p[1]) << 8); }
+STRATA_HD uint32_t u32_at(const uint8_t* p) { return u16_at(p) | (u16_at(p + 2) << 16); }
+STRATA_HD float f16_at(const uint8_t* p) { return __half2float(__ushort_as_half((unsigned short)u16_at(p))); }
+STRATA_HD float bf16_at(const uint8_t* p) { return bits_to_float(u16_at(p) << 16); }
 
 // Q4_K / Q5_K: 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes (scale_min_k4).
-__device__ __forceinline__ void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
+STRATA_HD void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
     if (j < 4) {
         *sc = q[j] & 63;
         *m = q[j + 4] & 63;
@@ -36,22 +49,22 @@ __device__ __forceinline__ void scale_min_k4(int j, const uint8_t* q, int* sc, i
 }
 
 template <int TYPE>
-__device__ float dq(const uint8_t* row, int64_t k);
+__host__ __device__ float dq(const uint8_t* row, int64_t k);
 
 template <>
-__device__ __forceinline__ float dq<TYPE_F32>(const uint8_t* row, int64_t k) {
-    return __uint_as_float(u32_at(row + 4 * k));
+STRATA_HD float dq<TYPE_F32>(const uint8_t* row, int64_t k) {
+    return bits_to_float(u32_at(row + 4 * k));
 }
 
 template <>
-__device__ __forceinline__ float dq<TYPE_F16>(const uint8_t* row, int64_t k) { return f16_at(row + 2 * k); }
+STRATA_HD float dq<TYPE_F16>(const uint8_t* row, int64_t k) { return f16_at(row + 2 * k); }
 
 template <>
-__device__ __forceinline__ float dq<TYPE_BF16>(const uint8_t* row, int64_t k) { return bf16_at(row + 2 * k); }
+STRATA_HD float dq<TYPE_BF16>(const uint8_t* row, int64_t k) { return bf16_at(row + 2 * k); }
 
 // block_q4_0 (18 bytes): d, qs[16]; element j < 16 is qs[j] & 15, j + 16 is qs[j] >> 4; w = d * (q - 8).
 template <>
-__device__ __forceinline__ float dq<TYPE_Q4_0>(const uint8_t* row, int64_t k) {
+STRATA_HD float dq<TYPE_Q4_0>(const uint8_t* row, int64_t k) {
     const uint8_t* b = row + (k / QK) * 18;
     const int j = int(k % QK);
     const int byte = b[2 + (j & 15)];
@@ -61,7 +74,7 @@ __device__ __forceinline__ float dq<TYPE_Q4_0>(const uint8_t* row, int64_t k) {
 
 // block_q4_1 (20 bytes): d, m, qs[16]; w = q * d + m.
 template <>
-__device__ __forceinline__ float dq<TYPE_Q4_1>(const uint8_t* row, int64_t k) {
+STRATA_HD float dq<TYPE_Q4_1>(const uint8_t* row, int64_t k) {
     const uint8_t* b = row + (k / QK) * 20;
     const int j = int(k % QK);
     const int byte = b[4 + (j & 15)];
@@ -71,7 +84,7 @@ __device__ __forceinline__ float dq<TYPE_Q4_1>(const uint8_t* row, int64_t k) {
 
 // block_q5_0 (22 bytes): d, qh[4] (fifth bit j of element j), qs[16]; w = d * (q - 16).
 template <>
-__device__ __forceinline__ float dq<TYPE_Q5_0>(const uint8_t* row, int64_t k) {
+STRATA_HD float dq<TYPE_Q5_0>(const uint8_t* row, int64_t k) {
     const uint8_t* b = row + (k / QK) * 22;
     const int j = int(k % QK);
     const int byte = b[6 + (j & 15)];
@@ -81,7 +94,7 @@ __device__ __forceinline__ float dq<TYPE_Q5_0>(const uint8_t* row, int64_t k) {
 
 // block_q5_1 (24 bytes): d, m, qh[4], qs[16]; w = q * d + m.
 template <>
-__device__ __forceinline__ float dq<TYPE_Q5_1>(const uint8_t* row, int64_t k) {
+STRATA_HD float dq<TYPE_Q5_1>(const uint8_t* row, int64_t k) {
     const uint8_t* b = row + (k / QK) * 24;
     const int j = int(k % QK);
     const int byte = b[8 + (j & 15)];
@@ -91,7 +104,7 @@ __device__ __forceinline__ float dq<TYPE_Q5_1>(const uint8_t* row, int64_t k) {
 
 // block_q8_0 (34 bytes): d, qs[32]; w = qs * d.
 template <>
-__device__ __forceinline__ float dq<TYPE_Q8_0>(const uint8_t* row, int64_t k) {
+STRATA_HD float dq<TYPE_Q8_0>(const uint8_t* row, int64_t k) {
     const uint8_t* b = row + (k / QK) * 34;
     return float(int8_t(b[2 + k % QK])) * f16_at(b);
 }
@@ -99,7 +112,7 @@ __device__ __forceinline__ float dq<TYPE_Q8_0>(const uint8_t* row, int64_t k) {
 // block_q4_K (144 bytes): d, dmin, scales[12], qs[128]. Element 64g + l (l < 32) is qs[32g + l] & 15 of
 // sub-block 2g; 64g + 32 + l is qs[32g + l] >> 4 of sub-block 2g + 1. w = (d * sc) * q - dmin * m.
 template <>
-__device__ __forceinline__ float dq<TYPE_Q4_K>(const uint8_t* row, int64_t k) {
+STRATA_HD float dq<TYPE_Q4_K>(const uint8_t* row, int64_t k) {
     const uint8_t* b = row + (k / QK_K) * 144;
     const int e = int(k % QK_K), g = e / 64, hi = (e % 64) >= 32, l = e % 32;
     int sc, m;
@@ -111,7 +124,7 @@ __device__ __forceinline__ float dq<TYPE_Q4_K>(const uint8_t* row, int64_t k) {
 
 // block_q5_K (176 bytes): d, dmin, scales[12], qh[32], qs[128]; as Q4_K with bit (2g + hi) of qh[l].
 template <>
-__device__ __forceinline__ float dq<TYPE_Q5_K>(const uint8_t* row, int64_t k) {
+STRATA_HD float dq<TYPE_Q5_K>(const uint8_t* row, int64_t k) {
     const uint8_t* b = row + (k / QK_K) * 176;
     const int e = int(k % QK_K), g = e / 64, hi = (e % 64) >= 32, l = e % 32;
     int sc, m;
@@ -125,7 +138,7 @@ __device__ __forceinline__ float dq<TYPE_Q5_K>(const uint8_t* row, int64_t k) {
 // p = e % 128, quarter = p / 32, l = p % 32; low nibble from ql[64h + l (+32 for odd quarters)]
 // (high nibble for quarters 2, 3), two high bits (qh[32h + l] >> 2 * quarter) & 3; w = d * sc * (q - 32).
 template <>
-__device__ __forceinline__ float dq<TYPE_Q6_K>(const uint8_t* row, int64_t k) {
+STRATA_HD float dq<TYPE_Q6_K>(const uint8_t* row, int64_t k) {
     const uint8_t* b = row + (k / QK_K) * 210;
     const int e = int(k % QK_K), h = e / 128, p = e % 128, quarter = p >> 5, l = p & 31;
     const int low = b[64 * h + l + ((quarter & 1) ? 32 : 0)];

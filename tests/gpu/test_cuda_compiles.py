@@ -58,6 +58,21 @@ def test_every_cu_file_compiles_for_sm80_and_sm90(tmp_path):
         assert (tmp_path / (cu.stem + ".o")).stat().st_size > 0
 
 
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
+def test_element_decoder_matches_dequantize_row_on_the_host(tmp_path):
+    """cuda-dequant.cuh's dq<TYPE>, which every CUDA product and embedding lookup reads weights with,
+    run on the CPU against dequantize_row for all 11 weight types (tests/gpu/dequant_check.cu)."""
+    exe = tmp_path / "dequant_check"
+    cmd = [find_nvcc(), "-std=c++17", "-O1", f"-I{SRC_DIR}", f"-I{CUDA_DIR}", str(Path(__file__).parent / "dequant_check.cu"),
+           str(SRC_DIR / "quants.cpp"), str(SRC_DIR / "quants-generic.cpp"), "-o", str(exe)]
+    built = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-4000:]
+    ran = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.split() == [w for t in ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K",
+                                             "Q5_K", "Q6_K") for w in ("ok", t)]
+
+
 def _outside_cuda_blocks(text: str) -> list[tuple[int, str]]:
     """Lines of a C++ file that are outside every `#ifdef STRATA_WITH_CUDA` block (its #else included)."""
     out: list[tuple[int, str]] = []
