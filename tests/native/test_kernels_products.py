@@ -93,3 +93,15 @@ def test_matmul_many_tokens_equals_matvec_bitwise():
         got = K.matmul(TYPE_IDS[name], w, xq, n)
         want = np.stack([K.matvec(TYPE_IDS[name], w, xq[t], n) for t in range(67)])
         assert np.array_equal(got, want), name
+
+
+def test_matmul_across_token_tiles_equals_matvec_bitwise():
+    """Long rows make a token tile (256 KiB of activations) hold only ~15 tokens, so 40 tokens
+    cross several tiles (and the q32 formats' prepared-activation buffer is refilled)."""
+    for name, n in (("Q4_1", 16384), ("Q8_0", 16384), ("Q4_K", 16384), ("F16", 8192)):
+        rng = np.random.default_rng(9)
+        w = random_weights(rng, name, 9, n)
+        xq = K.quantize_act_row(TYPE_IDS[name], random_activations(rng, 40, n))
+        got = K.matmul(TYPE_IDS[name], w, xq, n, 2, 9)
+        want = np.stack([K.matvec(TYPE_IDS[name], w, xq[t], n, 2, 9) for t in range(40)])
+        assert np.array_equal(got, want), name

@@ -1,0 +1,85 @@
+"""The AVX2 kernels (quants-avx2.cpp), which a native build on an AVX-512 machine never compiles:
+build the kernel files with -mavx2 -mfma -mf16c into a throwaway module and hold them to the same
+rules as the native build (fast matvec vs the scalar reference, matmul vs matvec bit for bit).
+
+Skipped without g++ or on a CPU without AVX2/FMA/F16C. Takes ~15 s (one compile)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .kernel_data import (
+    BLOCK,
+    TYPE_IDS,
+    WEIGHT_TYPES,
+    act_values,
+    random_activations,
+    random_weights,
+    true_values,
+)
+
+SRC = Path(__file__).resolve().parents[2] / "engine_native" / "src"
+KERNEL_FILES = ["quants.cpp", "quants-generic.cpp", "quants-avx512.cpp", "quants-avx2.cpp", "binding-kernels.cpp"]
+MAIN = """#include <pybind11/pybind11.h>
+namespace strata { void register_kernel_bindings(pybind11::module_& parent); }
+PYBIND11_MODULE(_kernels_avx2, m) { strata::register_kernel_bindings(m); }
+"""
+
+
+@pytest.fixture(scope="module")
+def avx2(tmp_path_factory):
+    """The kernels module built for AVX2."""
+    compiler = shutil.which("g++")
+    if compiler is None:
+        pytest.skip("no g++ to build the AVX2 kernels")
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        pytest.skip("no /proc/cpuinfo to check for AVX2")
+    if not all(re.search(rf"\b{f}\b", flags) for f in ("avx2", "fma", "f16c")):
+        pytest.skip("CPU without AVX2/FMA/F16C")
+    import pybind11
+
+    out = tmp_path_factory.mktemp("avx2")
+    (out / "main.cpp").write_text(MAIN)
+    target = out / ("_kernels_avx2" + sysconfig.get_config_var("EXT_SUFFIX"))
+    cmd = [compiler, "-std=gnu++17", "-O2", "-fno-math-errno", "-mavx2", "-mfma", "-mf16c", "-shared", "-fPIC",
+           f"-I{pybind11.get_include()}", f"-I{sysconfig.get_paths()['include']}", f"-I{SRC}",
+           *[str(SRC / f) for f in KERNEL_FILES], str(out / "main.cpp"), "-o", str(target)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    spec = importlib.util.spec_from_file_location("_kernels_avx2", target)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules.pop("_kernels_avx2", None)
+    return module.kernels
+
+
+def test_avx2_build_is_avx2(avx2):
+    assert avx2.simd_name() == "avx2"
+
+
+@pytest.mark.parametrize("name", WEIGHT_TYPES)
+def test_avx2_matvec_matches_generic_and_matmul_matches_matvec(avx2, name):
+    tid = TYPE_IDS[name]
+    n = {1: 1000, 32: 576, 256: 768}[BLOCK[name]]
+    rng = np.random.default_rng(40 + tid)
+    w = random_weights(rng, name, 23, n)
+    xq = avx2.quantize_act_row(tid, random_activations(rng, 7, n))
+    single = np.stack([avx2.matvec(tid, w, xq[t], n) for t in range(7)])
+    for t in range(7):
+        ref = avx2.matvec_generic(tid, w, xq[t], n)
+        mag = np.abs(true_values(name, w).astype(np.float64)) @ np.abs(act_values(name, xq[t]))
+        assert (np.abs(single[t].astype(np.float64) - ref) <= 1e-5 * mag + 1e-30).all(), (name, t)
+    for r0, r1 in [(0, 23), (3, 14), (6, 7)]:
+        for n_tok in (1, 2, 3, 5, 7):
+            assert np.array_equal(avx2.matmul(tid, w, xq[:n_tok], n, r0, r1), single[:n_tok, r0:r1]), (name, r0, n_tok)
