@@ -32,6 +32,15 @@ STRATA_HD float bits_to_float(uint32_t u) {
     return f;
 #endif
 }
+// a * b rounded on its own: never fused with a following add, so every kernel that inlines dq<> gets
+// the same float for an element whatever the compiler contracts around it (the bitwise rule).
+STRATA_HD float mul_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
 STRATA_HD uint32_t u16_at(const uint8_t* p) { return uint32_t(p[0]) | (uint32_t(p[1]) << 8); }
 STRATA_HD uint32_t u32_at(const uint8_t* p) { return u16_at(p) | (u16_at(p + 2) << 16); }
 STRATA_HD float f16_at(const uint8_t* p) { return __half2float(__ushort_as_half((unsigned short)u16_at(p))); }
@@ -79,7 +88,7 @@ STRATA_HD float dq<TYPE_Q4_1>(const uint8_t* row, int64_t k) {
     const int j = int(k % QK);
     const int byte = b[4 + (j & 15)];
     const int q = j < 16 ? (byte & 0xF) : (byte >> 4);
-    return float(q) * f16_at(b) + f16_at(b + 2);
+    return mul_rn(float(q), f16_at(b)) + f16_at(b + 2);
 }
 
 // block_q5_0 (22 bytes): d, qh[4] (fifth bit j of element j), qs[16]; w = d * (q - 16).
@@ -99,7 +108,7 @@ STRATA_HD float dq<TYPE_Q5_1>(const uint8_t* row, int64_t k) {
     const int j = int(k % QK);
     const int byte = b[8 + (j & 15)];
     const int q = (j < 16 ? (byte & 0xF) : (byte >> 4)) | int(((u32_at(b + 4) >> j) & 1) << 4);
-    return float(q) * f16_at(b) + f16_at(b + 2);
+    return mul_rn(float(q), f16_at(b)) + f16_at(b + 2);
 }
 
 // block_q8_0 (34 bytes): d, qs[32]; w = qs * d.
@@ -119,7 +128,7 @@ STRATA_HD float dq<TYPE_Q4_K>(const uint8_t* row, int64_t k) {
     scale_min_k4(2 * g + hi, b + 4, &sc, &m);
     const int byte = b[16 + 32 * g + l];
     const int q = hi ? (byte >> 4) : (byte & 0xF);
-    return (f16_at(b) * float(sc)) * float(q) - f16_at(b + 2) * float(m);
+    return mul_rn(f16_at(b) * float(sc), float(q)) - mul_rn(f16_at(b + 2), float(m));
 }
 
 // block_q5_K (176 bytes): d, dmin, scales[12], qh[32], qs[128]; as Q4_K with bit (2g + hi) of qh[l].
@@ -131,7 +140,7 @@ STRATA_HD float dq<TYPE_Q5_K>(const uint8_t* row, int64_t k) {
     scale_min_k4(2 * g + hi, b + 4, &sc, &m);
     const int byte = b[48 + 32 * g + l];
     const int q = (hi ? (byte >> 4) : (byte & 0xF)) | (((b[16 + l] >> (2 * g + hi)) & 1) << 4);
-    return (f16_at(b) * float(sc)) * float(q) - f16_at(b + 2) * float(m);
+    return mul_rn(f16_at(b) * float(sc), float(q)) - mul_rn(f16_at(b + 2), float(m));
 }
 
 // block_q6_K (210 bytes): ql[128], qh[64], scales[16] (int8), d. Element e: half h = e / 128,
