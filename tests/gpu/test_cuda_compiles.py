@@ -73,6 +73,32 @@ def test_element_decoder_matches_dequantize_row_on_the_host(tmp_path):
                                              "Q5_K", "Q6_K") for w in ("ok", t)]
 
 
+def test_engine_hooks_compile_with_strata_with_cuda():
+    """The `#ifdef STRATA_WITH_CUDA` lines in engine_native/src (engine, forward pass, bindings) compile as a
+    CUDA build sees them, so a change there cannot rot unseen on machines without a GPU. Syntax and
+    types only (g++ -fsyntax-only), no nvcc needed."""
+    import sysconfig
+
+    import pybind11
+
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    includes = [f"-I{SRC_DIR}", f"-I{CUDA_DIR}", f"-I{pybind11.get_include()}",
+                f"-I{sysconfig.get_paths()['include']}"]
+    sources = [SRC_DIR / n for n in ("engine.cpp", "forward.cpp", "binding.cpp", "binding-engine.cpp")]
+
+    def check(src: Path) -> tuple[Path, subprocess.CompletedProcess]:
+        cmd = [cxx, "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror",
+               "-DSTRATA_WITH_CUDA=1", *includes, str(src)]
+        return src, subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(check, sources))
+    failures = [f"{src.name}:\n{r.stderr[-4000:]}" for src, r in results if r.returncode != 0]
+    assert not failures, "\n\n".join(failures)
+
+
 def _outside_cuda_blocks(text: str) -> list[tuple[int, str]]:
     """Lines of a C++ file that are outside every `#ifdef STRATA_WITH_CUDA` block (its #else included)."""
     out: list[tuple[int, str]] = []
