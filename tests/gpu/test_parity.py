@@ -11,9 +11,10 @@ What it checks, on tiny models of every weight type and on the default model:
 
 Tolerances (relative to the position's largest |reference logit|): the GPU multiplies f16
 activations (bf16 for BF16 weights) with f16-rounded weights on tensor cores, f32 accumulation.
-- F32 / F16: 1e-2 (2^-11 rounding of activations and weights, f16 KV: the CPU's f16-KV bound 3e-3 with
-  margin for the rounded weights of F32 files);
-- BF16: 3e-2 (2^-8 rounding of activations);
+- F32 / F16: 1e-2. Measured here: the NumPy reference run entirely in float16 (weights, activations,
+  norms, softmax, sums) stays within 2.8e-3 of float64 on every type's tiny model; the GPU rounds
+  less than that (f32 accumulation, norms and softmax in f32).
+- BF16: 5e-2 (activations rounded to bf16, 2^-8: about 8x the f16 figure above, with margin);
 - quantized: the CPU's own bounds (6e-2 for 32-blocks, 8e-2 for K-quants); the GPU rounds activations
   less than the CPU's 8-bit blocks, so it sits inside them. A wrong block decode is > 30%.
 `STRATA_TEST_GPU_BACKEND=cpu` runs this file against the CPU backend (a dry run of the test logic on a
@@ -45,7 +46,7 @@ def tolerance(dtype: str) -> float:
     if dtype in ("F32", "F16"):
         return 1e-2
     if dtype == "BF16":
-        return 3e-2
+        return 5e-2
     return 8e-2 if dtype in K_QUANT_TYPES else 6e-2
 
 
