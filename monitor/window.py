@@ -70,7 +70,7 @@ class MonitorWindow(QMainWindow):
         self.setCentralWidget(central)
         self.setStyleSheet(f"QLabel#muted {{ color: {theme.muted}; }}")
         self._drawn_version = -1
-        self.redraw()
+        self.redraw(force=True)
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt's name
         if self.hide_on_close:
@@ -79,8 +79,10 @@ class MonitorWindow(QMainWindow):
         else:
             super().closeEvent(event)
 
-    def redraw(self) -> None:
-        if self.model.version == self._drawn_version:
+    def redraw(self, force: bool = False) -> None:
+        """Draws the model's latest view, when it is new and the window can be seen (hidden to the
+        tray, it costs nothing)."""
+        if self.model.version == self._drawn_version or not (force or self.isVisible()):
             return
         view = self.model.view()
         self._drawn_version = view.version
@@ -89,7 +91,7 @@ class MonitorWindow(QMainWindow):
 
     def save_png(self, path: str | Path) -> Path:
         """Renders the window as it is now into a PNG file (works offscreen)."""
-        self.redraw()
+        self.redraw(force=True)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         if not self.grab().save(str(path), "PNG"):

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 from strata.monitor import units
 from strata.monitor.model import HIT_LEVELS, PARK_DESTINATIONS, MonitorView
 from strata.monitor.widgets.common import (
+    Bar,
     Table,
     label,
     panel,
@@ -74,13 +75,10 @@ class CachePanel(QWidget):
         hits = QGridLayout(hits_box)
         hits.setContentsMargins(4, 0, 0, 0)
         hits.addWidget(label("<b>Hits by level</b>"), 0, 0, 1, 3)
-        self.hit_bars: dict[str, QProgressBar] = {}
+        self.hit_bars: dict[str, Bar] = {}
         self.hit_counts: dict[str, QLabel] = {}
         for row, key in enumerate(HIT_LEVELS, start=1):
-            bar = QProgressBar()
-            bar.setTextVisible(False)
-            bar.setFixedHeight(10)
-            bar.setRange(0, 1)
+            bar = Bar()
             self.hit_bars[key] = bar
             self.hit_counts[key] = label("0")
             self.hit_counts[key].setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -152,10 +150,7 @@ class CachePanel(QWidget):
         top = max([int(hits.get(k) or 0) for k in HIT_LEVELS] + [1])
         for key, bar in self.hit_bars.items():
             n = int(hits.get(key) or 0)
-            if bar.maximum() != top:
-                bar.setRange(0, top)
-            if bar.value() != n:
-                bar.setValue(n)
+            bar.set(n, top)
             set_text(self.hit_counts[key], units.count(n))
         self._refresh_admission(cache, view)
         levels = [lv for lv in cache.get("levels") or [] if isinstance(lv, dict)]

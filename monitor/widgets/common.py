@@ -6,11 +6,12 @@ Presentation only; the data comes from `strata.monitor.model.MonitorView`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QFont
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QFont, QPainter, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
@@ -20,6 +21,7 @@ from PySide6.QtWidgets import (
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
+    QWidget,
 )
 from strata.monitor.widgets.theme import Theme
 
@@ -120,6 +122,36 @@ class Table(QTableWidget):
                         item.setData(Qt.ItemDataRole.ForegroundRole, None)
 
 
+class Bar(QWidget):
+    """A thin horizontal bar (value of maximum) that repaints lazily; QProgressBar repaints at once on
+    every change, which measured 11 ms a call offscreen."""
+
+    def __init__(self, height: int = 10) -> None:
+        super().__init__()
+        self.setFixedHeight(height)
+        self.value, self.maximum = 0.0, 1.0
+
+    def set(self, value: float, maximum: float) -> None:
+        if (value, maximum) != (self.value, self.maximum):
+            self.value, self.maximum = value, maximum
+            self.update()
+
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        pal = self.palette()
+        r = self.rect().adjusted(0, 0, -1, -1)
+        p.setPen(pal.color(QPalette.ColorRole.Mid))
+        p.setBrush(pal.color(QPalette.ColorRole.Base))
+        p.drawRoundedRect(r, 3, 3)
+        share = 0.0 if self.maximum <= 0 else max(0.0, min(1.0, self.value / self.maximum))
+        if share > 0:
+            p.setPen(Qt.PenStyle.NoPen)
+            p.setBrush(pal.color(QPalette.ColorRole.Highlight))
+            p.drawRoundedRect(QRectF(r.x() + 1, r.y() + 1, max(2.0, (r.width() - 1) * share), r.height() - 1), 2, 2)
+        p.end()
+
+
 def time_plot(title: str, y_label: str, y_units: str, theme: Theme) -> pg.PlotWidget:
     """A live plot: x is seconds before now (the last snapshot), y has its unit on the axis."""
     w = pg.PlotWidget()
@@ -154,8 +186,19 @@ def style_plot(w: pg.PlotWidget, theme: Theme) -> None:
 
 
 def plot_window(view) -> float:
-    """Seconds the time plots show: the history held, between MIN_WINDOW_S and PLOT_WINDOW_S."""
-    return min(PLOT_WINDOW_S, max(MIN_WINDOW_S, view.history_span))
+    """Seconds the time plots show: the history held rounded up to 15 s, between MIN_WINDOW_S and
+    PLOT_WINDOW_S (in steps, so that the time axis changes only now and then)."""
+    span = math.ceil(view.history_span / 15.0) * 15.0
+    return min(PLOT_WINDOW_S, max(MIN_WINDOW_S, span))
+
+
+def nice_ceil(x: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 x 10^k that is >= x (x > 0)."""
+    exp = math.floor(math.log10(x))
+    for step in (1.0, 2.0, 2.5, 5.0, 10.0):
+        if step * 10 ** exp >= x:
+            return step * 10 ** exp
+    return 10 ** (exp + 1)
 
 
 def set_window(plot: pg.PlotWidget, seconds: float) -> None:
@@ -168,7 +211,7 @@ def set_window(plot: pg.PlotWidget, seconds: float) -> None:
 def set_y_top(plot: pg.PlotWidget, ys_top: float, minimum: float) -> None:
     """y from 0 to a little above the highest value (at least `minimum`): counts and speeds are never
     negative, and an idle flat line stays at the bottom instead of being centred on a +-0.4 axis."""
-    top = max(ys_top * 1.12, minimum)
+    top = nice_ceil(max(ys_top * 1.12, minimum))   # a few steps only: the axis is not redrawn every time
     item = plot.getPlotItem()
     lo, hi = item.getViewBox().viewRange()[1]
     if lo != 0 or abs(hi - top) > 1e-9 * max(top, 1):

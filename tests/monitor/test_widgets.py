@@ -84,7 +84,7 @@ def test_requests_show_reuse_and_where_the_prompt_stopped_matching(window, model
 def test_cache_panel(window, model):
     cache = model.view().cache
     for key in HIT_LEVELS:
-        assert window.cache.hit_bars[key].value() == cache["hits"][key]
+        assert window.cache.hit_bars[key].value == cache["hits"][key]
     levels = window.cache.levels
     assert column(levels, LEVEL_HEADERS, "level") == ["ram", "warm", "cold"]
     cold = next(lv for lv in cache["levels"] if lv["name"] == "cold")
@@ -148,6 +148,9 @@ def test_an_empty_model_and_a_server_without_cache(qtbot):
     qtbot.addWidget(w)
     assert "Waiting" in w.cache.summary.text()
     m.apply({"time": 1.0, "ready": True, "slots": [], "requests": []})
+    w.redraw()
+    assert "Waiting" in w.cache.summary.text()         # hidden (e.g. in the tray): nothing is drawn
+    w.show()
     w.redraw()
     assert "No conversation cache" in w.cache.summary.text()
     assert w.slots.table.rowCount() == 0
