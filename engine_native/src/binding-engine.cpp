@@ -98,9 +98,27 @@ void register_engine_bindings(py::module_& m) {
         .def_property_readonly("weight_bytes", [](const engine& e) { return e.mdl().weight_bytes(); })
         .def("context_capacity", [](const engine& e, int c) { return e.ctx(c).capacity; })
         .def("context_group", [](const engine& e, int c) { return e.ctx(c).group; })
-        .def("context_len", [](const engine& e, int c) { return int64_t(e.ctx(c).tokens.size()); })
-        .def("context_tokens", [](const engine& e, int c) { return e.ctx(c).tokens; })
-        .def("has_logits", [](const engine& e, int c) { return e.ctx(c).has_logits; })
+        // history reads take the engine's lock (a compute on another thread may be appending),
+        // without the GIL while they wait
+        .def("context_len",
+             [](engine& e, int c) {
+                 py::gil_scoped_release nogil;
+                 return e.context_len(c);
+             })
+        .def("context_tokens",
+             [](engine& e, int c) {
+                 std::vector<int32_t> t;
+                 {
+                     py::gil_scoped_release nogil;
+                     t = e.context_tokens(c);
+                 }
+                 return t;
+             })
+        .def("has_logits",
+             [](engine& e, int c) {
+                 py::gil_scoped_release nogil;
+                 return e.context_has_logits(c);
+             })
         .def("prefill",
              [](engine& e, int c, const py::object& tokens, int64_t chunk) {
                  std::vector<int32_t> t = token_vector(tokens);

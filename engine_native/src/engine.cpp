@@ -123,6 +123,21 @@ const context& engine::ctx(int id) const {
 
 context& engine::ctx_mut(int id) { return const_cast<context&>(ctx(id)); }
 
+std::vector<int32_t> engine::context_tokens(int ctx_id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return ctx(ctx_id).tokens;
+}
+
+int64_t engine::context_len(int ctx_id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return int64_t(ctx(ctx_id).tokens.size());
+}
+
+bool engine::context_has_logits(int ctx_id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return ctx(ctx_id).has_logits;
+}
+
 void engine::check_tokens(const int32_t* tokens, int64_t n) const {
     for (int64_t i = 0; i < n; i++) {
         if (tokens[i] < 0 || tokens[i] >= hp().n_vocab) {

@@ -73,6 +73,11 @@ class engine {
     const cuda_backend* gpu() const { return gpu_.get(); }   // null unless backend "cuda"
 #endif
 
+    // A context's history, length and logits state, read under the engine's lock.
+    std::vector<int32_t> context_tokens(int ctx_id);
+    int64_t context_len(int ctx_id);
+    bool context_has_logits(int ctx_id);
+
     // Each of these locks the engine (one compute at a time) and may run on the thread pool.
     void prefill(int ctx_id, const int32_t* tokens, int64_t n_tokens, int64_t chunk);
     // One token per context, one batch; logits_out is (n, n_vocab).
