@@ -188,3 +188,16 @@ def test_system_theme_follows_the_palette(qapp):
         assert theme.choose("system") is theme.LIGHT
     finally:
         qapp.setPalette(before)
+
+
+@pytest.mark.parametrize("snap, words", [
+    ({"time": 1.0, "ready": False}, "loading the model"),
+    ({"time": 1.0, "ready": False, "error": "cannot load model.gguf: no such file"}, "failed: cannot load model.gguf"),
+])
+def test_a_server_that_is_not_ready_says_why(qtbot, snap, words):
+    m = MonitorModel()
+    m.apply(snap)
+    m.set_connection("connected", "http://127.0.0.1:8080")
+    w = MonitorWindow(m, theme="light")
+    qtbot.addWidget(w)
+    assert words in w.header.state.text()
