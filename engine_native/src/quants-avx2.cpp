@@ -155,13 +155,13 @@ inline void load_q8K(const uint8_t* row, int64_t s, q8K_x& xs) {
 
 template <bool Q5>
 struct q45K_format : ymm_acc {
-    static constexpr int NR = 2, NT = 2;
+    static constexpr int NR = 1, NT = 4;
     using xs_t = q8K_x;
     using block = typename std::conditional<Q5, block_q5_K, block_q4_K>::type;
     static constexpr size_t W_STEP = sizeof(block);
     struct ws_t {
-        const block* b;
-        __m256i sc;     // (16,) int16: sub-block j's scale at j (0..7)
+        __m256i u[8];   // (8, 32) unsigned quants of the 8 sub-blocks (unpacked once, used by nt tokens)
+        int16_t sc[8];  // sub-block scales
         __m256i mins;   // (16,) int16: min of sub-block j at 2j and 2j + 1
         float d, dmin;
     };
@@ -173,28 +173,20 @@ struct q45K_format : ymm_acc {
 
     template <bool FULL>
     static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
-        ws.b = reinterpret_cast<const block*>(row) + s;
-        alignas(16) uint8_t sc8[16] = {0}, mm[16];
+        const block* b = reinterpret_cast<const block*>(row) + s;
+        alignas(16) uint8_t mm[16];
         for (int j = 0; j < 8; ++j) {
-            uint8_t m;
-            scale_min_k4(j, ws.b->scales, &sc8[j], &m);
+            uint8_t sc, m;
+            scale_min_k4(j, b->scales, &sc, &m);
+            ws.sc[j] = sc;
             mm[2 * j] = mm[2 * j + 1] = m;
         }
-        ws.sc = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sc8)));
         ws.mins = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(mm)));
-        ws.d = half_to_float(ws.b->d);
-        ws.dmin = half_to_float(ws.b->dmin);
-    }
-
-    static void madd(const ws_t& ws, const xs_t& xs, __m256& acc) {
-        alignas(32) int16_t sc[16];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(sc), ws.sc);
         const __m256i low4 = _mm256_set1_epi8(0x0F);
         __m256i qh = _mm256_setzero_si256();
-        if (Q5) qh = load256(reinterpret_cast<const block_q5_K*>(ws.b)->qh);
-        __m256i isum = _mm256_setzero_si256();
+        if (Q5) qh = load256(reinterpret_cast<const block_q5_K*>(b)->qh);
         for (int g = 0; g < 4; ++g) {
-            const __m256i q = load256(ws.b->qs + 32 * g);
+            const __m256i q = load256(b->qs + 32 * g);
             __m256i lo = _mm256_and_si256(q, low4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
             if (Q5) {   // bit 2g of qh[l] (low half), 2g + 1 (high half)
@@ -202,10 +194,18 @@ struct q45K_format : ymm_acc {
                 lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * g)), one), 4));
                 hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * g + 1)), one), 4));
             }
-            const __m256i plo = _mm256_maddubs_epi16(lo, load256(xs.q + 64 * g));
-            const __m256i phi = _mm256_maddubs_epi16(hi, load256(xs.q + 64 * g + 32));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_set1_epi16(sc[2 * g])));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_set1_epi16(sc[2 * g + 1])));
+            ws.u[2 * g] = lo;
+            ws.u[2 * g + 1] = hi;
+        }
+        ws.d = half_to_float(b->d);
+        ws.dmin = half_to_float(b->dmin);
+    }
+
+    static void madd(const ws_t& ws, const xs_t& xs, __m256& acc) {
+        __m256i isum = _mm256_setzero_si256();
+        for (int j = 0; j < 8; ++j) {
+            const __m256i p = _mm256_maddubs_epi16(ws.u[j], load256(xs.q + 32 * j));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_set1_epi16(ws.sc[j])));
         }
         const __m256i msum = _mm256_madd_epi16(ws.mins, xs.bsums);
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ws.d * xs.d), acc);
@@ -214,12 +214,13 @@ struct q45K_format : ymm_acc {
 };
 
 struct q6K_format : ymm_acc {
-    static constexpr int NR = 2, NT = 2;
+    static constexpr int NR = 1, NT = 4;
     static constexpr size_t W_STEP = sizeof(block_q6_K);
     using xs_t = q8K_x;
     struct ws_t {
-        const block_q6_K* b;
-        __m256i sc16;   // (16,) int16 scales
+        __m256i u[8];   // (8, 32) quants q in [0, 63] of the 8 runs of 32 (unpacked once, used by nt tokens)
+        __m256i sc[8];  // (8, 16) int16: scale of run v's first 16 elements in lanes 0-7, second 16 in 8-15
+        __m256i sc16;   // (16,) int16 scales, for the -32 offset through bsums
         float d;
     };
 
@@ -230,32 +231,32 @@ struct q6K_format : ymm_acc {
 
     template <bool FULL>
     static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
-        ws.b = reinterpret_cast<const block_q6_K*>(row) + s;
-        ws.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ws.b->scales)));
-        ws.d = half_to_float(ws.b->d);
+        const block_q6_K* b = reinterpret_cast<const block_q6_K*>(row) + s;
+        const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03);
+        for (int h = 0; h < 2; ++h) {
+            const __m256i l0 = load256(b->ql + 64 * h), l1 = load256(b->ql + 64 * h + 32);
+            const __m256i qh = load256(b->qh + 32 * h);
+            ws.u[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4));
+            ws.u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
+                                              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4));
+            ws.u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                                              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4));
+            ws.u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4));
+        }
+        for (int v = 0; v < 8; ++v) {   // run v: scale groups 2v, 2v + 1
+            const int16_t s0 = b->scales[2 * v], s1 = b->scales[2 * v + 1];
+            ws.sc[v] = _mm256_setr_epi16(s0, s0, s0, s0, s0, s0, s0, s0, s1, s1, s1, s1, s1, s1, s1, s1);
+        }
+        ws.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
+        ws.d = half_to_float(b->d);
     }
 
     static void madd(const ws_t& ws, const xs_t& xs, __m256& acc) {
-        const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03);
         __m256i isum = _mm256_setzero_si256();
-        for (int h = 0; h < 2; ++h) {
-            const __m256i l0 = load256(ws.b->ql + 64 * h), l1 = load256(ws.b->ql + 64 * h + 32);
-            const __m256i qh = load256(ws.b->qh + 32 * h);
-            const __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4)),
-                _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4)),
-            };
-            for (int k = 0; k < 4; ++k) {
-                const int v = 4 * h + k;   // 32-element sub-block: scale groups 2v, 2v + 1
-                const __m256i p = _mm256_maddubs_epi16(q[k], load256(xs.q + 32 * v));
-                const int16_t s0 = ws.b->scales[2 * v], s1 = ws.b->scales[2 * v + 1];
-                const __m256i scv = _mm256_setr_epi16(s0, s0, s0, s0, s0, s0, s0, s0, s1, s1, s1, s1, s1, s1, s1, s1);
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scv));
-            }
+        for (int v = 0; v < 8; ++v) {
+            const __m256i p = _mm256_maddubs_epi16(ws.u[v], load256(xs.q + 32 * v));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, ws.sc[v]));
         }
         const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(ws.sc16, xs.bsums), 5);   // 32 * sum sc * bsum
         isum = _mm256_sub_epi32(isum, offset);
