@@ -33,6 +33,15 @@ def excerpt(text: str | None, limit: int = 24) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
 
 
+def shown_mismatch(req: dict) -> int | None:
+    """The mismatch position worth showing: none when the request reused past it anyway (the server
+    compares with the live contexts; a cache restore may have matched further)."""
+    at, reused = req.get("mismatch_at"), req.get("reused_tokens")
+    if at is None or (isinstance(reused, int) and reused > at):
+        return None
+    return at
+
+
 def request_cells(req: dict, now: float) -> list[str]:
     share = request_reuse(req)
     reused = units.count(req.get("reused_tokens"))
@@ -40,13 +49,13 @@ def request_cells(req: dict, now: float) -> list[str]:
         reused += f" ({share * 100:.0f} %)"
     finished = req.get("finished")
     ctx = req.get("context")
+    at = shown_mismatch(req)
     status = req.get("status")
     first = f"{req.get('id', '')} {req.get('api', '')}".strip() + (f" \u2013 {status}" if status not in (None, "ok") else "")
     return [first,
             units.NA if ctx is None else ("main" if ctx == "main" else f"slot {ctx}"),
             units.count(req.get("prompt_tokens")), reused, str(req.get("source", units.NA)),
-            units.NA if req.get("mismatch_at") is None else f"token {req['mismatch_at']:,}",
-            excerpt(req.get("mismatch_excerpt")), units.ms(req.get("ttft_ms")), units.rate(req.get("prefill_tps")),
+            units.NA if at is None else f"token {at:,}", excerpt(req.get("mismatch_excerpt")) if at is not None else units.NA, units.ms(req.get("ttft_ms")), units.rate(req.get("prefill_tps")),
             units.rate(req.get("decode_tps")), units.count(req.get("output_tokens")),
             units.ago(now - finished) if isinstance(finished, (int, float)) else "running"]
 

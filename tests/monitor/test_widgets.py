@@ -74,8 +74,8 @@ def test_requests_show_reuse_and_where_the_prompt_stopped_matching(window, model
     reused = column(table, REQUEST_HEADERS, "reused\ntok (share)")
     assert all(t.endswith("%)") for t in reused)
     at = column(table, REQUEST_HEADERS, "stopped\nmatching at")
-    expected = [f"token {r['mismatch_at']:,}" if r.get("mismatch_at") is not None else "\u2013"
-                for r in reversed(snap["requests"])]
+    expected = [f"token {r['mismatch_at']:,}" if r.get("mismatch_at") is not None
+                and r["mismatch_at"] >= r.get("reused_tokens", 0) else "\u2013" for r in reversed(snap["requests"])]
     assert at == expected
     assert any(t.startswith("time 0") for t in column(table, REQUEST_HEADERS, "text\nthere"))
     assert window.activity.tabText(0) == f"Recent requests ({len(snap['requests'])})"
@@ -201,3 +201,11 @@ def test_a_server_that_is_not_ready_says_why(qtbot, snap, words):
     w = MonitorWindow(m, theme="light")
     qtbot.addWidget(w)
     assert words in w.header.state.text()
+
+
+def test_mismatch_is_hidden_when_the_request_reused_past_it():
+    from strata.monitor.widgets.requests import shown_mismatch
+
+    assert shown_mismatch({"mismatch_at": 7, "reused_tokens": 7}) == 7
+    assert shown_mismatch({"mismatch_at": 748, "reused_tokens": 1007}) is None    # a cache restore went further
+    assert shown_mismatch({"reused_tokens": 5}) is None
