@@ -209,3 +209,8 @@ def test_mismatch_is_hidden_when_the_request_reused_past_it():
     assert shown_mismatch({"mismatch_at": 7, "reused_tokens": 7}) == 7
     assert shown_mismatch({"mismatch_at": 748, "reused_tokens": 1007}) is None    # a cache restore went further
     assert shown_mismatch({"reused_tokens": 5}) is None
+
+
+def test_copy_address_puts_the_endpoint_on_the_clipboard(window, model, qapp):
+    window.header.copy.click()
+    assert qapp.clipboard().text() == model.view().snapshot["endpoint"]

@@ -1,0 +1,35 @@
+"""The tray menu follows the server's state (offscreen: the icon is built even where no tray shows)."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QIcon
+from strata.app.controller import status_text
+from strata.app.supervisor import ServerStatus
+from strata.app.tray import Tray
+
+
+def test_tray_menu_follows_the_state(qapp):
+    calls = []
+    tray = Tray(QIcon(), on_open=lambda: calls.append("open"), on_copy=lambda: calls.append("copy"),
+                on_restart=lambda: calls.append("restart"), on_quit=lambda: calls.append("quit"))
+    try:
+        tray.show_status(ServerStatus("starting", "starting the server", None, None, 0, ""))
+        assert tray.state_action.text() == "Server: starting"
+        assert not tray.endpoint_action.isEnabled()
+        up = ServerStatus("running", "pid 42", "http://127.0.0.1:8080", 42, 1, "server killed by SIGKILL; restart 1 of 5")
+        tray.show_status(up)
+        assert tray.state_action.text() == "Server: running"
+        assert tray.endpoint_action.isEnabled() and "http://127.0.0.1:8080" in tray.endpoint_action.text()
+        assert tray.icon.toolTip() == "Strata \u2014 running\nhttp://127.0.0.1:8080"
+        for action in (tray.endpoint_action, tray.open_action, tray.restart_action, tray.quit_action):
+            action.trigger()
+        assert calls == ["copy", "open", "restart", "quit"]
+    finally:
+        tray.hide()
+
+
+def test_status_text():
+    assert status_text(ServerStatus("running", "pid 7", "http://h:1", 7, 0, "")) == "Server running (pid 7)"
+    text = status_text(ServerStatus("running", "pid 9", "http://h:1", 9, 2, "server killed by SIGKILL; restart 1 of 5"))
+    assert text == "Server running (pid 9)  \u2022  restarted 2 times (last: server killed by SIGKILL; restart 1 of 5)"
+    assert status_text(ServerStatus("failed", "gave up", None, None, 5, "x")).startswith("Server failed: gave up")
