@@ -17,8 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# A park writes at most this many new segment files (each is a snapshot of a prefix, so each costs
-# a write of that prefix's state); the deepest anchors first, since they reuse the most.
+# A park writes at most this many new segment files, synchronously (each is a snapshot of a prefix,
+# so each costs a write of that prefix's state); the shallowest missing anchors first: they are the
+# cheapest and the most shared (system prompt, tools, first messages), and a conversation parked
+# turn after turn fills in its deeper anchors as it grows.
 MAX_NEW_SEGMENTS_PER_PARK = 2
 
 
@@ -59,11 +61,11 @@ class SegmentPlan:
 
 def plan_segment_saves(anchors: Sequence[int], keys: Sequence[str], present: set[str],
                        max_new: int = MAX_NEW_SEGMENTS_PER_PARK) -> SegmentPlan:
-    """Which anchors a park writes: those not stored yet, deepest first, at most `max_new`."""
+    """Which anchors a park writes: those not stored yet, shallowest first, at most `max_new`."""
     if max_new < 0:
         raise ValueError(f"max_new must be >= 0, got {max_new!r}")
     missing = [(a, k) for a, k in zip(anchors, keys, strict=True) if k not in present]
-    chosen = tuple(sorted(missing, key=lambda ak: -ak[0])[:max_new])
+    chosen = tuple(sorted(missing, key=lambda ak: ak[0])[:max_new])
     return SegmentPlan(chosen, f"{len(missing)} of {len(anchors)} anchors missing, writing {len(chosen)}")
 
 

@@ -112,15 +112,18 @@ def test_park_disk_then_segment(tiny_engine, tmp_path):
     cache = make(eng, tmp_path, conversation_cache_mib=0, conversation_cache_cold_mib=10,
                  conversation_cache_park="disk", conversation_cache_segment_mib=10)
     h = chat_tokens(eng, 2, n_turns=4)
-    assert park(cache, eng, h).destination == "disk"
+    opener = eng.message_opener_ids[0]
+    anchors = [a for a in range(1, len(h)) if h[a] == opener]
+    for n in anchors[1:] + [len(h)]:  # parked turn after turn as it grows: every anchor gets its segment
+        assert park(cache, eng, h[:n]).destination == "disk"
     cache.flush()
+    assert len(cache.segments.level.entries) == len(anchors)
     check_continuation(cache, eng, h + [1], "cold", min_tokens=len(h))
     # drop the conversation entry: its deepest anchor comes back from the segment tier
     for lvl in cache.cascade.levels:
         for k in list(lvl.entries):
             cache.cascade.discard(k, "test")
-    opener = eng.message_opener_ids[0]
-    last_anchor = max(a for a in range(1, len(h)) if h[a] == opener)
+    last_anchor = anchors[-1]
     check_continuation(cache, eng, h[:last_anchor] + [opener, 5, 6], "segment", min_tokens=last_anchor)
     cache.close(persist=False)
 

@@ -32,9 +32,10 @@ def test_chain_keys_are_shared_until_the_histories_differ():
     assert chain_keys("other-model", a, [3])[0] != ka[0]
 
 
-def test_plan_writes_missing_anchors_deepest_first():
-    p = plan_segment_saves([5, 10, 15, 20], ["a", "b", "c", "d"], {"d"}, max_new=2)
-    assert p.saves == ((15, "c"), (10, "b"))
+def test_plan_writes_missing_anchors_shallowest_first():
+    p = plan_segment_saves([5, 10, 15, 20], ["a", "b", "c", "d"], {"a"}, max_new=2)
+    assert p.saves == ((10, "b"), (15, "c"))
+    assert plan_segment_saves([5, 10], ["a", "b"], {"a", "b"}).saves == ()
 
 
 def test_system_prompt_shared_by_conversations(make_cache, folders):
@@ -56,11 +57,14 @@ def test_system_prompt_shared_by_conversations(make_cache, folders):
 def test_segment_restores_after_the_conversation_is_gone(make_cache, clock, folders):
     cache = make_cache(conversation_cache_mib=1, conversation_cache_segment_mib=20)
     h = history(4, 50)  # anchors at 5, 14, 23, 32, 41
-    park_history(cache, h)
+    for n in (14, 23, 32, 41, 50):  # the conversation parked turn after turn as it grows
+        clock.t += 1
+        park_history(cache, h[:n])
     seg = cache.segments.level
-    assert sorted(e.n_tokens for e in seg.entries.values()) == [32, 41]
+    assert sorted(e.n_tokens for e in seg.entries.values()) == [5, 14, 23, 32, 41]
+    assert cache.superseded + cache.cascade.evictions["ram"] == 4 and len(cache.ram.entries) == 1
     cache.cascade.discard(next(iter(cache.ram.entries)), "test: compaction")
-    prompt = h[:41] + [1, 999, 998]  # the last message edited: the deepest anchor still matches
+    prompt = h[:41] + [1, 999, 998]  # the last message edited: the anchor before it still matches
     hit, res, out, read = continue_from_cache(cache, prompt)
     assert hit.level == "segment" and res.n_tokens == 41 and read == 3
     assert out == fresh_continuation(prompt)
