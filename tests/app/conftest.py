@@ -31,3 +31,18 @@ def app_config(tmp_path, tiny_model_factory) -> Path:
 def artifacts() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture(autouse=True)
+def _restore_application_look():
+    """The monitor window sets the application's palette and style (Fusion); other parts' Qt tests
+    in the same session get theirs back."""
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    saved = (app.palette(), app.style().name()) if app is not None else None
+    yield
+    app = QApplication.instance()
+    if saved is not None and app is not None:
+        app.setPalette(saved[0])
+        app.setStyle(saved[1])
