@@ -15,7 +15,6 @@ import importlib
 import json
 import logging
 import os
-import queue
 import threading
 import time
 from collections import Counter, deque
@@ -34,6 +33,7 @@ from .ram import RamEntry, RamLevel
 from .restore import aligned_sizes, apply_image, validate_image
 from .segments import anchor_positions, chain_keys, plan_segment_saves, system_prompt_anchor
 from .sessions import SessionStore, validate_session_name
+from .spill import SpillWriter
 from .system_prompt import PrefixStore
 
 log = logging.getLogger("strata.cache")
@@ -133,8 +133,7 @@ class ConversationCache:
         self.restore_totals: dict[str, tuple[int, float]] = {}  # level -> (restores, seconds)
         self.park_target, self.park_target_reason = self._resolve_park_target()
         self._pending: dict[str, RamEntry] = {}  # captures queued for the spill writer
-        self._spill_q: queue.Queue = queue.Queue()
-        self._spill_thread: threading.Thread | None = None
+        self._spill = SpillWriter(self._spill_one)
         self._closed = False
         self._has_age_limits = any(lc.on and lc.max_age_s > 0 for lc in self.level_configs)
 
@@ -237,8 +236,7 @@ class ConversationCache:
         if destination == policy.DISK:
             with self._lock:
                 self._pending[key] = entry
-            self._start_spill_writer()
-            self._spill_q.put(key)
+            self._spill.submit(key)
         self.parks[destination] += 1
         self._save_prefixes(ctx, tokens, now)
         if self._has_age_limits:
@@ -295,26 +293,7 @@ class ConversationCache:
             lvl.add(e)
             store.cascade.make_room(0, 0, now)
 
-    # -- spill writer ---------------------------------------------------------------------------
-
-    def _start_spill_writer(self) -> None:
-        with self._lock:
-            if self._spill_thread is None:
-                self._spill_thread = threading.Thread(target=self._spill_loop, name="strata-cache-spill",
-                                                      daemon=True)
-                self._spill_thread.start()
-
-    def _spill_loop(self) -> None:
-        while True:
-            key = self._spill_q.get()
-            try:
-                if key is None:
-                    return
-                self._spill_one(key)
-            except Exception:  # the writer must survive any one failure
-                log.exception("spill of %s failed", key)
-            finally:
-                self._spill_q.task_done()
+    # -- spill (the writer thread is spill.SpillWriter) -----------------------------------------
 
     def _spill_one(self, key: str) -> None:
         with self._lock:
@@ -342,10 +321,9 @@ class ConversationCache:
             self._supersede(entry.tokens, key)
             self.cascade.make_room(i, 0, self.clock())
 
-    def flush(self, timeout: float | None = None) -> None:
+    def flush(self) -> None:
         """Wait until every queued spill is written (tests, shutdown)."""
-        if self._spill_thread is not None:
-            self._spill_q.join()
+        self._spill.flush()
 
     # -- lookup and restore ---------------------------------------------------------------------
 
@@ -512,9 +490,7 @@ class ConversationCache:
             return
         self._closed = True
         self.flush()
-        if self._spill_thread is not None:
-            self._spill_q.put(None)
-            self._spill_thread.join(timeout=30)
+        self._spill.stop()
         if persist and self.ram is not None and self.first_disk is not None:
             with self._lock:
                 now = self.clock()
