@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="PATH", default=None,
                    help="configuration file (default: $STRATA_CONFIG, else the one `strata setup` writes); "
                         "the setup wizard opens when it does not exist")
-    p.add_argument("--theme", choices=("system", "light", "dark"), default="system")
+    p.add_argument("--theme", choices=("system", "light", "dark"), default="system",
+                   help="colours (default: follow the system's light/dark setting)")
     p.add_argument("--log-dir", metavar="PATH", default=None, help=f"log folder (default: {log_dir()})")
     p.add_argument("--hidden", action="store_true", help="start in the tray without opening the monitor")
     return p

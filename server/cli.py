@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"strata serve: {e}", file=sys.stderr)
         return 2
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+                        format=log_format(status_line_shown(config)))
     try:
         return asyncio.run(serve(config))
     except KeyboardInterrupt:
@@ -104,8 +104,7 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
         if state.ready:
             state.info_line = info_line(state)
     log.info("listening on http://%s:%s (loading the model)", config.host, port)
-    status_task = asyncio.create_task(status_line(state, stop)) if config.status_line and sys.stderr.isatty() \
-        else None
+    status_task = asyncio.create_task(status_line(state, stop)) if status_line_shown(config) else None
     try:
         await stop.wait()
     finally:
@@ -114,6 +113,16 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
             status_task.cancel()
         await runner.cleanup()
     return 1 if failed else 0
+
+
+def status_line_shown(config: ServerConfig) -> bool:
+    return bool(config.status_line) and sys.stderr.isatty()
+
+
+def log_format(clear_status_line: bool) -> str:
+    """The log line format; under a live status line each log line first erases it (carriage return,
+    erase line), so that a log line never starts in the middle of the status text."""
+    return ("\r\x1b[2K" if clear_status_line else "") + "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 async def status_line(state: Any, stop: asyncio.Event) -> None:

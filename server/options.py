@@ -147,5 +147,6 @@ def add_flags(parser: argparse.ArgumentParser, options: tuple[Option, ...], titl
                 group.add_argument(f"--no-{name}", dest=dest, action="store_const", const=False,
                                    help=argparse.SUPPRESS)
             else:
-                group.add_argument(f"--{name}", dest=dest, default=None, metavar=opt.metavar or opt.kind.__name__.upper(),
-                                   help=help_text)
+                choices = "{" + ",".join(str(c) for c in opt.choices) + "}" if opt.choices else None
+                group.add_argument(f"--{name}", dest=dest, default=None,
+                                   metavar=opt.metavar or choices or opt.kind.__name__.upper(), help=help_text)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from strata import __version__
@@ -44,7 +45,13 @@ def main(argv: list[str] | None = None) -> int:
         sub = argparse.ArgumentParser(prog=f"strata {name}", description=SUBCOMMANDS[name][1])
         module.add_arguments(sub)
         args = sub.parse_args(argv[1:])
-        return int(module.run(args) or 0)
+        try:
+            return int(module.run(args) or 0)
+        except BrokenPipeError:
+            # The reader went away (`strata models | head -1`): stop quietly, as other commands do.
+            # stdout is pointed at devnull so that the interpreter's final flush does not fail again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

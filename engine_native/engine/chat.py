@@ -156,11 +156,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="compute threads (default: the engine's)")
     parser.add_argument("--system", default=None, help="system prompt")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    parser.add_argument("--top-k", type=int, default=0)
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--min-p", type=float, default=0.0)
-    parser.add_argument("--repeat-penalty", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--top-k", type=int, default=0, help="keep the K likeliest tokens (default 0: all)")
+    parser.add_argument("--top-p", type=float, default=1.0,
+                        help="keep the likeliest tokens up to this probability mass (default 1.0: all)")
+    parser.add_argument("--min-p", type=float, default=0.0,
+                        help="drop tokens below this share of the likeliest one's probability (default 0: none)")
+    parser.add_argument("--repeat-penalty", type=float, default=1.0,
+                        help="penalty on tokens of the last 64 (default 1.0: none)")
+    parser.add_argument("--seed", type=int, default=None, help="sampling seed (default: random)")
     parser.add_argument("--max-tokens", type=int, default=1024, help="most tokens per answer (default 1024)")
 
 

@@ -38,8 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     gen = parser.add_argument_group("generate")
     gen.add_argument("--kind", default="agents", help=f"generator kind ({', '.join(KINDS)})")
-    gen.add_argument("--hours", type=float, default=8.0)
-    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--hours", type=float, default=8.0, help="length of the generated timeline in hours (default 8)")
+    gen.add_argument("--seed", type=int, default=0, help="random seed of the generator (default 0)")
     gen.add_argument("--out", default="-", help="file for the generated timeline (default: stdout)")
 
 

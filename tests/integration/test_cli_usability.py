@@ -1,0 +1,102 @@
+"""What a new user meets at the terminal: every option of every command explains itself in --help,
+a command piped into `head` ends without a traceback, and the server's log lines do not run into its
+live status line. Not here: what each command computes (each part's own tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from strata.cli import SUBCOMMANDS
+
+
+def _parser_for(name: str) -> argparse.ArgumentParser:
+    module = importlib.import_module(SUBCOMMANDS[name][0])
+    parser = argparse.ArgumentParser(prog=f"strata {name}")
+    module.add_arguments(parser)
+    return parser
+
+
+def _options_without_help(parser: argparse.ArgumentParser) -> list[str]:
+    return [a.option_strings[0] for a in parser._actions
+            if a.option_strings and a.help is None]
+
+
+@pytest.mark.parametrize("name", sorted(SUBCOMMANDS))
+def test_every_option_of_every_subcommand_has_help(name):
+    if name == "monitor":
+        pytest.importorskip("PySide6")
+    missing = _options_without_help(_parser_for(name))
+    assert not missing, f"`strata {name} --help` says nothing about {missing}"
+
+
+def test_every_option_of_the_app_has_help():
+    pytest.importorskip("PySide6")
+    from strata.app.main import build_parser
+
+    missing = _options_without_help(build_parser())
+    assert not missing, f"`strata-app --help` says nothing about {missing}"
+
+
+def test_serve_help_lists_the_choices_of_choice_options():
+    text = _parser_for("serve").format_help()
+    for shown in ("--kv-type {f16,f32}", "--backend {cpu,cuda,auto}", "--log-level {debug,info,warning,error}",
+                  "--conversation-cache-park {ram,disk,auto}"):
+        assert shown in text
+
+
+def test_a_closed_pipe_ends_a_command_without_a_traceback():
+    proc = subprocess.Popen([sys.executable, "-m", "strata", "models", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()                    # the reader is gone before the command writes (`| head -0`)
+    err = proc.stderr.read().decode()
+    rc = proc.wait(timeout=60)
+    assert "Traceback" not in err, err
+    assert rc == 1
+
+
+def _read_until(fd: int, out: bytearray, needle: bytes, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if needle in out:
+            return True
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                out += os.read(fd, 65536)
+            except OSError:
+                return needle in out
+    return needle in out
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_log_lines_do_not_run_into_the_status_line():
+    pid, fd = pty.fork()
+    if pid == 0:                           # the child: the server on a terminal, as `./run` starts it
+        os.execv(sys.executable, [sys.executable, "-m", "strata", "serve", "--no-config", "--status-line",
+                                  "--port", "0", "--batch", "0", "--ctx", "512",
+                                  "--conversation-cache-mib", "0"])
+    out = bytearray()
+    try:
+        assert _read_until(fd, out, b"prompt reuse", 60), out.decode(errors="replace")
+    finally:
+        os.kill(pid, signal.SIGINT)        # its "stopping" log line comes right after a status line
+        _read_until(fd, out, b"stopping", 30)
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    text = out.decode(errors="replace")
+    assert "stopping" in text
+    pieces = text.replace("\r", "\n").split("\n")
+    glued = [p for p in pieces if "prompt reuse" in p and " INFO " in p]
+    assert not glued, f"a log line continued the status line: {glued}"
