@@ -388,5 +388,6 @@ def _park_target(s: Situation, model: ModelFacts, b: _Budget, ctx: int, n_slots:
         return ("conversation_cache_park", "auto",
                 f"auto: {_gib(max(0, spare))} spare cannot hold one {_gib(snapshot)} snapshot per slot "
                 "beside the floor; the server decides at start")
-    return "conversation_cache_park", "ram", f"ram: {_gib(spare)} spare holds one snapshot per slot; mirrored to disk"
+    return "conversation_cache_park", "ram", (f"ram: {_gib(spare)} spare holds one snapshot per slot; "
+                                               "moved to disk when the RAM level is full and at shutdown")
 
