@@ -20,6 +20,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from strata.app.job_object import kill_with_app
 from strata.app.restart_policy import Exit, RestartConfig, decide
 
 HEALTH_TIMEOUT_S = 180.0     # a server that does not answer /health by then is killed and counts as failed
@@ -147,6 +148,10 @@ class ServerSupervisor:
         with self._lock:
             self._proc = proc
         self._event(f"server started (pid {proc.pid}): {' '.join(self.command)}")
+        if os.name == "nt":
+            problem = kill_with_app(int(proc._handle))
+            if problem:
+                self._event(f"the server may outlive a crashed app: {problem}")
         threading.Thread(target=self._pump, args=(proc,), name="strata-server-log", daemon=True).start()
         return proc
 
