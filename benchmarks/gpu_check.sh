@@ -77,6 +77,14 @@ if sys.argv[2] != "-":
 print(f"models written in {time.time() - t:.1f} s")
 EOF
 
+# ---- each kernel alone against host loops (names the kernel when the parity tests below fail)
+step selftest "$PY" -c "
+from strata.engine.gpu import selftest
+rs = selftest()
+for r in rs:
+    print(('ok  ' if r['ok'] else 'BAD ') + f\"{r['name']}: error {r['error']:.3g} (limit {r['limit']:.3g})\")
+raise SystemExit(0 if all(r['ok'] for r in rs) else 1)"
+
 # ---- tests: compile checks and parity (the parity file needs the device)
 step tests "$PY" -m pytest tests/gpu -q -p no:cacheprovider --timeout 300 -o addopts=""
 

@@ -42,6 +42,17 @@ int cuda_device_count();
 // Name, compute capability and VRAM of a device; throws cuda_error for a bad index.
 cuda_device_info cuda_device_query(int device);
 
+// Every kernel on small random inputs against plain host loops (cuda-selftest.cu): one verdict per
+// kernel and case (error relative to the reference's scale, the limit, ok). Throws cuda_error without
+// a device. For diagnosis on a first GPU run; the parity tests are the contract.
+struct cuda_selftest_result {
+    std::string name;
+    double error;
+    double limit;
+    bool ok;
+};
+std::vector<cuda_selftest_result> cuda_selftest(int device = 0);
+
 // One row of a forward batch, as the backend sees it: a token of context `ctx` at position `pos`.
 struct cuda_row {
     int ctx;

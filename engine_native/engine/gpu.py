@@ -31,6 +31,17 @@ def cuda_devices() -> list[dict]:
     return [dict(d) for d in _engine.cuda_devices()]
 
 
+def selftest() -> list[dict]:
+    """Every CUDA kernel against host loops on small random inputs: [{name, error, limit, ok}, ...].
+
+    For diagnosis on a GPU (benchmarks/gpu_check.sh runs it first); raises ValueError naming why it
+    cannot run (no CUDA build) and RuntimeError from the runtime (no device).
+    """
+    if not cuda_built():
+        raise ValueError("selftest: this build has no CUDA backend (see docs/cuda.md)")
+    return [dict(r) for r in _engine.cuda_selftest()]
+
+
 def resolve_backend(backend: str) -> str:
     """"cpu" or "cuda" for a requested `cpu|cuda|auto`; raises ValueError naming why "cuda" cannot run."""
     if backend not in BACKEND_CHOICES:

@@ -120,6 +120,26 @@ PYBIND11_MODULE(_engine, m) {
 #endif
         return out;
     });
+#ifdef STRATA_WITH_CUDA
+    // Every CUDA kernel against host loops on small random inputs (engine_native/cuda/cuda-selftest.cu).
+    m.def("cuda_selftest", []() {
+        std::vector<cuda_selftest_result> r;
+        {
+            py::gil_scoped_release nogil;
+            r = cuda_selftest(0);
+        }
+        py::list out;
+        for (const cuda_selftest_result& c : r) {
+            py::dict d;
+            d["name"] = c.name;
+            d["error"] = c.error;
+            d["limit"] = c.limit;
+            d["ok"] = c.ok;
+            out.append(d);
+        }
+        return out;
+    });
+#endif
 
     py::register_exception<gguf_error>(m, "GGUFError", PyExc_ValueError);
 

@@ -39,6 +39,14 @@ def test_cuda_without_a_gpu_says_why(tiny_model_factory):
         Engine(tiny_model_factory(dtype="Q4_0", seed=1), n_ctx=32, n_threads=1, backend="cuda")
 
 
+@pytest.mark.skipif(cuda_built(), reason="this build has the CUDA backend")
+def test_selftest_without_cuda_says_why():
+    from strata.engine.gpu import selftest
+
+    with pytest.raises(ValueError, match="this build has no CUDA backend"):
+        selftest()
+
+
 def test_gpu_description_names_device_and_vram():
     gib = 1 << 30
     info = {"name": "NVIDIA H200", "compute_capability": "9.0", "vram_total": 140 * gib, "vram_free": 120 * gib,

@@ -70,6 +70,18 @@ def logits_every_position(engine: Engine, tokens: list[int]) -> np.ndarray:
     return np.stack([engine.decode([0], [t])[0] for t in tokens])
 
 
+# ---------------------------------------------------------------- each kernel alone
+
+@pytest.mark.skipif(BACKEND != "cuda", reason="kernel self-test needs the CUDA backend")
+def test_every_kernel_against_host_loops():
+    from strata.engine.gpu import selftest
+
+    results = selftest()
+    assert len(results) == 11 * 3 + 4 + 3
+    bad = [f"{r['name']}: error {r['error']:.3g} > {r['limit']:.3g}" for r in results if not r["ok"]]
+    assert not bad, "\n".join(bad)
+
+
 # ---------------------------------------------------------------- accuracy, every type
 
 @pytest.mark.parametrize("dtype", ALL_TYPES)

@@ -1,0 +1,295 @@
+// cuda_selftest (cuda-backend.h): every CUDA kernel on small random inputs against a plain host
+// computation, one verdict per kernel and case, so the first run on a GPU says which kernel is wrong
+// when the end-to-end parity tests (tests/gpu/test_parity.py) fail.
+//
+// Not here: the engine (no model file is needed) or speed. Host references are double-precision
+// loops over the same decoded values (cuda_dq::dq on the host, the CPU's exact decoder: see
+// tests/gpu/dequant_check.cu). Limits are relative to the largest |reference| of each check.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "cuda-backend.h"
+#include "cuda-dequant.cuh"
+#include "cuda-kernels.cuh"
+#include "quants.h"
+
+namespace strata {
+namespace {
+
+// A device buffer freed on scope exit; up() / down() copy host vectors.
+struct dev_buf {
+    void* p = nullptr;
+    explicit dev_buf(size_t n_bytes) { cuda_check(cudaMalloc(&p, std::max<size_t>(n_bytes, 16)), "selftest cudaMalloc"); }
+    ~dev_buf() { cudaFree(p); }
+    dev_buf(const dev_buf&) = delete;
+    dev_buf& operator=(const dev_buf&) = delete;
+    template <typename T> T* as() const { return static_cast<T*>(p); }
+};
+
+template <typename T>
+void up(const dev_buf& d, const std::vector<T>& h) {
+    cuda_check(cudaMemcpy(d.p, h.data(), sizeof(T) * h.size(), cudaMemcpyHostToDevice), "selftest upload");
+}
+
+template <typename T>
+std::vector<T> down(const dev_buf& d, size_t n) {
+    std::vector<T> h(n);
+    cuda_check(cudaDeviceSynchronize(), "selftest kernels");
+    cuda_check(cudaMemcpy(h.data(), d.p, sizeof(T) * n, cudaMemcpyDeviceToHost), "selftest download");
+    return h;
+}
+
+std::mt19937 rng(20261129);
+float uniform(float lo, float hi) { return lo + (hi - lo) * float(rng() % 1000000) / 1e6f; }
+
+float host_dq(int32_t type, const uint8_t* row, int64_t k) {
+    switch (type) {
+        case TYPE_F32: return cuda_dq::dq<TYPE_F32>(row, k);
+        case TYPE_F16: return cuda_dq::dq<TYPE_F16>(row, k);
+        case TYPE_BF16: return cuda_dq::dq<TYPE_BF16>(row, k);
+        case TYPE_Q4_0: return cuda_dq::dq<TYPE_Q4_0>(row, k);
+        case TYPE_Q4_1: return cuda_dq::dq<TYPE_Q4_1>(row, k);
+        case TYPE_Q5_0: return cuda_dq::dq<TYPE_Q5_0>(row, k);
+        case TYPE_Q5_1: return cuda_dq::dq<TYPE_Q5_1>(row, k);
+        case TYPE_Q8_0: return cuda_dq::dq<TYPE_Q8_0>(row, k);
+        case TYPE_Q4_K: return cuda_dq::dq<TYPE_Q4_K>(row, k);
+        case TYPE_Q5_K: return cuda_dq::dq<TYPE_Q5_K>(row, k);
+        default: return cuda_dq::dq<TYPE_Q6_K>(row, k);
+    }
+}
+
+void put_half(uint8_t* p, float v) {
+    const uint16_t h = fp32_to_fp16(v);
+    std::memcpy(p, &h, 2);
+}
+
+// n_rows rows of random blocks of `type`, every fp16 scale (and every float element) finite and small.
+std::vector<uint8_t> random_weights(int32_t type, int64_t n_rows, int64_t n_cols) {
+    const size_t rb = type_row_bytes(type, n_cols), bb = type_block_bytes(type);
+    std::vector<uint8_t> w(rb * size_t(n_rows));
+    for (auto& b : w) b = uint8_t(rng());
+    const size_t n_el = size_t(n_rows * n_cols);
+    if (type == TYPE_F32) {
+        for (size_t i = 0; i < n_el; i++) {
+            const float v = uniform(-1, 1);
+            std::memcpy(w.data() + 4 * i, &v, 4);
+        }
+    } else if (type == TYPE_F16) {
+        for (size_t i = 0; i < n_el; i++) put_half(w.data() + 2 * i, uniform(-1, 1));
+    } else if (type == TYPE_BF16) {
+        for (size_t i = 0; i < n_el; i++) {
+            const float v = uniform(-1, 1);
+            uint32_t u;
+            std::memcpy(&u, &v, 4);
+            const uint16_t h = uint16_t(u >> 16);
+            std::memcpy(w.data() + 2 * i, &h, 2);
+        }
+    } else {
+        std::vector<size_t> halves = {0};
+        if (type == TYPE_Q4_1 || type == TYPE_Q5_1 || type == TYPE_Q4_K || type == TYPE_Q5_K) halves = {0, 2};
+        if (type == TYPE_Q6_K) halves = {208};
+        for (size_t b = 0; b < w.size() / bb; b++) {
+            for (size_t off : halves) put_half(w.data() + b * bb + off, uniform(-0.05f, 0.05f));
+        }
+    }
+    return w;
+}
+
+double rel_err(const std::vector<float>& got, const std::vector<double>& want) {
+    double scale = 1e-30, err = 0.0;
+    for (size_t i = 0; i < want.size(); i++) {
+        scale = std::max(scale, std::fabs(want[i]));
+        const double e = std::fabs(double(got[i]) - want[i]);
+        err = std::isfinite(e) ? std::max(err, e) : INFINITY;
+    }
+    return err / scale;
+}
+
+// ---------------------------------------------------------------- cases
+
+// Products of every type, decode (1 token) and prefill (20 tokens) tiles, and the bitwise rule
+// between them; 40 weight rows (not a multiple of 16) and 512 columns.
+void check_matmul(int32_t type, std::vector<cuda_selftest_result>& out) {
+    const int64_t n_out = 40, n_cols = 512, n_tok = 20;
+    const size_t rb = type_row_bytes(type, n_cols);
+    const std::vector<uint8_t> w = random_weights(type, n_out, n_cols);
+    std::vector<float> x(static_cast<size_t>(n_tok * n_cols));
+    for (auto& v : x) v = uniform(-2, 2);
+    std::vector<double> want(static_cast<size_t>(n_tok * n_out));
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t r = 0; r < n_out; r++) {
+            double s = 0.0;
+            for (int64_t k = 0; k < n_cols; k++) {
+                s += double(host_dq(type, w.data() + size_t(r) * rb, k)) * double(x[size_t(t * n_cols + k)]);
+            }
+            want[size_t(t * n_out + r)] = s;
+        }
+    }
+    dev_buf dw(w.size()), dx(sizeof(float) * x.size()), dy(sizeof(float) * want.size()), dy1(sizeof(float) * n_out);
+    up(dw, w);
+    up(dx, x);
+    cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>(), n_tok, dy.as<float>(), nullptr);
+    cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>(), 1, dy1.as<float>(), nullptr);
+    const std::vector<float> y = down<float>(dy, want.size()), y1 = down<float>(dy1, size_t(n_out));
+    const double limit = type == TYPE_BF16 ? 2e-2 : 5e-3;   // activations rounded to bf16 / f16
+    const std::string name = std::string("matmul ") + type_name(type);
+    out.push_back({name + " (20 tokens) vs host", rel_err(y, want), limit, rel_err(y, want) <= limit});
+    const bool same = std::memcmp(y.data(), y1.data(), sizeof(float) * size_t(n_out)) == 0;
+    out.push_back({name + " decode tile == prefill tile (bits)", same ? 0.0 : 1.0, 0.0, same});
+
+    // the embedding lookup reads the same rows: exact
+    std::vector<cuda_dev_row> rows(3);
+    const int32_t tokens[3] = {0, 39, 17};
+    for (int i = 0; i < 3; i++) rows[size_t(i)] = {nullptr, 0, 0, tokens[i], 0};
+    dev_buf drows(sizeof(cuda_dev_row) * rows.size()), demb(sizeof(float) * size_t(3 * n_cols));
+    up(drows, rows);
+    cuda_embed(type, dw.as<uint8_t>(), rb, drows.as<cuda_dev_row>(), 3, n_cols, demb.as<float>(), nullptr);
+    const std::vector<float> e = down<float>(demb, size_t(3 * n_cols));
+    std::vector<double> e_want(e.size());
+    for (int i = 0; i < 3; i++) {
+        for (int64_t k = 0; k < n_cols; k++) {
+            e_want[size_t(i * n_cols + k)] = host_dq(type, w.data() + size_t(tokens[i]) * rb, k);
+        }
+    }
+    out.push_back({std::string("embed ") + type_name(type), rel_err(e, e_want), 1e-6, rel_err(e, e_want) <= 1e-6});
+}
+
+void check_norm_and_swiglu(std::vector<cuda_selftest_result>& out) {
+    const int64_t n_rows = 3, n = 576;
+    std::vector<float> x(static_cast<size_t>(n_rows * n)), add(x.size()), w(static_cast<size_t>(n)), gate(x.size()), upv(x.size());
+    for (auto* v : {&x, &add, &gate, &upv}) for (auto& e : *v) e = uniform(-3, 3);
+    for (auto& e : w) e = uniform(0.5f, 1.5f);
+    const std::vector<int32_t> idx = {2, 0};
+    dev_buf dx(4 * x.size()), dadd(4 * x.size()), dw(4 * w.size()), dy(4 * x.size()), didx(4 * idx.size());
+    dev_buf dg(4 * x.size()), du(4 * x.size());
+    up(dx, x); up(dadd, add); up(dw, w); up(didx, idx); up(dg, gate); up(du, upv);
+    // (1) x += add, y = norm(x) * w for every row; (2) y = norm(x)[idx] * w
+    cuda_rms_norm(dx.as<float>(), dadd.as<float>(), nullptr, dw.as<float>(), dy.as<float>(), n_rows, n, 1e-5f, nullptr);
+    const std::vector<float> y = down<float>(dy, x.size()), x_after = down<float>(dx, x.size());
+    std::vector<double> want(x.size()), x_want(x.size());
+    for (int64_t r = 0; r < n_rows; r++) {
+        double ss = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            const double v = double(x[size_t(r * n + i)]) + double(add[size_t(r * n + i)]);
+            x_want[size_t(r * n + i)] = v;
+            ss += v * v;
+        }
+        const double scale = 1.0 / std::sqrt(ss / double(n) + 1e-5);
+        for (int64_t i = 0; i < n; i++) want[size_t(r * n + i)] = x_want[size_t(r * n + i)] * scale * w[size_t(i)];
+    }
+    out.push_back({"rms_norm + residual add", rel_err(y, want), 1e-5, rel_err(y, want) <= 1e-5});
+    out.push_back({"residual add written back", rel_err(x_after, x_want), 1e-6, rel_err(x_after, x_want) <= 1e-6});
+    cuda_rms_norm(dx.as<float>(), nullptr, didx.as<int32_t>(), dw.as<float>(), dy.as<float>(), 2, n, 1e-5f, nullptr);
+    const std::vector<float> yg = down<float>(dy, size_t(2 * n));
+    std::vector<double> g_want(static_cast<size_t>(2 * n));
+    for (int j = 0; j < 2; j++) {
+        for (int64_t i = 0; i < n; i++) g_want[size_t(j * n + i)] = want[size_t(idx[size_t(j)] * n + i)];
+    }
+    out.push_back({"rms_norm of gathered rows", rel_err(yg, g_want), 1e-5, rel_err(yg, g_want) <= 1e-5});
+    cuda_swiglu(dg.as<float>(), du.as<float>(), n_rows, n, nullptr);
+    const std::vector<float> s = down<float>(dg, x.size());
+    std::vector<double> s_want(x.size());
+    for (size_t i = 0; i < x.size(); i++) s_want[i] = double(gate[i]) / (1.0 + std::exp(-double(gate[i]))) * upv[i];
+    out.push_back({"swiglu", rel_err(s, s_want), 1e-5, rel_err(s, s_want) <= 1e-5});
+}
+
+// Q/K/V post-processing (RoPE both styles, KV store) and attention over 200 positions of one context
+// (two 128-position tiles), every row of the batch at its own position; f32 and f16 KV.
+void check_attention(int32_t kv_type, bool neox, std::vector<cuda_selftest_result>& out) {
+    cuda_shape s{};
+    s.n_head = 4; s.n_head_kv = 2; s.head_dim = 64; s.n_rot = 64; s.n_embd = 256; s.n_ff = 0;
+    s.rope_neox = neox ? 1 : 0;
+    s.kv_type = kv_type;
+    s.kv_row_bytes = size_t(s.n_head_kv * s.head_dim) * (kv_type == TYPE_F32 ? 4 : 2);
+    s.rms_eps = 1e-5f;
+    const int64_t n = 200, cap = 256, HD = s.head_dim, Qd = s.n_head * HD, KVd = s.n_head_kv * HD, half = HD / 2;
+    std::vector<float> q(static_cast<size_t>(n * Qd)), k(static_cast<size_t>(n * KVd)), v(static_cast<size_t>(n * KVd)), cs(static_cast<size_t>(n * s.n_rot));
+    for (auto* a : {&q, &k, &v}) for (auto& e : *a) e = uniform(-1, 1);
+    for (int64_t r = 0; r < n; r++) {
+        for (int64_t i = 0; i < half; i++) {
+            const double theta = double(r) * std::pow(10000.0, -2.0 * double(i) / double(s.n_rot));
+            cs[size_t(r * s.n_rot + 2 * i)] = float(std::cos(theta));
+            cs[size_t(r * s.n_rot + 2 * i + 1)] = float(std::sin(theta));
+        }
+    }
+    dev_buf dq_(4 * q.size()), dk(4 * k.size()), dv(4 * v.size()), dcs(4 * cs.size()), dout(4 * q.size());
+    dev_buf dkv(size_t(2) * size_t(cap) * s.kv_row_bytes);   // one layer: K then V
+    cuda_check(cudaMemset(dkv.p, 0, size_t(2) * size_t(cap) * s.kv_row_bytes), "selftest memset");
+    up(dq_, q); up(dk, k); up(dv, v); up(dcs, cs);
+    std::vector<cuda_dev_row> rows(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; r++) rows[size_t(r)] = {dkv.as<uint8_t>(), cap, r, 0, 0};
+    dev_buf drows(sizeof(cuda_dev_row) * rows.size());
+    up(drows, rows);
+    cuda_qkv_post(dq_.as<float>(), dk.as<float>(), dv.as<float>(), nullptr, nullptr, nullptr, nullptr, nullptr,
+                  dcs.as<float>(), drows.as<cuda_dev_row>(), n, 0, s, nullptr);
+    cuda_attention(dq_.as<float>(), dout.as<float>(), drows.as<cuda_dev_row>(), n, 0, s, nullptr);
+    const std::vector<float> got = down<float>(dout, q.size());
+
+    // host: RoPE (forward.cpp rope_head), K/V rounded as the cache stores them, softmax attention
+    auto rope = [&](float* x, int64_t r) {
+        for (int64_t i = 0; i < half; i++) {
+            const float c = cs[size_t(r * s.n_rot + 2 * i)], sn = cs[size_t(r * s.n_rot + 2 * i + 1)];
+            const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+            const float x0 = x[i0], x1 = x[i1];
+            x[i0] = x0 * c - x1 * sn;
+            x[i1] = x0 * sn + x1 * c;
+        }
+    };
+    auto stored = [&](float f) { return kv_type == TYPE_F32 ? f : fp16_to_fp32(fp32_to_fp16(f)); };
+    for (int64_t r = 0; r < n; r++) {
+        for (int64_t h = 0; h < s.n_head; h++) rope(&q[size_t(r * Qd + h * HD)], r);
+        for (int64_t h = 0; h < s.n_head_kv; h++) rope(&k[size_t(r * KVd + h * HD)], r);
+    }
+    for (auto& e : k) e = stored(e);
+    for (auto& e : v) e = stored(e);
+    std::vector<double> want(q.size());
+    std::vector<double> sc(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; r++) {
+        for (int64_t h = 0; h < s.n_head; h++) {
+            const int64_t g = h / (s.n_head / s.n_head_kv);
+            double mx = -INFINITY;
+            for (int64_t t = 0; t <= r; t++) {
+                double d = 0.0;
+                for (int64_t i = 0; i < HD; i++) d += double(q[size_t(r * Qd + h * HD + i)]) * k[size_t(t * KVd + g * HD + i)];
+                sc[size_t(t)] = d / std::sqrt(double(HD));
+                mx = std::max(mx, sc[size_t(t)]);
+            }
+            double sum = 0.0;
+            for (int64_t t = 0; t <= r; t++) sum += (sc[size_t(t)] = std::exp(sc[size_t(t)] - mx));
+            for (int64_t i = 0; i < HD; i++) {
+                double o = 0.0;
+                for (int64_t t = 0; t <= r; t++) o += sc[size_t(t)] * v[size_t(t * KVd + g * HD + i)];
+                want[size_t(r * Qd + h * HD + i)] = o / sum;
+            }
+        }
+    }
+    const double limit = kv_type == TYPE_F32 ? 1e-4 : 2e-3;
+    const std::string name = std::string("qkv_post + attention, KV ") + (kv_type == TYPE_F32 ? "f32" : "f16") +
+                             (neox ? ", RoPE NEOX" : ", RoPE NORM") + ", 200 positions";
+    out.push_back({name, rel_err(got, want), limit, rel_err(got, want) <= limit});
+}
+
+}  // namespace
+
+std::vector<cuda_selftest_result> cuda_selftest(int device) {
+    cuda_device_query(device);   // throws when there is no such device
+    cuda_check(cudaSetDevice(device), "cudaSetDevice");
+    std::vector<cuda_selftest_result> out;
+    for (int32_t type : {TYPE_F32, TYPE_F16, TYPE_BF16, TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0, TYPE_Q5_1, TYPE_Q8_0,
+                         TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K}) {
+        check_matmul(type, out);
+    }
+    check_norm_and_swiglu(out);
+    check_attention(TYPE_F32, false, out);
+    check_attention(TYPE_F16, false, out);
+    check_attention(TYPE_F32, true, out);
+    return out;
+}
+
+}  // namespace strata
