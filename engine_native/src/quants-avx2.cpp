@@ -68,13 +68,52 @@ inline void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
 }
 
 // ---------------------------------------------------------------- 32-element block types
-// A step is one block. (No partial steps: n is a multiple of 32.)
+// A step is two blocks held as two byte vectors with one lane -> block map: "lo" = [elements 0-15
+// of blocks A, B], "hi" = [elements 16-31 of A, B]; their products add into one int32 vector
+// whose lanes 0-3 belong to A and 4-7 to B, so one convert + scale + FMA covers two blocks. The
+// activations are rearranged once per token and call (PREPARE). An odd last block is a partial
+// step whose B half is zero.
 
 enum q32_kind { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
 
+// (32,) u8 x (32,) s8 twice -> (8,) s32 (u <= 31 so the int16 pair sums of lo + hi cannot overflow).
+inline __m256i dot_lo_hi(__m256i ulo, __m256i xlo, __m256i uhi, __m256i xhi) {
+#if defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), ulo, xlo), uhi, xhi);
+#else
+    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(ulo, xlo), _mm256_maddubs_epi16(uhi, xhi));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+#endif
+}
+
+// Headers (fp16 d, then m or s or 2 unused bytes) of blocks A, B -> f32 [dA mA dB mB].
+template <bool FULL>
+inline __m128 header_pair(const uint8_t* a, size_t stride) {
+    const __m128i h = _mm_setr_epi32(int(load_u32(a)), FULL ? int(load_u32(a + stride)) : 0, 0, 0);
+    return _mm_cvtph_ps(h);
+}
+inline __m256 scale_pair(__m128 hdr) {   // lanes 0-3 = dA, 4-7 = dB
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(hdr), _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
+}
+inline __m256 second_pair(__m128 hdr) {  // lane 0 = mA (or sA), lane 4 = mB, zero elsewhere
+    const __m256 v = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(hdr), _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3));
+    return _mm256_blend_ps(_mm256_setzero_ps(), v, 0x11);
+}
+// Two runs of 32 int8 (blocks A at p, B at p + stride) -> lo / hi.
+template <bool FULL>
+inline void split_pair_32(const uint8_t* p, size_t stride, __m256i& lo, __m256i& hi) {
+    const __m128i a0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i a1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
+    const __m128i b0 = FULL ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + stride)) : _mm_setzero_si128();
+    const __m128i b1 = FULL ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + stride + 16)) : _mm_setzero_si128();
+    lo = _mm256_inserti128_si256(_mm256_castsi128_si256(a0), b0, 1);
+    hi = _mm256_inserti128_si256(_mm256_castsi128_si256(a1), b1, 1);
+}
+
 template <int KIND>
 struct q32_format : ymm_acc {
-    static constexpr int NR = 4, NT = 2;
+    static constexpr int NR = 2, NT = 4;
+    static constexpr bool PREPARE = true;
     static constexpr bool HAS_MIN = KIND == K_Q4_1 || KIND == K_Q5_1;
     static constexpr int OFFSET = KIND == K_Q4_0 ? 8 : KIND == K_Q5_0 ? 16 : 0;   // Q8_0: sign trick instead
     static constexpr size_t WB = KIND == K_Q4_0 ? sizeof(block_q4_0) : KIND == K_Q4_1 ? sizeof(block_q4_1)
@@ -84,57 +123,71 @@ struct q32_format : ymm_acc {
     static constexpr size_t W_QH = KIND == K_Q5_0 ? 2 : 4;
     static constexpr size_t XB = HAS_MIN ? sizeof(block_q8_1) : sizeof(block_q8_0);
     static constexpr size_t X_QS = HAS_MIN ? 4 : 2;
-    static constexpr size_t W_STEP = WB;
+    static constexpr size_t W_STEP = 2 * WB;
 
     struct xs_t {
-        __m256i x;      // (32,) int8
-        __m256i corr;   // (8,) -OFFSET * sums of 4 activations
-        float d, s;     // scale, Q8_1 block sum
+        __m256i lo, hi;  // (32,) int8 each: elements 0-15 / 16-31 of blocks A, B
+        __m256 dx;       // lanes 0-3: A's scale, 4-7: B's
+        __m256 s;        // Q8_1 block sums in lanes 0 and 4
+        __m256i corr;    // -OFFSET * (sum of each lane's 8 activations)
     };
     struct ws_t {
-        __m256i u;      // (32,) unsigned quants (Q8_0: the signed quants)
-        float d, m;
+        __m256i lo, hi;  // unsigned quants (Q8_0: signed), same layout
+        __m256 dw;       // scales, lanes as dx
+        __m256 m;        // minimums in lanes 0 and 4, zero elsewhere
     };
 
-    static int64_t full_steps(int64_t n) { return n / 32; }
-    static bool has_tail(int64_t) { return false; }
+    static int64_t full_steps(int64_t n) { return n / 64; }
+    static bool has_tail(int64_t n) { return (n / 32) % 2 == 1; }
 
     template <bool FULL>
     static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) {
-        const uint8_t* a = row + size_t(s) * XB;
-        xs.x = load256(a + X_QS);
-        xs.d = half_to_float(load_u16(a));
-        if (HAS_MIN) xs.s = half_to_float(load_u16(a + 2));
-        if (OFFSET) xs.corr = _mm256_sub_epi32(_mm256_setzero_si256(), dot_u8s8(_mm256_set1_epi8(char(OFFSET)), xs.x));
+        const uint8_t* a = row + size_t(2 * s) * XB;
+        split_pair_32<FULL>(a + X_QS, XB, xs.lo, xs.hi);
+        const __m128 hdr = header_pair<FULL>(a, XB);
+        xs.dx = scale_pair(hdr);
+        if (HAS_MIN) xs.s = second_pair(hdr);
+        if (OFFSET) {
+            const __m256i off = _mm256_set1_epi8(char(OFFSET));
+            xs.corr = _mm256_sub_epi32(_mm256_setzero_si256(), dot_lo_hi(off, xs.lo, off, xs.hi));
+        }
     }
 
     template <bool FULL>
     static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
-        const uint8_t* a = row + size_t(s) * WB;
+        const uint8_t* a = row + size_t(2 * s) * WB;
         if (KIND == K_Q8_0) {
-            ws.u = load256(a + W_QS);
+            split_pair_32<FULL>(a + W_QS, WB, ws.lo, ws.hi);
         } else {
-            const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + W_QS));
-            const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
-            ws.u = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-            if (KIND == K_Q5_0 || KIND == K_Q5_1) {
-                ws.u = _mm256_or_si256(ws.u, _mm256_and_si256(spread_bits(load_u32(a + W_QH)), _mm256_set1_epi8(16)));
+            const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + W_QS));
+            const __m128i qb = FULL ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + WB + W_QS)) : _mm_setzero_si128();
+            const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(qa), qb, 1);
+            const __m256i low4 = _mm256_set1_epi8(0x0F);
+            ws.lo = _mm256_and_si256(v, low4);
+            ws.hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+            if (KIND == K_Q5_0 || KIND == K_Q5_1) {   // bit j of qh is element j
+                const uint32_t ha = load_u32(a + W_QH), hb = FULL ? load_u32(a + WB + W_QH) : 0;
+                const __m256i bit4 = _mm256_set1_epi8(16);
+                ws.lo = _mm256_or_si256(ws.lo, _mm256_and_si256(spread_bits((ha & 0xFFFF) | (hb << 16)), bit4));
+                ws.hi = _mm256_or_si256(ws.hi, _mm256_and_si256(spread_bits((ha >> 16) | (hb & 0xFFFF0000u)), bit4));
             }
         }
-        ws.d = half_to_float(load_u16(a));
-        if (HAS_MIN) ws.m = half_to_float(load_u16(a + 2));
+        const __m128 hdr = header_pair<FULL>(a, WB);
+        ws.dw = scale_pair(hdr);
+        if (HAS_MIN) ws.m = second_pair(hdr);
     }
 
     static void madd(const ws_t& ws, const xs_t& xs, __m256& acc) {
         __m256i dot;
-        if (KIND == K_Q8_0) {
-            dot = dot_u8s8(_mm256_sign_epi8(ws.u, ws.u), _mm256_sign_epi8(xs.x, ws.u));
+        if (KIND == K_Q8_0) {   // |w| * (x with w's sign), lo and hi summed in int32 (int16 could overflow)
+            dot = _mm256_add_epi32(dot_u8s8(_mm256_sign_epi8(ws.lo, ws.lo), _mm256_sign_epi8(xs.lo, ws.lo)),
+                                   dot_u8s8(_mm256_sign_epi8(ws.hi, ws.hi), _mm256_sign_epi8(xs.hi, ws.hi)));
         } else {
-            dot = dot_u8s8(ws.u, xs.x);
+            dot = dot_lo_hi(ws.lo, xs.lo, ws.hi, xs.hi);
             if (OFFSET) dot = _mm256_add_epi32(dot, xs.corr);
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(ws.d * xs.d), acc);
-        if (HAS_MIN) acc = _mm256_fmadd_ps(_mm256_zextps128_ps256(_mm_set_ss(ws.m)), _mm256_set1_ps(xs.s), acc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(ws.dw, xs.dx), acc);
+        if (HAS_MIN) acc = _mm256_fmadd_ps(ws.m, xs.s, acc);
     }
 };
 
