@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import logging
 import signal
+import socket
 import sys
 import time
 from typing import Any
@@ -70,6 +71,11 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
     from strata.server.app import init_app
     from strata.server.keys import STATE
 
+    busy = port_taken(config.host, config.port)
+    if busy:                            # before the app starts loading the model in the background
+        log.error("cannot listen on %s:%s: %s (is another server running there? --port chooses another)",
+                  config.host, config.port, busy)
+        return 1
     app = init_app(config)
     state = app[STATE]
     stop = asyncio.Event()
@@ -113,6 +119,31 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
             status_task.cancel()
         await runner.cleanup()
     return 1 if failed else 0
+
+
+def port_taken(host: str, port: int) -> str | None:
+    """Why (host, port) cannot be bound now, or None. Checked before the model loads, so a busy port
+    stops start-up at once; binding can still fail later (a race), which the listening code handles."""
+    if port == 0:
+        return None
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as e:
+        return str(e)
+    for family, kind, proto, _, address in infos:
+        try:
+            s = socket.socket(family, kind, proto)
+        except OSError:                 # a family this machine lacks: asyncio skips it too
+            continue
+        with s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as asyncio sets the server's own
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                s.bind(address)
+            except OSError as e:
+                return e.strerror or str(e)
+    return None
 
 
 def status_line_shown(config: ServerConfig) -> bool:

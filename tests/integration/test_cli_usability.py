@@ -100,3 +100,17 @@ def test_log_lines_do_not_run_into_the_status_line():
     pieces = text.replace("\r", "\n").split("\n")
     glued = [p for p in pieces if "prompt reuse" in p and " INFO " in p]
     assert not glued, f"a log line continued the status line: {glued}"
+
+
+def test_a_busy_port_stops_serve_at_once_without_loading_the_model():
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "strata", "serve", "--no-config", "--port", str(port)],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "loaded in" not in done.stderr, "the model was loaded although the server could not listen"
