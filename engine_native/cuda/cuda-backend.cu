@@ -7,6 +7,7 @@
 // rounded to float) and uploaded with the rows, so positions rotate as on the CPU.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -20,6 +21,11 @@
 namespace strata {
 
 namespace {
+
+// Batches of at most this many rows (decode steps) replay a CUDA graph captured on first use, one per
+// (rows, logit rows): the same kernels in one launch instead of ~13 per layer. STRATA_CUDA_GRAPHS=0 turns
+// it off; a capture that fails turns it off for the engine's life (the direct launches run instead).
+constexpr int64_t k_graph_max_rows = 16;
 
 std::string mib(size_t n) { return std::to_string((n + (1u << 19)) >> 20) + " MiB"; }
 
@@ -107,6 +113,8 @@ struct cuda_backend::impl {
     cuda_dev_row* rows_d = nullptr;   // (max_rows,)
     int32_t* idx_d = nullptr;         // (max_logit_rows,) rows whose logits are wanted
     // pinned host staging of the same shapes
+    bool graphs_enabled = true;
+    std::unordered_map<int64_t, cudaGraphExec_t> graphs;   // key: n_rows * (max_logit_rows + 1) + n_out
     cuda_dev_row* rows_h = nullptr;
     float* rope_h = nullptr;
     int32_t* idx_h = nullptr;
@@ -115,6 +123,7 @@ struct cuda_backend::impl {
     ~impl() {
         // errors are ignored here: a destructor must not throw, and the context may already be broken
         cudaSetDevice(device);
+        for (auto& g : graphs) cudaGraphExecDestroy(g.second);
         if (stream) cudaStreamDestroy(stream);
         for (void* p : allocations) cudaFree(p);
         for (void* p : {static_cast<void*>(rows_h), static_cast<void*>(rope_h), static_cast<void*>(idx_h),
@@ -187,6 +196,79 @@ struct cuda_backend::impl {
     void mm(const dev_weight& w, const float* xin, int64_t n, float* y) {
         cuda_matmul(w.type, w.data, w.row_bytes, w.n_rows, w.n_cols, xin, n, y, stream);
     }
+
+    // Every kernel of a forward pass over n rows already in rows_d / rope (n_out of them, listed in
+    // idx_d, get logits in `logits`); mirrors engine::forward stage by stage. Kernels only, all on
+    // `stream`, so the sequence can be captured into a graph.
+    void launch_forward(int64_t n, int64_t n_out) {
+        const model_hparams& h = hp;
+        cudaStream_t st = stream;
+        const int64_t E = h.n_embd;
+        cuda_shape s;
+        s.n_embd = E;
+        s.n_head = h.n_head;
+        s.n_head_kv = h.n_head_kv;
+        s.head_dim = h.head_dim;
+        s.n_rot = h.n_rot;
+        s.n_ff = h.n_ff;
+        s.rope_neox = h.rope == ROPE_NEOX ? 1 : 0;
+        s.kv_type = kv_type;
+        s.kv_row_bytes = kv_row_bytes;
+        s.rms_eps = h.rms_eps;
+
+        cuda_embed(token_embd.type, token_embd.data, token_embd.row_bytes, rows_d, n, E, x, st);
+        for (int64_t il = 0; il < h.n_layer; il++) {
+            const dev_layer& L = layers[size_t(il)];
+            cuda_rms_norm(x, nullptr, nullptr, L.attn_norm, xn, n, E, h.rms_eps, st);
+            mm(L.wq, xn, n, q);
+            mm(L.wk, xn, n, k);
+            mm(L.wv, xn, n, v);
+            cuda_qkv_post(q, k, v, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, rope, rows_d, n, il, s, st);
+            cuda_attention(q, xn, rows_d, n, il, s, st);
+            mm(L.wo, xn, n, out);
+            cuda_rms_norm(x, out, nullptr, L.ffn_norm, xn, n, E, h.rms_eps, st);   // x += out, then norm
+            mm(L.w_gate, xn, n, gate);
+            mm(L.w_up, xn, n, up);
+            cuda_swiglu(gate, up, n, h.n_ff, st);
+            mm(L.w_down, gate, n, out);
+            cuda_add(x, out, n, E, st);
+        }
+        if (n_out) {
+            cuda_rms_norm(x, nullptr, idx_d, output_norm, xn, n_out, E, h.rms_eps, st);
+            mm(output, xn, n_out, logits);
+        }
+    }
+
+    // The graph of launch_forward(n, n_out), captured on first use; nullptr (and graphs off) when the
+    // capture fails. Buffers and shapes are fixed per key; what changes per call (rows, RoPE table,
+    // logit rows) is read from device memory that forward() fills before the launch.
+    cudaGraphExec_t graph_for(int64_t n, int64_t n_out) {
+        const int64_t key = n * (max_logit_rows + 1) + n_out;
+        const auto it = graphs.find(key);
+        if (it != graphs.end()) return it->second;
+        cudaGraph_t g = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+            bool launched = true;
+            try {
+                launch_forward(n, n_out);
+            } catch (const cuda_error&) {
+                launched = false;
+            }
+            const cudaError_t ended = cudaStreamEndCapture(stream, &g);
+            if (launched && ended == cudaSuccess && g && cudaGraphInstantiate(&exec, g, 0) != cudaSuccess) {
+                exec = nullptr;
+            }
+            if (g) cudaGraphDestroy(g);
+        }
+        cudaGetLastError();   // a failed capture leaves its error behind; the direct launches need none
+        if (!exec) {
+            graphs_enabled = false;
+            return nullptr;
+        }
+        graphs[key] = exec;
+        return exec;
+    }
 };
 
 cuda_backend::cuda_backend(const model& m, int32_t kv_type, size_t kv_row_bytes, const std::vector<int64_t>& capacities,
@@ -209,6 +291,7 @@ cuda_backend::cuda_backend(const model& m, int32_t kv_type, size_t kv_row_bytes,
     b.kv_row_bytes = kv_row_bytes;
     b.max_rows = max_rows;
     b.max_logit_rows = max_logit_rows;
+    if (const char* env = std::getenv("STRATA_CUDA_GRAPHS")) b.graphs_enabled = std::string(env) != "0";
     const model_hparams& h = m.hp;
     if (h.head_dim > 256) {
         throw cuda_error("the CUDA backend's attention handles head sizes up to 256, this model has " +
@@ -321,39 +404,17 @@ void cuda_backend::forward(const cuda_row* rows, int64_t n) {
                    "upload logit rows");
     }
 
-    const int64_t E = h.n_embd;
-    cuda_shape s;
-    s.n_embd = E;
-    s.n_head = h.n_head;
-    s.n_head_kv = h.n_head_kv;
-    s.head_dim = h.head_dim;
-    s.n_rot = h.n_rot;
-    s.n_ff = h.n_ff;
-    s.rope_neox = h.rope == ROPE_NEOX ? 1 : 0;
-    s.kv_type = b.kv_type;
-    s.kv_row_bytes = b.kv_row_bytes;
-    s.rms_eps = h.rms_eps;
-
-    cuda_embed(b.token_embd.type, b.token_embd.data, b.token_embd.row_bytes, b.rows_d, n, E, b.x, st);
-    for (int64_t il = 0; il < h.n_layer; il++) {
-        const dev_layer& L = b.layers[size_t(il)];
-        cuda_rms_norm(b.x, nullptr, nullptr, L.attn_norm, b.xn, n, E, h.rms_eps, st);
-        b.mm(L.wq, b.xn, n, b.q);
-        b.mm(L.wk, b.xn, n, b.k);
-        b.mm(L.wv, b.xn, n, b.v);
-        cuda_qkv_post(b.q, b.k, b.v, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, b.rope, b.rows_d, n, il, s, st);
-        cuda_attention(b.q, b.xn, b.rows_d, n, il, s, st);
-        b.mm(L.wo, b.xn, n, b.out);
-        cuda_rms_norm(b.x, b.out, nullptr, L.ffn_norm, b.xn, n, E, h.rms_eps, st);   // x += out, then norm
-        b.mm(L.w_gate, b.xn, n, b.gate);
-        b.mm(L.w_up, b.xn, n, b.up);
-        cuda_swiglu(b.gate, b.up, n, h.n_ff, st);
-        b.mm(L.w_down, b.gate, n, b.out);
-        cuda_add(b.x, b.out, n, E, st);
+    if (b.graphs_enabled && n <= k_graph_max_rows) {
+        // a decode-sized batch: replay its captured graph (the same kernels, one launch)
+        if (cudaGraphExec_t exec = b.graph_for(n, n_out)) {
+            cuda_check(cudaGraphLaunch(exec, st), "cudaGraphLaunch");
+        } else {
+            b.launch_forward(n, n_out);
+        }
+    } else {
+        b.launch_forward(n, n_out);
     }
     if (n_out) {
-        cuda_rms_norm(b.x, nullptr, b.idx_d, b.output_norm, b.xn, n_out, E, h.rms_eps, st);
-        b.mm(b.output, b.xn, n_out, b.logits);
         cuda_check(cudaMemcpyAsync(b.logits_h, b.logits, sizeof(float) * size_t(n_out * h.n_vocab),
                                    cudaMemcpyDeviceToHost, st),
                    "download logits");

@@ -200,6 +200,21 @@ def test_copy_truncate_and_restore_equal_fresh_prefill(engine):
     assert np.array_equal(engine.logits(0), want), "restore into main"
 
 
+def test_cuda_graphs_change_no_bit(tiny_model_factory, monkeypatch):
+    """Decode steps (batches of <= 16 rows) replay captured CUDA graphs; STRATA_CUDA_GRAPHS=0 launches
+    the same kernels one by one. Same bits either way, batched or not."""
+    path = tiny_model_factory(dtype="Q5_K", seed=17, **K_QUANT_SHAPE)
+    outs = []
+    for graphs in ("1", "0"):
+        monkeypatch.setenv("STRATA_CUDA_GRAPHS", graphs)
+        e = gpu_engine(path, n_ctx=64, n_slots=2)
+        e.prefill(1, PROMPT)
+        e.prefill(2, PROMPT[:5])
+        steps = [e.decode([1, 2], [t, t]) for t in NEXT] + [e.decode([2], [NEXT[0]])]
+        outs.append(np.concatenate([s.ravel() for s in steps]))
+    assert np.array_equal(outs[0], outs[1])
+
+
 # ---------------------------------------------------------------- snapshots across backends
 
 def test_snapshots_cross_backends(tiny_model_factory):
