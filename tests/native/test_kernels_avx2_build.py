@@ -1,8 +1,9 @@
 """The AVX2 kernels (quants-avx2.cpp), which a native build on an AVX-512 machine never compiles:
-build the kernel files with -mavx2 -mfma -mf16c into a throwaway module and hold them to the same
-rules as the native build (fast matvec vs the scalar reference, matmul vs matvec bit for bit).
+build the kernel files with -mavx2 -mfma -mf16c (and again with -mavxvnni, the dpbusd variant of
+Intel desktop CPUs) into throwaway modules and hold them to the same rules as the native build
+(fast matvec vs the scalar reference, matmul vs matvec bit for bit).
 
-Skipped without g++ or on a CPU without AVX2/FMA/F16C. Takes ~15 s (one compile)."""
+Skipped without g++ or on a CPU without the instructions. Takes ~15 s per compile."""
 
 from __future__ import annotations
 
@@ -29,15 +30,20 @@ from .kernel_data import (
 
 SRC = Path(__file__).resolve().parents[2] / "engine_native" / "src"
 KERNEL_FILES = ["quants.cpp", "quants-generic.cpp", "quants-avx512.cpp", "quants-avx2.cpp", "binding-kernels.cpp"]
+VARIANTS = {   # name: (compiler flags, /proc/cpuinfo flags the CPU needs)
+    "avx2": (["-mavx2", "-mfma", "-mf16c"], ["avx2", "fma", "f16c"]),
+    "avx2-vnni": (["-mavx2", "-mfma", "-mf16c", "-mavxvnni"], ["avx2", "fma", "f16c", "avx_vnni"]),
+}
 MAIN = """#include <pybind11/pybind11.h>
 namespace strata { void register_kernel_bindings(pybind11::module_& parent); }
 PYBIND11_MODULE(_kernels_avx2, m) { strata::register_kernel_bindings(m); }
 """
 
 
-@pytest.fixture(scope="module")
-def avx2(tmp_path_factory):
-    """The kernels module built for AVX2."""
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
+def avx2(request, tmp_path_factory):
+    """The kernels module built for one AVX2 variant."""
+    flags_cc, flags_cpu = VARIANTS[request.param]
     compiler = shutil.which("g++")
     if compiler is None:
         pytest.skip("no g++ to build the AVX2 kernels")
@@ -45,14 +51,14 @@ def avx2(tmp_path_factory):
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:
         pytest.skip("no /proc/cpuinfo to check for AVX2")
-    if not all(re.search(rf"\b{f}\b", flags) for f in ("avx2", "fma", "f16c")):
-        pytest.skip("CPU without AVX2/FMA/F16C")
+    if not all(re.search(rf"\b{f}\b", flags) for f in flags_cpu):
+        pytest.skip(f"CPU without {flags_cpu}")
     import pybind11
 
-    out = tmp_path_factory.mktemp("avx2")
+    out = tmp_path_factory.mktemp(request.param)
     (out / "main.cpp").write_text(MAIN)
     target = out / ("_kernels_avx2" + sysconfig.get_config_var("EXT_SUFFIX"))
-    cmd = [compiler, "-std=gnu++17", "-O2", "-fno-math-errno", "-mavx2", "-mfma", "-mf16c", "-shared", "-fPIC",
+    cmd = [compiler, "-std=gnu++17", "-O2", "-fno-math-errno", *flags_cc, "-shared", "-fPIC",
            f"-I{pybind11.get_include()}", f"-I{sysconfig.get_paths()['include']}", f"-I{SRC}",
            *[str(SRC / f) for f in KERNEL_FILES], str(out / "main.cpp"), "-o", str(target)]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
