@@ -273,7 +273,6 @@ class Scheduler:
         own = common_prefix(state.tokens, prompt) if state.valid else 0
         src, src_n = self.table.best_source(prompt, exclude=ctx)
         best_n = max(own, src_n)
-        best_len = len(self.table[src].tokens) if src is not None and src_n > own else len(state.tokens)
         hit = None
         if self.cache is not None and best_n < limit:
             try:
@@ -281,6 +280,9 @@ class Scheduler:
             except Exception:
                 log.exception("cache lookup failed")
         hit_n = int(getattr(hit, "n_tokens", 0) or 0) if hit is not None else 0
+        compared = [(own, len(state.tokens)),
+                    (src_n, len(self.table[src].tokens) if src is not None else 0),
+                    (hit_n, int(getattr(hit, "entry_tokens", hit_n) or 0) if hit is not None else 0)]
         row = Row(job=job, ctx=ctx, max_tokens=max(0, min(job.max_tokens, state.capacity - len(prompt))),
                   sampler=Sampler(job.sampling, int(self.engine.n_vocab)), decoder=StreamDecoder(self.engine.tokenizer),
                   stopper=StopMatcher(job.stop))
@@ -311,9 +313,10 @@ class Scheduler:
             row.source = ("main" if ctx == MAIN else "slot") if n > 0 else "none"
         row.prefill_s += time.monotonic() - t0
         row.pos = row.reused = n
-        if best_len > best_n and best_n < limit:      # the best cached history went another way here
-            row.mismatch_at = best_n
-            row.mismatch_excerpt = _excerpt(self.engine, prompt[best_n: best_n + MISMATCH_EXCERPT_TOKENS])
+        row.mismatch_at = mismatch_position(compared, limit)
+        if row.mismatch_at is not None:
+            at = row.mismatch_at
+            row.mismatch_excerpt = _excerpt(self.engine, prompt[at: at + MISMATCH_EXCERPT_TOKENS])
         prev_conv = state.conversation
         state.conversation = job.conversation
         state.phase = "prefill"
@@ -511,6 +514,16 @@ class Scheduler:
 def _empty_completion(job: Job, reason: str, error: str | None = None) -> Completion:
     return Completion(text="", tokens=[], finish_reason=reason, stop_sequence=None, prompt_tokens=len(job.prompt),
                       cached_tokens=0, prompt_ms=0.0, predicted_ms=0.0, error=error)
+
+
+def mismatch_position(compared: list[tuple[int, int]], limit: int) -> int | None:
+    """Where the prompt left the longest history it was compared with (live contexts and the cache's
+    lookup), as (matching tokens, history length) pairs; None when that history is a prefix of the
+    prompt or matched up to `limit`. Never below what was reused, since reuse comes from one of them."""
+    best = max((n for n, _ in compared), default=0)
+    if best >= limit or not any(n == best and length > best for n, length in compared):
+        return None
+    return best
 
 
 def _excerpt(engine: Any, tokens: list[int]) -> str:

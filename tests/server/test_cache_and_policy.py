@@ -46,6 +46,23 @@ def test_a_displaced_conversation_comes_back_from_ram(tiny_model, tmp_path):
         assert snap["cache"]["hits"]["ram"] >= 1
 
 
+def test_the_mismatch_is_measured_against_the_history_that_was_reused(tiny_model, tmp_path):
+    """A conversation displaced to the cache comes back edited: main still shares the system prompt with
+    it, but the cache entry matched further, so the mismatch is where the prompt left that entry."""
+    with LiveServer(model=str(tiny_model), ctx=2048, batch=0, threads=1, conversation_cache_mib=64,
+                    conversation_cache_min_free_mib=0, conversation_cache_cold_dir=str(tmp_path)) as s:
+        shared = ids(300, 51)
+        a = shared + ids(300, 52)
+        complete(s.url, a)
+        complete(s.url, shared + ids(300, 53))        # B takes main (same first 300 tokens): A is parked
+        turn = a[:550] + ids(40, 54)                  # A again, edited from token 550 on
+        complete(s.url, turn)
+        rec = last_request(s.url)
+        assert rec["source"] == "ram" and rec["reused_tokens"] >= 500
+        assert rec["mismatch_at"] == 550 >= rec["reused_tokens"]
+        assert rec["mismatch_excerpt"] == s.state.engine.detokenize(turn[550:562])[:80]
+
+
 @pytest.fixture(scope="module")
 def grouped(tiny_model):
     with LiveServer(model=str(tiny_model), ctx=4096, batch=2, batch_groups=2, slot_ctx=4096, threads=1,
