@@ -19,7 +19,9 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     """The body as a JSON object; 400 for anything else (413 for a body over the limit comes from aiohttp)."""
     ctype = request.content_type
     if ctype not in ("application/json", "", "application/octet-stream", "text/plain"):
-        raise APIError(415, f"expected Content-Type application/json, got {ctype}")
+        hint = " (curl -d sends a form: add -H 'Content-Type: application/json')" \
+            if ctype == "application/x-www-form-urlencoded" else ""
+        raise APIError(415, f"expected Content-Type application/json, got {ctype}{hint}")
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:

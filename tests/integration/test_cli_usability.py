@@ -136,3 +136,33 @@ def test_a_busy_port_stops_serve_at_once_without_loading_the_model():
     assert done.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
     assert "loaded in" not in done.stderr, "the model was loaded although the server could not listen"
+
+
+def test_a_json_body_sent_as_a_form_is_refused_with_the_curl_fix():
+    import asyncio
+
+    from aiohttp import web
+    from aiohttp.test_utils import TestClient, TestServer
+    from strata.server.errors import APIError
+    from strata.server.fields import read_json_object
+
+    async def echo(request: web.Request) -> web.Response:
+        try:
+            return web.json_response(await read_json_object(request))
+        except APIError as e:
+            return web.json_response({"status": e.status, "message": e.message}, status=e.status)
+
+    async def scenario() -> tuple[dict, dict]:
+        app = web.Application()
+        app.router.add_post("/", echo)
+        async with TestClient(TestServer(app)) as client:
+            as_form = await (await client.post("/", data=b'{"a": 1}',
+                                               headers={"Content-Type": "application/x-www-form-urlencoded"})).json()
+            as_json = await (await client.post("/", data=b'{"a": 1}',
+                                               headers={"Content-Type": "application/json"})).json()
+        return as_form, as_json
+
+    as_form, as_json = asyncio.run(scenario())
+    assert as_form["status"] == 415
+    assert "-H 'Content-Type: application/json'" in as_form["message"]
+    assert as_json == {"a": 1}
