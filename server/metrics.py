@@ -25,6 +25,7 @@ class Metrics:
     decode_steps_total: int = 0
     decode_rows_total: int = 0
     parks_total: dict[str, int] = field(default_factory=dict)           # slot, skip, cache
+    restore_fallbacks: dict[str, int] = field(default_factory=dict)     # by cache level: the prompt was read instead
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add_request(self, api: str, status: str, prompt: int, reused: int, source: str, generated: int) -> None:
@@ -54,6 +55,10 @@ class Metrics:
     def add_park(self, kind: str) -> None:
         with self._lock:
             self.parks_total[kind] = self.parks_total.get(kind, 0) + 1
+
+    def add_restore_fallback(self, level: str) -> None:
+        with self._lock:
+            self.restore_fallbacks[level] = self.restore_fallbacks.get(level, 0) + 1
 
     def snapshot(self) -> dict:
         with self._lock:
@@ -93,6 +98,9 @@ def render_prometheus(m: dict, slots: list[dict], queue_depth: int, in_flight: i
            [({}, m["decode_rows_total"])])
     metric("parks_total", "counter", "Parks of a history about to be overwritten, by kind.",
            [({"kind": k}, n) for k, n in sorted(m["parks_total"].items())] or [({"kind": "slot"}, 0)])
+    metric("restore_fallbacks_total", "counter",
+           "Cache hits that could not be restored (damaged, gone, refused): the prompt was read instead.",
+           [({"level": k}, n) for k, n in sorted(m["restore_fallbacks"].items())] or [({"level": "ram"}, 0)])
     metric("queue_depth", "gauge", "Requests waiting for a context.", [({}, queue_depth)])
     metric("requests_in_flight", "gauge", "Requests running in a context.", [({}, in_flight)])
     busy = sum(1 for s in slots if s["id"] != "main" and s["state"] in ("prefill", "decode"))

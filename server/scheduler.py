@@ -345,8 +345,13 @@ class Scheduler:
                           getattr(hit, "n_tokens", "?"), getattr(hit, "level", "?"), ctx)
             self.engine.truncate(ctx, 0)
             self.table.set_tokens(ctx, [])
+            self.metrics.add_restore_fallback(str(getattr(hit, "level", "?")))
             return False
         if n <= 0:
+            log.warning("the %s cache could not restore %s tokens into context %s (%s); reading the prompt",
+                        getattr(hit, "level", "?"), getattr(hit, "n_tokens", "?"), ctx,
+                        getattr(result, "reason", "?"))
+            self.metrics.add_restore_fallback(str(getattr(result, "level", getattr(hit, "level", "?"))))
             return False
         row.reused = n
         row.source = str(getattr(result, "level", getattr(hit, "level", "ram")))
