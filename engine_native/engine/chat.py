@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             stats = session.turn(line, on_text=lambda s: print(s, end="", flush=True))
         except ValueError as exc:
-            print(f"strata chat: {exc}", file=sys.stderr)
+            print(f"strata chat: {str(exc).removeprefix('chat: ')}", file=sys.stderr)
             continue
         except KeyboardInterrupt:  # during the prefill: the turn is dropped
             print("\n(interrupted)")

@@ -166,3 +166,11 @@ def test_a_json_body_sent_as_a_form_is_refused_with_the_curl_fix():
     assert as_form["status"] == 415
     assert "-H 'Content-Type: application/json'" in as_form["message"]
     assert as_json == {"a": 1}
+
+
+def test_chat_says_once_that_a_conversation_outgrew_the_context():
+    done = subprocess.run([sys.executable, "-m", "strata", "chat", "--ctx", "64"], input="word " * 200 + "\n",
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0
+    assert "strata chat: the conversation is" in done.stderr, done.stderr
+    assert "chat: chat:" not in done.stderr
