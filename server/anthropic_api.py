@@ -23,6 +23,7 @@ from strata.server.prompting import (
     ToolTextGate,
     check_fits,
     conversation_key,
+    only_named_tool,
     render_chat_async,
     split_tool_calls,
 )
@@ -35,18 +36,7 @@ def _text_of_blocks(content: Any, where: str) -> str:
         return content
     if not isinstance(content, list):
         raise APIError(400, f"{where} must be a string or an array of content blocks")
-    parts = []
-    for j, b in enumerate(content):
-        b = f.expect_object(b, f"{where}[{j}]")
-        if b.get("type") == "text":
-            if not isinstance(b.get("text"), str):
-                raise APIError(400, f"{where}[{j}].text must be a string")
-            parts.append(b["text"])
-        elif b.get("type") in ("image", "document"):
-            raise APIError(400, f"{where}[{j}]: {b['type']} blocks are not supported (the model reads text only)")
-        else:
-            raise APIError(400, f"{where}[{j}].type {b.get('type')!r} is not supported here; use 'text'")
-    return "".join(parts)
+    return f.text_of_parts(content, where, text_types=("text",), media_types=("image", "document"), noun="blocks")
 
 
 def parse_system(body: dict) -> str | None:
@@ -58,9 +48,7 @@ def parse_system(body: dict) -> str | None:
 
 def parse_messages(raw: list, system: str | None) -> list[dict]:
     out: list[dict] = [{"role": "system", "content": system}] if system else []
-    for i, m in enumerate(raw):
-        where = f"messages[{i}]"
-        m = f.expect_object(m, where)
+    for where, m in f.objects(raw, "messages"):
         role = m.get("role")
         if role not in ("user", "assistant"):
             raise APIError(400, f"{where}.role must be 'user' or 'assistant'; got {role!r}")
@@ -74,9 +62,7 @@ def parse_messages(raw: list, system: str | None) -> list[dict]:
             raise APIError(400, f"{where}.content must be a string or an array of content blocks")
         text: list[str] = []
         calls: list[dict] = []
-        for j, b in enumerate(content):
-            bw = f"{where}.content[{j}]"
-            b = f.expect_object(b, bw)
+        for bw, b in f.objects(content, f"{where}.content"):
             kind = b.get("type")
             if kind == "text":
                 if not isinstance(b.get("text"), str):
@@ -116,15 +102,14 @@ def parse_tools(body: dict) -> list[dict] | None:
     if not tools:
         return None
     out = []
-    for i, t in enumerate(tools):
-        t = f.expect_object(t, f"tools[{i}]")
+    for tw, t in f.objects(tools, "tools"):
         if not isinstance(t.get("name"), str) or not t["name"]:
-            raise APIError(400, f"tools[{i}].name must be a non-empty string")
+            raise APIError(400, f"{tw}.name must be a non-empty string")
         if t.get("type") not in (None, "custom") and "input_schema" not in t:
             continue  # server tools (web search, ...) are the client's business; the model cannot run them
         schema = t.get("input_schema", {"type": "object"})
         if not isinstance(schema, dict):
-            raise APIError(400, f"tools[{i}].input_schema must be a JSON schema object")
+            raise APIError(400, f"{tw}.input_schema must be a JSON schema object")
         out.append({"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
                                                       "parameters": schema}})
     choice = body.get("tool_choice")
@@ -133,10 +118,7 @@ def parse_tools(body: dict) -> list[dict] | None:
     if choice is not None and not isinstance(choice, dict):
         raise APIError(400, "'tool_choice' must be an object such as {\"type\": \"auto\"}")
     if isinstance(choice, dict) and choice.get("type") == "tool":     # one named tool: only it is offered
-        named = [t for t in out if t["function"]["name"] == choice.get("name")]
-        if not named:
-            raise APIError(400, f"'tool_choice' names {choice.get('name')!r}, which is not in 'tools'")
-        return named
+        return only_named_tool(out, choice.get("name"))
     return out or None
 
 

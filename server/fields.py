@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
@@ -43,24 +44,26 @@ def _type_name(v: Any) -> str:
         type(v), "number" if isinstance(v, (int, float)) else type(v).__name__)
 
 
-def get_str(body: dict, name: str, default: str | None = None, *, required: bool = False) -> str | None:
+def _get_typed(body: dict, name: str, kind: type, what: str, *, required: bool = False) -> Any:
+    """`body[name]` when it is a `kind`; None when absent or null (400 when `required`); 400 otherwise."""
     v = body.get(name)
     if v is None:
         if required:
             raise APIError(400, f"'{name}' is required", param=name)
-        return default
-    if not isinstance(v, str):
-        raise APIError(400, f"'{name}' must be a string, got {_type_name(v)}", param=name)
+        return None
+    if not isinstance(v, kind):
+        raise APIError(400, f"'{name}' must be {what}, got {_type_name(v)}", param=name)
     return v
+
+
+def get_str(body: dict, name: str, default: str | None = None, *, required: bool = False) -> str | None:
+    v = _get_typed(body, name, str, "a string", required=required)
+    return default if v is None else v
 
 
 def get_bool(body: dict, name: str, default: bool = False) -> bool:
-    v = body.get(name)
-    if v is None:
-        return default
-    if not isinstance(v, bool):
-        raise APIError(400, f"'{name}' must be a boolean, got {_type_name(v)}", param=name)
-    return v
+    v = _get_typed(body, name, bool, "a boolean")
+    return default if v is None else v
 
 
 def get_number(body: dict, name: str, default: float | None, lo: float, hi: float) -> float | None:
@@ -109,14 +112,8 @@ def get_stop(body: dict, name: str, limit: int = 16) -> tuple[str, ...]:
 
 
 def get_list(body: dict, name: str, *, required: bool = False, nonempty: bool = False) -> list | None:
-    v = body.get(name)
-    if v is None:
-        if required:
-            raise APIError(400, f"'{name}' is required", param=name)
-        return None
-    if not isinstance(v, list):
-        raise APIError(400, f"'{name}' must be an array, got {_type_name(v)}", param=name)
-    if nonempty and not v:
+    v = _get_typed(body, name, list, "an array", required=required)
+    if nonempty and v is not None and not v:
         raise APIError(400, f"'{name}' must not be empty", param=name)
     return v
 
@@ -125,3 +122,28 @@ def expect_object(v: Any, where: str) -> dict:
     if not isinstance(v, dict):
         raise APIError(400, f"{where} must be an object, got {_type_name(v)}", param=where)
     return v
+
+
+def objects(items: list, where: str) -> Iterator[tuple[str, dict]]:
+    """Each entry of an array with its place (`where[i]`, for error messages), one by one; 400 naming the
+    place of an entry that is not an object."""
+    for i, v in enumerate(items):
+        yield f"{where}[{i}]", expect_object(v, f"{where}[{i}]")
+
+
+def text_of_parts(parts: list, where: str, *, text_types: tuple[str, ...], media_types: tuple[str, ...],
+                  noun: str) -> str:
+    """The text of an array of content parts (OpenAI) or blocks (Anthropic, `noun`): the text entries
+    joined; 400 naming the entry for a media type (the model reads text only) or any other type."""
+    out = []
+    for pw, part in objects(parts, where):
+        kind = part.get("type")
+        if kind in text_types:
+            if not isinstance(part.get("text"), str):
+                raise APIError(400, f"{pw}.text must be a string", param=where)
+            out.append(part["text"])
+        elif kind in media_types:
+            raise APIError(400, f"{pw}: {kind} {noun} are not supported (the model reads text only)", param=where)
+        else:
+            raise APIError(400, f"{pw}.type {kind!r} is not supported; use 'text'", param=where)
+    return "".join(out)

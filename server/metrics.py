@@ -38,9 +38,12 @@ class Metrics:
             self.reused_by_source[source] = self.reused_by_source.get(source, 0) + reused
             self.generated_tokens_total += generated
 
-    def add_rejected(self, reason: str) -> None:
+    def _count(self, counts: dict[str, int], key: str) -> None:
         with self._lock:
-            self.rejected_total[reason] = self.rejected_total.get(reason, 0) + 1
+            counts[key] = counts.get(key, 0) + 1
+
+    def add_rejected(self, reason: str) -> None:
+        self._count(self.rejected_total, reason)
 
     def add_prefill(self, seconds: float) -> None:
         with self._lock:
@@ -53,12 +56,10 @@ class Metrics:
             self.decode_rows_total += rows
 
     def add_park(self, kind: str) -> None:
-        with self._lock:
-            self.parks_total[kind] = self.parks_total.get(kind, 0) + 1
+        self._count(self.parks_total, kind)
 
     def add_restore_fallback(self, level: str) -> None:
-        with self._lock:
-            self.restore_fallbacks[level] = self.restore_fallbacks.get(level, 0) + 1
+        self._count(self.restore_fallbacks, level)
 
     def snapshot(self) -> dict:
         with self._lock:

@@ -22,6 +22,7 @@ from strata.server.prompting import (
     ToolTextGate,
     check_fits,
     conversation_key,
+    only_named_tool,
     render_chat_async,
     split_tool_calls,
     tokens_key,
@@ -49,28 +50,14 @@ def _content_text(content: Any, where: str) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = []
-        for j, part in enumerate(content):
-            part = f.expect_object(part, f"{where}[{j}]")
-            kind = part.get("type")
-            if kind in ("text", "input_text"):
-                if not isinstance(part.get("text"), str):
-                    raise APIError(400, f"{where}[{j}].text must be a string", param=where)
-                parts.append(part["text"])
-            elif kind in ("image_url", "input_image", "input_audio", "file"):
-                raise APIError(400, f"{where}[{j}]: {kind} parts are not supported (the model reads text only)",
-                               param=where)
-            else:
-                raise APIError(400, f"{where}[{j}].type {kind!r} is not supported; use 'text'", param=where)
-        return "".join(parts)
+        return f.text_of_parts(content, where, text_types=("text", "input_text"),
+                               media_types=("image_url", "input_image", "input_audio", "file"), noun="parts")
     raise APIError(400, f"{where} must be a string or an array of content parts", param=where)
 
 
 def parse_messages(raw: list) -> list[dict]:
     out: list[dict] = []
-    for i, m in enumerate(raw):
-        where = f"messages[{i}]"
-        m = f.expect_object(m, where)
+    for where, m in f.objects(raw, "messages"):
         role = m.get("role")
         if role not in ROLES:
             raise APIError(400, f"{where}.role must be one of {', '.join(ROLES)}; got {role!r}", param=where)
@@ -81,11 +68,10 @@ def parse_messages(raw: list) -> list[dict]:
             if not isinstance(calls, list):
                 raise APIError(400, f"{where}.tool_calls must be an array", param=where)
             msg["tool_calls"] = []
-            for j, c in enumerate(calls):
-                c = f.expect_object(c, f"{where}.tool_calls[{j}]")
-                fn = f.expect_object(c.get("function"), f"{where}.tool_calls[{j}].function")
+            for cw, c in f.objects(calls, f"{where}.tool_calls"):
+                fn = f.expect_object(c.get("function"), f"{cw}.function")
                 if not isinstance(fn.get("name"), str):
-                    raise APIError(400, f"{where}.tool_calls[{j}].function.name must be a string", param=where)
+                    raise APIError(400, f"{cw}.function.name must be a string", param=where)
                 args = fn.get("arguments", "{}")
                 msg["tool_calls"].append({"id": str(c.get("id", "")), "type": "function",
                                           "function": {"name": fn["name"], "arguments": args}})
@@ -104,15 +90,14 @@ def parse_tools(body: dict) -> list[dict] | None:
     if not tools:
         return None
     out = []
-    for i, t in enumerate(tools):
-        t = f.expect_object(t, f"tools[{i}]")
+    for tw, t in f.objects(tools, "tools"):
         if t.get("type", "function") != "function":
-            raise APIError(400, f"tools[{i}].type must be 'function'", param="tools")
-        fn = f.expect_object(t.get("function"), f"tools[{i}].function")
+            raise APIError(400, f"{tw}.type must be 'function'", param="tools")
+        fn = f.expect_object(t.get("function"), f"{tw}.function")
         if not isinstance(fn.get("name"), str) or not fn["name"]:
-            raise APIError(400, f"tools[{i}].function.name must be a non-empty string", param="tools")
+            raise APIError(400, f"{tw}.function.name must be a non-empty string", param="tools")
         if fn.get("parameters") is not None and not isinstance(fn["parameters"], dict):
-            raise APIError(400, f"tools[{i}].function.parameters must be a JSON schema object", param="tools")
+            raise APIError(400, f"{tw}.function.parameters must be a JSON schema object", param="tools")
         out.append({"type": "function", "function": fn})
     choice = body.get("tool_choice")
     if choice == "none":
@@ -121,10 +106,7 @@ def parse_tools(body: dict) -> list[dict] | None:
         raise APIError(400, "'tool_choice' must be 'none', 'auto', 'required' or an object", param="tool_choice")
     if isinstance(choice, dict):          # a named function: only that one is offered
         name = (choice.get("function") or {}).get("name") if isinstance(choice.get("function"), dict) else None
-        named = [t for t in out if t["function"]["name"] == name]
-        if not named:
-            raise APIError(400, f"'tool_choice' names {name!r}, which is not in 'tools'", param="tool_choice")
-        return named
+        return only_named_tool(out, name)
     return out
 
 

@@ -33,6 +33,15 @@ def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None) -> 
     return list(engine.tokenize(text, special=True))
 
 
+def only_named_tool(tools: list[dict], name: Any) -> list[dict]:
+    """A tool_choice naming one function (either API): only that tool is offered; 400 when it is not in
+    'tools'. `tools` are in the normalised (OpenAI function) shape."""
+    named = [t for t in tools if t["function"]["name"] == name]
+    if not named:
+        raise APIError(400, f"'tool_choice' names {name!r}, which is not in 'tools'", param="tool_choice")
+    return named
+
+
 def conversation_key(messages: list[dict]) -> str:
     """Names a conversation by its system prompt and first user message (stable across its turns)."""
     system = next((m for m in messages if m.get("role") == "system"), None)
