@@ -59,7 +59,9 @@ void matvec(int32_t weight_type, const void* w, size_t w_row_bytes, const void* 
             int64_t n, int64_t r0, int64_t r1);
 
 // Y[t * y_stride + r] = dot(W[r], Xq[t]) for tokens t in [0, n_tok), rows r in [r0, r1).
-// Xq rows are xq_row_bytes apart. Same floats as matvec for every (t, r).
+// Xq rows are xq_row_bytes apart. Same floats as matvec for every (t, r). Y is indexed by the
+// absolute row r (matvec's y by r - r0), so y_stride >= r1 when n_tok > 1. Calls on disjoint row
+// ranges may run concurrently (each thread keeps its own scratch).
 void matmul(int32_t weight_type, const void* w, size_t w_row_bytes, const void* xq, size_t xq_row_bytes,
             int64_t n_tok, float* y, int64_t y_stride, int64_t n, int64_t r0, int64_t r1);
 
