@@ -30,8 +30,8 @@ struct byte_view {
 // Any C-contiguous buffer (bytes, bytearray, memoryview, NumPy array) as raw bytes.
 byte_view bytes_of(const py::buffer& b, py::buffer_info& keep) {
     keep = b.request();
-    ssize_t expect = keep.itemsize;
-    for (ssize_t i = keep.ndim - 1; i >= 0; --i) {
+    py::ssize_t expect = keep.itemsize;
+    for (py::ssize_t i = keep.ndim - 1; i >= 0; --i) {
         if (keep.shape[size_t(i)] > 1 && keep.strides[size_t(i)] != expect) {
             throw std::invalid_argument("buffer must be C-contiguous");
         }
@@ -214,12 +214,12 @@ void register_kernel_bindings(py::module_& parent) {
     k.def("int8_peak_probe", &int8_peak_probe, py::arg("n_iter"));
     k.def("fp32_to_fp16", [](const f32_array& x) {
         py::array_t<uint16_t> out(x.size());
-        for (ssize_t i = 0; i < x.size(); ++i) out.mutable_data()[i] = fp32_to_fp16(x.data()[i]);
+        for (py::ssize_t i = 0; i < x.size(); ++i) out.mutable_data()[i] = fp32_to_fp16(x.data()[i]);
         return out;
     });
     k.def("fp16_to_fp32", [](const py::array_t<uint16_t, py::array::c_style | py::array::forcecast>& h) {
         py::array_t<float> out(h.size());
-        for (ssize_t i = 0; i < h.size(); ++i) out.mutable_data()[i] = fp16_to_fp32(h.data()[i]);
+        for (py::ssize_t i = 0; i < h.size(); ++i) out.mutable_data()[i] = fp16_to_fp32(h.data()[i]);
         return out;
     });
 }

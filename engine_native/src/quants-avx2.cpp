@@ -389,7 +389,9 @@ int64_t simd_int8_probe(int64_t n_iter, int32_t* sink) {
     for (int64_t i = 0; i < n_iter; ++i) {
 #pragma GCC unroll 8
         for (int c = 0; c < CHAINS; ++c) acc[c] = _mm256_add_epi32(acc[c], dot_u8s8(a, b));
-        __asm__ volatile("" : "+x"(acc[0]), "+x"(acc[1]), "+x"(acc[2]), "+x"(acc[3]));
+#if defined(__GNUC__)
+        __asm__ volatile("" : "+x"(acc[0]), "+x"(acc[1]), "+x"(acc[2]), "+x"(acc[3]));   // keep the chains
+#endif
     }
     __m256i t = acc[0];
     for (int c = 1; c < CHAINS; ++c) t = _mm256_add_epi32(t, acc[c]);

@@ -8,6 +8,9 @@
 // load_w<FULL>(row, s, ws, n) and madd(ws, xs, acc). Not here: any arithmetic of a format.
 #pragma once
 
+// x86 only: included by the SIMD kernel files.
+#include <xmmintrin.h>
+
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -58,7 +61,7 @@ void tile(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t n,
             // restarting on: fetch the same step of the row rows_ahead below.
             const uint8_t* ahead = w + (size_t(r) + rows_ahead) * wrb + size_t(s) * F::W_STEP;
 #pragma GCC unroll 4
-            for (size_t b = 0; b < F::W_STEP; b += 64) __builtin_prefetch(ahead + b, 0, 3);
+            for (size_t b = 0; b < F::W_STEP; b += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_T0);
             typename F::ws_t ws;
             F::template load_w<true>(w + size_t(r) * wrb, s, ws, n);
 #pragma GCC unroll 8
