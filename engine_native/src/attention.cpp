@@ -19,6 +19,7 @@ namespace {
 
 constexpr int k_qk = 32;     // Q8_0 block
 constexpr int64_t k_tile = 16;
+constexpr int64_t k_max_rep = 64;
 
 size_t elem_bytes(int32_t type) { return type == TYPE_F32 ? 4 : 2; }
 
@@ -132,6 +133,39 @@ void weighted_values(const T* v, int64_t kv_dim, int64_t off, const float* p, in
     for (int c = 0; c < CH; c++) v16_store(out + c * 16, v16_mul(acc[c], inv));
 }
 
+// The same sums for NH heads at once, sharing each V row's loads (identical per-lane arithmetic).
+template <int NH, int CH, typename T>
+void weighted_values_heads(const T* v, int64_t kv_dim, int64_t off, const float* p, int64_t n_pad, int64_t n_pos,
+                           const float* inv_sum, int64_t hd, float* out) {
+    v16 acc[NH][CH];
+    for (int h = 0; h < NH; h++)
+        for (int c = 0; c < CH; c++) acc[h][c] = v16_zero();
+    for (int64_t t = 0; t < n_pos; t++) {
+        const T* row = v + t * kv_dim + off;
+        v16 x[CH];
+        for (int c = 0; c < CH; c++) x[c] = v16_load(row + c * 16);
+        for (int h = 0; h < NH; h++) {
+            const v16 w = v16_set1(p[h * n_pad + t]);
+            for (int c = 0; c < CH; c++) acc[h][c] = v16_fma(w, x[c], acc[h][c]);
+        }
+    }
+    for (int h = 0; h < NH; h++) {
+        const v16 inv = v16_set1(inv_sum[h]);
+        for (int c = 0; c < CH; c++) v16_store(out + h * hd + c * 16, v16_mul(acc[h][c], inv));
+    }
+}
+
+template <int CH, typename T>
+void weighted_values_group(const T* v, int64_t kv_dim, int64_t off, const float* p, int64_t n_pad, int64_t n_pos,
+                           const float* inv_sum, int64_t n_heads, int64_t hd, float* out) {
+    constexpr int G = CH >= 8 ? 2 : 4;   // accumulators G * CH <= 16 registers
+    int64_t h = 0;
+    for (; h + G <= n_heads; h += G)
+        weighted_values_heads<G, CH>(v, kv_dim, off, p + h * n_pad, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
+    for (; h < n_heads; h++)
+        weighted_values_heads<1, CH>(v, kv_dim, off, p + h * n_pad, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
+}
+
 template <typename T>
 void attention_tiled(const kv_layout& L, const T* k, const T* v, const float* q, int64_t g, int64_t n_rep,
                      int64_t n_pos, float scale, float* out, float* scores) {
@@ -148,6 +182,7 @@ void attention_tiled(const kv_layout& L, const T* k, const T* v, const float* q,
             default: scores_tiled<4>(k, kv_dim, g, hd, qh, n_tiles, scale, sc, n_pad); break;
         }
     }
+    float inv_sum[k_max_rep];   // n_rep <= k_max_rep (checked by kv_layout_make's caller)
     for (int64_t h = 0; h < n_rep; h++) {
         float* sc = scores + h * n_pad;
         for (int64_t t = n_pos; t < n_pad; t++) sc[t] = -INFINITY;   // positions past the row's own
@@ -165,17 +200,17 @@ void attention_tiled(const kv_layout& L, const T* k, const T* v, const float* q,
             sum = v16_add(sum, e);
         }
         const float inv = 1.0f / v16_reduce_add(sum);
-        const int64_t off = g * hd;
-        float* oh = out + h * hd;
-        switch (hd / 16) {
-            case 2: weighted_values<2>(v, kv_dim, off, sc, n_pos, inv, oh); break;
-            case 4: weighted_values<4>(v, kv_dim, off, sc, n_pos, inv, oh); break;
-            case 5: weighted_values<5>(v, kv_dim, off, sc, n_pos, inv, oh); break;
-            case 6: weighted_values<6>(v, kv_dim, off, sc, n_pos, inv, oh); break;
-            case 8: weighted_values<8>(v, kv_dim, off, sc, n_pos, inv, oh); break;
-            default:
-                for (int64_t c = 0; c < hd / 16; c++) weighted_values<1>(v, kv_dim, off + 16 * c, sc, n_pos, inv, oh + 16 * c);
-        }
+        inv_sum[h] = inv;
+    }
+    const int64_t off = g * hd;
+    switch (hd / 16) {
+        case 2: weighted_values_group<2>(v, kv_dim, off, scores, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
+        case 4: weighted_values_group<4>(v, kv_dim, off, scores, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
+        case 8: weighted_values_group<8>(v, kv_dim, off, scores, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
+        default:
+            for (int64_t h = 0; h < n_rep; h++)
+                for (int64_t c = 0; c < hd / 16; c++)
+                    weighted_values<1>(v, kv_dim, off + 16 * c, scores + h * n_pad, n_pos, inv_sum[h], out + h * hd + 16 * c);
     }
 }
 

@@ -42,7 +42,7 @@ size_t kv_prefix_bytes(const kv_layout& L, bool is_k, int64_t n);
 
 // Attention of the query heads [g * n_rep, (g + 1) * n_rep) of one row over positions [0, n_pos):
 //   q: (n_rep, head_dim) of this group, already RoPE'd; out: (n_rep, head_dim)
-//   scores: scratch of attention_scratch_floats(n_rep, n_pos) floats
+//   scores: scratch of attention_scratch_floats(n_rep, n_pos) floats; n_rep <= 64
 void attention_group(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
                      int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores);
 int64_t attention_scratch_floats(int64_t n_rep, int64_t capacity);

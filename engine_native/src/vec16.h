@@ -16,7 +16,7 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define STRATA_V16_AVX512 1
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#elif defined(__AVX2__) && ((defined(__FMA__) && defined(__F16C__)) || defined(_MSC_VER))  // MSVC /arch:AVX2 implies both
 #include <immintrin.h>
 #define STRATA_V16_AVX2 1
 #endif
