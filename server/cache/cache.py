@@ -29,8 +29,9 @@ from .disk import PIECE_BYTES, DiskEntry, DiskLevel, Identity, conversation_key,
 from .fileio import FileIO
 from .memory import MIB, MemoryProbe
 from .options import CacheConfig
+from .pipeline import restore_mapped
 from .ram import RamEntry, RamLevel
-from .restore import aligned_sizes, apply_image, validate_image
+from .restore import Validation, apply_image
 from .segments import anchor_positions, chain_keys, plan_segment_saves, system_prompt_anchor
 from .sessions import SessionStore, validate_session_name
 from .spill import SpillWriter
@@ -395,26 +396,21 @@ class ConversationCache:
         self._admit(adm, source, "restore")
         if adm.destination != policy.DISK:
             return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False, adm.reason)
-        v = validate_image(lambda: lvl.mapped_pieces(entry), entry.tokens, entry.identity.model_id,
-                           entry.image_bytes, entry.piece_crc32, self.image_format, limit_tokens=limit)
-        sizes = aligned_sizes(v.header, entry.image_bytes) if v.header is not None else None
-
-        def apply_pieces():
-            return lvl.mapped_pieces(entry, sizes)
-
+        try:
+            with lvl.mapped(entry) as view:
+                n, v, why = restore_mapped(self.engine, ctx, view, entry.tokens, entry.identity.model_id,
+                                           entry.image_bytes, entry.piece_bytes, entry.piece_crc32,
+                                           self.image_format, limit, c.restore_ladder)
+        except OSError as exc:
+            n, v, why = 0, Validation(0, False, f"read failed: {exc}"), f"read failed: {exc}"
         ladder = False
-        if v.complete:
-            n, why = apply_image(self.engine, ctx, apply_pieces(), entry.tokens, limit)
-        else:
+        if not v.complete:
             self.damaged += 1
             log.warning("%s entry %s damaged: %s", lvl.name, entry.key, v.reason)
-            if c.restore_ladder and v.valid_tokens > 0:
-                n, why = apply_image(self.engine, ctx, apply_pieces(), entry.tokens, min(limit, v.valid_tokens))
-                ladder = n > 0
-                self.ladder_restores += int(ladder)
-                why = f"restore ladder: {n} of {entry.n_tokens} tokens ({v.reason})"
-            else:
-                n, why = 0, f"damaged, not restored: {v.reason}"
+            ladder = n > 0
+            self.ladder_restores += int(ladder)
+            if not ladder:
+                why = f"damaged, not restored: {v.reason}"
             if discard_damaged:
                 if lvl in self.cascade.levels:
                     self.cascade.discard(entry.key, f"unreadable image: {v.reason}")

@@ -10,6 +10,7 @@ trusted. What this is not: the cascade (cascade.py decides what moves where) or 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import mmap
@@ -315,6 +316,31 @@ class DiskLevel:
         return entry
 
     # -- reads ----------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def mapped(self, entry: DiskEntry) -> Iterator[memoryview]:
+        """The whole image as one read-only memoryview of a memory map (empty for an empty file)."""
+        with open(entry.image_path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                yield memoryview(b"")
+                return
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            if hasattr(mm, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
+                mm.madvise(mmap.MADV_SEQUENTIAL)
+            view = memoryview(mm)
+            try:
+                yield view
+            finally:
+                try:
+                    view.release()
+                except BufferError:  # a consumer still holds a slice; it goes with the map
+                    pass
+        finally:
+            try:
+                mm.close()
+            except BufferError:
+                pass
 
     def mapped_pieces(self, entry: DiskEntry, sizes: list[int] | None = None) -> Iterator[memoryview]:
         """The image as read-only views of one memory map (no copy into the process): pieces of the

@@ -129,7 +129,11 @@ def apply_image(engine, ctx: int, pieces: Iterable[bytes], expect_tokens: np.nda
     except Exception as exc:  # a damaged stream or an I/O error: the context is not trusted
         _empty(engine, ctx)
         return 0, f"restore failed: {exc}"
-    n = min(n, limit_tokens, int(expect_tokens.shape[0]))
+    return check_held(engine, ctx, min(n, limit_tokens, int(expect_tokens.shape[0])), expect_tokens)
+
+
+def check_held(engine, ctx: int, n: int, expect_tokens: np.ndarray) -> tuple[int, str]:
+    """Keep `n` tokens in ctx and check they are exactly `expect_tokens[:n]`, else empty it."""
     if n < engine.context_len(ctx):
         engine.truncate(ctx, n)
     held = np.asarray(engine.context_tokens(ctx), dtype=np.int32)
