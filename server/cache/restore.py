@@ -1,11 +1,12 @@
-"""Streamed restore: a validation pass over an image, then an apply pass into an engine context.
+"""The two restore passes, one after the other, and the helpers both restore paths share.
 
-What this is: `validate_image` reads the image once (through a memory map), checks the
-engine header (model and token ids) and every piece against the sidecar's CRC32; only when a piece
-fails does it ask the engine's snapshot module for the longest valid prefix (the restore ladder).
-`apply_image` feeds pieces to `engine.restorer(ctx)` and checks that the context then holds exactly
-the tokens the entry claims. A disk image is read through one memory map (the page cache), never copied
-whole into the process, never held twice. What this is not: placement
+What this is: `validate_image` (the validation pass: engine header, then every sidecar piece's CRC32;
+the engine's `validate` only to find the ladder prefix when a piece fails), `apply_image` (the apply
+pass: pieces fed to `engine.restorer(ctx)`, stopping once enough tokens are in), `check_held` (the
+context must hold exactly the entry's first tokens, else it is emptied), `needed_bytes` and
+`aligned_sizes` (which bytes hold a prefix; pieces cut at the engine's chunk boundaries). RAM entries
+are restored with `apply_image`; disk entries with pipeline.restore_mapped, which overlaps the same
+two passes; the benchmark times the passes apart with these. What this is not: placement
 (policy.place_disk_io) or the decision to discard (cache.py).
 """
 
