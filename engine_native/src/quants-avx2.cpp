@@ -379,6 +379,8 @@ matmul_fn simd_matmul_for(int32_t weight_type) {
     }
 }
 
+quant_act_fn simd_act_quantizer_for(int32_t) { return nullptr; }   // the scalar ones (not yet vectorised here)
+
 const char* simd_build_name() { return "avx2"; }
 
 int64_t simd_int8_probe(int64_t n_iter, int32_t* sink) {

@@ -371,7 +371,83 @@ struct float_format : zmm_acc {
     static void madd(const ws_t& ws, const xs_t& xs, __m512& acc) { acc = _mm512_fmadd_ps(ws.w, xs.x, acc); }
 };
 
+// ---------------------------------------------------------------- activation quantizers
+// Byte-identical to quants-generic.cpp's: the same IEEE operations per element (max of |x|,
+// d = amax / 127, id = 1 / d, x * id, then the same rounding), only sixteen at a time.
+
+// roundf of each lane (half away from zero), as round_half_away in quants-generic.cpp.
+inline __m512 round_away(__m512 v) {
+    const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, t)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_and_ps(v, _mm512_set1_ps(-0.0f)));   // copysign(1, v)
+    return _mm512_mask_add_ps(t, up, t, one);
+}
+
+template <bool WITH_SUM>
+void quant_act_q8_0_avx512(const float* x, void* dst, int64_t n) {
+    uint8_t* out = static_cast<uint8_t*>(dst);
+    const size_t bb = WITH_SUM ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    for (int64_t i = 0; i < n / 32; ++i, x += 32) {
+        const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const __m512i qa = _mm512_cvtps_epi32(round_away(_mm512_mul_ps(a, _mm512_set1_ps(id))));
+        const __m512i qb = _mm512_cvtps_epi32(round_away(_mm512_mul_ps(b, _mm512_set1_ps(id))));
+        uint8_t* blk = out + size_t(i) * bb;
+        const uint16_t dh = float_to_half(d);
+        std::memcpy(blk, &dh, 2);
+        if (WITH_SUM) {
+            const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+            const uint16_t sh = float_to_half(float(sum) * d);
+            std::memcpy(blk + 2, &sh, 2);
+        }
+        uint8_t* qs = blk + (WITH_SUM ? 4 : 2);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(qs), _mm512_cvtepi32_epi8(qa));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16), _mm512_cvtepi32_epi8(qb));
+    }
+}
+
+void quant_act_q8_K_avx512(const float* x, void* dst, int64_t n) {
+    block_q8_K* y = static_cast<block_q8_K*>(dst);
+    for (int64_t i = 0; i < n / QK_K; ++i, x += QK_K) {
+        __m512 m = _mm512_setzero_ps();
+        for (int k = 0; k < 16; ++k) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)));
+        const float amax = _mm512_reduce_max_ps(m);
+        if (amax == 0.0f) {
+            std::memset(&y[i], 0, sizeof(block_q8_K));
+            continue;
+        }
+        float max = 0.0f;   // the first element of largest magnitude, with its sign
+        for (int k = 0; k < 16; ++k) {
+            const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (hit) {
+                max = x[16 * k + __builtin_ctz(hit)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        for (int k = 0; k < 16; ++k) {
+            const __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * k), _mm512_set1_ps(iscale)),
+                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            const __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(127));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(y[i].qs + 16 * k), _mm512_cvtepi32_epi8(q));
+            y[i].bsums[k] = int16_t(_mm512_reduce_add_epi32(q));
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
 }  // namespace
+
+quant_act_fn simd_act_quantizer_for(int32_t act_type) {
+    switch (act_type) {
+        case TYPE_Q8_0: return quant_act_q8_0_avx512<false>;
+        case TYPE_Q8_1: return quant_act_q8_0_avx512<true>;
+        case TYPE_Q8_K: return quant_act_q8_K_avx512;
+        default: return nullptr;
+    }
+}
 
 matmul_fn simd_matmul_for(int32_t weight_type) {
     switch (weight_type) {

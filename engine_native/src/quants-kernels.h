@@ -43,6 +43,8 @@ quant_act_fn act_quantizer_for(int32_t act_type);     // Q8_0, Q8_1, Q8_K or F32
 // in a scalar build); defined by exactly one of quants-avx512.cpp / quants-avx2.cpp / quants-generic.cpp.
 matmul_fn simd_matmul_for(int32_t weight_type);
 const char* simd_build_name();
+// The build's SIMD activation quantizers, byte-identical to act_quantizer_for's (nullptr: none).
+quant_act_fn simd_act_quantizer_for(int32_t act_type);
 // For benchmarks: n_iter rounds of independent int8 dot-product instructions (VNNI dpbusd, or AVX2
 // maddubs+madd) on registers; returns the multiply-adds done (0 in a scalar build). *sink defeats
 // dead-code elimination.

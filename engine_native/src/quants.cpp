@@ -133,7 +133,8 @@ void quantize_act_row(int32_t weight_type, const float* x, void* dst, int64_t n)
     const type_info& w = weight_type_info(weight_type, "quantize_act_row");
     check_row_length(w, n, "quantize_act_row");
     if (!x || !dst) throw std::invalid_argument("quantize_act_row: null buffer");
-    act_quantizer_for(w.act_type)(x, dst, n);
+    const quant_act_fn fast = simd_act_quantizer_for(w.act_type);
+    (fast ? fast : act_quantizer_for(w.act_type))(x, dst, n);
 }
 
 void matvec(int32_t weight_type, const void* w, size_t w_row_bytes, const void* xq, float* y, int64_t n, int64_t r0,
