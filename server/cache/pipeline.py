@@ -43,7 +43,7 @@ def restore_mapped(engine, ctx: int, view: memoryview, tokens: np.ndarray, model
     if len(view) == 0:
         return 0, Validation(0, False, "empty image"), "empty image"
     try:
-        header = _read_header(image_format, view[:piece_bytes])
+        header = _read_header(image_format, view)
     except Exception as exc:  # the engine's parser raises ValueError; any failure: untrusted
         v = Validation(0, False, f"header unreadable: {exc}")
         return 0, v, v.reason

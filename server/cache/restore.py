@@ -84,14 +84,15 @@ def validate_image(open_pieces: Callable[[], Iterable[bytes]], tokens: np.ndarra
     return Validation(max(0, min(valid, n)), False, why, header)
 
 
-def _read_header(image_format, piece):
-    """The header from the first piece, copying only its first MiB unless the header is longer."""
+def _read_header(image_format, data):
+    """The header from the start of an image (a piece or the whole mapped image), copying only its
+    first MiB, or its first 16 MiB when the header is longer (4M tokens; no context holds more)."""
     try:
-        return image_format.read_header(bytes(piece[: 1 << 20]))
+        return image_format.read_header(bytes(data[: 1 << 20]))
     except Exception:
-        if len(piece) <= 1 << 20:
+        if len(data) <= 1 << 20:
             raise
-        return image_format.read_header(bytes(piece))
+        return image_format.read_header(bytes(data[: 16 << 20]))
 
 
 def aligned_sizes(header, image_bytes: int, max_piece: int = MAX_PIECE_BYTES) -> list[int] | None:
