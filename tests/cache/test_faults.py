@@ -209,3 +209,16 @@ def test_process_killed_during_spill_then_restarted(make_cache, folders):
     assert len(lvl.entries) == 2
     assert not [n for n in os.listdir(folders["cold"]) if n.endswith(".tmp")]
     shutil.rmtree(folders["cold"])
+
+
+def test_header_longer_than_a_checksum_piece(make_cache):
+    eng = SimEngine(bytes_per_token=64, capacity=20_000)
+    cache = make_cache(engine=eng, **COLD)
+    h = [1] + [100 + i % 5000 for i in range(15_000)]  # a header of ~90 KB, pieces of 64 KiB
+    park_history(cache, h)
+    cache.flush()
+    prompt = h + [1, 2]
+    hit, res, out, read = continue_from_cache(cache, prompt)
+    assert hit.level == "cold" and res.n_tokens == len(h) and read == 2
+    fresh = SimEngine(bytes_per_token=64, capacity=20_000).continue_greedy(0, prompt, 5)
+    assert out == fresh and cache.damaged == 0
