@@ -77,6 +77,7 @@ def load(state: ServerState) -> None:
                     kv_type=cfg.kv_type, backend=cfg.backend, max_chunk=cfg.prefill_chunk)
     state.engine = engine
     state.model_name = path.stem
+    _warn_beyond_training(cfg, engine)
     state.cache = _make_cache(cfg, engine)
     timeline = None
     if cfg.timeline_out:
@@ -91,6 +92,16 @@ def load(state: ServerState) -> None:
     state.info_line = info_line(state)
     log.info("%s (loaded in %.1f s)", state.info_line, time.monotonic() - t0)
     state.ready = True
+
+
+def _warn_beyond_training(cfg: ServerConfig, engine: Any) -> None:
+    """A context larger than the model's trained one works, but the model's answers past the trained
+    length are unreliable; say so once at start (`strata setup` refuses such a size)."""
+    trained = int(getattr(engine, "n_ctx_train", 0) or 0)
+    largest = max(cfg.ctx, cfg.slot_ctx_effective if cfg.batch else 0)
+    if trained and largest > trained:
+        log.warning("the context (%d tokens) is larger than the %d tokens the model was trained on: "
+                    "answers past %d tokens are unreliable (--ctx, --slot-ctx)", largest, trained, trained)
 
 
 def _make_cache(cfg: ServerConfig, engine: Any) -> Any:

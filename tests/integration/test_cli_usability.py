@@ -174,3 +174,26 @@ def test_chat_says_once_that_a_conversation_outgrew_the_context():
     assert done.returncode == 0
     assert "strata chat: the conversation is" in done.stderr, done.stderr
     assert "chat: chat:" not in done.stderr
+
+
+def _serve_until_loaded(*flags: str) -> str:
+    """Starts `strata serve` with these flags, returns its log up to the INFO line, stops it."""
+    proc = subprocess.Popen([sys.executable, "-m", "strata", "serve", "--no-config", "--port", "0", *flags],
+                            stderr=subprocess.PIPE, text=True)
+    lines = []
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            if "loaded in" in line or "could not be loaded" in line:
+                break
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    return "".join(lines)
+
+
+def test_a_context_beyond_the_trained_one_is_warned_about():
+    log = _serve_until_loaded("--ctx", "16384", "--batch", "0", "--conversation-cache-mib", "0")
+    assert "larger than the 8192 tokens the model was trained on" in log, log
+    log = _serve_until_loaded("--ctx", "8192", "--batch", "0", "--conversation-cache-mib", "0")
+    assert "loaded in" in log and "trained on" not in log, log
