@@ -12,6 +12,8 @@
 
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "quants-blocks.h"
 #include "quants-tiling.h"
 #include "quants.h"
@@ -360,6 +362,97 @@ struct float_format : ymm_acc {
     static void madd(const ws_t& ws, const xs_t& xs, __m256& acc) { acc = _mm256_fmadd_ps(ws.w, xs.x, acc); }
 };
 
+// ---------------------------------------------------------------- activation quantizers
+// Byte-identical to quants-generic.cpp's: the same IEEE operations per element, eight at a time.
+
+inline __m256 abs8(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+inline float hmax8(__m256 v) {   // max is exact, so the order does not matter
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+inline int hsum8_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+// roundf of each lane (half away from zero), as round_half_away in quants-generic.cpp.
+inline __m256 round_away8(__m256 v) {
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 up = _mm256_cmp_ps(abs8(_mm256_sub_ps(v, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
+    return _mm256_add_ps(t, _mm256_and_ps(up, one));
+}
+
+// Four (8,) int32 vectors in [-127, 127] -> 32 int8 in element order.
+inline __m256i pack_32_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);   // lane-interleaved
+    const __m256i abcd = _mm256_packs_epi16(ab, cd);
+    return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+template <bool WITH_SUM>
+void quant_act_q8_0_avx2(const float* x, void* dst, int64_t n) {
+    uint8_t* out = static_cast<uint8_t*>(dst);
+    const size_t bb = WITH_SUM ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    for (int64_t i = 0; i < n / 32; ++i, x += 32) {
+        __m256 v[4];
+        for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(x + 8 * k);
+        const float amax = hmax8(_mm256_max_ps(_mm256_max_ps(abs8(v[0]), abs8(v[1])), _mm256_max_ps(abs8(v[2]), abs8(v[3]))));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        __m256i q[4];
+        for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(round_away8(_mm256_mul_ps(v[k], _mm256_set1_ps(id))));
+        uint8_t* blk = out + size_t(i) * bb;
+        const uint16_t dh = float_to_half(d);
+        std::memcpy(blk, &dh, 2);
+        if (WITH_SUM) {
+            const int sum = hsum8_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+            const uint16_t sh = float_to_half(float(sum) * d);
+            std::memcpy(blk + 2, &sh, 2);
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(blk + (WITH_SUM ? 4 : 2)), pack_32_i8(q[0], q[1], q[2], q[3]));
+    }
+}
+
+void quant_act_q8_K_avx2(const float* x, void* dst, int64_t n) {
+    block_q8_K* y = static_cast<block_q8_K*>(dst);
+    for (int64_t i = 0; i < n / QK_K; ++i, x += QK_K) {
+        __m256 m = _mm256_setzero_ps();
+        for (int k = 0; k < 32; ++k) m = _mm256_max_ps(m, abs8(_mm256_loadu_ps(x + 8 * k)));
+        const float amax = hmax8(m);
+        if (amax == 0.0f) {
+            std::memset(&y[i], 0, sizeof(block_q8_K));
+            continue;
+        }
+        float max = 0.0f;   // the first element of largest magnitude, with its sign
+        for (int j = 0; j < QK_K; ++j) {
+            if (std::fabs(x[j]) == amax) {
+                max = x[j];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        for (int k = 0; k < 8; ++k) {   // 32 elements, two bsums
+            __m256i q[4];
+            for (int u = 0; u < 4; ++u) {
+                const __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * k + 8 * u), _mm256_set1_ps(iscale)),
+                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                q[u] = _mm256_min_epi32(_mm256_cvtps_epi32(v), _mm256_set1_epi32(127));
+            }
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs + 32 * k), pack_32_i8(q[0], q[1], q[2], q[3]));
+            y[i].bsums[2 * k] = int16_t(hsum8_epi32(_mm256_add_epi32(q[0], q[1])));
+            y[i].bsums[2 * k + 1] = int16_t(hsum8_epi32(_mm256_add_epi32(q[2], q[3])));
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
 }  // namespace
 
 matmul_fn simd_matmul_for(int32_t weight_type) {
@@ -379,7 +472,14 @@ matmul_fn simd_matmul_for(int32_t weight_type) {
     }
 }
 
-quant_act_fn simd_act_quantizer_for(int32_t) { return nullptr; }   // the scalar ones (not yet vectorised here)
+quant_act_fn simd_act_quantizer_for(int32_t act_type) {
+    switch (act_type) {
+        case TYPE_Q8_0: return quant_act_q8_0_avx2<false>;
+        case TYPE_Q8_1: return quant_act_q8_0_avx2<true>;
+        case TYPE_Q8_K: return quant_act_q8_K_avx2;
+        default: return nullptr;
+    }
+}
 
 const char* simd_build_name() { return "avx2"; }
 

@@ -23,6 +23,7 @@ from .kernel_data import (
     TYPE_IDS,
     WEIGHT_TYPES,
     act_values,
+    quantize_act_numpy,
     random_activations,
     random_weights,
     true_values,
@@ -89,3 +90,14 @@ def test_avx2_matvec_matches_generic_and_matmul_matches_matvec(avx2, name):
     for r0, r1 in [(0, 23), (3, 14), (6, 7)]:
         for n_tok in (1, 2, 3, 5, 7):
             assert np.array_equal(avx2.matmul(tid, w, xq[:n_tok], n, r0, r1), single[:n_tok, r0:r1]), (name, r0, n_tok)
+
+
+@pytest.mark.parametrize("name", ["Q8_0", "Q4_1", "Q4_K"])
+def test_avx2_activation_quantizers_match_numpy(avx2, name):
+    rng = np.random.default_rng(77)
+    x = random_activations(rng, 5, 768)
+    x[1, :256] = np.float32(127.0) * np.round(rng.uniform(-2, 2, 256) * 2) / 2   # exact .5 ties at d = 1
+    x[1, 0] = 127.0
+    got = avx2.quantize_act_row(TYPE_IDS[name], x)
+    for t in range(5):
+        np.testing.assert_array_equal(got[t], quantize_act_numpy(name, x[t]))
