@@ -96,6 +96,13 @@ def replay(requests: list[Request], slot_counts: list[int], policy_names: list[s
     return rows
 
 
+def token_count(n: float) -> str:
+    """138.64M, 12.3K or 512: a small timeline (one's own --timeline-out) must not read 0.00M."""
+    if n >= 1e6:
+        return f"{n / 1e6:.2f}M"
+    return f"{n / 1e3:.1f}K" if n >= 1e3 else f"{n:.0f}"
+
+
 def format_table(rows: list[dict]) -> str:
     counts = sorted({r["slots"] for r in rows})
     policies = list(dict.fromkeys(r["policy"] for r in rows))
@@ -109,14 +116,14 @@ def format_table(rows: list[dict]) -> str:
         for n in counts:
             r = by[(p, n)]
             if p == "lru":
-                cells.append(f"{r['prompt_tokens_read'] / 1e6:>12.2f}M read")
+                cells.append(f"{token_count(r['prompt_tokens_read'])} read")
             elif draws > 1:
                 cells.append(f"{r['vs_lru_mean'] * 100:+.1f}% (worst {r['vs_lru_worst'] * 100:+.1f}%)")
             else:
                 cells.append(f"{r['vs_lru'] * 100:+.1f}%")
         lines.append(p.ljust(width) + "".join(f"{c:>24}" for c in cells))
     if rows:
-        lines.append(f"prompt tokens in the timeline: {rows[0]['prompt_tokens_total'] / 1e6:.2f}M"
+        lines.append(f"prompt tokens in the timeline: {token_count(rows[0]['prompt_tokens_total'])}"
                      + (f" over {draws} draws (change: mean of the draws, worst single draw)" if draws > 1 else ""))
     return "\n".join(lines)
 

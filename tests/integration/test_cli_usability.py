@@ -197,3 +197,15 @@ def test_a_context_beyond_the_trained_one_is_warned_about():
     assert "larger than the 8192 tokens the model was trained on" in log, log
     log = _serve_until_loaded("--ctx", "8192", "--batch", "0", "--conversation-cache-mib", "0")
     assert "loaded in" in log and "trained on" not in log, log
+
+
+def test_replay_of_a_small_timeline_shows_its_token_counts(tmp_path):
+    timeline = tmp_path / "mine.jsonl"               # what `strata serve --timeline-out` writes
+    timeline.write_text("".join(
+        f'{{"conversation": "c{i % 2}", "time": {i}.0, "prompt_tokens": {300 * (i + 1)}, '
+        f'"shared_tokens": {300 * i if i > 1 else 0}, "output_tokens": 40}}\n' for i in range(4)))
+    done = subprocess.run([sys.executable, "-m", "strata", "replay", str(timeline), "--slots", "1",
+                           "--policies", "lru"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "0.00M" not in done.stdout
+    assert "prompt tokens in the timeline: 3.0K" in done.stdout, done.stdout
