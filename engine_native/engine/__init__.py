@@ -182,6 +182,11 @@ class Engine:
         """Appends tokens and their raw KV (kv_read's layout) to a context."""
         self._native.kv_write(ctx, self.context_len(ctx), _tokens(tokens), data)
 
+    def kv_write_checked(self, ctx: int, tokens: Sequence[int], data, expected_crc: int) -> bool:
+        """kv_write only when zlib.crc32(data) == expected_crc (one native call, no GIL); False when it
+        does not match (nothing written)."""
+        return self._native.kv_write_checked(ctx, self.context_len(ctx), _tokens(tokens), data, expected_crc)
+
     # ---- snapshots (format in snapshot.py)
 
     def snapshot(self, ctx: int, n: int | None = None) -> bytes:

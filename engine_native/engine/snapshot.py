@@ -19,9 +19,10 @@ What it is not: where images are kept (server/cache), or the KV arithmetic (nati
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+from strata._engine import crc32  # zlib.crc32 bit for bit, native, no GIL on big buffers
 
 MAGIC = b"STRATAKV"
 VERSION = 1
@@ -98,7 +99,7 @@ def encode_header(model_id: str, layout: dict, tokens: list[int]) -> bytes:
                         KV_TYPE_IDS[layout["kv_type"]], layout["n_layer"], layout["kv_dim"], layout["row_bytes"],
                         bpt, chunk_tokens_for(bpt), len(tokens))
     body = fixed + struct.pack(f"<{len(tokens)}I", *tokens)
-    return body + struct.pack("<I", zlib.crc32(body))
+    return body + struct.pack("<I", crc32(body))
 
 
 def read_header(first_bytes: bytes) -> SnapshotHeader:
@@ -110,7 +111,7 @@ def read_header(first_bytes: bytes) -> SnapshotHeader:
     if len(data) < header_size:
         raise SnapshotError(f"snapshot header truncated: {len(data)} of {header_size} bytes")
     (crc,) = struct.unpack_from("<I", data, header_size - 4)
-    if zlib.crc32(data[: header_size - 4]) != crc:
+    if crc32(data[: header_size - 4]) != crc:
         raise SnapshotError("snapshot header damaged: CRC mismatch")
     kv_types = {v: k for k, v in KV_TYPE_IDS.items()}
     if kv_id not in kv_types:
@@ -144,7 +145,7 @@ def write_chunks(engine, ctx: int, n: int | None = None) -> Iterator[bytes]:
         yield header
         for t0 in range(0, n, ct):
             kv = engine.kv_read(ctx, t0, min(n, t0 + ct))
-            yield kv + struct.pack("<I", zlib.crc32(kv))
+            yield kv + struct.pack("<I", crc32(kv))
 
     return pieces()
 
@@ -158,8 +159,10 @@ class _ChunkReader:
         self._chunk = 0
         self.done = False  # all chunks seen, or a bad chunk ended the valid prefix
 
-    def feed(self, data) -> Iterator[tuple[int, memoryview]]:
-        """Yields (chunk index, chunk KV bytes) for each whole chunk with a valid CRC."""
+    def feed(self, data, check: bool = True) -> Iterator[tuple[int, memoryview, int]]:
+        """Yields (chunk index, chunk KV bytes, its stored CRC) for each whole chunk, the header as
+        index -1; with check, only chunks whose CRC matches (the first bad one ends the stream). Without
+        check the caller verifies each chunk and calls `stop()` at the first bad one."""
         view = memoryview(data).cast("B")
         while len(view) and not self.done:
             if self.header is None:
@@ -172,7 +175,7 @@ class _ChunkReader:
                     self.header = read_header(bytes(self._buf))
                     self._buf = bytearray()
                     self.done = self.header.n_chunks == 0
-                    yield -1, memoryview(b"")
+                    yield -1, memoryview(b""), 0
                 continue
             size = self.header.chunk_bytes(self._chunk)
             if not self._buf and len(view) >= size:
@@ -186,19 +189,26 @@ class _ChunkReader:
                 chunk, self._buf = memoryview(bytes(self._buf)), bytearray()
             (crc,) = struct.unpack_from("<I", chunk, size - 4)
             kv = chunk[: size - 4]
-            if zlib.crc32(kv) != crc:
+            if check and crc32(kv) != crc:
                 self.done = True
                 return
-            yield self._chunk, kv
+            yield self._chunk, kv, crc
+            if self.done:  # stop() during the yield: a bad chunk
+                return
             self._chunk += 1
             self.done = self._chunk == self.header.n_chunks
+
+    def stop(self) -> None:
+        self.done = True
 
 
 class Restorer:
     """Streams an image into an engine context: feed(pieces of any size), then finish().
 
-    The context is emptied once the header is read and checked; each valid chunk is written as it
-    completes. finish() returns the tokens restored (the longest valid prefix of whole chunks).
+    The context is emptied once the header is read and checked; each chunk is checked and written as
+    it completes (`Engine.kv_write_checked`: CRC and copy in one native call). An image longer than
+    the context restores its longest prefix of whole chunks that fits (SnapshotError when not even
+    one chunk fits). finish() returns the tokens restored (the longest valid prefix of whole chunks).
     """
 
     def __init__(self, engine, ctx: int) -> None:
@@ -207,22 +217,32 @@ class Restorer:
         self.n_restored = 0
         self._reader = _ChunkReader()
         self._finished = False
+        self._max_chunks = 0  # chunks that fit the context, set from the header
 
     def feed(self, data) -> None:
         if self._finished:
             raise ValueError("restorer: feed() after finish()")
-        for index, kv in self._reader.feed(data):
-            h = self._reader.header
+        reader = self._reader
+        for index, kv, crc in reader.feed(data, check=False):
+            h = reader.header
             if index < 0:
                 check_compatible(h, self.engine.model_id, self.engine.kv_layout())
-                if h.n_tokens > self.engine.context_capacity(self.ctx):
-                    raise SnapshotError(f"snapshot holds {h.n_tokens} tokens, context {self.ctx} has capacity "
-                                        f"{self.engine.context_capacity(self.ctx)}")
+                capacity = self.engine.context_capacity(self.ctx)
+                self._max_chunks = h.n_chunks if h.n_tokens <= capacity else capacity // h.chunk_tokens
+                if self._max_chunks == 0 and h.n_chunks:
+                    raise SnapshotError(f"snapshot holds {h.n_tokens} tokens in chunks of {h.chunk_tokens}, context "
+                                        f"{self.ctx} has capacity {capacity}: not even one chunk fits")
                 self.engine.truncate(self.ctx, 0)
                 continue
+            if index >= self._max_chunks:
+                reader.stop()  # the context is full: the prefix that fits is restored
+                return
             t0 = index * h.chunk_tokens
-            self.engine.kv_write(self.ctx, h.tokens[t0 : t0 + h.chunk_token_count(index)], kv)
-            self.n_restored = t0 + h.chunk_token_count(index)
+            n = h.chunk_token_count(index)
+            if not _write_checked(self.engine, self.ctx, h.tokens[t0 : t0 + n], kv, crc):
+                reader.stop()
+                return
+            self.n_restored = t0 + n
 
     def finish(self) -> int:
         self._finished = True
@@ -231,12 +251,22 @@ class Restorer:
         return self.n_restored
 
 
+def _write_checked(engine, ctx: int, tokens, kv, crc: int) -> bool:
+    write = getattr(engine, "kv_write_checked", None)
+    if write is not None:
+        return write(ctx, tokens, kv, crc)
+    if crc32(kv) != crc:  # an engine without the native call
+        return False
+    engine.kv_write(ctx, tokens, kv)
+    return True
+
+
 def validate(chunks: Iterable[bytes]) -> int:
     """Tokens in the longest valid prefix of an image given as pieces; SnapshotError for a bad header."""
     reader = _ChunkReader()
     n = 0
     for piece in chunks:
-        for index, _ in reader.feed(piece):
+        for index, _, _ in reader.feed(piece):
             if index >= 0:
                 n = index * reader.header.chunk_tokens + reader.header.chunk_token_count(index)
         if reader.done:

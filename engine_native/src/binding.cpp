@@ -15,6 +15,7 @@ namespace py = pybind11;
 
 namespace strata { void register_kernel_bindings(py::module_& parent); }  // binding-kernels.cpp
 namespace strata { void register_engine_bindings(py::module_& m); }     // binding-engine.cpp
+namespace strata { void register_snapshot_bindings(py::module_& m); }   // binding-snapshot.cpp
 using namespace strata;
 
 namespace {
@@ -85,6 +86,7 @@ PYBIND11_MODULE(_engine, m) {
     m.doc() = "Strata native engine";
     strata::register_kernel_bindings(m);
     strata::register_engine_bindings(m);
+    strata::register_snapshot_bindings(m);   // after Engine: adds kv_write_checked to it
     m.def("build_info", []() {
         py::dict d;
 #if defined(__AVX512F__)
