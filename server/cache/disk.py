@@ -15,12 +15,12 @@ import hashlib
 import json
 import mmap
 import os
-import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
+from strata._engine import crc32  # zlib.crc32 bit for bit, native, no GIL on big buffers
 
 from .fileio import FileIO, move_file
 
@@ -108,7 +108,7 @@ class _PieceChecksums:
         self.total += len(view)
         while len(view):
             take = min(len(view), self.piece_bytes - self._filled)
-            self._crc = zlib.crc32(view[:take], self._crc)
+            self._crc = crc32(view[:take], self._crc)
             self._filled += take
             view = view[take:]
             if self._filled == self.piece_bytes:

@@ -12,11 +12,11 @@ two passes; the benchmark times the passes apart with these. What this is not: p
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
+from strata._engine import crc32  # zlib.crc32 bit for bit, native: > 10 GB/s, no GIL on big buffers
 
 MAX_PIECE_BYTES = 16 << 20
 
@@ -64,7 +64,7 @@ def validate_image(open_pieces: Callable[[], Iterable[bytes]], tokens: np.ndarra
                 if head_tokens.shape != tokens.shape or not np.array_equal(head_tokens, tokens):
                     return Validation(0, False, "image tokens differ from its sidecar")
                 covered = needed_bytes(header, limit_tokens, image_bytes)
-            if i >= len(piece_crc32) or zlib.crc32(piece) != piece_crc32[i]:
+            if i >= len(piece_crc32) or crc32(piece) != piece_crc32[i]:
                 bad_piece = i
                 break
             total += len(piece)
