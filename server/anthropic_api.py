@@ -151,6 +151,8 @@ async def messages(request: web.Request) -> web.StreamResponse:
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     if completion.finish_reason == "error":
         raise APIError(500, completion.error or "generation failed")
+    if completion.finish_reason == "cancelled" and completion.error:      # the server is stopping
+        raise APIError(503, completion.error, headers={"Retry-After": "5"})
     return web.json_response(message_response(completion, model, mid, bool(tools)))
 
 
@@ -225,7 +227,7 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
                     await _text_delta(resp, 0, text)
             elif kind == "done":
                 c: Completion = payload
-                if c.finish_reason == "error":
+                if c.finish_reason == "error" or (c.finish_reason == "cancelled" and c.error):
                     await send_sse(resp, {"type": "error", "error": {"type": "api_error",
                                                                      "message": c.error or "generation failed"}},
                                    "error")

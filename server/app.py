@@ -90,8 +90,8 @@ def load(state: ServerState) -> None:
     sched.start()
     state.scheduler = sched
     state.info_line = info_line(state)
+    state.ready = True                  # before the INFO line: a client that waits for it is served at once
     log.info("%s (loaded in %.1f s)", state.info_line, time.monotonic() - t0)
-    state.ready = True
 
 
 def _warn_beyond_training(cfg: ServerConfig, engine: Any) -> None:

@@ -202,6 +202,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
                     resp = await open_sse(request)
                 if kind == "text":
                     await send_sse(resp, _cmpl_chunk(cid, model, payload, None))
+                elif kind == "done" and _failed(payload):
+                    await send_sse(resp, {"error": {"message": payload.error or "generation failed",
+                                                    "type": "server_error"}})
                 elif kind == "done":
                     await send_sse(resp, _cmpl_chunk(cid, model, "", _finish_reason(payload),
                                                       usage(payload), payload.timings))
@@ -239,6 +242,12 @@ def usage(c: Completion) -> dict:
 
 def _finish_reason(c: Completion) -> str:
     return "length" if c.finish_reason == "length" else "stop"
+
+
+def _failed(c: Completion) -> bool:
+    """An error, or a request cut off by the server stopping (cancelled with a reason): a stream must not
+    end such an answer with a normal finish_reason, or the client takes the cut text as complete."""
+    return c.finish_reason == "error" or (c.finish_reason == "cancelled" and bool(c.error))
 
 
 def _raise_if_failed(c: Completion) -> None:
@@ -309,7 +318,7 @@ async def _stream_chat(request: web.Request, state: ServerState, job: Job, model
                     await send_sse(resp, _chunk(cid, model, {"content": text}, None))
             elif kind == "done":
                 c: Completion = payload
-                if c.finish_reason == "error":
+                if _failed(c):
                     await send_sse(resp, {"error": {"message": c.error or "generation failed",
                                                     "type": "server_error"}})
                     break

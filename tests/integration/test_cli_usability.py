@@ -209,3 +209,44 @@ def test_replay_of_a_small_timeline_shows_its_token_counts(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "0.00M" not in done.stdout
     assert "prompt tokens in the timeline: 3.0K" in done.stdout, done.stdout
+
+
+STREAMS = {
+    "openai-chat": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+    "openai-text": ("/v1/completions", {"prompt": "Once upon a time"}),
+    "anthropic": ("/v1/messages", {"messages": [{"role": "user", "content": "hi"}]}),
+}
+
+
+@pytest.mark.parametrize("api", sorted(STREAMS))
+def test_a_stream_cut_by_the_server_stopping_ends_with_an_error_not_a_normal_finish(api):
+    path, body = STREAMS[api]
+    proc = subprocess.Popen([sys.executable, "-m", "strata", "serve", "--no-config", "--port", "0", "--batch", "0",
+                             "--ctx", "4096", "--conversation-cache-mib", "0"], stderr=subprocess.PIPE, text=True)
+    try:
+        port = None
+        for line in proc.stderr:
+            found = re.search(r"listening on http://127\.0\.0\.1:(\d+) \(loaded", line)
+            if found:
+                port = int(found.group(1))
+                break
+        assert port, "the server did not start"
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}{path}", json.dumps({**body, "max_tokens": 3000, "ignore_eos": True,
+                                                          "stream": True}).encode(),
+            {"Content-Type": "application/json"})
+        lines = []
+        with urllib.request.urlopen(request, timeout=120) as stream:
+            for raw in stream:
+                lines.append(raw.decode())
+                if len(lines) == 12:                     # generating: now stop the server under it
+                    proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = "".join(lines)
+    assert "the server is stopping" in text, text[-1500:]
+    for normal_end in ('"finish_reason":"stop"', '"finish_reason":"length"', "[DONE]", '"stop_reason":"end_turn"',
+                       '"stop_reason":"max_tokens"'):
+        assert normal_end not in text, f"a cut answer was ended as complete ({normal_end})"
