@@ -4,12 +4,14 @@ benchmarks/make_llamacpp_tokens.py with llama-cpp-python; the command is in the 
 
 Not here: tiny-model accuracy (test_logits_reference.py) or tokenizer parity (tests/text).
 
-Greedy parity rule: two correct engines differ by float rounding (activation quantization order,
-fp16 KV, RoPE and softmax precision); on this model that moves the gap between the two best logits
-by up to ~0.2 (measured: our first disagreement with llama.cpp came at a step where llama.cpp's own
-gap was 0.201). So every case must agree token for token up to the first step where llama.cpp's
-top-2 gap is below MARGIN = 0.3 (a near tie, where either choice is right), and at least
-MIN_FULL_CASES cases must agree on at least 16 tokens.
+Greedy parity rule: two correct engines differ by float rounding (8-bit activation quantization,
+fp16 KV, attention and softmax precision). Measured on the recorded cases: after the prompt, the
+10 best logits of Strata and of llama.cpp differ by 0.15 on average and 0.73 at most, and each
+engine is 0.1 to 0.75 away from the float reference (tests/fixtures/reference.py) on the same
+logits, so a step where llama.cpp's two best logits are closer than MARGIN = 0.5 is a near tie
+either engine may take either way (one such step, llama.cpp gap 0.33, flipped between two
+regenerations of the data file itself). Every case must agree token for token up to its first near
+tie, and at least MIN_FULL_CASES cases must agree on at least 16 tokens.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pytest
 from strata.engine import Engine
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "llamacpp_tokens.json"
-MARGIN = 0.3
+MARGIN = 0.5
 MIN_FULL_CASES = 10
 
 
@@ -68,6 +70,24 @@ def greedy(engine: Engine, tokens: list[int], n: int) -> list[int]:
         out.append(int(np.argmax(logits)))
         logits = engine.decode([1], [out[-1]])[0]
     return out
+
+
+def test_first_logits_close_to_llama_cpp(engine):
+    cases = [c for c in json.loads(DATA.read_text())["cases"] if c.get("first_logits_top10")]
+    assert len(cases) >= 10
+    means = []
+    for c in cases:
+        engine.truncate(1, 0)
+        engine.prefill(1, c["tokens"])
+        logits = engine.logits(1)
+        ids = [i for i, _ in c["first_logits_top10"]]
+        theirs = np.array([v for _, v in c["first_logits_top10"]])
+        diff = np.abs(logits[ids] - theirs)
+        assert diff.max() < 1.0, f"{c['name']}: logits differ by {diff.max():.3f}"
+        means.append(diff.mean())
+        if theirs[0] - theirs[1] >= MARGIN:
+            assert int(np.argmax(logits)) == ids[0], c["name"]
+    assert np.mean(means) < 0.3, f"mean difference {np.mean(means):.3f}"
 
 
 def test_greedy_agrees_with_llama_cpp(engine):
