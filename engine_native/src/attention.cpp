@@ -271,17 +271,28 @@ void kv_store(const kv_layout& L, uint8_t* k, uint8_t* v, int64_t pos, const flo
     }
 }
 
+// Tiled K <-> rows for positions [t0, t1): TO_ROWS copies tiles into rows (kv_get_rows), else rows
+// into tiles (kv_set_rows); only the destination is written. ES (element bytes) is a constant so each
+// element copy is one move, not a memcpy call (snapshot save and restore speed).
+template <size_t ES, bool TO_ROWS>
+void tiled_copy(const kv_layout& L, uint8_t* tiles, int64_t t0, int64_t t1, uint8_t* rows) {
+    for (int64_t t = t0; t < t1; t++) {
+        uint8_t* tile = tiles + size_t(t / k_tile) * size_t(k_tile) * L.row_bytes + size_t(t % k_tile) * ES;
+        uint8_t* row = rows + size_t(t - t0) * L.row_bytes;
+        for (int64_t j = 0; j < L.kv_dim; j++) {
+            if (TO_ROWS) std::memcpy(row + size_t(j) * ES, tile + size_t(j) * k_tile * ES, ES);
+            else std::memcpy(tile + size_t(j) * k_tile * ES, row + size_t(j) * ES, ES);
+        }
+    }
+}
+
 void kv_get_rows(const kv_layout& L, const uint8_t* buf, bool is_k, int64_t t0, int64_t t1, uint8_t* dst) {
     if (!is_k || !L.k_tiled) {
         std::memcpy(dst, buf + size_t(t0) * L.row_bytes, size_t(t1 - t0) * L.row_bytes);
         return;
     }
-    const size_t es = elem_bytes(L.type);
-    for (int64_t t = t0; t < t1; t++) {
-        const uint8_t* tile = buf + size_t(t / k_tile) * size_t(k_tile) * L.row_bytes + size_t(t % k_tile) * es;
-        uint8_t* row = dst + size_t(t - t0) * L.row_bytes;
-        for (int64_t j = 0; j < L.kv_dim; j++) std::memcpy(row + size_t(j) * es, tile + size_t(j) * k_tile * es, es);
-    }
+    if (L.type == TYPE_F32) tiled_copy<4, true>(L, const_cast<uint8_t*>(buf), t0, t1, dst);
+    else tiled_copy<2, true>(L, const_cast<uint8_t*>(buf), t0, t1, dst);
 }
 
 void kv_set_rows(const kv_layout& L, uint8_t* buf, bool is_k, int64_t t0, int64_t t1, const uint8_t* src) {
@@ -289,12 +300,8 @@ void kv_set_rows(const kv_layout& L, uint8_t* buf, bool is_k, int64_t t0, int64_
         std::memcpy(buf + size_t(t0) * L.row_bytes, src, size_t(t1 - t0) * L.row_bytes);
         return;
     }
-    const size_t es = elem_bytes(L.type);
-    for (int64_t t = t0; t < t1; t++) {
-        uint8_t* tile = buf + size_t(t / k_tile) * size_t(k_tile) * L.row_bytes + size_t(t % k_tile) * es;
-        const uint8_t* row = src + size_t(t - t0) * L.row_bytes;
-        for (int64_t j = 0; j < L.kv_dim; j++) std::memcpy(tile + size_t(j) * k_tile * es, row + size_t(j) * es, es);
-    }
+    if (L.type == TYPE_F32) tiled_copy<4, false>(L, buf, t0, t1, const_cast<uint8_t*>(src));
+    else tiled_copy<2, false>(L, buf, t0, t1, const_cast<uint8_t*>(src));
 }
 
 int64_t attention_scratch_floats(int64_t n_rep, int64_t capacity) {
