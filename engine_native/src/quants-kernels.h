@@ -10,14 +10,16 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__F16C__)
+// F16C and FMA: gcc/clang name them; MSVC does not, but /arch:AVX2 (and above) implies both.
+#if (defined(__F16C__) && defined(__FMA__)) || (defined(_MSC_VER) && defined(__AVX2__))
+#define STRATA_HAVE_F16C_FMA 1
 #include <immintrin.h>
 #endif
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && \
-    defined(__F16C__) && defined(__FMA__)
+    defined(STRATA_HAVE_F16C_FMA)
 #define STRATA_SIMD_AVX512 1
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#elif defined(__AVX2__) && defined(STRATA_HAVE_F16C_FMA)
 #define STRATA_SIMD_AVX2 1
 #endif
 
@@ -52,7 +54,7 @@ int64_t simd_int8_probe(int64_t n_iter, int32_t* sink);
 
 // Exact IEEE half <-> float conversions (round to nearest even), inline for the kernels.
 inline float half_to_float(uint16_t h) {
-#if defined(__F16C__)
+#if defined(STRATA_HAVE_F16C_FMA)
     return _cvtsh_ss(h);
 #else
     const uint32_t sign = uint32_t(h & 0x8000) << 16;
@@ -80,7 +82,7 @@ inline float half_to_float(uint16_t h) {
 }
 
 inline uint16_t float_to_half(float f) {
-#if defined(__F16C__)
+#if defined(STRATA_HAVE_F16C_FMA)
     return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
 #else
     uint32_t x;
