@@ -28,6 +28,9 @@ namespace strata {
 namespace {
 constexpr int k_spin_pauses = 1 << 14;   // ~0.1-1 ms of pause before yielding
 constexpr int k_spin_yields = 64;        // then a few yields before sleeping
+// The caller, once its own chunks are done, waits for chunks other threads hold: it yields early
+// so that a worker the OS preempted (a busy machine) gets a core back sooner.
+constexpr int k_wait_pauses = 256;
 inline uint32_t gen_of(uint64_t s) { return uint32_t(s >> 32); }
 inline uint32_t idx_of(uint64_t s) { return uint32_t(s); }
 constexpr uint32_t k_not_ready = 0xFFFFFFFFu;   // index while a new job's fn / n are being set
@@ -118,7 +121,7 @@ void thread_pool::parallel_chunks(int64_t n_chunks, const chunk_fn& fn) {
     work(gen, 0);
     int spins = 0;
     while (n_done_.load(std::memory_order_acquire) != n_chunks) {
-        if (++spins < k_spin_pauses) {
+        if (++spins < k_wait_pauses) {
             STRATA_PAUSE();
         } else {
             std::this_thread::yield();
