@@ -167,8 +167,7 @@ async def status_line(state: Any, stop: asyncio.Event) -> None:
         else:
             m = state.metrics.snapshot()
             now = time.monotonic()
-            gen = m["decode_rows_total"]   # a token per row of each decode step, counted as it is made
-                                           # (generated_tokens_total grows only when a request ends)
+            gen = m["generated_tokens_total"]   # counted as each token is made
             rate = (gen - last_gen) / max(now - last_t, 1e-6)
             last_gen, last_t = gen, now
             busy = sum(1 for s in sched.slots_view() if s["state"] in ("prefill", "decode"))

@@ -19,7 +19,7 @@ class Metrics:
     prompt_tokens_read: int = 0
     prompt_tokens_reused: int = 0
     reused_by_source: dict[str, int] = field(default_factory=dict)
-    generated_tokens_total: int = 0
+    generated_tokens_total: int = 0                                      # counted as each token is made
     prefill_seconds_total: float = 0.0
     decode_seconds_total: float = 0.0
     decode_steps_total: int = 0
@@ -28,7 +28,8 @@ class Metrics:
     restore_fallbacks: dict[str, int] = field(default_factory=dict)     # by cache level: the prompt was read instead
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add_request(self, api: str, status: str, prompt: int, reused: int, source: str, generated: int) -> None:
+    def add_request(self, api: str, status: str, prompt: int, reused: int, source: str) -> None:
+        """A request ended (its generated tokens were counted by `add_generated` as they were made)."""
         with self._lock:
             self.requests_total[status] = self.requests_total.get(status, 0) + 1
             self.requests_by_api[api] = self.requests_by_api.get(api, 0) + 1
@@ -36,7 +37,10 @@ class Metrics:
             self.prompt_tokens_reused += reused
             self.prompt_tokens_read += prompt - reused
             self.reused_by_source[source] = self.reused_by_source.get(source, 0) + reused
-            self.generated_tokens_total += generated
+
+    def add_generated(self, n: int = 1) -> None:
+        with self._lock:
+            self.generated_tokens_total += n
 
     def _count(self, counts: dict[str, int], key: str) -> None:
         with self._lock:

@@ -27,7 +27,7 @@ from strata.server.errors import APIError
 from strata.server.jobs import Completion, Job, StopMatcher
 from strata.server.metrics import Metrics
 from strata.server.placement import Placer, wall_of
-from strata.server.slots import MAIN, SlotTable, common_prefix
+from strata.server.slots import MAIN, SlotTable, WindowRate, common_prefix
 
 log = logging.getLogger("strata.server.scheduler")
 
@@ -58,6 +58,8 @@ class Row:
     first_token_at: float | None = None
     prefill_chunks: int = 0            # engine.prefill calls for this prompt
     steps_during_prefill: int = 0      # other rows' decode steps between its chunks (the continuous agenda)
+    prefill_window: WindowRate = field(default_factory=WindowRate)   # (prefill seconds, pos): live prefill_tps
+    decode_window: WindowRate = field(default_factory=WindowRate)    # (wall clock, generated): live decode_tps
 
 
 class Scheduler:
@@ -206,7 +208,7 @@ class Scheduler:
                 self.table.invalidate(ctx)
                 self.table[ctx].busy_job = None
                 self.last_error = str(e)
-                self.metrics.add_request(job.api, "error", len(job.prompt), 0, "none", 0)
+                self.metrics.add_request(job.api, "error", len(job.prompt), 0, "none")
                 self._record_request(job, None, "error")
                 job.emit("done", _empty_completion(job, "error", f"internal error: {e}"))
 
@@ -322,6 +324,8 @@ class Scheduler:
         state.phase = "prefill"
         state.reused_tokens = n
         state.prompt_tokens_last = len(prompt)
+        state.prefill_tps = state.decode_tps = None      # the previous request's; live values come per step
+        row.prefill_window.add(row.prefill_s, row.pos)
         state.parked_from_main = False
         if prev_conv != job.conversation or ctx == MAIN:
             self.table.supersede_copies(job.conversation, ctx)
@@ -396,11 +400,13 @@ class Scheduler:
         if row.pos < len(prompt):
             row.prefill_s += time.monotonic() - t0
             self.metrics.add_prefill(time.monotonic() - t0)
+            self._publish_prefill_rate(row)
             return
         logits = self.engine.logits(row.ctx)
         dt = time.monotonic() - t0
         row.prefill_s += dt
         self.metrics.add_prefill(dt)
+        self._publish_prefill_rate(row)
         read = len(prompt) - row.reused
         if row.prefill_s > 0 and read >= 64:
             rate = read / row.prefill_s
@@ -412,6 +418,13 @@ class Scheduler:
             self._finish(row, "length")
             return
         self._accept(row, int(row.sampler.sample(logits, row.generated)))
+
+    def _publish_prefill_rate(self, row: Row) -> None:
+        """The slot's live prefill_tps: prompt tokens read per second of prefill over the recent window."""
+        row.prefill_window.add(row.prefill_s, row.pos)
+        rate = row.prefill_window.rate()
+        if rate is not None:
+            self.table[row.ctx].prefill_tps = rate
 
     def _decode_step(self, rows: list[Row]) -> None:
         ctxs = [r.ctx for r in rows]
@@ -431,6 +444,11 @@ class Scheduler:
             self._finish(row, "stop")
             return
         row.generated.append(token)
+        self.metrics.add_generated(1)
+        row.decode_window.add(time.monotonic(), len(row.generated))
+        rate = row.decode_window.rate()
+        if rate is not None:
+            self.table[row.ctx].decode_tps = rate
         piece = row.decoder.push(token)
         out = row.stopper.feed(piece) if piece else ""
         if out and row.job.stream:
@@ -463,7 +481,7 @@ class Scheduler:
         state.decode_tps = (len(row.generated) - 1) / (now - first) if len(row.generated) > 1 and now > first else None
         del self._rows[row.ctx]
         status = {"stop": "ok", "length": "ok"}.get(reason, reason)
-        self.metrics.add_request(row.job.api, status, len(row.job.prompt), row.reused, row.source, len(row.generated))
+        self.metrics.add_request(row.job.api, status, len(row.job.prompt), row.reused, row.source)
         self._record_request(row.job, row, status)
         if self.timeline is not None:
             try:

@@ -8,9 +8,11 @@ server/placement.py, which turns this table into the policy's plain data); nothi
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
 
 MAIN = 0
+RATE_WINDOW_S = 2.0           # seconds of recent progress a live rate is measured over
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -29,6 +31,29 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
+class WindowRate:
+    """Tokens per second over the last `window_s` of (clock, running count) samples: one deque append a
+    step. `rate()` is None until two samples span some time."""
+
+    def __init__(self, window_s: float = RATE_WINDOW_S, max_samples: int = 4096) -> None:
+        if not window_s > 0:
+            raise ValueError(f"window_s must be > 0, got {window_s!r}")
+        self.window_s = window_s
+        self._samples: collections.deque[tuple[float, int]] = collections.deque(maxlen=max_samples)
+
+    def add(self, t: float, count: int) -> None:
+        self._samples.append((t, count))
+        # keep one sample at or before the window's start, so the window is always fully covered
+        while len(self._samples) > 2 and self._samples[1][0] <= t - self.window_s:
+            self._samples.popleft()
+
+    def rate(self) -> float | None:
+        if len(self._samples) < 2:
+            return None
+        (t0, n0), (t1, n1) = self._samples[0], self._samples[-1]
+        return (n1 - n0) / (t1 - t0) if t1 > t0 and n1 >= n0 else None
+
+
 @dataclass
 class ContextState:
     """One engine context. `tokens` is exactly what its KV holds (kept in step with every engine call)."""
@@ -45,8 +70,8 @@ class ContextState:
     superseded: bool = False       # a parked copy whose conversation went on elsewhere
     parked_from_main: bool = False
     reused_tokens: int | None = None
-    prefill_tps: float | None = None
-    decode_tps: float | None = None
+    prefill_tps: float | None = None     # live while it reads a prompt (recent window), then the request's
+    decode_tps: float | None = None      # live while it generates (recent window), then the request's
     prompt_tokens_last: int | None = None
 
     @property
