@@ -13,6 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+# The KV element types a user picks: `strata serve --kv-type`, `strata bench --kv-type` and the `kv_type`
+# that `strata setup` writes. The one list; the others import it (bench's copy is pinned by a test until
+# it imports this). The engine also has "f32", a precision reference for its own tests, not offered here.
+KV_TYPES: tuple[str, ...] = ("f16", "q8_0")
+
 
 class ConfigError(ValueError):
     """A configuration value is invalid; the message names the flag, key or variable."""
@@ -106,7 +111,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("batch-groups", int, 1, "slots split into this many groups (units of load)", minimum=1, maximum=256),
     Option("slot-ctx", int, None, "context size of each slot, in tokens (default: --ctx)", minimum=16),
     Option("threads", int, None, "compute threads (default: the engine's choice for this machine)", minimum=1),
-    Option("kv-type", str, "f16", "KV cache element type", choices=("f16", "f32")),
+    Option("kv-type", str, "f16", "KV cache element type (q8_0: about half the memory of f16, slightly less "
+           "exact)", choices=KV_TYPES),
     Option("backend", str, "cpu", "compute backend (auto: the GPU when this build has CUDA and one is present; "
            "docs/cuda.md)", choices=("cpu", "cuda", "auto")),
     Option("host", str, "127.0.0.1", "address to listen on (127.0.0.1: this machine only)"),

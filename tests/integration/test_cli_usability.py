@@ -54,7 +54,7 @@ def test_every_option_of_the_app_has_help():
 
 def test_serve_help_lists_the_choices_of_choice_options():
     text = _parser_for("serve").format_help()
-    for shown in ("--kv-type {f16,f32}", "--backend {cpu,cuda,auto}", "--log-level {debug,info,warning,error}",
+    for shown in ("--kv-type {f16,q8_0}", "--backend {cpu,cuda,auto}", "--log-level {debug,info,warning,error}",
                   "--conversation-cache-park {ram,disk,auto}"):
         assert shown in text
 

@@ -43,7 +43,8 @@ def test_env_table_and_the_environment_wins(tmp_path):
     ("ctx = 4096\nbogus_key = 1\n", "unknown key(s): bogus_key"),
     ('ctx = "big"\n', "ctx: expected int, got 'big'"),
     ("ctx = 8\n", "ctx: 8 is below the minimum 16"),
-    ('kv_type = "q9"\n', "kv_type: 'q9' is not one of f16, f32"),
+    ('kv_type = "q9"\n', "kv_type: 'q9' is not one of f16, q8_0"),
+    ('kv_type = "f32"\n', "kv_type: 'f32' is not one of f16, q8_0"),
     ("port = 70000\n", "port: 70000 is above the maximum 65535"),
     ("[env]\nPATH = 1\n", "[env] PATH: only STRATA_* variables belong there"),
     ("ctx = \n", "not valid TOML"),
@@ -104,3 +105,44 @@ def test_every_server_option_is_documented():
     text = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     missing = [o.name for o in OPTIONS if f"`--{o.name}` (`{o.key}`)" not in text]
     assert not missing, f"options missing from docs/configuration.md: {missing}"
+
+
+def _choices(add_arguments, flag: str) -> tuple:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return tuple(next(a for a in parser._actions if flag in a.option_strings).choices)
+
+
+def _help(add_arguments) -> str:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.format_help()
+
+
+def test_serve_bench_and_setup_offer_one_set_of_kv_types(tmp_path):
+    import strata.engine
+    from strata.engine import bench
+    from strata.server import cli as serve_cli
+    from strata.server.options import KV_TYPES, OPTIONS
+
+    assert KV_TYPES == ("f16", "q8_0")
+    assert set(KV_TYPES) < set(strata.engine.KV_TYPES)          # all real engine types; f32 is its reference
+    assert next(o for o in OPTIONS if o.name == "kv-type").choices == KV_TYPES
+    assert "--kv-type {f16,q8_0}" in _help(serve_cli.add_arguments)
+    assert _choices(bench.add_arguments, "--kv-type") == KV_TYPES
+    for name in KV_TYPES:       # what setup may write is what serve loads
+        assert load_config({}, config_path=write(tmp_path, f'kv_type = "{name}"\n'), environ={}).kv_type == name
+
+
+def test_serve_runs_with_a_q8_0_kv(tiny_model_factory):
+    import httpx2 as httpx
+
+    from tests.server.live import LiveServer
+
+    model = tiny_model_factory(n_embd=128, n_head=4, n_head_kv=2, ctx_len=1024)    # q8_0 KV: head size 32
+    with LiveServer(model=str(model), ctx=1024, batch=1, threads=1, kv_type="q8_0",
+                    conversation_cache_mib=0) as server:
+        r = httpx.post(server.url + "/v1/completions", json={"prompt": "Once", "max_tokens": 4, "ignore_eos": True},
+                       timeout=60)
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 4
+        assert httpx.get(server.url + "/v1/monitor").json()["engine"]["kv_type"] == "q8_0"
