@@ -67,6 +67,7 @@ class FeedClient:
                  interval_s: float = EVENT_INTERVAL_S) -> None:
         self.base = normalize_url(url)
         self.model = model
+        model.set_target(self.base)
         self.api_key = api_key or None
         self.interval_s = interval_s
         self._stop = threading.Event()
@@ -127,7 +128,7 @@ class FeedClient:
                 if not self._stop.is_set():
                     self.model.set_connection("disconnected", "the server closed the feed")
             except urllib.error.HTTPError as e:
-                detail = "wrong or missing API key (--api-key)" if e.code == 401 else f"HTTP {e.code} {e.reason}"
+                detail = f"HTTP {e.code}: " + ("wrong or missing API key (--api-key)" if e.code == 401 else str(e.reason))
                 self.model.set_connection("disconnected", detail)
             except (urllib.error.URLError, OSError, ValueError) as e:
                 if self._stop.is_set():

@@ -68,6 +68,7 @@ class MonitorView:
     version: int                          # grows with every applied snapshot or connection change
     connection: str                       # "connecting" | "connected" | "disconnected"
     connection_detail: str
+    target: str                           # the address the client connects to ("" when none was set)
     snapshot: dict[str, Any]              # the raw latest snapshot ({} before the first)
     now: float                            # the latest snapshot's time
     slots: tuple[SlotRow, ...]
@@ -124,6 +125,7 @@ class MonitorModel:
         self._version = 0
         self._connection = "connecting"
         self._detail = ""
+        self._target = ""
         self._snapshot: dict[str, Any] = {}
         self._prefill: dict[str, Series] = {}
         self._decode: dict[str, Series] = {}
@@ -142,6 +144,13 @@ class MonitorModel:
         with self._lock:
             if (state, detail) != (self._connection, self._detail):
                 self._connection, self._detail = state, detail
+                self._version += 1
+
+    def set_target(self, url: str) -> None:
+        """The address the feed client connects to, shown while it is not connected."""
+        with self._lock:
+            if url != self._target:
+                self._target = url
                 self._version += 1
 
     def apply(self, snap: Any) -> None:
@@ -171,7 +180,7 @@ class MonitorModel:
             now = float(snap.get("time", 0.0)) if snap else 0.0
             rate = self._gen_rate.points[-1][1] if self._gen_rate.points else None
             return MonitorView(
-                version=self._version, connection=self._connection, connection_detail=self._detail,
+                version=self._version, connection=self._connection, connection_detail=self._detail, target=self._target,
                 snapshot=snap, now=now, slots=tuple(_slot_rows(snap, now)),
                 prefill_history={k: s.copy() for k, s in self._prefill.items()},
                 decode_history={k: s.copy() for k, s in self._decode.items()},

@@ -95,8 +95,10 @@ class Header(QWidget):
             text, color = state, colors[state]
         detail = "" if state == "connected" else f" \u2014 {view.connection_detail}" if view.connection_detail else ""
         set_text(self.state, f"<span style='color:{color}; font-size:14pt'>\u25cf</span> <b>{text}</b>{detail}")
-        self._endpoint = snap.get("endpoint") or ""
-        set_text(self.endpoint, f"endpoint <b>{self._endpoint or units.NA}</b>")
+        # connected: the server's own address; otherwise the address being tried (the reason is in the state)
+        live = state == "connected" and snap.get("endpoint")
+        self._endpoint = (snap.get("endpoint") if live else view.target) or ""
+        set_text(self.endpoint, f"{'endpoint' if live else 'trying'} <b>{self._endpoint or units.NA}</b>")
         self.copy.setEnabled(bool(self._endpoint))
         set_text(self.version, f"strata {snap.get('version', '')}" if snap else "")
         set_text(self.model, model_text(snap))

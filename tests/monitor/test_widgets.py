@@ -214,3 +214,36 @@ def test_mismatch_is_hidden_when_the_request_reused_past_it():
 def test_copy_address_puts_the_endpoint_on_the_clipboard(window, model, qapp):
     window.header.copy.click()
     assert qapp.clipboard().text() == model.view().snapshot["endpoint"]
+
+
+def test_a_refused_connection_shows_the_address_it_tries_and_why(qtbot, keyed_server):
+    import time
+
+    from strata.monitor.client import FeedClient
+
+    m = MonitorModel()
+    client = FeedClient(keyed_server.url + "/v1", m, api_key="wrong").start()
+    try:
+        deadline = time.monotonic() + 15
+        while m.view().connection != "disconnected" and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        client.stop()
+    w = MonitorWindow(m, theme="light")
+    qtbot.addWidget(w)
+    w.redraw()
+    assert m.view().target == keyed_server.url
+    assert f"trying <b>{keyed_server.url}</b>" in w.header.endpoint.text()
+    state = w.header.state.text()
+    assert "disconnected" in state and "HTTP 401" in state and "API key" in state
+    assert w.header.copy.isEnabled()
+
+
+def test_after_a_disconnection_the_address_tried_replaces_the_old_endpoint(window, model):
+    model.set_target("http://192.0.2.7:9000")
+    model.set_connection("disconnected", "cannot reach http://192.0.2.7:9000: refused")
+    window.redraw()
+    assert "192.0.2.7:9000" in window.header.endpoint.text()
+    model.set_connection("connected", "")
+    window.redraw()
+    assert model.view().snapshot["endpoint"] in window.header.endpoint.text()
