@@ -45,6 +45,15 @@ def run(args: argparse.Namespace) -> int:
         except config_file.ConfigFileError as e:
             print(f"strata setup: {e}", file=sys.stderr)
             return 1
+        from strata.server.config import file_problems  # the checks `strata serve` makes of this file
+
+        problems = file_problems(path)
+        if problems:
+            print("problems: `strata serve` refuses this file (exit status 2) until they are fixed:")
+            for problem in problems:
+                print(f"  {problem}")
+            return 2
+        print("valid: `strata serve` accepts this file")
         return 0
     if args.disk_bench_mib < 8:
         print(f"strata setup: --disk-bench-mib must be >= 8, got {args.disk_bench_mib}", file=sys.stderr)

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from aiohttp import web
-from strata.server.config import ConfigError, ServerConfig, all_options, config_from_args
+from strata.server.config import ConfigError, ServerConfig, all_options, config_from_args, validate
 from strata.server.options import OPTIONS, add_flags
 
 log = logging.getLogger("strata.server")
@@ -32,24 +32,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cache_options = tuple(o for o in all_options() if o not in OPTIONS)
     if cache_options:
         add_flags(parser, cache_options, "conversation cache")
-
-
-def validate(config: ServerConfig) -> None:
-    """Every part's settings checked before anything starts; raises ConfigError naming the bad one."""
-    from strata.server import slot_policy
-
-    try:
-        slot_policy.PolicyConfig.from_env(config.env)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    try:
-        from strata.server.cache import CacheConfig
-    except ImportError:
-        return
-    try:
-        CacheConfig.from_values(config.values, environ=config.env)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
 
 
 def run(args: argparse.Namespace) -> int:

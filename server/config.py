@@ -25,7 +25,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["ConfigError", "ServerConfig", "all_options", "default_config_path", "load_config"]
+__all__ = ["ConfigError", "ServerConfig", "all_options", "default_config_path", "file_problems", "load_config",
+           "validate"]
 
 
 def default_config_path() -> Path:
@@ -160,6 +161,55 @@ def _check_combinations(values: dict[str, Any]) -> None:
         raise ConfigError(f"--batch-groups {values['batch_groups']} is more than --batch {values['batch']}")
     if values["slot_ctx"] and values["slot_ctx"] > values["ctx"]:
         raise ConfigError(f"--slot-ctx {values['slot_ctx']} is larger than --ctx {values['ctx']}")
+
+
+def validate(config: ServerConfig) -> None:
+    """Every part's settings checked before anything starts; raises ConfigError naming the bad one."""
+    from strata.server import slot_policy
+
+    try:
+        slot_policy.PolicyConfig.from_env(config.env)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    try:
+        from strata.server.cache import CacheConfig
+    except ImportError:
+        return
+    try:
+        CacheConfig.from_values(config.values, environ=config.env)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def file_problems(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> list[str]:
+    """Why `strata serve --config PATH` would refuse this file (empty: it would start), each problem naming
+    its key. Every key is checked on its own first, so all bad keys are listed; then the file as a whole
+    goes through `load_config` and `validate`, exactly as serve does (combinations, policy, cache)."""
+    path = Path(path)
+    try:
+        table = _read_toml(path)
+    except ConfigError as e:
+        return [str(e)]
+    by_key = {name.replace("-", "_"): opt for opt in all_options() for name in opt.names()}
+    problems: list[str] = []
+    for key, raw in table.items():
+        if key == "env":
+            continue
+        opt = by_key.get(key)
+        if opt is None:
+            problems.append(f"{key}: unknown key")
+            continue
+        try:
+            opt.convert(raw, key)
+        except ConfigError as e:
+            problems.append(str(e))
+    if problems:
+        return problems
+    try:
+        validate(load_config({}, config_path=path, environ={} if environ is None else environ))
+    except ConfigError as e:
+        problems.append(str(e).replace(f"{path}: ", ""))
+    return problems
 
 
 def config_from_args(args: argparse.Namespace, options: tuple[Option, ...] | None = None,

@@ -36,7 +36,7 @@ def test_show_prints_every_key_with_its_reason(tmp_path, capsys):
     args = argparse.Namespace(show=True, config=path)
     assert cli_run(args) == 0
     shown = capsys.readouterr().out
-    assert str(path) in shown
+    assert str(path) in shown and "valid: `strata serve` accepts this file" in shown
     for c in plan.choices:
         assert c.key in shown and c.reason in shown
 
@@ -126,3 +126,32 @@ def test_a_config_path_that_cannot_be_written_is_reported(tmp_path, capsys):
                               skip_bench=True, disk_bench_mib=8)
     assert run_terminal(args, None, io.StringIO(), situation=s) == 1
     assert f"cannot write {blocker / 'c.toml'}" in capsys.readouterr().err
+
+
+def test_show_checks_the_file_with_the_servers_loader_and_names_each_bad_key(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text('ctx = "big"\nkv_type = "q9"\nbogus = 1\nbatch = 2\n')
+    assert cli_run(argparse.Namespace(show=True, config=path)) == 2          # serve's exit status for it
+    out = capsys.readouterr().out
+    assert 'ctx' in out and '"big"' in out                                   # still shown
+    problems = out.split("problems:", 1)[1]
+    assert "ctx: expected int, got 'big'" in problems
+    assert "kv_type: 'q9' is not one of f16, q8_0" in problems
+    assert "bogus: unknown key" in problems and "batch" not in problems
+
+
+def test_show_names_a_combination_the_server_refuses(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text("ctx = 1024\nslot_ctx = 2048\n")
+    assert cli_run(argparse.Namespace(show=True, config=path)) == 2
+    assert "--slot-ctx 2048 is larger than --ctx 1024" in capsys.readouterr().out.split("problems:", 1)[1]
+
+
+def test_the_servers_loader_agrees_with_show(tmp_path):
+    from strata.server.config import ConfigError, file_problems, load_config
+
+    path = tmp_path / "c.toml"
+    path.write_text('ctx = "big"\n')
+    with pytest.raises(ConfigError, match="ctx: expected int, got 'big'"):
+        load_config({}, config_path=path, environ={})
+    assert file_problems(path) == ["ctx: expected int, got 'big'"]
