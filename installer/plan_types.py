@@ -52,6 +52,7 @@ class ModelFacts:
     head_dim: int
     n_ctx_train: int
     arch: str = "llama"
+    description: str | None = None   # the metadata's general.name; `name` is the id (strata.model_names)
 
     def __post_init__(self) -> None:
         for name in ("size_bytes", "n_layer", "n_head_kv", "head_dim", "n_ctx_train"):

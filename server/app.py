@@ -23,6 +23,8 @@ from strata.server.routes import add_routes
 from strata.server.scheduler import Scheduler
 from strata.server.service import auth_middleware, error_middleware
 
+from strata.model_names import model_description, model_id
+
 log = logging.getLogger("strata.server")
 MIB = 1024 * 1024
 
@@ -76,7 +78,8 @@ def load(state: ServerState) -> None:
                     slot_ctx=cfg.slot_ctx_effective if cfg.batch else None, n_threads=cfg.threads,
                     kv_type=cfg.kv_type, backend=cfg.backend, max_chunk=cfg.prefill_chunk)
     state.engine = engine
-    state.model_name = path.stem
+    state.model_name = model_id(path)
+    state.model_description = model_description(getattr(engine, "metadata", None))
     _warn_beyond_training(cfg, engine)
     state.cache = _make_cache(cfg, engine)
     timeline = None

@@ -27,7 +27,8 @@ class ServerState:
     stopping: bool = False          # set at shutdown: long-lived streams (monitor events) end
     load_error: str | None = None
     info_line: str = ""
-    model_name: str = ""
+    model_name: str = ""            # strata.model_names.model_id: the file name without .gguf
+    model_description: str | None = None   # the metadata's general.name (model_names.model_description)
     started: float = 0.0
     app: Any = None                 # the web.Application (to attach parts' keys once loaded)
     on_load_error: Callable[[], None] | None = None   # the CLI stops the server when loading fails

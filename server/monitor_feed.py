@@ -38,6 +38,7 @@ def snapshot(state: ServerState) -> dict[str, Any]:
         meta = getattr(engine, "metadata", {}) or {}
         out["model"] = _drop_none({
             "path": str(getattr(engine, "model_path", "")), "name": state.model_name,
+            "description": state.model_description,
             "arch": getattr(engine, "arch", None), "quant": _quant(engine),
             "n_ctx_train": getattr(engine, "n_ctx_train", None) or meta.get(f"{getattr(engine, 'arch', '')}.context_length"),
         })

@@ -32,7 +32,8 @@ def model_text(snap: dict) -> str:
     m, e = snap.get("model") or {}, snap.get("engine") or {}
     if not m:
         return units.NA
-    parts = [f"<b>{m.get('name') or m.get('path') or units.NA}</b>"]
+    parts = [f"<b>{m.get('name') or m.get('path') or units.NA}</b>"
+             + (f" ({m['description']})" if m.get("description") and m.get("description") != m.get("name") else "")]
     for key in ("arch", "quant"):
         if m.get(key):
             parts.append(str(m[key]))
