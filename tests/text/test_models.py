@@ -48,6 +48,8 @@ def test_cli_json_and_table(tmp_path, capsys, default_model_path):
     assert strata_main(["models", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "llama" in out and "Q4_1" in out and "(unreadable)" in out and "error:" in out
+    # One naming rule (strata/model_names.py): the file name is the id, general.name the description.
+    assert "SmolLM2-135M-Instruct.Q4_1" in out and "Smollm2 135M" in out
 
 
 def test_cli_missing_dir_is_reported(tmp_path, capsys):
