@@ -98,27 +98,32 @@ __attribute__((target("pclmul,sse4.1"))) uint32_t finish_fold(__m128i acc) {
     return crc_table_update(0, b, 16);
 }
 
+inline __m128i load128(const uint8_t* q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)); }
+
 // n >= 64; consumes a multiple of 16 bytes, returns the register; *used = bytes consumed
 __attribute__((target("pclmul,sse4.1"))) uint32_t crc_pclmul_blocks(uint32_t state, const uint8_t* p, size_t n,
                                                                     size_t* used) {
     const __m128i k512 = _mm_set_epi64x(int64_t(K480), int64_t(K544));
     const __m128i k128 = _mm_set_epi64x(int64_t(K96), int64_t(K160));
-    auto load = [](const uint8_t* q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)); };
-    __m128i x0 = _mm_xor_si128(load(p), _mm_cvtsi32_si128(int(state)));
-    __m128i x1 = load(p + 16), x2 = load(p + 32), x3 = load(p + 48);
+    __m128i x0 = _mm_xor_si128(load128(p), _mm_cvtsi32_si128(int(state)));
+    __m128i x1 = load128(p + 16), x2 = load128(p + 32), x3 = load128(p + 48);
     size_t i = 64;
     for (; i + 64 <= n; i += 64) {
-        x0 = _mm_xor_si128(fold128(x0, k512), load(p + i));
-        x1 = _mm_xor_si128(fold128(x1, k512), load(p + i + 16));
-        x2 = _mm_xor_si128(fold128(x2, k512), load(p + i + 32));
-        x3 = _mm_xor_si128(fold128(x3, k512), load(p + i + 48));
+        x0 = _mm_xor_si128(fold128(x0, k512), load128(p + i));
+        x1 = _mm_xor_si128(fold128(x1, k512), load128(p + i + 16));
+        x2 = _mm_xor_si128(fold128(x2, k512), load128(p + i + 32));
+        x3 = _mm_xor_si128(fold128(x3, k512), load128(p + i + 48));
     }
     __m128i acc = _mm_xor_si128(fold128(x0, k128), x1);
     acc = _mm_xor_si128(fold128(acc, k128), x2);
     acc = _mm_xor_si128(fold128(acc, k128), x3);
-    for (; i + 16 <= n; i += 16) acc = _mm_xor_si128(fold128(acc, k128), load(p + i));
+    for (; i + 16 <= n; i += 16) acc = _mm_xor_si128(fold128(acc, k128), load128(p + i));
     *used = i;
     return finish_fold(acc);
+}
+
+__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"))) inline __m512i load512(const uint8_t* q) {
+    return _mm512_loadu_si512(q);
 }
 
 __attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"))) inline __m512i fold512(__m512i x, __m512i k) {
@@ -131,25 +136,28 @@ __attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"))) uint32_t cr
     constexpr uint64_t K2080 = xpow_mod_reflected(2080), K2016 = xpow_mod_reflected(2016);
     constexpr uint64_t K416 = xpow_mod_reflected(416), K352 = xpow_mod_reflected(352);
     constexpr uint64_t K288 = xpow_mod_reflected(288), K224 = xpow_mod_reflected(224);
-    const __m512i k2048 = _mm512_broadcast_i32x4(_mm_set_epi64x(int64_t(K2016), int64_t(K2080)));
-    const __m512i k512 = _mm512_broadcast_i32x4(_mm_set_epi64x(int64_t(K480), int64_t(K544)));
-    auto load = [](const uint8_t* q) { return _mm512_loadu_si512(q); };
-    __m512i x0 = _mm512_xor_si512(load(p), _mm512_castsi128_si512(_mm_cvtsi32_si128(int(state))));
-    __m512i x1 = load(p + 64), x2 = load(p + 128), x3 = load(p + 192);
+    const __m512i k2048 = _mm512_set_epi64(int64_t(K2016), int64_t(K2080), int64_t(K2016), int64_t(K2080),
+                                           int64_t(K2016), int64_t(K2080), int64_t(K2016), int64_t(K2080));
+    const __m512i k512 = _mm512_set_epi64(int64_t(K480), int64_t(K544), int64_t(K480), int64_t(K544),
+                                          int64_t(K480), int64_t(K544), int64_t(K480), int64_t(K544));
+    const __m512i first = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, int(state));
+    __m512i x0 = _mm512_xor_si512(load512(p), first);
+    __m512i x1 = load512(p + 64), x2 = load512(p + 128), x3 = load512(p + 192);
     size_t i = 256;
     for (; i + 256 <= n; i += 256) {
-        x0 = _mm512_xor_si512(fold512(x0, k2048), load(p + i));
-        x1 = _mm512_xor_si512(fold512(x1, k2048), load(p + i + 64));
-        x2 = _mm512_xor_si512(fold512(x2, k2048), load(p + i + 128));
-        x3 = _mm512_xor_si512(fold512(x3, k2048), load(p + i + 192));
+        x0 = _mm512_xor_si512(fold512(x0, k2048), load512(p + i));
+        x1 = _mm512_xor_si512(fold512(x1, k2048), load512(p + i + 64));
+        x2 = _mm512_xor_si512(fold512(x2, k2048), load512(p + i + 128));
+        x3 = _mm512_xor_si512(fold512(x3, k2048), load512(p + i + 192));
     }
     __m512i acc = _mm512_xor_si512(fold512(x0, k512), x1);
     acc = _mm512_xor_si512(fold512(acc, k512), x2);
     acc = _mm512_xor_si512(fold512(acc, k512), x3);
-    for (; i + 64 <= n; i += 64) acc = _mm512_xor_si512(fold512(acc, k512), load(p + i));
+    for (; i + 64 <= n; i += 64) acc = _mm512_xor_si512(fold512(acc, k512), load512(p + i));
     // four 16-byte lanes, oldest first: fold lane j by (3 - j) * 128 bits onto the last
-    const __m128i l0 = _mm512_extracti32x4_epi32(acc, 0), l1 = _mm512_extracti32x4_epi32(acc, 1);
-    const __m128i l2 = _mm512_extracti32x4_epi32(acc, 2), l3 = _mm512_extracti32x4_epi32(acc, 3);
+    alignas(64) uint8_t lanes[64];
+    _mm512_store_si512(lanes, acc);
+    const __m128i l0 = load128(lanes), l1 = load128(lanes + 16), l2 = load128(lanes + 32), l3 = load128(lanes + 48);
     __m128i r = _mm_xor_si128(fold128(l0, _mm_set_epi64x(int64_t(K352), int64_t(K416))),
                               fold128(l1, _mm_set_epi64x(int64_t(K224), int64_t(K288))));
     r = _mm_xor_si128(r, _mm_xor_si128(fold128(l2, _mm_set_epi64x(int64_t(K96), int64_t(K160))), l3));
