@@ -165,6 +165,20 @@ class Engine:
     def decode(self, ctxs: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
         return self._native.decode(list(ctxs), _tokens(tokens))
 
+    def step(self, prefill_ctx: int | None, prefill_tokens: Sequence[int], ctxs: Sequence[int],
+             tokens: Sequence[int]) -> np.ndarray:
+        """One forward: a piece of one context's prompt and one token for each of `ctxs` (the mixed
+        step of the continuous agenda; the decode rows ride along the piece's weight reads). Returns
+        the decode rows' logits (len(ctxs), n_vocab); the prompt context's logits are then
+        `logits(prefill_ctx)`. At most `max_rows` rows in all. Bitwise equal to prefill + decode."""
+        ctx = -1 if prefill_ctx is None else prefill_ctx
+        return self._native.step(ctx, _tokens(prefill_tokens), list(ctxs), _tokens(tokens))
+
+    @property
+    def max_rows(self) -> int:
+        """The most rows (prompt tokens + decode rows) one forward takes."""
+        return self._native.max_rows
+
     def logits(self, ctx: int) -> np.ndarray:
         return self._native.logits(ctx)
 

@@ -142,6 +142,25 @@ void register_engine_bindings(py::module_& m) {
                  return out;
              },
              py::arg("ctxs"), py::arg("tokens"))
+        .def("step",
+             [](engine& e, int prefill_ctx, const py::object& prefill_tokens, const std::vector<int>& ctxs,
+                const py::object& tokens) {
+                 std::vector<int32_t> p = token_vector(prefill_tokens);
+                 std::vector<int32_t> t = token_vector(tokens);
+                 if (t.size() != ctxs.size()) {
+                     throw engine_error("step: " + std::to_string(ctxs.size()) + " contexts but " +
+                                        std::to_string(t.size()) + " tokens");
+                 }
+                 py::array_t<float> out({py::ssize_t(ctxs.size()), py::ssize_t(e.hp().n_vocab)});
+                 float* o = out.mutable_data();
+                 {
+                     py::gil_scoped_release nogil;
+                     e.step(prefill_ctx, p.data(), int64_t(p.size()), ctxs.data(), t.data(), int64_t(t.size()), o);
+                 }
+                 return out;
+             },
+             py::arg("prefill_ctx"), py::arg("prefill_tokens"), py::arg("ctxs"), py::arg("tokens"))
+        .def_property_readonly("max_rows", &engine::max_rows)
         .def("logits",
              [](engine& e, int c) {
                  py::array_t<float> out(py::ssize_t(e.hp().n_vocab));

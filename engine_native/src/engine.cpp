@@ -205,6 +205,56 @@ void engine::decode(const int* ctx_ids, const int32_t* tokens, int64_t n, float*
     }
 }
 
+void engine::step(int prefill_id, const int32_t* p_tokens, int64_t n_p, const int* ctx_ids, const int32_t* d_tokens,
+                  int64_t n_d, float* logits_out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (n_p < 0 || n_d < 0) throw engine_error("step: negative token count");
+    if (n_p + n_d > max_rows_) {
+        throw engine_error("step: " + std::to_string(n_p) + " prompt tokens + " + std::to_string(n_d) +
+                           " decode rows exceed the batch limit of " + std::to_string(max_rows_) + " rows");
+    }
+    std::set<int> seen;
+    std::vector<batch_row> rows;
+    rows.reserve(size_t(n_p + n_d));
+    context* pc = nullptr;
+    if (n_p > 0) {
+        pc = &ctx_mut(prefill_id);
+        const int64_t n0 = int64_t(pc->tokens.size());
+        if (n0 + n_p > pc->capacity) {
+            throw engine_error("step: context " + std::to_string(prefill_id) + " holds " + std::to_string(n0) +
+                               " tokens; " + std::to_string(n_p) + " more exceed its capacity " +
+                               std::to_string(pc->capacity));
+        }
+        check_tokens(p_tokens, n_p);
+        seen.insert(pc->id);
+        for (int64_t i = 0; i < n_p; i++) rows.push_back({pc, p_tokens[i], n0 + i, i == n_p - 1 ? pc->logits : nullptr});
+    }
+    for (int64_t i = 0; i < n_d; i++) {
+        context& c = ctx_mut(ctx_ids[i]);
+        if (!seen.insert(c.id).second) throw engine_error("step: context " + std::to_string(c.id) + " appears twice");
+        if (int64_t(c.tokens.size()) + 1 > c.capacity) {
+            throw engine_error("step: context " + std::to_string(c.id) + " is full (" + std::to_string(c.capacity) +
+                               " tokens)");
+        }
+        rows.push_back({&c, d_tokens[i], int64_t(c.tokens.size()), c.logits});
+    }
+    check_tokens(d_tokens, n_d);
+    if (rows.empty()) return;
+    for (auto& r : rows) r.ctx->has_logits = false;
+    forward(rows.data(), int64_t(rows.size()));
+    if (pc) {
+        pc->tokens.insert(pc->tokens.end(), p_tokens, p_tokens + n_p);
+        pc->has_logits = true;
+    }
+    const size_t V = size_t(hp().n_vocab);
+    for (int64_t i = 0; i < n_d; i++) {
+        context& c = *rows[size_t(n_p + i)].ctx;
+        c.tokens.push_back(d_tokens[i]);
+        c.has_logits = true;
+        std::memcpy(logits_out + size_t(i) * V, c.logits, V * sizeof(float));
+    }
+}
+
 void engine::logits(int ctx_id, float* out) {
     std::lock_guard<std::mutex> lock(mutex_);
     const context& c = ctx(ctx_id);
