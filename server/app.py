@@ -89,7 +89,7 @@ def load(state: ServerState) -> None:
         timeline = TimelineWriter(cfg.timeline_out)
     sched = Scheduler(engine, queue_limit=cfg.queue, prefill_chunk=cfg.prefill_chunk, metrics=state.metrics,
                       policy_cfg=slot_policy.PolicyConfig.from_env(cfg.env), cache=state.cache, timeline=timeline,
-                      prefill_slice_ms=cfg.prefill_slice_ms)
+                      prefill_slice_ms=cfg.prefill_slice_ms, mixed_piece=cfg.mixed_piece)
     sched.start()
     state.scheduler = sched
     state.info_line = info_line(state)

@@ -129,6 +129,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("prefill-slice-ms", float, 250.0, "while other requests are generating, a prompt is read in pieces "
            "of about this many milliseconds (at most --prefill-chunk tokens), so their streams keep moving",
            minimum=1.0, maximum=60000.0),
+    Option("mixed-piece", int, 64, "while other requests are generating, this many prompt tokens are read in "
+           "the same forward as their next tokens (the mixed step); 0 reads prompt pieces and decode steps "
+           "apart", minimum=0, maximum=65536),
     Option("max-tokens-default", int, 4096, "output limit of a request that sets none (Anthropic requires one)",
            minimum=1),
     Option("timeline-out", str, None, "append a replay timeline of real traffic (ids, times, token counts; no "

@@ -65,7 +65,7 @@ class Row:
 class Scheduler:
     def __init__(self, engine: Any, *, queue_limit: int, prefill_chunk: int, metrics: Metrics,
                  policy_cfg: slot_policy.PolicyConfig, cache: Any = None, timeline: Any = None,
-                 prefill_slice_ms: float = 250.0) -> None:
+                 prefill_slice_ms: float = 250.0, mixed_piece: int = 64) -> None:
         self.engine = engine
         n_slots = int(getattr(engine, "n_slots", 0))
         slot_ctx = engine.context_capacity(1) if n_slots else 0
@@ -74,6 +74,11 @@ class Scheduler:
         self.queue_limit = queue_limit
         self.chunk = prefill_chunk
         self.slice_s = prefill_slice_ms / 1000.0
+        # Prompt tokens in one mixed step (Engine.step): enough rows that the products run at their
+        # prefill rate, few enough that the streams riding along get a token every ~0.1 s on two
+        # cores. 0 turns mixed steps off (prompt pieces and decode steps apart).
+        self.mixed_piece = mixed_piece
+        self.mixed_steps = mixed_piece > 0
         self.prefill_rate = 0.0        # tokens/s of recent prefill pieces (EMA), sizes the slices
         self.metrics = metrics
         self.cache = cache
@@ -365,6 +370,16 @@ class Scheduler:
 
     def _step(self) -> None:
         prefilling = [r for r in self._rows.values() if r.phase == "prefill"]
+        decoding = [r for r in self._rows.values() if r.phase == "decode"]
+        if prefilling and decoding and self.mixed_steps:
+            # The mixed step: the generating rows ride along a prompt piece's forward, so a long
+            # prompt neither stalls the streams nor pays a separate weight read for their tokens.
+            row = prefilling[self._rr % len(prefilling)]
+            self._rr += 1
+            for r in prefilling:
+                r.steps_during_prefill += 1
+            self._prefill_chunk(row, riders=decoding)
+            return
         if prefilling:
             row = prefilling[self._rr % len(prefilling)]
             self._rr += 1
@@ -384,12 +399,26 @@ class Scheduler:
             return self.chunk
         return max(MIN_PREFILL_SLICE, min(self.chunk, int(self.prefill_rate * self.slice_s)))
 
-    def _prefill_chunk(self, row: Row) -> None:
+    def _prefill_chunk(self, row: Row, riders: list[Row] | None = None) -> None:
+        """Reads the next piece of row's prompt; with `riders`, their next tokens go in the same
+        forward (Engine.step) and are accepted after it."""
         prompt = row.job.prompt
-        part = prompt[row.pos: row.pos + self._slice_tokens()]
+        n = self._slice_tokens()
+        if riders:
+            n = max(1, min(n, self.mixed_piece, self.engine.max_rows - len(riders)))
+        part = prompt[row.pos: row.pos + n]
         t0 = time.monotonic()
-        if part:
+        if part and riders:
+            ctxs = [r.ctx for r in riders]
+            tokens = [int(r.next_token) for r in riders]
+            rider_logits = self.engine.step(row.ctx, part, ctxs, tokens)
+            self.metrics.add_decode(time.monotonic() - t0, len(riders))
+            for i, rider in enumerate(riders):
+                self.table.extend(rider.ctx, [tokens[i]])
+                self._accept(rider, int(rider.sampler.sample(rider_logits[i], rider.generated)))
+        elif part:
             self.engine.prefill(row.ctx, part, chunk=self.chunk)
+        if part:
             self.table.extend(row.ctx, part)
             row.pos += len(part)
             row.prefill_chunks += 1
