@@ -41,7 +41,7 @@ def free_port() -> int:
 def start_server(model: str, args: argparse.Namespace, port: int) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "strata", "serve", "--no-config", "--model", model, "--port", str(port),
            "--ctx", str(args.ctx), "--batch", str(args.batch), "--threads", str(args.threads),
-           "--conversation-cache-mib", "0", "--log-level", "warning"]
+           "--conversation-cache-mib", "0", "--log-level", "warning", *args.serve_arg]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -200,6 +200,8 @@ def main() -> int:
     ap.add_argument("--overhead-requests", type=int, default=50)
     ap.add_argument("--overhead-model", default=None,
                     help="model for the overhead pairs (default: a generated tiny model, so engine time is small)")
+    ap.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
+                    help="one more argument for `strata serve` (repeat it: --serve-arg=--mixed-piece --serve-arg=0)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = ap.parse_args()
     if args.model is None:
