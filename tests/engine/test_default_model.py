@@ -94,6 +94,7 @@ def test_greedy_agrees_with_llama_cpp(engine):
     cases = [c for c in json.loads(DATA.read_text())["cases"] if c.get("greedy")]
     assert len(cases) >= 10
     full = 0
+    agreeing = []   # names of the cases equal to llama.cpp for 16 tokens or more
     for c in cases:
         ours = greedy(engine, c["tokens"], len(c["greedy"]))
         agree = next((i for i, (a, b) in enumerate(zip(ours, c["greedy"], strict=True)) if a != b), len(ours))
@@ -102,4 +103,9 @@ def test_greedy_agrees_with_llama_cpp(engine):
                                    f"{c['greedy_margins'][agree]:.3f} (ours {ours[:agree + 1]}, "
                                    f"llama.cpp {c['greedy'][:agree + 1]})")
         full += agree >= 16
+        if agree >= 16:
+            agreeing.append(c["name"])
     assert full >= MIN_FULL_CASES, f"only {full} cases agree on 16 tokens"
+    # The range: chat and plain text, with digits, accents and code, each 16 tokens exact.
+    for kind in ("chat_", "plain_", "digits_", "accents_", "code_"):
+        assert any(n.startswith(kind) for n in agreeing), f"no {kind}* case agrees on 16 tokens: {agreeing}"
