@@ -371,14 +371,8 @@ class Scheduler:
     def _step(self) -> None:
         prefilling = [r for r in self._rows.values() if r.phase == "prefill"]
         decoding = [r for r in self._rows.values() if r.phase == "decode"]
-        if prefilling and decoding and self.mixed_steps:
-            # The mixed step: the generating rows ride along a prompt piece's forward, so a long
-            # prompt neither stalls the streams nor pays a separate weight read for their tokens.
-            row = prefilling[self._rr % len(prefilling)]
-            self._rr += 1
-            for r in prefilling:
-                r.steps_during_prefill += 1
-            self._prefill_chunk(row, riders=decoding)
+        if prefilling and self.mixed_steps and (decoding or len(prefilling) > 1):
+            self._mixed_step(prefilling, decoding)
             return
         if prefilling:
             row = prefilling[self._rr % len(prefilling)]
@@ -399,43 +393,66 @@ class Scheduler:
             return self.chunk
         return max(MIN_PREFILL_SLICE, min(self.chunk, int(self.prefill_rate * self.slice_s)))
 
-    def _prefill_chunk(self, row: Row, riders: list[Row] | None = None) -> None:
-        """Reads the next piece of row's prompt; with `riders`, their next tokens go in the same
-        forward (Engine.step) and are accepted after it."""
-        prompt = row.job.prompt
-        n = self._slice_tokens()
+    def _mixed_step(self, prefilling: list[Row], riders: list[Row]) -> None:
+        """The mixed step (Engine.step): a piece of each prompt being read, as many as fit, and the
+        next token of every generating row, in one forward, so all of them share one weight read and
+        the streams keep moving while prompts are read."""
+        budget = self.engine.max_rows - len(riders)
+        per_row = self.mixed_piece if riders else max(self.mixed_piece, self.chunk // len(prefilling))
+        start = self._rr % len(prefilling)
+        self._rr += 1
+        pieces: list[tuple[Row, list[int]]] = []
+        done: list[Row] = []       # nothing left to read (its logits are already there)
+        for row in prefilling[start:] + prefilling[:start]:
+            n = min(per_row, budget, len(row.job.prompt) - row.pos)
+            if n > 0:
+                pieces.append((row, row.job.prompt[row.pos: row.pos + n]))
+                budget -= n
+            elif row.pos >= len(row.job.prompt):
+                done.append(row)
         if riders:
-            n = max(1, min(n, self.mixed_piece, self.engine.max_rows - len(riders)))
-        part = prompt[row.pos: row.pos + n]
+            for r in prefilling:
+                r.steps_during_prefill += 1
+        tokens = [int(r.next_token) for r in riders]
         t0 = time.monotonic()
-        if part and riders:
-            ctxs = [r.ctx for r in riders]
-            tokens = [int(r.next_token) for r in riders]
-            rider_logits = self.engine.step(row.ctx, part, ctxs, tokens)
-            self.metrics.add_decode(time.monotonic() - t0, len(riders))
-            for i, rider in enumerate(riders):
-                self.table.extend(rider.ctx, [tokens[i]])
-                self._accept(rider, int(rider.sampler.sample(rider_logits[i], rider.generated)))
-        elif part:
+        logits = self.engine.step([(r.ctx, part) for r, part in pieces], [r.ctx for r in riders], tokens)
+        dt = time.monotonic() - t0
+        n_rows = sum(len(part) for _, part in pieces) + len(riders)
+        if riders:
+            self.metrics.add_decode(dt * len(riders) / n_rows, len(riders))
+        for i, rider in enumerate(riders):
+            self.table.extend(rider.ctx, [tokens[i]])
+            self._accept(rider, int(rider.sampler.sample(logits[i], rider.generated)))
+        for row, part in pieces:
+            self._after_piece(row, part, dt * len(part) / n_rows)
+        for row in done:
+            self._after_piece(row, [], 0.0)
+
+    def _prefill_chunk(self, row: Row) -> None:
+        """Reads the next piece of row's prompt on its own (Engine.prefill)."""
+        part = row.job.prompt[row.pos: row.pos + self._slice_tokens()]
+        t0 = time.monotonic()
+        if part:
             self.engine.prefill(row.ctx, part, chunk=self.chunk)
+        self._after_piece(row, part, time.monotonic() - t0)
+
+    def _after_piece(self, row: Row, part: list[int], dt: float) -> None:
+        """Bookkeeping after `part` of row's prompt was read in `dt` seconds: the slot table, rates,
+        and, once the whole prompt is in, the first token."""
+        prompt = row.job.prompt
         if part:
             self.table.extend(row.ctx, part)
             row.pos += len(part)
             row.prefill_chunks += 1
-            dt = time.monotonic() - t0
             if dt > 0 and len(part) >= MIN_PREFILL_SLICE:
                 rate = len(part) / dt
                 self.prefill_rate = rate if not self.prefill_rate else 0.7 * self.prefill_rate + 0.3 * rate
-        if row.pos < len(prompt):
-            row.prefill_s += time.monotonic() - t0
-            self.metrics.add_prefill(time.monotonic() - t0)
-            self._publish_prefill_rate(row)
-            return
-        logits = self.engine.logits(row.ctx)
-        dt = time.monotonic() - t0
         row.prefill_s += dt
         self.metrics.add_prefill(dt)
         self._publish_prefill_rate(row)
+        if row.pos < len(prompt):
+            return
+        logits = self.engine.logits(row.ctx)
         read = len(prompt) - row.reused
         if row.prefill_s > 0 and read >= 64:
             rate = read / row.prefill_s

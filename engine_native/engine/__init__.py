@@ -165,14 +165,14 @@ class Engine:
     def decode(self, ctxs: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
         return self._native.decode(list(ctxs), _tokens(tokens))
 
-    def step(self, prefill_ctx: int | None, prefill_tokens: Sequence[int], ctxs: Sequence[int],
+    def step(self, pieces: Sequence[tuple[int, Sequence[int]]], ctxs: Sequence[int],
              tokens: Sequence[int]) -> np.ndarray:
-        """One forward: a piece of one context's prompt and one token for each of `ctxs` (the mixed
-        step of the continuous agenda; the decode rows ride along the piece's weight reads). Returns
-        the decode rows' logits (len(ctxs), n_vocab); the prompt context's logits are then
-        `logits(prefill_ctx)`. At most `max_rows` rows in all. Bitwise equal to prefill + decode."""
-        ctx = -1 if prefill_ctx is None else prefill_ctx
-        return self._native.step(ctx, _tokens(prefill_tokens), list(ctxs), _tokens(tokens))
+        """One forward for prompt pieces of several contexts (`pieces`: (ctx, tokens) pairs) and one
+        token for each of `ctxs` (the continuous agenda's mixed step: every row rides along the same
+        weight reads). Returns the decode rows' logits (len(ctxs), n_vocab); a piece's context then
+        has `logits(ctx)`. At most `max_rows` rows in all. Bitwise equal to prefill + decode."""
+        return self._native.step([c for c, _ in pieces], [_tokens(t) for _, t in pieces], list(ctxs),
+                                 _tokens(tokens))
 
     @property
     def max_rows(self) -> int:

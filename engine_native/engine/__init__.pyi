@@ -71,7 +71,7 @@ class Engine:
     # compute (each releases the GIL)
     def prefill(self, ctx: int, tokens: Sequence[int] | np.ndarray, *, chunk: int = 512) -> None: ...
     def decode(self, ctxs: Sequence[int], tokens: Sequence[int] | np.ndarray) -> np.ndarray: ...  # (len(ctxs), n_vocab) f32
-    def step(self, prefill_ctx: int | None, prefill_tokens: Sequence[int], ctxs: Sequence[int],
+    def step(self, pieces: Sequence[tuple[int, Sequence[int]]], ctxs: Sequence[int],
              tokens: Sequence[int]) -> np.ndarray: ...  # (len(ctxs), n_vocab) f32; one forward
     @property
     def max_rows(self) -> int: ...

@@ -143,9 +143,19 @@ void register_engine_bindings(py::module_& m) {
              },
              py::arg("ctxs"), py::arg("tokens"))
         .def("step",
-             [](engine& e, int prefill_ctx, const py::object& prefill_tokens, const std::vector<int>& ctxs,
-                const py::object& tokens) {
-                 std::vector<int32_t> p = token_vector(prefill_tokens);
+             [](engine& e, const std::vector<int>& piece_ctxs, const std::vector<py::object>& pieces,
+                const std::vector<int>& ctxs, const py::object& tokens) {
+                 if (piece_ctxs.size() != pieces.size()) {
+                     throw engine_error("step: " + std::to_string(piece_ctxs.size()) + " piece contexts but " +
+                                        std::to_string(pieces.size()) + " pieces");
+                 }
+                 std::vector<int32_t> flat;
+                 std::vector<int64_t> lens;
+                 for (const auto& p : pieces) {
+                     std::vector<int32_t> t = token_vector(p);
+                     lens.push_back(int64_t(t.size()));
+                     flat.insert(flat.end(), t.begin(), t.end());
+                 }
                  std::vector<int32_t> t = token_vector(tokens);
                  if (t.size() != ctxs.size()) {
                      throw engine_error("step: " + std::to_string(ctxs.size()) + " contexts but " +
@@ -155,11 +165,12 @@ void register_engine_bindings(py::module_& m) {
                  float* o = out.mutable_data();
                  {
                      py::gil_scoped_release nogil;
-                     e.step(prefill_ctx, p.data(), int64_t(p.size()), ctxs.data(), t.data(), int64_t(t.size()), o);
+                     e.step(piece_ctxs.data(), lens.data(), int64_t(lens.size()), flat.data(), ctxs.data(), t.data(),
+                            int64_t(t.size()), o);
                  }
                  return out;
              },
-             py::arg("prefill_ctx"), py::arg("prefill_tokens"), py::arg("ctxs"), py::arg("tokens"))
+             py::arg("piece_ctxs"), py::arg("pieces"), py::arg("ctxs"), py::arg("tokens"))
         .def_property_readonly("max_rows", &engine::max_rows)
         .def("logits",
              [](engine& e, int c) {

@@ -205,10 +205,15 @@ void engine::decode(const int* ctx_ids, const int32_t* tokens, int64_t n, float*
     }
 }
 
-void engine::step(int prefill_id, const int32_t* p_tokens, int64_t n_p, const int* ctx_ids, const int32_t* d_tokens,
-                  int64_t n_d, float* logits_out) {
+void engine::step(const int* piece_ids, const int64_t* piece_lens, int64_t n_pieces, const int32_t* piece_tokens,
+                  const int* ctx_ids, const int32_t* d_tokens, int64_t n_d, float* logits_out) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (n_p < 0 || n_d < 0) throw engine_error("step: negative token count");
+    if (n_pieces < 0 || n_d < 0) throw engine_error("step: negative count");
+    int64_t n_p = 0;
+    for (int64_t k = 0; k < n_pieces; k++) {
+        if (piece_lens[k] < 1) throw engine_error("step: an empty prompt piece");
+        n_p += piece_lens[k];
+    }
     if (n_p + n_d > max_rows_) {
         throw engine_error("step: " + std::to_string(n_p) + " prompt tokens + " + std::to_string(n_d) +
                            " decode rows exceed the batch limit of " + std::to_string(max_rows_) + " rows");
@@ -216,19 +221,22 @@ void engine::step(int prefill_id, const int32_t* p_tokens, int64_t n_p, const in
     std::set<int> seen;
     std::vector<batch_row> rows;
     rows.reserve(size_t(n_p + n_d));
-    context* pc = nullptr;
-    if (n_p > 0) {
-        pc = &ctx_mut(prefill_id);
-        const int64_t n0 = int64_t(pc->tokens.size());
-        if (n0 + n_p > pc->capacity) {
-            throw engine_error("step: context " + std::to_string(prefill_id) + " holds " + std::to_string(n0) +
-                               " tokens; " + std::to_string(n_p) + " more exceed its capacity " +
-                               std::to_string(pc->capacity));
+    std::vector<context*> pieces;
+    const int32_t* pt = piece_tokens;
+    for (int64_t k = 0; k < n_pieces; k++) {
+        context& c = ctx_mut(piece_ids[k]);
+        if (!seen.insert(c.id).second) throw engine_error("step: context " + std::to_string(c.id) + " appears twice");
+        const int64_t n0 = int64_t(c.tokens.size()), n = piece_lens[k];
+        if (n0 + n > c.capacity) {
+            throw engine_error("step: context " + std::to_string(c.id) + " holds " + std::to_string(n0) +
+                               " tokens; " + std::to_string(n) + " more exceed its capacity " +
+                               std::to_string(c.capacity));
         }
-        check_tokens(p_tokens, n_p);
-        seen.insert(pc->id);
-        for (int64_t i = 0; i < n_p; i++) rows.push_back({pc, p_tokens[i], n0 + i, i == n_p - 1 ? pc->logits : nullptr});
+        for (int64_t i = 0; i < n; i++) rows.push_back({&c, pt[i], n0 + i, i == n - 1 ? c.logits : nullptr});
+        pieces.push_back(&c);
+        pt += n;
     }
+    check_tokens(piece_tokens, n_p);
     for (int64_t i = 0; i < n_d; i++) {
         context& c = ctx_mut(ctx_ids[i]);
         if (!seen.insert(c.id).second) throw engine_error("step: context " + std::to_string(c.id) + " appears twice");
@@ -242,9 +250,11 @@ void engine::step(int prefill_id, const int32_t* p_tokens, int64_t n_p, const in
     if (rows.empty()) return;
     for (auto& r : rows) r.ctx->has_logits = false;
     forward(rows.data(), int64_t(rows.size()));
-    if (pc) {
-        pc->tokens.insert(pc->tokens.end(), p_tokens, p_tokens + n_p);
-        pc->has_logits = true;
+    pt = piece_tokens;
+    for (int64_t k = 0; k < n_pieces; k++) {
+        pieces[size_t(k)]->tokens.insert(pieces[size_t(k)]->tokens.end(), pt, pt + piece_lens[k]);
+        pieces[size_t(k)]->has_logits = true;
+        pt += piece_lens[k];
     }
     const size_t V = size_t(hp().n_vocab);
     for (int64_t i = 0; i < n_d; i++) {

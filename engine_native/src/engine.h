@@ -82,12 +82,13 @@ class engine {
     void prefill(int ctx_id, const int32_t* tokens, int64_t n_tokens, int64_t chunk);
     // One token per context, one batch; logits_out is (n, n_vocab).
     void decode(const int* ctx_ids, const int32_t* tokens, int64_t n, float* logits_out);
-    // The continuous agenda's mixed step: n_p prompt tokens of context prefill_id (-1: none) and one
-    // token for each of n_d other contexts, in ONE forward, so the decode rows ride along the
-    // piece's weight reads. n_p + n_d <= max_rows(). logits_out is (n_d, n_vocab); the prompt
-    // context's last-position logits are kept as after prefill().
-    void step(int prefill_id, const int32_t* p_tokens, int64_t n_p, const int* ctx_ids, const int32_t* d_tokens,
-              int64_t n_d, float* logits_out);
+    // The continuous agenda's mixed step, in ONE forward: prompt pieces of n_pieces contexts
+    // (piece i: piece_lens[i] tokens of piece_ids[i], concatenated in piece_tokens) and one token for
+    // each of n_d other contexts, so every row rides along the same weight reads. All rows <=
+    // max_rows(). logits_out is (n_d, n_vocab); each piece's context keeps its last-position logits
+    // as after prefill(). Validated whole before anything is computed.
+    void step(const int* piece_ids, const int64_t* piece_lens, int64_t n_pieces, const int32_t* piece_tokens,
+              const int* ctx_ids, const int32_t* d_tokens, int64_t n_d, float* logits_out);
     int64_t max_rows() const { return max_rows_; }
     // Copies the last position's logits into out (n_vocab,); throws when there are none.
     void logits(int ctx_id, float* out);
