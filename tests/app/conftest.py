@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 import tomli_w
 
+from tests.fixtures.qt import _restore_application_look, artifacts  # noqa: F401  (fixtures)
 from tests.monitor.traffic import free_port
-
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "monitor"
 
 
 @pytest.fixture
@@ -25,24 +24,3 @@ def app_config(tmp_path, tiny_model_factory) -> Path:
     path = tmp_path / "config.toml"
     path.write_text(tomli_w.dumps(values), encoding="utf-8")
     return path
-
-
-@pytest.fixture
-def artifacts() -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    return ARTIFACTS
-
-
-@pytest.fixture(autouse=True)
-def _restore_application_look():
-    """The monitor window sets the application's palette and style (Fusion); other parts' Qt tests
-    in the same session get theirs back."""
-    from PySide6.QtWidgets import QApplication
-
-    app = QApplication.instance()
-    saved = (app.palette(), app.style().name()) if app is not None else None
-    yield
-    app = QApplication.instance()
-    if saved is not None and app is not None:
-        app.setPalette(saved[0])
-        app.setStyle(saved[1])

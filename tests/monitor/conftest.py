@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fixtures.qt import _restore_application_look, artifacts  # noqa: F401  (fixtures)
 from tests.server.live import LiveServer
 
 API_KEY = "monitor-test-key"
@@ -18,27 +19,3 @@ def keyed_server(tiny_model_factory, tmp_path_factory):
     server.start()
     yield server
     server.stop()
-
-
-@pytest.fixture
-def artifacts():
-    from pathlib import Path
-
-    folder = Path(__file__).resolve().parents[2] / "test-artifacts" / "monitor"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-@pytest.fixture(autouse=True)
-def _restore_application_look():
-    """The monitor window sets the application's palette and style (Fusion); other parts' Qt tests
-    in the same session get theirs back."""
-    from PySide6.QtWidgets import QApplication
-
-    app = QApplication.instance()
-    saved = (app.palette(), app.style().name()) if app is not None else None
-    yield
-    app = QApplication.instance()
-    if saved is not None and app is not None:
-        app.setPalette(saved[0])
-        app.setStyle(saved[1])
