@@ -339,40 +339,24 @@ class DiskLevel:
         finally:
             try:
                 mm.close()
-            except BufferError:
+            except BufferError:  # a consumer still holds a view: the map closes when it is collected
                 pass
 
     def mapped_pieces(self, entry: DiskEntry, sizes: list[int] | None = None) -> Iterator[memoryview]:
         """The image as read-only views of one memory map (no copy into the process): pieces of the
         given sizes, or of `entry.piece_bytes`. The views are valid while the generator runs."""
-        with open(entry.image_path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        with self.mapped(entry) as view:
+            size = len(view)
             if size == 0:
                 return
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            if hasattr(mm, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
-                mm.madvise(mmap.MADV_SEQUENTIAL)
-            view = memoryview(mm)
-            try:
-                if sizes is None:
-                    sizes = [entry.piece_bytes] * -(-size // entry.piece_bytes)
-                pos = 0
-                for n in sizes:
-                    if pos >= size:
-                        return
-                    yield view[pos:pos + n]
-                    pos += n
-            finally:
-                try:
-                    view.release()
-                except BufferError:  # a consumer still holds a slice; it goes with the map
-                    pass
-        finally:
-            try:
-                mm.close()
-            except BufferError:  # a consumer still holds a view: the map closes when it is collected
-                pass
+            if sizes is None:
+                sizes = [entry.piece_bytes] * -(-size // entry.piece_bytes)
+            pos = 0
+            for n in sizes:
+                if pos >= size:
+                    return
+                yield view[pos:pos + n]
+                pos += n
 
     def read_ranges(self, entry: DiskEntry, sizes: list[int]) -> Iterator[bytes]:
         """The image cut into consecutive pieces of the given sizes (the last may come short)."""
