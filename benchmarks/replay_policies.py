@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from strata.server.replay.cli import replay  # noqa: E402
+from strata.server.replay.cli import policy_cell, replay  # noqa: E402
 from strata.server.replay.generate import generate  # noqa: E402
 from strata.server.replay.simulator import SimOptions  # noqa: E402
 from strata.server.replay.timeline import overlay, read_mooncake  # noqa: E402
@@ -35,15 +35,7 @@ def table(title: str, command: str, rows: list[dict]) -> tuple[str, list[str]]:
            "| policy | " + " | ".join(f"{n} slots" for n in counts) + " |",
            "| --- | " + " | ".join("---:" for _ in counts) + " |"]
     for p in dict.fromkeys(r["policy"] for r in rows):
-        cells = []
-        for n in counts:
-            r = by[(p, n)]
-            if p == "lru":
-                cells.append(f"{r['prompt_tokens_read'] / 1e6:.2f}M read")
-            elif draws > 1:
-                cells.append(f"{r['vs_lru_mean'] * 100:+.1f}% ({r['vs_lru_worst'] * 100:+.1f}%)")
-            else:
-                cells.append(f"{r['vs_lru'] * 100:+.1f}%")
+        cells = [policy_cell(by[(p, n)], draws) for n in counts]
         out.append(f"| {p} | " + " | ".join(cells) + " |")
     total = rows[0]["prompt_tokens_total"] / 1e6
     out.append("")

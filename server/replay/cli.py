@@ -103,6 +103,16 @@ def token_count(n: float) -> str:
     return f"{n / 1e3:.1f}K" if n >= 1e3 else f"{n:.0f}"
 
 
+def policy_cell(row: dict, draws: int) -> str:
+    """One cell of a replay table: tokens read for lru, the change against lru for the others (mean
+    and worst single draw when there are several draws)."""
+    if row["policy"] == "lru":
+        return f"{token_count(row['prompt_tokens_read'])} read"
+    if draws > 1:
+        return f"{row['vs_lru_mean'] * 100:+.1f}% (worst {row['vs_lru_worst'] * 100:+.1f}%)"
+    return f"{row['vs_lru'] * 100:+.1f}%"
+
+
 def format_table(rows: list[dict]) -> str:
     counts = sorted({r["slots"] for r in rows})
     policies = list(dict.fromkeys(r["policy"] for r in rows))
@@ -112,15 +122,7 @@ def format_table(rows: list[dict]) -> str:
     lines = [head, "-" * len(head)]
     draws = rows[0]["draws"] if rows else 1
     for p in policies:
-        cells = []
-        for n in counts:
-            r = by[(p, n)]
-            if p == "lru":
-                cells.append(f"{token_count(r['prompt_tokens_read'])} read")
-            elif draws > 1:
-                cells.append(f"{r['vs_lru_mean'] * 100:+.1f}% (worst {r['vs_lru_worst'] * 100:+.1f}%)")
-            else:
-                cells.append(f"{r['vs_lru'] * 100:+.1f}%")
+        cells = [policy_cell(by[(p, n)], draws) for n in counts]
         lines.append(p.ljust(width) + "".join(f"{c:>24}" for c in cells))
     if rows:
         lines.append(f"prompt tokens in the timeline: {token_count(rows[0]['prompt_tokens_total'])}"
