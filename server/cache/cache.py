@@ -378,15 +378,29 @@ class ConversationCache:
             if entry is None:
                 return RestoreResult(0, hit.level, 0.0, "", False, "entry gone since lookup")
             level_name = lvl.name if lvl is not None else "ram"
-            capacity = self.engine.context_capacity(ctx)
-            if entry.n_tokens > capacity:  # the engine restores whole images only into a context that fits them
-                return RestoreResult(0, level_name, 0.0, "", False,
-                                     f"entry holds {entry.n_tokens} tokens, context {ctx} holds at most {capacity}")
+            limit, refused = self._usable_tokens(entry.n_tokens, hit.n_tokens, ctx)
+            if refused:  # a plain miss: the entry is sound, this context is too small for any of it
+                return RestoreResult(0, level_name, 0.0, "", False, refused)
             if isinstance(entry, RamEntry):
-                n, why = apply_image(self.engine, ctx, entry.pieces, entry.tokens, hit.n_tokens)
+                n, why = apply_image(self.engine, ctx, entry.pieces, entry.tokens, limit)
                 return self._finish_restore(level_name, n, t0, "", False, why)
             source = {"segment": "segment_hit", "system_prompt": "system_prompt_hit"}.get(level_name, "disk_hit")
-            return self._restore_disk(lvl, entry, ctx, hit.n_tokens, source, t0)
+            return self._restore_disk(lvl, entry, ctx, limit, source, t0)
+
+    def _usable_tokens(self, entry_tokens: int, wanted: int, ctx: int) -> tuple[int, str]:
+        """(tokens to restore, "" or why none): an entry longer than the context restores its longest
+        prefix of whole snapshot chunks that fits (as the engine's restorer does); none when not even
+        one chunk fits, or when the image format does not say its chunk size."""
+        capacity = self.engine.context_capacity(ctx)
+        if entry_tokens <= capacity:
+            return wanted, ""
+        chunk_tokens_for = getattr(self.image_format, "chunk_tokens_for", None)
+        chunk = int(chunk_tokens_for(self.engine.bytes_per_token)) if chunk_tokens_for else 0
+        fit = capacity // chunk * chunk if chunk > 0 else 0
+        if fit == 0:
+            return 0, (f"entry holds {entry_tokens} tokens, context {ctx} holds at most {capacity}, "
+                       f"less than one snapshot chunk ({chunk or 'unknown'} tokens)")
+        return min(wanted, fit), ""
 
     def _restore_disk(self, lvl: DiskLevel, entry: DiskEntry, ctx: int, limit: int, source: str,
                       t0: float, *, discard_damaged: bool = True) -> RestoreResult:

@@ -207,3 +207,7 @@ class SimFormat:
 
     read_header = staticmethod(read_header)
     validate = staticmethod(validate)
+
+    @staticmethod
+    def chunk_tokens_for(bytes_per_token: int) -> int:
+        return CHUNK_TOKENS

@@ -221,3 +221,43 @@ def test_a_shorter_prefix_reads_only_the_chunks_it_needs(tiny_engine, tmp_path):
     res = check_continuation(cache, eng, branch, "cold", min_tokens=300)
     assert res.n_tokens == 300 and not res.ladder and cache.damaged == 0
     cache.close(persist=False)
+
+
+@pytest.mark.parametrize("level", ["ram", "cold"])
+def test_history_longer_than_the_slot_restores_the_whole_chunk_prefix_that_fits(tiny_model_factory, tmp_path,
+                                                                                   level):
+    eng = Engine(tiny_model_factory(), n_ctx=2048, n_slots=1, slot_ctx=300, n_threads=1)
+    chunk = engine_mod.snapshot.chunk_tokens_for(eng.bytes_per_token)
+    assert eng.context_capacity(0) == 2048 and eng.context_capacity(1) == 300 and chunk == 256
+    opts = {"conversation_cache_mib": 10} if level == "ram" else {"conversation_cache_mib": 0,
+                                                                   "conversation_cache_cold_mib": 10}
+    cache = make(eng, tmp_path, **opts)
+    h = chat_tokens(eng, 9, n_turns=8, words=24)
+    assert len(h) > 520, len(h)
+    assert park(cache, eng, h, ctx=0).destination == ("ram" if level == "ram" else "disk")  # parked from main
+    cache.flush()
+    # a prompt that fits the slot and shares its first 280 tokens with the parked history
+    prompt = h[:280] + eng.tokenize("<|im_start|>user\nshort<|im_end|>\n")
+    assert len(prompt) + 6 <= 300, len(prompt)
+    res = check_continuation(cache, eng, prompt, level, ctx=1)
+    assert res.n_tokens == chunk and not res.ladder and cache.damaged == 0, res
+    cache.close(persist=False)
+
+
+def test_slot_smaller_than_one_chunk_is_a_plain_miss(tiny_model_factory, tmp_path):
+    eng = Engine(tiny_model_factory(), n_ctx=2048, n_slots=1, slot_ctx=200, n_threads=1)
+    cache = make(eng, tmp_path, conversation_cache_mib=0, conversation_cache_cold_mib=10)
+    h = chat_tokens(eng, 9, n_turns=8, words=24)
+    park(cache, eng, h, ctx=0)
+    cache.flush()
+    (key,) = cache.cascade.levels[0].entries
+    prompt = h[:150] + [1]
+    eng.truncate(1, 0)
+    res = cache.restore(cache.lookup(prompt), 1)
+    assert res.n_tokens == 0 and "less than one snapshot chunk" in res.reason, res
+    assert eng.context_tokens(1) == []
+    assert cache.damaged == 0 and list(cache.cascade.levels[0].entries) == [key]
+    # the entry still serves a context it fits
+    eng.truncate(0, 0)
+    assert cache.restore(cache.lookup(prompt), 0).n_tokens == 150
+    cache.close(persist=False)

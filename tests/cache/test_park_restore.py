@@ -188,12 +188,25 @@ def test_concurrent_conversations_never_restore_anothers_state(make_cache, clock
     assert cache.cascade.degradations["ram"] > 0
 
 
-def test_entry_longer_than_the_context_is_not_restored(make_cache):
+def test_entry_longer_than_the_context_restores_the_whole_chunk_prefix_that_fits(make_cache):
     cache = make_cache(engine=SimEngine(capacity=100))
     h = history(8, 90)
     park_history(cache, h)
     small = SimEngine(capacity=50)
-    cache.engine = small  # a context too small for the whole image (the engine restores whole images)
-    hit = cache.lookup(h[:40] + [1])
-    res = cache.restore(hit, 2)
-    assert res.n_tokens == 0 and "holds at most 50" in res.reason
+    cache.engine = small  # a context shorter than the image: 12 whole chunks of 4 tokens fit
+    res = cache.restore(cache.lookup(h + [1]), 2)
+    assert res.n_tokens == 48 and small.context_tokens(2) == h[:48], res
+    res = cache.restore(cache.lookup(h[:30] + [1]), 2)  # a shorter match is restored whole
+    assert res.n_tokens == 30 and small.context_tokens(2) == h[:30], res
+
+
+def test_context_smaller_than_one_chunk_is_a_plain_miss(make_cache):
+    cache = make_cache(engine=SimEngine(capacity=100))
+    h = history(8, 90)
+    park_history(cache, h)
+    keys = set(cache._pending) | {k for lvl in cache.cascade.levels for k in lvl.entries}
+    cache.engine = SimEngine(capacity=3)  # less than one chunk of 4 tokens
+    res = cache.restore(cache.lookup(h + [1]), 2)
+    assert res.n_tokens == 0 and "less than one snapshot chunk" in res.reason, res
+    assert cache.damaged == 0
+    assert keys == set(cache._pending) | {k for lvl in cache.cascade.levels for k in lvl.entries}
