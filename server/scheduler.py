@@ -78,7 +78,6 @@ class Scheduler:
         # prefill rate, few enough that the streams riding along get a token every ~0.1 s on two
         # cores. 0 turns mixed steps off (prompt pieces and decode steps apart).
         self.mixed_piece = mixed_piece
-        self.mixed_steps = mixed_piece > 0
         self.prefill_rate = 0.0        # tokens/s of recent prefill pieces (EMA), sizes the slices
         self.metrics = metrics
         self.cache = cache
@@ -371,7 +370,7 @@ class Scheduler:
     def _step(self) -> None:
         prefilling = [r for r in self._rows.values() if r.phase == "prefill"]
         decoding = [r for r in self._rows.values() if r.phase == "decode"]
-        if prefilling and self.mixed_steps and (decoding or len(prefilling) > 1):
+        if prefilling and self.mixed_piece > 0 and (decoding or len(prefilling) > 1):
             self._mixed_step(prefilling, decoding)
             return
         if prefilling:

@@ -181,41 +181,27 @@ void engine::prefill(int ctx_id, const int32_t* tokens, int64_t n_tokens, int64_
 
 void engine::decode(const int* ctx_ids, const int32_t* tokens, int64_t n, float* logits_out) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (n <= 0) return;
-    std::set<int> seen;
-    std::vector<batch_row> rows;
-    for (int64_t i = 0; i < n; i++) {
-        context& c = ctx_mut(ctx_ids[i]);
-        if (!seen.insert(c.id).second) throw engine_error("decode: context " + std::to_string(c.id) + " appears twice");
-        if (int64_t(c.tokens.size()) + 1 > c.capacity) {
-            throw engine_error("decode: context " + std::to_string(c.id) + " is full (" +
-                               std::to_string(c.capacity) + " tokens)");
-        }
-        rows.push_back({&c, tokens[i], int64_t(c.tokens.size()), c.logits});
-    }
-    check_tokens(tokens, n);
-    for (auto& r : rows) r.ctx->has_logits = false;
-    forward(rows.data(), n);
-    const size_t V = size_t(hp().n_vocab);
-    for (int64_t i = 0; i < n; i++) {
-        context& c = *rows[size_t(i)].ctx;
-        c.tokens.push_back(tokens[i]);
-        c.has_logits = true;
-        std::memcpy(logits_out + size_t(i) * V, c.logits, V * sizeof(float));
-    }
+    run_step("decode", nullptr, nullptr, 0, nullptr, ctx_ids, tokens, n, logits_out);
 }
 
 void engine::step(const int* piece_ids, const int64_t* piece_lens, int64_t n_pieces, const int32_t* piece_tokens,
                   const int* ctx_ids, const int32_t* d_tokens, int64_t n_d, float* logits_out) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (n_pieces < 0 || n_d < 0) throw engine_error("step: negative count");
+    run_step("step", piece_ids, piece_lens, n_pieces, piece_tokens, ctx_ids, d_tokens, n_d, logits_out);
+}
+
+void engine::run_step(const char* op, const int* piece_ids, const int64_t* piece_lens, int64_t n_pieces,
+                      const int32_t* piece_tokens, const int* ctx_ids, const int32_t* d_tokens, int64_t n_d,
+                      float* logits_out) {
+    const std::string where = std::string(op) + ": ";
+    if (n_pieces < 0 || n_d < 0) throw engine_error(where + "negative count");
     int64_t n_p = 0;
     for (int64_t k = 0; k < n_pieces; k++) {
-        if (piece_lens[k] < 1) throw engine_error("step: an empty prompt piece");
+        if (piece_lens[k] < 1) throw engine_error(where + "an empty prompt piece");
         n_p += piece_lens[k];
     }
     if (n_p + n_d > max_rows_) {
-        throw engine_error("step: " + std::to_string(n_p) + " prompt tokens + " + std::to_string(n_d) +
+        throw engine_error(where + std::to_string(n_p) + " prompt tokens + " + std::to_string(n_d) +
                            " decode rows exceed the batch limit of " + std::to_string(max_rows_) + " rows");
     }
     std::set<int> seen;
@@ -225,10 +211,10 @@ void engine::step(const int* piece_ids, const int64_t* piece_lens, int64_t n_pie
     const int32_t* pt = piece_tokens;
     for (int64_t k = 0; k < n_pieces; k++) {
         context& c = ctx_mut(piece_ids[k]);
-        if (!seen.insert(c.id).second) throw engine_error("step: context " + std::to_string(c.id) + " appears twice");
+        if (!seen.insert(c.id).second) throw engine_error(where + "context " + std::to_string(c.id) + " appears twice");
         const int64_t n0 = int64_t(c.tokens.size()), n = piece_lens[k];
         if (n0 + n > c.capacity) {
-            throw engine_error("step: context " + std::to_string(c.id) + " holds " + std::to_string(n0) +
+            throw engine_error(where + "context " + std::to_string(c.id) + " holds " + std::to_string(n0) +
                                " tokens; " + std::to_string(n) + " more exceed its capacity " +
                                std::to_string(c.capacity));
         }
@@ -239,9 +225,9 @@ void engine::step(const int* piece_ids, const int64_t* piece_lens, int64_t n_pie
     check_tokens(piece_tokens, n_p);
     for (int64_t i = 0; i < n_d; i++) {
         context& c = ctx_mut(ctx_ids[i]);
-        if (!seen.insert(c.id).second) throw engine_error("step: context " + std::to_string(c.id) + " appears twice");
+        if (!seen.insert(c.id).second) throw engine_error(where + "context " + std::to_string(c.id) + " appears twice");
         if (int64_t(c.tokens.size()) + 1 > c.capacity) {
-            throw engine_error("step: context " + std::to_string(c.id) + " is full (" + std::to_string(c.capacity) +
+            throw engine_error(where + "context " + std::to_string(c.id) + " is full (" + std::to_string(c.capacity) +
                                " tokens)");
         }
         rows.push_back({&c, d_tokens[i], int64_t(c.tokens.size()), c.logits});

@@ -103,6 +103,11 @@ class engine {
     context& ctx_mut(int id);
     void check_tokens(const int32_t* tokens, int64_t n) const;
     void forward(const batch_row* rows, int64_t n_rows);
+    // step() and decode() with the lock held: validates everything, then one forward; `op` names the
+    // caller in error messages.
+    void run_step(const char* op, const int* piece_ids, const int64_t* piece_lens, int64_t n_pieces,
+                  const int32_t* piece_tokens, const int* ctx_ids, const int32_t* d_tokens, int64_t n_d,
+                  float* logits_out);
     struct matmul_job {
         const weight* w;
         float* y;   // (n_rows, w->n_rows)
