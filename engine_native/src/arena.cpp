@@ -3,6 +3,7 @@
 // Not here: buffer layout (the engine plans it). Fallbacks are silent but reported by large_pages().
 #include "arena.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -38,6 +39,24 @@ size_t arena::add(size_t n_bytes) {
     if (!ptrs_.empty()) throw std::logic_error("arena: add() after allocate()");
     sizes_.push_back(round_up(n_bytes == 0 ? k_align : n_bytes, k_align));
     return sizes_.size() - 1;
+}
+
+std::vector<std::pair<uint8_t*, size_t>> arena::pieces(size_t max_piece) const {
+    std::vector<std::pair<uint8_t*, size_t>> out;
+    for (const region& r : regions_) {
+        uint8_t* base = static_cast<uint8_t*>(r.base);
+        for (size_t off = 0; off < r.n_bytes; off += max_piece) out.emplace_back(base + off, std::min(max_piece, r.n_bytes - off));
+    }
+    return out;
+}
+
+void arena::populate(uint8_t* p, size_t n) {
+#if defined(MADV_POPULATE_WRITE)
+    if (madvise(p, n, MADV_POPULATE_WRITE) == 0) return;   // Linux 5.14+: one call, no write pass
+#endif
+    // A write per small page faults it in; the memory is zero already, so writing zero keeps it.
+    volatile uint8_t* v = p;
+    for (size_t off = 0; off < n; off += 4096) v[off] = 0;
 }
 
 #ifdef _WIN32

@@ -104,6 +104,11 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     logits_tmp_ = fp(hlog);
 
     pool_ = std::make_unique<thread_pool>(params_.n_threads);
+    // Every context's KV backed now, at load, rather than by its first request (arena::populate).
+    const auto pieces = arena_->pieces(size_t(16) << 20);
+    pool_->parallel_chunks(int64_t(pieces.size()), [&](int64_t i, int) {
+        arena::populate(pieces[size_t(i)].first, pieces[size_t(i)].second);
+    });
 #ifdef STRATA_WITH_CUDA
     if (on_gpu) {
         std::vector<int64_t> capacities;
