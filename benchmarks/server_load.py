@@ -5,7 +5,8 @@ against calling the engine directly (goal < 2 ms).
 
 Agent-like traffic: each client holds one conversation (a system prompt of ~`--system-tokens`, then
 turns of a short user message and a streamed answer of `--max-tokens`), so every turn after the first
-continues its history; each level starts on fresh conversations. The server runs as its own process
+continues its history; each level starts on fresh conversations, after a discarded warm-up level
+(`--warmup-clients`). The server runs as its own process
 (`python -m strata serve`), so client and server do not share a GIL.
 
 Overhead: the same short prompts (first token varied so nothing is reused) through
@@ -102,10 +103,11 @@ async def client(url: str, cid: int, level: int, args: argparse.Namespace, ttfts
     return total
 
 
-async def load_level(url: str, n_clients: int, args: argparse.Namespace) -> dict:
+async def load_level(url: str, n_clients: int, args: argparse.Namespace, warmup: bool = False) -> dict:
     ttfts: list[float] = []
     t0 = time.monotonic()
-    counts = await asyncio.gather(*(client(url, i, n_clients, args, ttfts) for i in range(n_clients)))
+    level = -n_clients if warmup else n_clients     # a warm-up level talks about other things
+    counts = await asyncio.gather(*(client(url, i, level, args, ttfts) for i in range(n_clients)))
     wall = time.monotonic() - t0
     ttfts.sort()
     return {"clients": n_clients, "tokens": sum(counts), "seconds": round(wall, 2),
@@ -198,6 +200,9 @@ def main() -> int:
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--overhead-requests", type=int, default=50)
+    ap.add_argument("--warmup-clients", type=int, default=4,
+                    help="a discarded level of this many clients first (0: none), so that no level pays the "
+                         "server's first requests (template compilation, first use of each slot)")
     ap.add_argument("--overhead-model", default=None,
                     help="model for the overhead pairs (default: a generated tiny model, so engine time is small)")
     ap.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
@@ -214,6 +219,8 @@ def main() -> int:
     levels: list[dict] = []
     try:
         asyncio.run(wait_ready(url, proc))
+        if args.warmup_clients > 0:
+            asyncio.run(load_level(url, args.warmup_clients, args, warmup=True))
         for n in [int(x) for x in args.clients.split(",") if x.strip()]:
             levels.append(asyncio.run(load_level(url, n, args)))
             if not args.json:

@@ -58,7 +58,7 @@ class Completion:
 @dataclass(eq=False)
 class Job:
     """One generation request. The handler creates it on the event loop; the worker thread fills the
-    bookkeeping fields and posts events back with `emit`."""
+    bookkeeping fields and posts events back through an `Outbox`."""
 
     api: str                      # "openai" | "anthropic"
     prompt: list[int]
@@ -75,14 +75,38 @@ class Job:
     submitted_wall: float = field(default_factory=time.time)
     cancelled: bool = False       # set by the handler when its client went away; read by the worker
 
-    def emit(self, kind: str, payload: Any) -> None:
-        """Called from the worker thread: hands one event to the handler's loop."""
-        if self.loop is None or self.events is None:
+
+
+class Outbox:
+    """The worker thread's events of one step, handed to their handlers' loops when the step ends: one
+    wake-up of each loop per step, not one per token and stream (a thread-safe call costs a pipe
+    write and a loop wake-up, ~80 us here; a step of 4 streams is ~6 ms)."""
+
+    def __init__(self) -> None:
+        self._items: list[tuple[Job, str, Any]] = []
+
+    def post(self, job: Job, kind: str, payload: Any) -> None:
+        if job.loop is not None and job.events is not None:
+            self._items.append((job, kind, payload))
+
+    def flush(self) -> None:
+        """Delivers everything posted so far, in order per job."""
+        if not self._items:
             return
-        try:
-            self.loop.call_soon_threadsafe(self.events.put_nowait, (kind, payload))
-        except RuntimeError:      # the loop is closed: the server is stopping
-            pass
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Queue, tuple[str, Any]]]] = {}
+        for job, kind, payload in self._items:
+            by_loop.setdefault(job.loop, []).append((job.events, (kind, payload)))
+        self._items = []
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_deliver, items)
+            except RuntimeError:      # the loop is closed: the server is stopping
+                pass
+
+
+def _deliver(items: list[tuple[asyncio.Queue, tuple[str, Any]]]) -> None:
+    for queue, event in items:
+        queue.put_nowait(event)
 
 
 class StopMatcher:

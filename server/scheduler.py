@@ -24,7 +24,7 @@ from strata.engine.sampling import Sampler
 from strata.engine.text import StreamDecoder
 from strata.server import slot_policy
 from strata.server.errors import APIError
-from strata.server.jobs import Completion, Job, StopMatcher
+from strata.server.jobs import Completion, Job, Outbox, StopMatcher
 from strata.server.metrics import Metrics
 from strata.server.placement import Placer, wall_of
 from strata.server.slots import MAIN, SlotTable, WindowRate, common_prefix
@@ -88,6 +88,7 @@ class Scheduler:
         self._calls: collections.deque[tuple[Any, concurrent.futures.Future]] = collections.deque()
         self._waiting: collections.deque[Job] = collections.deque()
         self._rows: dict[int, Row] = {}
+        self._outbox = Outbox()        # events of the current step, delivered when it ends
         self._cv = threading.Condition()
         self._n_pending = 0            # submitted, not yet running (inbox + waiting)
         self._stopping = False
@@ -175,18 +176,20 @@ class Scheduler:
                 for row in list(self._rows.values()):
                     self.table.invalidate(row.ctx)
                     self._finish(row, "error", error=f"internal error: {e}")
+            self._outbox.flush()
         for row in list(self._rows.values()):
             self._finish(row, "cancelled", error="the server is stopping")
         for _, fut in self._calls:
             fut.cancel()
         for job in list(self._waiting) + list(self._inbox):
-            job.emit("done", _empty_completion(job, "cancelled", "the server is stopping"))
+            self._outbox.post(job, "done", _empty_completion(job, "cancelled", "the server is stopping"))
+        self._outbox.flush()
 
     def _drop_cancelled(self) -> None:
         for job in [j for j in self._waiting if j.cancelled]:
             self._waiting.remove(job)
             self._pending_done()
-            job.emit("done", _empty_completion(job, "cancelled"))
+            self._outbox.post(job, "done", _empty_completion(job, "cancelled"))
             self._record_request(job, None, "cancelled")
         for row in [r for r in self._rows.values() if r.job.cancelled]:
             self._finish(row, "cancelled")
@@ -214,7 +217,7 @@ class Scheduler:
                 self.last_error = str(e)
                 self.metrics.add_request(job.api, "error", len(job.prompt), 0, "none")
                 self._record_request(job, None, "error")
-                job.emit("done", _empty_completion(job, "error", f"internal error: {e}"))
+                self._outbox.post(job, "done", _empty_completion(job, "error", f"internal error: {e}"))
 
     def _choose_context(self, job: Job) -> int | None:
         main_free = self.table.main.busy_job is None
@@ -334,7 +337,7 @@ class Scheduler:
         if prev_conv != job.conversation or ctx == MAIN:
             self.table.supersede_copies(job.conversation, ctx)
         self._rows[ctx] = row
-        job.emit("start", {"cached_tokens": n, "prompt_tokens": len(prompt), "source": row.source})
+        self._outbox.post(job, "start", {"cached_tokens": n, "prompt_tokens": len(prompt), "source": row.source})
         log.debug("request %s in context %s: %d of %d prompt tokens reused (%s)", job.id, ctx, n, len(prompt),
                   row.source)
 
@@ -497,7 +500,7 @@ class Scheduler:
         piece = row.decoder.push(token)
         out = row.stopper.feed(piece) if piece else ""
         if out and row.job.stream:
-            row.job.emit("text", out)
+            self._outbox.post(row.job, "text", out)
         if row.stopper.matched is not None:
             self._finish(row, "stop")
         elif len(row.generated) >= row.max_tokens or len(self.table[row.ctx].tokens) + 1 >= \
@@ -510,7 +513,7 @@ class Scheduler:
         if row.stopper.matched is None and reason != "error":
             tail = row.stopper.feed(row.decoder.flush()) + row.stopper.flush()
             if tail and reason != "cancelled" and row.job.stream:
-                row.job.emit("text", tail)
+                self._outbox.post(row.job, "text", tail)
         now = time.monotonic()
         first = row.first_token_at or now
         completion = Completion(
@@ -533,7 +536,7 @@ class Scheduler:
                 self.timeline.record(row.job, row.reused, len(row.generated), row.generated)
             except Exception:
                 log.exception("timeline write failed")
-        row.job.emit("done", completion)
+        self._outbox.post(row.job, "done", completion)
         log.info("request %s (%s) %s: context %s, prompt %d (reused %d from %s), output %d, ttft %.0f ms",
                  row.job.id, row.job.api, reason, state.display_id(), len(row.job.prompt), row.reused, row.source,
                  len(row.generated), (first - row.job.submitted) * 1000.0)
