@@ -3,10 +3,12 @@ on the default model; prints aggregate generated tokens/s, time to first token p
 aggregate throughput at 4 clients to 1 client (goal >= 2.5x), and the server's own overhead per request
 against calling the engine directly (goal < 2 ms).
 
-Agent-like traffic: each client holds one conversation (a system prompt of ~`--system-tokens`, then
-turns of a short user message and a streamed answer of `--max-tokens`), so every turn after the first
-continues its history; each level starts on fresh conversations, after a discarded warm-up level
-(`--warmup-clients`). The server runs as its own process
+Agent-like traffic: each client holds a conversation (a system prompt of ~`--system-tokens`, then
+`--turns` turns of a short user message and a streamed answer of up to `--max-tokens`), so every turn
+after the first continues its history, then starts a new one; each level runs `--duration` seconds of
+steady load on fresh conversations (tokens received before the end count), after a discarded warm-up
+level (`--warmup-clients`). `--duration 0`: each client runs one conversation to its end instead, so
+the level also measures its slowest client's tail. The server runs as its own process
 (`python -m strata serve`), so client and server do not share a GIL.
 
 Overhead: the same short prompts (first token varied so nothing is reused) through
@@ -62,8 +64,10 @@ async def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 300) -> 
     raise TimeoutError("server not ready")
 
 
-async def one_turn(session: aiohttp.ClientSession, url: str, messages: list[dict], max_tokens: int) -> tuple[float, int, str]:
-    """Streams one chat turn; returns (ttft seconds, generated tokens, text)."""
+async def one_turn(session: aiohttp.ClientSession, url: str, messages: list[dict], max_tokens: int,
+                   deadline: float = float("inf")) -> tuple[float | None, int, str, bool]:
+    """Streams one chat turn; returns (ttft seconds or None, generated tokens, text, finished). At the
+    deadline it stops reading (the server cancels the request) and counts the content chunks received."""
     body = {"model": "bench", "messages": messages, "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True}}
     t0 = time.monotonic()
@@ -73,6 +77,8 @@ async def one_turn(session: aiohttp.ClientSession, url: str, messages: list[dict
     async with session.post(url + "/v1/chat/completions", json=body) as r:
         assert r.status == 200, await r.text()
         async for raw in r.content:
+            if time.monotonic() >= deadline:
+                return ttft, len(text), "".join(text), False
             line = raw.decode().strip()
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
@@ -85,30 +91,42 @@ async def one_turn(session: aiohttp.ClientSession, url: str, messages: list[dict
                     if ttft is None:
                         ttft = time.monotonic() - t0
                     text.append(piece)
-    return (ttft if ttft is not None else time.monotonic() - t0), n, "".join(text)
+    return (ttft if ttft is not None else time.monotonic() - t0), n, "".join(text), True
 
 
-async def client(url: str, cid: int, level: int, args: argparse.Namespace, ttfts: list[float]) -> int:
-    rng = random.Random(cid * 1000 + level)
-    words = " ".join(f"rule{rng.randrange(10000)}" for _ in range(args.system_tokens // 2))
-    messages = [{"role": "system", "content": f"You are coding agent {cid}-{level}. {words}"}]
+async def client(url: str, cid: int, level: int, args: argparse.Namespace, ttfts: list[float],
+                 deadline: float) -> int:
+    """One agent: conversations of `--turns` turns, one after another until the deadline (with
+    --duration 0: one conversation). Returns the tokens it received."""
     total = 0
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3600)) as s:
-        for turn in range(args.turns):
-            messages.append({"role": "user", "content": f"Step {turn}: list the next file to edit and why."})
-            ttft, n, text = await one_turn(s, url, messages, args.max_tokens)
-            messages.append({"role": "assistant", "content": text})
-            ttfts.append(ttft)
-            total += n
+        for conv in range(1 if deadline == float("inf") else 1 << 30):
+            rng = random.Random((cid * 1000 + level) * 1000 + conv)
+            words = " ".join(f"rule{rng.randrange(10000)}" for _ in range(args.system_tokens // 2))
+            messages = [{"role": "system", "content": f"You are coding agent {cid}-{level}-{conv}. {words}"}]
+            for turn in range(args.turns):
+                messages.append({"role": "user", "content": f"Step {turn}: list the next file to edit and why."})
+                ttft, n, text, finished = await one_turn(s, url, messages, args.max_tokens, deadline)
+                total += n
+                if ttft is not None:
+                    ttfts.append(ttft)
+                if not finished:
+                    return total
+                messages.append({"role": "assistant", "content": text})
     return total
 
 
 async def load_level(url: str, n_clients: int, args: argparse.Namespace, warmup: bool = False) -> dict:
+    """Aggregate generated tokens/s of n_clients agents: over `--duration` seconds of steady load (each
+    agent starts its next turn, or a new conversation, as soon as an answer ends), or with
+    --duration 0 until each has finished one conversation (then the slowest agent's tail counts too)."""
     ttfts: list[float] = []
     t0 = time.monotonic()
+    duration = min(args.duration, 5.0) if warmup else args.duration
+    deadline = t0 + duration if duration > 0 else float("inf")
     level = -n_clients if warmup else n_clients     # a warm-up level talks about other things
-    counts = await asyncio.gather(*(client(url, i, level, args, ttfts) for i in range(n_clients)))
-    wall = time.monotonic() - t0
+    counts = await asyncio.gather(*(client(url, i, level, args, ttfts, deadline) for i in range(n_clients)))
+    wall = time.monotonic() - t0 if duration <= 0 else duration
     ttfts.sort()
     return {"clients": n_clients, "tokens": sum(counts), "seconds": round(wall, 2),
             "tok_per_s": round(sum(counts) / wall, 2),
@@ -193,7 +211,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="GGUF file (default: the bundled SmolLM2-135M-Instruct)")
     ap.add_argument("--clients", default="1,2,4,8")
-    ap.add_argument("--turns", type=int, default=4)
+    ap.add_argument("--turns", type=int, default=4, help="turns per conversation")
+    ap.add_argument("--duration", type=float, default=20.0,
+                    help="seconds of steady load per level (0: each client runs one conversation to its end)")
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--system-tokens", type=int, default=400)
     ap.add_argument("--threads", type=int, default=min(4, os.cpu_count() or 1))
@@ -201,8 +221,8 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--overhead-requests", type=int, default=50)
     ap.add_argument("--warmup-clients", type=int, default=4,
-                    help="a discarded level of this many clients first (0: none), so that no level pays the "
-                         "server's first requests (template compilation, first use of each slot)")
+                    help="a discarded level of this many clients first (at most 5 s; 0: none), so that no level "
+                         "pays the server's first requests (template compilation, first use of each slot)")
     ap.add_argument("--overhead-model", default=None,
                     help="model for the overhead pairs (default: a generated tiny model, so engine time is small)")
     ap.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
