@@ -134,6 +134,7 @@ class ConversationCache:
         self.restore_totals: dict[str, tuple[int, float]] = {}  # level -> (restores, seconds)
         self.park_target, self.park_target_reason = self._resolve_park_target()
         self._pending: dict[str, RamEntry] = {}  # captures queued for the spill writer
+        self._prefix_pending: set[str] = set()    # segment / system-prompt saves queued for it
         self._spill = SpillWriter(self._spill_one)
         self._closed = False
         self._has_age_limits = any(lc.on and lc.max_age_s > 0 for lc in self.level_configs)
@@ -266,33 +267,54 @@ class ConversationCache:
             a = system_prompt_anchor(anchors)
             self._save_prefix(self.system_prompts, ctx, tokens, a, keys[0], now, "system_prompt_hit")
         if self.segments.level.state == "on":
-            plan = plan_segment_saves(anchors, keys, set(self.segments.level.entries))
+            with self._lock:
+                present = set(self.segments.level.entries) | self._prefix_pending
+            plan = plan_segment_saves(anchors, keys, present)
             for a, k in plan.saves:
                 self._save_prefix(self.segments, ctx, tokens, a, k, now, "segment_hit")
 
     def _save_prefix(self, store: PrefixStore, ctx: int, tokens: np.ndarray, n: int, key: str, now: float,
                      source: str) -> None:
+        """Copies the prefix's KV now (the context is about to be overwritten) and leaves the disk write
+        to the writer thread, so a park never holds the scheduler for a file write."""
         lvl = store.level
-        if key in lvl.entries:
-            return
+        with self._lock:
+            if key in lvl.entries or key in self._prefix_pending:
+                return
         est = n * self.engine.bytes_per_token
         adm = policy.place_disk_io(self.memory.available_mib(), est / MIB, self.config.conversation_cache_min_free_mib,
                                    self.config.conversation_cache_park_min_free_mib, "park")
         self._admit(adm, "park", f"save {store.name}")
         if adm.destination != policy.DISK:
             return
+        pieces = list(self.engine.snapshot_chunks(ctx, n))
+        prefix = tokens[:n].copy()
         with self._lock:
-            room, why = store.cascade.make_room(0, est, now)
+            self._prefix_pending.add(key)
+        self._spill.submit_job(lambda: self._write_prefix(store, key, prefix, pieces, est, now))
+
+    def _write_prefix(self, store: PrefixStore, key: str, tokens: np.ndarray, pieces: list, est: int,
+                      now: float) -> None:
+        """On the writer thread: room, the file, then the index (a lookup meanwhile simply misses it)."""
+        lvl = store.level
+        try:
+            with self._lock:
+                room, _ = store.cascade.make_room(0, est, now)
             if not room:
                 return
             try:
-                e = lvl.write(key, store.name, tokens[:n], self.engine.snapshot_chunks(ctx, n), now)
+                e = lvl.write(key, store.name, tokens, iter(pieces), now)
             except OSError as exc:
-                self.spill_failures += 1
+                with self._lock:
+                    self.spill_failures += 1
                 log.warning("%s write failed: %s", store.name, exc)
                 return
-            lvl.add(e)
-            store.cascade.make_room(0, 0, now)
+            with self._lock:
+                lvl.add(e)
+                store.cascade.make_room(0, 0, now)
+        finally:
+            with self._lock:
+                self._prefix_pending.discard(key)
 
     # -- spill (the writer thread is spill.SpillWriter) -----------------------------------------
 

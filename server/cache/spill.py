@@ -1,8 +1,10 @@
 """The asynchronous spill writer: one thread that writes disk-bound captures, in order.
 
-What this is: a queue of keys and a daemon thread (started on first use) that calls `write_one(key)`
-for each; `flush()` waits until the queue is empty, `stop()` ends the thread. What this is not: the
-write itself (ConversationCache._spill_one decides room, writes, indexes and counts).
+What this is: a queue and a daemon thread (started on first use) that calls `write_one(key)` for
+each key submitted, or runs a job (`submit_job(fn)`: the prefix saves of the segment tier and the
+system-prompt cache); `flush()` waits until the queue is empty, `stop()` ends the thread. What this is
+not: the writes themselves (ConversationCache._spill_one / _write_prefix decide room, write, index
+and count).
 """
 
 from __future__ import annotations
@@ -23,21 +25,30 @@ class SpillWriter:
         self._start_lock = threading.Lock()
 
     def submit(self, key: str) -> None:
+        self._put(key)
+
+    def submit_job(self, job: Callable[[], None]) -> None:
+        self._put(job)
+
+    def _put(self, item: str | Callable[[], None]) -> None:
         with self._start_lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="strata-cache-spill", daemon=True)
                 self._thread.start()
-        self._q.put(key)
+        self._q.put(item)
 
     def _loop(self) -> None:
         while True:
-            key = self._q.get()
+            item = self._q.get()
             try:
-                if key is None:
+                if item is None:
                     return
-                self._write_one(key)
+                if callable(item):
+                    item()
+                else:
+                    self._write_one(item)
             except Exception:  # the writer must survive any one failure
-                log.exception("spill of %s failed", key)
+                log.exception("spill of %s failed", item)
             finally:
                 self._q.task_done()
 

@@ -132,6 +132,7 @@ def test_system_prompt_cache(tiny_engine, tmp_path):
     eng = tiny_engine
     cache = make(eng, tmp_path, conversation_cache_mib=0, conversation_cache_system_prompt_mib=10)
     park(cache, eng, chat_tokens(eng, 2, n_turns=4))  # discarded (no level), its system prompt kept
+    cache.flush()  # the prefix is written by the writer thread
     other = chat_tokens(eng, 3, n_turns=2)  # a new conversation, the same system prompt
     res = check_continuation(cache, eng, other, "system_prompt")
     assert other[res.n_tokens] == eng.message_opener_ids[0]

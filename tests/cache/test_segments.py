@@ -42,6 +42,7 @@ def test_system_prompt_shared_by_conversations(make_cache, folders):
     cache = make_cache(conversation_cache_mib=0, conversation_cache_system_prompt_mib=10)
     park_history(cache, history(1))
     park_history(cache, history(2))
+    cache.flush()  # prefixes are written by the writer thread
     sp = cache.system_prompts.level
     assert len(sp.entries) == 1  # one file for the shared system prompt
     assert len(os.listdir(folders["system"])) == 2  # image + sidecar
@@ -60,6 +61,7 @@ def test_segment_restores_after_the_conversation_is_gone(make_cache, clock, fold
     for n in (14, 23, 32, 41, 50):  # the conversation parked turn after turn as it grows
         clock.t += 1
         park_history(cache, h[:n])
+    cache.flush()
     seg = cache.segments.level
     assert sorted(e.n_tokens for e in seg.entries.values()) == [5, 14, 23, 32, 41]
     assert cache.superseded + cache.cascade.evictions["ram"] == 4 and len(cache.ram.entries) == 1
@@ -71,6 +73,7 @@ def test_segment_restores_after_the_conversation_is_gone(make_cache, clock, fold
     # a second conversation sharing everything up to anchor 32 reuses that file, writes no duplicate
     clock.t += 1
     park_history(cache, h[:32] + [1, 70, 71, 72, 73, 74, 75, 76, 77, 1, 80])
+    cache.flush()
     keys_32 = [e for e in seg.entries.values() if e.n_tokens == 32]
     assert len(keys_32) == 1
 
@@ -80,6 +83,7 @@ def test_segment_budget_deletes_oldest(make_cache, clock):
     for s in range(3):
         clock.t += 1
         park_history(cache, history(10 + s, 30))  # anchors 5, 14, 23: saves 23 and 14 (~600 KiB)
+    cache.flush()
     seg = cache.segments.level
     assert seg.used_bytes <= 1 << 20
     assert cache.segments.cascade.evictions["segment"] >= 1
