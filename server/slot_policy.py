@@ -52,6 +52,73 @@ RETENTION_EXPIRED_FLOOR = 0.25    # 0.25 + 0.75 x freshness
 # ---------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class LearnConfig:
+    """Thresholds of the learned policy, each a `STRATA_SLOT_LEARN*` variable (`from_env`)."""
+
+    enabled: bool = False            # STRATA_SLOT_LEARNED: place_learned instead of seed 000's place()
+    prior_weight: float = 20.0       # STRATA_SLOT_LEARN_PRIOR_WEIGHT: pseudo-histories from the coarser level
+    min_histories: int = 50          # STRATA_SLOT_LEARN_MIN_HISTORIES: fewer seen: seed 000's place() as is
+    # STRATA_SLOT_LEARN_PROTECT: seed 000's protection by length also binds the learned choice. Off by
+    # default: replayed, it cost 1-5 points on the Mooncake traces (benchmarks/RESULTS.md, session 3).
+    protect: bool = False
+    keep_tps: float = 1.0            # STRATA_SLOT_LEARN_KEEP_TPS: a history whose expected re-read is below
+                                     # this many tokens per second is not worth keeping (taken before group load)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            var = LEARN_ENV_NAMES[f.name]
+            if f.name in ("enabled", "protect"):
+                if not isinstance(v, bool):
+                    raise ValueError(f"{var}={v!r}: expected 0 or 1")
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"{var}={v!r}: expected a finite number >= 0")
+        if self.min_histories != int(self.min_histories):
+            raise ValueError(f"STRATA_SLOT_LEARN_MIN_HISTORIES={self.min_histories!r}: expected a whole number")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> LearnConfig:
+        """Read each variable once; unset or empty keeps the default; a bad value raises ValueError
+        naming the variable and the value."""
+        kwargs: dict[str, object] = {}
+        for name, var in LEARN_ENV_NAMES.items():
+            raw = environ.get(var)
+            if raw is None or raw.strip() == "":
+                continue
+            text = raw.strip().lower()
+            if name in ("enabled", "protect"):
+                if text in ("1", "true", "yes", "on"):
+                    kwargs[name] = True
+                elif text in ("0", "false", "no", "off"):
+                    kwargs[name] = False
+                else:
+                    raise ValueError(f"{var}={raw!r}: expected 0 or 1")
+                continue
+            try:
+                num = float(text)
+            except ValueError:
+                raise ValueError(f"{var}={raw!r}: not a number") from None
+            if not math.isfinite(num) or num < 0:
+                raise ValueError(f"{var}={raw!r}: expected a finite number >= 0")
+            if name == "min_histories":
+                if num != int(num):
+                    raise ValueError(f"{var}={raw!r}: expected a whole number")
+                num = int(num)
+            kwargs[name] = num
+        return cls(**kwargs)
+
+
+LEARN_ENV_NAMES: dict[str, str] = {
+    "enabled": "STRATA_SLOT_LEARNED",
+    "prior_weight": "STRATA_SLOT_LEARN_PRIOR_WEIGHT",
+    "min_histories": "STRATA_SLOT_LEARN_MIN_HISTORIES",
+    "protect": "STRATA_SLOT_LEARN_PROTECT",
+    "keep_tps": "STRATA_SLOT_LEARN_KEEP_TPS",
+}
+
+
+@dataclass(frozen=True)
 class PolicyConfig:
     """Every threshold of seeds 000 and 001, with the seed's default. `from_env` names the variables."""
 
@@ -72,10 +139,15 @@ class PolicyConfig:
     loss_tie_share: float = 0.10       # STRATA_SLOT_LOSS_TIE_SHARE: no-wait losses this close go by group load
     own_min_share: float = 0.5         # STRATA_SLOT_OWN_MIN_SHARE: a slot is the request's own only when
                                        # at least this share of its history is the prompt's prefix
+    learn: LearnConfig = LearnConfig()  # STRATA_SLOT_LEARN*: the learned policy (slot_returns.py), opt-in
 
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
+            if f.name == "learn":
+                if not isinstance(v, LearnConfig):
+                    raise ValueError(f"learn={v!r}: expected a LearnConfig")
+                continue
             var = ENV_NAMES[f.name]
             if f.name == "cache_affinity":
                 if not isinstance(v, bool):
@@ -123,6 +195,7 @@ class PolicyConfig:
                     raise ValueError(f"{var}={raw!r}: expected a whole number of tokens")
                 num = int(num)
             kwargs[name] = num
+        kwargs["learn"] = LearnConfig.from_env(environ)
         return cls(**kwargs)  # __post_init__ validates ranges, naming the variable
 
 
@@ -151,7 +224,8 @@ ENV_NAMES: dict[str, str] = {
 class SlotView:
     """One slot as the policy sees it. `common`: tokens its history shares with the request's prompt
     (for plan_park: with the solo conversation's history). `last_use`: end of its last actual use
-    (a park keeps the parked history's). `blank`: empty, invalid, or a superseded copy."""
+    (a park keeps the parked history's). `blank`: empty, invalid, or a superseded copy. `turn`: the
+    turn of its conversation that made the history (0: unknown; only the learned policy reads it)."""
 
     slot: int
     group: int = 0
@@ -160,6 +234,7 @@ class SlotView:
     last_use: float = 0.0
     busy: bool = False
     blank: bool = False
+    turn: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +378,14 @@ def _with_source(target: SlotView, reason: str, best_slot: SlotView | None, best
     lost = 0 if target.blank else max(target.n_tokens - target.common, 0)
     loss = 0.0 if own else slot_value(target, now, cfg)
     return Decision(target.slot, reason, reused, source, target.group, lost, loss)
+
+
+def decide_to(target: SlotView, reason: str, slots: Sequence[SlotView], request: RequestView, now: float,
+              cfg: PolicyConfig) -> Decision:
+    """A new conversation's Decision for `target`, chosen by another rule (the learned policy): the
+    same near-match source, reuse and loss as place()'s own choices."""
+    best_slot, best, tol = _match(slots, request, cfg)
+    return _with_source(target, reason, best_slot, best, tol, now, cfg, False)
 
 
 # ---------------------------------------------------------------------------------------------

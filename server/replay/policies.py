@@ -1,5 +1,6 @@
 """The policies `strata replay` compares, by name. Those of `slot_policy` (lru, expire:S, shortest,
-affinity, default) run the real pure functions through `SlotView`s; lcp-lru, gds, gds+expire:S and
+affinity, default) and of `slot_returns` (learned, learned+protect) run the real pure functions
+through `SlotView`s; lcp-lru, gds, gds+expire:S and
 the offline `oracle` are written here. Each has `reset(slots, requests, opts)`,
 `choose(i, now, commons) -> (slot index, source index | None, reason)` and `served(slot, i, end)`.
 
@@ -12,10 +13,11 @@ import bisect
 from collections.abc import Sequence
 
 from .. import slot_policy as sp
+from .. import slot_returns as sr
 from .timeline import Request, common_prefix
 
-POLICY_NAMES = ("lru", "lcp-lru", "expire:S", "shortest", "gds", "gds+expire:S", "affinity", "default", "oracle",
-                "oracle-belady")
+POLICY_NAMES = ("lru", "lcp-lru", "expire:S", "shortest", "gds", "gds+expire:S", "affinity", "default", "learned",
+                "learned+protect", "oracle", "oracle-belady")
 NEVER_S = 1e18  # an expiry that never comes: `shortest`
 LCP_SIMILARITY = 0.10  # llama.cpp server's --slot-prompt-similarity default
 
@@ -78,6 +80,50 @@ class PurePolicy(Policy):
             d = sp.pick_slot(views, req, now, self.cfg, load)
         assert d.slot is not None, "the simulator calls a policy only with an idle slot"
         return d.slot - 1, (d.source_slot - 1 if d.source_slot is not None else None), d.reason
+
+
+class LearnedPolicy(Policy):
+    """slot_returns.place_learned on SlotViews; this policy owns the learned statistics: a history
+    is noted when a request is served, a return when a request first continues an earlier one (the
+    timeline's parent, which an online server sees as the prefix it matched)."""
+
+    def __init__(self, name: str, cfg: sp.PolicyConfig) -> None:
+        self.name = name
+        self.cfg = cfg
+
+    def reset(self, slots, requests, opts):
+        super().reset(slots, requests, opts)
+        self.stats = sr.ReturnStats()
+        self.turn: dict[int, int] = {}
+        self.end: dict[int, float] = {}
+        self.continued: set[int] = set()
+
+    def choose(self, i, now, commons):
+        p = self.requests[i].parent
+        if p is not None and p in self.end and p not in self.continued:
+            self.continued.add(p)
+            hp = self.requests[p]
+            self.stats = sr.note_return(self.stats, self.turn[p], hp.n_prompt + hp.n_output, now - self.end[p])
+        load: dict[int, int] = {}
+        views = []
+        for s in self.slots:
+            busy = s.busy_until > now
+            if busy:
+                load[s.group] = load.get(s.group, 0) + 1
+            turn = self.turn.get(s.req, 0) if s.req is not None else 0
+            views.append(sp.SlotView(s.index + 1, s.group, s.n_tokens, commons[s.index], s.last_use, busy, s.blank,
+                                     turn))
+        req = sp.RequestView(self.requests[i].n_prompt, self.opts.prompt_rate_tps)
+        d = sr.pick_slot_learned(views, req, now, self.cfg, self.stats, load)
+        assert d.slot is not None, "the simulator calls a policy only with an idle slot"
+        return d.slot - 1, (d.source_slot - 1 if d.source_slot is not None else None), d.reason
+
+    def served(self, slot, i, end):
+        r = self.requests[i]
+        p = r.parent
+        self.turn[i] = self.turn.get(p, 0) + 1 if p is not None else 1
+        self.end[i] = end
+        self.stats = sr.note_history(self.stats, self.turn[i], r.n_prompt + r.n_output)
 
 
 class LcpLru(Policy):
@@ -194,6 +240,10 @@ def make_policy(name: str, n_groups: int = 1) -> Policy:
             return PurePolicy(name, sp.PolicyConfig(cache_affinity=True), always_place=True)
         if name == "default":
             return PurePolicy(name, sp.PolicyConfig())
+        if name == "learned":
+            return LearnedPolicy(name, sp.PolicyConfig(learn=sp.LearnConfig(enabled=True)))
+        if name == "learned+protect":
+            return LearnedPolicy(name, sp.PolicyConfig(learn=sp.LearnConfig(enabled=True, protect=True)))
         if name == "oracle":
             return Oracle("cost")
         if name == "oracle-belady":

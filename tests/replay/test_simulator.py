@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from strata.server.replay.policies import make_policy
+from strata.server import slot_policy as sp
+from strata.server import slot_returns as sr
+from strata.server.replay.policies import LearnedPolicy, make_policy
 from strata.server.replay.simulator import SimOptions, simulate
 from strata.server.replay.timeline import build_requests
 
@@ -25,6 +27,7 @@ TOTAL = 1000 + 300 + 1500 + 200 + 500 + 2000
 @pytest.mark.parametrize(("policy", "read"), [
     ("lru", 4400), ("lcp-lru", 4400), ("expire:600", 2800), ("shortest", 2800), ("gds", 2800),
     ("gds+expire:600", 2800), ("affinity", 2800), ("default", 2800), ("oracle", 2800), ("oracle-belady", 4080),
+    ("learned", 2800), ("learned+protect", 2800),  # 6 requests: below min_histories, seed 000 decides
 ])
 def test_tiny_timeline_exact_counts(policy, read):
     r = simulate(TINY, 2, make_policy(policy))
@@ -84,3 +87,41 @@ def test_a_continued_turn_waits_for_its_parent_answer_with_rates():
     reqs = build_requests([(0, "A", 1000, 0, 100), (1, "A", 1500, 1100, 10)])
     r = simulate(reqs, 2, make_policy("lru"), SimOptions(prefill_tps=100, decode_tps=10))
     assert (r.prompt_tokens_read, r.waited_s) == (1000 + 400, 0.0)
+
+
+# Learned policy, 2 slots, prior_weight 1, from the second request on (min_histories 1).
+# A continues twice (gaps 5 s and 3 s), S (3000) arrives at 6, T (600) needs a slot at 9, A again at 12.
+LEARN_TL = build_requests([
+    (0, "A", 1000, 0, 0),
+    (5, "A", 1500, 1000, 0),
+    (6, "S", 3000, 0, 0),
+    (8, "A", 1800, 1500, 0),
+    (9, "T", 600, 0, 0),
+    (12, "A", 2000, 1800, 0),
+])
+
+
+def test_learned_policy_on_a_hand_computed_timeline():
+    # At t=9 the counts are: made (turn 1, 1000), (2, 1500), (1, 3000), (3, 1800); first continuations
+    # (1, 1000) after 5 s (bin [4, 8)) and (2, 1500) after 3 s (bin [2, 4)). With one pseudo-history:
+    # all: q[2] = q[3] = 1/4. A's 1800 (turn 3, length 1K-2K: made 2, one back in [2,4)):
+    #   length (1 + 1/4) / 3 = 5/12 and (0 + 1/4) / 3 = 1/12; turn x length: halves: 5/24, 1/24.
+    #   idle 1 s: p = 1/4, wait (5/24 x 2 + 1/24 x 5) / (1/4) = 2.5 s: 0.25 x 1800 / 2.5 = 180 tok/s.
+    # S's 3000 (turn 1, 2K-4K, never back): q = 1/16 in both bins; idle 3 s: F(3) = 1/32, p = 3/31,
+    #   wait (1/32 x 0.5 + 1/16 x 3) / (3/32) = 13/6 s: (3/31) x 3000 / (13/6) = 134 tok/s. S goes.
+    cfg = sp.PolicyConfig(learn=sp.LearnConfig(enabled=True, prior_weight=1, min_histories=1))
+    pol = LearnedPolicy("learned", cfg)
+    r = simulate(LEARN_TL, 2, pol)
+    # 1000 + 500 + 3000 + 300 + 600 (T in S's slot) + 200 (A keeps its slot)
+    assert (r.prompt_tokens_read, r.reasons["learned"]) == (5600, 1)
+    assert pol.stats.histories == 6 and pol.turn == {0: 1, 1: 2, 2: 1, 3: 3, 4: 1, 5: 4}
+    views = [sp.SlotView(slot=1, n_tokens=1800, last_use=8.0, turn=3),
+             sp.SlotView(slot=2, n_tokens=3000, last_use=6.0, turn=1)]
+    st = sr.ReturnStats()
+    for turn, n in ((1, 1000), (2, 1500), (1, 3000), (3, 1800)):
+        st = sr.note_history(st, turn, n)
+    st = sr.note_return(sr.note_return(st, 1, 1000, 5.0), 2, 1500, 3.0)
+    assert sr.expected_reread_rate(views[0], 9.0, st, cfg.learn) == pytest.approx(180.0)
+    assert sr.expected_reread_rate(views[1], 9.0, st, cfg.learn) == pytest.approx((3 / 31) * 3000 / (13 / 6))
+    # seed 000 (default) gives up A's slot at t=9 (both protected; A's value is the lower): A reads 2000
+    assert simulate(LEARN_TL, 2, make_policy("default")).prompt_tokens_read == 7400

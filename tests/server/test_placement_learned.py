@@ -1,0 +1,81 @@
+"""The Placer with STRATA_SLOT_LEARNED=1 on a real SlotTable: it owns the learned statistics, notes a
+history per placement and a continuation when a request runs in its own history, and passes the
+statistics to the policy (server/slot_returns.py). The scheduler's part (tokens written, last use
+refreshed on completion) is done here by hand with the table's own methods."""
+
+from __future__ import annotations
+
+import pytest
+from strata.server import slot_policy as policy
+from strata.server import slot_returns as sr
+from strata.server.config import ConfigError, load_config, validate
+from strata.server.placement import Placer
+from strata.server.slot_policy import LearnConfig, PolicyConfig
+from strata.server.slots import SlotTable
+
+
+def serve(placer: Placer, prompt: list[int], now: float, job: int, answer: int = 10) -> int:
+    """Place a request and do what the scheduler does: run it, write its history, end its use."""
+    d = placer.pick(prompt, now, job)
+    assert d.slot is not None
+    placer.table.set_tokens(d.slot, prompt + [7] * answer)
+    placer.table[d.slot].last_use = now + 1.0
+    return d.slot
+
+
+def conv(seed: int, n: int) -> list[int]:
+    return [(seed * 1000 + i) % 50_000 + 1 for i in range(n)]
+
+
+def test_the_placer_learns_turns_and_continuations():
+    table = SlotTable(n_ctx=8192, n_slots=2, slot_ctx=8192, n_groups=1)
+    placer = Placer(table, PolicyConfig(learn=LearnConfig(enabled=True, min_histories=0, prior_weight=1)))
+    a = conv(1, 3000)
+    assert serve(placer, a, 0.0, 1) == 1
+    assert placer.turns == {1: 1} and placer.returns.histories == 1
+    a2 = a + [7] * 10 + conv(2, 200)
+    assert serve(placer, a2, 5.0, 2) == 1                 # A's second turn, 4 s after the first ended
+    assert placer.turns == {1: 2} and placer.continued == set()
+    fine, _, _ = sr.rows_of(1, 3010)
+    assert placer.returns.returned[fine][sr.gap_bin(4.0)] == 1
+    assert placer.returns.made[sr.ROW_ALL] == 2
+    s = conv(3, 5000)
+    assert serve(placer, s, 7.0, 3) == 2                  # a side request takes the empty slot (turn 1)
+    assert placer.turns == {1: 2, 2: 1}
+    # A new conversation at 8.5 s, both histories protected: seed 000 overwrites A's (the lower value).
+    # Learned: A's 3,220 tokens (turn 2) come back in 4-8 s with 2/9 (its length bucket: 1 of 2 back
+    # plus one pseudo-history at the overall 1/3 = 4/9; its own bucket: 0 of 1 plus 4/9 = 2/9):
+    # 2/9 x 3220 / 3.5 s = 204 tok/s; S's 5,010 (turn 1, that length never seen back): 1/12 x 5010 /
+    # 5.5 s = 76 tok/s. S goes.
+    new = conv(4, 100)
+    seed = policy.pick_slot(placer.slot_views(new), policy.RequestView(len(new)), 8.5, PolicyConfig(), {0: 0})
+    assert (seed.slot, seed.reason) == (1, "least_loss")
+    d = placer.pick(new, 8.5, 4)
+    assert (d.slot, d.reason) == (2, "learned")
+    assert placer.trace[-1]["reason"] == "learned" and placer.trace[-1]["slot"] == 2
+
+
+def test_the_placer_leaves_the_statistics_alone_when_learning_is_off():
+    table = SlotTable(n_ctx=8192, n_slots=2, slot_ctx=8192, n_groups=1)
+    placer = Placer(table, PolicyConfig())
+    a = conv(1, 3000)
+    serve(placer, a, 0.0, 1)
+    serve(placer, a + [7] * 10 + conv(2, 200), 5.0, 2)
+    assert placer.returns == sr.ReturnStats() and placer.turns == {}
+
+
+def test_a_park_forgets_the_turn_of_the_slot_it_overwrites():
+    table = SlotTable(n_ctx=8192, n_slots=2, slot_ctx=8192, n_groups=2)
+    placer = Placer(table, PolicyConfig(learn=LearnConfig(enabled=True)))
+    serve(placer, conv(1, 100), 0.0, 1)
+    table.set_tokens(0, conv(5, 6000))                    # the solo conversation on main
+    table.main.last_use = 99.0
+    d = placer.plan_park(100.0, 2)
+    assert d is not None and d.slot is not None
+    assert d.slot not in placer.turns
+
+
+def test_an_invalid_learn_variable_stops_start_up_naming_it():
+    with pytest.raises(ConfigError, match="STRATA_SLOT_LEARN_PRIOR_WEIGHT"):
+        validate(load_config({}, environ={"STRATA_SLOT_LEARN_PRIOR_WEIGHT": "lots"}))
+    validate(load_config({}, environ={"STRATA_SLOT_LEARNED": "1"}))
