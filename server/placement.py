@@ -13,6 +13,7 @@ from collections import deque
 
 from strata.server import slot_policy as policy
 from strata.server import slot_returns
+from strata.server.history_ledger import HistoryLedger
 from strata.server.slots import MAIN, SlotTable, common_prefix
 
 log = logging.getLogger("strata.server.placement")
@@ -29,10 +30,10 @@ class Placer:
         self.cfg = cfg
         self.trace: deque[dict] = deque(maxlen=trace_len)
         self.prompt_rate_tps = 0.0  # measured prompt-reading speed (EMA), for near matches
-        # The learned policy's statistics (STRATA_SLOT_LEARNED=1): owned here, updated on each placement.
+        # The learned policy's statistics (STRATA_SLOT_LEARNED=1): owned here, updated on each placement;
+        # the ledger tells which recent history a request continues, held in a slot or not.
         self.returns = slot_returns.ReturnStats()
-        self.turns: dict[int, int] = {}   # slot id -> turn of its conversation that made its history
-        self.continued: set[int] = set()  # slots whose history's first continuation was noted
+        self.ledger = HistoryLedger()
 
     @property
     def parks_into_slots(self) -> bool:
@@ -54,7 +55,7 @@ class Placer:
                 slot=c.id, group=c.group, n_tokens=len(c.tokens),
                 common=common_prefix(c.tokens, reference) if c.valid else 0,
                 last_use=c.last_use if c.last_use is not None else 0.0,
-                busy=c.busy_job is not None, blank=c.blank, turn=self.turns.get(c.id, 0)))
+                busy=c.busy_job is not None, blank=c.blank, turn=self.ledger.turn_in(c.id)))
         return views
 
     def pick(self, prompt: list[int], now: float, job_id: int) -> policy.Decision:
@@ -67,30 +68,29 @@ class Placer:
             d = policy.pick_slot(views, request, now, self.cfg, self.group_load())
         if d.slot is not None:
             if self.cfg.learn.enabled:
-                self.learn(d, views, len(prompt), now)
+                self.learn(d, views, prompt, now)
             self.record(job_id, d.slot, d.group, d.reason, d.reused, d.source_slot, lost=d.lost_tokens)
         return d
 
-    def learn(self, d: policy.Decision, views: list[policy.SlotView], n_prompt: int, now: float) -> None:
-        """Update the learned statistics with a placement: a request placed in its own history (or
-        moved from it) continues that history (its first continuation is noted, with the idle gap);
-        the slot now holds a history of the next turn (noted with the prompt's length: the answer is
-        not known yet)."""
-        parent = None
-        if d.reason in ("own_prefix", "blank_less_loaded"):
-            parent = d.source_slot if isinstance(d.source_slot, int) and d.source_slot > 0 else d.slot
+    def learn(self, d: policy.Decision, views: list[policy.SlotView], prompt: list[int], now: float) -> None:
+        """Update the learned statistics with a placement: the first continuation of the history the
+        prompt continues (held in a slot or overwritten) is noted with its idle gap; the slot's old
+        history is released; the new one is noted at the next turn (with the prompt's length: the
+        answer is not known yet)."""
         by_id = {v.slot: v for v in views}
+        parent = self.ledger.parent_of(prompt)
         turn = 1
-        if parent is not None and parent in by_id:
-            pv = by_id[parent]
-            turn = self.turns.get(parent, 0) + 1
-            if parent in self.turns and parent not in self.continued and not pv.blank:
-                self.returns = slot_returns.note_return(self.returns, self.turns[parent], pv.n_tokens,
-                                                        now - pv.last_use)
-                self.continued.add(parent)
-        self.turns[d.slot] = turn
-        self.continued.discard(d.slot)
-        self.returns = slot_returns.note_history(self.returns, turn, n_prompt)
+        if parent is not None:
+            turn = parent.turn + 1
+            held = by_id.get(parent.slot) if parent.slot is not None else None
+            n_tokens, end = (held.n_tokens, held.last_use) if held is not None else (parent.n_tokens, parent.end)
+            if not parent.continued:
+                parent.continued = True
+                self.returns = slot_returns.note_return(self.returns, parent.turn, n_tokens, now - end)
+        old = by_id[d.slot]
+        self.ledger.release(d.slot, old.n_tokens, old.last_use)
+        self.ledger.add(prompt, turn, d.slot)
+        self.returns = slot_returns.note_history(self.returns, turn, len(prompt))
 
     def plan_park(self, now: float, job_id: int) -> policy.ParkDecision | None:
         """Where main's conversation goes before a request displaces it; None when parking into slots
@@ -104,8 +104,8 @@ class Placer:
         if d.slot is None:
             self.record(job_id, None, None, d.reason, 0, MAIN, park_skip=d.park_skip)
         else:
-            self.turns.pop(d.slot, None)  # a parked history's turn is not known (main is not tracked)
-            self.continued.discard(d.slot)
+            c = self.table[d.slot]  # overwritten by main's history, whose turn is not known (main is not tracked)
+            self.ledger.release(d.slot, len(c.tokens), c.last_use if c.last_use is not None else now)
             self.record(job_id, d.slot, self.table[d.slot].group, d.reason, d.reused, MAIN, park=True,
                         lost=d.lost_tokens)
         return d

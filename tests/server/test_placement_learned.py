@@ -23,6 +23,10 @@ def serve(placer: Placer, prompt: list[int], now: float, job: int, answer: int =
     return d.slot
 
 
+def turns(placer: Placer) -> dict[int, int]:
+    return {slot: e.turn for slot, e in placer.ledger.in_slot.items()}
+
+
 def conv(seed: int, n: int) -> list[int]:
     return [(seed * 1000 + i) % 50_000 + 1 for i in range(n)]
 
@@ -32,16 +36,16 @@ def test_the_placer_learns_turns_and_continuations():
     placer = Placer(table, PolicyConfig(learn=LearnConfig(enabled=True, min_histories=0, prior_weight=1)))
     a = conv(1, 3000)
     assert serve(placer, a, 0.0, 1) == 1
-    assert placer.turns == {1: 1} and placer.returns.histories == 1
+    assert turns(placer) == {1: 1} and placer.returns.histories == 1
     a2 = a + [7] * 10 + conv(2, 200)
     assert serve(placer, a2, 5.0, 2) == 1                 # A's second turn, 4 s after the first ended
-    assert placer.turns == {1: 2} and placer.continued == set()
+    assert turns(placer) == {1: 2}
     fine, _, _ = sr.rows_of(1, 3010)
     assert placer.returns.returned[fine][sr.gap_bin(4.0)] == 1
     assert placer.returns.made[sr.ROW_ALL] == 2
     s = conv(3, 5000)
     assert serve(placer, s, 7.0, 3) == 2                  # a side request takes the empty slot (turn 1)
-    assert placer.turns == {1: 2, 2: 1}
+    assert turns(placer) == {1: 2, 2: 1}
     # A new conversation at 8.5 s, both histories protected: seed 000 overwrites A's (the lower value).
     # Learned: A's 3,220 tokens (turn 2) come back in 4-8 s with 2/9 (its length bucket: 1 of 2 back
     # plus one pseudo-history at the overall 1/3 = 4/9; its own bucket: 0 of 1 plus 4/9 = 2/9):
@@ -55,13 +59,28 @@ def test_the_placer_learns_turns_and_continuations():
     assert placer.trace[-1]["reason"] == "learned" and placer.trace[-1]["slot"] == 2
 
 
+def test_a_continuation_of_an_overwritten_history_is_noted_with_its_own_end():
+    table = SlotTable(n_ctx=8192, n_slots=1, slot_ctx=8192, n_groups=1)
+    placer = Placer(table, PolicyConfig(learn=LearnConfig(enabled=True)))
+    a = conv(1, 3000)
+    serve(placer, a, 0.0, 1)                              # A ends at 1.0, 3,010 tokens held
+    serve(placer, conv(2, 500), 10.0, 2)                  # B overwrites it
+    assert placer.ledger.in_slot[1].turn == 1 and placer.returns.made[sr.ROW_ALL] == 2
+    serve(placer, a + [7] * 10 + conv(3, 100), 61.0, 3)   # A comes back 60 s after its end: read again
+    fine, _, _ = sr.rows_of(1, 3010)
+    assert placer.returns.returned[fine][sr.gap_bin(60.0)] == 1
+    assert placer.ledger.in_slot[1].turn == 2
+    serve(placer, a + [7] * 10 + conv(3, 100) + [7] * 10, 70.0, 4)
+    assert sum(placer.returns.returned[sr.ROW_ALL]) == 2  # and its second turn continued in the slot
+
+
 def test_the_placer_leaves_the_statistics_alone_when_learning_is_off():
     table = SlotTable(n_ctx=8192, n_slots=2, slot_ctx=8192, n_groups=1)
     placer = Placer(table, PolicyConfig())
     a = conv(1, 3000)
     serve(placer, a, 0.0, 1)
     serve(placer, a + [7] * 10 + conv(2, 200), 5.0, 2)
-    assert placer.returns == sr.ReturnStats() and placer.turns == {}
+    assert placer.returns == sr.ReturnStats() and turns(placer) == {}
 
 
 def test_a_park_forgets_the_turn_of_the_slot_it_overwrites():
@@ -72,7 +91,7 @@ def test_a_park_forgets_the_turn_of_the_slot_it_overwrites():
     table.main.last_use = 99.0
     d = placer.plan_park(100.0, 2)
     assert d is not None and d.slot is not None
-    assert d.slot not in placer.turns
+    assert placer.ledger.turn_in(d.slot) == 0
 
 
 def test_an_invalid_learn_variable_stops_start_up_naming_it():
