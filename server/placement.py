@@ -2,7 +2,8 @@
 writes every decision to the trace (logs, `/v1/slots`, the monitor feed's `decisions`).
 
 Mechanism between the scheduler and the pure policy: it neither calls the engine nor chooses anything
-itself. The scheduler performs what a decision says (copy, truncate, park).
+itself. With STRATA_SLOT_LEARNED=1 it also owns the learned policy's statistics (slot_returns.py) and
+the ledger of recent histories (history_ledger.py) they are counted from. The scheduler performs what a decision says (copy, truncate, park).
 """
 
 from __future__ import annotations

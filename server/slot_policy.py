@@ -18,6 +18,8 @@ Interface (the contract with the scheduler and `strata replay`):
 - `plan_park(main, slots, now, cfg, group_load) -> ParkDecision`: where the solo path's
   conversation goes when a request displaces it (or why it does not).
 - `protection_s(n, cfg)`, `retention(n, age, cfg)`, `value(n, age, cfg)`, `overwrite_score(...)`.
+- `LearnConfig` (`PolicyConfig.learn`, the `STRATA_SLOT_LEARN*` variables) and `decide_to(...)`: for
+  the learned policy of slot_returns.py, which reuses place() and only replaces its victim.
 
 Not here: the slot table, the engine calls, the trace records, the conversation cache below slots.
 """
