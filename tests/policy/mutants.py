@@ -1,7 +1,7 @@
 """Deliberately broken versions of the slot policy; each must fail some test in tests/policy.
 
 Run on demand (about a minute): `.venv/bin/python -m tests.policy.mutants`. Each mutant is a
-one-line change of server/slot_policy.py's source, executed into the module in a fresh process
+one-line change of server/slot_policy.py's (or server/slot_returns.py's) source, executed into the module in a fresh process
 before pytest imports the tests; the file on disk is never touched. Prints one line per mutant
 (killed by which test, or SURVIVED) and exits 1 if any survives. Output recorded in
 benchmarks/RESULTS.md.
@@ -60,13 +60,39 @@ MUTANTS: dict[str, tuple[str, str]] = {
     "park renews the last use": ("ParkDecision(t.slot, why, None, t.common, main.last_use, lost)",
                                  "ParkDecision(t.slot, why, None, t.common, now, lost)"),
     "from_env reads an unknown affinity word as off": (
-        "                else:\n                    raise ValueError(f\"{var}={raw!r}: expected 0 or 1\")\n                continue",
-        "                else:\n                    kwargs[name] = False\n                continue"),
+        "low in (\"0\", \"false\", \"no\", \"off\"):\n                    kwargs[name] = False\n                else:\n"
+        "                    raise ValueError(f\"{var}={raw!r}: expected 0 or 1\")\n                continue",
+        "low in (\"0\", \"false\", \"no\", \"off\"):\n                    kwargs[name] = False\n                else:\n"
+        "                    kwargs[name] = False\n                continue"),
+}
+
+# The learned policy (server/slot_returns.py): the same, against that module.
+LEARNED_MUTANTS: dict[str, tuple[str, str]] = {
+    "learned: no pseudo-histories from the coarser level": ("w = prior_weight if r != top else 0.0", "w = 0.0"),
+    "learned: levels blended from fine to coarse": ("for r in (top, coarse, fine):", "for r in (fine, coarse, top):"),
+    "learned: the current bin counts whole": ("f += q[g] * (t - lo) / (hi - lo)", "f += q[g]"),
+    "learned: wait not measured from the idle age": ("wait += m * ((lo + hi) / 2 - age_s)", "wait += m * ((lo + hi) / 2)"),
+    "learned: p not conditioned on not yet back": ("return min(mass / alive, 1.0), wait / mass",
+                                                  "return min(mass, 1.0), wait / mass"),
+    "learned: cost ignores the shared prefix": ("p * max(s.n_tokens - s.common, 0) / max(wait, MIN_WAIT_S)",
+                                                "p * s.n_tokens / max(wait, MIN_WAIT_S)"),
+    "learned: cost ignores the wait": ("p * max(s.n_tokens - s.common, 0) / max(wait, MIN_WAIT_S)",
+                                       "p * max(s.n_tokens - s.common, 0)"),
+    "learned: min_histories ignored": ("if d.reason in SEED_KEPT or stats.histories < lcfg.min_histories:",
+                                       "if d.reason in SEED_KEPT:"),
+    "learned: protection ignored when asked for": ("    if lcfg.protect:\n", "    if False:\n"),
+    "learned: keep_tps tier dropped": ("(costs[s.slot] >= lcfg.keep_tps, group_load", "(False, group_load"),
+    "learned: turn buckets shifted by one": ("bisect.bisect_right(TURN_EDGES, max(turn, 1)) - 1",
+                                            "bisect.bisect_right(TURN_EDGES, max(turn, 1))"),
+    "learned: a continued conversation may move (own prefix not kept)": (
+        'SEED_KEPT = ("own_prefix", "blank_less_loaded", "all_busy", "blank", "empty")',
+        'SEED_KEPT = ("all_busy", "blank", "empty")'),
 }
 
 RUNNER = """
+import importlib
 import sys
-import strata.server.slot_policy as m
+m = importlib.import_module(sys.argv[4])
 src = open(m.__file__).read()
 old, new = sys.argv[1], sys.argv[2]
 assert src.count(old) == 1, 'mutant text must occur exactly once: ' + old
@@ -76,8 +102,8 @@ sys.exit(pytest.main(['-q', '-x', '-p', 'no:cacheprovider', '--no-header', sys.a
 """
 
 
-def run_one(old: str, new: str) -> tuple[bool, str]:
-    p = subprocess.run([sys.executable, "-c", RUNNER, old, new, str(ROOT / "tests" / "policy")],
+def run_one(old: str, new: str, module: str = "strata.server.slot_policy") -> tuple[bool, str]:
+    p = subprocess.run([sys.executable, "-c", RUNNER, old, new, str(ROOT / "tests" / "policy"), module],
                        cwd=ROOT, capture_output=True, text=True)
     if "mutant text must occur" in p.stderr:
         raise SystemExit(f"mutant text not found exactly once: {old!r}")
@@ -87,11 +113,13 @@ def run_one(old: str, new: str) -> tuple[bool, str]:
 
 def main() -> int:
     survived = 0
-    for name, (old, new) in MUTANTS.items():
-        killed, by = run_one(old, new)
+    every = [(name, old, new, "strata.server.slot_policy") for name, (old, new) in MUTANTS.items()]
+    every += [(name, old, new, "strata.server.slot_returns") for name, (old, new) in LEARNED_MUTANTS.items()]
+    for name, old, new, module in every:
+        killed, by = run_one(old, new, module)
         survived += not killed
         print(f"{'killed  ' if killed else 'SURVIVED'} {name}: {by if killed else ''}", flush=True)
-    print(f"{len(MUTANTS) - survived} of {len(MUTANTS)} mutants killed")
+    print(f"{len(every) - survived} of {len(every)} mutants killed")
     return 1 if survived else 0
 
 
