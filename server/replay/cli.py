@@ -17,7 +17,7 @@ from .policies import POLICY_NAMES, make_policy
 from .simulator import SimOptions, simulate
 from .timeline import Request, TimelineError, load, overlay, thin, write_strata
 
-DEFAULT_POLICIES = "lru,lcp-lru,expire:600,expire:300,shortest,gds,gds+expire:600,affinity,default,oracle"
+DEFAULT_POLICIES = "lru,lcp-lru,expire:600,expire:300,shortest,gds,gds+expire:600,affinity,default,learned,oracle"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
