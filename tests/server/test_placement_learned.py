@@ -98,3 +98,46 @@ def test_an_invalid_learn_variable_stops_start_up_naming_it():
     with pytest.raises(ConfigError, match="STRATA_SLOT_LEARN_PRIOR_WEIGHT"):
         validate(load_config({}, environ={"STRATA_SLOT_LEARN_PRIOR_WEIGHT": "lots"}))
     validate(load_config({}, environ={"STRATA_SLOT_LEARNED": "1"}))
+
+
+def test_a_live_server_with_the_learned_policy_places_and_learns(tiny_model):
+    """STRATA_SLOT_LEARNED=1 through the real scheduler: requests in flight together go to slots by
+    pick_slot_learned, and the Placer counts their histories and the continuation of one of them."""
+    import threading
+    import time
+
+    from tests.server.live import LiveServer
+    from tests.server.test_cache_and_policy import complete, decisions, ids
+
+    env = {"STRATA_SLOT_LEARNED": "1", "STRATA_SLOT_LEARN_MIN_HISTORIES": "0"}
+    with LiveServer(model=str(tiny_model), ctx=2048, batch=2, threads=1, conversation_cache_mib=0, env=env) as s:
+        sched = s.state.scheduler
+
+        def together(prompts):
+            # held between two steps until all are queued (one alone would run solo on main)
+            held, release = threading.Event(), threading.Event()
+            gate = sched.call(lambda: (held.set(), release.wait(60)))
+            assert held.wait(30)
+            ts = [threading.Thread(target=complete, args=(s.url, p, 4)) for p in prompts]
+            for t in ts:
+                t.start()
+            deadline = time.monotonic() + 30
+            while sched.queue_depth < len(prompts) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            release.set()
+            gate.result(30)
+            for t in ts:
+                t.join()
+
+        a, b = ids(300, 41), ids(200, 42)
+        together([a, b])                                     # both into the empty slots
+        placer = sched.placer
+        assert placer.returns.histories == 2 and sorted(placer.ledger.in_slot) == [1, 2]
+        assert sum(placer.returns.returned[sr.ROW_ALL]) == 0
+        together([a + [7] * 20, ids(150, 44)])               # A continues its history; a new one gives B's up
+        placed = [d for d in decisions(s.url) if isinstance(d["slot"], int) and not d["park"]]
+        assert len(placed) == 4 and "own_prefix" in {d["reason"] for d in placed[2:]}
+        assert all(d["reason"] in ("own_prefix", "empty", "blank", "expired", "expired_keep", "least_loss",
+                                   "learned") for d in placed)
+        assert placer.returns.histories == 4
+        assert sum(placer.returns.returned[sr.ROW_ALL]) == 1  # A's first turn, continued once
