@@ -57,11 +57,14 @@ RETENTION_EXPIRED_FLOOR = 0.25    # 0.25 + 0.75 x freshness
 class LearnConfig:
     """Thresholds of the learned policy, each a `STRATA_SLOT_LEARN*` variable (`from_env`)."""
 
-    enabled: bool = False            # STRATA_SLOT_LEARNED: place_learned instead of seed 000's place()
+    # STRATA_SLOT_LEARNED: place_learned instead of seed 000's place(). Off by default: replayed, it reads
+    # less than place() in 60 of 64 cells but more in 4 on the Mooncake synthetic trace (RESULTS.md).
+    enabled: bool = False
     prior_weight: float = 20.0       # STRATA_SLOT_LEARN_PRIOR_WEIGHT: pseudo-histories from the coarser level
     min_histories: int = 50          # STRATA_SLOT_LEARN_MIN_HISTORIES: fewer seen: seed 000's place() as is
     # STRATA_SLOT_LEARN_PROTECT: seed 000's protection by length also binds the learned choice. Off by
-    # default: replayed, it cost 1-5 points on the Mooncake traces (benchmarks/RESULTS.md, session 3).
+    # default: replayed, it cost up to 5.2 points on the Mooncake traces and never helped by more than
+    # 0.2 on agent timelines (benchmarks/RESULTS.md, "Learned policy (session 3)").
     protect: bool = False
     keep_tps: float = 1.0            # STRATA_SLOT_LEARN_KEEP_TPS: a history whose expected re-read is below
                                      # this many tokens per second is not worth keeping (taken before group load)
