@@ -6,8 +6,10 @@
 // Bitwise rule: every per-row step below has a fixed order independent of n_rows, and the products
 // come from quants.h's matmul/matvec which promise the same float per (row, weight row).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "attention.h"
 #include "engine.h"
@@ -65,6 +67,36 @@ void swiglu_row(float* g, const float* u, int64_t n) {
     }
 }
 
+// A run of units [front, back) as one word, claimed from either end by compare-and-swap; one cache
+// line each so that the threads' claims on their own runs do not contend.
+struct alignas(64) unit_run {
+    std::atomic<uint64_t> fb{0};   // front << 32 | back
+
+    void store(uint64_t front, uint64_t back) { fb.store(front << 32 | back, std::memory_order_relaxed); }
+    bool take_front(uint32_t* c) {
+        uint64_t v = fb.load(std::memory_order_relaxed);
+        for (;;) {
+            const uint32_t f = uint32_t(v >> 32), b = uint32_t(v);
+            if (f >= b) return false;
+            if (fb.compare_exchange_weak(v, v + (uint64_t(1) << 32), std::memory_order_relaxed)) {
+                *c = f;
+                return true;
+            }
+        }
+    }
+    bool take_back(uint32_t* c) {
+        uint64_t v = fb.load(std::memory_order_relaxed);
+        for (;;) {
+            const uint32_t f = uint32_t(v >> 32), b = uint32_t(v);
+            if (f >= b) return false;
+            if (fb.compare_exchange_weak(v, v - 1, std::memory_order_relaxed)) {
+                *c = b - 1;
+                return true;
+            }
+        }
+    }
+};
+
 }  // namespace
 
 void engine::matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initializer_list<matmul_job> jobs) {
@@ -117,14 +149,33 @@ void engine::matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initia
             }
         }
     }
-    pool_->parallel_chunks(int64_t(units.size()), [&](int64_t c, int) {
-        const unit& u = units[size_t(c)];
+    auto run_unit = [&](uint32_t c) {
+        const unit& u = units[c];
         const weight& w = *u.job->w;
         if (n_rows == 1) {
             matvec(w.type, w.data, w.row_bytes, xq_[u.slot], u.job->y + u.r0, n_cols, u.r0, u.r1);
         } else {
             matmul(w.type, w.data, w.row_bytes, xq_[u.slot], slot_row_bytes[size_t(u.slot)], n_rows, u.job->y,
                    w.n_rows, n_cols, u.r0, u.r1);
+        }
+    };
+    // Each thread's share is one contiguous run of units, taken from its front, so that the
+    // kernels' prefetch (a fixed distance ahead in the rows) runs into rows the same thread reads
+    // next; with units dealt one at a time it ran into the other thread's. A thread done with its run
+    // takes units from the back of the others' (a descheduled thread delays only the unit it holds).
+    const int n_runs = pool_->size();
+    const uint32_t n_units = uint32_t(units.size());
+    std::unique_ptr<unit_run[]> runs(new unit_run[size_t(n_runs)]);
+    for (int i = 0; i < n_runs; i++) {
+        runs[size_t(i)].store(uint64_t(n_units) * uint64_t(i) / uint64_t(n_runs),
+                              uint64_t(n_units) * uint64_t(i + 1) / uint64_t(n_runs));
+    }
+    pool_->parallel_chunks(n_runs, [&](int64_t own, int) {
+        uint32_t c;
+        while (runs[size_t(own)].take_front(&c)) run_unit(c);
+        for (int k = 1; k < n_runs; k++) {
+            unit_run& other = runs[size_t((own + k) % n_runs)];
+            while (other.take_back(&c)) run_unit(c);
         }
     });
 }
