@@ -57,9 +57,11 @@ RETENTION_EXPIRED_FLOOR = 0.25    # 0.25 + 0.75 x freshness
 class LearnConfig:
     """Thresholds of the learned policy, each a `STRATA_SLOT_LEARN*` variable (`from_env`)."""
 
-    # STRATA_SLOT_LEARNED: place_learned instead of seed 000's place(). Off by default: replayed, it reads
-    # less than place() in 60 of 64 cells but more in 4 on the Mooncake synthetic trace (RESULTS.md).
-    enabled: bool = False
+    # STRATA_SLOT_LEARNED: the learned choice of the history to give up, in seed 000's place(). On by
+    # default: replayed, it reads less than place() alone in 60 of 64 cells (3-12 points on agent
+    # timelines), at most 1.1 points more in 4 (Mooncake synthetic trace), and no thinned draw reads
+    # more than LRU (place() alone: four do); benchmarks/RESULTS.md, "Learned policy (session 3)".
+    enabled: bool = True
     prior_weight: float = 20.0       # STRATA_SLOT_LEARN_PRIOR_WEIGHT: pseudo-histories from the coarser level
     min_histories: int = 50          # STRATA_SLOT_LEARN_MIN_HISTORIES: fewer seen: seed 000's place() as is
     # STRATA_SLOT_LEARN_PROTECT: seed 000's protection by length also binds the learned choice. Off by
@@ -144,7 +146,7 @@ class PolicyConfig:
     loss_tie_share: float = 0.10       # STRATA_SLOT_LOSS_TIE_SHARE: no-wait losses this close go by group load
     own_min_share: float = 0.5         # STRATA_SLOT_OWN_MIN_SHARE: a slot is the request's own only when
                                        # at least this share of its history is the prompt's prefix
-    learn: LearnConfig = LearnConfig()  # STRATA_SLOT_LEARN*: the learned policy (slot_returns.py), opt-in
+    learn: LearnConfig = LearnConfig()  # STRATA_SLOT_LEARN*: the learned policy (slot_returns.py)
 
     def __post_init__(self) -> None:
         for f in fields(self):

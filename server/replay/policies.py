@@ -238,8 +238,9 @@ def make_policy(name: str, n_groups: int = 1) -> Policy:
             return GreedyDualSize(_seconds(name[11:], name))
         if name == "affinity":
             return PurePolicy(name, sp.PolicyConfig(cache_affinity=True), always_place=True)
-        if name == "default":
-            return PurePolicy(name, sp.PolicyConfig())
+        if name == "default":   # what `strata serve` does with default settings
+            cfg = sp.PolicyConfig()
+            return LearnedPolicy(name, cfg) if cfg.learn.enabled else PurePolicy(name, cfg)
         if name == "learned":
             return LearnedPolicy(name, sp.PolicyConfig(learn=sp.LearnConfig(enabled=True)))
         if name == "learned+protect":

@@ -179,7 +179,10 @@ def test_pick_slot_learned_keeps_seed_001_order_and_the_plain_policy_when_off():
     expire = PolicyConfig(expire_s=600, learn=LearnConfig(enabled=True))
     assert sr.pick_slot_learned(slots, req(500), 1000.0, expire, TAUGHT).reason == "shortest"
     assert sr.pick_slot_learned(slots, req(500), 1000.0, LEARNED, TAUGHT).reason == "learned"
-    assert sr.pick_slot_learned(slots, req(500), 1000.0, PolicyConfig(), TAUGHT).slot == 2
+    off = PolicyConfig(learn=LearnConfig(enabled=False))
+    assert sr.pick_slot_learned(slots, req(500), 1000.0, off, TAUGHT).slot == 2
+    no_affinity = PolicyConfig(cache_affinity=False)   # seed 001's plain order: learning does not apply
+    assert sr.pick_slot_learned(slots, req(500), 1000.0, no_affinity, TAUGHT).reason == "lru"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,13 +191,14 @@ def test_pick_slot_learned_keeps_seed_001_order_and_the_plain_policy_when_off():
 
 def test_learn_defaults_and_every_variable_is_read():
     assert PolicyConfig.from_env({}).learn == LearnConfig()
-    assert LearnConfig() == LearnConfig(enabled=False, prior_weight=20.0, min_histories=50, protect=False,
+    assert LearnConfig() == LearnConfig(enabled=True, prior_weight=20.0, min_histories=50, protect=False,
                                         keep_tps=1.0)
     env = {"STRATA_SLOT_LEARNED": "1", "STRATA_SLOT_LEARN_PRIOR_WEIGHT": "5", "STRATA_SLOT_LEARN_MIN_HISTORIES": "0",
            "STRATA_SLOT_LEARN_PROTECT": "yes", "STRATA_SLOT_LEARN_KEEP_TPS": "0.5"}
     assert set(env) == set(LEARN_ENV_NAMES.values())
     assert PolicyConfig.from_env(env).learn == LearnConfig(True, 5.0, 0, True, 0.5)
-    assert PolicyConfig.from_env({"STRATA_SLOT_LEARNED": " "}).learn.enabled is False
+    assert PolicyConfig.from_env({"STRATA_SLOT_LEARNED": " "}).learn.enabled is True
+    assert PolicyConfig.from_env({"STRATA_SLOT_LEARNED": "0"}).learn.enabled is False
 
 
 @pytest.mark.parametrize(("var", "raw"), [

@@ -64,8 +64,9 @@ def test_errors_are_messages_with_exit_status_2(tmp_path, capsys):
 def test_learned_is_a_policy_of_the_cli_and_reads_less_than_lru_on_agents(capsys):
     # two hours of generated agent traffic, 2 slots: the learned policy has seen enough histories to
     # decide and reads less than LRU and than seed 000's order (-30.2% and -25.0% when recorded)
-    rc, out, _ = run(["agents:2:5", "--slots", "2", "--policies", "lru,default,learned,learned+protect", "--json"],
-                     capsys)
+    rc, out, _ = run(["agents:2:5", "--slots", "2", "--policies", "lru,affinity,default,learned,learned+protect",
+                      "--json"], capsys)
     assert rc == 0
     res = {r["policy"]: r["prompt_tokens_read"] for r in json.loads(out)["results"]}
-    assert res["learned"] < res["default"] < res["lru"] and res["learned+protect"] < res["lru"]
+    assert res["learned"] < res["affinity"] < res["lru"] and res["learned+protect"] < res["lru"]
+    assert res["default"] == res["learned"]   # the learned policy is what `strata serve` does by default

@@ -76,7 +76,7 @@ def test_a_continuation_of_an_overwritten_history_is_noted_with_its_own_end():
 
 def test_the_placer_leaves_the_statistics_alone_when_learning_is_off():
     table = SlotTable(n_ctx=8192, n_slots=2, slot_ctx=8192, n_groups=1)
-    placer = Placer(table, PolicyConfig())
+    placer = Placer(table, PolicyConfig(learn=LearnConfig(enabled=False)))
     a = conv(1, 3000)
     serve(placer, a, 0.0, 1)
     serve(placer, a + [7] * 10 + conv(2, 200), 5.0, 2)
