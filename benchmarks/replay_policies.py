@@ -3,7 +3,7 @@
 Runs `strata replay`'s engine (strata.server.replay.cli.replay) over the Mooncake traces and
 generated agent timelines from 2 to 128 slots, prints one markdown table per case (change in prompt
 tokens read against LRU; thinned cases: mean of the draws and the worst single draw) and a check of
-the goals for `default` and `learned`: fewer tokens than lru and lcp-lru at every slot count, the gap to the
+the goals for `default` and `affinity`: fewer tokens than lru and lcp-lru at every slot count, the gap to the
 offline yardstick, and no thinned draw above LRU. Takes several minutes on one core:
 
     .venv/bin/python benchmarks/replay_policies.py [--quick] [--traces /work/shared/traces]
@@ -23,9 +23,11 @@ from strata.server.replay.generate import generate  # noqa: E402
 from strata.server.replay.simulator import SimOptions  # noqa: E402
 from strata.server.replay.timeline import overlay, read_mooncake  # noqa: E402
 
+# `default` is what `strata serve` does (the learned choice in seed 000's order); `affinity` is seed
+# 000's place() alone (STRATA_SLOT_LEARNED=0)
 POLICIES = ["lru", "lcp-lru", "expire:600", "expire:300", "shortest", "gds", "gds+expire:600", "affinity",
-            "default", "learned", "learned+protect", "oracle"]
-CHECKED = ("default", "learned")  # the goals are checked for these
+            "default", "learned+protect", "oracle"]
+CHECKED = ("default", "affinity")  # the goals are checked for these
 
 
 def goal_notes(policy: str, by: dict, counts: list[int], draws: int) -> list[str]:
@@ -47,17 +49,17 @@ def goal_notes(policy: str, by: dict, counts: list[int], draws: int) -> list[str
     return notes
 
 
-def learned_vs_default(by: dict, counts: list[int], draws: int) -> list[str]:
-    """Where `learned` does not read fewer tokens than `default` (mean of the draws), or has a draw
-    above lru where `default` has none: what keeps it from being the default."""
+def default_vs_place(by: dict, counts: list[int], draws: int) -> list[str]:
+    """Where `default` (the learned choice) does not read fewer tokens than `affinity` (seed 000's
+    place() alone; mean of the draws), or has a draw above lru where `affinity` has none."""
     out = []
     key = "vs_lru_mean" if draws > 1 else "vs_lru"
     for n in counts:
-        lr, d = by[("learned", n)], by[("default", n)]
-        if not lr[key] < d[key]:
-            out.append(f"{n} slots: learned {lr[key] * 100:+.1f}% vs default {d[key] * 100:+.1f}%")
-        if draws > 1 and lr["vs_lru_worst"] > 0 and not d["vs_lru_worst"] > 0:
-            out.append(f"{n} slots: a learned draw {lr['vs_lru_worst'] * 100:+.2f}% above lru (default none)")
+        d, a = by[("default", n)], by[("affinity", n)]
+        if not d[key] < a[key]:
+            out.append(f"{n} slots: default {d[key] * 100:+.1f}% vs affinity {a[key] * 100:+.1f}%")
+        if draws > 1 and d["vs_lru_worst"] > 0 and not a["vs_lru_worst"] > 0:
+            out.append(f"{n} slots: a default draw {d['vs_lru_worst'] * 100:+.2f}% above lru (affinity none)")
     return out
 
 
@@ -81,10 +83,10 @@ def table(title: str, command: str, rows: list[dict]) -> tuple[str, list[str], l
         out.append("")
         out.append(f"Goals for `{policy}`: " + ("all met." if not mine else "; ".join(mine) + "."))
         notes += mine
-    versus = learned_vs_default(by, counts, draws)
+    versus = default_vs_place(by, counts, draws)
     out.append("")
-    out.append("`learned` against `default`: " + ("fewer tokens at every slot count." if not versus
-                                                  else "; ".join(versus) + "."))
+    out.append("`default` against `affinity` (place() alone): " + ("fewer tokens at every slot count."
+                                                                  if not versus else "; ".join(versus) + "."))
     return "\n".join(out) + "\n", notes, versus
 
 
@@ -132,10 +134,10 @@ def main() -> int:
         print(f"<!-- {time.time() - t0:.1f} s -->\n", flush=True)
         all_notes += [f"{title}: {x}" for x in notes]
         all_versus += [f"{title}: {x}" for x in versus]
-    print("#### Goals not met by `default` or `learned`\n")
+    print("#### Goals not met by `default` or `affinity`\n")
     print("\n".join(f"- {x}" for x in all_notes) if all_notes else "none")
-    print("\n#### Where `learned` does not beat `default` (what keeps it opt-in)\n")
-    print("\n".join(f"- {x}" for x in all_versus) if all_versus else "nowhere: learned may become the default")
+    print("\n#### Where `default` (the learned choice) does not beat `affinity` (seed 000's place() alone)\n")
+    print("\n".join(f"- {x}" for x in all_versus) if all_versus else "nowhere")
     return 0
 
 
