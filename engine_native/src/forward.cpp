@@ -245,16 +245,22 @@ void engine::forward(const batch_row* rows, int64_t n) {
             }
         });
 
-        // attention: tasks (row, kv head) dealt round-robin so causal rows of unequal length balance
-        // attention: tasks (row, kv head), the longest rows (latest positions) claimed first
-        const int64_t n_tasks = n * h.n_head_kv;
+        // attention: tasks of one row (all its kv heads: the row's K tiles and V rows are read
+        // front to back by one core, no prefetched lines wasted on the other core's heads) when
+        // there are rows enough for the threads, else of one (row, kv head); the longest rows
+        // (latest positions) claimed first
+        const int64_t heads_per_task = n >= pool_->size() ? h.n_head_kv : 1;
+        const int64_t tasks_per_row = h.n_head_kv / heads_per_task;
+        const int64_t n_tasks = n * tasks_per_row;
         pool_->parallel_chunks(n_tasks, [&](int64_t c, int ith) {
             float* scores = att_scratch_ + int64_t(ith) * attention_scratch_floats(n_rep, max_capacity_);
             const int64_t t = n_tasks - 1 - c;
-            const int64_t r = t / h.n_head_kv, g = t % h.n_head_kv;
+            const int64_t r = t / tasks_per_row, g0 = t % tasks_per_row * heads_per_task;
             const batch_row& row = rows[r];
-            attention_group(kv_, row.ctx->k[size_t(il)], row.ctx->v[size_t(il)], q_ + r * Q + g * n_rep * HD, g, n_rep,
-                            row.pos + 1, scale, xn_ + r * Q + g * n_rep * HD, scores);
+            for (int64_t g = g0; g < g0 + heads_per_task; g++) {
+                attention_group(kv_, row.ctx->k[size_t(il)], row.ctx->v[size_t(il)], q_ + r * Q + g * n_rep * HD, g,
+                                n_rep, row.pos + 1, scale, xn_ + r * Q + g * n_rep * HD, scores);
+            }
         });
         matmuls(xn_, n, Q, {{&L.wo, out_}});
 
