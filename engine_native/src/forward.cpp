@@ -212,6 +212,13 @@ void engine::forward(const batch_row* rows, int64_t n) {
         }
     });
 
+    int64_t max_pos = 0, sum_pos = 0;
+    for (int64_t r = 0; r < n; r++) {
+        max_pos = std::max(max_pos, rows[r].pos + 1);
+        sum_pos += rows[r].pos + 1;
+    }
+    const bool whole_rows = max_pos * pool_->size() <= sum_pos;   // attention tasks below
+
     for (int64_t il = 0; il < h.n_layer; il++) {
         const layer_weights& L = m.layers[size_t(il)];
 
@@ -246,10 +253,10 @@ void engine::forward(const batch_row* rows, int64_t n) {
         });
 
         // attention: tasks of one row (all its kv heads: the row's K tiles and V rows are read
-        // front to back by one core, no prefetched lines wasted on the other core's heads) when
-        // there are rows enough for the threads, else of one (row, kv head); the longest rows
-        // (latest positions) claimed first
-        const int64_t heads_per_task = n >= pool_->size() ? h.n_head_kv : 1;
+        // front to back by one core, no prefetched lines wasted on the other core's heads) when no
+        // row is longer than a thread's fair share of all the positions, else of one (row, kv head)
+        // so that a long row's heads still spread; the longest rows (latest positions) claimed first
+        const int64_t heads_per_task = whole_rows ? h.n_head_kv : 1;
         const int64_t tasks_per_row = h.n_head_kv / heads_per_task;
         const int64_t n_tasks = n * tasks_per_row;
         pool_->parallel_chunks(n_tasks, [&](int64_t c, int ith) {
