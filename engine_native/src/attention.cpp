@@ -13,6 +13,10 @@
 #include "quants.h"
 #include "vec16.h"
 
+#if defined(__x86_64__) || defined(_M_X64)
+#include <xmmintrin.h>
+#endif
+
 namespace strata {
 
 namespace {
@@ -101,6 +105,21 @@ void attention_rows(const kv_layout& L, const uint8_t* k, const uint8_t* v, cons
 
 // ---- tiled layout
 
+// Software prefetch of the cache lines of [p, p + bytes) (no-op off x86): attention reads each
+// row's K tiles and V rows of one kv head, strided by the other heads' data, from memory at batched
+// decode (several contexts' caches do not stay in L3 next to the weights).
+inline void prefetch_bytes(const void* p, size_t bytes) {
+#if defined(__x86_64__) || defined(_M_X64)
+    const char* c = static_cast<const char*>(p);
+    for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+constexpr int64_t k_prefetch_tiles = 4;       // K tiles ahead (2 KiB each for a 64-dim head in f16)
+constexpr int64_t k_prefetch_rows = 48;       // V rows ahead
+
 // scores[h][t] for NH heads over whole tiles [0, n_tiles): one fma per (dimension, 16 positions)
 template <int NH, typename T>
 void scores_tiled(const T* k, int64_t kv_dim, int64_t g, int64_t hd, const float* q, int64_t n_tiles, float scale,
@@ -108,6 +127,9 @@ void scores_tiled(const T* k, int64_t kv_dim, int64_t g, int64_t hd, const float
     const v16 vs = v16_set1(scale);
     for (int64_t tile = 0; tile < n_tiles; tile++) {
         const T* base = k + (tile * kv_dim + g * hd) * k_tile;
+        if (tile + k_prefetch_tiles < n_tiles) {
+            prefetch_bytes(base + k_prefetch_tiles * kv_dim * k_tile, size_t(hd * k_tile) * sizeof(T));
+        }
         v16 acc[NH];
         for (int h = 0; h < NH; h++) acc[h] = v16_zero();
         for (int64_t d = 0; d < hd; d++) {
@@ -142,6 +164,7 @@ void weighted_values_heads(const T* v, int64_t kv_dim, int64_t off, const float*
         for (int c = 0; c < CH; c++) acc[h][c] = v16_zero();
     for (int64_t t = 0; t < n_pos; t++) {
         const T* row = v + t * kv_dim + off;
+        if (t + k_prefetch_rows < n_pos) prefetch_bytes(row + k_prefetch_rows * kv_dim, size_t(CH * 16) * sizeof(T));
         v16 x[CH];
         for (int c = 0; c < CH; c++) x[c] = v16_load(row + c * 16);
         for (int h = 0; h < NH; h++) {
