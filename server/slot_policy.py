@@ -53,6 +53,39 @@ RETENTION_EXPIRED_FLOOR = 0.25    # 0.25 + 0.75 x freshness
 # Configuration
 # ---------------------------------------------------------------------------------------------
 
+def env_values(environ: Mapping[str, str], names: Mapping[str, str], *, flags: Sequence[str] = (),
+               whole: Mapping[str, str] | None = None) -> dict[str, object]:
+    """The variables of `names` (field -> variable) that are set, parsed: `flags` as 0/1 words, the rest
+    as finite numbers >= 0, `whole` ones (field -> what they count, for the message) as integers.
+    Unset or empty: left out (the default). ValueError names the variable and the value."""
+    out: dict[str, object] = {}
+    for name, var in names.items():
+        raw = environ.get(var)
+        if raw is None or raw.strip() == "":
+            continue
+        text = raw.strip().lower()
+        if name in flags:
+            if text in ("1", "true", "yes", "on"):
+                out[name] = True
+            elif text in ("0", "false", "no", "off"):
+                out[name] = False
+            else:
+                raise ValueError(f"{var}={raw!r}: expected 0 or 1")
+            continue
+        try:
+            num = float(text)
+        except ValueError:
+            raise ValueError(f"{var}={raw!r}: not a number") from None
+        if not math.isfinite(num) or num < 0:
+            raise ValueError(f"{var}={raw!r}: expected a finite number >= 0")
+        if whole is not None and name in whole:
+            if num != int(num):
+                raise ValueError(f"{var}={raw!r}: expected a whole number{whole[name]}")
+            num = int(num)
+        out[name] = num
+    return out
+
+
 @dataclass(frozen=True)
 class LearnConfig:
     """Thresholds of the learned policy, each a `STRATA_SLOT_LEARN*` variable (`from_env`)."""
@@ -88,31 +121,7 @@ class LearnConfig:
     def from_env(cls, environ: Mapping[str, str]) -> LearnConfig:
         """Read each variable once; unset or empty keeps the default; a bad value raises ValueError
         naming the variable and the value."""
-        kwargs: dict[str, object] = {}
-        for name, var in LEARN_ENV_NAMES.items():
-            raw = environ.get(var)
-            if raw is None or raw.strip() == "":
-                continue
-            text = raw.strip().lower()
-            if name in ("enabled", "protect"):
-                if text in ("1", "true", "yes", "on"):
-                    kwargs[name] = True
-                elif text in ("0", "false", "no", "off"):
-                    kwargs[name] = False
-                else:
-                    raise ValueError(f"{var}={raw!r}: expected 0 or 1")
-                continue
-            try:
-                num = float(text)
-            except ValueError:
-                raise ValueError(f"{var}={raw!r}: not a number") from None
-            if not math.isfinite(num) or num < 0:
-                raise ValueError(f"{var}={raw!r}: expected a finite number >= 0")
-            if name == "min_histories":
-                if num != int(num):
-                    raise ValueError(f"{var}={raw!r}: expected a whole number")
-                num = int(num)
-            kwargs[name] = num
+        kwargs = env_values(environ, LEARN_ENV_NAMES, flags=("enabled", "protect"), whole={"min_histories": ""})
         return cls(**kwargs)
 
 
@@ -176,32 +185,7 @@ class PolicyConfig:
         """Read each `STRATA_SLOT_*` variable once; unset or empty keeps the default.
 
         Raises ValueError naming the variable and its value for anything not a valid number."""
-        kwargs: dict[str, object] = {}
-        for name, var in ENV_NAMES.items():
-            raw = environ.get(var)
-            if raw is None or raw.strip() == "":
-                continue
-            text = raw.strip()
-            if name == "cache_affinity":
-                low = text.lower()
-                if low in ("1", "true", "yes", "on"):
-                    kwargs[name] = True
-                elif low in ("0", "false", "no", "off"):
-                    kwargs[name] = False
-                else:
-                    raise ValueError(f"{var}={raw!r}: expected 0 or 1")
-                continue
-            try:
-                num = float(text)
-            except ValueError:
-                raise ValueError(f"{var}={raw!r}: not a number") from None
-            if not math.isfinite(num) or num < 0:
-                raise ValueError(f"{var}={raw!r}: expected a finite number >= 0")
-            if name == "near_match_tokens":
-                if not math.isfinite(num) or num != int(num):
-                    raise ValueError(f"{var}={raw!r}: expected a whole number of tokens")
-                num = int(num)
-            kwargs[name] = num
+        kwargs = env_values(environ, ENV_NAMES, flags=("cache_affinity",), whole={"near_match_tokens": " of tokens"})
         kwargs["learn"] = LearnConfig.from_env(environ)
         return cls(**kwargs)  # __post_init__ validates ranges, naming the variable
 
