@@ -27,7 +27,7 @@ constexpr int64_t k_max_rep = 64;
 
 size_t elem_bytes(int32_t type) { return type == TYPE_F32 ? 4 : 2; }
 
-// ---- rows layout (q8_0 and odd head sizes): scalar dot / axpy per position
+// ---- rows layout (odd head sizes; q8_0's own below): scalar dot / axpy per position
 
 float load_elem(int32_t type, const uint8_t* row, int64_t i) {
     if (type == TYPE_F32) {
@@ -100,6 +100,80 @@ void attention_rows(const kv_layout& L, const uint8_t* k, const uint8_t* v, cons
         }
         const float inv = 1.0f / sum;
         for (int64_t d = 0; d < hd; d++) oh[d] *= inv;
+    }
+}
+
+// ---- q8_0 rows: blocks of 32 int8 with an fp16 scale. Each block's products go into 16 lane sums
+// (elementwise, so the compiler vectorizes them), summed by a fixed tree, then times the block scale:
+// the same order for every row and batch, so batching stays bitwise.
+
+inline float block_scale(const uint8_t* blk) {
+    uint16_t d;
+    std::memcpy(&d, blk, 2);
+    return fp16_to_fp32(d);
+}
+
+// A block's 32 int8 times its scale, as floats
+inline void widen_block(const uint8_t* blk, float* y) {
+    const float d = block_scale(blk);
+    const int8_t* qs = reinterpret_cast<const int8_t*>(blk + 2);
+    for (int j = 0; j < k_qk; j++) y[j] = d * float(qs[j]);
+}
+
+// Each position's K and V blocks are widened once and used by all n_rep query heads; a score is
+// summed in 16 lanes over the head's blocks, then by a fixed tree.
+void attention_rows_q8_0(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
+                         int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores) {
+    const int64_t hd = L.head_dim, nb = hd / k_qk;
+    const size_t first = size_t(g * nb) * (2 + k_qk);   // byte offset of this kv head's first block in a row
+    alignas(64) float y[k_qk];
+    alignas(64) float lanes[k_max_rep][16];   // n_rep <= k_max_rep (checked by kv_layout_make's caller)
+    for (int64_t t = 0; t < n_pos; t++) {
+        const uint8_t* blk = k + size_t(t) * L.row_bytes + first;
+        for (int64_t h = 0; h < n_rep; h++) std::fill(lanes[h], lanes[h] + 16, 0.0f);
+        for (int64_t b = 0; b < nb; b++, blk += 2 + k_qk) {
+            widen_block(blk, y);
+            for (int64_t h = 0; h < n_rep; h++) {
+                const float* x = q + h * hd + b * k_qk;
+                float* l = lanes[h];
+                for (int j = 0; j < 16; j++) l[j] = std::fma(x[j], y[j], l[j]);
+                for (int j = 0; j < 16; j++) l[j] = std::fma(x[16 + j], y[16 + j], l[j]);
+            }
+        }
+        for (int64_t h = 0; h < n_rep; h++) {
+            float* l = lanes[h];
+            for (int w = 8; w >= 1; w /= 2) {
+                for (int j = 0; j < w; j++) l[j] += l[j + w];
+            }
+            scores[h * n_pos + t] = l[0] * scale;
+        }
+    }
+    float inv[k_max_rep];
+    for (int64_t h = 0; h < n_rep; h++) {
+        float* sc = scores + h * n_pos;
+        float mx = sc[0];
+        for (int64_t t = 1; t < n_pos; t++) mx = std::fmax(mx, sc[t]);
+        float sum = 0.0f;
+        for (int64_t t = 0; t < n_pos; t++) {
+            sc[t] = std::exp(sc[t] - mx);
+            sum += sc[t];
+        }
+        inv[h] = 1.0f / sum;
+        std::fill(out + h * hd, out + (h + 1) * hd, 0.0f);
+    }
+    for (int64_t t = 0; t < n_pos; t++) {
+        const uint8_t* blk = v + size_t(t) * L.row_bytes + first;
+        for (int64_t b = 0; b < nb; b++, blk += 2 + k_qk) {
+            widen_block(blk, y);
+            for (int64_t h = 0; h < n_rep; h++) {
+                const float w = scores[h * n_pos + t];
+                float* o = out + h * hd + b * k_qk;
+                for (int j = 0; j < k_qk; j++) o[j] = std::fma(w, y[j], o[j]);
+            }
+        }
+    }
+    for (int64_t h = 0; h < n_rep; h++) {
+        for (int64_t d = 0; d < hd; d++) out[h * hd + d] *= inv[h];
     }
 }
 
@@ -333,7 +407,9 @@ int64_t attention_scratch_floats(int64_t n_rep, int64_t capacity) {
 
 void attention_group(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
                      int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores) {
-    if (!L.k_tiled) {
+    if (L.type == TYPE_Q8_0) {
+        attention_rows_q8_0(L, k, v, q, g, n_rep, n_pos, scale, out, scores);
+    } else if (!L.k_tiled) {
         attention_rows(L, k, v, q, g, n_rep, n_pos, scale, out, scores);
     } else if (L.type == TYPE_F16) {
         attention_tiled(L, reinterpret_cast<const uint16_t*>(k), reinterpret_cast<const uint16_t*>(v), q, g, n_rep,

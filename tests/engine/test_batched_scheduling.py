@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from strata.engine import Engine
 
+from tests.fixtures.tiny_gguf import K_QUANT_SHAPE
+
 NEXT = [77, 78, 79]
 EQUAL = {1: list(range(3, 23)), 2: list(range(40, 60)), 3: list(range(100, 120)), 4: list(range(200, 220))}
 UNEQUAL = {1: list(range(3, 60)), 2: [5, 6], 3: [7], 4: [300, 301, 302]}   # one row > half of all positions
@@ -24,8 +26,8 @@ def model(tiny_model_factory):
     return tiny_model_factory(dtype="Q4_1", seed=5)
 
 
-def one_row_decodes(path, prompts: dict[int, list[int]]) -> dict[int, list[np.ndarray]]:
-    e = Engine(path, n_ctx=128, n_slots=4, n_threads=1)
+def one_row_decodes(path, prompts: dict[int, list[int]], kv_type: str = "f16") -> dict[int, list[np.ndarray]]:
+    e = Engine(path, n_ctx=128, n_slots=4, n_threads=1, kv_type=kv_type)
     out = {}
     for ctx, p in prompts.items():
         e.prefill(ctx, p)
@@ -38,6 +40,22 @@ def test_batched_step_is_the_same_whatever_the_threads(model, prompts):
     expected = one_row_decodes(model, prompts)
     for n_threads in (1, 2, 3, 4):
         e = Engine(model, n_ctx=128, n_slots=4, n_threads=n_threads)
+        for ctx, p in prompts.items():
+            e.prefill(ctx, p)
+        order = list(prompts)
+        for step, t in enumerate(NEXT):
+            rows = e.decode(order, [t] * len(order))
+            for row, ctx in enumerate(order):
+                assert np.array_equal(rows[row], expected[ctx][step]), f"{n_threads} threads, ctx {ctx}, step {step}"
+
+
+@pytest.mark.parametrize("prompts", [EQUAL, UNEQUAL], ids=["equal", "unequal"])
+def test_q8_0_kv_batched_step_is_the_same_whatever_the_threads(tiny_model_factory, prompts):
+    # q8_0 KV has its own attention (blocks widened once per position for all query heads of a group)
+    path = tiny_model_factory(dtype="Q4_1", seed=6, **K_QUANT_SHAPE)   # head size 64: whole q8_0 blocks
+    expected = one_row_decodes(path, prompts, kv_type="q8_0")
+    for n_threads in (1, 2, 3):
+        e = Engine(path, n_ctx=128, n_slots=4, n_threads=n_threads, kv_type="q8_0")
         for ctx, p in prompts.items():
             e.prefill(ctx, p)
         order = list(prompts)
