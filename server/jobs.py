@@ -76,7 +76,6 @@ class Job:
     cancelled: bool = False       # set by the handler when its client went away; read by the worker
 
 
-
 class Outbox:
     """The worker thread's events of one step, handed to their handlers' loops when the step ends: one
     wake-up of each loop per step, not one per token and stream (a thread-safe call costs a pipe
