@@ -73,6 +73,18 @@ void store_row(int32_t type, const float* src, uint8_t* dst, int64_t n) {
     }
 }
 
+// sc[t] := exp(sc[t] - max(sc)) in place, in position order; returns their sum (the softmax's divisor)
+float exp_shifted(float* sc, int64_t n_pos) {
+    float mx = sc[0];
+    for (int64_t t = 1; t < n_pos; t++) mx = std::fmax(mx, sc[t]);
+    float sum = 0.0f;
+    for (int64_t t = 0; t < n_pos; t++) {
+        sc[t] = std::exp(sc[t] - mx);
+        sum += sc[t];
+    }
+    return sum;
+}
+
 void attention_rows(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
                     int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores) {
     const int64_t hd = L.head_dim, off = g * hd;
@@ -85,13 +97,7 @@ void attention_rows(const kv_layout& L, const uint8_t* k, const uint8_t* v, cons
             for (int64_t d = 0; d < hd; d++) s = std::fma(qh[d], load_elem(L.type, krow, off + d), s);
             sc[t] = s * scale;
         }
-        float mx = sc[0];
-        for (int64_t t = 1; t < n_pos; t++) mx = std::fmax(mx, sc[t]);
-        float sum = 0.0f;
-        for (int64_t t = 0; t < n_pos; t++) {
-            sc[t] = std::exp(sc[t] - mx);
-            sum += sc[t];
-        }
+        const float sum = exp_shifted(sc, n_pos);
         float* oh = out + h * hd;
         std::fill(oh, oh + hd, 0.0f);
         for (int64_t t = 0; t < n_pos; t++) {
@@ -150,15 +156,7 @@ void attention_rows_q8_0(const kv_layout& L, const uint8_t* k, const uint8_t* v,
     }
     float inv[k_max_rep];
     for (int64_t h = 0; h < n_rep; h++) {
-        float* sc = scores + h * n_pos;
-        float mx = sc[0];
-        for (int64_t t = 1; t < n_pos; t++) mx = std::fmax(mx, sc[t]);
-        float sum = 0.0f;
-        for (int64_t t = 0; t < n_pos; t++) {
-            sc[t] = std::exp(sc[t] - mx);
-            sum += sc[t];
-        }
-        inv[h] = 1.0f / sum;
+        inv[h] = 1.0f / exp_shifted(scores + h * n_pos, n_pos);
         std::fill(out + h * hd, out + (h + 1) * hd, 0.0f);
     }
     for (int64_t t = 0; t < n_pos; t++) {

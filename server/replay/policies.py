@@ -57,6 +57,26 @@ class Policy:
         return [s for s in self.slots if s.busy_until <= now]
 
 
+def slot_views(slots, now: float, commons: list[int], turns: dict[int, int] | None = None):
+    """The simulated slots as the pure policy's SlotViews (1-based ids; `turns`: the turn of the
+    request each history came from, for the learned policy), and the busy slots per group."""
+    load: dict[int, int] = {}
+    views = []
+    for s in slots:
+        busy = s.busy_until > now
+        if busy:
+            load[s.group] = load.get(s.group, 0) + 1
+        turn = turns.get(s.req, 0) if turns is not None and s.req is not None else 0
+        views.append(sp.SlotView(s.index + 1, s.group, s.n_tokens, commons[s.index], s.last_use, busy, s.blank, turn))
+    return views, load
+
+
+def as_choice(d: sp.Decision) -> tuple[int, int | None, str]:
+    """A policy Decision as the simulator's (slot index, source index | None, reason)."""
+    assert d.slot is not None, "the simulator calls a policy only with an idle slot"
+    return d.slot - 1, (d.source_slot - 1 if d.source_slot is not None else None), d.reason
+
+
 class PurePolicy(Policy):
     """slot_policy.pick_slot (`affinity`: slot_policy.place) on SlotViews."""
 
@@ -66,20 +86,11 @@ class PurePolicy(Policy):
         self.always_place = always_place  # `affinity`: seed 000's place() whatever the groups
 
     def choose(self, i, now, commons):
-        load: dict[int, int] = {}
-        views = []
-        for s in self.slots:
-            busy = s.busy_until > now
-            if busy:
-                load[s.group] = load.get(s.group, 0) + 1
-            views.append(sp.SlotView(s.index + 1, s.group, s.n_tokens, commons[s.index], s.last_use, busy, s.blank))
+        views, load = slot_views(self.slots, now, commons)
         req = sp.RequestView(self.requests[i].n_prompt, self.opts.prompt_rate_tps)
         if self.always_place:
-            d = sp.place(views, req, now, self.cfg, load)
-        else:
-            d = sp.pick_slot(views, req, now, self.cfg, load)
-        assert d.slot is not None, "the simulator calls a policy only with an idle slot"
-        return d.slot - 1, (d.source_slot - 1 if d.source_slot is not None else None), d.reason
+            return as_choice(sp.place(views, req, now, self.cfg, load))
+        return as_choice(sp.pick_slot(views, req, now, self.cfg, load))
 
 
 class LearnedPolicy(Policy):
@@ -104,19 +115,9 @@ class LearnedPolicy(Policy):
             self.continued.add(p)
             hp = self.requests[p]
             self.stats = sr.note_return(self.stats, self.turn[p], hp.n_prompt + hp.n_output, now - self.end[p])
-        load: dict[int, int] = {}
-        views = []
-        for s in self.slots:
-            busy = s.busy_until > now
-            if busy:
-                load[s.group] = load.get(s.group, 0) + 1
-            turn = self.turn.get(s.req, 0) if s.req is not None else 0
-            views.append(sp.SlotView(s.index + 1, s.group, s.n_tokens, commons[s.index], s.last_use, busy, s.blank,
-                                     turn))
+        views, load = slot_views(self.slots, now, commons, self.turn)
         req = sp.RequestView(self.requests[i].n_prompt, self.opts.prompt_rate_tps)
-        d = sr.pick_slot_learned(views, req, now, self.cfg, self.stats, load)
-        assert d.slot is not None, "the simulator calls a policy only with an idle slot"
-        return d.slot - 1, (d.source_slot - 1 if d.source_slot is not None else None), d.reason
+        return as_choice(sr.pick_slot_learned(views, req, now, self.cfg, self.stats, load))
 
     def served(self, slot, i, end):
         r = self.requests[i]

@@ -35,11 +35,11 @@ def one_row_decodes(path, prompts: dict[int, list[int]], kv_type: str = "f16") -
     return out
 
 
-@pytest.mark.parametrize("prompts", [EQUAL, UNEQUAL], ids=["equal", "unequal"])
-def test_batched_step_is_the_same_whatever_the_threads(model, prompts):
-    expected = one_row_decodes(model, prompts)
-    for n_threads in (1, 2, 3, 4):
-        e = Engine(model, n_ctx=128, n_slots=4, n_threads=n_threads)
+def assert_batched_steps_equal(path, prompts: dict[int, list[int]], thread_counts, kv_type: str = "f16") -> None:
+    """Every row of every batched step equals its one-row decode on one thread, bit for bit."""
+    expected = one_row_decodes(path, prompts, kv_type)
+    for n_threads in thread_counts:
+        e = Engine(path, n_ctx=128, n_slots=4, n_threads=n_threads, kv_type=kv_type)
         for ctx, p in prompts.items():
             e.prefill(ctx, p)
         order = list(prompts)
@@ -47,19 +47,15 @@ def test_batched_step_is_the_same_whatever_the_threads(model, prompts):
             rows = e.decode(order, [t] * len(order))
             for row, ctx in enumerate(order):
                 assert np.array_equal(rows[row], expected[ctx][step]), f"{n_threads} threads, ctx {ctx}, step {step}"
+
+
+@pytest.mark.parametrize("prompts", [EQUAL, UNEQUAL], ids=["equal", "unequal"])
+def test_batched_step_is_the_same_whatever_the_threads(model, prompts):
+    assert_batched_steps_equal(model, prompts, (1, 2, 3, 4))
 
 
 @pytest.mark.parametrize("prompts", [EQUAL, UNEQUAL], ids=["equal", "unequal"])
 def test_q8_0_kv_batched_step_is_the_same_whatever_the_threads(tiny_model_factory, prompts):
     # q8_0 KV has its own attention (blocks widened once per position for all query heads of a group)
     path = tiny_model_factory(dtype="Q4_1", seed=6, **K_QUANT_SHAPE)   # head size 64: whole q8_0 blocks
-    expected = one_row_decodes(path, prompts, kv_type="q8_0")
-    for n_threads in (1, 2, 3):
-        e = Engine(path, n_ctx=128, n_slots=4, n_threads=n_threads, kv_type="q8_0")
-        for ctx, p in prompts.items():
-            e.prefill(ctx, p)
-        order = list(prompts)
-        for step, t in enumerate(NEXT):
-            rows = e.decode(order, [t] * len(order))
-            for row, ctx in enumerate(order):
-                assert np.array_equal(rows[row], expected[ctx][step]), f"{n_threads} threads, ctx {ctx}, step {step}"
+    assert_batched_steps_equal(path, prompts, (1, 2, 3), kv_type="q8_0")
