@@ -300,8 +300,9 @@ class Scheduler:
         if hit is not None and hit_n > best_n:
             if state.tokens and own < len(state.tokens):
                 self._park_to_cache(ctx, "overwritten by a cache restore")
-            restored = self._restore_from_cache(hit, row, limit)
-            if not restored:          # the context's old history is gone: read from whatever is left
+            outcome = self._restore_from_cache(hit, row, limit)
+            restored = outcome == "restored"
+            if outcome == "failed":   # the context's old history is gone: read from whatever is left
                 own = 0
         if restored:
             n = row.reused
@@ -341,12 +342,18 @@ class Scheduler:
         log.debug("request %s in context %s: %d of %d prompt tokens reused (%s)", job.id, ctx, n, len(prompt),
                   row.source)
 
-    def _restore_from_cache(self, hit: Any, row: Row, limit: int) -> bool:
-        """Restores a cache hit into the row's context; False (and an empty context) when it fails, so the
-        prompt is read instead: a cache problem never fails a request."""
+    def _restore_from_cache(self, hit: Any, row: Row, limit: int) -> str:
+        """Restores a cache hit into the row's context: "restored"; "missed" when the cache tried nothing
+        (the entry is gone, or this context is too small for it: the context keeps its history); "failed"
+        (and an empty context) when the restore broke off, so the prompt is read instead. A cache problem
+        never fails a request."""
         ctx, prompt = row.ctx, row.job.prompt
         try:
             result = self.cache.restore(hit, ctx)
+            if result.n_tokens <= 0 and getattr(result, "untouched", False):
+                log.info("the %s cache entry of %s tokens is not used for context %s: %s", result.level,
+                         getattr(hit, "n_tokens", "?"), ctx, result.reason)
+                return "missed"
             tokens = list(self.engine.context_tokens(ctx))
             n = min(int(getattr(result, "n_tokens", 0)), common_prefix(tokens, prompt), limit)
             self.engine.truncate(ctx, n)
@@ -357,16 +364,16 @@ class Scheduler:
             self.engine.truncate(ctx, 0)
             self.table.set_tokens(ctx, [])
             self.metrics.add_restore_fallback(str(getattr(hit, "level", "?")))
-            return False
+            return "failed"
         if n <= 0:
             log.warning("the %s cache could not restore %s tokens into context %s (%s); reading the prompt",
                         getattr(hit, "level", "?"), getattr(hit, "n_tokens", "?"), ctx,
                         getattr(result, "reason", "?"))
             self.metrics.add_restore_fallback(str(getattr(result, "level", getattr(hit, "level", "?"))))
-            return False
+            return "failed"
         row.reused = n
         row.source = str(getattr(result, "level", getattr(hit, "level", "ram")))
-        return True
+        return "restored"
 
     # ----- one step of the agenda -----
 

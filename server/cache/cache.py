@@ -57,6 +57,8 @@ class RestoreResult:
     floor: str  # placement floor for a disk read, "" for RAM
     ladder: bool  # a damaged image restored to its longest valid prefix
     reason: str
+    untouched: bool = False  # nothing was tried: the context still holds what it held (entry gone,
+    #                          context too small for one chunk, disk read refused by the memory floor)
 
 
 @dataclass(frozen=True)
@@ -398,11 +400,11 @@ class ConversationCache:
         with self._lock:
             lvl, entry = self._locate(hit)
             if entry is None:
-                return RestoreResult(0, hit.level, 0.0, "", False, "entry gone since lookup")
+                return RestoreResult(0, hit.level, 0.0, "", False, "entry gone since lookup", untouched=True)
             level_name = lvl.name if lvl is not None else "ram"
             limit, refused = self._usable_tokens(entry.n_tokens, hit.n_tokens, ctx)
             if refused:  # a plain miss: the entry is sound, this context is too small for any of it
-                return RestoreResult(0, level_name, 0.0, "", False, refused)
+                return RestoreResult(0, level_name, 0.0, "", False, refused, untouched=True)
             if isinstance(entry, RamEntry):
                 n, why = apply_image(self.engine, ctx, entry.pieces, entry.tokens, limit)
                 return self._finish_restore(level_name, n, t0, "", False, why)
@@ -431,7 +433,8 @@ class ConversationCache:
                                    c.conversation_cache_min_free_mib, c.conversation_cache_park_min_free_mib, source)
         self._admit(adm, source, "restore")
         if adm.destination != policy.DISK:
-            return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False, adm.reason)
+            return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False, adm.reason,
+                                 untouched=True)
         try:
             with lvl.mapped(entry) as view:
                 n, v, why = restore_mapped(self.engine, ctx, view, entry.tokens, entry.identity.model_id,

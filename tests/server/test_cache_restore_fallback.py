@@ -1,11 +1,15 @@
 """A cache restore that fails falls back to reading the prompt: a conversation parked in the cold disk
 level has its image damaged on disk between two turns (cut short, or bytes flipped in its first KV
 chunk); its next turn reads the whole prompt, answers exactly as a fresh read does, the failure is
-counted in /metrics, and the server goes on serving."""
+counted in /metrics, and the server goes on serving. A hit the cache does not even try (a slot too
+small for one snapshot chunk of the entry) is a plain miss instead: not counted, and the slot keeps
+what it held."""
 
 from __future__ import annotations
 
 import random
+import threading
+import time
 from pathlib import Path
 
 import httpx2 as httpx
@@ -79,3 +83,48 @@ def test_a_damaged_cold_image_is_read_again_from_the_prompt(tiny_model, tmp_path
         reference = complete(fresh.url, turn, 8)
     assert answer["choices"][0]["text"] == reference["choices"][0]["text"]
     assert answer["usage"]["completion_tokens"] == reference["usage"]["completion_tokens"] == 8
+
+
+def run_together(s: LiveServer, prompts: list[list[int]], max_tokens: int = 2) -> None:
+    """The prompts in flight together, queued in this order (one alone would run solo on main): the
+    worker thread is held between two steps until all are queued."""
+    sched = s.state.scheduler
+    held, release = threading.Event(), threading.Event()
+    gate = sched.call(lambda: (held.set(), release.wait(60)))
+    assert held.wait(30)
+    ts = []
+    for i, p in enumerate(prompts):
+        ts.append(threading.Thread(target=complete, args=(s.url, p, max_tokens)))
+        ts[-1].start()
+        deadline = time.monotonic() + 30
+        while sched.queue_depth < i + 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sched.queue_depth == i + 1
+    release.set()
+    gate.result(30)
+    for t in ts:
+        t.join()
+
+
+def test_a_slot_smaller_than_one_snapshot_chunk_is_a_plain_miss(tiny_model):
+    """A parked conversation of 600 tokens matches a prompt placed in a 200-token slot, which cannot
+    hold even one snapshot chunk of it: the cache tries nothing, that is no restore fallback, and the
+    slot keeps (and reuses) what it held."""
+    with LiveServer(model=str(tiny_model), ctx=2048, batch=1, slot_ctx=200, threads=1, conversation_cache_mib=64,
+                    conversation_cache_min_free_mib=0, conversation_cache_park_min_free_mib=0) as s:
+        a = ids(600, 71)
+        complete(s.url, a, 2)
+        complete(s.url, ids(300, 72), 2)                 # B takes main: A is parked in RAM
+        assert s.state.cache.lookup(a[:150] + [7]).level == "ram"
+        before = scrape(s.url)
+
+        run_together(s, [a[:150] + [7], ids(20, 73)])    # the first goes to slot 1 (capacity 200)
+        first = [r for r in httpx.get(s.url + "/v1/monitor").json()["requests"] if r["context"] == 1][-1]
+        assert first["status"] == "ok" and first["source"] == "none" and first["reused_tokens"] == 0
+
+        run_together(s, [a[:170], ids(20, 74)])           # slot 1 shares 150 tokens with it, the cache 169
+        again = [r for r in httpx.get(s.url + "/v1/monitor").json()["requests"] if r["context"] == 1][-1]
+        assert again["status"] == "ok" and again["source"] == "slot" and again["reused_tokens"] == 150
+        after = scrape(s.url)
+        assert after.get('strata_restore_fallbacks_total{level="ram"}', 0) == \
+            before.get('strata_restore_fallbacks_total{level="ram"}', 0)
