@@ -1,6 +1,7 @@
-"""The learned slot policy's bookkeeping in the server (`STRATA_SLOT_LEARNED=1`): which recent slot
-history a new request continues, whether or not that history is still in a slot, so the statistics
-of server/slot_returns.py see the continuations of overwritten histories too. (Seeing only those of
+"""The learned slot policy's bookkeeping in the server (`STRATA_SLOT_LEARNED=1`): which recent history
+a new request continues, whether or not that history is still held (in a slot, or in main for a
+request that ran on the solo path), so the statistics of server/slot_returns.py see the
+continuations of overwritten histories too. (Seeing only those of
 histories still held biases them: replayed that way, the histories it overwrites look as if they
 never came back; benchmarks/RESULTS.md, "Learned policy (session 3)".)
 
@@ -62,6 +63,14 @@ class HistoryLedger:
         e = self.in_slot.pop(slot, None)
         if e is not None:
             e.slot, e.n_tokens, e.end = None, n_tokens, last_use
+
+    def move(self, src: int, dst: int) -> None:
+        """The history src holds was copied into dst (a park), and src is about to be overwritten: the
+        history is now dst's (release dst first)."""
+        e = self.in_slot.pop(src, None)
+        if e is not None:
+            e.slot = dst
+            self.in_slot[dst] = e
 
     def add(self, prompt: list[int], turn: int, slot: int) -> LedgerEntry:
         """A request of its conversation's `turn` now runs in `slot` (release the slot first)."""

@@ -3,7 +3,8 @@ writes every decision to the trace (logs, `/v1/slots`, the monitor feed's `decis
 
 Mechanism between the scheduler and the pure policy: it neither calls the engine nor chooses anything
 itself. With STRATA_SLOT_LEARNED=1 it also owns the learned policy's statistics (slot_returns.py) and
-the ledger of recent histories (history_ledger.py) they are counted from. The scheduler performs what a decision says (copy, truncate, park).
+the ledger of recent histories (history_ledger.py) they are counted from, main's solo requests
+included. The scheduler performs what a decision says (copy, truncate, park).
 """
 
 from __future__ import annotations
@@ -69,28 +70,36 @@ class Placer:
             d = policy.pick_slot(views, request, now, self.cfg, self.group_load())
         if d.slot is not None:
             if self.cfg.learn.enabled:
-                self.learn(d, views, prompt, now)
+                self.learn(d.slot, prompt, now)
             self.record(job_id, d.slot, d.group, d.reason, d.reused, d.source_slot, lost=d.lost_tokens)
         return d
 
-    def learn(self, d: policy.Decision, views: list[policy.SlotView], prompt: list[int], now: float) -> None:
-        """Update the learned statistics with a placement: the first continuation of the history the
-        prompt continues (held in a slot or overwritten) is noted with its idle gap; the slot's old
-        history is released; the new one is noted at the next turn (with the prompt's length: the
-        answer is not known yet)."""
-        by_id = {v.slot: v for v in views}
+    def learn_main(self, prompt: list[int], now: float) -> None:
+        """A request runs on main (the solo path): its history counts for the learned statistics as a
+        slot's does, so a conversation's turns are known wherever it ran and its history parked from
+        main into a slot keeps its turn."""
+        if self.cfg.learn.enabled:
+            self.learn(MAIN, prompt, now)
+
+    def learn(self, ctx: int, prompt: list[int], now: float) -> None:
+        """Update the learned statistics with a placement in context `ctx` (a slot or main): the first
+        continuation of the history the prompt continues (held in a context or overwritten) is noted
+        with its idle gap; the context's old history is released; the new one is noted at the next turn
+        (with the prompt's length: the answer is not known yet)."""
+        def held(c: int) -> tuple[int, float]:   # (tokens, end of the last use) of what context c holds
+            state = self.table[c]
+            return len(state.tokens), state.last_use if state.last_use is not None else 0.0
+
         parent = self.ledger.parent_of(prompt)
         turn = 1
         if parent is not None:
             turn = parent.turn + 1
-            held = by_id.get(parent.slot) if parent.slot is not None else None
-            n_tokens, end = (held.n_tokens, held.last_use) if held is not None else (parent.n_tokens, parent.end)
+            n_tokens, end = held(parent.slot) if parent.slot is not None else (parent.n_tokens, parent.end)
             if not parent.continued:
                 parent.continued = True
                 self.returns = slot_returns.note_return(self.returns, parent.turn, n_tokens, now - end)
-        old = by_id[d.slot]
-        self.ledger.release(d.slot, old.n_tokens, old.last_use)
-        self.ledger.add(prompt, turn, d.slot)
+        self.ledger.release(ctx, *held(ctx))
+        self.ledger.add(prompt, turn, ctx)
         self.returns = slot_returns.note_history(self.returns, turn, len(prompt))
 
     def plan_park(self, now: float, job_id: int) -> policy.ParkDecision | None:
@@ -105,8 +114,9 @@ class Placer:
         if d.slot is None:
             self.record(job_id, None, None, d.reason, 0, MAIN, park_skip=d.park_skip)
         else:
-            c = self.table[d.slot]  # overwritten by main's history, whose turn is not known (main is not tracked)
+            c = self.table[d.slot]  # overwritten by main's history, which keeps its turn there
             self.ledger.release(d.slot, len(c.tokens), c.last_use if c.last_use is not None else now)
+            self.ledger.move(MAIN, d.slot)
             self.record(job_id, d.slot, self.table[d.slot].group, d.reason, d.reused, MAIN, park=True,
                         lost=d.lost_tokens)
         return d

@@ -227,6 +227,7 @@ class Scheduler:
         # A prompt too long for a slot takes main when main is free, even with others running.
         if main_free and (n_slots == 0 or alone or not fits_slot):
             self._displace_main(job)
+            self.placer.learn_main(job.prompt, time.monotonic())
             self.table.main.busy_job = job.id
             self.placer.record(job.id, MAIN, None, "solo" if alone or n_slots == 0 else "too_long_for_slot",
                                common_prefix(self.table.main.tokens, job.prompt), None)

@@ -94,6 +94,24 @@ def test_a_park_forgets_the_turn_of_the_slot_it_overwrites():
     assert placer.ledger.turn_in(d.slot) == 0
 
 
+def test_solo_turns_on_main_count_and_a_park_carries_their_turn_into_the_slot():
+    table = SlotTable(n_ctx=8192, n_slots=2, slot_ctx=8192, n_groups=2)
+    placer = Placer(table, PolicyConfig(learn=LearnConfig(enabled=True)))
+    a = conv(1, 3000)
+    for k, t in enumerate((0.0, 10.0, 20.0)):           # three solo turns of A on main, 9 s apart
+        placer.learn_main(a, t)
+        table.set_tokens(0, a + [7] * 10)
+        table.main.last_use = t + 1.0
+        a = a + [7] * 10 + conv(2 + k, 50)
+    assert placer.ledger.turn_in(0) == 3 and placer.returns.histories == 3
+    fine, _, _ = sr.rows_of(2, 3070)
+    assert placer.returns.returned[fine][sr.gap_bin(9.0)] == 1     # turn 2's continuation, 9 s later
+    assert sum(placer.returns.returned[sr.ROW_ALL]) == 2
+    d = placer.plan_park(100.0, 4)                      # a new request displaces A: parked with its turn
+    assert d is not None and d.slot is not None
+    assert placer.ledger.turn_in(d.slot) == 3 and placer.ledger.turn_in(0) == 0
+
+
 def test_an_invalid_learn_variable_stops_start_up_naming_it():
     with pytest.raises(ConfigError, match="STRATA_SLOT_LEARN_PRIOR_WEIGHT"):
         validate(load_config({}, environ={"STRATA_SLOT_LEARN_PRIOR_WEIGHT": "lots"}))
