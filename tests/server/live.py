@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -67,3 +68,27 @@ class LiveServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def run_together(server: LiveServer, sends: list[Callable[[], Any]]) -> list[Any]:
+    """Calls each of `sends` (one request each) in its own thread so that the requests are in flight
+    together, queued in the given order (one alone would run solo on main): the scheduler's worker is
+    held between two steps until all are queued. Returns their results in the same order."""
+    sched = server.state.scheduler
+    held, release = threading.Event(), threading.Event()
+    gate = sched.call(lambda: (held.set(), release.wait(60)))
+    assert held.wait(30)
+    results: list[Any] = [None] * len(sends)
+    threads = []
+    for i, send in enumerate(sends):
+        threads.append(threading.Thread(target=lambda i=i, send=send: results.__setitem__(i, send())))
+        threads[-1].start()
+        deadline = time.monotonic() + 30
+        while sched.queue_depth < i + 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sched.queue_depth == i + 1, f"request {i} was not queued"
+    release.set()
+    gate.result(30)
+    for t in threads:
+        t.join()
+    return results

@@ -6,13 +6,11 @@ not (`park_skip` main_low_value); plain --batch places by the policy with its re
 from __future__ import annotations
 
 import random
-import threading
-import time
 
 import httpx2 as httpx
 import pytest
 
-from tests.server.live import LiveServer
+from tests.server.live import LiveServer, run_together
 
 
 def ids(n: int, seed: int) -> list[int]:
@@ -96,26 +94,8 @@ def test_a_low_value_main_history_is_not_parked(grouped):
 def test_plain_batch_decisions_carry_their_reason(tiny_model):
     with LiveServer(model=str(tiny_model), ctx=2048, batch=2, threads=1, conversation_cache_mib=0,
                     env={"STRATA_SLOT_EXPIRE_S": "600"}) as s:
-        # The three requests must be in flight together (one alone runs solo on main, with no slot
-        # decision): the worker thread is held between two steps until all three are queued.
-        sched = s.state.scheduler
-        held, release = threading.Event(), threading.Event()
-        gate = sched.call(lambda: (held.set(), release.wait(60)))
-        assert held.wait(30)
-        results = []
-        ts = [threading.Thread(target=lambda i=i: results.append(complete(s.url, ids(50, 30 + i), 30)))
-              for i in range(3)]
-        for t in ts:
-            t.start()
-        deadline = time.monotonic() + 30
-        while sched.queue_depth < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert sched.queue_depth == 3
-        release.set()
-        gate.result(30)
-        for t in ts:
-            t.join()
-        assert len(results) == 3
+        results = run_together(s, [lambda i=i: complete(s.url, ids(50, 30 + i), 30) for i in range(3)])
+        assert all(r["usage"]["completion_tokens"] > 0 for r in results)
         placed = [d for d in decisions(s.url) if isinstance(d["slot"], int) and not d["park"]]
         assert placed and all(d["reason"] in ("own_prefix", "empty", "expired_lru", "shortest", "lru")
                               for d in placed)

@@ -8,15 +8,13 @@ what it held."""
 from __future__ import annotations
 
 import random
-import threading
-import time
 from pathlib import Path
 
 import httpx2 as httpx
 import pytest
 from strata.engine import snapshot
 
-from tests.server.live import LiveServer
+from tests.server.live import LiveServer, run_together
 from tests.server.test_metrics import scrape
 
 
@@ -85,27 +83,6 @@ def test_a_damaged_cold_image_is_read_again_from_the_prompt(tiny_model, tmp_path
     assert answer["usage"]["completion_tokens"] == reference["usage"]["completion_tokens"] == 8
 
 
-def run_together(s: LiveServer, prompts: list[list[int]], max_tokens: int = 2) -> None:
-    """The prompts in flight together, queued in this order (one alone would run solo on main): the
-    worker thread is held between two steps until all are queued."""
-    sched = s.state.scheduler
-    held, release = threading.Event(), threading.Event()
-    gate = sched.call(lambda: (held.set(), release.wait(60)))
-    assert held.wait(30)
-    ts = []
-    for i, p in enumerate(prompts):
-        ts.append(threading.Thread(target=complete, args=(s.url, p, max_tokens)))
-        ts[-1].start()
-        deadline = time.monotonic() + 30
-        while sched.queue_depth < i + 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert sched.queue_depth == i + 1
-    release.set()
-    gate.result(30)
-    for t in ts:
-        t.join()
-
-
 def test_a_slot_smaller_than_one_snapshot_chunk_is_a_plain_miss(tiny_model):
     """A parked conversation of 600 tokens matches a prompt placed in a 200-token slot, which cannot
     hold even one snapshot chunk of it: the cache tries nothing, that is no restore fallback, and the
@@ -118,11 +95,11 @@ def test_a_slot_smaller_than_one_snapshot_chunk_is_a_plain_miss(tiny_model):
         assert s.state.cache.lookup(a[:150] + [7]).level == "ram"
         before = scrape(s.url)
 
-        run_together(s, [a[:150] + [7], ids(20, 73)])    # the first goes to slot 1 (capacity 200)
+        run_together(s, [lambda: complete(s.url, a[:150] + [7], 2), lambda: complete(s.url, ids(20, 73), 2)])    # the first goes to slot 1 (capacity 200)
         first = [r for r in httpx.get(s.url + "/v1/monitor").json()["requests"] if r["context"] == 1][-1]
         assert first["status"] == "ok" and first["source"] == "none" and first["reused_tokens"] == 0
 
-        run_together(s, [a[:170], ids(20, 74)])           # slot 1 shares 150 tokens with it, the cache 169
+        run_together(s, [lambda: complete(s.url, a[:170], 2), lambda: complete(s.url, ids(20, 74), 2)])         # slot 1 shares 150 tokens with it, the cache 169
         again = [r for r in httpx.get(s.url + "/v1/monitor").json()["requests"] if r["context"] == 1][-1]
         assert again["status"] == "ok" and again["source"] == "slot" and again["reused_tokens"] == 150
         after = scrape(s.url)

@@ -121,10 +121,7 @@ def test_an_invalid_learn_variable_stops_start_up_naming_it():
 def test_a_live_server_with_the_learned_policy_places_and_learns(tiny_model):
     """STRATA_SLOT_LEARNED=1 through the real scheduler: requests in flight together go to slots by
     pick_slot_learned, and the Placer counts their histories and the continuation of one of them."""
-    import threading
-    import time
-
-    from tests.server.live import LiveServer
+    from tests.server.live import LiveServer, run_together
     from tests.server.test_cache_and_policy import complete, decisions, ids
 
     env = {"STRATA_SLOT_LEARNED": "1", "STRATA_SLOT_LEARN_MIN_HISTORIES": "0"}
@@ -132,20 +129,7 @@ def test_a_live_server_with_the_learned_policy_places_and_learns(tiny_model):
         sched = s.state.scheduler
 
         def together(prompts):
-            # held between two steps until all are queued (one alone would run solo on main)
-            held, release = threading.Event(), threading.Event()
-            gate = sched.call(lambda: (held.set(), release.wait(60)))
-            assert held.wait(30)
-            ts = [threading.Thread(target=complete, args=(s.url, p, 4)) for p in prompts]
-            for t in ts:
-                t.start()
-            deadline = time.monotonic() + 30
-            while sched.queue_depth < len(prompts) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            release.set()
-            gate.result(30)
-            for t in ts:
-                t.join()
+            run_together(s, [lambda p=p: complete(s.url, p, 4) for p in prompts])
 
         a, b = ids(300, 41), ids(200, 42)
         together([a, b])                                     # both into the empty slots
