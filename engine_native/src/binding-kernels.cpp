@@ -1,5 +1,6 @@
 // Test-only Python binding of the kernels: strata._engine.kernels. Lets tests and benchmarks call
-// dequantize_row, quantize_act_row, matvec, matvec_generic and matmul on NumPy arrays.
+// dequantize_row, quantize_act_row, matvec, matvec_generic and matmul on NumPy arrays, and the
+// row-interleaved products of quants-packed.h (pack_rows, unpack_rows, matmul_packed).
 //
 // Not the engine's Python surface (binding.cpp); nothing in the product calls this. Every compute
 // call releases the GIL; bad arguments raise ValueError naming the problem.
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "quants-kernels.h"
+#include "quants-packed.h"
 #include "quants.h"
 
 namespace py = pybind11;
@@ -145,6 +147,79 @@ py::array_t<float> py_matmul(int32_t type, const py::buffer& w, const u8_array& 
     return out;
 }
 
+// (n_rows, row bytes) GGUF weights -> the packed matrix, (packed_bytes,) uint8.
+py::array_t<uint8_t> py_pack_rows(int32_t type, const py::buffer& w, int64_t n) {
+    py::buffer_info keep_w;
+    const byte_view wv = bytes_of(w, keep_w);
+    size_t row_bytes = 0;
+    const int64_t n_rows = whole_rows(type, wv.size, n, &row_bytes);
+    py::array_t<uint8_t> out(py::ssize_t(packed_bytes(type, n_rows, n)));
+    uint8_t* dst = out.mutable_data();
+    {
+        py::gil_scoped_release nogil;
+        pack_rows(type, wv.data, row_bytes, n_rows, n, dst, 0, (n_rows + PACK_ROWS - 1) / PACK_ROWS);
+    }
+    return out;
+}
+
+void check_packed_size(int32_t type, size_t have, int64_t n_rows, int64_t n) {
+    const size_t need = packed_bytes(type, n_rows, n);
+    if (have != need) {
+        throw std::invalid_argument("packed weights hold " + std::to_string(have) + " bytes, a packed (" + std::to_string(n_rows) +
+                                    ", " + std::to_string(n) + ") matrix is " + std::to_string(need));
+    }
+}
+
+// packed matrix -> (n_rows * row bytes,) uint8 GGUF rows.
+py::array_t<uint8_t> py_unpack_rows(int32_t type, const py::buffer& packed, int64_t n_rows, int64_t n) {
+    py::buffer_info keep;
+    const byte_view pv = bytes_of(packed, keep);
+    check_packed_size(type, pv.size, n_rows, n);
+    py::array_t<uint8_t> out(py::ssize_t(size_t(n_rows) * type_row_bytes(type, n)));
+    unpack_rows(type, pv.data, n_rows, n, out.mutable_data());
+    return out;
+}
+
+// xq: (n_tok, act_row_bytes) uint8 from quantize_act_row -> (n_tok, packed_act_row_bytes) uint8.
+py::array_t<uint8_t> py_prepare_act_packed(int32_t type, const u8_array& xq, int64_t n) {
+    const size_t act_row = act_row_bytes(type, n), prow = packed_act_row_bytes(type, n);
+    if (xq.ndim() != 2 || size_t(xq.shape(1)) != act_row) {
+        throw std::invalid_argument("prepare_act_packed: xq must be (n_tok, " + std::to_string(act_row) + ") uint8");
+    }
+    py::array_t<uint8_t> out({py::ssize_t(xq.shape(0)), py::ssize_t(prow)});
+    for (py::ssize_t t = 0; t < xq.shape(0); ++t) {
+        prepare_act_row_packed(type, xq.data() + size_t(t) * act_row, out.mutable_data() + size_t(t) * prow, n);
+    }
+    return out;
+}
+
+// xp: (n_tok, packed_act_row_bytes) uint8 -> (n_tok, r1 - r0) float32.
+py::array_t<float> py_matmul_packed(int32_t type, const py::buffer& packed, int64_t n_rows, const u8_array& xp, int64_t n,
+                                    int64_t r0, py::object r1_obj) {
+    py::buffer_info keep;
+    const byte_view pv = bytes_of(packed, keep);
+    check_packed_size(type, pv.size, n_rows, n);
+    int64_t r1 = 0;
+    resolve_range(n_rows, r0, r1_obj, &r1);
+    const size_t prow = packed_act_row_bytes(type, n);
+    if (xp.ndim() != 2 || size_t(xp.shape(1)) != prow) {
+        throw std::invalid_argument("matmul_packed: xp must be (n_tok, " + std::to_string(prow) + ") uint8");
+    }
+    const int64_t n_tok = xp.shape(0);
+    py::array_t<float> full({n_tok, r1});
+    float* y = full.mutable_data();
+    {
+        py::gil_scoped_release nogil;
+        matmul_packed(type, pv.data, n_rows, xp.data(), prow, n_tok, y, r1, n, r0, r1);
+    }
+    py::array_t<float> out({n_tok, r1 - r0});
+    float* o = out.mutable_data();
+    for (int64_t t = 0; t < n_tok; ++t) {
+        for (int64_t r = r0; r < r1; ++r) o[t * (r1 - r0) + (r - r0)] = y[t * r1 + r];
+    }
+    return out;
+}
+
 // XOR of every 64-byte line: a plain read of the buffer with the kernels' software prefetch
 // (16 KiB ahead), for the memory-bandwidth figure.
 uint64_t stream_read(const py::buffer& b) {
@@ -210,6 +285,13 @@ void register_kernel_bindings(py::module_& parent) {
           py::arg("r0") = 0, py::arg("r1") = py::none());
     k.def("matmul", &py_matmul, py::arg("type"), py::arg("w"), py::arg("xq"), py::arg("n"), py::arg("r0") = 0,
           py::arg("r1") = py::none());
+    k.def("packed_supported", &packed_supported, py::arg("type"));
+    k.def("packed_bytes", &packed_bytes, py::arg("type"), py::arg("n_rows"), py::arg("n"));
+    k.def("pack_rows", &py_pack_rows, py::arg("type"), py::arg("w"), py::arg("n"));
+    k.def("unpack_rows", &py_unpack_rows, py::arg("type"), py::arg("packed"), py::arg("n_rows"), py::arg("n"));
+    k.def("prepare_act_packed", &py_prepare_act_packed, py::arg("type"), py::arg("xq"), py::arg("n"));
+    k.def("matmul_packed", &py_matmul_packed, py::arg("type"), py::arg("packed"), py::arg("n_rows"), py::arg("xp"),
+          py::arg("n"), py::arg("r0") = 0, py::arg("r1") = py::none());
     k.def("stream_read", &stream_read, py::arg("buffer"));
     k.def("int8_peak_probe", &int8_peak_probe, py::arg("n_iter"));
     k.def("fp32_to_fp16", [](const f32_array& x) {

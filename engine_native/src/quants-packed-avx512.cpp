@@ -1,0 +1,153 @@
+// AVX-512 VNNI products over row-interleaved Q4_1 / Q8_0 weights (layout: quants-packed.h). A tile
+// is one group of 16 weight rows x nt <= 8 tokens: per block, the group's quants are loaded (and
+// for Q4_1 split into nibbles) once; per token, 8 vpdpbusd with the token's four activation bytes
+// broadcast give in int32 lane r the dot of row r's whole block, then one convert and one FMA by
+// (16 row scales x the token's scale), plus for Q4_1 one FMA of the 16 row minimums by the token's
+// block sum. Lane r accumulates row r in block order, so no reduction is needed at the end.
+//
+// Every (row, token) goes through the same per-lane instructions whatever nt, the row range or
+// n_tok, so the result does not depend on batching (quants.h's bitwise rule). Compiled only when
+// the compiler targets AVX-512 VNNI; other builds get a table of nullptr. Not here: packing,
+// activation preparation or argument checks (quants-packed.cpp).
+#include "quants-kernels.h"
+
+#if defined(STRATA_SIMD_AVX512)
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "quants-packed.h"
+#include "quants.h"
+
+// GCC 12's intrinsic headers self-initialise their "undefined" vectors and warn when inlined.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace strata {
+namespace {
+
+constexpr int MAX_NT = 8;                      // tokens per tile: 8 accumulators + 8 weight vectors
+constexpr size_t PREFETCH_BYTES = 16384;       // as quants-tiling.h: ahead in the weight stream
+constexpr size_t ACT_TILE_BYTES = 256 * 1024;  // prepared activations kept in L2 across all groups
+
+inline __m512i bcast_u32(const uint8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+inline __m512 bcast_f32(const uint8_t* p) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return _mm512_set1_ps(v);
+}
+
+template <bool Q4>
+struct packed_format {
+    static constexpr int QV = Q4 ? 4 : 8;                                  // 64-byte quant vectors a block
+    static constexpr size_t QS = size_t(QV) * 64;                          // quant bytes, then scales
+    static constexpr size_t BLOCK = QS + (Q4 ? 64 : 32);                   // + 16 fp16 d (+ 16 fp16 m)
+};
+
+// Y[t * ys + lane] for t < NT over one group: g is its first packed block, x the first token's
+// prepared row; lanes outside `keep` are not stored.
+template <bool Q4, int NT>
+void packed_tile(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ys, __mmask16 keep,
+                 bool prefetch) {
+    using F = packed_format<Q4>;
+    __m512 acc[NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = g + size_t(b) * F::BLOCK;
+        if (prefetch) {
+#pragma GCC unroll 9
+            for (size_t o = 0; o < F::BLOCK; o += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + PREFETCH_BYTES + o), _MM_HINT_T0);
+        }
+        __m512i w[8];   // (8, 16) lane r: 4 unsigned quants of row r, elements 4j..4j+3 of the block
+        if (Q4) {
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) {
+                const __m512i v = _mm512_loadu_si512(blk + 64 * j);
+                w[j] = _mm512_and_si512(v, low4);
+                w[4 + j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+            }
+        } else {
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) w[j] = _mm512_loadu_si512(blk + 64 * j);
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + F::QS)));
+        __m512 mw = _mm512_setzero_ps();
+        if (Q4) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + F::QS + 32)));
+        const uint8_t* xb = x + size_t(b) * PACKED_ACT_BLOCK_BYTES;
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+            const uint8_t* a = xb + size_t(t) * xrb;   // qs (32,), float d, float s | int32 corr
+            // two chains of four (elements 0-15, 16-31) to halve the dependency latency
+            __m512i d0 = Q4 ? _mm512_setzero_si512() : bcast_u32(a + 36);
+            __m512i d1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) {
+                d0 = _mm512_dpbusd_epi32(d0, w[j], bcast_u32(a + 4 * j));
+                d1 = _mm512_dpbusd_epi32(d1, w[4 + j], bcast_u32(a + 16 + 4 * j));
+            }
+            const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(d0, d1));
+            acc[t] = _mm512_fmadd_ps(dot, _mm512_mul_ps(dw, bcast_f32(a + 32)), acc[t]);
+            if (Q4) acc[t] = _mm512_fmadd_ps(mw, bcast_f32(a + 36), acc[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ys, keep, acc[t]);
+}
+
+using tile_fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, float*, int64_t, __mmask16, bool);
+
+template <bool Q4, size_t... I>
+constexpr std::array<tile_fn, sizeof...(I)> make_tiles(std::index_sequence<I...>) {
+    return {{&packed_tile<Q4, int(I) + 1>...}};
+}
+
+template <bool Q4>
+void packed_matmul(const uint8_t* packed, int64_t nb, const uint8_t* xp, size_t xrb, int64_t n_tok, float* y, int64_t ys,
+                   int64_t r0, int64_t r1) {
+    static constexpr auto tiles = make_tiles<Q4>(std::make_index_sequence<MAX_NT>());
+    const size_t group_bytes = size_t(nb) * packed_format<Q4>::BLOCK;
+    const int64_t g0 = r0 / PACK_ROWS, g1 = (r1 + PACK_ROWS - 1) / PACK_ROWS;
+    const int64_t row_bytes = nb * int64_t(PACKED_ACT_BLOCK_BYTES);
+    const int64_t tok_tile = std::max<int64_t>(MAX_NT, int64_t(ACT_TILE_BYTES) / row_bytes / MAX_NT * MAX_NT);
+    for (int64_t tb = 0; tb < n_tok; tb += tok_tile) {
+        const int64_t te = std::min(n_tok, tb + tok_tile);
+        for (int64_t g = g0; g < g1; ++g) {
+            const int64_t left = r1 - g * PACK_ROWS;   // rows of this group to store
+            const __mmask16 keep = left >= PACK_ROWS ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+            for (int64_t t = tb; t < te; t += MAX_NT) {
+                const int64_t nt = std::min<int64_t>(MAX_NT, te - t);
+                tiles[size_t(nt - 1)](packed + size_t(g) * group_bytes, nb, xp + size_t(t) * xrb, xrb,
+                                      y + t * ys + g * PACK_ROWS, ys, keep, t == tb);
+            }
+        }
+    }
+}
+
+}  // namespace
+
+packed_matmul_fn simd_packed_matmul_for(int32_t weight_type) {
+    switch (weight_type) {
+        case TYPE_Q4_1: return packed_matmul<true>;
+        case TYPE_Q8_0: return packed_matmul<false>;
+        default: return nullptr;
+    }
+}
+
+}  // namespace strata
+
+#else  // no AVX-512 VNNI: the GGUF-layout kernels only
+
+namespace strata {
+packed_matmul_fn simd_packed_matmul_for(int32_t) { return nullptr; }
+}  // namespace strata
+
+#endif  // STRATA_SIMD_AVX512

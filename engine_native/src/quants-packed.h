@@ -1,0 +1,65 @@
+// Row-interleaved ("packed") copies of Q4_1 and Q8_0 weight matrices and the products over them,
+// for AVX-512 VNNI builds: one 512-bit load gives, in int32 lane r, four quant bytes of row r of a
+// group of 16 rows, so a block's dot products for 16 rows come out of 8 vpdpbusd per token, lane r
+// accumulating row r block after block (no horizontal reduce), the weight unpack shared by up to 8
+// tokens.
+//
+// Not here: the GGUF-layout products (quants.h), which every other build, type and caller keeps
+// using; threading (callers split rows, in multiples of PACK_ROWS). The model keeps its GGUF
+// data (embedding lookups, the CUDA backend, snapshots read it); a packed copy is extra memory.
+//
+// Layout of a packed matrix: groups of PACK_ROWS rows (the last padded with zero rows), each group
+// n / 32 blocks of packed_block_bytes(type), block b of group g holding block b of rows 16g..16g+15:
+//   Q4_1 (320 bytes): qs (4, 16, 4) bytes: [j][r] = qs[4j .. 4j + 3] of row r (nibbles as GGUF:
+//        low = elements 4j..4j+3, high = elements 16 + 4j..); d (16,) fp16; m (16,) fp16.
+//   Q8_0 (544 bytes): qs (8, 16, 4) bytes: [j][r] = qs[4j .. 4j + 3] of row r, each + 128
+//        (stored unsigned: byte ^ 0x80); d (16,) fp16.
+// Same bytes as the GGUF rows, rearranged: a packed matrix is as large as its source (+ padding).
+//
+// Activations: each row of quantize_act_row's output (Q8_1 for Q4_1, Q8_0 for Q8_0) is prepared
+// into blocks of 40 bytes: qs (32,) int8, float d, then float s (Q8_1's d * sum) for Q4_1 or int32
+// -128 * sum(qs) for Q8_0 (removes the +128 of the weights exactly). The floats are the fp16
+// values of the source block, widened, so the products see the same numbers as the GGUF path.
+//
+// Bitwise rule (as quants.h): a (token, row) result is the same float whatever n_tok, the row range
+// or the token tiling; it is NOT the GGUF-layout kernels' float (the block sums are added in
+// another order), only equal to the scalar reference within the products' tolerance.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace strata {
+
+constexpr int64_t PACK_ROWS = 16;              // rows interleaved in one group
+constexpr size_t PACKED_ACT_BLOCK_BYTES = 40;   // one prepared activation block
+
+// True when this build has packed products for `type` (Q4_1 and Q8_0 in an AVX-512 VNNI build).
+bool packed_supported(int32_t type);
+// Bytes of one packed block of 16 rows, and of a whole packed (n_rows, n_cols) matrix.
+size_t packed_block_bytes(int32_t type);
+size_t packed_bytes(int32_t type, int64_t n_rows, int64_t n_cols);
+
+// Packs groups [g0, g1) of the (n_rows, n_cols) GGUF matrix w (rows w_row_bytes apart) into dst,
+// a buffer of packed_bytes() (group g at g * (n_cols / 32) * packed_block_bytes()); groups may be
+// packed concurrently. Padding rows (>= n_rows) are zero bytes. Throws std::invalid_argument on a
+// type without packed products or bad sizes.
+void pack_rows(int32_t type, const void* w, size_t w_row_bytes, int64_t n_rows, int64_t n_cols, void* dst,
+               int64_t g0, int64_t g1);
+// The inverse: the n_rows GGUF rows (type_row_bytes apart) back from a packed matrix (tests).
+void unpack_rows(int32_t type, const void* packed, int64_t n_rows, int64_t n_cols, void* dst);
+
+// Prepared activation rows: bytes of one row of n elements, preparation of one quantize_act_row
+// row (xq) into dst, and both steps at once from floats.
+size_t packed_act_row_bytes(int32_t type, int64_t n);
+void prepare_act_row_packed(int32_t type, const void* xq, void* dst, int64_t n);
+void quantize_act_row_packed(int32_t type, const float* x, void* dst, int64_t n);
+
+// Y[t * y_stride + r] = dot(W[r], X[t]) for tokens t < n_tok and rows r0 <= r < r1 (absolute row
+// index, as quants.h's matmul; y_stride >= r1 when n_tok > 1). W is a packed (n_rows, n) matrix,
+// X prepared activation rows xp_row_bytes apart. r0 must be a multiple of PACK_ROWS; rows of the
+// last group at or beyond r1 are computed but never stored. Disjoint row ranges may run at once.
+void matmul_packed(int32_t type, const void* packed, int64_t n_rows, const void* xp, size_t xp_row_bytes,
+                   int64_t n_tok, float* y, int64_t y_stride, int64_t n, int64_t r0, int64_t r1);
+
+}  // namespace strata
