@@ -5,13 +5,49 @@
 #include "engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
 #include "attention.h"
+#include "quants-packed.h"
 #include "quants.h"
 
 namespace strata {
+
+namespace {
+
+// Row-interleaved copies (quants-packed.h) of the product weights whose type this build packs, in
+// 64-byte aligned buffers owned by the model, packed over the pool in runs of groups. The GGUF data
+// stays mapped and in use (embeddings read token_embd, which `output` may share).
+void pack_product_weights(model& m, thread_pool& pool) {
+    constexpr int64_t k_groups_per_task = 64;   // 1024 rows a task
+    struct task {
+        const weight* w;
+        uint8_t* dst;
+        int64_t g0, g1;
+    };
+    std::vector<task> tasks;
+    for (weight* w : m.product_weights()) {
+        if (!packed_supported(w->type)) continue;
+        const size_t nb = packed_bytes(w->type, w->n_rows, w->n_cols);
+        void* p = std::aligned_alloc(64, (nb + 63) / 64 * 64);
+        if (!p) throw engine_error("out of memory packing a weight of " + std::to_string(nb) + " bytes");
+        m.packed_store.emplace_back(static_cast<uint8_t*>(p), std::free);
+        m.packed_bytes += nb;
+        w->packed = static_cast<const uint8_t*>(p);
+        const int64_t n_groups = (w->n_rows + PACK_ROWS - 1) / PACK_ROWS;
+        for (int64_t g = 0; g < n_groups; g += k_groups_per_task) {
+            tasks.push_back({w, static_cast<uint8_t*>(p), g, std::min(n_groups, g + k_groups_per_task)});
+        }
+    }
+    pool.parallel_chunks(int64_t(tasks.size()), [&](int64_t i, int) {
+        const task& t = tasks[size_t(i)];
+        pack_rows(t.w->type, t.w->data, t.w->row_bytes, t.w->n_rows, t.w->n_cols, t.dst, t.g0, t.g1);
+    });
+}
+
+}  // namespace
 
 engine::engine(const std::string& model_path, const engine_params& params) : params_(params) {
     if (params_.n_ctx <= 0) throw engine_error("n_ctx must be positive, got " + std::to_string(params_.n_ctx));
@@ -78,7 +114,8 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     size_t hx = fbuf(R * h.n_embd), hxn = fbuf(R * std::max(h.n_embd, h.q_dim())), hq = fbuf(R * h.q_dim());
     size_t hk = fbuf(R * h.kv_dim()), hv = fbuf(R * h.kv_dim()), hg = fbuf(R * h.n_ff), hu = fbuf(R * h.n_ff);
     size_t ho = fbuf(R * h.n_embd);
-    // f32 activations (4 bytes/element) are the widest format; Q8_0/Q8_1/Q8_K all take less
+    // f32 activations (4 bytes/element) are the widest format; Q8_0/Q8_1/Q8_K and the packed
+    // products' prepared rows (40 bytes per 32 elements) all take less
     xq_bytes_ = (sizeof(float) * size_t(wide) + 127) / 64 * 64;
     size_t hxq[3];
     for (auto& hh : hxq) hh = arena_->add(xq_bytes_ * size_t(R));
@@ -109,6 +146,7 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     pool_->parallel_chunks(int64_t(pieces.size()), [&](int64_t i, int) {
         arena::populate(pieces[size_t(i)].first, pieces[size_t(i)].second);
     });
+    if (!on_gpu) pack_product_weights(*model_, *pool_);
 #ifdef STRATA_WITH_CUDA
     if (on_gpu) {
         std::vector<int64_t> capacities;

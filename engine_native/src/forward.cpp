@@ -13,6 +13,7 @@
 
 #include "attention.h"
 #include "engine.h"
+#include "quants-packed.h"
 #include "quants.h"
 #include "vec16.h"
 
@@ -22,6 +23,7 @@ namespace {
 
 constexpr int64_t k_rows_per_chunk = 8;          // per-row stages: batches below this run inline
 constexpr int64_t k_weight_rows_per_chunk = 64;  // products: weight rows per claimed chunk
+static_assert(k_weight_rows_per_chunk % PACK_ROWS == 0, "packed products take whole groups of rows");
 
 // y = x / sqrt(mean(x^2) + eps) * w, with a fixed 8-lane accumulation order.
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
@@ -100,12 +102,13 @@ struct alignas(64) unit_run {
 }  // namespace
 
 void engine::matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initializer_list<matmul_job> jobs) {
-    // distinct activation types among the jobs, each quantized once into its own xq_ buffer
+    // distinct activation formats among the jobs, each quantized once into its own xq_ buffer: the
+    // weight type's act_type_for(), or for a packed weight its prepared rows (keyed 1000 + type)
     int32_t act_types[3];
     int n_act = 0;
     std::vector<int> job_slot;
     for (const matmul_job& j : jobs) {
-        int32_t at = act_type_for(j.w->type);
+        int32_t at = j.w->packed ? 1000 + j.w->type : act_type_for(j.w->type);
         int slot = -1;
         for (int s = 0; s < n_act; s++)
             if (act_types[s] == at) slot = s;
@@ -117,20 +120,26 @@ void engine::matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initia
         job_slot.push_back(slot);
     }
     auto slot_wtype = std::vector<int32_t>(size_t(n_act));
+    auto slot_packed = std::vector<char>(size_t(n_act));
     auto slot_row_bytes = std::vector<size_t>(size_t(n_act));
     {
         size_t k = 0;
         for (const matmul_job& j : jobs) {
             int s = job_slot[k++];
             slot_wtype[size_t(s)] = j.w->type;
-            slot_row_bytes[size_t(s)] = act_row_bytes(j.w->type, n_cols);
+            slot_packed[size_t(s)] = j.w->packed != nullptr;
+            slot_row_bytes[size_t(s)] = j.w->packed ? packed_act_row_bytes(j.w->type, n_cols) : act_row_bytes(j.w->type, n_cols);
         }
     }
     pool_->parallel_range(n_rows * n_act, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
         for (int64_t i = b; i < e; i++) {
             const int64_t s = i / n_rows, r = i % n_rows;
-            quantize_act_row(slot_wtype[size_t(s)], x + r * n_cols, xq_[s] + size_t(r) * slot_row_bytes[size_t(s)],
-                             n_cols);
+            uint8_t* dst = xq_[s] + size_t(r) * slot_row_bytes[size_t(s)];
+            if (slot_packed[size_t(s)]) {
+                quantize_act_row_packed(slot_wtype[size_t(s)], x + r * n_cols, dst, n_cols);
+            } else {
+                quantize_act_row(slot_wtype[size_t(s)], x + r * n_cols, dst, n_cols);
+            }
         }
     });
     // units of work: (job, first output row), k_weight_rows_per_chunk rows each, claimed dynamically
@@ -152,7 +161,10 @@ void engine::matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initia
     auto run_unit = [&](uint32_t c) {
         const unit& u = units[c];
         const weight& w = *u.job->w;
-        if (n_rows == 1) {
+        if (w.packed) {   // r0 is a multiple of k_weight_rows_per_chunk, so of PACK_ROWS
+            matmul_packed(w.type, w.packed, w.n_rows, xq_[u.slot], slot_row_bytes[size_t(u.slot)], n_rows, u.job->y,
+                          w.n_rows, n_cols, u.r0, u.r1);
+        } else if (n_rows == 1) {
             matvec(w.type, w.data, w.row_bytes, xq_[u.slot], u.job->y + u.r0, n_cols, u.r0, u.r1);
         } else {
             matmul(w.type, w.data, w.row_bytes, xq_[u.slot], slot_row_bytes[size_t(u.slot)], n_rows, u.job->y,

@@ -80,6 +80,15 @@ size_t model::weight_bytes() const {
     return n;
 }
 
+std::vector<weight*> model::product_weights() {
+    std::vector<weight*> out;
+    for (layer_weights& L : layers) {
+        for (weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) out.push_back(w);
+    }
+    out.push_back(&output);
+    return out;
+}
+
 std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     const gguf_file& f = *file;
     const std::string& path = f.path();

@@ -44,13 +44,16 @@ struct model_hparams {
     int64_t kv_dim() const { return n_head_kv * head_dim; }
 };
 
-// A 2-D weight used in place: n_rows rows of n_cols elements, row_bytes apart.
+// A 2-D weight used in place: n_rows rows of n_cols elements, row_bytes apart. `packed`, when set,
+// is a row-interleaved copy of the same rows (quants-packed.h) that the CPU products read instead;
+// everything else (embedding lookups, the CUDA backend) reads `data`.
 struct weight {
     int32_t type = 0;
     const uint8_t* data = nullptr;
     size_t row_bytes = 0;
     int64_t n_rows = 0;
     int64_t n_cols = 0;
+    const uint8_t* packed = nullptr;   // (packed_bytes(type, n_rows, n_cols),) owned by model::packed_store, or null
 };
 
 struct layer_weights {
@@ -70,8 +73,12 @@ struct model {
     std::vector<float> output_norm;  // (n_embd,)
     std::vector<float> rope_freq_factors;   // (n_rot / 2,) from rope_freqs.weight, or empty
     std::vector<layer_weights> layers;
+    std::vector<std::shared_ptr<uint8_t>> packed_store;   // the buffers `weight::packed` points into
+    size_t packed_bytes = 0;                                // their total size
 
     size_t weight_bytes() const;
+    // Every weight a product reads (per layer wq wk wv wo w_gate w_up w_down, then output).
+    std::vector<weight*> product_weights();
 };
 
 // Reads hyper-parameters and binds every weight; throws model_error / gguf_error naming the problem.

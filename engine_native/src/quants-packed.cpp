@@ -77,7 +77,7 @@ void pack_rows(int32_t type, const void* w, size_t w_row_bytes, int64_t n_rows, 
     const size_t bb = type_block_bytes(type), pb = packed_block_bytes(type), qb = qs_bytes(type), qo = qs_offset(type);
     const int64_t nb = n_cols / QK;
     const size_t n_qs = size_t(PACK_ROWS) * qb;   // quant bytes of a packed block, before the scales
-    const uint8_t flip = type == TYPE_Q8_0 ? 0x80 : 0x00;   // Q8_0 stored as q + 128
+    const uint32_t flip = type == TYPE_Q8_0 ? 0x80808080u : 0u;   // Q8_0 stored as q + 128
     const uint8_t* src = static_cast<const uint8_t*>(w);
     uint8_t* out = static_cast<uint8_t*>(dst);
     for (int64_t g = g0; g < g1; ++g) {
@@ -89,8 +89,10 @@ void pack_rows(int32_t type, const void* w, size_t w_row_bytes, int64_t n_rows, 
                 if (row_i >= n_rows) break;   // padding rows stay zero: zero scales, zero results
                 const uint8_t* blk = src + size_t(row_i) * w_row_bytes + size_t(b) * bb;
                 for (size_t j = 0; j < qb / 4; ++j) {
-                    uint8_t* q = p + (j * size_t(PACK_ROWS) + size_t(r)) * 4;
-                    for (int k = 0; k < 4; ++k) q[k] = uint8_t(blk[qo + 4 * j + size_t(k)] ^ flip);
+                    uint32_t q;
+                    std::memcpy(&q, blk + qo + 4 * j, 4);
+                    q ^= flip;
+                    std::memcpy(p + (j * size_t(PACK_ROWS) + size_t(r)) * 4, &q, 4);
                 }
                 std::memcpy(p + n_qs + 2 * size_t(r), blk, 2);                                             // d
                 if (type == TYPE_Q4_1) std::memcpy(p + n_qs + 2 * size_t(PACK_ROWS) + 2 * size_t(r), blk + 2, 2);   // m
