@@ -195,7 +195,19 @@ def _load_logged(state: ServerState) -> None:
     try:
         load(state)
     except Exception as e:
-        state.load_error = f"the model could not be loaded: {e}"
+        state.load_error = f"the model could not be loaded: {e}{_memory_hint(e, state.config)}"
         log.error("%s", state.load_error)
         if state.on_load_error is not None:
             state.on_load_error()
+
+
+def _memory_hint(error: BaseException, cfg: ServerConfig) -> str:
+    """What to change when the contexts' KV did not fit in memory (the engine backs all of it at start);
+    empty for any other load error."""
+    if not (isinstance(error, MemoryError) or "Cannot allocate memory" in str(error)
+            or "bad_alloc" in str(error)):
+        return ""
+    slots = f"{cfg.batch} slot(s) of {cfg.slot_ctx_effective} tokens" if cfg.batch else "no slots"
+    return (f" (not enough memory for the KV cache of the main context of {cfg.ctx} tokens and {slots}: "
+            f"lower --ctx, --batch or --slot-ctx, or use --kv-type q8_0; `strata setup` picks sizes that "
+            f"fit this machine)")

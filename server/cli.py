@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import signal
 import socket
@@ -18,9 +19,11 @@ from typing import Any
 
 from aiohttp import web
 from strata.server.config import ConfigError, ServerConfig, all_options, config_from_args, validate
-from strata.server.options import OPTIONS, add_flags
+from strata.server.options import FLAG_SYNONYMS, OPTIONS, add_flags
 
 log = logging.getLogger("strata.server")
+
+__all__ = ["FLAG_SYNONYMS", "add_arguments", "run", "serve"]   # FLAG_SYNONYMS: strata/cli.py's hints
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,8 +58,7 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
 
     busy = port_taken(config.host, config.port)
     if busy:                            # before the app starts loading the model in the background
-        log.error("cannot listen on %s:%s: %s (is another server running there? --port chooses another)",
-                  config.host, config.port, busy)
+        log.error("cannot listen on %s:%s: %s", config.host, config.port, busy)
         return 1
     app = init_app(config)
     state = app[STATE]
@@ -81,7 +83,8 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
     try:
         await site.start()
     except OSError as e:
-        log.error("cannot listen on %s:%s: %s", config.host, config.port, e)
+        log.error("cannot listen on %s:%s: %s (%s)", config.host, config.port, e.strerror or e,
+                  bind_hint(e.errno, config.port))
         await runner.cleanup()
         return 1
     port = runner.addresses[0][1] if runner.addresses else config.port
@@ -104,14 +107,17 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
 
 
 def port_taken(host: str, port: int) -> str | None:
-    """Why (host, port) cannot be bound now, or None. Checked before the model loads, so a busy port
-    stops start-up at once; binding can still fail later (a race), which the listening code handles."""
+    """Why (host, port) cannot be bound now, with what to do about it, or None. Checked before the model
+    loads, so a busy port stops start-up at once; binding can still fail later (a race), which the
+    listening code handles."""
     if port == 0:
         return None
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as e:
-        return str(e)
+        return f"{e.strerror or e} ({HOST_HINT})"
+    except UnicodeError:                # a name the resolver cannot even encode, e.g. "a..b"
+        return f"{host!r} is not a valid host name ({HOST_HINT})"
     for family, kind, proto, _, address in infos:
         try:
             s = socket.socket(family, kind, proto)
@@ -124,8 +130,22 @@ def port_taken(host: str, port: int) -> str | None:
             try:
                 s.bind(address)
             except OSError as e:
-                return e.strerror or str(e)
+                return f"{e.strerror or e} ({bind_hint(e.errno, port)})"
     return None
+
+
+HOST_HINT = "--host takes an address of this machine: 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)"
+
+
+def bind_hint(errno_value: int | None, port: int) -> str:
+    """What to do when binding failed with this errno."""
+    if errno_value == errno.EADDRINUSE:
+        return "is another server running there? --port chooses another"
+    if errno_value == errno.EACCES and 0 < port < 1024:
+        return "ports below 1024 need administrator rights: --port chooses another, e.g. 8080"
+    if errno_value == errno.EADDRNOTAVAIL:
+        return HOST_HINT
+    return "--host and --port choose another address"
 
 
 def status_line_shown(config: ServerConfig) -> bool:

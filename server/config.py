@@ -10,6 +10,7 @@ message naming them. This module reads files and the environment it is given; it
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from strata.server.options import OPTIONS, ConfigError, Option
+from strata.server.options import FLAG_SYNONYMS, OPTIONS, ConfigError, Option
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -111,9 +112,18 @@ def load_config(
     if not isinstance(file_env, dict):
         raise ConfigError(f"{path}: [env] must be a table of STRATA_* variables")
     env: dict[str, str] = {}
+    readable = env_variables()
     for name, raw in file_env.items():
         if not name.startswith("STRATA_"):
             raise ConfigError(f"{path}: [env] {name}: only STRATA_* variables belong there")
+        owner = next((o for o in options if o.env == name), None)
+        if owner is not None:
+            raise ConfigError(f"{path}: [env] {name}: not read from the file's [env] table; set "
+                              f"`{owner.key} = ...` at the top of the file instead")
+        if name not in readable:
+            raise ConfigError(f"{path}: [env] {name}: not one of the variables the [env] table sets"
+                              f"{_did_you_mean(name, readable)}: the slot policy's {SLOT_VARIABLE_PREFIX}* "
+                              f"(docs/slot-policy.md) and STRATA_RESTORE_LADDER")
         if isinstance(raw, (dict, list)):
             raise ConfigError(f"{path}: [env] {name}: expected a number or string, got {raw!r}")
         env[name] = str(raw).lower() if isinstance(raw, bool) else str(raw)
@@ -125,7 +135,8 @@ def load_config(
             by_key[name.replace("-", "_")] = opt
     unknown = sorted(k for k in table if k not in by_key)
     if unknown:
-        raise ConfigError(f"{path}: unknown key(s): {', '.join(unknown)}")
+        named = ", ".join(k + _did_you_mean(k, by_key, KEY_SYNONYMS) for k in unknown)
+        raise ConfigError(f"{path}: unknown key(s): {named} (docs/configuration.md lists every key)")
     unknown_flags = sorted(k for k in flags if k not in by_key)
     if unknown_flags:
         raise ConfigError(f"unknown option(s): {', '.join(unknown_flags)}")
@@ -140,6 +151,38 @@ def load_config(
         values[opt.key] = opt.default if chosen is None else chosen
     _check_combinations(values)
     return ServerConfig(values=values, env=env, config_path=str(path) if path else None)
+
+
+SLOT_VARIABLE_PREFIX = "STRATA_SLOT_"   # the slot policy's namespace: every name in it is one of its thresholds
+
+
+def env_variables() -> frozenset[str]:
+    """The `STRATA_*` variables the server's policies read from `ServerConfig.env` (the file's [env] table
+    and the environment): the slot policy's thresholds and the conversation cache's variables."""
+    from strata.server import slot_policy
+
+    names = {*slot_policy.ENV_NAMES.values(), *slot_policy.LEARN_ENV_NAMES.values()}
+    try:
+        cache_options = importlib.import_module("strata.server.cache.options")
+    except ImportError:
+        cache_options = None
+    if cache_options is not None:
+        names.add(cache_options.ENV_RESTORE_LADDER)
+    return frozenset(names)
+
+
+# llama.cpp's long flags as TOML keys ("ctx_size" -> "ctx"), for the hint on an unknown key
+KEY_SYNONYMS: dict[str, str] = {
+    name[2:].replace("-", "_"): meant.split()[0][2:].replace("-", "_")
+    for name, meant in FLAG_SYNONYMS.items() if name.startswith("--")
+}
+
+
+def _did_you_mean(name: str, known: Any, synonyms: Mapping[str, str] | None = None) -> str:
+    if synonyms and name in synonyms:
+        return f" (did you mean {synonyms[name]}?)"
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def _pick(opt: Option, source: Mapping[str, Any], label: Any) -> Any:
@@ -167,6 +210,11 @@ def validate(config: ServerConfig) -> None:
     """Every part's settings checked before anything starts; raises ConfigError naming the bad one."""
     from strata.server import slot_policy
 
+    readable = env_variables()
+    for name in sorted(config.env):     # a misspelt threshold would otherwise be ignored without a word
+        if name.startswith(SLOT_VARIABLE_PREFIX) and name not in readable:
+            raise ConfigError(f"{name}: not a variable `strata serve` reads{_did_you_mean(name, readable)}; "
+                              f"unset it (docs/slot-policy.md lists the {SLOT_VARIABLE_PREFIX}* variables)")
     try:
         slot_policy.PolicyConfig.from_env(config.env)
     except ValueError as e:

@@ -141,12 +141,25 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 
+# Other local servers' spellings of these options (llama.cpp's llama-server), for the "did you mean" hint
+# of an unknown flag or key. Not accepted as aliases: several mean something else here (llama.cpp's
+# --batch-size is tokens per step, Strata's --batch is slots).
+FLAG_SYNONYMS: dict[str, str] = {
+    "-m": "--model", "-c": "--ctx", "--ctx-size": "--ctx", "-np": "--batch", "--parallel": "--batch",
+    "-t": "--threads", "-tb": "--threads", "--threads-batch": "--threads", "-b": "--prefill-chunk",
+    "--batch-size": "--prefill-chunk", "-ctk": "--kv-type", "-ctv": "--kv-type", "--cache-type-k": "--kv-type",
+    "--cache-type-v": "--kv-type", "-ngl": "--backend cuda", "--n-gpu-layers": "--backend cuda",
+    "--gpu-layers": "--backend cuda", "-a": "--alias", "-n": "--max-tokens-default", "--n-predict":
+    "--max-tokens-default", "--verbose": "--log-level debug", "-v": "--log-level debug",
+}
+
+
 def add_flags(parser: argparse.ArgumentParser, options: tuple[Option, ...], title: str) -> None:
     """Adds one `--flag` per option (and its aliases). Unset flags stay None so that a flag overrides the
     file only when given; the stored name is `flag__<key>` for each spelling, merged by config.py."""
     group = parser.add_argument_group(title)
     for opt in options:
-        default_text = "" if opt.default is None else f" [default: {opt.default}]"
+        default_text = "" if opt.default in (None, "") else f" [default: {opt.default}]"   # "": the help says
         for i, name in enumerate(opt.names()):
             dest = "flag__" + name.replace("-", "_")
             help_text = (opt.help + default_text) if i == 0 else f"alias of --{opt.name}"

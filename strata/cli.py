@@ -1,19 +1,25 @@
 """The `strata` command: one subcommand per part, each implemented in its part's own module.
 
-This file only dispatches; importing a part happens when its subcommand runs so that
+This file only dispatches, and turns two kinds of user mistake into one short message instead of a usage
+dump or a traceback: an option the command does not have (with the option meant, when it can tell) and
+a file or folder the command cannot use. Importing a part happens when its subcommand runs so that
 `strata --version` and `strata models` stay fast and need neither Qt nor aiohttp.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
+from collections.abc import Mapping
+from typing import NoReturn
 
 from strata import __version__
 
-# subcommand -> (module, one-line help). Each module has `add_arguments(parser)` and `run(args) -> int`.
+# subcommand -> (module, one-line help). Each module has `add_arguments(parser)` and `run(args) -> int`;
+# it may also have `FLAG_SYNONYMS` ({"--other-servers-name": "--ours"}) for the "did you mean" hint.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("strata.server.cli", "run the HTTP server (OpenAI and Anthropic APIs)"),
     "setup": ("strata.installer.cli", "guided setup: model, machine bench, slots, disk cache, context"),
@@ -25,8 +31,39 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class CommandParser(argparse.ArgumentParser):
+    """An argparse parser whose errors are two lines: what is wrong (with the option meant, for an
+    unknown one) and where the options are listed; not the whole usage, which for `strata serve` is
+    thirty lines that bury the one that matters."""
+
+    def __init__(self, *args, synonyms: Mapping[str, str] | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.synonyms = dict(synonyms or {})
+
+    def error(self, message: str) -> NoReturn:
+        hints = ""
+        prefix = "unrecognized arguments: "
+        if message.startswith(prefix):
+            for word in message[len(prefix):].split():
+                meant = self.option_meant(word)
+                if meant:
+                    hints += f"\n  {word.split('=', 1)[0]}: did you mean {meant}?"
+        self.exit(2, f"{self.prog}: error: {message}{hints}\n`{self.prog} --help` lists every option\n")
+
+    def option_meant(self, word: str) -> str | None:
+        """The option a mistyped or foreign `word` most likely stands for, or None (not an option)."""
+        if not word.startswith("-"):
+            return None
+        name = word.split("=", 1)[0]
+        if name in self.synonyms:
+            return self.synonyms[name]
+        known = sorted(s for action in self._actions for s in action.option_strings if s.startswith("--"))
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
+        return close[0] if close else None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="strata", description="Strata: a local model server for coding agents.")
+    parser = CommandParser(prog="strata", description="Strata: a local model server for coding agents.")
     parser.add_argument("--version", action="version", version=f"strata {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
@@ -36,13 +73,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def file_problem(error: OSError) -> str:
+    """An OSError about a file as a user reads it: the path and what is wrong with it."""
+    reason = error.strerror or str(error)
+    return f"{error.filename}: {reason}" if error.filename else reason
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     if argv and argv[0] in SUBCOMMANDS:
         name = argv[0]
         module = importlib.import_module(SUBCOMMANDS[name][0])
-        sub = argparse.ArgumentParser(prog=f"strata {name}", description=SUBCOMMANDS[name][1])
+        sub = CommandParser(prog=f"strata {name}", description=SUBCOMMANDS[name][1],
+                            synonyms=getattr(module, "FLAG_SYNONYMS", None))
         module.add_arguments(sub)
         args = sub.parse_args(argv[1:])
         try:
@@ -51,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
             # The reader went away (`strata models | head -1`): stop quietly, as other commands do.
             # stdout is pointed at devnull so that the interpreter's final flush does not fail again.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
+        except OSError as e:
+            # A path the command was given cannot be used (a missing folder, no permission, a full disk)
+            # and the command did not say so itself: one line naming it, not a traceback.
+            print(f"strata {name}: {file_problem(e)}", file=sys.stderr)
             return 1
     args = parser.parse_args(argv)
     if args.command is None:

@@ -1,0 +1,48 @@
+"""What the `strata` command says to a user who mistypes: an unknown option gets two lines (what is wrong,
+with the option meant, and where the options are listed) instead of the whole usage; a path a command
+cannot use gets one line naming it instead of a traceback. Not here: each command's own checks of its
+values (each part's tests)."""
+
+from __future__ import annotations
+
+import pytest
+
+from strata.cli import main as strata_main
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str]:
+    try:
+        rc = strata_main(list(argv))
+    except SystemExit as e:             # argparse ends a parse error with SystemExit(2)
+        rc = e.code
+    return rc, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,meant", [
+    (("serve", "--ctxx", "4096"), "--ctxx: did you mean --ctx?"),
+    (("serve", "--ctx-size", "4096"), "--ctx-size: did you mean --ctx?"),        # llama.cpp's spelling
+    (("serve", "-c", "4096"), "-c: did you mean --ctx?"),
+    (("serve", "--parallel=2"), "--parallel: did you mean --batch?"),
+    (("serve", "--n-gpu-layers", "99"), "--n-gpu-layers: did you mean --backend cuda?"),
+    (("replay", "generate", "--huors", "1"), "--huors: did you mean --hours?"),
+])
+def test_an_unknown_option_names_the_option_meant_in_two_lines(capsys, argv, meant):
+    rc, err = run_cli(capsys, *argv)
+    assert rc == 2
+    assert meant in err, err
+    assert f"`strata {argv[0]} --help` lists every option" in err
+    assert "usage:" not in err and len(err.strip().splitlines()) <= 3, err
+
+
+def test_an_unknown_option_with_nothing_close_still_says_where_the_options_are(capsys):
+    rc, err = run_cli(capsys, "serve", "--frobnicate")
+    assert rc == 2
+    assert err == ("strata serve: error: unrecognized arguments: --frobnicate\n"
+                   "`strata serve --help` lists every option\n")
+
+
+def test_a_path_a_command_cannot_write_is_named_without_a_traceback(capsys, tmp_path):
+    target = tmp_path / "no-such-folder" / "timeline.jsonl"
+    rc, err = run_cli(capsys, "replay", "generate", "--hours", "0.05", "--out", str(target))
+    assert rc == 1
+    assert err == f"strata replay: {target}: No such file or directory\n"

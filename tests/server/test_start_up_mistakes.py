@@ -1,0 +1,137 @@
+"""Mistakes a new user makes when starting `strata serve`, each met with one message that names the
+problem and says what to do: a misspelt key or `STRATA_SLOT_*` variable (with the name meant), a variable
+put where it is not read, a --host that is not this machine's, contexts whose KV does not fit in memory.
+Not here: the configuration's merge order and value checks (test_config.py)."""
+
+from __future__ import annotations
+
+import errno
+import signal
+import subprocess
+import sys
+
+import pytest
+from strata.server.config import ConfigError, load_config, validate
+
+
+def write(tmp_path, text: str):
+    p = tmp_path / "config.toml"
+    p.write_text(text)
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+# The configuration file and the environment
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,needle", [
+    ("ctxx = 100\n", "ctxx (did you mean ctx?)"),
+    ("ctx_size = 4096\n", "ctx_size (did you mean ctx?)"),          # llama.cpp's name
+    ("parallel = 2\n", "parallel (did you mean batch?)"),
+    ("no_such_thing = 1\n", "unknown key(s): no_such_thing (docs/configuration.md"),
+])
+def test_an_unknown_key_names_the_key_meant(tmp_path, text, needle):
+    with pytest.raises(ConfigError) as e:
+        load_config({}, config_path=write(tmp_path, text), environ={})
+    assert needle in str(e.value)
+
+
+def test_a_misspelt_variable_in_the_env_table_is_refused_with_the_name_meant(tmp_path):
+    p = write(tmp_path, "[env]\nSTRATA_SLOT_TTL_MAXS = 120\n")
+    with pytest.raises(ConfigError) as e:
+        load_config({}, config_path=p, environ={})
+    assert "[env] STRATA_SLOT_TTL_MAXS: not one of the variables the [env] table sets" in str(e.value)
+    assert "did you mean STRATA_SLOT_TTL_MAX_S?" in str(e.value)
+
+
+def test_the_api_key_in_the_env_table_points_to_the_api_key_key(tmp_path):
+    # it was accepted and ignored: a server the user believed keyed ran open
+    p = write(tmp_path, '[env]\nSTRATA_API_KEY = "secret"\n')
+    with pytest.raises(ConfigError) as e:
+        load_config({}, config_path=p, environ={})
+    assert "set `api_key = ...` at the top of the file" in str(e.value)
+
+
+def test_every_variable_the_server_reads_is_accepted_in_the_env_table(tmp_path):
+    from strata.server import slot_policy
+
+    names = [*slot_policy.ENV_NAMES.values(), *slot_policy.LEARN_ENV_NAMES.values(), "STRATA_RESTORE_LADDER"]
+    p = write(tmp_path, "[env]\n" + "".join(f'{n} = ""\n' for n in names))
+    config = load_config({}, config_path=p, environ={})
+    validate(config)
+    assert set(names) <= set(config.env)
+
+
+def test_a_misspelt_slot_variable_in_the_environment_stops_start_up():
+    config = load_config({}, environ={"STRATA_SLOT_TTL_MAXS": "120", "STRATA_URL": "http://x", "HOME": "/h"})
+    with pytest.raises(ConfigError) as e:
+        validate(config)
+    assert str(e.value).startswith("STRATA_SLOT_TTL_MAXS: not a variable `strata serve` reads")
+    assert "did you mean STRATA_SLOT_TTL_MAX_S?" in str(e.value)
+    validate(load_config({}, environ={"STRATA_SLOT_TTL_MAX_S": "120", "STRATA_URL": "http://x"}))
+
+
+# ---------------------------------------------------------------------------------------------
+# Where to listen
+# ---------------------------------------------------------------------------------------------
+
+def _serve(*flags: str, preexec_fn=None, until: str | None = None) -> subprocess.CompletedProcess:
+    """`strata serve --no-config FLAGS` on the default model; stopped at the line holding `until`."""
+    proc = subprocess.Popen([sys.executable, "-m", "strata", "serve", "--no-config", "--threads", "1", *flags],
+                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn)
+    lines = []
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            if until and until in line:
+                proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return subprocess.CompletedProcess(proc.args, rc, "", "".join(lines))
+
+
+@pytest.mark.parametrize("host,reason", [
+    ("192.0.2.1", "Cannot assign requested address"),   # TEST-NET-1: never an address of this machine
+    ("a..b", "'a..b' is not a valid host name"),        # was a UnicodeError traceback
+])
+def test_a_host_that_is_not_this_machines_says_what_host_takes(host, reason):
+    done = _serve("--host", host, "--port", "8089")
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert reason in done.stderr, done.stderr
+    assert "--host takes an address of this machine: 127.0.0.1" in done.stderr
+    assert "another server" not in done.stderr          # the busy-port advice does not apply
+
+
+@pytest.mark.parametrize("code,port,hint", [
+    (errno.EADDRINUSE, 8080, "is another server running there? --port chooses another"),
+    (errno.EACCES, 80, "ports below 1024 need administrator rights"),
+    (errno.EADDRNOTAVAIL, 8080, "--host takes an address of this machine"),
+    (errno.EACCES, 8080, "--host and --port choose another address"),
+])
+def test_each_bind_failure_gets_its_own_advice(code, port, hint):
+    from strata.server.cli import bind_hint
+
+    assert hint in bind_hint(code, port)
+
+
+# ---------------------------------------------------------------------------------------------
+# Contexts that do not fit
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(sys.platform != "linux", reason="limits the address space with RLIMIT_AS")
+def test_contexts_too_large_for_memory_say_which_flags_to_lower(default_model_path):
+    import resource
+
+    def at_most_8_gib() -> None:          # the KV below needs 23 GB: refused on any machine
+        resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+
+    done = _serve("--model", str(default_model_path), "--port", "0", "--ctx", "1000000", "--batch", "1",
+                  "--slot-ctx", "4096", "--conversation-cache-mib", "0", preexec_fn=at_most_8_gib,
+                  until="loaded in")
+    assert done.returncode == 1, done.stderr
+    assert "the model could not be loaded" in done.stderr, done.stderr
+    assert ("not enough memory for the KV cache of the main context of 1000000 tokens and 1 slot(s) of 4096 "
+            "tokens: lower --ctx, --batch or --slot-ctx, or use --kv-type q8_0") in done.stderr, done.stderr
