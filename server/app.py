@@ -57,10 +57,15 @@ def init_app(config: ServerConfig) -> web.Application:
 
 
 def model_path(config: ServerConfig) -> Path:
+    """The GGUF file to load; FileNotFoundError saying where to find one when there is none."""
     if config.model:
         path = Path(config.model).expanduser()
+        if path.is_dir():
+            raise FileNotFoundError(f"--model {config.model}: a folder, not a GGUF file "
+                                    f"(`strata models --dir {config.model}` lists the GGUF files in it)")
         if not path.is_file():
-            raise FileNotFoundError(f"--model {config.model}: no such file")
+            raise FileNotFoundError(f"--model {config.model}: no such file "
+                                    f"(`strata models` lists the GGUF files Strata can find)")
         return path
     from strata.engine.models import default_model_path
 

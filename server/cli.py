@@ -53,9 +53,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
-    from strata.server.app import init_app
+    from strata.server.app import init_app, model_path
     from strata.server.keys import STATE
 
+    try:
+        model_path(config)              # a missing file stops start-up before "listening on" is printed
+    except FileNotFoundError as e:
+        log.error("the model could not be loaded: %s", e)
+        return 1
     busy = port_taken(config.host, config.port)
     if busy:                            # before the app starts loading the model in the background
         log.error("cannot listen on %s:%s: %s", config.host, config.port, busy)

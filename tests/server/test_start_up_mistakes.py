@@ -135,3 +135,21 @@ def test_contexts_too_large_for_memory_say_which_flags_to_lower(default_model_pa
     assert "the model could not be loaded" in done.stderr, done.stderr
     assert ("not enough memory for the KV cache of the main context of 1000000 tokens and 1 slot(s) of 4096 "
             "tokens: lower --ctx, --batch or --slot-ctx, or use --kv-type q8_0") in done.stderr, done.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# The model file
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("given,says", [
+    ("folder", "a folder, not a GGUF file (`strata models --dir {path}` lists the GGUF files in it)"),
+    ("missing.gguf", "no such file (`strata models` lists the GGUF files Strata can find)"),
+])
+def test_a_model_path_without_a_gguf_file_stops_before_listening(tmp_path, given, says):
+    path = tmp_path / given
+    if given == "folder":
+        path.mkdir()
+    done = _serve("--model", str(path), "--port", "0")
+    assert done.returncode == 1, done.stderr
+    assert f"--model {path}: " + says.format(path=path) in done.stderr, done.stderr
+    assert "listening on" not in done.stderr               # it was printed, then the error
