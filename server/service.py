@@ -64,6 +64,15 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     return await handler(request)
 
 
+def _base_url_hint(path: str) -> str:
+    """A client whose base URL already ends in /v1 asks for /v1/v1/...: the Anthropic SDK's base URL
+    is the server's address alone (the OpenAI SDK's ends in /v1)."""
+    if not path.startswith("/v1/v1/"):
+        return ""
+    return (" (the client's base URL ends in /v1 once too often: the Anthropic SDK takes "
+            "http://HOST:PORT, the OpenAI SDK http://HOST:PORT/v1; docs/api.md)")
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     api = api_of_path(request.path)
@@ -76,7 +85,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPException as e:
         if e.status < 400:
             raise
-        message = {404: f"no endpoint {request.method} {request.path}",
+        message = {404: f"no endpoint {request.method} {request.path}{_base_url_hint(request.path)}",
                    405: f"method {request.method} is not allowed on {request.path}",
                    413: "the request body is larger than the server's limit (--max-body-mib)"}.get(e.status, e.reason)
         return web.json_response(error_body(api, e.status, message), status=e.status)

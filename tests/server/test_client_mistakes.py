@@ -1,0 +1,30 @@
+"""A client pointed at the server the wrong way gets an answer that says how to point it right. Not
+here: bad request bodies (test_bad_requests.py)."""
+
+from __future__ import annotations
+
+import anthropic
+import openai
+import pytest
+
+
+def test_the_anthropic_sdk_given_the_openai_base_url_is_told_the_right_one(tiny_server):
+    client = anthropic.Anthropic(base_url=tiny_server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+    with pytest.raises(anthropic.NotFoundError) as e:
+        client.messages.create(model="local", max_tokens=4, messages=[{"role": "user", "content": "hi"}])
+    assert "no endpoint POST /v1/v1/messages" in str(e.value)
+    assert "the Anthropic SDK takes http://HOST:PORT" in str(e.value)
+
+
+def test_an_openai_base_url_with_v1_twice_is_told_the_right_one(tiny_server):
+    client = openai.OpenAI(base_url=tiny_server.url + "/v1/v1", api_key="unused", max_retries=0, timeout=60)
+    with pytest.raises(openai.NotFoundError) as e:
+        client.chat.completions.create(model="local", max_tokens=4, messages=[{"role": "user", "content": "hi"}])
+    assert "the OpenAI SDK http://HOST:PORT/v1" in str(e.value)
+
+
+def test_an_unknown_path_elsewhere_gets_no_base_url_advice(tiny_server):
+    import httpx2 as httpx
+
+    r = httpx.get(tiny_server.url + "/v1/nope", timeout=30)
+    assert r.status_code == 404 and r.json()["error"]["message"] == "no endpoint GET /v1/nope"
