@@ -38,6 +38,13 @@ inline __m512i bcast_u32(const uint8_t* p) {
     std::memcpy(&v, p, 4);
     return _mm512_set1_epi32(v);
 }
+// acc + dpbusd(w, the four bytes at p broadcast): one instruction with an embedded broadcast
+// (GCC does not fold _mm512_set1_epi32 of a load into the instruction; a separate vpbroadcastd per
+// product costs an extra uop).
+inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const uint8_t* p) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+    return acc;
+}
 inline __m512 bcast_f32(const uint8_t* p) {
     float v;
     std::memcpy(&v, p, 4);
@@ -86,15 +93,10 @@ void packed_tile(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb, flo
 #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) {
             const uint8_t* a = xb + size_t(t) * xrb;   // qs (32,), float d, float s | int32 corr
-            // two chains of four (elements 0-15, 16-31) to halve the dependency latency
             __m512i d0 = Q4 ? _mm512_setzero_si512() : bcast_u32(a + 36);
-            __m512i d1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) {
-                d0 = _mm512_dpbusd_epi32(d0, w[j], bcast_u32(a + 4 * j));
-                d1 = _mm512_dpbusd_epi32(d1, w[4 + j], bcast_u32(a + 16 + 4 * j));
-            }
-            const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(d0, d1));
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) d0 = dpbusd_bcast(d0, w[j], a + 4 * j);
+            const __m512 dot = _mm512_cvtepi32_ps(d0);
             acc[t] = _mm512_fmadd_ps(dot, _mm512_mul_ps(dw, bcast_f32(a + 32)), acc[t]);
             if (Q4) acc[t] = _mm512_fmadd_ps(mw, bcast_f32(a + 36), acc[t]);
         }
