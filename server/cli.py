@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
         validate(config)
+        check_output_paths(config)
     except ConfigError as e:
         print(f"strata serve: {e}", file=sys.stderr)
         return 2
@@ -109,6 +110,20 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
             status_task.cancel()
         await runner.cleanup()
     return 1 if failed else 0
+
+
+def check_output_paths(config: ServerConfig) -> None:
+    """Files the server will write, opened once now so that a bad path stops start-up naming the flag
+    (it stopped the model load later, reported as "the model could not be loaded"). Creates the
+    --timeline-out file when missing, as the server would at once anyway."""
+    if config.timeline_out:
+        try:
+            with open(config.timeline_out, "a", encoding="utf-8"):
+                pass
+        except OSError as e:
+            hint = " (its folder must exist)" if e.errno == errno.ENOENT else ""
+            raise ConfigError(f"--timeline-out {config.timeline_out}: cannot write there: "
+                              f"{e.strerror or e}{hint}") from None
 
 
 def port_taken(host: str, port: int) -> str | None:

@@ -153,3 +153,16 @@ def test_a_model_path_without_a_gguf_file_stops_before_listening(tmp_path, given
     assert done.returncode == 1, done.stderr
     assert f"--model {path}: " + says.format(path=path) in done.stderr, done.stderr
     assert "listening on" not in done.stderr               # it was printed, then the error
+
+
+@pytest.mark.parametrize("where,says", [
+    ("missing-folder/timeline.jsonl", "cannot write there: No such file or directory (its folder must exist)"),
+    (".", "cannot write there: Is a directory"),
+])
+def test_a_timeline_path_that_cannot_be_written_is_a_bad_flag_not_a_failed_model_load(tmp_path, where, says):
+    # it was reported as "the model could not be loaded: [Errno 2] ..." after "listening on"
+    target = tmp_path / where
+    done = subprocess.run([sys.executable, "-m", "strata", "serve", "--no-config", "--port", "0",
+                           "--timeline-out", str(target)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"strata serve: --timeline-out {target}: {says}\n"
