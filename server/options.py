@@ -159,7 +159,8 @@ def add_flags(parser: argparse.ArgumentParser, options: tuple[Option, ...], titl
     file only when given; the stored name is `flag__<key>` for each spelling, merged by config.py."""
     group = parser.add_argument_group(title)
     for opt in options:
-        default_text = "" if opt.default in (None, "") else f" [default: {opt.default}]"   # "": the help says
+        # no "[default: ]" for an empty string: the help text says what empty means
+        default_text = "" if opt.default in (None, "") else f" [default: {opt.default}]"
         for i, name in enumerate(opt.names()):
             dest = "flag__" + name.replace("-", "_")
             help_text = (opt.help + default_text) if i == 0 else f"alias of --{opt.name}"
