@@ -1,0 +1,107 @@
+"""Micro-benchmark of the row-interleaved ("packed") Q4_1 / Q8_0 products (quants-packed.h) against
+the GGUF-layout products they replace in the engine, on one thread.
+
+Per type and row length (576, 1536: SmolLM2-135M's n_embd and n_ff): GB/s of weights streamed
+from memory at 1 token (decode; 96 MiB of weights, 3x this machine's L3) and GMAC/s at 4 tokens
+over the same streamed weights (batched decode), GMAC/s at 4 and 8 tokens with the weights in L2
+(1536 x 576 / 576 x 1536 shapes, compute-bound), a 512-token prefill (ffn_up's shape), and the
+packing speed (MB/s of GGUF weights packed).
+
+Times are CPU seconds of this process (time.process_time), best of several runs; the kernels are
+single-threaded. Not a test: nothing is asserted. Usage:
+.venv/bin/python benchmarks/packed_kernels.py [--types Q4_1,Q8_0] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.native.kernel_data import TYPE_IDS, K, random_activations, random_weights  # noqa: E402
+
+STREAM_BYTES = 96 << 20   # streamed weights: 3x the 32 MiB L3
+L2_ROWS = {576: 1536, 1536: 576}
+
+
+def best(fn, reps: int) -> float:
+    """Smallest CPU time of reps calls of fn (one warm-up call first)."""
+    fn()
+    out = float("inf")
+    for _ in range(reps):
+        t0 = time.process_time()
+        fn()
+        out = min(out, time.process_time() - t0)
+    return max(out, 1e-9)
+
+
+def rate(work: float, fn, *args, reps: int = 3) -> float:
+    """work / the best CPU seconds of fn(*args), in units of 1e9."""
+    return work / best(lambda: fn(*args), reps) / 1e9
+
+
+def weights(rng, name: str, n_rows: int, n: int) -> np.ndarray:
+    """(n_rows, row_bytes) GGUF rows: a random 64-row block tiled (quantizing 96 MiB is slow)."""
+    base = random_weights(rng, name, 64, n)
+    return np.ascontiguousarray(np.tile(base, (n_rows // 64, 1)))
+
+
+def measure(name: str, rng) -> dict:
+    tid = TYPE_IDS[name]
+    out: dict = {}
+    for n in (576, 1536):
+        row_bytes = K.type_row_bytes(tid, n)
+        n_rows = STREAM_BYTES // row_bytes // 64 * 64
+        w = weights(rng, name, n_rows, n)
+        t_pack = best(lambda: K.pack_rows(tid, w, n), 2)  # noqa: B023 (called right here)
+        pw = K.pack_rows(tid, w, n)
+        xq = K.quantize_act_row(tid, random_activations(rng, 8, n))
+        xp = K.prepare_act_packed(tid, xq, n)
+        macs = n_rows * n
+        out[f"pack_mbs_{n}"] = w.nbytes / t_pack / 1e6
+        out[f"decode_gbs_{n}"] = (rate(w.nbytes, K.matvec, tid, w, xq[0], n),
+                                  rate(w.nbytes, K.matmul_packed, tid, pw, n_rows, xp[:1], n))
+        out[f"batch4_stream_gmacs_{n}"] = (rate(4 * macs, K.matmul, tid, w, xq[:4], n),
+                                           rate(4 * macs, K.matmul_packed, tid, pw, n_rows, xp[:4], n))
+        rows = L2_ROWS[n]
+        wl, pl = w[:rows], K.pack_rows(tid, w[:rows], n)
+        for nt in (4, 8):
+            out[f"l2_{nt}tok_gmacs_{n}"] = (rate(nt * rows * n, K.matmul, tid, wl, xq[:nt], n, reps=20),
+                                            rate(nt * rows * n, K.matmul_packed, tid, pl, rows, xp[:nt], n, reps=20))
+    w = weights(rng, name, 1536, 576)
+    pw = K.pack_rows(tid, w, 576)
+    xq = K.quantize_act_row(tid, random_activations(rng, 512, 576))
+    xp = K.prepare_act_packed(tid, xq, 576)
+    macs = 512 * 1536 * 576
+    out["prefill512_gmacs"] = (rate(macs, K.matmul, tid, w, xq, 576), rate(macs, K.matmul_packed, tid, pw, 1536, xp, 576))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--types", default="Q4_1,Q8_0")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    rng = np.random.default_rng(1)
+    results = {}
+    for name in args.types.split(","):
+        if not K.packed_supported(TYPE_IDS[name]):
+            sys.exit(f"no packed products for {name} in this {K.simd_name()} build")
+        results[name] = measure(name, rng)
+    if args.json:
+        print(json.dumps(results, indent=1))
+        return
+    print(f"{K.simd_name()}: GGUF layout -> packed (one thread, CPU time)")
+    for name, r in results.items():
+        for key, v in r.items():
+            text = f"{v[0]:7.1f} -> {v[1]:7.1f}  x{v[1] / v[0]:.2f}" if isinstance(v, tuple) else f"{v:7.0f}"
+            print(f"{name:5s} {key:24s} {text}")
+
+
+if __name__ == "__main__":
+    main()
