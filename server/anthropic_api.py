@@ -50,6 +50,9 @@ def parse_messages(raw: list, system: str | None) -> list[dict]:
     out: list[dict] = [{"role": "system", "content": system}] if system else []
     for where, m in f.objects(raw, "messages"):
         role = m.get("role")
+        if role == "system":
+            raise APIError(400, f"{where}.role must be 'user' or 'assistant'; the Messages API takes the system "
+                                "prompt in the top-level 'system' field")
         if role not in ("user", "assistant"):
             raise APIError(400, f"{where}.role must be 'user' or 'assistant'; got {role!r}")
         content = m.get("content")

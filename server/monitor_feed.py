@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from typing import Any
 
 from aiohttp import web
+from strata.server.errors import APIError
 from strata.server.jobrun import open_sse, send_sse
 from strata.server.keys import STATE, ServerState
 from strata.server.openai_api import ready_state
@@ -85,10 +87,13 @@ async def monitor(request: web.Request) -> web.Response:
 
 async def monitor_events(request: web.Request) -> web.StreamResponse:
     """`event: snapshot` at most 4 a second (default 1 a second; `?interval=0.25` asks for the maximum)."""
+    raw = request.query.get("interval", "1")
     try:
-        interval = float(request.query.get("interval", "1"))
+        interval = float(raw)
     except ValueError:
-        interval = 1.0
+        interval = float("nan")
+    if not math.isfinite(interval) or interval <= 0:
+        raise APIError(400, f"'interval' must be a number of seconds above 0; got {raw!r}", param="interval")
     interval = max(1.0 / MAX_EVENTS_PER_S, min(interval, 60.0))
     resp = await open_sse(request)
     state = request.app[STATE]

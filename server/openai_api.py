@@ -88,6 +88,9 @@ def parse_messages(raw: list) -> list[dict]:
 def parse_tools(body: dict) -> list[dict] | None:
     tools = f.get_list(body, "tools")
     if not tools:
+        if isinstance(body.get("tool_choice"), dict):   # naming a function that is not offered
+            raise APIError(400, "'tool_choice' names a function but 'tools' is empty or missing",
+                           param="tool_choice")
         return None
     out = []
     for tw, t in f.objects(tools, "tools"):
@@ -145,6 +148,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     state = ready_state(request)
     body = await f.read_json_object(request)
     _common_checks(body)
+    if body.get("messages") is None and "prompt" in body:
+        raise APIError(400, "'messages' is required: a plain 'prompt' goes to POST /v1/completions", param="messages")
     messages = parse_messages(f.get_list(body, "messages", required=True, nonempty=True))
     tools = parse_tools(body)
     tokens = await render_chat_async(state.engine, messages, tools)
@@ -186,6 +191,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
     _common_checks(body)
     if body.get("suffix"):
         raise APIError(400, "'suffix' is not supported", param="suffix")
+    if body.get("prompt") is None and "messages" in body:
+        raise APIError(400, "'prompt' is required: chat 'messages' go to POST /v1/chat/completions", param="prompt")
     tokens = _prompt_tokens(state, body.get("prompt"))
     check_fits(len(tokens), state.engine.context_capacity(0))
     job = Job(api="openai", prompt=tokens,

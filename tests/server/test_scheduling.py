@@ -188,6 +188,9 @@ def test_slots_metrics_and_monitor_views(server):
             if sum(1 for x in lines if x.startswith("data: ")) == 2:
                 break
     assert lines[0] == "event: snapshot" and json.loads(lines[1][6:])["version"]
+    for bad in ("abc", "0", "-1", "nan"):
+        r = httpx.get(server.url + f"/v1/monitor/events?interval={bad}", timeout=30)
+        assert r.status_code == 400 and "'interval' must be a number of seconds above 0" in r.text, (bad, r.text)
 
 
 def test_mismatch_position_is_recorded(server):
