@@ -25,7 +25,11 @@ def log_dir() -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="strata-app", description="Strata: the local model server and its monitor.")
+    p = argparse.ArgumentParser(
+        prog="strata-app", description="Strata: the local model server and its monitor.",
+        epilog="Any other option goes to `strata serve` (e.g. `strata-app --batch 4`; `--` separates them "
+               "explicitly). `strata-app --strata-cli ARGS...` runs the `strata` command itself (the packaged "
+               "app's way to reach it).")
     p.add_argument("--config", metavar="PATH", default=None,
                    help="configuration file (default: $STRATA_CONFIG, else the one `strata setup` writes); "
                         "the setup wizard opens when it does not exist")

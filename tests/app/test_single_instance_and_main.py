@@ -9,7 +9,7 @@ import sys
 import uuid
 
 import pytest
-from strata.app.main import main, split_args
+from strata.app.main import build_parser, main, split_args
 from strata.app.single_instance import SingleInstance, ask_running_instance, instance_name
 
 
@@ -52,6 +52,8 @@ def test_other_options_go_to_the_server():
     with pytest.raises(SystemExit) as e:
         split_args(["--theme", "purple"])
     assert e.value.code == 2
+    usage = " ".join(build_parser().format_help().split())     # --help says both of these
+    assert "Any other option goes to `strata serve`" in usage and "--strata-cli ARGS..." in usage
 
 
 def test_first_run_shows_the_wizard_and_cancel_ends_the_app(qtbot, tmp_path):
