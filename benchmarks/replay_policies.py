@@ -7,6 +7,11 @@ the goals for `default` and `affinity`: fewer tokens than lru and lcp-lru at eve
 offline yardstick, and no thinned draw above LRU. Takes several minutes on one core:
 
     .venv/bin/python benchmarks/replay_policies.py [--quick] [--traces /work/shared/traces]
+
+`--side-by-side` instead prints, for the worst cells of issue 5 (agents seed 1 at 3 slots, the
+Mooncake synthetic trace 10% at 6 slots and whole at 32), `default`'s evictions compared with the
+yardstick's choice from the same slots (server/replay/compare.py): how often they differ and, by when
+each victim is next continued, what `default`'s victims would have reused.
 """
 
 from __future__ import annotations
@@ -14,14 +19,16 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from strata.server.replay.cli import policy_cell, replay  # noqa: E402
+from strata.server.replay.compare import compare  # noqa: E402
 from strata.server.replay.generate import generate  # noqa: E402
 from strata.server.replay.simulator import SimOptions  # noqa: E402
-from strata.server.replay.timeline import overlay, read_mooncake  # noqa: E402
+from strata.server.replay.timeline import overlay, read_mooncake, thin  # noqa: E402
 
 # `default` is what `strata serve` does (the learned choice in seed 000's order); `affinity` is seed
 # 000's place() alone (STRATA_SLOT_LEARNED=0)
@@ -90,14 +97,46 @@ def table(title: str, command: str, rows: list[dict]) -> tuple[str, list[str], l
     return "\n".join(out) + "\n", notes, versus
 
 
+def side_by_side(title: str, timelines: list, n_slots: int) -> str:
+    """`default` against the yardstick, decision by decision, summed over the timelines (draws)."""
+    read = lru = agree = 0
+    count: Counter = Counter()
+    tokens: Counter = Counter()
+    for tl in timelines:
+        c = compare(tl, n_slots, "default")
+        read += c.result.prompt_tokens_read
+        lru += replay(tl, [n_slots], ["lru"], SimOptions())[0]["prompt_tokens_read"]
+        agree += c.agree
+        k, t = c.classes()
+        count.update(k)
+        tokens.update(t)
+    out = [f"#### {title}, {n_slots} slots", "",
+           f"`default` read {read / 1e6:.2f}M ({(read / lru - 1) * 100:+.1f}% against lru, totals of the draws); evictions where the "
+           f"yardstick gives up the same history: {agree}; another: {sum(count.values())}.", "",
+           "| `default`'s reason | its victim next continued | the yardstick's victim | decisions | tokens "
+           "`default`'s victim would have reused |", "| --- | --- | --- | ---: | ---: |"]
+    for (reason, mine, theirs), n in count.most_common(12):
+        out.append(f"| {reason} | {mine} | {theirs} | {n} | {tokens[(reason, mine, theirs)] / 1e6:.2f}M |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", default="/work/shared/traces")
     ap.add_argument("--quick", action="store_true", help="fewer draws and slot counts (a smoke run)")
+    ap.add_argument("--side-by-side", action="store_true", help="default against the yardstick, decision by decision")
     args = ap.parse_args()
     conv = read_mooncake(Path(args.traces) / "mooncake_conversation_trace.jsonl")
     synth = read_mooncake(Path(args.traces) / "mooncake_synthetic_trace.jsonl")
     agents = {s: generate("agents", 8.0, s) for s in (1, 2, 3)}
+    if args.side_by_side:
+        print(side_by_side("Generated agent timeline, 8 hours, seed 1", [agents[1]], 3))
+        print(side_by_side("Mooncake synthetic trace, 10% of its conversations (5 draws)",
+                           [thin(synth, 0.1, d) for d in range(5)], 6))
+        print(side_by_side("Mooncake synthetic trace, whole", [synth], 32))
+        print(side_by_side("Mooncake conversation trace, 10% of its conversations (5 draws)",
+                           [thin(conv, 0.1, d) for d in range(5)], 8))
+        return 0
     draws = 2 if args.quick else 5
     small = [2, 4] if args.quick else [2, 3, 4, 6, 8]
     big = [32] if args.quick else [32, 64, 128]
