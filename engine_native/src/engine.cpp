@@ -5,8 +5,8 @@
 #include "engine.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <set>
 
 #include "attention.h"
@@ -31,14 +31,18 @@ void pack_product_weights(model& m, thread_pool& pool) {
     for (weight* w : m.product_weights()) {
         if (!packed_supported(w->type)) continue;
         const size_t nb = packed_bytes(w->type, w->n_rows, w->n_cols);
-        void* p = std::aligned_alloc(64, (nb + 63) / 64 * 64);
-        if (!p) throw engine_error("out of memory packing a weight of " + std::to_string(nb) + " bytes");
-        m.packed_store.emplace_back(static_cast<uint8_t*>(p), std::free);
+        uint8_t* p = nullptr;
+        try {   // aligned operator new: std::aligned_alloc is missing from MSVC
+            p = static_cast<uint8_t*>(::operator new[](nb, std::align_val_t(64)));
+        } catch (const std::bad_alloc&) {
+            throw engine_error("out of memory for the packed copy of a weight (" + std::to_string(nb) + " bytes)");
+        }
+        m.packed_store.emplace_back(p, [](uint8_t* q) { ::operator delete[](q, std::align_val_t(64)); });
         m.packed_bytes += nb;
-        w->packed = static_cast<const uint8_t*>(p);
+        w->packed = p;
         const int64_t n_groups = (w->n_rows + PACK_ROWS - 1) / PACK_ROWS;
         for (int64_t g = 0; g < n_groups; g += k_groups_per_task) {
-            tasks.push_back({w, static_cast<uint8_t*>(p), g, std::min(n_groups, g + k_groups_per_task)});
+            tasks.push_back({w, p, g, std::min(n_groups, g + k_groups_per_task)});
         }
     }
     pool.parallel_chunks(int64_t(tasks.size()), [&](int64_t i, int) {
