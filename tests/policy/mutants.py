@@ -59,11 +59,11 @@ MUTANTS: dict[str, tuple[str, str]] = {
                                        "    if False:\n        t = max(own, key=lambda s: (s.common, -s.slot))"),
     "park renews the last use": ("ParkDecision(t.slot, why, None, t.common, main.last_use, lost)",
                                  "ParkDecision(t.slot, why, None, t.common, now, lost)"),
-    "from_env reads an unknown affinity word as off": (
-        "low in (\"0\", \"false\", \"no\", \"off\"):\n                    kwargs[name] = False\n                else:\n"
-        "                    raise ValueError(f\"{var}={raw!r}: expected 0 or 1\")\n                continue",
-        "low in (\"0\", \"false\", \"no\", \"off\"):\n                    kwargs[name] = False\n                else:\n"
-        "                    kwargs[name] = False\n                continue"),
+    "from_env reads an unknown 0/1 word as off": (
+        "                out[name] = False\n            else:\n"
+        "                raise ValueError(f\"{var}={raw!r}: expected 0 or 1\")\n            continue",
+        "                out[name] = False\n            else:\n"
+        "                out[name] = False\n            continue"),
 }
 
 # The learned policy (server/slot_returns.py): the same, against that module.
