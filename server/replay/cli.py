@@ -148,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--draws {args.draws}: expected >= 1")
         if not 0 < args.thin <= 1:
             raise ValueError(f"--thin {args.thin}: expected a share in (0, 1]")
+        if args.draws > 1 and args.thin == 1:
+            raise ValueError(f"--draws {args.draws} needs --thin below 1: the whole timeline has one draw")
         counts = _slot_counts(args.slots)
         names = [p.strip() for p in args.policies.split(",") if p.strip()]
         rows = replay(overlay(_timeline(args.timeline), args.overlay), counts, names, opts, args.thin, args.draws)

@@ -56,7 +56,8 @@ def test_generate_writes_a_replayable_timeline(tmp_path, capsys):
 def test_errors_are_messages_with_exit_status_2(tmp_path, capsys):
     for argv, needle in [([tiny(tmp_path), "--slots", "0"], "--slots"), ([tiny(tmp_path), "--policies", "x"], "unknown"),
                          (["nope.jsonl"], "cannot open"), ([tiny(tmp_path), "--thin", "2"], "--thin"),
-                         (["agents:x"], "agents:HOURS:SEED"), ([tiny(tmp_path), "--draws", "0"], "--draws")]:
+                         (["agents:x"], "agents:HOURS:SEED"), ([tiny(tmp_path), "--draws", "0"], "--draws"),
+                         ([tiny(tmp_path), "--draws", "3"], "needs --thin below 1")]:
         rc, _, err = run(argv, capsys)
         assert rc == 2 and needle in err, (argv, err)
 
