@@ -17,27 +17,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.kernels import best  # noqa: E402
 from tests.native.kernel_data import TYPE_IDS, K, random_activations, random_weights  # noqa: E402
 
 STREAM_BYTES = 96 << 20   # streamed weights: 3x the 32 MiB L3
 L2_ROWS = {576: 1536, 1536: 576}
-
-
-def best(fn, reps: int) -> float:
-    """Smallest CPU time of reps calls of fn (one warm-up call first)."""
-    fn()
-    out = float("inf")
-    for _ in range(reps):
-        t0 = time.process_time()
-        fn()
-        out = min(out, time.process_time() - t0)
-    return max(out, 1e-9)
 
 
 def rate(work: float, fn, *args, reps: int = 3) -> float:
