@@ -9,6 +9,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "quants.h"
 #include "vec16.h"
@@ -261,6 +262,27 @@ void weighted_values_group(const T* v, int64_t kv_dim, int64_t off, const float*
         weighted_values_heads<1, CH>(v, kv_dim, off, p + h * n_pad, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
 }
 
+// One query's scores sc[0, n_pad) (n_pad = n_pos rounded up to whole tiles) -> exp(sc - max) in
+// place, 0 past n_pos; returns 1 / their sum. The one softmax of the tiled path (single rows and
+// groups of rows alike).
+float softmax_tiled(float* sc, int64_t n_pos, int64_t n_pad) {
+    for (int64_t t = n_pos; t < n_pad; t++) sc[t] = -INFINITY;   // positions past the row's own
+    v16 mx = v16_load(sc);
+    for (int64_t t = k_tile; t < n_pad; t += k_tile) mx = v16_max(mx, v16_load(sc + t));
+    const v16 m = v16_set1(v16_reduce_max(mx));
+    v16 sum = v16_zero();
+    for (int64_t t = 0; t < n_pad; t += k_tile) {
+        v16 e = v16_exp(v16_sub(v16_load(sc + t), m));
+        v16_store(sc + t, e);
+        if (t + k_tile > n_pos) {
+            for (int64_t j = n_pos; j < t + k_tile; j++) sc[j] = 0.0f;
+            e = v16_load(sc + t);
+        }
+        sum = v16_add(sum, e);
+    }
+    return 1.0f / v16_reduce_add(sum);
+}
+
 template <typename T>
 void attention_tiled(const kv_layout& L, const T* k, const T* v, const float* q, int64_t g, int64_t n_rep,
                      int64_t n_pos, float scale, float* out, float* scores) {
@@ -278,25 +300,7 @@ void attention_tiled(const kv_layout& L, const T* k, const T* v, const float* q,
         }
     }
     float inv_sum[k_max_rep];   // n_rep <= k_max_rep (checked by kv_layout_make's caller)
-    for (int64_t h = 0; h < n_rep; h++) {
-        float* sc = scores + h * n_pad;
-        for (int64_t t = n_pos; t < n_pad; t++) sc[t] = -INFINITY;   // positions past the row's own
-        v16 mx = v16_load(sc);
-        for (int64_t t = k_tile; t < n_pad; t += k_tile) mx = v16_max(mx, v16_load(sc + t));
-        const v16 m = v16_set1(v16_reduce_max(mx));
-        v16 sum = v16_zero();
-        for (int64_t t = 0; t < n_pad; t += k_tile) {
-            v16 e = v16_exp(v16_sub(v16_load(sc + t), m));
-            v16_store(sc + t, e);
-            if (t + k_tile > n_pos) {
-                for (int64_t j = n_pos; j < t + k_tile; j++) sc[j] = 0.0f;
-                e = v16_load(sc + t);
-            }
-            sum = v16_add(sum, e);
-        }
-        const float inv = 1.0f / v16_reduce_add(sum);
-        inv_sum[h] = inv;
-    }
+    for (int64_t h = 0; h < n_rep; h++) inv_sum[h] = softmax_tiled(scores + h * n_pad, n_pos, n_pad);
     const int64_t off = g * hd;
     switch (hd / 16) {
         case 2: weighted_values_group<2>(v, kv_dim, off, scores, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
@@ -307,6 +311,156 @@ void attention_tiled(const kv_layout& L, const T* k, const T* v, const float* q,
                 for (int64_t c = 0; c < hd / 16; c++)
                     weighted_values<1>(v, kv_dim, off + 16 * c, scores + h * n_pad, n_pos, inv_sum[h], out + h * hd + 16 * c);
     }
+}
+
+// ---- groups of rows of one context (prefill chunks): the query vectors of all the rows' heads share
+// each K tile's and V row's loads (a widened K vector feeds up to k_group_acc fmas, a V row up to
+// k_group_acc / CH query vectors). Lanes mean what they mean in scores_tiled / weighted_values_heads
+// (positions, then dimensions), and every chain runs in the same order from 0, so each query's
+// scores, softmax and outputs are the same floats as attention_tiled's for its row alone.
+
+// The loops over a block's accumulators must unroll (else GCC keeps the accumulators in memory).
+#if defined(__GNUC__) || defined(__clang__)
+#define STRATA_UNROLL _Pragma("GCC unroll 32")
+#else
+#define STRATA_UNROLL
+#endif
+
+#if defined(STRATA_V16_AVX512)
+constexpr int k_group_acc = 24;   // v16 accumulators per block (32 zmm: the rest hold K / V)
+#else
+constexpr int k_group_acc = 6;    // AVX2: a v16 is two of the 16 ymm
+#endif
+
+// One block of NQ query vectors (qb: (NQ, HD) contiguous) over whole tiles [0, n_tiles) of f16 K:
+// sc_i[tile * 16 + j] for query i at scores + i * n_pad.
+template <int NQ, int HD>
+void group_scores_block(const uint16_t* k, int64_t kv_dim, int64_t g, const float* qb, int64_t n_tiles, float scale,
+                        float* scores, int64_t n_pad) {
+    const v16 vs = v16_set1(scale);
+    for (int64_t tile = 0; tile < n_tiles; tile++) {
+        const uint16_t* base = k + (tile * kv_dim + g * HD) * k_tile;
+        if (tile + k_prefetch_tiles < n_tiles) {
+            prefetch_bytes(base + k_prefetch_tiles * kv_dim * k_tile, size_t(HD * k_tile) * sizeof(uint16_t));
+        }
+        v16 acc[NQ];
+        STRATA_UNROLL
+        for (int i = 0; i < NQ; i++) acc[i] = v16_zero();
+        for (int64_t d = 0; d < HD; d++) {
+            const v16 kv = v16_load(base + d * k_tile);
+            STRATA_UNROLL
+            for (int i = 0; i < NQ; i++) acc[i] = v16_fma(v16_set1(qb[i * HD + d]), kv, acc[i]);
+        }
+        STRATA_UNROLL
+        for (int i = 0; i < NQ; i++) v16_store(scores + i * n_pad + tile * k_tile, v16_mul(acc[i], vs));
+    }
+}
+
+// Blocks of NQ query vectors, then the rest by halves.
+template <int NQ, int HD>
+void group_scores(const uint16_t* k, int64_t kv_dim, int64_t g, const float* qb, int64_t n_q, int64_t n_tiles,
+                  float scale, float* scores, int64_t n_pad) {
+    int64_t i = 0;
+    for (; i + NQ <= n_q; i += NQ)
+        group_scores_block<NQ, HD>(k, kv_dim, g, qb + i * HD, n_tiles, scale, scores + i * n_pad, n_pad);
+    if constexpr (NQ > 1) {
+        if (i < n_q) {
+            group_scores<NQ / 2, HD>(k, kv_dim, g, qb + i * HD, n_q - i, n_tiles, scale, scores + i * n_pad, n_pad);
+        }
+    }
+}
+
+// out_i[d] = sum_{t < n_pos_i} p_i[t] v[t][d] * inv_i for a block of NQ query vectors, CH chunks of 16
+// dimensions: positions all the block's queries see first, then each query's own causal tail alone
+// (a query's chain never takes a position past its own n_pos).
+template <int NQ, int CH>
+void group_values_block(const uint16_t* v, int64_t kv_dim, int64_t off, const float* p, int64_t n_pad,
+                        const int64_t* n_pos, const float* inv, float* const* out) {
+    int64_t t_common = n_pos[0], t_end = n_pos[0];
+    STRATA_UNROLL
+    for (int i = 1; i < NQ; i++) {
+        t_common = std::min(t_common, n_pos[i]);
+        t_end = std::max(t_end, n_pos[i]);
+    }
+    v16 acc[NQ][CH];
+    STRATA_UNROLL
+    for (int i = 0; i < NQ; i++)
+        STRATA_UNROLL
+        for (int c = 0; c < CH; c++) acc[i][c] = v16_zero();
+    for (int64_t t = 0; t < t_common; t++) {
+        const uint16_t* row = v + t * kv_dim + off;
+        if (t + k_prefetch_rows < t_end) {
+            prefetch_bytes(row + k_prefetch_rows * kv_dim, size_t(CH * 16) * sizeof(uint16_t));
+        }
+        v16 x[CH];
+        STRATA_UNROLL
+        for (int c = 0; c < CH; c++) x[c] = v16_load(row + c * 16);
+        STRATA_UNROLL
+        for (int i = 0; i < NQ; i++) {
+            const v16 w = v16_set1(p[i * n_pad + t]);
+            STRATA_UNROLL
+            for (int c = 0; c < CH; c++) acc[i][c] = v16_fma(w, x[c], acc[i][c]);
+        }
+    }
+    STRATA_UNROLL
+    for (int i = 0; i < NQ; i++) {
+        for (int64_t t = t_common; t < n_pos[i]; t++) {
+            const uint16_t* row = v + t * kv_dim + off;
+            const v16 w = v16_set1(p[i * n_pad + t]);
+            STRATA_UNROLL
+            for (int c = 0; c < CH; c++) acc[i][c] = v16_fma(w, v16_load(row + c * 16), acc[i][c]);
+        }
+        const v16 vi = v16_set1(inv[i]);
+        STRATA_UNROLL
+        for (int c = 0; c < CH; c++) v16_store(out[i] + c * 16, v16_mul(acc[i][c], vi));
+    }
+}
+
+template <int NQ, int CH>
+void group_values(const uint16_t* v, int64_t kv_dim, int64_t off, const float* p, int64_t n_pad, int64_t n_q,
+                  const int64_t* n_pos, const float* inv, float* const* out) {
+    int64_t i = 0;
+    for (; i + NQ <= n_q; i += NQ)
+        group_values_block<NQ, CH>(v, kv_dim, off, p + i * n_pad, n_pad, n_pos + i, inv + i, out + i);
+    if constexpr (NQ > 1) {
+        if (i < n_q) {
+            group_values<NQ / 2, CH>(v, kv_dim, off, p + i * n_pad, n_pad, n_q - i, n_pos + i, inv + i, out + i);
+        }
+    }
+}
+
+constexpr int64_t k_group_max_q = 1024;   // rows x heads of one group task (stack arrays below)
+
+// Query vectors in row-major order (row i, head h -> i * n_rep + h).
+template <int CH>
+void attention_rows_tiled_f16(const kv_layout& L, const uint16_t* k, const uint16_t* v, const float* q,
+                              int64_t q_stride, int64_t g, int64_t n_rep, int64_t n_rows, const int64_t* n_pos_rows,
+                              float scale, float* out, int64_t out_stride, float* scratch) {
+    constexpr int HD = CH * 16;
+    const int64_t kv_dim = L.kv_dim, n_q = n_rows * n_rep;
+    int64_t max_pos = 0;
+    for (int64_t i = 0; i < n_rows; i++) max_pos = std::max(max_pos, n_pos_rows[i]);
+    const int64_t n_tiles = (max_pos + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
+    float* scores = scratch;                 // (n_q, n_pad)
+    float* qb = scores + n_q * n_pad;        // (n_q, HD)
+    float inv[k_group_max_q];
+    int64_t n_pos[k_group_max_q];
+    float* outs[k_group_max_q];
+    for (int64_t i = 0; i < n_rows; i++) {
+        for (int64_t h = 0; h < n_rep; h++) {
+            const int64_t j = i * n_rep + h;
+            std::memcpy(qb + j * HD, q + i * q_stride + h * HD, sizeof(float) * HD);
+            n_pos[j] = n_pos_rows[i];
+            outs[j] = out + i * out_stride + h * HD;
+        }
+    }
+    group_scores<k_group_acc, HD>(k, kv_dim, g, qb, n_q, n_tiles, scale, scores, n_pad);
+    for (int64_t j = 0; j < n_q; j++) {
+        const int64_t pad_j = (n_pos[j] + k_tile - 1) / k_tile * k_tile;
+        inv[j] = softmax_tiled(scores + j * n_pad, n_pos[j], pad_j);
+    }
+    constexpr int NQV = CH >= 8 ? 2 : k_group_acc / CH > 0 ? k_group_acc / CH : 1;
+    group_values<NQV, CH>(v, kv_dim, g * HD, scores, n_pad, n_q, n_pos, inv, outs);
 }
 
 }  // namespace
@@ -397,6 +551,42 @@ void kv_set_rows(const kv_layout& L, uint8_t* buf, bool is_k, int64_t t0, int64_
     }
     if (L.type == TYPE_F32) tiled_copy<4, false>(L, buf, t0, t1, const_cast<uint8_t*>(src));
     else tiled_copy<2, false>(L, buf, t0, t1, const_cast<uint8_t*>(src));
+}
+
+bool attention_rows_grouped(const kv_layout& L) {
+    return L.type == TYPE_F16 && L.k_tiled && (L.head_dim == 32 || L.head_dim == 64 || L.head_dim == 128);
+}
+
+int64_t attention_rows_scratch_floats(int64_t n_rep, int64_t n_rows, int64_t max_n_pos) {
+    const int64_t n_pad = (max_n_pos + k_tile - 1) / k_tile * k_tile;
+    return n_rows * n_rep * (n_pad + 128);
+}
+
+void attention_row_group(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t q_stride,
+                    int64_t g, int64_t n_rep, int64_t n_rows, const int64_t* n_pos, float scale, float* out,
+                    int64_t out_stride, float* scratch) {
+    if (n_rows < 1 || n_rep < 1 || n_rep > k_max_rep || n_rows * n_rep > k_group_max_q) {
+        throw std::invalid_argument("attention_row_group: " + std::to_string(n_rows) + " rows of " +
+                                    std::to_string(n_rep) + " heads (at most " + std::to_string(k_group_max_q) +
+                                    " query vectors, " + std::to_string(k_max_rep) + " heads per kv head)");
+    }
+    if (!attention_rows_grouped(L)) {
+        for (int64_t i = 0; i < n_rows; i++) {
+            attention_group(L, k, v, q + i * q_stride, g, n_rep, n_pos[i], scale, out + i * out_stride, scratch);
+        }
+        return;
+    }
+    const auto* kh = reinterpret_cast<const uint16_t*>(k);
+    const auto* vh = reinterpret_cast<const uint16_t*>(v);
+    auto run = [&](auto ch) {
+        attention_rows_tiled_f16<decltype(ch)::value>(L, kh, vh, q, q_stride, g, n_rep, n_rows, n_pos, scale, out,
+                                                      out_stride, scratch);
+    };
+    switch (L.head_dim) {
+        case 32: run(std::integral_constant<int, 2>()); break;
+        case 64: run(std::integral_constant<int, 4>()); break;
+        default: run(std::integral_constant<int, 8>()); break;
+    }
 }
 
 int64_t attention_scratch_floats(int64_t n_rep, int64_t capacity) {

@@ -1,4 +1,5 @@
-// The KV cache's memory layout and causal grouped-query attention of one query row over it.
+// The KV cache's memory layout and causal grouped-query attention of one query row (or of a group of
+// rows of one context) over it.
 //
 // Not here: projections, RoPE, norms (forward.cpp), context bookkeeping (engine.cpp).
 // Layouts, per layer of a context (capacity C positions, kv_dim = n_head_kv * head_dim):
@@ -46,5 +47,18 @@ size_t kv_prefix_bytes(const kv_layout& L, bool is_k, int64_t n);
 void attention_group(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
                      int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores);
 int64_t attention_scratch_floats(int64_t n_rep, int64_t capacity);
+
+// The same attention for n_rows rows of one context at once (a prefill chunk's rows): row i's query
+// heads at q + i * q_stride (n_rep, head_dim), its positions [0, n_pos[i]), its output at
+// out + i * out_stride (n_rep, head_dim). Each row's output is bitwise the one attention_group gives
+// for that row alone. Grouped kernels where attention_rows_grouped(L) (f16 tiled K, head_dim 32, 64
+// or 128: the rows share every K tile's and V row's loads), else attention_group row by row.
+//   scratch: attention_rows_scratch_floats(n_rep, n_rows, max n_pos) floats; n_rows * n_rep <= 1024
+// Throws std::invalid_argument naming a group too large.
+bool attention_rows_grouped(const kv_layout& L);
+void attention_row_group(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t q_stride,
+                         int64_t g, int64_t n_rep, int64_t n_rows, const int64_t* n_pos, float scale, float* out,
+                         int64_t out_stride, float* scratch);
+int64_t attention_rows_scratch_floats(int64_t n_rep, int64_t n_rows, int64_t max_n_pos);
 
 }  // namespace strata

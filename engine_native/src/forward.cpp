@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "attention.h"
 #include "engine.h"
@@ -24,6 +25,9 @@ namespace {
 constexpr int64_t k_rows_per_chunk = 8;          // per-row stages: batches below this run inline
 constexpr int64_t k_weight_rows_per_chunk = 64;  // products: weight rows per claimed chunk
 static_assert(k_weight_rows_per_chunk % PACK_ROWS == 0, "packed products take whole groups of rows");
+constexpr int64_t k_group_rows = 16;      // attention: rows of one prompt piece attending together
+constexpr int64_t k_min_group_rows = 2;   // shorter runs (decode rows) attend row by row
+constexpr int64_t k_group_gain = 3;       // a group's work per position, as a task cost, vs a lone row's
 
 // y = x / sqrt(mean(x^2) + eps) * w, with a fixed 8-lane accumulation order.
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
@@ -229,7 +233,49 @@ void engine::forward(const batch_row* rows, int64_t n) {
         max_pos = std::max(max_pos, rows[r].pos + 1);
         sum_pos += rows[r].pos + 1;
     }
-    const bool whole_rows = max_pos * pool_->size() <= sum_pos;   // attention tasks below
+    const bool whole_rows = max_pos * pool_->size() <= sum_pos;
+
+    // attention tasks (the same in every layer): rows of one context at consecutive positions (a
+    // prefill chunk, a prompt piece) form groups of up to k_group_rows that attend together per kv
+    // head (f16 tiled KV: the rows share each K tile's and V row's loads). The other rows run alone:
+    // a task of one row (all its kv heads: its K tiles and V rows are read front to back by one core,
+    // no prefetched lines wasted on the other core's heads) when no row is longer than a thread's
+    // fair share of all the positions, else of one (row, kv head) so that a long row's heads still
+    // spread. Claimed costliest first (the longest rows, then by estimated work).
+    struct attn_task {
+        int64_t r0, n_rows, g0, n_heads, cost;
+    };
+    std::vector<attn_task> tasks;
+    const bool grouped = attention_rows_grouped(kv_);
+    int64_t group_scratch = 0;
+    for (int64_t r = 0; r < n;) {
+        int64_t e = r + 1;
+        while (grouped && e < n && rows[e].ctx == rows[r].ctx && rows[e].pos == rows[e - 1].pos + 1) e++;
+        const int64_t run = e - r;
+        if (run >= k_min_group_rows) {
+            const int64_t n_groups = (run + k_group_rows - 1) / k_group_rows;
+            for (int64_t i = 0; i < n_groups; i++) {
+                const int64_t a = r + run * i / n_groups, b = r + run * (i + 1) / n_groups;
+                int64_t cost = 0;
+                for (int64_t x = a; x < b; x++) cost += rows[x].pos + 1;
+                group_scratch =
+                    std::max(group_scratch, attention_rows_scratch_floats(n_rep, b - a, rows[b - 1].pos + 1));
+                for (int64_t g = 0; g < h.n_head_kv; g++) tasks.push_back({a, b - a, g, 1, cost / k_group_gain});
+            }
+        } else {
+            for (int64_t x = r; x < e; x++) {
+                if (whole_rows) {
+                    tasks.push_back({x, 1, 0, h.n_head_kv, (rows[x].pos + 1) * h.n_head_kv});
+                } else {
+                    for (int64_t g = 0; g < h.n_head_kv; g++) tasks.push_back({x, 1, g, 1, rows[x].pos + 1});
+                }
+            }
+        }
+        r = e;
+    }
+    std::stable_sort(tasks.begin(), tasks.end(),
+                     [](const attn_task& a, const attn_task& b) { return a.cost > b.cost; });
+    const int64_t n_tasks = int64_t(tasks.size());
 
     for (int64_t il = 0; il < h.n_layer; il++) {
         const layer_weights& L = m.layers[size_t(il)];
@@ -264,21 +310,27 @@ void engine::forward(const batch_row* rows, int64_t n) {
             }
         });
 
-        // attention: tasks of one row (all its kv heads: the row's K tiles and V rows are read
-        // front to back by one core, no prefetched lines wasted on the other core's heads) when no
-        // row is longer than a thread's fair share of all the positions, else of one (row, kv head)
-        // so that a long row's heads still spread; the longest rows (latest positions) claimed first
-        const int64_t heads_per_task = whole_rows ? h.n_head_kv : 1;
-        const int64_t tasks_per_row = h.n_head_kv / heads_per_task;
-        const int64_t n_tasks = n * tasks_per_row;
+        // attention (tasks above)
         pool_->parallel_chunks(n_tasks, [&](int64_t c, int ith) {
+            const attn_task& task = tasks[size_t(c)];
+            const batch_row& row = rows[task.r0];
+            const uint8_t* k = row.ctx->k[size_t(il)];
+            const uint8_t* v = row.ctx->v[size_t(il)];
+            if (task.n_rows > 1) {
+                thread_local std::vector<float> scratch;   // grows to the largest group seen, then reused
+                if (int64_t(scratch.size()) < group_scratch) scratch.resize(size_t(group_scratch));
+                int64_t n_pos[k_group_rows];
+                for (int64_t i = 0; i < task.n_rows; i++) n_pos[i] = rows[task.r0 + i].pos + 1;
+                const int64_t qo = task.r0 * Q + task.g0 * n_rep * HD;
+                attention_row_group(kv_, k, v, q_ + qo, Q, task.g0, n_rep, task.n_rows, n_pos, scale, xn_ + qo, Q,
+                                    scratch.data());
+                return;
+            }
             float* scores = att_scratch_ + int64_t(ith) * attention_scratch_floats(n_rep, max_capacity_);
-            const int64_t t = n_tasks - 1 - c;
-            const int64_t r = t / tasks_per_row, g0 = t % tasks_per_row * heads_per_task;
-            const batch_row& row = rows[r];
-            for (int64_t g = g0; g < g0 + heads_per_task; g++) {
-                attention_group(kv_, row.ctx->k[size_t(il)], row.ctx->v[size_t(il)], q_ + r * Q + g * n_rep * HD, g,
-                                n_rep, row.pos + 1, scale, xn_ + r * Q + g * n_rep * HD, scores);
+            const int64_t r = task.r0;
+            for (int64_t g = task.g0; g < task.g0 + task.n_heads; g++) {
+                attention_group(kv_, k, v, q_ + r * Q + g * n_rep * HD, g, n_rep, row.pos + 1, scale,
+                                xn_ + r * Q + g * n_rep * HD, scores);
             }
         });
         matmuls(xn_, n, Q, {{&L.wo, out_}});
