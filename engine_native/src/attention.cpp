@@ -370,28 +370,22 @@ void group_scores(const uint16_t* k, int64_t kv_dim, int64_t g, const float* qb,
     }
 }
 
-// out_i[d] = sum_{t < n_pos_i} p_i[t] v[t][d] * inv_i for a block of NQ query vectors, CH chunks of 16
-// dimensions: positions all the block's queries see first, then each query's own causal tail alone
-// (a query's chain never takes a position past its own n_pos).
+// The values' chains out_i[d] = sum_{t < n_pos_i} p_i[t] v[t][d], in spans of positions that every
+// query of the group sees (V rows of a span stay in L1 while each block of NQ queries passes over
+// them; the accumulators wait in acc between spans: (n_q, CH * 16) floats, stored and reloaded
+// exactly), then each query's own causal tail alone (a chain never takes a position past its n_pos).
 template <int NQ, int CH>
-void group_values_block(const uint16_t* v, int64_t kv_dim, int64_t off, const float* p, int64_t n_pad,
-                        const int64_t* n_pos, const float* inv, float* const* out) {
-    int64_t t_common = n_pos[0], t_end = n_pos[0];
-    STRATA_UNROLL
-    for (int i = 1; i < NQ; i++) {
-        t_common = std::min(t_common, n_pos[i]);
-        t_end = std::max(t_end, n_pos[i]);
-    }
+void group_values_span_block(const uint16_t* v, int64_t kv_dim, int64_t off, const float* p, int64_t n_pad,
+                             int64_t t0, int64_t t1, int64_t pf_end, float* acc_mem) {
     v16 acc[NQ][CH];
     STRATA_UNROLL
     for (int i = 0; i < NQ; i++)
         STRATA_UNROLL
-        for (int c = 0; c < CH; c++) acc[i][c] = v16_zero();
-    for (int64_t t = 0; t < t_common; t++) {
+        for (int c = 0; c < CH; c++) acc[i][c] = v16_load(acc_mem + (i * CH + c) * 16);
+    const int64_t pf = t1 - t0;   // the next span's rows (only the first block of a span asks)
+    for (int64_t t = t0; t < t1; t++) {
         const uint16_t* row = v + t * kv_dim + off;
-        if (t + k_prefetch_rows < t_end) {
-            prefetch_bytes(row + k_prefetch_rows * kv_dim, size_t(CH * 16) * sizeof(uint16_t));
-        }
+        if (t + pf < pf_end) prefetch_bytes(row + pf * kv_dim, size_t(CH * 16) * sizeof(uint16_t));
         v16 x[CH];
         STRATA_UNROLL
         for (int c = 0; c < CH; c++) x[c] = v16_load(row + c * 16);
@@ -403,31 +397,47 @@ void group_values_block(const uint16_t* v, int64_t kv_dim, int64_t off, const fl
         }
     }
     STRATA_UNROLL
-    for (int i = 0; i < NQ; i++) {
-        for (int64_t t = t_common; t < n_pos[i]; t++) {
-            const uint16_t* row = v + t * kv_dim + off;
-            const v16 w = v16_set1(p[i * n_pad + t]);
-            STRATA_UNROLL
-            for (int c = 0; c < CH; c++) acc[i][c] = v16_fma(w, v16_load(row + c * 16), acc[i][c]);
-        }
-        const v16 vi = v16_set1(inv[i]);
+    for (int i = 0; i < NQ; i++)
         STRATA_UNROLL
-        for (int c = 0; c < CH; c++) v16_store(out[i] + c * 16, v16_mul(acc[i][c], vi));
+        for (int c = 0; c < CH; c++) v16_store(acc_mem + (i * CH + c) * 16, acc[i][c]);
+}
+
+// Blocks of NQ query vectors over [t0, t1), then the rest by halves.
+template <int NQ, int CH>
+void group_values_span(const uint16_t* v, int64_t kv_dim, int64_t off, const float* p, int64_t n_pad, int64_t n_q,
+                       int64_t t0, int64_t t1, int64_t pf_end, float* acc_mem) {
+    int64_t i = 0;
+    for (; i + NQ <= n_q; i += NQ) {
+        group_values_span_block<NQ, CH>(v, kv_dim, off, p + i * n_pad, n_pad, t0, t1, i == 0 ? pf_end : 0,
+                                        acc_mem + i * CH * 16);
+    }
+    if constexpr (NQ > 1) {
+        if (i < n_q) {
+            group_values_span<NQ / 2, CH>(v, kv_dim, off, p + i * n_pad, n_pad, n_q - i, t0, t1, i == 0 ? pf_end : 0,
+                                          acc_mem + i * CH * 16);
+        }
     }
 }
 
-template <int NQ, int CH>
-void group_values(const uint16_t* v, int64_t kv_dim, int64_t off, const float* p, int64_t n_pad, int64_t n_q,
-                  const int64_t* n_pos, const float* inv, float* const* out) {
-    int64_t i = 0;
-    for (; i + NQ <= n_q; i += NQ)
-        group_values_block<NQ, CH>(v, kv_dim, off, p + i * n_pad, n_pad, n_pos + i, inv + i, out + i);
-    if constexpr (NQ > 1) {
-        if (i < n_q) {
-            group_values<NQ / 2, CH>(v, kv_dim, off, p + i * n_pad, n_pad, n_q - i, n_pos + i, inv + i, out + i);
-        }
+// One query's tail [t0, n_pos) continued from acc, then out = acc * inv.
+template <int CH>
+void group_values_finish(const uint16_t* v, int64_t kv_dim, int64_t off, const float* p, int64_t t0, int64_t n_pos,
+                         float inv, const float* acc_mem, float* out) {
+    v16 acc[CH];
+    STRATA_UNROLL
+    for (int c = 0; c < CH; c++) acc[c] = v16_load(acc_mem + c * 16);
+    for (int64_t t = t0; t < n_pos; t++) {
+        const uint16_t* row = v + t * kv_dim + off;
+        const v16 w = v16_set1(p[t]);
+        STRATA_UNROLL
+        for (int c = 0; c < CH; c++) acc[c] = v16_fma(w, v16_load(row + c * 16), acc[c]);
     }
+    const v16 vi = v16_set1(inv);
+    STRATA_UNROLL
+    for (int c = 0; c < CH; c++) v16_store(out + c * 16, v16_mul(acc[c], vi));
 }
+
+constexpr int64_t k_value_span_bytes = 32 * 1024;   // one span's V rows of one kv head (L1)
 
 constexpr int64_t k_group_max_q = 1024;   // rows x heads of one group task (stack arrays below)
 
@@ -442,7 +452,7 @@ void attention_rows_tiled_f16(const kv_layout& L, const uint16_t* k, const uint1
     for (int64_t i = 0; i < n_rows; i++) max_pos = std::max(max_pos, n_pos_rows[i]);
     const int64_t n_tiles = (max_pos + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
     float* scores = scratch;                 // (n_q, n_pad)
-    float* qb = scores + n_q * n_pad;        // (n_q, HD)
+    float* qb = scores + n_q * n_pad;        // (n_q, HD), then the values' accumulators (n_q, HD)
     float inv[k_group_max_q];
     int64_t n_pos[k_group_max_q];
     float* outs[k_group_max_q];
@@ -460,7 +470,19 @@ void attention_rows_tiled_f16(const kv_layout& L, const uint16_t* k, const uint1
         inv[j] = softmax_tiled(scores + j * n_pad, n_pos[j], pad_j);
     }
     constexpr int NQV = CH >= 8 ? 2 : k_group_acc / CH > 0 ? k_group_acc / CH : 1;
-    group_values<NQV, CH>(v, kv_dim, g * HD, scores, n_pad, n_q, n_pos, inv, outs);
+    constexpr int64_t span = k_value_span_bytes / (HD * int64_t(sizeof(uint16_t)));
+    float* acc = qb + n_q * HD;              // (n_q, HD)
+    std::fill(acc, acc + n_q * HD, 0.0f);
+    int64_t t_common = n_pos[0];
+    for (int64_t j = 1; j < n_q; j++) t_common = std::min(t_common, n_pos[j]);
+    for (int64_t t0 = 0; t0 < t_common; t0 += span) {
+        const int64_t t1 = std::min(t_common, t0 + span);
+        group_values_span<NQV, CH>(v, kv_dim, g * HD, scores, n_pad, n_q, t0, t1, t_common, acc);
+    }
+    for (int64_t j = 0; j < n_q; j++) {
+        group_values_finish<CH>(v, kv_dim, g * HD, scores + j * n_pad, t_common, n_pos[j], inv[j], acc + j * HD,
+                                outs[j]);
+    }
 }
 
 }  // namespace
@@ -559,7 +581,7 @@ bool attention_rows_grouped(const kv_layout& L) {
 
 int64_t attention_rows_scratch_floats(int64_t n_rep, int64_t n_rows, int64_t max_n_pos) {
     const int64_t n_pad = (max_n_pos + k_tile - 1) / k_tile * k_tile;
-    return n_rows * n_rep * (n_pad + 128);
+    return n_rows * n_rep * (n_pad + 2 * 128);
 }
 
 void attention_row_group(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t q_stride,
