@@ -579,6 +579,10 @@ bool attention_rows_grouped(const kv_layout& L) {
     return L.type == TYPE_F16 && L.k_tiled && (L.head_dim == 32 || L.head_dim == 64 || L.head_dim == 128);
 }
 
+int64_t attention_group_rows(int64_t n_rep) {
+    return std::max<int64_t>(2, k_attention_group_max_rows / std::max<int64_t>(1, n_rep));
+}
+
 int64_t attention_rows_scratch_floats(int64_t n_rep, int64_t n_rows, int64_t max_n_pos) {
     const int64_t n_pad = (max_n_pos + k_tile - 1) / k_tile * k_tile;
     return n_rows * n_rep * (n_pad + 2 * 128);

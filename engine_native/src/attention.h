@@ -56,6 +56,9 @@ int64_t attention_scratch_floats(int64_t n_rep, int64_t capacity);
 //   scratch: attention_rows_scratch_floats(n_rep, n_rows, max n_pos) floats; n_rows * n_rep <= 1024
 // Throws std::invalid_argument naming a group too large.
 bool attention_rows_grouped(const kv_layout& L);
+// Rows per group that fill the grouped kernels' blocks of query vectors (24 / n_rep, at least 2).
+constexpr int64_t k_attention_group_max_rows = 24;
+int64_t attention_group_rows(int64_t n_rep);
 void attention_row_group(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t q_stride,
                          int64_t g, int64_t n_rep, int64_t n_rows, const int64_t* n_pos, float scale, float* out,
                          int64_t out_stride, float* scratch);

@@ -25,8 +25,7 @@ namespace {
 constexpr int64_t k_rows_per_chunk = 8;          // per-row stages: batches below this run inline
 constexpr int64_t k_weight_rows_per_chunk = 64;  // products: weight rows per claimed chunk
 static_assert(k_weight_rows_per_chunk % PACK_ROWS == 0, "packed products take whole groups of rows");
-constexpr int64_t k_group_rows = 16;      // attention: rows of one prompt piece attending together
-constexpr int64_t k_min_group_rows = 2;   // shorter runs (decode rows) attend row by row
+constexpr int64_t k_min_group_rows = 2;   // attention: shorter runs of one context (decode rows) go row by row
 constexpr int64_t k_group_gain = 3;       // a group's work per position, as a task cost, vs a lone row's
 
 // y = x / sqrt(mean(x^2) + eps) * w, with a fixed 8-lane accumulation order.
@@ -236,7 +235,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
     const bool whole_rows = max_pos * pool_->size() <= sum_pos;
 
     // attention tasks (the same in every layer): rows of one context at consecutive positions (a
-    // prefill chunk, a prompt piece) form groups of up to k_group_rows that attend together per kv
+    // prefill chunk, a prompt piece) form groups of up to group_rows that attend together per kv
     // head (f16 tiled KV: the rows share each K tile's and V row's loads). The other rows run alone:
     // a task of one row (all its kv heads: its K tiles and V rows are read front to back by one core,
     // no prefetched lines wasted on the other core's heads) when no row is longer than a thread's
@@ -247,13 +246,14 @@ void engine::forward(const batch_row* rows, int64_t n) {
     };
     std::vector<attn_task> tasks;
     const bool grouped = attention_rows_grouped(kv_);
+    const int64_t group_rows = attention_group_rows(n_rep);
     int64_t group_scratch = 0;
     for (int64_t r = 0; r < n;) {
         int64_t e = r + 1;
         while (grouped && e < n && rows[e].ctx == rows[r].ctx && rows[e].pos == rows[e - 1].pos + 1) e++;
         const int64_t run = e - r;
         if (run >= k_min_group_rows) {
-            const int64_t n_groups = (run + k_group_rows - 1) / k_group_rows;
+            const int64_t n_groups = (run + group_rows - 1) / group_rows;
             for (int64_t i = 0; i < n_groups; i++) {
                 const int64_t a = r + run * i / n_groups, b = r + run * (i + 1) / n_groups;
                 int64_t cost = 0;
@@ -319,7 +319,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
             if (task.n_rows > 1) {
                 thread_local std::vector<float> scratch;   // grows to the largest group seen, then reused
                 if (int64_t(scratch.size()) < group_scratch) scratch.resize(size_t(group_scratch));
-                int64_t n_pos[k_group_rows];
+                int64_t n_pos[k_attention_group_max_rows];
                 for (int64_t i = 0; i < task.n_rows; i++) n_pos[i] = rows[task.r0 + i].pos + 1;
                 const int64_t qo = task.r0 * Q + task.g0 * n_rep * HD;
                 attention_row_group(kv_, k, v, q_ + qo, Q, task.g0, n_rep, task.n_rows, n_pos, scale, xn_ + qo, Q,

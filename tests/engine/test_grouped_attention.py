@@ -3,7 +3,7 @@ head) against one-token-at-a-time decode, byte for byte: the whole KV cache (eve
 depends on every earlier layer's attention output of every row) and the last logits.
 
 Covers head sizes 32, 64 and 128 (the grouped kernels' three shapes), 16 (the row-by-row fallback),
-1-4 query heads per kv head, chunks shorter and longer than a group (16 rows) with group tails,
+1-4 query heads per kv head, chunks shorter and longer than a group (24 / heads per kv head rows) with group tails,
 chunks that start after a history, 1 and 2 threads, and the KV types that keep the per-row path.
 
 Not here: accuracy against a reference (test_logits_reference.py), the mixed step's riders
