@@ -1,0 +1,47 @@
+"""Grouped attention (attention_row_group) against the per-row path, bit for bit, on every vec16
+build: attention.cpp compiled with AVX-512 (-march=native where the CPU has it), AVX2 + FMA + F16C,
+and no SIMD flags (the scalar float[16] lanes), each with a small check program
+(attention_groups_check.cpp) over random f16 KV. The engine's own build covers only one of these.
+
+Skipped without g++ or on a CPU without the variant's instructions. ~2 s per compile.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parents[1] / "engine_native" / "src"
+VARIANTS = {   # name: (compiler flags, /proc/cpuinfo flags the CPU needs)
+    "avx512": (["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma", "-mf16c"], ["avx512f", "avx512bw"]),
+    "avx2": (["-mavx2", "-mfma", "-mf16c"], ["avx2", "fma", "f16c"]),
+    "scalar": ([], []),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_grouped_attention_equals_rows_bitwise(variant, tmp_path):
+    compiler = shutil.which("g++")
+    if compiler is None:
+        pytest.skip("no g++")
+    flags_cc, flags_cpu = VARIANTS[variant]
+    if flags_cpu:
+        try:
+            cpu = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            pytest.skip("no /proc/cpuinfo")
+        if not all(re.search(rf"\b{f}\b", cpu) for f in flags_cpu):
+            pytest.skip(f"CPU without {flags_cpu}")
+    exe = tmp_path / "check"
+    cmd = [compiler, "-std=gnu++17", "-O2", "-fno-math-errno", *flags_cc, f"-I{SRC}",
+           str(HERE / "attention_groups_check.cpp"), str(SRC / "attention.cpp"), "-o", str(exe)]
+    built = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-4000:]
+    ran = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert ran.stdout.strip().endswith("0 of 72 cases differ"), ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert ran.returncode == 0
