@@ -1,7 +1,8 @@
 // KV cache layout (tiled K, row V; rows for q8_0) and attention over it with vec16 (AVX-512, AVX2
-// or scalar: the same lane arithmetic on each).
+// or scalar: the same lane arithmetic on each): one row's query heads of one kv head, or a group of
+// rows of one context (a prompt piece) sharing the K and V loads with the same per-row floats.
 //
-// Not here: threading (the caller deals out (row, kv head) tasks).
+// Not here: threading (the caller deals out (row, kv head) and (group, kv head) tasks).
 #include "attention.h"
 
 #include <algorithm>
