@@ -60,6 +60,24 @@ void resolve_range(int64_t n_rows, int64_t r0, py::object r1_obj, int64_t* r1) {
     }
 }
 
+// Runs `product(y)` into a (n_tok, r1) buffer indexed by absolute row, without the GIL, and returns
+// its [r0, r1) columns as (n_tok, r1 - r0): matmul's Y contract (quants.h) seen from Python.
+template <class Product>
+py::array_t<float> row_range_columns(int64_t n_tok, int64_t r0, int64_t r1, Product product) {
+    py::array_t<float> full({n_tok, r1});
+    float* y = full.mutable_data();
+    {
+        py::gil_scoped_release nogil;
+        product(y);
+    }
+    py::array_t<float> out({n_tok, r1 - r0});
+    float* o = out.mutable_data();
+    for (int64_t t = 0; t < n_tok; ++t) {
+        for (int64_t r = r0; r < r1; ++r) o[t * (r1 - r0) + (r - r0)] = y[t * r1 + r];
+    }
+    return out;
+}
+
 py::array_t<float> py_dequantize_row(int32_t type, const py::buffer& src, int64_t n) {
     py::buffer_info keep;
     const byte_view v = bytes_of(src, keep);
@@ -132,19 +150,9 @@ py::array_t<float> py_matmul(int32_t type, const py::buffer& w, const u8_array& 
         throw std::invalid_argument("matmul: xq must be (n_tok, " + std::to_string(act_row) + ") uint8");
     }
     const int64_t n_tok = xq.shape(0);
-    // Y is indexed by absolute row: compute into (n_tok, r1) and return the [r0, r1) columns.
-    py::array_t<float> full({n_tok, r1});
-    float* y = full.mutable_data();
-    {
-        py::gil_scoped_release nogil;
+    return row_range_columns(n_tok, r0, r1, [&](float* y) {
         matmul(type, wv.data, row_bytes, xq.data(), act_row, n_tok, y, r1, n, r0, r1);
-    }
-    py::array_t<float> out({n_tok, r1 - r0});
-    float* o = out.mutable_data();
-    for (int64_t t = 0; t < n_tok; ++t) {
-        for (int64_t r = r0; r < r1; ++r) o[t * (r1 - r0) + (r - r0)] = y[t * r1 + r];
-    }
-    return out;
+    });
 }
 
 // (n_rows, row bytes) GGUF weights -> the packed matrix, (packed_bytes,) uint8.
@@ -206,18 +214,9 @@ py::array_t<float> py_matmul_packed(int32_t type, const py::buffer& packed, int6
         throw std::invalid_argument("matmul_packed: xp must be (n_tok, " + std::to_string(prow) + ") uint8");
     }
     const int64_t n_tok = xp.shape(0);
-    py::array_t<float> full({n_tok, r1});
-    float* y = full.mutable_data();
-    {
-        py::gil_scoped_release nogil;
+    return row_range_columns(n_tok, r0, r1, [&](float* y) {
         matmul_packed(type, pv.data, n_rows, xp.data(), prow, n_tok, y, r1, n, r0, r1);
-    }
-    py::array_t<float> out({n_tok, r1 - r0});
-    float* o = out.mutable_data();
-    for (int64_t t = 0; t < n_tok; ++t) {
-        for (int64_t r = r0; r < r1; ++r) o[t * (r1 - r0) + (r - r0)] = y[t * r1 + r];
-    }
-    return out;
+    });
 }
 
 // XOR of every 64-byte line: a plain read of the buffer with the kernels' software prefetch
