@@ -8,12 +8,12 @@ Skipped without g++ or on a CPU without the variant's instructions. ~2 s per com
 
 from __future__ import annotations
 
-import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from .toolchain import gxx_and_cpu_or_skip
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "engine_native" / "src"
@@ -26,17 +26,8 @@ VARIANTS = {   # name: (compiler flags, /proc/cpuinfo flags the CPU needs)
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_grouped_attention_equals_rows_bitwise(variant, tmp_path):
-    compiler = shutil.which("g++")
-    if compiler is None:
-        pytest.skip("no g++")
     flags_cc, flags_cpu = VARIANTS[variant]
-    if flags_cpu:
-        try:
-            cpu = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            pytest.skip("no /proc/cpuinfo")
-        if not all(re.search(rf"\b{f}\b", cpu) for f in flags_cpu):
-            pytest.skip(f"CPU without {flags_cpu}")
+    compiler = gxx_and_cpu_or_skip(flags_cpu)
     exe = tmp_path / "check"
     cmd = [compiler, "-std=gnu++17", "-O2", "-fno-math-errno", *flags_cc, f"-I{SRC}",
            str(HERE / "attention_groups_check.cpp"), str(SRC / "attention.cpp"), "-o", str(exe)]

@@ -8,8 +8,6 @@ Skipped without g++ or on a CPU without the instructions. Takes ~15 s per compil
 from __future__ import annotations
 
 import importlib.util
-import re
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -28,6 +26,7 @@ from .kernel_data import (
     random_weights,
     true_values,
 )
+from .toolchain import gxx_and_cpu_or_skip
 
 SRC = Path(__file__).resolve().parents[2] / "engine_native" / "src"
 KERNEL_FILES = ["quants.cpp", "quants-generic.cpp", "quants-avx512.cpp", "quants-avx2.cpp", "quants-packed.cpp",
@@ -46,15 +45,7 @@ PYBIND11_MODULE(_kernels_avx2, m) { strata::register_kernel_bindings(m); }
 def avx2(request, tmp_path_factory):
     """The kernels module built for one AVX2 variant."""
     flags_cc, flags_cpu = VARIANTS[request.param]
-    compiler = shutil.which("g++")
-    if compiler is None:
-        pytest.skip("no g++ to build the AVX2 kernels")
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        pytest.skip("no /proc/cpuinfo to check for AVX2")
-    if not all(re.search(rf"\b{f}\b", flags) for f in flags_cpu):
-        pytest.skip(f"CPU without {flags_cpu}")
+    compiler = gxx_and_cpu_or_skip(flags_cpu)
     import pybind11
 
     out = tmp_path_factory.mktemp(request.param)
