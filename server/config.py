@@ -10,7 +10,6 @@ message naming them. This module reads files and the environment it is given; it
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import os
 import sys
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from strata.server.options import FLAG_SYNONYMS, OPTIONS, ConfigError, Option
+
+from strata.cli import name_meant
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -179,10 +180,8 @@ KEY_SYNONYMS: dict[str, str] = {
 
 
 def _did_you_mean(name: str, known: Any, synonyms: Mapping[str, str] | None = None) -> str:
-    if synonyms and name in synonyms:
-        return f" (did you mean {synonyms[name]}?)"
-    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
-    return f" (did you mean {close[0]}?)" if close else ""
+    meant = name_meant(name, known, synonyms, cutoff=0.75)
+    return f" (did you mean {meant}?)" if meant else ""
 
 
 def _pick(opt: Option, source: Mapping[str, Any], label: Any) -> Any:

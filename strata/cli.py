@@ -13,7 +13,7 @@ import difflib
 import importlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import NoReturn
 
 from strata import __version__
@@ -54,12 +54,18 @@ class CommandParser(argparse.ArgumentParser):
         """The option a mistyped or foreign `word` most likely stands for, or None (not an option)."""
         if not word.startswith("-"):
             return None
-        name = word.split("=", 1)[0]
-        if name in self.synonyms:
-            return self.synonyms[name]
-        known = sorted(s for action in self._actions for s in action.option_strings if s.startswith("--"))
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
-        return close[0] if close else None
+        known = (s for action in self._actions for s in action.option_strings if s.startswith("--"))
+        return name_meant(word.split("=", 1)[0], known, self.synonyms, cutoff=0.7)
+
+
+def name_meant(name: str, known: Iterable[str], synonyms: Mapping[str, str] | None = None,
+               cutoff: float = 0.7) -> str | None:
+    """The known name a mistyped or foreign `name` most likely stands for (another program's spelling
+    from `synonyms` first, else the closest known one), or None."""
+    if synonyms and name in synonyms:
+        return synonyms[name]
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=cutoff)
+    return close[0] if close else None
 
 
 def build_parser() -> argparse.ArgumentParser:
