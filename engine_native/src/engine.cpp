@@ -38,7 +38,6 @@ void pack_product_weights(model& m, thread_pool& pool) {
             throw engine_error("out of memory for the packed copy of a weight (" + std::to_string(nb) + " bytes)");
         }
         m.packed_store.emplace_back(p, [](uint8_t* q) { ::operator delete[](q, std::align_val_t(64)); });
-        m.packed_total_bytes += nb;
         w->packed = p;
         const int64_t n_groups = (w->n_rows + PACK_ROWS - 1) / PACK_ROWS;
         for (int64_t g = 0; g < n_groups; g += k_groups_per_task) {

@@ -74,7 +74,6 @@ struct model {
     std::vector<float> rope_freq_factors;   // (n_rot / 2,) from rope_freqs.weight, or empty
     std::vector<layer_weights> layers;
     std::vector<std::shared_ptr<uint8_t>> packed_store;   // the buffers `weight::packed` points into
-    size_t packed_total_bytes = 0;                          // their total size
 
     size_t weight_bytes() const;
     // Every weight a product reads (per layer wq wk wv wo w_gate w_up w_down, then output).
