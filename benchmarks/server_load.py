@@ -15,7 +15,7 @@ Overhead: the same short prompts (first token varied so nothing is reused) throu
 `POST /v1/completions` (non-streaming, measured by the client) and through `Engine.prefill` + `decode`
 in this process after the server has stopped; the difference of the medians.
 
-    .venv/bin/python benchmarks/server_load.py [--clients 1,2,4,8] [--turns 4] [--threads 2]
+    .venv/bin/python benchmarks/server_load.py [--clients 1,2,4,8] [--turns 4] [--threads 2] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ async def client(url: str, cid: int, level: int, args: argparse.Namespace, ttfts
     return total
 
 
-async def load_level(url: str, n_clients: int, args: argparse.Namespace, warmup: bool = False) -> dict:
+async def load_level(url: str, n_clients: int, args: argparse.Namespace, warmup: bool = False,
+                     round_no: int = 0) -> dict:
     """Aggregate generated tokens/s of n_clients agents: over `--duration` seconds of steady load (each
     agent starts its next turn, or a new conversation, as soon as an answer ends), or with
     --duration 0 until each has finished one conversation (then the slowest agent's tail counts too)."""
@@ -124,11 +125,12 @@ async def load_level(url: str, n_clients: int, args: argparse.Namespace, warmup:
     t0 = time.monotonic()
     duration = min(args.duration, 5.0) if warmup else args.duration
     deadline = t0 + duration if duration > 0 else float("inf")
-    level = -n_clients if warmup else n_clients     # a warm-up level talks about other things
+    # a warm-up level, and each round, talk about other things (nothing reused from a slot)
+    level = -n_clients if warmup else n_clients + 100 * round_no
     counts = await asyncio.gather(*(client(url, i, level, args, ttfts, deadline) for i in range(n_clients)))
     wall = time.monotonic() - t0 if duration <= 0 else duration
     ttfts.sort()
-    return {"clients": n_clients, "tokens": sum(counts), "seconds": round(wall, 2),
+    return {"clients": n_clients, "round": round_no, "tokens": sum(counts), "seconds": round(wall, 2),
             "tok_per_s": round(sum(counts) / wall, 2),
             "ttft_p50_ms": round(1000 * statistics.median(ttfts), 1),
             "ttft_p99_ms": round(1000 * ttfts[min(len(ttfts) - 1, int(0.99 * len(ttfts)))], 1)}
@@ -207,11 +209,22 @@ def tiny_model(folder: Path) -> str:
     return str(make_tiny_gguf(folder / "tiny-overhead.gguf", ctx_len=4096, n_vocab=512))
 
 
+def round_ratios(levels: list[dict], over: int, under: int) -> list[float]:
+    """tok/s at `over` clients / at `under` clients, within each round (levels of one round ran minutes
+    apart at most, so the machine's drift between rounds cancels)."""
+    by = {(lv["round"], lv["clients"]): lv["tok_per_s"] for lv in levels}
+    rounds = sorted({lv["round"] for lv in levels})
+    return [round(by[r, over] / by[r, under], 2) for r in rounds if (r, over) in by and by.get((r, under))]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="GGUF file (default: the bundled SmolLM2-135M-Instruct)")
     ap.add_argument("--clients", default="1,2,4,8")
     ap.add_argument("--turns", type=int, default=4, help="turns per conversation")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the levels this many times (every other round in reverse order); the 4/1 ratio "
+                         "is the median of the rounds' own ratios")
     ap.add_argument("--duration", type=float, default=20.0,
                     help="seconds of steady load per level (0: each client runs one conversation to its end)")
     ap.add_argument("--max-tokens", type=int, default=48)
@@ -229,6 +242,8 @@ def main() -> int:
                     help="one more argument for `strata serve` (repeat it: --serve-arg=--mixed-piece --serve-arg=0)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error(f"--rounds must be at least 1, got {args.rounds}")
     if args.model is None:
         from strata.engine.models import default_model_path
 
@@ -241,11 +256,15 @@ def main() -> int:
         asyncio.run(wait_ready(url, proc))
         if args.warmup_clients > 0:
             asyncio.run(load_level(url, args.warmup_clients, args, warmup=True))
-        for n in [int(x) for x in args.clients.split(",") if x.strip()]:
-            levels.append(asyncio.run(load_level(url, n, args)))
-            if not args.json:
-                print("clients {clients}: {tok_per_s} tok/s aggregate ({tokens} tokens in {seconds} s), "
-                      "TTFT p50 {ttft_p50_ms} ms, p99 {ttft_p99_ms} ms".format(**levels[-1]), flush=True)
+        clients = [int(x) for x in args.clients.split(",") if x.strip()]
+        for rnd in range(args.rounds):
+            # every other round in reverse order, so that a slow drift of the machine hits both ends alike
+            for n in clients if rnd % 2 == 0 else clients[::-1]:
+                levels.append(asyncio.run(load_level(url, n, args, round_no=rnd)))
+                if not args.json:
+                    print("round {round}, clients {clients}: {tok_per_s} tok/s aggregate ({tokens} tokens in "
+                          "{seconds} s), TTFT p50 {ttft_p50_ms} ms, p99 {ttft_p99_ms} ms".format(**levels[-1]),
+                          flush=True)
     finally:
         proc.terminate()
         proc.wait(30)
@@ -254,15 +273,16 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         overhead_model = args.overhead_model or tiny_model(Path(tmp))
         overhead = measure_overhead(overhead_model, args)
-    by = {lv["clients"]: lv for lv in levels}
-    ratio = round(by[4]["tok_per_s"] / by[1]["tok_per_s"], 2) if 1 in by and 4 in by else None
+    ratios = round_ratios(levels, 4, 1)
+    ratio = round(statistics.median(ratios), 2) if ratios else None
     result = {"model": Path(args.model).name, "threads": args.threads, "batch": args.batch, "levels": levels,
-              "ratio_4_to_1": ratio, **overhead,
+              "ratio_4_to_1": ratio, "ratios_4_to_1": ratios, **overhead,
               "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"ratio 4 clients / 1 client: {ratio}x (goal >= 2.5x)")
+        each = f" (median of the rounds' {', '.join(f'{r}x' for r in ratios)})" if len(ratios) > 1 else ""
+        print(f"ratio 4 clients / 1 client: {ratio}x{each} (goal >= 2.5x)")
         print(f"overhead per request ({result['overhead_model']}, 32-token prompt, 8 tokens): "
               f"{result['overhead_ms']} ms (server p50 {result['server_ms_p50']} ms, engine direct p50 "
               f"{result['direct_ms_p50']} ms; goal < 2 ms); inside the server the job took "
