@@ -1,6 +1,7 @@
-// KV cache layout (tiled K, row V; rows for q8_0) and attention over it with vec16 (AVX-512, AVX2
-// or scalar: the same lane arithmetic on each): one row's query heads of one kv head, or a group of
-// rows of one context (a prompt piece) sharing the K and V loads with the same per-row floats.
+// KV cache layout (tiled K, row V; f16, f32 or q8_0) and attention over it with vec16 (AVX-512, AVX2
+// or scalar: the same lane arithmetic on each; q8_0 scores with exact int32 dots, vpdpbusd where the
+// build has AVX-512 VNNI): one row's query heads of one kv head, or a group of rows of one context
+// (a prompt piece, f16 only) sharing the K and V loads with the same per-row floats.
 //
 // Not here: threading (the caller deals out (row, kv head) and (group, kv head) tasks).
 #include "attention.h"
@@ -29,7 +30,7 @@ constexpr int64_t k_max_rep = 64;
 
 size_t elem_bytes(int32_t type) { return type == TYPE_F32 ? 4 : 2; }
 
-// ---- rows layout (odd head sizes; q8_0's own below): scalar dot / axpy per position
+// ---- rows layout (f16 / f32 head sizes not a multiple of 16): scalar dot / axpy per position
 
 float load_elem(int32_t type, const uint8_t* row, int64_t i) {
     if (type == TYPE_F32) {
@@ -37,15 +38,24 @@ float load_elem(int32_t type, const uint8_t* row, int64_t i) {
         std::memcpy(&f, row + 4 * i, 4);
         return f;
     }
-    if (type == TYPE_F16) {
-        uint16_t h;
-        std::memcpy(&h, row + 2 * i, 2);
-        return fp16_to_fp32(h);
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, 2);
+    return fp16_to_fp32(h);
+}
+
+// One q8_0 block (llama.cpp's quantize_row_q8_0): d = amax / 127 stored as fp16, q = round(x / d)
+void quantize_block_q8_0(const float* x, uint8_t* blk) {
+    float amax = 0.0f;
+    for (int j = 0; j < k_qk; j++) amax = std::fmax(amax, std::fabs(x[j]));
+    uint16_t dh = fp32_to_fp16(amax / 127.0f);
+    float d = fp16_to_fp32(dh);
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    std::memcpy(blk, &dh, 2);
+    int8_t* qs = reinterpret_cast<int8_t*>(blk + 2);
+    for (int j = 0; j < k_qk; j++) {
+        float v = std::nearbyint(x[j] * id);
+        qs[j] = int8_t(std::fmax(-127.0f, std::fmin(127.0f, v)));
     }
-    const uint8_t* blk = row + (i / k_qk) * (2 + k_qk);
-    uint16_t d;
-    std::memcpy(&d, blk, 2);
-    return fp16_to_fp32(d) * float(reinterpret_cast<const int8_t*>(blk + 2)[i % k_qk]);
 }
 
 void store_row(int32_t type, const float* src, uint8_t* dst, int64_t n) {
@@ -57,21 +67,7 @@ void store_row(int32_t type, const float* src, uint8_t* dst, int64_t n) {
             std::memcpy(dst + 2 * i, &h, 2);
         }
     } else {
-        for (int64_t b = 0; b < n / k_qk; b++) {
-            const float* x = src + b * k_qk;
-            float amax = 0.0f;
-            for (int j = 0; j < k_qk; j++) amax = std::fmax(amax, std::fabs(x[j]));
-            uint16_t dh = fp32_to_fp16(amax / 127.0f);
-            float d = fp16_to_fp32(dh);
-            float id = d != 0.0f ? 1.0f / d : 0.0f;
-            uint8_t* blk = dst + b * (2 + k_qk);
-            std::memcpy(blk, &dh, 2);
-            int8_t* qs = reinterpret_cast<int8_t*>(blk + 2);
-            for (int j = 0; j < k_qk; j++) {
-                float v = std::nearbyint(x[j] * id);
-                qs[j] = int8_t(std::fmax(-127.0f, std::fmin(127.0f, v)));
-            }
-        }
+        for (int64_t b = 0; b < n / k_qk; b++) quantize_block_q8_0(src + b * k_qk, dst + b * (2 + k_qk));
     }
 }
 
@@ -108,72 +104,6 @@ void attention_rows(const kv_layout& L, const uint8_t* k, const uint8_t* v, cons
         }
         const float inv = 1.0f / sum;
         for (int64_t d = 0; d < hd; d++) oh[d] *= inv;
-    }
-}
-
-// ---- q8_0 rows: blocks of 32 int8 with an fp16 scale. Each block's products go into 16 lane sums
-// (elementwise, so the compiler vectorizes them), summed by a fixed tree, then times the block scale:
-// the same order for every row and batch, so batching stays bitwise.
-
-inline float block_scale(const uint8_t* blk) {
-    uint16_t d;
-    std::memcpy(&d, blk, 2);
-    return fp16_to_fp32(d);
-}
-
-// A block's 32 int8 times its scale, as floats
-inline void widen_block(const uint8_t* blk, float* y) {
-    const float d = block_scale(blk);
-    const int8_t* qs = reinterpret_cast<const int8_t*>(blk + 2);
-    for (int j = 0; j < k_qk; j++) y[j] = d * float(qs[j]);
-}
-
-// Each position's K and V blocks are widened once and used by all n_rep query heads; a score is
-// summed in 16 lanes over the head's blocks, then by a fixed tree.
-void attention_rows_q8_0(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
-                         int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores) {
-    const int64_t hd = L.head_dim, nb = hd / k_qk;
-    const size_t first = size_t(g * nb) * (2 + k_qk);   // byte offset of this kv head's first block in a row
-    alignas(64) float y[k_qk];
-    alignas(64) float lanes[k_max_rep][16];   // n_rep <= k_max_rep (checked by kv_layout_make's caller)
-    for (int64_t t = 0; t < n_pos; t++) {
-        const uint8_t* blk = k + size_t(t) * L.row_bytes + first;
-        for (int64_t h = 0; h < n_rep; h++) std::fill(lanes[h], lanes[h] + 16, 0.0f);
-        for (int64_t b = 0; b < nb; b++, blk += 2 + k_qk) {
-            widen_block(blk, y);
-            for (int64_t h = 0; h < n_rep; h++) {
-                const float* x = q + h * hd + b * k_qk;
-                float* l = lanes[h];
-                for (int j = 0; j < 16; j++) l[j] = std::fma(x[j], y[j], l[j]);
-                for (int j = 0; j < 16; j++) l[j] = std::fma(x[16 + j], y[16 + j], l[j]);
-            }
-        }
-        for (int64_t h = 0; h < n_rep; h++) {
-            float* l = lanes[h];
-            for (int w = 8; w >= 1; w /= 2) {
-                for (int j = 0; j < w; j++) l[j] += l[j + w];
-            }
-            scores[h * n_pos + t] = l[0] * scale;
-        }
-    }
-    float inv[k_max_rep];
-    for (int64_t h = 0; h < n_rep; h++) {
-        inv[h] = 1.0f / exp_shifted(scores + h * n_pos, n_pos);
-        std::fill(out + h * hd, out + (h + 1) * hd, 0.0f);
-    }
-    for (int64_t t = 0; t < n_pos; t++) {
-        const uint8_t* blk = v + size_t(t) * L.row_bytes + first;
-        for (int64_t b = 0; b < nb; b++, blk += 2 + k_qk) {
-            widen_block(blk, y);
-            for (int64_t h = 0; h < n_rep; h++) {
-                const float w = scores[h * n_pos + t];
-                float* o = out + h * hd + b * k_qk;
-                for (int j = 0; j < k_qk; j++) o[j] = std::fma(w, y[j], o[j]);
-            }
-        }
-    }
-    for (int64_t h = 0; h < n_rep; h++) {
-        for (int64_t d = 0; d < hd; d++) out[h * hd + d] *= inv[h];
     }
 }
 
@@ -282,6 +212,205 @@ float softmax_tiled(float* sc, int64_t n_pos, int64_t n_pad) {
         sum = v16_add(sum, e);
     }
     return 1.0f / v16_reduce_add(sum);
+}
+
+// ---- q8_0 (llama.cpp's blocks: 32 int8 and an fp16 scale). K tiled: per tile of 16 positions and per
+// block of 32 dimensions, 544 bytes (the size of the 16 positions' row blocks): quants [j][r][i] =
+// k[r][4j + i] + 128 (8 vectors of 16 positions x 4 dimensions, unsigned so that vpdpbusd applies),
+// then the 16 positions' fp16 scales. V as rows. The query heads are quantized to q8_0 once per call
+// (as llama.cpp's q8_0 K products do): a score is sum_b float(int32 dot of block b) * (d_k * d_q) in
+// block order, then times scale; an output is sum_t (p_t * d_v) * float(v_q) in position order. The
+// int32 dots are exact, so every build (VNNI, plain AVX-512 / AVX2, scalar) gives the same floats.
+
+constexpr size_t k_q8_block = 2 + k_qk;                // 34 bytes
+constexpr size_t k_q8_tile_block = k_tile * k_q8_block;   // 544 bytes
+constexpr size_t k_q8_scales = k_tile * k_qk;          // offset of the scales in a tile block
+
+inline float half_bits_to_float(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+#if defined(__F16C__)
+    return _cvtsh_ss(h);   // exact, as fp16_to_fp32
+#else
+    return fp16_to_fp32(h);
+#endif
+}
+
+// Position r of a K tile <-> one row block (34 bytes)
+inline void q8_block_to_tile(const uint8_t* blk, uint8_t* tb, int64_t r) {
+    for (int j = 0; j < k_qk / 4; j++)
+        for (int i = 0; i < 4; i++) tb[j * 64 + r * 4 + i] = uint8_t(blk[2 + 4 * j + i] ^ 0x80);
+    std::memcpy(tb + k_q8_scales + 2 * r, blk, 2);
+}
+inline void q8_tile_to_block(const uint8_t* tb, int64_t r, uint8_t* blk) {
+    std::memcpy(blk, tb + k_q8_scales + 2 * r, 2);
+    for (int j = 0; j < k_qk / 4; j++)
+        for (int i = 0; i < 4; i++) blk[2 + 4 * j + i] = uint8_t(tb[j * 64 + r * 4 + i] ^ 0x80);
+}
+
+// One query head quantized: qs (hd) int8, per block d (float, unrounded), bias = -128 * sum(qs)
+struct q8_query {
+    alignas(64) int8_t qs[k_max_rep][256];
+    float d[k_max_rep][8];
+    int32_t bias[k_max_rep][8];
+};
+constexpr int64_t k_q8_max_head_dim = 256;
+
+void quantize_query(const float* x, int64_t hd, int8_t* qs, float* d, int32_t* bias) {
+    for (int64_t b = 0; b < hd / k_qk; b++) {
+        const float* xb = x + b * k_qk;
+        float amax = 0.0f;
+        for (int j = 0; j < k_qk; j++) amax = std::fmax(amax, std::fabs(xb[j]));
+        const float db = amax / 127.0f;
+        const float id = db != 0.0f ? 1.0f / db : 0.0f;
+        int32_t sum = 0;
+        for (int j = 0; j < k_qk; j++) {
+            const int32_t v = int32_t(std::nearbyint(xb[j] * id));   // |v| <= 127 (x * id <= amax * 127 / amax)
+            qs[b * k_qk + j] = int8_t(v);
+            sum += v;
+        }
+        d[b] = db;
+        bias[b] = -128 * sum;
+    }
+}
+
+// The 16 positions' exact int32 dots of one tile block with one query block
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+inline __m512i dpbusd_bcast(__m512i acc, __m512i k, const int8_t* q4) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(k), "m"(*reinterpret_cast<const int32_t*>(q4)));
+    return acc;
+}
+#endif
+
+inline v16 tile_block_dots(const uint8_t* tb, const int8_t* q, int32_t bias) {
+    int32_t acc[k_tile];
+    for (int r = 0; r < k_tile; r++) {
+        int32_t s = bias;
+        for (int j = 0; j < k_qk / 4; j++)
+            for (int i = 0; i < 4; i++) s += int32_t(tb[j * 64 + r * 4 + i]) * int32_t(q[4 * j + i]);
+        acc[r] = s;
+    }
+    float f[k_tile];
+    for (int r = 0; r < k_tile; r++) f[r] = float(acc[r]);   // exact: |dot| <= 32 * 127 * 127 < 2^24
+    return v16_load(f);
+}
+
+// scores[h][t] for NH heads over whole tiles [0, n_tiles) of kv head g (nb blocks per head)
+template <int NH>
+void scores_q8_tiled(const uint8_t* k, size_t tile_bytes, int64_t g, int64_t nb, const q8_query& qq, int64_t h0,
+                     int64_t n_tiles, float scale, float* scores, int64_t n_pad) {
+    const v16 vs = v16_set1(scale);
+    const size_t head_bytes = size_t(nb) * k_q8_tile_block;
+    for (int64_t tile = 0; tile < n_tiles; tile++) {
+        const uint8_t* base = k + size_t(tile) * tile_bytes + size_t(g) * head_bytes;
+        if (tile + k_prefetch_tiles < n_tiles) prefetch_bytes(base + k_prefetch_tiles * tile_bytes, head_bytes);
+        v16 sf[NH];
+        for (int h = 0; h < NH; h++) sf[h] = v16_zero();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t* tb = base + b * k_q8_tile_block;
+            const v16 dk = v16_load(reinterpret_cast<const uint16_t*>(tb + k_q8_scales));
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+            __m512i kv[8];
+            for (int j = 0; j < 8; j++) kv[j] = _mm512_loadu_si512(tb + 64 * j);
+            for (int h = 0; h < NH; h++) {
+                const int8_t* q = qq.qs[h0 + h] + b * k_qk;
+                __m512i acc = _mm512_set1_epi32(qq.bias[h0 + h][b]);
+                for (int j = 0; j < 8; j++) acc = dpbusd_bcast(acc, kv[j], q + 4 * j);
+                const v16 dot{_mm512_cvtepi32_ps(acc)};
+                sf[h] = v16_fma(dot, v16_mul(dk, v16_set1(qq.d[h0 + h][b])), sf[h]);
+            }
+#else
+            for (int h = 0; h < NH; h++) {
+                const v16 dot = tile_block_dots(tb, qq.qs[h0 + h] + b * k_qk, qq.bias[h0 + h][b]);
+                sf[h] = v16_fma(dot, v16_mul(dk, v16_set1(qq.d[h0 + h][b])), sf[h]);
+            }
+#endif
+        }
+        for (int h = 0; h < NH; h++) v16_store(scores + (h0 + h) * n_pad + tile * k_tile, v16_mul(sf[h], vs));
+    }
+}
+
+// 16 int8 as floats
+inline v16 v16_load_s8(const uint8_t* p) {
+#if defined(STRATA_V16_AVX512)
+    return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
+#elif defined(STRATA_V16_AVX2)
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(x, 8)))};
+#else
+    v16 r;
+    for (int i = 0; i < 16; i++) r.f[i] = float(int8_t(p[i]));
+    return r;
+#endif
+}
+
+// out[h][b0 * 32 ..] of NH heads over NB blocks from b0 of the kv head's V rows (first = the kv head's
+// byte offset in a row): acc = fma(p[h][t] * d_v, v_q, acc) in position order, then times inv_sum.
+template <int NH, int NB>
+void values_q8(const uint8_t* v, size_t row_bytes, size_t first, int64_t b0, const float* p, int64_t n_pad,
+               int64_t n_pos, const float* inv_sum, int64_t hd, float* out) {
+    v16 acc[NH][2 * NB];
+    for (int h = 0; h < NH; h++)
+        for (int c = 0; c < 2 * NB; c++) acc[h][c] = v16_zero();
+    const size_t off = first + size_t(b0) * k_q8_block;
+    for (int64_t t = 0; t < n_pos; t++) {
+        const uint8_t* row = v + size_t(t) * row_bytes + off;
+        if (t + k_prefetch_rows < n_pos) prefetch_bytes(row + k_prefetch_rows * row_bytes, NB * k_q8_block);
+        for (int b = 0; b < NB; b++) {
+            const uint8_t* blk = row + b * k_q8_block;
+            const float d = half_bits_to_float(blk);
+            const v16 x0 = v16_load_s8(blk + 2), x1 = v16_load_s8(blk + 18);
+            for (int h = 0; h < NH; h++) {
+                const v16 w = v16_set1(p[h * n_pad + t] * d);
+                acc[h][2 * b] = v16_fma(w, x0, acc[h][2 * b]);
+                acc[h][2 * b + 1] = v16_fma(w, x1, acc[h][2 * b + 1]);
+            }
+        }
+    }
+    for (int h = 0; h < NH; h++) {
+        const v16 inv = v16_set1(inv_sum[h]);
+        for (int c = 0; c < 2 * NB; c++) v16_store(out + h * hd + b0 * k_qk + c * 16, v16_mul(acc[h][c], inv));
+    }
+}
+
+template <int NB>
+void values_q8_heads(const uint8_t* v, size_t row_bytes, size_t first, int64_t b0, const float* p, int64_t n_pad,
+                     int64_t n_pos, const float* inv_sum, int64_t n_heads, int64_t hd, float* out) {
+    constexpr int G = NB >= 4 ? 2 : 4;   // accumulators G * 2 * NB <= 16 vectors
+    int64_t h = 0;
+    for (; h + G <= n_heads; h += G)
+        values_q8<G, NB>(v, row_bytes, first, b0, p + h * n_pad, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
+    for (; h < n_heads; h++)
+        values_q8<1, NB>(v, row_bytes, first, b0, p + h * n_pad, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
+}
+
+void attention_q8_tiled(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
+                        int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores) {
+    const int64_t hd = L.head_dim, nb = hd / k_qk;
+    const int64_t n_tiles = (n_pos + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
+    thread_local q8_query qq;   // 17 KiB, per thread (attention runs on the pool's threads)
+    for (int64_t h = 0; h < n_rep; h++) quantize_query(q + h * hd, hd, qq.qs[h], qq.d[h], qq.bias[h]);
+    const size_t tile_bytes = size_t(k_tile) * L.row_bytes;
+    for (int64_t h0 = 0; h0 < n_rep; h0 += 4) {
+        const int64_t nh = std::min<int64_t>(4, n_rep - h0);
+        switch (nh) {
+            case 1: scores_q8_tiled<1>(k, tile_bytes, g, nb, qq, h0, n_tiles, scale, scores, n_pad); break;
+            case 2: scores_q8_tiled<2>(k, tile_bytes, g, nb, qq, h0, n_tiles, scale, scores, n_pad); break;
+            case 3: scores_q8_tiled<3>(k, tile_bytes, g, nb, qq, h0, n_tiles, scale, scores, n_pad); break;
+            default: scores_q8_tiled<4>(k, tile_bytes, g, nb, qq, h0, n_tiles, scale, scores, n_pad); break;
+        }
+    }
+    float inv_sum[k_max_rep];   // n_rep <= k_max_rep (checked by kv_layout_make's caller)
+    for (int64_t h = 0; h < n_rep; h++) inv_sum[h] = softmax_tiled(scores + h * n_pad, n_pos, n_pad);
+    const size_t first = size_t(g * nb) * k_q8_block;
+    switch (nb) {
+        case 1: values_q8_heads<1>(v, L.row_bytes, first, 0, scores, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
+        case 2: values_q8_heads<2>(v, L.row_bytes, first, 0, scores, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
+        case 4: values_q8_heads<4>(v, L.row_bytes, first, 0, scores, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
+        default:   // each block's lanes alone: the same chains as above
+            for (int64_t b = 0; b < nb; b++)
+                values_q8_heads<1>(v, L.row_bytes, first, b, scores, n_pad, n_pos, inv_sum, n_rep, hd, out);
+    }
 }
 
 template <typename T>
@@ -505,7 +634,12 @@ kv_layout kv_layout_make(int32_t kv_type, int64_t n_layer, int64_t n_head_kv, in
             throw std::invalid_argument("q8_0 KV needs a head size that is a multiple of 32, this model has " +
                                         std::to_string(head_dim));
         }
-        L.row_bytes = size_t(L.kv_dim / k_qk) * (2 + k_qk);
+        if (head_dim > k_q8_max_head_dim) {
+            throw std::invalid_argument("q8_0 KV supports head sizes up to " + std::to_string(k_q8_max_head_dim) +
+                                        ", this model has " + std::to_string(head_dim));
+        }
+        L.row_bytes = size_t(L.kv_dim / k_qk) * k_q8_block;
+        L.k_tiled = true;
     } else {
         throw std::invalid_argument("unsupported KV type id " + std::to_string(kv_type));
     }
@@ -530,6 +664,15 @@ void kv_store(const kv_layout& L, uint8_t* k, uint8_t* v, int64_t pos, const flo
         store_row(L.type, k_row, k + size_t(pos) * L.row_bytes, L.kv_dim);
         return;
     }
+    if (L.type == TYPE_Q8_0) {
+        uint8_t* tile = k + size_t(pos / k_tile) * size_t(k_tile) * L.row_bytes;
+        alignas(4) uint8_t blk[k_q8_block];
+        for (int64_t b = 0; b < L.kv_dim / k_qk; b++) {
+            quantize_block_q8_0(k_row + b * k_qk, blk);
+            q8_block_to_tile(blk, tile + size_t(b) * k_q8_tile_block, pos % k_tile);
+        }
+        return;
+    }
     const size_t es = elem_bytes(L.type);
     uint8_t* tile = k + size_t(pos / k_tile) * size_t(k_tile) * L.row_bytes + size_t(pos % k_tile) * es;
     for (int64_t j = 0; j < L.kv_dim; j++) {
@@ -546,6 +689,19 @@ void kv_store(const kv_layout& L, uint8_t* k, uint8_t* v, int64_t pos, const flo
 // Tiled K <-> rows for positions [t0, t1): TO_ROWS copies tiles into rows (kv_get_rows), else rows
 // into tiles (kv_set_rows); only the destination is written. ES (element bytes) is a constant so each
 // element copy is one move, not a memcpy call (snapshot save and restore speed).
+// The same for q8_0 tiles (row blocks of 34 bytes)
+template <bool TO_ROWS>
+void tiled_copy_q8_0(const kv_layout& L, uint8_t* tiles, int64_t t0, int64_t t1, uint8_t* rows) {
+    for (int64_t t = t0; t < t1; t++) {
+        uint8_t* tile = tiles + size_t(t / k_tile) * size_t(k_tile) * L.row_bytes;
+        uint8_t* row = rows + size_t(t - t0) * L.row_bytes;
+        for (int64_t b = 0; b < L.kv_dim / k_qk; b++) {
+            if (TO_ROWS) q8_tile_to_block(tile + size_t(b) * k_q8_tile_block, t % k_tile, row + size_t(b) * k_q8_block);
+            else q8_block_to_tile(row + size_t(b) * k_q8_block, tile + size_t(b) * k_q8_tile_block, t % k_tile);
+        }
+    }
+}
+
 template <size_t ES, bool TO_ROWS>
 void tiled_copy(const kv_layout& L, uint8_t* tiles, int64_t t0, int64_t t1, uint8_t* rows) {
     for (int64_t t = t0; t < t1; t++) {
@@ -563,7 +719,8 @@ void kv_get_rows(const kv_layout& L, const uint8_t* buf, bool is_k, int64_t t0, 
         std::memcpy(dst, buf + size_t(t0) * L.row_bytes, size_t(t1 - t0) * L.row_bytes);
         return;
     }
-    if (L.type == TYPE_F32) tiled_copy<4, true>(L, const_cast<uint8_t*>(buf), t0, t1, dst);
+    if (L.type == TYPE_Q8_0) tiled_copy_q8_0<true>(L, const_cast<uint8_t*>(buf), t0, t1, dst);
+    else if (L.type == TYPE_F32) tiled_copy<4, true>(L, const_cast<uint8_t*>(buf), t0, t1, dst);
     else tiled_copy<2, true>(L, const_cast<uint8_t*>(buf), t0, t1, dst);
 }
 
@@ -572,7 +729,8 @@ void kv_set_rows(const kv_layout& L, uint8_t* buf, bool is_k, int64_t t0, int64_
         std::memcpy(buf + size_t(t0) * L.row_bytes, src, size_t(t1 - t0) * L.row_bytes);
         return;
     }
-    if (L.type == TYPE_F32) tiled_copy<4, false>(L, buf, t0, t1, const_cast<uint8_t*>(src));
+    if (L.type == TYPE_Q8_0) tiled_copy_q8_0<false>(L, buf, t0, t1, const_cast<uint8_t*>(src));
+    else if (L.type == TYPE_F32) tiled_copy<4, false>(L, buf, t0, t1, const_cast<uint8_t*>(src));
     else tiled_copy<2, false>(L, buf, t0, t1, const_cast<uint8_t*>(src));
 }
 
@@ -623,7 +781,7 @@ int64_t attention_scratch_floats(int64_t n_rep, int64_t capacity) {
 void attention_group(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
                      int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores) {
     if (L.type == TYPE_Q8_0) {
-        attention_rows_q8_0(L, k, v, q, g, n_rep, n_pos, scale, out, scores);
+        attention_q8_tiled(L, k, v, q, g, n_rep, n_pos, scale, out, scores);
     } else if (!L.k_tiled) {
         attention_rows(L, k, v, q, g, n_rep, n_pos, scale, out, scores);
     } else if (L.type == TYPE_F16) {

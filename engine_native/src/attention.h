@@ -6,8 +6,13 @@
 //   tiled (f16 / f32 with head_dim % 16 == 0, the default): K as (ceil(C / 16), kv_dim, 16)
 //     elements: 16 positions side by side, so a query row scores 16 positions with one fma per
 //     dimension; V as (C, kv_dim) rows.
-//   rows (q8_0, or head sizes not a multiple of 16): K and V as (C, row_bytes) rows.
-// Snapshots and kv_read/kv_write always use rows of row_bytes per token (layout-independent).
+//   tiled q8_0 (head_dim % 32 == 0, up to 256): K as (ceil(C / 16), kv_dim / 32) blocks of 544
+//     bytes: quants (8, 16, 4) = [j][position][i] holding k[position][4j + i] + 128 (u8), then the
+//     16 positions' fp16 scales; scored with exact int32 dots against the query quantized to q8_0.
+//     V as (C, row_bytes) rows of llama.cpp's q8_0 blocks (34 bytes per 32 values).
+//   rows (head sizes not a multiple of 16): K and V as (C, row_bytes) rows.
+// Snapshots and kv_read/kv_write always use rows of row_bytes per token (layout-independent; for
+// q8_0 llama.cpp's blocks: fp16 d, 32 int8).
 // Bitwise rule: every score, softmax and output element is computed by one fixed sequence of
 // operations that depends only on the row's own position, never on the batch.
 #pragma once
