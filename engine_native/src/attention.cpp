@@ -189,8 +189,13 @@ void weighted_values_group(const T* v, int64_t kv_dim, int64_t off, const float*
     int64_t h = 0;
     for (; h + G <= n_heads; h += G)
         weighted_values_heads<G, CH>(v, kv_dim, off, p + h * n_pad, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
-    for (; h < n_heads; h++)
-        weighted_values_heads<1, CH>(v, kv_dim, off, p + h * n_pad, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
+    // the rest (fewer than G) in one pass too: 3 query heads per kv head is common, and one pass over
+    // V instead of three is what keeps long-history decode from reading V three times
+    const int64_t rest = n_heads - h;
+    const float* pr = p + h * n_pad;
+    if (rest == 3) weighted_values_heads<3, CH>(v, kv_dim, off, pr, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
+    if (rest == 2) weighted_values_heads<2, CH>(v, kv_dim, off, pr, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
+    if (rest == 1) weighted_values_heads<1, CH>(v, kv_dim, off, pr, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
 }
 
 // One query's scores sc[0, n_pad) (n_pad = n_pos rounded up to whole tiles) -> exp(sc - max) in
@@ -413,22 +418,30 @@ void attention_q8_tiled(const kv_layout& L, const uint8_t* k, const uint8_t* v, 
     }
 }
 
+// scores[h][t] of the n_rep heads for the positions of tiles [tile0, tile1) (rows of n_pad floats)
+template <typename T>
+void scores_heads(const T* k, int64_t kv_dim, int64_t g, int64_t hd, const float* q, int64_t n_rep, int64_t tile0,
+                  int64_t tile1, float scale, float* scores, int64_t n_pad) {
+    const T* kt = k + tile0 * kv_dim * k_tile;
+    for (int64_t h0 = 0; h0 < n_rep; h0 += 4) {
+        const int64_t nh = std::min<int64_t>(4, n_rep - h0);
+        const float* qh = q + h0 * hd;
+        float* sc = scores + h0 * n_pad + tile0 * k_tile;
+        switch (nh) {
+            case 1: scores_tiled<1>(kt, kv_dim, g, hd, qh, tile1 - tile0, scale, sc, n_pad); break;
+            case 2: scores_tiled<2>(kt, kv_dim, g, hd, qh, tile1 - tile0, scale, sc, n_pad); break;
+            case 3: scores_tiled<3>(kt, kv_dim, g, hd, qh, tile1 - tile0, scale, sc, n_pad); break;
+            default: scores_tiled<4>(kt, kv_dim, g, hd, qh, tile1 - tile0, scale, sc, n_pad); break;
+        }
+    }
+}
+
 template <typename T>
 void attention_tiled(const kv_layout& L, const T* k, const T* v, const float* q, int64_t g, int64_t n_rep,
                      int64_t n_pos, float scale, float* out, float* scores) {
     const int64_t hd = L.head_dim, kv_dim = L.kv_dim;
     const int64_t n_tiles = (n_pos + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
-    for (int64_t h0 = 0; h0 < n_rep; h0 += 4) {
-        const int64_t nh = std::min<int64_t>(4, n_rep - h0);
-        const float* qh = q + h0 * hd;
-        float* sc = scores + h0 * n_pad;
-        switch (nh) {
-            case 1: scores_tiled<1>(k, kv_dim, g, hd, qh, n_tiles, scale, sc, n_pad); break;
-            case 2: scores_tiled<2>(k, kv_dim, g, hd, qh, n_tiles, scale, sc, n_pad); break;
-            case 3: scores_tiled<3>(k, kv_dim, g, hd, qh, n_tiles, scale, sc, n_pad); break;
-            default: scores_tiled<4>(k, kv_dim, g, hd, qh, n_tiles, scale, sc, n_pad); break;
-        }
-    }
+    scores_heads(k, kv_dim, g, hd, q, n_rep, 0, n_tiles, scale, scores, n_pad);
     float inv_sum[k_max_rep];   // n_rep <= k_max_rep (checked by kv_layout_make's caller)
     for (int64_t h = 0; h < n_rep; h++) inv_sum[h] = softmax_tiled(scores + h * n_pad, n_pos, n_pad);
     const int64_t off = g * hd;
@@ -791,6 +804,25 @@ void attention_group(const kv_layout& L, const uint8_t* k, const uint8_t* v, con
         attention_tiled(L, reinterpret_cast<const float*>(k), reinterpret_cast<const float*>(v), q, g, n_rep, n_pos,
                         scale, out, scores);
     }
+}
+
+bool attention_split_ok(const kv_layout& L) {
+    return L.type == TYPE_F16 && L.k_tiled && L.head_dim % k_attention_split_dims == 0 && L.head_dim >= 32;
+}
+
+void attention_scores_part(const kv_layout& L, const uint8_t* k, const float* q, int64_t g, int64_t n_rep,
+                           int64_t tile0, int64_t tile1, int64_t n_pad, float scale, float* scores) {
+    scores_heads(reinterpret_cast<const uint16_t*>(k), L.kv_dim, g, L.head_dim, q, n_rep, tile0, tile1, scale, scores,
+                 n_pad);
+}
+
+float attention_softmax_part(float* scores, int64_t n_pos, int64_t n_pad) { return softmax_tiled(scores, n_pos, n_pad); }
+
+void attention_values_part(const kv_layout& L, const uint8_t* v, const float* p, int64_t g, int64_t n_rep,
+                           int64_t n_pos, int64_t n_pad, const float* inv_sum, int64_t d0, float* out) {
+    static_assert(k_attention_split_dims == 32, "the values part runs 2 lanes of 16 dimensions");
+    weighted_values_group<2>(reinterpret_cast<const uint16_t*>(v), L.kv_dim, g * L.head_dim + d0, p, n_pad, n_pos,
+                             inv_sum, n_rep, L.head_dim, out + d0);
 }
 
 }  // namespace strata

@@ -69,4 +69,19 @@ void attention_row_group(const kv_layout& L, const uint8_t* k, const uint8_t* v,
                          int64_t out_stride, float* scratch);
 int64_t attention_rows_scratch_floats(int64_t n_rep, int64_t n_rows, int64_t max_n_pos);
 
+// One long row's attention cut into parts, so that the threads share it (decode of a long history
+// has one row's few kv heads to spread over the threads): the scores of tiles [tile0, tile1) of 16
+// positions, then each query head's softmax (returns 1 / the sum), then the values of dimensions
+// [d0, d0 + k_attention_split_dims) of each head. Each part runs attention_group's own loops on its
+// share, so every score, weight and output element is the same float attention_group gives. Only
+// where attention_split_ok(L) (f16 tiled K, head sizes a multiple of 32).
+//   scores: (n_rep, n_pad) for this kv head, n_pad = n_pos rounded up to whole tiles; q, out: (n_rep, head_dim)
+constexpr int64_t k_attention_split_dims = 32;
+bool attention_split_ok(const kv_layout& L);
+void attention_scores_part(const kv_layout& L, const uint8_t* k, const float* q, int64_t g, int64_t n_rep,
+                           int64_t tile0, int64_t tile1, int64_t n_pad, float scale, float* scores);
+float attention_softmax_part(float* scores, int64_t n_pos, int64_t n_pad);
+void attention_values_part(const kv_layout& L, const uint8_t* v, const float* p, int64_t g, int64_t n_rep,
+                           int64_t n_pos, int64_t n_pad, const float* inv_sum, int64_t d0, float* out);
+
 }  // namespace strata

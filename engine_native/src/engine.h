@@ -114,6 +114,8 @@ class engine {
     };
     // y = x @ W^T for each job: x (n_rows, n_cols) quantized once per activation type, one dispatch.
     void matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initializer_list<matmul_job> jobs);
+    // layer il's attention of lone rows in parts over the threads (forward.cpp, split_pays)
+    void attention_parts(const batch_row* rows, int64_t n, int64_t il, float scale);
 
     engine_params params_;
     std::unique_ptr<model> model_;
@@ -136,6 +138,7 @@ class engine {
     float* out_ = nullptr;      // (max_rows, n_embd) projection outputs before the residual add
     uint8_t* xq_[3] = {};       // (max_rows, act_row_bytes(max cols)) quantized activations, one per act type
     size_t xq_bytes_ = 0;       // bytes of each xq_ buffer
+    std::vector<float> part_scores_, part_inv_;   // attention_parts: the rows' scores, 1 / softmax sums
     float* att_scratch_ = nullptr;   // (n_threads, attention_scratch_floats(n_rep, max_capacity)) scores
     float* rope_ = nullptr;          // (max_rows, n_rot / 2, 2) cos, sin per row
     float* logits_tmp_ = nullptr;    // (n_contexts, n_vocab) logits rows of one forward

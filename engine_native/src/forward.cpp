@@ -27,6 +27,13 @@ constexpr int64_t k_weight_rows_per_chunk = 64;  // products: weight rows per cl
 static_assert(k_weight_rows_per_chunk % PACK_ROWS == 0, "packed products take whole groups of rows");
 constexpr int64_t k_min_group_rows = 2;   // attention: shorter runs of one context (decode rows) go row by row
 constexpr int64_t k_group_gain = 3;       // a group's work per position, as a task cost, vs a lone row's
+// attention of long lone rows in parts (attention_split_ok): from this many positions in the longest
+// row, when the tasks leave a thread idle for over 1 / k_split_slack of the ideal time; a scores part
+// covers k_split_tiles tiles (1,024 positions)
+constexpr int64_t k_split_min_positions = 1024;
+constexpr int64_t k_split_slack = 8;
+constexpr int64_t k_split_tiles = 64;
+constexpr int64_t k_tile = 16;   // positions per K tile (attention.h's tiled layout)
 
 // y = x / sqrt(mean(x^2) + eps) * w, with a fixed 8-lane accumulation order.
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
@@ -102,7 +109,66 @@ struct alignas(64) unit_run {
     }
 };
 
+// Whether one long row's attention should run in parts: the longest row has at least
+// k_split_min_positions and the tasks (costs in claiming order, costliest first) leave the busiest
+// thread over 1 / k_split_slack of the ideal time behind (one row's 3 kv heads on 2 threads: 1/3).
+bool split_pays(const std::vector<int64_t>& costs, int64_t max_pos, int n_threads) {
+    if (n_threads < 2 || max_pos < k_split_min_positions) return false;
+    std::vector<int64_t> load(size_t(n_threads), 0);
+    int64_t total = 0;
+    for (int64_t c : costs) {
+        *std::min_element(load.begin(), load.end()) += c;
+        total += c;
+    }
+    const int64_t busiest = *std::max_element(load.begin(), load.end());
+    return (busiest * n_threads - total) * k_split_slack > total;
+}
+
 }  // namespace
+
+void engine::attention_parts(const batch_row* rows, int64_t n, int64_t il, float scale) {
+    const model_hparams& h = model_->hp;
+    const int64_t Q = h.q_dim(), HD = h.head_dim, n_rep = h.n_head / h.n_head_kv;
+    // row r's scores: (n_head, n_pad[r]) at part_scores_ + offset[r]
+    std::vector<int64_t> offset(static_cast<size_t>(n) + 1, 0), n_pad(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; r++) {
+        n_pad[size_t(r)] = (rows[r].pos + k_tile) / k_tile * k_tile;
+        offset[size_t(r) + 1] = offset[size_t(r)] + h.n_head * n_pad[size_t(r)];
+    }
+    if (int64_t(part_scores_.size()) < offset[size_t(n)]) part_scores_.resize(size_t(offset[size_t(n)]));
+    part_inv_.resize(size_t(n * h.n_head));
+    struct part {
+        int64_t r, g, a, b;   // scores: tiles [a, b); values: dimensions from a
+    };
+    std::vector<part> scores, values;
+    for (int64_t r = 0; r < n; r++) {
+        for (int64_t g = 0; g < h.n_head_kv; g++) {
+            const int64_t n_tiles = n_pad[size_t(r)] / k_tile;
+            for (int64_t t = 0; t < n_tiles; t += k_split_tiles) scores.push_back({r, g, t, std::min(n_tiles, t + k_split_tiles)});
+            for (int64_t d = 0; d < HD; d += k_attention_split_dims) values.push_back({r, g, d, 0});
+        }
+    }
+    float* S = part_scores_.data();
+    auto head_scores = [&](const part& u) { return S + offset[size_t(u.r)] + u.g * n_rep * n_pad[size_t(u.r)]; };
+    pool_->parallel_chunks(int64_t(scores.size()), [&](int64_t c, int) {
+        const part& u = scores[size_t(c)];
+        attention_scores_part(kv_, rows[u.r].ctx->k[size_t(il)], q_ + u.r * Q + u.g * n_rep * HD, u.g, n_rep, u.a, u.b,
+                              n_pad[size_t(u.r)], scale, head_scores(u));
+    });
+    pool_->parallel_range(n * h.n_head, 1, 1, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; i++) {
+            const int64_t r = i / h.n_head, hh = i % h.n_head;
+            part_inv_[size_t(i)] = attention_softmax_part(S + offset[size_t(r)] + hh * n_pad[size_t(r)], rows[r].pos + 1,
+                                                          n_pad[size_t(r)]);
+        }
+    });
+    pool_->parallel_chunks(int64_t(values.size()), [&](int64_t c, int) {
+        const part& u = values[size_t(c)];
+        attention_values_part(kv_, rows[u.r].ctx->v[size_t(il)], head_scores(u), u.g, n_rep, rows[u.r].pos + 1,
+                              n_pad[size_t(u.r)], part_inv_.data() + u.r * h.n_head + u.g * n_rep, u.a,
+                              xn_ + u.r * Q + u.g * n_rep * HD);
+    });
+}
 
 void engine::matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initializer_list<matmul_job> jobs) {
     // distinct activation formats among the jobs, each quantized once into its own xq_ buffer: the
@@ -276,6 +342,14 @@ void engine::forward(const batch_row* rows, int64_t n) {
     std::stable_sort(tasks.begin(), tasks.end(),
                      [](const attn_task& a, const attn_task& b) { return a.cost > b.cost; });
     const int64_t n_tasks = int64_t(tasks.size());
+    std::vector<int64_t> task_costs;
+    bool lone_rows_only = true;
+    for (const attn_task& t : tasks) {
+        task_costs.push_back(t.cost);
+        lone_rows_only = lone_rows_only && t.n_rows == 1;
+    }
+    const bool split =
+        lone_rows_only && attention_split_ok(kv_) && split_pays(task_costs, max_pos, pool_->size());
 
     for (int64_t il = 0; il < h.n_layer; il++) {
         const layer_weights& L = m.layers[size_t(il)];
@@ -310,8 +384,10 @@ void engine::forward(const batch_row* rows, int64_t n) {
             }
         });
 
-        // attention (tasks above)
-        pool_->parallel_chunks(n_tasks, [&](int64_t c, int ith) {
+        // attention (tasks above, or the parts of split_attention)
+        if (split) {
+            attention_parts(rows, n, il, scale);
+        } else pool_->parallel_chunks(n_tasks, [&](int64_t c, int ith) {
             const attn_task& task = tasks[size_t(c)];
             const batch_row& row = rows[task.r0];
             const uint8_t* k = row.ctx->k[size_t(il)];
