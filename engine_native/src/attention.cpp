@@ -17,7 +17,7 @@
 #include "vec16.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
-#include <xmmintrin.h>
+#include <immintrin.h>
 #endif
 
 namespace strata {
@@ -58,14 +58,33 @@ void quantize_block_q8_0(const float* x, uint8_t* blk) {
     }
 }
 
+// n floats to fp16 at dst + i * stride bytes: the bits fp32_to_fp16 gives (with F16C and FMA that
+// function is the same round-to-nearest-even conversion instruction, here 8 at a time).
+void store_f16(const float* src, uint8_t* dst, int64_t n, size_t stride) {
+    int64_t i = 0;
+#if (defined(__F16C__) && defined(__FMA__)) || (defined(_MSC_VER) && defined(__AVX2__))
+    alignas(16) uint16_t h[8];
+    for (; i + 8 <= n; i += 8) {
+        const __m128i v = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        if (stride == 2) {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), v);
+            continue;
+        }
+        _mm_store_si128(reinterpret_cast<__m128i*>(h), v);
+        for (int j = 0; j < 8; j++) std::memcpy(dst + size_t(i + j) * stride, h + j, 2);
+    }
+#endif
+    for (; i < n; i++) {
+        const uint16_t h1 = fp32_to_fp16(src[i]);
+        std::memcpy(dst + size_t(i) * stride, &h1, 2);
+    }
+}
+
 void store_row(int32_t type, const float* src, uint8_t* dst, int64_t n) {
     if (type == TYPE_F32) {
         std::memcpy(dst, src, sizeof(float) * size_t(n));
     } else if (type == TYPE_F16) {
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h = fp32_to_fp16(src[i]);
-            std::memcpy(dst + 2 * i, &h, 2);
-        }
+        store_f16(src, dst, n, 2);
     } else {
         for (int64_t b = 0; b < n / k_qk; b++) quantize_block_q8_0(src + b * k_qk, dst + b * (2 + k_qk));
     }
@@ -688,15 +707,11 @@ void kv_store(const kv_layout& L, uint8_t* k, uint8_t* v, int64_t pos, const flo
     }
     const size_t es = elem_bytes(L.type);
     uint8_t* tile = k + size_t(pos / k_tile) * size_t(k_tile) * L.row_bytes + size_t(pos % k_tile) * es;
-    for (int64_t j = 0; j < L.kv_dim; j++) {
-        uint8_t* dst = tile + size_t(j) * k_tile * es;
-        if (L.type == TYPE_F32) {
-            std::memcpy(dst, k_row + j, 4);
-        } else {
-            uint16_t h = fp32_to_fp16(k_row[j]);
-            std::memcpy(dst, &h, 2);
-        }
+    if (L.type == TYPE_F16) {
+        store_f16(k_row, tile, L.kv_dim, k_tile * es);
+        return;
     }
+    for (int64_t j = 0; j < L.kv_dim; j++) std::memcpy(tile + size_t(j) * k_tile * es, k_row + j, 4);
 }
 
 // Tiled K <-> rows for positions [t0, t1): TO_ROWS copies tiles into rows (kv_get_rows), else rows
