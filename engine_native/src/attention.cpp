@@ -404,8 +404,14 @@ void values_q8_heads(const uint8_t* v, size_t row_bytes, size_t first, int64_t b
     int64_t h = 0;
     for (; h + G <= n_heads; h += G)
         values_q8<G, NB>(v, row_bytes, first, b0, p + h * n_pad, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
-    for (; h < n_heads; h++)
-        values_q8<1, NB>(v, row_bytes, first, b0, p + h * n_pad, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
+    // the last heads in one pass over V too (3 query heads per kv head: one pass, not three)
+    const float* ph = p + h * n_pad;
+    switch (n_heads - h) {
+        case 1: values_q8<1, NB>(v, row_bytes, first, b0, ph, n_pad, n_pos, inv_sum + h, hd, out + h * hd); break;
+        case 2: values_q8<2, NB>(v, row_bytes, first, b0, ph, n_pad, n_pos, inv_sum + h, hd, out + h * hd); break;
+        case 3: values_q8<3, NB>(v, row_bytes, first, b0, ph, n_pad, n_pos, inv_sum + h, hd, out + h * hd); break;
+        default: break;   // 0 (G = 2 leaves at most 1)
+    }
 }
 
 // The n_rep query heads of one call, quantized (per thread: attention runs on the pool's threads)
