@@ -40,9 +40,12 @@ kv_layout kv_layout_make(int32_t kv_type, int64_t n_layer, int64_t n_head_kv, in
 
 // Store one position's K and V (kv_dim floats each).
 void kv_store(const kv_layout& L, uint8_t* k, uint8_t* v, int64_t pos, const float* k_row, const float* v_row);
-// Positions [t0, t1) of one layer's K (or V) as rows into dst / from src.
-void kv_get_rows(const kv_layout& L, const uint8_t* buf, bool is_k, int64_t t0, int64_t t1, uint8_t* dst);
-void kv_set_rows(const kv_layout& L, uint8_t* buf, bool is_k, int64_t t0, int64_t t1, const uint8_t* src);
+// Positions [t0, t1) of one layer's K (or V) as rows into dst / from src, `stride` bytes apart (0:
+// row_bytes; more: one kv head's part of the whole rows, as the engine's head-major buffers use).
+void kv_get_rows(const kv_layout& L, const uint8_t* buf, bool is_k, int64_t t0, int64_t t1, uint8_t* dst,
+                 size_t stride = 0);
+void kv_set_rows(const kv_layout& L, uint8_t* buf, bool is_k, int64_t t0, int64_t t1, const uint8_t* src,
+                 size_t stride = 0);
 // Bytes of one layer's K (or V) buffer that hold positions [0, n) (whole tiles for tiled K).
 size_t kv_prefix_bytes(const kv_layout& L, bool is_k, int64_t n);
 
