@@ -11,6 +11,9 @@
 //     16 positions' fp16 scales; scored with exact int32 dots against the query quantized to q8_0.
 //     V as (C, row_bytes) rows of llama.cpp's q8_0 blocks (34 bytes per 32 values).
 //   rows (head sizes not a multiple of 16): K and V as (C, row_bytes) rows.
+// The engine keeps each kv head's K and V in a region of its own (head-major: the layouts above with
+// n_head_kv 1, head g at g * the head's bytes), so that attention streams one head front to back
+// (2.2x the throughput of heads interleaved in the rows, on one core at 25 MB of KV).
 // Snapshots and kv_read/kv_write always use rows of row_bytes per token (layout-independent; for
 // q8_0 llama.cpp's blocks: fp16 d, 32 int8).
 // Bitwise rule: every score, softmax and output element is computed by one fixed sequence of
