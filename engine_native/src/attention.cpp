@@ -319,15 +319,15 @@ inline v16 tile_block_dots(const uint8_t* tb, const int8_t* q, int32_t bias) {
     return v16_load(f);
 }
 
-// scores[h][t] for NH heads over whole tiles [0, n_tiles) of kv head g (nb blocks per head)
+// scores[h][t] for NH heads over whole tiles [tile0, tile1) of kv head g (nb blocks per head)
 template <int NH>
 void scores_q8_tiled(const uint8_t* k, size_t tile_bytes, int64_t g, int64_t nb, const q8_query& qq, int64_t h0,
-                     int64_t n_tiles, float scale, float* scores, int64_t n_pad) {
+                     int64_t tile0, int64_t tile1, float scale, float* scores, int64_t n_pad) {
     const v16 vs = v16_set1(scale);
     const size_t head_bytes = size_t(nb) * k_q8_tile_block;
-    for (int64_t tile = 0; tile < n_tiles; tile++) {
+    for (int64_t tile = tile0; tile < tile1; tile++) {
         const uint8_t* base = k + size_t(tile) * tile_bytes + size_t(g) * head_bytes;
-        if (tile + k_prefetch_tiles < n_tiles) prefetch_bytes(base + k_prefetch_tiles * tile_bytes, head_bytes);
+        if (tile + k_prefetch_tiles < tile1) prefetch_bytes(base + k_prefetch_tiles * tile_bytes, head_bytes);
         v16 sf[NH];
         for (int h = 0; h < NH; h++) sf[h] = v16_zero();
         for (int64_t b = 0; b < nb; b++) {
@@ -408,22 +408,32 @@ void values_q8_heads(const uint8_t* v, size_t row_bytes, size_t first, int64_t b
         values_q8<1, NB>(v, row_bytes, first, b0, p + h * n_pad, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
 }
 
+// The n_rep query heads of one call, quantized (per thread: attention runs on the pool's threads)
+const q8_query& quantize_queries(const float* q, int64_t n_rep, int64_t hd) {
+    thread_local q8_query qq;   // 17 KiB
+    for (int64_t h = 0; h < n_rep; h++) quantize_query(q + h * hd, hd, qq.qs[h], qq.d[h], qq.bias[h]);
+    return qq;
+}
+
+void scores_q8_heads(const kv_layout& L, const uint8_t* k, const q8_query& qq, int64_t g, int64_t n_rep,
+                     int64_t tile0, int64_t tile1, int64_t n_pad, float scale, float* scores) {
+    const int64_t nb = L.head_dim / k_qk;
+    const size_t tile_bytes = size_t(k_tile) * L.row_bytes;
+    for (int64_t h0 = 0; h0 < n_rep; h0 += 4) {
+        switch (std::min<int64_t>(4, n_rep - h0)) {
+            case 1: scores_q8_tiled<1>(k, tile_bytes, g, nb, qq, h0, tile0, tile1, scale, scores, n_pad); break;
+            case 2: scores_q8_tiled<2>(k, tile_bytes, g, nb, qq, h0, tile0, tile1, scale, scores, n_pad); break;
+            case 3: scores_q8_tiled<3>(k, tile_bytes, g, nb, qq, h0, tile0, tile1, scale, scores, n_pad); break;
+            default: scores_q8_tiled<4>(k, tile_bytes, g, nb, qq, h0, tile0, tile1, scale, scores, n_pad); break;
+        }
+    }
+}
+
 void attention_q8_tiled(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
                         int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores) {
     const int64_t hd = L.head_dim, nb = hd / k_qk;
     const int64_t n_tiles = (n_pos + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
-    thread_local q8_query qq;   // 17 KiB, per thread (attention runs on the pool's threads)
-    for (int64_t h = 0; h < n_rep; h++) quantize_query(q + h * hd, hd, qq.qs[h], qq.d[h], qq.bias[h]);
-    const size_t tile_bytes = size_t(k_tile) * L.row_bytes;
-    for (int64_t h0 = 0; h0 < n_rep; h0 += 4) {
-        const int64_t nh = std::min<int64_t>(4, n_rep - h0);
-        switch (nh) {
-            case 1: scores_q8_tiled<1>(k, tile_bytes, g, nb, qq, h0, n_tiles, scale, scores, n_pad); break;
-            case 2: scores_q8_tiled<2>(k, tile_bytes, g, nb, qq, h0, n_tiles, scale, scores, n_pad); break;
-            case 3: scores_q8_tiled<3>(k, tile_bytes, g, nb, qq, h0, n_tiles, scale, scores, n_pad); break;
-            default: scores_q8_tiled<4>(k, tile_bytes, g, nb, qq, h0, n_tiles, scale, scores, n_pad); break;
-        }
-    }
+    scores_q8_heads(L, k, quantize_queries(q, n_rep, hd), g, n_rep, 0, n_tiles, n_pad, scale, scores);
     float inv_sum[k_max_rep];   // n_rep <= k_max_rep (checked by kv_layout_make's caller)
     for (int64_t h = 0; h < n_rep; h++) inv_sum[h] = softmax_tiled(scores + h * n_pad, n_pos, n_pad);
     const size_t first = size_t(g * nb) * k_q8_block;
@@ -836,11 +846,16 @@ void attention_group(const kv_layout& L, const uint8_t* k, const uint8_t* v, con
 }
 
 bool attention_split_ok(const kv_layout& L) {
-    return L.type == TYPE_F16 && L.k_tiled && L.head_dim % k_attention_split_dims == 0 && L.head_dim >= 32;
+    return (L.type == TYPE_F16 || L.type == TYPE_Q8_0) && L.k_tiled && L.head_dim % k_attention_split_dims == 0 &&
+           L.head_dim >= 32;
 }
 
 void attention_scores_part(const kv_layout& L, const uint8_t* k, const float* q, int64_t g, int64_t n_rep,
                            int64_t tile0, int64_t tile1, int64_t n_pad, float scale, float* scores) {
+    if (L.type == TYPE_Q8_0) {   // each part quantizes the queries itself: the same bytes every time
+        scores_q8_heads(L, k, quantize_queries(q, n_rep, L.head_dim), g, n_rep, tile0, tile1, n_pad, scale, scores);
+        return;
+    }
     scores_heads(reinterpret_cast<const uint16_t*>(k), L.kv_dim, g, L.head_dim, q, n_rep, tile0, tile1, scale, scores,
                  n_pad);
 }
@@ -849,7 +864,12 @@ float attention_softmax_part(float* scores, int64_t n_pos, int64_t n_pad) { retu
 
 void attention_values_part(const kv_layout& L, const uint8_t* v, const float* p, int64_t g, int64_t n_rep,
                            int64_t n_pos, int64_t n_pad, const float* inv_sum, int64_t d0, float* out) {
-    static_assert(k_attention_split_dims == 32, "the values part runs 2 lanes of 16 dimensions");
+    static_assert(k_attention_split_dims == 32, "the values part runs 2 lanes of 16 dimensions (one q8_0 block)");
+    if (L.type == TYPE_Q8_0) {   // block d0 / 32 alone: the same chains as all blocks at once
+        values_q8_heads<1>(v, L.row_bytes, size_t(g * (L.head_dim / k_qk)) * k_q8_block, d0 / k_qk, p, n_pad, n_pos,
+                           inv_sum, n_rep, L.head_dim, out);
+        return;
+    }
     weighted_values_group<2>(reinterpret_cast<const uint16_t*>(v), L.kv_dim, g * L.head_dim + d0, p, n_pad, n_pos,
                              inv_sum, n_rep, L.head_dim, out + d0);
 }

@@ -80,7 +80,7 @@ int64_t attention_rows_scratch_floats(int64_t n_rep, int64_t n_rows, int64_t max
 // positions, then each query head's softmax (returns 1 / the sum), then the values of dimensions
 // [d0, d0 + k_attention_split_dims) of each head. Each part runs attention_group's own loops on its
 // share, so every score, weight and output element is the same float attention_group gives. Only
-// where attention_split_ok(L) (f16 tiled K, head sizes a multiple of 32).
+// where attention_split_ok(L) (f16 or q8_0 tiled K, head sizes a multiple of 32).
 //   scores: (n_rep, n_pad) for this kv head, n_pad = n_pos rounded up to whole tiles; q, out: (n_rep, head_dim)
 constexpr int64_t k_attention_split_dims = 32;
 bool attention_split_ok(const kv_layout& L);

@@ -158,3 +158,21 @@ def test_default_model_greedy_tokens_equal_f16(default_model_path):
             logits = e.decode([0], [out[-1]])[0]
         outs[kv] = out
     assert outs["q8_0"] == outs["f16"], (outs["f16"], outs["q8_0"])
+
+
+@pytest.mark.parametrize("shape", [(192, 3, 1), (256, 2, 1), (192, 6, 3)], ids=["hd64-kv1", "hd128-kv1", "hd32-kv3"])
+def test_a_long_lone_row_in_parts_is_the_same(shape, tiny_model_factory):
+    # 2 threads and one row of > 1,024 positions whose kv heads do not balance them: forward.cpp runs its
+    # attention in parts (attention_split_ok); 1 thread never does
+    n_embd, n_head, n_head_kv = shape
+    path = tiny_model_factory(n_layer=2, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, n_ff=128, seed=5,
+                              ctx_len=2048)
+    tokens = _tokens(9, 1103)
+    runs = []
+    for threads in (1, 2):
+        e = Engine(path, n_ctx=1200, n_threads=threads, kv_type="q8_0")
+        e.prefill(0, tokens[:1100])
+        runs.append(([e.decode([0], [t])[0] for t in tokens[1100:]], e.kv_read(0, 0, len(tokens))))
+    for a, b in zip(runs[0][0], runs[1][0], strict=True):
+        assert np.array_equal(a, b)
+    assert runs[0][1] == runs[1][1]

@@ -1,7 +1,8 @@
 // Check program for tests/native/test_attention_builds.py: the q8_0 KV path (tiled K, row V) against a
 // plain scalar rendering of its arithmetic, bitwise: kv_store of random K/V, kv_get_rows gives
 // llama.cpp's q8_0 rows (checked against this file's own quantizer), kv_set_rows into a fresh buffer
-// gives the same tiles back, and attention_group equals the reference below for head sizes 32/64/128/96,
+// gives the same tiles back, attention_group equals the reference below and the attention in parts
+// (attention_scores_part / _softmax_part / _values_part) equals attention_group, for head sizes 32/64/128/96,
 // 1-2 kv heads, 1/3/4/5 query heads per kv head, histories 1-300. Prints "N of M cases differ" and a
 // checksum of every output (the same on every build: the test compares them). Uses the engine's own
 // fp16 conversions' stand-ins below (both paths read the same stored bytes).
@@ -119,11 +120,21 @@ int main() {
             attention_group(L, k.data(), v.data(), q.data(), g, n_rep, n_pos, 0.125f, out.data(), sc.data());
             for (int64_t h = 0; h < n_rep; h++)
                 ref_attention(rows_k, rows_v, L.row_bytes, g, hd, q.data() + h * hd, n_pos, 0.125f, ref.data() + h * hd);
+            // the same attention in parts (attention_split_ok): scores by ranges of 5 tiles, softmax, values by block
+            const int64_t n_pad = (n_pos + 15) / 16 * 16;
+            std::vector<float> part_sc(size_t(n_rep * n_pad)), part_out(q.size()), inv(static_cast<size_t>(n_rep));
+            for (int64_t t0 = 0; t0 < n_pad / 16; t0 += 5)
+                attention_scores_part(L, k.data(), q.data(), g, n_rep, t0, std::min(n_pad / 16, t0 + 5), n_pad, 0.125f,
+                                      part_sc.data());
+            for (int64_t h = 0; h < n_rep; h++) inv[h] = attention_softmax_part(part_sc.data() + h * n_pad, n_pos, n_pad);
+            for (int64_t d0 = 0; d0 < hd; d0 += k_attention_split_dims)
+                attention_values_part(L, v.data(), part_sc.data(), g, n_rep, n_pos, n_pad, inv.data(), d0, part_out.data());
+            const bool parts_ok = attention_split_ok(L) && part_out == out;
             checks++;
-            if (!rows_ok || std::memcmp(out.data(), ref.data(), out.size() * 4) != 0) {
+            if (!rows_ok || !parts_ok || std::memcmp(out.data(), ref.data(), out.size() * 4) != 0) {
                 bad++;
-                printf("DIFF hd %d kv %d rep %d n_pos %d g %d rows %d (%g vs %g)\n", hd, n_kv, n_rep, n_pos, int(g),
-                       int(rows_ok), out[0], ref[0]);
+                printf("DIFF hd %d kv %d rep %d n_pos %d g %d rows %d parts %d (%g vs %g)\n", hd, n_kv, n_rep, n_pos,
+                       int(g), int(rows_ok), int(parts_ok), out[0], ref[0]);
             }
             for (float f : out) { uint32_t u; std::memcpy(&u, &f, 4); sum = (sum ^ u) * 16777619u; }
         }
