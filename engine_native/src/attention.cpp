@@ -735,10 +735,10 @@ void kv_store(const kv_layout& L, uint8_t* k, uint8_t* v, int64_t pos, const flo
 // element copy is one move, not a memcpy call (snapshot save and restore speed).
 // The same for q8_0 tiles (row blocks of 34 bytes)
 template <bool TO_ROWS>
-void tiled_copy_q8_0(const kv_layout& L, uint8_t* tiles, int64_t t0, int64_t t1, uint8_t* rows) {
+void tiled_copy_q8_0(const kv_layout& L, uint8_t* tiles, int64_t t0, int64_t t1, uint8_t* rows, size_t stride) {
     for (int64_t t = t0; t < t1; t++) {
         uint8_t* tile = tiles + size_t(t / k_tile) * size_t(k_tile) * L.row_bytes;
-        uint8_t* row = rows + size_t(t - t0) * L.row_bytes;
+        uint8_t* row = rows + size_t(t - t0) * stride;
         for (int64_t b = 0; b < L.kv_dim / k_qk; b++) {
             if (TO_ROWS) q8_tile_to_block(tile + size_t(b) * k_q8_tile_block, t % k_tile, row + size_t(b) * k_q8_block);
             else q8_block_to_tile(row + size_t(b) * k_q8_block, tile + size_t(b) * k_q8_tile_block, t % k_tile);
@@ -747,10 +747,10 @@ void tiled_copy_q8_0(const kv_layout& L, uint8_t* tiles, int64_t t0, int64_t t1,
 }
 
 template <size_t ES, bool TO_ROWS>
-void tiled_copy(const kv_layout& L, uint8_t* tiles, int64_t t0, int64_t t1, uint8_t* rows) {
+void tiled_copy(const kv_layout& L, uint8_t* tiles, int64_t t0, int64_t t1, uint8_t* rows, size_t stride) {
     for (int64_t t = t0; t < t1; t++) {
         uint8_t* tile = tiles + size_t(t / k_tile) * size_t(k_tile) * L.row_bytes + size_t(t % k_tile) * ES;
-        uint8_t* row = rows + size_t(t - t0) * L.row_bytes;
+        uint8_t* row = rows + size_t(t - t0) * stride;
         for (int64_t j = 0; j < L.kv_dim; j++) {
             if (TO_ROWS) std::memcpy(row + size_t(j) * ES, tile + size_t(j) * k_tile * ES, ES);
             else std::memcpy(tile + size_t(j) * k_tile * ES, row + size_t(j) * ES, ES);
@@ -758,24 +758,38 @@ void tiled_copy(const kv_layout& L, uint8_t* tiles, int64_t t0, int64_t t1, uint
     }
 }
 
-void kv_get_rows(const kv_layout& L, const uint8_t* buf, bool is_k, int64_t t0, int64_t t1, uint8_t* dst) {
+void kv_get_rows(const kv_layout& L, const uint8_t* buf, bool is_k, int64_t t0, int64_t t1, uint8_t* dst,
+                 size_t stride) {
+    if (stride == 0) stride = L.row_bytes;
     if (!is_k || !L.k_tiled) {
-        std::memcpy(dst, buf + size_t(t0) * L.row_bytes, size_t(t1 - t0) * L.row_bytes);
+        if (stride == L.row_bytes) {
+            std::memcpy(dst, buf + size_t(t0) * L.row_bytes, size_t(t1 - t0) * L.row_bytes);
+        } else {
+            for (int64_t t = t0; t < t1; t++)
+                std::memcpy(dst + size_t(t - t0) * stride, buf + size_t(t) * L.row_bytes, L.row_bytes);
+        }
         return;
     }
-    if (L.type == TYPE_Q8_0) tiled_copy_q8_0<true>(L, const_cast<uint8_t*>(buf), t0, t1, dst);
-    else if (L.type == TYPE_F32) tiled_copy<4, true>(L, const_cast<uint8_t*>(buf), t0, t1, dst);
-    else tiled_copy<2, true>(L, const_cast<uint8_t*>(buf), t0, t1, dst);
+    if (L.type == TYPE_Q8_0) tiled_copy_q8_0<true>(L, const_cast<uint8_t*>(buf), t0, t1, dst, stride);
+    else if (L.type == TYPE_F32) tiled_copy<4, true>(L, const_cast<uint8_t*>(buf), t0, t1, dst, stride);
+    else tiled_copy<2, true>(L, const_cast<uint8_t*>(buf), t0, t1, dst, stride);
 }
 
-void kv_set_rows(const kv_layout& L, uint8_t* buf, bool is_k, int64_t t0, int64_t t1, const uint8_t* src) {
+void kv_set_rows(const kv_layout& L, uint8_t* buf, bool is_k, int64_t t0, int64_t t1, const uint8_t* src,
+                 size_t stride) {
+    if (stride == 0) stride = L.row_bytes;
     if (!is_k || !L.k_tiled) {
-        std::memcpy(buf + size_t(t0) * L.row_bytes, src, size_t(t1 - t0) * L.row_bytes);
+        if (stride == L.row_bytes) {
+            std::memcpy(buf + size_t(t0) * L.row_bytes, src, size_t(t1 - t0) * L.row_bytes);
+        } else {
+            for (int64_t t = t0; t < t1; t++)
+                std::memcpy(buf + size_t(t) * L.row_bytes, src + size_t(t - t0) * stride, L.row_bytes);
+        }
         return;
     }
-    if (L.type == TYPE_Q8_0) tiled_copy_q8_0<false>(L, buf, t0, t1, const_cast<uint8_t*>(src));
-    else if (L.type == TYPE_F32) tiled_copy<4, false>(L, buf, t0, t1, const_cast<uint8_t*>(src));
-    else tiled_copy<2, false>(L, buf, t0, t1, const_cast<uint8_t*>(src));
+    if (L.type == TYPE_Q8_0) tiled_copy_q8_0<false>(L, buf, t0, t1, const_cast<uint8_t*>(src), stride);
+    else if (L.type == TYPE_F32) tiled_copy<4, false>(L, buf, t0, t1, const_cast<uint8_t*>(src), stride);
+    else tiled_copy<2, false>(L, buf, t0, t1, const_cast<uint8_t*>(src), stride);
 }
 
 bool attention_rows_grouped(const kv_layout& L) {

@@ -81,6 +81,7 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     }
     try {
         kv_ = kv_layout_make(kv_type_id, h.n_layer, h.n_head_kv, h.head_dim);
+        kvh_ = kv_layout_make(kv_type_id, h.n_layer, 1, h.head_dim);
     } catch (const std::invalid_argument& e) {
         throw engine_error(std::string("kv_type ") + params_.kv_type + ": " + e.what());
     }
@@ -103,10 +104,12 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
         c.id = i;
         c.group = i == 0 ? -1 : (i - 1) % params_.n_groups;
         c.capacity = i == 0 ? params_.n_ctx : params_.slot_ctx;
+        c.k_head_bytes = kvh_.k_bytes(c.capacity);
+        c.v_head_bytes = kvh_.v_bytes(c.capacity);
         max_capacity_ = std::max(max_capacity_, c.capacity);
         for (int64_t il = 0; il < h.n_layer; il++) {
-            kv_handles[size_t(i)].push_back(arena_->add(on_gpu ? 0 : kv_.k_bytes(c.capacity)));   // K
-            kv_handles[size_t(i)].push_back(arena_->add(on_gpu ? 0 : kv_.v_bytes(c.capacity)));   // V
+            kv_handles[size_t(i)].push_back(arena_->add(on_gpu ? 0 : size_t(h.n_head_kv) * c.k_head_bytes));   // K
+            kv_handles[size_t(i)].push_back(arena_->add(on_gpu ? 0 : size_t(h.n_head_kv) * c.v_head_bytes));   // V
         }
         logit_handles.push_back(arena_->add(sizeof(float) * size_t(h.n_vocab)));
     }
@@ -332,16 +335,18 @@ void engine::copy(int src_id, int dst_id, int64_t n_tokens) {
         throw engine_error("copy: " + std::to_string(n_tokens) + " tokens exceed context " + std::to_string(dst_id) +
                            "'s capacity " + std::to_string(d.capacity));
     }
-    const size_t nk = kv_prefix_bytes(kv_, true, n_tokens), nv = kv_prefix_bytes(kv_, false, n_tokens);
+    const size_t nk = kv_prefix_bytes(kvh_, true, n_tokens), nv = kv_prefix_bytes(kvh_, false, n_tokens);
 #ifdef STRATA_WITH_CUDA
     if (gpu_) gpu_->kv_copy(src_id, dst_id, n_tokens);
     else
 #endif
     pool_->parallel_range(2 * kv_.n_layer, 1, 1, [&](int64_t b, int64_t e, int) {
         for (int64_t i = b; i < e; i++) {
-            size_t il = size_t(i / 2);
-            if (i % 2 == 0) std::memcpy(d.k[il], s.k[il], nk);
-            else std::memcpy(d.v[il], s.v[il], nv);
+            const int64_t il = i / 2;
+            for (int64_t g = 0; g < kv_.n_head_kv; g++) {   // per head: the two may differ in capacity
+                if (i % 2 == 0) std::memcpy(d.k_head(il, g), s.k_head(il, g), nk);
+                else std::memcpy(d.v_head(il, g), s.v_head(il, g), nv);
+            }
         }
     });
     d.tokens.assign(s.tokens.begin(), s.tokens.begin() + n_tokens);
@@ -363,9 +368,11 @@ void engine::kv_read(int ctx_id, int64_t t0, int64_t t1, uint8_t* dst) {
     else
 #endif
     for (int64_t il = 0; il < kv_.n_layer; il++) {
-        kv_get_rows(kv_, c.k[size_t(il)], true, t0, t1, dst);
+        for (int64_t g = 0; g < kv_.n_head_kv; g++)   // head g's part of each whole row
+            kv_get_rows(kvh_, c.k_head(il, g), true, t0, t1, dst + size_t(g) * kvh_.row_bytes, kv_.row_bytes);
         dst += nb;
-        kv_get_rows(kv_, c.v[size_t(il)], false, t0, t1, dst);
+        for (int64_t g = 0; g < kv_.n_head_kv; g++)
+            kv_get_rows(kvh_, c.v_head(il, g), false, t0, t1, dst + size_t(g) * kvh_.row_bytes, kv_.row_bytes);
         dst += nb;
     }
 }
@@ -388,9 +395,11 @@ void engine::kv_write(int ctx_id, int64_t t0, const int32_t* tokens, int64_t n, 
     else
 #endif
     for (int64_t il = 0; il < kv_.n_layer; il++) {
-        kv_set_rows(kv_, c.k[size_t(il)], true, t0, t0 + n, src);
+        for (int64_t g = 0; g < kv_.n_head_kv; g++)
+            kv_set_rows(kvh_, c.k_head(il, g), true, t0, t0 + n, src + size_t(g) * kvh_.row_bytes, kv_.row_bytes);
         src += nb;
-        kv_set_rows(kv_, c.v[size_t(il)], false, t0, t0 + n, src);
+        for (int64_t g = 0; g < kv_.n_head_kv; g++)
+            kv_set_rows(kvh_, c.v_head(il, g), false, t0, t0 + n, src + size_t(g) * kvh_.row_bytes, kv_.row_bytes);
         src += nb;
     }
     c.tokens.insert(c.tokens.end(), tokens, tokens + n);

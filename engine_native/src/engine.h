@@ -43,7 +43,13 @@ struct context {
     int group = -1;            // -1 for main
     int64_t capacity = 0;
     std::vector<int32_t> tokens;          // (n_tokens,) the history the KV holds
-    std::vector<uint8_t*> k, v;           // (n_layer,) each -> that layer's K / V (layout: attention.h)
+    // (n_layer,) each -> that layer's K / V: head-major, kv head g's own region (the engine's
+    // one-head layout, attention.h) at g * k_head_bytes / v_head_bytes, so that a long history's
+    // attention streams each head's K and V front to back
+    std::vector<uint8_t*> k, v;
+    size_t k_head_bytes = 0, v_head_bytes = 0;
+    uint8_t* k_head(int64_t il, int64_t g) const { return k[size_t(il)] + size_t(g) * k_head_bytes; }
+    uint8_t* v_head(int64_t il, int64_t g) const { return v[size_t(il)] + size_t(g) * v_head_bytes; }
     float* logits = nullptr;              // (n_vocab,) of the last processed position
     bool has_logits = false;
 };
@@ -119,7 +125,8 @@ class engine {
 
     engine_params params_;
     std::unique_ptr<model> model_;
-    kv_layout kv_;
+    kv_layout kv_;    // whole rows (snapshots, kv_read / kv_write, the CUDA backend)
+    kv_layout kvh_;   // one kv head's region in the CPU buffers (n_head_kv 1)
     std::unique_ptr<arena> arena_;
     std::unique_ptr<thread_pool> pool_;
     std::vector<context> contexts_;

@@ -152,7 +152,7 @@ void engine::attention_parts(const batch_row* rows, int64_t n, int64_t il, float
     auto head_scores = [&](const part& u) { return S + offset[size_t(u.r)] + u.g * n_rep * n_pad[size_t(u.r)]; };
     pool_->parallel_chunks(int64_t(scores.size()), [&](int64_t c, int) {
         const part& u = scores[size_t(c)];
-        attention_scores_part(kv_, rows[u.r].ctx->k[size_t(il)], q_ + u.r * Q + u.g * n_rep * HD, u.g, n_rep, u.a, u.b,
+        attention_scores_part(kvh_, rows[u.r].ctx->k_head(il, u.g), q_ + u.r * Q + u.g * n_rep * HD, 0, n_rep, u.a, u.b,
                               n_pad[size_t(u.r)], scale, head_scores(u));
     });
     pool_->parallel_range(n * h.n_head, 1, 1, [&](int64_t b, int64_t e, int) {
@@ -164,7 +164,7 @@ void engine::attention_parts(const batch_row* rows, int64_t n, int64_t il, float
     });
     pool_->parallel_chunks(int64_t(values.size()), [&](int64_t c, int) {
         const part& u = values[size_t(c)];
-        attention_values_part(kv_, rows[u.r].ctx->v[size_t(il)], head_scores(u), u.g, n_rep, rows[u.r].pos + 1,
+        attention_values_part(kvh_, rows[u.r].ctx->v_head(il, u.g), head_scores(u), 0, n_rep, rows[u.r].pos + 1,
                               n_pad[size_t(u.r)], part_inv_.data() + u.r * h.n_head + u.g * n_rep, u.a,
                               xn_ + u.r * Q + u.g * n_rep * HD);
     });
@@ -311,7 +311,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
         int64_t r0, n_rows, g0, n_heads, cost;
     };
     std::vector<attn_task> tasks;
-    const bool grouped = attention_rows_grouped(kv_);
+    const bool grouped = attention_rows_grouped(kvh_);
     const int64_t group_rows = attention_group_rows(n_rep);
     int64_t group_scratch = 0;
     for (int64_t r = 0; r < n;) {
@@ -349,7 +349,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
         lone_rows_only = lone_rows_only && t.n_rows == 1;
     }
     const bool split =
-        lone_rows_only && attention_split_ok(kv_) && split_pays(task_costs, max_pos, pool_->size());
+        lone_rows_only && attention_split_ok(kvh_) && split_pays(task_costs, max_pos, pool_->size());
 
     for (int64_t il = 0; il < h.n_layer; il++) {
         const layer_weights& L = m.layers[size_t(il)];
@@ -380,7 +380,8 @@ void engine::forward(const batch_row* rows, int64_t n) {
                 for (int64_t hh = 0; hh < h.n_head; hh++) rope_head(q + hh * HD, cs, h.n_rot, h.rope);
                 for (int64_t hh = 0; hh < h.n_head_kv; hh++) rope_head(k + hh * HD, cs, h.n_rot, h.rope);
                 const batch_row& row = rows[r];
-                kv_store(kv_, row.ctx->k[size_t(il)], row.ctx->v[size_t(il)], row.pos, k, v);
+                for (int64_t g = 0; g < h.n_head_kv; g++)
+                    kv_store(kvh_, row.ctx->k_head(il, g), row.ctx->v_head(il, g), row.pos, k + g * HD, v + g * HD);
             }
         });
 
@@ -390,22 +391,23 @@ void engine::forward(const batch_row* rows, int64_t n) {
         } else pool_->parallel_chunks(n_tasks, [&](int64_t c, int ith) {
             const attn_task& task = tasks[size_t(c)];
             const batch_row& row = rows[task.r0];
-            const uint8_t* k = row.ctx->k[size_t(il)];
-            const uint8_t* v = row.ctx->v[size_t(il)];
-            if (task.n_rows > 1) {
+            if (task.n_rows > 1) {   // one kv head (task.g0) of a group of rows
+                const uint8_t* k = row.ctx->k_head(il, task.g0);
+                const uint8_t* v = row.ctx->v_head(il, task.g0);
                 thread_local std::vector<float> scratch;   // grows to the largest group seen, then reused
                 if (int64_t(scratch.size()) < group_scratch) scratch.resize(size_t(group_scratch));
                 int64_t n_pos[k_attention_group_max_rows];
                 for (int64_t i = 0; i < task.n_rows; i++) n_pos[i] = rows[task.r0 + i].pos + 1;
                 const int64_t qo = task.r0 * Q + task.g0 * n_rep * HD;
-                attention_row_group(kv_, k, v, q_ + qo, Q, task.g0, n_rep, task.n_rows, n_pos, scale, xn_ + qo, Q,
+                attention_row_group(kvh_, k, v, q_ + qo, Q, 0, n_rep, task.n_rows, n_pos, scale, xn_ + qo, Q,
                                     scratch.data());
                 return;
             }
             float* scores = att_scratch_ + int64_t(ith) * attention_scratch_floats(n_rep, max_capacity_);
             const int64_t r = task.r0;
             for (int64_t g = task.g0; g < task.g0 + task.n_heads; g++) {
-                attention_group(kv_, k, v, q_ + r * Q + g * n_rep * HD, g, n_rep, row.pos + 1, scale,
+                attention_group(kvh_, row.ctx->k_head(il, g), row.ctx->v_head(il, g), q_ + r * Q + g * n_rep * HD, 0,
+                                n_rep, row.pos + 1, scale,
                                 xn_ + r * Q + g * n_rep * HD, scores);
             }
         });
