@@ -13,7 +13,7 @@
 //   rows (head sizes not a multiple of 16): K and V as (C, row_bytes) rows.
 // The engine keeps each kv head's K and V in a region of its own (head-major: the layouts above with
 // n_head_kv 1, head g at g * the head's bytes), so that attention streams one head front to back
-// (2.2x the throughput of heads interleaved in the rows, on one core at 25 MB of KV).
+// (1.7x the read rate of heads interleaved in the rows: benchmarks/kv_head_stride.py).
 // Snapshots and kv_read/kv_write always use rows of row_bytes per token (layout-independent; for
 // q8_0 llama.cpp's blocks: fp16 d, 32 int8).
 // Bitwise rule: every score, softmax and output element is computed by one fixed sequence of

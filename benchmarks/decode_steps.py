@@ -1,0 +1,76 @@
+"""Milliseconds a decode step of engine builds side by side: each build (its _engine .so) in its own
+process, alternated for --rounds rounds; each process reads a history of --history tokens into --rows
+contexts, then times --windows windows of 8 steps and prints the min / 25th percentile / median.
+
+    .venv/bin/python benchmarks/decode_steps.py --history 550 --rows 4 [--rounds 2] OLD.so NEW.so
+
+A build path of "installed" means the installed strata._engine. Not a test (no assertion).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def worker(so: str, history: int, rows: int, windows: int) -> str:
+    if so != "installed":
+        from kv_types import load_engine_from
+
+        load_engine_from(so)
+    from engine_vs_llamacpp import prompt_tokens
+    from strata.engine import Engine
+    from strata.engine.models import default_model_path
+
+    e = Engine(str(default_model_path()), n_ctx=history + 64, n_slots=rows, slot_ctx=history + 64, n_threads=2)
+    toks = prompt_tokens(e.n_vocab, history + 8)
+    ctxs = [0] if rows == 1 else list(range(1, rows + 1))
+    for c in ctxs:
+        e.prefill(c, toks[:history])
+    ms = []
+    for _ in range(windows):
+        for c in ctxs:
+            e.truncate(c, history)
+        t0 = time.perf_counter()
+        for i in range(8):
+            e.decode(ctxs, [toks[history + i]] * rows)
+        ms.append((time.perf_counter() - t0) / 8 * 1000)
+    ms.sort()
+    return f"min {ms[0]:.3f}  p25 {ms[len(ms) // 4]:.3f}  median {ms[len(ms) // 2]:.3f} ms"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("builds", nargs="+", help="_engine .so files (or 'installed')")
+    ap.add_argument("--history", type=int, default=550)
+    ap.add_argument("--rows", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--windows", type=int, default=25)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if min(args.history, args.rows, args.rounds, args.windows) < 1:
+        ap.error("--history, --rows, --rounds and --windows must be at least 1")
+    for so in args.builds:
+        if so != "installed" and not Path(so).is_file():
+            ap.error(f"no file {so}")
+    if args.worker:
+        print(worker(args.builds[0], args.history, args.rows, args.windows))
+        return 0
+    for rnd in range(args.rounds):
+        for so in args.builds:
+            out = subprocess.run([sys.executable, __file__, "--worker", so, "--history", str(args.history), "--rows",
+                                  str(args.rows), "--windows", str(args.windows)], capture_output=True, text=True)
+            if out.returncode != 0:
+                raise SystemExit(out.stderr[-2000:])
+            print(f"round {rnd + 1} {Path(so).name} history {args.history} rows {args.rows}: {out.stdout.strip()}",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
