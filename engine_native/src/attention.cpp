@@ -435,22 +435,28 @@ void scores_q8_heads(const kv_layout& L, const uint8_t* k, const q8_query& qq, i
     }
 }
 
-void attention_q8_tiled(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
-                        int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores) {
+// All of kv head g's output dimensions (nb blocks) for its n_rep query heads
+void values_q8_all(const kv_layout& L, const uint8_t* v, int64_t g, int64_t n_rep, const float* p, int64_t n_pad,
+                   int64_t n_pos, const float* inv_sum, float* out) {
     const int64_t hd = L.head_dim, nb = hd / k_qk;
-    const int64_t n_tiles = (n_pos + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
-    scores_q8_heads(L, k, quantize_queries(q, n_rep, hd), g, n_rep, 0, n_tiles, n_pad, scale, scores);
-    float inv_sum[k_max_rep];   // n_rep <= k_max_rep (checked by kv_layout_make's caller)
-    for (int64_t h = 0; h < n_rep; h++) inv_sum[h] = softmax_tiled(scores + h * n_pad, n_pos, n_pad);
     const size_t first = size_t(g * nb) * k_q8_block;
     switch (nb) {
-        case 1: values_q8_heads<1>(v, L.row_bytes, first, 0, scores, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
-        case 2: values_q8_heads<2>(v, L.row_bytes, first, 0, scores, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
-        case 4: values_q8_heads<4>(v, L.row_bytes, first, 0, scores, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
+        case 1: values_q8_heads<1>(v, L.row_bytes, first, 0, p, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
+        case 2: values_q8_heads<2>(v, L.row_bytes, first, 0, p, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
+        case 4: values_q8_heads<4>(v, L.row_bytes, first, 0, p, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
         default:   // each block's lanes alone: the same chains as above
             for (int64_t b = 0; b < nb; b++)
-                values_q8_heads<1>(v, L.row_bytes, first, b, scores, n_pad, n_pos, inv_sum, n_rep, hd, out);
+                values_q8_heads<1>(v, L.row_bytes, first, b, p, n_pad, n_pos, inv_sum, n_rep, hd, out);
     }
+}
+
+void attention_q8_tiled(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
+                        int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores) {
+    const int64_t n_tiles = (n_pos + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
+    scores_q8_heads(L, k, quantize_queries(q, n_rep, L.head_dim), g, n_rep, 0, n_tiles, n_pad, scale, scores);
+    float inv_sum[k_max_rep];   // n_rep <= k_max_rep (checked by kv_layout_make's caller)
+    for (int64_t h = 0; h < n_rep; h++) inv_sum[h] = softmax_tiled(scores + h * n_pad, n_pos, n_pad);
+    values_q8_all(L, v, g, n_rep, scores, n_pad, n_pos, inv_sum, out);
 }
 
 // scores[h][t] of the n_rep heads for the positions of tiles [tile0, tile1) (rows of n_pad floats)
@@ -871,9 +877,10 @@ float attention_softmax_part(float* scores, int64_t n_pos, int64_t n_pad) { retu
 void attention_values_part(const kv_layout& L, const uint8_t* v, const float* p, int64_t g, int64_t n_rep,
                            int64_t n_pos, int64_t n_pad, const float* inv_sum, int64_t d0, float* out) {
     static_assert(k_attention_split_dims == 32, "the values part runs 2 lanes of 16 dimensions (one q8_0 block)");
-    if (L.type == TYPE_Q8_0) {   // block d0 / 32 alone: the same chains as all blocks at once
-        values_q8_heads<1>(v, L.row_bytes, size_t(g * (L.head_dim / k_qk)) * k_q8_block, d0 / k_qk, p, n_pad, n_pos,
-                           inv_sum, n_rep, L.head_dim, out);
+    if (L.type == TYPE_Q8_0) {
+        // the part of d0 = 0 computes every dimension of the head, the others nothing: a 34-byte block
+        // alone shares its cache lines with the next (V rows read twice), 2x slower than the head at once
+        if (d0 == 0) values_q8_all(L, v, g, n_rep, p, n_pad, n_pos, inv_sum, out);
         return;
     }
     weighted_values_group<2>(reinterpret_cast<const uint16_t*>(v), L.kv_dim, g * L.head_dim + d0, p, n_pad, n_pos,

@@ -80,7 +80,9 @@ int64_t attention_rows_scratch_floats(int64_t n_rep, int64_t n_rows, int64_t max
 // positions, then each query head's softmax (returns 1 / the sum), then the values of dimensions
 // [d0, d0 + k_attention_split_dims) of each head. Each part runs attention_group's own loops on its
 // share, so every score, weight and output element is the same float attention_group gives. Only
-// where attention_split_ok(L) (f16 or q8_0 tiled K, head sizes a multiple of 32).
+// where attention_split_ok(L) (f16 or q8_0 tiled K, head sizes a multiple of 32). For q8_0 the values
+// part of d0 = 0 computes all of the head's dimensions and the others nothing (34-byte blocks share
+// cache lines: two passes over V cost twice one).
 //   scores: (n_rep, n_pad) for this kv head, n_pad = n_pos rounded up to whole tiles; q, out: (n_rep, head_dim)
 constexpr int64_t k_attention_split_dims = 32;
 bool attention_split_ok(const kv_layout& L);
