@@ -14,6 +14,7 @@ model.
   any thread count; a snapshot restored into a fresh engine (rows -> tiles) continues with the same
   bytes.
 - The default model: greedy tokens of a chat prompt with q8_0 equal f16's.
+- Head sizes the q8_0 kernels do not take (over 256) are refused by name.
 
 Not here: the kernel on the AVX2 / scalar builds (tests/native/test_attention_q8_builds.py).
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from strata.engine import Engine
+from strata.engine import Engine, EngineError
 
 from tests.fixtures.reference import KVState, ReferenceModel
 
@@ -176,3 +177,10 @@ def test_a_long_lone_row_in_parts_is_the_same(shape, tiny_model_factory):
     for a, b in zip(runs[0][0], runs[1][0], strict=True):
         assert np.array_equal(a, b)
     assert runs[0][1] == runs[1][1]
+
+
+def test_a_head_size_over_256_is_refused_by_name(tiny_model_factory):
+    path = tiny_model_factory(n_embd=288, n_head=1, n_head_kv=1, n_ff=64)   # head size 288 = 9 blocks
+    with pytest.raises(EngineError, match="q8_0 KV supports head sizes up to 256, this model has 288"):
+        Engine(path, n_ctx=16, kv_type="q8_0")
+    Engine(path, n_ctx=16, kv_type="f16")   # f16 takes it
