@@ -272,13 +272,14 @@ inline void q8_tile_to_block(const uint8_t* tb, int64_t r, uint8_t* blk) {
         for (int i = 0; i < 4; i++) blk[2 + 4 * j + i] = uint8_t(tb[j * 64 + r * 4 + i] ^ 0x80);
 }
 
-// One query head quantized: qs (hd) int8, per block d (float, unrounded), bias = -128 * sum(qs)
-struct q8_query {
-    alignas(64) int8_t qs[k_max_rep][256];
-    float d[k_max_rep][8];
-    int32_t bias[k_max_rep][8];
-};
+// The query heads of one call quantized to q8_0: qs (n_rep, head_dim) int8; per head and block of 32,
+// d (the float amax / 127, not rounded to fp16) and bias = -128 * sum(qs) (removes K's + 128 exactly)
 constexpr int64_t k_q8_max_head_dim = 256;
+struct q8_query {
+    alignas(64) int8_t qs[k_max_rep][k_q8_max_head_dim];
+    float d[k_max_rep][k_q8_max_head_dim / k_qk];
+    int32_t bias[k_max_rep][k_q8_max_head_dim / k_qk];
+};
 
 void quantize_query(const float* x, int64_t hd, int8_t* qs, float* d, int32_t* bias) {
     for (int64_t b = 0; b < hd / k_qk; b++) {
