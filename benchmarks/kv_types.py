@@ -1,9 +1,10 @@
 """Decode speed of the two KV types (f16, q8_0) on the default model: 1 and 4 rows after a history of
 N tokens each, 2 threads, the best of R repetitions of 32 steps; with --kl, how far q8_0's first-token
 distribution is from f16's (KL divergence, max |logit difference|) after a chat prompt and after the
-history. Not a test; figures in RESULTS.md.
+history; with --prefill, the prompt-reading speed of N tokens in one context instead. Not a test;
+figures in RESULTS.md.
 
-    .venv/bin/python benchmarks/kv_types.py [--history 2048] [--reps 3] [--kl] [--engine-so PATH]
+    .venv/bin/python benchmarks/kv_types.py [--history 2048] [--reps 3] [--kl | --prefill] [--engine-so PATH]
 
 --engine-so loads strata._engine from that file instead of the installed one (an old build side by
 side with the new, without swapping the installed file under other users).
@@ -63,6 +64,23 @@ def best_rates(kv_type: str, n_hist: int, reps: int) -> dict[int, float]:
     return best
 
 
+def prefill_rate(kv_type: str, n_hist: int, reps: int) -> float:
+    """Best tokens/s of reading n_hist prompt tokens into an empty context (2 threads)."""
+    from engine_vs_llamacpp import prompt_tokens
+    from strata.engine import Engine
+    from strata.engine.models import default_model_path
+
+    e = Engine(str(default_model_path()), n_ctx=n_hist + 64, n_threads=2, kv_type=kv_type)
+    toks = prompt_tokens(e.n_vocab, n_hist)
+    best = 0.0
+    for _ in range(reps):
+        e.truncate(0, 0)
+        t0 = time.perf_counter()
+        e.prefill(0, toks)
+        best = max(best, n_hist / (time.perf_counter() - t0))
+    return best
+
+
 def first_token_divergence(n_hist: int) -> None:
     """KL(f16 || q8_0) of the next-token distributions and the largest logit difference."""
     from engine_vs_llamacpp import prompt_tokens
@@ -94,6 +112,7 @@ def main() -> int:
     ap.add_argument("--history", type=int, default=2048)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--kl", action="store_true", help="print q8_0's first-token divergence from f16 and stop")
+    ap.add_argument("--prefill", action="store_true", help="prefill speed of --history tokens instead of decode")
     ap.add_argument("--engine-so", help="load strata._engine from this .so (an old build, side by side)")
     args = ap.parse_args()
     if args.history < 1 or args.reps < 1:
@@ -106,6 +125,9 @@ def main() -> int:
         first_token_divergence(args.history)
         return 0
     for kv in ("f16", "q8_0"):
+        if args.prefill:
+            print(f"{kv:5s} prefill {args.history}: {prefill_rate(kv, args.history, args.reps):.0f} tok/s", flush=True)
+            continue
         r = best_rates(kv, args.history, args.reps)
         print(f"{kv:5s} history {args.history}: 1 row {r[1]:.0f} tok/s, 4 rows {r[4]:.0f} tok/s", flush=True)
     return 0
