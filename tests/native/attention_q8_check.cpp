@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 #include "attention.h"
+#include "harness_fp16.h"
 #include "quants.h"
 #include "vec16.h"
 using namespace strata;
@@ -141,18 +142,4 @@ int main() {
     }
     printf("checksum %08x\n%d of %d cases differ\n", sum, bad, checks);
     return bad != 0;
-}
-namespace strata {
-float fp16_to_fp32(uint16_t h) {
-    uint32_t s = uint32_t(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
-    if (e == 0) { if (m == 0) u = s; else { e = 127 - 15 + 1; while (!(m & 0x400)) { m <<= 1; e--; } m &= 0x3ff; u = s | (e << 23) | (m << 13); } }
-    else if (e == 31) u = s | 0x7f800000 | (m << 13);
-    else u = s | ((e + 112) << 23) | (m << 13);
-    float f; std::memcpy(&f, &u, 4); return f;
-}
-uint16_t fp32_to_fp16(float f) {   // round toward zero is enough for a harness (stored K/V just needs to be some f16)
-    uint32_t u; std::memcpy(&u, &f, 4);
-    uint32_t s = (u >> 16) & 0x8000; int32_t e = int32_t((u >> 23) & 0xff) - 127 + 15; uint32_t m = (u >> 13) & 0x3ff;
-    if (e <= 0) return uint16_t(s); if (e >= 31) return uint16_t(s | 0x7c00); return uint16_t(s | (uint32_t(e) << 10) | m);
-}
 }

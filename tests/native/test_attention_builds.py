@@ -8,15 +8,13 @@ Skipped without g++ or on a CPU without the variant's instructions. ~2 s per com
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from .toolchain import gxx_and_cpu_or_skip
+from .toolchain import build_and_run_check
 
 HERE = Path(__file__).resolve().parent
-SRC = HERE.parents[1] / "engine_native" / "src"
 VARIANTS = {   # name: (compiler flags, /proc/cpuinfo flags the CPU needs)
     "avx512": (["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma", "-mf16c"], ["avx512f", "avx512bw"]),
     "avx2": (["-mavx2", "-mfma", "-mf16c"], ["avx2", "fma", "f16c"]),
@@ -27,12 +25,4 @@ VARIANTS = {   # name: (compiler flags, /proc/cpuinfo flags the CPU needs)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_grouped_attention_equals_rows_bitwise(variant, tmp_path):
     flags_cc, flags_cpu = VARIANTS[variant]
-    compiler = gxx_and_cpu_or_skip(flags_cpu)
-    exe = tmp_path / "check"
-    cmd = [compiler, "-std=gnu++17", "-O2", "-fno-math-errno", *flags_cc, f"-I{SRC}",
-           str(HERE / "attention_groups_check.cpp"), str(SRC / "attention.cpp"), "-o", str(exe)]
-    built = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr[-4000:]
-    ran = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
-    assert ran.stdout.strip().endswith("0 of 72 cases differ"), ran.stdout[-2000:] + ran.stderr[-2000:]
-    assert ran.returncode == 0
+    build_and_run_check(HERE / "attention_groups_check.cpp", flags_cc, flags_cpu, tmp_path / "check", 72)

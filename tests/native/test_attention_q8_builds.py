@@ -11,15 +11,14 @@ Skipped without g++ or on a CPU without the variant's instructions. ~2 s per com
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from .toolchain import gxx_and_cpu_or_skip
+from .toolchain import build_and_run_check
 
 HERE = Path(__file__).resolve().parent
-SRC = HERE.parents[1] / "engine_native" / "src"
+
 AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma", "-mf16c"]
 VARIANTS = {   # name: (compiler flags, /proc/cpuinfo flags the CPU needs)
     "avx512vnni": ([*AVX512, "-mavx512vnni"], ["avx512f", "avx512bw", "avx512_vnni"]),
@@ -33,17 +32,9 @@ CHECKSUMS: dict[str, str] = {}
 
 def build_and_run(variant: str, tmp_path: Path) -> str:
     flags_cc, flags_cpu = VARIANTS[variant]
-    compiler = gxx_and_cpu_or_skip(flags_cpu)
-    exe = tmp_path / "check_q8"
-    cmd = [compiler, "-std=gnu++17", "-O2", "-fno-math-errno", *flags_cc, f"-I{SRC}",
-           str(HERE / "attention_q8_check.cpp"), str(SRC / "attention.cpp"), "-o", str(exe)]
-    built = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr[-4000:]
-    ran = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
-    assert ran.stdout.strip().endswith(f"0 of {CASES} cases differ"), ran.stdout[-2000:] + ran.stderr[-2000:]
-    assert ran.returncode == 0
-    found = re.search(r"checksum ([0-9a-f]{8})", ran.stdout)
-    assert found, ran.stdout[-2000:]
+    out = build_and_run_check(HERE / "attention_q8_check.cpp", flags_cc, flags_cpu, tmp_path / "check_q8", CASES)
+    found = re.search(r"checksum ([0-9a-f]{8})", out)
+    assert found, out[-2000:]
     return found.group(1)
 
 

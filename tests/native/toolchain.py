@@ -1,10 +1,12 @@
 """For the tests that compile engine sources themselves with other instruction sets: g++ and the CPU
-flags a variant needs, or a skip that says which is missing."""
+flags a variant needs, or a skip that says which is missing; a check program built with
+engine_native/src/attention.cpp and run."""
 
 from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,3 +26,20 @@ def gxx_and_cpu_or_skip(cpu_flags: list[str]) -> str:
         if not all(re.search(rf"\b{f}\b", cpu) for f in cpu_flags):
             pytest.skip(f"CPU without {cpu_flags}")
     return compiler
+
+
+SRC = Path(__file__).resolve().parents[2] / "engine_native" / "src"
+
+
+def build_and_run_check(program: Path, flags: list[str], cpu_flags: list[str], exe: Path, cases: int) -> str:
+    """Compiles `program` with attention.cpp and `flags` (skips as gxx_and_cpu_or_skip does), runs it,
+    asserts it printed "0 of `cases` cases differ" and exited 0; returns its output."""
+    compiler = gxx_and_cpu_or_skip(cpu_flags)
+    cmd = [compiler, "-std=gnu++17", "-O2", "-fno-math-errno", *flags, f"-I{SRC}", str(program),
+           str(SRC / "attention.cpp"), "-o", str(exe)]
+    built = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-4000:]
+    ran = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert ran.stdout.strip().endswith(f"0 of {cases} cases differ"), ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert ran.returncode == 0
+    return ran.stdout
