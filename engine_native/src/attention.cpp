@@ -25,7 +25,7 @@ namespace strata {
 namespace {
 
 constexpr int k_qk = 32;     // Q8_0 block
-constexpr int64_t k_tile = 16;
+constexpr int64_t k_tile = k_kv_tile;
 constexpr int64_t k_max_rep = 64;
 
 size_t elem_bytes(int32_t type) { return type == TYPE_F32 ? 4 : 2; }

@@ -25,6 +25,8 @@
 
 namespace strata {
 
+constexpr int64_t k_kv_tile = 16;   // positions per K tile (the tiled layouts above)
+
 struct kv_layout {
     int32_t type = 1;          // TYPE_F16, TYPE_Q8_0 or TYPE_F32
     int64_t n_layer = 0;

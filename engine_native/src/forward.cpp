@@ -33,7 +33,6 @@ constexpr int64_t k_group_gain = 3;       // a group's work per position, as a t
 constexpr int64_t k_split_min_positions = 1024;
 constexpr int64_t k_split_slack = 8;
 constexpr int64_t k_split_tiles = 64;
-constexpr int64_t k_tile = 16;   // positions per K tile (attention.h's tiled layout)
 
 // y = x / sqrt(mean(x^2) + eps) * w, with a fixed 8-lane accumulation order.
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
@@ -132,7 +131,7 @@ void engine::attention_parts(const batch_row* rows, int64_t n, int64_t il, float
     // row r's scores: (n_head, n_pad[r]) at part_scores_ + offset[r]
     std::vector<int64_t> offset(static_cast<size_t>(n) + 1, 0), n_pad(static_cast<size_t>(n));
     for (int64_t r = 0; r < n; r++) {
-        n_pad[size_t(r)] = (rows[r].pos + k_tile) / k_tile * k_tile;
+        n_pad[size_t(r)] = (rows[r].pos + k_kv_tile) / k_kv_tile * k_kv_tile;
         offset[size_t(r) + 1] = offset[size_t(r)] + h.n_head * n_pad[size_t(r)];
     }
     if (int64_t(part_scores_.size()) < offset[size_t(n)]) part_scores_.resize(size_t(offset[size_t(n)]));
@@ -143,7 +142,7 @@ void engine::attention_parts(const batch_row* rows, int64_t n, int64_t il, float
     std::vector<part> scores, values;
     for (int64_t r = 0; r < n; r++) {
         for (int64_t g = 0; g < h.n_head_kv; g++) {
-            const int64_t n_tiles = n_pad[size_t(r)] / k_tile;
+            const int64_t n_tiles = n_pad[size_t(r)] / k_kv_tile;
             for (int64_t t = 0; t < n_tiles; t += k_split_tiles) scores.push_back({r, g, t, std::min(n_tiles, t + k_split_tiles)});
             for (int64_t d = 0; d < HD; d += k_attention_split_dims) values.push_back({r, g, d, 0});
         }
@@ -385,7 +384,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
             }
         });
 
-        // attention (tasks above, or the parts of split_attention)
+        // attention (tasks above, or in parts: attention_parts)
         if (split) {
             attention_parts(rows, n, il, scale);
         } else pool_->parallel_chunks(n_tasks, [&](int64_t c, int ith) {
