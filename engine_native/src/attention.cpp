@@ -1,10 +1,11 @@
 // KV cache layout (tiled K, row V; f16, f32 or q8_0) and attention over it with vec16 (AVX-512, AVX2
-// or scalar: the same lane arithmetic on each; q8_0 scores with exact int32 dots, vpdpbusd where the
-// build has AVX-512 VNNI): one row's query heads of one kv head, or a group of rows of one context
-// (a prompt piece, f16 only) sharing the K and V loads with the same per-row floats.
+// or scalar: the same lane arithmetic on each): one row's query heads of one kv head, or a group of
+// rows of one context (a prompt piece, f16 only) sharing the K and V loads with the same per-row
+// floats, or one long row in parts.
 //
-// Not here: threading (the caller deals out (row, kv head) and (group, kv head) tasks).
+// Not here: threading (the caller deals out the tasks), q8_0's kernels (attention-q8.cpp).
 #include "attention.h"
+#include "attention-internal.h"
 
 #include <algorithm>
 #include <cmath>
@@ -22,11 +23,32 @@
 
 namespace strata {
 
+using namespace attn_detail;
+
+// The tiled softmax, shared with attention-q8.cpp
+// One query's scores sc[0, n_pad) (n_pad = n_pos rounded up to whole tiles) -> exp(sc - max) in
+// place, 0 past n_pos; returns 1 / their sum. The one softmax of the tiled path (single rows and
+// groups of rows alike).
+float attn_detail::softmax_tiled(float* sc, int64_t n_pos, int64_t n_pad) {
+    for (int64_t t = n_pos; t < n_pad; t++) sc[t] = -INFINITY;   // positions past the row's own
+    v16 mx = v16_load(sc);
+    for (int64_t t = k_tile; t < n_pad; t += k_tile) mx = v16_max(mx, v16_load(sc + t));
+    const v16 m = v16_set1(v16_reduce_max(mx));
+    v16 sum = v16_zero();
+    for (int64_t t = 0; t < n_pad; t += k_tile) {
+        v16 e = v16_exp(v16_sub(v16_load(sc + t), m));
+        v16_store(sc + t, e);
+        if (t + k_tile > n_pos) {
+            for (int64_t j = n_pos; j < t + k_tile; j++) sc[j] = 0.0f;
+            e = v16_load(sc + t);
+        }
+        sum = v16_add(sum, e);
+    }
+    return 1.0f / v16_reduce_add(sum);
+}
+
 namespace {
 
-constexpr int k_qk = 32;     // Q8_0 block
-constexpr int64_t k_tile = k_kv_tile;
-constexpr int64_t k_max_rep = 64;
 
 size_t elem_bytes(int32_t type) { return type == TYPE_F32 ? 4 : 2; }
 
@@ -128,20 +150,6 @@ void attention_rows(const kv_layout& L, const uint8_t* k, const uint8_t* v, cons
 
 // ---- tiled layout
 
-// Software prefetch of the cache lines of [p, p + bytes) (no-op off x86): attention reads each
-// row's K tiles and V rows of one kv head, strided by the other heads' data, from memory at batched
-// decode (several contexts' caches do not stay in L3 next to the weights).
-inline void prefetch_bytes(const void* p, size_t bytes) {
-#if defined(__x86_64__) || defined(_M_X64)
-    const char* c = static_cast<const char*>(p);
-    for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
-#else
-    (void)p;
-    (void)bytes;
-#endif
-}
-constexpr int64_t k_prefetch_tiles = 4;       // K tiles ahead (2 KiB each for a 64-dim head in f16)
-constexpr int64_t k_prefetch_rows = 48;       // V rows ahead
 
 // scores[h][t] for NH heads over whole tiles [0, n_tiles): one fma per (dimension, 16 positions)
 template <int NH, typename T>
@@ -217,248 +225,6 @@ void weighted_values_group(const T* v, int64_t kv_dim, int64_t off, const float*
     if (rest == 1) weighted_values_heads<1, CH>(v, kv_dim, off, pr, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
 }
 
-// One query's scores sc[0, n_pad) (n_pad = n_pos rounded up to whole tiles) -> exp(sc - max) in
-// place, 0 past n_pos; returns 1 / their sum. The one softmax of the tiled path (single rows and
-// groups of rows alike).
-float softmax_tiled(float* sc, int64_t n_pos, int64_t n_pad) {
-    for (int64_t t = n_pos; t < n_pad; t++) sc[t] = -INFINITY;   // positions past the row's own
-    v16 mx = v16_load(sc);
-    for (int64_t t = k_tile; t < n_pad; t += k_tile) mx = v16_max(mx, v16_load(sc + t));
-    const v16 m = v16_set1(v16_reduce_max(mx));
-    v16 sum = v16_zero();
-    for (int64_t t = 0; t < n_pad; t += k_tile) {
-        v16 e = v16_exp(v16_sub(v16_load(sc + t), m));
-        v16_store(sc + t, e);
-        if (t + k_tile > n_pos) {
-            for (int64_t j = n_pos; j < t + k_tile; j++) sc[j] = 0.0f;
-            e = v16_load(sc + t);
-        }
-        sum = v16_add(sum, e);
-    }
-    return 1.0f / v16_reduce_add(sum);
-}
-
-// ---- q8_0 (llama.cpp's blocks: 32 int8 and an fp16 scale). K tiled: per tile of 16 positions and per
-// block of 32 dimensions, 544 bytes (the size of the 16 positions' row blocks): quants [j][r][i] =
-// k[r][4j + i] + 128 (8 vectors of 16 positions x 4 dimensions, unsigned so that vpdpbusd applies),
-// then the 16 positions' fp16 scales. V as rows. The query heads are quantized to q8_0 once per call
-// (as llama.cpp's q8_0 K products do): a score is sum_b float(int32 dot of block b) * (d_k * d_q) in
-// block order, then times scale; an output is sum_t (p_t * d_v) * float(v_q) in position order. The
-// int32 dots are exact, so every build (VNNI, plain AVX-512 / AVX2, scalar) gives the same floats.
-
-constexpr size_t k_q8_block = 2 + k_qk;                // 34 bytes
-constexpr size_t k_q8_tile_block = k_tile * k_q8_block;   // 544 bytes
-constexpr size_t k_q8_scales = k_tile * k_qk;          // offset of the scales in a tile block
-
-inline float half_bits_to_float(const uint8_t* p) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-#if defined(__F16C__)
-    return _cvtsh_ss(h);   // exact, as fp16_to_fp32
-#else
-    return fp16_to_fp32(h);
-#endif
-}
-
-// Position r of a K tile <-> one row block (34 bytes)
-inline void q8_block_to_tile(const uint8_t* blk, uint8_t* tb, int64_t r) {
-    for (int j = 0; j < k_qk / 4; j++)
-        for (int i = 0; i < 4; i++) tb[j * 64 + r * 4 + i] = uint8_t(blk[2 + 4 * j + i] ^ 0x80);
-    std::memcpy(tb + k_q8_scales + 2 * r, blk, 2);
-}
-inline void q8_tile_to_block(const uint8_t* tb, int64_t r, uint8_t* blk) {
-    std::memcpy(blk, tb + k_q8_scales + 2 * r, 2);
-    for (int j = 0; j < k_qk / 4; j++)
-        for (int i = 0; i < 4; i++) blk[2 + 4 * j + i] = uint8_t(tb[j * 64 + r * 4 + i] ^ 0x80);
-}
-
-// The query heads of one call quantized to q8_0: qs (n_rep, head_dim) int8; per head and block of 32,
-// d (the float amax / 127, not rounded to fp16) and bias = -128 * sum(qs) (removes K's + 128 exactly)
-constexpr int64_t k_q8_max_head_dim = 256;
-struct q8_query {
-    alignas(64) int8_t qs[k_max_rep][k_q8_max_head_dim];
-    float d[k_max_rep][k_q8_max_head_dim / k_qk];
-    int32_t bias[k_max_rep][k_q8_max_head_dim / k_qk];
-};
-
-void quantize_query(const float* x, int64_t hd, int8_t* qs, float* d, int32_t* bias) {
-    for (int64_t b = 0; b < hd / k_qk; b++) {
-        const float* xb = x + b * k_qk;
-        float amax = 0.0f;
-        for (int j = 0; j < k_qk; j++) amax = std::fmax(amax, std::fabs(xb[j]));
-        const float db = amax / 127.0f;
-        const float id = db != 0.0f ? 1.0f / db : 0.0f;
-        int32_t sum = 0;
-        for (int j = 0; j < k_qk; j++) {
-            const int32_t v = int32_t(std::nearbyint(xb[j] * id));   // |v| <= 127 (x * id <= amax * 127 / amax)
-            qs[b * k_qk + j] = int8_t(v);
-            sum += v;
-        }
-        d[b] = db;
-        bias[b] = -128 * sum;
-    }
-}
-
-// The 16 positions' exact int32 dots of one tile block with one query block
-#if defined(__AVX512VNNI__) && defined(__AVX512F__)
-inline __m512i dpbusd_bcast(__m512i acc, __m512i k, const int8_t* q4) {
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(k), "m"(*reinterpret_cast<const int32_t*>(q4)));
-    return acc;
-}
-#endif
-
-inline v16 tile_block_dots(const uint8_t* tb, const int8_t* q, int32_t bias) {
-    int32_t acc[k_tile];
-    for (int r = 0; r < k_tile; r++) {
-        int32_t s = bias;
-        for (int j = 0; j < k_qk / 4; j++)
-            for (int i = 0; i < 4; i++) s += int32_t(tb[j * 64 + r * 4 + i]) * int32_t(q[4 * j + i]);
-        acc[r] = s;
-    }
-    float f[k_tile];
-    for (int r = 0; r < k_tile; r++) f[r] = float(acc[r]);   // exact: |dot| <= 32 * 127 * 127 < 2^24
-    return v16_load(f);
-}
-
-// scores[h][t] for NH heads over whole tiles [tile0, tile1) of kv head g (nb blocks per head)
-template <int NH>
-void scores_q8_tiled(const uint8_t* k, size_t tile_bytes, int64_t g, int64_t nb, const q8_query& qq, int64_t h0,
-                     int64_t tile0, int64_t tile1, float scale, float* scores, int64_t n_pad) {
-    const v16 vs = v16_set1(scale);
-    const size_t head_bytes = size_t(nb) * k_q8_tile_block;
-    for (int64_t tile = tile0; tile < tile1; tile++) {
-        const uint8_t* base = k + size_t(tile) * tile_bytes + size_t(g) * head_bytes;
-        if (tile + k_prefetch_tiles < tile1) prefetch_bytes(base + k_prefetch_tiles * tile_bytes, head_bytes);
-        v16 sf[NH];
-        for (int h = 0; h < NH; h++) sf[h] = v16_zero();
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t* tb = base + b * k_q8_tile_block;
-            const v16 dk = v16_load(reinterpret_cast<const uint16_t*>(tb + k_q8_scales));
-#if defined(__AVX512VNNI__) && defined(__AVX512F__)
-            __m512i kv[8];
-            for (int j = 0; j < 8; j++) kv[j] = _mm512_loadu_si512(tb + 64 * j);
-            for (int h = 0; h < NH; h++) {
-                const int8_t* q = qq.qs[h0 + h] + b * k_qk;
-                __m512i acc = _mm512_set1_epi32(qq.bias[h0 + h][b]);
-                for (int j = 0; j < 8; j++) acc = dpbusd_bcast(acc, kv[j], q + 4 * j);
-                const v16 dot{_mm512_cvtepi32_ps(acc)};
-                sf[h] = v16_fma(dot, v16_mul(dk, v16_set1(qq.d[h0 + h][b])), sf[h]);
-            }
-#else
-            for (int h = 0; h < NH; h++) {
-                const v16 dot = tile_block_dots(tb, qq.qs[h0 + h] + b * k_qk, qq.bias[h0 + h][b]);
-                sf[h] = v16_fma(dot, v16_mul(dk, v16_set1(qq.d[h0 + h][b])), sf[h]);
-            }
-#endif
-        }
-        for (int h = 0; h < NH; h++) v16_store(scores + (h0 + h) * n_pad + tile * k_tile, v16_mul(sf[h], vs));
-    }
-}
-
-// 16 int8 as floats
-inline v16 v16_load_s8(const uint8_t* p) {
-#if defined(STRATA_V16_AVX512)
-    return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
-#elif defined(STRATA_V16_AVX2)
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(x, 8)))};
-#else
-    v16 r;
-    for (int i = 0; i < 16; i++) r.f[i] = float(int8_t(p[i]));
-    return r;
-#endif
-}
-
-// out[h][b0 * 32 ..] of NH heads over NB blocks from b0 of the kv head's V rows (first = the kv head's
-// byte offset in a row): acc = fma(p[h][t] * d_v, v_q, acc) in position order, then times inv_sum.
-template <int NH, int NB>
-void values_q8(const uint8_t* v, size_t row_bytes, size_t first, int64_t b0, const float* p, int64_t n_pad,
-               int64_t n_pos, const float* inv_sum, int64_t hd, float* out) {
-    v16 acc[NH][2 * NB];
-    for (int h = 0; h < NH; h++)
-        for (int c = 0; c < 2 * NB; c++) acc[h][c] = v16_zero();
-    const size_t off = first + size_t(b0) * k_q8_block;
-    for (int64_t t = 0; t < n_pos; t++) {
-        const uint8_t* row = v + size_t(t) * row_bytes + off;
-        if (t + k_prefetch_rows < n_pos) prefetch_bytes(row + k_prefetch_rows * row_bytes, NB * k_q8_block);
-        for (int b = 0; b < NB; b++) {
-            const uint8_t* blk = row + b * k_q8_block;
-            const float d = half_bits_to_float(blk);
-            const v16 x0 = v16_load_s8(blk + 2), x1 = v16_load_s8(blk + 18);
-            for (int h = 0; h < NH; h++) {
-                const v16 w = v16_set1(p[h * n_pad + t] * d);
-                acc[h][2 * b] = v16_fma(w, x0, acc[h][2 * b]);
-                acc[h][2 * b + 1] = v16_fma(w, x1, acc[h][2 * b + 1]);
-            }
-        }
-    }
-    for (int h = 0; h < NH; h++) {
-        const v16 inv = v16_set1(inv_sum[h]);
-        for (int c = 0; c < 2 * NB; c++) v16_store(out + h * hd + b0 * k_qk + c * 16, v16_mul(acc[h][c], inv));
-    }
-}
-
-template <int NB>
-void values_q8_heads(const uint8_t* v, size_t row_bytes, size_t first, int64_t b0, const float* p, int64_t n_pad,
-                     int64_t n_pos, const float* inv_sum, int64_t n_heads, int64_t hd, float* out) {
-    constexpr int G = NB >= 4 ? 2 : 4;   // accumulators G * 2 * NB <= 16 vectors
-    int64_t h = 0;
-    for (; h + G <= n_heads; h += G)
-        values_q8<G, NB>(v, row_bytes, first, b0, p + h * n_pad, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
-    // the last heads in one pass over V too (3 query heads per kv head: one pass, not three)
-    const float* ph = p + h * n_pad;
-    switch (n_heads - h) {
-        case 1: values_q8<1, NB>(v, row_bytes, first, b0, ph, n_pad, n_pos, inv_sum + h, hd, out + h * hd); break;
-        case 2: values_q8<2, NB>(v, row_bytes, first, b0, ph, n_pad, n_pos, inv_sum + h, hd, out + h * hd); break;
-        case 3: values_q8<3, NB>(v, row_bytes, first, b0, ph, n_pad, n_pos, inv_sum + h, hd, out + h * hd); break;
-        default: break;   // 0 (G = 2 leaves at most 1)
-    }
-}
-
-// The n_rep query heads of one call, quantized (per thread: attention runs on the pool's threads)
-const q8_query& quantize_queries(const float* q, int64_t n_rep, int64_t hd) {
-    thread_local q8_query qq;   // 17 KiB
-    for (int64_t h = 0; h < n_rep; h++) quantize_query(q + h * hd, hd, qq.qs[h], qq.d[h], qq.bias[h]);
-    return qq;
-}
-
-void scores_q8_heads(const kv_layout& L, const uint8_t* k, const q8_query& qq, int64_t g, int64_t n_rep,
-                     int64_t tile0, int64_t tile1, int64_t n_pad, float scale, float* scores) {
-    const int64_t nb = L.head_dim / k_qk;
-    const size_t tile_bytes = size_t(k_tile) * L.row_bytes;
-    for (int64_t h0 = 0; h0 < n_rep; h0 += 4) {
-        switch (std::min<int64_t>(4, n_rep - h0)) {
-            case 1: scores_q8_tiled<1>(k, tile_bytes, g, nb, qq, h0, tile0, tile1, scale, scores, n_pad); break;
-            case 2: scores_q8_tiled<2>(k, tile_bytes, g, nb, qq, h0, tile0, tile1, scale, scores, n_pad); break;
-            case 3: scores_q8_tiled<3>(k, tile_bytes, g, nb, qq, h0, tile0, tile1, scale, scores, n_pad); break;
-            default: scores_q8_tiled<4>(k, tile_bytes, g, nb, qq, h0, tile0, tile1, scale, scores, n_pad); break;
-        }
-    }
-}
-
-// All of kv head g's output dimensions (nb blocks) for its n_rep query heads
-void values_q8_all(const kv_layout& L, const uint8_t* v, int64_t g, int64_t n_rep, const float* p, int64_t n_pad,
-                   int64_t n_pos, const float* inv_sum, float* out) {
-    const int64_t hd = L.head_dim, nb = hd / k_qk;
-    const size_t first = size_t(g * nb) * k_q8_block;
-    switch (nb) {
-        case 1: values_q8_heads<1>(v, L.row_bytes, first, 0, p, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
-        case 2: values_q8_heads<2>(v, L.row_bytes, first, 0, p, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
-        case 4: values_q8_heads<4>(v, L.row_bytes, first, 0, p, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
-        default:   // each block's lanes alone: the same chains as above
-            for (int64_t b = 0; b < nb; b++)
-                values_q8_heads<1>(v, L.row_bytes, first, b, p, n_pad, n_pos, inv_sum, n_rep, hd, out);
-    }
-}
-
-void attention_q8_tiled(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
-                        int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores) {
-    const int64_t n_tiles = (n_pos + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
-    scores_q8_heads(L, k, quantize_queries(q, n_rep, L.head_dim), g, n_rep, 0, n_tiles, n_pad, scale, scores);
-    float inv_sum[k_max_rep];   // n_rep <= k_max_rep (checked by kv_layout_make's caller)
-    for (int64_t h = 0; h < n_rep; h++) inv_sum[h] = softmax_tiled(scores + h * n_pad, n_pos, n_pad);
-    values_q8_all(L, v, g, n_rep, scores, n_pad, n_pos, inv_sum, out);
-}
 
 // scores[h][t] of the n_rep heads for the positions of tiles [tile0, tile1) (rows of n_pad floats)
 template <typename T>

@@ -1,6 +1,6 @@
 """For the tests that compile engine sources themselves with other instruction sets: g++ and the CPU
 flags a variant needs, or a skip that says which is missing; a check program built with
-engine_native/src/attention.cpp and run."""
+engine_native/src/attention.cpp and attention-q8.cpp, and run."""
 
 from __future__ import annotations
 
@@ -32,11 +32,11 @@ SRC = Path(__file__).resolve().parents[2] / "engine_native" / "src"
 
 
 def build_and_run_check(program: Path, flags: list[str], cpu_flags: list[str], exe: Path, cases: int) -> str:
-    """Compiles `program` with attention.cpp and `flags` (skips as gxx_and_cpu_or_skip does), runs it,
+    """Compiles `program` with the attention sources and `flags` (skips as gxx_and_cpu_or_skip does), runs it,
     asserts it printed "0 of `cases` cases differ" and exited 0; returns its output."""
     compiler = gxx_and_cpu_or_skip(cpu_flags)
     cmd = [compiler, "-std=gnu++17", "-O2", "-fno-math-errno", *flags, f"-I{SRC}", str(program),
-           str(SRC / "attention.cpp"), "-o", str(exe)]
+           str(SRC / "attention.cpp"), str(SRC / "attention-q8.cpp"), "-o", str(exe)]
     built = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-4000:]
     ran = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
