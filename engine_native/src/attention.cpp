@@ -25,10 +25,9 @@ namespace strata {
 
 using namespace attn_detail;
 
-// The tiled softmax, shared with attention-q8.cpp
 // One query's scores sc[0, n_pad) (n_pad = n_pos rounded up to whole tiles) -> exp(sc - max) in
 // place, 0 past n_pos; returns 1 / their sum. The one softmax of the tiled path (single rows and
-// groups of rows alike).
+// groups of rows alike; attention-q8.cpp's too).
 float attn_detail::softmax_tiled(float* sc, int64_t n_pos, int64_t n_pad) {
     for (int64_t t = n_pos; t < n_pad; t++) sc[t] = -INFINITY;   // positions past the row's own
     v16 mx = v16_load(sc);
@@ -48,7 +47,6 @@ float attn_detail::softmax_tiled(float* sc, int64_t n_pos, int64_t n_pad) {
 }
 
 namespace {
-
 
 size_t elem_bytes(int32_t type) { return type == TYPE_F32 ? 4 : 2; }
 
@@ -149,7 +147,6 @@ void attention_rows(const kv_layout& L, const uint8_t* k, const uint8_t* v, cons
 }
 
 // ---- tiled layout
-
 
 // scores[h][t] for NH heads over whole tiles [0, n_tiles): one fma per (dimension, 16 positions)
 template <int NH, typename T>
