@@ -222,7 +222,6 @@ void weighted_values_group(const T* v, int64_t kv_dim, int64_t off, const float*
     if (rest == 1) weighted_values_heads<1, CH>(v, kv_dim, off, pr, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
 }
 
-
 // scores[h][t] of the n_rep heads for the positions of tiles [tile0, tile1) (rows of n_pad floats)
 template <typename T>
 void scores_heads(const T* k, int64_t kv_dim, int64_t g, int64_t hd, const float* q, int64_t n_rep, int64_t tile0,
