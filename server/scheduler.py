@@ -78,6 +78,7 @@ class Scheduler:
         # prefill rate, few enough that the streams riding along get a token every ~0.1 s on two
         # cores. 0 turns mixed steps off (prompt pieces and decode steps apart).
         self.mixed_piece = mixed_piece
+        self._parked_at_stop = False
         self.prefill_rate = 0.0        # tokens/s of recent prefill pieces (EMA), sizes the slices
         self.metrics = metrics
         self.cache = cache
@@ -108,6 +109,20 @@ class Scheduler:
             self._cv.notify_all()
         if self._thread is not None:
             self._thread.join(timeout)
+            if self._thread.is_alive():   # still inside an engine call: leave the contexts alone
+                return
+        self._park_live_histories()
+
+    def _park_live_histories(self) -> None:
+        """At a clean stop, the histories still in the engine's contexts (the solo conversation in main,
+        the slots') go to the cache, which then hands them to its disk level: after a restart their next
+        turn restores them instead of reading them again. Only with a disk level (RAM does not outlive
+        the process)."""
+        if self._parked_at_stop or self.cache is None or not self.cache.keeps_across_restarts():
+            return
+        self._parked_at_stop = True       # stop() runs twice at shutdown (aiohttp's on_shutdown, then cleanup)
+        for ctx in range(len(self.table.contexts)):
+            self._park_to_cache(ctx, "server stopped")
 
     def submit(self, job: Job) -> None:
         """Hands a job to the worker; 503 with Retry-After when the queue is full."""

@@ -519,6 +519,10 @@ class ConversationCache:
                 if s.level.state == "on":
                     s.cascade.enforce(now)
 
+    def keeps_across_restarts(self) -> bool:
+        """Whether a parked history outlives this process (a disk level is on; close() hands RAM to it)."""
+        return self.first_disk is not None
+
     def close(self, persist: bool = True) -> None:
         """Drain the spill writer; with `persist`, hand RAM entries to the first disk level."""
         if self._closed:

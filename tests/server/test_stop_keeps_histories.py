@@ -1,0 +1,45 @@
+"""A clean stop hands the histories still in the engine's contexts to the conversation cache's disk level,
+so that after a restart a continued conversation restores its history instead of reading it again; with
+no disk level nothing is parked at the stop (RAM does not outlive the process)."""
+
+from __future__ import annotations
+
+import openai
+
+from tests.server.live import LiveServer
+
+SYSTEM = "You are a terse coding agent. " + "Keep every answer short. " * 30
+
+
+def _server(tiny_model, **cache_flags) -> LiveServer:
+    return LiveServer(model=str(tiny_model), ctx=2048, batch=2, slot_ctx=1024, threads=1, **cache_flags)
+
+
+def _turn(server: LiveServer, messages: list[dict]):
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0)
+    return client.chat.completions.create(model="m", messages=messages, max_tokens=8, temperature=0,
+                                          extra_body={"ignore_eos": True})
+
+
+def test_a_restart_restores_the_conversation_that_was_running(tiny_model, tmp_path):
+    flags = {"conversation_cache_warm_dir": str(tmp_path / "warm"), "conversation_cache_warm_mib": 256}
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What does git bisect do?"}]
+    with _server(tiny_model, **flags) as first:
+        answer = _turn(first, messages)
+        parked_before_stop = first.state.cache.parks.copy()
+    assert list((tmp_path / "warm").glob("*.img")), "the running conversation was not written at the stop"
+    messages += [{"role": "assistant", "content": answer.choices[0].message.content},
+                 {"role": "user", "content": "And git blame?"}]
+    with _server(tiny_model, **flags) as second:
+        again = _turn(second, messages)
+    history = answer.usage.prompt_tokens + answer.usage.completion_tokens - 1
+    assert again.usage.prompt_tokens_details.cached_tokens >= history - 8, (again.usage, history)
+    assert sum(parked_before_stop.values()) == 0      # nothing was parked while it ran: the stop did it
+
+
+def test_without_a_disk_level_the_stop_parks_nothing(tiny_model):
+    with _server(tiny_model, conversation_cache_mib=64) as server:
+        _turn(server, [{"role": "user", "content": "hello"}])
+        cache = server.state.cache
+        server.state.scheduler.stop()
+        assert sum(cache.parks.values()) == 0 and not cache.ram.entries
