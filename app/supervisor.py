@@ -25,7 +25,7 @@ from strata.app.restart_policy import Exit, RestartConfig, decide
 
 HEALTH_TIMEOUT_S = 180.0     # a server that does not answer /health by then is killed and counts as failed
 HEALTH_POLL_S = 0.2
-STOP_GRACE_S = 15.0          # SIGTERM first; SIGKILL after this long
+STOP_GRACE_S = 15.0          # standard input closed first (a clean stop); then SIGTERM, then SIGKILL
 LISTENING = re.compile(r"listening on (https?://[^\s()|]+)")
 
 
@@ -42,7 +42,7 @@ class ServerStatus:
 def server_command(config_path: Path | None, extra: tuple[str, ...] = ()) -> list[str]:
     """How to run `strata serve` here: `python -m strata serve`, or the frozen app itself (PyInstaller)
     with `--strata-cli`, which `strata.app.main` hands to the `strata` command."""
-    args = ["serve"] + (["--config", str(config_path)] if config_path else []) + list(extra)
+    args = ["serve", "--stop-on-stdin-eof"] + (["--config", str(config_path)] if config_path else []) + list(extra)
     if getattr(sys, "frozen", False):
         return [sys.executable, "--strata-cli", *args]
     return [sys.executable, "-m", "strata", *args]
@@ -142,7 +142,7 @@ class ServerSupervisor:
         self._requested = False
         self._last_line = ""
         flags = getattr(subprocess, "CREATE_NO_WINDOW", 0)   # Windows: no console window for the server
-        proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, env=self.env, creationflags=flags,
                                 preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         with self._lock:
@@ -191,9 +191,19 @@ class ServerSupervisor:
         if proc is None or proc.poll() is not None:
             return
         self._requested = True
+        # closing its standard input asks for a clean stop on every platform (`--stop-on-stdin-eof`: the
+        # server parks its conversations to disk); SIGTERM (TerminateProcess on Windows) after the grace
+        # time, then SIGKILL
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(grace)
+            return
+        except (OSError, subprocess.TimeoutExpired):
+            pass
         proc.terminate()
         try:
-            proc.wait(grace)
+            proc.wait(5)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)

@@ -1,8 +1,9 @@
 """`strata serve`: flags, configuration, start-up checks, the listening loop, signals and the status line.
 
 An invalid option or variable stops start-up with a message naming it (exit status 2); a model that
-cannot be loaded stops the server (exit status 1). SIGINT / SIGTERM stop it cleanly: running requests
-are cancelled, the engine thread joins, the cache closes. Not here: the app itself (app.py).
+cannot be loaded stops the server (exit status 1). SIGINT / SIGTERM (and, with --stop-on-stdin-eof, the
+end of standard input) stop it cleanly: running requests are cancelled, the engine thread joins, the
+histories in the engine's contexts are parked, the cache closes. Not here: the app itself (app.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import signal
 import socket
 import sys
+import threading
 import time
 from typing import Any
 
@@ -78,6 +80,8 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
         loop.call_soon_threadsafe(stop.set)
 
     state.on_load_error = on_load_error
+    if config.stop_on_stdin_eof:
+        watch_stdin(lambda: loop.call_soon_threadsafe(stop.set))
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             loop.add_signal_handler(sig, stop.set)
@@ -166,6 +170,22 @@ def bind_hint(errno_value: int | None, port: int) -> str:
     if errno_value == errno.EADDRNOTAVAIL:
         return HOST_HINT
     return "--host and --port choose another address"
+
+
+def watch_stdin(on_eof: Any) -> None:
+    """Calls on_eof when standard input reaches its end (the parent closed the pipe, or exited): a clean
+    stop that works where signals do not (Windows)."""
+    def read_to_eof() -> None:
+        stream = sys.stdin.buffer if sys.stdin is not None else None
+        try:
+            while stream is not None and stream.read(4096):
+                pass
+        except (OSError, ValueError):
+            pass
+        log.info("standard input closed: stopping")
+        on_eof()
+
+    threading.Thread(target=read_to_eof, name="strata-stdin", daemon=True).start()
 
 
 def status_line_shown(config: ServerConfig) -> bool:

@@ -137,6 +137,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("timeline-out", str, None, "append a replay timeline of real traffic (ids, times, token counts; no "
            "text) to this JSONL file, for `strata replay`", metavar="PATH"),
     Option("status-line", bool, False, "show a live one-line status on stderr (only when it is a terminal)"),
+    Option("stop-on-stdin-eof", bool, False, "stop cleanly when standard input closes (how the app asks its "
+           "server to stop on every platform; Windows has no SIGTERM)"),
     Option("log-level", str, "info", "log level", choices=("debug", "info", "warning", "error")),
 )
 

@@ -1,6 +1,6 @@
 """The supervisor with real child processes: a crash loop gives up after STRATA_START_RETRIES with the
 reason, a refused configuration is not retried, a healthy server is found by its own "listening on"
-line, and stop() ends it."""
+line, and stop() ends it cleanly by closing its standard input."""
 
 from __future__ import annotations
 
@@ -70,6 +70,9 @@ def test_a_real_server_runs_until_stopped(tmp_path, tiny_model_factory):
     st = sup.status()
     assert st.state == "stopped" and st.pid is None and st.restarts == 0
     assert any("server started" in text for _, text in sup.events)
+    # a clean stop, asked by closing its standard input (no signal: the same on Windows)
+    log = (tmp_path / "logs" / "server.log").read_text()
+    assert "standard input closed: stopping" in log
 
 
 def test_helpers():
@@ -77,7 +80,7 @@ def test_helpers():
     assert connect_address("http://[::]:8080/") == "http://127.0.0.1:8080"
     assert connect_address("http://10.0.0.2:8080") == "http://10.0.0.2:8080"
     cmd = server_command(None)
-    assert cmd[1:] == ["-m", "strata", "serve"]
+    assert cmd[1:] == ["-m", "strata", "serve", "--stop-on-stdin-eof"]
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
