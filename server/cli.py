@@ -175,10 +175,14 @@ def bind_hint(errno_value: int | None, port: int) -> str:
 def watch_stdin(on_eof: Any) -> None:
     """Calls on_eof when standard input reaches its end (the parent closed the pipe, or exited): a clean
     stop that works where signals do not (Windows)."""
+    if sys.stdin is None:              # a windowed process without one: nothing to watch, keep running
+        log.warning("--stop-on-stdin-eof: this process has no standard input; stop it with a signal")
+        return
+    stream = sys.stdin.buffer
+
     def read_to_eof() -> None:
-        stream = sys.stdin.buffer if sys.stdin is not None else None
         try:
-            while stream is not None and stream.read(4096):
+            while stream.read(4096):
                 pass
         except (OSError, ValueError):
             pass
