@@ -120,7 +120,9 @@ class engine {
     };
     // y = x @ W^T for each job: x (n_rows, n_cols) quantized once per activation type, one dispatch.
     void matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initializer_list<matmul_job> jobs);
-    // layer il's attention of lone rows in parts over the threads (forward.cpp, split_pays)
+    // attention of lone rows in parts over the threads (forward.cpp, split_pays): the parts of a
+    // forward's rows, then layer il's attention by them
+    void plan_attention_parts(const batch_row* rows, int64_t n);
     void attention_parts(const batch_row* rows, int64_t n, int64_t il, float scale);
 
     engine_params params_;
@@ -145,6 +147,14 @@ class engine {
     float* out_ = nullptr;      // (max_rows, n_embd) projection outputs before the residual add
     uint8_t* xq_[3] = {};       // (max_rows, act_row_bytes(max cols)) quantized activations, one per act type
     size_t xq_bytes_ = 0;       // bytes of each xq_ buffer
+    struct part_plan {
+        struct part {
+            int64_t r, g, a, b;   // row, kv head; scores: tiles [a, b); values: dimensions from a
+        };
+        std::vector<int64_t> offset, n_pad;   // (n + 1,) row r's scores at part_scores_ + offset[r]; (n,)
+        std::vector<part> scores, values;
+    };
+    part_plan parts_;                             // plan_attention_parts, reused across forwards
     std::vector<float> part_scores_, part_inv_;   // attention_parts: the rows' scores, 1 / softmax sums
     float* att_scratch_ = nullptr;   // (n_threads, attention_scratch_floats(n_rep, max_capacity)) scores
     float* rope_ = nullptr;          // (max_rows, n_rot / 2, 2) cos, sin per row

@@ -125,46 +125,52 @@ bool split_pays(const std::vector<int64_t>& costs, int64_t max_pos, int n_thread
 
 }  // namespace
 
+void engine::plan_attention_parts(const batch_row* rows, int64_t n) {
+    const model_hparams& h = model_->hp;
+    part_plan& p = parts_;
+    // row r's scores: (n_head, n_pad[r]) at part_scores_ + offset[r]
+    p.offset.assign(size_t(n) + 1, 0);
+    p.n_pad.assign(size_t(n), 0);
+    p.scores.clear();
+    p.values.clear();
+    for (int64_t r = 0; r < n; r++) {
+        const int64_t n_pad = (rows[r].pos + k_kv_tile) / k_kv_tile * k_kv_tile, n_tiles = n_pad / k_kv_tile;
+        p.n_pad[size_t(r)] = n_pad;
+        p.offset[size_t(r) + 1] = p.offset[size_t(r)] + h.n_head * n_pad;
+        for (int64_t g = 0; g < h.n_head_kv; g++) {
+            for (int64_t t = 0; t < n_tiles; t += k_split_tiles)
+                p.scores.push_back({r, g, t, std::min(n_tiles, t + k_split_tiles)});
+            for (int64_t d = 0; d < h.head_dim; d += k_attention_split_dims) p.values.push_back({r, g, d, 0});
+        }
+    }
+    if (part_scores_.size() < size_t(p.offset.back())) part_scores_.resize(size_t(p.offset.back()));
+    part_inv_.resize(size_t(n * h.n_head));
+}
+
 void engine::attention_parts(const batch_row* rows, int64_t n, int64_t il, float scale) {
     const model_hparams& h = model_->hp;
     const int64_t Q = h.q_dim(), HD = h.head_dim, n_rep = h.n_head / h.n_head_kv;
-    // row r's scores: (n_head, n_pad[r]) at part_scores_ + offset[r]
-    std::vector<int64_t> offset(static_cast<size_t>(n) + 1, 0), n_pad(static_cast<size_t>(n));
-    for (int64_t r = 0; r < n; r++) {
-        n_pad[size_t(r)] = (rows[r].pos + k_kv_tile) / k_kv_tile * k_kv_tile;
-        offset[size_t(r) + 1] = offset[size_t(r)] + h.n_head * n_pad[size_t(r)];
-    }
-    if (int64_t(part_scores_.size()) < offset[size_t(n)]) part_scores_.resize(size_t(offset[size_t(n)]));
-    part_inv_.resize(size_t(n * h.n_head));
-    struct part {
-        int64_t r, g, a, b;   // scores: tiles [a, b); values: dimensions from a
-    };
-    std::vector<part> scores, values;
-    for (int64_t r = 0; r < n; r++) {
-        for (int64_t g = 0; g < h.n_head_kv; g++) {
-            const int64_t n_tiles = n_pad[size_t(r)] / k_kv_tile;
-            for (int64_t t = 0; t < n_tiles; t += k_split_tiles) scores.push_back({r, g, t, std::min(n_tiles, t + k_split_tiles)});
-            for (int64_t d = 0; d < HD; d += k_attention_split_dims) values.push_back({r, g, d, 0});
-        }
-    }
+    const part_plan& p = parts_;
     float* S = part_scores_.data();
-    auto head_scores = [&](const part& u) { return S + offset[size_t(u.r)] + u.g * n_rep * n_pad[size_t(u.r)]; };
-    pool_->parallel_chunks(int64_t(scores.size()), [&](int64_t c, int) {
-        const part& u = scores[size_t(c)];
+    auto head_scores = [&](const part_plan::part& u) {
+        return S + p.offset[size_t(u.r)] + u.g * n_rep * p.n_pad[size_t(u.r)];
+    };
+    pool_->parallel_chunks(int64_t(p.scores.size()), [&](int64_t c, int) {
+        const part_plan::part& u = p.scores[size_t(c)];
         attention_scores_part(kvh_, rows[u.r].ctx->k_head(il, u.g), q_ + u.r * Q + u.g * n_rep * HD, 0, n_rep, u.a, u.b,
-                              n_pad[size_t(u.r)], scale, head_scores(u));
+                              p.n_pad[size_t(u.r)], scale, head_scores(u));
     });
     pool_->parallel_range(n * h.n_head, 1, 1, [&](int64_t b, int64_t e, int) {
         for (int64_t i = b; i < e; i++) {
             const int64_t r = i / h.n_head, hh = i % h.n_head;
-            part_inv_[size_t(i)] = attention_softmax_part(S + offset[size_t(r)] + hh * n_pad[size_t(r)], rows[r].pos + 1,
-                                                          n_pad[size_t(r)]);
+            part_inv_[size_t(i)] = attention_softmax_part(S + p.offset[size_t(r)] + hh * p.n_pad[size_t(r)],
+                                                          rows[r].pos + 1, p.n_pad[size_t(r)]);
         }
     });
-    pool_->parallel_chunks(int64_t(values.size()), [&](int64_t c, int) {
-        const part& u = values[size_t(c)];
+    pool_->parallel_chunks(int64_t(p.values.size()), [&](int64_t c, int) {
+        const part_plan::part& u = p.values[size_t(c)];
         attention_values_part(kvh_, rows[u.r].ctx->v_head(il, u.g), head_scores(u), 0, n_rep, rows[u.r].pos + 1,
-                              n_pad[size_t(u.r)], part_inv_.data() + u.r * h.n_head + u.g * n_rep, u.a,
+                              p.n_pad[size_t(u.r)], part_inv_.data() + u.r * h.n_head + u.g * n_rep, u.a,
                               xn_ + u.r * Q + u.g * n_rep * HD);
     });
 }
@@ -349,6 +355,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
     }
     const bool split =
         lone_rows_only && attention_split_ok(kvh_) && split_pays(task_costs, max_pos, pool_->size());
+    if (split) plan_attention_parts(rows, n);   // the same parts in every layer
 
     for (int64_t il = 0; il < h.n_layer; il++) {
         const layer_weights& L = m.layers[size_t(il)];
