@@ -17,6 +17,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -172,7 +173,7 @@ def bind_hint(errno_value: int | None, port: int) -> str:
     return "--host and --port choose another address"
 
 
-def watch_stdin(on_eof: Any) -> None:
+def watch_stdin(on_eof: Callable[[], object]) -> None:
     """Calls on_eof when standard input reaches its end (the parent closed the pipe, or exited): a clean
     stop that works where signals do not (Windows)."""
     if sys.stdin is None:              # a windowed process without one: nothing to watch, keep running
