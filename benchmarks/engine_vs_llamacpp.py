@@ -93,7 +93,8 @@ def worker_llama(model: str, threads: int, backend: str = "cpu") -> dict:
     ctx = L.llama_init_from_model(mdl, cp)
     if not ctx:
         raise RuntimeError("llama.cpp could not create a context")
-    r = {"load_s": time.perf_counter() - t0, "engine": f"llama.cpp (llama-cpp-python {L.__version__})"}
+    offload = ", all layers on the GPU" if backend == "cuda" and L.llama_supports_gpu_offload() else ""
+    r = {"load_s": time.perf_counter() - t0, "engine": f"llama.cpp (llama-cpp-python {L.__version__}{offload})"}
     mem = L.llama_get_memory(ctx)
     n_vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(mdl))
     batch = L.llama_batch_init(512, 0, N_BATCH)
