@@ -1,12 +1,19 @@
-// The CUDA backend's one product kernel, for decode and prefill alike: y = x @ W^T with W in any
-// supported GGUF type, dequantized tile by tile to f16 (bf16 for BF16 weights) in shared memory and
-// multiplied on tensor cores (WMMA 16x16x16, f32 accumulation); plus the embedding lookup.
+// The CUDA backend's product kernels, one for decode and one for prefill, with one k-order between
+// them: y = x @ W^T with W in any supported GGUF type, dequantized to f16 (bf16 for BF16 weights) in
+// shared memory and multiplied on tensor cores (WMMA 16x16x16, f32 accumulation); plus the embedding
+// lookup.
 //
 // Not here: the CPU's 8-bit activation formats. The GPU multiplies f16 activations (x clamped to
 // +-65504) with f16-rounded weights, so its logits differ from the CPU backend's within the parity
-// tests' tolerance, never bitwise. Bitwise rule on the GPU: an output (token t, weight row r) is the
-// same sequence of mma steps over k = 0, 16, 32, ... whatever the tile it falls in, so decode (16 x 16
-// tiles) and prefill (64 x 64) give identical floats and a row never depends on its batch.
+// tests' tolerance, never bitwise.
+//
+// Bitwise rule on the GPU: the k-order of an output (token t, weight row r) is fixed by n_cols alone.
+// The columns are cut into chunks of k_chunk; a chunk's partial sum is the sequence of mma steps over
+// its k = 0, 16, 32, ... starting from zero, and the output is 0 + p0 + p1 + ... in chunk order (f32
+// adds). The prefill kernel walks the chunks in order inside one warp; the decode kernel gives each
+// warp of a block its own chunk (so a decode row keeps many warps busy and each warp's chain is short)
+// and adds the partials in chunk order. Both give the same floats, so decode == prefill of one more
+// token, and a row never depends on its batch.
 #include <cstdint>
 #include <string>
 
@@ -25,6 +32,10 @@ using namespace nvcuda;
 
 constexpr int k_bk = 32;                   // k per step: one 32-block (an eighth of a K-quant super-block)
 constexpr int k_ld = k_bk + 8;             // shared row pitch in elements (multiple of 8, fewer bank conflicts)
+constexpr int k_chunk = 256;               // columns per chunk of the k-order (a K-quant super-block)
+constexpr int k_dec_warps = 4;             // decode: at most this many chunks in flight per 16-row tile
+constexpr int k_dec_rows = 16;             // decode: weight rows a block (one mma tile)
+constexpr int k_stage_pitch = 272;         // decode: staged bytes per row and chunk (Q8_0's 8 x 34, the most)
 
 template <typename T>
 __device__ __forceinline__ T to_elem(float v);
@@ -35,8 +46,23 @@ __device__ __forceinline__ __half to_elem<__half>(float v) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 to_elem<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
-// y (n_tok, n_out) = x (n_tok, n_cols) @ W^T, W (n_out, n_cols) of weight type TYPE; mirrors quants.h
-// matmul (and matvec, the n_tok = 1 case) with float instead of 8-bit activations.
+// Columns and bytes of one block of a quantized TYPE (float types are not staged: no shape).
+template <int TYPE> struct block_shape;
+template <> struct block_shape<TYPE_Q4_0> { static constexpr int cols = 32, bytes = 18; };
+template <> struct block_shape<TYPE_Q4_1> { static constexpr int cols = 32, bytes = 20; };
+template <> struct block_shape<TYPE_Q5_0> { static constexpr int cols = 32, bytes = 22; };
+template <> struct block_shape<TYPE_Q5_1> { static constexpr int cols = 32, bytes = 24; };
+template <> struct block_shape<TYPE_Q8_0> { static constexpr int cols = 32, bytes = 34; };
+template <> struct block_shape<TYPE_Q4_K> { static constexpr int cols = 256, bytes = 144; };
+template <> struct block_shape<TYPE_Q5_K> { static constexpr int cols = 256, bytes = 176; };
+template <> struct block_shape<TYPE_Q6_K> { static constexpr int cols = 256, bytes = 210; };
+
+// Quantized rows are staged into shared memory a chunk at a time (one round trip to VRAM per chunk
+// instead of one per k step); float rows are read in place (an element is one aligned load anyway).
+template <int TYPE>
+constexpr bool staged = !(TYPE == TYPE_F32 || TYPE == TYPE_F16 || TYPE == TYPE_BF16);
+
+// y (n_tok, n_out) = x (n_tok, n_cols) @ W^T for prefill, W (n_out, n_cols) of weight type TYPE.
 // Launch: grid (ceil(n_out / (16 * WARPS)), ceil(n_tok / (16 * TN))), block (32 * WARPS). Warp w computes
 // weight rows [16w, 16w + 16) of the block's tile for its 16 * TN tokens, TN accumulator fragments.
 // The tile shape changes only which outputs a block holds, never the k-order of any one of them.
@@ -53,10 +79,13 @@ matmul_kernel(const uint8_t* __restrict__ w, size_t w_row_bytes, int64_t n_out, 
     const int tid = threadIdx.x, warp = tid / 32;
     const int64_t m0 = int64_t(blockIdx.x) * k_bm, n0 = int64_t(blockIdx.y) * BN;
 
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[TN];
-    for (int j = 0; j < TN; j++) wmma::fill_fragment(acc[j], 0.0f);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[TN], total[TN];   // chunk, sum of chunks
+    for (int j = 0; j < TN; j++) wmma::fill_fragment(total[j], 0.0f);
 
     for (int64_t k0 = 0; k0 < n_cols; k0 += k_bk) {
+        if (k0 % k_chunk == 0) {
+            for (int j = 0; j < TN; j++) wmma::fill_fragment(acc[j], 0.0f);
+        }
         for (int i = tid; i < k_bm * k_bk; i += blockDim.x) {
             const int r = i / k_bk, kk = i % k_bk;
             const int64_t gr = m0 + r, gk = k0 + kk;
@@ -80,16 +109,107 @@ matmul_kernel(const uint8_t* __restrict__ w, size_t w_row_bytes, int64_t n_out, 
                 wmma::mma_sync(acc[j], a, b, acc[j]);
             }
         }
+        if ((k0 + k_bk) % k_chunk == 0 || k0 + k_bk >= n_cols) {   // the chunk's partial joins the sum
+            for (int j = 0; j < TN; j++) {
+                for (int e = 0; e < total[j].num_elements; e++) total[j].x[e] += acc[j].x[e];
+            }
+        }
         __syncthreads();   // a_sh / b_sh are refilled next step
     }
     for (int j = 0; j < TN; j++) {
-        wmma::store_matrix_sync(c_sh + warp * 16 * LDC + j * 16, acc[j], LDC, wmma::mem_row_major);
+        wmma::store_matrix_sync(c_sh + warp * 16 * LDC + j * 16, total[j], LDC, wmma::mem_row_major);
     }
     __syncthreads();
     for (int i = tid; i < k_bm * BN; i += blockDim.x) {
         const int t = i / k_bm, r = i % k_bm;   // consecutive threads: consecutive weight rows of y
         const int64_t gt = n0 + t, gr = m0 + r;
         if (gt < n_tok && gr < n_out) y[gt * n_out + gr] = c_sh[r * LDC + t];
+    }
+}
+
+// y (n_tok, n_out) = x (n_tok, n_cols) @ W^T for decode, n_tok <= 16: one block per 16 weight rows,
+// its warps on successive chunks (warp w on chunks w, w + W, ...), each chunk's partial from zero over
+// its k steps, the partials added to the block's sum in chunk order after each round. Same floats as
+// matmul_kernel.
+// Launch: grid (ceil(n_out / 16)), block (32 * W), W = min(k_dec_warps, number of chunks).
+template <int TYPE, typename T>
+__global__ void __launch_bounds__(32 * k_dec_warps)
+matmul_decode_kernel(const uint8_t* __restrict__ w, size_t w_row_bytes, int64_t n_out, int64_t n_cols,
+                     const float* __restrict__ x, int64_t n_tok, float* __restrict__ y) {
+    using BS = block_shape<TYPE>;
+    constexpr int k_stage = staged<TYPE> ? k_dec_rows * k_stage_pitch : 2;
+    __shared__ __align__(16) uint8_t stage[k_dec_warps][k_stage];             // this chunk's weight bytes
+    __shared__ __align__(32) T a_sh[k_dec_warps][k_dec_rows * k_ld];         // (16 rows, k_bk) weights
+    __shared__ __align__(32) T b_sh[k_dec_warps][16 * k_ld];                 // (16 tokens, k_bk) activations
+    __shared__ __align__(32) float part[k_dec_warps][k_dec_rows * 16];       // chunk partials, (row, token)
+    __shared__ float total[k_dec_rows * 16];
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, n_warps = blockDim.x / 32;
+    const int64_t m0 = int64_t(blockIdx.x) * k_dec_rows;
+    const int64_t n_chunks = (n_cols + k_chunk - 1) / k_chunk;
+    for (int i = tid; i < k_dec_rows * 16; i += blockDim.x) total[i] = 0.0f;
+
+    for (int64_t round = 0; round < n_chunks; round += n_warps) {
+        const int64_t c = round + warp;
+        if (c < n_chunks) {
+            const int64_t kb = c * k_chunk, ke = kb + k_chunk < n_cols ? kb + k_chunk : n_cols;
+            const uint8_t* rows = w;   // staged: stage[warp], pitch k_stage_pitch; else W in place
+            size_t pitch = w_row_bytes;
+            if constexpr (staged<TYPE>) {
+                const int64_t off = kb / BS::cols * BS::bytes, halves = (ke - kb) / BS::cols * BS::bytes / 2;
+                uint16_t* dst = reinterpret_cast<uint16_t*>(stage[warp]);
+#pragma unroll 8
+                for (int64_t i = lane; i < k_dec_rows * halves; i += 32) {
+                    const int64_t r = i / halves, hw = i % halves, gr = m0 + r;
+                    dst[r * (k_stage_pitch / 2) + hw] =
+                        gr < n_out ? *reinterpret_cast<const uint16_t*>(w + size_t(gr) * w_row_bytes + size_t(off) + 2 * hw)
+                                   : uint16_t(0);
+                }
+                __syncwarp();
+                rows = stage[warp];
+                pitch = k_stage_pitch;
+            }
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::fill_fragment(acc, 0.0f);
+            for (int64_t k0 = kb; k0 < ke; k0 += k_bk) {
+                const int64_t gk = k0 + lane;   // this lane's column of the step, every row
+#pragma unroll
+                for (int r = 0; r < k_dec_rows; r++) {
+                    float v = 0.0f;
+                    if (m0 + r < n_out && gk < n_cols) {
+                        v = staged<TYPE> ? cuda_dq::dq<TYPE>(rows + size_t(r) * pitch, gk - kb)
+                                         : cuda_dq::dq<TYPE>(rows + size_t(m0 + r) * pitch, gk);
+                    }
+                    a_sh[warp][r * k_ld + lane] = to_elem<T>(v);
+                }
+#pragma unroll
+                for (int t = 0; t < 16; t++) {
+                    const float v = (t < n_tok && gk < n_cols) ? x[t * n_cols + gk] : 0.0f;
+                    b_sh[warp][t * k_ld + lane] = to_elem<T>(v);
+                }
+                __syncwarp();
+                for (int kk = 0; kk < k_bk; kk += 16) {
+                    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+                    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
+                    wmma::load_matrix_sync(a, a_sh[warp] + kk, k_ld);
+                    wmma::load_matrix_sync(b, b_sh[warp] + kk, k_ld);
+                    wmma::mma_sync(acc, a, b, acc);
+                }
+                __syncwarp();   // a_sh / b_sh are refilled next step
+            }
+            wmma::store_matrix_sync(part[warp], acc, 16, wmma::mem_row_major);
+        }
+        __syncthreads();
+        const int64_t n_parts = n_chunks - round < n_warps ? n_chunks - round : n_warps;
+        for (int i = tid; i < k_dec_rows * 16; i += blockDim.x) {
+            float sum = total[i];
+            for (int64_t p = 0; p < n_parts; p++) sum += part[p][i];   // chunk order
+            total[i] = sum;
+        }
+        __syncthreads();   // part is rewritten next round
+    }
+    for (int i = tid; i < k_dec_rows * 16; i += blockDim.x) {
+        const int t = i / k_dec_rows, r = i % k_dec_rows;   // consecutive threads: consecutive rows of y
+        if (t < n_tok && m0 + r < n_out) y[t * n_out + m0 + r] = total[r * 16 + t];
     }
 }
 
@@ -106,9 +226,11 @@ __global__ void embed_kernel(const uint8_t* w, size_t w_row_bytes, const cuda_de
 template <int TYPE, typename T>
 void launch_matmul(const uint8_t* w, size_t w_row_bytes, int64_t n_out, int64_t n_cols, const float* x, int64_t n_tok,
                    float* y, cudaStream_t stream) {
-    if (n_tok <= 16) {   // decode: one warp of 16 weight rows x 16 tokens a block, many blocks
-        const dim3 grid(unsigned((n_out + 15) / 16), unsigned((n_tok + 15) / 16));
-        matmul_kernel<TYPE, T, 1, 1><<<grid, 32, 0, stream>>>(w, w_row_bytes, n_out, n_cols, x, n_tok, y);
+    if (n_tok <= 16) {   // decode: a block per 16 weight rows, a warp per chunk
+        const int64_t n_chunks = (n_cols + k_chunk - 1) / k_chunk;
+        const int warps = int(n_chunks < k_dec_warps ? n_chunks : k_dec_warps);
+        matmul_decode_kernel<TYPE, T><<<unsigned((n_out + k_dec_rows - 1) / k_dec_rows), 32 * warps, 0, stream>>>(
+            w, w_row_bytes, n_out, n_cols, x, n_tok, y);
     } else {             // prefill: 4 warps, 64 weight rows x 64 tokens a block
         const dim3 grid(unsigned((n_out + 63) / 64), unsigned((n_tok + 63) / 64));
         matmul_kernel<TYPE, T, 4, 4><<<grid, 128, 0, stream>>>(w, w_row_bytes, n_out, n_cols, x, n_tok, y);

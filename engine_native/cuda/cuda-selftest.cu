@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -113,10 +114,12 @@ double rel_err(const std::vector<float>& got, const std::vector<double>& want) {
 
 // ---------------------------------------------------------------- cases
 
-// Products of every type, decode (1 token) and prefill (20 tokens) tiles, and the bitwise rule
-// between them; 40 weight rows (not a multiple of 16) and 512 columns.
+// Products of every type, the decode kernel (1 and 16 tokens) and the prefill kernel (20 tokens), and
+// the bitwise rule between them; 40 weight rows (not a multiple of 16), 6 chunks of columns (two rounds
+// of the decode kernel's warps; the last chunk short where the type allows: 1312 = 5 x 256 + 32).
 void check_matmul(int32_t type, std::vector<cuda_selftest_result>& out) {
-    const int64_t n_out = 40, n_cols = 512, n_tok = 20;
+    const bool super_blocks = type == TYPE_Q4_K || type == TYPE_Q5_K || type == TYPE_Q6_K;
+    const int64_t n_out = 40, n_cols = super_blocks ? 1536 : 1312, n_tok = 20;
     const size_t rb = type_row_bytes(type, n_cols);
     const std::vector<uint8_t> w = random_weights(type, n_out, n_cols);
     std::vector<float> x(static_cast<size_t>(n_tok * n_cols));
@@ -132,16 +135,20 @@ void check_matmul(int32_t type, std::vector<cuda_selftest_result>& out) {
         }
     }
     dev_buf dw(w.size()), dx(sizeof(float) * x.size()), dy(sizeof(float) * want.size()), dy1(sizeof(float) * n_out);
+    dev_buf dy16(sizeof(float) * size_t(16 * n_out));
     up(dw, w);
     up(dx, x);
     cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>(), n_tok, dy.as<float>(), nullptr);
     cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>(), 1, dy1.as<float>(), nullptr);
+    cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>(), 16, dy16.as<float>(), nullptr);
     const std::vector<float> y = down<float>(dy, want.size()), y1 = down<float>(dy1, size_t(n_out));
+    const std::vector<float> y16 = down<float>(dy16, size_t(16 * n_out));
     const double limit = type == TYPE_BF16 ? 2e-2 : 5e-3;   // activations rounded to bf16 / f16
     const std::string name = std::string("matmul ") + type_name(type);
     out.push_back({name + " (20 tokens) vs host", rel_err(y, want), limit, rel_err(y, want) <= limit});
-    const bool same = std::memcmp(y.data(), y1.data(), sizeof(float) * size_t(n_out)) == 0;
-    out.push_back({name + " decode tile == prefill tile (bits)", same ? 0.0 : 1.0, 0.0, same});
+    const bool same = std::memcmp(y.data(), y1.data(), sizeof(float) * size_t(n_out)) == 0 &&
+                      std::memcmp(y.data(), y16.data(), sizeof(float) * size_t(16 * n_out)) == 0;
+    out.push_back({name + " decode (1, 16 tokens) == prefill (bits)", same ? 0.0 : 1.0, 0.0, same});
 
     // the embedding lookup reads the same rows: exact
     std::vector<cuda_dev_row> rows(3);
@@ -228,7 +235,8 @@ void check_attention(int32_t kv_type, bool neox, std::vector<cuda_selftest_resul
     up(drows, rows);
     cuda_qkv_post(dq_.as<float>(), dk.as<float>(), dv.as<float>(), nullptr, nullptr, nullptr, nullptr, nullptr,
                   dcs.as<float>(), drows.as<cuda_dev_row>(), n, 0, s, nullptr);
-    cuda_attention(dq_.as<float>(), dout.as<float>(), drows.as<cuda_dev_row>(), n, 0, s, nullptr);
+    dev_buf dscratch(sizeof(float) * size_t(cuda_attention_scratch_floats(n, s.n_head, s.n_head_kv, s.head_dim)));
+    cuda_attention(dq_.as<float>(), dout.as<float>(), drows.as<cuda_dev_row>(), n, 0, s, dscratch.as<float>(), nullptr);
     const std::vector<float> got = down<float>(dout, q.size());
 
     // host: RoPE (forward.cpp rope_head), K/V rounded as the cache stores them, softmax attention
@@ -275,6 +283,109 @@ void check_attention(int32_t kv_type, bool neox, std::vector<cuda_selftest_resul
     out.push_back({name, rel_err(got, want), limit, rel_err(got, want) <= limit});
 }
 
+const char* kv_name(int32_t kv_type) { return kv_type == TYPE_F32 ? "f32" : kv_type == TYPE_F16 ? "f16" : "q8_0"; }
+
+// Attention alone over a batch of rows of three contexts of different lengths (1 to 3000 positions:
+// one part up to all of them, part and tile ends inside and on the row's end), KV written straight into
+// layer 1 of each context's cache; 10 query heads over 2 KV heads (query groups of 4 and 1), head size
+// 80 (96 for q8_0, whose blocks need 32 | head size): chunks of 64 with a short last one. Against the host
+// loop over the decoded cache values; then every row launched alone must give the batch's bits.
+void check_attention_batch(int32_t kv_type, std::vector<cuda_selftest_result>& out) {
+    cuda_shape s{};
+    s.n_head = 10; s.n_head_kv = 2; s.head_dim = kv_type == TYPE_Q8_0 ? 96 : 80; s.n_rot = 0; s.n_embd = 0; s.n_ff = 0;
+    s.kv_type = kv_type;
+    const int64_t HD = s.head_dim, Qd = s.n_head * HD, KVd = s.n_head_kv * HD, n_layer = 2, layer = 1;
+    s.kv_row_bytes = size_t(type_row_bytes(kv_type, KVd));
+    s.rms_eps = 1e-5f;
+    const size_t rb = s.kv_row_bytes;
+    const std::vector<int64_t> caps = {3008, 300, 70};
+    std::vector<std::vector<uint8_t>> kv(caps.size());
+    std::vector<std::unique_ptr<dev_buf>> dkv;
+    for (size_t c = 0; c < caps.size(); c++) {
+        std::vector<uint8_t>& h = kv[c];
+        h.resize(size_t(2 * n_layer * caps[c]) * rb);
+        const size_t n_rows_total = size_t(2 * n_layer * caps[c]);
+        for (size_t t = 0; t < n_rows_total; t++) {
+            uint8_t* row = h.data() + t * rb;
+            if (kv_type == TYPE_F32) {
+                for (int64_t e = 0; e < KVd; e++) {
+                    const float v = uniform(-1, 1);
+                    std::memcpy(row + 4 * e, &v, 4);
+                }
+            } else if (kv_type == TYPE_F16) {
+                for (int64_t e = 0; e < KVd; e++) put_half(row + 2 * e, uniform(-1, 1));
+            } else {
+                for (int64_t b = 0; b < KVd / 32; b++) {
+                    put_half(row + 34 * b, uniform(0.004f, 0.008f));
+                    for (int j = 0; j < 32; j++) row[34 * b + 2 + j] = uint8_t(int8_t(int(rng() % 255) - 127));
+                }
+            }
+        }
+        dkv.push_back(std::make_unique<dev_buf>(h.size()));
+        up(*dkv.back(), h);
+    }
+    struct case_row { int ctx; int64_t pos; };
+    const std::vector<case_row> cases = {{0, 2999}, {1, 0}, {2, 63}, {1, 200}, {0, 64}, {2, 69}, {0, 1023}};
+    const int64_t n = int64_t(cases.size());
+    std::vector<cuda_dev_row> rows(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; r++) {
+        const case_row& c = cases[size_t(r)];
+        rows[size_t(r)] = {dkv[size_t(c.ctx)]->as<uint8_t>(), caps[size_t(c.ctx)], c.pos, 0, 0};
+    }
+    std::vector<float> q(static_cast<size_t>(n * Qd));
+    for (auto& e : q) e = uniform(-3, 3);
+    dev_buf dq_(4 * q.size()), dout(4 * q.size()), drows(sizeof(cuda_dev_row) * rows.size());
+    dev_buf dscratch(sizeof(float) * size_t(cuda_attention_scratch_floats(n, s.n_head, s.n_head_kv, HD)));
+    up(dq_, q);
+    up(drows, rows);
+    cuda_attention(dq_.as<float>(), dout.as<float>(), drows.as<cuda_dev_row>(), n, layer, s, dscratch.as<float>(), nullptr);
+    const std::vector<float> got = down<float>(dout, q.size());
+
+    auto host_kv = [&](int ctx, int which, int64_t t, int64_t e) {
+        const uint8_t* row = kv[size_t(ctx)].data() + (size_t(2 * layer + which) * size_t(caps[size_t(ctx)]) + size_t(t)) * rb;
+        return double(host_dq(kv_type, row, e));
+    };
+    std::vector<double> want(q.size());
+    for (int64_t r = 0; r < n; r++) {
+        const case_row& c = cases[size_t(r)];
+        const int64_t n_pos = c.pos + 1;
+        std::vector<double> sc(static_cast<size_t>(n_pos));
+        for (int64_t h = 0; h < s.n_head; h++) {
+            const int64_t g = h / (s.n_head / s.n_head_kv);
+            double mx = -INFINITY;
+            for (int64_t t = 0; t < n_pos; t++) {
+                double d = 0.0;
+                for (int64_t i = 0; i < HD; i++) d += double(q[size_t(r * Qd + h * HD + i)]) * host_kv(c.ctx, 0, t, g * HD + i);
+                sc[size_t(t)] = d / std::sqrt(double(HD));
+                mx = std::max(mx, sc[size_t(t)]);
+            }
+            double sum = 0.0;
+            for (int64_t t = 0; t < n_pos; t++) sum += (sc[size_t(t)] = std::exp(sc[size_t(t)] - mx));
+            for (int64_t i = 0; i < HD; i++) {
+                double o = 0.0;
+                for (int64_t t = 0; t < n_pos; t++) o += sc[size_t(t)] * host_kv(c.ctx, 1, t, g * HD + i);
+                want[size_t(r * Qd + h * HD + i)] = o / sum;
+            }
+        }
+    }
+    const double limit = kv_type == TYPE_F32 ? 1e-4 : 2e-3;
+    const std::string name = std::string("attention, KV ") + kv_name(kv_type) + ", 7 rows of 3 contexts, 1 to 3000 positions";
+    out.push_back({name + " vs host", rel_err(got, want), limit, rel_err(got, want) <= limit});
+
+    // the bitwise rule: each row launched alone (its q and row-table entry at the start of the buffers)
+    bool same = true;
+    for (int64_t r = 0; r < n; r++) {
+        dev_buf dq1(4 * size_t(Qd)), dout1(4 * size_t(Qd)), drow1(sizeof(cuda_dev_row));
+        cuda_check(cudaMemcpy(dq1.p, q.data() + r * Qd, 4 * size_t(Qd), cudaMemcpyHostToDevice), "selftest upload");
+        cuda_check(cudaMemcpy(drow1.p, &rows[size_t(r)], sizeof(cuda_dev_row), cudaMemcpyHostToDevice), "selftest upload");
+        cuda_attention(dq1.as<float>(), dout1.as<float>(), drow1.as<cuda_dev_row>(), 1, layer, s, dscratch.as<float>(), nullptr);
+        const std::vector<float> alone = down<float>(dout1, size_t(Qd));
+        same = same && std::memcmp(alone.data(), got.data() + r * Qd, 4 * size_t(Qd)) == 0;
+    }
+    out.push_back({std::string("attention, KV ") + kv_name(kv_type) + ": each row alone == in the batch (bits)",
+                   same ? 0.0 : 1.0, 0.0, same});
+}
+
 }  // namespace
 
 std::vector<cuda_selftest_result> cuda_selftest(int device) {
@@ -289,6 +400,7 @@ std::vector<cuda_selftest_result> cuda_selftest(int device) {
     check_attention(TYPE_F32, false, out);
     check_attention(TYPE_F16, false, out);
     check_attention(TYPE_F32, true, out);
+    for (int32_t kv_type : {TYPE_F16, TYPE_F32, TYPE_Q8_0}) check_attention_batch(kv_type, out);
     return out;
 }
 
