@@ -86,13 +86,18 @@ matmul_kernel(const uint8_t* __restrict__ w, size_t w_row_bytes, int64_t n_out, 
         if (k0 % k_chunk == 0) {
             for (int j = 0; j < TN; j++) wmma::fill_fragment(acc[j], 0.0f);
         }
-        for (int i = tid; i < k_bm * k_bk; i += blockDim.x) {
+        // compile-time trip counts, unrolled: a thread's 16 loads are in flight together
+#pragma unroll
+        for (int j = 0; j < k_bm * k_bk / (32 * WARPS); j++) {
+            const int i = tid + j * 32 * WARPS;
             const int r = i / k_bk, kk = i % k_bk;
             const int64_t gr = m0 + r, gk = k0 + kk;
             const float v = (gr < n_out && gk < n_cols) ? cuda_dq::dq<TYPE>(w + size_t(gr) * w_row_bytes, gk) : 0.0f;
             a_sh[r * k_ld + kk] = to_elem<T>(v);
         }
-        for (int i = tid; i < BN * k_bk; i += blockDim.x) {
+#pragma unroll
+        for (int j = 0; j < BN * k_bk / (32 * WARPS); j++) {
+            const int i = tid + j * 32 * WARPS;
             const int t = i / k_bk, kk = i % k_bk;
             const int64_t gt = n0 + t, gk = k0 + kk;
             const float v = (gt < n_tok && gk < n_cols) ? x[gt * n_cols + gk] : 0.0f;
