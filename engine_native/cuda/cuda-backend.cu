@@ -110,6 +110,7 @@ struct cuda_backend::impl {
     float* out = nullptr;      // (max_rows, n_embd)
     float* logits = nullptr;   // (max_logit_rows, n_vocab)
     float* rope = nullptr;     // (max_rows, n_rot) cos, sin pairs
+    float* att = nullptr;      // attention partial sums (cuda_attention_scratch_floats)
     cuda_dev_row* rows_d = nullptr;   // (max_rows,)
     int32_t* idx_d = nullptr;         // (max_logit_rows,) rows whose logits are wanted
     // pinned host staging of the same shapes
@@ -224,7 +225,7 @@ struct cuda_backend::impl {
             mm(L.wk, xn, n, k);
             mm(L.wv, xn, n, v);
             cuda_qkv_post(q, k, v, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, rope, rows_d, n, il, s, st);
-            cuda_attention(q, xn, rows_d, n, il, s, st);
+            cuda_attention(q, xn, rows_d, n, il, s, att, st);
             mm(L.wo, xn, n, out);
             cuda_rms_norm(x, out, nullptr, L.ffn_norm, xn, n, E, h.rms_eps, st);   // x += out, then norm
             mm(L.w_gate, xn, n, gate);
@@ -344,6 +345,7 @@ cuda_backend::cuda_backend(const model& m, int32_t kv_type, size_t kv_row_bytes,
     b.out = b.fscratch(R * h.n_embd, "scratch out");
     b.logits = b.fscratch(max_logit_rows * h.n_vocab, "scratch logits");
     b.rope = b.fscratch(R * std::max<int64_t>(h.n_rot, 2), "scratch rope");
+    b.att = b.fscratch(cuda_attention_scratch_floats(R, h.n_head, h.n_head_kv, h.head_dim), "scratch attention");
     b.rows_d = static_cast<cuda_dev_row*>(b.dalloc(sizeof(cuda_dev_row) * size_t(R), "row table", &b.scratch_bytes));
     b.idx_d = static_cast<int32_t*>(b.dalloc(sizeof(int32_t) * size_t(max_logit_rows), "logit rows", &b.scratch_bytes));
     cuda_check(cudaMallocHost(&b.rows_h, sizeof(cuda_dev_row) * size_t(R)), "cudaMallocHost rows");

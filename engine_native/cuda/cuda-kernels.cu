@@ -18,8 +18,6 @@ namespace strata {
 namespace {
 
 constexpr int k_row_threads = 256;   // per-row kernels: one block of 256 threads per row
-constexpr int k_att_threads = 128;   // attention: one block of 128 threads per (row, query head)
-constexpr int k_max_head_dim = 2 * k_att_threads;   // each attention thread owns <= 2 output dims
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -41,17 +39,6 @@ __device__ float block_sum(float v, float* sh) {
     __syncthreads();
     float r = 0.0f;
     for (int i = 0; i < n_warps; i++) r += sh[i];
-    return r;
-}
-
-__device__ float block_max(float v, float* sh) {
-    v = warp_max(v);
-    const int w = threadIdx.x / 32, n_warps = blockDim.x / 32;
-    __syncthreads();
-    if (threadIdx.x % 32 == 0) sh[w] = v;
-    __syncthreads();
-    float r = sh[0];
-    for (int i = 1; i < n_warps; i++) r = fmaxf(r, sh[i]);
     return r;
 }
 
@@ -180,73 +167,238 @@ __global__ void qkv_post_kernel(float* Q, float* K, float* V, const float* bq, c
 
 // ---------------------------------------------------------------- attention
 
-// Element e of a cache row in the KV format KVT.
+// Split attention (flash-decoding): a row's positions [0, n_pos) are cut into at most n_parts parts of
+// attention_part_length(n_pos, n_parts) positions (whole tiles of k_att_tile), a function of n_pos and
+// the model shape only, so a row's result never depends on the batch or the launch. One block of
+// k_att_warps warps per (row, KV head, group of <= k_att_heads query heads, part) reads its part's K and
+// V rows once for all the group's query heads (a warp reads whole head rows: coalesced pair loads) and
+// writes an unnormalized partial (acc, running max m, sum l); a merge block per (row, query head) adds
+// the parts in increasing order. Grid sizes depend on n_rows and the shape only (CUDA graphs): blocks
+// whose part lies past the row's length exit at once.
+constexpr int k_att_warps = 4;                       // a part block's warps
+constexpr int k_att_heads = 4;                       // query heads a part block serves: warp j owns head j
+constexpr int k_att_tile = 64;                       // positions per tile; a part is whole tiles
+constexpr int k_att_per_warp = k_att_tile / k_att_warps;   // tile positions a warp loads (K, then V)
+constexpr int k_att_unroll = 4;                      // rows a warp loads before using them
+constexpr int k_att_chunks = 4;                      // 64-element chunks of a head row: head_dim <= 256
+constexpr int k_max_head_dim = 64 * k_att_chunks;
+constexpr int k_att_target_blocks = 256;             // part blocks one decode row aims for
+constexpr int k_att_min_parts = 8, k_att_max_parts = 64;
+constexpr int k_merge_threads = 64;
+static_assert(k_att_heads == k_att_warps, "warp j keeps the softmax state of query head j");
+static_assert(k_att_per_warp % k_att_unroll == 0, "a warp's tile positions come in whole unrolled rounds");
+
+__host__ __device__ __forceinline__ int64_t attention_query_groups(int64_t n_head, int64_t n_head_kv) {
+    return (n_head / n_head_kv + k_att_heads - 1) / k_att_heads;
+}
+
+// Parts per row for a model shape: enough part blocks for one decode row to fill the GPU.
+__host__ __device__ __forceinline__ int attention_parts(int64_t n_head, int64_t n_head_kv) {
+    const int64_t per_part = n_head_kv * attention_query_groups(n_head, n_head_kv);
+    const int64_t want = k_att_target_blocks / (per_part > 0 ? per_part : 1);
+    return int(want < k_att_min_parts ? k_att_min_parts : (want > k_att_max_parts ? k_att_max_parts : want));
+}
+
+// Positions per part of a row of n_pos positions: round_up(ceil(n_pos / n_parts), k_att_tile).
+__host__ __device__ __forceinline__ int64_t attention_part_length(int64_t n_pos, int n_parts) {
+    const int64_t per = (n_pos + n_parts - 1) / n_parts;
+    return (per + k_att_tile - 1) / k_att_tile * k_att_tile;
+}
+
+// Elements e, e + 1 (e even) of a cache row in the KV format KVT. Alignment: f16 rows are 4-byte
+// aligned at even e, f32 rows 8-byte; a q8_0 pair never straddles a 32-block and sits 2-byte aligned.
 template <int KVT>
-__device__ __forceinline__ float kv_elem(const uint8_t* row, int64_t e) {
+__device__ __forceinline__ float2 kv_pair(const uint8_t* row, int64_t e) {
     if constexpr (KVT == TYPE_F16) {
-        return __half2float(__ushort_as_half(reinterpret_cast<const unsigned short*>(row)[e]));
+        return __half22float2(*reinterpret_cast<const __half2*>(row + 2 * e));
     } else if constexpr (KVT == TYPE_F32) {
-        return reinterpret_cast<const float*>(row)[e];
+        return *reinterpret_cast<const float2*>(row + 4 * e);
     } else {
         const uint8_t* blk = row + (e / 32) * 34;
-        return float(int8_t(blk[2 + e % 32])) * cuda_dq::f16_at(blk);
+        const float d = cuda_dq::f16_at(blk);
+        const char2 qs = *reinterpret_cast<const char2*>(blk + 2 + e % 32);
+        return make_float2(float(qs.x) * d, float(qs.y) * d);
     }
 }
 
-// Causal attention of query head h of row r over positions [0, pos]; mirrors attention.cpp
-// attention_group (scores = q.k * scale, softmax, weighted sum of V) with a one-pass softmax over
-// tiles of k_att_threads positions in increasing order (the running max rescales the partial sums).
-// Launch: grid (n_rows, n_head), block (k_att_threads); head_dim <= k_max_head_dim.
+// One part of one row for the query heads [h0, h0 + nq) of KV head g; mirrors attention.cpp
+// attention_group (scores = q.k * scale, softmax, weighted sum of V) with a one-pass softmax over the
+// part's tiles in increasing order. Lane `lane` owns the element pairs 64 c + 2 lane of a head row.
+// Launch: grid (n_rows, n_head_kv * query groups, n_parts), block (32 * k_att_warps).
+// part_acc: (n_rows, n_head, n_parts, head_dim); part_ml: (n_rows, n_head, n_parts, 2 [m, l]).
 template <int KVT>
-__global__ void attention_kernel(const float* Q, float* out, const cuda_dev_row* rows, int64_t layer, cuda_shape s,
-                                 float scale) {
-    __shared__ float q_sh[k_max_head_dim];
-    __shared__ float p_sh[k_att_threads];
-    __shared__ float red[32];
-    const int64_t r = blockIdx.x, h = blockIdx.y, HD = s.head_dim;
-    const int64_t n_rep = s.n_head / s.n_head_kv, g = h / n_rep;
-    const int tid = threadIdx.x;
-    const float* q = Q + r * s.n_head * HD + h * HD;
-    for (int64_t i = tid; i < HD; i += blockDim.x) q_sh[i] = q[i];
+__global__ void __launch_bounds__(32 * k_att_warps)
+attention_part_kernel(const float* Q, const cuda_dev_row* rows, int64_t layer, cuda_shape s, float scale,
+                      int n_parts, float* part_acc, float* part_ml) {
+    __shared__ float p_sh[k_att_heads][k_att_tile];   // scores, then their exp
+    __shared__ float corr_sh[k_att_heads];
+    __shared__ float comb_sh[k_att_warps][k_att_heads][k_max_head_dim];   // the warps' sums of V
+    const int64_t r = blockIdx.x, part = blockIdx.z;
     const cuda_dev_row row = rows[r];
+    const int64_t n_pos = row.pos + 1;
+    const int64_t len = attention_part_length(n_pos, n_parts);
+    const int64_t t_begin = part * len;
+    if (t_begin >= n_pos) return;   // uniform over the block: nothing to do for this part
+    const int64_t t_end = min(n_pos, t_begin + len);
+    const int64_t HD = s.head_dim, n_rep = s.n_head / s.n_head_kv;
+    const int64_t n_qg = attention_query_groups(s.n_head, s.n_head_kv);
+    const int64_t g = blockIdx.y / n_qg, h0 = g * n_rep + (blockIdx.y % n_qg) * k_att_heads;
+    const int nq = int(min(int64_t(k_att_heads), g * n_rep + n_rep - h0));
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const size_t rb = s.kv_row_bytes;
     const uint8_t* kbase = row.kv + size_t(2 * layer) * size_t(row.capacity) * rb;
     const uint8_t* vbase = kbase + size_t(row.capacity) * rb;
-    const int64_t n_pos = row.pos + 1, e0 = g * HD;
-    __syncthreads();
+    const int64_t e0 = g * HD;   // the KV head's first element in a cache row
 
-    float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
-    for (int64_t t0 = 0; t0 < n_pos; t0 += k_att_threads) {
-        const int64_t t = t0 + tid;
-        float sc = -INFINITY;
-        if (t < n_pos) {
-            const uint8_t* krow = kbase + size_t(t) * rb;
-            float dot = 0.0f;
-            for (int64_t d = 0; d < HD; d++) dot += q_sh[d] * kv_elem<KVT>(krow, e0 + d);
-            sc = dot * scale;
+    float2 qv[k_att_heads][k_att_chunks];
+#pragma unroll
+    for (int j = 0; j < k_att_heads; j++) {
+#pragma unroll
+        for (int c = 0; c < k_att_chunks; c++) {
+            const int64_t e = 64 * c + 2 * lane;
+            const float* q = Q + (r * s.n_head + h0 + j) * HD + e;
+            qv[j][c] = j < nq && e < HD ? make_float2(q[0], q[1]) : make_float2(0.0f, 0.0f);
         }
-        const float m_new = fmaxf(m, block_max(sc, red));   // finite: the tile has >= 1 position
-        const float p = t < n_pos ? expf(sc - m_new) : 0.0f;
-        p_sh[tid] = p;
-        const float p_sum = block_sum(p, red);   // its barriers also publish p_sh
-        const float corr = expf(m - m_new);      // 0 on the first tile (m = -inf)
-        l = l * corr + p_sum;
-        acc0 *= corr;
-        acc1 *= corr;
-        const int64_t nt = min(int64_t(k_att_threads), n_pos - t0);
-        for (int64_t j = 0; j < nt; j++) {
-            const uint8_t* vrow = vbase + size_t(t0 + j) * rb;
-            const float pj = p_sh[j];
-            if (tid < HD) acc0 += pj * kv_elem<KVT>(vrow, e0 + tid);
-            if (tid + k_att_threads < HD) acc1 += pj * kv_elem<KVT>(vrow, e0 + tid + k_att_threads);
-        }
-        m = m_new;
-        __syncthreads();   // p_sh is rewritten by the next tile
     }
+    float2 acc[k_att_heads][k_att_chunks];
+#pragma unroll
+    for (int j = 0; j < k_att_heads; j++) {
+#pragma unroll
+        for (int c = 0; c < k_att_chunks; c++) acc[j][c] = make_float2(0.0f, 0.0f);
+    }
+    float m = -INFINITY, l = 0.0f;   // softmax state of query head `warp` (same in every lane)
+
+    for (int64_t t0 = t_begin; t0 < t_end; t0 += k_att_tile) {
+        // scores: warp w loads tile positions [w * k_att_per_warp, +k_att_per_warp), k_att_unroll at a time
+        for (int u0 = 0; u0 < k_att_per_warp; u0 += k_att_unroll) {
+            float2 kf[k_att_unroll][k_att_chunks];
+#pragma unroll
+            for (int u = 0; u < k_att_unroll; u++) {
+                const int64_t t = t0 + warp * k_att_per_warp + u0 + u;
+                const uint8_t* krow = kbase + size_t(t) * rb;
+#pragma unroll
+                for (int c = 0; c < k_att_chunks; c++) {
+                    const int64_t e = 64 * c + 2 * lane;
+                    kf[u][c] = t < t_end && e < HD ? kv_pair<KVT>(krow, e0 + e) : make_float2(0.0f, 0.0f);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < k_att_unroll; u++) {
+                const int tt = warp * k_att_per_warp + u0 + u;
+#pragma unroll
+                for (int j = 0; j < k_att_heads; j++) {
+                    if (j >= nq) break;   // uniform over the block
+                    float d = 0.0f;
+#pragma unroll
+                    for (int c = 0; c < k_att_chunks; c++) d += qv[j][c].x * kf[u][c].x + qv[j][c].y * kf[u][c].y;
+                    d = warp_sum(d);
+                    if (lane == 0) p_sh[j][tt] = t0 + tt < t_end ? d * scale : -INFINITY;
+                }
+            }
+        }
+        __syncthreads();   // scores of the whole tile published
+        if (warp < nq) {   // warp j: one-pass softmax step of head j over this tile
+            const float s0 = p_sh[warp][lane], s1 = p_sh[warp][lane + 32];
+            const float m_new = fmaxf(m, warp_max(fmaxf(s0, s1)));   // finite: the tile has >= 1 position
+            const float p0 = expf(s0 - m_new), p1 = expf(s1 - m_new);
+            const float corr = expf(m - m_new);   // 0 on the first tile (m = -inf)
+            l = l * corr + warp_sum(p0 + p1);
+            m = m_new;
+            p_sh[warp][lane] = p0;
+            p_sh[warp][lane + 32] = p1;
+            if (lane == 0) corr_sh[warp] = corr;
+        }
+        __syncthreads();   // probabilities and corrections published
+#pragma unroll
+        for (int j = 0; j < k_att_heads; j++) {
+            if (j >= nq) break;
+            const float corr = corr_sh[j];
+#pragma unroll
+            for (int c = 0; c < k_att_chunks; c++) {
+                acc[j][c].x *= corr;
+                acc[j][c].y *= corr;
+            }
+        }
+        for (int u0 = 0; u0 < k_att_per_warp; u0 += k_att_unroll) {
+            float2 vf[k_att_unroll][k_att_chunks];
+#pragma unroll
+            for (int u = 0; u < k_att_unroll; u++) {
+                const int64_t t = t0 + warp * k_att_per_warp + u0 + u;
+                const uint8_t* vrow = vbase + size_t(t) * rb;
+#pragma unroll
+                for (int c = 0; c < k_att_chunks; c++) {
+                    const int64_t e = 64 * c + 2 * lane;
+                    vf[u][c] = t < t_end && e < HD ? kv_pair<KVT>(vrow, e0 + e) : make_float2(0.0f, 0.0f);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < k_att_unroll; u++) {
+                const int tt = warp * k_att_per_warp + u0 + u;
+#pragma unroll
+                for (int j = 0; j < k_att_heads; j++) {
+                    if (j >= nq) break;
+                    const float p = p_sh[j][tt];   // 0 past the part's end
+#pragma unroll
+                    for (int c = 0; c < k_att_chunks; c++) {
+                        acc[j][c].x += p * vf[u][c].x;
+                        acc[j][c].y += p * vf[u][c].y;
+                    }
+                }
+            }
+        }
+        __syncthreads();   // p_sh and corr_sh are rewritten by the next tile
+    }
+
+    // the warps' sums of V, added in warp order; the part's (m, l) from warp j
+#pragma unroll
+    for (int j = 0; j < k_att_heads; j++) {
+#pragma unroll
+        for (int c = 0; c < k_att_chunks; c++) {
+            const int e = 64 * c + 2 * lane;
+            if (j < nq && e < HD) {
+                comb_sh[warp][j][e] = acc[j][c].x;
+                comb_sh[warp][j][e + 1] = acc[j][c].y;
+            }
+        }
+    }
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < nq * HD; i += blockDim.x) {
+        const int64_t j = i / HD, e = i % HD;
+        float sum = comb_sh[0][j][e];
+        for (int w = 1; w < k_att_warps; w++) sum += comb_sh[w][j][e];
+        part_acc[((r * s.n_head + h0 + j) * n_parts + part) * HD + e] = sum;
+    }
+    if (warp < nq && lane == 0) {
+        float* ml = part_ml + ((r * s.n_head + h0 + warp) * n_parts + part) * 2;
+        ml[0] = m;
+        ml[1] = l;
+    }
+}
+
+// out[row, head] = sum_p acc_p * exp(m_p - M) / sum_p l_p * exp(m_p - M), parts in increasing order.
+// Launch: grid (n_rows, n_head), block (k_merge_threads).
+__global__ void attention_merge_kernel(float* out, const cuda_dev_row* rows, cuda_shape s, int n_parts,
+                                       const float* part_acc, const float* part_ml) {
+    __shared__ float w_sh[k_att_max_parts];
+    const int64_t r = blockIdx.x, h = blockIdx.y, HD = s.head_dim;
+    const int64_t n_pos = rows[r].pos + 1;
+    const int64_t len = attention_part_length(n_pos, n_parts);
+    const int np = int((n_pos + len - 1) / len);
+    const float* ml = part_ml + (r * s.n_head + h) * n_parts * 2;
+    const float* acc = part_acc + (r * s.n_head + h) * n_parts * HD;
+    float mx = ml[0];
+    for (int p = 1; p < np; p++) mx = fmaxf(mx, ml[2 * p]);
+    for (int p = threadIdx.x; p < np; p += blockDim.x) w_sh[p] = expf(ml[2 * p] - mx);
+    __syncthreads();
+    float l = 0.0f;
+    for (int p = 0; p < np; p++) l += ml[2 * p + 1] * w_sh[p];
     const float inv = 1.0f / l;
-    float* o = out + r * s.n_head * HD + h * HD;
-    if (tid < HD) o[tid] = acc0 * inv;
-    if (tid + k_att_threads < HD) o[tid + k_att_threads] = acc1 * inv;
+    float* o = out + (r * s.n_head + h) * HD;
+    for (int64_t e = threadIdx.x; e < HD; e += blockDim.x) {
+        float sum = 0.0f;
+        for (int p = 0; p < np; p++) sum += acc[p * HD + e] * w_sh[p];
+        o[e] = sum * inv;
+    }
 }
 
 unsigned grid_for(int64_t n) {
@@ -284,25 +436,47 @@ void cuda_qkv_post(float* q, float* k, float* v, const float* bq, const float* b
     cuda_check(cudaGetLastError(), "qkv_post_kernel launch");
 }
 
+int64_t cuda_attention_scratch_floats(int64_t max_rows, int64_t n_head, int64_t n_head_kv, int64_t head_dim) {
+    if (n_head_kv <= 0) return 0;
+    return max_rows * n_head * int64_t(attention_parts(n_head, n_head_kv)) * (head_dim + 2);
+}
+
 void cuda_attention(const float* q, float* out, const cuda_dev_row* rows, int64_t n_rows, int64_t layer,
-                    const cuda_shape& s, cudaStream_t stream) {
+                    const cuda_shape& s, float* scratch, cudaStream_t stream) {
     if (n_rows <= 0) return;
-    if (s.head_dim > k_max_head_dim) {
-        throw cuda_error("attention: head size " + std::to_string(s.head_dim) + " exceeds the CUDA kernel's " +
+    if (s.head_dim > k_max_head_dim || s.head_dim <= 0 || s.head_dim % 2 != 0) {
+        throw cuda_error("attention: head size " + std::to_string(s.head_dim) + " is not an even size up to the CUDA kernel's " +
                          std::to_string(k_max_head_dim));
     }
-    const dim3 grid(unsigned(n_rows), unsigned(s.n_head));
+    if (s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0) {
+        throw cuda_error("attention: " + std::to_string(s.n_head) + " query heads do not group over " +
+                         std::to_string(s.n_head_kv) + " KV heads");
+    }
+    if (s.kv_type == TYPE_Q8_0 && s.head_dim % 32 != 0) {
+        throw cuda_error("attention: q8_0 KV needs a head size that is a multiple of 32, not " +
+                         std::to_string(s.head_dim));
+    }
+    if (!scratch) throw cuda_error("attention: no scratch for the partial sums (cuda_attention_scratch_floats)");
+    const int n_parts = attention_parts(s.n_head, s.n_head_kv);
+    float* part_acc = scratch;
+    float* part_ml = scratch + n_rows * s.n_head * n_parts * s.head_dim;
+    const dim3 grid(unsigned(n_rows), unsigned(s.n_head_kv * attention_query_groups(s.n_head, s.n_head_kv)),
+                    unsigned(n_parts));
+    const int threads = 32 * k_att_warps;
     const float scale = 1.0f / std::sqrt(float(s.head_dim));   // as forward.cpp
     if (s.kv_type == TYPE_F16) {
-        attention_kernel<TYPE_F16><<<grid, k_att_threads, 0, stream>>>(q, out, rows, layer, s, scale);
+        attention_part_kernel<TYPE_F16><<<grid, threads, 0, stream>>>(q, rows, layer, s, scale, n_parts, part_acc, part_ml);
     } else if (s.kv_type == TYPE_F32) {
-        attention_kernel<TYPE_F32><<<grid, k_att_threads, 0, stream>>>(q, out, rows, layer, s, scale);
+        attention_part_kernel<TYPE_F32><<<grid, threads, 0, stream>>>(q, rows, layer, s, scale, n_parts, part_acc, part_ml);
     } else if (s.kv_type == TYPE_Q8_0) {
-        attention_kernel<TYPE_Q8_0><<<grid, k_att_threads, 0, stream>>>(q, out, rows, layer, s, scale);
+        attention_part_kernel<TYPE_Q8_0><<<grid, threads, 0, stream>>>(q, rows, layer, s, scale, n_parts, part_acc, part_ml);
     } else {
         throw cuda_error("attention: unsupported KV type id " + std::to_string(s.kv_type));
     }
-    cuda_check(cudaGetLastError(), "attention_kernel launch");
+    cuda_check(cudaGetLastError(), "attention_part_kernel launch");
+    attention_merge_kernel<<<dim3(unsigned(n_rows), unsigned(s.n_head)), k_merge_threads, 0, stream>>>(
+        out, rows, s, n_parts, part_acc, part_ml);
+    cuda_check(cudaGetLastError(), "attention_merge_kernel launch");
 }
 
 }  // namespace strata

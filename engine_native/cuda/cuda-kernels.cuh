@@ -63,8 +63,12 @@ void cuda_qkv_post(float* q, float* k, float* v, const float* bq, const float* b
                    const float* q_norm, const float* k_norm, const float* rope_cs, const cuda_dev_row* rows,
                    int64_t n_rows, int64_t layer, const cuda_shape& s, cudaStream_t stream);
 // Causal grouped-query attention of every row over its context's positions [0, pos]:
-// q (n_rows, q_dim) -> out (n_rows, q_dim).
+// q (n_rows, q_dim) -> out (n_rows, q_dim). A row's positions are split into parts (a function of its
+// length and the model shape only) whose partial sums go to `scratch`, then merged in part order.
+// scratch: at least cuda_attention_scratch_floats(n_rows, ...) floats, device memory.
 void cuda_attention(const float* q, float* out, const cuda_dev_row* rows, int64_t n_rows, int64_t layer,
-                    const cuda_shape& s, cudaStream_t stream);
+                    const cuda_shape& s, float* scratch, cudaStream_t stream);
+// Floats of attention scratch a batch of max_rows rows needs: (max_rows, n_head, parts, head_dim + 2).
+int64_t cuda_attention_scratch_floats(int64_t max_rows, int64_t n_head, int64_t n_head_kv, int64_t head_dim);
 
 }  // namespace strata
