@@ -77,7 +77,7 @@ make_tiny_gguf(sys.argv[1], n_layer=30, n_embd=576, n_head=9, n_head_kv=3, n_ff=
                ctx_len=8192, rope_freq_base=100000.0, tied_embeddings=True, seed=1)
 if sys.argv[2] != "-":
   make_tiny_gguf(sys.argv[2], n_layer=16, n_embd=2048, n_head=32, n_head_kv=8, n_ff=8192, n_vocab=1024, dtype="Q4_K",
-                 ctx_len=8192, rope_freq_base=500000.0, seed=2, type_overrides={"ffn_down": "Q6_K", "attn_v": "Q6_K"})
+                 ctx_len=131072, rope_freq_base=500000.0, seed=2, type_overrides={"ffn_down": "Q6_K", "attn_v": "Q6_K"})
 print(f"models written in {time.time() - t:.1f} s")
 EOF
 
@@ -99,7 +99,7 @@ if [ -f .lcp/llama_cpp.tar.xz ]; then
   SITE=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
   CUBLAS=$(find /usr/local /opt /usr/lib -name 'libcublas.so.13*' 2>/dev/null | head -n 1)
   CUDART=$(find /usr/local /opt /usr/lib -name 'libcudart.so.13*' 2>/dev/null | head -n 1)
-  export LD_LIBRARY_PATH="$(dirname "${CUBLAS:-/x/x}"):$(dirname "${CUDART:-/x/x}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$SITE/llama_cpp/lib:$(dirname "${CUBLAS:-/x/x}"):$(dirname "${CUDART:-/x/x}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   step llama_install tar -xJf .lcp/llama_cpp.tar.xz -C "$SITE"
   step llama_check "$PY" -c "import llama_cpp as L; print(L.__version__, 'gpu offload:', L.llama_supports_gpu_offload())"
   grep -q 'gpu offload: True' "$LAST" && LLAMA=(--llama-python "$PY")
@@ -116,6 +116,11 @@ for m in "$SMOL" "$BIGM"; do
     tail -n 1 "$LAST" | grep '^{' >> "$OUT/figures.jsonl"
   done
 done
+# decode after long histories (an agent's main conversation), the 1B-class shape, on the GPU
+if [ "$BIGM" != - ]; then
+  step long_decode_cuda "$PY" benchmarks/long_decode.py --backend cuda "${LLAMA[@]}" --rounds 1 --steps 32 \
+    --histories "${HISTORIES:-1024,8192,32768}" --threads "$JOBS" --model "$BIGM"
+fi
 step strata_bench "$PY" -c "import sys; from strata.cli import main; sys.exit(main(sys.argv[1:]))" \
   bench --backend cuda --model "$SMOL"
 rm -f "$LAST"

@@ -4,10 +4,11 @@ rounds; prints tokens/s and the ratio Strata / llama.cpp of the medians at each 
 With --engine-so OLD, an older Strata build runs as a third engine (old / new side by side).
 
     .venv/bin/python benchmarks/long_decode.py --threads 2 --llama-python /work/refenv/venv/bin/python \\
-        [--histories 2048,8192] [--rounds 3] [--steps 48] [--engine-so OLD.so] [--strata-only]
+        [--histories 2048,8192] [--rounds 3] [--steps 48] [--engine-so OLD.so] [--strata-only] [--backend cuda]
 
 Each engine reads the longest history once, then for each history (longest first) cuts its context
-back to that length and times --steps decode steps. Not a test (no assertion).
+back to that length and times --steps decode steps. `--backend cuda` runs Strata's CUDA backend and
+llama.cpp with every layer on the GPU (benchmarks/gpu_check.sh). Not a test (no assertion).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_vs_llamacpp import prompt_tokens  # noqa: E402
 
 
-def worker_strata(model: str, threads: int, histories: list[int], steps: int, engine_so: str | None) -> dict:
+def worker_strata(model: str, threads: int, histories: list[int], steps: int, engine_so: str | None,
+                  backend: str = "cpu") -> dict:
     if engine_so:
         from kv_types import load_engine_from
 
@@ -33,7 +35,7 @@ def worker_strata(model: str, threads: int, histories: list[int], steps: int, en
     from strata.engine import Engine
 
     longest = max(histories)
-    e = Engine(model, n_ctx=longest + steps + 8, n_threads=threads)
+    e = Engine(model, n_ctx=longest + steps + 8, n_threads=threads, backend=backend)
     toks = prompt_tokens(e.n_vocab, longest + steps)
     e.prefill(0, toks[:longest])
     r = {}
@@ -46,11 +48,13 @@ def worker_strata(model: str, threads: int, histories: list[int], steps: int, en
     return r
 
 
-def worker_llama(model: str, threads: int, histories: list[int], steps: int) -> dict:
+def worker_llama(model: str, threads: int, histories: list[int], steps: int, backend: str = "cpu") -> dict:
     import llama_cpp as L
 
     L.llama_backend_init()
-    mdl = L.llama_model_load_from_file(model.encode(), L.llama_model_default_params())
+    mp = L.llama_model_default_params()
+    mp.n_gpu_layers = 999 if backend == "cuda" else 0
+    mdl = L.llama_model_load_from_file(model.encode(), mp)
     cp = L.llama_context_default_params()
     longest = max(histories)
     cp.n_ctx = longest + steps + 64
@@ -92,7 +96,7 @@ def run_worker(python: str, which: str, args: argparse.Namespace, engine_so: str
     if which == "llama":
         env.pop("PYTHONPATH", None)
     cmd = [python, os.path.abspath(__file__), "--worker", which, "--model", args.model, "--threads",
-           str(args.threads), "--histories", args.histories, "--steps", str(args.steps)]
+           str(args.threads), "--histories", args.histories, "--steps", str(args.steps), "--backend", args.backend]
     if engine_so:
         cmd += ["--engine-so", engine_so]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
@@ -112,6 +116,7 @@ def main() -> int:
                     help="a Python where `import llama_cpp` works")
     ap.add_argument("--engine-so", help="an older Strata build (its _engine .so) to run beside the installed one")
     ap.add_argument("--strata-only", action="store_true", help="skip llama.cpp (no ratios to it)")
+    ap.add_argument("--backend", default="cpu", choices=("cpu", "cuda"), help="Strata's backend (and llama.cpp's offload)")
     ap.add_argument("--worker", choices=("strata", "llama"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     try:
@@ -128,10 +133,10 @@ def main() -> int:
 
         args.model = str(default_model_path())
     if args.worker == "strata":
-        print(json.dumps(worker_strata(args.model, args.threads, histories, args.steps, args.engine_so)))
+        print(json.dumps(worker_strata(args.model, args.threads, histories, args.steps, args.engine_so, args.backend)))
         return 0
     if args.worker == "llama":
-        print(json.dumps(worker_llama(args.model, args.threads, histories, args.steps)))
+        print(json.dumps(worker_llama(args.model, args.threads, histories, args.steps, args.backend)))
         return 0
 
     engines = {"strata": (sys.executable, None)}
@@ -146,7 +151,8 @@ def main() -> int:
             print(f"round {rnd + 1} {name}: " + ", ".join(f"{h}: {v:.1f}" for h, v in runs[name][-1].items()),
                   flush=True)
     med = {name: {h: statistics.median(r[h] for r in rs) for h in rs[0]} for name, rs in runs.items()}
-    print(f"\ndecode tok/s after a history, 1 row, {args.threads} threads (medians of {args.rounds} rounds):")
+    print(f"\ndecode tok/s after a history, 1 row, {args.threads} threads, backend {args.backend} "
+          f"(medians of {args.rounds} rounds):")
     for h in sorted(histories):
         line = f"  history {h}: " + ", ".join(f"{name} {m[str(h)]:.1f}" for name, m in med.items())
         if "llama.cpp" in med:
