@@ -179,14 +179,12 @@ constexpr int k_att_warps = 4;                       // a part block's warps
 constexpr int k_att_heads = 4;                       // query heads a part block serves: warp j owns head j
 constexpr int k_att_tile = 64;                       // positions per tile; a part is whole tiles
 constexpr int k_att_per_warp = k_att_tile / k_att_warps;   // tile positions a warp loads (K, then V)
-constexpr int k_att_unroll = 4;                      // rows a warp loads before using them
 constexpr int k_att_chunks = 4;                      // 64-element chunks of a head row: head_dim <= 256
 constexpr int k_max_head_dim = 64 * k_att_chunks;
 constexpr int k_att_target_blocks = 256;             // part blocks one decode row aims for
 constexpr int k_att_min_parts = 8, k_att_max_parts = 64;
 constexpr int k_merge_threads = 64;
 static_assert(k_att_heads == k_att_warps, "warp j keeps the softmax state of query head j");
-static_assert(k_att_per_warp % k_att_unroll == 0, "a warp's tile positions come in whole unrolled rounds");
 
 __host__ __device__ __forceinline__ int64_t attention_query_groups(int64_t n_head, int64_t n_head_kv) {
     return (n_head / n_head_kv + k_att_heads - 1) / k_att_heads;
@@ -221,18 +219,49 @@ __device__ __forceinline__ float2 kv_pair(const uint8_t* row, int64_t e) {
     }
 }
 
+// Sums of N values per lane over the warp, spread out (N = 16): after the call lane `lane` holds the
+// full sum of value spread_index(lane) (each value in two lanes). 16 shuffles instead of 16 x 5; a fixed
+// tree, so the same bits for the same inputs.
+// One halving step: lanes with bit O set keep values [H, 2H), the others [0, H); each adds its partner's.
+template <int H, int O>
+__device__ __forceinline__ void spread_step(float* v, int lane) {
+    const bool hi = (lane & O) != 0;
+#pragma unroll
+    for (int i = 0; i < H; i++) {
+        const float send = hi ? v[i] : v[i + H];
+        const float keep = hi ? v[i + H] : v[i];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+    }
+}
+
+__device__ __forceinline__ float spread_sum(float (&v)[16], int lane) {
+    spread_step<8, 16>(v, lane);
+    spread_step<4, 8>(v, lane);
+    spread_step<2, 4>(v, lane);
+    spread_step<1, 2>(v, lane);
+    return v[0] + __shfl_xor_sync(0xffffffffu, v[0], 1);
+}
+
+__device__ __forceinline__ int spread_index(int lane) {
+    return ((lane >> 4) & 1) * 8 + ((lane >> 3) & 1) * 4 + ((lane >> 2) & 1) * 2 + ((lane >> 1) & 1);
+}
+
 // One part of one row for the query heads [h0, h0 + nq) of KV head g; mirrors attention.cpp
 // attention_group (scores = q.k * scale, softmax, weighted sum of V) with a one-pass softmax over the
-// part's tiles in increasing order. Lane `lane` owns the element pairs 64 c + 2 lane of a head row.
+// part's tiles in increasing order. Lane `lane` owns the element pairs 64 c + 2 lane (c < NC) of a head
+// row: NC = ceil(head_dim / 64). A warp loads its k_att_per_warp rows of a tile U at a time (all of them
+// for head_dim <= 64), so many rows are in flight.
 // Launch: grid (n_rows, n_head_kv * query groups, n_parts), block (32 * k_att_warps).
 // part_acc: (n_rows, n_head, n_parts, head_dim); part_ml: (n_rows, n_head, n_parts, 2 [m, l]).
-template <int KVT>
+template <int KVT, int NC>
 __global__ void __launch_bounds__(32 * k_att_warps)
 attention_part_kernel(const float* Q, const cuda_dev_row* rows, int64_t layer, cuda_shape s, float scale,
                       int n_parts, float* part_acc, float* part_ml) {
+    constexpr int U = NC == 1 ? 16 : (NC == 2 ? 8 : 4);   // rows loaded together: <= 32 registers of K or V
+    static_assert(k_att_per_warp == 16 && k_att_per_warp % U == 0, "a warp's 16 tile rows in whole rounds");
     __shared__ float p_sh[k_att_heads][k_att_tile];   // scores, then their exp
     __shared__ float corr_sh[k_att_heads];
-    __shared__ float comb_sh[k_att_warps][k_att_heads][k_max_head_dim];   // the warps' sums of V
+    __shared__ float comb_sh[k_att_warps][k_att_heads][64 * NC];   // the warps' sums of V
     const int64_t r = blockIdx.x, part = blockIdx.z;
     const cuda_dev_row row = rows[r];
     const int64_t n_pos = row.pos + 1;
@@ -250,50 +279,53 @@ attention_part_kernel(const float* Q, const cuda_dev_row* rows, int64_t layer, c
     const uint8_t* vbase = kbase + size_t(row.capacity) * rb;
     const int64_t e0 = g * HD;   // the KV head's first element in a cache row
 
-    float2 qv[k_att_heads][k_att_chunks];
+    float2 qv[k_att_heads][NC];   // 0 for heads past nq and elements past head_dim
+    float2 acc[k_att_heads][NC];
 #pragma unroll
     for (int j = 0; j < k_att_heads; j++) {
 #pragma unroll
-        for (int c = 0; c < k_att_chunks; c++) {
+        for (int c = 0; c < NC; c++) {
             const int64_t e = 64 * c + 2 * lane;
             const float* q = Q + (r * s.n_head + h0 + j) * HD + e;
             qv[j][c] = j < nq && e < HD ? make_float2(q[0], q[1]) : make_float2(0.0f, 0.0f);
+            acc[j][c] = make_float2(0.0f, 0.0f);
         }
-    }
-    float2 acc[k_att_heads][k_att_chunks];
-#pragma unroll
-    for (int j = 0; j < k_att_heads; j++) {
-#pragma unroll
-        for (int c = 0; c < k_att_chunks; c++) acc[j][c] = make_float2(0.0f, 0.0f);
     }
     float m = -INFINITY, l = 0.0f;   // softmax state of query head `warp` (same in every lane)
 
     for (int64_t t0 = t_begin; t0 < t_end; t0 += k_att_tile) {
-        // scores: warp w loads tile positions [w * k_att_per_warp, +k_att_per_warp), k_att_unroll at a time
-        for (int u0 = 0; u0 < k_att_per_warp; u0 += k_att_unroll) {
-            float2 kf[k_att_unroll][k_att_chunks];
+        const int64_t tw = t0 + warp * k_att_per_warp;   // the warp's first tile position
+        // scores: partial dots of the warp's 16 positions per lane, then spread sums over the warp
+        float d[k_att_heads][k_att_per_warp];
 #pragma unroll
-            for (int u = 0; u < k_att_unroll; u++) {
-                const int64_t t = t0 + warp * k_att_per_warp + u0 + u;
-                const uint8_t* krow = kbase + size_t(t) * rb;
+        for (int u0 = 0; u0 < k_att_per_warp; u0 += U) {
+            float2 kf[U][NC];
 #pragma unroll
-                for (int c = 0; c < k_att_chunks; c++) {
+            for (int u = 0; u < U; u++) {
+                const uint8_t* krow = kbase + size_t(tw + u0 + u) * rb;
+#pragma unroll
+                for (int c = 0; c < NC; c++) {
                     const int64_t e = 64 * c + 2 * lane;
-                    kf[u][c] = t < t_end && e < HD ? kv_pair<KVT>(krow, e0 + e) : make_float2(0.0f, 0.0f);
+                    kf[u][c] = tw + u0 + u < t_end && e < HD ? kv_pair<KVT>(krow, e0 + e) : make_float2(0.0f, 0.0f);
                 }
             }
 #pragma unroll
-            for (int u = 0; u < k_att_unroll; u++) {
-                const int tt = warp * k_att_per_warp + u0 + u;
+            for (int u = 0; u < U; u++) {
 #pragma unroll
                 for (int j = 0; j < k_att_heads; j++) {
-                    if (j >= nq) break;   // uniform over the block
-                    float d = 0.0f;
+                    float x = 0.0f;
 #pragma unroll
-                    for (int c = 0; c < k_att_chunks; c++) d += qv[j][c].x * kf[u][c].x + qv[j][c].y * kf[u][c].y;
-                    d = warp_sum(d);
-                    if (lane == 0) p_sh[j][tt] = t0 + tt < t_end ? d * scale : -INFINITY;
+                    for (int c = 0; c < NC; c++) x += qv[j][c].x * kf[u][c].x + qv[j][c].y * kf[u][c].y;
+                    d[j][u0 + u] = x;
                 }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < k_att_heads; j++) {
+            if (j < nq) {   // uniform over the block
+                const float dot = spread_sum(d[j], lane);
+                const int i = spread_index(lane);
+                if ((lane & 1) == 0) p_sh[j][warp * k_att_per_warp + i] = tw + i < t_end ? dot * scale : -INFINITY;
             }
         }
         __syncthreads();   // scores of the whole tile published
@@ -304,42 +336,39 @@ attention_part_kernel(const float* Q, const cuda_dev_row* rows, int64_t layer, c
             const float corr = expf(m - m_new);   // 0 on the first tile (m = -inf)
             l = l * corr + warp_sum(p0 + p1);
             m = m_new;
-            p_sh[warp][lane] = p0;
+            p_sh[warp][lane] = p0;   // each lane rewrites only what it read
             p_sh[warp][lane + 32] = p1;
             if (lane == 0) corr_sh[warp] = corr;
         }
         __syncthreads();   // probabilities and corrections published
 #pragma unroll
         for (int j = 0; j < k_att_heads; j++) {
-            if (j >= nq) break;
-            const float corr = corr_sh[j];
+            const float corr = j < nq ? corr_sh[j] : 0.0f;
 #pragma unroll
-            for (int c = 0; c < k_att_chunks; c++) {
+            for (int c = 0; c < NC; c++) {
                 acc[j][c].x *= corr;
                 acc[j][c].y *= corr;
             }
         }
-        for (int u0 = 0; u0 < k_att_per_warp; u0 += k_att_unroll) {
-            float2 vf[k_att_unroll][k_att_chunks];
 #pragma unroll
-            for (int u = 0; u < k_att_unroll; u++) {
-                const int64_t t = t0 + warp * k_att_per_warp + u0 + u;
-                const uint8_t* vrow = vbase + size_t(t) * rb;
+        for (int u0 = 0; u0 < k_att_per_warp; u0 += U) {
+            float2 vf[U][NC];
 #pragma unroll
-                for (int c = 0; c < k_att_chunks; c++) {
+            for (int u = 0; u < U; u++) {
+                const uint8_t* vrow = vbase + size_t(tw + u0 + u) * rb;
+#pragma unroll
+                for (int c = 0; c < NC; c++) {
                     const int64_t e = 64 * c + 2 * lane;
-                    vf[u][c] = t < t_end && e < HD ? kv_pair<KVT>(vrow, e0 + e) : make_float2(0.0f, 0.0f);
+                    vf[u][c] = tw + u0 + u < t_end && e < HD ? kv_pair<KVT>(vrow, e0 + e) : make_float2(0.0f, 0.0f);
                 }
             }
 #pragma unroll
-            for (int u = 0; u < k_att_unroll; u++) {
-                const int tt = warp * k_att_per_warp + u0 + u;
+            for (int u = 0; u < U; u++) {
 #pragma unroll
                 for (int j = 0; j < k_att_heads; j++) {
-                    if (j >= nq) break;
-                    const float p = p_sh[j][tt];   // 0 past the part's end
+                    const float p = j < nq ? p_sh[j][warp * k_att_per_warp + u0 + u] : 0.0f;   // 0 past the end
 #pragma unroll
-                    for (int c = 0; c < k_att_chunks; c++) {
+                    for (int c = 0; c < NC; c++) {
                         acc[j][c].x += p * vf[u][c].x;
                         acc[j][c].y += p * vf[u][c].y;
                     }
@@ -353,7 +382,7 @@ attention_part_kernel(const float* Q, const cuda_dev_row* rows, int64_t layer, c
 #pragma unroll
     for (int j = 0; j < k_att_heads; j++) {
 #pragma unroll
-        for (int c = 0; c < k_att_chunks; c++) {
+        for (int c = 0; c < NC; c++) {
             const int e = 64 * c + 2 * lane;
             if (j < nq && e < HD) {
                 comb_sh[warp][j][e] = acc[j][c].x;
@@ -372,6 +401,19 @@ attention_part_kernel(const float* Q, const cuda_dev_row* rows, int64_t layer, c
         float* ml = part_ml + ((r * s.n_head + h0 + warp) * n_parts + part) * 2;
         ml[0] = m;
         ml[1] = l;
+    }
+}
+
+// The part kernel for head_dim's chunk count.
+template <int KVT>
+void launch_attention_parts(dim3 grid, cudaStream_t stream, const float* q, const cuda_dev_row* rows, int64_t layer,
+                            const cuda_shape& s, float scale, int n_parts, float* part_acc, float* part_ml) {
+    const int threads = 32 * k_att_warps;
+    switch ((s.head_dim + 63) / 64) {
+        case 1: attention_part_kernel<KVT, 1><<<grid, threads, 0, stream>>>(q, rows, layer, s, scale, n_parts, part_acc, part_ml); break;
+        case 2: attention_part_kernel<KVT, 2><<<grid, threads, 0, stream>>>(q, rows, layer, s, scale, n_parts, part_acc, part_ml); break;
+        case 3: attention_part_kernel<KVT, 3><<<grid, threads, 0, stream>>>(q, rows, layer, s, scale, n_parts, part_acc, part_ml); break;
+        default: attention_part_kernel<KVT, 4><<<grid, threads, 0, stream>>>(q, rows, layer, s, scale, n_parts, part_acc, part_ml); break;
     }
 }
 
@@ -462,14 +504,13 @@ void cuda_attention(const float* q, float* out, const cuda_dev_row* rows, int64_
     float* part_ml = scratch + n_rows * s.n_head * n_parts * s.head_dim;
     const dim3 grid(unsigned(n_rows), unsigned(s.n_head_kv * attention_query_groups(s.n_head, s.n_head_kv)),
                     unsigned(n_parts));
-    const int threads = 32 * k_att_warps;
     const float scale = 1.0f / std::sqrt(float(s.head_dim));   // as forward.cpp
     if (s.kv_type == TYPE_F16) {
-        attention_part_kernel<TYPE_F16><<<grid, threads, 0, stream>>>(q, rows, layer, s, scale, n_parts, part_acc, part_ml);
+        launch_attention_parts<TYPE_F16>(grid, stream, q, rows, layer, s, scale, n_parts, part_acc, part_ml);
     } else if (s.kv_type == TYPE_F32) {
-        attention_part_kernel<TYPE_F32><<<grid, threads, 0, stream>>>(q, rows, layer, s, scale, n_parts, part_acc, part_ml);
+        launch_attention_parts<TYPE_F32>(grid, stream, q, rows, layer, s, scale, n_parts, part_acc, part_ml);
     } else if (s.kv_type == TYPE_Q8_0) {
-        attention_part_kernel<TYPE_Q8_0><<<grid, threads, 0, stream>>>(q, rows, layer, s, scale, n_parts, part_acc, part_ml);
+        launch_attention_parts<TYPE_Q8_0>(grid, stream, q, rows, layer, s, scale, n_parts, part_acc, part_ml);
     } else {
         throw cuda_error("attention: unsupported KV type id " + std::to_string(s.kv_type));
     }
