@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <unordered_map>
 
@@ -198,6 +199,23 @@ struct cuda_backend::impl {
         cuda_matmul(w.type, w.data, w.row_bytes, w.n_rows, w.n_cols, xin, n, y, stream);
     }
 
+    // Products of one input: runs of the same type and width go in one call (one launch at decode).
+    void mm_many(std::initializer_list<std::pair<const dev_weight*, float*>> ws, const float* xin, int64_t n) {
+        cuda_product ps[k_max_products];
+        const dev_weight* first = nullptr;
+        int np = 0;
+        auto flush = [&]() {
+            if (np) cuda_matmul_many(first->type, first->row_bytes, first->n_cols, xin, n, ps, np, stream);
+            np = 0;
+        };
+        for (const auto& [w, y] : ws) {
+            if (np && (np == k_max_products || w->type != first->type || w->n_cols != first->n_cols)) flush();
+            if (!np) first = w;
+            ps[np++] = {w->data, w->n_rows, y};
+        }
+        flush();
+    }
+
     // Every kernel of a forward pass over n rows already in rows_d / rope (n_out of them, listed in
     // idx_d, get logits in `logits`); mirrors engine::forward stage by stage. Kernels only, all on
     // `stream`, so the sequence can be captured into a graph.
@@ -220,22 +238,19 @@ struct cuda_backend::impl {
         cuda_embed(token_embd.type, token_embd.data, token_embd.row_bytes, rows_d, n, E, x, st);
         for (int64_t il = 0; il < h.n_layer; il++) {
             const dev_layer& L = layers[size_t(il)];
-            cuda_rms_norm(x, nullptr, nullptr, L.attn_norm, xn, n, E, h.rms_eps, st);
-            mm(L.wq, xn, n, q);
-            mm(L.wk, xn, n, k);
-            mm(L.wv, xn, n, v);
+            // x += the previous layer's FFN output (none before layer 0), then norm
+            cuda_rms_norm(x, il ? out : nullptr, nullptr, L.attn_norm, xn, n, E, h.rms_eps, st);
+            mm_many({{&L.wq, q}, {&L.wk, k}, {&L.wv, v}}, xn, n);
             cuda_qkv_post(q, k, v, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, rope, rows_d, n, il, s, st);
             cuda_attention(q, xn, rows_d, n, il, s, att, st);
             mm(L.wo, xn, n, out);
             cuda_rms_norm(x, out, nullptr, L.ffn_norm, xn, n, E, h.rms_eps, st);   // x += out, then norm
-            mm(L.w_gate, xn, n, gate);
-            mm(L.w_up, xn, n, up);
+            mm_many({{&L.w_gate, gate}, {&L.w_up, up}}, xn, n);
             cuda_swiglu(gate, up, n, h.n_ff, st);
-            mm(L.w_down, gate, n, out);
-            cuda_add(x, out, n, E, st);
+            mm(L.w_down, gate, n, out);   // added to x by the next norm
         }
-        if (n_out) {
-            cuda_rms_norm(x, nullptr, idx_d, output_norm, xn, n_out, E, h.rms_eps, st);
+        if (n_out) {   // x += the last FFN output on the rows that want logits (no other row needs x now)
+            cuda_rms_norm(x, h.n_layer ? out : nullptr, idx_d, output_norm, xn, n_out, E, h.rms_eps, st);
             mm(output, xn, n_out, logits);
         }
     }

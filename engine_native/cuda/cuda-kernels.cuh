@@ -43,6 +43,16 @@ struct cuda_shape {
 // cuda-matmul.cu: y (n_tok, n_out) = x (n_tok, n_cols) @ W^T, W (n_out, n_cols) of any supported type.
 void cuda_matmul(int32_t type, const uint8_t* w, size_t w_row_bytes, int64_t n_out, int64_t n_cols, const float* x,
                  int64_t n_tok, float* y, cudaStream_t stream);
+// Several products of the same x by weights of one type and width (Q, K, V; gate, up): one launch when
+// decode-sized (n_tok <= 16), else one each. Every y is the same floats as cuda_matmul gives it alone.
+struct cuda_product {
+    const uint8_t* w;   // (n_out, n_cols), w_row_bytes a row
+    int64_t n_out;
+    float* y;           // (n_tok, n_out)
+};
+constexpr int k_max_products = 3;
+void cuda_matmul_many(int32_t type, size_t w_row_bytes, int64_t n_cols, const float* x, int64_t n_tok,
+                      const cuda_product* products, int n_products, cudaStream_t stream);
 // x (n_rows, n_embd) := rows of token_embd (any supported type) at each row's token.
 void cuda_embed(int32_t type, const uint8_t* w, size_t w_row_bytes, const cuda_dev_row* rows, int64_t n_rows,
                 int64_t n_embd, float* x, cudaStream_t stream);

@@ -136,11 +136,24 @@ matmul_kernel(const uint8_t* __restrict__ w, size_t w_row_bytes, int64_t n_out, 
 // its warps on successive chunks (warp w on chunks w, w + W, ...), each chunk's partial from zero over
 // its k steps, the partials added to the block's sum in chunk order after each round. Same floats as
 // matmul_kernel.
-// Launch: grid (ceil(n_out / 16)), block (32 * W), W = min(k_dec_warps, number of chunks).
+// Several products of one launch (cuda_matmul_many): product i owns blocks [first_block[i], first_block[i + 1]).
+struct product_set {
+    const uint8_t* w[k_max_products];
+    float* y[k_max_products];
+    int64_t n_out[k_max_products];
+    int64_t first_block[k_max_products + 1];
+    int n;
+};
+
+// Launch: grid (sum over products of ceil(n_out / 16)), block (32 * W), W = min(k_dec_warps, number of chunks).
 template <int TYPE, typename T>
 __global__ void __launch_bounds__(32 * k_dec_warps)
-matmul_decode_kernel(const uint8_t* __restrict__ w, size_t w_row_bytes, int64_t n_out, int64_t n_cols,
-                     const float* __restrict__ x, int64_t n_tok, float* __restrict__ y) {
+matmul_decode_kernel(product_set ps, size_t w_row_bytes, int64_t n_cols, const float* __restrict__ x, int64_t n_tok) {
+    int which = 0;
+    while (which + 1 < ps.n && int64_t(blockIdx.x) >= ps.first_block[which + 1]) which++;
+    const uint8_t* __restrict__ w = ps.w[which];
+    float* __restrict__ y = ps.y[which];
+    const int64_t n_out = ps.n_out[which];
     using BS = block_shape<TYPE>;
     constexpr int k_stage = staged<TYPE> ? k_dec_rows * k_stage_pitch : 2;
     __shared__ __align__(16) uint8_t stage[k_dec_warps][k_stage];             // this chunk's weight bytes
@@ -149,7 +162,7 @@ matmul_decode_kernel(const uint8_t* __restrict__ w, size_t w_row_bytes, int64_t 
     __shared__ __align__(32) float part[k_dec_warps][k_dec_rows * 16];       // chunk partials, (row, token)
     __shared__ float total[k_dec_rows * 16];
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, n_warps = blockDim.x / 32;
-    const int64_t m0 = int64_t(blockIdx.x) * k_dec_rows;
+    const int64_t m0 = (int64_t(blockIdx.x) - ps.first_block[which]) * k_dec_rows;
     const int64_t n_chunks = (n_cols + k_chunk - 1) / k_chunk;
     for (int i = tid; i < k_dec_rows * 16; i += blockDim.x) total[i] = 0.0f;
 
@@ -229,41 +242,67 @@ __global__ void embed_kernel(const uint8_t* w, size_t w_row_bytes, const cuda_de
 }
 
 template <int TYPE, typename T>
-void launch_matmul(const uint8_t* w, size_t w_row_bytes, int64_t n_out, int64_t n_cols, const float* x, int64_t n_tok,
-                   float* y, cudaStream_t stream) {
-    if (n_tok <= 16) {   // decode: a block per 16 weight rows, a warp per chunk
+void launch_matmul(size_t w_row_bytes, int64_t n_cols, const float* x, int64_t n_tok, const cuda_product* products,
+                   int n_products, cudaStream_t stream) {
+    if (n_tok <= 16) {   // decode: a block per 16 weight rows of any of the products, a warp per chunk
+        product_set ps{};
+        ps.n = n_products;
+        for (int i = 0; i < n_products; i++) {
+            ps.w[i] = products[i].w;
+            ps.y[i] = products[i].y;
+            ps.n_out[i] = products[i].n_out;
+            ps.first_block[i + 1] = ps.first_block[i] + (products[i].n_out + k_dec_rows - 1) / k_dec_rows;
+        }
         const int64_t n_chunks = (n_cols + k_chunk - 1) / k_chunk;
         const int warps = int(n_chunks < k_dec_warps ? n_chunks : k_dec_warps);
-        matmul_decode_kernel<TYPE, T><<<unsigned((n_out + k_dec_rows - 1) / k_dec_rows), 32 * warps, 0, stream>>>(
-            w, w_row_bytes, n_out, n_cols, x, n_tok, y);
-    } else {             // prefill: 4 warps, 64 weight rows x 64 tokens a block
-        const dim3 grid(unsigned((n_out + 63) / 64), unsigned((n_tok + 63) / 64));
-        matmul_kernel<TYPE, T, 4, 4><<<grid, 128, 0, stream>>>(w, w_row_bytes, n_out, n_cols, x, n_tok, y);
+        matmul_decode_kernel<TYPE, T><<<unsigned(ps.first_block[n_products]), 32 * warps, 0, stream>>>(
+            ps, w_row_bytes, n_cols, x, n_tok);
+        return;
+    }
+    for (int i = 0; i < n_products; i++) {   // prefill: 4 warps, 64 weight rows x 64 tokens a block
+        const cuda_product& p = products[i];
+        const dim3 grid(unsigned((p.n_out + 63) / 64), unsigned((n_tok + 63) / 64));
+        matmul_kernel<TYPE, T, 4, 4><<<grid, 128, 0, stream>>>(p.w, w_row_bytes, p.n_out, n_cols, x, n_tok, p.y);
     }
 }
 
 }  // namespace
 
+void cuda_matmul_many(int32_t type, size_t w_row_bytes, int64_t n_cols, const float* x, int64_t n_tok,
+                      const cuda_product* products, int n_products, cudaStream_t stream) {
+    if (n_products < 1 || n_products > k_max_products) {
+        throw cuda_error("matmul: " + std::to_string(n_products) + " products in one call (1 to " +
+                         std::to_string(k_max_products) + ")");
+    }
+    for (int i = 0; i < n_products; i++) {
+        if (products[i].n_out <= 0) throw cuda_error("matmul: a product with no output rows");
+    }
+    if (n_tok <= 0) return;
+    const auto* ps = products;
+    switch (type) {
+        case TYPE_F32: launch_matmul<TYPE_F32, __half>(w_row_bytes, n_cols, x, n_tok, ps, n_products, stream); break;
+        case TYPE_F16: launch_matmul<TYPE_F16, __half>(w_row_bytes, n_cols, x, n_tok, ps, n_products, stream); break;
+        case TYPE_BF16:
+            launch_matmul<TYPE_BF16, __nv_bfloat16>(w_row_bytes, n_cols, x, n_tok, ps, n_products, stream);
+            break;
+        case TYPE_Q4_0: launch_matmul<TYPE_Q4_0, __half>(w_row_bytes, n_cols, x, n_tok, ps, n_products, stream); break;
+        case TYPE_Q4_1: launch_matmul<TYPE_Q4_1, __half>(w_row_bytes, n_cols, x, n_tok, ps, n_products, stream); break;
+        case TYPE_Q5_0: launch_matmul<TYPE_Q5_0, __half>(w_row_bytes, n_cols, x, n_tok, ps, n_products, stream); break;
+        case TYPE_Q5_1: launch_matmul<TYPE_Q5_1, __half>(w_row_bytes, n_cols, x, n_tok, ps, n_products, stream); break;
+        case TYPE_Q8_0: launch_matmul<TYPE_Q8_0, __half>(w_row_bytes, n_cols, x, n_tok, ps, n_products, stream); break;
+        case TYPE_Q4_K: launch_matmul<TYPE_Q4_K, __half>(w_row_bytes, n_cols, x, n_tok, ps, n_products, stream); break;
+        case TYPE_Q5_K: launch_matmul<TYPE_Q5_K, __half>(w_row_bytes, n_cols, x, n_tok, ps, n_products, stream); break;
+        case TYPE_Q6_K: launch_matmul<TYPE_Q6_K, __half>(w_row_bytes, n_cols, x, n_tok, ps, n_products, stream); break;
+        default: throw cuda_error("matmul: weight type id " + std::to_string(type) + " has no CUDA kernel");
+    }
+    cuda_check(cudaGetLastError(), "matmul kernel launch");
+}
+
 void cuda_matmul(int32_t type, const uint8_t* w, size_t w_row_bytes, int64_t n_out, int64_t n_cols, const float* x,
                  int64_t n_tok, float* y, cudaStream_t stream) {
     if (n_tok <= 0 || n_out <= 0) return;
-    switch (type) {
-        case TYPE_F32: launch_matmul<TYPE_F32, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
-        case TYPE_F16: launch_matmul<TYPE_F16, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
-        case TYPE_BF16:
-            launch_matmul<TYPE_BF16, __nv_bfloat16>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream);
-            break;
-        case TYPE_Q4_0: launch_matmul<TYPE_Q4_0, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
-        case TYPE_Q4_1: launch_matmul<TYPE_Q4_1, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
-        case TYPE_Q5_0: launch_matmul<TYPE_Q5_0, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
-        case TYPE_Q5_1: launch_matmul<TYPE_Q5_1, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
-        case TYPE_Q8_0: launch_matmul<TYPE_Q8_0, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
-        case TYPE_Q4_K: launch_matmul<TYPE_Q4_K, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
-        case TYPE_Q5_K: launch_matmul<TYPE_Q5_K, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
-        case TYPE_Q6_K: launch_matmul<TYPE_Q6_K, __half>(w, w_row_bytes, n_out, n_cols, x, n_tok, y, stream); break;
-        default: throw cuda_error("matmul: weight type id " + std::to_string(type) + " has no CUDA kernel");
-    }
-    cuda_check(cudaGetLastError(), "matmul_kernel launch");
+    const cuda_product p{w, n_out, y};
+    cuda_matmul_many(type, w_row_bytes, n_cols, x, n_tok, &p, 1, stream);
 }
 
 void cuda_embed(int32_t type, const uint8_t* w, size_t w_row_bytes, const cuda_dev_row* rows, int64_t n_rows,

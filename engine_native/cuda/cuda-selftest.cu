@@ -141,14 +141,22 @@ void check_matmul(int32_t type, std::vector<cuda_selftest_result>& out) {
     cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>(), n_tok, dy.as<float>(), nullptr);
     cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>(), 1, dy1.as<float>(), nullptr);
     cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>(), 16, dy16.as<float>(), nullptr);
+    // grouped as Q, K, V are: all 40 rows, then rows 8..31 of the same weights, in one decode launch
+    dev_buf dga(sizeof(float) * size_t(n_out)), dgb(sizeof(float) * 24);
+    const cuda_product group[2] = {{dw.as<uint8_t>(), n_out, dga.as<float>()},
+                                   {dw.as<uint8_t>() + 8 * rb, 24, dgb.as<float>()}};
+    cuda_matmul_many(type, rb, n_cols, dx.as<float>(), 1, group, 2, nullptr);
+    const std::vector<float> ga = down<float>(dga, size_t(n_out)), gb = down<float>(dgb, 24);
     const std::vector<float> y = down<float>(dy, want.size()), y1 = down<float>(dy1, size_t(n_out));
     const std::vector<float> y16 = down<float>(dy16, size_t(16 * n_out));
     const double limit = type == TYPE_BF16 ? 2e-2 : 5e-3;   // activations rounded to bf16 / f16
     const std::string name = std::string("matmul ") + type_name(type);
     out.push_back({name + " (20 tokens) vs host", rel_err(y, want), limit, rel_err(y, want) <= limit});
     const bool same = std::memcmp(y.data(), y1.data(), sizeof(float) * size_t(n_out)) == 0 &&
-                      std::memcmp(y.data(), y16.data(), sizeof(float) * size_t(16 * n_out)) == 0;
-    out.push_back({name + " decode (1, 16 tokens) == prefill (bits)", same ? 0.0 : 1.0, 0.0, same});
+                      std::memcmp(y.data(), y16.data(), sizeof(float) * size_t(16 * n_out)) == 0 &&
+                      std::memcmp(y.data(), ga.data(), sizeof(float) * size_t(n_out)) == 0 &&
+                      std::memcmp(y.data() + 8, gb.data(), sizeof(float) * 24) == 0;
+    out.push_back({name + " decode (1, 16 tokens, grouped) == prefill (bits)", same ? 0.0 : 1.0, 0.0, same});
 
     // the embedding lookup reads the same rows: exact
     std::vector<cuda_dev_row> rows(3);
