@@ -3,8 +3,8 @@
 // attention over the KV cache of each row's own context (rows of one batch may have any lengths).
 //
 // Not here: products (cuda-matmul.cu), buffers and the layer loop (cuda-backend.cu). Bitwise rule:
-// each block works on one row (and one head), every reduction has a fixed tree that depends only on
-// the row's own length, so a row's result never depends on the other rows of the batch.
+// each block works on one row (attention: one row's KV head and part), every reduction has a fixed tree
+// and every split depends only on the row's own length, so a row's result never depends on the batch.
 #include <cmath>
 #include <cstdint>
 
