@@ -1,4 +1,4 @@
-// The CUDA backend's per-row kernels: RMSNorm (+ residual add), residual add, SwiGLU, the Q/K/V
+// The CUDA backend's per-row kernels: RMSNorm (+ residual add), SwiGLU, the Q/K/V
 // post-processing (biases, Q/K norms, RoPE, K/V store in the cache format) and causal grouped-query
 // attention over the KV cache of each row's own context (rows of one batch may have any lengths).
 //
@@ -60,13 +60,6 @@ __global__ void rms_norm_kernel(float* x, const float* add, const int32_t* idx, 
     const float total = block_sum(ss, sh);
     const float scale = 1.0f / sqrtf(total / float(n) + eps);
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) y[j * n + i] = (xr[i] * scale) * w[i];
-}
-
-// Launch: grid-stride, 256 threads a block.
-__global__ void add_kernel(float* x, const float* add, int64_t n) {
-    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-        x[i] += add[i];
-    }
 }
 
 // Mirrors forward.cpp's SwiGLU loop: g = g / (1 + exp(-g)) * u. Launch: grid-stride.
@@ -455,12 +448,6 @@ void cuda_rms_norm(float* x, const float* add, const int32_t* idx, const float* 
     if (n_rows <= 0) return;
     rms_norm_kernel<<<unsigned(n_rows), k_row_threads, 0, stream>>>(x, add, idx, w, y, n, eps);
     cuda_check(cudaGetLastError(), "rms_norm_kernel launch");
-}
-
-void cuda_add(float* x, const float* add, int64_t n_rows, int64_t n, cudaStream_t stream) {
-    if (n_rows * n <= 0) return;
-    add_kernel<<<grid_for(n_rows * n), 256, 0, stream>>>(x, add, n_rows * n);
-    cuda_check(cudaGetLastError(), "add_kernel launch");
 }
 
 void cuda_swiglu(float* gate, const float* up, int64_t n_rows, int64_t n_ff, cudaStream_t stream) {

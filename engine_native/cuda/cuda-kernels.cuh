@@ -62,8 +62,6 @@ void cuda_embed(int32_t type, const uint8_t* w, size_t w_row_bytes, const cuda_d
 // idx ? idx[j] : j. x, add: (*, n); y: (n_rows, n).
 void cuda_rms_norm(float* x, const float* add, const int32_t* idx, const float* w, float* y, int64_t n_rows,
                    int64_t n, float eps, cudaStream_t stream);
-// x += add, both (n_rows, n).
-void cuda_add(float* x, const float* add, int64_t n_rows, int64_t n, cudaStream_t stream);
 // gate := silu(gate) * up, both (n_rows, n_ff).
 void cuda_swiglu(float* gate, const float* up, int64_t n_rows, int64_t n_ff, cudaStream_t stream);
 // Per row: biases (when given), Q/K head RMS norms (when given), RoPE with the row's (n_rot / 2, 2)
