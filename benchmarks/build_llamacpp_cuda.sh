@@ -26,7 +26,7 @@ cd "$WORK"
 [ -f "llama_cpp_python-$VERSION.tar.gz" ] || "$PY" -m pip download "llama-cpp-python==$VERSION" --no-deps --no-binary :all: -d .
 [ -d "llama_cpp_python-$VERSION" ] || tar xzf "llama_cpp_python-$VERSION.tar.gz"
 # cuBLAS headers and libraries beside the toolkit's own (FindCUDAToolkit looks in the toolkit folder)
-TOOLKIT=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")/targets/x86_64-linux
+TOOLKIT=$(readlink -f "${CUDA_HOME:-/usr/local/cuda}")/targets/x86_64-linux
 if [ ! -f "$TOOLKIT/include/cublas_v2.h" ]; then
   ls nvidia_cublas-*.whl > /dev/null 2>&1 || "$PY" -m pip download nvidia-cublas --no-deps -d .
   rm -rf cublas && mkdir cublas && (cd cublas && unzip -q ../nvidia_cublas-*.whl)
