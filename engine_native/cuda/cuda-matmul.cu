@@ -23,6 +23,7 @@
 
 #include "cuda-dequant.cuh"
 #include "cuda-kernels.cuh"
+#include "cuda-matmul-common.cuh"
 #include "quants.h"
 
 namespace strata {
@@ -30,37 +31,10 @@ namespace {
 
 using namespace nvcuda;
 
-constexpr int k_bk = 32;                   // k per step: one 32-block (an eighth of a K-quant super-block)
-constexpr int k_ld = k_bk + 8;             // shared row pitch in elements (multiple of 8, fewer bank conflicts)
-constexpr int k_chunk = 256;               // columns per chunk of the k-order (a K-quant super-block)
+using namespace cuda_mm;
 constexpr int k_dec_warps = 4;             // decode: at most this many chunks in flight per 16-row tile
 constexpr int k_dec_rows = 16;             // decode: weight rows a block (one mma tile)
 constexpr int k_stage_pitch = 272;         // decode: staged bytes per row and chunk (Q8_0's 8 x 34, the most)
-
-template <typename T>
-__device__ __forceinline__ T to_elem(float v);
-template <>
-__device__ __forceinline__ __half to_elem<__half>(float v) {
-    return __float2half_rn(fminf(65504.0f, fmaxf(-65504.0f, v)));
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 to_elem<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
-// Columns and bytes of one block of a quantized TYPE (float types are not staged: no shape).
-template <int TYPE> struct block_shape;
-template <> struct block_shape<TYPE_Q4_0> { static constexpr int cols = 32, bytes = 18; };
-template <> struct block_shape<TYPE_Q4_1> { static constexpr int cols = 32, bytes = 20; };
-template <> struct block_shape<TYPE_Q5_0> { static constexpr int cols = 32, bytes = 22; };
-template <> struct block_shape<TYPE_Q5_1> { static constexpr int cols = 32, bytes = 24; };
-template <> struct block_shape<TYPE_Q8_0> { static constexpr int cols = 32, bytes = 34; };
-template <> struct block_shape<TYPE_Q4_K> { static constexpr int cols = 256, bytes = 144; };
-template <> struct block_shape<TYPE_Q5_K> { static constexpr int cols = 256, bytes = 176; };
-template <> struct block_shape<TYPE_Q6_K> { static constexpr int cols = 256, bytes = 210; };
-
-// Quantized rows are staged into shared memory a chunk at a time (one round trip to VRAM per chunk
-// instead of one per k step); float rows are read in place (an element is one aligned load anyway).
-template <int TYPE>
-constexpr bool staged = !(TYPE == TYPE_F32 || TYPE == TYPE_F16 || TYPE == TYPE_BF16);
 
 // y (n_tok, n_out) = x (n_tok, n_cols) @ W^T for prefill, W (n_out, n_cols) of weight type TYPE.
 // Launch: grid (ceil(n_out / (16 * WARPS)), ceil(n_tok / (16 * TN))), block (32 * WARPS). Warp w computes
