@@ -112,6 +112,7 @@ struct cuda_backend::impl {
     float* logits = nullptr;   // (max_logit_rows, n_vocab)
     float* rope = nullptr;     // (max_rows, n_rot) cos, sin pairs
     float* att = nullptr;      // attention partial sums (cuda_attention_scratch_floats)
+    cuda_decode_scratch dec;   // the decode products' partial sums and tile counters
     cuda_dev_row* rows_d = nullptr;   // (max_rows,)
     int32_t* idx_d = nullptr;         // (max_logit_rows,) rows whose logits are wanted
     // pinned host staging of the same shapes
@@ -196,7 +197,7 @@ struct cuda_backend::impl {
     }
 
     void mm(const dev_weight& w, const float* xin, int64_t n, float* y) {
-        cuda_matmul(w.type, w.data, w.row_bytes, w.n_rows, w.n_cols, xin, n, y, stream);
+        cuda_matmul(w.type, w.data, w.row_bytes, w.n_rows, w.n_cols, xin, n, y, dec, stream);
     }
 
     // Products of one input: runs of the same type and width go in one call (one launch at decode).
@@ -205,7 +206,7 @@ struct cuda_backend::impl {
         const dev_weight* first = nullptr;
         int np = 0;
         auto flush = [&]() {
-            if (np) cuda_matmul_many(first->type, first->row_bytes, first->n_cols, xin, n, ps, np, stream);
+            if (np) cuda_matmul_many(first->type, first->row_bytes, first->n_cols, xin, n, ps, np, dec, stream);
             np = 0;
         };
         for (const auto& [w, y] : ws) {
@@ -361,6 +362,24 @@ cuda_backend::cuda_backend(const model& m, int32_t kv_type, size_t kv_row_bytes,
     b.logits = b.fscratch(max_logit_rows * h.n_vocab, "scratch logits");
     b.rope = b.fscratch(R * std::max<int64_t>(h.n_rot, 2), "scratch rope");
     b.att = b.fscratch(cuda_attention_scratch_floats(R, h.n_head, h.n_head_kv, h.head_dim), "scratch attention");
+    // decode products: the widest call is Q+K+V, gate+up, down or the output, whichever needs most
+    int64_t dec_floats = cuda_decode_partial_floats(h.n_embd, b.output.n_rows);
+    int64_t dec_tiles = cuda_decode_counters(b.output.n_rows);
+    for (const dev_layer& L : b.layers) {
+        const int64_t qkv = L.wq.n_rows + L.wk.n_rows + L.wv.n_rows, gate_up = L.w_gate.n_rows + L.w_up.n_rows;
+        dec_floats = std::max({dec_floats, cuda_decode_partial_floats(L.wq.n_cols, qkv),
+                               cuda_decode_partial_floats(L.wo.n_cols, L.wo.n_rows),
+                               cuda_decode_partial_floats(L.w_gate.n_cols, gate_up),
+                               cuda_decode_partial_floats(L.w_down.n_cols, L.w_down.n_rows)});
+        dec_tiles = std::max({dec_tiles, cuda_decode_counters(qkv), cuda_decode_counters(gate_up),
+                              cuda_decode_counters(L.wo.n_rows), cuda_decode_counters(L.w_down.n_rows)});
+    }
+    b.dec.partials = b.fscratch(dec_floats, "scratch decode partials");
+    b.dec.partial_floats = dec_floats;
+    b.dec.counters = static_cast<unsigned*>(b.dalloc(sizeof(unsigned) * size_t(dec_tiles), "decode tile counters",
+                                                     &b.scratch_bytes));
+    b.dec.n_counters = dec_tiles;
+    cuda_check(cudaMemset(b.dec.counters, 0, sizeof(unsigned) * size_t(dec_tiles)), "cudaMemset decode counters");
     b.rows_d = static_cast<cuda_dev_row*>(b.dalloc(sizeof(cuda_dev_row) * size_t(R), "row table", &b.scratch_bytes));
     b.idx_d = static_cast<int32_t*>(b.dalloc(sizeof(int32_t) * size_t(max_logit_rows), "logit rows", &b.scratch_bytes));
     cuda_check(cudaMallocHost(&b.rows_h, sizeof(cuda_dev_row) * size_t(R)), "cudaMallocHost rows");

@@ -41,8 +41,10 @@ struct cuda_shape {
 };
 
 // cuda-matmul.cu: y (n_tok, n_out) = x (n_tok, n_cols) @ W^T, W (n_out, n_cols) of any supported type.
+// (scratch: the decode kernel's, see cuda_decode_scratch below; unused by prefill-sized calls)
+struct cuda_decode_scratch;
 void cuda_matmul(int32_t type, const uint8_t* w, size_t w_row_bytes, int64_t n_out, int64_t n_cols, const float* x,
-                 int64_t n_tok, float* y, cudaStream_t stream);
+                 int64_t n_tok, float* y, const cuda_decode_scratch& scratch, cudaStream_t stream);
 // Several products of the same x by weights of one type and width (Q, K, V; gate, up): one launch when
 // decode-sized (n_tok <= 16), else one each. Every y is the same floats as cuda_matmul gives it alone.
 struct cuda_product {
@@ -51,8 +53,23 @@ struct cuda_product {
     float* y;           // (n_tok, n_out)
 };
 constexpr int k_max_products = 3;
+// Device scratch of the decode kernel (cuda-matmul-decode.cu): per-chunk partial sums and a counter
+// per 16-row tile (zeroed once at allocation; every launch leaves them zero).
+struct cuda_decode_scratch {
+    float* partials = nullptr;
+    unsigned* counters = nullptr;
+    int64_t partial_floats = 0, n_counters = 0;
+};
+// Sizes a decode of n_rows_total rows (all products of one call) by n_cols columns needs.
+int64_t cuda_decode_partial_floats(int64_t n_cols, int64_t n_rows_total);
+int64_t cuda_decode_counters(int64_t n_rows_total);
 void cuda_matmul_many(int32_t type, size_t w_row_bytes, int64_t n_cols, const float* x, int64_t n_tok,
-                      const cuda_product* products, int n_products, cudaStream_t stream);
+                      const cuda_product* products, int n_products, const cuda_decode_scratch& scratch,
+                      cudaStream_t stream);
+// The decode branch of cuda_matmul_many (n_tok <= 16); throws when the scratch is too small.
+void cuda_decode_products(int32_t type, size_t w_row_bytes, int64_t n_cols, const float* x, int64_t n_tok,
+                          const cuda_product* products, int n_products, const cuda_decode_scratch& scratch,
+                          cudaStream_t stream);
 // x (n_rows, n_embd) := rows of token_embd (any supported type) at each row's token.
 void cuda_embed(int32_t type, const uint8_t* w, size_t w_row_bytes, const cuda_dev_row* rows, int64_t n_rows,
                 int64_t n_embd, float* x, cudaStream_t stream);

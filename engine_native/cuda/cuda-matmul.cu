@@ -1,19 +1,18 @@
-// The CUDA backend's product kernels, one for decode and one for prefill, with one k-order between
-// them: y = x @ W^T with W in any supported GGUF type, dequantized to f16 (bf16 for BF16 weights) in
-// shared memory and multiplied on tensor cores (WMMA 16x16x16, f32 accumulation); plus the embedding
-// lookup.
+// The CUDA backend's prefill product kernel and the products' dispatch: y = x @ W^T with W in any
+// supported GGUF type, dequantized to f16 (bf16 for BF16 weights) in shared memory and multiplied on
+// tensor cores (WMMA 16x16x16, f32 accumulation); plus the embedding lookup.
 //
 // Not here: the CPU's 8-bit activation formats. The GPU multiplies f16 activations (x clamped to
 // +-65504) with f16-rounded weights, so its logits differ from the CPU backend's within the parity
-// tests' tolerance, never bitwise.
+// tests' tolerance, never bitwise. Not here either: the decode kernel (cuda-matmul-decode.cu), which
+// cuda_matmul_many calls for 16 tokens or fewer.
 //
-// Bitwise rule on the GPU: the k-order of an output (token t, weight row r) is fixed by n_cols alone.
-// The columns are cut into chunks of k_chunk; a chunk's partial sum is the sequence of mma steps over
-// its k = 0, 16, 32, ... starting from zero, and the output is 0 + p0 + p1 + ... in chunk order (f32
-// adds). The prefill kernel walks the chunks in order inside one warp; the decode kernel gives each
-// warp of a block its own chunk (so a decode row keeps many warps busy and each warp's chain is short)
-// and adds the partials in chunk order. Both give the same floats, so decode == prefill of one more
-// token, and a row never depends on its batch.
+// Bitwise rule on the GPU: the k-order of an output (token t, weight row r) is fixed by n_cols alone
+// (cuda-matmul-common.cuh): chunks of k_chunk columns, each chunk's partial the mma sequence over its
+// k steps from zero, the output 0 + p0 + p1 + ... in chunk order. The prefill kernel walks the chunks
+// in order; the decode kernel computes the chunks in parallel and adds the partials in the same
+// order. Both give the same floats, so decode == prefill of one more token, and a row never depends
+// on its batch.
 #include <cstdint>
 #include <string>
 
@@ -32,176 +31,164 @@ namespace {
 using namespace nvcuda;
 
 using namespace cuda_mm;
-constexpr int k_dec_warps = 4;             // decode: at most this many chunks in flight per 16-row tile
-constexpr int k_dec_rows = 16;             // decode: weight rows a block (one mma tile)
-constexpr int k_stage_pitch = 272;         // decode: staged bytes per row and chunk (Q8_0's 8 x 34, the most)
+
+// ---------------------------------------------------------------- prefill (n_tok > 16)
+//
+// A block: k_pf_warps warps, 16 * k_pf_warps weight rows x 16 * TN tokens; warp w holds rows [16w, 16w + 16)
+// for all the block's tokens (TN accumulator fragments). Per 256-column chunk: the rows' raw weight bytes
+// of the chunk are copied into shared memory once (coalesced 4- or 2-byte loads, every load of a thread
+// in flight; a quantized element then costs shared-memory byte reads instead of VRAM round trips); then
+// two passes of k_span columns each dequantize the staged bytes into an f16/bf16 tile, convert the
+// activations (float4 loads where x and n_cols allow), and run the pass's mma steps. The tile sizes and
+// passes change only which outputs a block holds and when operands are staged: every output's arithmetic
+// is the k-order above (its chunk's mma steps from zero over k = 0, 16, ... up to the chunk's columns
+// rounded up to k_bk, zeros past n_cols; partials added in chunk order), the same floats as decode.
+constexpr int k_pf_warps = 4;              // prefill: warps a block, 16 weight rows each
+constexpr int k_pf_threads = 32 * k_pf_warps;
+constexpr int k_pf_rows = 16 * k_pf_warps;  // prefill: weight rows a block
+constexpr int k_span = 128;                // prefill: columns dequantized per pass (half a chunk)
+constexpr int k_span_ld = k_span + 8;      // prefill: shared row pitch of a pass, elements (multiple of 8)
+constexpr int k_pf_stage_pitch = 272;      // prefill: staged bytes per row and chunk (Q8_0's 8 x 34, the most)
+constexpr int64_t k_wide_n_out = 1024;     // products this wide or wider get 64-token tiles, narrower ones 32
+static_assert(k_chunk % k_span == 0 && k_span % k_bk == 0, "a chunk is whole passes of whole k steps");
+
+// Dynamic shared memory of matmul_prefill_kernel: a_sh (rows, k_span_ld), b_sh (tokens, k_span_ld), stage.
+template <int TYPE, typename T, int TN>
+constexpr size_t prefill_smem_bytes() {
+    return sizeof(T) * size_t(k_pf_rows + 16 * TN) * k_span_ld +
+           (staged<TYPE> ? size_t(k_pf_rows) * k_pf_stage_pitch : size_t(0));
+}
+
+// stage (k_pf_rows, k_pf_stage_pitch bytes) := the raw bytes of columns [kb, ke) of weight rows m0.., zeros
+// past n_out. Word loads when every address is 4-byte aligned, else half-word loads (rows are 2-aligned).
+template <int TYPE>
+__device__ __forceinline__ void stage_chunk(const uint8_t* __restrict__ w, size_t w_row_bytes, int64_t n_out,
+                                            int64_t m0, int64_t kb, int64_t ke, uint8_t* stage, int tid) {
+    using BS = block_shape<TYPE>;
+    const size_t off = size_t(kb / BS::cols) * BS::bytes;
+    const int n_bytes = int((ke - kb) / BS::cols) * BS::bytes;
+    if (((reinterpret_cast<uintptr_t>(w) | w_row_bytes | off | size_t(n_bytes)) & 3) == 0) {
+        const int n_words = n_bytes / 4;
+        uint32_t* dst = reinterpret_cast<uint32_t*>(stage);
+#pragma unroll 4
+        for (int i = tid; i < k_pf_rows * n_words; i += k_pf_threads) {
+            const int r = i / n_words, q = i % n_words;
+            const int64_t gr = m0 + r;
+            dst[r * (k_pf_stage_pitch / 4) + q] =
+                gr < n_out ? *reinterpret_cast<const uint32_t*>(w + size_t(gr) * w_row_bytes + off + 4 * size_t(q)) : 0u;
+        }
+    } else {
+        const int n_halves = n_bytes / 2;
+        uint16_t* dst = reinterpret_cast<uint16_t*>(stage);
+#pragma unroll 4
+        for (int i = tid; i < k_pf_rows * n_halves; i += k_pf_threads) {
+            const int r = i / n_halves, q = i % n_halves;
+            const int64_t gr = m0 + r;
+            dst[r * (k_pf_stage_pitch / 2) + q] =
+                gr < n_out ? *reinterpret_cast<const uint16_t*>(w + size_t(gr) * w_row_bytes + off + 2 * size_t(q))
+                           : uint16_t(0);
+        }
+    }
+}
 
 // y (n_tok, n_out) = x (n_tok, n_cols) @ W^T for prefill, W (n_out, n_cols) of weight type TYPE.
-// Launch: grid (ceil(n_out / (16 * WARPS)), ceil(n_tok / (16 * TN))), block (32 * WARPS). Warp w computes
-// weight rows [16w, 16w + 16) of the block's tile for its 16 * TN tokens, TN accumulator fragments.
-// The tile shape changes only which outputs a block holds, never the k-order of any one of them.
-template <int TYPE, typename T, int TN, int WARPS>
-__global__ void __launch_bounds__(32 * WARPS)
-matmul_kernel(const uint8_t* __restrict__ w, size_t w_row_bytes, int64_t n_out, int64_t n_cols,
-              const float* __restrict__ x, int64_t n_tok, float* __restrict__ y) {
-    constexpr int k_bm = 16 * WARPS;   // weight rows a block
+// Launch: grid (ceil(n_out / k_pf_rows), ceil(n_tok / (16 * TN))), block (k_pf_threads),
+// dynamic shared memory prefill_smem_bytes<TYPE, T, TN>().
+template <int TYPE, typename T, int TN>
+__global__ void __launch_bounds__(k_pf_threads, 4)
+matmul_prefill_kernel(const uint8_t* __restrict__ w, size_t w_row_bytes, int64_t n_out, int64_t n_cols,
+                      const float* __restrict__ x, int64_t n_tok, float* __restrict__ y) {
     constexpr int BN = 16 * TN;        // tokens a block
     constexpr int LDC = BN + 4;
-    __shared__ __align__(32) T a_sh[k_bm * k_ld];     // (k_bm rows, k_bk) weights of this k step
-    __shared__ __align__(32) T b_sh[BN * k_ld];       // (BN tokens, k_bk) activations, k contiguous
-    __shared__ __align__(32) float c_sh[k_bm * LDC];  // (k_bm rows, BN tokens) results
+    static_assert(sizeof(float) * k_pf_rows * LDC <= sizeof(T) * (k_pf_rows + BN) * k_span_ld, "c_sh fits a_sh + b_sh");
+    extern __shared__ __align__(128) uint8_t smem[];
+    T* a_sh = reinterpret_cast<T*>(smem);                        // (k_pf_rows, k_span) weights of this pass
+    T* b_sh = a_sh + k_pf_rows * k_span_ld;                      // (BN tokens, k_span) activations, k contiguous
+    uint8_t* stage = reinterpret_cast<uint8_t*>(b_sh + BN * k_span_ld);   // (k_pf_rows, chunk bytes) raw weights
+    float* c_sh = reinterpret_cast<float*>(smem);                // (k_pf_rows, BN) results, after the last pass
     const int tid = threadIdx.x, warp = tid / 32;
-    const int64_t m0 = int64_t(blockIdx.x) * k_bm, n0 = int64_t(blockIdx.y) * BN;
+    const int64_t m0 = int64_t(blockIdx.x) * k_pf_rows, n0 = int64_t(blockIdx.y) * BN;
+    const bool x_vec = n_cols % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
 
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[TN], total[TN];   // chunk, sum of chunks
     for (int j = 0; j < TN; j++) wmma::fill_fragment(total[j], 0.0f);
 
-    for (int64_t k0 = 0; k0 < n_cols; k0 += k_bk) {
-        if (k0 % k_chunk == 0) {
-            for (int j = 0; j < TN; j++) wmma::fill_fragment(acc[j], 0.0f);
+    for (int64_t kb = 0; kb < n_cols; kb += k_chunk) {
+        const int64_t ke = kb + k_chunk < n_cols ? kb + k_chunk : n_cols;
+        const int k_used = int((ke - kb + k_bk - 1) / k_bk) * k_bk;   // columns the chunk's k steps cover
+        for (int j = 0; j < TN; j++) wmma::fill_fragment(acc[j], 0.0f);
+        if constexpr (staged<TYPE>) {
+            stage_chunk<TYPE>(w, w_row_bytes, n_out, m0, kb, ke, stage, tid);
+            __syncthreads();
         }
-        // compile-time trip counts, unrolled: a thread's 16 loads are in flight together
-#pragma unroll
-        for (int j = 0; j < k_bm * k_bk / (32 * WARPS); j++) {
-            const int i = tid + j * 32 * WARPS;
-            const int r = i / k_bk, kk = i % k_bk;
-            const int64_t gr = m0 + r, gk = k0 + kk;
-            const float v = (gr < n_out && gk < n_cols) ? cuda_dq::dq<TYPE>(w + size_t(gr) * w_row_bytes, gk) : 0.0f;
-            a_sh[r * k_ld + kk] = to_elem<T>(v);
-        }
-#pragma unroll
-        for (int j = 0; j < BN * k_bk / (32 * WARPS); j++) {
-            const int i = tid + j * 32 * WARPS;
-            const int t = i / k_bk, kk = i % k_bk;
-            const int64_t gt = n0 + t, gk = k0 + kk;
-            const float v = (gt < n_tok && gk < n_cols) ? x[gt * n_cols + gk] : 0.0f;
-            b_sh[t * k_ld + kk] = to_elem<T>(v);
-        }
-        __syncthreads();
-        for (int kk = 0; kk < k_bk; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-            wmma::load_matrix_sync(a, a_sh + warp * 16 * k_ld + kk, k_ld);
-            for (int j = 0; j < TN; j++) {
-                // B (k, token) at b_sh[token * k_ld + k]: column-major with leading dimension k_ld
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
-                wmma::load_matrix_sync(b, b_sh + j * 16 * k_ld + kk, k_ld);
-                wmma::mma_sync(acc[j], a, b, acc[j]);
+        for (int s0 = 0; s0 < k_used; s0 += k_span) {
+            // weights: element (r, s0 + kk) of the chunk; consecutive threads on consecutive columns of a row
+#pragma unroll 8
+            for (int j = 0; j < k_pf_rows * k_span / k_pf_threads; j++) {
+                const int i = tid + j * k_pf_threads;
+                const int r = i / k_span, kk = i % k_span;
+                const int64_t gr = m0 + r, gk = kb + s0 + kk;
+                float v = 0.0f;
+                if (gr < n_out && gk < ke) {
+                    if constexpr (staged<TYPE>) {
+                        v = cuda_dq::dq<TYPE>(stage + r * k_pf_stage_pitch, s0 + kk);
+                    } else {
+                        v = cuda_dq::dq<TYPE>(w + size_t(gr) * w_row_bytes, gk);
+                    }
+                }
+                a_sh[r * k_span_ld + kk] = to_elem<T>(v);
             }
-        }
-        if ((k0 + k_bk) % k_chunk == 0 || k0 + k_bk >= n_cols) {   // the chunk's partial joins the sum
-            for (int j = 0; j < TN; j++) {
-                for (int e = 0; e < total[j].num_elements; e++) total[j].x[e] += acc[j].x[e];
+            // activations: token t's columns [kb + s0, kb + s0 + k_span), zeros past n_tok and n_cols
+            if (x_vec) {
+#pragma unroll
+                for (int j = 0; j < BN * (k_span / 4) / k_pf_threads; j++) {
+                    const int i = tid + j * k_pf_threads;
+                    const int t = i / (k_span / 4), kk = 4 * (i % (k_span / 4));
+                    const int64_t gt = n0 + t, gk = kb + s0 + kk;
+                    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    if (gt < n_tok && gk < ke) v = *reinterpret_cast<const float4*>(x + gt * n_cols + gk);
+                    T* dst = b_sh + t * k_span_ld + kk;
+                    dst[0] = to_elem<T>(v.x);
+                    dst[1] = to_elem<T>(v.y);
+                    dst[2] = to_elem<T>(v.z);
+                    dst[3] = to_elem<T>(v.w);
+                }
+            } else {
+#pragma unroll 8
+                for (int j = 0; j < BN * k_span / k_pf_threads; j++) {
+                    const int i = tid + j * k_pf_threads;
+                    const int t = i / k_span, kk = i % k_span;
+                    const int64_t gt = n0 + t, gk = kb + s0 + kk;
+                    const float v = (gt < n_tok && gk < ke) ? x[gt * n_cols + gk] : 0.0f;
+                    b_sh[t * k_span_ld + kk] = to_elem<T>(v);
+                }
             }
+            __syncthreads();
+            const int s_steps = k_used - s0 < k_span ? k_used - s0 : k_span;
+            for (int kk = 0; kk < s_steps; kk += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+                wmma::load_matrix_sync(a, a_sh + warp * 16 * k_span_ld + kk, k_span_ld);
+                for (int j = 0; j < TN; j++) {
+                    // B (k, token) at b_sh[token * k_span_ld + k]: column-major with leading dimension k_span_ld
+                    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
+                    wmma::load_matrix_sync(b, b_sh + j * 16 * k_span_ld + kk, k_span_ld);
+                    wmma::mma_sync(acc[j], a, b, acc[j]);
+                }
+            }
+            __syncthreads();   // a_sh / b_sh (and, after the last pass, stage) are refilled next
         }
-        __syncthreads();   // a_sh / b_sh are refilled next step
+        for (int j = 0; j < TN; j++) {   // the chunk's partial joins the sum, in chunk order
+            for (int e = 0; e < total[j].num_elements; e++) total[j].x[e] += acc[j].x[e];
+        }
     }
     for (int j = 0; j < TN; j++) {
         wmma::store_matrix_sync(c_sh + warp * 16 * LDC + j * 16, total[j], LDC, wmma::mem_row_major);
     }
     __syncthreads();
-    for (int i = tid; i < k_bm * BN; i += blockDim.x) {
-        const int t = i / k_bm, r = i % k_bm;   // consecutive threads: consecutive weight rows of y
+    for (int i = tid; i < k_pf_rows * BN; i += k_pf_threads) {
+        const int t = i / k_pf_rows, r = i % k_pf_rows;   // consecutive threads: consecutive weight rows of y
         const int64_t gt = n0 + t, gr = m0 + r;
         if (gt < n_tok && gr < n_out) y[gt * n_out + gr] = c_sh[r * LDC + t];
-    }
-}
-
-// y (n_tok, n_out) = x (n_tok, n_cols) @ W^T for decode, n_tok <= 16: one block per 16 weight rows,
-// its warps on successive chunks (warp w on chunks w, w + W, ...), each chunk's partial from zero over
-// its k steps, the partials added to the block's sum in chunk order after each round. Same floats as
-// matmul_kernel.
-// Several products of one launch (cuda_matmul_many): product i owns blocks [first_block[i], first_block[i + 1]).
-struct product_set {
-    const uint8_t* w[k_max_products];
-    float* y[k_max_products];
-    int64_t n_out[k_max_products];
-    int64_t first_block[k_max_products + 1];
-    int n;
-};
-
-// Launch: grid (sum over products of ceil(n_out / 16)), block (32 * W), W = min(k_dec_warps, number of chunks).
-template <int TYPE, typename T>
-__global__ void __launch_bounds__(32 * k_dec_warps)
-matmul_decode_kernel(product_set ps, size_t w_row_bytes, int64_t n_cols, const float* __restrict__ x, int64_t n_tok) {
-    int which = 0;
-    while (which + 1 < ps.n && int64_t(blockIdx.x) >= ps.first_block[which + 1]) which++;
-    const uint8_t* __restrict__ w = ps.w[which];
-    float* __restrict__ y = ps.y[which];
-    const int64_t n_out = ps.n_out[which];
-    using BS = block_shape<TYPE>;
-    constexpr int k_stage = staged<TYPE> ? k_dec_rows * k_stage_pitch : 2;
-    __shared__ __align__(16) uint8_t stage[k_dec_warps][k_stage];             // this chunk's weight bytes
-    __shared__ __align__(32) T a_sh[k_dec_warps][k_dec_rows * k_ld];         // (16 rows, k_bk) weights
-    __shared__ __align__(32) T b_sh[k_dec_warps][16 * k_ld];                 // (16 tokens, k_bk) activations
-    __shared__ __align__(32) float part[k_dec_warps][k_dec_rows * 16];       // chunk partials, (row, token)
-    __shared__ float total[k_dec_rows * 16];
-    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, n_warps = blockDim.x / 32;
-    const int64_t m0 = (int64_t(blockIdx.x) - ps.first_block[which]) * k_dec_rows;
-    const int64_t n_chunks = (n_cols + k_chunk - 1) / k_chunk;
-    for (int i = tid; i < k_dec_rows * 16; i += blockDim.x) total[i] = 0.0f;
-
-    for (int64_t round = 0; round < n_chunks; round += n_warps) {
-        const int64_t c = round + warp;
-        if (c < n_chunks) {
-            const int64_t kb = c * k_chunk, ke = kb + k_chunk < n_cols ? kb + k_chunk : n_cols;
-            const uint8_t* rows = w;   // staged: stage[warp], pitch k_stage_pitch; else W in place
-            size_t pitch = w_row_bytes;
-            if constexpr (staged<TYPE>) {
-                const int64_t off = kb / BS::cols * BS::bytes, halves = (ke - kb) / BS::cols * BS::bytes / 2;
-                uint16_t* dst = reinterpret_cast<uint16_t*>(stage[warp]);
-#pragma unroll 8
-                for (int64_t i = lane; i < k_dec_rows * halves; i += 32) {
-                    const int64_t r = i / halves, hw = i % halves, gr = m0 + r;
-                    dst[r * (k_stage_pitch / 2) + hw] =
-                        gr < n_out ? *reinterpret_cast<const uint16_t*>(w + size_t(gr) * w_row_bytes + size_t(off) + 2 * hw)
-                                   : uint16_t(0);
-                }
-                __syncwarp();
-                rows = stage[warp];
-                pitch = k_stage_pitch;
-            }
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::fill_fragment(acc, 0.0f);
-            for (int64_t k0 = kb; k0 < ke; k0 += k_bk) {
-                const int64_t gk = k0 + lane;   // this lane's column of the step, every row
-#pragma unroll
-                for (int r = 0; r < k_dec_rows; r++) {
-                    float v = 0.0f;
-                    if (m0 + r < n_out && gk < n_cols) {
-                        v = staged<TYPE> ? cuda_dq::dq<TYPE>(rows + size_t(r) * pitch, gk - kb)
-                                         : cuda_dq::dq<TYPE>(rows + size_t(m0 + r) * pitch, gk);
-                    }
-                    a_sh[warp][r * k_ld + lane] = to_elem<T>(v);
-                }
-#pragma unroll
-                for (int t = 0; t < 16; t++) {
-                    const float v = (t < n_tok && gk < n_cols) ? x[t * n_cols + gk] : 0.0f;
-                    b_sh[warp][t * k_ld + lane] = to_elem<T>(v);
-                }
-                __syncwarp();
-                for (int kk = 0; kk < k_bk; kk += 16) {
-                    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-                    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
-                    wmma::load_matrix_sync(a, a_sh[warp] + kk, k_ld);
-                    wmma::load_matrix_sync(b, b_sh[warp] + kk, k_ld);
-                    wmma::mma_sync(acc, a, b, acc);
-                }
-                __syncwarp();   // a_sh / b_sh are refilled next step
-            }
-            wmma::store_matrix_sync(part[warp], acc, 16, wmma::mem_row_major);
-        }
-        __syncthreads();
-        const int64_t n_parts = n_chunks - round < n_warps ? n_chunks - round : n_warps;
-        for (int i = tid; i < k_dec_rows * 16; i += blockDim.x) {
-            float sum = total[i];
-            for (int64_t p = 0; p < n_parts; p++) sum += part[p][i];   // chunk order
-            total[i] = sum;
-        }
-        __syncthreads();   // part is rewritten next round
-    }
-    for (int i = tid; i < k_dec_rows * 16; i += blockDim.x) {
-        const int t = i / k_dec_rows, r = i % k_dec_rows;   // consecutive threads: consecutive rows of y
-        if (t < n_tok && m0 + r < n_out) y[t * n_out + m0 + r] = total[r * 16 + t];
     }
 }
 
@@ -215,35 +202,37 @@ __global__ void embed_kernel(const uint8_t* w, size_t w_row_bytes, const cuda_de
     for (int64_t i = threadIdx.x; i < n_embd; i += blockDim.x) x[r * n_embd + i] = cuda_dq::dq<TYPE>(src, i);
 }
 
+// One prefill product with TN-token tiles; the kernel's shared memory limit is raised once (above 48 KiB).
+template <int TYPE, typename T, int TN>
+void launch_prefill(const cuda_product& p, size_t w_row_bytes, int64_t n_cols, const float* x, int64_t n_tok,
+                    cudaStream_t stream) {
+    constexpr size_t smem = prefill_smem_bytes<TYPE, T, TN>();
+    static const cudaError_t raised = cudaFuncSetAttribute(matmul_prefill_kernel<TYPE, T, TN>,
+                                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    cuda_check(raised, "matmul: raising the prefill kernel's shared memory");
+    const dim3 grid(unsigned((p.n_out + k_pf_rows - 1) / k_pf_rows), unsigned((n_tok + 16 * TN - 1) / (16 * TN)));
+    matmul_prefill_kernel<TYPE, T, TN><<<grid, k_pf_threads, smem, stream>>>(p.w, w_row_bytes, p.n_out, n_cols, x,
+                                                                              n_tok, p.y);
+}
+
 template <int TYPE, typename T>
 void launch_matmul(size_t w_row_bytes, int64_t n_cols, const float* x, int64_t n_tok, const cuda_product* products,
                    int n_products, cudaStream_t stream) {
-    if (n_tok <= 16) {   // decode: a block per 16 weight rows of any of the products, a warp per chunk
-        product_set ps{};
-        ps.n = n_products;
-        for (int i = 0; i < n_products; i++) {
-            ps.w[i] = products[i].w;
-            ps.y[i] = products[i].y;
-            ps.n_out[i] = products[i].n_out;
-            ps.first_block[i + 1] = ps.first_block[i] + (products[i].n_out + k_dec_rows - 1) / k_dec_rows;
-        }
-        const int64_t n_chunks = (n_cols + k_chunk - 1) / k_chunk;
-        const int warps = int(n_chunks < k_dec_warps ? n_chunks : k_dec_warps);
-        matmul_decode_kernel<TYPE, T><<<unsigned(ps.first_block[n_products]), 32 * warps, 0, stream>>>(
-            ps, w_row_bytes, n_cols, x, n_tok);
-        return;
-    }
-    for (int i = 0; i < n_products; i++) {   // prefill: 4 warps, 64 weight rows x 64 tokens a block
+    for (int i = 0; i < n_products; i++) {   // prefill: 64 weight rows a block; narrow products 32 tokens, else 64
         const cuda_product& p = products[i];
-        const dim3 grid(unsigned((p.n_out + 63) / 64), unsigned((n_tok + 63) / 64));
-        matmul_kernel<TYPE, T, 4, 4><<<grid, 128, 0, stream>>>(p.w, w_row_bytes, p.n_out, n_cols, x, n_tok, p.y);
+        if (p.n_out < k_wide_n_out) {
+            launch_prefill<TYPE, T, 2>(p, w_row_bytes, n_cols, x, n_tok, stream);
+        } else {
+            launch_prefill<TYPE, T, 4>(p, w_row_bytes, n_cols, x, n_tok, stream);
+        }
     }
 }
 
 }  // namespace
 
 void cuda_matmul_many(int32_t type, size_t w_row_bytes, int64_t n_cols, const float* x, int64_t n_tok,
-                      const cuda_product* products, int n_products, cudaStream_t stream) {
+                      const cuda_product* products, int n_products, const cuda_decode_scratch& scratch,
+                      cudaStream_t stream) {
     if (n_products < 1 || n_products > k_max_products) {
         throw cuda_error("matmul: " + std::to_string(n_products) + " products in one call (1 to " +
                          std::to_string(k_max_products) + ")");
@@ -252,6 +241,10 @@ void cuda_matmul_many(int32_t type, size_t w_row_bytes, int64_t n_cols, const fl
         if (products[i].n_out <= 0) throw cuda_error("matmul: a product with no output rows");
     }
     if (n_tok <= 0) return;
+    if (n_tok <= 16) {   // decode: its own kernel (cuda-matmul-decode.cu), the same floats
+        cuda_decode_products(type, w_row_bytes, n_cols, x, n_tok, products, n_products, scratch, stream);
+        return;
+    }
     const auto* ps = products;
     switch (type) {
         case TYPE_F32: launch_matmul<TYPE_F32, __half>(w_row_bytes, n_cols, x, n_tok, ps, n_products, stream); break;
@@ -273,10 +266,10 @@ void cuda_matmul_many(int32_t type, size_t w_row_bytes, int64_t n_cols, const fl
 }
 
 void cuda_matmul(int32_t type, const uint8_t* w, size_t w_row_bytes, int64_t n_out, int64_t n_cols, const float* x,
-                 int64_t n_tok, float* y, cudaStream_t stream) {
+                 int64_t n_tok, float* y, const cuda_decode_scratch& scratch, cudaStream_t stream) {
     if (n_tok <= 0 || n_out <= 0) return;
     const cuda_product p{w, n_out, y};
-    cuda_matmul_many(type, w_row_bytes, n_cols, x, n_tok, &p, 1, stream);
+    cuda_matmul_many(type, w_row_bytes, n_cols, x, n_tok, &p, 1, scratch, stream);
 }
 
 void cuda_embed(int32_t type, const uint8_t* w, size_t w_row_bytes, const cuda_dev_row* rows, int64_t n_rows,

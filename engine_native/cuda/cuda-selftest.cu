@@ -46,6 +46,22 @@ std::vector<T> down(const dev_buf& d, size_t n) {
     return h;
 }
 
+// The decode kernel's scratch for every check (room for 4096 rows x 8192 columns), zeroed once.
+const cuda_decode_scratch& decode_scratch() {
+    static dev_buf partials(sizeof(float) * size_t(cuda_decode_partial_floats(8192, 4096)));
+    static dev_buf counters(sizeof(unsigned) * size_t(cuda_decode_counters(4096)));
+    static const cuda_decode_scratch s = [] {
+        cuda_check(cudaMemset(counters.p, 0, sizeof(unsigned) * size_t(cuda_decode_counters(4096))), "selftest memset");
+        cuda_decode_scratch d;
+        d.partials = partials.as<float>();
+        d.counters = counters.as<unsigned>();
+        d.partial_floats = cuda_decode_partial_floats(8192, 4096);
+        d.n_counters = cuda_decode_counters(4096);
+        return d;
+    }();
+    return s;
+}
+
 std::mt19937 rng(20261129);
 float uniform(float lo, float hi) { return lo + (hi - lo) * float(rng() % 1000000) / 1e6f; }
 
@@ -115,8 +131,9 @@ double rel_err(const std::vector<float>& got, const std::vector<double>& want) {
 // ---------------------------------------------------------------- cases
 
 // Products of every type, the decode kernel (1 and 16 tokens) and the prefill kernel (20 tokens), and
-// the bitwise rule between them; 40 weight rows (not a multiple of 16), 6 chunks of columns (two rounds
-// of the decode kernel's warps; the last chunk short where the type allows: 1312 = 5 x 256 + 32).
+// the bitwise rule between them; 40 weight rows (not a multiple of 16: a partial tile), 6 chunks of
+// columns (the decode kernel's partials added across blocks; the last chunk short where the type
+// allows: 1312 = 5 x 256 + 32).
 void check_matmul(int32_t type, std::vector<cuda_selftest_result>& out) {
     const bool super_blocks = type == TYPE_Q4_K || type == TYPE_Q5_K || type == TYPE_Q6_K;
     const int64_t n_out = 40, n_cols = super_blocks ? 1536 : 1312, n_tok = 20;
@@ -138,14 +155,14 @@ void check_matmul(int32_t type, std::vector<cuda_selftest_result>& out) {
     dev_buf dy16(sizeof(float) * size_t(16 * n_out));
     up(dw, w);
     up(dx, x);
-    cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>(), n_tok, dy.as<float>(), nullptr);
-    cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>(), 1, dy1.as<float>(), nullptr);
-    cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>(), 16, dy16.as<float>(), nullptr);
+    cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>(), n_tok, dy.as<float>(), decode_scratch(), nullptr);
+    cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>(), 1, dy1.as<float>(), decode_scratch(), nullptr);
+    cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>(), 16, dy16.as<float>(), decode_scratch(), nullptr);
     // grouped as Q, K, V are: all 40 rows, then rows 8..31 of the same weights, in one decode launch
     dev_buf dga(sizeof(float) * size_t(n_out)), dgb(sizeof(float) * 24);
     const cuda_product group[2] = {{dw.as<uint8_t>(), n_out, dga.as<float>()},
                                    {dw.as<uint8_t>() + 8 * rb, 24, dgb.as<float>()}};
-    cuda_matmul_many(type, rb, n_cols, dx.as<float>(), 1, group, 2, nullptr);
+    cuda_matmul_many(type, rb, n_cols, dx.as<float>(), 1, group, 2, decode_scratch(), nullptr);
     const std::vector<float> ga = down<float>(dga, size_t(n_out)), gb = down<float>(dgb, 24);
     const std::vector<float> y = down<float>(dy, want.size()), y1 = down<float>(dy1, size_t(n_out));
     const std::vector<float> y16 = down<float>(dy16, size_t(16 * n_out));
