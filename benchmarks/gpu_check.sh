@@ -123,5 +123,12 @@ if [ "$BIGM" != - ]; then
 fi
 step strata_bench "$PY" -c "import sys; from strata.cli import main; sys.exit(main(sys.argv[1:]))" \
   bench --backend cuda --model "$SMOL"
+# the self-test once more under compute-sanitizer (out-of-bounds and misaligned accesses in any kernel)
+if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
+  STEP_LIMIT=${SANITIZE_LIMIT:-120} step memcheck compute-sanitizer --tool memcheck --error-exitcode 3 "$PY" -c "
+from strata.engine.gpu import selftest
+rs = selftest()
+print(sum(r['ok'] for r in rs), 'of', len(rs), 'self-test checks ok under memcheck')"
+fi
 rm -f "$LAST"
 cat "$OUT/summary.txt"
