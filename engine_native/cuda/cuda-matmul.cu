@@ -140,7 +140,7 @@ matmul_prefill_kernel(const uint8_t* __restrict__ w, size_t w_row_bytes, int64_t
             }
             // activations: token t's columns [kb + s0, kb + s0 + k_span), zeros past n_tok and n_cols
             if (x_vec) {
-#pragma unroll
+#pragma unroll 8
                 for (int j = 0; j < BN * (k_span / 4) / k_pf_threads; j++) {
                     const int i = tid + j * k_pf_threads;
                     const int t = i / (k_span / 4), kk = 4 * (i % (k_span / 4));

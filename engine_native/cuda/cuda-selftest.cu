@@ -192,6 +192,51 @@ void check_matmul(int32_t type, std::vector<cuda_selftest_result>& out) {
     out.push_back({std::string("embed ") + type_name(type), rel_err(e, e_want), 1e-6, rel_err(e, e_want) <= 1e-6});
 }
 
+// The prefill kernel's tiles (cuda-matmul.cu): n_tok tokens x n_out weight rows, neither a multiple of any
+// tile side, by 1312 columns (a short last chunk; 1536 for the K-quants), against the host; then the decode
+// path (16 tokens, cuda_matmul) on the x rows of tokens [t0, t0 + 16) for each t0 of `firsts` must give
+// the prefill's bits for those tokens. 200 rows use the narrow products' 32-token tiles, 1100 rows the
+// 64-token tiles.
+void check_prefill_tiles(int32_t type, int64_t n_out, int64_t n_tok, const std::vector<int64_t>& firsts,
+                         std::vector<cuda_selftest_result>& out) {
+    const bool super_blocks = type == TYPE_Q4_K || type == TYPE_Q5_K || type == TYPE_Q6_K;
+    const int64_t n_cols = super_blocks ? 1536 : 1312;
+    const size_t rb = type_row_bytes(type, n_cols);
+    const std::vector<uint8_t> w = random_weights(type, n_out, n_cols);
+    std::vector<float> x(static_cast<size_t>(n_tok * n_cols));
+    for (auto& v : x) v = uniform(-2, 2);
+    std::vector<double> wd(static_cast<size_t>(n_out * n_cols));   // decoded once: the host loop is a plain product
+    for (int64_t r = 0; r < n_out; r++) {
+        for (int64_t k = 0; k < n_cols; k++) wd[size_t(r * n_cols + k)] = host_dq(type, w.data() + size_t(r) * rb, k);
+    }
+    std::vector<double> want(static_cast<size_t>(n_tok * n_out));
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t r = 0; r < n_out; r++) {
+            double s = 0.0;
+            for (int64_t k = 0; k < n_cols; k++) s += wd[size_t(r * n_cols + k)] * double(x[size_t(t * n_cols + k)]);
+            want[size_t(t * n_out + r)] = s;
+        }
+    }
+    dev_buf dw(w.size()), dx(sizeof(float) * x.size()), dy(sizeof(float) * want.size());
+    dev_buf dy16(sizeof(float) * size_t(16 * n_out));
+    up(dw, w);
+    up(dx, x);
+    cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>(), n_tok, dy.as<float>(), decode_scratch(), nullptr);
+    const std::vector<float> y = down<float>(dy, want.size());
+    const double limit = type == TYPE_BF16 ? 2e-2 : 5e-3;   // activations rounded to bf16 / f16
+    const std::string name = std::string("prefill ") + type_name(type) + " (" + std::to_string(n_tok) + " tokens x " +
+                             std::to_string(n_out) + " rows)";
+    out.push_back({name + " vs host", rel_err(y, want), limit, rel_err(y, want) <= limit});
+    bool same = true;
+    for (int64_t t0 : firsts) {
+        cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>() + t0 * n_cols, 16, dy16.as<float>(),
+                    decode_scratch(), nullptr);
+        const std::vector<float> y16 = down<float>(dy16, size_t(16 * n_out));
+        same = same && std::memcmp(y16.data(), y.data() + t0 * n_out, sizeof(float) * size_t(16 * n_out)) == 0;
+    }
+    out.push_back({name + ": decode of 16 of its tokens == prefill (bits)", same ? 0.0 : 1.0, 0.0, same});
+}
+
 void check_norm_and_swiglu(std::vector<cuda_selftest_result>& out) {
     const int64_t n_rows = 3, n = 576;
     std::vector<float> x(static_cast<size_t>(n_rows * n)), add(x.size()), w(static_cast<size_t>(n)), gate(x.size()), upv(x.size());
@@ -420,6 +465,11 @@ std::vector<cuda_selftest_result> cuda_selftest(int device) {
     for (int32_t type : {TYPE_F32, TYPE_F16, TYPE_BF16, TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0, TYPE_Q5_1, TYPE_Q8_0,
                          TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K}) {
         check_matmul(type, out);
+    }
+    for (int32_t type : {TYPE_F32, TYPE_F16, TYPE_BF16, TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0, TYPE_Q5_1, TYPE_Q8_0,
+                         TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K}) {
+        check_prefill_tiles(type, 200, 200, {0, 100}, out);   // 32-token tiles
+        check_prefill_tiles(type, 1100, 50, {0, 34}, out);    // 64-token tiles
     }
     check_norm_and_swiglu(out);
     check_attention(TYPE_F32, false, out);
