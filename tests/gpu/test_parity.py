@@ -77,7 +77,9 @@ def test_every_kernel_against_host_loops():
     from strata.engine.gpu import selftest
 
     results = selftest()
-    assert len(results) == 11 * 3 + 4 + 3 + 3 * 2   # ... attention 200 positions, attention batches x 3 KV types
+    # matmul + decode bits + embed per type; prefill tiles: 2 shapes x (vs host, decode bits) per type;
+    # norm/swiglu; attention 200 positions; attention batches x 3 KV types
+    assert len(results) == 11 * 3 + 11 * 2 * 2 + 4 + 3 + 3 * 2
     bad = [f"{r['name']}: error {r['error']:.3g} > {r['limit']:.3g}" for r in results if not r["ok"]]
     assert not bad, "\n".join(bad)
 
