@@ -109,7 +109,7 @@ fi
 for m in "$SMOL" "$BIGM"; do
   [ "$m" = - ] && continue
   tag=$(basename "$m" .gguf | sed 's/[^A-Za-z0-9._-]/_/g')
-  for backend in cuda ${CPU_BENCH:-cpu}; do   # CPU_BENCH= : the CUDA figures alone (a short run)
+  for backend in cuda ${CPU_BENCH-cpu}; do   # CPU_BENCH= : the CUDA figures alone (a short run)
     if [ "$backend" = cuda ]; then other=("${LLAMA[@]}"); else other=(--strata-only); fi
     step "bench_${backend}_$tag" "$PY" benchmarks/engine_vs_llamacpp.py --backend "$backend" "${other[@]}" \
       --rounds "${ROUNDS:-1}" --threads "$JOBS" --model "$m" --json
