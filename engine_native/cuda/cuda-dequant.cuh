@@ -156,5 +156,111 @@ STRATA_HD float dq<TYPE_Q6_K>(const uint8_t* row, int64_t k) {
     return f16_at(b + 208) * float(int8_t(b[192 + e / 16])) * float(q - 32);
 }
 
+// dq8<TYPE>(row, k, out): elements k .. k + 7 of a row (k a multiple of 8), each the very float dq<TYPE>
+// gives (the same expressions), with the block's scales decoded once for the eight: a run of 8 never
+// straddles a 32-block, a K-quant sub-block or a Q6_K scale group. The product kernels decode weights
+// this way; tests/gpu/dequant_check.cu compares it with dq<> bit for bit on the host.
+template <int TYPE>
+STRATA_HD void dq8(const uint8_t* row, int64_t k, float* out) {   // float types: nothing to share
+    for (int j = 0; j < 8; j++) out[j] = dq<TYPE>(row, k + j);
+}
+
+template <>
+STRATA_HD void dq8<TYPE_Q4_0>(const uint8_t* row, int64_t k, float* out) {
+    const uint8_t* b = row + (k / QK) * 18;
+    const int j0 = int(k % QK);
+    const float d = f16_at(b);
+    for (int j = 0; j < 8; j++) {
+        const int jj = j0 + j, byte = b[2 + (jj & 15)];
+        out[j] = float((jj < 16 ? (byte & 0xF) : (byte >> 4)) - 8) * d;
+    }
+}
+
+template <>
+STRATA_HD void dq8<TYPE_Q4_1>(const uint8_t* row, int64_t k, float* out) {
+    const uint8_t* b = row + (k / QK) * 20;
+    const int j0 = int(k % QK);
+    const float d = f16_at(b), m = f16_at(b + 2);
+    for (int j = 0; j < 8; j++) {
+        const int jj = j0 + j, byte = b[4 + (jj & 15)];
+        out[j] = mul_rn(float(jj < 16 ? (byte & 0xF) : (byte >> 4)), d) + m;
+    }
+}
+
+template <>
+STRATA_HD void dq8<TYPE_Q5_0>(const uint8_t* row, int64_t k, float* out) {
+    const uint8_t* b = row + (k / QK) * 22;
+    const int j0 = int(k % QK);
+    const float d = f16_at(b);
+    const uint32_t qh = u32_at(b + 2);
+    for (int j = 0; j < 8; j++) {
+        const int jj = j0 + j, byte = b[6 + (jj & 15)];
+        const int q = (jj < 16 ? (byte & 0xF) : (byte >> 4)) | int(((qh >> jj) & 1) << 4);
+        out[j] = float(q - 16) * d;
+    }
+}
+
+template <>
+STRATA_HD void dq8<TYPE_Q5_1>(const uint8_t* row, int64_t k, float* out) {
+    const uint8_t* b = row + (k / QK) * 24;
+    const int j0 = int(k % QK);
+    const float d = f16_at(b), m = f16_at(b + 2);
+    const uint32_t qh = u32_at(b + 4);
+    for (int j = 0; j < 8; j++) {
+        const int jj = j0 + j, byte = b[8 + (jj & 15)];
+        const int q = (jj < 16 ? (byte & 0xF) : (byte >> 4)) | int(((qh >> jj) & 1) << 4);
+        out[j] = mul_rn(float(q), d) + m;
+    }
+}
+
+template <>
+STRATA_HD void dq8<TYPE_Q8_0>(const uint8_t* row, int64_t k, float* out) {
+    const uint8_t* b = row + (k / QK) * 34;
+    const int j0 = int(k % QK);
+    const float d = f16_at(b);
+    for (int j = 0; j < 8; j++) out[j] = float(int8_t(b[2 + j0 + j])) * d;
+}
+
+template <>
+STRATA_HD void dq8<TYPE_Q4_K>(const uint8_t* row, int64_t k, float* out) {
+    const uint8_t* b = row + (k / QK_K) * 144;
+    const int e = int(k % QK_K), g = e / 64, hi = (e % 64) >= 32, l0 = e % 32;
+    int sc, m;
+    scale_min_k4(2 * g + hi, b + 4, &sc, &m);
+    const float ds = f16_at(b) * float(sc), dm = mul_rn(f16_at(b + 2), float(m));
+    for (int j = 0; j < 8; j++) {
+        const int byte = b[16 + 32 * g + l0 + j];
+        out[j] = mul_rn(ds, float(hi ? (byte >> 4) : (byte & 0xF))) - dm;
+    }
+}
+
+template <>
+STRATA_HD void dq8<TYPE_Q5_K>(const uint8_t* row, int64_t k, float* out) {
+    const uint8_t* b = row + (k / QK_K) * 176;
+    const int e = int(k % QK_K), g = e / 64, hi = (e % 64) >= 32, l0 = e % 32;
+    int sc, m;
+    scale_min_k4(2 * g + hi, b + 4, &sc, &m);
+    const float ds = f16_at(b) * float(sc), dm = mul_rn(f16_at(b + 2), float(m));
+    for (int j = 0; j < 8; j++) {
+        const int l = l0 + j, byte = b[48 + 32 * g + l];
+        const int q = (hi ? (byte >> 4) : (byte & 0xF)) | (((b[16 + l] >> (2 * g + hi)) & 1) << 4);
+        out[j] = mul_rn(ds, float(q)) - dm;
+    }
+}
+
+template <>
+STRATA_HD void dq8<TYPE_Q6_K>(const uint8_t* row, int64_t k, float* out) {
+    const uint8_t* b = row + (k / QK_K) * 210;
+    const int e = int(k % QK_K), h = e / 128, p = e % 128, quarter = p >> 5, l0 = p & 31;
+    const float dsc = f16_at(b + 208) * float(int8_t(b[192 + e / 16]));
+    for (int j = 0; j < 8; j++) {
+        const int l = l0 + j;
+        const int low = b[64 * h + l + ((quarter & 1) ? 32 : 0)];
+        const int nib = (quarter & 2) ? (low >> 4) : (low & 0xF);
+        const int q = nib | (((b[128 + 32 * h + l] >> (2 * quarter)) & 3) << 4);
+        out[j] = dsc * float(q - 32);
+    }
+}
+
 }  // namespace cuda_dq
 }  // namespace strata

@@ -5,7 +5,8 @@
 // Work unit: (256-column chunk, 16 weight rows), one warp. A block holds one chunk and four row tiles:
 // it converts the chunk's activations to f16 once, each warp copies its tile's weight bytes for the
 // chunk into shared memory with every load in flight (one round trip to VRAM), dequantizes them step
-// by step into an mma tile and runs the chunk's mma sequence from zero. Partials go to `partials`; the
+// by step into an mma tile (runs of 8 per lane, dq8: one scale decode per run) and runs the chunk's mma
+// sequence from zero. Partials go to `partials`; the
 // warp that finishes a tile's last chunk (a counter per tile) adds the tile's partials in chunk order
 // and writes y, then resets the counter for the next launch (CUDA graphs replay the same launch).
 // So a decode product runs chunks x tiles warps at once (4096 for a 2048 x 8192 product) instead of
@@ -106,16 +107,22 @@ decode_kernel(decode_set ps, size_t w_row_bytes, int64_t n_cols, const float* __
     T* a_sh = reinterpret_cast<T*>(tile_sh[warp]);
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
     wmma::fill_fragment(acc, 0.0f);
+    const int r = lane / 2, c0 = (lane % 2) * 16;   // this lane's row and its 16 columns of every step
+    const bool row_ok = m0 + r < n_out;
+    const uint8_t* src = staged<TYPE> ? stage[warp] + r * CB : w + size_t(row_ok ? m0 + r : 0) * w_row_bytes;
+    const int64_t src_k0 = staged<TYPE> ? kb : 0;   // column of src's first element
     for (int64_t k0 = kb; k0 < ke; k0 += k_bk) {
-        const int64_t gk = k0 + lane;   // this lane's column of the step, every row
 #pragma unroll
-        for (int r = 0; r < k_rows; r++) {
-            float v = 0.0f;
-            if (m0 + r < n_out && gk < n_cols) {
-                v = staged<TYPE> ? cuda_dq::dq<TYPE>(stage[warp] + r * CB, gk - kb)
-                                 : cuda_dq::dq<TYPE>(w + size_t(m0 + r) * w_row_bytes, gk);
+        for (int h = 0; h < 2; h++) {   // two runs of 8 columns, each with its block's scales decoded once
+            const int64_t gk = k0 + c0 + 8 * h;
+            float v[8];
+            if (row_ok && gk + 8 <= n_cols) {
+                cuda_dq::dq8<TYPE>(src, gk - src_k0, v);
+            } else {
+                for (int j = 0; j < 8; j++) v[j] = row_ok && gk + j < n_cols ? cuda_dq::dq<TYPE>(src, gk + j - src_k0) : 0.0f;
             }
-            a_sh[r * k_ld + lane] = to_elem<T>(v);
+#pragma unroll
+            for (int j = 0; j < 8; j++) a_sh[r * k_ld + c0 + 8 * h + j] = to_elem<T>(v[j]);
         }
         __syncwarp();
         for (int kk = 0; kk < k_bk; kk += 16) {

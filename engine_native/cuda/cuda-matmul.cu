@@ -50,6 +50,7 @@ constexpr int k_span = 128;                // prefill: columns dequantized per p
 constexpr int k_span_ld = k_span + 8;      // prefill: shared row pitch of a pass, elements (multiple of 8)
 constexpr int k_pf_stage_pitch = 272;      // prefill: staged bytes per row and chunk (Q8_0's 8 x 34, the most)
 constexpr int64_t k_wide_n_out = 1024;     // products this wide or wider get 64-token tiles, narrower ones 32
+static_assert(k_pf_rows * (k_span / 8) % k_pf_threads == 0, "a pass's runs of 8 columns split evenly over the threads");
 static_assert(k_chunk % k_span == 0 && k_span % k_bk == 0, "a chunk is whole passes of whole k steps");
 
 // Dynamic shared memory of matmul_prefill_kernel: a_sh (rows, k_span_ld), b_sh (tokens, k_span_ld), stage.
@@ -122,21 +123,23 @@ matmul_prefill_kernel(const uint8_t* __restrict__ w, size_t w_row_bytes, int64_t
             __syncthreads();
         }
         for (int s0 = 0; s0 < k_used; s0 += k_span) {
-            // weights: element (r, s0 + kk) of the chunk; consecutive threads on consecutive columns of a row
-#pragma unroll 8
-            for (int j = 0; j < k_pf_rows * k_span / k_pf_threads; j++) {
+            // weights: runs of 8 columns (r, s0 + kk .. + 7) of the chunk, each run's block scales decoded
+            // once (dq8); consecutive threads on consecutive runs of a row
+#pragma unroll 2
+            for (int j = 0; j < k_pf_rows * (k_span / 8) / k_pf_threads; j++) {
                 const int i = tid + j * k_pf_threads;
-                const int r = i / k_span, kk = i % k_span;
+                const int r = i / (k_span / 8), kk = 8 * (i % (k_span / 8));
                 const int64_t gr = m0 + r, gk = kb + s0 + kk;
-                float v = 0.0f;
-                if (gr < n_out && gk < ke) {
-                    if constexpr (staged<TYPE>) {
-                        v = cuda_dq::dq<TYPE>(stage + r * k_pf_stage_pitch, s0 + kk);
-                    } else {
-                        v = cuda_dq::dq<TYPE>(w + size_t(gr) * w_row_bytes, gk);
-                    }
+                const uint8_t* src = staged<TYPE> ? stage + r * k_pf_stage_pitch : w + size_t(gr < n_out ? gr : 0) * w_row_bytes;
+                const int64_t at = staged<TYPE> ? s0 + kk : gk;   // src's element of column gk
+                float v[8];
+                if (gr < n_out && gk + 8 <= ke) {
+                    cuda_dq::dq8<TYPE>(src, at, v);
+                } else {
+                    for (int e = 0; e < 8; e++) v[e] = gr < n_out && gk + e < ke ? cuda_dq::dq<TYPE>(src, at + e) : 0.0f;
                 }
-                a_sh[r * k_span_ld + kk] = to_elem<T>(v);
+#pragma unroll
+                for (int e = 0; e < 8; e++) a_sh[r * k_span_ld + kk + e] = to_elem<T>(v[e]);
             }
             // activations: token t's columns [kb + s0, kb + s0 + k_span), zeros past n_tok and n_cols
             if (x_vec) {

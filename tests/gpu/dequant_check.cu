@@ -1,7 +1,8 @@
 // Host check of engine_native/cuda/cuda-dequant.cuh (built by test_cuda_compiles.py with nvcc, run on
 // the CPU, no GPU needed): dq<TYPE>(row, k), the element decoder every CUDA product and embedding
 // lookup uses, against the CPU's dequantize_row for every weight type, on rows of random blocks whose
-// scale fields are finite halves. Prints "ok TYPE" per type; exits 1 at the first mismatch.
+// scale fields are finite halves; and dq8<TYPE> (runs of 8, what the product kernels use) against dq
+// bit for bit. Prints "ok TYPE" per type; exits 1 at the first mismatch.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -71,6 +72,19 @@ bool check(const char* name, int64_t n) {
             if (!(std::fabs(got - want[size_t(k)]) <= tol)) {
                 std::printf("MISMATCH %s element %lld: dq %.9g, dequantize_row %.9g\n", name, (long long)k,
                             double(got), double(want[size_t(k)]));
+                return false;
+            }
+        }
+    }
+    // dq8: runs of 8 elements, bit for bit what dq gives one by one
+    for (int trial = 0; trial < 8; trial++) {
+        const std::vector<uint8_t> row = random_row(TYPE, n);
+        for (int64_t k = 0; k < n; k += 8) {
+            float run[8], one[8];
+            cuda_dq::dq8<TYPE>(row.data(), k, run);
+            for (int j = 0; j < 8; j++) one[j] = cuda_dq::dq<TYPE>(row.data(), k + j);
+            if (std::memcmp(run, one, sizeof(run)) != 0) {
+                std::printf("MISMATCH %s dq8 at element %lld\n", name, (long long)k);
                 return false;
             }
         }
