@@ -173,11 +173,15 @@ void launch_decode(const decode_set& ps, size_t w_row_bytes, int64_t n_cols, con
 
 }  // namespace
 
+// Tiles of a call: each product rounds its own rows up to whole tiles, so products of n_rows_total rows
+// in all hold at most ceil(n_rows_total / 16) + k_max_products - 1 tiles (3 x 8 rows: 3 tiles, not 2).
+static int64_t max_tiles(int64_t n_rows_total) { return (n_rows_total + k_rows - 1) / k_rows + k_max_products - 1; }
+
 int64_t cuda_decode_partial_floats(int64_t n_cols, int64_t n_rows_total) {
-    return (n_cols + k_chunk - 1) / k_chunk * ((n_rows_total + k_rows - 1) / k_rows) * (k_rows * 16);
+    return (n_cols + k_chunk - 1) / k_chunk * max_tiles(n_rows_total) * (k_rows * 16);
 }
 
-int64_t cuda_decode_counters(int64_t n_rows_total) { return (n_rows_total + k_rows - 1) / k_rows; }
+int64_t cuda_decode_counters(int64_t n_rows_total) { return max_tiles(n_rows_total); }
 
 void cuda_decode_products(int32_t type, size_t w_row_bytes, int64_t n_cols, const float* x, int64_t n_tok,
                           const cuda_product* products, int n_products, const cuda_decode_scratch& scratch,
@@ -192,8 +196,10 @@ void cuda_decode_products(int32_t type, size_t w_row_bytes, int64_t n_cols, cons
         ps.first_tile[i + 1] = ps.first_tile[i] + (products[i].n_out + k_rows - 1) / k_rows;
         rows += products[i].n_out;
     }
-    if (!scratch.partials || !scratch.counters || cuda_decode_partial_floats(n_cols, rows) > scratch.partial_floats ||
-        cuda_decode_counters(rows) > scratch.n_counters) {
+    const int64_t n_tiles = ps.first_tile[n_products];   // the kernel's partials and counters index these tiles
+    if (!scratch.partials || !scratch.counters ||
+        (n_cols + k_chunk - 1) / k_chunk * n_tiles * (k_rows * 16) > scratch.partial_floats ||
+        n_tiles > scratch.n_counters) {
         throw cuda_error("matmul: decode scratch too small for " + std::to_string(rows) + " rows x " +
                          std::to_string(n_cols) + " columns");
     }
