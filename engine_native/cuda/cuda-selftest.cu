@@ -164,6 +164,14 @@ void check_matmul(int32_t type, std::vector<cuda_selftest_result>& out) {
                                    {dw.as<uint8_t>() + 8 * rb, 24, dgb.as<float>()}};
     cuda_matmul_many(type, rb, n_cols, dx.as<float>(), 1, group, 2, decode_scratch(), nullptr);
     const std::vector<float> ga = down<float>(dga, size_t(n_out)), gb = down<float>(dgb, 24);
+    // 5 tokens (neither 1 nor 16) through three products of 8 rows each (partial tiles in a group):
+    // rows 0-7, 16-23 and 32-39
+    dev_buf d5(sizeof(float) * size_t(3 * 5 * 8));
+    const cuda_product group8[3] = {{dw.as<uint8_t>(), 8, d5.as<float>()},
+                                    {dw.as<uint8_t>() + 16 * rb, 8, d5.as<float>() + 5 * 8},
+                                    {dw.as<uint8_t>() + 32 * rb, 8, d5.as<float>() + 2 * 5 * 8}};
+    cuda_matmul_many(type, rb, n_cols, dx.as<float>(), 5, group8, 3, decode_scratch(), nullptr);
+    const std::vector<float> g5 = down<float>(d5, size_t(3 * 5 * 8));
     const std::vector<float> y = down<float>(dy, want.size()), y1 = down<float>(dy1, size_t(n_out));
     const std::vector<float> y16 = down<float>(dy16, size_t(16 * n_out));
     const double limit = type == TYPE_BF16 ? 2e-2 : 5e-3;   // activations rounded to bf16 / f16
@@ -173,7 +181,14 @@ void check_matmul(int32_t type, std::vector<cuda_selftest_result>& out) {
                       std::memcmp(y.data(), y16.data(), sizeof(float) * size_t(16 * n_out)) == 0 &&
                       std::memcmp(y.data(), ga.data(), sizeof(float) * size_t(n_out)) == 0 &&
                       std::memcmp(y.data() + 8, gb.data(), sizeof(float) * 24) == 0;
-    out.push_back({name + " decode (1, 16 tokens, grouped) == prefill (bits)", same ? 0.0 : 1.0, 0.0, same});
+    bool same5 = true;   // product p, token t, row r of g5 is y's token t, row 16 p + r
+    for (int p = 0; p < 3; p++) {
+        for (int t = 0; t < 5; t++) {
+            same5 = same5 && std::memcmp(y.data() + t * n_out + 16 * p, g5.data() + (p * 5 + t) * 8, sizeof(float) * 8) == 0;
+        }
+    }
+    out.push_back({name + " decode (1, 5, 16 tokens, grouped) == prefill (bits)", same && same5 ? 0.0 : 1.0, 0.0,
+                   same && same5});
 
     // the embedding lookup reads the same rows: exact
     std::vector<cuda_dev_row> rows(3);
