@@ -99,13 +99,21 @@ def load_config(
     options: tuple[Option, ...] | None = None,
 ) -> ServerConfig:
     """Merges defaults < file < environment < flags. `flags` maps option keys (or alias keys) to raw values,
-    None meaning "not given". With `use_default_file`, the installer's file is read when it exists."""
+    None meaning "not given". With `use_default_file`, $STRATA_CONFIG's file is read (it must exist),
+    else the installer's file when it exists."""
     options = options or all_options()
     environ = dict(os.environ if environ is None else environ)
     flags = dict(flags or {})
-    path: Path | None = Path(config_path) if config_path else None
-    if path is None and use_default_file:
-        candidate = Path(environ["STRATA_CONFIG"]) if environ.get("STRATA_CONFIG") else default_config_path()
+    path: Path | None = Path(config_path).expanduser() if config_path else None
+    if path is None and use_default_file and environ.get("STRATA_CONFIG"):
+        # named on purpose, so a missing file is a mistake (a typo would otherwise run on the defaults);
+        # `~` expanded as `strata setup` expands it when it writes there
+        path = Path(environ["STRATA_CONFIG"]).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"STRATA_CONFIG={environ['STRATA_CONFIG']}: no such file (`strata setup` writes "
+                              f"it; unset STRATA_CONFIG to use {default_config_path()})")
+    elif path is None and use_default_file:
+        candidate = default_config_path()
         path = candidate if candidate.is_file() else None
     table: dict[str, Any] = _read_toml(path) if path is not None else {}
 

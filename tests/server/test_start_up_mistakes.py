@@ -166,3 +166,21 @@ def test_a_timeline_path_that_cannot_be_written_is_a_bad_flag_not_a_failed_model
                            "--timeline-out", str(target)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr == f"strata serve: --timeline-out {target}: {says}\n"
+
+
+def test_a_strata_config_that_names_no_file_stops_start_up(tmp_path):
+    # it was ignored: a typo in STRATA_CONFIG ran the server on the defaults without a word
+    missing = tmp_path / "confg.toml"
+    with pytest.raises(ConfigError) as e:
+        load_config({}, environ={"STRATA_CONFIG": str(missing)}, use_default_file=True)
+    assert str(e.value).startswith(f"STRATA_CONFIG={missing}: no such file")
+    assert "unset STRATA_CONFIG" in str(e.value)
+    load_config({}, environ={"STRATA_CONFIG": str(missing)}, use_default_file=False)   # --no-config: not read
+
+
+def test_strata_config_expands_the_home_folder_as_strata_setup_does(tmp_path, monkeypatch):
+    # `strata setup` writes to ~/x.toml for STRATA_CONFIG="~/x.toml"; serve looked for a literal "~" folder
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "x.toml").write_text("ctx = 4096\n")
+    config = load_config({}, environ={"STRATA_CONFIG": "~/x.toml"}, use_default_file=True)
+    assert config.ctx == 4096
