@@ -134,9 +134,7 @@ def check_output_paths(config: ServerConfig) -> None:
 def port_taken(host: str, port: int) -> str | None:
     """Why (host, port) cannot be bound now, with what to do about it, or None. Checked before the model
     loads, so a busy port stops start-up at once; binding can still fail later (a race), which the
-    listening code handles."""
-    if port == 0:
-        return None
+    listening code handles. Port 0 (any free port) is bound too: that checks the host."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as e:

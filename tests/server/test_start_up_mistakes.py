@@ -105,6 +105,19 @@ def test_a_host_that_is_not_this_machines_says_what_host_takes(host, reason):
     assert "another server" not in done.stderr          # the busy-port advice does not apply
 
 
+def test_a_host_that_is_not_this_machines_stops_start_up_with_any_free_port_too():
+    # --port 0 skipped the host check: the model loaded in the background after "cannot listen", and its
+    # INFO line then claimed "listening on http://192.0.2.1:0"
+    from strata.server.cli import port_taken
+
+    assert "--host takes an address of this machine" in port_taken("192.0.2.1", 0)
+    assert port_taken("127.0.0.1", 0) is None
+    done = _serve("--host", "192.0.2.1", "--port", "0")
+    assert done.returncode == 1, done.stderr
+    assert "--host takes an address of this machine: 127.0.0.1" in done.stderr
+    assert "loaded in" not in done.stderr and "loading the model" not in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("code,port,hint", [
     (errno.EADDRINUSE, 8080, "is another server running there? --port chooses another"),
     (errno.EACCES, 80, "ports below 1024 need administrator rights"),
