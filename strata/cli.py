@@ -1,8 +1,9 @@
 """The `strata` command: one subcommand per part, each implemented in its part's own module.
 
-This file only dispatches, and turns two kinds of user mistake into one short message instead of a usage
-dump or a traceback: an option the command does not have (with the option meant, when it can tell) and
-a file or folder the command cannot use. Importing a part happens when its subcommand runs so that
+This file only dispatches, and turns three kinds of user mistake into one short message instead of a usage
+dump, a traceback or an abort: an option the command does not have (with the option meant, when it can
+tell), a file or folder the command cannot use, and a window command where there is no display.
+Importing a part happens when its subcommand runs so that
 `strata --version` and `strata models` stay fast and need neither Qt nor aiohttp.
 """
 
@@ -79,6 +80,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+WINDOWED = ("monitor",)   # subcommands that open a Qt window
+
+
+def no_display(environ: Mapping[str, str], platform: str) -> str | None:
+    """Why a window cannot open here, or None. On Linux without DISPLAY or WAYLAND_DISPLAY (an SSH session,
+    a server) and no QT_QPA_PLATFORM, Qt aborts the process (SIGABRT) advising a reinstall."""
+    if not platform.startswith("linux") or any(environ.get(v) for v in ("DISPLAY", "WAYLAND_DISPLAY",
+                                                                       "QT_QPA_PLATFORM")):
+        return None
+    return ("no display to open a window on (DISPLAY and WAYLAND_DISPLAY are unset, as over SSH): run it on "
+            "a desktop with --url pointing at the server, or save a picture with --screenshot PATH; "
+            "GET /v1/monitor gives the same figures as JSON")
+
+
 def file_problem(error: OSError) -> str:
     """An OSError about a file as a user reads it: the path and what is wrong with it."""
     reason = error.strerror or str(error)
@@ -95,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
                             synonyms=getattr(module, "FLAG_SYNONYMS", None))
         module.add_arguments(sub)
         args = sub.parse_args(argv[1:])
+        if name in WINDOWED and no_display(os.environ, sys.platform):
+            if not getattr(args, "screenshot", None):
+                print(f"strata {name}: {no_display(os.environ, sys.platform)}", file=sys.stderr)
+                return 2
+            os.environ["QT_QPA_PLATFORM"] = "offscreen"     # a screenshot needs no screen
         try:
             return int(module.run(args) or 0)
         except BrokenPipeError:
