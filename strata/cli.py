@@ -13,6 +13,7 @@ import argparse
 import difflib
 import importlib
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from typing import NoReturn
@@ -49,6 +50,13 @@ class CommandParser(argparse.ArgumentParser):
                 meant = self.option_meant(word)
                 if meant:
                     hints += f"\n  {word.split('=', 1)[0]}: did you mean {meant}?"
+                elif word.lower().endswith(".gguf") and any("--model" in a.option_strings for a in self._actions):
+                    hints += f"\n  {word}: did you mean --model {word}?"   # `llama-server`/`ollama` habits
+        choice = re.match(r"argument COMMAND: invalid choice: '([^']*)'", message)
+        if choice:
+            meant = name_meant(choice.group(1), SUBCOMMANDS, cutoff=0.6)
+            if meant:
+                hints += f"\n  {choice.group(1)}: did you mean {meant}?"
         self.exit(2, f"{self.prog}: error: {message}{hints}\n`{self.prog} --help` lists every option\n")
 
     def option_meant(self, word: str) -> str | None:

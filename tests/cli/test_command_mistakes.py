@@ -34,6 +34,19 @@ def test_an_unknown_option_names_the_option_meant_in_two_lines(capsys, argv, mea
     assert "usage:" not in err and len(err.strip().splitlines()) <= 3, err
 
 
+@pytest.mark.parametrize("argv,hint", [
+    (("serve", "model.gguf"), "model.gguf: did you mean --model model.gguf?"),    # a model given bare
+    (("bench", "/m/x.GGUF"), "/m/x.GGUF: did you mean --model /m/x.GGUF?"),
+    (("serv",), "serv: did you mean serve?"),                                       # a misspelt command
+    (("replya", "t.jsonl"), "replya: did you mean replay?"),
+])
+def test_a_bare_model_path_or_a_misspelt_command_gets_the_form_meant(capsys, argv, hint):
+    rc, err = run_cli(capsys, *argv)
+    assert rc == 2
+    assert hint in err, err
+    assert "usage:" not in err and len(err.strip().splitlines()) <= 3, err
+
+
 def test_an_unknown_option_with_nothing_close_still_says_where_the_options_are(capsys):
     rc, err = run_cli(capsys, "serve", "--frobnicate")
     assert rc == 2
