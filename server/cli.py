@@ -65,6 +65,13 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
     except FileNotFoundError as e:
         log.error("the model could not be loaded: %s", e)
         return 1
+    from strata.engine.gpu import resolve_backend
+
+    try:
+        resolve_backend(config.backend)  # `--backend cuda` where it cannot run: also before "listening on"
+    except ValueError as e:
+        log.error("the model could not be loaded: %s", e)
+        return 1
     busy = port_taken(config.host, config.port)
     if busy:                            # before the app starts loading the model in the background
         log.error("cannot listen on %s:%s: %s", config.host, config.port, busy)

@@ -118,6 +118,21 @@ def test_a_host_that_is_not_this_machines_stops_start_up_with_any_free_port_too(
     assert "loaded in" not in done.stderr and "loading the model" not in done.stderr, done.stderr
 
 
+def test_backend_cuda_where_it_cannot_run_stops_before_listening():
+    # it printed "listening on ... (loading the model)" first: a client saw a server that then exited
+    from strata.engine.gpu import resolve_backend
+
+    try:
+        resolve_backend("cuda")
+        pytest.skip("CUDA runs here")
+    except ValueError as e:
+        reason = str(e)
+    done = _serve("--backend", "cuda", "--port", "0")
+    assert done.returncode == 1, done.stderr
+    assert f"the model could not be loaded: {reason}" in done.stderr
+    assert "listening on" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("code,port,hint", [
     (errno.EADDRINUSE, 8080, "is another server running there? --port chooses another"),
     (errno.EACCES, 80, "ports below 1024 need administrator rights"),
