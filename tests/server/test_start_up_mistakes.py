@@ -133,6 +133,27 @@ def test_backend_cuda_where_it_cannot_run_stops_before_listening():
     assert "listening on" not in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("threads,n_cpus,warned", [
+    (None, 2, False), (2, 2, False), (1, 16, False), (3, 2, True), (500, 2, True), (8, None, False),
+])
+def test_more_threads_than_cores_is_warned(threads, n_cpus, warned):
+    from strata.server.cli import threads_warning
+
+    said = threads_warning(threads, n_cpus)
+    assert (said is not None) == warned
+    if warned:
+        assert said.startswith(f"--threads {threads} is more than this machine's {n_cpus} logical cores")
+        assert "leave --threads unset" in said
+
+
+def test_the_server_warns_of_more_threads_than_cores_at_start_up():
+    import os
+
+    too_many = str((os.cpu_count() or 1) + 1)
+    done = _serve("--threads", too_many, "--port", "0", until="listening on")
+    assert f"WARNING strata.server: --threads {too_many} is more than this machine's" in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("code,port,hint", [
     (errno.EADDRINUSE, 8080, "is another server running there? --port chooses another"),
     (errno.EACCES, 80, "ports below 1024 need administrator rights"),
