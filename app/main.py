@@ -102,6 +102,14 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", e)
         return 2
 
+    from strata.cli import HEADLESS, headless
+
+    if headless(os.environ, sys.platform):   # Qt would abort (SIGABRT) advising a reinstall
+        say(f"strata-app: {HEADLESS}: start it on a desktop, or run the server alone with `strata serve` "
+            "(`./run` does so where there is no display)")
+        log.error("no display: not started")
+        return 2
+
     from PySide6.QtWidgets import QApplication
     from strata.app.single_instance import SingleInstance, ask_running_instance, instance_name
 

@@ -70,9 +70,9 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
 
     try:
         resolve_backend(config.backend)  # `--backend cuda` where it cannot run: also before "listening on"
-    except ValueError as e:
-        log.error("the model could not be loaded: %s", e)
-        return 1
+    except ValueError as e:              # an option this machine cannot honour: 2, so the app does not retry
+        log.error("--backend %s: %s", config.backend, e)
+        return 2
     too_many = threads_warning(config.threads, os.cpu_count())
     if too_many:
         log.warning("%s", too_many)

@@ -91,15 +91,22 @@ def build_parser() -> argparse.ArgumentParser:
 WINDOWED = ("monitor",)   # subcommands that open a Qt window
 
 
+HEADLESS = "no display to open a window on (DISPLAY and WAYLAND_DISPLAY are unset, as over SSH)"
+
+
+def headless(environ: Mapping[str, str], platform: str) -> bool:
+    """Whether a Qt window cannot open here: Linux without DISPLAY or WAYLAND_DISPLAY (an SSH session, a
+    server) and no QT_QPA_PLATFORM, where Qt aborts the process (SIGABRT) advising a reinstall."""
+    return platform.startswith("linux") and not any(environ.get(v) for v in ("DISPLAY", "WAYLAND_DISPLAY",
+                                                                              "QT_QPA_PLATFORM"))
+
+
 def no_display(environ: Mapping[str, str], platform: str) -> str | None:
-    """Why a window cannot open here, or None. On Linux without DISPLAY or WAYLAND_DISPLAY (an SSH session,
-    a server) and no QT_QPA_PLATFORM, Qt aborts the process (SIGABRT) advising a reinstall."""
-    if not platform.startswith("linux") or any(environ.get(v) for v in ("DISPLAY", "WAYLAND_DISPLAY",
-                                                                       "QT_QPA_PLATFORM")):
+    """Why the monitor's window cannot open here, with what to do instead; None where it can."""
+    if not headless(environ, platform):
         return None
-    return ("no display to open a window on (DISPLAY and WAYLAND_DISPLAY are unset, as over SSH): run it on "
-            "a desktop with --url pointing at the server, or save a picture with --screenshot PATH; "
-            "GET /v1/monitor gives the same figures as JSON")
+    return (f"{HEADLESS}: run it on a desktop with --url pointing at the server, or save a picture with "
+            "--screenshot PATH; GET /v1/monitor gives the same figures as JSON")
 
 
 def file_problem(error: OSError) -> str:

@@ -52,7 +52,8 @@ def resolve_backend(backend: str) -> str:
         if backend == "auto":
             return "cpu"
         raise ValueError("backend 'cuda' is not available: this build has no CUDA backend "
-                         "(rebuild with `pip install -Ccmake.define.STRATA_CUDA=ON .`, see docs/cuda.md)")
+                         "(in a checkout, rebuild with `pip install --no-build-isolation -Ccmake.define.STRATA_CUDA=ON -e .`; "
+                         "see docs/cuda.md)")
     if not cuda_devices():
         if backend == "auto":
             return "cpu"

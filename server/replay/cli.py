@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("timeline", help="a Mooncake or Strata JSONL file, `agents:HOURS:SEED`, or `generate`")
     parser.add_argument("--slots", default="2,4,6,8", help="slot counts, comma-separated (default 2,4,6,8)")
     parser.add_argument("--policies", default=DEFAULT_POLICIES,
-                        help=f"comma-separated, from: {', '.join(POLICY_NAMES)} (default: all)")
+                        help=f"comma-separated, from: {', '.join(POLICY_NAMES)} (default: {DEFAULT_POLICIES}; the others "
+                             "run only when named)")
     parser.add_argument("--groups", type=int, default=1, help="slot groups (slot i in group i %% G), for affinity")
     parser.add_argument("--thin", type=float, default=1.0, help="replay this share of the conversations")
     parser.add_argument("--draws", type=int, default=1, help="random draws of --thin (seeds 0..K-1)")

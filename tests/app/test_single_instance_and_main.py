@@ -83,3 +83,16 @@ def test_first_run_shows_the_wizard_and_cancel_ends_the_app(qtbot, tmp_path):
     log = (tmp_path / "logs" / "app.log").read_text()
     assert "first run, showing the setup wizard" in log and "setup cancelled" in log
     assert "starting the server" not in log
+
+
+def test_without_a_display_the_app_says_so_instead_of_aborting(tmp_path):
+    """Linux with no DISPLAY / WAYLAND_DISPLAY / QT_QPA_PLATFORM (an SSH session): Qt would abort with
+    SIGABRT (exit 134) advising a reinstall; the app stops first with one line saying what to do."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the check is for Linux desktops")
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    r = subprocess.run([sys.executable, "-m", "strata.app.main", "--log-dir", str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stderr.startswith("strata-app: no display to open a window on"), r.stderr
+    assert "strata serve" in r.stderr
