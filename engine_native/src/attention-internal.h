@@ -79,6 +79,12 @@ void scores_q8_heads(const kv_layout& L, const uint8_t* k, const q8_query& qq, i
 // All of kv head g's output dimensions for its n_rep query heads
 void values_q8_all(const kv_layout& L, const uint8_t* v, int64_t g, int64_t n_rep, const float* p, int64_t n_pad,
                    int64_t n_pos, const float* inv_sum, float* out);
+// attention_row_group's q8_0 case (head sizes 32, 64, 128): each row's outputs bitwise those of
+// attention_q8_tiled for the row alone; scratch as attention_rows_scratch_floats gives
+bool attention_q8_grouped(const kv_layout& L);
+void attention_rows_q8_tiled(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t q_stride,
+                             int64_t g, int64_t n_rep, int64_t n_rows, const int64_t* n_pos, float scale, float* out,
+                             int64_t out_stride, float* scratch);
 // One row's attention over a q8_0 KV (attention_group's q8_0 case)
 void attention_q8_tiled(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
                         int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores);

@@ -5,6 +5,8 @@
 // Not here: the layout's store / rows conversions and the entry points (attention.cpp), threading.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 #include "attention-internal.h"
 #include "quants.h"
@@ -158,7 +160,213 @@ void values_q8_heads(const uint8_t* v, size_t row_bytes, size_t first, int64_t b
     }
 }
 
+// ---- groups of rows of one context (prefill chunks, q8_0): the query vectors of all the rows' heads
+// share each K tile block's loads and each V row's widening. Every chain is the per-row path's (the
+// score lane = position, fma over blocks from 0 with the same int32 dot and the same d_k * d_q, then
+// one multiply by scale; the value lane = dimension, fma over positions from 0 with p * d_v, then one
+// multiply by 1 / sum), and each row's causal tail runs for that row alone, so each query vector gets
+// the floats attention_q8_tiled gives its row alone.
+
+#if defined(__GNUC__) || defined(__clang__)
+#define STRATA_Q8_UNROLL _Pragma("GCC unroll 32")
+#else
+#define STRATA_Q8_UNROLL
+#endif
+
+// n_q quantized query vectors: qs (n_q, hd) int8, d and bias (n_q, nb)
+struct q8_queries {
+    const int8_t* qs;
+    const float* d;
+    const int32_t* bias;
+    int64_t hd, nb;
+};
+
+// One block of NQ query vectors (from i0) over whole tiles [0, n_tiles) of kv head g's K:
+// query i's scores at scores + i * n_pad, as scores_q8_tiled computes them for its row alone.
+template <int NQ>
+void group_scores_q8_block(const uint8_t* k, size_t tile_bytes, int64_t g, const q8_queries& qv, int64_t i0,
+                           int64_t n_tiles, float scale, float* scores, int64_t n_pad) {
+    const v16 vs = v16_set1(scale);
+    const int64_t nb = qv.nb;
+    const size_t head_bytes = size_t(nb) * k_q8_tile_block;
+    for (int64_t tile = 0; tile < n_tiles; tile++) {
+        const uint8_t* base = k + size_t(tile) * tile_bytes + size_t(g) * head_bytes;
+        if (tile + k_prefetch_tiles < n_tiles) prefetch_bytes(base + k_prefetch_tiles * tile_bytes, head_bytes);
+        v16 sf[NQ];
+        STRATA_Q8_UNROLL
+        for (int i = 0; i < NQ; i++) sf[i] = v16_zero();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t* tb = base + b * k_q8_tile_block;
+            const v16 dk = v16_load(reinterpret_cast<const uint16_t*>(tb + k_q8_scales));
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+            __m512i kv[8];
+            for (int j = 0; j < 8; j++) kv[j] = _mm512_loadu_si512(tb + 64 * j);
+            STRATA_Q8_UNROLL
+            for (int i = 0; i < NQ; i++) {
+                const int64_t qi = i0 + i;
+                const int8_t* q = qv.qs + qi * qv.hd + b * k_qk;
+                __m512i acc = _mm512_set1_epi32(qv.bias[qi * nb + b]);
+                for (int j = 0; j < 8; j++) acc = dpbusd_bcast(acc, kv[j], q + 4 * j);
+                const v16 dot{_mm512_cvtepi32_ps(acc)};
+                sf[i] = v16_fma(dot, v16_mul(dk, v16_set1(qv.d[qi * nb + b])), sf[i]);
+            }
+#else
+            for (int i = 0; i < NQ; i++) {
+                const int64_t qi = i0 + i;
+                const v16 dot = tile_block_dots(tb, qv.qs + qi * qv.hd + b * k_qk, qv.bias[qi * nb + b]);
+                sf[i] = v16_fma(dot, v16_mul(dk, v16_set1(qv.d[qi * nb + b])), sf[i]);
+            }
+#endif
+        }
+        STRATA_Q8_UNROLL
+        for (int i = 0; i < NQ; i++) v16_store(scores + i * n_pad + tile * k_tile, v16_mul(sf[i], vs));
+    }
+}
+
+// Blocks of NQ query vectors, then the rest by halves.
+template <int NQ>
+void group_scores_q8(const uint8_t* k, size_t tile_bytes, int64_t g, const q8_queries& qv, int64_t i0, int64_t n_q,
+                     int64_t n_tiles, float scale, float* scores, int64_t n_pad) {
+    int64_t i = 0;
+    for (; i + NQ <= n_q; i += NQ)
+        group_scores_q8_block<NQ>(k, tile_bytes, g, qv, i0 + i, n_tiles, scale, scores + i * n_pad, n_pad);
+    if constexpr (NQ > 1) {
+        if (i < n_q) {
+            group_scores_q8<NQ / 2>(k, tile_bytes, g, qv, i0 + i, n_q - i, n_tiles, scale, scores + i * n_pad, n_pad);
+        }
+    }
+}
+
+// The values' chains of NQ query vectors (p: their weights, rows n_pad apart) over NB blocks of V rows
+// [t0, t1) (first: the kv head's byte offset in a row), continued from acc_mem (NQ, NB * 32) and stored
+// back exactly; the first block of a span prefetches rows up to pf_end.
+template <int NQ, int NB>
+void group_values_q8_block(const uint8_t* v, size_t row_bytes, size_t first, const float* p, int64_t n_pad,
+                           int64_t t0, int64_t t1, int64_t pf_end, float* acc_mem) {
+    v16 acc[NQ][2 * NB];
+    STRATA_Q8_UNROLL
+    for (int i = 0; i < NQ; i++)
+        STRATA_Q8_UNROLL
+        for (int c = 0; c < 2 * NB; c++) acc[i][c] = v16_load(acc_mem + (i * 2 * NB + c) * 16);
+    for (int64_t t = t0; t < t1; t++) {
+        const uint8_t* row = v + size_t(t) * row_bytes + first;
+        if (t + k_prefetch_rows < pf_end) prefetch_bytes(row + k_prefetch_rows * row_bytes, NB * k_q8_block);
+        STRATA_Q8_UNROLL
+        for (int b = 0; b < NB; b++) {
+            const uint8_t* blk = row + b * k_q8_block;
+            const float d = half_bits_to_float(blk);
+            const v16 x0 = v16_load_s8(blk + 2), x1 = v16_load_s8(blk + 18);
+            STRATA_Q8_UNROLL
+            for (int i = 0; i < NQ; i++) {
+                const v16 w = v16_set1(p[i * n_pad + t] * d);
+                acc[i][2 * b] = v16_fma(w, x0, acc[i][2 * b]);
+                acc[i][2 * b + 1] = v16_fma(w, x1, acc[i][2 * b + 1]);
+            }
+        }
+    }
+    STRATA_Q8_UNROLL
+    for (int i = 0; i < NQ; i++)
+        STRATA_Q8_UNROLL
+        for (int c = 0; c < 2 * NB; c++) v16_store(acc_mem + (i * 2 * NB + c) * 16, acc[i][c]);
+}
+
+template <int NQ, int NB>
+void group_values_q8(const uint8_t* v, size_t row_bytes, size_t first, const float* p, int64_t n_pad, int64_t n_q,
+                     int64_t t0, int64_t t1, int64_t pf_end, float* acc_mem) {
+    int64_t i = 0;
+    for (; i + NQ <= n_q; i += NQ) {
+        group_values_q8_block<NQ, NB>(v, row_bytes, first, p + i * n_pad, n_pad, t0, t1, i == 0 ? pf_end : 0,
+                                      acc_mem + i * NB * k_qk);
+    }
+    if constexpr (NQ > 1) {
+        if (i < n_q) {
+            group_values_q8<NQ / 2, NB>(v, row_bytes, first, p + i * n_pad, n_pad, n_q - i, t0, t1,
+                                        i == 0 ? pf_end : 0, acc_mem + i * NB * k_qk);
+        }
+    }
+}
+
+#if defined(STRATA_V16_AVX512)
+constexpr int k_group_q8_scores = 16;   // score accumulators per block (32 zmm: 8 hold the K tile block)
+constexpr int k_group_q8_values = 24;   // value accumulators per block
+#else
+constexpr int k_group_q8_scores = 4;
+constexpr int k_group_q8_values = 6;
+#endif
+constexpr int64_t k_group_q8_span_bytes = 32 * 1024;   // one span's V rows of one kv head (L1)
+
+template <int NB>
+void group_attention_q8(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t q_stride,
+                        int64_t g, int64_t n_rep, int64_t n_rows, const int64_t* n_pos_rows, float scale, float* out,
+                        int64_t out_stride, float* scratch) {
+    constexpr int HD = NB * k_qk;
+    const int64_t n_q = n_rows * n_rep;
+    int64_t max_pos = 0, t_common = n_pos_rows[0];
+    for (int64_t i = 0; i < n_rows; i++) {
+        max_pos = std::max(max_pos, n_pos_rows[i]);
+        t_common = std::min(t_common, n_pos_rows[i]);
+    }
+    const int64_t n_tiles = (max_pos + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
+    thread_local std::vector<int8_t> qs;
+    thread_local std::vector<float> qd;
+    thread_local std::vector<int32_t> qbias;
+    thread_local std::vector<float> inv;
+    if (int64_t(qs.size()) < n_q * HD) qs.resize(size_t(n_q * HD));
+    if (int64_t(qd.size()) < n_q * NB) qd.resize(size_t(n_q * NB));
+    if (int64_t(qbias.size()) < n_q * NB) qbias.resize(size_t(n_q * NB));
+    if (int64_t(inv.size()) < n_q) inv.resize(size_t(n_q));
+    for (int64_t i = 0; i < n_rows; i++)
+        for (int64_t h = 0; h < n_rep; h++) {
+            const int64_t j = i * n_rep + h;
+            quantize_query(q + i * q_stride + h * HD, HD, qs.data() + j * HD, qd.data() + j * NB,
+                           qbias.data() + j * NB);
+        }
+    const q8_queries qv{qs.data(), qd.data(), qbias.data(), HD, NB};
+    float* scores = scratch;            // (n_q, n_pad)
+    float* acc = scores + n_q * n_pad;  // (n_q, HD)
+    group_scores_q8<k_group_q8_scores>(k, size_t(k_tile) * L.row_bytes, g, qv, 0, n_q, n_tiles, scale, scores, n_pad);
+    for (int64_t j = 0; j < n_q; j++) {
+        const int64_t pos = n_pos_rows[j / n_rep], pad_j = (pos + k_tile - 1) / k_tile * k_tile;
+        inv[size_t(j)] = softmax_tiled(scores + j * n_pad, pos, pad_j);
+    }
+    constexpr int NQV = k_group_q8_values / (2 * NB) > 0 ? k_group_q8_values / (2 * NB) : 1;
+    const size_t first = size_t(g * NB) * k_q8_block;
+    const int64_t span = std::max<int64_t>(1, k_group_q8_span_bytes / int64_t(NB * k_q8_block));
+    std::fill(acc, acc + n_q * HD, 0.0f);
+    for (int64_t t0 = 0; t0 < t_common; t0 += span) {
+        const int64_t t1 = std::min(t_common, t0 + span);
+        group_values_q8<NQV, NB>(v, L.row_bytes, first, scores, n_pad, n_q, t0, t1, t_common, acc);
+    }
+    // each query vector's own tail [t_common, n_pos) alone, then out = acc * inv
+    for (int64_t j = 0; j < n_q; j++) {
+        const int64_t i = j / n_rep, h = j % n_rep;
+        group_values_q8_block<1, NB>(v, L.row_bytes, first, scores + j * n_pad, n_pad, t_common, n_pos_rows[i], 0,
+                                     acc + j * HD);
+        const v16 vi = v16_set1(inv[size_t(j)]);
+        float* o = out + i * out_stride + h * HD;
+        for (int c = 0; c < 2 * NB; c++) v16_store(o + c * 16, v16_mul(v16_load(acc + j * HD + c * 16), vi));
+    }
+}
+
 }  // namespace
+
+bool attention_q8_grouped(const kv_layout& L) {
+    return L.type == TYPE_Q8_0 && L.k_tiled && (L.head_dim == 32 || L.head_dim == 64 || L.head_dim == 128);
+}
+
+void attention_rows_q8_tiled(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t q_stride,
+                             int64_t g, int64_t n_rep, int64_t n_rows, const int64_t* n_pos, float scale, float* out,
+                             int64_t out_stride, float* scratch) {
+    auto run = [&](auto nb) {
+        group_attention_q8<decltype(nb)::value>(L, k, v, q, q_stride, g, n_rep, n_rows, n_pos, scale, out, out_stride,
+                                                scratch);
+    };
+    switch (L.head_dim) {
+        case 32: run(std::integral_constant<int, 1>()); break;
+        case 64: run(std::integral_constant<int, 2>()); break;
+        default: run(std::integral_constant<int, 4>()); break;
+    }
+}
 
 const q8_query& quantize_queries(const float* q, int64_t n_rep, int64_t hd) {
     thread_local q8_query qq;   // 17 KiB

@@ -1,6 +1,6 @@
 // KV cache layout (tiled K, row V; f16, f32 or q8_0) and attention over it with vec16 (AVX-512, AVX2
 // or scalar: the same lane arithmetic on each): one row's query heads of one kv head, or a group of
-// rows of one context (a prompt piece, f16 only) sharing the K and V loads with the same per-row
+// rows of one context (a prompt piece, f16 and q8_0) sharing the K and V loads with the same per-row
 // floats, or one long row in parts.
 //
 // Not here: threading (the caller deals out the tasks), q8_0's kernels (attention-q8.cpp).
@@ -562,7 +562,8 @@ void kv_set_rows(const kv_layout& L, uint8_t* buf, bool is_k, int64_t t0, int64_
 }
 
 bool attention_rows_grouped(const kv_layout& L) {
-    return L.type == TYPE_F16 && L.k_tiled && (L.head_dim == 32 || L.head_dim == 64 || L.head_dim == 128);
+    return (L.type == TYPE_F16 && L.k_tiled && (L.head_dim == 32 || L.head_dim == 64 || L.head_dim == 128)) ||
+           attention_q8_grouped(L);
 }
 
 int64_t attention_group_rows(int64_t n_rep) {
@@ -586,6 +587,10 @@ void attention_row_group(const kv_layout& L, const uint8_t* k, const uint8_t* v,
         for (int64_t i = 0; i < n_rows; i++) {
             attention_group(L, k, v, q + i * q_stride, g, n_rep, n_pos[i], scale, out + i * out_stride, scratch);
         }
+        return;
+    }
+    if (L.type == TYPE_Q8_0) {
+        attention_rows_q8_tiled(L, k, v, q, q_stride, g, n_rep, n_rows, n_pos, scale, out, out_stride, scratch);
         return;
     }
     const auto* kh = reinterpret_cast<const uint16_t*>(k);

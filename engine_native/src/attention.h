@@ -64,8 +64,8 @@ int64_t attention_scratch_floats(int64_t n_rep, int64_t capacity);
 // The same attention for n_rows rows of one context at once (a prefill chunk's rows): row i's query
 // heads at q + i * q_stride (n_rep, head_dim), its positions [0, n_pos[i]), its output at
 // out + i * out_stride (n_rep, head_dim). Each row's output is bitwise the one attention_group gives
-// for that row alone. Grouped kernels where attention_rows_grouped(L) (f16 tiled K, head_dim 32, 64
-// or 128: the rows share every K tile's and V row's loads), else attention_group row by row.
+// for that row alone. Grouped kernels where attention_rows_grouped(L) (f16 or q8_0 tiled K, head_dim
+// 32, 64 or 128: the rows share every K tile's and V row's loads), else attention_group row by row.
 //   scratch: attention_rows_scratch_floats(n_rep, n_rows, max n_pos) floats; n_rows * n_rep <= 1024
 // Throws std::invalid_argument naming a group too large.
 bool attention_rows_grouped(const kv_layout& L);

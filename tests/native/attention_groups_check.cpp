@@ -1,5 +1,5 @@
 // Check program for tests/native/test_attention_builds.py: attention_row_group (a group of rows of one
-// context) against attention_group row by row, bitwise, on random f16 KV, for head sizes 32/64/128,
+// context) against attention_group row by row, bitwise, on random f16 and q8_0 KV, for head sizes 32/64/128,
 // 1-2 kv heads, 1/3/4 query heads per kv head and histories 0-300; prints "N of M cases differ".
 // Built with each vec16 variant's flags (AVX-512, AVX2, scalar). Not the engine's fp16 conversions
 // (own truncating ones below: both paths read the same stored K/V, which is all the check needs).
@@ -15,8 +15,9 @@ int main() {
     std::mt19937 rng(1);
     std::normal_distribution<float> nd(0.f, 1.f);
     int bad = 0, checks = 0;
+    for (int type : {1 /*f16*/, 8 /*q8_0*/})
     for (int hd : {32, 64, 128}) for (int n_kv : {1, 2}) for (int n_rep : {1, 3, 4}) for (int base : {0, 5, 37, 300}) {
-        kv_layout L = kv_layout_make(1 /*f16*/, 1, n_kv, hd);
+        kv_layout L = kv_layout_make(type, 1, n_kv, hd);
         const int64_t n_rows = std::max<int64_t>(2, attention_group_rows(n_rep)) + (base % 3), cap = base + n_rows + 32;
         std::vector<uint8_t> k(L.k_bytes(cap)), v(L.v_bytes(cap));
         std::vector<float> kr(L.kv_dim), vr(L.kv_dim);
@@ -40,7 +41,7 @@ int main() {
                                 out2.data() + g * n_rep * hd, Q, scratch.data());
         }
         checks++;
-        if (std::memcmp(out1.data(), out2.data(), out1.size() * 4) != 0) { bad++; printf("DIFF hd %d kv %d rep %d base %d\n", hd, n_kv, n_rep, base); }
+        if (std::memcmp(out1.data(), out2.data(), out1.size() * 4) != 0) { bad++; printf("DIFF type %d hd %d kv %d rep %d base %d\n", type, hd, n_kv, n_rep, base); }
     }
     printf("%d of %d cases differ\n", bad, checks);
     return bad != 0;

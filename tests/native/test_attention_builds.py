@@ -1,7 +1,8 @@
 """Grouped attention (attention_row_group) against the per-row path, bit for bit, on every vec16
 build: attention.cpp compiled with AVX-512 (-march=native where the CPU has it), AVX2 + FMA + F16C,
-and no SIMD flags (the scalar float[16] lanes), each with a small check program
-(attention_groups_check.cpp) over random f16 KV. The engine's own build covers only one of these.
+and no SIMD flags (the scalar float[16] lanes), plus AVX-512 VNNI (q8_0's dots), each with a small
+check program (attention_groups_check.cpp) over random f16 and q8_0 KV. The engine's own build covers
+only one of these.
 
 Skipped without g++ or on a CPU without the variant's instructions. ~2 s per compile.
 """
@@ -15,8 +16,10 @@ import pytest
 from .toolchain import build_and_run_check
 
 HERE = Path(__file__).resolve().parent
+AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma", "-mf16c"]
 VARIANTS = {   # name: (compiler flags, /proc/cpuinfo flags the CPU needs)
-    "avx512": (["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma", "-mf16c"], ["avx512f", "avx512bw"]),
+    "avx512vnni": ([*AVX512, "-mavx512vnni"], ["avx512f", "avx512bw", "avx512_vnni"]),
+    "avx512": (AVX512, ["avx512f", "avx512bw"]),
     "avx2": (["-mavx2", "-mfma", "-mf16c"], ["avx2", "fma", "f16c"]),
     "scalar": ([], []),
 }
@@ -25,4 +28,4 @@ VARIANTS = {   # name: (compiler flags, /proc/cpuinfo flags the CPU needs)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_grouped_attention_equals_rows_bitwise(variant, tmp_path):
     flags_cc, flags_cpu = VARIANTS[variant]
-    build_and_run_check(HERE / "attention_groups_check.cpp", flags_cc, flags_cpu, tmp_path / "check", 72)
+    build_and_run_check(HERE / "attention_groups_check.cpp", flags_cc, flags_cpu, tmp_path / "check", 144)
