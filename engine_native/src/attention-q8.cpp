@@ -239,7 +239,7 @@ void group_scores_q8(const uint8_t* k, size_t tile_bytes, int64_t g, const q8_qu
 
 // The values' chains of NQ query vectors (p: their weights, rows n_pad apart) over NB blocks of V rows
 // [t0, t1) (first: the kv head's byte offset in a row), continued from acc_mem (NQ, NB * 32) and stored
-// back exactly; the first block of a span prefetches rows up to pf_end.
+// back exactly, rows prefetched up to pf_end (each query's causal tail, NQ = 1).
 template <int NQ, int NB>
 void group_values_q8_block(const uint8_t* v, size_t row_bytes, size_t first, const float* p, int64_t n_pad,
                            int64_t t0, int64_t t1, int64_t pf_end, float* acc_mem) {
@@ -270,18 +270,70 @@ void group_values_q8_block(const uint8_t* v, size_t row_bytes, size_t first, con
         for (int c = 0; c < 2 * NB; c++) v16_store(acc_mem + (i * 2 * NB + c) * 16, acc[i][c]);
 }
 
+// The same chains over a span of V rows widened once for the whole group: xs (n_t, NB * 32) the quants
+// as floats, ds (NB, n_t) the blocks' scales; the weights p * d_v of the NQ queries are the per-row
+// path's products (one float multiply each), computed 16 at a time into w (NQ, NB, n_t) first.
 template <int NQ, int NB>
-void group_values_q8(const uint8_t* v, size_t row_bytes, size_t first, const float* p, int64_t n_pad, int64_t n_q,
-                     int64_t t0, int64_t t1, int64_t pf_end, float* acc_mem) {
-    int64_t i = 0;
-    for (; i + NQ <= n_q; i += NQ) {
-        group_values_q8_block<NQ, NB>(v, row_bytes, first, p + i * n_pad, n_pad, t0, t1, i == 0 ? pf_end : 0,
-                                      acc_mem + i * NB * k_qk);
+void group_values_q8_wide(const float* xs, const float* ds, int64_t n_t, const float* p, int64_t n_pad, float* w,
+                          float* acc_mem) {
+    for (int i = 0; i < NQ; i++)
+        for (int b = 0; b < NB; b++) {
+            float* wb = w + (i * NB + b) * n_t;
+            const float* pi = p + i * n_pad;
+            const float* db = ds + b * n_t;
+            for (int64_t t = 0; t < n_t; t++) wb[t] = pi[t] * db[t];
+        }
+    v16 acc[NQ][2 * NB];
+    STRATA_Q8_UNROLL
+    for (int i = 0; i < NQ; i++)
+        STRATA_Q8_UNROLL
+        for (int c = 0; c < 2 * NB; c++) acc[i][c] = v16_load(acc_mem + (i * 2 * NB + c) * 16);
+    for (int64_t t = 0; t < n_t; t++) {
+        const float* row = xs + t * NB * k_qk;
+        STRATA_Q8_UNROLL
+        for (int b = 0; b < NB; b++) {
+            const v16 x0 = v16_load(row + b * k_qk), x1 = v16_load(row + b * k_qk + 16);
+            STRATA_Q8_UNROLL
+            for (int i = 0; i < NQ; i++) {
+                const v16 wv = v16_set1(w[(i * NB + b) * n_t + t]);
+                acc[i][2 * b] = v16_fma(wv, x0, acc[i][2 * b]);
+                acc[i][2 * b + 1] = v16_fma(wv, x1, acc[i][2 * b + 1]);
+            }
+        }
     }
+    STRATA_Q8_UNROLL
+    for (int i = 0; i < NQ; i++)
+        STRATA_Q8_UNROLL
+        for (int c = 0; c < 2 * NB; c++) v16_store(acc_mem + (i * 2 * NB + c) * 16, acc[i][c]);
+}
+
+template <int NQ, int NB>
+void group_values_q8_wide_all(const float* xs, const float* ds, int64_t n_t, const float* p, int64_t n_pad,
+                              int64_t n_q, float* w, float* acc_mem) {
+    int64_t i = 0;
+    for (; i + NQ <= n_q; i += NQ)
+        group_values_q8_wide<NQ, NB>(xs, ds, n_t, p + i * n_pad, n_pad, w, acc_mem + i * NB * k_qk);
     if constexpr (NQ > 1) {
         if (i < n_q) {
-            group_values_q8<NQ / 2, NB>(v, row_bytes, first, p + i * n_pad, n_pad, n_q - i, t0, t1,
-                                        i == 0 ? pf_end : 0, acc_mem + i * NB * k_qk);
+            group_values_q8_wide_all<NQ / 2, NB>(xs, ds, n_t, p + i * n_pad, n_pad, n_q - i, w,
+                                                 acc_mem + i * NB * k_qk);
+        }
+    }
+}
+
+// V rows [t0, t1) of the kv head (first: its byte offset in a row) as floats: xs (n_t, NB * 32), ds (NB, n_t)
+template <int NB>
+void widen_v_rows(const uint8_t* v, size_t row_bytes, size_t first, int64_t t0, int64_t t1, float* xs, float* ds) {
+    const int64_t n_t = t1 - t0;
+    for (int64_t t = t0; t < t1; t++) {
+        const uint8_t* row = v + size_t(t) * row_bytes + first;
+        if (t + k_prefetch_rows < t1) prefetch_bytes(row + k_prefetch_rows * row_bytes, NB * k_q8_block);
+        float* xr = xs + (t - t0) * NB * k_qk;
+        for (int b = 0; b < NB; b++) {
+            const uint8_t* blk = row + b * k_q8_block;
+            ds[b * n_t + (t - t0)] = half_bits_to_float(blk);
+            v16_store(xr + b * k_qk, v16_load_s8(blk + 2));
+            v16_store(xr + b * k_qk + 16, v16_load_s8(blk + 18));
         }
     }
 }
@@ -293,7 +345,7 @@ constexpr int k_group_q8_values = 24;   // value accumulators per block
 constexpr int k_group_q8_scores = 4;
 constexpr int k_group_q8_values = 6;
 #endif
-constexpr int64_t k_group_q8_span_bytes = 32 * 1024;   // one span's V rows of one kv head (L1)
+constexpr int64_t k_group_q8_span_bytes = 32 * 1024;   // one span's V rows of one kv head, widened (L1)
 
 template <int NB>
 void group_attention_q8(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t q_stride,
@@ -331,11 +383,18 @@ void group_attention_q8(const kv_layout& L, const uint8_t* k, const uint8_t* v, 
     }
     constexpr int NQV = k_group_q8_values / (2 * NB) > 0 ? k_group_q8_values / (2 * NB) : 1;
     const size_t first = size_t(g * NB) * k_q8_block;
-    const int64_t span = std::max<int64_t>(1, k_group_q8_span_bytes / int64_t(NB * k_q8_block));
+    constexpr int64_t span = k_group_q8_span_bytes / int64_t(HD * sizeof(float));   // rows of widened V
+    thread_local std::vector<float> wide;   // xs (span, HD), ds (NB, span), w (NQV, NB, span)
+    const size_t wide_floats = size_t(span * HD + NB * span + NQV * NB * span);
+    if (wide.size() < wide_floats) wide.resize(wide_floats);
+    float* xs = wide.data();
+    float* ds = xs + span * HD;
+    float* w = ds + NB * span;
     std::fill(acc, acc + n_q * HD, 0.0f);
     for (int64_t t0 = 0; t0 < t_common; t0 += span) {
         const int64_t t1 = std::min(t_common, t0 + span);
-        group_values_q8<NQV, NB>(v, L.row_bytes, first, scores, n_pad, n_q, t0, t1, t_common, acc);
+        widen_v_rows<NB>(v, L.row_bytes, first, t0, t1, xs, ds);
+        group_values_q8_wide_all<NQV, NB>(xs, ds, t1 - t0, scores + t0, n_pad, n_q, w, acc);
     }
     // each query vector's own tail [t_common, n_pos) alone, then out = acc * inv
     for (int64_t j = 0; j < n_q; j++) {

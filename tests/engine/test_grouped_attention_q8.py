@@ -5,7 +5,8 @@ last logits.
 
 Covers head sizes 32, 64 and 128 (the grouped kernels' three shapes), 1-4 query heads per kv head,
 chunks shorter and longer than a group (24 / heads per kv head rows) with group tails, chunks that
-start after a history (inside a K tile), 1 and 2 threads, and a snapshot restore followed by prefill.
+start after a history (inside a K tile), pieces longer than a span of widened V rows, 1 and 2
+threads, and a snapshot restore followed by prefill.
 
 Not here: q8_0's accuracy against a NumPy reference (test_kv_q8_0.py), f16 (test_grouped_attention.py).
 """
@@ -82,3 +83,20 @@ def test_q8_restore_then_prefill_equals_fresh_prefill(tiny_model_factory):
         kv, logits = _state(fresh, 0)
         assert kv == want_kv, f"history {history}: KV differs"
         assert np.array_equal(logits, want_logits), f"history {history}: logits"
+
+
+@pytest.mark.parametrize("shape", ["hd32-rep2", "hd64-rep3"])
+def test_q8_long_piece_crosses_value_spans(shape, tiny_model_factory):
+    """A piece longer than one span of widened V rows (256 positions for head size 32, 128 for 64): the
+    chains carry across spans exactly."""
+    n_embd, n_head, n_head_kv = SHAPES[shape]
+    path = tiny_model_factory(n_layer=2, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, n_ff=128, seed=8)
+    engine = Engine(path, n_ctx=384, n_threads=2, kv_type="q8_0")
+    tokens = _prompt(12, 300)
+    want_kv, want_logits = _one_by_one(engine, 0, tokens)
+    for history, chunk in ((0, 300), (0, 37), (270, 512)):
+        engine.truncate(0, history)
+        engine.prefill(0, tokens[history:], chunk=chunk)
+        kv, logits = _state(engine, 0)
+        assert kv == want_kv, f"{shape}, history {history}, chunk {chunk}: KV differs"
+        assert np.array_equal(logits, want_logits), f"{shape}, history {history}, chunk {chunk}: logits"
