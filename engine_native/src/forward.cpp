@@ -307,7 +307,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
 
     // attention tasks (the same in every layer): rows of one context at consecutive positions (a
     // prefill chunk, a prompt piece) form groups of up to group_rows that attend together per kv
-    // head (f16 tiled KV: the rows share each K tile's and V row's loads). The other rows run alone:
+    // head (f16 or q8_0 tiled KV: the rows share each K tile's and V row's loads). The other rows run alone:
     // a task of one row (all its kv heads: its K tiles and V rows are read front to back by one core,
     // no prefetched lines wasted on the other core's heads) when no row is longer than a thread's
     // fair share of all the positions, else of one (row, kv head) so that a long row's heads still
