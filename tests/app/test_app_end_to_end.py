@@ -45,9 +45,13 @@ def test_app_runs_the_server_shows_traffic_and_restarts_it(qtbot, app_config, tm
         view = controller.model.view()
         assert view.cache["parks"]["disk"] > 0                  # two slots, four conversations: parked to disk
         assert view.cache["hits"]["cold"] > 0
-        # the agent that changes the top of its prompt shows up with an early mismatch position
-        changing = [r for r in view.requests if (r.get("mismatch_excerpt") or "").startswith("time ")]
-        assert changing and all(r["mismatch_at"] < 16 for r in changing)
+        # the agent that changes the top of its prompt ("time 0003. You are ...") shows up with an early
+        # mismatch position; the excerpt starts at "time " when the closest history was another agent's,
+        # at the turn's digits when it was its own previous turn (which one is in a slot then is timing)
+        changing = [r for r in view.requests if r.get("mismatch_at") is not None and r["mismatch_at"] < 16]
+        assert changing, [(r.get("mismatch_at"), r.get("mismatch_excerpt")) for r in view.requests]
+        assert all(r["mismatch_excerpt"].startswith("time ") or r["mismatch_excerpt"][:1].isdigit()
+                   for r in changing), [r["mismatch_excerpt"] for r in changing]
         table = controller.window.activity.requests
         assert table.rowCount() == len(view.requests)
         col = REQUEST_HEADERS.index("stopped\nmatching at")
