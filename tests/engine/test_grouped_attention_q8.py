@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from strata.engine import Engine
 
+from tests.engine.test_grouped_attention import N_TOKENS, _one_by_one, _prompt, _state
+
 # (n_embd, n_head, n_head_kv): head size, query heads per kv head
 SHAPES = {
     "hd32-rep2": (128, 4, 2),
@@ -26,21 +28,6 @@ SHAPES = {
     "hd32-rep4": (256, 8, 2),
     "hd128-rep1": (256, 2, 2),
 }
-N_TOKENS = 83
-
-
-def _prompt(seed: int, n: int = N_TOKENS) -> list[int]:
-    return [int(t) for t in np.random.default_rng(seed).integers(1, 500, size=n)]
-
-
-def _state(engine: Engine, ctx: int) -> tuple[bytes, np.ndarray]:
-    return engine.kv_read(ctx, 0, engine.context_len(ctx)), engine.logits(ctx)
-
-
-def _one_by_one(engine: Engine, ctx: int, tokens: list[int]) -> tuple[bytes, np.ndarray]:
-    engine.truncate(ctx, 0)
-    engine.prefill(ctx, tokens, chunk=1)
-    return _state(engine, ctx)
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
