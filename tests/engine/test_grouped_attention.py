@@ -42,14 +42,12 @@ def _one_by_one(engine: Engine, ctx: int, tokens: list[int]) -> tuple[bytes, np.
     return _state(engine, ctx)
 
 
-@pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_chunked_prefill_equals_one_token_at_a_time(shape, tiny_model_factory):
-    n_embd, n_head, n_head_kv = SHAPES[shape]
-    path = tiny_model_factory(n_layer=3, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, n_ff=128, seed=5)
-    rng = np.random.default_rng(len(shape))
+def check_chunked_prefill(shape: str, path, rng: np.random.Generator, **engine_kw) -> None:
+    """Chunked prefill and a history + one piece against one token at a time, byte for byte, on 1 and 2
+    threads (the q8_0 test runs it with kv_type="q8_0")."""
     tokens = _prompt(len(shape))
     for threads in (1, 2):
-        engine = Engine(path, n_ctx=256, n_threads=threads)
+        engine = Engine(path, n_ctx=256, n_threads=threads, **engine_kw)
         want_kv, want_logits = _one_by_one(engine, 0, tokens)
         # one chunk, chunks around a group's size, and random ones
         chunks = [N_TOKENS, 16, 17, 31, 33, 2] + [int(c) for c in rng.integers(3, 60, size=3)]
@@ -66,6 +64,13 @@ def test_chunked_prefill_equals_one_token_at_a_time(shape, tiny_model_factory):
             kv, logits = _state(engine, 0)
             assert kv == want_kv, f"{shape}, {threads} threads, history {history}: KV differs"
             assert np.array_equal(logits, want_logits), f"{shape}, {threads} threads, history {history}: logits"
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_chunked_prefill_equals_one_token_at_a_time(shape, tiny_model_factory):
+    n_embd, n_head, n_head_kv = SHAPES[shape]
+    path = tiny_model_factory(n_layer=3, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, n_ff=128, seed=5)
+    check_chunked_prefill(shape, path, np.random.default_rng(len(shape)))
 
 
 def test_two_pieces_and_riders_in_one_step_equal_separate_prefills(tiny_model_factory):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from strata.engine import Engine
 
-from tests.engine.test_grouped_attention import N_TOKENS, _one_by_one, _prompt, _state
+from tests.engine.test_grouped_attention import _one_by_one, _prompt, _state, check_chunked_prefill
 
 # (n_embd, n_head, n_head_kv): head size, query heads per kv head
 SHAPES = {
@@ -34,24 +34,7 @@ SHAPES = {
 def test_q8_chunked_prefill_equals_one_token_at_a_time(shape, tiny_model_factory):
     n_embd, n_head, n_head_kv = SHAPES[shape]
     path = tiny_model_factory(n_layer=3, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, n_ff=128, seed=5)
-    rng = np.random.default_rng(len(shape) + 100)
-    tokens = _prompt(len(shape))
-    for threads in (1, 2):
-        engine = Engine(path, n_ctx=256, n_threads=threads, kv_type="q8_0")
-        want_kv, want_logits = _one_by_one(engine, 0, tokens)
-        chunks = [N_TOKENS, 16, 17, 31, 33, 2] + [int(c) for c in rng.integers(3, 60, size=3)]
-        for chunk in chunks:
-            engine.truncate(0, 0)
-            engine.prefill(0, tokens, chunk=chunk)
-            kv, logits = _state(engine, 0)
-            assert kv == want_kv, f"{shape}, {threads} threads, chunk {chunk}: KV differs"
-            assert np.array_equal(logits, want_logits), f"{shape}, {threads} threads, chunk {chunk}: logits"
-        for history in (1, 13, 40):
-            engine.truncate(0, history)
-            engine.prefill(0, tokens[history:])
-            kv, logits = _state(engine, 0)
-            assert kv == want_kv, f"{shape}, {threads} threads, history {history}: KV differs"
-            assert np.array_equal(logits, want_logits), f"{shape}, {threads} threads, history {history}: logits"
+    check_chunked_prefill(shape, path, np.random.default_rng(len(shape) + 100), kv_type="q8_0")
 
 
 def test_q8_restore_then_prefill_equals_fresh_prefill(tiny_model_factory):
