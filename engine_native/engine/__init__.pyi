@@ -73,6 +73,9 @@ class Engine:
     def decode(self, ctxs: Sequence[int], tokens: Sequence[int] | np.ndarray) -> np.ndarray: ...  # (len(ctxs), n_vocab) f32
     def step(self, pieces: Sequence[tuple[int, Sequence[int]]], ctxs: Sequence[int],
              tokens: Sequence[int]) -> np.ndarray: ...  # (len(ctxs), n_vocab) f32; one forward
+    def extend(self, pieces: Sequence[tuple[int, Sequence[int]]]) -> np.ndarray: ...  # (all tokens, n_vocab) f32
+    @property
+    def max_logit_rows(self) -> int: ...
     @property
     def max_rows(self) -> int: ...
     def logits(self, ctx: int) -> np.ndarray: ...      # (n_vocab,) f32

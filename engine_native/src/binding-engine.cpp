@@ -26,6 +26,15 @@ std::vector<int32_t> token_vector(const py::object& tokens) {
     return std::vector<int32_t>(a.data(), a.data() + a.size());
 }
 
+// Prompt pieces (sequences of token ids) concatenated into flat, with each one's length in lens.
+void flatten_pieces(const std::vector<py::object>& pieces, std::vector<int32_t>& flat, std::vector<int64_t>& lens) {
+    for (const auto& p : pieces) {
+        std::vector<int32_t> t = token_vector(p);
+        lens.push_back(int64_t(t.size()));
+        flat.insert(flat.end(), t.begin(), t.end());
+    }
+}
+
 }  // namespace
 
 void register_engine_bindings(py::module_& m) {
@@ -151,11 +160,7 @@ void register_engine_bindings(py::module_& m) {
                  }
                  std::vector<int32_t> flat;
                  std::vector<int64_t> lens;
-                 for (const auto& p : pieces) {
-                     std::vector<int32_t> t = token_vector(p);
-                     lens.push_back(int64_t(t.size()));
-                     flat.insert(flat.end(), t.begin(), t.end());
-                 }
+                 flatten_pieces(pieces, flat, lens);
                  std::vector<int32_t> t = token_vector(tokens);
                  if (t.size() != ctxs.size()) {
                      throw engine_error("step: " + std::to_string(ctxs.size()) + " contexts but " +
@@ -171,7 +176,26 @@ void register_engine_bindings(py::module_& m) {
                  return out;
              },
              py::arg("piece_ctxs"), py::arg("pieces"), py::arg("ctxs"), py::arg("tokens"))
+        .def("extend",
+             [](engine& e, const std::vector<int>& piece_ctxs, const std::vector<py::object>& pieces) {
+                 if (piece_ctxs.size() != pieces.size()) {
+                     throw engine_error("extend: " + std::to_string(piece_ctxs.size()) + " contexts but " +
+                                        std::to_string(pieces.size()) + " pieces");
+                 }
+                 std::vector<int32_t> flat;
+                 std::vector<int64_t> lens;
+                 flatten_pieces(pieces, flat, lens);
+                 py::array_t<float> out({py::ssize_t(flat.size()), py::ssize_t(e.hp().n_vocab)});
+                 float* o = out.mutable_data();
+                 {
+                     py::gil_scoped_release nogil;
+                     e.extend(piece_ctxs.data(), lens.data(), int64_t(lens.size()), flat.data(), o);
+                 }
+                 return out;
+             },
+             py::arg("piece_ctxs"), py::arg("pieces"))
         .def_property_readonly("max_rows", &engine::max_rows)
+        .def_property_readonly("max_logit_rows", &engine::max_logit_rows)
         .def("logits",
              [](engine& e, int c) {
                  py::array_t<float> out(py::ssize_t(e.hp().n_vocab));

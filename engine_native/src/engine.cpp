@@ -127,7 +127,8 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     for (auto& hh : hxq) hh = arena_->add(xq_bytes_ * size_t(R));
     size_t hatt = fbuf(int64_t(params_.n_threads) * attention_scratch_floats(h.n_head / h.n_head_kv, max_capacity_));
     size_t hrope = fbuf(R * h.n_rot);
-    size_t hlog = fbuf(int64_t(n_ctx_total) * h.n_vocab);
+    max_logit_rows_ = std::max<int64_t>(n_ctx_total, k_extend_logit_rows);
+    size_t hlog = fbuf(max_logit_rows_ * h.n_vocab);
     arena_->allocate();
 
     for (int i = 0; i < n_ctx_total; i++) {
@@ -158,7 +159,7 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
         std::vector<int64_t> capacities;
         for (const context& c : contexts_) capacities.push_back(c.capacity);
         try {
-            gpu_ = std::make_unique<cuda_backend>(*model_, kv_.type, kv_.row_bytes, capacities, max_rows_, n_ctx_total);
+            gpu_ = std::make_unique<cuda_backend>(*model_, kv_.type, kv_.row_bytes, capacities, max_rows_, max_logit_rows_);
         } catch (const cuda_error& e) {
             throw engine_error(std::string("backend 'cuda': ") + e.what());
         }
@@ -239,15 +240,25 @@ void engine::step(const int* piece_ids, const int64_t* piece_lens, int64_t n_pie
     run_step("step", piece_ids, piece_lens, n_pieces, piece_tokens, ctx_ids, d_tokens, n_d, logits_out);
 }
 
+void engine::extend(const int* piece_ids, const int64_t* piece_lens, int64_t n_pieces, const int32_t* piece_tokens,
+                    float* logits_out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    run_step("extend", piece_ids, piece_lens, n_pieces, piece_tokens, nullptr, nullptr, 0, nullptr, logits_out);
+}
+
 void engine::run_step(const char* op, const int* piece_ids, const int64_t* piece_lens, int64_t n_pieces,
                       const int32_t* piece_tokens, const int* ctx_ids, const int32_t* d_tokens, int64_t n_d,
-                      float* logits_out) {
+                      float* logits_out, float* piece_logits) {
     const std::string where = std::string(op) + ": ";
     if (n_pieces < 0 || n_d < 0) throw engine_error(where + "negative count");
     int64_t n_p = 0;
     for (int64_t k = 0; k < n_pieces; k++) {
         if (piece_lens[k] < 1) throw engine_error(where + "an empty prompt piece");
         n_p += piece_lens[k];
+    }
+    if (piece_logits && n_p > max_logit_rows_) {
+        throw engine_error(where + std::to_string(n_p) + " tokens exceed the limit of " + std::to_string(max_logit_rows_) +
+                           " rows with logits in one forward");
     }
     if (n_p + n_d > max_rows_) {
         throw engine_error(where + std::to_string(n_p) + " prompt tokens + " + std::to_string(n_d) +
@@ -267,7 +278,11 @@ void engine::run_step(const char* op, const int* piece_ids, const int64_t* piece
                                " tokens; " + std::to_string(n) + " more exceed its capacity " +
                                std::to_string(c.capacity));
         }
-        for (int64_t i = 0; i < n; i++) rows.push_back({&c, pt[i], n0 + i, i == n - 1 ? c.logits : nullptr});
+        const size_t V = size_t(hp().n_vocab);
+        for (int64_t i = 0; i < n; i++) {
+            float* out = piece_logits ? piece_logits + size_t(rows.size()) * V : (i == n - 1 ? c.logits : nullptr);
+            rows.push_back({&c, pt[i], n0 + i, out});
+        }
         pieces.push_back(&c);
         pt += n;
     }
@@ -285,13 +300,18 @@ void engine::run_step(const char* op, const int* piece_ids, const int64_t* piece
     if (rows.empty()) return;
     for (auto& r : rows) r.ctx->has_logits = false;
     forward(rows.data(), int64_t(rows.size()));
+    const size_t V = size_t(hp().n_vocab);
     pt = piece_tokens;
+    int64_t row_end = 0;
     for (int64_t k = 0; k < n_pieces; k++) {
-        pieces[size_t(k)]->tokens.insert(pieces[size_t(k)]->tokens.end(), pt, pt + piece_lens[k]);
-        pieces[size_t(k)]->has_logits = true;
+        context& c = *pieces[size_t(k)];
+        c.tokens.insert(c.tokens.end(), pt, pt + piece_lens[k]);
+        row_end += piece_lens[k];
+        // extend(): the context's own logits are its last row's, as after prefill()
+        if (piece_logits) std::memcpy(c.logits, piece_logits + size_t(row_end - 1) * V, V * sizeof(float));
+        c.has_logits = true;
         pt += piece_lens[k];
     }
-    const size_t V = size_t(hp().n_vocab);
     for (int64_t i = 0; i < n_d; i++) {
         context& c = *rows[size_t(n_p + i)].ctx;
         c.tokens.push_back(d_tokens[i]);

@@ -95,7 +95,14 @@ class engine {
     // as after prefill(). Validated whole before anything is computed.
     void step(const int* piece_ids, const int64_t* piece_lens, int64_t n_pieces, const int32_t* piece_tokens,
               const int* ctx_ids, const int32_t* d_tokens, int64_t n_d, float* logits_out);
+    // Feeds pieces of n_pieces contexts in ONE forward, as step() without decode rows, but keeps the
+    // logits after EVERY token: logits_out is (sum of piece_lens, n_vocab), the pieces' rows in order
+    // (the draft check of lookup decoding). Bitwise equal to feeding the tokens one decode at a time.
+    void extend(const int* piece_ids, const int64_t* piece_lens, int64_t n_pieces, const int32_t* piece_tokens,
+                float* logits_out);
     int64_t max_rows() const { return max_rows_; }
+    // The most rows whose logits one forward keeps (extend()'s limit).
+    int64_t max_logit_rows() const { return max_logit_rows_; }
     // Copies the last position's logits into out (n_vocab,); throws when there are none.
     void logits(int ctx_id, float* out);
     void truncate(int ctx_id, int64_t n_tokens);
@@ -109,11 +116,12 @@ class engine {
     context& ctx_mut(int id);
     void check_tokens(const int32_t* tokens, int64_t n) const;
     void forward(const batch_row* rows, int64_t n_rows);
-    // step() and decode() with the lock held: validates everything, then one forward; `op` names the
-    // caller in error messages.
+    // step(), decode() and extend() with the lock held: validates everything, then one forward; `op`
+    // names the caller in error messages. piece_logits null: a piece keeps only its last position's
+    // logits (in its context); else every piece row's logits go there, rows in order.
     void run_step(const char* op, const int* piece_ids, const int64_t* piece_lens, int64_t n_pieces,
                   const int32_t* piece_tokens, const int* ctx_ids, const int32_t* d_tokens, int64_t n_d,
-                  float* logits_out);
+                  float* logits_out, float* piece_logits = nullptr);
     struct matmul_job {
         const weight* w;
         float* y;   // (n_rows, w->n_rows)
@@ -158,7 +166,9 @@ class engine {
     std::vector<float> part_scores_, part_inv_;   // attention_parts: the rows' scores, 1 / softmax sums
     float* att_scratch_ = nullptr;   // (n_threads, attention_scratch_floats(n_rep, max_capacity)) scores
     float* rope_ = nullptr;          // (max_rows, n_rot / 2, 2) cos, sin per row
-    float* logits_tmp_ = nullptr;    // (n_contexts, n_vocab) logits rows of one forward
+    static constexpr int64_t k_extend_logit_rows = 32;   // extend()'s rows with logits, at least
+    int64_t max_logit_rows_ = 0;
+    float* logits_tmp_ = nullptr;    // (max_logit_rows, n_vocab) logits rows of one forward
 #ifdef STRATA_WITH_CUDA
     std::unique_ptr<cuda_backend> gpu_;   // backend "cuda": the KV lives and forward() runs here
 #endif
