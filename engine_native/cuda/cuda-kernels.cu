@@ -18,6 +18,7 @@ namespace strata {
 namespace {
 
 constexpr int k_row_threads = 256;   // per-row kernels: one block of 256 threads per row
+constexpr int k_row_batch = 8;       // elements a thread loads together in the per-row passes
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -44,22 +45,52 @@ __device__ float block_sum(float v, float* sh) {
 
 // ---------------------------------------------------------------- norms and element-wise
 
-// Mirrors forward.cpp rms_norm (plus the residual add before the FFN norm).
+// Mirrors forward.cpp rms_norm (plus the residual add before the FFN norm). A thread's elements are
+// i = threadIdx.x + k * blockDim.x, taken k_row_batch at a time: the batch's loads are issued together
+// (predicated, no branch between them), so a pass waits for VRAM once per batch instead of once per
+// element; the thread's arithmetic, in increasing i, is unchanged.
 // Launch: grid (n_rows), block (k_row_threads).
-__global__ void rms_norm_kernel(float* x, const float* add, const int32_t* idx, const float* w, float* y, int64_t n,
-                                float eps) {
+__global__ void rms_norm_kernel(float* __restrict__ x, const float* __restrict__ add, const int32_t* __restrict__ idx,
+                                const float* __restrict__ w, float* __restrict__ y, int64_t n, float eps) {
     __shared__ float sh[32];
     const int64_t j = blockIdx.x;
     const int64_t src = idx ? idx[j] : j;
-    float* xr = x + src * n;
-    if (add) {
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) xr[i] += add[src * n + i];
-    }
+    float* __restrict__ xr = x + src * n;
+    const float* __restrict__ ar = add ? add + src * n : nullptr;
+    const int64_t step = blockDim.x;
     float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];   // same thread wrote xr[i]
+    for (int64_t i0 = threadIdx.x; i0 < n; i0 += k_row_batch * step) {
+        float v[k_row_batch];
+#pragma unroll
+        for (int u = 0; u < k_row_batch; u++) {
+            const int64_t i = i0 + u * step;
+            v[u] = i < n ? (ar ? xr[i] + ar[i] : xr[i]) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < k_row_batch; u++) {
+            const int64_t i = i0 + u * step;
+            if (i < n) {
+                if (ar) xr[i] = v[u];
+                ss += v[u] * v[u];
+            }
+        }
+    }
     const float total = block_sum(ss, sh);
     const float scale = 1.0f / sqrtf(total / float(n) + eps);
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) y[j * n + i] = (xr[i] * scale) * w[i];
+    for (int64_t i0 = threadIdx.x; i0 < n; i0 += k_row_batch * step) {
+        float v[k_row_batch], wv[k_row_batch];
+#pragma unroll
+        for (int u = 0; u < k_row_batch; u++) {
+            const int64_t i = i0 + u * step;
+            v[u] = i < n ? xr[i] : 0.0f;
+            wv[u] = i < n ? w[i] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < k_row_batch; u++) {
+            const int64_t i = i0 + u * step;
+            if (i < n) y[j * n + i] = (v[u] * scale) * wv[u];
+        }
+    }
 }
 
 // Mirrors forward.cpp's SwiGLU loop: g = g / (1 + exp(-g)) * u. Launch: grid-stride.
@@ -92,9 +123,11 @@ __device__ void store_q8_0_block(const float* x, uint8_t* dst) {
 // Mirrors the per-row block of forward.cpp after the Q/K/V products: biases, Q/K norms (qwen3),
 // rope_head on every Q and K head, kv_store_row of K and V at the row's position.
 // Launch: grid (n_rows), block (k_row_threads).
-__global__ void qkv_post_kernel(float* Q, float* K, float* V, const float* bq, const float* bk, const float* bv,
-                                const float* q_norm, const float* k_norm, const float* rope_cs,
-                                const cuda_dev_row* rows, int64_t layer, cuda_shape s) {
+__global__ void qkv_post_kernel(float* __restrict__ Q, float* __restrict__ K, float* __restrict__ V,
+                                const float* __restrict__ bq, const float* __restrict__ bk,
+                                const float* __restrict__ bv, const float* __restrict__ q_norm,
+                                const float* __restrict__ k_norm, const float* __restrict__ rope_cs,
+                                const cuda_dev_row* __restrict__ rows, int64_t layer, cuda_shape s) {
     const int64_t r = blockIdx.x, HD = s.head_dim;
     const int64_t Qd = s.n_head * HD, KVd = s.n_head_kv * HD;
     float* q = Q + r * Qd;
@@ -124,6 +157,7 @@ __global__ void qkv_post_kernel(float* Q, float* K, float* V, const float* bq, c
     }
     const int64_t half = s.n_rot / 2;
     const float* cs = rope_cs + r * s.n_rot;
+#pragma unroll 4
     for (int64_t i = threadIdx.x; i < n_heads * half; i += blockDim.x) {
         const int64_t hh = i / half, p = i % half;
         float* x = hh < s.n_head ? q + hh * HD : k + (hh - s.n_head) * HD;
@@ -412,8 +446,9 @@ void launch_attention_parts(dim3 grid, cudaStream_t stream, const float* q, cons
 
 // out[row, head] = sum_p acc_p * exp(m_p - M) / sum_p l_p * exp(m_p - M), parts in increasing order.
 // Launch: grid (n_rows, n_head), block (k_merge_threads).
-__global__ void attention_merge_kernel(float* out, const cuda_dev_row* rows, cuda_shape s, int n_parts,
-                                       const float* part_acc, const float* part_ml) {
+__global__ void attention_merge_kernel(float* __restrict__ out, const cuda_dev_row* __restrict__ rows, cuda_shape s,
+                                       int n_parts, const float* __restrict__ part_acc,
+                                       const float* __restrict__ part_ml) {
     __shared__ float w_sh[k_att_max_parts];
     const int64_t r = blockIdx.x, h = blockIdx.y, HD = s.head_dim;
     const int64_t n_pos = rows[r].pos + 1;
@@ -421,17 +456,40 @@ __global__ void attention_merge_kernel(float* out, const cuda_dev_row* rows, cud
     const int np = int((n_pos + len - 1) / len);
     const float* ml = part_ml + (r * s.n_head + h) * n_parts * 2;
     const float* acc = part_acc + (r * s.n_head + h) * n_parts * HD;
-    float mx = ml[0];
-    for (int p = 1; p < np; p++) mx = fmaxf(mx, ml[2 * p]);
+    // the parts' values k_row_batch at a time, loads together, then used in part order
+    float mx = -INFINITY;
+    for (int p0 = 0; p0 < np; p0 += k_row_batch) {
+        float b[k_row_batch];
+#pragma unroll
+        for (int u = 0; u < k_row_batch; u++) b[u] = p0 + u < np ? ml[2 * (p0 + u)] : -INFINITY;
+#pragma unroll
+        for (int u = 0; u < k_row_batch; u++) mx = p0 + u == 0 ? b[u] : (p0 + u < np ? fmaxf(mx, b[u]) : mx);
+    }
     for (int p = threadIdx.x; p < np; p += blockDim.x) w_sh[p] = expf(ml[2 * p] - mx);
     __syncthreads();
     float l = 0.0f;
-    for (int p = 0; p < np; p++) l += ml[2 * p + 1] * w_sh[p];
+    for (int p0 = 0; p0 < np; p0 += k_row_batch) {
+        float b[k_row_batch];
+#pragma unroll
+        for (int u = 0; u < k_row_batch; u++) b[u] = p0 + u < np ? ml[2 * (p0 + u) + 1] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < k_row_batch; u++) {
+            if (p0 + u < np) l += b[u] * w_sh[p0 + u];
+        }
+    }
     const float inv = 1.0f / l;
     float* o = out + (r * s.n_head + h) * HD;
     for (int64_t e = threadIdx.x; e < HD; e += blockDim.x) {
         float sum = 0.0f;
-        for (int p = 0; p < np; p++) sum += acc[p * HD + e] * w_sh[p];
+        for (int p0 = 0; p0 < np; p0 += k_row_batch) {
+            float b[k_row_batch];
+#pragma unroll
+            for (int u = 0; u < k_row_batch; u++) b[u] = p0 + u < np ? acc[(p0 + u) * HD + e] : 0.0f;
+#pragma unroll
+            for (int u = 0; u < k_row_batch; u++) {
+                if (p0 + u < np) sum += b[u] * w_sh[p0 + u];
+            }
+        }
         o[e] = sum * inv;
     }
 }

@@ -3,18 +3,21 @@
 // so decode and prefill give the same floats.
 //
 // Work unit: (256-column chunk, 16 weight rows), one warp. A block holds one chunk and four row tiles:
-// it converts the chunk's activations to f16 once, each warp copies its tile's weight bytes for the
-// chunk into shared memory with every load in flight (one round trip to VRAM), dequantizes them step
-// by step into an mma tile (runs of 8 per lane, dq8: one scale decode per run) and runs the chunk's mma
-// sequence from zero. Partials go to `partials`; the
-// warp that finishes a tile's last chunk (a counter per tile) adds the tile's partials in chunk order
-// and writes y, then resets the counter for the next launch (CUDA graphs replay the same launch).
-// So a decode product runs chunks x tiles warps at once (4096 for a 2048 x 8192 product) instead of
-// one warp per tile walking the whole row.
+// each thread loads its two columns of the chunk's activations (all tokens) and each warp its tile's
+// weight bytes for the chunk (4-byte loads where rows allow, else 2-byte), every load of the thread
+// issued before the first store to shared memory, so a block waits for VRAM once, not once per load
+// (session 6's version waited ~30 us a launch: the loads, through a parameter copied to local memory,
+// went out one at a time). Then the warp dequantizes step by step into an mma tile (runs of 8 per
+// lane, dq8: one scale decode per run) and runs the chunk's mma sequence from zero. Partials go to
+// `partials`; the warp that finishes a tile's last chunk (a counter per tile) adds the tile's partials
+// in chunk order (loads batched, adds in order) and writes y, then resets the counter for the next
+// launch (CUDA graphs replay the same launch). So a decode product runs chunks x tiles warps at once
+// (4096 for a 2048 x 8192 product) instead of one warp per tile walking the whole row.
 //
 // Not here: prefill (cuda-matmul.cu), dispatch by type (cuda_matmul_many in cuda-matmul.cu).
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -35,9 +38,12 @@ constexpr int k_tiles = 4;                 // row tiles (warps) a block
 constexpr int k_rows = 16;                 // weight rows a tile
 constexpr int k_x_ld = k_chunk + 8;        // activation pitch in elements (multiple of 8 for WMMA)
 constexpr int k_tile_bytes = k_rows * k_ld * 2;   // a warp's mma tile of weights (T is 2 bytes), reused for its partial
+constexpr int k_stage_round = 40;          // staging loads a lane holds in registers at once
+constexpr int k_sum_batch = 8;             // partials a lane loads before adding them (in chunk order)
 static_assert(k_tile_bytes >= k_rows * 16 * 4, "a tile's partial (16 x 16 floats) fits its mma tile's memory");
+static_assert(k_max_products == 3, "decode_set::pick selects among three products");
 
-// Bytes of one row's chunk of a quantized TYPE (its pitch in the stage); 2 for float types (not staged).
+// Bytes of one row's chunk of a quantized TYPE; 2 for float types (not staged).
 template <int TYPE>
 __host__ __device__ constexpr int chunk_row_bytes() {
     if constexpr (staged<TYPE>) {
@@ -47,83 +53,150 @@ __host__ __device__ constexpr int chunk_row_bytes() {
     }
 }
 
+// Staging a row's chunk with loads of U (uint32_t when the rows are 4-byte aligned, else uint16_t): the
+// loads start at the chunk's offset rounded down to sizeof(U), so a row's staged bytes begin `shift` (0 or
+// 2) bytes in; stage_units<TYPE, U> units cover the chunk from either start (Q6_K's 210-byte chunks).
+template <int TYPE, typename U>
+__host__ __device__ constexpr int stage_units() {
+    constexpr int cb = chunk_row_bytes<TYPE>();
+    return cb % int(sizeof(U)) == 0 ? cb / int(sizeof(U)) : (cb + 2 + int(sizeof(U)) - 1) / int(sizeof(U));
+}
+template <int TYPE>
+__host__ __device__ constexpr int stage_pitch() {   // bytes a row takes in the stage, whichever U
+    return stage_units<TYPE, uint32_t>() * 4 > stage_units<TYPE, uint16_t>() * 2 ? stage_units<TYPE, uint32_t>() * 4
+                                                                                  : stage_units<TYPE, uint16_t>() * 2;
+}
+
 struct decode_set {   // the products of one launch: product i owns tiles [first_tile[i], first_tile[i + 1])
     const uint8_t* w[k_max_products];
     float* y[k_max_products];
     int64_t n_out[k_max_products];
     int64_t first_tile[k_max_products + 1];
+    int64_t n_tiles;   // first_tile[n]
     int n;
 };
 
+// a[which] with constant indices only: a dynamic index into a kernel parameter copies the whole
+// parameter to local memory (and made every weight load of the kernel wait for the one before).
+template <typename V, int N>
+__device__ __forceinline__ V pick(const V (&a)[N], int which) {
+    return which == 0 ? a[0] : (which == 1 ? a[1] : a[2]);
+}
+
+// dst (k_rows rows x NU units of U, row-major) := the units of weight rows m0.. starting at byte a0 of each
+// row; zeros past n_out and past the row's end. Up to k_stage_round loads a lane in flight, then stores.
+template <typename U, int NU>
+__device__ __forceinline__ void stage_rows(U* dst, const uint8_t* w, size_t row_bytes, size_t a0, int64_t m0,
+                                           int64_t n_out, int lane) {
+    constexpr int total = k_rows * NU, per_lane = (total + 31) / 32;
+#pragma unroll
+    for (int j0 = 0; j0 < per_lane; j0 += k_stage_round) {
+        U v[k_stage_round];
+#pragma unroll
+        for (int j = 0; j < k_stage_round; j++) {
+            const int i = lane + 32 * (j0 + j), r = i / NU, u = i % NU;
+            const size_t b = a0 + sizeof(U) * size_t(u);
+            const bool ok = j0 + j < per_lane && i < total && m0 + r < n_out && b + sizeof(U) <= row_bytes;
+            v[j] = ok ? __ldg(reinterpret_cast<const U*>(w + size_t(m0 + r) * row_bytes + b)) : U(0);
+        }
+#pragma unroll
+        for (int j = 0; j < k_stage_round; j++) {
+            const int i = lane + 32 * (j0 + j);
+            if (j0 + j < per_lane && i < total) dst[i] = v[j];
+        }
+    }
+}
+
+// Elements gk .. gk + 15 of a float-type row (F32, F16, BF16), every load issued before any is used; the
+// floats dq<TYPE> gives, 0 past n_cols.
+template <int TYPE>
+__device__ __forceinline__ void float_row_16(const uint8_t* row, int64_t gk, int64_t n_cols, float* v) {
+    using E = typename std::conditional<TYPE == TYPE_F32, unsigned int, unsigned short>::type;
+    E raw[16];
+#pragma unroll
+    for (int j = 0; j < 16; j++) raw[j] = gk + j < n_cols ? __ldg(reinterpret_cast<const E*>(row) + gk + j) : E(0);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        if constexpr (TYPE == TYPE_F32) {
+            v[j] = __uint_as_float(raw[j]);
+        } else if constexpr (TYPE == TYPE_F16) {
+            v[j] = __half2float(__ushort_as_half(raw[j]));
+        } else {
+            v[j] = __uint_as_float(uint32_t(raw[j]) << 16);
+        }
+    }
+}
+
 // Launch: grid (n_chunks, ceil(n_tiles / k_tiles)), block (32 * k_tiles).
 // partials: (n_chunks, n_tiles, 16 rows, 16 tokens); counters: (n_tiles,), zero between launches.
-template <int TYPE, typename T>
+// U: the staging load (uint32_t: every row and weight 4-byte aligned; uint16_t otherwise).
+template <int TYPE, typename T, typename U>
 __global__ void __launch_bounds__(32 * k_tiles)
 decode_kernel(decode_set ps, size_t w_row_bytes, int64_t n_cols, const float* __restrict__ x, int64_t n_tok,
               float* __restrict__ partials, unsigned* __restrict__ counters) {
-    constexpr int CB = chunk_row_bytes<TYPE>();
-    __shared__ __align__(32) T xh[16 * k_x_ld];                        // (16 tokens, chunk) activations
-    __shared__ __align__(16) uint8_t stage[k_tiles][k_rows * CB];      // a tile's weight bytes of the chunk
-    __shared__ __align__(32) uint8_t tile_sh[k_tiles][k_tile_bytes];   // mma tile, then the partial
+    constexpr int CB = chunk_row_bytes<TYPE>(), NU = stage_units<TYPE, U>(), PITCH = NU * int(sizeof(U));
+    static_assert(PITCH <= stage_pitch<TYPE>(), "the stage holds a row's units");
+    __shared__ __align__(32) T xh[16 * k_x_ld];                                 // (16 tokens, chunk) activations
+    __shared__ __align__(16) uint8_t stage[k_tiles][k_rows * stage_pitch<TYPE>()];   // a tile's weight bytes
+    __shared__ __align__(32) uint8_t tile_sh[k_tiles][k_tile_bytes];            // mma tile, then the partial
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const int64_t n_chunks = (n_cols + k_chunk - 1) / k_chunk, n_tiles = ps.first_tile[ps.n];
+    const int64_t n_chunks = (n_cols + k_chunk - 1) / k_chunk, n_tiles = ps.n_tiles;
     const int64_t c = blockIdx.x, kb = c * k_chunk, ke = kb + k_chunk < n_cols ? kb + k_chunk : n_cols;
     const int64_t tile = int64_t(blockIdx.y) * k_tiles + warp;
-    int which = 0;
-    while (which + 1 < ps.n && tile >= ps.first_tile[which + 1]) which++;
+    const int which = ps.n > 1 && tile >= ps.first_tile[1] ? (ps.n > 2 && tile >= ps.first_tile[2] ? 2 : 1) : 0;
     const bool active = tile < n_tiles;
-    const uint8_t* __restrict__ w = ps.w[which];
-    const int64_t n_out = ps.n_out[which], m0 = (tile - ps.first_tile[which]) * k_rows;
+    const uint8_t* __restrict__ w = pick(ps.w, which);
+    const int64_t n_out = pick(ps.n_out, which), m0 = (tile - pick(ps.first_tile, which)) * k_rows;
 
-    // 1. this warp's weight bytes, every load issued before any is waited for
-    if constexpr (staged<TYPE>) {
-        if (active) {
-            constexpr int H = CB / 2;                        // halfwords of a whole chunk's row
-            const int64_t halves = (ke - kb) / block_shape<TYPE>::cols * block_shape<TYPE>::bytes / 2;
-            const size_t off = size_t(kb / block_shape<TYPE>::cols * block_shape<TYPE>::bytes);
-            uint16_t* dst = reinterpret_cast<uint16_t*>(stage[warp]);
+    // 1. the chunk's activations (this thread's two columns, all 16 tokens: zeros past n_tok and n_cols)
+    //    and this warp's weight bytes, every load in flight before the first store to shared memory
+    float xv[2][16];
 #pragma unroll
-            for (int j = 0; j < (k_rows * H + 31) / 32; j++) {
-                const int i = lane + 32 * j, r = i / H, hw = i % H;
-                if (i < k_rows * H && hw < halves) {
-                    dst[i] = m0 + r < n_out
-                                 ? *reinterpret_cast<const uint16_t*>(w + size_t(m0 + r) * w_row_bytes + off + 2 * hw)
-                                 : uint16_t(0);
-                }
-            }
-        }
+    for (int h = 0; h < 2; h++) {
+        const int64_t gk = kb + tid + 32 * k_tiles * h;
+#pragma unroll
+        for (int t = 0; t < 16; t++) xv[h][t] = t < n_tok && gk < n_cols ? __ldg(x + t * n_cols + gk) : 0.0f;
     }
-    // 2. the chunk's activations, once for the block's tiles (zeros past n_tok and n_cols)
+    static_assert(2 * 32 * k_tiles == k_chunk, "two columns a thread cover the chunk");
+    size_t shift = 0;   // where the chunk's bytes begin in a staged row
+    if constexpr (staged<TYPE>) {
+        const size_t off = size_t(kb / block_shape<TYPE>::cols * block_shape<TYPE>::bytes);
+        const size_t a0 = off & ~(sizeof(U) - 1);
+        shift = off - a0;
+        if (active) stage_rows<U, NU>(reinterpret_cast<U*>(stage[warp]), w, w_row_bytes, a0, m0, n_out, lane);
+    }
 #pragma unroll
-    for (int j = 0; j < 16 * k_chunk / (32 * k_tiles); j++) {
-        const int i = tid + 32 * k_tiles * j, t = i / k_chunk, kk = i % k_chunk;
-        const int64_t gk = kb + kk;
-        xh[t * k_x_ld + kk] = to_elem<T>(t < n_tok && gk < n_cols ? x[t * n_cols + gk] : 0.0f);
+    for (int h = 0; h < 2; h++) {
+#pragma unroll
+        for (int t = 0; t < 16; t++) xh[t * k_x_ld + tid + 32 * k_tiles * h] = to_elem<T>(xv[h][t]);
     }
     __syncthreads();
     if (!active) return;
 
-    // 3. the chunk's mma sequence from zero, 32 columns a step
+    // 2. the chunk's mma sequence from zero, 32 columns a step
     T* a_sh = reinterpret_cast<T*>(tile_sh[warp]);
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
     wmma::fill_fragment(acc, 0.0f);
     const int r = lane / 2, c0 = (lane % 2) * 16;   // this lane's row and its 16 columns of every step
     const bool row_ok = m0 + r < n_out;
-    const uint8_t* src = staged<TYPE> ? stage[warp] + r * CB : w + size_t(row_ok ? m0 + r : 0) * w_row_bytes;
-    const int64_t src_k0 = staged<TYPE> ? kb : 0;   // column of src's first element
+    const uint8_t* src = staged<TYPE> ? stage[warp] + r * PITCH + shift : w + size_t(row_ok ? m0 + r : 0) * w_row_bytes;
     for (int64_t k0 = kb; k0 < ke; k0 += k_bk) {
+        float v[16];
+        if constexpr (staged<TYPE>) {
 #pragma unroll
-        for (int h = 0; h < 2; h++) {   // two runs of 8 columns, each with its block's scales decoded once
-            const int64_t gk = k0 + c0 + 8 * h;
-            float v[8];
-            if (row_ok && gk + 8 <= n_cols) {
-                cuda_dq::dq8<TYPE>(src, gk - src_k0, v);
-            } else {
-                for (int j = 0; j < 8; j++) v[j] = row_ok && gk + j < n_cols ? cuda_dq::dq<TYPE>(src, gk + j - src_k0) : 0.0f;
+            for (int h = 0; h < 2; h++) {   // two runs of 8 columns, each with its block's scales decoded once
+                const int64_t gk = k0 + c0 + 8 * h;
+                if (row_ok && gk + 8 <= n_cols) {
+                    cuda_dq::dq8<TYPE>(src, gk - kb, v + 8 * h);
+                } else {
+                    for (int j = 0; j < 8; j++) v[8 * h + j] = row_ok && gk + j < n_cols ? cuda_dq::dq<TYPE>(src, gk + j - kb) : 0.0f;
+                }
             }
-#pragma unroll
-            for (int j = 0; j < 8; j++) a_sh[r * k_ld + c0 + 8 * h + j] = to_elem<T>(v[j]);
+        } else {
+            float_row_16<TYPE>(src, k0 + c0, row_ok ? n_cols : 0, v);
         }
+#pragma unroll
+        for (int j = 0; j < 16; j++) a_sh[r * k_ld + c0 + j] = to_elem<T>(v[j]);
         __syncwarp();
         for (int kk = 0; kk < k_bk; kk += 16) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
@@ -135,7 +208,7 @@ decode_kernel(decode_set ps, size_t w_row_bytes, int64_t n_cols, const float* __
         __syncwarp();   // a_sh is refilled next step
     }
 
-    // 4. the partial out; the tile's last chunk to finish adds them all in chunk order
+    // 3. the partial out; the tile's last chunk to finish adds them all in chunk order
     float* part = reinterpret_cast<float*>(tile_sh[warp]);
     wmma::store_matrix_sync(part, acc, 16, wmma::mem_row_major);   // part[r * 16 + t]
     __syncwarp();
@@ -150,14 +223,24 @@ decode_kernel(decode_set ps, size_t w_row_bytes, int64_t n_cols, const float* __
     done = __shfl_sync(0xffffffffu, done, 0);
     if (done != unsigned(n_chunks - 1)) return;
     __threadfence();
-    float* __restrict__ y = ps.y[which];
-    for (int i = lane; i < k_rows * 16; i += 32) {
-        const int r = i / 16, t = i % 16;
-        if (t < n_tok && m0 + r < n_out) {
-            float sum = 0.0f;
-            for (int64_t cc = 0; cc < n_chunks; cc++) sum += __ldcg(partials + (cc * n_tiles + tile) * (k_rows * 16) + i);
-            y[t * n_out + m0 + r] = sum;
+    float* __restrict__ y = pick(ps.y, which);
+    const int n_t = int(n_tok);
+    for (int e = lane; e < k_rows * n_t; e += 32) {   // lane: (row, token) outputs, all the chunks of each
+        const int rr = e / n_t, t = e % n_t;
+        if (m0 + rr >= n_out) continue;
+        const float* p = partials + tile * (k_rows * 16) + rr * 16 + t;
+        const int64_t stride = n_tiles * (k_rows * 16);
+        float sum = 0.0f;
+        for (int64_t c1 = 0; c1 < n_chunks; c1 += k_sum_batch) {   // a batch's loads in flight, then its adds in order
+            float buf[k_sum_batch];
+#pragma unroll
+            for (int j = 0; j < k_sum_batch; j++) buf[j] = c1 + j < n_chunks ? __ldcg(p + (c1 + j) * stride) : 0.0f;
+#pragma unroll
+            for (int j = 0; j < k_sum_batch; j++) {
+                if (c1 + j < n_chunks) sum += buf[j];
+            }
         }
+        y[t * n_out + m0 + rr] = sum;
     }
     if (lane == 0) counters[tile] = 0u;   // ready for the next launch
 }
@@ -165,10 +248,19 @@ decode_kernel(decode_set ps, size_t w_row_bytes, int64_t n_cols, const float* __
 template <int TYPE, typename T>
 void launch_decode(const decode_set& ps, size_t w_row_bytes, int64_t n_cols, const float* x, int64_t n_tok,
                    const cuda_decode_scratch& scratch, cudaStream_t stream) {
-    const int64_t n_chunks = (n_cols + k_chunk - 1) / k_chunk, n_tiles = ps.first_tile[ps.n];
-    const dim3 grid(unsigned(n_chunks), unsigned((n_tiles + k_tiles - 1) / k_tiles));
-    decode_kernel<TYPE, T><<<grid, 32 * k_tiles, 0, stream>>>(ps, w_row_bytes, n_cols, x, n_tok, scratch.partials,
-                                                             scratch.counters);
+    const int64_t n_chunks = (n_cols + k_chunk - 1) / k_chunk;
+    const dim3 grid(unsigned(n_chunks), unsigned((ps.n_tiles + k_tiles - 1) / k_tiles));
+    bool words = w_row_bytes % 4 == 0;   // 4-byte staging loads when every row start is 4-byte aligned
+    for (int i = 0; i < ps.n; i++) words = words && reinterpret_cast<uintptr_t>(ps.w[i]) % 4 == 0;
+    if constexpr (staged<TYPE>) {
+        if (!words) {
+            decode_kernel<TYPE, T, uint16_t><<<grid, 32 * k_tiles, 0, stream>>>(ps, w_row_bytes, n_cols, x, n_tok,
+                                                                               scratch.partials, scratch.counters);
+            return;
+        }
+    }
+    decode_kernel<TYPE, T, uint32_t><<<grid, 32 * k_tiles, 0, stream>>>(ps, w_row_bytes, n_cols, x, n_tok,
+                                                                       scratch.partials, scratch.counters);
 }
 
 }  // namespace
@@ -197,6 +289,7 @@ void cuda_decode_products(int32_t type, size_t w_row_bytes, int64_t n_cols, cons
         rows += products[i].n_out;
     }
     const int64_t n_tiles = ps.first_tile[n_products];   // the kernel's partials and counters index these tiles
+    ps.n_tiles = n_tiles;
     if (!scratch.partials || !scratch.counters ||
         (n_cols + k_chunk - 1) / k_chunk * n_tiles * (k_rows * 16) > scratch.partial_floats ||
         n_tiles > scratch.n_counters) {

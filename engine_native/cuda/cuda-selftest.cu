@@ -211,11 +211,12 @@ void check_matmul(int32_t type, std::vector<cuda_selftest_result>& out) {
 // tile side, by 1312 columns (a short last chunk; 1536 for the K-quants), against the host; then the decode
 // path (16 tokens, cuda_matmul) on the x rows of tokens [t0, t0 + 16) for each t0 of `firsts` must give
 // the prefill's bits for those tokens. 200 rows use the narrow products' 32-token tiles, 1100 rows the
-// 64-token tiles.
+// 64-token tiles. wide_cols (0: the above): more than 8 chunks, so the decode kernel adds its partials
+// in several batches of loads; a 1-token decode of each first token is compared too.
 void check_prefill_tiles(int32_t type, int64_t n_out, int64_t n_tok, const std::vector<int64_t>& firsts,
-                         std::vector<cuda_selftest_result>& out) {
+                         std::vector<cuda_selftest_result>& out, int64_t wide_cols = 0) {
     const bool super_blocks = type == TYPE_Q4_K || type == TYPE_Q5_K || type == TYPE_Q6_K;
-    const int64_t n_cols = super_blocks ? 1536 : 1312;
+    const int64_t n_cols = wide_cols ? wide_cols : (super_blocks ? 1536 : 1312);
     const size_t rb = type_row_bytes(type, n_cols);
     const std::vector<uint8_t> w = random_weights(type, n_out, n_cols);
     std::vector<float> x(static_cast<size_t>(n_tok * n_cols));
@@ -240,7 +241,8 @@ void check_prefill_tiles(int32_t type, int64_t n_out, int64_t n_tok, const std::
     const std::vector<float> y = down<float>(dy, want.size());
     const double limit = type == TYPE_BF16 ? 2e-2 : 5e-3;   // activations rounded to bf16 / f16
     const std::string name = std::string("prefill ") + type_name(type) + " (" + std::to_string(n_tok) + " tokens x " +
-                             std::to_string(n_out) + " rows)";
+                             std::to_string(n_out) + " rows" +
+                             (wide_cols ? " x " + std::to_string(n_cols) + " columns" : std::string()) + ")";
     out.push_back({name + " vs host", rel_err(y, want), limit, rel_err(y, want) <= limit});
     bool same = true;
     for (int64_t t0 : firsts) {
@@ -248,6 +250,12 @@ void check_prefill_tiles(int32_t type, int64_t n_out, int64_t n_tok, const std::
                     decode_scratch(), nullptr);
         const std::vector<float> y16 = down<float>(dy16, size_t(16 * n_out));
         same = same && std::memcmp(y16.data(), y.data() + t0 * n_out, sizeof(float) * size_t(16 * n_out)) == 0;
+        if (wide_cols) {
+            cuda_matmul(type, dw.as<uint8_t>(), rb, n_out, n_cols, dx.as<float>() + t0 * n_cols, 1, dy16.as<float>(),
+                        decode_scratch(), nullptr);
+            const std::vector<float> y1 = down<float>(dy16, size_t(n_out));
+            same = same && std::memcmp(y1.data(), y.data() + t0 * n_out, sizeof(float) * size_t(n_out)) == 0;
+        }
     }
     out.push_back({name + ": decode of 16 of its tokens == prefill (bits)", same ? 0.0 : 1.0, 0.0, same});
 }
@@ -486,6 +494,14 @@ std::vector<cuda_selftest_result> cuda_selftest(int device) {
         check_prefill_tiles(type, 200, 200, {0, 100}, out);   // 32-token tiles
         check_prefill_tiles(type, 1100, 50, {0, 34}, out);    // 64-token tiles
     }
+    // 17 and 18 chunks (the decode kernel's partials summed in batches); row sizes 2 mod 4 (Q8_0 at 4384
+    // columns, Q6_K at 4352: half-word staging) and 0 mod 4 (Q4_1, Q6_K at 4608: word staging)
+    check_prefill_tiles(TYPE_Q8_0, 40, 20, {0, 4}, out, 4384);
+    check_prefill_tiles(TYPE_Q4_1, 40, 20, {0, 4}, out, 4384);
+    check_prefill_tiles(TYPE_Q4_K, 40, 20, {0, 4}, out, 4352);
+    check_prefill_tiles(TYPE_Q6_K, 40, 20, {0, 4}, out, 4352);
+    check_prefill_tiles(TYPE_Q6_K, 40, 20, {0, 4}, out, 4608);
+    check_prefill_tiles(TYPE_F16, 40, 20, {0, 4}, out, 4384);
     check_norm_and_swiglu(out);
     check_attention(TYPE_F32, false, out);
     check_attention(TYPE_F16, false, out);

@@ -78,8 +78,9 @@ def test_every_kernel_against_host_loops():
 
     results = selftest()
     # matmul + decode bits + embed per type; prefill tiles: 2 shapes x (vs host, decode bits) per type;
-    # norm/swiglu; attention 200 positions; attention batches x 3 KV types
-    assert len(results) == 11 * 3 + 11 * 2 * 2 + 4 + 3 + 3 * 2
+    # 6 wide products (more than 8 chunks) x (vs host, decode bits); norm/swiglu; attention 200
+    # positions; attention batches x 3 KV types
+    assert len(results) == 11 * 3 + 11 * 2 * 2 + 6 * 2 + 4 + 3 + 3 * 2
     bad = [f"{r['name']}: error {r['error']:.3g} > {r['limit']:.3g}" for r in results if not r["ok"]]
     assert not bad, "\n".join(bad)
 
