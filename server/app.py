@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from strata.server import slot_policy
+from strata.server import lookup, slot_policy
 from strata.server.config import ServerConfig
 from strata.server.keys import STATE, ServerState
 from strata.server.routes import add_routes
@@ -94,7 +94,8 @@ def load(state: ServerState) -> None:
         timeline = TimelineWriter(cfg.timeline_out)
     sched = Scheduler(engine, queue_limit=cfg.queue, prefill_chunk=cfg.prefill_chunk, metrics=state.metrics,
                       policy_cfg=slot_policy.PolicyConfig.from_env(cfg.env), cache=state.cache, timeline=timeline,
-                      prefill_slice_ms=cfg.prefill_slice_ms, mixed_piece=cfg.mixed_piece)
+                      prefill_slice_ms=cfg.prefill_slice_ms, mixed_piece=cfg.mixed_piece,
+                      lookup_cfg=lookup.LookupConfig(max_draft=cfg.lookup_draft, max_rows=cfg.lookup_rows))
     sched.start()
     state.scheduler = sched
     state.info_line = info_line(state)

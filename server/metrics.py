@@ -24,6 +24,8 @@ class Metrics:
     decode_seconds_total: float = 0.0
     decode_steps_total: int = 0
     decode_rows_total: int = 0
+    lookup_drafted_total: int = 0                                        # lookup decoding: draft tokens checked
+    lookup_taken_total: int = 0                                          # ... and taken (sampled by the model)
     parks_total: dict[str, int] = field(default_factory=dict)           # slot, skip, cache
     restore_fallbacks: dict[str, int] = field(default_factory=dict)     # by cache level: the prompt was read instead
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -58,6 +60,11 @@ class Metrics:
             self.decode_seconds_total += seconds
             self.decode_steps_total += 1
             self.decode_rows_total += rows
+
+    def add_lookup(self, drafted: int, taken: int) -> None:
+        with self._lock:
+            self.lookup_drafted_total += drafted
+            self.lookup_taken_total += taken
 
     def add_park(self, kind: str) -> None:
         self._count(self.parks_total, kind)
@@ -101,6 +108,11 @@ def render_prometheus(m: dict, slots: list[dict], queue_depth: int, in_flight: i
     metric("decode_steps_total", "counter", "Batched decode steps.", [({}, m["decode_steps_total"])])
     metric("decode_rows_total", "counter", "Rows over all decode steps (rows/steps = mean batch).",
            [({}, m["decode_rows_total"])])
+    metric("lookup_drafted_tokens_total", "counter", "Lookup decoding: draft tokens checked by the model.",
+           [({}, m["lookup_drafted_total"])])
+    metric("lookup_taken_tokens_total", "counter",
+           "Lookup decoding: draft tokens the model sampled itself (each saved a decode step).",
+           [({}, m["lookup_taken_total"])])
     metric("parks_total", "counter", "Parks of a history about to be overwritten, by kind.",
            [({"kind": k}, n) for k, n in sorted(m["parks_total"].items())] or [({"kind": "slot"}, 0)])
     metric("restore_fallbacks_total", "counter",

@@ -22,7 +22,7 @@ from typing import Any
 
 from strata.engine.sampling import Sampler
 from strata.engine.text import StreamDecoder
-from strata.server import slot_policy
+from strata.server import lookup, slot_policy
 from strata.server.errors import APIError
 from strata.server.jobs import Completion, Job, Outbox, StopMatcher
 from strata.server.metrics import Metrics
@@ -56,6 +56,10 @@ class Row:
     started: float = field(default_factory=time.monotonic)
     prefill_s: float = 0.0
     first_token_at: float | None = None
+    history: lookup.TokenHistory | None = None   # prompt + generated, built at its first lookup
+    draft: lookup.DraftState = field(default_factory=lookup.DraftState)
+    drafted: int = 0                   # lookup decoding: draft tokens checked, and taken
+    draft_taken: int = 0
     prefill_chunks: int = 0            # engine.prefill calls for this prompt
     steps_during_prefill: int = 0      # other rows' decode steps between its chunks (the continuous agenda)
     prefill_window: WindowRate = field(default_factory=WindowRate)   # (prefill seconds, pos): live prefill_tps
@@ -65,7 +69,8 @@ class Row:
 class Scheduler:
     def __init__(self, engine: Any, *, queue_limit: int, prefill_chunk: int, metrics: Metrics,
                  policy_cfg: slot_policy.PolicyConfig, cache: Any = None, timeline: Any = None,
-                 prefill_slice_ms: float = 250.0, mixed_piece: int = 64) -> None:
+                 prefill_slice_ms: float = 250.0, mixed_piece: int = 64,
+                 lookup_cfg: lookup.LookupConfig | None = None) -> None:
         self.engine = engine
         n_slots = int(getattr(engine, "n_slots", 0))
         slot_ctx = engine.context_capacity(1) if n_slots else 0
@@ -78,6 +83,7 @@ class Scheduler:
         # prefill rate, few enough that the streams riding along get a token every ~0.1 s on two
         # cores. 0 turns mixed steps off (prompt pieces and decode steps apart).
         self.mixed_piece = mixed_piece
+        self.lookup = lookup_cfg or lookup.LookupConfig()
         self._parked_at_stop = False
         self.prefill_rate = 0.0        # tokens/s of recent prefill pieces (EMA), sizes the slices
         self.metrics = metrics
@@ -408,7 +414,8 @@ class Scheduler:
             for r in self._rows.values():
                 if r.phase == "prefill":
                     r.steps_during_prefill += 1
-            self._decode_step(decoding)
+            if not (self.lookup.enabled and len(decoding) <= self.lookup.max_rows and self._lookup_step(decoding)):
+                self._decode_step(decoding)
 
     def _slice_tokens(self) -> int:
         """Tokens of the next prefill piece: the whole chunk when nobody is generating, else about
@@ -507,6 +514,57 @@ class Scheduler:
             self.table.extend(row.ctx, [tokens[i]])
             self._accept(row, int(row.sampler.sample(logits[i], row.generated)))
 
+    def _lookup_step(self, rows: list[Row]) -> bool:
+        """Lookup decoding (server/lookup.py): each row's next token plus a draft copied from its own
+        tokens, checked in one forward (Engine.extend); the draft tokens the model itself samples are
+        taken, the rest truncated away. False, with nothing done, when no row has a draft."""
+        per_row = self.engine.max_logit_rows // len(rows) - 1
+        drafts: list[list[int]] = []
+        for row in rows:
+            state = self.table[row.ctx]
+            size = min(per_row, lookup.draft_size(row.draft, self.lookup, state.capacity - len(state.tokens) - 2))
+            draft: list[int] = []
+            if size > 0:
+                known = len(row.job.prompt) + len(row.generated)
+                if row.history is None:
+                    row.history = lookup.TokenHistory(row.job.prompt + row.generated)
+                elif len(row.history) < known:
+                    row.history.extend(row.generated[len(row.history) - known:])
+                draft = row.history.find_draft(self.lookup, size)
+            drafts.append(draft)
+        if not any(drafts):
+            for row in rows:
+                row.draft = lookup.after_step(row.draft, 0, 0, self.lookup)
+            return False
+        starts = [len(self.table[row.ctx].tokens) for row in rows]
+        t0 = time.monotonic()
+        logits = self.engine.extend([(row.ctx, [int(row.next_token)] + d) for row, d in zip(rows, drafts, strict=True)])
+        self.metrics.add_decode(time.monotonic() - t0, len(rows))
+        first = 0
+        for row, draft, start in zip(rows, drafts, starts, strict=True):
+            taken = self._take_draft(row, draft, logits[first: first + 1 + len(draft)])
+            first += 1 + len(draft)
+            self.engine.truncate(row.ctx, start + 1 + taken)   # the rejected tail, never read again
+            row.drafted += len(draft)
+            row.draft_taken += taken
+            row.draft = lookup.after_step(row.draft, len(draft), taken, self.lookup)
+            self.metrics.add_lookup(len(draft), taken)
+        return True
+
+    def _take_draft(self, row: Row, draft: list[int], logits: Any) -> int:
+        """Samples row's tokens from the logits after its next token and after each draft token, in
+        order, as decode steps would, while the samples equal the draft; returns the draft tokens taken
+        (the slot table then holds the next token and those)."""
+        self.table.extend(row.ctx, [int(row.next_token)])
+        for j in range(len(draft) + 1):
+            if j:
+                self.table.extend(row.ctx, [draft[j - 1]])
+            token = int(row.sampler.sample(logits[j], row.generated))
+            self._accept(row, token)
+            if self._rows.get(row.ctx) is not row or j == len(draft) or token != draft[j]:
+                return j
+        return len(draft)
+
     def _accept(self, row: Row, token: int) -> None:
         """A sampled token: stream its text, or finish the row."""
         if row.first_token_at is None:
@@ -573,6 +631,8 @@ class Scheduler:
                        decode_steps_during_prefill=row.steps_during_prefill)
             if row.mismatch_at is not None:
                 rec.update(mismatch_at=row.mismatch_at, mismatch_excerpt=row.mismatch_excerpt)
+            if row.drafted:
+                rec.update(lookup_drafted=row.drafted, lookup_taken=row.draft_taken)
             if row.first_token_at is not None:
                 rec["ttft_ms"] = round((row.first_token_at - job.submitted) * 1000.0, 2)
             read = len(job.prompt) - row.reused

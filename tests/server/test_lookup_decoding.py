@@ -1,0 +1,117 @@
+"""Lookup decoding on the real default model behind live servers: with drafts (`--lookup-draft 8`) the
+output is exactly what plain decoding (`--lookup-draft 0`) gives, greedy and sampled, streamed or not,
+when a stop sequence or the token limit falls inside a draft, on a second turn that reuses the first
+(the rejected draft tokens were truncated from the context), and batched; and the drafts are really
+taken on a prompt that asks for code to be repeated (else these checks would prove nothing).
+
+Not here: the pure rules (test_lookup.py), Engine.extend's bits (tests/engine/test_extend.py).
+"""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from tests.server.live import LiveServer, run_together
+
+CODE = """def merge_intervals(intervals):
+    intervals.sort(key=lambda pair: pair[0])
+    merged = [intervals[0]]
+    for start, end in intervals[1:]:
+        last_start, last_end = merged[-1]
+        if start <= last_end:
+            merged[-1] = (last_start, max(last_end, end))
+        else:
+            merged.append((start, end))
+    return merged
+"""
+COPY = [{"role": "user", "content": "Copy this code exactly, without any change:\n```python\n" + CODE + "```"}]
+TYPES = [{"role": "user", "content": "Add type hints to this code. Reply with the complete code only.\n```python\n"
+          + CODE + "```"}]
+
+
+def serve(model, draft: int):
+    return LiveServer(model=str(model), ctx=2048, batch=2, slot_ctx=1024, threads=2, conversation_cache_mib=0,
+                      lookup_draft=draft, lookup_rows=2)
+
+
+@pytest.fixture(scope="module")
+def servers(default_model_path):
+    with serve(default_model_path, 8) as on, serve(default_model_path, 0) as off:
+        yield on, off
+
+
+def client(server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=300)
+
+
+def both(servers, **request):
+    """The same request through the server with drafts and the one without; (on, off) responses and the
+    draft tokens the first took for it."""
+    on, off = servers
+    before = on.state.metrics.snapshot()["lookup_taken_total"]
+    r_on = client(on).chat.completions.create(model="m", **request)
+    taken = on.state.metrics.snapshot()["lookup_taken_total"] - before
+    return r_on, client(off).chat.completions.create(model="m", **request), taken
+
+
+def same(a, b) -> None:
+    assert a.choices[0].message.content == b.choices[0].message.content
+    assert a.choices[0].finish_reason == b.choices[0].finish_reason
+    assert a.usage.completion_tokens == b.usage.completion_tokens
+
+
+def test_greedy_output_is_plain_decodings_and_drafts_are_taken(servers):
+    on, off, taken = both(servers, messages=COPY, max_tokens=120, temperature=0)
+    same(on, off)
+    assert taken >= 20, "the code was repeated: lookup should have saved steps"
+    assert servers[1].state.metrics.snapshot()["lookup_drafted_total"] == 0
+
+
+def test_sampled_output_is_plain_decodings(servers):
+    on, off, taken = both(servers, messages=TYPES, max_tokens=100, temperature=0.8, top_p=0.95, seed=11)
+    same(on, off)
+    assert taken > 0
+
+
+def test_stream_equals_the_whole_answer(servers):
+    on = client(servers[0])
+    whole = on.chat.completions.create(model="m", messages=COPY, max_tokens=80, temperature=0)
+    chunks = list(on.chat.completions.create(model="m", messages=COPY, max_tokens=80, temperature=0, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == whole.choices[0].message.content
+
+
+@pytest.mark.parametrize("max_tokens", [13, 37])
+def test_the_token_limit_inside_a_draft(servers, max_tokens):
+    on, off, _ = both(servers, messages=COPY, max_tokens=max_tokens, temperature=0)
+    same(on, off)
+    assert on.usage.completion_tokens == max_tokens and on.choices[0].finish_reason == "length"
+
+
+def test_a_stop_sequence_inside_a_draft(servers):
+    on, off, _ = both(servers, messages=COPY, max_tokens=120, temperature=0, stop=["max("])
+    same(on, off)
+    assert on.choices[0].finish_reason == "stop" and "max(" not in on.choices[0].message.content
+
+
+def test_a_second_turn_reuses_the_first_exactly_as_without_drafts(servers):
+    first, _, _ = both(servers, messages=TYPES, max_tokens=60, temperature=0)
+    turn2 = TYPES + [{"role": "assistant", "content": first.choices[0].message.content},
+                     {"role": "user", "content": "Now rename the function to merge_ranges."}]
+    on, off, _ = both(servers, messages=turn2, max_tokens=60, temperature=0)
+    same(on, off)
+    assert on.usage.prompt_tokens_details.cached_tokens == off.usage.prompt_tokens_details.cached_tokens
+    assert on.usage.prompt_tokens_details.cached_tokens >= first.usage.prompt_tokens
+
+
+def test_two_requests_batched_with_drafts_equal_plain_solo_answers(servers):
+    on, off = servers
+    alone = [client(off).chat.completions.create(model="m", messages=m, max_tokens=60, temperature=0)
+             for m in (COPY, TYPES)]
+    before = on.state.metrics.snapshot()["lookup_taken_total"]
+    together = run_together(on, [
+        lambda m=m: client(on).chat.completions.create(model="m", messages=m, max_tokens=60, temperature=0)
+        for m in (COPY, TYPES)])
+    for a, b in zip(together, alone, strict=True):
+        same(a, b)
+    assert on.state.metrics.snapshot()["lookup_taken_total"] > before
