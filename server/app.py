@@ -156,6 +156,7 @@ def info_line(state: ServerState) -> str:
         *_gpu_part(e),
         f"contexts {contexts}, KV {getattr(e, 'kv_type', cfg.kv_type)}",
         f"large pages {getattr(e, 'large_pages', 'unknown')}",
+        f"lookup decoding {cfg.lookup_draft} tokens" if cfg.lookup_draft else "lookup decoding off",
     ]
     if state.cache is not None and hasattr(state.cache, "describe"):
         parts.append(state.cache.describe())

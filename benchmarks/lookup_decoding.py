@@ -1,0 +1,188 @@
+"""Lookup decoding (server/lookup.py) on agent-like prompts: generation speed of `strata serve` with
+`--lookup-draft 0` (off) and 8 (the default), and, as the anchor, llama.cpp (llama-cpp-python) plain and
+with its own prompt lookup decoding (`LlamaPromptLookupDecoding`), side by side in one run.
+
+Prompts: code the model is asked to repeat or edit (where an agent's answer copies its context) and
+plain questions (where nothing repeats: lookup should cost nothing). Greedy, one request at a time.
+Strata's speed is the response's `timings.predicted_per_second` (generation only); llama.cpp's is
+tokens over the time of a call whose prompt was read by the call before (its prefix cache), so also
+generation only. Rounds alternate the configurations; each cell is the median over rounds.
+
+    .venv/bin/python benchmarks/lookup_decoding.py [--rounds 3] [--max-tokens 160] [--threads 2]
+        [--llama-python /work/refenv/venv/bin/python] [--json]
+
+Not a test (no assertion). Outputs of the two Strata servers are compared and must be equal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+CODE = """def merge_intervals(intervals):
+    intervals.sort(key=lambda pair: pair[0])
+    merged = [intervals[0]]
+    for start, end in intervals[1:]:
+        last_start, last_end = merged[-1]
+        if start <= last_end:
+            merged[-1] = (last_start, max(last_end, end))
+        else:
+            merged.append((start, end))
+    return merged
+"""
+CONFIG = """[server]
+host = "127.0.0.1"
+port = 8080
+workers = 4
+
+[cache]
+enabled = true
+size_mib = 2048
+directory = "/var/cache/app"
+"""
+PROMPTS = {
+    "copy code": "Copy this code exactly, without any change:\n```python\n" + CODE + "```",
+    "add types": "Add type hints to this code. Reply with the complete code only.\n```python\n" + CODE + "```",
+    "docstring": "Add a docstring to this function and show the whole function:\n```python\n" + CODE + "```",
+    "edit config": "Change the port to 9090 in this file and show the whole file:\n```toml\n" + CONFIG + "```",
+    "question": "Explain in a few sentences why the sky is blue.",
+    "list": "Give five tips for writing readable Python code.",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(url: str, body: dict) -> dict:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.loads(r.read())
+
+
+def run_strata(model: str, draft: int, args: argparse.Namespace) -> dict[str, tuple[float, int, str]]:
+    """(tok/s, tokens, text) per prompt from a fresh `strata serve --lookup-draft draft`."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "strata", "serve", "--no-config", "--model", model, "--port", str(port),
+           "--ctx", "2048", "--threads", str(args.threads), "--conversation-cache-mib", "0",
+           "--log-level", "warning", "--lookup-draft", str(draft)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"strata serve exited: {proc.stderr.read()}")
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError("strata serve did not become ready")
+            time.sleep(0.2)
+        out = {}
+        for name, text in PROMPTS.items():
+            body = {"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": args.max_tokens,
+                    "temperature": 0}
+            post(url + "/v1/chat/completions", {**body, "max_tokens": 1})   # the prompt read before timing
+            r = post(url + "/v1/chat/completions", body)
+            out[name] = (r["timings"]["predicted_per_second"], r["usage"]["completion_tokens"],
+                         r["choices"][0]["message"]["content"])
+        return out
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def worker_llama(model: str, lookup: bool, max_tokens: int, threads: int) -> dict:
+    from llama_cpp import Llama
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    draft = LlamaPromptLookupDecoding(num_pred_tokens=10) if lookup else None
+    llm = Llama(model_path=model, n_ctx=2048, n_threads=threads, n_threads_batch=threads, draft_model=draft,
+                verbose=False)
+    out = {}
+    for name, text in PROMPTS.items():
+        messages = [{"role": "user", "content": text}]
+        llm.create_chat_completion(messages=messages, max_tokens=1, temperature=0)   # the prompt, cached
+        t0 = time.perf_counter()
+        r = llm.create_chat_completion(messages=messages, max_tokens=max_tokens, temperature=0)
+        n = r["usage"]["completion_tokens"]
+        out[name] = (n / (time.perf_counter() - t0), n, r["choices"][0]["message"]["content"])
+    return out
+
+
+def run_llama(python: str, model: str, lookup: bool, args: argparse.Namespace) -> dict:
+    code = (f"import sys, json; sys.path.insert(0, {str(Path(__file__).parent)!r}); import lookup_decoding as b; "
+            f"print(json.dumps(b.worker_llama({model!r}, {lookup!r}, {args.max_tokens}, {args.threads})))")
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"llama.cpp worker failed: {done.stderr[-2000:]}")
+    return {k: tuple(v) for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None, help="GGUF file (default: the default model)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--max-tokens", type=int, default=160)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--llama-python", default=None, help="a Python where `import llama_cpp` works (the anchor)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    args = ap.parse_args()
+    if args.rounds < 1 or args.max_tokens < 2 or args.threads < 1:
+        ap.error("--rounds and --threads must be >= 1, --max-tokens >= 2")
+    if args.model is None:
+        from strata.engine.models import default_model_path
+
+        args.model = str(default_model_path())
+    configs = {"strata off": lambda: run_strata(args.model, 0, args),
+               "strata lookup": lambda: run_strata(args.model, 8, args)}
+    if args.llama_python:
+        configs["llama.cpp"] = lambda: run_llama(args.llama_python, args.model, False, args)
+        configs["llama.cpp lookup"] = lambda: run_llama(args.llama_python, args.model, True, args)
+    speeds: dict[str, dict[str, list[float]]] = {c: {p: [] for p in PROMPTS} for c in configs}
+    tokens: dict[str, dict[str, int]] = {c: {} for c in configs}
+    for rnd in range(args.rounds):
+        order = list(configs) if rnd % 2 == 0 else list(reversed(configs))
+        texts = {}
+        for name in order:
+            res = configs[name]()
+            texts[name] = {p: v[2] for p, v in res.items()}
+            for p, (tps, n, _) in res.items():
+                speeds[name][p].append(tps)
+                tokens[name][p] = n
+            print(f"round {rnd + 1} {name}: " + ", ".join(f"{p} {v[0]:.0f}" for p, v in res.items()), flush=True)
+        if texts["strata off"] != texts["strata lookup"]:
+            raise SystemExit("Strata's outputs differ with and without lookup decoding: a bug")
+    med = {c: {p: statistics.median(v) for p, v in per.items()} for c, per in speeds.items()}
+    head = "| prompt | tokens | Strata off | Strata lookup | lookup / off |"
+    if args.llama_python:
+        head += " llama.cpp | llama.cpp lookup | its lookup / off | Strata lookup / llama.cpp lookup |"
+    print(f"\ngeneration tok/s, median of {args.rounds} rounds, {args.threads} threads, greedy, "
+          f"max {args.max_tokens} tokens\n\n{head}\n|" + " --- |" * (head.count("|") - 1))
+    for p in PROMPTS:
+        row = (f"| {p} | {tokens['strata off'][p]} | {med['strata off'][p]:.0f} | {med['strata lookup'][p]:.0f} | "
+               f"{med['strata lookup'][p] / med['strata off'][p]:.2f}x |")
+        if args.llama_python:
+            a, b = med["llama.cpp"][p], med["llama.cpp lookup"][p]
+            row += f" {a:.0f} | {b:.0f} | {b / a:.2f}x | {med['strata lookup'][p] / b:.2f}x |"
+        print(row)
+    if args.json:
+        print(json.dumps({"rounds": args.rounds, "threads": args.threads, "median_tps": med, "tokens": tokens}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
