@@ -80,7 +80,7 @@ for r in rs:
 raise SystemExit(0 if all(r['ok'] for r in rs) else 1)"
 
 # ---- tests: parity and the backend choice (the compile checks are CI's)
-step tests "$PY" -m pytest tests/gpu/test_parity.py tests/gpu/test_backend_choice.py -q -p no:cacheprovider \
+step tests "$PY" -m pytest tests/gpu/test_parity.py tests/gpu/test_extend_gpu.py tests/gpu/test_backend_choice.py -q -p no:cacheprovider \
   --timeout 120 -o addopts="" -rs
 
 # ---- llama.cpp built for CUDA, when carried: into the image's Python, its CUDA libraries from the image
