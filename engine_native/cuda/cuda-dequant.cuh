@@ -46,6 +46,22 @@ STRATA_HD uint32_t u32_at(const uint8_t* p) { return u16_at(p) | (u16_at(p + 2) 
 STRATA_HD float f16_at(const uint8_t* p) { return __half2float(__ushort_as_half((unsigned short)u16_at(p))); }
 STRATA_HD float bf16_at(const uint8_t* p) { return bits_to_float(u16_at(p) << 16); }
 
+// Four bytes at an even address (every quant field dq8 reads in runs is 2-byte aligned in a row, and
+// rows are), as two 16-bit loads on the device: half the load instructions of four byte loads.
+STRATA_HD uint32_t u32_at_even(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+    return uint32_t(h[0]) | (uint32_t(h[1]) << 16);
+#else
+    return u32_at(p);
+#endif
+}
+// float(v) for |v| < 2^22, exactly, in float arithmetic (an OR and a subtract on the FP32 pipe instead of
+// a conversion instruction, which runs at a quarter of its rate): 1.5 * 2^23 + v has v in its low bits.
+STRATA_HD float small_int_to_float(int v) { return bits_to_float(0x4B400000u + uint32_t(v)) - 12582912.0f; }
+// Byte j (0..7) of the run (lo: bytes 0-3, hi: 4-7).
+STRATA_HD int run_byte(uint32_t lo, uint32_t hi, int j) { return int(((j < 4 ? lo : hi) >> (8 * (j & 3))) & 0xFF); }
+
 // Q4_K / Q5_K: 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes (scale_min_k4).
 STRATA_HD void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
     if (j < 4) {
@@ -165,51 +181,50 @@ STRATA_HD void dq8(const uint8_t* row, int64_t k, float* out) {   // float types
     for (int j = 0; j < 8; j++) out[j] = dq<TYPE>(row, k + j);
 }
 
+// The quants of a run are read as two 32-bit words (u32_at_even) and widened with small_int_to_float;
+// every float is still dq's expression (the same products and sums in the same order), so the bits are
+// dq's: tests/gpu/dequant_check.cu compares them on the host.
 template <>
 STRATA_HD void dq8<TYPE_Q4_0>(const uint8_t* row, int64_t k, float* out) {
     const uint8_t* b = row + (k / QK) * 18;
-    const int j0 = int(k % QK);
+    const int j0 = int(k % QK), sh = j0 < 16 ? 0 : 4;   // a run of 8 is all low or all high nibbles
     const float d = f16_at(b);
-    for (int j = 0; j < 8; j++) {
-        const int jj = j0 + j, byte = b[2 + (jj & 15)];
-        out[j] = float((jj < 16 ? (byte & 0xF) : (byte >> 4)) - 8) * d;
-    }
+    const uint32_t lo = u32_at_even(b + 2 + (j0 & 15)), hi = u32_at_even(b + 6 + (j0 & 15));
+    for (int j = 0; j < 8; j++) out[j] = small_int_to_float(((run_byte(lo, hi, j) >> sh) & 0xF) - 8) * d;
 }
 
 template <>
 STRATA_HD void dq8<TYPE_Q4_1>(const uint8_t* row, int64_t k, float* out) {
     const uint8_t* b = row + (k / QK) * 20;
-    const int j0 = int(k % QK);
+    const int j0 = int(k % QK), sh = j0 < 16 ? 0 : 4;
     const float d = f16_at(b), m = f16_at(b + 2);
-    for (int j = 0; j < 8; j++) {
-        const int jj = j0 + j, byte = b[4 + (jj & 15)];
-        out[j] = mul_rn(float(jj < 16 ? (byte & 0xF) : (byte >> 4)), d) + m;
-    }
+    const uint32_t lo = u32_at_even(b + 4 + (j0 & 15)), hi = u32_at_even(b + 8 + (j0 & 15));
+    for (int j = 0; j < 8; j++) out[j] = mul_rn(small_int_to_float((run_byte(lo, hi, j) >> sh) & 0xF), d) + m;
 }
 
 template <>
 STRATA_HD void dq8<TYPE_Q5_0>(const uint8_t* row, int64_t k, float* out) {
     const uint8_t* b = row + (k / QK) * 22;
-    const int j0 = int(k % QK);
+    const int j0 = int(k % QK), sh = j0 < 16 ? 0 : 4;
     const float d = f16_at(b);
-    const uint32_t qh = u32_at(b + 2);
+    const uint32_t qh = u32_at_even(b + 2) >> j0;
+    const uint32_t lo = u32_at_even(b + 6 + (j0 & 15)), hi = u32_at_even(b + 10 + (j0 & 15));
     for (int j = 0; j < 8; j++) {
-        const int jj = j0 + j, byte = b[6 + (jj & 15)];
-        const int q = (jj < 16 ? (byte & 0xF) : (byte >> 4)) | int(((qh >> jj) & 1) << 4);
-        out[j] = float(q - 16) * d;
+        const int q = ((run_byte(lo, hi, j) >> sh) & 0xF) | int(((qh >> j) & 1) << 4);
+        out[j] = small_int_to_float(q - 16) * d;
     }
 }
 
 template <>
 STRATA_HD void dq8<TYPE_Q5_1>(const uint8_t* row, int64_t k, float* out) {
     const uint8_t* b = row + (k / QK) * 24;
-    const int j0 = int(k % QK);
+    const int j0 = int(k % QK), sh = j0 < 16 ? 0 : 4;
     const float d = f16_at(b), m = f16_at(b + 2);
-    const uint32_t qh = u32_at(b + 4);
+    const uint32_t qh = u32_at_even(b + 4) >> j0;
+    const uint32_t lo = u32_at_even(b + 8 + (j0 & 15)), hi = u32_at_even(b + 12 + (j0 & 15));
     for (int j = 0; j < 8; j++) {
-        const int jj = j0 + j, byte = b[8 + (jj & 15)];
-        const int q = (jj < 16 ? (byte & 0xF) : (byte >> 4)) | int(((qh >> jj) & 1) << 4);
-        out[j] = mul_rn(float(q), d) + m;
+        const int q = ((run_byte(lo, hi, j) >> sh) & 0xF) | int(((qh >> j) & 1) << 4);
+        out[j] = mul_rn(small_int_to_float(q), d) + m;
     }
 }
 
@@ -218,7 +233,8 @@ STRATA_HD void dq8<TYPE_Q8_0>(const uint8_t* row, int64_t k, float* out) {
     const uint8_t* b = row + (k / QK) * 34;
     const int j0 = int(k % QK);
     const float d = f16_at(b);
-    for (int j = 0; j < 8; j++) out[j] = float(int8_t(b[2 + j0 + j])) * d;
+    const uint32_t lo = u32_at_even(b + 2 + j0), hi = u32_at_even(b + 6 + j0);
+    for (int j = 0; j < 8; j++) out[j] = small_int_to_float(int(int8_t(uint8_t(run_byte(lo, hi, j))))) * d;
 }
 
 template <>
@@ -228,10 +244,9 @@ STRATA_HD void dq8<TYPE_Q4_K>(const uint8_t* row, int64_t k, float* out) {
     int sc, m;
     scale_min_k4(2 * g + hi, b + 4, &sc, &m);
     const float ds = f16_at(b) * float(sc), dm = mul_rn(f16_at(b + 2), float(m));
-    for (int j = 0; j < 8; j++) {
-        const int byte = b[16 + 32 * g + l0 + j];
-        out[j] = mul_rn(ds, float(hi ? (byte >> 4) : (byte & 0xF))) - dm;
-    }
+    const uint32_t w0 = u32_at_even(b + 16 + 32 * g + l0), w1 = u32_at_even(b + 20 + 32 * g + l0);
+    const int sh = hi ? 4 : 0;
+    for (int j = 0; j < 8; j++) out[j] = mul_rn(ds, small_int_to_float((run_byte(w0, w1, j) >> sh) & 0xF)) - dm;
 }
 
 template <>
@@ -241,10 +256,12 @@ STRATA_HD void dq8<TYPE_Q5_K>(const uint8_t* row, int64_t k, float* out) {
     int sc, m;
     scale_min_k4(2 * g + hi, b + 4, &sc, &m);
     const float ds = f16_at(b) * float(sc), dm = mul_rn(f16_at(b + 2), float(m));
+    const uint32_t q0 = u32_at_even(b + 48 + 32 * g + l0), q1 = u32_at_even(b + 52 + 32 * g + l0);
+    const uint32_t h0 = u32_at_even(b + 16 + l0), h1 = u32_at_even(b + 20 + l0);
+    const int sh = hi ? 4 : 0, hb = 2 * g + hi;
     for (int j = 0; j < 8; j++) {
-        const int l = l0 + j, byte = b[48 + 32 * g + l];
-        const int q = (hi ? (byte >> 4) : (byte & 0xF)) | (((b[16 + l] >> (2 * g + hi)) & 1) << 4);
-        out[j] = mul_rn(ds, float(q)) - dm;
+        const int q = ((run_byte(q0, q1, j) >> sh) & 0xF) | (((run_byte(h0, h1, j) >> hb) & 1) << 4);
+        out[j] = mul_rn(ds, small_int_to_float(q)) - dm;
     }
 }
 
@@ -253,12 +270,13 @@ STRATA_HD void dq8<TYPE_Q6_K>(const uint8_t* row, int64_t k, float* out) {
     const uint8_t* b = row + (k / QK_K) * 210;
     const int e = int(k % QK_K), h = e / 128, p = e % 128, quarter = p >> 5, l0 = p & 31;
     const float dsc = f16_at(b + 208) * float(int8_t(b[192 + e / 16]));
+    const uint8_t* lp = b + 64 * h + l0 + ((quarter & 1) ? 32 : 0);
+    const uint32_t lo0 = u32_at_even(lp), lo1 = u32_at_even(lp + 4);
+    const uint32_t hi0 = u32_at_even(b + 128 + 32 * h + l0), hi1 = u32_at_even(b + 132 + 32 * h + l0);
+    const int sh = (quarter & 2) ? 4 : 0;
     for (int j = 0; j < 8; j++) {
-        const int l = l0 + j;
-        const int low = b[64 * h + l + ((quarter & 1) ? 32 : 0)];
-        const int nib = (quarter & 2) ? (low >> 4) : (low & 0xF);
-        const int q = nib | (((b[128 + 32 * h + l] >> (2 * quarter)) & 3) << 4);
-        out[j] = dsc * float(q - 32);
+        const int q = ((run_byte(lo0, lo1, j) >> sh) & 0xF) | (((run_byte(hi0, hi1, j) >> (2 * quarter)) & 3) << 4);
+        out[j] = dsc * small_int_to_float(q - 32);
     }
 }
 

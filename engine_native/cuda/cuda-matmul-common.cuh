@@ -30,6 +30,27 @@ __device__ __forceinline__ __half to_elem<__half>(float v) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 to_elem<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
+// to_elem of a and b packed in one word (a in the low half): each rounded exactly as to_elem rounds it,
+// with one paired conversion instruction instead of two, for 32-bit and wider shared-memory stores.
+template <typename T>
+__device__ __forceinline__ uint32_t to_elem2(float a, float b);
+template <>
+__device__ __forceinline__ uint32_t to_elem2<__half>(float a, float b) {
+    const __half2 h = __floats2half2_rn(fminf(65504.0f, fmaxf(-65504.0f, a)), fminf(65504.0f, fmaxf(-65504.0f, b)));
+    return *reinterpret_cast<const uint32_t*>(&h);
+}
+template <>
+__device__ __forceinline__ uint32_t to_elem2<__nv_bfloat16>(float a, float b) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&h);
+}
+// Eight floats as to_elem<T> rounds them, at dst (16-byte aligned): one 128-bit store.
+template <typename T>
+__device__ __forceinline__ void store_elem8(T* dst, const float* v) {
+    *reinterpret_cast<uint4*>(dst) =
+        make_uint4(to_elem2<T>(v[0], v[1]), to_elem2<T>(v[2], v[3]), to_elem2<T>(v[4], v[5]), to_elem2<T>(v[6], v[7]));
+}
+
 // Columns and bytes of one block of a quantized TYPE (float types are not staged: no shape).
 template <int TYPE> struct block_shape;
 template <> struct block_shape<TYPE_Q4_0> { static constexpr int cols = 32, bytes = 18; };

@@ -148,8 +148,10 @@ decode_kernel(decode_set ps, size_t w_row_bytes, int64_t n_cols, const float* __
     const uint8_t* __restrict__ w = pick(ps.w, which);
     const int64_t n_out = pick(ps.n_out, which), m0 = (tile - pick(ps.first_tile, which)) * k_rows;
 
-    // 1. the chunk's activations (this thread's two columns, all 16 tokens: zeros past n_tok and n_cols)
-    //    and this warp's weight bytes, every load in flight before the first store to shared memory
+    // 1. the chunk's activations (this thread's two columns of the n_tok tokens: zeros past n_cols; the
+    //    tile's columns past n_tok are left as they are: an mma output column t reads only column t, and
+    //    outputs past n_tok are never written) and this warp's weight bytes, every load in flight before
+    //    the first store to shared memory
     float xv[2][16];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -165,10 +167,17 @@ decode_kernel(decode_set ps, size_t w_row_bytes, int64_t n_cols, const float* __
         shift = off - a0;
         if (active) stage_rows<U, NU>(reinterpret_cast<U*>(stage[warp]), w, w_row_bytes, a0, m0, n_out, lane);
     }
+    if (n_tok == 1) {   // a single decode row: two conversions a thread, not 32
+        xh[tid] = to_elem<T>(xv[0][0]);
+        xh[tid + 32 * k_tiles] = to_elem<T>(xv[1][0]);
+    } else {
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
+        for (int h = 0; h < 2; h++) {
 #pragma unroll
-        for (int t = 0; t < 16; t++) xh[t * k_x_ld + tid + 32 * k_tiles * h] = to_elem<T>(xv[h][t]);
+            for (int t = 0; t < 16; t++) {
+                if (t < n_tok) xh[t * k_x_ld + tid + 32 * k_tiles * h] = to_elem<T>(xv[h][t]);
+            }
+        }
     }
     __syncthreads();
     if (!active) return;
@@ -195,8 +204,8 @@ decode_kernel(decode_set ps, size_t w_row_bytes, int64_t n_cols, const float* __
         } else {
             float_row_16<TYPE>(src, k0 + c0, row_ok ? n_cols : 0, v);
         }
-#pragma unroll
-        for (int j = 0; j < 16; j++) a_sh[r * k_ld + c0 + j] = to_elem<T>(v[j]);
+        store_elem8<T>(a_sh + r * k_ld + c0, v);   // 16-byte aligned: k_ld * 2 and c0 * 2 are multiples of 16
+        store_elem8<T>(a_sh + r * k_ld + c0 + 8, v + 8);
         __syncwarp();
         for (int kk = 0; kk < k_bk; kk += 16) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;

@@ -138,8 +138,7 @@ matmul_prefill_kernel(const uint8_t* __restrict__ w, size_t w_row_bytes, int64_t
                 } else {
                     for (int e = 0; e < 8; e++) v[e] = gr < n_out && gk + e < ke ? cuda_dq::dq<TYPE>(src, at + e) : 0.0f;
                 }
-#pragma unroll
-                for (int e = 0; e < 8; e++) a_sh[r * k_span_ld + kk + e] = to_elem<T>(v[e]);
+                store_elem8<T>(a_sh + r * k_span_ld + kk, v);   // 16-byte aligned: k_span_ld * 2, kk * 2 multiples of 16
             }
             // activations: token t's columns [kb + s0, kb + s0 + k_span), zeros past n_tok and n_cols
             if (x_vec) {
