@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Where a CUDA decode step's time goes, on a lent GPU (docs/cuda.md): builds strata with CUDA as
 # gpu_check.sh does, writes the same two model shapes (gpu_models.py), then per shape: wall ms per decode
-# step with CUDA graphs on and off (one row), the steps under torch.profiler (per-kernel device time,
-# busy time against wall time), and ncu's per-kernel summary of two decode steps (--clock-control none).
+# step (one row: as built, CUDA graphs off, programmatic launch off; four rows), the steps under
+# torch.profiler (per-kernel device time, busy time against wall time), and ncu's per-kernel summary
+# of two decode steps (--clock-control none).
 #
 #   # with the device tool, from the repo root (carry [".whl"], timeout_s ~300):
 #   bash benchmarks/gpu_decode_profile.sh
 #
-# $OUT gets summary.txt (one line per step: rc, seconds) and log.txt (everything). NCU=0 skips ncu;
+# $OUT gets summary.txt (one line per step: rc, seconds) and log.txt (everything). TORCH=0 skips the
+# torch.profiler step, NCU=0 ncu;
 # NCU_DETAIL=0 skips ncu's speed-of-light / occupancy / warp-state sections of the first decode product
 # launches. SKIP_BUILD=1 (after gpu_check.sh on the same machine) and SMOL= / BIGM= (its model files)
 # reuse what is there.
@@ -45,7 +47,9 @@ for m in "$BIGM" "$SMOL"; do
   tag=$(basename "$m" .gguf)
   step "time_$tag" "$PY" $P time "$m"
   STRATA_CUDA_GRAPHS=0 step "time_nographs_$tag" "$PY" $P time "$m"
-  step "torch_$tag" "$PY" $P torch "$m"
+  STRATA_CUDA_PDL=0 step "time_nopdl_$tag" "$PY" $P time "$m"
+  step "time_rows4_$tag" "$PY" $P time "$m" --rows 4
+  [ "${TORCH:-1}" = 1 ] && step "torch_$tag" "$PY" $P torch "$m"
   if [ "${NCU:-1}" = 1 ] && command -v ncu > /dev/null; then
     step "ncu_$tag" ncu --clock-control none --profile-from-start off --metrics gpu__time_duration.sum \
       --print-summary per-kernel "$PY" $P ncu "$m"

@@ -379,6 +379,10 @@ cuda_backend::cuda_backend(const model& m, int32_t kv_type, size_t kv_row_bytes,
     b.dec.counters = static_cast<unsigned*>(b.dalloc(sizeof(unsigned) * size_t(dec_tiles), "decode tile counters",
                                                      &b.scratch_bytes));
     b.dec.n_counters = dec_tiles;
+    // decode products start while the kernel before them runs (programmatic dependent launch: compute
+    // capability 9.0 and newer); STRATA_CUDA_PDL=0 turns it off
+    const char* pdl_env = std::getenv("STRATA_CUDA_PDL");
+    b.dec.pdl = info.cc_major >= 9 && !(pdl_env && std::string(pdl_env) == "0");
     cuda_check(cudaMemset(b.dec.counters, 0, sizeof(unsigned) * size_t(dec_tiles)), "cudaMemset decode counters");
     b.rows_d = static_cast<cuda_dev_row*>(b.dalloc(sizeof(cuda_dev_row) * size_t(R), "row table", &b.scratch_bytes));
     b.idx_d = static_cast<int32_t*>(b.dalloc(sizeof(int32_t) * size_t(max_logit_rows), "logit rows", &b.scratch_bytes));

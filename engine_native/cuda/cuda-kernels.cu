@@ -52,6 +52,7 @@ __device__ float block_sum(float v, float* sh) {
 // Launch: grid (n_rows), block (k_row_threads).
 __global__ void rms_norm_kernel(float* __restrict__ x, const float* __restrict__ add, const int32_t* __restrict__ idx,
                                 const float* __restrict__ w, float* __restrict__ y, int64_t n, float eps) {
+    pdl_launch_dependents();   // the product after the norm may start staging its weights
     __shared__ float sh[32];
     const int64_t j = blockIdx.x;
     const int64_t src = idx ? idx[j] : j;
@@ -95,6 +96,7 @@ __global__ void rms_norm_kernel(float* __restrict__ x, const float* __restrict__
 
 // Mirrors forward.cpp's SwiGLU loop: g = g / (1 + exp(-g)) * u. Launch: grid-stride.
 __global__ void swiglu_kernel(float* gate, const float* up, int64_t n) {
+    pdl_launch_dependents();   // the down product may start staging its weights
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         const float g = gate[i];
         gate[i] = g / (1.0f + expf(-g)) * up[i];
@@ -449,6 +451,7 @@ void launch_attention_parts(dim3 grid, cudaStream_t stream, const float* q, cons
 __global__ void attention_merge_kernel(float* __restrict__ out, const cuda_dev_row* __restrict__ rows, cuda_shape s,
                                        int n_parts, const float* __restrict__ part_acc,
                                        const float* __restrict__ part_ml) {
+    pdl_launch_dependents();   // the output projection may start staging its weights
     __shared__ float w_sh[k_att_max_parts];
     const int64_t r = blockIdx.x, h = blockIdx.y, HD = s.head_dim;
     const int64_t n_pos = rows[r].pos + 1;

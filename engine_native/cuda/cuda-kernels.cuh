@@ -16,6 +16,21 @@
 
 namespace strata {
 
+// Programmatic dependent launch (sm_90 and newer; no-ops below): a decode product launched with
+// cuda_decode_scratch::pdl starts while the kernel before it runs, stages its weights (constant), and
+// waits (pdl_wait) before it reads anything an earlier kernel wrote. The kernels that precede a
+// product call pdl_launch_dependents first thing, so the product's blocks launch while they run.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {   // every earlier kernel done and its writes visible
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // Throws cuda_error "<what>: <CUDA's message>" unless e is cudaSuccess.
 inline void cuda_check(cudaError_t e, const char* what) {
     if (e != cudaSuccess) throw cuda_error(std::string(what) + ": " + cudaGetErrorString(e));
@@ -59,6 +74,7 @@ struct cuda_decode_scratch {
     float* partials = nullptr;
     unsigned* counters = nullptr;
     int64_t partial_floats = 0, n_counters = 0;
+    bool pdl = false;   // launch the decode kernel as a programmatic dependent (sm_90+ devices only)
 };
 // Sizes a decode of n_rows_total rows (all products of one call) by n_cols columns needs.
 int64_t cuda_decode_partial_floats(int64_t n_cols, int64_t n_rows_total);

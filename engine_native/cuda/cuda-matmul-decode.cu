@@ -148,10 +148,20 @@ decode_kernel(decode_set ps, size_t w_row_bytes, int64_t n_cols, const float* __
     const uint8_t* __restrict__ w = pick(ps.w, which);
     const int64_t n_out = pick(ps.n_out, which), m0 = (tile - pick(ps.first_tile, which)) * k_rows;
 
-    // 1. the chunk's activations (this thread's two columns of the n_tok tokens: zeros past n_cols; the
-    //    tile's columns past n_tok are left as they are: an mma output column t reads only column t, and
-    //    outputs past n_tok are never written) and this warp's weight bytes, every load in flight before
-    //    the first store to shared memory
+    pdl_launch_dependents();   // a decode product right after this one (Q/K then V) may start staging
+    // 1. this warp's weight bytes (constant: before pdl_wait, so with programmatic launch they load while
+    //    the kernel before runs), then the chunk's activations (this thread's two columns of the n_tok
+    //    tokens: zeros past n_cols; the tile's columns past n_tok are left as they are: an mma output
+    //    column t reads only column t, and outputs past n_tok are never written); each batch of loads in
+    //    flight before its first store to shared memory
+    size_t shift = 0;   // where the chunk's bytes begin in a staged row
+    if constexpr (staged<TYPE>) {
+        const size_t off = size_t(kb / block_shape<TYPE>::cols * block_shape<TYPE>::bytes);
+        const size_t a0 = off & ~(sizeof(U) - 1);
+        shift = off - a0;
+        if (active) stage_rows<U, NU>(reinterpret_cast<U*>(stage[warp]), w, w_row_bytes, a0, m0, n_out, lane);
+    }
+    pdl_wait();   // x, partials, counters and y belong to the kernels before
     float xv[2][16];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -160,13 +170,6 @@ decode_kernel(decode_set ps, size_t w_row_bytes, int64_t n_cols, const float* __
         for (int t = 0; t < 16; t++) xv[h][t] = t < n_tok && gk < n_cols ? __ldg(x + t * n_cols + gk) : 0.0f;
     }
     static_assert(2 * 32 * k_tiles == k_chunk, "two columns a thread cover the chunk");
-    size_t shift = 0;   // where the chunk's bytes begin in a staged row
-    if constexpr (staged<TYPE>) {
-        const size_t off = size_t(kb / block_shape<TYPE>::cols * block_shape<TYPE>::bytes);
-        const size_t a0 = off & ~(sizeof(U) - 1);
-        shift = off - a0;
-        if (active) stage_rows<U, NU>(reinterpret_cast<U*>(stage[warp]), w, w_row_bytes, a0, m0, n_out, lane);
-    }
     if (n_tok == 1) {   // a single decode row: two conversions a thread, not 32
         xh[tid] = to_elem<T>(xv[0][0]);
         xh[tid + 32 * k_tiles] = to_elem<T>(xv[1][0]);
@@ -225,13 +228,17 @@ decode_kernel(decode_set ps, size_t w_row_bytes, int64_t n_cols, const float* __
     for (int i = lane; i < k_rows * 16; i += 32) {
         if (i % 16 < n_tok) mine[i] = part[i];
     }
-    __threadfence();   // the partial is visible device-wide before the count says so
+    // the count, an acq_rel atomic of lane 0 after the warp's barrier: it releases the warp's partial and,
+    // for the last chunk, acquires everyone else's (as CUTLASS's split-k semaphores do; two sequentially
+    // consistent fences a warp cost more)
     __syncwarp();
     unsigned done = 0;
-    if (lane == 0) done = atomicAdd(&counters[tile], 1u);
+    if (lane == 0) {
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(done) : "l"(counters + tile), "r"(1u) : "memory");
+    }
     done = __shfl_sync(0xffffffffu, done, 0);
     if (done != unsigned(n_chunks - 1)) return;
-    __threadfence();
+    __syncwarp();   // lane 0's acquire before any lane reads a partial
     float* __restrict__ y = pick(ps.y, which);
     const int n_t = int(n_tok);
     for (int e = lane; e < k_rows * n_t; e += 32) {   // lane: (row, token) outputs, all the chunks of each
@@ -261,15 +268,26 @@ void launch_decode(const decode_set& ps, size_t w_row_bytes, int64_t n_cols, con
     const dim3 grid(unsigned(n_chunks), unsigned((ps.n_tiles + k_tiles - 1) / k_tiles));
     bool words = w_row_bytes % 4 == 0;   // 4-byte staging loads when every row start is 4-byte aligned
     for (int i = 0; i < ps.n; i++) words = words && reinterpret_cast<uintptr_t>(ps.w[i]) % 4 == 0;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(32 * k_tiles);
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = scratch.pdl ? 1 : 0;
     if constexpr (staged<TYPE>) {
         if (!words) {
-            decode_kernel<TYPE, T, uint16_t><<<grid, 32 * k_tiles, 0, stream>>>(ps, w_row_bytes, n_cols, x, n_tok,
-                                                                               scratch.partials, scratch.counters);
+            cuda_check(cudaLaunchKernelEx(&cfg, decode_kernel<TYPE, T, uint16_t>, ps, w_row_bytes, n_cols, x, n_tok,
+                                          scratch.partials, scratch.counters),
+                       "decode_kernel launch");
             return;
         }
     }
-    decode_kernel<TYPE, T, uint32_t><<<grid, 32 * k_tiles, 0, stream>>>(ps, w_row_bytes, n_cols, x, n_tok,
-                                                                       scratch.partials, scratch.counters);
+    cuda_check(cudaLaunchKernelEx(&cfg, decode_kernel<TYPE, T, uint32_t>, ps, w_row_bytes, n_cols, x, n_tok,
+                                  scratch.partials, scratch.counters),
+               "decode_kernel launch");
 }
 
 }  // namespace
