@@ -21,8 +21,8 @@ import numpy as np
 DEFAULT_MAX_DRAFT = 8     # draft tokens one check may carry (`--lookup-draft`; 0 turns lookup off)
 DEFAULT_MAX_NGRAM = 4     # the longest suffix of the tokens looked up earlier in them
 DEFAULT_MIN_NGRAM = 2     # the shortest suffix that counts as a match (one token matches too often)
-DEFAULT_MAX_ROWS = 1      # only while at most this many requests generate (`--lookup-rows`): with
-                          # more rows a step is bound by arithmetic, and draft rows would cost it
+DEFAULT_MAX_ROWS = 8      # only while at most this many requests generate (`--lookup-rows`): the more
+                          # rows a step has, the more it is bound by arithmetic and the less guesses save
 FIRST_DRAFT = 4           # a row's first draft size, then doubled on a full match, cut on a miss
 MAX_PAUSE_STEPS = 32      # a row whose drafts keep failing waits at most this many steps between tries
 

@@ -135,8 +135,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("lookup-draft", int, 8, "lookup decoding: tokens a step may guess from the conversation's own "
            "earlier text (code being edited, names), checked by the model in the same forward; the output is "
            "exactly what plain decoding gives, only sooner. 0 turns it off", minimum=0, maximum=31),
-    Option("lookup-rows", int, 1, "lookup decoding only while at most this many requests generate (with more, "
-           "a step is bound by arithmetic and guesses cost more than they save)", minimum=1, maximum=256),
+    Option("lookup-rows", int, 8, "lookup decoding only while at most this many requests generate (the more "
+           "rows a step has, the more it is bound by arithmetic and the less guesses save)", minimum=1, maximum=256),
     Option("max-tokens-default", int, 4096, "output limit of a request that sets none (Anthropic requires one)",
            minimum=1),
     Option("timeline-out", str, None, "append a replay timeline of real traffic (ids, times, token counts; no "
