@@ -2,9 +2,11 @@
 
 Each step it admits waiting requests into free contexts, reads one chunk of one prompt (round robin),
 then decodes one token for every generating row in a single `engine.decode(ctxs, tokens)` call, so a
-long prompt never freezes the other streams. A request alone runs on the solo path (main context, the
-full --ctx); with more in flight requests run in slots chosen by the slot policy. A cancelled request
-(its client left) stops at the next step. Handlers talk to it through `submit` and the job's events.
+long prompt never freezes the other streams; with lookup decoding (server/lookup.py) that call also
+checks each row's guessed next tokens (`engine.extend`) and takes those the model samples itself.
+A request alone runs on the solo path (main context, the full --ctx); with more in flight requests run
+in slots chosen by the slot policy. A cancelled request (its client left) stops at the next step.
+Handlers talk to it through `submit` and the job's events.
 
 Not here: HTTP parsing (openai_api / anthropic_api), the policy's rules (slot_policy), the cache's
 levels (server/cache). The slot table and the trace are in slots.py and placement.py.
