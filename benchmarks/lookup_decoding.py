@@ -17,14 +17,15 @@ Not a test (no assertion). Outputs of the two Strata servers are compared and mu
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
-import socket
 import statistics
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
+
+from server_load import free_port, start_server, wait_ready
 
 CODE = """def merge_intervals(intervals):
     intervals.sort(key=lambda pair: pair[0])
@@ -57,12 +58,6 @@ PROMPTS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def post(url: str, body: dict) -> dict:
     req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=600) as r:
@@ -72,25 +67,11 @@ def post(url: str, body: dict) -> dict:
 def run_strata(model: str, draft: int, args: argparse.Namespace) -> dict[str, tuple[float, int, str]]:
     """(tok/s, tokens, text) per prompt from a fresh `strata serve --lookup-draft draft`."""
     port = free_port()
-    cmd = [sys.executable, "-m", "strata", "serve", "--no-config", "--model", model, "--port", str(port),
-           "--ctx", "2048", "--threads", str(args.threads), "--conversation-cache-mib", "0",
-           "--log-level", "warning", "--lookup-draft", str(draft)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = start_server(model, argparse.Namespace(ctx=2048, batch=0, threads=args.threads,
+                                                  serve_arg=["--lookup-draft", str(draft)]), port)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"strata serve exited: {proc.stderr.read()}")
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError("strata serve did not become ready")
-            time.sleep(0.2)
+        asyncio.run(wait_ready(url, proc, timeout=120))
         out = {}
         for name, text in PROMPTS.items():
             body = {"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": args.max_tokens,

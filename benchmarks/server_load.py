@@ -29,6 +29,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,10 +43,22 @@ def free_port() -> int:
 
 
 def start_server(model: str, args: argparse.Namespace, port: int) -> subprocess.Popen:
+    """`strata serve` as its own process. Its stderr goes to a temporary file, not a pipe: a pipe nobody
+    reads fills up (64 KiB of log lines) and then blocks the server's next log call, the engine's
+    thread included."""
     cmd = [sys.executable, "-m", "strata", "serve", "--no-config", "--model", model, "--port", str(port),
            "--ctx", str(args.ctx), "--batch", str(args.batch), "--threads", str(args.threads),
            "--conversation-cache-mib", "0", "--log-level", "warning", *args.serve_arg]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log_file = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, text=True)
+    proc.log_file = log_file   # read by server_log
+    return proc
+
+
+def server_log(proc: subprocess.Popen) -> str:
+    """The last 4,000 characters a start_server process wrote to stderr."""
+    proc.log_file.seek(0)
+    return proc.log_file.read()[-4000:]
 
 
 async def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 300) -> None:
@@ -53,7 +66,7 @@ async def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 300) -> 
     async with aiohttp.ClientSession() as s:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise RuntimeError(f"server exited: {proc.stderr.read()}")
+                raise RuntimeError(f"server exited: {server_log(proc)}")
             try:
                 async with s.get(url + "/health") as r:
                     if r.status == 200:

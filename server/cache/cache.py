@@ -219,7 +219,10 @@ class ConversationCache:
         now = self.clock()
         if adm.destination == policy.DISCARD:
             self.parks["discard"] += 1
-            log.warning("park discarded (%s); discards=%d", adm.reason, self.parks["discard"])
+            # a warning only when a level that could have kept it is on; with every level off
+            # (--conversation-cache-mib 0 and no disk) each park is a discard by the user's choice
+            level = logging.WARNING if (self.ram is not None or self.first_disk is not None) else logging.DEBUG
+            log.log(level, "park discarded (%s); discards=%d", adm.reason, self.parks["discard"])
             self._save_prefixes(ctx, tokens, now)  # each prefix has its own placement
             return ParkResult("discard", adm.floor, key, n, 0, adm.reason)
         entry = RamEntry(key, "conversation", tokens, list(self.engine.snapshot_chunks(ctx)), now, now,

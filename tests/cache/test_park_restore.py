@@ -4,6 +4,7 @@ another's state. On the simulated engine (real image bytes, real files)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from strata.server.cache.memory import FixedMemory
@@ -210,3 +211,20 @@ def test_context_smaller_than_one_chunk_is_a_plain_miss(make_cache):
     assert res.n_tokens == 0 and "less than one snapshot chunk" in res.reason, res
     assert cache.damaged == 0
     assert keys == set(cache._pending) | {k for lvl in cache.cascade.levels for k in lvl.entries}
+
+
+def test_a_discard_warns_only_when_a_level_could_have_kept_it(make_cache, caplog):
+    """With every level off (the user's choice) each park is a discard: logged at DEBUG, not as a
+    warning per park (a server whose stderr nobody reads must not fill it); with levels on but no room
+    it is a warning."""
+    off = make_cache(conversation_cache_mib=0, conversation_cache_cold_mib=0, conversation_cache_warm_mib=0)
+    caplog.set_level(logging.DEBUG, logger="strata")
+    assert park_history(off, history(5)).destination == "discard"
+    discards = [r for r in caplog.records if "park discarded" in r.getMessage()]
+    assert [r.levelno for r in discards] == [logging.DEBUG]
+    caplog.clear()
+    mem = FixedMemory(100)   # neither floor holds
+    on = make_cache(memory=mem, conversation_cache_mib=100, conversation_cache_cold_mib=100)
+    assert park_history(on, history(6)).destination == "discard"
+    discards = [r for r in caplog.records if "park discarded" in r.getMessage()]
+    assert [r.levelno for r in discards] == [logging.WARNING]
