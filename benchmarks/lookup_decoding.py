@@ -21,33 +21,14 @@ import asyncio
 import json
 import statistics
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
 
-from server_load import free_port, start_server, wait_ready
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.fixtures.agent_prompts import CODE, CONFIG  # noqa: E402
 
-CODE = """def merge_intervals(intervals):
-    intervals.sort(key=lambda pair: pair[0])
-    merged = [intervals[0]]
-    for start, end in intervals[1:]:
-        last_start, last_end = merged[-1]
-        if start <= last_end:
-            merged[-1] = (last_start, max(last_end, end))
-        else:
-            merged.append((start, end))
-    return merged
-"""
-CONFIG = """[server]
-host = "127.0.0.1"
-port = 8080
-workers = 4
-
-[cache]
-enabled = true
-size_mib = 2048
-directory = "/var/cache/app"
-"""
 PROMPTS = {
     "copy code": "Copy this code exactly, without any change:\n```python\n" + CODE + "```",
     "add types": "Add type hints to this code. Reply with the complete code only.\n```python\n" + CODE + "```",
@@ -66,6 +47,9 @@ def post(url: str, body: dict) -> dict:
 
 def run_strata(model: str, draft: int, args: argparse.Namespace) -> dict[str, tuple[float, int, str]]:
     """(tok/s, tokens, text) per prompt from a fresh `strata serve --lookup-draft draft`."""
+    # imported here: the llama.cpp worker's Python imports this module too, and it has no aiohttp
+    from server_load import free_port, start_server, wait_ready
+
     port = free_port()
     proc = start_server(model, argparse.Namespace(ctx=2048, batch=0, threads=args.threads,
                                                   serve_arg=["--lookup-draft", str(draft)]), port)

@@ -12,19 +12,9 @@ from __future__ import annotations
 import openai
 import pytest
 
+from tests.fixtures.agent_prompts import CODE
 from tests.server.live import LiveServer, run_together
 
-CODE = """def merge_intervals(intervals):
-    intervals.sort(key=lambda pair: pair[0])
-    merged = [intervals[0]]
-    for start, end in intervals[1:]:
-        last_start, last_end = merged[-1]
-        if start <= last_end:
-            merged[-1] = (last_start, max(last_end, end))
-        else:
-            merged.append((start, end))
-    return merged
-"""
 COPY = [{"role": "user", "content": "Copy this code exactly, without any change:\n```python\n" + CODE + "```"}]
 TYPES = [{"role": "user", "content": "Add type hints to this code. Reply with the complete code only.\n```python\n"
           + CODE + "```"}]
