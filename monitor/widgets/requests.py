@@ -21,7 +21,8 @@ REQUEST_TIPS = ("request id, API, and the status when it was not ok", "the conte
                 "where the reused tokens came from (slot, main, ram, warm, cold, segment, system_prompt)",
                 "token position where the prompt stopped matching the best cached history; a small number "
                 "every turn means the client changes the top of its prompt",
-                "the prompt's text at that position", "time to first token", "", "", "generated tokens",
+                "the prompt's text at that position", "time to first token", "", "",
+                "generated tokens (of them, in brackets, guesses of lookup decoding the model confirmed)",
                 "when it finished")
 DECISION_HEADERS = ("when", "request", "slot", "group", "reason", "reused", "from slot", "parked", "park skipped")
 
@@ -42,6 +43,13 @@ def shown_mismatch(req: dict) -> int | None:
     return at
 
 
+def output_cell(req: dict) -> str:
+    """Generated tokens, and how many of them were lookup decoding's confirmed guesses."""
+    out = units.count(req.get("output_tokens"))
+    taken = req.get("lookup_taken")
+    return f"{out} ({taken:,} guessed)" if isinstance(taken, int) and taken > 0 else out
+
+
 def request_cells(req: dict, now: float) -> list[str]:
     share = request_reuse(req)
     reused = units.count(req.get("reused_tokens"))
@@ -56,7 +64,7 @@ def request_cells(req: dict, now: float) -> list[str]:
             units.NA if ctx is None else ("main" if ctx == "main" else f"slot {ctx}"),
             units.count(req.get("prompt_tokens")), reused, str(req.get("source", units.NA)),
             units.NA if at is None else f"token {at:,}", excerpt(req.get("mismatch_excerpt")) if at is not None else units.NA, units.ms(req.get("ttft_ms")), units.rate(req.get("prefill_tps")),
-            units.rate(req.get("decode_tps")), units.count(req.get("output_tokens")),
+            units.rate(req.get("decode_tps")), output_cell(req),
             units.ago(now - finished) if isinstance(finished, (int, float)) else "running"]
 
 

@@ -247,3 +247,11 @@ def test_after_a_disconnection_the_address_tried_replaces_the_old_endpoint(windo
     model.set_connection("connected", "")
     window.redraw()
     assert model.view().snapshot["endpoint"] in window.header.endpoint.text()
+
+
+def test_output_tokens_say_how_many_were_confirmed_guesses():
+    from strata.monitor.widgets.requests import output_cell
+
+    assert output_cell({"output_tokens": 160, "lookup_drafted": 137, "lookup_taken": 91}) == "160 (91 guessed)"
+    assert output_cell({"output_tokens": 12, "lookup_drafted": 4, "lookup_taken": 0}) == "12"
+    assert output_cell({"output_tokens": 1200}) == output_cell({"output_tokens": 1200, "lookup_taken": None})
