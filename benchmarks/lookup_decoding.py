@@ -9,7 +9,7 @@ tokens over the time of a call whose prompt was read by the call before (its pre
 generation only. Rounds alternate the configurations; each cell is the median over rounds.
 
     .venv/bin/python benchmarks/lookup_decoding.py [--rounds 3] [--max-tokens 160] [--threads 2]
-        [--llama-python /work/refenv/venv/bin/python] [--json]
+        [--llama-python /work/refenv/venv/bin/python] [--long-helpers 200] [--json]
 
 Not a test (no assertion). Outputs of the two Strata servers are compared and must be equal.
 """
@@ -39,6 +39,17 @@ PROMPTS = {
 }
 
 
+def long_prompts(n_helpers: int) -> dict[str, str]:
+    """Two prompts behind a module of n_helpers small functions (~31 tokens each): an agent's long
+    conversation, where each guessed row also reads the long history's attention."""
+    module = "\n".join(f"def helper_{i}(x):\n    '''Helper number {i}.'''\n    return x * {i} + {i % 7}\n"
+                       for i in range(n_helpers))
+    return {"long: copy a function": f"Here is a module:\n```python\n{module}\n{CODE}```\n"
+                                     "Copy the function merge_intervals exactly.",
+            "long: question": f"Here is a module:\n```python\n{module}\n```\n"
+                              "Explain in a few sentences why the sky is blue."}
+
+
 def post(url: str, body: dict) -> dict:
     req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=600) as r:
@@ -51,13 +62,13 @@ def run_strata(model: str, draft: int, args: argparse.Namespace) -> dict[str, tu
     from server_load import free_port, start_server, wait_ready
 
     port = free_port()
-    proc = start_server(model, argparse.Namespace(ctx=2048, batch=0, threads=args.threads,
+    proc = start_server(model, argparse.Namespace(ctx=args.ctx, batch=0, threads=args.threads,
                                                   serve_arg=["--lookup-draft", str(draft)]), port)
     url = f"http://127.0.0.1:{port}"
     try:
         asyncio.run(wait_ready(url, proc, timeout=120))
         out = {}
-        for name, text in PROMPTS.items():
+        for name, text in prompts(args).items():
             body = {"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": args.max_tokens,
                     "temperature": 0}
             post(url + "/v1/chat/completions", {**body, "max_tokens": 1})   # the prompt read before timing
@@ -70,16 +81,21 @@ def run_strata(model: str, draft: int, args: argparse.Namespace) -> dict[str, tu
         proc.wait(30)
 
 
-def worker_llama(model: str, lookup: bool, max_tokens: int, threads: int) -> dict:
+def prompts(args: argparse.Namespace) -> dict[str, str]:
+    return {**PROMPTS, **(long_prompts(args.long_helpers) if args.long_helpers else {})}
+
+
+def worker_llama(model: str, lookup: bool, max_tokens: int, threads: int, ctx: int, long_helpers: int) -> dict:
     from llama_cpp import Llama
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
     draft = LlamaPromptLookupDecoding(num_pred_tokens=10) if lookup else None
-    llm = Llama(model_path=model, n_ctx=2048, n_threads=threads, n_threads_batch=threads, draft_model=draft,
+    llm = Llama(model_path=model, n_ctx=ctx, n_threads=threads, n_threads_batch=threads, draft_model=draft,
                 verbose=False)
     out = {}
-    for name, text in PROMPTS.items():
+    for name, text in prompts(argparse.Namespace(long_helpers=long_helpers)).items():
         messages = [{"role": "user", "content": text}]
+        llm.reset()   # each prompt read whole (0.3.36's lookup path overflows its scores on a long reused prefix)
         llm.create_chat_completion(messages=messages, max_tokens=1, temperature=0)   # the prompt, cached
         t0 = time.perf_counter()
         r = llm.create_chat_completion(messages=messages, max_tokens=max_tokens, temperature=0)
@@ -90,7 +106,8 @@ def worker_llama(model: str, lookup: bool, max_tokens: int, threads: int) -> dic
 
 def run_llama(python: str, model: str, lookup: bool, args: argparse.Namespace) -> dict:
     code = (f"import sys, json; sys.path.insert(0, {str(Path(__file__).parent)!r}); import lookup_decoding as b; "
-            f"print(json.dumps(b.worker_llama({model!r}, {lookup!r}, {args.max_tokens}, {args.threads})))")
+            f"print(json.dumps(b.worker_llama({model!r}, {lookup!r}, {args.max_tokens}, {args.threads}, {args.ctx}, "
+            f"{args.long_helpers})))")
     done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise RuntimeError(f"llama.cpp worker failed: {done.stderr[-2000:]}")
@@ -103,11 +120,13 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--long-helpers", type=int, default=0,
+                    help="also two prompts behind a module of this many small functions (200: ~6,200 tokens)")
     ap.add_argument("--llama-python", default=None, help="a Python where `import llama_cpp` works (the anchor)")
     ap.add_argument("--json", action="store_true", help="print one JSON object at the end")
     args = ap.parse_args()
-    if args.rounds < 1 or args.max_tokens < 2 or args.threads < 1:
-        ap.error("--rounds and --threads must be >= 1, --max-tokens >= 2")
+    if args.rounds < 1 or args.max_tokens < 2 or args.threads < 1 or not 0 <= args.long_helpers <= 220:
+        ap.error("--rounds and --threads must be >= 1, --max-tokens >= 2, --long-helpers 0..220")
     if args.model is None:
         from strata.engine.models import default_model_path
 
@@ -117,7 +136,9 @@ def main() -> int:
     if args.llama_python:
         configs["llama.cpp"] = lambda: run_llama(args.llama_python, args.model, False, args)
         configs["llama.cpp lookup"] = lambda: run_llama(args.llama_python, args.model, True, args)
-    speeds: dict[str, dict[str, list[float]]] = {c: {p: [] for p in PROMPTS} for c in configs}
+    args.ctx = 2048 if not args.long_helpers else 8192
+    names = list(prompts(args))
+    speeds: dict[str, dict[str, list[float]]] = {c: {p: [] for p in names} for c in configs}
     tokens: dict[str, dict[str, int]] = {c: {} for c in configs}
     for rnd in range(args.rounds):
         order = list(configs) if rnd % 2 == 0 else list(reversed(configs))
@@ -137,7 +158,7 @@ def main() -> int:
         head += " llama.cpp | llama.cpp lookup | its lookup / off | Strata lookup / llama.cpp lookup |"
     print(f"\ngeneration tok/s, median of {args.rounds} rounds, {args.threads} threads, greedy, "
           f"max {args.max_tokens} tokens\n\n{head}\n|" + " --- |" * (head.count("|") - 1))
-    for p in PROMPTS:
+    for p in names:
         row = (f"| {p} | {tokens['strata off'][p]} | {med['strata off'][p]:.0f} | {med['strata lookup'][p]:.0f} | "
                f"{med['strata lookup'][p] / med['strata off'][p]:.2f}x |")
         if args.llama_python:
