@@ -9,6 +9,8 @@ Not here: the pure rules (test_lookup.py), Engine.extend's bits (tests/engine/te
 
 from __future__ import annotations
 
+import random
+
 import openai
 import pytest
 
@@ -105,3 +107,31 @@ def test_two_requests_batched_with_drafts_equal_plain_solo_answers(servers):
     for a, b in zip(together, alone, strict=True):
         same(a, b)
     assert on.state.metrics.snapshot()["lookup_taken_total"] > before
+
+
+@pytest.fixture(scope="module")
+def tiny_pair(tiny_model):
+    """The tiny random model (its answers loop, so guesses are taken, and it ends them at random) with
+    and without lookup decoding, two slots each."""
+    flags = dict(model=str(tiny_model), ctx=2048, batch=2, slot_ctx=1024, threads=1, conversation_cache_mib=0)
+    with LiveServer(lookup_draft=8, **flags) as on, LiveServer(lookup_draft=0, **flags) as off:
+        yield on, off
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_requests_on_a_looping_model_give_plain_decodings_answers(tiny_pair, seed):
+    rng = random.Random(seed)
+    words = [rng.choice(["alpha", "beta", "gamma", "delta", "x = 1", "\n", "return", "(", ")"]) for _ in range(40)]
+    request = {"messages": [{"role": "user", "content": " ".join(words)}], "max_tokens": rng.randint(1, 90),
+               "temperature": rng.choice([0, 0.7, 1.3]), "seed": seed, "top_p": rng.choice([1.0, 0.9])}
+    if rng.random() < 0.4:
+        request["stop"] = [rng.choice(words)]
+    on, off, _ = both(tiny_pair, **request)
+    same(on, off)
+
+
+def test_the_looping_model_takes_guesses(tiny_pair):
+    on, off, taken = both(tiny_pair, messages=[{"role": "user", "content": "alpha beta gamma"}], max_tokens=90,
+                          temperature=0)
+    same(on, off)
+    assert taken > 0
