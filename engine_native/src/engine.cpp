@@ -250,6 +250,7 @@ void engine::run_step(const char* op, const int* piece_ids, const int64_t* piece
                       const int32_t* piece_tokens, const int* ctx_ids, const int32_t* d_tokens, int64_t n_d,
                       float* logits_out, float* piece_logits) {
     const std::string where = std::string(op) + ": ";
+    const size_t V = size_t(hp().n_vocab);
     if (n_pieces < 0 || n_d < 0) throw engine_error(where + "negative count");
     int64_t n_p = 0;
     for (int64_t k = 0; k < n_pieces; k++) {
@@ -278,7 +279,6 @@ void engine::run_step(const char* op, const int* piece_ids, const int64_t* piece
                                " tokens; " + std::to_string(n) + " more exceed its capacity " +
                                std::to_string(c.capacity));
         }
-        const size_t V = size_t(hp().n_vocab);
         for (int64_t i = 0; i < n; i++) {
             float* out = piece_logits ? piece_logits + size_t(rows.size()) * V : (i == n - 1 ? c.logits : nullptr);
             rows.push_back({&c, pt[i], n0 + i, out});
@@ -300,7 +300,6 @@ void engine::run_step(const char* op, const int* piece_ids, const int64_t* piece
     if (rows.empty()) return;
     for (auto& r : rows) r.ctx->has_logits = false;
     forward(rows.data(), int64_t(rows.size()));
-    const size_t V = size_t(hp().n_vocab);
     pt = piece_tokens;
     int64_t row_end = 0;
     for (int64_t k = 0; k < n_pieces; k++) {
