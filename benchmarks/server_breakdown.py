@@ -1,7 +1,7 @@
 """Where a load level's time goes inside the server: one level of benchmarks/server_load.py's agent traffic
 (N clients, --duration seconds), `/metrics` read before and after; prints the decode steps (count, rows a
-step, ms a step, tokens/s while decoding), the prompt pieces (tokens read, ms a token) and the rest of the
-wall time (the worker between engine calls, turn changes).
+step, ms a step, rows/s while decoding), lookup decoding's guesses (made, taken), the prompt pieces
+(tokens read, ms a token) and the rest of the wall time (the worker between engine calls, turn changes).
 
     .venv/bin/python benchmarks/server_breakdown.py --clients 4 [--duration 20] [--threads 2]
 """
@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from server_load import free_port, load_level, start_server, wait_ready  # noqa: E402
 
 COUNTERS = ("strata_decode_steps_total", "strata_decode_rows_total", "strata_decode_seconds_total",
-            "strata_prefill_seconds_total", "strata_prompt_tokens_read_total", "strata_generated_tokens_total")
+            "strata_prefill_seconds_total", "strata_prompt_tokens_read_total", "strata_generated_tokens_total",
+            "strata_lookup_drafted_tokens_total", "strata_lookup_taken_tokens_total")
 
 
 def metric(text: str, name: str) -> float:
@@ -71,12 +72,17 @@ def main() -> int:
     print(f"{args.clients} client(s): {lv['tok_per_s']} tok/s over {args.duration:.0f} s")
     print(f"  decode: {m['strata_decode_seconds_total']:.2f} s, {steps:.0f} steps of "
           f"{m['strata_decode_rows_total'] / steps:.2f} rows, {1000 * m['strata_decode_seconds_total'] / steps:.2f} ms "
-          f"a step, {m['strata_decode_rows_total'] / max(1e-9, m['strata_decode_seconds_total']):.0f} tokens/s while "
-          f"decoding")
+          f"a step, {m['strata_decode_rows_total'] / max(1e-9, m['strata_decode_seconds_total']):.0f} rows/s while "
+          f"decoding (with lookup decoding a row may take several tokens)")
     read = max(1.0, m["strata_prompt_tokens_read_total"])
     print(f"  prompts: {m['strata_prefill_seconds_total']:.2f} s, {read:.0f} tokens read, "
           f"{1000 * m['strata_prefill_seconds_total'] / read:.3f} ms a token, "
           f"{read / max(1.0, m['strata_generated_tokens_total']):.2f} prompt tokens per generated token")
+    drafted = m["strata_lookup_drafted_tokens_total"]
+    if drafted:
+        print(f"  lookup: {drafted:.0f} tokens guessed, {m['strata_lookup_taken_tokens_total']:.0f} taken "
+              f"({100 * m['strata_lookup_taken_tokens_total'] / drafted:.0f}%), "
+              f"{m['strata_generated_tokens_total']:.0f} tokens generated")
     print(f"  the rest: {rest:.2f} s")
     return 0
 
