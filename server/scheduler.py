@@ -337,6 +337,11 @@ class Scheduler:
             self.engine.copy(src, ctx, n)
             self.table.set_tokens(ctx, prompt[:n])
             row.source = "main" if src == MAIN else "slot"
+        elif not state.valid:   # a failed engine call left its tokens unknown: start from nothing
+            n = 0
+            self.engine.truncate(ctx, 0)
+            self.table.set_tokens(ctx, [])
+            row.source = "none"
         else:
             n = min(own, limit)
             if len(state.tokens) > n:
@@ -520,7 +525,8 @@ class Scheduler:
         """Lookup decoding (server/lookup.py): each row's next token plus a draft copied from its own
         tokens, checked in one forward (Engine.extend); the draft tokens the model itself samples are
         taken, the rest truncated away. False, with nothing done, when no row has a draft."""
-        per_row = self.engine.max_logit_rows // len(rows) - 1
+        # the rows of one forward: at most max_logit_rows with logits, max_rows in all (--prefill-chunk)
+        per_row = min(self.engine.max_logit_rows, self.engine.max_rows) // len(rows) - 1
         drafts: list[list[int]] = []
         for row in rows:
             state = self.table[row.ctx]
