@@ -1,5 +1,5 @@
 """Lookup decoding (server/lookup.py) on agent-like prompts: generation speed of `strata serve` with
-`--lookup-draft 0` (off) and 8 (the default), and, as the anchor, llama.cpp (llama-cpp-python) plain and
+`--lookup-draft 0` (off) and 8 (the default; `--drafts 8,16` compares several), and, as the anchor, llama.cpp (llama-cpp-python) plain and
 with its own prompt lookup decoding (`LlamaPromptLookupDecoding`), side by side in one run.
 
 Prompts: code the model is asked to repeat or edit (where an agent's answer copies its context) and
@@ -9,7 +9,7 @@ tokens over the time of a call whose prompt was read by the call before (its pre
 generation only. Rounds alternate the configurations; each cell is the median over rounds.
 
     .venv/bin/python benchmarks/lookup_decoding.py [--rounds 3] [--max-tokens 160] [--threads 2]
-        [--llama-python /work/refenv/venv/bin/python] [--long-helpers 200] [--json]
+        [--llama-python /work/refenv/venv/bin/python] [--long-helpers 200] [--drafts 8] [--json]
 
 Not a test (no assertion). Outputs of the two Strata servers are compared and must be equal.
 """
@@ -125,16 +125,25 @@ def main() -> int:
     ap.add_argument("--long-helpers", type=int, default=0,
                     help="also two prompts behind a module of this many small functions (200: ~6,200 tokens)")
     ap.add_argument("--llama-python", default=None, help="a Python where `import llama_cpp` works (the anchor)")
+    ap.add_argument("--drafts", default="8", help="Strata's --lookup-draft values to compare with off (1..31)")
     ap.add_argument("--json", action="store_true", help="print one JSON object at the end")
     args = ap.parse_args()
+    try:
+        drafts = [int(d) for d in args.drafts.split(",")]
+    except ValueError:
+        ap.error(f"--drafts {args.drafts!r}: expected whole numbers separated by commas")
+    if not drafts or not all(1 <= d <= 31 for d in drafts):
+        ap.error(f"--drafts {args.drafts!r}: each must be 1..31")
     if args.rounds < 1 or args.max_tokens < 2 or args.threads < 1 or not 0 <= args.long_helpers <= 220:
         ap.error("--rounds and --threads must be >= 1, --max-tokens >= 2, --long-helpers 0..220")
     if args.model is None:
         from strata.engine.models import default_model_path
 
         args.model = str(default_model_path())
-    configs = {"strata off": lambda: run_strata(args.model, 0, args),
-               "strata lookup": lambda: run_strata(args.model, 8, args)}
+    configs = {"strata off": lambda: run_strata(args.model, 0, args)}
+    for d in drafts:
+        configs[f"strata lookup {d}"] = lambda d=d: run_strata(args.model, d, args)
+    lookup = f"strata lookup {drafts[0]}"   # the one compared with llama.cpp
     if args.llama_python:
         configs["llama.cpp"] = lambda: run_llama(args.llama_python, args.model, False, args)
         configs["llama.cpp lookup"] = lambda: run_llama(args.llama_python, args.model, True, args)
@@ -152,20 +161,21 @@ def main() -> int:
                 speeds[name][p].append(tps)
                 tokens[name][p] = n
             print(f"round {rnd + 1} {name}: " + ", ".join(f"{p} {v[0]:.0f}" for p, v in res.items()), flush=True)
-        if texts["strata off"] != texts["strata lookup"]:
+        if any(texts["strata off"] != texts[f"strata lookup {d}"] for d in drafts):
             raise SystemExit("Strata's outputs differ with and without lookup decoding: a bug")
     med = {c: {p: statistics.median(v) for p, v in per.items() if v} for c, per in speeds.items()}
-    head = "| prompt | tokens | Strata off | Strata lookup | lookup / off |"
+    head = "| prompt | tokens | Strata off |" + "".join(f" Strata lookup {d} | / off |" for d in drafts)
     if args.llama_python:
-        head += " llama.cpp | llama.cpp lookup | its lookup / off | Strata lookup / llama.cpp lookup |"
+        head += f" llama.cpp | llama.cpp lookup | its lookup / off | Strata lookup {drafts[0]} / llama.cpp lookup |"
     print(f"\ngeneration tok/s, median of {args.rounds} rounds, {args.threads} threads, greedy, "
           f"max {args.max_tokens} tokens\n\n{head}\n|" + " --- |" * (head.count("|") - 1))
     for p in names:
-        row = (f"| {p} | {tokens['strata off'][p]} | {med['strata off'][p]:.0f} | {med['strata lookup'][p]:.0f} | "
-               f"{med['strata lookup'][p] / med['strata off'][p]:.2f}x |")
+        off = med["strata off"][p]
+        row = f"| {p} | {tokens['strata off'][p]} | {off:.0f} |" + "".join(
+            f" {med[f'strata lookup {d}'][p]:.0f} | {med[f'strata lookup {d}'][p] / off:.2f}x |" for d in drafts)
         if args.llama_python and p in med["llama.cpp lookup"]:
             a, b = med["llama.cpp"][p], med["llama.cpp lookup"][p]
-            row += f" {a:.0f} | {b:.0f} | {b / a:.2f}x | {med['strata lookup'][p] / b:.2f}x |"
+            row += f" {a:.0f} | {b:.0f} | {b / a:.2f}x | {med[lookup][p] / b:.2f}x |"
         elif args.llama_python:
             row += f" {med['llama.cpp'][p]:.0f} | fails | | |"
         print(row)
