@@ -1,6 +1,9 @@
 """Lookup decoding at the edges of the engine's limits, on the tiny random model (its answers loop, so
 guesses are taken) behind live servers: a forward's row limit smaller than the drafts would need
-(`--prefill-chunk` small), and a context whose engine call failed then serving the next request.
+(`--prefill-chunk` small); a context filling up inside a draft; penalties, which read what was
+generated so far, and `ignore_eos`; engine and slot table holding the same tokens after drafts were
+cut by stops, limits and end-of-turn tokens; and a context whose engine call failed then serving the
+next request.
 
 Not here: the ordinary equality checks (test_lookup_decoding.py), the pure rules (test_lookup.py).
 """
@@ -8,6 +11,7 @@ Not here: the ordinary equality checks (test_lookup_decoding.py), the pure rules
 from __future__ import annotations
 
 import openai
+import pytest
 
 from tests.server.live import LiveServer, run_together
 
@@ -92,3 +96,63 @@ def test_after_a_failed_step_the_context_serves_the_next_request_from_scratch(ti
         for engine_tokens, table_tokens in engine_and_table_tokens(sched):
             assert engine_tokens == table_tokens
         assert sched.table.main.valid
+
+
+@pytest.fixture(scope="module")
+def small_pair(tiny_model):
+    """Small contexts (main 160, two slots of 96 tokens), with and without lookup decoding."""
+    flags = dict(model=str(tiny_model), ctx=160, batch=2, slot_ctx=96, threads=1, conversation_cache_mib=0)
+    with LiveServer(lookup_draft=8, **flags) as on, LiveServer(lookup_draft=0, **flags) as off:
+        yield on, off
+
+
+def taken(server) -> int:
+    return server.state.metrics.snapshot()["lookup_taken_total"]
+
+
+def test_a_context_filling_up_inside_a_draft(small_pair):
+    on, off = small_pair
+    before = taken(on)
+    r_on, r_off = (ask(s, messages=LOOP, max_tokens=1000, temperature=0, extra_body={"ignore_eos": True})
+                   for s in small_pair)
+    same(r_on, r_off)
+    assert r_on.choices[0].finish_reason == "length"
+    assert r_on.usage.prompt_tokens + r_on.usage.completion_tokens >= 159   # up to main's capacity
+    assert taken(on) > before
+
+
+@pytest.mark.parametrize("penalties", [
+    {"frequency_penalty": -1.0}, {"presence_penalty": -2.0}, {"repeat_penalty": 0.8},
+    {"frequency_penalty": -0.6, "repeat_penalty": 0.9, "temperature": 0.7, "seed": 4}])
+def test_penalties_read_the_same_generated_tokens(small_pair, penalties):
+    """Penalties weigh what was generated so far; each guess is sampled after the ones before it were
+    appended, as plain decoding would. Penalties below zero (and a repeat penalty below one) make the
+    tiny model repeat itself, so that guesses are taken under them."""
+    on, off = small_pair
+    extra = {k: v for k, v in penalties.items() if k == "repeat_penalty"}
+    request = {"messages": LOOP, "max_tokens": 60, "temperature": 0,
+               **{k: v for k, v in penalties.items() if k != "repeat_penalty"}, "extra_body": extra}
+    before = taken(on)
+    same(ask(on, **request), ask(off, **request))
+    assert taken(on) - before >= 5
+
+
+def test_engine_and_slot_table_agree_after_drafts_cut_short(small_pair):
+    """Requests whose stop word, token limit or end-of-turn falls inside drafts, two at a time in the
+    slots and alone in main: the tokens the engine's contexts hold are the slot table's (the rejected
+    draft tokens were truncated away), so reuse and parking see what was really computed."""
+    on, off = small_pair
+    before = taken(on)
+    requests = [{"messages": LOOP, "max_tokens": n, "temperature": t, "seed": n}
+                for n, t in ((7, 0), (23, 0), (40, 0.8), (60, 1.3))]
+    requests.append({"messages": LOOP, "max_tokens": 50, "temperature": 0, "stop": ["gamma", "beta"]})
+    for a, b in zip(requests[::2], requests[1::2], strict=False):
+        together = run_together(on, [lambda r=r: ask(on, **r) for r in (a, b)])
+        for r, got in zip((a, b), together, strict=True):
+            same(got, ask(off, **r))
+        for engine_tokens, table_tokens in engine_and_table_tokens(on.state.scheduler):
+            assert engine_tokens == table_tokens
+    same(ask(on, **requests[-1]), ask(off, **requests[-1]))
+    for engine_tokens, table_tokens in engine_and_table_tokens(on.state.scheduler):
+        assert engine_tokens == table_tokens
+    assert taken(on) > before
