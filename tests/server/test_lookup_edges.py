@@ -10,6 +10,7 @@ Not here: the ordinary equality checks (test_lookup_decoding.py), the pure rules
 
 from __future__ import annotations
 
+import httpx2 as httpx
 import openai
 import pytest
 
@@ -156,3 +157,30 @@ def test_engine_and_slot_table_agree_after_drafts_cut_short(small_pair):
     for engine_tokens, table_tokens in engine_and_table_tokens(on.state.scheduler):
         assert engine_tokens == table_tokens
     assert taken(on) > before
+
+
+def test_counters_and_the_request_record_add_up(small_pair):
+    """Alone in main with a length finish: one token from the prompt's logits, then each step gives its
+    row one token plus the guesses taken, so completion = 1 + rows + taken, and /metrics, the request's
+    record in /v1/monitor and the metrics snapshot say the same counts."""
+    on, _ = small_pair
+    before = scrape(on.url)
+    r = ask(on, messages=LOOP, max_tokens=50, temperature=0, extra_body={"ignore_eos": True})
+    after = scrape(on.url)
+    delta = {k: after[k] - before.get(k, 0) for k in after if k.startswith("strata_")}
+    assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 50
+    taken_n, drafted = delta["strata_lookup_taken_tokens_total"], delta["strata_lookup_drafted_tokens_total"]
+    assert 0 < taken_n <= drafted
+    assert r.usage.completion_tokens == 1 + delta["strata_decode_rows_total"] + taken_n
+    assert delta["strata_generated_tokens_total"] == 50
+    rec = httpx.get(on.url + "/v1/monitor", timeout=30).json()["requests"][-1]
+    assert (rec["output_tokens"], rec["lookup_taken"], rec["lookup_drafted"]) == (50, taken_n, drafted)
+
+
+def scrape(url: str) -> dict[str, float]:
+    values = {}
+    for line in httpx.get(url + "/metrics", timeout=30).text.splitlines():
+        if line.startswith("strata_"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
