@@ -140,7 +140,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     if body.get("max_tokens") is None:
         raise APIError(400, "'max_tokens' is required")
     state, msgs, tools, tokens = await _prompt(request, body)
-    check_fits(len(tokens), state.engine.context_capacity(0))
+    check_fits(len(tokens), state.engine.context_capacity(0), api="anthropic")
     sampling_body = {k: body[k] for k in ("temperature", "top_p", "top_k") if k in body}
     if "temperature" in sampling_body:
         f.get_number(body, "temperature", None, 0.0, 1.0)

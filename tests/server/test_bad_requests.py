@@ -51,7 +51,15 @@ CASES = [
     ("POST", MSG, {"max_tokens": 5, "messages": USER, "tools": [{"name": "a", "input_schema": {}}],
                    "tool_choice": {"type": "tool", "name": "b"}}, 400, "names 'b', which is not in"),
     ("POST", CHAT, {"messages": USER, "seed": -4}, 400, "'seed' must be between"),
-    ("POST", CHAT, {"messages": [{"role": "user", "content": "word " * 5000}]}, 400, "the context holds 4096"),
+    ("POST", CHAT, {"messages": [{"role": "user", "content": "word " * 5000}]}, 400,
+     "This model's maximum context length is 4096 tokens. However, the prompt is "),
+    ("POST", "/v1/completions", {"prompt": [1] * 4096}, 400,
+     "maximum context length is 4096 tokens. However, the prompt is 4096 tokens (the context holds 4096"),
+    ("POST", MSG, {"max_tokens": 5, "messages": [{"role": "user", "content": "word " * 5000}]}, 400,
+     "prompt is too long: "),
+    ("POST", MSG, {"max_tokens": 5, "messages": [{"role": "user", "content": "word " * 5000}]}, 400,
+     "tokens > 4095 maximum (the context holds 4096 and the answer needs at least one; start the server with a "
+     "larger --ctx)"),
     ("POST", "/v1/completions", {}, 400, "'prompt' is required"),
     ("POST", "/v1/completions", {"messages": USER}, 400, "chat 'messages' go to POST /v1/chat/completions"),
     ("POST", "/v1/completions", {"prompt": {"a": 1}}, 400, "'prompt' must be a string"),
@@ -126,3 +134,18 @@ def test_the_server_still_serves_after_every_bad_request(small_body_server):
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] >= 1
     metrics = httpx.get(small_body_server.url + "/metrics").text
     assert 'strata_requests_rejected_total{reason="bad_request"}' in metrics
+
+
+def test_a_prompt_too_long_is_worded_as_agents_detect_it(small_body_server):
+    """Agents compact their conversation on OpenAI's code `context_length_exceeded` / "maximum context
+    length" and on Anthropic's "prompt is too long" (a message that starts with it)."""
+    long_user = [{"role": "user", "content": "word " * 5000}]
+    r = httpx.post(small_body_server.url + CHAT, json={"messages": long_user}, timeout=60)
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["code"] == "context_length_exceeded" and err["param"] == "messages"
+    assert "maximum context length is 4096 tokens" in err["message"]
+    r = httpx.post(small_body_server.url + MSG, json={"max_tokens": 5, "messages": long_user}, timeout=60)
+    assert r.status_code == 400
+    assert r.json()["error"]["type"] == "invalid_request_error"
+    assert r.json()["error"]["message"].startswith("prompt is too long: ")
