@@ -78,6 +78,25 @@ def kv_layout_of(engine) -> str:
     return f"{engine.kv_type}/L{engine.n_layer}/Hkv{engine.n_head_kv}/B{engine.bytes_per_token}"
 
 
+MAX_SKIPPED_LOGGED = 10  # per level at open: a folder of old files must not flood the log
+
+
+def log_skipped_files(lvl: DiskLevel) -> None:
+    """Say which files an index skipped and why (they are counted either way): a warning per damaged,
+    partial or orphaned file, one INFO line for another model's files (a shared folder is normal)."""
+    foreign = sum(1 for _, reason, _ in lvl.skipped_files if reason == "foreign")
+    if foreign:
+        log.info("conversation cache %s level %s: %d file(s) of another model or KV layout left alone",
+                 lvl.name, lvl.folder, foreign)
+    bad = [s for s in lvl.skipped_files if s[1] != "foreign"]
+    for name, reason, detail in bad[:MAX_SKIPPED_LOGGED]:
+        log.warning("conversation cache %s level: skipped %s (%s: %s); not trusted, left on disk",
+                    lvl.name, os.path.join(lvl.folder, name), reason, detail)
+    if len(bad) > MAX_SKIPPED_LOGGED:
+        log.warning("conversation cache %s level: %d more files skipped (strata_cache_skipped_files_total "
+                    "has them by reason)", lvl.name, len(bad) - MAX_SKIPPED_LOGGED)
+
+
 def _prefix_len(a: np.ndarray, b: np.ndarray) -> int:
     n = min(a.shape[0], b.shape[0])
     if n == 0:
@@ -111,6 +130,7 @@ class ConversationCache:
                 lvl = DiskLevel(lc.name, lc.folder, lc.budget_bytes, lc.max_age_s, self.identity,
                                 io=self.io, piece_bytes=piece_bytes)
                 lvl.open()
+                log_skipped_files(lvl)
                 if lvl.state == "on":
                     levels.append(lvl)
                 else:
@@ -163,6 +183,7 @@ class ConversationCache:
         lvl = DiskLevel(name, folder, mib * MIB, 0.0, self.identity, io=self.io, piece_bytes=piece_bytes)
         if mib > 0:
             lvl.open()
+            log_skipped_files(lvl)
         else:
             lvl.state = "off"
         return PrefixStore(lvl, self.config.conversation_cache_when_full)

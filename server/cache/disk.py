@@ -139,7 +139,7 @@ class DiskLevel:
         self.piece_bytes = piece_bytes
         self.entries: dict[str, DiskEntry] = {}
         self.skipped: Counter[str] = Counter()
-        self.skipped_files: list[tuple[str, str]] = []  # (file name, reason), for the log
+        self.skipped_files: list[tuple[str, str, str]] = []  # (file name, reason, detail), for the log
         self.state = "closed"
 
     # -- paths ----------------------------------------------------------------------------------
@@ -172,39 +172,40 @@ class DiskLevel:
         sidecar_keys = set()
         for n in sorted(ours):
             if n.endswith(".tmp"):
-                self._skip(n, "partial")
+                self._skip(n, "partial", "a temporary file left by a write that did not finish")
             elif n.endswith(".json"):
                 key = n[len(self.prefix):-5]
                 sidecar_keys.add(key)
                 self._index_one(key, key in images)
         for key in sorted(images - sidecar_keys):
-            self._skip(f"{self.prefix}{key}.img", "orphan_image")
+            self._skip(f"{self.prefix}{key}.img", "orphan_image", "an image without its sidecar")
         self.state = "on"
 
-    def _skip(self, name: str, reason: str) -> None:
+    def _skip(self, name: str, reason: str, detail: str) -> None:
         self.skipped[reason] += 1
-        self.skipped_files.append((name, reason))
+        self.skipped_files.append((name, reason, detail))
 
     def _index_one(self, key: str, has_image: bool) -> None:
         name = f"{self.prefix}{key}.json"
         try:
             entry = self.read_sidecar(key)
-        except _Foreign:
-            self._skip(name, "foreign")
+        except _Foreign as exc:
+            self._skip(name, "foreign", f"another model, KV layout or file format ({exc})")
             return
-        except (OSError, ValueError, KeyError, TypeError):
-            self._skip(name, "damaged")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self._skip(name, "damaged", f"unreadable sidecar ({type(exc).__name__}: {exc})")
             return
         if not has_image:
-            self._skip(name, "orphan_sidecar")
+            self._skip(name, "orphan_sidecar", "a sidecar without its image")
             return
         try:
             size = os.path.getsize(entry.image_path)
-        except OSError:
-            self._skip(name, "orphan_sidecar")
+        except OSError as exc:
+            self._skip(name, "orphan_sidecar", f"its image cannot be read ({exc.strerror or exc})")
             return
-        if size != entry.image_bytes:
-            self._skip(name, "damaged")  # truncated or grown: never trusted
+        if size != entry.image_bytes:  # truncated or grown: never trusted
+            self._skip(name, "damaged", f"its image is {size} bytes, the sidecar says {entry.image_bytes} "
+                                        "(truncated or grown)")
             return
         self.entries[key] = entry
 

@@ -222,3 +222,30 @@ def test_header_longer_than_a_checksum_piece(make_cache):
     assert hit.level == "cold" and res.n_tokens == len(h) and read == 2
     fresh = SimEngine(bytes_per_token=64, capacity=20_000).continue_greedy(0, prompt, 5)
     assert out == fresh and cache.damaged == 0
+
+
+def test_skipped_files_are_named_in_the_log_with_why(make_cache, folders, caplog):
+    h1, h2 = history(11, 60), history(12, 60)
+    cache = make_cache(**COLD)
+    park_history(cache, h1)
+    park_history(cache, h2)
+    cache.flush()
+    e1, e2 = sorted(cache.cascade.levels[0].entries.values(), key=lambda e: e.key)
+    with open(e1.image_path, "r+b") as f:
+        f.truncate(1000)
+    os.remove(e2.image_path)
+    other = make_cache(engine=SimEngine(model_id="sim-model-b"), **COLD)
+    park_history(other, history(13, 30))
+    other.flush()
+    caplog.clear()
+    with caplog.at_level("INFO", logger="strata.cache"):
+        reopen(make_cache)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 2, warnings
+    truncated = next(w for w in warnings if os.path.basename(e1.sidecar_path) in w)
+    assert "damaged" in truncated and f"is 1000 bytes, the sidecar says {e1.image_bytes}" in truncated
+    assert str(folders["cold"]) in truncated
+    orphan = next(w for w in warnings if os.path.basename(e2.sidecar_path) in w)
+    assert "orphan_sidecar" in orphan and "without its image" in orphan
+    infos = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
+    assert any("1 file(s) of another model" in m for m in infos), infos
