@@ -100,9 +100,32 @@ def parse_messages(raw: list, system: str | None) -> list[dict]:
     return out
 
 
+TOOL_CHOICE_TYPES = ("auto", "any", "tool", "none")
+
+
+def parse_tool_choice(body: dict) -> dict | None:
+    """`tool_choice` checked for shape: an object whose `type` is one of TOOL_CHOICE_TYPES, and `tool`
+    names a tool. (The choice cannot constrain the model's output; see parse_tools.)"""
+    choice = body.get("tool_choice")
+    if choice is None:
+        return None
+    if not isinstance(choice, dict):
+        raise APIError(400, "'tool_choice' must be an object such as {\"type\": \"auto\"}")
+    kind = choice.get("type")
+    if kind not in TOOL_CHOICE_TYPES:
+        raise APIError(400, f"'tool_choice.type' must be one of {', '.join(map(repr, TOOL_CHOICE_TYPES))}; "
+                            f"got {kind!r}")
+    if kind == "tool" and (not isinstance(choice.get("name"), str) or not choice["name"]):
+        raise APIError(400, "'tool_choice' of type 'tool' needs a 'name': the tool to use")
+    return choice
+
+
 def parse_tools(body: dict) -> list[dict] | None:
+    choice = parse_tool_choice(body)
     tools = f.get_list(body, "tools")
     if not tools:
+        if choice is not None and choice["type"] == "tool":
+            raise APIError(400, f"'tool_choice' names {choice['name']!r} but 'tools' is empty or missing")
         return None
     out = []
     for tw, t in f.objects(tools, "tools"):
@@ -115,13 +138,10 @@ def parse_tools(body: dict) -> list[dict] | None:
             raise APIError(400, f"{tw}.input_schema must be a JSON schema object")
         out.append({"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
                                                       "parameters": schema}})
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict) and choice.get("type") == "none":
+    if choice is not None and choice["type"] == "none":
         return None
-    if choice is not None and not isinstance(choice, dict):
-        raise APIError(400, "'tool_choice' must be an object such as {\"type\": \"auto\"}")
-    if isinstance(choice, dict) and choice.get("type") == "tool":     # one named tool: only it is offered
-        return only_named_tool(out, choice.get("name"))
+    if choice is not None and choice["type"] == "tool":     # one named tool: only it is offered
+        return only_named_tool(out, choice["name"])
     return out or None
 
 

@@ -109,6 +109,9 @@ def parse_tools(body: dict) -> list[dict] | None:
         raise APIError(400, "'tool_choice' must be 'none', 'auto', 'required' or an object", param="tool_choice")
     if isinstance(choice, dict):          # a named function: only that one is offered
         name = (choice.get("function") or {}).get("name") if isinstance(choice.get("function"), dict) else None
+        if not isinstance(name, str) or not name:
+            raise APIError(400, "'tool_choice' as an object must name a function: "
+                                "{\"type\": \"function\", \"function\": {\"name\": ...}}", param="tool_choice")
         return only_named_tool(out, name)
     return out
 
