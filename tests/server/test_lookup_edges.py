@@ -2,8 +2,8 @@
 guesses are taken) behind live servers: a forward's row limit smaller than the drafts would need
 (`--prefill-chunk` small); a context filling up inside a draft; penalties, which read what was
 generated so far, and `ignore_eos`; engine and slot table holding the same tokens after drafts were
-cut by stops, limits and end-of-turn tokens; and a context whose engine call failed then serving the
-next request.
+cut by stops, limits and end-of-turn tokens; the counters and request records adding up; and a
+context whose engine call failed then serving the next request.
 
 Not here: the ordinary equality checks (test_lookup_decoding.py), the pure rules (test_lookup.py).
 """
