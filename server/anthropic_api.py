@@ -25,6 +25,7 @@ from strata.server.prompting import (
     conversation_key,
     only_named_tool,
     render_chat_async,
+    split_prefill,
     split_tool_calls,
 )
 
@@ -150,7 +151,8 @@ async def _prompt(request: web.Request, body: dict) -> tuple[Any, list[dict], li
     f.get_str(body, "model")
     messages = parse_messages(f.get_list(body, "messages", required=True, nonempty=True), parse_system(body))
     tools = parse_tools(body)
-    return state, messages, tools, await render_chat_async(state.engine, messages, tools)
+    history, prefill = split_prefill(messages)
+    return state, messages, tools, await render_chat_async(state.engine, history, tools, prefill)
 
 
 # ----- handlers -----

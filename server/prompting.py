@@ -18,19 +18,31 @@ from strata.engine.chat_template import parse_tool_calls
 from strata.server.errors import APIError
 
 
-async def render_chat_async(engine: Any, messages: list[dict], tools: list[dict] | None) -> list[int]:
+async def render_chat_async(engine: Any, messages: list[dict], tools: list[dict] | None,
+                            prefill: str = "") -> list[int]:
     """`render_chat` in a worker thread: a long conversation's template and tokenizer work (tens of
     milliseconds at 100K tokens) must not hold up the event loop and everyone's streams."""
-    return await asyncio.get_running_loop().run_in_executor(None, render_chat, engine, messages, tools)
+    return await asyncio.get_running_loop().run_in_executor(None, render_chat, engine, messages, tools, prefill)
 
 
-def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None) -> list[int]:
-    """Token ids of the chat prompt with the generation prompt appended."""
+def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None, prefill: str = "") -> list[int]:
+    """Token ids of the chat prompt with the generation prompt appended, then `prefill` (the start of the
+    answer the client wrote: the model continues it)."""
     try:
         text = engine.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True)
     except (ValueError, TypeError, KeyError) as e:
         raise APIError(400, f"the model's chat template could not render these messages: {e}") from None
-    return list(engine.tokenize(text, special=True))
+    return list(engine.tokenize(text + prefill, special=True))
+
+
+def split_prefill(messages: list[dict]) -> tuple[list[dict], str]:
+    """(messages, prefill): a last assistant message without tool calls is not a finished turn but the
+    start of the answer (Anthropic's prefill): the answer continues its text. An empty one (only
+    thinking blocks) is dropped."""
+    last = messages[-1] if messages else None
+    if last is None or last.get("role") != "assistant" or last.get("tool_calls"):
+        return messages, ""
+    return messages[:-1], str(last.get("content") or "")
 
 
 def only_named_tool(tools: list[dict], name: Any) -> list[dict]:

@@ -182,6 +182,19 @@ def test_anthropic_stop_sequences_and_second_turn(claude):
     assert r2.usage.cache_read_input_tokens >= n_first
 
 
+def test_anthropic_assistant_prefill_is_continued(claude, oai):
+    """A last assistant message is the start of the answer (Anthropic's prefill): the model continues
+    it, as the same text sent raw to /v1/completions does; it is not closed as a finished turn."""
+    messages = [{"role": "user", "content": "Name a colour"}, {"role": "assistant", "content": "The colour is"}]
+    r = claude.messages.create(model="m", max_tokens=8, messages=messages, extra_body=GREEDY)
+    raw = "<|im_start|>user\nName a colour<|im_end|>\n<|im_start|>assistant\nThe colour is"
+    c = oai.completions.create(model="m", prompt=raw, max_tokens=8, temperature=0)
+    assert r.content[0].text == c.choices[0].text
+    assert claude.messages.count_tokens(model="m", messages=messages).input_tokens == c.usage.prompt_tokens
+    with claude.messages.stream(model="m", max_tokens=8, messages=messages, extra_body=GREEDY) as stream:
+        assert "".join(stream.text_stream) == c.choices[0].text
+
+
 def test_anthropic_tool_result_blocks_are_accepted(claude):
     messages = [
         {"role": "user", "content": "Weather in Oslo?"},
