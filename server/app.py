@@ -184,9 +184,18 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
     if state.cache is not None:
         try:
             state.cache.close()
+            log.info("%s", stopped_line(state.cache))
         except Exception:
             log.exception("closing the conversation cache failed")
     logging.getLogger("strata").removeHandler(tail)
+
+
+def stopped_line(cache: Any) -> str:
+    """What the conversation cache kept for the next start, said at the stop (the INFO line's fragment,
+    after the stop parked the contexts' histories and handed RAM to the first disk level)."""
+    if not cache.keeps_across_restarts():
+        return "stopped; conversation histories not kept: no disk level is on (RAM does not outlive the process)"
+    return "stopped; kept for the next start: " + cache.describe()
 
 
 async def _on_shutdown(app: web.Application) -> None:

@@ -43,3 +43,16 @@ def test_without_a_disk_level_the_stop_parks_nothing(tiny_model):
         cache = server.state.cache
         server.state.scheduler.stop()
         assert sum(cache.parks.values()) == 0 and not cache.ram.entries
+
+
+def test_the_stop_says_what_was_kept_for_the_next_start(tiny_model, tmp_path, caplog):
+    flags = {"conversation_cache_warm_dir": str(tmp_path / "warm"), "conversation_cache_warm_mib": 256}
+    with caplog.at_level("INFO", logger="strata.server"):
+        with _server(tiny_model, **flags) as server:
+            _turn(server, [{"role": "user", "content": "hello there"}])
+        with _server(tiny_model, conversation_cache_mib=64) as server:
+            _turn(server, [{"role": "user", "content": "hello"}])
+    stopped = [r.getMessage() for r in caplog.records if r.getMessage().startswith("stopped;")]
+    assert len(stopped) == 2, stopped
+    assert "kept for the next start" in stopped[0] and f"warm {tmp_path / 'warm'} 256 MiB on (1 entries" in stopped[0]
+    assert "not kept: no disk level is on" in stopped[1]
