@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aiohttp import web
-from strata.server import anthropic_api, monitor_feed, openai_api, service
+from strata.server import anthropic_api, monitor_feed, openai_api, responses_api, service
 
 
 def add_routes(app: web.Application) -> None:
@@ -16,6 +16,8 @@ def add_routes(app: web.Application) -> None:
         web.post("/chat/completions", openai_api.chat_completions),
         web.post("/v1/completions", openai_api.completions),
         web.post("/completions", openai_api.completions),
+        web.post("/v1/responses", responses_api.responses),
+        web.post("/responses", responses_api.responses),
         web.post("/v1/messages", anthropic_api.messages),
         web.post("/v1/messages/count_tokens", anthropic_api.count_tokens),
         web.get("/v1/slots", monitor_feed.slots),

@@ -1,0 +1,348 @@
+"""OpenAI's Responses API, `POST /v1/responses`: what Codex CLI speaks (it dropped Chat Completions).
+
+Stateless: every request carries its whole conversation in `input` (Codex sends `store: false`), so
+`previous_response_id` is refused with a message that says so. Input items (messages, `function_call`,
+`function_call_output`, `custom_tool_call`, `custom_tool_call_output`; `reasoning` skipped) become the
+chat messages the model's template renders, as in openai_api; the answer becomes a `message` item and
+`function_call` / `custom_tool_call` items. Function tools are offered as they are; a custom
+(freeform) tool as a function of one string argument, `input`; other tool types (web search, ...) are
+left out, the model cannot run them. Streaming sends the event sequence the SDK checks:
+response.created, response.in_progress, per item output_item.added / its deltas / output_item.done,
+then response.completed (or response.incomplete at the token limit, response.failed on an error).
+
+Not here: scheduling, templates, error rendering (errors.py via the middleware).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+from strata.server import fields as f
+from strata.server.errors import APIError
+from strata.server.jobrun import JobEvents, open_sse, send_sse
+from strata.server.jobs import Completion, Job
+from strata.server.openai_api import parse_sampling, ready_state
+from strata.server.prompting import (
+    ToolTextGate,
+    check_fits,
+    conversation_key,
+    only_named_tool,
+    render_chat_async,
+    split_tool_calls,
+)
+
+ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+SKIPPED_ITEMS = ("reasoning", "web_search_call", "file_search_call", "image_generation_call")
+CUSTOM_INPUT = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
+
+# ----- request parsing -----
+
+
+def _text(content: Any, where: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return f.text_of_parts(content, where, text_types=("input_text", "output_text", "text", "refusal"),
+                               media_types=("input_image", "input_file", "input_audio"), noun="parts")
+    raise APIError(400, f"{where} must be a string or an array of content parts", param="input")
+
+
+def _call(item: dict, where: str, arguments: str) -> dict:
+    if not isinstance(item.get("name"), str) or not item["name"]:
+        raise APIError(400, f"{where}.name must be a non-empty string", param="input")
+    return {"id": str(item.get("call_id", "")), "type": "function", "function": {"name": item["name"],
+                                                                                 "arguments": arguments}}
+
+
+def parse_input(body: dict) -> list[dict]:
+    """`instructions` and `input` as chat messages (system, user, assistant with tool_calls, tool)."""
+    out: list[dict] = []
+    instructions = f.get_str(body, "instructions")
+    if instructions:
+        out.append({"role": "system", "content": instructions})
+    raw = body.get("input")
+    if isinstance(raw, str):
+        if not raw:
+            raise APIError(400, "'input' must not be empty", param="input")
+        return out + [{"role": "user", "content": raw}]
+    items = f.get_list(body, "input", required=True, nonempty=True)
+    for where, item in f.objects(items, "input"):
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind == "message":
+            role = ROLES.get(item.get("role"))
+            if role is None:
+                raise APIError(400, f"{where}.role must be one of {', '.join(ROLES)}; got {item.get('role')!r}",
+                               param="input")
+            out.append({"role": role, "content": _text(item.get("content"), f"{where}.content")})
+        elif kind in ("function_call", "custom_tool_call"):
+            if kind == "function_call":
+                args = item.get("arguments", "{}")
+                if not isinstance(args, str):
+                    raise APIError(400, f"{where}.arguments must be a string (JSON text)", param="input")
+            else:
+                args = json.dumps({"input": str(item.get("input", ""))})
+            call = _call(item, where, args)
+            last = out[-1] if out else None
+            if last is not None and last["role"] == "assistant":      # calls of one answer
+                last.setdefault("tool_calls", []).append(call)
+            else:
+                out.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            out.append({"role": "tool", "tool_call_id": str(item.get("call_id", "")),
+                        "content": _text(item.get("output"), f"{where}.output")})
+        elif kind in SKIPPED_ITEMS:
+            continue      # earlier reasoning and hosted tools' records: not what the model reads
+        elif kind == "item_reference":
+            raise APIError(400, f"{where}: item references need stored responses, which this server does not "
+                                "keep; send the items themselves", param="input")
+        else:
+            raise APIError(400, f"{where}.type {kind!r} is not supported (message, function_call, "
+                                "function_call_output, custom_tool_call, custom_tool_call_output, reasoning)",
+                           param="input")
+    if not any(m["role"] != "system" for m in out):
+        raise APIError(400, "'input' has no user, assistant or tool item", param="input")
+    return out
+
+
+def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
+    """(the tools offered to the model as functions, the names of the custom ones)."""
+    tools = f.get_list(body, "tools")
+    out: list[dict] = []
+    custom: set[str] = set()
+    for tw, t in f.objects(tools or [], "tools"):
+        kind = t.get("type")
+        if kind not in ("function", "custom"):
+            continue      # hosted tools (web search, file search, ...): the model cannot run them
+        if not isinstance(t.get("name"), str) or not t["name"]:
+            raise APIError(400, f"{tw}.name must be a non-empty string", param="tools")
+        if kind == "custom":
+            custom.add(t["name"])
+            params: Any = CUSTOM_INPUT
+        else:
+            params = t.get("parameters") or {"type": "object", "properties": {}}
+            if not isinstance(params, dict):
+                raise APIError(400, f"{tw}.parameters must be a JSON schema object", param="tools")
+        out.append({"type": "function", "function": {"name": t["name"], "description": t.get("description") or "",
+                                                      "parameters": params}})
+    choice = body.get("tool_choice")
+    if choice == "none" or not out:
+        if isinstance(choice, dict) and choice.get("name"):
+            raise APIError(400, "'tool_choice' names a tool but 'tools' offers none the model can call",
+                           param="tool_choice")
+        return None, custom
+    if isinstance(choice, dict) and choice.get("type") in ("function", "custom"):
+        return only_named_tool(out, choice.get("name")), custom
+    if choice is not None and choice not in ("auto", "required") and not isinstance(choice, dict):
+        raise APIError(400, "'tool_choice' must be 'none', 'auto', 'required' or an object", param="tool_choice")
+    return out, custom
+
+
+# ----- the handler -----
+
+async def responses(request: web.Request) -> web.StreamResponse:
+    state = ready_state(request)
+    body = await f.read_json_object(request)
+    f.get_str(body, "model")
+    if body.get("previous_response_id") is not None:
+        raise APIError(400, "'previous_response_id' is not supported: this server keeps no responses; send the "
+                            "whole conversation in 'input'", param="previous_response_id")
+    if body.get("background"):
+        raise APIError(400, "'background' is not supported", param="background")
+    messages = parse_input(body)
+    tools, custom = parse_tools(body)
+    tokens = await render_chat_async(state.engine, messages, tools)
+    check_fits(len(tokens), state.engine.context_capacity(0))
+    job = Job(api="responses", prompt=tokens,
+              max_tokens=f.get_max_tokens(body, ("max_output_tokens",), state.config.max_tokens_default),
+              sampling=parse_sampling(body), stop=(), conversation=_conversation(body, messages))
+    shape = _Shape(body, body.get("model") or state.model_name, tools is not None, custom)
+    if f.get_bool(body, "stream"):
+        return await _stream(request, state, job, shape)
+    completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
+    if completion.finish_reason == "error":
+        raise APIError(500, completion.error or "generation failed")
+    if completion.finish_reason == "cancelled" and completion.error:      # the server is stopping
+        raise APIError(503, completion.error, headers={"Retry-After": "5"})
+    return web.json_response(shape.response(completion, shape.output(completion)))
+
+
+def _conversation(body: dict, messages: list[dict]) -> str:
+    """The conversation's key: from `prompt_cache_key` when the client names it (Codex: its session id,
+    so two sessions that start alike stay apart), else from the first messages as elsewhere."""
+    named = f.get_str(body, "prompt_cache_key")
+    if named:
+        return hashlib.sha256(b"prompt_cache_key\x00" + named.encode()).hexdigest()[:12]
+    return conversation_key(messages)
+
+
+# ----- shaping -----
+
+class _Shape:
+    """One response's ids and the request fields its objects echo."""
+
+    def __init__(self, body: dict, model: str, tools_given: bool, custom: set[str]) -> None:
+        self.id = f"resp_{uuid.uuid4().hex}"
+        self.msg_id = f"msg_{uuid.uuid4().hex}"
+        self.created = int(time.time())
+        self.body = body
+        self.model = model
+        self.tools_given = tools_given
+        self.custom = custom
+
+    def response(self, c: Completion | None, output: list[dict], status: str | None = None) -> dict:
+        """The response object: in progress (c None), or finished with its status, usage and timings."""
+        if status is None:
+            status = "in_progress" if c is None else "incomplete" if c.finish_reason == "length" else "completed"
+        b = self.body
+        out: dict[str, Any] = {
+            "id": self.id, "object": "response", "created_at": self.created, "status": status, "model": self.model,
+            "output": output, "error": None,
+            "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+            "instructions": b.get("instructions"), "max_output_tokens": b.get("max_output_tokens"),
+            "parallel_tool_calls": bool(b.get("parallel_tool_calls", True)),
+            "temperature": b.get("temperature", 1.0), "top_p": b.get("top_p", 1.0),
+            "tool_choice": b.get("tool_choice", "auto"), "tools": b.get("tools") or [],
+            "store": False, "text": {"format": {"type": "text"}}, "truncation": "disabled",
+            "metadata": b.get("metadata") if isinstance(b.get("metadata"), dict) else {},
+            "usage": None,
+        }
+        if c is not None:
+            # cache_write_tokens: the prompt tokens read now, which the slot keeps for the next turn
+            out["usage"] = {"input_tokens": c.prompt_tokens,
+                            "input_tokens_details": {"cached_tokens": c.cached_tokens,
+                                                     "cache_write_tokens": c.prompt_tokens - c.cached_tokens},
+                            "output_tokens": len(c.tokens), "output_tokens_details": {"reasoning_tokens": 0},
+                            "total_tokens": c.prompt_tokens + len(c.tokens)}
+            out["timings"] = c.timings
+        return out
+
+    def message(self, text: str, status: str = "completed") -> dict:
+        content = [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
+        return {"type": "message", "id": self.msg_id, "status": status, "role": "assistant", "content": content}
+
+    def call_item(self, call: dict, status: str = "completed", args: str | None = None) -> dict:
+        """A parsed tool call as a function_call item, or a custom_tool_call for a custom tool."""
+        cid = call.setdefault("call_id", f"call_{uuid.uuid4().hex[:24]}")
+        if call["name"] in self.custom:
+            text = _custom_input(call["arguments"]) if args is None else args
+            return {"type": "custom_tool_call", "id": f"ctc_{cid[5:]}", "call_id": cid, "name": call["name"],
+                    "input": text, "status": status}
+        return {"type": "function_call", "id": f"fc_{cid[5:]}", "call_id": cid, "name": call["name"],
+                "arguments": call["arguments"] if args is None else args, "status": status}
+
+    def output(self, c: Completion) -> list[dict]:
+        content, calls = split_tool_calls(c.text, self.tools_given)
+        items = [self.message(content)] if content or not calls else []
+        return items + [self.call_item(call) for call in calls]
+
+
+def _custom_input(arguments: str) -> str:
+    """A custom tool's text from the function-style arguments the model wrote ({"input": ...})."""
+    try:
+        value = json.loads(arguments)
+    except (TypeError, json.JSONDecodeError):
+        return arguments
+    if isinstance(value, dict) and isinstance(value.get("input"), str):
+        return value["input"]
+    return arguments
+
+
+class _Events:
+    """Writes one stream's events with their `sequence_number`."""
+
+    def __init__(self, resp: web.StreamResponse) -> None:
+        self.resp = resp
+        self.n = 0
+
+    async def send(self, kind: str, **fields: Any) -> None:
+        await send_sse(self.resp, {"type": kind, "sequence_number": self.n, **fields}, kind)
+        self.n += 1
+
+
+async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> web.StreamResponse:
+    events = JobEvents(request, state.scheduler, job)    # a full queue raises 503 before any byte is sent
+    out: _Events | None = None
+    gate = ToolTextGate() if shape.tools_given else None
+    sent = ""           # the message item's text so far (None until the item is open)
+    opened = False
+    items: list[dict] = []
+
+    async def open_message() -> None:
+        nonlocal opened
+        assert out is not None
+        await out.send("response.output_item.added", output_index=0, item=shape.message("", "in_progress"))
+        await out.send("response.content_part.added", item_id=shape.msg_id, output_index=0, content_index=0,
+                       part={"type": "output_text", "text": "", "annotations": []})
+        opened = True
+
+    try:
+        async for kind, payload in events:
+            if out is None:
+                out = _Events(await open_sse(request))
+                await out.send("response.created", response=shape.response(None, []))
+                await out.send("response.in_progress", response=shape.response(None, []))
+            if kind == "text":
+                text = gate.feed(payload) if gate is not None else payload
+                if text:
+                    if not opened:
+                        await open_message()
+                    sent += text
+                    await out.send("response.output_text.delta", item_id=shape.msg_id, output_index=0,
+                                   content_index=0, delta=text, logprobs=[])
+            elif kind == "done":
+                c: Completion = payload
+                if c.finish_reason == "error" or (c.finish_reason == "cancelled" and c.error):
+                    failed = shape.response(c, items, "failed")
+                    failed["error"] = {"code": "server_error", "message": c.error or "generation failed"}
+                    await out.send("response.failed", response=failed)
+                    break
+                rest, calls = gate.finish(c.text) if gate is not None else ("", [])
+                if rest or not calls or opened:
+                    if not opened:
+                        await open_message()
+                    if rest:
+                        sent += rest
+                        await out.send("response.output_text.delta", item_id=shape.msg_id, output_index=0,
+                                       content_index=0, delta=rest, logprobs=[])
+                    part = {"type": "output_text", "text": sent, "annotations": []}
+                    await out.send("response.output_text.done", item_id=shape.msg_id, output_index=0,
+                                   content_index=0, text=sent, logprobs=[])
+                    await out.send("response.content_part.done", item_id=shape.msg_id, output_index=0,
+                                   content_index=0, part=part)
+                    items.append(shape.message(sent))
+                    await out.send("response.output_item.done", output_index=0, item=items[-1])
+                for call in calls:
+                    await _send_call(out, shape, call, len(items))
+                    items.append(shape.call_item(call))
+                final = shape.response(c, items)
+                await out.send(f"response.{final['status']}", response=final)
+    except (ConnectionResetError, ConnectionError):
+        pass
+    finally:
+        events.close()
+    return out.resp if out is not None else web.Response(status=499)
+
+
+async def _send_call(out: _Events, shape: _Shape, call: dict, index: int) -> None:
+    """One tool call's events: the item added (empty), its arguments (or custom input) whole, done."""
+    done = shape.call_item(call)
+    await out.send("response.output_item.added", output_index=index,
+                   item=shape.call_item(call, "in_progress", args=""))
+    if done["type"] == "custom_tool_call":
+        await out.send("response.custom_tool_call_input.delta", item_id=done["id"], output_index=index,
+                       delta=done["input"])
+        await out.send("response.custom_tool_call_input.done", item_id=done["id"], output_index=index,
+                       input=done["input"])
+    else:
+        await out.send("response.function_call_arguments.delta", item_id=done["id"], output_index=index,
+                       delta=done["arguments"])
+        await out.send("response.function_call_arguments.done", item_id=done["id"], output_index=index,
+                       name=done["name"], arguments=done["arguments"])
+    await out.send("response.output_item.done", output_index=index, item=done)
