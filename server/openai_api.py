@@ -242,6 +242,18 @@ async def models(request: web.Request) -> web.Response:
     return web.json_response({"object": "list", "data": data})
 
 
+async def model(request: web.Request) -> web.Response:
+    """`GET /v1/models/{model}` (the SDKs' `models.retrieve`): every name is served by the loaded model,
+    so every name is found; `served_by` names the model that answers."""
+    state = request.app[STATE]
+    name = request.match_info["model"]
+    created = int(state.started)
+    return web.json_response({"id": name, "object": "model", "created": created, "owned_by": "strata",
+                              "type": "model", "display_name": name,          # the Anthropic SDK's fields
+                              "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created)),
+                              "served_by": state.model_name})
+
+
 # ----- shaping -----
 
 def usage(c: Completion) -> dict:

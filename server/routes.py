@@ -12,6 +12,8 @@ def add_routes(app: web.Application) -> None:
         web.get("/metrics", service.metrics),
         web.get("/v1/models", openai_api.models),
         web.get("/models", openai_api.models),
+        web.get("/v1/models/{model:.+}", openai_api.model),
+        web.get("/models/{model:.+}", openai_api.model),
         web.post("/v1/chat/completions", openai_api.chat_completions),
         web.post("/chat/completions", openai_api.chat_completions),
         web.post("/v1/completions", openai_api.completions),

@@ -102,6 +102,14 @@ def test_models_lists_the_loaded_model(oai, tiny_server):
     assert ids[0] == tiny_server.state.model_name
 
 
+def test_a_model_is_retrieved_by_any_name(oai, claude, tiny_server):
+    """The SDKs' models.retrieve (GET /v1/models/{id}): any name is served, so any name is found."""
+    assert oai.models.retrieve(tiny_server.state.model_name).id == tiny_server.state.model_name
+    m = oai.models.retrieve("gpt-4o")
+    assert m.id == "gpt-4o" and m.object == "model" and m.model_extra["served_by"] == tiny_server.state.model_name
+    assert claude.models.retrieve("claude-sonnet-4-5").id == "claude-sonnet-4-5"
+
+
 def test_tools_are_accepted_and_rendered(oai, claude):
     tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
                                                "parameters": {"type": "object",
