@@ -40,10 +40,30 @@ def _text_of_blocks(content: Any, where: str) -> str:
     return f.text_of_parts(content, where, text_types=("text",), media_types=("image", "document"), noun="blocks")
 
 
+# Claude Code's first system line, `x-anthropic-billing-header: cc_version=...; cc_entrypoint=cli; cch=1c8b4;`:
+# telemetry for Anthropic's API, whose `cch` changes on every request. Left at the top of the prompt it
+# makes every turn a new prefix, so the whole history is read again each turn (vLLM, SGLang and llama.cpp
+# drop or pin it too). It means nothing to the model: it is dropped.
+BILLING_HEADER = "x-anthropic-billing-header:"
+
+
+def _without_billing_header(text: str) -> str:
+    if not text.startswith(BILLING_HEADER):
+        return text
+    end = text.find("\n")
+    return "" if end < 0 else text[end + 1:]
+
+
 def parse_system(body: dict) -> str | None:
     system = body.get("system")
     if system is None:
         return None
+    if isinstance(system, str):
+        return _without_billing_header(system)
+    if isinstance(system, list):
+        system = [dict(b, text=_without_billing_header(b["text"]))
+                  if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) else b
+                  for b in system]
     return _text_of_blocks(system, "system")
 
 

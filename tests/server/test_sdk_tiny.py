@@ -203,6 +203,26 @@ def test_anthropic_assistant_prefill_is_continued(claude, oai):
         assert "".join(stream.text_stream) == c.choices[0].text
 
 
+def test_claude_codes_billing_header_does_not_break_the_prefix(claude):
+    """Claude Code's first system block changes every request (`cch=`); it is dropped, so the next turn
+    reuses the history instead of reading it all again."""
+    def system(cch):
+        return [{"type": "text", "text": f"x-anthropic-billing-header: cc_version=2.1.37.0d9; cc_entrypoint=cli; cch={cch};"},
+                {"type": "text", "text": "You are Claude Code. " + "Follow the house rules. " * 20,
+                 "cache_control": {"type": "ephemeral"}}]
+    turn1 = [{"role": "user", "content": "List the files"}]
+    r1 = claude.messages.create(model="m", max_tokens=6, system=system("fa690"), messages=turn1, extra_body=GREEDY)
+    turn2 = turn1 + [{"role": "assistant", "content": r1.content[0].text}, {"role": "user", "content": "Next"}]
+    r2 = claude.messages.create(model="m", max_tokens=6, system=system("1c8b4"), messages=turn2, extra_body=GREEDY)
+    first_prompt = r1.usage.input_tokens + r1.usage.cache_read_input_tokens
+    assert r2.usage.cache_read_input_tokens >= first_prompt, (r1.usage, r2.usage)
+    plain = [{"type": "text", "text": "You are Claude Code. " + "Follow the house rules. " * 20}]
+    count = claude.messages.count_tokens(model="m", system=system("0000a"), messages=turn1).input_tokens
+    assert count == claude.messages.count_tokens(model="m", system=plain, messages=turn1).input_tokens == first_prompt
+    header_in_a_string = "x-anthropic-billing-header: cch=12345;\n" + plain[0]["text"]
+    assert claude.messages.count_tokens(model="m", system=header_in_a_string, messages=turn1).input_tokens == count
+
+
 def test_anthropic_tool_result_blocks_are_accepted(claude):
     messages = [
         {"role": "user", "content": "Weather in Oslo?"},
