@@ -525,12 +525,13 @@ class Scheduler:
         """Lookup decoding (server/lookup.py): each row's next token plus a draft copied from its own
         tokens, checked in one forward (Engine.extend); the draft tokens the model itself samples are
         taken, the rest truncated away. False, with nothing done, when no row has a draft."""
-        # the rows of one forward: at most max_logit_rows with logits, max_rows in all (--prefill-chunk)
-        per_row = min(self.engine.max_logit_rows, self.engine.max_rows) // len(rows) - 1
+        per_row = self.engine.max_logit_rows // len(rows) - 1   # (that limit is never above max_rows)
         drafts: list[list[int]] = []
         for row in rows:
             state = self.table[row.ctx]
-            size = min(per_row, lookup.draft_size(row.draft, self.lookup, state.capacity - len(state.tokens) - 2))
+            # a guess past the request's token limit could never be taken
+            size = min(per_row, row.max_tokens - len(row.generated) - 1,
+                       lookup.draft_size(row.draft, self.lookup, state.capacity - len(state.tokens) - 2))
             draft: list[int] = []
             if size > 0:
                 known = len(row.job.prompt) + len(row.generated)

@@ -178,12 +178,12 @@ class Engine:
         """Feeds each (ctx, tokens) piece to its context in ONE forward and returns the logits after
         EVERY token, (total tokens, n_vocab), the pieces' rows in order: the draft check of lookup
         decoding (server/lookup.py), which then truncates what it rejects. Bitwise equal to feeding
-        the same tokens one decode at a time. At most `max_logit_rows` tokens."""
+        the same tokens one decode at a time. At most `max_logit_rows` tokens (never above `max_rows`)."""
         return self._native.extend([c for c, _ in pieces], [_tokens(t) for _, t in pieces])
 
     @property
     def max_logit_rows(self) -> int:
-        """The most tokens one `extend` takes (rows whose logits one forward keeps)."""
+        """The most tokens one `extend` takes (rows whose logits one forward keeps); at most `max_rows`."""
         return self._native.max_logit_rows
 
     @property

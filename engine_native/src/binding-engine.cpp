@@ -185,6 +185,7 @@ void register_engine_bindings(py::module_& m) {
                  std::vector<int32_t> flat;
                  std::vector<int64_t> lens;
                  flatten_pieces(pieces, flat, lens);
+                 e.check_logit_rows("extend", int64_t(flat.size()));   // before the (rows, n_vocab) array
                  py::array_t<float> out({py::ssize_t(flat.size()), py::ssize_t(e.hp().n_vocab)});
                  float* o = out.mutable_data();
                  {

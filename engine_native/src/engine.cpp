@@ -127,7 +127,8 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     for (auto& hh : hxq) hh = arena_->add(xq_bytes_ * size_t(R));
     size_t hatt = fbuf(int64_t(params_.n_threads) * attention_scratch_floats(h.n_head / h.n_head_kv, max_capacity_));
     size_t hrope = fbuf(R * h.n_rot);
-    max_logit_rows_ = std::max<int64_t>(n_ctx_total, k_extend_logit_rows);
+    // never above max_rows_ (>= n_ctx_total, so every decode row still has room): extend()'s one limit
+    max_logit_rows_ = std::min(max_rows_, std::max<int64_t>(n_ctx_total, k_extend_logit_rows));
     size_t hlog = fbuf(max_logit_rows_ * h.n_vocab);
     arena_->allocate();
 
@@ -246,6 +247,13 @@ void engine::extend(const int* piece_ids, const int64_t* piece_lens, int64_t n_p
     run_step("extend", piece_ids, piece_lens, n_pieces, piece_tokens, nullptr, nullptr, 0, nullptr, logits_out);
 }
 
+void engine::check_logit_rows(const char* op, int64_t n) const {
+    if (n > max_logit_rows_) {
+        throw engine_error(std::string(op) + ": " + std::to_string(n) + " tokens exceed the limit of " +
+                           std::to_string(max_logit_rows_) + " rows with logits in one forward");
+    }
+}
+
 void engine::run_step(const char* op, const int* piece_ids, const int64_t* piece_lens, int64_t n_pieces,
                       const int32_t* piece_tokens, const int* ctx_ids, const int32_t* d_tokens, int64_t n_d,
                       float* logits_out, float* piece_logits) {
@@ -257,10 +265,7 @@ void engine::run_step(const char* op, const int* piece_ids, const int64_t* piece
         if (piece_lens[k] < 1) throw engine_error(where + "an empty prompt piece");
         n_p += piece_lens[k];
     }
-    if (piece_logits && n_p > max_logit_rows_) {
-        throw engine_error(where + std::to_string(n_p) + " tokens exceed the limit of " + std::to_string(max_logit_rows_) +
-                           " rows with logits in one forward");
-    }
+    if (piece_logits) check_logit_rows(op, n_p);
     if (n_p + n_d > max_rows_) {
         throw engine_error(where + std::to_string(n_p) + " prompt tokens + " + std::to_string(n_d) +
                            " decode rows exceed the batch limit of " + std::to_string(max_rows_) + " rows");

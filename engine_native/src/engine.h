@@ -101,8 +101,10 @@ class engine {
     void extend(const int* piece_ids, const int64_t* piece_lens, int64_t n_pieces, const int32_t* piece_tokens,
                 float* logits_out);
     int64_t max_rows() const { return max_rows_; }
-    // The most rows whose logits one forward keeps (extend()'s limit).
+    // The most rows whose logits one forward keeps: extend()'s limit, at most max_rows().
     int64_t max_logit_rows() const { return max_logit_rows_; }
+    // Throws "<op>: N tokens exceed the limit ..." when n is above max_logit_rows().
+    void check_logit_rows(const char* op, int64_t n) const;
     // Copies the last position's logits into out (n_vocab,); throws when there are none.
     void logits(int ctx_id, float* out);
     void truncate(int ctx_id, int64_t n_tokens);

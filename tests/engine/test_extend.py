@@ -80,3 +80,19 @@ def test_extend_refuses_bad_input_and_applies_nothing(engine):
     with pytest.raises(Exception, match="capacity"):
         engine.extend([(1, [1, 2, 3])])
     assert len(engine.context_tokens(1)) == engine.context_capacity(1) - 2
+
+
+def test_the_logit_row_limit_never_exceeds_a_small_forward_limit(tiny_model_factory):
+    """With max_chunk (--prefill-chunk) 4 and 3 contexts one forward takes 4 rows, so extend's limit is 4
+    too (not 32), and a call above it is refused with that limit named, before anything is allocated or
+    applied; every context still decodes in one batch."""
+    small = Engine(tiny_model_factory(dtype="Q4_1", seed=5), n_ctx=64, n_slots=2, n_threads=1, max_chunk=4)
+    assert small.max_rows == 4 and small.max_logit_rows == 4
+    small.prefill(1, HISTORY)
+    with pytest.raises(Exception, match="5 tokens exceed the limit of 4 rows with logits"):
+        small.extend([(1, DRAFT)])
+    assert small.context_tokens(1) == HISTORY
+    assert small.extend([(1, DRAFT[:4])]).shape == (4, small.n_vocab)
+    small.prefill(0, [1, 2])
+    small.prefill(2, [3])
+    assert small.decode([0, 1, 2], [5, 6, 7]).shape == (3, small.n_vocab)

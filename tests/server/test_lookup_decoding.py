@@ -135,3 +135,17 @@ def test_the_looping_model_takes_guesses(tiny_pair):
                           temperature=0)
     same(on, off)
     assert taken > 0
+
+
+def test_no_guess_is_checked_past_the_token_limit(servers):
+    """A guess can be taken only up to max_tokens, so none is checked beyond it. Copying code, the first
+    step after "```python" already guesses; with max_tokens 3 (one token from the prompt's logits, so at
+    most 2 more) a step may guess 1 token at most, where it used to check 4."""
+    on, _ = servers
+    before = on.state.metrics.snapshot()["lookup_drafted_total"]
+    r_on, r_off, _ = both(servers, messages=COPY, max_tokens=3, temperature=0)
+    same(r_on, r_off)
+    assert on.state.metrics.snapshot()["lookup_drafted_total"] - before <= 1
+    r_on, r_off, taken = both(servers, messages=COPY, max_tokens=20, temperature=0)
+    same(r_on, r_off)
+    assert taken > 0      # and guesses are still taken where the limit leaves room
