@@ -67,6 +67,19 @@ def parse_system(body: dict) -> str | None:
     return _text_of_blocks(system, "system")
 
 
+MEDIA_IN_TOOL_RESULT = "[{kind} omitted: this model reads text only]"
+
+
+def _tool_result_text(content: Any, where: str) -> str:
+    """A tool's result blocks as text. An image or document there (a tool that read an image file or a
+    PDF) becomes a note instead of a 400: the agent did not choose it and would resend it every turn, so
+    its session could not go on. (An image the user sends is still refused.)"""
+    if isinstance(content, list):
+        content = [{"type": "text", "text": MEDIA_IN_TOOL_RESULT.format(kind=b["type"])}
+                   if isinstance(b, dict) and b.get("type") in ("image", "document") else b for b in content]
+    return _text_of_blocks(content, where)
+
+
 def parse_messages(raw: list, system: str | None) -> list[dict]:
     out: list[dict] = [{"role": "system", "content": system}] if system else []
     for where, m in f.objects(raw, "messages"):
@@ -102,7 +115,7 @@ def parse_messages(raw: list, system: str | None) -> list[dict]:
                     out.append({"role": "user", "content": "".join(text)})
                     text = []
                 result = b.get("content", "")
-                body_text = result if isinstance(result, str) else _text_of_blocks(result, f"{bw}.content")
+                body_text = result if isinstance(result, str) else _tool_result_text(result, f"{bw}.content")
                 if b.get("is_error"):
                     body_text = f"Error: {body_text}"
                 out.append({"role": "tool", "tool_call_id": str(b.get("tool_use_id", "")), "content": body_text})

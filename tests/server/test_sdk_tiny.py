@@ -236,6 +236,25 @@ def test_anthropic_tool_result_blocks_are_accepted(claude):
     assert r.stop_reason in ("end_turn", "max_tokens", "tool_use")
 
 
+def test_an_image_in_a_tool_result_becomes_a_note_not_an_error(claude):
+    """A tool that read an image file (Claude Code's Read on a PNG) returns an image block; a 400 would stop
+    the agent's session for good, since every later turn resends it."""
+    def history(result_blocks):
+        return [{"role": "user", "content": "Look at logo.png"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_9", "name": "Read",
+                                                   "input": {"file_path": "logo.png"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": result_blocks}]}]
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    tools = [{"name": "Read", "description": "d", "input_schema": {"type": "object"}}]
+    r = claude.messages.create(model="m", max_tokens=3, tools=tools, messages=history([image]), extra_body=GREEDY)
+    assert r.usage.output_tokens >= 1
+    note = {"type": "text", "text": "[image omitted: this model reads text only]"}
+    assert (claude.messages.count_tokens(model="m", tools=tools, messages=history([image])).input_tokens
+            == claude.messages.count_tokens(model="m", tools=tools, messages=history([note])).input_tokens)
+    with pytest.raises(anthropic.BadRequestError):    # an image the user sends is still refused
+        claude.messages.create(model="m", max_tokens=3, messages=[{"role": "user", "content": [image]}])
+
+
 def test_anthropic_errors_come_back_as_sdk_exceptions(claude):
     with pytest.raises(anthropic.BadRequestError) as e:
         claude.messages.create(model="m", max_tokens=5, messages=[])
