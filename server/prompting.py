@@ -101,7 +101,30 @@ def call_id(prefix: str) -> str:
 # Where a tool call can begin in a model's answer (see strata.engine.chat_template.parse_tool_calls):
 # blocks anywhere, a bare JSON call only as the whole answer.
 TOOL_BLOCK_MARKERS = ("<tool_call>", "<TOOLCALL>")
-BARE_CALL_OPENERS = ("{", "[", "```", "<|python_tag|>", "[TOOL_CALLS]")
+BARE_CALL_PREFIXES = ("<|python_tag|>", "[TOOL_CALLS]")
+
+
+def may_be_bare_call(head: str) -> bool:
+    """Whether an answer that starts with `head` (no leading whitespace) can still be a bare JSON call as
+    parse_tool_calls reads one: after an optional `<|python_tag|>` / `[TOOL_CALLS]`, a `{` or `[`, bare or
+    as the first thing inside a code fence with no language or `json`. A fence of another language
+    (```python) cannot be one, so a coding answer streams instead of being held to its end."""
+    for prefix in BARE_CALL_PREFIXES:
+        if prefix.startswith(head):
+            return True
+        if head.startswith(prefix):
+            head = head[len(prefix):].lstrip()
+    if not head or head[0] in "{[":
+        return True
+    if not head.startswith("```"):
+        return "```".startswith(head)
+    rest = head[3:]
+    if "json".startswith(rest):
+        return True
+    if rest.startswith("json"):
+        rest = rest[4:]
+    rest = rest.lstrip()
+    return not rest or rest[0] in "{["
 
 
 class ToolTextGate:
@@ -123,8 +146,7 @@ class ToolTextGate:
             head = self._text.lstrip()
             if not head:
                 return ""
-            # starts with an opener (held to the end: parse_tool_calls decides) or may still become one
-            if any(o.startswith(head[: len(o)]) for o in BARE_CALL_OPENERS):
+            if may_be_bare_call(head):     # held to the end (parse_tool_calls decides) or until it cannot be
                 return ""
             self._decided = True
             out = self._matcher.feed(self._text)

@@ -88,3 +88,20 @@ def test_tool_gate_holds_an_answer_that_starts_like_a_bare_call():
 def test_tool_gate_passes_plain_text_through():
     assert gate_run(["Hello", " world"]) == ("Hello world", "", [])
     assert gate_run(["<", "b>bold</b>"]) == ("<b>bold</b>", "", [])
+
+
+def test_tool_gate_streams_a_code_fence_of_another_language():
+    """An answer that opens a ```python fence cannot be a bare JSON call: it streams (it was held to its end,
+    so with tools offered, as agents always offer them, a code answer did not stream at all)."""
+    streamed, rest, calls = gate_run(["``", "`py", "thon\nprint(1)\n", "```\nDone."])
+    assert streamed.startswith("```python\nprint(1)") and streamed + rest == "```python\nprint(1)\n```\nDone."
+    assert calls == []
+    streamed, rest, calls = gate_run(["```\n", "def f", "(): pass\n```"])   # no language, not JSON inside
+    assert streamed.startswith("```\ndef f") and calls == []
+    streamed, rest, calls = gate_run(["```js", "on\n", '{"name": "f", "arguments": {"a": 1}}', "\n```"])
+    assert streamed == "" and calls == [{"name": "f", "arguments": '{"a": 1}'}]
+    streamed, rest, calls = gate_run(["```", '{"name": "f", "arguments": {}}```'])
+    assert streamed == "" and calls == [{"name": "f", "arguments": "{}"}]
+    streamed, rest, calls = gate_run(["[TOOL_", 'CALLS] [{"name": "f", "arguments": {}}]'])
+    assert streamed == "" and calls == [{"name": "f", "arguments": "{}"}]
+    assert gate_run(["`code` ", "spans stream"]) == ("`code` spans stream", "", [])
