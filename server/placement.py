@@ -121,6 +121,15 @@ class Placer:
                         lost=d.lost_tokens)
         return d
 
+    def settle(self, job_id: int, reused: int, source: int | str) -> None:
+        """The reuse a placement got once its request started, where that is more than the decision saw
+        (a copy from another context, `source` its id, or a restore from the conversation cache,
+        "cache"): the request's placement entry in the trace says what really happened."""
+        for entry in reversed(self.trace):
+            if entry["request"] == job_id and not entry["park"] and not entry["park_skip"]:
+                entry.update(reused=reused, source_slot="main" if source == MAIN else source)
+                return
+
     def record(self, job_id: int | None, slot: int | str | None, group: int | None, reason: str, reused: int,
                source_slot: int | str | None, *, park: bool = False, park_skip: str | None = None,
                lost: int = 0) -> None:

@@ -330,6 +330,7 @@ class Scheduler:
                 own = 0
         if restored:
             n = row.reused
+            self.placer.settle(job.id, n, "cache")
         elif src is not None and src_n > own:
             n = min(src_n, limit)
             if state.tokens and own < len(state.tokens):
@@ -337,6 +338,7 @@ class Scheduler:
             self.engine.copy(src, ctx, n)
             self.table.set_tokens(ctx, prompt[:n])
             row.source = "main" if src == MAIN else "slot"
+            self.placer.settle(job.id, n, src)
         elif not state.valid:   # a failed engine call left its tokens unknown: start from nothing
             n = 0
             self.engine.truncate(ctx, 0)

@@ -42,6 +42,8 @@ def test_a_displaced_conversation_comes_back_from_ram(tiny_model, tmp_path):
         complete(s.url, a + ids(20, 3))               # A's next turn
         rec = last_request(s.url)
         assert rec["source"] == "ram" and rec["reused_tokens"] >= 600
+        placed = decisions(s.url)[-1]        # the placement's trace entry says what was reused, and from where
+        assert (placed["slot"], placed["reused"], placed["source_slot"]) == ("main", rec["reused_tokens"], "cache")
         snap = httpx.get(s.url + "/v1/monitor").json()
         assert snap["cache"]["hits"]["ram"] >= 1
 
@@ -82,6 +84,8 @@ def test_the_solo_conversation_is_parked_into_a_slot_and_comes_back(grouped):
     complete(grouped.url, a + ids(10, 13))            # A again, alone: back on main, copied from its slot
     rec = last_request(grouped.url)
     assert rec["context"] == "main" and rec["source"] == "slot" and rec["reused_tokens"] >= 2500
+    placed = decisions(grouped.url)[-1]
+    assert (placed["slot"], placed["reused"], placed["source_slot"]) == ("main", rec["reused_tokens"], slot)
 
 
 def test_a_low_value_main_history_is_not_parked(grouped):
