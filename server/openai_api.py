@@ -116,7 +116,26 @@ def parse_tools(body: dict) -> list[dict] | None:
     return out
 
 
-def parse_sampling(body: dict, top_p_name: str = "top_p") -> SamplingParams:
+def parse_logit_bias(body: dict, n_vocab: int) -> tuple[tuple[int, float], ...]:
+    """OpenAI's `logit_bias`: {"token id": bias in [-100, 100]} as (id, bias) pairs."""
+    raw = body.get("logit_bias")
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise APIError(400, "'logit_bias' must be an object of token ids to biases", param="logit_bias")
+    out = []
+    for key, bias in raw.items():
+        if not (isinstance(key, str) and key.strip().isdigit() and int(key) < n_vocab):
+            raise APIError(400, f"'logit_bias' key {key!r} is not a token id (0..{n_vocab - 1})", param="logit_bias")
+        if isinstance(bias, bool) or not isinstance(bias, int | float) or not -100 <= bias <= 100:
+            raise APIError(400, f"'logit_bias' of token {key} must be a number between -100 and 100, got {bias!r}",
+                           param="logit_bias")
+        out.append((int(key), float(bias)))
+    return tuple(out)
+
+
+def parse_sampling(body: dict, top_p_name: str = "top_p", n_vocab: int | None = None) -> SamplingParams:
+    """The sampling fields; `logit_bias` too when the vocabulary size is given (the OpenAI endpoints)."""
     try:
         return SamplingParams(
             temperature=f.get_number(body, "temperature", 1.0, 0.0, 2.0),
@@ -127,6 +146,7 @@ def parse_sampling(body: dict, top_p_name: str = "top_p") -> SamplingParams:
             frequency_penalty=f.get_number(body, "frequency_penalty", 0.0, -2.0, 2.0),
             repeat_penalty=f.get_number(body, "repeat_penalty", 1.0, 1e-6, 10.0),
             seed=f.get_int(body, "seed", None, 0, (1 << 63) - 1),
+            logit_bias=parse_logit_bias(body, n_vocab) if n_vocab is not None else (),
         )
     except ValueError as e:
         raise APIError(400, str(e)) from None
@@ -160,7 +180,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     job = Job(api="openai", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_completion_tokens", "max_tokens"),
                                           state.config.max_tokens_default),
-              sampling=parse_sampling(body), stop=f.get_stop(body, "stop"),
+              sampling=parse_sampling(body, n_vocab=state.engine.n_vocab), stop=f.get_stop(body, "stop"),
               conversation=conversation_key(messages), ignore_eos=f.get_bool(body, "ignore_eos"))
     model = body.get("model") or state.model_name
     if body.get("stream"):
@@ -199,7 +219,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
     tokens = _prompt_tokens(state, body.get("prompt"))
     check_fits(len(tokens), state.engine.context_capacity(0))
     job = Job(api="openai", prompt=tokens,
-              max_tokens=f.get_max_tokens(body, ("max_tokens",), 16), sampling=parse_sampling(body),
+              max_tokens=f.get_max_tokens(body, ("max_tokens",), 16),
+              sampling=parse_sampling(body, n_vocab=state.engine.n_vocab),
               stop=f.get_stop(body, "stop"), conversation=tokens_key(tokens), ignore_eos=f.get_bool(body, "ignore_eos"))
     model = body.get("model") or state.model_name
     cid = f"cmpl-{uuid.uuid4().hex[:24]}"

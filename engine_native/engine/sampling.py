@@ -5,8 +5,10 @@ follows the OpenAI APIs' 1.0 only when asked for: the default here is greedy, 0.
 `Sampler(params, n_vocab)` whose `.sample(logits, history)` returns one token id. The order is
 llama.cpp's default sampler chain (common/sampling.cpp):
 
-    penalties -> top-k -> top-p -> min-p -> temperature -> draw
+    logit bias -> penalties -> top-k -> top-p -> min-p -> temperature -> draw
 
+- logit bias (OpenAI's `logit_bias`): `logit_bias` pairs (token id, bias) add the bias to that token's
+  logit (-100 in effect bans a token, +100 forces it), before everything else.
 - penalties, over the last `repeat_last_n` tokens of `history` (llama.cpp's `penalty_last_n`,
   default 64; -1 = the whole history): for each distinct token seen c times, a positive logit is
   divided by `repeat_penalty` and a negative one multiplied by it, then
@@ -68,6 +70,7 @@ class SamplingParams:
     frequency_penalty: float = 0.0
     repeat_last_n: int = 64  # tokens of history the penalties look at; -1 = all, 0 = none
     seed: int | None = None
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, added to its logit); ids < n_vocab
 
     def __post_init__(self) -> None:
         def number(name: str) -> float:
@@ -98,6 +101,11 @@ class SamplingParams:
             raise ValueError(f"sampling: repeat_last_n must be >= -1, got {self.repeat_last_n!r}")
         if self.seed is not None and (integer("seed") < 0):
             raise ValueError(f"sampling: seed must be a non-negative integer or None, got {self.seed!r}")
+        for pair in self.logit_bias:
+            ok = isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], int | np.integer) \
+                and pair[0] >= 0 and isinstance(pair[1], int | float) and math.isfinite(pair[1])
+            if not ok or isinstance(pair[0], bool):
+                raise ValueError(f"sampling: logit_bias must hold (token id >= 0, finite bias) pairs, got {pair!r}")
 
     @property
     def greedy(self) -> bool:
@@ -119,6 +127,11 @@ class Sampler:
             raise TypeError(f"Sampler needs SamplingParams, got {type(self.params).__name__}")
         if n_vocab is not None and (not isinstance(n_vocab, int) or n_vocab <= 0):
             raise ValueError(f"sampling: n_vocab must be a positive integer, got {n_vocab!r}")
+        bad = [t for t, _ in self.params.logit_bias if n_vocab is not None and t >= n_vocab]
+        if bad:
+            raise ValueError(f"sampling: logit_bias names token {bad[0]}, outside the vocabulary of {n_vocab}")
+        self._bias_ids = np.array([t for t, _ in self.params.logit_bias], dtype=np.int64)
+        self._bias = np.array([b for _, b in self.params.logit_bias], dtype=np.float32)
         self.n_vocab = n_vocab
         self._rng = np.random.Generator(np.random.PCG64(self.params.seed))
 
@@ -153,6 +166,9 @@ class Sampler:
         """One token id from a (n_vocab,) row of logits; `history` is the sequence so far (for penalties)."""
         logits = self._check(logits)
         p = self.params
+        if p.logit_bias:
+            logits = np.array(logits, dtype=np.float32, copy=True)
+            np.add.at(logits, self._bias_ids, self._bias)     # a token named twice gets both biases
         if p.has_penalties:
             logits = self.apply_penalties(logits, history)
         if p.greedy:

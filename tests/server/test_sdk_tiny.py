@@ -287,3 +287,18 @@ def test_aliases_are_listed_and_any_name_is_served(tiny_model):
                                            messages=[{"role": "user", "content": "hi"}],
                                            extra_body={"ignore_eos": True})   # a sampled first token may end it
         assert r.model == "some-model-nobody-has" and r.usage.completion_tokens == 2
+
+
+def test_logit_bias_bans_and_forces_tokens(oai, tiny_server):
+    """OpenAI's logit_bias through the SDK: -100 on the greedy answer's first token changes it, +100 on
+    a token makes the answer that token over and over."""
+    engine = tiny_server.state.engine
+    plain = oai.completions.create(model="m", prompt=[5, 6, 7], max_tokens=4, temperature=0,
+                                   extra_body={"ignore_eos": True})
+    first = engine.tokenize(plain.choices[0].text, special=True)[0]
+    banned = oai.completions.create(model="m", prompt=[5, 6, 7], max_tokens=4, temperature=0,
+                                    logit_bias={str(first): -100}, extra_body={"ignore_eos": True})
+    assert engine.tokenize(banned.choices[0].text, special=True)[0] != first
+    forced = chat(oai, [{"role": "user", "content": "hi"}], max_tokens=5, logit_bias={"100": 100},
+                  extra_body={"ignore_eos": True})
+    assert forced.choices[0].message.content == engine.detokenize([100] * 5)

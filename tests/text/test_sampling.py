@@ -190,3 +190,24 @@ def test_nan_and_infinite_logits_are_clear_errors():
     masked = np.array([-np.inf, 0.0, -np.inf, 0.5], np.float32)
     s = Sampler(SamplingParams(temperature=1.0, seed=0))
     assert {s.sample(masked) for _ in range(100)} <= {1, 3}
+
+
+def test_logit_bias_comes_first_and_bans_or_forces():
+    logits = np.array([0.0, 5.0, 1.0, 4.9], np.float32)
+    assert Sampler(SamplingParams(), n_vocab=4).sample(logits) == 1
+    assert Sampler(SamplingParams(logit_bias=((1, -100.0),)), n_vocab=4).sample(logits) == 3
+    assert Sampler(SamplingParams(logit_bias=((0, 100.0),)), n_vocab=4).sample(logits) == 0
+    # before the penalties: a repeat penalty divides the biased logit (llama.cpp's order)
+    s = Sampler(SamplingParams(repeat_penalty=2.0, logit_bias=((3, 4.0),)), n_vocab=4)
+    assert s.sample(logits, history=[3]) == 1          # (4.9 + 4) / 2 = 4.45 < 5
+    hot = Sampler(SamplingParams(temperature=1.0, seed=3, logit_bias=((2, -100.0),)), n_vocab=4)
+    assert 2 not in {hot.sample(logits) for _ in range(200)}
+    assert np.array_equal(logits, np.array([0.0, 5.0, 1.0, 4.9], np.float32))   # the caller's are untouched
+
+
+@pytest.mark.parametrize("bias", [((1, float("nan")),), ((-1, 1.0),), ((True, 1.0),), (("1", 1.0),), ((1,),)])
+def test_bad_logit_bias_is_refused(bias):
+    with pytest.raises(ValueError, match="sampling: logit_bias"):
+        SamplingParams(logit_bias=bias)
+    with pytest.raises(ValueError, match="logit_bias names token 9, outside the vocabulary of 4"):
+        Sampler(SamplingParams(logit_bias=((9, 1.0),)), n_vocab=4)
