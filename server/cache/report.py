@@ -8,6 +8,10 @@ from .disk import DiskLevel
 from .memory import MIB
 
 
+def entries_text(n: int) -> str:
+    return "1 entry" if n == 1 else f"{n} entries"
+
+
 def _level_rows(cache) -> list[dict]:
     casc = cache.cascade
     present = {lvl.name: lvl for lvl in casc.levels}
@@ -38,7 +42,7 @@ def describe(cache) -> str:
         where = f" {row['folder']}" if row["folder"] else ""
         skipped = sum(row.get("skipped", {}).values())
         parts.append(f"{row['name']}{where} {row['budget_mib']} MiB {row['state']}"
-                     f" ({row.get('entries', 0)} entries{f', {skipped} skipped' if skipped else ''})")
+                     f" ({entries_text(row.get('entries', 0))}{f', {skipped} skipped' if skipped else ''})")
     parts.append(cache.segments.describe())
     parts.append("system-prompt cache " + cache.system_prompts.describe().split(" ", 1)[1])
     return "conversation cache: " + "; ".join(parts)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .cascade import Cascade
 from .disk import DiskLevel
+from .report import entries_text
 
 
 class PrefixStore:
@@ -29,4 +30,4 @@ class PrefixStore:
         if lvl.budget_bytes <= 0:
             return f"{lvl.name} off"
         return (f"{lvl.name} {lvl.folder} {lvl.budget_bytes >> 20} MiB {lvl.state} "
-                f"({len(lvl.entries)} entries, {lvl.used_bytes >> 20} MiB)")
+                f"({entries_text(len(lvl.entries))}, {lvl.used_bytes >> 20} MiB)")

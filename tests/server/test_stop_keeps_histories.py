@@ -54,5 +54,5 @@ def test_the_stop_says_what_was_kept_for_the_next_start(tiny_model, tmp_path, ca
             _turn(server, [{"role": "user", "content": "hello"}])
     stopped = [r.getMessage() for r in caplog.records if r.getMessage().startswith("stopped;")]
     assert len(stopped) == 2, stopped
-    assert "kept for the next start" in stopped[0] and f"warm {tmp_path / 'warm'} 256 MiB on (1 entries" in stopped[0]
+    assert "kept for the next start" in stopped[0] and f"warm {tmp_path / 'warm'} 256 MiB on (1 entry" in stopped[0]
     assert "not kept: no disk level is on" in stopped[1]
