@@ -21,7 +21,9 @@ SESSION_BACKEND: web.AppKey = web.AppKey("strata_session_backend", object)
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
-    return web.json_response({"error": {"message": message, "type": kind}}, status=status)
+    # the OpenAI error shape the other endpoints use (errors.py), with this API's own types
+    return web.json_response({"error": {"message": message, "type": kind, "param": None, "code": None}},
+                             status=status)
 
 
 async def _ctx_from_body(request: web.Request) -> int:

@@ -106,3 +106,6 @@ def test_http_routes(make_cache):
     assert "invalid session name" in res[4][1]["error"]["message"]
     assert "slot" in res[5][1]["error"]["message"]
     assert "context" in res[6][1]["error"]["message"]
+    for status, body in res:   # errors in the shape every other endpoint uses
+        if status >= 400:
+            assert set(body["error"]) == {"message", "type", "param", "code"}
