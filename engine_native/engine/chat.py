@@ -196,12 +196,15 @@ def run(args: argparse.Namespace) -> int:
           f"context {args.ctx}, loaded in {time.perf_counter() - t0:.2f} s")
     print("Type a message; /reset starts over, /exit (or Ctrl-D) quits.")
     session = ChatSession(engine, system=args.system, sampling=sampling, max_tokens=args.max_tokens)
+    echo = not sys.stdin.isatty()   # piped input is not shown by a terminal: the transcript shows it
     while True:
         try:
             line = input(">>> ")
         except (EOFError, KeyboardInterrupt):
             print()
             return 0
+        if echo:
+            print(line)
         text = line.strip()
         if not text:
             continue

@@ -92,6 +92,7 @@ def test_cli_streams_and_prints_speeds(engine, default_model_path, monkeypatch, 
     assert out.count("[prefill ") == 2 and out.count("tok/s") == 4
     assert "(conversation cleared)" in out
     assert "llama, 2 threads" in out
+    assert ">>> Say hi.\n" in out and ">>> Say bye.\n" in out    # piped lines show in the transcript
 
 
 def test_cli_bad_arguments_are_named(capsys):
