@@ -28,6 +28,7 @@ from strata.server.prompting import (
     split_prefill,
     split_tool_calls,
 )
+from strata.server.reasoning import ReasoningGate, split_reasoning, thinking_opened
 
 # ----- request parsing -----
 
@@ -99,9 +100,12 @@ def parse_messages(raw: list, system: str | None) -> list[dict]:
             raise APIError(400, f"{where}.content must be a string or an array of content blocks")
         text: list[str] = []
         calls: list[dict] = []
+        thoughts: list[str] = []
         for bw, b in f.objects(content, f"{where}.content"):
             kind = b.get("type")
-            if kind == "text":
+            if kind == "thinking" and role == "assistant" and isinstance(b.get("thinking"), str):
+                thoughts.append(b["thinking"])      # a thinking model's template may write it back
+            elif kind == "text":
                 if not isinstance(b.get("text"), str):
                     raise APIError(400, f"{bw}.text must be a string")
                 text.append(b["text"])
@@ -130,6 +134,8 @@ def parse_messages(raw: list, system: str | None) -> list[dict]:
             msg: dict[str, Any] = {"role": role, "content": "".join(text)}
             if calls:
                 msg["tool_calls"] = calls
+            if thoughts:
+                msg["reasoning_content"] = "\n".join(thoughts)
             out.append(msg)
     return out
 
@@ -204,20 +210,24 @@ async def messages(request: web.Request) -> web.StreamResponse:
               conversation=conversation_key(msgs))
     model = body.get("model") or state.model_name
     mid = f"msg_{uuid.uuid4().hex[:24]}"
+    opened = thinking_opened(state.engine, tokens)
     if f.get_bool(body, "stream"):
-        return await _stream(request, state, job, model, mid, bool(tools))
+        return await _stream(request, state, job, model, mid, bool(tools), opened)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     if completion.finish_reason == "error":
         raise APIError(500, completion.error or "generation failed")
     if completion.finish_reason == "cancelled" and completion.error:      # the server is stopping
         raise APIError(503, completion.error, headers={"Retry-After": "5"})
-    return web.json_response(message_response(completion, model, mid, bool(tools)))
+    return web.json_response(message_response(completion, model, mid, bool(tools), opened))
 
 
-def message_response(completion: Completion, model: str, mid: str, tools_given: bool) -> dict:
-    """The message object; with tools offered, the model's tool-call blocks become `tool_use` blocks."""
-    content, calls = split_tool_calls(completion.text, tools_given)
-    blocks: list[dict] = [{"type": "text", "text": content}] if content or not calls else []
+def message_response(completion: Completion, model: str, mid: str, tools_given: bool, opened: bool = False) -> dict:
+    """The message object; a thinking model's reasoning becomes a `thinking` block first (server/
+    reasoning.py); with tools offered, the model's tool-call blocks become `tool_use` blocks."""
+    reasoning, answer = split_reasoning(completion.text, opened)
+    content, calls = split_tool_calls(answer, tools_given)
+    blocks: list[dict] = [_thinking_block(reasoning)] if reasoning is not None else []
+    blocks += [{"type": "text", "text": content}] if content or not calls else []
     blocks += [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": c["name"],
                 "input": _json_or_empty(c["arguments"])} for c in calls]
     return {
@@ -256,14 +266,56 @@ def _json_or_empty(arguments: str) -> Any:
     return value if isinstance(value, dict) else {"value": value}
 
 
-async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: str, tools: bool) -> web.StreamResponse:
-    """The event sequence the SDK expects: message_start, ping, content_block_start, content_block_delta*,
-    content_block_stop, (tool_use blocks), message_delta, message_stop. With tools, text that may be a
+def _thinking_block(text: str) -> dict:
+    # signature: Anthropic's proof that its own model wrote the block; a local model has none
+    return {"type": "thinking", "thinking": text, "signature": ""}
+
+
+async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: str, tools: bool,
+                  opened: bool = False) -> web.StreamResponse:
+    """The event sequence the SDK expects: message_start, ping, then per content block (a thinking
+    block while a thinking model thinks, the text, tool_use blocks) content_block_start,
+    content_block_delta*, content_block_stop; message_delta, message_stop. With tools, text that may be a
     tool call is held (ToolTextGate) and the calls become tool_use blocks at the end."""
     events = JobEvents(request, state.scheduler, job)
     resp: web.StreamResponse | None = None
+    thinking = ReasoningGate(opened)
     gate = ToolTextGate() if tools else None
-    text_open = False
+    index, open_kind = -1, None          # the current block
+    text_sent = False
+
+    async def start(kind: str, block: dict) -> None:
+        nonlocal index, open_kind
+        await stop()
+        index, open_kind = index + 1, kind
+        await _block_start(resp, index, block)
+
+    async def stop() -> None:
+        nonlocal open_kind
+        if open_kind is not None:
+            await send_sse(resp, {"type": "content_block_stop", "index": index}, "content_block_stop")
+            open_kind = None
+
+    async def text(piece: str) -> None:
+        nonlocal text_sent
+        if open_kind != "text":
+            await start("text", {"type": "text", "text": ""})
+        text_sent = True
+        if piece:
+            await _text_delta(resp, index, piece)
+
+    async def send(pieces: list[tuple[str, str]]) -> None:
+        for kind, piece in pieces:
+            if kind == "reasoning":
+                if open_kind != "thinking":
+                    await start("thinking", _thinking_block(""))
+                await send_sse(resp, {"type": "content_block_delta", "index": index,
+                                      "delta": {"type": "thinking_delta", "thinking": piece}}, "content_block_delta")
+            else:
+                piece = gate.feed(piece) if gate is not None else piece
+                if piece:
+                    await text(piece)
+
     try:
         async for kind, payload in events:
             if resp is None:
@@ -277,12 +329,7 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
                     "message_start")
                 await send_sse(resp, {"type": "ping"}, "ping")
             if kind == "text":
-                text = gate.feed(payload) if gate is not None else payload
-                if text:
-                    if not text_open:
-                        await _block_start(resp, 0, {"type": "text", "text": ""})
-                        text_open = True
-                    await _text_delta(resp, 0, text)
+                await send(thinking.feed(payload))
             elif kind == "done":
                 c: Completion = payload
                 if c.finish_reason == "error" or (c.finish_reason == "cancelled" and c.error):
@@ -290,26 +337,21 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
                                                                      "message": c.error or "generation failed"}},
                                    "error")
                     break
-                rest, calls = gate.finish(c.text) if gate is not None else ("", [])
-                if rest or not calls or text_open:
-                    if not text_open:
-                        await _block_start(resp, 0, {"type": "text", "text": ""})
-                        text_open = True
-                    if rest:
-                        await _text_delta(resp, 0, rest)
-                    await send_sse(resp, {"type": "content_block_stop", "index": 0}, "content_block_stop")
-                index = 1 if text_open else 0
+                await send(thinking.finish())
+                rest, calls = gate.finish(split_reasoning(c.text, opened)[1]) if gate is not None else ("", [])
+                if rest or not (calls or text_sent):
+                    await text(rest)
+                await stop()
                 for call in calls:
-                    await _block_start(resp, index, {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}",
-                                                     "name": call["name"], "input": {}})
+                    await start("tool_use", {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}",
+                                             "name": call["name"], "input": {}})
                     await send_sse(resp, {"type": "content_block_delta", "index": index, "delta": {
                         "type": "input_json_delta", "partial_json": json.dumps(_json_or_empty(call["arguments"]))}},
                         "content_block_delta")
-                    await send_sse(resp, {"type": "content_block_stop", "index": index}, "content_block_stop")
-                    index += 1
-                stop = "tool_use" if calls else _stop_reason(c)
+                await stop()
+                reason = "tool_use" if calls else _stop_reason(c)
                 await send_sse(resp, {"type": "message_delta",
-                                      "delta": {"stop_reason": stop, "stop_sequence": c.stop_sequence},
+                                      "delta": {"stop_reason": reason, "stop_sequence": c.stop_sequence},
                                       "usage": usage(c)}, "message_delta")
                 await send_sse(resp, {"type": "message_stop"}, "message_stop")
     except (ConnectionResetError, ConnectionError):

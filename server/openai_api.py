@@ -27,6 +27,7 @@ from strata.server.prompting import (
     split_tool_calls,
     tokens_key,
 )
+from strata.server.reasoning import ReasoningGate, split_reasoning, thinking_opened
 
 from strata import __version__
 
@@ -75,6 +76,8 @@ def parse_messages(raw: list) -> list[dict]:
                 args = fn.get("arguments", "{}")
                 msg["tool_calls"].append({"id": str(c.get("id", "")), "type": "function",
                                           "function": {"name": fn["name"], "arguments": args}})
+        if role == "assistant" and isinstance(m.get("reasoning_content"), str):
+            msg["reasoning_content"] = m["reasoning_content"]     # thinking models' templates write it back
         if role == "tool":
             msg["tool_call_id"] = str(m.get("tool_call_id", ""))
             if m.get("name") is not None:
@@ -183,19 +186,24 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
               sampling=parse_sampling(body, n_vocab=state.engine.n_vocab), stop=f.get_stop(body, "stop"),
               conversation=conversation_key(messages), ignore_eos=f.get_bool(body, "ignore_eos"))
     model = body.get("model") or state.model_name
+    opened = thinking_opened(state.engine, tokens)
     if body.get("stream"):
         opts = body.get("stream_options") or {}
         return await _stream_chat(request, state, job, model, bool(tools),
-                                  bool(isinstance(opts, dict) and opts.get("include_usage")))
+                                  bool(isinstance(opts, dict) and opts.get("include_usage")), opened)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     _raise_if_failed(completion)
-    return web.json_response(chat_response(completion, model, bool(tools)))
+    return web.json_response(chat_response(completion, model, bool(tools), opened))
 
 
-def chat_response(completion: Completion, model: str, tools_given: bool) -> dict:
-    """The chat.completion object; with tools offered, the model's tool-call blocks become `tool_calls`."""
-    content, calls = split_tool_calls(completion.text, tools_given)
+def chat_response(completion: Completion, model: str, tools_given: bool, opened: bool = False) -> dict:
+    """The chat.completion object; a thinking model's reasoning becomes `reasoning_content` (server/
+    reasoning.py); with tools offered, the model's tool-call blocks become `tool_calls`."""
+    reasoning, answer = split_reasoning(completion.text, opened)
+    content, calls = split_tool_calls(answer, tools_given)
     message: dict[str, Any] = {"role": "assistant", "content": content if (content or not calls) else None}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
     finish = _finish_reason(completion)
     if calls:
         message["tool_calls"] = _tool_calls(calls)
@@ -342,32 +350,43 @@ def _cmpl_chunk(cid: str, model: str, text: str, finish: str | None, use: dict |
 
 
 async def _stream_chat(request: web.Request, state: ServerState, job: Job, model: str, tools: bool,
-                       include_usage: bool) -> web.StreamResponse:
-    """SSE: a role chunk, content chunks, a finish chunk (with `timings`), optionally a usage chunk, then
-    [DONE]. With tools, text that may be a tool call is held (ToolTextGate) and the calls are sent as
-    `tool_calls` deltas at the end."""
+                       include_usage: bool, opened: bool = False) -> web.StreamResponse:
+    """SSE: a role chunk, `reasoning_content` chunks while a thinking model thinks, content chunks, a
+    finish chunk (with `timings`), optionally a usage chunk, then [DONE]. With tools, text that may be a
+    tool call is held (ToolTextGate) and the calls are sent as `tool_calls` deltas at the end."""
     cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     events = JobEvents(request, state.scheduler, job)   # a full queue raises 503 before any byte is sent
     resp: web.StreamResponse | None = None
+    thinking = ReasoningGate(opened)
     gate = ToolTextGate() if tools else None
+
+    async def send(pieces: list[tuple[str, str]]) -> None:
+        assert resp is not None
+        for kind, piece in pieces:
+            if kind == "reasoning":
+                await send_sse(resp, _chunk(cid, model, {"reasoning_content": piece}, None))
+                continue
+            text = gate.feed(piece) if gate is not None else piece
+            if text:
+                await send_sse(resp, _chunk(cid, model, {"content": text}, None))
+
     try:
         async for kind, payload in events:
             if resp is None:
                 resp = await open_sse(request)
                 await send_sse(resp, _chunk(cid, model, {"role": "assistant", "content": ""}, None))
             if kind == "text":
-                text = gate.feed(payload) if gate is not None else payload
-                if text:
-                    await send_sse(resp, _chunk(cid, model, {"content": text}, None))
+                await send(thinking.feed(payload))
             elif kind == "done":
                 c: Completion = payload
                 if _failed(c):
                     await send_sse(resp, {"error": {"message": c.error or "generation failed",
                                                     "type": "server_error"}})
                     break
+                await send(thinking.finish())
                 finish = _finish_reason(c)
                 if gate is not None:
-                    content, calls = gate.finish(c.text)
+                    content, calls = gate.finish(split_reasoning(c.text, opened)[1])
                     if content:
                         await send_sse(resp, _chunk(cid, model, {"content": content}, None))
                     if calls:

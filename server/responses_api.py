@@ -2,8 +2,9 @@
 
 Stateless: every request carries its whole conversation in `input` (Codex sends `store: false`), so
 `previous_response_id` is refused with a message that says so. Input items (messages, `function_call`,
-`function_call_output`, `custom_tool_call`, `custom_tool_call_output`; `reasoning` skipped) become the
-chat messages the model's template renders, as in openai_api; the answer becomes a `message` item and
+`function_call_output`, `custom_tool_call`, `custom_tool_call_output`; a `reasoning` item's text goes
+with the next assistant turn) become the chat messages the model's template renders, as in openai_api;
+the answer becomes a thinking model's `reasoning` item (reasoning.py), a `message` item and
 `function_call` / `custom_tool_call` items. Function tools are offered as they are; a custom
 (freeform) tool as a function of one string argument, `input`; other tool types (web search, ...) are
 left out, the model cannot run them. Streaming sends the event sequence the SDK checks:
@@ -35,9 +36,10 @@ from strata.server.prompting import (
     render_chat_async,
     split_tool_calls,
 )
+from strata.server.reasoning import ReasoningGate, split_reasoning, thinking_opened
 
 ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
-SKIPPED_ITEMS = ("reasoning", "web_search_call", "file_search_call", "image_generation_call")
+SKIPPED_ITEMS = ("web_search_call", "file_search_call", "image_generation_call")
 CUSTOM_INPUT = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
 
 # ----- request parsing -----
@@ -73,6 +75,7 @@ def parse_input(body: dict) -> list[dict]:
             raise APIError(400, "'input' must not be empty", param="input")
         return out + [{"role": "user", "content": raw}]
     items = f.get_list(body, "input", required=True, nonempty=True)
+    thought: str | None = None     # a reasoning item's text, for the assistant turn after it
     for where, item in f.objects(items, "input"):
         kind = item.get("type", "message" if "role" in item else None)
         if kind == "message":
@@ -81,6 +84,8 @@ def parse_input(body: dict) -> list[dict]:
                 raise APIError(400, f"{where}.role must be one of {', '.join(ROLES)}; got {item.get('role')!r}",
                                param="input")
             out.append({"role": role, "content": _text(item.get("content"), f"{where}.content")})
+            if role == "assistant" and thought is not None:
+                out[-1]["reasoning_content"], thought = thought, None
         elif kind in ("function_call", "custom_tool_call"):
             if kind == "function_call":
                 args = item.get("arguments", "{}")
@@ -94,9 +99,14 @@ def parse_input(body: dict) -> list[dict]:
                 last.setdefault("tool_calls", []).append(call)
             else:
                 out.append({"role": "assistant", "content": "", "tool_calls": [call]})
+            if thought is not None:
+                out[-1]["reasoning_content"], thought = thought, None
         elif kind in ("function_call_output", "custom_tool_call_output"):
             out.append({"role": "tool", "tool_call_id": str(item.get("call_id", "")),
                         "content": _text(item.get("output"), f"{where}.output")})
+        elif kind == "reasoning":
+            parts = item.get("content") or item.get("summary") or []
+            thought = "".join(p.get("text", "") for p in parts if isinstance(p, dict)) if isinstance(parts, list) else ""
         elif kind in SKIPPED_ITEMS:
             continue      # earlier reasoning and hosted tools' records: not what the model reads
         elif kind == "item_reference":
@@ -162,7 +172,8 @@ async def responses(request: web.Request) -> web.StreamResponse:
     job = Job(api="responses", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_output_tokens",), state.config.max_tokens_default),
               sampling=parse_sampling(body), stop=(), conversation=_conversation(body, messages))
-    shape = _Shape(body, body.get("model") or state.model_name, tools is not None, custom)
+    shape = _Shape(body, body.get("model") or state.model_name, tools is not None, custom,
+                   thinking_opened(state.engine, tokens))
     if f.get_bool(body, "stream"):
         return await _stream(request, state, job, shape)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
@@ -187,9 +198,11 @@ def _conversation(body: dict, messages: list[dict]) -> str:
 class _Shape:
     """One response's ids and the request fields its objects echo."""
 
-    def __init__(self, body: dict, model: str, tools_given: bool, custom: set[str]) -> None:
+    def __init__(self, body: dict, model: str, tools_given: bool, custom: set[str], opened: bool = False) -> None:
         self.id = f"resp_{uuid.uuid4().hex}"
         self.msg_id = f"msg_{uuid.uuid4().hex}"
+        self.rs_id = f"rs_{uuid.uuid4().hex}"
+        self.opened = opened           # the prompt ends inside a thinking model's <think> (reasoning.py)
         self.created = int(time.time())
         self.body = body
         self.model = model
@@ -223,6 +236,14 @@ class _Shape:
             out["timings"] = c.timings
         return out
 
+    def reasoning(self, text: str, status: str = "completed") -> dict:
+        """A thinking model's reasoning as a reasoning item with its text (no summary)."""
+        content = [{"type": "reasoning_text", "text": text}] if status == "completed" else []
+        return {"type": "reasoning", "id": self.rs_id, "status": status, "summary": [], "content": content}
+
+    def item_id(self, kind: str) -> str:
+        return self.rs_id if kind == "reasoning" else self.msg_id
+
     def message(self, text: str, status: str = "completed") -> dict:
         content = [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
         return {"type": "message", "id": self.msg_id, "status": status, "role": "assistant", "content": content}
@@ -238,8 +259,10 @@ class _Shape:
                 "arguments": call["arguments"] if args is None else args, "status": status}
 
     def output(self, c: Completion) -> list[dict]:
-        content, calls = split_tool_calls(c.text, self.tools_given)
-        items = [self.message(content)] if content or not calls else []
+        reasoning, answer = split_reasoning(c.text, self.opened)
+        content, calls = split_tool_calls(answer, self.tools_given)
+        items = [self.reasoning(reasoning)] if reasoning is not None else []
+        items += [self.message(content)] if content or not calls else []
         return items + [self.call_item(call) for call in calls]
 
 
@@ -269,18 +292,57 @@ class _Events:
 async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> web.StreamResponse:
     events = JobEvents(request, state.scheduler, job)    # a full queue raises 503 before any byte is sent
     out: _Events | None = None
+    thinking = ReasoningGate(shape.opened)
     gate = ToolTextGate() if shape.tools_given else None
-    sent = ""           # the message item's text so far (None until the item is open)
-    opened = False
-    items: list[dict] = []
+    items: list[dict] = []          # the output items done
+    open_item: dict | None = None   # the item being streamed: {"type", "index", "text"}
 
-    async def open_message() -> None:
-        nonlocal opened
+    async def begin(kind: str) -> dict:
+        nonlocal open_item
         assert out is not None
-        await out.send("response.output_item.added", output_index=0, item=shape.message("", "in_progress"))
-        await out.send("response.content_part.added", item_id=shape.msg_id, output_index=0, content_index=0,
-                       part={"type": "output_text", "text": "", "annotations": []})
-        opened = True
+        await finish_item()
+        open_item = {"type": kind, "index": len(items), "text": ""}
+        if kind == "reasoning":
+            await out.send("response.output_item.added", output_index=open_item["index"],
+                           item=shape.reasoning("", "in_progress"))
+        else:
+            await out.send("response.output_item.added", output_index=open_item["index"],
+                           item=shape.message("", "in_progress"))
+            await out.send("response.content_part.added", item_id=shape.msg_id, output_index=open_item["index"],
+                           content_index=0, part={"type": "output_text", "text": "", "annotations": []})
+        return open_item
+
+    async def delta(kind: str, text: str) -> None:
+        item = open_item if open_item is not None and open_item["type"] == kind else await begin(kind)
+        item["text"] += text
+        event = "response.reasoning_text.delta" if kind == "reasoning" else "response.output_text.delta"
+        extra = {} if kind == "reasoning" else {"logprobs": []}
+        await out.send(event, item_id=shape.item_id(kind), output_index=item["index"], content_index=0, delta=text,
+                       **extra)
+
+    async def finish_item() -> None:
+        nonlocal open_item
+        item, open_item = open_item, None
+        if item is None or out is None:
+            return
+        at, text = item["index"], item["text"]
+        if item["type"] == "reasoning":
+            await out.send("response.reasoning_text.done", item_id=shape.rs_id, output_index=at, content_index=0,
+                           text=text)
+            items.append(shape.reasoning(text))
+        else:
+            await out.send("response.output_text.done", item_id=shape.msg_id, output_index=at, content_index=0,
+                           text=text, logprobs=[])
+            await out.send("response.content_part.done", item_id=shape.msg_id, output_index=at, content_index=0,
+                           part={"type": "output_text", "text": text, "annotations": []})
+            items.append(shape.message(text))
+        await out.send("response.output_item.done", output_index=at, item=items[-1])
+
+    async def send(pieces: list[tuple[str, str]]) -> None:
+        for kind, piece in pieces:
+            piece = gate.feed(piece) if gate is not None and kind == "text" else piece
+            if piece:
+                await delta(kind, piece)
 
     try:
         async for kind, payload in events:
@@ -289,13 +351,7 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> 
                 await out.send("response.created", response=shape.response(None, []))
                 await out.send("response.in_progress", response=shape.response(None, []))
             if kind == "text":
-                text = gate.feed(payload) if gate is not None else payload
-                if text:
-                    if not opened:
-                        await open_message()
-                    sent += text
-                    await out.send("response.output_text.delta", item_id=shape.msg_id, output_index=0,
-                                   content_index=0, delta=text, logprobs=[])
+                await send(thinking.feed(payload))
             elif kind == "done":
                 c: Completion = payload
                 if c.finish_reason == "error" or (c.finish_reason == "cancelled" and c.error):
@@ -303,21 +359,17 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> 
                     failed["error"] = {"code": "server_error", "message": c.error or "generation failed"}
                     await out.send("response.failed", response=failed)
                     break
-                rest, calls = gate.finish(c.text) if gate is not None else ("", [])
-                if rest or not calls or opened:
-                    if not opened:
-                        await open_message()
+                await send(thinking.finish())
+                answer = split_reasoning(c.text, shape.opened)[1]
+                rest, calls = gate.finish(answer) if gate is not None else ("", [])
+                message_sent = any(i["type"] == "message" for i in items) or (
+                    open_item is not None and open_item["type"] == "text")
+                if rest or not (calls or message_sent):
+                    if open_item is None or open_item["type"] != "text":
+                        await begin("text")
                     if rest:
-                        sent += rest
-                        await out.send("response.output_text.delta", item_id=shape.msg_id, output_index=0,
-                                       content_index=0, delta=rest, logprobs=[])
-                    part = {"type": "output_text", "text": sent, "annotations": []}
-                    await out.send("response.output_text.done", item_id=shape.msg_id, output_index=0,
-                                   content_index=0, text=sent, logprobs=[])
-                    await out.send("response.content_part.done", item_id=shape.msg_id, output_index=0,
-                                   content_index=0, part=part)
-                    items.append(shape.message(sent))
-                    await out.send("response.output_item.done", output_index=0, item=items[-1])
+                        await delta("text", rest)
+                await finish_item()
                 for call in calls:
                     await _send_call(out, shape, call, len(items))
                     items.append(shape.call_item(call))
