@@ -65,6 +65,10 @@ def parse_system(body: dict) -> str | None:
         system = [dict(b, text=_without_billing_header(b["text"]))
                   if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) else b
                   for b in system]
+        _text_of_blocks(system, "system")          # every block is text, or a 400 naming the one that is not
+        # one line break between blocks: Claude Code's "...for Claude." and "You are an interactive..."
+        # would otherwise run together
+        return "\n".join(b["text"] for b in system if b["text"])
     return _text_of_blocks(system, "system")
 
 

@@ -223,6 +223,18 @@ def test_claude_codes_billing_header_does_not_break_the_prefix(claude):
     assert claude.messages.count_tokens(model="m", system=header_in_a_string, messages=turn1).input_tokens == count
 
 
+def test_system_blocks_are_separate_lines(claude):
+    """Claude Code's "...for Claude." and "You are an interactive..." blocks are two lines, not one run."""
+    from strata.server.anthropic_api import parse_system
+
+    blocks = [{"type": "text", "text": "You are Claude Code."}, {"type": "text", "text": "You are an interactive tool."}]
+    assert parse_system({"system": blocks}) == "You are Claude Code.\nYou are an interactive tool."
+    turn = [{"role": "user", "content": "hi"}]
+    assert claude.messages.count_tokens(model="m", system=blocks, messages=turn).input_tokens == \
+        claude.messages.count_tokens(model="m", system="You are Claude Code.\nYou are an interactive tool.",
+                                     messages=turn).input_tokens
+
+
 def test_anthropic_tool_result_blocks_are_accepted(claude):
     messages = [
         {"role": "user", "content": "Weather in Oslo?"},
