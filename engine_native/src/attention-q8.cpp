@@ -19,7 +19,7 @@ namespace {
 inline float half_bits_to_float(const uint8_t* p) {
     uint16_t h;
     std::memcpy(&h, p, 2);
-#if defined(__F16C__)
+#if defined(__F16C__) || (defined(_MSC_VER) && defined(__AVX2__))   // MSVC /arch:AVX2 implies F16C
     return _cvtsh_ss(h);   // exact, as fp16_to_fp32
 #else
     return fp16_to_fp32(h);
@@ -44,14 +44,15 @@ void quantize_query(const float* x, int64_t hd, int8_t* qs, float* d, int32_t* b
     }
 }
 
-// The 16 positions' exact int32 dots of one tile block with one query block
-#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+// The 16 positions' exact int32 dots of one tile block with one query block: one GNU inline-asm
+// instruction where the compiler takes it (MSVC has no x64 inline asm), else portable code.
+#if defined(__AVX512VNNI__) && defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__))
+#define STRATA_Q8_DPBUSD_ASM 1
 inline __m512i dpbusd_bcast(__m512i acc, __m512i k, const int8_t* q4) {
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(k), "m"(*reinterpret_cast<const int32_t*>(q4)));
     return acc;
 }
-#endif
-
+#else
 inline v16 tile_block_dots(const uint8_t* tb, const int8_t* q, int32_t bias) {
     int32_t acc[k_tile];
     for (int r = 0; r < k_tile; r++) {
@@ -64,6 +65,7 @@ inline v16 tile_block_dots(const uint8_t* tb, const int8_t* q, int32_t bias) {
     for (int r = 0; r < k_tile; r++) f[r] = float(acc[r]);   // exact: |dot| <= 32 * 127 * 127 < 2^24
     return v16_load(f);
 }
+#endif
 
 // scores[h][t] for NH heads over whole tiles [tile0, tile1) of kv head g (nb blocks per head)
 template <int NH>
@@ -79,7 +81,7 @@ void scores_q8_tiled(const uint8_t* k, size_t tile_bytes, int64_t g, int64_t nb,
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t* tb = base + b * k_q8_tile_block;
             const v16 dk = v16_load(reinterpret_cast<const uint16_t*>(tb + k_q8_scales));
-#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+#if defined(STRATA_Q8_DPBUSD_ASM)
             __m512i kv[8];
             for (int j = 0; j < 8; j++) kv[j] = _mm512_loadu_si512(tb + 64 * j);
             for (int h = 0; h < NH; h++) {
@@ -198,7 +200,7 @@ void group_scores_q8_block(const uint8_t* k, size_t tile_bytes, int64_t g, const
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t* tb = base + b * k_q8_tile_block;
             const v16 dk = v16_load(reinterpret_cast<const uint16_t*>(tb + k_q8_scales));
-#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+#if defined(STRATA_Q8_DPBUSD_ASM)
             __m512i kv[8];
             for (int j = 0; j < 8; j++) kv[j] = _mm512_loadu_si512(tb + 64 * j);
             STRATA_Q8_UNROLL

@@ -16,8 +16,9 @@
 #include <immintrin.h>
 #endif
 
+// The AVX-512 files use GNU inline asm and builtins (gcc, clang, clang-cl); MSVC gets the AVX2 set.
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && \
-    defined(STRATA_HAVE_F16C_FMA)
+    defined(STRATA_HAVE_F16C_FMA) && (defined(__GNUC__) || defined(__clang__))
 #define STRATA_SIMD_AVX512 1
 #elif defined(__AVX2__) && defined(STRATA_HAVE_F16C_FMA)
 #define STRATA_SIMD_AVX2 1
