@@ -40,12 +40,6 @@ inline uint32_t load_u32(const uint8_t* p) {
     return v;
 }
 
-inline uint16_t load_u16(const uint8_t* p) {
-    uint16_t v;
-    std::memcpy(&v, p, 2);
-    return v;
-}
-
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 // (32,) u8 x (32,) s8 -> (8,) s32, each lane the sum of 4 products.

@@ -24,7 +24,9 @@
 // GCC 12's intrinsic headers self-initialise their "undefined" vectors (__Y = __Y) and then warn
 // about them when inlined here; the values are never used.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if defined(__GNUC__) && !defined(__clang__)   // a GCC-only warning (clang warns of the unknown name)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace strata {
 namespace {
@@ -37,10 +39,6 @@ struct zmm_acc {
     static __m512 zero() { return _mm512_setzero_ps(); }
     static float reduce(__m512 v) { return _mm512_reduce_add_ps(v); }
 };
-
-inline __m512 pair_lanes(float a, float b) {   // lanes 0-7 = a, lanes 8-15 = b
-    return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
-}
 
 inline uint32_t load_u32(const uint8_t* p) {
     uint32_t v;

@@ -24,7 +24,9 @@
 
 // GCC 12's intrinsic headers self-initialise their "undefined" vectors and warn when inlined.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if defined(__GNUC__) && !defined(__clang__)   // a GCC-only warning (clang warns of the unknown name)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace strata {
 namespace {
