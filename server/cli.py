@@ -101,7 +101,7 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
             pass
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port, reuse_address=True)
+    site = listen_site(runner, config.host, config.port)
     try:
         await site.start()
     except OSError as e:
@@ -152,6 +152,18 @@ def threads_warning(threads: int | None, n_cpus: int | None) -> str | None:
             f"and run slower; leave --threads unset for the engine's choice (one per physical core)")
 
 
+def reuse_address() -> bool:
+    """Whether the listening socket (and port_taken's probe) set SO_REUSEADDR: on POSIX, as asyncio does by
+    default (a restarted server rebinds a port in TIME_WAIT); never on Windows, where SO_REUSEADDR lets a
+    second socket bind a port that another server is listening on, so a second `strata serve` on the same
+    port started without an error and the two shared the connections."""
+    return os.name == "posix"
+
+
+def listen_site(runner: web.AppRunner, host: str, port: int) -> web.TCPSite:
+    return web.TCPSite(runner, host, port, reuse_address=reuse_address())
+
+
 def port_taken(host: str, port: int) -> str | None:
     """Why (host, port) cannot be bound now, with what to do about it, or None. Checked before the model
     loads, so a busy port stops start-up at once; binding can still fail later (a race), which the
@@ -168,7 +180,8 @@ def port_taken(host: str, port: int) -> str | None:
         except OSError:                 # a family this machine lacks: asyncio skips it too
             continue
         with s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as asyncio sets the server's own
+            if reuse_address():         # as the server's own socket (listen_site)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
                 s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             try:
@@ -178,6 +191,7 @@ def port_taken(host: str, port: int) -> str | None:
     return None
 
 
+WSAEACCES = 10013                   # Windows: a port in an excluded range, or one held exclusively
 HOST_HINT = "--host takes an address of this machine: 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)"
 
 
@@ -189,6 +203,9 @@ def bind_hint(errno_value: int | None, port: int) -> str:
         return "ports below 1024 need administrator rights: --port chooses another, e.g. 8080"
     if errno_value == errno.EADDRNOTAVAIL:
         return HOST_HINT
+    if errno_value == WSAEACCES:
+        return ("Windows reserves some port ranges (Hyper-V, WSL, Docker; `netsh interface ipv4 show "
+                "excludedportrange protocol=tcp` lists them): --port chooses another")
     return "--host and --port choose another address"
 
 
