@@ -2,10 +2,10 @@
 // "check and write chunk" call, both without the GIL: strata._engine.crc32, crc32_impl, crc32_with
 // (one named implementation, for parity tests) and Engine.kv_write_checked.
 //
-// CRC32 paths, fastest available chosen once at load: "vpclmul" (AVX-512 VPCLMULQDQ, 4 x 512-bit
-// folding), "pclmul" (SSE PCLMULQDQ, 4 x 128-bit folding), "table" (portable slice-by-8). The folds
-// reduce to 16 bytes, finished by the table (no Barrett step). Not here: the image format
-// (engine_native/engine/snapshot.py) or the KV copy itself (engine::kv_write).
+// CRC32 paths, fastest available chosen once at load (cpuid under MSVC): "vpclmul" (AVX-512
+// VPCLMULQDQ, 4 x 512-bit folding), "pclmul" (SSE PCLMULQDQ, 4 x 128-bit folding), "table" (portable
+// slice-by-8). The folds reduce to 16 bytes, finished by the table (no Barrett step). Not here: the
+// image format (engine_native/engine/snapshot.py) or the KV copy itself (engine::kv_write).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -17,7 +17,14 @@
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #define STRATA_CRC_X86 1
+#define STRATA_CRC_TARGET(features) __attribute__((target(features)))
 #include <immintrin.h>
+#elif defined(_MSC_VER) && defined(_M_X64)
+// MSVC compiles every intrinsic whatever /arch says (no target attribute); cpuid picks the path
+#define STRATA_CRC_X86 1
+#define STRATA_CRC_TARGET(features)
+#include <immintrin.h>
+#include <intrin.h>
 #endif
 
 namespace py = pybind11;
@@ -87,12 +94,12 @@ constexpr uint64_t xpow_mod_reflected(unsigned n) {
 static_assert(xpow_mod_reflected(544) == K544 && xpow_mod_reflected(480) == K480, "fold constants");
 static_assert(xpow_mod_reflected(160) == K160 && xpow_mod_reflected(96) == K96, "fold constants");
 
-__attribute__((target("pclmul,sse4.1"))) inline __m128i fold128(__m128i x, __m128i k) {
+STRATA_CRC_TARGET("pclmul,sse4.1") inline __m128i fold128(__m128i x, __m128i k) {
     return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
 }
 
 // The 16 bytes of acc as the message's last 16 bytes: the register after them, from state 0.
-__attribute__((target("pclmul,sse4.1"))) uint32_t finish_fold(__m128i acc) {
+STRATA_CRC_TARGET("pclmul,sse4.1") uint32_t finish_fold(__m128i acc) {
     alignas(16) uint8_t b[16];
     _mm_store_si128(reinterpret_cast<__m128i*>(b), acc);
     return crc_table_update(0, b, 16);
@@ -101,7 +108,7 @@ __attribute__((target("pclmul,sse4.1"))) uint32_t finish_fold(__m128i acc) {
 inline __m128i load128(const uint8_t* q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)); }
 
 // n >= 64; consumes a multiple of 16 bytes, returns the register; *used = bytes consumed
-__attribute__((target("pclmul,sse4.1"))) uint32_t crc_pclmul_blocks(uint32_t state, const uint8_t* p, size_t n,
+STRATA_CRC_TARGET("pclmul,sse4.1") uint32_t crc_pclmul_blocks(uint32_t state, const uint8_t* p, size_t n,
                                                                     size_t* used) {
     const __m128i k512 = _mm_set_epi64x(int64_t(K480), int64_t(K544));
     const __m128i k128 = _mm_set_epi64x(int64_t(K96), int64_t(K160));
@@ -122,16 +129,16 @@ __attribute__((target("pclmul,sse4.1"))) uint32_t crc_pclmul_blocks(uint32_t sta
     return finish_fold(acc);
 }
 
-__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"))) inline __m512i load512(const uint8_t* q) {
+STRATA_CRC_TARGET("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1") inline __m512i load512(const uint8_t* q) {
     return _mm512_loadu_si512(q);
 }
 
-__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"))) inline __m512i fold512(__m512i x, __m512i k) {
+STRATA_CRC_TARGET("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1") inline __m512i fold512(__m512i x, __m512i k) {
     return _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k, 0x00), _mm512_clmulepi64_epi128(x, k, 0x11));
 }
 
 // n >= 256; 4 x 64-byte accumulators (D = 2048), then one (D = 512), then 16-byte lanes (D = 128)
-__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"))) uint32_t crc_vpclmul_blocks(
+STRATA_CRC_TARGET("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1") uint32_t crc_vpclmul_blocks(
     uint32_t state, const uint8_t* p, size_t n, size_t* used) {
     constexpr uint64_t K2080 = xpow_mod_reflected(2080), K2016 = xpow_mod_reflected(2016);
     constexpr uint64_t K416 = xpow_mod_reflected(416), K352 = xpow_mod_reflected(352);
@@ -188,13 +195,25 @@ uint32_t crc32_with(crc_impl impl, uint32_t crc, const uint8_t* p, size_t n) {
 }
 
 crc_impl best_impl() {
-#ifdef STRATA_CRC_X86
+#if defined(STRATA_CRC_X86) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
     if (__builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512f") &&
         __builtin_cpu_supports("avx512bw")) {
         return crc_impl::vpclmul;
     }
     if (__builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1")) return crc_impl::pclmul;
+#elif defined(STRATA_CRC_X86)
+    // MSVC: cpuid leaf 1 (ECX: PCLMULQDQ bit 1, SSE4.1 bit 19, OSXSAVE bit 27) and leaf 7 (EBX: AVX512F
+    // bit 16, AVX512BW bit 30; ECX: VPCLMULQDQ bit 10), and XGETBV: the OS saves the AVX-512 state
+    // (XCR0 bits 1, 2, 5, 6, 7), as __builtin_cpu_supports checks
+    int r0[4], r1[4], r7[4] = {0, 0, 0, 0};
+    __cpuid(r0, 0);
+    __cpuid(r1, 1);
+    if (r0[0] >= 7) __cpuidex(r7, 7, 0);
+    const auto bit = [](int reg, int b) { return ((unsigned(reg) >> b) & 1u) != 0; };
+    const bool os_avx512 = bit(r1[2], 27) && (_xgetbv(0) & 0xE6) == 0xE6;
+    if (os_avx512 && bit(r7[1], 16) && bit(r7[1], 30) && bit(r7[2], 10)) return crc_impl::vpclmul;
+    if (bit(r1[2], 1) && bit(r1[2], 19)) return crc_impl::pclmul;
 #endif
     return crc_impl::table;
 }
