@@ -97,6 +97,20 @@ def log_skipped_files(lvl: DiskLevel) -> None:
                     "has them by reason)", lvl.name, len(bad) - MAX_SKIPPED_LOGGED)
 
 
+def _forget_case_twins(lvl: DiskLevel, name: str) -> None:
+    """Unindex the sessions whose files are `name`'s under another case: on a case-insensitive file system
+    (Windows, macOS) 'Agent' and 'agent' name the same files, so saving one overwrote the other's, which
+    stayed listed and then restored as damaged. Its files are left to the write that replaces them."""
+    path = lvl.image_path(name)
+    for key in [k for k in lvl.entries if k != name and k.casefold() == name.casefold()]:
+        try:
+            same = os.path.samefile(lvl.image_path(key), path)
+        except OSError:                  # either file missing: two files, two sessions
+            same = False
+        if same:
+            lvl.entries.pop(key)
+
+
 def _prefix_len(a: np.ndarray, b: np.ndarray) -> int:
     n = min(a.shape[0], b.shape[0])
     if n == 0:
@@ -506,6 +520,7 @@ class ConversationCache:
             raise MemoryError(adm.reason)
         lvl = self.sessions.ensure_open()
         with self._lock:
+            _forget_case_twins(lvl, name)
             e = lvl.write(name, "session", tokens, self.engine.snapshot_chunks(ctx), self.clock())
             lvl.add(e)
         return {"name": name, "n_tokens": e.n_tokens, "bytes": e.image_bytes, "floor": adm.floor}
