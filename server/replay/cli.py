@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         if args.timeline == "generate":
             reqs = generate(args.kind, args.hours, args.seed)
             if args.out == "-":
-                write_strata(reqs, "/dev/stdout")
+                write_strata(reqs, sys.stdout)
             else:
                 write_strata(reqs, args.out)
                 print(f"wrote {len(reqs)} requests of {len({r.conversation for r in reqs})} conversations "

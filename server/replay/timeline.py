@@ -15,12 +15,14 @@ conversation (its prompt followed by its output); 0 for a first turn or a change
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 MOONCAKE_BLOCK_TOKENS = 512
 
@@ -186,10 +188,12 @@ def build_requests(rows: Iterable[tuple[float, str, int, int, int]]) -> list[Req
     return out
 
 
-def write_strata(requests: Sequence[Request], path: str | Path) -> None:
-    """Write requests in Strata's timeline format (shared tokens against the conversation's previous turn)."""
+def write_strata(requests: Sequence[Request], path: str | Path | TextIO) -> None:
+    """Write requests in Strata's timeline format (shared tokens against the conversation's previous turn)
+    to a file, or to an open text stream (sys.stdout: Windows has no /dev/stdout), left open."""
     prev_full: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
-    with open(path, "w", encoding="utf-8") as fh:
+    opened = contextlib.nullcontext(path) if hasattr(path, "write") else open(path, "w", encoding="utf-8")
+    with opened as fh:
         for r in requests:
             shared = 0
             p = prev_full.get(r.conversation)
