@@ -30,8 +30,10 @@ def detect_gpu() -> tuple[str | None, int | None]:
     if exe is None:
         return None, None
     try:
+        # CREATE_NO_WINDOW (Windows): run from the app (no console), a console program opened a window
         out = subprocess.run([exe, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=5, check=True).stdout
+                             capture_output=True, text=True, timeout=5, check=True,
+                             creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0)).stdout
     except (OSError, subprocess.SubprocessError):
         return None, None
     return parse_nvidia_smi(out)
