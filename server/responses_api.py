@@ -105,10 +105,11 @@ def parse_input(body: dict) -> list[dict]:
             out.append({"role": "tool", "tool_call_id": str(item.get("call_id", "")),
                         "content": _text(item.get("output"), f"{where}.output")})
         elif kind == "reasoning":
-            parts = item.get("content") or item.get("summary") or []
-            thought = "".join(p.get("text", "") for p in parts if isinstance(p, dict)) if isinstance(parts, list) else ""
+            parts = item.get("content") or item.get("summary") or []     # the text, else its summary
+            parts = parts if isinstance(parts, list) else []
+            thought = "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
         elif kind in SKIPPED_ITEMS:
-            continue      # earlier reasoning and hosted tools' records: not what the model reads
+            continue      # hosted tools' records: not what the model reads
         elif kind == "item_reference":
             raise APIError(400, f"{where}: item references need stored responses, which this server does not "
                                 "keep; send the items themselves", param="input")
