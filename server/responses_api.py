@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 import uuid
 from typing import Any
 
 from aiohttp import web
+from strata.server import compaction
 from strata.server import fields as f
 from strata.server.errors import APIError
 from strata.server.jobrun import JobEvents, open_sse, send_sse
@@ -37,6 +39,8 @@ from strata.server.prompting import (
     split_tool_calls,
 )
 from strata.server.reasoning import ReasoningGate, split_reasoning, thinking_opened
+
+log = logging.getLogger("strata.server")
 
 ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 SKIPPED_ITEMS = ("web_search_call", "file_search_call", "image_generation_call")
@@ -64,8 +68,11 @@ def _call(item: dict, where: str, arguments: str) -> dict:
 
 
 def parse_input(body: dict) -> list[dict]:
-    """`instructions` and `input` as chat messages (system, user, assistant with tool_calls, tool)."""
+    """`instructions` and `input` as chat messages (system, user, assistant with tool_calls, tool); an
+    earlier compaction's summary goes into the system prompt (compaction.py); a final
+    `compaction_trigger` item is left for the caller (`wants_compaction`)."""
     out: list[dict] = []
+    summaries: list[str] = []
     instructions = f.get_str(body, "instructions")
     if instructions:
         out.append({"role": "system", "content": instructions})
@@ -104,6 +111,16 @@ def parse_input(body: dict) -> list[dict]:
         elif kind in ("function_call_output", "custom_tool_call_output"):
             out.append({"role": "tool", "tool_call_id": str(item.get("call_id", "")),
                         "content": _text(item.get("output"), f"{where}.output")})
+        elif kind == "compaction":
+            summary = compaction.unseal(item.get("encrypted_content"))
+            if summary is None:
+                log.warning("%s: a compaction item another server wrote (its content is opaque here): skipped",
+                            where)
+            else:
+                summaries.append(summary)
+        elif kind == "compaction_trigger":
+            if where != f"input[{len(items) - 1}]":
+                raise APIError(400, f"{where}: a compaction_trigger must be the last input item", param="input")
         elif kind == "reasoning":
             parts = item.get("content") or item.get("summary") or []     # the text, else its summary
             parts = parts if isinstance(parts, list) else []
@@ -115,11 +132,17 @@ def parse_input(body: dict) -> list[dict]:
                                 "keep; send the items themselves", param="input")
         else:
             raise APIError(400, f"{where}.type {kind!r} is not supported (message, function_call, "
-                                "function_call_output, custom_tool_call, custom_tool_call_output, reasoning)",
-                           param="input")
+                                "function_call_output, custom_tool_call, custom_tool_call_output, reasoning, "
+                                "compaction, compaction_trigger)", param="input")
     if not any(m["role"] != "system" for m in out):
         raise APIError(400, "'input' has no user, assistant or tool item", param="input")
-    return out
+    return compaction.with_summaries(out, summaries)
+
+
+def wants_compaction(body: dict) -> bool:
+    items = body.get("input")
+    return isinstance(items, list) and bool(items) and isinstance(items[-1], dict) and \
+        items[-1].get("type") == "compaction_trigger"
 
 
 def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
@@ -168,6 +191,8 @@ async def responses(request: web.Request) -> web.StreamResponse:
         raise APIError(400, "'background' is not supported", param="background")
     messages = parse_input(body)
     tools, custom = parse_tools(body)
+    if wants_compaction(body):
+        return await _compaction_turn(request, state, body, messages, tools, custom)
     tokens = await render_chat_async(state.engine, messages, tools)
     check_fits(len(tokens), state.engine.context_capacity(0))
     job = Job(api="responses", prompt=tokens,
@@ -183,6 +208,45 @@ async def responses(request: web.Request) -> web.StreamResponse:
     if completion.finish_reason == "cancelled" and completion.error:      # the server is stopping
         raise APIError(503, completion.error, headers={"Retry-After": "5"})
     return web.json_response(shape.response(completion, shape.output(completion)))
+
+
+async def compact(request: web.Request) -> web.Response:
+    """`POST /v1/responses/compact`: the request's user messages, then one compaction item holding the
+    model's summary of the whole input (OpenAI's compacted response)."""
+    state = ready_state(request)
+    body = await f.read_json_object(request)
+    f.get_str(body, "model")
+    if body.get("previous_response_id") is not None:
+        raise APIError(400, "'previous_response_id' is not supported: this server keeps no responses; send the "
+                            "whole conversation in 'input'", param="previous_response_id")
+    messages = parse_input(body)
+    tools, _ = parse_tools(body)
+    summary, c = await compaction.summarize(request, state, messages, tools, _conversation(body, messages),
+                                            f.get_max_tokens(body, ("max_output_tokens",), None))
+    shape = _Shape(body, body.get("model") or state.model_name, False, set())
+    return web.json_response({"id": shape.id, "object": "response.compaction", "created_at": shape.created,
+                              "output": compaction.user_items(body.get("input")) + [compaction.compaction_item(summary)],
+                              "usage": shape.response(c, [])["usage"], "timings": c.timings})
+
+
+async def _compaction_turn(request: web.Request, state: Any, body: dict, messages: list[dict],
+                           tools: list[dict] | None, custom: set[str]) -> web.StreamResponse:
+    """A `/v1/responses` input ending in `compaction_trigger`: a response whose output is one compaction
+    item (Codex's remote compaction), streamed or not."""
+    summary, c = await compaction.summarize(request, state, messages, tools, _conversation(body, messages),
+                                            f.get_max_tokens(body, ("max_output_tokens",), None))
+    shape = _Shape(body, body.get("model") or state.model_name, tools is not None, custom)
+    item = compaction.compaction_item(summary)
+    done = shape.response(c, [item], "completed")
+    if not f.get_bool(body, "stream"):
+        return web.json_response(done)
+    out = _Events(await open_sse(request))
+    await out.send("response.created", response=shape.response(None, []))
+    await out.send("response.in_progress", response=shape.response(None, []))
+    await out.send("response.output_item.added", output_index=0, item=item)
+    await out.send("response.output_item.done", output_index=0, item=item)
+    await out.send("response.completed", response=done)
+    return out.resp
 
 
 def _conversation(body: dict, messages: list[dict]) -> str:

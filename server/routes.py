@@ -19,6 +19,8 @@ def add_routes(app: web.Application) -> None:
         web.post("/v1/completions", openai_api.completions),
         web.post("/completions", openai_api.completions),
         web.post("/v1/responses", responses_api.responses),
+        web.post("/v1/responses/compact", responses_api.compact),
+        web.post("/responses/compact", responses_api.compact),
         web.post("/responses", responses_api.responses),
         web.post("/v1/messages", anthropic_api.messages),
         web.post("/v1/messages/count_tokens", anthropic_api.count_tokens),

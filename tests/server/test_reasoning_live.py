@@ -11,16 +11,16 @@ import openai
 import pytest
 
 from tests.fixtures.bpe_vocab import CHATML_TEMPLATE
+from tests.server.conftest import SCRIPT_ANSWER as ANSWER
+from tests.server.conftest import SCRIPT_THOUGHT as THOUGHT
 from tests.server.live import LiveServer
 
-THOUGHT, ANSWER = "Plan it", "Warm"
 THINKING_TEMPLATE = (   # as Qwen3's: earlier reasoning written back, the generation prompt opens <think>
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' }}"
     "{% if message.reasoning_content %}{{ '<think>\\n' + message.reasoning_content + '\\n</think>\\n\\n' }}"
     "{% endif %}{{ message['content'] + '<|im_end|>\\n' }}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n<think>\\n' }}{% endif %}"
 )
-THINK_TOKENS = ("<think>", "</think>")
 
 
 def clients(server) -> tuple[openai.OpenAI, anthropic.Anthropic]:
@@ -29,15 +29,8 @@ def clients(server) -> tuple[openai.OpenAI, anthropic.Anthropic]:
 
 
 @pytest.fixture(scope="module")
-def scripted(tiny_model_factory):
-    """A real tiny model that always answers "<think>Plan it</think>Warm" (tiny_gguf's `script`)."""
-    from strata.engine import Engine
-
-    plain = tiny_model_factory(ctx_len=2048, n_vocab=512, seed=3, added_tokens=THINK_TOKENS)
-    ids = Engine(str(plain), n_ctx=64, n_threads=1).tokenize(f"\n<think>{THOUGHT}</think>{ANSWER}", special=True)
-    model = tiny_model_factory(ctx_len=2048, n_vocab=512, seed=3, added_tokens=THINK_TOKENS,
-                               script=tuple(ids) + (2,))     # then <|im_end|>
-    with LiveServer(model=str(model), ctx=2048, batch=2, threads=1, conversation_cache_mib=0) as s:
+def scripted(scripted_model):
+    with LiveServer(model=str(scripted_model), ctx=2048, batch=2, threads=1, conversation_cache_mib=0) as s:
         yield clients(s)
 
 

@@ -1,0 +1,97 @@
+"""Compaction for the Responses API: what Codex asks for when its context fills up, either through
+`POST /v1/responses/compact` or with a `compaction_trigger` item ending a `/v1/responses` input. The
+model writes a summary of the conversation; it goes back to the client inside a `compaction` item whose
+`encrypted_content` is opaque to the client (here: the summary's text, marked and base64-encoded), and
+when that item comes back in a later input the summary is read out and given to the model in the
+system prompt.
+
+Not here: parsing the other input items or shaping responses (responses_api.py), scheduling.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from typing import Any
+
+from strata.engine.sampling import SamplingParams
+from strata.server.errors import APIError
+from strata.server.jobrun import JobEvents
+from strata.server.jobs import Completion, Job
+from strata.server.prompting import check_fits, render_chat_async, split_tool_calls
+from strata.server.reasoning import split_reasoning, thinking_opened
+
+SEAL = "strata-summary-v1:"
+SUMMARY_MAX_TOKENS = 2048   # a summary longer than this defeats its purpose
+SUMMARY_REQUEST = (
+    "The conversation above is about to be compacted: it will continue from your summary alone. Write a "
+    "concise summary of everything needed to go on with the work: the user's goals and requests, "
+    "decisions made, files and code touched (paths and names), commands run and what they showed, errors "
+    "met, and what remains to do. Write only the summary."
+)
+SUMMARY_HEADER = "Summary of the conversation before it was compacted:\n"
+
+
+def seal(summary: str) -> str:
+    return SEAL + base64.urlsafe_b64encode(summary.encode("utf-8")).decode("ascii")
+
+
+def unseal(content: Any) -> str | None:
+    """The summary in a compaction item this server wrote; None for anything else (another server's)."""
+    if not isinstance(content, str) or not content.startswith(SEAL):
+        return None
+    try:
+        return base64.urlsafe_b64decode(content[len(SEAL):].encode("ascii")).decode("utf-8")
+    except (binascii.Error, UnicodeError, ValueError):
+        return None
+
+
+def compaction_item(summary: str) -> dict:
+    return {"type": "compaction", "id": f"cmp_{uuid.uuid4().hex}", "encrypted_content": seal(summary)}
+
+
+def with_summaries(messages: list[dict], summaries: list[str]) -> list[dict]:
+    """The chat messages with earlier compactions' summaries at the end of the system prompt (the one
+    place every template takes a block of text, whatever turn order it insists on)."""
+    if not summaries:
+        return messages
+    text = SUMMARY_HEADER + "\n\n".join(summaries)
+    if messages and messages[0]["role"] == "system":
+        return [{**messages[0], "content": messages[0]["content"] + "\n\n" + text}] + messages[1:]
+    return [{"role": "system", "content": text}] + messages
+
+
+def user_items(body_input: Any) -> list[dict]:
+    """The user messages of a compact request's input, as output items (a compacted response keeps
+    them, followed by the compaction item)."""
+    if isinstance(body_input, str):
+        texts = [body_input]
+    else:
+        texts = []
+        for item in body_input or []:
+            if isinstance(item, dict) and item.get("role") == "user" and item.get("type", "message") == "message":
+                content = item.get("content")
+                texts.append(content if isinstance(content, str) else "".join(
+                    str(p.get("text", "")) for p in content or [] if isinstance(p, dict)))
+    return [{"type": "message", "id": f"msg_{uuid.uuid4().hex}", "status": "completed", "role": "user",
+             "content": [{"type": "input_text", "text": t}]} for t in texts]
+
+
+async def summarize(request: Any, state: Any, messages: list[dict], tools: list[dict] | None,
+                    conversation: str, max_tokens: int | None) -> tuple[str, Completion]:
+    """The model's summary of `messages` (greedy; the conversation's own tools kept in the prompt so that
+    its history is reused from its slot), and the generation's completion (usage, timings)."""
+    prompt = messages + [{"role": "user", "content": SUMMARY_REQUEST}]
+    tokens = await render_chat_async(state.engine, prompt, tools)
+    check_fits(len(tokens), state.engine.context_capacity(0))
+    job = Job(api="responses", prompt=tokens, max_tokens=min(max_tokens or SUMMARY_MAX_TOKENS, SUMMARY_MAX_TOKENS),
+              sampling=SamplingParams(), stop=(), conversation=conversation)
+    completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
+    if completion.finish_reason == "error":
+        raise APIError(500, completion.error or "the summary could not be written")
+    if completion.finish_reason == "cancelled" and completion.error:
+        raise APIError(503, completion.error, headers={"Retry-After": "5"})
+    _, answer = split_reasoning(completion.text, thinking_opened(state.engine, tokens))
+    content, _ = split_tool_calls(answer, tools is not None)
+    return content.strip() or "(the model wrote no summary)", completion
