@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 from strata.server import fields as f
 from strata.server.errors import APIError
-from strata.server.jobrun import JobEvents, open_sse, send_sse
+from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
 from strata.server.openai_api import parse_sampling, ready_state
 from strata.server.prompting import (
@@ -218,10 +218,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     if f.get_bool(body, "stream"):
         return await _stream(request, state, job, model, mid, bool(tools), opened)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
-    if completion.finish_reason == "error":
-        raise APIError(500, completion.error or "generation failed")
-    if completion.finish_reason == "cancelled" and completion.error:      # the server is stopping
-        raise APIError(503, completion.error, headers={"Retry-After": "5"})
+    raise_if_failed(completion)
     return web.json_response(message_response(completion, model, mid, bool(tools), opened))
 
 
@@ -336,7 +333,7 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
                 await send(thinking.feed(payload))
             elif kind == "done":
                 c: Completion = payload
-                if c.finish_reason == "error" or (c.finish_reason == "cancelled" and c.error):
+                if failed(c):
                     await send_sse(resp, {"type": "error", "error": {"type": "api_error",
                                                                      "message": c.error or "generation failed"}},
                                    "error")

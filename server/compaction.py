@@ -16,8 +16,7 @@ import uuid
 from typing import Any
 
 from strata.engine.sampling import SamplingParams
-from strata.server.errors import APIError
-from strata.server.jobrun import JobEvents
+from strata.server.jobrun import JobEvents, raise_if_failed
 from strata.server.jobs import Completion, Job
 from strata.server.prompting import check_fits, render_chat_async, split_tool_calls
 from strata.server.reasoning import split_reasoning, thinking_opened
@@ -88,10 +87,7 @@ async def summarize(request: Any, state: Any, messages: list[dict], tools: list[
     job = Job(api="responses", prompt=tokens, max_tokens=min(max_tokens or SUMMARY_MAX_TOKENS, SUMMARY_MAX_TOKENS),
               sampling=SamplingParams(), stop=(), conversation=conversation)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
-    if completion.finish_reason == "error":
-        raise APIError(500, completion.error or "the summary could not be written")
-    if completion.finish_reason == "cancelled" and completion.error:
-        raise APIError(503, completion.error, headers={"Retry-After": "5"})
+    raise_if_failed(completion)
     _, answer = split_reasoning(completion.text, thinking_opened(state.engine, tokens))
     content, _ = split_tool_calls(answer, tools is not None)
     return content.strip() or "(the model wrote no summary)", completion

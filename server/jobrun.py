@@ -11,7 +11,8 @@ import json
 from typing import Any
 
 from aiohttp import web
-from strata.server.jobs import Job
+from strata.server.errors import APIError
+from strata.server.jobs import Completion, Job
 
 CLIENT_CHECK_S = 0.25
 
@@ -73,6 +74,20 @@ class JobEvents:
         finally:
             self.close()
         raise RuntimeError("job ended without a completion")
+
+
+def failed(c: Completion) -> bool:
+    """An error, or a request cut off by the server stopping (cancelled with a reason): a stream must not
+    end such an answer as a normal one, or the client takes the cut text as complete."""
+    return c.finish_reason == "error" or (c.finish_reason == "cancelled" and bool(c.error))
+
+
+def raise_if_failed(c: Completion) -> None:
+    """For an answer not streamed: 500 for an error, 503 (retry) when the server was stopping."""
+    if c.finish_reason == "error":
+        raise APIError(500, c.error or "generation failed")
+    if c.finish_reason == "cancelled" and c.error:
+        raise APIError(503, c.error, headers={"Retry-After": "5"})
 
 
 async def open_sse(request: web.Request) -> web.StreamResponse:

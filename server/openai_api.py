@@ -15,7 +15,7 @@ from aiohttp import web
 from strata.engine.sampling import SamplingParams
 from strata.server import fields as f
 from strata.server.errors import APIError
-from strata.server.jobrun import JobEvents, open_sse, send_sse
+from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
 from strata.server.keys import STATE, ServerState
 from strata.server.prompting import (
@@ -192,7 +192,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return await _stream_chat(request, state, job, model, bool(tools),
                                   bool(isinstance(opts, dict) and opts.get("include_usage")), opened)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
-    _raise_if_failed(completion)
+    raise_if_failed(completion)
     return web.json_response(chat_response(completion, model, bool(tools), opened))
 
 
@@ -241,7 +241,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
                     resp = await open_sse(request)
                 if kind == "text":
                     await send_sse(resp, _cmpl_chunk(cid, model, payload, None))
-                elif kind == "done" and _failed(payload):
+                elif kind == "done" and failed(payload):
                     await send_sse(resp, {"error": {"message": payload.error or "generation failed",
                                                     "type": "server_error"}})
                 elif kind == "done":
@@ -254,7 +254,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
             events.close()
         return resp if resp is not None else web.Response(status=499)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
-    _raise_if_failed(completion)
+    raise_if_failed(completion)
     return web.json_response({
         "id": cid, "object": "text_completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "text": completion.text, "finish_reason": _finish_reason(completion),
@@ -293,19 +293,6 @@ def usage(c: Completion) -> dict:
 
 def _finish_reason(c: Completion) -> str:
     return "length" if c.finish_reason == "length" else "stop"
-
-
-def _failed(c: Completion) -> bool:
-    """An error, or a request cut off by the server stopping (cancelled with a reason): a stream must not
-    end such an answer with a normal finish_reason, or the client takes the cut text as complete."""
-    return c.finish_reason == "error" or (c.finish_reason == "cancelled" and bool(c.error))
-
-
-def _raise_if_failed(c: Completion) -> None:
-    if c.finish_reason == "error":
-        raise APIError(500, c.error or "generation failed")
-    if c.finish_reason == "cancelled" and c.error:
-        raise APIError(503, c.error, headers={"Retry-After": "5"})
 
 
 def _tool_calls(calls: list[dict]) -> list[dict]:
@@ -379,7 +366,7 @@ async def _stream_chat(request: web.Request, state: ServerState, job: Job, model
                 await send(thinking.feed(payload))
             elif kind == "done":
                 c: Completion = payload
-                if _failed(c):
+                if failed(c):
                     await send_sse(resp, {"error": {"message": c.error or "generation failed",
                                                     "type": "server_error"}})
                     break

@@ -27,7 +27,7 @@ from aiohttp import web
 from strata.server import compaction
 from strata.server import fields as f
 from strata.server.errors import APIError
-from strata.server.jobrun import JobEvents, open_sse, send_sse
+from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
 from strata.server.openai_api import parse_sampling, ready_state
 from strata.server.prompting import (
@@ -180,7 +180,8 @@ def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
 
 # ----- the handler -----
 
-async def responses(request: web.Request) -> web.StreamResponse:
+async def _read_request(request: web.Request) -> tuple[Any, dict]:
+    """(server state, body) of a Responses request, with the fields this stateless server refuses."""
     state = ready_state(request)
     body = await f.read_json_object(request)
     f.get_str(body, "model")
@@ -189,6 +190,11 @@ async def responses(request: web.Request) -> web.StreamResponse:
                             "whole conversation in 'input'", param="previous_response_id")
     if body.get("background"):
         raise APIError(400, "'background' is not supported", param="background")
+    return state, body
+
+
+async def responses(request: web.Request) -> web.StreamResponse:
+    state, body = await _read_request(request)
     messages = parse_input(body)
     tools, custom = parse_tools(body)
     if wants_compaction(body):
@@ -203,22 +209,14 @@ async def responses(request: web.Request) -> web.StreamResponse:
     if f.get_bool(body, "stream"):
         return await _stream(request, state, job, shape)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
-    if completion.finish_reason == "error":
-        raise APIError(500, completion.error or "generation failed")
-    if completion.finish_reason == "cancelled" and completion.error:      # the server is stopping
-        raise APIError(503, completion.error, headers={"Retry-After": "5"})
+    raise_if_failed(completion)
     return web.json_response(shape.response(completion, shape.output(completion)))
 
 
 async def compact(request: web.Request) -> web.Response:
     """`POST /v1/responses/compact`: the request's user messages, then one compaction item holding the
     model's summary of the whole input (OpenAI's compacted response)."""
-    state = ready_state(request)
-    body = await f.read_json_object(request)
-    f.get_str(body, "model")
-    if body.get("previous_response_id") is not None:
-        raise APIError(400, "'previous_response_id' is not supported: this server keeps no responses; send the "
-                            "whole conversation in 'input'", param="previous_response_id")
+    state, body = await _read_request(request)
     messages = parse_input(body)
     tools, _ = parse_tools(body)
     summary, c = await compaction.summarize(request, state, messages, tools, _conversation(body, messages),
@@ -419,10 +417,10 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> 
                 await send(thinking.feed(payload))
             elif kind == "done":
                 c: Completion = payload
-                if c.finish_reason == "error" or (c.finish_reason == "cancelled" and c.error):
-                    failed = shape.response(c, items, "failed")
-                    failed["error"] = {"code": "server_error", "message": c.error or "generation failed"}
-                    await out.send("response.failed", response=failed)
+                if failed(c):
+                    broken = shape.response(c, items, "failed")
+                    broken["error"] = {"code": "server_error", "message": c.error or "generation failed"}
+                    await out.send("response.failed", response=broken)
                     break
                 await send(thinking.finish())
                 answer = split_reasoning(c.text, shape.opened)[1]
