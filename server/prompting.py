@@ -27,12 +27,37 @@ async def render_chat_async(engine: Any, messages: list[dict], tools: list[dict]
 
 def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None, prefill: str = "") -> list[int]:
     """Token ids of the chat prompt with the generation prompt appended, then `prefill` (the start of the
-    answer the client wrote: the model continues it)."""
+    answer the client wrote: the model continues it). A template that refuses the messages' shape (some
+    insist on one leading system message and alternating turns, which agents do not keep) renders them
+    again in that shape (`alternating`); the messages as sent stay first, so that a template that takes
+    them renders exactly what the client sent."""
     try:
         text = engine.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True)
     except (ValueError, TypeError, KeyError) as e:
-        raise APIError(400, f"the model's chat template could not render these messages: {e}") from None
+        strict = alternating(messages)
+        try:
+            if strict == messages:
+                raise
+            text = engine.apply_chat_template(strict, tools=tools or None, add_generation_prompt=True)
+        except (ValueError, TypeError, KeyError):
+            raise APIError(400, f"the model's chat template could not render these messages: {e}") from None
     return list(engine.tokenize(text + prefill, special=True))
+
+
+def alternating(messages: list[dict]) -> list[dict]:
+    """The messages in the shape strict templates want: system messages after the first turn become user
+    messages, and consecutive system or user messages are joined by a blank line (tool results and
+    assistant turns stay as they are)."""
+    out: list[dict] = []
+    for m in messages:
+        if m["role"] == "system" and any(x["role"] != "system" for x in out):
+            m = {**m, "role": "user"}
+        last = out[-1] if out else None
+        if last is not None and m["role"] == last["role"] and m["role"] in ("system", "user"):
+            out[-1] = {**last, "content": f"{last['content']}\n\n{m['content']}"}
+        else:
+            out.append(m)
+    return out
 
 
 def split_prefill(messages: list[dict]) -> tuple[list[dict], str]:

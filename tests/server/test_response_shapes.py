@@ -9,6 +9,7 @@ import json
 
 import anthropic.types
 import openai.types.chat
+import pytest
 from strata.server.anthropic_api import message_response
 from strata.server.jobs import Completion
 from strata.server.openai_api import chat_response
@@ -105,3 +106,41 @@ def test_tool_gate_streams_a_code_fence_of_another_language():
     streamed, rest, calls = gate_run(["[TOOL_", 'CALLS] [{"name": "f", "arguments": {}}]'])
     assert streamed == "" and calls == [{"name": "f", "arguments": "{}"}]
     assert gate_run(["`code` ", "spans stream"]) == ("`code` spans stream", "", [])
+
+
+STRICT_TEMPLATE = (   # as Mistral's: one leading system prompt, then strictly user / assistant turns
+    "{% if messages[0]['role'] == 'system' %}{% set sys = messages[0]['content'] %}{% set msgs = messages[1:] %}"
+    "{% else %}{% set sys = '' %}{% set msgs = messages %}{% endif %}"
+    "{% for message in msgs %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+    "{% if message['role'] == 'user' %}{{ '[INST] ' + (sys + '\\n\\n' if loop.first and sys else '') + "
+    "message['content'] + ' [/INST]' }}{% else %}{{ message['content'] + '<|im_end|>' }}{% endif %}{% endfor %}"
+)
+
+
+def test_a_strict_template_gets_agents_messages_in_its_shape(tiny_model_factory):
+    """Agents send two system prompts (instructions, then developer notes) and consecutive user messages;
+    a template that insists on alternating turns renders them joined instead of refusing the request,
+    and messages it takes as they are render unchanged."""
+    import openai
+    from strata.server.prompting import alternating
+
+    from tests.server.live import LiveServer
+
+    model = tiny_model_factory(ctx_len=2048, n_vocab=512, seed=3, chat_template=STRICT_TEMPLATE)
+    agent = [{"role": "system", "content": "You are Codex."}, {"role": "system", "content": "Sandbox: on."},
+             {"role": "user", "content": "<environment>"}, {"role": "user", "content": "fix the build"}]
+    joined = [{"role": "system", "content": "You are Codex.\n\nSandbox: on."},
+              {"role": "user", "content": "<environment>\n\nfix the build"}]
+    assert alternating(agent) == joined
+    assert alternating(joined) == joined
+    mid = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "system", "content": "c"}]
+    assert alternating(mid)[2] == {"role": "user", "content": "c"}
+    with LiveServer(model=str(model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0) as s:
+        oai = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0)
+        as_sent = oai.chat.completions.create(model="m", messages=agent, max_tokens=1)
+        as_joined = oai.chat.completions.create(model="m", messages=joined, max_tokens=1)
+        assert as_sent.usage.prompt_tokens == as_joined.usage.prompt_tokens
+        with pytest.raises(openai.BadRequestError, match="roles must alternate"):
+            oai.chat.completions.create(model="m", messages=[{"role": "assistant", "content": "x"},
+                                                             {"role": "assistant", "content": "y"}], max_tokens=1)
