@@ -61,20 +61,11 @@ def with_summaries(messages: list[dict], summaries: list[str]) -> list[dict]:
     return [{"role": "system", "content": text}] + messages
 
 
-def user_items(body_input: Any) -> list[dict]:
-    """The user messages of a compact request's input, as output items (a compacted response keeps
-    them, followed by the compaction item)."""
-    if isinstance(body_input, str):
-        texts = [body_input]
-    else:
-        texts = []
-        for item in body_input or []:
-            if isinstance(item, dict) and item.get("role") == "user" and item.get("type", "message") == "message":
-                content = item.get("content")
-                texts.append(content if isinstance(content, str) else "".join(
-                    str(p.get("text", "")) for p in content or [] if isinstance(p, dict)))
+def user_items(messages: list[dict]) -> list[dict]:
+    """The user messages of a compact request (its input as parsed chat messages), as output items: a
+    compacted response keeps them, followed by the compaction item."""
     return [{"type": "message", "id": f"msg_{uuid.uuid4().hex}", "status": "completed", "role": "user",
-             "content": [{"type": "input_text", "text": t}]} for t in texts]
+             "content": [{"type": "input_text", "text": m["content"]}]} for m in messages if m["role"] == "user"]
 
 
 async def summarize(request: Any, state: Any, messages: list[dict], tools: list[dict] | None,

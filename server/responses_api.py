@@ -223,7 +223,7 @@ async def compact(request: web.Request) -> web.Response:
                                             f.get_max_tokens(body, ("max_output_tokens",), None))
     shape = _Shape(body, body.get("model") or state.model_name, False, set())
     return web.json_response({"id": shape.id, "object": "response.compaction", "created_at": shape.created,
-                              "output": compaction.user_items(body.get("input")) + [compaction.compaction_item(summary)],
+                              "output": compaction.user_items(messages) + [compaction.compaction_item(summary)],
                               "usage": shape.response(c, [])["usage"], "timings": c.timings})
 
 

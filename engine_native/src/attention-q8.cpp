@@ -239,6 +239,24 @@ void group_scores_q8(const uint8_t* k, size_t tile_bytes, int64_t g, const q8_qu
     }
 }
 
+// The value chains of NQ queries over NB blocks, (NQ, 2 * NB) vectors of 16, to and from acc_mem
+// (NQ, NB * 32) floats: a span's chains continue exactly where the last one stored them.
+template <int NQ, int NB>
+inline void load_chains(const float* acc_mem, v16 (&acc)[NQ][2 * NB]) {
+    STRATA_Q8_UNROLL
+    for (int i = 0; i < NQ; i++)
+        STRATA_Q8_UNROLL
+        for (int c = 0; c < 2 * NB; c++) acc[i][c] = v16_load(acc_mem + (i * 2 * NB + c) * 16);
+}
+
+template <int NQ, int NB>
+inline void store_chains(const v16 (&acc)[NQ][2 * NB], float* acc_mem) {
+    STRATA_Q8_UNROLL
+    for (int i = 0; i < NQ; i++)
+        STRATA_Q8_UNROLL
+        for (int c = 0; c < 2 * NB; c++) v16_store(acc_mem + (i * 2 * NB + c) * 16, acc[i][c]);
+}
+
 // The values' chains of NQ query vectors (p: their weights, rows n_pad apart) over NB blocks of V rows
 // [t0, t1) (first: the kv head's byte offset in a row), continued from acc_mem (NQ, NB * 32) and stored
 // back exactly, rows prefetched up to pf_end (each query's causal tail, NQ = 1).
@@ -246,10 +264,7 @@ template <int NQ, int NB>
 void group_values_q8_block(const uint8_t* v, size_t row_bytes, size_t first, const float* p, int64_t n_pad,
                            int64_t t0, int64_t t1, int64_t pf_end, float* acc_mem) {
     v16 acc[NQ][2 * NB];
-    STRATA_Q8_UNROLL
-    for (int i = 0; i < NQ; i++)
-        STRATA_Q8_UNROLL
-        for (int c = 0; c < 2 * NB; c++) acc[i][c] = v16_load(acc_mem + (i * 2 * NB + c) * 16);
+    load_chains<NQ, NB>(acc_mem, acc);
     for (int64_t t = t0; t < t1; t++) {
         const uint8_t* row = v + size_t(t) * row_bytes + first;
         if (t + k_prefetch_rows < pf_end) prefetch_bytes(row + k_prefetch_rows * row_bytes, NB * k_q8_block);
@@ -266,10 +281,7 @@ void group_values_q8_block(const uint8_t* v, size_t row_bytes, size_t first, con
             }
         }
     }
-    STRATA_Q8_UNROLL
-    for (int i = 0; i < NQ; i++)
-        STRATA_Q8_UNROLL
-        for (int c = 0; c < 2 * NB; c++) v16_store(acc_mem + (i * 2 * NB + c) * 16, acc[i][c]);
+    store_chains<NQ, NB>(acc, acc_mem);
 }
 
 // The same chains over a span of V rows widened once for the whole group: xs (n_t, NB * 32) the quants
@@ -286,10 +298,7 @@ void group_values_q8_wide(const float* xs, const float* ds, int64_t n_t, const f
             for (int64_t t = 0; t < n_t; t++) wb[t] = pi[t] * db[t];
         }
     v16 acc[NQ][2 * NB];
-    STRATA_Q8_UNROLL
-    for (int i = 0; i < NQ; i++)
-        STRATA_Q8_UNROLL
-        for (int c = 0; c < 2 * NB; c++) acc[i][c] = v16_load(acc_mem + (i * 2 * NB + c) * 16);
+    load_chains<NQ, NB>(acc_mem, acc);
     for (int64_t t = 0; t < n_t; t++) {
         const float* row = xs + t * NB * k_qk;
         STRATA_Q8_UNROLL
@@ -303,10 +312,7 @@ void group_values_q8_wide(const float* xs, const float* ds, int64_t n_t, const f
             }
         }
     }
-    STRATA_Q8_UNROLL
-    for (int i = 0; i < NQ; i++)
-        STRATA_Q8_UNROLL
-        for (int c = 0; c < 2 * NB; c++) v16_store(acc_mem + (i * 2 * NB + c) * 16, acc[i][c]);
+    store_chains<NQ, NB>(acc, acc_mem);
 }
 
 template <int NQ, int NB>
