@@ -70,6 +70,12 @@ def model_identity(path, data_offset: int) -> str:
     return h.hexdigest()
 
 
+def _expert_count(metadata: dict) -> int:
+    """A GGUF's experts per layer from its metadata (0 for a dense model or an unreadable value)."""
+    value = metadata.get(f"{metadata.get('general.architecture')}.expert_count", 0)
+    return value if isinstance(value, int) else 0
+
+
 def _positive_int(name: str, value, *, allow_zero: bool = False) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise ValueError(f"{name} must be an integer, got {value!r}")
@@ -97,9 +103,11 @@ class Engine:
             raise ValueError(f"kv_type must be one of {KV_TYPES}, got {kv_type!r}")
         from strata.engine.gpu import resolve_backend
 
-        backend = resolve_backend(backend)  # "cpu" or "cuda"; ValueError naming why cuda cannot run
+        requested, backend = backend, resolve_backend(backend)  # "cpu" or "cuda"; ValueError naming why cuda cannot run
         self.model_path = os.fspath(model_path)
         self._gguf = GGUFFile(self.model_path)
+        if backend == "cuda" and requested == "auto" and _expert_count(self._gguf.metadata):
+            backend = "cpu"   # the CUDA backend has no expert kernels; "cuda" asked outright is refused by name
         self._native = _engine.Engine(self.model_path, n_ctx=n_ctx, n_slots=n_slots, n_groups=n_groups,
                                       slot_ctx=slot_ctx, n_threads=n_threads, kv_type=kv_type,
                                       max_chunk=_positive_int("max_chunk", max_chunk),
@@ -113,6 +121,8 @@ class Engine:
         self.n_head: int = hp["n_head"]
         self.n_head_kv: int = hp["n_head_kv"]
         self.head_dim: int = hp["head_dim"]
+        self.n_expert: int = hp["n_expert"]            # 0: a dense model
+        self.n_expert_used: int = hp["n_expert_used"]
         self.n_ctx = n_ctx
         self.n_contexts: int = self._native.n_contexts
         self.n_slots = n_slots

@@ -71,6 +71,9 @@ void register_engine_bindings(py::module_& m) {
             d["n_head_kv"] = h.n_head_kv;
             d["head_dim"] = h.head_dim;
             d["n_ff"] = h.n_ff;
+            d["n_expert"] = h.n_expert;             // 0: a dense FFN
+            d["n_expert_used"] = h.n_expert_used;
+            d["n_ff_exp"] = h.n_ff_exp;
             d["n_rot"] = h.n_rot;
             d["rope_freq_base"] = h.rope_freq_base;
             d["rms_eps"] = h.rms_eps;

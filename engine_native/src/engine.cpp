@@ -89,6 +89,10 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     if (!on_gpu && params_.backend != "cpu") {
         throw engine_error("unknown backend '" + params_.backend + "' (use cpu or cuda)");
     }
+    if (on_gpu && h.moe()) {
+        throw engine_error("backend 'cuda': models with experts (" + h.arch + ", " + std::to_string(h.n_expert) +
+                           " experts) run on the CPU backend only (use backend cpu)");
+    }
 #ifndef STRATA_WITH_CUDA
     if (on_gpu) throw engine_error("backend 'cuda': this build has no CUDA backend (rebuild with -Ccmake.define.STRATA_CUDA=ON)");
 #endif
@@ -115,11 +119,18 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     }
     max_rows_ = std::max<int64_t>(params_.max_chunk, n_ctx_total);
     const int64_t R = max_rows_;
-    const int64_t wide = std::max({h.n_embd, h.q_dim(), h.n_ff});
+    const int64_t dense_ff = h.moe() ? 0 : h.n_ff;   // a MoE model's FFN has buffers of its own (below)
+    const int64_t wide = std::max({h.n_embd, h.q_dim(), dense_ff});
     auto fbuf = [&](int64_t n) { return arena_->add(sizeof(float) * size_t(n)); };
     size_t hx = fbuf(R * h.n_embd), hxn = fbuf(R * std::max(h.n_embd, h.q_dim())), hq = fbuf(R * h.q_dim());
-    size_t hk = fbuf(R * h.kv_dim()), hv = fbuf(R * h.kv_dim()), hg = fbuf(R * h.n_ff), hu = fbuf(R * h.n_ff);
+    size_t hk = fbuf(R * h.kv_dim()), hv = fbuf(R * h.kv_dim()), hg = fbuf(R * dense_ff), hu = fbuf(R * dense_ff);
     size_t ho = fbuf(R * h.n_embd);
+    const int64_t pairs = R * h.n_expert_used;   // 0 without experts: the handles below stay empty
+    size_t hrouter = fbuf(R * h.n_expert), hmg = fbuf(pairs * h.n_ff_exp), hmu = fbuf(pairs * h.n_ff_exp);
+    size_t hmo = fbuf(pairs * h.n_embd);
+    moe_xq_row_bytes_ = h.moe() ? (sizeof(float) * size_t(std::max(h.n_embd, h.n_ff_exp)) + 127) / 64 * 64 : 0;
+    size_t hmxq[2];
+    for (auto& hh : hmxq) hh = arena_->add(moe_xq_row_bytes_ * size_t(pairs));
     // f32 activations (4 bytes/element) are the widest format; Q8_0/Q8_1/Q8_K and the packed
     // products' prepared rows (40 bytes per 32 elements) all take less
     xq_bytes_ = (sizeof(float) * size_t(wide) + 127) / 64 * 64;
@@ -143,6 +154,10 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     auto fp = [&](size_t hh) { return reinterpret_cast<float*>(arena_->ptr(hh)); };
     x_ = fp(hx); xn_ = fp(hxn); q_ = fp(hq); kbuf_ = fp(hk); vbuf_ = fp(hv); gate_ = fp(hg); up_ = fp(hu);
     out_ = fp(ho);
+    if (h.moe()) {
+        router_ = fp(hrouter); moe_gate_ = fp(hmg); moe_up_ = fp(hmu); moe_out_ = fp(hmo);
+        for (int i = 0; i < 2; i++) moe_xq_[i] = arena_->ptr(hmxq[i]);
+    }
     for (int i = 0; i < 3; i++) xq_[i] = arena_->ptr(hxq[i]);
     att_scratch_ = fp(hatt);
     rope_ = fp(hrope);

@@ -130,6 +130,22 @@ class engine {
     };
     // y = x @ W^T for each job: x (n_rows, n_cols) quantized once per activation type, one dispatch.
     void matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initializer_list<matmul_job> jobs);
+    // Output rows [r0, r1) of one product: y[t * w.n_rows + r] = dot(W[r], xq row t), t < n_act.
+    struct product_unit {
+        weight w;
+        const uint8_t* xq;   // n_act activation rows, xq_row_bytes apart (packed rows when w.packed)
+        size_t xq_row_bytes;
+        int64_t n_act;
+        float* y;
+        int64_t r0, r1;
+    };
+    // Runs the units over the threads in one dispatch (each thread a contiguous run first).
+    void run_products(const std::vector<product_unit>& units);
+    // Appends the units of y = xq @ W^T, k_weight_rows_per_chunk weight rows each.
+    static void add_product_units(std::vector<product_unit>& units, const weight& w, const uint8_t* xq,
+                                  size_t xq_row_bytes, int64_t n_act, float* y);
+    // The mixture-of-experts FFN (forward.cpp): out_ (n, n_embd) from the normed rows in xn_.
+    void moe_ffn(const layer_weights& L, int64_t n);
     // attention of lone rows in parts over the threads (forward.cpp, split_pays): the parts of a
     // forward's rows, then layer il's attention by them
     void plan_attention_parts(const batch_row* rows, int64_t n);
@@ -155,6 +171,17 @@ class engine {
     float* gate_ = nullptr;     // (max_rows, n_ff)
     float* up_ = nullptr;       // (max_rows, n_ff)
     float* out_ = nullptr;      // (max_rows, n_embd) projection outputs before the residual add
+    // MoE only: a pair is (row, one of its experts); pairs sorted by expert, max_rows * n_expert_used
+    float* router_ = nullptr;     // (max_rows, n_expert) router scores
+    float* moe_gate_ = nullptr;   // (pairs, n_ff_exp)
+    float* moe_up_ = nullptr;     // (pairs, n_ff_exp)
+    float* moe_out_ = nullptr;    // (pairs, n_embd) each pair's expert output
+    uint8_t* moe_xq_[2] = {};     // (pairs, moe_xq_row_bytes_) the pairs' quantized activations
+    size_t moe_xq_row_bytes_ = 0;
+    std::vector<int32_t> moe_expert_;    // (rows * n_expert_used,) row r's choice j: expert
+    std::vector<float> moe_weight_;      //   its weight
+    std::vector<int64_t> moe_pair_;      //   its pair (position in expert order)
+    std::vector<int64_t> moe_first_;     // (n_expert + 1,) expert e's pairs: [first[e], first[e + 1])
     uint8_t* xq_[3] = {};       // (max_rows, act_row_bytes(max cols)) quantized activations, one per act type
     size_t xq_bytes_ = 0;       // bytes of each xq_ buffer
     struct part_plan {

@@ -1,6 +1,6 @@
 // The forward pass of a batch of rows (prefill chunk or batched decode): embeddings, per layer
-// RMSNorm -> Q/K/V -> RoPE -> KV store -> attention -> output projection -> RMSNorm -> SwiGLU FFN,
-// then the final norm and the logits of the rows that want them.
+// RMSNorm -> Q/K/V -> RoPE -> KV store -> attention -> output projection -> RMSNorm -> SwiGLU FFN
+// (or a mixture of SwiGLU experts), then the final norm and the logits of the rows that want them.
 //
 // Not here: weight formats (quants.h kernels), attention inner loops (attention.cpp).
 // Bitwise rule: every per-row step below has a fixed order independent of n_rows, and the products
@@ -216,33 +216,35 @@ void engine::matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initia
             }
         }
     });
-    // units of work: (job, first output row), k_weight_rows_per_chunk rows each, claimed dynamically
-    struct unit {
-        const matmul_job* job;
-        int slot;
-        int64_t r0, r1;
-    };
-    std::vector<unit> units;
+    std::vector<product_unit> units;
     {
         size_t k = 0;
         for (const matmul_job& j : jobs) {
             const int s = job_slot[k++];
-            for (int64_t r0 = 0; r0 < j.w->n_rows; r0 += k_weight_rows_per_chunk) {
-                units.push_back({&j, s, r0, std::min(j.w->n_rows, r0 + k_weight_rows_per_chunk)});
-            }
+            add_product_units(units, *j.w, xq_[s], slot_row_bytes[size_t(s)], n_rows, j.y);
         }
     }
+    run_products(units);
+}
+
+void engine::add_product_units(std::vector<product_unit>& units, const weight& w, const uint8_t* xq,
+                               size_t xq_row_bytes, int64_t n_act, float* y) {
+    for (int64_t r0 = 0; r0 < w.n_rows; r0 += k_weight_rows_per_chunk) {
+        units.push_back({w, xq, xq_row_bytes, n_act, y, r0, std::min(w.n_rows, r0 + k_weight_rows_per_chunk)});
+    }
+}
+
+void engine::run_products(const std::vector<product_unit>& units) {
     auto run_unit = [&](uint32_t c) {
-        const unit& u = units[c];
-        const weight& w = *u.job->w;
+        const product_unit& u = units[c];
+        const weight& w = u.w;
         if (w.packed) {   // r0 is a multiple of k_weight_rows_per_chunk, so of PACK_ROWS
-            matmul_packed(w.type, w.packed, w.n_rows, xq_[u.slot], slot_row_bytes[size_t(u.slot)], n_rows, u.job->y,
-                          w.n_rows, n_cols, u.r0, u.r1);
-        } else if (n_rows == 1) {
-            matvec(w.type, w.data, w.row_bytes, xq_[u.slot], u.job->y + u.r0, n_cols, u.r0, u.r1);
+            matmul_packed(w.type, w.packed, w.n_rows, u.xq, u.xq_row_bytes, u.n_act, u.y, w.n_rows, w.n_cols, u.r0,
+                          u.r1);
+        } else if (u.n_act == 1) {
+            matvec(w.type, w.data, w.row_bytes, u.xq, u.y + u.r0, w.n_cols, u.r0, u.r1);
         } else {
-            matmul(w.type, w.data, w.row_bytes, xq_[u.slot], slot_row_bytes[size_t(u.slot)], n_rows, u.job->y,
-                   w.n_rows, n_cols, u.r0, u.r1);
+            matmul(w.type, w.data, w.row_bytes, u.xq, u.xq_row_bytes, u.n_act, u.y, w.n_rows, w.n_cols, u.r0, u.r1);
         }
     };
     // Each thread's share is one contiguous run of units, taken from its front, so that the
@@ -262,6 +264,104 @@ void engine::matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initia
         for (int k = 1; k < n_runs; k++) {
             unit_run& other = runs[size_t((own + k) % n_runs)];
             while (other.take_back(&c)) run_unit(c);
+        }
+    });
+}
+
+// Each row's experts: the n_expert_used best router scores (ties: the lower expert), weighted by
+// the softmax of those scores. Pairs (row, choice) are numbered in expert order so that an expert's
+// rows lie together; each expert's products run once over its rows (unused experts are not read).
+// A row's output sums its experts in its own choice order: no result depends on the other rows.
+void engine::moe_ffn(const layer_weights& L, int64_t n) {
+    const model_hparams& h = model_->hp;
+    const int64_t E = h.n_embd, NE = h.n_expert, K = h.n_expert_used, FE = h.n_ff_exp;
+    matmuls(xn_, n, E, {{&L.ffn_gate_inp, router_}});
+
+    moe_expert_.resize(size_t(n * K));
+    moe_weight_.resize(size_t(n * K));
+    moe_pair_.resize(size_t(n * K));
+    pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+        thread_local std::vector<int32_t> order;
+        for (int64_t r = b; r < e; r++) {
+            const float* score = router_ + r * NE;
+            order.resize(size_t(NE));
+            for (int64_t i = 0; i < NE; i++) order[size_t(i)] = int32_t(i);
+            std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t c) {
+                return score[a] > score[c] || (score[a] == score[c] && a < c);
+            });
+            const float top = score[order[0]];
+            float sum = 0.0f;
+            for (int64_t j = 0; j < K; j++) {
+                const float w = std::exp(score[order[size_t(j)]] - top);
+                moe_expert_[size_t(r * K + j)] = order[size_t(j)];
+                moe_weight_[size_t(r * K + j)] = w;
+                sum += w;
+            }
+            for (int64_t j = 0; j < K; j++) moe_weight_[size_t(r * K + j)] /= sum;
+        }
+    });
+    moe_first_.assign(size_t(NE + 1), 0);
+    for (int64_t i = 0; i < n * K; i++) moe_first_[size_t(moe_expert_[size_t(i)]) + 1]++;
+    for (int64_t x = 0; x < NE; x++) moe_first_[size_t(x + 1)] += moe_first_[size_t(x)];
+    {
+        std::vector<int64_t> next(moe_first_.begin(), moe_first_.end() - 1);
+        for (int64_t i = 0; i < n * K; i++) moe_pair_[size_t(i)] = next[size_t(moe_expert_[size_t(i)])]++;
+    }
+
+    // gate and up: each pair's activation row (its row's, quantized for the expert weights' types)
+    const int32_t gate_type = L.gate_exps.first.type, up_type = L.up_exps.first.type;
+    const size_t xrb = moe_xq_row_bytes_;
+    pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; r++) {
+            uint8_t* first_g = moe_xq_[0] + size_t(moe_pair_[size_t(r * K)]) * xrb;
+            uint8_t* first_u = moe_xq_[1] + size_t(moe_pair_[size_t(r * K)]) * xrb;
+            quantize_act_row(gate_type, xn_ + r * E, first_g, E);
+            if (up_type != gate_type) quantize_act_row(up_type, xn_ + r * E, first_u, E);
+            for (int64_t j = 1; j < K; j++) {
+                const size_t p = size_t(moe_pair_[size_t(r * K + j)]);
+                std::memcpy(moe_xq_[0] + p * xrb, first_g, act_row_bytes(gate_type, E));
+                if (up_type != gate_type) std::memcpy(moe_xq_[1] + p * xrb, first_u, act_row_bytes(up_type, E));
+            }
+        }
+    });
+    std::vector<product_unit> units;
+    const uint8_t* up_xq = up_type != gate_type ? moe_xq_[1] : moe_xq_[0];
+    for (int64_t x = 0; x < NE; x++) {
+        const int64_t p0 = moe_first_[size_t(x)], cnt = moe_first_[size_t(x + 1)] - p0;
+        if (cnt == 0) continue;
+        add_product_units(units, L.gate_exps.expert(x), moe_xq_[0] + size_t(p0) * xrb, xrb, cnt, moe_gate_ + p0 * FE);
+        add_product_units(units, L.up_exps.expert(x), up_xq + size_t(p0) * xrb, xrb, cnt, moe_up_ + p0 * FE);
+    }
+    run_products(units);
+
+    // down, over silu(gate) * up
+    const int32_t down_type = L.down_exps.first.type;
+    pool_->parallel_range(n * K, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+        for (int64_t p = b; p < e; p++) {
+            swiglu_row(moe_gate_ + p * FE, moe_up_ + p * FE, FE);
+            quantize_act_row(down_type, moe_gate_ + p * FE, moe_xq_[0] + size_t(p) * xrb, FE);
+        }
+    });
+    units.clear();
+    for (int64_t x = 0; x < NE; x++) {
+        const int64_t p0 = moe_first_[size_t(x)], cnt = moe_first_[size_t(x + 1)] - p0;
+        if (cnt == 0) continue;
+        add_product_units(units, L.down_exps.expert(x), moe_xq_[0] + size_t(p0) * xrb, xrb, cnt, moe_out_ + p0 * E);
+    }
+    run_products(units);
+
+    pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; r++) {
+            float* o = out_ + r * E;
+            for (int64_t j = 0; j < K; j++) {
+                const float w = moe_weight_[size_t(r * K + j)];
+                const float* d = moe_out_ + moe_pair_[size_t(r * K + j)] * E;
+                if (j == 0) {
+                    for (int64_t i = 0; i < E; i++) o[i] = w * d[i];
+                } else {
+                    for (int64_t i = 0; i < E; i++) o[i] += w * d[i];
+                }
+            }
         }
     });
 }
@@ -427,11 +527,15 @@ void engine::forward(const batch_row* rows, int64_t n) {
                 rms_norm(x, L.ffn_norm.data(), xn_ + r * E, E, h.rms_eps);
             }
         });
-        matmuls(xn_, n, E, {{&L.w_gate, gate_}, {&L.w_up, up_}});
-        pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-            for (int64_t r = b; r < e; r++) swiglu_row(gate_ + r * F, up_ + r * F, F);
-        });
-        matmuls(gate_, n, F, {{&L.w_down, out_}});
+        if (h.moe()) {
+            moe_ffn(L, n);
+        } else {
+            matmuls(xn_, n, E, {{&L.w_gate, gate_}, {&L.w_up, up_}});
+            pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+                for (int64_t r = b; r < e; r++) swiglu_row(gate_ + r * F, up_ + r * F, F);
+            });
+            matmuls(gate_, n, F, {{&L.w_down, out_}});
+        }
         pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
             for (int64_t r = b; r < e; r++) {
                 float* x = x_ + r * E;

@@ -4,6 +4,7 @@
 #include "model.h"
 
 #include <cmath>
+#include <utility>
 
 #include "quants.h"
 
@@ -37,8 +38,26 @@ struct loader {
     }
 
     weight matrix(const std::string& name, int64_t n_cols, int64_t n_rows) const {
+        return rows(name, {n_cols, n_rows}, n_cols, n_rows);
+    }
+
+    // n_expert matrices of (n_rows, n_cols) in one 3-D tensor
+    expert_weights experts(const std::string& name, int64_t n_cols, int64_t n_rows, int64_t n_expert) const {
+        if (!f.find_tensor(name) && f.find_tensor(name.substr(0, name.find("_exps")) + ".0.weight")) {
+            throw model_error("model " + path + ": experts stored one tensor each ('" + name.substr(0, name.find("_exps")) +
+                              ".0.weight'), an old GGUF layout this engine does not read: convert the model again");
+        }
+        expert_weights x;
+        x.first = rows(name, {n_cols, n_rows, n_expert}, n_cols, n_rows * n_expert);
+        x.first.n_rows = n_rows;
+        x.expert_bytes = x.first.row_bytes * size_t(n_rows);
+        return x;
+    }
+
+    // A tensor of `shape` read as n_rows rows of n_cols elements.
+    weight rows(const std::string& name, std::vector<int64_t> shape, int64_t n_cols, int64_t n_rows) const {
         const gguf_tensor* t = find(name, true);
-        check_shape(*t, {n_cols, n_rows});
+        check_shape(*t, std::move(shape));
         if (!type_supported(t->type)) {
             const char* tn = gguf_type_name(t->type);
             throw model_error("model " + path + ": tensor '" + name + "' has type " + (tn ? tn : "?") +
@@ -83,7 +102,8 @@ size_t model::weight_bytes() const {
 std::vector<weight*> model::product_weights() {
     std::vector<weight*> out;
     for (layer_weights& L : layers) {
-        for (weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) out.push_back(w);
+        for (weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.ffn_gate_inp})
+            if (w->data) out.push_back(w);
     }
     out.push_back(&output);
     return out;
@@ -98,18 +118,29 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
 
     hp.arch = f.get_str("general.architecture");
     const std::string& a = hp.arch;
-    if (a != "llama" && a != "qwen2" && a != "qwen3") {
-        throw model_error("model " + path + ": unsupported architecture '" + a + "' (supported: llama, qwen2, qwen3)");
+    if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe") {
+        throw model_error("model " + path + ": unsupported architecture '" + a +
+                          "' (supported: llama, qwen2, qwen3, qwen3moe)");
     }
     hp.n_embd = f.get_int(a + ".embedding_length");
     hp.n_layer = f.get_int(a + ".block_count");
     hp.n_head = f.get_int(a + ".attention.head_count");
     hp.n_head_kv = f.get_int(a + ".attention.head_count_kv", hp.n_head);
-    hp.n_ff = f.get_int(a + ".feed_forward_length");
+    hp.n_expert = f.get_int(a + ".expert_count", 0);
+    hp.n_expert_used = f.get_int(a + ".expert_used_count", 0);
+    hp.n_ff = f.get_int(a + ".feed_forward_length", hp.n_expert > 0 ? 1 : 0);
+    hp.n_ff_exp = f.get_int(a + ".expert_feed_forward_length", hp.n_expert > 0 ? hp.n_ff : 0);
+    if (a == "qwen3moe" && hp.n_expert == 0) throw model_error("model " + path + ": qwen3moe without expert_count");
+    if (hp.n_expert < 0 || hp.n_expert > 4096 || hp.n_expert_used < 0 || hp.n_expert_used > hp.n_expert ||
+        (hp.n_expert > 0 && (hp.n_expert_used == 0 || hp.n_ff_exp <= 0 || hp.n_ff_exp > (1 << 22)))) {
+        throw model_error("model " + path + ": invalid experts in metadata (expert_count " + std::to_string(hp.n_expert) +
+                          ", expert_used_count " + std::to_string(hp.n_expert_used) + ", expert_feed_forward_length " +
+                          std::to_string(hp.n_ff_exp) + ")");
+    }
     hp.n_ctx_train = f.get_int(a + ".context_length", 4096);
     hp.rms_eps = float(f.get_float(a + ".attention.layer_norm_rms_epsilon", 1e-5));
     hp.rope_freq_base = float(f.get_float(a + ".rope.freq_base", 10000.0));
-    hp.rope = a == "llama" ? ROPE_NORM : ROPE_NEOX;
+    hp.rope = a == "llama" ? ROPE_NORM : ROPE_NEOX;   // qwen2, qwen3, qwen3moe: NEOX
     if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_head <= 0 || hp.n_head_kv <= 0 || hp.n_ff <= 0) {
         throw model_error("model " + path + ": non-positive size in metadata (n_embd " + std::to_string(hp.n_embd) +
                           ", n_layer " + std::to_string(hp.n_layer) + ", n_head " + std::to_string(hp.n_head) +
@@ -170,14 +201,22 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
         L.wk = ld.matrix(p + "attn_k.weight", E, KV);
         L.wv = ld.matrix(p + "attn_v.weight", E, KV);
         L.wo = ld.matrix(p + "attn_output.weight", Q, E);
-        L.w_gate = ld.matrix(p + "ffn_gate.weight", E, F);
-        L.w_up = ld.matrix(p + "ffn_up.weight", E, F);
-        L.w_down = ld.matrix(p + "ffn_down.weight", F, E);
+        if (hp.moe()) {
+            const int64_t NE = hp.n_expert, FE = hp.n_ff_exp;
+            L.ffn_gate_inp = ld.matrix(p + "ffn_gate_inp.weight", E, NE);
+            L.gate_exps = ld.experts(p + "ffn_gate_exps.weight", E, FE, NE);
+            L.up_exps = ld.experts(p + "ffn_up_exps.weight", E, FE, NE);
+            L.down_exps = ld.experts(p + "ffn_down_exps.weight", FE, E, NE);
+        } else {
+            L.w_gate = ld.matrix(p + "ffn_gate.weight", E, F);
+            L.w_up = ld.matrix(p + "ffn_up.weight", E, F);
+            L.w_down = ld.matrix(p + "ffn_down.weight", F, E);
+        }
         bool biases = a == "qwen2";
         L.bq = ld.vec(p + "attn_q.bias", Q, biases);
         L.bk = ld.vec(p + "attn_k.bias", KV, biases);
         L.bv = ld.vec(p + "attn_v.bias", KV, biases);
-        bool qk_norm = a == "qwen3";
+        bool qk_norm = a == "qwen3" || a == "qwen3moe";
         L.q_norm = ld.vec(p + "attn_q_norm.weight", hp.head_dim, qk_norm);
         L.k_norm = ld.vec(p + "attn_k_norm.weight", hp.head_dim, qk_norm);
     }

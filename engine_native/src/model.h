@@ -1,8 +1,9 @@
 // A llama-family model read from a GGUF file: hyper-parameters and weights (memory-mapped in place).
 //
 // Not here: KV caches, contexts or the forward pass (forward.cpp). Architectures: llama (SmolLM2,
-// Llama 3.x, Mistral-style), qwen2 (Q/K/V biases), qwen3 (Q/K RMS norms). Anything else, or a
-// weight type the kernels do not compute with, throws model_error naming it.
+// Llama 3.x, Mistral-style; Mixtral-style with experts), qwen2 (Q/K/V biases), qwen3 (Q/K RMS norms),
+// qwen3moe (qwen3 with a mixture of experts in place of the FFN). Anything else, or a weight type the
+// kernels do not compute with, throws model_error naming it.
 #pragma once
 
 #include <memory>
@@ -39,7 +40,14 @@ struct model_hparams {
     float rope_freq_scale = 1.0f;   // positions are multiplied by this (linear scaling)
     float rms_eps = 1e-5f;
     rope_style rope = ROPE_NORM;
+    // Mixture of experts (0 experts: a dense FFN of n_ff). Each token runs the n_expert_used experts
+    // its router scores highest, weighted by the softmax of those scores (llama.cpp's softmax, top-k,
+    // renormalise: the same numbers).
+    int64_t n_expert = 0;
+    int64_t n_expert_used = 0;
+    int64_t n_ff_exp = 0;      // one expert's FFN width
 
+    bool moe() const { return n_expert > 0; }
     int64_t q_dim() const { return n_head * head_dim; }
     int64_t kv_dim() const { return n_head_kv * head_dim; }
 };
@@ -56,11 +64,26 @@ struct weight {
     const uint8_t* packed = nullptr;   // (packed_bytes(type, n_rows, n_cols),) owned by model::packed_store, or null
 };
 
+// n_expert weights of one shape stacked in one GGUF tensor (ffn_gate_exps, ffn_up_exps,
+// ffn_down_exps): expert e's rows follow expert e - 1's. Products read them in place (never packed).
+struct expert_weights {
+    weight first;             // expert 0
+    size_t expert_bytes = 0;  // from one expert's first row to the next one's
+
+    weight expert(int64_t e) const {
+        weight w = first;
+        w.data += size_t(e) * expert_bytes;
+        return w;
+    }
+};
+
 struct layer_weights {
     std::vector<float> attn_norm;   // (n_embd,)
     std::vector<float> ffn_norm;    // (n_embd,)
     weight wq, wk, wv, wo;          // (q_dim, n_embd), (kv_dim, n_embd) x2, (n_embd, q_dim)
-    weight w_gate, w_up, w_down;    // (n_ff, n_embd) x2, (n_embd, n_ff)
+    weight w_gate, w_up, w_down;    // (n_ff, n_embd) x2, (n_embd, n_ff); unset (no data) in a MoE model
+    weight ffn_gate_inp;            // MoE router: (n_expert, n_embd)
+    expert_weights gate_exps, up_exps, down_exps;   // MoE: (n_ff_exp, n_embd) x2, (n_embd, n_ff_exp) each
     std::vector<float> bq, bk, bv;  // qwen2 biases: (q_dim,), (kv_dim,), (kv_dim,); empty otherwise
     std::vector<float> q_norm, k_norm;   // qwen3: (head_dim,) each; empty otherwise
 };
@@ -76,7 +99,8 @@ struct model {
     std::vector<std::shared_ptr<uint8_t>> packed_store;   // the buffers `weight::packed` points into
 
     size_t weight_bytes() const;
-    // Every weight a product reads (per layer wq wk wv wo w_gate w_up w_down, then output).
+    // The weights products read whole (per layer wq wk wv wo, w_gate w_up w_down or the MoE router,
+    // then output): the ones the CPU backend may pack. Experts are read in place.
     std::vector<weight*> product_weights();
 };
 

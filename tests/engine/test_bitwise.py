@@ -16,10 +16,13 @@ PROMPT = [3, 17, 300, 42, 7, 99, 100, 5, 260, 511, 64, 8, 9, 300, 300, 12, 44, 4
 NEXT = [77, 78, 79]
 
 
-@pytest.fixture(scope="module", params=["Q4_1", "Q4_K"])
+@pytest.fixture(scope="module", params=["Q4_1", "Q4_K", "Q4_K experts"])
 def engine(request, tiny_model_factory):
-    shape = K_QUANT_SHAPE if request.param.endswith("_K") else {}
-    path = tiny_model_factory(dtype=request.param, seed=11, **shape)
+    dtype, _, kind = request.param.partition(" ")
+    shape = K_QUANT_SHAPE if dtype.endswith("_K") else {}
+    # experts: rows of one forward share some experts and not others (8 experts, 2 a token)
+    experts = {"n_expert": 8, "n_expert_used": 2} if kind == "experts" else {}
+    path = tiny_model_factory(dtype=dtype, seed=11, **shape, **experts)
     return Engine(path, n_ctx=128, n_slots=4, n_groups=2, n_threads=2)
 
 

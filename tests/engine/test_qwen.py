@@ -1,5 +1,6 @@
-"""The qwen2 (Q/K/V biases) and qwen3 (per-head Q/K RMS norms) architectures against a small NumPy
-forward pass written here: both use RoPE in the NEOX style (rotation of x[i] with x[i + d/2]).
+"""The qwen2 (Q/K/V biases), qwen3 (per-head Q/K RMS norms) and qwen3moe (qwen3 with a mixture of
+experts for the FFN) architectures against a small NumPy forward pass written here: all use RoPE in
+the NEOX style (rotation of x[i] with x[i + d/2]).
 
 Not here: llama (the fixtures' reference, test_logits_reference.py). The models are random F32
 weights written with the gguf package; the engine runs them with an f32 KV cache, so float32
@@ -14,6 +15,7 @@ import pytest
 from strata.engine import Engine
 
 N_LAYER, N_EMBD, N_HEAD, N_HEAD_KV, N_FF, N_VOCAB = 2, 64, 4, 2, 96, 300
+N_EXPERT, N_EXPERT_USED, N_FF_EXP = 6, 3, 32   # qwen3moe: its expert width differs from feed_forward_length
 HEAD_DIM = N_EMBD // N_HEAD
 BASE, EPS = 10000.0, 1e-6
 TOKENS = [1, 7, 200, 42, 5, 299, 0, 13, 13, 77]
@@ -35,9 +37,16 @@ def make_model(path, arch: str, seed: int = 0) -> dict:
         p = f"blk.{i}."
         t |= {p + "attn_norm.weight": vec(N_EMBD), p + "ffn_norm.weight": vec(N_EMBD),
               p + "attn_q.weight": mat(q_dim, N_EMBD), p + "attn_k.weight": mat(kv_dim, N_EMBD),
-              p + "attn_v.weight": mat(kv_dim, N_EMBD), p + "attn_output.weight": mat(N_EMBD, q_dim),
-              p + "ffn_gate.weight": mat(N_FF, N_EMBD), p + "ffn_up.weight": mat(N_FF, N_EMBD),
-              p + "ffn_down.weight": mat(N_EMBD, N_FF)}
+              p + "attn_v.weight": mat(kv_dim, N_EMBD), p + "attn_output.weight": mat(N_EMBD, q_dim)}
+        if arch == "qwen3moe":
+            def stack(rows, cols):
+                return np.stack([mat(rows, cols) for _ in range(N_EXPERT)])
+            t |= {p + "ffn_gate_inp.weight": 3.0 * mat(N_EXPERT, N_EMBD),
+                  p + "ffn_gate_exps.weight": stack(N_FF_EXP, N_EMBD), p + "ffn_up_exps.weight": stack(N_FF_EXP, N_EMBD),
+                  p + "ffn_down_exps.weight": stack(N_EMBD, N_FF_EXP)}
+        else:
+            t |= {p + "ffn_gate.weight": mat(N_FF, N_EMBD), p + "ffn_up.weight": mat(N_FF, N_EMBD),
+                  p + "ffn_down.weight": mat(N_EMBD, N_FF)}
         if arch == "qwen2":
             t |= {p + "attn_q.bias": vec(q_dim, 0.0, 0.5), p + "attn_k.bias": vec(kv_dim, 0.0, 0.5),
                   p + "attn_v.bias": vec(kv_dim, 0.0, 0.5)}
@@ -52,6 +61,10 @@ def make_model(path, arch: str, seed: int = 0) -> dict:
     w.add_head_count_kv(N_HEAD_KV)
     w.add_rope_freq_base(BASE)
     w.add_layer_norm_rms_eps(EPS)
+    if arch == "qwen3moe":
+        w.add_expert_count(N_EXPERT)
+        w.add_expert_used_count(N_EXPERT_USED)
+        w.add_expert_feed_forward_length(N_FF_EXP)
     for name, value in t.items():
         w.add_tensor(name, value)
     w.write_header_to_file()
@@ -73,6 +86,19 @@ def rope_neox(x, pos):  # x: (n_tok, n_heads, head_dim)
     return np.concatenate([x0 * c - x1 * s, x0 * s + x1 * c], axis=-1)
 
 
+def experts(t: dict, p: str, h: np.ndarray) -> np.ndarray:
+    """Qwen3-MoE's FFN: softmax over the router's scores, the top N_EXPERT_USED renormalised."""
+    probs = np.exp(h @ t[p + "ffn_gate_inp.weight"].T)
+    probs /= probs.sum(-1, keepdims=True)
+    out = np.zeros_like(h)
+    for i, row in enumerate(h):
+        top = np.argsort(-probs[i])[:N_EXPERT_USED]
+        for e in top:
+            g, u = t[p + "ffn_gate_exps.weight"][e] @ row, t[p + "ffn_up_exps.weight"][e] @ row
+            out[i] += probs[i, e] / probs[i, top].sum() * (t[p + "ffn_down_exps.weight"][e] @ (g / (1 + np.exp(-g)) * u))
+    return out
+
+
 def reference(t: dict, arch: str, tokens: list[int]) -> np.ndarray:
     n = len(tokens)
     pos = np.arange(n, dtype=np.float64)
@@ -84,7 +110,7 @@ def reference(t: dict, arch: str, tokens: list[int]) -> np.ndarray:
         if arch == "qwen2":
             q, k, v = q + t[p + "attn_q.bias"], k + t[p + "attn_k.bias"], v + t[p + "attn_v.bias"]
         q, k, v = q.reshape(n, N_HEAD, HEAD_DIM), k.reshape(n, N_HEAD_KV, HEAD_DIM), v.reshape(n, N_HEAD_KV, HEAD_DIM)
-        if arch == "qwen3":
+        if arch in ("qwen3", "qwen3moe"):
             q, k = rms(q, t[p + "attn_q_norm.weight"]), rms(k, t[p + "attn_k_norm.weight"])
         q, k = rope_neox(q, pos), rope_neox(k, pos)
         rep = N_HEAD // N_HEAD_KV
@@ -96,12 +122,15 @@ def reference(t: dict, arch: str, tokens: list[int]) -> np.ndarray:
         o = np.einsum("hqk,khd->qhd", att, v).reshape(n, -1)
         x = x + o @ t[p + "attn_output.weight"].T
         h = rms(x, t[p + "ffn_norm.weight"])
+        if arch == "qwen3moe":
+            x = x + experts(t, p, h)
+            continue
         g, u = h @ t[p + "ffn_gate.weight"].T, h @ t[p + "ffn_up.weight"].T
         x = x + (g / (1 + np.exp(-g)) * u) @ t[p + "ffn_down.weight"].T
     return rms(x, t["output_norm.weight"]) @ t["output.weight"].T
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "qwen3"])
+@pytest.mark.parametrize("arch", ["qwen2", "qwen3", "qwen3moe"])
 def test_qwen_matches_reference(tmp_path, arch):
     path = tmp_path / f"{arch}.gguf"
     weights = make_model(path, arch)

@@ -1,0 +1,114 @@
+"""Models with experts (Mixtral-style llama, qwen3moe): Strata's logits against llama.cpp's on the
+same GGUF, and (with --shaped) a model of a real MoE's layer shapes for engine_vs_llamacpp.py.
+
+What it does: writes tiny random models with experts (tests/fixtures/tiny_gguf.py) in several types,
+runs the same tokens through Strata (this interpreter) and llama.cpp (--llama-python, in a
+subprocess), and prints per model the largest logit difference relative to the position's largest
+logit, and how many positions agree on the top token. `--shaped PATH` instead writes a model with
+Qwen3-30B-A3B's layer shapes (n_embd 2048, 128 experts of 768, 8 a token, 32 query / 4 KV heads of
+128) but `--layers` layers and random Q4_K weights, for the speed comparison:
+
+    .venv/bin/python benchmarks/experts_vs_llamacpp.py --llama-python /work/refenv/venv/bin/python
+    .venv/bin/python benchmarks/experts_vs_llamacpp.py --shaped /tmp/moe-shaped.gguf --layers 6
+    .venv/bin/python benchmarks/engine_vs_llamacpp.py --model /tmp/moe-shaped.gguf --threads 2
+
+What it is not: a test (tests/engine/test_moe.py checks against the NumPy reference in CI; llama.cpp
+is not installed there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TOKENS = [3, 17, 300, 42, 7, 99, 100, 5, 260, 511, 64, 8, 9, 300, 300, 12, 44, 45, 46, 47]
+CASES = [   # (label, make_tiny_gguf parameters); the dense ones show the differences quantization alone makes
+    ("llama dense, Q8_0", {"dtype": "Q8_0"}),
+    ("llama dense, Q4_K", {"dtype": "Q4_K", "n_embd": 256, "n_ff": 512}),
+    ("llama, 8 experts / 2, F32", {"dtype": "F32", "n_expert": 8, "n_expert_used": 2}),
+    ("llama, 8 experts / 2, Q8_0", {"dtype": "Q8_0", "n_expert": 8, "n_expert_used": 2}),
+    ("llama, 16 experts / 4, Q4_K (down Q6_K)", {"dtype": "Q4_K", "n_expert": 16, "n_expert_used": 4, "n_embd": 256,
+                                                 "n_ff": 512, "type_overrides": {"ffn_down": "Q6_K"}}),
+    ("qwen3moe, 8 experts / 2, F32", {"arch": "qwen3moe", "dtype": "F32", "n_expert": 8, "n_expert_used": 2}),
+    ("qwen3moe, 16 experts / 4, Q4_K", {"arch": "qwen3moe", "dtype": "Q4_K", "n_expert": 16, "n_expert_used": 4,
+                                        "n_embd": 256, "n_ff": 512}),
+]
+
+
+def llama_logits(python: str, path: str, tokens: list[int]) -> np.ndarray:
+    code = (
+        "import json, sys, numpy as np, llama_cpp\n"
+        "path, toks, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]\n"
+        "m = llama_cpp.Llama(model_path=path, n_ctx=64, n_threads=2, logits_all=True, verbose=False)\n"
+        "m.eval(toks)\n"
+        "np.save(out, np.array(m.scores[:len(toks)], dtype=np.float32))\n")
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "logits.npy")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        r = subprocess.run([python, "-c", code, path, json.dumps(tokens), out], capture_output=True, text=True, env=env)
+        if r.returncode != 0:
+            raise RuntimeError(f"llama.cpp failed on {path}:\n{r.stderr[-2000:]}")
+        return np.load(out)
+
+
+def compare(python: str) -> list[dict]:
+    from strata.engine import Engine
+
+    from tests.fixtures.tiny_gguf import make_tiny_gguf
+
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for i, (label, params) in enumerate(CASES):
+            path = make_tiny_gguf(Path(d) / f"m{i}.gguf", seed=3, **params)
+            engine = Engine(path, n_ctx=64, n_threads=2, kv_type="f16")
+            ours = np.stack([engine.decode([0], [t])[0] for t in TOKENS])
+            theirs = llama_logits(python, str(path), TOKENS)
+            rel = np.abs(ours - theirs).max(1) / np.abs(theirs).max(1)
+            agree = int((ours.argmax(1) == theirs.argmax(1)).sum())
+            rows.append({"model": label, "max_rel_diff": float(rel.max()), "median_rel_diff": float(np.median(rel)),
+                         "top1_agree": f"{agree}/{len(TOKENS)}"})
+    return rows
+
+
+def write_shaped(path: str, n_layer: int) -> None:
+    from tests.fixtures.tiny_gguf import make_tiny_gguf
+
+    make_tiny_gguf(path, arch="qwen3moe", dtype="Q4_K", n_layer=n_layer, n_embd=2048, n_head=32, n_head_kv=4,
+                   n_ff=768, n_vocab=4096, n_expert=128, n_expert_used=8, ctx_len=4096,
+                   type_overrides={"token_embd": "Q8_0", "output": "Q6_K", "ffn_down": "Q6_K"})
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--llama-python", default="/work/refenv/venv/bin/python",
+                    help="an interpreter where `import llama_cpp` works")
+    ap.add_argument("--shaped", metavar="PATH", help="write the real-shaped model here instead")
+    ap.add_argument("--layers", type=int, default=6, help="layers of the --shaped model")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.shaped:
+        write_shaped(args.shaped, args.layers)
+        print(f"wrote {args.shaped} ({os.path.getsize(args.shaped) / 2**20:.0f} MiB)")
+        return 0
+    rows = compare(args.llama_python)
+    if args.json:
+        print(json.dumps({"results": rows}))
+        return 0
+    print("| model | max logit difference | median | same top token |")
+    print("| --- | ---: | ---: | ---: |")
+    for r in rows:
+        print(f"| {r['model']} | {r['max_rel_diff']:.2%} | {r['median_rel_diff']:.2%} | {r['top1_agree']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
