@@ -5,8 +5,9 @@ What it does: writes tiny random models with experts (tests/fixtures/tiny_gguf.p
 runs the same tokens through Strata (this interpreter) and llama.cpp (--llama-python, in a
 subprocess), and prints per model the largest logit difference relative to the position's largest
 logit, and how many positions agree on the top token. `--shaped PATH` instead writes a model with
-Qwen3-30B-A3B's layer shapes (n_embd 2048, 128 experts of 768, 8 a token, 32 query / 4 KV heads of
-128) but `--layers` layers and random Q4_K weights, for the speed comparison:
+Qwen3-30B-A3B's expert shapes (n_embd 2048, 128 experts of 768, 8 a token; 16 query / 4 KV heads of
+128, where the real model has 32 query heads) but `--layers` layers, a 1,024-token vocabulary
+(the fixtures' tokenizer) and random Q4_K weights (down Q6_K), for the speed comparison:
 
     .venv/bin/python benchmarks/experts_vs_llamacpp.py --llama-python /work/refenv/venv/bin/python
     .venv/bin/python benchmarks/experts_vs_llamacpp.py --shaped /tmp/moe-shaped.gguf --layers 6
@@ -82,8 +83,8 @@ def compare(python: str) -> list[dict]:
 def write_shaped(path: str, n_layer: int) -> None:
     from tests.fixtures.tiny_gguf import make_tiny_gguf
 
-    make_tiny_gguf(path, arch="qwen3moe", dtype="Q4_K", n_layer=n_layer, n_embd=2048, n_head=32, n_head_kv=4,
-                   n_ff=768, n_vocab=4096, n_expert=128, n_expert_used=8, ctx_len=4096,
+    make_tiny_gguf(path, arch="qwen3moe", dtype="Q4_K", n_layer=n_layer, n_embd=2048, n_head=16, n_head_kv=4,
+                   n_ff=768, n_vocab=1024, n_expert=128, n_expert_used=8, ctx_len=4096,
                    type_overrides={"token_embd": "Q8_0", "output": "Q6_K", "ffn_down": "Q6_K"})
 
 
