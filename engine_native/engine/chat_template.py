@@ -39,7 +39,11 @@ What it is:
   `render` applies it by itself when tools (or tool messages) meet a template without tool support.
 - `parse_tool_calls(text) -> (content, calls)`: the model's answer split into its text and its calls
   `[{"name": str, "arguments": json str}]`, for `<tool_call>{json}</tool_call>` blocks (Hermes,
-  Qwen; an unterminated last block counts; also `<TOOLCALL>[...]</TOOLCALL>`, Nemotron), a bare JSON object `{"name":..., "arguments"|"parameters":
+  Qwen; an unterminated last block counts; also `<TOOLCALL>[...]</TOOLCALL>`, Nemotron), Qwen3-Coder's
+  `<tool_call><function=NAME><parameter=P>value</parameter>...</function></tool_call>` (a value is a
+  string as written, one newline trimmed at each end, unless it reads as another JSON value: a
+  number, true / false / null, an object or a list; a string-typed parameter that holds "42" comes
+  out as 42), a bare JSON object `{"name":..., "arguments"|"parameters":
   ...}` or a list of them (optionally in a ```json fence, or after `<|python_tag|>` / `[TOOL_CALLS]`).
 
 What it is not: tokenization (`tokenizer.py`) or the API's message format conversion (the server).
@@ -284,6 +288,10 @@ class ChatTemplate:
 
 _TOOL_CALL_BLOCK = re.compile(r"<(tool_call|TOOLCALL)>\s*(.*?)\s*(?:</\1>|$)", re.DOTALL)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+# Qwen3-Coder's calls: <function=NAME> then <parameter=P>value</parameter> pairs, then </function>;
+# a missing closing tag ends at the next opening one or at the end (a cut answer)
+_XML_FUNCTION = re.compile(r"<function=([^>\n]+)>(.*?)(?:</function>|(?=<function=)|$)", re.DOTALL)
+_XML_PARAMETER = re.compile(r"<parameter=([^>\n]+)>(.*?)(?:</parameter>|(?=<parameter=)|$)", re.DOTALL)
 
 
 def _as_call(obj: Any) -> dict[str, str] | None:
@@ -316,6 +324,24 @@ def _calls_from_json(text: str) -> list[dict[str, str]] | None:
     return calls  # type: ignore[return-value]
 
 
+def _xml_value(raw: str) -> Any:
+    value = raw[1:] if raw.startswith("\n") else raw
+    value = value[:-1] if value.endswith("\n") else value
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        return value
+    return value if isinstance(parsed, str) else parsed
+
+
+def _calls_from_xml(body: str) -> list[dict[str, str]] | None:
+    calls = []
+    for f in _XML_FUNCTION.finditer(body):
+        args = {p.group(1).strip(): _xml_value(p.group(2)) for p in _XML_PARAMETER.finditer(f.group(2))}
+        calls.append({"name": f.group(1).strip(), "arguments": json.dumps(args, ensure_ascii=False)})
+    return calls or None
+
+
 def parse_tool_calls(text: str) -> tuple[str, list[dict[str, str]]]:
     """(content without the calls, [{"name", "arguments" (a JSON string)}]); ([], text) when none."""
     if "<tool_call>" in text or "<TOOLCALL>" in text:
@@ -323,7 +349,7 @@ def parse_tool_calls(text: str) -> tuple[str, list[dict[str, str]]]:
         kept: list[str] = []
         pos = 0
         for m in _TOOL_CALL_BLOCK.finditer(text):
-            found = _calls_from_json(m.group(2))
+            found = _calls_from_json(m.group(2)) or _calls_from_xml(m.group(2))
             if found is None:
                 continue  # not a call: stays in the content
             kept.append(text[pos : m.start()])

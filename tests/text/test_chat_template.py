@@ -218,6 +218,15 @@ def test_a_template_failing_either_way_reports_the_first_error():
         ('Sure.<TOOLCALL>[{"name": "f", "arguments": {"a": 1}}, {"name": "g", "arguments": {}}]</TOOLCALL>',
          "Sure.", [("f", {"a": 1}), ("g", {})]),
         ('<tool_call>not json</tool_call> text', '<tool_call>not json</tool_call> text', []),
+        # Qwen3-Coder: XML functions and parameters; values are strings unless they read as other JSON
+        ("I will read it.\n<tool_call>\n<function=read_file>\n<parameter=path>\nsrc/main.py\n</parameter>\n"
+         "<parameter=limit>\n100\n</parameter>\n</function>\n</tool_call>",
+         "I will read it.", [("read_file", {"path": "src/main.py", "limit": 100})]),
+        ("<tool_call>\n<function=write>\n<parameter=content>\ndef f():\n    return 1\n\n</parameter>\n"
+         "<parameter=opts>\n{\"a\": [1]}\n</parameter>\n<parameter=force>\ntrue\n</parameter>\n</function>\n</tool_call>\n"
+         "<tool_call>\n<function=list_files>\n</function>\n</tool_call>",
+         "", [("write", {"content": "def f():\n    return 1\n", "opts": {"a": [1]}, "force": True}), ("list_files", {})]),
+        ("<tool_call>\n<function=run>\n<parameter=cmd>\nls -la", "", [("run", {"cmd": "ls -la"})]),  # cut off
         ('{"name": "f", "arguments": {"q": "x"}}', "", [("f", {"q": "x"})]),
         ('{"name": "f", "parameters": {"q": "x"}}', "", [("f", {"q": "x"})]),
         ('  ```json\n{"name": "f", "arguments": {"q": 1}}\n```  ', "", [("f", {"q": 1})]),

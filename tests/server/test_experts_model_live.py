@@ -1,0 +1,71 @@
+"""A model with experts served end to end, answering with a Qwen3-Coder-style XML tool call through the
+real SDKs: a scripted tiny Mixtral-style model (tests/fixtures/tiny_gguf.py `script` with 4 experts, 2 a
+token; real weights, known output) always answers "Reading." then
+`\n<tool_call><function=read_file><parameter=path>src/main.py</parameter><parameter=limit>100</function></tool_call>`
+(the XML tags whole tokens, as in Qwen3-Coder's vocabulary). The call comes out as the API's tool
+call, with the limit as a number, streamed and not, and batched requests give the same answer."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import anthropic
+import openai
+import pytest
+
+from tests.server.live import LiveServer
+
+TAGS = ("\n<tool_call>\n", "<function=read_file>\n", "<parameter=path>\n", "src/main.py\n", "</parameter>\n",
+        "<parameter=limit>\n", "100\n", "</function>\n", "</tool_call>")
+ANSWER = "Reading." + "".join(TAGS)
+TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {
+    "type": "object", "properties": {"path": {"type": "string"}, "limit": {"type": "integer"}}}}}]
+ARGS = {"path": "src/main.py", "limit": 100}
+MSGS = [{"role": "user", "content": "open main"}]
+
+
+@pytest.fixture(scope="module")
+def served(tiny_model_factory):
+    from strata.engine import Engine
+
+    shape = {"ctx_len": 2048, "n_vocab": 512, "seed": 4, "added_tokens": TAGS, "n_expert": 4, "n_expert_used": 2}
+    ids = Engine(str(tiny_model_factory(**shape)), n_ctx=64, n_threads=1).tokenize("\n" + ANSWER, special=True)
+    model = tiny_model_factory(**shape, script=tuple(ids) + (2,))     # then <|im_end|>
+    with LiveServer(model=str(model), ctx=2048, batch=2, threads=1, conversation_cache_mib=0) as s:
+        yield (openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120),
+               anthropic.Anthropic(base_url=s.url, api_key="x", max_retries=0, timeout=120))
+
+
+def test_openai_chat_gets_the_xml_call_as_a_tool_call(served):
+    oai, _ = served
+    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40)
+    message = r.choices[0].message
+    assert message.content == "Reading." and r.choices[0].finish_reason == "tool_calls"
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls] == [("read_file", ARGS)]
+    chunks = list(oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40,
+                                              stream=True))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join(d.content or "" for d in deltas) == "Reading.\n"   # text before the call streams as it comes
+    calls = [tc for d in deltas for tc in (d.tool_calls or [])]
+    assert calls[0].function.name == "read_file"
+    assert json.loads("".join(tc.function.arguments or "" for tc in calls)) == ARGS
+    without = oai.chat.completions.create(model="m", messages=MSGS, temperature=0, max_tokens=40)
+    assert without.choices[0].message.content == ANSWER.strip()    # no tools offered: the text as it is
+
+
+def test_anthropic_gets_a_tool_use_block(served):
+    _, claude = served
+    tools = [{"name": "read_file", "input_schema": TOOLS[0]["function"]["parameters"]}]
+    m = claude.messages.create(model="m", max_tokens=40, messages=MSGS, tools=tools, extra_body={"temperature": 0})
+    assert [b.type for b in m.content] == ["text", "tool_use"] and m.stop_reason == "tool_use"
+    assert (m.content[0].text, m.content[1].name, m.content[1].input) == ("Reading.", "read_file", ARGS)
+
+
+def test_batched_requests_answer_the_same(served):
+    oai, _ = served
+    def ask(_):
+        r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40)
+        return [(c.function.name, json.loads(c.function.arguments)) for c in r.choices[0].message.tool_calls]
+    with ThreadPoolExecutor(3) as pool:
+        assert list(pool.map(ask, range(3))) == [[("read_file", ARGS)]] * 3
