@@ -216,17 +216,18 @@ async def messages(request: web.Request) -> web.StreamResponse:
     mid = f"msg_{uuid.uuid4().hex[:24]}"
     opened = thinking_opened(state.engine, tokens)
     if f.get_bool(body, "stream"):
-        return await _stream(request, state, job, model, mid, bool(tools), opened)
+        return await _stream(request, state, job, model, mid, tools, opened)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
-    return web.json_response(message_response(completion, model, mid, bool(tools), opened))
+    return web.json_response(message_response(completion, model, mid, tools, opened))
 
 
-def message_response(completion: Completion, model: str, mid: str, tools_given: bool, opened: bool = False) -> dict:
+def message_response(completion: Completion, model: str, mid: str, tools: list[dict] | None,
+                     opened: bool = False) -> dict:
     """The message object; a thinking model's reasoning becomes a `thinking` block first (server/
     reasoning.py); with tools offered, the model's tool-call blocks become `tool_use` blocks."""
     reasoning, answer = split_reasoning(completion.text, opened)
-    content, calls = split_tool_calls(answer, tools_given)
+    content, calls = split_tool_calls(answer, tools)
     blocks: list[dict] = [_thinking_block(reasoning)] if reasoning is not None else []
     blocks += [{"type": "text", "text": content}] if content or not calls else []
     blocks += [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": c["name"],
@@ -281,7 +282,7 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
     events = JobEvents(request, state.scheduler, job)
     resp: web.StreamResponse | None = None
     thinking = ReasoningGate(opened)
-    gate = ToolTextGate() if tools else None
+    gate = ToolTextGate(tools) if tools else None
     index, open_kind = -1, None          # the current block
     text_sent = False
 

@@ -80,5 +80,5 @@ async def summarize(request: Any, state: Any, messages: list[dict], tools: list[
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
     _, answer = split_reasoning(completion.text, thinking_opened(state.engine, tokens))
-    content, _ = split_tool_calls(answer, tools is not None)
+    content, _ = split_tool_calls(answer, tools)
     return content.strip() or "(the model wrote no summary)", completion

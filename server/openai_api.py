@@ -189,18 +189,18 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     opened = thinking_opened(state.engine, tokens)
     if body.get("stream"):
         opts = body.get("stream_options") or {}
-        return await _stream_chat(request, state, job, model, bool(tools),
+        return await _stream_chat(request, state, job, model, tools,
                                   bool(isinstance(opts, dict) and opts.get("include_usage")), opened)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
-    return web.json_response(chat_response(completion, model, bool(tools), opened))
+    return web.json_response(chat_response(completion, model, tools, opened))
 
 
-def chat_response(completion: Completion, model: str, tools_given: bool, opened: bool = False) -> dict:
+def chat_response(completion: Completion, model: str, tools: list[dict] | None, opened: bool = False) -> dict:
     """The chat.completion object; a thinking model's reasoning becomes `reasoning_content` (server/
     reasoning.py); with tools offered, the model's tool-call blocks become `tool_calls`."""
     reasoning, answer = split_reasoning(completion.text, opened)
-    content, calls = split_tool_calls(answer, tools_given)
+    content, calls = split_tool_calls(answer, tools)
     message: dict[str, Any] = {"role": "assistant", "content": content if (content or not calls) else None}
     if reasoning is not None:
         message["reasoning_content"] = reasoning
@@ -336,7 +336,7 @@ def _cmpl_chunk(cid: str, model: str, text: str, finish: str | None, use: dict |
     return out
 
 
-async def _stream_chat(request: web.Request, state: ServerState, job: Job, model: str, tools: bool,
+async def _stream_chat(request: web.Request, state: ServerState, job: Job, model: str, tools: list[dict] | None,
                        include_usage: bool, opened: bool = False) -> web.StreamResponse:
     """SSE: a role chunk, `reasoning_content` chunks while a thinking model thinks, content chunks, a
     finish chunk (with `timings`), optionally a usage chunk, then [DONE]. With tools, text that may be a
@@ -345,7 +345,7 @@ async def _stream_chat(request: web.Request, state: ServerState, job: Job, model
     events = JobEvents(request, state.scheduler, job)   # a full queue raises 503 before any byte is sent
     resp: web.StreamResponse | None = None
     thinking = ReasoningGate(opened)
-    gate = ToolTextGate() if tools else None
+    gate = ToolTextGate(tools) if tools else None
 
     async def send(pieces: list[tuple[str, str]]) -> None:
         assert resp is not None

@@ -14,7 +14,7 @@ import json
 import uuid
 from typing import Any
 
-from strata.engine.chat_template import parse_tool_calls
+from strata.engine.chat_template import parse_tool_calls, tool_parameter_types
 from strata.server.errors import APIError
 
 
@@ -111,12 +111,12 @@ def check_fits(n_prompt: int, capacity: int, api: str = "openai") -> None:
         raise APIError(400, "the prompt is empty", param="prompt")
 
 
-def split_tool_calls(text: str, tools_given: bool) -> tuple[str, list[dict[str, str]]]:
-    """(content, calls): calls parsed only when the request offered tools."""
-    if not tools_given:
+def split_tool_calls(text: str, tools: list[dict] | None) -> tuple[str, list[dict[str, str]]]:
+    """(content, calls): calls parsed only when the request offered tools (their parameters' schema
+    types type the values of XML calls)."""
+    if not tools:
         return text, []
-    content, calls = parse_tool_calls(text)
-    return content, calls
+    return parse_tool_calls(text, tool_parameter_types(tools))
 
 
 def call_id(prefix: str) -> str:
@@ -157,9 +157,10 @@ class ToolTextGate:
     before a `<tool_call>` block goes out as it comes; an answer that starts like a bare JSON call is held
     until it is complete. `finish(full_text)` returns the content still to send and the parsed calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, tools: list[dict]) -> None:
         from strata.server.jobs import StopMatcher
 
+        self._tools = tools
         self._matcher = StopMatcher(TOOL_BLOCK_MARKERS)
         self._text = ""
         self.sent = ""
@@ -181,7 +182,7 @@ class ToolTextGate:
         return out
 
     def finish(self, full_text: str) -> tuple[str, list[dict[str, str]]]:
-        content, calls = split_tool_calls(full_text, True)
+        content, calls = split_tool_calls(full_text, self._tools)
         if not calls:
             content = full_text
         rest = content[len(self.sent):] if content.startswith(self.sent) else ""

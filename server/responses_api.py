@@ -204,8 +204,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
     job = Job(api="responses", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_output_tokens",), state.config.max_tokens_default),
               sampling=parse_sampling(body), stop=(), conversation=_conversation(body, messages))
-    shape = _Shape(body, body.get("model") or state.model_name, tools is not None, custom,
-                   thinking_opened(state.engine, tokens))
+    shape = _Shape(body, body.get("model") or state.model_name, tools, custom, thinking_opened(state.engine, tokens))
     if f.get_bool(body, "stream"):
         return await _stream(request, state, job, shape)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
@@ -233,7 +232,7 @@ async def _compaction_turn(request: web.Request, state: Any, body: dict, message
     item (Codex's remote compaction), streamed or not."""
     summary, c = await compaction.summarize(request, state, messages, tools, _conversation(body, messages),
                                             f.get_max_tokens(body, ("max_output_tokens",), None))
-    shape = _Shape(body, body.get("model") or state.model_name, tools is not None, custom)
+    shape = _Shape(body, body.get("model") or state.model_name, tools, custom)
     item = compaction.compaction_item(summary)
     done = shape.response(c, [item], "completed")
     if not f.get_bool(body, "stream"):
@@ -261,7 +260,7 @@ def _conversation(body: dict, messages: list[dict]) -> str:
 class _Shape:
     """One response's ids and the request fields its objects echo."""
 
-    def __init__(self, body: dict, model: str, tools_given: bool, custom: set[str], opened: bool = False) -> None:
+    def __init__(self, body: dict, model: str, tools: list[dict] | None, custom: set[str], opened: bool = False) -> None:
         self.id = f"resp_{uuid.uuid4().hex}"
         self.msg_id = f"msg_{uuid.uuid4().hex}"
         self.rs_id = f"rs_{uuid.uuid4().hex}"
@@ -269,7 +268,7 @@ class _Shape:
         self.created = int(time.time())
         self.body = body
         self.model = model
-        self.tools_given = tools_given
+        self.tools = tools
         self.custom = custom
 
     def response(self, c: Completion | None, output: list[dict], status: str | None = None) -> dict:
@@ -323,7 +322,7 @@ class _Shape:
 
     def output(self, c: Completion) -> list[dict]:
         reasoning, answer = split_reasoning(c.text, self.opened)
-        content, calls = split_tool_calls(answer, self.tools_given)
+        content, calls = split_tool_calls(answer, self.tools)
         items = [self.reasoning(reasoning)] if reasoning is not None else []
         items += [self.message(content)] if content or not calls else []
         return items + [self.call_item(call) for call in calls]
@@ -356,7 +355,7 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> 
     events = JobEvents(request, state.scheduler, job)    # a full queue raises 503 before any byte is sent
     out: _Events | None = None
     thinking = ReasoningGate(shape.opened)
-    gate = ToolTextGate() if shape.tools_given else None
+    gate = ToolTextGate(shape.tools) if shape.tools else None
     items: list[dict] = []          # the output items done
     open_item: dict | None = None   # the item being streamed: {"type", "index", "text"}
 

@@ -40,10 +40,11 @@ What it is:
 - `parse_tool_calls(text) -> (content, calls)`: the model's answer split into its text and its calls
   `[{"name": str, "arguments": json str}]`, for `<tool_call>{json}</tool_call>` blocks (Hermes,
   Qwen; an unterminated last block counts; also `<TOOLCALL>[...]</TOOLCALL>`, Nemotron), Qwen3-Coder's
-  `<tool_call><function=NAME><parameter=P>value</parameter>...</function></tool_call>` (a value is a
-  string as written, one newline trimmed at each end, unless it reads as another JSON value: a
-  number, true / false / null, an object or a list; a string-typed parameter that holds "42" comes
-  out as 42), a bare JSON object `{"name":..., "arguments"|"parameters":
+  `<tool_call><function=NAME><parameter=P>value</parameter>...</function></tool_call>` (a value is
+  what is written, one newline trimmed at each end: a string for a parameter whose schema type is
+  "string", else the JSON value it reads as, when it reads as one; `types` from
+  `tool_parameter_types(tools)`; with no schema a number, true / false / null, an object or a list
+  is that value), a bare JSON object `{"name":..., "arguments"|"parameters":
   ...}` or a list of them (optionally in a ```json fence, or after `<|python_tag|>` / `[TOOL_CALLS]`).
 
 What it is not: tokenization (`tokenizer.py`) or the API's message format conversion (the server).
@@ -324,9 +325,26 @@ def _calls_from_json(text: str) -> list[dict[str, str]] | None:
     return calls  # type: ignore[return-value]
 
 
-def _xml_value(raw: str) -> Any:
+def tool_parameter_types(tools: Sequence[Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """{tool name: {parameter: its JSON schema `type`}} of OpenAI-style tools, for parse_tool_calls."""
+    out: dict[str, dict[str, Any]] = {}
+    for tool in tools or ():
+        fn = tool.get("function", tool) if isinstance(tool, Mapping) else None
+        params = fn.get("parameters") if isinstance(fn, Mapping) else None
+        props = params.get("properties") if isinstance(params, Mapping) else None
+        if isinstance(props, Mapping) and isinstance(fn.get("name"), str):
+            out[fn["name"]] = {k: v.get("type") for k, v in props.items() if isinstance(v, Mapping)}
+    return out
+
+
+def _xml_value(raw: str, schema_type: Any) -> Any:
+    """A parameter's value: as written for a string-typed parameter, else the JSON value it reads as
+    (no type known: only a number, true / false / null, an object or a list), else as written."""
     value = raw[1:] if raw.startswith("\n") else raw
     value = value[:-1] if value.endswith("\n") else value
+    types = set(schema_type) if isinstance(schema_type, list) else {schema_type}
+    if "string" in types and not (value == "null" and "null" in types):
+        return value
     try:
         parsed = json.loads(value)
     except json.JSONDecodeError:
@@ -334,22 +352,28 @@ def _xml_value(raw: str) -> Any:
     return value if isinstance(parsed, str) else parsed
 
 
-def _calls_from_xml(body: str) -> list[dict[str, str]] | None:
+def _calls_from_xml(body: str, types: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]] | None:
     calls = []
     for f in _XML_FUNCTION.finditer(body):
-        args = {p.group(1).strip(): _xml_value(p.group(2)) for p in _XML_PARAMETER.finditer(f.group(2))}
-        calls.append({"name": f.group(1).strip(), "arguments": json.dumps(args, ensure_ascii=False)})
+        name = f.group(1).strip()
+        known = types.get(name, {})
+        args = {}
+        for p in _XML_PARAMETER.finditer(f.group(2)):
+            key = p.group(1).strip()
+            args[key] = _xml_value(p.group(2), known.get(key))
+        calls.append({"name": name, "arguments": json.dumps(args, ensure_ascii=False)})
     return calls or None
 
 
-def parse_tool_calls(text: str) -> tuple[str, list[dict[str, str]]]:
-    """(content without the calls, [{"name", "arguments" (a JSON string)}]); ([], text) when none."""
+def parse_tool_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[str, list[dict[str, str]]]:
+    """(content without the calls, [{"name", "arguments" (a JSON string)}]); ([], text) when none.
+    `types` (tool_parameter_types of the tools offered) types Qwen3-Coder's XML parameter values."""
     if "<tool_call>" in text or "<TOOLCALL>" in text:
         calls: list[dict[str, str]] = []
         kept: list[str] = []
         pos = 0
         for m in _TOOL_CALL_BLOCK.finditer(text):
-            found = _calls_from_json(m.group(2)) or _calls_from_xml(m.group(2))
+            found = _calls_from_json(m.group(2)) or _calls_from_xml(m.group(2), types or {})
             if found is None:
                 continue  # not a call: stays in the content
             kept.append(text[pos : m.start()])

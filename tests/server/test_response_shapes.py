@@ -14,6 +14,8 @@ from strata.server.anthropic_api import message_response
 from strata.server.jobs import Completion
 from strata.server.openai_api import chat_response
 
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
 CALL_TEXT = 'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
 
 
@@ -23,7 +25,7 @@ def done(text: str, finish: str = "stop", stop: str | None = None, n_out: int = 
 
 
 def test_openai_tool_calls_from_the_models_text():
-    body = chat_response(done(CALL_TEXT), "gpt-x", tools_given=True)
+    body = chat_response(done(CALL_TEXT), "gpt-x", tools=TOOLS)
     parsed = openai.types.chat.ChatCompletion.model_validate(body)     # the SDK's own model accepts it
     choice = parsed.choices[0]
     assert choice.finish_reason == "tool_calls" and choice.message.content == "Let me check."
@@ -33,13 +35,13 @@ def test_openai_tool_calls_from_the_models_text():
 
 
 def test_no_tools_offered_means_plain_text():
-    body = chat_response(done(CALL_TEXT), "gpt-x", tools_given=False)
+    body = chat_response(done(CALL_TEXT), "gpt-x", tools=None)
     assert body["choices"][0]["message"] == {"role": "assistant", "content": CALL_TEXT}
     assert body["choices"][0]["finish_reason"] == "stop"
 
 
 def test_openai_usage_and_timings():
-    body = chat_response(done("hi", finish="length"), "m", tools_given=False)
+    body = chat_response(done("hi", finish="length"), "m", tools=None)
     assert body["choices"][0]["finish_reason"] == "length"
     assert body["usage"] == {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107,
                              "prompt_tokens_details": {"cached_tokens": 80}}
@@ -49,7 +51,7 @@ def test_openai_usage_and_timings():
 
 
 def test_anthropic_tool_use_blocks_from_the_models_text():
-    body = message_response(done(CALL_TEXT), "claude-x", "msg_1", tools_given=True)
+    body = message_response(done(CALL_TEXT), "claude-x", "msg_1", tools=TOOLS)
     msg = anthropic.types.Message.model_validate(body)
     assert msg.stop_reason == "tool_use"
     assert [b.type for b in msg.content] == ["text", "tool_use"]
@@ -58,17 +60,31 @@ def test_anthropic_tool_use_blocks_from_the_models_text():
 
 
 def test_anthropic_stop_reasons():
-    assert message_response(done("a", stop="END"), "m", "id", False)["stop_reason"] == "stop_sequence"
-    assert message_response(done("a", finish="length"), "m", "id", False)["stop_reason"] == "max_tokens"
-    assert message_response(done("a"), "m", "id", False)["stop_reason"] == "end_turn"
-    only_call = message_response(done('<tool_call>{"name": "f", "arguments": {}}</tool_call>'), "m", "id", True)
+    assert message_response(done("a", stop="END"), "m", "id", None)["stop_reason"] == "stop_sequence"
+    assert message_response(done("a", finish="length"), "m", "id", None)["stop_reason"] == "max_tokens"
+    assert message_response(done("a"), "m", "id", None)["stop_reason"] == "end_turn"
+    only_call = message_response(done('<tool_call>{"name": "f", "arguments": {}}</tool_call>'), "m", "id", TOOLS)
     assert [b["type"] for b in only_call["content"]] == ["tool_use"]
+
+
+def test_xml_call_values_follow_the_tools_schema_types():
+    """Qwen3-Coder's XML values: a string-typed parameter keeps what was written (a file's JSON text, a
+    number-like name), other types read as JSON; without a schema only non-string JSON is read."""
+    text = ("<tool_call>\n<function=get_weather>\n<parameter=city>\n1984\n</parameter>\n"
+            "<parameter=days>\n3\n</parameter>\n<parameter=extra>\n{\"a\": 1}\n</parameter>\n</function>\n</tool_call>")
+    call = chat_response(done(text), "m", tools=TOOLS)["choices"][0]["message"]["tool_calls"][0]["function"]
+    assert json.loads(call["arguments"]) == {"city": "1984", "days": 3, "extra": {"a": 1}}
+    nullable = [{"type": "function", "function": {"name": "get_weather", "parameters": {"properties": {
+        "city": {"type": ["string", "null"]}, "days": {"type": "string"}}}}}]
+    text = "<tool_call>\n<function=get_weather>\n<parameter=city>\nnull\n</parameter>\n<parameter=days>\nnull\n</parameter>\n</function>\n</tool_call>"
+    call = chat_response(done(text), "m", tools=nullable)["choices"][0]["message"]["tool_calls"][0]["function"]
+    assert json.loads(call["arguments"]) == {"city": None, "days": "null"}
 
 
 def gate_run(pieces: list[str]):
     from strata.server.prompting import ToolTextGate
 
-    gate = ToolTextGate()
+    gate = ToolTextGate(TOOLS)
     streamed = "".join(gate.feed(p) for p in pieces)
     rest, calls = gate.finish("".join(pieces))
     return streamed, rest, calls

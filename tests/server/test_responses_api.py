@@ -11,7 +11,7 @@ import openai
 import pytest
 from openai.types.responses import Response
 from strata.server.jobs import Completion
-from strata.server.responses_api import _Shape
+from strata.server.responses_api import _Shape, parse_tools
 
 from tests.server.live import LiveServer
 
@@ -118,7 +118,8 @@ def test_the_shape_validates_as_the_sdks_response():
     done = Completion(text='Checking.\n<tool_call>\n{"name": "apply_patch", "arguments": {"input": "*** Begin"}}'
                            '\n</tool_call>', tokens=list(range(9)), finish_reason="stop", stop_sequence=None, prompt_tokens=50,
                       cached_tokens=30, prompt_ms=5.0, predicted_ms=9.0)
-    shape = _Shape({"instructions": "x", "tools": [PATCH]}, "m", True, {"apply_patch"})
+    tools, custom = parse_tools({"tools": [PATCH]})
+    shape = _Shape({"instructions": "x", "tools": [PATCH]}, "m", tools, custom)
     r = Response.model_validate(shape.response(done, shape.output(done)))
     assert [o.type for o in r.output] == ["message", "custom_tool_call"]
     assert r.output[0].content[0].text == "Checking." and r.output[1].input == "*** Begin"

@@ -11,6 +11,7 @@ from strata.engine.chat_template import (
     ChatTemplateError,
     normalize_messages,
     parse_tool_calls,
+    tool_parameter_types,
     render_tools_into_system,
 )
 
@@ -204,6 +205,16 @@ def test_a_template_failing_either_way_reports_the_first_error():
     t = ChatTemplate("{% for m in messages %}{{ m.tool_calls[0].function.arguments.city + 1 }}{% endfor %}{{ tools }}")
     with pytest.raises(ChatTemplateError, match="failed"):
         t.render(CONVERSATION[2:3], tools=[WEATHER_TOOL])
+
+
+def test_tool_parameter_types_skip_what_is_not_a_schema():
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"properties": {
+                 "a": {"type": "string"}, "b": {"type": ["integer", "null"]}, "c": {}, "d": "junk"}}}},
+             {"type": "function", "function": {"name": "g"}}, {"name": "h", "parameters": {"properties": {"x": {"type": "number"}}}},
+             "junk", {"function": None}]
+    assert tool_parameter_types(tools) == {"f": {"a": "string", "b": ["integer", "null"], "c": None},
+                                           "h": {"x": "number"}}
+    assert tool_parameter_types(None) == {}
 
 
 @pytest.mark.parametrize(
