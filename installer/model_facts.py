@@ -51,7 +51,12 @@ def read_model_facts(path: str | Path) -> ModelFacts:
     return ModelFacts(
         path=str(path), name=model_id(path), size_bytes=path.stat().st_size,
         n_layer=need("block_count"), n_head_kv=int(n_head_kv), head_dim=int(head_dim),
-        n_ctx_train=need("context_length"), arch=arch, description=model_description(meta))
+        n_ctx_train=need("context_length"), arch=arch, description=model_description(meta),
+        n_expert=_expert_count(meta.get(f"{arch}.expert_count")))
+
+
+def _expert_count(value) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def _metadata(path: Path) -> dict:

@@ -53,6 +53,7 @@ class ModelFacts:
     n_ctx_train: int
     arch: str = "llama"
     description: str | None = None   # the metadata's general.name; `name` is the id (strata.model_names)
+    n_expert: int = 0                # experts per layer (qwen3moe, Mixtral); 0: a dense model
 
     def __post_init__(self) -> None:
         for name in ("size_bytes", "n_layer", "n_head_kv", "head_dim", "n_ctx_train"):

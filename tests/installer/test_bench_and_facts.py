@@ -66,7 +66,9 @@ def test_model_facts_of_a_tiny_gguf(tiny_model_factory):
     facts = read_model_facts(path)
     assert (facts.n_layer, facts.n_head_kv, facts.head_dim, facts.n_ctx_train) == (3, 2, 16, 1024)
     assert facts.kv_bytes_per_token == 2 * 3 * 2 * 16 * 2
-    assert facts.size_bytes == path.stat().st_size
+    assert facts.size_bytes == path.stat().st_size and facts.n_expert == 0
+    with_experts = read_model_facts(tiny_model_factory(arch="qwen3moe", n_expert=8, n_expert_used=2))
+    assert (with_experts.arch, with_experts.n_expert) == ("qwen3moe", 8)
 
 
 def test_model_facts_of_the_default_model(default_model_path):

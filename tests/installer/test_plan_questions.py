@@ -157,3 +157,22 @@ def test_a_gpu_with_a_cuda_build_gets_the_cuda_backend_and_its_memory_bounds_the
     kv_gib = (1 + cuda.config()["batch"]) * cuda.config()["ctx"] * s.model.kv_bytes_per_token / 2**30
     assert kv_gib <= 24 - 4.6 - 0.5  # GPU memory minus the model and the scratch
     assert (cuda.config()["ctx"], cuda.config()["batch"]) != (cpu["ctx"], cpu["batch"])
+
+
+def test_a_model_with_experts_runs_on_the_cpu_beside_a_gpu_and_ram_bounds_its_kv():
+    """The CUDA backend has no expert kernels: a qwen3moe model on a machine with a GPU and a CUDA build is
+    planned on the CPU, its KV bounded by RAM, not VRAM (the 30B-A3B file: 17.3 GiB, 48 layers, 4 KV heads)."""
+    from dataclasses import replace
+
+    from strata.installer.plan_types import ModelFacts
+
+    moe = ModelFacts("/m/Qwen3-Coder-30B-A3B-Instruct-Q4_K_M.gguf", "Qwen3-Coder-30B-A3B-Instruct", 18_556_685_056,
+                     48, 4, 128, 262144, "qwen3moe", n_expert=128)
+    s = replace(situation("workstation", "8B"), cuda_built=True, model=moe)   # RTX 4090 (24 GiB), 64 GiB RAM
+    plan = make_plan(s, default_answers(s))
+    assert plan.config()["backend"] == "cpu"
+    assert "experts (128 in this one)" in plan.reason("backend")
+    kv_gib = (1 + plan.config()["batch"]) * plan.config()["ctx"] * moe.kv_bytes_per_token / 2**30
+    assert kv_gib > 24 - 17.3       # more KV than the GPU could have held beside the weights
+    dense = make_plan(replace(s, model=replace(moe, n_expert=0)), default_answers(s))
+    assert dense.config()["backend"] == "cuda"
