@@ -49,7 +49,7 @@ def llama_logits(python: str, path: str, tokens: list[int]) -> np.ndarray:
     code = (
         "import json, sys, numpy as np, llama_cpp\n"
         "path, toks, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]\n"
-        "m = llama_cpp.Llama(model_path=path, n_ctx=64, n_threads=2, logits_all=True, verbose=False)\n"
+        "m = llama_cpp.Llama(model_path=path, n_ctx=128, n_threads=2, logits_all=True, verbose=False)\n"
         "m.eval(toks)\n"
         "np.save(out, np.array(m.scores[:len(toks)], dtype=np.float32))\n")
     with tempfile.TemporaryDirectory() as d:

@@ -408,9 +408,8 @@ void cuda_backend::forward(const cuda_row* rows, int64_t n) {
                          " the scratch is sized for");
     }
     cuda_check(cudaSetDevice(b.device), "cudaSetDevice");
-    // rows, their RoPE tables (forward.cpp's formula), and the rows that want logits
+    // rows, their RoPE tables (model.h's rope_table, as the CPU's), and the rows that want logits
     int64_t n_out = 0;
-    const int64_t half = h.n_rot / 2;
     for (int64_t r = 0; r < n; r++) {
         const cuda_row& row = rows[r];
         b.check_ctx(row.ctx, "forward");
@@ -419,14 +418,7 @@ void cuda_backend::forward(const cuda_row* rows, int64_t n) {
                              std::to_string(row.ctx) + "'s capacity " + std::to_string(b.capacities[size_t(row.ctx)]));
         }
         b.rows_h[r] = {b.kv[size_t(row.ctx)], b.capacities[size_t(row.ctx)], row.pos, row.token, 0};
-        float* cs = b.rope_h + r * h.n_rot;
-        const double p = double(row.pos) * double(h.rope_freq_scale);
-        for (int64_t i = 0; i < half; i++) {
-            double theta = p * std::pow(double(h.rope_freq_base), -2.0 * double(i) / double(h.n_rot));
-            if (!b.rope_freq_factors.empty()) theta /= double(b.rope_freq_factors[size_t(i)]);
-            cs[2 * i] = float(std::cos(theta));
-            cs[2 * i + 1] = float(std::sin(theta));
-        }
+        rope_table(h, b.rope_freq_factors, row.pos, b.rope_h + r * h.n_rot);
         if (row.logits_out) {
             if (n_out == b.max_logit_rows) {
                 throw cuda_error("forward: more than " + std::to_string(b.max_logit_rows) + " rows want logits");

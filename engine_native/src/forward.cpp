@@ -378,7 +378,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
     const model& m = *model_;
     const model_hparams& h = m.hp;
     const int64_t E = h.n_embd, Q = h.q_dim(), KV = h.kv_dim(), F = h.n_ff, HD = h.head_dim;
-    const int64_t n_rep = h.n_head / h.n_head_kv, half = h.n_rot / 2;
+    const int64_t n_rep = h.n_head / h.n_head_kv;
     const float scale = 1.0f / std::sqrt(float(HD));
 
     // embeddings and per-row RoPE tables
@@ -387,14 +387,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
             const batch_row& row = rows[r];
             dequantize_row(m.token_embd.type, m.token_embd.data + size_t(row.token) * m.token_embd.row_bytes,
                            x_ + r * E, E);
-            float* cs = rope_ + r * h.n_rot;
-            const double p = double(row.pos) * double(h.rope_freq_scale);
-            for (int64_t i = 0; i < half; i++) {
-                double theta = p * std::pow(double(h.rope_freq_base), -2.0 * double(i) / double(h.n_rot));
-                if (!m.rope_freq_factors.empty()) theta /= double(m.rope_freq_factors[size_t(i)]);
-                cs[2 * i] = float(std::cos(theta));
-                cs[2 * i + 1] = float(std::sin(theta));
-            }
+            rope_table(h, m.rope_freq_factors, row.pos, rope_ + r * h.n_rot);
         }
     });
 

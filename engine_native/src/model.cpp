@@ -3,6 +3,7 @@
 // Not here: any arithmetic on weights beyond dequantizing the small 1-D ones (norms, biases) to f32.
 #include "model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -93,6 +94,35 @@ struct loader {
 
 }  // namespace
 
+void rope_table(const model_hparams& h, const std::vector<float>& freq_factors, int64_t pos, float* cs) {
+    const int64_t half = h.n_rot / 2;
+    const bool yarn = h.yarn_ext_factor != 0.0f;
+    double low = 0.0, high = 0.0, mscale = 1.0;
+    if (yarn) {   // the dimension pairs whose wavelength fits the original context (ggml's corr dims)
+        auto corr_dim = [&](double n_turns) {
+            return double(h.n_rot) * std::log(double(h.yarn_orig_ctx) / (n_turns * 2.0 * M_PI)) /
+                   (2.0 * std::log(double(h.rope_freq_base)));
+        };
+        low = std::max(0.0, std::floor(corr_dim(h.yarn_beta_fast)));
+        high = std::min(double(h.n_rot - 1), std::ceil(corr_dim(h.yarn_beta_slow)));
+        mscale = double(h.yarn_attn_factor) * (1.0 + 0.1 * std::log(1.0 / double(h.rope_freq_scale)));
+    }
+    const double p = double(pos) * double(h.rope_freq_scale);
+    for (int64_t i = 0; i < half; i++) {
+        const double inv_freq = std::pow(double(h.rope_freq_base), -2.0 * double(i) / double(h.n_rot));
+        const double factor = freq_factors.empty() ? 1.0 : double(freq_factors[size_t(i)]);
+        double theta = p * inv_freq / factor;
+        if (yarn) {   // blend towards the unscaled angle for the fast dimensions
+            const double extrap = double(pos) * inv_freq / factor;
+            const double ramp = (1.0 - std::clamp((double(i) - low) / std::max(0.001, high - low), 0.0, 1.0)) *
+                                double(h.yarn_ext_factor);
+            theta = theta * (1.0 - ramp) + extrap * ramp;
+        }
+        cs[2 * i] = float(std::cos(theta) * mscale);
+        cs[2 * i + 1] = float(std::sin(theta) * mscale);
+    }
+}
+
 size_t model::weight_bytes() const {
     size_t n = 0;
     for (const auto& t : file->tensors()) n += t.n_bytes;
@@ -165,12 +195,24 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
         throw model_error("model " + path + ": rope.dimension_count " + std::to_string(hp.n_rot) + " is invalid");
     }
     std::string scaling = f.get_str(a + ".rope.scaling.type", "none");
-    if (scaling == "linear") {
+    if (scaling == "linear" || scaling == "yarn") {
         double factor = f.get_float(a + ".rope.scaling.factor", 1.0);
         if (!(factor > 0)) throw model_error("model " + path + ": rope.scaling.factor must be positive");
         hp.rope_freq_scale = float(1.0 / factor);
     } else if (scaling != "none" && scaling != "") {
-        throw model_error("model " + path + ": unsupported rope scaling '" + scaling + "'");
+        throw model_error("model " + path + ": unsupported rope scaling '" + scaling + "' (supported: linear, yarn)");
+    }
+    if (scaling == "yarn") {   // llama.cpp's defaults where the file says nothing
+        hp.yarn_ext_factor = float(f.get_float(a + ".rope.scaling.yarn_ext_factor", 1.0));
+        hp.yarn_attn_factor = float(f.get_float(a + ".rope.scaling.yarn_attn_factor", 1.0));
+        hp.yarn_beta_fast = float(f.get_float(a + ".rope.scaling.yarn_beta_fast", 32.0));
+        hp.yarn_beta_slow = float(f.get_float(a + ".rope.scaling.yarn_beta_slow", 1.0));
+        hp.yarn_orig_ctx = f.get_int(a + ".rope.scaling.original_context_length", hp.n_ctx_train);
+        if (hp.yarn_orig_ctx <= 0 || !(hp.yarn_ext_factor >= 0) || !(hp.yarn_attn_factor > 0)) {
+            throw model_error("model " + path + ": invalid YaRN parameters (original_context_length " +
+                              std::to_string(hp.yarn_orig_ctx) + ", ext_factor " + std::to_string(hp.yarn_ext_factor) +
+                              ", attn_factor " + std::to_string(hp.yarn_attn_factor) + ")");
+        }
     }
 
     loader ld{f, path};

@@ -37,7 +37,14 @@ struct model_hparams {
     int64_t n_ff = 0;
     int64_t n_rot = 0;         // rotated dimensions per head (<= head_dim)
     float rope_freq_base = 10000.0f;
-    float rope_freq_scale = 1.0f;   // positions are multiplied by this (linear scaling)
+    float rope_freq_scale = 1.0f;   // 1 / rope.scaling.factor (linear or YaRN scaling), else 1
+    // YaRN (rope.scaling.type "yarn"): frequencies between the "fast" and "slow" dimensions blend the
+    // scaled and unscaled angles, and cos / sin are scaled by attn_factor x (1 + 0.1 ln(factor))
+    float yarn_ext_factor = 0.0f;   // 0: no YaRN
+    float yarn_attn_factor = 1.0f;
+    float yarn_beta_fast = 32.0f;
+    float yarn_beta_slow = 1.0f;
+    int64_t yarn_orig_ctx = 0;      // rope.scaling.original_context_length
     float rms_eps = 1e-5f;
     rope_style rope = ROPE_NORM;
     // Mixture of experts (0 experts: a dense FFN of n_ff). Each token runs the n_expert_used experts
@@ -87,6 +94,10 @@ struct layer_weights {
     std::vector<float> bq, bk, bv;  // qwen2 biases: (q_dim,), (kv_dim,), (kv_dim,); empty otherwise
     std::vector<float> q_norm, k_norm;   // qwen3: (head_dim,) each; empty otherwise
 };
+
+// Row `pos`'s rotation table: (n_rot / 2) pairs (cos, sin) of each dimension pair's angle, with
+// rope_freqs factors (may be empty), linear or YaRN scaling. Both backends rotate with it.
+void rope_table(const model_hparams& h, const std::vector<float>& freq_factors, int64_t pos, float* cs);
 
 struct model {
     std::shared_ptr<gguf_file> file;

@@ -67,6 +67,9 @@ def test_every_type_matches_reference(tiny_model_factory, dtype):
         {"n_head": 8, "n_head_kv": 1, "n_embd": 128},    # one KV head for all
         {"n_layer": 3, "rope_freq_base": 100000.0, "rms_eps": 1e-6},
         {"n_embd": 72, "n_head": 4, "n_head_kv": 2},      # head size 18: the KV rows layout
+        {"rope_scaling": ("linear", 4.0, 64)},
+        {"rope_scaling": ("yarn", 4.0, 64)},             # the ramp blends dimension pairs 0-3 of 8
+        {"rope_scaling": ("yarn", 8.0, 16), "n_embd": 128, "n_head": 4},   # head size 32, other corr dims
     ],
 )
 def test_shapes_and_options_match_reference(tiny_model_factory, params):
@@ -90,3 +93,14 @@ def test_prefill_logits_are_the_last_position(tiny_model_factory):
     engine.prefill(0, TOKENS, chunk=5)
     ref = reference_logits(path, TOKENS)[-1:]
     check_close(engine.logits(0)[None, :], ref, 2e-5)
+
+
+@pytest.mark.parametrize("scaling, message", [
+    (("longrope", 4.0, 64), "unsupported rope scaling 'longrope' (supported: linear, yarn)"),
+    (("yarn", 4.0, 0), "invalid YaRN parameters (original_context_length 0"),
+])
+def test_rope_scaling_the_engine_cannot_do_is_refused_by_name(tiny_model_factory, scaling, message):
+    path = tiny_model_factory(dtype="F32", seed=5, rope_scaling=scaling)
+    with pytest.raises(ValueError) as err:
+        Engine(path, n_ctx=16)
+    assert message in str(err.value)
