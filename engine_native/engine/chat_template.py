@@ -42,7 +42,8 @@ What it is:
   Qwen; an unterminated last block counts; also `<TOOLCALL>[...]</TOOLCALL>`, Nemotron), Qwen3-Coder's
   `<tool_call><function=NAME><parameter=P>value</parameter>...</function></tool_call>` (a value is
   what is written, one newline trimmed at each end: a string for a parameter whose schema type is
-  "string", else the JSON value it reads as, when it reads as one; `types` from
+  "string" (or anyOf / oneOf with a string branch, or a string enum), else the JSON value it reads
+  as, when it reads as one (never NaN / Infinity, which are not JSON); `types` from
   `tool_parameter_types(tools)`; with no schema a number, true / false / null, an object or a list
   is that value), a bare JSON object `{"name":..., "arguments"|"parameters":
   ...}` or a list of them (optionally in a ```json fence, or after `<|python_tag|>` / `[TOOL_CALLS]`).
@@ -333,8 +334,28 @@ def tool_parameter_types(tools: Sequence[Mapping[str, Any]] | None) -> dict[str,
         params = fn.get("parameters") if isinstance(fn, Mapping) else None
         props = params.get("properties") if isinstance(params, Mapping) else None
         if isinstance(props, Mapping) and isinstance(fn.get("name"), str):
-            out[fn["name"]] = {k: v.get("type") for k, v in props.items() if isinstance(v, Mapping)}
+            out[fn["name"]] = {k: _schema_type(v) for k, v in props.items() if isinstance(v, Mapping)}
     return out
+
+
+def _schema_type(schema: Mapping[str, Any]) -> Any:
+    """A property's `type`; without one, the type names of its anyOf / oneOf branches (pydantic writes
+    Optional[str] as anyOf string / null), or "string" for an enum of strings; else None (unknown)."""
+    if "type" in schema:
+        return schema["type"]
+    names = [b.get("type") for key in ("anyOf", "oneOf") if isinstance(schema.get(key), list)
+             for b in schema[key] if isinstance(b, Mapping)]
+    flat = [t for n in names for t in (n if isinstance(n, list) else [n]) if isinstance(t, str)]
+    if flat:
+        return flat
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum and all(isinstance(v, str) for v in enum):
+        return "string"
+    return None
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")   # json.loads reads NaN / Infinity, which json.dumps writes back
 
 
 def _xml_value(raw: str, schema_type: Any) -> Any:
@@ -342,12 +363,13 @@ def _xml_value(raw: str, schema_type: Any) -> Any:
     (no type known: only a number, true / false / null, an object or a list), else as written."""
     value = raw[1:] if raw.startswith("\n") else raw
     value = value[:-1] if value.endswith("\n") else value
-    types = set(schema_type) if isinstance(schema_type, list) else {schema_type}
+    names = schema_type if isinstance(schema_type, list) else [schema_type]
+    types = {t for t in names if isinstance(t, str)}    # a malformed schema's type reads as unknown
     if "string" in types and not (value == "null" and "null" in types):
         return value
     try:
-        parsed = json.loads(value)
-    except json.JSONDecodeError:
+        parsed = json.loads(value, parse_constant=_no_constants)
+    except ValueError:
         return value
     return value if isinstance(parsed, str) else parsed
 

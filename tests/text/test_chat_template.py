@@ -11,8 +11,8 @@ from strata.engine.chat_template import (
     ChatTemplateError,
     normalize_messages,
     parse_tool_calls,
-    tool_parameter_types,
     render_tools_into_system,
+    tool_parameter_types,
 )
 
 from .conftest import parity_cases
@@ -256,3 +256,45 @@ def test_parse_tool_calls(text, content, calls):
     assert [(c["name"], json.loads(c["arguments"])) for c in got_calls] == calls
     for c in got_calls:
         assert isinstance(c["arguments"], str)
+
+
+def xml_call(params: dict[str, str]) -> str:
+    """Qwen3-Coder's XML call of function `f` with these parameters written as the model writes them."""
+    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
+    return f"<tool_call>\n<function=f>\n{body}</function>\n</tool_call>"
+
+
+def tool_f(properties: dict) -> list[dict]:
+    return [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": properties}}}]
+
+
+def test_xml_values_of_string_parameters_declared_by_anyof_or_enum_stay_strings():
+    """Optional[str] as pydantic writes it (anyOf string / null) and a string enum without `type`: a
+    number-like value is still the string written ('1984', not 1984); null for the nullable one."""
+    tools = tool_f({"title": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                    "level": {"enum": ["1", "2"]}, "note": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+                    "count": {"anyOf": [{"type": "integer"}, {"type": "null"}]}})
+    types = tool_parameter_types(tools)
+    _, calls = parse_tool_calls(xml_call({"title": "1984", "level": "1", "note": "42", "count": "7"}), types)
+    assert json.loads(calls[0]["arguments"]) == {"title": "1984", "level": "1", "note": "42", "count": 7}
+    _, calls = parse_tool_calls(xml_call({"title": "null"}), types)
+    assert json.loads(calls[0]["arguments"]) == {"title": None}
+
+
+@pytest.mark.parametrize("schema_type", [{"x": 1}, [{"x": 1}], [["string"]], 5])
+def test_xml_values_with_a_malformed_schema_type_are_read_as_untyped(schema_type):
+    """A client's schema whose `type` is not a name or a list of names: no crash, the value is read as
+    without a schema."""
+    types = tool_parameter_types(tool_f({"p": {"type": schema_type}}))
+    _, calls = parse_tool_calls(xml_call({"p": "12"}), types)
+    assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [("f", {"p": 12})]
+
+
+@pytest.mark.parametrize("written", ["NaN", "Infinity", "-Infinity"])
+def test_xml_values_never_make_arguments_that_are_not_json(written):
+    """json.loads reads NaN / Infinity, json.dumps writes them back, and neither is JSON: a strict
+    client (serde_json, JSON.parse) rejects the call. They stay the strings written."""
+    for types in ({}, tool_parameter_types(tool_f({"x": {"type": "number"}}))):
+        _, calls = parse_tool_calls(xml_call({"x": written}), types)
+        assert json.loads(calls[0]["arguments"], parse_constant=lambda c: pytest.fail(f"{c} in the arguments")) == {
+            "x": written}
