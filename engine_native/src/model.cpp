@@ -95,12 +95,13 @@ struct loader {
 }  // namespace
 
 void rope_table(const model_hparams& h, const std::vector<float>& freq_factors, int64_t pos, float* cs) {
+    constexpr double k_pi = 3.14159265358979323846;   // M_PI is not standard (MSVC lacks it by default)
     const int64_t half = h.n_rot / 2;
     const bool yarn = h.yarn_ext_factor != 0.0f;
     double low = 0.0, high = 0.0, mscale = 1.0;
     if (yarn) {   // the dimension pairs whose wavelength fits the original context (ggml's corr dims)
         auto corr_dim = [&](double n_turns) {
-            return double(h.n_rot) * std::log(double(h.yarn_orig_ctx) / (n_turns * 2.0 * M_PI)) /
+            return double(h.n_rot) * std::log(double(h.yarn_orig_ctx) / (n_turns * 2.0 * k_pi)) /
                    (2.0 * std::log(double(h.rope_freq_base)));
         };
         low = std::max(0.0, std::floor(corr_dim(h.yarn_beta_fast)));
@@ -159,7 +160,11 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     hp.n_expert = f.get_int(a + ".expert_count", 0);
     hp.n_expert_used = f.get_int(a + ".expert_used_count", 0);
     hp.n_ff = f.get_int(a + ".feed_forward_length", hp.n_expert > 0 ? 1 : 0);
-    hp.n_ff_exp = f.get_int(a + ".expert_feed_forward_length", hp.n_expert > 0 ? hp.n_ff : 0);
+    // without the key, llama.cpp's widths: qwen3moe's experts share feed_forward_length out (n_ff / used),
+    // a Mixtral-style llama's are each n_ff wide
+    const bool ff_shared_out = a == "qwen3moe" && hp.n_expert_used > 0;
+    const int64_t ff_exp_default = hp.n_expert <= 0 ? 0 : ff_shared_out ? hp.n_ff / hp.n_expert_used : hp.n_ff;
+    hp.n_ff_exp = f.get_int(a + ".expert_feed_forward_length", ff_exp_default);
     if (a == "qwen3moe" && hp.n_expert == 0) throw model_error("model " + path + ": qwen3moe without expert_count");
     if (hp.n_expert < 0 || hp.n_expert > 4096 || hp.n_expert_used < 0 || hp.n_expert_used > hp.n_expert ||
         (hp.n_expert > 0 && (hp.n_expert_used == 0 || hp.n_ff_exp <= 0 || hp.n_ff_exp > (1 << 22)))) {

@@ -21,7 +21,7 @@ BASE, EPS = 10000.0, 1e-6
 TOKENS = [1, 7, 200, 42, 5, 299, 0, 13, 13, 77]
 
 
-def make_model(path, arch: str, seed: int = 0) -> dict:
+def make_model(path, arch: str, seed: int = 0, *, expert_ff_key: bool = True) -> dict:
     rng = np.random.default_rng(seed)
 
     def mat(rows, cols):
@@ -64,7 +64,8 @@ def make_model(path, arch: str, seed: int = 0) -> dict:
     if arch == "qwen3moe":
         w.add_expert_count(N_EXPERT)
         w.add_expert_used_count(N_EXPERT_USED)
-        w.add_expert_feed_forward_length(N_FF_EXP)
+        if expert_ff_key:
+            w.add_expert_feed_forward_length(N_FF_EXP)
     for name, value in t.items():
         w.add_tensor(name, value)
     w.write_header_to_file()
@@ -140,6 +141,18 @@ def test_qwen_matches_reference(tmp_path, arch):
     got = np.stack([engine.decode([0], [t])[0] for t in TOKENS])
     scale = np.abs(ref).max(axis=1, keepdims=True)
     assert np.all(np.abs(got - ref) <= 2e-5 * scale), float((np.abs(got - ref) / scale).max())
+
+
+def test_qwen3moe_without_expert_width_key_takes_llama_cpps_default(tmp_path):
+    """No expert_feed_forward_length: llama.cpp reads an expert's width as feed_forward_length /
+    expert_used_count (96 / 3 = 32 here), so the file's [64, 32, 6] experts load and compute."""
+    assert N_FF // N_EXPERT_USED == N_FF_EXP
+    path = tmp_path / "qwen3moe.gguf"
+    weights = make_model(path, "qwen3moe", expert_ff_key=False)
+    engine = Engine(path, n_ctx=32, n_threads=2, kv_type="f32")
+    ref = reference(weights, "qwen3moe", TOKENS[:4])
+    got = np.stack([engine.decode([0], [t])[0] for t in TOKENS[:4]])
+    assert np.all(np.abs(got - ref) <= 2e-5 * np.abs(ref).max(axis=1, keepdims=True))
 
 
 def test_qwen2_without_biases_is_refused(tmp_path, tiny_model_factory):
