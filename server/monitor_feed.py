@@ -43,6 +43,8 @@ def snapshot(state: ServerState) -> dict[str, Any]:
             "description": state.model_description,
             "arch": getattr(engine, "arch", None), "quant": _quant(engine),
             "n_ctx_train": getattr(engine, "n_ctx_train", None) or meta.get(f"{getattr(engine, 'arch', '')}.context_length"),
+            "n_expert": getattr(engine, "n_expert", None) or None,        # models with experts only
+            "n_expert_used": getattr(engine, "n_expert_used", None) or None,
         })
         out["engine"] = _drop_none({
             "backend": getattr(engine, "backend", None), "threads": getattr(engine, "n_threads", None),

@@ -39,6 +39,8 @@ def model_text(snap: dict) -> str:
             parts.append(str(m[key]))
     if m.get("n_ctx_train"):
         parts.append(f"trained context {units.tokens(m['n_ctx_train'])}")
+    if m.get("n_expert"):
+        parts.append(f"{m['n_expert']} experts, {m.get('n_expert_used', units.NA)} a token")
     if e.get("backend"):
         parts.append(f"{e['backend']}, {e.get('threads', units.NA)} threads")
     if e.get("kv_type"):

@@ -24,3 +24,12 @@ def test_formats(fn, value, text):
 def test_percent():
     assert units.percent(1432, 2048) == "70 %"
     assert units.percent(5, 0) == units.NA and units.percent(None, 5) == units.NA
+
+
+def test_the_header_names_a_models_experts():
+    from strata.monitor.widgets.header import model_text
+
+    snap = {"model": {"name": "Qwen3-Coder-30B-A3B", "arch": "qwen3moe", "n_ctx_train": 262144,
+                      "n_expert": 128, "n_expert_used": 8}}
+    assert "128 experts, 8 a token" in model_text(snap)
+    assert "experts" not in model_text({"model": {"name": "dense", "arch": "llama"}})
