@@ -129,3 +129,38 @@ def test_cuda_backend_refuses_experts_and_auto_runs_them_on_the_cpu(tiny_model_f
     with pytest.raises(ValueError, match=r"backend 'cuda': models with experts \(llama, 8 experts\) run on the CPU"):
         _engine.Engine(str(path), n_ctx=16, backend="cuda")   # the native check, in any build
     assert Engine(path, n_ctx=16, backend="auto").backend.startswith("cpu")
+
+
+def test_auto_on_a_machine_with_cuda_runs_experts_on_the_cpu(tiny_model_factory, monkeypatch):
+    """"auto" where CUDA is usable (resolve_backend says so; no GPU here to say it for real): a model with
+    experts still opens, on the CPU; a dense model goes on to the CUDA backend (which this build lacks)."""
+    import strata.engine.gpu as gpu
+
+    monkeypatch.setattr(gpu, "resolve_backend", lambda name: "cuda")
+    assert Engine(expert_model(tiny_model_factory), n_ctx=16, backend="auto").backend.startswith("cpu")
+    if not gpu.cuda_built():
+        with pytest.raises(ValueError, match="backend 'cuda'"):
+            Engine(tiny_model_factory(dtype="F32", seed=3), n_ctx=16, backend="auto")
+
+
+def test_many_narrow_experts_over_long_chunks_and_extend_are_bitwise_stable(tiny_model_factory):
+    """128 experts of 40 rows (not a multiple of 64), 8 a token: a 150-token prompt read 1, 100 or 150
+    rows at a time ends in the same logits (rows of one forward share some experts and not others), as
+    the reference computes them; extend's rows over two contexts equal their one-at-a-time decodes."""
+    path = expert_model(tiny_model_factory, n_expert=128, n_expert_used=8, n_ff=40)
+    prompt = [int(t) for t in np.random.default_rng(1).integers(0, 500, 150)]
+    engine = Engine(path, n_ctx=256, n_slots=2, n_threads=2, kv_type="f32", max_chunk=150)
+    last = []
+    for chunk in (1, 100, 150):
+        engine.truncate(0, 0)
+        engine.prefill(0, prompt, chunk=chunk)
+        last.append(engine.logits(0))
+    assert all(np.array_equal(last[0], x) for x in last[1:])
+    check_close(last[0][None], reference_logits(path, prompt)[-1:], 2e-5)
+    engine.prefill(1, prompt[:30])
+    engine.prefill(2, prompt[:31])
+    together = engine.extend([(1, [8, 30, 31]), (2, [9, 40])])
+    engine.truncate(1, 30)
+    engine.truncate(2, 31)
+    alone = [engine.decode([1], [t])[0] for t in (8, 30, 31)] + [engine.decode([2], [t])[0] for t in (9, 40)]
+    assert np.array_equal(together, np.stack(alone))
