@@ -327,7 +327,8 @@ def _calls_from_json(text: str) -> list[dict[str, str]] | None:
 
 
 def tool_parameter_types(tools: Sequence[Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
-    """{tool name: {parameter: its JSON schema `type`}} of OpenAI-style tools, for parse_tool_calls."""
+    """{tool name: {parameter: its JSON schema type (`_schema_type`)}} of OpenAI-style tools, for
+    parse_tool_calls."""
     out: dict[str, dict[str, Any]] = {}
     for tool in tools or ():
         fn = tool.get("function", tool) if isinstance(tool, Mapping) else None
