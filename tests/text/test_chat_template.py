@@ -238,6 +238,11 @@ def test_tool_parameter_types_skip_what_is_not_a_schema():
          "<tool_call>\n<function=list_files>\n</function>\n</tool_call>",
          "", [("write", {"content": "def f():\n    return 1\n", "opts": {"a": [1]}, "force": True}), ("list_files", {})]),
         ("<tool_call>\n<function=run>\n<parameter=cmd>\nls -la", "", [("run", {"cmd": "ls -la"})]),  # cut off
+        # '<' and '>' in values, a parameter named like another's prefix, two functions in one block, text after
+        ("<tool_call>\n<function=edit>\n<parameter=path>\na.html\n</parameter>\n<parameter=path_old>\nif a < b > c:\n"
+         "    x = '<div>'\n</parameter>\n</function>\n<function=run>\n<parameter=cmd>\nls > out\n</parameter>\n"
+         "</function>\n</tool_call>\nDone.",
+         "Done.", [("edit", {"path": "a.html", "path_old": "if a < b > c:\n    x = '<div>'"}), ("run", {"cmd": "ls > out"})]),
         ('{"name": "f", "arguments": {"q": "x"}}', "", [("f", {"q": "x"})]),
         ('{"name": "f", "parameters": {"q": "x"}}', "", [("f", {"q": "x"})]),
         ('  ```json\n{"name": "f", "arguments": {"q": 1}}\n```  ', "", [("f", {"q": 1})]),
