@@ -104,7 +104,7 @@ def _smallest_ctx(model: ModelFacts, p: PlanParameters) -> int:
 
 def _previous_keeps_slots(s: Situation, p: PlanParameters) -> tuple[bool, int, int, _Budget]:
     """(slots kept, how many fit at the smallest context, that context, the budget)."""
-    model = _need_model(s)
+    model = _need_model(s, p)
     b = _budget(s, model, p)
     small = _smallest_ctx(model, p)
     n = _slots_that_fit(model, b, small, p)
@@ -126,7 +126,7 @@ def _cold_budget_mib(disk: DiskFacts, p: PlanParameters) -> int:
 
 def _previous_cold_level(s: Situation, p: PlanParameters) -> tuple[bool, str]:
     """The cold level is kept when the folder has room and reading back beats prefilling again."""
-    model = _need_model(s)
+    model = _need_model(s, p)
     budget = _cold_budget_mib(s.cold_disk, p)
     if budget < p.cold_min_mib:
         return False, (f"only {_gib(s.cold_disk.free_mib)} free at {s.cold_disk.folder}: "
@@ -154,7 +154,7 @@ def _previous_cold_level(s: Situation, p: PlanParameters) -> tuple[bool, str]:
 def _default_ctx(s: Situation, concurrency: str | None, p: PlanParameters) -> tuple[int, str]:
     """The largest ladder step within the trained context and the KV budget (half of it when slots
     are kept beside the main context). `concurrency` None: the previous flow's rule."""
-    model = _need_model(s)
+    model = _need_model(s, p)
     keeps, _, small, b = _previous_keeps_slots(s, p)
     reserve_slots = keeps if concurrency is None else concurrency == "several"
     share = p.main_ctx_share if reserve_slots else 1.0
@@ -168,10 +168,34 @@ def _default_ctx(s: Situation, concurrency: str | None, p: PlanParameters) -> tu
     return ctx, f"{ctx} tokens = {_gib(_kv_mib(model, ctx))} of KV, the largest step within {limit}"
 
 
-def _need_model(s: Situation) -> ModelFacts:
+def _need_model(s: Situation, p: PlanParameters) -> ModelFacts:
+    """The chosen model, with the KV type the plan sizes for (`_kv_type`)."""
     if s.model is None:
         raise ValueError("the model must be chosen (and measured) before this question")
-    return s.model
+    return replace(s.model, kv_type=_kv_type(s, p)[0])
+
+
+def _largest_ctx(model: ModelFacts, kv_mib: float, p: PlanParameters) -> int:
+    """The largest ladder step within the trained context whose KV fits kv_mib (0: none)."""
+    fits = [c for c in p.ctx_ladder if c <= model.n_ctx_train and _kv_mib(model, c) <= kv_mib]
+    return fits[-1] if fits else 0
+
+
+def _kv_type(s: Situation, p: PlanParameters) -> tuple[str, str]:
+    """F16 KV, unless it leaves one context of all the KV budget below p.q8_kv_below_ctx tokens and
+    q8_0 (about half the bytes) allows a larger one: a big model on a small machine."""
+    f16 = replace(s.model, kv_type="f16")
+    b = _budget(s, f16, p)
+    ctx16 = _largest_ctx(f16, b.kv_mib, p)
+    if ctx16 < p.q8_kv_below_ctx and ctx16 < min(f16.n_ctx_train, p.ctx_ladder[-1]):
+        q8 = replace(f16, kv_type="q8_0")
+        ctx8 = _largest_ctx(q8, b.kv_mib, p)
+        if ctx8 > ctx16:
+            return "q8_0", (f"q8_0 KV, {q8.kv_bytes_per_token} bytes per token: in the {_gib(b.kv_mib)} left for "
+                            f"KV, F16 ({f16.kv_bytes_per_token}) would hold one context of "
+                            f"{ctx16 or 'not even ' + str(p.ctx_ladder[0])} tokens at most, q8_0 {ctx8}")
+    return "f16", (f"F16 KV, {f16.kv_bytes_per_token} bytes per token: "
+                   "restored state is bit-identical to a fresh prefill")
 
 
 # ---------------------------------------------------------------- questions
@@ -259,7 +283,7 @@ def parse_answer(q: Question, text: str, s: Situation, a: Answers, p: PlanParame
 
 
 def _parse_ctx(text: str, s: Situation, p: PlanParameters) -> int:
-    model = _need_model(s)
+    model = _need_model(s, p)
     low = text.lower().replace("_", "")
     scale = 1024 if low.endswith("k") else 1
     try:
@@ -302,7 +326,7 @@ def default_answers(s: Situation, order: tuple[str, ...] = QUESTION_ORDER,
 def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan:
     """The configuration for these answers; an unanswered question takes its default."""
     p = p or PlanParameters()
-    model = _need_model(s)
+    model = _need_model(s, p)
     m = s.machine
     b = _budget(s, model, p)
     choices: list[Choice] = []
@@ -344,8 +368,7 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
                    else "no NVIDIA GPU found (nvidia-smi)"))
     add(Choice("batch_groups", 1, "one group: pipelined groups pay off only across devices"))
     add(Choice("slot_ctx", ctx, "as large as the main context, so a conversation can move between them"))
-    add(Choice("kv_type", "f16", f"F16 KV, {model.kv_bytes_per_token} bytes per token: "
-                                 "restored state is bit-identical to a fresh prefill"))
+    add(Choice("kv_type", *_kv_type(s, p)))
 
     add(Choice("conversation_cache_mib", b.ram_cache_mib,
                f"RAM level: {int(p.ram_cache_share * 100)}% of the RAM left after the model, "

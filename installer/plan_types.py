@@ -54,16 +54,22 @@ class ModelFacts:
     arch: str = "llama"
     description: str | None = None   # the metadata's general.name; `name` is the id (strata.model_names)
     n_expert: int = 0                # experts per layer (qwen3moe, Mixtral); 0: a dense model
+    kv_type: str = "f16"             # the KV cache type the plan sizes for ("f16" or "q8_0")
 
     def __post_init__(self) -> None:
         for name in ("size_bytes", "n_layer", "n_head_kv", "head_dim", "n_ctx_train"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ModelFacts.{name} must be >= 1, got {getattr(self, name)}")
+        if self.kv_type not in ("f16", "q8_0"):
+            raise ValueError(f"ModelFacts.kv_type must be 'f16' or 'q8_0', got {self.kv_type!r}")
 
     @property
     def kv_bytes_per_token(self) -> int:
-        """K and V, every layer, F16: 2 * n_layer * n_head_kv * head_dim * 2 bytes."""
-        return 2 * self.n_layer * self.n_head_kv * self.head_dim * 2
+        """K and V, every layer: F16 2 * n_layer * n_head_kv * head_dim * 2 bytes; q8_0 34 bytes a block
+        of 32 elements (a row of kv_dim elements rounded up to whole blocks)."""
+        kv_dim = self.n_head_kv * self.head_dim
+        row = kv_dim * 2 if self.kv_type == "f16" else -(-kv_dim // 32) * 34
+        return 2 * self.n_layer * row
 
 
 @dataclass(frozen=True)
@@ -145,6 +151,7 @@ class PlanParameters:
     overhead_mib: int = 512  # scratch and compute buffers beside weights and KV
     main_ctx_share: float = 0.5  # share of the KV budget the main context may take when slots are kept
     min_ctx: int = 512  # the smallest context accepted as an answer
+    q8_kv_below_ctx: int = 32768  # F16 KV unless it leaves the main context below this (q8_0 then, when larger)
     example_history_tokens: int = 40000  # seed 001's 40K-token history, to compare disk read and prefill
     ctx_ladder: tuple[int, ...] = field(
         default=(2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144))
@@ -159,6 +166,8 @@ class PlanParameters:
                 raise ValueError(f"PlanParameters.{name} must be in (0, 1], got {getattr(self, name)}")
         if self.target_slots < 1:
             raise ValueError(f"PlanParameters.target_slots must be >= 1, got {self.target_slots}")
+        if self.q8_kv_below_ctx < 0:
+            raise ValueError(f"PlanParameters.q8_kv_below_ctx must be >= 0, got {self.q8_kv_below_ctx}")
         if self.min_ctx < 1 or self.example_history_tokens < 1:
             raise ValueError(f"PlanParameters.min_ctx and example_history_tokens must be >= 1, got "
                              f"{self.min_ctx}, {self.example_history_tokens}")

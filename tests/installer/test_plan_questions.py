@@ -16,7 +16,7 @@ from strata.installer.plan import (
 )
 from strata.installer.plan_types import AnswerError, Answers, BenchFacts, DiskFacts, PlanParameters
 
-from tests.installer.matrix_data import situation
+from tests.installer.matrix_data import MACHINES, situation
 
 
 def test_questions_come_in_the_seed_order():
@@ -176,3 +176,26 @@ def test_a_model_with_experts_runs_on_the_cpu_beside_a_gpu_and_ram_bounds_its_kv
     assert kv_gib > 24 - 17.3       # more KV than the GPU could have held beside the weights
     dense = make_plan(replace(s, model=replace(moe, n_expert=0)), default_answers(s))
     assert dense.config()["backend"] == "cuda"
+
+
+def test_a_big_model_on_a_small_machine_gets_q8_0_kv_for_a_longer_context():
+    """30B-A3B (17.3 GiB) on 24 GiB: F16 KV (96 KiB a token) holds one context of 16K tokens at most, too
+    few for an agent's conversation; q8_0 (51 KiB) holds 32K (with a slot kept: main 16K instead of 8K).
+    With RAM to spare (the 64 GiB workstation) F16 stays."""
+    from dataclasses import replace
+
+    from strata.installer.plan_types import MachineProfile, ModelFacts
+
+    moe = ModelFacts("/m/Qwen3-Coder-30B-A3B-Instruct-Q4_K_M.gguf", "Qwen3-Coder-30B-A3B-Instruct", 18_556_685_056,
+                     48, 4, 128, 262144, "qwen3moe", n_expert=128)
+    small = replace(situation("laptop", "8B"), model=moe, machine=MachineProfile(8, 16, 24 * 1024, 20 * 1024))
+    plan = make_plan(small, default_answers(small))
+    assert plan.config()["kv_type"] == "q8_0" and plan.config()["ctx"] == 16384 and plan.config()["batch"] == 1
+    assert "F16 (98304) would hold one context of 16384 tokens at most, q8_0 32768" in plan.reason("kv_type")
+    one = make_plan(small, default_answers(small, start=Answers(concurrency="one")))
+    assert one.config()["ctx"] == 32768 and one.config()["batch"] == 0
+    assert "52224 bytes per token" in plan.reason("kv_type")
+    big = replace(small, machine=MACHINES["workstation"][0])
+    assert make_plan(big, default_answers(big)).config()["kv_type"] == "f16"
+    with pytest.raises(ValueError, match="kv_type must be 'f16' or 'q8_0', got 'q4'"):
+        replace(moe, kv_type="q4")
