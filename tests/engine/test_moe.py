@@ -145,7 +145,7 @@ def test_auto_on_a_machine_with_cuda_runs_experts_on_the_cpu(tiny_model_factory,
 
 def test_many_narrow_experts_over_long_chunks_and_extend_are_bitwise_stable(tiny_model_factory):
     """128 experts of 40 rows (not a multiple of 64), 8 a token: a 150-token prompt read 1, 100 or 150
-    rows at a time ends in the same logits (rows of one forward share some experts and not others), as
+    rows at a time (or by an engine whose scratch holds one row) ends in the same logits (rows of one forward share some experts and not others), as
     the reference computes them; extend's rows over two contexts equal their one-at-a-time decodes."""
     path = expert_model(tiny_model_factory, n_expert=128, n_expert_used=8, n_ff=40)
     prompt = [int(t) for t in np.random.default_rng(1).integers(0, 500, 150)]
@@ -155,6 +155,9 @@ def test_many_narrow_experts_over_long_chunks_and_extend_are_bitwise_stable(tiny
         engine.truncate(0, 0)
         engine.prefill(0, prompt, chunk=chunk)
         last.append(engine.logits(0))
+    one_row = Engine(path, n_ctx=256, n_threads=2, kv_type="f32", max_chunk=1)   # scratch for 1 row: 8 pairs
+    one_row.prefill(0, prompt)
+    last.append(one_row.logits(0))
     assert all(np.array_equal(last[0], x) for x in last[1:])
     check_close(last[0][None], reference_logits(path, prompt)[-1:], 2e-5)
     engine.prefill(1, prompt[:30])
