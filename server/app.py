@@ -95,7 +95,7 @@ def load(state: ServerState) -> None:
     sched = Scheduler(engine, queue_limit=cfg.queue, prefill_chunk=cfg.prefill_chunk, metrics=state.metrics,
                       policy_cfg=slot_policy.PolicyConfig.from_env(cfg.env), cache=state.cache, timeline=timeline,
                       prefill_slice_ms=cfg.prefill_slice_ms, mixed_piece=cfg.mixed_piece,
-                      lookup_cfg=lookup.LookupConfig(max_draft=cfg.lookup_draft, max_rows=cfg.lookup_rows))
+                      lookup_cfg=lookup.LookupConfig(max_draft=lookup_draft(cfg, engine), max_rows=cfg.lookup_rows))
     sched.start()
     state.scheduler = sched
     state.info_line = info_line(state)
@@ -144,6 +144,20 @@ def _gpu_part(engine) -> list[str]:
     return [f"GPU {describe_gpu(gpu)}"] if gpu else []
 
 
+def lookup_draft(cfg: Any, engine: Any) -> int:
+    """`--lookup-draft` as given, else its default for this model (off for a model with experts)."""
+    if cfg.lookup_draft is not None:
+        return int(cfg.lookup_draft)
+    return lookup.default_max_draft(int(getattr(engine, "n_expert", 0) or 0))
+
+
+def _lookup_part(cfg: Any, engine: Any) -> str:
+    draft = lookup_draft(cfg, engine)
+    if draft:
+        return f"lookup decoding {draft} tokens"
+    return "lookup decoding off" + (" (a model with experts)" if cfg.lookup_draft is None else "")
+
+
 def info_line(state: ServerState) -> str:
     cfg, e = state.config, state.engine
     n_slots = int(getattr(e, "n_slots", 0))
@@ -156,7 +170,7 @@ def info_line(state: ServerState) -> str:
         *_gpu_part(e),
         f"contexts {contexts}, KV {getattr(e, 'kv_type', cfg.kv_type)}",
         f"large pages {getattr(e, 'large_pages', 'unknown')}",
-        f"lookup decoding {cfg.lookup_draft} tokens" if cfg.lookup_draft else "lookup decoding off",
+        _lookup_part(cfg, e),
     ]
     if state.cache is not None and hasattr(state.cache, "describe"):
         parts.append(state.cache.describe())

@@ -19,12 +19,22 @@ from dataclasses import dataclass
 import numpy as np
 
 DEFAULT_MAX_DRAFT = 8     # draft tokens one check may carry (`--lookup-draft`; 0 turns lookup off)
+EXPERTS_MAX_DRAFT = 0     # the same for a model with experts: off (default_max_draft)
 DEFAULT_MAX_NGRAM = 4     # the longest suffix of the tokens looked up earlier in them
 DEFAULT_MIN_NGRAM = 2     # the shortest suffix that counts as a match (one token matches too often)
 DEFAULT_MAX_ROWS = 8      # only while at most this many requests generate (`--lookup-rows`): the more
                           # rows a step has, the more it is bound by arithmetic and the less guesses save
 FIRST_DRAFT = 4           # a row's first draft size, then doubled on a full match, cut on a miss
 MAX_PAUSE_STEPS = 32      # a row whose drafts keep failing waits at most this many steps between tries
+
+
+def default_max_draft(n_expert: int) -> int:
+    """`--lookup-draft` when the user sets none. A model with experts checks a guess at a much higher
+    price: each guessed row runs experts of its own, so the check reads more weights than a decode step
+    instead of the same ones (a 9-token check cost 5.7x a decode on a Qwen3-30B-A3B-shaped model,
+    against 1.8x on the dense default model; benchmarks/RESULTS.md): guesses would have to be taken
+    about 60% of the time to break even, about what agent traffic gives, so lookup stays off there."""
+    return EXPERTS_MAX_DRAFT if n_expert > 0 else DEFAULT_MAX_DRAFT
 
 
 @dataclass(frozen=True)

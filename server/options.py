@@ -132,9 +132,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("mixed-piece", int, 64, "while other requests are generating, this many prompt tokens are read in "
            "the same forward as their next tokens (the mixed step); 0 reads prompt pieces and decode steps "
            "apart", minimum=0, maximum=65536),
-    Option("lookup-draft", int, 8, "lookup decoding: tokens a step may guess from the conversation's own "
+    Option("lookup-draft", int, None, "lookup decoding: tokens a step may guess from the conversation's own "
            "earlier text (code being edited, names), checked by the model in the same forward; the output is "
-           "exactly what plain decoding gives, only sooner. 0 turns it off", minimum=0, maximum=31),
+           "exactly what plain decoding gives, only sooner. 0 turns it off. Unset: 8, or 0 for a model with "
+           "experts (there a guessed row reads experts of its own, so a check costs several decode steps)",
+           minimum=0, maximum=31),
     Option("lookup-rows", int, 8, "lookup decoding only while at most this many requests generate (the more "
            "rows a step has, the more it is bound by arithmetic and the less guesses save)", minimum=1, maximum=256),
     Option("max-tokens-default", int, 4096, "output limit of a request that sets none (Anthropic requires one)",

@@ -69,3 +69,21 @@ def test_batched_requests_answer_the_same(served):
         return [(c.function.name, json.loads(c.function.arguments)) for c in r.choices[0].message.tool_calls]
     with ThreadPoolExecutor(3) as pool:
         assert list(pool.map(ask, range(3))) == [[("read_file", ARGS)]] * 3
+
+
+def test_lookup_is_off_by_default_for_experts_and_the_feed_names_them(tiny_model_factory):
+    """A model with experts: lookup decoding off unless asked for (each guessed row would run experts of its
+    own), said in the INFO line; the monitor feed carries the experts. Asked for, it runs."""
+    import httpx2 as httpx
+
+    model = tiny_model_factory(ctx_len=2048, n_vocab=512, seed=4, n_expert=4, n_expert_used=2)
+    msgs = [{"role": "user", "content": "a b c a b c a b c a b c"}]
+    with LiveServer(model=str(model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0) as s:
+        assert "lookup decoding off (a model with experts)" in s.state.info_line
+        feed = httpx.get(s.url + "/v1/monitor", timeout=30).json()["model"]
+        assert (feed["arch"], feed["n_expert"], feed["n_expert_used"]) == ("llama", 4, 2)
+        oai = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120)
+        oai.chat.completions.create(model="m", messages=msgs, temperature=0, max_tokens=40)
+        assert s.state.metrics.snapshot()["lookup_drafted_total"] == 0
+    with LiveServer(model=str(model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0, lookup_draft=8) as s:
+        assert "lookup decoding 8 tokens" in s.state.info_line
