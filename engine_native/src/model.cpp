@@ -98,7 +98,7 @@ void rope_table(const model_hparams& h, const std::vector<float>& freq_factors, 
     constexpr double k_pi = 3.14159265358979323846;   // M_PI is not standard (MSVC lacks it by default)
     const int64_t half = h.n_rot / 2;
     const bool yarn = h.yarn_ext_factor != 0.0f;
-    double low = 0.0, high = 0.0, mscale = 1.0;
+    double low = 0.0, high = 0.0, mscale = double(h.rope_attn_factor);
     if (yarn) {   // the dimension pairs whose wavelength fits the original context (ggml's corr dims)
         auto corr_dim = [&](double n_turns) {
             return double(h.n_rot) * std::log(double(h.yarn_orig_ctx) / (n_turns * 2.0 * k_pi)) /
@@ -106,7 +106,9 @@ void rope_table(const model_hparams& h, const std::vector<float>& freq_factors, 
         };
         low = std::max(0.0, std::floor(corr_dim(h.yarn_beta_fast)));
         high = std::min(double(h.n_rot - 1), std::ceil(corr_dim(h.yarn_beta_slow)));
-        mscale = double(h.yarn_attn_factor) * (1.0 + 0.1 * std::log(1.0 / double(h.rope_freq_scale)));
+        // llama.cpp's get_mscale: 1 + 0.1 ln(factor), 1 for a factor <= 1
+        const double factor = 1.0 / double(h.rope_freq_scale);
+        if (factor > 1.0) mscale *= 1.0 + 0.1 * std::log(factor);
     }
     const double p = double(pos) * double(h.rope_freq_scale);
     for (int64_t i = 0; i < half; i++) {
@@ -199,24 +201,31 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     if (hp.n_rot <= 0 || hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0) {
         throw model_error("model " + path + ": rope.dimension_count " + std::to_string(hp.n_rot) + " is invalid");
     }
-    std::string scaling = f.get_str(a + ".rope.scaling.type", "none");
+    // as llama.cpp reads them: no type is "linear" (a factor of 0 or none: no scaling), the factor under
+    // its old key rope.scale_linear too; rope.scaling.attn_factor multiplies cos and sin whatever the type
+    std::string scaling = f.get_str(a + ".rope.scaling.type", "linear");
     if (scaling == "linear" || scaling == "yarn") {
-        double factor = f.get_float(a + ".rope.scaling.factor", 1.0);
+        double factor = f.get_float(a + ".rope.scaling.factor", f.get_float(a + ".rope.scale_linear", 0.0));
+        if (factor == 0.0) factor = 1.0;
         if (!(factor > 0)) throw model_error("model " + path + ": rope.scaling.factor must be positive");
         hp.rope_freq_scale = float(1.0 / factor);
     } else if (scaling != "none" && scaling != "") {
         throw model_error("model " + path + ": unsupported rope scaling '" + scaling + "' (supported: linear, yarn)");
     }
-    if (scaling == "yarn") {   // llama.cpp's defaults where the file says nothing
-        hp.yarn_ext_factor = float(f.get_float(a + ".rope.scaling.yarn_ext_factor", 1.0));
-        hp.yarn_attn_factor = float(f.get_float(a + ".rope.scaling.yarn_attn_factor", 1.0));
-        hp.yarn_beta_fast = float(f.get_float(a + ".rope.scaling.yarn_beta_fast", 32.0));
-        hp.yarn_beta_slow = float(f.get_float(a + ".rope.scaling.yarn_beta_slow", 1.0));
-        hp.yarn_orig_ctx = f.get_int(a + ".rope.scaling.original_context_length", hp.n_ctx_train);
-        if (hp.yarn_orig_ctx <= 0 || !(hp.yarn_ext_factor >= 0) || !(hp.yarn_attn_factor > 0)) {
-            throw model_error("model " + path + ": invalid YaRN parameters (original_context_length " +
-                              std::to_string(hp.yarn_orig_ctx) + ", ext_factor " + std::to_string(hp.yarn_ext_factor) +
-                              ", attn_factor " + std::to_string(hp.yarn_attn_factor) + ")");
+    hp.rope_attn_factor = float(f.get_float(a + ".rope.scaling.attn_factor", 1.0));
+    if (!(hp.rope_attn_factor > 0)) {
+        throw model_error("model " + path + ": rope.scaling.attn_factor " + std::to_string(hp.rope_attn_factor) +
+                          " must be positive");
+    }
+    if (scaling == "yarn") {
+        // llama.cpp reads no rope.scaling.yarn_* key for these architectures: ext_factor 1, beta_fast 32,
+        // beta_slow 1 whatever the file says; an original context of 0 or none is the training context
+        hp.yarn_ext_factor = 1.0f;
+        hp.yarn_orig_ctx = f.get_int(a + ".rope.scaling.original_context_length", 0);
+        if (hp.yarn_orig_ctx == 0) hp.yarn_orig_ctx = hp.n_ctx_train;
+        if (hp.yarn_orig_ctx <= 0) {
+            throw model_error("model " + path + ": invalid YaRN original context length " +
+                              std::to_string(hp.yarn_orig_ctx));
         }
     }
 

@@ -38,13 +38,14 @@ struct model_hparams {
     int64_t n_rot = 0;         // rotated dimensions per head (<= head_dim)
     float rope_freq_base = 10000.0f;
     float rope_freq_scale = 1.0f;   // 1 / rope.scaling.factor (linear or YaRN scaling), else 1
+    float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor: cos and sin are multiplied by it
     // YaRN (rope.scaling.type "yarn"): frequencies between the "fast" and "slow" dimensions blend the
-    // scaled and unscaled angles, and cos / sin are scaled by attn_factor x (1 + 0.1 ln(factor))
-    float yarn_ext_factor = 0.0f;   // 0: no YaRN
-    float yarn_attn_factor = 1.0f;
+    // scaled and unscaled angles, and cos / sin are scaled by 1 + 0.1 ln(factor) (factor > 1) too.
+    // beta_fast / beta_slow stay llama.cpp's 32 / 1: it reads no rope.scaling.yarn_* key for these models
+    float yarn_ext_factor = 0.0f;   // 0: no YaRN, 1: YaRN
     float yarn_beta_fast = 32.0f;
     float yarn_beta_slow = 1.0f;
-    int64_t yarn_orig_ctx = 0;      // rope.scaling.original_context_length
+    int64_t yarn_orig_ctx = 0;      // rope.scaling.original_context_length (0 in the file: n_ctx_train)
     float rms_eps = 1e-5f;
     rope_style rope = ROPE_NORM;
     // Mixture of experts (0 experts: a dense FFN of n_ff). Each token runs the n_expert_used experts

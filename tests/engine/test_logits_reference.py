@@ -70,6 +70,14 @@ def test_every_type_matches_reference(tiny_model_factory, dtype):
         {"rope_scaling": ("linear", 4.0, 64)},
         {"rope_scaling": ("yarn", 4.0, 64)},             # the ramp blends dimension pairs 0-3 of 8
         {"rope_scaling": ("yarn", 8.0, 16), "n_embd": 128, "n_head": 4},   # head size 32, other corr dims
+        {"rope_scaling": ("yarn", 4.0, 64), "n_rot": 8},                  # 8 of 16 dims rotated
+        # as llama.cpp reads them: rope.scaling.attn_factor scales cos / sin with any type, no type is
+        # linear, an original context of 0 is the training one, a factor <= 1 scales no magnitude
+        {"rope_scaling": ("yarn", 4.0, 64), "rope_keys": {"rope.scaling.attn_factor": 0.8}},
+        {"rope_scaling": ("linear", 4.0, 64), "rope_keys": {"rope.scaling.attn_factor": 1.25}},
+        {"rope_scaling": (None, 4.0, 64)},
+        {"rope_scaling": ("yarn", 4.0, 0), "ctx_len": 48},
+        {"rope_scaling": ("yarn", 0.5, 64)},
     ],
 )
 def test_shapes_and_options_match_reference(tiny_model_factory, params):
@@ -97,10 +105,21 @@ def test_prefill_logits_are_the_last_position(tiny_model_factory):
 
 @pytest.mark.parametrize("scaling, message", [
     (("longrope", 4.0, 64), "unsupported rope scaling 'longrope' (supported: linear, yarn)"),
-    (("yarn", 4.0, 0), "invalid YaRN parameters (original_context_length 0"),
 ])
 def test_rope_scaling_the_engine_cannot_do_is_refused_by_name(tiny_model_factory, scaling, message):
     path = tiny_model_factory(dtype="F32", seed=5, rope_scaling=scaling)
     with pytest.raises(ValueError) as err:
         Engine(path, n_ctx=16)
     assert message in str(err.value)
+
+
+def test_yarn_keys_llama_cpp_does_not_read_for_llama_change_nothing(tiny_model_factory):
+    # llama.cpp reads rope.scaling.yarn_* for a few other architectures only; a converter may write
+    # them (attention_factor, beta_fast, ...) into llama / qwen files: the logits stay llama.cpp's
+    plain = tiny_model_factory(dtype="F32", seed=5, rope_scaling=("yarn", 4.0, 64))
+    keyed = tiny_model_factory(dtype="F32", seed=5, rope_scaling=("yarn", 4.0, 64), rope_keys={
+        "rope.scaling.yarn_attn_factor": 1.1386, "rope.scaling.yarn_beta_fast": 16.0,
+        "rope.scaling.yarn_beta_slow": 2.0, "rope.scaling.yarn_ext_factor": 0.5})
+    a = logits_every_position(Engine(plain, n_ctx=64, n_threads=2, kv_type="f32"), TOKENS)
+    b = logits_every_position(Engine(keyed, n_ctx=64, n_threads=2, kv_type="f32"), TOKENS)
+    np.testing.assert_array_equal(a, b)
