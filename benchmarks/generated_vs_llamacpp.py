@@ -1,7 +1,8 @@
-"""Models with experts (Mixtral-style llama, qwen3moe): Strata's logits against llama.cpp's on the
-same GGUF, and (with --shaped) a model of a real MoE's layer shapes for engine_vs_llamacpp.py.
+"""Generated models (experts, RoPE scaling): Strata's logits against llama.cpp's on the same GGUF,
+and (with --shaped) a model of a real MoE's layer shapes for engine_vs_llamacpp.py.
 
-What it does: writes tiny random models with experts (tests/fixtures/tiny_gguf.py) in several types,
+What it does: writes tiny random models (tests/fixtures/tiny_gguf.py) with experts (Mixtral-style
+llama, qwen3moe) in several types, and with linear and YaRN RoPE scaling,
 runs the same tokens through Strata (this interpreter) and llama.cpp (--llama-python, in a
 subprocess), and prints per model the largest logit difference relative to the position's largest
 logit, and how many positions agree on the top token. `--shaped PATH` instead writes a model with
@@ -9,8 +10,8 @@ Qwen3-30B-A3B's expert shapes (n_embd 2048, 128 experts of 768, 8 a token; 16 qu
 128, where the real model has 32 query heads) but `--layers` layers, a 1,024-token vocabulary
 (the fixtures' tokenizer) and random Q4_K weights (down Q6_K), for the speed comparison:
 
-    .venv/bin/python benchmarks/experts_vs_llamacpp.py --llama-python /work/refenv/venv/bin/python
-    .venv/bin/python benchmarks/experts_vs_llamacpp.py --shaped /tmp/moe-shaped.gguf --layers 6
+    .venv/bin/python benchmarks/generated_vs_llamacpp.py --llama-python /work/refenv/venv/bin/python
+    .venv/bin/python benchmarks/generated_vs_llamacpp.py --shaped /tmp/moe-shaped.gguf --layers 6
     .venv/bin/python benchmarks/engine_vs_llamacpp.py --model /tmp/moe-shaped.gguf --threads 2
 
 What it is not: a test (tests/engine/test_moe.py checks against the NumPy reference in CI; llama.cpp
@@ -31,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-TOKENS = [3, 17, 300, 42, 7, 99, 100, 5, 260, 511, 64, 8, 9, 300, 300, 12, 44, 45, 46, 47]
+TOKENS = [3, 17, 300, 42, 7, 99, 100, 5, 260, 511, 64, 8, 9, 300, 300, 12, 44, 45, 46, 47] * 3   # 60 positions
 CASES = [   # (label, make_tiny_gguf parameters); the dense ones show the differences quantization alone makes
     ("llama dense, Q8_0", {"dtype": "Q8_0"}),
     ("llama dense, Q4_K", {"dtype": "Q4_K", "n_embd": 256, "n_ff": 512}),
@@ -42,6 +43,11 @@ CASES = [   # (label, make_tiny_gguf parameters); the dense ones show the differ
     ("qwen3moe, 8 experts / 2, F32", {"arch": "qwen3moe", "dtype": "F32", "n_expert": 8, "n_expert_used": 2}),
     ("qwen3moe, 16 experts / 4, Q4_K", {"arch": "qwen3moe", "dtype": "Q4_K", "n_expert": 16, "n_expert_used": 4,
                                         "n_embd": 256, "n_ff": 512}),
+    ("llama F32, RoPE linear x4 (context 64)", {"dtype": "F32", "rope_scaling": ("linear", 4.0, 64)}),
+    ("llama F32, YaRN x4 (original context 64)", {"dtype": "F32", "rope_scaling": ("yarn", 4.0, 64)}),
+    ("llama F32, YaRN x8 (context 16, head size 32)", {"dtype": "F32", "rope_scaling": ("yarn", 8.0, 16),
+                                                       "n_embd": 128}),
+    ("qwen3 F32, YaRN x4 (original context 32)", {"arch": "qwen3", "dtype": "F32", "rope_scaling": ("yarn", 4.0, 32)}),
 ]
 
 
