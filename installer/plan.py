@@ -188,6 +188,9 @@ def _kv_type(s: Situation, p: PlanParameters) -> tuple[str, str]:
     b = _budget(s, f16, p)
     ctx16 = _largest_ctx(f16, b.kv_mib, p)
     if ctx16 < p.q8_kv_below_ctx and ctx16 < min(f16.n_ctx_train, p.ctx_ladder[-1]):
+        if f16.head_dim % 32:   # the engine quantizes whole q8_0 blocks per head, and refuses others
+            return "f16", (f"F16 KV, {f16.kv_bytes_per_token} bytes per token: the engine's q8_0 KV needs whole "
+                           f"32-element blocks per head, and head size {f16.head_dim} is not a multiple of 32")
         q8 = replace(f16, kv_type="q8_0")
         ctx8 = _largest_ctx(q8, b.kv_mib, p)
         if ctx8 > ctx16:

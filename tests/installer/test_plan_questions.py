@@ -199,3 +199,18 @@ def test_a_big_model_on_a_small_machine_gets_q8_0_kv_for_a_longer_context():
     assert make_plan(big, default_answers(big)).config()["kv_type"] == "f16"
     with pytest.raises(ValueError, match="kv_type must be 'f16' or 'q8_0', got 'q4'"):
         replace(moe, kv_type="q4")
+
+
+def test_q8_0_kv_only_for_a_head_size_the_engine_quantizes():
+    """The engine refuses q8_0 KV unless the head size is a multiple of 32 (whole q8_0 blocks per head):
+    a model with heads of 80 on the same small machine keeps F16 KV, and the reason says why."""
+    from dataclasses import replace
+
+    from strata.installer.plan_types import MachineProfile, ModelFacts
+
+    odd = ModelFacts("/m/odd.gguf", "odd", 18_556_685_056, 48, 8, 80, 262144, "llama")
+    small = replace(situation("laptop", "8B"), model=odd, machine=MachineProfile(8, 16, 24 * 1024, 20 * 1024))
+    plan = make_plan(small, default_answers(small))
+    assert plan.config()["kv_type"] == "f16"
+    assert "head size 80 is not a multiple of 32" in plan.reason("kv_type")
+    assert make_plan(replace(small, model=replace(odd, head_dim=96)), default_answers(small)).config()["kv_type"] == "q8_0"
