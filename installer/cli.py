@@ -130,7 +130,7 @@ def _ask_until_valid(q: Question, s: Situation, a: Answers, stdin: TextIO | None
             s, a = flow.accept(s, a, q, value)
         except AnswerError as e:
             if not state["ask"]:
-                hint = " (pass --model PATH)" if q.key == "model" else ""
+                hint = "" if q.key != "model" else " (pass another --model PATH)" if args.model else " (pass --model PATH)"
                 raise SystemExit(f"strata setup: {q.prompt} {e}{hint}") from None
             print(f"  ! {e}", file=out)
             preset = None

@@ -1,8 +1,10 @@
 """What the installer needs to know about a GGUF model file, and where models are found.
 
 Mechanism: reads the file's metadata (the engine's native GGUF reader, else the `gguf` library;
-memory-mapped, weights untouched) into a
-`ModelFacts` for the plan. It does not load the model; the bench (`bench.py`) does that. Finding
+memory-mapped, weights untouched) into a `ModelFacts` for the plan, after asking the engine whether it
+runs the file at all (`check_model`: architecture, shapes and tensor types, nothing allocated), so that
+the wizard asks again at once instead of writing a configuration the server cannot start. It does not
+load the model; the bench (`bench.py`) does that. Finding
 models is the engine's job (`strata.engine.models`); this module only calls it, with a fallback to
 the default model's package when the engine's module is not there.
 """
@@ -38,6 +40,7 @@ def read_model_facts(path: str | Path) -> ModelFacts:
     arch = meta.get("general.architecture")
     if not isinstance(arch, str):
         raise ModelFileError(f"{path}: no general.architecture in its metadata")
+    _check_engine_runs(path)
 
     def need(key: str) -> int:
         value = meta.get(f"{arch}.{key}")
@@ -53,6 +56,19 @@ def read_model_facts(path: str | Path) -> ModelFacts:
         n_layer=need("block_count"), n_head_kv=int(n_head_kv), head_dim=int(head_dim),
         n_ctx_train=need("context_length"), arch=arch, description=model_description(meta),
         n_expert=_expert_count(meta.get(f"{arch}.expert_count")))
+
+
+def _check_engine_runs(path: Path) -> None:
+    """ModelFileError with the engine's own words when it cannot run the file (nothing when the engine
+    is not installed: the plan is then made from the metadata alone)."""
+    try:
+        from strata.engine import check_model
+    except ImportError:
+        return
+    try:
+        check_model(path)
+    except ValueError as e:   # ModelError / GGUFError: the architecture, a tensor, a type
+        raise ModelFileError(f"Strata cannot run this model: {e}") from None
 
 
 def _expert_count(value) -> int:

@@ -345,5 +345,12 @@ def _tokens(tokens) -> np.ndarray:
     return a.astype(np.int32, copy=False)
 
 
+def check_model(path) -> dict:
+    """Whether this engine runs the GGUF at `path`, without loading it: the architecture, every shape and
+    tensor type are checked (the file is memory-mapped, nothing is allocated). Returns {arch, n_layer,
+    n_expert, n_expert_used}; raises ModelError / GGUFError (ValueErrors) naming what it cannot run."""
+    return dict(_engine.check_model(os.fspath(path)))
+
+
 __all__ = ["Engine", "EngineError", "GGUFError", "GGUFFile", "GGUFTensor", "ModelError", "build_info",
-           "model_identity"]
+           "check_model", "model_identity"]

@@ -40,6 +40,21 @@ void flatten_pieces(const std::vector<py::object>& pieces, std::vector<int32_t>&
 void register_engine_bindings(py::module_& m) {
     py::register_exception<engine_error>(m, "EngineError", PyExc_ValueError);
     py::register_exception<model_error>(m, "ModelError", PyExc_ValueError);
+    // Whether this engine can run the file: the model is read (memory-mapped; architecture, shapes and
+    // tensor types checked) but nothing is allocated or computed. ModelError / GGUFError otherwise.
+    m.def("check_model", [](const std::string& path) {
+        std::unique_ptr<model> mdl;
+        {
+            py::gil_scoped_release nogil;
+            mdl = model_load(std::make_shared<gguf_file>(path));
+        }
+        py::dict d;
+        d["arch"] = mdl->hp.arch;
+        d["n_layer"] = mdl->hp.n_layer;
+        d["n_expert"] = mdl->hp.n_expert;
+        d["n_expert_used"] = mdl->hp.n_expert_used;
+        return d;
+    }, py::arg("path"));
 
     py::class_<engine>(m, "Engine")
         .def(py::init([](const std::string& path, int64_t n_ctx, int n_slots, int n_groups, int64_t slot_ctx,

@@ -91,10 +91,11 @@ def test_bad_model_files_are_named(tmp_path, content, message):
         read_model_facts(path)
 
 
-def test_any_architecture_is_read_the_engine_judges_it(tiny_model_factory):
-    path = tiny_model_factory(arch="mamba")
-    facts = read_model_facts(path)  # the installer reads what is there; the engine refuses the arch by name
-    assert facts.arch == "mamba"
+def test_a_model_the_engine_cannot_run_is_refused_in_its_words(tiny_model_factory):
+    """Refused when it is chosen (the wizard asks again), not after a configuration was written for it."""
+    with pytest.raises(ModelFileError, match=r"Strata cannot run this model: .*unsupported architecture 'mamba' "
+                                             r"\(supported: llama, qwen2, qwen3, qwen3moe\)"):
+        read_model_facts(tiny_model_factory(arch="mamba"))
 
 
 def test_the_engine_bench_measures_the_default_model(tmp_path, default_model_path):

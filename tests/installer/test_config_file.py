@@ -155,3 +155,21 @@ def test_the_servers_loader_agrees_with_show(tmp_path):
     with pytest.raises(ConfigError, match="ctx: expected int, got 'big'"):
         load_config({}, config_path=path, environ={})
     assert file_problems(path) == ["ctx: expected int, got 'big'"]
+
+
+def test_setup_refuses_a_model_the_engine_cannot_run_and_writes_nothing(tmp_path, tiny_model_factory):
+    """`strata setup --yes --model X` with an architecture the engine does not run stops with its words
+    (it wrote a configuration the server could not start before)."""
+    from dataclasses import replace
+
+    from strata.installer.cli import run_terminal
+
+    s = situation("laptop", "1B")
+    s = replace(s, cold_disk=replace(s.cold_disk, folder=str(tmp_path / "cold")))
+    unknown = tiny_model_factory(arch="gemma3")
+    args = argparse.Namespace(yes=True, config=tmp_path / "c.toml", show=False, model=str(unknown), cold_dir=None,
+                              skip_bench=True, disk_bench_mib=8)
+    with pytest.raises(SystemExit) as stop:
+        run_terminal(args, None, io.StringIO(), situation=s)
+    assert "unsupported architecture 'gemma3'" in str(stop.value) and "(pass another --model PATH)" in str(stop.value)
+    assert not (tmp_path / "c.toml").exists()
