@@ -37,6 +37,7 @@ class ModelInfo:
     n_params: int | None = None  # sum of the tensors' element counts
     is_default: bool = False
     error: str | None = None  # why the file could not be read; the other fields are then None
+    cannot_run: str | None = None  # why this engine cannot run a readable file (check_model), else None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -93,6 +94,13 @@ def describe_model(path: Path | str, *, is_default: bool = False) -> ModelInfo:
         arch = md.get("general.architecture")
         ctx = md.get(f"{arch}.context_length") if arch else None
         matrices = [t.type for t in gf.tensors if len(t.shape) >= 2]
+        try:
+            from strata.engine import check_model
+
+            check_model(path)
+            cannot_run = None
+        except ValueError as exc:   # an architecture, a tensor or a type this engine does not run
+            cannot_run = str(exc).removeprefix(f"model {path}: ")
         return ModelInfo(
             path=str(path),
             size_bytes=size,
@@ -102,6 +110,7 @@ def describe_model(path: Path | str, *, is_default: bool = False) -> ModelInfo:
             n_ctx_train=int(ctx) if ctx is not None else None,
             n_params=sum(prod(t.shape) for t in gf.tensors),
             is_default=is_default,
+            cannot_run=cannot_run,
         )
     except Exception as exc:  # a bad file is listed with its error, never a crash
         return ModelInfo(path=str(path), size_bytes=size, is_default=is_default,
@@ -188,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
             rows.append((mark, model_id(m.path), "(unreadable)", "-", "-", "-", "-", _human_bytes(m.size_bytes),
                          m.path))
         else:
+            mark = mark or ("!" if m.cannot_run else "")
             rows.append((mark, model_id(m.path), m.name or "-", m.arch or "-", m.quant or "-",
                          _human_count(m.n_params), str(m.n_ctx_train or "-"), _human_bytes(m.size_bytes), m.path))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
@@ -196,6 +206,8 @@ def run(args: argparse.Namespace) -> int:
     for m in models:
         if m.error:
             print(f"error: {m.path}: {m.error}")
+        elif m.cannot_run:
+            print(f"! {m.path}: Strata cannot run it: {m.cannot_run}")
     if any(m.is_default for m in models):
         print("* the default model")
     return status

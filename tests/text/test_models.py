@@ -36,6 +36,20 @@ def test_folders_are_searched_recursively_and_bad_files_listed(tmp_path, tiny_mo
     assert by_name["tiny.gguf"].arch == "llama"
     assert by_name["broken.gguf"].error and "GGUF" in by_name["broken.gguf"].error
     assert by_name["broken.gguf"].arch is None
+    assert by_name["tiny.gguf"].cannot_run is None
+
+
+def test_a_readable_model_the_engine_cannot_run_is_marked(tmp_path, tiny_model_factory, capsys):
+    shutil.copy(tiny_model_factory(arch="gemma3"), tmp_path / "gemma.gguf")
+    shutil.copy(tiny_model_factory(arch="qwen3moe", n_expert=4, n_expert_used=2), tmp_path / "moe.gguf")
+    models = {m.path.rsplit("/", 1)[-1]: m for m in find_models([tmp_path], include_default=False,
+                                                                include_user_dir=False)}
+    assert models["gemma.gguf"].arch == "gemma3" and models["gemma.gguf"].error is None
+    assert models["gemma.gguf"].cannot_run.startswith("unsupported architecture 'gemma3' (supported: llama")
+    assert models["moe.gguf"].cannot_run is None
+    assert strata_main(["models", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"! {tmp_path / 'gemma.gguf'}: Strata cannot run it: unsupported architecture 'gemma3'" in out
 
 
 def test_cli_json_and_table(tmp_path, capsys, default_model_path):
