@@ -103,11 +103,12 @@ def test_prefill_logits_are_the_last_position(tiny_model_factory):
     check_close(engine.logits(0)[None, :], ref, 2e-5)
 
 
-@pytest.mark.parametrize("scaling, message", [
-    (("longrope", 4.0, 64), "unsupported rope scaling 'longrope' (supported: linear, yarn)"),
+@pytest.mark.parametrize("scaling, keys, message", [
+    (("longrope", 4.0, 64), None, "unsupported rope scaling 'longrope' (supported: linear, yarn)"),
+    (("yarn", 4.0, 64), {"rope.scaling.attn_factor": 0.0}, "rope.scaling.attn_factor 0.000000 must be positive"),
 ])
-def test_rope_scaling_the_engine_cannot_do_is_refused_by_name(tiny_model_factory, scaling, message):
-    path = tiny_model_factory(dtype="F32", seed=5, rope_scaling=scaling)
+def test_rope_scaling_the_engine_cannot_do_is_refused_by_name(tiny_model_factory, scaling, keys, message):
+    path = tiny_model_factory(dtype="F32", seed=5, rope_scaling=scaling, rope_keys=keys)
     with pytest.raises(ValueError) as err:
         Engine(path, n_ctx=16)
     assert message in str(err.value)
