@@ -69,10 +69,20 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
     from strata.engine.gpu import resolve_backend
 
     try:
-        resolve_backend(config.backend)  # `--backend cuda` where it cannot run: also before "listening on"
+        backend = resolve_backend(config.backend)  # `--backend cuda` where it cannot run: also before "listening on"
     except ValueError as e:              # an option this machine cannot honour: 2, so the app does not retry
         log.error("--backend %s: %s", config.backend, e)
         return 2
+    if backend == "cpu" and config.memory_check:   # contexts the memory cannot hold: the load would swap or be killed
+        from strata.server import memory_check
+
+        ask = memory_check.ask_for(config, model_path(config))
+        verdict = memory_check.judge(ask) if ask is not None else memory_check.Verdict()
+        if verdict.error:
+            log.error("%s", verdict.error)
+            return 2
+        if verdict.warning:
+            log.warning("%s", verdict.warning)
     too_many = threads_warning(config.threads, os.cpu_count())
     if too_many:
         log.warning("%s", too_many)

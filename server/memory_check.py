@@ -1,0 +1,92 @@
+"""Whether the contexts `strata serve` is asked for fit this machine's memory, decided before the engine
+allocates them.
+
+Why: the engine backs every context's KV with memory when it loads (no request pays first-touch page
+faults), so contexts larger than the free memory do not fail later: the load itself drives the machine
+into swap or the OOM killer, with no word said. A 30B model with `--ctx 131072 --batch 4` asks for 64 GiB
+of KV. Policy here (pure: numbers in, a verdict out); `server/app.py` gathers the numbers (the GGUF's
+metadata, psutil) and applies it: an error stops the load with the flags to change, a warning is logged.
+
+Not here: the CUDA backend (its KV lives in VRAM; the backend checks that itself), or the conversation
+cache's RAM level (its own budget, `--conversation-cache-mib`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIB = 1 << 30
+KV_SHARE_OF_AVAILABLE = 0.9   # the KV may take at most this share of the memory available at start
+
+
+@dataclass(frozen=True)
+class MemoryAsk:
+    ctx: int                # --ctx
+    slots: int              # --batch
+    slot_ctx: int           # --slot-ctx (as the engine uses it)
+    kv_type: str            # --kv-type
+    kv_bytes_per_token: int
+    model_bytes: int        # the GGUF file: its weights are read from it as they are used
+    available_bytes: int    # psutil's available memory now
+    total_bytes: int
+
+
+@dataclass(frozen=True)
+class Verdict:
+    error: str | None = None
+    warning: str | None = None
+
+
+def kv_bytes_per_token(n_layer: int, n_head_kv: int, head_dim: int, kv_type: str) -> int:
+    """K and V of every layer for one token: f16 2 bytes an element; q8_0 34 bytes a block of 32."""
+    kv_dim = n_head_kv * head_dim
+    row = {"f16": kv_dim * 2, "f32": kv_dim * 4, "q8_0": -(-kv_dim // 32) * 34}.get(kv_type)
+    if row is None:
+        raise ValueError(f"unknown kv_type {kv_type!r}")
+    return 2 * n_layer * row
+
+
+def judge(ask: MemoryAsk) -> Verdict:
+    tokens = ask.ctx + ask.slots * ask.slot_ctx
+    kv = tokens * ask.kv_bytes_per_token
+    shape = f"--ctx {ask.ctx}" + (f" + --batch {ask.slots} x --slot-ctx {ask.slot_ctx}" if ask.slots else "")
+    if kv > KV_SHARE_OF_AVAILABLE * ask.available_bytes:
+        cheaper = " or --kv-type q8_0 (about half the bytes)" if ask.kv_type == "f16" else ""
+        return Verdict(error=(
+            f"the contexts asked for need {kv / GIB:.1f} GiB of KV ({shape} = {tokens} tokens x "
+            f"{ask.kv_bytes_per_token} bytes, KV {ask.kv_type}), and {ask.available_bytes / GIB:.1f} GiB of memory "
+            f"is available: lower --ctx, --slot-ctx or --batch{cheaper} (`strata setup` sizes them for this machine)"))
+    if kv + ask.model_bytes > ask.available_bytes:
+        return Verdict(warning=(
+            f"the model ({ask.model_bytes / GIB:.1f} GiB) and the KV ({kv / GIB:.1f} GiB, {shape}) are more than the "
+            f"{ask.available_bytes / GIB:.1f} GiB of memory available: weights will be read from disk again as they "
+            f"are used, slowly; a smaller context or --kv-type q8_0 leaves them room"))
+    return Verdict()
+
+
+# ---------------------------------------------------------------------------------------------
+# Mechanism: the numbers of a configuration on this machine
+
+
+def ask_for(cfg, path) -> MemoryAsk | None:
+    """The MemoryAsk of `strata serve`'s configuration for the GGUF at `path` on this machine; None when
+    its metadata cannot be read (the engine's load then says what is wrong with the file)."""
+    import os
+
+    import psutil
+
+    from strata.engine import GGUFFile
+
+    try:
+        md = GGUFFile(os.fspath(path)).metadata
+        arch = md["general.architecture"]
+        n_head = int(md[f"{arch}.attention.head_count"])
+        n_head_kv = int(md.get(f"{arch}.attention.head_count_kv", n_head))
+        head_dim = int(md.get(f"{arch}.attention.key_length") or int(md[f"{arch}.embedding_length"]) // n_head)
+        bpt = kv_bytes_per_token(int(md[f"{arch}.block_count"]), n_head_kv, head_dim, cfg.kv_type)
+    except (ValueError, KeyError, TypeError, ZeroDivisionError):
+        return None
+    vm = psutil.virtual_memory()
+    return MemoryAsk(ctx=cfg.ctx, slots=cfg.batch, slot_ctx=cfg.slot_ctx_effective if cfg.batch else 0,
+                     kv_type=cfg.kv_type, kv_bytes_per_token=bpt, model_bytes=os.path.getsize(path),
+                     available_bytes=int(vm.available), total_bytes=int(vm.total))
