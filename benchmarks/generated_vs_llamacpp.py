@@ -91,7 +91,8 @@ def write_shaped(path: str, n_layer: int) -> None:
 
     make_tiny_gguf(path, arch="qwen3moe", dtype="Q4_K", n_layer=n_layer, n_embd=2048, n_head=16, n_head_kv=4,
                    n_ff=768, n_vocab=1024, n_expert=128, n_expert_used=8, ctx_len=4096,
-                   type_overrides={"token_embd": "Q8_0", "output": "Q6_K", "ffn_down": "Q6_K"})
+                   type_overrides={"token_embd": "Q8_0", "output": "Q6_K", "ffn_down": "Q6_K"},
+                   use_temp_file=n_layer > 4)   # 48 layers: 17 GB, written a tensor at a time
 
 
 def main() -> int:
