@@ -234,7 +234,7 @@ def message_response(completion: Completion, model: str, mid: str, tools: list[d
                 "input": _json_or_empty(c["arguments"])} for c in calls]
     return {
         "id": mid, "type": "message", "role": "assistant", "model": model, "content": blocks,
-        "stop_reason": "tool_use" if calls else _stop_reason(completion),
+        "stop_reason": _calls_stop_reason(completion) if calls else _stop_reason(completion),
         "stop_sequence": completion.stop_sequence, "usage": usage(completion),
         "timings": completion.timings,
     }
@@ -258,6 +258,12 @@ def _stop_reason(c: Completion) -> str:
     if c.finish_reason == "length":
         return "max_tokens"
     return "stop_sequence" if c.stop_sequence is not None else "end_turn"
+
+
+def _calls_stop_reason(c: Completion) -> str:
+    """An answer with tool_use blocks: "tool_use", unless max_tokens cut it ("max_tokens", as Anthropic says):
+    a call cut in the middle (Qwen3-Coder's XML parses without its closing tags) has lost arguments."""
+    return "max_tokens" if c.finish_reason == "length" else "tool_use"
 
 
 def _json_or_empty(arguments: str) -> Any:
@@ -351,7 +357,7 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
                         "type": "input_json_delta", "partial_json": json.dumps(_json_or_empty(call["arguments"]))}},
                         "content_block_delta")
                 await stop()
-                reason = "tool_use" if calls else _stop_reason(c)
+                reason = _calls_stop_reason(c) if calls else _stop_reason(c)
                 await send_sse(resp, {"type": "message_delta",
                                       "delta": {"stop_reason": reason, "stop_sequence": c.stop_sequence},
                                       "usage": usage(c)}, "message_delta")

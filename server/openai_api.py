@@ -207,7 +207,7 @@ def chat_response(completion: Completion, model: str, tools: list[dict] | None, 
     finish = _finish_reason(completion)
     if calls:
         message["tool_calls"] = _tool_calls(calls)
-        finish = "tool_calls"
+        finish = _calls_finish_reason(completion)
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
         "model": model, "system_fingerprint": f"strata-{__version__}",
@@ -295,6 +295,13 @@ def _finish_reason(c: Completion) -> str:
     return "length" if c.finish_reason == "length" else "stop"
 
 
+def _calls_finish_reason(c: Completion) -> str:
+    """An answer with tool calls: "tool_calls", unless max_tokens or the context cut it ("length", as OpenAI
+    says): a call cut in the middle (Qwen3-Coder's XML parses without its closing tags) has lost arguments,
+    and an agent must not run it as if it were whole."""
+    return "length" if c.finish_reason == "length" else "tool_calls"
+
+
 def _tool_calls(calls: list[dict]) -> list[dict]:
     return [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
              "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
@@ -379,7 +386,7 @@ async def _stream_chat(request: web.Request, state: ServerState, job: Job, model
                     if calls:
                         deltas = [dict(index=i, **tc) for i, tc in enumerate(_tool_calls(calls))]
                         await send_sse(resp, _chunk(cid, model, {"tool_calls": deltas}, None))
-                        finish = "tool_calls"
+                        finish = _calls_finish_reason(c)
                 await send_sse(resp, _chunk(cid, model, {}, finish, {"timings": c.timings}))
                 if include_usage:
                     await send_sse(resp, {**_chunk(cid, model, {}, None), "choices": [], "usage": usage(c)})

@@ -256,9 +256,10 @@ class ChatTemplate:
             "eos_token": self.eos_token,
             **extra,
             "messages": msgs,
-            "tools": list(tools) if tools else None,
             "add_generation_prompt": bool(add_generation_prompt),
         }
+        if tools:   # no tools: no `tools` variable, as llama.cpp renders GGUF templates (`tools` None broke
+            variables["tools"] = list(tools)   # `if not tools is defined %}{% set tools = [] ... tools | length`)
         try:
             return self._render(variables)
         except ChatTemplateError:

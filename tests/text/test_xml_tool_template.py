@@ -69,3 +69,11 @@ def test_the_calls_the_model_writes_in_that_form_parse_back_to_the_same_argument
     assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [("write_file", CALL)]
     _, untyped = parse_tool_calls(answer)      # without the schema a JSON file's text reads as an object
     assert json.loads(untyped[0]["arguments"])["content"] == {"name": "x", "version": 2}
+
+
+def test_without_tools_the_template_sees_no_tools_variable():
+    """llama.cpp leaves `tools` undefined when there are none, and templates written for GGUF files guard with
+    `if not tools is defined` only; a `tools` of None reached `tools | length` and failed the render."""
+    text = ChatTemplate(XML_TEMPLATE).render([{"role": "user", "content": "Hi."}])
+    assert text == "<|im_start|>system\nYou are a coder.<|im_end|>\n<|im_start|>user\nHi.<|im_end|>\n<|im_start|>assistant\n"
+    assert ChatTemplate("{{ tools is defined }}").render([], tools=[]) == "False"

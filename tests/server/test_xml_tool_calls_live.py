@@ -1,0 +1,118 @@
+"""A Qwen3-Coder-style agent turn end to end: a scripted tiny qwen3moe model (8 experts, 2 a token) with a
+Qwen3-Coder-style chat template (tests/text/test_xml_tool_template.py) always answers "Editing." then an XML
+call of `edit_file` whose seven values have seven schema types. Through the real `openai` and `anthropic` SDKs
+and the Responses API: the values come out typed by the tools' schemas, the tool result goes back and the
+second turn reuses all of the first (the template writes the earlier call back token for token), an answer
+cut by max_tokens in the middle of its call says "length" / "max_tokens" (not "tool_calls": an agent would
+run a call that lost its arguments), and with no tools offered the text comes back as it is."""
+
+from __future__ import annotations
+
+import json
+
+import anthropic
+import openai
+import pytest
+
+from tests.server.live import LiveServer
+from tests.text.test_xml_tool_template import XML_TEMPLATE
+
+VALUES = [("path", "src/main.py"), ("line", "42"), ("replace_all", "true"), ("ratio", "0.5"),
+          ("tags", '["a", "b"]'), ("opts", '{"x": 1}'), ("note", "007")]
+# each piece one added token, so the script's tokens are all different (tiny_gguf `script`)
+PIECES = ("Editing.", "\n<tool_call>\n<function=edit_file>\n",
+          *(f"<parameter={n}>\n{v}\n</parameter>\n" for n, v in VALUES), "</function>\n</tool_call>")
+ANSWER = "".join(PIECES)
+PARAMS = {"type": "object", "required": ["path"], "properties": {
+    "path": {"type": "string"}, "line": {"type": "integer"}, "replace_all": {"type": "boolean"},
+    "ratio": {"type": "number"}, "tags": {"type": "array", "items": {"type": "string"}},
+    "opts": {"type": "object"}, "note": {"type": "string"}}}
+TOOLS = [{"type": "function", "function": {"name": "edit_file", "description": "Edit a file.", "parameters": PARAMS}}]
+ARGS = {"path": "src/main.py", "line": 42, "replace_all": True, "ratio": 0.5, "tags": ["a", "b"], "opts": {"x": 1},
+        "note": "007"}
+MSGS = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "fix main"}]
+
+
+@pytest.fixture(scope="module")
+def served(tiny_model_factory):
+    from strata.engine import Engine
+
+    shape = {"arch": "qwen3moe", "ctx_len": 2048, "n_vocab": 512, "seed": 4, "added_tokens": PIECES,
+             "n_expert": 8, "n_expert_used": 2, "chat_template": XML_TEMPLATE}
+    ids = Engine(str(tiny_model_factory(**shape)), n_ctx=64, n_threads=1).tokenize("\n" + ANSWER, special=True)
+    model = tiny_model_factory(**shape, script=tuple(ids) + (2,))     # then <|im_end|>
+    with LiveServer(model=str(model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0) as s:
+        yield (openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120),
+               anthropic.Anthropic(base_url=s.url, api_key="x", max_retries=0, timeout=120))
+
+
+def test_openai_typed_call_then_the_result_and_the_whole_first_turn_reused(served):
+    oai, _ = served
+    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40)
+    m = r.choices[0].message
+    assert (m.content, r.choices[0].finish_reason) == ("Editing.", "tool_calls")
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in m.tool_calls] == [("edit_file", ARGS)]
+    turn2 = MSGS + [m.model_dump(exclude_none=True),
+                    {"role": "tool", "tool_call_id": m.tool_calls[0].id, "content": "edited 1 line"}]
+    r2 = oai.chat.completions.create(model="m", messages=turn2, tools=TOOLS, temperature=0, max_tokens=40)
+    # the earlier call rendered back is exactly what the model wrote: nothing of turn 1 is read again
+    assert r2.usage.prompt_tokens_details.cached_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    chunks = list(oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40,
+                                              stream=True))
+    calls = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+    assert json.loads("".join(tc.function.arguments or "" for tc in calls)) == ARGS
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["tool_calls"]
+
+
+def test_anthropic_typed_tool_use_and_count_tokens_of_the_second_turn(served):
+    _, claude = served
+    tools = [{"name": "edit_file", "description": "Edit a file.", "input_schema": PARAMS}]
+    user = [{"role": "user", "content": "fix main"}]
+    m = claude.messages.create(model="m", max_tokens=40, system="You are a coding agent.", messages=user,
+                               tools=tools, extra_body={"temperature": 0})
+    assert m.stop_reason == "tool_use" and (m.content[1].name, m.content[1].input) == ("edit_file", ARGS)
+    turn2 = user + [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in m.content]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": m.content[1].id,
+                                                  "content": "edited 1 line"}]}]
+    counted = claude.messages.count_tokens(model="m", system="You are a coding agent.", messages=turn2, tools=tools)
+    m2 = claude.messages.create(model="m", max_tokens=40, system="You are a coding agent.", messages=turn2,
+                                tools=tools, extra_body={"temperature": 0})
+    first = m.usage.input_tokens + m.usage.cache_read_input_tokens + m.usage.output_tokens
+    assert m2.usage.cache_read_input_tokens == first
+    assert m2.usage.input_tokens + m2.usage.cache_read_input_tokens == counted.input_tokens
+
+
+def test_responses_typed_function_call(served):
+    oai, _ = served
+    tools = [{"type": "function", "name": "edit_file", "description": "Edit a file.", "parameters": PARAMS}]
+    r = oai.responses.create(model="m", input="fix main", tools=tools, max_output_tokens=40)
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert r.status == "completed" and [(c.name, json.loads(c.arguments)) for c in calls] == [("edit_file", ARGS)]
+
+
+@pytest.mark.parametrize("max_tokens", [2, 5, 9])   # the call just opened, half its values, all but the closing tags
+def test_a_call_cut_by_max_tokens_is_not_reported_as_a_finished_call(served, max_tokens):
+    oai, claude = served
+    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=max_tokens)
+    assert r.choices[0].finish_reason == "length"
+    chunks = list(oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0,
+                                              max_tokens=max_tokens, stream=True))
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["length"]
+    tools = [{"name": "edit_file", "input_schema": PARAMS}]
+    m = claude.messages.create(model="m", max_tokens=max_tokens, messages=MSGS[1:], tools=tools)
+    assert m.stop_reason == "max_tokens"
+    with claude.messages.stream(model="m", max_tokens=max_tokens, messages=MSGS[1:], tools=tools) as s:
+        assert s.get_final_message().stop_reason == "max_tokens"
+    rr = oai.responses.create(model="m", input="fix main", max_output_tokens=max_tokens,
+                              tools=[{"type": "function", "name": "edit_file", "parameters": PARAMS}])
+    assert rr.status == "incomplete"
+
+
+def test_no_tools_offered_the_call_stays_text(served):
+    """The template guards with `if not tools is defined`, as llama.cpp renders it (no `tools` variable
+    without tools); a `tools` of None there failed the render (`None | length`)."""
+    oai, claude = served
+    r = oai.chat.completions.create(model="m", messages=MSGS, temperature=0, max_tokens=40)
+    assert (r.choices[0].message.content, r.choices[0].message.tool_calls) == (ANSWER, None)
+    m = claude.messages.create(model="m", max_tokens=40, messages=MSGS[1:])
+    assert [b.type for b in m.content] == ["text"] and m.content[0].text == ANSWER and m.stop_reason == "end_turn"
