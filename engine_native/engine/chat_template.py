@@ -162,6 +162,19 @@ def normalize_messages(messages: Any, object_arguments: bool = True) -> list[dic
     return out
 
 
+def _arguments_not_an_object(msgs: Sequence[Mapping[str, Any]]) -> str | None:
+    """The first earlier tool call whose arguments are not a JSON object (what most templates iterate), named
+    as the request holds it, or None."""
+    for i, m in enumerate(msgs):
+        for j, call in enumerate(m.get("tool_calls") or ()):
+            args = call["function"]["arguments"]
+            if not isinstance(args, Mapping):
+                shown = args if isinstance(args, str) else json.dumps(args)
+                return (f"messages[{i}].tool_calls[{j}].function.arguments must be a JSON object, got "
+                        f"{shown[:80]!r}")
+    return None
+
+
 def _tool_call_text(name: str, args: Any) -> str:
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}, ensure_ascii=False) + "\n</tool_call>"
 
@@ -262,7 +275,7 @@ class ChatTemplate:
             variables["tools"] = list(tools)   # `if not tools is defined %}{% set tools = [] ... tools | length`)
         try:
             return self._render(variables)
-        except ChatTemplateError:
+        except ChatTemplateError as first:
             if not any(m.get("tool_calls") for m in msgs):
                 raise
             # some templates concatenate `arguments` as a string (DeepSeek style) where most take an
@@ -272,6 +285,9 @@ class ChatTemplate:
                 return self._render(variables)
             except ChatTemplateError:
                 pass
+            bad = _arguments_not_an_object(msgs)
+            if bad:
+                raise ChatTemplateError(f"{bad} ({first})") from None
             raise
 
     def _render(self, variables: dict[str, Any]) -> str:

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import json
 
-from strata.engine.chat_template import ChatTemplate, parse_tool_calls, tool_parameter_types
+import pytest
+from strata.engine.chat_template import (
+    ChatTemplate,
+    ChatTemplateError,
+    parse_tool_calls,
+    tool_parameter_types,
+)
 
 XML_TEMPLATE = r"""{% macro listed(xs, tag='required') %}{%- if xs is defined and xs is sequence and xs | length > 0 %}{{ '\n<' ~ tag ~ '>' }}{% for x in xs %}{% if loop.index > 1 %}, {% endif %}{{ "`" ~ x ~ "`" if x is string else x }}{% endfor %}{{ '</' ~ tag ~ '>' }}{% endif %}{% endmacro %}
 {%- if messages[0]["role"] == "system" %}{%- set system_message = messages[0]["content"] %}{%- set loop_messages = messages[1:] %}{%- else %}{%- set loop_messages = messages %}{%- endif %}
@@ -77,3 +83,15 @@ def test_without_tools_the_template_sees_no_tools_variable():
     text = ChatTemplate(XML_TEMPLATE).render([{"role": "user", "content": "Hi."}])
     assert text == "<|im_start|>system\nYou are a coder.<|im_end|>\n<|im_start|>user\nHi.<|im_end|>\n<|im_start|>assistant\n"
     assert ChatTemplate("{{ tools is defined }}").render([], tools=[]) == "False"
+
+
+def test_earlier_call_arguments_that_are_not_an_object_are_named():
+    """A client that sends back a call's arguments cut or hand-written ('{"path": "x"') got the template's
+    `TypeError: Can only get item pairs from a mapping`; the error now names the message and the call."""
+    bad = [*MESSAGES[:2], {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": '{"path": "x"'}}]}]
+    with pytest.raises(ChatTemplateError, match=r"messages\[2\]\.tool_calls\[0\]\.function\.arguments must be a "
+                                                r"JSON object, got '\{\"path\": \"x\"'"):
+        ChatTemplate(XML_TEMPLATE).render(bad, tools=TOOLS)
+    empty = [*bad[:2], {**bad[2], "tool_calls": [{"id": "c1", "function": {"name": "write_file", "arguments": ""}}]}]
+    assert "<function=write_file>\n</function>" in ChatTemplate(XML_TEMPLATE).render(empty, tools=TOOLS)
