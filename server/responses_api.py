@@ -325,7 +325,7 @@ class _Shape:
         content, calls = split_tool_calls(answer, self.tools)
         items = [self.reasoning(reasoning)] if reasoning is not None else []
         items += [self.message(content)] if content or not calls else []
-        return items + [self.call_item(call) for call in calls]
+        return items + [self.call_item(call, _call_status(c)) for call in calls]
 
 
 def _custom_input(arguments: str) -> str:
@@ -433,8 +433,8 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> 
                         await delta("text", rest)
                 await finish_item()
                 for call in calls:
-                    await _send_call(out, shape, call, len(items))
-                    items.append(shape.call_item(call))
+                    await _send_call(out, shape, call, len(items), _call_status(c))
+                    items.append(shape.call_item(call, _call_status(c)))
                 final = shape.response(c, items)
                 await out.send(f"response.{final['status']}", response=final)
     except (ConnectionResetError, ConnectionError):
@@ -444,9 +444,15 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> 
     return out.resp if out is not None else web.Response(status=499)
 
 
-async def _send_call(out: _Events, shape: _Shape, call: dict, index: int) -> None:
+def _call_status(c: Completion) -> str:
+    """A call read from an answer the token limit cut is "incomplete" (Qwen3-Coder's XML reads without its
+    closing tags: the values written so far), as the response is."""
+    return "incomplete" if c.finish_reason == "length" else "completed"
+
+
+async def _send_call(out: _Events, shape: _Shape, call: dict, index: int, status: str = "completed") -> None:
     """One tool call's events: the item added (empty), its arguments (or custom input) whole, done."""
-    done = shape.call_item(call)
+    done = shape.call_item(call, status)
     await out.send("response.output_item.added", output_index=index,
                    item=shape.call_item(call, "in_progress", args=""))
     if done["type"] == "custom_tool_call":

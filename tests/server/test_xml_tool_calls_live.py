@@ -103,9 +103,14 @@ def test_a_call_cut_by_max_tokens_is_not_reported_as_a_finished_call(served, max
     assert m.stop_reason == "max_tokens"
     with claude.messages.stream(model="m", max_tokens=max_tokens, messages=MSGS[1:], tools=tools) as s:
         assert s.get_final_message().stop_reason == "max_tokens"
-    rr = oai.responses.create(model="m", input="fix main", max_output_tokens=max_tokens,
-                              tools=[{"type": "function", "name": "edit_file", "parameters": PARAMS}])
+    rtools = [{"type": "function", "name": "edit_file", "parameters": PARAMS}]
+    rr = oai.responses.create(model="m", input="fix main", max_output_tokens=max_tokens, tools=rtools)
     assert rr.status == "incomplete"
+    assert [o.status for o in rr.output if o.type == "function_call"] == ["incomplete"]
+    events = list(oai.responses.create(model="m", input="fix main", max_output_tokens=max_tokens, tools=rtools,
+                                       stream=True))
+    done = [e.item for e in events if e.type == "response.output_item.done" and e.item.type == "function_call"]
+    assert [i.status for i in done] == ["incomplete"] and events[-1].type == "response.incomplete"
 
 
 def test_no_tools_offered_the_call_stays_text(served):
