@@ -177,9 +177,7 @@ def parse_tools(body: dict) -> list[dict] | None:
             raise APIError(400, f"{tw}.name must be a non-empty string")
         if t.get("type") not in (None, "custom") and "input_schema" not in t:
             continue  # server tools (web search, ...) are the client's business; the model cannot run them
-        schema = t.get("input_schema", {"type": "object"})
-        if not isinstance(schema, dict):
-            raise APIError(400, f"{tw}.input_schema must be a JSON schema object")
+        schema = f.tool_schema(t.get("input_schema"), f"{tw}.input_schema")
         out.append({"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
                                                       "parameters": schema}})
     if choice is not None and choice["type"] == "none":

@@ -124,6 +124,23 @@ def expect_object(v: Any, where: str) -> dict:
     return v
 
 
+NO_PARAMETERS = {"type": "object", "properties": {}}
+
+
+def tool_schema(schema: Any, where: str) -> dict:
+    """A tool's parameters schema as templates read it: absent (None) is a function without parameters (an
+    empty object schema, which templates that read `tool.parameters.properties` need); 400 naming `where`
+    for one that is not an object or whose `properties` is not an object."""
+    if schema is None:
+        return dict(NO_PARAMETERS)
+    if not isinstance(schema, dict):
+        raise APIError(400, f"{where} must be a JSON schema object", param="tools")
+    if "properties" in schema and not isinstance(schema["properties"], dict):
+        raise APIError(400, f"{where}.properties must be an object, got {_type_name(schema['properties'])}",
+                       param="tools")
+    return schema
+
+
 def objects(items: list, where: str) -> Iterator[tuple[str, dict]]:
     """Each entry of an array with its place (`where[i]`, for error messages), one by one; 400 naming the
     place of an entry that is not an object."""

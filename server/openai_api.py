@@ -102,8 +102,7 @@ def parse_tools(body: dict) -> list[dict] | None:
         fn = f.expect_object(t.get("function"), f"{tw}.function")
         if not isinstance(fn.get("name"), str) or not fn["name"]:
             raise APIError(400, f"{tw}.function.name must be a non-empty string", param="tools")
-        if fn.get("parameters") is not None and not isinstance(fn["parameters"], dict):
-            raise APIError(400, f"{tw}.function.parameters must be a JSON schema object", param="tools")
+        fn = {**fn, "parameters": f.tool_schema(fn.get("parameters"), f"{tw}.function.parameters")}
         out.append({"type": "function", "function": fn})
     choice = body.get("tool_choice")
     if choice == "none":

@@ -160,9 +160,7 @@ def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
             custom.add(t["name"])
             params: Any = CUSTOM_INPUT
         else:
-            params = t.get("parameters") or {"type": "object", "properties": {}}
-            if not isinstance(params, dict):
-                raise APIError(400, f"{tw}.parameters must be a JSON schema object", param="tools")
+            params = f.tool_schema(t.get("parameters") or None, f"{tw}.parameters")
         out.append({"type": "function", "function": {"name": t["name"], "description": t.get("description") or "",
                                                       "parameters": params}})
     choice = body.get("tool_choice")

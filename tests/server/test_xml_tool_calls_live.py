@@ -121,3 +121,24 @@ def test_no_tools_offered_the_call_stays_text(served):
     assert (r.choices[0].message.content, r.choices[0].message.tool_calls) == (ANSWER, None)
     m = claude.messages.create(model="m", max_tokens=40, messages=MSGS[1:])
     assert [b.type for b in m.content] == ["text"] and m.content[0].text == ANSWER and m.stop_reason == "end_turn"
+
+
+def test_a_function_without_parameters_is_offered_and_a_bad_properties_is_named(served):
+    """OpenAI's `parameters` is optional: such a tool reached the template without one (a Qwen3-Coder-style
+    template reading `tool.parameters.properties` failed: 400). A `properties` that is not an object is a
+    400 naming it in each API, not the template's TypeError."""
+    oai, claude = served
+    bare = [{"type": "function", "function": {"name": "edit_file"}}]
+    r = oai.chat.completions.create(model="m", messages=MSGS, tools=bare, temperature=0, max_tokens=40)
+    assert r.choices[0].finish_reason == "tool_calls"
+    assert json.loads(r.choices[0].message.tool_calls[0].function.arguments)["line"] == 42   # untyped: JSON read
+    listed = {"type": "object", "properties": ["path", "line"]}
+    with pytest.raises(openai.BadRequestError, match=r"tools\[0\]\.function\.parameters\.properties must be an object"):
+        oai.chat.completions.create(model="m", messages=MSGS, max_tokens=4, tools=[
+            {"type": "function", "function": {"name": "edit_file", "parameters": listed}}])
+    with pytest.raises(anthropic.BadRequestError, match=r"tools\[0\]\.input_schema\.properties must be an object"):
+        claude.messages.create(model="m", max_tokens=4, messages=MSGS[1:],
+                               tools=[{"name": "edit_file", "input_schema": listed}])
+    with pytest.raises(openai.BadRequestError, match=r"tools\[0\]\.parameters\.properties must be an object"):
+        oai.responses.create(model="m", input="fix", max_output_tokens=4,
+                             tools=[{"type": "function", "name": "edit_file", "parameters": listed}])
