@@ -102,7 +102,7 @@ def _value(field):
 
 
 def find_models() -> tuple[tuple[str, ...], str | None]:
-    """(GGUF files found, the default model's path or None), the default first in the list."""
+    """(GGUF files found that the engine runs, the default model's path or None), the default first."""
     found: list[str] = []
     default: str | None = None
     try:
@@ -111,7 +111,9 @@ def find_models() -> tuple[tuple[str, ...], str | None]:
         engine_models = None
     if engine_models is not None and hasattr(engine_models, "find_models"):
         try:
-            found = [str(_path_of(m)) for m in engine_models.find_models() if not getattr(m, "error", None)]
+            # neither unreadable files nor ones the engine cannot run (`strata models` lists those, marked)
+            found = [str(_path_of(m)) for m in engine_models.find_models()
+                     if not getattr(m, "error", None) and not getattr(m, "cannot_run", None)]
         except Exception:  # a broken search folder must not stop the installer
             found = []
     if engine_models is not None and hasattr(engine_models, "default_model_path"):

@@ -196,7 +196,8 @@ def _kv_type(s: Situation, p: PlanParameters) -> tuple[str, str]:
         if ctx8 > ctx16:
             return "q8_0", (f"q8_0 KV, {q8.kv_bytes_per_token} bytes per token: in the {_gib(b.kv_mib)} left for "
                             f"KV, F16 ({f16.kv_bytes_per_token}) would hold one context of "
-                            f"{ctx16 or 'not even ' + str(p.ctx_ladder[0])} tokens at most, q8_0 {ctx8}")
+                            f"{ctx16 or 'not even ' + str(p.ctx_ladder[0])} tokens at most, q8_0 {ctx8} "
+                            "(tokens the main context and any slots share)")
     return "f16", (f"F16 KV, {f16.kv_bytes_per_token} bytes per token: "
                    "restored state is bit-identical to a fresh prefill")
 

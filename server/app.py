@@ -165,7 +165,8 @@ def info_line(state: ServerState) -> str:
     if n_slots:
         contexts += f" + {n_slots} slots x {e.context_capacity(1)} in {getattr(e, 'n_groups', 1)} group(s)"
     parts = [
-        f"model {state.model_name} ({getattr(e, 'arch', '?')})",
+        f"model {state.model_name} ({getattr(e, 'arch', '?')}"
+        + (f", {e.n_expert_used} of {e.n_expert} experts a token" if getattr(e, "n_expert", 0) else "") + ")",
         f"backend {getattr(e, 'backend', cfg.backend)}, {getattr(e, 'n_threads', '?')} threads",
         *_gpu_part(e),
         f"contexts {contexts}, KV {getattr(e, 'kv_type', cfg.kv_type)}",

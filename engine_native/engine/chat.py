@@ -194,6 +194,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(f"{model}: {engine.arch}, {engine.n_threads} threads, backend {engine.backend}, "
           f"context {args.ctx}, loaded in {time.perf_counter() - t0:.2f} s")
+    if engine.n_ctx_train and args.ctx > engine.n_ctx_train:   # as `strata serve` warns
+        print(f"warning: the context ({args.ctx} tokens) is larger than the {engine.n_ctx_train} tokens the model "
+              f"was trained on: answers past {engine.n_ctx_train} tokens are unreliable (--ctx)", file=sys.stderr)
     print("Type a message; /reset starts over, /exit (or Ctrl-D) quits.")
     session = ChatSession(engine, system=args.system, sampling=sampling, max_tokens=args.max_tokens)
     echo = not sys.stdin.isatty()   # piped input is not shown by a terminal: the transcript shows it

@@ -80,6 +80,19 @@ def test_model_facts_of_the_default_model(default_model_path):
     assert default == str(default_model_path) and found[0] == default
 
 
+def test_the_wizard_offers_only_models_the_engine_runs(tmp_path, monkeypatch, tiny_model_factory):
+    """The user's models folder holds one it runs and one it does not: only the first is offered."""
+    import shutil
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))       # platformdirs' user data dir on Linux
+    folder = tmp_path / "strata" / "models"
+    folder.mkdir(parents=True)
+    shutil.copy(tiny_model_factory(arch="qwen3moe", n_expert=4, n_expert_used=2), folder / "moe.gguf")
+    shutil.copy(tiny_model_factory(arch="gemma3"), folder / "gemma.gguf")
+    found, _ = find_models()
+    assert str(folder / "moe.gguf") in found and not any(p.endswith("gemma.gguf") for p in found)
+
+
 @pytest.mark.parametrize("content,message", [
     (None, "no such file"), (b"NOPE" + bytes(60), "not a GGUF file"), (b"GGUF\x03\x00", "cannot read its GGUF metadata"),
 ])

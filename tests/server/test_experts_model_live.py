@@ -80,6 +80,7 @@ def test_lookup_is_off_by_default_for_experts_and_the_feed_names_them(tiny_model
     msgs = [{"role": "user", "content": "a b c a b c a b c a b c"}]
     with LiveServer(model=str(model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0) as s:
         assert "lookup decoding off (a model with experts)" in s.state.info_line
+        assert "(llama, 2 of 4 experts a token)" in s.state.info_line
         feed = httpx.get(s.url + "/v1/monitor", timeout=30).json()["model"]
         assert (feed["arch"], feed["n_expert"], feed["n_expert_used"]) == ("llama", 4, 2)
         oai = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120)

@@ -95,6 +95,19 @@ def test_cli_streams_and_prints_speeds(engine, default_model_path, monkeypatch, 
     assert ">>> Say hi.\n" in out and ">>> Say bye.\n" in out    # piped lines show in the transcript
 
 
+def test_cli_warns_of_a_context_beyond_the_trained_one(tiny_model_factory, monkeypatch, capsys):
+    import io
+
+    from strata.cli import main as strata_main
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("/exit\n"))
+    model = str(tiny_model_factory(ctx_len=256))
+    assert strata_main(["chat", "--model", model, "--ctx", "1024", "--threads", "1"]) == 0
+    assert "the context (1024 tokens) is larger than the 256 tokens the model was trained on" in capsys.readouterr().err
+    assert strata_main(["chat", "--model", model, "--ctx", "256", "--threads", "1"]) == 0
+    assert "trained on" not in capsys.readouterr().err
+
+
 def test_cli_bad_arguments_are_named(capsys):
     from strata.cli import main as strata_main
 
