@@ -74,7 +74,6 @@ def ask_for(cfg, path) -> MemoryAsk | None:
     import os
 
     import psutil
-
     from strata.engine import GGUFFile
 
     try:
