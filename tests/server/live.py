@@ -92,3 +92,22 @@ def run_together(server: LiveServer, sends: list[Callable[[], Any]]) -> list[Any
     for t in threads:
         t.join()
     return results
+
+
+def scripted_model(factory: Callable[..., Any], answer: str, **shape: Any) -> Any:
+    """The path of a tiny model (tests/fixtures/tiny_gguf.py `script`) that answers `answer` to any chat,
+    then ends its turn (<|im_end|>, id 2); `shape` are make_tiny_gguf's parameters (`added_tokens` for
+    the whole-word pieces a script needs, as its tokens must all differ)."""
+    from strata.engine import Engine
+
+    ids = Engine(str(factory(**shape)), n_ctx=64, n_threads=1).tokenize("\n" + answer, special=True)
+    return factory(**shape, script=tuple(ids) + (2,))
+
+
+def sdk_clients(server: LiveServer) -> tuple[Any, Any]:
+    """The real `openai` and `anthropic` SDK clients of a live server (no retries, 120 s timeouts)."""
+    import anthropic
+    import openai
+
+    return (openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=120),
+            anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0, timeout=120))

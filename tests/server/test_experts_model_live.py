@@ -10,11 +10,9 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-import anthropic
-import openai
 import pytest
 
-from tests.server.live import LiveServer
+from tests.server.live import LiveServer, scripted_model, sdk_clients
 
 TAGS = ("\n<tool_call>\n", "<function=read_file>\n", "<parameter=path>\n", "src/main.py\n", "</parameter>\n",
         "<parameter=limit>\n", "100\n", "</function>\n", "</tool_call>")
@@ -27,14 +25,10 @@ MSGS = [{"role": "user", "content": "open main"}]
 
 @pytest.fixture(scope="module")
 def served(tiny_model_factory):
-    from strata.engine import Engine
-
-    shape = {"ctx_len": 2048, "n_vocab": 512, "seed": 4, "added_tokens": TAGS, "n_expert": 4, "n_expert_used": 2}
-    ids = Engine(str(tiny_model_factory(**shape)), n_ctx=64, n_threads=1).tokenize("\n" + ANSWER, special=True)
-    model = tiny_model_factory(**shape, script=tuple(ids) + (2,))     # then <|im_end|>
+    model = scripted_model(tiny_model_factory, ANSWER, ctx_len=2048, n_vocab=512, seed=4, added_tokens=TAGS,
+                           n_expert=4, n_expert_used=2)
     with LiveServer(model=str(model), ctx=2048, batch=2, threads=1, conversation_cache_mib=0) as s:
-        yield (openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120),
-               anthropic.Anthropic(base_url=s.url, api_key="x", max_retries=0, timeout=120))
+        yield sdk_clients(s)
 
 
 def test_openai_chat_gets_the_xml_call_as_a_tool_call(served):
@@ -83,7 +77,7 @@ def test_lookup_is_off_by_default_for_experts_and_the_feed_names_them(tiny_model
         assert "(llama, 2 of 4 experts a token)" in s.state.info_line
         feed = httpx.get(s.url + "/v1/monitor", timeout=30).json()["model"]
         assert (feed["arch"], feed["n_expert"], feed["n_expert_used"]) == ("llama", 4, 2)
-        oai = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120)
+        oai, _ = sdk_clients(s)
         oai.chat.completions.create(model="m", messages=msgs, temperature=0, max_tokens=40)
         assert s.state.metrics.snapshot()["lookup_drafted_total"] == 0
     with LiveServer(model=str(model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0, lookup_draft=8) as s:

@@ -14,7 +14,7 @@ import anthropic
 import openai
 import pytest
 
-from tests.server.live import LiveServer
+from tests.server.live import LiveServer, scripted_model, sdk_clients
 from tests.text.test_xml_tool_template import XML_TEMPLATE
 
 VALUES = [("path", "src/main.py"), ("line", "42"), ("replace_all", "true"), ("ratio", "0.5"),
@@ -35,15 +35,10 @@ MSGS = [{"role": "system", "content": "You are a coding agent."}, {"role": "user
 
 @pytest.fixture(scope="module")
 def served(tiny_model_factory):
-    from strata.engine import Engine
-
-    shape = {"arch": "qwen3moe", "ctx_len": 2048, "n_vocab": 512, "seed": 4, "added_tokens": PIECES,
-             "n_expert": 8, "n_expert_used": 2, "chat_template": XML_TEMPLATE}
-    ids = Engine(str(tiny_model_factory(**shape)), n_ctx=64, n_threads=1).tokenize("\n" + ANSWER, special=True)
-    model = tiny_model_factory(**shape, script=tuple(ids) + (2,))     # then <|im_end|>
+    model = scripted_model(tiny_model_factory, ANSWER, arch="qwen3moe", ctx_len=2048, n_vocab=512, seed=4,
+                           added_tokens=PIECES, n_expert=8, n_expert_used=2, chat_template=XML_TEMPLATE)
     with LiveServer(model=str(model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0) as s:
-        yield (openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120),
-               anthropic.Anthropic(base_url=s.url, api_key="x", max_retries=0, timeout=120))
+        yield sdk_clients(s)
 
 
 def test_openai_typed_call_then_the_result_and_the_whole_first_turn_reused(served):
