@@ -48,6 +48,12 @@ CASES = [   # (label, make_tiny_gguf parameters); the dense ones show the differ
     ("llama F32, YaRN x8 (context 16, head size 32)", {"dtype": "F32", "rope_scaling": ("yarn", 8.0, 16),
                                                        "n_embd": 128}),
     ("qwen3 F32, YaRN x4 (original context 32)", {"arch": "qwen3", "dtype": "F32", "rope_scaling": ("yarn", 4.0, 32)}),
+    ("llama F32, YaRN x4 with rope.scaling.attn_factor 0.8", {"dtype": "F32", "rope_scaling": ("yarn", 4.0, 64),
+                                                              "rope_keys": {"rope.scaling.attn_factor": 0.8}}),
+    ("qwen3 F32, YaRN x4 with yarn_* keys llama.cpp ignores", {
+        "arch": "qwen3", "dtype": "F32", "rope_scaling": ("yarn", 4.0, 64),
+        "rope_keys": {"rope.scaling.yarn_beta_fast": 16.0, "rope.scaling.yarn_ext_factor": 0.5}}),
+    ("llama F32, a factor without a type (linear)", {"dtype": "F32", "rope_scaling": (None, 4.0, 64)}),
 ]
 
 
