@@ -73,10 +73,10 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
     except ValueError as e:              # an option this machine cannot honour: 2, so the app does not retry
         log.error("--backend %s: %s", config.backend, e)
         return 2
-    if backend == "cpu" and config.memory_check:   # contexts the memory cannot hold: the load would swap or be killed
+    if config.memory_check:             # contexts the memory cannot hold: the load would swap or be killed
         from strata.server import memory_check
 
-        ask = memory_check.ask_for(config, model_path(config))
+        ask = memory_check.ask_for(config, model_path(config), backend)   # None: the KV is in VRAM
         verdict = memory_check.judge(ask) if ask is not None else memory_check.Verdict()
         if verdict.error:
             log.error("%s", verdict.error)

@@ -7,8 +7,13 @@ into swap or the OOM killer, with no word said. A 30B model with `--ctx 131072 -
 of KV. Policy here (pure: numbers in, a verdict out); `server/app.py` gathers the numbers (the GGUF's
 metadata, psutil) and applies it: an error stops the load with the flags to change, a warning is logged.
 
-Not here: the CUDA backend (its KV lives in VRAM; the backend checks that itself), or the conversation
-cache's RAM level (its own budget, `--conversation-cache-mib`).
+Held with the KV: the engine's packed copies of the Q8_0 / Q4_1 matrices (made at load, anonymous
+memory about their size in the file; the GGUF pages they came from are then left to the page cache).
+The other weights stay mapped from the file and are only a warning's business.
+
+Not here: the CUDA backend (its KV lives in VRAM; the backend checks that itself; but a model with
+experts under `--backend auto` runs on the CPU and is checked), or the conversation cache's RAM level
+(its own budget, `--conversation-cache-mib`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ class MemoryAsk:
     model_bytes: int        # the GGUF file: its weights are read from it as they are used
     available_bytes: int    # psutil's available memory now
     total_bytes: int
+    packed_bytes: int = 0   # the engine's packed copies of Q8_0 / Q4_1 matrices: held like the KV
 
 
 @dataclass(frozen=True)
@@ -50,12 +56,17 @@ def judge(ask: MemoryAsk) -> Verdict:
     tokens = ask.ctx + ask.slots * ask.slot_ctx
     kv = tokens * ask.kv_bytes_per_token
     shape = f"--ctx {ask.ctx}" + (f" + --batch {ask.slots} x --slot-ctx {ask.slot_ctx}" if ask.slots else "")
-    if kv > KV_SHARE_OF_AVAILABLE * ask.available_bytes:
+    limit = KV_SHARE_OF_AVAILABLE * ask.available_bytes
+    if kv + ask.packed_bytes > limit:
         cheaper = " or --kv-type q8_0 (about half the bytes)" if ask.kv_type == "f16" else ""
+        packed = (f" and {ask.packed_bytes / GIB:.1f} GiB for the packed copy of the model's Q8_0 / Q4_1 weights"
+                  if ask.packed_bytes else "")
         return Verdict(error=(
             f"the contexts asked for need {kv / GIB:.1f} GiB of KV ({shape} = {tokens} tokens x "
-            f"{ask.kv_bytes_per_token} bytes, KV {ask.kv_type}), and {ask.available_bytes / GIB:.1f} GiB of memory "
-            f"is available: lower --ctx, --slot-ctx or --batch{cheaper} (`strata setup` sizes them for this machine)"))
+            f"{ask.kv_bytes_per_token} bytes, KV {ask.kv_type}){packed}, more than "
+            f"{KV_SHARE_OF_AVAILABLE * 100:.0f} percent ({limit / GIB:.1f} GiB) of the "
+            f"{ask.available_bytes / GIB:.1f} GiB of memory available: lower --ctx, --slot-ctx or --batch{cheaper} "
+            f"(`strata setup` sizes them for this machine)"))
     if kv + ask.model_bytes > ask.available_bytes:
         return Verdict(warning=(
             f"the model ({ask.model_bytes / GIB:.1f} GiB) and the KV ({kv / GIB:.1f} GiB, {shape}) are more than the "
@@ -68,24 +79,48 @@ def judge(ask: MemoryAsk) -> Verdict:
 # Mechanism: the numbers of a configuration on this machine
 
 
-def ask_for(cfg, path) -> MemoryAsk | None:
-    """The MemoryAsk of `strata serve`'s configuration for the GGUF at `path` on this machine; None when
-    its metadata cannot be read (the engine's load then says what is wrong with the file)."""
+PACKED_TYPES = ("Q8_0", "Q4_1")   # engine quants-packed.cpp packed_supported (SIMD builds)
+PACKED_ROLES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down", "ffn_gate_inp")
+
+
+def packed_bytes(tensors) -> int:
+    """Bytes of the engine's packed copies (model.cpp product_weights): the layers' matrices and the
+    output, which is token_embd when the file has no output.weight."""
+    names = {t.name for t in tensors}
+    output = "output.weight" if "output.weight" in names else "token_embd.weight"
+
+    def packed(t) -> bool:
+        role = t.name.split(".")[2] if t.name.startswith("blk.") and t.name.count(".") >= 3 else ""
+        return t.type in PACKED_TYPES and (t.name == output or (role in PACKED_ROLES and t.name.endswith(".weight")))
+
+    return sum(int(t.n_bytes) for t in tensors if packed(t))
+
+
+def ask_for(cfg, path, backend: str) -> MemoryAsk | None:
+    """The MemoryAsk of `strata serve`'s configuration for the GGUF at `path` on this machine, `backend`
+    being what `--backend` resolved to; None when the KV will not be in RAM (the CUDA backend, save a
+    model with experts under `--backend auto`, which runs on the CPU) or the metadata cannot be read
+    (the engine's load then says what is wrong with the file)."""
     import os
 
     import psutil
     from strata.engine import GGUFFile
 
     try:
-        md = GGUFFile(os.fspath(path)).metadata
+        gguf = GGUFFile(os.fspath(path))
+        md = gguf.metadata
         arch = md["general.architecture"]
+        experts = md.get(f"{arch}.expert_count", 0)
+        if backend == "cuda" and not (cfg.backend == "auto" and isinstance(experts, int) and experts > 0):
+            return None
         n_head = int(md[f"{arch}.attention.head_count"])
         n_head_kv = int(md.get(f"{arch}.attention.head_count_kv", n_head))
         head_dim = int(md.get(f"{arch}.attention.key_length") or int(md[f"{arch}.embedding_length"]) // n_head)
         bpt = kv_bytes_per_token(int(md[f"{arch}.block_count"]), n_head_kv, head_dim, cfg.kv_type)
+        packed = packed_bytes(gguf.tensors)
     except (ValueError, KeyError, TypeError, ZeroDivisionError):
         return None
     vm = psutil.virtual_memory()
     return MemoryAsk(ctx=cfg.ctx, slots=cfg.batch, slot_ctx=cfg.slot_ctx_effective if cfg.batch else 0,
                      kv_type=cfg.kv_type, kv_bytes_per_token=bpt, model_bytes=os.path.getsize(path),
-                     available_bytes=int(vm.available), total_bytes=int(vm.total))
+                     available_bytes=int(vm.available), total_bytes=int(vm.total), packed_bytes=packed)
