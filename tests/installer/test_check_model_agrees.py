@@ -1,0 +1,18 @@
+"""check_model (what setup and `strata models` trust) refuses what Engine refuses: a file it passes must
+load. Found by review: the engine's query-heads-per-KV-head limit is checked in the engine, not in
+model_load, so check_model passes a file the server cannot start (engine_native/src: the lead's)."""
+
+from __future__ import annotations
+
+import pytest
+from strata.engine import Engine, check_model
+
+
+@pytest.mark.xfail(strict=True, reason="engine.cpp refuses n_head / n_head_kv > 64 after model_load; check_model "
+                   "runs model_load only")
+def test_a_file_the_engine_refuses_is_refused_by_check_model(tiny_model_factory):
+    path = tiny_model_factory(dtype="F32", n_embd=132, n_head=66, n_head_kv=1)   # 66 query heads per KV head
+    with pytest.raises(ValueError, match="more than 64 query heads per KV head"):
+        Engine(path, n_ctx=16)
+    with pytest.raises(ValueError, match="query heads"):
+        check_model(path)
