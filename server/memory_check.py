@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 GIB = 1 << 30
 KV_SHARE_OF_AVAILABLE = 0.9   # the KV may take at most this share of the memory available at start
+Q8_0_HEAD_MULTIPLE = 32       # the engine's q8_0 KV: heads of whole blocks (attention.cpp kv_layout_make)
+Q8_0_MAX_HEAD = 256           # ... up to this size (attention-internal.h k_q8_max_head_dim)
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class MemoryAsk:
     available_bytes: int    # psutil's available memory now
     total_bytes: int
     packed_bytes: int = 0   # the engine's packed copies of Q8_0 / Q4_1 matrices: held like the KV
+    q8_0_allowed: bool = True   # the engine takes --kv-type q8_0 for this model's head size
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ def judge(ask: MemoryAsk) -> Verdict:
     shape = f"--ctx {ask.ctx}" + (f" + --batch {ask.slots} x --slot-ctx {ask.slot_ctx}" if ask.slots else "")
     limit = KV_SHARE_OF_AVAILABLE * ask.available_bytes
     if kv + ask.packed_bytes > limit:
-        cheaper = " or --kv-type q8_0 (about half the bytes)" if ask.kv_type == "f16" else ""
+        cheaper = " or --kv-type q8_0 (about half the bytes)" if q8_0_would_help(ask) else ""
         packed = (f" and {ask.packed_bytes / GIB:.1f} GiB for the packed copy of the model's Q8_0 / Q4_1 weights"
                   if ask.packed_bytes else "")
         return Verdict(error=(
@@ -71,8 +74,14 @@ def judge(ask: MemoryAsk) -> Verdict:
         return Verdict(warning=(
             f"the model ({ask.model_bytes / GIB:.1f} GiB) and the KV ({kv / GIB:.1f} GiB, {shape}) are more than the "
             f"{ask.available_bytes / GIB:.1f} GiB of memory available: weights will be read from disk again as they "
-            f"are used, slowly; a smaller context or --kv-type q8_0 leaves them room"))
+            f"are used, slowly; a smaller context{' or --kv-type q8_0' if q8_0_would_help(ask) else ''} leaves "
+            f"them room"))
     return Verdict()
+
+
+def q8_0_would_help(ask: MemoryAsk) -> bool:
+    """--kv-type q8_0 is advice only from f16, and only where the engine takes it for this head size."""
+    return ask.kv_type == "f16" and ask.q8_0_allowed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,9 +127,11 @@ def ask_for(cfg, path, backend: str) -> MemoryAsk | None:
         head_dim = int(md.get(f"{arch}.attention.key_length") or int(md[f"{arch}.embedding_length"]) // n_head)
         bpt = kv_bytes_per_token(int(md[f"{arch}.block_count"]), n_head_kv, head_dim, cfg.kv_type)
         packed = packed_bytes(gguf.tensors)
+        q8_0_allowed = head_dim % Q8_0_HEAD_MULTIPLE == 0 and 0 < head_dim <= Q8_0_MAX_HEAD
     except (ValueError, KeyError, TypeError, ZeroDivisionError):
         return None
     vm = psutil.virtual_memory()
     return MemoryAsk(ctx=cfg.ctx, slots=cfg.batch, slot_ctx=cfg.slot_ctx_effective if cfg.batch else 0,
                      kv_type=cfg.kv_type, kv_bytes_per_token=bpt, model_bytes=os.path.getsize(path),
-                     available_bytes=int(vm.available), total_bytes=int(vm.total), packed_bytes=packed)
+                     available_bytes=int(vm.available), total_bytes=int(vm.total), packed_bytes=packed,
+                     q8_0_allowed=q8_0_allowed)

@@ -129,3 +129,28 @@ def test_serve_with_backend_auto_on_a_gpu_machine_refuses_an_expert_models_huge_
     # 8 slots of 2**30 tokens of this tiny model's KV: terabytes (no machine here holds them)
     cfg = _config(moe, backend="auto", ctx=1 << 30, batch=8, slot_ctx=1 << 30, port=0)
     assert asyncio.run(serve(cfg)) == 2
+
+
+def test_q8_0_is_not_advised_for_heads_the_engine_refuses_it_for():
+    """The engine's q8_0 KV needs heads that are a multiple of 32, up to 256 (a model with heads of 80 or
+    100 is refused with --kv-type q8_0): the error and the warning must not advise it there."""
+    heads_80 = dict(kv_bytes_per_token=kv_bytes_per_token(32, 8, 80, "f16"), q8_0_allowed=False)
+    v = judge(ask(ctx=1_000_000, **heads_80))
+    assert v.error and "q8_0" not in v.error, v.error
+    w = judge(ask(ctx=131072, available_bytes=20 * GIB, kv_bytes_per_token=kv_bytes_per_token(48, 4, 128, "f16") // 2,
+                  q8_0_allowed=False))
+    assert w.warning and "q8_0" not in w.warning, w.warning
+    assert "--kv-type q8_0" in judge(ask(ctx=1_000_000)).error
+    already = judge(ask(ctx=131072, available_bytes=22 * GIB, kv_type="q8_0",
+                        kv_bytes_per_token=kv_bytes_per_token(48, 4, 128, "q8_0")))
+    assert already.warning and "q8_0 leaves" not in already.warning, already.warning   # it is q8_0 already
+
+
+@pytest.mark.parametrize("head_dim,allowed", [(64, True), (128, True), (256, True), (80, False), (100, False),
+                                              (512, False)])
+def test_ask_for_knows_which_heads_take_q8_0(tiny_model_factory, head_dim, allowed):
+    from strata.server.memory_check import ask_for
+
+    model = tiny_model_factory(dtype="F32", n_embd=head_dim * 2, n_head=2, n_head_kv=1)
+    got = ask_for(_config(model, ctx=64), model, "cpu")
+    assert got is not None and got.q8_0_allowed is allowed
