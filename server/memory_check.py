@@ -7,8 +7,9 @@ into swap or the OOM killer, with no word said. A 30B model with `--ctx 131072 -
 of KV. Policy here (pure: numbers in, a verdict out); `server/app.py` gathers the numbers (the GGUF's
 metadata, psutil) and applies it: an error stops the load with the flags to change, a warning is logged.
 
-Held with the KV: the engine's packed copies of the Q8_0 / Q4_1 matrices (made at load, anonymous
-memory about their size in the file; the GGUF pages they came from are then left to the page cache).
+Held with the KV: the engine's packed copies of the Q8_0 / Q4_1 matrices on an AVX-512 VNNI build (made at
+load, anonymous memory about their size in the file; the GGUF pages they came from are then left to the
+page cache).
 The other weights stay mapped from the file and are only a warning's business.
 
 Not here: the CUDA backend (its KV lives in VRAM; the backend checks that itself; but a model with
@@ -88,21 +89,29 @@ def q8_0_would_help(ask: MemoryAsk) -> bool:
 # Mechanism: the numbers of a configuration on this machine
 
 
-PACKED_TYPES = ("Q8_0", "Q4_1")   # engine quants-packed.cpp packed_supported (SIMD builds)
 PACKED_ROLES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down", "ffn_gate_inp")
 
 
-def packed_bytes(tensors) -> int:
-    """Bytes of the engine's packed copies (model.cpp product_weights): the layers' matrices and the
-    output, which is token_embd when the file has no output.weight."""
+def packed_bytes(tensors, supported=None, size=None) -> int:
+    """Bytes of the engine's packed copies (model.cpp product_weights: the layers' matrices and the output,
+    which is token_embd when the file has no output.weight) of the types this build packs. `supported(type_id)`
+    and `size(type_id, n_rows, n_cols)` default to the engine's own (quants-packed.cpp: Q8_0 and Q4_1 on an
+    AVX-512 VNNI build; none elsewhere)."""
+    if supported is None or size is None:
+        from strata import _engine
+
+        kernels = getattr(_engine, "kernels", None)
+        if kernels is None or not hasattr(kernels, "packed_supported"):
+            return 0
+        supported, size = kernels.packed_supported, kernels.packed_bytes
     names = {t.name for t in tensors}
     output = "output.weight" if "output.weight" in names else "token_embd.weight"
 
-    def packed(t) -> bool:
+    def product(t) -> bool:
         role = t.name.split(".")[2] if t.name.startswith("blk.") and t.name.count(".") >= 3 else ""
-        return t.type in PACKED_TYPES and (t.name == output or (role in PACKED_ROLES and t.name.endswith(".weight")))
+        return len(t.shape) == 2 and (t.name == output or (role in PACKED_ROLES and t.name.endswith(".weight")))
 
-    return sum(int(t.n_bytes) for t in tensors if packed(t))
+    return sum(int(size(t.type_id, t.shape[1], t.shape[0])) for t in tensors if product(t) and supported(t.type_id))
 
 
 def ask_for(cfg, path, backend: str) -> MemoryAsk | None:

@@ -93,16 +93,25 @@ def _config(model, **values):
 
 
 def test_ask_for_counts_the_weights_the_engine_packs(default_model_path):
-    """SmolLM2-135M Q4_1: every matrix Q4_1, token_embd Q8_0 and tied to the output (packed too)."""
+    """SmolLM2-135M Q4_1: every matrix Q4_1, token_embd Q8_0 and tied to the output (packed too) where this
+    build packs them (AVX-512 VNNI); nothing where it does not (AVX2, scalar: the products read the file)."""
     from strata.engine import GGUFFile
-    from strata.server.memory_check import ask_for
+    from strata.server.memory_check import ask_for, packed_bytes
+
+    from strata import _engine
 
     tensors = GGUFFile(str(default_model_path)).tensors
     assert "output.weight" not in {t.name for t in tensors}
-    want = sum(t.n_bytes for t in tensors if t.type in ("Q4_1", "Q8_0"))
-    assert want > 90 * 2**20
+    k = _engine.kernels
+    want = sum(k.packed_bytes(t.type_id, t.shape[1], t.shape[0]) for t in tensors
+               if t.type in ("Q4_1", "Q8_0") and k.packed_supported(t.type_id))
+    if k.packed_supported(next(t.type_id for t in tensors if t.type == "Q4_1")):
+        assert want > 90 * 2**20
     got = ask_for(_config(default_model_path, ctx=256), default_model_path, "cpu")
     assert got is not None and got.packed_bytes == want
+    assert packed_bytes(tensors, supported=lambda type_id: False, size=k.packed_bytes) == 0
+    everything = packed_bytes(tensors, supported=lambda type_id: True, size=lambda t, rows, cols: rows * cols)
+    assert everything == sum(t.shape[0] * t.shape[1] for t in tensors if len(t.shape) == 2)   # all products
 
 
 def test_backend_auto_with_a_gpu_checks_a_model_with_experts_which_runs_on_the_cpu(tiny_model_factory):
