@@ -305,7 +305,8 @@ class _Shape:
         return self.rs_id if kind == "reasoning" else self.msg_id
 
     def message(self, text: str, status: str = "completed") -> dict:
-        content = [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
+        """The answer's text; `incomplete` when the token limit cut it (its text kept, as OpenAI's)."""
+        content = [] if status == "in_progress" else [{"type": "output_text", "text": text, "annotations": []}]
         return {"type": "message", "id": self.msg_id, "status": status, "role": "assistant", "content": content}
 
     def call_item(self, call: dict, status: str = "completed", args: str | None = None) -> dict:
@@ -322,7 +323,7 @@ class _Shape:
         reasoning, answer = split_reasoning(c.text, self.opened)
         content, calls = split_tool_calls(answer, self.tools)
         items = [self.reasoning(reasoning)] if reasoning is not None else []
-        items += [self.message(content)] if content or not calls else []
+        items += [self.message(content, "completed" if calls else _call_status(c))] if content or not calls else []
         return items + [self.call_item(call, _call_status(c)) for call in calls]
 
 
@@ -380,7 +381,7 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> 
         await out.send(event, item_id=shape.item_id(kind), output_index=item["index"], content_index=0, delta=text,
                        **extra)
 
-    async def finish_item() -> None:
+    async def finish_item(status: str = "completed") -> None:
         nonlocal open_item
         item, open_item = open_item, None
         if item is None or out is None:
@@ -395,7 +396,7 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> 
                            text=text, logprobs=[])
             await out.send("response.content_part.done", item_id=shape.msg_id, output_index=at, content_index=0,
                            part={"type": "output_text", "text": text, "annotations": []})
-            items.append(shape.message(text))
+            items.append(shape.message(text, status))
         await out.send("response.output_item.done", output_index=at, item=items[-1])
 
     async def send(pieces: list[tuple[str, str]]) -> None:
@@ -429,7 +430,7 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> 
                         await begin("text")
                     if rest:
                         await delta("text", rest)
-                await finish_item()
+                await finish_item("completed" if calls else _call_status(c))   # a cut message: incomplete
                 for call in calls:
                     await _send_call(out, shape, call, len(items), _call_status(c))
                     items.append(shape.call_item(call, _call_status(c)))

@@ -137,3 +137,19 @@ def test_a_function_without_parameters_is_offered_and_a_bad_properties_is_named(
     with pytest.raises(openai.BadRequestError, match=r"tools\[0\]\.parameters\.properties must be an object"):
         oai.responses.create(model="m", input="fix", max_output_tokens=4,
                              tools=[{"type": "function", "name": "edit_file", "parameters": listed}])
+
+
+def test_a_responses_message_max_output_tokens_cut_is_incomplete_with_its_text(served):
+    """As a cut call is (5f9267e), a message the token limit cut is `incomplete`, its text kept (OpenAI's
+    items in an incomplete response); a message before the calls of a cut answer was finished: completed."""
+    oai, _ = served
+    rr = oai.responses.create(model="m", input="fix main", max_output_tokens=1)
+    assert rr.status == "incomplete"
+    assert [(o.type, o.status, o.content[0].text) for o in rr.output] == [("message", "incomplete", "Editing.")]
+    events = list(oai.responses.create(model="m", input="fix main", max_output_tokens=1, stream=True))
+    done = [e.item for e in events if e.type == "response.output_item.done"]
+    assert [(i.status, i.content[0].text) for i in done] == [("incomplete", "Editing.")]
+    assert [(o.status, o.content[0].text) for o in events[-1].response.output] == [("incomplete", "Editing.")]
+    rtools = [{"type": "function", "name": "edit_file", "parameters": PARAMS}]
+    cut = oai.responses.create(model="m", input="fix main", max_output_tokens=5, tools=rtools)
+    assert [(o.type, o.status) for o in cut.output] == [("message", "completed"), ("function_call", "incomplete")]
