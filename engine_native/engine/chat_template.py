@@ -164,14 +164,16 @@ def normalize_messages(messages: Any, object_arguments: bool = True) -> list[dic
 
 def _arguments_not_an_object(msgs: Sequence[Mapping[str, Any]]) -> str | None:
     """The first earlier tool call whose arguments are not a JSON object (what most templates iterate), named
-    as the request holds it, or None."""
-    for i, m in enumerate(msgs):
-        for j, call in enumerate(m.get("tool_calls") or ()):
+    by its function and id (the three APIs hold calls in different places: messages[i].tool_calls[j], a
+    tool_use block, an input item; the messages here are already converted), or None."""
+    for m in msgs:
+        for call in m.get("tool_calls") or ():
             args = call["function"]["arguments"]
             if not isinstance(args, Mapping):
                 shown = args if isinstance(args, str) else json.dumps(args)
-                return (f"messages[{i}].tool_calls[{j}].function.arguments must be a JSON object, got "
-                        f"{shown[:80]!r}")
+                named = f"the earlier call of {call['function'].get('name')!r}" + (
+                    f" (id {call['id']!r})" if call.get("id") else "")
+                return f"{named}: its arguments must be a JSON object, got {shown[:80]!r}"
     return None
 
 

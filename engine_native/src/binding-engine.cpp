@@ -46,7 +46,7 @@ void register_engine_bindings(py::module_& m) {
         std::unique_ptr<model> mdl;
         {
             py::gil_scoped_release nogil;
-            mdl = model_load(std::make_shared<gguf_file>(path));
+            mdl = model_load(std::make_shared<gguf_file>(path, /*random_access=*/true));   // no read-ahead
         }
         py::dict d;
         d["arch"] = mdl->hp.arch;

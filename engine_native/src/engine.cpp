@@ -75,10 +75,6 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     } else {
         throw engine_error("unknown kv_type '" + params_.kv_type + "' (use f16, q8_0 or f32)");
     }
-    if (h.n_head / h.n_head_kv > 64) {
-        throw engine_error("more than 64 query heads per KV head (" + std::to_string(h.n_head / h.n_head_kv) +
-                           ") is not supported");
-    }
     try {
         kv_ = kv_layout_make(kv_type_id, h.n_layer, h.n_head_kv, h.head_dim);
         kvh_ = kv_layout_make(kv_type_id, h.n_layer, 1, h.head_dim);

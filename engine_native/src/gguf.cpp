@@ -266,13 +266,13 @@ int64_t gguf_tensor::n_elements() const {
 // memory map
 
 #ifdef _WIN32
-mapped_file::mapped_file(const std::string& path) {
+mapped_file::mapped_file(const std::string& path, bool random_access) {
     int wn = MultiByteToWideChar(CP_UTF8, 0, path.c_str(), -1, nullptr, 0);
     if (wn <= 0) throw gguf_error("GGUF " + path + ": path is not valid UTF-8");
     std::wstring wpath(size_t(wn), L'\0');
     MultiByteToWideChar(CP_UTF8, 0, path.c_str(), -1, &wpath[0], wn);
     HANDLE fh = CreateFileW(wpath.c_str(), GENERIC_READ, FILE_SHARE_READ, nullptr, OPEN_EXISTING,
-                            FILE_ATTRIBUTE_NORMAL, nullptr);
+                            FILE_ATTRIBUTE_NORMAL | (random_access ? FILE_FLAG_RANDOM_ACCESS : 0), nullptr);
     if (fh == INVALID_HANDLE_VALUE) {
         throw gguf_error("GGUF " + path + ": cannot open (Windows error " + std::to_string(GetLastError()) + ")");
     }
@@ -305,7 +305,7 @@ mapped_file::~mapped_file() {
     if (file_handle_) CloseHandle(file_handle_);
 }
 #else
-mapped_file::mapped_file(const std::string& path) {
+mapped_file::mapped_file(const std::string& path, bool random_access) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw gguf_error("GGUF " + path + ": cannot open: " + std::strerror(errno));
     struct stat st;
@@ -327,6 +327,7 @@ mapped_file::mapped_file(const std::string& path) {
             throw gguf_error("GGUF " + path + ": mmap failed: " + std::strerror(e));
         }
         data_ = static_cast<const uint8_t*>(p);
+        if (random_access) madvise(p, size_, MADV_RANDOM);   // a hint: a failure changes nothing
     }
     ::close(fd);
 }
@@ -339,8 +340,8 @@ mapped_file::~mapped_file() {
 // ---------------------------------------------------------------------------------------------
 // parse
 
-gguf_file::gguf_file(const std::string& path) : path_(path) {
-    map_ = std::make_unique<mapped_file>(path);
+gguf_file::gguf_file(const std::string& path, bool random_access) : path_(path) {
+    map_ = std::make_unique<mapped_file>(path, random_access);
     cursor c(path_, map_->data(), map_->size());
 
     uint32_t magic = c.read<uint32_t>("magic");

@@ -76,7 +76,9 @@ struct gguf_tensor {
 // A memory-mapped read-only file (POSIX mmap or Windows CreateFileMapping).
 class mapped_file {
   public:
-    explicit mapped_file(const std::string& path);
+    // random_access: tell the OS not to read ahead around each touched page (POSIX madvise
+    // MADV_RANDOM, Windows FILE_FLAG_RANDOM_ACCESS; a hint): for a few scattered bytes of a big file.
+    explicit mapped_file(const std::string& path, bool random_access = false);
     ~mapped_file();
     mapped_file(const mapped_file&) = delete;
     mapped_file& operator=(const mapped_file&) = delete;
@@ -94,7 +96,7 @@ class mapped_file {
 
 class gguf_file {
   public:
-    explicit gguf_file(const std::string& path);
+    explicit gguf_file(const std::string& path, bool random_access = false);
 
     const std::string& path() const { return path_; }
     uint32_t version() const { return version_; }

@@ -190,6 +190,10 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
         throw model_error("model " + path + ": head_count " + std::to_string(hp.n_head) +
                           " is not a multiple of head_count_kv " + std::to_string(hp.n_head_kv));
     }
+    if (hp.n_head / hp.n_head_kv > 64) {   // the attention kernels' query heads per KV head
+        throw model_error("model " + path + ": more than 64 query heads per KV head (" +
+                          std::to_string(hp.n_head / hp.n_head_kv) + ") is not supported");
+    }
     hp.head_dim = f.get_int(a + ".attention.key_length", hp.n_embd / hp.n_head);
     if (f.get_int(a + ".attention.value_length", hp.head_dim) != hp.head_dim) {
         throw model_error("model " + path + ": key_length != value_length is not supported");

@@ -87,10 +87,10 @@ def test_without_tools_the_template_sees_no_tools_variable():
 
 def test_earlier_call_arguments_that_are_not_an_object_are_named():
     """A client that sends back a call's arguments cut or hand-written ('{"path": "x"') got the template's
-    `TypeError: Can only get item pairs from a mapping`; the error now names the message and the call."""
+    `TypeError: Can only get item pairs from a mapping`; the error now names the call by function and id."""
     bad = [*MESSAGES[:2], {"role": "assistant", "content": "", "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": '{"path": "x"'}}]}]
-    with pytest.raises(ChatTemplateError, match=r"messages\[2\]\.tool_calls\[0\]\.function\.arguments must be a "
+    with pytest.raises(ChatTemplateError, match=r"the earlier call of 'write_file' \(id 'c1'\): its arguments must be a "
                                                 r"JSON object, got '\{\"path\": \"x\"'"):
         ChatTemplate(XML_TEMPLATE).render(bad, tools=TOOLS)
     empty = [*bad[:2], {**bad[2], "tool_calls": [{"id": "c1", "function": {"name": "write_file", "arguments": ""}}]}]
