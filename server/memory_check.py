@@ -4,8 +4,9 @@ allocates them.
 Why: the engine backs every context's KV with memory when it loads (no request pays first-touch page
 faults), so contexts larger than the free memory do not fail later: the load itself drives the machine
 into swap or the OOM killer, with no word said. A 30B model with `--ctx 131072 --batch 4` asks for 64 GiB
-of KV. Policy here (pure: numbers in, a verdict out); `server/app.py` gathers the numbers (the GGUF's
-metadata, psutil) and applies it: an error stops the load with the flags to change, a warning is logged.
+of KV. Policy here (`judge`, pure: numbers in, a verdict out); `ask_for` below gathers the numbers (the
+GGUF's metadata, psutil) and `strata serve` (server/cli.py) applies the verdict before listening: an error
+stops start-up (status 2) with the flags to change, a warning is logged.
 
 Held with the KV: the engine's packed copies of the Q8_0 / Q4_1 matrices on an AVX-512 VNNI build (made at
 load, anonymous memory about their size in the file; the GGUF pages they came from are then left to the
