@@ -346,7 +346,9 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
                                    "hyperthreads slow the matrix kernels"))
 
     ctx, ctx_why = _answered(a.ctx, _default_ctx(s, a.concurrency, p))
+    kv_choice = _kv_type(s, p)
     if ctx_why == "your answer":
+        model, kv_choice = _f16_if_it_holds(model, b, ctx, a.concurrency, kv_choice, p)
         ctx_why = f"your answer: {_gib(_kv_mib(model, ctx))} of KV"
     add(Choice("ctx", ctx, ctx_why))
 
@@ -372,7 +374,7 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
                    else "no NVIDIA GPU found (nvidia-smi)"))
     add(Choice("batch_groups", 1, "one group: pipelined groups pay off only across devices"))
     add(Choice("slot_ctx", ctx, "as large as the main context, so a conversation can move between them"))
-    add(Choice("kv_type", *_kv_type(s, p)))
+    add(Choice("kv_type", *kv_choice))
 
     add(Choice("conversation_cache_mib", b.ram_cache_mib,
                f"RAM level: {int(p.ram_cache_share * 100)}% of the RAM left after the model, "
@@ -399,6 +401,21 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
     add(Choice("conversation_cache_park_min_free_mib", p.park_min_free_mib,
                "the transient floor a disk-bound capture may take (seed 002)"))
     return Plan(tuple(choices), tuple(warnings))
+
+
+def _f16_if_it_holds(model: ModelFacts, b: _Budget, ctx: int, concurrency: str | None, kv_choice: tuple[str, str],
+                     p: PlanParameters) -> tuple[ModelFacts, tuple[str, str]]:
+    """A context the user answered: F16 KV after all when it holds that context and as many slots as q8_0
+    would (q8_0 was chosen for the largest context the budget allows, which the answer does not ask for)."""
+    if model.kv_type != "q8_0":
+        return model, kv_choice
+    f16 = replace(model, kv_type="f16")
+    slots = (lambda m: 0) if concurrency == "one" else (lambda m: _slots_that_fit(m, b, ctx, p))
+    if _kv_mib(f16, ctx) > b.kv_mib or slots(f16) != slots(model):
+        return model, kv_choice
+    return f16, ("f16", f"F16 KV, {f16.kv_bytes_per_token} bytes per token: your {ctx}-token context"
+                        f"{'' if not slots(f16) else f' and its {slots(f16)} slot(s)'} fit in F16 too (q8_0 was for the "
+                        "largest context); restored state is bit-identical to a fresh prefill")
 
 
 def _answered(answer, default: tuple):

@@ -195,6 +195,11 @@ def test_a_big_model_on_a_small_machine_gets_q8_0_kv_for_a_longer_context():
     one = make_plan(small, default_answers(small, start=Answers(concurrency="one")))
     assert one.config()["ctx"] == 32768 and one.config()["batch"] == 0
     assert "52224 bytes per token" in plan.reason("kv_type")
+    one_16k = make_plan(small, default_answers(small, start=Answers(concurrency="one", ctx=16384)))
+    assert (one_16k.config()["kv_type"], one_16k.config()["ctx"]) == ("f16", 16384)   # a context F16 holds
+    assert "your 16384-token context fit in F16 too" in one_16k.reason("kv_type")
+    several_8k = make_plan(small, default_answers(small, start=Answers(concurrency="several", ctx=8192)))
+    assert several_8k.config()["kv_type"] == "q8_0"    # F16 would hold it with fewer slots (2, not 4)
     big = replace(small, machine=MACHINES["workstation"][0])
     assert make_plan(big, default_answers(big)).config()["kv_type"] == "f16"
     with pytest.raises(ValueError, match="kv_type must be 'f16' or 'q8_0', got 'q4'"):
