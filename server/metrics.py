@@ -81,8 +81,9 @@ def _esc(v: object) -> str:
     return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def render_prometheus(m: dict, slots: list[dict], queue_depth: int, in_flight: int) -> str:
-    """Prometheus text exposition (version 0.0.4) of a `Metrics.snapshot()` and the slot table."""
+def render_prometheus(m: dict, slots: list[dict], queue_depth: int, in_flight: int, model: dict | None = None) -> str:
+    """Prometheus text exposition (version 0.0.4) of a `Metrics.snapshot()` and the slot table; `model`
+    (name, arch, n_expert, n_expert_used, ...) becomes the `strata_model_info` series (labels, value 1)."""
     out: list[str] = []
 
     def metric(name: str, kind: str, help_text: str, samples: list[tuple[dict, float]]) -> None:
@@ -92,6 +93,9 @@ def render_prometheus(m: dict, slots: list[dict], queue_depth: int, in_flight: i
             lab = ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items())
             out.append(f"strata_{name}{{{lab}}} {value:g}" if lab else f"strata_{name} {value:g}")
 
+    if model:
+        metric("model_info", "gauge", "The loaded model (labels; n_expert 0: a dense model).",
+               [({k: v for k, v in model.items() if v is not None}, 1)])
     metric("requests_total", "counter", "Finished generation requests by status.",
            [({"status": s}, n) for s, n in sorted(m["requests_total"].items())] or [({"status": "ok"}, 0)])
     metric("requests_rejected_total", "counter", "Requests refused before running, by reason.",

@@ -33,8 +33,12 @@ async def health(request: web.Request) -> web.Response:
 async def metrics(request: web.Request) -> web.Response:
     state = request.app[STATE]
     sched = state.scheduler
+    e = state.engine
+    model = None if e is None else {
+        "name": state.model_name, "arch": getattr(e, "arch", None), "backend": getattr(e, "backend", None),
+        "n_expert": getattr(e, "n_expert", 0), "n_expert_used": getattr(e, "n_expert_used", 0)}
     text = render_prometheus(state.metrics.snapshot(), sched.slots_view() if sched else [],
-                             sched.queue_depth if sched else 0, sched.in_flight if sched else 0)
+                             sched.queue_depth if sched else 0, sched.in_flight if sched else 0, model)
     if state.cache is not None and hasattr(state.cache, "metrics_text"):
         try:
             text += state.cache.metrics_text()

@@ -77,6 +77,10 @@ def test_lookup_is_off_by_default_for_experts_and_the_feed_names_them(tiny_model
         assert "(llama, 2 of 4 experts a token)" in s.state.info_line
         feed = httpx.get(s.url + "/v1/monitor", timeout=30).json()["model"]
         assert (feed["arch"], feed["n_expert"], feed["n_expert_used"]) == ("llama", 4, 2)
+        info = [line for line in httpx.get(s.url + "/metrics", timeout=30).text.splitlines()
+                if line.startswith("strata_model_info{")]
+        assert len(info) == 1 and 'arch="llama"' in info[0] and 'n_expert="4",n_expert_used="2"' in info[0]
+        assert info[0].endswith("} 1") and f'name="{feed["name"]}"' in info[0]
         oai, _ = sdk_clients(s)
         oai.chat.completions.create(model="m", messages=msgs, temperature=0, max_tokens=40)
         assert s.state.metrics.snapshot()["lookup_drafted_total"] == 0
