@@ -30,6 +30,8 @@ from strata.installer.plan_types import (
     Situation,
 )
 
+from strata.model_shape import q8_0_kv_takes
+
 __all__ = [
     "QUESTION_ORDER", "QUESTIONS_BEFORE_SEED_002", "AnswerError", "Answers", "Choice", "DiskFacts",
     "MachineProfile", "ModelFacts", "Plan", "PlanParameters", "Question", "Situation",
@@ -188,7 +190,7 @@ def _kv_type(s: Situation, p: PlanParameters) -> tuple[str, str]:
     b = _budget(s, f16, p)
     ctx16 = _largest_ctx(f16, b.kv_mib, p)
     if ctx16 < p.q8_kv_below_ctx and ctx16 < min(f16.n_ctx_train, p.ctx_ladder[-1]):
-        if f16.head_dim % 32:   # the engine quantizes whole q8_0 blocks per head, and refuses others
+        if not q8_0_kv_takes(f16.head_dim):   # the engine quantizes whole q8_0 blocks per head, and refuses others
             return "f16", (f"F16 KV, {f16.kv_bytes_per_token} bytes per token: the engine's q8_0 KV needs whole "
                            f"32-element blocks per head, and head size {f16.head_dim} is not a multiple of 32")
         q8 = replace(f16, kv_type="q8_0")

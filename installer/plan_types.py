@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from strata.model_shape import kv_bytes_per_token
+
 MIB = 1024 * 1024
 
 
@@ -65,11 +67,8 @@ class ModelFacts:
 
     @property
     def kv_bytes_per_token(self) -> int:
-        """K and V, every layer: F16 2 * n_layer * n_head_kv * head_dim * 2 bytes; q8_0 34 bytes a block
-        of 32 elements (a row of kv_dim elements rounded up to whole blocks)."""
-        kv_dim = self.n_head_kv * self.head_dim
-        row = kv_dim * 2 if self.kv_type == "f16" else -(-kv_dim // 32) * 34
-        return 2 * self.n_layer * row
+        """K and V, every layer, in `kv_type` (strata.model_shape, the engine's sizes)."""
+        return kv_bytes_per_token(self.n_layer, self.n_head_kv, self.head_dim, self.kv_type)
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from strata.model_shape import expert_count, kv_bytes_per_token, q8_0_kv_takes
+
 GIB = 1 << 30
 KV_SHARE_OF_AVAILABLE = 0.9   # the KV may take at most this share of the memory available at start
-Q8_0_HEAD_MULTIPLE = 32       # the engine's q8_0 KV: heads of whole blocks (attention.cpp kv_layout_make)
-Q8_0_MAX_HEAD = 256           # ... up to this size (attention-internal.h k_q8_max_head_dim)
 
 
 @dataclass(frozen=True)
@@ -46,15 +46,6 @@ class MemoryAsk:
 class Verdict:
     error: str | None = None
     warning: str | None = None
-
-
-def kv_bytes_per_token(n_layer: int, n_head_kv: int, head_dim: int, kv_type: str) -> int:
-    """K and V of every layer for one token: f16 2 bytes an element; q8_0 34 bytes a block of 32."""
-    kv_dim = n_head_kv * head_dim
-    row = {"f16": kv_dim * 2, "f32": kv_dim * 4, "q8_0": -(-kv_dim // 32) * 34}.get(kv_type)
-    if row is None:
-        raise ValueError(f"unknown kv_type {kv_type!r}")
-    return 2 * n_layer * row
 
 
 def judge(ask: MemoryAsk) -> Verdict:
@@ -129,15 +120,14 @@ def ask_for(cfg, path, backend: str) -> MemoryAsk | None:
         gguf = GGUFFile(os.fspath(path))
         md = gguf.metadata
         arch = md["general.architecture"]
-        experts = md.get(f"{arch}.expert_count", 0)
-        if backend == "cuda" and not (cfg.backend == "auto" and isinstance(experts, int) and experts > 0):
+        if backend == "cuda" and not (cfg.backend == "auto" and expert_count(md)):
             return None
         n_head = int(md[f"{arch}.attention.head_count"])
         n_head_kv = int(md.get(f"{arch}.attention.head_count_kv", n_head))
         head_dim = int(md.get(f"{arch}.attention.key_length") or int(md[f"{arch}.embedding_length"]) // n_head)
         bpt = kv_bytes_per_token(int(md[f"{arch}.block_count"]), n_head_kv, head_dim, cfg.kv_type)
         packed = packed_bytes(gguf.tensors)
-        q8_0_allowed = head_dim % Q8_0_HEAD_MULTIPLE == 0 and 0 < head_dim <= Q8_0_MAX_HEAD
+        q8_0_allowed = q8_0_kv_takes(head_dim)
     except (ValueError, KeyError, TypeError, ZeroDivisionError):
         return None
     vm = psutil.virtual_memory()

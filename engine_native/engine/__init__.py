@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from strata import _engine
+from strata.model_shape import expert_count
 
 build_info = _engine.build_info
 GGUFError = _engine.GGUFError
@@ -70,12 +71,6 @@ def model_identity(path, data_offset: int) -> str:
     return h.hexdigest()
 
 
-def _expert_count(metadata: dict) -> int:
-    """A GGUF's experts per layer from its metadata (0 for a dense model or an unreadable value)."""
-    value = metadata.get(f"{metadata.get('general.architecture')}.expert_count", 0)
-    return value if isinstance(value, int) else 0
-
-
 def _positive_int(name: str, value, *, allow_zero: bool = False) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise ValueError(f"{name} must be an integer, got {value!r}")
@@ -106,7 +101,7 @@ class Engine:
         requested, backend = backend, resolve_backend(backend)  # "cpu" or "cuda"; ValueError naming why cuda cannot run
         self.model_path = os.fspath(model_path)
         self._gguf = GGUFFile(self.model_path)
-        if backend == "cuda" and requested == "auto" and _expert_count(self._gguf.metadata):
+        if backend == "cuda" and requested == "auto" and expert_count(self._gguf.metadata):
             backend = "cpu"   # the CUDA backend has no expert kernels; "cuda" asked outright is refused by name
         self._native = _engine.Engine(self.model_path, n_ctx=n_ctx, n_slots=n_slots, n_groups=n_groups,
                                       slot_ctx=slot_ctx, n_threads=n_threads, kv_type=kv_type,

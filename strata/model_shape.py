@@ -1,0 +1,36 @@
+"""What a GGUF model's metadata says about its KV cache and experts: the ONE place for the KV bytes a
+token takes in each KV type, the head sizes the engine's q8_0 KV takes, and the expert count, used by
+`strata setup` (installer/), `strata serve`'s memory check (server/memory_check.py) and the engine's
+backend choice (strata.engine).
+
+Pure: metadata dicts and numbers in, numbers out; no file access, no native module. The engine's own
+figures (`Engine.bytes_per_token`, kv_layout_make in attention.cpp) are what these must equal; tests
+compare them (tests/server/test_memory_check.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Q8_0_HEAD_MULTIPLE = 32   # the engine's q8_0 KV quantizes whole 32-element blocks per head
+Q8_0_MAX_HEAD = 256       # ... of heads up to this size (attention-internal.h k_q8_max_head_dim)
+
+
+def kv_bytes_per_token(n_layer: int, n_head_kv: int, head_dim: int, kv_type: str) -> int:
+    """K and V of every layer for one token: f16 2 bytes an element, f32 4, q8_0 34 bytes a block of 32."""
+    kv_dim = n_head_kv * head_dim
+    row = {"f16": kv_dim * 2, "f32": kv_dim * 4, "q8_0": -(-kv_dim // 32) * 34}.get(kv_type)
+    if row is None:
+        raise ValueError(f"unknown kv_type {kv_type!r}")
+    return 2 * n_layer * row
+
+
+def q8_0_kv_takes(head_dim: int) -> bool:
+    """Whether the engine accepts --kv-type q8_0 for heads of this size."""
+    return 0 < head_dim <= Q8_0_MAX_HEAD and head_dim % Q8_0_HEAD_MULTIPLE == 0
+
+
+def expert_count(metadata: dict[str, Any]) -> int:
+    """Experts per layer (`<arch>.expert_count`); 0 for a dense model or a value that is not a count."""
+    value = metadata.get(f"{metadata.get('general.architecture')}.expert_count", 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
