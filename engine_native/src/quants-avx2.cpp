@@ -70,7 +70,7 @@ inline void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
 // activations are rearranged once per token and call (PREPARE). An odd last block is a partial
 // step whose B half is zero.
 
-enum q32_kind { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
+enum q32_kind { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0, K_MXFP4 };
 
 // (32,) u8 x (32,) s8 twice -> (8,) s32 (u <= 31 so the int16 pair sums of lo + hi cannot overflow).
 inline __m256i dot_lo_hi(__m256i ulo, __m256i xlo, __m256i uhi, __m256i xhi) {
@@ -87,6 +87,17 @@ template <bool FULL>
 inline __m128 header_pair(const uint8_t* a, size_t stride) {
     const __m128i h = _mm_setr_epi32(int(load_u32(a)), FULL ? int(load_u32(a + stride)) : 0, 0, 0);
     return _mm_cvtph_ps(h);
+}
+// MXFP4's 1-byte E8M0 headers of blocks A, B -> f32 [dA 0 dB 0] (header_pair's layout), d = 2^(e - 128)
+// built as e8m0_to_fp32_half builds it.
+template <bool FULL>
+inline __m128 e8m0_header_pair(const uint8_t* a, size_t stride) {
+    const __m128i e = _mm_setr_epi32(a[0], 0, FULL ? a[stride] : 0, 0);
+    const __m128i normal = _mm_slli_epi32(_mm_sub_epi32(e, _mm_set1_epi32(1)), 23);          // e >= 2
+    const __m128i denormal = _mm_sllv_epi32(_mm_set1_epi32(0x00200000), e);                  // e < 2
+    __m128i bits = _mm_blendv_epi8(denormal, normal, _mm_cmpgt_epi32(e, _mm_set1_epi32(1)));
+    if (!FULL) bits = _mm_and_si128(bits, _mm_setr_epi32(-1, 0, 0, 0));
+    return _mm_castsi128_ps(bits);
 }
 inline __m256 scale_pair(__m128 hdr) {   // lanes 0-3 = dA, 4-7 = dB
     return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(hdr), _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
@@ -111,11 +122,13 @@ struct q32_format : ymm_acc {
     static constexpr int NR = 2, NT = 4;
     static constexpr bool PREPARE = true;
     static constexpr bool HAS_MIN = KIND == K_Q4_1 || KIND == K_Q5_1;
-    static constexpr int OFFSET = KIND == K_Q4_0 ? 8 : KIND == K_Q5_0 ? 16 : 0;   // Q8_0: sign trick instead
+    // Q8_0: sign trick instead; MXFP4: table values + 12 (0 .. 24) are the unsigned quants
+    static constexpr int OFFSET = KIND == K_Q4_0 ? 8 : KIND == K_Q5_0 ? 16 : KIND == K_MXFP4 ? 12 : 0;
     static constexpr size_t WB = KIND == K_Q4_0 ? sizeof(block_q4_0) : KIND == K_Q4_1 ? sizeof(block_q4_1)
                                : KIND == K_Q5_0 ? sizeof(block_q5_0) : KIND == K_Q5_1 ? sizeof(block_q5_1)
-                                                                      : sizeof(block_q8_0);
-    static constexpr size_t W_QS = KIND == K_Q4_0 ? 2 : KIND == K_Q4_1 ? 4 : KIND == K_Q5_0 ? 6 : KIND == K_Q5_1 ? 8 : 2;
+                               : KIND == K_MXFP4 ? sizeof(block_mxfp4) : sizeof(block_q8_0);
+    static constexpr size_t W_QS = KIND == K_Q4_0 ? 2 : KIND == K_Q4_1 ? 4 : KIND == K_Q5_0 ? 6 : KIND == K_Q5_1 ? 8
+                                 : KIND == K_MXFP4 ? 1 : 2;
     static constexpr size_t W_QH = KIND == K_Q5_0 ? 2 : 4;
     static constexpr size_t XB = HAS_MIN ? sizeof(block_q8_1) : sizeof(block_q8_0);
     static constexpr size_t X_QS = HAS_MIN ? 4 : 2;
@@ -167,8 +180,14 @@ struct q32_format : ymm_acc {
                 ws.lo = _mm256_or_si256(ws.lo, _mm256_and_si256(spread_bits((ha & 0xFFFF) | (hb << 16)), bit4));
                 ws.hi = _mm256_or_si256(ws.hi, _mm256_and_si256(spread_bits((ha >> 16) | (hb & 0xFFFF0000u)), bit4));
             }
+            if (KIND == K_MXFP4) {   // nibble -> KVALUES_MXFP4[nibble] + OFFSET (a missing B block's zeros meet zero activations)
+                const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(KVALUES_MXFP4));
+                const __m256i table = _mm256_broadcastsi128_si256(_mm_add_epi8(values, _mm_set1_epi8(char(OFFSET))));
+                ws.lo = _mm256_shuffle_epi8(table, ws.lo);
+                ws.hi = _mm256_shuffle_epi8(table, ws.hi);
+            }
         }
-        const __m128 hdr = header_pair<FULL>(a, WB);
+        const __m128 hdr = KIND == K_MXFP4 ? e8m0_header_pair<FULL>(a, WB) : header_pair<FULL>(a, WB);
         ws.dw = scale_pair(hdr);
         if (HAS_MIN) ws.m = second_pair(hdr);
     }
@@ -462,6 +481,7 @@ matmul_fn simd_matmul_for(int32_t weight_type) {
         case TYPE_Q4_K: return tiling::matmul_tiled<q45K_format<false>>;
         case TYPE_Q5_K: return tiling::matmul_tiled<q45K_format<true>>;
         case TYPE_Q6_K: return tiling::matmul_tiled<q6K_format>;
+        case TYPE_MXFP4: return tiling::matmul_tiled<q32_format<K_MXFP4>>;
         default: return nullptr;
     }
 }

@@ -7,7 +7,7 @@
 // step and reused for nt tokens; activations once and reused for nr rows.
 //
 // Integer products use VNNI dpbusd (u8 x s8 -> s32). Signed weights become unsigned by an offset
-// (q - 8 stored as q), removed by starting the accumulator at -offset * sum(x) (computed once per
+// (q - 8 stored as q; MXFP4's table values v stored as v + 12), removed by starting the accumulator at -offset * sum(x) (computed once per
 // token). Not here: the scalar reference (quants-generic.cpp) or argument checks (quants.cpp).
 #include "quants-kernels.h"
 
@@ -53,7 +53,7 @@ inline uint32_t load_u32(const uint8_t* p) {
 // convert + scale + multiply-add covers four blocks. The activations are rearranged the same way
 // (once per token, reused by every row). A partial last step (1-3 blocks) reads zeros for the rest.
 
-enum q32_kind { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
+enum q32_kind { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0, K_MXFP4 };
 
 // Byte offset of block b of a step: in a partial step (nv < 4 blocks) the missing blocks read the
 // last present one again (always mapped memory, no branches) and are zeroed by masks afterwards.
@@ -70,6 +70,18 @@ inline __m512 header_quad(const uint8_t* p, size_t stride, int nv) {
     h = _mm_insert_epi32(h, int(load_u32(p + block_at<FULL>(3, nv, stride))), 3);
     if (!FULL) h = _mm_maskz_mov_epi32(__mmask8((1u << nv) - 1), h);
     return _mm512_castps256_ps512(_mm256_cvtph_ps(h));
+}
+// MXFP4's 1-byte E8M0 headers of four blocks -> f32 [d0 0 d1 0 d2 0 d3 0] in the low 256 bits, the
+// layout header_quad gives, with d = 2^(e - 128) built as e8m0_to_fp32_half builds it; missing blocks read as 0.
+template <bool FULL>
+inline __m512 e8m0_header_quad(const uint8_t* p, size_t stride, int nv) {
+    __m256i e = _mm256_setr_epi32(p[0], 0, p[block_at<FULL>(1, nv, stride)], 0, p[block_at<FULL>(2, nv, stride)], 0,
+                                  p[block_at<FULL>(3, nv, stride)], 0);
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);          // e >= 2
+    const __m256i denormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);                      // e < 2
+    __m256i bits = _mm256_mask_blend_epi32(_mm256_cmpgt_epi32_mask(e, _mm256_set1_epi32(1)), denormal, normal);
+    if (!FULL) bits = _mm256_maskz_mov_epi32(__mmask8((1u << (2 * nv)) - 1), bits);
+    return _mm512_castps256_ps512(_mm256_castsi256_ps(bits));
 }
 inline __m512 scale_quad(__m512 hdr) {   // lanes 4b..4b+3 = d of block b
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6), hdr);
@@ -100,11 +112,13 @@ struct q32_format : zmm_acc {
     static constexpr int NR = 4, NT = 4;
     static constexpr bool PREPARE = true;   // the lo/hi rearrangement is done once per token and call
     static constexpr bool HAS_MIN = KIND == K_Q4_1 || KIND == K_Q5_1;        // w = d q + m
-    static constexpr int OFFSET = KIND == K_Q4_0 ? 8 : KIND == K_Q5_0 ? 16 : KIND == K_Q8_0 ? 128 : 0;
+    // MXFP4: table values + 12 (0 .. 24) are the unsigned quants
+    static constexpr int OFFSET = KIND == K_Q4_0 ? 8 : KIND == K_Q5_0 ? 16 : KIND == K_Q8_0 ? 128 : KIND == K_MXFP4 ? 12 : 0;
     static constexpr size_t WB = KIND == K_Q4_0 ? sizeof(block_q4_0) : KIND == K_Q4_1 ? sizeof(block_q4_1)
                                : KIND == K_Q5_0 ? sizeof(block_q5_0) : KIND == K_Q5_1 ? sizeof(block_q5_1)
-                                                                      : sizeof(block_q8_0);
-    static constexpr size_t W_QS = KIND == K_Q4_0 ? 2 : KIND == K_Q4_1 ? 4 : KIND == K_Q5_0 ? 6 : KIND == K_Q5_1 ? 8 : 2;
+                               : KIND == K_MXFP4 ? sizeof(block_mxfp4) : sizeof(block_q8_0);
+    static constexpr size_t W_QS = KIND == K_Q4_0 ? 2 : KIND == K_Q4_1 ? 4 : KIND == K_Q5_0 ? 6 : KIND == K_Q5_1 ? 8
+                                 : KIND == K_MXFP4 ? 1 : 2;
     static constexpr size_t W_QH = KIND == K_Q5_0 ? 2 : 4;                   // Q5 only
     static constexpr size_t XB = HAS_MIN ? sizeof(block_q8_1) : sizeof(block_q8_0);
     static constexpr size_t X_QS = HAS_MIN ? 4 : 2;
@@ -172,13 +186,19 @@ struct q32_format : zmm_acc {
                 ws.lo = _mm512_mask_add_epi8(ws.lo, __mmask64(lo_bits), ws.lo, bit4);
                 ws.hi = _mm512_mask_add_epi8(ws.hi, __mmask64(hi_bits), ws.hi, bit4);
             }
+            if (KIND == K_MXFP4) {   // nibble -> KVALUES_MXFP4[nibble] + OFFSET, one table lookup per vector
+                const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(KVALUES_MXFP4));
+                const __m512i table = _mm512_broadcast_i32x4(_mm_add_epi8(values, _mm_set1_epi8(char(OFFSET))));
+                ws.lo = _mm512_shuffle_epi8(table, ws.lo);
+                ws.hi = _mm512_shuffle_epi8(table, ws.hi);
+            }
             if (!FULL) {   // block b owns bytes 16b .. 16b + 15 of each
                 const __mmask64 k = (uint64_t(1) << (16 * nv)) - 1;
                 ws.lo = _mm512_maskz_mov_epi8(k, ws.lo);
                 ws.hi = _mm512_maskz_mov_epi8(k, ws.hi);
             }
         }
-        const __m512 hdr = header_quad<FULL>(a, WB, nv);
+        const __m512 hdr = KIND == K_MXFP4 ? e8m0_header_quad<FULL>(a, WB, nv) : header_quad<FULL>(a, WB, nv);
         ws.dw = scale_quad(hdr);
         if (HAS_MIN) ws.m = second_quad(hdr);
     }
@@ -460,6 +480,7 @@ matmul_fn simd_matmul_for(int32_t weight_type) {
         case TYPE_Q4_K: return tiling::matmul_tiled<q45K_format<false>>;
         case TYPE_Q5_K: return tiling::matmul_tiled<q45K_format<true>>;
         case TYPE_Q6_K: return tiling::matmul_tiled<q6K_format>;
+        case TYPE_MXFP4: return tiling::matmul_tiled<q32_format<K_MXFP4>>;
         default: return nullptr;
     }
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace strata {
 
@@ -15,6 +16,7 @@ constexpr int QK5_0 = 32;
 constexpr int QK5_1 = 32;
 constexpr int QK8_0 = 32;
 constexpr int QK8_1 = 32;
+constexpr int QK_MXFP4 = 32;
 constexpr int QK_K = 256;           // K-quant super-block
 constexpr int K_SCALE_SIZE = 12;    // packed 6-bit scales and mins of Q4_K / Q5_K
 
@@ -49,6 +51,25 @@ struct block_q5_1 {
     uint8_t qs[QK5_1 / 2];   // (32,) nibbles
 };
 static_assert(sizeof(block_q5_1) == 4 + 4 + QK5_1 / 2, "block_q5_1 must be 24 bytes");
+
+// w = KVALUES_MXFP4[q] * e8m0_half(e), q in [0, 15]; same nibble order as Q4_0. The table holds
+// twice the E2M1 values (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives), so the scale is halved:
+// e8m0_half(e) = 2^(e - 128), for every e in [0, 255] (0 and 1 are float denormals; no NaN).
+struct block_mxfp4 {
+    uint8_t e;                  // E8M0 exponent
+    uint8_t qs[QK_MXFP4 / 2];   // (32,) nibbles, indices into KVALUES_MXFP4
+};
+static_assert(sizeof(block_mxfp4) == 1 + QK_MXFP4 / 2, "block_mxfp4 must be 17 bytes");
+
+constexpr int8_t KVALUES_MXFP4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128) as ggml's e8m0_to_fp32_half builds it: denormal bit patterns for e < 2.
+inline float e8m0_to_fp32_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? uint32_t(0x00200000) << e : uint32_t(e - 1) << 23;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
 
 // w = d * q, q in [-127, 127] (weights, and the activations of Q4_0 / Q5_0 / Q8_0 products).
 struct block_q8_0 {

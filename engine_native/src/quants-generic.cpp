@@ -98,6 +98,17 @@ void dequant_q5_1(const void* src, float* dst, int64_t n) {
     }
 }
 
+void dequant_mxfp4(const void* src, float* dst, int64_t n) {
+    const block_mxfp4* b = static_cast<const block_mxfp4*>(src);
+    for (int64_t i = 0; i < n / QK_MXFP4; ++i, dst += QK_MXFP4) {
+        const float d = e8m0_to_fp32_half(b[i].e);
+        for (int j = 0; j < QK_MXFP4 / 2; ++j) {
+            dst[j] = float(KVALUES_MXFP4[b[i].qs[j] & 0xF]) * d;
+            dst[j + 16] = float(KVALUES_MXFP4[b[i].qs[j] >> 4]) * d;
+        }
+    }
+}
+
 void dequant_q8_0(const void* src, float* dst, int64_t n) {
     const block_q8_0* b = static_cast<const block_q8_0*>(src);
     for (int64_t i = 0; i < n / QK8_0; ++i, dst += QK8_0) {
@@ -348,6 +359,21 @@ float dot_q5_1_q8_1(int64_t n, const void* w, const void* x) {
     return s;
 }
 
+// As ggml_vec_dot_mxfp4_q8_0: per block (fp16 x.d * e8m0_half(w.e)) * integer sum, summed in order.
+float dot_mxfp4_q8_0(int64_t n, const void* w, const void* x) {
+    const block_mxfp4* a = static_cast<const block_mxfp4*>(w);
+    const block_q8_0* b = static_cast<const block_q8_0*>(x);
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / QK_MXFP4; ++i) {
+        int sumi = 0;
+        for (int j = 0; j < 16; ++j) {
+            sumi += KVALUES_MXFP4[a[i].qs[j] & 0xF] * b[i].qs[j] + KVALUES_MXFP4[a[i].qs[j] >> 4] * b[i].qs[j + 16];
+        }
+        s += (half_to_float(b[i].d) * e8m0_to_fp32_half(a[i].e)) * float(sumi);
+    }
+    return s;
+}
+
 float dot_q8_0_q8_0(int64_t n, const void* w, const void* x) {
     const block_q8_0* a = static_cast<const block_q8_0*>(w);
     const block_q8_0* b = static_cast<const block_q8_0*>(x);
@@ -448,6 +474,7 @@ dot_fn generic_dot_for(int32_t weight_type) {
         case TYPE_Q4_K: return dot_q4_K_q8_K;
         case TYPE_Q5_K: return dot_q5_K_q8_K;
         case TYPE_Q6_K: return dot_q6_K_q8_K;
+        case TYPE_MXFP4: return dot_mxfp4_q8_0;
         default: return nullptr;
     }
 }
@@ -467,6 +494,7 @@ dequant_fn generic_dequant_for(int32_t type) {
         case TYPE_Q5_K: return dequant_q5_K;
         case TYPE_Q6_K: return dequant_q6_K;
         case TYPE_Q8_K: return dequant_q8_K;
+        case TYPE_MXFP4: return dequant_mxfp4;
         default: return nullptr;
     }
 }
