@@ -3,6 +3,7 @@
 // attention.cpp's layout and entry points call.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -34,8 +35,20 @@ inline void prefetch_bytes(const void* p, size_t bytes) {
 constexpr int64_t k_prefetch_tiles = 4;       // K tiles ahead (2 KiB each for a 64-dim head in f16)
 constexpr int64_t k_prefetch_rows = 48;       // V rows ahead
 
-// One query's scores -> softmax weights in place, returns 1 / their sum (attention.cpp)
-float softmax_tiled(float* sc, int64_t n_pos, int64_t n_pad);
+// One query's scores -> softmax weights in place, returns 1 / their sum (attention.cpp); positions
+// [0, n_skip) (a window's start inside its first tile) and [n_pos, n_pad) get weight exactly 0; a sink
+// logit above -INFINITY joins the max and the sum.
+float softmax_tiled(float* sc, int64_t n_pos, int64_t n_pad, int64_t n_skip = 0, float sink = -INFINITY);
+
+// A row's window in tiled coordinates: its positions [w0, n_pos) lie in tiles [first_tile, ...);
+// base = first_tile * k_tile is the position the kernels' view of K, V and the scores starts at.
+struct tile_window {
+    int64_t w0, first_tile, base;
+};
+inline tile_window tile_window_of(int64_t n_pos, int64_t window) {
+    const int64_t w0 = attention_window_start(n_pos, window);
+    return {w0, w0 / k_kv_tile, w0 / k_kv_tile * k_kv_tile};
+}
 
 // ---- q8_0 (llama.cpp's blocks: 32 int8 and an fp16 scale). K tiled: per tile of 16 positions and per
 // block of 32 dimensions, 544 bytes (the size of the 16 positions' row blocks): quants [j][r][i] =
@@ -84,9 +97,10 @@ void values_q8_all(const kv_layout& L, const uint8_t* v, int64_t g, int64_t n_re
 bool attention_q8_grouped(const kv_layout& L);
 void attention_rows_q8_tiled(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t q_stride,
                              int64_t g, int64_t n_rep, int64_t n_rows, const int64_t* n_pos, float scale, float* out,
-                             int64_t out_stride, float* scratch);
+                             int64_t out_stride, float* scratch, int64_t window, const float* sinks);
 // One row's attention over a q8_0 KV (attention_group's q8_0 case)
 void attention_q8_tiled(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
-                        int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores);
+                        int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores, int64_t window,
+                        const float* sinks);
 
 }  // namespace strata::attn_detail

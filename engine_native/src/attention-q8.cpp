@@ -355,18 +355,29 @@ constexpr int k_group_q8_values = 6;
 #endif
 constexpr int64_t k_group_q8_span_bytes = 32 * 1024;   // one span's V rows of one kv head, widened (L1)
 
+// Positions relative to base, the first position of the earliest window's first tile (0 without a
+// window), as in attention.cpp's attention_rows_tiled_f16: K and V read from there on, each query's
+// softmax on its own row's tiles, each value chain from its own window's first position.
 template <int NB>
 void group_attention_q8(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t q_stride,
                         int64_t g, int64_t n_rep, int64_t n_rows, const int64_t* n_pos_rows, float scale, float* out,
-                        int64_t out_stride, float* scratch) {
+                        int64_t out_stride, float* scratch, int64_t window, const float* sinks) {
     constexpr int HD = NB * k_qk;
     const int64_t n_q = n_rows * n_rep;
-    int64_t max_pos = 0, t_common = n_pos_rows[0];
+    int64_t max_pos = 0, base = n_pos_rows[0], lo = 0, hi = n_pos_rows[0];   // lo, hi absolute for now
     for (int64_t i = 0; i < n_rows; i++) {
+        const tile_window w = tile_window_of(n_pos_rows[i], window);
         max_pos = std::max(max_pos, n_pos_rows[i]);
-        t_common = std::min(t_common, n_pos_rows[i]);
+        base = std::min(base, w.base);
+        lo = std::max(lo, w.w0);
+        hi = std::min(hi, n_pos_rows[i]);
     }
-    const int64_t n_tiles = (max_pos + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
+    lo -= base;
+    hi -= base;
+    if (lo >= hi) lo = hi = 0;   // no span every query sees: each query's chain alone below
+    const int64_t n_tiles = (max_pos - base + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
+    const uint8_t* kw = k + size_t(base) * L.row_bytes;   // tile base / 16 (a tile holds 16 rows' bytes)
+    const uint8_t* vw = v + size_t(base) * L.row_bytes;
     thread_local std::vector<int8_t> qs;
     thread_local std::vector<float> qd;
     thread_local std::vector<int32_t> qbias;
@@ -384,10 +395,12 @@ void group_attention_q8(const kv_layout& L, const uint8_t* k, const uint8_t* v, 
     const q8_queries qv{qs.data(), qd.data(), qbias.data(), HD, NB};
     float* scores = scratch;            // (n_q, n_pad)
     float* acc = scores + n_q * n_pad;  // (n_q, HD)
-    group_scores_q8<k_group_q8_scores>(k, size_t(k_tile) * L.row_bytes, g, qv, 0, n_q, n_tiles, scale, scores, n_pad);
+    group_scores_q8<k_group_q8_scores>(kw, size_t(k_tile) * L.row_bytes, g, qv, 0, n_q, n_tiles, scale, scores, n_pad);
     for (int64_t j = 0; j < n_q; j++) {
-        const int64_t pos = n_pos_rows[j / n_rep], pad_j = (pos + k_tile - 1) / k_tile * k_tile;
-        inv[size_t(j)] = softmax_tiled(scores + j * n_pad, pos, pad_j);
+        const int64_t pos = n_pos_rows[j / n_rep] - base, w0 = attention_window_start(pos + base, window) - base;
+        const int64_t first = w0 / k_tile * k_tile, pad_j = (pos - first + k_tile - 1) / k_tile * k_tile;
+        inv[size_t(j)] = softmax_tiled(scores + j * n_pad + first, pos - first, pad_j, w0 - first,
+                                       sinks ? sinks[j % n_rep] : -INFINITY);
     }
     constexpr int NQV = k_group_q8_values / (2 * NB) > 0 ? k_group_q8_values / (2 * NB) : 1;
     const size_t first = size_t(g * NB) * k_q8_block;
@@ -399,15 +412,23 @@ void group_attention_q8(const kv_layout& L, const uint8_t* k, const uint8_t* v, 
     float* ds = xs + span * HD;
     float* w = ds + NB * span;
     std::fill(acc, acc + n_q * HD, 0.0f);
-    for (int64_t t0 = 0; t0 < t_common; t0 += span) {
-        const int64_t t1 = std::min(t_common, t0 + span);
-        widen_v_rows<NB>(v, L.row_bytes, first, t0, t1, xs, ds);
+    // each windowed query's head [w0, lo) alone, then the spans every query sees, widened once
+    for (int64_t j = 0; j < n_q && lo < hi; j++) {
+        const int64_t w0 = attention_window_start(n_pos_rows[j / n_rep], window) - base;
+        if (w0 < lo) {
+            group_values_q8_block<1, NB>(vw, L.row_bytes, first, scores + j * n_pad, n_pad, w0, lo, 0, acc + j * HD);
+        }
+    }
+    for (int64_t t0 = lo; t0 < hi; t0 += span) {
+        const int64_t t1 = std::min(hi, t0 + span);
+        widen_v_rows<NB>(vw, L.row_bytes, first, t0, t1, xs, ds);
         group_values_q8_wide_all<NQV, NB>(xs, ds, t1 - t0, scores + t0, n_pad, n_q, w, acc);
     }
-    // each query vector's own tail [t_common, n_pos) alone, then out = acc * inv
+    // each query vector's own tail [hi, n_pos) (no common span: [w0, n_pos)) alone, then out = acc * inv
     for (int64_t j = 0; j < n_q; j++) {
         const int64_t i = j / n_rep, h = j % n_rep;
-        group_values_q8_block<1, NB>(v, L.row_bytes, first, scores + j * n_pad, n_pad, t_common, n_pos_rows[i], 0,
+        const int64_t t0 = lo < hi ? hi : attention_window_start(n_pos_rows[i], window) - base;
+        group_values_q8_block<1, NB>(vw, L.row_bytes, first, scores + j * n_pad, n_pad, t0, n_pos_rows[i] - base, 0,
                                      acc + j * HD);
         const v16 vi = v16_set1(inv[size_t(j)]);
         float* o = out + i * out_stride + h * HD;
@@ -423,10 +444,10 @@ bool attention_q8_grouped(const kv_layout& L) {
 
 void attention_rows_q8_tiled(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t q_stride,
                              int64_t g, int64_t n_rep, int64_t n_rows, const int64_t* n_pos, float scale, float* out,
-                             int64_t out_stride, float* scratch) {
+                             int64_t out_stride, float* scratch, int64_t window, const float* sinks) {
     auto run = [&](auto nb) {
         group_attention_q8<decltype(nb)::value>(L, k, v, q, q_stride, g, n_rep, n_rows, n_pos, scale, out, out_stride,
-                                                scratch);
+                                                scratch, window, sinks);
     };
     switch (L.head_dim) {
         case 32: run(std::integral_constant<int, 1>()); break;
@@ -470,12 +491,18 @@ void values_q8_all(const kv_layout& L, const uint8_t* v, int64_t g, int64_t n_re
 }
 
 void attention_q8_tiled(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
-                        int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores) {
-    const int64_t n_tiles = (n_pos + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
-    scores_q8_heads(L, k, quantize_queries(q, n_rep, L.head_dim), g, n_rep, 0, n_tiles, n_pad, scale, scores);
+                        int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores, int64_t window,
+                        const float* sinks) {
+    // the window's tiles of K and rows of V only; scores (n_rep, n_pad) from its first tile
+    const tile_window w = tile_window_of(n_pos, window);
+    const int64_t n_loc = n_pos - w.base, n_tiles = (n_loc + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
+    scores_q8_heads(L, k + size_t(w.base) * L.row_bytes, quantize_queries(q, n_rep, L.head_dim), g, n_rep, 0, n_tiles,
+                    n_pad, scale, scores);
     float inv_sum[k_max_rep];   // n_rep <= k_max_rep (checked by kv_layout_make's caller)
-    for (int64_t h = 0; h < n_rep; h++) inv_sum[h] = softmax_tiled(scores + h * n_pad, n_pos, n_pad);
-    values_q8_all(L, v, g, n_rep, scores, n_pad, n_pos, inv_sum, out);
+    for (int64_t h = 0; h < n_rep; h++)
+        inv_sum[h] = softmax_tiled(scores + h * n_pad, n_loc, n_pad, w.w0 - w.base, sinks ? sinks[h] : -INFINITY);
+    values_q8_all(L, v + size_t(w.w0) * L.row_bytes, g, n_rep, scores + (w.w0 - w.base), n_pad, n_pos - w.w0,
+                  inv_sum, out);
 }
 
 }  // namespace strata::attn_detail

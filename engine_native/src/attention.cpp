@@ -26,24 +26,36 @@ namespace strata {
 using namespace attn_detail;
 
 // One query's scores sc[0, n_pad) (n_pad = n_pos rounded up to whole tiles) -> exp(sc - max) in
-// place, 0 past n_pos; returns 1 / their sum. The one softmax of the tiled path (single rows and
-// groups of rows alike; attention-q8.cpp's too).
-float attn_detail::softmax_tiled(float* sc, int64_t n_pos, int64_t n_pad) {
+// place, 0 before n_skip and past n_pos; returns 1 / their sum (plus exp(sink - max) where a sink is
+// given: max then includes the sink). The one softmax of the tiled path (single rows and groups of
+// rows alike; attention-q8.cpp's too). n_skip 0 and no sink: the operations of the kernels before
+// windows and sinks, one for one.
+float attn_detail::softmax_tiled(float* sc, int64_t n_pos, int64_t n_pad, int64_t n_skip, float sink) {
+    for (int64_t t = 0; t < n_skip; t++) sc[t] = -INFINITY;       // before the row's window
     for (int64_t t = n_pos; t < n_pad; t++) sc[t] = -INFINITY;   // positions past the row's own
     v16 mx = v16_load(sc);
     for (int64_t t = k_tile; t < n_pad; t += k_tile) mx = v16_max(mx, v16_load(sc + t));
-    const v16 m = v16_set1(v16_reduce_max(mx));
+    const bool has_sink = sink > -INFINITY;
+    const float m_all = has_sink ? std::fmax(v16_reduce_max(mx), sink) : v16_reduce_max(mx);
+    const v16 m = v16_set1(m_all);
     v16 sum = v16_zero();
     for (int64_t t = 0; t < n_pad; t += k_tile) {
         v16 e = v16_exp(v16_sub(v16_load(sc + t), m));
         v16_store(sc + t, e);
-        if (t + k_tile > n_pos) {
-            for (int64_t j = n_pos; j < t + k_tile; j++) sc[j] = 0.0f;
+        if (t + k_tile > n_pos || t < n_skip) {   // v16_exp clamps: masked positions set to exactly 0
+            for (int64_t j = t; j < n_skip && j < t + k_tile; j++) sc[j] = 0.0f;
+            for (int64_t j = std::max(n_pos, t); j < t + k_tile; j++) sc[j] = 0.0f;
             e = v16_load(sc + t);
         }
         sum = v16_add(sum, e);
     }
-    return 1.0f / v16_reduce_add(sum);
+    float total = v16_reduce_add(sum);
+    if (has_sink) {   // the sink's term: the denominator only, by the same exp as the scores'
+        float es[k_tile];
+        v16_store(es, v16_exp(v16_set1(sink - m_all)));
+        total += es[0];
+    }
+    return 1.0f / total;
 }
 
 namespace {
@@ -110,35 +122,42 @@ void store_row(int32_t type, const float* src, uint8_t* dst, int64_t n) {
     }
 }
 
-// sc[t] := exp(sc[t] - max(sc)) in place, in position order; returns their sum (the softmax's divisor)
-float exp_shifted(float* sc, int64_t n_pos) {
+// sc[t] := exp(sc[t] - max(sc)) in place, in position order; returns their sum (the softmax's divisor),
+// plus exp(sink - max) where a sink above -INFINITY is given (max then includes the sink)
+float exp_shifted(float* sc, int64_t n_pos, float sink) {
     float mx = sc[0];
     for (int64_t t = 1; t < n_pos; t++) mx = std::fmax(mx, sc[t]);
+    const bool has_sink = sink > -INFINITY;
+    if (has_sink) mx = std::fmax(mx, sink);
     float sum = 0.0f;
     for (int64_t t = 0; t < n_pos; t++) {
         sc[t] = std::exp(sc[t] - mx);
         sum += sc[t];
     }
+    if (has_sink) sum += std::exp(sink - mx);
     return sum;
 }
 
+// Positions [w0, n_pos) only (the window), position by position: scores (n_rep, n_pos - w0)
 void attention_rows(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
-                    int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores) {
+                    int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores, int64_t window,
+                    const float* sinks) {
     const int64_t hd = L.head_dim, off = g * hd;
+    const int64_t w0 = attention_window_start(n_pos, window), n_vis = n_pos - w0;
     for (int64_t h = 0; h < n_rep; h++) {
         const float* qh = q + h * hd;
-        float* sc = scores + h * n_pos;
-        for (int64_t t = 0; t < n_pos; t++) {
-            const uint8_t* krow = k + size_t(t) * L.row_bytes;
+        float* sc = scores + h * n_vis;
+        for (int64_t t = 0; t < n_vis; t++) {
+            const uint8_t* krow = k + size_t(w0 + t) * L.row_bytes;
             float s = 0.0f;
             for (int64_t d = 0; d < hd; d++) s = std::fma(qh[d], load_elem(L.type, krow, off + d), s);
             sc[t] = s * scale;
         }
-        const float sum = exp_shifted(sc, n_pos);
+        const float sum = exp_shifted(sc, n_vis, sinks ? sinks[h] : -INFINITY);
         float* oh = out + h * hd;
         std::fill(oh, oh + hd, 0.0f);
-        for (int64_t t = 0; t < n_pos; t++) {
-            const uint8_t* vrow = v + size_t(t) * L.row_bytes;
+        for (int64_t t = 0; t < n_vis; t++) {
+            const uint8_t* vrow = v + size_t(w0 + t) * L.row_bytes;
             for (int64_t d = 0; d < hd; d++) oh[d] = std::fma(sc[t], load_elem(L.type, vrow, off + d), oh[d]);
         }
         const float inv = 1.0f / sum;
@@ -240,23 +259,29 @@ void scores_heads(const T* k, int64_t kv_dim, int64_t g, int64_t hd, const float
     }
 }
 
+// One row over its window: K from the window's first tile, V from its first position; the scores
+// (n_rep, n_pad) cover the tiles from the first (position base + j at scores[h * n_pad + j]).
 template <typename T>
 void attention_tiled(const kv_layout& L, const T* k, const T* v, const float* q, int64_t g, int64_t n_rep,
-                     int64_t n_pos, float scale, float* out, float* scores) {
+                     int64_t n_pos, float scale, float* out, float* scores, int64_t window, const float* sinks) {
     const int64_t hd = L.head_dim, kv_dim = L.kv_dim;
-    const int64_t n_tiles = (n_pos + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
-    scores_heads(k, kv_dim, g, hd, q, n_rep, 0, n_tiles, scale, scores, n_pad);
+    const tile_window w = tile_window_of(n_pos, window);
+    const int64_t n_loc = n_pos - w.base, n_tiles = (n_loc + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
+    scores_heads(k + w.first_tile * kv_dim * k_tile, kv_dim, g, hd, q, n_rep, 0, n_tiles, scale, scores, n_pad);
     float inv_sum[k_max_rep];   // n_rep <= k_max_rep (checked by kv_layout_make's caller)
-    for (int64_t h = 0; h < n_rep; h++) inv_sum[h] = softmax_tiled(scores + h * n_pad, n_pos, n_pad);
-    const int64_t off = g * hd;
+    for (int64_t h = 0; h < n_rep; h++)
+        inv_sum[h] = softmax_tiled(scores + h * n_pad, n_loc, n_pad, w.w0 - w.base, sinks ? sinks[h] : -INFINITY);
+    const int64_t off = g * hd, n_vis = n_pos - w.w0;
+    const T* vw = v + w.w0 * kv_dim;              // V rows [w0, n_pos)
+    const float* p = scores + (w.w0 - w.base);    // their weights, rows n_pad apart
     switch (hd / 16) {
-        case 2: weighted_values_group<2>(v, kv_dim, off, scores, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
-        case 4: weighted_values_group<4>(v, kv_dim, off, scores, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
-        case 8: weighted_values_group<8>(v, kv_dim, off, scores, n_pad, n_pos, inv_sum, n_rep, hd, out); break;
+        case 2: weighted_values_group<2>(vw, kv_dim, off, p, n_pad, n_vis, inv_sum, n_rep, hd, out); break;
+        case 4: weighted_values_group<4>(vw, kv_dim, off, p, n_pad, n_vis, inv_sum, n_rep, hd, out); break;
+        case 8: weighted_values_group<8>(vw, kv_dim, off, p, n_pad, n_vis, inv_sum, n_rep, hd, out); break;
         default:
             for (int64_t h = 0; h < n_rep; h++)
                 for (int64_t c = 0; c < hd / 16; c++)
-                    weighted_values<1>(v, kv_dim, off + 16 * c, scores + h * n_pad, n_pos, inv_sum[h], out + h * hd + 16 * c);
+                    weighted_values<1>(vw, kv_dim, off + 16 * c, p + h * n_pad, n_vis, inv_sum[h], out + h * hd + 16 * c);
     }
 }
 
@@ -366,18 +391,24 @@ void group_values_span(const uint16_t* v, int64_t kv_dim, int64_t off, const flo
     }
 }
 
-// One query's tail [t0, n_pos) continued from acc, then out = acc * inv.
+// One query's chain over [t0, t1) continued from acc_mem, then out = acc * inv, or (out null) the
+// chain stored back to acc_mem exactly (a windowed query's head before the group's shared span).
 template <int CH>
-void group_values_finish(const uint16_t* v, int64_t kv_dim, int64_t off, const float* p, int64_t t0, int64_t n_pos,
-                         float inv, const float* acc_mem, float* out) {
+void group_values_finish(const uint16_t* v, int64_t kv_dim, int64_t off, const float* p, int64_t t0, int64_t t1,
+                         float inv, float* acc_mem, float* out) {
     v16 acc[CH];
     STRATA_UNROLL
     for (int c = 0; c < CH; c++) acc[c] = v16_load(acc_mem + c * 16);
-    for (int64_t t = t0; t < n_pos; t++) {
+    for (int64_t t = t0; t < t1; t++) {
         const uint16_t* row = v + t * kv_dim + off;
         const v16 w = v16_set1(p[t]);
         STRATA_UNROLL
         for (int c = 0; c < CH; c++) acc[c] = v16_fma(w, v16_load(row + c * 16), acc[c]);
+    }
+    if (out == nullptr) {
+        STRATA_UNROLL
+        for (int c = 0; c < CH; c++) v16_store(acc_mem + c * 16, acc[c]);
+        return;
     }
     const v16 vi = v16_set1(inv);
     STRATA_UNROLL
@@ -388,46 +419,69 @@ constexpr int64_t k_value_span_bytes = 32 * 1024;   // one span's V rows of one 
 
 constexpr int64_t k_group_max_q = 1024;   // rows x heads of one group task (stack arrays below)
 
-// Query vectors in row-major order (row i, head h -> i * n_rep + h).
+// Query vectors in row-major order (row i, head h -> i * n_rep + h). Positions below are relative to
+// base, the first position of the earliest window's first tile (0 without a window): K and V are read
+// from there on, and query j's scores of position base + t are at scores[j * n_pad + t]. Each query's
+// softmax runs on its own row's tiles (from its window's first tile), as attention_tiled's does.
 template <int CH>
 void attention_rows_tiled_f16(const kv_layout& L, const uint16_t* k, const uint16_t* v, const float* q,
                               int64_t q_stride, int64_t g, int64_t n_rep, int64_t n_rows, const int64_t* n_pos_rows,
-                              float scale, float* out, int64_t out_stride, float* scratch) {
+                              float scale, float* out, int64_t out_stride, float* scratch, int64_t window,
+                              const float* sinks) {
     constexpr int HD = CH * 16;
     const int64_t kv_dim = L.kv_dim, n_q = n_rows * n_rep;
-    int64_t max_pos = 0;
-    for (int64_t i = 0; i < n_rows; i++) max_pos = std::max(max_pos, n_pos_rows[i]);
-    const int64_t n_tiles = (max_pos + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
+    int64_t max_pos = 0, base = n_pos_rows[0];
+    for (int64_t i = 0; i < n_rows; i++) {
+        max_pos = std::max(max_pos, n_pos_rows[i]);
+        base = std::min(base, tile_window_of(n_pos_rows[i], window).base);
+    }
+    const int64_t n_tiles = (max_pos - base + k_tile - 1) / k_tile, n_pad = n_tiles * k_tile;
+    const uint16_t* kw = k + base * kv_dim;   // tile base / 16 (base * kv_dim = tiles * kv_dim * 16)
+    const uint16_t* vw = v + base * kv_dim;
     float* scores = scratch;                 // (n_q, n_pad)
     float* qb = scores + n_q * n_pad;        // (n_q, HD), then the values' accumulators (n_q, HD)
     float inv[k_group_max_q];
-    int64_t n_pos[k_group_max_q];
+    int64_t n_pos[k_group_max_q], w0[k_group_max_q];   // relative to base
     float* outs[k_group_max_q];
     for (int64_t i = 0; i < n_rows; i++) {
         for (int64_t h = 0; h < n_rep; h++) {
             const int64_t j = i * n_rep + h;
             std::memcpy(qb + j * HD, q + i * q_stride + h * HD, sizeof(float) * HD);
-            n_pos[j] = n_pos_rows[i];
+            n_pos[j] = n_pos_rows[i] - base;
+            w0[j] = attention_window_start(n_pos_rows[i], window) - base;
             outs[j] = out + i * out_stride + h * HD;
         }
     }
-    group_scores<k_group_acc, HD>(k, kv_dim, g, qb, n_q, n_tiles, scale, scores, n_pad);
+    group_scores<k_group_acc, HD>(kw, kv_dim, g, qb, n_q, n_tiles, scale, scores, n_pad);
     for (int64_t j = 0; j < n_q; j++) {
-        const int64_t pad_j = (n_pos[j] + k_tile - 1) / k_tile * k_tile;
-        inv[j] = softmax_tiled(scores + j * n_pad, n_pos[j], pad_j);
+        const int64_t first = w0[j] / k_tile * k_tile;   // the row's first tile (base is a tile start)
+        const int64_t pad_j = (n_pos[j] - first + k_tile - 1) / k_tile * k_tile;
+        inv[j] = softmax_tiled(scores + j * n_pad + first, n_pos[j] - first, pad_j, w0[j] - first,
+                               sinks ? sinks[j % n_rep] : -INFINITY);
     }
     constexpr int NQV = CH >= 8 ? 2 : k_group_acc / CH > 0 ? k_group_acc / CH : 1;
     constexpr int64_t span = k_value_span_bytes / (HD * int64_t(sizeof(uint16_t)));
     float* acc = qb + n_q * HD;              // (n_q, HD)
     std::fill(acc, acc + n_q * HD, 0.0f);
-    int64_t t_common = n_pos[0];
-    for (int64_t j = 1; j < n_q; j++) t_common = std::min(t_common, n_pos[j]);
-    for (int64_t t0 = 0; t0 < t_common; t0 += span) {
-        const int64_t t1 = std::min(t_common, t0 + span);
-        group_values_span<NQV, CH>(v, kv_dim, g * HD, scores, n_pad, n_q, t0, t1, t_common, acc);
+    // [lo, hi): the positions every query sees; each chain runs from its own w0 in position order
+    int64_t lo = w0[0], hi = n_pos[0];
+    for (int64_t j = 1; j < n_q; j++) {
+        lo = std::max(lo, w0[j]);
+        hi = std::min(hi, n_pos[j]);
+    }
+    if (lo >= hi) lo = hi = 0;   // no common span: each query's chain alone below
+    for (int64_t j = 0; j < n_q && lo < hi; j++) {
+        if (w0[j] < lo) {
+            group_values_finish<CH>(vw, kv_dim, g * HD, scores + j * n_pad, w0[j], lo, 0.0f, acc + j * HD, nullptr);
+        }
+    }
+    for (int64_t t0 = lo; t0 < hi; t0 += span) {
+        const int64_t t1 = std::min(hi, t0 + span);
+        group_values_span<NQV, CH>(vw, kv_dim, g * HD, scores, n_pad, n_q, t0, t1, hi, acc);
     }
     for (int64_t j = 0; j < n_q; j++) {
-        group_values_finish<CH>(v, kv_dim, g * HD, scores + j * n_pad, t_common, n_pos[j], inv[j], acc + j * HD,
+        const int64_t t0 = lo < hi ? hi : w0[j];
+        group_values_finish<CH>(vw, kv_dim, g * HD, scores + j * n_pad, t0, n_pos[j], inv[j], acc + j * HD,
                                 outs[j]);
     }
 }
@@ -575,9 +629,19 @@ int64_t attention_rows_scratch_floats(int64_t n_rep, int64_t n_rows, int64_t max
     return n_rows * n_rep * (n_pad + 2 * 128);
 }
 
+namespace {
+void check_window(const char* who, int64_t window) {
+    if (window < 0) {
+        throw std::invalid_argument(std::string(who) + ": window " + std::to_string(window) +
+                                    " is negative (0: no window, else the positions a row sees)");
+    }
+}
+}  // namespace
+
 void attention_row_group(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t q_stride,
-                    int64_t g, int64_t n_rep, int64_t n_rows, const int64_t* n_pos, float scale, float* out,
-                    int64_t out_stride, float* scratch) {
+                         int64_t g, int64_t n_rep, int64_t n_rows, const int64_t* n_pos, float scale, float* out,
+                         int64_t out_stride, float* scratch, int64_t window, const float* sinks) {
+    check_window("attention_row_group", window);
     if (n_rows < 1 || n_rep < 1 || n_rep > k_max_rep || n_rows * n_rep > k_group_max_q) {
         throw std::invalid_argument("attention_row_group: " + std::to_string(n_rows) + " rows of " +
                                     std::to_string(n_rep) + " heads (at most " + std::to_string(k_group_max_q) +
@@ -585,19 +649,21 @@ void attention_row_group(const kv_layout& L, const uint8_t* k, const uint8_t* v,
     }
     if (!attention_rows_grouped(L)) {
         for (int64_t i = 0; i < n_rows; i++) {
-            attention_group(L, k, v, q + i * q_stride, g, n_rep, n_pos[i], scale, out + i * out_stride, scratch);
+            attention_group(L, k, v, q + i * q_stride, g, n_rep, n_pos[i], scale, out + i * out_stride, scratch, window,
+                            sinks);
         }
         return;
     }
     if (L.type == TYPE_Q8_0) {
-        attention_rows_q8_tiled(L, k, v, q, q_stride, g, n_rep, n_rows, n_pos, scale, out, out_stride, scratch);
+        attention_rows_q8_tiled(L, k, v, q, q_stride, g, n_rep, n_rows, n_pos, scale, out, out_stride, scratch, window,
+                                sinks);
         return;
     }
     const auto* kh = reinterpret_cast<const uint16_t*>(k);
     const auto* vh = reinterpret_cast<const uint16_t*>(v);
     auto run = [&](auto ch) {
         attention_rows_tiled_f16<decltype(ch)::value>(L, kh, vh, q, q_stride, g, n_rep, n_rows, n_pos, scale, out,
-                                                      out_stride, scratch);
+                                                      out_stride, scratch, window, sinks);
     };
     switch (L.head_dim) {
         case 32: run(std::integral_constant<int, 2>()); break;
@@ -611,17 +677,19 @@ int64_t attention_scratch_floats(int64_t n_rep, int64_t capacity) {
 }
 
 void attention_group(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
-                     int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores) {
+                     int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores, int64_t window,
+                     const float* sinks) {
+    check_window("attention_group", window);
     if (L.type == TYPE_Q8_0) {
-        attention_q8_tiled(L, k, v, q, g, n_rep, n_pos, scale, out, scores);
+        attention_q8_tiled(L, k, v, q, g, n_rep, n_pos, scale, out, scores, window, sinks);
     } else if (!L.k_tiled) {
-        attention_rows(L, k, v, q, g, n_rep, n_pos, scale, out, scores);
+        attention_rows(L, k, v, q, g, n_rep, n_pos, scale, out, scores, window, sinks);
     } else if (L.type == TYPE_F16) {
         attention_tiled(L, reinterpret_cast<const uint16_t*>(k), reinterpret_cast<const uint16_t*>(v), q, g, n_rep,
-                        n_pos, scale, out, scores);
+                        n_pos, scale, out, scores, window, sinks);
     } else {
         attention_tiled(L, reinterpret_cast<const float*>(k), reinterpret_cast<const float*>(v), q, g, n_rep, n_pos,
-                        scale, out, scores);
+                        scale, out, scores, window, sinks);
     }
 }
 
@@ -640,7 +708,9 @@ void attention_scores_part(const kv_layout& L, const uint8_t* k, const float* q,
                  n_pad);
 }
 
-float attention_softmax_part(float* scores, int64_t n_pos, int64_t n_pad) { return softmax_tiled(scores, n_pos, n_pad); }
+float attention_softmax_part(float* scores, int64_t n_pos, int64_t n_pad, float sink) {
+    return softmax_tiled(scores, n_pos, n_pad, 0, sink);
+}
 
 void attention_values_part(const kv_layout& L, const uint8_t* v, const float* p, int64_t g, int64_t n_rep,
                            int64_t n_pos, int64_t n_pad, const float* inv_sum, int64_t d0, float* out) {

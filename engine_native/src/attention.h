@@ -17,9 +17,19 @@
 // Snapshots and kv_read/kv_write always use rows of row_bytes per token (layout-independent; for
 // q8_0 llama.cpp's blocks: fp16 d, 32 int8).
 // Bitwise rule: every score, softmax and output element is computed by one fixed sequence of
-// operations that depends only on the row's own position, never on the batch.
+// operations that depends only on the row's own position, window and sinks, never on the batch.
+// Sliding window and sinks (gpt-oss; llama.cpp's LLAMA_SWA_TYPE_STANDARD and soft_max with sinks):
+//   window > 0: a row at n_pos sees positions [attention_window_start(n_pos, window), n_pos) only;
+//     the kernels read only the K tiles and V rows of those positions (the first tile's positions
+//     before the window are read from K, then masked: they add exactly 0). 0: all positions.
+//   sinks: one logit per query head (not multiplied by scale) added to the softmax's denominator only:
+//     p_t = exp(s_t - M) / (sum_t exp(s_t - M) + exp(sink - M)), M = max(max_t s_t, sink).
+//   window 0 with no sinks gives every float the kernels gave before these existed.
+// Scratch sizes below stay those of the full n_pos: a windowed call uses no more (callers allocate
+// for the full history).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -54,43 +64,54 @@ void kv_set_rows(const kv_layout& L, uint8_t* buf, bool is_k, int64_t t0, int64_
 // Bytes of one layer's K (or V) buffer that hold positions [0, n) (whole tiles for tiled K).
 size_t kv_prefix_bytes(const kv_layout& L, bool is_k, int64_t n);
 
-// Attention of the query heads [g * n_rep, (g + 1) * n_rep) of one row over positions [0, n_pos):
+// The first position a row at n_pos sees with a sliding window of `window` positions (0: no window).
+inline int64_t attention_window_start(int64_t n_pos, int64_t window) {
+    return window > 0 && n_pos > window ? n_pos - window : 0;
+}
+
+// Attention of the query heads [g * n_rep, (g + 1) * n_rep) of one row over positions [0, n_pos)
+// (with window > 0: [max(0, n_pos - window), n_pos) only; 0: all):
 //   q: (n_rep, head_dim) of this group, already RoPE'd; out: (n_rep, head_dim)
 //   scores: scratch of attention_scratch_floats(n_rep, n_pos) floats; n_rep <= 64
+//   sinks: (n_rep,) the sink logits of this call's query heads (head i: sinks[i]), or nullptr
+// Throws std::invalid_argument for a negative window.
 void attention_group(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t g,
-                     int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores);
+                     int64_t n_rep, int64_t n_pos, float scale, float* out, float* scores, int64_t window = 0,
+                     const float* sinks = nullptr);
 int64_t attention_scratch_floats(int64_t n_rep, int64_t capacity);
 
 // The same attention for n_rows rows of one context at once (a prefill chunk's rows): row i's query
 // heads at q + i * q_stride (n_rep, head_dim), its positions [0, n_pos[i]), its output at
-// out + i * out_stride (n_rep, head_dim). Each row's output is bitwise the one attention_group gives
-// for that row alone. Grouped kernels where attention_rows_grouped(L) (f16 or q8_0 tiled K, head_dim
+// out + i * out_stride (n_rep, head_dim); window and sinks as attention_group's, the same for every
+// row (each row's window ends at its own n_pos). Each row's output is bitwise the one attention_group
+// gives for that row alone. Grouped kernels where attention_rows_grouped(L) (f16 or q8_0 tiled K, head_dim
 // 32, 64 or 128: the rows share every K tile's and V row's loads), else attention_group row by row.
 //   scratch: attention_rows_scratch_floats(n_rep, n_rows, max n_pos) floats; n_rows * n_rep <= 1024
-// Throws std::invalid_argument naming a group too large.
+// Throws std::invalid_argument naming a group too large or a negative window.
 bool attention_rows_grouped(const kv_layout& L);
 // Rows per group that fill the grouped kernels' blocks of query vectors (24 / n_rep, at least 2).
 constexpr int64_t k_attention_group_max_rows = 24;
 int64_t attention_group_rows(int64_t n_rep);
 void attention_row_group(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t q_stride,
                          int64_t g, int64_t n_rep, int64_t n_rows, const int64_t* n_pos, float scale, float* out,
-                         int64_t out_stride, float* scratch);
+                         int64_t out_stride, float* scratch, int64_t window = 0, const float* sinks = nullptr);
 int64_t attention_rows_scratch_floats(int64_t n_rep, int64_t n_rows, int64_t max_n_pos);
 
 // One long row's attention cut into parts, so that the threads share it (decode of a long history
 // has one row's few kv heads to spread over the threads): the scores of tiles [tile0, tile1) of 16
-// positions, then each query head's softmax (returns 1 / the sum), then the values of dimensions
+// positions, then each query head's softmax (returns 1 / the sum; `sink`: that head's sink logit, or
+// -INFINITY for none), then the values of dimensions
 // [d0, d0 + k_attention_split_dims) of each head. Each part runs attention_group's own loops on its
 // share, so every score, weight and output element is the same float attention_group gives. Only
 // where attention_split_ok(L) (f16 or q8_0 tiled K, head sizes a multiple of 32). For q8_0 the values
 // part of d0 = 0 computes all of the head's dimensions and the others nothing (34-byte blocks share
-// cache lines: two passes over V cost twice one).
+// cache lines: two passes over V cost twice one). No window here: windowed layers are not split.
 //   scores: (n_rep, n_pad) for this kv head, n_pad = n_pos rounded up to whole tiles; q, out: (n_rep, head_dim)
 constexpr int64_t k_attention_split_dims = 32;
 bool attention_split_ok(const kv_layout& L);
 void attention_scores_part(const kv_layout& L, const uint8_t* k, const float* q, int64_t g, int64_t n_rep,
                            int64_t tile0, int64_t tile1, int64_t n_pad, float scale, float* scores);
-float attention_softmax_part(float* scores, int64_t n_pos, int64_t n_pad);
+float attention_softmax_part(float* scores, int64_t n_pos, int64_t n_pad, float sink = -INFINITY);
 void attention_values_part(const kv_layout& L, const uint8_t* v, const float* p, int64_t g, int64_t n_rep,
                            int64_t n_pos, int64_t n_pad, const float* inv_sum, int64_t d0, float* out);
 
