@@ -164,8 +164,9 @@ struct cuda_backend::impl {
     }
 
     dev_weight upload(const weight& w, const std::string& what) {
-        if (!type_supported(w.type)) {
-            throw cuda_error(what + ": weight type " + std::to_string(w.type) + " has no CUDA kernel");
+        if (!type_supported(w.type) || w.type == TYPE_MXFP4) {   // MXFP4 (gpt-oss experts): CPU kernels only
+            const char* name = type_name(w.type);
+            throw cuda_error(what + ": weight type " + (name ? std::string(name) : std::to_string(w.type)) + " has no CUDA kernel");
         }
         dev_weight d;
         d.type = w.type;
