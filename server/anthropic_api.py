@@ -20,15 +20,17 @@ from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, s
 from strata.server.jobs import Completion, Job
 from strata.server.openai_api import parse_sampling, ready_state
 from strata.server.prompting import (
-    ToolTextGate,
+    PLAIN,
+    AnswerFormat,
+    AnswerStream,
+    answer_format,
     check_fits,
     conversation_key,
     only_named_tool,
     render_chat_async,
+    split_answer,
     split_prefill,
-    split_tool_calls,
 )
-from strata.server.reasoning import ReasoningGate, split_reasoning, thinking_opened
 
 # ----- request parsing -----
 
@@ -212,20 +214,19 @@ async def messages(request: web.Request) -> web.StreamResponse:
               conversation=conversation_key(msgs))
     model = body.get("model") or state.model_name
     mid = f"msg_{uuid.uuid4().hex[:24]}"
-    opened = thinking_opened(state.engine, tokens)
+    fmt = answer_format(state.engine, tokens)
     if f.get_bool(body, "stream"):
-        return await _stream(request, state, job, model, mid, tools, opened)
+        return await _stream(request, state, job, model, mid, tools, fmt)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
-    return web.json_response(message_response(completion, model, mid, tools, opened))
+    return web.json_response(message_response(completion, model, mid, tools, fmt))
 
 
 def message_response(completion: Completion, model: str, mid: str, tools: list[dict] | None,
-                     opened: bool = False) -> dict:
+                     fmt: AnswerFormat = PLAIN) -> dict:
     """The message object; a thinking model's reasoning becomes a `thinking` block first (server/
-    reasoning.py); with tools offered, the model's tool-call blocks become `tool_use` blocks."""
-    reasoning, answer = split_reasoning(completion.text, opened)
-    content, calls = split_tool_calls(answer, tools)
+    reasoning.py, harmony.py); with tools offered, the model's tool calls become `tool_use` blocks."""
+    reasoning, content, calls = split_answer(completion.text, fmt, tools)
     blocks: list[dict] = [_thinking_block(reasoning)] if reasoning is not None else []
     blocks += [{"type": "text", "text": content}] if content or not calls else []
     blocks += [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": c["name"],
@@ -277,16 +278,15 @@ def _thinking_block(text: str) -> dict:
     return {"type": "thinking", "thinking": text, "signature": ""}
 
 
-async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: str, tools: bool,
-                  opened: bool = False) -> web.StreamResponse:
+async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: str, tools: list[dict] | None,
+                  fmt: AnswerFormat = PLAIN) -> web.StreamResponse:
     """The event sequence the SDK expects: message_start, ping, then per content block (a thinking
     block while a thinking model thinks, the text, tool_use blocks) content_block_start,
     content_block_delta*, content_block_stop; message_delta, message_stop. With tools, text that may be a
-    tool call is held (ToolTextGate) and the calls become tool_use blocks at the end."""
+    tool call is held (AnswerStream) and the calls become tool_use blocks at the end."""
     events = JobEvents(request, state.scheduler, job)
     resp: web.StreamResponse | None = None
-    thinking = ReasoningGate(opened)
-    gate = ToolTextGate(tools) if tools else None
+    answer = AnswerStream(fmt, tools)
     index, open_kind = -1, None          # the current block
     text_sent = False
 
@@ -318,9 +318,7 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
                 await send_sse(resp, {"type": "content_block_delta", "index": index,
                                       "delta": {"type": "thinking_delta", "thinking": piece}}, "content_block_delta")
             else:
-                piece = gate.feed(piece) if gate is not None else piece
-                if piece:
-                    await text(piece)
+                await text(piece)
 
     try:
         async for kind, payload in events:
@@ -335,7 +333,7 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
                     "message_start")
                 await send_sse(resp, {"type": "ping"}, "ping")
             if kind == "text":
-                await send(thinking.feed(payload))
+                await send(answer.feed(payload))
             elif kind == "done":
                 c: Completion = payload
                 if failed(c):
@@ -343,8 +341,8 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
                                                                      "message": c.error or "generation failed"}},
                                    "error")
                     break
-                await send(thinking.finish())
-                rest, calls = gate.finish(split_reasoning(c.text, opened)[1]) if gate is not None else ("", [])
+                pieces, rest, calls = answer.finish(c.text)
+                await send(pieces)
                 if rest or not (calls or text_sent):
                     await text(rest)
                 await stop()

@@ -18,8 +18,7 @@ from typing import Any
 from strata.engine.sampling import SamplingParams
 from strata.server.jobrun import JobEvents, raise_if_failed
 from strata.server.jobs import Completion, Job
-from strata.server.prompting import check_fits, render_chat_async, split_tool_calls
-from strata.server.reasoning import split_reasoning, thinking_opened
+from strata.server.prompting import answer_format, check_fits, render_chat_async, split_answer
 
 SEAL = "strata-summary-v1:"
 SUMMARY_MAX_TOKENS = 2048   # a summary longer than this defeats its purpose
@@ -79,6 +78,5 @@ async def summarize(request: Any, state: Any, messages: list[dict], tools: list[
               sampling=SamplingParams(), stop=(), conversation=conversation)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
-    _, answer = split_reasoning(completion.text, thinking_opened(state.engine, tokens))
-    content, _ = split_tool_calls(answer, tools)
+    _, content, _ = split_answer(completion.text, answer_format(state.engine, tokens), tools)
     return content.strip() or "(the model wrote no summary)", completion

@@ -19,15 +19,18 @@ from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, s
 from strata.server.jobs import Completion, Job
 from strata.server.keys import STATE, ServerState
 from strata.server.prompting import (
-    ToolTextGate,
+    PLAIN,
+    AnswerFormat,
+    AnswerStream,
+    answer_format,
     check_fits,
     conversation_key,
     only_named_tool,
+    reasoning_effort,
     render_chat_async,
-    split_tool_calls,
+    split_answer,
     tokens_key,
 )
-from strata.server.reasoning import ReasoningGate, split_reasoning, thinking_opened
 
 from strata import __version__
 
@@ -177,7 +180,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         raise APIError(400, "'messages' is required: a plain 'prompt' goes to POST /v1/completions", param="messages")
     messages = parse_messages(f.get_list(body, "messages", required=True, nonempty=True))
     tools = parse_tools(body)
-    tokens = await render_chat_async(state.engine, messages, tools)
+    effort = reasoning_effort(body.get("reasoning_effort"), "reasoning_effort")
+    tokens = await render_chat_async(state.engine, messages, tools, template_vars=effort)
     check_fits(len(tokens), state.engine.context_capacity(0))
     job = Job(api="openai", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_completion_tokens", "max_tokens"),
@@ -185,21 +189,20 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
               sampling=parse_sampling(body, n_vocab=state.engine.n_vocab), stop=f.get_stop(body, "stop"),
               conversation=conversation_key(messages), ignore_eos=f.get_bool(body, "ignore_eos"))
     model = body.get("model") or state.model_name
-    opened = thinking_opened(state.engine, tokens)
+    fmt = answer_format(state.engine, tokens)
     if body.get("stream"):
         opts = body.get("stream_options") or {}
         return await _stream_chat(request, state, job, model, tools,
-                                  bool(isinstance(opts, dict) and opts.get("include_usage")), opened)
+                                  bool(isinstance(opts, dict) and opts.get("include_usage")), fmt)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
-    return web.json_response(chat_response(completion, model, tools, opened))
+    return web.json_response(chat_response(completion, model, tools, fmt))
 
 
-def chat_response(completion: Completion, model: str, tools: list[dict] | None, opened: bool = False) -> dict:
+def chat_response(completion: Completion, model: str, tools: list[dict] | None, fmt: AnswerFormat = PLAIN) -> dict:
     """The chat.completion object; a thinking model's reasoning becomes `reasoning_content` (server/
-    reasoning.py); with tools offered, the model's tool-call blocks become `tool_calls`."""
-    reasoning, answer = split_reasoning(completion.text, opened)
-    content, calls = split_tool_calls(answer, tools)
+    reasoning.py, harmony.py); with tools offered, the model's tool calls become `tool_calls`."""
+    reasoning, content, calls = split_answer(completion.text, fmt, tools)
     message: dict[str, Any] = {"role": "assistant", "content": content if (content or not calls) else None}
     if reasoning is not None:
         message["reasoning_content"] = reasoning
@@ -343,25 +346,20 @@ def _cmpl_chunk(cid: str, model: str, text: str, finish: str | None, use: dict |
 
 
 async def _stream_chat(request: web.Request, state: ServerState, job: Job, model: str, tools: list[dict] | None,
-                       include_usage: bool, opened: bool = False) -> web.StreamResponse:
+                       include_usage: bool, fmt: AnswerFormat = PLAIN) -> web.StreamResponse:
     """SSE: a role chunk, `reasoning_content` chunks while a thinking model thinks, content chunks, a
     finish chunk (with `timings`), optionally a usage chunk, then [DONE]. With tools, text that may be a
-    tool call is held (ToolTextGate) and the calls are sent as `tool_calls` deltas at the end."""
+    tool call is held (AnswerStream) and the calls are sent as `tool_calls` deltas at the end."""
     cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     events = JobEvents(request, state.scheduler, job)   # a full queue raises 503 before any byte is sent
     resp: web.StreamResponse | None = None
-    thinking = ReasoningGate(opened)
-    gate = ToolTextGate(tools) if tools else None
+    answer = AnswerStream(fmt, tools)
 
     async def send(pieces: list[tuple[str, str]]) -> None:
         assert resp is not None
         for kind, piece in pieces:
-            if kind == "reasoning":
-                await send_sse(resp, _chunk(cid, model, {"reasoning_content": piece}, None))
-                continue
-            text = gate.feed(piece) if gate is not None else piece
-            if text:
-                await send_sse(resp, _chunk(cid, model, {"content": text}, None))
+            key = "reasoning_content" if kind == "reasoning" else "content"
+            await send_sse(resp, _chunk(cid, model, {key: piece}, None))
 
     try:
         async for kind, payload in events:
@@ -369,23 +367,22 @@ async def _stream_chat(request: web.Request, state: ServerState, job: Job, model
                 resp = await open_sse(request)
                 await send_sse(resp, _chunk(cid, model, {"role": "assistant", "content": ""}, None))
             if kind == "text":
-                await send(thinking.feed(payload))
+                await send(answer.feed(payload))
             elif kind == "done":
                 c: Completion = payload
                 if failed(c):
                     await send_sse(resp, {"error": {"message": c.error or "generation failed",
                                                     "type": "server_error"}})
                     break
-                await send(thinking.finish())
+                pieces, content, calls = answer.finish(c.text)
+                await send(pieces)
                 finish = _finish_reason(c)
-                if gate is not None:
-                    content, calls = gate.finish(split_reasoning(c.text, opened)[1])
-                    if content:
-                        await send_sse(resp, _chunk(cid, model, {"content": content}, None))
-                    if calls:
-                        deltas = [dict(index=i, **tc) for i, tc in enumerate(_tool_calls(calls))]
-                        await send_sse(resp, _chunk(cid, model, {"tool_calls": deltas}, None))
-                        finish = _calls_finish_reason(c)
+                if content:
+                    await send_sse(resp, _chunk(cid, model, {"content": content}, None))
+                if calls:
+                    deltas = [dict(index=i, **tc) for i, tc in enumerate(_tool_calls(calls))]
+                    await send_sse(resp, _chunk(cid, model, {"tool_calls": deltas}, None))
+                    finish = _calls_finish_reason(c)
                 await send_sse(resp, _chunk(cid, model, {}, finish, {"timings": c.timings}))
                 if include_usage:
                     await send_sse(resp, {**_chunk(cid, model, {}, None), "choices": [], "usage": usage(c)})

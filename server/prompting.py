@@ -3,7 +3,11 @@
 Both APIs normalise their messages to one shape (OpenAI's chat messages: system / user / assistant with
 `tool_calls` / tool) before the model's chat template renders them (`engine.apply_chat_template`; for a
 template without tool support the text teammate's `render_tools_into_system` writes the tools into the
-system prompt, see docs/api.md). Not here: request validation (openai_api / anthropic_api).
+system prompt, see docs/api.md). The answer comes back through one of two formats (`AnswerFormat`, found
+by `answer_format` from the model's vocabulary): text with an optional `<think>` block (reasoning.py) and
+tool-call blocks (chat_template.parse_tool_calls), or gpt-oss's Harmony channels (harmony.py);
+`split_answer` reads a whole answer, `AnswerStream` a streamed one, the same way for all three APIs.
+Not here: request validation (openai_api / anthropic_api / responses_api).
 """
 
 from __future__ import annotations
@@ -12,33 +16,43 @@ import asyncio
 import hashlib
 import json
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from strata.engine.chat_template import parse_tool_calls, tool_parameter_types
 from strata.server.errors import APIError
+from strata.server.harmony import HarmonyStream, is_harmony_vocabulary, parse_harmony
+from strata.server.reasoning import ReasoningGate, split_reasoning, thinking_opened
+
+REASONING_EFFORTS = ("low", "medium", "high")     # gpt-oss's template: "Reasoning: <effort>"
+EFFORT_ALIASES = {"none": "low", "minimal": "low", "xhigh": "high"}   # OpenAI's other levels
 
 
 async def render_chat_async(engine: Any, messages: list[dict], tools: list[dict] | None,
-                            prefill: str = "") -> list[int]:
+                            prefill: str = "", template_vars: dict[str, Any] | None = None) -> list[int]:
     """`render_chat` in a worker thread: a long conversation's template and tokenizer work (tens of
     milliseconds at 100K tokens) must not hold up the event loop and everyone's streams."""
-    return await asyncio.get_running_loop().run_in_executor(None, render_chat, engine, messages, tools, prefill)
+    return await asyncio.get_running_loop().run_in_executor(None, render_chat, engine, messages, tools, prefill,
+                                                            template_vars)
 
 
-def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None, prefill: str = "") -> list[int]:
+def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None, prefill: str = "",
+                template_vars: dict[str, Any] | None = None) -> list[int]:
     """Token ids of the chat prompt with the generation prompt appended, then `prefill` (the start of the
-    answer the client wrote: the model continues it). A template that refuses the messages' shape (some
-    insist on one leading system message and alternating turns, which agents do not keep) renders them
-    again in that shape (`alternating`); the messages as sent stay first, so that a template that takes
-    them renders exactly what the client sent."""
+    answer the client wrote: the model continues it). `template_vars` are more variables for the template
+    (`reasoning_effort`). A template that refuses the messages' shape (some insist on one leading system
+    message and alternating turns, which agents do not keep) renders them again in that shape
+    (`alternating`); the messages as sent stay first, so that a template that takes them renders exactly
+    what the client sent."""
+    extra = template_vars or {}
     try:
-        text = engine.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True)
+        text = engine.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, **extra)
     except (ValueError, TypeError, KeyError) as e:
         strict = alternating(messages)
         try:
             if strict == messages:
                 raise
-            text = engine.apply_chat_template(strict, tools=tools or None, add_generation_prompt=True)
+            text = engine.apply_chat_template(strict, tools=tools or None, add_generation_prompt=True, **extra)
         except (ValueError, TypeError, KeyError):
             raise APIError(400, f"the model's chat template could not render these messages: {e}") from None
     return list(engine.tokenize(text + prefill, special=True))
@@ -187,3 +201,86 @@ class ToolTextGate:
             content = full_text
         rest = content[len(self.sent):] if content.startswith(self.sent) else ""
         return rest, calls
+
+
+def reasoning_effort(value: Any, param: str) -> dict[str, str]:
+    """Template variables for a request's reasoning effort (OpenAI `reasoning_effort`, Responses
+    `reasoning.effort`): {} when absent; OpenAI's other levels read as the nearest of gpt-oss's low /
+    medium / high (EFFORT_ALIASES)."""
+    if value is None:
+        return {}
+    value = EFFORT_ALIASES.get(value, value) if isinstance(value, str) else value
+    if value not in REASONING_EFFORTS:
+        known = ", ".join(sorted(set(REASONING_EFFORTS) | set(EFFORT_ALIASES)))
+        raise APIError(400, f"'{param}' must be one of {known}; got {value!r}", param=param)
+    return {"reasoning_effort": value}
+
+
+# ----- reading the answer -----
+
+@dataclass(frozen=True)
+class AnswerFormat:
+    """How the model writes its answer: gpt-oss's Harmony channels (harmony.py), or text whose reasoning is
+    a `<think>` block (`opened`: the prompt ends inside it, reasoning.py) and whose calls are tool-call
+    blocks (parse_tool_calls)."""
+
+    harmony: bool = False
+    opened: bool = False
+
+
+PLAIN = AnswerFormat()
+
+
+def answer_format(engine: Any, prompt: list[int]) -> AnswerFormat:
+    """The format of the answer to `prompt`: Harmony when the model's vocabulary has its markup tokens
+    (`<|channel|>`, `<|message|>`), never from the model's name."""
+    if is_harmony_vocabulary(getattr(engine, "tokenizer", None)):
+        return AnswerFormat(harmony=True)
+    return AnswerFormat(opened=thinking_opened(engine, prompt))
+
+
+def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None) -> tuple[str | None, str, list[dict]]:
+    """(reasoning or None, content, calls) of a whole answer; calls only when the request offered tools
+    (a Harmony call of a tool not offered is dropped, as llama.cpp drops it)."""
+    if fmt.harmony:
+        answer = parse_harmony(text)
+        return answer.reasoning, answer.content, answer.calls if tools else []
+    reasoning, rest = split_reasoning(text, fmt.opened)
+    content, calls = split_tool_calls(rest, tools)
+    return reasoning, content, calls
+
+
+class AnswerStream:
+    """A streamed answer read as split_answer reads it: `feed(piece)` gives ("reasoning" | "text", str)
+    pieces that may go out now (text that may still be a tool call is held); `finish(full_text)` gives
+    (the last pieces, the text still to send after them, the calls)."""
+
+    def __init__(self, fmt: AnswerFormat, tools: list[dict] | None) -> None:
+        self._tools = tools
+        self._opened = fmt.opened
+        self._harmony = HarmonyStream() if fmt.harmony else None
+        self._thinking = ReasoningGate(fmt.opened)
+        self._gate = ToolTextGate(tools) if tools and not fmt.harmony else None
+
+    def feed(self, piece: str) -> list[tuple[str, str]]:
+        if self._harmony is not None:
+            return self._harmony.feed(piece)
+        return self._gated(self._thinking.feed(piece))
+
+    def _gated(self, pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        out = []
+        for kind, text in pieces:
+            if kind == "text" and self._gate is not None:
+                text = self._gate.feed(text)
+            if text:
+                out.append((kind, text))
+        return out
+
+    def finish(self, full_text: str) -> tuple[list[tuple[str, str]], str, list[dict]]:
+        if self._harmony is not None:
+            return self._harmony.finish(), "", self._harmony.calls if self._tools else []
+        pieces = self._gated(self._thinking.finish())
+        if self._gate is None:
+            return pieces, "", []
+        rest, calls = self._gate.finish(split_reasoning(full_text, self._opened)[1])
+        return pieces, rest, calls

@@ -31,14 +31,17 @@ from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, s
 from strata.server.jobs import Completion, Job
 from strata.server.openai_api import parse_sampling, ready_state
 from strata.server.prompting import (
-    ToolTextGate,
+    PLAIN,
+    AnswerFormat,
+    AnswerStream,
+    answer_format,
     check_fits,
     conversation_key,
     only_named_tool,
+    reasoning_effort,
     render_chat_async,
-    split_tool_calls,
+    split_answer,
 )
-from strata.server.reasoning import ReasoningGate, split_reasoning, thinking_opened
 
 log = logging.getLogger("strata.server")
 
@@ -197,12 +200,14 @@ async def responses(request: web.Request) -> web.StreamResponse:
     tools, custom = parse_tools(body)
     if wants_compaction(body):
         return await _compaction_turn(request, state, body, messages, tools, custom)
-    tokens = await render_chat_async(state.engine, messages, tools)
+    effort = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
+    tokens = await render_chat_async(state.engine, messages, tools,
+                                     template_vars=reasoning_effort(effort.get("effort"), "reasoning.effort"))
     check_fits(len(tokens), state.engine.context_capacity(0))
     job = Job(api="responses", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_output_tokens",), state.config.max_tokens_default),
               sampling=parse_sampling(body), stop=(), conversation=_conversation(body, messages))
-    shape = _Shape(body, body.get("model") or state.model_name, tools, custom, thinking_opened(state.engine, tokens))
+    shape = _Shape(body, body.get("model") or state.model_name, tools, custom, answer_format(state.engine, tokens))
     if f.get_bool(body, "stream"):
         return await _stream(request, state, job, shape)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
@@ -258,11 +263,12 @@ def _conversation(body: dict, messages: list[dict]) -> str:
 class _Shape:
     """One response's ids and the request fields its objects echo."""
 
-    def __init__(self, body: dict, model: str, tools: list[dict] | None, custom: set[str], opened: bool = False) -> None:
+    def __init__(self, body: dict, model: str, tools: list[dict] | None, custom: set[str],
+                 fmt: AnswerFormat = PLAIN) -> None:
         self.id = f"resp_{uuid.uuid4().hex}"
         self.msg_id = f"msg_{uuid.uuid4().hex}"
         self.rs_id = f"rs_{uuid.uuid4().hex}"
-        self.opened = opened           # the prompt ends inside a thinking model's <think> (reasoning.py)
+        self.fmt = fmt                 # how the model writes reasoning and calls (prompting.AnswerFormat)
         self.created = int(time.time())
         self.body = body
         self.model = model
@@ -320,8 +326,7 @@ class _Shape:
                 "arguments": call["arguments"] if args is None else args, "status": status}
 
     def output(self, c: Completion) -> list[dict]:
-        reasoning, answer = split_reasoning(c.text, self.opened)
-        content, calls = split_tool_calls(answer, self.tools)
+        reasoning, content, calls = split_answer(c.text, self.fmt, self.tools)
         items = [self.reasoning(reasoning)] if reasoning is not None else []
         items += [self.message(content, "completed" if calls else _call_status(c))] if content or not calls else []
         return items + [self.call_item(call, _call_status(c)) for call in calls]
@@ -353,8 +358,7 @@ class _Events:
 async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> web.StreamResponse:
     events = JobEvents(request, state.scheduler, job)    # a full queue raises 503 before any byte is sent
     out: _Events | None = None
-    thinking = ReasoningGate(shape.opened)
-    gate = ToolTextGate(shape.tools) if shape.tools else None
+    answer = AnswerStream(shape.fmt, shape.tools)
     items: list[dict] = []          # the output items done
     open_item: dict | None = None   # the item being streamed: {"type", "index", "text"}
 
@@ -401,9 +405,7 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> 
 
     async def send(pieces: list[tuple[str, str]]) -> None:
         for kind, piece in pieces:
-            piece = gate.feed(piece) if gate is not None and kind == "text" else piece
-            if piece:
-                await delta(kind, piece)
+            await delta(kind, piece)
 
     try:
         async for kind, payload in events:
@@ -412,7 +414,7 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> 
                 await out.send("response.created", response=shape.response(None, []))
                 await out.send("response.in_progress", response=shape.response(None, []))
             if kind == "text":
-                await send(thinking.feed(payload))
+                await send(answer.feed(payload))
             elif kind == "done":
                 c: Completion = payload
                 if failed(c):
@@ -420,9 +422,8 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> 
                     broken["error"] = {"code": "server_error", "message": c.error or "generation failed"}
                     await out.send("response.failed", response=broken)
                     break
-                await send(thinking.finish())
-                answer = split_reasoning(c.text, shape.opened)[1]
-                rest, calls = gate.finish(answer) if gate is not None else ("", [])
+                pieces, rest, calls = answer.finish(c.text)
+                await send(pieces)
                 message_sent = any(i["type"] == "message" for i in items) or (
                     open_item is not None and open_item["type"] == "text")
                 if rest or not (calls or message_sent):

@@ -271,8 +271,10 @@ class Engine:
     def detokenize(self, tokens: Iterable[int]) -> str:
         return self.tokenizer.decode(list(tokens))
 
-    def apply_chat_template(self, messages, tools=None, add_generation_prompt: bool = True) -> str:
-        return self.chat_template.render(messages, tools=tools, add_generation_prompt=add_generation_prompt)
+    def apply_chat_template(self, messages, tools=None, add_generation_prompt: bool = True, **extra) -> str:
+        """`extra`: more template variables (gpt-oss's `reasoning_effort`)."""
+        return self.chat_template.render(messages, tools=tools, add_generation_prompt=add_generation_prompt,
+                                         **extra)
 
     def generate(self, tokens: Sequence[int], max_tokens: int, temperature: float = 0.0, top_k: int = 0,
                  top_p: float = 1.0, min_p: float = 0.0, repeat_penalty: float = 1.0,

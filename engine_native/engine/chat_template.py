@@ -37,6 +37,9 @@ What it is:
     3. turn each `tool` message into a `user` message `<tool_response>\n...\n</tool_response>`
        (consecutive tool results share one user message).
   `render` applies it by itself when tools (or tool messages) meet a template without tool support.
+- `harmony_messages(messages)`: what `render` does to messages for gpt-oss's Harmony template (one that
+  writes `<|channel|>`): `reasoning_content` becomes the `thinking` field it reads, one call a message.
+- As llama.cpp's Jinja, `+` of an undefined value or None and a string is the string.
 - `parse_tool_calls(text) -> (content, calls)`: the model's answer split into its text and its calls
   `[{"name": str, "arguments": json str}]`, for `<tool_call>{json}</tool_call>` blocks (Hermes,
   Qwen; an unterminated last block counts; also `<TOOLCALL>[...]</TOOLCALL>`, Nemotron), Qwen3-Coder's
@@ -85,6 +88,24 @@ class ChatTemplateError(ValueError):
 def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
             separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+class _TemplateEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
+    """The sandbox, with llama.cpp's leniency for `+`: an undefined or None operand beside a string is
+    the empty string (gpt-oss's template writes `"// " + tool.description`, and a tool's description is
+    optional in every API)."""
+
+    intercepted_binops = frozenset(["+"])
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "+":
+            empty_left = left is None or isinstance(left, jinja2.Undefined)
+            empty_right = right is None or isinstance(right, jinja2.Undefined)
+            if empty_left and isinstance(right, str):
+                return right
+            if empty_right and isinstance(left, str):
+                return left
+        return super().call_binop(context, operator, left, right)
 
 
 def _raise_exception(message: str) -> None:
@@ -158,6 +179,8 @@ def normalize_messages(messages: Any, object_arguments: bool = True) -> list[dic
                 fn = dict(call.get("function", {}), name=name, arguments=args)
                 calls.append({**call, "type": call.get("type", "function"), "function": fn})
             msg["tool_calls"] = calls
+        elif "tool_calls" in msg:
+            del msg["tool_calls"]   # None or []: templates that test `"tool_calls" in message` read no call
         out.append(msg)
     return out
 
@@ -216,6 +239,31 @@ def render_tools_into_system(messages: Sequence[Mapping[str, Any]], tools: Seque
     return out
 
 
+def harmony_messages(msgs: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """Normalised messages as gpt-oss's template reads them (llama.cpp's preparation, plus one call a
+    message): an assistant's `reasoning_content` (the wire form of all three APIs) is its `thinking`,
+    and an assistant turn with reasoning and tool calls keeps no `content` (the template refuses both);
+    a turn of several calls becomes one assistant message a call (the template writes only the first
+    call of a message), the first with the reasoning."""
+    out: list[dict] = []
+    for m in msgs:
+        if m.get("role") != "assistant":
+            out.append(dict(m))
+            continue
+        msg = {k: v for k, v in m.items() if k != "reasoning_content"}
+        if isinstance(m.get("reasoning_content"), str) and m["reasoning_content"] and "thinking" not in m:
+            msg["thinking"] = m["reasoning_content"]
+            if msg.get("tool_calls"):
+                msg["content"] = ""
+        calls = msg.pop("tool_calls", None) or []
+        if not calls:
+            out.append(msg)
+            continue
+        out.append({**msg, "tool_calls": calls[:1]})
+        out += [{"role": "assistant", "content": "", "tool_calls": [c]} for c in calls[1:]]
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------
 # the template
 # ---------------------------------------------------------------------------------------------------
@@ -228,7 +276,7 @@ class ChatTemplate:
         self.source = template
         self.bos_token = bos_token or ""
         self.eos_token = eos_token or ""
-        env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+        env = _TemplateEnvironment(
             trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"],
             undefined=jinja2.Undefined,
         )
@@ -241,6 +289,8 @@ class ChatTemplate:
             raise ChatTemplateError(f"chat template does not parse: {exc.message} (line {exc.lineno})") from None
         # a template that never mentions tools cannot render them: Strata writes them into the system prompt
         self.supports_tools: bool = re.search(r"\btools\b", template) is not None
+        # gpt-oss's Harmony format (as llama.cpp detects it): messages prepared by harmony_messages
+        self.harmony: bool = "<|channel|>" in template
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any], tokenizer=None) -> ChatTemplate:
@@ -264,6 +314,8 @@ class ChatTemplate:
             msgs, tools = render_tools_into_system(messages, tools), None
         else:
             msgs = normalize_messages(messages)
+        if self.harmony:
+            msgs = harmony_messages(msgs)
         if tools is not None and (not isinstance(tools, Sequence) or isinstance(tools, str | bytes)):
             raise ChatTemplateError(f"tools must be a list, got {type(tools).__name__}")
         variables = {
@@ -284,6 +336,8 @@ class ChatTemplate:
             # object: try the string form before giving up, and report the first error if both fail
             try:
                 variables["messages"] = normalize_messages(messages, object_arguments=False)
+                if self.harmony:
+                    variables["messages"] = harmony_messages(variables["messages"])
                 return self._render(variables)
             except ChatTemplateError:
                 pass

@@ -6,7 +6,9 @@ byte-level BPE tokenizer (the `tokenizers` library) that gives llama.cpp's token
 text: the same pre-tokenizer regexes per `tokenizer.ggml.pre` (copied from llama.cpp's
 `llama-vocab.cpp`), the same merge ranks, the same treatment of special tokens (CONTROL tokens are
 parsed in text only when `special=True`; USER_DEFINED tokens always, as llama.cpp does), the same
-BOS rule.
+BOS rule, the same end-of-generation tokens (EOT_TEXTS; for gpt-oss's o200k_harmony vocabulary
+"<|return|>" and "<|call|>" end generation and "<|end|>" does not, and its message markup is always
+parsed and rendered: END_OF_MESSAGE_ONLY, ALWAYS_RENDERED_TEXTS).
 
 Also SentencePiece BPE vocabularies (`tokenizer.ggml.model == "llama"`: Llama 2, Mistral 7B) with
 llama.cpp's rule (the adjacent pair whose merged token has the best score merges first; a space
@@ -20,7 +22,7 @@ detokenization (see `text.py`). Decoding does not "clean up" spaces before punct
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from tokenizers import AddedToken, Regex, models, normalizers, pre_tokenizers
@@ -42,6 +44,13 @@ _QWEN2 = (
     r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+# o200k (GPT-4o, gpt-oss): the original regex of its tokenizer.json (llama.cpp runs a rewrite of it
+# without \p{M}, which its own regex engine lacks; Hugging Face's runs the original)
+_GPT4O = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 _DEFAULT = (r"[\p{P}\$\+<=>\^~\|]+", _GPT2, r"\p{N}+", r"[0-9][0-9][0-9]")
 
 # name in tokenizer.ggml.pre -> (regexes, ignore_merges, default add_bos)
@@ -50,6 +59,9 @@ PRE_TOKENIZERS: dict[str, tuple[tuple[str, ...], bool, bool]] = {
     **{name: ((_LLAMA3,), True, True) for name in ("llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral")},
     **{name: ((_QWEN2,), False, False) for name in ("qwen2", "deepseek-r1-qwen", "stablelm2")},
     **{name: ((_GPT2,), False, False) for name in ("gpt2", "gpt-2", "phi-2", "mpt", "olmo")},
+    # llama.cpp's LLAMA_VOCAB_PRE_TYPE_GPT4O names and MiniMax-M2 (the same regex); merges not ignored,
+    # no BOS by default
+    **{name: ((_GPT4O,), False, False) for name in ("gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2")},
     **{
         name: ((r"\p{N}", _GPT2), False, False)
         for name in ("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b")
@@ -60,7 +72,16 @@ PRE_TOKENIZERS: dict[str, tuple[tuple[str, ...], bool, bool]] = {
 EOT_TEXTS = (
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
     "<|end_of_text|>", "<EOT>", "<end_of_utterance>",
+    "<|return|>", "<|call|>",   # o200k_harmony (gpt-oss): the answer's end, a tool call's end
+    "<|flush|>", "<|calls|>",   # solar-open's pair of the same
 )
+# llama.cpp's workaround for o200k_harmony (and solar-open): when the end-of-generation tokens hold
+# "<|return|>" and "<|call|>" (or "<|calls|>" and "<|flush|>"), "<|end|>" only ends one message of
+# the answer (gpt-oss writes its analysis, then "<|end|>", then its final message): it does not end
+# generation, and it is always parsed and rendered (USER_DEFINED)
+END_OF_MESSAGE_ONLY = ("<|end|>", (("<|return|>", "<|call|>"), ("<|calls|>", "<|flush|>")))
+# gpt-oss's message markup, which llama.cpp always parses and renders (USER_DEFINED, whatever the file says)
+ALWAYS_RENDERED_TEXTS = ("<|channel|>", "<|message|>", "<|start|>", "<|constrain|>")
 # tokens that open a chat message (anchors of the conversation cache's segment tier)
 MESSAGE_OPENER_TEXTS = ("<|im_start|>", "<|start_header_id|>", "<start_of_turn>", "[INST]")
 
@@ -219,28 +240,47 @@ def _read_vocab(metadata: Mapping[str, object]) -> _Vocab:
     )
 
 
+def _end_of_generation(vocab: _Vocab, ids: Mapping[str, int]) -> tuple[frozenset[int], _Vocab]:
+    """(the ids that end generation, the vocabulary with llama.cpp's type overrides): EOS, EOT and the
+    EOT_TEXTS the vocabulary has, less "<|end|>" for a Harmony-style vocabulary (END_OF_MESSAGE_ONLY),
+    whose "<|end|>" and ALWAYS_RENDERED_TEXTS become USER_DEFINED."""
+    eot = {i for i in (vocab.eos_id, vocab.eot_id) if i is not None}
+    eot |= {ids[t] for t in EOT_TEXTS if t in ids}
+    texts = {vocab.tokens[i] for i in eot}
+    end_text, pairs = END_OF_MESSAGE_ONLY
+    always = [ids[t] for t in ALWAYS_RENDERED_TEXTS if t in ids]
+    if end_text in texts and any(a in texts and b in texts for a, b in pairs):
+        always += [i for i in eot if vocab.tokens[i] == end_text]
+        eot = {i for i in eot if vocab.tokens[i] != end_text}
+    if not always:
+        return frozenset(eot), vocab
+    types = list(vocab.types)
+    for i in always:
+        types[i] = TOKEN_USER_DEFINED
+    return frozenset(eot), replace(vocab, types=tuple(types))
+
+
 class Tokenizer:
     """Text <-> token ids for one GGUF vocabulary. Thread-safe (no state changes after construction)."""
 
     def __init__(self, vocab: _Vocab):
+        ids = {}
+        for i, text in enumerate(vocab.tokens):
+            ids[text] = i  # as llama.cpp: a duplicated text maps to its last id
+        self._ids = ids
+        eot, vocab = _end_of_generation(vocab, ids)
+        self.eot_ids: frozenset[int] = eot
         self._vocab = vocab
         self.n_vocab: int = len(vocab.tokens)
         self.bos_id: int | None = vocab.bos_id
         self.eos_id: int | None = vocab.eos_id
         self.add_bos: bool = vocab.add_bos
         self.pre: str = vocab.pre
-        ids = {}
-        for i, text in enumerate(vocab.tokens):
-            ids[text] = i  # as llama.cpp: a duplicated text maps to its last id
-        self._ids = ids
         parsed = [i for i, t in enumerate(vocab.types) if t in (TOKEN_CONTROL, TOKEN_UNKNOWN, TOKEN_USER_DEFINED)]
         # CONTROL and UNKNOWN tokens are the "special" ones: parsed in text only when asked
         self.special_ids: frozenset[int] = frozenset(
             i for i in parsed if vocab.types[i] != TOKEN_USER_DEFINED
         ) | frozenset(i for i in (vocab.bos_id, vocab.eos_id) if i is not None)
-        eot = {i for i in (vocab.eos_id, vocab.eot_id) if i is not None}
-        eot |= {ids[t] for t in EOT_TEXTS if t in ids}
-        self.eot_ids: frozenset[int] = frozenset(eot)
         self.message_opener_ids: list[int] = [ids[t] for t in MESSAGE_OPENER_TEXTS if t in ids]
         # (n_vocab,) the bytes each token stands for; special tokens as their text
         self.kind: str = vocab.kind
