@@ -273,3 +273,12 @@ def test_device_report(default_pair):
     assert info["name"] and info["vram_total"] > info["vram_free"] >= 0
     assert info["vram_used"] >= info["weight_bytes"] + info["kv_bytes"]
     assert info["kv_bytes"] == 3 * 512 * gpu.bytes_per_token   # main + 2 slots of 512 tokens
+
+
+def test_mxfp4_weights_are_refused_by_name(tiny_model_factory):
+    """MXFP4 (gpt-oss's experts) has CPU kernels only: the CUDA backend names the type when it loads
+    the model, instead of failing at the first product."""
+    if BACKEND != "cuda":
+        pytest.skip("the CPU backend computes MXFP4 (tests/engine/test_logits_reference.py)")
+    with pytest.raises(ValueError, match=r"weight type MXFP4 has no CUDA kernel"):
+        gpu_engine(tiny_model_factory(dtype="MXFP4", seed=3), n_ctx=32)
