@@ -2,13 +2,15 @@
 and (with --shaped) a model of a real MoE's layer shapes for engine_vs_llamacpp.py.
 
 What it does: writes tiny random models (tests/fixtures/tiny_gguf.py) with experts (Mixtral-style
-llama, qwen3moe) in several types, and with linear and YaRN RoPE scaling,
+llama, qwen3moe, gpt-oss with its sinks, sliding window and MXFP4 experts) in several types, and with
+linear and YaRN RoPE scaling,
 runs the same tokens through Strata (this interpreter) and llama.cpp (--llama-python, in a
 subprocess), and prints per model the largest logit difference relative to the position's largest
 logit, and how many positions agree on the top token. `--shaped PATH` instead writes a model with
 Qwen3-30B-A3B's expert shapes (n_embd 2048, 128 experts of 768, 8 a token; 16 query / 4 KV heads of
 128, where the real model has 32 query heads) but `--layers` layers, a 1,024-token vocabulary
-(the fixtures' tokenizer) and random Q4_K weights (down Q6_K), for the speed comparison:
+(the fixtures' tokenizer) and random Q4_K weights (down Q6_K), for the speed comparison;
+`--shaped-arch gpt-oss` copies gpt-oss-20b's shapes (MXFP4 experts, Q8_0 elsewhere) instead:
 
     .venv/bin/python benchmarks/generated_vs_llamacpp.py --llama-python /work/refenv/venv/bin/python
     .venv/bin/python benchmarks/generated_vs_llamacpp.py --shaped /tmp/moe-shaped.gguf --layers 6
@@ -33,6 +35,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TOKENS = [3, 17, 300, 42, 7, 99, 100, 5, 260, 511, 64, 8, 9, 300, 300, 12, 44, 45, 46, 47] * 3   # 60 positions
+# gpt-oss: 4 query heads of 32 over 2 KV heads in a 64-wide model (heads not adding up to n_embd, as in
+# the real 64 x 64 over 2880), a window of 20 positions in the even layers (the 60 positions pass it)
+_OSS = {"arch": "gpt-oss", "n_layer": 3, "n_embd": 64, "n_head": 4, "n_head_kv": 2, "head_dim": 32, "n_ff": 64,
+        "n_expert": 8, "n_expert_used": 2, "sliding_window": 20}
+_MXFP4_EXPERTS = {"ffn_gate": "MXFP4", "ffn_up": "MXFP4", "ffn_down": "MXFP4"}
 CASES = [   # (label, make_tiny_gguf parameters); the dense ones show the differences quantization alone makes
     ("llama dense, Q8_0", {"dtype": "Q8_0"}),
     ("llama dense, Q4_K", {"dtype": "Q4_K", "n_embd": 256, "n_ff": 512}),
@@ -54,6 +61,10 @@ CASES = [   # (label, make_tiny_gguf parameters); the dense ones show the differ
         "arch": "qwen3", "dtype": "F32", "rope_scaling": ("yarn", 4.0, 64),
         "rope_keys": {"rope.scaling.yarn_beta_fast": 16.0, "rope.scaling.yarn_ext_factor": 0.5}}),
     ("llama F32, a factor without a type (linear)", {"dtype": "F32", "rope_scaling": (None, 4.0, 64)}),
+    ("gpt-oss F32, 8 experts / 2, window 20", {**_OSS, "dtype": "F32"}),
+    ("gpt-oss F32, window 5, YaRN x4 (original context 32)", {**_OSS, "dtype": "F32", "sliding_window": 5,
+                                                              "rope_scaling": ("yarn", 4.0, 32)}),
+    ("gpt-oss Q8_0, MXFP4 experts", {**_OSS, "dtype": "Q8_0", "type_overrides": _MXFP4_EXPERTS}),
 ]
 
 
@@ -92,9 +103,14 @@ def compare(python: str) -> list[dict]:
     return rows
 
 
-def write_shaped(path: str, n_layer: int) -> None:
+def write_shaped(path: str, n_layer: int, arch: str = "qwen3moe") -> None:
     from tests.fixtures.tiny_gguf import make_tiny_gguf
 
+    if arch == "gpt-oss":   # gpt-oss-20b: 2880 wide, 64 query / 8 KV heads of 64, 32 experts of 2880, 4 a token
+        make_tiny_gguf(path, arch="gpt-oss", dtype="Q8_0", n_layer=n_layer, n_embd=2880, n_head=64, n_head_kv=8,
+                       head_dim=64, n_ff=2880, n_vocab=1024, n_expert=32, n_expert_used=4, ctx_len=4096,
+                       sliding_window=128, type_overrides=_MXFP4_EXPERTS, use_temp_file=n_layer > 4)
+        return
     make_tiny_gguf(path, arch="qwen3moe", dtype="Q4_K", n_layer=n_layer, n_embd=2048, n_head=16, n_head_kv=4,
                    n_ff=768, n_vocab=1024, n_expert=128, n_expert_used=8, ctx_len=4096,
                    type_overrides={"token_embd": "Q8_0", "output": "Q6_K", "ffn_down": "Q6_K"},
@@ -107,10 +123,12 @@ def main() -> int:
                     help="an interpreter where `import llama_cpp` works")
     ap.add_argument("--shaped", metavar="PATH", help="write the real-shaped model here instead")
     ap.add_argument("--layers", type=int, default=6, help="layers of the --shaped model")
+    ap.add_argument("--shaped-arch", choices=("qwen3moe", "gpt-oss"), default="qwen3moe",
+                    help="whose shapes --shaped copies: Qwen3-30B-A3B's or gpt-oss-20b's (MXFP4 experts)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.shaped:
-        write_shaped(args.shaped, args.layers)
+        write_shaped(args.shaped, args.layers, args.shaped_arch)
         print(f"wrote {args.shaped} ({os.path.getsize(args.shaped) / 2**20:.0f} MiB)")
         return 0
     rows = compare(args.llama_python)

@@ -149,7 +149,8 @@ class engine {
     // attention of lone rows in parts over the threads (forward.cpp, split_pays): the parts of a
     // forward's rows, then layer il's attention by them
     void plan_attention_parts(const batch_row* rows, int64_t n);
-    void attention_parts(const batch_row* rows, int64_t n, int64_t il, float scale);
+    // sinks: the layer's (n_head,) attention sink logits, or nullptr
+    void attention_parts(const batch_row* rows, int64_t n, int64_t il, float scale, const float* sinks);
 
     engine_params params_;
     std::unique_ptr<model> model_;

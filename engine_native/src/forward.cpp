@@ -78,6 +78,17 @@ void swiglu_row(float* g, const float* u, int64_t n) {
     }
 }
 
+// gpt-oss's clamped SwiGLU (ggml's swiglu_oai): x = min(g, 7), y = clamp(u, -7, 7),
+// g = x / (1 + exp(-1.702 x)) * (y + 1). Scalar: it runs on the few expert rows of a token.
+void swiglu_oai_row(float* g, const float* u, int64_t n) {
+    constexpr float alpha = 1.702f, limit = 7.0f;
+    for (int64_t i = 0; i < n; i++) {
+        const float x = std::min(g[i], limit);
+        const float y = std::clamp(u[i], -limit, limit);
+        g[i] = x / (1.0f + std::exp(alpha * (-x))) * (y + 1.0f);
+    }
+}
+
 // A run of units [front, back) as one word, claimed from either end by compare-and-swap; one cache
 // line each so that the threads' claims on their own runs do not contend.
 struct alignas(64) unit_run {
@@ -147,7 +158,7 @@ void engine::plan_attention_parts(const batch_row* rows, int64_t n) {
     part_inv_.resize(size_t(n * h.n_head));
 }
 
-void engine::attention_parts(const batch_row* rows, int64_t n, int64_t il, float scale) {
+void engine::attention_parts(const batch_row* rows, int64_t n, int64_t il, float scale, const float* sinks) {
     const model_hparams& h = model_->hp;
     const int64_t Q = h.q_dim(), HD = h.head_dim, n_rep = h.n_head / h.n_head_kv;
     const part_plan& p = parts_;
@@ -164,7 +175,8 @@ void engine::attention_parts(const batch_row* rows, int64_t n, int64_t il, float
         for (int64_t i = b; i < e; i++) {
             const int64_t r = i / h.n_head, hh = i % h.n_head;
             part_inv_[size_t(i)] = attention_softmax_part(S + p.offset[size_t(r)] + hh * p.n_pad[size_t(r)],
-                                                          rows[r].pos + 1, p.n_pad[size_t(r)]);
+                                                          rows[r].pos + 1, p.n_pad[size_t(r)],
+                                                          sinks ? sinks[hh] : -INFINITY);
         }
     });
     pool_->parallel_chunks(int64_t(p.values.size()), [&](int64_t c, int) {
@@ -276,6 +288,12 @@ void engine::moe_ffn(const layer_weights& L, int64_t n) {
     const model_hparams& h = model_->hp;
     const int64_t E = h.n_embd, NE = h.n_expert, K = h.n_expert_used, FE = h.n_ff_exp;
     matmuls(xn_, n, E, {{&L.ffn_gate_inp, router_}});
+    if (!L.router_b.empty()) {
+        pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+            for (int64_t r = b; r < e; r++)
+                for (int64_t x = 0; x < NE; x++) router_[r * NE + x] += L.router_b[size_t(x)];
+        });
+    }
 
     moe_expert_.resize(size_t(n * K));
     moe_weight_.resize(size_t(n * K));
@@ -303,9 +321,13 @@ void engine::moe_ffn(const layer_weights& L, int64_t n) {
     moe_first_.assign(size_t(NE + 1), 0);
     for (int64_t i = 0; i < n * K; i++) moe_first_[size_t(moe_expert_[size_t(i)]) + 1]++;
     for (int64_t x = 0; x < NE; x++) moe_first_[size_t(x + 1)] += moe_first_[size_t(x)];
+    std::vector<int32_t> pair_expert(size_t(n * K));   // the expert of each pair, in pair order
     {
         std::vector<int64_t> next(moe_first_.begin(), moe_first_.end() - 1);
-        for (int64_t i = 0; i < n * K; i++) moe_pair_[size_t(i)] = next[size_t(moe_expert_[size_t(i)])]++;
+        for (int64_t i = 0; i < n * K; i++) {
+            moe_pair_[size_t(i)] = next[size_t(moe_expert_[size_t(i)])]++;
+            pair_expert[size_t(moe_pair_[size_t(i)])] = moe_expert_[size_t(i)];
+        }
     }
 
     // gate and up: each pair's activation row (its row's, quantized for the expert weights' types)
@@ -334,11 +356,24 @@ void engine::moe_ffn(const layer_weights& L, int64_t n) {
     }
     run_products(units);
 
-    // down, over silu(gate) * up
+    // down, over the activation of gate and up (plus their biases, gpt-oss)
     const int32_t down_type = L.down_exps.first.type;
+    const bool oai = h.ffn_act == FFN_SWIGLU_OAI;
     pool_->parallel_range(n * K, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
         for (int64_t p = b; p < e; p++) {
-            swiglu_row(moe_gate_ + p * FE, moe_up_ + p * FE, FE);
+            float* g = moe_gate_ + p * FE;
+            float* u = moe_up_ + p * FE;
+            if (!L.gate_exps_b.empty()) {
+                const float* gb = L.gate_exps_b.data() + size_t(pair_expert[size_t(p)]) * size_t(FE);
+                const float* ub = L.up_exps_b.data() + size_t(pair_expert[size_t(p)]) * size_t(FE);
+                for (int64_t i = 0; i < FE; i++) g[i] += gb[i];
+                for (int64_t i = 0; i < FE; i++) u[i] += ub[i];
+            }
+            if (oai) {
+                swiglu_oai_row(g, u, FE);
+            } else {
+                swiglu_row(g, u, FE);
+            }
             quantize_act_row(down_type, moe_gate_ + p * FE, moe_xq_[0] + size_t(p) * xrb, FE);
         }
     });
@@ -349,6 +384,14 @@ void engine::moe_ffn(const layer_weights& L, int64_t n) {
         add_product_units(units, L.down_exps.expert(x), moe_xq_[0] + size_t(p0) * xrb, xrb, cnt, moe_out_ + p0 * E);
     }
     run_products(units);
+    if (!L.down_exps_b.empty()) {
+        pool_->parallel_range(n * K, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+            for (int64_t p = b; p < e; p++) {
+                const float* db = L.down_exps_b.data() + size_t(pair_expert[size_t(p)]) * size_t(E);
+                for (int64_t i = 0; i < E; i++) moe_out_[p * E + i] += db[i];
+            }
+        });
+    }
 
     pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
         for (int64_t r = b; r < e; r++) {
@@ -484,9 +527,11 @@ void engine::forward(const batch_row* rows, int64_t n) {
             }
         });
 
-        // attention (tasks above, or in parts: attention_parts)
-        if (split) {
-            attention_parts(rows, n, il, scale);
+        // attention (tasks above, or in parts: attention_parts; a layer with a window reads at most
+        // its window, never long enough to split)
+        const float* sinks = L.sinks.empty() ? nullptr : L.sinks.data();
+        if (split && L.window == 0) {
+            attention_parts(rows, n, il, scale, sinks);
         } else pool_->parallel_chunks(n_tasks, [&](int64_t c, int ith) {
             const attn_task& task = tasks[size_t(c)];
             const batch_row& row = rows[task.r0];
@@ -499,15 +544,15 @@ void engine::forward(const batch_row* rows, int64_t n) {
                 for (int64_t i = 0; i < task.n_rows; i++) n_pos[i] = rows[task.r0 + i].pos + 1;
                 const int64_t qo = task.r0 * Q + task.g0 * n_rep * HD;
                 attention_row_group(kvh_, k, v, q_ + qo, Q, 0, n_rep, task.n_rows, n_pos, scale, xn_ + qo, Q,
-                                    scratch.data());
+                                    scratch.data(), L.window, sinks ? sinks + task.g0 * n_rep : nullptr);
                 return;
             }
             float* scores = att_scratch_ + int64_t(ith) * attention_scratch_floats(n_rep, max_capacity_);
             const int64_t r = task.r0;
             for (int64_t g = task.g0; g < task.g0 + task.n_heads; g++) {
                 attention_group(kvh_, row.ctx->k_head(il, g), row.ctx->v_head(il, g), q_ + r * Q + g * n_rep * HD, 0,
-                                n_rep, row.pos + 1, scale,
-                                xn_ + r * Q + g * n_rep * HD, scores);
+                                n_rep, row.pos + 1, scale, xn_ + r * Q + g * n_rep * HD, scores, L.window,
+                                sinks ? sinks + g * n_rep : nullptr);
             }
         });
         matmuls(xn_, n, Q, {{&L.wo, out_}});
@@ -516,7 +561,11 @@ void engine::forward(const batch_row* rows, int64_t n) {
             for (int64_t r = b; r < e; r++) {
                 float* x = x_ + r * E;
                 const float* o = out_ + r * E;
-                for (int64_t i = 0; i < E; i++) x[i] += o[i];
+                if (L.bo.empty()) {
+                    for (int64_t i = 0; i < E; i++) x[i] += o[i];
+                } else {
+                    for (int64_t i = 0; i < E; i++) x[i] += o[i] + L.bo[size_t(i)];
+                }
                 rms_norm(x, L.ffn_norm.data(), xn_ + r * E, E, h.rms_eps);
             }
         });

@@ -78,12 +78,19 @@ struct loader {
     }
 
     std::vector<float> vec(const std::string& name, int64_t n, bool required) const {
+        return floats(name, {n}, required);
+    }
+
+    // A small float tensor (norms, biases, sinks) of `shape`, as f32 in GGUF element order.
+    std::vector<float> floats(const std::string& name, std::vector<int64_t> shape, bool required) const {
         const gguf_tensor* t = find(name, required);
         if (!t) return {};
-        check_shape(*t, {n});
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        check_shape(*t, std::move(shape));
         if (t->type != TYPE_F32 && t->type != TYPE_F16 && t->type != TYPE_BF16) {
             const char* tn = gguf_type_name(t->type);
-            throw model_error("model " + path + ": 1-D tensor '" + name + "' has type " + (tn ? tn : "?") +
+            throw model_error("model " + path + ": tensor '" + name + "' has type " + (tn ? tn : "?") +
                               " (expected F32, F16 or BF16)");
         }
         auto out = std::vector<float>(size_t(n));
@@ -151,9 +158,10 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
 
     hp.arch = f.get_str("general.architecture");
     const std::string& a = hp.arch;
-    if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe") {
+    const bool oss = a == "gpt-oss";
+    if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && !oss) {
         throw model_error("model " + path + ": unsupported architecture '" + a +
-                          "' (supported: llama, qwen2, qwen3, qwen3moe)");
+                          "' (supported: llama, qwen2, qwen3, qwen3moe, gpt-oss)");
     }
     hp.n_embd = f.get_int(a + ".embedding_length");
     hp.n_layer = f.get_int(a + ".block_count");
@@ -167,7 +175,7 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     const bool ff_shared_out = a == "qwen3moe" && hp.n_expert_used > 0;
     const int64_t ff_exp_default = hp.n_expert <= 0 ? 0 : ff_shared_out ? hp.n_ff / hp.n_expert_used : hp.n_ff;
     hp.n_ff_exp = f.get_int(a + ".expert_feed_forward_length", ff_exp_default);
-    if (a == "qwen3moe" && hp.n_expert == 0) throw model_error("model " + path + ": qwen3moe without expert_count");
+    if ((a == "qwen3moe" || oss) && hp.n_expert == 0) throw model_error("model " + path + ": " + a + " without expert_count");
     if (hp.n_expert < 0 || hp.n_expert > 4096 || hp.n_expert_used < 0 || hp.n_expert_used > hp.n_expert ||
         (hp.n_expert > 0 && (hp.n_expert_used == 0 || hp.n_ff_exp <= 0 || hp.n_ff_exp > (1 << 22)))) {
         throw model_error("model " + path + ": invalid experts in metadata (expert_count " + std::to_string(hp.n_expert) +
@@ -177,7 +185,15 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     hp.n_ctx_train = f.get_int(a + ".context_length", 4096);
     hp.rms_eps = float(f.get_float(a + ".attention.layer_norm_rms_epsilon", 1e-5));
     hp.rope_freq_base = float(f.get_float(a + ".rope.freq_base", 10000.0));
-    hp.rope = a == "llama" ? ROPE_NORM : ROPE_NEOX;   // qwen2, qwen3, qwen3moe: NEOX
+    hp.rope = a == "llama" ? ROPE_NORM : ROPE_NEOX;   // qwen2, qwen3, qwen3moe, gpt-oss: NEOX
+    if (oss) {
+        hp.ffn_act = FFN_SWIGLU_OAI;
+        hp.n_swa = f.get_int(a + ".attention.sliding_window");
+        if (hp.n_swa <= 0) {
+            throw model_error("model " + path + ": attention.sliding_window " + std::to_string(hp.n_swa) +
+                              " must be positive");
+        }
+    }
     if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_head <= 0 || hp.n_head_kv <= 0 || hp.n_ff <= 0) {
         throw model_error("model " + path + ": non-positive size in metadata (n_embd " + std::to_string(hp.n_embd) +
                           ", n_layer " + std::to_string(hp.n_layer) + ", n_head " + std::to_string(hp.n_head) +
@@ -250,13 +266,34 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     m->output_norm = ld.vec("output_norm.weight", hp.n_embd, true);
     m->rope_freq_factors = ld.vec("rope_freqs.weight", hp.n_rot / 2, false);
 
+    // gpt-oss: which layers have the window, as llama.cpp reads attention.sliding_window_pattern: an
+    // array of one bool per layer, or a period n (layer il has it when il % n < n - 1; 0: every layer;
+    // 2, the default: the even layers)
+    std::vector<bool> windowed(size_t(hp.n_layer), false);
+    if (oss) {
+        const std::string key = a + ".attention.sliding_window_pattern";
+        const gguf_value* pat = f.find(key);
+        if (pat && pat->type == GGUF_TYPE_ARRAY) {
+            if (pat->arr_type != GGUF_TYPE_BOOL || pat->arr_n != uint64_t(hp.n_layer)) {
+                throw model_error("model " + path + ": " + key + " must be " + std::to_string(hp.n_layer) +
+                                  " bools (one per layer)");
+            }
+            for (int64_t il = 0; il < hp.n_layer; il++) windowed[size_t(il)] = pat->arr_data[il] != 0;
+        } else {
+            const int64_t n = pat ? pat->as_int() : 2;
+            if (n < 0 || n > hp.n_layer + 1) {
+                throw model_error("model " + path + ": " + key + " " + std::to_string(n) + " is invalid");
+            }
+            for (int64_t il = 0; il < hp.n_layer; il++) windowed[size_t(il)] = n == 0 || il % n < n - 1;
+        }
+    }
     const int64_t E = hp.n_embd, Q = hp.q_dim(), KV = hp.kv_dim(), F = hp.n_ff;
     m->layers.resize(size_t(hp.n_layer));
     for (int64_t il = 0; il < hp.n_layer; il++) {
         layer_weights& L = m->layers[size_t(il)];
         const std::string p = "blk." + std::to_string(il) + ".";
         L.attn_norm = ld.vec(p + "attn_norm.weight", E, true);
-        L.ffn_norm = ld.vec(p + "ffn_norm.weight", E, true);
+        L.ffn_norm = ld.vec(p + (oss ? "post_attention_norm.weight" : "ffn_norm.weight"), E, true);
         L.wq = ld.matrix(p + "attn_q.weight", E, Q);
         L.wk = ld.matrix(p + "attn_k.weight", E, KV);
         L.wv = ld.matrix(p + "attn_v.weight", E, KV);
@@ -272,7 +309,17 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
             L.w_up = ld.matrix(p + "ffn_up.weight", E, F);
             L.w_down = ld.matrix(p + "ffn_down.weight", F, E);
         }
-        bool biases = a == "qwen2";
+        if (oss) {
+            const int64_t NE = hp.n_expert, FE = hp.n_ff_exp;
+            L.bo = ld.vec(p + "attn_output.bias", E, true);
+            L.sinks = ld.vec(p + "attn_sinks.weight", hp.n_head, true);
+            L.router_b = ld.vec(p + "ffn_gate_inp.bias", NE, true);
+            L.gate_exps_b = ld.floats(p + "ffn_gate_exps.bias", {FE, NE}, true);
+            L.up_exps_b = ld.floats(p + "ffn_up_exps.bias", {FE, NE}, true);
+            L.down_exps_b = ld.floats(p + "ffn_down_exps.bias", {E, NE}, true);
+            L.window = windowed[size_t(il)] ? hp.n_swa : 0;
+        }
+        bool biases = a == "qwen2" || oss;
         L.bq = ld.vec(p + "attn_q.bias", Q, biases);
         L.bk = ld.vec(p + "attn_k.bias", KV, biases);
         L.bv = ld.vec(p + "attn_v.bias", KV, biases);

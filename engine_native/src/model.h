@@ -2,8 +2,9 @@
 //
 // Not here: KV caches, contexts or the forward pass (forward.cpp). Architectures: llama (SmolLM2,
 // Llama 3.x, Mistral-style; Mixtral-style with experts), qwen2 (Q/K/V biases), qwen3 (Q/K RMS norms),
-// qwen3moe (qwen3 with a mixture of experts in place of the FFN). Anything else, or a weight type the
-// kernels do not compute with, throws model_error naming it.
+// qwen3moe (qwen3 with a mixture of experts in place of the FFN), gpt-oss (OpenAI's: biases everywhere,
+// attention sinks, a sliding window in every other layer, clamped SwiGLU experts). Anything else, or a
+// weight type the kernels do not compute with, throws model_error naming it.
 #pragma once
 
 #include <memory>
@@ -22,7 +23,12 @@ class model_error : public std::runtime_error {
 
 enum rope_style : int32_t {
     ROPE_NORM = 0,   // adjacent pairs (x[2i], x[2i+1]): llama in GGUF (the converter permutes Q/K)
-    ROPE_NEOX = 1,   // halves (x[i], x[i + d/2]): qwen2, qwen3
+    ROPE_NEOX = 1,   // halves (x[i], x[i + d/2]): qwen2, qwen3, gpt-oss
+};
+
+enum ffn_activation : int32_t {
+    FFN_SWIGLU = 0,       // silu(gate) * up
+    FFN_SWIGLU_OAI = 1,   // gpt-oss: g = min(gate, 7), u = clamp(up, -7, 7), g * sigmoid(1.702 g) * (u + 1)
 };
 
 struct model_hparams {
@@ -54,6 +60,8 @@ struct model_hparams {
     int64_t n_expert = 0;
     int64_t n_expert_used = 0;
     int64_t n_ff_exp = 0;      // one expert's FFN width
+    ffn_activation ffn_act = FFN_SWIGLU;
+    int64_t n_swa = 0;         // attention.sliding_window: the window of the layers that have one (0: none)
 
     bool moe() const { return n_expert > 0; }
     int64_t q_dim() const { return n_head * head_dim; }
@@ -94,6 +102,13 @@ struct layer_weights {
     expert_weights gate_exps, up_exps, down_exps;   // MoE: (n_ff_exp, n_embd) x2, (n_embd, n_ff_exp) each
     std::vector<float> bq, bk, bv;  // qwen2 biases: (q_dim,), (kv_dim,), (kv_dim,); empty otherwise
     std::vector<float> q_norm, k_norm;   // qwen3: (head_dim,) each; empty otherwise
+    // gpt-oss (empty otherwise): the output projection's bias (n_embd,), the query heads' attention
+    // sink logits (n_head,), the router's bias (n_expert,) and the experts' biases, expert-major:
+    // (n_expert, n_ff_exp) for gate and up, (n_expert, n_embd) for down
+    std::vector<float> bo, sinks, router_b, gate_exps_b, up_exps_b, down_exps_b;
+    // > 0: a row at position p attends to positions (p - window, p] only (llama.cpp's standard
+    // sliding window); 0: the whole history
+    int64_t window = 0;
 };
 
 // Row `pos`'s rotation table: (n_rot / 2) pairs (cos, sin) of each dimension pair's angle, with

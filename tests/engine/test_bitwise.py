@@ -16,12 +16,16 @@ PROMPT = [3, 17, 300, 42, 7, 99, 100, 5, 260, 511, 64, 8, 9, 300, 300, 12, 44, 4
 NEXT = [77, 78, 79]
 
 
-@pytest.fixture(scope="module", params=["Q4_1", "Q4_K", "Q4_K experts"])
+@pytest.fixture(scope="module", params=["Q4_1", "Q4_K", "Q4_K experts", "Q8_0 gpt-oss"])
 def engine(request, tiny_model_factory):
     dtype, _, kind = request.param.partition(" ")
     shape = K_QUANT_SHAPE if dtype.endswith("_K") else {}
     # experts: rows of one forward share some experts and not others (8 experts, 2 a token)
-    experts = {"n_expert": 8, "n_expert_used": 2} if kind == "experts" else {}
+    experts = {"n_expert": 8, "n_expert_used": 2} if kind in ("experts", "gpt-oss") else {}
+    # gpt-oss: sinks, a window of 8 positions in every other layer (PROMPT is longer), MXFP4 experts
+    if kind == "gpt-oss":
+        experts |= {"arch": "gpt-oss", "sliding_window": 8, "n_layer": 3,
+                    "type_overrides": {"ffn_gate": "MXFP4", "ffn_up": "MXFP4", "ffn_down": "MXFP4"}}
     path = tiny_model_factory(dtype=dtype, seed=11, **shape, **experts)
     return Engine(path, n_ctx=128, n_slots=4, n_groups=2, n_threads=2)
 

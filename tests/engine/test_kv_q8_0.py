@@ -54,8 +54,9 @@ def q8_0_values(x: np.ndarray, fp16_scale: bool) -> np.ndarray:
 class Q8ReferenceModel(ReferenceModel):
     """The float reference with the q8_0 cache's roundings: K, V to q8_0 rows, queries to q8_0 blocks."""
 
-    def _attention(self, q, k, v, n_past):
-        return super()._attention(q8_0_values(q, False), q8_0_values(k, True), q8_0_values(v, True), n_past)
+    def _attention(self, q, k, v, n_past, window=0, sinks=None):
+        return super()._attention(q8_0_values(q, False), q8_0_values(k, True), q8_0_values(v, True), n_past,
+                                  window, sinks)
 
 
 def logits_one_by_one(engine: Engine, tokens: list[int]) -> np.ndarray:

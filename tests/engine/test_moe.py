@@ -77,19 +77,30 @@ def test_experts_change_the_answer(tiny_model_factory):
 
 
 def rewrite(src, dst, *, drop: str = "", kv: dict | None = None, tensors: dict | None = None) -> None:
-    """Copies a GGUF file with metadata keys changed (kv) or tensors renamed to several (tensors)."""
+    """Copies a GGUF file with metadata keys changed or added (kv: an int, or a list of bools), a key or
+    tensor left out (drop) or tensors renamed to several (tensors)."""
     reader = gguf.GGUFReader(src)
-    w = gguf.GGUFWriter(str(dst), "llama")
+    w = gguf.GGUFWriter(str(dst), reader.get_field("general.architecture").contents())
+    kv = dict(kv or {})
     for f in reader.fields.values():
         if f.name.startswith("GGUF.") or f.name == "general.architecture" or f.name == drop:
             continue
-        value = (kv or {}).get(f.name, f.contents())
+        if f.name in kv and isinstance(kv[f.name], list):   # a new form for the key: written below
+            continue
+        value = kv.pop(f.name, f.contents())
         vtype = f.types[0]
         if vtype == gguf.GGUFValueType.ARRAY:
             w.add_key_value(f.name, value, vtype, sub_type=f.types[-1])
         else:
             w.add_key_value(f.name, value, vtype)
+    for name, value in kv.items():
+        if isinstance(value, list):
+            w.add_key_value(name, value, gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.BOOL)
+        else:
+            w.add_key_value(name, value, gguf.GGUFValueType.INT32)
     for t in reader.tensors:
+        if t.name == drop:
+            continue
         data = np.asarray(t.data).reshape([int(d) for d in reversed(t.shape)] if t.tensor_type == 0 else t.data.shape)
         split = (tensors or {}).get(t.name)
         if split:
