@@ -62,9 +62,13 @@ CASES = [   # (label, make_tiny_gguf parameters); the dense ones show the differ
         "rope_keys": {"rope.scaling.yarn_beta_fast": 16.0, "rope.scaling.yarn_ext_factor": 0.5}}),
     ("llama F32, a factor without a type (linear)", {"dtype": "F32", "rope_scaling": (None, 4.0, 64)}),
     ("gpt-oss F32, 8 experts / 2, window 20", {**_OSS, "dtype": "F32"}),
-    ("gpt-oss F32, window 5, YaRN x4 (original context 32)", {**_OSS, "dtype": "F32", "sliding_window": 5,
-                                                              "rope_scaling": ("yarn", 4.0, 32)}),
-    ("gpt-oss Q8_0, MXFP4 experts", {**_OSS, "dtype": "Q8_0", "type_overrides": _MXFP4_EXPERTS}),
+    # 4 experts of 4: no router choice that a near-tie could flip (with 8 / 2 one position of 60 may)
+    ("gpt-oss F32, 4 / 4, window 5, YaRN x4 (original context 32)", {
+        **_OSS, "dtype": "F32", "n_expert": 4, "n_expert_used": 4, "sliding_window": 5,
+        "rope_scaling": ("yarn", 4.0, 32)}),
+    ("gpt-oss Q8_0, MXFP4 experts 8 / 2", {**_OSS, "dtype": "Q8_0", "type_overrides": _MXFP4_EXPERTS}),
+    ("gpt-oss Q8_0, MXFP4 experts 4 / 4", {**_OSS, "dtype": "Q8_0", "n_expert": 4, "n_expert_used": 4,
+                                           "type_overrides": _MXFP4_EXPERTS}),
 ]
 
 
