@@ -1,17 +1,24 @@
 // Test-only Python binding of the kernels: strata._engine.kernels. Lets tests and benchmarks call
-// dequantize_row, quantize_act_row, matvec, matvec_generic and matmul on NumPy arrays, and the
-// row-interleaved products of quants-packed.h (pack_rows, unpack_rows, matmul_packed).
+// dequantize_row, quantize_act_row, matvec, matvec_generic and matmul on NumPy arrays, the
+// row-interleaved products of quants-packed.h (pack_rows, unpack_rows, matmul_packed), and the
+// attention kernels of attention.h over a KV built here (kv_pack, kv_rows, kv_write_rows,
+// attention_group, attention_row_group, attention_in_parts).
 //
 // Not the engine's Python surface (binding.cpp); nothing in the product calls this. Every compute
 // call releases the GIL; bad arguments raise ValueError naming the problem.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "attention.h"
 #include "quants-kernels.h"
 #include "quants-packed.h"
 #include "quants.h"
@@ -262,6 +269,211 @@ py::tuple int8_peak_probe(int64_t n_iter) {
     return py::make_tuple(macs, seconds);
 }
 
+
+// ---- attention (attention.h) over one layer's KV of (n_head_kv, head_dim) heads, as kv_layout_make
+// gives it for kv_type (TYPE_F16, TYPE_F32 or TYPE_Q8_0); buffers are uint8 arrays of the layout's bytes.
+
+kv_layout layout_of(int32_t kv_type, int64_t n_head_kv, int64_t head_dim) {
+    if (n_head_kv < 1 || head_dim < 1) {
+        throw std::invalid_argument("kv layout: n_head_kv " + std::to_string(n_head_kv) + " and head_dim " +
+                                    std::to_string(head_dim) + " must be positive");
+    }
+    return kv_layout_make(kv_type, 1, n_head_kv, head_dim);
+}
+
+void check_kv_bytes(const kv_layout& L, const byte_view& b, bool is_k, int64_t n, const char* who) {
+    const size_t need = kv_prefix_bytes(L, is_k, n);
+    if (b.size < need) {
+        throw std::invalid_argument(std::string(who) + ": the " + (is_k ? "K" : "V") + " buffer holds " +
+                                    std::to_string(b.size) + " bytes, positions [0, " + std::to_string(n) +
+                                    ") need " + std::to_string(need));
+    }
+}
+
+// k, v: (n, kv_dim) float32 -> (K buffer, V buffer) uint8 for `capacity` positions (default n)
+py::tuple py_kv_pack(int32_t kv_type, int64_t n_head_kv, int64_t head_dim, const f32_array& k, const f32_array& v,
+                     py::object capacity_obj) {
+    const kv_layout L = layout_of(kv_type, n_head_kv, head_dim);
+    if (k.ndim() != 2 || k.shape(1) != L.kv_dim || v.ndim() != 2 || v.shape(0) != k.shape(0) || v.shape(1) != L.kv_dim) {
+        throw std::invalid_argument("kv_pack: k and v must both be (n, " + std::to_string(L.kv_dim) + ") float32");
+    }
+    const int64_t n = k.shape(0);
+    const int64_t capacity = capacity_obj.is_none() ? n : capacity_obj.cast<int64_t>();
+    if (capacity < n) {
+        throw std::invalid_argument("kv_pack: capacity " + std::to_string(capacity) + " is below the " +
+                                    std::to_string(n) + " positions given");
+    }
+    py::array_t<uint8_t> kb(py::ssize_t(L.k_bytes(capacity))), vb(py::ssize_t(L.v_bytes(capacity)));
+    std::memset(kb.mutable_data(), 0, size_t(kb.size()));
+    std::memset(vb.mutable_data(), 0, size_t(vb.size()));
+    for (int64_t t = 0; t < n; ++t) {
+        kv_store(L, kb.mutable_data(), vb.mutable_data(), t, k.data() + t * L.kv_dim, v.data() + t * L.kv_dim);
+    }
+    return py::make_tuple(kb, vb);
+}
+
+// Positions [t0, t1) of a K (is_k) or V buffer as (t1 - t0, row_bytes) uint8 rows (kv_get_rows)
+py::array_t<uint8_t> py_kv_rows(int32_t kv_type, int64_t n_head_kv, int64_t head_dim, const py::buffer& buf, bool is_k,
+                                int64_t t0, int64_t t1) {
+    const kv_layout L = layout_of(kv_type, n_head_kv, head_dim);
+    py::buffer_info keep;
+    const byte_view b = bytes_of(buf, keep);
+    if (t0 < 0 || t1 < t0) throw std::invalid_argument("kv_rows: [" + std::to_string(t0) + ", " + std::to_string(t1) + ") is not a range");
+    check_kv_bytes(L, b, is_k, t1, "kv_rows");
+    py::array_t<uint8_t> out({py::ssize_t(t1 - t0), py::ssize_t(L.row_bytes)});
+    kv_get_rows(L, b.data, is_k, t0, t1, out.mutable_data());
+    return out;
+}
+
+// rows (n, row_bytes) uint8 into positions [t0, t0 + n) of a K (is_k) or V buffer, in place (kv_set_rows)
+void py_kv_write_rows(int32_t kv_type, int64_t n_head_kv, int64_t head_dim, py::array buf, bool is_k,
+                      int64_t t0, const u8_array& rows) {
+    const kv_layout L = layout_of(kv_type, n_head_kv, head_dim);
+    if (rows.ndim() != 2 || size_t(rows.shape(1)) != L.row_bytes) {
+        throw std::invalid_argument("kv_write_rows: rows must be (n, " + std::to_string(L.row_bytes) + ") uint8");
+    }
+    if (!buf.dtype().is(py::dtype::of<uint8_t>()) || !(buf.flags() & py::array::c_style) || !buf.writeable()) {
+        throw std::invalid_argument("kv_write_rows: the buffer must be a writable C-contiguous uint8 array");
+    }
+    const int64_t t1 = t0 + rows.shape(0);
+    if (t0 < 0 || size_t(buf.size()) < kv_prefix_bytes(L, is_k, t1)) {
+        throw std::invalid_argument("kv_write_rows: positions [" + std::to_string(t0) + ", " + std::to_string(t1) +
+                                    ") are outside the buffer's " + std::to_string(buf.size()) + " bytes");
+    }
+    kv_set_rows(L, static_cast<uint8_t*>(buf.mutable_data()), is_k, t0, t1, rows.data());
+}
+
+// The arguments every attention call checks: the layout, kv head g, the query heads per kv head, the
+// window and the sinks ((n_rep,) float32 or None, not NaN); returns the sinks' pointer or nullptr.
+struct attention_args {
+    kv_layout L;
+    byte_view k, v;
+    py::buffer_info keep_k, keep_v;
+    std::vector<float> sinks;
+    const float* sinks_ptr() const { return sinks.empty() ? nullptr : sinks.data(); }
+};
+
+void read_attention_args(attention_args& a, int32_t kv_type, int64_t n_head_kv, int64_t head_dim, const py::buffer& k,
+                         const py::buffer& v, int64_t g, int64_t n_rep, int64_t max_pos, int64_t window,
+                         const py::object& sinks, const char* who) {
+    a.L = layout_of(kv_type, n_head_kv, head_dim);
+    a.k = bytes_of(k, a.keep_k);
+    a.v = bytes_of(v, a.keep_v);
+    if (g < 0 || g >= n_head_kv) {
+        throw std::invalid_argument(std::string(who) + ": kv head " + std::to_string(g) + " is outside [0, " +
+                                    std::to_string(n_head_kv) + ")");
+    }
+    if (n_rep < 1 || n_rep > 64) {
+        throw std::invalid_argument(std::string(who) + ": " + std::to_string(n_rep) + " query heads per kv head (1 to 64)");
+    }
+    if (window < 0) throw std::invalid_argument(std::string(who) + ": window " + std::to_string(window) + " is negative");
+    check_kv_bytes(a.L, a.k, true, max_pos, who);
+    check_kv_bytes(a.L, a.v, false, max_pos, who);
+    if (sinks.is_none()) return;
+    const f32_array s = sinks.cast<f32_array>();
+    if (s.ndim() != 1 || s.shape(0) != n_rep) {
+        throw std::invalid_argument(std::string(who) + ": sinks must be (" + std::to_string(n_rep) + ",) float32, one per query head");
+    }
+    a.sinks.assign(s.data(), s.data() + n_rep);
+    for (float x : a.sinks) {
+        if (std::isnan(x)) throw std::invalid_argument(std::string(who) + ": a sink logit is NaN");
+    }
+}
+
+void check_n_pos(int64_t n_pos, const char* who) {
+    if (n_pos < 1) throw std::invalid_argument(std::string(who) + ": n_pos " + std::to_string(n_pos) + " (at least 1)");
+}
+
+// q: (n_rep, head_dim) float32 -> (n_rep, head_dim): attention_group for kv head g over [0, n_pos)
+py::array_t<float> py_attention_group(int32_t kv_type, int64_t n_head_kv, int64_t head_dim, const py::buffer& k,
+                                      const py::buffer& v, const f32_array& q, int64_t g, int64_t n_pos, float scale,
+                                      int64_t window, const py::object& sinks) {
+    if (q.ndim() != 2 || q.shape(1) != head_dim) {
+        throw std::invalid_argument("attention_group: q must be (n_rep, " + std::to_string(head_dim) + ") float32");
+    }
+    const int64_t n_rep = q.shape(0);
+    check_n_pos(n_pos, "attention_group");
+    attention_args a;
+    read_attention_args(a, kv_type, n_head_kv, head_dim, k, v, g, n_rep, n_pos, window, sinks, "attention_group");
+    py::array_t<float> out({n_rep, head_dim});
+    std::vector<float> scores(size_t(attention_scratch_floats(n_rep, n_pos)));
+    float* o = out.mutable_data();
+    {
+        py::gil_scoped_release nogil;
+        attention_group(a.L, a.k.data, a.v.data, q.data(), g, n_rep, n_pos, scale, o, scores.data(), window,
+                        a.sinks_ptr());
+    }
+    return out;
+}
+
+// q: (n_rows, n_rep, head_dim) float32, n_pos: (n_rows,) -> (n_rows, n_rep, head_dim): attention_row_group
+py::array_t<float> py_attention_row_group(int32_t kv_type, int64_t n_head_kv, int64_t head_dim, const py::buffer& k,
+                                          const py::buffer& v, const f32_array& q, int64_t g,
+                                          const std::vector<int64_t>& n_pos, float scale, int64_t window,
+                                          const py::object& sinks) {
+    if (q.ndim() != 3 || q.shape(2) != head_dim || q.shape(0) != int64_t(n_pos.size())) {
+        throw std::invalid_argument("attention_row_group: q must be (n_rows, n_rep, " + std::to_string(head_dim) +
+                                    ") float32 with one n_pos per row");
+    }
+    const int64_t n_rows = q.shape(0), n_rep = q.shape(1);
+    int64_t max_pos = 0;
+    for (int64_t p : n_pos) {
+        check_n_pos(p, "attention_row_group");
+        max_pos = std::max(max_pos, p);
+    }
+    attention_args a;
+    read_attention_args(a, kv_type, n_head_kv, head_dim, k, v, g, n_rep, max_pos, window, sinks, "attention_row_group");
+    py::array_t<float> out({n_rows, n_rep, head_dim});
+    const size_t floats = size_t(std::max(attention_rows_scratch_floats(n_rep, n_rows, max_pos),
+                                          attention_scratch_floats(n_rep, max_pos)));
+    std::vector<float> scratch(floats);
+    float* o = out.mutable_data();
+    {
+        py::gil_scoped_release nogil;
+        attention_row_group(a.L, a.k.data, a.v.data, q.data(), n_rep * head_dim, g, n_rep, n_rows, n_pos.data(), scale,
+                            o, n_rep * head_dim, scratch.data(), window, a.sinks_ptr());
+    }
+    return out;
+}
+
+// One row in parts as forward.cpp's attention_parts runs them (no window): the scores of the tiles cut
+// into n_parts ranges, each query head's softmax (with its sink), the values by 32 dimensions.
+// q: (n_rep, head_dim) -> (n_rep, head_dim). Only where attention_split_ok.
+py::array_t<float> py_attention_in_parts(int32_t kv_type, int64_t n_head_kv, int64_t head_dim, const py::buffer& k,
+                                         const py::buffer& v, const f32_array& q, int64_t g, int64_t n_pos,
+                                         float scale, const py::object& sinks, int64_t n_parts) {
+    if (q.ndim() != 2 || q.shape(1) != head_dim) {
+        throw std::invalid_argument("attention_in_parts: q must be (n_rep, " + std::to_string(head_dim) + ") float32");
+    }
+    const int64_t n_rep = q.shape(0);
+    check_n_pos(n_pos, "attention_in_parts");
+    if (n_parts < 1) throw std::invalid_argument("attention_in_parts: n_parts " + std::to_string(n_parts) + " (at least 1)");
+    attention_args a;
+    read_attention_args(a, kv_type, n_head_kv, head_dim, k, v, g, n_rep, n_pos, 0, sinks, "attention_in_parts");
+    if (!attention_split_ok(a.L)) {
+        throw std::invalid_argument("attention_in_parts: this layout is not split into parts (attention_split_ok)");
+    }
+    const int64_t n_tiles = (n_pos + k_kv_tile - 1) / k_kv_tile, n_pad = n_tiles * k_kv_tile;
+    py::array_t<float> out({n_rep, head_dim});
+    std::vector<float> scores(static_cast<size_t>(n_rep * n_pad)), inv(static_cast<size_t>(n_rep));
+    float* o = out.mutable_data();
+    {
+        py::gil_scoped_release nogil;
+        for (int64_t p = 0; p < n_parts; ++p) {
+            attention_scores_part(a.L, a.k.data, q.data(), g, n_rep, n_tiles * p / n_parts, n_tiles * (p + 1) / n_parts,
+                                  n_pad, scale, scores.data());
+        }
+        for (int64_t h = 0; h < n_rep; ++h) {
+            inv[size_t(h)] = attention_softmax_part(scores.data() + h * n_pad, n_pos, n_pad,
+                                                    a.sinks.empty() ? -INFINITY : a.sinks[size_t(h)]);
+        }
+        for (int64_t d0 = 0; d0 < head_dim; d0 += k_attention_split_dims) {
+            attention_values_part(a.L, a.v.data, scores.data(), g, n_rep, n_pos, n_pad, inv.data(), d0, o);
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 void register_kernel_bindings(py::module_& parent) {
@@ -292,6 +504,24 @@ void register_kernel_bindings(py::module_& parent) {
     k.def("matmul_packed", &py_matmul_packed, py::arg("type"), py::arg("packed"), py::arg("n_rows"), py::arg("xp"),
           py::arg("n"), py::arg("r0") = 0, py::arg("r1") = py::none());
     k.def("stream_read", &stream_read, py::arg("buffer"));
+    k.def("kv_pack", &py_kv_pack, py::arg("kv_type"), py::arg("n_head_kv"), py::arg("head_dim"), py::arg("k"),
+          py::arg("v"), py::arg("capacity") = py::none());
+    k.def("kv_rows", &py_kv_rows, py::arg("kv_type"), py::arg("n_head_kv"), py::arg("head_dim"), py::arg("buf"),
+          py::arg("is_k"), py::arg("t0"), py::arg("t1"));
+    k.def("kv_write_rows", &py_kv_write_rows, py::arg("kv_type"), py::arg("n_head_kv"), py::arg("head_dim"),
+          py::arg("buf"), py::arg("is_k"), py::arg("t0"), py::arg("rows"));
+    k.def("attention_rows_grouped", [](int32_t kv_type, int64_t n_head_kv, int64_t head_dim) {
+        return attention_rows_grouped(layout_of(kv_type, n_head_kv, head_dim));
+    }, py::arg("kv_type"), py::arg("n_head_kv"), py::arg("head_dim"));
+    k.def("attention_group", &py_attention_group, py::arg("kv_type"), py::arg("n_head_kv"), py::arg("head_dim"),
+          py::arg("k"), py::arg("v"), py::arg("q"), py::arg("g"), py::arg("n_pos"), py::arg("scale"),
+          py::arg("window") = 0, py::arg("sinks") = py::none());
+    k.def("attention_row_group", &py_attention_row_group, py::arg("kv_type"), py::arg("n_head_kv"),
+          py::arg("head_dim"), py::arg("k"), py::arg("v"), py::arg("q"), py::arg("g"), py::arg("n_pos"),
+          py::arg("scale"), py::arg("window") = 0, py::arg("sinks") = py::none());
+    k.def("attention_in_parts", &py_attention_in_parts, py::arg("kv_type"), py::arg("n_head_kv"), py::arg("head_dim"),
+          py::arg("k"), py::arg("v"), py::arg("q"), py::arg("g"), py::arg("n_pos"), py::arg("scale"),
+          py::arg("sinks") = py::none(), py::arg("n_parts") = 3);
     k.def("int8_peak_probe", &int8_peak_probe, py::arg("n_iter"));
     k.def("fp32_to_fp16", [](const f32_array& x) {
         py::array_t<uint16_t> out(x.size());
