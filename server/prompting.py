@@ -26,6 +26,7 @@ from strata.server.reasoning import ReasoningGate, split_reasoning, thinking_ope
 
 REASONING_EFFORTS = ("low", "medium", "high")     # gpt-oss's template: "Reasoning: <effort>"
 EFFORT_ALIASES = {"none": "low", "minimal": "low", "xhigh": "high"}   # OpenAI's other levels
+HARMONY_FINAL = "<|channel|>final<|message|>"      # after the prompt's "<|start|>assistant" (llama.cpp's continuation)
 
 
 async def render_chat_async(engine: Any, messages: list[dict], tools: list[dict] | None,
@@ -55,6 +56,8 @@ def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None, pre
             text = engine.apply_chat_template(strict, tools=tools or None, add_generation_prompt=True, **extra)
         except (ValueError, TypeError, KeyError):
             raise APIError(400, f"the model's chat template could not render these messages: {e}") from None
+    if prefill and getattr(getattr(engine, "chat_template", None), "harmony", False):
+        prefill = HARMONY_FINAL + prefill      # the client's start of the answer is the final message's
     return list(engine.tokenize(text + prefill, special=True))
 
 

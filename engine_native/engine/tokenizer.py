@@ -83,7 +83,7 @@ END_OF_MESSAGE_ONLY = ("<|end|>", (("<|return|>", "<|call|>"), ("<|calls|>", "<|
 # gpt-oss's message markup, which llama.cpp always parses and renders (USER_DEFINED, whatever the file says)
 ALWAYS_RENDERED_TEXTS = ("<|channel|>", "<|message|>", "<|start|>", "<|constrain|>")
 # tokens that open a chat message (anchors of the conversation cache's segment tier)
-MESSAGE_OPENER_TEXTS = ("<|im_start|>", "<|start_header_id|>", "<start_of_turn>", "[INST]")
+MESSAGE_OPENER_TEXTS = ("<|im_start|>", "<|start_header_id|>", "<start_of_turn>", "[INST]", "<|start|>")
 
 
 class TokenizerError(ValueError):

@@ -156,6 +156,13 @@ def test_the_history_goes_back_through_the_template(caller):
                 "<|start|>assistant") in text
 
 
+def test_a_prefilled_answer_continues_the_final_message(caller):
+    engine = caller.state.engine
+    text = engine.detokenize(render_chat(engine, ASK, None, prefill="Sure,"))
+    assert text.endswith("<|start|>user<|message|>Weather in Paris?<|end|><|start|>assistant"
+                         "<|channel|>final<|message|>Sure,")
+
+
 def test_reasoning_effort_reaches_the_template(caller):
     oai, _ = sdk_clients(caller)
     r = oai.chat.completions.create(model="m", messages=ASK, tools=TOOLS, max_tokens=40, reasoning_effort="high")

@@ -151,3 +151,7 @@ def test_markup_types_follow_llamacpp(harmony):
     types = harmony._vocab.types
     assert all(types[harmony.token_id(t)] == TOKEN_USER_DEFINED for t in MARKUP + ("<|end|>",))
     assert types[harmony.token_id("<|return|>")] == TOKEN_CONTROL
+
+
+def test_start_opens_messages_for_the_segment_tier(harmony):
+    assert harmony.token_id("<|start|>") in harmony.message_opener_ids
