@@ -71,17 +71,32 @@ inline __m512 header_quad(const uint8_t* p, size_t stride, int nv) {
     if (!FULL) h = _mm_maskz_mov_epi32(__mmask8((1u << nv) - 1), h);
     return _mm512_castps256_ps512(_mm256_cvtph_ps(h));
 }
-// MXFP4's 1-byte E8M0 headers of four blocks -> f32 [d0 0 d1 0 d2 0 d3 0] in the low 256 bits, the
-// layout header_quad gives, with d = 2^(e - 128) built as e8m0_to_fp32_half builds it; missing blocks read as 0.
+// MXFP4's E8M0 exponents (int32 lanes, 0..255) -> 2^(e - 128), built as e8m0_to_fp32_half builds it.
+inline __m512 e8m0_half_ps(__m512i e) {
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, one), 23);          // e >= 2
+    const __m512i denormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);   // e < 2: 2^-128, 2^-127
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(e, one), denormal, normal));
+}
+// The scales of a step's four MXFP4 blocks, lanes 4b..4b+3 = d of block b (scale_quad's layout).
+// A full step: its blocks' 1-byte headers are bytes 0, 17, 34, 51 of its first 64, byte b of 128-bit
+// lane b, so one pshufb spreads each over its lane. A partial step reads them one by one (missing: 0).
 template <bool FULL>
-inline __m512 e8m0_header_quad(const uint8_t* p, size_t stride, int nv) {
-    __m256i e = _mm256_setr_epi32(p[0], 0, p[block_at<FULL>(1, nv, stride)], 0, p[block_at<FULL>(2, nv, stride)], 0,
-                                  p[block_at<FULL>(3, nv, stride)], 0);
-    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);          // e >= 2
-    const __m256i denormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);                      // e < 2
-    __m256i bits = _mm256_mask_blend_epi32(_mm256_cmpgt_epi32_mask(e, _mm256_set1_epi32(1)), denormal, normal);
-    if (!FULL) bits = _mm256_maskz_mov_epi32(__mmask8((1u << (2 * nv)) - 1), bits);
-    return _mm512_castps256_ps512(_mm256_castsi256_ps(bits));
+inline __m512 e8m0_scale_quad(const uint8_t* p, size_t stride, int nv) {
+    __m512i e;
+    if (FULL) {
+        static_assert(3 * sizeof(block_mxfp4) < 64, "the fourth header must lie in the first 64 bytes");
+        const __m512i pick = _mm512_setr_epi32(-256, -256, -256, -256, -255, -255, -255, -255,   // bytes [b, 0x80 x3]
+                                               -254, -254, -254, -254, -253, -253, -253, -253);
+        e = _mm512_shuffle_epi8(_mm512_loadu_si512(p), pick);
+    } else {
+        e = _mm512_castsi128_si512(_mm_setr_epi32(p[0], p[block_at<FULL>(1, nv, stride)], p[block_at<FULL>(2, nv, stride)],
+                                                  p[block_at<FULL>(3, nv, stride)]));
+        e = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), e);
+    }
+    __m512 d = e8m0_half_ps(e);
+    if (!FULL) d = _mm512_maskz_mov_ps(__mmask16((1u << (4 * nv)) - 1), d);
+    return d;
 }
 inline __m512 scale_quad(__m512 hdr) {   // lanes 4b..4b+3 = d of block b
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6), hdr);
@@ -198,7 +213,11 @@ struct q32_format : zmm_acc {
                 ws.hi = _mm512_maskz_mov_epi8(k, ws.hi);
             }
         }
-        const __m512 hdr = KIND == K_MXFP4 ? e8m0_header_quad<FULL>(a, WB, nv) : header_quad<FULL>(a, WB, nv);
+        if (KIND == K_MXFP4) {
+            ws.dw = e8m0_scale_quad<FULL>(a, WB, nv);
+            return;
+        }
+        const __m512 hdr = header_quad<FULL>(a, WB, nv);
         ws.dw = scale_quad(hdr);
         if (HAS_MIN) ws.m = second_quad(hdr);
     }
