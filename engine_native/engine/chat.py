@@ -60,6 +60,21 @@ def common_prefix_len(a: list[int], b: list[int]) -> int:
     return i
 
 
+def assistant_message(engine, text: str) -> dict[str, str]:
+    """The answer as the conversation keeps it for the next turn's template: gpt-oss's Harmony answer
+    (a template that writes `<|channel|>`) as its final text and its analysis as `reasoning_content`
+    (its template refuses markup in `content`), any other answer as it was written."""
+    if not getattr(getattr(engine, "chat_template", None), "harmony", False):
+        return {"role": "assistant", "content": text}
+    from strata.server.harmony import parse_harmony  # the server's Harmony reader (pure, no server imports)
+
+    parsed = parse_harmony(text)
+    message = {"role": "assistant", "content": parsed.content}
+    if parsed.reasoning:
+        message["reasoning_content"] = parsed.reasoning
+    return message
+
+
 class ChatSession:
     """One conversation on an engine's main context. Not thread-safe."""
 
@@ -138,7 +153,7 @@ class ChatSession:
         if tail and on_text:
             on_text(tail)
         self.last_answer = answer
-        self.messages.append({"role": "assistant", "content": engine.detokenize(answer)})
+        self.messages.append(assistant_message(engine, engine.detokenize(answer)))
         return TurnStats(
             prompt_tokens=len(prompt), reused_tokens=reused, prefill_tokens=len(prompt) - reused,
             prefill_s=t1 - t0, generated_tokens=len(answer), decode_steps=steps, decode_s=t2 - t1,

@@ -47,10 +47,14 @@ CALL_SCRIPT = [tid("assistant", 1), *ANALYSIS, tid("commentary"), tid(" to=funct
 FINAL_SCRIPT = [tid("assistant", 1), *ANALYSIS, tid("final"), tid("<|message|>", 1), tid(ANSWER), tid("<|return|>")]
 
 
-def harmony_server(factory, script: list[int]) -> LiveServer:
-    path = factory(ctx_len=2048, n_vocab=BASE_VOCAB, seed=5, tokenizer_pre="gpt-4o", chat_template=TEMPLATE,
+def harmony_model(factory, script: list[int]) -> Path:
+    return factory(ctx_len=2048, n_vocab=BASE_VOCAB, seed=5, tokenizer_pre="gpt-4o", chat_template=TEMPLATE,
                    added_tokens=ADDED, script=tuple(script))
-    return LiveServer(model=str(path), ctx=2048, batch=2, threads=1, conversation_cache_mib=0)
+
+
+def harmony_server(factory, script: list[int]) -> LiveServer:
+    return LiveServer(model=str(harmony_model(factory, script)), ctx=2048, batch=2, threads=1,
+                      conversation_cache_mib=0)
 
 
 @pytest.fixture(scope="module")
@@ -212,3 +216,17 @@ def test_a_cut_answer_is_reasoning_only(answerer):
     no_markup(r.model_dump())
     assert r.choices[0].finish_reason == "length"
     assert r.choices[0].message.model_extra["reasoning_content"] == THOUGHT and not r.choices[0].message.content
+
+
+def test_strata_chat_keeps_the_final_text_for_the_next_turn(tiny_model_factory):
+    """`strata chat` (ChatSession): the answer goes back into the conversation as gpt-oss's template wants
+    it (final text, analysis as reasoning), so the second turn renders (the template refuses markup)."""
+    from strata.engine import Engine
+    from strata.engine.chat import ChatSession
+
+    chat = ChatSession(Engine(str(harmony_model(tiny_model_factory, FINAL_SCRIPT)), n_ctx=1024, n_threads=1),
+                       max_tokens=40)
+    assert chat.turn("Weather in Paris?").stop == "eot"
+    assert chat.messages[-1] == {"role": "assistant", "content": ANSWER, "reasoning_content": THOUGHT}
+    chat.turn("And tomorrow?")
+    assert chat.messages[-1]["content"] == ANSWER and len(chat.messages) == 4
