@@ -230,3 +230,30 @@ def test_strata_chat_keeps_the_final_text_for_the_next_turn(tiny_model_factory):
     assert chat.messages[-1] == {"role": "assistant", "content": ANSWER, "reasoning_content": THOUGHT}
     chat.turn("And tomorrow?")
     assert chat.messages[-1]["content"] == ANSWER and len(chat.messages) == 4
+
+
+def test_the_gpt_oss_architecture_end_to_end(tiny_model_factory):
+    """The same script on arch "gpt-oss" (biases, sinks, sliding window, experts: the engine's own gpt-oss
+    path), when this engine runs it (skipped otherwise: the text side does not depend on it)."""
+    from strata.engine import check_model
+
+    path = tiny_model_factory(ctx_len=2048, n_vocab=BASE_VOCAB, seed=5, tokenizer_pre="gpt-4o",
+                              chat_template=TEMPLATE, added_tokens=ADDED, script=tuple(CALL_SCRIPT),
+                              arch="gpt-oss", n_expert=4, n_expert_used=2)
+    try:
+        check_model(path)
+    except ValueError as e:
+        pytest.skip(f"this engine does not run gpt-oss: {e}")
+    with LiveServer(model=str(path), ctx=2048, batch=2, threads=1, conversation_cache_mib=0) as server:
+        oai, claude = sdk_clients(server)
+        chunks = list(oai.chat.completions.create(model="m", messages=ASK, tools=TOOLS, temperature=0,
+                                                  max_tokens=40, stream=True))
+        no_markup([c.model_dump() for c in chunks])
+        deltas = [c.choices[0].delta for c in chunks if c.choices]
+        assert "".join(getattr(d, "reasoning_content", None) or "" for d in deltas) == THOUGHT
+        calls = [tc for d in deltas for tc in (d.tool_calls or [])]
+        assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [
+            ("get_weather", {"city": "Paris"})]
+        m = claude.messages.create(model="m", max_tokens=40, messages=ASK, tools=CLAUDE_TOOLS)
+        no_markup(m.model_dump())
+        assert [b.type for b in m.content] == ["thinking", "tool_use"] and m.content[1].input == {"city": "Paris"}
