@@ -132,6 +132,14 @@ def test_responses_function_call(caller):
     assert [o.type for o in r.output] == ["reasoning", "function_call"]
     assert r.output[0].content[0].text == THOUGHT
     assert r.output[1].name == "get_weather" and json.loads(r.output[1].arguments) == {"city": "Paris"}
+    with oai.responses.stream(model="m", input="Weather in Paris?", tools=tools, temperature=0,
+                              max_output_tokens=40) as s:
+        events = list(s)
+        final = s.get_final_response()
+    no_markup([e.model_dump() for e in events])
+    assert "".join(e.delta for e in events if e.type == "response.reasoning_text.delta") == THOUGHT
+    assert [o.type for o in final.output] == ["reasoning", "function_call"]
+    assert json.loads(final.output[1].arguments) == {"city": "Paris"}
 
 
 def test_the_history_goes_back_through_the_template(caller):
