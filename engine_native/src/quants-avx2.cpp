@@ -88,24 +88,28 @@ inline __m128 header_pair(const uint8_t* a, size_t stride) {
     const __m128i h = _mm_setr_epi32(int(load_u32(a)), FULL ? int(load_u32(a + stride)) : 0, 0, 0);
     return _mm_cvtph_ps(h);
 }
-// The scales of a step's MXFP4 blocks A, B: lanes 0-3 = dA, 4-7 = dB (scale_pair's layout), d = 2^(e - 128)
-// built as e8m0_to_fp32_half builds it. A full step: the 1-byte headers are bytes 0 and 17 of its first
-// 32, byte b of 128-bit lane b, so one pshufb spreads each over its lane. A partial step: A only.
-template <bool FULL>
-inline __m256 e8m0_scale_pair(const uint8_t* a) {
-    __m256i e;
-    if (FULL) {
-        static_assert(sizeof(block_mxfp4) + 1 <= 32, "B's header must lie in the first 32 bytes");
-        e = _mm256_shuffle_epi8(load256(a), _mm256_setr_epi32(-256, -256, -256, -256, -255, -255, -255, -255));   // [b, 0x80 x3]
-    } else {
-        e = _mm256_setr_epi32(a[0], a[0], a[0], a[0], 0, 0, 0, 0);
+// 2^(e - 128) for every E8M0 byte e, the values e8m0_to_fp32_half builds (0 and 1: denormals), made
+// at compile time by exact doublings and halvings of 1.
+struct e8m0_half_table {
+    float v[256];
+    constexpr e8m0_half_table() : v() {
+        float up = 1.0f, down = 0.5f;
+        for (int i = 0; i < 128; ++i) {
+            v[128 + i] = up;
+            v[127 - i] = down;
+            if (i < 127) up *= 2.0f, down *= 0.5f;
+        }
     }
-    const __m256i one = _mm256_set1_epi32(1);
-    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, one), 23);          // e >= 2
-    const __m256i denormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);   // e < 2: 2^-128, 2^-127
-    __m256i bits = _mm256_blendv_epi8(denormal, normal, _mm256_cmpgt_epi32(e, one));
-    if (!FULL) bits = _mm256_blend_epi32(_mm256_setzero_si256(), bits, 0x0F);
-    return _mm256_castsi256_ps(bits);
+};
+constexpr e8m0_half_table E8M0_HALF{};
+
+// The scales of a step's MXFP4 blocks A, B: lanes 0-3 = dA, 4-7 = dB (scale_pair's layout); a partial
+// step has A only.
+template <bool FULL>
+inline __m256 e8m0_scale_pair(const uint8_t* a, size_t stride) {
+    const __m128 da = _mm_set1_ps(E8M0_HALF.v[a[0]]);
+    const __m128 db = FULL ? _mm_set1_ps(E8M0_HALF.v[a[stride]]) : _mm_setzero_ps();
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(da), db, 1);
 }
 inline __m256 scale_pair(__m128 hdr) {   // lanes 0-3 = dA, 4-7 = dB
     return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(hdr), _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
@@ -196,7 +200,7 @@ struct q32_format : ymm_acc {
             }
         }
         if (KIND == K_MXFP4) {
-            ws.dw = e8m0_scale_pair<FULL>(a);
+            ws.dw = e8m0_scale_pair<FULL>(a, WB);
             return;
         }
         const __m128 hdr = header_pair<FULL>(a, WB);

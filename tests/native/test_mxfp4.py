@@ -136,6 +136,45 @@ def test_extreme_exponents_multiply_exactly():
         assert K.matvec(MXFP4, b[i:i + 1], xq, 32)[0] == want, i
 
 
+@pytest.mark.parametrize("n", [128, 160])
+def test_every_exponent_through_the_fast_product(n):
+    """Rows whose blocks carry E8M0 values 0..239 in turn (n = 128: whole SIMD steps; 160: a partial
+    one too), against integer activations times 2^-3: every partial sum is an integer multiple of the
+    row's smallest scale below 2^24, so generic and fast are exact. (Above 239 lane sums overflow.)"""
+    rng = np.random.default_rng(n)
+    n_blocks = n // 32
+    e = np.arange(0, 240 - 240 % n_blocks)
+    b = random_blocks(rng, len(e), 0, 0)
+    b[:, 0] = e
+    w = b.reshape(-1, n_blocks * BLOCK_BYTES)
+    ints = rng.integers(-127, 128, size=n)
+    ints[0] = 127
+    xq = K.quantize_act_row(MXFP4, (ints * 0.125).astype(np.float32))
+    want = dequantize_numpy(b).astype(np.float64).reshape(len(w), n) @ act_values("Q8_0", xq)
+    assert np.array_equal(want.astype(np.float32).astype(np.float64), want)
+    assert np.array_equal(K.matvec_generic(MXFP4, w, xq, n), want)
+    assert np.array_equal(K.matvec(MXFP4, w, xq, n), want)
+
+
+@pytest.mark.parametrize("n", [128, 160])
+def test_all_256_exponents_scale_the_fast_product(n):
+    """One weight of value 1 per block (the rest 0) against an activation of 2^-10: each block adds
+    exactly 2^(e - 138), so even e = 255 stays finite and each product names its scale exactly."""
+    n_blocks = n // 32
+    b = np.zeros((256 + (-256) % n_blocks, BLOCK_BYTES), dtype=np.uint8)
+    b[:256, 0] = np.arange(256)
+    b[:, 1 + 3] = 0x01                                   # element 3: nibble 1 (value 1)
+    w = b.reshape(-1, n_blocks * BLOCK_BYTES)
+    x = np.zeros(n, dtype=np.float32)
+    x[3::32] = 2.0**-10                                 # each block's element 3: q = 1 once d = 2^-10
+    x[5::32] = 127 * 2.0**-10                           # its element 5 sets the block's amax: d = 2^-10 exactly
+    xq = K.quantize_act_row(MXFP4, x)
+    want = dequantize_numpy(b).astype(np.float64).reshape(len(w), n) @ act_values("Q8_0", xq)
+    assert np.all(np.isfinite(want))
+    assert np.array_equal(K.matvec_generic(MXFP4, w, xq, n), want.astype(np.float32))
+    assert np.array_equal(K.matvec(MXFP4, w, xq, n), want.astype(np.float32))
+
+
 @pytest.mark.parametrize("n", [160, 2880])
 def test_matmul_equals_matvec_bitwise(n):
     """quants.h's rule at a partial last SIMD step (5 blocks) and at gpt-oss's 90 blocks."""
