@@ -4,8 +4,9 @@
 // Same register tiles as the AVX-512 file (quants-tiling.h), 8 float lanes per (row, token) pair.
 // Integer products: maddubs (u8 x s8 pairs -> s16, never saturating for these value ranges) then
 // madd with ones or with the sub-block scales (-> s32). Q8_0 weights use the sign trick (|w| times
-// x with w's sign); 4/5-bit weights are unsigned with their offset removed through the activation
-// sums. Not here: the scalar reference (quants-generic.cpp) or argument checks (quants.cpp).
+// x with w's sign); 4/5-bit weights (MXFP4: its table values + 12) are unsigned with their offset
+// removed through the activation sums. Not here: the scalar reference (quants-generic.cpp) or
+// argument checks (quants.cpp).
 #include "quants-kernels.h"
 
 #if defined(STRATA_SIMD_AVX2)

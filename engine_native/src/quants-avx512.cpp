@@ -7,8 +7,8 @@
 // step and reused for nt tokens; activations once and reused for nr rows.
 //
 // Integer products use VNNI dpbusd (u8 x s8 -> s32). Signed weights become unsigned by an offset
-// (q - 8 stored as q; MXFP4's table values v stored as v + 12), removed by starting the accumulator at -offset * sum(x) (computed once per
-// token). Not here: the scalar reference (quants-generic.cpp) or argument checks (quants.cpp).
+// (q - 8 stored as q; MXFP4's table values v stored as v + 12), removed by starting the accumulator
+// at -offset * sum(x) (computed once per token). Not here: the scalar reference (quants-generic.cpp) or argument checks (quants.cpp).
 #include "quants-kernels.h"
 
 #if defined(STRATA_SIMD_AVX512)
