@@ -26,7 +26,8 @@
 //     p_t = exp(s_t - M) / (sum_t exp(s_t - M) + exp(sink - M)), M = max(max_t s_t, sink).
 //   window 0 with no sinks gives every float the kernels gave before these existed.
 // Scratch sizes below stay those of the full n_pos: a windowed call uses no more (callers allocate
-// for the full history).
+// for the full history); attention_group with a window needs only
+// attention_scratch_floats(n_rep, min(n_pos, window + k_kv_tile - 1)).
 #pragma once
 
 #include <cmath>

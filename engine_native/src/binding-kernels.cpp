@@ -380,6 +380,18 @@ void read_attention_args(attention_args& a, int32_t kv_type, int64_t n_head_kv, 
     }
 }
 
+// Floats past a kernel's scratch, filled with a canary: a write past the promised size shows as a
+// RuntimeError instead of passing unseen.
+constexpr size_t k_scratch_guard = 64;
+constexpr float k_scratch_canary = 1234.5f;
+void check_scratch_guard(const std::vector<float>& scratch, size_t used, const char* who) {
+    for (size_t i = used; i < scratch.size(); ++i) {
+        if (scratch[i] != k_scratch_canary) {
+            throw std::runtime_error(std::string(who) + " wrote past its scratch of " + std::to_string(used) + " floats");
+        }
+    }
+}
+
 void check_n_pos(int64_t n_pos, const char* who) {
     if (n_pos < 1) throw std::invalid_argument(std::string(who) + ": n_pos " + std::to_string(n_pos) + " (at least 1)");
 }
@@ -396,13 +408,17 @@ py::array_t<float> py_attention_group(int32_t kv_type, int64_t n_head_kv, int64_
     attention_args a;
     read_attention_args(a, kv_type, n_head_kv, head_dim, k, v, g, n_rep, n_pos, window, sinks, "attention_group");
     py::array_t<float> out({n_rep, head_dim});
-    std::vector<float> scores(size_t(attention_scratch_floats(n_rep, n_pos)));
+    // the scratch attention.h promises is enough (a window's share), then a guard that must stay intact
+    const int64_t span = window > 0 ? std::min(n_pos, window + k_kv_tile - 1) : n_pos;
+    const size_t n_scratch = size_t(attention_scratch_floats(n_rep, span));
+    std::vector<float> scores(n_scratch + k_scratch_guard, k_scratch_canary);
     float* o = out.mutable_data();
     {
         py::gil_scoped_release nogil;
         attention_group(a.L, a.k.data, a.v.data, q.data(), g, n_rep, n_pos, scale, o, scores.data(), window,
                         a.sinks_ptr());
     }
+    check_scratch_guard(scores, n_scratch, "attention_group");
     return out;
 }
 
@@ -426,13 +442,14 @@ py::array_t<float> py_attention_row_group(int32_t kv_type, int64_t n_head_kv, in
     py::array_t<float> out({n_rows, n_rep, head_dim});
     const size_t floats = size_t(std::max(attention_rows_scratch_floats(n_rep, n_rows, max_pos),
                                           attention_scratch_floats(n_rep, max_pos)));
-    std::vector<float> scratch(floats);
+    std::vector<float> scratch(floats + k_scratch_guard, k_scratch_canary);
     float* o = out.mutable_data();
     {
         py::gil_scoped_release nogil;
         attention_row_group(a.L, a.k.data, a.v.data, q.data(), n_rep * head_dim, g, n_rep, n_rows, n_pos.data(), scale,
                             o, n_rep * head_dim, scratch.data(), window, a.sinks_ptr());
     }
+    check_scratch_guard(scratch, floats, "attention_row_group");
     return out;
 }
 
