@@ -1,6 +1,7 @@
 // q8_0 KV attention (llama.cpp's blocks: 32 int8 and an fp16 scale): K in tiles scored with exact int32
 // dots against the query quantized to q8_0 (vpdpbusd where the build has AVX-512 VNNI, else a scalar
-// integer loop with the same result), V in rows widened once per position for all query heads.
+// integer loop with the same result), V in rows widened once per position for all query heads; with
+// a sliding window only the window's tiles and rows are read, sinks join each head's softmax.
 //
 // Not here: the layout's store / rows conversions and the entry points (attention.cpp), threading.
 #include <algorithm>

@@ -1,7 +1,8 @@
 // KV cache layout (tiled K, row V; f16, f32 or q8_0) and attention over it with vec16 (AVX-512, AVX2
 // or scalar: the same lane arithmetic on each): one row's query heads of one kv head, or a group of
 // rows of one context (a prompt piece, f16 and q8_0) sharing the K and V loads with the same per-row
-// floats, or one long row in parts.
+// floats, or one long row in parts; each with an optional sliding window (only the window's K tiles
+// and V rows are read) and per-head sink logits (attention.h).
 //
 // Not here: threading (the caller deals out the tasks), q8_0's kernels (attention-q8.cpp).
 #include "attention.h"
