@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from strata.engine.chat_template import parse_tool_calls, tool_parameter_types
+from strata.engine.harmony import HarmonyStream, is_harmony_vocabulary, parse_harmony
 from strata.server.errors import APIError
-from strata.server.harmony import HarmonyStream, is_harmony_vocabulary, parse_harmony
 from strata.server.reasoning import ReasoningGate, split_reasoning, thinking_opened
 
 REASONING_EFFORTS = ("low", "medium", "high")     # gpt-oss's template: "Reasoning: <effort>"

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from strata.engine.harmony import HarmonyStream, parse_harmony
 from strata.engine.sampling import Sampler, SamplingParams
 from strata.engine.text import StreamDecoder
 from strata.engine.tokenizer import Tokenizer
@@ -66,13 +67,40 @@ def assistant_message(engine, text: str) -> dict[str, str]:
     (its template refuses markup in `content`), any other answer as it was written."""
     if not getattr(getattr(engine, "chat_template", None), "harmony", False):
         return {"role": "assistant", "content": text}
-    from strata.server.harmony import parse_harmony  # the server's Harmony reader (pure, no server imports)
-
     parsed = parse_harmony(text)
     message = {"role": "assistant", "content": parsed.content}
     if parsed.reasoning:
         message["reasoning_content"] = parsed.reasoning
     return message
+
+
+class HarmonyPrinter:
+    """gpt-oss's streamed Harmony answer for the terminal: the analysis after "[thinking] ", the final
+    text after "[answer] " (or alone when there was no analysis), tool calls as "[call NAME(ARGS)]";
+    never the markup."""
+
+    def __init__(self, on_text: Callable[[str], None]) -> None:
+        self.on_text = on_text
+        self.stream = HarmonyStream()
+        self.kind: str | None = None
+
+    def _emit(self, parts: list[tuple[str, str]]) -> None:
+        for kind, text in parts:
+            if kind != self.kind:
+                if kind == "reasoning":
+                    self.on_text("[thinking] ")
+                elif self.kind == "reasoning":
+                    self.on_text("\n[answer] ")
+                self.kind = kind
+            self.on_text(text)
+
+    def feed(self, piece: str) -> None:
+        self._emit(self.stream.feed(piece))
+
+    def finish(self) -> None:
+        self._emit(self.stream.finish())
+        for call in self.stream.calls:
+            self.on_text(f"\n[call {call['name']}({call['arguments']})]")
 
 
 class ChatSession:
@@ -123,6 +151,10 @@ class ChatSession:
 
         sampler = Sampler(self.sampling, engine.n_vocab)
         stream = StreamDecoder(self._tokenizer)
+        harmony = None
+        if on_text and getattr(getattr(engine, "chat_template", None), "harmony", False):
+            harmony = HarmonyPrinter(on_text)
+            on_text = harmony.feed
         eot = set(engine.eos_token_ids)
         history = list(prompt)
         answer: list[int] = []
@@ -152,6 +184,8 @@ class ChatSession:
         tail = stream.flush()
         if tail and on_text:
             on_text(tail)
+        if harmony:
+            harmony.finish()
         self.last_answer = answer
         self.messages.append(assistant_message(engine, engine.detokenize(answer)))
         return TurnStats(

@@ -1,4 +1,4 @@
-"""gpt-oss's Harmony answers read by the server (server/harmony.py, prompting.split_answer / AnswerStream):
+"""gpt-oss's Harmony answers read by the server (strata.engine.harmony, prompting.split_answer / AnswerStream):
 analysis -> reasoning, final and recipient-less commentary -> text, a `to=functions.NAME` message -> a tool
 call; streamed pieces (split anywhere) join to the same parts, and no markup ever reaches them. The answer
 objects of the three APIs are built from such texts and checked with the SDKs' own models."""
@@ -11,10 +11,10 @@ import anthropic.types
 import openai.types.chat
 import pytest
 from openai.types.responses import Response
+from strata.engine.harmony import HarmonyStream, is_harmony_vocabulary, parse_harmony
 from strata.engine.tokenizer import Tokenizer
 from strata.server.anthropic_api import message_response
 from strata.server.errors import APIError
-from strata.server.harmony import HarmonyStream, is_harmony_vocabulary, parse_harmony
 from strata.server.jobs import Completion
 from strata.server.openai_api import chat_response
 from strata.server.prompting import AnswerFormat, AnswerStream, answer_format, reasoning_effort, split_answer

@@ -234,8 +234,11 @@ def test_strata_chat_keeps_the_final_text_for_the_next_turn(tiny_model_factory):
 
     chat = ChatSession(Engine(str(harmony_model(tiny_model_factory, FINAL_SCRIPT)), n_ctx=1024, n_threads=1),
                        max_tokens=40)
-    assert chat.turn("Weather in Paris?").stop == "eot"
+    printed: list[str] = []
+    assert chat.turn("Weather in Paris?", on_text=printed.append).stop == "eot"
     assert chat.messages[-1] == {"role": "assistant", "content": ANSWER, "reasoning_content": THOUGHT}
+    # the terminal shows the thinking and the answer, labelled, and no markup
+    assert "".join(printed) == f"[thinking] {THOUGHT}\n[answer] {ANSWER}"
     chat.turn("And tomorrow?")
     assert chat.messages[-1]["content"] == ANSWER and len(chat.messages) == 4
 
