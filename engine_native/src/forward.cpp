@@ -60,33 +60,37 @@ void rope_head(float* x, const float* cs, int64_t n_rot, rope_style style) {
     }
 }
 
-// g = silu(g) * u = g / (1 + exp(-g)) * u, 16 lanes at a time (a short tail through a padded block).
-void swiglu_row(float* g, const float* u, int64_t n) {
-    auto block = [](float* gb, const float* ub) {
-        const v16 x = v16_load(gb);
-        const v16 s = v16_div(x, v16_add(v16_set1(1.0f), v16_exp(v16_sub(v16_zero(), x))));
-        v16_store(gb, v16_mul(s, v16_load(ub)));
-    };
+// g = block(g, u) over n elements, 16 lanes at a time (a short tail through a padded block).
+template <typename Block>
+void gated_rows(float* g, const float* u, int64_t n, Block block) {
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) block(g + i, u + i);
+    for (; i + 16 <= n; i += 16) v16_store(g + i, block(v16_load(g + i), v16_load(u + i)));
     if (i < n) {
         float tg[16] = {}, tu[16] = {};
         std::memcpy(tg, g + i, sizeof(float) * size_t(n - i));
         std::memcpy(tu, u + i, sizeof(float) * size_t(n - i));
-        block(tg, tu);
+        v16_store(tg, block(v16_load(tg), v16_load(tu)));
         std::memcpy(g + i, tg, sizeof(float) * size_t(n - i));
     }
 }
 
+// g = silu(g) * u = g / (1 + exp(-g)) * u
+void swiglu_row(float* g, const float* u, int64_t n) {
+    gated_rows(g, u, n, [](v16 x, v16 up) {
+        return v16_mul(v16_div(x, v16_add(v16_set1(1.0f), v16_exp(v16_sub(v16_zero(), x)))), up);
+    });
+}
+
 // gpt-oss's clamped SwiGLU (ggml's swiglu_oai): x = min(g, 7), y = clamp(u, -7, 7),
-// g = x / (1 + exp(-1.702 x)) * (y + 1). Scalar: it runs on the few expert rows of a token.
+// g = x / (1 + exp(-1.702 x)) * (y + 1)
 void swiglu_oai_row(float* g, const float* u, int64_t n) {
-    constexpr float alpha = 1.702f, limit = 7.0f;
-    for (int64_t i = 0; i < n; i++) {
-        const float x = std::min(g[i], limit);
-        const float y = std::clamp(u[i], -limit, limit);
-        g[i] = x / (1.0f + std::exp(alpha * (-x))) * (y + 1.0f);
-    }
+    gated_rows(g, u, n, [](v16 gate, v16 up) {
+        const v16 limit = v16_set1(7.0f);
+        const v16 x = v16_min(gate, limit);
+        const v16 y = v16_max(v16_min(up, limit), v16_sub(v16_zero(), limit));
+        const v16 s = v16_div(x, v16_add(v16_set1(1.0f), v16_exp(v16_mul(v16_set1(-1.702f), x))));
+        return v16_mul(s, v16_add(y, v16_set1(1.0f)));
+    });
 }
 
 // A run of units [front, back) as one word, claimed from either end by compare-and-swap; one cache
