@@ -64,8 +64,9 @@ def _header_kind(header: str) -> tuple[str, str | None]:
     name = recipient.group(1) if recipient else None
     if name is not None and name != "assistant":
         return "call", name[len("functions."):] if name.startswith("functions.") else name
-    channel = _CHANNEL_NAME.search(header)
-    return ("reasoning" if channel and channel.group(1) == "analysis" else "text"), None
+    # the last channel: gpt-oss-20b sometimes writes a stray `<|channel|>commentary` before the real one
+    channels = _CHANNEL_NAME.findall(header)
+    return ("reasoning" if channels and channels[-1] == "analysis" else "text"), None
 
 
 def _arguments(body: str) -> str:

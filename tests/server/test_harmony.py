@@ -58,6 +58,14 @@ CASES = {
     "a built-in tool": ("<|channel|>analysis<|message|>search<|end|><|start|>assistant<|channel|>analysis "
                         'to=browser.search<|message|>{"query": "x"}', "search", "",
                         [("browser.search", {"query": "x"})]),
+    # gpt-oss-20b sometimes opens with a stray commentary channel (llama.cpp's stray_commentary): the
+    # header's last channel is the message's
+    "stray commentary before the analysis": (
+        "<|channel|>commentary to=assistant<|channel|>analysis<|message|>think<|end|>" + FINAL, "think",
+        "It is <b>sunny</b> in Paris.", []),
+    "stray commentary before analysis and final": (
+        "<|channel|>commentary<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>commentary"
+        "<|channel|>final<|message|>Hi", "think", "Hi", []),
     "empty analysis": ("<|channel|>analysis<|message|><|end|>" + FINAL, "", "It is <b>sunny</b> in Paris.", []),
     "not Harmony at all": ("Hello <there>, 1 < 2", None, "Hello <there>, 1 < 2", []),
     "cut inside the header": (ANALYSIS + "<|start|>assistant<|channel|>fin", "The user wants weather. Use the tool.",
