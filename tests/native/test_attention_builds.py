@@ -13,16 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from .toolchain import build_and_run_check
+from .toolchain import VEC16_BUILDS, build_and_run_check
 
 HERE = Path(__file__).resolve().parent
-AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma", "-mf16c"]
-VARIANTS = {   # name: (compiler flags, /proc/cpuinfo flags the CPU needs)
-    "avx512vnni": ([*AVX512, "-mavx512vnni"], ["avx512f", "avx512bw", "avx512_vnni"]),
-    "avx512": (AVX512, ["avx512f", "avx512bw"]),
-    "avx2": (["-mavx2", "-mfma", "-mf16c"], ["avx2", "fma", "f16c"]),
-    "scalar": ([], []),
-}
+VARIANTS = VEC16_BUILDS
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

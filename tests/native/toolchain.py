@@ -30,6 +30,15 @@ def gxx_and_cpu_or_skip(cpu_flags: list[str]) -> str:
 
 SRC = Path(__file__).resolve().parents[2] / "engine_native" / "src"
 
+# The vec16 builds the check programs compile: name -> (compiler flags, /proc/cpuinfo flags the CPU needs)
+_AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma", "-mf16c"]
+VEC16_BUILDS = {
+    "avx512vnni": ([*_AVX512, "-mavx512vnni"], ["avx512f", "avx512bw", "avx512_vnni"]),
+    "avx512": (_AVX512, ["avx512f", "avx512bw"]),
+    "avx2": (["-mavx2", "-mfma", "-mf16c"], ["avx2", "fma", "f16c"]),
+    "scalar": ([], []),
+}
+
 
 def build_and_run_check(program: Path, flags: list[str], cpu_flags: list[str], exe: Path, cases: int) -> str:
     """Compiles `program` with the attention sources and `flags` (skips as gxx_and_cpu_or_skip does), runs it,
