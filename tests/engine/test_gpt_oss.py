@@ -108,3 +108,45 @@ def test_malformed_gpt_oss_files_are_refused_by_name(tiny_model_factory, tmp_pat
     rewrite(oss_model(tiny_model_factory), bad, **change)
     with pytest.raises(ValueError, match=message):
         Engine(bad, n_ctx=32)
+
+
+def with_expert_biases(src, dst, scale: float) -> None:
+    """A copy of a gpt-oss GGUF whose gate and up expert biases are multiplied by `scale` (everything
+    else as it was)."""
+    import gguf
+
+    reader = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(str(dst), reader.get_field("general.architecture").contents())
+    for f in reader.fields.values():
+        if f.name.startswith("GGUF.") or f.name == "general.architecture":
+            continue
+        vtype = f.types[0]
+        if vtype == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(f.name, f.contents(), vtype, sub_type=f.types[-1])
+        else:
+            w.add_key_value(f.name, f.contents(), vtype)
+    for t in reader.tensors:
+        data = np.asarray(t.data).reshape([int(d) for d in reversed(t.shape)] if t.tensor_type == 0 else t.data.shape)
+        if t.name.endswith(("ffn_gate_exps.bias", "ffn_up_exps.bias")):
+            data = data * np.float32(scale)
+        w.add_tensor(t.name, np.ascontiguousarray(data), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_the_swiglu_clamp_at_7_matches_reference(tiny_model_factory, tmp_path, monkeypatch):
+    """Expert biases ~ N(0, 10) push gate above 7 and up beyond +-7, where gpt-oss's SwiGLU clamps
+    (min(gate, 7), clamp(up, -7, 7)); the fixtures' biases of 0.1 never reach it. The reference without
+    the clamp is far from the engine, so the match is the clamp's."""
+    big = tmp_path / "big.gguf"
+    with_expert_biases(oss_model(tiny_model_factory, n_expert=4, n_expert_used=4), big, 100.0)
+    got = logits_every_position(Engine(big, n_ctx=64, n_threads=2, kv_type="f32"), LONG)
+    check_close(got, reference_logits(big, LONG), tolerance("F32", "f32"))
+
+    real_minimum, real_clip = np.minimum, np.clip     # the reference's clamp (np.minimum / np.clip at 7) undone
+    monkeypatch.setattr(np, "minimum", lambda x, c: x if c == 7.0 else real_minimum(x, c))
+    monkeypatch.setattr(np, "clip", lambda x, lo, hi: x if hi == 7.0 else real_clip(x, lo, hi))
+    far = ReferenceModel(big).logits(LONG)
+    assert np.abs(got - far).max() > 0.05 * np.abs(got).max()
