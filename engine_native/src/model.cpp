@@ -280,7 +280,7 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
             }
             for (int64_t il = 0; il < hp.n_layer; il++) windowed[size_t(il)] = pat->arr_data[il] != 0;
         } else {
-            const int64_t n = pat ? pat->as_int() : 2;
+            const int64_t n = pat ? f.get_int(key) : 2;   // get_int: a non-integer refused naming the key
             if (n < 0 || n > hp.n_layer + 1) {
                 throw model_error("model " + path + ": " + key + " " + std::to_string(n) + " is invalid");
             }

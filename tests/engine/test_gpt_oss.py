@@ -110,25 +110,29 @@ def test_malformed_gpt_oss_files_are_refused_by_name(tiny_model_factory, tmp_pat
         Engine(bad, n_ctx=32)
 
 
-def with_expert_biases(src, dst, scale: float) -> None:
-    """A copy of a gpt-oss GGUF whose gate and up expert biases are multiplied by `scale` (everything
-    else as it was)."""
+def copy_gguf(src, dst, *, kv: dict | None = None, scale: dict | None = None) -> None:
+    """A copy of a GGUF file with metadata keys added or replaced (kv: name -> (value, GGUFValueType))
+    and the F32 tensors whose names end with a key of `scale` multiplied by its value."""
     import gguf
 
     reader = gguf.GGUFReader(src)
     w = gguf.GGUFWriter(str(dst), reader.get_field("general.architecture").contents())
+    kv = dict(kv or {})
     for f in reader.fields.values():
-        if f.name.startswith("GGUF.") or f.name == "general.architecture":
+        if f.name.startswith("GGUF.") or f.name == "general.architecture" or f.name in kv:
             continue
         vtype = f.types[0]
         if vtype == gguf.GGUFValueType.ARRAY:
             w.add_key_value(f.name, f.contents(), vtype, sub_type=f.types[-1])
         else:
             w.add_key_value(f.name, f.contents(), vtype)
+    for name, (value, vtype) in kv.items():
+        w.add_key_value(name, value, vtype)
     for t in reader.tensors:
         data = np.asarray(t.data).reshape([int(d) for d in reversed(t.shape)] if t.tensor_type == 0 else t.data.shape)
-        if t.name.endswith(("ffn_gate_exps.bias", "ffn_up_exps.bias")):
-            data = data * np.float32(scale)
+        for suffix, factor in (scale or {}).items():
+            if t.name.endswith(suffix):
+                data = data * np.float32(factor)
         w.add_tensor(t.name, np.ascontiguousarray(data), raw_dtype=t.tensor_type)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -141,7 +145,8 @@ def test_the_swiglu_clamp_at_7_matches_reference(tiny_model_factory, tmp_path, m
     (min(gate, 7), clamp(up, -7, 7)); the fixtures' biases of 0.1 never reach it. The reference without
     the clamp is far from the engine, so the match is the clamp's."""
     big = tmp_path / "big.gguf"
-    with_expert_biases(oss_model(tiny_model_factory, n_expert=4, n_expert_used=4), big, 100.0)
+    copy_gguf(oss_model(tiny_model_factory, n_expert=4, n_expert_used=4), big,
+              scale={"ffn_gate_exps.bias": 100.0, "ffn_up_exps.bias": 100.0})
     got = logits_every_position(Engine(big, n_ctx=64, n_threads=2, kv_type="f32"), LONG)
     check_close(got, reference_logits(big, LONG), tolerance("F32", "f32"))
 
@@ -150,3 +155,19 @@ def test_the_swiglu_clamp_at_7_matches_reference(tiny_model_factory, tmp_path, m
     monkeypatch.setattr(np, "clip", lambda x, lo, hi: x if hi == 7.0 else real_clip(x, lo, hi))
     far = ReferenceModel(big).logits(LONG)
     assert np.abs(got - far).max() > 0.05 * np.abs(got).max()
+
+
+@pytest.mark.parametrize("key, value, vtype, message", [
+    # a pattern that is neither an integer nor bools: refused naming the key (was: "GGUF value is not
+    # an integer", no key)
+    ("gpt-oss.attention.sliding_window_pattern", "2", "STRING", "'gpt-oss.attention.sliding_window_pattern'"),
+    ("gpt-oss.attention.sliding_window_pattern", 2.0, "FLOAT32", "'gpt-oss.attention.sliding_window_pattern'"),
+])
+def test_more_malformed_gpt_oss_metadata_is_refused_by_name(tiny_model_factory, tmp_path, key, value, vtype,
+                                                            message):
+    import gguf
+
+    bad = tmp_path / "bad.gguf"
+    copy_gguf(oss_model(tiny_model_factory), bad, kv={key: (value, gguf.GGUFValueType[vtype])})
+    with pytest.raises(ValueError, match=message):
+        Engine(bad, n_ctx=32)
