@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <utility>
 
 #include "quants.h"
@@ -192,6 +193,15 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
         if (hp.n_swa <= 0) {
             throw model_error("model " + path + ": attention.sliding_window " + std::to_string(hp.n_swa) +
                               " must be positive");
+        }
+        // llama.cpp turns the windowed layers with rope.freq_base_swa where the file has one; one RoPE
+        // base for all layers here, so another base is refused rather than ignored
+        const double base_swa = f.get_float(a + ".rope.freq_base_swa", hp.rope_freq_base);
+        if (float(base_swa) != hp.rope_freq_base) {
+            char msg[160];
+            std::snprintf(msg, sizeof msg, ": rope.freq_base_swa %g differs from rope.freq_base %g (not supported)",
+                          base_swa, double(hp.rope_freq_base));
+            throw model_error("model " + path + msg);
         }
     }
     if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_head <= 0 || hp.n_head_kv <= 0 || hp.n_ff <= 0) {

@@ -162,6 +162,8 @@ def test_the_swiglu_clamp_at_7_matches_reference(tiny_model_factory, tmp_path, m
     # an integer", no key)
     ("gpt-oss.attention.sliding_window_pattern", "2", "STRING", "'gpt-oss.attention.sliding_window_pattern'"),
     ("gpt-oss.attention.sliding_window_pattern", 2.0, "FLOAT32", "'gpt-oss.attention.sliding_window_pattern'"),
+    # llama.cpp turns the windowed layers' RoPE with this base: one the engine does not have (was: ignored)
+    ("gpt-oss.rope.freq_base_swa", 500.0, "FLOAT32", "rope.freq_base_swa 500 differs from rope.freq_base 10000"),
 ])
 def test_more_malformed_gpt_oss_metadata_is_refused_by_name(tiny_model_factory, tmp_path, key, value, vtype,
                                                             message):
@@ -171,3 +173,13 @@ def test_more_malformed_gpt_oss_metadata_is_refused_by_name(tiny_model_factory, 
     copy_gguf(oss_model(tiny_model_factory), bad, kv={key: (value, gguf.GGUFValueType[vtype])})
     with pytest.raises(ValueError, match=message):
         Engine(bad, n_ctx=32)
+
+
+def test_a_windowed_rope_base_equal_to_the_base_is_read(tiny_model_factory, tmp_path):
+    import gguf
+
+    path = oss_model(tiny_model_factory)
+    same = tmp_path / "same.gguf"
+    copy_gguf(path, same, kv={"gpt-oss.rope.freq_base_swa": (10000.0, gguf.GGUFValueType.FLOAT32)})
+    a = logits_every_position(Engine(same, n_ctx=64, kv_type="f32"), LONG[:20])
+    assert np.array_equal(a, logits_every_position(Engine(path, n_ctx=64, kv_type="f32"), LONG[:20]))
