@@ -281,7 +281,15 @@ kv_layout layout_of(int32_t kv_type, int64_t n_head_kv, int64_t head_dim) {
     return kv_layout_make(kv_type, 1, n_head_kv, head_dim);
 }
 
+// The most positions any buffer of this layout may hold: 2^62 bytes' worth (a larger count would make the
+// byte counts below overflow and wrap around to a small size that passes the checks).
+int64_t max_kv_positions(const kv_layout& L) { return int64_t((uint64_t(1) << 62) / L.row_bytes); }
+
 void check_kv_bytes(const kv_layout& L, const byte_view& b, bool is_k, int64_t n, const char* who) {
+    if (n > max_kv_positions(L)) {
+        throw std::invalid_argument(std::string(who) + ": positions [0, " + std::to_string(n) +
+                                    ") need more than 2^62 bytes");
+    }
     const size_t need = kv_prefix_bytes(L, is_k, n);
     if (b.size < need) {
         throw std::invalid_argument(std::string(who) + ": the " + (is_k ? "K" : "V") + " buffer holds " +
@@ -299,6 +307,9 @@ py::tuple py_kv_pack(int32_t kv_type, int64_t n_head_kv, int64_t head_dim, const
     }
     const int64_t n = k.shape(0);
     const int64_t capacity = capacity_obj.is_none() ? n : capacity_obj.cast<int64_t>();
+    if (capacity > max_kv_positions(L)) {
+        throw std::invalid_argument("kv_pack: capacity " + std::to_string(capacity) + " is too large (more than 2^62 bytes)");
+    }
     if (capacity < n) {
         throw std::invalid_argument("kv_pack: capacity " + std::to_string(capacity) + " is below the " +
                                     std::to_string(n) + " positions given");
@@ -335,10 +346,12 @@ void py_kv_write_rows(int32_t kv_type, int64_t n_head_kv, int64_t head_dim, py::
     if (!buf.dtype().is(py::dtype::of<uint8_t>()) || !(buf.flags() & py::array::c_style) || !buf.writeable()) {
         throw std::invalid_argument("kv_write_rows: the buffer must be a writable C-contiguous uint8 array");
     }
-    const int64_t t1 = t0 + rows.shape(0);
-    if (t0 < 0 || size_t(buf.size()) < kv_prefix_bytes(L, is_k, t1)) {
-        throw std::invalid_argument("kv_write_rows: positions [" + std::to_string(t0) + ", " + std::to_string(t1) +
-                                    ") are outside the buffer's " + std::to_string(buf.size()) + " bytes");
+    const int64_t room = max_kv_positions(L);
+    const int64_t t1 = t0 >= 0 && t0 <= room ? t0 + rows.shape(0) : t0;   // no overflow past the room's end
+    if (t0 < 0 || t0 > room || t1 > room || size_t(buf.size()) < kv_prefix_bytes(L, is_k, t1)) {
+        throw std::invalid_argument("kv_write_rows: " + std::to_string(rows.shape(0)) + " rows at position " +
+                                    std::to_string(t0) + " are outside the buffer's " + std::to_string(buf.size()) +
+                                    " bytes");
     }
     kv_set_rows(L, static_cast<uint8_t*>(buf.mutable_data()), is_k, t0, t1, rows.data());
 }
@@ -409,7 +422,7 @@ py::array_t<float> py_attention_group(int32_t kv_type, int64_t n_head_kv, int64_
     read_attention_args(a, kv_type, n_head_kv, head_dim, k, v, g, n_rep, n_pos, window, sinks, "attention_group");
     py::array_t<float> out({n_rep, head_dim});
     // the scratch attention.h promises is enough (a window's share), then a guard that must stay intact
-    const int64_t span = window > 0 ? std::min(n_pos, window + k_kv_tile - 1) : n_pos;
+    const int64_t span = window > 0 && window < n_pos ? std::min(n_pos, window + k_kv_tile - 1) : n_pos;
     const size_t n_scratch = size_t(attention_scratch_floats(n_rep, span));
     std::vector<float> scores(n_scratch + k_scratch_guard, k_scratch_canary);
     float* o = out.mutable_data();
