@@ -26,7 +26,9 @@ from strata.server.reasoning import ReasoningGate, split_reasoning, thinking_ope
 
 REASONING_EFFORTS = ("low", "medium", "high")     # gpt-oss's template: "Reasoning: <effort>"
 EFFORT_ALIASES = {"none": "low", "minimal": "low", "xhigh": "high"}   # OpenAI's other levels
-HARMONY_FINAL = "<|channel|>final<|message|>"      # after the prompt's "<|start|>assistant" (llama.cpp's continuation)
+# after the prompt's "<|start|>assistant": llama.cpp's continuation of a final message (common/parsers/gpt-oss.cpp),
+# an analysis message (the prefill's reasoning: none) before the final message that the prefill starts
+HARMONY_FINAL = "<|channel|>analysis<|message|><|end|><|start|>assistant<|channel|>final<|message|>"
 
 
 async def render_chat_async(engine: Any, messages: list[dict], tools: list[dict] | None,

@@ -171,8 +171,10 @@ def test_the_history_goes_back_through_the_template(caller):
 def test_a_prefilled_answer_continues_the_final_message(caller):
     engine = caller.state.engine
     text = engine.detokenize(render_chat(engine, ASK, None, prefill="Sure,"))
+    # llama.cpp's continuation (common/parsers/gpt-oss.cpp): an analysis message (empty: the prefill has
+    # no reasoning), then the final message the prefill starts
     assert text.endswith("<|start|>user<|message|>Weather in Paris?<|end|><|start|>assistant"
-                         "<|channel|>final<|message|>Sure,")
+                         "<|channel|>analysis<|message|><|end|><|start|>assistant<|channel|>final<|message|>Sure,")
 
 
 def test_reasoning_effort_reaches_the_template(caller):
