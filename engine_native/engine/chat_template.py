@@ -244,9 +244,14 @@ def harmony_messages(msgs: Sequence[Mapping[str, Any]]) -> list[dict]:
     message): an assistant's `reasoning_content` (the wire form of all three APIs) is its `thinking`,
     and an assistant turn with reasoning and tool calls keeps no `content` (the template refuses both);
     a turn of several calls becomes one assistant message a call (the template writes only the first
-    call of a message), the first with the reasoning."""
+    call of a message), the first with the reasoning, each followed by its own results (the `tool`
+    messages after the turn, matched by `tool_call_id`, else by position: the template names a result
+    after the last call it wrote)."""
     out: list[dict] = []
-    for m in msgs:
+    i = 0
+    while i < len(msgs):
+        m = msgs[i]
+        i += 1
         if m.get("role") != "assistant":
             out.append(dict(m))
             continue
@@ -259,8 +264,19 @@ def harmony_messages(msgs: Sequence[Mapping[str, Any]]) -> list[dict]:
         if not calls:
             out.append(msg)
             continue
-        out.append({**msg, "tool_calls": calls[:1]})
-        out += [{"role": "assistant", "content": "", "tool_calls": [c]} for c in calls[1:]]
+        first = i
+        while i < len(msgs) and msgs[i].get("role") == "tool":
+            i += 1
+        ids = [c.get("id") if isinstance(c, Mapping) else None for c in calls]
+        results: list[list[dict]] = [[] for _ in calls]
+        for pos, r in enumerate(msgs[first:i]):
+            rid = r.get("tool_call_id")
+            k = ids.index(rid) if rid is not None and rid in ids else min(pos, len(calls) - 1)
+            results[k].append(dict(r))
+        for k, call in enumerate(calls):
+            out.append({**msg, "tool_calls": [call]} if k == 0 else {"role": "assistant", "content": "",
+                                                                     "tool_calls": [call]})
+            out += results[k]
     return out
 
 

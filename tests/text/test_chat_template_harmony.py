@@ -103,6 +103,28 @@ def test_several_calls_in_one_turn_are_all_written(tmpl):
     assert 'to=functions.read_file<|channel|>commentary json<|message|>{"path": "x"}<|call|>' in text
 
 
+@pytest.mark.parametrize("order", ["in order", "reversed", "no ids"])
+def test_each_result_of_several_calls_is_labelled_with_its_own_call(tmpl, order):
+    """The template names a tool result after the last call it wrote: each call goes right before its
+    result (matched by tool_call_id, else by position), or "rain" would read as read_file's."""
+    results = [{"role": "tool", "tool_call_id": "a", "content": "rain"},
+               {"role": "tool", "tool_call_id": "b", "content": "data"}]
+    if order == "reversed":
+        results.reverse()
+    if order == "no ids":
+        results = [{k: v for k, v in r.items() if k != "tool_call_id"} for r in results]
+    messages = [{"role": "user", "content": "two cities"},
+                {"role": "assistant", "content": None, "reasoning_content": "both", "tool_calls": [
+                    _call("get_weather", {"city": "Oslo"}, "a"), _call("read_file", {"path": "x"}, "b")]},
+                *results, {"role": "user", "content": "thanks"}]
+    text = tmpl.render(messages, tools=[WEATHER, READ])
+    weather = ('<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Oslo"}'
+               '<|call|><|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>"rain"<|end|>')
+    read = ('<|start|>assistant to=functions.read_file<|channel|>commentary json<|message|>{"path": "x"}<|call|>'
+            '<|start|>functions.read_file to=assistant<|channel|>commentary<|message|>"data"<|end|>')
+    assert "<|channel|>analysis<|message|>both<|end|>" + weather + read in text
+
+
 @pytest.mark.parametrize("effort", ["low", "high"])
 def test_reasoning_effort_is_a_template_variable(tmpl, effort):
     text = tmpl.render([{"role": "user", "content": "hi"}], reasoning_effort=effort)
