@@ -76,10 +76,12 @@ EOT_TEXTS = (
     "<|flush|>", "<|calls|>",   # solar-open's pair of the same
 )
 # llama.cpp's workaround for o200k_harmony (and solar-open): when the end-of-generation tokens hold
-# "<|return|>" and "<|call|>" (or "<|calls|>" and "<|flush|>"), "<|end|>" only ends one message of
-# the answer (gpt-oss writes its analysis, then "<|end|>", then its final message): it does not end
-# generation, and it is always parsed and rendered (USER_DEFINED)
-END_OF_MESSAGE_ONLY = ("<|end|>", (("<|return|>", "<|call|>"), ("<|calls|>", "<|flush|>")))
+# "<|return|>" and "<|call|>" (or "<|calls|>" and "<|flush|>"; llama.cpp counts "<|call|>" and
+# "<|calls|>" alike, hence the mixed pairs), "<|end|>" only ends one message of the answer (gpt-oss
+# writes its analysis, then "<|end|>", then its final message): it does not end generation, and it is
+# always parsed and rendered (USER_DEFINED)
+END_OF_MESSAGE_ONLY = ("<|end|>", (("<|return|>", "<|call|>"), ("<|return|>", "<|calls|>"),
+                                   ("<|call|>", "<|flush|>"), ("<|calls|>", "<|flush|>")))
 # gpt-oss's message markup, which llama.cpp always parses and renders (USER_DEFINED, whatever the file says)
 ALWAYS_RENDERED_TEXTS = ("<|channel|>", "<|message|>", "<|start|>", "<|constrain|>")
 # tokens that open a chat message (anchors of the conversation cache's segment tier)

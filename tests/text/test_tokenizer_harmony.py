@@ -127,6 +127,14 @@ def test_solar_open_pair_also_keeps_end_going():
     assert tok.token_id("<|end|>") not in tok.eot_ids
 
 
+@pytest.mark.parametrize("pair", [("<|return|>", "<|calls|>"), ("<|call|>", "<|flush|>")])
+def test_the_mixed_pairs_keep_end_going_as_in_llama_cpp(pair):
+    # llama.cpp counts "<|call|>" and "<|calls|>" alike: <|return|> with either, or either with <|flush|>
+    tok = Tokenizer.from_metadata(_metadata(extra=("<|end|>", *pair)))
+    assert {tok.token_text(i) for i in tok.eot_ids} >= set(pair)
+    assert tok.token_id("<|end|>") not in tok.eot_ids
+
+
 # ----- markup always parsed and rendered ----------------------------------------------------------
 
 def test_markup_is_parsed_and_rendered_even_without_special(harmony):
