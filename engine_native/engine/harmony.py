@@ -72,7 +72,7 @@ def _header_kind(header: str) -> tuple[str, str | None]:
 def _arguments(body: str) -> str:
     try:
         return json.dumps(json.loads(body), ensure_ascii=False)     # as the other formats' calls
-    except ValueError:
+    except (ValueError, RecursionError):     # not JSON, or nested deeper than json reads: as written
         return body
 
 

@@ -222,3 +222,11 @@ def test_responses_output_from_a_harmony_call():
     assert response.output[0].content[0].text == "The user wants weather. Use the tool."
     assert response.output[1].content[0].text == "Checking."
     assert response.output[2].name == "get_weather" and json.loads(response.output[2].arguments) == {"city": "Paris"}
+
+
+def test_arguments_nested_too_deep_for_json_stay_as_written():
+    """A call body nested deeper than Python's json reads (RecursionError, not a ValueError) is kept as
+    written, as an unparsable one is, instead of the error escaping from the answer's reading."""
+    body = "[" * 100_000
+    answer = parse_harmony("<|channel|>commentary to=functions.f<|message|>" + body)
+    assert answer.calls == [{"name": "f", "arguments": body}]
