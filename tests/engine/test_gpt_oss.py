@@ -110,42 +110,12 @@ def test_malformed_gpt_oss_files_are_refused_by_name(tiny_model_factory, tmp_pat
         Engine(bad, n_ctx=32)
 
 
-def copy_gguf(src, dst, *, kv: dict | None = None, scale: dict | None = None) -> None:
-    """A copy of a GGUF file with metadata keys added or replaced (kv: name -> (value, GGUFValueType))
-    and the F32 tensors whose names end with a key of `scale` multiplied by its value."""
-    import gguf
-
-    reader = gguf.GGUFReader(src)
-    w = gguf.GGUFWriter(str(dst), reader.get_field("general.architecture").contents())
-    kv = dict(kv or {})
-    for f in reader.fields.values():
-        if f.name.startswith("GGUF.") or f.name == "general.architecture" or f.name in kv:
-            continue
-        vtype = f.types[0]
-        if vtype == gguf.GGUFValueType.ARRAY:
-            w.add_key_value(f.name, f.contents(), vtype, sub_type=f.types[-1])
-        else:
-            w.add_key_value(f.name, f.contents(), vtype)
-    for name, (value, vtype) in kv.items():
-        w.add_key_value(name, value, vtype)
-    for t in reader.tensors:
-        data = np.asarray(t.data).reshape([int(d) for d in reversed(t.shape)] if t.tensor_type == 0 else t.data.shape)
-        for suffix, factor in (scale or {}).items():
-            if t.name.endswith(suffix):
-                data = data * np.float32(factor)
-        w.add_tensor(t.name, np.ascontiguousarray(data), raw_dtype=t.tensor_type)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
 def test_the_swiglu_clamp_at_7_matches_reference(tiny_model_factory, tmp_path, monkeypatch):
     """Expert biases ~ N(0, 10) push gate above 7 and up beyond +-7, where gpt-oss's SwiGLU clamps
     (min(gate, 7), clamp(up, -7, 7)); the fixtures' biases of 0.1 never reach it. The reference without
     the clamp is far from the engine, so the match is the clamp's."""
     big = tmp_path / "big.gguf"
-    copy_gguf(oss_model(tiny_model_factory, n_expert=4, n_expert_used=4), big,
+    rewrite(oss_model(tiny_model_factory, n_expert=4, n_expert_used=4), big,
               scale={"ffn_gate_exps.bias": 100.0, "ffn_up_exps.bias": 100.0})
     got = logits_every_position(Engine(big, n_ctx=64, n_threads=2, kv_type="f32"), LONG)
     check_close(got, reference_logits(big, LONG), tolerance("F32", "f32"))
@@ -170,7 +140,7 @@ def test_more_malformed_gpt_oss_metadata_is_refused_by_name(tiny_model_factory, 
     import gguf
 
     bad = tmp_path / "bad.gguf"
-    copy_gguf(oss_model(tiny_model_factory), bad, kv={key: (value, gguf.GGUFValueType[vtype])})
+    rewrite(oss_model(tiny_model_factory), bad, kv={key: (value, gguf.GGUFValueType[vtype])})
     with pytest.raises(ValueError, match=message):
         Engine(bad, n_ctx=32)
 
@@ -180,6 +150,6 @@ def test_a_windowed_rope_base_equal_to_the_base_is_read(tiny_model_factory, tmp_
 
     path = oss_model(tiny_model_factory)
     same = tmp_path / "same.gguf"
-    copy_gguf(path, same, kv={"gpt-oss.rope.freq_base_swa": (10000.0, gguf.GGUFValueType.FLOAT32)})
+    rewrite(path, same, kv={"gpt-oss.rope.freq_base_swa": (10000.0, gguf.GGUFValueType.FLOAT32)})
     a = logits_every_position(Engine(same, n_ctx=64, kv_type="f32"), LONG[:20])
     assert np.array_equal(a, logits_every_position(Engine(path, n_ctx=64, kv_type="f32"), LONG[:20]))

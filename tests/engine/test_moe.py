@@ -76,16 +76,18 @@ def test_experts_change_the_answer(tiny_model_factory):
     assert np.abs(a - b).max() > 0.05 * np.abs(a).max()
 
 
-def rewrite(src, dst, *, drop: str = "", kv: dict | None = None, tensors: dict | None = None) -> None:
-    """Copies a GGUF file with metadata keys changed or added (kv: an int, or a list of bools), a key or
-    tensor left out (drop) or tensors renamed to several (tensors)."""
+def rewrite(src, dst, *, drop: str = "", kv: dict | None = None, tensors: dict | None = None,
+            scale: dict | None = None) -> None:
+    """Copies a GGUF file with metadata keys changed or added (kv: an int, a list of bools, or a
+    (value, GGUFValueType) pair), a key or tensor left out (drop), tensors renamed to several
+    (tensors), or the F32 tensors whose names end with a key of `scale` multiplied by its value."""
     reader = gguf.GGUFReader(src)
     w = gguf.GGUFWriter(str(dst), reader.get_field("general.architecture").contents())
     kv = dict(kv or {})
     for f in reader.fields.values():
         if f.name.startswith("GGUF.") or f.name == "general.architecture" or f.name == drop:
             continue
-        if f.name in kv and isinstance(kv[f.name], list):   # a new form for the key: written below
+        if f.name in kv and isinstance(kv[f.name], list | tuple):   # a new form for the key: written below
             continue
         value = kv.pop(f.name, f.contents())
         vtype = f.types[0]
@@ -94,7 +96,9 @@ def rewrite(src, dst, *, drop: str = "", kv: dict | None = None, tensors: dict |
         else:
             w.add_key_value(f.name, value, vtype)
     for name, value in kv.items():
-        if isinstance(value, list):
+        if isinstance(value, tuple):
+            w.add_key_value(name, value[0], value[1])
+        elif isinstance(value, list):
             w.add_key_value(name, value, gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.BOOL)
         else:
             w.add_key_value(name, value, gguf.GGUFValueType.INT32)
@@ -102,6 +106,9 @@ def rewrite(src, dst, *, drop: str = "", kv: dict | None = None, tensors: dict |
         if t.name == drop:
             continue
         data = np.asarray(t.data).reshape([int(d) for d in reversed(t.shape)] if t.tensor_type == 0 else t.data.shape)
+        for suffix, factor in (scale or {}).items():
+            if t.name.endswith(suffix):
+                data = data * np.float32(factor)
         split = (tensors or {}).get(t.name)
         if split:
             for i in range(data.shape[0]):
