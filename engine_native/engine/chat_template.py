@@ -147,8 +147,8 @@ def _call_function(call: Mapping[str, Any]) -> tuple[str, Any]:
     if isinstance(args, str):
         try:
             args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError:
-            pass  # keep a non-JSON string as it is
+        except (ValueError, RecursionError):
+            pass  # keep a non-JSON string (or one nested deeper than json reads) as it is
     return fn["name"], args
 
 
@@ -397,7 +397,7 @@ def _as_call(obj: Any) -> dict[str, str] | None:
     if isinstance(args, str):
         try:
             json.loads(args)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             args = json.dumps(args, ensure_ascii=False)  # a plain string: as a JSON string
         return {"name": obj["name"], "arguments": args}
     return {"name": obj["name"], "arguments": json.dumps(args, ensure_ascii=False)}
@@ -406,7 +406,7 @@ def _as_call(obj: Any) -> dict[str, str] | None:
 def _calls_from_json(text: str) -> list[dict[str, str]] | None:
     try:
         value = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):   # not JSON, or nested deeper than json reads
         return None
     items = value if isinstance(value, list) else [value]
     calls = [_as_call(v) for v in items]
@@ -459,7 +459,7 @@ def _xml_value(raw: str, schema_type: Any) -> Any:
         return value
     try:
         parsed = json.loads(value, parse_constant=_no_constants)
-    except ValueError:
+    except (ValueError, RecursionError):
         return value
     return value if isinstance(parsed, str) else parsed
 

@@ -303,3 +303,16 @@ def test_xml_values_never_make_arguments_that_are_not_json(written):
         _, calls = parse_tool_calls(xml_call({"x": written}), types)
         assert json.loads(calls[0]["arguments"], parse_constant=lambda c: pytest.fail(f"{c} in the arguments")) == {
             "x": written}
+
+
+def test_json_nested_deeper_than_json_reads_is_text_not_a_crash():
+    """json.loads raises RecursionError (not a ValueError) past ~1,000 levels: an answer or a client's
+    arguments nested that deep stay text, never an exception out of the parser (the server's 500)."""
+    deep = "[" * 100_000
+    content, calls = parse_tool_calls(f"<tool_call>{deep}</tool_call>")
+    assert calls == [] and deep in content
+    content, calls = parse_tool_calls(f'<tool_call>{{"name": "f", "arguments": "{deep}"}}</tool_call>')
+    assert calls == [{"name": "f", "arguments": json.dumps(deep)}]
+    messages = normalize_messages([{"role": "assistant", "content": "",
+                                    "tool_calls": [{"function": {"name": "f", "arguments": deep}}]}])
+    assert messages[0]["tool_calls"][0]["function"]["arguments"] == deep
