@@ -1,15 +1,16 @@
-"""Micro-benchmark of the row-interleaved ("packed") Q4_1 / Q8_0 products (quants-packed.h) against
-the GGUF-layout products they replace in the engine, on one thread.
+"""Micro-benchmark of the row-interleaved ("packed") Q4_1 / Q8_0 / Q4_K products (quants-packed.h)
+against the GGUF-layout products they replace in the engine, on one thread.
 
-Per type and row length (576, 1536: SmolLM2-135M's n_embd and n_ff): GB/s of weights streamed
+Per type and row length (576, 1536: SmolLM2-135M's n_embd and n_ff; for Q4_K, whose rows are whole
+super-blocks of 256, 2048 and 5632: a 7B-class n_embd and n_ff): GB/s of weights streamed
 from memory at 1 token (decode; 96 MiB of weights, 3x this machine's L3) and GMAC/s at 4 tokens
 over the same streamed weights (batched decode), GMAC/s at 4 and 8 tokens with the weights in L2
-(1536 x 576 / 576 x 1536 shapes, compute-bound), a 512-token prefill (ffn_up's shape), and the
+(about 0.5 MiB of weights, compute-bound), a 512-token prefill (ffn_up's shape), and the
 packing speed (MB/s of GGUF weights packed).
 
 Times are CPU seconds of this process (time.process_time), best of several runs; the kernels are
 single-threaded. Not a test: nothing is asserted. Usage:
-.venv/bin/python benchmarks/packed_kernels.py [--types Q4_1,Q8_0] [--json]
+.venv/bin/python benchmarks/packed_kernels.py [--types Q4_1,Q8_0,Q4_K] [--json]
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from benchmarks.kernels import best  # noqa: E402
 from tests.native.kernel_data import TYPE_IDS, K, random_activations, random_weights  # noqa: E402
 
 STREAM_BYTES = 96 << 20   # streamed weights: 3x the 32 MiB L3
-L2_ROWS = {576: 1536, 1536: 576}
+L2_ROWS = {576: 1536, 1536: 576, 2048: 448, 5632: 160}   # rows of about 0.5 MiB at each row length
+ROW_LENGTHS = {"Q4_K": (2048, 5632)}                      # others: (576, 1536)
+PREFILL_SHAPE = {"Q4_K": (5632, 2048)}                    # (rows, n) of ffn_up; others: (1536, 576)
 
 
 def rate(work: float, fn, *args, reps: int = 3) -> float:
@@ -43,7 +46,7 @@ def weights(rng, name: str, n_rows: int, n: int) -> np.ndarray:
 def measure(name: str, rng) -> dict:
     tid = TYPE_IDS[name]
     out: dict = {}
-    for n in (576, 1536):
+    for n in ROW_LENGTHS.get(name, (576, 1536)):
         row_bytes = K.type_row_bytes(tid, n)
         n_rows = STREAM_BYTES // row_bytes // 64 * 64
         w = weights(rng, name, n_rows, n)
@@ -62,18 +65,19 @@ def measure(name: str, rng) -> dict:
         for nt in (4, 8):
             out[f"l2_{nt}tok_gmacs_{n}"] = (rate(nt * rows * n, K.matmul, tid, wl, xq[:nt], n, reps=20),
                                             rate(nt * rows * n, K.matmul_packed, tid, pl, rows, xp[:nt], n, reps=20))
-    w = weights(rng, name, 1536, 576)
-    pw = K.pack_rows(tid, w, 576)
-    xq = K.quantize_act_row(tid, random_activations(rng, 512, 576))
-    xp = K.prepare_act_packed(tid, xq, 576)
-    macs = 512 * 1536 * 576
-    out["prefill512_gmacs"] = (rate(macs, K.matmul, tid, w, xq, 576), rate(macs, K.matmul_packed, tid, pw, 1536, xp, 576))
+    rows, n = PREFILL_SHAPE.get(name, (1536, 576))
+    w = weights(rng, name, rows, n)
+    pw = K.pack_rows(tid, w, n)
+    xq = K.quantize_act_row(tid, random_activations(rng, 512, n))
+    xp = K.prepare_act_packed(tid, xq, n)
+    macs = 512 * rows * n
+    out["prefill512_gmacs"] = (rate(macs, K.matmul, tid, w, xq, n), rate(macs, K.matmul_packed, tid, pw, rows, xp, n))
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--types", default="Q4_1,Q8_0")
+    ap.add_argument("--types", default="Q4_1,Q8_0,Q4_K")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rng = np.random.default_rng(1)

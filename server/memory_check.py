@@ -8,7 +8,7 @@ of KV. Policy here (`judge`, pure: numbers in, a verdict out); `ask_for` below g
 GGUF's metadata, psutil) and `strata serve` (server/cli.py) applies the verdict before listening: an error
 stops start-up (status 2) with the flags to change, a warning is logged.
 
-Held with the KV: the engine's packed copies of the Q8_0 / Q4_1 matrices on an AVX-512 VNNI build (made at
+Held with the KV: the engine's packed copies of the Q8_0 / Q4_1 / Q4_K matrices on an AVX-512 VNNI build (made at
 load, anonymous memory about their size in the file; the GGUF pages they came from are then left to the
 page cache).
 The other weights stay mapped from the file and are only a warning's business.
@@ -38,7 +38,7 @@ class MemoryAsk:
     model_bytes: int        # the GGUF file: its weights are read from it as they are used
     available_bytes: int    # psutil's available memory now
     total_bytes: int
-    packed_bytes: int = 0   # the engine's packed copies of Q8_0 / Q4_1 matrices: held like the KV
+    packed_bytes: int = 0   # the engine's packed copies of Q8_0 / Q4_1 / Q4_K matrices: held like the KV
     q8_0_allowed: bool = True   # the engine takes --kv-type q8_0 for this model's head size
 
 
@@ -55,7 +55,7 @@ def judge(ask: MemoryAsk) -> Verdict:
     limit = KV_SHARE_OF_AVAILABLE * ask.available_bytes
     if kv + ask.packed_bytes > limit:
         cheaper = " or --kv-type q8_0 (about half the bytes)" if q8_0_would_help(ask) else ""
-        packed = (f" and {ask.packed_bytes / GIB:.1f} GiB for the packed copy of the model's Q8_0 / Q4_1 weights"
+        packed = (f" and {ask.packed_bytes / GIB:.1f} GiB for the packed copy of the model's Q8_0 / Q4_1 / Q4_K weights"
                   if ask.packed_bytes else "")
         return Verdict(error=(
             f"the contexts asked for need {kv / GIB:.1f} GiB of KV ({shape} = {tokens} tokens x "
@@ -87,7 +87,7 @@ PACKED_ROLES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up
 def packed_bytes(tensors, supported=None, size=None) -> int:
     """Bytes of the engine's packed copies (model.cpp product_weights: the layers' matrices and the output,
     which is token_embd when the file has no output.weight) of the types this build packs. `supported(type_id)`
-    and `size(type_id, n_rows, n_cols)` default to the engine's own (quants-packed.cpp: Q8_0 and Q4_1 on an
+    and `size(type_id, n_rows, n_cols)` default to the engine's own (quants-packed.cpp: Q8_0, Q4_1 and Q4_K on an
     AVX-512 VNNI build; none elsewhere)."""
     if supported is None or size is None:
         from strata import _engine

@@ -143,7 +143,7 @@ OPTIONS: tuple[Option, ...] = (
            minimum=1),
     Option("timeline-out", str, None, "append a replay timeline of real traffic (ids, times, token counts; no "
            "text) to this JSONL file, for `strata replay`", metavar="PATH"),
-    Option("memory-check", bool, True, "before loading, refuse contexts whose KV (with the packed copy of Q8_0 / Q4_1 weights) would take more than 90 percent of the "
+    Option("memory-check", bool, True, "before loading, refuse contexts whose KV (with the packed copy of Q8_0 / Q4_1 / Q4_K weights) would take more than 90 percent of the "
            "memory available (the engine backs all of it at start: such a load swaps or is killed); "
            "--no-memory-check skips it (swap you trust)"),
     Option("status-line", bool, False, "show a live one-line status on stderr (only when it is a terminal)"),

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "engine.h"
+#include "quants-packed.h"
 #include "quants.h"
 
 namespace py = pybind11;
@@ -123,6 +124,18 @@ void register_engine_bindings(py::module_& m) {
         })
         .def_property_readonly("data_offset", [](const engine& e) { return e.mdl().file->data_offset(); })
         .def_property_readonly("weight_bytes", [](const engine& e) { return e.mdl().weight_bytes(); })
+        // {GGUF type name: bytes of its packed (row-interleaved) copies}: empty when nothing is packed
+        .def_property_readonly("packed_bytes",
+                               [](const engine& e) {
+                                   py::dict out;
+                                   for (const weight* w : const_cast<model&>(e.mdl()).product_weights()) {
+                                       if (!w->packed) continue;
+                                       const py::str name(type_name(w->type));
+                                       const size_t have = out.contains(name) ? out[name].cast<size_t>() : 0;
+                                       out[name] = have + packed_bytes(w->type, w->n_rows, w->n_cols);
+                                   }
+                                   return out;
+                               })
         .def("context_capacity", [](const engine& e, int c) { return e.ctx(c).capacity; })
         .def("context_group", [](const engine& e, int c) { return e.ctx(c).group; })
         // history reads take the engine's lock (a compute on another thread may be appending),

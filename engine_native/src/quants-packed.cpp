@@ -1,6 +1,7 @@
 // The portable side of quants-packed.h: argument checks (std::invalid_argument naming the problem),
 // packing GGUF rows into the row-interleaved layout and back, activation preparation, and dispatch
-// to the build's packed kernels (quants-packed-avx512.cpp).
+// to the build's packed kernels (quants-packed-avx512.cpp). Q4_K has its own packing (its 6-bit
+// scales / mins unpacked to bytes) and activation preparation (Q8_K -> d, qs, sums of 32).
 //
 // Not here: the SIMD products themselves, or the GGUF-layout products (quants.cpp).
 #include "quants-packed.h"
@@ -17,11 +18,31 @@
 namespace strata {
 namespace {
 
-constexpr int64_t QK = 32;   // elements per block of both packed types
+constexpr int64_t QK = 32;   // elements per block of Q4_1 and Q8_0
 
-// Quant bytes of one block (16 for Q4_1, 32 for Q8_0) and where they start in a GGUF block.
-size_t qs_bytes(int32_t type) { return type == TYPE_Q4_1 ? QK4_1 / 2 : QK8_0; }
-size_t qs_offset(int32_t type) { return type == TYPE_Q4_1 ? 4 : 2; }
+// Elements of one block (a packed block holds this block of 16 rows): 256 for Q4_K, else 32.
+int64_t block_elems(int32_t type) { return type == TYPE_Q4_K ? QK_K : QK; }
+// Quant bytes of one block (16 for Q4_1, 32 for Q8_0, 128 for Q4_K) and where they start in a GGUF block.
+size_t qs_bytes(int32_t type) { return type == TYPE_Q4_1 ? QK4_1 / 2 : type == TYPE_Q4_K ? QK_K / 2 : QK8_0; }
+size_t qs_offset(int32_t type) { return type == TYPE_Q4_1 ? 4 : type == TYPE_Q4_K ? 4 + K_SCALE_SIZE : 2; }
+
+// Q4_K's 12 bytes of 6-bit scales / mins of 8 sub-blocks <-> 8 scale bytes and 8 min bytes
+// (llama.cpp's get_scale_min_k4 and its inverse; every one of the 96 bits is used, so exact).
+void unpack_scales_q4_K(const uint8_t* q, uint8_t* sc, uint8_t* m) {
+    for (int j = 0; j < 4; ++j) {
+        sc[j] = q[j] & 63;
+        m[j] = q[j + 4] & 63;
+        sc[j + 4] = uint8_t((q[j + 8] & 0x0F) | ((q[j] >> 6) << 4));
+        m[j + 4] = uint8_t((q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4));
+    }
+}
+void pack_scales_q4_K(const uint8_t* sc, const uint8_t* m, uint8_t* q) {
+    for (int j = 0; j < 4; ++j) {
+        q[j] = uint8_t((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+        q[j + 4] = uint8_t((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+        q[j + 8] = uint8_t((sc[j + 4] & 0x0F) | ((m[j + 4] & 0x0F) << 4));
+    }
+}
 
 void check_type(int32_t type, const char* what) {
     if (!packed_supported(type)) {
@@ -31,10 +52,11 @@ void check_type(int32_t type, const char* what) {
     }
 }
 
-void check_cols(int64_t n, const char* what) {
-    if (n <= 0 || n % QK != 0) {
-        throw std::invalid_argument(std::string(what) + ": row length n=" + std::to_string(n) +
-                                    " must be a positive multiple of 32");
+void check_cols(int32_t type, int64_t n, const char* what) {
+    const int64_t qk = block_elems(type);
+    if (n <= 0 || n % qk != 0) {
+        throw std::invalid_argument(std::string(what) + ": row length n=" + std::to_string(n) + " must be a positive multiple of " +
+                                    std::to_string(qk) + " for " + type_name(type));
     }
 }
 
@@ -43,26 +65,27 @@ int64_t n_groups(int64_t n_rows) { return (n_rows + PACK_ROWS - 1) / PACK_ROWS; 
 }  // namespace
 
 bool packed_supported(int32_t type) {
-    return (type == TYPE_Q4_1 || type == TYPE_Q8_0) && simd_packed_matmul_for(type) != nullptr;
+    return (type == TYPE_Q4_1 || type == TYPE_Q8_0 || type == TYPE_Q4_K) && simd_packed_matmul_for(type) != nullptr;
 }
 
 size_t packed_block_bytes(int32_t type) {
     check_type(type, "packed_block_bytes");
     // quants, then 16 fp16 scales, then (Q4_1) 16 fp16 minimums
+    if (type == TYPE_Q4_K) return PACKED_Q4_K_BLOCK_BYTES;
     return size_t(PACK_ROWS) * (qs_bytes(type) + 2 + (type == TYPE_Q4_1 ? 2 : 0));
 }
 
 size_t packed_bytes(int32_t type, int64_t n_rows, int64_t n_cols) {
     check_type(type, "packed_bytes");
-    check_cols(n_cols, "packed_bytes");
+    check_cols(type, n_cols, "packed_bytes");
     if (n_rows < 0) throw std::invalid_argument("packed_bytes: n_rows=" + std::to_string(n_rows) + " is negative");
-    return size_t(n_groups(n_rows)) * size_t(n_cols / QK) * packed_block_bytes(type);
+    return size_t(n_groups(n_rows)) * size_t(n_cols / block_elems(type)) * packed_block_bytes(type);
 }
 
 void pack_rows(int32_t type, const void* w, size_t w_row_bytes, int64_t n_rows, int64_t n_cols, void* dst, int64_t g0,
                int64_t g1) {
     check_type(type, "pack_rows");
-    check_cols(n_cols, "pack_rows");
+    check_cols(type, n_cols, "pack_rows");
     const size_t row = type_row_bytes(type, n_cols);
     if (w_row_bytes < row) {
         throw std::invalid_argument("pack_rows: w_row_bytes=" + std::to_string(w_row_bytes) + " is less than one row (" +
@@ -75,8 +98,9 @@ void pack_rows(int32_t type, const void* w, size_t w_row_bytes, int64_t n_rows, 
     }
     if (g1 > g0 && (!w || !dst)) throw std::invalid_argument("pack_rows: null buffer");
     const size_t bb = type_block_bytes(type), pb = packed_block_bytes(type), qb = qs_bytes(type), qo = qs_offset(type);
-    const int64_t nb = n_cols / QK;
+    const int64_t nb = n_cols / block_elems(type);
     const size_t n_qs = size_t(PACK_ROWS) * qb;   // quant bytes of a packed block, before the scales
+    const bool two_fp16 = type != TYPE_Q8_0;      // Q4_1's m, Q4_K's dmin after the 16 d
     const uint32_t flip = type == TYPE_Q8_0 ? 0x80808080u : 0u;   // Q8_0 stored as q + 128
     const uint8_t* src = static_cast<const uint8_t*>(w);
     uint8_t* out = static_cast<uint8_t*>(dst);
@@ -95,7 +119,13 @@ void pack_rows(int32_t type, const void* w, size_t w_row_bytes, int64_t n_rows, 
                     std::memcpy(p + (j * size_t(PACK_ROWS) + size_t(r)) * 4, &q, 4);
                 }
                 std::memcpy(p + n_qs + 2 * size_t(r), blk, 2);                                             // d
-                if (type == TYPE_Q4_1) std::memcpy(p + n_qs + 2 * size_t(PACK_ROWS) + 2 * size_t(r), blk + 2, 2);   // m
+                if (two_fp16) std::memcpy(p + n_qs + 2 * size_t(PACK_ROWS) + 2 * size_t(r), blk + 2, 2);   // m | dmin
+                if (type == TYPE_Q4_K) {   // sc (8, 16) bytes [s][r], then mins (4, 16, 2) bytes [k][r] = m[2k], m[2k + 1]
+                    uint8_t sc[8], m[8];
+                    unpack_scales_q4_K(blk + 4, sc, m);
+                    for (size_t s = 0; s < 8; ++s) p[PACKED_Q4_K_SC + s * size_t(PACK_ROWS) + size_t(r)] = sc[s];
+                    for (size_t s = 0; s < 8; ++s) p[PACKED_Q4_K_MIN + (s / 2 * size_t(PACK_ROWS) + size_t(r)) * 2 + s % 2] = m[s];
+                }
             }
         }
     }
@@ -103,11 +133,11 @@ void pack_rows(int32_t type, const void* w, size_t w_row_bytes, int64_t n_rows, 
 
 void unpack_rows(int32_t type, const void* packed, int64_t n_rows, int64_t n_cols, void* dst) {
     check_type(type, "unpack_rows");
-    check_cols(n_cols, "unpack_rows");
+    check_cols(type, n_cols, "unpack_rows");
     if (n_rows < 0) throw std::invalid_argument("unpack_rows: n_rows=" + std::to_string(n_rows) + " is negative");
     if (n_rows > 0 && (!packed || !dst)) throw std::invalid_argument("unpack_rows: null buffer");
     const size_t bb = type_block_bytes(type), pb = packed_block_bytes(type), qb = qs_bytes(type), qo = qs_offset(type);
-    const int64_t nb = n_cols / QK;
+    const int64_t nb = n_cols / block_elems(type);
     const size_t n_qs = size_t(PACK_ROWS) * qb, row = type_row_bytes(type, n_cols);
     const uint8_t flip = type == TYPE_Q8_0 ? 0x80 : 0x00;
     const uint8_t* in = static_cast<const uint8_t*>(packed);
@@ -118,7 +148,13 @@ void unpack_rows(int32_t type, const void* packed, int64_t n_rows, int64_t n_col
             const uint8_t* p = in + (size_t(g) * size_t(nb) + size_t(b)) * pb;
             uint8_t* blk = out + size_t(row_i) * row + size_t(b) * bb;
             std::memcpy(blk, p + n_qs + 2 * size_t(r), 2);
-            if (type == TYPE_Q4_1) std::memcpy(blk + 2, p + n_qs + 2 * size_t(PACK_ROWS) + 2 * size_t(r), 2);
+            if (type != TYPE_Q8_0) std::memcpy(blk + 2, p + n_qs + 2 * size_t(PACK_ROWS) + 2 * size_t(r), 2);
+            if (type == TYPE_Q4_K) {
+                uint8_t sc[8], m[8];
+                for (size_t s = 0; s < 8; ++s) sc[s] = p[PACKED_Q4_K_SC + s * size_t(PACK_ROWS) + size_t(r)];
+                for (size_t s = 0; s < 8; ++s) m[s] = p[PACKED_Q4_K_MIN + (s / 2 * size_t(PACK_ROWS) + size_t(r)) * 2 + s % 2];
+                pack_scales_q4_K(sc, m, blk + 4);
+            }
             for (size_t j = 0; j < qb / 4; ++j) {
                 const uint8_t* q = p + (j * size_t(PACK_ROWS) + size_t(r)) * 4;
                 for (int k = 0; k < 4; ++k) blk[qo + 4 * j + size_t(k)] = uint8_t(q[k] ^ flip);
@@ -129,14 +165,29 @@ void unpack_rows(int32_t type, const void* packed, int64_t n_rows, int64_t n_col
 
 size_t packed_act_row_bytes(int32_t type, int64_t n) {
     check_type(type, "packed_act_row_bytes");
-    check_cols(n, "packed_act_row_bytes");
+    check_cols(type, n, "packed_act_row_bytes");
+    if (type == TYPE_Q4_K) return size_t(n / QK_K) * PACKED_ACT_Q8_K_BLOCK_BYTES;
     return size_t(n / QK) * PACKED_ACT_BLOCK_BYTES;
 }
 
 void prepare_act_row_packed(int32_t type, const void* xq, void* dst, int64_t n) {
     check_type(type, "prepare_act_row_packed");
-    check_cols(n, "prepare_act_row_packed");
+    check_cols(type, n, "prepare_act_row_packed");
     if (!xq || !dst) throw std::invalid_argument("prepare_act_row_packed: null buffer");
+    if (type == TYPE_Q4_K) {   // Q8_K -> qs (256,) int8, float d, int16 sums of the 8 sub-blocks of 32, zeros
+        const block_q8_K* in = static_cast<const block_q8_K*>(xq);
+        uint8_t* out = static_cast<uint8_t*>(dst);
+        for (int64_t b = 0; b < n / QK_K; ++b, ++in, out += PACKED_ACT_Q8_K_BLOCK_BYTES) {
+            std::memset(out, 0, PACKED_ACT_Q8_K_BLOCK_BYTES);
+            std::memcpy(out, in->qs, QK_K);
+            std::memcpy(out + QK_K, &in->d, 4);
+            for (size_t s = 0; s < 8; ++s) {   // |sum| <= 32 * 128: fits int16 (the kernel's vpdpwssd)
+                const int16_t sum = int16_t(in->bsums[2 * s] + in->bsums[2 * s + 1]);
+                std::memcpy(out + QK_K + 4 + 2 * s, &sum, 2);
+            }
+        }
+        return;
+    }
     const bool q81 = type == TYPE_Q4_1;   // Q8_1 activations: d, s, qs; Q8_0: d, qs
     const size_t ab = q81 ? sizeof(block_q8_1) : sizeof(block_q8_0), qo = q81 ? 4 : 2;
     const uint8_t* in = static_cast<const uint8_t*>(xq);
@@ -170,7 +221,7 @@ void quantize_act_row_packed(int32_t type, const float* x, void* dst, int64_t n)
 void matmul_packed(int32_t type, const void* packed, int64_t n_rows, const void* xp, size_t xp_row_bytes,
                    int64_t n_tok, float* y, int64_t y_stride, int64_t n, int64_t r0, int64_t r1) {
     check_type(type, "matmul_packed");
-    check_cols(n, "matmul_packed");
+    check_cols(type, n, "matmul_packed");
     if (r0 < 0 || r1 < r0 || r1 > n_rows || r0 % PACK_ROWS != 0) {
         throw std::invalid_argument("matmul_packed: row range [" + std::to_string(r0) + ", " + std::to_string(r1) +
                                     ") must lie in the " + std::to_string(n_rows) + " rows and start at a multiple of " +
@@ -188,7 +239,7 @@ void matmul_packed(int32_t type, const void* packed, int64_t n_rows, const void*
     }
     if (r1 == r0 || n_tok == 0) return;
     if (!packed || !xp || !y) throw std::invalid_argument("matmul_packed: null buffer");
-    simd_packed_matmul_for(type)(static_cast<const uint8_t*>(packed), n / QK, static_cast<const uint8_t*>(xp),
+    simd_packed_matmul_for(type)(static_cast<const uint8_t*>(packed), n / block_elems(type), static_cast<const uint8_t*>(xp),
                                  xp_row_bytes, n_tok, y, y_stride, r0, r1);
 }
 
