@@ -81,7 +81,8 @@ def load(state: ServerState) -> None:
     t0 = time.monotonic()
     engine = Engine(str(path), n_ctx=cfg.ctx, n_slots=cfg.batch, n_groups=cfg.batch_groups if cfg.batch else 1,
                     slot_ctx=cfg.slot_ctx_effective if cfg.batch else None, n_threads=cfg.threads,
-                    kv_type=cfg.kv_type, backend=cfg.backend, max_chunk=cfg.prefill_chunk)
+                    kv_type=cfg.kv_type, backend=cfg.backend, max_chunk=cfg.prefill_chunk,
+                    pack_weights=cfg.pack_weights)
     state.engine = engine
     state.model_name = model_id(path)
     state.model_description = model_description(getattr(engine, "metadata", None))

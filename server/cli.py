@@ -83,6 +83,8 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
             return 2
         if verdict.warning:
             log.warning("%s", verdict.warning)
+        if not verdict.pack_weights:
+            config = config.replace(pack_weights=False)
     too_many = threads_warning(config.threads, os.cpu_count())
     if too_many:
         log.warning("%s", too_many)

@@ -10,8 +10,9 @@ stops start-up (status 2) with the flags to change, a warning is logged.
 
 Held with the KV: the engine's packed copies of the Q8_0 / Q4_1 / Q4_K matrices on an AVX-512 VNNI build (made at
 load, anonymous memory about their size in the file; the GGUF pages they came from are then left to the
-page cache).
-The other weights stay mapped from the file and are only a warning's business.
+page cache). When the KV fits and the packed copies do not fit beside it, the verdict is to read the
+weights in place (`pack_weights` False, a warning): slower prompt reading, but the model runs as it
+would from the file alone. The other weights stay mapped from the file and are only a warning's business.
 
 Not here: the CUDA backend (its KV lives in VRAM; the backend checks that itself; but a model with
 experts under `--backend auto` runs on the CPU and is checked), or the conversation cache's RAM level
@@ -40,12 +41,14 @@ class MemoryAsk:
     total_bytes: int
     packed_bytes: int = 0   # the engine's packed copies of Q8_0 / Q4_1 / Q4_K matrices: held like the KV
     q8_0_allowed: bool = True   # the engine takes --kv-type q8_0 for this model's head size
+    pack_weights: bool = True   # --pack-weights: the packed copies are asked for
 
 
 @dataclass(frozen=True)
 class Verdict:
     error: str | None = None
     warning: str | None = None
+    pack_weights: bool = True   # False: load with the weights read in place (the packed copies do not fit)
 
 
 def judge(ask: MemoryAsk) -> Verdict:
@@ -53,16 +56,21 @@ def judge(ask: MemoryAsk) -> Verdict:
     kv = tokens * ask.kv_bytes_per_token
     shape = f"--ctx {ask.ctx}" + (f" + --batch {ask.slots} x --slot-ctx {ask.slot_ctx}" if ask.slots else "")
     limit = KV_SHARE_OF_AVAILABLE * ask.available_bytes
-    if kv + ask.packed_bytes > limit:
+    if kv > limit:
         cheaper = " or --kv-type q8_0 (about half the bytes)" if q8_0_would_help(ask) else ""
-        packed = (f" and {ask.packed_bytes / GIB:.1f} GiB for the packed copy of the model's Q8_0 / Q4_1 / Q4_K weights"
-                  if ask.packed_bytes else "")
         return Verdict(error=(
             f"the contexts asked for need {kv / GIB:.1f} GiB of KV ({shape} = {tokens} tokens x "
-            f"{ask.kv_bytes_per_token} bytes, KV {ask.kv_type}){packed}, more than "
+            f"{ask.kv_bytes_per_token} bytes, KV {ask.kv_type}), more than "
             f"{KV_SHARE_OF_AVAILABLE * 100:.0f} percent ({limit / GIB:.1f} GiB) of the "
             f"{ask.available_bytes / GIB:.1f} GiB of memory available: lower --ctx, --slot-ctx or --batch{cheaper} "
             f"(`strata setup` sizes them for this machine)"))
+    packed = ask.packed_bytes if ask.pack_weights else 0
+    if kv + packed > limit:
+        return Verdict(pack_weights=False, warning=(
+            f"the packed copy of the model's Q8_0 / Q4_1 / Q4_K weights ({packed / GIB:.1f} GiB) does not fit beside "
+            f"the KV ({kv / GIB:.1f} GiB, {shape}) in {KV_SHARE_OF_AVAILABLE * 100:.0f} percent of the "
+            f"{ask.available_bytes / GIB:.1f} GiB of memory available: the weights are read in place from the file "
+            f"(prompts read more slowly); a smaller context leaves room for the copy"))
     if kv + ask.model_bytes > ask.available_bytes:
         return Verdict(warning=(
             f"the model ({ask.model_bytes / GIB:.1f} GiB) and the KV ({kv / GIB:.1f} GiB, {shape}) are more than the "
@@ -134,4 +142,4 @@ def ask_for(cfg, path, backend: str) -> MemoryAsk | None:
     return MemoryAsk(ctx=cfg.ctx, slots=cfg.batch, slot_ctx=cfg.slot_ctx_effective if cfg.batch else 0,
                      kv_type=cfg.kv_type, kv_bytes_per_token=bpt, model_bytes=os.path.getsize(path),
                      available_bytes=int(vm.available), total_bytes=int(vm.total), packed_bytes=packed,
-                     q8_0_allowed=q8_0_allowed)
+                     q8_0_allowed=q8_0_allowed, pack_weights=bool(cfg.pack_weights))

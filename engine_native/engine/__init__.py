@@ -88,8 +88,13 @@ class Engine:
 
     def __init__(self, model_path, *, n_ctx: int = 4096, n_slots: int = 0, n_groups: int = 1,
                  slot_ctx: int | None = None, n_threads: int | None = None, kv_type: str = "f16",
-                 backend: str = "cpu", max_chunk: int = 512) -> None:
+                 backend: str = "cpu", max_chunk: int = 512, pack_weights: bool = True) -> None:
+        """`pack_weights`: on the CPU, keep row-interleaved copies of the weights this build packs (faster
+        products; anonymous memory about those weights' size). False reads every weight in place from the
+        mapped file (what a model that only just fits the memory needs)."""
         n_ctx = _positive_int("n_ctx", n_ctx)
+        if not isinstance(pack_weights, bool):
+            raise ValueError(f"pack_weights must be True or False, got {pack_weights!r}")
         n_slots = _positive_int("n_slots", n_slots, allow_zero=True)
         n_groups = _positive_int("n_groups", n_groups)
         slot_ctx = n_ctx if slot_ctx is None else _positive_int("slot_ctx", slot_ctx)
@@ -105,7 +110,7 @@ class Engine:
             backend = "cpu"   # the CUDA backend has no expert kernels; "cuda" asked outright is refused by name
         self._native = _engine.Engine(self.model_path, n_ctx=n_ctx, n_slots=n_slots, n_groups=n_groups,
                                       slot_ctx=slot_ctx, n_threads=n_threads, kv_type=kv_type,
-                                      max_chunk=_positive_int("max_chunk", max_chunk),
+                                      max_chunk=_positive_int("max_chunk", max_chunk), pack_weights=pack_weights,
                                       **({"backend": backend} if backend != "cpu" else {}))
         hp = self._native.hparams()
         self.arch: str = hp["arch"]

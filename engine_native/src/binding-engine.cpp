@@ -59,7 +59,8 @@ void register_engine_bindings(py::module_& m) {
 
     py::class_<engine>(m, "Engine")
         .def(py::init([](const std::string& path, int64_t n_ctx, int n_slots, int n_groups, int64_t slot_ctx,
-                         int n_threads, const std::string& kv_type, int64_t max_chunk, const std::string& backend) {
+                         int n_threads, const std::string& kv_type, int64_t max_chunk, const std::string& backend,
+                         bool pack_weights) {
                  engine_params p;
                  p.n_ctx = n_ctx;
                  p.n_slots = n_slots;
@@ -69,12 +70,13 @@ void register_engine_bindings(py::module_& m) {
                  p.kv_type = kv_type;
                  p.max_chunk = max_chunk;
                  p.backend = backend;
+                 p.pack_weights = pack_weights;
                  py::gil_scoped_release nogil;
                  return new engine(path, p);
              }),
              py::arg("model_path"), py::arg("n_ctx") = 4096, py::arg("n_slots") = 0, py::arg("n_groups") = 1,
              py::arg("slot_ctx") = 0, py::arg("n_threads") = 0, py::arg("kv_type") = "f16",
-             py::arg("max_chunk") = 512, py::arg("backend") = "cpu")
+             py::arg("max_chunk") = 512, py::arg("backend") = "cpu", py::arg("pack_weights") = true)
         .def("hparams", [](const engine& e) {
             const model_hparams& h = e.hp();
             py::dict d;

@@ -165,7 +165,7 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     pool_->parallel_chunks(int64_t(pieces.size()), [&](int64_t i, int) {
         arena::populate(pieces[size_t(i)].first, pieces[size_t(i)].second);
     });
-    if (!on_gpu) pack_product_weights(*model_, *pool_);
+    if (!on_gpu && params_.pack_weights) pack_product_weights(*model_, *pool_);
 #ifdef STRATA_WITH_CUDA
     if (on_gpu) {
         std::vector<int64_t> capacities;

@@ -36,6 +36,9 @@ struct engine_params {
     std::string kv_type = "f16";   // "f16", "q8_0", or "f32" (a precision reference for tests)
     int64_t max_chunk = 512;  // largest prefill chunk the scratch is sized for
     std::string backend = "cpu";   // "cpu", or "cuda" in a build with STRATA_CUDA (engine_native/cuda)
+    // CPU: make the packed copies of the weights this build packs (quants-packed.h; faster products,
+    // anonymous memory about those weights' size); false reads every weight in place from the file
+    bool pack_weights = true;
 };
 
 struct context {
