@@ -159,6 +159,14 @@ def _lookup_part(cfg: Any, engine: Any) -> str:
     return "lookup decoding off" + (" (a model with experts)" if cfg.lookup_draft is None else "")
 
 
+def _packing_part(engine: Any) -> list[str]:
+    """The CPU backend's packed weight copies (memory the user may wonder about), or that there are none."""
+    if not str(getattr(engine, "backend", "")).startswith("cpu"):
+        return []
+    packed = int(getattr(engine, "packed_bytes", 0))
+    return [f"weights packed {packed / 2**20:.0f} MiB" if packed else "weights read in place"]
+
+
 def info_line(state: ServerState) -> str:
     cfg, e = state.config, state.engine
     n_slots = int(getattr(e, "n_slots", 0))
@@ -172,6 +180,7 @@ def info_line(state: ServerState) -> str:
         *_gpu_part(e),
         f"contexts {contexts}, KV {getattr(e, 'kv_type', cfg.kv_type)}",
         f"large pages {getattr(e, 'large_pages', 'unknown')}",
+        *_packing_part(e),
         _lookup_part(cfg, e),
     ]
     if state.cache is not None and hasattr(state.cache, "describe"):

@@ -133,6 +133,8 @@ class Engine:
         self.backend = f"cpu-{self._native.simd}" if gpu is None else f"cuda-sm{gpu['compute_capability'].replace('.', '')}"
         self.n_threads: int = self._native.n_threads
         self.large_pages: str = self._native.large_pages
+        # bytes of the packed weight copies the CPU backend made (0: every weight read in place)
+        self.packed_bytes: int = sum(self._native.packed_bytes.values())
         self.metadata: dict = self._gguf.metadata
         self.model_id: str = model_identity(self.model_path, self._gguf.data_offset)
         self._text = None  # (tokenizer, chat template), built on first use

@@ -57,6 +57,7 @@ class Engine:
     backend: str            # e.g. "cpu-avx512-vnni"
     n_threads: int
     large_pages: str        # what the KV arena got: "hugetlb", "thp (madvise)", "large pages", "none", ...
+    packed_bytes: int       # the packed weight copies the CPU backend made (0: weights read in place)
     metadata: dict[str, Any]
     def __init__(self, model_path: str | Any, *, n_ctx: int = 4096, n_slots: int = 0, n_groups: int = 1,
                  slot_ctx: int | None = None, n_threads: int | None = None, kv_type: str = "f16",
