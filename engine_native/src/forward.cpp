@@ -1,6 +1,9 @@
 // The forward pass of a batch of rows (prefill chunk or batched decode): embeddings, per layer
 // RMSNorm -> Q/K/V -> RoPE -> KV store -> attention -> output projection -> RMSNorm -> SwiGLU FFN
 // (or a mixture of SwiGLU experts), then the final norm and the logits of the rows that want them.
+// The architectures' extras ride along where the weights have them (model.h): Q/K/V and output
+// biases, Q/K norms, attention sinks and a layer's sliding window, router and expert biases and
+// gpt-oss's clamped SwiGLU.
 //
 // Not here: weight formats (quants.h kernels), attention inner loops (attention.cpp).
 // Bitwise rule: every per-row step below has a fixed order independent of n_rows, and the products
