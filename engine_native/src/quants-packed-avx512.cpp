@@ -1,4 +1,4 @@
-// AVX-512 VNNI products over row-interleaved Q4_1 / Q8_0 / Q4_K weights (layout: quants-packed.h). A tile
+// AVX-512 VNNI products over row-interleaved Q4_1 / Q8_0 / Q4_K / Q6_K weights (layout: quants-packed.h). A tile
 // is one group of 16 weight rows x nt <= 8 tokens: per block, the group's quants are loaded (and
 // for Q4_1 split into nibbles) once; per token, 8 vpdpbusd with the token's four activation bytes
 // broadcast give in int32 lane r the dot of row r's whole block, then one convert and one FMA by
@@ -9,6 +9,11 @@
 // give each row's int32 sums (|.| <= 16 * 15 * 128, so exact in int16), which one vpdpwssd each
 // multiplies by the row's 6-bit scale into an int32 super-block sum; the mins go through four
 // vpdpwssd with the token's sub-block sums; then per super-block one FMA by d and one by dmin.
+//
+// Q6_K: per 16 elements of a sub-block, the 6-bit quants q in [0, 63] are assembled from ql's
+// nibbles and qh's 2-bit fields (an and, a shift and a vpternlogd each), and 4 vpdpbusd start from
+// the token's -32 * bsum, giving sum x (q - 32) (|.| <= 16 * 32 * 128: not an int16, so one
+// vpmulld by the row's int8 scale); per super-block one FMA by d. Integer sums exact, as GGUF's.
 //
 // Every (row, token) goes through the same per-lane instructions whatever nt, the row range or
 // n_tok, so the result does not depend on batching (quants.h's bitwise rule). Compiled only when
@@ -185,13 +190,84 @@ void packed_tile_q4_K(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb
     for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ys, keep, acc[t]);
 }
 
+// Q6_K prefetch distance, as Q4_K's (not measured apart).
+constexpr size_t Q6_K_PREFETCH_BYTES = 12288;
+// Q6_K: as packed_tile, one super-block a step (layout: quants-packed.h).
+template <int NT>
+void packed_tile_q6_K(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ys, __mmask16 keep,
+                      bool prefetch) {
+    constexpr size_t BLOCK = PACKED_Q6_K_BLOCK_BYTES, ACT = PACKED_ACT_Q6_K_BLOCK_BYTES;
+    constexpr size_t STEP_LINES = 7 * 64;   // 8 steps x 7 lines cover the block's 53
+    __m512 acc[NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = g + size_t(b) * BLOCK;
+        const uint8_t* xb = x + size_t(b) * ACT;
+        __m512i isum[NT];   // (NT, 16) int32: sum over sub-blocks of scale * sum x (q - 32), per row lane
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+        // step u: half hf = u / 4 (128 elements), i_hi = u / 2 % 2, pass = u % 2: ql bytes 64 hf + 32 pass
+        // + 16 i_hi .. + 15, whose low nibbles are elements 128 hf + 32 pass + 16 i_hi .. (sub-block s_lo)
+        // and high nibbles the same + 64 (sub-block s_lo + 4); qh's fields 2 pass and 2 pass + 2.
+#pragma GCC unroll 1
+        for (int u = 0; u < 8; ++u) {
+            const int hf = u >> 2, i_hi = (u >> 1) & 1, pass = u & 1;
+            if (prefetch) {
+                for (size_t o = size_t(u) * STEP_LINES; o < std::min<size_t>(BLOCK, size_t(u) * STEP_LINES + STEP_LINES); o += 64) {
+                    _mm_prefetch(reinterpret_cast<const char*>(blk + Q6_K_PREFETCH_BYTES + o), _MM_HINT_T0);
+                }
+            }
+            const int s_lo = 8 * hf + 2 * pass + i_hi;
+            const __m512i sc_lo = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + PACKED_Q6_K_SC + 16 * s_lo)));
+            const __m512i sc_hi = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + PACKED_Q6_K_SC + 16 * (s_lo + 4))));
+            __m512i w[8];   // (8, 16) lane r: 4 quants q of row r (w[c]: sub-block s_lo, w[4 + c]: s_lo + 4)
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; ++c) {
+                const int i = 4 * i_hi + c;
+                const __m512i l = _mm512_loadu_si512(blk + 64 * (16 * hf + 8 * pass + i));
+                const __m512i h = _mm512_loadu_si512(blk + PACKED_Q6_K_QH + 64 * (8 * hf + i));
+                // field 2 pass (for the low nibbles) and 2 pass + 2 (high) of each qh byte, moved to bits 4..5
+                const __m512i h_lo = pass ? _mm512_slli_epi16(h, 2) : _mm512_slli_epi16(h, 4);
+                const __m512i h_hi = pass ? _mm512_srli_epi16(h, 2) : h;
+                // 0xF8: a | (b & c)
+                w[c] = _mm512_ternarylogic_epi32(_mm512_and_si512(l, low4), h_lo, bits45, 0xF8);
+                w[4 + c] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4), h_hi, bits45, 0xF8);
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) {
+                const uint8_t* a = xb + size_t(t) * xrb;
+                const uint8_t* xl = a + 128 * hf + 32 * pass + 16 * i_hi;   // s_lo's 16; + 64: s_lo + 4's
+                __m512i dl = bcast_u32(a + QK_K + 4 * s_lo);
+                __m512i dh = bcast_u32(a + QK_K + 4 * (s_lo + 4));
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; ++c) {
+                    dl = dpbusd_bcast(dl, w[c], xl + 4 * c);
+                    dh = dpbusd_bcast(dh, w[4 + c], xl + 64 + 4 * c);
+                }
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(dl, sc_lo), _mm512_mullo_epi32(dh, sc_hi)));
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + PACKED_Q6_K_D)));
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+            const __m512 dx = bcast_f32(xb + size_t(t) * xrb + PACKED_ACT_Q6_K_D);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, dx), acc[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ys, keep, acc[t]);
+}
+
 using tile_fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, float*, int64_t, __mmask16, bool);
 
-enum packed_kind { PACKED_Q4_1, PACKED_Q8_0, PACKED_Q4_K };
+enum packed_kind { PACKED_Q4_1, PACKED_Q8_0, PACKED_Q4_K, PACKED_Q6_K };
 
 template <packed_kind K, int NT>
 constexpr tile_fn tile_for() {
     if constexpr (K == PACKED_Q4_K) return &packed_tile_q4_K<NT>;
+    else if constexpr (K == PACKED_Q6_K) return &packed_tile_q6_K<NT>;
     else return &packed_tile<K == PACKED_Q4_1, NT>;
 }
 
@@ -204,8 +280,12 @@ template <packed_kind K>
 void packed_matmul(const uint8_t* packed, int64_t nb, const uint8_t* xp, size_t xrb, int64_t n_tok, float* y, int64_t ys,
                    int64_t r0, int64_t r1) {
     static constexpr auto tiles = make_tiles<K>(std::make_index_sequence<MAX_NT>());
-    const size_t block_bytes = K == PACKED_Q4_K ? PACKED_Q4_K_BLOCK_BYTES : packed_format<K == PACKED_Q4_1>::BLOCK;
-    const size_t act_block_bytes = K == PACKED_Q4_K ? PACKED_ACT_Q8_K_BLOCK_BYTES : PACKED_ACT_BLOCK_BYTES;
+    const size_t block_bytes = K == PACKED_Q4_K   ? PACKED_Q4_K_BLOCK_BYTES
+                               : K == PACKED_Q6_K ? PACKED_Q6_K_BLOCK_BYTES
+                                                  : packed_format<K == PACKED_Q4_1>::BLOCK;
+    const size_t act_block_bytes = K == PACKED_Q4_K   ? PACKED_ACT_Q8_K_BLOCK_BYTES
+                                   : K == PACKED_Q6_K ? PACKED_ACT_Q6_K_BLOCK_BYTES
+                                                      : PACKED_ACT_BLOCK_BYTES;
     const size_t group_bytes = size_t(nb) * block_bytes;
     const int64_t g0 = r0 / PACK_ROWS, g1 = (r1 + PACK_ROWS - 1) / PACK_ROWS;
     const int64_t row_bytes = nb * int64_t(act_block_bytes);
@@ -231,6 +311,7 @@ packed_matmul_fn simd_packed_matmul_for(int32_t weight_type) {
         case TYPE_Q4_1: return packed_matmul<PACKED_Q4_1>;
         case TYPE_Q8_0: return packed_matmul<PACKED_Q8_0>;
         case TYPE_Q4_K: return packed_matmul<PACKED_Q4_K>;
+        case TYPE_Q6_K: return packed_matmul<PACKED_Q6_K>;
         default: return nullptr;
     }
 }

@@ -1,7 +1,8 @@
 // The portable side of quants-packed.h: argument checks (std::invalid_argument naming the problem),
 // packing GGUF rows into the row-interleaved layout and back, activation preparation, and dispatch
 // to the build's packed kernels (quants-packed-avx512.cpp). Q4_K has its own packing (its 6-bit
-// scales / mins unpacked to bytes) and activation preparation (Q8_K -> d, qs, sums of 32).
+// scales / mins unpacked to bytes) and activation preparation (Q8_K -> d, qs, sums of 32); Q6_K its
+// own too (ql, qh and scales interleaved apart; Q8_K -> qs, -32 * bsums, d).
 //
 // Not here: the SIMD products themselves, or the GGUF-layout products (quants.cpp).
 #include "quants-packed.h"
@@ -21,7 +22,7 @@ namespace {
 constexpr int64_t QK = 32;   // elements per block of Q4_1 and Q8_0
 
 // Elements of one block (a packed block holds this block of 16 rows): 256 for Q4_K, else 32.
-int64_t block_elems(int32_t type) { return type == TYPE_Q4_K ? QK_K : QK; }
+int64_t block_elems(int32_t type) { return type == TYPE_Q4_K || type == TYPE_Q6_K ? QK_K : QK; }
 // Quant bytes of one block (16 for Q4_1, 32 for Q8_0, 128 for Q4_K) and where they start in a GGUF block.
 size_t qs_bytes(int32_t type) { return type == TYPE_Q4_1 ? QK4_1 / 2 : type == TYPE_Q4_K ? QK_K / 2 : QK8_0; }
 size_t qs_offset(int32_t type) { return type == TYPE_Q4_1 ? 4 : type == TYPE_Q4_K ? 4 + K_SCALE_SIZE : 2; }
@@ -42,6 +43,22 @@ void pack_scales_q4_K(const uint8_t* sc, const uint8_t* m, uint8_t* q) {
         q[j + 4] = uint8_t((m[j] & 63) | ((m[j + 4] >> 4) << 6));
         q[j + 8] = uint8_t((sc[j + 4] & 0x0F) | ((m[j + 4] & 0x0F) << 4));
     }
+}
+
+// One Q6_K GGUF block of row r <-> its places in a packed block p (layout: quants-packed.h).
+void pack_block_q6_K(const block_q6_K* blk, int64_t r, uint8_t* p) {
+    const size_t rr = size_t(r);
+    for (size_t j = 0; j < QK_K / 8; ++j) std::memcpy(p + (j * PACK_ROWS + rr) * 4, blk->ql + 4 * j, 4);
+    for (size_t j = 0; j < QK_K / 16; ++j) std::memcpy(p + PACKED_Q6_K_QH + (j * PACK_ROWS + rr) * 4, blk->qh + 4 * j, 4);
+    for (size_t s = 0; s < QK_K / 16; ++s) p[PACKED_Q6_K_SC + s * PACK_ROWS + rr] = uint8_t(blk->scales[s]);
+    std::memcpy(p + PACKED_Q6_K_D + 2 * rr, &blk->d, 2);
+}
+void unpack_block_q6_K(const uint8_t* p, int64_t r, block_q6_K* blk) {
+    const size_t rr = size_t(r);
+    for (size_t j = 0; j < QK_K / 8; ++j) std::memcpy(blk->ql + 4 * j, p + (j * PACK_ROWS + rr) * 4, 4);
+    for (size_t j = 0; j < QK_K / 16; ++j) std::memcpy(blk->qh + 4 * j, p + PACKED_Q6_K_QH + (j * PACK_ROWS + rr) * 4, 4);
+    for (size_t s = 0; s < QK_K / 16; ++s) blk->scales[s] = int8_t(p[PACKED_Q6_K_SC + s * PACK_ROWS + rr]);
+    std::memcpy(&blk->d, p + PACKED_Q6_K_D + 2 * rr, 2);
 }
 
 void check_type(int32_t type, const char* what) {
@@ -65,13 +82,14 @@ int64_t n_groups(int64_t n_rows) { return (n_rows + PACK_ROWS - 1) / PACK_ROWS; 
 }  // namespace
 
 bool packed_supported(int32_t type) {
-    return (type == TYPE_Q4_1 || type == TYPE_Q8_0 || type == TYPE_Q4_K) && simd_packed_matmul_for(type) != nullptr;
+    return (type == TYPE_Q4_1 || type == TYPE_Q8_0 || type == TYPE_Q4_K || type == TYPE_Q6_K) && simd_packed_matmul_for(type) != nullptr;
 }
 
 size_t packed_block_bytes(int32_t type) {
     check_type(type, "packed_block_bytes");
     // quants, then 16 fp16 scales, then (Q4_1) 16 fp16 minimums
     if (type == TYPE_Q4_K) return PACKED_Q4_K_BLOCK_BYTES;
+    if (type == TYPE_Q6_K) return PACKED_Q6_K_BLOCK_BYTES;
     return size_t(PACK_ROWS) * (qs_bytes(type) + 2 + (type == TYPE_Q4_1 ? 2 : 0));
 }
 
@@ -112,6 +130,10 @@ void pack_rows(int32_t type, const void* w, size_t w_row_bytes, int64_t n_rows, 
                 const int64_t row_i = g * PACK_ROWS + r;
                 if (row_i >= n_rows) break;   // padding rows stay zero: zero scales, zero results
                 const uint8_t* blk = src + size_t(row_i) * w_row_bytes + size_t(b) * bb;
+                if (type == TYPE_Q6_K) {
+                    pack_block_q6_K(reinterpret_cast<const block_q6_K*>(blk), r, p);
+                    continue;
+                }
                 for (size_t j = 0; j < qb / 4; ++j) {
                     uint32_t q;
                     std::memcpy(&q, blk + qo + 4 * j, 4);
@@ -147,6 +169,10 @@ void unpack_rows(int32_t type, const void* packed, int64_t n_rows, int64_t n_col
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* p = in + (size_t(g) * size_t(nb) + size_t(b)) * pb;
             uint8_t* blk = out + size_t(row_i) * row + size_t(b) * bb;
+            if (type == TYPE_Q6_K) {
+                unpack_block_q6_K(p, r, reinterpret_cast<block_q6_K*>(blk));
+                continue;
+            }
             std::memcpy(blk, p + n_qs + 2 * size_t(r), 2);
             if (type != TYPE_Q8_0) std::memcpy(blk + 2, p + n_qs + 2 * size_t(PACK_ROWS) + 2 * size_t(r), 2);
             if (type == TYPE_Q4_K) {
@@ -167,6 +193,7 @@ size_t packed_act_row_bytes(int32_t type, int64_t n) {
     check_type(type, "packed_act_row_bytes");
     check_cols(type, n, "packed_act_row_bytes");
     if (type == TYPE_Q4_K) return size_t(n / QK_K) * PACKED_ACT_Q8_K_BLOCK_BYTES;
+    if (type == TYPE_Q6_K) return size_t(n / QK_K) * PACKED_ACT_Q6_K_BLOCK_BYTES;
     return size_t(n / QK) * PACKED_ACT_BLOCK_BYTES;
 }
 
@@ -185,6 +212,20 @@ void prepare_act_row_packed(int32_t type, const void* xq, void* dst, int64_t n) 
                 const int16_t sum = int16_t(in->bsums[2 * s] + in->bsums[2 * s + 1]);
                 std::memcpy(out + QK_K + 4 + 2 * s, &sum, 2);
             }
+        }
+        return;
+    }
+    if (type == TYPE_Q6_K) {   // Q8_K -> qs (256,) int8, int32 -32 * bsums (16,), float d, zeros
+        const block_q8_K* in = static_cast<const block_q8_K*>(xq);
+        uint8_t* out = static_cast<uint8_t*>(dst);
+        for (int64_t b = 0; b < n / QK_K; ++b, ++in, out += PACKED_ACT_Q6_K_BLOCK_BYTES) {
+            std::memset(out, 0, PACKED_ACT_Q6_K_BLOCK_BYTES);
+            std::memcpy(out, in->qs, QK_K);
+            for (size_t s = 0; s < QK_K / 16; ++s) {
+                const int32_t off = -32 * int32_t(in->bsums[s]);
+                std::memcpy(out + QK_K + 4 * s, &off, 4);
+            }
+            std::memcpy(out + PACKED_ACT_Q6_K_D, &in->d, 4);
         }
         return;
     }

@@ -6,13 +6,13 @@ Elsewhere the first test is skipped and the others check the GGUF-layout product
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from strata.engine import Engine
 
 from strata import _engine
-from tests.fixtures.reference import reference_logits
 from tests.fixtures.tiny_gguf import K_QUANT_SHAPE
+
+from .packed_engine_checks import check_batched_equals_single, check_logits_match_reference, packed_blocks
 
 SHAPE = {**K_QUANT_SHAPE, "n_vocab": 509}
 TOKENS = [3, 17, 300, 42, 7, 99, 100, 5, 260, 508, 64, 8]
@@ -29,32 +29,16 @@ def test_q4k_weights_are_packed(q4k_model):
     engine = Engine(q4k_model, n_ctx=64, n_threads=2)
     n_embd, n_ff, n_vocab = SHAPE["n_embd"], SHAPE["n_ff"], SHAPE["n_vocab"]
     kv_dim = n_embd // SHAPE["n_head"] * SHAPE["n_head_kv"]
-    blocks = lambda rows, cols: -(-rows // 16) * (cols // 256)   # noqa: E731
+    blocks = packed_blocks
     per_layer = 2 * blocks(n_embd, n_embd) + 2 * blocks(kv_dim, n_embd) + 2 * blocks(n_ff, n_embd) + blocks(n_embd, n_ff)
     want = 2368 * (2 * per_layer + blocks(n_vocab, n_embd))
     assert engine._native.packed_bytes == {"Q4_K": want}
 
 
 def test_q4k_logits_match_reference(q4k_model):
-    ref = reference_logits(q4k_model, TOKENS)
-    engine = Engine(q4k_model, n_ctx=64, n_threads=2)
-    got = np.stack([engine.decode([0], [t])[0] for t in TOKENS])
-    assert got.shape == ref.shape == (len(TOKENS), SHAPE["n_vocab"])
-    scale = np.abs(ref).max(axis=1)
-    err = np.abs(got - ref).max(axis=1)
-    assert np.all(err <= 8e-2 * scale), (err / scale).max()
-    cos = (got * ref).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(ref, axis=1)
-    assert cos.min() > 0.998
+    check_logits_match_reference(q4k_model, TOKENS, SHAPE["n_vocab"], 8e-2)
 
 
 @pytest.mark.parametrize("n_threads", [1, 3])
 def test_q4k_batched_equals_single(q4k_model, n_threads):
-    engine = Engine(q4k_model, n_ctx=64, n_slots=3, n_threads=n_threads)
-    prompts = [TOKENS[:5], TOKENS[2:11], TOKENS[4:6]]
-    for c, p in enumerate(prompts, start=1):
-        engine.prefill(c, p)
-    batched = engine.decode([1, 2, 3], [11, 12, 13])
-    for c, p in enumerate(prompts, start=1):
-        engine.truncate(c, len(p))
-    single = np.stack([engine.decode([c], [10 + c])[0] for c in (1, 2, 3)])
-    assert np.array_equal(batched, single)
+    check_batched_equals_single(q4k_model, [TOKENS[:5], TOKENS[2:11], TOKENS[4:6]], n_threads)

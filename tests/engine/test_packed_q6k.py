@@ -1,0 +1,46 @@
+"""The engine on a Q4_K_M-shaped tiny model (Q4_K matrices, ffn_down and output in Q6_K, as
+llama.cpp's Q4_K_M files) takes the packed Q6_K products beside the Q4_K ones in an AVX-512 VNNI
+build: it reports packed bytes of both types (one 3360-byte Q6_K block per 16 rows and
+super-block), its logits match the NumPy reference within test_logits_reference.py's K-quant
+tolerance (n_vocab 509: a padded last group in the Q6_K `output`), and a batched decode is bit for
+bit the one-row decodes. Elsewhere the first test is skipped and the others check the GGUF-layout
+products."""
+
+from __future__ import annotations
+
+import pytest
+from strata.engine import Engine
+
+from strata import _engine
+from tests.fixtures.tiny_gguf import K_QUANT_SHAPE
+
+from .packed_engine_checks import check_batched_equals_single, check_logits_match_reference, packed_blocks
+
+SHAPE = {**K_QUANT_SHAPE, "n_vocab": 509}
+TOKENS = [3, 17, 300, 42, 7, 99, 100, 5, 260, 508, 64, 8]
+Q4_K, Q6_K = 12, 14
+
+
+@pytest.fixture(scope="module")
+def q4km_model(tiny_model_factory):
+    return tiny_model_factory(dtype="Q4_K", seed=11, type_overrides={"ffn_down": "Q6_K", "output": "Q6_K"}, **SHAPE)
+
+
+@pytest.mark.skipif(not (_engine.kernels.packed_supported(Q4_K) and _engine.kernels.packed_supported(Q6_K)),
+                    reason="no packed Q4_K / Q6_K products in this build")
+def test_q6k_weights_are_packed(q4km_model):
+    engine = Engine(q4km_model, n_ctx=64, n_threads=2)
+    n_embd, n_ff, n_vocab = SHAPE["n_embd"], SHAPE["n_ff"], SHAPE["n_vocab"]
+    kv_dim = n_embd // SHAPE["n_head"] * SHAPE["n_head_kv"]
+    q4k_layer = 2 * packed_blocks(n_embd, n_embd) + 2 * packed_blocks(kv_dim, n_embd) + 2 * packed_blocks(n_ff, n_embd)
+    q6k = 2 * packed_blocks(n_embd, n_ff) + packed_blocks(n_vocab, n_embd)
+    assert engine._native.packed_bytes == {"Q4_K": 2368 * 2 * q4k_layer, "Q6_K": 3360 * q6k}
+
+
+def test_q6k_logits_match_reference(q4km_model):
+    check_logits_match_reference(q4km_model, TOKENS, SHAPE["n_vocab"], 8e-2)
+
+
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_q6k_batched_equals_single(q4km_model, n_threads):
+    check_batched_equals_single(q4km_model, [TOKENS[:5], TOKENS[2:11], TOKENS[4:6]], n_threads)
