@@ -1,7 +1,7 @@
-"""Micro-benchmark of the row-interleaved ("packed") Q4_1 / Q8_0 / Q4_K / Q6_K products (quants-packed.h)
+"""Micro-benchmark of the row-interleaved ("packed") Q4_1 / Q8_0 / Q4_K / Q5_K / Q6_K products (quants-packed.h)
 against the GGUF-layout products they replace in the engine, on one thread.
 
-Per type and row length (576, 1536: SmolLM2-135M's n_embd and n_ff; for Q4_K and Q6_K, whose rows are
+Per type and row length (576, 1536: SmolLM2-135M's n_embd and n_ff; for the K-quants, whose rows are
 whole super-blocks of 256, 2048 and 5632: a 7B-class n_embd and n_ff): GB/s of weights streamed
 from memory at 1 token (decode; 96 MiB of weights, 3x this machine's L3) and GMAC/s at 4 tokens
 over the same streamed weights (batched decode), GMAC/s at 4 and 8 tokens with the weights in L2
@@ -10,7 +10,7 @@ packing speed (MB/s of GGUF weights packed).
 
 Times are CPU seconds of this process (time.process_time), best of several runs; the kernels are
 single-threaded. Not a test: nothing is asserted. Usage:
-.venv/bin/python benchmarks/packed_kernels.py [--types Q4_1,Q8_0,Q4_K,Q6_K] [--json]
+.venv/bin/python benchmarks/packed_kernels.py [--types Q4_1,Q8_0,Q4_K,Q5_K,Q6_K] [--json]
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from tests.native.kernel_data import TYPE_IDS, K, random_activations, random_wei
 
 STREAM_BYTES = 96 << 20   # streamed weights: 3x the 32 MiB L3
 L2_ROWS = {576: 1536, 1536: 576, 2048: 448, 5632: 160}   # rows of about 0.5 MiB at each row length
-ROW_LENGTHS = {"Q4_K": (2048, 5632), "Q6_K": (2048, 5632)}   # others: (576, 1536)
+ROW_LENGTHS = {"Q4_K": (2048, 5632), "Q5_K": (2048, 5632), "Q6_K": (2048, 5632)}   # others: (576, 1536)
 # (rows, n) of ffn_up (Q6_K: ffn_down, the matrix Q4_K_M files keep in Q6_K); others: (1536, 576)
-PREFILL_SHAPE = {"Q4_K": (5632, 2048), "Q6_K": (2048, 5632)}
+PREFILL_SHAPE = {"Q4_K": (5632, 2048), "Q5_K": (5632, 2048), "Q6_K": (2048, 5632)}
 
 
 def rate(work: float, fn, *args, reps: int = 3) -> float:
@@ -78,7 +78,7 @@ def measure(name: str, rng) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--types", default="Q4_1,Q8_0,Q4_K,Q6_K")
+    ap.add_argument("--types", default="Q4_1,Q8_0,Q4_K,Q5_K,Q6_K")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rng = np.random.default_rng(1)

@@ -8,8 +8,8 @@ of KV. Policy here (`judge`, pure: numbers in, a verdict out); `ask_for` below g
 GGUF's metadata, psutil) and `strata serve` (server/cli.py) applies the verdict before listening: an error
 stops start-up (status 2) with the flags to change, a warning is logged.
 
-Held with the KV: the engine's packed copies of the Q8_0 / Q4_1 / Q4_K / Q6_K matrices on an AVX-512 VNNI build
-(made at load, anonymous memory about their size in the file; the GGUF pages they came from are then left to the
+Held with the KV: the engine's packed copies of the Q8_0 / Q4_1 / Q4_K / Q5_K / Q6_K matrices on an AVX-512 VNNI
+build (made at load, anonymous memory about their size in the file; the GGUF pages they came from are then left to the
 page cache). When the KV fits and the packed copies do not fit beside it, the verdict is to read the
 weights in place (`pack_weights` False, a warning): slower prompt reading, but the model runs as it
 would from the file alone. The other weights stay mapped from the file and are only a warning's business.
@@ -39,7 +39,7 @@ class MemoryAsk:
     model_bytes: int        # the GGUF file: its weights are read from it as they are used
     available_bytes: int    # psutil's available memory now
     total_bytes: int
-    packed_bytes: int = 0   # the engine's packed copies of Q8_0 / Q4_1 / Q4_K / Q6_K matrices: held like the KV
+    packed_bytes: int = 0   # the engine's packed copies of Q8_0 / Q4_1 / Q4_K / Q5_K / Q6_K matrices: held like the KV
     q8_0_allowed: bool = True   # the engine takes --kv-type q8_0 for this model's head size
     pack_weights: bool = True   # --pack-weights: the packed copies are asked for
 
@@ -67,7 +67,7 @@ def judge(ask: MemoryAsk) -> Verdict:
     packed = ask.packed_bytes if ask.pack_weights else 0
     if kv + packed > limit:
         return Verdict(pack_weights=False, warning=(
-            f"the packed copy of the model's Q8_0 / Q4_1 / Q4_K / Q6_K weights ({packed / GIB:.1f} GiB) does not fit beside "
+            f"the packed copy of the model's Q8_0 / Q4_1 / Q4_K / Q5_K / Q6_K weights ({packed / GIB:.1f} GiB) does not fit beside "
             f"the KV ({kv / GIB:.1f} GiB, {shape}) in {KV_SHARE_OF_AVAILABLE * 100:.0f} percent of the "
             f"{ask.available_bytes / GIB:.1f} GiB of memory available: the weights are read in place from the file "
             f"(prompts read more slowly); a smaller context leaves room for the copy"))
@@ -95,8 +95,8 @@ PACKED_ROLES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up
 def packed_bytes(tensors, supported=None, size=None) -> int:
     """Bytes of the engine's packed copies (model.cpp product_weights: the layers' matrices and the output,
     which is token_embd when the file has no output.weight) of the types this build packs. `supported(type_id)`
-    and `size(type_id, n_rows, n_cols)` default to the engine's own (quants-packed.cpp: Q8_0, Q4_1, Q4_K and Q6_K on
-    an AVX-512 VNNI build; none elsewhere)."""
+    and `size(type_id, n_rows, n_cols)` default to the engine's own (quants-packed.cpp: Q8_0, Q4_1, Q4_K, Q5_K and
+    Q6_K on an AVX-512 VNNI build; none elsewhere)."""
     if supported is None or size is None:
         from strata import _engine
 

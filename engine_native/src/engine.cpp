@@ -128,7 +128,7 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     size_t hmxq[2];
     for (auto& hh : hmxq) hh = arena_->add(moe_xq_row_bytes_ * size_t(pairs));
     // f32 activations (4 bytes/element) are the widest format; Q8_0/Q8_1/Q8_K and the packed
-    // products' prepared rows (40 bytes per 32 elements, 288 / 336 per 256 for Q4_K / Q6_K) all take less
+    // products' prepared rows (40 bytes per 32 elements, 288 / 336 per 256 for Q4_K and Q5_K / Q6_K) all take less
     xq_bytes_ = (sizeof(float) * size_t(wide) + 127) / 64 * 64;
     size_t hxq[3];
     for (auto& hh : hxq) hh = arena_->add(xq_bytes_ * size_t(R));

@@ -1,4 +1,4 @@
-// AVX-512 VNNI products over row-interleaved Q4_1 / Q8_0 / Q4_K / Q6_K weights (layout: quants-packed.h). A tile
+// AVX-512 VNNI products over row-interleaved Q4_1 / Q8_0 / Q4_K / Q5_K / Q6_K weights (layout: quants-packed.h). A tile
 // is one group of 16 weight rows x nt <= 8 tokens: per block, the group's quants are loaded (and
 // for Q4_1 split into nibbles) once; per token, 8 vpdpbusd with the token's four activation bytes
 // broadcast give in int32 lane r the dot of row r's whole block, then one convert and one FMA by
@@ -9,6 +9,9 @@
 // give each row's int32 sums (|.| <= 16 * 15 * 128, so exact in int16), which one vpdpwssd each
 // multiplies by the row's 6-bit scale into an int32 super-block sum; the mins go through four
 // vpdpwssd with the token's sub-block sums; then per super-block one FMA by d and one by dmin.
+// Q5_K as Q4_K, each quant byte taking its fifth bit from qh (a shift and a vpternlogd); with q up to
+// 31 a 16-element sum is no int16, so the row scale's vpdpwssd comes after each 2 vpdpbusd (8
+// elements: |.| <= 8 * 31 * 128 < 2^15).
 //
 // Q6_K: per 16 elements of a sub-block, the 6-bit quants q in [0, 63] are assembled from ql's
 // nibbles and qh's 2-bit fields (an and, a shift and a vpternlogd each), and 4 vpdpbusd start from
@@ -122,15 +125,16 @@ void packed_tile(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb, flo
 // n = 2048 / 5632) decode 39 / 45 GB/s at 8 KiB, 37 / 45 at 12 KiB, 37 / 42 at 16 KiB; 4 tokens
 // 182 / 265, 190 / 315, 200 / 320 GMAC/s. All 37 lines at the block's start: 28 / 30 GB/s.
 constexpr size_t Q4_K_PREFETCH_BYTES = 12288;
-// Q4_K: as packed_tile, one super-block a step (layout: quants-packed.h).
-template <int NT>
-void packed_tile_q4_K(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ys, __mmask16 keep,
-                      bool prefetch) {
-    constexpr size_t BLOCK = PACKED_Q4_K_BLOCK_BYTES, ACT = PACKED_ACT_Q8_K_BLOCK_BYTES;
+// Q4_K (Q5 false) and Q5_K: as packed_tile, one super-block a step (layout: quants-packed.h).
+template <bool Q5, int NT>
+void packed_tile_q45_K(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ys, __mmask16 keep,
+                       bool prefetch) {
+    constexpr size_t BLOCK = Q5 ? PACKED_Q5_K_BLOCK_BYTES : PACKED_Q4_K_BLOCK_BYTES, ACT = PACKED_ACT_Q8_K_BLOCK_BYTES;
+    constexpr size_t STEP_LINES = Q5 ? 384 : 320;   // 8 steps cover the block's 37 (Q5_K: 45) lines
     __m512 acc[NT];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* blk = g + size_t(b) * BLOCK;
         const uint8_t* xb = x + size_t(b) * ACT;
@@ -141,8 +145,8 @@ void packed_tile_q4_K(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb
 #pragma GCC unroll 1
         for (int u = 0; u < 8; ++u) {
             const int q = u >> 1, h = u & 1;
-            if (prefetch) {   // the block PREFETCH_BYTES ahead, 5 of its 37 lines a step (a burst of 37 stalls decode)
-                for (size_t o = size_t(u) * 320; o < std::min<size_t>(BLOCK, size_t(u) * 320 + 320); o += 64) {
+            if (prefetch) {   // the block 12 KiB ahead, 5 of its 37 lines a step (Q5_K: 6 of 45; a burst stalls decode)
+                for (size_t o = size_t(u) * STEP_LINES; o < std::min<size_t>(BLOCK, size_t(u) * STEP_LINES + STEP_LINES); o += 64) {
                     _mm_prefetch(reinterpret_cast<const char*>(blk + Q4_K_PREFETCH_BYTES + o), _MM_HINT_T0);
                 }
             }
@@ -155,10 +159,25 @@ void packed_tile_q4_K(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb
                 const __m512i v = _mm512_loadu_si512(blk + 64 * (8 * q + 4 * h + j));
                 w[j] = _mm512_and_si512(v, low4);
                 w[4 + j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+                if (Q5) {   // qh bytes 16h + 4j ..: bit 2q (sub-block 2q) and 2q + 1 moved to bit 4; 0xF8: a | (b & c)
+                    const __m512i hb = _mm512_srl_epi16(_mm512_loadu_si512(blk + PACKED_Q5_K_QH + 64 * (4 * h + j)), _mm_cvtsi32_si128(2 * q));
+                    w[j] = _mm512_ternarylogic_epi32(w[j], _mm512_slli_epi16(hb, 4), bit4, 0xF8);
+                    w[4 + j] = _mm512_ternarylogic_epi32(w[4 + j], _mm512_slli_epi16(hb, 3), bit4, 0xF8);
+                }
             }
 #pragma GCC unroll 8
             for (int t = 0; t < NT; ++t) {
                 const uint8_t* xl = xb + size_t(t) * xrb + 64 * q + 16 * h;   // sub-block 2q's 16; + 32: 2q + 1's
+                if (Q5) {   // int16 only over 8 elements: a vpdpwssd each 2 vpdpbusd
+#pragma GCC unroll 2
+                    for (int j = 0; j < 4; j += 2) {
+                        const __m512i dl = dpbusd_bcast(dpbusd_bcast(_mm512_setzero_si512(), w[j], xl + 4 * j), w[j + 1], xl + 4 * j + 4);
+                        const __m512i dh = dpbusd_bcast(dpbusd_bcast(_mm512_setzero_si512(), w[4 + j], xl + 32 + 4 * j), w[5 + j],
+                                                        xl + 36 + 4 * j);
+                        isum[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[t], dl, sc_lo), dh, sc_hi);
+                    }
+                    continue;
+                }
                 __m512i dl = _mm512_setzero_si512(), dh = _mm512_setzero_si512();
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; ++j) {
@@ -262,11 +281,12 @@ void packed_tile_q6_K(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb
 
 using tile_fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, float*, int64_t, __mmask16, bool);
 
-enum packed_kind { PACKED_Q4_1, PACKED_Q8_0, PACKED_Q4_K, PACKED_Q6_K };
+enum packed_kind { PACKED_Q4_1, PACKED_Q8_0, PACKED_Q4_K, PACKED_Q5_K, PACKED_Q6_K };
 
 template <packed_kind K, int NT>
 constexpr tile_fn tile_for() {
-    if constexpr (K == PACKED_Q4_K) return &packed_tile_q4_K<NT>;
+    if constexpr (K == PACKED_Q4_K) return &packed_tile_q45_K<false, NT>;
+    else if constexpr (K == PACKED_Q5_K) return &packed_tile_q45_K<true, NT>;
     else if constexpr (K == PACKED_Q6_K) return &packed_tile_q6_K<NT>;
     else return &packed_tile<K == PACKED_Q4_1, NT>;
 }
@@ -281,9 +301,10 @@ void packed_matmul(const uint8_t* packed, int64_t nb, const uint8_t* xp, size_t 
                    int64_t r0, int64_t r1) {
     static constexpr auto tiles = make_tiles<K>(std::make_index_sequence<MAX_NT>());
     const size_t block_bytes = K == PACKED_Q4_K   ? PACKED_Q4_K_BLOCK_BYTES
+                               : K == PACKED_Q5_K ? PACKED_Q5_K_BLOCK_BYTES
                                : K == PACKED_Q6_K ? PACKED_Q6_K_BLOCK_BYTES
                                                   : packed_format<K == PACKED_Q4_1>::BLOCK;
-    const size_t act_block_bytes = K == PACKED_Q4_K   ? PACKED_ACT_Q8_K_BLOCK_BYTES
+    const size_t act_block_bytes = K == PACKED_Q4_K || K == PACKED_Q5_K ? PACKED_ACT_Q8_K_BLOCK_BYTES
                                    : K == PACKED_Q6_K ? PACKED_ACT_Q6_K_BLOCK_BYTES
                                                       : PACKED_ACT_BLOCK_BYTES;
     const size_t group_bytes = size_t(nb) * block_bytes;
@@ -311,6 +332,7 @@ packed_matmul_fn simd_packed_matmul_for(int32_t weight_type) {
         case TYPE_Q4_1: return packed_matmul<PACKED_Q4_1>;
         case TYPE_Q8_0: return packed_matmul<PACKED_Q8_0>;
         case TYPE_Q4_K: return packed_matmul<PACKED_Q4_K>;
+        case TYPE_Q5_K: return packed_matmul<PACKED_Q5_K>;
         case TYPE_Q6_K: return packed_matmul<PACKED_Q6_K>;
         default: return nullptr;
     }

@@ -1,7 +1,8 @@
 // The portable side of quants-packed.h: argument checks (std::invalid_argument naming the problem),
 // packing GGUF rows into the row-interleaved layout and back, activation preparation, and dispatch
-// to the build's packed kernels (quants-packed-avx512.cpp). Q4_K has its own packing (its 6-bit
-// scales / mins unpacked to bytes) and activation preparation (Q8_K -> d, qs, sums of 32); Q6_K its
+// to the build's packed kernels (quants-packed-avx512.cpp). Q4_K and Q5_K have their own packing
+// (6-bit scales / mins unpacked to bytes; Q5_K's qh interleaved after them) and activation
+// preparation (Q8_K -> d, qs, sums of 32); Q6_K its
 // own too (ql, qh and scales interleaved apart; Q8_K -> qs, -32 * bsums, d).
 //
 // Not here: the SIMD products themselves, or the GGUF-layout products (quants.cpp).
@@ -22,10 +23,14 @@ namespace {
 constexpr int64_t QK = 32;   // elements per block of Q4_1 and Q8_0
 
 // Elements of one block (a packed block holds this block of 16 rows): 256 for Q4_K, else 32.
-int64_t block_elems(int32_t type) { return type == TYPE_Q4_K || type == TYPE_Q6_K ? QK_K : QK; }
-// Quant bytes of one block (16 for Q4_1, 32 for Q8_0, 128 for Q4_K) and where they start in a GGUF block.
-size_t qs_bytes(int32_t type) { return type == TYPE_Q4_1 ? QK4_1 / 2 : type == TYPE_Q4_K ? QK_K / 2 : QK8_0; }
-size_t qs_offset(int32_t type) { return type == TYPE_Q4_1 ? 4 : type == TYPE_Q4_K ? 4 + K_SCALE_SIZE : 2; }
+bool is_q45_K(int32_t type) { return type == TYPE_Q4_K || type == TYPE_Q5_K; }
+int64_t block_elems(int32_t type) { return is_q45_K(type) || type == TYPE_Q6_K ? QK_K : QK; }
+// Quant bytes of one block (16 for Q4_1, 32 for Q8_0, 128 for Q4_K / Q5_K) and where they start in a GGUF block.
+size_t qs_bytes(int32_t type) { return type == TYPE_Q4_1 ? QK4_1 / 2 : is_q45_K(type) ? QK_K / 2 : QK8_0; }
+size_t qs_offset(int32_t type) {
+    return type == TYPE_Q4_1 ? 4 : type == TYPE_Q4_K ? 4 + K_SCALE_SIZE : type == TYPE_Q5_K ? 4 + K_SCALE_SIZE + QK_K / 8 : 2;
+}
+constexpr size_t Q5_K_QH_OFFSET = 4 + K_SCALE_SIZE;   // block_q5_K's qh (32,) bytes
 
 // Q4_K's 12 bytes of 6-bit scales / mins of 8 sub-blocks <-> 8 scale bytes and 8 min bytes
 // (llama.cpp's get_scale_min_k4 and its inverse; every one of the 96 bits is used, so exact).
@@ -82,13 +87,14 @@ int64_t n_groups(int64_t n_rows) { return (n_rows + PACK_ROWS - 1) / PACK_ROWS; 
 }  // namespace
 
 bool packed_supported(int32_t type) {
-    return (type == TYPE_Q4_1 || type == TYPE_Q8_0 || type == TYPE_Q4_K || type == TYPE_Q6_K) && simd_packed_matmul_for(type) != nullptr;
+    return (type == TYPE_Q4_1 || type == TYPE_Q8_0 || is_q45_K(type) || type == TYPE_Q6_K) && simd_packed_matmul_for(type) != nullptr;
 }
 
 size_t packed_block_bytes(int32_t type) {
     check_type(type, "packed_block_bytes");
     // quants, then 16 fp16 scales, then (Q4_1) 16 fp16 minimums
     if (type == TYPE_Q4_K) return PACKED_Q4_K_BLOCK_BYTES;
+    if (type == TYPE_Q5_K) return PACKED_Q5_K_BLOCK_BYTES;
     if (type == TYPE_Q6_K) return PACKED_Q6_K_BLOCK_BYTES;
     return size_t(PACK_ROWS) * (qs_bytes(type) + 2 + (type == TYPE_Q4_1 ? 2 : 0));
 }
@@ -118,7 +124,7 @@ void pack_rows(int32_t type, const void* w, size_t w_row_bytes, int64_t n_rows, 
     const size_t bb = type_block_bytes(type), pb = packed_block_bytes(type), qb = qs_bytes(type), qo = qs_offset(type);
     const int64_t nb = n_cols / block_elems(type);
     const size_t n_qs = size_t(PACK_ROWS) * qb;   // quant bytes of a packed block, before the scales
-    const bool two_fp16 = type != TYPE_Q8_0;      // Q4_1's m, Q4_K's dmin after the 16 d
+    const bool two_fp16 = type != TYPE_Q8_0;      // Q4_1's m, Q4_K's / Q5_K's dmin after the 16 d
     const uint32_t flip = type == TYPE_Q8_0 ? 0x80808080u : 0u;   // Q8_0 stored as q + 128
     const uint8_t* src = static_cast<const uint8_t*>(w);
     uint8_t* out = static_cast<uint8_t*>(dst);
@@ -142,7 +148,12 @@ void pack_rows(int32_t type, const void* w, size_t w_row_bytes, int64_t n_rows, 
                 }
                 std::memcpy(p + n_qs + 2 * size_t(r), blk, 2);                                             // d
                 if (two_fp16) std::memcpy(p + n_qs + 2 * size_t(PACK_ROWS) + 2 * size_t(r), blk + 2, 2);   // m | dmin
-                if (type == TYPE_Q4_K) {   // sc (8, 16) bytes [s][r], then mins (4, 16, 2) bytes [k][r] = m[2k], m[2k + 1]
+                if (type == TYPE_Q5_K) {   // qh (8, 16, 4) bytes [j][r]
+                    for (size_t j = 0; j < QK_K / 32; ++j) {
+                        std::memcpy(p + PACKED_Q5_K_QH + (j * size_t(PACK_ROWS) + size_t(r)) * 4, blk + Q5_K_QH_OFFSET + 4 * j, 4);
+                    }
+                }
+                if (is_q45_K(type)) {   // sc (8, 16) bytes [s][r], then mins (4, 16, 2) bytes [k][r] = m[2k], m[2k + 1]
                     uint8_t sc[8], m[8];
                     unpack_scales_q4_K(blk + 4, sc, m);
                     for (size_t s = 0; s < 8; ++s) p[PACKED_Q4_K_SC + s * size_t(PACK_ROWS) + size_t(r)] = sc[s];
@@ -175,7 +186,12 @@ void unpack_rows(int32_t type, const void* packed, int64_t n_rows, int64_t n_col
             }
             std::memcpy(blk, p + n_qs + 2 * size_t(r), 2);
             if (type != TYPE_Q8_0) std::memcpy(blk + 2, p + n_qs + 2 * size_t(PACK_ROWS) + 2 * size_t(r), 2);
-            if (type == TYPE_Q4_K) {
+            if (type == TYPE_Q5_K) {
+                for (size_t j = 0; j < QK_K / 32; ++j) {
+                    std::memcpy(blk + Q5_K_QH_OFFSET + 4 * j, p + PACKED_Q5_K_QH + (j * size_t(PACK_ROWS) + size_t(r)) * 4, 4);
+                }
+            }
+            if (is_q45_K(type)) {
                 uint8_t sc[8], m[8];
                 for (size_t s = 0; s < 8; ++s) sc[s] = p[PACKED_Q4_K_SC + s * size_t(PACK_ROWS) + size_t(r)];
                 for (size_t s = 0; s < 8; ++s) m[s] = p[PACKED_Q4_K_MIN + (s / 2 * size_t(PACK_ROWS) + size_t(r)) * 2 + s % 2];
@@ -192,7 +208,7 @@ void unpack_rows(int32_t type, const void* packed, int64_t n_rows, int64_t n_col
 size_t packed_act_row_bytes(int32_t type, int64_t n) {
     check_type(type, "packed_act_row_bytes");
     check_cols(type, n, "packed_act_row_bytes");
-    if (type == TYPE_Q4_K) return size_t(n / QK_K) * PACKED_ACT_Q8_K_BLOCK_BYTES;
+    if (is_q45_K(type)) return size_t(n / QK_K) * PACKED_ACT_Q8_K_BLOCK_BYTES;
     if (type == TYPE_Q6_K) return size_t(n / QK_K) * PACKED_ACT_Q6_K_BLOCK_BYTES;
     return size_t(n / QK) * PACKED_ACT_BLOCK_BYTES;
 }
@@ -201,7 +217,7 @@ void prepare_act_row_packed(int32_t type, const void* xq, void* dst, int64_t n) 
     check_type(type, "prepare_act_row_packed");
     check_cols(type, n, "prepare_act_row_packed");
     if (!xq || !dst) throw std::invalid_argument("prepare_act_row_packed: null buffer");
-    if (type == TYPE_Q4_K) {   // Q8_K -> qs (256,) int8, float d, int16 sums of the 8 sub-blocks of 32, zeros
+    if (is_q45_K(type)) {   // Q8_K -> qs (256,) int8, float d, int16 sums of the 8 sub-blocks of 32, zeros
         const block_q8_K* in = static_cast<const block_q8_K*>(xq);
         uint8_t* out = static_cast<uint8_t*>(dst);
         for (int64_t b = 0; b < n / QK_K; ++b, ++in, out += PACKED_ACT_Q8_K_BLOCK_BYTES) {

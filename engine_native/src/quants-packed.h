@@ -1,4 +1,4 @@
-// Row-interleaved ("packed") copies of Q4_1, Q8_0, Q4_K and Q6_K weight matrices and the products over them,
+// Row-interleaved ("packed") copies of Q4_1, Q8_0, Q4_K, Q5_K and Q6_K weight matrices and the products over them,
 // for AVX-512 VNNI builds: one 512-bit load gives, in int32 lane r, four quant bytes of row r of a
 // group of 16 rows, so a block's dot products for 16 rows come out of 8 vpdpbusd per token, lane r
 // accumulating row r block after block (no horizontal reduce), the weight unpack shared by up to 8
@@ -9,7 +9,7 @@
 // data (embedding lookups, the CUDA backend, snapshots read it); a packed copy is extra memory.
 //
 // Layout of a packed matrix: groups of PACK_ROWS rows (the last padded with zero rows), each group
-// n / QK blocks of packed_block_bytes(type) (QK = 32, 256 for Q4_K / Q6_K), block b of group g holding block
+// n / QK blocks of packed_block_bytes(type) (QK = 32, 256 for Q4_K / Q5_K / Q6_K), block b of group g holding block
 // b of rows 16g..16g+15:
 //   Q4_1 (320 bytes): qs (4, 16, 4) bytes: [j][r] = qs[4j .. 4j + 3] of row r (nibbles as GGUF:
 //        low = elements 4j..4j+3, high = elements 16 + 4j..); d (16,) fp16; m (16,) fp16.
@@ -19,17 +19,20 @@
 //        row r (nibbles as GGUF: low = sub-block 2(j / 8), high = 2(j / 8) + 1, elements 4(j % 8)..);
 //        d (16,) fp16; dmin (16,) fp16; sc (8, 16) bytes: [s][r] = 6-bit scale of sub-block s of
 //        row r; m (4, 16, 2) bytes: [k][r] = mins of sub-blocks 2k, 2k + 1 of row r.
+//   Q5_K (2880 bytes): Q4_K's 2368, then qh (8, 16, 4) bytes: [j][r] = qh[4j .. 4j + 3] of row r
+//        (bit s of qh[l]: the fifth bit of sub-block s's element l).
 //   Q6_K (3360 bytes, one super-block of 256): ql (32, 16, 4) bytes: [j][r] = ql[4j .. 4j + 3] of
 //        row r; qh (16, 16, 4) bytes: [j][r] = qh[4j .. 4j + 3] of row r; sc (16, 16) int8:
 //        [s][r] = scale of sub-block s (16 elements) of row r; d (16,) fp16.
 // Q4_1 / Q8_0 / Q6_K: the same bytes as the GGUF rows, rearranged: as large as the source (+ padding).
-// Q4_K: its 12 bytes of 6-bit scales / mins unpacked to 16: 2368 / 2304 bytes, +2.8%.
+// Q4_K: its 12 bytes of 6-bit scales / mins unpacked to 16: 2368 / 2304 bytes, +2.8%; Q5_K the
+// same: 2880 / 2816 bytes, +2.3%.
 //
 // Activations: each row of quantize_act_row's output (Q8_1 for Q4_1, Q8_0 for Q8_0) is prepared
 // into blocks of 40 bytes: qs (32,) int8, float d, then float s (Q8_1's d * sum) for Q4_1 or int32
 // -128 * sum(qs) for Q8_0 (removes the +128 of the weights exactly). The floats are the fp16
 // values of the source block, widened, so the products see the same numbers as the GGUF path.
-// Q4_K's Q8_K rows are prepared per super-block into 288 bytes: qs (256,) int8, float d, int16
+// Q4_K's and Q5_K's Q8_K rows are prepared per super-block into 288 bytes: qs (256,) int8, float d, int16
 // sums of the 8 sub-blocks of 32 (bsums added in pairs, exact), 12 zero bytes. Q6_K's into 336
 // bytes: qs (256,) int8, int32 -32 * bsums (16,) (the q - 32 offset, exact), float d, 12 zero bytes.
 //
@@ -45,17 +48,19 @@ namespace strata {
 
 constexpr int64_t PACK_ROWS = 16;              // rows interleaved in one group
 constexpr size_t PACKED_ACT_BLOCK_BYTES = 40;   // one prepared activation block (Q4_1, Q8_0)
-constexpr size_t PACKED_ACT_Q8_K_BLOCK_BYTES = 288;   // one prepared Q8_K super-block (Q4_K)
+constexpr size_t PACKED_ACT_Q8_K_BLOCK_BYTES = 288;   // one prepared Q8_K super-block (Q4_K, Q5_K)
 // Q4_K packed block: where its parts start (layout above) and its size
 constexpr size_t PACKED_Q4_K_D = 2048, PACKED_Q4_K_DMIN = 2080, PACKED_Q4_K_SC = 2112, PACKED_Q4_K_MIN = 2240;
 constexpr size_t PACKED_Q4_K_BLOCK_BYTES = 2368;
+// Q5_K packed block: Q4_K's parts at the same offsets, then qh; its size
+constexpr size_t PACKED_Q5_K_QH = 2368, PACKED_Q5_K_BLOCK_BYTES = 2880;
 constexpr size_t PACKED_ACT_Q6_K_BLOCK_BYTES = 336;   // one prepared Q8_K super-block (Q6_K)
 constexpr size_t PACKED_ACT_Q6_K_D = 320;             // where its float d starts (offsets at 256)
 // Q6_K packed block: where its parts start (layout above) and its size (16 x 210: no growth)
 constexpr size_t PACKED_Q6_K_QH = 2048, PACKED_Q6_K_SC = 3072, PACKED_Q6_K_D = 3328;
 constexpr size_t PACKED_Q6_K_BLOCK_BYTES = 3360;
 
-// True when this build has packed products for `type` (Q4_1, Q8_0, Q4_K, Q6_K in an AVX-512 VNNI build).
+// True when this build has packed products for `type` (Q4_1, Q8_0, Q4_K, Q5_K, Q6_K in an AVX-512 VNNI build).
 bool packed_supported(int32_t type);
 // Bytes of one packed block of 16 rows, and of a whole packed (n_rows, n_cols) matrix.
 size_t packed_block_bytes(int32_t type);

@@ -106,3 +106,24 @@ def prepared_q8k_blocks(name: str, act_block: int):
     xp = K.prepare_act_packed(tid, xq, n)
     assert xp.shape == (2, 2 * act_block)
     return xq.reshape(4, 292), xp.reshape(4, act_block)
+
+
+def q45k_values_from_packed(blk: np.ndarray) -> np.ndarray:
+    """(16, 256) float32: the values of one packed Q4_K (2368 bytes) or Q5_K (2880) block rebuilt
+    from its parts alone: nibbles at [j][r], d, dmin, byte scales [s][r], byte mins [k][r][2], and
+    for Q5_K the qh bytes at [j][r] whose bit s is the fifth bit of sub-block s."""
+    qs = blk[:2048].reshape(32, 16, 4).transpose(1, 0, 2).reshape(16, 128)   # (r, GGUF qs byte)
+    d = blk[2048:2080].view("<f2").astype(np.float32)
+    dmin = blk[2080:2112].view("<f2").astype(np.float32)
+    sc = blk[2112:2240].reshape(8, 16).T.astype(np.float32)                 # (r, sub-block)
+    mn = blk[2240:2368].reshape(4, 16, 2).transpose(1, 0, 2).reshape(16, 8).astype(np.float32)
+    q = np.empty((16, 256), np.float32)
+    for g in range(4):
+        q[:, 64 * g:64 * g + 32] = qs[:, 32 * g:32 * g + 32] & 15
+        q[:, 64 * g + 32:64 * g + 64] = qs[:, 32 * g:32 * g + 32] >> 4
+    if blk.size == 2880:
+        qh = blk[2368:2880].reshape(8, 16, 4).transpose(1, 0, 2).reshape(16, 32)   # (r, GGUF qh byte)
+        for s in range(8):
+            q[:, 32 * s:32 * s + 32] += 16 * ((qh >> s) & 1)
+    sub = np.arange(256) // 32
+    return d[:, None] * sc[:, sub] * q - dmin[:, None] * mn[:, sub]

@@ -27,17 +27,7 @@ def test_packed_block_holds_the_gguf_values():
     n = 512
     w, _ = checks.case(NAME, 16, n, 1, 7)
     blk = K.pack_rows(TID, w, n)[BLOCK:2 * BLOCK]                        # super-block 1 of group 0
-    qs = blk[:2048].reshape(32, 16, 4).transpose(1, 0, 2).reshape(16, 128)   # (r, GGUF qs byte)
-    d = blk[2048:2080].view("<f2").astype(np.float32)
-    dmin = blk[2080:2112].view("<f2").astype(np.float32)
-    sc = blk[2112:2240].reshape(8, 16).T.astype(np.float32)             # (r, sub-block)
-    mn = blk[2240:2368].reshape(4, 16, 2).transpose(1, 0, 2).reshape(16, 8).astype(np.float32)
-    q = np.empty((16, 256), np.float32)
-    for g in range(4):
-        q[:, 64 * g:64 * g + 32] = qs[:, 32 * g:32 * g + 32] & 15
-        q[:, 64 * g + 32:64 * g + 64] = qs[:, 32 * g:32 * g + 32] >> 4
-    sub = np.arange(256) // 32
-    got = d[:, None] * sc[:, sub] * q - dmin[:, None] * mn[:, sub]
+    got = checks.q45k_values_from_packed(blk)
     want = true_values("Q4_K", w)[:, 256:512]
     assert np.allclose(got, want, rtol=1e-6, atol=0)
 
