@@ -186,6 +186,7 @@ class engine {
     std::vector<float> moe_weight_;      //   its weight
     std::vector<int64_t> moe_pair_;      //   its pair (position in expert order)
     std::vector<int64_t> moe_first_;     // (n_expert + 1,) expert e's pairs: [first[e], first[e + 1])
+    std::vector<int32_t> moe_pair_expert_;   // (rows * n_expert_used,) pair p's expert (its biases)
     uint8_t* xq_[3] = {};       // (max_rows, act_row_bytes(max cols)) quantized activations, one per act type
     size_t xq_bytes_ = 0;       // bytes of each xq_ buffer
     struct part_plan {

@@ -328,12 +328,12 @@ void engine::moe_ffn(const layer_weights& L, int64_t n) {
     moe_first_.assign(size_t(NE + 1), 0);
     for (int64_t i = 0; i < n * K; i++) moe_first_[size_t(moe_expert_[size_t(i)]) + 1]++;
     for (int64_t x = 0; x < NE; x++) moe_first_[size_t(x + 1)] += moe_first_[size_t(x)];
-    std::vector<int32_t> pair_expert(size_t(n * K));   // the expert of each pair, in pair order
+    moe_pair_expert_.resize(size_t(n * K));
     {
         std::vector<int64_t> next(moe_first_.begin(), moe_first_.end() - 1);
         for (int64_t i = 0; i < n * K; i++) {
             moe_pair_[size_t(i)] = next[size_t(moe_expert_[size_t(i)])]++;
-            pair_expert[size_t(moe_pair_[size_t(i)])] = moe_expert_[size_t(i)];
+            moe_pair_expert_[size_t(moe_pair_[size_t(i)])] = moe_expert_[size_t(i)];
         }
     }
 
@@ -371,8 +371,8 @@ void engine::moe_ffn(const layer_weights& L, int64_t n) {
             float* g = moe_gate_ + p * FE;
             float* u = moe_up_ + p * FE;
             if (!L.gate_exps_b.empty()) {
-                const float* gb = L.gate_exps_b.data() + size_t(pair_expert[size_t(p)]) * size_t(FE);
-                const float* ub = L.up_exps_b.data() + size_t(pair_expert[size_t(p)]) * size_t(FE);
+                const float* gb = L.gate_exps_b.data() + size_t(moe_pair_expert_[size_t(p)]) * size_t(FE);
+                const float* ub = L.up_exps_b.data() + size_t(moe_pair_expert_[size_t(p)]) * size_t(FE);
                 for (int64_t i = 0; i < FE; i++) g[i] += gb[i];
                 for (int64_t i = 0; i < FE; i++) u[i] += ub[i];
             }
@@ -394,7 +394,7 @@ void engine::moe_ffn(const layer_weights& L, int64_t n) {
     if (!L.down_exps_b.empty()) {
         pool_->parallel_range(n * K, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
             for (int64_t p = b; p < e; p++) {
-                const float* db = L.down_exps_b.data() + size_t(pair_expert[size_t(p)]) * size_t(E);
+                const float* db = L.down_exps_b.data() + size_t(moe_pair_expert_[size_t(p)]) * size_t(E);
                 for (int64_t i = 0; i < E; i++) moe_out_[p * E + i] += db[i];
             }
         });
