@@ -96,7 +96,8 @@ def _config(model, **values):
     add_arguments(parser)
     flags = ["--no-config", "--model", str(model)]
     for k, val in values.items():
-        flags += [f"--{k.replace('_', '-')}", str(val)]
+        flag = k.replace("_", "-")
+        flags += ([f"--{flag}" if val else f"--no-{flag}"] if isinstance(val, bool) else [f"--{flag}", str(val)])
     return config_from_args(parser.parse_args(flags))
 
 
@@ -194,15 +195,8 @@ def test_pack_weights_false_loads_without_packed_copies_and_the_same_answers(def
 
 
 def test_no_pack_weights_reaches_the_memory_check(default_model_path):
-    import argparse
-
-    from strata.server.cli import add_arguments
-    from strata.server.config import config_from_args
     from strata.server.memory_check import ask_for
 
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    on = config_from_args(parser.parse_args(["--no-config", "--model", str(default_model_path)]))
-    off = config_from_args(parser.parse_args(["--no-config", "--model", str(default_model_path), "--no-pack-weights"]))
+    on, off = _config(default_model_path), _config(default_model_path, pack_weights=False)
     assert on.pack_weights is True and off.pack_weights is False
     assert ask_for(on, default_model_path, "cpu").pack_weights and not ask_for(off, default_model_path, "cpu").pack_weights
