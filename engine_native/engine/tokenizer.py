@@ -51,6 +51,14 @@ _GPT4O = (
     r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
     r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+# Mistral's tekken (Nemo, Small 3.x, Devstral, Magistral, Ministral 3): o200k's regex without the
+# contractions and with single digits, the original of its tokenizer.json (as for _GPT4O, llama.cpp runs a
+# rewrite without \p{M})
+_TEKKEN = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+    r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 _DEFAULT = (r"[\p{P}\$\+<=>\^~\|]+", _GPT2, r"\p{N}+", r"[0-9][0-9][0-9]")
 
 # name in tokenizer.ggml.pre -> (regexes, ignore_merges, default add_bos)
@@ -62,6 +70,8 @@ PRE_TOKENIZERS: dict[str, tuple[tuple[str, ...], bool, bool]] = {
     # llama.cpp's LLAMA_VOCAB_PRE_TYPE_GPT4O names and MiniMax-M2 (the same regex); merges not ignored,
     # no BOS by default
     **{name: ((_GPT4O,), False, False) for name in ("gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2")},
+    # llama.cpp's LLAMA_VOCAB_PRE_TYPE_TEKKEN: merges ignored (a piece that is a token is that token), BOS
+    "tekken": ((_TEKKEN,), True, True),
     **{
         name: ((r"\p{N}", _GPT2), False, False)
         for name in ("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b")
