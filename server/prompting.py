@@ -22,7 +22,13 @@ from typing import Any
 from strata.engine.chat_template import parse_tool_calls, tool_parameter_types
 from strata.engine.harmony import HarmonyStream, is_harmony_vocabulary, parse_harmony
 from strata.server.errors import APIError
-from strata.server.reasoning import ReasoningGate, split_reasoning, thinking_opened
+from strata.server.reasoning import (
+    MISTRAL_TAGS,
+    THINK_TAGS,
+    ReasoningGate,
+    split_reasoning,
+    thinking_opened,
+)
 
 REASONING_EFFORTS = ("low", "medium", "high")     # gpt-oss's template: "Reasoning: <effort>"
 EFFORT_ALIASES = {"none": "low", "minimal": "low", "xhigh": "high"}   # OpenAI's other levels
@@ -143,8 +149,8 @@ def call_id(prefix: str) -> str:
 
 
 # Where a tool call can begin in a model's answer (see strata.engine.chat_template.parse_tool_calls):
-# blocks anywhere, a bare JSON call only as the whole answer.
-TOOL_BLOCK_MARKERS = ("<tool_call>", "<TOOLCALL>")
+# blocks anywhere (Mistral's `[TOOL_CALLS]name[ARGS]{...}` too), a bare JSON call only as the whole answer.
+TOOL_BLOCK_MARKERS = ("<tool_call>", "<TOOLCALL>", "[TOOL_CALLS]")
 BARE_CALL_PREFIXES = ("<|python_tag|>", "[TOOL_CALLS]")
 
 
@@ -183,6 +189,7 @@ class ToolTextGate:
         self._matcher = StopMatcher(TOOL_BLOCK_MARKERS)
         self._text = ""
         self.sent = ""
+        self._held = ""            # whitespace at the end of the text so far: before a call it is not content
         self._decided = False      # the answer's start showed it is not a bare call
 
     def feed(self, piece: str) -> str:
@@ -197,6 +204,9 @@ class ToolTextGate:
             out = self._matcher.feed(self._text)
         else:
             out = self._matcher.feed(piece)
+        out = self._held + out
+        keep = len(out.rstrip())
+        out, self._held = out[:keep], out[keep:]
         self.sent += out
         return out
 
@@ -226,11 +236,12 @@ def reasoning_effort(value: Any, param: str) -> dict[str, str]:
 @dataclass(frozen=True)
 class AnswerFormat:
     """How the model writes its answer: gpt-oss's Harmony channels (harmony.py), or text whose reasoning is
-    a `<think>` block (`opened`: the prompt ends inside it, reasoning.py) and whose calls are tool-call
-    blocks (parse_tool_calls)."""
+    a `<think>` block (`think`: its tags, Mistral's `[THINK]` ones for a vocabulary that has them; `opened`:
+    the prompt ends inside it, reasoning.py) and whose calls are tool-call blocks (parse_tool_calls)."""
 
     harmony: bool = False
     opened: bool = False
+    think: tuple[str, str] = THINK_TAGS
 
 
 PLAIN = AnswerFormat()
@@ -239,9 +250,12 @@ PLAIN = AnswerFormat()
 def answer_format(engine: Any, prompt: list[int]) -> AnswerFormat:
     """The format of the answer to `prompt`: Harmony when the model's vocabulary has its markup tokens
     (`<|channel|>`, `<|message|>`), never from the model's name."""
-    if is_harmony_vocabulary(getattr(engine, "tokenizer", None)):
+    tokenizer = getattr(engine, "tokenizer", None)
+    if is_harmony_vocabulary(tokenizer):
         return AnswerFormat(harmony=True)
-    return AnswerFormat(opened=thinking_opened(engine, prompt))
+    token_id = getattr(tokenizer, "token_id", None)
+    tags = MISTRAL_TAGS if callable(token_id) and token_id(MISTRAL_TAGS[0]) is not None else THINK_TAGS
+    return AnswerFormat(opened=thinking_opened(engine, prompt, tags), think=tags)
 
 
 def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None) -> tuple[str | None, str, list[dict]]:
@@ -250,7 +264,7 @@ def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None) -> tupl
     if fmt.harmony:
         answer = parse_harmony(text)
         return answer.reasoning, answer.content, answer.calls if tools else []
-    reasoning, rest = split_reasoning(text, fmt.opened)
+    reasoning, rest = split_reasoning(text, fmt.opened, fmt.think)
     content, calls = split_tool_calls(rest, tools)
     return reasoning, content, calls
 
@@ -262,9 +276,9 @@ class AnswerStream:
 
     def __init__(self, fmt: AnswerFormat, tools: list[dict] | None) -> None:
         self._tools = tools
-        self._opened = fmt.opened
+        self._fmt = fmt
         self._harmony = HarmonyStream() if fmt.harmony else None
-        self._thinking = ReasoningGate(fmt.opened)
+        self._thinking = ReasoningGate(fmt.opened, fmt.think)
         self._gate = ToolTextGate(tools) if tools and not fmt.harmony else None
 
     def feed(self, piece: str) -> list[tuple[str, str]]:
@@ -287,5 +301,5 @@ class AnswerStream:
         pieces = self._gated(self._thinking.finish())
         if self._gate is None:
             return pieces, "", []
-        rest, calls = self._gate.finish(split_reasoning(full_text, self._opened)[1])
+        rest, calls = self._gate.finish(split_reasoning(full_text, self._fmt.opened, self._fmt.think)[1])
         return pieces, rest, calls

@@ -1,8 +1,9 @@
 """A thinking model's reasoning, `<think>...</think>` at the start of its answer (Qwen3, QwQ, DeepSeek-R1
-and its distills), kept apart from the answer: OpenAI's `reasoning_content`, Anthropic's `thinking` block,
+and its distills; Magistral and Ministral 3 write `[THINK]...[/THINK]`, MISTRAL_TAGS), kept apart from the answer: OpenAI's `reasoning_content`, Anthropic's `thinking` block,
 the Responses API's `reasoning` item. Templates of such models often open the block in the generation
 prompt (the prompt ends with `<think>`), so the answer starts inside it.
 
+Each takes the model's `tags` (opening, closing; THINK_TAGS unless given):
 - `thinking_opened(engine, prompt)`: whether the prompt ends inside an open `<think>`.
 - `split_reasoning(text, opened)`: (the reasoning or None, the answer after it), for a finished answer.
 - `ReasoningGate(opened)`: the same routing for a streamed answer, piece by piece; what it emits, joined,
@@ -17,34 +18,37 @@ from __future__ import annotations
 
 from typing import Any
 
-OPEN, CLOSE = "<think>", "</think>"
+THINK_TAGS = ("<think>", "</think>")
+MISTRAL_TAGS = ("[THINK]", "[/THINK]")     # control tokens of Mistral's v13 tokenizers (Magistral 2507+)
+OPEN, CLOSE = THINK_TAGS
 PROMPT_TAIL_TOKENS = 8   # enough of the prompt's end to hold "<think>\n" in any tokenizer
 
 
-def thinking_opened(engine: Any, prompt: list[int]) -> bool:
-    return engine.detokenize(prompt[-PROMPT_TAIL_TOKENS:]).rstrip().endswith(OPEN)
+def thinking_opened(engine: Any, prompt: list[int], tags: tuple[str, str] = THINK_TAGS) -> bool:
+    return engine.detokenize(prompt[-PROMPT_TAIL_TOKENS:]).rstrip().endswith(tags[0])
 
 
-def split_reasoning(text: str, opened: bool) -> tuple[str | None, str]:
+def split_reasoning(text: str, opened: bool, tags: tuple[str, str] = THINK_TAGS) -> tuple[str | None, str]:
     """(reasoning, answer); reasoning None when the answer does not think. An answer cut off while
     thinking is all reasoning and an empty answer."""
+    opener, closer = tags
     body = text
     if not opened:
         head = text.lstrip()
-        if not head.startswith(OPEN):
+        if not head.startswith(opener):
             return None, text
-        body = head[len(OPEN):]
-    end = body.find(CLOSE)
+        body = head[len(opener):]
+    end = body.find(closer)
     if end < 0:
         return body.strip(), ""
-    return body[:end].strip(), body[end + len(CLOSE):].lstrip()
+    return body[:end].strip(), body[end + len(closer):].lstrip()
 
 
-def _held_tail(text: str) -> int:
-    """Characters at the end of `text` that may not go out yet while thinking: a start of CLOSE and the
+def _held_tail(text: str, closer: str = CLOSE) -> int:
+    """Characters at the end of `text` that may not go out yet while thinking: a start of the closing tag and the
     whitespace before it, or trailing whitespace (either may turn out to end the reasoning)."""
-    for k in range(min(len(CLOSE) - 1, len(text)), 0, -1):
-        if text.endswith(CLOSE[:k]):
+    for k in range(min(len(closer) - 1, len(text)), 0, -1):
+        if text.endswith(closer[:k]):
             before = text[:-k]
             return k + len(before) - len(before.rstrip())
     return len(text) - len(text.rstrip())
@@ -53,7 +57,8 @@ def _held_tail(text: str) -> int:
 class ReasoningGate:
     """Routes a streamed answer into ("reasoning", text) and ("text", text) pieces."""
 
-    def __init__(self, opened: bool) -> None:
+    def __init__(self, opened: bool, tags: tuple[str, str] = THINK_TAGS) -> None:
+        self.open, self.close = tags
         self.mode = "reasoning" if opened else "start"   # start -> reasoning -> after -> answer
         self.buf = ""
         self.fresh = True                                 # no reasoning text sent yet (leading whitespace dropped)
@@ -63,21 +68,21 @@ class ReasoningGate:
         out: list[tuple[str, str]] = []
         if self.mode == "start":
             head = self.buf.lstrip()
-            if head.startswith(OPEN):
-                self.mode, self.buf = "reasoning", head[len(OPEN):]
-            elif OPEN.startswith(head):
-                return []                                 # may still become "<think>"
+            if head.startswith(self.open):
+                self.mode, self.buf = "reasoning", head[len(self.open):]
+            elif self.open.startswith(head):
+                return []                                 # may still become the opening tag
             else:
                 self.mode = "answer"
         if self.mode == "reasoning":
             if self.fresh:
                 self.buf = self.buf.lstrip()
-            end = self.buf.find(CLOSE)
+            end = self.buf.find(self.close)
             if end >= 0:
                 out.append(("reasoning", self.buf[:end].rstrip()))
-                self.mode, self.buf = "after", self.buf[end + len(CLOSE):]
+                self.mode, self.buf = "after", self.buf[end + len(self.close):]
             else:
-                keep = len(self.buf) - _held_tail(self.buf)
+                keep = len(self.buf) - _held_tail(self.buf, self.close)
                 out.append(("reasoning", self.buf[:keep]))
                 self.buf = self.buf[keep:]
             if out[-1][1]:

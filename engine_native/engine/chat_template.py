@@ -49,7 +49,8 @@ What it is:
   as, when it reads as one (never NaN / Infinity, which are not JSON); `types` from
   `tool_parameter_types(tools)`; with no schema a number, true / false / null, an object or a list
   is that value), a bare JSON object `{"name":..., "arguments"|"parameters":
-  ...}` or a list of them (optionally in a ```json fence, or after `<|python_tag|>` / `[TOOL_CALLS]`).
+  ...}` or a list of them (optionally in a ```json fence, or after `<|python_tag|>` / `[TOOL_CALLS]`),
+  Mistral's `[TOOL_CALLS]NAME[ARGS]{...}` (mistral.py; its templates' messages are prepared there too).
 
 What it is not: tokenization (`tokenizer.py`) or the API's message format conversion (the server).
 """
@@ -64,6 +65,7 @@ from typing import Any
 
 import jinja2
 import jinja2.sandbox
+from strata.engine.mistral import mistral_messages, parse_mistral_calls, template_traits
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] "
@@ -307,6 +309,8 @@ class ChatTemplate:
         self.supports_tools: bool = re.search(r"\btools\b", template) is not None
         # gpt-oss's Harmony format (as llama.cpp detects it): messages prepared by harmony_messages
         self.harmony: bool = "<|channel|>" in template
+        # Mistral's templates: 9-character call ids, reasoning as thinking blocks (mistral.py)
+        self.mistral_traits: tuple[bool, bool] = template_traits(template)
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any], tokenizer=None) -> ChatTemplate:
@@ -330,8 +334,7 @@ class ChatTemplate:
             msgs, tools = render_tools_into_system(messages, tools), None
         else:
             msgs = normalize_messages(messages)
-        if self.harmony:
-            msgs = harmony_messages(msgs)
+        msgs = self._prepared(msgs)
         if tools is not None and (not isinstance(tools, Sequence) or isinstance(tools, str | bytes)):
             raise ChatTemplateError(f"tools must be a list, got {type(tools).__name__}")
         variables = {
@@ -351,9 +354,7 @@ class ChatTemplate:
             # some templates concatenate `arguments` as a string (DeepSeek style) where most take an
             # object: try the string form before giving up, and report the first error if both fail
             try:
-                variables["messages"] = normalize_messages(messages, object_arguments=False)
-                if self.harmony:
-                    variables["messages"] = harmony_messages(variables["messages"])
+                variables["messages"] = self._prepared(normalize_messages(messages, object_arguments=False))
                 return self._render(variables)
             except ChatTemplateError:
                 pass
@@ -361,6 +362,14 @@ class ChatTemplate:
             if bad:
                 raise ChatTemplateError(f"{bad} ({first})") from None
             raise
+
+    def _prepared(self, msgs: list[dict]) -> list[dict]:
+        """Normalised messages in the shape this template reads (Harmony's, Mistral's)."""
+        if self.harmony:
+            return harmony_messages(msgs)
+        if any(self.mistral_traits):
+            return mistral_messages(msgs, *self.mistral_traits)
+        return msgs
 
     def _render(self, variables: dict[str, Any]) -> str:
         try:
@@ -480,6 +489,9 @@ def _calls_from_xml(body: str, types: Mapping[str, Mapping[str, Any]]) -> list[d
 def parse_tool_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[str, list[dict[str, str]]]:
     """(content without the calls, [{"name", "arguments" (a JSON string)}]); ([], text) when none.
     `types` (tool_parameter_types of the tools offered) types Qwen3-Coder's XML parameter values."""
+    mistral = parse_mistral_calls(text)
+    if mistral is not None:
+        return mistral
     if "<tool_call>" in text or "<TOOLCALL>" in text:
         calls: list[dict[str, str]] = []
         kept: list[str] = []

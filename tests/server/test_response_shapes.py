@@ -92,7 +92,10 @@ def gate_run(pieces: list[str]):
 
 def test_tool_gate_streams_text_before_a_call_block_and_holds_the_block():
     streamed, rest, calls = gate_run(["Let me ", "check.\n<tool", '_call>\n{"name": "f", "arguments": {}}\n</tool_call>'])
-    assert streamed == "Let me check.\n" and rest == "" and calls == [{"name": "f", "arguments": "{}"}]
+    # the newline before the block is not content (the whole answer's content is stripped): held, then dropped
+    assert streamed == "Let me check." and rest == "" and calls == [{"name": "f", "arguments": "{}"}]
+    streamed, rest, calls = gate_run(["Let me ", "check.\n", "\nDone. "])
+    assert streamed + rest == "Let me check.\n\nDone. " and streamed == "Let me check.\n\nDone." and calls == []
 
 
 def test_tool_gate_holds_an_answer_that_starts_like_a_bare_call():

@@ -1,0 +1,160 @@
+"""Mistral's chat conventions (Devstral, Mistral Small 3.x, Magistral, Ministral 3, Nemo): tool calls in the
+answer, and the messages their templates can render.
+
+The answer: models with a v11+ tokenizer write each call as `[TOOL_CALLS]NAME[ARGS]{json arguments}`
+(Mistral Small 3.2 with its own id: `[TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{...}`), several calls one after the
+other, possibly after some text, as llama.cpp's parsers read them (common/parsers/ministral3.cpp, its
+FUNC_BRACKET_TAG reader; expected outputs in tests/test-chat.cpp). Nemo's `[TOOL_CALLS][{"name": ...,
+"arguments": ...}]` is the bare JSON call chat_template.parse_tool_calls reads.
+
+- `parse_mistral_calls(text) -> (content, calls) | None`: None when the text has no `[TOOL_CALLS]NAME`; the
+  content is the text before the first call (and any after the last one); arguments are re-serialised JSON
+  as for the other formats. A call that does not read (cut by the token limit, malformed JSON, arguments
+  that are not an object) stays text from there on; the calls before it are kept.
+- `mistral_messages(msgs, short_ids, thinking_blocks)`: normalised messages as these templates take them:
+  * `short_ids`: Nemo's and Small 3.2's templates raise unless every call id is 9 alphanumeric characters
+    (Mistral's API hands out such ids); agents send back ours (`call_...`, `toolu_...`) or their own, so
+    each id becomes `short_call_id(id)`, the same in the assistant's call and in its tool result, and the
+    same on every turn (the rendered prefix, which the conversation cache reuses, must not change). An id
+    that already is 9 alphanumerics is kept. A call without an id gets one from its place in the
+    conversation, a result without one the id of the call at its place after the assistant's turn.
+  * `thinking_blocks`: Ministral 3's template writes an assistant's reasoning back as `[THINK]...[/THINK]`
+    from a content block of type "thinking" (llama.cpp's preparation): `reasoning_content` becomes one.
+- `template_traits(source) -> (short_ids, thinking_blocks)`: what a template needs, read from its source.
+
+Not here: reasoning in the answer (`[THINK]...[/THINK]`: strata.server.reasoning MISTRAL_TAGS), tokenizing
+the markup (control tokens of the tekken vocabulary, tokenizer.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+TOOL_CALLS, ARGS, CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
+ID_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+ID_LENGTH = 9
+_SHORT_ID = re.compile(r"[A-Za-z0-9]{9}")
+_NEEDS_SHORT_IDS = re.compile(r"length\s*!=\s*9")
+_DECODER = json.JSONDecoder()
+
+
+def template_traits(source: str) -> tuple[bool, bool]:
+    """(short_ids, thinking_blocks) for a chat template's source."""
+    short_ids = _NEEDS_SHORT_IDS.search(source) is not None
+    thinking_blocks = "[THINK]" in source and "'thinking'" in source
+    return short_ids, thinking_blocks
+
+
+def short_call_id(call_id: str) -> str:
+    """9 alphanumeric characters for any id: itself when it already is such an id, else derived from its
+    SHA-256 (62**9 ids: two ids of one conversation meet with odds of about 1e-16 a pair)."""
+    if _SHORT_ID.fullmatch(call_id):
+        return call_id
+    n = int.from_bytes(hashlib.sha256(call_id.encode("utf-8")).digest()[:8], "big")
+    out = []
+    for _ in range(ID_LENGTH):
+        n, k = divmod(n, len(ID_CHARS))
+        out.append(ID_CHARS[k])
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------------------------------
+# messages for the template
+# ---------------------------------------------------------------------------------------------------
+
+
+def mistral_messages(msgs: Sequence[Mapping[str, Any]], short_ids: bool, thinking_blocks: bool) -> list[dict]:
+    out: list[dict] = []
+    turn_ids: list[str] = []      # the short ids of the last assistant turn's calls
+    n_results = 0                 # tool results since that turn
+    for i, m in enumerate(msgs):
+        msg = dict(m)
+        role = msg.get("role")
+        if role == "assistant":
+            if short_ids and msg.get("tool_calls"):
+                calls = []
+                for k, call in enumerate(msg["tool_calls"]):
+                    given = call.get("id") if isinstance(call, Mapping) else None
+                    key = given if isinstance(given, str) and given else f"strata-call-{i}-{k}"
+                    calls.append({**call, "id": short_call_id(key)})
+                msg["tool_calls"] = calls
+                turn_ids, n_results = [c["id"] for c in calls], 0
+            reasoning = msg.pop("reasoning_content", None)
+            if thinking_blocks and isinstance(reasoning, str) and reasoning:
+                text = msg.get("content") or ""
+                msg["content"] = [{"type": "thinking", "thinking": reasoning}] + (
+                    [{"type": "text", "text": text}] if text else [])
+        elif role == "tool" and short_ids:
+            given = msg.get("tool_call_id")
+            if isinstance(given, str) and given:
+                msg["tool_call_id"] = short_call_id(given)
+            elif turn_ids:
+                msg["tool_call_id"] = turn_ids[min(n_results, len(turn_ids) - 1)]
+            else:
+                msg["tool_call_id"] = short_call_id(f"strata-result-{i}")
+            n_results += 1
+        out.append(msg)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# calls in the answer
+# ---------------------------------------------------------------------------------------------------
+
+
+def _read_call(text: str, pos: int) -> tuple[dict[str, str], int] | None:
+    """The call whose `[TOOL_CALLS]` is at `pos` and where it ends, or None when it does not read."""
+    start = pos + len(TOOL_CALLS)
+    at = text.find(ARGS, start)
+    if at < 0:
+        return None
+    head = text[start:at]
+    if TOOL_CALLS in head:
+        return None
+    name, _, given_id = head.partition(CALL_ID)
+    name = name.strip()
+    if not name or any(c.isspace() for c in name):
+        return None
+    body = at + len(ARGS)
+    while body < len(text) and text[body].isspace():
+        body += 1
+    try:
+        args, end = _DECODER.raw_decode(text, body)
+    except (ValueError, RecursionError):      # cut, malformed, or nested deeper than json reads
+        return None
+    if not isinstance(args, dict):
+        return None
+    call = {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}
+    if given_id.strip():
+        call["id"] = given_id.strip()
+    return call, end
+
+
+def parse_mistral_calls(text: str) -> tuple[str, list[dict[str, str]]] | None:
+    first = text.find(TOOL_CALLS)
+    if first < 0:
+        return None
+    after = text[first + len(TOOL_CALLS):].lstrip()
+    if not after or after[0] in "[{":
+        return None                    # Nemo's JSON list (or nothing yet): the bare-call reader's
+    calls: list[dict[str, str]] = []
+    pos, tail = first, ""
+    while True:
+        read = _read_call(text, pos)
+        if read is None:
+            tail = text[pos:]          # not a call: text from here on
+            break
+        call, pos = read
+        calls.append(call)
+        nxt = text.find(TOOL_CALLS, pos)
+        if nxt < 0 or text[pos:nxt].strip():
+            tail = text[pos:]          # what follows the last call (text after it, or a call after text)
+            break
+        pos = nxt
+    if not calls:
+        return text, []
+    return "\n".join(p for p in (text[:first].strip(), tail.strip()) if p), calls

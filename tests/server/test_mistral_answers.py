@@ -1,0 +1,155 @@
+"""Mistral answers read by the shared reader (server/prompting.py split_answer / AnswerStream, engine
+mistral.py): `[TOOL_CALLS]NAME[ARGS]{...}` calls (Devstral, Small 3.2 with `[CALL_ID]`, Magistral,
+Ministral 3), Nemo's JSON list, `[THINK]...[/THINK]` reasoning; whole and streamed in any pieces, the same
+result and no markup in the streamed text. Expected outputs of the first cases are llama.cpp's
+(tests/test-chat.cpp: Ministral-3-14B-Reasoning-2512, Mistral-Small-3.2, Devstral-Small-2507, Nemo)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strata.server.prompting import AnswerFormat, AnswerStream, answer_format, split_answer
+from strata.server.reasoning import MISTRAL_TAGS
+
+FMT = AnswerFormat(think=MISTRAL_TAGS)
+TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+         for n in ("special_function", "special_function_with_opt", "bash", "write_file")]
+MARKUP = ("[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]")
+
+
+def call(name: str, args: dict, **extra) -> dict:
+    return {"name": name, "arguments": json.dumps(args, ensure_ascii=False), **extra}
+
+
+# (answer, reasoning, content, calls)
+CASES = [
+    ("Hello, world!\nWhat's up?", None, "Hello, world!\nWhat's up?", []),
+    ('[TOOL_CALLS]special_function[ARGS]{"arg1":1}', None, "", [call("special_function", {"arg1": 1})]),
+    ("[THINK]I'm\nthinking[/THINK]" '[TOOL_CALLS]special_function[ARGS]{"arg1":1}', "I'm\nthinking", "",
+     [call("special_function", {"arg1": 1})]),
+    ('[TOOL_CALLS]special_function[ARGS]{"arg1": 1}[TOOL_CALLS]special_function_with_opt[ARGS]{"arg1": 1, "arg2": 2}',
+     None, "", [call("special_function", {"arg1": 1}), call("special_function_with_opt", {"arg1": 1, "arg2": 2})]),
+    ('[THINK]Let me think about [TOOL_CALLS]special_function[ARGS]{"arg1":1} and more[/THINK]'
+     '[TOOL_CALLS]special_function[ARGS]{"arg1": 1}',
+     'Let me think about [TOOL_CALLS]special_function[ARGS]{"arg1":1} and more', "",
+     [call("special_function", {"arg1": 1})]),
+    ('[TOOL_CALLS]special_function[CALL_ID]123456789[ARGS]{"arg1": 1}', None, "",
+     [call("special_function", {"arg1": 1}, id="123456789")]),
+    ('[TOOL_CALLS]special_function[CALL_ID]000000001[ARGS]{"arg1": 1}'
+     '[TOOL_CALLS]special_function_with_opt[CALL_ID]000000002[ARGS]{"arg1": 1, "arg2": 2}', None, "",
+     [call("special_function", {"arg1": 1}, id="000000001"),
+      call("special_function_with_opt", {"arg1": 1, "arg2": 2}, id="000000002")]),
+    ('Hello, world!\nWhat\'s up?[TOOL_CALLS]special_function[ARGS]{"arg1": 1}', None, "Hello, world!\nWhat's up?",
+     [call("special_function", {"arg1": 1})]),
+    ('[TOOL_CALLS][{"name": "special_function", "arguments": {"arg1": 1}, "id": "123456789"}]', None, "",
+     [call("special_function", {"arg1": 1})]),
+    ("[THINK]raisonnement[/THINK]Réponse", "raisonnement", "Réponse", []),
+    # nested JSON, strings holding the markup, unicode, whitespace around the parts
+    ('I will write it.\n\n[TOOL_CALLS]write_file[ARGS] {"path": "a [ARGS].txt", "body": {"lines": ["[TOOL_CALLS]x",'
+     ' {"deep": [1, {"k": "}"}]}], "é": "ü"}}\n', None, "I will write it.",
+     [call("write_file", {"path": "a [ARGS].txt", "body": {"lines": ["[TOOL_CALLS]x", {"deep": [1, {"k": "}"}]}],
+                                                          "é": "ü"}})]),
+    ('[TOOL_CALLS]bash[ARGS]{"cmd": "ls"}\n[TOOL_CALLS]bash[ARGS]{"cmd": "pwd"}', None, "",
+     [call("bash", {"cmd": "ls"}), call("bash", {"cmd": "pwd"})]),
+    # cut by the token limit: the calls before stay calls, the cut one is text
+    ('[TOOL_CALLS]bash[ARGS]{"cmd": "ls"}[TOOL_CALLS]bash[ARGS]{"cmd": "pw', None,
+     '[TOOL_CALLS]bash[ARGS]{"cmd": "pw', [call("bash", {"cmd": "ls"})]),
+    ('Let me look.[TOOL_CALLS]ba', None, "Let me look.[TOOL_CALLS]ba", []),
+    ('[TOOL_CALLS]bash[ARGS]{"cmd": ', None, '[TOOL_CALLS]bash[ARGS]{"cmd": ', []),
+    # malformed: text, never an error
+    ("[TOOL_CALLS]bash[ARGS]{cmd: ls}", None, "[TOOL_CALLS]bash[ARGS]{cmd: ls}", []),
+    ('[TOOL_CALLS]bash[ARGS]["ls"]', None, '[TOOL_CALLS]bash[ARGS]["ls"]', []),
+    ('[TOOL_CALLS]two words[ARGS]{"a": 1}', None, '[TOOL_CALLS]two words[ARGS]{"a": 1}', []),
+    ('[TOOL_CALLS][ARGS]{"a": 1}', None, '[TOOL_CALLS][ARGS]{"a": 1}', []),
+    ("[TOOL_CALLS]bash[ARGS]" + "[" * 5000 + "]" * 5000, None, "[TOOL_CALLS]bash[ARGS]" + "[" * 5000 + "]" * 5000,
+     []),
+    # text after the calls is kept as content
+    ('[TOOL_CALLS]bash[ARGS]{"cmd": "ls"} and then done', None, "and then done", [call("bash", {"cmd": "ls"})]),
+    # reasoning cut off: all reasoning
+    ("[THINK]still thinking when the limit ca", "still thinking when the limit ca", "", []),
+]
+
+
+@pytest.mark.parametrize(("answer", "reasoning", "content", "calls"), CASES)
+def test_whole_answer(answer, reasoning, content, calls):
+    assert split_answer(answer, FMT, TOOLS) == (reasoning, content, calls)
+
+
+def stream(answer: str, cuts: list[int]) -> tuple[str | None, str, list[dict], list[str]]:
+    s = AnswerStream(FMT, TOOLS)
+    bounds = sorted({c for c in cuts if 0 < c < len(answer)}) + [len(answer)]
+    pieces, last = [], 0
+    for b in bounds:
+        pieces += s.feed(answer[last:b])
+        last = b
+    tail, rest, calls = s.finish(answer)
+    pieces += tail
+    texts = [t for k, t in pieces if k == "text"]
+    reasoning = "".join(t for k, t in pieces if k == "reasoning")
+    thought = answer.lstrip().startswith("[THINK]")
+    return (reasoning if thought else None), "".join(texts) + rest, calls, texts
+
+
+@pytest.mark.parametrize(("answer", "reasoning", "content", "calls"), CASES)
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+def test_streamed_in_small_pieces(answer, reasoning, content, calls, size):
+    """Every split: inside `[TOOL_CALLS]`, the name, `[ARGS]`, the JSON, the `[THINK]` tags."""
+    got_reasoning, got_content, got_calls, texts = stream(answer, list(range(size, len(answer), size)))
+    assert (got_reasoning, got_content, got_calls) == (reasoning, content, calls)
+    if calls:   # a read call's markup never goes out as text
+        assert not any(m in "".join(texts) for m in MARKUP)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(CASES), st.lists(st.integers(0, 200), max_size=15))
+def test_any_pieces_give_the_whole_answer(case, cuts):
+    answer, reasoning, content, calls = case
+    assert stream(answer, cuts)[:3] == (reasoning, content, calls)
+
+
+def test_text_before_a_call_goes_out_before_the_call_ends():
+    s = AnswerStream(FMT, TOOLS)
+    out = s.feed("Let me check the ") + s.feed("files.[TOOL_")
+    assert "".join(t for _, t in out) == "Let me check the files."
+    assert s.feed('CALLS]bash[ARGS]{"cmd"') == []
+    assert s.finish('Let me check the files.[TOOL_CALLS]bash[ARGS]{"cmd": "ls"}') == (
+        [], "", [call("bash", {"cmd": "ls"})])
+
+
+def test_reasoning_streams_as_it_comes():
+    s = AnswerStream(FMT, TOOLS)
+    assert s.feed("[THI") == []
+    assert s.feed("NK]Step one") == [("reasoning", "Step one")]
+    assert s.feed(". Two.[/TH") == [("reasoning", ". Two.")]
+    assert s.feed("INK]") == []
+    assert s.feed("[TOOL_CALLS]bash") == []
+
+
+def test_no_tools_offered_the_answer_is_text():
+    answer = '[TOOL_CALLS]bash[ARGS]{"cmd": "ls"}'
+    assert split_answer(answer, FMT, None) == (None, answer, [])
+
+
+class _Vocab:
+    def __init__(self, tokens):
+        self._tokens = tokens
+
+    def token_id(self, text):
+        return self._tokens.get(text)
+
+
+class _Engine:
+    def __init__(self, tokens):
+        self.tokenizer = _Vocab(tokens)
+
+    def detokenize(self, ids):
+        return "[INST]hi[/INST]"
+
+
+def test_the_format_follows_the_vocabulary():
+    """[THINK] tags for a vocabulary that has the [THINK] token, <think> otherwise (never from the name)."""
+    assert answer_format(_Engine({"[THINK]": 34, "[/THINK]": 35}), [1, 2]).think == MISTRAL_TAGS
+    assert answer_format(_Engine({"<think>": 5}), [1, 2]).think == ("<think>", "</think>")
