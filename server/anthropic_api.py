@@ -24,6 +24,7 @@ from strata.server.prompting import (
     AnswerFormat,
     AnswerStream,
     answer_format,
+    call_id,
     check_fits,
     conversation_key,
     only_named_tool,
@@ -229,7 +230,7 @@ def message_response(completion: Completion, model: str, mid: str, tools: list[d
     reasoning, content, calls = split_answer(completion.text, fmt, tools)
     blocks: list[dict] = [_thinking_block(reasoning)] if reasoning is not None else []
     blocks += [{"type": "text", "text": content}] if content or not calls else []
-    blocks += [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": c["name"],
+    blocks += [{"type": "tool_use", "id": call_id("toolu_", c), "name": c["name"],
                 "input": _json_or_empty(c["arguments"])} for c in calls]
     return {
         "id": mid, "type": "message", "role": "assistant", "model": model, "content": blocks,
@@ -347,7 +348,7 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
                     await text(rest)
                 await stop()
                 for call in calls:
-                    await start("tool_use", {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}",
+                    await start("tool_use", {"type": "tool_use", "id": call_id("toolu_", call),
                                              "name": call["name"], "input": {}})
                     await send_sse(resp, {"type": "content_block_delta", "index": index, "delta": {
                         "type": "input_json_delta", "partial_json": json.dumps(_json_or_empty(call["arguments"]))}},

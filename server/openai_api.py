@@ -23,6 +23,7 @@ from strata.server.prompting import (
     AnswerFormat,
     AnswerStream,
     answer_format,
+    call_id,
     check_fits,
     conversation_key,
     only_named_tool,
@@ -305,7 +306,7 @@ def _calls_finish_reason(c: Completion) -> str:
 
 
 def _tool_calls(calls: list[dict]) -> list[dict]:
-    return [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+    return [{"id": call_id("call_", c), "type": "function",
              "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
 
 

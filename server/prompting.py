@@ -144,8 +144,11 @@ def split_tool_calls(text: str, tools: list[dict] | None) -> tuple[str, list[dic
     return parse_tool_calls(text, tool_parameter_types(tools))
 
 
-def call_id(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:24]}"
+def call_id(prefix: str, call: dict | None = None) -> str:
+    """A new id for a parsed call, or the id the model wrote for it (Mistral Small 3.2's `[CALL_ID]`: handed
+    out as written, so that its template renders the call back exactly as the model wrote it)."""
+    written = call.get("id") if call else None
+    return written if isinstance(written, str) and written else f"{prefix}{uuid.uuid4().hex[:24]}"
 
 
 # Where a tool call can begin in a model's answer (see strata.engine.chat_template.parse_tool_calls):

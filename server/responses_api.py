@@ -35,6 +35,7 @@ from strata.server.prompting import (
     AnswerFormat,
     AnswerStream,
     answer_format,
+    call_id,
     check_fits,
     conversation_key,
     only_named_tool,
@@ -317,12 +318,13 @@ class _Shape:
 
     def call_item(self, call: dict, status: str = "completed", args: str | None = None) -> dict:
         """A parsed tool call as a function_call item, or a custom_tool_call for a custom tool."""
-        cid = call.setdefault("call_id", f"call_{uuid.uuid4().hex[:24]}")
+        cid = call.setdefault("call_id", call_id("call_", call))
+        tail = cid.removeprefix("call_")
         if call["name"] in self.custom:
             text = _custom_input(call["arguments"]) if args is None else args
-            return {"type": "custom_tool_call", "id": f"ctc_{cid[5:]}", "call_id": cid, "name": call["name"],
+            return {"type": "custom_tool_call", "id": f"ctc_{tail}", "call_id": cid, "name": call["name"],
                     "input": text, "status": status}
-        return {"type": "function_call", "id": f"fc_{cid[5:]}", "call_id": cid, "name": call["name"],
+        return {"type": "function_call", "id": f"fc_{tail}", "call_id": cid, "name": call["name"],
                 "arguments": call["arguments"] if args is None else args, "status": status}
 
     def output(self, c: Completion) -> list[dict]:

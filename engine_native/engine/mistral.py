@@ -9,7 +9,9 @@ FUNC_BRACKET_TAG reader; expected outputs in tests/test-chat.cpp). Nemo's `[TOOL
 
 - `parse_mistral_calls(text) -> (content, calls) | None`: None when the text has no `[TOOL_CALLS]NAME`; the
   content is the text before the first call (and any after the last one); arguments are re-serialised JSON
-  as for the other formats. A call that does not read (cut by the token limit, malformed JSON, arguments
+  as for the other formats; an id the model wrote (`[CALL_ID]`) is the call's `id` when it is 9
+  alphanumerics not repeated in the answer (the server hands it out, so the next turn renders the same
+  text). A call that does not read (cut by the token limit, malformed JSON, arguments
   that are not an object) stays text from there on; the calls before it are kept.
 - `mistral_messages(msgs, short_ids, thinking_blocks)`: normalised messages as these templates take them:
   * `short_ids`: Nemo's and Small 3.2's templates raise unless every call id is 9 alphanumeric characters
@@ -157,4 +159,8 @@ def parse_mistral_calls(text: str) -> tuple[str, list[dict[str, str]]] | None:
         pos = nxt
     if not calls:
         return text, []
+    ids = [c.get("id") for c in calls]
+    for c in calls:       # an id the server can hand out: 9 alphanumerics, once in the answer
+        if "id" in c and (not _SHORT_ID.fullmatch(c["id"]) or ids.count(c["id"]) > 1):
+            del c["id"]
     return "\n".join(p for p in (text[:first].strip(), tail.strip()) if p), calls

@@ -42,6 +42,9 @@ CASES = [
      '[TOOL_CALLS]special_function_with_opt[CALL_ID]000000002[ARGS]{"arg1": 1, "arg2": 2}', None, "",
      [call("special_function", {"arg1": 1}, id="000000001"),
       call("special_function_with_opt", {"arg1": 1, "arg2": 2}, id="000000002")]),
+    # an id is handed out only when it is 9 alphanumerics not repeated in the answer
+    ('[TOOL_CALLS]bash[CALL_ID]000000001[ARGS]{}[TOOL_CALLS]bash[CALL_ID]000000001[ARGS]{}'
+     '[TOOL_CALLS]bash[CALL_ID]call_1[ARGS]{}', None, "", [call("bash", {})] * 3),
     ('Hello, world!\nWhat\'s up?[TOOL_CALLS]special_function[ARGS]{"arg1": 1}', None, "Hello, world!\nWhat's up?",
      [call("special_function", {"arg1": 1})]),
     ('[TOOL_CALLS][{"name": "special_function", "arguments": {"arg1": 1}, "id": "123456789"}]', None, "",

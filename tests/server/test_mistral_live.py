@@ -1,0 +1,166 @@
+"""Mistral agent turns end to end, through the real `openai` and `anthropic` SDKs and the Responses API, on
+scripted tiny models (tests/fixtures/tiny_gguf.py `script`: real weights, known output) with Mistral's real
+templates (tests/fixtures/):
+
+- Ministral 3 Reasoning's template, the model answering `[THINK]Need a.py.[/THINK]Reading it.[TOOL_CALLS]
+  read_file[ARGS]{"path": "a.py"}`: reasoning, text and the call come out apart in each API, streamed and
+  not, with no markup; the call and the reasoning go back and the second turn reuses all of the first;
+  a cut call says "length" / "max_tokens" / incomplete and comes back as text.
+- Mistral Small 3.2's template, the model writing its own id (`[TOOL_CALLS]read_file[CALL_ID]abcDEF123
+  [ARGS]{...}`): each API hands that id out and the second turn reuses all of the first.
+
+The markup words are added tokens (USER_DEFINED in tiny_gguf, CONTROL in real files: both are parsed in
+prompts and decoded as text); the vocabulary uses the "tekken" pre-tokenizer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.server.live import LiveServer, sdk_clients
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+MINISTRAL3 = (FIXTURES / "mistralai-Ministral-3-14B-Reasoning-2512.jinja").read_text(encoding="utf-8")
+SMALL32 = (FIXTURES / "Mistral-Small-3.2-24B-Instruct-2506.jinja").read_text(encoding="utf-8")
+MARKUP = ("[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]")
+
+THINKING = ("[THINK]", "Need a.py.", "[/THINK]", "Reading it.", "[TOOL_CALLS]", "read_file", "[ARGS]",
+            '{"path": "a.py"}')
+WITH_ID = ("[TOOL_CALLS]", "read_file", "[CALL_ID]", "abcDEF123", "[ARGS]", '{"path": "a.py"}')
+ADDED = ("[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
+         "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CONTENT]", *THINKING, "[CALL_ID]", "abcDEF123")
+PARAMS = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "Read a file.", "parameters": PARAMS}}]
+CLAUDE_TOOLS = [{"name": "read_file", "description": "Read a file.", "input_schema": PARAMS}]
+RESPONSES_TOOLS = [{"type": "function", "name": "read_file", "description": "Read a file.", "parameters": PARAMS}]
+MSGS = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "show a.py"}]
+
+
+def mistral_model(factory, template: str, pieces: tuple[str, ...]):
+    """A tiny model that answers `pieces` (then its end-of-turn token) to any prompt ending in `[/INST]`,
+    as Mistral's templates end every prompt."""
+    from strata.engine import Engine
+
+    shape = dict(ctx_len=4096, n_vocab=512, seed=5, tokenizer_pre="tekken", added_tokens=ADDED,
+                 chat_template=template)
+    probe = Engine(str(factory(**shape)), n_ctx=64, n_threads=1)
+    ids = probe.tokenize("[/INST]" + "".join(pieces), special=True)
+    assert len(ids) == len(pieces) + 1, "each piece must be one token"
+    return factory(**shape, script=(*ids, probe.tokenizer.eos_id))
+
+
+@pytest.fixture(scope="module")
+def thinking(tiny_model_factory):
+    model = mistral_model(tiny_model_factory, MINISTRAL3, THINKING)
+    with LiveServer(model=str(model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0) as s:
+        yield sdk_clients(s)
+
+
+@pytest.fixture(scope="module")
+def with_id(tiny_model_factory):
+    model = mistral_model(tiny_model_factory, SMALL32, WITH_ID)
+    with LiveServer(model=str(model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0) as s:
+        yield sdk_clients(s)
+
+
+def test_openai_reasoning_text_and_call_then_the_whole_first_turn_reused(thinking):
+    oai, _ = thinking
+    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40)
+    m = r.choices[0].message
+    assert (m.reasoning_content, m.content, r.choices[0].finish_reason) == ("Need a.py.", "Reading it.", "tool_calls")
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in m.tool_calls] == [("read_file",
+                                                                                           {"path": "a.py"})]
+    turn2 = MSGS + [m.model_dump(exclude_none=True),
+                    {"role": "tool", "tool_call_id": m.tool_calls[0].id, "content": "print(1)"}]
+    r2 = oai.chat.completions.create(model="m", messages=turn2, tools=TOOLS, temperature=0, max_tokens=4)
+    # the template writes the reasoning, text and call back as the model wrote them: nothing is read again
+    assert r2.usage.prompt_tokens_details.cached_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+    chunks = list(oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40,
+                                              stream=True))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join(getattr(d, "reasoning_content", None) or "" for d in deltas) == "Need a.py."
+    assert "".join(d.content or "" for d in deltas) == "Reading it."
+    calls = [tc for d in deltas for tc in (d.tool_calls or [])]
+    assert [(tc.function.name, json.loads(tc.function.arguments)) for tc in calls] == [("read_file", {"path": "a.py"})]
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["tool_calls"]
+
+
+def test_anthropic_thinking_text_and_tool_use_then_reused(thinking):
+    _, claude = thinking
+    user = MSGS[1:]
+    kw = dict(model="m", max_tokens=40, system="You are a coding agent.", tools=CLAUDE_TOOLS,
+              extra_body={"temperature": 0})
+    m = claude.messages.create(messages=user, **kw)
+    assert [b.type for b in m.content] == ["thinking", "text", "tool_use"] and m.stop_reason == "tool_use"
+    assert (m.content[0].thinking, m.content[1].text) == ("Need a.py.", "Reading it.")
+    assert (m.content[2].name, m.content[2].input) == ("read_file", {"path": "a.py"})
+    turn2 = user + [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in m.content]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": m.content[2].id,
+                                                  "content": "print(1)"}]}]
+    m2 = claude.messages.create(messages=turn2, **{**kw, "max_tokens": 4})
+    assert m2.usage.cache_read_input_tokens == m.usage.input_tokens + m.usage.cache_read_input_tokens + \
+        m.usage.output_tokens
+    with claude.messages.stream(messages=user, **kw) as s:
+        events = list(s)
+        final = s.get_final_message()
+    assert [b.type for b in final.content] == ["thinking", "text", "tool_use"]
+    assert final.content[2].input == {"path": "a.py"}
+    texts = [e.delta.text for e in events if e.type == "content_block_delta" and e.delta.type == "text_delta"]
+    assert "".join(texts) == "Reading it."
+
+
+def test_responses_reasoning_message_and_function_call(thinking):
+    oai, _ = thinking
+    r = oai.responses.create(model="m", input="show a.py", tools=RESPONSES_TOOLS, max_output_tokens=40)
+    assert [o.type for o in r.output] == ["reasoning", "message", "function_call"] and r.status == "completed"
+    assert r.output[0].content[0].text == "Need a.py." and r.output[1].content[0].text == "Reading it."
+    assert (r.output[2].name, json.loads(r.output[2].arguments)) == ("read_file", {"path": "a.py"})
+    events = list(oai.responses.create(model="m", input="show a.py", tools=RESPONSES_TOOLS, max_output_tokens=40,
+                                       stream=True))
+    done = [e.item for e in events if e.type == "response.output_item.done"]
+    assert [i.type for i in done] == ["reasoning", "message", "function_call"]
+    texts = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert "".join(texts) == "Reading it." and not any(mk in t for t in texts for mk in MARKUP)
+
+
+@pytest.mark.parametrize("max_tokens", [6, 7])    # cut after the name, after [ARGS]
+def test_a_cut_call_is_text_and_says_length(thinking, max_tokens):
+    oai, claude = thinking
+    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=max_tokens)
+    c = r.choices[0]
+    assert c.finish_reason == "length" and c.message.tool_calls is None
+    assert c.message.content.startswith("Reading it.[TOOL_CALLS]read_file")
+    m = claude.messages.create(model="m", max_tokens=max_tokens, messages=MSGS[1:], tools=CLAUDE_TOOLS)
+    assert m.stop_reason == "max_tokens" and "tool_use" not in [b.type for b in m.content]
+    rr = oai.responses.create(model="m", input="show a.py", tools=RESPONSES_TOOLS, max_output_tokens=max_tokens)
+    assert rr.status == "incomplete" and "function_call" not in [o.type for o in rr.output]
+
+
+def test_no_tools_offered_reasoning_still_apart_and_the_rest_is_text(thinking):
+    oai, _ = thinking
+    r = oai.chat.completions.create(model="m", messages=MSGS, temperature=0, max_tokens=40)
+    m = r.choices[0].message
+    assert m.reasoning_content == "Need a.py." and m.tool_calls is None
+    assert m.content == 'Reading it.[TOOL_CALLS]read_file[ARGS]{"path": "a.py"}'
+
+
+def test_the_models_own_call_id_is_handed_out_and_the_turn_reused(with_id):
+    oai, claude = with_id
+    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40)
+    m = r.choices[0].message
+    assert [(c.id, c.function.name) for c in m.tool_calls] == [("abcDEF123", "read_file")] and m.content is None
+    turn2 = MSGS + [m.model_dump(exclude_none=True),
+                    {"role": "tool", "tool_call_id": "abcDEF123", "content": "print(1)"}]
+    r2 = oai.chat.completions.create(model="m", messages=turn2, tools=TOOLS, temperature=0, max_tokens=4)
+    assert r2.usage.prompt_tokens_details.cached_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    mc = claude.messages.create(model="m", max_tokens=40, messages=MSGS[1:], tools=CLAUDE_TOOLS)
+    assert [(b.type, b.id) for b in mc.content] == [("tool_use", "abcDEF123")]
+    rr = oai.responses.create(model="m", input="show a.py", tools=RESPONSES_TOOLS, max_output_tokens=40)
+    assert [(o.type, o.call_id, o.id) for o in rr.output] == [("function_call", "abcDEF123", "fc_abcDEF123")]
+    # an agent's own ids (another server's, or ours from another model) are mapped so the template renders
+    turn2[-2]["tool_calls"][0]["id"] = turn2[-1]["tool_call_id"] = "call_9f8e7d6c5b4a39281706f5e4"
+    r3 = oai.chat.completions.create(model="m", messages=turn2, tools=TOOLS, temperature=0, max_tokens=4)
+    assert r3.choices[0].finish_reason == "length"
