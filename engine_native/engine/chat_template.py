@@ -65,7 +65,7 @@ from typing import Any
 
 import jinja2
 import jinja2.sandbox
-from strata.engine.mistral import mistral_messages, parse_mistral_calls, template_traits
+from strata.engine.mistral import keep_written_ids, mistral_messages, parse_mistral_calls, template_traits
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] "
@@ -178,7 +178,10 @@ def normalize_messages(messages: Any, object_arguments: bool = True) -> list[dic
                 name, args = _call_function(call)
                 if not object_arguments and not isinstance(args, str):
                     args = json.dumps(args, ensure_ascii=False)
-                fn = dict(call.get("function", {}), name=name, arguments=args)
+                # name first, as models write calls (the SDKs send arguments first; a template that
+                # writes `function | tojson`, as Nemo's, must give back what the model wrote)
+                fn = {"name": name, "arguments": args, **{k: v for k, v in dict(call.get("function", {})).items()
+                                                          if k not in ("name", "arguments")}}
                 calls.append({**call, "type": call.get("type", "function"), "function": fn})
             msg["tool_calls"] = calls
         elif "tool_calls" in msg:
@@ -408,8 +411,12 @@ def _as_call(obj: Any) -> dict[str, str] | None:
             json.loads(args)
         except (ValueError, RecursionError):
             args = json.dumps(args, ensure_ascii=False)  # a plain string: as a JSON string
-        return {"name": obj["name"], "arguments": args}
-    return {"name": obj["name"], "arguments": json.dumps(args, ensure_ascii=False)}
+    else:
+        args = json.dumps(args, ensure_ascii=False)
+    call = {"name": obj["name"], "arguments": args}
+    if isinstance(obj.get("id"), str):
+        call["id"] = obj["id"]       # Mistral Nemo writes its call's id (kept when it can be handed out)
+    return call
 
 
 def _calls_from_json(text: str) -> list[dict[str, str]] | None:
@@ -421,6 +428,7 @@ def _calls_from_json(text: str) -> list[dict[str, str]] | None:
     calls = [_as_call(v) for v in items]
     if not calls or any(c is None for c in calls):
         return None
+    keep_written_ids(calls)  # type: ignore[arg-type]
     return calls  # type: ignore[return-value]
 
 

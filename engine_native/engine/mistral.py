@@ -22,6 +22,8 @@ FUNC_BRACKET_TAG reader; expected outputs in tests/test-chat.cpp). Nemo's `[TOOL
     conversation, a result without one the id of the call at its place after the assistant's turn.
   * `thinking_blocks`: Ministral 3's template writes an assistant's reasoning back as `[THINK]...[/THINK]`
     from a content block of type "thinking" (llama.cpp's preparation): `reasoning_content` becomes one.
+- `keep_written_ids(calls)`: the model's own ids (Small 3.2's `[CALL_ID]`, Nemo's `"id"`) kept only where
+  the server can hand them out.
 - `template_traits(source) -> (short_ids, thinking_blocks)`: what a template needs, read from its source.
 
 Not here: reasoning in the answer (`[THINK]...[/THINK]`: strata.server.reasoning MISTRAL_TAGS), tokenizing
@@ -108,6 +110,16 @@ def mistral_messages(msgs: Sequence[Mapping[str, Any]], short_ids: bool, thinkin
 # ---------------------------------------------------------------------------------------------------
 
 
+def keep_written_ids(calls: list[dict[str, str]]) -> None:
+    """Drops the `id`s the model wrote that the server cannot hand out: not 9 alphanumerics (what the
+    templates take back), or written twice in the answer."""
+    ids = [c.get("id") for c in calls]
+    for c in calls:
+        if "id" in c and (not isinstance(c["id"], str) or not _SHORT_ID.fullmatch(c["id"])
+                          or ids.count(c["id"]) > 1):
+            del c["id"]
+
+
 def _read_call(text: str, pos: int) -> tuple[dict[str, str], int] | None:
     """The call whose `[TOOL_CALLS]` is at `pos` and where it ends, or None when it does not read."""
     start = pos + len(TOOL_CALLS)
@@ -159,8 +171,5 @@ def parse_mistral_calls(text: str) -> tuple[str, list[dict[str, str]]] | None:
         pos = nxt
     if not calls:
         return text, []
-    ids = [c.get("id") for c in calls]
-    for c in calls:       # an id the server can hand out: 9 alphanumerics, once in the answer
-        if "id" in c and (not _SHORT_ID.fullmatch(c["id"]) or ids.count(c["id"]) > 1):
-            del c["id"]
+    keep_written_ids(calls)
     return "\n".join(p for p in (text[:first].strip(), tail.strip()) if p), calls

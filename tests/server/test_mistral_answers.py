@@ -48,7 +48,9 @@ CASES = [
     ('Hello, world!\nWhat\'s up?[TOOL_CALLS]special_function[ARGS]{"arg1": 1}', None, "Hello, world!\nWhat's up?",
      [call("special_function", {"arg1": 1})]),
     ('[TOOL_CALLS][{"name": "special_function", "arguments": {"arg1": 1}, "id": "123456789"}]', None, "",
-     [call("special_function", {"arg1": 1})]),
+     [call("special_function", {"arg1": 1}, id="123456789")]),
+    ('[TOOL_CALLS][{"name": "a", "arguments": {}, "id": "x"}, {"name": "b", "arguments": {}, "id": "abcdefghi"}]',
+     None, "", [call("a", {}), call("b", {}, id="abcdefghi")]),
     ("[THINK]raisonnement[/THINK]Réponse", "raisonnement", "Réponse", []),
     # nested JSON, strings holding the markup, unicode, whitespace around the parts
     ('I will write it.\n\n[TOOL_CALLS]write_file[ARGS] {"path": "a [ARGS].txt", "body": {"lines": ["[TOOL_CALLS]x",'
