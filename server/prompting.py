@@ -72,13 +72,16 @@ def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None, pre
 def alternating(messages: list[dict]) -> list[dict]:
     """The messages in the shape strict templates want: system messages after the first turn become user
     messages, and consecutive system or user messages are joined by a blank line (tool results and
-    assistant turns stay as they are)."""
+    assistant turns stay as they are). A user message right after tool results (Anthropic's tool_result
+    blocks with text beside them) joins the last result: Mistral's templates take a user turn only after
+    an assistant's text."""
     out: list[dict] = []
     for m in messages:
         if m["role"] == "system" and any(x["role"] != "system" for x in out):
             m = {**m, "role": "user"}
         last = out[-1] if out else None
-        if last is not None and m["role"] == last["role"] and m["role"] in ("system", "user"):
+        joins = m["role"] == "user" and last is not None and last["role"] == "tool"
+        if joins or (last is not None and m["role"] == last["role"] and m["role"] in ("system", "user")):
             out[-1] = {**last, "content": f"{last['content']}\n\n{m['content']}"}
         else:
             out.append(m)

@@ -163,10 +163,17 @@ def test_the_models_own_call_id_is_handed_out_and_the_turn_reused(with_id):
                     {"role": "tool", "tool_call_id": "abcDEF123", "content": "print(1)"}]
     r2 = oai.chat.completions.create(model="m", messages=turn2, tools=TOOLS, temperature=0, max_tokens=4)
     assert r2.usage.prompt_tokens_details.cached_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
-    mc = claude.messages.create(model="m", max_tokens=40, messages=MSGS[1:], tools=CLAUDE_TOOLS)
+    mc = claude.messages.create(model="m", max_tokens=40, messages=msgs[-1:], tools=CLAUDE_TOOLS)
     assert [(b.type, b.id) for b in mc.content] == [("tool_use", "abcDEF123")]
     rr = oai.responses.create(model="m", input="show a.py", tools=RESPONSES_TOOLS, max_output_tokens=40)
     assert [(o.type, o.call_id, o.id) for o in rr.output] == [("function_call", "abcDEF123", "fc_abcDEF123")]
+    # Claude Code's shape: the tool result with text beside it (a tool message, then a user message)
+    turn2_claude = msgs[-1:] + [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in mc.content]},
+                                {"role": "user", "content": [
+                                    {"type": "tool_result", "tool_use_id": "abcDEF123", "content": "print(1)"},
+                                    {"type": "text", "text": "<system-reminder>be brief</system-reminder>"}]}]
+    m2 = claude.messages.create(model="m", max_tokens=4, messages=turn2_claude, tools=CLAUDE_TOOLS)
+    assert m2.usage.cache_read_input_tokens > 0
     # an agent's own ids (another server's, or ours from another model) are mapped so the template renders
     turn2[-2]["tool_calls"][0]["id"] = turn2[-1]["tool_call_id"] = "call_9f8e7d6c5b4a39281706f5e4"
     r3 = oai.chat.completions.create(model="m", messages=turn2, tools=TOOLS, temperature=0, max_tokens=4)

@@ -145,3 +145,57 @@ def test_tekken_prompt_has_the_markup_as_single_tokens():
     for marker, n in (("[TOOL_CALLS]", 2), ("[CALL_ID]", 2), ("[ARGS]", 2), ("[TOOL_RESULTS]", 2), ("</s>", 2),
                       ("[INST]", 2), ("[AVAILABLE_TOOLS]", 1), ("<s>", 1)):
         assert ids.count(tok.token_id(marker)) == n, marker
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_a_user_turn_after_tool_results_renders_in_the_strict_shape(name):
+    """Anthropic's tool_result blocks with text beside them arrive as tool messages then a user message,
+    which Small 3.2's, Nemo's and Ministral 3's templates refuse; the shape render_chat falls back to
+    (server/prompting.py alternating) joins that text to the last result."""
+    from strata.server.prompting import alternating
+
+    msgs = HISTORY[:5] + [{"role": "user", "content": "<system-reminder>be careful</system-reminder>"},
+                          {"role": "system", "content": "Sandbox on."}]
+    t = template(name)
+    if name != DEVSTRAL:
+        with pytest.raises(ChatTemplateError):
+            t.render(msgs, tools=TOOLS)
+    text = t.render(alternating(msgs), tools=TOOLS)
+    assert "print(2)\n\n<system-reminder>be careful</system-reminder>\n\nSandbox on." in text
+
+
+def test_devstral_renders_what_mistral_common_encodes():
+    """Devstral's template and mistral-common's v13 instruct encoder (Devstral's and Magistral's) give the
+    same tokens for an agent history: tools, a turn of two calls, their results, text, a user turn after
+    tool results."""
+    pytest.importorskip("mistral_common")
+    from mistral_common.protocol.instruct.messages import (
+        AssistantMessage,
+        SystemMessage,
+        ToolMessage,
+        UserMessage,
+    )
+    from mistral_common.protocol.instruct.request import ChatCompletionRequest
+    from mistral_common.protocol.instruct.tool_calls import Function, FunctionCall, Tool, ToolCall
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+    from strata.engine.tokenizer import Tokenizer
+
+    from tests.fixtures.tekken_vocab import tekken_file, tekken_metadata
+
+    fn = TOOLS[0]["function"]
+    calls = [ToolCall(id=i, function=FunctionCall(name="read_file", arguments=f'{{"path": "{p}"}}'))
+             for i, p in (("aaaaaaaa1", "a.py"), ("aaaaaaaa2", "b.py"))]
+    request = ChatCompletionRequest(
+        tools=[Tool(function=Function(name=fn["name"], description=fn["description"], parameters=fn["parameters"]))],
+        messages=[SystemMessage(content="Be brief."), UserMessage(content="Read a.py and b.py"),
+                  AssistantMessage(content=None, tool_calls=calls),
+                  ToolMessage(content="print(1)", tool_call_id="aaaaaaaa1"),
+                  ToolMessage(content="print(2)", tool_call_id="aaaaaaaa2"),
+                  AssistantMessage(content="Both print numbers."), UserMessage(content="Thanks"),
+                  AssistantMessage(content=None, tool_calls=[calls[0]]),
+                  ToolMessage(content="print(1)", tool_call_id="aaaaaaaa1"), UserMessage(content="And c.py?")])
+    want = MistralTokenizer.from_file(str(tekken_file())).encode_chat_completion(request).tokens
+    msgs = HISTORY + [HISTORY[2] | {"tool_calls": HISTORY[2]["tool_calls"][:1]}, HISTORY[3],
+                      {"role": "user", "content": "And c.py?"}]
+    tok = Tokenizer.from_metadata(tekken_metadata())
+    assert tok.encode(template(DEVSTRAL).render(msgs, tools=TOOLS), special=True) == want
