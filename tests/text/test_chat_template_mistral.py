@@ -199,3 +199,75 @@ def test_devstral_renders_what_mistral_common_encodes():
                       {"role": "user", "content": "And c.py?"}]
     tok = Tokenizer.from_metadata(tekken_metadata())
     assert tok.encode(template(DEVSTRAL).render(msgs, tools=TOOLS), special=True) == want
+
+
+def test_ministral3_renders_what_mistral_common_encodes():
+    """Ministral 3's template with reasoning sent back (`reasoning_content`, written as thinking blocks) and
+    mistral-common's v13 encoder with ThinkChunks give the same tokens."""
+    pytest.importorskip("mistral_common")
+    from mistral_common.protocol.instruct.chunk import TextChunk, ThinkChunk
+    from mistral_common.protocol.instruct.messages import (
+        AssistantMessage,
+        SystemMessage,
+        ToolMessage,
+        UserMessage,
+    )
+    from mistral_common.protocol.instruct.request import ChatCompletionRequest
+    from mistral_common.protocol.instruct.tool_calls import Function, FunctionCall, Tool, ToolCall
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+    from strata.engine.tokenizer import Tokenizer
+
+    from tests.fixtures.tekken_vocab import tekken_file, tekken_metadata
+
+    fn = TOOLS[0]["function"]
+    request = ChatCompletionRequest(
+        tools=[Tool(function=Function(name=fn["name"], description=fn["description"], parameters=fn["parameters"]))],
+        messages=[SystemMessage(content="Be brief."), UserMessage(content="Read a.py"),
+                  AssistantMessage(content=[ThinkChunk(thinking="One read."), TextChunk(text="Reading.")],
+                                   tool_calls=[ToolCall(id="aaaaaaaa1", function=FunctionCall(
+                                       name="read_file", arguments='{"path": "a.py"}'))]),
+                  ToolMessage(content="print(1)", tool_call_id="aaaaaaaa1"),
+                  AssistantMessage(content=[ThinkChunk(thinking="Done."), TextChunk(text="It prints 1.")]),
+                  UserMessage(content="Thanks")])
+    want = MistralTokenizer.from_file(str(tekken_file())).encode_chat_completion(request).tokens
+    msgs = [HISTORY[0], {"role": "user", "content": "Read a.py"},
+            {"role": "assistant", "content": "Reading.", "reasoning_content": "One read.",
+             "tool_calls": [{"id": ID_A, "type": "function",
+                             "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}]},
+            {"role": "tool", "tool_call_id": ID_A, "content": "print(1)"},
+            {"role": "assistant", "content": "It prints 1.", "reasoning_content": "Done."},
+            {"role": "user", "content": "Thanks"}]
+    tok = Tokenizer.from_metadata(tekken_metadata())
+    assert tok.encode(template(MINISTRAL3).render(msgs, tools=TOOLS), special=True) == want
+
+
+def test_small32_renders_what_mistral_common_encodes():
+    """Small 3.2's template (agents' ids mapped) and mistral-common's v11 encoder (calls with ids, tools
+    before the last user message) give the same tokens."""
+    pytest.importorskip("mistral_common")
+    from mistral_common.protocol.instruct.messages import (
+        AssistantMessage,
+        SystemMessage,
+        ToolMessage,
+        UserMessage,
+    )
+    from mistral_common.protocol.instruct.request import ChatCompletionRequest
+    from mistral_common.protocol.instruct.tool_calls import Function, FunctionCall, Tool, ToolCall
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+    from strata.engine.tokenizer import Tokenizer
+
+    from tests.fixtures.tekken_vocab import tekken_file, tekken_metadata
+
+    fn = TOOLS[0]["function"]
+    a, b = short_call_id(ID_A), short_call_id(ID_B)
+    request = ChatCompletionRequest(
+        tools=[Tool(function=Function(name=fn["name"], description=fn["description"], parameters=fn["parameters"]))],
+        messages=[SystemMessage(content="Be brief."), UserMessage(content="Read a.py and b.py"),
+                  AssistantMessage(content=None, tool_calls=[
+                      ToolCall(id=i, function=FunctionCall(name="read_file", arguments=f'{{"path": "{p}"}}'))
+                      for i, p in ((a, "a.py"), (b, "b.py"))]),
+                  ToolMessage(content="print(1)", tool_call_id=a), ToolMessage(content="print(2)", tool_call_id=b),
+                  AssistantMessage(content="Both print numbers."), UserMessage(content="Thanks")])
+    want = MistralTokenizer.from_file(str(tekken_file("v11"))).encode_chat_completion(request).tokens
+    tok = Tokenizer.from_metadata(tekken_metadata())
+    assert tok.encode(template(SMALL32).render(HISTORY, tools=TOOLS), special=True) == want
