@@ -6,8 +6,6 @@ to their text (the answer readers see them). Needs mistral-common (dev extra).""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 pytest.importorskip("mistral_common")
@@ -15,39 +13,13 @@ pytest.importorskip("mistral_common")
 from strata.engine.tokenizer import TOKEN_CONTROL, Tokenizer  # noqa: E402
 
 from tests.fixtures.tekken_vocab import (  # noqa: E402
+    CORPUS,
     V13_SPECIALS,
+    random_texts,
     tekken_json_pattern,
     tekken_metadata,
     tekkenizer,
 )
-
-CORPUS = [
-    "Hello world",
-    "def fib(n: int) -> int:\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n",
-    "fn main() {\n\tlet v: Vec<u64> = (0..1_000_000).map(|x| x * x).collect();\n\tprintln!(\"{:?}\", &v[..3]);\n}\n",
-    "#include <stdio.h>\nint main(void) { printf(\"%d\\n\", 0x7fffffff); return 0; }\r\n",
-    "const f = async (a, b) => { await fetch(`/api/${a}?b=${b}`); }; // TODO: retry\n",
-    "SELECT id, name FROM users WHERE created_at >= '2024-01-01' ORDER BY id DESC LIMIT 10;",
-    "<div class=\"x\">&nbsp;</div>\n<!-- comment -->",
-    "I'm sure you'RE right; they'll say WE'VE done it, don't they?",
-    "HTTPServer getHTTPResponse XMLHttpRequest iPhone McDonald's",
-    "3.14159 2653589793 1,000,000 -42 1e-9 0xDEADBEEF 2024-12-31T23:59:59Z",
-    "12345678901234567890",
-    "naïve café Déjà vu Straße Ærøskøbing",
-    "e\u0301 a\u0300\u0316 n\u0303 \u0915\u094d\u0937 \u05e9\u05c1\u05b8",
-    "日本語のテキストと漢字、カタカナ。中文文本。한국어 텍스트.",
-    "Привет, мир! Γειά σου Κόσμε! مرحبا بالعالم שלום עולם",
-    "emoji 😀👍🏽👨‍👩‍👧‍👦🇫🇷 ❤️ ✨",
-    "    four spaces, then a tab\tand     five\n\n\n\nnewlines",
-    "line one\r\nline two\r\n\r\n\r\n  indented\r\n",
-    "trailing spaces    ",
-    "   leading spaces",
-    " \n \n\t\n",
-    "a/b/c.py:12:34: E501 line too long (120 > 110 characters)",
-    "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}",
-    "[THINK]not parsed here[/THINK] <s> </s> [INST]",
-    "",
-]
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +41,7 @@ def test_ids_match_mistral_common(tok, reference, text):
 def test_random_texts_match_mistral_common(tok, reference):
     """Seeded random mixes of the characters that split differently in each pre-tokenizer (cases, digits,
     marks, punctuation, whitespace kinds, apostrophes, several scripts)."""
-    alphabet = ("aZ09 \t\n\r'’_-./\\:;,!?()[]{}<>\"=+*&%$#@^~|`" "éÉßçñ\u0301\u0308\u0345" "日本語中" "Ωπж"
-                "😀🏽\u200d" "\u00a0\u2009\u3000")
-    rng = random.Random(1234)
-    for _ in range(300):
-        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60)))
+    for text in random_texts(300, seed=1234):
         assert tok.encode(text, special=False) == reference.encode(text, bos=True, eos=False), repr(text)
 
 

@@ -1,0 +1,53 @@
+"""Record llama.cpp's token ids on Mistral's tekken vocabulary, as parity data for Strata's tests.
+
+What it is: a script run with llama-cpp-python (a side environment, not a Strata dependency) that
+writes `tests/data/llamacpp_tekken_tokens.json`: for each text of tests/fixtures/tekken_vocab.py
+(CORPUS, 120 seeded random texts, a rendered agent prompt) llama.cpp's ids with special-token parsing
+on and off, BOS added. The vocabulary-only GGUF it loads is written by Strata's environment (gguf-py's
+MistralVocab on mistral-common's tekken_240911.json, as llama.cpp's converter does).
+
+What it is not: a test (tests/text/test_tokenizer_tekken_llamacpp.py reads the JSON).
+
+Run (from the repository root):
+    .venv/bin/python -c "from tests.fixtures.tekken_vocab import write_vocab_gguf; write_vocab_gguf('/tmp/tekken.gguf')"
+    /work/refenv/venv/bin/python benchmarks/make_llamacpp_tekken_tokens.py --gguf /tmp/tekken.gguf \
+        --out tests/data/llamacpp_tekken_tokens.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.fixtures.tekken_vocab import CORPUS, random_texts  # noqa: E402
+
+PROMPT = ('<s>[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][AVAILABLE_TOOLS][{"type": "function", "function": '
+          '{"name": "bash"}}][/AVAILABLE_TOOLS][INST]ls[/INST][TOOL_CALLS]bash[ARGS]{"cmd": "ls"}</s>'
+          '[TOOL_RESULTS]a.py[/TOOL_RESULTS][THINK]x[/THINK]y')
+
+
+def main() -> None:
+    import llama_cpp
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gguf", required=True)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    llm = llama_cpp.Llama(args.gguf, vocab_only=True, verbose=False)
+    cases = []
+    for text in [*CORPUS, *random_texts(120, seed=99), PROMPT]:
+        cases.append({"text": text,
+                      "tokens": llm.tokenize(text.encode("utf-8"), add_bos=True, special=True),
+                      "tokens_no_special": llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)})
+    head = {"command": "benchmarks/make_llamacpp_tekken_tokens.py", "llama_cpp": llama_cpp.__version__}
+    lines = ",\n".join(json.dumps(c, ensure_ascii=False, separators=(",", ":")) for c in cases)   # a case a line
+    Path(args.out).write_text(json.dumps(head)[:-1] + ', "cases": [\n' + lines + "\n]}\n", encoding="utf-8")
+    print(f"{len(cases)} cases -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
