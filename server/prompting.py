@@ -4,8 +4,9 @@ Both APIs normalise their messages to one shape (OpenAI's chat messages: system 
 `tool_calls` / tool) before the model's chat template renders them (`engine.apply_chat_template`; for a
 template without tool support the text teammate's `render_tools_into_system` writes the tools into the
 system prompt, see docs/api.md). The answer comes back through one of two formats (`AnswerFormat`, found
-by `answer_format` from the model's vocabulary): text with an optional `<think>` block (reasoning.py) and
-tool-call blocks (chat_template.parse_tool_calls), or gpt-oss's Harmony channels (harmony.py);
+by `answer_format` from the model's vocabulary): text with an optional `<think>` block (`[THINK]` for
+Mistral's vocabularies; reasoning.py) and tool-call blocks (chat_template.parse_tool_calls, Mistral's in
+the engine's mistral.py), or gpt-oss's Harmony channels (harmony.py);
 `split_answer` reads a whole answer, `AnswerStream` a streamed one, the same way for all three APIs.
 Not here: request validation (openai_api / anthropic_api / responses_api).
 """

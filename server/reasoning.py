@@ -1,6 +1,7 @@
 """A thinking model's reasoning, `<think>...</think>` at the start of its answer (Qwen3, QwQ, DeepSeek-R1
-and its distills; Magistral and Ministral 3 write `[THINK]...[/THINK]`, MISTRAL_TAGS), kept apart from the answer: OpenAI's `reasoning_content`, Anthropic's `thinking` block,
-the Responses API's `reasoning` item. Templates of such models often open the block in the generation
+and its distills; Magistral and Ministral 3 write `[THINK]...[/THINK]`, MISTRAL_TAGS), kept apart from
+the answer: OpenAI's `reasoning_content`, Anthropic's `thinking` block, the Responses API's `reasoning`
+item. Templates of such models often open the block in the generation
 prompt (the prompt ends with `<think>`), so the answer starts inside it.
 
 Each takes the model's `tags` (opening, closing; THINK_TAGS unless given):
@@ -45,8 +46,8 @@ def split_reasoning(text: str, opened: bool, tags: tuple[str, str] = THINK_TAGS)
 
 
 def _held_tail(text: str, closer: str = CLOSE) -> int:
-    """Characters at the end of `text` that may not go out yet while thinking: a start of the closing tag and the
-    whitespace before it, or trailing whitespace (either may turn out to end the reasoning)."""
+    """Characters at the end of `text` that may not go out yet while thinking: a start of the closing tag
+    and the whitespace before it, or trailing whitespace (either may turn out to end the reasoning)."""
     for k in range(min(len(closer) - 1, len(text)), 0, -1):
         if text.endswith(closer[:k]):
             before = text[:-k]
