@@ -3,7 +3,7 @@ and (with --shaped) a model of a real MoE's layer shapes for engine_vs_llamacpp.
 
 What it does: writes tiny random models (tests/fixtures/tiny_gguf.py) with experts (Mixtral-style
 llama, qwen3moe, gpt-oss with its sinks, sliding window and MXFP4 experts) in several types, and with
-linear and YaRN RoPE scaling,
+linear and YaRN RoPE scaling, and mistral3's attention temperature and YaRN keys,
 runs the same tokens through Strata (this interpreter) and llama.cpp (--llama-python, in a
 subprocess), and prints per model the largest logit difference relative to the position's largest
 logit, and how many positions agree on the top token. `--shaped PATH` instead writes a model with
@@ -69,6 +69,20 @@ CASES = [   # (label, make_tiny_gguf parameters); the dense ones show the differ
     ("gpt-oss Q8_0, MXFP4 experts 8 / 2", {**_OSS, "dtype": "Q8_0", "type_overrides": _MXFP4_EXPERTS}),
     ("gpt-oss Q8_0, MXFP4 experts 4 / 4", {**_OSS, "dtype": "Q8_0", "n_expert": 4, "n_expert_used": 4,
                                            "type_overrides": _MXFP4_EXPERTS}),
+    # mistral3 (Devstral Small 2): the attention temperature from position 16 (the original context),
+    # YaRN's log multiplier; over an original context of 1,024 the betas move YaRN's ramp
+    ("mistral3 F32, temperature 0.5 past 16, YaRN x4, log mul 0.5", {
+        "arch": "mistral3", "dtype": "F32", "rope_scaling": ("yarn", 4.0, 16),
+        "rope_keys": {"attention.temperature_scale": 0.5, "rope.scaling.yarn_log_multiplier": 0.5}}),
+    ("mistral3 F32, YaRN x4 over 1,024, betas 16 / 2, log mul 1", {
+        "arch": "mistral3", "dtype": "F32", "rope_scaling": ("yarn", 4.0, 1024),
+        "rope_keys": {"rope.scaling.yarn_beta_fast": 16.0, "rope.scaling.yarn_beta_slow": 2.0,
+                      "rope.scaling.yarn_log_multiplier": 1.0}}),
+    ("mistral3 F32, temperature 0.1 past 20, no scaling", {
+        "arch": "mistral3", "dtype": "F32", "ctx_len": 20, "rope_keys": {"attention.temperature_scale": 0.1}}),
+    ("mistral3 Q4_K, temperature 0.5 past 16, YaRN x4", {
+        "arch": "mistral3", "dtype": "Q4_K", "n_embd": 256, "n_ff": 512, "rope_scaling": ("yarn", 4.0, 16),
+        "rope_keys": {"attention.temperature_scale": 0.5}}),
 ]
 
 
@@ -84,11 +98,11 @@ def llama_logits(python: str, path: str, tokens: list[int]) -> np.ndarray:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         r = subprocess.run([python, "-c", code, path, json.dumps(tokens), out], capture_output=True, text=True, env=env)
         if r.returncode != 0:
-            raise RuntimeError(f"llama.cpp failed on {path}:\n{r.stderr[-2000:]}")
+            raise RuntimeError(f"llama.cpp failed on {path} (exit {r.returncode}):\n{r.stderr[-2000:]}")
         return np.load(out)
 
 
-def compare(python: str) -> list[dict]:
+def compare(python: str, only: str = "") -> list[dict]:
     from strata.engine import Engine
 
     from tests.fixtures.tiny_gguf import make_tiny_gguf
@@ -96,6 +110,8 @@ def compare(python: str) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as d:
         for i, (label, params) in enumerate(CASES):
+            if only not in label:
+                continue
             path = make_tiny_gguf(Path(d) / f"m{i}.gguf", seed=3, **params)
             engine = Engine(path, n_ctx=64, n_threads=2, kv_type="f16")
             ours = np.stack([engine.decode([0], [t])[0] for t in TOKENS])
@@ -129,13 +145,14 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=6, help="layers of the --shaped model")
     ap.add_argument("--shaped-arch", choices=("qwen3moe", "gpt-oss"), default="qwen3moe",
                     help="whose shapes --shaped copies: Qwen3-30B-A3B's or gpt-oss-20b's (MXFP4 experts)")
+    ap.add_argument("--only", metavar="TEXT", help="only the cases whose label contains TEXT (e.g. mistral3)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.shaped:
         write_shaped(args.shaped, args.layers, args.shaped_arch)
         print(f"wrote {args.shaped} ({os.path.getsize(args.shaped) / 2**20:.0f} MiB)")
         return 0
-    rows = compare(args.llama_python)
+    rows = compare(args.llama_python, args.only or "")
     if args.json:
         print(json.dumps({"results": rows}))
         return 0

@@ -65,9 +65,16 @@ class _Budget:
 
 def _on_gpu(s: Situation) -> bool:
     """Whether the plan puts the model on the GPU: one found, a CUDA build, and a model the CUDA backend
-    runs (it has no expert kernels: models with experts run on the CPU)."""
+    runs (it has no expert kernels and no query temperature: such models run on the CPU)."""
     gpu = bool(s.machine.gpu_name and s.machine.gpu_vram_mib and s.cuda_built)
-    return gpu and not (s.model is not None and s.model.n_expert)
+    return gpu and not (s.model is not None and _cuda_lacks(s.model))
+
+
+def _cuda_lacks(model: ModelFacts) -> str:
+    """What the CUDA backend lacks to run `model`, as the plan says it ("" when it runs it)."""
+    if model.n_expert:
+        return f"experts ({model.n_expert} in this one)"
+    return "an attention temperature (mistral3's attention.temperature_scale)" if model.attn_temperature else ""
 
 
 def _budget(s: Situation, model: ModelFacts, p: PlanParameters) -> _Budget:
@@ -368,9 +375,9 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
     add(Choice("batch", n_slots, batch_why))
     if _on_gpu(s):
         add(Choice("backend", "cuda", f"{m.gpu_name} ({_gib(m.gpu_vram_mib)}) and a CUDA build: weights and KV on the GPU"))
-    elif m.gpu_name and s.cuda_built and model.n_expert:
+    elif m.gpu_name and s.cuda_built and _cuda_lacks(model):
         add(Choice("backend", "cpu", f"GPU {m.gpu_name} found, but the CUDA backend does not run models with "
-                                     f"experts ({model.n_expert} in this one): the CPU runs it"))
+                                     f"{_cuda_lacks(model)}: the CPU runs it"))
     else:
         add(Choice("backend", "cpu", f"GPU {m.gpu_name} found, but this build has no CUDA backend" if m.gpu_name
                    else "no NVIDIA GPU found (nvidia-smi)"))

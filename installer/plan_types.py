@@ -56,6 +56,7 @@ class ModelFacts:
     arch: str = "llama"
     description: str | None = None   # the metadata's general.name; `name` is the id (strata.model_names)
     n_expert: int = 0                # experts per layer (qwen3moe, Mixtral); 0: a dense model
+    attn_temperature: bool = False   # mistral3's query temperature (attention.temperature_scale)
     kv_type: str = "f16"             # the KV cache type the plan sizes for ("f16" or "q8_0")
 
     def __post_init__(self) -> None:

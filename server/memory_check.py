@@ -15,7 +15,7 @@ weights in place (`pack_weights` False, a warning): slower prompt reading, but t
 would from the file alone. The other weights stay mapped from the file and are only a warning's business.
 
 Not here: the CUDA backend (its KV lives in VRAM; the backend checks that itself; but a model with
-experts under `--backend auto` runs on the CPU and is checked), or the conversation cache's RAM level
+experts or mistral3's attention temperature under `--backend auto` runs on the CPU and is checked), or the conversation cache's RAM level
 (its own budget, `--conversation-cache-mib`).
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from strata.model_shape import expert_count, kv_bytes_per_token, q8_0_kv_takes
+from strata.model_shape import cpu_only, kv_bytes_per_token, q8_0_kv_takes
 
 GIB = 1 << 30
 KV_SHARE_OF_AVAILABLE = 0.9   # the KV may take at most this share of the memory available at start
@@ -117,7 +117,7 @@ def packed_bytes(tensors, supported=None, size=None) -> int:
 def ask_for(cfg, path, backend: str) -> MemoryAsk | None:
     """The MemoryAsk of `strata serve`'s configuration for the GGUF at `path` on this machine, `backend`
     being what `--backend` resolved to; None when the KV will not be in RAM (the CUDA backend, save a
-    model with experts under `--backend auto`, which runs on the CPU) or the metadata cannot be read
+    model only the CPU runs under `--backend auto`: experts, an attention temperature) or the metadata cannot be read
     (the engine's load then says what is wrong with the file)."""
     import os
 
@@ -128,7 +128,7 @@ def ask_for(cfg, path, backend: str) -> MemoryAsk | None:
         gguf = GGUFFile(os.fspath(path))
         md = gguf.metadata
         arch = md["general.architecture"]
-        if backend == "cuda" and not (cfg.backend == "auto" and expert_count(md)):
+        if backend == "cuda" and not (cfg.backend == "auto" and cpu_only(md)):
             return None
         n_head = int(md[f"{arch}.attention.head_count"])
         n_head_kv = int(md.get(f"{arch}.attention.head_count_kv", n_head))

@@ -1,5 +1,6 @@
 """What a GGUF model's metadata says about its KV cache and experts: the ONE place for the KV bytes a
-token takes in each KV type, the head sizes the engine's q8_0 KV takes, and the expert count, used by
+token takes in each KV type, the head sizes the engine's q8_0 KV takes, the expert count and whether
+only the CPU backend runs the model, used by
 `strata setup` (installer/), `strata serve`'s memory check (server/memory_check.py) and the engine's
 backend choice (strata.engine).
 
@@ -34,3 +35,18 @@ def expert_count(metadata: dict[str, Any]) -> int:
     """Experts per layer (`<arch>.expert_count`); 0 for a dense model or a value that is not a count."""
     value = metadata.get(f"{metadata.get('general.architecture')}.expert_count", 0)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def attention_temperature(metadata: dict[str, Any]) -> float:
+    """mistral3's `attention.temperature_scale` (queries grow past the original context); 0.0 when off,
+    absent or not a number."""
+    if metadata.get("general.architecture") != "mistral3":
+        return 0.0
+    value = metadata.get("mistral3.attention.temperature_scale", 0.0)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def cpu_only(metadata: dict[str, Any]) -> bool:
+    """Whether only the CPU backend runs the model: the CUDA backend has no expert kernels and no query
+    temperature (`backend auto` then picks the CPU; `cuda` asked outright is refused by name)."""
+    return bool(expert_count(metadata) or attention_temperature(metadata))

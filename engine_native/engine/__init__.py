@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from strata import _engine
-from strata.model_shape import expert_count
+from strata.model_shape import cpu_only
 
 build_info = _engine.build_info
 GGUFError = _engine.GGUFError
@@ -106,8 +106,8 @@ class Engine:
         requested, backend = backend, resolve_backend(backend)  # "cpu" or "cuda"; ValueError naming why cuda cannot run
         self.model_path = os.fspath(model_path)
         self._gguf = GGUFFile(self.model_path)
-        if backend == "cuda" and requested == "auto" and expert_count(self._gguf.metadata):
-            backend = "cpu"   # the CUDA backend has no expert kernels; "cuda" asked outright is refused by name
+        if backend == "cuda" and requested == "auto" and cpu_only(self._gguf.metadata):
+            backend = "cpu"   # no expert kernels or query temperature there; "cuda" asked outright is refused by name
         self._native = _engine.Engine(self.model_path, n_ctx=n_ctx, n_slots=n_slots, n_groups=n_groups,
                                       slot_ctx=slot_ctx, n_threads=n_threads, kv_type=kv_type,
                                       max_chunk=_positive_int("max_chunk", max_chunk), pack_weights=pack_weights,

@@ -89,6 +89,10 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
         throw engine_error("backend 'cuda': models with experts (" + h.arch + ", " + std::to_string(h.n_expert) +
                            " experts) run on the CPU backend only (use backend cpu)");
     }
+    if (on_gpu && h.attn_temp_scale != 0.0f) {
+        throw engine_error("backend 'cuda': models with an attention temperature (" + h.arch +
+                           ", attention.temperature_scale) run on the CPU backend only (use backend cpu)");
+    }
 #ifndef STRATA_WITH_CUDA
     if (on_gpu) throw engine_error("backend 'cuda': this build has no CUDA backend (rebuild with -Ccmake.define.STRATA_CUDA=ON)");
 #endif

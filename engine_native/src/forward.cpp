@@ -2,8 +2,8 @@
 // RMSNorm -> Q/K/V -> RoPE -> KV store -> attention -> output projection -> RMSNorm -> SwiGLU FFN
 // (or a mixture of SwiGLU experts), then the final norm and the logits of the rows that want them.
 // The architectures' extras ride along where the weights have them (model.h): Q/K/V and output
-// biases, Q/K norms, attention sinks and a layer's sliding window, router and expert biases and
-// gpt-oss's clamped SwiGLU.
+// biases, Q/K norms, attention sinks and a layer's sliding window, router and expert biases,
+// gpt-oss's clamped SwiGLU and mistral3's query temperature.
 //
 // Not here: weight formats (quants.h kernels), attention inner loops (attention.cpp).
 // Bitwise rule: every per-row step below has a fixed order independent of n_rows, and the products
@@ -529,6 +529,10 @@ void engine::forward(const batch_row* rows, int64_t n) {
                 for (int64_t hh = 0; hh < h.n_head; hh++) rope_head(q + hh * HD, cs, h.n_rot, h.rope);
                 for (int64_t hh = 0; hh < h.n_head_kv; hh++) rope_head(k + hh * HD, cs, h.n_rot, h.rope);
                 const batch_row& row = rows[r];
+                if (h.attn_temp_scale != 0.0f) {   // mistral3: the query's temperature at this position
+                    const float t = h.attn_temperature(row.pos);
+                    for (int64_t i = 0; i < Q; i++) q[i] *= t;
+                }
                 for (int64_t g = 0; g < h.n_head_kv; g++)
                     kv_store(kvh_, row.ctx->k_head(il, g), row.ctx->v_head(il, g), row.pos, k + g * HD, v + g * HD);
             }

@@ -114,9 +114,11 @@ void rope_table(const model_hparams& h, const std::vector<float>& freq_factors, 
         };
         low = std::max(0.0, std::floor(corr_dim(h.yarn_beta_fast)));
         high = std::min(double(h.n_rot - 1), std::ceil(corr_dim(h.yarn_beta_slow)));
-        // llama.cpp's get_mscale: 1 + 0.1 ln(factor), 1 for a factor <= 1
+        // llama.cpp's get_mscale: 1 + 0.1 m ln(factor), 1 for a factor <= 1; with a log multiplier m
+        // (mistral3) the ratio of m = 1 to m
         const double factor = 1.0 / double(h.rope_freq_scale);
-        if (factor > 1.0) mscale *= 1.0 + 0.1 * std::log(factor);
+        auto get_mscale = [&](double m) { return factor <= 1.0 ? 1.0 : 1.0 + 0.1 * m * std::log(factor); };
+        mscale *= h.yarn_log_mul != 0.0f ? get_mscale(1.0) / get_mscale(double(h.yarn_log_mul)) : get_mscale(1.0);
     }
     const double p = double(pos) * double(h.rope_freq_scale);
     for (int64_t i = 0; i < half; i++) {
@@ -150,6 +152,35 @@ std::vector<weight*> model::product_weights() {
     return out;
 }
 
+namespace {
+
+// mistral3's keys, read as llama.cpp reads them: YaRN's betas and log multiplier (whatever the scaling
+// type; they matter only with YaRN), and the attention temperature, whose floor is the YaRN original
+// context (rope.scaling.original_context_length, else the training context).
+void read_mistral3_scaling(const gguf_file& f, const std::string& path, model_hparams& hp) {
+    const std::string a = hp.arch;
+    auto finite = [&](const std::string& key, double fallback) {
+        const double v = f.get_float(a + key, fallback);
+        if (!std::isfinite(v)) throw model_error("model " + path + ": " + a + key + " is not a finite number");
+        return float(v);
+    };
+    hp.yarn_beta_fast = finite(".rope.scaling.yarn_beta_fast", hp.yarn_beta_fast);
+    hp.yarn_beta_slow = finite(".rope.scaling.yarn_beta_slow", hp.yarn_beta_slow);
+    hp.yarn_log_mul = finite(".rope.scaling.yarn_log_multiplier", 0.0);
+    hp.attn_temp_scale = finite(".attention.temperature_scale", 0.0);
+    if (hp.attn_temp_scale != 0.0f) {
+        hp.attn_temp_floor = hp.yarn_orig_ctx > 0 ? hp.yarn_orig_ctx
+                                                  : f.get_int(a + ".rope.scaling.original_context_length", hp.n_ctx_train);
+        if (hp.attn_temp_floor <= 0) {
+            throw model_error("model " + path + ": attention.temperature_scale needs a positive original context "
+                              "length (rope.scaling.original_context_length or context_length), got " +
+                              std::to_string(hp.attn_temp_floor));
+        }
+    }
+}
+
+}  // namespace
+
 std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     const gguf_file& f = *file;
     const std::string& path = f.path();
@@ -160,9 +191,10 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     hp.arch = f.get_str("general.architecture");
     const std::string& a = hp.arch;
     const bool oss = a == "gpt-oss";
-    if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && !oss) {
+    const bool mistral3 = a == "mistral3";   // llama's layers plus YaRN keys and an attention temperature
+    if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && !oss && !mistral3) {
         throw model_error("model " + path + ": unsupported architecture '" + a +
-                          "' (supported: llama, qwen2, qwen3, qwen3moe, gpt-oss)");
+                          "' (supported: llama, mistral3, qwen2, qwen3, qwen3moe, gpt-oss)");
     }
     hp.n_embd = f.get_int(a + ".embedding_length");
     hp.n_layer = f.get_int(a + ".block_count");
@@ -186,7 +218,7 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     hp.n_ctx_train = f.get_int(a + ".context_length", 4096);
     hp.rms_eps = float(f.get_float(a + ".attention.layer_norm_rms_epsilon", 1e-5));
     hp.rope_freq_base = float(f.get_float(a + ".rope.freq_base", 10000.0));
-    hp.rope = a == "llama" ? ROPE_NORM : ROPE_NEOX;   // qwen2, qwen3, qwen3moe, gpt-oss: NEOX
+    hp.rope = a == "llama" || mistral3 ? ROPE_NORM : ROPE_NEOX;   // qwen2, qwen3, qwen3moe, gpt-oss: NEOX
     if (oss) {
         hp.ffn_act = FFN_SWIGLU_OAI;
         hp.n_swa = f.get_int(a + ".attention.sliding_window");
@@ -258,6 +290,7 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
                               std::to_string(hp.yarn_orig_ctx));
         }
     }
+    if (mistral3) read_mistral3_scaling(f, path, hp);
 
     loader ld{f, path};
     const gguf_tensor* embd = ld.find("token_embd.weight", true);
@@ -319,9 +352,9 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
             L.w_up = ld.matrix(p + "ffn_up.weight", E, F);
             L.w_down = ld.matrix(p + "ffn_down.weight", F, E);
         }
+        L.bo = ld.vec(p + "attn_output.bias", E, oss);   // optional elsewhere, as llama.cpp's
         if (oss) {
             const int64_t NE = hp.n_expert, FE = hp.n_ff_exp;
-            L.bo = ld.vec(p + "attn_output.bias", E, true);
             L.sinks = ld.vec(p + "attn_sinks.weight", hp.n_head, true);
             L.router_b = ld.vec(p + "ffn_gate_inp.bias", NE, true);
             L.gate_exps_b = ld.floats(p + "ffn_gate_exps.bias", {FE, NE}, true);

@@ -7,6 +7,7 @@
 // weight type the kernels do not compute with, throws model_error naming it.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -47,11 +48,20 @@ struct model_hparams {
     float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor: cos and sin are multiplied by it
     // YaRN (rope.scaling.type "yarn"): frequencies between the "fast" and "slow" dimensions blend the
     // scaled and unscaled angles, and cos / sin are scaled by 1 + 0.1 ln(factor) (factor > 1) too.
-    // beta_fast / beta_slow stay llama.cpp's 32 / 1: it reads no rope.scaling.yarn_* key for these models
+    // beta_fast / beta_slow stay llama.cpp's 32 / 1 except for mistral3, the one architecture whose
+    // rope.scaling.yarn_beta_* keys llama.cpp reads
     float yarn_ext_factor = 0.0f;   // 0: no YaRN, 1: YaRN
     float yarn_beta_fast = 32.0f;
     float yarn_beta_slow = 1.0f;
     int64_t yarn_orig_ctx = 0;      // rope.scaling.original_context_length (0 in the file: n_ctx_train)
+    // mistral3's rope.scaling.yarn_log_multiplier (HF's mscale_all_dim): cos / sin are scaled by
+    // (1 + 0.1 ln f) / (1 + 0.1 m ln f) instead of 1 + 0.1 ln f (0: not set)
+    float yarn_log_mul = 0.0f;
+    // mistral3's attention temperature (Llama 4's): each query is multiplied by
+    // 1 + attn_temp_scale * ln(1 + floor(pos / attn_temp_floor)), so 1 below attn_temp_floor (the YaRN
+    // original context) and growing slowly beyond it (0: off)
+    float attn_temp_scale = 0.0f;
+    int64_t attn_temp_floor = 0;
     float rms_eps = 1e-5f;
     rope_style rope = ROPE_NORM;
     // Mixture of experts (0 experts: a dense FFN of n_ff). Each token runs the n_expert_used experts
@@ -64,6 +74,11 @@ struct model_hparams {
     int64_t n_swa = 0;         // attention.sliding_window: the window of the layers that have one (0: none)
 
     bool moe() const { return n_expert > 0; }
+    float attn_temperature(int64_t pos) const {
+        return attn_temp_scale == 0.0f ? 1.0f
+                                       : float(1.0 + double(attn_temp_scale) *
+                                                         std::log(std::floor(double(pos) / double(attn_temp_floor)) + 1.0));
+    }
     int64_t q_dim() const { return n_head * head_dim; }
     int64_t kv_dim() const { return n_head_kv * head_dim; }
 };

@@ -16,7 +16,7 @@ PROMPT = [3, 17, 300, 42, 7, 99, 100, 5, 260, 511, 64, 8, 9, 300, 300, 12, 44, 4
 NEXT = [77, 78, 79]
 
 
-@pytest.fixture(scope="module", params=["Q4_1", "Q4_K", "Q4_K experts", "Q8_0 gpt-oss"])
+@pytest.fixture(scope="module", params=["Q4_1", "Q4_K", "Q4_K experts", "Q8_0 gpt-oss", "Q4_1 mistral3"])
 def engine(request, tiny_model_factory):
     dtype, _, kind = request.param.partition(" ")
     shape = K_QUANT_SHAPE if dtype.endswith("_K") else {}
@@ -26,6 +26,10 @@ def engine(request, tiny_model_factory):
     if kind == "gpt-oss":
         experts |= {"arch": "gpt-oss", "sliding_window": 8, "n_layer": 3,
                     "type_overrides": {"ffn_gate": "MXFP4", "ffn_up": "MXFP4", "ffn_down": "MXFP4"}}
+    # mistral3: each row's query temperature by its own position (YaRN's original context of 8 < PROMPT)
+    if kind == "mistral3":
+        experts |= {"arch": "mistral3", "rope_scaling": ("yarn", 4.0, 8),
+                    "rope_keys": {"attention.temperature_scale": 0.5, "rope.scaling.yarn_log_multiplier": 1.0}}
     path = tiny_model_factory(dtype=dtype, seed=11, **shape, **experts)
     return Engine(path, n_ctx=128, n_slots=4, n_groups=2, n_threads=2)
 

@@ -178,6 +178,22 @@ def test_a_model_with_experts_runs_on_the_cpu_beside_a_gpu_and_ram_bounds_its_kv
     assert dense.config()["backend"] == "cuda"
 
 
+def test_a_model_with_an_attention_temperature_runs_on_the_cpu_beside_a_gpu():
+    """mistral3's query temperature (Devstral Small 2) has no CUDA kernel either: planned on the CPU."""
+    from dataclasses import replace
+
+    from strata.installer.plan_types import ModelFacts
+
+    devstral = ModelFacts("/m/Devstral-Small-2-24B-Instruct-2512-Q4_K_M.gguf", "Devstral-Small-2-24B", 14_333_000_000,
+                          40, 8, 128, 393216, "mistral3", attn_temperature=True)
+    s = replace(situation("workstation", "8B"), cuda_built=True, model=devstral)
+    plan = make_plan(s, default_answers(s))
+    assert plan.config()["backend"] == "cpu"
+    assert "models with an attention temperature" in plan.reason("backend")
+    without = make_plan(replace(s, model=replace(devstral, attn_temperature=False)), default_answers(s))
+    assert without.config()["backend"] == "cuda"
+
+
 def test_a_big_model_on_a_small_machine_gets_q8_0_kv_for_a_longer_context():
     """30B-A3B (17.3 GiB) on 24 GiB: F16 KV (96 KiB a token) holds one context of 16K tokens at most, too
     few for an agent's conversation; q8_0 (51 KiB) holds 32K (with a slot kept: main 16K instead of 8K).
