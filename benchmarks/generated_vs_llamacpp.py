@@ -90,7 +90,10 @@ def llama_logits(python: str, path: str, tokens: list[int]) -> np.ndarray:
     code = (
         "import json, sys, numpy as np, llama_cpp\n"
         "path, toks, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]\n"
-        "m = llama_cpp.Llama(model_path=path, n_ctx=128, n_threads=2, logits_all=True, verbose=False)\n"
+        # yarn_beta_* -1: the model's (llama-cpp-python's defaults, 32 / 1, override the file's keys, which
+        # llama.cpp itself and llama-server read for mistral3)
+        "m = llama_cpp.Llama(model_path=path, n_ctx=128, n_threads=2, logits_all=True, verbose=False,\n"
+        "                    yarn_beta_fast=-1.0, yarn_beta_slow=-1.0)\n"
         "m.eval(toks)\n"
         "np.save(out, np.array(m.scores[:len(toks)], dtype=np.float32))\n")
     with tempfile.TemporaryDirectory() as d:
