@@ -406,13 +406,18 @@ def _as_call(obj: Any) -> dict[str, str] | None:
         args = obj["parameters"]
     else:
         return None
+    # NaN / Infinity (and 1e999, read as inf) are read by json.loads and written back by json.dumps, but
+    # are not JSON: a string holding them is a plain string, an object holding them is not a call
     if isinstance(args, str):
         try:
-            json.loads(args)
+            json.dumps(json.loads(args), allow_nan=False)
         except (ValueError, RecursionError):
             args = json.dumps(args, ensure_ascii=False)  # a plain string: as a JSON string
     else:
-        args = json.dumps(args, ensure_ascii=False)
+        try:
+            args = json.dumps(args, ensure_ascii=False, allow_nan=False)
+        except ValueError:
+            return None
     call = {"name": obj["name"], "arguments": args}
     if isinstance(obj.get("id"), str):
         call["id"] = obj["id"]       # Mistral Nemo writes its call's id (kept when it can be handed out)

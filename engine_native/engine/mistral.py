@@ -12,7 +12,7 @@ FUNC_BRACKET_TAG reader; expected outputs in tests/test-chat.cpp). Nemo's `[TOOL
   as for the other formats; an id the model wrote (`[CALL_ID]`) is the call's `id` when it is 9
   alphanumerics not repeated in the answer (the server hands it out, so the next turn renders the same
   text). A call that does not read (cut by the token limit, malformed JSON, arguments
-  that are not an object) stays text from there on; the calls before it are kept.
+  that are not an object or hold NaN / Infinity) stays text from there on; the calls before it are kept.
 - `mistral_messages(msgs, short_ids, thinking_blocks)`: normalised messages as these templates take them:
   * `short_ids`: Nemo's and Small 3.2's templates raise unless every call id is 9 alphanumeric characters
     (Mistral's API hands out such ids); agents send back ours (`call_...`, `toolu_...`) or their own, so
@@ -142,7 +142,11 @@ def _read_call(text: str, pos: int) -> tuple[dict[str, str], int] | None:
         return None
     if not isinstance(args, dict):
         return None
-    call = {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}
+    try:
+        arguments = json.dumps(args, ensure_ascii=False, allow_nan=False)
+    except ValueError:                        # NaN / Infinity / 1e999: Python reads them, JSON has none
+        return None
+    call = {"name": name, "arguments": arguments}
     if given_id.strip():
         call["id"] = given_id.strip()
     return call, end

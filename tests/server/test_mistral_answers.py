@@ -71,6 +71,13 @@ CASES = [
     ('[TOOL_CALLS][ARGS]{"a": 1}', None, '[TOOL_CALLS][ARGS]{"a": 1}', []),
     ("[TOOL_CALLS]bash[ARGS]" + "[" * 5000 + "]" * 5000, None, "[TOOL_CALLS]bash[ARGS]" + "[" * 5000 + "]" * 5000,
      []),
+    # NaN / Infinity (and numbers past a double: 1e999) read in Python but are not JSON: no strict client
+    # (JSON.parse, serde_json) reads such arguments or Anthropic's `input`, so the call stays text
+    ('[TOOL_CALLS]bash[ARGS]{"n": NaN}', None, '[TOOL_CALLS]bash[ARGS]{"n": NaN}', []),
+    ('[TOOL_CALLS]bash[ARGS]{"n": [1, -Infinity]}', None, '[TOOL_CALLS]bash[ARGS]{"n": [1, -Infinity]}', []),
+    ('[TOOL_CALLS]bash[ARGS]{"n": 1e999}', None, '[TOOL_CALLS]bash[ARGS]{"n": 1e999}', []),
+    ('[TOOL_CALLS]bash[ARGS]{"a": 1}[TOOL_CALLS]bash[ARGS]{"n": NaN}', None, '[TOOL_CALLS]bash[ARGS]{"n": NaN}',
+     [call("bash", {"a": 1})]),
     # text after the calls is kept as content
     ('[TOOL_CALLS]bash[ARGS]{"cmd": "ls"} and then done', None, "and then done", [call("bash", {"cmd": "ls"})]),
     # reasoning cut off: all reasoning

@@ -305,6 +305,19 @@ def test_xml_values_never_make_arguments_that_are_not_json(written):
             "x": written}
 
 
+@pytest.mark.parametrize("value", ["NaN", "-Infinity", "1e999"])
+@pytest.mark.parametrize("shape", ['{{"name": "f", "arguments": {{"x": {v}}}}}', '<tool_call>{{"name": "f", "arguments": '
+                                   '{{"x": {v}}}}}</tool_call>', '[TOOL_CALLS][{{"name": "f", "arguments": {{"x": {v}}}}}]'])
+def test_json_calls_never_make_arguments_that_are_not_json(shape, value):
+    """The JSON readers (bare, <tool_call>, Nemo's list) with NaN / Infinity / a number past a double in
+    the arguments: json.loads reads them, json.dumps writes them back, and no strict client reads that.
+    Such a call is not read (the answer stays text)."""
+    text = shape.format(v=value)
+    assert parse_tool_calls(text) == (text, [])
+    _, calls = parse_tool_calls(f'{{"name": "f", "arguments": "{{\\"x\\": {value}}}"}}')   # as a string
+    assert calls == [{"name": "f", "arguments": json.dumps(f'{{"x": {value}}}')}]
+
+
 def test_json_nested_deeper_than_json_reads_is_text_not_a_crash():
     """json.loads raises RecursionError (not a ValueError) past ~1,000 levels: an answer or a client's
     arguments nested that deep stay text, never an exception out of the parser (the server's 500)."""
