@@ -221,7 +221,9 @@ class ToolTextGate:
         content, calls = split_tool_calls(full_text, self._tools)
         if not calls:
             content = full_text
-        rest = content[len(self.sent):] if content.startswith(self.sent) else ""
+        # the readers strip the content; what went out kept the answer's leading whitespace
+        sent = self.sent if content.startswith(self.sent) else self.sent.lstrip()
+        rest = content[len(sent):] if content.startswith(sent) else ""
         return rest, calls
 
 

@@ -131,6 +131,16 @@ def test_text_before_a_call_goes_out_before_the_call_ends():
         [], "", [call("bash", {"cmd": "ls"})])
 
 
+@pytest.mark.parametrize("size", [1, 4, 100])
+def test_text_after_a_call_streams_when_the_answer_starts_with_whitespace(size):
+    """The whole answer's content is stripped, the streamed text went out with the answer's leading
+    whitespace: the text after the call still comes out at the end (it was lost)."""
+    answer = ' Let me look.[TOOL_CALLS]bash[ARGS]{"cmd": "ls"} done'
+    assert split_answer(answer, FMT, TOOLS) == (None, "Let me look.\ndone", [call("bash", {"cmd": "ls"})])
+    _, content, calls, _ = stream(answer, list(range(size, len(answer), size)))
+    assert (content, calls) == (" Let me look.\ndone", [call("bash", {"cmd": "ls"})])
+
+
 def test_reasoning_streams_as_it_comes():
     s = AnswerStream(FMT, TOOLS)
     assert s.feed("[THI") == []
