@@ -140,12 +140,13 @@ def check_fits(n_prompt: int, capacity: int, api: str = "openai") -> None:
         raise APIError(400, "the prompt is empty", param="prompt")
 
 
-def split_tool_calls(text: str, tools: list[dict] | None) -> tuple[str, list[dict[str, str]]]:
+def split_tool_calls(text: str, tools: list[dict] | None, mistral: bool = False) -> tuple[str, list[dict[str, str]]]:
     """(content, calls): calls parsed only when the request offered tools (their parameters' schema
-    types type the values of XML calls)."""
+    types type the values of XML calls); Mistral's `[TOOL_CALLS]NAME[ARGS]` calls when `mistral` (the
+    model's vocabulary has that token: another model's text that mentions the format is text)."""
     if not tools:
         return text, []
-    return parse_tool_calls(text, tool_parameter_types(tools))
+    return parse_tool_calls(text, tool_parameter_types(tools), mistral=mistral)
 
 
 def call_id(prefix: str, call: dict | None = None) -> str:
@@ -156,8 +157,10 @@ def call_id(prefix: str, call: dict | None = None) -> str:
 
 
 # Where a tool call can begin in a model's answer (see strata.engine.chat_template.parse_tool_calls):
-# blocks anywhere (Mistral's `[TOOL_CALLS]name[ARGS]{...}` too), a bare JSON call only as the whole answer.
-TOOL_BLOCK_MARKERS = ("<tool_call>", "<TOOLCALL>", "[TOOL_CALLS]")
+# blocks anywhere (Mistral's `[TOOL_CALLS]name[ARGS]{...}` too, for its vocabularies), a bare JSON call only
+# as the whole answer.
+TOOL_BLOCK_MARKERS = ("<tool_call>", "<TOOLCALL>")
+MISTRAL_CALL_MARKER = "[TOOL_CALLS]"
 BARE_CALL_PREFIXES = ("<|python_tag|>", "[TOOL_CALLS]")
 
 
@@ -189,11 +192,12 @@ class ToolTextGate:
     before a `<tool_call>` block goes out as it comes; an answer that starts like a bare JSON call is held
     until it is complete. `finish(full_text)` returns the content still to send and the parsed calls."""
 
-    def __init__(self, tools: list[dict]) -> None:
+    def __init__(self, tools: list[dict], mistral: bool = False) -> None:
         from strata.server.jobs import StopMatcher
 
         self._tools = tools
-        self._matcher = StopMatcher(TOOL_BLOCK_MARKERS)
+        self._mistral = mistral
+        self._matcher = StopMatcher(TOOL_BLOCK_MARKERS + ((MISTRAL_CALL_MARKER,) if mistral else ()))
         self._text = ""
         self.sent = ""
         self._held = ""            # whitespace at the end of the text so far: before a call it is not content
@@ -218,7 +222,7 @@ class ToolTextGate:
         return out
 
     def finish(self, full_text: str) -> tuple[str, list[dict[str, str]]]:
-        content, calls = split_tool_calls(full_text, self._tools)
+        content, calls = split_tool_calls(full_text, self._tools, self._mistral)
         if not calls:
             content = full_text
         # the readers strip the content; what went out kept the answer's leading whitespace
@@ -251,6 +255,7 @@ class AnswerFormat:
     harmony: bool = False
     opened: bool = False
     think: tuple[str, str] = THINK_TAGS
+    mistral_calls: bool = False     # the vocabulary has Mistral's [TOOL_CALLS]: its calls are read
 
 
 PLAIN = AnswerFormat()
@@ -263,8 +268,13 @@ def answer_format(engine: Any, prompt: list[int]) -> AnswerFormat:
     if is_harmony_vocabulary(tokenizer):
         return AnswerFormat(harmony=True)
     token_id = getattr(tokenizer, "token_id", None)
-    tags = MISTRAL_TAGS if callable(token_id) and token_id(MISTRAL_TAGS[0]) is not None else THINK_TAGS
-    return AnswerFormat(opened=thinking_opened(engine, prompt, tags), think=tags)
+
+    def has(token: str) -> bool:
+        return callable(token_id) and token_id(token) is not None
+
+    tags = MISTRAL_TAGS if has(MISTRAL_TAGS[0]) else THINK_TAGS
+    return AnswerFormat(opened=thinking_opened(engine, prompt, tags), think=tags,
+                        mistral_calls=has(MISTRAL_CALL_MARKER))
 
 
 def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None) -> tuple[str | None, str, list[dict]]:
@@ -274,7 +284,7 @@ def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None) -> tupl
         answer = parse_harmony(text)
         return answer.reasoning, answer.content, answer.calls if tools else []
     reasoning, rest = split_reasoning(text, fmt.opened, fmt.think)
-    content, calls = split_tool_calls(rest, tools)
+    content, calls = split_tool_calls(rest, tools, fmt.mistral_calls)
     return reasoning, content, calls
 
 
@@ -288,7 +298,7 @@ class AnswerStream:
         self._fmt = fmt
         self._harmony = HarmonyStream() if fmt.harmony else None
         self._thinking = ReasoningGate(fmt.opened, fmt.think)
-        self._gate = ToolTextGate(tools) if tools and not fmt.harmony else None
+        self._gate = ToolTextGate(tools, fmt.mistral_calls) if tools and not fmt.harmony else None
 
     def feed(self, piece: str) -> list[tuple[str, str]]:
         if self._harmony is not None:

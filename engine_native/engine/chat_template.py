@@ -499,12 +499,22 @@ def _calls_from_xml(body: str, types: Mapping[str, Mapping[str, Any]]) -> list[d
     return calls or None
 
 
-def parse_tool_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[str, list[dict[str, str]]]:
+def _mistral_first(text: str) -> bool:
+    """Whether `[TOOL_CALLS]` comes before any `<tool_call>` / `<TOOLCALL>` block in `text`."""
+    at = text.find("[TOOL_CALLS]")
+    return at >= 0 and all(i < 0 or i > at for i in (text.find("<tool_call>"), text.find("<TOOLCALL>")))
+
+
+def parse_tool_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = None,
+                     mistral: bool = True) -> tuple[str, list[dict[str, str]]]:
     """(content without the calls, [{"name", "arguments" (a JSON string)}]); ([], text) when none.
-    `types` (tool_parameter_types of the tools offered) types Qwen3-Coder's XML parameter values."""
-    mistral = parse_mistral_calls(text)
-    if mistral is not None:
-        return mistral
+    `types` (tool_parameter_types of the tools offered) types Qwen3-Coder's XML parameter values.
+    `mistral`: read Mistral's `[TOOL_CALLS]NAME[ARGS]` calls (the server: only for a vocabulary with that
+    token); never when a `<tool_call>` block comes first (its arguments may quote Mistral's markup)."""
+    if mistral and _mistral_first(text):
+        found = parse_mistral_calls(text)
+        if found is not None:
+            return found
     if "<tool_call>" in text or "<TOOLCALL>" in text:
         calls: list[dict[str, str]] = []
         kept: list[str] = []

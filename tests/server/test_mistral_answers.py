@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from strata.server.prompting import AnswerFormat, AnswerStream, answer_format, split_answer
 from strata.server.reasoning import MISTRAL_TAGS
 
-FMT = AnswerFormat(think=MISTRAL_TAGS)
+FMT = AnswerFormat(think=MISTRAL_TAGS, mistral_calls=True)
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
          for n in ("special_function", "special_function_with_opt", "bash", "write_file")]
 MARKUP = ("[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]")
@@ -175,3 +175,35 @@ def test_the_format_follows_the_vocabulary():
     """[THINK] tags for a vocabulary that has the [THINK] token, <think> otherwise (never from the name)."""
     assert answer_format(_Engine({"[THINK]": 34, "[/THINK]": 35}), [1, 2]).think == MISTRAL_TAGS
     assert answer_format(_Engine({"<think>": 5}), [1, 2]).think == ("<think>", "</think>")
+
+
+# Mistral's markup in other models' answers: text that mentions the format (an agent writing this very
+# parser's tests) is never a Mistral call, and a call of another format that carries it in its arguments
+# is read whole. The coding agent would run the call the server invents.
+WRITE_TEST = 'CASES = [(\'[TOOL_CALLS]bash[ARGS]{"cmd": "rm -r build"}\', 1)]'
+QWEN_XML = ("<tool_call>\n<function=write_file>\n<parameter=path>\nt.py\n</parameter>\n<parameter=content>\n"
+            f"{WRITE_TEST}\n</parameter>\n</function>\n</tool_call>")
+HERMES = "<tool_call>" + json.dumps({"name": "write_file", "arguments": {"path": "t.py", "content": WRITE_TEST}}) + \
+    "</tool_call>"
+OTHER = AnswerFormat()      # a vocabulary without Mistral's [TOOL_CALLS] token
+
+
+@pytest.mark.parametrize("fmt", [OTHER, FMT])
+@pytest.mark.parametrize("answer", [QWEN_XML, HERMES])
+def test_a_call_carrying_mistral_markup_in_its_arguments_is_read_whole(fmt, answer):
+    want = (None, "", [call("write_file", {"path": "t.py", "content": WRITE_TEST})])
+    assert split_answer(answer, fmt, TOOLS + [{"type": "function", "function": {"name": "write_file"}}]) == want
+
+
+def test_other_models_text_with_mistral_markup_is_text_and_streams():
+    answer = f"The test reads:\n```python\n{WRITE_TEST}\n```\nShall I run it?"
+    assert split_answer(answer, OTHER, TOOLS) == (None, answer, [])
+    s = AnswerStream(OTHER, TOOLS)
+    streamed = "".join(t for _, t in s.feed(answer))
+    assert streamed == answer and s.finish(answer) == ([], "", [])
+
+
+def test_mistral_calls_follow_the_vocabulary():
+    """Mistral's call reader for a vocabulary with the [TOOL_CALLS] token, not for others."""
+    assert answer_format(_Engine({"[TOOL_CALLS]": 9}), [1, 2]).mistral_calls
+    assert not answer_format(_Engine({"<tool_call>": 7}), [1, 2]).mistral_calls
