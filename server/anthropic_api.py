@@ -215,7 +215,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
               conversation=conversation_key(msgs))
     model = body.get("model") or state.model_name
     mid = f"msg_{uuid.uuid4().hex[:24]}"
-    fmt = answer_format(state.engine, tokens)
+    fmt = answer_format(state.engine, tokens, msgs)
     if f.get_bool(body, "stream"):
         return await _stream(request, state, job, model, mid, tools, fmt)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()

@@ -190,7 +190,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
               sampling=parse_sampling(body, n_vocab=state.engine.n_vocab), stop=f.get_stop(body, "stop"),
               conversation=conversation_key(messages), ignore_eos=f.get_bool(body, "ignore_eos"))
     model = body.get("model") or state.model_name
-    fmt = answer_format(state.engine, tokens)
+    fmt = answer_format(state.engine, tokens, messages)
     if body.get("stream"):
         opts = body.get("stream_options") or {}
         return await _stream_chat(request, state, job, model, tools,

@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import json
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -256,14 +257,17 @@ class AnswerFormat:
     opened: bool = False
     think: tuple[str, str] = THINK_TAGS
     mistral_calls: bool = False     # the vocabulary has Mistral's [TOOL_CALLS]: its calls are read
+    # ids the request's calls and results hold: an id the model wrote again is not handed out (models copy
+    # ids; Anthropic refuses repeated tool_use ids and agents pair results by id)
+    taken_ids: frozenset[str] = frozenset()
 
 
 PLAIN = AnswerFormat()
 
 
-def answer_format(engine: Any, prompt: list[int]) -> AnswerFormat:
-    """The format of the answer to `prompt`: Harmony when the model's vocabulary has its markup tokens
-    (`<|channel|>`, `<|message|>`), never from the model's name."""
+def answer_format(engine: Any, prompt: list[int], messages: Sequence[Mapping[str, Any]] = ()) -> AnswerFormat:
+    """The format of the answer to `prompt` (rendered from `messages`): Harmony when the model's vocabulary
+    has its markup tokens (`<|channel|>`, `<|message|>`), never from the model's name."""
     tokenizer = getattr(engine, "tokenizer", None)
     if is_harmony_vocabulary(tokenizer):
         return AnswerFormat(harmony=True)
@@ -274,7 +278,19 @@ def answer_format(engine: Any, prompt: list[int]) -> AnswerFormat:
 
     tags = MISTRAL_TAGS if has(MISTRAL_TAGS[0]) else THINK_TAGS
     return AnswerFormat(opened=thinking_opened(engine, prompt, tags), think=tags,
-                        mistral_calls=has(MISTRAL_CALL_MARKER))
+                        mistral_calls=has(MISTRAL_CALL_MARKER), taken_ids=call_ids_in(messages))
+
+
+def call_ids_in(messages: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    """The ids of the messages' tool calls and tool results."""
+    ids = {c.get("id") for m in messages for c in m.get("tool_calls") or () if isinstance(c, Mapping)}
+    ids |= {m.get("tool_call_id") for m in messages}
+    return frozenset(i for i in ids if isinstance(i, str) and i)
+
+
+def _fresh_ids(calls: list[dict], taken: frozenset[str]) -> list[dict]:
+    """The calls without the written ids the conversation already holds (call_id then makes new ones)."""
+    return [{k: v for k, v in c.items() if k != "id"} if c.get("id") in taken else c for c in calls]
 
 
 def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None) -> tuple[str | None, str, list[dict]]:
@@ -285,7 +301,7 @@ def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None) -> tupl
         return answer.reasoning, answer.content, answer.calls if tools else []
     reasoning, rest = split_reasoning(text, fmt.opened, fmt.think)
     content, calls = split_tool_calls(rest, tools, fmt.mistral_calls)
-    return reasoning, content, calls
+    return reasoning, content, _fresh_ids(calls, fmt.taken_ids)
 
 
 class AnswerStream:
@@ -321,4 +337,4 @@ class AnswerStream:
         if self._gate is None:
             return pieces, "", []
         rest, calls = self._gate.finish(split_reasoning(full_text, self._fmt.opened, self._fmt.think)[1])
-        return pieces, rest, calls
+        return pieces, rest, _fresh_ids(calls, self._fmt.taken_ids)

@@ -208,7 +208,8 @@ async def responses(request: web.Request) -> web.StreamResponse:
     job = Job(api="responses", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_output_tokens",), state.config.max_tokens_default),
               sampling=parse_sampling(body), stop=(), conversation=_conversation(body, messages))
-    shape = _Shape(body, body.get("model") or state.model_name, tools, custom, answer_format(state.engine, tokens))
+    shape = _Shape(body, body.get("model") or state.model_name, tools, custom,
+                   answer_format(state.engine, tokens, messages))
     if f.get_bool(body, "stream"):
         return await _stream(request, state, job, shape)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()

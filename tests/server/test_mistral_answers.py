@@ -207,3 +207,25 @@ def test_mistral_calls_follow_the_vocabulary():
     """Mistral's call reader for a vocabulary with the [TOOL_CALLS] token, not for others."""
     assert answer_format(_Engine({"[TOOL_CALLS]": 9}), [1, 2]).mistral_calls
     assert not answer_format(_Engine({"<tool_call>": 7}), [1, 2]).mistral_calls
+
+
+def test_an_id_the_conversation_already_holds_is_not_handed_out_again():
+    """A model copies ids: the one it wrote for an earlier call (in the request's messages) is dropped, so
+    the APIs hand out a new one (Anthropic refuses a conversation whose tool_use ids repeat; agents pair
+    results by id), whole and streamed; a fresh one is kept."""
+    answer = ('[TOOL_CALLS]bash[CALL_ID]000000001[ARGS]{"cmd": "ls"}'
+              '[TOOL_CALLS]bash[CALL_ID]000000002[ARGS]{"cmd": "pwd"}')
+    fmt = AnswerFormat(think=MISTRAL_TAGS, mistral_calls=True, taken_ids=frozenset({"000000001"}))
+    want = [call("bash", {"cmd": "ls"}), call("bash", {"cmd": "pwd"}, id="000000002")]
+    assert split_answer(answer, fmt, TOOLS) == (None, "", want)
+    s = AnswerStream(fmt, TOOLS)
+    assert s.feed(answer) == [] and s.finish(answer) == ([], "", want)
+
+
+def test_the_ids_taken_are_those_of_the_requests_calls_and_results():
+    messages = [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "abcDEF123", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "xyz987654", "content": "ok"}]
+    fmt = answer_format(_Engine({"[TOOL_CALLS]": 9}), [1, 2], messages)
+    assert fmt.taken_ids == {"abcDEF123", "xyz987654"}

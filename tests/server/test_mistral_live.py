@@ -178,3 +178,24 @@ def test_the_models_own_call_id_is_handed_out_and_the_turn_reused(with_id):
     turn2[-2]["tool_calls"][0]["id"] = turn2[-1]["tool_call_id"] = "call_9f8e7d6c5b4a39281706f5e4"
     r3 = oai.chat.completions.create(model="m", messages=turn2, tools=TOOLS, temperature=0, max_tokens=4)
     assert r3.usage.prompt_tokens > r.usage.prompt_tokens + r.usage.completion_tokens    # rendered, no 400
+
+
+def test_an_id_the_model_copies_from_the_conversation_is_not_handed_out_again(with_id):
+    """The scripted model writes abcDEF123 on every turn, as a model may copy an earlier call's id: on a
+    later turn of a conversation holding that call the APIs hand out a new id (Anthropic refuses repeated
+    tool_use ids)."""
+    oai, claude, msgs = with_id
+    first = {"id": "abcDEF123", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}
+    turn2 = msgs + [{"role": "assistant", "content": None, "tool_calls": [first]},
+                    {"role": "tool", "tool_call_id": "abcDEF123", "content": "print(1)"},
+                    {"role": "assistant", "content": "It prints 1."}, {"role": "user", "content": "again"}]
+    r = oai.chat.completions.create(model="m", messages=turn2, tools=TOOLS, temperature=0, max_tokens=40)
+    assert [c.id.startswith("call_") for c in r.choices[0].message.tool_calls] == [True]
+    claude_turn2 = msgs[-1:] + [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "abcDEF123", "name": "read_file",
+                                           "input": {"path": "a.py"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "abcDEF123", "content": "print(1)"}]},
+        {"role": "assistant", "content": "It prints 1."}, {"role": "user", "content": "again"}]
+    with claude.messages.stream(model="m", max_tokens=40, messages=claude_turn2, tools=CLAUDE_TOOLS) as s:
+        final = s.get_final_message()
+    assert [b.id.startswith("toolu_") for b in final.content if b.type == "tool_use"] == [True]
