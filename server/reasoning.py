@@ -21,7 +21,6 @@ from typing import Any
 
 THINK_TAGS = ("<think>", "</think>")
 MISTRAL_TAGS = ("[THINK]", "[/THINK]")     # control tokens of Mistral's v13 tokenizers (Magistral 2507+)
-OPEN, CLOSE = THINK_TAGS
 PROMPT_TAIL_TOKENS = 8   # enough of the prompt's end to hold "<think>\n" in any tokenizer
 
 
@@ -45,7 +44,7 @@ def split_reasoning(text: str, opened: bool, tags: tuple[str, str] = THINK_TAGS)
     return body[:end].strip(), body[end + len(closer):].lstrip()
 
 
-def _held_tail(text: str, closer: str = CLOSE) -> int:
+def _held_tail(text: str, closer: str) -> int:
     """Characters at the end of `text` that may not go out yet while thinking: a start of the closing tag
     and the whitespace before it, or trailing whitespace (either may turn out to end the reasoning)."""
     for k in range(min(len(closer) - 1, len(text)), 0, -1):
