@@ -80,6 +80,17 @@ CASES = [   # (label, make_tiny_gguf parameters); the dense ones show the differ
                       "rope.scaling.yarn_log_multiplier": 1.0}}),
     ("mistral3 F32, temperature 0.1 past 20, no scaling", {
         "arch": "mistral3", "dtype": "F32", "ctx_len": 20, "rope_keys": {"attention.temperature_scale": 0.1}}),
+    # glm4moe (GLM-4.5): sigmoid routing + selection bias, normalised weights x 2.5, one shared expert, a dense
+    # first layer, a nextn layer llama.cpp must skip too, NEOX RoPE over 8 of 16 dimensions
+    ("glm4moe F32, 8 experts / 2, shared 1, dense lead 1, nextn 1", {
+        "arch": "glm4moe", "dtype": "F32", "n_layer": 3, "n_ff": 32, "n_expert": 8, "n_expert_used": 2, "n_rot": 8}),
+    ("glm4moe F32, 4 / 4, two shared, no dense layer", {
+        "arch": "glm4moe", "dtype": "F32", "n_layer": 2, "n_ff": 32, "n_expert": 4, "n_expert_used": 4, "n_rot": 8,
+        "glm": {"expert_shared_count": 2, "leading_dense_block_count": 0}}),
+    ("glm4moe Q8_0, 8 experts / 2", {
+        "arch": "glm4moe", "dtype": "Q8_0", "n_layer": 3, "n_ff": 32, "n_expert": 8, "n_expert_used": 2, "n_rot": 8}),
+    ("glm4moe Q8_0, 4 / 4 (no choice to flip)", {
+        "arch": "glm4moe", "dtype": "Q8_0", "n_layer": 3, "n_ff": 32, "n_expert": 4, "n_expert_used": 4, "n_rot": 8}),
     ("mistral3 Q4_K, temperature 0.5 past 16, YaRN x4", {
         "arch": "mistral3", "dtype": "Q4_K", "n_embd": 256, "n_ff": 512, "rope_scaling": ("yarn", 4.0, 16),
         "rope_keys": {"attention.temperature_scale": 0.5}}),

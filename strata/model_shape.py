@@ -37,6 +37,16 @@ def expert_count(metadata: dict[str, Any]) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
+def trunk_layers(metadata: dict[str, Any]) -> int:
+    """The layers the engine runs (and keeps KV for): block_count, less glm4moe's trailing
+    multi-token-prediction layers (`nextn_predict_layers`, which the engine does not load). KeyError /
+    TypeError when block_count is missing or not a number."""
+    arch = metadata.get("general.architecture")
+    n = int(metadata[f"{arch}.block_count"])
+    nextn = metadata.get(f"{arch}.nextn_predict_layers", 0) if arch == "glm4moe" else 0
+    return n - nextn if isinstance(nextn, int) and 0 <= nextn < n else n
+
+
 def attention_temperature(metadata: dict[str, Any]) -> float:
     """mistral3's `attention.temperature_scale` (queries grow past the original context); 0.0 when off,
     absent or not a number."""

@@ -119,7 +119,9 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     }
     max_rows_ = std::max<int64_t>(params_.max_chunk, n_ctx_total);
     const int64_t R = max_rows_;
-    const int64_t dense_ff = h.moe() ? 0 : h.n_ff;   // a MoE model's FFN has buffers of its own (below)
+    // a MoE model's experts have buffers of their own (below); gate_ / up_ hold its dense leading layers'
+    // and shared experts' activations (glm4moe)
+    const int64_t dense_ff = std::max(h.moe() && h.n_layer_dense_lead == 0 ? 0 : h.n_ff, h.n_ff_exp * h.n_expert_shared);
     const int64_t wide = std::max({h.n_embd, h.q_dim(), dense_ff});
     auto fbuf = [&](int64_t n) { return arena_->add(sizeof(float) * size_t(n)); };
     size_t hx = fbuf(R * h.n_embd), hxn = fbuf(R * std::max(h.n_embd, h.q_dim())), hq = fbuf(R * h.q_dim());

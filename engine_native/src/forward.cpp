@@ -288,9 +288,41 @@ void engine::run_products(const std::vector<product_unit>& units) {
 }
 
 // Each row's experts: the n_expert_used best router scores (ties: the lower expert), weighted by
-// the softmax of those scores. Pairs (row, choice) are numbered in expert order so that an expert's
-// rows lie together; each expert's products run once over its rows (unused experts are not read).
-// A row's output sums its experts in its own choice order: no result depends on the other rows.
+// the softmax of those scores; with sigmoid gating (glm4moe) the best sigmoid(score) + exp_probs_b,
+// each weighted by its sigmoid(score), summing to 1 when expert_weights_norm, times
+// expert_weights_scale (llama.cpp's build_moe_ffn). Pairs (row, choice) are numbered in expert order
+// so that an expert's rows lie together; each expert's products run once over its rows (unused
+// experts are not read). A row's output sums its experts in its own choice order, then the shared
+// experts' output: no result depends on the other rows.
+void engine::route_sigmoid(const layer_weights& L, float* score, int64_t r, std::vector<int32_t>& order,
+                           std::vector<float>& chosen_by) {
+    const model_hparams& h = model_->hp;
+    const int64_t NE = h.n_expert, K = h.n_expert_used;
+    chosen_by.resize(size_t(NE));
+    for (int64_t i = 0; i < NE; i++) {
+        score[i] = 1.0f / (1.0f + std::exp(-score[i]));   // the expert's weight, if chosen
+        chosen_by[size_t(i)] = L.exp_probs_b.empty() ? score[i] : score[i] + L.exp_probs_b[size_t(i)];
+    }
+    order.resize(size_t(NE));
+    for (int64_t i = 0; i < NE; i++) order[size_t(i)] = int32_t(i);
+    std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t c) {
+        return chosen_by[size_t(a)] > chosen_by[size_t(c)] || (chosen_by[size_t(a)] == chosen_by[size_t(c)] && a < c);
+    });
+    float sum = 0.0f;
+    for (int64_t j = 0; j < K; j++) {
+        moe_expert_[size_t(r * K + j)] = order[size_t(j)];
+        moe_weight_[size_t(r * K + j)] = score[order[size_t(j)]];
+        sum += score[order[size_t(j)]];
+    }
+    // llama.cpp clamps the sum to f16's smallest normal before dividing
+    const float div = h.expert_weights_norm ? std::max(sum, 6.103515625e-5f) : 1.0f;
+    for (int64_t j = 0; j < K; j++) {
+        float& w = moe_weight_[size_t(r * K + j)];
+        if (h.expert_weights_norm) w /= div;
+        if (h.expert_weights_scale != 1.0f) w *= h.expert_weights_scale;
+    }
+}
+
 void engine::moe_ffn(const layer_weights& L, int64_t n) {
     const model_hparams& h = model_->hp;
     const int64_t E = h.n_embd, NE = h.n_expert, K = h.n_expert_used, FE = h.n_ff_exp;
@@ -305,9 +337,15 @@ void engine::moe_ffn(const layer_weights& L, int64_t n) {
     moe_expert_.resize(size_t(n * K));
     moe_weight_.resize(size_t(n * K));
     moe_pair_.resize(size_t(n * K));
+    const bool sigmoid = h.gating == GATING_SIGMOID;
     pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
         thread_local std::vector<int32_t> order;
+        thread_local std::vector<float> chosen_by;   // (n_expert,) sigmoid gating: sigmoid + selection bias
         for (int64_t r = b; r < e; r++) {
+            if (sigmoid) {
+                route_sigmoid(L, router_ + r * NE, r, order, chosen_by);
+                continue;
+            }
             const float* score = router_ + r * NE;
             order.resize(size_t(NE));
             for (int64_t i = 0; i < NE; i++) order[size_t(i)] = int32_t(i);
@@ -414,6 +452,20 @@ void engine::moe_ffn(const layer_weights& L, int64_t n) {
             }
         }
     });
+
+    // the shared experts (glm4moe): a SwiGLU every row runs, added to the chosen experts' sum
+    if (L.gate_shexp.data) {
+        const int64_t FS = L.gate_shexp.n_rows;
+        matmuls(xn_, n, E, {{&L.gate_shexp, gate_}, {&L.up_shexp, up_}});
+        pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+            for (int64_t r = b; r < e; r++) swiglu_row(gate_ + r * FS, up_ + r * FS, FS);
+        });
+        matmuls(gate_, n, FS, {{&L.down_shexp, moe_out_}});   // the pairs' outputs are summed above
+        pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+            for (int64_t r = b; r < e; r++)
+                for (int64_t i = 0; i < E; i++) out_[r * E + i] += moe_out_[r * E + i];
+        });
+    }
 }
 
 void engine::forward(const batch_row* rows, int64_t n) {
@@ -580,7 +632,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
                 rms_norm(x, L.ffn_norm.data(), xn_ + r * E, E, h.rms_eps);
             }
         });
-        if (h.moe()) {
+        if (L.moe()) {
             moe_ffn(L, n);
         } else {
             matmuls(xn_, n, E, {{&L.w_gate, gate_}, {&L.w_up, up_}});

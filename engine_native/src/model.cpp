@@ -145,7 +145,8 @@ size_t model::weight_bytes() const {
 std::vector<weight*> model::product_weights() {
     std::vector<weight*> out;
     for (layer_weights& L : layers) {
-        for (weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.ffn_gate_inp})
+        for (weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.ffn_gate_inp, &L.gate_shexp,
+                          &L.up_shexp, &L.down_shexp})
             if (w->data) out.push_back(w);
     }
     out.push_back(&output);
@@ -179,6 +180,50 @@ void read_mistral3_scaling(const gguf_file& f, const std::string& path, model_hp
     }
 }
 
+// glm4moe's keys, as llama.cpp reads them: the trunk is block_count less the nextn_predict_layers
+// (multi-token prediction layers at the end, which llama.cpp runs only for its own speculation);
+// expert_shared_count (required), leading_dense_block_count, expert_weights_scale (0: none),
+// expert_weights_norm (default false), expert_gating_func (default sigmoid; 1 softmax, 2 sigmoid).
+void read_glm4moe_experts(const gguf_file& f, const std::string& path, model_hparams& hp) {
+    const std::string a = hp.arch;
+    const int64_t nextn = f.get_int(a + ".nextn_predict_layers", 0);
+    if (nextn < 0 || nextn >= hp.n_layer) {
+        throw model_error("model " + path + ": " + a + ".nextn_predict_layers " + std::to_string(nextn) +
+                          " must be in [0, block_count " + std::to_string(hp.n_layer) + ")");
+    }
+    hp.n_layer -= nextn;
+    hp.n_expert_shared = f.get_int(a + ".expert_shared_count");
+    hp.n_layer_dense_lead = f.get_int(a + ".leading_dense_block_count", 0);
+    if (hp.n_expert_shared < 0 || hp.n_expert_shared > 64 || hp.n_layer_dense_lead < 0 ||
+        hp.n_layer_dense_lead > hp.n_layer) {
+        throw model_error("model " + path + ": invalid " + a + " experts (expert_shared_count " +
+                          std::to_string(hp.n_expert_shared) + ", leading_dense_block_count " +
+                          std::to_string(hp.n_layer_dense_lead) + ")");
+    }
+    const double scale = f.get_float(a + ".expert_weights_scale", 0.0);
+    if (!std::isfinite(scale) || scale < 0) {
+        throw model_error("model " + path + ": " + a + ".expert_weights_scale " + std::to_string(scale) + " is invalid");
+    }
+    hp.expert_weights_scale = scale == 0.0 ? 1.0f : float(scale);
+    hp.expert_weights_norm = f.get_int(a + ".expert_weights_norm", 0) != 0;
+    const int64_t gating = f.get_int(a + ".expert_gating_func", 2);
+    if (gating != 1 && gating != 2) {
+        throw model_error("model " + path + ": " + a + ".expert_gating_func " + std::to_string(gating) +
+                          " is not supported (1 softmax, 2 sigmoid)");
+    }
+    hp.gating = gating == 1 ? GATING_SOFTMAX : GATING_SIGMOID;
+    // llama.cpp turns M-RoPE (GLM-4.5V's) on when any section is non-zero; its numbers are integers
+    const gguf_value* sections = f.find(a + ".rope.dimension_sections");
+    if (sections && sections->type == GGUF_TYPE_ARRAY && sections->arr_data) {
+        const size_t n_bytes = size_t(sections->arr_n) * (sections->arr_type == GGUF_TYPE_UINT8 || sections->arr_type == GGUF_TYPE_INT8 ? 1 : 4);
+        for (size_t i = 0; i < n_bytes; i++) {
+            if (sections->arr_data[i] != 0) {
+                throw model_error("model " + path + ": " + a + ".rope.dimension_sections (multimodal M-RoPE) is not supported");
+            }
+        }
+    }
+}
+
 }  // namespace
 
 std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
@@ -192,9 +237,10 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     const std::string& a = hp.arch;
     const bool oss = a == "gpt-oss";
     const bool mistral3 = a == "mistral3";   // llama's layers plus YaRN keys and an attention temperature
-    if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && !oss && !mistral3) {
+    const bool glm = a == "glm4moe";          // sigmoid routing, shared experts, dense leading layers
+    if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && !oss && !mistral3 && !glm) {
         throw model_error("model " + path + ": unsupported architecture '" + a +
-                          "' (supported: llama, mistral3, qwen2, qwen3, qwen3moe, gpt-oss)");
+                          "' (supported: llama, mistral3, qwen2, qwen3, qwen3moe, gpt-oss, glm4moe)");
     }
     hp.n_embd = f.get_int(a + ".embedding_length");
     hp.n_layer = f.get_int(a + ".block_count");
@@ -208,7 +254,7 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     const bool ff_shared_out = a == "qwen3moe" && hp.n_expert_used > 0;
     const int64_t ff_exp_default = hp.n_expert <= 0 ? 0 : ff_shared_out ? hp.n_ff / hp.n_expert_used : hp.n_ff;
     hp.n_ff_exp = f.get_int(a + ".expert_feed_forward_length", ff_exp_default);
-    if ((a == "qwen3moe" || oss) && hp.n_expert == 0) throw model_error("model " + path + ": " + a + " without expert_count");
+    if ((a == "qwen3moe" || oss || glm) && hp.n_expert == 0) throw model_error("model " + path + ": " + a + " without expert_count");
     if (hp.n_expert < 0 || hp.n_expert > 4096 || hp.n_expert_used < 0 || hp.n_expert_used > hp.n_expert ||
         (hp.n_expert > 0 && (hp.n_expert_used == 0 || hp.n_ff_exp <= 0 || hp.n_ff_exp > (1 << 22)))) {
         throw model_error("model " + path + ": invalid experts in metadata (expert_count " + std::to_string(hp.n_expert) +
@@ -218,7 +264,8 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     hp.n_ctx_train = f.get_int(a + ".context_length", 4096);
     hp.rms_eps = float(f.get_float(a + ".attention.layer_norm_rms_epsilon", 1e-5));
     hp.rope_freq_base = float(f.get_float(a + ".rope.freq_base", 10000.0));
-    hp.rope = a == "llama" || mistral3 ? ROPE_NORM : ROPE_NEOX;   // qwen2, qwen3, qwen3moe, gpt-oss: NEOX
+    hp.rope = a == "llama" || mistral3 ? ROPE_NORM : ROPE_NEOX;   // qwen2, qwen3, qwen3moe, gpt-oss, glm4moe: NEOX
+    if (glm) read_glm4moe_experts(f, path, hp);
     if (oss) {
         hp.ffn_act = FFN_SWIGLU_OAI;
         hp.n_swa = f.get_int(a + ".attention.sliding_window");
@@ -336,17 +383,26 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
         layer_weights& L = m->layers[size_t(il)];
         const std::string p = "blk." + std::to_string(il) + ".";
         L.attn_norm = ld.vec(p + "attn_norm.weight", E, true);
-        L.ffn_norm = ld.vec(p + (oss ? "post_attention_norm.weight" : "ffn_norm.weight"), E, true);
+        L.ffn_norm = ld.vec(p + (oss || glm ? "post_attention_norm.weight" : "ffn_norm.weight"), E, true);
         L.wq = ld.matrix(p + "attn_q.weight", E, Q);
         L.wk = ld.matrix(p + "attn_k.weight", E, KV);
         L.wv = ld.matrix(p + "attn_v.weight", E, KV);
         L.wo = ld.matrix(p + "attn_output.weight", Q, E);
-        if (hp.moe()) {
+        if (hp.moe() && il >= hp.n_layer_dense_lead) {
             const int64_t NE = hp.n_expert, FE = hp.n_ff_exp;
             L.ffn_gate_inp = ld.matrix(p + "ffn_gate_inp.weight", E, NE);
             L.gate_exps = ld.experts(p + "ffn_gate_exps.weight", E, FE, NE);
             L.up_exps = ld.experts(p + "ffn_up_exps.weight", E, FE, NE);
             L.down_exps = ld.experts(p + "ffn_down_exps.weight", FE, E, NE);
+            if (glm) {
+                L.exp_probs_b = ld.vec(p + "exp_probs_b.bias", NE, true);
+                if (hp.n_expert_shared > 0) {
+                    const int64_t FS = FE * hp.n_expert_shared;
+                    L.gate_shexp = ld.matrix(p + "ffn_gate_shexp.weight", E, FS);
+                    L.up_shexp = ld.matrix(p + "ffn_up_shexp.weight", E, FS);
+                    L.down_shexp = ld.matrix(p + "ffn_down_shexp.weight", FS, E);
+                }
+            }
         } else {
             L.w_gate = ld.matrix(p + "ffn_gate.weight", E, F);
             L.w_up = ld.matrix(p + "ffn_up.weight", E, F);
@@ -362,7 +418,7 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
             L.down_exps_b = ld.floats(p + "ffn_down_exps.bias", {E, NE}, true);
             L.window = windowed[size_t(il)] ? hp.n_swa : 0;
         }
-        bool biases = a == "qwen2" || oss;
+        bool biases = a == "qwen2" || oss;   // glm4moe's are read where the file has them, as llama.cpp's
         L.bq = ld.vec(p + "attn_q.bias", Q, biases);
         L.bk = ld.vec(p + "attn_k.bias", KV, biases);
         L.bv = ld.vec(p + "attn_v.bias", KV, biases);

@@ -32,6 +32,8 @@ enum ffn_activation : int32_t {
     FFN_SWIGLU_OAI = 1,   // gpt-oss: g = min(gate, 7), u = clamp(up, -7, 7), g * sigmoid(1.702 g) * (u + 1)
 };
 
+enum moe_gating { GATING_SOFTMAX, GATING_SIGMOID };
+
 struct model_hparams {
     std::string arch;
     int64_t n_vocab = 0;
@@ -70,6 +72,16 @@ struct model_hparams {
     int64_t n_expert = 0;
     int64_t n_expert_used = 0;
     int64_t n_ff_exp = 0;      // one expert's FFN width
+    // glm4moe (GLM-4.5 / 4.6): the router's sigmoid instead of the softmax (each expert's weight its own
+    // sigmoid; chosen by sigmoid + the layer's exp_probs_b), weights summing to 1 when
+    // expert_weights_norm, times expert_weights_scale; n_expert_shared experts' worth of an always-run
+    // SwiGLU (n_ff_exp * n_expert_shared wide) beside the chosen ones; the first n_layer_dense_lead
+    // layers a dense FFN of n_ff
+    moe_gating gating = GATING_SOFTMAX;
+    bool expert_weights_norm = true;
+    float expert_weights_scale = 1.0f;
+    int64_t n_expert_shared = 0;
+    int64_t n_layer_dense_lead = 0;
     ffn_activation ffn_act = FFN_SWIGLU;
     int64_t n_swa = 0;         // attention.sliding_window: the window of the layers that have one (0: none)
 
@@ -124,6 +136,12 @@ struct layer_weights {
     // > 0: a row at position p attends to positions (p - window, p] only (llama.cpp's standard
     // sliding window); 0: the whole history
     int64_t window = 0;
+    // glm4moe (empty / unset otherwise): the experts' selection bias (n_expert,) and the shared
+    // experts' SwiGLU: (n_ff_exp * n_expert_shared, n_embd) x2, (n_embd, n_ff_exp * n_expert_shared)
+    std::vector<float> exp_probs_b;
+    weight gate_shexp, up_shexp, down_shexp;
+
+    bool moe() const { return ffn_gate_inp.data != nullptr; }   // experts here (else the dense FFN)
 };
 
 // Row `pos`'s rotation table: (n_rot / 2) pairs (cos, sin) of each dimension pair's angle, with

@@ -16,12 +16,13 @@ PROMPT = [3, 17, 300, 42, 7, 99, 100, 5, 260, 511, 64, 8, 9, 300, 300, 12, 44, 4
 NEXT = [77, 78, 79]
 
 
-@pytest.fixture(scope="module", params=["Q4_1", "Q4_K", "Q4_K experts", "Q8_0 gpt-oss", "Q4_1 mistral3"])
+@pytest.fixture(scope="module", params=["Q4_1", "Q4_K", "Q4_K experts", "Q8_0 gpt-oss", "Q4_1 mistral3",
+                                                "Q8_0 glm4moe"])
 def engine(request, tiny_model_factory):
     dtype, _, kind = request.param.partition(" ")
     shape = K_QUANT_SHAPE if dtype.endswith("_K") else {}
     # experts: rows of one forward share some experts and not others (8 experts, 2 a token)
-    experts = {"n_expert": 8, "n_expert_used": 2} if kind in ("experts", "gpt-oss") else {}
+    experts = {"n_expert": 8, "n_expert_used": 2} if kind in ("experts", "gpt-oss", "glm4moe") else {}
     # gpt-oss: sinks, a window of 8 positions in every other layer (PROMPT is longer), MXFP4 experts
     if kind == "gpt-oss":
         experts |= {"arch": "gpt-oss", "sliding_window": 8, "n_layer": 3,
@@ -30,6 +31,9 @@ def engine(request, tiny_model_factory):
     if kind == "mistral3":
         experts |= {"arch": "mistral3", "rope_scaling": ("yarn", 4.0, 8),
                     "rope_keys": {"attention.temperature_scale": 0.5, "rope.scaling.yarn_log_multiplier": 1.0}}
+    # glm4moe: sigmoid routing with a selection bias, a shared expert, a dense first layer, a nextn layer
+    if kind == "glm4moe":
+        experts |= {"arch": "glm4moe", "n_layer": 3, "n_rot": 8}
     path = tiny_model_factory(dtype=dtype, seed=11, **shape, **experts)
     return Engine(path, n_ctx=128, n_slots=4, n_groups=2, n_threads=2)
 
