@@ -50,7 +50,9 @@ What it is:
   `tool_parameter_types(tools)`; with no schema a number, true / false / null, an object or a list
   is that value), a bare JSON object `{"name":..., "arguments"|"parameters":
   ...}` or a list of them (optionally in a ```json fence, or after `<|python_tag|>` / `[TOOL_CALLS]`),
-  Mistral's `[TOOL_CALLS]NAME[ARGS]{...}` (mistral.py; its templates' messages are prepared there too).
+  Mistral's `[TOOL_CALLS]NAME[ARGS]{...}` (mistral.py; its templates' messages are prepared there too),
+  GLM's `<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>...</tool_call>` (glm.py; values typed
+  as Qwen3-Coder's, tool_values.py).
 
 What it is not: tokenization (`tokenizer.py`) or the API's message format conversion (the server).
 """
@@ -65,7 +67,9 @@ from typing import Any
 
 import jinja2
 import jinja2.sandbox
+from strata.engine.glm import parse_glm_calls
 from strata.engine.mistral import keep_written_ids, mistral_messages, parse_mistral_calls, template_traits
+from strata.engine.tool_values import tool_parameter_types, typed_value  # noqa: F401 (the server's import)
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] "
@@ -437,53 +441,10 @@ def _calls_from_json(text: str) -> list[dict[str, str]] | None:
     return calls  # type: ignore[return-value]
 
 
-def tool_parameter_types(tools: Sequence[Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
-    """{tool name: {parameter: its JSON schema type (`_schema_type`)}} of OpenAI-style tools, for
-    parse_tool_calls."""
-    out: dict[str, dict[str, Any]] = {}
-    for tool in tools or ():
-        fn = tool.get("function", tool) if isinstance(tool, Mapping) else None
-        params = fn.get("parameters") if isinstance(fn, Mapping) else None
-        props = params.get("properties") if isinstance(params, Mapping) else None
-        if isinstance(props, Mapping) and isinstance(fn.get("name"), str):
-            out[fn["name"]] = {k: _schema_type(v) for k, v in props.items() if isinstance(v, Mapping)}
-    return out
-
-
-def _schema_type(schema: Mapping[str, Any]) -> Any:
-    """A property's `type`; without one, the type names of its anyOf / oneOf branches (pydantic writes
-    Optional[str] as anyOf string / null), or "string" for an enum of strings; else None (unknown)."""
-    if "type" in schema:
-        return schema["type"]
-    names = [b.get("type") for key in ("anyOf", "oneOf") if isinstance(schema.get(key), list)
-             for b in schema[key] if isinstance(b, Mapping)]
-    flat = [t for n in names for t in (n if isinstance(n, list) else [n]) if isinstance(t, str)]
-    if flat:
-        return flat
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum and all(isinstance(v, str) for v in enum):
-        return "string"
-    return None
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")   # json.loads reads NaN / Infinity, which json.dumps writes back
-
-
 def _xml_value(raw: str, schema_type: Any) -> Any:
-    """A parameter's value: as written for a string-typed parameter, else the JSON value it reads as
-    (no type known: only a number, true / false / null, an object or a list), else as written."""
+    """A Qwen3-Coder parameter's value: one newline trimmed at each end, typed by typed_value."""
     value = raw[1:] if raw.startswith("\n") else raw
-    value = value[:-1] if value.endswith("\n") else value
-    names = schema_type if isinstance(schema_type, list) else [schema_type]
-    types = {t for t in names if isinstance(t, str)}    # a malformed schema's type reads as unknown
-    if "string" in types and not (value == "null" and "null" in types):
-        return value
-    try:
-        parsed = json.loads(value, parse_constant=_no_constants)
-    except (ValueError, RecursionError):
-        return value
-    return value if isinstance(parsed, str) else parsed
+    return typed_value(value[:-1] if value.endswith("\n") else value, schema_type)
 
 
 def _calls_from_xml(body: str, types: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]] | None:
@@ -506,14 +467,20 @@ def _mistral_first(text: str) -> bool:
 
 
 def parse_tool_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = None,
-                     mistral: bool = True) -> tuple[str, list[dict[str, str]]]:
+                     mistral: bool = True, glm: bool = True) -> tuple[str, list[dict[str, str]]]:
     """(content without the calls, [{"name", "arguments" (a JSON string)}]); ([], text) when none.
-    `types` (tool_parameter_types of the tools offered) types Qwen3-Coder's XML parameter values.
+    `types` (tool_parameter_types of the tools offered) types Qwen3-Coder's XML and GLM's parameter values.
     `mistral`: read Mistral's `[TOOL_CALLS]NAME[ARGS]` calls (the server: only for a vocabulary with that
-    token); never when a `<tool_call>` block comes first (its arguments may quote Mistral's markup)."""
+    token); never when a `<tool_call>` block comes first (its arguments may quote Mistral's markup).
+    `glm`: read GLM's `<tool_call>NAME<arg_key>...</tool_call>` calls (glm.py) when the first `<tool_call>`
+    block opens one."""
     if mistral and _mistral_first(text):
         found = parse_mistral_calls(text)
         if found is not None:
+            return found
+    if glm:
+        found = parse_glm_calls(text, types)
+        if found is not None and found[1]:
             return found
     if "<tool_call>" in text or "<TOOLCALL>" in text:
         calls: list[dict[str, str]] = []

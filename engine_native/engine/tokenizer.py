@@ -72,6 +72,11 @@ PRE_TOKENIZERS: dict[str, tuple[tuple[str, ...], bool, bool]] = {
     **{name: ((_GPT4O,), False, False) for name in ("gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2")},
     # llama.cpp's LLAMA_VOCAB_PRE_TYPE_TEKKEN: merges ignored (a piece that is a token is that token), BOS
     "tekken": ((_TEKKEN,), True, True),
+    # llama.cpp's LLAMA_VOCAB_PRE_TYPE_CHATGLM4 (GLM-4, GLM-4.5 / 4.6 / 4.7, GLM-5): llama 3's regex, no BOS
+    # by default (the templates write "[gMASK]<sop>" themselves); "glm4" / "glm5" ignore merges, the older
+    # "chatglm-bpe" does not
+    **{name: ((_LLAMA3,), True, False) for name in ("glm4", "glm5")},
+    "chatglm-bpe": ((_LLAMA3,), False, False),
     **{
         name: ((r"\p{N}", _GPT2), False, False)
         for name in ("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b")
@@ -180,6 +185,7 @@ class _Vocab:
     bos_id: int | None
     eos_id: int | None
     eot_id: int | None
+    eom_id: int | None  # end of message (GLM's "<|observation|>": the model waits for a tool's result)
     add_bos: bool
 
 
@@ -248,15 +254,16 @@ def _read_vocab(metadata: Mapping[str, object]) -> _Vocab:
         bos_id=token_id("tokenizer.ggml.bos_token_id"),
         eos_id=token_id("tokenizer.ggml.eos_token_id"),
         eot_id=token_id("tokenizer.ggml.eot_token_id"),
+        eom_id=token_id("tokenizer.ggml.eom_token_id"),
         add_bos=default_bos if add_bos is None else bool(add_bos),
     )
 
 
 def _end_of_generation(vocab: _Vocab, ids: Mapping[str, int]) -> tuple[frozenset[int], _Vocab]:
-    """(the ids that end generation, the vocabulary with llama.cpp's type overrides): EOS, EOT and the
+    """(the ids that end generation, the vocabulary with llama.cpp's type overrides): EOS, EOT, EOM and the
     EOT_TEXTS the vocabulary has, less "<|end|>" for a Harmony-style vocabulary (END_OF_MESSAGE_ONLY),
     whose "<|end|>" and ALWAYS_RENDERED_TEXTS become USER_DEFINED."""
-    eot = {i for i in (vocab.eos_id, vocab.eot_id) if i is not None}
+    eot = {i for i in (vocab.eos_id, vocab.eot_id, vocab.eom_id) if i is not None}
     eot |= {ids[t] for t in EOT_TEXTS if t in ids}
     texts = {vocab.tokens[i] for i in eot}
     end_text, pairs = END_OF_MESSAGE_ONLY

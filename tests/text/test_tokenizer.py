@@ -145,3 +145,23 @@ def test_user_defined_tokens_are_parsed_even_without_special(default_metadata):
     assert 5 in tok.encode("a<file_sep>b", special=True)
     assert 1 not in tok.encode("a<|im_start|>b", special=False)  # CONTROL stays text
     assert 5 not in tok.special_ids
+
+
+@pytest.mark.parametrize("pre", ["glm4", "glm5", "chatglm-bpe"])
+def test_glm_vocabularies_cut_as_llama3_and_add_no_bos(default_metadata, pre):
+    """llama.cpp's LLAMA_VOCAB_PRE_TYPE_CHATGLM4: llama 3's regex, no BOS unless the file asks (GLM's
+    templates write "[gMASK]<sop>" themselves); "glm4" / "glm5" ignore merges, "chatglm-bpe" does not."""
+    tok = Tokenizer.from_metadata(_with(default_metadata, pre=pre, add_bos_token=None))
+    assert tok.pre_tokenize("x 12345!\n\n  ok") == ["x", " ", "123", "45", "!\n\n", " ", " ok"]
+    assert tok.add_bos is False and tok.encode("hi")[:1] != [tok.bos_id]
+    assert PRE_TOKENIZERS[pre][1] is (pre != "chatglm-bpe")
+
+
+def test_end_of_message_token_ends_generation(default_metadata):
+    """GLM's files name "<|observation|>" as tokenizer.ggml.eom_token_id (the model waits for a tool's
+    result) and "<|user|>" as eot: both end generation, as in llama.cpp."""
+    plain = Tokenizer.from_metadata(default_metadata)
+    tok = Tokenizer.from_metadata(_with(default_metadata, eom_token_id=5, eot_token_id=6))
+    assert tok.eot_ids == plain.eot_ids | {5, 6}
+    with pytest.raises(TokenizerError, match="eom_token_id=99999 is outside"):
+        Tokenizer.from_metadata(_with(default_metadata, eom_token_id=99999))

@@ -1,0 +1,108 @@
+"""GLM's tool calls (Z.ai's GLM-4.5 / 4.5-Air / 4.6 / 4.7 agent models): reading them from an answer.
+
+GLM writes each call as `<tool_call>NAME` then `<arg_key>K</arg_key><arg_value>V</arg_value>` pairs and
+`</tool_call>`; GLM-4.5 / 4.6 put a newline after the name and after each tag pair, GLM-4.7 none (its
+template writes `<tool_call>NAME<arg_key>...`). Several calls follow one another, possibly after some text.
+This reads what llama.cpp's parser for these templates reads (common/chat-auto-parser-generator.cpp, the
+tagged-arguments reader; its cases in tests/test-chat.cpp):
+
+- `parse_glm_calls(text, types) -> (content, calls) | None`: None when the answer's first `<tool_call>` does
+  not open a GLM call (Hermes' JSON or Qwen3-Coder's `<function=` inside it: other readers'). The content is
+  the text before the first call (and any after the last one); each call's arguments are a JSON object
+  string. A value is exactly what stands between its tags (llama.cpp trims nothing); it is a string for a
+  parameter whose schema type allows one, else the JSON value it reads as (typed_value: `types` is
+  tool_parameter_types of the tools offered; no schema: a number, true / false / null, an object or a list
+  is that value). A call without `</tool_call>` (cut by the token limit) or whose markup does not read stays
+  text from there on; the calls before it are kept.
+
+Not here: the template's messages (normalize_messages already gives tool-call arguments as the objects GLM's
+templates iterate), reasoning (`<think>`: strata.server.reasoning), typing values (tool_values.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from strata.engine.tool_values import typed_value
+
+OPEN, CLOSE = "<tool_call>", "</tool_call>"
+KEY, KEY_END = "<arg_key>", "</arg_key>"
+VALUE, VALUE_END = "<arg_value>", "</arg_value>"
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
+def _name_end(text: str, start: int) -> int:
+    """Where the name after `<tool_call>` at `start` ends: at the first tag after it, or -1 when none
+    follows (a cut call)."""
+    ends = [p for p in (text.find(KEY, start), text.find(CLOSE, start)) if p >= 0]
+    return min(ends) if ends else -1
+
+
+def opens_glm_call(text: str, start: int) -> bool:
+    """Whether the text after a `<tool_call>` (from `start`) begins a GLM call: a name, not the JSON or
+    `<function=` of Hermes' and Qwen3-Coder's calls. Nothing yet (a cut answer) is not one."""
+    head = text[_skip_space(text, start):]
+    return bool(head) and head[0] not in "{[<"
+
+
+def _read_call(text: str, pos: int, types: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, str], int] | None:
+    """The call whose `<tool_call>` is at `pos` and where it ends, or None when it does not read."""
+    start = pos + len(OPEN)
+    end = _name_end(text, start)
+    if end < 0:
+        return None
+    name = text[start:end].strip()
+    if not name or any(c.isspace() or c in "<>{}" for c in name):
+        return None
+    known = types.get(name, {})
+    args: dict[str, Any] = {}
+    pos = end
+    while True:
+        pos = _skip_space(text, pos)
+        if text.startswith(CLOSE, pos):
+            break
+        if not text.startswith(KEY, pos):
+            return None
+        key_end = text.find(KEY_END, pos)
+        if key_end < 0:
+            return None
+        key = text[pos + len(KEY):key_end].strip()
+        pos = _skip_space(text, key_end + len(KEY_END))
+        if not key or not text.startswith(VALUE, pos):
+            return None
+        value_end = text.find(VALUE_END, pos)
+        if value_end < 0:
+            return None
+        args[key] = typed_value(text[pos + len(VALUE):value_end], known.get(key))
+        pos = value_end + len(VALUE_END)
+    return {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}, pos + len(CLOSE)
+
+
+def parse_glm_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[str, list[dict[str, str]]] | None:
+    first = text.find(OPEN)
+    if first < 0 or not opens_glm_call(text, first + len(OPEN)):
+        return None
+    calls: list[dict[str, str]] = []
+    pos, tail = first, ""
+    while True:
+        read = _read_call(text, pos, types or {})
+        if read is None:
+            tail = text[pos:]          # cut or malformed: text from here on
+            break
+        call, pos = read
+        calls.append(call)
+        nxt = text.find(OPEN, pos)
+        if nxt < 0 or text[pos:nxt].strip():
+            tail = text[pos:]          # what follows the last call (text after it, or a call after text)
+            break
+        pos = nxt
+    if not calls:
+        return text, []
+    return "\n".join(p for p in (text[:first].strip(), tail.strip()) if p), calls
