@@ -1,8 +1,8 @@
 """Content-addressed segments of a conversation, anchored at message openers.
 
 What this is: the pure part of the segment tier and the system-prompt cache: where the anchors of
-a token history are (each start of a message opener such as `<|im_start|>` for ChatML, never the
-role token after it), the hash chain that keys the state of all tokens before each anchor (so two
+a token history are (each message opener such as `<|im_start|>` for ChatML, never the role token
+after it; a vocabulary may have several, GLM's <|user|> / <|assistant|> / ...), the hash chain that keys the state of all tokens before each anchor (so two
 conversations that share a system prompt and tool list reach the same key, and the same file), and
 which anchors a park should save. What this is not: storage. A segment's file holds the engine
 state of every token before its anchor (the engine snapshots prefixes, not ranges), kept in a
@@ -24,18 +24,20 @@ import numpy as np
 MAX_NEW_SEGMENTS_PER_PARK = 2
 
 
-def anchor_positions(tokens: Sequence[int] | np.ndarray, opener: Sequence[int]) -> list[int]:
-    """Positions > 0 where the opener sequence starts (a message boundary)."""
+# An anchor leaves at least this many tokens before it: fewer are a BOS and an opener, no message yet
+# (Llama 3's <|begin_of_text|><|start_header_id|>, GLM's [gMASK]<sop><|system|>, Mistral's <s>[INST]),
+# and the first anchor is the system-prompt cache's prefix.
+MIN_ANCHOR_TOKENS = 4
+
+
+def anchor_positions(tokens: Sequence[int] | np.ndarray, openers: Sequence[int]) -> list[int]:
+    """Positions >= MIN_ANCHOR_TOKENS holding one of the `openers` (each a token that opens a chat
+    message: a message boundary)."""
     toks = np.asarray(tokens, dtype=np.int64)
-    op = list(opener)
-    if not op or toks.shape[0] < len(op):
+    if not len(openers) or toks.shape[0] <= MIN_ANCHOR_TOKENS:
         return []
-    hits = np.flatnonzero(toks[: toks.shape[0] - len(op) + 1] == op[0])
-    out = []
-    for p in hits.tolist():
-        if p > 0 and (len(op) == 1 or toks[p:p + len(op)].tolist() == op):
-            out.append(int(p))
-    return out
+    hits = np.flatnonzero(np.isin(toks[MIN_ANCHOR_TOKENS:], np.asarray(list(openers), dtype=np.int64)))
+    return [int(p) + MIN_ANCHOR_TOKENS for p in hits.tolist()]
 
 
 def chain_keys(identity_tag: str, tokens: Sequence[int] | np.ndarray, anchors: Sequence[int]) -> list[str]:

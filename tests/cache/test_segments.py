@@ -16,15 +16,32 @@ def test_anchors_at_the_opener_not_the_role_token():
     im_start, role = 1, 77
     toks = [im_start, role, 5, 6, im_start, role, 9, im_start, role]
     assert anchor_positions(toks, [im_start]) == [4, 7]  # position 0 is not a boundary
-    assert anchor_positions(toks, [im_start, role]) == [4, 7]
-    assert anchor_positions([im_start, 5, im_start, 6], [im_start, role]) == []
     assert anchor_positions(toks, []) == []
 
 
+def test_any_of_several_openers_anchors():
+    """A vocabulary with several openers (GLM's <|system|> / <|user|> / <|assistant|> / <|observation|>,
+    Mistral's [INST] and [TOOL_RESULTS]) anchors at each; they were once read as one token sequence,
+    which never occurs, so such a model had no anchors at all."""
+    user, assistant, observation = 11, 12, 13
+    toks = [900, 901, user, 5, 6, assistant, 7, observation, 8, user, 9, assistant]
+    assert anchor_positions(toks, [user, assistant, observation]) == [5, 7, 9, 11]
+    assert anchor_positions(toks, [assistant]) == [5, 11]
+
+
+def test_no_anchor_before_the_first_message_is_read():
+    """A BOS and the first message's opener make no anchor (the first anchor is the system-prompt cache's
+    prefix): Llama 3's <|begin_of_text|><|start_header_id|>, Mistral's <s>[INST]."""
+    bos, header = 128000, 128006
+    llama3 = [bos, header, 9125, 128007, 271, 5, 6, 128009, header, 882, 128007, 7]
+    assert anchor_positions(llama3, [header]) == [8]
+    assert anchor_positions([1, 3, 9, 9, 4, 3, 9], [3]) == [5]
+
+
 def test_chain_keys_are_shared_until_the_histories_differ():
-    a = [1, 5, 6, 1, 10, 11, 1, 20]
-    b = [1, 5, 6, 1, 10, 11, 1, 21, 1, 3]
-    c = [1, 5, 7, 1, 10, 11]
+    a = [1, 5, 6, 4, 1, 10, 11, 1, 20]
+    b = [1, 5, 6, 4, 1, 10, 11, 1, 21, 1, 3]
+    c = [1, 5, 7, 4, 1, 10, 11]
     ka = chain_keys("m", a, anchor_positions(a, [1]))
     kb = chain_keys("m", b, anchor_positions(b, [1]))
     kc = chain_keys("m", c, anchor_positions(c, [1]))

@@ -60,7 +60,8 @@ def test_vocabulary_shape(tok):
     assert tok.n_vocab == 131072 and tok.pre == "tekken"
     assert tok.bos_id == 1 and tok.eos_id == 2 and tok.add_bos
     assert tok.eot_ids == frozenset({2})
-    assert tok.message_opener_ids == [tok.token_id("[INST]")]    # the conversation cache's segment anchors
+    # the conversation cache's segment anchors: user turns and tool results
+    assert tok.message_opener_ids == [tok.token_id("[INST]"), tok.token_id("[TOOL_RESULTS]")]
     assert all(t == TOKEN_CONTROL for t in md["tokenizer.ggml.token_type"][:1000])
 
 
