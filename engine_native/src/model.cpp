@@ -168,6 +168,16 @@ void read_mistral3_scaling(const gguf_file& f, const std::string& path, model_hp
     hp.yarn_beta_fast = finite(".rope.scaling.yarn_beta_fast", hp.yarn_beta_fast);
     hp.yarn_beta_slow = finite(".rope.scaling.yarn_beta_slow", hp.yarn_beta_slow);
     hp.yarn_log_mul = finite(".rope.scaling.yarn_log_multiplier", 0.0);
+    // the ramp's ends are logarithms of the original context over 2 pi beta turns; the log multiplier
+    // divides cos / sin by 1 + 0.1 m ln(factor): neither may be zero or negative
+    const double factor = 1.0 / double(hp.rope_freq_scale);
+    if (!(hp.yarn_beta_fast > 0.0f) || !(hp.yarn_beta_slow > 0.0f) ||
+        (factor > 1.0 && !(1.0 + 0.1 * double(hp.yarn_log_mul) * std::log(factor) > 0.0))) {
+        char msg[200];
+        std::snprintf(msg, sizeof msg, ": invalid YaRN keys (yarn_beta_fast %g, yarn_beta_slow %g, yarn_log_multiplier %g)",
+                      double(hp.yarn_beta_fast), double(hp.yarn_beta_slow), double(hp.yarn_log_mul));
+        throw model_error("model " + path + msg);
+    }
     hp.attn_temp_scale = finite(".attention.temperature_scale", 0.0);
     if (hp.attn_temp_scale != 0.0f) {
         hp.attn_temp_floor = hp.yarn_orig_ctx > 0 ? hp.yarn_orig_ctx

@@ -97,6 +97,15 @@ def test_a_non_finite_key_is_refused_by_name(tiny_model_factory):
         Engine(path, n_ctx=16)
 
 
+@pytest.mark.parametrize("keys", [{"rope.scaling.yarn_beta_fast": 0.0}, {"rope.scaling.yarn_beta_slow": -1.0},
+                                  {"rope.scaling.yarn_log_multiplier": -10.0}])
+def test_yarn_keys_that_make_no_rotation_are_refused(tiny_model_factory, keys):
+    """A beta of 0 or less has no logarithm; a log multiplier with 1 + 0.1 m ln(4) <= 0 divides by zero or
+    flips the sign of every rotation: refused, naming the keys."""
+    with pytest.raises(ValueError, match="invalid YaRN keys"):
+        Engine(mistral3_model(tiny_model_factory, keys=keys), n_ctx=16)
+
+
 def test_the_cuda_backend_refuses_the_temperature_by_name(tiny_model_factory):
     """The CUDA backend has no query temperature: refused before anything is allocated, in any build."""
     with pytest.raises(ValueError, match="attention temperature .*run on the CPU backend only"):
