@@ -5,8 +5,9 @@ Both APIs normalise their messages to one shape (OpenAI's chat messages: system 
 template without tool support the text teammate's `render_tools_into_system` writes the tools into the
 system prompt, see docs/api.md). The answer comes back through one of two formats (`AnswerFormat`, found
 by `answer_format` from the model's vocabulary): text with an optional `<think>` block (`[THINK]` for
-Mistral's vocabularies; reasoning.py) and tool-call blocks (chat_template.parse_tool_calls, Mistral's in
-the engine's mistral.py), or gpt-oss's Harmony channels (harmony.py);
+Mistral's vocabularies; reasoning.py) and tool-call blocks (chat_template.parse_tool_calls, Mistral's and GLM's in
+the engine's mistral.py and glm.py, each for a vocabulary with its markup token), or gpt-oss's Harmony
+channels (harmony.py);
 `split_answer` reads a whole answer, `AnswerStream` a streamed one, the same way for all three APIs.
 Not here: request validation (openai_api / anthropic_api / responses_api).
 """
@@ -141,13 +142,15 @@ def check_fits(n_prompt: int, capacity: int, api: str = "openai") -> None:
         raise APIError(400, "the prompt is empty", param="prompt")
 
 
-def split_tool_calls(text: str, tools: list[dict] | None, mistral: bool = False) -> tuple[str, list[dict[str, str]]]:
+def split_tool_calls(text: str, tools: list[dict] | None, mistral: bool = False,
+                     glm: bool = False) -> tuple[str, list[dict[str, str]]]:
     """(content, calls): calls parsed only when the request offered tools (their parameters' schema
     types type the values of XML calls); Mistral's `[TOOL_CALLS]NAME[ARGS]` calls when `mistral` (the
-    model's vocabulary has that token: another model's text that mentions the format is text)."""
+    model's vocabulary has that token: another model's text that mentions the format is text); GLM's
+    `<tool_call>NAME<arg_key>...` calls when `glm` (the vocabulary has the `<arg_key>` token), likewise."""
     if not tools:
         return text, []
-    return parse_tool_calls(text, tool_parameter_types(tools), mistral=mistral)
+    return parse_tool_calls(text, tool_parameter_types(tools), mistral=mistral, glm=glm)
 
 
 def call_id(prefix: str, call: dict | None = None) -> str:
@@ -162,6 +165,7 @@ def call_id(prefix: str, call: dict | None = None) -> str:
 # as the whole answer.
 TOOL_BLOCK_MARKERS = ("<tool_call>", "<TOOLCALL>")
 MISTRAL_CALL_MARKER = "[TOOL_CALLS]"
+GLM_ARG_MARKER = "<arg_key>"       # GLM-4.5+ vocabularies have it as a token (their calls: engine glm.py)
 BARE_CALL_PREFIXES = ("<|python_tag|>", "[TOOL_CALLS]")
 
 
@@ -193,11 +197,12 @@ class ToolTextGate:
     before a `<tool_call>` block goes out as it comes; an answer that starts like a bare JSON call is held
     until it is complete. `finish(full_text)` returns the content still to send and the parsed calls."""
 
-    def __init__(self, tools: list[dict], mistral: bool = False) -> None:
+    def __init__(self, tools: list[dict], mistral: bool = False, glm: bool = False) -> None:
         from strata.server.jobs import StopMatcher
 
         self._tools = tools
         self._mistral = mistral
+        self._glm = glm
         self._matcher = StopMatcher(TOOL_BLOCK_MARKERS + ((MISTRAL_CALL_MARKER,) if mistral else ()))
         self._text = ""
         self.sent = ""
@@ -223,7 +228,7 @@ class ToolTextGate:
         return out
 
     def finish(self, full_text: str) -> tuple[str, list[dict[str, str]]]:
-        content, calls = split_tool_calls(full_text, self._tools, self._mistral)
+        content, calls = split_tool_calls(full_text, self._tools, self._mistral, self._glm)
         if not calls:
             content = full_text
         # the readers strip the content; what went out kept the answer's leading whitespace
@@ -257,6 +262,7 @@ class AnswerFormat:
     opened: bool = False
     think: tuple[str, str] = THINK_TAGS
     mistral_calls: bool = False     # the vocabulary has Mistral's [TOOL_CALLS]: its calls are read
+    glm_calls: bool = False         # the vocabulary has GLM's <arg_key>: its <tool_call>NAME<arg_key> calls are read
     # ids the request's calls and results hold: an id the model wrote again is not handed out (models copy
     # ids; Anthropic refuses repeated tool_use ids and agents pair results by id)
     taken_ids: frozenset[str] = frozenset()
@@ -278,7 +284,8 @@ def answer_format(engine: Any, prompt: list[int], messages: Sequence[Mapping[str
 
     tags = MISTRAL_TAGS if has(MISTRAL_TAGS[0]) else THINK_TAGS
     return AnswerFormat(opened=thinking_opened(engine, prompt, tags), think=tags,
-                        mistral_calls=has(MISTRAL_CALL_MARKER), taken_ids=call_ids_in(messages))
+                        mistral_calls=has(MISTRAL_CALL_MARKER), glm_calls=has(GLM_ARG_MARKER),
+                        taken_ids=call_ids_in(messages))
 
 
 def call_ids_in(messages: Sequence[Mapping[str, Any]]) -> frozenset[str]:
@@ -300,7 +307,7 @@ def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None) -> tupl
         answer = parse_harmony(text)
         return answer.reasoning, answer.content, answer.calls if tools else []
     reasoning, rest = split_reasoning(text, fmt.opened, fmt.think)
-    content, calls = split_tool_calls(rest, tools, fmt.mistral_calls)
+    content, calls = split_tool_calls(rest, tools, fmt.mistral_calls, fmt.glm_calls)
     return reasoning, content, _fresh_ids(calls, fmt.taken_ids)
 
 
@@ -314,7 +321,7 @@ class AnswerStream:
         self._fmt = fmt
         self._harmony = HarmonyStream() if fmt.harmony else None
         self._thinking = ReasoningGate(fmt.opened, fmt.think)
-        self._gate = ToolTextGate(tools, fmt.mistral_calls) if tools and not fmt.harmony else None
+        self._gate = ToolTextGate(tools, fmt.mistral_calls, fmt.glm_calls) if tools and not fmt.harmony else None
 
     def feed(self, piece: str) -> list[tuple[str, str]]:
         if self._harmony is not None:

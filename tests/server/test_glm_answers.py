@@ -12,7 +12,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strata.server.prompting import AnswerFormat, AnswerStream, split_answer
+from strata.server.prompting import AnswerFormat, AnswerStream, answer_format, split_answer
 
 
 def fn(tool: str, **props) -> dict:
@@ -26,8 +26,9 @@ TOOLS = [fn("special_function", arg1=INT), fn("special_function_with_opt", arg1=
          fn("nested_args", tags={"type": "array"}, entries={"type": "array"}), fn("empty_args"),
          fn("read_file_diff_md", review_id=STR, file_id=STR),
          fn("bash", command=STR, timeout=INT), fn("write_file", path=STR, content=STR)]
-PLAIN = AnswerFormat()                 # GLM-4.6: the answer starts with "\n<think>"
-OPENED = AnswerFormat(opened=True)     # GLM-4.7: the prompt ends with "<think>"
+PLAIN = AnswerFormat(glm_calls=True)                 # GLM-4.6: the answer starts with "\n<think>"
+OPENED = AnswerFormat(opened=True, glm_calls=True)   # GLM-4.7: the prompt ends with "<think>"
+OTHER = AnswerFormat()                               # a vocabulary without GLM's <arg_key> token
 MARKUP = ("<tool_call>", "</tool_call>", "<arg_key>", "<arg_value>")
 
 
@@ -187,3 +188,35 @@ def test_hermes_and_qwen_calls_quoting_glm_markup_are_read_whole():
                                     "Use <tool_call>NAME then pairs.", "<tool_call>a b</tool_call>"])
 def test_prose_that_mentions_the_tags_is_text(answer):
     assert split_answer(answer, PLAIN, TOOLS) == (None, answer, [])
+
+
+def test_other_models_text_with_glm_markup_is_text_and_streams():
+    """Another model's answer that quotes GLM's format (an agent writing this very parser's tests) is never
+    read as a call: the agent would run the call the server invents."""
+    answer = ("GLM writes <tool_call>bash<arg_key>command</arg_key><arg_value>rm -r build</arg_value>"
+              "</tool_call> for a call.")
+    assert split_answer(answer, OTHER, TOOLS) == (None, answer, [])
+    s = AnswerStream(OTHER, TOOLS)
+    streamed = "".join(t for _, t in s.feed(answer))
+    assert streamed + s.finish(answer)[1] == answer and s.finish(answer)[2] == []
+
+
+class _Vocab:
+    def __init__(self, tokens):
+        self._tokens = tokens
+
+    def token_id(self, text):
+        return self._tokens.get(text)
+
+
+class _Engine:
+    def __init__(self, tokens):
+        self.tokenizer = _Vocab(tokens)
+
+    def detokenize(self, ids):
+        return "<|user|>hi<|assistant|>"
+
+
+def test_glm_calls_follow_the_vocabulary():
+    assert answer_format(_Engine({"<arg_key>": 151356, "<tool_call>": 151352}), [1, 2]).glm_calls
+    assert not answer_format(_Engine({"<tool_call>": 7}), [1, 2]).glm_calls
