@@ -133,6 +133,23 @@ def test_responses_reasoning_message_and_function_call(served):
     assert "".join(texts) == "Let me look." and not any(mk in t for t in texts for mk in MARKUP)
 
 
+def test_responses_items_sent_back_reuse_the_whole_first_turn(served):
+    """The reasoning, message and function_call items sent back with the call's output render back as the
+    model wrote them (a `reasoning` item is the next assistant turn's reasoning_content)."""
+    oai, _ = served
+    user = [{"role": "user", "content": "list the files"}]
+    r = oai.responses.create(model="m", input=user, tools=RESPONSES_TOOLS, max_output_tokens=40)
+    call = r.output[2]
+    turn2 = user + [o.model_dump(exclude_none=True) for o in r.output] + [
+        {"type": "function_call_output", "call_id": call.call_id, "output": "a.py"}]
+    r2 = oai.responses.create(model="m", input=turn2, tools=RESPONSES_TOOLS, max_output_tokens=4)
+    assert r2.usage.input_tokens_details.cached_tokens == r.usage.input_tokens + r.usage.output_tokens
+    # without its reasoning item the turn renders otherwise (an empty block): read again from there
+    bare = [item for item in turn2 if item.get("type") != "reasoning"]
+    r3 = oai.responses.create(model="m", input=bare, tools=RESPONSES_TOOLS, max_output_tokens=4)
+    assert r3.usage.input_tokens_details.cached_tokens < r.usage.input_tokens + r.usage.output_tokens
+
+
 @pytest.mark.parametrize("cut", [1, 2, 3])    # before </tool_call>, after the first value, after the name
 def test_a_cut_call_is_text_and_says_length(served, cut):
     oai, claude = served
