@@ -30,6 +30,7 @@ from strata.server.prompting import (
     reasoning_effort,
     render_chat_async,
     split_answer,
+    template_kwargs,
     tokens_key,
 )
 
@@ -181,8 +182,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         raise APIError(400, "'messages' is required: a plain 'prompt' goes to POST /v1/completions", param="messages")
     messages = parse_messages(f.get_list(body, "messages", required=True, nonempty=True))
     tools = parse_tools(body)
-    effort = reasoning_effort(body.get("reasoning_effort"), "reasoning_effort")
-    tokens = await render_chat_async(state.engine, messages, tools, template_vars=effort)
+    variables = {**template_kwargs(body.get("chat_template_kwargs")),
+                 **reasoning_effort(body.get("reasoning_effort"), "reasoning_effort")}
+    tokens = await render_chat_async(state.engine, messages, tools, template_vars=variables)
     check_fits(len(tokens), state.engine.context_capacity(0))
     job = Job(api="openai", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_completion_tokens", "max_tokens"),

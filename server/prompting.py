@@ -250,6 +250,24 @@ def reasoning_effort(value: Any, param: str) -> dict[str, str]:
     return {"reasoning_effort": value}
 
 
+# variables render_chat sets itself: a request cannot replace them
+RESERVED_TEMPLATE_VARS = ("messages", "tools", "add_generation_prompt", "bos_token", "eos_token")
+
+
+def template_kwargs(value: Any, param: str = "chat_template_kwargs") -> dict[str, Any]:
+    """More variables for the chat template from a request (llama.cpp's and vLLM's `chat_template_kwargs`:
+    `{"enable_thinking": false}` for GLM's and Qwen3's templates, `{"clear_thinking": false}` for
+    GLM-4.7's): {} when absent; an object of names to JSON values, none of RESERVED_TEMPLATE_VARS."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise APIError(400, f"'{param}' must be an object of template variables; got {value!r}", param=param)
+    for name in value:
+        if not name.isidentifier() or name in RESERVED_TEMPLATE_VARS:
+            raise APIError(400, f"'{param}' cannot set the template variable {name!r}", param=param)
+    return dict(value)
+
+
 # ----- reading the answer -----
 
 @dataclass(frozen=True)

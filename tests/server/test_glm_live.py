@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import openai
 import pytest
 
 from tests.server.live import LiveServer, sdk_clients
@@ -148,6 +149,32 @@ def test_responses_items_sent_back_reuse_the_whole_first_turn(served):
     bare = [item for item in turn2 if item.get("type") != "reasoning"]
     r3 = oai.responses.create(model="m", input=bare, tools=RESPONSES_TOOLS, max_output_tokens=4)
     assert r3.usage.input_tokens_details.cached_tokens < r.usage.input_tokens + r.usage.output_tokens
+
+
+def test_thinking_off_by_chat_template_kwargs(served):
+    """`chat_template_kwargs` {"enable_thinking": false} reaches the template: GLM-4.6's prompt then ends with
+    an empty `<think></think>` (and its user turns with /nothink), GLM-4.7's with `</think>`; the scripted
+    model goes on from there without reasoning, and the turn renders back whole with thinking off too."""
+    oai, _ = served
+    off = {"chat_template_kwargs": {"enable_thinking": False}}
+    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40,
+                                    extra_body=off)
+    m = r.choices[0].message
+    assert (getattr(m, "reasoning_content", None), m.content) == (None, "Let me look.")
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in m.tool_calls] == [("bash", ARGS)]
+    turn2 = MSGS + [m.model_dump(exclude_none=True), {"role": "tool", "tool_call_id": m.tool_calls[0].id,
+                                                      "content": "a.py"}]
+    r2 = oai.chat.completions.create(model="m", messages=turn2, tools=TOOLS, temperature=0, max_tokens=4,
+                                     extra_body=off)
+    assert r2.usage.prompt_tokens_details.cached_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+
+@pytest.mark.parametrize("kwargs", [["enable_thinking"], {"messages": []}, {"add_generation_prompt": False},
+                                    {"not a name": 1}])
+def test_bad_chat_template_kwargs_are_named(served, kwargs):
+    oai, _ = served
+    with pytest.raises(openai.BadRequestError, match="chat_template_kwargs"):
+        oai.chat.completions.create(model="m", messages=MSGS, max_tokens=1, extra_body={"chat_template_kwargs": kwargs})
 
 
 @pytest.mark.parametrize("cut", [1, 2, 3])    # before </tool_call>, after the first value, after the name
