@@ -106,7 +106,7 @@ ANSWERS = {
 def test_the_answer_renders_back_as_the_model_wrote_it(name, answer):
     t = template(name)
     prompt = t.render(START, tools=TOOLS)
-    reasoning, content, calls = split_answer(answer, AnswerFormat(opened=prompt.endswith("<think>")), TOOLS)
+    reasoning, content, calls = split_answer(answer, AnswerFormat(opened=prompt.endswith("<think>"), glm_calls=True), TOOLS)
     assert calls
     turn = {"role": "assistant", "content": content, "reasoning_content": reasoning,
             "tool_calls": [{"id": f"call_{k}", "type": "function", "function": c} for k, c in enumerate(calls)]}
