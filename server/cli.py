@@ -58,12 +58,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
+    from strata.engine import check_model
     from strata.server.app import init_app, model_path
     from strata.server.keys import STATE
 
-    try:
-        model_path(config)              # a missing file stops start-up before "listening on" is printed
-    except FileNotFoundError as e:
+    try:                                # before "listening on" is printed: a missing file, or one the
+        path = model_path(config)       # engine cannot run (not GGUF, an unknown architecture or tensor
+        check_model(path)               # type: read from its header, nothing is loaded)
+    except (FileNotFoundError, ValueError) as e:
         log.error("the model could not be loaded: %s", e)
         return 1
     from strata.engine.gpu import resolve_backend
@@ -76,7 +78,7 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
     if config.memory_check:             # contexts the memory cannot hold: the load would swap or be killed
         from strata.server import memory_check
 
-        ask = memory_check.ask_for(config, model_path(config), backend)   # None: the KV is in VRAM
+        ask = memory_check.ask_for(config, path, backend)   # None: the KV is in VRAM
         verdict = memory_check.judge(ask) if ask is not None else memory_check.Verdict()
         if verdict.error:
             log.error("%s", verdict.error)

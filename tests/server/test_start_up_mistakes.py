@@ -204,6 +204,23 @@ def test_a_model_path_without_a_gguf_file_stops_before_listening(tmp_path, given
     assert "listening on" not in done.stderr               # it was printed, then the error
 
 
+@pytest.mark.parametrize("kind,says", [
+    ("text", "bad magic (not a GGUF file)"),
+    ("bloom", "unsupported architecture 'bloom' (supported: llama, "),
+])
+def test_a_model_file_the_engine_cannot_run_stops_before_listening(tmp_path, tiny_model_factory, kind, says):
+    # it printed "listening on ... (loading the model)" after the error, then "stopping"
+    if kind == "text":
+        path = tmp_path / "notes.gguf"
+        path.write_text("not a model\n")
+    else:
+        path = tiny_model_factory(arch=kind)
+    done = _serve("--model", str(path), "--port", "0")
+    assert done.returncode == 1, done.stderr
+    assert "the model could not be loaded: " in done.stderr and says in done.stderr, done.stderr
+    assert "listening on" not in done.stderr and "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize("where,says", [
     ("missing-folder/timeline.jsonl", "cannot write there: No such file or directory (its folder must exist)"),
     (".", "cannot write there: Is a directory"),
