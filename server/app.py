@@ -164,7 +164,10 @@ def _packing_part(engine: Any) -> list[str]:
     if not str(getattr(engine, "backend", "")).startswith("cpu"):
         return []
     packed = int(getattr(engine, "packed_bytes", 0))
-    return [f"weights packed {packed / 2**20:.0f} MiB" if packed else "weights read in place"]
+    if not packed:
+        return ["weights read in place"]
+    # a small model's copies in KiB: "packed 0 MiB" read as if nothing were packed
+    return [f"weights packed {packed / 2**20:.0f} MiB" if packed >= 2**20 else f"weights packed {packed / 1024:.0f} KiB"]
 
 
 def info_line(state: ServerState) -> str:
