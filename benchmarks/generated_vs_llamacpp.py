@@ -91,6 +91,16 @@ CASES = [   # (label, make_tiny_gguf parameters); the dense ones show the differ
         "arch": "glm4moe", "dtype": "Q8_0", "n_layer": 3, "n_ff": 32, "n_expert": 8, "n_expert_used": 2, "n_rot": 8}),
     ("glm4moe Q8_0, 4 / 4 (no choice to flip)", {
         "arch": "glm4moe", "dtype": "Q8_0", "n_layer": 3, "n_ff": 32, "n_expert": 4, "n_expert_used": 4, "n_rot": 8}),
+    # gemma3: windows of 20 in layers 0 and 2 with RoPE base 10000 unscaled, the global layer at 1e6 with
+    # linear x4; sandwich norms, GeGLU, scaled embeddings, Q/K norms
+    ("gemma3 F32, window 20 (2 of 3 layers), bases 1e6 x4 / 10000", {
+        "arch": "gemma3", "dtype": "F32", "n_layer": 3, "n_head": 4, "n_head_kv": 2, "head_dim": 32,
+        "sliding_window": 20, "swa_pattern": 2, "rope_freq_base": 1e6, "rope_scaling": ("linear", 4.0, 64)}),
+    ("gemma3 F32, default period 6 (7 layers), logit cap 3", {
+        "arch": "gemma3", "dtype": "F32", "n_layer": 7, "sliding_window": 20, "rope_keys": {"final_logit_softcapping": 3.0}}),
+    ("gemma3 Q8_0, window 20, bases 1e6 x4 / 10000", {
+        "arch": "gemma3", "dtype": "Q8_0", "n_layer": 3, "n_head": 4, "n_head_kv": 2, "head_dim": 32,
+        "sliding_window": 20, "swa_pattern": 2, "rope_freq_base": 1e6, "rope_scaling": ("linear", 4.0, 64)}),
     ("mistral3 Q4_K, temperature 0.5 past 16, YaRN x4", {
         "arch": "mistral3", "dtype": "Q4_K", "n_embd": 256, "n_ff": 512, "rope_scaling": ("yarn", 4.0, 16),
         "rope_keys": {"attention.temperature_scale": 0.5}}),

@@ -74,6 +74,8 @@ def _cuda_lacks(model: ModelFacts) -> str:
     """What the CUDA backend lacks to run `model`, as the plan says it ("" when it runs it)."""
     if model.n_expert:
         return f"experts ({model.n_expert} in this one)"
+    if model.arch == "gemma3":
+        return "gemma3's GeGLU, sandwich norms and windowed layers"
     return "an attention temperature (mistral3's attention.temperature_scale)" if model.attn_temperature else ""
 
 

@@ -57,6 +57,8 @@ def attention_temperature(metadata: dict[str, Any]) -> float:
 
 
 def cpu_only(metadata: dict[str, Any]) -> bool:
-    """Whether only the CPU backend runs the model: the CUDA backend has no expert kernels and no query
-    temperature (`backend auto` then picks the CPU; `cuda` asked outright is refused by name)."""
-    return bool(expert_count(metadata) or attention_temperature(metadata))
+    """Whether only the CPU backend runs the model: the CUDA backend has no expert kernels, no query
+    temperature and none of gemma3's parts (`backend auto` then picks the CPU; `cuda` asked outright is
+    refused by name)."""
+    return bool(expert_count(metadata) or attention_temperature(metadata)
+                or metadata.get("general.architecture") == "gemma3")

@@ -89,6 +89,10 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
         throw engine_error("backend 'cuda': models with experts (" + h.arch + ", " + std::to_string(h.n_expert) +
                            " experts) run on the CPU backend only (use backend cpu)");
     }
+    if (on_gpu && (h.arch == "gemma3" || h.swa_rope())) {
+        throw engine_error("backend 'cuda': " + h.arch + " (GeGLU, sandwich norms, the windowed layers' RoPE) runs "
+                           "on the CPU backend only (use backend cpu)");
+    }
     if (on_gpu && h.attn_temp_scale != 0.0f) {
         throw engine_error("backend 'cuda': models with an attention temperature (" + h.arch +
                            ", attention.temperature_scale) run on the CPU backend only (use backend cpu)");
@@ -139,7 +143,7 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     size_t hxq[3];
     for (auto& hh : hxq) hh = arena_->add(xq_bytes_ * size_t(R));
     size_t hatt = fbuf(int64_t(params_.n_threads) * attention_scratch_floats(h.n_head / h.n_head_kv, max_capacity_));
-    size_t hrope = fbuf(R * h.n_rot);
+    size_t hrope = fbuf(R * h.n_rot), hrope_swa = fbuf(h.swa_rope() ? R * h.n_rot : 0);
     // never above max_rows_ (>= n_ctx_total, so every decode row still has room): extend()'s one limit
     max_logit_rows_ = std::min(max_rows_, std::max<int64_t>(n_ctx_total, k_extend_logit_rows));
     size_t hlog = fbuf(max_logit_rows_ * h.n_vocab);
@@ -163,6 +167,7 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     for (int i = 0; i < 3; i++) xq_[i] = arena_->ptr(hxq[i]);
     att_scratch_ = fp(hatt);
     rope_ = fp(hrope);
+    rope_swa_ = h.swa_rope() ? fp(hrope_swa) : nullptr;
     logits_tmp_ = fp(hlog);
 
     pool_ = std::make_unique<thread_pool>(params_.n_threads);

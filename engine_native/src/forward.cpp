@@ -2,8 +2,9 @@
 // RMSNorm -> Q/K/V -> RoPE -> KV store -> attention -> output projection -> RMSNorm -> SwiGLU FFN
 // (or a mixture of SwiGLU experts), then the final norm and the logits of the rows that want them.
 // The architectures' extras ride along where the weights have them (model.h): Q/K/V and output
-// biases, Q/K norms, attention sinks and a layer's sliding window, router and expert biases,
-// gpt-oss's clamped SwiGLU and mistral3's query temperature.
+// biases, Q/K norms, attention sinks and a layer's sliding window (with its own RoPE), router and
+// expert biases, gpt-oss's clamped SwiGLU, mistral3's query temperature, glm4moe's sigmoid routing and
+// shared experts, gemma3's scaled embeddings, GeGLU, post-attention / post-FFN norms and logit cap.
 //
 // Not here: weight formats (quants.h kernels), attention inner loops (attention.cpp).
 // Bitwise rule: every per-row step below has a fixed order independent of n_rows, and the products
@@ -84,6 +85,16 @@ void swiglu_row(float* g, const float* u, int64_t n) {
     });
 }
 
+// gemma3's GeGLU with ggml_gelu's tanh form: 0.5 g (1 + tanh(z)) = g / (1 + exp(-2 z)),
+// z = sqrt(2 / pi) g (1 + 0.044715 g^2); g = gelu(g) * u
+void geglu_row(float* g, const float* u, int64_t n) {
+    gated_rows(g, u, n, [](v16 x, v16 up) {
+        const v16 z2 = v16_mul(v16_mul(v16_set1(-2.0f * 0.7978845608028654f), x),
+                               v16_add(v16_set1(1.0f), v16_mul(v16_set1(0.044715f), v16_mul(x, x))));
+        return v16_mul(v16_div(x, v16_add(v16_set1(1.0f), v16_exp(z2))), up);
+    });
+}
+
 // gpt-oss's clamped SwiGLU (ggml's swiglu_oai): x = min(g, 7), y = clamp(u, -7, 7),
 // g = x / (1 + exp(-1.702 x)) * (y + 1)
 void swiglu_oai_row(float* g, const float* u, int64_t n) {
@@ -94,6 +105,13 @@ void swiglu_oai_row(float* g, const float* u, int64_t n) {
         const v16 s = v16_div(x, v16_add(v16_set1(1.0f), v16_exp(v16_mul(v16_set1(-1.702f), x))));
         return v16_mul(s, v16_add(y, v16_set1(1.0f)));
     });
+}
+
+// the FFN activation of `act` over n gate / up pairs (dense FFNs and experts)
+void gated_activation(ffn_activation act, float* g, const float* u, int64_t n) {
+    if (act == FFN_SWIGLU_OAI) swiglu_oai_row(g, u, n);
+    else if (act == FFN_GEGLU) geglu_row(g, u, n);
+    else swiglu_row(g, u, n);
 }
 
 // A run of units [front, back) as one word, claimed from either end by compare-and-swap; one cache
@@ -403,7 +421,6 @@ void engine::moe_ffn(const layer_weights& L, int64_t n) {
 
     // down, over the activation of gate and up (plus their biases, gpt-oss)
     const int32_t down_type = L.down_exps.first.type;
-    const bool oai = h.ffn_act == FFN_SWIGLU_OAI;
     pool_->parallel_range(n * K, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
         for (int64_t p = b; p < e; p++) {
             float* g = moe_gate_ + p * FE;
@@ -414,11 +431,7 @@ void engine::moe_ffn(const layer_weights& L, int64_t n) {
                 for (int64_t i = 0; i < FE; i++) g[i] += gb[i];
                 for (int64_t i = 0; i < FE; i++) u[i] += ub[i];
             }
-            if (oai) {
-                swiglu_oai_row(g, u, FE);
-            } else {
-                swiglu_row(g, u, FE);
-            }
+            gated_activation(h.ffn_act, g, u, FE);
             quantize_act_row(down_type, moe_gate_ + p * FE, moe_xq_[0] + size_t(p) * xrb, FE);
         }
     });
@@ -481,15 +494,20 @@ void engine::forward(const batch_row* rows, int64_t n) {
     const model_hparams& h = m.hp;
     const int64_t E = h.n_embd, Q = h.q_dim(), KV = h.kv_dim(), F = h.n_ff, HD = h.head_dim;
     const int64_t n_rep = h.n_head / h.n_head_kv;
-    const float scale = 1.0f / std::sqrt(float(HD));
+    const float scale = h.attn_scale != 0.0f ? h.attn_scale : 1.0f / std::sqrt(float(HD));
+    const bool swa_rope = h.swa_rope();
+    const model_hparams h_swa = swa_rope ? h.swa_rope_hparams() : model_hparams{};
 
-    // embeddings and per-row RoPE tables
+    // embeddings and per-row RoPE tables (a second one for the windowed layers when theirs differs)
     pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
         for (int64_t r = b; r < e; r++) {
             const batch_row& row = rows[r];
-            dequantize_row(m.token_embd.type, m.token_embd.data + size_t(row.token) * m.token_embd.row_bytes,
-                           x_ + r * E, E);
+            float* x = x_ + r * E;
+            dequantize_row(m.token_embd.type, m.token_embd.data + size_t(row.token) * m.token_embd.row_bytes, x, E);
+            if (h.embd_scale != 1.0f)
+                for (int64_t i = 0; i < E; i++) x[i] *= h.embd_scale;
             rope_table(h, m.rope_freq_factors, row.pos, rope_ + r * h.n_rot);
+            if (swa_rope) rope_table(h_swa, m.rope_freq_factors, row.pos, rope_swa_ + r * h.n_rot);
         }
     });
 
@@ -577,7 +595,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
                     for (int64_t hh = 0; hh < h.n_head_kv; hh++)
                         rms_norm(k + hh * HD, L.k_norm.data(), k + hh * HD, HD, h.rms_eps);
                 }
-                const float* cs = rope_ + r * h.n_rot;
+                const float* cs = (swa_rope && L.window > 0 ? rope_swa_ : rope_) + r * h.n_rot;
                 for (int64_t hh = 0; hh < h.n_head; hh++) rope_head(q + hh * HD, cs, h.n_rot, h.rope);
                 for (int64_t hh = 0; hh < h.n_head_kv; hh++) rope_head(k + hh * HD, cs, h.n_rot, h.rope);
                 const batch_row& row = rows[r];
@@ -623,7 +641,8 @@ void engine::forward(const batch_row* rows, int64_t n) {
         pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
             for (int64_t r = b; r < e; r++) {
                 float* x = x_ + r * E;
-                const float* o = out_ + r * E;
+                float* o = out_ + r * E;
+                if (!L.attn_post_norm.empty()) rms_norm(o, L.attn_post_norm.data(), o, E, h.rms_eps);   // gemma3
                 if (L.bo.empty()) {
                     for (int64_t i = 0; i < E; i++) x[i] += o[i];
                 } else {
@@ -637,14 +656,15 @@ void engine::forward(const batch_row* rows, int64_t n) {
         } else {
             matmuls(xn_, n, E, {{&L.w_gate, gate_}, {&L.w_up, up_}});
             pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-                for (int64_t r = b; r < e; r++) swiglu_row(gate_ + r * F, up_ + r * F, F);
+                for (int64_t r = b; r < e; r++) gated_activation(h.ffn_act, gate_ + r * F, up_ + r * F, F);
             });
             matmuls(gate_, n, F, {{&L.w_down, out_}});
         }
         pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
             for (int64_t r = b; r < e; r++) {
                 float* x = x_ + r * E;
-                const float* o = out_ + r * E;
+                float* o = out_ + r * E;
+                if (!L.ffn_post_norm.empty()) rms_norm(o, L.ffn_post_norm.data(), o, E, h.rms_eps);   // gemma3
                 for (int64_t i = 0; i < E; i++) x[i] += o[i];
             }
         });
@@ -660,6 +680,10 @@ void engine::forward(const batch_row* rows, int64_t n) {
         rms_norm(x_ + out_rows[size_t(j)] * E, m.output_norm.data(), xn_ + j * E, E, h.rms_eps);
     }
     matmuls(xn_, n_out, E, {{&m.output, logits_tmp_}});
+    if (h.final_logit_softcap != 0.0f) {   // gemma3 files that ask for it: cap * tanh(logit / cap)
+        const float cap = h.final_logit_softcap;
+        for (int64_t i = 0; i < n_out * h.n_vocab; i++) logits_tmp_[i] = cap * std::tanh(logits_tmp_[i] / cap);
+    }
     for (int64_t j = 0; j < n_out; j++) {
         std::memcpy(rows[out_rows[size_t(j)]].logits_out, logits_tmp_ + j * h.n_vocab, sizeof(float) * size_t(h.n_vocab));
     }

@@ -234,6 +234,27 @@ void read_glm4moe_experts(const gguf_file& f, const std::string& path, model_hpa
     }
 }
 
+// gemma3's keys and constants, as llama.cpp reads them: an optional window (attention.sliding_window,
+// 0 or none: every layer global), GeGLU, embeddings x sqrt(n_embd), queries x 1 / sqrt(head_dim) (the
+// 27B, 62 layers: 1 / sqrt(n_embd / n_head)), an optional final_logit_softcapping.
+void read_gemma3(const gguf_file& f, const std::string& path, model_hparams& hp) {
+    const std::string a = hp.arch;
+    hp.ffn_act = FFN_GEGLU;
+    hp.n_swa = f.get_int(a + ".attention.sliding_window", 0);
+    if (hp.n_swa < 0) {
+        throw model_error("model " + path + ": attention.sliding_window " + std::to_string(hp.n_swa) + " is negative");
+    }
+    if (hp.n_swa == 0) hp.rope_freq_base_swa = 0.0f;   // no windowed layers: one RoPE
+    else if (hp.rope_freq_scale != 1.0f) hp.rope_freq_scale_swa = 1.0f;
+    hp.embd_scale = std::sqrt(float(hp.n_embd));
+    hp.attn_scale = hp.n_layer == 62 ? 1.0f / std::sqrt(float(hp.n_embd / hp.n_head)) : 1.0f / std::sqrt(float(hp.head_dim));
+    const double cap = f.get_float(a + ".final_logit_softcapping", 0.0);
+    if (!std::isfinite(cap) || cap < 0) {
+        throw model_error("model " + path + ": final_logit_softcapping " + std::to_string(cap) + " is invalid");
+    }
+    hp.final_logit_softcap = float(cap);
+}
+
 }  // namespace
 
 std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
@@ -248,9 +269,10 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     const bool oss = a == "gpt-oss";
     const bool mistral3 = a == "mistral3";   // llama's layers plus YaRN keys and an attention temperature
     const bool glm = a == "glm4moe";          // sigmoid routing, shared experts, dense leading layers
-    if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && !oss && !mistral3 && !glm) {
+    const bool gemma = a == "gemma3";         // windows of 5 layers in 6, sandwich norms, GeGLU
+    if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && !oss && !mistral3 && !glm && !gemma) {
         throw model_error("model " + path + ": unsupported architecture '" + a +
-                          "' (supported: llama, mistral3, qwen2, qwen3, qwen3moe, gpt-oss, glm4moe)");
+                          "' (supported: llama, mistral3, qwen2, qwen3, qwen3moe, gpt-oss, glm4moe, gemma3)");
     }
     hp.n_embd = f.get_int(a + ".embedding_length");
     hp.n_layer = f.get_int(a + ".block_count");
@@ -274,7 +296,7 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     hp.n_ctx_train = f.get_int(a + ".context_length", 4096);
     hp.rms_eps = float(f.get_float(a + ".attention.layer_norm_rms_epsilon", 1e-5));
     hp.rope_freq_base = float(f.get_float(a + ".rope.freq_base", 10000.0));
-    hp.rope = a == "llama" || mistral3 ? ROPE_NORM : ROPE_NEOX;   // qwen2, qwen3, qwen3moe, gpt-oss, glm4moe: NEOX
+    hp.rope = a == "llama" || mistral3 ? ROPE_NORM : ROPE_NEOX;   // qwen2, qwen3, qwen3moe, gpt-oss, glm4moe, gemma3: NEOX
     if (glm) read_glm4moe_experts(f, path, hp);
     if (oss) {
         hp.ffn_act = FFN_SWIGLU_OAI;
@@ -283,15 +305,15 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
             throw model_error("model " + path + ": attention.sliding_window " + std::to_string(hp.n_swa) +
                               " must be positive");
         }
-        // llama.cpp turns the windowed layers with rope.freq_base_swa where the file has one; one RoPE
-        // base for all layers here, so another base is refused rather than ignored
-        const double base_swa = f.get_float(a + ".rope.freq_base_swa", hp.rope_freq_base);
-        if (float(base_swa) != hp.rope_freq_base) {
-            char msg[160];
-            std::snprintf(msg, sizeof msg, ": rope.freq_base_swa %g differs from rope.freq_base %g (not supported)",
-                          base_swa, double(hp.rope_freq_base));
-            throw model_error("model " + path + msg);
+    }
+    if (oss || gemma) {
+        // the windowed layers' RoPE base, as llama.cpp's: gpt-oss's the other layers' unless the file says,
+        // gemma3's 10000 unless it says, and unscaled (its global layers carry the file's linear factor)
+        const double base_swa = f.get_float(a + ".rope.freq_base_swa", oss ? hp.rope_freq_base : 10000.0);
+        if (!(base_swa > 0.0) || !std::isfinite(base_swa)) {
+            throw model_error("model " + path + ": rope.freq_base_swa " + std::to_string(base_swa) + " must be positive");
         }
+        if (float(base_swa) != hp.rope_freq_base) hp.rope_freq_base_swa = float(base_swa);
     }
     if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_head <= 0 || hp.n_head_kv <= 0 || hp.n_ff <= 0) {
         throw model_error("model " + path + ": non-positive size in metadata (n_embd " + std::to_string(hp.n_embd) +
@@ -348,6 +370,7 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
         }
     }
     if (mistral3) read_mistral3_scaling(f, path, hp);
+    if (gemma) read_gemma3(f, path, hp);
 
     loader ld{f, path};
     const gguf_tensor* embd = ld.find("token_embd.weight", true);
@@ -366,11 +389,11 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     m->output_norm = ld.vec("output_norm.weight", hp.n_embd, true);
     m->rope_freq_factors = ld.vec("rope_freqs.weight", hp.n_rot / 2, false);
 
-    // gpt-oss: which layers have the window, as llama.cpp reads attention.sliding_window_pattern: an
-    // array of one bool per layer, or a period n (layer il has it when il % n < n - 1; 0: every layer;
-    // 2, the default: the even layers)
+    // gpt-oss and gemma3: which layers have the window, as llama.cpp reads attention.sliding_window_pattern:
+    // an array of one bool per layer, or a period n (layer il has it when il % n < n - 1; 0: every layer;
+    // the default 2 for gpt-oss, the even layers; 6 for gemma3, five layers in six)
     std::vector<bool> windowed(size_t(hp.n_layer), false);
-    if (oss) {
+    if (hp.n_swa > 0) {
         const std::string key = a + ".attention.sliding_window_pattern";
         const gguf_value* pat = f.find(key);
         if (pat && pat->type == GGUF_TYPE_ARRAY) {
@@ -380,7 +403,7 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
             }
             for (int64_t il = 0; il < hp.n_layer; il++) windowed[size_t(il)] = pat->arr_data[il] != 0;
         } else {
-            const int64_t n = pat ? f.get_int(key) : 2;   // get_int: a non-integer refused naming the key
+            const int64_t n = pat ? f.get_int(key) : oss ? 2 : 6;   // get_int: a non-integer refused naming the key
             if (n < 0 || n > hp.n_layer + 1) {
                 throw model_error("model " + path + ": " + key + " " + std::to_string(n) + " is invalid");
             }
@@ -394,6 +417,11 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
         const std::string p = "blk." + std::to_string(il) + ".";
         L.attn_norm = ld.vec(p + "attn_norm.weight", E, true);
         L.ffn_norm = ld.vec(p + (oss || glm ? "post_attention_norm.weight" : "ffn_norm.weight"), E, true);
+        if (gemma) {
+            L.attn_post_norm = ld.vec(p + "post_attention_norm.weight", E, true);
+            L.ffn_post_norm = ld.vec(p + "post_ffw_norm.weight", E, true);
+        }
+        L.window = windowed[size_t(il)] ? hp.n_swa : 0;
         L.wq = ld.matrix(p + "attn_q.weight", E, Q);
         L.wk = ld.matrix(p + "attn_k.weight", E, KV);
         L.wv = ld.matrix(p + "attn_v.weight", E, KV);
@@ -426,13 +454,12 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
             L.gate_exps_b = ld.floats(p + "ffn_gate_exps.bias", {FE, NE}, true);
             L.up_exps_b = ld.floats(p + "ffn_up_exps.bias", {FE, NE}, true);
             L.down_exps_b = ld.floats(p + "ffn_down_exps.bias", {E, NE}, true);
-            L.window = windowed[size_t(il)] ? hp.n_swa : 0;
         }
         bool biases = a == "qwen2" || oss;   // glm4moe's are read where the file has them, as llama.cpp's
         L.bq = ld.vec(p + "attn_q.bias", Q, biases);
         L.bk = ld.vec(p + "attn_k.bias", KV, biases);
         L.bv = ld.vec(p + "attn_v.bias", KV, biases);
-        bool qk_norm = a == "qwen3" || a == "qwen3moe";
+        bool qk_norm = a == "qwen3" || a == "qwen3moe" || gemma;
         L.q_norm = ld.vec(p + "attn_q_norm.weight", hp.head_dim, qk_norm);
         L.k_norm = ld.vec(p + "attn_k_norm.weight", hp.head_dim, qk_norm);
     }

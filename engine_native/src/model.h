@@ -30,6 +30,7 @@ enum rope_style : int32_t {
 enum ffn_activation : int32_t {
     FFN_SWIGLU = 0,       // silu(gate) * up
     FFN_SWIGLU_OAI = 1,   // gpt-oss: g = min(gate, 7), u = clamp(up, -7, 7), g * sigmoid(1.702 g) * (u + 1)
+    FFN_GEGLU = 2,        // gemma3: gelu(gate) * up, gelu's tanh form (ggml_gelu)
 };
 
 enum moe_gating { GATING_SOFTMAX, GATING_SIGMOID };
@@ -84,8 +85,25 @@ struct model_hparams {
     int64_t n_layer_dense_lead = 0;
     ffn_activation ffn_act = FFN_SWIGLU;
     int64_t n_swa = 0;         // attention.sliding_window: the window of the layers that have one (0: none)
+    // the windowed layers' RoPE (gpt-oss's rope.freq_base_swa, gemma3's 10000 unscaled beside its global
+    // layers' 1e6 x 1/8); 0: the same as the other layers'
+    float rope_freq_base_swa = 0.0f;
+    float rope_freq_scale_swa = 0.0f;
+    // gemma3: queries scaled by attn_scale instead of 1 / sqrt(head_dim) (0), embeddings by embd_scale,
+    // logits capped at +-final_logit_softcap by tanh (0: none)
+    float attn_scale = 0.0f;
+    float embd_scale = 1.0f;
+    float final_logit_softcap = 0.0f;
 
     bool moe() const { return n_expert > 0; }
+    bool swa_rope() const { return rope_freq_base_swa != 0.0f || rope_freq_scale_swa != 0.0f; }
+    // the hyper-parameters the windowed layers' RoPE table is made with (rope_table)
+    model_hparams swa_rope_hparams() const {
+        model_hparams s = *this;
+        if (rope_freq_base_swa != 0.0f) s.rope_freq_base = rope_freq_base_swa;
+        if (rope_freq_scale_swa != 0.0f) s.rope_freq_scale = rope_freq_scale_swa;
+        return s;
+    }
     float attn_temperature(int64_t pos) const {
         return attn_temp_scale == 0.0f ? 1.0f
                                        : float(1.0 + double(attn_temp_scale) *
@@ -140,6 +158,8 @@ struct layer_weights {
     // experts' SwiGLU: (n_ff_exp * n_expert_shared, n_embd) x2, (n_embd, n_ff_exp * n_expert_shared)
     std::vector<float> exp_probs_b;
     weight gate_shexp, up_shexp, down_shexp;
+    // gemma3 (empty otherwise): RMSNorms of the attention's and the FFN's outputs before each residual add
+    std::vector<float> attn_post_norm, ffn_post_norm;   // (n_embd,) each
 
     bool moe() const { return ffn_gate_inp.data != nullptr; }   // experts here (else the dense FFN)
 };

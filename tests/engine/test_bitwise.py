@@ -17,7 +17,7 @@ NEXT = [77, 78, 79]
 
 
 @pytest.fixture(scope="module", params=["Q4_1", "Q4_K", "Q4_K experts", "Q8_0 gpt-oss", "Q4_1 mistral3",
-                                                "Q8_0 glm4moe"])
+                                                "Q8_0 glm4moe", "Q8_0 gemma3"])
 def engine(request, tiny_model_factory):
     dtype, _, kind = request.param.partition(" ")
     shape = K_QUANT_SHAPE if dtype.endswith("_K") else {}
@@ -34,6 +34,10 @@ def engine(request, tiny_model_factory):
     # glm4moe: sigmoid routing with a selection bias, a shared expert, a dense first layer, a nextn layer
     if kind == "glm4moe":
         experts |= {"arch": "glm4moe", "n_layer": 3, "n_rot": 8}
+    # gemma3: windows of 8 in layers 0 and 2 with their own RoPE, sandwich norms, GeGLU, a logit cap
+    if kind == "gemma3":
+        experts |= {"arch": "gemma3", "n_layer": 3, "sliding_window": 8, "swa_pattern": 2, "rope_freq_base": 1e6,
+                    "rope_scaling": ("linear", 4.0, 64), "rope_keys": {"final_logit_softcapping": 5.0}}
     path = tiny_model_factory(dtype=dtype, seed=11, **shape, **experts)
     return Engine(path, n_ctx=128, n_slots=4, n_groups=2, n_threads=2)
 

@@ -132,8 +132,7 @@ def test_the_swiglu_clamp_at_7_matches_reference(tiny_model_factory, tmp_path, m
     # an integer", no key)
     ("gpt-oss.attention.sliding_window_pattern", "2", "STRING", "'gpt-oss.attention.sliding_window_pattern'"),
     ("gpt-oss.attention.sliding_window_pattern", 2.0, "FLOAT32", "'gpt-oss.attention.sliding_window_pattern'"),
-    # llama.cpp turns the windowed layers' RoPE with this base: one the engine does not have (was: ignored)
-    ("gpt-oss.rope.freq_base_swa", 500.0, "FLOAT32", "rope.freq_base_swa 500 differs from rope.freq_base 10000"),
+    ("gpt-oss.rope.freq_base_swa", -1.0, "FLOAT32", "rope.freq_base_swa -1.000000 must be positive"),
 ])
 def test_more_malformed_gpt_oss_metadata_is_refused_by_name(tiny_model_factory, tmp_path, key, value, vtype,
                                                             message):
@@ -143,6 +142,19 @@ def test_more_malformed_gpt_oss_metadata_is_refused_by_name(tiny_model_factory, 
     rewrite(oss_model(tiny_model_factory), bad, kv={key: (value, gguf.GGUFValueType[vtype])})
     with pytest.raises(ValueError, match=message):
         Engine(bad, n_ctx=32)
+
+
+def test_the_windowed_layers_turn_with_their_own_rope_base(tiny_model_factory, tmp_path):
+    """llama.cpp turns the windowed layers with rope.freq_base_swa where the file has one (once refused
+    here, when the engine had one RoPE for all layers)."""
+    import gguf
+
+    other = tmp_path / "other.gguf"
+    rewrite(oss_model(tiny_model_factory), other, kv={"gpt-oss.rope.freq_base_swa": (500.0, gguf.GGUFValueType.FLOAT32)})
+    got = logits_every_position(Engine(other, n_ctx=64, n_threads=2, kv_type="f32"), LONG)
+    check_close(got, reference_logits(other, LONG), tolerance("F32", "f32"))
+    plain = logits_every_position(Engine(oss_model(tiny_model_factory), n_ctx=64, n_threads=2, kv_type="f32"), LONG)
+    assert np.abs(got - plain).max() > 1e-3 * np.abs(got).max()
 
 
 def test_a_windowed_rope_base_equal_to_the_base_is_read(tiny_model_factory, tmp_path):

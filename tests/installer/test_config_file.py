@@ -166,10 +166,10 @@ def test_setup_refuses_a_model_the_engine_cannot_run_and_writes_nothing(tmp_path
 
     s = situation("laptop", "1B")
     s = replace(s, cold_disk=replace(s.cold_disk, folder=str(tmp_path / "cold")))
-    unknown = tiny_model_factory(arch="gemma3")
+    unknown = tiny_model_factory(arch="phi3")
     args = argparse.Namespace(yes=True, config=tmp_path / "c.toml", show=False, model=str(unknown), cold_dir=None,
                               skip_bench=True, disk_bench_mib=8)
     with pytest.raises(SystemExit) as stop:
         run_terminal(args, None, io.StringIO(), situation=s)
-    assert "unsupported architecture 'gemma3'" in str(stop.value) and "(pass another --model PATH)" in str(stop.value)
+    assert "unsupported architecture 'phi3'" in str(stop.value) and "(pass another --model PATH)" in str(stop.value)
     assert not (tmp_path / "c.toml").exists()

@@ -40,16 +40,16 @@ def test_folders_are_searched_recursively_and_bad_files_listed(tmp_path, tiny_mo
 
 
 def test_a_readable_model_the_engine_cannot_run_is_marked(tmp_path, tiny_model_factory, capsys):
-    shutil.copy(tiny_model_factory(arch="gemma3"), tmp_path / "gemma.gguf")
+    shutil.copy(tiny_model_factory(arch="phi3"), tmp_path / "phi.gguf")
     shutil.copy(tiny_model_factory(arch="qwen3moe", n_expert=4, n_expert_used=2), tmp_path / "moe.gguf")
     models = {m.path.rsplit("/", 1)[-1]: m for m in find_models([tmp_path], include_default=False,
                                                                 include_user_dir=False)}
-    assert models["gemma.gguf"].arch == "gemma3" and models["gemma.gguf"].error is None
-    assert models["gemma.gguf"].cannot_run.startswith("unsupported architecture 'gemma3' (supported: llama")
+    assert models["phi.gguf"].arch == "phi3" and models["phi.gguf"].error is None
+    assert models["phi.gguf"].cannot_run.startswith("unsupported architecture 'phi3' (supported: llama")
     assert models["moe.gguf"].cannot_run is None
     assert strata_main(["models", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert f"! {tmp_path / 'gemma.gguf'}: Strata cannot run it: unsupported architecture 'gemma3'" in out
+    assert f"! {tmp_path / 'phi.gguf'}: Strata cannot run it: unsupported architecture 'phi3'" in out
 
 
 def test_cli_json_and_table(tmp_path, capsys, default_model_path):
