@@ -14,8 +14,8 @@ from strata.monitor.model import MonitorView, request_reuse
 from strata.monitor.widgets.common import Table, plain
 from strata.monitor.widgets.theme import Theme
 
-REQUEST_HEADERS = ("#", "context", "prompt\ntok", "reused\ntok (share)", "from", "stopped\nmatching at",
-                   "text\nthere", "TTFT", "prefill\ntok/s", "decode\ntok/s", "output\ntok", "when")
+REQUEST_HEADERS = ("#", "context", "prompt\ntok", "reused\ntok (share)", "from", "mismatch\nat",
+                   "text\nthere", "TTFT", "prefill\ntok/s", "decode\ntok/s", "output tok\n(guessed)", "when")
 REQUEST_TIPS = ("request id, API, and the status when it was not ok", "the context that served it", "prompt tokens",
                 "prompt tokens reused instead of read (share of the prompt)",
                 "where the reused tokens came from (slot, main, ram, warm, cold, segment, system_prompt)",
@@ -47,7 +47,7 @@ def output_cell(req: dict) -> str:
     """Generated tokens, and how many of them were lookup decoding's confirmed guesses."""
     out = units.count(req.get("output_tokens"))
     taken = req.get("lookup_taken")
-    return f"{out} ({taken:,} guessed)" if isinstance(taken, int) and taken > 0 else out
+    return f"{out} ({taken:,})" if isinstance(taken, int) and taken > 0 else out
 
 
 def request_cells(req: dict, now: float) -> list[str]:
@@ -84,7 +84,7 @@ class ActivityTabs(QTabWidget):
         super().__init__()
         plain(self)
         self.theme = theme
-        self.requests = Table(REQUEST_HEADERS, tooltips=REQUEST_TIPS)
+        self.requests = Table(REQUEST_HEADERS, stretch=REQUEST_HEADERS.index("text\nthere"), tooltips=REQUEST_TIPS)
         self.decisions = Table(DECISION_HEADERS, stretch=4)
         self.log = QPlainTextEdit()
         self.log.setReadOnly(True)

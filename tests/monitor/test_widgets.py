@@ -73,7 +73,7 @@ def test_requests_show_reuse_and_where_the_prompt_stopped_matching(window, model
     assert table.item(0, 0).text().startswith(f"{newest['id']} ")
     reused = column(table, REQUEST_HEADERS, "reused\ntok (share)")
     assert all(t.endswith("%)") for t in reused)
-    at = column(table, REQUEST_HEADERS, "stopped\nmatching at")
+    at = column(table, REQUEST_HEADERS, "mismatch\nat")
     expected = [f"token {r['mismatch_at']:,}" if r.get("mismatch_at") is not None
                 and r["mismatch_at"] >= r.get("reused_tokens", 0) else "\u2013" for r in reversed(snap["requests"])]
     assert at == expected
@@ -252,6 +252,25 @@ def test_after_a_disconnection_the_address_tried_replaces_the_old_endpoint(windo
 def test_output_tokens_say_how_many_were_confirmed_guesses():
     from strata.monitor.widgets.requests import output_cell
 
-    assert output_cell({"output_tokens": 160, "lookup_drafted": 137, "lookup_taken": 91}) == "160 (91 guessed)"
+    assert output_cell({"output_tokens": 160, "lookup_drafted": 137, "lookup_taken": 91}) == "160 (91)"
     assert output_cell({"output_tokens": 12, "lookup_drafted": 4, "lookup_taken": 0}) == "12"
     assert output_cell({"output_tokens": 1200}) == output_cell({"output_tokens": 1200, "lookup_taken": None})
+
+
+def test_every_request_column_shows_at_1280x800(window, model, qtbot):
+    """The window is laid out for 1280x800: with lookup decoding's confirmed guesses in the output column
+    and a mismatch excerpt, the requests table still shows every column, up to "when" (it scrolled sideways,
+    cutting "output tok" and hiding "when"); the excerpt column gives way and elides, its cell's tooltip
+    holds the whole text. The bound is Qt's: the right edge of the last section within the viewport."""
+    snap = copy.deepcopy(model.view().snapshot)
+    for r in snap["requests"]:
+        r.update(lookup_drafted=40, lookup_taken=31, output_tokens=150, api="anthropic")
+    model.apply(snap)
+    window.redraw()
+    qtbot.wait(50)                          # the header lays its sections out on the event loop
+    table = window.activity.requests
+    assert table.rowCount() and table.item(0, REQUEST_HEADERS.index("output tok\n(guessed)")).text() == "150 (31)"
+    assert table.horizontalScrollBar().maximum() == 0
+    header = table.horizontalHeader()
+    assert header.sectionViewportPosition(len(REQUEST_HEADERS) - 1) + header.sectionSize(len(REQUEST_HEADERS) - 1) \
+        <= table.viewport().width()
