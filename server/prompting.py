@@ -54,22 +54,59 @@ def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None, pre
     answer the client wrote: the model continues it). `template_vars` are more variables for the template
     (`reasoning_effort`). A template that refuses the messages' shape (some insist on one leading system
     message and alternating turns, which agents do not keep) renders them again in that shape
-    (`alternating`); the messages as sent stay first, so that a template that takes them renders exactly
-    what the client sent."""
+    (`alternating`), then with the system prompt folded into the first user turn for templates that have
+    no system role (Gemma 1 / 2's); the messages as sent stay first, so that a template that takes them
+    renders exactly what the client sent."""
     extra = template_vars or {}
     try:
         text = engine.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, **extra)
     except (ValueError, TypeError, KeyError) as e:
-        strict = alternating(messages)
-        try:
-            if strict == messages:
-                raise
-            text = engine.apply_chat_template(strict, tools=tools or None, add_generation_prompt=True, **extra)
-        except (ValueError, TypeError, KeyError):
+        text = None
+        for shape, shape_tools in _strict_shapes(engine, messages, tools or None):
+            try:
+                text = engine.apply_chat_template(shape, tools=shape_tools, add_generation_prompt=True, **extra)
+                break
+            except (ValueError, TypeError, KeyError):
+                continue
+        if text is None:
             raise APIError(400, f"the model's chat template could not render these messages: {e}") from None
     if prefill and getattr(getattr(engine, "chat_template", None), "harmony", False):
         prefill = HARMONY_FINAL + prefill      # the client's start of the answer is the final message's
     return list(engine.tokenize(text + prefill, special=True))
+
+
+def _strict_shapes(engine: Any, messages: list[dict], tools: list[dict] | None) -> list[tuple[list[dict], Any]]:
+    """The (messages, tools) render_chat tries after the messages as sent, each different from the one
+    before. For a template without tool support the folded shape carries the tools and calls as text
+    already (the template's own fallback would put a system message back)."""
+    from strata.engine.chat_template import render_tools_into_system
+
+    shapes: list[tuple[list[dict], Any]] = [(alternating(messages), tools)]
+    template = getattr(engine, "chat_template", None)
+    has_tool_messages = any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
+    if template is not None and not getattr(template, "supports_tools", True) and (tools or has_tool_messages):
+        shapes.append((system_folded(alternating(render_tools_into_system(messages, tools))), None))
+    else:
+        shapes.append((system_folded(alternating(messages)), tools))
+    out: list[tuple[list[dict], Any]] = []
+    for shape in shapes:
+        if shape[0] != messages and shape not in out:
+            out.append(shape)
+    return out
+
+
+def system_folded(messages: list[dict]) -> list[dict]:
+    """A leading system message joined to the first user message (blank line between), for templates that
+    raise on a system role; unchanged without one."""
+    if not messages or messages[0]["role"] != "system":
+        return messages
+    system, rest = messages[0], list(messages[1:])
+    first_user = next((i for i, m in enumerate(rest) if m["role"] == "user"), None)
+    if first_user is None:
+        return [{**system, "role": "user"}, *rest]
+    user = rest[first_user]
+    rest[first_user] = {**user, "content": f"{system['content']}\n\n{user['content']}"}
+    return rest
 
 
 def alternating(messages: list[dict]) -> list[dict]:
