@@ -47,6 +47,7 @@ class AppController(QObject):
                              on_restart=self.restart_server, on_quit=self.quit)
         self._shown_restarts = 0
         self._last_state = ""
+        self._shut = False
         self.timer = QTimer(self)
         self.timer.setInterval(POLL_MS)
         self.timer.timeout.connect(self.poll)
@@ -79,7 +80,11 @@ class AppController(QObject):
         QApplication.quit()
 
     def shutdown(self) -> None:
-        """Stops the server and the feed (idempotent); the app's last step."""
+        """Stops the server and the feed (idempotent: without a tray the last window's closing and main's
+        `finally` both call it, and app.log said "stopped" twice); the app's last step."""
+        if self._shut:
+            return
+        self._shut = True
         self.timer.stop()
         if self.client is not None:
             self.client.stop()

@@ -5,6 +5,7 @@ under load and after the restart go to test-artifacts/monitor/ for review."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -79,7 +80,7 @@ def test_app_runs_the_server_shows_traffic_and_restarts_it(qtbot, app_config, tm
     assert controller.supervisor.status().pid is None
 
 
-def test_a_refused_configuration_is_shown_and_not_retried(qtbot, tmp_path):
+def test_a_refused_configuration_is_shown_and_not_retried(qtbot, tmp_path, caplog):
     config = tmp_path / "config.toml"
     config.write_text("ctx = 'many'\n", encoding="utf-8")
     controller = AppController(config, tmp_path / "logs", theme="light")
@@ -91,3 +92,6 @@ def test_a_refused_configuration_is_shown_and_not_retried(qtbot, tmp_path):
         assert controller.status_label.text().startswith("Server failed:")
     finally:
         controller.shutdown()
+    with caplog.at_level(logging.INFO, logger="strata.app"):
+        controller.shutdown()                   # again, as main's `finally` does after lastWindowClosed
+    assert [r for r in caplog.records if r.getMessage() == "stopped"] == []
