@@ -252,7 +252,7 @@ def file_problems(path: str | os.PathLike[str], environ: Mapping[str, str] | Non
             continue
         opt = by_key.get(key)
         if opt is None:
-            problems.append(f"{key}: unknown key")
+            problems.append(f"{key}: unknown key" + _did_you_mean(key, by_key, KEY_SYNONYMS))   # as serve says
             continue
         try:
             opt.convert(raw, key)

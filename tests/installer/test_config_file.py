@@ -130,7 +130,7 @@ def test_a_config_path_that_cannot_be_written_is_reported(tmp_path, capsys):
 
 def test_show_checks_the_file_with_the_servers_loader_and_names_each_bad_key(tmp_path, capsys):
     path = tmp_path / "c.toml"
-    path.write_text('ctx = "big"\nkv_type = "q9"\nbogus = 1\nbatch = 2\n')
+    path.write_text('ctx = "big"\nkv_type = "q9"\nbogus = 1\nbatch = 2\nctxx = 3\nctx_size = 4\n')
     assert cli_run(argparse.Namespace(show=True, config=path)) == 2          # serve's exit status for it
     out = capsys.readouterr().out
     assert 'ctx' in out and '"big"' in out                                   # still shown
@@ -138,6 +138,8 @@ def test_show_checks_the_file_with_the_servers_loader_and_names_each_bad_key(tmp
     assert "ctx: expected int, got 'big'" in problems
     assert "kv_type: 'q9' is not one of f16, q8_0" in problems
     assert "bogus: unknown key" in problems and "batch" not in problems
+    assert "ctxx: unknown key (did you mean ctx?)" in problems              # the hint serve gives
+    assert "ctx_size: unknown key (did you mean ctx?)" in problems          # llama.cpp's name
 
 
 def test_show_names_a_combination_the_server_refuses(tmp_path, capsys):
