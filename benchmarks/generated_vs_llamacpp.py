@@ -101,6 +101,9 @@ CASES = [   # (label, make_tiny_gguf parameters); the dense ones show the differ
     ("gemma3 Q8_0, window 20, bases 1e6 x4 / 10000", {
         "arch": "gemma3", "dtype": "Q8_0", "n_layer": 3, "n_head": 4, "n_head_kv": 2, "head_dim": 32,
         "sliding_window": 20, "swa_pattern": 2, "rope_freq_base": 1e6, "rope_scaling": ("linear", 4.0, 64)}),
+    ("seed_oss F32 (Q/K/V biases, NEOX)", {"arch": "seed_oss", "dtype": "F32", "n_layer": 4}),
+    ("smollm3 F32 (layer 3 without RoPE)", {"arch": "smollm3", "dtype": "F32", "n_layer": 4}),
+    ("smollm3 Q8_0", {"arch": "smollm3", "dtype": "Q8_0", "n_layer": 4}),
     ("mistral3 Q4_K, temperature 0.5 past 16, YaRN x4", {
         "arch": "mistral3", "dtype": "Q4_K", "n_embd": 256, "n_ff": 512, "rope_scaling": ("yarn", 4.0, 16),
         "rope_keys": {"attention.temperature_scale": 0.5}}),

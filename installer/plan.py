@@ -76,6 +76,8 @@ def _cuda_lacks(model: ModelFacts) -> str:
         return f"experts ({model.n_expert} in this one)"
     if model.arch == "gemma3":
         return "gemma3's GeGLU, sandwich norms and windowed layers"
+    if model.arch == "smollm3":
+        return "SmolLM3's layers without RoPE"
     return "an attention temperature (mistral3's attention.temperature_scale)" if model.attn_temperature else ""
 
 

@@ -58,7 +58,7 @@ def attention_temperature(metadata: dict[str, Any]) -> float:
 
 def cpu_only(metadata: dict[str, Any]) -> bool:
     """Whether only the CPU backend runs the model: the CUDA backend has no expert kernels, no query
-    temperature and none of gemma3's parts (`backend auto` then picks the CPU; `cuda` asked outright is
+    temperature and none of gemma3's parts nor SmolLM3's layers without RoPE (`backend auto` then picks the CPU; `cuda` asked outright is
     refused by name)."""
     return bool(expert_count(metadata) or attention_temperature(metadata)
-                or metadata.get("general.architecture") == "gemma3")
+                or metadata.get("general.architecture") in ("gemma3", "smollm3"))

@@ -89,6 +89,9 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
         throw engine_error("backend 'cuda': models with experts (" + h.arch + ", " + std::to_string(h.n_expert) +
                            " experts) run on the CPU backend only (use backend cpu)");
     }
+    if (on_gpu && (h.arch == "smollm3")) {
+        throw engine_error("backend 'cuda': smollm3 (layers without RoPE) runs on the CPU backend only (use backend cpu)");
+    }
     if (on_gpu && (h.arch == "gemma3" || h.swa_rope())) {
         throw engine_error("backend 'cuda': " + h.arch + " (GeGLU, sandwich norms, the windowed layers' RoPE) runs "
                            "on the CPU backend only (use backend cpu)");

@@ -306,21 +306,28 @@ void engine::run_products(const std::vector<product_unit>& units) {
 }
 
 // Each row's experts: the n_expert_used best router scores (ties: the lower expert), weighted by
-// the softmax of those scores; with sigmoid gating (glm4moe) the best sigmoid(score) + exp_probs_b,
-// each weighted by its sigmoid(score), summing to 1 when expert_weights_norm, times
-// expert_weights_scale (llama.cpp's build_moe_ffn). Pairs (row, choice) are numbered in expert order
-// so that an expert's rows lie together; each expert's products run once over its rows (unused
-// experts are not read). A row's output sums its experts in its own choice order, then the shared
-// experts' output: no result depends on the other rows.
-void engine::route_sigmoid(const layer_weights& L, float* score, int64_t r, std::vector<int32_t>& order,
-                           std::vector<float>& chosen_by) {
+// the softmax of those scores; glm4moe's (llama.cpp's build_moe_ffn): the best probability +
+// exp_probs_b, each weighted by its probability (the softmax of all scores, or each score's sigmoid),
+// summing to 1 when expert_weights_norm, times expert_weights_scale. Pairs (row, choice) are numbered in
+// expert order so that an expert's rows lie together; each expert's products run once over its rows
+// (unused experts are not read). A row's output sums its experts in its own choice order, then the
+// shared experts' output: no result depends on the other rows.
+void engine::route_probs(const layer_weights& L, float* score, int64_t r, std::vector<int32_t>& order,
+                         std::vector<float>& chosen_by) {
     const model_hparams& h = model_->hp;
     const int64_t NE = h.n_expert, K = h.n_expert_used;
     chosen_by.resize(size_t(NE));
-    for (int64_t i = 0; i < NE; i++) {
-        score[i] = 1.0f / (1.0f + std::exp(-score[i]));   // the expert's weight, if chosen
-        chosen_by[size_t(i)] = L.exp_probs_b.empty() ? score[i] : score[i] + L.exp_probs_b[size_t(i)];
+    if (h.gating == GATING_SIGMOID) {
+        for (int64_t i = 0; i < NE; i++) score[i] = 1.0f / (1.0f + std::exp(-score[i]));
+    } else {   // the softmax over every expert (not only the chosen: their weights need not sum to 1)
+        const float top = *std::max_element(score, score + NE);
+        double sum = 0.0;
+        for (int64_t i = 0; i < NE; i++) sum += double(score[i] = std::exp(score[i] - top));
+        const float inv = float(1.0 / sum);
+        for (int64_t i = 0; i < NE; i++) score[i] *= inv;
     }
+    for (int64_t i = 0; i < NE; i++)   // score[i]: the expert's weight, if chosen
+        chosen_by[size_t(i)] = L.exp_probs_b.empty() ? score[i] : score[i] + L.exp_probs_b[size_t(i)];
     order.resize(size_t(NE));
     for (int64_t i = 0; i < NE; i++) order[size_t(i)] = int32_t(i);
     std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t c) {
@@ -355,13 +362,13 @@ void engine::moe_ffn(const layer_weights& L, int64_t n) {
     moe_expert_.resize(size_t(n * K));
     moe_weight_.resize(size_t(n * K));
     moe_pair_.resize(size_t(n * K));
-    const bool sigmoid = h.gating == GATING_SIGMOID;
+    const bool by_probs = h.gating == GATING_SIGMOID;   // BREAK
     pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
         thread_local std::vector<int32_t> order;
-        thread_local std::vector<float> chosen_by;   // (n_expert,) sigmoid gating: sigmoid + selection bias
+        thread_local std::vector<float> chosen_by;   // (n_expert,) glm4moe: probability + selection bias
         for (int64_t r = b; r < e; r++) {
-            if (sigmoid) {
-                route_sigmoid(L, router_ + r * NE, r, order, chosen_by);
+            if (by_probs) {
+                route_probs(L, router_ + r * NE, r, order, chosen_by);
                 continue;
             }
             const float* score = router_ + r * NE;
@@ -596,8 +603,10 @@ void engine::forward(const batch_row* rows, int64_t n) {
                         rms_norm(k + hh * HD, L.k_norm.data(), k + hh * HD, HD, h.rms_eps);
                 }
                 const float* cs = (swa_rope && L.window > 0 ? rope_swa_ : rope_) + r * h.n_rot;
-                for (int64_t hh = 0; hh < h.n_head; hh++) rope_head(q + hh * HD, cs, h.n_rot, h.rope);
-                for (int64_t hh = 0; hh < h.n_head_kv; hh++) rope_head(k + hh * HD, cs, h.n_rot, h.rope);
+                if (L.rope) {
+                    for (int64_t hh = 0; hh < h.n_head; hh++) rope_head(q + hh * HD, cs, h.n_rot, h.rope);
+                    for (int64_t hh = 0; hh < h.n_head_kv; hh++) rope_head(k + hh * HD, cs, h.n_rot, h.rope);
+                }
                 const batch_row& row = rows[r];
                 if (h.attn_temp_scale != 0.0f) {   // mistral3: the query's temperature at this position
                     const float t = h.attn_temperature(row.pos);

@@ -270,9 +270,13 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     const bool mistral3 = a == "mistral3";   // llama's layers plus YaRN keys and an attention temperature
     const bool glm = a == "glm4moe";          // sigmoid routing, shared experts, dense leading layers
     const bool gemma = a == "gemma3";         // windows of 5 layers in 6, sandwich norms, GeGLU
-    if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && !oss && !mistral3 && !glm && !gemma) {
+    const bool seed = a == "seed_oss";        // llama's layers, Q/K/V biases, NEOX RoPE
+    const bool smollm3 = a == "smollm3";      // llama's layers, every 4th without RoPE
+    if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && !oss && !mistral3 && !glm && !gemma &&
+        !seed && !smollm3) {
         throw model_error("model " + path + ": unsupported architecture '" + a +
-                          "' (supported: llama, mistral3, qwen2, qwen3, qwen3moe, gpt-oss, glm4moe, gemma3)");
+                          "' (supported: llama, mistral3, smollm3, qwen2, qwen3, qwen3moe, gpt-oss, glm4moe, gemma3, "
+                          "seed_oss)");
     }
     hp.n_embd = f.get_int(a + ".embedding_length");
     hp.n_layer = f.get_int(a + ".block_count");
@@ -296,7 +300,8 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     hp.n_ctx_train = f.get_int(a + ".context_length", 4096);
     hp.rms_eps = float(f.get_float(a + ".attention.layer_norm_rms_epsilon", 1e-5));
     hp.rope_freq_base = float(f.get_float(a + ".rope.freq_base", 10000.0));
-    hp.rope = a == "llama" || mistral3 ? ROPE_NORM : ROPE_NEOX;   // qwen2, qwen3, qwen3moe, gpt-oss, glm4moe, gemma3: NEOX
+    // qwen2, qwen3, qwen3moe, gpt-oss, glm4moe, gemma3, seed_oss: NEOX
+    hp.rope = a == "llama" || mistral3 || smollm3 ? ROPE_NORM : ROPE_NEOX;
     if (glm) read_glm4moe_experts(f, path, hp);
     if (oss) {
         hp.ffn_act = FFN_SWIGLU_OAI;
@@ -416,7 +421,8 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
         layer_weights& L = m->layers[size_t(il)];
         const std::string p = "blk." + std::to_string(il) + ".";
         L.attn_norm = ld.vec(p + "attn_norm.weight", E, true);
-        L.ffn_norm = ld.vec(p + (oss || glm ? "post_attention_norm.weight" : "ffn_norm.weight"), E, true);
+        L.ffn_norm = ld.vec(p + (oss || glm || seed ? "post_attention_norm.weight" : "ffn_norm.weight"), E, true);
+        L.rope = !(smollm3 && (il + 1) % 4 == 0);   // SmolLM3's NoPE layers (llama.cpp's n_no_rope_layer_step 4)
         if (gemma) {
             L.attn_post_norm = ld.vec(p + "post_attention_norm.weight", E, true);
             L.ffn_post_norm = ld.vec(p + "post_ffw_norm.weight", E, true);
@@ -455,7 +461,7 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
             L.up_exps_b = ld.floats(p + "ffn_up_exps.bias", {FE, NE}, true);
             L.down_exps_b = ld.floats(p + "ffn_down_exps.bias", {E, NE}, true);
         }
-        bool biases = a == "qwen2" || oss;   // glm4moe's are read where the file has them, as llama.cpp's
+        bool biases = a == "qwen2" || oss;   // glm4moe's and seed_oss's are read where the file has them, as llama.cpp's
         L.bq = ld.vec(p + "attn_q.bias", Q, biases);
         L.bk = ld.vec(p + "attn_k.bias", KV, biases);
         L.bv = ld.vec(p + "attn_v.bias", KV, biases);

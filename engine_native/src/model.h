@@ -33,7 +33,11 @@ enum ffn_activation : int32_t {
     FFN_GEGLU = 2,        // gemma3: gelu(gate) * up, gelu's tanh form (ggml_gelu)
 };
 
-enum moe_gating { GATING_SOFTMAX, GATING_SIGMOID };
+// how a MoE layer's router scores become its experts and weights: the softmax of the chosen scores
+// (Mixtral-style llama, qwen3moe, gpt-oss), or glm4moe's (llama.cpp's build_moe_ffn): probabilities over
+// all experts (the softmax or each score's sigmoid), chosen by probability + exp_probs_b, weighted by
+// probability, normalised when expert_weights_norm, times expert_weights_scale
+enum moe_gating { GATING_SOFTMAX_CHOSEN, GATING_SOFTMAX, GATING_SIGMOID };
 
 struct model_hparams {
     std::string arch;
@@ -73,12 +77,12 @@ struct model_hparams {
     int64_t n_expert = 0;
     int64_t n_expert_used = 0;
     int64_t n_ff_exp = 0;      // one expert's FFN width
-    // glm4moe (GLM-4.5 / 4.6): the router's sigmoid instead of the softmax (each expert's weight its own
-    // sigmoid; chosen by sigmoid + the layer's exp_probs_b), weights summing to 1 when
-    // expert_weights_norm, times expert_weights_scale; n_expert_shared experts' worth of an always-run
-    // SwiGLU (n_ff_exp * n_expert_shared wide) beside the chosen ones; the first n_layer_dense_lead
-    // layers a dense FFN of n_ff
-    moe_gating gating = GATING_SOFTMAX;
+    // glm4moe (GLM-4.5 / 4.6): each expert's probability the router's sigmoid (expert_gating_func 2) or
+    // the softmax over all experts (1); chosen by probability + the layer's exp_probs_b, weighted by
+    // probability, summing to 1 when expert_weights_norm, times expert_weights_scale; n_expert_shared
+    // experts' worth of an always-run SwiGLU (n_ff_exp * n_expert_shared wide) beside the chosen ones;
+    // the first n_layer_dense_lead layers a dense FFN of n_ff
+    moe_gating gating = GATING_SOFTMAX_CHOSEN;
     bool expert_weights_norm = true;
     float expert_weights_scale = 1.0f;
     int64_t n_expert_shared = 0;
@@ -154,6 +158,7 @@ struct layer_weights {
     // > 0: a row at position p attends to positions (p - window, p] only (llama.cpp's standard
     // sliding window); 0: the whole history
     int64_t window = 0;
+    bool rope = true;   // false: Q and K are not rotated (SmolLM3's every fourth layer)
     // glm4moe (empty / unset otherwise): the experts' selection bias (n_expert,) and the shared
     // experts' SwiGLU: (n_ff_exp * n_expert_shared, n_embd) x2, (n_embd, n_ff_exp * n_expert_shared)
     std::vector<float> exp_probs_b;
