@@ -87,6 +87,9 @@ CASES = [   # (label, make_tiny_gguf parameters); the dense ones show the differ
     ("glm4moe F32, 4 / 4, two shared, no dense layer", {
         "arch": "glm4moe", "dtype": "F32", "n_layer": 2, "n_ff": 32, "n_expert": 4, "n_expert_used": 4, "n_rot": 8,
         "glm": {"expert_shared_count": 2, "leading_dense_block_count": 0}}),
+    ("glm4moe F32, softmax gating (expert_gating_func 1), unnormalised x2.5", {
+        "arch": "glm4moe", "dtype": "F32", "n_layer": 3, "n_ff": 32, "n_expert": 8, "n_expert_used": 2, "n_rot": 8,
+        "glm": {"expert_gating_func": 1, "expert_weights_norm": 0}}),
     ("glm4moe Q8_0, 8 experts / 2", {
         "arch": "glm4moe", "dtype": "Q8_0", "n_layer": 3, "n_ff": 32, "n_expert": 8, "n_expert_used": 2, "n_rot": 8}),
     ("glm4moe Q8_0, 4 / 4 (no choice to flip)", {

@@ -149,10 +149,10 @@ class engine {
                                   size_t xq_row_bytes, int64_t n_act, float* y);
     // The mixture-of-experts FFN (forward.cpp): out_ (n, n_embd) from the normed rows in xn_.
     void moe_ffn(const layer_weights& L, int64_t n);
-    // sigmoid gating of row r (glm4moe): its experts and weights into moe_expert_ / moe_weight_;
-    // `score` (n_expert,) becomes the sigmoids
-    void route_sigmoid(const layer_weights& L, float* score, int64_t r, std::vector<int32_t>& order,
-                       std::vector<float>& chosen_by);
+    // glm4moe's routing of row r (GATING_SOFTMAX / GATING_SIGMOID): its experts and weights into
+    // moe_expert_ / moe_weight_; `score` (n_expert,) becomes the probabilities
+    void route_probs(const layer_weights& L, float* score, int64_t r, std::vector<int32_t>& order,
+                     std::vector<float>& chosen_by);
     // attention of lone rows in parts over the threads (forward.cpp, split_pays): the parts of a
     // forward's rows, then layer il's attention by them
     void plan_attention_parts(const batch_row* rows, int64_t n);

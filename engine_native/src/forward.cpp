@@ -362,7 +362,7 @@ void engine::moe_ffn(const layer_weights& L, int64_t n) {
     moe_expert_.resize(size_t(n * K));
     moe_weight_.resize(size_t(n * K));
     moe_pair_.resize(size_t(n * K));
-    const bool by_probs = h.gating == GATING_SIGMOID;   // BREAK
+    const bool by_probs = h.gating != GATING_SOFTMAX_CHOSEN;
     pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
         thread_local std::vector<int32_t> order;
         thread_local std::vector<float> chosen_by;   // (n_expert,) glm4moe: probability + selection bias
