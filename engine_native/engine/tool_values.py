@@ -43,17 +43,16 @@ def schema_type(schema: Mapping[str, Any]) -> Any:
     return None
 
 
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")   # json.loads reads NaN / Infinity, which json.dumps writes back
-
-
 def typed_value(value: str, schema_type: Any) -> Any:
     names = schema_type if isinstance(schema_type, list) else [schema_type]
     types = {t for t in names if isinstance(t, str)}    # a malformed schema's type reads as unknown
     if "string" in types and not (value == "null" and "null" in types):
         return value
     try:
-        parsed = json.loads(value, parse_constant=_no_constants)
+        parsed = json.loads(value)
+        # json.loads reads NaN / Infinity and numbers past a double (1e999: inf), which json.dumps writes
+        # back as NaN / Infinity: not JSON
+        json.dumps(parsed, allow_nan=False)
     except (ValueError, RecursionError):
         return value
     return value if isinstance(parsed, str) else parsed

@@ -90,6 +90,9 @@ CASES = [
     # an integer parameter whose value is not JSON stays the text written (never NaN: not JSON)
     (PLAIN, "<tool_call>bash<arg_key>timeout</arg_key><arg_value>NaN</arg_value></tool_call>", None, "",
      [call("bash", {"timeout": "NaN"})]),
+    # ... nor one past a double (json.loads reads 1e999 as inf, json.dumps writes Infinity)
+    (PLAIN, "<tool_call>bash<arg_key>timeout</arg_key><arg_value>1e999</arg_value></tool_call>", None, "",
+     [call("bash", {"timeout": "1e999"})]),
     # text after the calls is kept as content
     (PLAIN, "<tool_call>bash<arg_key>command</arg_key><arg_value>ls</arg_value></tool_call> then done", None,
      "then done", [call("bash", {"command": "ls"})]),

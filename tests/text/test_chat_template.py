@@ -295,10 +295,11 @@ def test_xml_values_with_a_malformed_schema_type_are_read_as_untyped(schema_type
     assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [("f", {"p": 12})]
 
 
-@pytest.mark.parametrize("written", ["NaN", "Infinity", "-Infinity"])
+@pytest.mark.parametrize("written", ["NaN", "Infinity", "-Infinity", "1e999", "-1e999", "[1, 1e999]"])
 def test_xml_values_never_make_arguments_that_are_not_json(written):
-    """json.loads reads NaN / Infinity, json.dumps writes them back, and neither is JSON: a strict
-    client (serde_json, JSON.parse) rejects the call. They stay the strings written."""
+    """json.loads reads NaN / Infinity (and 1e999, a number past a double, as inf), json.dumps writes them
+    back, and none is JSON: a strict client (serde_json, JSON.parse) rejects the call. They stay the
+    strings written."""
     for types in ({}, tool_parameter_types(tool_f({"x": {"type": "number"}}))):
         _, calls = parse_tool_calls(xml_call({"x": written}), types)
         assert json.loads(calls[0]["arguments"], parse_constant=lambda c: pytest.fail(f"{c} in the arguments")) == {
