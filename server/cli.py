@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import ipaddress
 import logging
 import os
 import signal
@@ -130,6 +131,9 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
         state.config = config.replace(port=port)
         if state.ready:
             state.info_line = info_line(state)
+    open_door = open_network_warning(config.host, config.api_key)   # once it listens there
+    if open_door:
+        log.warning("%s", open_door)
     log.info("listening on http://%s:%s (loading the model)", config.host, port)
     status_task = asyncio.create_task(status_line(state, stop)) if status_line_shown(config) else None
     try:
@@ -164,6 +168,21 @@ def threads_warning(threads: int | None, n_cpus: int | None) -> str | None:
         return None
     return (f"--threads {threads} is more than this machine's {n_cpus} logical cores: the threads take turns "
             f"and run slower; leave --threads unset for the engine's choice (one per physical core)")
+
+
+def open_network_warning(host: str, api_key: str | None) -> str | None:
+    """What to say when the server listens beyond this machine with no API key, or None: anyone who can
+    reach the port runs the model and reads the prompts' excerpts in /v1/monitor."""
+    if api_key or host == "localhost":
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:              # a host name, or "": may be any interface
+        pass
+    return (f"--host {host} listens beyond this machine with no --api-key: anyone who can reach it can use the "
+            f"model and read prompt excerpts in /v1/monitor; set --api-key (or STRATA_API_KEY), or keep --host "
+            f"127.0.0.1")
 
 
 def reuse_address() -> bool:

@@ -92,6 +92,23 @@ def _serve(*flags: str, preexec_fn=None, until: str | None = None) -> subprocess
     return subprocess.CompletedProcess(proc.args, rc, "", "".join(lines))
 
 
+@pytest.mark.parametrize("flags,env_key,warned", [
+    (("--host", "0.0.0.0"), None, True),
+    (("--host", "0.0.0.0", "--api-key", "k"), None, False),
+    (("--host", "0.0.0.0"), "k", False),                                  # STRATA_API_KEY
+    (("--host", "127.0.0.1"), None, False),
+])
+def test_listening_beyond_this_machine_without_a_key_is_warned(monkeypatch, flags, env_key, warned):
+    # every endpoint was open to the network with no word
+    monkeypatch.delenv("STRATA_API_KEY", raising=False)
+    if env_key:
+        monkeypatch.setenv("STRATA_API_KEY", env_key)
+    done = _serve(*flags, "--port", "0", until="listening on")
+    assert done.returncode == 0, done.stderr
+    said = "--host 0.0.0.0 listens beyond this machine with no --api-key: anyone who can reach it can use the model"
+    assert (said in done.stderr) == warned, done.stderr
+
+
 @pytest.mark.parametrize("host,reason", [
     ("192.0.2.1", "Cannot assign requested address"),   # TEST-NET-1: never an address of this machine
     ("a..b", "'a..b' is not a valid host name"),        # was a UnicodeError traceback
