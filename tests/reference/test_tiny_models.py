@@ -224,5 +224,5 @@ def test_reference_refuses_bad_input(tiny_model_factory):
         reference_logits(path, [1, 512])
     with pytest.raises(ValueError, match="tokens is empty"):
         reference_logits(path, [])
-    with pytest.raises(ValueError, match="architectures only, not 'mamba'"):
+    with pytest.raises(ValueError, match="only, not 'mamba'"):
         ReferenceModel(tiny_model_factory(arch="mamba"))
