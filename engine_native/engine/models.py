@@ -235,4 +235,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"! {m.path}: Strata cannot run it: {m.cannot_run}")
     if any(m.is_default for m in models):
         print("* the default model")
+    folder = user_models_dir()           # where a new user's own files go: say so even while it is empty
+    print(f"your models folder: {folder}" + ("" if folder.is_dir() else " (does not exist yet)")
+          + ": put .gguf files there (another folder: --dir DIR)")
     return status

@@ -93,3 +93,14 @@ def test_a_model_with_experts_is_listed_with_them_and_its_active_parameters(tmp_
     assert strata_main(["models", "--dir", str(tmp_path), "--json"]) == 0
     listed = {j["path"].rsplit("/", 1)[-1]: j for j in json.loads(capsys.readouterr().out)}
     assert (listed["moe.gguf"]["n_expert"], listed["moe.gguf"]["n_expert_used"]) == (8, 2)
+
+
+def test_the_table_says_where_your_own_models_go(tmp_path, capsys, monkeypatch):
+    # it listed the default model and said nothing of the folder it searches for yours
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert strata_main(["models"]) == 0
+    folder = tmp_path / "data" / "strata" / "models"
+    assert f"your models folder: {folder} (does not exist yet): put .gguf files there" in capsys.readouterr().out
+    folder.mkdir(parents=True)
+    assert strata_main(["models"]) == 0
+    assert f"your models folder: {folder}: put .gguf files there (another folder: --dir DIR)" in capsys.readouterr().out
