@@ -93,6 +93,19 @@ def test_each_part_changes_the_answer(tiny_model_factory, change, monkeypatch):
     assert np.abs(got - ref.logits(LONG)).max() > 1e-3 * np.abs(got).max()
 
 
+def test_the_27b_query_scale_matches_reference(tiny_model_factory):
+    """Gemma 3 27B (62 layers) scales queries by 1 / sqrt(n_embd / n_head), not 1 / sqrt(head_dim), as
+    llama.cpp does: a 62-layer model whose heads (32) are wider than n_embd / n_head (16) runs with 1 / 4,
+    and the head-size scale is far from it."""
+    path = gemma_model(tiny_model_factory, n_layer=62, swa_pattern=None)
+    got = logits_every_position(Engine(path, n_ctx=64, n_threads=2, kv_type="f32"), LONG[:24])
+    ref = ReferenceModel(path)
+    assert ref.config.attn_scale == 0.25
+    check_close(got, ref.logits(LONG[:24]), 2e-5)
+    ref.config = dataclasses.replace(ref.config, attn_scale=1.0 / np.sqrt(32))
+    assert np.abs(got - ref.logits(LONG[:24])).max() > 1e-3 * np.abs(got).max()
+
+
 @pytest.mark.parametrize("key, value, vtype, message", [
     ("gemma3.attention.sliding_window", -4, "INT32", "attention.sliding_window -4 is negative"),
     ("gemma3.final_logit_softcapping", -1.0, "FLOAT32", "final_logit_softcapping -1.000000 is invalid"),
