@@ -3,7 +3,7 @@
 What it is: `Tokenizer.from_metadata(metadata)` turns the `tokenizer.ggml.*` metadata of a GGUF file
 (a plain dict, as `strata.engine.GGUFFile(path).metadata` or the `gguf` package gives it) into a
 byte-level BPE tokenizer (the `tokenizers` library) that gives llama.cpp's token ids for the same
-text: the same pre-tokenizer regexes per `tokenizer.ggml.pre` (copied from llama.cpp's
+text: the same pre-tokenizer regexes per `tokenizer.ggml.pre` (`pre_tokenizers.py`, from llama.cpp's
 `llama-vocab.cpp`), the same merge ranks, the same treatment of special tokens (CONTROL tokens are
 parsed in text only when `special=True`; USER_DEFINED tokens always, as llama.cpp does), the same
 BOS rule, the same end-of-generation tokens (EOT_TEXTS; for gpt-oss's o200k_harmony vocabulary
@@ -28,60 +28,10 @@ from functools import lru_cache
 from tokenizers import AddedToken, Regex, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as _HFTokenizer
 
+from .pre_tokenizers import PRE_TOKENIZERS  # re-exported: name -> (regexes, ignore_merges, default BOS)
+
 # GGUF token types (gguf.TokenType)
 TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = 1, 2, 3, 4, 5, 6
-
-# ---------------------------------------------------------------------------------------------------
-# Pre-tokenizer regexes, applied in sequence (each splits the pieces of the previous), from llama.cpp
-# ---------------------------------------------------------------------------------------------------
-
-_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
-_LLAMA3 = (
-    r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
-    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-_QWEN2 = (
-    r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
-    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-# o200k (GPT-4o, gpt-oss): the original regex of its tokenizer.json (llama.cpp runs a rewrite of it
-# without \p{M}, which its own regex engine lacks; Hugging Face's runs the original)
-_GPT4O = (
-    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
-    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
-    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-# Mistral's tekken (Nemo, Small 3.x, Devstral, Magistral, Ministral 3): o200k's regex without the
-# contractions and with single digits, the original of its tokenizer.json (as for _GPT4O, llama.cpp runs a
-# rewrite without \p{M})
-_TEKKEN = (
-    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
-    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
-    r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-_DEFAULT = (r"[\p{P}\$\+<=>\^~\|]+", _GPT2, r"\p{N}+", r"[0-9][0-9][0-9]")
-
-# name in tokenizer.ggml.pre -> (regexes, ignore_merges, default add_bos)
-PRE_TOKENIZERS: dict[str, tuple[tuple[str, ...], bool, bool]] = {
-    "default": (_DEFAULT, False, False),
-    **{name: ((_LLAMA3,), True, True) for name in ("llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral")},
-    **{name: ((_QWEN2,), False, False) for name in ("qwen2", "deepseek-r1-qwen", "stablelm2")},
-    **{name: ((_GPT2,), False, False) for name in ("gpt2", "gpt-2", "phi-2", "mpt", "olmo")},
-    # llama.cpp's LLAMA_VOCAB_PRE_TYPE_GPT4O names and MiniMax-M2 (the same regex); merges not ignored,
-    # no BOS by default
-    **{name: ((_GPT4O,), False, False) for name in ("gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2")},
-    # llama.cpp's LLAMA_VOCAB_PRE_TYPE_TEKKEN: merges ignored (a piece that is a token is that token), BOS
-    "tekken": ((_TEKKEN,), True, True),
-    # llama.cpp's LLAMA_VOCAB_PRE_TYPE_CHATGLM4 (GLM-4, GLM-4.5 / 4.6 / 4.7, GLM-5): llama 3's regex, no BOS
-    # by default (the templates write "[gMASK]<sop>" themselves); "glm4" / "glm5" ignore merges, the older
-    # "chatglm-bpe" does not
-    **{name: ((_LLAMA3,), True, False) for name in ("glm4", "glm5")},
-    "chatglm-bpe": ((_LLAMA3,), False, False),
-    **{
-        name: ((r"\p{N}", _GPT2), False, False)
-        for name in ("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b")
-    },
-}
 
 # end-of-turn token texts llama.cpp treats as end of generation, when the vocabulary has them
 EOT_TEXTS = (
