@@ -470,4 +470,6 @@ std::string gguf_file::get_str(const std::string& key, const std::string& fallba
     return find(key) ? get_str(key) : fallback;
 }
 
+size_t gguf_scalar_size(int32_t type) { return scalar_size(type); }
+
 }  // namespace strata

@@ -134,5 +134,7 @@ class gguf_file {
 // Name as GGUF spells it, or nullptr for an unknown id; block size (elements) and bytes per block.
 const char* gguf_type_name(int32_t type);
 bool gguf_type_sizes(int32_t type, int64_t* block_size, int64_t* block_bytes);
+// Bytes of one metadata number of this GGUF value type (an array's arr_data element); 0: not a number.
+size_t gguf_scalar_size(int32_t type);
 
 }  // namespace strata

@@ -222,10 +222,11 @@ void read_glm4moe_experts(const gguf_file& f, const std::string& path, model_hpa
                           " is not supported (1 softmax, 2 sigmoid)");
     }
     hp.gating = gating == 1 ? GATING_SOFTMAX : GATING_SIGMOID;
-    // llama.cpp turns M-RoPE (GLM-4.5V's) on when any section is non-zero; its numbers are integers
+    // llama.cpp turns M-RoPE (GLM-4.5V's) on when any section is non-zero; its numbers are integers of
+    // any width (a number is zero when all its bytes are)
     const gguf_value* sections = f.find(a + ".rope.dimension_sections");
     if (sections && sections->type == GGUF_TYPE_ARRAY && sections->arr_data) {
-        const size_t n_bytes = size_t(sections->arr_n) * (sections->arr_type == GGUF_TYPE_UINT8 || sections->arr_type == GGUF_TYPE_INT8 ? 1 : 4);
+        const size_t n_bytes = size_t(sections->arr_n) * gguf_scalar_size(sections->arr_type);
         for (size_t i = 0; i < n_bytes; i++) {
             if (sections->arr_data[i] != 0) {
                 throw model_error("model " + path + ": " + a + ".rope.dimension_sections (multimodal M-RoPE) is not supported");

@@ -135,6 +135,24 @@ def test_keys_the_engine_cannot_run_are_refused_by_name(tiny_model_factory, tmp_
     assert message in str(err.value)
 
 
+@pytest.mark.parametrize("element", ["UINT8", "INT16", "INT32", "INT64"])
+def test_zero_rope_sections_of_any_integer_type_load(tiny_model_factory, tmp_path, element):
+    """GLM-4.5's converter writes rope.dimension_sections as zeros (no M-RoPE): whatever the integers'
+    width, the file loads (the check read 4 bytes an element of any type but 8-bit, so 2-byte zeros were
+    read on into the bytes after them and refused as M-RoPE), and [8, 8, 0, 0] is refused."""
+    import gguf
+
+    from tests.engine.test_moe import rewrite
+
+    array, sub = gguf.GGUFValueType.ARRAY, gguf.GGUFValueType[element]
+    ok, bad = tmp_path / "ok.gguf", tmp_path / "bad.gguf"
+    rewrite(glm_model(tiny_model_factory), ok, kv={"glm4moe.rope.dimension_sections": ([0, 0, 0, 0], array, sub)})
+    assert Engine(ok, n_ctx=16).n_layer == 3
+    rewrite(glm_model(tiny_model_factory), bad, kv={"glm4moe.rope.dimension_sections": ([0, 0, 0, 8], array, sub)})
+    with pytest.raises(ValueError, match=r"rope.dimension_sections \(multimodal M-RoPE\) is not supported"):
+        Engine(bad, n_ctx=16)
+
+
 def test_memory_figures_count_the_trunk_only(tiny_model_factory):
     """strata serve's memory check and strata setup size KV and packed copies for the layers the engine
     runs: not the nextn layer."""

@@ -79,7 +79,7 @@ def test_experts_change_the_answer(tiny_model_factory):
 def rewrite(src, dst, *, drop: str = "", kv: dict | None = None, tensors: dict | None = None,
             scale: dict | None = None) -> None:
     """Copies a GGUF file with metadata keys changed or added (kv: an int, a list of bools, or a
-    (value, GGUFValueType) pair), a key or tensor left out (drop), tensors renamed to several
+    (value, GGUFValueType) pair, or (list, ARRAY, element GGUFValueType)), a key or tensor left out (drop), tensors renamed to several
     (tensors), or the F32 tensors whose names end with a key of `scale` multiplied by its value."""
     reader = gguf.GGUFReader(src)
     w = gguf.GGUFWriter(str(dst), reader.get_field("general.architecture").contents())
@@ -96,8 +96,8 @@ def rewrite(src, dst, *, drop: str = "", kv: dict | None = None, tensors: dict |
         else:
             w.add_key_value(f.name, value, vtype)
     for name, value in kv.items():
-        if isinstance(value, tuple):
-            w.add_key_value(name, value[0], value[1])
+        if isinstance(value, tuple):   # (value, type) or (value, ARRAY, element type)
+            w.add_key_value(name, *value)
         elif isinstance(value, list):
             w.add_key_value(name, value, gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.BOOL)
         else:
