@@ -193,7 +193,7 @@ void read_mistral3_scaling(const gguf_file& f, const std::string& path, model_hp
 // glm4moe's keys, as llama.cpp reads them: the trunk is block_count less the nextn_predict_layers
 // (multi-token prediction layers at the end, which llama.cpp runs only for its own speculation);
 // expert_shared_count (required), leading_dense_block_count, expert_weights_scale (0: none),
-// expert_weights_norm (default false), expert_gating_func (default sigmoid; 1 softmax, 2 sigmoid).
+// expert_weights_norm (default false), expert_gating_func (default sigmoid; 1 softmax, 0 or 2 sigmoid).
 void read_glm4moe_experts(const gguf_file& f, const std::string& path, model_hparams& hp) {
     const std::string a = hp.arch;
     const int64_t nextn = f.get_int(a + ".nextn_predict_layers", 0);
@@ -216,10 +216,10 @@ void read_glm4moe_experts(const gguf_file& f, const std::string& path, model_hpa
     }
     hp.expert_weights_scale = scale == 0.0 ? 1.0f : float(scale);
     hp.expert_weights_norm = f.get_int(a + ".expert_weights_norm", 0) != 0;
-    const int64_t gating = f.get_int(a + ".expert_gating_func", 2);
-    if (gating != 1 && gating != 2) {
+    const int64_t gating = f.get_int(a + ".expert_gating_func", 2);   // 0 (none): the sigmoid, as llama.cpp's
+    if (gating < 0 || gating > 2) {
         throw model_error("model " + path + ": " + a + ".expert_gating_func " + std::to_string(gating) +
-                          " is not supported (1 softmax, 2 sigmoid)");
+                          " is not supported (0 or 2 sigmoid, 1 softmax)");
     }
     hp.gating = gating == 1 ? GATING_SOFTMAX : GATING_SIGMOID;
     // llama.cpp turns M-RoPE (GLM-4.5V's) on when any section is non-zero; its numbers are integers of

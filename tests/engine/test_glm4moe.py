@@ -40,11 +40,12 @@ def test_glm4moe_matches_reference(tiny_model_factory, kv_type):
 
 @pytest.mark.parametrize("glm", [
     {"expert_weights_norm": 0, "expert_weights_scale": 1.0},     # raw sigmoids
+    {"expert_gating_func": 0},                                     # none: the sigmoid, as llama.cpp reads it
     {"expert_gating_func": 1},                                     # the softmax (llama.cpp's other choice)
     {"expert_gating_func": 1, "expert_weights_norm": 0},          # ... over all experts: weights short of 1
     {"expert_shared_count": 2, "leading_dense_block_count": 0},   # two shared experts, no dense layer
     {"expert_shared_count": 0, "nextn_predict_layers": 0},        # neither
-], ids=["unnormalised", "softmax", "softmax-unnormalised", "two-shared", "no-shared"])
+], ids=["unnormalised", "gating-0", "softmax", "softmax-unnormalised", "two-shared", "no-shared"])
 def test_glm4moe_options_match_reference(tiny_model_factory, glm):
     path = glm_model(tiny_model_factory, glm=glm)
     engine = Engine(path, n_ctx=64, n_threads=2, kv_type="f32")
@@ -102,7 +103,7 @@ def test_each_part_changes_the_answer(tiny_model_factory, change):
 
 
 @pytest.mark.parametrize("glm, message", [
-    ({"expert_gating_func": 3}, "expert_gating_func 3 is not supported (1 softmax, 2 sigmoid)"),
+    ({"expert_gating_func": 3}, "expert_gating_func 3 is not supported (0 or 2 sigmoid, 1 softmax)"),
     ({"expert_weights_scale": -1.0}, "expert_weights_scale -1.000000 is invalid"),
     ({"leading_dense_block_count": 9}, "invalid glm4moe experts (expert_shared_count 1, leading_dense_block_count 9)"),
 ])
