@@ -100,9 +100,11 @@ class CachePanel(QWidget):
         self.ram_plot.getPlotItem().legend.setVisible(False)
         self._ram_curve = self.ram_plot.plot([], [], pen=pg.mkPen(theme.color(0), width=2))
         self._floor_lines = {}
+        # short labels, one at each end ("... floor" with its size is in the text above): at 1280x800 the
+        # plot is about 140 px wide and "parking floor" ran into "transient floor"
         for key, name, style, where, anchor in (
-                ("min_free_mib", "parking floor", Qt.PenStyle.DashLine, 0.05, (0, 1)),
-                ("park_min_free_mib", "transient floor", Qt.PenStyle.DotLine, 0.95, (1, 1))):
+                ("min_free_mib", "parking", Qt.PenStyle.DashLine, 0.05, (0, 1)),
+                ("park_min_free_mib", "transient", Qt.PenStyle.DotLine, 0.95, (1, 1))):
             line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(theme.warn, width=1.5, style=style),
                                    label=name, labelOpts={"position": where, "color": theme.warn,
                                                           "anchors": [anchor, anchor]})

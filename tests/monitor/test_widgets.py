@@ -274,3 +274,14 @@ def test_every_request_column_shows_at_1280x800(window, model, qtbot):
     header = table.horizontalHeader()
     assert header.sectionViewportPosition(len(REQUEST_HEADERS) - 1) + header.sectionSize(len(REQUEST_HEADERS) - 1) \
         <= table.viewport().width()
+
+
+def test_the_floor_labels_do_not_overlap_at_1280x800(window, qtbot):
+    """The RAM plot's two floor lines are labelled at either end; at 1280x800 the plot is narrow and
+    "parking floor" ran into "transient floor" (the panel's text above names both with their sizes)."""
+    qtbot.wait(50)
+    lines = window.cache._floor_lines
+    assert all(line.isVisible() for line in lines.values())
+    parking, transient = (lines[k].label.sceneBoundingRect() for k in ("min_free_mib", "park_min_free_mib"))
+    assert parking.width() > 0 and transient.width() > 0
+    assert not parking.intersects(transient), (parking, transient)
