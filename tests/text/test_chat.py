@@ -117,3 +117,31 @@ def test_cli_bad_arguments_are_named(capsys):
     assert "temperature must be >= 0" in capsys.readouterr().err
     assert strata_main(["chat", "--model", "/nonexistent.gguf", "--ctx", "64"]) == 1
     assert "cannot load /nonexistent.gguf" in capsys.readouterr().err
+
+
+def test_cli_chats_with_the_model_strata_setup_chose(tiny_model_factory, tmp_path, monkeypatch, capsys):
+    """Without --model, the `model` of the file `strata serve` reads ($STRATA_CONFIG here): after `strata
+    setup` picked a model, `strata chat` ran the bundled one. --model still wins; a file that is not TOML is
+    named; a file without `model` leaves the default."""
+    import io
+
+    from strata.cli import main as strata_main
+
+    model = str(tiny_model_factory(ctx_len=256))
+    config = tmp_path / "config.toml"
+    config.write_text(f'model = "{model}"\nctx = 256\n')
+    monkeypatch.setenv("STRATA_CONFIG", str(config))
+    monkeypatch.setattr("sys.stdin", io.StringIO("/exit\n"))
+    assert strata_main(["chat", "--ctx", "128", "--threads", "1"]) == 0
+    assert capsys.readouterr().out.startswith(f"{model} (the model of {config}): llama, 1 threads")
+    monkeypatch.setattr("sys.stdin", io.StringIO("/exit\n"))
+    other = str(tiny_model_factory(ctx_len=128))
+    assert strata_main(["chat", "--model", other, "--ctx", "128", "--threads", "1"]) == 0
+    assert capsys.readouterr().out.startswith(f"{other}: llama")
+    config.write_text("model = \n")
+    assert strata_main(["chat", "--ctx", "128"]) == 2
+    assert f"strata chat: {config}: " in capsys.readouterr().err
+    config.write_text("ctx = 256\n")
+    monkeypatch.setattr("sys.stdin", io.StringIO("/exit\n"))
+    assert strata_main(["chat", "--ctx", "128", "--threads", "1"]) == 0
+    assert "SmolLM2-135M-Instruct" in capsys.readouterr().out.splitlines()[0]
