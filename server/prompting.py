@@ -5,8 +5,9 @@ Both APIs normalise their messages to one shape (OpenAI's chat messages: system 
 template without tool support the text teammate's `render_tools_into_system` writes the tools into the
 system prompt, see docs/api.md). The answer comes back through one of two formats (`AnswerFormat`, found
 by `answer_format` from the model's vocabulary): text with an optional `<think>` block (`[THINK]` for
-Mistral's vocabularies; reasoning.py) and tool-call blocks (chat_template.parse_tool_calls, Mistral's and GLM's in
-the engine's mistral.py and glm.py, each for a vocabulary with its markup token), or gpt-oss's Harmony
+Mistral's vocabularies, `<seed:think>` for Seed-OSS's; reasoning.py) and tool-call blocks
+(chat_template.parse_tool_calls; Mistral's, GLM's and Seed-OSS's in the engine's mistral.py, glm.py and
+seed.py, each for a vocabulary with its markup token), or gpt-oss's Harmony
 channels (harmony.py);
 `split_answer` reads a whole answer, `AnswerStream` a streamed one, the same way for all three APIs.
 Not here: request validation (openai_api / anthropic_api / responses_api).
@@ -27,6 +28,7 @@ from strata.engine.harmony import HarmonyStream, is_harmony_vocabulary, parse_ha
 from strata.server.errors import APIError
 from strata.server.reasoning import (
     MISTRAL_TAGS,
+    SEED_TAGS,
     THINK_TAGS,
     ReasoningGate,
     split_reasoning,
@@ -180,14 +182,15 @@ def check_fits(n_prompt: int, capacity: int, api: str = "openai") -> None:
 
 
 def split_tool_calls(text: str, tools: list[dict] | None, mistral: bool = False,
-                     glm: bool = False) -> tuple[str, list[dict[str, str]]]:
+                     glm: bool = False, seed: bool = False) -> tuple[str, list[dict[str, str]]]:
     """(content, calls): calls parsed only when the request offered tools (their parameters' schema
     types type the values of XML calls); Mistral's `[TOOL_CALLS]NAME[ARGS]` calls when `mistral` (the
     model's vocabulary has that token: another model's text that mentions the format is text); GLM's
-    `<tool_call>NAME<arg_key>...` calls when `glm` (the vocabulary has the `<arg_key>` token), likewise."""
+    `<tool_call>NAME<arg_key>...` calls when `glm` (the vocabulary has the `<arg_key>` token), Seed-OSS's
+    `<seed:tool_call>` blocks when `seed` (the vocabulary has that token), likewise."""
     if not tools:
         return text, []
-    return parse_tool_calls(text, tool_parameter_types(tools), mistral=mistral, glm=glm)
+    return parse_tool_calls(text, tool_parameter_types(tools), mistral=mistral, glm=glm, seed=seed)
 
 
 def call_id(prefix: str, call: dict | None = None) -> str:
@@ -203,6 +206,7 @@ def call_id(prefix: str, call: dict | None = None) -> str:
 TOOL_BLOCK_MARKERS = ("<tool_call>", "<TOOLCALL>")
 MISTRAL_CALL_MARKER = "[TOOL_CALLS]"
 GLM_ARG_MARKER = "<arg_key>"       # GLM-4.5+ vocabularies have it as a token (their calls: engine glm.py)
+SEED_CALL_MARKER = "<seed:tool_call>"   # Seed-OSS's vocabulary has it as a token (its calls: engine seed.py)
 BARE_CALL_PREFIXES = ("<|python_tag|>", "[TOOL_CALLS]")
 
 
@@ -234,13 +238,13 @@ class ToolTextGate:
     before a `<tool_call>` block goes out as it comes; an answer that starts like a bare JSON call is held
     until it is complete. `finish(full_text)` returns the content still to send and the parsed calls."""
 
-    def __init__(self, tools: list[dict], mistral: bool = False, glm: bool = False) -> None:
+    def __init__(self, tools: list[dict], mistral: bool = False, glm: bool = False, seed: bool = False) -> None:
         from strata.server.jobs import StopMatcher
 
         self._tools = tools
-        self._mistral = mistral
-        self._glm = glm
-        self._matcher = StopMatcher(TOOL_BLOCK_MARKERS + ((MISTRAL_CALL_MARKER,) if mistral else ()))
+        self._flags = (mistral, glm, seed)
+        self._matcher = StopMatcher(TOOL_BLOCK_MARKERS + ((MISTRAL_CALL_MARKER,) if mistral else ())
+                                    + ((SEED_CALL_MARKER,) if seed else ()))
         self._text = ""
         self.sent = ""
         self._held = ""            # whitespace at the end of the text so far: before a call it is not content
@@ -265,7 +269,7 @@ class ToolTextGate:
         return out
 
     def finish(self, full_text: str) -> tuple[str, list[dict[str, str]]]:
-        content, calls = split_tool_calls(full_text, self._tools, self._mistral, self._glm)
+        content, calls = split_tool_calls(full_text, self._tools, *self._flags)
         if not calls:
             content = full_text
         # the readers strip the content; what went out kept the answer's leading whitespace
@@ -318,6 +322,7 @@ class AnswerFormat:
     think: tuple[str, str] = THINK_TAGS
     mistral_calls: bool = False     # the vocabulary has Mistral's [TOOL_CALLS]: its calls are read
     glm_calls: bool = False         # the vocabulary has GLM's <arg_key>: its <tool_call>NAME<arg_key> calls are read
+    seed_calls: bool = False        # the vocabulary has Seed-OSS's <seed:tool_call>: its blocks are read
     # ids the request's calls and results hold: an id the model wrote again is not handed out (models copy
     # ids; Anthropic refuses repeated tool_use ids and agents pair results by id)
     taken_ids: frozenset[str] = frozenset()
@@ -337,10 +342,10 @@ def answer_format(engine: Any, prompt: list[int], messages: Sequence[Mapping[str
     def has(token: str) -> bool:
         return callable(token_id) and token_id(token) is not None
 
-    tags = MISTRAL_TAGS if has(MISTRAL_TAGS[0]) else THINK_TAGS
+    tags = next((t for t in (MISTRAL_TAGS, SEED_TAGS) if has(t[0])), THINK_TAGS)
     return AnswerFormat(opened=thinking_opened(engine, prompt, tags), think=tags,
                         mistral_calls=has(MISTRAL_CALL_MARKER), glm_calls=has(GLM_ARG_MARKER),
-                        taken_ids=call_ids_in(messages))
+                        seed_calls=has(SEED_CALL_MARKER), taken_ids=call_ids_in(messages))
 
 
 def call_ids_in(messages: Sequence[Mapping[str, Any]]) -> frozenset[str]:
@@ -362,7 +367,7 @@ def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None) -> tupl
         answer = parse_harmony(text)
         return answer.reasoning, answer.content, answer.calls if tools else []
     reasoning, rest = split_reasoning(text, fmt.opened, fmt.think)
-    content, calls = split_tool_calls(rest, tools, fmt.mistral_calls, fmt.glm_calls)
+    content, calls = split_tool_calls(rest, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
     return reasoning, content, _fresh_ids(calls, fmt.taken_ids)
 
 
@@ -376,7 +381,8 @@ class AnswerStream:
         self._fmt = fmt
         self._harmony = HarmonyStream() if fmt.harmony else None
         self._thinking = ReasoningGate(fmt.opened, fmt.think)
-        self._gate = ToolTextGate(tools, fmt.mistral_calls, fmt.glm_calls) if tools and not fmt.harmony else None
+        self._gate = (ToolTextGate(tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
+                      if tools and not fmt.harmony else None)
 
     def feed(self, piece: str) -> list[tuple[str, str]]:
         if self._harmony is not None:

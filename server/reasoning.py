@@ -1,5 +1,6 @@
 """A thinking model's reasoning, `<think>...</think>` at the start of its answer (Qwen3, QwQ, DeepSeek-R1
-and its distills; Magistral and Ministral 3 write `[THINK]...[/THINK]`, MISTRAL_TAGS), kept apart from
+and its distills; Magistral and Ministral 3 write `[THINK]...[/THINK]`, MISTRAL_TAGS; Seed-OSS
+`<seed:think>...</seed:think>`, SEED_TAGS), kept apart from
 the answer: OpenAI's `reasoning_content`, Anthropic's `thinking` block, the Responses API's `reasoning`
 item. Templates of such models often open the block in the generation
 prompt (the prompt ends with `<think>`), so the answer starts inside it.
@@ -21,6 +22,7 @@ from typing import Any
 
 THINK_TAGS = ("<think>", "</think>")
 MISTRAL_TAGS = ("[THINK]", "[/THINK]")     # control tokens of Mistral's v13 tokenizers (Magistral 2507+)
+SEED_TAGS = ("<seed:think>", "</seed:think>")   # tokens of Seed-OSS's vocabulary
 PROMPT_TAIL_TOKENS = 8   # enough of the prompt's end to hold "<think>\n" in any tokenizer
 
 

@@ -69,6 +69,7 @@ import jinja2
 import jinja2.sandbox
 from strata.engine.glm import parse_glm_calls
 from strata.engine.mistral import keep_written_ids, mistral_messages, parse_mistral_calls, template_traits
+from strata.engine.seed import parse_seed_calls
 from strata.engine.tool_values import tool_parameter_types, typed_value  # noqa: F401 (the server's import)
 
 CHATML_TEMPLATE = (
@@ -467,19 +468,23 @@ def _mistral_first(text: str) -> bool:
 
 
 def parse_tool_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = None,
-                     mistral: bool = True, glm: bool = True) -> tuple[str, list[dict[str, str]]]:
+                     mistral: bool = True, glm: bool = True, seed: bool = True) -> tuple[str, list[dict[str, str]]]:
     """(content without the calls, [{"name", "arguments" (a JSON string)}]); ([], text) when none.
     `types` (tool_parameter_types of the tools offered) types Qwen3-Coder's XML and GLM's parameter values.
     `mistral`: read Mistral's `[TOOL_CALLS]NAME[ARGS]` calls (the server: only for a vocabulary with that
     token); never when a `<tool_call>` block comes first (its arguments may quote Mistral's markup).
     `glm`: read GLM's `<tool_call>NAME<arg_key>...</tool_call>` calls (glm.py) when the first `<tool_call>`
-    block opens one."""
+    block opens one. `seed`: read Seed-OSS's `<seed:tool_call>` blocks (seed.py) when the answer has one."""
     if mistral and _mistral_first(text):
         found = parse_mistral_calls(text)
         if found is not None:
             return found
     if glm:
         found = parse_glm_calls(text, types)
+        if found is not None and found[1]:
+            return found
+    if seed:
+        found = parse_seed_calls(text, types)
         if found is not None and found[1]:
             return found
     if "<tool_call>" in text or "<TOOLCALL>" in text:

@@ -1,0 +1,97 @@
+"""Seed-OSS's tool calls (ByteDance Seed-OSS-36B): reading them from an answer.
+
+Seed-OSS writes each call as a `<seed:tool_call>` block holding Qwen3-Coder's XML, `<function=NAME>` then
+`<parameter=P>V</parameter>` lines and `</function>`, closed by `</seed:tool_call>`; several calls follow one
+another, possibly after some text (its template, llama.cpp's models/templates/ByteDance-Seed-OSS.jinja). This
+reads what llama.cpp's parser for that template reads (its Seed-OSS cases in tests/test-chat.cpp):
+
+- `parse_seed_calls(text, types) -> (content, calls) | None`: None when the answer has no `<seed:tool_call>`.
+  The content is the text before the first call (and any after the last one); each call's arguments are a
+  JSON object string. A value is exactly what stands between `<parameter=P>` and `</parameter>` (the template
+  writes it so: llama.cpp keeps a value's last newline, where Qwen3-Coder's values lose one at each end),
+  typed by the offered tool's schema (tool_values.typed_value). A call without its closing tags (cut by the
+  token limit) or whose markup does not read stays text from there on; the calls before it are kept.
+
+Not here: reasoning (`<seed:think>`: strata.server.reasoning with SEED_TAGS), rendering (the template).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from strata.engine.tool_values import typed_value
+
+OPEN, CLOSE = "<seed:tool_call>", "</seed:tool_call>"
+FUNCTION, FUNCTION_END = "<function=", "</function>"
+PARAMETER, PARAMETER_END = "<parameter=", "</parameter>"
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
+def _tag_name(text: str, pos: int, opener: str) -> tuple[str, int] | None:
+    """The NAME of `<opener>NAME>` at `pos` and where the tag ends, or None (no such tag, an empty name or
+    one that spans a line)."""
+    if not text.startswith(opener, pos):
+        return None
+    end = text.find(">", pos)
+    name = text[pos + len(opener):end].strip() if end >= 0 else ""
+    if not name or "\n" in name or "<" in name:
+        return None
+    return name, end + 1
+
+
+def _read_call(text: str, pos: int, types: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, str], int] | None:
+    """The call whose `<seed:tool_call>` is at `pos` and where its block ends, or None when it does not
+    read (cut or malformed)."""
+    head = _tag_name(text, _skip_space(text, pos + len(OPEN)), FUNCTION)
+    if head is None:
+        return None
+    name, pos = head
+    known = types.get(name, {})
+    args: dict[str, Any] = {}
+    while True:
+        pos = _skip_space(text, pos)
+        if text.startswith(FUNCTION_END, pos):
+            break
+        param = _tag_name(text, pos, PARAMETER)
+        if param is None:
+            return None
+        key, pos = param
+        end = text.find(PARAMETER_END, pos)
+        if end < 0:
+            return None
+        args[key] = typed_value(text[pos:end], known.get(key))
+        pos = end + len(PARAMETER_END)
+    pos = _skip_space(text, pos + len(FUNCTION_END))
+    if not text.startswith(CLOSE, pos):
+        return None
+    return {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}, pos + len(CLOSE)
+
+
+def parse_seed_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[str, list[dict[str, str]]] | None:
+    first = text.find(OPEN)
+    if first < 0:
+        return None
+    calls: list[dict[str, str]] = []
+    pos, tail = first, ""
+    while True:
+        read = _read_call(text, pos, types or {})
+        if read is None:
+            tail = text[pos:]          # cut or malformed: text from here on
+            break
+        call, pos = read
+        calls.append(call)
+        nxt = text.find(OPEN, pos)
+        if nxt < 0 or text[pos:nxt].strip():
+            tail = text[pos:]          # what follows the last call (text after it, or a call after text)
+            break
+        pos = nxt
+    if not calls:
+        return text, []
+    return "\n".join(p for p in (text[:first].strip(), tail.strip()) if p), calls
