@@ -1,0 +1,54 @@
+"""Record llama.cpp's token ids and end-of-generation tokens on a SentencePiece vocabulary in Gemma 3's shape,
+as parity data for Strata's tests.
+
+What it is: a script run with llama-cpp-python (a side environment, not a Strata dependency) that writes
+`tests/data/llamacpp_gemma_tokens.json`: for each text of tests/text/gemma_vocab.py TEXTS llama.cpp's ids with
+special-token parsing on and off (add_bos=True: the file's add_bos_token decides), whether llama.cpp adds BOS,
+and the ids it treats as end of generation. The GGUF it loads is written by Strata's environment
+(gemma_vocab.write_gemma_gguf).
+
+What it is not: a test (tests/text/test_tokenizer_gemma_llamacpp.py reads the JSON).
+
+Run (from the repository root):
+    .venv/bin/python -c "from tests.text.gemma_vocab import write_gemma_gguf; write_gemma_gguf('/tmp/gemma.gguf')"
+    /work/refenv/venv2/bin/python benchmarks/make_llamacpp_gemma_tokens.py --gguf /tmp/gemma.gguf \
+        --out tests/data/llamacpp_gemma_tokens.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.text.gemma_vocab import TEXTS  # noqa: E402
+
+
+def main() -> None:
+    import llama_cpp
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gguf", required=True)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    llm = llama_cpp.Llama(args.gguf, vocab_only=True, verbose=False)
+    vocab = llama_cpp.llama_model_get_vocab(llm.model)
+    eog = [i for i in range(llm.n_vocab()) if llama_cpp.llama_vocab_is_eog(vocab, i)]
+    cases = [{"text": text,
+              "tokens": llm.tokenize(text.encode("utf-8"), add_bos=True, special=True),
+              "tokens_no_special": llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)}
+             for text in TEXTS]
+    head = {"command": "benchmarks/make_llamacpp_gemma_tokens.py", "llama_cpp": llama_cpp.__version__,
+            "gguf_sha256": hashlib.sha256(Path(args.gguf).read_bytes()).hexdigest(),
+            "add_bos": bool(llama_cpp.llama_vocab_get_add_bos(vocab)), "eog": eog}
+    lines = ",\n".join(json.dumps(c, ensure_ascii=False, separators=(",", ":")) for c in cases)   # a case a line
+    Path(args.out).write_text(json.dumps(head)[:-1] + ', "cases": [\n' + lines + "\n]}\n", encoding="utf-8")
+    print(f"{len(cases)} cases, add_bos {head['add_bos']}, eog {eog} -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
