@@ -187,7 +187,8 @@ def _read_vocab(metadata: Mapping[str, object]) -> _Vocab:
         value = metadata.get(key)
         if value is None:
             return None
-        value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):   # GGUF writes ids as integers
+            raise TokenizerError(f"{key}={value!r} is not a token id (an integer)")
         if not 0 <= value < len(tokens):
             raise TokenizerError(f"{key}={value} is outside the vocabulary of {len(tokens)} tokens")
         return value
