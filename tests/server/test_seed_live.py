@@ -1,0 +1,96 @@
+"""Seed-OSS agent turns end to end, through the real `openai` and `anthropic` SDKs and the Responses API, on a
+scripted tiny model (tests/fixtures/tiny_gguf.py `script`: real weights, known output, llama's layers: the
+seed_oss engine is tested apart) with Seed-OSS's real template (tests/fixtures/) and its "seed-coder"
+pre-tokenizer. The model answers `<seed:think>Need ls.</seed:think>\\nLet me look.\\n\\n<seed:tool_call>\\n
+<function=bash>\\n<parameter=command>ls -la</parameter>\\n<parameter=timeout>30</parameter>\\n</function>\\n
+</seed:tool_call>`: reasoning, text and the typed call come out apart in each API, streamed and not, with no
+markup; the call and reasoning go back and the second turn reuses all of the first; a cut call says
+"length" / "max_tokens" and comes back as text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.server.live import LiveServer, sdk_clients
+
+TEMPLATE = (Path(__file__).resolve().parents[1] / "fixtures" / "ByteDance-Seed-OSS.jinja").read_text(encoding="utf-8")
+# each piece one token (the script's tokens must all differ); the prompt ends with "assistant\n"
+PIECES = ("<seed:think>", "Need ls.", "</seed:think>", "\nLet me look.\n\n", "<seed:tool_call>", "\n<function=bash>\n",
+          "<parameter=command>ls -la</parameter>\n", "<parameter=timeout>30</parameter>\n", "</function>\n",
+          "</seed:tool_call>")
+MARKUP = ("<seed:bos>", "<seed:eos>", "<seed:think>", "</seed:think>", "<seed:tool_call>", "</seed:tool_call>",
+          "<function=", "<parameter=")
+ADDED = tuple(dict.fromkeys(("<seed:bos>", "<seed:eos>", "assistant\n") + PIECES))
+PARAMS = {"type": "object", "properties": {"command": {"type": "string"}, "timeout": {"type": "integer"}},
+          "required": ["command"]}
+TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a command.", "parameters": PARAMS}}]
+CLAUDE_TOOLS = [{"name": "bash", "description": "Run a command.", "input_schema": PARAMS}]
+RESPONSES_TOOLS = [{"type": "function", "name": "bash", "description": "Run a command.", "parameters": PARAMS}]
+MSGS = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "list the files"}]
+ARGS = {"command": "ls -la", "timeout": 30}
+
+
+@pytest.fixture(scope="module")
+def served(tiny_model_factory):
+    from strata.engine import Engine
+
+    shape = dict(ctx_len=4096, n_vocab=512, seed=6, tokenizer_pre="seed-coder", added_tokens=ADDED,
+                 chat_template=TEMPLATE)
+    probe = Engine(str(tiny_model_factory(**shape)), n_ctx=64, n_threads=1)
+    ids = probe.tokenize("assistant\n" + "".join(PIECES), special=True)
+    assert len(ids) == len(PIECES) + 1, "each piece must be one token"
+    model = tiny_model_factory(**shape, script=(*ids, probe.tokenizer.eos_id))
+    with LiveServer(model=str(model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0) as s:
+        yield sdk_clients(s)
+
+
+def test_openai_reasoning_text_and_typed_call_then_the_first_turn_reused(served):
+    oai, _ = served
+    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40)
+    m = r.choices[0].message
+    assert (m.reasoning_content, m.content, r.choices[0].finish_reason) == ("Need ls.", "Let me look.", "tool_calls")
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in m.tool_calls] == [("bash", ARGS)]
+    turn2 = MSGS + [m.model_dump(exclude_none=True),
+                    {"role": "tool", "tool_call_id": m.tool_calls[0].id, "content": "a.py"}]
+    r2 = oai.chat.completions.create(model="m", messages=turn2, tools=TOOLS, temperature=0, max_tokens=4)
+    # the template writes the reasoning, text and call back as the model wrote them: nothing is read again
+    assert r2.usage.prompt_tokens_details.cached_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+    chunks = list(oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40,
+                                              stream=True))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join(getattr(d, "reasoning_content", None) or "" for d in deltas) == "Need ls."
+    assert "".join(d.content or "" for d in deltas) == "Let me look."
+    calls = [tc for d in deltas for tc in (d.tool_calls or [])]
+    assert [json.loads("".join(tc.function.arguments or "" for tc in calls))] == [ARGS]
+
+
+def test_anthropic_and_responses_thinking_text_and_call(served):
+    oai, claude = served
+    m = claude.messages.create(model="m", max_tokens=40, system="You are a coding agent.", messages=MSGS[1:],
+                               tools=CLAUDE_TOOLS, extra_body={"temperature": 0})
+    assert [b.type for b in m.content] == ["thinking", "text", "tool_use"] and m.stop_reason == "tool_use"
+    assert (m.content[0].thinking, m.content[1].text, m.content[2].input) == ("Need ls.", "Let me look.", ARGS)
+    events = list(oai.responses.create(model="m", input="list the files", tools=RESPONSES_TOOLS,
+                                       max_output_tokens=40, stream=True))
+    done = [e.item for e in events if e.type == "response.output_item.done"]
+    assert [i.type for i in done] == ["reasoning", "message", "function_call"]
+    assert json.loads(done[2].arguments) == ARGS
+    texts = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert "".join(texts) == "Let me look." and not any(mk in t for t in texts for mk in MARKUP)
+
+
+@pytest.mark.parametrize("cut", [1, 3])    # before </seed:tool_call>, after the first value
+def test_a_cut_call_is_text_and_says_length(served, cut):
+    oai, claude = served
+    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40)
+    max_tokens = r.usage.completion_tokens - cut        # the answer (end token not counted) less `cut` pieces
+    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=max_tokens)
+    c = r.choices[0]
+    assert c.finish_reason == "length" and c.message.tool_calls is None
+    assert c.message.content.startswith("Let me look.") and "<seed:tool_call>" in c.message.content
+    m = claude.messages.create(model="m", max_tokens=max_tokens, messages=MSGS[1:], tools=CLAUDE_TOOLS)
+    assert m.stop_reason == "max_tokens" and "tool_use" not in [b.type for b in m.content]
