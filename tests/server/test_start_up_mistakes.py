@@ -103,8 +103,8 @@ def test_listening_beyond_this_machine_without_a_key_is_warned(monkeypatch, flag
     monkeypatch.delenv("STRATA_API_KEY", raising=False)
     if env_key:
         monkeypatch.setenv("STRATA_API_KEY", env_key)
-    done = _serve(*flags, "--port", "0", until="listening on")
-    assert done.returncode == 0, done.stderr
+    done = _serve(*flags, "--port", "0", until="listening on")   # stopped while the model loads: any status
+    assert "listening on http://" in done.stderr, done.stderr
     said = "--host 0.0.0.0 listens beyond this machine with no --api-key: anyone who can reach it can use the model"
     assert (said in done.stderr) == warned, done.stderr
 
