@@ -50,9 +50,10 @@ END_OF_MESSAGE_ONLY = ("<|end|>", (("<|return|>", "<|call|>"), ("<|return|>", "<
 # gpt-oss's message markup, which llama.cpp always parses and renders (USER_DEFINED, whatever the file says)
 ALWAYS_RENDERED_TEXTS = ("<|channel|>", "<|message|>", "<|start|>", "<|constrain|>")
 # tokens that open a chat message (anchors of the conversation cache's segment tier; any of them): ChatML,
-# Llama 3, Gemma, Mistral's user turns and tool results, Harmony, GLM's four roles
+# Llama 3, Gemma, Mistral's user turns and tool results, Harmony, GLM's four roles, Seed-OSS's (its template
+# starts every message with "<seed:bos>ROLE\n")
 MESSAGE_OPENER_TEXTS = ("<|im_start|>", "<|start_header_id|>", "<start_of_turn>", "[INST]", "[TOOL_RESULTS]",
-                        "<|start|>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>")
+                        "<|start|>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>", "<seed:bos>")
 
 
 class TokenizerError(ValueError):

@@ -42,6 +42,8 @@ def served(tiny_model_factory):
     probe = Engine(str(tiny_model_factory(**shape)), n_ctx=64, n_threads=1)
     ids = probe.tokenize("assistant\n" + "".join(PIECES), special=True)
     assert len(ids) == len(PIECES) + 1, "each piece must be one token"
+    # every message opens with <seed:bos>: the conversation cache's anchors
+    assert probe.tokenizer.token_id("<seed:bos>") in probe.message_opener_ids
     model = tiny_model_factory(**shape, script=(*ids, probe.tokenizer.eos_id))
     with LiveServer(model=str(model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0) as s:
         yield sdk_clients(s)
