@@ -30,7 +30,7 @@ from strata.installer.plan_types import (
     Situation,
 )
 
-from strata.model_shape import q8_0_kv_takes
+from strata.model_shape import cuda_lacks, q8_0_kv_takes
 
 __all__ = [
     "QUESTION_ORDER", "QUESTIONS_BEFORE_SEED_002", "AnswerError", "Answers", "Choice", "DiskFacts",
@@ -72,13 +72,7 @@ def _on_gpu(s: Situation) -> bool:
 
 def _cuda_lacks(model: ModelFacts) -> str:
     """What the CUDA backend lacks to run `model`, as the plan says it ("" when it runs it)."""
-    if model.n_expert:
-        return f"experts ({model.n_expert} in this one)"
-    if model.arch == "gemma3":
-        return "gemma3's GeGLU, sandwich norms and windowed layers"
-    if model.arch == "smollm3":
-        return "SmolLM3's layers without RoPE"
-    return "an attention temperature (mistral3's attention.temperature_scale)" if model.attn_temperature else ""
+    return cuda_lacks(model.arch, model.n_expert, model.attn_temperature)
 
 
 def _budget(s: Situation, model: ModelFacts, p: PlanParameters) -> _Budget:

@@ -56,9 +56,21 @@ def attention_temperature(metadata: dict[str, Any]) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
+def cuda_lacks(arch: str | None, n_expert: int, attn_temperature: float) -> str:
+    """What the CUDA backend lacks to run a model of this architecture, expert count and attention
+    temperature, as `strata setup`'s plan says it ("" when it runs it): the one list behind cpu_only and
+    the plan (the engine's own refusal, engine.cpp, names the same parts)."""
+    if n_expert:
+        return f"experts ({n_expert} in this one)"
+    if arch == "gemma3":
+        return "gemma3's GeGLU, sandwich norms and windowed layers"
+    if arch == "smollm3":
+        return "SmolLM3's layers without RoPE"
+    return "an attention temperature (mistral3's attention.temperature_scale)" if attn_temperature else ""
+
+
 def cpu_only(metadata: dict[str, Any]) -> bool:
-    """Whether only the CPU backend runs the model: the CUDA backend has no expert kernels, no query
-    temperature and none of gemma3's parts nor SmolLM3's layers without RoPE (`backend auto` then picks the CPU; `cuda` asked outright is
-    refused by name)."""
-    return bool(expert_count(metadata) or attention_temperature(metadata)
-                or metadata.get("general.architecture") in ("gemma3", "smollm3"))
+    """Whether only the CPU backend runs the model (cuda_lacks: `backend auto` then picks the CPU; `cuda`
+    asked outright is refused by name)."""
+    return bool(cuda_lacks(metadata.get("general.architecture"), expert_count(metadata),
+                           attention_temperature(metadata)))
