@@ -148,7 +148,9 @@ class ConversationCache:
                 if lvl.state == "on":
                     levels.append(lvl)
                 else:
-                    log.warning("conversation cache %s level %s: %s", lc.name, lc.folder, lvl.state)
+                    log.warning("conversation cache %s level %s: %s; the level is off (nothing is kept there): "
+                                "give --conversation-cache-%s-dir a folder this user can write", lc.name, lc.folder,
+                                lvl.state, lc.name)
         self.cascade = Cascade(levels, config.conversation_cache_when_full)
         self.ram: RamLevel | None = levels[0] if levels and isinstance(levels[0], RamLevel) else None
         self.first_disk = next((i for i, lv in enumerate(levels) if isinstance(lv, DiskLevel)), None)

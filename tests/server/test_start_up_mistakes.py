@@ -109,6 +109,18 @@ def test_listening_beyond_this_machine_without_a_key_is_warned(monkeypatch, flag
     assert (said in done.stderr) == warned, done.stderr
 
 
+def test_a_disk_level_folder_that_cannot_be_made_says_the_level_is_off_and_what_to_do(tmp_path):
+    # it said "conversation cache cold level X: unavailable: File exists" and started without the level
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = _serve("--port", "0", "--conversation-cache-cold-dir", str(blocker / "cold"),
+                  "--conversation-cache-cold-mib", "64", until="loaded in")
+    assert (f"conversation cache cold level {blocker / 'cold'}: unavailable: Not a directory; the level is off "
+            "(nothing is kept there): give --conversation-cache-cold-dir a folder this user can write") in done.stderr, \
+        done.stderr
+    assert f"cold {blocker / 'cold'} 64 MiB unavailable" in done.stderr         # the INFO line
+
+
 @pytest.mark.parametrize("host,reason", [
     ("192.0.2.1", "Cannot assign requested address"),   # TEST-NET-1: never an address of this machine
     ("a..b", "'a..b' is not a valid host name"),        # was a UnicodeError traceback
