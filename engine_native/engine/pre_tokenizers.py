@@ -93,15 +93,15 @@ PRE_TOKENIZERS: dict[str, tuple[tuple[str, ...], bool, bool]] = {
     },
     # names whose models run as architectures Strata runs (convert_hf_to_gguf_update.py's repos): Seed-Coder
     # and Seed-OSS; Smaug-Llama-3 (llama 3's regex with merges and no BOS, llama.cpp's SMAUG); DeepSeek LLM
-    # and DeepSeek Coder (llama); Midm 2.0 (llama, llama.cpp's LLAMA3 group); Megrez (llama) and Solar Open
-    # (glm4moe) on Qwen 2's regex; A.X 4.0 (qwen2), EXAONE 4.0, Mellum and Trillion on GPT-2's; Viking
+    # and DeepSeek Coder (llama); Midm 2.0 (llama, llama.cpp's LLAMA3 group); Megrez (llama), Solar Open
+    # (glm4moe), KORMo (qwen2) and F2LLM-v2 (qwen3) on Qwen 2's regex; A.X 4.0 (qwen2), EXAONE 4.0, Mellum and Trillion on GPT-2's; Viking
     # (llama); Falcon (llama.cpp's FALCON; Falcon 3 is "falcon3")
     "seed-coder": ((_SEED_CODER,), False, False),
     "smaug-bpe": ((_LLAMA3,), False, False),
     "deepseek-llm": (_DEEPSEEK_LLM, False, False),
     "deepseek-coder": (_DEEPSEEK_CODER, False, False),
     "midm-2.0": ((_LLAMA3,), True, True),
-    **{name: ((_QWEN2,), False, False) for name in ("megrez", "solar-open")},
+    **{name: ((_QWEN2,), False, False) for name in ("megrez", "solar-open", "kormo", "f2llmv2")},
     **{name: ((_GPT2,), False, False) for name in ("a.x-4.0", "exaone4", "mellum", "trillion")},
     "viking": (_VIKING, False, False),
     "falcon": (_FALCON, False, False),
