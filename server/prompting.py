@@ -291,8 +291,9 @@ def reasoning_effort(value: Any, param: str) -> dict[str, str]:
     return {"reasoning_effort": value}
 
 
-# variables render_chat sets itself: a request cannot replace them
-RESERVED_TEMPLATE_VARS = ("messages", "tools", "add_generation_prompt", "bos_token", "eos_token")
+# variables render_chat sets itself, and `self` (the render methods' own argument, which a keyword of that
+# name collides with): a request cannot replace them
+RESERVED_TEMPLATE_VARS = ("messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "self")
 
 
 def template_kwargs(value: Any, param: str = "chat_template_kwargs") -> dict[str, Any]:

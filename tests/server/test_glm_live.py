@@ -170,7 +170,7 @@ def test_thinking_off_by_chat_template_kwargs(served):
 
 
 @pytest.mark.parametrize("kwargs", [["enable_thinking"], {"messages": []}, {"add_generation_prompt": False},
-                                    {"not a name": 1}])
+                                    {"not a name": 1}, {"self": 1}])   # self: render()'s own argument
 def test_bad_chat_template_kwargs_are_named(served, kwargs):
     oai, _ = served
     with pytest.raises(openai.BadRequestError, match="chat_template_kwargs"):
