@@ -140,7 +140,9 @@ class Scheduler:
             free = sum(1 for c in self.table.contexts if c.busy_job is None)
             if self._n_pending >= self.queue_limit + free:
                 self.metrics.add_rejected("queue_full")
-                raise APIError(503, f"the queue is full ({self.queue_limit} requests waiting); retry later",
+                n = self.queue_limit       # the server's --queue, named for whoever runs it
+                raise APIError(503, f"the queue is full ({n} request{'' if n == 1 else 's'} waiting, the server's "
+                               f"--queue {n}); retry later",
                                headers={"Retry-After": "2"})
             self._n_pending += 1
             self._inbox.append(job)

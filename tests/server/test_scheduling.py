@@ -152,7 +152,7 @@ def test_a_full_queue_answers_503_with_retry_after(slow_model):
         wait_for(lambda: monitor(s.url)["totals"]["in_flight"] == 1)
         r = httpx.post(s.url + "/v1/completions", json={"prompt": "x", "max_tokens": 2}, timeout=30)
         assert r.status_code == 503 and r.headers["Retry-After"]
-        assert "queue is full" in r.json()["error"]["message"]
+        assert "the queue is full (0 requests waiting, the server's --queue 0); retry later" == r.json()["error"]["message"]
         r = httpx.post(s.url + "/v1/messages", json={"max_tokens": 2, "messages": [{"role": "user", "content": "x"}]})
         assert r.status_code == 503 and r.json()["error"]["type"] == "overloaded_error"
         assert running.is_alive(), "the running request ended before the checks; they proved nothing"
