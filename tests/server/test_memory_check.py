@@ -200,3 +200,18 @@ def test_no_pack_weights_reaches_the_memory_check(default_model_path):
     on, off = _config(default_model_path), _config(default_model_path, pack_weights=False)
     assert on.pack_weights is True and off.pack_weights is False
     assert ask_for(on, default_model_path, "cpu").pack_weights and not ask_for(off, default_model_path, "cpu").pack_weights
+
+
+def test_ask_for_sizes_glm4moe_as_the_engine_loads_it(tiny_model_factory):
+    """glm4moe's trailing multi-token-prediction layer is neither loaded nor given KV: strata serve's memory
+    check counts the KV a token takes and the packed copies exactly as the engine makes them (block_count 4,
+    trunk 3; shared experts packed)."""
+    from strata.engine import Engine
+    from strata.server.memory_check import ask_for
+
+    path = tiny_model_factory(arch="glm4moe", dtype="Q8_0", n_layer=3, n_ff=64, n_expert=8, n_expert_used=2,
+                              n_rot=8)
+    engine = Engine(path, n_ctx=64, n_threads=2, kv_type="f16")
+    got = ask_for(_config(path, ctx=64, kv_type="f16"), path, "cpu")
+    assert got is not None
+    assert (got.kv_bytes_per_token, got.packed_bytes) == (engine.bytes_per_token, engine.packed_bytes)
