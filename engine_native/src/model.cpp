@@ -409,8 +409,10 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
             }
             for (int64_t il = 0; il < hp.n_layer; il++) windowed[size_t(il)] = pat->arr_data[il] != 0;
         } else {
-            const int64_t n = pat ? f.get_int(key) : oss ? 2 : 6;   // get_int: a non-integer refused naming the key
-            if (n < 0 || n > hp.n_layer + 1) {
+            // get_int: a non-integer refused naming the key; any period works (past n_layer: every layer
+            // windowed, as llama.cpp's)
+            const int64_t n = pat ? f.get_int(key) : oss ? 2 : 6;
+            if (n < 0) {
                 throw model_error("model " + path + ": " + key + " " + std::to_string(n) + " is invalid");
             }
             for (int64_t il = 0; il < hp.n_layer; il++) windowed[size_t(il)] = n == 0 || il % n < n - 1;

@@ -93,6 +93,18 @@ def test_each_part_changes_the_answer(tiny_model_factory, change, monkeypatch):
     assert np.abs(got - ref.logits(LONG)).max() > 1e-3 * np.abs(got).max()
 
 
+@pytest.mark.parametrize("n_layer, pattern", [(3, None), (6, 8)])
+def test_a_period_longer_than_the_model_windows_every_layer(tiny_model_factory, n_layer, pattern):
+    """llama.cpp takes any period n (layer il windowed when il % n < n - 1): a gemma3 file of fewer layers
+    than the default period 6 (or with a longer one) has every layer windowed; it was refused ('...
+    sliding_window_pattern 6 is invalid', naming a key the file does not hold)."""
+    path = gemma_model(tiny_model_factory, n_layer=n_layer, swa_pattern=pattern)
+    ref = ReferenceModel(path)
+    assert all(ref.config.windowed)
+    got = logits_every_position(Engine(path, n_ctx=64, n_threads=2, kv_type="f32"), LONG)
+    check_close(got, ref.logits(LONG), 2e-5)
+
+
 def test_the_27b_query_scale_matches_reference(tiny_model_factory):
     """Gemma 3 27B (62 layers) scales queries by 1 / sqrt(n_embd / n_head), not 1 / sqrt(head_dim), as
     llama.cpp does: a 62-layer model whose heads (32) are wider than n_embd / n_head (16) runs with 1 / 4,
