@@ -99,6 +99,8 @@ def parse_tools(body: dict) -> list[dict] | None:
         if isinstance(body.get("tool_choice"), dict):   # naming a function that is not offered
             raise APIError(400, "'tool_choice' names a function but 'tools' is empty or missing",
                            param="tool_choice")
+        if body.get("tool_choice") == "required":       # a call demanded with nothing to call (OpenAI: 400)
+            raise APIError(400, "'tool_choice' is 'required' but 'tools' is empty or missing", param="tool_choice")
         return None
     out = []
     for tw, t in f.objects(tools, "tools"):

@@ -24,6 +24,7 @@ CASES = [
     ("POST", CHAT, {"prompt": "hi"}, 400, "a plain 'prompt' goes to POST /v1/completions"),
     ("POST", CHAT, {"messages": USER, "tool_choice": {"type": "function", "function": {"name": "f"}}}, 400,
      "'tool_choice' names a function but 'tools' is empty"),
+    ("POST", CHAT, {"messages": USER, "tool_choice": "required"}, 400, "'tool_choice' is 'required' but 'tools' is empty"),
     ("POST", CHAT, {"messages": "hi"}, 400, "'messages' must be an array"),
     ("POST", CHAT, {"messages": [{"role": "wizard", "content": "x"}]}, 400, "role must be one of"),
     ("POST", CHAT, {"messages": [{"role": "user", "content": 5}]}, 400, "must be a string or an array"),
