@@ -88,9 +88,9 @@ def test_the_wizard_offers_only_models_the_engine_runs(tmp_path, monkeypatch, ti
     folder = tmp_path / "strata" / "models"
     folder.mkdir(parents=True)
     shutil.copy(tiny_model_factory(arch="qwen3moe", n_expert=4, n_expert_used=2), folder / "moe.gguf")
-    shutil.copy(tiny_model_factory(arch="gemma3"), folder / "gemma.gguf")
+    shutil.copy(tiny_model_factory(arch="phi3"), folder / "phi3.gguf")
     found, _ = find_models()
-    assert str(folder / "moe.gguf") in found and not any(p.endswith("gemma.gguf") for p in found)
+    assert str(folder / "moe.gguf") in found and not any(p.endswith("phi3.gguf") for p in found)
 
 
 @pytest.mark.parametrize("content,message", [
