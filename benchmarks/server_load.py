@@ -283,9 +283,11 @@ def main() -> int:
         proc.wait(30)
     import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:
-        overhead_model = args.overhead_model or tiny_model(Path(tmp))
-        overhead = measure_overhead(overhead_model, args)
+    overhead: dict = {}
+    if args.overhead_requests > 0:   # 0: the load levels only
+        with tempfile.TemporaryDirectory() as tmp:
+            overhead_model = args.overhead_model or tiny_model(Path(tmp))
+            overhead = measure_overhead(overhead_model, args)
     ratios = round_ratios(levels, 4, 1)
     ratio = round(statistics.median(ratios), 2) if ratios else None
     result = {"model": Path(args.model).name, "threads": args.threads, "batch": args.batch, "levels": levels,
@@ -296,10 +298,11 @@ def main() -> int:
     else:
         each = f" (median of the rounds' {', '.join(f'{r}x' for r in ratios)})" if len(ratios) > 1 else ""
         print(f"ratio 4 clients / 1 client: {ratio}x{each} (goal >= 2.5x)")
-        print(f"overhead per request ({result['overhead_model']}, 32-token prompt, 8 tokens): "
-              f"{result['overhead_ms']} ms (server p50 {result['server_ms_p50']} ms, engine direct p50 "
-              f"{result['direct_ms_p50']} ms; goal < 2 ms); inside the server the job took "
-              f"{result['job_ms_p50']} ms, HTTP + client {result['http_and_client_ms_p50']} ms")
+        if overhead:
+            print(f"overhead per request ({result['overhead_model']}, 32-token prompt, 8 tokens): "
+                  f"{result['overhead_ms']} ms (server p50 {result['server_ms_p50']} ms, engine direct p50 "
+                  f"{result['direct_ms_p50']} ms; goal < 2 ms); inside the server the job took "
+                  f"{result['job_ms_p50']} ms, HTTP + client {result['http_and_client_ms_p50']} ms")
         print(f"load average during the run: {result['load_average']}")
     return 0
 
