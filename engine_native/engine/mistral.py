@@ -38,6 +38,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from strata.engine.call_runs import read_call_run
+
 TOOL_CALLS, ARGS, CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 ID_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 ID_LENGTH = 9
@@ -159,21 +161,6 @@ def parse_mistral_calls(text: str) -> tuple[str, list[dict[str, str]]] | None:
     after = text[first + len(TOOL_CALLS):].lstrip()
     if not after or after[0] in "[{":
         return None                    # Nemo's JSON list (or nothing yet): the bare-call reader's
-    calls: list[dict[str, str]] = []
-    pos, tail = first, ""
-    while True:
-        read = _read_call(text, pos)
-        if read is None:
-            tail = text[pos:]          # not a call: text from here on
-            break
-        call, pos = read
-        calls.append(call)
-        nxt = text.find(TOOL_CALLS, pos)
-        if nxt < 0 or text[pos:nxt].strip():
-            tail = text[pos:]          # what follows the last call (text after it, or a call after text)
-            break
-        pos = nxt
-    if not calls:
-        return text, []
+    content, calls = read_call_run(text, first, TOOL_CALLS, _read_call)
     keep_written_ids(calls)
-    return "\n".join(p for p in (text[:first].strip(), tail.strip()) if p), calls
+    return content, calls

@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from strata.engine.call_runs import read_call_run
 from strata.engine.tool_values import typed_value
 
 OPEN, CLOSE = "<seed:tool_call>", "</seed:tool_call>"
@@ -78,20 +79,4 @@ def parse_seed_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = 
     first = text.find(OPEN)
     if first < 0:
         return None
-    calls: list[dict[str, str]] = []
-    pos, tail = first, ""
-    while True:
-        read = _read_call(text, pos, types or {})
-        if read is None:
-            tail = text[pos:]          # cut or malformed: text from here on
-            break
-        call, pos = read
-        calls.append(call)
-        nxt = text.find(OPEN, pos)
-        if nxt < 0 or text[pos:nxt].strip():
-            tail = text[pos:]          # what follows the last call (text after it, or a call after text)
-            break
-        pos = nxt
-    if not calls:
-        return text, []
-    return "\n".join(p for p in (text[:first].strip(), tail.strip()) if p), calls
+    return read_call_run(text, first, OPEN, lambda t, pos: _read_call(t, pos, types or {}))
