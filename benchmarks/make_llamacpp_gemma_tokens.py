@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from llamacpp_vocab import eog_ids, token_cases, write_cases  # noqa: E402
 
 from tests.text.gemma_vocab import TEXTS  # noqa: E402
 
@@ -36,17 +37,13 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     llm = llama_cpp.Llama(args.gguf, vocab_only=True, verbose=False)
-    vocab = llama_cpp.llama_model_get_vocab(llm.model)
-    eog = [i for i in range(llm.n_vocab()) if llama_cpp.llama_vocab_is_eog(vocab, i)]
-    cases = [{"text": text,
-              "tokens": llm.tokenize(text.encode("utf-8"), add_bos=True, special=True),
-              "tokens_no_special": llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)}
-             for text in TEXTS]
+    eog = eog_ids(llama_cpp, llm)
+    cases = token_cases(llm, list(TEXTS))
     head = {"command": "benchmarks/make_llamacpp_gemma_tokens.py", "llama_cpp": llama_cpp.__version__,
             "gguf_sha256": hashlib.sha256(Path(args.gguf).read_bytes()).hexdigest(),
-            "add_bos": bool(llama_cpp.llama_vocab_get_add_bos(vocab)), "eog": eog}
-    lines = ",\n".join(json.dumps(c, ensure_ascii=False, separators=(",", ":")) for c in cases)   # a case a line
-    Path(args.out).write_text(json.dumps(head)[:-1] + ', "cases": [\n' + lines + "\n]}\n", encoding="utf-8")
+            "add_bos": bool(llama_cpp.llama_vocab_get_add_bos(llama_cpp.llama_model_get_vocab(llm.model))),
+            "eog": eog}
+    write_cases(args.out, head, cases)
     print(f"{len(cases)} cases, add_bos {head['add_bos']}, eog {eog} -> {args.out}")
 
 

@@ -20,11 +20,12 @@ import default_model_path; write_vocab_gguf(default_model_path(), '/tmp/glm.gguf
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from llamacpp_vocab import eog_ids, token_cases, write_cases  # noqa: E402
 
 from tests.fixtures.glm_vocab import TEXTS  # noqa: E402
 
@@ -37,15 +38,10 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     llm = llama_cpp.Llama(args.gguf, vocab_only=True, verbose=False)
-    vocab = llama_cpp.llama_model_get_vocab(llm.model)
-    eog = [i for i in range(llm.n_vocab()) if llama_cpp.llama_vocab_is_eog(vocab, i)]
-    cases = [{"text": text,
-              "tokens": llm.tokenize(text.encode("utf-8"), add_bos=True, special=True),
-              "tokens_no_special": llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)}
-             for text in TEXTS]
+    eog = eog_ids(llama_cpp, llm)
+    cases = token_cases(llm, list(TEXTS))
     head = {"command": "benchmarks/make_llamacpp_glm_tokens.py", "llama_cpp": llama_cpp.__version__, "eog": eog}
-    lines = ",\n".join(json.dumps(c, ensure_ascii=False, separators=(",", ":")) for c in cases)   # a case a line
-    Path(args.out).write_text(json.dumps(head)[:-1] + ', "cases": [\n' + lines + "\n]}\n", encoding="utf-8")
+    write_cases(args.out, head, cases)
     print(f"{len(cases)} cases, eog {eog} -> {args.out}")
 
 

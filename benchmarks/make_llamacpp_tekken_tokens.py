@@ -10,18 +10,19 @@ What it is not: a test (tests/text/test_tokenizer_tekken_llamacpp.py reads the J
 
 Run (from the repository root):
     .venv/bin/python -c "from tests.fixtures.tekken_vocab import write_vocab_gguf; write_vocab_gguf('/tmp/tekken.gguf')"
-    /work/refenv/venv/bin/python benchmarks/make_llamacpp_tekken_tokens.py --gguf /tmp/tekken.gguf \
+    /work/refenv/venv2/bin/python benchmarks/make_llamacpp_tekken_tokens.py --gguf /tmp/tekken.gguf \
         --out tests/data/llamacpp_tekken_tokens.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from llamacpp_vocab import token_cases, write_cases  # noqa: E402
 
 from tests.fixtures.tekken_vocab import CORPUS, random_texts  # noqa: E402
 
@@ -38,14 +39,9 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     llm = llama_cpp.Llama(args.gguf, vocab_only=True, verbose=False)
-    cases = []
-    for text in [*CORPUS, *random_texts(120, seed=99), PROMPT]:
-        cases.append({"text": text,
-                      "tokens": llm.tokenize(text.encode("utf-8"), add_bos=True, special=True),
-                      "tokens_no_special": llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)})
+    cases = token_cases(llm, [*CORPUS, *random_texts(120, seed=99), PROMPT])
     head = {"command": "benchmarks/make_llamacpp_tekken_tokens.py", "llama_cpp": llama_cpp.__version__}
-    lines = ",\n".join(json.dumps(c, ensure_ascii=False, separators=(",", ":")) for c in cases)   # a case a line
-    Path(args.out).write_text(json.dumps(head)[:-1] + ', "cases": [\n' + lines + "\n]}\n", encoding="utf-8")
+    write_cases(args.out, head, cases)
     print(f"{len(cases)} cases -> {args.out}")
 
 
