@@ -61,20 +61,38 @@ def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None, pre
     renders exactly what the client sent."""
     extra = template_vars or {}
     try:
-        text = engine.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, **extra)
+        text = _render_any_shape(engine, messages, tools, extra)
     except (ValueError, TypeError, KeyError) as e:
-        text = None
-        for shape, shape_tools in _strict_shapes(engine, messages, tools or None):
-            try:
-                text = engine.apply_chat_template(shape, tools=shape_tools, add_generation_prompt=True, **extra)
-                break
-            except (ValueError, TypeError, KeyError):
-                continue
-        if text is None:
-            raise APIError(400, f"the model's chat template could not render these messages: {e}") from None
+        if extra and _renders_without(engine, messages, tools):   # the variables broke it, not the messages
+            shown = ", ".join(f"{k}={v!r}" for k, v in extra.items())
+            why = str(e).removeprefix("chat template failed on these messages: ")   # the messages are fine
+            raise APIError(400, f"the model's chat template could not render with the template variables {shown} "
+                           f"(chat_template_kwargs): {why}", param="chat_template_kwargs") from None
+        raise APIError(400, f"the model's chat template could not render these messages: {e}") from None
     if prefill and getattr(getattr(engine, "chat_template", None), "harmony", False):
         prefill = HARMONY_FINAL + prefill      # the client's start of the answer is the final message's
     return list(engine.tokenize(text + prefill, special=True))
+
+
+def _render_any_shape(engine: Any, messages: list[dict], tools: list[dict] | None, extra: dict[str, Any]) -> str:
+    """The messages as sent rendered, else in the first strict shape the template takes; the first error."""
+    try:
+        return engine.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, **extra)
+    except (ValueError, TypeError, KeyError) as first:
+        for shape, shape_tools in _strict_shapes(engine, messages, tools or None):
+            try:
+                return engine.apply_chat_template(shape, tools=shape_tools, add_generation_prompt=True, **extra)
+            except (ValueError, TypeError, KeyError):
+                continue
+        raise first from None
+
+
+def _renders_without(engine: Any, messages: list[dict], tools: list[dict] | None) -> bool:
+    try:
+        _render_any_shape(engine, messages, tools, {})
+    except (ValueError, TypeError, KeyError):
+        return False
+    return True
 
 
 def _strict_shapes(engine: Any, messages: list[dict], tools: list[dict] | None) -> list[tuple[list[dict], Any]]:

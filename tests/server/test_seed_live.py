@@ -96,3 +96,21 @@ def test_a_cut_call_is_text_and_says_length(served, cut):
     assert c.message.content.startswith("Let me look.") and "<seed:tool_call>" in c.message.content
     m = claude.messages.create(model="m", max_tokens=max_tokens, messages=MSGS[1:], tools=CLAUDE_TOOLS)
     assert m.stop_reason == "max_tokens" and "tool_use" not in [b.type for b in m.content]
+
+
+@pytest.mark.parametrize("budget", ["512", None, [512]])
+def test_a_thinking_budget_the_template_cannot_use_is_named(served, budget):
+    """thinking_budget of another type than the template's integer: a 400 naming the variable and value and
+    chat_template_kwargs, not blaming the messages (they render without it); 512 renders."""
+    import openai
+
+    oai, _ = served
+    with pytest.raises(openai.BadRequestError) as err:
+        oai.chat.completions.create(model="m", messages=MSGS, max_tokens=1,
+                                    extra_body={"chat_template_kwargs": {"thinking_budget": budget}})
+    message = str(err.value)
+    assert f"thinking_budget={budget!r}" in message and "chat_template_kwargs" in message
+    assert "these messages" not in message
+    ok = oai.chat.completions.create(model="m", messages=MSGS, max_tokens=1,
+                                     extra_body={"chat_template_kwargs": {"thinking_budget": 512}})
+    assert ok.choices[0].finish_reason == "length"
