@@ -14,6 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strata.server.prompting import AnswerFormat, AnswerStream, answer_format, split_answer
 
+from tests.server.vocab_stand_in import VocabEngine
+
 
 def fn(tool: str, **props) -> dict:
     return {"type": "function", "function": {"name": tool, "parameters": {"type": "object", "properties": props}}}
@@ -204,22 +206,7 @@ def test_other_models_text_with_glm_markup_is_text_and_streams():
     assert streamed + s.finish(answer)[1] == answer and s.finish(answer)[2] == []
 
 
-class _Vocab:
-    def __init__(self, tokens):
-        self._tokens = tokens
-
-    def token_id(self, text):
-        return self._tokens.get(text)
-
-
-class _Engine:
-    def __init__(self, tokens):
-        self.tokenizer = _Vocab(tokens)
-
-    def detokenize(self, ids):
-        return "<|user|>hi<|assistant|>"
-
-
 def test_glm_calls_follow_the_vocabulary():
-    assert answer_format(_Engine({"<arg_key>": 151356, "<tool_call>": 151352}), [1, 2]).glm_calls
-    assert not answer_format(_Engine({"<tool_call>": 7}), [1, 2]).glm_calls
+    prompt = "<|user|>hi<|assistant|>"
+    assert answer_format(VocabEngine({"<arg_key>": 151356, "<tool_call>": 151352}, prompt), [1, 2]).glm_calls
+    assert not answer_format(VocabEngine({"<tool_call>": 7}, prompt), [1, 2]).glm_calls

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from strata.server.prompting import AnswerFormat, AnswerStream, answer_format, split_answer
 from strata.server.reasoning import MISTRAL_TAGS
 
+from tests.server.vocab_stand_in import VocabEngine
+
 FMT = AnswerFormat(think=MISTRAL_TAGS, mistral_calls=True)
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
          for n in ("special_function", "special_function_with_opt", "bash", "write_file")]
@@ -155,26 +157,10 @@ def test_no_tools_offered_the_answer_is_text():
     assert split_answer(answer, FMT, None) == (None, answer, [])
 
 
-class _Vocab:
-    def __init__(self, tokens):
-        self._tokens = tokens
-
-    def token_id(self, text):
-        return self._tokens.get(text)
-
-
-class _Engine:
-    def __init__(self, tokens):
-        self.tokenizer = _Vocab(tokens)
-
-    def detokenize(self, ids):
-        return "[INST]hi[/INST]"
-
-
 def test_the_format_follows_the_vocabulary():
     """[THINK] tags for a vocabulary that has the [THINK] token, <think> otherwise (never from the name)."""
-    assert answer_format(_Engine({"[THINK]": 34, "[/THINK]": 35}), [1, 2]).think == MISTRAL_TAGS
-    assert answer_format(_Engine({"<think>": 5}), [1, 2]).think == ("<think>", "</think>")
+    assert answer_format(VocabEngine({"[THINK]": 34, "[/THINK]": 35}, "[INST]hi[/INST]"), [1, 2]).think == MISTRAL_TAGS
+    assert answer_format(VocabEngine({"<think>": 5}, "[INST]hi[/INST]"), [1, 2]).think == ("<think>", "</think>")
 
 
 # Mistral's markup in other models' answers: text that mentions the format (an agent writing this very
@@ -205,8 +191,8 @@ def test_other_models_text_with_mistral_markup_is_text_and_streams():
 
 def test_mistral_calls_follow_the_vocabulary():
     """Mistral's call reader for a vocabulary with the [TOOL_CALLS] token, not for others."""
-    assert answer_format(_Engine({"[TOOL_CALLS]": 9}), [1, 2]).mistral_calls
-    assert not answer_format(_Engine({"<tool_call>": 7}), [1, 2]).mistral_calls
+    assert answer_format(VocabEngine({"[TOOL_CALLS]": 9}, "[INST]hi[/INST]"), [1, 2]).mistral_calls
+    assert not answer_format(VocabEngine({"<tool_call>": 7}, "[INST]hi[/INST]"), [1, 2]).mistral_calls
 
 
 def test_an_id_the_conversation_already_holds_is_not_handed_out_again():
@@ -227,5 +213,5 @@ def test_the_ids_taken_are_those_of_the_requests_calls_and_results():
                 {"role": "assistant", "content": "", "tool_calls": [
                     {"id": "abcDEF123", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
                 {"role": "tool", "tool_call_id": "xyz987654", "content": "ok"}]
-    fmt = answer_format(_Engine({"[TOOL_CALLS]": 9}), [1, 2], messages)
+    fmt = answer_format(VocabEngine({"[TOOL_CALLS]": 9}, "[INST]hi[/INST]"), [1, 2], messages)
     assert fmt.taken_ids == {"abcDEF123", "xyz987654"}

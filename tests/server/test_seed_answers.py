@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from strata.server.prompting import AnswerFormat, AnswerStream, answer_format, split_answer
 from strata.server.reasoning import SEED_TAGS
 
+from tests.server.vocab_stand_in import VocabEngine
+
 
 def fn(tool: str, **props) -> dict:
     return {"type": "function", "function": {"name": tool, "parameters": {"type": "object", "properties": props}}}
@@ -152,27 +154,10 @@ def test_other_models_text_with_seed_markup_is_text_and_streams():
     assert streamed + s.finish(answer)[1] == answer and s.finish(answer)[2] == []
 
 
-class _Vocab:
-    def __init__(self, tokens):
-        self._tokens = tokens
-
-    def token_id(self, text):
-        return self._tokens.get(text)
-
-
-class _Engine:
-    def __init__(self, tokens, prompt_text="<seed:bos>assistant\n"):
-        self.tokenizer = _Vocab(tokens)
-        self._prompt_text = prompt_text
-
-    def detokenize(self, ids):
-        return self._prompt_text
-
-
 def test_seed_format_follows_the_vocabulary():
     seed = {"<seed:think>": 7, "</seed:think>": 8, "<seed:tool_call>": 9}
-    fmt = answer_format(_Engine(seed), [1, 2])
+    fmt = answer_format(VocabEngine(seed, "<seed:bos>assistant\n"), [1, 2])
     assert (fmt.seed_calls, fmt.think, fmt.opened) == (True, SEED_TAGS, False)
-    assert answer_format(_Engine(seed, "<seed:bos>assistant\n<seed:think>"), [1, 2]).opened
-    other = answer_format(_Engine({"<think>": 7, "<tool_call>": 9}), [1, 2])
+    assert answer_format(VocabEngine(seed, "<seed:bos>assistant\n<seed:think>"), [1, 2]).opened
+    other = answer_format(VocabEngine({"<think>": 7, "<tool_call>": 9}, "<seed:bos>assistant\n"), [1, 2])
     assert (other.seed_calls, other.think) == (False, ("<think>", "</think>"))
