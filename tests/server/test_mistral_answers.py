@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from strata.server.prompting import AnswerFormat, AnswerStream, answer_format, split_answer
 from strata.server.reasoning import MISTRAL_TAGS
 
-from tests.server.vocab_stand_in import VocabEngine
+from tests.server.answer_checks import VocabEngine, streamed
 
 FMT = AnswerFormat(think=MISTRAL_TAGS, mistral_calls=True)
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
@@ -92,26 +92,11 @@ def test_whole_answer(answer, reasoning, content, calls):
     assert split_answer(answer, FMT, TOOLS) == (reasoning, content, calls)
 
 
-def stream(answer: str, cuts: list[int]) -> tuple[str | None, str, list[dict], list[str]]:
-    s = AnswerStream(FMT, TOOLS)
-    bounds = sorted({c for c in cuts if 0 < c < len(answer)}) + [len(answer)]
-    pieces, last = [], 0
-    for b in bounds:
-        pieces += s.feed(answer[last:b])
-        last = b
-    tail, rest, calls = s.finish(answer)
-    pieces += tail
-    texts = [t for k, t in pieces if k == "text"]
-    reasoning = "".join(t for k, t in pieces if k == "reasoning")
-    thought = answer.lstrip().startswith("[THINK]")
-    return (reasoning if thought else None), "".join(texts) + rest, calls, texts
-
-
 @pytest.mark.parametrize(("answer", "reasoning", "content", "calls"), CASES)
 @pytest.mark.parametrize("size", [1, 2, 3, 7])
 def test_streamed_in_small_pieces(answer, reasoning, content, calls, size):
     """Every split: inside `[TOOL_CALLS]`, the name, `[ARGS]`, the JSON, the `[THINK]` tags."""
-    got_reasoning, got_content, got_calls, texts = stream(answer, list(range(size, len(answer), size)))
+    got_reasoning, got_content, got_calls, texts = streamed(FMT, TOOLS, answer, list(range(size, len(answer), size)))
     assert (got_reasoning, got_content, got_calls) == (reasoning, content, calls)
     if calls:   # a read call's markup never goes out as text
         assert not any(m in "".join(texts) for m in MARKUP)
@@ -121,7 +106,7 @@ def test_streamed_in_small_pieces(answer, reasoning, content, calls, size):
 @given(st.sampled_from(CASES), st.lists(st.integers(0, 200), max_size=15))
 def test_any_pieces_give_the_whole_answer(case, cuts):
     answer, reasoning, content, calls = case
-    assert stream(answer, cuts)[:3] == (reasoning, content, calls)
+    assert streamed(FMT, TOOLS, answer, cuts)[:3] == (reasoning, content, calls)
 
 
 def test_text_before_a_call_goes_out_before_the_call_ends():
@@ -139,7 +124,7 @@ def test_text_after_a_call_streams_when_the_answer_starts_with_whitespace(size):
     whitespace: the text after the call still comes out at the end (it was lost)."""
     answer = ' Let me look.[TOOL_CALLS]bash[ARGS]{"cmd": "ls"} done'
     assert split_answer(answer, FMT, TOOLS) == (None, "Let me look.\ndone", [call("bash", {"cmd": "ls"})])
-    _, content, calls, _ = stream(answer, list(range(size, len(answer), size)))
+    _, content, calls, _ = streamed(FMT, TOOLS, answer, list(range(size, len(answer), size)))
     assert (content, calls) == (" Let me look.\ndone", [call("bash", {"cmd": "ls"})])
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from strata.server.prompting import AnswerFormat, AnswerStream, answer_format, split_answer
 from strata.server.reasoning import SEED_TAGS
 
-from tests.server.vocab_stand_in import VocabEngine
+from tests.server.answer_checks import VocabEngine, streamed
 
 
 def fn(tool: str, **props) -> dict:
@@ -98,26 +98,11 @@ def test_whole_answer(answer, reasoning, content, calls):
     assert split_answer(answer, SEED, TOOLS) == (reasoning, content, calls)
 
 
-def stream(fmt: AnswerFormat, answer: str, cuts: list[int]) -> tuple[str | None, str, list[dict], list[str]]:
-    s = AnswerStream(fmt, TOOLS)
-    bounds = sorted({c for c in cuts if 0 < c < len(answer)}) + [len(answer)]
-    pieces, last = [], 0
-    for b in bounds:
-        pieces += s.feed(answer[last:b])
-        last = b
-    tail, rest, calls = s.finish(answer)
-    pieces += tail
-    texts = [t for k, t in pieces if k == "text"]
-    reasoning = "".join(t for k, t in pieces if k == "reasoning")
-    thought = answer.lstrip().startswith(fmt.think[0])
-    return (reasoning if thought else None), "".join(texts) + rest, calls, texts
-
-
 @pytest.mark.parametrize(("answer", "reasoning", "content", "calls"), CASES, ids=IDS)
 @pytest.mark.parametrize("size", [1, 2, 3, 7])
 def test_streamed_in_small_pieces(answer, reasoning, content, calls, size):
     """Every split: inside `<seed:tool_call>`, the name, the tags, the values, the `<seed:think>` tags."""
-    got_reasoning, got_content, got_calls, texts = stream(SEED, answer, list(range(size, len(answer), size)))
+    got_reasoning, got_content, got_calls, texts = streamed(SEED, TOOLS, answer, list(range(size, len(answer), size)))
     assert (got_reasoning, got_content.strip(), got_calls) == (reasoning, content.strip(), calls)
     if calls:   # a read call's markup never goes out as text
         assert not any(m in "".join(texts) for m in MARKUP)
@@ -127,7 +112,7 @@ def test_streamed_in_small_pieces(answer, reasoning, content, calls, size):
 @given(st.sampled_from(CASES), st.lists(st.integers(0, 400), max_size=15))
 def test_any_pieces_give_the_whole_answer(case, cuts):
     answer, reasoning, content, calls = case
-    got = stream(SEED, answer, cuts)
+    got = streamed(SEED, TOOLS, answer, cuts)
     assert (got[0], got[1].strip(), got[2]) == (reasoning, content.strip(), calls)
 
 
