@@ -173,6 +173,8 @@ def parse_tools(body: dict) -> list[dict] | None:
     if not tools:
         if choice is not None and choice["type"] == "tool":
             raise APIError(400, f"'tool_choice' names {choice['name']!r} but 'tools' is empty or missing")
+        if choice is not None and choice["type"] == "any":   # a call demanded with nothing to call
+            raise APIError(400, "'tool_choice' of type 'any' needs 'tools': there is nothing to call")
         return None
     out = []
     for tw, t in f.objects(tools, "tools"):

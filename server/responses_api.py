@@ -172,6 +172,9 @@ def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
         if isinstance(choice, dict) and choice.get("name"):
             raise APIError(400, "'tool_choice' names a tool but 'tools' offers none the model can call",
                            param="tool_choice")
+        if choice == "required" and not out:   # a call demanded with nothing to call
+            raise APIError(400, "'tool_choice' is 'required' but 'tools' offers none the model can call",
+                           param="tool_choice")
         return None, custom
     if isinstance(choice, dict) and choice.get("type") in ("function", "custom"):
         return only_named_tool(out, choice.get("name")), custom
