@@ -289,9 +289,9 @@ async def status_line(state: Any, stop: asyncio.Event) -> None:
             busy = sum(1 for s in sched.slots_view() if s["state"] in ("prefill", "decode"))
             total_prompt = m["prompt_tokens_total"]
             hit = 100.0 * m["prompt_tokens_reused"] / total_prompt if total_prompt else 0.0
-            n_requests = sum(m["requests_total"].values())
-            line = (f"strata: {busy} running, {sched.queue_depth} queued | {rate:.1f} tok/s | "
-                    f"{n_requests} request{'' if n_requests == 1 else 's'} | prompt reuse {hit:.0f}%")
+            done = sum(m["requests_total"].values())   # finished ones ("1 running ... 0 requests" misled)
+            line = (f"strata: {busy} running, {sched.queue_depth} queued, {done} done | {rate:.1f} tok/s | "
+                    f"prompt reuse {hit:.0f}%")
         sys.stderr.write("\r\x1b[2K" + line[:200])
         sys.stderr.flush()
     sys.stderr.write("\n")
