@@ -156,7 +156,11 @@ def load_config(
         if chosen is None and opt.env and environ.get(opt.env):
             chosen = opt.convert(environ[opt.env], opt.env)
         if chosen is None:
-            chosen = _pick(opt, table, lambda name: f"{path}: {name.replace('-', '_')}")
+            try:
+                chosen = _pick(opt, table, lambda name: f"{path}: {name.replace('-', '_')}")
+            except ConfigError as e:   # the first bad value stops here; setup --show lists them all
+                raise ConfigError(f"{e} (`strata setup --show` lists every key of the file and what is wrong "
+                                  f"with each)") from None
         values[opt.key] = opt.default if chosen is None else chosen
     _check_combinations(values)
     return ServerConfig(values=values, env=env, config_path=str(path) if path else None)

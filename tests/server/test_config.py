@@ -57,6 +57,12 @@ def test_bad_files_are_refused_naming_the_problem(tmp_path, text, needle):
     assert needle in str(e.value)
 
 
+def test_a_bad_value_in_the_file_points_to_setup_show(tmp_path):
+    """serve stops at the first bad value; `strata setup --show` lists every key's problem at once."""
+    with pytest.raises(ConfigError, match=r"ctx: 8 is below the minimum 16 \(`strata setup --show` lists every key"):
+        load_config({}, config_path=write(tmp_path, "ctx = 8\nport = 70000\n"), environ={})
+
+
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config({}, config_path=tmp_path / "nope.toml", environ={})
