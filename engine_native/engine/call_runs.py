@@ -1,6 +1,6 @@
 """The run of tool calls a model writes one after another, each opened by its format's marker: the loop
 Mistral's `[TOOL_CALLS]NAME[ARGS]`, GLM's `<tool_call>NAME<arg_key>` and Seed-OSS's `<seed:tool_call>`
-readers share. Not here: reading one call's markup (each format's module passes its own reader).
+readers share, and the whitespace skip they read calls with. Not here: reading one call's markup (each format's module passes its own reader).
 """
 
 from __future__ import annotations
@@ -8,6 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 Call = dict[str, str]
+
+
+def skip_space(text: str, pos: int) -> int:
+    """The first position from `pos` that is not whitespace (len(text) when none is)."""
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
 
 
 def read_call_run(text: str, first: int, opener: str,

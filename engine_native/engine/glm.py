@@ -25,18 +25,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from strata.engine.call_runs import read_call_run
+from strata.engine.call_runs import read_call_run, skip_space
 from strata.engine.tool_values import typed_value
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 KEY, KEY_END = "<arg_key>", "</arg_key>"
 VALUE, VALUE_END = "<arg_value>", "</arg_value>"
-
-
-def _skip_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    return pos
 
 
 def _name_end(text: str, start: int) -> int:
@@ -49,7 +43,7 @@ def _name_end(text: str, start: int) -> int:
 def opens_glm_call(text: str, start: int) -> bool:
     """Whether the text after a `<tool_call>` (from `start`) begins a GLM call: a name, not the JSON or
     `<function=` of Hermes' and Qwen3-Coder's calls. Nothing yet (a cut answer) is not one."""
-    head = text[_skip_space(text, start):]
+    head = text[skip_space(text, start):]
     return bool(head) and head[0] not in "{[<"
 
 
@@ -66,7 +60,7 @@ def _read_call(text: str, pos: int, types: Mapping[str, Mapping[str, Any]]) -> t
     args: dict[str, Any] = {}
     pos = end
     while True:
-        pos = _skip_space(text, pos)
+        pos = skip_space(text, pos)
         if text.startswith(CLOSE, pos):
             break
         if not text.startswith(KEY, pos):
@@ -75,7 +69,7 @@ def _read_call(text: str, pos: int, types: Mapping[str, Mapping[str, Any]]) -> t
         if key_end < 0:
             return None
         key = text[pos + len(KEY):key_end].strip()
-        pos = _skip_space(text, key_end + len(KEY_END))
+        pos = skip_space(text, key_end + len(KEY_END))
         if not key or not text.startswith(VALUE, pos):
             return None
         value_end = text.find(VALUE_END, pos)

@@ -38,7 +38,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from strata.engine.call_runs import read_call_run
+from strata.engine.call_runs import read_call_run, skip_space
 
 TOOL_CALLS, ARGS, CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 ID_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -135,9 +135,7 @@ def _read_call(text: str, pos: int) -> tuple[dict[str, str], int] | None:
     name = name.strip()
     if not name or any(c.isspace() for c in name):
         return None
-    body = at + len(ARGS)
-    while body < len(text) and text[body].isspace():
-        body += 1
+    body = skip_space(text, at + len(ARGS))
     try:
         args, end = _DECODER.raw_decode(text, body)
     except (ValueError, RecursionError):      # cut, malformed, or nested deeper than json reads

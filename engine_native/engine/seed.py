@@ -21,18 +21,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from strata.engine.call_runs import read_call_run
+from strata.engine.call_runs import read_call_run, skip_space
 from strata.engine.tool_values import typed_value
 
 OPEN, CLOSE = "<seed:tool_call>", "</seed:tool_call>"
 FUNCTION, FUNCTION_END = "<function=", "</function>"
 PARAMETER, PARAMETER_END = "<parameter=", "</parameter>"
-
-
-def _skip_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    return pos
 
 
 def _tag_name(text: str, pos: int, opener: str) -> tuple[str, int] | None:
@@ -50,14 +44,14 @@ def _tag_name(text: str, pos: int, opener: str) -> tuple[str, int] | None:
 def _read_call(text: str, pos: int, types: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, str], int] | None:
     """The call whose `<seed:tool_call>` is at `pos` and where its block ends, or None when it does not
     read (cut or malformed)."""
-    head = _tag_name(text, _skip_space(text, pos + len(OPEN)), FUNCTION)
+    head = _tag_name(text, skip_space(text, pos + len(OPEN)), FUNCTION)
     if head is None:
         return None
     name, pos = head
     known = types.get(name, {})
     args: dict[str, Any] = {}
     while True:
-        pos = _skip_space(text, pos)
+        pos = skip_space(text, pos)
         if text.startswith(FUNCTION_END, pos):
             break
         param = _tag_name(text, pos, PARAMETER)
@@ -69,7 +63,7 @@ def _read_call(text: str, pos: int, types: Mapping[str, Mapping[str, Any]]) -> t
             return None
         args[key] = typed_value(text[pos:end], known.get(key))
         pos = end + len(PARAMETER_END)
-    pos = _skip_space(text, pos + len(FUNCTION_END))
+    pos = skip_space(text, pos + len(FUNCTION_END))
     if not text.startswith(CLOSE, pos):
         return None
     return {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}, pos + len(CLOSE)
