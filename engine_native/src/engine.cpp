@@ -171,6 +171,7 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     att_scratch_ = fp(hatt);
     rope_ = fp(hrope);
     rope_swa_ = h.swa_rope() ? fp(hrope_swa) : nullptr;
+    if (h.swa_rope()) swa_rope_hp_ = h.swa_rope_hparams();
     logits_tmp_ = fp(hlog);
 
     pool_ = std::make_unique<thread_pool>(params_.n_threads);

@@ -182,6 +182,7 @@ class engine {
     // MoE only: a pair is (row, one of its experts); pairs sorted by expert, max_rows * n_expert_used
     float* router_ = nullptr;     // (max_rows, n_expert) router scores
     float* rope_swa_ = nullptr;   // (max_rows, n_rot) the windowed layers' RoPE when it differs, or null
+    model_hparams swa_rope_hp_;   // what rope_swa_ is made with (model_hparams::swa_rope_hparams), set once
     float* moe_gate_ = nullptr;   // (pairs, n_ff_exp)
     float* moe_up_ = nullptr;     // (pairs, n_ff_exp)
     float* moe_out_ = nullptr;    // (pairs, n_embd) each pair's expert output

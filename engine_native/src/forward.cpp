@@ -503,7 +503,6 @@ void engine::forward(const batch_row* rows, int64_t n) {
     const int64_t n_rep = h.n_head / h.n_head_kv;
     const float scale = h.attn_scale != 0.0f ? h.attn_scale : 1.0f / std::sqrt(float(HD));
     const bool swa_rope = h.swa_rope();
-    const model_hparams h_swa = swa_rope ? h.swa_rope_hparams() : model_hparams{};
 
     // embeddings and per-row RoPE tables (a second one for the windowed layers when theirs differs)
     pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
@@ -514,7 +513,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
             if (h.embd_scale != 1.0f)
                 for (int64_t i = 0; i < E; i++) x[i] *= h.embd_scale;
             rope_table(h, m.rope_freq_factors, row.pos, rope_ + r * h.n_rot);
-            if (swa_rope) rope_table(h_swa, m.rope_freq_factors, row.pos, rope_swa_ + r * h.n_rot);
+            if (swa_rope) rope_table(swa_rope_hp_, m.rope_freq_factors, row.pos, rope_swa_ + r * h.n_rot);
         }
     });
 
