@@ -96,6 +96,10 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
         throw engine_error("backend 'cuda': " + h.arch + " (GeGLU, sandwich norms, the windowed layers' RoPE) runs "
                            "on the CPU backend only (use backend cpu)");
     }
+    if (on_gpu && h.mla()) {
+        throw engine_error("backend 'cuda': " + h.arch + " (multi-head latent attention) runs on the CPU backend only "
+                           "(use backend cpu)");
+    }
     if (on_gpu && h.attn_temp_scale != 0.0f) {
         throw engine_error("backend 'cuda': models with an attention temperature (" + h.arch +
                            ", attention.temperature_scale) run on the CPU backend only (use backend cpu)");
@@ -129,14 +133,21 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     // a MoE model's experts have buffers of their own (below); gate_ / up_ hold its dense leading layers'
     // and shared experts' activations (glm4moe)
     const int64_t dense_ff = std::max(h.moe() && h.n_layer_dense_lead == 0 ? 0 : h.n_ff, h.n_ff_exp * h.n_expert_shared);
-    const int64_t wide = std::max({h.n_embd, h.q_dim(), dense_ff});
+    // (deepseek2's per-head products quantize n_head rows of at most head_dim per row: within q_dim)
+    const int64_t wide = std::max({h.n_embd, h.q_dim(), dense_ff, h.n_head * h.mla_v_head, h.q_lora_rank});
     auto fbuf = [&](int64_t n) { return arena_->add(sizeof(float) * size_t(n)); };
-    size_t hx = fbuf(R * h.n_embd), hxn = fbuf(R * std::max(h.n_embd, h.q_dim())), hq = fbuf(R * h.q_dim());
+    // xn_ also holds deepseek2's heads' outputs (n_head * mla_v_head) for attn_output
+    size_t hx = fbuf(R * h.n_embd), hxn = fbuf(R * std::max({h.n_embd, h.q_dim(), h.n_head * h.mla_v_head}));
+    size_t hq = fbuf(R * h.q_dim());
     size_t hk = fbuf(R * h.kv_dim()), hv = fbuf(R * h.kv_dim()), hg = fbuf(R * dense_ff), hu = fbuf(R * dense_ff);
     size_t ho = fbuf(R * h.n_embd);
     const int64_t pairs = R * h.n_expert_used;   // 0 without experts: the handles below stay empty
     size_t hrouter = fbuf(R * h.n_expert), hmg = fbuf(pairs * h.n_ff_exp), hmu = fbuf(pairs * h.n_ff_exp);
     size_t hmo = fbuf(pairs * h.n_embd);
+    const int64_t mla_nope = h.mla() ? h.mla_qk_head - h.n_rot : 0;
+    size_t hmla_q = fbuf(R * h.n_head * h.mla_qk_head), hmla_qa = fbuf(R * h.q_lora_rank);
+    size_t hmla_in = fbuf(h.n_head * R * std::max(mla_nope, h.kv_lora_rank));
+    size_t hmla_out = fbuf(h.n_head * R * std::max(h.kv_lora_rank, h.mla_v_head));
     moe_xq_row_bytes_ = h.moe() ? (sizeof(float) * size_t(std::max(h.n_embd, h.n_ff_exp)) + 127) / 64 * 64 : 0;
     size_t hmxq[2];
     for (auto& hh : hmxq) hh = arena_->add(moe_xq_row_bytes_ * size_t(pairs));
@@ -168,6 +179,9 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
         for (int i = 0; i < 2; i++) moe_xq_[i] = arena_->ptr(hmxq[i]);
     }
     for (int i = 0; i < 3; i++) xq_[i] = arena_->ptr(hxq[i]);
+    if (h.mla()) {
+        mla_q_ = fp(hmla_q); mla_qa_ = fp(hmla_qa); mla_in_ = fp(hmla_in); mla_out_ = fp(hmla_out);
+    }
     att_scratch_ = fp(hatt);
     rope_ = fp(hrope);
     rope_swa_ = h.swa_rope() ? fp(hrope_swa) : nullptr;

@@ -153,6 +153,13 @@ class engine {
     // moe_expert_ / moe_weight_; `score` (n_expert,) becomes the probabilities
     void route_probs(const layer_weights& L, float* score, int64_t r, std::vector<int32_t>& order,
                      std::vector<float>& chosen_by);
+    // deepseek2's multi-head latent attention (forward.cpp, model_hparams' MLA): the rows' queries into
+    // q_ (n, n_head, head_dim) and their latent K/V into the cache; after attention, each head's latent
+    // output through attn_v_b into xn_ as (n, n_head * mla_v_head), attn_output's input
+    void mla_queries_and_kv(const layer_weights& L, const batch_row* rows, int64_t n, int64_t il);
+    void mla_head_outputs(const layer_weights& L, int64_t n);
+    // y (n_heads, n, w's rows) = head h's matrix of w times the rows x (n_heads, n, w's columns) of head h
+    void head_products(const expert_weights& w, int64_t n_heads, const float* x, int64_t n, float* y);
     // attention of lone rows in parts over the threads (forward.cpp, split_pays): the parts of a
     // forward's rows, then layer il's attention by them
     void plan_attention_parts(const batch_row* rows, int64_t n);
@@ -193,6 +200,12 @@ class engine {
     std::vector<int64_t> moe_pair_;      //   its pair (position in expert order)
     std::vector<int64_t> moe_first_;     // (n_expert + 1,) expert e's pairs: [first[e], first[e + 1])
     std::vector<int32_t> moe_pair_expert_;   // (rows * n_expert_used,) pair p's expert (its biases)
+    // deepseek2 only (model_hparams' MLA): queries before absorption, the q LoRA's rows, per-head
+    // activations and products of attn_k_b / attn_v_b
+    float* mla_q_ = nullptr;      // (max_rows, n_head * mla_qk_head)
+    float* mla_qa_ = nullptr;     // (max_rows, q_lora_rank)
+    float* mla_in_ = nullptr;     // (n_head, max_rows, max(nope, kv_lora_rank))
+    float* mla_out_ = nullptr;    // (n_head, max_rows, max(kv_lora_rank, mla_v_head))
     uint8_t* xq_[3] = {};       // (max_rows, act_row_bytes(max cols)) quantized activations, one per act type
     size_t xq_bytes_ = 0;       // bytes of each xq_ buffer
     struct part_plan {

@@ -4,7 +4,9 @@
 // The architectures' extras ride along where the weights have them (model.h): Q/K/V and output
 // biases, Q/K norms, attention sinks and a layer's sliding window (with its own RoPE), router and
 // expert biases, gpt-oss's clamped SwiGLU, mistral3's query temperature, glm4moe's sigmoid routing and
-// shared experts, gemma3's scaled embeddings, GeGLU, post-attention / post-FFN norms and logit cap.
+// shared experts, gemma3's scaled embeddings, GeGLU, post-attention / post-FFN norms and logit cap,
+// deepseek2's multi-head latent attention (one latent KV head; queries absorbed per head by attn_k_b,
+// outputs leaving by attn_v_b: mla_queries_and_kv / mla_head_outputs).
 //
 // Not here: weight formats (quants.h kernels), attention inner loops (attention.cpp).
 // Bitwise rule: every per-row step below has a fixed order independent of n_rows, and the products
@@ -488,6 +490,81 @@ void engine::moe_ffn(const layer_weights& L, int64_t n) {
     }
 }
 
+void engine::head_products(const expert_weights& w, int64_t n_heads, const float* x, int64_t n, float* y) {
+    const int32_t type = w.first.type;
+    const int64_t cols = w.first.n_cols, out = w.first.n_rows;
+    const size_t rb = act_row_bytes(type, cols);
+    pool_->parallel_range(n_heads * n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; i++) quantize_act_row(type, x + i * cols, xq_[0] + size_t(i) * rb, cols);
+    });
+    std::vector<product_unit> units;
+    for (int64_t hh = 0; hh < n_heads; hh++)
+        add_product_units(units, w.expert(hh), xq_[0] + size_t(hh * n) * rb, rb, n, y + hh * n * out);
+    run_products(units);
+}
+
+void engine::mla_queries_and_kv(const layer_weights& L, const batch_row* rows, int64_t n, int64_t il) {
+    const model_hparams& h = model_->hp;
+    const int64_t E = h.n_embd, NH = h.n_head, HD = h.head_dim, Q = h.q_dim(), R = h.kv_lora_rank;
+    const int64_t QK = h.mla_qk_head, NOPE = QK - h.n_rot, QR = h.q_lora_rank;
+    if (L.wq_a.data) {   // the q LoRA: attn_q_a, its norm, attn_q_b
+        matmuls(xn_, n, E, {{&L.wq_a, mla_qa_}, {&L.wkv_a, kbuf_}});
+        pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+            for (int64_t r = b; r < e; r++) rms_norm(mla_qa_ + r * QR, L.q_a_norm.data(), mla_qa_ + r * QR, QR, h.rms_eps);
+        });
+        matmuls(mla_qa_, n, QR, {{&L.wq_b, mla_q_}});
+    } else {
+        matmuls(xn_, n, E, {{&L.wq, mla_q_}, {&L.wkv_a, kbuf_}});
+    }
+    // per row: the latent normed and the shared key part rotated, stored as the row's K and V; each
+    // head's query part rotated into q_ and its nope part set out per head for attn_k_b
+    pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; r++) {
+            const batch_row& row = rows[r];
+            const float* cs = rope_ + r * h.n_rot;
+            float* kv = kbuf_ + r * HD;
+            rms_norm(kv, L.kv_a_norm.data(), kv, R, h.rms_eps);
+            rope_head(kv + R, cs, h.n_rot, h.rope);
+            kv_store(kvh_, row.ctx->k_head(il, 0), row.ctx->v_head(il, 0), row.pos, kv, kv);
+            for (int64_t hh = 0; hh < NH; hh++) {
+                float* qh = mla_q_ + (r * NH + hh) * QK;
+                rope_head(qh + NOPE, cs, h.n_rot, h.rope);
+                std::memcpy(q_ + r * Q + hh * HD + R, qh + NOPE, sizeof(float) * size_t(h.n_rot));
+                std::memcpy(mla_in_ + (hh * n + r) * NOPE, qh, sizeof(float) * size_t(NOPE));
+            }
+        }
+    });
+    head_products(L.wk_b, NH, mla_in_, n, mla_out_);   // (NH, n, R): each head's nope query in latent space
+    pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; r++) {
+            float* q = q_ + r * Q;
+            for (int64_t hh = 0; hh < NH; hh++)
+                std::memcpy(q + hh * HD, mla_out_ + (hh * n + r) * R, sizeof(float) * size_t(R));
+            if (h.attn_temp_scale != 0.0f) {   // Mistral Large 3's temperature at this position
+                const float t = h.attn_temperature(rows[r].pos);
+                for (int64_t i = 0; i < Q; i++) q[i] *= t;
+            }
+        }
+    });
+}
+
+void engine::mla_head_outputs(const layer_weights& L, int64_t n) {
+    const model_hparams& h = model_->hp;
+    const int64_t NH = h.n_head, HD = h.head_dim, Q = h.q_dim(), R = h.kv_lora_rank, VH = h.mla_v_head;
+    // each head's output: the latent part (its first R values: V stores the latent, then the key part)
+    pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; r++)
+            for (int64_t hh = 0; hh < NH; hh++)
+                std::memcpy(mla_in_ + (hh * n + r) * R, xn_ + r * Q + hh * HD, sizeof(float) * size_t(R));
+    });
+    head_products(L.wv_b, NH, mla_in_, n, mla_out_);   // (NH, n, VH)
+    pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; r++)
+            for (int64_t hh = 0; hh < NH; hh++)
+                std::memcpy(xn_ + r * NH * VH + hh * VH, mla_out_ + (hh * n + r) * VH, sizeof(float) * size_t(VH));
+    });
+}
+
 void engine::forward(const batch_row* rows, int64_t n) {
 #ifdef STRATA_WITH_CUDA
     if (gpu_) {   // the same rows on the GPU (engine_native/cuda/cuda-backend.cu)
@@ -582,10 +659,11 @@ void engine::forward(const batch_row* rows, int64_t n) {
         pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
             for (int64_t r = b; r < e; r++) rms_norm(x_ + r * E, L.attn_norm.data(), xn_ + r * E, E, h.rms_eps);
         });
-        matmuls(xn_, n, E, {{&L.wq, q_}, {&L.wk, kbuf_}, {&L.wv, vbuf_}});
+        if (h.mla()) mla_queries_and_kv(L, rows, n, il);
+        else matmuls(xn_, n, E, {{&L.wq, q_}, {&L.wk, kbuf_}, {&L.wv, vbuf_}});
 
         // biases, Q/K norms, RoPE, then K/V into the cache at each row's position
-        pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+        if (!h.mla()) pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
             for (int64_t r = b; r < e; r++) {
                 float* q = q_ + r * Q;
                 float* k = kbuf_ + r * KV;
@@ -644,7 +722,8 @@ void engine::forward(const batch_row* rows, int64_t n) {
                                 sinks ? sinks + g * n_rep : nullptr);
             }
         });
-        matmuls(xn_, n, Q, {{&L.wo, out_}});
+        if (h.mla()) mla_head_outputs(L, n);
+        matmuls(xn_, n, h.mla() ? h.n_head * h.mla_v_head : Q, {{&L.wo, out_}});
 
         pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
             for (int64_t r = b; r < e; r++) {

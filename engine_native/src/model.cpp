@@ -114,11 +114,11 @@ void rope_table(const model_hparams& h, const std::vector<float>& freq_factors, 
         };
         low = std::max(0.0, std::floor(corr_dim(h.yarn_beta_fast)));
         high = std::min(double(h.n_rot - 1), std::ceil(corr_dim(h.yarn_beta_slow)));
-        // llama.cpp's get_mscale: 1 + 0.1 m ln(factor), 1 for a factor <= 1; with a log multiplier m
-        // (mistral3) the ratio of m = 1 to m
+        // llama.cpp's get_mscale: 1 + 0.1 m ln(factor), 1 for a factor <= 1 (or m 0); with a log
+        // multiplier m (mistral3) the ratio of m = 1 to m, deepseek2's m to m
         const double factor = 1.0 / double(h.rope_freq_scale);
         auto get_mscale = [&](double m) { return factor <= 1.0 ? 1.0 : 1.0 + 0.1 * m * std::log(factor); };
-        mscale *= h.yarn_log_mul != 0.0f ? get_mscale(1.0) / get_mscale(double(h.yarn_log_mul)) : get_mscale(1.0);
+        mscale *= get_mscale(double(h.yarn_mscale)) / get_mscale(double(h.yarn_log_mul));
     }
     const double p = double(pos) * double(h.rope_freq_scale);
     for (int64_t i = 0; i < half; i++) {
@@ -146,7 +146,7 @@ std::vector<weight*> model::product_weights() {
     std::vector<weight*> out;
     for (layer_weights& L : layers) {
         for (weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.ffn_gate_inp, &L.gate_shexp,
-                          &L.up_shexp, &L.down_shexp})
+                          &L.up_shexp, &L.down_shexp, &L.wq_a, &L.wq_b, &L.wkv_a})
             if (w->data) out.push_back(w);
     }
     out.push_back(&output);
@@ -190,11 +190,12 @@ void read_mistral3_scaling(const gguf_file& f, const std::string& path, model_hp
     }
 }
 
-// glm4moe's keys, as llama.cpp reads them: the trunk is block_count less the nextn_predict_layers
-// (multi-token prediction layers at the end, which llama.cpp runs only for its own speculation);
-// expert_shared_count (required), leading_dense_block_count, expert_weights_scale (0: none),
-// expert_weights_norm (default false), expert_gating_func (default sigmoid; 1 softmax, 0 or 2 sigmoid).
-void read_glm4moe_experts(const gguf_file& f, const std::string& path, model_hparams& hp) {
+// glm4moe's and deepseek2's keys, as llama.cpp reads them: the trunk is block_count less the
+// nextn_predict_layers (multi-token prediction layers at the end, which llama.cpp runs only for its own
+// speculation); expert_shared_count (required), leading_dense_block_count, expert_weights_scale (0:
+// none), expert_weights_norm (default false), expert_gating_func (1 softmax, 0 or 2 sigmoid; absent:
+// `gating_absent`).
+void read_glm4moe_experts(const gguf_file& f, const std::string& path, model_hparams& hp, int64_t gating_absent = 2) {
     const std::string a = hp.arch;
     const int64_t nextn = f.get_int(a + ".nextn_predict_layers", 0);
     if (nextn < 0 || nextn >= hp.n_layer) {
@@ -216,7 +217,7 @@ void read_glm4moe_experts(const gguf_file& f, const std::string& path, model_hpa
     }
     hp.expert_weights_scale = scale == 0.0 ? 1.0f : float(scale);
     hp.expert_weights_norm = f.get_int(a + ".expert_weights_norm", 0) != 0;
-    const int64_t gating = f.get_int(a + ".expert_gating_func", 2);   // 0 (none): the sigmoid, as llama.cpp's
+    const int64_t gating = f.get_int(a + ".expert_gating_func", gating_absent);   // 0 (none): the sigmoid, as llama.cpp's
     if (gating < 0 || gating > 2) {
         throw model_error("model " + path + ": " + a + ".expert_gating_func " + std::to_string(gating) +
                           " is not supported (0 or 2 sigmoid, 1 softmax)");
@@ -256,6 +257,97 @@ void read_gemma3(const gguf_file& f, const std::string& path, model_hparams& hp)
     hp.final_logit_softcap = float(cap);
 }
 
+// deepseek2's multi-head latent attention keys (model_hparams' MLA), as llama.cpp reads an MLA conversion:
+// one KV head of key_length = kv_lora_rank + n_rot and value_length = kv_lora_rank, the per-head sizes
+// key_length_mla / value_length_mla, q_lora_rank (0 or none: attn_q), and the query scale
+// mscale^2 / sqrt(key_length_mla) with mscale = the YaRN factor times 1 + 0.1 m ln(factor), m the file's
+// rope.scaling.yarn_log_multiplier / 0.1 (llama.cpp's [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]); with a log
+// multiplier its RoPE is unscaled (yarn_mscale). An optional attention temperature (Mistral Large 3)
+// floors at attention.temperature_length.
+void read_deepseek2(const gguf_file& f, const std::string& path, model_hparams& hp, bool yarn) {
+    const std::string a = hp.arch;
+    hp.kv_lora_rank = f.get_int(a + ".attention.kv_lora_rank");
+    hp.q_lora_rank = f.get_int(a + ".attention.q_lora_rank", 0);
+    if (!f.find(a + ".attention.key_length_mla") || !f.find(a + ".attention.value_length_mla")) {
+        throw model_error("model " + path + ": " + a + " without attention.key_length_mla / value_length_mla (an old "
+                          "conversion with one attn_kv_b tensor): convert the model again with a current llama.cpp");
+    }
+    hp.mla_qk_head = f.get_int(a + ".attention.key_length_mla");
+    hp.mla_v_head = f.get_int(a + ".attention.value_length_mla");
+    const int64_t v_len = f.get_int(a + ".attention.value_length", hp.head_dim);
+    if (hp.kv_lora_rank <= 0 || hp.kv_lora_rank > 8192 || hp.q_lora_rank < 0 || hp.q_lora_rank > 65536 ||
+        hp.n_head_kv != 1 || hp.head_dim != hp.kv_lora_rank + hp.n_rot || v_len != hp.kv_lora_rank ||
+        hp.mla_qk_head <= hp.n_rot || hp.mla_qk_head > 1024 || hp.mla_v_head <= 0 || hp.mla_v_head > 1024) {
+        throw model_error("model " + path + ": invalid " + a + " attention (head_count_kv " + std::to_string(hp.n_head_kv) +
+                          ", kv_lora_rank " + std::to_string(hp.kv_lora_rank) + ", q_lora_rank " +
+                          std::to_string(hp.q_lora_rank) + ", key_length " + std::to_string(hp.head_dim) +
+                          ", value_length " + std::to_string(v_len) + ", rope.dimension_count " + std::to_string(hp.n_rot) +
+                          ", key_length_mla " + std::to_string(hp.mla_qk_head) + ", value_length_mla " +
+                          std::to_string(hp.mla_v_head) + "): an MLA conversion has head_count_kv 1, key_length = "
+                          "kv_lora_rank + rope.dimension_count, value_length = kv_lora_rank, key_length_mla > "
+                          "rope.dimension_count");
+    }
+    const double m_file = f.get_float(a + ".rope.scaling.yarn_log_multiplier", 0.0);
+    if (!std::isfinite(m_file)) throw model_error("model " + path + ": " + a + ".rope.scaling.yarn_log_multiplier is not a finite number");
+    const double m = m_file / 0.1, factor = 1.0 / double(hp.rope_freq_scale), ln_f = std::log(factor);
+    auto get_mscale = [&](double x) { return factor <= 1.0 ? 1.0 : 1.0 + 0.1 * x * ln_f; };
+    double attn_factor = double(hp.rope_attn_factor) * (1.0 + 0.1 * ln_f);   // without YaRN, as llama.cpp's
+    if (yarn) {
+        hp.yarn_log_mul = float(m);
+        hp.yarn_mscale = m != 0.0 ? float(m) : 1.0f;
+        if (!(get_mscale(m) > 0.0)) {
+            throw model_error("model " + path + ": " + a + ".rope.scaling.yarn_log_multiplier " + std::to_string(m_file) +
+                              " makes no YaRN scale (1 + m ln(factor) <= 0)");
+        }
+        attn_factor = double(hp.rope_attn_factor) * get_mscale(double(hp.yarn_mscale)) / get_mscale(m);
+    }
+    const double mscale = attn_factor * (1.0 + 0.1 * m * ln_f);
+    hp.attn_scale = float(mscale * mscale / std::sqrt(double(hp.mla_qk_head)));
+    if (!(hp.attn_scale > 0.0f) || !std::isfinite(hp.attn_scale)) {
+        throw model_error("model " + path + ": " + a + "'s rope scaling keys make no query scale (" +
+                          std::to_string(hp.attn_scale) + ")");
+    }
+    const double temp = f.get_float(a + ".attention.temperature_scale", 0.0);
+    if (!std::isfinite(temp)) throw model_error("model " + path + ": " + a + ".attention.temperature_scale is not a finite number");
+    hp.attn_temp_scale = float(temp);
+    if (hp.attn_temp_scale != 0.0f) {
+        hp.attn_temp_floor = f.get_int(a + ".attention.temperature_length", 0);
+        if (hp.attn_temp_floor <= 0) {
+            throw model_error("model " + path + ": " + a + ".attention.temperature_scale needs a positive "
+                              "attention.temperature_length, got " + std::to_string(hp.attn_temp_floor));
+        }
+    }
+}
+
+// deepseek2's attention weights of one layer (model_hparams' MLA)
+void read_mla_layer(const loader& ld, const std::string& p, const model_hparams& hp, layer_weights& L) {
+    const int64_t E = hp.n_embd, NH = hp.n_head, R = hp.kv_lora_rank, QK = hp.mla_qk_head;
+    if (hp.q_lora_rank > 0) {
+        L.wq_a = ld.matrix(p + "attn_q_a.weight", E, hp.q_lora_rank);
+        L.q_a_norm = ld.vec(p + "attn_q_a_norm.weight", hp.q_lora_rank, true);
+        L.wq_b = ld.matrix(p + "attn_q_b.weight", hp.q_lora_rank, NH * QK);
+    } else {
+        L.wq = ld.matrix(p + "attn_q.weight", E, NH * QK);
+    }
+    L.wkv_a = ld.matrix(p + "attn_kv_a_mqa.weight", E, hp.head_dim);
+    L.kv_a_norm = ld.vec(p + "attn_kv_a_norm.weight", R, true);
+    L.wk_b = ld.experts(p + "attn_k_b.weight", QK - hp.n_rot, R, NH);
+    L.wv_b = ld.experts(p + "attn_v_b.weight", R, hp.mla_v_head, NH);
+    L.wo = ld.matrix(p + "attn_output.weight", NH * hp.mla_v_head, E);
+}
+
+// deepseek2's expert_gating_func when the file has none, as llama.cpp decides it: the sigmoid for
+// GLM-4.7-Flash (47 or 48 layers, a vocabulary of 154880), else the softmax (DeepSeek V2 / V2.5's files)
+int64_t deepseek2_gating_absent(const gguf_file& f, const model_hparams& hp) {
+    int64_t n_vocab = f.get_int(hp.arch + ".vocab_size", 0);
+    const gguf_value* tokens = f.find("tokenizer.ggml.tokens");
+    if (n_vocab == 0 && tokens && tokens->type == GGUF_TYPE_ARRAY) n_vocab = int64_t(tokens->arr_n);
+    const int64_t nextn = f.get_int(hp.arch + ".nextn_predict_layers", 0);
+    const bool glm47 = n_vocab == 154880 && (hp.n_layer == 47 || hp.n_layer == 48 || hp.n_layer - nextn == 47 ||
+                                             hp.n_layer - nextn == 48);
+    return glm47 ? 2 : 1;
+}
+
 }  // namespace
 
 std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
@@ -273,11 +365,12 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     const bool gemma = a == "gemma3";         // windows of 5 layers in 6, sandwich norms, GeGLU
     const bool seed = a == "seed_oss";        // llama's layers, Q/K/V biases, NEOX RoPE
     const bool smollm3 = a == "smollm3";      // llama's layers, every 4th without RoPE
+    const bool ds2 = a == "deepseek2";        // multi-head latent attention, glm4moe's experts
     if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && !oss && !mistral3 && !glm && !gemma &&
-        !seed && !smollm3) {
+        !seed && !smollm3 && !ds2) {
         throw model_error("model " + path + ": unsupported architecture '" + a +
                           "' (supported: llama, mistral3, smollm3, qwen2, qwen3, qwen3moe, gpt-oss, glm4moe, gemma3, "
-                          "seed_oss)");
+                          "seed_oss, deepseek2)");
     }
     hp.n_embd = f.get_int(a + ".embedding_length");
     hp.n_layer = f.get_int(a + ".block_count");
@@ -302,8 +395,9 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     hp.rms_eps = float(f.get_float(a + ".attention.layer_norm_rms_epsilon", 1e-5));
     hp.rope_freq_base = float(f.get_float(a + ".rope.freq_base", 10000.0));
     // qwen2, qwen3, qwen3moe, gpt-oss, glm4moe, gemma3, seed_oss: NEOX
-    hp.rope = a == "llama" || mistral3 || smollm3 ? ROPE_NORM : ROPE_NEOX;
+    hp.rope = a == "llama" || mistral3 || smollm3 || ds2 ? ROPE_NORM : ROPE_NEOX;
     if (glm) read_glm4moe_experts(f, path, hp);
+    if (ds2) read_glm4moe_experts(f, path, hp, deepseek2_gating_absent(f, hp));
     if (oss) {
         hp.ffn_act = FFN_SWIGLU_OAI;
         hp.n_swa = f.get_int(a + ".attention.sliding_window");
@@ -338,7 +432,7 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
                           std::to_string(hp.n_head / hp.n_head_kv) + ") is not supported");
     }
     hp.head_dim = f.get_int(a + ".attention.key_length", hp.n_embd / hp.n_head);
-    if (f.get_int(a + ".attention.value_length", hp.head_dim) != hp.head_dim) {
+    if (!ds2 && f.get_int(a + ".attention.value_length", hp.head_dim) != hp.head_dim) {   // deepseek2's: read_deepseek2
         throw model_error("model " + path + ": key_length != value_length is not supported");
     }
     if (hp.head_dim <= 0 || hp.head_dim % 2 != 0 || hp.head_dim > 1024) {
@@ -376,6 +470,7 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
         }
     }
     if (mistral3) read_mistral3_scaling(f, path, hp);
+    if (ds2) read_deepseek2(f, path, hp, scaling == "yarn");
     if (gemma) read_gemma3(f, path, hp);
 
     loader ld{f, path};
@@ -431,18 +526,22 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
             L.ffn_post_norm = ld.vec(p + "post_ffw_norm.weight", E, true);
         }
         L.window = windowed[size_t(il)] ? hp.n_swa : 0;
-        L.wq = ld.matrix(p + "attn_q.weight", E, Q);
-        L.wk = ld.matrix(p + "attn_k.weight", E, KV);
-        L.wv = ld.matrix(p + "attn_v.weight", E, KV);
-        L.wo = ld.matrix(p + "attn_output.weight", Q, E);
+        if (ds2) {
+            read_mla_layer(ld, p, hp, L);
+        } else {
+            L.wq = ld.matrix(p + "attn_q.weight", E, Q);
+            L.wk = ld.matrix(p + "attn_k.weight", E, KV);
+            L.wv = ld.matrix(p + "attn_v.weight", E, KV);
+            L.wo = ld.matrix(p + "attn_output.weight", Q, E);
+        }
         if (hp.moe() && il >= hp.n_layer_dense_lead) {
             const int64_t NE = hp.n_expert, FE = hp.n_ff_exp;
             L.ffn_gate_inp = ld.matrix(p + "ffn_gate_inp.weight", E, NE);
             L.gate_exps = ld.experts(p + "ffn_gate_exps.weight", E, FE, NE);
             L.up_exps = ld.experts(p + "ffn_up_exps.weight", E, FE, NE);
             L.down_exps = ld.experts(p + "ffn_down_exps.weight", FE, E, NE);
-            if (glm) {
-                L.exp_probs_b = ld.vec(p + "exp_probs_b.bias", NE, true);
+            if (glm || ds2) {   // deepseek2's selection bias is optional (V3's, GLM-4.7-Flash's)
+                L.exp_probs_b = ld.vec(p + "exp_probs_b.bias", NE, glm);
                 if (hp.n_expert_shared > 0) {
                     const int64_t FS = FE * hp.n_expert_shared;
                     L.gate_shexp = ld.matrix(p + "ffn_gate_shexp.weight", E, FS);

@@ -3,8 +3,9 @@
 // Not here: KV caches, contexts or the forward pass (forward.cpp). Architectures: llama (SmolLM2,
 // Llama 3.x, Mistral-style; Mixtral-style with experts), qwen2 (Q/K/V biases), qwen3 (Q/K RMS norms),
 // qwen3moe (qwen3 with a mixture of experts in place of the FFN), gpt-oss (OpenAI's: biases everywhere,
-// attention sinks, a sliding window in every other layer, clamped SwiGLU experts). Anything else, or a
-// weight type the kernels do not compute with, throws model_error naming it.
+// attention sinks, a sliding window in every other layer, clamped SwiGLU experts), mistral3, smollm3,
+// seed_oss, glm4moe, gemma3, deepseek2 (multi-head latent attention: GLM-4.7-Flash, DeepSeek-V2-Lite).
+// Anything else, or a weight type the kernels do not compute with, throws model_error naming it.
 #pragma once
 
 #include <cmath>
@@ -64,6 +65,10 @@ struct model_hparams {
     // mistral3's rope.scaling.yarn_log_multiplier (HF's mscale_all_dim): cos / sin are scaled by
     // (1 + 0.1 ln f) / (1 + 0.1 m ln f) instead of 1 + 0.1 ln f (0: not set)
     float yarn_log_mul = 0.0f;
+    // the numerator's multiplier of that ratio: cos / sin scaled by (1 + 0.1 yarn_mscale ln f) /
+    // (1 + 0.1 yarn_log_mul ln f) (1 and 0: 1 + 0.1 ln f, every architecture's); deepseek2 sets both
+    // to its log multiplier (llama.cpp's cparams.yarn_attn_factor), so its RoPE is unscaled
+    float yarn_mscale = 1.0f;
     // mistral3's attention temperature (Llama 4's): each query is multiplied by
     // 1 + attn_temp_scale * ln(1 + floor(pos / attn_temp_floor)), so 1 below attn_temp_floor (the YaRN
     // original context) and growing slowly beyond it (0: off)
@@ -98,8 +103,20 @@ struct model_hparams {
     float attn_scale = 0.0f;
     float embd_scale = 1.0f;
     float final_logit_softcap = 0.0f;
+    // deepseek2's multi-head latent attention (MLA, llama.cpp's absorbed form; kv_lora_rank 0: none).
+    // The KV cache holds ONE head (n_head_kv 1) of head_dim = kv_lora_rank + n_rot: the normed latent
+    // c, then the rotated shared key part; K and V both store it (V reads its first kv_lora_rank). A
+    // query head is projected to mla_qk_head (nope = mla_qk_head - n_rot, then n_rot rotated), its nope
+    // part taken into the latent space by attn_k_b: q = [k_b q_nope | rope(q_pe)] (head_dim wide), so
+    // q . k = q_nope . (k_b^T c) + q_pe . k_pe. Each head's output (the latent) leaves by attn_v_b
+    // (mla_v_head wide) into attn_output. q_lora_rank > 0: queries through attn_q_a, a norm and attn_q_b.
+    int64_t kv_lora_rank = 0;
+    int64_t q_lora_rank = 0;
+    int64_t mla_qk_head = 0;
+    int64_t mla_v_head = 0;
 
     bool moe() const { return n_expert > 0; }
+    bool mla() const { return kv_lora_rank > 0; }
     bool swa_rope() const { return rope_freq_base_swa != 0.0f || rope_freq_scale_swa != 0.0f; }
     // the hyper-parameters the windowed layers' RoPE table is made with (rope_table)
     model_hparams swa_rope_hparams() const {
@@ -165,6 +182,13 @@ struct layer_weights {
     weight gate_shexp, up_shexp, down_shexp;
     // gemma3 (empty otherwise): RMSNorms of the attention's and the FFN's outputs before each residual add
     std::vector<float> attn_post_norm, ffn_post_norm;   // (n_embd,) each
+    // deepseek2 (model_hparams' MLA; unset otherwise; wq is attn_q when there is no q LoRA): attn_q_a
+    // (q_lora_rank, n_embd) and its norm, attn_q_b (n_head * mla_qk_head, q_lora_rank), attn_kv_a_mqa
+    // (head_dim, n_embd), the latent's norm (kv_lora_rank,), per head attn_k_b (kv_lora_rank, nope) and
+    // attn_v_b (mla_v_head, kv_lora_rank), stacked like experts
+    weight wq_a, wq_b, wkv_a;
+    std::vector<float> q_a_norm, kv_a_norm;
+    expert_weights wk_b, wv_b;
 
     bool moe() const { return ffn_gate_inp.data != nullptr; }   // experts here (else the dense FFN)
 };
