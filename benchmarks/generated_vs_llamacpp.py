@@ -3,9 +3,11 @@ and (with --shaped) a model of a real MoE's layer shapes for engine_vs_llamacpp.
 
 What it does: writes tiny random models (tests/fixtures/tiny_gguf.py) with experts (Mixtral-style
 llama, qwen3moe, gpt-oss with its sinks, sliding window and MXFP4 experts) in several types, and with
-linear and YaRN RoPE scaling, and mistral3's attention temperature and YaRN keys,
-runs the same tokens through Strata (this interpreter) and llama.cpp (--llama-python, in a
-subprocess), and prints per model the largest logit difference relative to the position's largest
+linear and YaRN RoPE scaling, mistral3's attention temperature and YaRN keys, and deepseek2's
+multi-head latent attention (needs a llama.cpp that knows it: /work/refenv/venv2), runs the same
+tokens through Strata (this interpreter; `--against reference`: the tests' NumPy reference instead, the
+oracle checked against the ground truth) and llama.cpp (--llama-python, in a subprocess; `--f32-kv`
+keeps K / V in F32 on both sides, so that what is left is the math), and prints per model the largest logit difference relative to the position's largest
 logit, and how many positions agree on the top token. `--shaped PATH` instead writes a model with
 Qwen3-30B-A3B's expert shapes (n_embd 2048, 128 experts of 768, 8 a token; 16 query / 4 KV heads of
 128, where the real model has 32 query heads) but `--layers` layers, a 1,024-token vocabulary
@@ -13,6 +15,8 @@ Qwen3-30B-A3B's expert shapes (n_embd 2048, 128 experts of 768, 8 a token; 16 qu
 `--shaped-arch gpt-oss` copies gpt-oss-20b's shapes (MXFP4 experts, Q8_0 elsewhere) instead:
 
     .venv/bin/python benchmarks/generated_vs_llamacpp.py --llama-python /work/refenv/venv/bin/python
+    .venv/bin/python benchmarks/generated_vs_llamacpp.py --llama-python /work/refenv/venv2/bin/python \
+        --only deepseek2 --against reference --f32-kv
     .venv/bin/python benchmarks/generated_vs_llamacpp.py --shaped /tmp/moe-shaped.gguf --layers 6
     .venv/bin/python benchmarks/engine_vs_llamacpp.py --model /tmp/moe-shaped.gguf --threads 2
 
@@ -40,6 +44,7 @@ TOKENS = [3, 17, 300, 42, 7, 99, 100, 5, 260, 511, 64, 8, 9, 300, 300, 12, 44, 4
 _OSS = {"arch": "gpt-oss", "n_layer": 3, "n_embd": 64, "n_head": 4, "n_head_kv": 2, "head_dim": 32, "n_ff": 64,
         "n_expert": 8, "n_expert_used": 2, "sliding_window": 20}
 _MXFP4_EXPERTS = {"ffn_gate": "MXFP4", "ffn_up": "MXFP4", "ffn_down": "MXFP4"}
+_DS2 = {"arch": "deepseek2", "n_layer": 3, "n_ff": 32, "n_expert": 8, "n_expert_used": 2}
 CASES = [   # (label, make_tiny_gguf parameters); the dense ones show the differences quantization alone makes
     ("llama dense, Q8_0", {"dtype": "Q8_0"}),
     ("llama dense, Q4_K", {"dtype": "Q4_K", "n_embd": 256, "n_ff": 512}),
@@ -110,17 +115,50 @@ CASES = [   # (label, make_tiny_gguf parameters); the dense ones show the differ
     ("mistral3 Q4_K, temperature 0.5 past 16, YaRN x4", {
         "arch": "mistral3", "dtype": "Q4_K", "n_embd": 256, "n_ff": 512, "rope_scaling": ("yarn", 4.0, 16),
         "rope_keys": {"attention.temperature_scale": 0.5}}),
+    # deepseek2 (GLM-4.7-Flash, DeepSeek-V2-Lite): multi-head latent attention, 4 heads over a latent of 32 and
+    # one shared RoPE key of 8 (keys 16 + 8, values 16 a head); glm4moe's experts (dense lead 1, shared 1,
+    # nextn 1 with GLM-4.7-Flash's nextn.* tensors llama.cpp must skip too)
+    ("deepseek2 F32, no q LoRA, sigmoid gating + bias", {**_DS2, "dtype": "F32"}),
+    ("deepseek2 F32, q LoRA 24, sigmoid gating", {**_DS2, "dtype": "F32", "mla": {"q_lora_rank": 24}}),
+    ("deepseek2 F32, softmax gating (expert_gating_func 1), normalised", {
+        **_DS2, "dtype": "F32", "glm": {"expert_gating_func": 1}}),
+    ("deepseek2 F32, gating key absent (softmax), unnormalised, no scale, no bias", {
+        **_DS2, "dtype": "F32", "mla": {"exp_probs_b": 0},
+        "glm": {"expert_gating_func": None, "expert_weights_norm": 0, "expert_weights_scale": None}}),
+    ("deepseek2 F32, latent 48 + RoPE 16 (64), values 24, two shared, no dense, no nextn", {
+        **_DS2, "dtype": "F32", "n_rot": 16, "mla": {"kv_lora_rank": 48, "vh": 24},
+        "glm": {"expert_shared_count": 2, "leading_dense_block_count": 0, "nextn_predict_layers": 0}}),
+    ("deepseek2 F32, YaRN x4 (original context 16), log mul 0.1 (m 1)", {
+        **_DS2, "dtype": "F32", "rope_scaling": ("yarn", 4.0, 16), "rope_keys": {"rope.scaling.yarn_log_multiplier": 0.1}}),
+    ("deepseek2 F32, YaRN x4, log mul 0.0707 (m 0.707)", {
+        **_DS2, "dtype": "F32", "rope_scaling": ("yarn", 4.0, 16),
+        "rope_keys": {"rope.scaling.yarn_log_multiplier": 0.0707}}),
+    ("deepseek2 F32, YaRN x4, no log mul, attn_factor 0.8", {
+        **_DS2, "dtype": "F32", "rope_scaling": ("yarn", 4.0, 16), "rope_keys": {"rope.scaling.attn_factor": 0.8}}),
+    ("deepseek2 F32, linear x4, log mul 0.1", {
+        **_DS2, "dtype": "F32", "rope_scaling": ("linear", 4.0, 16), "rope_keys": {"rope.scaling.yarn_log_multiplier": 0.1}}),
+    ("deepseek2 F32, temperature 0.5 per 16 (Mistral Large 3), YaRN x4, log mul 0.1", {
+        **_DS2, "dtype": "F32", "rope_scaling": ("yarn", 4.0, 16), "mla": {"temperature_length": 16},
+        "rope_keys": {"rope.scaling.yarn_log_multiplier": 0.1, "attention.temperature_scale": 0.5}}),
+    ("deepseek2 Q8_0, q LoRA 32, latent 32, keys 32 + 16, values 32, 8 experts / 2", {
+        **_DS2, "dtype": "Q8_0", "n_rot": 16, "mla": {"q_lora_rank": 32, "nope": 32, "vh": 32}}),
+    ("deepseek2 Q8_0, the same with 4 / 4 (no choice to flip)", {
+        **_DS2, "dtype": "Q8_0", "n_rot": 16, "n_expert": 4, "n_expert_used": 4,
+        "mla": {"q_lora_rank": 32, "nope": 32, "vh": 32}}),
 ]
 
 
-def llama_logits(python: str, path: str, tokens: list[int]) -> np.ndarray:
+def llama_logits(python: str, path: str, tokens: list[int], f32_kv: bool = False) -> np.ndarray:
+    """llama.cpp's logits of every position; `f32_kv`: K / V kept in F32 without flash attention (the
+    default, F16, rounds what attention reads: differences of ~0.1% that hide nothing but storage)."""
+    kv = ", type_k=0, type_v=0, flash_attn=False" if f32_kv else ""
     code = (
         "import json, sys, numpy as np, llama_cpp\n"
         "path, toks, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]\n"
         # yarn_beta_* -1: the model's (llama-cpp-python's defaults, 32 / 1, override the file's keys, which
         # llama.cpp itself and llama-server read for mistral3)
         "m = llama_cpp.Llama(model_path=path, n_ctx=128, n_threads=2, logits_all=True, verbose=False,\n"
-        "                    yarn_beta_fast=-1.0, yarn_beta_slow=-1.0)\n"
+        f"                    yarn_beta_fast=-1.0, yarn_beta_slow=-1.0{kv})\n"
         "m.eval(toks)\n"
         "np.save(out, np.array(m.scores[:len(toks)], dtype=np.float32))\n")
     with tempfile.TemporaryDirectory() as d:
@@ -132,9 +170,10 @@ def llama_logits(python: str, path: str, tokens: list[int]) -> np.ndarray:
         return np.load(out)
 
 
-def compare(python: str, only: str = "") -> list[dict]:
-    from strata.engine import Engine
-
+def compare(python: str, only: str = "", against: str = "engine", f32_kv: bool = False) -> list[dict]:
+    """Per case, llama.cpp's logits against Strata's engine's (`against` "engine") or the NumPy reference's
+    (tests/fixtures/reference.py: "reference", the test oracle checked against the ground truth)."""
+    from tests.fixtures.reference import ReferenceModel
     from tests.fixtures.tiny_gguf import make_tiny_gguf
 
     rows = []
@@ -143,9 +182,14 @@ def compare(python: str, only: str = "") -> list[dict]:
             if only not in label:
                 continue
             path = make_tiny_gguf(Path(d) / f"m{i}.gguf", seed=3, **params)
-            engine = Engine(path, n_ctx=64, n_threads=2, kv_type="f16")
-            ours = np.stack([engine.decode([0], [t])[0] for t in TOKENS])
-            theirs = llama_logits(python, str(path), TOKENS)
+            if against == "reference":
+                ours = ReferenceModel(path).logits(TOKENS)
+            else:
+                from strata.engine import Engine
+
+                engine = Engine(path, n_ctx=64, n_threads=2, kv_type="f32" if f32_kv else "f16")
+                ours = np.stack([engine.decode([0], [t])[0] for t in TOKENS])
+            theirs = llama_logits(python, str(path), TOKENS, f32_kv)
             rel = np.abs(ours - theirs).max(1) / np.abs(theirs).max(1)
             agree = int((ours.argmax(1) == theirs.argmax(1)).sum())
             rows.append({"model": label, "max_rel_diff": float(rel.max()), "median_rel_diff": float(np.median(rel)),
@@ -167,6 +211,11 @@ def write_shaped(path: str, n_layer: int, arch: str = "qwen3moe") -> None:
                    use_temp_file=n_layer > 4)   # 48 layers: 17 GB, written a tensor at a time
 
 
+def _share(x: float) -> str:
+    """A relative difference as a percentage, or in powers of ten below 0.01% (F32 against F32)."""
+    return f"{x:.2%}" if x >= 1e-4 else f"{x:.1e}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--llama-python", default="/work/refenv/venv/bin/python",
@@ -176,20 +225,24 @@ def main() -> int:
     ap.add_argument("--shaped-arch", choices=("qwen3moe", "gpt-oss"), default="qwen3moe",
                     help="whose shapes --shaped copies: Qwen3-30B-A3B's or gpt-oss-20b's (MXFP4 experts)")
     ap.add_argument("--only", metavar="TEXT", help="only the cases whose label contains TEXT (e.g. mistral3)")
+    ap.add_argument("--against", choices=("engine", "reference"), default="engine",
+                    help="compare llama.cpp with Strata's engine or with the tests' NumPy reference")
+    ap.add_argument("--f32-kv", action="store_true",
+                    help="K / V in F32 on both sides (llama.cpp without flash attention): the math alone")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.shaped:
         write_shaped(args.shaped, args.layers, args.shaped_arch)
         print(f"wrote {args.shaped} ({os.path.getsize(args.shaped) / 2**20:.0f} MiB)")
         return 0
-    rows = compare(args.llama_python, args.only or "")
+    rows = compare(args.llama_python, args.only or "", args.against, args.f32_kv)
     if args.json:
         print(json.dumps({"results": rows}))
         return 0
     print("| model | max logit difference | median | same top token |")
     print("| --- | ---: | ---: | ---: |")
     for r in rows:
-        print(f"| {r['model']} | {r['max_rel_diff']:.2%} | {r['median_rel_diff']:.2%} | {r['top1_agree']} |")
+        print(f"| {r['model']} | {_share(r['max_rel_diff'])} | {_share(r['median_rel_diff'])} | {r['top1_agree']} |")
     return 0
 
 
