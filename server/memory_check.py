@@ -15,7 +15,8 @@ weights in place (`pack_weights` False, a warning): slower prompt reading, but t
 would from the file alone. The other weights stay mapped from the file and are only a warning's business.
 
 Not here: the CUDA backend (its KV lives in VRAM; the backend checks that itself; but a model with
-experts or mistral3's attention temperature under `--backend auto` runs on the CPU and is checked), or the conversation cache's RAM level
+experts, mistral3's attention temperature or deepseek2's latent attention under `--backend auto` runs on the CPU
+and is checked), or the conversation cache's RAM level
 (its own budget, `--conversation-cache-mib`).
 """
 
@@ -90,14 +91,15 @@ def q8_0_would_help(ask: MemoryAsk) -> bool:
 
 
 PACKED_ROLES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down", "ffn_gate_inp",
-                "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp")
+                "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp",
+                "attn_q_a", "attn_q_b", "attn_kv_a_mqa")   # deepseek2's (its per-head attn_k_b / attn_v_b are not packed)
 
 
 def packed_bytes(tensors, supported=None, size=None, n_layer: int | None = None) -> int:
     """Bytes of the engine's packed copies (model.cpp product_weights: the layers' matrices and the output,
     which is token_embd when the file has no output.weight) of the types this build packs. `supported(type_id)`
     and `size(type_id, n_rows, n_cols)` default to the engine's own (quants-packed.cpp: Q8_0, Q4_1, Q4_K, Q5_K and
-    Q6_K on an AVX-512 VNNI build; none elsewhere). With `n_layer`, layers from n_layer on (glm4moe's
+    Q6_K on an AVX-512 VNNI build; none elsewhere). With `n_layer`, layers from n_layer on (glm4moe's and deepseek2's
     multi-token-prediction layers, which the engine does not load) are left out."""
     if supported is None or size is None:
         from strata import _engine
@@ -122,8 +124,8 @@ def packed_bytes(tensors, supported=None, size=None, n_layer: int | None = None)
 def ask_for(cfg, path, backend: str) -> MemoryAsk | None:
     """The MemoryAsk of `strata serve`'s configuration for the GGUF at `path` on this machine, `backend`
     being what `--backend` resolved to; None when the KV will not be in RAM (the CUDA backend, save a
-    model only the CPU runs under `--backend auto`: experts, an attention temperature) or the metadata cannot be read
-    (the engine's load then says what is wrong with the file)."""
+    model only the CPU runs under `--backend auto`: experts, an attention temperature, deepseek2's latent
+    attention) or the metadata cannot be read (the engine's load then says what is wrong with the file)."""
     import os
 
     import psutil

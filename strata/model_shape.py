@@ -38,21 +38,22 @@ def expert_count(metadata: dict[str, Any]) -> int:
 
 
 def trunk_layers(metadata: dict[str, Any]) -> int:
-    """The layers the engine runs (and keeps KV for): block_count, less glm4moe's trailing
-    multi-token-prediction layers (`nextn_predict_layers`, which the engine does not load). KeyError /
+    """The layers the engine runs (and keeps KV for): block_count, less glm4moe's and deepseek2's (GLM-4.7-Flash)
+    trailing multi-token-prediction layers (`nextn_predict_layers`, which the engine does not load). KeyError /
     TypeError when block_count is missing or not a number."""
     arch = metadata.get("general.architecture")
     n = int(metadata[f"{arch}.block_count"])
-    nextn = metadata.get(f"{arch}.nextn_predict_layers", 0) if arch == "glm4moe" else 0
+    nextn = metadata.get(f"{arch}.nextn_predict_layers", 0) if arch in ("glm4moe", "deepseek2") else 0
     return n - nextn if isinstance(nextn, int) and 0 <= nextn < n else n
 
 
 def attention_temperature(metadata: dict[str, Any]) -> float:
-    """mistral3's `attention.temperature_scale` (queries grow past the original context); 0.0 when off,
-    absent or not a number."""
-    if metadata.get("general.architecture") != "mistral3":
+    """mistral3's and deepseek2's (Mistral Large 3) `attention.temperature_scale` (queries grow past the
+    original context); 0.0 when off, absent or not a number."""
+    arch = metadata.get("general.architecture")
+    if arch not in ("mistral3", "deepseek2"):
         return 0.0
-    value = metadata.get("mistral3.attention.temperature_scale", 0.0)
+    value = metadata.get(f"{arch}.attention.temperature_scale", 0.0)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
@@ -60,6 +61,8 @@ def cuda_lacks(arch: str | None, n_expert: int, attn_temperature: float) -> str:
     """What the CUDA backend lacks to run a model of this architecture, expert count and attention
     temperature, as `strata setup`'s plan says it ("" when it runs it): the one list behind cpu_only and
     the plan (the engine's own refusal, engine.cpp, names the same parts)."""
+    if arch == "deepseek2":
+        return "deepseek2's multi-head latent attention"
     if n_expert:
         return f"experts ({n_expert} in this one)"
     if arch == "gemma3":

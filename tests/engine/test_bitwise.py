@@ -17,12 +17,12 @@ NEXT = [77, 78, 79]
 
 
 @pytest.fixture(scope="module", params=["Q4_1", "Q4_K", "Q4_K experts", "Q8_0 gpt-oss", "Q4_1 mistral3",
-                                                "Q8_0 glm4moe", "Q8_0 gemma3"])
+                                                "Q8_0 glm4moe", "Q8_0 gemma3", "Q8_0 deepseek2"])
 def engine(request, tiny_model_factory):
     dtype, _, kind = request.param.partition(" ")
     shape = K_QUANT_SHAPE if dtype.endswith("_K") else {}
     # experts: rows of one forward share some experts and not others (8 experts, 2 a token)
-    experts = {"n_expert": 8, "n_expert_used": 2} if kind in ("experts", "gpt-oss", "glm4moe") else {}
+    experts = {"n_expert": 8, "n_expert_used": 2} if kind in ("experts", "gpt-oss", "glm4moe", "deepseek2") else {}
     # gpt-oss: sinks, a window of 8 positions in every other layer (PROMPT is longer), MXFP4 experts
     if kind == "gpt-oss":
         experts |= {"arch": "gpt-oss", "sliding_window": 8, "n_layer": 3,
@@ -38,6 +38,11 @@ def engine(request, tiny_model_factory):
     if kind == "gemma3":
         experts |= {"arch": "gemma3", "n_layer": 3, "sliding_window": 8, "swa_pattern": 2, "rope_freq_base": 1e6,
                     "rope_scaling": ("linear", 4.0, 64), "rope_keys": {"final_logit_softcapping": 5.0}}
+    # deepseek2: latent attention (a KV row of 32 + 32, q LoRA), each row's temperature by its own position
+    if kind == "deepseek2":
+        experts |= {"arch": "deepseek2", "n_layer": 3, "n_ff": 32, "n_rot": 32, "rope_scaling": ("yarn", 4.0, 8),
+                    "rope_keys": {"rope.scaling.yarn_log_multiplier": 0.1, "attention.temperature_scale": 0.5},
+                    "mla": {"q_lora_rank": 32, "nope": 32, "vh": 32, "temperature_length": 8}}
     path = tiny_model_factory(dtype=dtype, seed=11, **shape, **experts)
     return Engine(path, n_ctx=128, n_slots=4, n_groups=2, n_threads=2)
 

@@ -108,7 +108,7 @@ def test_a_model_the_engine_cannot_run_is_refused_in_its_words(tiny_model_factor
     """Refused when it is chosen (the wizard asks again), not after a configuration was written for it."""
     with pytest.raises(ModelFileError, match=r"Strata cannot run this model: .*unsupported architecture 'mamba' "
                                              r"\(supported: llama, mistral3, smollm3, qwen2, qwen3, qwen3moe, "
-                                             r"gpt-oss, glm4moe, gemma3, seed_oss\)"):
+                                             r"gpt-oss, glm4moe, gemma3, seed_oss, deepseek2\)"):
         read_model_facts(tiny_model_factory(arch="mamba"))
 
 

@@ -215,3 +215,19 @@ def test_ask_for_sizes_glm4moe_as_the_engine_loads_it(tiny_model_factory):
     got = ask_for(_config(path, ctx=64, kv_type="f16"), path, "cpu")
     assert got is not None
     assert (got.kv_bytes_per_token, got.packed_bytes) == (engine.bytes_per_token, engine.packed_bytes)
+
+
+def test_ask_for_sizes_deepseek2_as_the_engine_loads_it(tiny_model_factory):
+    """deepseek2 (GLM-4.7-Flash's layout): K and V of the one latent head (kv_lora_rank + n_rot wide) per trunk
+    layer, the nextn layer left out, the q LoRA's and the latent's products packed (attn_k_b / attn_v_b per head
+    are not); q8_0 KV where the latent head is a multiple of 32 (32 + 32)."""
+    from strata.engine import Engine
+    from strata.server.memory_check import ask_for
+
+    path = tiny_model_factory(arch="deepseek2", dtype="Q8_0", n_layer=3, n_ff=32, n_expert=8, n_expert_used=2,
+                              n_rot=32, mla={"kv_lora_rank": 32, "q_lora_rank": 32, "nope": 32, "vh": 32})
+    for kv_type in ("f16", "q8_0"):
+        engine = Engine(path, n_ctx=64, n_threads=2, kv_type=kv_type)
+        got = ask_for(_config(path, ctx=64, kv_type=kv_type), path, "cpu")
+        assert got is not None and got.q8_0_allowed
+        assert (got.kv_bytes_per_token, got.packed_bytes) == (engine.bytes_per_token, engine.packed_bytes)
