@@ -337,14 +337,13 @@ void read_mla_layer(const loader& ld, const std::string& p, const model_hparams&
 }
 
 // deepseek2's expert_gating_func when the file has none, as llama.cpp decides it: the sigmoid for
-// GLM-4.7-Flash (47 or 48 layers, a vocabulary of 154880), else the softmax (DeepSeek V2 / V2.5's files)
+// GLM-4.7-Flash (47 or 48 trunk layers, a vocabulary of 154880), else the softmax (DeepSeek V2 / V2.5's files)
 int64_t deepseek2_gating_absent(const gguf_file& f, const model_hparams& hp) {
     int64_t n_vocab = f.get_int(hp.arch + ".vocab_size", 0);
     const gguf_value* tokens = f.find("tokenizer.ggml.tokens");
     if (n_vocab == 0 && tokens && tokens->type == GGUF_TYPE_ARRAY) n_vocab = int64_t(tokens->arr_n);
-    const int64_t nextn = f.get_int(hp.arch + ".nextn_predict_layers", 0);
-    const bool glm47 = n_vocab == 154880 && (hp.n_layer == 47 || hp.n_layer == 48 || hp.n_layer - nextn == 47 ||
-                                             hp.n_layer - nextn == 48);
+    const int64_t trunk = hp.n_layer - f.get_int(hp.arch + ".nextn_predict_layers", 0);   // llama.cpp's n_layer()
+    const bool glm47 = n_vocab == 154880 && (trunk == 47 || trunk == 48);
     return glm47 ? 2 : 1;
 }
 

@@ -72,9 +72,7 @@ def test_options_match_reference(tiny_model_factory, mla, glm, params):
     check_close(engine_logits(path), reference_logits(path, LONG), 2e-5)
 
 
-@pytest.mark.parametrize("n_layer, sigmoid", [(47, True), pytest.param(46, False, marks=pytest.mark.xfail(
-    strict=True, reason="engine: deepseek2_gating_absent also takes block_count 47 / 48 (nextn included) as "
-                        "GLM-4.7-Flash's shape; llama.cpp looks at the trunk only"))])
+@pytest.mark.parametrize("n_layer, sigmoid", [(47, True), (46, False)])
 def test_the_gating_rule_follows_llama_cpp(tiny_model_factory, n_layer, sigmoid):
     """No expert_gating_func: llama.cpp routes by the sigmoid when the TRUNK (block_count less the nextn
     layers) has 47 or 48 layers and the vocabulary 154,880 tokens (GLM-4.7-Flash), else by the softmax; both
