@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import gguf
 import numpy as np
 import pytest
 from strata.engine import Engine
@@ -131,6 +132,11 @@ PARTS = {   # change: (model parameters, what the reference leaves out)
     "shared-experts": ({}, lambda r: [r.weights.pop(n) for n in [n for n in r.weights if "_shexp." in n]]),
     "run-nextn": ({}, lambda r: setattr(r, "config", dataclasses.replace(
         r.config, n_layer=r.config.n_layer + 1, windowed=(False,) * (r.config.n_layer + 1)))),
+    # each head its own attn_k_b / attn_v_b (numpy (n_head, ...)): head h given head h - 1's
+    "k-b-per-head": ({}, lambda r: r.weights.update({n: np.roll(w, 1, axis=0) for n, w in r.weights.items()
+                                                     if n.endswith("attn_k_b.weight")})),
+    "v-b-per-head": ({}, lambda r: r.weights.update({n: np.roll(w, 1, axis=0) for n, w in r.weights.items()
+                                                     if n.endswith("attn_v_b.weight")})),
 }
 
 
@@ -139,7 +145,7 @@ def test_each_part_changes_the_answer(tiny_model_factory, change):
     """The checks above can fail: a reference without any one part (the latent's norm, the q LoRA's norm, the
     rotated key all heads share, llama.cpp's query scale with a log multiplier, YaRN's cos / sin factor without
     one, the temperature, the softmax when the gating key is absent, the shared experts; or with the nextn layer
-    run) is far from the engine."""
+    run, or a head's attn_k_b / attn_v_b read as another head's) is far from the engine."""
     params, leave_out = PARTS[change]
     path = ds2_model(tiny_model_factory, **params)
     got = engine_logits(path)
@@ -168,6 +174,15 @@ def test_malformed_deepseek2_metadata_is_refused_by_name(tiny_model_factory, tmp
     with pytest.raises(ValueError) as err:
         Engine(bad, n_ctx=16)
     assert message in str(err.value)
+
+
+def test_a_yarn_log_multiplier_that_makes_no_scale_is_refused(tiny_model_factory, tmp_path):
+    """m = -1.0 / 0.1 = -10 over a factor of 4: 1 + 0.1 m ln 4 < 0, no YaRN scale at all."""
+    bad = tmp_path / "bad.gguf"
+    rewrite(ds2_model(tiny_model_factory, **YARN), bad,
+            kv={"deepseek2.rope.scaling.yarn_log_multiplier": (-1.0, gguf.GGUFValueType.FLOAT32)})
+    with pytest.raises(ValueError, match=r"yarn_log_multiplier -1\.0+ makes no YaRN scale"):
+        Engine(bad, n_ctx=16)
 
 
 def test_a_temperature_without_its_length_is_refused(tiny_model_factory):
