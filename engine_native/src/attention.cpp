@@ -168,6 +168,34 @@ void attention_rows(const kv_layout& L, const uint8_t* k, const uint8_t* v, cons
 
 // ---- tiled layout
 
+// The loops over a block's accumulators must unroll (else GCC keeps the accumulators in memory).
+#if defined(__GNUC__) || defined(__clang__)
+#define STRATA_UNROLL _Pragma("GCC unroll 32")
+#else
+#define STRATA_UNROLL
+#endif
+
+// Query heads that share one pass over K (scores) or V (values): each head's chains are its own, so
+// the block size changes no float, only how often K and V are read: n_rep 8 (Qwen3-Coder, gpt-oss)
+// once instead of twice, deepseek2's 20 heads over one latent KV head twice instead of five times.
+// AVX-512: 32 zmm, accumulators up to 24; AVX2: a v16 is two of the 16 ymm.
+#if defined(STRATA_V16_AVX512)
+constexpr int k_score_heads = 16;
+template <int CH> constexpr int k_value_heads = CH >= 8 ? 2 : CH >= 4 ? 4 : CH >= 2 ? 12 : 20;
+#else
+constexpr int k_score_heads = 4;
+template <int CH> constexpr int k_value_heads = CH >= 8 ? 2 : 4;
+#endif
+
+// Calls f(std::integral_constant<int, n>) for a runtime n in [1, N] (the exact block of the heads left).
+template <int N, typename F>
+void with_heads(int64_t n, F&& f) {
+    if constexpr (N > 1) {
+        if (n < N) return with_heads<N - 1>(n, f);
+    }
+    f(std::integral_constant<int, N>());
+}
+
 // scores[h][t] for NH heads over whole tiles [0, n_tiles): one fma per (dimension, 16 positions)
 template <int NH, typename T>
 void scores_tiled(const T* k, int64_t kv_dim, int64_t g, int64_t hd, const float* q, int64_t n_tiles, float scale,
@@ -179,44 +207,38 @@ void scores_tiled(const T* k, int64_t kv_dim, int64_t g, int64_t hd, const float
             prefetch_bytes(base + k_prefetch_tiles * kv_dim * k_tile, size_t(hd * k_tile) * sizeof(T));
         }
         v16 acc[NH];
+        STRATA_UNROLL
         for (int h = 0; h < NH; h++) acc[h] = v16_zero();
         for (int64_t d = 0; d < hd; d++) {
             const v16 kv = v16_load(base + d * k_tile);
+            STRATA_UNROLL
             for (int h = 0; h < NH; h++) acc[h] = v16_fma(v16_set1(q[h * hd + d]), kv, acc[h]);
         }
+        STRATA_UNROLL
         for (int h = 0; h < NH; h++) v16_store(scores + h * n_pad + tile * k_tile, v16_mul(acc[h], vs));
     }
 }
 
-// out[d] = sum_t p[t] v[t][d] / sum, CH chunks of 16 dimensions
-template <int CH, typename T>
-void weighted_values(const T* v, int64_t kv_dim, int64_t off, const float* p, int64_t n_pos, float inv_sum,
-                     float* out) {
-    v16 acc[CH];
-    for (int c = 0; c < CH; c++) acc[c] = v16_zero();
-    for (int64_t t = 0; t < n_pos; t++) {
-        const v16 w = v16_set1(p[t]);
-        const T* row = v + t * kv_dim + off;
-        for (int c = 0; c < CH; c++) acc[c] = v16_fma(w, v16_load(row + c * 16), acc[c]);
-    }
-    const v16 inv = v16_set1(inv_sum);
-    for (int c = 0; c < CH; c++) v16_store(out + c * 16, v16_mul(acc[c], inv));
-}
-
-// The same sums for NH heads at once, sharing each V row's loads (identical per-lane arithmetic).
+// out[d] = sum_t p[t] v[t][d] / sum for NH heads, CH chunks of 16 dimensions, sharing each V row's
+// loads (every head's lanes the same chain: acc = fma(p[t], v[t][d], acc) from t = 0, then x 1 / sum)
 template <int NH, int CH, typename T>
 void weighted_values_heads(const T* v, int64_t kv_dim, int64_t off, const float* p, int64_t n_pad, int64_t n_pos,
                            const float* inv_sum, int64_t hd, float* out) {
     v16 acc[NH][CH];
+    STRATA_UNROLL
     for (int h = 0; h < NH; h++)
+        STRATA_UNROLL
         for (int c = 0; c < CH; c++) acc[h][c] = v16_zero();
     for (int64_t t = 0; t < n_pos; t++) {
         const T* row = v + t * kv_dim + off;
         if (t + k_prefetch_rows < n_pos) prefetch_bytes(row + k_prefetch_rows * kv_dim, size_t(CH * 16) * sizeof(T));
         v16 x[CH];
+        STRATA_UNROLL
         for (int c = 0; c < CH; c++) x[c] = v16_load(row + c * 16);
+        STRATA_UNROLL
         for (int h = 0; h < NH; h++) {
             const v16 w = v16_set1(p[h * n_pad + t]);
+            STRATA_UNROLL
             for (int c = 0; c < CH; c++) acc[h][c] = v16_fma(w, x[c], acc[h][c]);
         }
     }
@@ -226,20 +248,19 @@ void weighted_values_heads(const T* v, int64_t kv_dim, int64_t off, const float*
     }
 }
 
+// All n_heads heads' values of dimensions [off, off + 16 CH) in passes of k_value_heads<CH> heads (the
+// rest in one pass of its own: one pass over V per block is what keeps long-history decode from
+// reading V once per head)
 template <int CH, typename T>
 void weighted_values_group(const T* v, int64_t kv_dim, int64_t off, const float* p, int64_t n_pad, int64_t n_pos,
                            const float* inv_sum, int64_t n_heads, int64_t hd, float* out) {
-    constexpr int G = CH >= 8 ? 2 : 4;   // accumulators G * CH <= 16 registers
-    int64_t h = 0;
-    for (; h + G <= n_heads; h += G)
-        weighted_values_heads<G, CH>(v, kv_dim, off, p + h * n_pad, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
-    // the rest (fewer than G) in one pass too: 3 query heads per kv head is common, and one pass over
-    // V instead of three is what keeps long-history decode from reading V three times
-    const int64_t rest = n_heads - h;
-    const float* pr = p + h * n_pad;
-    if (rest == 3) weighted_values_heads<3, CH>(v, kv_dim, off, pr, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
-    if (rest == 2) weighted_values_heads<2, CH>(v, kv_dim, off, pr, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
-    if (rest == 1) weighted_values_heads<1, CH>(v, kv_dim, off, pr, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
+    constexpr int G = k_value_heads<CH>;
+    for (int64_t h = 0; h < n_heads; h += G) {
+        with_heads<G>(std::min<int64_t>(G, n_heads - h), [&](auto nh) {
+            weighted_values_heads<decltype(nh)::value, CH>(v, kv_dim, off, p + h * n_pad, n_pad, n_pos, inv_sum + h,
+                                                           hd, out + h * hd);
+        });
+    }
 }
 
 // scores[h][t] of the n_rep heads for the positions of tiles [tile0, tile1) (rows of n_pad floats)
@@ -247,16 +268,11 @@ template <typename T>
 void scores_heads(const T* k, int64_t kv_dim, int64_t g, int64_t hd, const float* q, int64_t n_rep, int64_t tile0,
                   int64_t tile1, float scale, float* scores, int64_t n_pad) {
     const T* kt = k + tile0 * kv_dim * k_tile;
-    for (int64_t h0 = 0; h0 < n_rep; h0 += 4) {
-        const int64_t nh = std::min<int64_t>(4, n_rep - h0);
-        const float* qh = q + h0 * hd;
-        float* sc = scores + h0 * n_pad + tile0 * k_tile;
-        switch (nh) {
-            case 1: scores_tiled<1>(kt, kv_dim, g, hd, qh, tile1 - tile0, scale, sc, n_pad); break;
-            case 2: scores_tiled<2>(kt, kv_dim, g, hd, qh, tile1 - tile0, scale, sc, n_pad); break;
-            case 3: scores_tiled<3>(kt, kv_dim, g, hd, qh, tile1 - tile0, scale, sc, n_pad); break;
-            default: scores_tiled<4>(kt, kv_dim, g, hd, qh, tile1 - tile0, scale, sc, n_pad); break;
-        }
+    for (int64_t h0 = 0; h0 < n_rep; h0 += k_score_heads) {
+        with_heads<k_score_heads>(std::min<int64_t>(k_score_heads, n_rep - h0), [&](auto nh) {
+            scores_tiled<decltype(nh)::value>(kt, kv_dim, g, hd, q + h0 * hd, tile1 - tile0, scale,
+                                              scores + h0 * n_pad + tile0 * k_tile, n_pad);
+        });
     }
 }
 
@@ -279,10 +295,11 @@ void attention_tiled(const kv_layout& L, const T* k, const T* v, const float* q,
         case 2: weighted_values_group<2>(vw, kv_dim, off, p, n_pad, n_vis, inv_sum, n_rep, hd, out); break;
         case 4: weighted_values_group<4>(vw, kv_dim, off, p, n_pad, n_vis, inv_sum, n_rep, hd, out); break;
         case 8: weighted_values_group<8>(vw, kv_dim, off, p, n_pad, n_vis, inv_sum, n_rep, hd, out); break;
-        default:
-            for (int64_t h = 0; h < n_rep; h++)
-                for (int64_t c = 0; c < hd / 16; c++)
-                    weighted_values<1>(vw, kv_dim, off + 16 * c, p + h * n_pad, n_vis, inv_sum[h], out + h * hd + 16 * c);
+        default:   // other sizes (deepseek2's 576): 32 dimensions at a time, all heads per pass
+            for (int64_t d = 0; d < hd; d += 32) {
+                if (d + 32 <= hd) weighted_values_group<2>(vw, kv_dim, off + d, p, n_pad, n_vis, inv_sum, n_rep, hd, out + d);
+                else weighted_values_group<1>(vw, kv_dim, off + d, p, n_pad, n_vis, inv_sum, n_rep, hd, out + d);
+            }
     }
 }
 
@@ -291,13 +308,6 @@ void attention_tiled(const kv_layout& L, const T* k, const T* v, const float* q,
 // k_group_acc / CH query vectors). Lanes mean what they mean in scores_tiled / weighted_values_heads
 // (positions, then dimensions), and every chain runs in the same order from 0, so each query's
 // scores, softmax and outputs are the same floats as attention_tiled's for its row alone.
-
-// The loops over a block's accumulators must unroll (else GCC keeps the accumulators in memory).
-#if defined(__GNUC__) || defined(__clang__)
-#define STRATA_UNROLL _Pragma("GCC unroll 32")
-#else
-#define STRATA_UNROLL
-#endif
 
 #if defined(STRATA_V16_AVX512)
 constexpr int k_group_acc = 24;   // v16 accumulators per block (32 zmm: the rest hold K / V)
