@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from strata.model_shape import kv_bytes_per_token
+from strata.model_shape import kv_bytes_per_token, values_in_keys
 
 MIB = 1024 * 1024
 
@@ -69,7 +69,8 @@ class ModelFacts:
     @property
     def kv_bytes_per_token(self) -> int:
         """K and V, every layer, in `kv_type` (strata.model_shape, the engine's sizes)."""
-        return kv_bytes_per_token(self.n_layer, self.n_head_kv, self.head_dim, self.kv_type)
+        return kv_bytes_per_token(self.n_layer, self.n_head_kv, self.head_dim, self.kv_type,
+                                  values_in_keys(self.arch, self.kv_type))
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from strata.model_shape import cpu_only, kv_bytes_per_token, q8_0_kv_takes, trunk_layers
+from strata.model_shape import cpu_only, kv_bytes_per_token, q8_0_kv_takes, trunk_layers, values_in_keys
 
 GIB = 1 << 30
 KV_SHARE_OF_AVAILABLE = 0.9   # the KV may take at most this share of the memory available at start
@@ -141,7 +141,7 @@ def ask_for(cfg, path, backend: str) -> MemoryAsk | None:
         n_head_kv = int(md.get(f"{arch}.attention.head_count_kv", n_head))
         head_dim = int(md.get(f"{arch}.attention.key_length") or int(md[f"{arch}.embedding_length"]) // n_head)
         n_layer = trunk_layers(md)
-        bpt = kv_bytes_per_token(n_layer, n_head_kv, head_dim, cfg.kv_type)
+        bpt = kv_bytes_per_token(n_layer, n_head_kv, head_dim, cfg.kv_type, values_in_keys(arch, cfg.kv_type))
         packed = packed_bytes(gguf.tensors, n_layer=n_layer)
         q8_0_allowed = q8_0_kv_takes(head_dim)
     except (ValueError, KeyError, TypeError, ZeroDivisionError):

@@ -17,13 +17,22 @@ Q8_0_HEAD_MULTIPLE = 32   # the engine's q8_0 KV quantizes whole 32-element bloc
 Q8_0_MAX_HEAD = 256       # ... of heads up to this size (attention-internal.h k_q8_max_head_dim)
 
 
-def kv_bytes_per_token(n_layer: int, n_head_kv: int, head_dim: int, kv_type: str) -> int:
-    """K and V of every layer for one token: f16 2 bytes an element, f32 4, q8_0 34 bytes a block of 32."""
+def kv_bytes_per_token(n_layer: int, n_head_kv: int, head_dim: int, kv_type: str,
+                       values_in_keys: bool = False) -> int:
+    """K and V of every layer for one token: f16 2 bytes an element, f32 4, q8_0 34 bytes a block of 32;
+    K alone where the values are the keys (values_in_keys)."""
     kv_dim = n_head_kv * head_dim
     row = {"f16": kv_dim * 2, "f32": kv_dim * 4, "q8_0": -(-kv_dim // 32) * 34}.get(kv_type)
     if row is None:
         raise ValueError(f"unknown kv_type {kv_type!r}")
-    return 2 * n_layer * row
+    return (1 if values_in_keys else 2) * n_layer * row
+
+
+def values_in_keys(arch: str | None, kv_type: str) -> bool:
+    """Whether the engine's KV cache keeps no values apart from the keys: deepseek2's multi-head latent
+    attention (one latent row per token and layer, read as both; kv_layout::v_in_k), in f16 / f32 (q8_0
+    keeps V rows beside its quantized K tiles)."""
+    return arch == "deepseek2" and kv_type != "q8_0"
 
 
 def q8_0_kv_takes(head_dim: int) -> bool:

@@ -7,8 +7,9 @@ What it is: the image a context is saved as (RAM cache, disk cache, sessions):
             | u64 bytes_per_token | u32 chunk_tokens | u64 n_tokens | n_tokens x u32 token ids
             | u32 CRC32 of all the header bytes before it
     chunks  ceil(n_tokens / chunk_tokens) chunks; chunk i holds tokens [i*chunk_tokens, ...) as
-            every layer's K rows then V rows for those tokens (Engine.kv_read's layout), then a u32
-            CRC32 of those bytes
+            every layer's K rows then V rows for those tokens (Engine.kv_read's layout; K rows alone
+            where the values are the keys, deepseek2's latent: bytes_per_token n_layer x row_bytes),
+            then a u32 CRC32 of those bytes
 
 All integers little-endian. Chunks are token-major, so any prefix of whole valid chunks is itself a
 restorable state: `restore` returns the longest valid prefix (the restore ladder). A damaged header,
@@ -116,7 +117,7 @@ def read_header(first_bytes: bytes) -> SnapshotHeader:
     kv_types = {v: k for k, v in KV_TYPE_IDS.items()}
     if kv_id not in kv_types:
         raise SnapshotError(f"snapshot has unknown KV type id {kv_id}")
-    if chunk_tokens < 1 or bpt != 2 * n_layer * row_bytes:
+    if chunk_tokens < 1 or bpt not in (2 * n_layer * row_bytes, n_layer * row_bytes):   # K and V, or K read as both
         raise SnapshotError("snapshot header damaged: inconsistent KV layout")
     tokens = struct.unpack_from(f"<{n_tokens}I", data, _FIXED.size)
     return SnapshotHeader(version, header_size, model_id.hex(), kv_types[kv_id], n_layer, kv_dim, row_bytes, bpt,

@@ -263,6 +263,101 @@ void weighted_values_group(const T* v, int64_t kv_dim, int64_t off, const float*
     }
 }
 
+// ---- values read from K's tiles (kv_layout::v_in_k): a tile holds 16 positions of each dimension side
+// by side; 16 dimensions of it turned into 16 position rows give the V rows weighted_values_heads reads,
+// and the chains below run over them in the same position order: the same floats.
+
+// r[i] = dimension i's 16 positions in, r[j] = position j's 16 dimensions out
+inline void transpose16(v16 r[16]) {
+#if defined(STRATA_V16_AVX512)
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {   // pairs: a0 b0 a1 b1 | a4 b4 a5 b5 | ...
+        t[i] = _mm512_unpacklo_ps(r[i].v, r[i + 1].v);
+        t[i + 1] = _mm512_unpackhi_ps(r[i].v, r[i + 1].v);
+    }
+    __m512 u[16];
+    for (int i = 0; i < 16; i += 4) {   // quads: a0 b0 c0 d0 | a4 b4 c4 d4 | ...
+        u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+        u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    }
+    // 128-bit lanes: u[q] (q < 4) holds position q, q + 4, q + 8, q + 12 of rows 0-3; u[4 + q] of rows 4-7 ...
+    for (int q = 0; q < 4; q++) {
+        const __m512 lo02 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x88), lo13 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xdd);
+        const __m512 hi02 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x88);
+        const __m512 hi13 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xdd);
+        r[q].v = _mm512_shuffle_f32x4(lo02, hi02, 0x88);        // position q
+        r[q + 8].v = _mm512_shuffle_f32x4(lo02, hi02, 0xdd);    // q + 8
+        r[q + 4].v = _mm512_shuffle_f32x4(lo13, hi13, 0x88);    // q + 4
+        r[q + 12].v = _mm512_shuffle_f32x4(lo13, hi13, 0xdd);   // q + 12
+    }
+#else
+    float m[16][16], c[16];
+    for (int i = 0; i < 16; i++) v16_store(m[i], r[i]);
+    for (int j = 0; j < 16; j++) {
+        for (int i = 0; i < 16; i++) c[i] = m[i][j];
+        r[j] = v16_load(c);
+    }
+#endif
+}
+
+#if defined(STRATA_V16_AVX512)
+constexpr int k_tile_value_heads = 12;   // + 16 position rows + a weight: 29 of the 32 zmm
+#else
+constexpr int k_tile_value_heads = 4;
+#endif
+
+// weighted_values_heads<NH, 1> over K's tiles: dimensions [off, off + 16) (off: within the tiles' rows),
+// positions [t0, t1) counted from kt's first tile, weights p[h * n_pad + t]
+template <int NH, typename T>
+void tile_values_heads(const T* kt, int64_t kv_dim, int64_t off, const float* p, int64_t n_pad, int64_t t0, int64_t t1,
+                       const float* inv_sum, int64_t hd, float* out) {
+    v16 acc[NH];
+    STRATA_UNROLL
+    for (int h = 0; h < NH; h++) acc[h] = v16_zero();
+    const int64_t last = (t1 - 1) / k_tile;
+    for (int64_t tile = t0 / k_tile; tile <= last; tile++) {
+        const T* base = kt + (tile * kv_dim + off) * k_tile;
+        if (tile + k_prefetch_tiles <= last) prefetch_bytes(base + k_prefetch_tiles * kv_dim * k_tile, 16 * k_tile * sizeof(T));
+        v16 r[16];
+        STRATA_UNROLL
+        for (int i = 0; i < 16; i++) r[i] = v16_load(base + i * k_tile);
+        transpose16(r);
+        const float* pt = p + tile * k_tile;
+        const int64_t j0 = std::max<int64_t>(0, t0 - tile * k_tile), j1 = std::min<int64_t>(k_tile, t1 - tile * k_tile);
+        if (j0 == 0 && j1 == k_tile) {
+            STRATA_UNROLL
+            for (int j = 0; j < 16; j++)
+                STRATA_UNROLL
+                for (int h = 0; h < NH; h++) acc[h] = v16_fma(v16_set1(pt[h * n_pad + j]), r[j], acc[h]);
+        } else {   // the window's first tile, the history's last: only the positions in [t0, t1)
+            STRATA_UNROLL
+            for (int j = 0; j < 16; j++) {
+                if (j < j0 || j >= j1) continue;
+                STRATA_UNROLL
+                for (int h = 0; h < NH; h++) acc[h] = v16_fma(v16_set1(pt[h * n_pad + j]), r[j], acc[h]);
+            }
+        }
+    }
+    for (int h = 0; h < NH; h++) v16_store(out + h * hd, v16_mul(acc[h], v16_set1(inv_sum[h])));
+}
+
+// Every head's values of dimensions [off, off + n_dims) (n_dims a multiple of 16) from K's tiles
+template <typename T>
+void tile_values_group(const T* kt, int64_t kv_dim, int64_t off, const float* p, int64_t n_pad, int64_t t0, int64_t t1,
+                       const float* inv_sum, int64_t n_heads, int64_t hd, int64_t n_dims, float* out) {
+    constexpr int G = k_tile_value_heads;
+    for (int64_t d = 0; d < n_dims; d += 16) {
+        for (int64_t h = 0; h < n_heads; h += G) {
+            with_heads<G>(std::min<int64_t>(G, n_heads - h), [&](auto nh) {
+                tile_values_heads<decltype(nh)::value>(kt, kv_dim, off + d, p + h * n_pad, n_pad, t0, t1, inv_sum + h,
+                                                       hd, out + h * hd + d);
+            });
+        }
+    }
+}
+
 // scores[h][t] of the n_rep heads for the positions of tiles [tile0, tile1) (rows of n_pad floats)
 template <typename T>
 void scores_heads(const T* k, int64_t kv_dim, int64_t g, int64_t hd, const float* q, int64_t n_rep, int64_t tile0,
@@ -289,6 +384,11 @@ void attention_tiled(const kv_layout& L, const T* k, const T* v, const float* q,
     for (int64_t h = 0; h < n_rep; h++)
         inv_sum[h] = softmax_tiled(scores + h * n_pad, n_loc, n_pad, w.w0 - w.base, sinks ? sinks[h] : -INFINITY);
     const int64_t off = g * hd, n_vis = n_pos - w.w0;
+    if (L.v_in_k) {   // the values from K's tiles (v is k), positions counted from the window's first tile
+        tile_values_group(k + w.first_tile * kv_dim * k_tile, kv_dim, off, scores, n_pad, w.w0 - w.base, n_pos - w.base,
+                          inv_sum, n_rep, hd, hd, out);
+        return;
+    }
     const T* vw = v + w.w0 * kv_dim;              // V rows [w0, n_pos)
     const float* p = scores + (w.w0 - w.base);    // their weights, rows n_pad apart
     switch (hd / 16) {
@@ -501,8 +601,13 @@ void attention_rows_tiled_f16(const kv_layout& L, const uint16_t* k, const uint1
 
 // ---- layout
 
-kv_layout kv_layout_make(int32_t kv_type, int64_t n_layer, int64_t n_head_kv, int64_t head_dim) {
+kv_layout kv_layout_make(int32_t kv_type, int64_t n_layer, int64_t n_head_kv, int64_t head_dim, bool v_in_k) {
+    if (v_in_k && kv_type != TYPE_F32 && kv_type != TYPE_F16) {
+        throw std::invalid_argument("a KV cache whose values are its keys (multi-head latent attention) supports f16 "
+                                    "and f32 only");
+    }
     kv_layout L;
+    L.v_in_k = v_in_k;
     L.type = kv_type;
     L.n_layer = n_layer;
     L.n_head_kv = n_head_kv;
@@ -533,15 +638,16 @@ size_t kv_layout::k_bytes(int64_t capacity) const {
     return size_t((capacity + k_tile - 1) / k_tile * k_tile) * row_bytes;
 }
 
-size_t kv_layout::v_bytes(int64_t capacity) const { return row_bytes * size_t(capacity); }
+size_t kv_layout::v_bytes(int64_t capacity) const { return v_in_k ? 0 : row_bytes * size_t(capacity); }
 
 size_t kv_prefix_bytes(const kv_layout& L, bool is_k, int64_t n) {
+    if (!is_k && L.v_in_k) return 0;
     if (is_k && L.k_tiled) return size_t((n + k_tile - 1) / k_tile * k_tile) * L.row_bytes;
     return size_t(n) * L.row_bytes;
 }
 
 void kv_store(const kv_layout& L, uint8_t* k, uint8_t* v, int64_t pos, const float* k_row, const float* v_row) {
-    store_row(L.type, v_row, v + size_t(pos) * L.row_bytes, L.kv_dim);
+    if (!L.v_in_k) store_row(L.type, v_row, v + size_t(pos) * L.row_bytes, L.kv_dim);
     if (!L.k_tiled) {
         store_row(L.type, k_row, k + size_t(pos) * L.row_bytes, L.kv_dim);
         return;
@@ -627,8 +733,9 @@ void kv_set_rows(const kv_layout& L, uint8_t* buf, bool is_k, int64_t t0, int64_
 }
 
 bool attention_rows_grouped(const kv_layout& L) {
-    return (L.type == TYPE_F16 && L.k_tiled && (L.head_dim == 32 || L.head_dim == 64 || L.head_dim == 128)) ||
-           attention_q8_grouped(L);
+    return !L.v_in_k && ((L.type == TYPE_F16 && L.k_tiled && (L.head_dim == 32 || L.head_dim == 64 ||
+                                                              L.head_dim == 128)) ||
+                         attention_q8_grouped(L));
 }
 
 int64_t attention_group_rows(int64_t n_rep) {
@@ -730,6 +837,11 @@ void attention_values_part(const kv_layout& L, const uint8_t* v, const float* p,
         // the part of d0 = 0 computes every dimension of the head, the others nothing: a 34-byte block
         // alone shares its cache lines with the next (V rows read twice), 2x slower than the head at once
         if (d0 == 0) values_q8_all(L, v, g, n_rep, p, n_pad, n_pos, inv_sum, out);
+        return;
+    }
+    if (L.v_in_k) {   // v is k: the part's dimensions from K's tiles
+        tile_values_group(reinterpret_cast<const uint16_t*>(v), L.kv_dim, g * L.head_dim + d0, p, n_pad, 0, n_pos,
+                          inv_sum, n_rep, L.head_dim, std::min<int64_t>(k_attention_split_dims, L.head_dim - d0), out + d0);
         return;
     }
     weighted_values_group<2>(reinterpret_cast<const uint16_t*>(v), L.kv_dim, g * L.head_dim + d0, p, n_pad, n_pos,

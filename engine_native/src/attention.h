@@ -46,15 +46,19 @@ struct kv_layout {
     int64_t kv_dim = 0;
     size_t row_bytes = 0;      // one token's K (or V) of one layer, as rows
     bool k_tiled = false;
-    size_t bytes_per_token() const { return size_t(n_layer) * 2 * row_bytes; }
+    // V is K (deepseek2's latent, which both hold): no V buffer, no V in snapshots or kv_read / kv_write;
+    // the values read K's rows (rows layout) or its tiles, each tile's 16 positions turned into rows
+    // on the fly, so every output float is the one a V buffer of the same rows gives
+    bool v_in_k = false;
+    size_t bytes_per_token() const { return size_t(n_layer) * (v_in_k ? 1 : 2) * row_bytes; }
     size_t k_bytes(int64_t capacity) const;   // one layer's K buffer
-    size_t v_bytes(int64_t capacity) const;   // one layer's V buffer
+    size_t v_bytes(int64_t capacity) const;   // one layer's V buffer (0 when v_in_k)
 };
 
-// Throws std::invalid_argument naming an unsupported combination.
-kv_layout kv_layout_make(int32_t kv_type, int64_t n_layer, int64_t n_head_kv, int64_t head_dim);
+// Throws std::invalid_argument naming an unsupported combination (v_in_k: f16 / f32 only).
+kv_layout kv_layout_make(int32_t kv_type, int64_t n_layer, int64_t n_head_kv, int64_t head_dim, bool v_in_k = false);
 
-// Store one position's K and V (kv_dim floats each).
+// Store one position's K and V (kv_dim floats each; v_row unused when v_in_k).
 void kv_store(const kv_layout& L, uint8_t* k, uint8_t* v, int64_t pos, const float* k_row, const float* v_row);
 // Positions [t0, t1) of one layer's K (or V) as rows into dst / from src, `stride` bytes apart (0:
 // row_bytes; more: one kv head's part of the whole rows, as the engine's head-major buffers use).

@@ -273,12 +273,13 @@ py::tuple int8_peak_probe(int64_t n_iter) {
 // ---- attention (attention.h) over one layer's KV of (n_head_kv, head_dim) heads, as kv_layout_make
 // gives it for kv_type (TYPE_F16, TYPE_F32 or TYPE_Q8_0); buffers are uint8 arrays of the layout's bytes.
 
-kv_layout layout_of(int32_t kv_type, int64_t n_head_kv, int64_t head_dim) {
+// values_in_keys: kv_layout::v_in_k (the V buffer empty, the values read from K)
+kv_layout layout_of(int32_t kv_type, int64_t n_head_kv, int64_t head_dim, bool values_in_keys = false) {
     if (n_head_kv < 1 || head_dim < 1) {
         throw std::invalid_argument("kv layout: n_head_kv " + std::to_string(n_head_kv) + " and head_dim " +
                                     std::to_string(head_dim) + " must be positive");
     }
-    return kv_layout_make(kv_type, 1, n_head_kv, head_dim);
+    return kv_layout_make(kv_type, 1, n_head_kv, head_dim, values_in_keys);
 }
 
 // The most positions any buffer of this layout may hold: 2^62 bytes' worth (a larger count would make the
@@ -300,8 +301,8 @@ void check_kv_bytes(const kv_layout& L, const byte_view& b, bool is_k, int64_t n
 
 // k, v: (n, kv_dim) float32 -> (K buffer, V buffer) uint8 for `capacity` positions (default n)
 py::tuple py_kv_pack(int32_t kv_type, int64_t n_head_kv, int64_t head_dim, const f32_array& k, const f32_array& v,
-                     py::object capacity_obj) {
-    const kv_layout L = layout_of(kv_type, n_head_kv, head_dim);
+                     py::object capacity_obj, bool values_in_keys) {
+    const kv_layout L = layout_of(kv_type, n_head_kv, head_dim, values_in_keys);
     if (k.ndim() != 2 || k.shape(1) != L.kv_dim || v.ndim() != 2 || v.shape(0) != k.shape(0) || v.shape(1) != L.kv_dim) {
         throw std::invalid_argument("kv_pack: k and v must both be (n, " + std::to_string(L.kv_dim) + ") float32");
     }
@@ -368,10 +369,10 @@ struct attention_args {
 
 void read_attention_args(attention_args& a, int32_t kv_type, int64_t n_head_kv, int64_t head_dim, const py::buffer& k,
                          const py::buffer& v, int64_t g, int64_t n_rep, int64_t max_pos, int64_t window,
-                         const py::object& sinks, const char* who) {
-    a.L = layout_of(kv_type, n_head_kv, head_dim);
+                         const py::object& sinks, const char* who, bool values_in_keys = false) {
+    a.L = layout_of(kv_type, n_head_kv, head_dim, values_in_keys);
     a.k = bytes_of(k, a.keep_k);
-    a.v = bytes_of(v, a.keep_v);
+    a.v = values_in_keys ? a.k : bytes_of(v, a.keep_v);   // V at K, as the engine's contexts have it
     if (g < 0 || g >= n_head_kv) {
         throw std::invalid_argument(std::string(who) + ": kv head " + std::to_string(g) + " is outside [0, " +
                                     std::to_string(n_head_kv) + ")");
@@ -412,14 +413,15 @@ void check_n_pos(int64_t n_pos, const char* who) {
 // q: (n_rep, head_dim) float32 -> (n_rep, head_dim): attention_group for kv head g over [0, n_pos)
 py::array_t<float> py_attention_group(int32_t kv_type, int64_t n_head_kv, int64_t head_dim, const py::buffer& k,
                                       const py::buffer& v, const f32_array& q, int64_t g, int64_t n_pos, float scale,
-                                      int64_t window, const py::object& sinks) {
+                                      int64_t window, const py::object& sinks, bool values_in_keys) {
     if (q.ndim() != 2 || q.shape(1) != head_dim) {
         throw std::invalid_argument("attention_group: q must be (n_rep, " + std::to_string(head_dim) + ") float32");
     }
     const int64_t n_rep = q.shape(0);
     check_n_pos(n_pos, "attention_group");
     attention_args a;
-    read_attention_args(a, kv_type, n_head_kv, head_dim, k, v, g, n_rep, n_pos, window, sinks, "attention_group");
+    read_attention_args(a, kv_type, n_head_kv, head_dim, k, v, g, n_rep, n_pos, window, sinks, "attention_group",
+                        values_in_keys);
     py::array_t<float> out({n_rep, head_dim});
     // the scratch attention.h promises is enough (a window's share), then a guard that must stay intact
     const int64_t span = window > 0 && window < n_pos ? std::min(n_pos, window + k_kv_tile - 1) : n_pos;
@@ -471,7 +473,7 @@ py::array_t<float> py_attention_row_group(int32_t kv_type, int64_t n_head_kv, in
 // q: (n_rep, head_dim) -> (n_rep, head_dim). Only where attention_split_ok.
 py::array_t<float> py_attention_in_parts(int32_t kv_type, int64_t n_head_kv, int64_t head_dim, const py::buffer& k,
                                          const py::buffer& v, const f32_array& q, int64_t g, int64_t n_pos,
-                                         float scale, const py::object& sinks, int64_t n_parts) {
+                                         float scale, const py::object& sinks, int64_t n_parts, bool values_in_keys) {
     if (q.ndim() != 2 || q.shape(1) != head_dim) {
         throw std::invalid_argument("attention_in_parts: q must be (n_rep, " + std::to_string(head_dim) + ") float32");
     }
@@ -479,7 +481,8 @@ py::array_t<float> py_attention_in_parts(int32_t kv_type, int64_t n_head_kv, int
     check_n_pos(n_pos, "attention_in_parts");
     if (n_parts < 1) throw std::invalid_argument("attention_in_parts: n_parts " + std::to_string(n_parts) + " (at least 1)");
     attention_args a;
-    read_attention_args(a, kv_type, n_head_kv, head_dim, k, v, g, n_rep, n_pos, 0, sinks, "attention_in_parts");
+    read_attention_args(a, kv_type, n_head_kv, head_dim, k, v, g, n_rep, n_pos, 0, sinks, "attention_in_parts",
+                        values_in_keys);
     if (!attention_split_ok(a.L)) {
         throw std::invalid_argument("attention_in_parts: this layout is not split into parts (attention_split_ok)");
     }
@@ -535,7 +538,7 @@ void register_kernel_bindings(py::module_& parent) {
           py::arg("n"), py::arg("r0") = 0, py::arg("r1") = py::none());
     k.def("stream_read", &stream_read, py::arg("buffer"));
     k.def("kv_pack", &py_kv_pack, py::arg("kv_type"), py::arg("n_head_kv"), py::arg("head_dim"), py::arg("k"),
-          py::arg("v"), py::arg("capacity") = py::none());
+          py::arg("v"), py::arg("capacity") = py::none(), py::arg("values_in_keys") = false);
     k.def("kv_rows", &py_kv_rows, py::arg("kv_type"), py::arg("n_head_kv"), py::arg("head_dim"), py::arg("buf"),
           py::arg("is_k"), py::arg("t0"), py::arg("t1"));
     k.def("kv_write_rows", &py_kv_write_rows, py::arg("kv_type"), py::arg("n_head_kv"), py::arg("head_dim"),
@@ -545,13 +548,13 @@ void register_kernel_bindings(py::module_& parent) {
     }, py::arg("kv_type"), py::arg("n_head_kv"), py::arg("head_dim"));
     k.def("attention_group", &py_attention_group, py::arg("kv_type"), py::arg("n_head_kv"), py::arg("head_dim"),
           py::arg("k"), py::arg("v"), py::arg("q"), py::arg("g"), py::arg("n_pos"), py::arg("scale"),
-          py::arg("window") = 0, py::arg("sinks") = py::none());
+          py::arg("window") = 0, py::arg("sinks") = py::none(), py::arg("values_in_keys") = false);
     k.def("attention_row_group", &py_attention_row_group, py::arg("kv_type"), py::arg("n_head_kv"),
           py::arg("head_dim"), py::arg("k"), py::arg("v"), py::arg("q"), py::arg("g"), py::arg("n_pos"),
           py::arg("scale"), py::arg("window") = 0, py::arg("sinks") = py::none());
     k.def("attention_in_parts", &py_attention_in_parts, py::arg("kv_type"), py::arg("n_head_kv"), py::arg("head_dim"),
           py::arg("k"), py::arg("v"), py::arg("q"), py::arg("g"), py::arg("n_pos"), py::arg("scale"),
-          py::arg("sinks") = py::none(), py::arg("n_parts") = 3);
+          py::arg("sinks") = py::none(), py::arg("n_parts") = 3, py::arg("values_in_keys") = false);
     k.def("int8_peak_probe", &int8_peak_probe, py::arg("n_iter"));
     k.def("fp32_to_fp16", [](const f32_array& x) {
         py::array_t<uint16_t> out(x.size());

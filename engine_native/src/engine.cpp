@@ -76,8 +76,11 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
         throw engine_error("unknown kv_type '" + params_.kv_type + "' (use f16, q8_0 or f32)");
     }
     try {
-        kv_ = kv_layout_make(kv_type_id, h.n_layer, h.n_head_kv, h.head_dim);
-        kvh_ = kv_layout_make(kv_type_id, h.n_layer, 1, h.head_dim);
+        // deepseek2: the latent is K and V at once (one buffer; the values read the keys), save in q8_0
+        // (whose K tiles hold quantized blocks: V keeps rows of its own there)
+        const bool v_in_k = h.mla() && kv_type_id != TYPE_Q8_0;
+        kv_ = kv_layout_make(kv_type_id, h.n_layer, h.n_head_kv, h.head_dim, v_in_k);
+        kvh_ = kv_layout_make(kv_type_id, h.n_layer, 1, h.head_dim, v_in_k);
     } catch (const std::invalid_argument& e) {
         throw engine_error(std::string("kv_type ") + params_.kv_type + ": " + e.what());
     }
@@ -167,7 +170,7 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
         context& c = contexts_[size_t(i)];
         for (int64_t il = 0; il < h.n_layer; il++) {
             c.k.push_back(arena_->ptr(kv_handles[size_t(i)][size_t(2 * il)]));
-            c.v.push_back(arena_->ptr(kv_handles[size_t(i)][size_t(2 * il + 1)]));
+            c.v.push_back(kvh_.v_in_k ? c.k.back() : arena_->ptr(kv_handles[size_t(i)][size_t(2 * il + 1)]));
         }
         c.logits = reinterpret_cast<float*>(arena_->ptr(logit_handles[size_t(i)]));
     }
@@ -435,6 +438,7 @@ void engine::kv_read(int ctx_id, int64_t t0, int64_t t1, uint8_t* dst) {
         for (int64_t g = 0; g < kv_.n_head_kv; g++)   // head g's part of each whole row
             kv_get_rows(kvh_, c.k_head(il, g), true, t0, t1, dst + size_t(g) * kvh_.row_bytes, kv_.row_bytes);
         dst += nb;
+        if (kv_.v_in_k) continue;   // V is K
         for (int64_t g = 0; g < kv_.n_head_kv; g++)
             kv_get_rows(kvh_, c.v_head(il, g), false, t0, t1, dst + size_t(g) * kvh_.row_bytes, kv_.row_bytes);
         dst += nb;
@@ -462,6 +466,7 @@ void engine::kv_write(int ctx_id, int64_t t0, const int32_t* tokens, int64_t n, 
         for (int64_t g = 0; g < kv_.n_head_kv; g++)
             kv_set_rows(kvh_, c.k_head(il, g), true, t0, t0 + n, src + size_t(g) * kvh_.row_bytes, kv_.row_bytes);
         src += nb;
+        if (kv_.v_in_k) continue;   // V is K
         for (int64_t g = 0; g < kv_.n_head_kv; g++)
             kv_set_rows(kvh_, c.v_head(il, g), false, t0, t0 + n, src + size_t(g) * kvh_.row_bytes, kv_.row_bytes);
         src += nb;

@@ -112,7 +112,8 @@ class engine {
     void logits(int ctx_id, float* out);
     void truncate(int ctx_id, int64_t n_tokens);
     void copy(int src_id, int dst_id, int64_t n_tokens);
-    // Raw KV of tokens [t0, t1): for each layer, K rows then V rows (t1 - t0) * bytes_per_token bytes.
+    // Raw KV of tokens [t0, t1): for each layer, K rows then V rows (K rows only when V is K:
+    // deepseek2's latent), (t1 - t0) * bytes_per_token bytes.
     void kv_read(int ctx_id, int64_t t0, int64_t t1, uint8_t* dst);
     // Sets tokens [t0, t0 + n) (t0 must equal the context's length) and their KV from kv_read's layout.
     void kv_write(int ctx_id, int64_t t0, const int32_t* tokens, int64_t n, const uint8_t* src);

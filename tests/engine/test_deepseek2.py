@@ -192,7 +192,7 @@ def test_a_temperature_without_its_length_is_refused(tiny_model_factory):
 
 
 def test_what_serve_and_setup_make_of_it(tiny_model_factory):
-    """The KV a token takes (K and V of the one latent head, 40 wide, 3 trunk layers), the trunk without
+    """The KV a token takes (the one latent head's row, 40 wide, read as K and V; 3 trunk layers), the trunk without
     the nextn layer, the CPU only (the CUDA backend refuses latent attention), Mistral Large 3's temperature."""
     from strata.engine import GGUFFile
     from strata.installer.model_facts import read_model_facts
@@ -205,7 +205,8 @@ def test_what_serve_and_setup_make_of_it(tiny_model_factory):
     assert trunk_layers(md) == 3 and md["deepseek2.block_count"] == 4
     facts = read_model_facts(path)
     assert (facts.n_layer, facts.n_head_kv, facts.head_dim) == (3, 1, 40)
-    assert Engine(path, n_ctx=16, kv_type="f16").bytes_per_token == facts.kv_bytes_per_token == 2 * 3 * 40 * 2
+    # the latent row alone: the values read the keys (kv_layout::v_in_k)
+    assert Engine(path, n_ctx=16, kv_type="f16").bytes_per_token == facts.kv_bytes_per_token == 3 * 40 * 2
     assert cpu_only(md) and cuda_lacks("deepseek2", 0, 0.0) == "deepseek2's multi-head latent attention"
     with pytest.raises(ValueError, match="backend 'cuda': .*deepseek2.* on the CPU backend only"):
         _engine.Engine(str(path), n_ctx=16, backend="cuda")
