@@ -12,7 +12,9 @@ logit, and how many positions agree on the top token. `--shaped PATH` instead wr
 Qwen3-30B-A3B's expert shapes (n_embd 2048, 128 experts of 768, 8 a token; 16 query / 4 KV heads of
 128, where the real model has 32 query heads) but `--layers` layers, a 1,024-token vocabulary
 (the fixtures' tokenizer) and random Q4_K weights (down Q6_K), for the speed comparison;
-`--shaped-arch gpt-oss` copies gpt-oss-20b's shapes (MXFP4 experts, Q8_0 elsewhere) instead:
+`--shaped-arch gpt-oss` copies gpt-oss-20b's shapes (MXFP4 experts, Q8_0 elsewhere) instead, and
+`--shaped-arch deepseek2` GLM-4.7-Flash's (latent attention: 20 heads over a 512 + 64 latent, q LoRA 768,
+64 experts of 1536, 4 a token, one shared; Q4_0):
 
     .venv/bin/python benchmarks/generated_vs_llamacpp.py --llama-python /work/refenv/venv/bin/python
     .venv/bin/python benchmarks/generated_vs_llamacpp.py --llama-python /work/refenv/venv2/bin/python \
@@ -205,6 +207,15 @@ def write_shaped(path: str, n_layer: int, arch: str = "qwen3moe") -> None:
                        head_dim=64, n_ff=2880, n_vocab=1024, n_expert=32, n_expert_used=4, ctx_len=4096,
                        sliding_window=128, type_overrides=_MXFP4_EXPERTS, use_temp_file=n_layer > 4)
         return
+    if arch == "deepseek2":   # GLM-4.7-Flash: 2048 wide, 20 heads, q LoRA 768, latent 512 + RoPE 64, nope 192,
+        # values 256, 64 experts of 1536 (4 a token, one shared), the first layer dense; Q4_0, Q8_0 embeddings
+        make_tiny_gguf(path, arch="deepseek2", dtype="Q4_0", n_layer=n_layer, n_embd=2048, n_head=20, head_dim=128,
+                       n_ff=1536, n_vocab=1024, n_expert=64, n_expert_used=4, n_rot=64, ctx_len=32768,
+                       rope_freq_base=1e6, mla={"kv_lora_rank": 512, "q_lora_rank": 768, "nope": 192, "vh": 256},
+                       glm={"expert_shared_count": 1, "leading_dense_block_count": 1, "nextn_predict_layers": 0,
+                            "expert_weights_scale": 1.8, "expert_weights_norm": 1, "expert_gating_func": 2},
+                       type_overrides={"token_embd": "Q8_0"}, tied_embeddings=True, use_temp_file=True)
+        return
     make_tiny_gguf(path, arch="qwen3moe", dtype="Q4_K", n_layer=n_layer, n_embd=2048, n_head=16, n_head_kv=4,
                    n_ff=768, n_vocab=1024, n_expert=128, n_expert_used=8, ctx_len=4096,
                    type_overrides={"token_embd": "Q8_0", "output": "Q6_K", "ffn_down": "Q6_K"},
@@ -222,8 +233,9 @@ def main() -> int:
                     help="an interpreter where `import llama_cpp` works")
     ap.add_argument("--shaped", metavar="PATH", help="write the real-shaped model here instead")
     ap.add_argument("--layers", type=int, default=6, help="layers of the --shaped model")
-    ap.add_argument("--shaped-arch", choices=("qwen3moe", "gpt-oss"), default="qwen3moe",
-                    help="whose shapes --shaped copies: Qwen3-30B-A3B's or gpt-oss-20b's (MXFP4 experts)")
+    ap.add_argument("--shaped-arch", choices=("qwen3moe", "gpt-oss", "deepseek2"), default="qwen3moe",
+                    help="whose shapes --shaped copies: Qwen3-30B-A3B's, gpt-oss-20b's (MXFP4 experts) or "
+                         "GLM-4.7-Flash's (deepseek2: latent attention)")
     ap.add_argument("--only", metavar="TEXT", help="only the cases whose label contains TEXT (e.g. mistral3)")
     ap.add_argument("--against", choices=("engine", "reference"), default="engine",
                     help="compare llama.cpp with Strata's engine or with the tests' NumPy reference")
