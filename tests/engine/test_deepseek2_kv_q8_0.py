@@ -21,6 +21,7 @@ from strata.engine import Engine
 import tests.fixtures.reference as reference
 from tests.engine.test_kv_q8_0 import logits_one_by_one, q8_0_values, relative_error
 from tests.fixtures.reference import ReferenceModel
+from tests.fixtures.reference_mla import mla_parts
 
 TOKENS = [int(t) for t in np.random.default_rng(5).integers(3, 500, size=40)]   # 3 tiles of 16, the last partial
 
@@ -28,20 +29,11 @@ TOKENS = [int(t) for t in np.random.default_rng(5).integers(3, 500, size=40)]   
 def absorbed_qkv(model: ReferenceModel, h: np.ndarray, p: str, positions: np.ndarray):
     """(queries (T, n_head, R + n_rot), the rows (T, 1, R + n_rot) as K, the same as V) of layer prefix p in
     llama.cpp's absorbed form; notes p for the heads' outputs (LatentReference._attention)."""
-    c, W = model.config, model.weights
-    n_tok, rank = h.shape[0], c.kv_lora_rank
-    nope = c.key_length_mla - c.n_rot
-    if c.q_lora_rank:
-        q = model._rms_norm(h @ W[p + "attn_q_a.weight"].T, W[p + "attn_q_a_norm.weight"]) @ W[p + "attn_q_b.weight"].T
-    else:
-        q = h @ W[p + "attn_q.weight"].T
-    q = q.reshape(n_tok, c.n_head, c.key_length_mla)
-    compressed = h @ W[p + "attn_kv_a_mqa.weight"].T                               # (T, R + n_rot)
-    latent = model._rms_norm(compressed[:, :rank], W[p + "attn_kv_a_norm.weight"])
-    row = np.concatenate([latent[:, None], model._rope(compressed[:, None, rank:], positions)], axis=-1)
-    q_latent = np.einsum("thn,hrn->thr", q[..., :nope], W[p + "attn_k_b.weight"])   # (T, n_head, R)
+    q_nope, q_pe, latent, k_pe = mla_parts(model, h, p, positions)
+    row = np.concatenate([latent[:, None], k_pe], axis=-1)
+    q_latent = np.einsum("thn,hrn->thr", q_nope, model.weights[p + "attn_k_b.weight"])   # (T, n_head, R)
     model.layer_prefix = p
-    return np.concatenate([q_latent, model._rope(q[..., nope:], positions)], axis=-1), row, row
+    return np.concatenate([q_latent, q_pe], axis=-1), row, row
 
 
 class LatentReference(ReferenceModel):

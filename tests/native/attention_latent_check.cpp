@@ -61,11 +61,7 @@ int main() {
             printf("DIFF type %d hd %d n_rep %d window %lld n_pos %lld\n", s.type, s.hd, n_rep, (long long)window,
                    (long long)n_pos);
         }
-        for (float x : out2) {
-            uint32_t u;
-            std::memcpy(&u, &x, 4);
-            sum = (sum ^ u) * 16777619u;
-        }
+        sum = fold_checksum(sum, out2.data(), out2.size());
     }
     printf("checksum %08x\n", sum);
     printf("%d of %d cases differ\n", bad, checks);

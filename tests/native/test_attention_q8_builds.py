@@ -10,12 +10,11 @@ Skipped without g++ or on a CPU without the variant's instructions. ~2 s per com
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
-from .toolchain import VEC16_BUILDS, build_and_run_check
+from .toolchain import VEC16_BUILDS, build_and_run_check, same_checksum_as_other_builds
 
 HERE = Path(__file__).resolve().parent
 
@@ -24,16 +23,8 @@ CASES = 192
 CHECKSUMS: dict[str, str] = {}
 
 
-def build_and_run(variant: str, tmp_path: Path) -> str:
-    flags_cc, flags_cpu = VARIANTS[variant]
-    out = build_and_run_check(HERE / "attention_q8_check.cpp", flags_cc, flags_cpu, tmp_path / "check_q8", CASES)
-    found = re.search(r"checksum ([0-9a-f]{8})", out)
-    assert found, out[-2000:]
-    return found.group(1)
-
-
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_q8_0_attention_equals_its_reference_bitwise(variant, tmp_path):
-    CHECKSUMS[variant] = build_and_run(variant, tmp_path)
-    # every build that ran before this one printed the same outputs
-    assert len(set(CHECKSUMS.values())) == 1, CHECKSUMS
+    flags_cc, flags_cpu = VARIANTS[variant]
+    out = build_and_run_check(HERE / "attention_q8_check.cpp", flags_cc, flags_cpu, tmp_path / "check_q8", CASES)
+    same_checksum_as_other_builds(out, variant, CHECKSUMS)

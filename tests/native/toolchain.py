@@ -52,3 +52,12 @@ def build_and_run_check(program: Path, flags: list[str], cpu_flags: list[str], e
     assert ran.stdout.strip().endswith(f"0 of {cases} cases differ"), ran.stdout[-2000:] + ran.stderr[-2000:]
     assert ran.returncode == 0
     return ran.stdout
+
+
+def same_checksum_as_other_builds(out: str, variant: str, seen: dict[str, str]) -> None:
+    """The "checksum XXXXXXXX" a check program printed, recorded in `seen` under `variant`; asserts every build
+    that ran before printed the same (the same floats on every build)."""
+    found = re.search(r"checksum ([0-9a-f]{8})", out)
+    assert found, out[-2000:]
+    seen[variant] = found.group(1)
+    assert len(set(seen.values())) == 1, seen
