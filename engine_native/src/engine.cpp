@@ -136,8 +136,11 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     // a MoE model's experts have buffers of their own (below); gate_ / up_ hold its dense leading layers'
     // and shared experts' activations (glm4moe)
     const int64_t dense_ff = std::max(h.moe() && h.n_layer_dense_lead == 0 ? 0 : h.n_ff, h.n_ff_exp * h.n_expert_shared);
-    // (deepseek2's per-head products quantize n_head rows of at most head_dim per row: within q_dim)
-    const int64_t wide = std::max({h.n_embd, h.q_dim(), dense_ff, h.n_head * h.mla_v_head, h.q_lora_rank});
+    // deepseek2's per-head products (head_products) quantize n_head rows per row into xq_[0]: attn_k_b's
+    // of nope, attn_v_b's of kv_lora_rank; nope may exceed head_dim (a KV row of 16 + 8, nope 256)
+    const int64_t mla_nope = h.mla() ? h.mla_qk_head - h.n_rot : 0;
+    const int64_t wide = std::max({h.n_embd, h.q_dim(), dense_ff, h.n_head * h.mla_v_head, h.q_lora_rank,
+                                   h.n_head * std::max(mla_nope, h.kv_lora_rank)});
     auto fbuf = [&](int64_t n) { return arena_->add(sizeof(float) * size_t(n)); };
     // xn_ also holds deepseek2's heads' outputs (n_head * mla_v_head) for attn_output
     size_t hx = fbuf(R * h.n_embd), hxn = fbuf(R * std::max({h.n_embd, h.q_dim(), h.n_head * h.mla_v_head}));
@@ -147,7 +150,6 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
     const int64_t pairs = R * h.n_expert_used;   // 0 without experts: the handles below stay empty
     size_t hrouter = fbuf(R * h.n_expert), hmg = fbuf(pairs * h.n_ff_exp), hmu = fbuf(pairs * h.n_ff_exp);
     size_t hmo = fbuf(pairs * h.n_embd);
-    const int64_t mla_nope = h.mla() ? h.mla_qk_head - h.n_rot : 0;
     size_t hmla_q = fbuf(R * h.n_head * h.mla_qk_head), hmla_qa = fbuf(R * h.q_lora_rank);
     size_t hmla_in = fbuf(h.n_head * R * std::max(mla_nope, h.kv_lora_rank));
     size_t hmla_out = fbuf(h.n_head * R * std::max(h.kv_lora_rank, h.mla_v_head));
