@@ -6,7 +6,9 @@ faults), so contexts larger than the free memory do not fail later: the load its
 into swap or the OOM killer, with no word said. A 30B model with `--ctx 131072 --batch 4` asks for 64 GiB
 of KV. Policy here (`judge`, pure: numbers in, a verdict out); `ask_for` below gathers the numbers (the
 GGUF's metadata, psutil) and `strata serve` (server/cli.py) applies the verdict before listening: an error
-stops start-up (status 2) with the flags to change, a warning is logged.
+stops start-up (status 2) with the flags to change, a warning is logged. A `--kv-type q8_0` the engine cannot
+hold for the model's head size (deepseek2's 576-wide latent head) is refused here too: the head size is read
+here before loading, and the engine's own refusal came only after "listening on" (status 1, which the app retries).
 
 Held with the KV: the engine's packed copies of the Q8_0 / Q4_1 / Q4_K / Q5_K / Q6_K matrices on an AVX-512 VNNI
 build (made at load, anonymous memory about their size in the file; the GGUF pages they came from are then left to the
@@ -24,7 +26,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from strata.model_shape import cpu_only, kv_bytes_per_token, q8_0_kv_takes, trunk_layers, values_in_keys
+from strata.model_shape import (
+    Q8_0_HEAD_MULTIPLE,
+    Q8_0_MAX_HEAD,
+    cpu_only,
+    kv_bytes_per_token,
+    q8_0_kv_takes,
+    trunk_layers,
+    values_in_keys,
+)
 
 GIB = 1 << 30
 KV_SHARE_OF_AVAILABLE = 0.9   # the KV may take at most this share of the memory available at start
@@ -42,6 +52,7 @@ class MemoryAsk:
     total_bytes: int
     packed_bytes: int = 0   # the engine's packed copies of Q8_0 / Q4_1 / Q4_K / Q5_K / Q6_K matrices: held like the KV
     q8_0_allowed: bool = True   # the engine takes --kv-type q8_0 for this model's head size
+    head_dim: int = 0           # the KV head's width (deepseek2: its latent head, kv_lora_rank + RoPE); 0: unknown
     pack_weights: bool = True   # --pack-weights: the packed copies are asked for
 
 
@@ -53,6 +64,11 @@ class Verdict:
 
 
 def judge(ask: MemoryAsk) -> Verdict:
+    if ask.kv_type == "q8_0" and not ask.q8_0_allowed:   # the engine would refuse it after "listening on"
+        return Verdict(error=(
+            f"--kv-type q8_0 cannot hold this model's KV: its heads are {ask.head_dim} wide, and the engine's q8_0 KV "
+            f"takes heads of up to {Q8_0_MAX_HEAD} in whole blocks of {Q8_0_HEAD_MULTIPLE}: use --kv-type f16 "
+            f"(kv_type = \"f16\" in the configuration file)"))
     tokens = ask.ctx + ask.slots * ask.slot_ctx
     kv = tokens * ask.kv_bytes_per_token
     shape = f"--ctx {ask.ctx}" + (f" + --batch {ask.slots} x --slot-ctx {ask.slot_ctx}" if ask.slots else "")
@@ -150,4 +166,4 @@ def ask_for(cfg, path, backend: str) -> MemoryAsk | None:
     return MemoryAsk(ctx=cfg.ctx, slots=cfg.batch, slot_ctx=cfg.slot_ctx_effective if cfg.batch else 0,
                      kv_type=cfg.kv_type, kv_bytes_per_token=bpt, model_bytes=os.path.getsize(path),
                      available_bytes=int(vm.available), total_bytes=int(vm.total), packed_bytes=packed,
-                     q8_0_allowed=q8_0_allowed, pack_weights=bool(cfg.pack_weights))
+                     q8_0_allowed=q8_0_allowed, head_dim=head_dim, pack_weights=bool(cfg.pack_weights))

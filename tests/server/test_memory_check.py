@@ -231,3 +231,31 @@ def test_ask_for_sizes_deepseek2_as_the_engine_loads_it(tiny_model_factory):
         got = ask_for(_config(path, ctx=64, kv_type=kv_type), path, "cpu")
         assert got is not None and got.q8_0_allowed
         assert (got.kv_bytes_per_token, got.packed_bytes) == (engine.bytes_per_token, engine.packed_bytes)
+
+
+def test_q8_0_kv_the_engine_cannot_hold_is_refused_naming_the_kv_type_to_use():
+    v = judge(ask(kv_type="q8_0", q8_0_allowed=False, head_dim=576))
+    assert v.error == ("--kv-type q8_0 cannot hold this model's KV: its heads are 576 wide, and the engine's q8_0 KV "
+                       "takes heads of up to 256 in whole blocks of 32: use --kv-type f16 (kv_type = \"f16\" in the "
+                       "configuration file)")
+    assert judge(ask(kv_type="f16", q8_0_allowed=False, head_dim=576)).error is None
+
+
+def test_serve_refuses_q8_0_kv_on_a_latent_head_over_256_before_listening(tiny_model_factory):
+    """deepseek2's latent head (GLM-4.7-Flash: 512 + 64): the engine refuses q8_0 KV for it, but only once the
+    server listened (status 1, retried by the app); now start-up stops first, status 2, saying to use f16."""
+    import subprocess
+    import sys
+
+    from strata.engine import Engine
+
+    path = tiny_model_factory(arch="deepseek2", n_layer=2, n_ff=32, n_expert=4, n_expert_used=2, n_rot=32,
+                              mla={"kv_lora_rank": 256})   # a latent head of 288: whole blocks of 32, over 256
+    with pytest.raises(ValueError, match="q8_0 KV supports head sizes up to 256, this model has 288"):
+        Engine(path, n_ctx=16, kv_type="q8_0")
+    done = subprocess.run([sys.executable, "-m", "strata", "serve", "--model", str(path), "--port", "0",
+                           "--ctx", "256", "--batch", "0", "--threads", "1", "--kv-type", "q8_0", "--no-config"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "its heads are 288 wide" in done.stderr and "use --kv-type f16" in done.stderr, done.stderr
+    assert "listening on" not in done.stderr and "Traceback" not in done.stderr, done.stderr
