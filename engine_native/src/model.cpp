@@ -390,6 +390,15 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
                           ", expert_used_count " + std::to_string(hp.n_expert_used) + ", expert_feed_forward_length " +
                           std::to_string(hp.n_ff_exp) + ")");
     }
+    // llama.cpp routes within the best expert_group_used_count of expert_group_count groups (DeepSeek-V2 / V3's
+    // n_group / topk_group); the router here sees every expert, the same only with one group or all of them used
+    const int64_t n_groups = f.get_int(a + ".expert_group_count", 0);
+    const int64_t n_groups_used = f.get_int(a + ".expert_group_used_count", 0);
+    if (hp.n_expert > 0 && n_groups > 1 && n_groups_used != n_groups) {
+        throw model_error("model " + path + ": " + a + ".expert_group_count " + std::to_string(n_groups) + " with " +
+                          a + ".expert_group_used_count " + std::to_string(n_groups_used) +
+                          " (routing within the best groups) is not supported");
+    }
     hp.n_ctx_train = f.get_int(a + ".context_length", 4096);
     hp.rms_eps = float(f.get_float(a + ".attention.layer_norm_rms_epsilon", 1e-5));
     hp.rope_freq_base = float(f.get_float(a + ".rope.freq_base", 10000.0));

@@ -37,3 +37,23 @@ def test_odd_shapes_match_reference(tiny_model_factory, shape, kv_type):
     engine.prefill(0, LONG)
     check_close(engine.logits(0)[None], ref[len(LONG) - 1:len(LONG)], rel)
     check_close(engine.decode([0], [77]), ref[-1:], rel)
+
+
+@pytest.mark.parametrize("groups, used", [(4, 2), (2, None)])
+def test_grouped_expert_routing_is_refused_by_name(tiny_model_factory, groups, used):
+    """llama.cpp routes within the best `expert_group_used_count` of `expert_group_count` groups (DeepSeek-V2 / V3's
+    n_group / topk_group; llama-graph.cpp build_moe_ffn); the engine routes over all experts, so a file whose
+    groups would narrow the choice is refused by name rather than answered differently."""
+    glm = {"expert_group_count": groups, "expert_group_used_count": used}
+    with pytest.raises(ValueError, match=f"expert_group_count {groups}.*expert_group_used_count"):
+        Engine(ds2_model(tiny_model_factory, glm=glm), n_ctx=16)
+
+
+def test_one_group_or_every_group_routes_as_before(tiny_model_factory):
+    """GLM-4.7-Flash's and DeepSeek-V2-Lite's n_group 1 / topk_group 1 (every group used: no narrowing)."""
+    plain = ds2_model(tiny_model_factory, n_layer=2)
+    for groups, used in ((1, 1), (4, 4)):
+        path = ds2_model(tiny_model_factory, n_layer=2,
+                         glm={"expert_group_count": groups, "expert_group_used_count": used})
+        got = Engine(path, n_ctx=16, n_threads=2, kv_type="f32").decode([0], [5])
+        assert (got == Engine(plain, n_ctx=16, n_threads=2, kv_type="f32").decode([0], [5])).all()
