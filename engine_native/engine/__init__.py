@@ -351,9 +351,15 @@ def _tokens(tokens) -> np.ndarray:
 
 def check_model(path) -> dict:
     """Whether this engine runs the GGUF at `path`, without loading it: the architecture, every shape and
-    tensor type are checked (the file is memory-mapped, nothing is allocated). Returns {arch, n_layer,
-    n_expert, n_expert_used}; raises ModelError / GGUFError (ValueErrors) naming what it cannot run."""
-    return dict(_engine.check_model(os.fspath(path)))
+    tensor type are checked (the file is memory-mapped, nothing is allocated), and the vocabulary the
+    tokenizer needs (a pre-tokenizer Strata does not know, such as Kimi K2's `kimi-k2` or DeepSeek-V3's
+    `deepseek-v3`, was found only by the server's load, after "listening on"). Returns {arch, n_layer, n_expert, n_expert_used}; raises
+    ModelError / GGUFError / TokenizerError (ValueErrors) naming what it cannot run."""
+    from strata.engine.tokenizer import check_vocabulary
+
+    facts = dict(_engine.check_model(os.fspath(path)))
+    check_vocabulary(GGUFFile(path).metadata)
+    return facts
 
 
 __all__ = ["Engine", "EngineError", "GGUFError", "GGUFFile", "GGUFTensor", "ModelError", "build_info",

@@ -142,6 +142,12 @@ class _Vocab:
     add_bos: bool
 
 
+def check_vocabulary(metadata: Mapping[str, object]) -> None:
+    """Raise the TokenizerError Tokenizer.from_metadata would (an unknown pre-tokenizer, a missing vocabulary, a
+    bad token id), without building the tokenizer (ms, where building GLM's 154K tokens takes a second)."""
+    _read_vocab(metadata)
+
+
 def _read_vocab(metadata: Mapping[str, object]) -> _Vocab:
     model = metadata.get("tokenizer.ggml.model")
     if model is None:
