@@ -52,6 +52,7 @@ class MemoryAsk:
     total_bytes: int
     packed_bytes: int = 0   # the engine's packed copies of Q8_0 / Q4_1 / Q4_K / Q5_K / Q6_K matrices: held like the KV
     q8_0_allowed: bool = True   # the engine takes --kv-type q8_0 for this model's head size
+    q8_0_smaller: bool = True   # q8_0 KV takes fewer bytes than f16 (not deepseek2's: its f16 holds K alone)
     head_dim: int = 0           # the KV head's width (deepseek2: its latent head, kv_lora_rank + RoPE); 0: unknown
     pack_weights: bool = True   # --pack-weights: the packed copies are asked for
 
@@ -98,8 +99,9 @@ def judge(ask: MemoryAsk) -> Verdict:
 
 
 def q8_0_would_help(ask: MemoryAsk) -> bool:
-    """--kv-type q8_0 is advice only from f16, and only where the engine takes it for this head size."""
-    return ask.kv_type == "f16" and ask.q8_0_allowed
+    """--kv-type q8_0 is advice only from f16, only where the engine takes it for this head size and only
+    where it takes fewer bytes."""
+    return ask.kv_type == "f16" and ask.q8_0_allowed and ask.q8_0_smaller
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,10 +162,12 @@ def ask_for(cfg, path, backend: str) -> MemoryAsk | None:
         bpt = kv_bytes_per_token(n_layer, n_head_kv, head_dim, cfg.kv_type, values_in_keys(arch, cfg.kv_type))
         packed = packed_bytes(gguf.tensors, n_layer=n_layer)
         q8_0_allowed = q8_0_kv_takes(head_dim)
+        q8_0_smaller = (kv_bytes_per_token(n_layer, n_head_kv, head_dim, "q8_0", values_in_keys(arch, "q8_0")) <
+                        kv_bytes_per_token(n_layer, n_head_kv, head_dim, "f16", values_in_keys(arch, "f16")))
     except (ValueError, KeyError, TypeError, ZeroDivisionError):
         return None
     vm = psutil.virtual_memory()
     return MemoryAsk(ctx=cfg.ctx, slots=cfg.batch, slot_ctx=cfg.slot_ctx_effective if cfg.batch else 0,
                      kv_type=cfg.kv_type, kv_bytes_per_token=bpt, model_bytes=os.path.getsize(path),
                      available_bytes=int(vm.available), total_bytes=int(vm.total), packed_bytes=packed,
-                     q8_0_allowed=q8_0_allowed, head_dim=head_dim, pack_weights=bool(cfg.pack_weights))
+                     q8_0_allowed=q8_0_allowed, q8_0_smaller=q8_0_smaller, head_dim=head_dim, pack_weights=bool(cfg.pack_weights))

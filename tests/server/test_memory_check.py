@@ -259,3 +259,25 @@ def test_serve_refuses_q8_0_kv_on_a_latent_head_over_256_before_listening(tiny_m
     assert done.returncode == 2, done.stderr
     assert "its heads are 288 wide" in done.stderr and "use --kv-type f16" in done.stderr, done.stderr
     assert "listening on" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_q8_0_is_not_advised_where_it_takes_more_bytes_than_f16(tiny_model_factory):
+    """deepseek2's f16 KV holds the latent row once (the values read the keys); q8_0 keeps V rows beside its K
+    tiles, 2 x 34 / 32 = 2.125 bytes an element against f16's 2: the engine takes q8_0 for a latent head of
+    32 + 32, but neither the error nor the warning may call it the cheaper KV."""
+    import dataclasses
+
+    from strata.engine import Engine
+    from strata.server.memory_check import ask_for
+
+    path = tiny_model_factory(arch="deepseek2", dtype="F32", n_layer=3, n_ff=32, n_expert=8, n_expert_used=2,
+                              n_rot=32, mla={"kv_lora_rank": 32})
+    f16, q8 = (Engine(path, n_ctx=16, n_threads=2, kv_type=t).bytes_per_token for t in ("f16", "q8_0"))
+    assert q8 > f16
+    got = ask_for(_config(path, ctx=64, kv_type="f16"), path, "cpu")
+    assert got is not None and got.q8_0_allowed and got.kv_bytes_per_token == f16
+    error = judge(dataclasses.replace(got, ctx=1 << 40)).error
+    assert error and "q8_0" not in error, error
+    kv = 65536 * f16
+    warning = judge(dataclasses.replace(got, ctx=65536, available_bytes=2 * kv, model_bytes=2 * kv)).warning
+    assert warning and "q8_0" not in warning, warning
