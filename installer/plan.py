@@ -170,9 +170,18 @@ def _default_ctx(s: Situation, concurrency: str | None, p: PlanParameters) -> tu
         return small, (f"the smallest context ({small} tokens, {_gib(_kv_mib(model, small))} of KV); "
                        f"only {_gib(max(0, b.kv_mib))} left after the model and the floors")
     ctx = fits[-1]
-    limit = "the model's trained context" if ctx == min(model.n_ctx_train, p.ctx_ladder[-1]) else (
-        f"{'half' if reserve_slots else 'all'} of the {_gib(b.kv_mib)} left for KV")
-    return ctx, f"{ctx} tokens = {_gib(_kv_mib(model, ctx))} of KV, the largest step within {limit}"
+    # what stopped the ladder: the next step past the trained context, or past the memory (GLM-4.7-Flash's
+    # 202752 trained tokens stop it at 131072 with memory to spare: the reason named the memory)
+    above = [c for c in p.ctx_ladder if c > ctx]
+    if above and above[0] <= model.n_ctx_train:
+        limit = f"within {'half' if reserve_slots else 'all'} of the {_gib(b.kv_mib)} left for KV"
+    elif ctx == model.n_ctx_train:
+        limit = "within the model's trained context"
+    elif above:
+        limit = f"within the model's trained context ({model.n_ctx_train} tokens)"
+    else:
+        limit = f"Strata plans (the model was trained on {model.n_ctx_train} tokens)"
+    return ctx, f"{ctx} tokens = {_gib(_kv_mib(model, ctx))} of KV, the largest step {limit}"
 
 
 def _need_model(s: Situation, p: PlanParameters) -> ModelFacts:

@@ -235,3 +235,25 @@ def test_q8_0_kv_only_for_a_head_size_the_engine_quantizes():
     assert plan.config()["kv_type"] == "f16"
     assert "head size 80 is not a multiple of 32" in plan.reason("kv_type")
     assert make_plan(replace(small, model=replace(odd, head_dim=96)), default_answers(small)).config()["kv_type"] == "q8_0"
+
+
+@pytest.mark.parametrize("n_ctx_train,machine,said", [
+    (202752, "server", "131072 tokens = 6.6 GiB of KV, the largest step within the model's trained context (202752 tokens)"),
+    (131072, "server", "the largest step within the model's trained context"),
+    (1048576, "server", "262144 tokens = 13.2 GiB of KV, the largest step Strata plans (the model was trained on 1048576"),
+    (202752, "laptop", "the largest step within all of the"),
+])
+def test_the_context_default_names_what_stopped_it(n_ctx_train, machine, said):
+    # a GLM-4.7-Flash-shaped model (47 layers of one 576-wide latent head, 202752 trained tokens; 5 GB) with memory to
+    # spare: 131072 said "the largest step within all of the 14.7 GiB left for KV", where the trained context stopped it
+    from dataclasses import replace
+
+    from strata.installer.plan_types import ModelFacts
+
+    glm = ModelFacts("/m/GLM-4.7-Flash-Q4_K_M.gguf", "GLM-4.7-Flash", 5_000_000_000, 47, 1, 576, n_ctx_train,
+                     "deepseek2")
+    s = replace(situation(machine, "8B"), model=glm, models_found=(glm.path,), default_model=glm.path)
+    a = apply_answer(apply_answer(Answers(), "model", glm.path), "concurrency", "one")
+    a = apply_answer(apply_answer(a, "keep_on_disk", False), "cold_dir", None)
+    q = next_question(s, a)
+    assert q.key == "ctx" and said in q.reason, q.reason
