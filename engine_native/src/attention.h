@@ -90,7 +90,7 @@ int64_t attention_scratch_floats(int64_t n_rep, int64_t capacity);
 // out + i * out_stride (n_rep, head_dim); window and sinks as attention_group's, the same for every
 // row (each row's window ends at its own n_pos). Each row's output is bitwise the one attention_group
 // gives for that row alone. Grouped kernels where attention_rows_grouped(L) (f16 or q8_0 tiled K, head_dim
-// 32, 64 or 128: the rows share every K tile's and V row's loads), else attention_group row by row.
+// 32, 64 or 128, V not in K: the rows share every K tile's and V row's loads), else attention_group row by row.
 //   scratch: attention_rows_scratch_floats(n_rep, n_rows, max n_pos) floats; n_rows * n_rep <= 1024
 // Throws std::invalid_argument naming a group too large or a negative window.
 bool attention_rows_grouped(const kv_layout& L);

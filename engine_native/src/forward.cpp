@@ -516,7 +516,8 @@ void engine::mla_queries_and_kv(const layer_weights& L, const batch_row* rows, i
     } else {
         matmuls(xn_, n, E, {{&L.wq, mla_q_}, {&L.wkv_a, kbuf_}});
     }
-    // per row: the latent normed and the shared key part rotated, stored as the row's K and V; each
+    // per row: the latent normed and the shared key part rotated, stored as the row's K (its V too where
+    // the layout keeps one: q8_0); each
     // head's query part rotated into q_ and its nope part set out per head for attn_k_b
     pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
         for (int64_t r = b; r < e; r++) {
@@ -551,7 +552,7 @@ void engine::mla_queries_and_kv(const layer_weights& L, const batch_row* rows, i
 void engine::mla_head_outputs(const layer_weights& L, int64_t n) {
     const model_hparams& h = model_->hp;
     const int64_t NH = h.n_head, HD = h.head_dim, Q = h.q_dim(), R = h.kv_lora_rank, VH = h.mla_v_head;
-    // each head's output: the latent part (its first R values: V stores the latent, then the key part)
+    // each head's output: the latent part (its first R values: the values are the KV row, latent then key part)
     pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
         for (int64_t r = b; r < e; r++)
             for (int64_t hh = 0; hh < NH; hh++)

@@ -105,7 +105,8 @@ struct model_hparams {
     float final_logit_softcap = 0.0f;
     // deepseek2's multi-head latent attention (MLA, llama.cpp's absorbed form; kv_lora_rank 0: none).
     // The KV cache holds ONE head (n_head_kv 1) of head_dim = kv_lora_rank + n_rot: the normed latent
-    // c, then the rotated shared key part; K and V both store it (V reads its first kv_lora_rank). A
+    // c, then the rotated shared key part, stored once and read as K and as V (kv_layout::v_in_k; q8_0
+    // keeps a V row of it too); a head's output is its first kv_lora_rank values. A
     // query head is projected to mla_qk_head (nope = mla_qk_head - n_rot, then n_rot rotated), its nope
     // part taken into the latent space by attn_k_b: q = [k_b q_nope | rope(q_pe)] (head_dim wide), so
     // q . k = q_nope . (k_b^T c) + q_pe . k_pe. Each head's output (the latent) leaves by attn_v_b
