@@ -27,6 +27,9 @@ HEALTH_TIMEOUT_S = 180.0     # a server that does not answer /health by then is 
 HEALTH_POLL_S = 0.2
 STOP_GRACE_S = 15.0          # standard input closed first (a clean stop); then SIGTERM, then SIGKILL
 LISTENING = re.compile(r"listening on (https?://[^\s()|]+)")
+# the server's log format (server/cli.py log_format): the time and logger name say nothing in a status bar
+LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ [\w.]+: ")
+LAST_LINE_CHARS = 400   # the server's refusals end with what to do (a memory check's is ~300 characters)
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,11 @@ def server_command(config_path: Path | None, extra: tuple[str, ...] = ()) -> lis
     if getattr(sys, "frozen", False):
         return [sys.executable, "--strata-cli", *args]
     return [sys.executable, "-m", "strata", *args]
+
+
+def server_message(line: str) -> str:
+    """A server log line as the app shows it: the message without the time, level and logger name."""
+    return LOG_PREFIX.sub("", line, count=1)
 
 
 def connect_address(url: str) -> str:
@@ -123,7 +131,7 @@ class ServerSupervisor:
             if self._stop.is_set():
                 return
             rc = proc.wait()
-            exit_ = Exit(rc, time.monotonic() - started, healthy, self._requested, self._last_line[:200])
+            exit_ = Exit(rc, time.monotonic() - started, healthy, self._requested, self._last_line[:LAST_LINE_CHARS])
             decision = decide(exit_, attempts, self.restart_cfg)
             attempts = decision.attempts
             self._event(decision.reason)
@@ -165,7 +173,7 @@ class ServerSupervisor:
                 log.flush()
                 line = raw.decode("utf-8", errors="replace").strip()
                 if line:
-                    self._last_line = line
+                    self._last_line = server_message(line)
                 m = LISTENING.search(line)
                 if m:
                     with self._lock:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from strata.app.restart_policy import RestartConfig
-from strata.app.supervisor import ServerSupervisor, connect_address, server_command
+from strata.app.supervisor import ServerSupervisor, connect_address, server_command, server_message
 
 
 def wait_state(sup, states, timeout=60.0):
@@ -50,6 +50,23 @@ def test_a_refused_configuration_is_not_retried(tmp_path):
         sup.stop()
     assert st.restarts == 0
     assert "refused its configuration" in st.detail and "ctx" in st.detail
+
+
+def test_a_refusal_reaches_the_window_whole_without_the_log_prefix(tmp_path):
+    # the memory check's refusal (~300 characters) was cut at 200 with its time and logger first, so the
+    # status bar read "... of the 22.6 GiB of memory available: lower --ct" without what to lower
+    config = tmp_path / "config.toml"
+    config.write_text("ctx = 1000000\nbatch = 8\nslot_ctx = 1000000\nthreads = 1\n")
+    sup = ServerSupervisor(config, tmp_path / "logs", restart=RestartConfig(max_retries=3))
+    sup.start()
+    try:
+        st = wait_state(sup, {"failed"}, timeout=90)
+    finally:
+        sup.stop()
+    assert "exited with status 2 (the contexts asked for need" in st.detail, st.detail
+    assert "lower --ctx, --slot-ctx or --batch" in st.detail and "sizes them for this machine))" in st.detail, st.detail
+    assert server_message("2026-12-02 09:10:53,010 ERROR strata.server: no model") == "no model"
+    assert server_message("model file is gone") == "model file is gone"
 
 
 def test_a_real_server_runs_until_stopped(tmp_path, tiny_model_factory):
