@@ -27,10 +27,9 @@ from strata.engine.chat_template import parse_tool_calls, tool_parameter_types
 from strata.engine.harmony import HarmonyStream, is_harmony_vocabulary, parse_harmony
 from strata.server.errors import APIError
 from strata.server.reasoning import (
-    MISTRAL_TAGS,
-    SEED_TAGS,
     THINK_TAGS,
     ReasoningGate,
+    reasoning_tags,
     split_reasoning,
     thinking_opened,
 )
@@ -361,7 +360,7 @@ def answer_format(engine: Any, prompt: list[int], messages: Sequence[Mapping[str
     def has(token: str) -> bool:
         return callable(token_id) and token_id(token) is not None
 
-    tags = next((t for t in (MISTRAL_TAGS, SEED_TAGS) if has(t[0])), THINK_TAGS)
+    tags = reasoning_tags(tokenizer)
     return AnswerFormat(opened=thinking_opened(engine, prompt, tags), think=tags,
                         mistral_calls=has(MISTRAL_CALL_MARKER), glm_calls=has(GLM_ARG_MARKER),
                         seed_calls=has(SEED_CALL_MARKER), taken_ids=call_ids_in(messages))

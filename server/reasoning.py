@@ -5,7 +5,8 @@ the answer: OpenAI's `reasoning_content`, Anthropic's `thinking` block, the Resp
 item. Templates of such models often open the block in the generation
 prompt (the prompt ends with `<think>`), so the answer starts inside it.
 
-Each takes the model's `tags` (opening, closing; THINK_TAGS unless given):
+`reasoning_tags(tokenizer)` picks them from the vocabulary. Each takes the model's `tags` (opening, closing;
+THINK_TAGS unless given):
 - `thinking_opened(engine, prompt)`: whether the prompt ends inside an open `<think>`.
 - `split_reasoning(text, opened)`: (the reasoning or None, the answer after it), for a finished answer.
 - `ReasoningGate(opened)`: the same routing for a streamed answer, piece by piece; what it emits, joined,
@@ -24,6 +25,14 @@ THINK_TAGS = ("<think>", "</think>")
 MISTRAL_TAGS = ("[THINK]", "[/THINK]")     # control tokens of Mistral's v13 tokenizers (Magistral 2507+)
 SEED_TAGS = ("<seed:think>", "</seed:think>")   # tokens of Seed-OSS's vocabulary
 PROMPT_TAIL_TOKENS = 8   # enough of the prompt's end to hold "<think>\n" in any tokenizer
+
+
+def reasoning_tags(tokenizer: Any) -> tuple[str, str]:
+    """The tags a model of this vocabulary thinks in: Mistral's or Seed-OSS's when the vocabulary has their
+    opening token, else `<think>` (for the server's answers and `strata chat`'s display)."""
+    token_id = getattr(tokenizer, "token_id", None)
+    return next((t for t in (MISTRAL_TAGS, SEED_TAGS) if callable(token_id) and token_id(t[0]) is not None),
+                THINK_TAGS)
 
 
 def thinking_opened(engine: Any, prompt: list[int], tags: tuple[str, str] = THINK_TAGS) -> bool:

@@ -74,14 +74,15 @@ def assistant_message(engine, text: str) -> dict[str, str]:
     return message
 
 
-class HarmonyPrinter:
-    """gpt-oss's streamed Harmony answer for the terminal: the analysis after "[thinking] ", the final
-    text after "[answer] " (or alone when there was no analysis), tool calls as "[call NAME(ARGS)]";
-    never the markup."""
+class AnswerPrinter:
+    """A streamed answer for the terminal, split by `stream` (gpt-oss's HarmonyStream, else the server's
+    ReasoningGate for `<think>` models): the reasoning after "[thinking] ", the text after "[answer] " (or
+    alone when there was no reasoning), gpt-oss's tool calls as "[call NAME(ARGS)]"; never the markup (a
+    GLM-4.7 answer, whose prompt opens `<think>`, printed its reasoning and a lone "</think>" as text)."""
 
-    def __init__(self, on_text: Callable[[str], None]) -> None:
+    def __init__(self, on_text: Callable[[str], None], stream=None) -> None:
         self.on_text = on_text
-        self.stream = HarmonyStream()
+        self.stream = HarmonyStream() if stream is None else stream
         self.kind: str | None = None
 
     def _emit(self, parts: list[tuple[str, str]]) -> None:
@@ -99,8 +100,17 @@ class HarmonyPrinter:
 
     def finish(self) -> None:
         self._emit(self.stream.finish())
-        for call in self.stream.calls:
+        for call in getattr(self.stream, "calls", ()):
             self.on_text(f"\n[call {call['name']}({call['arguments']})]")
+
+
+def thinking_gate(engine, prompt: list[int]):
+    """The server's reasoning splitter for this answer: the vocabulary's thinking tags, opened or not by the
+    prompt's end (GLM-4.7's and Qwen3's templates open `<think>`)."""
+    from strata.server.reasoning import ReasoningGate, reasoning_tags, thinking_opened
+
+    tags = reasoning_tags(getattr(engine, "tokenizer", None))
+    return ReasoningGate(thinking_opened(engine, prompt, tags), tags)
 
 
 class ChatSession:
@@ -151,10 +161,11 @@ class ChatSession:
 
         sampler = Sampler(self.sampling, engine.n_vocab)
         stream = StreamDecoder(self._tokenizer)
-        harmony = None
-        if on_text and getattr(getattr(engine, "chat_template", None), "harmony", False):
-            harmony = HarmonyPrinter(on_text)
-            on_text = harmony.feed
+        printer = None
+        if on_text:
+            printer = AnswerPrinter(on_text, None if getattr(getattr(engine, "chat_template", None), "harmony", False)
+                                    else thinking_gate(engine, prompt))
+            on_text = printer.feed
         eot = set(engine.eos_token_ids)
         history = list(prompt)
         answer: list[int] = []
@@ -184,8 +195,8 @@ class ChatSession:
         tail = stream.flush()
         if tail and on_text:
             on_text(tail)
-        if harmony:
-            harmony.finish()
+        if printer:
+            printer.finish()
         self.last_answer = answer
         self.messages.append(assistant_message(engine, engine.detokenize(answer)))
         return TurnStats(

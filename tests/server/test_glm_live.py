@@ -201,3 +201,19 @@ def test_no_tools_offered_reasoning_still_apart_and_the_rest_is_text(served):
     m = r.choices[0].message
     assert m.reasoning_content == "Need ls." and m.tool_calls is None
     assert m.content.startswith("Let me look.") and m.content.rstrip().endswith("</tool_call>")
+
+
+@pytest.mark.parametrize("name", list(TEMPLATES))
+def test_strata_chat_labels_the_reasoning_and_shows_no_think_tags(tiny_model_factory, name):
+    """`strata chat` (ChatSession) split the reasoning as the server does: GLM-4.7-Flash's prompt opens
+    `<think>`, and the terminal showed "Need ls.</think>Let me look..." (a lone closing tag); GLM-4.6's answer
+    showed both tags."""
+    from strata.engine import Engine
+    from strata.engine.chat import ChatSession
+
+    chat = ChatSession(Engine(str(glm_model(tiny_model_factory, name)), n_ctx=1024, n_threads=1), max_tokens=40)
+    printed: list[str] = []
+    assert chat.turn("list the files", on_text=printed.append).stop == "eot"
+    shown = "".join(printed)
+    assert shown.startswith("[thinking] Need ls.\n[answer] Let me look.") and "think>" not in shown, shown
+    assert shown.endswith("</tool_call>")   # calls are the answer's text here: strata chat runs no tools
