@@ -9,6 +9,7 @@ Not here: the shapes of real models (test_deepseek2.py), batching parity (test_b
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from strata.engine import Engine
 
@@ -57,3 +58,20 @@ def test_one_group_or_every_group_routes_as_before(tiny_model_factory):
                          glm={"expert_group_count": groups, "expert_group_used_count": used})
         got = Engine(path, n_ctx=16, n_threads=2, kv_type="f32").decode([0], [5])
         assert (got == Engine(plain, n_ctx=16, n_threads=2, kv_type="f32").decode([0], [5])).all()
+
+
+def test_glm_47_flash_attention_in_parts_after_a_long_history(tiny_model_factory):
+    """GLM-4.7-Flash's attention shape (20 heads over one 512 + 64 latent row, f16 KV: the values read from K's
+    tiles) past the 1,024 positions where one decoding row's attention is cut into parts over the threads
+    (forward.cpp attention_parts, 18 value parts of 32 dimensions): in parts (2 threads) byte for byte the whole
+    row (1 thread), and the reference's answer."""
+    path = ds2_model(tiny_model_factory, n_layer=2, n_rot=64, n_head=20, n_embd=80, ctx_len=2048, seed=5,
+                     mla={"kv_lora_rank": 512, "nope": 32, "vh": 16})
+    tokens = [int(t) for t in np.random.default_rng(0).integers(1, 500, 1103)]
+    outs = []
+    for n_threads in (1, 2):
+        engine = Engine(path, n_ctx=1200, n_threads=n_threads, kv_type="f16")
+        engine.prefill(0, tokens[:1100])
+        outs.append(np.stack([engine.decode([0], [t])[0] for t in tokens[1100:]]))
+    assert np.array_equal(outs[0], outs[1])
+    check_close(outs[1], reference_logits(path, tokens)[-3:], 3e-3)
