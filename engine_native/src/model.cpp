@@ -100,6 +100,10 @@ struct loader {
     }
 };
 
+// llama.cpp's get_mscale (llama-context.cpp): YaRN's factor 1 + 0.1 m ln(factor) for a context stretched
+// by `factor`, 1 when it is not stretched (factor <= 1)
+double yarn_get_mscale(double factor, double m) { return factor <= 1.0 ? 1.0 : 1.0 + 0.1 * m * std::log(factor); }
+
 }  // namespace
 
 void rope_table(const model_hparams& h, const std::vector<float>& freq_factors, int64_t pos, float* cs) {
@@ -114,11 +118,9 @@ void rope_table(const model_hparams& h, const std::vector<float>& freq_factors, 
         };
         low = std::max(0.0, std::floor(corr_dim(h.yarn_beta_fast)));
         high = std::min(double(h.n_rot - 1), std::ceil(corr_dim(h.yarn_beta_slow)));
-        // llama.cpp's get_mscale: 1 + 0.1 m ln(factor), 1 for a factor <= 1 (or m 0); with a log
-        // multiplier m (mistral3) the ratio of m = 1 to m, deepseek2's m to m
+        // 1 + 0.1 ln(factor); with a log multiplier m (mistral3) the ratio of m = 1 to m, deepseek2's m to m
         const double factor = 1.0 / double(h.rope_freq_scale);
-        auto get_mscale = [&](double m) { return factor <= 1.0 ? 1.0 : 1.0 + 0.1 * m * std::log(factor); };
-        mscale *= get_mscale(double(h.yarn_mscale)) / get_mscale(double(h.yarn_log_mul));
+        mscale *= yarn_get_mscale(factor, double(h.yarn_mscale)) / yarn_get_mscale(factor, double(h.yarn_log_mul));
     }
     const double p = double(pos) * double(h.rope_freq_scale);
     for (int64_t i = 0; i < half; i++) {
@@ -172,7 +174,7 @@ void read_mistral3_scaling(const gguf_file& f, const std::string& path, model_hp
     // divides cos / sin by 1 + 0.1 m ln(factor): neither may be zero or negative
     const double factor = 1.0 / double(hp.rope_freq_scale);
     if (!(hp.yarn_beta_fast > 0.0f) || !(hp.yarn_beta_slow > 0.0f) ||
-        (factor > 1.0 && !(1.0 + 0.1 * double(hp.yarn_log_mul) * std::log(factor) > 0.0))) {
+        !(yarn_get_mscale(factor, double(hp.yarn_log_mul)) > 0.0)) {
         char msg[200];
         std::snprintf(msg, sizeof msg, ": invalid YaRN keys (yarn_beta_fast %g, yarn_beta_slow %g, yarn_log_multiplier %g)",
                       double(hp.yarn_beta_fast), double(hp.yarn_beta_slow), double(hp.yarn_log_mul));
@@ -290,16 +292,16 @@ void read_deepseek2(const gguf_file& f, const std::string& path, model_hparams& 
     const double m_file = f.get_float(a + ".rope.scaling.yarn_log_multiplier", 0.0);
     if (!std::isfinite(m_file)) throw model_error("model " + path + ": " + a + ".rope.scaling.yarn_log_multiplier is not a finite number");
     const double m = m_file / 0.1, factor = 1.0 / double(hp.rope_freq_scale), ln_f = std::log(factor);
-    auto get_mscale = [&](double x) { return factor <= 1.0 ? 1.0 : 1.0 + 0.1 * x * ln_f; };
     double attn_factor = double(hp.rope_attn_factor) * (1.0 + 0.1 * ln_f);   // without YaRN, as llama.cpp's
     if (yarn) {
         hp.yarn_log_mul = float(m);
         hp.yarn_mscale = m != 0.0 ? float(m) : 1.0f;
-        if (!(get_mscale(m) > 0.0)) {
+        if (!(yarn_get_mscale(factor, m) > 0.0)) {
             throw model_error("model " + path + ": " + a + ".rope.scaling.yarn_log_multiplier " + std::to_string(m_file) +
                               " makes no YaRN scale (1 + m ln(factor) <= 0)");
         }
-        attn_factor = double(hp.rope_attn_factor) * get_mscale(double(hp.yarn_mscale)) / get_mscale(m);
+        attn_factor = double(hp.rope_attn_factor) * yarn_get_mscale(factor, double(hp.yarn_mscale)) /
+                      yarn_get_mscale(factor, m);
     }
     const double mscale = attn_factor * (1.0 + 0.1 * m * ln_f);
     hp.attn_scale = float(mscale * mscale / std::sqrt(double(hp.mla_qk_head)));
