@@ -1,8 +1,10 @@
-"""deepseek2 shapes that stretch the engine's scratch buffers (engine.cpp: xq_, mla_in_, mla_out_, mla_qa_, xn_):
-per-head query parts wider than the latent KV row, a q LoRA wider than the embedding, values wider than the
-keys, 64 heads over one latent head, a KV row that is not a multiple of 16 (the rows layout). Each against the
-NumPy reference (tests/fixtures/reference_mla.py), for a prompt read at once (every row of the chunk through
-the per-head products together: the most scratch) and one decode step after it.
+"""deepseek2 past the shapes of test_deepseek2.py: shapes that stretch the engine's scratch buffers (engine.cpp:
+xq_, mla_in_, mla_out_, mla_qa_, xn_): per-head query parts wider than the latent KV row, a q LoRA wider than
+the embedding, values wider than the keys, 64 heads over one latent head, a KV row that is not a multiple of 16
+(the rows layout), each against the NumPy reference (tests/fixtures/reference_mla.py) for a prompt read at once
+(every row of the chunk through the per-head products together: the most scratch) and one decode step after
+it; grouped expert routing (DeepSeek-V2 / V3's n_group / topk_group) refused by name; GLM-4.7-Flash's attention
+shape in parts after a long history.
 
 Not here: the shapes of real models (test_deepseek2.py), batching parity (test_bitwise.py).
 """
