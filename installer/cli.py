@@ -47,12 +47,14 @@ def run(args: argparse.Namespace) -> int:
             return 1
         from strata.server.config import file_problems  # the checks `strata serve` makes of this file
 
-        problems = file_problems(path)
+        problems, status = file_problems(path), 2
+        if not problems:                 # the keys are good: what serve checks next, before it listens
+            problems, status = start_problems(path)
         if problems:
-            print("problems: `strata serve` refuses this file (exit status 2) until they are fixed:")
+            print(f"problems: `strata serve` refuses this file (exit status {status}) until they are fixed:")
             for problem in problems:
                 print(f"  {problem}")
-            return 2
+            return status
         print("valid: `strata serve` accepts this file")
         return 0
     if args.disk_bench_mib < 8:
@@ -63,6 +65,17 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\nstrata setup: cancelled, nothing written", file=sys.stderr)
         return 130
+
+
+def start_problems(path: Path) -> tuple[list[str], int]:
+    """What `strata serve --config PATH` would stop on before listening (the model, --backend, the memory check
+    as this machine stands now) and its exit status, as --show lists it: a deepseek2 file with kv_type q8_0,
+    or a model file since deleted, was called valid."""
+    from strata.server.config import load_config
+    from strata.server.preflight import preflight
+
+    checked = preflight(load_config({}, config_path=path, environ={}))
+    return ([checked.error] if checked.status else []), checked.status
 
 
 def _interactive(stdin: TextIO | None) -> bool:

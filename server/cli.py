@@ -59,35 +59,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
-    from strata.engine import check_model
-    from strata.server.app import init_app, model_path
+    from strata.server.app import init_app
     from strata.server.keys import STATE
+    from strata.server.preflight import preflight
 
-    try:                                # before "listening on" is printed: a missing file, or one the
-        path = model_path(config)       # engine cannot run (not GGUF, an unknown architecture or tensor
-        check_model(path)               # type: read from its header, nothing is loaded)
-    except (FileNotFoundError, ValueError) as e:
-        log.error("the model could not be loaded: %s", e)
-        return 1
-    from strata.engine.gpu import resolve_backend
-
-    try:
-        backend = resolve_backend(config.backend)  # `--backend cuda` where it cannot run: also before "listening on"
-    except ValueError as e:              # an option this machine cannot honour: 2, so the app does not retry
-        log.error("--backend %s: %s", config.backend, e)
-        return 2
-    if config.memory_check:             # contexts the memory cannot hold: the load would swap or be killed
-        from strata.server import memory_check
-
-        ask = memory_check.ask_for(config, path, backend)   # None: the KV is in VRAM
-        verdict = memory_check.judge(ask) if ask is not None else memory_check.Verdict()
-        if verdict.error:
-            log.error("%s", verdict.error)
-            return 2
-        if verdict.warning:
-            log.warning("%s", verdict.warning)
-        if not verdict.pack_weights:
-            config = config.replace(pack_weights=False)
+    checked = preflight(config)         # before "listening on": the model, --backend, the memory check
+    if checked.status:
+        log.error("%s", checked.error)
+        return checked.status
+    for warning in checked.warnings:
+        log.warning("%s", warning)
+    if not checked.pack_weights:
+        config = config.replace(pack_weights=False)
     too_many = threads_warning(config.threads, os.cpu_count())
     if too_many:
         log.warning("%s", too_many)

@@ -34,11 +34,32 @@ def test_show_prints_every_key_with_its_reason(tmp_path, capsys):
     plan = _plan()
     path = config_file.write(plan, tmp_path / "c.toml")
     args = argparse.Namespace(show=True, config=path)
-    assert cli_run(args) == 0
+    assert cli_run(args) == 1       # the plan's model is a made-up path: serve would stop on it, status 1
     shown = capsys.readouterr().out
-    assert str(path) in shown and "valid: `strata serve` accepts this file" in shown
+    assert str(path) in shown and "the model could not be loaded: --model /m/Meta-Llama-3.1-8B" in shown
     for c in plan.choices:
         assert c.key in shown and c.reason in shown
+
+
+def test_show_checks_what_serve_checks_before_listening(tmp_path, capsys, default_model_path, tiny_model_factory):
+    # --show called a file valid that serve then refused: a model since deleted, kv_type q8_0 on deepseek2's
+    # 576-wide latent head (here 256 + 32), contexts no memory here holds
+    path = tmp_path / "c.toml"
+    path.write_text(f'model = "{default_model_path}"\nctx = 4096\nbatch = 0\nthreads = 1\n')
+    assert cli_run(argparse.Namespace(show=True, config=path)) == 0
+    assert "valid: `strata serve` accepts this file" in capsys.readouterr().out
+    latent = tiny_model_factory(arch="deepseek2", n_layer=2, n_ff=32, n_expert=4, n_expert_used=2, n_rot=32,
+                                mla={"kv_lora_rank": 256})
+    for text, status, said in [
+        (f'model = "{latent}"\nctx = 256\nbatch = 0\nkv_type = "q8_0"\n', 2, "use --kv-type f16"),
+        (f'model = "{tmp_path / "gone.gguf"}"\n', 1, "gone.gguf: no such file"),
+        (f'model = "{default_model_path}"\nctx = 1000000\nbatch = 8\nslot_ctx = 1000000\n', 2,
+         "lower --ctx, --slot-ctx or --batch"),
+    ]:
+        path.write_text(text)
+        assert cli_run(argparse.Namespace(show=True, config=path)) == status, text
+        problems = capsys.readouterr().out.split(f"problems: `strata serve` refuses this file (exit status {status})")
+        assert len(problems) == 2 and said in problems[1], (text, problems[-1])
 
 
 def test_show_without_a_file_says_so(tmp_path, capsys):

@@ -1,0 +1,50 @@
+"""What `strata serve` checks about the model and this machine before it listens, in one place for `serve`
+and for `strata setup --show`, so that --show's "valid" means the server starts.
+
+The checks, in order: the model file (missing, not GGUF, or something the engine cannot run:
+`strata.engine.check_model`, nothing loaded) -> exit status 1; `--backend cuda` where it cannot run -> 2;
+the memory check's error (contexts no memory here holds, a KV type the engine cannot hold for the model's
+heads) -> 2. Its warnings and the packed-weights verdict are returned for serve to log and apply.
+Not here: the configuration's own keys and combinations (server/config.py `validate`, `file_problems`),
+the port (serve checks it right before listening).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Preflight:
+    status: int = 0                    # the exit status serve stops with; 0: it goes on to listen
+    error: str = ""                    # why, as serve logs it
+    warnings: tuple[str, ...] = ()     # the memory check's warnings
+    pack_weights: bool = True          # False: the packed weight copies do not fit beside the KV
+    path: Any = field(default=None)    # the model file
+
+
+def preflight(config) -> Preflight:
+    from strata.engine import check_model
+    from strata.engine.gpu import resolve_backend
+    from strata.server.app import model_path
+
+    try:
+        path = model_path(config)
+        check_model(path)
+    except (FileNotFoundError, ValueError) as e:
+        return Preflight(1, f"the model could not be loaded: {e}")
+    try:
+        backend = resolve_backend(config.backend)
+    except ValueError as e:              # an option this machine cannot honour: 2, so the app does not retry
+        return Preflight(2, f"--backend {config.backend}: {e}", path=path)
+    if not config.memory_check:
+        return Preflight(path=path)
+    from strata.server import memory_check
+
+    ask = memory_check.ask_for(config, path, backend)   # None: the KV is in VRAM
+    verdict = memory_check.judge(ask) if ask is not None else memory_check.Verdict()
+    if verdict.error:
+        return Preflight(2, verdict.error, path=path)
+    return Preflight(warnings=(verdict.warning,) if verdict.warning else (), pack_weights=verdict.pack_weights,
+                     path=path)
