@@ -54,6 +54,7 @@ class MemoryAsk:
     q8_0_allowed: bool = True   # the engine takes --kv-type q8_0 for this model's head size
     q8_0_smaller: bool = True   # q8_0 KV takes fewer bytes than f16 (not deepseek2's: its f16 holds K alone)
     head_dim: int = 0           # the KV head's width (deepseek2: its latent head, kv_lora_rank + RoPE); 0: unknown
+    n_ctx_train: int = 0        # the model's trained context (the refusal's example stays within it); 0: unknown
     pack_weights: bool = True   # --pack-weights: the packed copies are asked for
 
 
@@ -81,7 +82,7 @@ def judge(ask: MemoryAsk) -> Verdict:
             f"{ask.kv_bytes_per_token} bytes, KV {ask.kv_type}), more than "
             f"{KV_SHARE_OF_AVAILABLE * 100:.0f} percent ({limit / GIB:.1f} GiB) of the "
             f"{ask.available_bytes / GIB:.1f} GiB of memory available: lower --ctx, --slot-ctx or --batch{cheaper} "
-            f"(`strata setup` sizes them for this machine)"))
+            f"({what_fits(ask, int(limit // ask.kv_bytes_per_token))}; `strata setup` sizes them for this machine)"))
     packed = ask.packed_bytes if ask.pack_weights else 0
     if kv + packed > limit:
         return Verdict(pack_weights=False, warning=(
@@ -96,6 +97,21 @@ def judge(ask: MemoryAsk) -> Verdict:
             f"are used, slowly; a smaller context{' or --kv-type q8_0' if q8_0_would_help(ask) else ''} leaves "
             f"them room"))
     return Verdict()
+
+
+def what_fits(ask: MemoryAsk, fit_tokens: int) -> str:
+    """The refusal's example: the tokens of KV that fit, and the largest power-of-two contexts holding them with
+    the same slots (none past the trained context), or one context alone when a slot would get less than 2048."""
+    def size_within(tokens: int) -> int:
+        size = 1 << (tokens.bit_length() - 1) if tokens > 0 else 0
+        return min(size, ask.n_ctx_train) if ask.n_ctx_train else size
+
+    each = fit_tokens // (1 + ask.slots)
+    if ask.slots and each >= 2048:
+        size = size_within(each)
+        return f"{fit_tokens} tokens fit, e.g. --ctx {size} --slot-ctx {size}"
+    size = size_within(fit_tokens)
+    return f"{fit_tokens} tokens fit, e.g. --ctx {size}" + (" --batch 0" if ask.slots else "")
 
 
 def q8_0_would_help(ask: MemoryAsk) -> bool:
@@ -162,6 +178,7 @@ def ask_for(cfg, path, backend: str) -> MemoryAsk | None:
         bpt = kv_bytes_per_token(n_layer, n_head_kv, head_dim, cfg.kv_type, values_in_keys(arch, cfg.kv_type))
         packed = packed_bytes(gguf.tensors, n_layer=n_layer)
         q8_0_allowed = q8_0_kv_takes(head_dim)
+        n_ctx_train = md.get(f"{arch}.context_length", 0)
         q8_0_smaller = (kv_bytes_per_token(n_layer, n_head_kv, head_dim, "q8_0", values_in_keys(arch, "q8_0")) <
                         kv_bytes_per_token(n_layer, n_head_kv, head_dim, "f16", values_in_keys(arch, "f16")))
     except (ValueError, KeyError, TypeError, ZeroDivisionError):
@@ -170,4 +187,6 @@ def ask_for(cfg, path, backend: str) -> MemoryAsk | None:
     return MemoryAsk(ctx=cfg.ctx, slots=cfg.batch, slot_ctx=cfg.slot_ctx_effective if cfg.batch else 0,
                      kv_type=cfg.kv_type, kv_bytes_per_token=bpt, model_bytes=os.path.getsize(path),
                      available_bytes=int(vm.available), total_bytes=int(vm.total), packed_bytes=packed,
-                     q8_0_allowed=q8_0_allowed, q8_0_smaller=q8_0_smaller, head_dim=head_dim, pack_weights=bool(cfg.pack_weights))
+                     q8_0_allowed=q8_0_allowed, q8_0_smaller=q8_0_smaller, head_dim=head_dim,
+                     n_ctx_train=n_ctx_train if isinstance(n_ctx_train, int) and n_ctx_train > 0 else 0,
+                     pack_weights=bool(cfg.pack_weights))

@@ -281,3 +281,20 @@ def test_q8_0_is_not_advised_where_it_takes_more_bytes_than_f16(tiny_model_facto
     kv = 65536 * f16
     warning = judge(dataclasses.replace(got, ctx=65536, available_bytes=2 * kv, model_bytes=2 * kv)).warning
     assert warning and "q8_0" not in warning, warning
+
+
+@pytest.mark.parametrize("kw,example", [
+    (dict(ctx=131072, slots=4, slot_ctx=131072), "(393216 tokens fit, e.g. --ctx 65536 --slot-ctx 65536;"),
+    (dict(ctx=131072, slots=4, slot_ctx=131072, n_ctx_train=32768), "(393216 tokens fit, e.g. --ctx 32768 --slot-ctx 32768;"),
+    (dict(ctx=131072, slots=4, slot_ctx=131072, available_bytes=2 * GIB), "(19660 tokens fit, e.g. --ctx 2048 --slot-ctx 2048;"),
+    (dict(ctx=131072, slots=8, slot_ctx=131072, available_bytes=1 * GIB), "(9830 tokens fit, e.g. --ctx 8192 --batch 0;"),
+    (dict(ctx=1000000, n_ctx_train=202752), "(393216 tokens fit, e.g. --ctx 202752;"),
+])
+def test_the_refusal_gives_contexts_that_fit(kw, example):
+    # it said "lower --ctx, --slot-ctx or --batch" and left the user to guess by how much (a new-user trial on a
+    # GLM-4.7-Flash-shaped file with --ctx 202752: 51 GiB asked, 20 GiB available)
+    v = judge(ask(**kw))
+    assert example in v.error, v.error
+    size = int(example.split("--ctx ")[1].split()[0].rstrip(";"))
+    slots = 0 if "--batch 0" in example or "--slot-ctx" not in example else kw.get("slots", 0)
+    assert judge(ask(**(kw | dict(ctx=size, slot_ctx=size, slots=slots)))).error is None   # the example fits
