@@ -29,7 +29,7 @@ STOP_GRACE_S = 15.0          # standard input closed first (a clean stop); then 
 LISTENING = re.compile(r"listening on (https?://[^\s()|]+)")
 # the server's log format (server/cli.py log_format): the time and logger name say nothing in a status bar
 LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ [\w.]+: ")
-LAST_LINE_CHARS = 400   # the server's refusals end with what to do (a memory check's is ~300 characters)
+LAST_LINE_CHARS = 600   # the server's refusals end with what to do (a memory check's is up to ~400 characters)
 
 
 @dataclass(frozen=True)
