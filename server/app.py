@@ -64,8 +64,9 @@ def model_path(config: ServerConfig) -> Path:
             raise FileNotFoundError(f"--model {config.model}: a folder, not a GGUF file "
                                     f"(`strata models --dir {config.model}` lists the GGUF files in it)")
         if not path.is_file():
-            raise FileNotFoundError(f"--model {config.model}: no such file "
-                                    f"(`strata models` lists the GGUF files Strata can find)")
+            from strata.engine.models import no_such_model
+
+            raise FileNotFoundError(no_such_model("--model", config.model))
         return path
     from strata.engine.models import default_model_path
 

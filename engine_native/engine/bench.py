@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -88,6 +89,11 @@ def run(args) -> int:
         except FileNotFoundError as e:
             print(f"strata bench: no --model given: {e}", file=sys.stderr)
             return 2
+    elif not Path(model).expanduser().is_file():
+        from strata.engine.models import no_such_model
+
+        print(f"strata bench: {no_such_model('--model', model)}", file=sys.stderr)
+        return 2
     if args.threads is not None and args.threads < 1:
         print(f"strata bench: --threads must be >= 1, got {args.threads}", file=sys.stderr)
         return 2

@@ -251,7 +251,9 @@ def configured_model() -> tuple[str, str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from strata.engine.models import default_model_path
+    from pathlib import Path
+
+    from strata.engine.models import default_model_path, no_such_model
 
     origin = ""
     try:
@@ -261,13 +263,15 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--ctx must be > 0, got {args.ctx}")
         if args.threads is not None and args.threads <= 0:
             raise ValueError(f"--threads must be > 0, got {args.threads}")
-        model = args.model
+        model, flag = args.model, "--model"
         if not model:
             found = configured_model()
             if found:
-                model, origin = found[0], f" (the model of {found[1]})"
+                model, origin, flag = found[0], f" (the model of {found[1]})", f"{found[1]}: model ="
             else:
                 model = str(default_model_path())
+        if not Path(model).expanduser().is_file():
+            raise FileNotFoundError(no_such_model(flag, model))
     except (ValueError, FileNotFoundError) as exc:
         print(f"strata chat: {exc}", file=sys.stderr)
         return 2

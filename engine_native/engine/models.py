@@ -134,6 +134,25 @@ def _count(value) -> int:
     return value if isinstance(value, int) and value > 0 else 0
 
 
+def no_such_model(flag: str, name: str) -> str:
+    """The message for `flag NAME` naming no file. `strata models` shows ids (file names without .gguf), and a
+    new user gave one (`--model GLM-4.7-Flash-Q4_K_M`): the file of that id in the default model's package or
+    the models folder is named, with the flag to give (file names only: no header is read)."""
+    found = []
+    try:
+        found.append(default_model_path())
+    except FileNotFoundError:
+        pass
+    folder = user_models_dir()
+    if folder.is_dir():
+        found += sorted(p for p in folder.rglob("*.gguf") if p.is_file())
+    same = [p for p in found if p.stem == name or p.name == name]
+    if same:
+        return (f"{flag} {name}: no such file; that is the id of {same[0]} in `strata models`: "
+                f"{flag} takes its path ({flag} {same[0]})")
+    return f"{flag} {name}: no such file (`strata models` lists the GGUF files Strata can find)"
+
+
 def find_models(dirs: Iterable[Path | str] = (), *, include_default: bool = True,
                 include_user_dir: bool = True) -> list[ModelInfo]:
     """Every GGUF file Strata can find: the default model, the user's models folder, then `dirs`

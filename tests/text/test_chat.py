@@ -115,8 +115,8 @@ def test_cli_bad_arguments_are_named(capsys):
     assert "--ctx must be > 0" in capsys.readouterr().err
     assert strata_main(["chat", "--temperature", "-1"]) == 2
     assert "temperature must be >= 0" in capsys.readouterr().err
-    assert strata_main(["chat", "--model", "/nonexistent.gguf", "--ctx", "64"]) == 1
-    assert "cannot load /nonexistent.gguf" in capsys.readouterr().err
+    assert strata_main(["chat", "--model", "/nonexistent.gguf", "--ctx", "64"]) == 2    # named before loading
+    assert "--model /nonexistent.gguf: no such file" in capsys.readouterr().err
 
 
 def test_cli_chats_with_the_model_strata_setup_chose(tiny_model_factory, tmp_path, monkeypatch, capsys):
