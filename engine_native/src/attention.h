@@ -1,7 +1,7 @@
 // The KV cache's memory layout and causal grouped-query attention of one query row (or of a group of
 // rows of one context) over it.
 //
-// Not here: projections, RoPE, norms (forward.cpp), context bookkeeping (engine.cpp).
+// Not here: projections, RoPE, norms (forward.cpp, forward-rows.h), context bookkeeping (engine.cpp).
 // Layouts, per layer of a context (capacity C positions, kv_dim = n_head_kv * head_dim):
 //   tiled (f16 / f32 with head_dim % 16 == 0, the default): K as (ceil(C / 16), kv_dim, 16)
 //     elements: 16 positions side by side, so a query row scores 16 positions with one fma per

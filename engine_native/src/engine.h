@@ -148,13 +148,13 @@ class engine {
     // Appends the units of y = xq @ W^T, k_weight_rows_per_chunk weight rows each.
     static void add_product_units(std::vector<product_unit>& units, const weight& w, const uint8_t* xq,
                                   size_t xq_row_bytes, int64_t n_act, float* y);
-    // The mixture-of-experts FFN (forward.cpp): out_ (n, n_embd) from the normed rows in xn_.
+    // The mixture-of-experts FFN (forward-moe.cpp): out_ (n, n_embd) from the normed rows in xn_.
     void moe_ffn(const layer_weights& L, int64_t n);
     // glm4moe's routing of row r (GATING_SOFTMAX / GATING_SIGMOID): its experts and weights into
     // moe_expert_ / moe_weight_; `score` (n_expert,) becomes the probabilities
     void route_probs(const layer_weights& L, float* score, int64_t r, std::vector<int32_t>& order,
                      std::vector<float>& chosen_by);
-    // deepseek2's multi-head latent attention (forward.cpp, model_hparams' MLA): the rows' queries into
+    // deepseek2's multi-head latent attention (forward-mla.cpp, model_hparams' MLA): the rows' queries into
     // q_ (n, n_head, head_dim) and their latent K/V into the cache; after attention, each head's latent
     // output through attn_v_b into xn_ as (n, n_head * mla_v_head), attn_output's input
     void mla_queries_and_kv(const layer_weights& L, const batch_row* rows, int64_t n, int64_t il);

@@ -6,9 +6,11 @@
 // expert biases, gpt-oss's clamped SwiGLU, mistral3's query temperature, glm4moe's sigmoid routing and
 // shared experts, gemma3's scaled embeddings, GeGLU, post-attention / post-FFN norms and logit cap,
 // deepseek2's multi-head latent attention (one latent KV head; queries absorbed per head by attn_k_b,
-// outputs leaving by attn_v_b: mla_queries_and_kv / mla_head_outputs).
+// outputs leaving by attn_v_b).
 //
-// Not here: weight formats (quants.h kernels), attention inner loops (attention.cpp).
+// Not here: weight formats (quants.h kernels), attention inner loops (attention.cpp), the per-row steps
+// (forward-rows.h), the mixture of experts (forward-moe.cpp), the latent attention's projections
+// (forward-mla.cpp).
 // Bitwise rule: every per-row step below has a fixed order independent of n_rows, and the products
 // come from quants.h's matmul/matvec which promise the same float per (row, weight row).
 #include <algorithm>
@@ -22,13 +24,13 @@
 #include "engine.h"
 #include "quants-packed.h"
 #include "quants.h"
+#include "forward-rows.h"
 #include "vec16.h"
 
 namespace strata {
 
 namespace {
 
-constexpr int64_t k_rows_per_chunk = 8;          // per-row stages: batches below this run inline
 constexpr int64_t k_weight_rows_per_chunk = 64;  // products: weight rows per claimed chunk
 static_assert(k_weight_rows_per_chunk % PACK_ROWS == 0, "packed products take whole groups of rows");
 constexpr int64_t k_min_group_rows = 2;   // attention: shorter runs of one context (decode rows) go row by row
@@ -40,81 +42,6 @@ constexpr int64_t k_split_min_positions = 1024;
 constexpr int64_t k_split_slack = 8;
 constexpr int64_t k_split_tiles = 64;
 
-// y = x / sqrt(mean(x^2) + eps) * w, with a fixed 8-lane accumulation order.
-void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        for (int l = 0; l < 8; l++) acc[l] += x[i + l] * x[i + l];
-    }
-    float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; i < n; i++) sum += x[i] * x[i];
-    const float scale = 1.0f / std::sqrt(sum / float(n) + eps);
-    for (i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
-}
-
-// Rotates one head in place with the row's (cos, sin) table: (n_rot / 2, 2).
-void rope_head(float* x, const float* cs, int64_t n_rot, rope_style style) {
-    const int64_t half = n_rot / 2;
-    for (int64_t i = 0; i < half; i++) {
-        const float c = cs[2 * i], s = cs[2 * i + 1];
-        const int64_t i0 = style == ROPE_NORM ? 2 * i : i;
-        const int64_t i1 = style == ROPE_NORM ? 2 * i + 1 : i + half;
-        const float x0 = x[i0], x1 = x[i1];
-        x[i0] = x0 * c - x1 * s;
-        x[i1] = x0 * s + x1 * c;
-    }
-}
-
-// g = block(g, u) over n elements, 16 lanes at a time (a short tail through a padded block).
-template <typename Block>
-void gated_rows(float* g, const float* u, int64_t n, Block block) {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) v16_store(g + i, block(v16_load(g + i), v16_load(u + i)));
-    if (i < n) {
-        float tg[16] = {}, tu[16] = {};
-        std::memcpy(tg, g + i, sizeof(float) * size_t(n - i));
-        std::memcpy(tu, u + i, sizeof(float) * size_t(n - i));
-        v16_store(tg, block(v16_load(tg), v16_load(tu)));
-        std::memcpy(g + i, tg, sizeof(float) * size_t(n - i));
-    }
-}
-
-// g = silu(g) * u = g / (1 + exp(-g)) * u
-void swiglu_row(float* g, const float* u, int64_t n) {
-    gated_rows(g, u, n, [](v16 x, v16 up) {
-        return v16_mul(v16_div(x, v16_add(v16_set1(1.0f), v16_exp(v16_sub(v16_zero(), x)))), up);
-    });
-}
-
-// gemma3's GeGLU with ggml_gelu's tanh form: 0.5 g (1 + tanh(z)) = g / (1 + exp(-2 z)),
-// z = sqrt(2 / pi) g (1 + 0.044715 g^2); g = gelu(g) * u
-void geglu_row(float* g, const float* u, int64_t n) {
-    gated_rows(g, u, n, [](v16 x, v16 up) {
-        const v16 z2 = v16_mul(v16_mul(v16_set1(-2.0f * 0.7978845608028654f), x),
-                               v16_add(v16_set1(1.0f), v16_mul(v16_set1(0.044715f), v16_mul(x, x))));
-        return v16_mul(v16_div(x, v16_add(v16_set1(1.0f), v16_exp(z2))), up);
-    });
-}
-
-// gpt-oss's clamped SwiGLU (ggml's swiglu_oai): x = min(g, 7), y = clamp(u, -7, 7),
-// g = x / (1 + exp(-1.702 x)) * (y + 1)
-void swiglu_oai_row(float* g, const float* u, int64_t n) {
-    gated_rows(g, u, n, [](v16 gate, v16 up) {
-        const v16 limit = v16_set1(7.0f);
-        const v16 x = v16_min(gate, limit);
-        const v16 y = v16_max(v16_min(up, limit), v16_sub(v16_zero(), limit));
-        const v16 s = v16_div(x, v16_add(v16_set1(1.0f), v16_exp(v16_mul(v16_set1(-1.702f), x))));
-        return v16_mul(s, v16_add(y, v16_set1(1.0f)));
-    });
-}
-
-// the FFN activation of `act` over n gate / up pairs (dense FFNs and experts)
-void gated_activation(ffn_activation act, float* g, const float* u, int64_t n) {
-    if (act == FFN_SWIGLU_OAI) swiglu_oai_row(g, u, n);
-    else if (act == FFN_GEGLU) geglu_row(g, u, n);
-    else swiglu_row(g, u, n);
-}
 
 // A run of units [front, back) as one word, claimed from either end by compare-and-swap; one cache
 // line each so that the threads' claims on their own runs do not contend.
@@ -304,265 +231,6 @@ void engine::run_products(const std::vector<product_unit>& units) {
             unit_run& other = runs[size_t((own + k) % n_runs)];
             while (other.take_back(&c)) run_unit(c);
         }
-    });
-}
-
-// Each row's experts: the n_expert_used best router scores (ties: the lower expert), weighted by
-// the softmax of those scores; glm4moe's (llama.cpp's build_moe_ffn): the best probability +
-// exp_probs_b, each weighted by its probability (the softmax of all scores, or each score's sigmoid),
-// summing to 1 when expert_weights_norm, times expert_weights_scale. Pairs (row, choice) are numbered in
-// expert order so that an expert's rows lie together; each expert's products run once over its rows
-// (unused experts are not read). A row's output sums its experts in its own choice order, then the
-// shared experts' output: no result depends on the other rows.
-void engine::route_probs(const layer_weights& L, float* score, int64_t r, std::vector<int32_t>& order,
-                         std::vector<float>& chosen_by) {
-    const model_hparams& h = model_->hp;
-    const int64_t NE = h.n_expert, K = h.n_expert_used;
-    chosen_by.resize(size_t(NE));
-    if (h.gating == GATING_SIGMOID) {
-        for (int64_t i = 0; i < NE; i++) score[i] = 1.0f / (1.0f + std::exp(-score[i]));
-    } else {   // the softmax over every expert (not only the chosen: their weights need not sum to 1)
-        const float top = *std::max_element(score, score + NE);
-        double sum = 0.0;
-        for (int64_t i = 0; i < NE; i++) sum += double(score[i] = std::exp(score[i] - top));
-        const float inv = float(1.0 / sum);
-        for (int64_t i = 0; i < NE; i++) score[i] *= inv;
-    }
-    for (int64_t i = 0; i < NE; i++)   // score[i]: the expert's weight, if chosen
-        chosen_by[size_t(i)] = L.exp_probs_b.empty() ? score[i] : score[i] + L.exp_probs_b[size_t(i)];
-    order.resize(size_t(NE));
-    for (int64_t i = 0; i < NE; i++) order[size_t(i)] = int32_t(i);
-    std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t c) {
-        return chosen_by[size_t(a)] > chosen_by[size_t(c)] || (chosen_by[size_t(a)] == chosen_by[size_t(c)] && a < c);
-    });
-    float sum = 0.0f;
-    for (int64_t j = 0; j < K; j++) {
-        moe_expert_[size_t(r * K + j)] = order[size_t(j)];
-        moe_weight_[size_t(r * K + j)] = score[order[size_t(j)]];
-        sum += score[order[size_t(j)]];
-    }
-    // llama.cpp clamps the sum to f16's smallest normal before dividing
-    const float div = h.expert_weights_norm ? std::max(sum, 6.103515625e-5f) : 1.0f;
-    for (int64_t j = 0; j < K; j++) {
-        float& w = moe_weight_[size_t(r * K + j)];
-        if (h.expert_weights_norm) w /= div;
-        if (h.expert_weights_scale != 1.0f) w *= h.expert_weights_scale;
-    }
-}
-
-void engine::moe_ffn(const layer_weights& L, int64_t n) {
-    const model_hparams& h = model_->hp;
-    const int64_t E = h.n_embd, NE = h.n_expert, K = h.n_expert_used, FE = h.n_ff_exp;
-    matmuls(xn_, n, E, {{&L.ffn_gate_inp, router_}});
-    if (!L.router_b.empty()) {
-        pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-            for (int64_t r = b; r < e; r++)
-                for (int64_t x = 0; x < NE; x++) router_[r * NE + x] += L.router_b[size_t(x)];
-        });
-    }
-
-    moe_expert_.resize(size_t(n * K));
-    moe_weight_.resize(size_t(n * K));
-    moe_pair_.resize(size_t(n * K));
-    const bool by_probs = h.gating != GATING_SOFTMAX_CHOSEN;
-    pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-        thread_local std::vector<int32_t> order;
-        thread_local std::vector<float> chosen_by;   // (n_expert,) glm4moe: probability + selection bias
-        for (int64_t r = b; r < e; r++) {
-            if (by_probs) {
-                route_probs(L, router_ + r * NE, r, order, chosen_by);
-                continue;
-            }
-            const float* score = router_ + r * NE;
-            order.resize(size_t(NE));
-            for (int64_t i = 0; i < NE; i++) order[size_t(i)] = int32_t(i);
-            std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t c) {
-                return score[a] > score[c] || (score[a] == score[c] && a < c);
-            });
-            const float top = score[order[0]];
-            float sum = 0.0f;
-            for (int64_t j = 0; j < K; j++) {
-                const float w = std::exp(score[order[size_t(j)]] - top);
-                moe_expert_[size_t(r * K + j)] = order[size_t(j)];
-                moe_weight_[size_t(r * K + j)] = w;
-                sum += w;
-            }
-            for (int64_t j = 0; j < K; j++) moe_weight_[size_t(r * K + j)] /= sum;
-        }
-    });
-    moe_first_.assign(size_t(NE + 1), 0);
-    for (int64_t i = 0; i < n * K; i++) moe_first_[size_t(moe_expert_[size_t(i)]) + 1]++;
-    for (int64_t x = 0; x < NE; x++) moe_first_[size_t(x + 1)] += moe_first_[size_t(x)];
-    moe_pair_expert_.resize(size_t(n * K));
-    {
-        std::vector<int64_t> next(moe_first_.begin(), moe_first_.end() - 1);
-        for (int64_t i = 0; i < n * K; i++) {
-            moe_pair_[size_t(i)] = next[size_t(moe_expert_[size_t(i)])]++;
-            moe_pair_expert_[size_t(moe_pair_[size_t(i)])] = moe_expert_[size_t(i)];
-        }
-    }
-
-    // gate and up: each pair's activation row (its row's, quantized for the expert weights' types)
-    const int32_t gate_type = L.gate_exps.first.type, up_type = L.up_exps.first.type;
-    const size_t xrb = moe_xq_row_bytes_;
-    pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; r++) {
-            uint8_t* first_g = moe_xq_[0] + size_t(moe_pair_[size_t(r * K)]) * xrb;
-            uint8_t* first_u = moe_xq_[1] + size_t(moe_pair_[size_t(r * K)]) * xrb;
-            quantize_act_row(gate_type, xn_ + r * E, first_g, E);
-            if (up_type != gate_type) quantize_act_row(up_type, xn_ + r * E, first_u, E);
-            for (int64_t j = 1; j < K; j++) {
-                const size_t p = size_t(moe_pair_[size_t(r * K + j)]);
-                std::memcpy(moe_xq_[0] + p * xrb, first_g, act_row_bytes(gate_type, E));
-                if (up_type != gate_type) std::memcpy(moe_xq_[1] + p * xrb, first_u, act_row_bytes(up_type, E));
-            }
-        }
-    });
-    std::vector<product_unit> units;
-    const uint8_t* up_xq = up_type != gate_type ? moe_xq_[1] : moe_xq_[0];
-    for (int64_t x = 0; x < NE; x++) {
-        const int64_t p0 = moe_first_[size_t(x)], cnt = moe_first_[size_t(x + 1)] - p0;
-        if (cnt == 0) continue;
-        add_product_units(units, L.gate_exps.expert(x), moe_xq_[0] + size_t(p0) * xrb, xrb, cnt, moe_gate_ + p0 * FE);
-        add_product_units(units, L.up_exps.expert(x), up_xq + size_t(p0) * xrb, xrb, cnt, moe_up_ + p0 * FE);
-    }
-    run_products(units);
-
-    // down, over the activation of gate and up (plus their biases, gpt-oss)
-    const int32_t down_type = L.down_exps.first.type;
-    pool_->parallel_range(n * K, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-        for (int64_t p = b; p < e; p++) {
-            float* g = moe_gate_ + p * FE;
-            float* u = moe_up_ + p * FE;
-            if (!L.gate_exps_b.empty()) {
-                const float* gb = L.gate_exps_b.data() + size_t(moe_pair_expert_[size_t(p)]) * size_t(FE);
-                const float* ub = L.up_exps_b.data() + size_t(moe_pair_expert_[size_t(p)]) * size_t(FE);
-                for (int64_t i = 0; i < FE; i++) g[i] += gb[i];
-                for (int64_t i = 0; i < FE; i++) u[i] += ub[i];
-            }
-            gated_activation(h.ffn_act, g, u, FE);
-            quantize_act_row(down_type, moe_gate_ + p * FE, moe_xq_[0] + size_t(p) * xrb, FE);
-        }
-    });
-    units.clear();
-    for (int64_t x = 0; x < NE; x++) {
-        const int64_t p0 = moe_first_[size_t(x)], cnt = moe_first_[size_t(x + 1)] - p0;
-        if (cnt == 0) continue;
-        add_product_units(units, L.down_exps.expert(x), moe_xq_[0] + size_t(p0) * xrb, xrb, cnt, moe_out_ + p0 * E);
-    }
-    run_products(units);
-    if (!L.down_exps_b.empty()) {
-        pool_->parallel_range(n * K, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-            for (int64_t p = b; p < e; p++) {
-                const float* db = L.down_exps_b.data() + size_t(moe_pair_expert_[size_t(p)]) * size_t(E);
-                for (int64_t i = 0; i < E; i++) moe_out_[p * E + i] += db[i];
-            }
-        });
-    }
-
-    pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; r++) {
-            float* o = out_ + r * E;
-            for (int64_t j = 0; j < K; j++) {
-                const float w = moe_weight_[size_t(r * K + j)];
-                const float* d = moe_out_ + moe_pair_[size_t(r * K + j)] * E;
-                if (j == 0) {
-                    for (int64_t i = 0; i < E; i++) o[i] = w * d[i];
-                } else {
-                    for (int64_t i = 0; i < E; i++) o[i] += w * d[i];
-                }
-            }
-        }
-    });
-
-    // the shared experts (glm4moe): a SwiGLU every row runs, added to the chosen experts' sum
-    if (L.gate_shexp.data) {
-        const int64_t FS = L.gate_shexp.n_rows;
-        matmuls(xn_, n, E, {{&L.gate_shexp, gate_}, {&L.up_shexp, up_}});
-        pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-            for (int64_t r = b; r < e; r++) swiglu_row(gate_ + r * FS, up_ + r * FS, FS);
-        });
-        matmuls(gate_, n, FS, {{&L.down_shexp, moe_out_}});   // the pairs' outputs are summed above
-        pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-            for (int64_t r = b; r < e; r++)
-                for (int64_t i = 0; i < E; i++) out_[r * E + i] += moe_out_[r * E + i];
-        });
-    }
-}
-
-void engine::head_products(const expert_weights& w, int64_t n_heads, const float* x, int64_t n, float* y) {
-    const int32_t type = w.first.type;
-    const int64_t cols = w.first.n_cols, out = w.first.n_rows;
-    const size_t rb = act_row_bytes(type, cols);
-    pool_->parallel_range(n_heads * n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-        for (int64_t i = b; i < e; i++) quantize_act_row(type, x + i * cols, xq_[0] + size_t(i) * rb, cols);
-    });
-    std::vector<product_unit> units;
-    for (int64_t hh = 0; hh < n_heads; hh++)
-        add_product_units(units, w.expert(hh), xq_[0] + size_t(hh * n) * rb, rb, n, y + hh * n * out);
-    run_products(units);
-}
-
-void engine::mla_queries_and_kv(const layer_weights& L, const batch_row* rows, int64_t n, int64_t il) {
-    const model_hparams& h = model_->hp;
-    const int64_t E = h.n_embd, NH = h.n_head, HD = h.head_dim, Q = h.q_dim(), R = h.kv_lora_rank;
-    const int64_t QK = h.mla_qk_head, NOPE = QK - h.n_rot, QR = h.q_lora_rank;
-    if (L.wq_a.data) {   // the q LoRA: attn_q_a, its norm, attn_q_b
-        matmuls(xn_, n, E, {{&L.wq_a, mla_qa_}, {&L.wkv_a, kbuf_}});
-        pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-            for (int64_t r = b; r < e; r++) rms_norm(mla_qa_ + r * QR, L.q_a_norm.data(), mla_qa_ + r * QR, QR, h.rms_eps);
-        });
-        matmuls(mla_qa_, n, QR, {{&L.wq_b, mla_q_}});
-    } else {
-        matmuls(xn_, n, E, {{&L.wq, mla_q_}, {&L.wkv_a, kbuf_}});
-    }
-    // per row: the latent normed and the shared key part rotated, stored as the row's K (its V too where
-    // the layout keeps one: q8_0); each
-    // head's query part rotated into q_ and its nope part set out per head for attn_k_b
-    pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; r++) {
-            const batch_row& row = rows[r];
-            const float* cs = rope_ + r * h.n_rot;
-            float* kv = kbuf_ + r * HD;
-            rms_norm(kv, L.kv_a_norm.data(), kv, R, h.rms_eps);
-            rope_head(kv + R, cs, h.n_rot, h.rope);
-            kv_store(kvh_, row.ctx->k_head(il, 0), row.ctx->v_head(il, 0), row.pos, kv, kv);
-            for (int64_t hh = 0; hh < NH; hh++) {
-                float* qh = mla_q_ + (r * NH + hh) * QK;
-                rope_head(qh + NOPE, cs, h.n_rot, h.rope);
-                std::memcpy(q_ + r * Q + hh * HD + R, qh + NOPE, sizeof(float) * size_t(h.n_rot));
-                std::memcpy(mla_in_ + (hh * n + r) * NOPE, qh, sizeof(float) * size_t(NOPE));
-            }
-        }
-    });
-    head_products(L.wk_b, NH, mla_in_, n, mla_out_);   // (NH, n, R): each head's nope query in latent space
-    pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; r++) {
-            float* q = q_ + r * Q;
-            for (int64_t hh = 0; hh < NH; hh++)
-                std::memcpy(q + hh * HD, mla_out_ + (hh * n + r) * R, sizeof(float) * size_t(R));
-            if (h.attn_temp_scale != 0.0f) {   // Mistral Large 3's temperature at this position
-                const float t = h.attn_temperature(rows[r].pos);
-                for (int64_t i = 0; i < Q; i++) q[i] *= t;
-            }
-        }
-    });
-}
-
-void engine::mla_head_outputs(const layer_weights& L, int64_t n) {
-    const model_hparams& h = model_->hp;
-    const int64_t NH = h.n_head, HD = h.head_dim, Q = h.q_dim(), R = h.kv_lora_rank, VH = h.mla_v_head;
-    // each head's output: the latent part (its first R values: the values are the KV row, latent then key part)
-    pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; r++)
-            for (int64_t hh = 0; hh < NH; hh++)
-                std::memcpy(mla_in_ + (hh * n + r) * R, xn_ + r * Q + hh * HD, sizeof(float) * size_t(R));
-    });
-    head_products(L.wv_b, NH, mla_in_, n, mla_out_);   // (NH, n, VH)
-    pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; r++)
-            for (int64_t hh = 0; hh < NH; hh++)
-                std::memcpy(xn_ + r * NH * VH + hh * VH, mla_out_ + (hh * n + r) * VH, sizeof(float) * size_t(VH));
     });
 }
 
