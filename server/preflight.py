@@ -2,7 +2,8 @@
 and for `strata setup --show`, so that --show's "valid" means the server starts.
 
 The checks, in order: the model file (missing, not GGUF, or something the engine cannot run:
-`strata.engine.check_model`, nothing loaded) -> exit status 1; `--backend cuda` where it cannot run -> 2;
+`strata.engine.check_model`, nothing loaded) -> exit status 1; `--backend cuda` where it cannot run (a model
+only the CPU runs, such as deepseek2's; a build or machine without CUDA) -> 2;
 the memory check's error (contexts no memory here holds, a KV type the engine cannot hold for the model's
 heads) -> 2. Its warnings and the packed-weights verdict are returned for serve to log and apply.
 Not here: the configuration's own keys and combinations (server/config.py `validate`, `file_problems`),
@@ -24,6 +25,16 @@ class Preflight:
     path: Any = field(default=None)    # the model file
 
 
+def cuda_lacks_of(path) -> str:
+    """What the CUDA backend lacks to run the GGUF at `path` ("" when it runs it, or the header says nothing)."""
+    from strata.engine import GGUFFile
+
+    from strata.model_shape import attention_temperature, cuda_lacks, expert_count
+
+    md = GGUFFile(path).metadata
+    return cuda_lacks(md.get("general.architecture"), expert_count(md), attention_temperature(md))
+
+
 def preflight(config) -> Preflight:
     from strata.engine import check_model
     from strata.engine.gpu import resolve_backend
@@ -34,6 +45,11 @@ def preflight(config) -> Preflight:
         check_model(path)
     except (FileNotFoundError, ValueError) as e:
         return Preflight(1, f"the model could not be loaded: {e}")
+    if config.backend == "cuda":           # before the build's own check: rebuilding with CUDA would not help
+        lacks = cuda_lacks_of(path)
+        if lacks:
+            return Preflight(2, f"--backend cuda: the CUDA backend has no {lacks}; this model runs on the CPU "
+                                "(--backend cpu, or auto)", path=path)
     try:
         backend = resolve_backend(config.backend)
     except ValueError as e:              # an option this machine cannot honour: 2, so the app does not retry

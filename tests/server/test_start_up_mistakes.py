@@ -162,6 +162,19 @@ def test_backend_cuda_where_it_cannot_run_stops_before_listening():
     assert "listening on" not in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("arch,lacks", [("deepseek2", "deepseek2's multi-head latent attention"),
+                                        ("qwen3moe", "experts (4 in this one)")])
+def test_backend_cuda_for_a_model_only_the_cpu_runs_says_so_on_any_build(tiny_model_factory, arch, lacks):
+    # a CPU-only build said "this build has no CUDA backend (... rebuild with STRATA_CUDA=ON ...)" for a
+    # GLM-4.7-Flash (deepseek2) file, which the CUDA backend refuses anyway: a rebuild for nothing
+    path = tiny_model_factory(arch=arch, n_layer=2, n_ff=32, n_expert=4, n_expert_used=2)
+    done = _serve("--model", str(path), "--backend", "cuda", "--port", "0")
+    assert done.returncode == 2, done.stderr
+    assert f"--backend cuda: the CUDA backend has no {lacks}; this model runs on the CPU (--backend cpu, or auto)" \
+        in done.stderr, done.stderr
+    assert "rebuild" not in done.stderr and "listening on" not in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("threads,n_cpus,warned", [
     (None, 2, False), (2, 2, False), (1, 16, False), (3, 2, True), (500, 2, True), (8, None, False),
 ])
