@@ -37,9 +37,9 @@ void engine::mla_queries_and_kv(const layer_weights& L, const batch_row* rows, i
     } else {
         matmuls(xn_, n, E, {{&L.wq, mla_q_}, {&L.wkv_a, kbuf_}});
     }
-    // per row: the latent normed and the shared key part rotated, stored as the row's K (its V too where
-    // the layout keeps one: q8_0); each
-    // head's query part rotated into q_ and its nope part set out per head for attn_k_b
+    // per row: the latent normed and the shared key part rotated, stored as the row's K (and its V where
+    // the layout keeps one: q8_0); each head's query part rotated into q_ and its nope part set out per head
+    // for attn_k_b
     pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
         for (int64_t r = b; r < e; r++) {
             const batch_row& row = rows[r];
