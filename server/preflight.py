@@ -25,19 +25,9 @@ class Preflight:
     path: Any = field(default=None)    # the model file
 
 
-def cuda_lacks_of(path) -> str:
-    """What the CUDA backend lacks to run the GGUF at `path` ("" when it runs it, or the header says nothing)."""
-    from strata.engine import GGUFFile
-
-    from strata.model_shape import attention_temperature, cuda_lacks, expert_count
-
-    md = GGUFFile(path).metadata
-    return cuda_lacks(md.get("general.architecture"), expert_count(md), attention_temperature(md))
-
-
 def preflight(config) -> Preflight:
     from strata.engine import check_model
-    from strata.engine.gpu import resolve_backend
+    from strata.engine.gpu import cuda_lacks_of, resolve_backend
     from strata.server.app import model_path
 
     try:

@@ -97,6 +97,14 @@ def run(args) -> int:
     if args.threads is not None and args.threads < 1:
         print(f"strata bench: --threads must be >= 1, got {args.threads}", file=sys.stderr)
         return 2
+    if getattr(args, "backend", "cpu") == "cuda":
+        from strata.engine.gpu import cuda_lacks_of
+
+        lacks = cuda_lacks_of(model)
+        if lacks:
+            print(f"strata bench: --backend cuda: the CUDA backend has no {lacks}; this model runs on the CPU "
+                  "(--backend cpu, or auto)", file=sys.stderr)
+            return 1
     try:
         r = run_bench(model, args.threads, quick=args.quick, kv_type=args.kv_type,
                       backend=getattr(args, "backend", "cpu"))

@@ -42,6 +42,17 @@ def selftest() -> list[dict]:
     return [dict(r) for r in _engine.cuda_selftest()]
 
 
+def cuda_lacks_of(path) -> str:
+    """What the CUDA backend lacks to run the GGUF at `path` (model_shape.cuda_lacks: "" when it runs it), so
+    that `--backend cuda` names it before the build's own check (rebuilding with CUDA would not help)."""
+    from strata.engine import GGUFFile
+
+    from strata.model_shape import attention_temperature, cuda_lacks, expert_count
+
+    md = GGUFFile(path).metadata
+    return cuda_lacks(md.get("general.architecture"), expert_count(md), attention_temperature(md))
+
+
 def resolve_backend(backend: str) -> str:
     """"cpu" or "cuda" for a requested `cpu|cuda|auto`; raises ValueError naming why "cuda" cannot run."""
     if backend not in BACKEND_CHOICES:
