@@ -30,7 +30,7 @@ from strata.installer.plan_types import (
     Situation,
 )
 
-from strata.model_shape import cuda_lacks, q8_0_kv_takes
+from strata.model_shape import Q8_0_HEAD_MULTIPLE, Q8_0_MAX_HEAD, cuda_lacks, q8_0_kv_takes
 
 __all__ = [
     "QUESTION_ORDER", "QUESTIONS_BEFORE_SEED_002", "AnswerError", "Answers", "Choice", "DiskFacts",
@@ -205,8 +205,11 @@ def _kv_type(s: Situation, p: PlanParameters) -> tuple[str, str]:
     ctx16 = _largest_ctx(f16, b.kv_mib, p)
     if ctx16 < p.q8_kv_below_ctx and ctx16 < min(f16.n_ctx_train, p.ctx_ladder[-1]):
         if not q8_0_kv_takes(f16.head_dim):   # the engine quantizes whole q8_0 blocks per head, and refuses others
-            return "f16", (f"F16 KV, {f16.kv_bytes_per_token} bytes per token: the engine's q8_0 KV needs whole "
-                           f"32-element blocks per head, and head size {f16.head_dim} is not a multiple of 32")
+            d = f16.head_dim   # deepseek2's latent head (576) is whole blocks but over the limit: it said "not a multiple"
+            why = f"head size {d} is not a multiple of 32" if d % Q8_0_HEAD_MULTIPLE else \
+                f"head size {d} is over {Q8_0_MAX_HEAD}"
+            return "f16", (f"F16 KV, {f16.kv_bytes_per_token} bytes per token: the engine's q8_0 KV takes heads of "
+                           f"whole 32-element blocks, up to {Q8_0_MAX_HEAD}, and {why}")
         q8 = replace(f16, kv_type="q8_0")
         ctx8 = _largest_ctx(q8, b.kv_mib, p)
         if ctx8 > ctx16:
@@ -382,7 +385,7 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
     add(Choice("batch", n_slots, batch_why))
     if _on_gpu(s):
         add(Choice("backend", "cuda", f"{m.gpu_name} ({_gib(m.gpu_vram_mib)}) and a CUDA build: weights and KV on the GPU"))
-    elif m.gpu_name and s.cuda_built and _cuda_lacks(model):
+    elif m.gpu_name and _cuda_lacks(model):   # first, whatever the build: a CUDA build would not run it either
         add(Choice("backend", "cpu", f"GPU {m.gpu_name} found, but the CUDA backend does not run models with "
                                      f"{_cuda_lacks(model)}: the CPU runs it"))
     else:

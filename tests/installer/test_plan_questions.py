@@ -235,6 +235,29 @@ def test_q8_0_kv_only_for_a_head_size_the_engine_quantizes():
     assert plan.config()["kv_type"] == "f16"
     assert "head size 80 is not a multiple of 32" in plan.reason("kv_type")
     assert make_plan(replace(small, model=replace(odd, head_dim=96)), default_answers(small)).config()["kv_type"] == "q8_0"
+    # deepseek2's latent head (GLM-4.7-Flash: one head of 512 + 64) is whole blocks but over 256: the reason
+    # said "head size 576 is not a multiple of 32"
+    glm = replace(odd, n_head_kv=1, head_dim=576, arch="deepseek2", size_bytes=20_000_000_000)
+    why = make_plan(replace(small, model=glm), default_answers(replace(small, model=glm))).reason("kv_type")
+    assert why.endswith("takes heads of whole 32-element blocks, up to 256, and head size 576 is over 256"), why
+
+
+def test_a_model_the_cuda_backend_does_not_run_names_that_before_the_build():
+    # a GPU and a CPU-only build with GLM-4.7-Flash said "this build has no CUDA backend" (rebuilding would not
+    # run it on the GPU either)
+    from dataclasses import replace
+
+    from strata.installer.plan_types import ModelFacts
+
+    glm = ModelFacts("/m/GLM-4.7-Flash.gguf", "GLM-4.7-Flash", 18_000_000_000, 47, 1, 576, 202752, "deepseek2")
+    for built in (False, True):
+        s = replace(situation("workstation", "8B"), model=glm, cuda_built=built)
+        plan = make_plan(s, default_answers(s))
+        assert plan.config()["backend"] == "cpu"
+        assert "the CUDA backend does not run models with deepseek2's multi-head latent attention: the CPU runs it" \
+            in plan.reason("backend")
+    s = replace(situation("workstation", "8B"), cuda_built=False)
+    assert "this build has no CUDA backend" in make_plan(s, default_answers(s)).reason("backend")
 
 
 @pytest.mark.parametrize("n_ctx_train,machine,said", [
