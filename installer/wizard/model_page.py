@@ -26,7 +26,8 @@ class ModelPage(QWizardPage):
     def __init__(self) -> None:
         super().__init__()
         self.setTitle("Which model?")
-        self.setSubTitle("A llama-family GGUF file. Strata measures it on this machine next.")
+        self.setSubTitle("A GGUF file of an architecture Strata runs (llama, Qwen, Mistral, Gemma 3, gpt-oss, GLM-4.5 / "
+                         "4.7-Flash, DeepSeek-V2, ...). Strata measures it on this machine next.")
         self.combo = QComboBox()
         self.combo.setEditable(True)
         self.combo.setObjectName("model")
