@@ -65,12 +65,20 @@ class Verdict:
     pack_weights: bool = True   # False: load with the weights read in place (the packed copies do not fit)
 
 
+def kv_type_refusal(ask: MemoryAsk) -> str | None:
+    """--kv-type q8_0 on heads the engine's q8_0 KV cannot hold (the engine would refuse it after "listening on");
+    checked with --no-memory-check too: it is no matter of memory."""
+    if ask.kv_type == "q8_0" and not ask.q8_0_allowed:
+        return (f"--kv-type q8_0 cannot hold this model's KV: its heads are {ask.head_dim} wide, and the engine's q8_0 "
+                f"KV takes heads of up to {Q8_0_MAX_HEAD} in whole blocks of {Q8_0_HEAD_MULTIPLE}: use --kv-type f16 "
+                f"(kv_type = \"f16\" in the configuration file)")
+    return None
+
+
 def judge(ask: MemoryAsk) -> Verdict:
-    if ask.kv_type == "q8_0" and not ask.q8_0_allowed:   # the engine would refuse it after "listening on"
-        return Verdict(error=(
-            f"--kv-type q8_0 cannot hold this model's KV: its heads are {ask.head_dim} wide, and the engine's q8_0 KV "
-            f"takes heads of up to {Q8_0_MAX_HEAD} in whole blocks of {Q8_0_HEAD_MULTIPLE}: use --kv-type f16 "
-            f"(kv_type = \"f16\" in the configuration file)"))
+    refusal = kv_type_refusal(ask)
+    if refusal:
+        return Verdict(error=refusal)
     tokens = ask.ctx + ask.slots * ask.slot_ctx
     kv = tokens * ask.kv_bytes_per_token
     shape = f"--ctx {ask.ctx}" + (f" + --batch {ask.slots} x --slot-ctx {ask.slot_ctx}" if ask.slots else "")

@@ -5,7 +5,8 @@ The checks, in order: the model file (missing, not GGUF, or something the engine
 `strata.engine.check_model`, nothing loaded) -> exit status 1; `--backend cuda` where it cannot run (a model
 only the CPU runs, such as deepseek2's; a build or machine without CUDA) -> 2;
 the memory check's error (contexts no memory here holds, a KV type the engine cannot hold for the model's
-heads) -> 2. Its warnings and the packed-weights verdict are returned for serve to log and apply.
+heads, checked with --no-memory-check too) -> 2. Its warnings and the packed-weights verdict are returned for
+serve to log and apply.
 Not here: the configuration's own keys and combinations (server/config.py `validate`, `file_problems`),
 the port (serve checks it right before listening).
 """
@@ -44,11 +45,12 @@ def preflight(config) -> Preflight:
         backend = resolve_backend(config.backend)
     except ValueError as e:              # an option this machine cannot honour: 2, so the app does not retry
         return Preflight(2, f"--backend {config.backend}: {e}", path=path)
-    if not config.memory_check:
-        return Preflight(path=path)
     from strata.server import memory_check
 
     ask = memory_check.ask_for(config, path, backend)   # None: the KV is in VRAM
+    if not config.memory_check:
+        refusal = memory_check.kv_type_refusal(ask) if ask is not None else None
+        return Preflight(2, refusal, path=path) if refusal else Preflight(path=path)
     verdict = memory_check.judge(ask) if ask is not None else memory_check.Verdict()
     if verdict.error:
         return Preflight(2, verdict.error, path=path)

@@ -253,12 +253,13 @@ def test_serve_refuses_q8_0_kv_on_a_latent_head_over_256_before_listening(tiny_m
                               mla={"kv_lora_rank": 256})   # a latent head of 288: whole blocks of 32, over 256
     with pytest.raises(ValueError, match="q8_0 KV supports head sizes up to 256, this model has 288"):
         Engine(path, n_ctx=16, kv_type="q8_0")
-    done = subprocess.run([sys.executable, "-m", "strata", "serve", "--model", str(path), "--port", "0",
-                           "--ctx", "256", "--batch", "0", "--threads", "1", "--kv-type", "q8_0", "--no-config"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2, done.stderr
-    assert "its heads are 288 wide" in done.stderr and "use --kv-type f16" in done.stderr, done.stderr
-    assert "listening on" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    for extra in ([], ["--no-memory-check"]):   # no matter of memory: refused without the memory check too
+        done = subprocess.run([sys.executable, "-m", "strata", "serve", "--model", str(path), "--port", "0",
+                               "--ctx", "256", "--batch", "0", "--threads", "1", "--kv-type", "q8_0", "--no-config",
+                               *extra], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert "its heads are 288 wide" in done.stderr and "use --kv-type f16" in done.stderr, done.stderr
+        assert "listening on" not in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
 def test_q8_0_is_not_advised_where_it_takes_more_bytes_than_f16(tiny_model_factory):
