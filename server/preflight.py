@@ -13,8 +13,7 @@ the port (serve checks it right before listening).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -23,7 +22,6 @@ class Preflight:
     error: str = ""                    # why, as serve logs it
     warnings: tuple[str, ...] = ()     # the memory check's warnings
     pack_weights: bool = True          # False: the packed weight copies do not fit beside the KV
-    path: Any = field(default=None)    # the model file
 
 
 def preflight(config) -> Preflight:
@@ -40,19 +38,18 @@ def preflight(config) -> Preflight:
         lacks = cuda_lacks_of(path)
         if lacks:
             return Preflight(2, f"--backend cuda: the CUDA backend has no {lacks}; this model runs on the CPU "
-                                "(--backend cpu, or auto)", path=path)
+                                "(--backend cpu, or auto)")
     try:
         backend = resolve_backend(config.backend)
     except ValueError as e:              # an option this machine cannot honour: 2, so the app does not retry
-        return Preflight(2, f"--backend {config.backend}: {e}", path=path)
+        return Preflight(2, f"--backend {config.backend}: {e}")
     from strata.server import memory_check
 
     ask = memory_check.ask_for(config, path, backend)   # None: the KV is in VRAM
     if not config.memory_check:
         refusal = memory_check.kv_type_refusal(ask) if ask is not None else None
-        return Preflight(2, refusal, path=path) if refusal else Preflight(path=path)
+        return Preflight(2, refusal) if refusal else Preflight()
     verdict = memory_check.judge(ask) if ask is not None else memory_check.Verdict()
     if verdict.error:
-        return Preflight(2, verdict.error, path=path)
-    return Preflight(warnings=(verdict.warning,) if verdict.warning else (), pack_weights=verdict.pack_weights,
-                     path=path)
+        return Preflight(2, verdict.error)
+    return Preflight(warnings=(verdict.warning,) if verdict.warning else (), pack_weights=verdict.pack_weights)
