@@ -30,6 +30,7 @@ from strata.installer.plan_types import (
     Situation,
 )
 
+from strata.model_names import model_id
 from strata.model_shape import Q8_0_HEAD_MULTIPLE, Q8_0_MAX_HEAD, cuda_lacks, q8_0_kv_takes
 
 __all__ = [
@@ -282,8 +283,12 @@ def parse_answer(q: Question, text: str, s: Situation, a: Answers, p: PlanParame
             if not 1 <= i <= len(s.models_found):
                 raise AnswerError(f"{i} is not in the list (1..{len(s.models_found)})")
             return s.models_found[i - 1]
+        same_id = [f for f in s.models_found if model_id(f) == text]   # the id `strata models` shows
+        if len(same_id) == 1:
+            return same_id[0]
         if not text.lower().endswith(".gguf"):
-            raise AnswerError(f"{text!r} is not a .gguf file")
+            raise AnswerError(f"{text!r} is not a .gguf file, nor the id of one listed (a number from the list, "
+                              "or a path)")
         return text
     if q.key == "concurrency":
         low = text.lower()

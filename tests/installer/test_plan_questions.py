@@ -51,7 +51,7 @@ def test_the_flow_before_seed_002_asks_only_model_and_context():
     ("ctx", "100", "below the smallest context"),
     ("ctx", "262144", "beyond the 131072 the model was trained on"),
     ("model", "7", "7 is not in the list (1..1)"),
-    ("model", "/models/notes.txt", "is not a .gguf file"),
+    ("model", "/models/notes.txt", "is not a .gguf file, nor the id of one listed (a number from the list, or a path)"),
 ])
 def test_a_bad_answer_is_refused_with_the_reason(key, text, message):
     s = situation("laptop", "3B")
@@ -72,12 +72,14 @@ def test_a_context_too_large_for_this_machine_is_refused_with_the_sizes():
 @pytest.mark.parametrize("key,text,value", [
     ("concurrency", "ONE", "one"), ("concurrency", "sev", "several"), ("keep_on_disk", "n", False),
     ("keep_on_disk", "Yes", True), ("ctx", "32k", 32768), ("ctx", "16_384", 16384), ("model", "1", "/m/x"),
+    # the id `strata models` shows for a listed file (a new user typed it: "'GLM-4.7-Flash' is not a .gguf file")
+    ("model", "GLM-4.7-Flash-Q4_K_M", "/models/GLM-4.7-Flash-Q4_K_M.gguf"),
 ])
 def test_good_answers_are_parsed(key, text, value):
     s = situation("seed-002-desktop", "3B")
     if key == "model":
         from dataclasses import replace
-        s = replace(s, models_found=("/m/x",))
+        s = replace(s, models_found=("/m/x", "/models/GLM-4.7-Flash-Q4_K_M.gguf"))
     q = next_question(s, Answers(**{k: v for k, v in default_answers(s).__dict__.items() if k != key}))
     assert parse_answer(q, text, s, Answers()) == value
 
