@@ -283,7 +283,7 @@ def parse_answer(q: Question, text: str, s: Situation, a: Answers, p: PlanParame
             if not 1 <= i <= len(s.models_found):
                 raise AnswerError(f"{i} is not in the list (1..{len(s.models_found)})")
             return s.models_found[i - 1]
-        same_id = [f for f in s.models_found if model_id(f) == text]   # the id `strata models` shows
+        same_id = [f for f in s.models_found if f != text and model_id(f) == text]   # the id `strata models` shows
         if len(same_id) == 1:
             return same_id[0]
         if not text.lower().endswith(".gguf"):

@@ -282,3 +282,14 @@ def test_the_context_default_names_what_stopped_it(n_ctx_train, machine, said):
     a = apply_answer(apply_answer(a, "keep_on_disk", False), "cold_dir", None)
     q = next_question(s, a)
     assert q.key == "ctx" and said in q.reason, q.reason
+
+
+def test_setup_model_flag_given_an_id_takes_the_listed_file():
+    # `strata setup --model GLM-4.7-Flash-Q4_K_M`: starting_situation puts the text itself first in the list, so
+    # the id matched two entries and was refused
+    from dataclasses import replace
+
+    s = replace(situation("seed-002-desktop", "3B"),
+                models_found=("GLM-4.7-Flash-Q4_K_M", "/m/x", "/models/GLM-4.7-Flash-Q4_K_M.gguf"))
+    q = next_question(s, Answers())
+    assert parse_answer(q, "GLM-4.7-Flash-Q4_K_M", s, Answers()) == "/models/GLM-4.7-Flash-Q4_K_M.gguf"
