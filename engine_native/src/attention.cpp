@@ -387,7 +387,7 @@ void attention_tiled(const kv_layout& L, const T* k, const T* v, const float* q,
     const int64_t off = g * hd, n_vis = n_pos - w.w0;
     if (L.v_in_k) {   // the values from K's tiles (v is k), positions counted from the window's first tile
         tile_values_group(k + w.first_tile * kv_dim * k_tile, kv_dim, off, scores, n_pad, w.w0 - w.base, n_pos - w.base,
-                          inv_sum, n_rep, hd, hd, out);
+                          inv_sum, n_rep, hd, L.v_dims, out);
         return;
     }
     const T* vw = v + w.w0 * kv_dim;              // V rows [w0, n_pos)
@@ -602,13 +602,19 @@ void attention_rows_tiled_f16(const kv_layout& L, const uint16_t* k, const uint1
 
 // ---- layout
 
-kv_layout kv_layout_make(int32_t kv_type, int64_t n_layer, int64_t n_head_kv, int64_t head_dim, bool v_in_k) {
+kv_layout kv_layout_make(int32_t kv_type, int64_t n_layer, int64_t n_head_kv, int64_t head_dim, bool v_in_k,
+                         int64_t v_dims) {
+    if (v_dims < 0 || v_dims > head_dim) {
+        throw std::invalid_argument("the values' dimensions " + std::to_string(v_dims) + " must be in [0, head size " +
+                                    std::to_string(head_dim) + "]");
+    }
     if (v_in_k && kv_type != TYPE_F32 && kv_type != TYPE_F16) {
         throw std::invalid_argument("a KV cache whose values are its keys (multi-head latent attention) supports f16 "
                                     "and f32 only");
     }
     kv_layout L;
     L.v_in_k = v_in_k;
+    L.v_dims = v_dims == 0 ? head_dim : std::min(head_dim, (v_dims + 15) / 16 * 16);
     L.type = kv_type;
     L.n_layer = n_layer;
     L.n_head_kv = n_head_kv;
@@ -840,9 +846,10 @@ void attention_values_part(const kv_layout& L, const uint8_t* v, const float* p,
         if (d0 == 0) values_q8_all(L, v, g, n_rep, p, n_pad, n_pos, inv_sum, out);
         return;
     }
-    if (L.v_in_k) {   // v is k: the part's dimensions from K's tiles
+    if (L.v_in_k) {   // v is k: the part's dimensions from K's tiles (none past the values' dimensions)
+        if (d0 >= L.v_dims) return;
         tile_values_group(reinterpret_cast<const uint16_t*>(v), L.kv_dim, g * L.head_dim + d0, p, n_pad, 0, n_pos,
-                          inv_sum, n_rep, L.head_dim, std::min<int64_t>(k_attention_split_dims, L.head_dim - d0), out + d0);
+                          inv_sum, n_rep, L.head_dim, std::min<int64_t>(k_attention_split_dims, L.v_dims - d0), out + d0);
         return;
     }
     weighted_values_group<2>(reinterpret_cast<const uint16_t*>(v), L.kv_dim, g * L.head_dim + d0, p, n_pad, n_pos,

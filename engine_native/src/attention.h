@@ -50,13 +50,18 @@ struct kv_layout {
     // the values read K's rows (rows layout) or its tiles, each tile's 16 positions turned into rows
     // on the fly, so every output float is the one a V buffer of the same rows gives
     bool v_in_k = false;
+    // where V is K: the values' dimensions of each head, its first v_dims (deepseek2's latent, without the
+    // rotated key part after it; a multiple of 16 up to head_dim); the outputs past them are not written
+    int64_t v_dims = 0;
     size_t bytes_per_token() const { return size_t(n_layer) * (v_in_k ? 1 : 2) * row_bytes; }
     size_t k_bytes(int64_t capacity) const;   // one layer's K buffer
     size_t v_bytes(int64_t capacity) const;   // one layer's V buffer (0 when v_in_k)
 };
 
-// Throws std::invalid_argument naming an unsupported combination (v_in_k: f16 / f32 only).
-kv_layout kv_layout_make(int32_t kv_type, int64_t n_layer, int64_t n_head_kv, int64_t head_dim, bool v_in_k = false);
+// Throws std::invalid_argument naming an unsupported combination (v_in_k: f16 / f32 only). v_dims (with
+// v_in_k; 0: head_dim) is rounded up to a multiple of 16.
+kv_layout kv_layout_make(int32_t kv_type, int64_t n_layer, int64_t n_head_kv, int64_t head_dim, bool v_in_k = false,
+                         int64_t v_dims = 0);
 
 // Store one position's K and V (kv_dim floats each; v_row unused when v_in_k).
 void kv_store(const kv_layout& L, uint8_t* k, uint8_t* v, int64_t pos, const float* k_row, const float* v_row);

@@ -79,8 +79,9 @@ engine::engine(const std::string& model_path, const engine_params& params) : par
         // deepseek2: the latent is K and V at once (one buffer; the values read the keys), save in q8_0
         // (whose K tiles hold quantized blocks: V keeps rows of its own there)
         const bool v_in_k = h.mla() && kv_type_id != TYPE_Q8_0;
-        kv_ = kv_layout_make(kv_type_id, h.n_layer, h.n_head_kv, h.head_dim, v_in_k);
-        kvh_ = kv_layout_make(kv_type_id, h.n_layer, 1, h.head_dim, v_in_k);
+        // (the heads' outputs past the latent, the rotated key part's, are never read: not computed)
+        kv_ = kv_layout_make(kv_type_id, h.n_layer, h.n_head_kv, h.head_dim, v_in_k, h.kv_lora_rank);
+        kvh_ = kv_layout_make(kv_type_id, h.n_layer, 1, h.head_dim, v_in_k, h.kv_lora_rank);
     } catch (const std::invalid_argument& e) {
         throw engine_error(std::string("kv_type ") + params_.kv_type + ": " + e.what());
     }

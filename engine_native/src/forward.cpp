@@ -105,7 +105,8 @@ void engine::plan_attention_parts(const batch_row* rows, int64_t n) {
         for (int64_t g = 0; g < h.n_head_kv; g++) {
             for (int64_t t = 0; t < n_tiles; t += k_split_tiles)
                 p.scores.push_back({r, g, t, std::min(n_tiles, t + k_split_tiles)});
-            for (int64_t d = 0; d < h.head_dim; d += k_attention_split_dims) p.values.push_back({r, g, d, 0});
+            const int64_t v_dims = kvh_.v_in_k ? kvh_.v_dims : h.head_dim;   // deepseek2: the latent's only
+            for (int64_t d = 0; d < v_dims; d += k_attention_split_dims) p.values.push_back({r, g, d, 0});
         }
     }
     if (part_scores_.size() < size_t(p.offset.back())) part_scores_.resize(size_t(p.offset.back()));
