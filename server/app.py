@@ -63,11 +63,9 @@ def model_path(config: ServerConfig) -> Path:
         if path.is_dir():
             raise FileNotFoundError(f"--model {config.model}: a folder, not a GGUF file "
                                     f"(`strata models --dir {config.model}` lists the GGUF files in it)")
-        if not path.is_file():
-            from strata.engine.models import no_such_model
+        from strata.engine.models import resolve_model
 
-            raise FileNotFoundError(no_such_model("--model", config.model))
-        return path
+        return resolve_model("--model", config.model)   # a path, or the id `strata models` shows
     from strata.engine.models import default_model_path
 
     return default_model_path()

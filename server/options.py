@@ -104,7 +104,8 @@ def _to_bool(raw: Any) -> bool:
 
 # The server's and the engine's options. Defaults are the product's; docs/configuration.md lists them.
 OPTIONS: tuple[Option, ...] = (
-    Option("model", str, None, "GGUF model file (default: the bundled SmolLM2-135M-Instruct)", metavar="PATH"),
+    Option("model", str, None, "GGUF model file, or the id `strata models` shows (default: the bundled "
+           "SmolLM2-135M-Instruct)", metavar="PATH"),
     Option("ctx", int, 8192, "context size of the solo path (main context), in tokens", minimum=16),
     Option("batch", int, 4, "number of batch slots; 0 = the solo path only, one request at a time", minimum=0,
            maximum=256),

@@ -14,7 +14,6 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -70,7 +69,7 @@ def run_bench(model_path, threads: int | None = None, quick: bool = False, kv_ty
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="GGUF file (default: the default model)")
+    parser.add_argument("--model", help="GGUF file, or the id `strata models` shows (default: the default model)")
     parser.add_argument("--threads", type=int, default=None, help="threads (default: physical cores)")
     parser.add_argument("--kv-type", default="f16", choices=("f16", "q8_0"), help="KV cache type")
     parser.add_argument("--backend", default="cpu", choices=("cpu", "cuda", "auto"),
@@ -89,11 +88,14 @@ def run(args) -> int:
         except FileNotFoundError as e:
             print(f"strata bench: no --model given: {e}", file=sys.stderr)
             return 2
-    elif not Path(model).expanduser().is_file():
-        from strata.engine.models import no_such_model
+    else:
+        from strata.engine.models import resolve_model
 
-        print(f"strata bench: {no_such_model('--model', model)}", file=sys.stderr)
-        return 2
+        try:
+            model = resolve_model("--model", model)   # a path, or the id `strata models` shows
+        except FileNotFoundError as e:
+            print(f"strata bench: {e}", file=sys.stderr)
+            return 2
     if args.threads is not None and args.threads < 1:
         print(f"strata bench: --threads must be >= 1, got {args.threads}", file=sys.stderr)
         return 2

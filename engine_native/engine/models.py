@@ -134,10 +134,14 @@ def _count(value) -> int:
     return value if isinstance(value, int) and value > 0 else 0
 
 
-def no_such_model(flag: str, name: str) -> str:
-    """The message for `flag NAME` naming no file. `strata models` shows ids (file names without .gguf), and a
-    new user gave one (`--model GLM-4.7-Flash-Q4_K_M`): the file of that id in the default model's package or
-    the models folder is named, with the flag to give (file names only: no header is read)."""
+def resolve_model(flag: str, name: str) -> Path:
+    """The file `flag NAME` means: NAME itself when it is a file, else the one file whose id (its name without
+    .gguf, what `strata models` shows) is NAME in the default model's package or the models folder (a new user
+    gave `--model GLM-4.7-Flash-Q4_K_M`, as setup takes it). FileNotFoundError saying what to give otherwise.
+    File names only: no header is read."""
+    path = Path(name).expanduser()
+    if path.is_file():
+        return path
     found = []
     try:
         found.append(default_model_path())
@@ -146,11 +150,13 @@ def no_such_model(flag: str, name: str) -> str:
     folder = user_models_dir()
     if folder.is_dir():
         found += sorted(p for p in folder.rglob("*.gguf") if p.is_file())
-    same = [p for p in found if p.stem == name or p.name == name]
+    same = [p for p in found if p.stem == name]
+    if len(same) == 1:
+        return same[0]
     if same:
-        return (f"{flag} {name}: no such file; that is the id of {same[0]} in `strata models`: "
-                f"{flag} takes its path ({flag} {same[0]})")
-    return f"{flag} {name}: no such file (`strata models` lists the GGUF files Strata can find)"
+        raise FileNotFoundError(f"{flag} {name}: no such file, and {len(same)} files have that id: give the path of "
+                                f"one ({', '.join(map(str, same))})")
+    raise FileNotFoundError(f"{flag} {name}: no such file (`strata models` lists the GGUF files Strata can find)")
 
 
 def find_models(dirs: Iterable[Path | str] = (), *, include_default: bool = True,
