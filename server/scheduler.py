@@ -145,6 +145,11 @@ class Scheduler:
                                f"--queue {n}); retry later",
                                headers={"Retry-After": "2"})
             self._n_pending += 1
+            if self.timeline is not None:   # shared_tokens against the turns that arrived before it
+                try:
+                    self.timeline.arrived(job)
+                except Exception:
+                    log.exception("timeline write failed")
             self._inbox.append(job)
             self._cv.notify()
 
