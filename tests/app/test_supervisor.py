@@ -39,15 +39,20 @@ def test_a_crash_loop_gives_up_with_the_reason(tmp_path):
     assert log.count("---- ") == 3 and log.count("model file is gone") == 3
 
 
-def test_a_refused_configuration_is_not_retried(tmp_path):
-    bad = tmp_path / "config.toml"
-    bad.write_text("ctx = 'many'\n")
-    sup = ServerSupervisor(bad, tmp_path / "logs", restart=RestartConfig(max_retries=3))
+def failed_start(tmp_path, config_text: str):
+    """The supervisor's state once a server started on this configuration has failed (3 retries allowed)."""
+    config = tmp_path / "config.toml"
+    config.write_text(config_text)
+    sup = ServerSupervisor(config, tmp_path / "logs", restart=RestartConfig(max_retries=3))
     sup.start()
     try:
-        st = wait_state(sup, {"failed"}, timeout=90)
+        return wait_state(sup, {"failed"}, timeout=90)
     finally:
         sup.stop()
+
+
+def test_a_refused_configuration_is_not_retried(tmp_path):
+    st = failed_start(tmp_path, "ctx = 'many'\n")
     assert st.restarts == 0
     assert "refused its configuration" in st.detail and "ctx" in st.detail
 
@@ -55,14 +60,7 @@ def test_a_refused_configuration_is_not_retried(tmp_path):
 def test_a_refusal_reaches_the_window_whole_without_the_log_prefix(tmp_path):
     # the memory check's refusal (~300 characters) was cut at 200 with its time and logger first, so the
     # status bar read "... of the 22.6 GiB of memory available: lower --ct" without what to lower
-    config = tmp_path / "config.toml"
-    config.write_text("ctx = 1000000\nbatch = 8\nslot_ctx = 1000000\nthreads = 1\n")
-    sup = ServerSupervisor(config, tmp_path / "logs", restart=RestartConfig(max_retries=3))
-    sup.start()
-    try:
-        st = wait_state(sup, {"failed"}, timeout=90)
-    finally:
-        sup.stop()
+    st = failed_start(tmp_path, "ctx = 1000000\nbatch = 8\nslot_ctx = 1000000\nthreads = 1\n")
     assert "exited with status 2 (the contexts asked for need" in st.detail, st.detail
     assert "lower --ctx, --slot-ctx or --batch" in st.detail and "sizes them for this machine))" in st.detail, st.detail
     assert server_message("2026-12-02 09:10:53,010 ERROR strata.server: no model") == "no model"
