@@ -1,7 +1,8 @@
 """Output equality on the real engine: a conversation continued after its state came back from any
 level (RAM, warm, cold, segment, system-prompt, ladder, session) gives the same greedy tokens and
 bit-identical logits as a fresh read of the whole prompt; conversations evicting each other never
-restore another's state. The tiny generated model, and the default model when installed."""
+restore another's state. The tiny generated model (llama, and deepseek2 whose cache images hold K rows
+only), and the default model when installed."""
 
 from __future__ import annotations
 
@@ -50,9 +51,14 @@ class Clock:
         return self.t
 
 
-@pytest.fixture(scope="module")
-def tiny_engine(tiny_model_factory):
-    return Engine(tiny_model_factory(), n_ctx=2048, n_slots=3, n_threads=1)
+# the tiny llama, and a tiny deepseek2 whose KV keeps no V (its latent row read as both: kv_read / snapshots
+# carry K rows only) in the tiled layout (a row of 48 + 16)
+TINY_MODELS = {"llama": {}, "deepseek2": {"arch": "deepseek2", "n_expert": 4, "n_rot": 16, "mla": {"kv_lora_rank": 48}}}
+
+
+@pytest.fixture(scope="module", params=list(TINY_MODELS))
+def tiny_engine(request, tiny_model_factory):
+    return Engine(tiny_model_factory(**TINY_MODELS[request.param]), n_ctx=2048, n_slots=3, n_threads=1)
 
 
 def make(eng, tmp_path, clock=None, environ=None, **opts):
