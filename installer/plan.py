@@ -313,11 +313,11 @@ def parse_answer(q: Question, text: str, s: Situation, a: Answers, p: PlanParame
 def _parse_ctx(text: str, s: Situation, p: PlanParameters) -> int:
     model = _need_model(s, p)
     low = text.lower().replace("_", "")
-    scale = 1024 if low.endswith("k") else 1
+    scale = {"k": 1024, "m": 1024 * 1024}.get(low[-1:], 1)   # 32k, 1m (as models' contexts are named)
     try:
-        ctx = int(low.rstrip("k")) * scale
+        ctx = int(low[:-1] if scale > 1 else low) * scale
     except ValueError:
-        raise AnswerError(f"{text!r} is not a number of tokens (for example 8192 or 32k)") from None
+        raise AnswerError(f"{text!r} is not a number of tokens (for example 8192, 32k or 1m)") from None
     if ctx < p.min_ctx:
         raise AnswerError(f"{ctx} tokens is below the smallest context ({p.min_ctx})")
     if ctx > model.n_ctx_train:

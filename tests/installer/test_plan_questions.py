@@ -50,6 +50,8 @@ def test_the_flow_before_seed_002_asks_only_model_and_context():
     ("ctx", "lots", "is not a number of tokens"),
     ("ctx", "100", "below the smallest context"),
     ("ctx", "262144", "beyond the 131072 the model was trained on"),
+    ("ctx", "1m", "1048576 tokens is beyond the 131072"),   # read as 2^20 tokens (was 'not a number')
+    ("ctx", "kk", "is not a number of tokens"),
     ("model", "7", "7 is not in the list (1..1)"),
     ("model", "/models/notes.txt", "is not a .gguf file, nor the id of one listed (a number from the list, or a path)"),
 ])
