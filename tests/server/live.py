@@ -111,3 +111,29 @@ def sdk_clients(server: LiveServer) -> tuple[Any, Any]:
 
     return (openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=120),
             anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0, timeout=120))
+
+
+def check_reasoning_text_and_call(oai: Any, msgs: list, tools: list, args: dict) -> list:
+    """The live reasoning-format tests' OpenAI round trip (GLM, Seed-OSS): a scripted answer of reasoning
+    "Need ls.", text "Let me look." and one bash call of `args`, whole and streamed, and its second turn
+    reading nothing of the first again. Returns the streamed chunks."""
+    import json
+
+    r = oai.chat.completions.create(model="m", messages=msgs, tools=tools, temperature=0, max_tokens=40)
+    m = r.choices[0].message
+    assert (m.reasoning_content, m.content, r.choices[0].finish_reason) == ("Need ls.", "Let me look.", "tool_calls")
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in m.tool_calls] == [("bash", args)]
+    turn2 = msgs + [m.model_dump(exclude_none=True),
+                    {"role": "tool", "tool_call_id": m.tool_calls[0].id, "content": "a.py"}]
+    r2 = oai.chat.completions.create(model="m", messages=turn2, tools=tools, temperature=0, max_tokens=4)
+    # the template writes the reasoning, text and call back as the model wrote them: nothing is read again
+    assert r2.usage.prompt_tokens_details.cached_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+    chunks = list(oai.chat.completions.create(model="m", messages=msgs, tools=tools, temperature=0, max_tokens=40,
+                                              stream=True))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join(getattr(d, "reasoning_content", None) or "" for d in deltas) == "Need ls."
+    assert "".join(d.content or "" for d in deltas) == "Let me look."
+    calls = [tc for d in deltas for tc in (d.tool_calls or [])]
+    assert [json.loads("".join(tc.function.arguments or "" for tc in calls))] == [args]
+    return chunks

@@ -20,7 +20,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.server.live import LiveServer, sdk_clients
+from tests.server.live import LiveServer, check_reasoning_text_and_call, sdk_clients
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TEMPLATES = {name: (FIXTURES / f"{name}.jinja").read_text(encoding="utf-8") for name in ("GLM-4.6", "GLM-4.7-Flash")}
@@ -69,23 +69,7 @@ def served(tiny_model_factory, request):
 
 def test_openai_reasoning_text_and_typed_call_then_the_first_turn_reused(served):
     oai, _ = served
-    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40)
-    m = r.choices[0].message
-    assert (m.reasoning_content, m.content, r.choices[0].finish_reason) == ("Need ls.", "Let me look.", "tool_calls")
-    assert [(c.function.name, json.loads(c.function.arguments)) for c in m.tool_calls] == [("bash", ARGS)]
-    turn2 = MSGS + [m.model_dump(exclude_none=True),
-                    {"role": "tool", "tool_call_id": m.tool_calls[0].id, "content": "a.py"}]
-    r2 = oai.chat.completions.create(model="m", messages=turn2, tools=TOOLS, temperature=0, max_tokens=4)
-    # the template writes the reasoning, text and call back as the model wrote them: nothing is read again
-    assert r2.usage.prompt_tokens_details.cached_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
-
-    chunks = list(oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40,
-                                              stream=True))
-    deltas = [c.choices[0].delta for c in chunks if c.choices]
-    assert "".join(getattr(d, "reasoning_content", None) or "" for d in deltas) == "Need ls."
-    assert "".join(d.content or "" for d in deltas) == "Let me look."
-    calls = [tc for d in deltas for tc in (d.tool_calls or [])]
-    assert [json.loads("".join(tc.function.arguments or "" for tc in calls))] == [ARGS]
+    chunks = check_reasoning_text_and_call(oai, MSGS, TOOLS, ARGS)
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["tool_calls"]
 
 
