@@ -46,7 +46,11 @@ namespace strata {
 namespace {
 
 constexpr int MAX_NT = 8;                      // tokens per tile: 8 accumulators + 8 weight vectors
-constexpr size_t PREFETCH_BYTES = 16384;       // as quants-tiling.h: ahead in the weight stream
+// Weights 16 KiB ahead, into L2 (T1): a T0 prefetch holds one of L1's few fill buffers until its line
+// arrives, which on a mesh Xeon (session 13's VM, lines from a far L3 slice) capped one thread's stream:
+// Q4_1 / Q8_0 streamed 96 MiB at 1 token 21-22 -> 25-30 G weights/s, 4 tokens 14-19 -> 18-26;
+// Q4_K / Q5_K below likewise (+10-20% at 1 token); Q6_K measured no better and keeps T0.
+constexpr size_t PREFETCH_BYTES = 16384;
 constexpr size_t ACT_TILE_BYTES = 256 * 1024;  // prepared activations kept in L2 across all groups
 
 inline __m512i bcast_u32(const uint8_t* p) {
@@ -88,7 +92,7 @@ void packed_tile(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb, flo
         const uint8_t* blk = g + size_t(b) * F::BLOCK;
         if (prefetch) {
 #pragma GCC unroll 9
-            for (size_t o = 0; o < F::BLOCK; o += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + PREFETCH_BYTES + o), _MM_HINT_T0);
+            for (size_t o = 0; o < F::BLOCK; o += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + PREFETCH_BYTES + o), _MM_HINT_T1);
         }
         __m512i w[8];   // (8, 16) lane r: 4 unsigned quants of row r, elements 4j..4j+3 of the block
         if (Q4) {
@@ -147,7 +151,7 @@ void packed_tile_q45_K(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xr
             const int q = u >> 1, h = u & 1;
             if (prefetch) {   // the block 12 KiB ahead, 5 of its 37 lines a step (Q5_K: 6 of 45; a burst stalls decode)
                 for (size_t o = size_t(u) * STEP_LINES; o < std::min<size_t>(BLOCK, size_t(u) * STEP_LINES + STEP_LINES); o += 64) {
-                    _mm_prefetch(reinterpret_cast<const char*>(blk + Q4_K_PREFETCH_BYTES + o), _MM_HINT_T0);
+                    _mm_prefetch(reinterpret_cast<const char*>(blk + Q4_K_PREFETCH_BYTES + o), _MM_HINT_T1);
                 }
             }
             // (16,) int32 lane r: scale of row r (high int16 zero, so vpdpwssd adds dot * scale)
