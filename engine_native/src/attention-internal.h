@@ -22,11 +22,13 @@ constexpr int64_t k_max_rep = 64;
 
 // Software prefetch of the cache lines of [p, p + bytes) (no-op off x86): attention reads each
 // row's K tiles and V rows of one kv head, strided by the other heads' data, from memory at batched
-// decode (several contexts' caches do not stay in L3 next to the weights).
+// decode (several contexts' caches do not stay in L3 next to the weights). Into L2 (T1), as the
+// packed weight products: a T0 prefetch holds an L1 fill buffer for the whole trip to a far L3
+// slice (4 rows x 1,500 positions decoded 6-10% faster on session 13's mesh Xeon, 1 row the same).
 inline void prefetch_bytes(const void* p, size_t bytes) {
 #if defined(__x86_64__) || defined(_M_X64)
     const char* c = static_cast<const char*>(p);
-    for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+    for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_T1);
 #else
     (void)p;
     (void)bytes;
