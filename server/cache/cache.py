@@ -151,7 +151,7 @@ class ConversationCache:
                     log.warning("conversation cache %s level %s: %s; the level is off (nothing is kept there): "
                                 "give --conversation-cache-%s-dir a folder this user can write", lc.name, lc.folder,
                                 lvl.state, lc.name)
-        self.cascade = Cascade(levels, config.conversation_cache_when_full)
+        self.cascade = Cascade(levels, config.conversation_cache_when_full, on_event=self._on_cascade_event)
         self.ram: RamLevel | None = levels[0] if levels and isinstance(levels[0], RamLevel) else None
         self.first_disk = next((i for i, lv in enumerate(levels) if isinstance(lv, DiskLevel)), None)
         self.segments = self._prefix_store("segment", config.segment_dir, config.conversation_cache_segment_mib,
@@ -270,7 +270,7 @@ class ConversationCache:
                 room, room_why = self.cascade.make_room(0, entry.n_bytes, now)
                 if room:
                     self.ram.add(entry)
-                    self._supersede(tokens, key)
+                    self._supersede(tokens, key, durable=False)
             if not room:
                 if self.first_disk is not None and available >= snapshot_mib + c.conversation_cache_park_min_free_mib:
                     destination, why = policy.DISK, f"RAM level refused ({room_why}); spill to disk"
@@ -287,14 +287,29 @@ class ConversationCache:
             self.enforce()
         return ParkResult(destination, adm.floor, key, n, entry.n_bytes, why)
 
-    def _supersede(self, tokens: np.ndarray, keep: str) -> None:
-        """Discard conversation entries whose history is a strict prefix of `tokens` (caller locks)."""
+    def _supersede(self, tokens: np.ndarray, keep: str, *, durable: bool = True) -> None:
+        """Discard conversation entries whose history is a strict prefix of `tokens` (caller locks).
+
+        `durable` = False (the newer history is in RAM only): disk entries are kept, since a crash
+        before the newer one reaches disk would otherwise lose the whole history; they are discarded
+        when it gets there (a spill, or a degradation out of RAM: `_on_cascade_event`)."""
         for lvl in self.cascade.levels:
+            if not durable and not isinstance(lvl, RamLevel):
+                continue
             for e in list(lvl.entries.values()):
                 if (e.key != keep and e.kind == "conversation" and e.n_tokens < tokens.shape[0]
                         and _prefix_len(e.tokens, tokens) == e.n_tokens):
-                    self.cascade.discard(e.key, "superseded")
+                    self.cascade.discard(e.key, "superseded", ram_only=not durable)
                     self.superseded += 1
+
+    def _on_cascade_event(self, ev: tuple) -> None:
+        """A history degraded out of RAM is on disk now: the disk prefixes it supersedes can go."""
+        action, level, key = ev[0], ev[1], ev[2]
+        if action != "degrade" or level != "ram":
+            return
+        found = self.cascade.find(key)
+        if found is not None and getattr(found[1], "kind", "") == "conversation":
+            self._supersede(found[1].tokens, key)
 
     def _save_prefixes(self, ctx: int, tokens: np.ndarray, now: float) -> None:
         """Segment tier and system-prompt cache: write the anchored prefixes that are missing."""

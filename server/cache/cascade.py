@@ -132,10 +132,13 @@ class Cascade:
         self._event("degrade", src.name, key, f"{cause} -> {dst.name}")
         return True, "moved"
 
-    def discard(self, key: str, why: str) -> bool:
-        """Remove `key` from every level (supersede, compaction, an unreadable image)."""
+    def discard(self, key: str, why: str, *, ram_only: bool = False) -> bool:
+        """Remove `key` from every level (supersede, compaction, an unreadable image); `ram_only`:
+        from the RAM level alone (a history superseded by one that is not on disk yet)."""
         found = False
         for lvl in self.levels:
+            if ram_only and not isinstance(lvl, RamLevel):
+                continue
             if key in lvl.entries:
                 lvl.forget(key)
                 self._event("discard", lvl.name, key, why)

@@ -116,10 +116,10 @@ def test_lookup_longest_prefix_ties_to_fastest(make_cache, clock):
     assert cache.lookup(h + [1]).level == "ram"
     clock.t += 1
     longer = h + [1, 50, 51, 52, 53]
-    park_history(cache, longer)  # supersedes h (a strict prefix) in every level
+    park_history(cache, longer)  # supersedes h (a strict prefix) in RAM; cold keeps it until longer is on disk
     assert cache.superseded == 1
-    assert [e[:2] for e in cache.cascade.events if e[0] == "discard"] == [("discard", "ram"), ("discard", "cold")]
-    assert len(cache.ram.entries) == 1 and not cold.entries
+    assert [e[:2] for e in cache.cascade.events if e[0] == "discard"] == [("discard", "ram")]
+    assert len(cache.ram.entries) == 1 and len(cold.entries) == 1
     hit = cache.lookup(longer + [1])
     assert hit.n_tokens == len(longer)
     # a prompt that branches inside the history still reuses the common part
@@ -228,3 +228,26 @@ def test_a_discard_warns_only_when_a_level_could_have_kept_it(make_cache, caplog
     assert park_history(on, history(6)).destination == "discard"
     discards = [r for r in caplog.records if "park discarded" in r.getMessage()]
     assert [r.levelno for r in discards] == [logging.WARNING]
+
+
+def test_ram_park_keeps_the_disk_prefix_until_it_is_on_disk(make_cache, clock):
+    """A continued conversation parked in RAM must not delete its shorter history from disk: a crash
+    before the longer one reaches disk lost both (a new-user trial: the next turn after kill -9 read
+    6,203 tokens again). The disk copy goes once the longer history is on disk (here: a clean stop)."""
+    cache = make_cache(conversation_cache_mib=100, conversation_cache_cold_mib=100, conversation_cache_park="disk")
+    h = history(8, 40)
+    park_history(cache, h)
+    cache.flush()
+    cold = cache.cascade.levels[1]
+    assert len(cold.entries) == 1
+    cache.park_target = "ram"  # the next turn parks in RAM, as with --conversation-cache-park ram
+    clock.t += 1
+    longer = h + [1, 60, 61, 62, 63]
+    assert park_history(cache, longer).destination == "ram"
+    assert len(cold.entries) == 1 and cache.superseded == 0
+    crashed = make_cache(conversation_cache_cold_mib=100)  # a restart after a crash: only the disk is left
+    assert crashed.lookup(longer + [1]).n_tokens == len(h)
+    clock.t += 1
+    cache.close()  # the clean stop hands RAM to disk: the shorter copy is superseded there
+    assert cache.superseded == 1
+    assert [e.n_tokens for e in cold.entries.values()] == [len(longer)]
