@@ -90,7 +90,7 @@ def parse_input(body: dict) -> list[dict]:
     for where, item in f.objects(items, "input"):
         kind = item.get("type", "message" if "role" in item else None)
         if kind == "message":
-            role = ROLES.get(item.get("role"))
+            role = ROLES.get(item["role"]) if isinstance(item.get("role"), str) else None   # [1] is no key
             if role is None:
                 raise APIError(400, f"{where}.role must be one of {', '.join(ROLES)}; got {item.get('role')!r}",
                                param="input")
