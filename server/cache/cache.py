@@ -15,6 +15,7 @@ import importlib
 import json
 import logging
 import os
+import shutil
 import threading
 import time
 from collections import Counter, deque
@@ -97,6 +98,21 @@ def log_skipped_files(lvl: DiskLevel) -> None:
                     "has them by reason)", lvl.name, len(bad) - MAX_SKIPPED_LOGGED)
 
 
+def warn_budget_beyond_free_space(lvl: DiskLevel) -> None:
+    """A budget the volume cannot hold: writes fail with 'No space left' long before the budget evicts."""
+    if lvl.state != "on" or not lvl.budget_bytes:
+        return
+    try:
+        room = shutil.disk_usage(lvl.folder).free + lvl.used_bytes
+    except OSError:
+        return
+    if lvl.budget_bytes > room:
+        log.warning("conversation cache %s level %s: budget %d MiB but its volume has room for %d MiB (free "
+                    "space plus the level's files): writes will fail when the volume fills, before the budget "
+                    "evicts anything; lower --conversation-cache-%s-mib to at most %d or free space there",
+                    lvl.name, lvl.folder, lvl.budget_bytes // MIB, room // MIB, lvl.name, room // MIB)
+
+
 def _forget_case_twins(lvl: DiskLevel, name: str) -> None:
     """Unindex the sessions whose files are `name`'s under another case: on a case-insensitive file system
     (Windows, macOS) 'Agent' and 'agent' name the same files, so saving one overwrote the other's, which
@@ -145,6 +161,7 @@ class ConversationCache:
                                 io=self.io, piece_bytes=piece_bytes)
                 lvl.open()
                 log_skipped_files(lvl)
+                warn_budget_beyond_free_space(lvl)
                 if lvl.state == "on":
                     levels.append(lvl)
                 else:
@@ -394,12 +411,34 @@ class ConversationCache:
             self._pending.pop(key, None)  # the RAM copy is freed here, written or not
             if not room:
                 self.spill_failures += 1
+                if self._keep_in_ram(entry):
+                    log.warning("spill of %s to %s refused (%s); kept in RAM instead (check the space and "
+                                "budget of %s)", key, lvl.name, why, lvl.folder)
+                    return
                 self.parks["discard"] += 1
-                log.warning("spill of %s to %s refused (%s); discards=%d", key, lvl.name, why, self.parks["discard"])
+                log.warning("spill of %s to %s refused (%s); discards=%d (check the space and budget of %s)",
+                            key, lvl.name, why, self.parks["discard"], lvl.folder)
                 return
             lvl.add(written)
             self._supersede(entry.tokens, key)
             self.cascade.make_room(i, 0, self.clock())
+
+    def _keep_in_ram(self, entry: RamEntry) -> bool:
+        """A capture the disk refused goes to the RAM level when the parking floor and its budget allow
+        (caller locks): better than discarding a history RAM can hold."""
+        if self.ram is None or self._closed:
+            return False
+        c = self.config
+        adm = policy.decide_admission(self.memory.available_mib(), entry.n_bytes / MIB,
+                                      c.conversation_cache_min_free_mib, c.conversation_cache_park_min_free_mib,
+                                      policy.RAM, ram_on=True, disk_on=False)
+        if adm.destination != policy.RAM:
+            return False
+        room, _ = self.cascade.make_room(0, entry.n_bytes, self.clock())
+        if room:
+            self.ram.add(entry)
+            self._supersede(entry.tokens, entry.key, durable=False)
+        return room
 
     def flush(self) -> None:
         """Wait until every queued spill is written (tests, shutdown)."""
@@ -589,8 +628,15 @@ class ConversationCache:
         if persist and self.ram is not None and self.first_disk is not None:
             with self._lock:
                 now = self.clock()
+                lost, why = 0, ""
                 for key in sorted(self.ram.entries, key=lambda k: self.ram.entries[k].sealed_at):
-                    self.cascade.degrade(0, key, now, cause="shutdown")
+                    ok, reason = self.cascade.degrade(0, key, now, cause="shutdown")
+                    lost, why = (lost + 1, reason) if not ok else (lost, why)
+                if lost:
+                    disk = self.cascade.levels[self.first_disk]
+                    log.warning("stopping: %d conversation histories could not be written to the %s level %s "
+                                "(last: %s); they are lost (check the space and budget of that folder)",
+                                lost, disk.name, disk.folder, why)
 
     # -- visible --------------------------------------------------------------------------------
 

@@ -1,0 +1,65 @@
+"""A disk level that fills up before its budget does: a spill the disk refuses stays in RAM when RAM
+can hold it, a clean stop says which histories it could not write, and a budget larger than the
+volume is a warning at start-up (new-user trial: a 1024 MiB cold level on a 2 MiB volume discarded
+9 parks with RAM 8192 MiB empty, and the stop lost 11 RAM histories without a word)."""
+
+from __future__ import annotations
+
+import shutil
+
+from strata.server.cache.fileio import FullDiskIO
+
+from tests.cache.conftest import history, park_history
+
+from .test_park_restore import continue_from_cache, fresh_continuation
+
+
+def test_spill_refused_by_a_full_disk_stays_in_ram(make_cache, caplog):
+    io = FullDiskIO(capacity=300_000)  # less than one image
+    cache = make_cache(io=io, conversation_cache_mib=100, conversation_cache_cold_mib=100,
+                       conversation_cache_park="disk")
+    h = history(21, 60)
+    with caplog.at_level("WARNING", logger="strata.cache"):
+        assert park_history(cache, h).destination == "disk"
+        cache.flush()
+    assert cache.spill_failures == 1 and cache.parks["discard"] == 0
+    assert len(cache.ram.entries) == 1
+    assert any("kept in RAM instead" in r.getMessage() and "No space left" in r.getMessage() for r in caplog.records)
+    prompt = h + [1, 400]
+    hit, res, out, read = continue_from_cache(cache, prompt)
+    assert hit.level == "ram" and res.n_tokens == 60 and read == 2
+    assert out == fresh_continuation(prompt)
+
+
+def test_spill_refused_without_ram_level_is_a_counted_discard(make_cache):
+    io = FullDiskIO(capacity=300_000)
+    cache = make_cache(io=io, conversation_cache_mib=0, conversation_cache_cold_mib=100)
+    park_history(cache, history(22, 60))
+    cache.flush()
+    assert cache.spill_failures == 1 and cache.parks["discard"] == 1
+
+
+def test_clean_stop_says_what_the_full_disk_could_not_keep(make_cache, folders, caplog):
+    io = FullDiskIO(capacity=300_000)
+    cache = make_cache(io=io, conversation_cache_mib=100, conversation_cache_cold_mib=100)
+    for seed in (23, 24, 25):
+        park_history(cache, history(seed, 60))
+    with caplog.at_level("WARNING", logger="strata.cache"):
+        cache.close()
+    (msg,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert msg.startswith("stopping: 3 conversation histories could not be written to the cold level")
+    assert str(folders["cold"]) in msg and "No space left" in msg
+
+
+def test_budget_beyond_the_volume_is_a_warning_at_start(make_cache, folders, caplog):
+    folders["cold"].mkdir(parents=True)
+    free_mib = shutil.disk_usage(folders["cold"]).free >> 20
+    with caplog.at_level("WARNING", logger="strata.cache"):
+        make_cache(conversation_cache_cold_mib=free_mib + 1024)
+    (msg,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert f"budget {free_mib + 1024} MiB but its volume has room for" in msg
+    assert "lower --conversation-cache-cold-mib" in msg
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="strata.cache"):
+        make_cache(conversation_cache_cold_mib=1)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
