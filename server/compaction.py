@@ -73,7 +73,7 @@ async def summarize(request: Any, state: Any, messages: list[dict], tools: list[
     its history is reused from its slot), and the generation's completion (usage, timings)."""
     prompt = messages + [{"role": "user", "content": SUMMARY_REQUEST}]
     tokens = await render_chat_async(state.engine, prompt, tools)
-    check_fits(len(tokens), state.engine.context_capacity(0))
+    check_fits(len(tokens), state.engine.context_capacity(0), param="input")
     job = Job(api="responses", prompt=tokens, max_tokens=min(max_tokens or SUMMARY_MAX_TOKENS, SUMMARY_MAX_TOKENS),
               sampling=SamplingParams(), stop=(), conversation=conversation)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()

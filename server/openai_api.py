@@ -232,7 +232,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if body.get("prompt") is None and "messages" in body:
         raise APIError(400, "'prompt' is required: chat 'messages' go to POST /v1/chat/completions", param="prompt")
     tokens = _prompt_tokens(state, body.get("prompt"))
-    check_fits(len(tokens), state.engine.context_capacity(0))
+    check_fits(len(tokens), state.engine.context_capacity(0), param="prompt")
     job = Job(api="openai", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_tokens",), 16),
               sampling=parse_sampling(body, n_vocab=state.engine.n_vocab),

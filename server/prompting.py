@@ -182,10 +182,11 @@ def tokens_key(tokens: list[int]) -> str:
     return hashlib.sha256(json.dumps(tokens[:256]).encode()).hexdigest()[:12]
 
 
-def check_fits(n_prompt: int, capacity: int, api: str = "openai") -> None:
+def check_fits(n_prompt: int, capacity: int, api: str = "openai", param: str = "messages") -> None:
     """A prompt must leave room for at least one generated token in the largest context. Worded as each
     API words it ("maximum context length" / "prompt is too long"), which is what agents look for in the
-    message to compact their conversation and retry."""
+    message to compact their conversation and retry; `param` is the field the prompt came from (`messages`,
+    completions' `prompt`, Responses' `input`)."""
     if n_prompt >= capacity:
         hint = f"the context holds {capacity} and the answer needs at least one; start the server with a larger --ctx"
         if api == "anthropic":
@@ -193,7 +194,7 @@ def check_fits(n_prompt: int, capacity: int, api: str = "openai") -> None:
         else:
             message = (f"This model's maximum context length is {capacity} tokens. However, the prompt is "
                        f"{n_prompt} tokens ({hint}).")
-        raise APIError(400, message, param="messages", code="context_length_exceeded")
+        raise APIError(400, message, param=param, code="context_length_exceeded")
     if n_prompt == 0:
         raise APIError(400, "the prompt is empty", param="prompt")
 

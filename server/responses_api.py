@@ -207,7 +207,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
     effort = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
     tokens = await render_chat_async(state.engine, messages, tools,
                                      template_vars=reasoning_effort(effort.get("effort"), "reasoning.effort"))
-    check_fits(len(tokens), state.engine.context_capacity(0))
+    check_fits(len(tokens), state.engine.context_capacity(0), param="input")
     job = Job(api="responses", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_output_tokens",), state.config.max_tokens_default),
               sampling=parse_sampling(body), stop=(), conversation=_conversation(body, messages))
