@@ -6,12 +6,16 @@ Shared by openai_api and anthropic_api; knows nothing of either API's meaning of
 from __future__ import annotations
 
 import json
+import logging
 import math
+import re
 from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
 from strata.server.errors import APIError
+
+log = logging.getLogger("strata.server")
 
 MAX_TOKENS_LIMIT = 1 << 20   # a max_tokens above this is a client bug, not a wish
 
@@ -30,13 +34,91 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
         raise APIError(413, f"the request body is larger than the limit of {limit} bytes (--max-body-mib)") from None
     if not raw.strip():
         raise APIError(400, "the request body is empty; expected a JSON object")
+    body = parse_json_body(raw)
+    if not isinstance(body, dict):
+        raise APIError(400, f"the request body must be a JSON object, got {type(body).__name__}")
+    return body
+
+
+MAX_JSON_DEPTH = 100   # arrays and objects inside each other; a real request (tool schemas included) nests < 20
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def parse_json_body(raw: bytes) -> Any:
+    """`raw` decoded as JSON text; 400 saying what is wrong for invalid UTF-8 or JSON and for nesting
+    deeper than MAX_JSON_DEPTH (Python's decoder raises RecursionError near 1,000 levels, and the
+    templates and tokenizers that read the body recurse too). A lone UTF-16 surrogate (a `\\ud800` escape
+    without its pair, what a JavaScript agent sends when it cuts a tool's output inside an emoji) becomes
+    U+FFFD, as a UTF-8 decoder does with a broken byte: no UTF-8 text can carry it to the tokenizer, and
+    a 400 would stop the agent's session, which resends the same text every turn."""
     try:
         body = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise APIError(400, f"the request body is not valid JSON: {e}") from None
-    if not isinstance(body, dict):
-        raise APIError(400, f"the request body must be a JSON object, got {type(body).__name__}")
-    return body
+    except RecursionError:
+        raise APIError(400, f"the request body nests arrays or objects more than {MAX_JSON_DEPTH} deep") from None
+    mended = _check_depth_and_mend_text(body, _SURROGATE_ESCAPE.search(raw) is not None)
+    if mended:
+        log.info("the request body held %d string(s) with a lone UTF-16 surrogate: each read with U+FFFD "
+                 "in its place", mended)
+    return _mend(body) if isinstance(body, str) else body
+
+
+def _check_depth_and_mend_text(body: Any, surrogates: bool) -> int:
+    """400 naming the place of the first value nested past MAX_JSON_DEPTH; with `surrogates` (the raw
+    body has a surrogate escape at all: raw UTF-8 cannot hold one) each string and key with a lone
+    surrogate is mended in place. Returns how many were. Iterative, and a place's name is built only for
+    the error (a prompt of many token ids costs one pass)."""
+    mended = 0
+    stack: list[tuple[Any, int, tuple | None]] = [(body, 0, None)] if isinstance(body, (dict, list)) else []
+    # (container, depth, (key, parent's link))
+    while stack:
+        v, depth, link = stack.pop()
+        if depth >= MAX_JSON_DEPTH:
+            where = _place(link)
+            raise APIError(400, f"the request body nests arrays or objects more than {MAX_JSON_DEPTH} deep "
+                                f"(at {where or 'the top'})", param=where or None)
+        kinds = (dict, list, str) if surrogates else (dict, list)
+        if isinstance(v, dict):
+            items = list(v.items())
+            if surrogates and any(_mend(k) is not k for k in v):
+                mended += sum(_mend(k) is not k for k in v)
+                items = [(_mend(k), x) for k, x in items]
+                v.clear()
+                v.update(items)
+        else:                       # scalars skipped in one comprehension (a prompt of token ids)
+            items = [(i, x) for i, x in enumerate(v) if isinstance(x, kinds)]
+        for k, item in reversed(items):
+            if isinstance(item, str):
+                if surrogates and (fixed := _mend(item)) is not item:
+                    v[k] = fixed
+                    mended += 1
+            elif isinstance(item, (dict, list)):
+                stack.append((item, depth + 1, (k, link)))
+    return mended
+
+
+def _mend(s: str) -> str:
+    """`s` itself when it is valid Unicode text, else a copy with U+FFFD for each lone surrogate."""
+    if s.isascii():
+        return s
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _place(link: tuple | None) -> str:
+    """`messages[0].content` from the chain of keys (innermost first) that leads to a value."""
+    keys = []
+    while link is not None:
+        keys.append(link[0])
+        link = link[1]
+    out = ""
+    for k in reversed(keys):
+        out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else k)
+    return out if len(out) <= 120 else out[:60] + "..." + out[-57:]
 
 
 def _type_name(v: Any) -> str:

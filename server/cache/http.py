@@ -33,6 +33,8 @@ async def _ctx_from_body(request: web.Request) -> int:
         body = await request.json()
     except ValueError:
         raise ValueError("body must be JSON") from None
+    except RecursionError:   # Python's decoder gives up near 1,000 levels
+        raise ValueError("body must be JSON of a sane depth (it nests arrays or objects ~1,000 deep)") from None
     if body is None:
         return 0
     if not isinstance(body, dict):

@@ -1,0 +1,302 @@
+"""Generated hostile bodies on every JSON endpoint of a real server (a fixed seed, a few hundred cases):
+each answer is a 4xx JSON error in that API's own shape whose message or `param` names the field that
+was damaged, or a normal answer; never a 500, never a dropped connection, and `/health` is still 200 at
+the end. Not here: the table of hand-written bad requests and their exact wording (test_bad_requests.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from tests.server.live import LiveServer
+
+SEED = 13
+N_MUTATIONS = 500
+
+TOOL_SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}}
+# one valid body per endpoint, with a value at every depth the API reads (tools, tool calls, content parts)
+VALID: dict[str, dict] = {
+    "/v1/chat/completions": {
+        "model": "tiny", "max_tokens": 3, "temperature": 0.5, "top_p": 0.9, "seed": 1, "stop": ["zz"],
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"}],
+        "tools": [{"type": "function", "function": {"name": "f", "description": "d", "parameters": TOOL_SCHEMA}}],
+        "tool_choice": "auto", "logit_bias": {"5": 1}},
+    "/v1/completions": {"model": "tiny", "prompt": "hi", "max_tokens": 3, "stop": ["zz"], "temperature": 0,
+                        "logit_bias": {"5": -1}, "seed": 2},
+    "/v1/responses": {
+        "model": "tiny", "instructions": "be brief", "max_output_tokens": 3, "temperature": 0.3,
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+                  {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                  {"type": "function_call_output", "call_id": "c1", "output": "ok"}],
+        "tools": [{"type": "function", "name": "f", "parameters": TOOL_SCHEMA}], "tool_choice": "auto"},
+    "/v1/messages": {
+        "model": "tiny", "max_tokens": 3, "system": "be brief", "stop_sequences": ["zz"], "temperature": 0.5,
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}],
+        "tools": [{"name": "f", "description": "d", "input_schema": TOOL_SCHEMA}], "tool_choice": {"type": "auto"}},
+}
+VALID["/v1/messages/count_tokens"] = {k: v for k, v in VALID["/v1/messages"].items() if k != "max_tokens"}
+VALID["/v1/responses/compact"] = {"model": "tiny", "max_output_tokens": 3,
+                                  "input": [{"role": "user", "content": "hi"}]}
+STREAMING = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages")
+
+DEEP = {"d": 0}
+for _ in range(150):
+    DEEP = {"d": DEEP}
+# values that are wrong somewhere: wrong types, edges of numbers, text no tokenizer expects
+JUNK: list[Any] = [
+    None, True, False, 0, -1, -0.0, 3.5, 1e308, -1e308, math.nan, math.inf, 2**70, -(2**70), "", "x",
+    "\ud800", "a\udc00b", "\x00", "🙂" * 50, "y" * 60_000, [], [None], [[[]]], {}, {"type": "bogus"},
+    {"": {"": None}}, DEEP, list(range(100)), ["s"] * 100,
+]
+# fields an API reads that the valid bodies leave out, each given a JUNK value
+EXTRA_FIELDS = ["n", "seed", "stream_options", "logit_bias", "stop", "tool_choice", "response_format",
+                "top_k", "min_p", "presence_penalty", "frequency_penalty", "max_completion_tokens", "user",
+                "metadata", "thinking", "reasoning", "text", "parallel_tool_calls", "best_of", "echo", "suffix",
+                "previous_response_id", "store", "background", "include", "truncation", "service_tier",
+                "reasoning_effort", "chat_template_kwargs", "ignore_eos", "stop_sequences", "system", "top_p"]
+# the brief's named attacks, each on the endpoint that reads the field
+NAMED: list[tuple[str, dict]] = [
+    ("/v1/chat/completions", {"stop": [f"s{i}" for i in range(100)]}),
+    ("/v1/messages", {"stop_sequences": [f"s{i}" for i in range(100)]}),
+    ("/v1/chat/completions", {"logit_bias": {"abc": 1, "-3": 2, "1e3": 1, "": 0, "5": "x"}}),
+    ("/v1/completions", {"logit_bias": {str(2**70): 1}}),
+    ("/v1/chat/completions", {"n": 2}),
+    ("/v1/completions", {"n": 2}),
+    ("/v1/chat/completions", {"seed": 2**64}),
+    ("/v1/chat/completions", {"seed": -(2**63) - 1}),
+    ("/v1/chat/completions", {"stream": True, "stream_options": "junk"}),
+    ("/v1/chat/completions", {"stream": True, "stream_options": {"include_usage": [1]}}),
+    ("/v1/chat/completions", {"tools": [{"type": "function", "function": {"name": "f", "parameters": [1]}}]}),
+    ("/v1/chat/completions", {"tools": [{"type": "function", "function": {"name": "f", "parameters": "s"}}]}),
+    ("/v1/messages", {"tools": [{"name": "f", "input_schema": 5}]}),
+    ("/v1/responses", {"tools": [{"type": "function", "name": "f", "parameters": []}]}),
+    ("/v1/chat/completions", {"tool_choice": {"type": "function", "function": {"name": "missing"}}}),
+    ("/v1/messages", {"tool_choice": {"type": "tool", "name": "missing"}}),
+    ("/v1/responses", {"tool_choice": {"type": "function", "name": "missing"}}),
+    ("/v1/messages", {"messages": [{"role": "user", "content": [{"type": "hologram", "data": 1}]}]}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "hologram"}]}]}),
+    ("/v1/responses", {"input": [{"role": "user", "content": [{"type": "hologram"}]}]}),
+    ("/v1/messages", {"messages": [{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]}]}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]}),
+    ("/v1/responses", {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}),
+    ("/v1/messages", {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
+                                                                 "content": [{"type": "image", "source": {}}]}]}]}),
+]
+
+
+def dumps(body: Any) -> bytes:
+    """JSON as a careless client writes it: NaN / Infinity literals and lone surrogates as \\u escapes."""
+    return json.dumps(body, allow_nan=True).encode()
+
+
+def paths(v: Any, prefix: tuple = ()) -> Iterator[tuple]:
+    """Every place inside `v` (keys and indexes from the top), containers before their contents."""
+    yield prefix
+    if isinstance(v, dict):
+        for k, x in v.items():
+            yield from paths(x, prefix + (k,))
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            yield from paths(x, prefix + (i,))
+
+
+def put(body: dict, path: tuple, value: Any) -> dict:
+    out = copy.deepcopy(body)
+    target = out
+    for k in path[:-1]:
+        target = target[k]
+    target[path[-1]] = value
+    return out
+
+
+def generated_cases() -> list[tuple[str, bytes, str]]:
+    """(path, raw body, the top-level field that was damaged or '' for the body itself)."""
+    rng = random.Random(SEED)
+    cases: list[tuple[str, bytes, str]] = []
+    for path, body in VALID.items():          # every place of every valid body: an array, an object, junk at random
+        for place in list(paths(body))[1:]:
+            for junk in ([1], {"k": 1}, rng.choice(JUNK)):
+                cases.append((path, dumps(put(body, place, junk)), str(place[0])))
+    endpoints = sorted(VALID)
+    while len(cases) < N_MUTATIONS:           # then random places and random extra fields
+        path = rng.choice(endpoints)
+        body = VALID[path]
+        if rng.random() < 0.5:
+            place = rng.choice(list(paths(body))[1:])
+        else:
+            place = (rng.choice(EXTRA_FIELDS),)
+        damaged = put(body, place, rng.choice(JUNK))
+        if path in STREAMING and rng.random() < 0.3:
+            damaged["stream"] = True
+        cases.append((path, dumps(damaged), str(place[0])))
+    for path, fields in NAMED:
+        cases.append((path, dumps({**VALID[path], **fields}), next(iter(fields))))
+    for path in endpoints:                    # the body itself
+        for raw in (b"[" * 5000 + b"]" * 5000, b'{"a":' * 2000 + b"1" + b"}" * 2000, b"\xff\xfe{}", b"null",
+                    b'"\\ud800"', b"1e999", b"{" + b'"k": 1, ' * 20_000 + b'"k": 2}', b'{"messages": NaN}'):
+            cases.append((path, raw, ""))
+    return cases
+
+
+CASES = generated_cases()
+
+
+@pytest.fixture(scope="module")
+def hostile_server(tiny_model):
+    with LiveServer(model=str(tiny_model), ctx=4096, batch=2, slot_ctx=2048, threads=1, max_body_mib=0.25,
+                    conversation_cache_mib=8) as server:
+        yield server
+
+
+def error_text(path: str, r: httpx.Response) -> str:
+    """The error's message and param, after checking the body has the shape of `path`'s API."""
+    body = r.json()
+    if path.startswith("/v1/messages"):
+        assert body["type"] == "error" and set(body["error"]) == {"type", "message"}, r.text
+        return body["error"]["message"]
+    assert set(body["error"]) == {"message", "type", "param", "code"}, r.text
+    return f"{body['error']['message']} {body['error']['param'] or ''}"
+
+
+def check_answer(path: str, raw: bytes, field: str, r: httpx.Response) -> None:
+    assert r.status_code < 500, f"{path} {raw[:300]!r}: {r.status_code} {r.text[:500]}"
+    if r.status_code >= 400:
+        text = error_text(path, r)
+        assert text.strip(), r.text
+        if field and not text.startswith("prompt is too long: "):   # Anthropic's wording, which agents read
+            # the damaged field by name (the API's own alias where the server reads the field so)
+            assert field in text or (field == "max_tokens" and "max_completion_tokens" in text), \
+                f"{path}: the error does not name {field!r}: {text} (body {raw[:300]!r})"
+        return
+    if r.headers.get("content-type", "").startswith("text/event-stream"):
+        assert r.text.rstrip().endswith(("[DONE]", "}")), r.text[-300:]
+    else:
+        r.json()
+
+
+def test_generated_hostile_bodies_get_4xx_naming_the_field_or_an_answer(hostile_server):
+    assert len(CASES) >= 300
+    failures = []
+    with httpx.Client(base_url=hostile_server.url, timeout=60) as client:
+        for path, raw, field in CASES:
+            try:    # a dropped connection raises here, as does a stream cut short
+                r = client.post(path, content=raw, headers={"Content-Type": "application/json"})
+                check_answer(path, raw, field, r)
+            except (AssertionError, httpx.HTTPError, ValueError) as e:
+                failures.append(f"{type(e).__name__}: {e}"[:700])
+        assert not failures, f"{len(failures)} of {len(CASES)} cases:\n" + "\n".join(failures[:20])
+        assert client.get("/health").status_code == 200
+        r = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
+                                                      "max_tokens": 2})
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] >= 1
+
+
+def test_a_lone_surrogate_is_read_as_a_replacement_character(hostile_server):
+    """A JavaScript agent that cuts a tool's output inside an emoji sends half a surrogate pair; the
+    text is read with U+FFFD there (a 400 would repeat every turn: the agent resends its history)."""
+    cut = '{"max_tokens": 2, "messages": [{"role": "user", "content": "a \\ud83d"}]}'
+    whole = '{"max_tokens": 2, "messages": [{"role": "user", "content": "a \\ufffd"}]}'
+    counts = []
+    for raw in (cut, whole):
+        r = httpx.post(hostile_server.url + "/v1/messages/count_tokens", content=raw,
+                       headers={"Content-Type": "application/json"}, timeout=60)
+        assert r.status_code == 200, r.text
+        counts.append(r.json()["input_tokens"])
+    assert counts[0] == counts[1]
+    r = httpx.post(hostile_server.url + "/v1/messages", content=cut, headers={"Content-Type": "application/json"},
+                   timeout=60)
+    assert r.status_code == 200 and r.json()["usage"]["output_tokens"] >= 1, r.text
+
+
+def test_nesting_past_the_limit_names_the_place(hostile_server):
+    deep = {"type": "object", "properties": {"a": {"type": "array", "items": []}}}
+    node = deep["properties"]["a"]
+    for _ in range(120):
+        node["items"] = {"type": "array", "items": {}}
+        node = node["items"]
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": deep}}]}
+    r = httpx.post(hostile_server.url + "/v1/chat/completions", json=body, timeout=60)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert "more than 100 deep" in err["message"] and err["param"].startswith("tools[0].function.parameters")
+
+
+def test_a_stream_cancelled_midway_frees_its_context(hostile_server):
+    for path, body in (("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+                       ("/v1/messages", {"messages": [{"role": "user", "content": "hi"}]}),
+                       ("/v1/responses", {"input": "hi"}),
+                       ("/v1/completions", {"prompt": "hi"})):
+        body = {**body, "stream": True, "max_tokens": 400, "max_output_tokens": 400, "ignore_eos": True}
+        if path == "/v1/responses":
+            body.pop("max_tokens")
+        else:
+            body.pop("max_output_tokens")
+        with httpx.stream("POST", hostile_server.url + path, json=body, timeout=60) as r:
+            assert r.status_code == 200
+            for n, _ in enumerate(r.iter_lines()):
+                if n > 4:
+                    break       # leaving the block closes the connection mid-answer
+    sched = hostile_server.state.scheduler
+    import time
+
+    deadline = time.monotonic() + 30
+    while sched.in_flight and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sched.in_flight == 0
+    r = httpx.post(hostile_server.url + "/v1/chat/completions",
+                   json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}, timeout=60)
+    assert r.status_code == 200
+
+
+def test_a_chunked_body_is_read_whole_and_one_over_the_limit_is_413(hostile_server):
+    def pieces(n_pad: int) -> Iterator[bytes]:
+        yield b'{"messages": [{"role": "user", '
+        for _ in range(n_pad):
+            yield b" " * 1000
+        yield b'"content": "hi"}], "max_tokens": 2}'
+
+    url = hostile_server.url + "/v1/chat/completions"
+    r = httpx.post(url, content=pieces(3), headers={"Content-Type": "application/json"}, timeout=60)
+    assert r.request.headers.get("Transfer-Encoding") == "chunked" and r.status_code == 200, r.text
+    r = httpx.post(url, content=pieces(400), headers={"Content-Type": "application/json"}, timeout=60)
+    assert r.status_code == 413 and "--max-body-mib" in r.json()["error"]["message"]
+    r = httpx.post(hostile_server.url + "/v1/messages", content=pieces(400),
+                   headers={"Content-Type": "application/json"}, timeout=60)
+    assert r.status_code == 413 and r.json()["type"] == "error"
+
+
+def test_session_endpoints_refuse_junk_bodies_and_names_with_400(hostile_server):
+    rng = random.Random(SEED)
+    with httpx.Client(base_url=hostile_server.url, timeout=60) as client:
+        for name in ("abc", "..", "a" * 300, "%00", "a%2Fb", "%ED%A0%80"):
+            for op in ("save", "restore"):
+                for raw in (b"[" * 5000 + b"]" * 5000, b"\xff", dumps({"slot": rng.choice(JUNK)}),
+                            dumps({"slot": 2**70}), dumps({"slot": [1]})):
+                    r = client.post(f"/v1/sessions/{name}/{op}", content=raw,
+                                    headers={"Content-Type": "application/json"})
+                    assert 400 <= r.status_code < 500 and r.json()["error"]["message"], (name, op, raw[:40], r.text)
+            r = client.delete(f"/v1/sessions/{name}")
+            assert 400 <= r.status_code < 500, r.text
+        for interval in ("nan", "inf", "-1", "0", "%ff", "1e999", "x" * 100):
+            r = client.get(f"/v1/monitor/events?interval={interval}")
+            assert r.status_code == 400 and "'interval'" in r.json()["error"]["message"], r.text
+        assert client.get("/health").status_code == 200
