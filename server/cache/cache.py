@@ -539,8 +539,10 @@ class ConversationCache:
         ladder = False
         if not v.complete:
             self.damaged += 1
-            log.warning("%s entry %s damaged: %s", lvl.name, entry.key, v.reason)
             ladder = n > 0
+            log.warning("conversation cache %s level: %s damaged (%s); %s%s", lvl.name, entry.image_path, v.reason,
+                        f"its first {n} tokens restored, the rest of the prompt read again" if ladder
+                        else "not restored, the prompt read again", "; the entry is deleted" if discard_damaged else "")
             self.ladder_restores += int(ladder)
             if not ladder:
                 why = f"damaged, not restored: {v.reason}"

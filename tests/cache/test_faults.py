@@ -54,7 +54,7 @@ def test_truncated_image_is_skipped_at_open_and_counted(make_cache):
     assert "1 skipped" in again.describe()
 
 
-def test_flipped_byte_restores_the_longest_valid_prefix(make_cache):
+def test_flipped_byte_restores_the_longest_valid_prefix(make_cache, caplog):
     h = history(2, 60)
     cache, cold, entry = one_cold_entry(make_cache, h)
     with open(entry.image_path, "r+b") as f:  # damage the KV of token ~40
@@ -64,8 +64,13 @@ def test_flipped_byte_restores_the_longest_valid_prefix(make_cache):
         f.write(bytes([b[0] ^ 0xFF]))
     again = reopen(make_cache)
     prompt = h + [1, 3]
-    hit, res, out, read = continue_from_cache(again, prompt)
+    with caplog.at_level("WARNING", logger="strata.cache"):
+        hit, res, out, read = continue_from_cache(again, prompt)
     assert hit.level == "cold" and res.ladder and 0 < res.n_tokens < 60 and res.n_tokens % 4 == 0
+    # the warning names the file and says what happened to the prompt and the entry
+    (msg,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert entry.image_path in msg and "fails its checksum" in msg
+    assert f"its first {res.n_tokens} tokens restored" in msg and msg.endswith("the entry is deleted")
     assert read == len(prompt) - res.n_tokens  # only the rest is read
     assert out == fresh_continuation(prompt)
     assert again.damaged == 1 and again.ladder_restores == 1
