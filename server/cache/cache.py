@@ -534,6 +534,13 @@ class ConversationCache:
                 n, v, why = restore_mapped(self.engine, ctx, view, entry.tokens, entry.identity.model_id,
                                            entry.image_bytes, entry.piece_bytes, entry.piece_crc32,
                                            self.image_format, limit, c.restore_ladder)
+        except FileNotFoundError:  # removed since indexed (another server sharing the folder): a plain miss
+            with self._lock:
+                (self.cascade.discard(entry.key, "files gone") if lvl in self.cascade.levels
+                 else lvl.forget(entry.key))
+            return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False,
+                                 f"its file {entry.image_path} was removed since start-up (another process "
+                                 "sharing the folder?); unindexed", untouched=True)
         except OSError as exc:
             n, v, why = 0, Validation(0, False, f"read failed: {exc}"), f"read failed: {exc}"
         ladder = False

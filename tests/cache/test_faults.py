@@ -254,3 +254,19 @@ def test_skipped_files_are_named_in_the_log_with_why(make_cache, folders, caplog
     assert "orphan_sidecar" in orphan and "without its image" in orphan
     infos = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
     assert any("1 file(s) of another model" in m for m in infos), infos
+
+
+def test_entry_removed_by_another_process_is_a_plain_miss(make_cache):
+    """Two servers sharing a folder: one removes a file the other indexed at start-up. The docs
+    promise a plain miss (not damage, not a restore fallback); it was counted damaged (new-user trial)."""
+    h = history(14, 60)
+    _, cold, entry = one_cold_entry(make_cache, h)
+    other = reopen(make_cache)  # the second server indexes the same folder
+    os.remove(entry.image_path)  # the first server evicts or supersedes it
+    os.remove(entry.sidecar_path)
+    prompt = h + [1, 3]
+    hit = other.lookup(prompt)
+    res = other.restore(hit, 2)
+    assert res.untouched and res.n_tokens == 0 and "removed since start-up" in res.reason
+    assert other.damaged == 0 and not other.cascade.levels[0].entries
+    assert other.lookup(prompt) is None
