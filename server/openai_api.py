@@ -33,6 +33,7 @@ from strata.server.prompting import (
     template_kwargs,
     tokens_key,
 )
+from strata.server.structured_output import constrained_format, json_format
 
 from strata import __version__
 
@@ -184,6 +185,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         raise APIError(400, "'messages' is required: a plain 'prompt' goes to POST /v1/completions", param="messages")
     messages = parse_messages(f.get_list(body, "messages", required=True, nonempty=True))
     tools = parse_tools(body)
+    wanted = json_format(body.get("response_format"))
     variables = {**template_kwargs(body.get("chat_template_kwargs")),
                  **reasoning_effort(body.get("reasoning_effort"), "reasoning_effort")}
     tokens = await render_chat_async(state.engine, messages, tools, template_vars=variables)
@@ -195,6 +197,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
               conversation=conversation_key(messages), ignore_eos=f.get_bool(body, "ignore_eos"))
     model = body.get("model") or state.model_name
     fmt = answer_format(state.engine, tokens, messages)
+    job.json_format = constrained_format(wanted, tools, fmt)
     if body.get("stream"):
         opts = body.get("stream_options") or {}
         return await _stream_chat(request, state, job, model, tools,

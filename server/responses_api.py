@@ -43,6 +43,7 @@ from strata.server.prompting import (
     render_chat_async,
     split_answer,
 )
+from strata.server.structured_output import constrained_format, json_format
 
 log = logging.getLogger("strata.server")
 
@@ -202,6 +203,10 @@ async def responses(request: web.Request) -> web.StreamResponse:
     state, body = await _read_request(request)
     messages = parse_input(body)
     tools, custom = parse_tools(body)
+    text = body.get("text")
+    if text is not None and not isinstance(text, dict):
+        raise APIError(400, "'text' must be an object like {\"format\": {\"type\": \"text\"}}", param="text")
+    wanted = json_format((text or {}).get("format"), "text.format")
     if wants_compaction(body):
         return await _compaction_turn(request, state, body, messages, tools, custom)
     effort = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
@@ -213,6 +218,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
               sampling=parse_sampling(body), stop=(), conversation=_conversation(body, messages))
     shape = _Shape(body, body.get("model") or state.model_name, tools, custom,
                    answer_format(state.engine, tokens, messages))
+    job.json_format = constrained_format(wanted, tools, shape.fmt)
     if f.get_bool(body, "stream"):
         return await _stream(request, state, job, shape)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
@@ -293,7 +299,9 @@ class _Shape:
             "parallel_tool_calls": bool(b.get("parallel_tool_calls", True)),
             "temperature": b.get("temperature", 1.0), "top_p": b.get("top_p", 1.0),
             "tool_choice": b.get("tool_choice", "auto"), "tools": b.get("tools") or [],
-            "store": False, "text": {"format": {"type": "text"}}, "truncation": "disabled",
+            "store": False, "truncation": "disabled",
+            "text": {"format": b["text"]["format"] if isinstance(b.get("text"), dict)
+                     and isinstance(b["text"].get("format"), dict) else {"type": "text"}},
             "metadata": b.get("metadata") if isinstance(b.get("metadata"), dict) else {},
             "usage": None,
         }

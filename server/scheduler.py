@@ -306,6 +306,12 @@ class Scheduler:
         except Exception:
             log.exception("cache park of context %s failed", ctx)
 
+    def _constraint(self, job: Job) -> Any:
+        """The answer's JSON constraint (response_format), or None."""
+        if job.json_format is None:
+            return None
+        return job.json_format.constraint_for(self.engine.tokenizer, self.eos)
+
     def _start_row(self, job: Job, ctx: int) -> None:
         state = self.table[ctx]
         prompt = job.prompt
@@ -324,7 +330,8 @@ class Scheduler:
                     (src_n, len(self.table[src].tokens) if src is not None else 0),
                     (hit_n, int(getattr(hit, "entry_tokens", hit_n) or 0) if hit is not None else 0)]
         row = Row(job=job, ctx=ctx, max_tokens=max(0, min(job.max_tokens, state.capacity - len(prompt))),
-                  sampler=Sampler(job.sampling, int(self.engine.n_vocab)), decoder=StreamDecoder(self.engine.tokenizer),
+                  sampler=Sampler(job.sampling, int(self.engine.n_vocab), constraint=self._constraint(job)),
+                  decoder=StreamDecoder(self.engine.tokenizer),
                   stopper=StopMatcher(job.stop))
         t0 = time.monotonic()
         restored = False

@@ -20,7 +20,10 @@ llama.cpp's default sampler chain (common/sampling.cpp):
   temperature and one token is drawn from their softmax with a NumPy PCG64 generator seeded by
   `seed` (None: fresh OS entropy). The draw cannot match llama.cpp's mt19937 stream, only its law.
 
-What it is not: the decode loop (Engine.generate, the server), stop strings, grammar or logit bias.
+A `constraint` (json_grammar.JsonConstraint: JSON answers for `response_format`) limits the tokens a
+sample may return; the sampler otherwise works as above.
+
+What it is not: the decode loop (Engine.generate, the server), stop strings.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -121,7 +125,7 @@ class SamplingParams:
 class Sampler:
     """Draws tokens for one sequence. Not thread-safe (it owns a random generator)."""
 
-    def __init__(self, params: SamplingParams | None = None, n_vocab: int | None = None):
+    def __init__(self, params: SamplingParams | None = None, n_vocab: int | None = None, constraint: Any = None):
         self.params = params if params is not None else SamplingParams()
         if not isinstance(self.params, SamplingParams):
             raise TypeError(f"Sampler needs SamplingParams, got {type(self.params).__name__}")
@@ -134,6 +138,8 @@ class Sampler:
         self._bias = np.array([b for _, b in self.params.logit_bias], dtype=np.float32)
         self.n_vocab = n_vocab
         self._rng = np.random.Generator(np.random.PCG64(self.params.seed))
+        # what may come next (json_grammar.JsonConstraint: allows / advance / best_allowed / allowed_mask)
+        self.constraint = constraint
 
     def _check(self, logits: np.ndarray) -> np.ndarray:
         logits = np.asarray(logits)
@@ -163,14 +169,42 @@ class Sampler:
         return out
 
     def sample(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
-        """One token id from a (n_vocab,) row of logits; `history` is the sequence so far (for penalties)."""
-        logits = self._check(logits)
+        """One token id from a (n_vocab,) row of logits; `history` is the sequence so far (for penalties).
+        With a constraint, a token it does not allow is never returned: the sampler's choice is checked
+        first (nearly always allowed), and only when it is not are the other tokens looked at (greedy:
+        the best allowed one; else a draw over the allowed ones), so the law is p given "allowed"."""
+        prepared = self._prepare(self._check(logits), history)
+        c = self.constraint
+        if c is None or not c.active:
+            token = self._choose(prepared)
+        else:
+            token = self._choose(prepared)
+            if not c.allows(token):
+                if self.params.greedy:
+                    best = c.best_allowed(prepared)
+                else:
+                    masked = np.where(c.allowed_mask(), prepared, np.float32(-np.inf)).astype(np.float32)
+                    best = self._choose(masked) if np.isfinite(masked.max()) else None
+                if best is None:
+                    raise ValueError("sampling: no token can continue the constrained answer")
+                token = best
+        if c is not None:
+            c.advance(token)
+        return token
+
+    def _prepare(self, logits: np.ndarray, history: Sequence[int]) -> np.ndarray:
+        """The logits after the logit bias and the penalties."""
         p = self.params
         if p.logit_bias:
             logits = np.array(logits, dtype=np.float32, copy=True)
             np.add.at(logits, self._bias_ids, self._bias)     # a token named twice gets both biases
         if p.has_penalties:
             logits = self.apply_penalties(logits, history)
+        return logits
+
+    def _choose(self, logits: np.ndarray) -> int:
+        """Greedy arg-max, or top-k / top-p / min-p / temperature and a draw."""
+        p = self.params
         if p.greedy:
             best = int(np.argmax(logits))
             if not logits[best] == logits[best]:  # argmax stops at the first NaN

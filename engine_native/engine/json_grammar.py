@@ -1,0 +1,605 @@
+"""JSON output constrained to a schema while it is generated: OpenAI's `response_format` (`json_object`,
+`json_schema`) enforced token by token.
+
+What it is: `compile_schema(schema)` turns a JSON Schema (the subset below) into nodes, refusing what it
+cannot enforce with a `SchemaError` that names the keyword and where it is; `JsonConstraint(root,
+vocabulary, eos_ids)` follows one answer byte by byte as a pushdown automaton and says which tokens may
+come next (`allows`, `best_allowed`, `allowed_mask`), `advance`s on the chosen one, and allows the end of
+the answer (an end-of-generation token) only once the top-level value is complete. With `after` set, the
+answer is free until those bytes have been generated (a reasoning model's closing tag).
+
+Enforced: `type` (one or a list), `properties`, `required`, `additionalProperties` (false, true or a
+schema; unset: true, as JSON Schema), `items`, `minItems` / `maxItems`, `minLength` / `maxLength` (in
+characters), `enum`, `const`, `anyOf` / `oneOf` whose branches begin with different characters (Pydantic's
+`Optional[X]`: X or null), `$ref` to `#/$defs/...` or `#/definitions/...`. Ignored: annotations (`title`,
+`description`, `default`, `examples`, `$schema`, `$id`, `strict`). Anything else (`pattern`, `format`,
+`minimum`, `allOf`, `not`, ...) is refused by name rather than silently not enforced. Numbers are at most
+24 characters and whitespace runs at most 24 bytes, so a model cannot stall the answer in either.
+
+What it is not: the sampler (sampling.py calls it), the API fields (server/structured_output.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+MAX_WS = 24            # consecutive whitespace bytes between tokens
+MAX_NUMBER = 24        # bytes of one number
+WS = frozenset(b" \t\n\r")
+DIGITS = frozenset(b"0123456789")
+HEX = frozenset(b"0123456789abcdefABCDEF")
+ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$schema", "$id", "$comment", "strict",
+                         "$defs", "definitions", "readOnly", "writeOnly", "deprecated"})
+
+
+class SchemaError(ValueError):
+    """A schema this module cannot enforce; the message names the keyword and its place."""
+
+
+@dataclass(eq=False)
+class Node:
+    """One compiled schema: kind is any / object / array / string / number / integer / literal / union."""
+
+    kind: str
+    props: dict[str, Node] = field(default_factory=dict)
+    required: frozenset[str] = frozenset()
+    extra: Node | None = None             # additional properties' schema; None: none allowed
+    items: Node | None = None
+    min_n: int = 0                        # items or characters
+    max_n: int | None = None
+    literals: tuple[bytes, ...] = ()      # literal: the compact JSON of each allowed value
+    alternatives: tuple[Node, ...] = ()   # union
+    pending_first: frozenset[int] = frozenset()   # "pending": a $ref being compiled (its first bytes)
+
+    def first_bytes(self) -> frozenset[int]:
+        k = self.kind
+        if k == "pending":
+            return self.pending_first
+        if k == "object":
+            return frozenset(b"{")
+        if k == "array":
+            return frozenset(b"[")
+        if k == "string":
+            return frozenset(b'"')
+        if k in ("number", "integer"):
+            return frozenset(b"-0123456789")
+        if k == "literal":
+            return frozenset(v[0] for v in self.literals)
+        if k == "union":
+            return frozenset().union(*(a.first_bytes() for a in self.alternatives))
+        return frozenset(b'{["-0123456789tfn')   # any
+
+
+ANY = Node("any")
+# what an unconstrained value turns into at its first byte
+ANY_OBJECT = Node("object", extra=ANY)
+ANY_ARRAY = Node("array", items=ANY)
+ANY_STRING = Node("string")
+ANY_NUMBER = Node("number")
+ANY_WORD = Node("literal", literals=(b"true", b"false", b"null"))
+
+
+def _literal(values: Iterable[Any], where: str) -> Node:
+    out = []
+    for v in values:
+        try:
+            out.append(json.dumps(v, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
+        except (TypeError, ValueError) as e:
+            raise SchemaError(f"{where}: {v!r} is not a JSON value ({e})") from None
+    if not out:
+        raise SchemaError(f"{where}: an empty enum allows nothing")
+    return Node("literal", literals=tuple(dict.fromkeys(out)))
+
+
+def _count(schema: dict, key: str, where: str) -> int | None:
+    v = schema.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise SchemaError(f"{where}.{key} must be a non-negative integer, got {v!r}")
+    return v
+
+
+class _Compiler:
+    def __init__(self, root: Any):
+        self.root = root
+        self.refs: dict[str, Node] = {}
+
+    def ref(self, ref: Any, where: str) -> Node:
+        if not isinstance(ref, str) or not ref.startswith(("#/$defs/", "#/definitions/")):
+            raise SchemaError(f"{where}.$ref must point into #/$defs or #/definitions, got {ref!r}")
+        if ref in self.refs:
+            return self.refs[ref]
+        section, name = ref[2:].split("/", 1)
+        target = self.root.get(section, {}).get(name) if isinstance(self.root.get(section), dict) else None
+        if target is None:
+            raise SchemaError(f"{where}.$ref {ref!r} names no definition")
+        # filled in below; a recursive schema reaches this same node meanwhile
+        node = Node("pending", pending_first=self.declared_first_bytes(target, 0))
+        self.refs[ref] = node
+        done = self.node(target, ref)
+        node.__dict__.update(done.__dict__)
+        return node
+
+    def declared_first_bytes(self, schema: Any, depth: int) -> frozenset[int]:
+        """The first bytes a raw schema's values may take (for a union holding a $ref still compiling)."""
+        every = ANY.first_bytes()
+        if not isinstance(schema, dict) or depth > 32:
+            return every
+        if isinstance(schema.get("$ref"), str) and schema["$ref"].startswith("#/"):
+            section, _, name = schema["$ref"][2:].partition("/")
+            defs = self.root.get(section) if isinstance(self.root, dict) else None
+            return self.declared_first_bytes(defs.get(name) if isinstance(defs, dict) else None, depth + 1)
+        for key in ("anyOf", "oneOf"):
+            if isinstance(schema.get(key), list):
+                return frozenset().union(*(self.declared_first_bytes(b, depth + 1) for b in schema[key]))
+        types = schema.get("type")
+        names = [types] if isinstance(types, str) else types if isinstance(types, list) else None
+        if names is None:
+            return every
+        starts = {"object": b"{", "array": b"[", "string": b'"', "number": b"-0123456789",
+                  "integer": b"-0123456789", "boolean": b"tf", "null": b"n"}
+        return frozenset(b for t in names for b in starts.get(t, b""))
+
+    def node(self, schema: Any, where: str) -> Node:
+        if schema is True or schema == {}:
+            return ANY
+        if not isinstance(schema, dict):
+            raise SchemaError(f"{where} must be a schema object, got {schema!r}")
+        if "$ref" in schema:
+            return self.ref(schema["$ref"], where)
+        known = {"type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
+                 "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "$ref"}
+        for key in schema:
+            if key not in known and key not in ANNOTATIONS:
+                raise SchemaError(f"{where}.{key} is not supported in a response_format schema (supported: "
+                                  f"{', '.join(sorted(known))})")
+        if "const" in schema:
+            return _literal([schema["const"]], f"{where}.const")
+        if "enum" in schema:
+            if not isinstance(schema["enum"], list):
+                raise SchemaError(f"{where}.enum must be an array")
+            return _literal(schema["enum"], f"{where}.enum")
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                branches = schema[key]
+                if not isinstance(branches, list) or not branches:
+                    raise SchemaError(f"{where}.{key} must be a non-empty array")
+                return self.union([self.node(b, f"{where}.{key}[{i}]") for i, b in enumerate(branches)],
+                                  f"{where}.{key}")
+        types = schema.get("type")
+        if types is None:
+            return ANY if not ({"properties", "items"} & schema.keys()) else \
+                self.typed(schema, "object" if "properties" in schema else "array", where)
+        if isinstance(types, str):
+            return self.typed(schema, types, where)
+        if isinstance(types, list) and types and all(isinstance(t, str) for t in types):
+            return self.union([self.typed(schema, t, where) for t in types], f"{where}.type")
+        raise SchemaError(f"{where}.type must be a type name or a list of them, got {types!r}")
+
+    def typed(self, schema: dict, kind: str, where: str) -> Node:
+        if kind == "object":
+            props_raw = schema.get("properties", {})
+            if not isinstance(props_raw, dict):
+                raise SchemaError(f"{where}.properties must be an object")
+            props = {str(k): self.node(v, f"{where}.properties.{k}") for k, v in props_raw.items()}
+            req = schema.get("required", [])
+            if not isinstance(req, list) or not all(isinstance(r, str) for r in req):
+                raise SchemaError(f"{where}.required must be an array of property names")
+            missing = [r for r in req if r not in props and schema.get("additionalProperties") is False]
+            if missing:
+                raise SchemaError(f"{where}.required names {missing[0]!r}, which is not in properties")
+            extra_raw = schema.get("additionalProperties", True)
+            extra = None if extra_raw is False else self.node(extra_raw, f"{where}.additionalProperties")
+            return Node("object", props=props, required=frozenset(req), extra=extra)
+        if kind == "array":
+            items = self.node(schema.get("items", True), f"{where}.items")
+            lo, hi = _count(schema, "minItems", where) or 0, _count(schema, "maxItems", where)
+            return Node("array", items=items, min_n=lo, max_n=hi)
+        if kind == "string":
+            lo, hi = _count(schema, "minLength", where) or 0, _count(schema, "maxLength", where)
+            return Node("string", min_n=lo, max_n=hi)
+        if kind in ("number", "integer"):
+            return Node(kind)
+        if kind == "boolean":
+            return _literal([True, False], where)
+        if kind == "null":
+            return _literal([None], where)
+        raise SchemaError(f"{where}.type {kind!r} is not a JSON Schema type")
+
+    def union(self, nodes: list[Node], where: str) -> Node:
+        flat: list[Node] = []
+        for n in nodes:
+            flat.extend(n.alternatives if n.kind == "union" else [n])
+        if any(n.kind == "any" for n in flat):
+            return ANY
+        # literals may share first bytes among themselves: merge them into one
+        lits = [n for n in flat if n.kind == "literal"]
+        rest = [n for n in flat if n.kind != "literal"]
+        if len(lits) > 1:
+            rest.append(Node("literal", literals=tuple(dict.fromkeys(v for n in lits for v in n.literals))))
+        elif lits:
+            rest.append(lits[0])
+        seen: set[int] = set()
+        for n in rest:
+            fb = n.first_bytes()
+            if fb & seen:
+                raise SchemaError(f"{where}: branches that begin with the same character ({chr(min(fb & seen))!r}) "
+                                  "cannot be told apart while the answer is written; not supported")
+            seen |= fb
+        return rest[0] if len(rest) == 1 else Node("union", alternatives=tuple(rest))
+
+
+def compile_schema(schema: Any) -> Node:
+    """The root node of a JSON Schema; SchemaError names what cannot be enforced."""
+    return _Compiler(schema).node(schema, "schema")
+
+
+# ----- the automaton -----
+# A state is (stack, ws): stack a tuple of frames, ws the whitespace bytes just read. Frames:
+#   ("V", node)                           a value of `node` is expected (whitespace first)
+#   ("O", node, seen, phase, key)         in an object; phase "k0" after "{", "k" after ",", ":" after a key,
+#                                         "c" after a value
+#   ("K", node, seen, buf, esc, utf)      in a key string (buf: its raw bytes so far)
+#   ("A", node, count, phase)             in an array; phase "v0" after "[", "c" after an item
+#   ("S", node, esc, chars, utf)          in a string; esc 0, 1 after "\", 2..5 hex digits to come; utf
+#                                         () or (continuation bytes to come, the next one's range)
+#   ("N", node, part, length)             in a number; part one of - 0 int . frac e esign exp
+#   ("L", literals, pos)                  matching literals (enum, const, true / false / null)
+# Empty stack: the value is complete.
+
+_NUMBER_END = frozenset({"0", "int", "frac", "exp"})
+
+
+def _start_value(node: Node, b: int) -> tuple | None:
+    """The frame a value of `node` begins with on byte b, or None."""
+    k = node.kind
+    if k == "any":
+        node = (ANY_OBJECT if b == ord("{") else ANY_ARRAY if b == ord("[") else ANY_STRING if b == ord('"')
+                else ANY_NUMBER if b in DIGITS or b == ord("-") else ANY_WORD)
+        k = node.kind
+    if k == "union":
+        for alt in node.alternatives:
+            f = _start_value(alt, b)
+            if f is not None:
+                return f
+        return None
+    if k == "object":
+        return ("O", node, frozenset(), "k0", None) if b == ord("{") else None
+    if k == "array":
+        return ("A", node, 0, "v0") if b == ord("[") else None
+    if k == "string":
+        return ("S", node, 0, 0, ()) if b == ord('"') else None
+    if k in ("number", "integer"):
+        if b == ord("-"):
+            return ("N", node, "-", 1)
+        if b == ord("0"):
+            return ("N", node, "0", 1)
+        return ("N", node, "int", 1) if b in DIGITS else None
+    if k == "literal":
+        lits = tuple(v for v in node.literals if v[0] == b)
+        return ("L", lits, 1) if lits else None
+    return None
+
+
+def _number_step(part: str, b: int, integer: bool) -> str | None:
+    if part == "-":
+        return "0" if b == ord("0") else "int" if b in DIGITS else None
+    if part in ("0", "int") and b in DIGITS:
+        return None if part == "0" else "int"
+    if part in ("0", "int") and b == ord(".") and not integer:
+        return "."
+    if part in ("0", "int", "frac") and b in (ord("e"), ord("E")) and not integer:
+        return "e"
+    if part in (".", "frac") and b in DIGITS:
+        return "frac"
+    if part == "e" and b in (ord("+"), ord("-")):
+        return "esign"
+    if part in ("e", "esign", "exp") and b in DIGITS:
+        return "exp"
+    return None
+
+
+def _key_candidates(node: Node, seen: frozenset[str]) -> list[bytes] | None:
+    """The JSON-escaped names a key may still take, or None when any key may come."""
+    if node.extra is not None:
+        return None
+    return [json.dumps(k, ensure_ascii=False)[1:-1].encode() for k in node.props if k not in seen]
+
+
+def _close_value(stack: tuple) -> tuple:
+    """The stack after its top frame's value is complete."""
+    return stack[:-1]
+
+
+def step(state: tuple, b: int) -> tuple | None:
+    """The state after byte b, or None when b cannot come next."""
+    stack, ws = state
+    if not stack:
+        return None                                  # complete: nothing may follow
+    top = stack[-1]
+    tag = top[0]
+    if tag == "V":
+        if b in WS:
+            return (stack, ws + 1) if ws < MAX_WS else None
+        f = _start_value(top[1], b)
+        return None if f is None else (stack[:-1] + (f,), 0)
+    if tag == "O":
+        _, node, seen, phase, key = top
+        if b in WS:
+            return (stack, ws + 1) if ws < MAX_WS else None
+        if phase in ("k0", "k") and b == ord('"'):
+            cands = _key_candidates(node, seen)
+            if cands is not None and not cands:
+                return None
+            return (stack + (("K", node, seen, b"", 0, ()),), 0)
+        if phase in ("k0", "c") and b == ord("}"):
+            return (_close_value(stack), 0) if node.required <= seen else None
+        if phase == ":" and b == ord(":"):
+            child = node.props.get(key) or node.extra
+            return (stack[:-1] + (("O", node, seen | {key}, "c", None), ("V", child)), 0)
+        if phase == "c" and b == ord(","):
+            cands = _key_candidates(node, seen)
+            return None if cands is not None and not cands else (stack[:-1] + (("O", node, seen, "k", None),), 0)
+        return None
+    if tag == "K":
+        _, node, seen, buf, esc, utf = top
+        if esc == 0 and not utf and b == ord('"'):
+            try:
+                name = json.loads(b'"' + buf + b'"')
+            except ValueError:
+                return None
+            if name in seen or (node.extra is None and name not in node.props):
+                return None
+            return (stack[:-2] + (("O", node, seen, ":", name),), 0)
+        esc2, utf2 = _string_byte(esc, utf, b)
+        if esc2 is None:
+            return None
+        cands = _key_candidates(node, seen)
+        nbuf = buf + bytes([b])
+        if cands is not None and not any(c.startswith(nbuf) for c in cands):
+            return None
+        return (stack[:-1] + (("K", node, seen, nbuf, esc2, utf2),), 0)
+    if tag == "A":
+        _, node, count, phase = top
+        if b in WS:
+            return (stack, ws + 1) if ws < MAX_WS else None
+        if b == ord("]") and (phase == "c" or count == 0):
+            return (_close_value(stack), 0) if count >= node.min_n else None
+        if phase == "c" and b == ord(","):
+            if node.max_n is not None and count >= node.max_n:
+                return None
+            return (stack[:-1] + (("A", node, count + 1, "c"), ("V", node.items)), 0)
+        if phase == "v0":
+            if node.max_n == 0:
+                return None
+            return step((stack[:-1] + (("A", node, 1, "c"), ("V", node.items)), 0), b)
+        return None
+    if tag == "S":
+        _, node, esc, chars, utf = top
+        if esc == 0 and not utf and b == ord('"'):
+            return (_close_value(stack), 0) if chars >= node.min_n else None
+        esc2, utf2 = _string_byte(esc, utf, b)
+        if esc2 is None:
+            return None
+        # a character is counted at its first byte (not a UTF-8 continuation, not inside an escape)
+        new_char = esc == 0 and not utf
+        chars2 = chars + 1 if new_char else chars
+        if node.max_n is not None and chars2 > node.max_n:
+            return None
+        return (stack[:-1] + (("S", node, esc2, chars2, utf2),), 0)
+    if tag == "N":
+        _, node, part, length = top
+        nxt = _number_step(part, b, node.kind == "integer")
+        if nxt is not None:
+            return (stack[:-1] + (("N", node, nxt, length + 1),), 0) if length < MAX_NUMBER else None
+        if part in _NUMBER_END:                      # the number ended: b belongs to what holds it
+            return step((_close_value(stack), 0), b)
+        return None
+    if tag == "L":
+        _, lits, pos = top
+        cont = tuple(v for v in lits if len(v) > pos and v[pos] == b)
+        if cont:
+            return (stack[:-1] + (("L", cont, pos + 1),), 0)
+        if any(len(v) == pos for v in lits):         # a whole literal, then b belongs to what holds it
+            return step((_close_value(stack), 0), b)
+        return None
+    return None
+
+
+# UTF-8 lead bytes: (continuation bytes, the first continuation's range) as the standard's table (no
+# overlong forms, no surrogates, nothing past U+10FFFF)
+def _utf8_lead(b: int) -> tuple | None:
+    if 0xC2 <= b <= 0xDF:
+        return (1, 0x80, 0xBF)
+    if b == 0xE0:
+        return (2, 0xA0, 0xBF)
+    if b == 0xED:
+        return (2, 0x80, 0x9F)
+    if 0xE1 <= b <= 0xEF:
+        return (2, 0x80, 0xBF)
+    if b == 0xF0:
+        return (3, 0x90, 0xBF)
+    if 0xF1 <= b <= 0xF3:
+        return (3, 0x80, 0xBF)
+    if b == 0xF4:
+        return (3, 0x80, 0x8F)
+    return None
+
+
+def _string_byte(esc: int, utf: tuple, b: int) -> tuple[int | None, tuple]:
+    """(escape state, UTF-8 state) after byte b inside a string (not its closing quote); None: refused."""
+    if utf:
+        left, lo, hi = utf
+        if not lo <= b <= hi:
+            return None, ()
+        return 0, ((left - 1, 0x80, 0xBF) if left > 1 else ())
+    if esc == 0 and b >= 0x80:
+        lead = _utf8_lead(b)
+        return (None, ()) if lead is None else (0, lead)
+    return _string_escape(esc, b), ()
+
+
+def _string_escape(esc: int, b: int) -> int | None:
+    """The escape state after byte b inside a string (not its closing quote), or None."""
+    if esc == 0:
+        if b < 0x20:
+            return None
+        return 1 if b == ord("\\") else 0
+    if esc == 1:
+        if b == ord("u"):
+            return 5
+        return 0 if b in b'"\\/bfnrt' else None
+    if b not in HEX:
+        return None
+    return 0 if esc == 2 else esc - 1
+
+
+def complete(state: tuple) -> bool:
+    """True when the value is whole: no more bytes, or a number / literal that may end here."""
+    stack, _ = state
+    if not stack:
+        return True
+    if len(stack) == 1:
+        top = stack[0]
+        if top[0] == "N":
+            return top[2] in _NUMBER_END
+        if top[0] == "L":
+            return any(len(v) == top[2] for v in top[1])
+    return False
+
+
+# ----- tokens -----
+
+class Vocabulary:
+    """Each token's bytes and which tokens may never appear in a JSON answer (special tokens)."""
+
+    def __init__(self, token_bytes: Sequence[bytes], special_ids: Iterable[int] = ()):
+        self.bytes = list(token_bytes)
+        self.n = len(self.bytes)
+        self.special = frozenset(int(i) for i in special_ids)
+        by_first: dict[int, list[int]] = {}
+        for i, tb in enumerate(self.bytes):
+            if tb and i not in self.special:
+                by_first.setdefault(tb[0], []).append(i)
+        self.by_first = {b: np.array(ids, dtype=np.int64) for b, ids in by_first.items()}
+
+    @classmethod
+    def of(cls, tokenizer: Any) -> Vocabulary:
+        """The vocabulary of a strata Tokenizer (built once per tokenizer)."""
+        cached = getattr(tokenizer, "_json_vocabulary", None)
+        if cached is None:
+            cached = cls([tokenizer.token_bytes(i) for i in range(tokenizer.n_vocab)], tokenizer.special_ids)
+            tokenizer._json_vocabulary = cached
+        return cached
+
+
+class JsonConstraint:
+    """One answer's automaton over tokens. `after`: bytes the answer may write freely before the JSON
+    (a reasoning block's closing tag); the constraint starts once they have been generated."""
+
+    def __init__(self, root: Node, vocabulary: Vocabulary, eos_ids: Iterable[int], after: bytes | None = None):
+        self.vocab = vocabulary
+        self.eos = frozenset(int(i) for i in eos_ids)
+        self.state: tuple = ((("V", root),), 0)
+        self.after = after
+        self._free = b""                     # the answer's bytes while waiting for `after`
+        self._memo: dict[tuple, tuple | None] = {}
+
+    @property
+    def active(self) -> bool:
+        return self.after is None
+
+    def _step(self, state: tuple, b: int) -> tuple | None:
+        key = (state, b)
+        try:
+            return self._memo[key]
+        except KeyError:
+            if len(self._memo) > 200_000:
+                self._memo.clear()
+            out = self._memo[key] = step(state, b)
+            return out
+
+    def _after_token(self, token: int) -> tuple | None:
+        state: tuple | None = self.state
+        for b in self.vocab.bytes[token]:
+            state = self._step(state, b)
+            if state is None:
+                return None
+        return state
+
+    def allows(self, token: int) -> bool:
+        token = int(token)
+        if not self.active:
+            return True
+        if token in self.eos:
+            return complete(self.state)
+        if token in self.vocab.special or not 0 <= token < self.vocab.n or not self.vocab.bytes[token]:
+            return False
+        return self._after_token(token) is not None
+
+    def advance(self, token: int) -> None:
+        """Moves past a token the sampler chose (one `allows` accepted)."""
+        token = int(token)
+        if not self.active:
+            self._free += self.vocab.bytes[token] if 0 <= token < self.vocab.n else b""
+            assert self.after is not None
+            at = self._free.find(self.after)
+            if at >= 0:                      # the JSON begins after the tag: replay what followed it
+                rest = self._free[at + len(self.after):]
+                self.after, self._free = None, b""
+                for b in rest:
+                    nxt = self._step(self.state, b)
+                    if nxt is not None:
+                        self.state = nxt
+            return
+        if token in self.eos:
+            return
+        nxt = self._after_token(token)
+        if nxt is None:
+            raise ValueError(f"json constraint: token {token} was not allowed here")
+        self.state = nxt
+
+    def _candidates(self) -> np.ndarray:
+        """Ids whose first byte may come next (and the end tokens): a superset of the allowed ones."""
+        parts = [ids for b, ids in self.vocab.by_first.items() if self._step(self.state, b) is not None]
+        parts.append(np.array(sorted(self.eos), dtype=np.int64))
+        return np.concatenate(parts)
+
+    def allowed_mask(self) -> np.ndarray:
+        """(n_vocab,) bool: the tokens that may come next."""
+        mask = np.zeros(self.vocab.n, dtype=bool)
+        if not self.active:
+            mask[:] = True
+            return mask
+        if complete(self.state):
+            mask[[i for i in self.eos if 0 <= i < self.vocab.n]] = True
+        for b, ids in self.vocab.by_first.items():
+            if self._step(self.state, b) is None:
+                continue
+            for i in ids:
+                if self._after_token(int(i)) is not None:
+                    mask[i] = True
+        return mask
+
+    def best_allowed(self, logits: np.ndarray) -> int | None:
+        """The allowed token of the highest logit (the lowest id on a tie), or None when none is."""
+        logits = np.asarray(logits, dtype=np.float32)
+        top = np.argpartition(-logits, 63)[:64] if logits.shape[0] > 64 else np.arange(logits.shape[0])
+        first = top[np.lexsort((top, -logits[top]))]     # the 64 best, best first, lower id first on a tie
+        for i in first:
+            if logits[i] > logits[first[-1]] and self.allows(int(i)):   # ties at the cut: the full sort
+                return int(i)
+        order = self._candidates()
+        order = order[np.lexsort((order, -logits[order]))]
+        for i in order:
+            if not np.isfinite(logits[i]) and logits[i] < 0:
+                return None
+            if self.allows(int(i)):
+                return int(i)
+        return None

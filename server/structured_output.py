@@ -1,0 +1,82 @@
+"""`response_format` (chat completions) and `text.format` (responses): JSON answers enforced while they are
+generated (strata.engine.json_grammar).
+
+What it is: `json_format(value, where)` reads the field into a `JsonFormat` (the compiled schema) or None
+for plain text, with a 400 naming the field on a bad value or a schema keyword that cannot be enforced;
+`json_format.constraint_for(...)` is how the scheduler builds one answer's constraint. Which answers are
+constrained (`constrained_format`): every one without tools; with tools offered the model must stay free
+to call them, so nothing is enforced (docs/api.md says so). A reasoning model's answer is free until its
+reasoning closes (the `</think>` tag, Harmony's final channel), then JSON.
+
+Not here: the automaton (json_grammar.py), the sampler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from strata.engine.json_grammar import (
+    ANY_OBJECT,
+    JsonConstraint,
+    Node,
+    SchemaError,
+    Vocabulary,
+    compile_schema,
+)
+from strata.server.errors import APIError
+
+HARMONY_FINAL = b"<|channel|>final<|message|>"
+
+
+@dataclass(frozen=True, eq=False)
+class JsonFormat:
+    root: Node
+    after: bytes | None = None      # bytes the answer writes freely first (the end of its reasoning)
+
+    def constraint_for(self, tokenizer: Any, eos_ids: Any) -> JsonConstraint:
+        return JsonConstraint(self.root, Vocabulary.of(tokenizer), eos_ids, after=self.after)
+
+
+def _schema_format(spec: Any, where: str) -> JsonFormat:
+    if not isinstance(spec, dict):
+        raise APIError(400, f"'{where}' must be an object with a 'schema'", param=where)
+    schema = spec.get("schema")
+    if schema is None:
+        raise APIError(400, f"'{where}.schema' is required for type 'json_schema'", param=where)
+    try:
+        return JsonFormat(compile_schema(schema))
+    except SchemaError as e:
+        raise APIError(400, f"'{where}': {e}", param=where) from None
+    except RecursionError:
+        raise APIError(400, f"'{where}.schema' is nested too deeply", param=where) from None
+
+
+def json_format(value: Any, where: str = "response_format") -> JsonFormat | None:
+    """The chat completions `response_format` (or, with where="text.format", the responses API's
+    `text.format`, whose json_schema fields sit beside its type): None for text."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise APIError(400, f"'{where}' must be an object like {{\"type\": \"json_object\"}}", param=where)
+    kind = value.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return JsonFormat(ANY_OBJECT)
+    if kind == "json_schema":
+        spec = value if where == "text.format" else value.get("json_schema")
+        return _schema_format(spec, where if where == "text.format" else f"{where}.json_schema")
+    raise APIError(400, f"'{where}.type' must be 'text', 'json_object' or 'json_schema', got {kind!r}", param=where)
+
+
+def constrained_format(fmt: JsonFormat | None, tools: Any, answer: Any) -> JsonFormat | None:
+    """What the answer is held to: nothing with tools offered; after its reasoning for a thinking model
+    (`answer`: prompting.AnswerFormat)."""
+    if fmt is None or tools:
+        return None
+    if getattr(answer, "harmony", False):
+        return JsonFormat(fmt.root, after=HARMONY_FINAL)
+    if getattr(answer, "opened", False):
+        return JsonFormat(fmt.root, after=answer.think[1].encode())
+    return fmt

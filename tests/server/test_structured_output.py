@@ -1,0 +1,107 @@
+"""`response_format` / `text.format` against live servers with the real `openai` SDK: JSON answers held to
+their schema while they are generated, on the tiny random model (whose free answers are gibberish, so
+only the constraint can make them JSON) and on the default model; schemas that cannot be enforced are a
+400 naming the keyword; with tools offered nothing is enforced."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+
+from tests.server.live import LiveServer
+
+PET = {"type": "object", "additionalProperties": False, "required": ["kind", "legs", "friendly"],
+       "properties": {"kind": {"enum": ["cat", "dog", "bird"]}, "legs": {"type": "integer"},
+                      "friendly": {"type": "boolean"}, "name": {"type": "string", "maxLength": 10}}}
+PET_FORMAT = {"type": "json_schema", "json_schema": {"name": "pet", "schema": PET, "strict": True}}
+
+
+def check_pet(text: str) -> dict:
+    value = json.loads(text)
+    assert set(value) >= {"kind", "legs", "friendly"} and set(value) <= set(PET["properties"])
+    assert value["kind"] in ("cat", "dog", "bird") and type(value["legs"]) is int
+    assert isinstance(value["friendly"], bool)
+    assert len(value.get("name", "")) <= 10
+    return value
+
+
+@pytest.fixture(scope="module")
+def oai(tiny_server):
+    return openai.OpenAI(base_url=tiny_server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def ask(client, **kw):
+    kw.setdefault("messages", [{"role": "user", "content": "Describe a pet as JSON."}])
+    kw.setdefault("max_tokens", 200)
+    return client.chat.completions.create(model="m", **kw)
+
+
+@pytest.mark.parametrize("temperature", [0, 0.9])
+def test_json_schema_answers_follow_the_schema(oai, temperature):
+    free = ask(oai, temperature=0, max_tokens=40).choices[0].message.content
+    with pytest.raises(ValueError):
+        json.loads(free)                    # the random model, left alone, writes no JSON
+    for seed in range(3):
+        r = ask(oai, temperature=temperature, seed=seed, response_format=PET_FORMAT)
+        assert r.choices[0].finish_reason == "stop"
+        check_pet(r.choices[0].message.content)
+
+
+def test_a_streamed_json_answer_is_the_same_json(oai):
+    whole = ask(oai, temperature=0, response_format=PET_FORMAT).choices[0].message.content
+    chunks = list(ask(oai, temperature=0, response_format=PET_FORMAT, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == whole
+    check_pet(whole)
+
+
+def test_json_object_gives_an_object(oai):
+    r = ask(oai, temperature=0.7, seed=1, max_tokens=300, response_format={"type": "json_object"})
+    if r.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(r.choices[0].message.content), dict)
+    else:       # cut at max_tokens: still a prefix of an object
+        assert r.choices[0].message.content.lstrip().startswith("{")
+
+
+@pytest.mark.parametrize("fmt, words", [
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "format": "date"}}},
+     "schema.format is not supported"),
+    ({"type": "json_schema", "json_schema": {"name": "x"}}, "'response_format.json_schema.schema' is required"),
+    ({"type": "xml"}, "'response_format.type' must be 'text', 'json_object' or 'json_schema'"),
+    ("json", "'response_format' must be an object"),
+])
+def test_formats_that_cannot_be_enforced_are_refused(oai, fmt, words):
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(oai, response_format=fmt)
+    assert words in e.value.message
+
+
+def test_with_tools_offered_nothing_is_enforced(oai):
+    tool = {"type": "function", "function": {"name": "get_pet", "parameters": {"type": "object", "properties": {}}}}
+    plain = ask(oai, temperature=0, max_tokens=30, tools=[tool])
+    held = ask(oai, temperature=0, max_tokens=30, tools=[tool], response_format=PET_FORMAT)
+    assert held.choices[0].message.content == plain.choices[0].message.content
+
+
+def test_responses_text_format(oai):
+    r = oai.responses.create(model="m", input="Describe a pet as JSON.", temperature=0, max_output_tokens=200,
+                             text={"format": {"type": "json_schema", "name": "pet", "schema": PET, "strict": True}})
+    assert r.status == "completed"
+    check_pet(r.output_text)
+    assert r.text.format.type == "json_schema"
+
+
+@pytest.fixture(scope="module")
+def smol(default_model_path):
+    with LiveServer(model=str(default_model_path), ctx=2048, batch=2, threads=1, conversation_cache_mib=0) as s:
+        yield openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+def test_the_default_model_fills_in_the_schema(smol):
+    r = ask(smol, temperature=0, messages=[
+        {"role": "system", "content": "Answer in JSON."},
+        {"role": "user", "content": "A dog named Rex with four legs who loves people. Describe it."}],
+        response_format=PET_FORMAT)
+    value = check_pet(r.choices[0].message.content)
+    assert value["kind"] == "dog"

@@ -1,0 +1,154 @@
+"""The JSON answer automaton (strata.engine.json_grammar): which byte strings it accepts as a whole value,
+as a prefix, or refuses; which schemas it refuses by name; and the sampler held to it over the default
+model's real vocabulary, drawing from random logits, always ends with JSON that its schema accepts."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from strata.engine.json_grammar import (
+    ANY_OBJECT,
+    JsonConstraint,
+    SchemaError,
+    Vocabulary,
+    compile_schema,
+    complete,
+    step,
+)
+from strata.engine.sampling import Sampler, SamplingParams
+
+PERSON = {"type": "object", "additionalProperties": False, "required": ["name", "age"],
+          "properties": {"name": {"type": "string", "maxLength": 8}, "age": {"type": "integer"},
+                         "tags": {"type": "array", "items": {"enum": ["x", "yy"]}, "maxItems": 3},
+                         "nick": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                         "ok": {"type": "boolean"}, "score": {"type": "number"}}}
+
+
+def verdict(root, text: str | bytes) -> str:
+    state = ((("V", root),), 0)
+    for b in text.encode() if isinstance(text, str) else text:
+        state = step(state, b)
+        if state is None:
+            return "refused"
+    return "whole" if complete(state) else "prefix"
+
+
+@pytest.mark.parametrize("text, want", [
+    ('{"a": [1, -2.5e-3, "x\\u00e9\\n", true, null, {"b": {}}], "c": -0}', "whole"),
+    ('{ "k" : "v" }', "whole"),
+    ('{"a": 01}', "refused"),          # no leading zeros
+    ('[1]', "refused"),                # json_object: an object at the top
+    ('{"a": tru', "prefix"),
+    ('{"a": "line\nbreak"}', "refused"),   # control characters must be escaped
+    ('{"a": 1,}', "refused"),
+    ('{"a" 1}', "refused"),
+    ('{"a": 1}x', "refused"),
+    ('{"a": "\\q"}', "refused"),
+    ('{"a": 1.}', "refused"),
+])
+def test_any_object(text, want):
+    assert verdict(ANY_OBJECT, text) == want
+
+
+@pytest.mark.parametrize("text, want", [
+    ('{"name": "bob", "age": 3}', "whole"),
+    ('{"age": 3, "name": "bob", "tags": ["yy", "x"], "nick": null, "ok": false, "score": 1e9}', "whole"),
+    ('{"name": "b", "age": 1, "nick": "z"}', "whole"),
+    ('{"age": 3}', "refused"),                       # "name" is required
+    ('{"name": "bobby-bobby"}', "refused"),          # maxLength 8
+    ('{"name": "b", "age": 3.5}', "refused"),        # an integer
+    ('{"name": "b", "agex": 1}', "refused"),         # no additional properties
+    ('{"name": "b", "name": "c"}', "refused"),       # a key twice
+    ('{"name": "b", "age": 1, "tags": ["z"]}', "refused"),
+    ('{"name": "b", "age": 1, "tags": ["x", "x", "x", "x"]}', "refused"),   # maxItems 3
+    ('{"name": "b", "age": 12', "prefix"),
+])
+def test_schema(text, want):
+    assert verdict(compile_schema(PERSON), text) == want
+
+
+@pytest.mark.parametrize("raw, want", [
+    ('{"a": "é€😀"}'.encode(), "whole"),
+    (b'{"a": "\xff"}', "refused"),              # never a UTF-8 byte
+    (b'{"a": "\xc3"}', "refused"),              # a character cut by the closing quote
+    (b'{"a": "\xed\xa0\x80"}', "refused"),      # a surrogate
+    (b'{"a": "\xe0\x80\x80"}', "refused"),      # an overlong form
+    (b'{"\xc3\xa9": 1}', "whole"),             # keys too
+])
+def test_strings_are_utf8(raw, want):
+    assert verdict(ANY_OBJECT, raw) == want
+    if want == "whole":
+        json.loads(raw)
+
+
+def test_recursive_ref_and_unions():
+    node = compile_schema({"$defs": {"n": {"type": "object", "additionalProperties": False, "required": ["v", "next"],
+                                           "properties": {"v": {"type": ["integer", "string"]},
+                                                          "next": {"anyOf": [{"$ref": "#/$defs/n"}, {"type": "null"}]}}}},
+                           "$ref": "#/$defs/n"})
+    assert verdict(node, '{"v": 1, "next": {"v": "two", "next": null}}') == "whole"
+    assert verdict(node, '{"v": 1, "next": {"v": true') == "refused"
+
+
+@pytest.mark.parametrize("schema, words", [
+    ({"type": "string", "pattern": "^a"}, "schema.pattern is not supported"),
+    ({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}, "schema.properties.n.minimum"),
+    ({"anyOf": [{"type": "object"}, {"type": "object", "properties": {}}]}, "cannot be told apart"),
+    ({"$ref": "#/$defs/missing"}, "names no definition"),
+    ({"type": "date"}, "'date' is not a JSON Schema type"),
+    ({"enum": []}, "an empty enum"),
+    ({"type": "array", "maxItems": -1}, "maxItems must be a non-negative integer"),
+])
+def test_refused_schemas_name_the_keyword(schema, words):
+    with pytest.raises(SchemaError, match=words.replace("(", r"\(").replace(".", r"\.")):
+        compile_schema(schema)
+
+
+def answer(sampler: Sampler, vocab: Vocabulary, eos: int, rng, steps: int = 400) -> bytes:
+    out = b""
+    for _ in range(steps):
+        logits = rng.normal(0, 3, vocab.n).astype(np.float32)
+        logits[eos] += 4.0            # the model would end early: only a whole value lets it
+        t = sampler.sample(logits)
+        if t == eos:
+            return out
+        out += vocab.bytes[t]
+    raise AssertionError(f"no end after {steps} tokens: {out[:200]!r}")
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_sampler_held_to_the_schema_on_the_real_vocabulary(smollm_tokenizer, temperature):
+    vocab = Vocabulary.of(smollm_tokenizer)
+    eos = smollm_tokenizer.eos_id
+    schema = {"type": "object", "additionalProperties": False, "required": ["ok", "kind", "n"],
+              "properties": {"ok": {"type": "boolean"}, "kind": {"enum": ["cat", "dog"]},
+                             "n": {"type": "integer"}, "why": {"type": "string", "maxLength": 12}}}
+    rng = np.random.default_rng(7)
+    for seed in range(4):
+        c = JsonConstraint(compile_schema(schema), vocab, [eos])
+        s = Sampler(SamplingParams(temperature=temperature, seed=seed, top_k=40), vocab.n, constraint=c)
+        value = json.loads(answer(s, vocab, eos, rng))
+        assert set(value) >= {"ok", "kind", "n"} and set(value) <= {"ok", "kind", "n", "why"}
+        assert isinstance(value["ok"], bool) and value["kind"] in ("cat", "dog") and type(value["n"]) is int
+
+
+def test_unconstrained_sampler_is_unchanged(smollm_tokenizer):
+    """The constraint hook leaves plain sampling as it was: the same tokens for the same seed."""
+    rng = np.random.default_rng(1)
+    rows = rng.normal(0, 2, (20, smollm_tokenizer.n_vocab)).astype(np.float32)
+    a = Sampler(SamplingParams(temperature=0.7, seed=5, top_p=0.9))
+    b = Sampler(SamplingParams(temperature=0.7, seed=5, top_p=0.9), constraint=None)
+    assert [a.sample(r) for r in rows] == [b.sample(r) for r in rows]
+
+
+def test_free_until_the_reasoning_closes(smollm_tokenizer):
+    vocab = Vocabulary.of(smollm_tokenizer)
+    c = JsonConstraint(ANY_OBJECT, vocab, [smollm_tokenizer.eos_id], after=b"</think>")
+    for t in smollm_tokenizer.encode("I think so.</think>", add_bos=False):
+        assert c.allows(t)
+        c.advance(t)
+    assert c.active and not c.allows(smollm_tokenizer.encode("Hi", add_bos=False)[0])
+    brace = smollm_tokenizer.encode("{", add_bos=False)[0]
+    assert c.allows(brace)
