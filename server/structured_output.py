@@ -1,5 +1,5 @@
 """`response_format` (chat completions) and `text.format` (responses): JSON answers enforced while they are
-generated (strata.engine.json_grammar).
+generated (strata.engine.json_grammar, json_schema).
 
 What it is: `json_format(value, where)` reads the field into a `JsonFormat` (the compiled schema) or None
 for plain text, with a 400 naming the field on a bad value or a schema keyword that cannot be enforced;
@@ -8,7 +8,7 @@ constrained (`constrained_format`): every one without tools; with tools offered 
 to call them, so nothing is enforced (docs/api.md says so). A reasoning model's answer is free until its
 reasoning closes (the `</think>` tag, Harmony's final channel), then JSON.
 
-Not here: the automaton (json_grammar.py), the sampler.
+Not here: the automaton (json_grammar.py), the schema subset (json_schema.py), the sampler.
 """
 
 from __future__ import annotations
@@ -16,14 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from strata.engine.json_grammar import (
-    ANY_OBJECT,
-    JsonConstraint,
-    Node,
-    SchemaError,
-    Vocabulary,
-    compile_schema,
-)
+from strata.engine.json_grammar import JsonConstraint, Vocabulary
+from strata.engine.json_schema import ANY_OBJECT, Node, SchemaError, compile_schema
 from strata.server.errors import APIError
 
 HARMONY_FINAL = b"<|channel|>final<|message|>"

@@ -8,15 +8,8 @@ import json
 
 import numpy as np
 import pytest
-from strata.engine.json_grammar import (
-    ANY_OBJECT,
-    JsonConstraint,
-    SchemaError,
-    Vocabulary,
-    compile_schema,
-    complete,
-    step,
-)
+from strata.engine.json_grammar import JsonConstraint, Vocabulary, complete, step
+from strata.engine.json_schema import ANY_OBJECT, SchemaError, compile_schema
 from strata.engine.sampling import Sampler, SamplingParams
 
 PERSON = {"type": "object", "additionalProperties": False, "required": ["name", "age"],
