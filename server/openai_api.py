@@ -239,7 +239,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
     job = Job(api="openai", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_tokens",), 16),
               sampling=parse_sampling(body, n_vocab=state.engine.n_vocab),
-              stop=f.get_stop(body, "stop"), conversation=tokens_key(tokens), ignore_eos=f.get_bool(body, "ignore_eos"))
+              stop=f.get_stop(body, "stop"), conversation=tokens_key(tokens), ignore_eos=f.get_bool(body, "ignore_eos"),
+              json_format=json_format(body.get("response_format")))
     model = body.get("model") or state.model_name
     cid = f"cmpl-{uuid.uuid4().hex[:24]}"
     if body.get("stream"):

@@ -84,6 +84,13 @@ def test_with_tools_offered_nothing_is_enforced(oai):
     assert held.choices[0].message.content == plain.choices[0].message.content
 
 
+def test_completions_take_response_format(oai):
+    r = oai.completions.create(model="m", prompt="A pet as JSON:", temperature=0, max_tokens=200,
+                               extra_body={"response_format": PET_FORMAT})
+    assert r.choices[0].finish_reason == "stop"
+    check_pet(r.choices[0].text)
+
+
 def test_responses_text_format(oai):
     r = oai.responses.create(model="m", input="Describe a pet as JSON.", temperature=0, max_output_tokens=200,
                              text={"format": {"type": "json_schema", "name": "pet", "schema": PET, "strict": True}})
