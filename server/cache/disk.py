@@ -192,7 +192,9 @@ class DiskLevel:
         except _Foreign as exc:
             self._skip(name, "foreign", f"another model, KV layout or file format ({exc})")
             return
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, ArithmeticError, RecursionError) as exc:
+            # ArithmeticError: a number no int32 / int holds (a token id of 2**70, Infinity); RecursionError:
+            # JSON nested ~1,000 deep. Either one escaped this and stopped the server from loading.
             self._skip(name, "damaged", f"unreadable sidecar ({type(exc).__name__}: {exc})")
             return
         if not has_image:
