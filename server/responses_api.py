@@ -206,7 +206,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
     text = body.get("text")
     if text is not None and not isinstance(text, dict):
         raise APIError(400, "'text' must be an object like {\"format\": {\"type\": \"text\"}}", param="text")
-    wanted = json_format((text or {}).get("format"), "text.format")
+    wanted = json_format((text or {}).get("format"), "text.format", flat=True)
     if wants_compaction(body):
         return await _compaction_turn(request, state, body, messages, tools, custom)
     effort = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}

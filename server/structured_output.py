@@ -27,9 +27,24 @@ HARMONY_FINAL = b"<|channel|>final<|message|>"
 class JsonFormat:
     root: Node
     after: bytes | None = None      # bytes the answer writes freely first (the end of its reasoning)
+    prefix: bytes = b""             # the answer's start the request wrote itself (Anthropic's prefill)
 
     def constraint_for(self, tokenizer: Any, eos_ids: Any) -> JsonConstraint:
-        return JsonConstraint(self.root, Vocabulary.of(tokenizer), eos_ids, after=self.after)
+        c = JsonConstraint(self.root, Vocabulary.of(tokenizer), eos_ids, after=self.after)
+        c.feed(self.prefix)
+        return c
+
+    def with_prefix(self, text: str, where: str) -> JsonFormat:
+        """This format for an answer that continues `text`; a 400 when no JSON value starts with it."""
+        if not text:
+            return self
+        prefix = text.encode()
+        try:
+            JsonConstraint(self.root, Vocabulary([]), (), after=self.after).feed(prefix)
+        except ValueError:
+            raise APIError(400, f"the assistant's prefill {text[:40]!r} does not begin a JSON value that "
+                           f"'{where}' allows", param=where) from None
+        return JsonFormat(self.root, self.after, prefix)
 
 
 def _schema_format(spec: Any, where: str) -> JsonFormat:
@@ -46,9 +61,9 @@ def _schema_format(spec: Any, where: str) -> JsonFormat:
         raise APIError(400, f"'{where}.schema' is nested too deeply", param=where) from None
 
 
-def json_format(value: Any, where: str = "response_format") -> JsonFormat | None:
-    """The chat completions `response_format` (or, with where="text.format", the responses API's
-    `text.format`, whose json_schema fields sit beside its type): None for text."""
+def json_format(value: Any, where: str = "response_format", flat: bool = False) -> JsonFormat | None:
+    """The chat completions `response_format` (or, flat, a format whose json_schema fields sit beside its
+    type: the Responses API's `text.format`, Anthropic's `output_config.format`): None for text."""
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -59,8 +74,8 @@ def json_format(value: Any, where: str = "response_format") -> JsonFormat | None
     if kind == "json_object":
         return JsonFormat(ANY_OBJECT)
     if kind == "json_schema":
-        spec = value if where == "text.format" else value.get("json_schema")
-        return _schema_format(spec, where if where == "text.format" else f"{where}.json_schema")
+        spec = value if flat else value.get("json_schema")
+        return _schema_format(spec, where if flat else f"{where}.json_schema")
     raise APIError(400, f"'{where}.type' must be 'text', 'json_object' or 'json_schema', got {kind!r}", param=where)
 
 

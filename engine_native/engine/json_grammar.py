@@ -335,16 +335,7 @@ class JsonConstraint:
         """Moves past a token the sampler chose (one `allows` accepted)."""
         token = int(token)
         if not self.active:
-            self._free += self.vocab.bytes[token] if 0 <= token < self.vocab.n else b""
-            assert self.after is not None
-            at = self._free.find(self.after)
-            if at >= 0:                      # the JSON begins after the tag: replay what followed it
-                rest = self._free[at + len(self.after):]
-                self.after, self._free = None, b""
-                for b in rest:
-                    nxt = self._step(self.state, b)
-                    if nxt is not None:
-                        self.state = nxt
+            self._free_bytes(self.vocab.bytes[token] if 0 <= token < self.vocab.n else b"")
             return
         if token in self.eos:
             return
@@ -358,6 +349,31 @@ class JsonConstraint:
         parts = [ids for b, ids in self.vocab.by_first.items() if self._step(self.state, b) is not None]
         parts.append(np.array(sorted(self.eos), dtype=np.int64))
         return np.concatenate(parts)
+
+    def _free_bytes(self, data: bytes) -> None:
+        """Bytes before `after` is seen; once it is, the JSON begins with what followed it."""
+        assert self.after is not None
+        self._free += data
+        at = self._free.find(self.after)
+        if at >= 0:
+            rest = self._free[at + len(self.after):]
+            self.after, self._free = None, b""
+            for b in rest:
+                nxt = self._step(self.state, b)
+                if nxt is not None:
+                    self.state = nxt
+
+    def feed(self, data: bytes) -> None:
+        """Moves past bytes the answer starts with that no token chose (a prefill); ValueError when they
+        cannot begin the value."""
+        if not self.active:
+            self._free_bytes(data)
+            return
+        for b in data:
+            nxt = self._step(self.state, b)
+            if nxt is None:
+                raise ValueError(f"json constraint: {data!r} cannot begin the value")
+            self.state = nxt
 
     def allowed_mask(self) -> np.ndarray:
         """(n_vocab,) bool: the tokens that may come next."""

@@ -112,3 +112,35 @@ def test_the_default_model_fills_in_the_schema(smol):
         response_format=PET_FORMAT)
     value = check_pet(r.choices[0].message.content)
     assert value["kind"] == "dog"
+
+
+@pytest.fixture(scope="module")
+def claude(tiny_server):
+    import anthropic
+
+    return anthropic.Anthropic(base_url=tiny_server.url, api_key="unused", max_retries=0, timeout=60)
+
+
+@pytest.mark.parametrize("field", ["output_config", "output_format"])
+def test_anthropic_output_format(claude, field):
+    fmt = {"type": "json_schema", "schema": PET}
+    body = {"output_config": {"format": fmt}} if field == "output_config" else {"output_format": fmt}
+    r = claude.messages.create(model="m", max_tokens=200, extra_body={**body, "temperature": 0},
+                               messages=[{"role": "user", "content": "Describe a pet as JSON."}])
+    assert r.stop_reason == "end_turn"
+    check_pet(r.content[0].text)
+
+
+def test_anthropic_prefill_is_the_start_of_the_json(claude):
+    body = {"output_config": {"format": {"type": "json_schema", "schema": PET}}, "temperature": 0}
+    r = claude.messages.create(model="m", max_tokens=200, extra_body=body,
+                               messages=[{"role": "user", "content": "Describe a pet as JSON."},
+                                         {"role": "assistant", "content": '{"kind": "bird", '}])
+    check_pet('{"kind": "bird", ' + r.content[0].text)
+    import anthropic
+
+    with pytest.raises(anthropic.BadRequestError) as e:
+        claude.messages.create(model="m", max_tokens=20, extra_body=body,
+                               messages=[{"role": "user", "content": "Describe a pet."},
+                                         {"role": "assistant", "content": "Sure! {"}])
+    assert "does not begin a JSON value that 'output_config.format' allows" in e.value.message
