@@ -1,0 +1,79 @@
+"""What holding answers to JSON costs: the default model generating the same prompts greedily with and
+without a `response_format`-style constraint (strata.engine.json_grammar), side by side in one process.
+
+Prints, per schema, tokens/s of the constrained and the free answers (prompt reading included) and the
+sampler's own milliseconds per token with the constraint. Not a test (no assertion).
+
+    .venv/bin/python benchmarks/structured_output.py [--threads 2] [--rounds 3] [--max-tokens 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from strata.engine import Engine
+from strata.engine.json_grammar import JsonConstraint, Vocabulary
+from strata.engine.json_schema import ANY_OBJECT, compile_schema
+from strata.engine.models import default_model_path
+from strata.engine.sampling import Sampler, SamplingParams
+
+PROMPTS = ["A dog named Rex with four legs who loves people. Describe it.", "Describe a grumpy cat.",
+           "List three fruits with their colors.", "Give me a user profile for Ada, 36, engineer in Lyon."]
+SCHEMAS = {
+    "json_object": None,
+    "pet schema": {"type": "object", "additionalProperties": False, "required": ["kind", "legs", "friendly"],
+                   "properties": {"kind": {"enum": ["cat", "dog", "bird"]}, "legs": {"type": "integer"},
+                                  "friendly": {"type": "boolean"}, "name": {"type": "string", "maxLength": 20}}},
+}
+
+
+def generate(e: Engine, prompt: list[int], max_tokens: int, constraint) -> tuple[int, float, float]:
+    """(tokens, seconds in all, seconds in the sampler)."""
+    e.truncate(0, 0)
+    t0 = time.perf_counter()
+    e.prefill(0, prompt)
+    logits = e.logits(0)
+    sampler = Sampler(SamplingParams(), e.n_vocab, constraint=constraint)
+    eos = set(e.eos_token_ids)
+    n, in_sampler = 0, 0.0
+    for _ in range(max_tokens):
+        s0 = time.perf_counter()
+        t = sampler.sample(logits)
+        in_sampler += time.perf_counter() - s0
+        if t in eos:
+            break
+        n += 1
+        logits = e.decode([0], [t])[0]
+    return n, time.perf_counter() - t0, in_sampler
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--max-tokens", type=int, default=120)
+    a = ap.parse_args()
+    e = Engine(str(default_model_path()), n_ctx=1024, n_threads=a.threads)
+    vocab = Vocabulary.of(e.tokenizer)
+    prompts = [e.tokenizer.encode(e.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True))
+               for p in PROMPTS]
+    eos = list(e.eos_token_ids)
+    for name, schema in SCHEMAS.items():
+        root = ANY_OBJECT if schema is None else compile_schema(schema)
+        free = held = None
+        for _ in range(a.rounds):
+            f = [generate(e, p, a.max_tokens, None) for p in prompts]
+            h = [generate(e, p, a.max_tokens, JsonConstraint(root, vocab, eos)) for p in prompts]
+            f_rate = sum(x[0] for x in f) / sum(x[1] for x in f)
+            h_rate = sum(x[0] for x in h) / sum(x[1] for x in h)
+            ms = 1000 * sum(x[2] for x in h) / max(1, sum(x[0] for x in h))
+            free = max(free or 0, f_rate)
+            if held is None or h_rate > held[0]:
+                held = (h_rate, ms, sum(x[0] for x in h))
+        print(f"{name:12s} free {free:7.1f} tok/s   held {held[0]:7.1f} tok/s ({held[0] / free:.2f}x), "
+              f"sampler {held[1]:.2f} ms a token, {held[2]} tokens")
+
+
+if __name__ == "__main__":
+    main()
