@@ -292,9 +292,13 @@ def parse_answer(q: Question, text: str, s: Situation, a: Answers, p: PlanParame
         return text
     if q.key == "concurrency":
         low = text.lower()
+        if low == "0":  # "0 slots", the server's --batch 0
+            return "one"
         matches = [c for c in CONCURRENCY_CHOICES if c.startswith(low)]
         if len(matches) != 1:
-            raise AnswerError(f"{text!r}: answer 'one' or 'several'")
+            raise AnswerError(f"{text!r}: answer 'one' (or 0: no slots, one request at a time) or 'several' "
+                              "(as many slots as fit, at most 4; another number: `batch` in the configuration "
+                              "file or `strata serve --batch N`)")
         return matches[0]
     if q.key == "keep_on_disk":
         low = text.lower()

@@ -108,7 +108,7 @@ def test_typed_answers_change_the_plan_and_bad_ones_are_asked_again(tmp_path, en
     t.expect(r"One request at a time, or several\?")
     t.expect(r"\] $")
     t.send("maybe")
-    t.expect("! 'maybe': answer 'one' or 'several'")
+    t.expect("! 'maybe': answer 'one' .or 0: no slots, one request at a time. or 'several'")
     t.expect(r"One request at a time, or several\?")
     t.send("one")
     t.expect(r"Keep conversations on disk\?")

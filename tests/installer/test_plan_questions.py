@@ -45,7 +45,8 @@ def test_the_flow_before_seed_002_asks_only_model_and_context():
 
 
 @pytest.mark.parametrize("key,text,message", [
-    ("concurrency", "maybe", "answer 'one' or 'several'"),
+    ("concurrency", "maybe", "answer 'one' (or 0: no slots, one request at a time) or 'several'"),
+    ("concurrency", "2", "another number: `batch` in the configuration file or `strata serve --batch N`"),
     ("keep_on_disk", "perhaps", "answer yes or no"),
     ("ctx", "lots", "is not a number of tokens"),
     ("ctx", "100", "below the smallest context"),
@@ -72,7 +73,7 @@ def test_a_context_too_large_for_this_machine_is_refused_with_the_sizes():
 
 
 @pytest.mark.parametrize("key,text,value", [
-    ("concurrency", "ONE", "one"), ("concurrency", "sev", "several"), ("keep_on_disk", "n", False),
+    ("concurrency", "ONE", "one"), ("concurrency", "sev", "several"), ("concurrency", "0", "one"), ("keep_on_disk", "n", False),
     ("keep_on_disk", "Yes", True), ("ctx", "32k", 32768), ("ctx", "16_384", 16384), ("model", "1", "/m/x"),
     # the id `strata models` shows for a listed file (a new user typed it: "'GLM-4.7-Flash' is not a .gguf file")
     ("model", "GLM-4.7-Flash-Q4_K_M", "/models/GLM-4.7-Flash-Q4_K_M.gguf"),
