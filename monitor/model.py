@@ -202,7 +202,7 @@ class MonitorModel:
         for s in _dicts(snap.get("slots")):
             key = str(s.get("id"))
             last_use = s.get("last_use")
-            finished = key in self._last_use and last_use != self._last_use[key]
+            finished = key in self._last_use and _changed(last_use, self._last_use[key])
             self._last_use[key] = last_use
             working = s.get("state") in BUSY_STATES or finished
             for name, store in (("prefill_tps", self._prefill), ("decode_tps", self._decode)):
@@ -302,3 +302,12 @@ def admission_headroom(cache: dict) -> dict[str, float | None]:
         f = _num(adm.get(floor))
         out[floor] = available - f if available is not None and f is not None else None
     return out
+
+
+def _changed(last_use, before) -> bool:
+    """Whether a slot's `last_use` moved: by more than a millisecond, since a server that turns a
+    monotonic time into wall time for each snapshot jitters in the last digits (an idle slot was
+    plotted at its last speed every other snapshot)."""
+    if isinstance(last_use, (int, float)) and isinstance(before, (int, float)):
+        return abs(last_use - before) > 1e-3
+    return last_use != before

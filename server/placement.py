@@ -21,9 +21,13 @@ from strata.server.slots import MAIN, SlotTable, common_prefix
 log = logging.getLogger("strata.server.placement")
 
 
+_WALL_MINUS_MONOTONIC = time.time() - time.monotonic()  # read once: one instant reads the same every time
+
+
 def wall_of(mono: float | None) -> float | None:
-    """A monotonic time as wall-clock seconds (for display)."""
-    return None if mono is None else time.time() - (time.monotonic() - mono)
+    """A monotonic time as wall-clock seconds (for display). The offset is read once: read per call,
+    a slot's `last_use` moved by microseconds between snapshots and the monitor took it for a new use."""
+    return None if mono is None else mono + _WALL_MINUS_MONOTONIC
 
 
 class Placer:

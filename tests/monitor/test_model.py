@@ -77,6 +77,23 @@ def test_a_slot_speed_is_plotted_while_it_works_and_zero_when_idle():
                 assert v == 0.0                  # idle and nothing finished since the last snapshot
 
 
+def test_an_idle_slot_whose_last_use_jitters_reads_zero():
+    """A server's `last_use` jitters by a microsecond between snapshots (wall time made from a monotonic
+    one each time); the idle slot was plotted at its last decode speed every other snapshot (new-user
+    trial: slot 1 at 112 tok/s, 12 s after its last request)."""
+    series = load("series.json")
+    snap = copy.deepcopy(series[-1])
+    slot = next(s for s in snap["slots"] if s["state"] == "idle" and s.get("last_use") and s.get("decode_tps"))
+    snaps = []
+    for i in range(4):
+        s2 = copy.deepcopy(snap)
+        s2["time"] = snap["time"] + i
+        next(s for s in s2["slots"] if s["id"] == slot["id"])["last_use"] = slot["last_use"] + (i % 2) * 2e-6
+        snaps.append(s2)
+    view = fed(*snaps).view()
+    assert [v for _, v in view.decode_history[str(slot["id"])]] == [0.0] * 4
+
+
 def test_requests_newest_first_with_reuse_and_mismatch():
     snap = load("after.json")
     view = fed(snap).view()

@@ -143,3 +143,15 @@ def test_a_live_server_with_the_learned_policy_places_and_learns(tiny_model):
                                    "learned") for d in placed)
         assert placer.returns.histories == 4
         assert sum(placer.returns.returned[sr.ROW_ALL]) == 1  # A's first turn, continued once
+
+
+def test_wall_of_reads_one_instant_the_same_every_time():
+    """/v1/slots' last_use and the decisions' times: the same monotonic instant gives the same wall time
+    on every snapshot (it jittered by microseconds; the monitor plotted idle slots as working)."""
+    import time
+
+    from strata.server.placement import wall_of
+    mono = time.monotonic() - 5.0
+    first = wall_of(mono)
+    assert all(wall_of(mono) == first for _ in range(1000))
+    assert abs(first - (time.time() - 5.0)) < 1.0 and wall_of(None) is None
