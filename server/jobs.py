@@ -75,7 +75,7 @@ class Job:
     submitted: float = field(default_factory=time.monotonic)
     submitted_wall: float = field(default_factory=time.time)
     cancelled: bool = False       # set by the handler when its client went away; read by the worker
-    json_format: Any = None       # structured_output.JsonFormat: the answer is held to JSON (response_format)
+    answer_rule: Any = None       # structured_output.JsonFormat (response_format) or ForcedCall (a call demanded)
 
 
 # Streamed text waits up to this long to travel with the next steps' text (one wake-up of the loop and

@@ -33,7 +33,7 @@ from strata.server.prompting import (
     template_kwargs,
     tokens_key,
 )
-from strata.server.structured_output import constrained_format, json_format
+from strata.server.structured_output import constrained_format, json_format, required_call
 
 from strata import __version__
 
@@ -197,7 +197,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
               conversation=conversation_key(messages), ignore_eos=f.get_bool(body, "ignore_eos"))
     model = body.get("model") or state.model_name
     fmt = answer_format(state.engine, tokens, messages)
-    job.json_format = constrained_format(wanted, tools, fmt)
+    choice = body.get("tool_choice")
+    job.answer_rule = constrained_format(wanted, tools, fmt) or required_call(
+        choice == "required" or isinstance(choice, dict), tools, fmt, state.engine)
     if body.get("stream"):
         opts = body.get("stream_options") or {}
         return await _stream_chat(request, state, job, model, tools,
@@ -240,7 +242,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
               max_tokens=f.get_max_tokens(body, ("max_tokens",), 16),
               sampling=parse_sampling(body, n_vocab=state.engine.n_vocab),
               stop=f.get_stop(body, "stop"), conversation=tokens_key(tokens), ignore_eos=f.get_bool(body, "ignore_eos"),
-              json_format=json_format(body.get("response_format")))
+              answer_rule=json_format(body.get("response_format")))
     model = body.get("model") or state.model_name
     cid = f"cmpl-{uuid.uuid4().hex[:24]}"
     if body.get("stream"):

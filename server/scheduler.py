@@ -308,9 +308,9 @@ class Scheduler:
 
     def _constraint(self, job: Job) -> Any:
         """The answer's JSON constraint (response_format), or None."""
-        if job.json_format is None:
+        if job.answer_rule is None:
             return None
-        return job.json_format.constraint_for(self.engine.tokenizer, self.eos)
+        return job.answer_rule.constraint_for(self.engine.tokenizer, self.eos)
 
     def _start_row(self, job: Job, ctx: int) -> None:
         state = self.table[ctx]

@@ -1,21 +1,26 @@
-"""`response_format` (chat completions) and `text.format` (responses): JSON answers enforced while they are
-generated (strata.engine.json_grammar, json_schema).
+"""Rules an answer is held to while it is generated: JSON for `response_format` (chat completions,
+completions), `text.format` (responses), `output_config.format` (Anthropic) (strata.engine.json_grammar,
+json_schema); a tool call's opening when the request demands a call (strata.engine.forced_start).
 
-What it is: `json_format(value, where)` reads the field into a `JsonFormat` (the compiled schema) or None
-for plain text, with a 400 naming the field on a bad value or a schema keyword that cannot be enforced;
-`json_format.constraint_for(...)` is how the scheduler builds one answer's constraint. Which answers are
-constrained (`constrained_format`): every one without tools; with tools offered the model must stay free
-to call them, so nothing is enforced (docs/api.md says so). A reasoning model's answer is free until its
-reasoning closes (the `</think>` tag, Harmony's final channel), then JSON.
+What it is: `json_format(value, where)` reads a format field into a `JsonFormat` (the compiled schema) or
+None for plain text, with a 400 naming the field on a bad value or a schema keyword that cannot be
+enforced. Which answers are held to JSON (`constrained_format`): every one without tools; with tools offered
+the model must stay free to call them, so no JSON is enforced (docs/api.md says so). `required_call`: with
+tools and a choice that demands a call, the answer opens with the model's call marker (`<tool_call>`,
+Mistral's `[TOOL_CALLS]`, Seed-OSS's `<seed:tool_call>`; none for Harmony, whose calls are a channel). A
+reasoning model's answer is free until its reasoning closes (the `</think>` tag, Harmony's final channel).
+The scheduler builds each answer's constraint with `constraint_for(tokenizer, eos_ids)`.
 
 Not here: the automaton (json_grammar.py), the schema subset (json_schema.py), the sampler.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from strata.engine.forced_start import ForcedStart
 from strata.engine.json_grammar import JsonConstraint, Vocabulary
 from strata.engine.json_schema import ANY_OBJECT, Node, SchemaError, compile_schema
 from strata.server.errors import APIError
@@ -28,9 +33,10 @@ class JsonFormat:
     root: Node
     after: bytes | None = None      # bytes the answer writes freely first (the end of its reasoning)
     prefix: bytes = b""             # the answer's start the request wrote itself (Anthropic's prefill)
+    lead: bytes = b""               # bytes the answer must write before the JSON (a call's opening tag)
 
     def constraint_for(self, tokenizer: Any, eos_ids: Any) -> JsonConstraint:
-        c = JsonConstraint(self.root, Vocabulary.of(tokenizer), eos_ids, after=self.after)
+        c = JsonConstraint(self.root, Vocabulary.of(tokenizer), eos_ids, after=self.after, lead=self.lead)
         c.feed(self.prefix)
         return c
 
@@ -89,3 +95,79 @@ def constrained_format(fmt: JsonFormat | None, tools: Any, answer: Any) -> JsonF
     if getattr(answer, "opened", False):
         return JsonFormat(fmt.root, after=answer.think[1].encode())
     return fmt
+
+
+@dataclass(frozen=True)
+class ForcedCall:
+    start: bytes                    # the model's call marker
+    after: bytes | None = None      # the end of its reasoning, for a thinking model
+
+    def constraint_for(self, tokenizer: Any, eos_ids: Any) -> ForcedStart:
+        return ForcedStart(self.start, Vocabulary.of(tokenizer), after=self.after)
+
+
+def call_marker(answer: Any) -> bytes | None:
+    """The text a model's tool calls open with (prompting.AnswerFormat), None for Harmony."""
+    if getattr(answer, "harmony", False):
+        return None
+    if getattr(answer, "mistral_calls", False):
+        return b"[TOOL_CALLS]"
+    if getattr(answer, "seed_calls", False):
+        return b"<seed:tool_call>"
+    return b"<tool_call>"
+
+
+PROBE_TOOL = "strata_probe_tool"
+
+
+def writes_json_calls(engine: Any) -> bool:
+    """Whether the model's template writes a call as `<tool_call>` and a JSON object naming it (Hermes,
+    Qwen2.5 / Qwen3, SmolLM, and templates without tools, whose calls Strata writes so): asked of the
+    template itself with a probe conversation, once per template."""
+    template = getattr(engine, "chat_template", None)
+    known = getattr(template, "_strata_json_calls", None)
+    if known is not None:
+        return known
+    tool = {"type": "function", "function": {"name": PROBE_TOOL, "parameters": {"type": "object", "properties": {}}}}
+    call = {"id": "call_probe", "type": "function", "function": {"name": PROBE_TOOL, "arguments": '{"k": 1}'}}
+    messages = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_probe", "content": "y"}]
+    try:
+        text = engine.apply_chat_template(messages, tools=[tool], add_generation_prompt=True)
+    except Exception:       # a template that cannot render the probe: no JSON calls assumed
+        text = ""
+    found = re.search(r'<tool_call>\s*\{\s*"name"\s*:\s*"' + PROBE_TOOL, text) is not None
+    if template is not None:
+        try:
+            template._strata_json_calls = found
+        except AttributeError:
+            pass
+    return found
+
+
+def call_schema(tools: list[dict]) -> Node:
+    """A call's JSON: {"name": one of the tools, "arguments": that tool's parameters (one tool offered) or
+    any object}, objects that list properties taking only those. A parameters schema this cannot enforce
+    leaves the arguments free (it is the agent's schema, not a format the request asked to be held to)."""
+    names = [t["function"]["name"] for t in tools]
+    arguments: Any = {"type": "object"}
+    if len(tools) == 1:
+        try:
+            compile_schema(tools[0]["function"].get("parameters") or {"type": "object"}, closed=True)
+            arguments = tools[0]["function"].get("parameters") or {"type": "object"}
+        except (SchemaError, RecursionError):
+            pass
+    return compile_schema({"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
+                           "properties": {"name": {"enum": names}, "arguments": arguments}}, closed=True)
+
+
+def required_call(demanded: bool, tools: Any, answer: Any, engine: Any = None) -> JsonFormat | ForcedCall | None:
+    """With tools offered and a choice that demands a call: the answer opens a call; a model that writes
+    JSON calls then writes one of the tools' names and (one tool offered) arguments its schema allows."""
+    marker = call_marker(answer) if demanded and tools else None
+    if marker is None:
+        return None
+    after = answer.think[1].encode() if getattr(answer, "opened", False) else None
+    if marker == b"<tool_call>" and engine is not None and writes_json_calls(engine):
+        return JsonFormat(call_schema(tools), after=after, lead=marker)
+    return ForcedCall(marker, after=after)

@@ -39,6 +39,7 @@ HEX = frozenset(b"0123456789abcdefABCDEF")
 #                                         () or (continuation bytes to come, the next one's range)
 #   ("N", node, part, length)             in a number; part one of - 0 int . frac e esign exp
 #   ("L", literals, pos)                  matching literals (enum, const, true / false / null)
+#   ("P", data, pos)                      bytes that must come first (a tool call's opening tag)
 # Empty stack: the value is complete.
 
 _NUMBER_END = frozenset({"0", "int", "frac", "exp"})
@@ -189,6 +190,11 @@ def step(state: tuple, b: int) -> tuple | None:
         if part in _NUMBER_END:                      # the number ended: b belongs to what holds it
             return step((_close_value(stack), 0), b)
         return None
+    if tag == "P":
+        _, data, pos = top
+        if b != data[pos]:
+            return None
+        return (stack[:-1] + ((("P", data, pos + 1),) if pos + 1 < len(data) else ()), 0)
     if tag == "L":
         _, lits, pos = top
         cont = tuple(v for v in lits if len(v) > pos and v[pos] == b)
@@ -289,12 +295,15 @@ class Vocabulary:
 
 class JsonConstraint:
     """One answer's automaton over tokens. `after`: bytes the answer may write freely before the JSON
-    (a reasoning block's closing tag); the constraint starts once they have been generated."""
+    (a reasoning block's closing tag); the constraint starts once they have been generated. `lead`: bytes
+    it must write first (`<tool_call>` before a call's JSON)."""
 
-    def __init__(self, root: Node, vocabulary: Vocabulary, eos_ids: Iterable[int], after: bytes | None = None):
+    def __init__(self, root: Node, vocabulary: Vocabulary, eos_ids: Iterable[int], after: bytes | None = None,
+                 lead: bytes = b""):
         self.vocab = vocabulary
         self.eos = frozenset(int(i) for i in eos_ids)
-        self.state: tuple = ((("V", root),), 0)
+        # `lead`: bytes the answer must write before the value (special tokens may write them)
+        self.state: tuple = ((("V", root),) + ((("P", lead, 0),) if lead else ()), 0)
         self.after = after
         self._free = b""                     # the answer's bytes while waiting for `after`
         self._memo: dict[tuple, tuple | None] = {}
@@ -327,8 +336,10 @@ class JsonConstraint:
             return True
         if token in self.eos:
             return complete(self.state)
-        if token in self.vocab.special or not 0 <= token < self.vocab.n or not self.vocab.bytes[token]:
+        if not 0 <= token < self.vocab.n or not self.vocab.bytes[token]:
             return False
+        if token in self.vocab.special and not (self.state[0] and self.state[0][-1][0] == "P"):
+            return False            # a special token's text is no JSON: only a lead may be written by one
         return self._after_token(token) is not None
 
     def advance(self, token: int) -> None:

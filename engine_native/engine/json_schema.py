@@ -92,8 +92,9 @@ def _count(schema: dict, key: str, where: str) -> int | None:
 
 
 class _Compiler:
-    def __init__(self, root: Any):
+    def __init__(self, root: Any, closed: bool = False):
         self.root = root
+        self.closed = closed
         self.refs: dict[str, Node] = {}
 
     def ref(self, ref: Any, where: str) -> Node:
@@ -180,7 +181,7 @@ class _Compiler:
             missing = [r for r in req if r not in props and schema.get("additionalProperties") is False]
             if missing:
                 raise SchemaError(f"{where}.required names {missing[0]!r}, which is not in properties")
-            extra_raw = schema.get("additionalProperties", True)
+            extra_raw = schema.get("additionalProperties", not (self.closed and props))
             extra = None if extra_raw is False else self.node(extra_raw, f"{where}.additionalProperties")
             return Node("object", props=props, required=frozenset(req), extra=extra)
         if kind == "array":
@@ -221,6 +222,8 @@ class _Compiler:
         return rest[0] if len(rest) == 1 else Node("union", alternatives=tuple(rest))
 
 
-def compile_schema(schema: Any) -> Node:
-    """The root node of a JSON Schema; SchemaError names what cannot be enforced."""
-    return _Compiler(schema).node(schema, "schema")
+def compile_schema(schema: Any, closed: bool = False) -> Node:
+    """The root node of a JSON Schema; SchemaError names what cannot be enforced. `closed`: an object that
+    lists properties and says nothing of others takes only those (a tool's arguments: what a model
+    should write, where JSON Schema's default would let it invent keys)."""
+    return _Compiler(schema, closed).node(schema, "schema")

@@ -144,3 +144,49 @@ def test_anthropic_prefill_is_the_start_of_the_json(claude):
                                messages=[{"role": "user", "content": "Describe a pet."},
                                          {"role": "assistant", "content": "Sure! {"}])
     assert "does not begin a JSON value that 'output_config.format' allows" in e.value.message
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+CLOCK = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
+
+
+SHORT = {"type": "function", "function": {      # a random model ends a string only when it must
+    "name": "get_weather", "parameters": {"type": "object", "required": ["city"],
+                                          "properties": {"city": {"type": "string", "maxLength": 12}}}}}
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_a_demanded_call_is_a_call_even_from_a_random_model(oai, choice):
+    free = ask(oai, temperature=0, max_tokens=60, tools=[SHORT], tool_choice="auto").choices[0]
+    assert not free.message.tool_calls          # left alone, the random model calls nothing
+    for seed in range(3):
+        r = ask(oai, temperature=0.8, seed=seed, max_tokens=300, tools=[SHORT], tool_choice=choice).choices[0]
+        assert r.finish_reason == "tool_calls", r.message.content
+        (call,) = r.message.tool_calls
+        args = json.loads(call.function.arguments)   # one tool offered: its schema, closed
+        assert call.function.name == "get_weather" and set(args) == {"city"} and len(args["city"]) <= 12
+
+
+def test_anthropic_any_tool_is_a_tool_use(claude):
+    tool = {"name": "get_weather", "input_schema": SHORT["function"]["parameters"]}
+    r = claude.messages.create(model="m", max_tokens=400, tools=[tool], tool_choice={"type": "any"},
+                               messages=[{"role": "user", "content": "Weather in Oslo?"}], extra_body={"temperature": 0})
+    assert r.stop_reason == "tool_use"
+    (use,) = [b for b in r.content if b.type == "tool_use"]
+    assert use.name == "get_weather" and set(use.input) == {"city"}
+
+
+def test_the_default_model_calls_the_tool_it_is_told_to(smol):
+    for text, city in [("Is it raining in Paris?", "Paris"), ("What's the weather like in Tokyo today?", "Tokyo")]:
+        free = ask(smol, temperature=0, max_tokens=80, tools=[WEATHER], messages=[{"role": "user", "content": text}])
+        assert not free.choices[0].message.tool_calls      # this small model answers in words when left free
+        r = ask(smol, temperature=0, max_tokens=80, tools=[WEATHER], tool_choice="required",
+                messages=[{"role": "user", "content": text}]).choices[0]
+        (call,) = r.message.tool_calls
+        assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": city}
+    r = ask(smol, temperature=0, max_tokens=80, tools=[WEATHER, CLOCK], tool_choice="required",
+            messages=[{"role": "user", "content": "What time is it?"}]).choices[0]
+    (call,) = r.message.tool_calls
+    assert call.function.name in ("get_weather", "get_time") and isinstance(json.loads(call.function.arguments), dict)

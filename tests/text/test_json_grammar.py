@@ -145,3 +145,35 @@ def test_free_until_the_reasoning_closes(smollm_tokenizer):
     assert c.active and not c.allows(smollm_tokenizer.encode("Hi", add_bos=False)[0])
     brace = smollm_tokenizer.encode("{", add_bos=False)[0]
     assert c.allows(brace)
+
+
+def test_a_lead_comes_before_the_value():
+    from strata.engine.json_grammar import JsonConstraint as C
+
+    c = C(compile_schema({"type": "object", "properties": {"a": {"type": "integer"}}}), Vocabulary([]), (),
+          lead=b"<tool_call>")
+    with pytest.raises(ValueError):
+        C(ANY_OBJECT, Vocabulary([]), (), lead=b"<tool_call>").feed(b'{"a": 1}')
+    c.feed(b'<tool_call>\n{"a": 1}')
+    assert complete(c.state)
+
+
+def test_closed_objects_take_only_their_properties():
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    assert verdict(compile_schema(schema), '{"city": "Oslo", "unit": "C"}') == "whole"     # JSON Schema's default
+    assert verdict(compile_schema(schema, closed=True), '{"city": "Oslo", "unit": "C"}') == "refused"
+    assert verdict(compile_schema({"type": "object"}, closed=True), '{"any": 1}') == "whole"   # lists nothing
+
+
+def test_forced_start_spells_its_text_then_frees(smollm_tokenizer):
+    from strata.engine.forced_start import ForcedStart
+
+    vocab = Vocabulary.of(smollm_tokenizer)
+    f = ForcedStart(b"[TOOL_CALLS]", vocab)
+    rng = np.random.default_rng(3)
+    s = Sampler(SamplingParams(temperature=1.0, seed=2), vocab.n, constraint=f)
+    out = b""
+    while f.active:
+        out += vocab.bytes[s.sample(rng.normal(0, 3, vocab.n).astype(np.float32))]
+    assert out[:12] == b"[TOOL_CALLS]"
+    assert f.allows(smollm_tokenizer.encode("Hello", add_bos=False)[0])    # free afterwards
