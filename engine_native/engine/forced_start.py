@@ -23,7 +23,6 @@ class ForcedStart:
         self.vocab = vocabulary
         self.after = after
         self._seen = b""        # the answer's bytes while waiting for `after`
-        self._ids = np.flatnonzero([len(b) > 0 for b in vocabulary.bytes]) if vocabulary.n else np.zeros(0, np.int64)
 
     @property
     def active(self) -> bool:
@@ -51,7 +50,7 @@ class ForcedStart:
         if not self.active:
             mask[:] = True
             return mask
-        for i in self._ids:
+        for i in self.vocab.nonempty:
             mask[i] = self._agrees(int(i))
         return mask
 

@@ -282,6 +282,7 @@ class Vocabulary:
             if tb and i not in self.special:
                 by_first.setdefault(tb[0], []).append(i)
         self.by_first = {b: np.array(ids, dtype=np.int64) for b, ids in by_first.items()}
+        self.nonempty = np.array([i for i, tb in enumerate(self.bytes) if tb], dtype=np.int64)
 
     @classmethod
     def of(cls, tokenizer: Any) -> Vocabulary:
