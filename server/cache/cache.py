@@ -99,8 +99,14 @@ def log_skipped_files(lvl: DiskLevel) -> None:
 
 
 def warn_budget_beyond_free_space(lvl: DiskLevel) -> None:
-    """A budget the volume cannot hold: writes fail with 'No space left' long before the budget evicts."""
+    """A folder this process cannot write (its entries are still read), or a budget the volume cannot
+    hold: writes fail with 'No space left' long before the budget evicts."""
     if lvl.state != "on" or not lvl.budget_bytes:
+        return
+    if not os.access(lvl.folder, os.W_OK):
+        log.warning("conversation cache %s level %s: the folder is not writable (read-only or its permissions): "
+                    "its %d entries are read, nothing new is kept there; give --conversation-cache-%s-dir a "
+                    "folder this user can write", lvl.name, lvl.folder, len(lvl.entries), lvl.name)
         return
     try:
         room = shutil.disk_usage(lvl.folder).free + lvl.used_bytes
@@ -412,11 +418,12 @@ class ConversationCache:
             if not room:
                 self.spill_failures += 1
                 if self._keep_in_ram(entry):
-                    log.warning("spill of %s to %s refused (%s); kept in RAM instead (check the space and "
-                                "budget of %s)", key, lvl.name, why, lvl.folder)
+                    log.warning("spill of %s to %s refused (%s); kept in RAM instead (check the free space, "
+                                "budget and write permission of %s)", key, lvl.name, why, lvl.folder)
                     return
                 self.parks["discard"] += 1
-                log.warning("spill of %s to %s refused (%s); discards=%d (check the space and budget of %s)",
+                log.warning("spill of %s to %s refused (%s); discards=%d (check the free space, budget and "
+                            "write permission of %s)",
                             key, lvl.name, why, self.parks["discard"], lvl.folder)
                 return
             lvl.add(written)
@@ -644,7 +651,7 @@ class ConversationCache:
                 if lost:
                     disk = self.cascade.levels[self.first_disk]
                     log.warning("stopping: %d conversation histories could not be written to the %s level %s "
-                                "(last: %s); they are lost (check the space and budget of that folder)",
+                                "(last: %s); they are lost (check that folder's free space, budget and write permission)",
                                 lost, disk.name, disk.folder, why)
 
     # -- visible --------------------------------------------------------------------------------

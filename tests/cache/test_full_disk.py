@@ -5,8 +5,11 @@ volume is a warning at start-up (new-user trial: a 1024 MiB cold level on a 2 Mi
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 
+import pytest
 from strata.server.cache.fileio import FullDiskIO
 
 from tests.cache.conftest import history, park_history
@@ -63,3 +66,29 @@ def test_budget_beyond_the_volume_is_a_warning_at_start(make_cache, folders, cap
     with caplog.at_level("WARNING", logger="strata.cache"):
         make_cache(conversation_cache_cold_mib=1)
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_a_read_only_folder_is_a_warning_at_start(make_cache, folders, caplog):
+    """Its entries are still read; the warning says nothing new is kept (a new-user trial: a read-only
+    folder with entries started silently, and the clean stop lost 7 histories)."""
+    cache = make_cache(conversation_cache_mib=0, conversation_cache_cold_mib=100)
+    park_history(cache, history(26, 60))
+    cache.flush()
+    os.chmod(folders["cold"], 0o555)
+    mounted = False
+    try:
+        if os.access(folders["cold"], os.W_OK):  # root writes a 0555 folder: a read-only bind mount instead
+            cold = str(folders["cold"])
+            mounted = subprocess.run(["mount", "--bind", cold, cold], capture_output=True).returncode == 0
+            if not mounted or subprocess.run(["mount", "-o", "remount,bind,ro", cold],
+                                             capture_output=True).returncode != 0:
+                pytest.skip("this user writes a 0555 folder and cannot mount one read-only")
+        with caplog.at_level("WARNING", logger="strata.cache"):
+            again = make_cache(conversation_cache_mib=0, conversation_cache_cold_mib=100)
+        (msg,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert "the folder is not writable" in msg and "its 1 entries are read" in msg
+        assert again.lookup(history(26, 60) + [1]).n_tokens == 60
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(folders["cold"])], check=True)
+        os.chmod(folders["cold"], 0o755)
