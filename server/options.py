@@ -9,6 +9,7 @@ the same `Option` type). A TOML key is the long flag with `-` replaced by `_`.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -78,18 +79,26 @@ class Option:
                 value = raw
         except (TypeError, ValueError):
             raise ConfigError(f"{source}: expected {self.kind.__name__}, got {raw!r}") from None
+        if isinstance(value, float) and not math.isfinite(value):   # nan passes every minimum / maximum test
+            raise ConfigError(f"{source}: expected a finite number, got {raw!r}")
+        said = raw if isinstance(raw, float) else value   # a file's 1e300, not the int of 301 digits it makes
         if self.choices is not None and value not in self.choices:
             allowed = ", ".join(str(c) for c in self.choices)
             raise ConfigError(f"{source}: {value!r} is not one of {allowed}")
         if self.minimum is not None and value < self.minimum:
-            raise ConfigError(f"{source}: {value!r} is below the minimum {self.minimum:g}")
+            raise ConfigError(f"{source}: {said!r} is below the minimum {_shown(self.minimum)}")
         if self.maximum is not None and value > self.maximum:
-            raise ConfigError(f"{source}: {value!r} is above the maximum {self.maximum:g}")
+            raise ConfigError(f"{source}: {said!r} is above the maximum {_shown(self.maximum)}")
         if self.validator is not None:
             problem = self.validator(value)
             if problem:
                 raise ConfigError(f"{source}: {problem}")
         return value
+
+
+def _shown(limit: float) -> str:
+    """16777216, not 1.67772e+07; 0.001 as it is."""
+    return str(int(limit)) if float(limit).is_integer() else f"{limit:g}"
 
 
 def _to_bool(raw: Any) -> bool:
@@ -102,16 +111,24 @@ def _to_bool(raw: Any) -> bool:
     raise ValueError
 
 
+# Above these the engine's C int arguments overflow and it refused with pybind11's "incompatible constructor
+# arguments" (--no-memory-check); 2**24 tokens is also the most a cache snapshot holds (engine/snapshot.py).
+MAX_CONTEXT_TOKENS = 1 << 24
+MAX_THREADS = 4096
+
 # The server's and the engine's options. Defaults are the product's; docs/configuration.md lists them.
 OPTIONS: tuple[Option, ...] = (
     Option("model", str, None, "GGUF model file, or the id `strata models` shows (default: the bundled "
            "SmolLM2-135M-Instruct)", metavar="PATH"),
-    Option("ctx", int, 8192, "context size of the solo path (main context), in tokens", minimum=16),
+    Option("ctx", int, 8192, "context size of the solo path (main context), in tokens", minimum=16,
+           maximum=MAX_CONTEXT_TOKENS),
     Option("batch", int, 4, "number of batch slots; 0 = the solo path only, one request at a time", minimum=0,
            maximum=256),
     Option("batch-groups", int, 1, "slots split into this many groups (units of load)", minimum=1, maximum=256),
-    Option("slot-ctx", int, None, "context size of each slot, in tokens (default: --ctx)", minimum=16),
-    Option("threads", int, None, "compute threads (default: the engine's choice for this machine)", minimum=1),
+    Option("slot-ctx", int, None, "context size of each slot, in tokens (default: --ctx)", minimum=16,
+           maximum=MAX_CONTEXT_TOKENS),
+    Option("threads", int, None, "compute threads (default: the engine's choice for this machine)", minimum=1,
+           maximum=MAX_THREADS),
     Option("kv-type", str, "f16", "KV cache element type (q8_0: about half the memory of f16, slightly less "
            "exact)", choices=KV_TYPES),
     Option("backend", str, "cpu", "compute backend (auto: the GPU when this build has CUDA and one is present; "

@@ -1,0 +1,72 @@
+"""Hostile values for every numeric option of `strata serve`, from a flag and from the TOML file: NaN and
+infinity, 2**70, 1e308, a number in words; each is refused with a message naming the option, or taken as
+a number the server can run with. Never an exception other than ConfigError, never a traceback at start
+(--max-body-mib nan was one). Not here: the table of ordinary mistakes (test_config.py,
+test_start_up_mistakes.py)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+from strata.server.config import ConfigError, all_options, load_config, validate
+from strata.server.options import MAX_CONTEXT_TOKENS
+
+JUNK = ["nan", "NaN", "inf", "-inf", "1e308", "-1e308", str(2**70), str(-(2**70)), "-1", "0", "1e-320", "", "ten",
+        "0x10", "\x00"]
+NUMERIC = [o for o in all_options() if o.kind in (int, float)]
+
+
+def outcome(raw, *, from_file: bool, tmp_path=None):
+    """The value taken, or the ConfigError's message."""
+    try:
+        if from_file:
+            path = tmp_path / "config.toml"
+            path.write_text(raw)
+            config = load_config({}, config_path=path, environ={})
+        else:
+            config = load_config(raw, environ={})
+        validate(config)
+        return config
+    except ConfigError as e:
+        return str(e)
+
+
+@pytest.mark.parametrize("opt", NUMERIC, ids=[o.name for o in NUMERIC])
+def test_every_numeric_flag_refuses_or_takes_a_finite_value(opt):
+    for raw in JUNK:
+        got = outcome({opt.key: raw}, from_file=False)
+        if isinstance(got, str):
+            assert f"--{opt.name}" in got, (raw, got)
+            continue
+        value = got.values[opt.key]
+        assert isinstance(value, opt.kind) and math.isfinite(value), (raw, value)
+        if opt.name in ("ctx", "slot-ctx"):
+            assert value <= MAX_CONTEXT_TOKENS
+
+
+@pytest.mark.parametrize("text,says", [
+    ("max_body_mib = nan\n", "max_body_mib: expected a finite number, got nan"),
+    ("prefill_slice_ms = inf\n", "prefill_slice_ms: expected a finite number, got inf"),
+    ("conversation_cache_cold_max_age_s = -inf\n", "expected a finite number, got -inf"),
+    ("ctx = 1180591620717411303424\n", "ctx: 1180591620717411303424 is above the maximum 16777216"),
+    ("slot_ctx = 1e300\n", "slot_ctx: 1e+300 is above the maximum 16777216"),
+    ("threads = 99999\n", "threads: 99999 is above the maximum 4096"),
+])
+def test_the_file_refuses_values_no_server_runs_with(tmp_path, text, says):
+    got = outcome(text, from_file=True, tmp_path=tmp_path)
+    assert isinstance(got, str) and says in got, got
+
+
+@pytest.mark.parametrize("flags,says", [
+    (("--max-body-mib", "nan"), "--max-body-mib: expected a finite number, got 'nan'"),
+    (("--ctx", str(2**70), "--no-memory-check"), f"--ctx: {2**70} is above the maximum 16777216"),
+])
+def test_serve_stops_with_status_2_and_one_line(tiny_model_factory, flags, says):
+    done = subprocess.run([sys.executable, "-m", "strata", "serve", "--no-config", "--port", "0", "--threads", "1",
+                           "--model", str(tiny_model_factory()), *flags],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr and "Traceback" not in done.stderr, done.stderr
