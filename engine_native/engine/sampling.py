@@ -180,17 +180,30 @@ class Sampler:
         else:
             token = self._choose(prepared)
             if not c.allows(token):
-                if self.params.greedy:
-                    best = c.best_allowed(prepared)
-                else:
-                    masked = np.where(c.allowed_mask(), prepared, np.float32(-np.inf)).astype(np.float32)
-                    best = self._choose(masked) if np.isfinite(masked.max()) else None
+                best = c.best_allowed(prepared) if self.params.greedy else self._redraw(prepared, token)
                 if best is None:
                     raise ValueError("sampling: no token can continue the constrained answer")
                 token = best
         if c is not None:
             c.advance(token)
         return token
+
+    def _redraw(self, prepared: np.ndarray, refused: int, tries: int = 16) -> int | None:
+        """A draw among the tokens the constraint allows, `refused` not among them: the refused ones
+        banned and the draw repeated (cheap: a refusal is rare where most tokens are allowed), then,
+        after `tries`, one draw over the constraint's whole mask (a scan of the vocabulary)."""
+        c = self.constraint
+        masked = np.array(prepared, dtype=np.float32, copy=True)
+        masked[refused] = -np.inf
+        for _ in range(tries):
+            if not np.isfinite(masked.max()):
+                return None
+            token = self._choose(masked)
+            if c.allows(token):
+                return token
+            masked[token] = -np.inf
+        masked = np.where(c.allowed_mask(), masked, np.float32(-np.inf)).astype(np.float32)
+        return self._choose(masked) if np.isfinite(masked.max()) else None
 
     def _prepare(self, logits: np.ndarray, history: Sequence[int]) -> np.ndarray:
         """The logits after the logit bias and the penalties."""
