@@ -122,6 +122,8 @@ def _place(link: tuple | None) -> str:
 
 
 def _type_name(v: Any) -> str:
+    if isinstance(v, float) and not v.is_integer():   # NaN, Infinity (JSON extensions Python reads) and 3.5
+        return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}.get(repr(v), repr(v))
     return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
         type(v), "number" if isinstance(v, (int, float)) else type(v).__name__)
 

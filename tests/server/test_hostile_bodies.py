@@ -300,3 +300,17 @@ def test_session_endpoints_refuse_junk_bodies_and_names_with_400(hostile_server)
             r = client.get(f"/v1/monitor/events?interval={interval}")
             assert r.status_code == 400 and "'interval'" in r.json()["error"]["message"], r.text
         assert client.get("/health").status_code == 200
+
+
+@pytest.mark.parametrize("raw,says", [
+    ('{"messages": [{"role": "user", "content": "hi"}], "temperature": NaN}', "'temperature' must be a number, got NaN"),
+    ('{"messages": [{"role": "user", "content": "hi"}], "top_p": -Infinity}', "'top_p' must be a number, got -Infinity"),
+    ('{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3.5}', "'max_tokens' must be an integer, got 3.5"),
+    ('{"messages": [{"role": "user", "content": "hi"}], "seed": Infinity}', "'seed' must be an integer, got Infinity"),
+])
+def test_a_number_no_api_takes_is_named_as_sent(hostile_server, raw, says):
+    """NaN and Infinity (JSON extensions Python's decoder reads) and 3.5 where an integer belongs: the
+    message says the value, not 'got number' of a number."""
+    r = httpx.post(hostile_server.url + "/v1/chat/completions", content=raw,
+                   headers={"Content-Type": "application/json"}, timeout=60)
+    assert r.status_code == 400 and r.json()["error"]["message"] == says, r.text
