@@ -222,7 +222,12 @@ def stopped_line(cache: Any) -> str:
     after the stop parked the contexts' histories and handed RAM to the first disk level)."""
     if not cache.keeps_across_restarts():
         return "stopped; conversation histories not kept: no disk level is on (RAM does not outlive the process)"
-    return "stopped; kept for the next start: " + cache.describe()
+    line = "stopped; kept for the next start: " + cache.describe()
+    ram = getattr(cache, "ram", None)
+    left = len(ram.entries) if ram is not None else 0
+    if left:  # the disk refused them (full, read-only, budget): a warning above says why
+        line += f"; the {left} RAM entries could not be written to disk and are lost"
+    return line
 
 
 async def _on_shutdown(app: web.Application) -> None:

@@ -52,6 +52,8 @@ def test_clean_stop_says_what_the_full_disk_could_not_keep(make_cache, folders, 
     (msg,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert msg.startswith("stopping: 3 conversation histories could not be written to the cold level")
     assert str(folders["cold"]) in msg and "No space left" in msg
+    from strata.server.app import stopped_line  # the server's stop line says it too, not only "kept"
+    assert stopped_line(cache).endswith("; the 3 RAM entries could not be written to disk and are lost")
 
 
 def test_budget_beyond_the_volume_is_a_warning_at_start(make_cache, folders, caplog):
