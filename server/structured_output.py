@@ -99,11 +99,11 @@ def constrained_format(fmt: JsonFormat | None, tools: Any, answer: Any) -> JsonF
 
 @dataclass(frozen=True)
 class ForcedCall:
-    start: bytes                    # the model's call marker
+    starts: tuple[bytes, ...]       # the texts a call may open with (its marker, up to a tool's name)
     after: bytes | None = None      # the end of its reasoning, for a thinking model
 
     def constraint_for(self, tokenizer: Any, eos_ids: Any) -> ForcedStart:
-        return ForcedStart(self.start, Vocabulary.of(tokenizer), after=self.after)
+        return ForcedStart(self.starts, Vocabulary.of(tokenizer), after=self.after)
 
 
 def call_marker(answer: Any) -> bytes | None:
@@ -120,12 +120,11 @@ def call_marker(answer: Any) -> bytes | None:
 PROBE_TOOL = "strata_probe_tool"
 
 
-def writes_json_calls(engine: Any) -> bool:
-    """Whether the model's template writes a call as `<tool_call>` and a JSON object naming it (Hermes,
-    Qwen2.5 / Qwen3, SmolLM, and templates without tools, whose calls Strata writes so): asked of the
-    template itself with a probe conversation, once per template."""
+def probe_call(engine: Any) -> str:
+    """How the model's template writes an assistant's call of PROBE_TOOL (with its tools and the call's
+    result around it), rendered once per template; "" when it cannot."""
     template = getattr(engine, "chat_template", None)
-    known = getattr(template, "_strata_json_calls", None)
+    known = getattr(template, "_strata_probe_call", None)
     if known is not None:
         return known
     tool = {"type": "function", "function": {"name": PROBE_TOOL, "parameters": {"type": "object", "properties": {}}}}
@@ -134,16 +133,28 @@ def writes_json_calls(engine: Any) -> bool:
                 {"role": "tool", "tool_call_id": "call_probe", "content": "y"}]
     try:
         text = engine.apply_chat_template(messages, tools=[tool], add_generation_prompt=True)
-    except Exception:       # a template that cannot render the probe: no JSON calls assumed
+    except Exception:       # a template that cannot render the probe: nothing learned from it
         text = ""
-    found = re.search(r'<tool_call>\s*\{\s*"name"\s*:\s*"' + PROBE_TOOL, text) is not None
     if template is not None:
         try:
-            template._strata_json_calls = found
+            template._strata_probe_call = text
         except AttributeError:
             pass
-    return found
+    return text
 
+
+def writes_json_calls(engine: Any) -> bool:
+    """Whether the template writes a call as `<tool_call>` and a JSON object naming it (Hermes, Qwen2.5 /
+    Qwen3, SmolLM, and templates without tools, whose calls Strata writes so)."""
+    return re.search(r'<tool_call>\s*\{\s*"name"\s*:\s*"' + PROBE_TOOL, probe_call(engine)) is not None
+
+
+def call_opening(engine: Any, marker: bytes) -> str | None:
+    """The template's call from its marker through the tool's name, with PROBE_TOOL for the name
+    (`<tool_call>\n<function=PROBE_TOOL`, `[TOOL_CALLS]PROBE_TOOL`), or None when the probe shows none."""
+    mark = re.escape(marker.decode())
+    found = re.findall(mark + r"(?:(?!" + mark + r").){0,40}?" + PROBE_TOOL, probe_call(engine), re.DOTALL)
+    return found[-1] if found else None     # the last: the assistant's call, after any in the tools' text
 
 def call_schema(tools: list[dict]) -> Node:
     """A call's JSON: {"name": one of the tools, "arguments": that tool's parameters (one tool offered) or
@@ -162,12 +173,16 @@ def call_schema(tools: list[dict]) -> Node:
 
 
 def required_call(demanded: bool, tools: Any, answer: Any, engine: Any = None) -> JsonFormat | ForcedCall | None:
-    """With tools offered and a choice that demands a call: the answer opens a call; a model that writes
-    JSON calls then writes one of the tools' names and (one tool offered) arguments its schema allows."""
+    """With tools offered and a choice that demands a call: the answer opens a call. A model that writes
+    JSON calls then writes one of the tools' names and (one tool offered) arguments its schema allows;
+    another writes its call's opening as its template does, up to one of the tools' names."""
     marker = call_marker(answer) if demanded and tools else None
     if marker is None:
         return None
     after = answer.think[1].encode() if getattr(answer, "opened", False) else None
     if marker == b"<tool_call>" and engine is not None and writes_json_calls(engine):
         return JsonFormat(call_schema(tools), after=after, lead=marker)
-    return ForcedCall(marker, after=after)
+    opening = call_opening(engine, marker) if engine is not None else None
+    if opening is None:
+        return ForcedCall((marker,), after=after)
+    return ForcedCall(tuple(opening.replace(PROBE_TOOL, t["function"]["name"]).encode() for t in tools), after=after)

@@ -190,3 +190,40 @@ def test_the_default_model_calls_the_tool_it_is_told_to(smol):
             messages=[{"role": "user", "content": "What time is it?"}]).choices[0]
     (call,) = r.message.tool_calls
     assert call.function.name in ("get_weather", "get_time") and isinstance(json.loads(call.function.arguments), dict)
+
+
+def probe_rule(factory, **shape):
+    """required_call for a tiny model of this shape (its real template), tool bash and tool read_file."""
+    from strata.engine import Engine
+    from strata.server.prompting import answer_format
+    from strata.server.structured_output import required_call
+
+    engine = Engine(str(factory(ctx_len=2048, n_vocab=512, seed=5, **shape)), n_ctx=64, n_threads=1)
+    tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
+             for n in ("bash", "read_file")]
+    prompt = engine.tokenize(engine.apply_chat_template([{"role": "user", "content": "hi"}], tools=tools), special=True)
+    return required_call(True, tools, answer_format(engine, prompt), engine)
+
+
+def test_each_template_opens_its_calls_its_own_way(tiny_model_factory):
+    """The forced opening is read off each real template's own rendering of a call, up to the tool's name."""
+    from strata.server.structured_output import ForcedCall, JsonFormat
+
+    from tests.server.test_glm_live import ADDED as GLM_ADDED
+    from tests.server.test_glm_live import TEMPLATES as GLM
+    from tests.server.test_mistral_live import ADDED as MISTRAL_ADDED
+    from tests.server.test_mistral_live import NEMO, SMALL32
+    from tests.text.test_xml_tool_template import XML_TEMPLATE
+
+    qwen_coder = probe_rule(tiny_model_factory, chat_template=XML_TEMPLATE, added_tokens=("<tool_call>", "</tool_call>"))
+    assert isinstance(qwen_coder, ForcedCall)
+    assert qwen_coder.starts == (b"<tool_call>\n<function=bash", b"<tool_call>\n<function=read_file")
+    glm = probe_rule(tiny_model_factory, chat_template=GLM["GLM-4.7-Flash"], tokenizer_pre="glm4", added_tokens=GLM_ADDED)
+    assert isinstance(glm, ForcedCall) and glm.starts == (b"<tool_call>bash", b"<tool_call>read_file")
+    assert glm.after == b"</think>"        # GLM-4.7's prompt opens the reasoning: the call follows it
+    small = probe_rule(tiny_model_factory, chat_template=SMALL32, tokenizer_pre="tekken", added_tokens=MISTRAL_ADDED)
+    assert small.starts == (b"[TOOL_CALLS]bash", b"[TOOL_CALLS]read_file")
+    nemo = probe_rule(tiny_model_factory, chat_template=NEMO, tokenizer_pre="tekken", added_tokens=MISTRAL_ADDED)
+    assert nemo.starts == (b'[TOOL_CALLS][{"name": "bash', b'[TOOL_CALLS][{"name": "read_file')
+    chatml = probe_rule(tiny_model_factory)            # no tools in its template: Strata writes Hermes calls
+    assert isinstance(chatml, JsonFormat) and chatml.lead == b"<tool_call>"

@@ -169,7 +169,7 @@ def test_forced_start_spells_its_text_then_frees(smollm_tokenizer):
     from strata.engine.forced_start import ForcedStart
 
     vocab = Vocabulary.of(smollm_tokenizer)
-    f = ForcedStart(b"[TOOL_CALLS]", vocab)
+    f = ForcedStart([b"[TOOL_CALLS]"], vocab)
     rng = np.random.default_rng(3)
     s = Sampler(SamplingParams(temperature=1.0, seed=2), vocab.n, constraint=f)
     out = b""
@@ -177,3 +177,18 @@ def test_forced_start_spells_its_text_then_frees(smollm_tokenizer):
         out += vocab.bytes[s.sample(rng.normal(0, 3, vocab.n).astype(np.float32))]
     assert out[:12] == b"[TOOL_CALLS]"
     assert f.allows(smollm_tokenizer.encode("Hello", add_bos=False)[0])    # free afterwards
+
+
+def test_forced_start_keeps_the_starts_still_possible(smollm_tokenizer):
+    from strata.engine.forced_start import ForcedStart
+
+    vocab = Vocabulary.of(smollm_tokenizer)
+    f = ForcedStart([b"<tool_call>\n<function=get_weather", b"<tool_call>\n<function=get_time"], vocab)
+    for t in smollm_tokenizer.encode("<tool_call>\n<function=get_", add_bos=False):
+        assert f.allows(t)
+        f.advance(t)
+    assert not f.allows(smollm_tokenizer.encode("x", add_bos=False)[0])
+    assert f.allows(smollm_tokenizer.encode("t", add_bos=False)[0]) and f.allows(smollm_tokenizer.encode("w", add_bos=False)[0])
+    for t in smollm_tokenizer.encode("time", add_bos=False):
+        f.advance(t)
+    assert not f.active
