@@ -6,9 +6,11 @@ What it is: `json_format(value, where)` reads a format field into a `JsonFormat`
 None for plain text, with a 400 naming the field on a bad value or a schema keyword that cannot be
 enforced. Which answers are held to JSON (`constrained_format`): every one without tools; with tools offered
 the model must stay free to call them, so no JSON is enforced (docs/api.md says so). `required_call`: with
-tools and a choice that demands a call, the answer opens with the model's call marker (`<tool_call>`,
-Mistral's `[TOOL_CALLS]`, Seed-OSS's `<seed:tool_call>`; none for Harmony, whose calls are a channel). A
-reasoning model's answer is free until its reasoning closes (the `</think>` tag, Harmony's final channel).
+tools and a choice that demands a call, the answer opens a call as the model's template writes one (read
+off a probe rendering, up to a tool's name; the marker alone, `<tool_call>`, Mistral's `[TOOL_CALLS]` or
+Seed-OSS's `<seed:tool_call>`, when the probe shows none; nothing for Harmony, whose calls are a channel),
+and a template that writes `<tool_call>` + JSON has the whole call held as JSON. A reasoning model's answer
+is free until its reasoning closes (the `</think>` tag, Harmony's final channel).
 The scheduler builds each answer's constraint with `constraint_for(tokenizer, eos_ids)`.
 
 Not here: the automaton (json_grammar.py), the schema subset (json_schema.py), the sampler.
