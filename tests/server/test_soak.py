@@ -1,5 +1,5 @@
 """Soak: 8 clients send mixed traffic (both APIs, streaming and not, growing conversations, streams
-cancelled midway, a few deliberately bad requests) to one live server on the tiny model. No error but
+cancelled midway, answers held to a JSON schema, a few deliberately bad requests) to one live server on the tiny model. No error but
 the intended ones; the server is healthy and idle afterwards; memory grows by less than the stated bound
 (64 MiB of RSS after a warm-up, for the whole test process, which hosts the server).
 
@@ -7,6 +7,7 @@ The default run sends ~100 requests; the @slow one ~400."""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 
@@ -19,6 +20,9 @@ import pytest
 from tests.server.live import LiveServer
 
 MEMORY_BOUND_MIB = 64
+JSON_FORMAT = {"type": "json_schema", "json_schema": {"name": "r", "schema": {
+    "type": "object", "additionalProperties": False, "required": ["ok"],
+    "properties": {"ok": {"type": "boolean"}, "why": {"type": "string", "maxLength": 20}}}}}
 N_CLIENTS = 8
 
 
@@ -36,7 +40,7 @@ def client_loop(url: str, seed: int, n: int, errors: list, counts: dict) -> None
     claude = anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=120)
     history: list[dict] = [{"role": "system", "content": f"Agent {seed}. " + "Rules. " * rng.randrange(5, 60)}]
     for _ in range(n):
-        kind = rng.choice(["chat", "chat_stream", "messages", "messages_stream", "completion", "cancel", "bad"])
+        kind = rng.choice(["chat", "chat_stream", "messages", "messages_stream", "completion", "cancel", "bad", "json"])
         history.append({"role": "user", "content": f"step {rng.randrange(1000)} " * rng.randrange(1, 20)})
         if len(history) > 12:
             history = history[:1] + history[-1:]
@@ -56,6 +60,12 @@ def client_loop(url: str, seed: int, n: int, errors: list, counts: dict) -> None
                 else:
                     with claude.messages.stream(model="m", max_tokens=max_tokens, system=system, messages=msgs) as s:
                         answer = "".join(s.text_stream)
+            elif kind == "json":      # an answer held to a schema, drawn at a temperature, among the others
+                r = oai.chat.completions.create(model="m", messages=history, max_tokens=200, temperature=0.8,
+                                                seed=rng.randrange(1000), response_format=JSON_FORMAT)
+                answer = r.choices[0].message.content or ""
+                if r.choices[0].finish_reason == "stop" and json.loads(answer).get("ok") not in (True, False):
+                    errors.append(f"json: an answer outside its schema: {answer!r}")
             elif kind == "completion":
                 oai.completions.create(model="m", prompt="side request " * rng.randrange(1, 30), max_tokens=5)
                 answer = None
