@@ -47,7 +47,9 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 def parse_json_body(raw: bytes) -> Any:
     """`raw` decoded as JSON text; 400 saying what is wrong for invalid UTF-8 or JSON and for nesting
     deeper than MAX_JSON_DEPTH (Python's decoder raises RecursionError near 1,000 levels, and the
-    templates and tokenizers that read the body recurse too). A lone UTF-16 surrogate (a `\\ud800` escape
+    templates and tokenizers that read the body recurse too), and for NaN or Infinity anywhere (Python's
+    decoder reads them, RFC 8259 has none: a Responses answer echoing the request's tools would carry
+    them to a strict client, which cannot parse it). A lone UTF-16 surrogate (a `\\ud800` escape
     without its pair, what a JavaScript agent sends when it cuts a tool's output inside an emoji) becomes
     U+FFFD, as a UTF-8 decoder does with a broken byte: no UTF-8 text can carry it to the tokenizer, and
     a 400 would stop the agent's session, which resends the same text every turn."""
@@ -65,7 +67,8 @@ def parse_json_body(raw: bytes) -> Any:
 
 
 def _check_depth_and_mend_text(body: Any, surrogates: bool) -> int:
-    """400 naming the place of the first value nested past MAX_JSON_DEPTH; with `surrogates` (the raw
+    """400 naming the place of the first value nested past MAX_JSON_DEPTH or of a number that is not
+    finite; with `surrogates` (the raw
     body has a surrogate escape at all: raw UTF-8 cannot hold one) each string and key with a lone
     surrogate is mended in place. Returns how many were. Iterative, and a place's name is built only for
     the error (a prompt of many token ids costs one pass)."""
@@ -78,7 +81,7 @@ def _check_depth_and_mend_text(body: Any, surrogates: bool) -> int:
             where = _place(link)
             raise APIError(400, f"the request body nests arrays or objects more than {MAX_JSON_DEPTH} deep "
                                 f"(at {where or 'the top'})", param=where or None)
-        kinds = (dict, list, str) if surrogates else (dict, list)
+        kinds = (dict, list, float, str) if surrogates else (dict, list, float)
         if isinstance(v, dict):
             items = list(v.items())
             if surrogates and any(_mend(k) is not k for k in v):
@@ -95,6 +98,10 @@ def _check_depth_and_mend_text(body: Any, surrogates: bool) -> int:
                     mended += 1
             elif isinstance(item, (dict, list)):
                 stack.append((item, depth + 1, (k, link)))
+            elif isinstance(item, float) and not math.isfinite(item):
+                where = _place((k, link))
+                raise APIError(400, f"{where}: {_type_name(item)} is not a JSON number (JSON numbers are finite; "
+                                    "a number past 1.8e308 reads as Infinity)", param=where)
     return mended
 
 

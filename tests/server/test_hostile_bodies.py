@@ -303,14 +303,34 @@ def test_session_endpoints_refuse_junk_bodies_and_names_with_400(hostile_server)
 
 
 @pytest.mark.parametrize("raw,says", [
-    ('{"messages": [{"role": "user", "content": "hi"}], "temperature": NaN}', "'temperature' must be a number, got NaN"),
-    ('{"messages": [{"role": "user", "content": "hi"}], "top_p": -Infinity}', "'top_p' must be a number, got -Infinity"),
+    ('{"messages": [{"role": "user", "content": "hi"}], "temperature": NaN}', "temperature: NaN is not a JSON number"),
+    ('{"messages": [{"role": "user", "content": "hi"}], "top_p": -Infinity}', "top_p: -Infinity is not a JSON number"),
+    ('{"messages": [{"role": "user", "content": "hi"}], "seed": 1e999}', "seed: Infinity is not a JSON number"),
+    ('{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f", '
+     '"parameters": {"type": "object", "properties": {"a": {"type": "number", "maximum": NaN}}}}}]}',
+     "tools[0].function.parameters.properties.a.maximum: NaN is not a JSON number"),
     ('{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3.5}', "'max_tokens' must be an integer, got 3.5"),
-    ('{"messages": [{"role": "user", "content": "hi"}], "seed": Infinity}', "'seed' must be an integer, got Infinity"),
 ])
 def test_a_number_no_api_takes_is_named_as_sent(hostile_server, raw, says):
-    """NaN and Infinity (JSON extensions Python's decoder reads) and 3.5 where an integer belongs: the
-    message says the value, not 'got number' of a number."""
+    """NaN and Infinity (which Python's decoder reads and RFC 8259 has not: a Responses answer echoing
+    the tools would carry them to a client that cannot parse it) anywhere, named with their place; 3.5
+    where an integer belongs said as sent, not 'got number'."""
     r = httpx.post(hostile_server.url + "/v1/chat/completions", content=raw,
                    headers={"Content-Type": "application/json"}, timeout=60)
-    assert r.status_code == 400 and r.json()["error"]["message"] == says, r.text
+    assert r.status_code == 400 and r.json()["error"]["message"].startswith(says), r.text
+
+
+def test_no_answer_carries_nan_back(hostile_server):
+    """Every answer is strict JSON, though a Responses body echoes the request's tools (it echoed a
+    schema's NaN: 200 with `"maximum": NaN`, which serde / JSON.parse refuse)."""
+    def strict(constant: str) -> None:
+        raise AssertionError(f"the answer holds {constant}")
+
+    for bound in ("NaN", "Infinity", "1e308"):
+        schema = '{"type": "object", "properties": {"a": {"type": "number", "maximum": BOUND}}}'.replace("BOUND", bound)
+        raw = '{"input": "hi", "max_output_tokens": 2, "tools": [{"type": "function", "name": "f", "parameters": ' \
+              + schema + "}]}"
+        r = httpx.post(hostile_server.url + "/v1/responses", content=raw, headers={"Content-Type": "application/json"},
+                       timeout=60)
+        assert r.status_code in (200, 400), r.text
+        json.loads(r.text, parse_constant=strict)
