@@ -188,8 +188,19 @@ def check_answer(path: str, raw: bytes, field: str, r: httpx.Response) -> None:
         return
     if r.headers.get("content-type", "").startswith("text/event-stream"):
         assert r.text.rstrip().endswith(("[DONE]", "}")), r.text[-300:]
+        for line in r.text.splitlines():
+            if line.startswith("data: {"):
+                strict_json(line[6:])
     else:
-        r.json()
+        strict_json(r.text)
+
+
+def strict_json(text: str) -> Any:
+    """JSON as RFC 8259 has it (no NaN or Infinity, which Python's decoder alone reads)."""
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"the answer holds {constant}: {text[:300]}")
+
+    return json.loads(text, parse_constant=refuse)
 
 
 def test_generated_hostile_bodies_get_4xx_naming_the_field_or_an_answer(hostile_server):
