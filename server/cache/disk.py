@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import mmap
 import os
 from collections import Counter
@@ -232,9 +233,12 @@ class DiskLevel:
         image_bytes = int(d["image_bytes"])
         if piece_bytes <= 0 or len(crcs) != -(-image_bytes // piece_bytes):
             raise ValueError("piece table does not cover the image")
+        created_at, sealed_at = float(d["created_at"]), float(d["sealed_at"])
+        if not (math.isfinite(created_at) and math.isfinite(sealed_at)):   # NaN never ages out, nor parses in JSON
+            raise ValueError(f"its times are not finite (created_at {created_at}, sealed_at {sealed_at})")
         return DiskEntry(key=key, kind=str(d["kind"]), tokens=tokens, image_bytes=image_bytes,
                          sidecar_bytes=len(raw), piece_bytes=piece_bytes, piece_crc32=crcs,
-                         created_at=float(d["created_at"]), sealed_at=float(d["sealed_at"]),
+                         created_at=created_at, sealed_at=sealed_at,
                          identity=identity, image_path=self.image_path(key), sidecar_path=path,
                          meta=dict(d.get("meta") or {}))
 

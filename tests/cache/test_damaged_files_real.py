@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import shutil
 import struct
@@ -172,7 +173,8 @@ def sidecar_cases(pristine) -> list[tuple[str, bytes]]:
     cases += [(f"sidecar cut at {n}", raw[:n]) for n in sorted(rng.sample(range(1, len(raw)), 5))]
     for field, value in (("tokens", [2**70] * N_HISTORY), ("tokens", [1e999]), ("n_tokens", 1e999),
                          ("image_bytes", 1e999), ("piece_bytes", 1e999), ("piece_bytes", 0), ("tokens", "abc"),
-                         ("piece_crc32", [[1]]), ("created_at", {}), ("meta", "abc"), ("key", None)):
+                         ("piece_crc32", [[1]]), ("created_at", {}), ("meta", "abc"), ("key", None),
+                         ("created_at", math.nan), ("sealed_at", math.inf)):
         cases.append((f"sidecar {field}={str(value)[:12]}", json.dumps({**side, field: value}).encode()))
     return cases
 
