@@ -161,15 +161,9 @@ class CachePanel(QWidget):
         colors = [[None] + [muted if lv.get("state") != "on" else None] * (len(LEVEL_HEADERS) - 1) for lv in levels]
         self.levels.show_rows(rows, colors, align_right=(3, 4, 5, 6, 7))
         self.levels.fit_height(len(rows))
-        sp = cache.get("system_prompt_cache") or {}
-        if sp.get("budget_mib"):
-            used = f"{units.mib(sp.get('used_mib'))} of {units.mib(sp.get('budget_mib'))} used" \
-                if "used_mib" in sp else f"budget {units.mib(sp.get('budget_mib'))} (not started)"
-            text = f"<b>System-prompt cache</b> {sp.get('folder') or units.NA} \u2022 {used} \u2022 " \
-                   f"{units.count(sp.get('entries'))} entries"
-        else:
-            text = "<b>System-prompt cache</b> off"
-        set_text(self.system_prompt, text)
+        parts = [prefix_store_text(name, cache.get(key) or {})
+                 for name, key in (("System-prompt cache", "system_prompt_cache"), ("Segments", "segment_tier"))]
+        set_text(self.system_prompt, "<br>".join(parts))
 
     def _refresh_admission(self, cache: dict, view: MonitorView) -> None:
         adm = cache.get("admission") or {}
@@ -195,3 +189,12 @@ class CachePanel(QWidget):
         set_y_top(self.ram_plot, top, minimum=1.0)
         last = [d for d in adm.get("last") or [] if isinstance(d, dict)]
         self.decisions.show_rows([decision_cells(d, view.now) for d in reversed(last[-50:])], align_right=(0,))
+
+
+def prefix_store_text(name: str, store: dict) -> str:
+    """One line for the system-prompt cache or the segment tier: folder, use of budget, entries."""
+    if not store.get("budget_mib"):
+        return f"<b>{name}</b> off"
+    used = f"{units.mib(store.get('used_mib'))} of {units.mib(store.get('budget_mib'))} used" \
+        if "used_mib" in store else f"budget {units.mib(store.get('budget_mib'))} (not started)"
+    return f"<b>{name}</b> {store.get('folder') or units.NA} \u2022 {used} \u2022 {units.count(store.get('entries'))} entries"

@@ -61,9 +61,11 @@ def snapshot_for_monitor(cache) -> dict:
                       "last": list(cache.admission_log)},
         "levels": _level_rows(cache),
         "system_prompt_cache": {"folder": sp.folder, "budget_mib": c.conversation_cache_system_prompt_mib},
+        "segment_tier": {"folder": cache.segments.level.folder, "budget_mib": c.conversation_cache_segment_mib},
     }
-    if sp.state == "on":
-        out["system_prompt_cache"].update(used_mib=round(sp.used_bytes / MIB, 1), entries=len(sp.entries))
+    for key, lvl in (("system_prompt_cache", sp), ("segment_tier", cache.segments.level)):
+        if lvl.state == "on":
+            out[key].update(used_mib=round(lvl.used_bytes / MIB, 1), entries=len(lvl.entries))
     return out
 
 

@@ -40,6 +40,7 @@ def test_monitor_snapshot_fields(make_cache, clock):
     assert levels["cold"]["entries"] == 2 and levels["ram"]["degradations"] == 1
     assert levels["cold"]["evictions"] == 0 and levels["cold"]["age_evictions"] == 0
     assert "entries" not in snap["system_prompt_cache"]
+    assert snap["segment_tier"]["budget_mib"] == 0 and "entries" not in snap["segment_tier"]
 
 
 def test_metrics_text(make_cache, clock):

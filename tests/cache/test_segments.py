@@ -81,6 +81,10 @@ def test_segment_restores_after_the_conversation_is_gone(make_cache, clock, fold
     cache.flush()
     seg = cache.segments.level
     assert sorted(e.n_tokens for e in seg.entries.values()) == [5, 14, 23, 32, 41]
+    # the monitor feed shows the tier (it was in the INFO line only: a new-user trial)
+    tier = cache.snapshot_for_monitor()["segment_tier"]
+    assert tier["entries"] == 5 and tier["budget_mib"] == 20 and tier["folder"] == str(folders["segments"])
+    assert tier["used_mib"] == round(seg.used_bytes / (1 << 20), 1)
     assert cache.superseded + cache.cascade.evictions["ram"] == 4 and len(cache.ram.entries) == 1
     cache.cascade.discard(next(iter(cache.ram.entries)), "test: compaction")
     prompt = h[:41] + [1, 999, 998]  # the last message edited: the anchor before it still matches

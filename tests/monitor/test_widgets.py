@@ -96,6 +96,14 @@ def test_cache_panel(window, model):
     assert window.cache.decisions.rowCount() == len(cache["admission"]["last"][-50:])
     assert "System-prompt cache" in window.cache.system_prompt.text()
     assert "MiB" in window.cache.system_prompt.text()
+    assert "<b>Segments</b>" in window.cache.system_prompt.text()
+
+
+def test_the_segment_tier_has_its_line():
+    from strata.monitor.widgets.cache import prefix_store_text
+    on = {"folder": "/c/segments", "budget_mib": 256, "used_mib": 34.2, "entries": 19}
+    assert prefix_store_text("Segments", on) == "<b>Segments</b> /c/segments \u2022 34.2 MiB of 256 MiB used \u2022 19 entries"
+    assert prefix_store_text("Segments", {"budget_mib": 0}) == "<b>Segments</b> off"
 
 
 def test_a_floor_that_does_not_hold_is_shown(qtbot, model):
