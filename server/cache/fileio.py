@@ -51,10 +51,15 @@ class FileIO:
                 self.sync_close(f)
 
     def remove(self, path: str) -> None:
+        """Remove a file; nothing when there is none, nor when a folder stands in its place (the cache
+        deletes only what it wrote; the next index skips the folder as an orphan and says so)."""
         try:
             os.remove(path)
         except FileNotFoundError:
             pass
+        except OSError:   # IsADirectoryError; PermissionError on Windows
+            if not os.path.isdir(path):
+                raise
 
     def sync_folder(self, folder: str) -> None:
         if not hasattr(os, "O_DIRECTORY"):

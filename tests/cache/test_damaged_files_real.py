@@ -60,9 +60,10 @@ def engine(tiny_model_factory):
     return engine_mod.Engine(tiny_model_factory(), n_ctx=2048, n_slots=1, n_threads=1)
 
 
-def open_cache(engine, folder, environ=None) -> ConversationCache:
+def open_cache(engine, folder, environ=None, sessions=None) -> ConversationCache:
     values = {"conversation_cache_mib": 0, "conversation_cache_cold_mib": 64, "conversation_cache_cold_dir": str(folder),
-              "conversation_cache_min_free_mib": 0, "conversation_cache_park_min_free_mib": 0}
+              "conversation_cache_min_free_mib": 0, "conversation_cache_park_min_free_mib": 0,
+              "conversation_cache_sessions_dir": str(sessions or folder.parent / "sessions")}
     return ConversationCache(CacheConfig.from_values(values, environ or {}), engine, memory=FixedMemory(100_000),
                              clock=Clock(), piece_bytes=PIECE)
 
@@ -302,3 +303,36 @@ def test_a_file_where_the_cold_folder_should_be_turns_the_level_off(engine, tmp_
     cache.close(persist=False)
     assert not_a_folder.read_bytes() == b"x"
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_a_folder_put_in_place_of_an_indexed_image_is_a_damaged_restore_left_alone(engine, pristine, tmp_path, caplog):
+    """After the index: the restore reads a folder (counted damaged, the prompt read again) and discarding
+    the entry leaves the folder (it raised IsADirectoryError out of the restore, and out of a session's
+    DELETE as a 500)."""
+    data, side, _, names = pristine
+    write(tmp_path, names, data, side)
+    cache = open_cache(engine, tmp_path)
+    image = tmp_path / names[0]
+    image.unlink()
+    image.mkdir()
+    watched = Watched(engine)
+    with caplog.at_level(logging.INFO, logger="strata.cache"):
+        n, res = restore_prompt(cache, watched)
+    assert n == 0 and cache.damaged == 1 and not watched.writes
+    assert "Is a directory" in res.reason or "damaged" in res.reason, res
+    assert len(warnings_naming(caplog, names[0])) == 1
+    assert image.is_dir() and not (tmp_path / names[1]).exists() and cache.lookup(PROMPT) is None
+    cache.close(persist=False)
+
+
+def test_deleting_a_session_whose_image_is_a_folder(engine, tmp_path):
+    cache = open_cache(engine, tmp_path / "cold", sessions=tmp_path / "sessions")
+    engine.truncate(0, 0)
+    engine.prefill(0, HISTORY[:300])
+    cache.save_session("s1", 0)
+    image = tmp_path / "sessions" / "strata-session-s1.img"
+    image.unlink()
+    image.mkdir()
+    assert cache.delete_session("s1") is True
+    assert image.is_dir() and cache.sessions.list() == []
+    cache.close(persist=False)
