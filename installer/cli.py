@@ -10,6 +10,7 @@ are `plan.py`'s; this file is only terminal I/O.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import threading
 from pathlib import Path
@@ -120,8 +121,21 @@ def run_terminal(args: argparse.Namespace, stdin: TextIO | None, out: TextIO,
     print(f"\nWrote {path}", file=out)
     if before is not None and before != path.read_bytes():
         print(f"The previous configuration is kept as {config_file.backup_path(path)}", file=out)
-    print("Start the server with: strata serve" + (f" --config {path}" if args.config else ""), file=out)
+    print(f"Start the server with: {strata_command()} serve" + (f" --config {path}" if args.config else ""),
+          file=out)
     return 0
+
+
+def strata_command(on_path: str | None = None, argv0: str | None = None) -> str:
+    """How this user starts `strata`: the bare name when it is on PATH, else this program's own path
+    (a checkout's `.venv/bin/strata`, where a new user typed `strata serve` and got 'command not found')."""
+    on_path = shutil.which("strata") if on_path is None else on_path
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    if on_path:
+        return "strata"
+    if Path(argv0).name == "strata":
+        return str(Path(argv0).resolve())
+    return f"{sys.executable} -m strata"
 
 
 def _ask_until_valid(q: Question, s: Situation, a: Answers, stdin: TextIO | None, out: TextIO,

@@ -13,6 +13,7 @@ import select
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from strata.installer import config_file
@@ -143,3 +144,20 @@ def test_stdin_closed_behaves_as_yes(tmp_path, env, default_model_path):
     a, b = config_file.read(path)[0], config_file.read(yes)[0]
     assert a.pop("conversation_cache_cold_mib") // 4096 == b.pop("conversation_cache_cold_mib") // 4096  # free disk moves
     assert a == b
+
+
+def test_the_closing_hint_names_a_strata_this_user_can_run(tmp_path, env, default_model_path):
+    """From a checkout `strata` is `.venv/bin/strata`, not on PATH: the hint said `strata serve`, which
+    a new user typed and got 'command not found'. With it on PATH the bare name stays."""
+    script = Path(sys.executable).parent / "strata"
+    if not script.is_file():
+        pytest.skip("no strata script beside this Python")
+    path = tmp_path / "hint.toml"
+    argv = [str(script), "setup", "--yes", "--skip-bench", "--config", str(path)]
+    bare = {**env, "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(argv, env=bare, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert f"Start the server with: {script.resolve()} serve --config {path}" in done.stdout
+    on_path = {**env, "PATH": f"{script.parent}:/usr/bin:/bin"}
+    done = subprocess.run(argv, env=on_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert f"Start the server with: strata serve --config {path}" in done.stdout
