@@ -86,6 +86,12 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"configuration file {path} does not exist") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"configuration file {path}: not valid TOML: {e}") from None
+    except UnicodeDecodeError as e:   # tomllib reads UTF-8 only; it raised this past the message above
+        raise ConfigError(f"configuration file {path}: not valid TOML: not UTF-8 text (byte {e.start}: "
+                          f"{e.object[e.start:e.start + 1]!r})") from None
+    except RecursionError:
+        raise ConfigError(f"configuration file {path}: cannot read it: arrays or tables nested about a "
+                          "thousand deep") from None
     except OSError as e:
         raise ConfigError(f"configuration file {path}: cannot read it: {e}") from None
 

@@ -70,3 +70,21 @@ def test_serve_stops_with_status_2_and_one_line(tiny_model_factory, flags, says)
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 2, done.stderr
     assert says in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("content,says", [
+    (b"ctx = \xff\xfe\n", "not valid TOML: not UTF-8 text (byte 6: b'\\xff')"),
+    (b"ctx = " + b"[" * 5000 + b"]" * 5000 + b"\n", "cannot read it: arrays or tables nested about a thousand deep"),
+    (b"x = " + b"{a = " * 3000 + b"1" + b"}" * 3000 + b"\n", "cannot read it: arrays or tables nested about a thousand"),
+])
+def test_a_config_file_no_toml_reader_takes_is_named(tmp_path, content, says):
+    """A file of another encoding, or nested past Python's recursion limit: a ConfigError naming the file
+    (both were tracebacks with status 1 from tomllib)."""
+    path = tmp_path / "config.toml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as e:
+        load_config({}, config_path=path, environ={})
+    assert f"configuration file {path}: " in str(e.value) and says in str(e.value), str(e.value)
+    from strata.server.config import file_problems
+
+    assert any(says in p for p in file_problems(path, environ={}))
