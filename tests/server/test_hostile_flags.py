@@ -88,3 +88,14 @@ def test_a_config_file_no_toml_reader_takes_is_named(tmp_path, content, says):
     from strata.server.config import file_problems
 
     assert any(says in p for p in file_problems(path, environ={}))
+
+
+@pytest.mark.xfail(strict=True, reason="installer/config_file.py read() lets UnicodeDecodeError / RecursionError "
+                                       "out of tomllib (outside this review's folders; reported)")
+@pytest.mark.parametrize("content", [b"ctx = \xff\xfe\n", b"ctx = " + b"[" * 5000 + b"]" * 5000 + b"\n"])
+def test_setup_show_names_a_config_file_it_cannot_read(tmp_path, content):
+    path = tmp_path / "config.toml"
+    path.write_bytes(content)
+    done = subprocess.run([sys.executable, "-m", "strata", "setup", "--show", "--config", str(path)],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert "Traceback" not in done.stderr and str(path) in done.stdout + done.stderr, done.stderr[-500:]
