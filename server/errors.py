@@ -46,7 +46,19 @@ def api_of_path(path: str) -> str:
     return "anthropic" if path.startswith("/v1/messages") else "openai"
 
 
+MAX_MESSAGE_CHARS = 2000   # a message quoting a client's 3 MB 'role' is 3 MB; its start and end say what is wrong
+
+
+def shortened(message: str) -> str:
+    """`message`, its middle cut when it is longer than MAX_MESSAGE_CHARS (the place and the rule stay)."""
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    cut = len(message) - 1500
+    return f"{message[:1000]}... ({cut} characters cut) ...{message[-500:]}"
+
+
 def error_body(api: str, status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
+    message = shortened(message)
     openai_type, anthropic_type = _TYPES.get(status, ("invalid_request_error", "invalid_request_error"))
     if api == "anthropic":
         return {"type": "error", "error": {"type": anthropic_type, "message": message}}

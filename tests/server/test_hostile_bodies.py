@@ -347,3 +347,17 @@ def test_no_answer_carries_nan_back(hostile_server):
                        timeout=60)
         assert r.status_code in (200, 400), r.text
         json.loads(r.text, parse_constant=strict)
+
+
+@pytest.mark.parametrize("path,body,place", [
+    ("/v1/chat/completions", {"messages": [{"role": "y" * 200_000, "content": "x"}]}, "messages[0].role"),
+    ("/v1/messages", {"max_tokens": 2, "messages": [{"role": "user", "content": [{"type": "y" * 200_000}]}]},
+     "messages[0].content[0].type"),
+    ("/v1/responses", {"input": [{"role": "y" * 200_000, "content": "x"}]}, "input[0].role"),
+])
+def test_an_error_quoting_a_huge_value_is_cut_to_its_start_and_end(hostile_server, path, body, place):
+    """The message quoted a 200,000-character 'role' whole; its start (the place, the rule) and end stay."""
+    r = httpx.post(hostile_server.url + path, json=body, timeout=60)
+    assert r.status_code == 400
+    message = error_text(path, r)
+    assert len(message) < 2100 and message.startswith(place) and "characters cut" in message, message[:300]
