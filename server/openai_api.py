@@ -102,6 +102,8 @@ def parse_tools(body: dict) -> list[dict] | None:
                            param="tool_choice")
         if body.get("tool_choice") == "required":       # a call demanded with nothing to call (OpenAI: 400)
             raise APIError(400, "'tool_choice' is 'required' but 'tools' is empty or missing", param="tool_choice")
+        if body.get("tool_choice") not in (None, "none", "auto"):   # junk is junk with or without tools
+            raise APIError(400, "'tool_choice' must be 'none', 'auto', 'required' or an object", param="tool_choice")
         return None
     out = []
     for tw, t in f.objects(tools, "tools"):

@@ -176,6 +176,8 @@ def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
         if choice == "required" and not out:   # a call demanded with nothing to call
             raise APIError(400, "'tool_choice' is 'required' but 'tools' offers none the model can call",
                            param="tool_choice")
+        if choice not in (None, "none", "auto") and not isinstance(choice, dict):   # junk, echoed in the answer
+            raise APIError(400, "'tool_choice' must be 'none', 'auto', 'required' or an object", param="tool_choice")
         return None, custom
     if isinstance(choice, dict) and choice.get("type") in ("function", "custom"):
         return only_named_tool(out, choice.get("name")), custom

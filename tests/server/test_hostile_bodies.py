@@ -361,3 +361,16 @@ def test_an_error_quoting_a_huge_value_is_cut_to_its_start_and_end(hostile_serve
     assert r.status_code == 400
     message = error_text(path, r)
     assert len(message) < 2100 and message.startswith(place) and "characters cut" in message, message[:300]
+
+
+@pytest.mark.parametrize("choice", ["bogus", [1], 5, True])
+@pytest.mark.parametrize("path,body", [
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_tokens": 2}),
+    ("/v1/responses", {"input": "x", "max_output_tokens": 2}),
+    ("/v1/messages", {"max_tokens": 2, "messages": [{"role": "user", "content": "x"}]}),
+])
+def test_a_junk_tool_choice_is_refused_without_tools_too(hostile_server, path, body, choice):
+    """Chat and Responses checked tool_choice only when tools were offered: 'bogus' without tools was a
+    200 (and Responses echoed it back in its answer)."""
+    r = httpx.post(hostile_server.url + path, json={**body, "tool_choice": choice}, timeout=60)
+    assert r.status_code == 400 and "'tool_choice' must be" in error_text(path, r), r.text
