@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 from strata.server.errors import APIError
 
 log = logging.getLogger("strata.server")
@@ -32,6 +33,10 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     except web.HTTPRequestEntityTooLarge:
         limit = request.app._client_max_size  # noqa: SLF001 - aiohttp keeps the limit there only
         raise APIError(413, f"the request body is larger than the limit of {limit} bytes (--max-body-mib)") from None
+    except RequestPayloadError as e:   # e.g. 'Content-Encoding: gzip' over bytes that are not gzip
+        # aiohttp closes the connection after it: said, so that a client's pool does not send on it again
+        raise APIError(400, f"the request body cannot be read: {str(e).strip()}",
+                       headers={"Connection": "close"}) from None
     if not raw.strip():
         raise APIError(400, "the request body is empty; expected a JSON object")
     body = parse_json_body(raw)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 
 from .sessions import SessionNameError, validate_session_name
 
@@ -35,6 +36,8 @@ async def _ctx_from_body(request: web.Request) -> int:
         raise ValueError("body must be JSON") from None
     except RecursionError:   # Python's decoder gives up near 1,000 levels
         raise ValueError("body must be JSON of a sane depth (it nests arrays or objects ~1,000 deep)") from None
+    except RequestPayloadError as e:   # 'Content-Encoding: gzip' over bytes that are not gzip
+        raise ValueError(f"body cannot be read: {str(e).strip()}") from None
     if body is None:
         return 0
     if not isinstance(body, dict):

@@ -374,3 +374,25 @@ def test_a_junk_tool_choice_is_refused_without_tools_too(hostile_server, path, b
     200 (and Responses echoed it back in its answer)."""
     r = httpx.post(hostile_server.url + path, json={**body, "tool_choice": choice}, timeout=60)
     assert r.status_code == 400 and "'tool_choice' must be" in error_text(path, r), r.text
+
+
+def test_compressed_bodies_a_bomb_and_a_broken_one(hostile_server):
+    """'Content-Encoding: gzip': a whole one is read; 20 MB of JSON in 20 KB is over the limit once
+    inflated (413: the limit counts inflated bytes); bytes that are not gzip are a 400 in the API's shape
+    with 'Connection: close' (it was a 500 RequestPayloadError, and the connection closed unannounced)."""
+    import gzip
+
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    whole = gzip.compress(json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}).encode())
+    bomb = gzip.compress(b'{"messages": [{"role": "user", "content": "' + b"a" * 20_000_000 + b'"}]}', 9)
+    url = hostile_server.url
+    assert httpx.post(url + "/v1/chat/completions", content=whole, headers=headers, timeout=60).status_code == 200
+    r = httpx.post(url + "/v1/chat/completions", content=bomb, headers=headers, timeout=60)
+    assert r.status_code == 413, r.text
+    for path in ("/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/sessions/abc/save"):
+        r = httpx.post(url + path, content=b"not gzip at all", headers=headers, timeout=60)
+        assert r.status_code == 400, (path, r.text)
+        if not path.startswith("/v1/sessions"):   # aiohttp drops the connection after it: said
+            assert r.headers.get("Connection", "").lower() == "close", r.headers
+        text = error_text(path, r) if not path.startswith("/v1/sessions") else r.json()["error"]["message"]
+        assert "cannot be read" in text and "content-encoding: gzip" in text, text
