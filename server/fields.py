@@ -28,6 +28,9 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
         hint = " (curl -d sends a form: add -H 'Content-Type: application/json')" \
             if ctype == "application/x-www-form-urlencoded" else ""
         raise APIError(415, f"expected Content-Type application/json, got {ctype}{hint}")
+    refused = refused_encoding(request)
+    if refused:
+        raise APIError(415, refused)
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
@@ -43,6 +46,17 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise APIError(400, f"the request body must be a JSON object, got {type(body).__name__}")
     return body
+
+
+def refused_encoding(request: web.Request) -> str:
+    """Why the body's Content-Encoding is refused, or "": only gzip (and none) are read. aiohttp 3.14 inflates
+    deflate too, but a damaged deflate body whose bytes come after its headers leaves the handler waiting
+    for ever (the parser's error never reaches the payload): the client gets no answer."""
+    given = [e.strip().lower() for e in request.headers.get("Content-Encoding", "").split(",") if e.strip()]
+    other = [e for e in given if e not in ("gzip", "x-gzip", "identity")]
+    if not other:
+        return ""
+    return f"Content-Encoding {', '.join(other)} is not accepted: send the body as it is, or gzip it"
 
 
 MAX_JSON_DEPTH = 100   # arrays and objects inside each other; a real request (tool schemas included) nests < 20

@@ -15,6 +15,7 @@ import asyncio
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
+from strata.server.fields import refused_encoding
 
 from .sessions import SessionNameError, validate_session_name
 
@@ -30,6 +31,9 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> we
 async def _ctx_from_body(request: web.Request) -> int:
     if not request.can_read_body:
         return 0
+    refused = refused_encoding(request)
+    if refused:
+        raise ValueError(refused)
     try:
         body = await request.json()
     except ValueError:
