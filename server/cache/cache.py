@@ -203,20 +203,7 @@ class ConversationCache:
     # -- set-up ---------------------------------------------------------------------------------
 
     def _check_folders(self) -> None:
-        c = self.config
-        named = [("--conversation-cache-warm-dir", c.conversation_cache_warm_dir, c.conversation_cache_warm_mib),
-                 ("--conversation-cache-cold-dir", c.conversation_cache_cold_dir, c.conversation_cache_cold_mib),
-                 ("--conversation-cache-segment-dir", c.segment_dir, c.conversation_cache_segment_mib),
-                 ("--conversation-cache-system-prompt-dir", c.system_prompt_dir,
-                  c.conversation_cache_system_prompt_mib)]
-        seen: dict[str, str] = {}
-        for flag, folder, mib in named:
-            if not folder or mib <= 0:
-                continue
-            real = os.path.realpath(folder)
-            if real in seen:
-                raise ValueError(f"{seen[real]} and {flag} name the same folder {folder!r}; give each its own")
-            seen[real] = flag
+        self.config.check_folders()  # also checked when the options are read, before the server listens
 
     def _prefix_store(self, name: str, folder: str, mib: int, piece_bytes: int) -> PrefixStore:
         lvl = DiskLevel(name, folder, mib * MIB, 0.0, self.identity, io=self.io, piece_bytes=piece_bytes)

@@ -223,7 +223,26 @@ class CacheConfig:
         if not kwargs.get("conversation_cache_cold_dir"):
             kwargs["conversation_cache_cold_dir"] = default_cold_dir()
         kwargs["restore_ladder"] = _parse_env_bool(environ, ENV_RESTORE_LADDER, True)
-        return cls(**kwargs)
+        config = cls(**kwargs)
+        config.check_folders()
+        return config
+
+    def check_folders(self) -> None:
+        """Two stores that are on may not share a folder (each indexes and evicts the other's files):
+        raises `CacheConfigError` naming both flags, before the server listens."""
+        named = [("--conversation-cache-warm-dir", self.conversation_cache_warm_dir, self.conversation_cache_warm_mib),
+                 ("--conversation-cache-cold-dir", self.conversation_cache_cold_dir, self.conversation_cache_cold_mib),
+                 ("--conversation-cache-segment-dir", self.segment_dir, self.conversation_cache_segment_mib),
+                 ("--conversation-cache-system-prompt-dir", self.system_prompt_dir,
+                  self.conversation_cache_system_prompt_mib)]
+        seen: dict[str, str] = {}
+        for flag, folder, mib in named:
+            if not folder or mib <= 0:
+                continue
+            real = os.path.realpath(os.path.expanduser(folder))
+            if real in seen:
+                raise CacheConfigError(f"{seen[real]} and {flag} name the same folder {folder!r}; give each its own")
+            seen[real] = flag
 
     # -- derived views -------------------------------------------------------------------------
 

@@ -97,3 +97,14 @@ def test_every_flag_is_documented():
         for flag in o.flags:
             assert f"`{flag}`" in doc, flag
     assert "STRATA_RESTORE_LADDER" in doc
+
+
+def test_two_stores_on_one_folder_are_refused_when_the_options_are_read(tmp_path):
+    same = str(tmp_path / "c")
+    with pytest.raises(CacheConfigError, match="--conversation-cache-cold-dir and --conversation-cache-segment-dir "
+                                               "name the same folder"):
+        CacheConfig.from_values({"conversation_cache_cold_dir": same, "conversation_cache_cold_mib": 8,
+                                 "conversation_cache_segment_dir": same, "conversation_cache_segment_mib": 8}, {})
+    # a store that is off may name any folder
+    CacheConfig.from_values({"conversation_cache_cold_dir": same, "conversation_cache_cold_mib": 8,
+                             "conversation_cache_segment_dir": same}, {})

@@ -295,3 +295,16 @@ def test_strata_config_expands_the_home_folder_as_strata_setup_does(tmp_path, mo
     (tmp_path / "x.toml").write_text("ctx = 4096\n")
     config = load_config({}, environ={"STRATA_CONFIG": "~/x.toml"}, use_default_file=True)
     assert config.ctx == 4096
+
+
+def test_two_levels_on_one_folder_stop_start_up_before_listening(tmp_path):
+    """configuration.md: two levels on the same folder stop start-up with a message naming them. It was
+    found only while the model loaded: 'the model could not be loaded: --conversation-cache-warm-dir and
+    ...', exit status 1, after 'listening on' (a new-user trial)."""
+    folder = str(tmp_path / "conversations")
+    done = _serve("--port", "0", "--conversation-cache-warm-dir", folder, "--conversation-cache-warm-mib", "16",
+                  "--conversation-cache-cold-dir", folder, "--conversation-cache-cold-mib", "16")
+    assert done.returncode == 2, done.stderr
+    assert ("--conversation-cache-warm-dir and --conversation-cache-cold-dir name the same folder "
+            f"'{folder}'; give each its own") in done.stderr
+    assert "listening on" not in done.stderr and "could not be loaded" not in done.stderr
