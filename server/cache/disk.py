@@ -162,6 +162,9 @@ class DiskLevel:
         try:
             os.makedirs(self.folder, exist_ok=True)
             names = os.listdir(self.folder)
+        except FileExistsError:  # strerror 'File exists' did not say what is wrong
+            self.state = "unavailable: a file is there, not a folder"
+            return
         except OSError as exc:
             self.state = f"unavailable: {exc.strerror or exc}"
             return

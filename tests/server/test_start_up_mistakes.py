@@ -119,6 +119,11 @@ def test_a_disk_level_folder_that_cannot_be_made_says_the_level_is_off_and_what_
             "(nothing is kept there): give --conversation-cache-cold-dir a folder this user can write") in done.stderr, \
         done.stderr
     assert f"cold {blocker / 'cold'} 64 MiB unavailable" in done.stderr         # the INFO line
+    # the folder itself a file: it said "unavailable: File exists" (a new-user trial)
+    done = _serve("--port", "0", "--conversation-cache-cold-dir", str(blocker),
+                  "--conversation-cache-cold-mib", "64", until="loaded in")
+    assert f"cold level {blocker}: unavailable: a file is there, not a folder; the level is off" in done.stderr, \
+        done.stderr
 
 
 @pytest.mark.parametrize("host,reason", [
