@@ -144,8 +144,8 @@ def test_serve_with_backend_auto_on_a_gpu_machine_refuses_an_expert_models_huge_
 
     monkeypatch.setattr(gpu, "resolve_backend", lambda b: "cuda" if b in ("auto", "cuda") else "cpu")
     moe = tiny_model_factory(dtype="F32", n_expert=4, n_expert_used=2)
-    # 8 slots of 2**30 tokens of this tiny model's KV: terabytes (no machine here holds them)
-    cfg = _config(moe, backend="auto", ctx=1 << 30, batch=8, slot_ctx=1 << 30, port=0)
+    # 8 slots of 2**24 tokens (the most --ctx takes) of this tiny model's KV: far beyond this machine
+    cfg = _config(moe, backend="auto", ctx=1 << 24, batch=8, slot_ctx=1 << 24, port=0)
     assert asyncio.run(serve(cfg)) == 2
 
 
