@@ -60,7 +60,8 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     key = request.app[STATE].config.api_key
     if key and request.path not in OPEN_PATHS:
         given = presented_key(request)
-        if given is None or not hmac.compare_digest(given.encode(), key.encode()):
+        # a header's bytes that are not UTF-8 come as surrogate escapes: compared as the bytes sent
+        if given is None or not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), key.encode()):
             request.app[STATE].metrics.add_rejected("auth")
             what = "no API key was given" if given is None else "the API key is not valid"
             raise APIError(401, f"{what}; send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'",

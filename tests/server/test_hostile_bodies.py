@@ -419,3 +419,17 @@ def test_a_body_in_an_encoding_other_than_gzip_is_refused_before_it_is_read(host
             continue
         wanted = b"400 Bad Request" if "sessions" in path else b"415 Unsupported Media Type"   # sessions: 400s
         assert status.endswith(wanted) and b"is not accepted" in answer, (path, answer[:400])
+
+
+def test_an_api_key_header_of_bytes_that_are_not_utf8_is_a_401(tiny_model):
+    """aiohttp hands such a header over with surrogate escapes; encoding it for the comparison was a 500."""
+    import socket
+
+    with LiveServer(model=str(tiny_model), ctx=1024, batch=0, threads=1, api_key="sekret") as server:
+        for header in (b"Authorization: Bearer \xff\xfe", b"x-api-key: \xff", b"x-api-key: sekret\xff"):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as c:
+                c.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + header + b"\r\nConnection: close\r\n\r\n")
+                answer = c.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 401") and b"the API key is not valid" in answer, answer[:300]
+        ok = httpx.get(server.url + "/v1/models", headers={"x-api-key": "sekret"}, timeout=30)
+        assert ok.status_code == 200
