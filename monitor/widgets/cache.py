@@ -28,7 +28,8 @@ from strata.monitor.widgets.common import (
 from strata.monitor.widgets.theme import PARK_COLORS, Theme
 
 LEVEL_HEADERS = ("level", "state", "folder", "used /\nbudget", "entries", "de-\ngraded", "evicted", "aged\nout")
-LEVEL_TIPS = ("", "on / off", "", "bytes held against the level's budget", "conversations held",
+LEVEL_TIPS = ("", "on / off", "", "bytes held against the level's budget",
+              "conversations held (and files skipped at start-up: damaged, partial, orphaned; the log names them)",
               "entries handed down to the next level (budget or age)", "entries deleted for the budget",
               "entries deleted for their age")
 PARK_NAMES = {"ram": "RAM", "disk": "disk", "discard": "discarded"}
@@ -40,8 +41,12 @@ def level_cells(level: dict) -> list[str]:
     on = level.get("state") == "on"
     used, budget = level.get("used_mib"), level.get("budget_mib")
     used_text = f"{units.mib(used)} / {units.mib(budget)}" if on else units.NA
+    entries = units.count(level.get("entries"))
+    skipped = sum(n for n in (level.get("skipped") or {}).values() if isinstance(n, int))
+    if skipped:  # files found at start-up and not trusted (conversation-cache.md, "Files"); the log names them
+        entries += f" ({skipped} skipped)"
     return [str(level.get("name", "?")), str(level.get("state", "?")), level.get("folder") or units.NA,
-            used_text, units.count(level.get("entries")), units.count(level.get("degradations")),
+            used_text, entries, units.count(level.get("degradations")),
             units.count(level.get("evictions")), units.count(level.get("age_evictions"))]
 
 

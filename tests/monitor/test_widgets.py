@@ -293,3 +293,12 @@ def test_the_floor_labels_do_not_overlap_at_1280x800(window, qtbot):
     parking, transient = (lines[k].label.sceneBoundingRect() for k in ("min_free_mib", "park_min_free_mib"))
     assert parking.width() > 0 and transient.width() > 0
     assert not parking.intersects(transient), (parking, transient)
+
+
+def test_a_level_shows_the_files_it_skipped_at_start_up():
+    """conversation-cache.md counts skipped files 'in the monitor': the window showed none of them."""
+    from strata.monitor.widgets.cache import LEVEL_HEADERS, level_cells
+    cold = {"name": "cold", "state": "on", "folder": "/c", "used_mib": 1.0, "budget_mib": 64, "entries": 38,
+            "degradations": 0, "evictions": 0, "age_evictions": 0, "skipped": {"damaged": 3, "partial": 1}}
+    assert level_cells(cold)[LEVEL_HEADERS.index("entries")] == "38 (4 skipped)"
+    assert level_cells({**cold, "skipped": {}})[LEVEL_HEADERS.index("entries")] == "38"
