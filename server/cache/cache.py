@@ -99,8 +99,9 @@ def log_skipped_files(lvl: DiskLevel) -> None:
 
 
 def warn_budget_beyond_free_space(lvl: DiskLevel) -> None:
-    """A folder this process cannot write (its entries are still read), or a budget the volume cannot
-    hold: writes fail with 'No space left' long before the budget evicts."""
+    """A folder this process cannot write (its entries are still read), files over the budget (a budget
+    lowered since), or a budget the volume cannot hold: writes fail with 'No space left' long before the
+    budget evicts."""
     if lvl.state != "on" or not lvl.budget_bytes:
         return
     if not os.access(lvl.folder, os.W_OK):
@@ -108,6 +109,11 @@ def warn_budget_beyond_free_space(lvl: DiskLevel) -> None:
                     "its %d entries are read, nothing new is kept there; give --conversation-cache-%s-dir a "
                     "folder this user can write", lvl.name, lvl.folder, len(lvl.entries), lvl.name)
         return
+    if lvl.used_bytes > lvl.budget_bytes:  # a budget lowered since the files were written
+        log.warning("conversation cache %s level %s: holds %d MiB in %d entries, over its budget of %d MiB: the "
+                    "oldest leave it at the next write until it fits (handed down, or deleted from the last "
+                    "level); raise --conversation-cache-%s-mib to keep them", lvl.name, lvl.folder,
+                    lvl.used_bytes // MIB, len(lvl.entries), lvl.budget_bytes // MIB, lvl.name)
     try:
         room = shutil.disk_usage(lvl.folder).free + lvl.used_bytes
     except OSError:

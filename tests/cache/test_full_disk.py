@@ -94,3 +94,18 @@ def test_a_read_only_folder_is_a_warning_at_start(make_cache, folders, caplog):
         if mounted:
             subprocess.run(["umount", str(folders["cold"])], check=True)
         os.chmod(folders["cold"], 0o755)
+
+
+def test_files_over_a_lowered_budget_are_a_warning_at_start(make_cache, caplog):
+    """A user lowered the budget below what the folder held: the next writes deleted the oldest (357 MiB in
+    the trial) without a word at start-up."""
+    cache = make_cache(conversation_cache_mib=0, conversation_cache_cold_mib=100)
+    for seed in (27, 28, 29):
+        park_history(cache, history(seed, 60))
+    cache.flush()
+    held = cache.cascade.levels[0].used_bytes
+    with caplog.at_level("WARNING", logger="strata.cache"):
+        make_cache(conversation_cache_mib=0, conversation_cache_cold_mib=max(1, held // (1 << 20) // 2))
+    (msg,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert f"holds {held >> 20} MiB in 3 entries, over its budget of" in msg
+    assert "raise --conversation-cache-cold-mib to keep them" in msg
