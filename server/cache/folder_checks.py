@@ -1,0 +1,59 @@
+"""What the conversation cache says about a disk folder when it opens it: the files it skipped and why,
+and the settings that will lose histories later (a folder it cannot write, files over the budget, a
+budget the volume cannot hold). Log lines only: nothing here changes the index or the files."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+
+from .disk import DiskLevel
+from .memory import MIB
+
+log = logging.getLogger("strata.cache")
+
+MAX_SKIPPED_LOGGED = 10  # per level at open: a folder of old files must not flood the log
+
+
+def log_skipped_files(lvl: DiskLevel) -> None:
+    """Say which files an index skipped and why (they are counted either way): a warning per damaged,
+    partial or orphaned file, one INFO line for another model's files (a shared folder is normal)."""
+    foreign = sum(1 for _, reason, _ in lvl.skipped_files if reason == "foreign")
+    if foreign:
+        log.info("conversation cache %s level %s: %d file(s) of another model or KV layout left alone",
+                 lvl.name, lvl.folder, foreign)
+    bad = [s for s in lvl.skipped_files if s[1] != "foreign"]
+    for name, reason, detail in bad[:MAX_SKIPPED_LOGGED]:
+        log.warning("conversation cache %s level: skipped %s (%s: %s); not trusted, left on disk",
+                    lvl.name, os.path.join(lvl.folder, name), reason, detail)
+    if len(bad) > MAX_SKIPPED_LOGGED:
+        log.warning("conversation cache %s level: %d more files skipped (strata_cache_skipped_files_total "
+                    "has them by reason)", lvl.name, len(bad) - MAX_SKIPPED_LOGGED)
+
+
+def warn_budget_beyond_free_space(lvl: DiskLevel) -> None:
+    """A folder this process cannot write (its entries are still read), files over the budget (a budget
+    lowered since), or a budget the volume cannot hold: writes fail with 'No space left' long before the
+    budget evicts."""
+    if lvl.state != "on" or not lvl.budget_bytes:
+        return
+    if not os.access(lvl.folder, os.W_OK):
+        log.warning("conversation cache %s level %s: the folder is not writable (read-only or its permissions): "
+                    "its %d entries are read, nothing new is kept there; give --conversation-cache-%s-dir a "
+                    "folder this user can write", lvl.name, lvl.folder, len(lvl.entries), lvl.name)
+        return
+    if lvl.used_bytes > lvl.budget_bytes:  # a budget lowered since the files were written
+        log.warning("conversation cache %s level %s: holds %d MiB in %d entries, over its budget of %d MiB: the "
+                    "oldest leave it at the next write until it fits (handed down, or deleted from the last "
+                    "level); raise --conversation-cache-%s-mib to keep them", lvl.name, lvl.folder,
+                    lvl.used_bytes // MIB, len(lvl.entries), lvl.budget_bytes // MIB, lvl.name)
+    try:
+        room = shutil.disk_usage(lvl.folder).free + lvl.used_bytes
+    except OSError:
+        return
+    if lvl.budget_bytes > room:
+        log.warning("conversation cache %s level %s: budget %d MiB but its volume has room for %d MiB (free "
+                    "space plus the level's files): writes will fail when the volume fills, before the budget "
+                    "evicts anything; lower --conversation-cache-%s-mib to at most %d or free space there",
+                    lvl.name, lvl.folder, lvl.budget_bytes // MIB, room // MIB, lvl.name, room // MIB)
