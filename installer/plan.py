@@ -154,9 +154,9 @@ def _previous_cold_level(s: Situation, p: PlanParameters) -> tuple[bool, str]:
         n = p.example_history_tokens
         read_s = n * model.kv_bytes_per_token / MIB / read
         return True, (f"{_gib(budget)} of {_gib(s.cold_disk.free_mib)} free; it reads {read:.0f} MiB/s, a "
-                      f"{n}-token history in {read_s:.2f} s (seed 002: 274 ms against 197 s of prefill)")
+                      f"{n}-token history in {read_s:.2f} s (a measured case: 274 ms against 197 s of prefill)")
     return True, (f"{_gib(budget)} of {_gib(s.cold_disk.free_mib)} free: a conversation read back "
-                  "from disk costs far less than its prefill (seed 002: 274 ms against 197 s)")
+                  "from disk costs far less than its prefill (a measured case: 274 ms against 197 s)")
 
 
 def _default_ctx(s: Situation, concurrency: str | None, p: PlanParameters) -> tuple[int, str]:
@@ -390,7 +390,7 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
                          + ("" if a.concurrency is None else " (lower the context to get slots)"))
         else:
             batch_why = (f"{n_slots} slot(s) of {ctx} tokens ({_gib(n_slots * _kv_mib(model, ctx))} of KV), "
-                         + (f"the seed's {p.target_slots}" if n_slots == p.target_slots else "what RAM allows"))
+                         + (f"the most the plan gives ({p.target_slots})" if n_slots == p.target_slots else "what RAM allows"))
     add(Choice("batch", n_slots, batch_why))
     if _on_gpu(s):
         add(Choice("backend", "cuda", f"{m.gpu_name} ({_gib(m.gpu_vram_mib)}) and a CUDA build: weights and KV on the GPU"))
@@ -425,9 +425,9 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
 
     add(Choice(*_park_target(s, model, b, ctx, n_slots, keep, p)))
     add(Choice("conversation_cache_min_free_mib", p.min_free_mib,
-               "the parking floor: a capture that stays in RAM leaves this much free (seed 002)"))
+               "the parking floor: a capture that stays in RAM leaves this much free (the default)"))
     add(Choice("conversation_cache_park_min_free_mib", p.park_min_free_mib,
-               "the transient floor a disk-bound capture may take (seed 002)"))
+               "the transient floor a disk-bound capture may take (the default)"))
     return Plan(tuple(choices), tuple(warnings))
 
 

@@ -296,3 +296,15 @@ def test_setup_model_flag_given_an_id_takes_the_listed_file():
                 models_found=("GLM-4.7-Flash-Q4_K_M", "/m/x", "/models/GLM-4.7-Flash-Q4_K_M.gguf"))
     q = next_question(s, Answers())
     assert parse_answer(q, "GLM-4.7-Flash-Q4_K_M", s, Answers()) == "/models/GLM-4.7-Flash-Q4_K_M.gguf"
+
+
+@pytest.mark.parametrize("machine", sorted(MACHINES))
+def test_no_reason_a_user_reads_names_the_design_seeds(machine):
+    """'seed 002' and 'the seed's 4' mean nothing to a user (a new-user trial read them in the plan)."""
+    s = situation(machine, "3B")
+    a, texts = Answers(), []
+    while (q := next_question(s, a)) is not None:
+        texts.append(q.reason)
+        a = apply_answer(a, q.key, q.default)
+    texts += [c.reason for c in make_plan(s, a).choices]
+    assert not [t for t in texts if "seed" in t.lower()], texts
