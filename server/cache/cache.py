@@ -346,36 +346,45 @@ class ConversationCache:
     # -- spill (the writer thread is spill.SpillWriter) -----------------------------------------
 
     def _spill_one(self, key: str) -> None:
+        """Write a disk-bound capture to the first disk level that takes it (a later one when the first
+        refuses: too large for its whole budget, full, an I/O error), else keep it in RAM, else discard."""
         with self._lock:
             entry = self._pending.get(key)
             if entry is None:
                 return
-            i = self.first_disk
-            lvl: DiskLevel = self.cascade.levels[i]
-            now = self.clock()
-            room, why = self.cascade.make_room(i, entry.n_bytes, now)
-        if room:
-            try:
-                written = lvl.write(key, entry.kind, entry.tokens, iter(entry.pieces), now,
-                                    created_at=entry.created_at, meta=entry.meta)
-            except OSError as exc:
-                room, why = False, f"write failed: {exc}"
+        refused: list[str] = []
+        written = lvl = None
+        for i in range(self.first_disk, len(self.cascade.levels)):
+            lvl = self.cascade.levels[i]
+            with self._lock:
+                now = self.clock()
+                room, why = self.cascade.make_room(i, entry.n_bytes, now)
+            if room:
+                try:
+                    written = lvl.write(key, entry.kind, entry.tokens, iter(entry.pieces), now,
+                                        created_at=entry.created_at, meta=entry.meta)
+                    break
+                except OSError as exc:
+                    why = f"write failed: {exc}"
+            refused.append(f"{lvl.name} {lvl.folder}: {why}")
         with self._lock:
             self._pending.pop(key, None)  # the RAM copy is freed here, written or not
-            if not room:
+            if written is None:
                 self.spill_failures += 1
+                where = "; ".join(refused)
                 if self._keep_in_ram(entry):
-                    log.warning("spill of %s to %s refused (%s); kept in RAM instead (check the free space, "
-                                "budget and write permission of %s)", key, lvl.name, why, lvl.folder)
+                    log.warning("spill of %s refused (%s); kept in RAM instead (check the free space, budget and "
+                                "write permission there)", key, where)
                     return
                 self.parks["discard"] += 1
-                log.warning("spill of %s to %s refused (%s); discards=%d (check the free space, budget and "
-                            "write permission of %s)",
-                            key, lvl.name, why, self.parks["discard"], lvl.folder)
+                log.warning("spill of %s refused (%s); discards=%d (check the free space, budget and write "
+                            "permission there)", key, where, self.parks["discard"])
                 return
+            if refused:
+                log.info("spill of %s: %s; written to the %s level instead", key, "; ".join(refused), lvl.name)
             lvl.add(written)
             self._supersede(entry.tokens, key)
-            self.cascade.make_room(i, 0, self.clock())
+            self.cascade.make_room(self.cascade.levels.index(lvl), 0, self.clock())
 
     def _keep_in_ram(self, entry: RamEntry) -> bool:
         """A capture the disk refused goes to the RAM level when the parking floor and its budget allow

@@ -110,9 +110,26 @@ def test_too_large_for_next_level_stays(make_cache, clock):
     clock.t += 1
     park_history(cache, history(2, n_tokens=40))
     cache.flush()
-    # warm must make room: the big entry cannot go to cold (too large), so the newcomer is refused
+    # warm must make room: the big entry cannot go to cold (too large), so warm refuses the newcomer,
+    # which is written to cold instead (it was discarded: a new-user trial)
     assert len(warm.entries) == 1 and cache.cascade.refusals["cold"] == 1
-    assert cache.parks["discard"] == 1 and cache.spill_failures == 1
+    cold = cache.cascade.levels[1]
+    assert [e.n_tokens for e in cold.entries.values()] == [40]
+    assert cache.parks["discard"] == 0 and cache.spill_failures == 0
+
+
+def test_a_spill_too_large_for_the_first_disk_level_goes_to_the_next(make_cache, caplog):
+    """A new-user trial: an 8 MB history and a 5 MiB warm level; it was kept in RAM (or discarded) while
+    the cold level had room."""
+    cache = make_cache(conversation_cache_mib=0, conversation_cache_warm_mib=1, conversation_cache_cold_mib=10)
+    with caplog.at_level("INFO", logger="strata.cache"):
+        park_history(cache, history(3, n_tokens=100))  # 1.6 MiB: more than warm's whole budget
+        cache.flush()
+    warm, cold = cache.cascade.levels
+    assert not warm.entries and [e.n_tokens for e in cold.entries.values()] == [100]
+    assert cache.spill_failures == 0 and cache.parks["discard"] == 0
+    assert any("written to the cold level instead" in r.getMessage() and "> warm budget" in r.getMessage()
+               for r in caplog.records)
 
 
 def test_io_error_during_degrade_moves_nothing(make_cache, clock, folders):
