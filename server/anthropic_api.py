@@ -32,7 +32,7 @@ from strata.server.prompting import (
     split_answer,
     split_prefill,
 )
-from strata.server.structured_output import constrained_format, json_format, required_call
+from strata.server.structured_output import constrained_format, held_calls, json_format, required_call
 
 # ----- request parsing -----
 
@@ -215,7 +215,9 @@ def answer_rule(body: dict, tools: list[dict] | None, fmt: AnswerFormat, prefill
     if wanted is not None:
         return wanted.with_prefix(prefill, where)
     choice = body.get("tool_choice") if isinstance(body.get("tool_choice"), dict) else {}
-    return None if prefill else required_call(choice.get("type") in ("any", "tool"), tools, fmt, engine)
+    if prefill:
+        return None
+    return required_call(choice.get("type") in ("any", "tool"), tools, fmt, engine) or held_calls(tools, fmt, engine)
 
 
 # ----- handlers -----

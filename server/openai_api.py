@@ -33,7 +33,7 @@ from strata.server.prompting import (
     template_kwargs,
     tokens_key,
 )
-from strata.server.structured_output import constrained_format, json_format, required_call
+from strata.server.structured_output import constrained_format, held_calls, json_format, required_call
 
 from strata import __version__
 
@@ -201,7 +201,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     fmt = answer_format(state.engine, tokens, messages)
     choice = body.get("tool_choice")
     job.answer_rule = constrained_format(wanted, tools, fmt) or required_call(
-        choice == "required" or isinstance(choice, dict), tools, fmt, state.engine)
+        choice == "required" or isinstance(choice, dict), tools, fmt, state.engine) or held_calls(
+        tools, fmt, state.engine)
     if body.get("stream"):
         opts = body.get("stream_options") or {}
         return await _stream_chat(request, state, job, model, tools,

@@ -24,7 +24,7 @@ from typing import Any
 
 from strata.engine.forced_start import ForcedStart
 from strata.engine.json_grammar import JsonConstraint, Vocabulary
-from strata.engine.json_schema import ANY_OBJECT, Node, SchemaError, compile_schema
+from strata.engine.json_schema import ANY_OBJECT, Node, SchemaError, compile_call, compile_schema
 from strata.server.errors import APIError
 
 HARMONY_FINAL = b"<|channel|>final<|message|>"
@@ -36,9 +36,14 @@ class JsonFormat:
     after: bytes | None = None      # bytes the answer writes freely first (the end of its reasoning)
     prefix: bytes = b""             # the answer's start the request wrote itself (Anthropic's prefill)
     lead: bytes = b""               # bytes the answer must write before the JSON (a call's opening tag)
+    trigger: bytes | None = None    # held each time the answer writes this (calls the model opens itself)
+    reasoning: tuple[bytes, bytes] | None = None   # where a trigger is thought, not written
+    opened: bool = False            # the prompt opened the reasoning
+    close: bytes = b""              # written after each triggered value (a call's closing tag)
 
     def constraint_for(self, tokenizer: Any, eos_ids: Any) -> JsonConstraint:
-        c = JsonConstraint(self.root, Vocabulary.of(tokenizer), eos_ids, after=self.after, lead=self.lead)
+        c = JsonConstraint(self.root, Vocabulary.of(tokenizer), eos_ids, after=self.after, lead=self.lead,
+                           trigger=self.trigger, reasoning=self.reasoning, opened=self.opened, close=self.close)
         c.feed(self.prefix)
         return c
 
@@ -159,25 +164,34 @@ def call_opening(engine: Any, marker: bytes) -> str | None:
     return found[-1] if found else None     # the last: the assistant's call, after any in the tools' text
 
 def call_schema(tools: list[dict]) -> Node:
-    """A call's JSON: {"name": one of the tools, "arguments": that tool's parameters (one tool offered) or
-    any object}, objects that list properties taking only those. A parameters schema this cannot enforce
-    leaves the arguments free (it is the agent's schema, not a format the request asked to be held to)."""
-    names = [t["function"]["name"] for t in tools]
-    arguments: Any = {"type": "object"}
-    if len(tools) == 1:
-        try:
-            compile_schema(tools[0]["function"].get("parameters") or {"type": "object"}, closed=True)
-            arguments = tools[0]["function"].get("parameters") or {"type": "object"}
-        except (SchemaError, RecursionError):
-            pass
-    return compile_schema({"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
-                           "properties": {"name": {"enum": names}, "arguments": arguments}}, closed=True)
+    """A call's JSON: {"name": one of the tools, "arguments": what that tool's parameters allow} (json_schema
+    compile_call: objects that list properties take only those; a parameters schema this cannot enforce
+    leaves that tool's arguments free: it is the agent's schema, not a format the request asked for)."""
+    return compile_call([(t["function"]["name"], t["function"].get("parameters")) for t in tools])
+
+
+def held_calls(tools: Any, answer: Any, engine: Any) -> JsonFormat | None:
+    """With tools offered and the model free to call them or not: each call it opens (`<tool_call>` written
+    outside its reasoning) is held to a call of one of the tools with arguments its schema allows, then
+    closed as the template closes calls, for a template that itself writes `<tool_call>` + JSON; the rest of
+    the answer is free."""
+    if not tools or getattr(answer, "harmony", False) or call_marker(answer) != b"<tool_call>":
+        return None
+    # only a template that writes such calls itself: with tools rendered into the system prompt by Strata
+    # (a template without tools), the model's own call format is unknown (it may write XML in <tool_call>)
+    if engine is None or not getattr(engine.chat_template, "supports_tools", False) or not writes_json_calls(engine):
+        return None
+    think = getattr(answer, "think", None)
+    ending = re.search(r"\}(\s*)</tool_call>", probe_call(engine))   # the template's way of closing a call
+    return JsonFormat(call_schema(tools), trigger=b"<tool_call>", opened=bool(getattr(answer, "opened", False)),
+                      reasoning=(think[0].encode(), think[1].encode()) if think else None,
+                      close=(ending.group(1) if ending else "\n").encode() + b"</tool_call>")
 
 
 def required_call(demanded: bool, tools: Any, answer: Any, engine: Any = None) -> JsonFormat | ForcedCall | None:
     """With tools offered and a choice that demands a call: the answer opens a call. A model that writes
-    JSON calls then writes one of the tools' names and (one tool offered) arguments its schema allows;
-    another writes its call's opening as its template does, up to one of the tools' names."""
+    JSON calls then writes one of the tools' names and the arguments that tool's schema allows; another
+    writes its call's opening as its template does, up to one of the tools' names."""
     marker = call_marker(answer) if demanded and tools else None
     if marker is None:
         return None

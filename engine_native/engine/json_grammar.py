@@ -40,6 +40,7 @@ HEX = frozenset(b"0123456789abcdefABCDEF")
 #   ("N", node, part, length)             in a number; part one of - 0 int . frac e esign exp
 #   ("L", literals, pos)                  matching literals (enum, const, true / false / null)
 #   ("P", data, pos)                      bytes that must come first (a tool call's opening tag)
+#   ("D", literals, pos)                  a call's tool name; when whole, ("=", name) joins the call's `seen`
 # Empty stack: the value is complete.
 
 _NUMBER_END = frozenset({"0", "int", "frac", "exp"})
@@ -94,8 +95,10 @@ def _number_step(part: str, b: int, integer: bool) -> str | None:
     return None
 
 
-def _key_candidates(node: Node, seen: frozenset[str]) -> list[bytes] | None:
+def _key_candidates(node: Node, seen: frozenset) -> list[bytes] | None:
     """The JSON-escaped names a key may still take, or None when any key may come."""
+    if node.by_name and "name" not in seen:
+        return [b"name"]                             # a call names its tool first
     if node.extra is not None:
         return None
     return [json.dumps(k, ensure_ascii=False)[1:-1].encode() for k in node.props if k not in seen]
@@ -131,6 +134,11 @@ def step(state: tuple, b: int) -> tuple | None:
             return (_close_value(stack), 0) if node.required <= seen else None
         if phase == ":" and b == ord(":"):
             child = node.props.get(key) or node.extra
+            if node.by_name and key == "name":       # the tool's name: remembered by the object when whole
+                return (stack[:-1] + (("O", node, seen | {key}, "c", None), ("D", child.literals, 0)), 0)
+            if node.by_name and key == "arguments":
+                chosen = next((x[1] for x in seen if isinstance(x, tuple)), None)
+                child = node.by_name.get(chosen, child)
             return (stack[:-1] + (("O", node, seen | {key}, "c", None), ("V", child)), 0)
         if phase == "c" and b == ord(","):
             cands = _key_candidates(node, seen)
@@ -195,6 +203,18 @@ def step(state: tuple, b: int) -> tuple | None:
         if b != data[pos]:
             return None
         return (stack[:-1] + ((("P", data, pos + 1),) if pos + 1 < len(data) else ()), 0)
+    if tag == "D":                                   # a call's tool name (literals), whitespace first
+        _, lits, pos = top
+        if pos == 0 and b in WS:
+            return (stack, ws + 1) if ws < MAX_WS else None
+        cont = tuple(v for v in lits if len(v) > pos and v[pos] == b)
+        if cont:
+            return (stack[:-1] + (("D", cont, pos + 1),), 0)
+        whole = [v for v in lits if len(v) == pos]
+        if not whole:
+            return None
+        _, node, seen, phase, key = stack[-2]       # the call object: it keeps the name it now knows
+        return step((stack[:-2] + (("O", node, seen | {("=", whole[0])}, phase, key),), 0), b)
     if tag == "L":
         _, lits, pos = top
         cont = tuple(v for v in lits if len(v) > pos and v[pos] == b)
@@ -300,13 +320,21 @@ class JsonConstraint:
     it must write first (`<tool_call>` before a call's JSON)."""
 
     def __init__(self, root: Node, vocabulary: Vocabulary, eos_ids: Iterable[int], after: bytes | None = None,
-                 lead: bytes = b""):
+                 lead: bytes = b"", trigger: bytes | None = None, reasoning: tuple[bytes, bytes] | None = None,
+                 opened: bool = False, close: bytes = b""):
         self.vocab = vocabulary
         self.eos = frozenset(int(i) for i in eos_ids)
         # `lead`: bytes the answer must write before the value (special tokens may write them)
         self.state: tuple = ((("V", root),) + ((("P", lead, 0),) if lead else ()), 0)
-        self.after = after
+        self._initial = self.state
+        # `trigger`: each time the answer writes it (outside a `reasoning` block), a value is held, then
+        # `close` is written, then the answer is free again (a tool call's JSON after each `<tool_call>`)
+        self.trigger, self.reasoning = trigger, reasoning
+        self.close, self._closing = close, False   # bytes forced after each held value (`</tool_call>`)
+        self.after = trigger if trigger is not None else after
         self._free = b""                     # the answer's bytes while waiting for `after`
+        if opened and reasoning is not None:
+            self._free = reasoning[0]        # the prompt opened the reasoning: the answer starts inside it
         self._memo: dict[tuple, tuple | None] = {}
 
     @property
@@ -355,6 +383,11 @@ class JsonConstraint:
         if nxt is None:
             raise ValueError(f"json constraint: token {token} was not allowed here")
         self.state = nxt
+        if self.trigger is not None and not nxt[0]:      # the value is whole
+            if self.close and not self._closing:         # its closing tag, then free until the next trigger
+                self.state, self._closing = ((("P", self.close, 0),), 0), True
+            else:
+                self.state, self.after, self._free, self._closing = self._initial, self.trigger, b"", False
 
     def _candidates(self) -> np.ndarray:
         """Ids whose first byte may come next (and the end tokens): a superset of the allowed ones."""
@@ -367,6 +400,8 @@ class JsonConstraint:
         assert self.after is not None
         self._free += data
         at = self._free.find(self.after)
+        while at >= 0 and self.trigger is not None and self._in_reasoning(self._free[:at]):
+            at = self._free.find(self.after, at + 1)
         if at >= 0:
             rest = self._free[at + len(self.after):]
             self.after, self._free = None, b""
@@ -374,6 +409,13 @@ class JsonConstraint:
                 nxt = self._step(self.state, b)
                 if nxt is not None:
                     self.state = nxt
+
+    def _in_reasoning(self, text: bytes) -> bool:
+        """Whether `text` ends inside an unclosed reasoning block (a trigger there is thought, not written)."""
+        if self.reasoning is None:
+            return False
+        opener, closer = self.reasoning
+        return text.rfind(opener) > text.rfind(closer)
 
     def feed(self, data: bytes) -> None:
         """Moves past bytes the answer starts with that no token chose (a prefill); ValueError when they

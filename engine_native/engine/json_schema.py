@@ -40,6 +40,8 @@ class Node:
     max_n: int | None = None
     literals: tuple[bytes, ...] = ()      # literal: the compact JSON of each allowed value
     alternatives: tuple[Node, ...] = ()   # union
+    # an object whose "name" (written first) picks its "arguments" schema: literal bytes -> schema (a call)
+    by_name: dict[bytes, Node] = field(default_factory=dict)
     pending_first: frozenset[int] = frozenset()   # "pending": a $ref being compiled (its first bytes)
 
     def first_bytes(self) -> frozenset[int]:
@@ -181,7 +183,7 @@ class _Compiler:
             missing = [r for r in req if r not in props and schema.get("additionalProperties") is False]
             if missing:
                 raise SchemaError(f"{where}.required names {missing[0]!r}, which is not in properties")
-            extra_raw = schema.get("additionalProperties", not (self.closed and props))
+            extra_raw = schema.get("additionalProperties", not (self.closed and "properties" in schema))
             extra = None if extra_raw is False else self.node(extra_raw, f"{where}.additionalProperties")
             return Node("object", props=props, required=frozenset(req), extra=extra)
         if kind == "array":
@@ -223,7 +225,23 @@ class _Compiler:
 
 
 def compile_schema(schema: Any, closed: bool = False) -> Node:
-    """The root node of a JSON Schema; SchemaError names what cannot be enforced. `closed`: an object that
-    lists properties and says nothing of others takes only those (a tool's arguments: what a model
-    should write, where JSON Schema's default would let it invent keys)."""
+    """The root node of a JSON Schema; SchemaError names what cannot be enforced. `closed`: an object with
+    `properties` that says nothing of others takes only those (a tool's arguments: what a model should
+    write, where JSON Schema's default would let it invent keys; `"properties": {}` takes none)."""
     return _Compiler(schema, closed).node(schema, "schema")
+
+
+def compile_call(tools: list[tuple[str, Any]]) -> Node:
+    """A tool call's JSON, {"name": ..., "arguments": ...}, "name" first: one of the tools' names, then the
+    arguments that tool's parameters allow (objects that list properties take only those; a schema this
+    cannot enforce, any object). `tools`: (name, parameters schema) pairs."""
+    by_name: dict[bytes, Node] = {}
+    for name, params in tools:
+        try:
+            args = compile_schema(params if params is not None else {"type": "object"}, closed=True)
+        except (SchemaError, RecursionError):
+            args = compile_schema({"type": "object"})
+        by_name[json.dumps(name, ensure_ascii=False).encode()] = args
+    names = _literal([n for n, _ in tools], "tools")
+    return Node("object", props={"name": names, "arguments": compile_schema({"type": "object"})},
+                required=frozenset({"name", "arguments"}), by_name=by_name)

@@ -227,3 +227,36 @@ def test_each_template_opens_its_calls_its_own_way(tiny_model_factory):
     assert nemo.starts == (b'[TOOL_CALLS][{"name": "bash', b'[TOOL_CALLS][{"name": "read_file')
     chatml = probe_rule(tiny_model_factory)            # no tools in its template: Strata writes Hermes calls
     assert isinstance(chatml, JsonFormat) and chatml.lead == b"<tool_call>"
+
+
+BAD_CALL = '{"name": "get_wether", "arguments": {"town": "Oslo", "units": "C"}}'
+
+
+@pytest.fixture(scope="module")
+def sloppy(tiny_model_factory):
+    """A tiny model with a Qwen 2.5-style template (its calls: <tool_call> and JSON) that answers "Checking."
+    then a call of a tool that does not exist, with arguments the real tool does not take (each piece one
+    token)."""
+    from tests.server.live import scripted_model
+    from tests.text.test_chat_template import QWEN_LIKE
+
+    pieces = ("Checking.", "<tool_call>", BAD_CALL, "</tool_call>")
+    model = scripted_model(tiny_model_factory, "".join(pieces), ctx_len=2048, n_vocab=512, seed=9, added_tokens=pieces,
+                           chat_template=QWEN_LIKE)
+    with LiveServer(model=str(model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0) as s:
+        yield openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def test_a_call_the_model_opens_is_held_to_the_tools(sloppy):
+    messages = [{"role": "user", "content": "Weather in Oslo?"}]
+    free = ask(sloppy, temperature=0, max_tokens=60, messages=messages).choices[0].message   # no tools: as written
+    assert BAD_CALL in free.content
+    r = ask(sloppy, temperature=0, max_tokens=500, messages=messages, tools=[SHORT, CLOCK]).choices[0]
+    assert r.message.content == "Checking." and r.finish_reason == "tool_calls"
+    (call,) = r.message.tool_calls
+    args = json.loads(call.function.arguments)
+    assert call.function.name in ("get_weather", "get_time")
+    if call.function.name == "get_weather":
+        assert set(args) == {"city"} and len(args["city"]) <= 12
+    else:
+        assert args == {} or set(args) <= {"zone"}
