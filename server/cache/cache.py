@@ -352,21 +352,7 @@ class ConversationCache:
             entry = self._pending.get(key)
             if entry is None:
                 return
-        refused: list[str] = []
-        written = lvl = None
-        for i in range(self.first_disk, len(self.cascade.levels)):
-            lvl = self.cascade.levels[i]
-            with self._lock:
-                now = self.clock()
-                room, why = self.cascade.make_room(i, entry.n_bytes, now)
-            if room:
-                try:
-                    written = lvl.write(key, entry.kind, entry.tokens, iter(entry.pieces), now,
-                                        created_at=entry.created_at, meta=entry.meta)
-                    break
-                except OSError as exc:
-                    why = f"write failed: {exc}"
-            refused.append(f"{lvl.name} {lvl.folder}: {why}")
+        written, lvl, refused = self._write_down(entry, self.first_disk)
         with self._lock:
             self._pending.pop(key, None)  # the RAM copy is freed here, written or not
             if written is None:
@@ -385,6 +371,26 @@ class ConversationCache:
             lvl.add(written)
             self._supersede(entry.tokens, key)
             self.cascade.make_room(self.cascade.levels.index(lvl), 0, self.clock())
+
+    def _write_down(self, entry: RamEntry, start: int) -> tuple:
+        """Write `entry` to the first disk level from index `start` on that takes it: (the written entry
+        or None, that level, why each level before it refused). The caller adds it to the level."""
+        refused: list[str] = []
+        written = lvl = None
+        for i in range(start, len(self.cascade.levels)):
+            lvl = self.cascade.levels[i]
+            with self._lock:
+                now = self.clock()
+                room, why = self.cascade.make_room(i, entry.n_bytes, now)
+            if room:
+                try:
+                    written = lvl.write(entry.key, entry.kind, entry.tokens, iter(entry.pieces), now,
+                                        created_at=entry.created_at, meta=entry.meta)
+                    break
+                except OSError as exc:
+                    why = f"write failed: {exc}"
+            refused.append(f"{lvl.name} {lvl.folder}: {why}")
+        return written, lvl, refused
 
     def _keep_in_ram(self, entry: RamEntry) -> bool:
         """A capture the disk refused goes to the RAM level when the parking floor and its budget allow
@@ -602,13 +608,20 @@ class ConversationCache:
                 now = self.clock()
                 lost, why = 0, ""
                 for key in sorted(self.ram.entries, key=lambda k: self.ram.entries[k].sealed_at):
-                    ok, reason = self.cascade.degrade(0, key, now, cause="shutdown")
-                    lost, why = (lost + 1, reason) if not ok else (lost, why)
+                    ok, _ = self.cascade.degrade(0, key, now, cause="shutdown")
+                    if ok:
+                        continue
+                    entry = self.ram.entries[key]  # the next level refused it: a later disk level may take it
+                    written, lvl, refused = self._write_down(entry, self.first_disk)
+                    if written is None:
+                        lost, why = lost + 1, "; ".join(refused)
+                        continue
+                    lvl.add(written)
+                    self.ram.forget(key)
+                    self._supersede(entry.tokens, key)
                 if lost:
-                    disk = self.cascade.levels[self.first_disk]
-                    log.warning("stopping: %d conversation histories could not be written to the %s level %s "
-                                "(last: %s); they are lost (check that folder's free space, budget and write permission)",
-                                lost, disk.name, disk.folder, why)
+                    log.warning("stopping: %d conversation histories could not be written to disk (last: %s); "
+                                "they are lost (check the free space, budget and write permission there)", lost, why)
 
     # -- visible --------------------------------------------------------------------------------
 

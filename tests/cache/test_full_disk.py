@@ -50,8 +50,8 @@ def test_clean_stop_says_what_the_full_disk_could_not_keep(make_cache, folders, 
     with caplog.at_level("WARNING", logger="strata.cache"):
         cache.close()
     (msg,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert msg.startswith("stopping: 3 conversation histories could not be written to the cold level")
-    assert str(folders["cold"]) in msg and "No space left" in msg
+    assert msg.startswith(f"stopping: 3 conversation histories could not be written to disk (last: cold {folders['cold']}")
+    assert "No space left" in msg
     from strata.server.app import stopped_line  # the server's stop line says it too, not only "kept"
     assert stopped_line(cache).endswith("; the 3 RAM entries could not be written to disk and are lost")
 
@@ -109,3 +109,16 @@ def test_files_over_a_lowered_budget_are_a_warning_at_start(make_cache, caplog):
     (msg,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert f"holds {held >> 20} MiB in 3 entries, over its budget of" in msg
     assert "raise --conversation-cache-cold-mib to keep them" in msg
+
+
+def test_clean_stop_writes_a_history_the_warm_level_refuses_to_cold(make_cache):
+    """A new-user trial: warm 5 MiB, cold 1 GiB; the running conversation (41.7 MB) was lost at the stop
+    because warm, the next level, could not take it, while cold had room."""
+    cache = make_cache(conversation_cache_mib=100, conversation_cache_warm_mib=1, conversation_cache_cold_mib=10)
+    park_history(cache, history(30, 100))  # 1.6 MiB: more than warm's whole budget
+    park_history(cache, history(31, 20))
+    cache.close()
+    _, warm, cold = cache.cascade.levels
+    assert not cache.ram.entries
+    assert [e.n_tokens for e in warm.entries.values()] == [20]
+    assert [e.n_tokens for e in cold.entries.values()] == [100]
