@@ -98,10 +98,14 @@ def read(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
         raise ConfigFileError(f"{path}: no configuration file there (run `strata setup`)") from None
     except OSError as e:
         raise ConfigFileError(f"{path}: cannot read it: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigFileError(f"{path}: not UTF-8 text (byte {e.start}); write it again with `strata setup`") from None
     try:
         values = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigFileError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise ConfigFileError(f"{path}: not valid TOML: nested too deeply") from None
     return values, _reasons(text)
 
 
