@@ -6,7 +6,8 @@ disk: a rename on one volume, a copy across, re-sealed at `now`), unindex from t
 after; all or nothing: if the next level cannot take it (budget, when-full=reject, too large, an I/O
 error) nothing moves. Only the last level deletes; degradations are counted apart from evictions.
 One exception, written down here: the RAM level cannot stay over budget, so a RAM entry the next
-level refuses is evicted (counted as an eviction with that reason). What this is not: admission,
+level refuses goes to a later disk level that takes it, else it is evicted (counted as an eviction
+with that reason). What this is not: admission,
 lookup or restore. Callers hold the cache lock.
 """
 
@@ -76,7 +77,9 @@ class Cascade:
                 ok, why = self.degrade(i, d.key, now, cause=d.cause)
                 if ok:
                     continue
-                if isinstance(lvl, RamLevel):
+                if isinstance(lvl, RamLevel):  # a later disk level may take what the next one refused
+                    if any(self.degrade(i, d.key, now, cause=d.cause, to=j)[0] for j in range(i + 2, len(self.levels))):
+                        continue
                     self._delete(i, d.key, d.cause, f"next level refused: {why}")
                     continue
                 if d.cause == "budget":
@@ -102,16 +105,17 @@ class Cascade:
 
     # -- degrade --------------------------------------------------------------------------------
 
-    def degrade(self, i: int, key: str, now: float, cause: str = "budget") -> tuple[bool, str]:
-        """Move `key` from level i to level i+1, all or nothing."""
+    def degrade(self, i: int, key: str, now: float, cause: str = "budget", to: int | None = None) -> tuple[bool, str]:
+        """Move `key` from level i to level i+1 (or `to`, further down), all or nothing."""
         src = self.levels[i]
         entry = src.entries.get(key)
         if entry is None:
             return False, "gone"
-        if i + 1 >= len(self.levels):
+        to = i + 1 if to is None else to
+        if to >= len(self.levels):
             return False, "no next level"
-        dst = self.levels[i + 1]
-        room, why = self.make_room(i + 1, entry.n_bytes, now)
+        dst = self.levels[to]
+        room, why = self.make_room(to, entry.n_bytes, now)
         if not room:
             self.refusals[dst.name] += 1
             self._event("refuse", dst.name, key, why)

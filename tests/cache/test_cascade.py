@@ -89,14 +89,16 @@ def test_when_full_reject_moves_nothing(make_cache, clock):
                        conversation_cache_when_full="reject")
     k = park_sequence(cache, clock, 4)
     # k0: ram -> warm -> cold; k1: ram -> warm; k3 arrives: warm's k1 cannot go to the full cold level
-    # (reject), so warm refuses k2 from RAM, and RAM (which cannot stay over budget) evicts k2.
+    # (reject), so warm refuses k2 from RAM, cold (tried next) refuses it too, and RAM (which cannot stay
+    # over budget) evicts k2.
     assert level_keys(cache, "cold") == [k[0]]
     assert level_keys(cache, "warm") == [k[1]]
     assert level_keys(cache, "ram") == [k[3]]
     c = cache.cascade
-    assert c.refusals["cold"] == 1 and c.refusals["warm"] == 1
+    assert c.refusals["cold"] == 2 and c.refusals["warm"] == 1
     assert c.evictions["cold"] == 0 and c.evictions["warm"] == 0 and c.evictions["ram"] == 1
-    assert [e[:3] for e in c.events][-3:] == [("refuse", "cold", k[1]), ("refuse", "warm", k[2]), ("evict", "ram", k[2])]
+    assert [e[:3] for e in c.events][-4:] == [("refuse", "cold", k[1]), ("refuse", "warm", k[2]),
+                                              ("refuse", "cold", k[2]), ("evict", "ram", k[2])]
     warm = cache.cascade.levels[1]
     assert files(warm.folder) == sorted(f"strata-conv-{k[1]}.{e}" for e in ("img", "json"))
 
@@ -175,3 +177,16 @@ def test_age_limits_apply_on_park(make_cache, clock):
     r = park_history(cache, history(50))
     assert level_keys(cache, "ram") == [r.key] and level_keys(cache, "warm") == [k0]
     assert cache.cascade.events[-1][:3] == ("degrade", "ram", k0) and "age" in cache.cascade.events[-1][3]
+
+
+def test_a_ram_entry_the_warm_level_refuses_goes_to_cold(make_cache, clock):
+    """RAM over its budget hands its oldest down; warm cannot take one larger than its whole budget, so it
+    went out as a RAM eviction while cold had room (a new-user trial with a 5 MiB warm level)."""
+    cache = make_cache(conversation_cache_mib=2, conversation_cache_warm_mib=1, conversation_cache_cold_mib=10)
+    big = park_history(cache, history(40, n_tokens=100)).key  # 1.6 MiB: fits RAM, not warm
+    clock.t += 1
+    park_history(cache, history(41, n_tokens=100))  # RAM must make room: big goes down
+    assert level_keys(cache, "cold") == [big]
+    c = cache.cascade
+    assert c.evictions["ram"] == 0 and c.refusals["warm"] == 1
+    assert ("degrade", "ram", big) in [e[:3] for e in c.events]
