@@ -26,6 +26,8 @@ class Metrics:
     decode_rows_total: int = 0
     lookup_drafted_total: int = 0                                        # lookup decoding: draft tokens checked
     lookup_taken_total: int = 0                                          # ... and taken (sampled by the model)
+    held_answers_total: dict[str, int] = field(default_factory=dict)    # by rule: json, call, calls
+    held_refusals_total: int = 0                                         # sampler first choices a rule refused
     parks_total: dict[str, int] = field(default_factory=dict)           # slot, skip, cache
     restore_fallbacks: dict[str, int] = field(default_factory=dict)     # by cache level: the prompt was read instead
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -65,6 +67,12 @@ class Metrics:
         with self._lock:
             self.lookup_drafted_total += drafted
             self.lookup_taken_total += taken
+
+    def add_held(self, rule: str, refusals: int) -> None:
+        """An answer held to a rule (structured_output.py) finished; its sampler's refused first choices."""
+        with self._lock:
+            self.held_answers_total[rule] = self.held_answers_total.get(rule, 0) + 1
+            self.held_refusals_total += refusals
 
     def add_park(self, kind: str) -> None:
         self._count(self.parks_total, kind)
@@ -117,6 +125,11 @@ def render_prometheus(m: dict, slots: list[dict], queue_depth: int, in_flight: i
     metric("lookup_taken_tokens_total", "counter",
            "Lookup decoding: draft tokens the model sampled itself (each saved a decode step).",
            [({}, m["lookup_taken_total"])])
+    metric("held_answers_total", "counter", "Answers held to a rule while written, by rule: json (response_format), "
+           "call (a demanded tool call), calls (calls the model opened, held to the offered tools).",
+           [({"rule": k}, n) for k, n in sorted(m["held_answers_total"].items())] or [({"rule": "json"}, 0)])
+    metric("held_refusals_total", "counter", "Tokens a held answer's sampler chose first and its rule refused.",
+           [({}, m["held_refusals_total"])])
     metric("parks_total", "counter", "Parks of a history about to be overwritten, by kind.",
            [({"kind": k}, n) for k, n in sorted(m["parks_total"].items())] or [({"kind": "slot"}, 0)])
     metric("restore_fallbacks_total", "counter",

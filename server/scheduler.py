@@ -636,6 +636,8 @@ class Scheduler:
         del self._rows[row.ctx]
         status = {"stop": "ok", "length": "ok"}.get(reason, reason)
         self.metrics.add_request(row.job.api, status, len(row.job.prompt), row.reused, row.source)
+        if row.job.answer_rule is not None:
+            self.metrics.add_held(row.job.answer_rule.kind, row.sampler.refusals)
         self._record_request(row.job, row, status)
         if self.timeline is not None:
             try:

@@ -41,6 +41,11 @@ class JsonFormat:
     opened: bool = False            # the prompt opened the reasoning
     close: bytes = b""              # written after each triggered value (a call's closing tag)
 
+    @property
+    def kind(self) -> str:
+        """For /metrics: json (a format asked for), call (a demanded call), calls (calls the model opens)."""
+        return "calls" if self.trigger is not None else "call" if self.lead else "json"
+
     def constraint_for(self, tokenizer: Any, eos_ids: Any) -> JsonConstraint:
         c = JsonConstraint(self.root, Vocabulary.of(tokenizer), eos_ids, after=self.after, lead=self.lead,
                            trigger=self.trigger, reasoning=self.reasoning, opened=self.opened, close=self.close)
@@ -108,6 +113,8 @@ def constrained_format(fmt: JsonFormat | None, tools: Any, answer: Any) -> JsonF
 class ForcedCall:
     starts: tuple[bytes, ...]       # the texts a call may open with (its marker, up to a tool's name)
     after: bytes | None = None      # the end of its reasoning, for a thinking model
+
+    kind = "call"
 
     def constraint_for(self, tokenizer: Any, eos_ids: Any) -> ForcedStart:
         return ForcedStart(self.starts, Vocabulary.of(tokenizer), after=self.after)

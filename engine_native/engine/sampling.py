@@ -140,6 +140,7 @@ class Sampler:
         self._rng = np.random.Generator(np.random.PCG64(self.params.seed))
         # what may come next (json_grammar.JsonConstraint: allows / advance / best_allowed / allowed_mask)
         self.constraint = constraint
+        self.refusals = 0      # first choices the constraint refused (the server's /metrics)
 
     def _check(self, logits: np.ndarray) -> np.ndarray:
         logits = np.asarray(logits)
@@ -180,6 +181,7 @@ class Sampler:
         else:
             token = self._choose(prepared)
             if not c.allows(token):
+                self.refusals += 1
                 best = c.best_allowed(prepared) if self.params.greedy else self._redraw(prepared, token)
                 if best is None:
                     raise ValueError("sampling: no token can continue the constrained answer")

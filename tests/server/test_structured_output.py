@@ -260,3 +260,20 @@ def test_a_call_the_model_opens_is_held_to_the_tools(sloppy):
         assert set(args) == {"city"} and len(args["city"]) <= 12
     else:
         assert args == {} or set(args) <= {"zone"}
+
+
+def test_metrics_count_held_answers(tiny_server, oai):
+    import httpx2 as httpx
+
+    def held() -> dict:
+        text = httpx.get(tiny_server.url + "/metrics").text
+        return {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
+                if line.startswith("strata_held_")}
+
+    before = held()
+    ask(oai, temperature=0, response_format=PET_FORMAT)
+    ask(oai, temperature=0.8, seed=1, max_tokens=300, tools=[SHORT], tool_choice="required")
+    after = held()
+    assert after['strata_held_answers_total{rule="json"}'] == before.get('strata_held_answers_total{rule="json"}', 0) + 1
+    assert after['strata_held_answers_total{rule="call"}'] == before.get('strata_held_answers_total{rule="call"}', 0) + 1
+    assert after["strata_held_refusals_total"] > before["strata_held_refusals_total"]   # a random model is refused
