@@ -158,9 +158,10 @@ def probe_call(engine: Any) -> str:
 
 
 def writes_json_calls(engine: Any) -> bool:
-    """Whether the template writes a call as `<tool_call>` and a JSON object naming it (Hermes, Qwen2.5 /
-    Qwen3, SmolLM, and templates without tools, whose calls Strata writes so)."""
-    return re.search(r'<tool_call>\s*\{\s*"name"\s*:\s*"' + PROBE_TOOL, probe_call(engine)) is not None
+    """Whether the template writes a call as `<tool_call>` and a JSON object {"name": ..., "arguments": ...}
+    (Hermes, Qwen2.5 / Qwen3, SmolLM, and templates without tools, whose calls Strata writes so)."""
+    pattern = r'<tool_call>\s*\{\s*"name"\s*:\s*"' + PROBE_TOOL + r'"\s*,\s*"arguments"\s*:'
+    return re.search(pattern, probe_call(engine)) is not None
 
 
 def call_opening(engine: Any, marker: bytes) -> str | None:
