@@ -192,3 +192,21 @@ def test_forced_start_keeps_the_starts_still_possible(smollm_tokenizer):
     for t in smollm_tokenizer.encode("time", add_bos=False):
         f.advance(t)
     assert not f.active
+
+
+def test_a_held_draw_follows_p_given_allowed():
+    """The sampler's redraws (refused tokens banned, drawn again) give each allowed token its probability
+    renormalized over the allowed ones: 20,000 first tokens against that law."""
+    from strata.engine.forced_start import ForcedStart
+
+    vocab = Vocabulary([b"a", b"b", b"c", b"ab", b"ac", b"x", b"yy"])
+    logits = np.array([0.5, 2.0, 1.0, -0.3, 0.8, 2.5, 1.5], dtype=np.float32)
+    allowed = [0, 3, 4]                                  # "a", "ab", "ac" agree with "ab" / "ac"
+    p = np.exp(logits[allowed]) / np.exp(logits[allowed]).sum()
+    s = Sampler(SamplingParams(temperature=1.0, seed=11), vocab.n)
+    counts = np.zeros(vocab.n)
+    for _ in range(20_000):
+        s.constraint = ForcedStart([b"ab", b"ac"], vocab)
+        counts[s.sample(logits)] += 1
+    assert counts[[1, 2, 5, 6]].sum() == 0
+    assert np.abs(counts[allowed] / 20_000 - p).max() < 0.015, (counts[allowed] / 20_000, p)
