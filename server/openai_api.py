@@ -203,10 +203,14 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     job.answer_rule = constrained_format(wanted, tools, fmt) or required_call(
         choice == "required" or isinstance(choice, dict), tools, fmt, state.engine) or held_calls(
         tools, fmt, state.engine)
+    opts = body.get("stream_options")
+    if opts is not None and not isinstance(opts, dict):
+        raise APIError(400, "'stream_options' must be an object like {\"include_usage\": true}", param="stream_options")
+    include_usage = (opts or {}).get("include_usage", False)
+    if include_usage is not None and not isinstance(include_usage, bool):
+        raise APIError(400, "'stream_options.include_usage' must be a boolean", param="stream_options")
     if body.get("stream"):
-        opts = body.get("stream_options") or {}
-        return await _stream_chat(request, state, job, model, tools,
-                                  bool(isinstance(opts, dict) and opts.get("include_usage")), fmt)
+        return await _stream_chat(request, state, job, model, tools, include_usage, fmt)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
     return web.json_response(chat_response(completion, model, tools, fmt))

@@ -277,3 +277,4 @@ def test_metrics_count_held_answers(tiny_server, oai):
     assert after['strata_held_answers_total{rule="json"}'] == before.get('strata_held_answers_total{rule="json"}', 0) + 1
     assert after['strata_held_answers_total{rule="call"}'] == before.get('strata_held_answers_total{rule="call"}', 0) + 1
     assert after["strata_held_refusals_total"] > before["strata_held_refusals_total"]   # a random model is refused
+
