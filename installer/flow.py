@@ -17,7 +17,7 @@ from pathlib import Path
 from strata.installer import config_file
 from strata.installer.bench import BenchReport
 from strata.installer.model_facts import ModelFileError, find_models, read_model_facts
-from strata.installer.plan import apply_answer, make_plan
+from strata.installer.plan import apply_answer, cold_folder_problem, make_plan
 from strata.installer.plan_types import AnswerError, Answers, Plan, Question, Situation
 from strata.installer.profile import disk_facts, machine_profile
 
@@ -55,6 +55,8 @@ def accept(s: Situation, a: Answers, q: Question, value) -> tuple[Situation, Ans
         check_writable(folder)
         if str(folder) != s.cold_disk.folder:
             s = replace(s, cold_disk=disk_facts(folder))
+        if problem := cold_folder_problem(s.cold_disk):
+            raise AnswerError(problem)
         value = str(folder)
     return s, apply_answer(a, q.key, value)
 

@@ -132,6 +132,18 @@ def _cold_budget_mib(disk: DiskFacts, p: PlanParameters) -> int:
     return min(p.cold_max_mib, _round_down(disk.free_mib * p.cold_disk_share, 1024))
 
 
+def cold_folder_problem(disk: DiskFacts, p: PlanParameters | None = None) -> str:
+    """Why the answered folder cannot hold a cold level ("" when it can): its budget, a share of the free
+    space in whole GiB, would be 0, and the level would be off while the plan said 'kept on disk'."""
+    p = p or PlanParameters()
+    if _cold_budget_mib(disk, p) > 0:
+        return ""
+    need = -(-1024 // p.cold_disk_share) if p.cold_disk_share > 0 else 0
+    return (f"only {disk.free_mib} MiB free at {disk.folder}: the cold level gets {int(p.cold_disk_share * 100)}% "
+            f"of it in whole GiB, 0 MiB, and would keep nothing; choose a folder with at least {int(need)} MiB "
+            "free (or run setup again and answer no to keeping conversations on disk)")
+
+
 def _previous_cold_level(s: Situation, p: PlanParameters) -> tuple[bool, str]:
     """The cold level is kept when the folder has room and reading back beats prefilling again."""
     model = _need_model(s, p)

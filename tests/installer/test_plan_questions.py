@@ -308,3 +308,24 @@ def test_no_reason_a_user_reads_names_the_design_seeds(machine):
         a = apply_answer(a, q.key, q.default)
     texts += [c.reason for c in make_plan(s, a).choices]
     assert not [t for t in texts if "seed" in t.lower()], texts
+
+
+def test_a_folder_too_small_for_a_cold_level_is_asked_again(tmp_path):
+    """A new-user trial: a folder with 872 KiB free was taken, and the plan wrote it with
+    conversation_cache_cold_mib = 0 (the level off) under 'conversations kept on disk (your answer)'."""
+    from dataclasses import replace
+
+    from strata.installer.flow import accept
+    from strata.installer.plan import cold_folder_problem
+    small = DiskFacts(str(tmp_path), 3000)
+    assert cold_folder_problem(small) == (
+        f"only 3000 MiB free at {tmp_path}: the cold level gets 25% of it in whole GiB, 0 MiB, and would keep "
+        "nothing; choose a folder with at least 4096 MiB free (or run setup again and answer no to keeping "
+        "conversations on disk)")
+    assert cold_folder_problem(DiskFacts(str(tmp_path), 4096)) == ""
+    s = replace(situation("laptop", "3B"), cold_disk=small)
+    a = Answers(model=s.model.path, concurrency="several", keep_on_disk=True)
+    q = next_question(s, a)
+    assert q.key == "cold_dir"
+    with pytest.raises(AnswerError, match="only 3000 MiB free"):
+        accept(s, a, q, str(tmp_path))
