@@ -112,12 +112,18 @@ def constrained_format(fmt: JsonFormat | None, tools: Any, answer: Any) -> JsonF
 @dataclass(frozen=True)
 class ForcedCall:
     starts: tuple[bytes, ...]       # the texts a call may open with (its marker, up to a tool's name)
-    after: bytes | None = None      # the end of its reasoning, for a thinking model
+    after: bytes | None = None      # the end of its reasoning, for a thinking model; with `repeat`, the marker
+    repeat: bool = False            # each call the model opens (after each marker): the starts less the marker
+    reasoning: tuple[bytes, bytes] | None = None
+    opened: bool = False            # the prompt opened the reasoning
 
-    kind = "call"
+    @property
+    def kind(self) -> str:
+        return "calls" if self.repeat else "call"
 
     def constraint_for(self, tokenizer: Any, eos_ids: Any) -> ForcedStart:
-        return ForcedStart(self.starts, Vocabulary.of(tokenizer), after=self.after)
+        return ForcedStart(self.starts, Vocabulary.of(tokenizer), after=self.after, repeat=self.repeat,
+                           reasoning=self.reasoning, opened=self.opened)
 
 
 def call_marker(answer: Any) -> bytes | None:
@@ -178,22 +184,28 @@ def call_schema(tools: list[dict]) -> Node:
     return compile_call([(t["function"]["name"], t["function"].get("parameters")) for t in tools])
 
 
-def held_calls(tools: Any, answer: Any, engine: Any) -> JsonFormat | None:
-    """With tools offered and the model free to call them or not: each call it opens (`<tool_call>` written
-    outside its reasoning) is held to a call of one of the tools with arguments its schema allows, then
-    closed as the template closes calls, for a template that itself writes `<tool_call>` + JSON; the rest of
-    the answer is free."""
-    if not tools or getattr(answer, "harmony", False) or call_marker(answer) != b"<tool_call>":
-        return None
-    # only a template that writes such calls itself: with tools rendered into the system prompt by Strata
-    # (a template without tools), the model's own call format is unknown (it may write XML in <tool_call>)
-    if engine is None or not getattr(engine.chat_template, "supports_tools", False) or not writes_json_calls(engine):
+def held_calls(tools: Any, answer: Any, engine: Any) -> JsonFormat | ForcedCall | None:
+    """With tools offered and the model free to call them or not: each call it opens (its marker written
+    outside its reasoning) is held to the offered tools. A template that writes `<tool_call>` + JSON: a call
+    of one of the tools with arguments its schema allows, then closed as the template closes calls; another
+    (Qwen3-Coder's XML, GLM's, Mistral's): the call's opening up to one of the tools' names, as the template
+    writes it. The rest of the answer is free. Only for a template that writes calls itself: with tools
+    rendered into the system prompt by Strata (a template without tools), the model's own format is unknown."""
+    marker = call_marker(answer) if tools else None
+    if marker is None or engine is None or not getattr(engine.chat_template, "supports_tools", False):
         return None
     think = getattr(answer, "think", None)
-    ending = re.search(r"\}(\s*)</tool_call>", probe_call(engine))   # the template's way of closing a call
-    return JsonFormat(call_schema(tools), trigger=b"<tool_call>", opened=bool(getattr(answer, "opened", False)),
-                      reasoning=(think[0].encode(), think[1].encode()) if think else None,
-                      close=(ending.group(1) if ending else "\n").encode() + b"</tool_call>")
+    reasoning = (think[0].encode(), think[1].encode()) if think else None
+    if marker == b"<tool_call>" and writes_json_calls(engine):
+        ending = re.search(r"\}(\s*)</tool_call>", probe_call(engine))   # the template's way of closing a call
+        return JsonFormat(call_schema(tools), trigger=marker, opened=bool(getattr(answer, "opened", False)),
+                          reasoning=reasoning, close=(ending.group(1) if ending else "\n").encode() + b"</tool_call>")
+    opening = call_opening(engine, marker)
+    if opening is None:
+        return None
+    rest = opening[len(marker.decode()):]
+    return ForcedCall(tuple(rest.replace(PROBE_TOOL, t["function"]["name"]).encode() for t in tools), after=marker,
+                      repeat=True, reasoning=reasoning, opened=bool(getattr(answer, "opened", False)))
 
 
 def required_call(demanded: bool, tools: Any, answer: Any, engine: Any = None) -> JsonFormat | ForcedCall | None:

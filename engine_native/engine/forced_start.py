@@ -6,7 +6,8 @@ What it is: `ForcedStart(texts, vocabulary, after=None)`, a sampler constraint (
 json_grammar.JsonConstraint): until one of `texts` has been written whole, a token is allowed only when its
 bytes agree with one still possible (a prefix of what is left of it, or all of it and more); then the
 answer is free. With `after`, the answer is free until those bytes appear (a thinking model's closing tag)
-and the forced start follows.
+and the forced start follows; with `repeat`, each time they appear (outside a reasoning block: the
+opening of each call a model writes itself, held to the offered tools' names).
 
 What it is not: which texts a model's calls open with (the server: structured_output.py), or the rest of
 the call (the model writes it; the answer's parser reads it).
@@ -21,11 +22,16 @@ from strata.engine.json_grammar import Vocabulary
 
 
 class ForcedStart:
-    def __init__(self, texts: Sequence[bytes], vocabulary: Vocabulary, after: bytes | None = None):
-        self.left = [t for t in texts if t]     # what is still to write of each possible start
+    def __init__(self, texts: Sequence[bytes], vocabulary: Vocabulary, after: bytes | None = None,
+                 repeat: bool = False, reasoning: tuple[bytes, bytes] | None = None, opened: bool = False):
+        self.texts = [t for t in texts if t]
+        self.left = list(self.texts)            # what is still to write of each possible start
         self.vocab = vocabulary
         self.after = after
-        self._seen = b""                        # the answer's bytes while waiting for `after`
+        # `repeat`: after each start written, free until `after` is written again (outside `reasoning`)
+        self.repeat, self._trigger, self.reasoning = repeat, after, reasoning
+        # the answer's bytes while waiting for `after` (the prompt may have opened the reasoning)
+        self._seen = reasoning[0] if opened and reasoning is not None else b""
 
     @property
     def active(self) -> bool:
@@ -44,12 +50,28 @@ class ForcedStart:
         data = self._bytes(int(token))
         if self.after is not None:
             self._seen += data
-            if self.after in self._seen:
+            at = self._seen.find(self.after)
+            while at >= 0 and self.repeat and self._in_reasoning(self._seen[:at]):
+                at = self._seen.find(self.after, at + 1)
+            if at >= 0:
+                rest = self._seen[at + len(self.after):]
                 self.after, self._seen = None, b""
+                if rest:
+                    self._consume(rest)
             return
         if self.active:
-            self.left = [t[len(data):] if t.startswith(data) else b"" for t in self.left
-                         if t.startswith(data) or data.startswith(t)]
+            self._consume(data)
+
+    def _consume(self, data: bytes) -> None:
+        self.left = [t[len(data):] if t.startswith(data) else b"" for t in self.left
+                     if t.startswith(data) or data.startswith(t)]
+        if self.repeat and not self.active:      # a start written: free until the next trigger
+            self.left, self.after, self._seen = list(self.texts), self._trigger, b""
+
+    def _in_reasoning(self, text: bytes) -> bool:
+        if self.reasoning is None:
+            return False
+        return text.rfind(self.reasoning[0]) > text.rfind(self.reasoning[1])
 
     def allowed_mask(self) -> np.ndarray:
         mask = np.zeros(self.vocab.n, dtype=bool)

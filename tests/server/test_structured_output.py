@@ -278,3 +278,27 @@ def test_metrics_count_held_answers(tiny_server, oai):
     assert after['strata_held_answers_total{rule="call"}'] == before.get('strata_held_answers_total{rule="call"}', 0) + 1
     assert after["strata_held_refusals_total"] > before["strata_held_refusals_total"]   # a random model is refused
 
+
+
+@pytest.fixture(scope="module")
+def misspelling_coder(tiny_model_factory):
+    """A tiny model with Qwen3-Coder's XML call template that opens a call of a misspelled function."""
+    from tests.server.live import scripted_model
+    from tests.text.test_xml_tool_template import XML_TEMPLATE
+
+    pieces = ("Editing.", "\n<tool_call>\n", "<function=edit_fil>\n", "<parameter=path>\na.py\n</parameter>\n",
+              "</function>\n</tool_call>")
+    model = scripted_model(tiny_model_factory, "".join(pieces), ctx_len=2048, n_vocab=512, seed=4, added_tokens=pieces,
+                           chat_template=XML_TEMPLATE)
+    with LiveServer(model=str(model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0) as s:
+        yield openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def test_an_xml_call_the_model_opens_names_an_offered_tool(misspelling_coder):
+    tool = {"type": "function", "function": {"name": "edit_file", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}}}}}
+    free = ask(misspelling_coder, temperature=0, max_tokens=40).choices[0].message.content
+    assert "<function=edit_fil>" in free                      # no tools: written as the model wants
+    r = ask(misspelling_coder, temperature=0, max_tokens=60, tools=[tool]).choices[0].message
+    text = (r.content or "") + "".join(c.function.name for c in r.tool_calls or [])
+    assert "edit_fil>" not in text and ("<function=edit_file" in text or "edit_file" in text), text
