@@ -27,7 +27,7 @@ from strata.engine.json_grammar import JsonConstraint, Vocabulary
 from strata.engine.json_schema import ANY_OBJECT, Node, SchemaError, compile_call, compile_schema
 from strata.server.errors import APIError
 
-HARMONY_FINAL = b"<|channel|>final<|message|>"
+HARMONY_FINAL_CHANNEL = b"<|channel|>final<|message|>"   # where a Harmony answer's final text starts
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,7 +103,7 @@ def constrained_format(fmt: JsonFormat | None, tools: Any, answer: Any) -> JsonF
     if fmt is None or tools:
         return None
     if getattr(answer, "harmony", False):
-        return JsonFormat(fmt.root, after=HARMONY_FINAL)
+        return JsonFormat(fmt.root, after=HARMONY_FINAL_CHANNEL)
     if getattr(answer, "opened", False):
         return JsonFormat(fmt.root, after=answer.think[1].encode())
     return fmt
