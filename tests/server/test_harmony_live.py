@@ -270,3 +270,17 @@ def test_the_gpt_oss_architecture_end_to_end(tiny_model_factory):
         m = claude.messages.create(model="m", max_tokens=40, messages=ASK, tools=CLAUDE_TOOLS)
         no_markup(m.model_dump())
         assert [b.type for b in m.content] == ["thinking", "tool_use"] and m.content[1].input == {"city": "Paris"}
+
+
+def test_a_json_answer_is_held_in_the_final_channel_only(answerer):
+    """response_format on gpt-oss: the analysis channel stays free (the reasoning as scripted), the final
+    message is held to the schema (the scripted final text is no JSON)."""
+    oai, _ = sdk_clients(answerer)
+    schema = {"type": "object", "additionalProperties": False, "required": ["ok"],
+              "properties": {"ok": {"type": "boolean"}}}
+    r = oai.chat.completions.create(model="m", messages=ASK, temperature=0, max_tokens=200,
+                                    response_format={"type": "json_schema", "json_schema": {"name": "r", "schema": schema}})
+    choice = r.choices[0]
+    no_markup(r.model_dump())
+    assert choice.message.model_extra["reasoning_content"] == THOUGHT
+    assert choice.finish_reason == "stop" and isinstance(json.loads(choice.message.content)["ok"], bool)
