@@ -40,6 +40,7 @@ class JsonFormat:
     reasoning: tuple[bytes, bytes] | None = None   # where a trigger is thought, not written
     opened: bool = False            # the prompt opened the reasoning
     close: bytes = b""              # written after each triggered value (a call's closing tag)
+    may_think: tuple[bytes, bytes] | None = None   # reasoning tags a first token may open (then the value)
 
     @property
     def kind(self) -> str:
@@ -48,7 +49,8 @@ class JsonFormat:
 
     def constraint_for(self, tokenizer: Any, eos_ids: Any) -> JsonConstraint:
         c = JsonConstraint(self.root, Vocabulary.of(tokenizer), eos_ids, after=self.after, lead=self.lead,
-                           trigger=self.trigger, reasoning=self.reasoning, opened=self.opened, close=self.close)
+                           trigger=self.trigger, reasoning=self.reasoning, opened=self.opened, close=self.close,
+                           may_think=self.may_think)
         c.feed(self.prefix)
         return c
 
@@ -98,15 +100,16 @@ def json_format(value: Any, where: str = "response_format", flat: bool = False) 
 
 
 def constrained_format(fmt: JsonFormat | None, tools: Any, answer: Any) -> JsonFormat | None:
-    """What the answer is held to: nothing with tools offered; after its reasoning for a thinking model
-    (`answer`: prompting.AnswerFormat)."""
+    """What the answer is held to: nothing with tools offered; after its reasoning for a thinking model (the
+    prompt opened it, or the answer's first token does) (`answer`: prompting.AnswerFormat)."""
     if fmt is None or tools:
         return None
     if getattr(answer, "harmony", False):
         return JsonFormat(fmt.root, after=HARMONY_FINAL_CHANNEL)
+    think = getattr(answer, "think", None)
     if getattr(answer, "opened", False):
-        return JsonFormat(fmt.root, after=answer.think[1].encode())
-    return fmt
+        return JsonFormat(fmt.root, after=think[1].encode())
+    return JsonFormat(fmt.root, may_think=(think[0].encode(), think[1].encode())) if think else fmt
 
 
 @dataclass(frozen=True)

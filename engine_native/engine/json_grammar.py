@@ -321,7 +321,7 @@ class JsonConstraint:
 
     def __init__(self, root: Node, vocabulary: Vocabulary, eos_ids: Iterable[int], after: bytes | None = None,
                  lead: bytes = b"", trigger: bytes | None = None, reasoning: tuple[bytes, bytes] | None = None,
-                 opened: bool = False, close: bytes = b""):
+                 opened: bool = False, close: bytes = b"", may_think: tuple[bytes, bytes] | None = None):
         self.vocab = vocabulary
         self.eos = frozenset(int(i) for i in eos_ids)
         # `lead`: bytes the answer must write before the value (special tokens may write them)
@@ -336,6 +336,9 @@ class JsonConstraint:
         if opened and reasoning is not None:
             self._free = reasoning[0]        # the prompt opened the reasoning: the answer starts inside it
         self._memo: dict[tuple, tuple | None] = {}
+        # `may_think`: an answer whose first token opens a reasoning block thinks freely until it closes,
+        # then the value (a thinking model the prompt did not put in its reasoning)
+        self.may_think = may_think if after is None and trigger is None and not lead else None
 
     @property
     def active(self) -> bool:
@@ -359,9 +362,13 @@ class JsonConstraint:
                 return None
         return state
 
+    def _opens_thinking(self, token: int) -> bool:
+        return (self.may_think is not None and 0 <= token < self.vocab.n
+                and self.vocab.bytes[token].startswith(self.may_think[0]))
+
     def allows(self, token: int) -> bool:
         token = int(token)
-        if not self.active:
+        if not self.active or self._opens_thinking(token):
             return True
         if token in self.eos:
             return complete(self.state)
@@ -374,6 +381,13 @@ class JsonConstraint:
     def advance(self, token: int) -> None:
         """Moves past a token the sampler chose (one `allows` accepted)."""
         token = int(token)
+        if self._opens_thinking(token):                  # free until the reasoning closes
+            assert self.may_think is not None
+            self.after, data = self.may_think[1], self.vocab.bytes[token][len(self.may_think[0]):]
+            self.may_think = None
+            self._free_bytes(data)
+            return
+        self.may_think = None                            # only the first token may open it
         if not self.active:
             self._free_bytes(self.vocab.bytes[token] if 0 <= token < self.vocab.n else b"")
             return
@@ -420,6 +434,8 @@ class JsonConstraint:
     def feed(self, data: bytes) -> None:
         """Moves past bytes the answer starts with that no token chose (a prefill); ValueError when they
         cannot begin the value."""
+        if data:
+            self.may_think = None            # the answer has begun: it can no longer open its reasoning
         if not self.active:
             self._free_bytes(data)
             return

@@ -302,3 +302,17 @@ def test_an_xml_call_the_model_opens_names_an_offered_tool(misspelling_coder):
     r = ask(misspelling_coder, temperature=0, max_tokens=60, tools=[tool]).choices[0].message
     text = (r.content or "") + "".join(c.function.name for c in r.tool_calls or [])
     assert "edit_fil>" not in text and ("<function=edit_file" in text or "edit_file" in text), text
+
+
+def test_a_thinking_model_thinks_then_answers_in_json(tiny_model_factory, scripted_model):
+    """A model whose first token opens its reasoning ("<think>Plan it</think>Warm", the prompt not opening
+    it) thinks as it wants; the answer after the reasoning is the schema's JSON."""
+    from tests.server.conftest import SCRIPT_THOUGHT
+
+    schema = {"type": "object", "additionalProperties": False, "required": ["ok"], "properties": {"ok": {"type": "boolean"}}}
+    with LiveServer(model=str(scripted_model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0) as s:
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        r = ask(client, temperature=0, response_format={"type": "json_schema", "json_schema": {"name": "r", "schema": schema}})
+    m = r.choices[0].message
+    assert m.model_extra["reasoning_content"] == SCRIPT_THOUGHT
+    assert r.choices[0].finish_reason == "stop" and isinstance(json.loads(m.content)["ok"], bool)
