@@ -32,7 +32,7 @@ from strata.server.prompting import (
     split_answer,
     split_prefill,
 )
-from strata.server.structured_output import constrained_format, held_calls, json_format, required_call
+from strata.server.structured_output import answer_rule, json_format
 
 # ----- request parsing -----
 
@@ -202,22 +202,17 @@ async def _prompt(request: web.Request, body: dict) -> tuple[Any, list[dict], li
     return state, messages, tools, await render_chat_async(state.engine, history, tools, prefill)
 
 
-def answer_rule(body: dict, tools: list[dict] | None, fmt: AnswerFormat, prefill: str, engine: Any) -> Any:
-    """What the answer is held to: JSON for `output_config.format` (or the beta's `output_format`), as
-    chat completions' response_format (structured_output.py), a prefill being the JSON's start; else a
-    call's opening when `tool_choice` is `any` or `tool` (not after a prefill, which the request wrote)."""
+def held_to(body: dict, tools: list[dict] | None, fmt: AnswerFormat, prefill: str, engine: Any) -> Any:
+    """What the answer is held to (structured_output.answer_rule): JSON for `output_config.format` (or the
+    beta's `output_format`), a prefill being its start; a call when `tool_choice` is `any` or `tool`."""
     config = body.get("output_config")
     if config is not None and not isinstance(config, dict):
         raise APIError(400, "'output_config' must be an object", param="output_config")
     where, value = ("output_config.format", config.get("format")) if config and "format" in config \
         else ("output_format", body.get("output_format"))
-    wanted = constrained_format(json_format(value, where, flat=True), tools, fmt)
-    if wanted is not None:
-        return wanted.with_prefix(prefill, where)
     choice = body.get("tool_choice") if isinstance(body.get("tool_choice"), dict) else {}
-    if prefill:
-        return None
-    return required_call(choice.get("type") in ("any", "tool"), tools, fmt, engine) or held_calls(tools, fmt, engine)
+    return answer_rule(json_format(value, where, flat=True), tools, choice.get("type") in ("any", "tool"), fmt,
+                       engine, prefill=prefill, where=where)
 
 
 # ----- handlers -----
@@ -237,7 +232,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     model = body.get("model") or state.model_name
     mid = f"msg_{uuid.uuid4().hex[:24]}"
     fmt = answer_format(state.engine, tokens, msgs)
-    job.answer_rule = answer_rule(body, tools, fmt, split_prefill(msgs)[1], state.engine)
+    job.answer_rule = held_to(body, tools, fmt, split_prefill(msgs)[1], state.engine)
     if f.get_bool(body, "stream"):
         return await _stream(request, state, job, model, mid, tools, fmt)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()

@@ -33,7 +33,7 @@ from strata.server.prompting import (
     template_kwargs,
     tokens_key,
 )
-from strata.server.structured_output import constrained_format, held_calls, json_format, required_call
+from strata.server.structured_output import answer_rule, json_format
 
 from strata import __version__
 
@@ -200,9 +200,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     model = body.get("model") or state.model_name
     fmt = answer_format(state.engine, tokens, messages)
     choice = body.get("tool_choice")
-    job.answer_rule = constrained_format(wanted, tools, fmt) or required_call(
-        choice == "required" or isinstance(choice, dict), tools, fmt, state.engine) or held_calls(
-        tools, fmt, state.engine)
+    job.answer_rule = answer_rule(wanted, tools, choice == "required" or isinstance(choice, dict), fmt, state.engine)
     opts = body.get("stream_options")
     if opts is not None and not isinstance(opts, dict):
         raise APIError(400, "'stream_options' must be an object like {\"include_usage\": true}", param="stream_options")

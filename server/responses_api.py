@@ -43,7 +43,7 @@ from strata.server.prompting import (
     render_chat_async,
     split_answer,
 )
-from strata.server.structured_output import constrained_format, held_calls, json_format, required_call
+from strata.server.structured_output import answer_rule, json_format
 
 log = logging.getLogger("strata.server")
 
@@ -221,9 +221,8 @@ async def responses(request: web.Request) -> web.StreamResponse:
     shape = _Shape(body, body.get("model") or state.model_name, tools, custom,
                    answer_format(state.engine, tokens, messages))
     choice = body.get("tool_choice")
-    job.answer_rule = constrained_format(wanted, tools, shape.fmt) or required_call(
-        choice == "required" or isinstance(choice, dict), tools, shape.fmt, state.engine) or held_calls(
-        tools, shape.fmt, state.engine)
+    job.answer_rule = answer_rule(wanted, tools, choice == "required" or isinstance(choice, dict), shape.fmt,
+                                  state.engine)
     if f.get_bool(body, "stream"):
         return await _stream(request, state, job, shape)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()

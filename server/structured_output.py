@@ -11,7 +11,8 @@ off a probe rendering, up to a tool's name; the marker alone, `<tool_call>`, Mis
 Seed-OSS's `<seed:tool_call>`, when the probe shows none; nothing for Harmony, whose calls are a channel),
 and a template that writes `<tool_call>` + JSON has the whole call held as JSON. A reasoning model's answer
 is free until its reasoning closes (the `</think>` tag, Harmony's final channel).
-The scheduler builds each answer's constraint with `constraint_for(tokenizer, eos_ids)`.
+`answer_rule` picks one answer's rule for every API; the scheduler builds its constraint with
+`constraint_for(tokenizer, eos_ids)`.
 
 Not here: the automaton (json_grammar.py), the schema subset (json_schema.py), the sampler.
 """
@@ -225,3 +226,16 @@ def required_call(demanded: bool, tools: Any, answer: Any, engine: Any = None) -
     if opening is None:
         return ForcedCall((marker,), after=after)
     return ForcedCall(tuple(opening.replace(PROBE_TOOL, t["function"]["name"]).encode() for t in tools), after=after)
+
+
+def answer_rule(wanted: JsonFormat | None, tools: Any, demanded: bool, answer: Any, engine: Any,
+                prefill: str = "", where: str = "response_format") -> JsonFormat | ForcedCall | None:
+    """What one answer is held to: the JSON format asked for (none with tools offered; a `prefill` is its
+    start); else, with tools, a demanded call or the calls the model opens itself (not after a prefill,
+    which the request wrote). `demanded`: the API's tool_choice asks for a call."""
+    held = constrained_format(wanted, tools, answer)
+    if held is not None:
+        return held.with_prefix(prefill, where)
+    if prefill:
+        return None
+    return required_call(demanded, tools, answer, engine) or held_calls(tools, answer, engine)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from strata.engine.json_grammar import Vocabulary
+from strata.engine.json_grammar import Vocabulary, text_after
 
 
 class ForcedStart:
@@ -50,11 +50,8 @@ class ForcedStart:
         data = self._bytes(int(token))
         if self.after is not None:
             self._seen += data
-            at = self._seen.find(self.after)
-            while at >= 0 and self.repeat and self._in_reasoning(self._seen[:at]):
-                at = self._seen.find(self.after, at + 1)
-            if at >= 0:
-                rest = self._seen[at + len(self.after):]
+            rest = text_after(self._seen, self.after, self.reasoning if self.repeat else None)
+            if rest is not None:
                 self.after, self._seen = None, b""
                 if rest:
                     self._consume(rest)
@@ -67,11 +64,6 @@ class ForcedStart:
                      if t.startswith(data) or data.startswith(t)]
         if self.repeat and not self.active:      # a start written: free until the next trigger
             self.left, self.after, self._seen = list(self.texts), self._trigger, b""
-
-    def _in_reasoning(self, text: bytes) -> bool:
-        if self.reasoning is None:
-            return False
-        return text.rfind(self.reasoning[0]) > text.rfind(self.reasoning[1])
 
     def allowed_mask(self) -> np.ndarray:
         mask = np.zeros(self.vocab.n, dtype=bool)

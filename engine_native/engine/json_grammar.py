@@ -288,6 +288,15 @@ def complete(state: tuple) -> bool:
     return False
 
 
+def text_after(seen: bytes, marker: bytes, reasoning: tuple[bytes, bytes] | None = None) -> bytes | None:
+    """What `seen` holds after its first `marker` outside an unclosed `reasoning` block (a marker there is
+    thought, not written), or None when there is none yet (the constraints' wait for their start)."""
+    at = seen.find(marker)
+    while at >= 0 and reasoning is not None and seen.rfind(reasoning[0], 0, at) > seen.rfind(reasoning[1], 0, at):
+        at = seen.find(marker, at + 1)
+    return None if at < 0 else seen[at + len(marker):]
+
+
 # ----- tokens -----
 
 class Vocabulary:
@@ -413,23 +422,13 @@ class JsonConstraint:
         """Bytes before `after` is seen; once it is, the JSON begins with what followed it."""
         assert self.after is not None
         self._free += data
-        at = self._free.find(self.after)
-        while at >= 0 and self.trigger is not None and self._in_reasoning(self._free[:at]):
-            at = self._free.find(self.after, at + 1)
-        if at >= 0:
-            rest = self._free[at + len(self.after):]
+        rest = text_after(self._free, self.after, self.reasoning if self.trigger is not None else None)
+        if rest is not None:
             self.after, self._free = None, b""
             for b in rest:
                 nxt = self._step(self.state, b)
                 if nxt is not None:
                     self.state = nxt
-
-    def _in_reasoning(self, text: bytes) -> bool:
-        """Whether `text` ends inside an unclosed reasoning block (a trigger there is thought, not written)."""
-        if self.reasoning is None:
-            return False
-        opener, closer = self.reasoning
-        return text.rfind(opener) > text.rfind(closer)
 
     def feed(self, data: bytes) -> None:
         """Moves past bytes the answer starts with that no token chose (a prefill); ValueError when they
