@@ -89,15 +89,45 @@ def _tool_result_text(content: Any, where: str) -> str:
     return _text_of_blocks(content, where)
 
 
+# blocks of a mid-conversation system message that change the offered tools (the beta
+# mid-conversation-tool-changes): the template writes the request's `tools` once, before the conversation,
+# so they are left out; the model is offered the request's tools throughout
+TOOL_CHANGE_BLOCKS = ("tool_addition", "tool_removal")
+CLEAR_AT = ("next_user_message", "never")
+
+
+def _system_message(m: dict, where: str, later_user: bool) -> dict | None:
+    """A `role: "system"` message in `messages` (Claude Code 2.1 sends its environment and date this way,
+    after the first user turn) as a system chat message; None when it has no text, or when its `clear_at`
+    is "next_user_message" and a user turn follows it (Anthropic no longer shows it to the model then)."""
+    clear_at = m.get("clear_at")
+    if clear_at is not None and clear_at not in CLEAR_AT:
+        raise APIError(400, f"{where}.clear_at must be one of {', '.join(map(repr, CLEAR_AT))}; got {clear_at!r}")
+    content = m.get("content")
+    if content is None:
+        content = ""
+    if isinstance(content, list):
+        content = [b for b in content if not (isinstance(b, dict) and b.get("type") in TOOL_CHANGE_BLOCKS)]
+    text = _text_of_blocks(content, f"{where}.content")
+    if not text or (clear_at == "next_user_message" and later_user):
+        return None
+    return {"role": "system", "content": text}
+
+
 def parse_messages(raw: list, system: str | None) -> list[dict]:
     out: list[dict] = [{"role": "system", "content": system}] if system else []
-    for where, m in f.objects(raw, "messages"):
+    roles = [m.get("role") if isinstance(m, dict) else None for m in raw]
+    if roles and all(r == "system" for r in roles):
+        raise APIError(400, "'messages' holds only system messages: it needs a user message to answer")
+    for i, (where, m) in enumerate(f.objects(raw, "messages")):
         role = m.get("role")
         if role == "system":
-            raise APIError(400, f"{where}.role must be 'user' or 'assistant'; the Messages API takes the system "
-                                "prompt in the top-level 'system' field")
+            sys_msg = _system_message(m, where, later_user="user" in roles[i + 1:])
+            if sys_msg is not None:
+                out.append(sys_msg)
+            continue
         if role not in ("user", "assistant"):
-            raise APIError(400, f"{where}.role must be 'user' or 'assistant'; got {role!r}")
+            raise APIError(400, f"{where}.role must be 'user', 'assistant' or 'system'; got {role!r}")
         content = m.get("content")
         if content is None:
             raise APIError(400, f"{where}.content is required")

@@ -1,0 +1,108 @@
+"""Requests in the shape Claude Code 2.1.332 sends them (recorded from the real CLI against Strata: field
+names, block types, headers; the text here is ours), through the real `anthropic` SDK's beta client
+(`POST /v1/messages?beta=true` with the `anthropic-beta` header, as the CLI posts) to a live server on
+the tiny model.
+
+Claude Code 2.1 puts its environment (working directory, platform, date) in a `role: "system"` message
+after the first user turn: Anthropic's mid-conversation system messages. Every request of the CLI's
+session carries one, so a server that refuses the role answers every request with a 400."""
+
+from __future__ import annotations
+
+import anthropic
+import openai
+import pytest
+
+# the betas and extra fields of the CLI's main-conversation requests
+BETAS = ["claude-code-20250219", "interleaved-thinking-2025-05-14", "context-management-2025-06-27",
+         "mid-conversation-tool-changes-2026-07-01", "advanced-tool-use-2025-11-20", "effort-2025-11-24"]
+CLI_FIELDS = {"metadata": {"user_id": '{"device_id":"0a1e","account_uuid":"","session_id":"5f0c"}'},
+              "thinking": {"type": "adaptive", "display": "updates"},
+              "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+              "output_config": {"effort": "high"}, "temperature": 0}
+CLI_HEADERS = {"x-app": "cli", "X-Claude-Code-Session-Id": "5f0c", "anthropic-dangerous-direct-browser-access": "true"}
+SYSTEM = [{"type": "text", "text": "You are a coding agent."},
+          {"type": "text", "text": "Work in small steps.", "cache_control": {"type": "ephemeral"}}]
+TOOLS = [{"name": "Bash", "description": "Run a shell command.",
+          "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}},
+         {"name": "Placeholder", "description": "Never call this.", "input_schema": {"type": "object", "properties": {}},
+          "defer_loading": True}]
+ENVIRONMENT = "# Environment\n - Primary working directory: /tmp/work\n - Platform: linux\n\nToday's date is 2026-12-02."
+FIRST_USER = {"role": "user", "content": [{"type": "text", "text": "<system-reminder>\nBe brief.\n</system-reminder>\n"},
+                                          {"type": "text", "text": "List the files"}]}
+ENV_MESSAGE = {"role": "system", "content": [{"type": "text", "text": ENVIRONMENT, "cache_control": {"type": "ephemeral"}}]}
+
+
+@pytest.fixture(scope="module")
+def claude(tiny_server):
+    return anthropic.Anthropic(base_url=tiny_server.url, api_key="unused", max_retries=0, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def oai(tiny_server):
+    return openai.OpenAI(base_url=tiny_server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def cli_request(claude, messages, max_tokens=6):
+    """One streamed request as the CLI sends it; the final message."""
+    with claude.beta.messages.stream(model="local", max_tokens=max_tokens, system=SYSTEM, tools=TOOLS,
+                                     messages=messages, betas=BETAS, extra_headers=CLI_HEADERS,
+                                     extra_body=CLI_FIELDS) as stream:
+        return stream.get_final_message()
+
+
+def count(claude, messages):
+    return claude.messages.count_tokens(model="local", messages=messages).input_tokens
+
+
+def test_the_clis_first_request_is_answered_and_reads_the_system_message_as_a_system_turn(claude, oai):
+    message = cli_request(claude, [FIRST_USER, ENV_MESSAGE])
+    assert message.role == "assistant" and message.stop_reason in ("end_turn", "max_tokens")
+    # the mid-conversation system message is rendered where it stands, as the template writes a system turn
+    as_chat = [{"role": "user", "content": "<system-reminder>\nBe brief.\n</system-reminder>\nList the files"},
+               {"role": "system", "content": ENVIRONMENT}]
+    chat = oai.chat.completions.create(model="m", messages=as_chat, max_tokens=1, temperature=0)
+    assert count(claude, [FIRST_USER, ENV_MESSAGE]) == chat.usage.prompt_tokens
+    assert count(claude, [FIRST_USER, ENV_MESSAGE]) > count(claude, [FIRST_USER]) + 20
+
+
+def test_the_next_turn_reuses_the_history_with_the_system_message_in_it(claude):
+    turn1 = [FIRST_USER, ENV_MESSAGE]
+    r1 = cli_request(claude, turn1)
+    answer = [{"type": "text", "text": "".join(b.text for b in r1.content if b.type == "text") or "ok"}]
+    turn2 = turn1 + [{"role": "assistant", "content": answer}, {"role": "user", "content": "Now the tests"}]
+    r2 = cli_request(claude, turn2)
+    first_prompt = r1.usage.input_tokens + (r1.usage.cache_read_input_tokens or 0)
+    assert r2.usage.cache_read_input_tokens >= first_prompt, (r1.usage, r2.usage)
+
+
+def test_a_system_message_cleared_at_the_next_user_message_is_shown_until_then(claude):
+    fleeting = {"role": "system", "content": "Answer in French this turn.", "clear_at": "next_user_message"}
+    kept = {**fleeting, "clear_at": "never"}
+    later = [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}]
+    assert count(claude, [FIRST_USER, fleeting]) == count(claude, [FIRST_USER, kept]) > count(claude, [FIRST_USER])
+    assert count(claude, [FIRST_USER, fleeting, *later]) == count(claude, [FIRST_USER, *later])
+    assert count(claude, [FIRST_USER, kept, *later]) > count(claude, [FIRST_USER, *later])
+
+
+def test_tool_change_blocks_in_a_system_message_are_left_out(claude):
+    changes = {"role": "system", "content": [
+        {"type": "tool_removal", "tool": {"type": "tool_reference", "name": "Bash"}},
+        {"type": "text", "text": ENVIRONMENT},
+        {"type": "tool_addition", "tool": {"type": "tool_reference", "name": "Bash"}}]}
+    assert count(claude, [FIRST_USER, changes]) == count(claude, [FIRST_USER, ENV_MESSAGE])
+    only_changes = {"role": "system", "content": [changes["content"][0]]}
+    assert count(claude, [FIRST_USER, only_changes]) == count(claude, [FIRST_USER])
+
+
+@pytest.mark.parametrize("messages,needle", [
+    ([FIRST_USER, {**ENV_MESSAGE, "clear_at": "later"}], "messages[1].clear_at must be one of 'next_user_message', "
+                                                         "'never'; got 'later'"),
+    ([FIRST_USER, {"role": "system", "content": [{"type": "image", "source": {}}]}], "messages[1].content[0]: image"),
+    ([ENV_MESSAGE], "'messages' holds only system messages: it needs a user message to answer"),
+    ([FIRST_USER, {"role": "developer", "content": "x"}], "messages[1].role must be 'user', 'assistant' or 'system'"),
+])
+def test_a_bad_system_message_is_a_400_naming_it(claude, messages, needle):
+    with pytest.raises(anthropic.BadRequestError) as e:
+        claude.messages.create(model="local", max_tokens=4, messages=messages)
+    assert needle in e.value.body["error"]["message"]
