@@ -2,8 +2,10 @@
 
 What this is: files named `<prefix><key>.img` (the engine's snapshot image, byte for byte) beside
 `<prefix><key>.json` (the sidecar: identity, token ids, sizes, per-piece CRC32, created and sealed
-times). A write goes to a temporary name, is flushed, fsynced and renamed; the sidecar is written
-last, so a file without its sidecar is never an entry. At open the folder is indexed from its files
+times). A write goes to a temporary name of its own (temp_files.py), is flushed and fsynced; then
+the image and the sidecar are renamed into place under the folder's commit lock, the sidecar last,
+so a file without its sidecar is never an entry and two writers of one key never mix their files.
+Leftover temporary files of writers that stopped are removed at open. At open the folder is indexed from its files
 and nothing is rewritten; a foreign, truncated or damaged file is skipped and counted, never
 trusted. What this is not: the cascade (cascade.py decides what moves where) or a budget enforcer.
 """
@@ -16,6 +18,7 @@ import json
 import math
 import mmap
 import os
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -23,7 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from strata._engine import crc32  # zlib.crc32 bit for bit, native, no GIL on big buffers
 
-from .fileio import FileIO, move_file
+from .fileio import FileIO, stage_move
+from .temp_files import TEMP_SUFFIX, abandoned, temp_name
 
 PIECE_BYTES = 16 << 20  # the streamed-restore piece (seed 002: "copies 16 MiB at a time")
 CONV_PREFIX = "strata-conv-"
@@ -141,6 +145,7 @@ class DiskLevel:
         self.entries: dict[str, DiskEntry] = {}
         self.skipped: Counter[str] = Counter()
         self.skipped_files: list[tuple[str, str, str]] = []  # (file name, reason, detail), for the log
+        self.swept: list[tuple[str, str]] = []  # (file name, why): leftover temporary files removed at open
         self.state = "closed"
 
     # -- paths ----------------------------------------------------------------------------------
@@ -171,12 +176,13 @@ class DiskLevel:
         self.entries.clear()
         self.skipped.clear()
         self.skipped_files.clear()
+        self.swept.clear()
         ours = [n for n in names if n.startswith(self.prefix)]
         images = {n[len(self.prefix):-4] for n in ours if n.endswith(".img")}
         sidecar_keys = set()
         for n in sorted(ours):
-            if n.endswith(".tmp"):
-                self._skip(n, "partial", "a temporary file left by a write that did not finish")
+            if n.endswith(TEMP_SUFFIX):
+                self._sweep_temp(n)
             elif n.endswith(".json"):
                 key = n[len(self.prefix):-5]
                 sidecar_keys.add(key)
@@ -188,6 +194,24 @@ class DiskLevel:
     def _skip(self, name: str, reason: str, detail: str) -> None:
         self.skipped[reason] += 1
         self.skipped_files.append((name, reason, detail))
+
+    def _sweep_temp(self, name: str) -> None:
+        """Remove a temporary file its writer left (killed mid-write); skip, and keep, one another
+        process may still be writing (temp_files.abandoned says which)."""
+        path = os.path.join(self.folder, name)
+        try:
+            age = time.time() - os.stat(path).st_mtime
+        except OSError:  # finished (renamed) by its writer since the listing
+            return
+        gone, why = abandoned(name, age)
+        if gone:
+            try:
+                self.io.remove(path)
+                self.swept.append((name, why))
+                return
+            except OSError as exc:
+                why = f"{why}, but it cannot be removed ({exc.strerror or exc})"
+        self._skip(name, "partial", f"a temporary file: {why}")
 
     def _index_one(self, key: str, has_image: bool) -> None:
         name = f"{self.prefix}{key}.json"
@@ -247,19 +271,44 @@ class DiskLevel:
 
     # -- writes ---------------------------------------------------------------------------------
 
-    def _write_sidecar(self, entry: DiskEntry) -> None:
-        raw = json.dumps(entry.sidecar_dict(), separators=(",", ":")).encode()
-        entry.sidecar_bytes = len(raw)
-        tmp = entry.sidecar_path + ".tmp"
+    def _write_temp(self, final: str, pieces: Iterable[bytes | memoryview],
+                    sums: _PieceChecksums | None = None) -> str:
+        """Write `pieces` to a fresh temporary name beside `final`, fsynced; returns that name.
+        On failure nothing is left."""
+        tmp = temp_name(final)
         try:
             f = self.io.open_new(tmp)
             try:
-                self.io.write(f, raw)
+                for piece in pieces:
+                    self.io.write(f, piece)
+                    if sums is not None:
+                        sums.feed(piece)
             finally:
                 self.io.sync_close(f)
-            self.io.rename(tmp, entry.sidecar_path)
         except BaseException:
             self.io.remove(tmp)
+            raise
+        return tmp
+
+    def _write_sidecar_temp(self, entry: DiskEntry) -> str:
+        raw = json.dumps(entry.sidecar_dict(), separators=(",", ":")).encode()
+        entry.sidecar_bytes = len(raw)
+        return self._write_temp(entry.sidecar_path, [raw])
+
+    def _commit(self, entry: DiskEntry, image_from: str, sidecar_tmp: str, undo_image) -> None:
+        """Rename the image, then the sidecar, into place under the folder's commit lock: another
+        writer of the same key (a second server on this folder) commits its pair wholly before or
+        after, never between, so the sidecar always describes the image beside it. On failure the
+        sidecar's temporary file is removed and `undo_image()` puts the image back or removes it."""
+        renamed = False
+        try:
+            with self.io.commit_lock(self.folder):
+                self.io.rename(image_from, entry.image_path)
+                renamed = True
+                self.io.rename(sidecar_tmp, entry.sidecar_path)
+        except BaseException:
+            self.io.remove(sidecar_tmp)
+            undo_image(renamed)
             raise
 
     def write(self, key: str, kind: str, tokens: np.ndarray, pieces: Iterable[bytes], now: float,
@@ -269,30 +318,23 @@ class DiskLevel:
         On any failure (ENOSPC, I/O error) nothing is left under the entry's names.
         """
         img = self.image_path(key)
-        tmp = img + ".tmp"
         sums = _PieceChecksums(self.piece_bytes)
-        try:
-            f = self.io.open_new(tmp)
-            try:
-                for piece in pieces:
-                    self.io.write(f, piece)
-                    sums.feed(piece)
-            finally:
-                self.io.sync_close(f)
-            self.io.rename(tmp, img)
-        except BaseException:
-            self.io.remove(tmp)
-            raise
+        img_tmp = self._write_temp(img, pieces, sums)
         entry = DiskEntry(key=key, kind=kind, tokens=tokens_array(tokens), image_bytes=sums.total,
                           sidecar_bytes=0, piece_bytes=self.piece_bytes, piece_crc32=sums.finish(),
                           created_at=now if created_at is None else created_at, sealed_at=now,
                           identity=self.identity, image_path=img, sidecar_path=self.sidecar_path(key),
                           meta=dict(meta or {}))
         try:
-            self._write_sidecar(entry)
+            sidecar_tmp = self._write_sidecar_temp(entry)
         except BaseException:
-            self.io.remove(img)
+            self.io.remove(img_tmp)
             raise
+
+        def undo(renamed: bool) -> None:
+            self.io.remove(img if renamed else img_tmp)
+
+        self._commit(entry, img_tmp, sidecar_tmp, undo)
         return entry
 
     def adopt(self, other: DiskEntry, now: float) -> DiskEntry:
@@ -300,19 +342,24 @@ class DiskLevel:
         write our own sidecar re-sealed at `now`. All or nothing: on failure the image is back where
         it was and nothing is left here. Does not index it and does not touch the other sidecar."""
         img = self.image_path(other.key)
-        mode = move_file(self.io, other.image_path, img)
         entry = DiskEntry(key=other.key, kind=other.kind, tokens=other.tokens, image_bytes=other.image_bytes,
                           sidecar_bytes=0, piece_bytes=other.piece_bytes, piece_crc32=other.piece_crc32,
                           created_at=other.created_at, sealed_at=now, identity=self.identity,
                           image_path=img, sidecar_path=self.sidecar_path(other.key), meta=dict(other.meta))
+        sidecar_tmp = self._write_sidecar_temp(entry)
         try:
-            self._write_sidecar(entry)
+            staged, mode = stage_move(self.io, other.image_path, img)
         except BaseException:
-            if mode == "rename":
-                self.io.rename(img, other.image_path)
-            else:
-                self.io.remove(img)
+            self.io.remove(sidecar_tmp)
             raise
+
+        def undo(renamed: bool) -> None:
+            if mode == "copy":
+                self.io.remove(img if renamed else staged)
+            elif renamed:
+                self.io.rename(img, other.image_path)
+
+        self._commit(entry, staged, sidecar_tmp, undo)
         return entry
 
     def add(self, entry: DiskEntry) -> None:
@@ -321,8 +368,9 @@ class DiskLevel:
     def forget(self, key: str) -> DiskEntry | None:
         """Unindex and remove the files of `key` (sidecar first: without it the image is no entry)."""
         entry = self.entries.pop(key, None)
-        self.io.remove(self.sidecar_path(key))
-        self.io.remove(self.image_path(key))
+        with self.io.commit_lock(self.folder):  # not between another writer's image and its sidecar
+            self.io.remove(self.sidecar_path(key))
+            self.io.remove(self.image_path(key))
         return entry
 
     # -- reads ----------------------------------------------------------------------------------

@@ -7,16 +7,61 @@ knows nothing about entries, budgets or file names.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+from collections.abc import Iterator
 from typing import BinaryIO
+
+from .temp_files import temp_name
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+    import msvcrt
+
+WINDOWS_COMMIT_LOCK = ".strata-commit.lock"  # one per folder; never indexed (no entry prefix)
 
 
 class FileIO:
     """Real file operations. Subclass and override `write` to inject faults."""
 
     def open_new(self, path: str) -> BinaryIO:
-        return open(path, "wb")
+        return open(path, "xb")  # a temporary name is this writer's alone; never write into another's
+
+    @contextlib.contextmanager
+    def commit_lock(self, folder: str) -> Iterator[None]:
+        """Hold the folder's commit lock (across processes) while an entry's files are renamed into
+        place or removed, so two writers of one key cannot leave one's image under the other's sidecar.
+        POSIX locks the folder itself (flock on its descriptor: no file is made); Windows a lock file
+        in it. Released by the OS if the process dies. A folder that cannot be opened is not locked:
+        the rename that follows fails with its own error."""
+        try:
+            if fcntl is not None:
+                fd = os.open(folder, os.O_RDONLY)
+            else:
+                fd = os.open(os.path.join(folder, WINDOWS_COMMIT_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            yield
+            return
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            else:
+                while True:
+                    try:
+                        msvcrt.locking(fd, msvcrt.LK_LOCK, 1)  # retries for 10 s, then raises
+                        break
+                    except OSError:
+                        continue
+            try:
+                yield
+            finally:
+                if fcntl is None:
+                    msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)  # Windows frees a closed file's lock only eventually
+        finally:
+            os.close(fd)  # closing releases the flock
 
     def write(self, f: BinaryIO, data: bytes | memoryview) -> None:
         f.write(data)
@@ -85,21 +130,18 @@ class FullDiskIO(FileIO):
         super().write(f, data)
 
 
-def move_file(io: FileIO, src: str, dst: str) -> str:
-    """Move `src` to `dst`: a rename on one volume, a copy across volumes (the caller deletes the
-    source once the move is committed, so a failure later can still be undone).
-
-    Returns "rename" or "copy". On failure nothing is left at `dst` and `src` is untouched.
-    """
+def stage_move(io: FileIO, src: str, dst: str) -> tuple[str, str]:
+    """Make `src` ready to be renamed to `dst`: on one volume it already is; across volumes it is copied
+    to a temporary name beside `dst` first (the slow part, done before the caller takes the commit
+    lock). Returns (the path to rename to `dst`, "rename" or "copy"). On failure nothing is left
+    beside `dst` and `src` is untouched; the caller deletes the source once the move is committed."""
     folder = os.path.dirname(dst) or "."
     if io.same_volume(src, folder):
-        io.rename(src, dst)
-        return "rename"
-    tmp = dst + ".tmp"
+        return src, "rename"
+    tmp = temp_name(dst)
     try:
         io.copy(src, tmp)
-        io.rename(tmp, dst)
     except BaseException:
         io.remove(tmp)
         raise
-    return "copy"
+    return tmp, "copy"

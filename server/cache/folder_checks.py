@@ -19,6 +19,9 @@ MAX_SKIPPED_LOGGED = 10  # per level at open: a folder of old files must not flo
 def log_skipped_files(lvl: DiskLevel) -> None:
     """Say which files an index skipped and why (they are counted either way): a warning per damaged,
     partial or orphaned file, one INFO line for another model's files (a shared folder is normal)."""
+    for name, why in lvl.swept[:MAX_SKIPPED_LOGGED]:
+        log.info("conversation cache %s level: removed %s, a temporary file left by a write that did not "
+                 "finish (%s)", lvl.name, os.path.join(lvl.folder, name), why)
     foreign = sum(1 for _, reason, _ in lvl.skipped_files if reason == "foreign")
     if foreign:
         log.info("conversation cache %s level %s: %d file(s) of another model or KV layout left alone",
