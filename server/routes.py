@@ -9,6 +9,7 @@ from strata.server import anthropic_api, monitor_feed, openai_api, responses_api
 def add_routes(app: web.Application) -> None:
     app.router.add_routes([
         web.get("/health", service.health),
+        web.get("/api/hello", service.health),
         web.get("/metrics", service.metrics),
         web.get("/v1/models", openai_api.models),
         web.get("/models", openai_api.models),

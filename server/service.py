@@ -18,7 +18,9 @@ from strata.server.metrics import render_prometheus
 log = logging.getLogger("strata.server")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-OPEN_PATHS = ("/health",)
+# /api/hello: Claude Code's reachability probe of its base URL (a HEAD at start-up, a GET in its
+# connectivity check), sent without the key, as Anthropic's API answers it
+OPEN_PATHS = ("/health", "/api/hello")
 
 
 async def health(request: web.Request) -> web.Response:

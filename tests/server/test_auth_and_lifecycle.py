@@ -49,6 +49,14 @@ def test_every_endpoint_but_health_needs_the_key(keyed, headers, status):
     assert httpx.get(keyed.url + "/health").status_code == 200
 
 
+def test_claude_codes_reachability_probe_is_answered_without_the_key(keyed):
+    """Claude Code 2.1.332 sends `HEAD /api/hello` to its base URL at start-up (and GETs it in its
+    connectivity check), without a key; it was a 404."""
+    assert httpx.head(keyed.url + "/api/hello").status_code == 200
+    r = httpx.get(keyed.url + "/api/hello")
+    assert r.status_code == 200 and r.json()["status"] == "ok"
+
+
 def test_sdks_with_and_without_the_key(keyed):
     good = openai.OpenAI(base_url=keyed.url + "/v1", api_key=KEY, max_retries=0)
     # ignore_eos: a sampled first token may end the turn, and this test is about the key, not the answer
