@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from strata.engine.json_numbers import reachable
 from strata.engine.json_schema import ANY_ARRAY, ANY_NUMBER, ANY_OBJECT, ANY_STRING, ANY_WORD, Node
 
 MAX_WS = 24            # consecutive whitespace bytes between tokens
-MAX_NUMBER = 24        # bytes of one number
+MAX_NUMBER = 24        # bytes of one number (json_schema refuses bounds no such number can meet)
 WS = frozenset(b" \t\n\r")
 DIGITS = frozenset(b"0123456789")
 HEX = frozenset(b"0123456789abcdefABCDEF")
@@ -35,9 +37,12 @@ HEX = frozenset(b"0123456789abcdefABCDEF")
 #                                         "c" after a value
 #   ("K", node, seen, buf, esc, utf)      in a key string (buf: its raw bytes so far)
 #   ("A", node, count, phase)             in an array; phase "v0" after "[", "c" after an item
-#   ("S", node, esc, chars, utf)          in a string; esc 0, 1 after "\", 2..5 hex digits to come; utf
-#                                         () or (continuation bytes to come, the next one's range)
-#   ("N", node, part, length)             in a number; part one of - 0 int . frac e esign exp
+#   ("S", node, esc, chars, utf, pat, cp) in a string; esc 0, 1 after "\", 2..5 hex digits to come; utf
+#                                         () or (continuation bytes to come, the next one's range); pat
+#                                         the pattern's states (None: no pattern), cp the bits of a
+#                                         UTF-8 character not yet whole
+#   ("N", node, part, length, text)       in a number; part one of - 0 int . frac e esign exp; text its
+#                                         bytes so far when the node has bounds (else b"")
 #   ("L", literals, pos)                  matching literals (enum, const, true / false / null)
 #   ("P", data, pos)                      bytes that must come first (a tool call's opening tag)
 #   ("D", literals, pos)                  a call's tool name; when whole, ("=", name) joins the call's `seen`
@@ -64,13 +69,15 @@ def _start_value(node: Node, b: int) -> tuple | None:
     if k == "array":
         return ("A", node, 0, "v0") if b == ord("[") else None
     if k == "string":
-        return ("S", node, 0, 0, ()) if b == ord('"') else None
+        return ("S", node, 0, 0, (), node.pattern.start if node.pattern else None, 0) if b == ord('"') else None
     if k in ("number", "integer"):
-        if b == ord("-"):
-            return ("N", node, "-", 1)
-        if b == ord("0"):
-            return ("N", node, "0", 1)
-        return ("N", node, "int", 1) if b in DIGITS else None
+        part = "-" if b == ord("-") else "0" if b == ord("0") else "int" if b in DIGITS else None
+        if part is None:
+            return None
+        if node.bounds is None:
+            return ("N", node, part, 1, b"")
+        text = bytes([b])
+        return ("N", node, part, 1, text) if _number_reachable(text, part, node) else None
     if k == "literal":
         lits = tuple(v for v in node.literals if v[0] == b)
         return ("L", lits, 1) if lits else None
@@ -78,6 +85,7 @@ def _start_value(node: Node, b: int) -> tuple | None:
 
 
 def _number_step(part: str, b: int, integer: bool) -> str | None:
+    """The number's part after byte b; `integer`: no fraction and no exponent."""
     if part == "-":
         return "0" if b == ord("0") else "int" if b in DIGITS else None
     if part in ("0", "int") and b in DIGITS:
@@ -93,6 +101,16 @@ def _number_step(part: str, b: int, integer: bool) -> str | None:
     if part in ("e", "esign", "exp") and b in DIGITS:
         return "exp"
     return None
+
+
+def _number_holds(node: Node, text: bytes) -> bool:
+    """A whole number's value is in its node's bounds (always, without bounds)."""
+    return node.bounds is None or node.bounds.holds(Fraction(text.decode()))
+
+
+def _number_reachable(text: bytes, part: str, node: Node) -> bool:
+    assert node.bounds is not None
+    return reachable(text, part, node.bounds, node.kind == "integer", MAX_NUMBER)
 
 
 def _key_candidates(node: Node, seen: frozenset) -> list[bytes] | None:
@@ -178,9 +196,13 @@ def step(state: tuple, b: int) -> tuple | None:
             return step((stack[:-1] + (("A", node, 1, "c"), ("V", node.items)), 0), b)
         return None
     if tag == "S":
-        _, node, esc, chars, utf = top
+        _, node, esc, chars, utf, pat, cp = top
         if esc == 0 and not utf and b == ord('"'):
-            return (_close_value(stack), 0) if chars >= node.min_n else None
+            whole = chars >= node.min_n and (pat is None or node.pattern.accepts(pat))
+            return (_close_value(stack), 0) if whole else None
+        if pat is not None:
+            frame = _pattern_string_byte(top, b)
+            return None if frame is None else (stack[:-1] + (frame,), 0)
         esc2, utf2 = _string_byte(esc, utf, b)
         if esc2 is None:
             return None
@@ -189,13 +211,20 @@ def step(state: tuple, b: int) -> tuple | None:
         chars2 = chars + 1 if new_char else chars
         if node.max_n is not None and chars2 > node.max_n:
             return None
-        return (stack[:-1] + (("S", node, esc2, chars2, utf2),), 0)
+        return (stack[:-1] + (("S", node, esc2, chars2, utf2, None, 0),), 0)
     if tag == "N":
-        _, node, part, length = top
-        nxt = _number_step(part, b, node.kind == "integer")
+        _, node, part, length, text = top
+        bounds = node.bounds
+        # a bounded number is written without an exponent, so its prefix says which values it can reach
+        nxt = _number_step(part, b, node.kind == "integer") if bounds is None or b not in b"eE" else None
         if nxt is not None:
-            return (stack[:-1] + (("N", node, nxt, length + 1),), 0) if length < MAX_NUMBER else None
-        if part in _NUMBER_END:                      # the number ended: b belongs to what holds it
+            if length >= MAX_NUMBER:
+                return None
+            if bounds is None:
+                return (stack[:-1] + (("N", node, nxt, length + 1, b""),), 0)
+            text += bytes([b])
+            return (stack[:-1] + (("N", node, nxt, length + 1, text),), 0) if _number_reachable(text, nxt, node) else None
+        if part in _NUMBER_END and _number_holds(node, text):   # the number ended: b belongs to what holds it
             return step((_close_value(stack), 0), b)
         return None
     if tag == "P":
@@ -274,6 +303,55 @@ def _string_escape(esc: int, b: int) -> int | None:
     return 0 if esc == 2 else esc - 1
 
 
+SHORT_ESCAPES = {ord('"'): 0x22, ord("\\"): 0x5C, ord("/"): 0x2F, ord("b"): 0x08, ord("f"): 0x0C, ord("n"): 0x0A,
+                 ord("r"): 0x0D, ord("t"): 0x09}
+
+
+def _pattern_string_byte(frame: tuple, b: int) -> tuple | None:
+    """A pattern-held string's frame after byte b (not its closing quote), or None. Each character moves
+    the pattern when it is whole; a UTF-8 character's lead and continuation bytes are taken only while some
+    character they may still become moves it. Only short escapes (\\n, \\", ...): a \\u escape is refused
+    here, the character can be written as itself."""
+    _, node, esc, chars, utf, pat, cp = frame
+    pattern = node.pattern
+    if utf:                                          # a continuation byte
+        left, lo, hi = utf
+        if not lo <= b <= hi:
+            return None
+        cp = (cp << 6) | (b & 0x3F)
+        if left > 1:
+            shift = 6 * (left - 1)
+            if not pattern.may_take(pat, cp << shift, (cp << shift) | ((1 << shift) - 1)):
+                return None
+            return ("S", node, 0, chars, (left - 1, 0x80, 0xBF), pat, cp)
+        pat = pattern.advance(pat, cp)
+        return ("S", node, 0, chars, (), pat, 0) if pat else None
+    if esc == 1:
+        c = SHORT_ESCAPES.get(b)
+        pat = pattern.advance(pat, c) if c is not None else frozenset()
+        return ("S", node, 0, chars, (), pat, 0) if pat else None
+    if node.max_n is not None and chars + 1 > node.max_n:
+        return None
+    if b == ord("\\"):
+        if not any(pattern.advance(pat, c) for c in SHORT_ESCAPES.values()):
+            return None
+        return ("S", node, 1, chars + 1, (), pat, 0)
+    if b >= 0x80:
+        lead = _utf8_lead(b)
+        if lead is None:
+            return None
+        left, lo, hi = lead
+        bits = b & (0x1F, 0x0F, 0x07)[left - 1]
+        shift = 6 * (left - 1)
+        first = (bits << (6 * left)) | ((lo & 0x3F) << shift)
+        last = (bits << (6 * left)) | ((hi & 0x3F) << shift) | ((1 << shift) - 1)
+        return ("S", node, 0, chars + 1, lead, pat, bits) if pattern.may_take(pat, first, last) else None
+    if b < 0x20:
+        return None
+    pat = pattern.advance(pat, b)
+    return ("S", node, 0, chars + 1, (), pat, 0) if pat else None
+
+
 def complete(state: tuple) -> bool:
     """True when the value is whole: no more bytes, or a number / literal that may end here."""
     stack, _ = state
@@ -282,7 +360,7 @@ def complete(state: tuple) -> bool:
     if len(stack) == 1:
         top = stack[0]
         if top[0] == "N":
-            return top[2] in _NUMBER_END
+            return top[2] in _NUMBER_END and _number_holds(top[1], top[4])
         if top[0] == "L":
             return any(len(v) == top[2] for v in top[1])
     return False

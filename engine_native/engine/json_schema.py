@@ -4,10 +4,15 @@ it is.
 
 Enforced: `type` (one or a list), `properties`, `required`, `additionalProperties` (false, true or a
 schema; unset: true, as JSON Schema), `items`, `minItems` / `maxItems`, `minLength` / `maxLength` (in
-characters), `enum`, `const`, `anyOf` / `oneOf` whose branches begin with different characters (Pydantic's
+characters), `minimum` / `maximum` / `exclusiveMinimum` / `exclusiveMaximum` (numbers and integers;
+draft 4's boolean exclusive forms too; json_numbers.py), `pattern` and `format` (strings; json_patterns.py),
+`enum`, `const`, `anyOf` / `oneOf` whose branches begin with different characters (Pydantic's
 `Optional[X]`: X or null), `$ref` to `#/$defs/...` or `#/definitions/...`. Ignored: annotations (`title`,
-`description`, `default`, `examples`, `$schema`, `$id`, `strict`). Anything else (`pattern`, `format`,
-`minimum`, `allOf`, `not`, ...) is refused by name rather than silently not enforced.
+`description`, `default`, `examples`, `$schema`, `$id`, `strict`). Anything else (`multipleOf`, `allOf`,
+`not`, ...) is refused by name rather than silently not enforced, except in a tool's parameters
+(`lenient`): there a keyword that only validates (`format` and `pattern` too: the tool checks its own
+arguments) is passed over and a part that cannot be enforced takes any value, so the rest of the tool's
+arguments are still held.
 
 Not here: following an answer byte by byte (json_grammar.py).
 """
@@ -15,12 +20,26 @@ Not here: following an answer byte by byte (json_grammar.py).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
+
+from strata.engine.json_numbers import Bounds, writable
+from strata.engine.json_patterns import Pattern, PatternError, compile_pattern, format_pattern
 
 ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$schema", "$id", "$comment", "strict",
                          "$defs", "definitions", "readOnly", "writeOnly", "deprecated"})
+
+
+# keywords that validate a value without shaping it: a tool's parameters (lenient) pass over them
+VALIDATION_ONLY = frozenset({"pattern", "format", "multipleOf", "uniqueItems", "minProperties", "maxProperties",
+                             "propertyNames", "patternProperties", "contentEncoding", "contentMediaType",
+                             "dependentRequired", "dependencies", "not", "if", "then", "else", "contains",
+                             "minContains", "maxContains", "unevaluatedProperties", "unevaluatedItems"})
+MAX_NUMBER_CHARS = 24   # json_grammar.MAX_NUMBER: the longest number an answer may write
+BOUND_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 
 class SchemaError(ValueError):
@@ -43,6 +62,8 @@ class Node:
     # an object whose "name" (written first) picks its "arguments" schema: literal bytes -> schema (a call)
     by_name: dict[bytes, Node] = field(default_factory=dict)
     pending_first: frozenset[int] = frozenset()   # "pending": a $ref being compiled (its first bytes)
+    bounds: Bounds | None = None          # number / integer: minimum, maximum (exclusive or not)
+    pattern: Pattern | None = None        # string: `pattern` or `format` (json_patterns.py)
 
     def first_bytes(self) -> frozenset[int]:
         k = self.kind
@@ -93,10 +114,53 @@ def _count(schema: dict, key: str, where: str) -> int | None:
     return v
 
 
+def _bound(schema: dict, key: str, where: str) -> Fraction | None:
+    v = schema.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise SchemaError(f"{where}.{key} must be a finite number, got {v!r}")
+    return Fraction(v)
+
+
+def _bounds(schema: dict, kind: str, where: str) -> Bounds | None:
+    """minimum / maximum / exclusiveMinimum / exclusiveMaximum (a number, or draft 4's boolean that makes
+    minimum / maximum exclusive); SchemaError when they leave no value of `kind`."""
+    if not any(k in schema for k in BOUND_KEYS):
+        return None
+    ex_lo, ex_hi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    lo, hi = _bound(schema, "minimum", where), _bound(schema, "maximum", where)
+    lo_open = hi_open = False
+    if isinstance(ex_lo, bool):
+        lo_open = ex_lo and lo is not None
+    elif ex_lo is not None:
+        x = _bound(schema, "exclusiveMinimum", where)
+        if lo is None or x >= lo:
+            lo, lo_open = x, True
+    if isinstance(ex_hi, bool):
+        hi_open = ex_hi and hi is not None
+    elif ex_hi is not None:
+        x = _bound(schema, "exclusiveMaximum", where)
+        if hi is None or x <= hi:
+            hi, hi_open = x, True
+    b = Bounds(lo, lo_open, hi, hi_open)
+    if kind == "integer":               # the integer ends, so that an empty integer range is seen here
+        ilo = None if lo is None else math.floor(lo) + 1 if lo_open or lo != math.floor(lo) else int(lo)
+        ihi = None if hi is None else math.ceil(hi) - 1 if hi_open or hi != math.ceil(hi) else int(hi)
+        empty = ilo is not None and ihi is not None and ilo > ihi
+    else:
+        empty = lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_open or hi_open)))
+    if empty or not writable(b, kind == "integer", MAX_NUMBER_CHARS):
+        raise SchemaError(f"{where}: minimum / maximum allow no {kind}"
+                          + ("" if empty else f" of at most {MAX_NUMBER_CHARS} characters"))
+    return b
+
+
 class _Compiler:
-    def __init__(self, root: Any, closed: bool = False):
+    def __init__(self, root: Any, closed: bool = False, lenient: bool = False):
         self.root = root
         self.closed = closed
+        self.lenient = lenient            # a tool's parameters: what cannot be enforced takes any value
         self.refs: dict[str, Node] = {}
 
     def ref(self, ref: Any, where: str) -> Node:
@@ -136,6 +200,14 @@ class _Compiler:
         return frozenset(b for t in names for b in starts.get(t, b""))
 
     def node(self, schema: Any, where: str) -> Node:
+        if not self.lenient:
+            return self.strict_node(schema, where)
+        try:
+            return self.strict_node(schema, where)
+        except SchemaError:
+            return ANY                     # this part takes any value; its neighbours are still held
+
+    def strict_node(self, schema: Any, where: str) -> Node:
         if schema is True or schema == {}:
             return ANY
         if not isinstance(schema, dict):
@@ -143,11 +215,13 @@ class _Compiler:
         if "$ref" in schema:
             return self.ref(schema["$ref"], where)
         known = {"type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
-                 "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "$ref"}
+                 "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "$ref", "pattern", "format", *BOUND_KEYS}
         for key in schema:
-            if key not in known and key not in ANNOTATIONS:
+            if key not in known and key not in ANNOTATIONS and not (self.lenient and key in VALIDATION_ONLY):
                 raise SchemaError(f"{where}.{key} is not supported in a response_format schema (supported: "
                                   f"{', '.join(sorted(known))})")
+        if any(k in schema for k in BOUND_KEYS) and not ({"type", "enum", "const", "anyOf", "oneOf"} & schema.keys()):
+            raise SchemaError(f"{where}: minimum / maximum need \"type\": \"number\" or \"integer\"")
         if "const" in schema:
             return _literal([schema["const"]], f"{where}.const")
         if "enum" in schema:
@@ -192,14 +266,29 @@ class _Compiler:
             return Node("array", items=items, min_n=lo, max_n=hi)
         if kind == "string":
             lo, hi = _count(schema, "minLength", where) or 0, _count(schema, "maxLength", where)
-            return Node("string", min_n=lo, max_n=hi)
+            return Node("string", min_n=lo, max_n=hi, pattern=self.string_pattern(schema, lo or hi is not None, where))
         if kind in ("number", "integer"):
-            return Node(kind)
+            return Node(kind, bounds=_bounds(schema, kind, where))
         if kind == "boolean":
             return _literal([True, False], where)
         if kind == "null":
             return _literal([None], where)
         raise SchemaError(f"{where}.type {kind!r} is not a JSON Schema type")
+
+    def string_pattern(self, schema: dict, has_length: bool, where: str) -> Pattern | None:
+        """The automaton of a string's `pattern` or `format`; None without one (or, lenient, when it only
+        validates: a tool checks its own arguments)."""
+        keys = [k for k in ("pattern", "format") if k in schema]
+        if not keys or self.lenient:
+            return None
+        if len(keys) > 1 or has_length:
+            raise SchemaError(f"{where}: {' and '.join(keys)} together with "
+                              f"{'format' if len(keys) > 1 else 'minLength / maxLength'} is not supported; "
+                              "write it all into one pattern")
+        try:
+            return compile_pattern(schema["pattern"]) if keys[0] == "pattern" else format_pattern(schema["format"])
+        except PatternError as e:
+            raise SchemaError(f"{where}.{keys[0]}: {e}") from None
 
     def union(self, nodes: list[Node], where: str) -> Node:
         flat: list[Node] = []
@@ -224,23 +313,27 @@ class _Compiler:
         return rest[0] if len(rest) == 1 else Node("union", alternatives=tuple(rest))
 
 
-def compile_schema(schema: Any, closed: bool = False) -> Node:
+def compile_schema(schema: Any, closed: bool = False, lenient: bool = False) -> Node:
     """The root node of a JSON Schema; SchemaError names what cannot be enforced. `closed`: an object with
     `properties` that says nothing of others takes only those (a tool's arguments: what a model should
-    write, where JSON Schema's default would let it invent keys; `"properties": {}` takes none)."""
-    return _Compiler(schema, closed).node(schema, "schema")
+    write, where JSON Schema's default would let it invent keys; `"properties": {}` takes none).
+    `lenient`: validation-only keywords passed over, a part that cannot be enforced any value."""
+    return _Compiler(schema, closed, lenient).node(schema, "schema")
 
 
 def compile_call(tools: list[tuple[str, Any]]) -> Node:
     """A tool call's JSON, {"name": ..., "arguments": ...}, "name" first: one of the tools' names, then the
-    arguments that tool's parameters allow (objects that list properties take only those; a schema this
-    cannot enforce, any object). `tools`: (name, parameters schema) pairs."""
+    arguments that tool's parameters allow (objects that list properties take only those; keywords that
+    only validate passed over; a part this cannot enforce any value, its neighbours still held; the
+    parameters any object when they are no object schema at all). `tools`: (name, parameters schema) pairs."""
     by_name: dict[bytes, Node] = {}
     for name, params in tools:
         try:
-            args = compile_schema(params if params is not None else {"type": "object"}, closed=True)
+            args = compile_schema(params if params is not None else {"type": "object"}, closed=True, lenient=True)
+            if args.kind != "object":       # arguments are an object whatever the schema says
+                args = ANY_OBJECT
         except (SchemaError, RecursionError):
-            args = compile_schema({"type": "object"})
+            args = ANY_OBJECT
         by_name[json.dumps(name, ensure_ascii=False).encode()] = args
     names = _literal([n for n, _ in tools], "tools")
     return Node("object", props={"name": names, "arguments": compile_schema({"type": "object"})},

@@ -6,6 +6,7 @@ only the constraint can make them JSON) and on the default model; schemas that c
 from __future__ import annotations
 
 import json
+import re
 
 import openai
 import pytest
@@ -56,6 +57,23 @@ def test_a_streamed_json_answer_is_the_same_json(oai):
     check_pet(whole)
 
 
+def test_dates_patterns_and_bounds_are_held(oai):
+    """Pydantic-style constraints (a date, a pattern, bounded numbers) hold the random model's answer."""
+    schema = {"type": "object", "additionalProperties": False, "required": ["day", "code", "score", "count"],
+              "properties": {"day": {"type": "string", "format": "date"},
+                             "code": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2}$"},
+                             "score": {"type": "number", "minimum": 0, "maximum": 1},
+                             "count": {"type": "integer", "exclusiveMinimum": 0, "maximum": 9}}}
+    fmt = {"type": "json_schema", "json_schema": {"name": "record", "schema": schema, "strict": True}}
+    for seed in range(3):
+        r = ask(oai, temperature=0.9, seed=seed, max_tokens=300, response_format=fmt)
+        assert r.choices[0].finish_reason == "stop"
+        value = json.loads(r.choices[0].message.content)
+        assert re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])", value["day"])
+        assert re.fullmatch(r"[A-Z]{3}-[0-9]{2}", value["code"])
+        assert 0 <= value["score"] <= 1 and type(value["count"]) is int and 1 <= value["count"] <= 9
+
+
 def test_json_object_gives_an_object(oai):
     r = ask(oai, temperature=0.7, seed=1, max_tokens=300, response_format={"type": "json_object"})
     if r.choices[0].finish_reason == "stop":
@@ -65,8 +83,10 @@ def test_json_object_gives_an_object(oai):
 
 
 @pytest.mark.parametrize("fmt, words", [
-    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "format": "date"}}},
-     "schema.format is not supported"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "format": "ipv6"}}},
+     "schema.format: the format 'ipv6' is not supported"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer", "multipleOf": 2}}},
+     "schema.multipleOf is not supported"),
     ({"type": "json_schema", "json_schema": {"name": "x"}}, "'response_format.json_schema.schema' is required"),
     ({"type": "xml"}, "'response_format.type' must be 'text', 'json_object' or 'json_schema'"),
     ("json", "'response_format' must be an object"),
