@@ -5,8 +5,10 @@ the segment tier, the system-prompt cache, streamed restore with the restore lad
 sessions. `policy.py` holds the rules (pure); the other modules apply them.
 """
 
-from .cache import CacheHit, ConversationCache, ParkResult, RestoreResult
+from .cache import ConversationCache
 from .options import OPTIONS, CacheConfig, CacheConfigError, OptionSpec
+from .parking import ParkResult
+from .restoring import CacheHit, RestoreResult
 
 __all__ = ["OPTIONS", "CacheConfig", "CacheConfigError", "CacheHit", "ConversationCache", "OptionSpec",
            "ParkResult", "RestoreResult"]

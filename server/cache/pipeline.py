@@ -10,7 +10,7 @@ GIL; the CRC runs at memory speed, so the validation pass costs about the read o
 On damage: with the restore ladder, the rest is still fed and the engine's own per-chunk CRC stops
 at the first bad chunk (its longest valid prefix); without it, the context is emptied. The image is one read-only
 memory map: never copied into the process, never held twice. What this is not: placement or the
-decision to discard (cache.py); `restore.validate_image` / `apply_image` are the same two passes run
+decision to discard (restoring.py); `restore.validate_image` / `apply_image` are the same two passes run
 one after the other (kept for the benchmark's breakdown).
 """
 

@@ -7,7 +7,7 @@ context must hold exactly the entry's first tokens, else it is emptied), `needed
 `aligned_sizes` (which bytes hold a prefix; pieces cut at the engine's chunk boundaries). RAM entries
 are restored with `apply_image`; disk entries with pipeline.restore_mapped, which overlaps the same
 two passes; the benchmark times the passes apart with these. What this is not: placement
-(policy.place_disk_io) or the decision to discard (cache.py).
+(policy.place_disk_io) or the decision to discard (restoring.py).
 """
 
 from __future__ import annotations

@@ -1,17 +1,24 @@
 """Named sessions: a context's state saved to / restored from a file by a name the client picks.
 
 What this is: name validation (no path tricks: letters, digits, `.`, `_`, `-`, not starting with
-a dot, at most 100 characters) and the sessions folder as a DiskLevel of files
-`strata-session-<name>.img` + `.json`, opened on first use. What this is not: placement or restore
-(cache.py runs both through the same placement function and streamed restore as every disk read).
+a dot, at most 100 characters), the sessions folder as a DiskLevel of files
+`strata-session-<name>.img` + `.json`, opened on first use, and `ConversationCache`'s session
+methods (a mixin: save, restore, delete, list), which run through the same placement function and
+streamed restore as every disk read. What this is not: the placement rule (policy.py) or the
+restore passes (restoring.py, pipeline.py).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import time
 
-from .disk import DiskLevel, Identity
+from . import policy
+from .disk import DiskLevel, Identity, tokens_array
 from .fileio import FileIO
+from .memory import MIB
+from .restoring import RestoreResult
 
 SESSION_PREFIX = "strata-session-"
 _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
@@ -47,3 +54,60 @@ class SessionStore:
         lvl = self.ensure_open()
         return [{"name": e.key, "n_tokens": e.n_tokens, "bytes": e.image_bytes, "created_at": e.created_at}
                 for e in sorted(lvl.entries.values(), key=lambda e: e.key)]
+
+
+def _forget_case_twins(lvl: DiskLevel, name: str) -> None:
+    """Unindex the sessions whose files are `name`'s under another case: on a case-insensitive file system
+    (Windows, macOS) 'Agent' and 'agent' name the same files, so saving one overwrote the other's, which
+    stayed listed and then restored as damaged. Its files are left to the write that replaces them."""
+    path = lvl.image_path(name)
+    for key in [k for k in lvl.entries if k != name and k.casefold() == name.casefold()]:
+        try:
+            same = os.path.samefile(lvl.image_path(key), path)
+        except OSError:                  # either file missing: two files, two sessions
+            same = False
+        if same:
+            lvl.entries.pop(key)
+
+
+class SessionsMixin:
+    def save_session(self, name: str, ctx: int) -> dict:
+        name = validate_session_name(name)
+        tokens = tokens_array(self.engine.context_tokens(ctx))
+        if tokens.shape[0] == 0:
+            raise ValueError(f"context {ctx} is empty: nothing to save")
+        c = self.config
+        adm = policy.place_disk_io(self.memory.available_mib(), self.engine.context_bytes(ctx) / MIB,
+                                   c.conversation_cache_min_free_mib, c.conversation_cache_park_min_free_mib,
+                                   "session_save")
+        self._admit(adm, "session_save", "save")
+        if adm.destination != policy.DISK:
+            raise MemoryError(adm.reason)
+        lvl = self.sessions.ensure_open()
+        with self._lock:
+            _forget_case_twins(lvl, name)
+            e = lvl.write(name, "session", tokens, self.engine.snapshot_chunks(ctx), self.clock())
+            lvl.add(e)
+        return {"name": name, "n_tokens": e.n_tokens, "bytes": e.image_bytes, "floor": adm.floor}
+
+    def restore_session(self, name: str, ctx: int) -> RestoreResult:
+        name = validate_session_name(name)
+        lvl = self.sessions.ensure_open()
+        with self._lock:
+            entry = lvl.entries.get(name)
+            if entry is None:
+                raise KeyError(f"no session named {name!r}")
+            return self._restore_disk(lvl, entry, ctx, entry.n_tokens, "session_restore", time.perf_counter(),
+                                      discard_damaged=False)
+
+    def delete_session(self, name: str) -> bool:
+        name = validate_session_name(name)
+        lvl = self.sessions.ensure_open()
+        with self._lock:
+            existed = name in lvl.entries
+            lvl.forget(name)
+        return existed
+
+    def list_sessions(self) -> list[dict]:
+        with self._lock:
+            return self.sessions.list()

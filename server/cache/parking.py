@@ -1,0 +1,247 @@
+"""Parking: a context's history captured before it is overwritten (part of `ConversationCache`).
+
+What this is: `park` (admission by policy.decide_admission: RAM, a disk spill or a counted discard),
+superseding the shorter histories a longer one replaces, the segment and system-prompt saves a
+park makes, and the spill writer's job (the first disk level that takes a capture, else RAM, else
+a counted discard). What this is not: lookup or restore (restoring.py), the levels' files (disk.py)
+or the rules (policy.py). A mixin: the state it uses is made by `ConversationCache.__init__`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import policy
+from .disk import conversation_key, tokens_array
+from .memory import MIB
+from .ram import RamEntry, RamLevel
+from .restoring import common_prefix_len
+from .segments import anchor_positions, chain_keys, plan_segment_saves, system_prompt_anchor
+from .system_prompt import PrefixStore
+
+log = logging.getLogger("strata.cache")
+
+
+@dataclass(frozen=True)
+class ParkResult:
+    destination: str  # "ram" | "disk" | "discard" | "none" (empty or already cached)
+    floor: str
+    key: str | None
+    n_tokens: int
+    n_bytes: int
+    reason: str
+
+
+
+class ParkingMixin:
+    def park(self, ctx: int, reason: str = "") -> ParkResult:
+        """Capture context `ctx`'s history before it is overwritten (RAM, disk, or counted discard)."""
+        tokens = tokens_array(self.engine.context_tokens(ctx))
+        n = int(tokens.shape[0])
+        if n == 0:
+            return ParkResult("none", policy.FLOOR_NONE, None, 0, 0, "empty context")
+        key = conversation_key(self.identity, tokens)
+        with self._lock:
+            found = self.cascade.find(key)
+            if found is not None or key in self._pending:
+                where = self.cascade.levels[found[0]].name if found else "ram"
+                return ParkResult("none", policy.FLOOR_NONE, key, n, 0, f"already cached in {where}")
+        snapshot_mib = self.engine.context_bytes(ctx) / MIB
+        available = self.memory.available_mib()
+        c = self.config
+        adm = policy.decide_admission(available, snapshot_mib, c.conversation_cache_min_free_mib,
+                                      c.conversation_cache_park_min_free_mib, self.park_target,
+                                      ram_on=self.ram is not None, disk_on=self.first_disk is not None)
+        self._admit(adm, "park", adm.destination)
+        now = self.clock()
+        if adm.destination == policy.DISCARD:
+            self.parks["discard"] += 1
+            # a warning only when a level that could have kept it is on; with every level off
+            # (--conversation-cache-mib 0 and no disk) each park is a discard by the user's choice
+            level = logging.WARNING if (self.ram is not None or self.first_disk is not None) else logging.DEBUG
+            log.log(level, "park discarded (%s); discards=%d", adm.reason, self.parks["discard"])
+            self._save_prefixes(ctx, tokens, now)  # each prefix has its own placement
+            return ParkResult("discard", adm.floor, key, n, 0, adm.reason)
+        entry = RamEntry(key, "conversation", tokens, list(self.engine.snapshot_chunks(ctx)), now, now,
+                         {"reason": reason})
+        destination, why = adm.destination, adm.reason
+        if destination == policy.RAM:
+            with self._lock:
+                room, room_why = self.cascade.make_room(0, entry.n_bytes, now)
+                if room:
+                    self.ram.add(entry)
+                    self._supersede(tokens, key, durable=False)
+            if not room:
+                if self.first_disk is not None and available >= snapshot_mib + c.conversation_cache_park_min_free_mib:
+                    destination, why = policy.DISK, f"RAM level refused ({room_why}); spill to disk"
+                else:
+                    self.parks["discard"] += 1
+                    return ParkResult("discard", adm.floor, key, n, 0, f"RAM level refused: {room_why}")
+        if destination == policy.DISK:
+            with self._lock:
+                self._pending[key] = entry
+            self._spill.submit(key)
+        self.parks[destination] += 1
+        self._save_prefixes(ctx, tokens, now)
+        if self._has_age_limits:
+            self.enforce()
+        return ParkResult(destination, adm.floor, key, n, entry.n_bytes, why)
+
+    def _supersede(self, tokens: np.ndarray, keep: str, *, durable: bool = True) -> None:
+        """Discard conversation entries whose history is a strict prefix of `tokens` (caller locks).
+
+        `durable` = False (the newer history is in RAM only): disk entries are kept, since a crash
+        before the newer one reaches disk would otherwise lose the whole history; they are discarded
+        when it gets there (a spill, or a degradation out of RAM: `_on_cascade_event`)."""
+        for lvl in self.cascade.levels:
+            if not durable and not isinstance(lvl, RamLevel):
+                continue
+            for e in list(lvl.entries.values()):
+                if (e.key != keep and e.kind == "conversation" and e.n_tokens < tokens.shape[0]
+                        and common_prefix_len(e.tokens, tokens) == e.n_tokens):
+                    self.cascade.discard(e.key, "superseded", ram_only=not durable)
+                    self.superseded += 1
+
+    def _on_cascade_event(self, ev: tuple) -> None:
+        """A history degraded out of RAM is on disk now: the disk prefixes it supersedes can go."""
+        action, level, key = ev[0], ev[1], ev[2]
+        if action != "degrade" or level != "ram":
+            return
+        found = self.cascade.find(key)
+        if found is not None and getattr(found[1], "kind", "") == "conversation":
+            self._supersede(found[1].tokens, key)
+
+    def _save_prefixes(self, ctx: int, tokens: np.ndarray, now: float) -> None:
+        """Segment tier and system-prompt cache: write the anchored prefixes that are missing."""
+        stores = [s for s in (self.segments, self.system_prompts) if s.level.state == "on"]
+        if not stores or not self.opener:
+            return
+        anchors = anchor_positions(tokens, self.opener)
+        if not anchors:
+            return
+        keys = chain_keys(self.identity.model_id + "/" + self.identity.kv_layout, tokens, anchors)
+        if self.system_prompts.level.state == "on":
+            a = system_prompt_anchor(anchors)
+            self._save_prefix(self.system_prompts, ctx, tokens, a, keys[0], now, "system_prompt_hit")
+        if self.segments.level.state == "on":
+            with self._lock:
+                present = set(self.segments.level.entries) | self._prefix_pending
+            plan = plan_segment_saves(anchors, keys, present)
+            for a, k in plan.saves:
+                self._save_prefix(self.segments, ctx, tokens, a, k, now, "segment_hit")
+
+    def _save_prefix(self, store: PrefixStore, ctx: int, tokens: np.ndarray, n: int, key: str, now: float,
+                     source: str) -> None:
+        """Copies the prefix's KV now (the context is about to be overwritten) and leaves the disk write
+        to the writer thread, so a park never holds the scheduler for a file write."""
+        lvl = store.level
+        with self._lock:
+            if key in lvl.entries or key in self._prefix_pending:
+                return
+        est = n * self.engine.bytes_per_token
+        adm = policy.place_disk_io(self.memory.available_mib(), est / MIB, self.config.conversation_cache_min_free_mib,
+                                   self.config.conversation_cache_park_min_free_mib, "park")
+        self._admit(adm, "park", f"save {store.name}")
+        if adm.destination != policy.DISK:
+            return
+        pieces = list(self.engine.snapshot_chunks(ctx, n))
+        prefix = tokens[:n].copy()
+        with self._lock:
+            self._prefix_pending.add(key)
+        self._spill.submit_job(lambda: self._write_prefix(store, key, prefix, pieces, est, now))
+
+    def _write_prefix(self, store: PrefixStore, key: str, tokens: np.ndarray, pieces: list, est: int,
+                      now: float) -> None:
+        """On the writer thread: room, the file, then the index (a lookup meanwhile simply misses it)."""
+        lvl = store.level
+        try:
+            with self._lock:
+                room, _ = store.cascade.make_room(0, est, now)
+            if not room:
+                return
+            try:
+                e = lvl.write(key, store.name, tokens, iter(pieces), now)
+            except OSError as exc:
+                with self._lock:
+                    self.spill_failures += 1
+                log.warning("%s write failed: %s", store.name, exc)
+                return
+            with self._lock:
+                lvl.add(e)
+                store.cascade.make_room(0, 0, now)
+        finally:
+            with self._lock:
+                self._prefix_pending.discard(key)
+
+    # -- spill (the writer thread is spill.SpillWriter) -----------------------------------------
+
+    def _spill_one(self, key: str) -> None:
+        """Write a disk-bound capture to the first disk level that takes it (a later one when the first
+        refuses: too large for its whole budget, full, an I/O error), else keep it in RAM, else discard."""
+        with self._lock:
+            entry = self._pending.get(key)
+            if entry is None:
+                return
+        written, lvl, refused = self._write_down(entry, self.first_disk)
+        with self._lock:
+            self._pending.pop(key, None)  # the RAM copy is freed here, written or not
+            if written is None:
+                self.spill_failures += 1
+                where = "; ".join(refused)
+                if self._keep_in_ram(entry):
+                    log.warning("spill of %s refused (%s); kept in RAM instead (check the free space, budget and "
+                                "write permission there)", key, where)
+                    return
+                self.parks["discard"] += 1
+                log.warning("spill of %s refused (%s); discards=%d (check the free space, budget and write "
+                            "permission there)", key, where, self.parks["discard"])
+                return
+            if refused:
+                log.info("spill of %s: %s; written to the %s level instead", key, "; ".join(refused), lvl.name)
+            lvl.add(written)
+            self._supersede(entry.tokens, key)
+            self.cascade.make_room(self.cascade.levels.index(lvl), 0, self.clock())
+
+    def _write_down(self, entry: RamEntry, start: int) -> tuple:
+        """Write `entry` to the first disk level from index `start` on that takes it: (the written entry
+        or None, that level, why each level before it refused). The caller adds it to the level."""
+        refused: list[str] = []
+        written = lvl = None
+        for i in range(start, len(self.cascade.levels)):
+            lvl = self.cascade.levels[i]
+            with self._lock:
+                now = self.clock()
+                room, why = self.cascade.make_room(i, entry.n_bytes, now)
+            if room:
+                try:
+                    written = lvl.write(entry.key, entry.kind, entry.tokens, iter(entry.pieces), now,
+                                        created_at=entry.created_at, meta=entry.meta)
+                    break
+                except OSError as exc:
+                    why = f"write failed: {exc}"
+            refused.append(f"{lvl.name} {lvl.folder}: {why}")
+        return written, lvl, refused
+
+    def _keep_in_ram(self, entry: RamEntry) -> bool:
+        """A capture the disk refused goes to the RAM level when the parking floor and its budget allow
+        (caller locks): better than discarding a history RAM can hold."""
+        if self.ram is None or self._closed:
+            return False
+        c = self.config
+        adm = policy.decide_admission(self.memory.available_mib(), entry.n_bytes / MIB,
+                                      c.conversation_cache_min_free_mib, c.conversation_cache_park_min_free_mib,
+                                      policy.RAM, ram_on=True, disk_on=False)
+        if adm.destination != policy.RAM:
+            return False
+        room, _ = self.cascade.make_room(0, entry.n_bytes, self.clock())
+        if room:
+            self.ram.add(entry)
+            self._supersede(entry.tokens, entry.key, durable=False)
+        return room
+
+    def flush(self) -> None:
+        """Wait until every queued spill is written (tests, shutdown)."""
+        self._spill.flush()

@@ -1,0 +1,181 @@
+"""Lookup and restore: the longest cached prefix of a prompt, put back into a context (part of
+`ConversationCache`).
+
+What this is: `lookup` (every level's entries ranked by policy.rank_candidates: longest valid prefix,
+ties to the fastest level), `restore` (a RAM entry applied directly; a disk one placed by
+policy.place_disk_io, validated and applied by pipeline.restore_mapped, down the restore ladder when
+damaged), and the restore counters. What this is not: parking (parking.py) or the two passes over an
+image (restore.py, pipeline.py). A mixin: the state it uses is made by `ConversationCache.__init__`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import policy
+from .disk import DiskEntry, DiskLevel, tokens_array
+from .memory import MIB
+from .pipeline import restore_mapped
+from .ram import RamEntry
+from .restore import Validation, apply_image
+
+log = logging.getLogger("strata.cache")
+
+
+@dataclass(frozen=True)
+class CacheHit:
+    level: str  # "ram" | "warm" | "cold" | "segment" | "system_prompt"
+    key: str
+    n_tokens: int  # usable prefix of the prompt
+    entry_tokens: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    n_tokens: int
+    level: str
+    seconds: float
+    floor: str  # placement floor for a disk read, "" for RAM
+    ladder: bool  # a damaged image restored to its longest valid prefix
+    reason: str
+    untouched: bool = False  # nothing was tried: the context still holds what it held (entry gone,
+    #                          context too small for one chunk, disk read refused by the memory floor)
+
+
+
+def common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:
+    n = min(a.shape[0], b.shape[0])
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if diff.size else n
+
+
+class RestoreMixin:
+    def _all_stores(self) -> list:
+        out = [(lvl.name, lvl.entries) for lvl in self.cascade.levels]
+        out.append(("ram", self._pending))
+        for s in (self.segments, self.system_prompts):
+            if s.level.state == "on":
+                out.append((s.name, s.level.entries))
+        return out
+
+    def lookup(self, tokens) -> CacheHit | None:
+        """The longest valid prefix of `tokens` any level holds (leaving at least one token to read)."""
+        prompt = tokens_array(tokens)
+        limit = int(prompt.shape[0]) - 1
+        if limit < 1:
+            return None
+        cands = []
+        sizes = {}
+        with self._lock:
+            for level_name, entries in self._all_stores():
+                for e in entries.values():
+                    n = min(common_prefix_len(e.tokens, prompt), limit)
+                    if n > 0:
+                        cands.append(policy.Candidate(level_name, e.key, n))
+                        sizes[(level_name, e.key)] = e.n_tokens
+        choice = policy.rank_candidates(cands)
+        c = choice.candidate
+        if c is None:
+            return None
+        return CacheHit(c.level, c.key, c.n_tokens, sizes[(c.level, c.key)], choice.reason)
+
+    def _locate(self, hit: CacheHit):
+        """(level object, entry) for a hit, wherever the entry is now."""
+        if hit.level in ("segment", "system_prompt"):
+            store = self.segments if hit.level == "segment" else self.system_prompts
+            e = store.level.entries.get(hit.key)
+            return (store.level, e) if e is not None else (None, None)
+        if hit.key in self._pending:
+            return self.ram, self._pending[hit.key]
+        found = self.cascade.find(hit.key)
+        if found is None:
+            return None, None
+        return self.cascade.levels[found[0]], found[1]
+
+    def restore(self, hit: CacheHit, ctx: int) -> RestoreResult:
+        """Restore `hit` into context `ctx`; only `hit.n_tokens` are kept. 0 tokens = read it all."""
+        t0 = time.perf_counter()
+        with self._lock:
+            lvl, entry = self._locate(hit)
+            if entry is None:
+                return RestoreResult(0, hit.level, 0.0, "", False, "entry gone since lookup", untouched=True)
+            level_name = lvl.name if lvl is not None else "ram"
+            limit, refused = self._usable_tokens(entry.n_tokens, hit.n_tokens, ctx)
+            if refused:  # a plain miss: the entry is sound, this context is too small for any of it
+                return RestoreResult(0, level_name, 0.0, "", False, refused, untouched=True)
+            if isinstance(entry, RamEntry):
+                n, why = apply_image(self.engine, ctx, entry.pieces, entry.tokens, limit)
+                return self._finish_restore(level_name, n, t0, "", False, why)
+            source = {"segment": "segment_hit", "system_prompt": "system_prompt_hit"}.get(level_name, "disk_hit")
+            return self._restore_disk(lvl, entry, ctx, limit, source, t0)
+
+    def _usable_tokens(self, entry_tokens: int, wanted: int, ctx: int) -> tuple[int, str]:
+        """(tokens to restore, "" or why none): an entry longer than the context restores its longest
+        prefix of whole snapshot chunks that fits (as the engine's restorer does); none when not even
+        one chunk fits, or when the image format does not say its chunk size."""
+        capacity = self.engine.context_capacity(ctx)
+        if entry_tokens <= capacity:
+            return wanted, ""
+        chunk_tokens_for = getattr(self.image_format, "chunk_tokens_for", None)
+        chunk = int(chunk_tokens_for(self.engine.bytes_per_token)) if chunk_tokens_for else 0
+        fit = capacity // chunk * chunk if chunk > 0 else 0
+        if fit == 0:
+            return 0, (f"entry holds {entry_tokens} tokens, context {ctx} holds at most {capacity}, "
+                       f"less than one snapshot chunk ({chunk or 'unknown'} tokens)")
+        return min(wanted, fit), ""
+
+    def _restore_disk(self, lvl: DiskLevel, entry: DiskEntry, ctx: int, limit: int, source: str,
+                      t0: float, *, discard_damaged: bool = True) -> RestoreResult:
+        c = self.config
+        adm = policy.place_disk_io(self.memory.available_mib(), entry.image_bytes / MIB,
+                                   c.conversation_cache_min_free_mib, c.conversation_cache_park_min_free_mib, source)
+        self._admit(adm, source, "restore")
+        if adm.destination != policy.DISK:
+            return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False, adm.reason,
+                                 untouched=True)
+        try:
+            with lvl.mapped(entry) as view:
+                n, v, why = restore_mapped(self.engine, ctx, view, entry.tokens, entry.identity.model_id,
+                                           entry.image_bytes, entry.piece_bytes, entry.piece_crc32,
+                                           self.image_format, limit, c.restore_ladder)
+        except FileNotFoundError:  # removed since indexed (another server sharing the folder): a plain miss
+            with self._lock:
+                (self.cascade.discard(entry.key, "files gone") if lvl in self.cascade.levels
+                 else lvl.forget(entry.key))
+            return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False,
+                                 f"its file {entry.image_path} was removed since start-up (another process "
+                                 "sharing the folder?); unindexed", untouched=True)
+        except OSError as exc:
+            n, v, why = 0, Validation(0, False, f"read failed: {exc}"), f"read failed: {exc}"
+        ladder = False
+        if not v.complete:
+            self.damaged += 1
+            ladder = n > 0
+            log.warning("conversation cache %s level: %s damaged (%s); %s%s", lvl.name, entry.image_path, v.reason,
+                        f"its first {n} tokens restored, the rest of the prompt read again" if ladder
+                        else "not restored, the prompt read again", "; the entry is deleted" if discard_damaged else "")
+            self.ladder_restores += int(ladder)
+            if not ladder:
+                why = f"damaged, not restored: {v.reason}"
+            if discard_damaged:
+                if lvl in self.cascade.levels:
+                    self.cascade.discard(entry.key, f"unreadable image: {v.reason}")
+                else:
+                    lvl.forget(entry.key)
+        return self._finish_restore(lvl.name, n, t0, adm.floor, ladder, why)
+
+    def _finish_restore(self, level: str, n: int, t0: float, floor: str, ladder: bool, why: str) -> RestoreResult:
+        dt = time.perf_counter() - t0
+        if n > 0:
+            self.hits[level] += 1
+            self.restore_seconds.append((level, dt, n))
+            count, total = self.restore_totals.get(level, (0, 0.0))
+            self.restore_totals[level] = (count + 1, total + dt)
+        return RestoreResult(n, level, dt, floor, ladder, why)
