@@ -25,6 +25,12 @@ SCHEMAS = {
     "pet schema": {"type": "object", "additionalProperties": False, "required": ["kind", "legs", "friendly"],
                    "properties": {"kind": {"enum": ["cat", "dog", "bird"]}, "legs": {"type": "integer"},
                                   "friendly": {"type": "boolean"}, "name": {"type": "string", "maxLength": 20}}},
+    "record: date, pattern, bounds": {
+        "type": "object", "additionalProperties": False, "required": ["day", "code", "score", "age"],
+        "properties": {"day": {"type": "string", "format": "date"},
+                       "code": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2}$"},
+                       "score": {"type": "number", "minimum": 0, "maximum": 1},
+                       "age": {"type": "integer", "minimum": 0, "maximum": 130}}},
 }
 
 
