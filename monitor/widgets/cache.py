@@ -9,9 +9,11 @@ Presentation only; the numbers are the feed's `cache` object (docs/internals.md 
 from __future__ import annotations
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 from strata.monitor import units
+from strata.monitor.label_layout import POINTER, Box, place_labels
 from strata.monitor.model import HIT_LEVELS, PARK_DESTINATIONS, MonitorView
 from strata.monitor.widgets.common import (
     Bar,
@@ -34,6 +36,7 @@ LEVEL_TIPS = ("", "on / off", "", "bytes held against the level's budget",
               "entries deleted for their age")
 PARK_NAMES = {"ram": "RAM", "disk": "disk", "discard": "discarded"}
 DECISION_HEADERS = ("when", "decision\n(source)", "floor,\nneeds")
+LINE_STYLES = {"min_free_mib": "dashed", "park_min_free_mib": "dotted"}
 HIT_NAMES = {"ram": "RAM", "warm": "warm", "cold": "cold", "segment": "segment", "system_prompt": "system prompt"}
 
 
@@ -105,17 +108,25 @@ class CachePanel(QWidget):
         self.ram_plot.getPlotItem().legend.setVisible(False)
         self._ram_curve = self.ram_plot.plot([], [], pen=pg.mkPen(theme.color(0), width=2))
         self._floor_lines = {}
-        # short labels, one at each end ("... floor" with its size is in the text above): at 1280x800 the
-        # plot is about 140 px wide and "parking floor" ran into "transient floor"
-        for key, name, style, where, anchor in (
-                ("min_free_mib", "parking", Qt.PenStyle.DashLine, 0.05, (0, 1)),
-                ("park_min_free_mib", "transient", Qt.PenStyle.DotLine, 0.95, (1, 1))):
-            line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(theme.warn, width=1.5, style=style),
-                                   label=name, labelOpts={"position": where, "color": theme.warn,
-                                                          "anchors": [anchor, anchor]})
-            line.setVisible(False)
-            self.ram_plot.addItem(line)
+        self._floor_labels: dict[str, tuple[pg.TextItem, str]] = {}
+        # short names (the text above names each floor with its size and line style), placed by
+        # label_layout beside their lines, clear of both lines and of each other, on every resize
+        for key, name, style in (("min_free_mib", "parking", Qt.PenStyle.DashLine),
+                                 ("park_min_free_mib", "transient", Qt.PenStyle.DotLine)):
+            line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(theme.warn, width=1.5, style=style))
+            text = pg.TextItem(name, color=theme.warn)
+            text.textItem.document().setDocumentMargin(1)   # the box is the text's: 4 px padding hid overlaps
+            f = QFont(text.textItem.font())
+            f.setPointSizeF(8.5)
+            text.setFont(f)
+            for item in (line, text):
+                item.setVisible(False)
+                self.ram_plot.addItem(item, ignoreBounds=True)
             self._floor_lines[key] = line
+            self._floor_labels[key] = (text, name)
+        view_box = self.ram_plot.getPlotItem().getViewBox()
+        view_box.sigResized.connect(self._place_floor_labels)
+        view_box.sigYRangeChanged.connect(self._place_floor_labels)
         row.addWidget(self.ram_plot, 2)
         self.decisions = Table(DECISION_HEADERS, stretch=1)
         self.decisions.setToolTip("The cache's latest admission decisions, newest first: what was done, which "
@@ -186,14 +197,44 @@ class CachePanel(QWidget):
                 holds = available >= floor
                 state = (f"<span style='color:{self.theme.good}'>holds</span>" if holds
                          else f"<span style='color:{self.theme.bad}'>does not hold</span>")
-                parts.append(f"{name} {units.mib(floor)} {state}")
+                parts.append(f"{name} {units.mib(floor)} ({LINE_STYLES[key]}) {state}")
         set_text(self.admission, " \u2022 ".join(parts))
         xs, ys = xy(view.available_history, view.now)
         self._ram_curve.setData(xs, [y / 1024 for y in ys])
         top = max([*ys, *(adm.get(k) or 0 for k in self._floor_lines)], default=1) / 1024
         set_y_top(self.ram_plot, top, minimum=1.0)
+        self._place_floor_labels()
         last = [d for d in adm.get("last") or [] if isinstance(d, dict)]
         self.decisions.show_rows([decision_cells(d, view.now) for d in reversed(last[-50:])], align_right=(0,))
+
+    def _place_floor_labels(self, *_) -> None:
+        """Move each shown floor's label to its spot (label_layout.place_labels) in the plot as it is now
+        drawn; a label with no spot clear of the lines and the other label is hidden."""
+        view_box = self.ram_plot.getPlotItem().getViewBox()
+        # the data area, less what the widget does not show (a window below its layout's minimum)
+        r = view_box.sceneBoundingRect().intersected(
+            self.ram_plot.mapToScene(self.ram_plot.viewport().rect()).boundingRect())
+        area = Box(r.left(), r.top(), r.right(), r.bottom())
+        shown = [k for k, line in self._floor_lines.items() if line.isVisible()]
+        for key in self._floor_labels.keys() - set(shown):
+            self._floor_labels[key][0].setVisible(False)
+        if not shown or r.width() <= 0 or r.height() <= 0:
+            return
+        ys, sizes, over_widths = [], [], []
+        for key in shown:
+            text, name = self._floor_labels[key]
+            ys.append(view_box.mapViewToScene(QPointF(0, self._floor_lines[key].value())).y())
+            text.setText(name + POINTER)
+            over_widths.append(text.textItem.boundingRect().width())
+            text.setText(name)
+            box = text.textItem.boundingRect()
+            sizes.append((box.width(), box.height()))
+        for key, spot in zip(shown, place_labels(ys, sizes, over_widths, area), strict=True):
+            text, name = self._floor_labels[key]
+            text.setVisible(spot is not None)
+            if spot is not None:
+                text.setText(name + POINTER if spot.side == "over" else name)
+                text.setPos(view_box.mapSceneToView(QPointF(spot.box.left, spot.box.top)))
 
 
 def prefix_store_text(name: str, store: dict) -> str:

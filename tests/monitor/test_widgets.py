@@ -284,15 +284,57 @@ def test_every_request_column_shows_at_1280x800(window, model, qtbot):
         <= table.viewport().width()
 
 
-def test_the_floor_labels_do_not_overlap_at_1280x800(window, qtbot):
-    """The RAM plot's two floor lines are labelled at either end; at 1280x800 the plot is narrow and
-    "parking floor" ran into "transient floor" (the panel's text above names both with their sizes)."""
-    qtbot.wait(50)
-    lines = window.cache._floor_lines
-    assert all(line.isVisible() for line in lines.values())
-    parking, transient = (lines[k].label.sceneBoundingRect() for k in ("min_free_mib", "park_min_free_mib"))
-    assert parking.width() > 0 and transient.width() > 0
-    assert not parking.intersects(transient), (parking, transient)
+FLOORS = {  # the floors as served (2.5 GiB / 512 MiB by default), close together, far apart
+    "recorded": {},
+    "close": {"available_mib": 3000, "min_free_mib": 2560, "park_min_free_mib": 2048},
+    "far": {"available_mib": 40000, "min_free_mib": 8192, "park_min_free_mib": 1024},
+}
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (1920, 1080), (2560, 1440), (800, 660)])
+@pytest.mark.parametrize("floors", list(FLOORS))
+def test_the_floor_labels_clear_the_lines_and_each_other(qtbot, size, floors):
+    """The RAM plot's two floor labels, as drawn: neither crosses either floor line nor the other label,
+    both inside the part of the plot the window shows, each next to its own line (or above both, marked
+    with an arrow, when its line is too close to the other for the text). They ran into each other and
+    through the other line (at 1280x800 "transient" sat on the parking line). At the window's minimum
+    size (800x660) a label with no clear spot is hidden; the text above names both floors."""
+    from PySide6.QtCore import QPointF
+    from strata.monitor.label_layout import POINTER
+
+    m = MonitorModel()
+    for snap in load("series.json"):
+        snap["cache"]["admission"].update(FLOORS[floors])
+        m.apply(snap)
+    w = MonitorWindow(m, theme="light")
+    qtbot.addWidget(w)
+    w.resize(*size)
+    w.show()
+    qtbot.waitExposed(w)
+    w.redraw()
+    qtbot.wait(20)
+    panel = w.cache
+    plot = panel.ram_plot
+    shown = plot.mapToScene(plot.viewport().rect()).boundingRect()
+    area = plot.getPlotItem().getViewBox().sceneBoundingRect().intersected(shown)
+    lines = {k: line.mapToScene(QPointF(0, 0)).y() for k, line in panel._floor_lines.items()}
+    assert all(line.isVisible() for line in panel._floor_lines.values())
+    labels = {k: t.sceneBoundingRect() for k, (t, _) in panel._floor_labels.items() if t.isVisible()}
+    if size != (800, 660):
+        assert set(labels) == set(lines)
+    assert "min_free_mib" in labels
+    for key, r in labels.items():
+        assert r.width() > 20 and area.contains(r), (key, r, area)
+        for y in lines.values():
+            assert not (r.top() - 1.5 < y < r.bottom() + 1.5), (key, r, lines)   # clear of the 1.5 px pens
+        text = panel._floor_labels[key][0].toPlainText()
+        y = lines[key]
+        if text.endswith(POINTER):     # above both lines, its own being the lower one
+            assert r.bottom() <= min(lines.values()) and y == max(lines.values())
+        else:                          # right above or below its own line
+            assert y - r.bottom() <= 4 or r.top() - y <= 4, (key, r, y)
+    if len(labels) == 2:
+        assert not labels["min_free_mib"].intersects(labels["park_min_free_mib"])
 
 
 def test_a_level_shows_the_files_it_skipped_at_start_up():
