@@ -26,6 +26,15 @@ from typing import Any
 from strata.engine.forced_start import ForcedStart
 from strata.engine.json_grammar import JsonConstraint, Vocabulary
 from strata.engine.json_schema import ANY_OBJECT, Node, SchemaError, compile_call, compile_schema
+from strata.engine.keyed_call import KeyedCall, KeyedMarkup
+from strata.server.call_probe import (
+    PROBE_TOOL,
+    call_marker,
+    call_opening,
+    keyed_markup,
+    probe_call,
+    writes_json_calls,
+)
 from strata.server.errors import APIError
 
 HARMONY_FINAL_CHANNEL = b"<|channel|>final<|message|>"   # where a Harmony answer's final text starts
@@ -130,56 +139,48 @@ class ForcedCall:
                            reasoning=self.reasoning, opened=self.opened)
 
 
-def call_marker(answer: Any) -> bytes | None:
-    """The text a model's tool calls open with (prompting.AnswerFormat), None for Harmony."""
-    if getattr(answer, "harmony", False):
+@dataclass(frozen=True)
+class KeyedCallRule:
+    """Calls in a template's key-value markup (Qwen3-Coder's XML, GLM's, Seed-OSS's) held to the offered
+    tools: an offered tool's name, then keys among its parameters, each once, the required ones before the
+    call closes; the values the model's own text (strata.engine.keyed_call)."""
+
+    markup: KeyedMarkup
+    tools: tuple[tuple[str, tuple[str, ...] | None, tuple[str, ...]], ...]   # name, parameters (None: any), required
+    marker: bytes
+    repeat: bool                    # each call the model opens (auto); else the answer is one call (demanded)
+    after: bytes | None = None      # a demanded call: the end of the reasoning the prompt opened
+    reasoning: tuple[bytes, bytes] | None = None
+    opened: bool = False
+
+    @property
+    def kind(self) -> str:
+        return "calls" if self.repeat else "call"
+
+    def constraint_for(self, tokenizer: Any, eos_ids: Any) -> KeyedCall:
+        return KeyedCall(self.markup, self.tools, Vocabulary.of(tokenizer), eos_ids,
+                         trigger=self.marker if self.repeat else None, reasoning=self.reasoning, opened=self.opened,
+                         after=self.after, lead=b"" if self.repeat else self.marker)
+
+
+def keyed_rule(engine: Any, marker: bytes, tools: list[dict], **how: Any) -> KeyedCallRule | None:
+    """The keyed-call rule for a template whose calls are key-value markup, None for others (or for tools
+    whose parameters are no plain list of names)."""
+    markup = keyed_markup(engine, marker)
+    if markup is None:
         return None
-    if getattr(answer, "mistral_calls", False):
-        return b"[TOOL_CALLS]"
-    if getattr(answer, "seed_calls", False):
-        return b"<seed:tool_call>"
-    return b"<tool_call>"
+    held = []
+    for t in tools:
+        params = t["function"].get("parameters")
+        props = params.get("properties") if isinstance(params, dict) else None
+        required = params.get("required", []) if isinstance(params, dict) else []
+        names = [str(k) for k in props] if isinstance(props, dict) else None     # None: no list, any keys
+        if not isinstance(required, list) or (names is not None and not set(map(str, required)) <= set(names)) or \
+                any(not k or markup.mid[:1].decode("latin-1") in k for k in names or ()):
+            return None       # keys this cannot tell apart: the opening alone is held (held_calls)
+        held.append((t["function"]["name"], None if names is None else tuple(names), tuple(str(r) for r in required)))
+    return KeyedCallRule(markup, tuple(held), marker, **how)
 
-
-PROBE_TOOL = "strata_probe_tool"
-
-
-def probe_call(engine: Any) -> str:
-    """How the model's template writes an assistant's call of PROBE_TOOL (with its tools and the call's
-    result around it), rendered once per template; "" when it cannot."""
-    template = getattr(engine, "chat_template", None)
-    known = getattr(template, "_strata_probe_call", None)
-    if known is not None:
-        return known
-    tool = {"type": "function", "function": {"name": PROBE_TOOL, "parameters": {"type": "object", "properties": {}}}}
-    call = {"id": "call_probe", "type": "function", "function": {"name": PROBE_TOOL, "arguments": '{"k": 1}'}}
-    messages = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "", "tool_calls": [call]},
-                {"role": "tool", "tool_call_id": "call_probe", "content": "y"}]
-    try:
-        text = engine.apply_chat_template(messages, tools=[tool], add_generation_prompt=True)
-    except Exception:       # a template that cannot render the probe: nothing learned from it
-        text = ""
-    if template is not None:
-        try:
-            template._strata_probe_call = text
-        except AttributeError:
-            pass
-    return text
-
-
-def writes_json_calls(engine: Any) -> bool:
-    """Whether the template writes a call as `<tool_call>` and a JSON object {"name": ..., "arguments": ...}
-    (Hermes, Qwen2.5 / Qwen3, SmolLM, and templates without tools, whose calls Strata writes so)."""
-    pattern = r'<tool_call>\s*\{\s*"name"\s*:\s*"' + PROBE_TOOL + r'"\s*,\s*"arguments"\s*:'
-    return re.search(pattern, probe_call(engine)) is not None
-
-
-def call_opening(engine: Any, marker: bytes) -> str | None:
-    """The template's call from its marker through the tool's name, with PROBE_TOOL for the name
-    (`<tool_call>\n<function=PROBE_TOOL`, `[TOOL_CALLS]PROBE_TOOL`), or None when the probe shows none."""
-    mark = re.escape(marker.decode())
-    found = re.findall(mark + r"(?:(?!" + mark + r").){0,40}?" + PROBE_TOOL, probe_call(engine), re.DOTALL)
-    return found[-1] if found else None     # the last: the assistant's call, after any in the tools' text
 
 def call_schema(tools: list[dict]) -> Node:
     """A call's JSON: {"name": one of the tools, "arguments": what that tool's parameters allow} (json_schema
@@ -188,31 +189,37 @@ def call_schema(tools: list[dict]) -> Node:
     return compile_call([(t["function"]["name"], t["function"].get("parameters")) for t in tools])
 
 
-def held_calls(tools: Any, answer: Any, engine: Any) -> JsonFormat | ForcedCall | None:
+def held_calls(tools: Any, answer: Any, engine: Any) -> JsonFormat | KeyedCallRule | ForcedCall | None:
     """With tools offered and the model free to call them or not: each call it opens (its marker written
     outside its reasoning) is held to the offered tools. A template that writes `<tool_call>` + JSON: a call
-    of one of the tools with arguments its schema allows, then closed as the template closes calls; another
-    (Qwen3-Coder's XML, GLM's, Mistral's): the call's opening up to one of the tools' names, as the template
-    writes it. The rest of the answer is free. Only for a template that writes calls itself: with tools
-    rendered into the system prompt by Strata (a template without tools), the model's own format is unknown."""
+    of one of the tools with arguments its schema allows, then closed as the template closes calls; key-value
+    markup (Qwen3-Coder's XML, GLM's, Seed-OSS's): a tool's name, then keys among its parameters (KeyedCallRule);
+    another (Mistral's): the call's opening up to one of the tools' names, as the template writes it. The
+    rest of the answer is free. Only for a template that writes calls itself: with tools rendered into the
+    system prompt by Strata (a template without tools), the model's own format is unknown."""
     marker = call_marker(answer) if tools else None
     if marker is None or engine is None or not getattr(engine.chat_template, "supports_tools", False):
         return None
     think = getattr(answer, "think", None)
     reasoning = (think[0].encode(), think[1].encode()) if think else None
+    opened = bool(getattr(answer, "opened", False))
     if marker == b"<tool_call>" and writes_json_calls(engine):
         ending = re.search(r"\}(\s*)</tool_call>", probe_call(engine))   # the template's way of closing a call
-        return JsonFormat(call_schema(tools), trigger=marker, opened=bool(getattr(answer, "opened", False)),
-                          reasoning=reasoning, close=(ending.group(1) if ending else "\n").encode() + b"</tool_call>")
+        return JsonFormat(call_schema(tools), trigger=marker, opened=opened, reasoning=reasoning,
+                          close=(ending.group(1) if ending else "\n").encode() + b"</tool_call>")
+    keyed = keyed_rule(engine, marker, tools, repeat=True, reasoning=reasoning, opened=opened)
+    if keyed is not None:
+        return keyed
     opening = call_opening(engine, marker)
     if opening is None:
         return None
     rest = opening[len(marker.decode()):]
     return ForcedCall(tuple(rest.replace(PROBE_TOOL, t["function"]["name"]).encode() for t in tools), after=marker,
-                      repeat=True, reasoning=reasoning, opened=bool(getattr(answer, "opened", False)))
+                      repeat=True, reasoning=reasoning, opened=opened)
 
 
-def required_call(demanded: bool, tools: Any, answer: Any, engine: Any = None) -> JsonFormat | ForcedCall | None:
+def required_call(demanded: bool, tools: Any, answer: Any,
+                  engine: Any = None) -> JsonFormat | KeyedCallRule | ForcedCall | None:
     """With tools offered and a choice that demands a call: the answer opens a call. A model that writes
     JSON calls then writes one of the tools' names and the arguments that tool's schema allows; another
     writes its call's opening as its template does, up to one of the tools' names."""
@@ -222,6 +229,9 @@ def required_call(demanded: bool, tools: Any, answer: Any, engine: Any = None) -
     after = answer.think[1].encode() if getattr(answer, "opened", False) else None
     if marker == b"<tool_call>" and engine is not None and writes_json_calls(engine):
         return JsonFormat(call_schema(tools), after=after, lead=marker)
+    keyed = keyed_rule(engine, marker, tools, repeat=False, after=after) if engine is not None else None
+    if keyed is not None:
+        return keyed
     opening = call_opening(engine, marker) if engine is not None else None
     if opening is None:
         return ForcedCall((marker,), after=after)

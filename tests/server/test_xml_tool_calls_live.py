@@ -126,7 +126,8 @@ def test_a_function_without_parameters_is_offered_and_a_bad_properties_is_named(
     bare = [{"type": "function", "function": {"name": "edit_file"}}]
     r = oai.chat.completions.create(model="m", messages=MSGS, tools=bare, temperature=0, max_tokens=40)
     assert r.choices[0].finish_reason == "tool_calls"
-    assert json.loads(r.choices[0].message.tool_calls[0].function.arguments)["line"] == 42   # untyped: JSON read
+    # a function without parameters takes none (OpenAI: an empty parameter list): the call is held to that
+    assert json.loads(r.choices[0].message.tool_calls[0].function.arguments) == {}
     listed = {"type": "object", "properties": ["path", "line"]}
     with pytest.raises(openai.BadRequestError, match=r"tools\[0\]\.function\.parameters\.properties must be an object"):
         oai.chat.completions.create(model="m", messages=MSGS, max_tokens=4, tools=[

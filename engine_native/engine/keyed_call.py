@@ -1,0 +1,216 @@
+"""Tool calls held in a template's own key-value markup (Qwen3-Coder's `<function=NAME>` /
+`<parameter=KEY>` XML, GLM's `<arg_key>` / `<arg_value>`): the call opens with one of the offered tools'
+names, and then each argument's key is one of that tool's parameters not written yet, the required ones all
+come before the call closes, and the values are the model's own text.
+
+What it is: `KeyedCall(markup, tools, vocabulary, ...)`, a sampler constraint (sampling.py's protocol, as
+json_grammar.JsonConstraint): a byte automaton per answer. With `trigger`, the answer is free until it
+writes the call marker (outside its reasoning), the call is held, then free again until the next marker;
+without, the answer begins with the call (a demanded call). `KeyedMarkup` is the template's markup read off
+rendered probe calls (server/structured_output.py).
+
+What it is not: the values' types (the answer's parser types them by the schema), the call's parsing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from strata.engine.json_grammar import Vocabulary, text_after
+
+
+@dataclass(frozen=True)
+class KeyedMarkup:
+    """A template's call markup around the name, keys and values (Qwen3-Coder's in the comments)."""
+
+    opening: bytes       # after the marker, up to the name: b"\n<function="
+    first: bytes         # after the name, up to the first key: b">\n<parameter="
+    empty: bytes         # after the name of a call without arguments, through its end: b">\n</function>\n</tool_call>"
+    mid: bytes           # between a key and its value: b">\n"
+    value_end: bytes     # what ends a value (what the next key and the call's end begin with): b"\n</parameter>\n<"
+    next_key: bytes      # then up to the next key: b"parameter="
+    end: bytes           # or the call's end: b"/function>\n</tool_call>"
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: bytes
+    keys: tuple[bytes, ...] | None       # None: any keys (a tool whose schema lists no properties)
+    required: frozenset[bytes]
+
+    def more_keys(self, seen: frozenset[bytes]) -> bool:
+        return self.keys is None or any(k not in seen for k in self.keys)
+
+
+# States: ("lits", alternatives, pos): one of the byte strings must be written, each (data, then-state);
+# ("key", tool, seen, buf); ("value", tool, seen, tail); ("done",) the call is whole.
+
+
+class KeyedCall:
+    def __init__(self, markup: KeyedMarkup, tools: Sequence[tuple[str, Sequence[str] | None, Sequence[str]]],
+                 vocabulary: Vocabulary, eos_ids: Sequence[int] = (), trigger: bytes | None = None,
+                 reasoning: tuple[bytes, bytes] | None = None, opened: bool = False, after: bytes | None = None,
+                 lead: bytes = b""):
+        """`tools`: (name, parameter names or None for any, required names). `trigger`: the call marker; each call the
+        model opens is held. Without it the answer is the call, `lead` (its marker) first (after `after`, a
+        thinking model's closing tag when the prompt opened its reasoning). After the call the answer is
+        free."""
+        self.m = markup
+        self.tools = tuple(Tool(n.encode(), None if keys is None else tuple(k.encode() for k in keys),
+                                frozenset(r.encode() for r in req)) for n, keys, req in tools)
+        self.vocab = vocabulary
+        self.eos = frozenset(int(i) for i in eos_ids)
+        self.trigger, self.reasoning = trigger, reasoning
+        self.after = trigger if trigger is not None else after
+        self._seen = reasoning[0] if opened and reasoning is not None else b""
+        self._start = ("lits", tuple((lead + markup.opening + t.name, ("named", i)) for i, t in enumerate(self.tools)), 0)
+        self.state: tuple = self._start
+        self._memo: dict[tuple, tuple | None] = {}
+
+    @property
+    def active(self) -> bool:
+        return self.after is None and self.state != ("done",)
+
+    # ----- the automaton -----
+
+    def _expand(self, then: tuple) -> tuple:
+        """A state named by a `lits` alternative, made concrete."""
+        kind = then[0]
+        if kind == "named":                          # after the tool's name: its first key, or no arguments
+            tool = self.tools[then[1]]
+            alts = []
+            if tool.more_keys(frozenset()):
+                alts.append((self.m.first, ("key", then[1], frozenset(), b"")))
+            if not tool.required:
+                alts.append((self.m.empty, ("done",)))
+            return ("lits", tuple(alts), 0)
+        if kind == "after_value":
+            _, t, seen = then
+            tool = self.tools[t]
+            alts = []
+            if tool.more_keys(seen):
+                alts.append((self.m.next_key, ("key", t, seen, b"")))
+            if tool.required <= seen:
+                alts.append((self.m.end, ("done",)))
+            return ("lits", tuple(alts), 0)
+        return then
+
+    def _step(self, state: tuple, b: int) -> tuple | None:
+        key = (state, b)
+        if key not in self._memo:
+            if len(self._memo) > 100_000:
+                self._memo.clear()
+            self._memo[key] = self._step_uncached(state, b)
+        return self._memo[key]
+
+    def _step_uncached(self, state: tuple, b: int) -> tuple | None:
+        kind = state[0]
+        if kind == "lits":
+            _, alts, pos = state
+            going = tuple(a for a in alts if len(a[0]) > pos and a[0][pos] == b)
+            if going:                                # a longer alternative goes on (a longer tool name)
+                whole = [a for a in going if len(a[0]) == pos + 1]
+                if len(going) == 1 and whole:
+                    return self._expand(whole[0][1])
+                return ("lits", going, pos + 1)
+            for data, then in alts:                  # one written whole: b belongs to what follows it
+                if len(data) == pos:
+                    return self._step(self._expand(then), b)
+            return None
+        if kind == "key":
+            _, t, seen, buf = state
+            tool = self.tools[t]
+            nbuf = buf + bytes([b])
+            if tool.keys is None:                    # any key: up to the markup after it, each once
+                if self.m.mid[:1] != bytes([b]):
+                    return ("key", t, seen, nbuf) if b >= 0x20 and len(nbuf) <= 256 else None
+                known = buf and buf not in seen
+            else:
+                if any(k.startswith(nbuf) for k in tool.keys if k not in seen):
+                    return ("key", t, seen, nbuf)
+                known = buf in tool.keys and buf not in seen
+            if known and self.m.mid[:1] == bytes([b]):
+                nxt = ("value", t, seen | {buf}, b"")
+                return ("lits", ((self.m.mid, nxt),), 1) if len(self.m.mid) > 1 else nxt
+            return None
+        if kind == "value":
+            _, t, seen, tail = state
+            tail = (tail + bytes([b]))[-len(self.m.value_end):]
+            if tail == self.m.value_end:
+                return self._expand(("after_value", t, seen))
+            return ("value", t, seen, tail)
+        return None                                  # done: nothing more of the call
+
+    def _after_token(self, token: int) -> tuple | None:
+        state: tuple | None = self.state
+        for b in self.vocab.bytes[token]:
+            if state == ("done",):
+                return state                         # the call is whole: what follows is free
+            state = self._step(state, b)
+            if state is None:
+                return None
+        return state
+
+    # ----- the sampler's protocol -----
+
+    def allows(self, token: int) -> bool:
+        token = int(token)
+        if not self.active:
+            return True
+        if token in self.eos or not 0 <= token < self.vocab.n or not self.vocab.bytes[token]:
+            return False                             # the call must be finished first
+        if token in self.vocab.special and self.state[0] != "lits":
+            return False                             # a special token writes only the markup
+        return self._after_token(token) is not None
+
+    def advance(self, token: int) -> None:
+        token = int(token)
+        if not self.active and self.after is None:
+            return                                   # the call is whole and no more are held
+        self._feed(self.vocab.bytes[token] if 0 <= token < self.vocab.n else b"")
+
+    def _feed(self, data: bytes) -> None:
+        for i, b in enumerate(data):
+            if self.after is not None:
+                self._wait(data[i:])
+                return
+            if self.state == ("done",):
+                return
+            nxt = self._step(self.state, b)
+            if nxt is None:
+                raise ValueError(f"keyed call: {data!r} was not allowed here")
+            self.state = nxt
+            if nxt == ("done",) and self.trigger is not None:   # free until the next call's marker
+                self.state, self.after, self._seen = self._start, self.trigger, b""
+
+    def _wait(self, data: bytes) -> None:
+        assert self.after is not None
+        self._seen += data
+        rest = text_after(self._seen, self.after, self.reasoning if self.trigger is not None else None)
+        if rest is not None:
+            self.after, self._seen = None, b""
+            self._feed(rest)
+
+    def allowed_mask(self) -> np.ndarray:
+        mask = np.zeros(self.vocab.n, dtype=bool)
+        if not self.active:
+            mask[:] = True
+            return mask
+        for i in self.vocab.nonempty:
+            mask[i] = self.allows(int(i))
+        return mask
+
+    def best_allowed(self, logits: np.ndarray) -> int | None:
+        """The allowed token of the highest logit (the lowest id on a tie), or None when none is."""
+        logits = np.asarray(logits, dtype=np.float32)
+        top = np.argpartition(-logits, 63)[:64] if logits.shape[0] > 64 else np.arange(logits.shape[0])
+        first = top[np.lexsort((top, -logits[top]))]
+        for i in first:
+            if logits[i] > logits[first[-1]] and self.allows(int(i)):   # ties at the cut: the full scan
+                return int(i)
+        mask = self.allowed_mask()
+        if not mask.any():
+            return None
+        return int(np.argmax(np.where(mask, logits, np.float32(-np.inf))))

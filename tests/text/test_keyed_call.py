@@ -1,0 +1,98 @@
+"""Key-value tool calls held while they are written (strata.engine.keyed_call): an offered tool's name,
+keys among its parameters (each once, the required ones before the call closes), free values, then free
+text; on Qwen3-Coder's markup, over a small vocabulary of markup pieces."""
+
+from __future__ import annotations
+
+import pytest
+from strata.engine.json_grammar import Vocabulary
+from strata.engine.keyed_call import KeyedCall, KeyedMarkup
+
+XML = KeyedMarkup(opening=b"\n<function=", first=b">\n<parameter=", empty=b">\n</function>\n</tool_call>", mid=b">\n",
+                  value_end=b"\n</parameter>\n<", next_key=b"parameter=", end=b"/function>\n</tool_call>")
+PIECES = [b"<tool_call>", b"\n<function=", b"edit_file", b"edit", b"_file", b"edit_fil", b"read", b">\n<parameter=",
+          b"path", b"pth", b"line", b"ne", b"li", b">\n", b"a.py", b"\n</parameter>\n<", b"parameter=",
+          b"/function>\n</tool_call>", b"Hi", b" there", b">\n</function>\n</tool_call>", b"\n", b"<", b"x"]
+VOCAB = Vocabulary(PIECES + [b"<eos>"], special_ids=[len(PIECES)])
+EOS = len(PIECES)
+TOOLS = [("edit_file", ("path", "line"), ("path",)), ("read", (), ())]
+
+
+def tok(piece: bytes) -> int:
+    return PIECES.index(piece)
+
+
+def write(c: KeyedCall, pieces: list[bytes]) -> None:
+    for p in pieces:
+        assert c.allows(tok(p)), p
+        c.advance(tok(p))
+
+
+def test_a_demanded_call_takes_only_offered_names_and_keys():
+    c = KeyedCall(XML, TOOLS, VOCAB, [EOS], lead=b"<tool_call>")
+    assert not c.allows(tok(b"Hi")) and not c.allows(EOS)
+    write(c, [b"<tool_call>", b"\n<function="])
+    assert not c.allows(tok(b"x")) and not c.allows(tok(b"pth"))
+    write(c, [b"edit_fil"])                                  # a misspelling must go on to a real name
+    assert not c.allows(tok(b">\n<parameter=")) and not c.allows(tok(b">\n"))
+    c = KeyedCall(XML, TOOLS, VOCAB, [EOS], lead=b"<tool_call>")
+    write(c, [b"<tool_call>", b"\n<function=", b"edit", b"_file", b">\n<parameter="])
+    assert not c.allows(tok(b"pth"))                         # not a parameter of edit_file
+    write(c, [b"path", b">\n", b"a.py", b"x", b"\n</parameter>\n<"])
+    assert c.allows(tok(b"/function>\n</tool_call>"))      # path given: the call may close
+    write(c, [b"parameter="])
+    assert not c.allows(tok(b"path"))                        # each key once
+    write(c, [b"li", b"ne", b">\n", b"x", b"\n</parameter>\n<", b"/function>\n</tool_call>"])
+    assert not c.active and c.allows(tok(b"Hi")) and c.allows(EOS)     # free after the call
+
+
+def test_required_keys_come_before_the_end_and_the_call_must_finish():
+    c = KeyedCall(XML, TOOLS, VOCAB, [EOS], lead=b"<tool_call>")
+    write(c, [b"<tool_call>", b"\n<function=", b"edit_file"])
+    assert not c.allows(tok(b">\n</function>\n</tool_call>"))      # edit_file requires path
+    write(c, [b">\n<parameter=", b"line", b">\n", b"x", b"\n</parameter>\n<"])
+    assert not c.allows(tok(b"/function>\n</tool_call>"))           # still no path
+    assert not c.allows(EOS)                                         # an unfinished call cannot end the answer
+    write(c, [b"parameter=", b"path", b">\n", b"a.py", b"\n</parameter>\n<", b"/function>\n</tool_call>"])
+    assert not c.active
+
+
+def test_a_tool_without_parameters_closes_at_once():
+    c = KeyedCall(XML, TOOLS, VOCAB, [EOS], lead=b"<tool_call>")
+    write(c, [b"<tool_call>", b"\n<function=", b"read"])
+    assert not c.allows(tok(b">\n<parameter="))
+    write(c, [b">\n</function>\n</tool_call>"])
+    assert not c.active
+
+
+def test_calls_the_model_opens_are_held_each_time_and_the_rest_is_free():
+    c = KeyedCall(XML, TOOLS, VOCAB, [EOS], trigger=b"<tool_call>")
+    write(c, [b"Hi", b" there", b"\n"])                     # free text before a call
+    assert c.allows(EOS)
+    write(c, [b"<tool_call>"])
+    assert not c.allows(tok(b"Hi")) and not c.allows(EOS)
+    write(c, [b"\n<function=", b"read", b">\n</function>\n</tool_call>", b"\n", b"<tool_call>", b"\n<function="])
+    assert not c.allows(tok(b"x")) and c.allows(tok(b"edit_file"))
+    with pytest.raises(ValueError):
+        c.advance(tok(b"x"))                                 # the second call is held too
+
+
+def test_best_allowed_picks_the_best_token_the_call_allows():
+    import numpy as np
+
+    c = KeyedCall(XML, TOOLS, VOCAB, [EOS], lead=b"<tool_call>")
+    write(c, [b"<tool_call>", b"\n<function=", b"edit_file", b">\n<parameter="])
+    logits = np.zeros(VOCAB.n, dtype=np.float32)
+    logits[tok(b"pth")], logits[tok(b"line")], logits[tok(b"path")] = 9.0, 5.0, 4.0
+    assert c.best_allowed(logits) == tok(b"line")
+
+
+def test_a_tool_whose_schema_lists_no_properties_takes_any_keys_once():
+    c = KeyedCall(XML, [("edit_file", None, ())], VOCAB, [EOS], lead=b"<tool_call>")
+    write(c, [b"<tool_call>", b"\n<function=", b"edit_file", b">\n<parameter=", b"pth", b">\n", b"x",
+              b"\n</parameter>\n<", b"parameter="])
+    assert not c.allows(tok(b">\n"))                         # a key is not empty
+    write(c, [b"x", b">\n", b"a.py", b"\n</parameter>\n<", b"parameter=", b"pth"])
+    assert not c.allows(tok(b">\n"))                         # "pth" was given already (a longer key may go on)
+    write(c, [b"path", b">\n", b"x", b"\n</parameter>\n<", b"/function>\n</tool_call>"])
+    assert not c.active
