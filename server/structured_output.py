@@ -9,7 +9,8 @@ the model must stay free to call them, so no JSON is enforced (docs/api.md says 
 tools and a choice that demands a call, the answer opens a call as the model's template writes one (read
 off a probe rendering, up to a tool's name; the marker alone, `<tool_call>`, Mistral's `[TOOL_CALLS]` or
 Seed-OSS's `<seed:tool_call>`, when the probe shows none; nothing for Harmony, whose calls are a channel),
-and a template that writes `<tool_call>` + JSON has the whole call held as JSON. A reasoning model's answer
+and a template that writes `<tool_call>` + JSON has the whole call held as JSON, one that writes key-value
+markup (Qwen3-Coder's XML, GLM's) its name and keys (KeyedCallRule). A reasoning model's answer
 is free until its reasoning closes (the `</think>` tag, Harmony's final channel).
 `answer_rule` picks one answer's rule for every API; the scheduler builds its constraint with
 `constraint_for(tokenizer, eos_ids)`.
@@ -184,8 +185,9 @@ def keyed_rule(engine: Any, marker: bytes, tools: list[dict], **how: Any) -> Key
 
 def call_schema(tools: list[dict]) -> Node:
     """A call's JSON: {"name": one of the tools, "arguments": what that tool's parameters allow} (json_schema
-    compile_call: objects that list properties take only those; a parameters schema this cannot enforce
-    leaves that tool's arguments free: it is the agent's schema, not a format the request asked for)."""
+    compile_call, lenient: objects that list properties take only those; keywords that only validate are
+    passed over and a part that cannot be held takes any value: it is the agent's schema, not a format the
+    request asked for)."""
     return compile_call([(t["function"]["name"], t["function"].get("parameters")) for t in tools])
 
 
