@@ -9,6 +9,8 @@ session carries one, so a server that refuses the role answers every request wit
 
 from __future__ import annotations
 
+import json
+
 import anthropic
 import openai
 import pytest
@@ -106,3 +108,22 @@ def test_a_bad_system_message_is_a_400_naming_it(claude, messages, needle):
     with pytest.raises(anthropic.BadRequestError) as e:
         claude.messages.create(model="local", max_tokens=4, messages=messages)
     assert needle in e.value.body["error"]["message"]
+
+
+def test_the_interactive_clis_title_request_gets_its_json(claude):
+    """The interactive CLI's side request that names the session: no tools (an empty list), the answer held
+    to a JSON schema through `output_config.format`, and a `safeguards` field the server has no use for."""
+    schema = {"type": "object", "properties": {"title": {"type": "string", "maxLength": 40}}, "required": ["title"],
+              "additionalProperties": False}
+    fields = {**CLI_FIELDS, "tools": [], "output_config": {"effort": "high", "format": {"type": "json_schema",
+                                                                                        "schema": schema}},
+              "safeguards": [{"type": "dangerous_tool_use", "classifier_context": {"v": 1, "platform": "linux"}}]}
+    fields.pop("thinking")
+    with claude.beta.messages.stream(model="local", max_tokens=32000, system=SYSTEM,
+                                     messages=[{"role": "user", "content": "Name this session: list the files"}],
+                                     betas=BETAS + ["structured-outputs-2025-12-15"], extra_headers=CLI_HEADERS,
+                                     extra_body=fields) as stream:
+        message = stream.get_final_message()
+    assert message.stop_reason == "end_turn", message
+    title = json.loads(message.content[0].text)
+    assert set(title) == {"title"} and isinstance(title["title"], str)
