@@ -20,11 +20,10 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from strata.engine.json_numbers import reachable
+from strata.engine.json_numbers import MAX_NUMBER, reachable
 from strata.engine.json_schema import ANY_ARRAY, ANY_NUMBER, ANY_OBJECT, ANY_STRING, ANY_WORD, Node
 
 MAX_WS = 24            # consecutive whitespace bytes between tokens
-MAX_NUMBER = 24        # bytes of one number (json_schema refuses bounds no such number can meet)
 WS = frozenset(b" \t\n\r")
 DIGITS = frozenset(b"0123456789")
 HEX = frozenset(b"0123456789abcdefABCDEF")

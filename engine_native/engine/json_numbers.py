@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+MAX_NUMBER = 24        # bytes of one number an answer may write (so a model cannot stall in one)
+
 
 @dataclass(frozen=True)
 class Bounds:

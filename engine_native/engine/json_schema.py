@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from strata.engine.json_numbers import Bounds, writable
+from strata.engine.json_numbers import MAX_NUMBER, Bounds, writable
 from strata.engine.json_patterns import Pattern, PatternError, compile_pattern, format_pattern
 
 ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$schema", "$id", "$comment", "strict",
@@ -38,7 +38,6 @@ VALIDATION_ONLY = frozenset({"pattern", "format", "multipleOf", "uniqueItems", "
                              "propertyNames", "patternProperties", "contentEncoding", "contentMediaType",
                              "dependentRequired", "dependencies", "not", "if", "then", "else", "contains",
                              "minContains", "maxContains", "unevaluatedProperties", "unevaluatedItems"})
-MAX_NUMBER_CHARS = 24   # json_grammar.MAX_NUMBER: the longest number an answer may write
 BOUND_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 
@@ -150,9 +149,9 @@ def _bounds(schema: dict, kind: str, where: str) -> Bounds | None:
         empty = ilo is not None and ihi is not None and ilo > ihi
     else:
         empty = lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_open or hi_open)))
-    if empty or not writable(b, kind == "integer", MAX_NUMBER_CHARS):
+    if empty or not writable(b, kind == "integer", MAX_NUMBER):
         raise SchemaError(f"{where}: minimum / maximum allow no {kind}"
-                          + ("" if empty else f" of at most {MAX_NUMBER_CHARS} characters"))
+                          + ("" if empty else f" of at most {MAX_NUMBER} characters"))
     return b
 
 
