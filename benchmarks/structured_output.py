@@ -1,5 +1,5 @@
 """What holding answers to JSON costs: the default model generating the same prompts greedily with and
-without a `response_format`-style constraint (strata.engine.json_grammar), side by side in one process.
+without a `response_format`-style constraint (strata.engine.json_constraint), side by side in one process.
 
 Prints, per schema, tokens/s of the constrained and the free answers (prompt reading included) and the
 sampler's own milliseconds per token with the constraint. Not a test (no assertion).
@@ -13,10 +13,11 @@ import argparse
 import time
 
 from strata.engine import Engine
-from strata.engine.json_grammar import JsonConstraint, Vocabulary
+from strata.engine.json_constraint import JsonConstraint
 from strata.engine.json_schema import ANY_OBJECT, compile_schema
 from strata.engine.models import default_model_path
 from strata.engine.sampling import Sampler, SamplingParams
+from strata.engine.token_bytes import Vocabulary
 
 PROMPTS = ["A dog named Rex with four legs who loves people. Describe it.", "Describe a grumpy cat.",
            "List three fruits with their colors.", "Give me a user profile for Ada, 36, engineer in Lyon."]

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from strata.engine.forced_start import ForcedStart
-from strata.engine.json_grammar import JsonConstraint, Vocabulary
+from strata.engine.json_constraint import JsonConstraint
 from strata.engine.json_schema import ANY_OBJECT, Node, SchemaError, compile_call, compile_schema
 from strata.engine.keyed_call import KeyedCall, KeyedMarkup
+from strata.engine.token_bytes import Vocabulary
 from strata.server.call_probe import (
     PROBE_TOOL,
     call_marker,

@@ -3,7 +3,7 @@
 would rather write first.
 
 What it is: `ForcedStart(texts, vocabulary, after=None)`, a sampler constraint (sampling.py's protocol, as
-json_grammar.JsonConstraint): until one of `texts` has been written whole, a token is allowed only when its
+json_constraint.JsonConstraint): until one of `texts` has been written whole, a token is allowed only when its
 bytes agree with one still possible (a prefix of what is left of it, or all of it and more); then the
 answer is free. With `after`, the answer is free until those bytes appear (a thinking model's closing tag)
 and the forced start follows; with `repeat`, each time they appear (outside a reasoning block: the
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from strata.engine.json_grammar import Vocabulary, text_after
+from strata.engine.token_bytes import Vocabulary, text_after
 
 
 class ForcedStart:

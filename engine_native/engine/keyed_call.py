@@ -4,7 +4,7 @@ names, and then each argument's key is one of that tool's parameters not written
 come before the call closes, and the values are the model's own text.
 
 What it is: `KeyedCall(markup, tools, vocabulary, ...)`, a sampler constraint (sampling.py's protocol, as
-json_grammar.JsonConstraint): a byte automaton per answer. With `trigger`, the answer is free until it
+json_constraint.JsonConstraint): a byte automaton per answer. With `trigger`, the answer is free until it
 writes the call marker (outside its reasoning), the call is held, then free again until the next marker;
 without, the answer begins with the call (a demanded call). `KeyedMarkup` is the template's markup read off
 rendered probe calls (server/structured_output.py).
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from strata.engine.json_grammar import Vocabulary, text_after
+from strata.engine.token_bytes import Vocabulary, text_after
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ llama.cpp's default sampler chain (common/sampling.cpp):
   temperature and one token is drawn from their softmax with a NumPy PCG64 generator seeded by
   `seed` (None: fresh OS entropy). The draw cannot match llama.cpp's mt19937 stream, only its law.
 
-A `constraint` (json_grammar.JsonConstraint: JSON answers for `response_format`) limits the tokens a
+A `constraint` (json_constraint.JsonConstraint: JSON answers for `response_format`) limits the tokens a
 sample may return; the sampler otherwise works as above.
 
 What it is not: the decode loop (Engine.generate, the server), stop strings.
@@ -138,7 +138,7 @@ class Sampler:
         self._bias = np.array([b for _, b in self.params.logit_bias], dtype=np.float32)
         self.n_vocab = n_vocab
         self._rng = np.random.Generator(np.random.PCG64(self.params.seed))
-        # what may come next (json_grammar.JsonConstraint: allows / advance / best_allowed / allowed_mask)
+        # what may come next (json_constraint.JsonConstraint: allows / advance / best_allowed / allowed_mask)
         self.constraint = constraint
         self.refusals = 0      # first choices the constraint refused (the server's /metrics)
 

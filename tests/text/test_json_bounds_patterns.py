@@ -10,10 +10,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from strata.engine.json_grammar import JsonConstraint, Vocabulary, complete, step
+from strata.engine.json_constraint import JsonConstraint
+from strata.engine.json_grammar import complete, step
 from strata.engine.json_patterns import FORMATS, PatternError, compile_pattern
 from strata.engine.json_schema import SchemaError, compile_call, compile_schema
 from strata.engine.sampling import Sampler, SamplingParams
+from strata.engine.token_bytes import Vocabulary
 
 
 def verdict(root, text: str | bytes) -> str:

@@ -8,9 +8,11 @@ import json
 
 import numpy as np
 import pytest
-from strata.engine.json_grammar import JsonConstraint, Vocabulary, complete, step
+from strata.engine.json_constraint import JsonConstraint
+from strata.engine.json_grammar import complete, step
 from strata.engine.json_schema import ANY_OBJECT, SchemaError, compile_schema
 from strata.engine.sampling import Sampler, SamplingParams
+from strata.engine.token_bytes import Vocabulary
 
 PERSON = {"type": "object", "additionalProperties": False, "required": ["name", "age"],
           "properties": {"name": {"type": "string", "maxLength": 8}, "age": {"type": "integer"},
@@ -148,7 +150,7 @@ def test_free_until_the_reasoning_closes(smollm_tokenizer):
 
 
 def test_a_lead_comes_before_the_value():
-    from strata.engine.json_grammar import JsonConstraint as C
+    from strata.engine.json_constraint import JsonConstraint as C
 
     c = C(compile_schema({"type": "object", "properties": {"a": {"type": "integer"}}}), Vocabulary([]), (),
           lead=b"<tool_call>")

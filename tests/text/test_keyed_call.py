@@ -5,8 +5,8 @@ text; on Qwen3-Coder's markup, over a small vocabulary of markup pieces."""
 from __future__ import annotations
 
 import pytest
-from strata.engine.json_grammar import Vocabulary
 from strata.engine.keyed_call import KeyedCall, KeyedMarkup
+from strata.engine.token_bytes import Vocabulary
 
 XML = KeyedMarkup(opening=b"\n<function=", first=b">\n<parameter=", empty=b">\n</function>\n</tool_call>", mid=b">\n",
                   value_end=b"\n</parameter>\n<", next_key=b"parameter=", end=b"/function>\n</tool_call>")

@@ -1,0 +1,174 @@
+"""JSON output constrained while it is generated, token by token: `JsonConstraint(root, vocabulary, eos_ids)`
+follows one answer through json_grammar.py's byte automaton and says which tokens may come next
+(`allows`, `best_allowed`, `allowed_mask`), `advance`s on the chosen one, and allows the end of the answer
+(an end-of-generation token) only once the top-level value is complete. With `after` set, the answer is
+free until those bytes have been generated (a reasoning model's closing tag); with `trigger`, a value is
+held each time the answer writes it (a tool call's JSON after each `<tool_call>`).
+
+Not here: the automaton (json_grammar.py), the schema compiler (json_schema.py), the sampler (sampling.py
+calls this), the API fields (server/structured_output.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from strata.engine.json_grammar import complete, step
+from strata.engine.json_schema import Node
+from strata.engine.token_bytes import Vocabulary, text_after
+
+
+class JsonConstraint:
+    """One answer's automaton over tokens. `after`: bytes the answer may write freely before the JSON
+    (a reasoning block's closing tag); the constraint starts once they have been generated. `lead`: bytes
+    it must write first (`<tool_call>` before a call's JSON)."""
+
+    def __init__(self, root: Node, vocabulary: Vocabulary, eos_ids: Iterable[int], after: bytes | None = None,
+                 lead: bytes = b"", trigger: bytes | None = None, reasoning: tuple[bytes, bytes] | None = None,
+                 opened: bool = False, close: bytes = b"", may_think: tuple[bytes, bytes] | None = None):
+        self.vocab = vocabulary
+        self.eos = frozenset(int(i) for i in eos_ids)
+        # `lead`: bytes the answer must write before the value (special tokens may write them)
+        self.state: tuple = ((("V", root),) + ((("P", lead, 0),) if lead else ()), 0)
+        self._initial = self.state
+        # `trigger`: each time the answer writes it (outside a `reasoning` block), a value is held, then
+        # `close` is written, then the answer is free again (a tool call's JSON after each `<tool_call>`)
+        self.trigger, self.reasoning = trigger, reasoning
+        self.close, self._closing = close, False   # bytes forced after each held value (`</tool_call>`)
+        self.after = trigger if trigger is not None else after
+        self._free = b""                     # the answer's bytes while waiting for `after`
+        if opened and reasoning is not None:
+            self._free = reasoning[0]        # the prompt opened the reasoning: the answer starts inside it
+        self._memo: dict[tuple, tuple | None] = {}
+        # `may_think`: an answer whose first token opens a reasoning block thinks freely until it closes,
+        # then the value (a thinking model the prompt did not put in its reasoning)
+        self.may_think = may_think if after is None and trigger is None and not lead else None
+
+    @property
+    def active(self) -> bool:
+        return self.after is None
+
+    def _step(self, state: tuple, b: int) -> tuple | None:
+        key = (state, b)
+        try:
+            return self._memo[key]
+        except KeyError:
+            if len(self._memo) > 200_000:
+                self._memo.clear()
+            out = self._memo[key] = step(state, b)
+            return out
+
+    def _after_token(self, token: int) -> tuple | None:
+        state: tuple | None = self.state
+        for b in self.vocab.bytes[token]:
+            state = self._step(state, b)
+            if state is None:
+                return None
+        return state
+
+    def _opens_thinking(self, token: int) -> bool:
+        return (self.may_think is not None and 0 <= token < self.vocab.n
+                and self.vocab.bytes[token].startswith(self.may_think[0]))
+
+    def allows(self, token: int) -> bool:
+        token = int(token)
+        if not self.active or self._opens_thinking(token):
+            return True
+        if token in self.eos:
+            return complete(self.state)
+        if not 0 <= token < self.vocab.n or not self.vocab.bytes[token]:
+            return False
+        if token in self.vocab.special and not (self.state[0] and self.state[0][-1][0] == "P"):
+            return False            # a special token's text is no JSON: only a lead may be written by one
+        return self._after_token(token) is not None
+
+    def advance(self, token: int) -> None:
+        """Moves past a token the sampler chose (one `allows` accepted)."""
+        token = int(token)
+        if self._opens_thinking(token):                  # free until the reasoning closes
+            assert self.may_think is not None
+            self.after, data = self.may_think[1], self.vocab.bytes[token][len(self.may_think[0]):]
+            self.may_think = None
+            self._free_bytes(data)
+            return
+        self.may_think = None                            # only the first token may open it
+        if not self.active:
+            self._free_bytes(self.vocab.bytes[token] if 0 <= token < self.vocab.n else b"")
+            return
+        if token in self.eos:
+            return
+        nxt = self._after_token(token)
+        if nxt is None:
+            raise ValueError(f"json constraint: token {token} was not allowed here")
+        self.state = nxt
+        if self.trigger is not None and not nxt[0]:      # the value is whole
+            if self.close and not self._closing:         # its closing tag, then free until the next trigger
+                self.state, self._closing = ((("P", self.close, 0),), 0), True
+            else:
+                self.state, self.after, self._free, self._closing = self._initial, self.trigger, b"", False
+
+    def _candidates(self) -> np.ndarray:
+        """Ids whose first byte may come next (and the end tokens): a superset of the allowed ones."""
+        parts = [ids for b, ids in self.vocab.by_first.items() if self._step(self.state, b) is not None]
+        parts.append(np.array(sorted(self.eos), dtype=np.int64))
+        return np.concatenate(parts)
+
+    def _free_bytes(self, data: bytes) -> None:
+        """Bytes before `after` is seen; once it is, the JSON begins with what followed it."""
+        assert self.after is not None
+        self._free += data
+        rest = text_after(self._free, self.after, self.reasoning if self.trigger is not None else None)
+        if rest is not None:
+            self.after, self._free = None, b""
+            for b in rest:
+                nxt = self._step(self.state, b)
+                if nxt is not None:
+                    self.state = nxt
+
+    def feed(self, data: bytes) -> None:
+        """Moves past bytes the answer starts with that no token chose (a prefill); ValueError when they
+        cannot begin the value."""
+        if data:
+            self.may_think = None            # the answer has begun: it can no longer open its reasoning
+        if not self.active:
+            self._free_bytes(data)
+            return
+        for b in data:
+            nxt = self._step(self.state, b)
+            if nxt is None:
+                raise ValueError(f"json constraint: {data!r} cannot begin the value")
+            self.state = nxt
+
+    def allowed_mask(self) -> np.ndarray:
+        """(n_vocab,) bool: the tokens that may come next."""
+        mask = np.zeros(self.vocab.n, dtype=bool)
+        if not self.active:
+            mask[:] = True
+            return mask
+        if complete(self.state):
+            mask[[i for i in self.eos if 0 <= i < self.vocab.n]] = True
+        for b, ids in self.vocab.by_first.items():
+            if self._step(self.state, b) is None:
+                continue
+            for i in ids:
+                if self._after_token(int(i)) is not None:
+                    mask[i] = True
+        return mask
+
+    def best_allowed(self, logits: np.ndarray) -> int | None:
+        """The allowed token of the highest logit (the lowest id on a tie), or None when none is."""
+        logits = np.asarray(logits, dtype=np.float32)
+        top = np.argpartition(-logits, 63)[:64] if logits.shape[0] > 64 else np.arange(logits.shape[0])
+        first = top[np.lexsort((top, -logits[top]))]     # the 64 best, best first, lower id first on a tie
+        for i in first:
+            if logits[i] > logits[first[-1]] and self.allows(int(i)):   # ties at the cut: the full sort
+                return int(i)
+        order = self._candidates()
+        order = order[np.lexsort((order, -logits[order]))]
+        for i in order:
+            if not np.isfinite(logits[i]) and logits[i] < 0:
+                return None
+            if self.allows(int(i)):
+                return int(i)
+        return None
