@@ -51,6 +51,9 @@ def ready_state(request: web.Request) -> ServerState:
 
 # ----- request parsing -----
 
+CHAT_MEDIA = ("image_url", "input_image", "input_audio", "file")
+
+
 def _content_text(content: Any, where: str) -> str:
     if content is None:
         return ""
@@ -58,8 +61,23 @@ def _content_text(content: Any, where: str) -> str:
         return content
     if isinstance(content, list):
         return f.text_of_parts(content, where, text_types=("text", "input_text"),
-                               media_types=("image_url", "input_image", "input_audio", "file"), noun="parts")
+                               media_types=CHAT_MEDIA, noun="parts")
     raise APIError(400, f"{where} must be a string or an array of content parts", param=where)
+
+
+MEDIA_IN_TOOL_OUTPUT = "[{kind} omitted: this model reads text only]"
+
+
+def tool_output_text(content: Any, where: str, text_types: tuple[str, ...], media_types: tuple[str, ...]) -> str:
+    """A tool's output as text. An image or file part there (a tool that returned a screenshot: the Agents
+    SDK's ToolOutputImage) becomes a note instead of a 400: the agent did not choose it and resends it
+    every turn, so its session could not go on. (An image the user sends is still refused.)"""
+    if isinstance(content, list):
+        content = [{"type": "text", "text": MEDIA_IN_TOOL_OUTPUT.format(kind=p["type"])}
+                   if isinstance(p, dict) and p.get("type") in media_types else p for p in content]
+        return f.text_of_parts(content, where, text_types=(*text_types, "text"), media_types=media_types,
+                               noun="parts")
+    return _content_text(content, where)
 
 
 def parse_messages(raw: list) -> list[dict]:
@@ -68,8 +86,10 @@ def parse_messages(raw: list) -> list[dict]:
         role = m.get("role")
         if role not in ROLES:
             raise APIError(400, f"{where}.role must be one of {', '.join(ROLES)}; got {role!r}", param=where)
-        msg: dict[str, Any] = {"role": "system" if role == "developer" else role,
-                               "content": _content_text(m.get("content"), f"{where}.content")}
+        cw = f"{where}.content"
+        text = tool_output_text(m.get("content"), cw, ("input_text",), CHAT_MEDIA) if role == "tool" \
+            else _content_text(m.get("content"), cw)
+        msg: dict[str, Any] = {"role": "system" if role == "developer" else role, "content": text}
         if role == "assistant" and m.get("tool_calls") is not None:
             calls = m["tool_calls"]
             if not isinstance(calls, list):

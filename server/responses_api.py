@@ -29,7 +29,7 @@ from strata.server import fields as f
 from strata.server.errors import APIError
 from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
-from strata.server.openai_api import parse_sampling, ready_state
+from strata.server.openai_api import parse_sampling, ready_state, tool_output_text
 from strata.server.prompting import (
     PLAIN,
     AnswerFormat,
@@ -49,6 +49,8 @@ log = logging.getLogger("strata.server")
 
 ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 SKIPPED_ITEMS = ("web_search_call", "file_search_call", "image_generation_call")
+TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
+MEDIA_PARTS = ("input_image", "input_file", "input_audio")
 CUSTOM_INPUT = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
 
 # ----- request parsing -----
@@ -60,8 +62,7 @@ def _text(content: Any, where: str) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return f.text_of_parts(content, where, text_types=("input_text", "output_text", "text", "refusal"),
-                               media_types=("input_image", "input_file", "input_audio"), noun="parts")
+        return f.text_of_parts(content, where, text_types=TEXT_PARTS, media_types=MEDIA_PARTS, noun="parts")
     raise APIError(400, f"{where} must be a string or an array of content parts", param="input")
 
 
@@ -115,7 +116,7 @@ def parse_input(body: dict) -> list[dict]:
                 out[-1]["reasoning_content"], thought = thought, None
         elif kind in ("function_call_output", "custom_tool_call_output"):
             out.append({"role": "tool", "tool_call_id": str(item.get("call_id", "")),
-                        "content": _text(item.get("output"), f"{where}.output")})
+                        "content": tool_output_text(item.get("output"), f"{where}.output", TEXT_PARTS, MEDIA_PARTS)})
         elif kind == "compaction":
             summary = compaction.unseal(item.get("encrypted_content"))
             if summary is None:
@@ -196,6 +197,14 @@ async def _read_request(request: web.Request) -> tuple[Any, dict]:
     if body.get("previous_response_id") is not None:
         raise APIError(400, "'previous_response_id' is not supported: this server keeps no responses; send the "
                             "whole conversation in 'input'", param="previous_response_id")
+    # server-side state named by id: ignored, the answer would silently lose the history or instructions
+    # (the Agents SDK's conversation_id sends only the new items)
+    if body.get("conversation") is not None:
+        raise APIError(400, "'conversation' is not supported: this server keeps no conversations; send the "
+                            "whole conversation in 'input'", param="conversation")
+    if body.get("prompt") is not None:
+        raise APIError(400, "'prompt' (a stored prompt template) is not supported: this server keeps no prompts; "
+                            "send 'instructions' and 'input'", param="prompt")
     if body.get("background"):
         raise APIError(400, "'background' is not supported", param="background")
     return state, body
