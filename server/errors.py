@@ -15,6 +15,7 @@ _TYPES: dict[int, tuple[str, str]] = {
     403: ("permission_error", "permission_error"),
     404: ("not_found_error", "not_found_error"),
     405: ("invalid_request_error", "invalid_request_error"),
+    408: ("invalid_request_error", "invalid_request_error"),
     413: ("invalid_request_error", "request_too_large"),
     415: ("invalid_request_error", "invalid_request_error"),
     422: ("invalid_request_error", "invalid_request_error"),
@@ -66,5 +67,8 @@ def error_body(api: str, status: int, message: str, param: str | None = None, co
 
 
 def error_response(api: str, err: APIError) -> web.Response:
-    return web.json_response(error_body(api, err.status, err.message, err.param, err.code), status=err.status,
+    resp = web.json_response(error_body(api, err.status, err.message, err.param, err.code), status=err.status,
                              headers=err.headers)
+    if err.headers.get("Connection", "").lower() == "close":
+        resp.force_close()   # the header alone is sent, but aiohttp would read on: what follows is not a request
+    return resp

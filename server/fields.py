@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestPayloadError
+from strata.server.body_read import read_body
 from strata.server.errors import APIError
 
 log = logging.getLogger("strata.server")
@@ -22,7 +22,8 @@ MAX_TOKENS_LIMIT = 1 << 20   # a max_tokens above this is a client bug, not a wi
 
 
 async def read_json_object(request: web.Request) -> dict[str, Any]:
-    """The body as a JSON object; 400 for anything else (413 for a body over the limit comes from aiohttp)."""
+    """The body as a JSON object; 400 for anything else (body_read.read_body: 400 for broken framing, 408
+    for a body that stopped arriving, 413 over the limit)."""
     ctype = request.content_type
     if ctype not in ("application/json", "", "application/octet-stream", "text/plain"):
         hint = " (curl -d sends a form: add -H 'Content-Type: application/json')" \
@@ -31,15 +32,7 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     refused = refused_encoding(request)
     if refused:
         raise APIError(415, refused)
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        limit = request.app._client_max_size  # noqa: SLF001 - aiohttp keeps the limit there only
-        raise APIError(413, f"the request body is larger than the limit of {limit} bytes (--max-body-mib)") from None
-    except RequestPayloadError as e:   # e.g. 'Content-Encoding: gzip' over bytes that are not gzip
-        # aiohttp closes the connection after it: said, so that a client's pool does not send on it again
-        raise APIError(400, f"the request body cannot be read: {str(e).strip()}",
-                       headers={"Connection": "close"}) from None
+    raw = await read_body(request)   # 400 / 408 / 413 for a body that cannot be read whole
     if not raw.strip():
         raise APIError(400, "the request body is empty; expected a JSON object")
     body = parse_json_body(raw)

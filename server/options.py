@@ -140,6 +140,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("alias", str, None, "extra model names listed by GET /v1/models, comma-separated (any name is "
            "served by the loaded model anyway)", metavar="NAMES"),
     Option("max-body-mib", float, 16.0, "largest accepted request body, in MiB", minimum=0.001, maximum=1024),
+    Option("body-idle-s", float, 30.0, "a request body that sends nothing for this many seconds is answered "
+           "408 and its connection closed (a stalled client; a Content-Length larger than the body)",
+           minimum=0.05, maximum=3600.0),
     Option("queue", int, 64, "requests that may wait for a context; beyond that 503 with Retry-After",
            minimum=0, maximum=100000),
     Option("prefill-chunk", int, 512, "tokens of a prompt read per step, between the decode steps of other "

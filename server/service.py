@@ -80,6 +80,15 @@ def _base_url_hint(path: str) -> str:
             "http://HOST:PORT, the OpenAI SDK http://HOST:PORT/v1; docs/api.md)")
 
 
+async def answer_then_close(request: web.Request, resp: web.StreamResponse) -> None:
+    """Send `resp` now, then close the connection: the request's body was not read whole (its framing broke,
+    it stopped arriving, it does not inflate), so what follows on the connection is no request, and aiohttp
+    would otherwise linger up to 10 s reading the rest before closing."""
+    await resp.prepare(request)
+    await resp.write_eof()
+    request.protocol.force_close()
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     api = api_of_path(request.path)
@@ -88,7 +97,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except APIError as e:
         if e.status < 500:
             request.app[STATE].metrics.add_rejected("bad_request" if e.status != 401 else "auth")
-        return error_response(api, e)
+        resp = error_response(api, e)
+        if e.headers.get("Connection", "").lower() == "close":
+            await answer_then_close(request, resp)
+        return resp
     except web.HTTPException as e:
         if e.status < 400:
             raise

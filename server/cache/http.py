@@ -12,9 +12,10 @@ scheduler's lock on that context while it runs).
 from __future__ import annotations
 
 import asyncio
+import json
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestPayloadError
+from strata.server.body_read import read_body
 from strata.server.fields import refused_encoding
 
 from .sessions import SessionNameError, validate_session_name
@@ -34,14 +35,13 @@ async def _ctx_from_body(request: web.Request) -> int:
     refused = refused_encoding(request)
     if refused:
         raise ValueError(refused)
+    raw = await read_body(request)   # an APIError (broken framing, stalled, over the limit) is the middleware's
     try:
-        body = await request.json()
+        body = json.loads(raw)
     except ValueError:
         raise ValueError("body must be JSON") from None
     except RecursionError:   # Python's decoder gives up near 1,000 levels
         raise ValueError("body must be JSON of a sane depth (it nests arrays or objects ~1,000 deep)") from None
-    except RequestPayloadError as e:   # 'Content-Encoding: gzip' over bytes that are not gzip
-        raise ValueError(f"body cannot be read: {str(e).strip()}") from None
     if body is None:
         return 0
     if not isinstance(body, dict):

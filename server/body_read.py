@@ -1,0 +1,84 @@
+"""Reading a request body, answered whatever the bytes do: a body whose framing breaks after the
+headers, or that stops arriving, gets an error in the API's shape instead of a handler waiting on it.
+
+What this is: `read_body(request)`, the one place a handler reads a body. aiohttp's C parser, when the
+chunked framing breaks after the headers were read (a chunk size that is not hex, chunk data without
+its CRLF), queues the error as the connection's next request instead of failing the body being read:
+the handler waited until the client hung up. Here the read watches for that error (400, naming it) and
+for a body that sends nothing for `--body-idle-s` (408: a stalled client, a Content-Length larger
+than what was sent, a chunked body without its last chunk). Either answer closes the connection: what
+follows on it is not a request. What this is not: the JSON checks (fields.py), nor aiohttp's own
+plain-text 400 for a request line or header it cannot parse, sent before any handler runs (docs/api.md,
+"Malformed requests").
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+from aiohttp.http_exceptions import PayloadEncodingError
+from aiohttp.web_protocol import RequestPayloadError
+from strata.server.errors import APIError
+from strata.server.keys import STATE
+from strata.server.options import OPTIONS
+
+try:   # aiohttp's record of a parse error on the connection; without it only the idle bound applies
+    from aiohttp.web_protocol import _ErrInfo
+except ImportError:  # pragma: no cover - another aiohttp
+    _ErrInfo = None
+
+POLL_S = 0.05   # how often a read still in progress looks for a framing error and for progress
+CLOSE = {"Connection": "close"}
+
+
+def framing_error(request: web.Request) -> str:
+    """The parser's message when the bytes after this request's headers broke the HTTP framing, or ""."""
+    if _ErrInfo is None:
+        return ""
+    for msg, _ in list(getattr(request.protocol, "_messages", ()) or ()):
+        if isinstance(msg, _ErrInfo):
+            lines = [ln.strip() for ln in str(msg.message).splitlines()]
+            return " ".join(ln for ln in lines if ln and set(ln) != {"^"})
+    return ""
+
+
+def idle_bound(app: web.Application) -> float:
+    """--body-idle-s; its default in an application without the server's state (the session routes alone)."""
+    state = app.get(STATE)
+    if state is not None:
+        return float(state.config.body_idle_s)
+    return float(next(o.default for o in OPTIONS if o.name == "body-idle-s"))
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The whole body; APIError 400 for framing or an encoding aiohttp cannot read, 408 when nothing
+    arrives for --body-idle-s, 413 over --max-body-mib."""
+    idle_s = idle_bound(request.app)
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(request.read())
+    seen, quiet_since = -1, loop.time()
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=POLL_S)
+            if done:
+                return task.result()
+            broken = framing_error(request)
+            if broken:
+                raise APIError(400, f"the request body's HTTP framing is broken: {broken}", headers=CLOSE)
+            n = request.content.total_bytes
+            if n != seen:
+                seen, quiet_since = n, loop.time()
+            elif loop.time() - quiet_since >= idle_s:
+                raise APIError(408, f"the request body stopped arriving: nothing for {idle_s:g} s after {n} "
+                               "bytes (--body-idle-s); send the whole body (Content-Length or chunks "
+                               "ending with the last, empty chunk)", headers=CLOSE)
+    except web.HTTPRequestEntityTooLarge:
+        limit = request.app._client_max_size  # noqa: SLF001 - aiohttp keeps the limit there only
+        raise APIError(413, f"the request body is larger than the limit of {limit} bytes (--max-body-mib)") from None
+    except (RequestPayloadError, PayloadEncodingError) as e:
+        # e.g. 'Content-Encoding: gzip' over bytes that are not gzip, or (pure-Python parser) bad chunks
+        raise APIError(400, f"the request body cannot be read: {' '.join(str(e).split())}", headers=CLOSE) from None
+    finally:
+        if not task.done():
+            task.cancel()
