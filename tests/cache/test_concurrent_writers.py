@@ -44,6 +44,7 @@ WRITER = textwrap.dedent("""
 
     lvl = DiskLevel("cold", folder, 0, 0.0, Identity("m", "layout"), io=PauseAfterFirstPiece(), piece_bytes=64 << 10)
     lvl.open()
+    print("ready", flush=True)
     while not os.path.exists(go):
         time.sleep(0.001)
     failures = []
@@ -75,8 +76,9 @@ def test_two_processes_writing_one_key_each_write_whole_and_valid(tmp_path):
     folder.mkdir()
     go = str(tmp_path / "go")
     procs = [start_writer(folder, w, 60, go) for w in (1, 2)]
-    time.sleep(1.0)  # both have imported and opened the level
-    open(go, "w").close()
+    for p in procs:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()
+    open(go, "w").close()  # both start writing together
     for p in procs:
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
@@ -138,6 +140,7 @@ def test_start_up_keeps_a_live_writers_temporary_file(tmp_path):
     open(go, "w").close()
     p = start_writer(folder, 3, 0, go)   # writes one piece, then waits
     try:
+        assert p.stdout.readline().strip() == "ready"
         assert p.stdout.readline().strip() == "writing"
         (live,) = temp_files(folder)
         other = DiskLevel("cold", str(folder), 0, 0.0, IDENTITY, piece_bytes=PIECE)
