@@ -74,9 +74,12 @@ def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None, pre
 
 
 def _render_any_shape(engine: Any, messages: list[dict], tools: list[dict] | None, extra: dict[str, Any]) -> str:
-    """The messages as sent rendered, else in the first strict shape the template takes; the first error."""
+    """The messages as sent rendered, else in the first strict shape the template takes; the first error.
+    A template that takes the messages but leaves out a system message after the first (SmolLM3's and
+    gpt-oss's write only the leading one) also gets the strict shapes, where that message is a user
+    turn's text: Claude Code's environment and date come in such a message."""
     try:
-        return engine.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, **extra)
+        text = engine.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, **extra)
     except (ValueError, TypeError, KeyError) as first:
         for shape, shape_tools in _strict_shapes(engine, messages, tools or None):
             try:
@@ -84,6 +87,22 @@ def _render_any_shape(engine: Any, messages: list[dict], tools: list[dict] | Non
             except (ValueError, TypeError, KeyError):
                 continue
         raise first from None
+    if not dropped_system_messages(messages, text):
+        return text
+    for shape, shape_tools in _strict_shapes(engine, messages, tools or None):
+        try:
+            shaped = engine.apply_chat_template(shape, tools=shape_tools, add_generation_prompt=True, **extra)
+        except (ValueError, TypeError, KeyError):
+            continue
+        if not dropped_system_messages(messages, shaped):
+            return shaped
+    return text
+
+
+def dropped_system_messages(messages: list[dict], text: str) -> bool:
+    """Whether the rendered `text` lacks the text of a system message after the first message."""
+    return any(m.get("role") == "system" and isinstance(m.get("content"), str) and m["content"].strip()
+               and m["content"].strip() not in text for m in messages[1:])
 
 
 def _renders_without(engine: Any, messages: list[dict], tools: list[dict] | None) -> bool:

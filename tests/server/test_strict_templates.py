@@ -67,3 +67,23 @@ def test_the_next_turn_starts_with_this_one(engine):
     first = engine.detokenize(render_chat(engine, AGENT[:2], TOOLS))
     second = engine.detokenize(render_chat(engine, AGENT[:3] + AGENT[3:5], TOOLS))
     assert second.startswith(first)
+
+
+@pytest.mark.parametrize("template", ["HuggingFaceTB-SmolLM3-3B.jinja", "gpt_oss_template.jinja"])
+def test_a_later_system_message_a_template_leaves_out_is_read_in_a_user_turn(template, tiny_model_factory):
+    """SmolLM3's and gpt-oss's templates write only a leading system message and skip later ones without a
+    word; Claude Code sends its environment as a system message after the first user turn. It is read as
+    the user turn's text instead, and the next turn's prompt still begins with this one's."""
+    from pathlib import Path
+
+    source = (Path(__file__).parents[1] / "fixtures" / template).read_text()
+    engine = Engine(str(tiny_model_factory(chat_template=source)), n_ctx=1024)
+    turn1 = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "List files."},
+             {"role": "system", "content": "Working directory: /tmp/work. Today is 2026-12-02."}]
+    text1 = engine.detokenize(render_chat(engine, turn1, TOOLS))
+    assert "You are a coding agent." in text1
+    assert "List files.\n\nWorking directory: /tmp/work. Today is 2026-12-02." in text1
+    turn2 = turn1 + [{"role": "assistant", "content": "a.py"}, {"role": "user", "content": "Open it."}]
+    ids1, ids2 = render_chat(engine, turn1, TOOLS), render_chat(engine, turn2, TOOLS)
+    shared = next((i for i, (a, b) in enumerate(zip(ids1, ids2, strict=False)) if a != b), len(ids1))
+    assert "Today is 2026-12-02." in engine.detokenize(ids2[:shared])
