@@ -97,6 +97,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except APIError as e:
         if e.status < 500:
             request.app[STATE].metrics.add_rejected("bad_request" if e.status != 401 else "auth")
+        if e.code == "context_length_exceeded":
+            # the client may show its own wording without the fix (Claude Code's "Prompt is too long · the
+            # request is ~12364 tokens (limit 8191) ..."): the server's own log says what to do
+            log.warning("%s %s refused: %s", request.method, request.path, e.message)
         resp = error_response(api, e)
         if e.headers.get("Connection", "").lower() == "close":
             await answer_then_close(request, resp)

@@ -127,3 +127,14 @@ def test_the_interactive_clis_title_request_gets_its_json(claude):
     assert message.stop_reason == "end_turn", message
     title = json.loads(message.content[0].text)
     assert set(title) == {"title"} and isinstance(title["title"], str)
+
+
+def test_a_prompt_too_long_for_the_context_is_logged_with_the_fix(claude, caplog):
+    """Claude Code shows its own wording of the 400 ("Prompt is too long · the request is ~12364 tokens
+    (limit 8191) ..."), without the server's advice; the server's log says it."""
+    with caplog.at_level("WARNING", logger="strata.server"), pytest.raises(anthropic.BadRequestError) as e:
+        cli_request(claude, [{"role": "user", "content": "word " * 5000}, ENV_MESSAGE])
+    assert e.value.body["error"]["message"].startswith("prompt is too long: ")
+    refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(refused) == 1 and refused[0].startswith("POST /v1/messages refused: prompt is too long: ")
+    assert refused[0].endswith("start the server with a larger --ctx)")
