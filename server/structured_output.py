@@ -25,8 +25,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from strata.engine.forced_start import ForcedStart
+from strata.engine.harmony_call import HarmonyCall
 from strata.engine.json_constraint import JsonConstraint
-from strata.engine.json_schema import ANY_OBJECT, Node, SchemaError, compile_call, compile_schema
+from strata.engine.json_schema import (
+    ANY_OBJECT,
+    Node,
+    SchemaError,
+    compile_call,
+    compile_schema,
+    tool_arguments,
+)
 from strata.engine.keyed_call import KeyedCall, KeyedMarkup
 from strata.engine.token_bytes import Vocabulary
 from strata.server.call_probe import (
@@ -165,6 +173,19 @@ class KeyedCallRule:
                          after=self.after, lead=b"" if self.repeat else self.marker)
 
 
+@dataclass(frozen=True, eq=False)
+class HarmonyCallRule:
+    """Calls gpt-oss opens in its Harmony headers (`to=functions.`) held to the offered tools: a tool's name,
+    its header as written, arguments that tool's schema allows (strata.engine.harmony_call)."""
+
+    tools: tuple[tuple[str, Node], ...]     # name, compiled arguments
+
+    kind = "calls"
+
+    def constraint_for(self, tokenizer: Any, eos_ids: Any) -> HarmonyCall:
+        return HarmonyCall(self.tools, Vocabulary.of(tokenizer), eos_ids)
+
+
 def keyed_rule(engine: Any, marker: bytes, tools: list[dict], **how: Any) -> KeyedCallRule | None:
     """The keyed-call rule for a template whose calls are key-value markup, None for others (or for tools
     whose parameters are no plain list of names)."""
@@ -192,14 +213,19 @@ def call_schema(tools: list[dict]) -> Node:
     return compile_call([(t["function"]["name"], t["function"].get("parameters")) for t in tools])
 
 
-def held_calls(tools: Any, answer: Any, engine: Any) -> JsonFormat | KeyedCallRule | ForcedCall | None:
+def held_calls(tools: Any, answer: Any,
+               engine: Any) -> JsonFormat | KeyedCallRule | HarmonyCallRule | ForcedCall | None:
     """With tools offered and the model free to call them or not: each call it opens (its marker written
     outside its reasoning) is held to the offered tools. A template that writes `<tool_call>` + JSON: a call
     of one of the tools with arguments its schema allows, then closed as the template closes calls; key-value
     markup (Qwen3-Coder's XML, GLM's, Seed-OSS's): a tool's name, then keys among its parameters (KeyedCallRule);
-    another (Mistral's): the call's opening up to one of the tools' names, as the template writes it. The
+    gpt-oss's Harmony headers: a tool's name after `to=functions.`, then its arguments as that tool's schema
+    allows (HarmonyCallRule); another (Mistral's): the call's opening up to one of the tools' names. The
     rest of the answer is free. Only for a template that writes calls itself: with tools rendered into the
     system prompt by Strata (a template without tools), the model's own format is unknown."""
+    if tools and getattr(answer, "harmony", False):
+        return HarmonyCallRule(tuple((t["function"]["name"], tool_arguments(t["function"].get("parameters")))
+                                     for t in tools))
     marker = call_marker(answer) if tools else None
     if marker is None or engine is None or not getattr(engine.chat_template, "supports_tools", False):
         return None

@@ -59,13 +59,16 @@ class JsonConstraint:
             out = self._memo[key] = step(state, b)
             return out
 
-    def _after_token(self, token: int) -> tuple | None:
+    def _after_bytes(self, data: bytes) -> tuple | None:
         state: tuple | None = self.state
-        for b in self.vocab.bytes[token]:
+        for b in data:
             state = self._step(state, b)
             if state is None:
                 return None
         return state
+
+    def _after_token(self, token: int) -> tuple | None:
+        return self._after_bytes(self.vocab.bytes[token])
 
     def _opens_thinking(self, token: int) -> bool:
         return (self.may_think is not None and 0 <= token < self.vocab.n
@@ -73,8 +76,12 @@ class JsonConstraint:
 
     def allows(self, token: int) -> bool:
         token = int(token)
-        if not self.active or self._opens_thinking(token):
+        if self._opens_thinking(token):
             return True
+        if not self.active:                      # free, unless the token writes the marker and more
+            data = self.vocab.bytes[token] if 0 <= token < self.vocab.n else b""
+            rest = text_after(self._free + data, self.after, self.reasoning if self.trigger is not None else None)
+            return rest is None or self._after_bytes(rest) is not None
         if token in self.eos:
             return complete(self.state)
         if not 0 <= token < self.vocab.n or not self.vocab.bytes[token]:

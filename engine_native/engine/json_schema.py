@@ -320,20 +320,22 @@ def compile_schema(schema: Any, closed: bool = False, lenient: bool = False) -> 
     return _Compiler(schema, closed, lenient).node(schema, "schema")
 
 
+def tool_arguments(params: Any) -> Node:
+    """A tool's arguments as its parameters schema allows them, compiled leniently and closed: an object
+    always (any object when the schema is none that this can hold as one)."""
+    try:
+        args = compile_schema(params if params is not None else {"type": "object"}, closed=True, lenient=True)
+    except (SchemaError, RecursionError):
+        return ANY_OBJECT
+    return args if args.kind == "object" else ANY_OBJECT
+
+
 def compile_call(tools: list[tuple[str, Any]]) -> Node:
     """A tool call's JSON, {"name": ..., "arguments": ...}, "name" first: one of the tools' names, then the
     arguments that tool's parameters allow (objects that list properties take only those; keywords that
     only validate passed over; a part this cannot enforce any value, its neighbours still held; the
     parameters any object when they are no object schema at all). `tools`: (name, parameters schema) pairs."""
-    by_name: dict[bytes, Node] = {}
-    for name, params in tools:
-        try:
-            args = compile_schema(params if params is not None else {"type": "object"}, closed=True, lenient=True)
-            if args.kind != "object":       # arguments are an object whatever the schema says
-                args = ANY_OBJECT
-        except (SchemaError, RecursionError):
-            args = ANY_OBJECT
-        by_name[json.dumps(name, ensure_ascii=False).encode()] = args
+    by_name = {json.dumps(name, ensure_ascii=False).encode(): tool_arguments(params) for name, params in tools}
     names = _literal([n for n, _ in tools], "tools")
     return Node("object", props={"name": names, "arguments": compile_schema({"type": "object"})},
                 required=frozenset({"name", "arguments"}), by_name=by_name)

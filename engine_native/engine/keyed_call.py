@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-from strata.engine.token_bytes import Vocabulary, text_after
+from strata.engine.held_call import DONE, HeldCall
+from strata.engine.token_bytes import Vocabulary
 
 
 @dataclass(frozen=True)
@@ -45,10 +45,10 @@ class Tool:
 
 
 # States: ("lits", alternatives, pos): one of the byte strings must be written, each (data, then-state);
-# ("key", tool, seen, buf); ("value", tool, seen, tail); ("done",) the call is whole.
+# ("key", tool, seen, buf); ("value", tool, seen, tail); DONE: the call is whole.
 
 
-class KeyedCall:
+class KeyedCall(HeldCall):
     def __init__(self, markup: KeyedMarkup, tools: Sequence[tuple[str, Sequence[str] | None, Sequence[str]]],
                  vocabulary: Vocabulary, eos_ids: Sequence[int] = (), trigger: bytes | None = None,
                  reasoning: tuple[bytes, bytes] | None = None, opened: bool = False, after: bytes | None = None,
@@ -57,21 +57,14 @@ class KeyedCall:
         model opens is held. Without it the answer is the call, `lead` (its marker) first (after `after`, a
         thinking model's closing tag when the prompt opened its reasoning). After the call the answer is
         free."""
+        super().__init__(vocabulary, eos_ids, trigger=trigger, reasoning=reasoning, opened=opened, after=after)
         self.m = markup
         self.tools = tuple(Tool(n.encode(), None if keys is None else tuple(k.encode() for k in keys),
                                 frozenset(r.encode() for r in req)) for n, keys, req in tools)
-        self.vocab = vocabulary
-        self.eos = frozenset(int(i) for i in eos_ids)
-        self.trigger, self.reasoning = trigger, reasoning
-        self.after = trigger if trigger is not None else after
-        self._seen = reasoning[0] if opened and reasoning is not None else b""
-        self._start = ("lits", tuple((lead + markup.opening + t.name, ("named", i)) for i, t in enumerate(self.tools)), 0)
-        self.state: tuple = self._start
-        self._memo: dict[tuple, tuple | None] = {}
+        self._begin(("lits", tuple((lead + markup.opening + t.name, ("named", i)) for i, t in enumerate(self.tools)), 0))
 
-    @property
-    def active(self) -> bool:
-        return self.after is None and self.state != ("done",)
+    def _markup(self, state: tuple) -> bool:
+        return state[0] == "lits"
 
     # ----- the automaton -----
 
@@ -84,7 +77,7 @@ class KeyedCall:
             if tool.more_keys(frozenset()):
                 alts.append((self.m.first, ("key", then[1], frozenset(), b"")))
             if not tool.required:
-                alts.append((self.m.empty, ("done",)))
+                alts.append((self.m.empty, DONE))
             return ("lits", tuple(alts), 0)
         if kind == "after_value":
             _, t, seen = then
@@ -93,32 +86,14 @@ class KeyedCall:
             if tool.more_keys(seen):
                 alts.append((self.m.next_key, ("key", t, seen, b"")))
             if tool.required <= seen:
-                alts.append((self.m.end, ("done",)))
+                alts.append((self.m.end, DONE))
             return ("lits", tuple(alts), 0)
         return then
-
-    def _step(self, state: tuple, b: int) -> tuple | None:
-        key = (state, b)
-        if key not in self._memo:
-            if len(self._memo) > 100_000:
-                self._memo.clear()
-            self._memo[key] = self._step_uncached(state, b)
-        return self._memo[key]
 
     def _step_uncached(self, state: tuple, b: int) -> tuple | None:
         kind = state[0]
         if kind == "lits":
-            _, alts, pos = state
-            going = tuple(a for a in alts if len(a[0]) > pos and a[0][pos] == b)
-            if going:                                # a longer alternative goes on (a longer tool name)
-                whole = [a for a in going if len(a[0]) == pos + 1]
-                if len(going) == 1 and whole:
-                    return self._expand(whole[0][1])
-                return ("lits", going, pos + 1)
-            for data, then in alts:                  # one written whole: b belongs to what follows it
-                if len(data) == pos:
-                    return self._step(self._expand(then), b)
-            return None
+            return self._lits_step(state, b)
         if kind == "key":
             _, t, seen, buf = state
             tool = self.tools[t]
@@ -142,75 +117,3 @@ class KeyedCall:
                 return self._expand(("after_value", t, seen))
             return ("value", t, seen, tail)
         return None                                  # done: nothing more of the call
-
-    def _after_token(self, token: int) -> tuple | None:
-        state: tuple | None = self.state
-        for b in self.vocab.bytes[token]:
-            if state == ("done",):
-                return state                         # the call is whole: what follows is free
-            state = self._step(state, b)
-            if state is None:
-                return None
-        return state
-
-    # ----- the sampler's protocol -----
-
-    def allows(self, token: int) -> bool:
-        token = int(token)
-        if not self.active:
-            return True
-        if token in self.eos or not 0 <= token < self.vocab.n or not self.vocab.bytes[token]:
-            return False                             # the call must be finished first
-        if token in self.vocab.special and self.state[0] != "lits":
-            return False                             # a special token writes only the markup
-        return self._after_token(token) is not None
-
-    def advance(self, token: int) -> None:
-        token = int(token)
-        if not self.active and self.after is None:
-            return                                   # the call is whole and no more are held
-        self._feed(self.vocab.bytes[token] if 0 <= token < self.vocab.n else b"")
-
-    def _feed(self, data: bytes) -> None:
-        for i, b in enumerate(data):
-            if self.after is not None:
-                self._wait(data[i:])
-                return
-            if self.state == ("done",):
-                return
-            nxt = self._step(self.state, b)
-            if nxt is None:
-                raise ValueError(f"keyed call: {data!r} was not allowed here")
-            self.state = nxt
-            if nxt == ("done",) and self.trigger is not None:   # free until the next call's marker
-                self.state, self.after, self._seen = self._start, self.trigger, b""
-
-    def _wait(self, data: bytes) -> None:
-        assert self.after is not None
-        self._seen += data
-        rest = text_after(self._seen, self.after, self.reasoning if self.trigger is not None else None)
-        if rest is not None:
-            self.after, self._seen = None, b""
-            self._feed(rest)
-
-    def allowed_mask(self) -> np.ndarray:
-        mask = np.zeros(self.vocab.n, dtype=bool)
-        if not self.active:
-            mask[:] = True
-            return mask
-        for i in self.vocab.nonempty:
-            mask[i] = self.allows(int(i))
-        return mask
-
-    def best_allowed(self, logits: np.ndarray) -> int | None:
-        """The allowed token of the highest logit (the lowest id on a tie), or None when none is."""
-        logits = np.asarray(logits, dtype=np.float32)
-        top = np.argpartition(-logits, 63)[:64] if logits.shape[0] > 64 else np.arange(logits.shape[0])
-        first = top[np.lexsort((top, -logits[top]))]
-        for i in first:
-            if logits[i] > logits[first[-1]] and self.allows(int(i)):   # ties at the cut: the full scan
-                return int(i)
-        mask = self.allowed_mask()
-        if not mask.any():
-            return None
-        return int(np.argmax(np.where(mask, logits, np.float32(-np.inf))))

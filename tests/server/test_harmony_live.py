@@ -107,6 +107,22 @@ def test_openai_tool_call(caller):
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["tool_calls"]
 
 
+def test_the_call_is_held_to_the_offered_tools(caller):
+    """The call the model opens in its header (`to=functions.`) is held (harmony_call): /metrics counts it;
+    the script's call is the tool's own, so the held answer is the same as the free one."""
+    import httpx2 as httpx
+
+    def held() -> float:
+        lines = httpx.get(caller.url + "/metrics").text.splitlines()
+        return sum(float(x.split(" ")[1]) for x in lines if x.startswith('strata_held_answers_total{rule="calls"}'))
+
+    oai, _ = sdk_clients(caller)
+    before = held()
+    r = oai.chat.completions.create(model="m", messages=ASK, tools=TOOLS, temperature=0, max_tokens=40)
+    assert [c.function.name for c in r.choices[0].message.tool_calls] == ["get_weather"]
+    assert held() == before + 1
+
+
 def test_anthropic_tool_use(caller):
     _, claude = sdk_clients(caller)
     m = claude.messages.create(model="m", max_tokens=40, messages=ASK, tools=CLAUDE_TOOLS,

@@ -1,10 +1,15 @@
-"""Key-value tool calls held while they are written (strata.engine.keyed_call): an offered tool's name,
-keys among its parameters (each once, the required ones before the call closes), free values, then free
-text; on Qwen3-Coder's markup, over a small vocabulary of markup pieces."""
+"""Tool calls held while they are written, over small vocabularies of markup pieces: key-value markup
+(strata.engine.keyed_call, Qwen3-Coder's): an offered tool's name, keys among its parameters (each once, the
+required ones before the call closes), free values, then free text; Harmony headers (harmony_call): the
+name, the header up to <|message|>, arguments the tool's schema allows; a marker written with more in one
+token is checked on (held_call, json_constraint)."""
 
 from __future__ import annotations
 
 import pytest
+from strata.engine.harmony_call import MAX_HEADER, HarmonyCall
+from strata.engine.json_constraint import JsonConstraint
+from strata.engine.json_schema import compile_call, tool_arguments
 from strata.engine.keyed_call import KeyedCall, KeyedMarkup
 from strata.engine.token_bytes import Vocabulary
 
@@ -96,3 +101,59 @@ def test_a_tool_whose_schema_lists_no_properties_takes_any_keys_once():
     assert not c.allows(tok(b">\n"))                         # "pth" was given already (a longer key may go on)
     write(c, [b"path", b">\n", b"x", b"\n</parameter>\n<", b"/function>\n</tool_call>"])
     assert not c.active
+
+
+HARMONY = [b"<|channel|>", b"commentary", b" to=functions.", b"get_wether", b"get_weather", b" ", b"<|constrain|>",
+           b"json", b"<|message|>", b'{"town": "Paris"}', b'{"city": "Paris"}', b"x", b"<", b"<|call|>",
+           b" to=functions.get_wether", b" to=functions.get_weather", b"<|end|>", b"<|channel|>analysis<|message|>"]
+HVOCAB = Vocabulary(HARMONY, special_ids=[0, 6, 8, 13, 16])
+CALL = len(HARMONY) - 5          # <|call|>
+WEATHER = tool_arguments({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+
+
+def h(piece: bytes) -> int:
+    return HARMONY.index(piece)
+
+
+def hwrite(c, pieces: list[bytes]) -> None:
+    for p in pieces:
+        assert c.allows(h(p)), p
+        c.advance(h(p))
+
+
+def test_a_harmony_call_is_held_to_a_tool_its_header_and_its_arguments():
+    c = HarmonyCall([("get_weather", WEATHER)], HVOCAB, [CALL])
+    hwrite(c, [b"<|channel|>", b"commentary", b" to=functions."])
+    assert not c.allows(h(b"get_wether")) and not c.allows(CALL)
+    hwrite(c, [b"get_weather"])
+    assert not c.allows(h(b"x"))                              # a whole name ends at a space or markup
+    hwrite(c, [b" ", b"<|constrain|>", b"json", b"<|message|>"])
+    assert not c.allows(h(b'{"town": "Paris"}'))
+    hwrite(c, [b'{"city": "Paris"}'])
+    assert not c.active and c.allows(CALL)
+
+
+def test_a_harmony_header_must_end_within_its_limit():
+    c = HarmonyCall([("get_weather", WEATHER)], HVOCAB, [CALL])
+    hwrite(c, [b" to=functions.", b"get_weather", b" "])
+    for _ in range(MAX_HEADER - 1):
+        hwrite(c, [b"x"])
+    assert not c.allows(h(b"x")) and c.allows(h(b"<")) and c.allows(h(b"<|message|>"))
+
+
+def test_a_marker_inside_the_analysis_is_not_a_call():
+    c = HarmonyCall([("get_weather", WEATHER)], HVOCAB, [CALL])
+    hwrite(c, [b"<|channel|>analysis<|message|>", b" to=functions.", b"x", b"<|end|>"])
+    assert c.allows(h(b"x")) and not c.active
+    hwrite(c, [b" to=functions."])
+    assert c.active
+
+
+def test_a_token_that_writes_the_marker_and_more_is_checked_on():
+    c = HarmonyCall([("get_weather", WEATHER)], HVOCAB, [CALL])
+    assert not c.allows(h(b" to=functions.get_wether"))     # free text, but the call it opens is not offered
+    assert c.allows(h(b" to=functions.get_weather"))
+    j = JsonConstraint(compile_call([("get_weather", None)]), Vocabulary([b"<tool_call>", b'<tool_call>{"name": "x',
+                                                                         b'<tool_call>{"name": "get_weather"']),
+                       (), trigger=b"<tool_call>")
+    assert j.allows(0) and j.allows(2) and not j.allows(1)

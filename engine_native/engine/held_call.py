@@ -1,0 +1,154 @@
+"""The token side of a held tool call (keyed_call.py's key-value markup, harmony_call.py's Harmony calls):
+`HeldCall`, a sampler constraint (sampling.py's protocol, as json_constraint.JsonConstraint) over a byte
+automaton its subclass defines (`_start`, `_step_uncached`, `_markup`). With `trigger`, the answer is free
+until it writes the call's marker (outside its reasoning), the call is held until its automaton reaches
+("done",), then the answer is free again until the next marker; without, the answer begins with the call
+(after `after`, a thinking model's closing tag when the prompt opened its reasoning) and is free after it.
+While a call is held the answer cannot end, and a special token may write only the call's markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from strata.engine.token_bytes import Vocabulary, text_after
+
+DONE = ("done",)
+
+
+class HeldCall:
+    _start: tuple
+
+    def __init__(self, vocabulary: Vocabulary, eos_ids: Sequence[int] = (), trigger: bytes | None = None,
+                 reasoning: tuple[bytes, bytes] | None = None, opened: bool = False, after: bytes | None = None):
+        self.vocab = vocabulary
+        self.eos = frozenset(int(i) for i in eos_ids)
+        self.trigger, self.reasoning = trigger, reasoning
+        self.after = trigger if trigger is not None else after
+        self._seen = reasoning[0] if opened and reasoning is not None else b""
+        self._memo: dict[tuple, tuple | None] = {}
+
+    def _begin(self, start: tuple) -> None:
+        self._start = start
+        self.state: tuple = start
+
+    @property
+    def active(self) -> bool:
+        return self.after is None and self.state != DONE
+
+    def _step_uncached(self, state: tuple, b: int) -> tuple | None:
+        raise NotImplementedError
+
+    def _markup(self, state: tuple) -> bool:
+        """Whether a special token may write the next bytes in `state` (the call's markup, not its values)."""
+        raise NotImplementedError
+
+    def _expand(self, then: tuple) -> tuple:
+        """The state a `lits` alternative names, made concrete (a subclass's named states)."""
+        return then
+
+    def _lits_step(self, state: tuple, b: int) -> tuple | None:
+        """("lits", alternatives, pos): one of the byte strings must be written, each (data, then-state); a
+        longer one goes on while b continues it, else one written whole hands b to its then-state."""
+        _, alts, pos = state
+        going = tuple(a for a in alts if len(a[0]) > pos and a[0][pos] == b)
+        if going:
+            whole = [a for a in going if len(a[0]) == pos + 1]
+            if len(going) == 1 and whole:
+                return self._expand(whole[0][1])
+            return ("lits", going, pos + 1)
+        for data, then in alts:
+            if len(data) == pos:
+                return self._step(self._expand(then), b)
+        return None
+
+    def _step(self, state: tuple, b: int) -> tuple | None:
+        key = (state, b)
+        if key not in self._memo:
+            if len(self._memo) > 100_000:
+                self._memo.clear()
+            self._memo[key] = self._step_uncached(state, b)
+        return self._memo[key]
+
+    def _bytes(self, token: int) -> bytes:
+        return self.vocab.bytes[token] if 0 <= token < self.vocab.n else b""
+
+    def _from(self, state: tuple | None, data: bytes) -> tuple | None:
+        """The state after `data`, None when the call refuses it."""
+        for b in data:
+            if state == DONE:
+                return state                         # the call is whole: what follows is free
+            state = self._step(state, b)
+            if state is None:
+                return None
+        return state
+
+    def _after_token(self, token: int) -> tuple | None:
+        return self._from(self.state, self.vocab.bytes[token])
+
+    # ----- the sampler's protocol -----
+
+    def allows(self, token: int) -> bool:
+        token = int(token)
+        if self.after is not None:               # free, unless the token writes the marker and more
+            rest = text_after(self._seen + self._bytes(token), self.after,
+                              self.reasoning if self.trigger is not None else None)
+            return rest is None or self._from(self.state, rest) is not None
+        if not self.active:
+            return True
+        if token in self.eos or not 0 <= token < self.vocab.n or not self.vocab.bytes[token]:
+            return False                             # the call must be finished first
+        if token in self.vocab.special and not self._markup(self.state):
+            return False                             # a special token writes only the markup
+        return self._after_token(token) is not None
+
+    def advance(self, token: int) -> None:
+        token = int(token)
+        if not self.active and self.after is None:
+            return                                   # the call is whole and no more are held
+        self._feed(self._bytes(token))
+
+    def _feed(self, data: bytes) -> None:
+        for i, b in enumerate(data):
+            if self.after is not None:
+                self._wait(data[i:])
+                return
+            if self.state == DONE:
+                return
+            nxt = self._step(self.state, b)
+            if nxt is None:
+                raise ValueError(f"held call: {data!r} was not allowed here")
+            self.state = nxt
+            if nxt == DONE and self.trigger is not None:   # free until the next call's marker
+                self.state, self.after, self._seen = self._start, self.trigger, b""
+
+    def _wait(self, data: bytes) -> None:
+        assert self.after is not None
+        self._seen += data
+        rest = text_after(self._seen, self.after, self.reasoning if self.trigger is not None else None)
+        if rest is not None:
+            self.after, self._seen = None, b""
+            self._feed(rest)
+
+    def allowed_mask(self) -> np.ndarray:
+        mask = np.zeros(self.vocab.n, dtype=bool)
+        if not self.active:
+            mask[:] = True
+            return mask
+        for i in self.vocab.nonempty:
+            mask[i] = self.allows(int(i))
+        return mask
+
+    def best_allowed(self, logits: np.ndarray) -> int | None:
+        """The allowed token of the highest logit (the lowest id on a tie), or None when none is."""
+        logits = np.asarray(logits, dtype=np.float32)
+        top = np.argpartition(-logits, 63)[:64] if logits.shape[0] > 64 else np.arange(logits.shape[0])
+        first = top[np.lexsort((top, -logits[top]))]
+        for i in first:
+            if logits[i] > logits[first[-1]] and self.allows(int(i)):   # ties at the cut: the full scan
+                return int(i)
+        mask = self.allowed_mask()
+        if not mask.any():
+            return None
+        return int(np.argmax(np.where(mask, logits, np.float32(-np.inf))))
