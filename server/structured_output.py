@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from strata.engine.forced_start import ForcedStart
-from strata.engine.harmony_call import HarmonyCall
+from strata.engine.json_args_call import HARMONY, HARMONY_ANALYSIS, MISTRAL, CallHeader, JsonArgsCall
 from strata.engine.json_constraint import JsonConstraint
 from strata.engine.json_schema import (
     ANY_OBJECT,
@@ -174,16 +174,48 @@ class KeyedCallRule:
 
 
 @dataclass(frozen=True, eq=False)
-class HarmonyCallRule:
-    """Calls gpt-oss opens in its Harmony headers (`to=functions.`) held to the offered tools: a tool's name,
-    its header as written, arguments that tool's schema allows (strata.engine.harmony_call)."""
+class JsonArgsRule:
+    """Calls whose arguments are JSON after a header (gpt-oss's Harmony `to=functions.NAME ... <|message|>`,
+    Mistral's `[TOOL_CALLS]NAME[ARGS]`) held to the offered tools: a tool's name, its header as written, the
+    arguments that tool's schema allows (strata.engine.json_args_call)."""
 
+    header: CallHeader
     tools: tuple[tuple[str, Node], ...]     # name, compiled arguments
+    demanded: bool = False                  # the answer is one call (else each call the model opens)
+    reasoning: tuple[bytes, bytes] | None = None
+    opened: bool = False
+    after: bytes | None = None              # a demanded call: the end of the reasoning the prompt opened
 
-    kind = "calls"
+    @property
+    def kind(self) -> str:
+        return "call" if self.demanded else "calls"
 
-    def constraint_for(self, tokenizer: Any, eos_ids: Any) -> HarmonyCall:
-        return HarmonyCall(self.tools, Vocabulary.of(tokenizer), eos_ids)
+    def constraint_for(self, tokenizer: Any, eos_ids: Any) -> JsonArgsCall:
+        return JsonArgsCall(self.header, self.tools, Vocabulary.of(tokenizer), eos_ids, demanded=self.demanded,
+                            reasoning=self.reasoning, opened=self.opened, after=self.after)
+
+
+def json_args_rule(header: CallHeader, tools: list[dict], **how: Any) -> JsonArgsRule:
+    return JsonArgsRule(header, tuple((t["function"]["name"], tool_arguments(t["function"].get("parameters")))
+                                      for t in tools), **how)
+
+
+def writes_json_list_calls(engine: Any) -> bool:
+    """Whether the template writes calls as `[TOOL_CALLS]` and a JSON list of {"name", "arguments", "id"}
+    (Mistral Nemo)."""
+    return re.search(re.escape("[TOOL_CALLS]") + r'\[\{"name":\s*"' + PROBE_TOOL, probe_call(engine)) is not None
+
+
+def json_list_calls(tools: list[dict]) -> Node:
+    """Mistral Nemo's calls: a list of at least one {"name", "arguments", "id"} held as call_schema's."""
+    calls = compile_call([(t["function"]["name"], t["function"].get("parameters")) for t in tools], with_id=True)
+    return Node("array", items=calls, min_n=1)
+
+
+def writes_mistral_args(engine: Any) -> bool:
+    """Whether the template writes a call as `[TOOL_CALLS]NAME` then `[ARGS]` or `[CALL_ID]` (Mistral Small
+    3.2, Devstral, Ministral 3; not Nemo's JSON list)."""
+    return re.search(re.escape("[TOOL_CALLS]" + PROBE_TOOL) + r"\[(ARGS|CALL_ID)\]", probe_call(engine)) is not None
 
 
 def keyed_rule(engine: Any, marker: bytes, tools: list[dict], **how: Any) -> KeyedCallRule | None:
@@ -214,18 +246,18 @@ def call_schema(tools: list[dict]) -> Node:
 
 
 def held_calls(tools: Any, answer: Any,
-               engine: Any) -> JsonFormat | KeyedCallRule | HarmonyCallRule | ForcedCall | None:
+               engine: Any) -> JsonFormat | KeyedCallRule | JsonArgsRule | ForcedCall | None:
     """With tools offered and the model free to call them or not: each call it opens (its marker written
     outside its reasoning) is held to the offered tools. A template that writes `<tool_call>` + JSON: a call
     of one of the tools with arguments its schema allows, then closed as the template closes calls; key-value
     markup (Qwen3-Coder's XML, GLM's, Seed-OSS's): a tool's name, then keys among its parameters (KeyedCallRule);
-    gpt-oss's Harmony headers: a tool's name after `to=functions.`, then its arguments as that tool's schema
-    allows (HarmonyCallRule); another (Mistral's): the call's opening up to one of the tools' names. The
+    gpt-oss's Harmony headers and Mistral's `[TOOL_CALLS]NAME[ARGS]`: a tool's name, then its arguments as
+    that tool's schema allows (JsonArgsRule); Mistral Nemo's JSON list of calls, held as JSON calls are;
+    another: the call's opening up to one of the tools' names (call_opening). The
     rest of the answer is free. Only for a template that writes calls itself: with tools rendered into the
     system prompt by Strata (a template without tools), the model's own format is unknown."""
     if tools and getattr(answer, "harmony", False):
-        return HarmonyCallRule(tuple((t["function"]["name"], tool_arguments(t["function"].get("parameters")))
-                                     for t in tools))
+        return json_args_rule(HARMONY, tools, reasoning=HARMONY_ANALYSIS)
     marker = call_marker(answer) if tools else None
     if marker is None or engine is None or not getattr(engine.chat_template, "supports_tools", False):
         return None
@@ -239,6 +271,10 @@ def held_calls(tools: Any, answer: Any,
     keyed = keyed_rule(engine, marker, tools, repeat=True, reasoning=reasoning, opened=opened)
     if keyed is not None:
         return keyed
+    if marker == MISTRAL.marker and writes_mistral_args(engine):
+        return json_args_rule(MISTRAL, tools, reasoning=reasoning, opened=opened)
+    if marker == MISTRAL.marker and writes_json_list_calls(engine):
+        return JsonFormat(json_list_calls(tools), trigger=marker, opened=opened, reasoning=reasoning)
     opening = call_opening(engine, marker)
     if opening is None:
         return None
@@ -248,7 +284,7 @@ def held_calls(tools: Any, answer: Any,
 
 
 def required_call(demanded: bool, tools: Any, answer: Any,
-                  engine: Any = None) -> JsonFormat | KeyedCallRule | ForcedCall | None:
+                  engine: Any = None) -> JsonFormat | KeyedCallRule | JsonArgsRule | ForcedCall | None:
     """With tools offered and a choice that demands a call: the answer opens a call. A model that writes
     JSON calls then writes one of the tools' names and the arguments that tool's schema allows; another
     writes its call's opening as its template does, up to one of the tools' names."""
@@ -261,6 +297,10 @@ def required_call(demanded: bool, tools: Any, answer: Any,
     keyed = keyed_rule(engine, marker, tools, repeat=False, after=after) if engine is not None else None
     if keyed is not None:
         return keyed
+    if marker == MISTRAL.marker and engine is not None and writes_mistral_args(engine):
+        return json_args_rule(MISTRAL, tools, demanded=True, after=after)
+    if marker == MISTRAL.marker and engine is not None and writes_json_list_calls(engine):
+        return JsonFormat(json_list_calls(tools), after=after, lead=marker)
     opening = call_opening(engine, marker) if engine is not None else None
     if opening is None:
         return ForcedCall((marker,), after=after)

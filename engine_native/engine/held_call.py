@@ -1,4 +1,5 @@
-"""The token side of a held tool call (keyed_call.py's key-value markup, harmony_call.py's Harmony calls):
+"""The token side of a held tool call (keyed_call.py's key-value markup, json_args_call.py's Harmony and
+Mistral calls):
 `HeldCall`, a sampler constraint (sampling.py's protocol, as json_constraint.JsonConstraint) over a byte
 automaton its subclass defines (`_start`, `_step_uncached`, `_markup`). With `trigger`, the answer is free
 until it writes the call's marker (outside its reasoning), the call is held until its automaton reaches

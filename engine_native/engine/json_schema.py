@@ -330,12 +330,15 @@ def tool_arguments(params: Any) -> Node:
     return args if args.kind == "object" else ANY_OBJECT
 
 
-def compile_call(tools: list[tuple[str, Any]]) -> Node:
+def compile_call(tools: list[tuple[str, Any]], with_id: bool = False) -> Node:
     """A tool call's JSON, {"name": ..., "arguments": ...}, "name" first: one of the tools' names, then the
     arguments that tool's parameters allow (objects that list properties take only those; keywords that
     only validate passed over; a part this cannot enforce any value, its neighbours still held; the
-    parameters any object when they are no object schema at all). `tools`: (name, parameters schema) pairs."""
+    parameters any object when they are no object schema at all). `tools`: (name, parameters schema) pairs.
+    `with_id`: an "id" string may come too (Mistral Nemo's calls carry their own)."""
     by_name = {json.dumps(name, ensure_ascii=False).encode(): tool_arguments(params) for name, params in tools}
     names = _literal([n for n, _ in tools], "tools")
-    return Node("object", props={"name": names, "arguments": compile_schema({"type": "object"})},
-                required=frozenset({"name", "arguments"}), by_name=by_name)
+    props = {"name": names, "arguments": compile_schema({"type": "object"})}
+    if with_id:
+        props["id"] = ANY_STRING
+    return Node("object", props=props, required=frozenset({"name", "arguments"}), by_name=by_name)

@@ -108,7 +108,7 @@ def test_openai_tool_call(caller):
 
 
 def test_the_call_is_held_to_the_offered_tools(caller):
-    """The call the model opens in its header (`to=functions.`) is held (harmony_call): /metrics counts it;
+    """The call the model opens in its header (`to=functions.`) is held (json_args_call): /metrics counts it;
     the script's call is the tool's own, so the held answer is the same as the free one."""
     import httpx2 as httpx
 

@@ -225,10 +225,21 @@ def probe_rule(factory, **shape):
     return required_call(True, tools, answer_format(engine, prompt), engine)
 
 
+def verdict(root, text: str) -> str:
+    from strata.engine.json_grammar import complete, step
+
+    state = ((("V", root),), 0)
+    for b in text.encode():
+        state = step(state, b)
+        if state is None:
+            return "refused"
+    return "whole" if complete(state) else "prefix"
+
+
 def test_each_template_opens_its_calls_its_own_way(tiny_model_factory):
-    """The forced opening is read off each real template's own rendering of a call, up to the tool's name;
-    key-value markup (Qwen3-Coder's XML, GLM's) has its keys and values read off it too."""
-    from strata.server.structured_output import JsonFormat, KeyedCallRule
+    """Each real template's call format is read off its own rendering of a call: key-value markup
+    (Qwen3-Coder's XML, GLM's) with its keys and values, Mistral Small 3.2's [ARGS], Nemo's JSON list."""
+    from strata.server.structured_output import JsonArgsRule, JsonFormat, KeyedCallRule
 
     from tests.server.test_glm_live import ADDED as GLM_ADDED
     from tests.server.test_glm_live import TEMPLATES as GLM
@@ -246,9 +257,12 @@ def test_each_template_opens_its_calls_its_own_way(tiny_model_factory):
     assert isinstance(glm, KeyedCallRule) and (glm.markup.opening, glm.markup.mid) == (b"", b"</arg_key><arg_value>")
     assert glm.after == b"</think>"        # GLM-4.7's prompt opens the reasoning: the call follows it
     small = probe_rule(tiny_model_factory, chat_template=SMALL32, tokenizer_pre="tekken", added_tokens=MISTRAL_ADDED)
-    assert small.starts == (b"[TOOL_CALLS]bash", b"[TOOL_CALLS]read_file")
+    assert isinstance(small, JsonArgsRule) and small.header.end == b"[ARGS]" and small.demanded
+    assert [name for name, _ in small.tools] == ["bash", "read_file"]
     nemo = probe_rule(tiny_model_factory, chat_template=NEMO, tokenizer_pre="tekken", added_tokens=MISTRAL_ADDED)
-    assert nemo.starts == (b'[TOOL_CALLS][{"name": "bash', b'[TOOL_CALLS][{"name": "read_file')
+    assert isinstance(nemo, JsonFormat) and nemo.lead == b"[TOOL_CALLS]" and nemo.root.kind == "array"
+    assert verdict(nemo.root, '[{"name": "bash", "arguments": {}, "id": "abcDEF123"}]') == "whole"
+    assert verdict(nemo.root, '[{"name": "bsh"') == "refused"
     chatml = probe_rule(tiny_model_factory)            # no tools in its template: Strata writes Hermes calls
     assert isinstance(chatml, JsonFormat) and chatml.lead == b"<tool_call>"
 

@@ -1,13 +1,13 @@
 """Tool calls held while they are written, over small vocabularies of markup pieces: key-value markup
 (strata.engine.keyed_call, Qwen3-Coder's): an offered tool's name, keys among its parameters (each once, the
-required ones before the call closes), free values, then free text; Harmony headers (harmony_call): the
+required ones before the call closes), free values, then free text; Harmony headers and Mistral's [ARGS] (json_args_call): the
 name, the header up to <|message|>, arguments the tool's schema allows; a marker written with more in one
 token is checked on (held_call, json_constraint)."""
 
 from __future__ import annotations
 
 import pytest
-from strata.engine.harmony_call import MAX_HEADER, HarmonyCall
+from strata.engine.json_args_call import HARMONY, HARMONY_ANALYSIS, MISTRAL, JsonArgsCall
 from strata.engine.json_constraint import JsonConstraint
 from strata.engine.json_schema import compile_call, tool_arguments
 from strata.engine.keyed_call import KeyedCall, KeyedMarkup
@@ -103,16 +103,16 @@ def test_a_tool_whose_schema_lists_no_properties_takes_any_keys_once():
     assert not c.active
 
 
-HARMONY = [b"<|channel|>", b"commentary", b" to=functions.", b"get_wether", b"get_weather", b" ", b"<|constrain|>",
+HPIECES = [b"<|channel|>", b"commentary", b" to=functions.", b"get_wether", b"get_weather", b" ", b"<|constrain|>",
            b"json", b"<|message|>", b'{"town": "Paris"}', b'{"city": "Paris"}', b"x", b"<", b"<|call|>",
            b" to=functions.get_wether", b" to=functions.get_weather", b"<|end|>", b"<|channel|>analysis<|message|>"]
-HVOCAB = Vocabulary(HARMONY, special_ids=[0, 6, 8, 13, 16])
-CALL = len(HARMONY) - 5          # <|call|>
+HVOCAB = Vocabulary(HPIECES, special_ids=[0, 6, 8, 13, 16])
+CALL = len(HPIECES) - 5          # <|call|>
 WEATHER = tool_arguments({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
 
 
 def h(piece: bytes) -> int:
-    return HARMONY.index(piece)
+    return HPIECES.index(piece)
 
 
 def hwrite(c, pieces: list[bytes]) -> None:
@@ -122,7 +122,7 @@ def hwrite(c, pieces: list[bytes]) -> None:
 
 
 def test_a_harmony_call_is_held_to_a_tool_its_header_and_its_arguments():
-    c = HarmonyCall([("get_weather", WEATHER)], HVOCAB, [CALL])
+    c = JsonArgsCall(HARMONY, [("get_weather", WEATHER)], HVOCAB, [CALL], reasoning=HARMONY_ANALYSIS)
     hwrite(c, [b"<|channel|>", b"commentary", b" to=functions."])
     assert not c.allows(h(b"get_wether")) and not c.allows(CALL)
     hwrite(c, [b"get_weather"])
@@ -134,15 +134,15 @@ def test_a_harmony_call_is_held_to_a_tool_its_header_and_its_arguments():
 
 
 def test_a_harmony_header_must_end_within_its_limit():
-    c = HarmonyCall([("get_weather", WEATHER)], HVOCAB, [CALL])
+    c = JsonArgsCall(HARMONY, [("get_weather", WEATHER)], HVOCAB, [CALL], reasoning=HARMONY_ANALYSIS)
     hwrite(c, [b" to=functions.", b"get_weather", b" "])
-    for _ in range(MAX_HEADER - 1):
+    for _ in range(HARMONY.max_len - 1):
         hwrite(c, [b"x"])
     assert not c.allows(h(b"x")) and c.allows(h(b"<")) and c.allows(h(b"<|message|>"))
 
 
 def test_a_marker_inside_the_analysis_is_not_a_call():
-    c = HarmonyCall([("get_weather", WEATHER)], HVOCAB, [CALL])
+    c = JsonArgsCall(HARMONY, [("get_weather", WEATHER)], HVOCAB, [CALL], reasoning=HARMONY_ANALYSIS)
     hwrite(c, [b"<|channel|>analysis<|message|>", b" to=functions.", b"x", b"<|end|>"])
     assert c.allows(h(b"x")) and not c.active
     hwrite(c, [b" to=functions."])
@@ -150,10 +150,46 @@ def test_a_marker_inside_the_analysis_is_not_a_call():
 
 
 def test_a_token_that_writes_the_marker_and_more_is_checked_on():
-    c = HarmonyCall([("get_weather", WEATHER)], HVOCAB, [CALL])
+    c = JsonArgsCall(HARMONY, [("get_weather", WEATHER)], HVOCAB, [CALL], reasoning=HARMONY_ANALYSIS)
     assert not c.allows(h(b" to=functions.get_wether"))     # free text, but the call it opens is not offered
     assert c.allows(h(b" to=functions.get_weather"))
     j = JsonConstraint(compile_call([("get_weather", None)]), Vocabulary([b"<tool_call>", b'<tool_call>{"name": "x',
                                                                          b'<tool_call>{"name": "get_weather"']),
                        (), trigger=b"<tool_call>")
     assert j.allows(0) and j.allows(2) and not j.allows(1)
+
+
+MISTRAL_PIECES = [b"[TOOL_CALLS]", b"get_weather", b"get_wether", b"[ARGS]", b"[CALL_ID]", b"abcDEF123", b'{"city": "Paris"}',
+                  b'{"town": "Paris"}', b"Sure.", b"</s>", b"[THINK]", b"[/THINK]"]
+MVOCAB = Vocabulary(MISTRAL_PIECES, special_ids=[0, 3, 4, 9, 10, 11])
+
+
+def m(piece: bytes) -> int:
+    return MISTRAL_PIECES.index(piece)
+
+
+@pytest.mark.parametrize("with_id", [False, True])
+def test_a_mistral_call_is_held_to_a_tool_and_its_arguments(with_id):
+    c = JsonArgsCall(MISTRAL, [("get_weather", WEATHER)], MVOCAB, [m(b"</s>")], reasoning=(b"[THINK]", b"[/THINK]"))
+    for p in [b"[THINK]", b"[TOOL_CALLS]", b"[/THINK]", b"Sure."]:       # a marker while thinking is thought
+        assert c.allows(m(p))
+        c.advance(m(p))
+    c.advance(m(b"[TOOL_CALLS]"))
+    assert not c.allows(m(b"get_wether")) and not c.allows(m(b"</s>"))
+    c.advance(m(b"get_weather"))
+    assert not c.allows(m(b"Sure."))
+    for p in ([b"[CALL_ID]", b"abcDEF123"] if with_id else []) + [b"[ARGS]"]:
+        assert c.allows(m(p))
+        c.advance(m(p))
+    assert not c.allows(m(b'{"town": "Paris"}'))
+    c.advance(m(b'{"city": "Paris"}'))
+    assert not c.active and c.allows(m(b"</s>"))
+
+
+def test_a_demanded_mistral_call_opens_with_its_marker():
+    c = JsonArgsCall(MISTRAL, [("get_weather", WEATHER)], MVOCAB, [m(b"</s>")], demanded=True)
+    assert not c.allows(m(b"Sure.")) and not c.allows(m(b"</s>")) and c.allows(m(b"[TOOL_CALLS]"))
+    for p in [b"[TOOL_CALLS]", b"get_weather", b"[ARGS]", b'{"city": "Paris"}']:
+        assert c.allows(m(p))
+        c.advance(m(p))
+    assert not c.active and c.allows(m(b"Sure."))

@@ -1,0 +1,87 @@
+"""Tool calls whose arguments are JSON after a header of markup, held: after the call's marker (written
+outside the reasoning), one of the offered tools' names, the header's rest as the model writes it up to
+its end marker, then the arguments as that tool's parameters allow them (the JSON automaton,
+json_grammar.py); then the answer is free again.
+
+    gpt-oss (Harmony):  <|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}
+                        <|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{...}
+    Mistral:            [TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}
+                        [TOOL_CALLS]get_weather[CALL_ID]abcDEF123[ARGS]{"city": "Paris"}
+
+What it is: `JsonArgsCall(header, tools, vocabulary, eos_ids)`, a held_call.HeldCall over this byte
+automaton; `CallHeader` says where a format's call starts and its header ends (HARMONY, MISTRAL).
+Not here: reading the calls (harmony.py, mistral.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from strata.engine.held_call import DONE, HeldCall
+from strata.engine.json_grammar import step
+from strata.engine.json_schema import Node
+from strata.engine.token_bytes import Vocabulary
+
+
+@dataclass(frozen=True)
+class CallHeader:
+    marker: bytes                  # what opens a call, up to the tool's name
+    end: bytes                     # what ends the header (the arguments follow)
+    after_name: frozenset[int]     # the bytes that may follow a whole name
+    max_len: int                   # header bytes between the name and `end`; past them only `end` goes on
+
+
+HARMONY = CallHeader(b"to=functions.", b"<|message|>", frozenset(b" <"), 64)
+HARMONY_ANALYSIS = (b"<|channel|>analysis<|message|>", b"<|end|>")   # a marker in there is thought
+MISTRAL = CallHeader(b"[TOOL_CALLS]", b"[ARGS]", frozenset(b"["), 48)   # [ARGS], or [CALL_ID]id[ARGS]
+
+# States: ("lits", alternatives, pos) the tool's name (held_call); ("header", tool, tail, n) up to its end;
+# ("json", tool, json state); DONE.
+
+
+def _toward(tail: bytes, end: bytes) -> int:
+    """How much of `end` the header's last bytes have written."""
+    return max((k for k in range(1, len(end) + 1) if tail.endswith(end[:k])), default=0)
+
+
+class JsonArgsCall(HeldCall):
+    def __init__(self, header: CallHeader, tools: Sequence[tuple[str, Node]], vocabulary: Vocabulary,
+                 eos_ids: Sequence[int] = (), demanded: bool = False, reasoning: tuple[bytes, bytes] | None = None,
+                 opened: bool = False, after: bytes | None = None):
+        """`tools`: (name, its arguments' compiled schema: json_schema.tool_arguments). `demanded`: the
+        answer is one call, its marker first (after `after`); else each call the model opens is held."""
+        super().__init__(vocabulary, eos_ids, trigger=None if demanded else header.marker, reasoning=reasoning,
+                         opened=opened, after=after)
+        self.header = header
+        self.args = tuple(node for _, node in tools)
+        lead = header.marker if demanded else b""
+        self._begin(("lits", tuple((lead + name.encode(), ("named", i)) for i, (name, _) in enumerate(tools)), 0))
+
+    def _markup(self, state: tuple) -> bool:
+        return state[0] in ("lits", "header")      # a demanded call's marker, the header's markup
+
+    def _expand(self, then: tuple) -> tuple:
+        return ("header", then[1], b"", 0) if then[0] == "named" else then
+
+    def _step_uncached(self, state: tuple, b: int) -> tuple | None:
+        kind = state[0]
+        if kind == "lits":
+            return self._lits_step(state, b)
+        if kind == "header":
+            _, t, tail, n = state
+            end = self.header.end
+            grown = (tail + bytes([b]))[-len(end):]
+            if (n == 0 and b not in self.header.after_name) or \
+                    (n >= self.header.max_len and _toward(grown, end) <= _toward(tail, end)):
+                return None             # past max_len only the end marker's next byte: the header must end
+            if grown == end:
+                return ("json", t, ((("V", self.args[t]),), 0))
+            return ("header", t, grown, n + 1)
+        if kind == "json":
+            _, t, js = state
+            js = step(js, b)
+            if js is None:
+                return None
+            return DONE if not js[0] else ("json", t, js)
+        return None
