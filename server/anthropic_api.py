@@ -15,6 +15,7 @@ from typing import Any
 
 from aiohttp import web
 from strata.server import fields as f
+from strata.server.anthropic_text import parse_system, system_message, text_of_blocks
 from strata.server.errors import APIError
 from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
@@ -33,88 +34,29 @@ from strata.server.prompting import (
     split_prefill,
 )
 from strata.server.structured_output import answer_rule, json_format
+from strata.server.tool_search import deferred_names, referenced_names, references_as_text, shown_and_callable
 
 # ----- request parsing -----
-
-
-def _text_of_blocks(content: Any, where: str) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise APIError(400, f"{where} must be a string or an array of content blocks")
-    return f.text_of_parts(content, where, text_types=("text",), media_types=("image", "document"), noun="blocks")
-
-
-# Claude Code's first system line, `x-anthropic-billing-header: cc_version=...; cc_entrypoint=cli; cch=1c8b4;`:
-# telemetry for Anthropic's API, whose `cch` changes on every request. Left at the top of the prompt it
-# makes every turn a new prefix, so the whole history is read again each turn (vLLM, SGLang and llama.cpp
-# drop or pin it too). It means nothing to the model: it is dropped.
-BILLING_HEADER = "x-anthropic-billing-header:"
-
-
-def _without_billing_header(text: str) -> str:
-    if not text.startswith(BILLING_HEADER):
-        return text
-    end = text.find("\n")
-    return "" if end < 0 else text[end + 1:]
-
-
-def parse_system(body: dict) -> str | None:
-    system = body.get("system")
-    if system is None:
-        return None
-    if isinstance(system, str):
-        return _without_billing_header(system)
-    if isinstance(system, list):
-        system = [dict(b, text=_without_billing_header(b["text"]))
-                  if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) else b
-                  for b in system]
-        _text_of_blocks(system, "system")          # every block is text, or a 400 naming the one that is not
-        # one line break between blocks: Claude Code's "...for Claude." and "You are an interactive..."
-        # would otherwise run together
-        return "\n".join(b["text"] for b in system if b["text"])
-    return _text_of_blocks(system, "system")
 
 
 MEDIA_IN_TOOL_RESULT = "[{kind} omitted: this model reads text only]"
 
 
-def _tool_result_text(content: Any, where: str) -> str:
+def _tool_result_text(content: Any, where: str, tools: list[dict] | None = None) -> str:
     """A tool's result blocks as text. An image or document there (a tool that read an image file or a
     PDF) becomes a note instead of a 400: the agent did not choose it and would resend it every turn, so
-    its session could not go on. (An image the user sends is still refused.)"""
+    its session could not go on. (An image the user sends is still refused.) `tool_reference` blocks
+    (tool search) read as the referenced tools' definitions (server/tool_search.py)."""
     if isinstance(content, list):
+        content = references_as_text(content, tools, where)
         content = [{"type": "text", "text": MEDIA_IN_TOOL_RESULT.format(kind=b["type"])}
                    if isinstance(b, dict) and b.get("type") in ("image", "document") else b for b in content]
-    return _text_of_blocks(content, where)
+    return text_of_blocks(content, where)
 
 
-# blocks of a mid-conversation system message that change the offered tools (the beta
-# mid-conversation-tool-changes): the template writes the request's `tools` once, before the conversation,
-# so they are left out; the model is offered the request's tools throughout
-TOOL_CHANGE_BLOCKS = ("tool_addition", "tool_removal")
-CLEAR_AT = ("next_user_message", "never")
-
-
-def _system_message(m: dict, where: str, later_user: bool) -> dict | None:
-    """A `role: "system"` message in `messages` (Claude Code 2.1 sends its environment and date this way,
-    after the first user turn) as a system chat message; None when it has no text, or when its `clear_at`
-    is "next_user_message" and a user turn follows it (Anthropic no longer shows it to the model then)."""
-    clear_at = m.get("clear_at")
-    if clear_at is not None and clear_at not in CLEAR_AT:
-        raise APIError(400, f"{where}.clear_at must be one of {', '.join(map(repr, CLEAR_AT))}; got {clear_at!r}")
-    content = m.get("content")
-    if content is None:
-        content = ""
-    if isinstance(content, list):
-        content = [b for b in content if not (isinstance(b, dict) and b.get("type") in TOOL_CHANGE_BLOCKS)]
-    text = _text_of_blocks(content, f"{where}.content")
-    if not text or (clear_at == "next_user_message" and later_user):
-        return None
-    return {"role": "system", "content": text}
-
-
-def parse_messages(raw: list, system: str | None) -> list[dict]:
+def parse_messages(raw: list, system: str | None, tools: list[dict] | None = None) -> list[dict]:
+    """Anthropic's messages as chat messages; `tools` (every tool of the request) are the definitions a
+    `tool_reference` in a tool result reads as."""
     out: list[dict] = [{"role": "system", "content": system}] if system else []
     roles = [m.get("role") if isinstance(m, dict) else None for m in raw]
     if roles and all(r == "system" for r in roles):
@@ -122,7 +64,7 @@ def parse_messages(raw: list, system: str | None) -> list[dict]:
     for i, (where, m) in enumerate(f.objects(raw, "messages")):
         role = m.get("role")
         if role == "system":
-            sys_msg = _system_message(m, where, later_user="user" in roles[i + 1:])
+            sys_msg = system_message(m, where, later_user="user" in roles[i + 1:])
             if sys_msg is not None:
                 out.append(sys_msg)
             continue
@@ -157,7 +99,7 @@ def parse_messages(raw: list, system: str | None) -> list[dict]:
                     out.append({"role": "user", "content": "".join(text)})
                     text = []
                 result = b.get("content", "")
-                body_text = result if isinstance(result, str) else _tool_result_text(result, f"{bw}.content")
+                body_text = result if isinstance(result, str) else _tool_result_text(result, f"{bw}.content", tools)
                 if b.get("is_error"):
                     body_text = f"Error: {body_text}"
                 out.append({"role": "tool", "tool_call_id": str(b.get("tool_use_id", "")), "content": body_text})
@@ -198,17 +140,10 @@ def parse_tool_choice(body: dict) -> dict | None:
     return choice
 
 
-def parse_tools(body: dict) -> list[dict] | None:
-    choice = parse_tool_choice(body)
-    tools = f.get_list(body, "tools")
-    if not tools:
-        if choice is not None and choice["type"] == "tool":
-            raise APIError(400, f"'tool_choice' names {choice['name']!r} but 'tools' is empty or missing")
-        if choice is not None and choice["type"] == "any":   # a call demanded with nothing to call
-            raise APIError(400, "'tool_choice' of type 'any' needs 'tools': there is nothing to call")
-        return None
+def offered_tools(body: dict) -> list[dict]:
+    """Every tool of the request the model could call, as chat tools (whatever `tool_choice` says)."""
     out = []
-    for tw, t in f.objects(tools, "tools"):
+    for tw, t in f.objects(f.get_list(body, "tools") or [], "tools"):
         if not isinstance(t.get("name"), str) or not t["name"]:
             raise APIError(400, f"{tw}.name must be a non-empty string")
         if t.get("type") not in (None, "custom") and "input_schema" not in t:
@@ -216,6 +151,18 @@ def parse_tools(body: dict) -> list[dict] | None:
         schema = f.tool_schema(t.get("input_schema"), f"{tw}.input_schema")
         out.append({"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
                                                       "parameters": schema}})
+    return out
+
+
+def parse_tools(body: dict) -> list[dict] | None:
+    choice = parse_tool_choice(body)
+    if not f.get_list(body, "tools"):
+        if choice is not None and choice["type"] == "tool":
+            raise APIError(400, f"'tool_choice' names {choice['name']!r} but 'tools' is empty or missing")
+        if choice is not None and choice["type"] == "any":   # a call demanded with nothing to call
+            raise APIError(400, "'tool_choice' of type 'any' needs 'tools': there is nothing to call")
+        return None
+    out = offered_tools(body)
     if choice is not None and choice["type"] == "none":
         return None
     if choice is not None and choice["type"] == "tool":     # one named tool: only it is offered
@@ -226,10 +173,14 @@ def parse_tools(body: dict) -> list[dict] | None:
 async def _prompt(request: web.Request, body: dict) -> tuple[Any, list[dict], list[dict] | None, list[int]]:
     state = ready_state(request)
     f.get_str(body, "model")
-    messages = parse_messages(f.get_list(body, "messages", required=True, nonempty=True), parse_system(body))
+    raw = f.get_list(body, "messages", required=True, nonempty=True)
     tools = parse_tools(body)
+    messages = parse_messages(raw, parse_system(body), offered_tools(body))
+    choice = body.get("tool_choice") if isinstance(body.get("tool_choice"), dict) else {}
+    deferred = deferred_names(body) - {choice.get("name")}     # a tool demanded by name is shown
+    shown, callable_ = shown_and_callable(tools, deferred, referenced_names(raw))
     history, prefill = split_prefill(messages)
-    return state, messages, tools, await render_chat_async(state.engine, history, tools, prefill)
+    return state, messages, callable_, await render_chat_async(state.engine, history, shown, prefill)
 
 
 def held_to(body: dict, tools: list[dict] | None, fmt: AnswerFormat, prefill: str, engine: Any) -> Any:

@@ -138,3 +138,73 @@ def test_a_prompt_too_long_for_the_context_is_logged_with_the_fix(claude, caplog
     refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
     assert len(refused) == 1 and refused[0].startswith("POST /v1/messages refused: prompt is too long: ")
     assert refused[0].endswith("start the server with a larger --ctx)")
+
+
+# ----- tool search: deferred tools and tool_reference results -----
+
+WEB_FETCH = {"name": "WebFetch", "description": "Fetch a web page.", "defer_loading": True,
+             "input_schema": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}}
+TOOL_SEARCH = {"name": "ToolSearch", "description": "Load deferred tools.",
+               "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}
+SEARCH_CALL = {"role": "assistant", "content": [{"type": "text", "text": "Searching."}, {
+    "type": "tool_use", "id": "toolu_1", "name": "ToolSearch", "input": {"query": "select:WebFetch"}}]}
+
+
+def search_result(content):
+    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": content,
+                                         "cache_control": {"type": "ephemeral"}}]}
+
+
+def count_with_tools(claude, messages, tools):
+    return claude.beta.messages.count_tokens(model="local", messages=messages, tools=tools, betas=BETAS).input_tokens
+
+
+def test_a_deferred_tool_is_not_shown_until_a_reference_loads_it(claude):
+    """Claude Code 2.1.332 answers its ToolSearch call with a `tool_reference` block (it was a 400,
+    "type 'tool_reference' is not supported", and the CLI fell back to sending every tool, the whole
+    prompt read again) and adds the tool to `tools` with `defer_loading`."""
+    turn = [FIRST_USER, SEARCH_CALL]
+    assert count_with_tools(claude, [FIRST_USER], [TOOL_SEARCH, WEB_FETCH]) == \
+        count_with_tools(claude, [FIRST_USER], [TOOL_SEARCH])
+    loaded = turn + [search_result([{"type": "tool_reference", "tool_name": "WebFetch"}])]
+    definition = ('<functions>\n<function>{"description": "Fetch a web page.", "name": "WebFetch", "parameters": '
+                  + json.dumps(WEB_FETCH["input_schema"]) + '}</function>\n</functions>')
+    as_text = turn + [search_result([{"type": "text", "text": definition}])]
+    assert count_with_tools(claude, loaded, [TOOL_SEARCH, WEB_FETCH]) == count_with_tools(claude, as_text,
+                                                                                           [TOOL_SEARCH])
+
+
+def test_loading_a_deferred_tool_keeps_the_history(claude):
+    r1 = cli_request_with(claude, [FIRST_USER, ENV_MESSAGE], [TOOL_SEARCH])
+    turn2 = [FIRST_USER, ENV_MESSAGE, SEARCH_CALL, search_result([{"type": "tool_reference", "tool_name": "WebFetch"}])]
+    r2 = cli_request_with(claude, turn2, [TOOL_SEARCH, WEB_FETCH])
+    # the tool list the prompt starts with did not change: the first turn's whole prompt is reused
+    assert r2.usage.cache_read_input_tokens >= r1.usage.input_tokens + r1.usage.cache_read_input_tokens
+
+
+def test_a_reference_to_a_tool_not_in_the_request_reads_as_a_note(claude):
+    loaded = [FIRST_USER, SEARCH_CALL, search_result([{"type": "tool_reference", "tool_name": "Nope"}])]
+    note = [FIRST_USER, SEARCH_CALL, search_result("<functions>\n[tool 'Nope' is not among this request's tools]"
+                                                   "\n</functions>")]
+    assert count_with_tools(claude, loaded, [TOOL_SEARCH]) == count_with_tools(claude, note, [TOOL_SEARCH])
+    with pytest.raises(anthropic.BadRequestError) as e:
+        count_with_tools(claude, [FIRST_USER, SEARCH_CALL, search_result([{"type": "tool_reference"}])], [TOOL_SEARCH])
+    assert "messages[2].content[0].content[0].tool_name must be a non-empty string" in e.value.body["error"]["message"]
+
+
+def test_a_loaded_deferred_tool_can_be_called():
+    from strata.server.tool_search import shown_and_callable
+
+    tools = [{"type": "function", "function": {"name": n, "parameters": {}}} for n in ("ToolSearch", "WebFetch")]
+    shown, callable_ = shown_and_callable(tools, frozenset({"WebFetch"}), frozenset())
+    assert [t["function"]["name"] for t in shown] == [t["function"]["name"] for t in callable_] == ["ToolSearch"]
+    shown, callable_ = shown_and_callable(tools, frozenset({"WebFetch"}), frozenset({"WebFetch"}))
+    assert [t["function"]["name"] for t in shown] == ["ToolSearch"]
+    assert [t["function"]["name"] for t in callable_] == ["ToolSearch", "WebFetch"]
+
+
+def cli_request_with(claude, messages, tools, max_tokens=4):
+    with claude.beta.messages.stream(model="local", max_tokens=max_tokens, system=SYSTEM, tools=tools,
+                                     messages=messages, betas=BETAS, extra_headers=CLI_HEADERS,
+                                     extra_body=CLI_FIELDS) as stream:
+        return stream.get_final_message()

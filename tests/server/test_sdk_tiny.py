@@ -225,7 +225,7 @@ def test_claude_codes_billing_header_does_not_break_the_prefix(claude):
 
 def test_system_blocks_are_separate_lines(claude):
     """Claude Code's "...for Claude." and "You are an interactive..." blocks are two lines, not one run."""
-    from strata.server.anthropic_api import parse_system
+    from strata.server.anthropic_text import parse_system
 
     blocks = [{"type": "text", "text": "You are Claude Code."}, {"type": "text", "text": "You are an interactive tool."}]
     assert parse_system({"system": blocks}) == "You are Claude Code.\nYou are an interactive tool."

@@ -1,0 +1,75 @@
+"""The text-only parts of an Anthropic request: the top-level `system` prompt (Claude Code's billing line
+dropped), `role: "system"` messages inside `messages`, and arrays of text blocks. Each read fails with a
+400 naming the place; nothing here knows of tools, calls or the template.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strata.server import fields as f
+from strata.server.errors import APIError
+
+
+def text_of_blocks(content: Any, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise APIError(400, f"{where} must be a string or an array of content blocks")
+    return f.text_of_parts(content, where, text_types=("text",), media_types=("image", "document"), noun="blocks")
+
+
+# Claude Code's first system line, `x-anthropic-billing-header: cc_version=...; cc_entrypoint=cli; cch=1c8b4;`:
+# telemetry for Anthropic's API, whose `cch` changes on every request. Left at the top of the prompt it
+# makes every turn a new prefix, so the whole history is read again each turn (vLLM, SGLang and llama.cpp
+# drop or pin it too). It means nothing to the model: it is dropped.
+BILLING_HEADER = "x-anthropic-billing-header:"
+
+
+def _without_billing_header(text: str) -> str:
+    if not text.startswith(BILLING_HEADER):
+        return text
+    end = text.find("\n")
+    return "" if end < 0 else text[end + 1:]
+
+
+def parse_system(body: dict) -> str | None:
+    system = body.get("system")
+    if system is None:
+        return None
+    if isinstance(system, str):
+        return _without_billing_header(system)
+    if isinstance(system, list):
+        system = [dict(b, text=_without_billing_header(b["text"]))
+                  if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) else b
+                  for b in system]
+        text_of_blocks(system, "system")          # every block is text, or a 400 naming the one that is not
+        # one line break between blocks: Claude Code's "...for Claude." and "You are an interactive..."
+        # would otherwise run together
+        return "\n".join(b["text"] for b in system if b["text"])
+    return text_of_blocks(system, "system")
+
+
+# blocks of a mid-conversation system message that change the offered tools (the beta
+# mid-conversation-tool-changes): the template writes the request's `tools` once, before the conversation,
+# so they are left out; the model is offered the request's tools throughout
+TOOL_CHANGE_BLOCKS = ("tool_addition", "tool_removal")
+CLEAR_AT = ("next_user_message", "never")
+
+
+def system_message(m: dict, where: str, later_user: bool) -> dict | None:
+    """A `role: "system"` message in `messages` (Claude Code 2.1 sends its environment and date this way,
+    after the first user turn) as a system chat message; None when it has no text, or when its `clear_at`
+    is "next_user_message" and a user turn follows it (Anthropic no longer shows it to the model then)."""
+    clear_at = m.get("clear_at")
+    if clear_at is not None and clear_at not in CLEAR_AT:
+        raise APIError(400, f"{where}.clear_at must be one of {', '.join(map(repr, CLEAR_AT))}; got {clear_at!r}")
+    content = m.get("content")
+    if content is None:
+        content = ""
+    if isinstance(content, list):
+        content = [b for b in content if not (isinstance(b, dict) and b.get("type") in TOOL_CHANGE_BLOCKS)]
+    text = text_of_blocks(content, f"{where}.content")
+    if not text or (clear_at == "next_user_message" and later_user):
+        return None
+    return {"role": "system", "content": text}
