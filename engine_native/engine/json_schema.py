@@ -3,7 +3,7 @@ below into `Node`s, refusing what it cannot enforce with a `SchemaError` that na
 it is.
 
 Enforced: `type` (one or a list), `properties`, `required`, `additionalProperties` (false, true or a
-schema; unset: true, as JSON Schema), `items`, `minItems` / `maxItems`, `minLength` / `maxLength` (in
+schema; unset: false for an object that lists `properties`, as llama.cpp holds it, else true), `items`, `minItems` / `maxItems`, `minLength` / `maxLength` (in
 characters), `minimum` / `maximum` / `exclusiveMinimum` / `exclusiveMaximum` (numbers and integers;
 draft 4's boolean exclusive forms too; json_numbers.py), `pattern` and `format` (strings; json_patterns.py),
 `enum`, `const`, `anyOf` / `oneOf` whose branches begin with different characters (Pydantic's
@@ -312,10 +312,12 @@ class _Compiler:
         return rest[0] if len(rest) == 1 else Node("union", alternatives=tuple(rest))
 
 
-def compile_schema(schema: Any, closed: bool = False, lenient: bool = False) -> Node:
-    """The root node of a JSON Schema; SchemaError names what cannot be enforced. `closed`: an object with
-    `properties` that says nothing of others takes only those (a tool's arguments: what a model should
-    write, where JSON Schema's default would let it invent keys; `"properties": {}` takes none).
+def compile_schema(schema: Any, closed: bool = True, lenient: bool = False) -> Node:
+    """The root node of a JSON Schema; SchemaError names what cannot be enforced. `closed` (the default, as
+    llama.cpp holds schemas): an object with `properties` that says nothing of others takes only those
+    (what a model should write, where JSON Schema's default would let it invent keys: `llm --schema` sends
+    such schemas, and SmolLM2 wrote keys of its own until max_tokens; `"properties": {}` takes none).
+    `closed=False` is JSON Schema's reading, others allowed.
     `lenient`: validation-only keywords passed over, a part that cannot be enforced any value."""
     return _Compiler(schema, closed, lenient).node(schema, "schema")
 
