@@ -21,6 +21,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -193,6 +194,12 @@ async def _read_request(request: web.Request) -> tuple[Any, dict]:
     """(server state, body) of a Responses request, with the fields this stateless server refuses."""
     state = ready_state(request)
     body = await f.read_json_object(request)
+    refuse_stored(body)
+    return state, body
+
+
+def refuse_stored(body: dict) -> None:
+    """400 for what this stateless server cannot answer: state stored under an id, background runs."""
     f.get_str(body, "model")
     if body.get("previous_response_id") is not None:
         raise APIError(400, "'previous_response_id' is not supported: this server keeps no responses; send the "
@@ -207,11 +214,16 @@ async def _read_request(request: web.Request) -> tuple[Any, dict]:
                             "send 'instructions' and 'input'", param="prompt")
     if body.get("background"):
         raise APIError(400, "'background' is not supported", param="background")
-    return state, body
 
 
 async def responses(request: web.Request) -> web.StreamResponse:
     state, body = await _read_request(request)
+    return await answer(request, state, body)
+
+
+async def answer(request: web.Request, state: Any, body: dict, sink: Events | None = None) -> web.StreamResponse:
+    """One response to a checked body (refuse_stored): JSON, or its events on an SSE stream when it asks
+    for `stream`, or on `sink` when one is given (responses_socket.py: the WebSocket transport)."""
     messages = parse_input(body)
     tools, custom = parse_tools(body)
     text = body.get("text")
@@ -219,7 +231,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
         raise APIError(400, "'text' must be an object like {\"format\": {\"type\": \"text\"}}", param="text")
     wanted = json_format((text or {}).get("format"), "text.format", flat=True)
     if wants_compaction(body):
-        return await _compaction_turn(request, state, body, messages, tools, custom)
+        return await _compaction_turn(request, state, body, messages, tools, custom, sink)
     effort = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
     tokens = await render_chat_async(state.engine, messages, tools,
                                      template_vars=reasoning_effort(effort.get("effort"), "reasoning.effort"))
@@ -232,8 +244,8 @@ async def responses(request: web.Request) -> web.StreamResponse:
     choice = body.get("tool_choice")
     job.answer_rule = answer_rule(wanted, tools, choice == "required" or isinstance(choice, dict), shape.fmt,
                                   state.engine)
-    if f.get_bool(body, "stream"):
-        return await _stream(request, state, job, shape)
+    if sink is not None or f.get_bool(body, "stream"):
+        return await _stream(request, state, job, shape, sink)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
     return web.json_response(shape.response(completion, shape.output(completion)))
@@ -254,7 +266,7 @@ async def compact(request: web.Request) -> web.Response:
 
 
 async def _compaction_turn(request: web.Request, state: Any, body: dict, messages: list[dict],
-                           tools: list[dict] | None, custom: set[str]) -> web.StreamResponse:
+                           tools: list[dict] | None, custom: set[str], sink: Events | None) -> web.StreamResponse:
     """A `/v1/responses` input ending in `compaction_trigger`: a response whose output is one compaction
     item (Codex's remote compaction), streamed or not."""
     summary, c = await compaction.summarize(request, state, messages, tools, _conversation(body, messages),
@@ -262,9 +274,9 @@ async def _compaction_turn(request: web.Request, state: Any, body: dict, message
     shape = _Shape(body, body.get("model") or state.model_name, tools, custom)
     item = compaction.compaction_item(summary)
     done = shape.response(c, [item], "completed")
-    if not f.get_bool(body, "stream"):
+    if sink is None and not f.get_bool(body, "stream"):
         return web.json_response(done)
-    out = _Events(await open_sse(request))
+    out = sink or await Events.sse(request)
     await out.send("response.created", response=shape.response(None, []))
     await out.send("response.in_progress", response=shape.response(None, []))
     await out.send("response.output_item.added", output_index=0, item=item)
@@ -370,21 +382,29 @@ def _custom_input(arguments: str) -> str:
     return arguments
 
 
-class _Events:
-    """Writes one stream's events with their `sequence_number`."""
+class Events:
+    """Writes one response's events with their `sequence_number`: as server-sent events on `resp`
+    (Events.sse), or through `write` (one JSON object an event: a WebSocket's frames)."""
 
-    def __init__(self, resp: web.StreamResponse) -> None:
+    def __init__(self, resp: web.StreamResponse, write: Callable[[dict], Awaitable[None]] | None = None) -> None:
         self.resp = resp
+        self.write = write
         self.n = 0
 
+    @classmethod
+    async def sse(cls, request: web.Request) -> Events:
+        return cls(await open_sse(request))
+
     async def send(self, kind: str, **fields: Any) -> None:
-        await send_sse(self.resp, {"type": kind, "sequence_number": self.n, **fields}, kind)
+        event = {"type": kind, "sequence_number": self.n, **fields}
+        await (self.write(event) if self.write is not None else send_sse(self.resp, event, kind))
         self.n += 1
 
 
-async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> web.StreamResponse:
+async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape,
+                  sink: Events | None = None) -> web.StreamResponse:
     events = JobEvents(request, state.scheduler, job)    # a full queue raises 503 before any byte is sent
-    out: _Events | None = None
+    out: Events | None = None
     answer = AnswerStream(shape.fmt, shape.tools)
     items: list[dict] = []          # the output items done
     open_item: dict | None = None   # the item being streamed: {"type", "index", "text"}
@@ -437,7 +457,7 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape) -> 
     try:
         async for kind, payload in events:
             if out is None:
-                out = _Events(await open_sse(request))
+                out = sink or await Events.sse(request)
                 await out.send("response.created", response=shape.response(None, []))
                 await out.send("response.in_progress", response=shape.response(None, []))
             if kind == "text":
@@ -477,7 +497,7 @@ def _call_status(c: Completion) -> str:
     return "incomplete" if c.finish_reason == "length" else "completed"
 
 
-async def _send_call(out: _Events, shape: _Shape, call: dict, index: int, status: str = "completed") -> None:
+async def _send_call(out: Events, shape: _Shape, call: dict, index: int, status: str = "completed") -> None:
     """One tool call's events: the item added (empty), its arguments (or custom input) whole, done."""
     done = shape.call_item(call, status)
     await out.send("response.output_item.added", output_index=index,

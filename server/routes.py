@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aiohttp import web
-from strata.server import anthropic_api, monitor_feed, openai_api, responses_api, service
+from strata.server import anthropic_api, monitor_feed, openai_api, responses_api, responses_socket, service
 
 
 def add_routes(app: web.Application) -> None:
@@ -20,6 +20,8 @@ def add_routes(app: web.Application) -> None:
         web.post("/v1/completions", openai_api.completions),
         web.post("/completions", openai_api.completions),
         web.post("/v1/responses", responses_api.responses),
+        web.get("/v1/responses", responses_socket.responses_socket),
+        web.get("/responses", responses_socket.responses_socket),
         web.post("/v1/responses/compact", responses_api.compact),
         web.post("/responses/compact", responses_api.compact),
         web.post("/responses", responses_api.responses),

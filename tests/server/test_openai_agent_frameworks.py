@@ -53,8 +53,8 @@ INSTRUCTIONS = "You fix Python code. Use the tools."
 PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 
 
-@pytest.fixture(scope="module")
-def oai(tiny_model_factory):
+def agent_model(tiny_model_factory):
+    """The scripted agent model: a run_tests call, or ANSWER after a tool result."""
     from strata.engine import Engine
 
     shape = dict(ctx_len=4096, n_vocab=512, seed=4, added_tokens=CALL + FINAL, chat_template=TEMPLATE)
@@ -62,7 +62,12 @@ def oai(tiny_model_factory):
     # after the call, <|im_end|> (2) ends the turn; the answer after <|answered|> ends with <|endoftext|> (0)
     script = (*engine.tokenize("\n" + "".join(CALL), special=True), 2,
               *engine.tokenize("".join(FINAL), special=True), 0)
-    model = tiny_model_factory(**shape, script=script)
+    return tiny_model_factory(**shape, script=script)
+
+
+@pytest.fixture(scope="module")
+def oai(tiny_model_factory):
+    model = agent_model(tiny_model_factory)
     with LiveServer(model=str(model), ctx=4096, batch=2, threads=1, conversation_cache_mib=0) as s:
         yield sdk_clients(s)[0]
 
