@@ -7,6 +7,7 @@ or server-sent events) with `usage` (incl. `prompt_tokens_details.cached_tokens`
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from typing import Any
@@ -78,6 +79,16 @@ def tool_output_text(content: Any, where: str, text_types: tuple[str, ...], medi
         return f.text_of_parts(content, where, text_types=(*text_types, "text"), media_types=media_types,
                                noun="parts")
     return _content_text(content, where)
+
+
+def conversation_of(body: dict, messages: list[dict]) -> str:
+    """The conversation's key: from `prompt_cache_key` when the client names it (Codex: its session id; the
+    Agents SDK's extra_args), so that two sessions that start alike stay apart, else from the first
+    messages. Chat completions and the Responses API name a conversation alike."""
+    named = f.get_str(body, "prompt_cache_key")
+    if named:
+        return hashlib.sha256(b"prompt_cache_key\x00" + named.encode()).hexdigest()[:12]
+    return conversation_key(messages)
 
 
 def parse_messages(raw: list) -> list[dict]:
@@ -216,7 +227,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
               max_tokens=f.get_max_tokens(body, ("max_completion_tokens", "max_tokens"),
                                           state.config.max_tokens_default),
               sampling=parse_sampling(body, n_vocab=state.engine.n_vocab), stop=f.get_stop(body, "stop"),
-              conversation=conversation_key(messages), ignore_eos=f.get_bool(body, "ignore_eos"))
+              conversation=conversation_of(body, messages), ignore_eos=f.get_bool(body, "ignore_eos"))
     model = body.get("model") or state.model_name
     fmt = answer_format(state.engine, tokens, messages)
     choice = body.get("tool_choice")

@@ -16,7 +16,6 @@ Not here: scheduling, templates, error rendering (errors.py via the middleware).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -30,6 +29,7 @@ from strata.server import fields as f
 from strata.server.errors import APIError
 from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
+from strata.server.openai_api import conversation_of as _conversation
 from strata.server.openai_api import parse_sampling, ready_state, tool_output_text
 from strata.server.prompting import (
     PLAIN,
@@ -38,7 +38,6 @@ from strata.server.prompting import (
     answer_format,
     call_id,
     check_fits,
-    conversation_key,
     only_named_tool,
     reasoning_effort,
     render_chat_async,
@@ -283,15 +282,6 @@ async def _compaction_turn(request: web.Request, state: Any, body: dict, message
     await out.send("response.output_item.done", output_index=0, item=item)
     await out.send("response.completed", response=done)
     return out.resp
-
-
-def _conversation(body: dict, messages: list[dict]) -> str:
-    """The conversation's key: from `prompt_cache_key` when the client names it (Codex: its session id,
-    so two sessions that start alike stay apart), else from the first messages as elsewhere."""
-    named = f.get_str(body, "prompt_cache_key")
-    if named:
-        return hashlib.sha256(b"prompt_cache_key\x00" + named.encode()).hexdigest()[:12]
-    return conversation_key(messages)
 
 
 # ----- shaping -----

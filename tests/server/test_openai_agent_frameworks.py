@@ -218,3 +218,20 @@ def test_llm_schema_without_additional_properties_gets_its_keys(tiny_server):
             response_format={"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}))
         text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         assert set(json.loads(text)) == {"name", "age"}, text
+
+
+def test_chat_prompt_cache_key_names_the_conversation(tiny_server):
+    """The Agents SDK's extra_args (and OpenAI's chat API) carry prompt_cache_key on chat completions too:
+    the conversation is named by it, as on the Responses API (/v1/slots shows the name), so two sessions
+    that start alike are two conversations. Chat completions named it from the first messages only."""
+    import hashlib
+
+    import httpx2 as httpx
+
+    oai = sdk_clients(tiny_server)[0]
+    msgs = [{"role": "system", "content": "You are a subagent."}, {"role": "user", "content": "look around"}]
+    for key in ("agent-a", "agent-b"):
+        oai.chat.completions.create(model="m", messages=msgs, max_tokens=2, temperature=0, prompt_cache_key=key)
+        named = hashlib.sha256(b"prompt_cache_key\x00" + key.encode()).hexdigest()[:12]
+        slots = httpx.get(tiny_server.url + "/v1/slots", timeout=10).json()["slots"]
+        assert named in [s.get("conversation") for s in slots], slots
