@@ -10,6 +10,7 @@ Not here: scheduling, templates, error rendering (errors.py via the middleware).
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any
 
@@ -277,17 +278,25 @@ def _thinking_block(text: str) -> dict:
     return {"type": "thinking", "thinking": text, "signature": ""}
 
 
+# Claude Code 2.1 drops a stream that sent nothing for 300 s (its stream watchdog, on by default), then
+# retries: reading a long prompt on a CPU, or generating a long tool call that is held back until it is
+# whole, can be that quiet. A `ping` event (Anthropic's keepalive, which clients skip) goes out after
+# this many seconds without another event.
+PING_EVERY_S = 10.0
+
+
 async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: str, tools: list[dict] | None,
                   fmt: AnswerFormat = PLAIN) -> web.StreamResponse:
     """The event sequence the SDK expects: message_start, ping, then per content block (a thinking
     block while a thinking model thinks, the text, tool_use blocks) content_block_start,
     content_block_delta*, content_block_stop; message_delta, message_stop. With tools, text that may be a
     tool call is held (AnswerStream) and the calls become tool_use blocks at the end."""
-    events = JobEvents(request, state.scheduler, job)
+    events = JobEvents(request, state.scheduler, job, keepalive_s=PING_EVERY_S)
     resp: web.StreamResponse | None = None
     answer = AnswerStream(fmt, tools)
     index, open_kind = -1, None          # the current block
     text_sent = False
+    last_out = time.monotonic()          # when the client last got an event
 
     async def start(kind: str, block: dict) -> None:
         nonlocal index, open_kind
@@ -310,6 +319,9 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
             await _text_delta(resp, index, piece)
 
     async def send(pieces: list[tuple[str, str]]) -> None:
+        nonlocal last_out
+        if pieces:
+            last_out = time.monotonic()
         for kind, piece in pieces:
             if kind == "reasoning":
                 if open_kind != "thinking":
@@ -321,6 +333,8 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
 
     try:
         async for kind, payload in events:
+            if kind == "keepalive" and resp is None:
+                continue                  # still waiting for a context: the stream starts with the request
             if resp is None:
                 resp = await open_sse(request)
                 cached = payload.get("cached_tokens", 0) if kind == "start" else 0
@@ -331,6 +345,10 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
                               "cache_read_input_tokens": cached, "cache_creation_input_tokens": 0}}},
                     "message_start")
                 await send_sse(resp, {"type": "ping"}, "ping")
+                last_out = time.monotonic()
+            if kind != "done" and time.monotonic() - last_out >= PING_EVERY_S:
+                await send_sse(resp, {"type": "ping"}, "ping")       # the prompt is being read, or a call held
+                last_out = time.monotonic()
             if kind == "text":
                 await send(answer.feed(payload))
             elif kind == "done":

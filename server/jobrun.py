@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 from aiohttp import web
@@ -26,12 +27,17 @@ class JobEvents:
     """Async iterator over a submitted job's events ("start", "text", "done"). Closing it before "done"
     cancels the job; so does the client disconnecting while it waits."""
 
-    def __init__(self, request: web.Request, scheduler: Any, job: Job, *, stream: bool = True) -> None:
+    def __init__(self, request: web.Request, scheduler: Any, job: Job, *, stream: bool = True,
+                 keepalive_s: float | None = None) -> None:
         job.stream = stream
         self.request = request
         self.scheduler = scheduler
         self.job = job
         self.done = False
+        # with keepalive_s, ("keepalive", None) comes after that long without an event (a long prompt being
+        # read sends none), so that a stream can tell its client it is alive
+        self.keepalive_s = keepalive_s
+        self._last_event = time.monotonic()
         job.loop = asyncio.get_running_loop()
         job.events = asyncio.Queue()
         scheduler.submit(job)          # raises APIError(503) when the queue is full
@@ -52,9 +58,13 @@ class JobEvents:
                 except asyncio.TimeoutError:
                     if client_gone(self.request) and not self.job.cancelled:
                         self.scheduler.cancel(self.job)
+                    if self.keepalive_s is not None and time.monotonic() - self._last_event >= self.keepalive_s:
+                        self._last_event = time.monotonic()
+                        return "keepalive", None
                     continue
             if kind == "done":
                 self.done = True
+            self._last_event = time.monotonic()
             return kind, payload
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ session carries one, so a server that refuses the role answers every request wit
 from __future__ import annotations
 
 import json
+import time
 
 import anthropic
 import openai
@@ -208,3 +209,31 @@ def cli_request_with(claude, messages, tools, max_tokens=4):
                                      messages=messages, betas=BETAS, extra_headers=CLI_HEADERS,
                                      extra_body=CLI_FIELDS) as stream:
         return stream.get_final_message()
+
+
+def test_a_stream_reading_a_long_prompt_sends_pings(tiny_model_factory, monkeypatch):
+    """Claude Code drops a stream silent for 300 s (its stream watchdog): while a long prompt is read (here
+    8 tokens a step, about 12,000 tokens) the stream sends `ping` events every PING_EVERY_S (0.05 s here);
+    before, one ping after message_start, then nothing until the answer."""
+    import httpx2 as httpx
+    from strata.server import anthropic_api
+
+    from tests.server.live import LiveServer
+
+    monkeypatch.setattr(anthropic_api, "PING_EVERY_S", 0.05)
+    model = tiny_model_factory(ctx_len=16384, n_vocab=512, seed=3)
+    with LiveServer(model=str(model), ctx=16384, batch=0, threads=1, prefill_chunk=8,
+                    conversation_cache_mib=0) as server:
+        body = {"model": "local", "max_tokens": 2, "stream": True,
+                "messages": [{"role": "user", "content": "word " * 6000}]}
+        events = []
+        with httpx.stream("POST", server.url + "/v1/messages", json=body, timeout=120) as r:
+            for line in r.iter_lines():
+                if line.startswith("event: "):
+                    events.append((line[7:], time.monotonic()))
+    names = [e for e, _ in events]
+    first_block = names.index("content_block_start")
+    assert names[0] == "message_start" and names[-1] == "message_stop"
+    pings = [t for e, t in events[:first_block] if e == "ping"]
+    assert len(pings) >= 3, names[:first_block]
+    assert max(b - a for a, b in zip(pings, pings[1:], strict=False)) < 1.0     # no long silence while reading
