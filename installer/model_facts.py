@@ -57,7 +57,8 @@ def read_model_facts(path: str | Path) -> ModelFacts:
         path=str(path), name=model_id(path), size_bytes=path.stat().st_size,
         n_layer=trunk_layers(meta), n_head_kv=int(n_head_kv), head_dim=int(head_dim),
         n_ctx_train=need("context_length"), arch=arch, description=model_description(meta),
-        n_expert=expert_count(meta), attn_temperature=bool(attention_temperature(meta)))
+        n_expert=expert_count(meta), attn_temperature=bool(attention_temperature(meta)),
+        file_type=meta.get("general.file_type") if isinstance(meta.get("general.file_type"), int) else None)
 
 
 def _check_engine_runs(path: Path) -> None:

@@ -73,7 +73,7 @@ def _on_gpu(s: Situation) -> bool:
 
 def _cuda_lacks(model: ModelFacts) -> str:
     """What the CUDA backend lacks to run `model`, as the plan says it ("" when it runs it)."""
-    return cuda_lacks(model.arch, model.n_expert, model.attn_temperature)
+    return cuda_lacks(model.arch, model.n_expert, model.attn_temperature, model.file_type)
 
 
 def _budget(s: Situation, model: ModelFacts, p: PlanParameters) -> _Budget:

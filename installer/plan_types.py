@@ -58,6 +58,7 @@ class ModelFacts:
     n_expert: int = 0                # experts per layer (qwen3moe, Mixtral); 0: a dense model
     attn_temperature: bool = False   # mistral3's query temperature (attention.temperature_scale)
     kv_type: str = "f16"             # the KV cache type the plan sizes for ("f16" or "q8_0")
+    file_type: int | None = None     # general.file_type (IQ4_NL / IQ4_XS files run on the CPU only)
 
     def __post_init__(self) -> None:
         for name in ("size_bytes", "n_layer", "n_head_kv", "head_dim", "n_ctx_train"):

@@ -66,7 +66,11 @@ def attention_temperature(metadata: dict[str, Any]) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
-def cuda_lacks(arch: str | None, n_expert: int, attn_temperature: float) -> str:
+# general.file_type of files whose weights only the CPU computes (llama.cpp's MOSTLY_IQ4_NL, MOSTLY_IQ4_XS)
+CPU_ONLY_FILE_TYPES = {25: "IQ4_NL", 30: "IQ4_XS"}
+
+
+def cuda_lacks(arch: str | None, n_expert: int, attn_temperature: float, file_type: Any = None) -> str:
     """What the CUDA backend lacks to run a model of this architecture, expert count and attention
     temperature, as `strata setup`'s plan says it ("" when it runs it): the one list behind cpu_only and
     the plan (the engine's own refusal, engine.cpp, names the same parts)."""
@@ -78,6 +82,8 @@ def cuda_lacks(arch: str | None, n_expert: int, attn_temperature: float) -> str:
         return "gemma3's GeGLU, sandwich norms and windowed layers"
     if arch == "smollm3":
         return "SmolLM3's layers without RoPE"
+    if file_type in CPU_ONLY_FILE_TYPES:
+        return f"{CPU_ONLY_FILE_TYPES[file_type]} weights"
     return "an attention temperature (mistral3's attention.temperature_scale)" if attn_temperature else ""
 
 
@@ -85,4 +91,4 @@ def cpu_only(metadata: dict[str, Any]) -> bool:
     """Whether only the CPU backend runs the model (cuda_lacks: `backend auto` then picks the CPU; `cuda`
     asked outright is refused by name)."""
     return bool(cuda_lacks(metadata.get("general.architecture"), expert_count(metadata),
-                           attention_temperature(metadata)))
+                           attention_temperature(metadata), metadata.get("general.file_type")))

@@ -50,7 +50,8 @@ def cuda_lacks_of(path) -> str:
     from strata.model_shape import attention_temperature, cuda_lacks, expert_count
 
     md = GGUFFile(path).metadata
-    return cuda_lacks(md.get("general.architecture"), expert_count(md), attention_temperature(md))
+    return cuda_lacks(md.get("general.architecture"), expert_count(md), attention_temperature(md),
+                      md.get("general.file_type"))
 
 
 def resolve_backend(backend: str) -> str:

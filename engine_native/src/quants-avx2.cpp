@@ -71,7 +71,7 @@ inline void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
 // activations are rearranged once per token and call (PREPARE). An odd last block is a partial
 // step whose B half is zero.
 
-enum q32_kind { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0, K_MXFP4 };
+enum q32_kind { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0, K_MXFP4, K_IQ4_NL };
 
 // (32,) u8 x (32,) s8 twice -> (8,) s32 (u <= 31 so the int16 pair sums of lo + hi cannot overflow).
 inline __m256i dot_lo_hi(__m256i ulo, __m256i xlo, __m256i uhi, __m256i xhi) {
@@ -135,11 +135,14 @@ struct q32_format : ymm_acc {
     static constexpr int NR = 2, NT = 4;
     static constexpr bool PREPARE = true;
     static constexpr bool HAS_MIN = KIND == K_Q4_1 || KIND == K_Q5_1;
-    // Q8_0: sign trick instead; MXFP4: table values + 12 (0 .. 24) are the unsigned quants
+    // Q8_0 and IQ4_NL (its table values, signed): sign trick instead; MXFP4: table values + 12 (0 .. 24) are
+    // the unsigned quants
+    static constexpr bool SIGNED = KIND == K_Q8_0 || KIND == K_IQ4_NL;
     static constexpr int OFFSET = KIND == K_Q4_0 ? 8 : KIND == K_Q5_0 ? 16 : KIND == K_MXFP4 ? 12 : 0;
     static constexpr size_t WB = KIND == K_Q4_0 ? sizeof(block_q4_0) : KIND == K_Q4_1 ? sizeof(block_q4_1)
                                : KIND == K_Q5_0 ? sizeof(block_q5_0) : KIND == K_Q5_1 ? sizeof(block_q5_1)
-                               : KIND == K_MXFP4 ? sizeof(block_mxfp4) : sizeof(block_q8_0);
+                               : KIND == K_MXFP4 ? sizeof(block_mxfp4) : KIND == K_IQ4_NL ? sizeof(block_iq4_nl)
+                               : sizeof(block_q8_0);
     static constexpr size_t W_QS = KIND == K_Q4_0 ? 2 : KIND == K_Q4_1 ? 4 : KIND == K_Q5_0 ? 6 : KIND == K_Q5_1 ? 8
                                  : KIND == K_MXFP4 ? 1 : 2;
     static constexpr size_t W_QH = KIND == K_Q5_0 ? 2 : 4;
@@ -199,6 +202,11 @@ struct q32_format : ymm_acc {
                 ws.lo = _mm256_shuffle_epi8(table, ws.lo);
                 ws.hi = _mm256_shuffle_epi8(table, ws.hi);
             }
+            if (KIND == K_IQ4_NL) {   // nibble -> KVALUES_IQ4NL[nibble], signed (a missing B block's zeros meet zero activations)
+                const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(KVALUES_IQ4NL)));
+                ws.lo = _mm256_shuffle_epi8(table, ws.lo);
+                ws.hi = _mm256_shuffle_epi8(table, ws.hi);
+            }
         }
         if (KIND == K_MXFP4) {
             ws.dw = e8m0_scale_pair<FULL>(a, WB);
@@ -211,7 +219,7 @@ struct q32_format : ymm_acc {
 
     static void madd(const ws_t& ws, const xs_t& xs, __m256& acc) {
         __m256i dot;
-        if (KIND == K_Q8_0) {   // |w| * (x with w's sign), lo and hi summed in int32 (int16 could overflow)
+        if (SIGNED) {   // |w| * (x with w's sign), lo and hi summed in int32 (int16 could overflow)
             dot = _mm256_add_epi32(dot_u8s8(_mm256_sign_epi8(ws.lo, ws.lo), _mm256_sign_epi8(xs.lo, ws.lo)),
                                    dot_u8s8(_mm256_sign_epi8(ws.hi, ws.hi), _mm256_sign_epi8(xs.hi, ws.hi)));
         } else {
@@ -295,6 +303,48 @@ struct q45K_format : ymm_acc {
         const __m256i msum = _mm256_madd_epi16(ws.mins, xs.bsums);
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ws.d * xs.d), acc);
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-(ws.dmin * xs.d)), acc);
+    }
+};
+
+// IQ4_XS: a step is one super-block; sub-block j's 32 signed table values once per row (sign trick:
+// |w| * (x with w's sign), |w| <= 127, so maddubs pairs stay within int16), its int32 sums times ls - 32.
+struct iq4xs_format : ymm_acc {
+    static constexpr int NR = 1, NT = 4;
+    using xs_t = q8K_x;
+    static constexpr size_t W_STEP = sizeof(block_iq4_xs);
+    struct ws_t {
+        __m256i w[8];   // (8, 32) table values of sub-block j, elements in order
+        int sc[8];      // ls - 32
+        float d;
+    };
+
+    static int64_t full_steps(int64_t n) { return n / QK_K; }
+    static bool has_tail(int64_t) { return false; }
+    template <bool FULL>
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) { load_q8K(row, s, xs); }
+
+    template <bool FULL>
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
+        const block_iq4_xs* b = reinterpret_cast<const block_iq4_xs*>(row) + s;
+        const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(KVALUES_IQ4NL)));
+        const __m256i low4 = _mm256_set1_epi8(0x0F);
+        for (int j = 0; j < 8; ++j) {
+            const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + 16 * j));
+            const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+            ws.w[j] = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low4));
+            ws.sc[j] = iq4_xs_scale(*b, j);
+        }
+        ws.d = half_to_float(b->d);
+    }
+
+    static void madd(const ws_t& ws, const xs_t& xs, __m256& acc) {
+        __m256i isum = _mm256_setzero_si256();
+        for (int j = 0; j < 8; ++j) {
+            const __m256i x = load256(xs.q + 32 * j);
+            const __m256i p = dot_u8s8(_mm256_sign_epi8(ws.w[j], ws.w[j]), _mm256_sign_epi8(x, ws.w[j]));
+            isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, _mm256_set1_epi32(ws.sc[j])));
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ws.d * xs.d), acc);
     }
 };
 
@@ -499,6 +549,8 @@ matmul_fn simd_matmul_for(int32_t weight_type) {
         case TYPE_Q5_K: return tiling::matmul_tiled<q45K_format<true>>;
         case TYPE_Q6_K: return tiling::matmul_tiled<q6K_format>;
         case TYPE_MXFP4: return tiling::matmul_tiled<q32_format<K_MXFP4>>;
+        case TYPE_IQ4_NL: return tiling::matmul_tiled<q32_format<K_IQ4_NL>>;
+        case TYPE_IQ4_XS: return tiling::matmul_tiled<iq4xs_format>;
         default: return nullptr;
     }
 }

@@ -53,7 +53,7 @@ inline uint32_t load_u32(const uint8_t* p) {
 // convert + scale + multiply-add covers four blocks. The activations are rearranged the same way
 // (once per token, reused by every row). A partial last step (1-3 blocks) reads zeros for the rest.
 
-enum q32_kind { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0, K_MXFP4 };
+enum q32_kind { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0, K_MXFP4, K_IQ4_NL };
 
 // Byte offset of block b of a step: in a partial step (nv < 4 blocks) the missing blocks read the
 // last present one again (always mapped memory, no branches) and are zeroed by masks afterwards.
@@ -127,11 +127,13 @@ struct q32_format : zmm_acc {
     static constexpr int NR = 4, NT = 4;
     static constexpr bool PREPARE = true;   // the lo/hi rearrangement is done once per token and call
     static constexpr bool HAS_MIN = KIND == K_Q4_1 || KIND == K_Q5_1;        // w = d q + m
-    // MXFP4: table values + 12 (0 .. 24) are the unsigned quants
-    static constexpr int OFFSET = KIND == K_Q4_0 ? 8 : KIND == K_Q5_0 ? 16 : KIND == K_Q8_0 ? 128 : KIND == K_MXFP4 ? 12 : 0;
+    // MXFP4: table values + 12 (0 .. 24) are the unsigned quants; IQ4_NL: table values + 128 (1 .. 241)
+    static constexpr int OFFSET = KIND == K_Q4_0 ? 8 : KIND == K_Q5_0 ? 16 : KIND == K_Q8_0 ? 128 : KIND == K_MXFP4 ? 12
+                                : KIND == K_IQ4_NL ? 128 : 0;
     static constexpr size_t WB = KIND == K_Q4_0 ? sizeof(block_q4_0) : KIND == K_Q4_1 ? sizeof(block_q4_1)
                                : KIND == K_Q5_0 ? sizeof(block_q5_0) : KIND == K_Q5_1 ? sizeof(block_q5_1)
-                               : KIND == K_MXFP4 ? sizeof(block_mxfp4) : sizeof(block_q8_0);
+                               : KIND == K_MXFP4 ? sizeof(block_mxfp4) : KIND == K_IQ4_NL ? sizeof(block_iq4_nl)
+                               : sizeof(block_q8_0);
     static constexpr size_t W_QS = KIND == K_Q4_0 ? 2 : KIND == K_Q4_1 ? 4 : KIND == K_Q5_0 ? 6 : KIND == K_Q5_1 ? 8
                                  : KIND == K_MXFP4 ? 1 : 2;
     static constexpr size_t W_QH = KIND == K_Q5_0 ? 2 : 4;                   // Q5 only
@@ -201,8 +203,9 @@ struct q32_format : zmm_acc {
                 ws.lo = _mm512_mask_add_epi8(ws.lo, __mmask64(lo_bits), ws.lo, bit4);
                 ws.hi = _mm512_mask_add_epi8(ws.hi, __mmask64(hi_bits), ws.hi, bit4);
             }
-            if (KIND == K_MXFP4) {   // nibble -> KVALUES_MXFP4[nibble] + OFFSET, one table lookup per vector
-                const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(KVALUES_MXFP4));
+            if (KIND == K_MXFP4 || KIND == K_IQ4_NL) {   // nibble -> table[nibble] + OFFSET, one lookup per vector
+                const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(KIND == K_MXFP4 ? KVALUES_MXFP4
+                                                                                                         : KVALUES_IQ4NL));
                 const __m512i table = _mm512_broadcast_i32x4(_mm_add_epi8(values, _mm_set1_epi8(char(OFFSET))));
                 ws.lo = _mm512_shuffle_epi8(table, ws.lo);
                 ws.hi = _mm512_shuffle_epi8(table, ws.hi);
@@ -372,6 +375,60 @@ struct q6K_format : zmm_acc {
     }
 };
 
+// IQ4_XS: a step is one super-block. Sub-blocks 2v and 2v + 1 are vector v: the 32 bytes of their nibbles
+// spread as [low of bytes 0-15, high of 0-15, low of 16-31, high of 16-31] are elements 64v .. 64v + 63 in
+// order, looked up as table values + 128 (unsigned); dpbusd's lanes 0-7 then belong to sub-block 2v and
+// 8-15 to 2v + 1, each multiplied (int32) by its scale ls - 32; the + 128 comes off through Q8_K's
+// sums of 16. Integer sums exact (|lane| < 2^22), then one float multiply-add per super-block.
+struct iq4xs_format : zmm_acc {
+    static constexpr int NR = 4, NT = 4;
+    static constexpr size_t W_STEP = sizeof(block_iq4_xs);
+    using xs_t = q8K_x;
+    struct ws_t {
+        __m512i u[4];     // (4, 64) table values + 128 of elements 64v .. 64v + 63
+        __m512i sc[4];    // (4, 16) int32: ls - 32 of sub-block 2v in lanes 0-7, of 2v + 1 in 8-15
+        __m256i sc16;     // (16,) int16: ls - 32 of sub-block j at 2j and 2j + 1, for the offset via bsums
+        float d;
+    };
+
+    static int64_t full_steps(int64_t n) { return n / QK_K; }
+    static bool has_tail(int64_t) { return false; }
+    template <bool FULL>
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) { load_q8K(row, s, xs); }
+
+    template <bool FULL>
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
+        const block_iq4_xs* b = reinterpret_cast<const block_iq4_xs*>(row) + s;
+        alignas(32) int16_t sc[16];
+        for (int j = 0; j < 8; ++j) sc[2 * j] = sc[2 * j + 1] = int16_t(iq4_xs_scale(*b, j));
+        ws.sc16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
+        const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(KVALUES_IQ4NL));
+        const __m512i table = _mm512_broadcast_i32x4(_mm_add_epi8(values, _mm_set1_epi8(char(128))));
+        const __m512i low4 = _mm512_set1_epi8(0x0F);
+        for (int v = 0; v < 4; ++v) {
+            const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + 32 * v));
+            const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + 32 * v + 16));
+            __m512i q = _mm512_inserti32x4(_mm512_castsi128_si512(q0), q0, 1);
+            q = _mm512_inserti32x4(_mm512_inserti32x4(q, q1, 2), q1, 3);
+            q = _mm512_and_si512(_mm512_srlv_epi64(q, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), low4);
+            ws.u[v] = _mm512_shuffle_epi8(table, q);
+            ws.sc[v] = _mm512_mask_blend_epi32(__mmask16(0xFF00), _mm512_set1_epi32(sc[4 * v]), _mm512_set1_epi32(sc[4 * v + 2]));
+        }
+        ws.d = half_to_float(b->d);
+    }
+
+    static void madd(const ws_t& ws, const xs_t& xs, __m512& acc) {
+        __m512i isum = _mm512_setzero_si512();
+        for (int v = 0; v < 4; ++v) {
+            const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws.u[v], _mm512_loadu_si512(xs.q + 64 * v));
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(d, ws.sc[v]));
+        }
+        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(ws.sc16, xs.bsums), 7);   // 128 * sum sc * bsum
+        isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(offset));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ws.d * xs.d), acc);
+    }
+};
+
 // ---------------------------------------------------------------- float weights, f32 activations
 // A step is 16 elements; the last one is masked.
 
@@ -500,6 +557,8 @@ matmul_fn simd_matmul_for(int32_t weight_type) {
         case TYPE_Q5_K: return tiling::matmul_tiled<q45K_format<true>>;
         case TYPE_Q6_K: return tiling::matmul_tiled<q6K_format>;
         case TYPE_MXFP4: return tiling::matmul_tiled<q32_format<K_MXFP4>>;
+        case TYPE_IQ4_NL: return tiling::matmul_tiled<q32_format<K_IQ4_NL>>;
+        case TYPE_IQ4_XS: return tiling::matmul_tiled<iq4xs_format>;
         default: return nullptr;
     }
 }

@@ -17,6 +17,7 @@ constexpr int QK5_1 = 32;
 constexpr int QK8_0 = 32;
 constexpr int QK8_1 = 32;
 constexpr int QK_MXFP4 = 32;
+constexpr int QK4_NL = 32;
 constexpr int QK_K = 256;           // K-quant super-block
 constexpr int K_SCALE_SIZE = 12;    // packed 6-bit scales and mins of Q4_K / Q5_K
 
@@ -69,6 +70,31 @@ inline float e8m0_to_fp32_half(uint8_t e) {
     float f;
     std::memcpy(&f, &bits, 4);
     return f;
+}
+
+// IQ4_NL and IQ4_XS: 4-bit indices into one non-linear table of int8 values.
+constexpr int8_t KVALUES_IQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// w = d * KVALUES_IQ4NL[q], q in [0, 15]; same layout and nibble order as Q4_0.
+struct block_iq4_nl {
+    uint16_t d;               // fp16 scale
+    uint8_t qs[QK4_NL / 2];   // (32,) nibbles
+};
+static_assert(sizeof(block_iq4_nl) == 2 + QK4_NL / 2, "block_iq4_nl must be 18 bytes");
+
+// 8 sub-blocks of 32: w = d * (ls[j] - 32) * KVALUES_IQ4NL[q], ls[j] 6 bits: its low 4 in scales_l
+// (sub-block j: nibble j % 2 of byte j / 2), its high 2 in bits 2j, 2j + 1 of scales_h. Sub-block j's
+// 16 bytes qs[16j ..] hold its elements l (low nibble) and l + 16 (high nibble), as IQ4_NL.
+struct block_iq4_xs {
+    uint16_t d;                     // fp16 super-block scale
+    uint16_t scales_h;              // (8,) high 2 bits of the sub-block scales
+    uint8_t scales_l[QK_K / 64];    // (8,) low 4 bits
+    uint8_t qs[QK_K / 2];           // (256,) nibbles
+};
+static_assert(sizeof(block_iq4_xs) == 4 + QK_K / 64 + QK_K / 2, "block_iq4_xs must be 136 bytes");
+
+inline int iq4_xs_scale(const block_iq4_xs& b, int j) {   // ls[j] - 32, in [-32, 31]
+    return int(((b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b.scales_h >> (2 * j)) & 3) << 4)) - 32;
 }
 
 // w = d * q, q in [-127, 127] (weights, and the activations of Q4_0 / Q5_0 / Q8_0 products).

@@ -109,6 +109,32 @@ void dequant_mxfp4(const void* src, float* dst, int64_t n) {
     }
 }
 
+void dequant_iq4_nl(const void* src, float* dst, int64_t n) {
+    const block_iq4_nl* b = static_cast<const block_iq4_nl*>(src);
+    for (int64_t i = 0; i < n / QK4_NL; ++i, dst += QK4_NL) {
+        const float d = half_to_float(b[i].d);
+        for (int j = 0; j < QK4_NL / 2; ++j) {
+            dst[j] = float(KVALUES_IQ4NL[b[i].qs[j] & 0xF]) * d;
+            dst[j + 16] = float(KVALUES_IQ4NL[b[i].qs[j] >> 4]) * d;
+        }
+    }
+}
+
+void dequant_iq4_xs(const void* src, float* dst, int64_t n) {
+    const block_iq4_xs* b = static_cast<const block_iq4_xs*>(src);
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const float d = half_to_float(b[i].d);
+        for (int j = 0; j < QK_K / 32; ++j, dst += 32) {
+            const float dl = d * float(iq4_xs_scale(b[i], j));
+            const uint8_t* q = b[i].qs + 16 * j;
+            for (int l = 0; l < 16; ++l) {
+                dst[l] = dl * float(KVALUES_IQ4NL[q[l] & 0xF]);
+                dst[l + 16] = dl * float(KVALUES_IQ4NL[q[l] >> 4]);
+            }
+        }
+    }
+}
+
 void dequant_q8_0(const void* src, float* dst, int64_t n) {
     const block_q8_0* b = static_cast<const block_q8_0*>(src);
     for (int64_t i = 0; i < n / QK8_0; ++i, dst += QK8_0) {
@@ -374,6 +400,41 @@ float dot_mxfp4_q8_0(int64_t n, const void* w, const void* x) {
     return s;
 }
 
+// Per block fp16 w.d * fp16 x.d times the integer sum, summed in order (as Q4_0).
+float dot_iq4_nl_q8_0(int64_t n, const void* w, const void* x) {
+    const block_iq4_nl* a = static_cast<const block_iq4_nl*>(w);
+    const block_q8_0* b = static_cast<const block_q8_0*>(x);
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / QK4_NL; ++i) {
+        int sumi = 0;
+        for (int j = 0; j < 16; ++j) {
+            sumi += KVALUES_IQ4NL[a[i].qs[j] & 0xF] * b[i].qs[j] + KVALUES_IQ4NL[a[i].qs[j] >> 4] * b[i].qs[j + 16];
+        }
+        s += float(sumi) * (half_to_float(a[i].d) * half_to_float(b[i].d));
+    }
+    return s;
+}
+
+// Per super-block the exact integer sum of (ls[j] - 32) times sub-block j's integer dot (|.| < 2^28),
+// then one float multiply by x.d * w.d.
+float dot_iq4_xs_q8_K(int64_t n, const void* w, const void* x) {
+    const block_iq4_xs* a = static_cast<const block_iq4_xs*>(w);
+    const block_q8_K* b = static_cast<const block_q8_K*>(x);
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        int32_t sumi = 0;
+        for (int j = 0; j < QK_K / 32; ++j) {
+            const uint8_t* q = a[i].qs + 16 * j;
+            const int8_t* y = b[i].qs + 32 * j;
+            int sub = 0;
+            for (int l = 0; l < 16; ++l) sub += KVALUES_IQ4NL[q[l] & 0xF] * y[l] + KVALUES_IQ4NL[q[l] >> 4] * y[l + 16];
+            sumi += iq4_xs_scale(a[i], j) * sub;
+        }
+        s += b[i].d * half_to_float(a[i].d) * float(sumi);
+    }
+    return s;
+}
+
 float dot_q8_0_q8_0(int64_t n, const void* w, const void* x) {
     const block_q8_0* a = static_cast<const block_q8_0*>(w);
     const block_q8_0* b = static_cast<const block_q8_0*>(x);
@@ -474,6 +535,8 @@ dot_fn generic_dot_for(int32_t weight_type) {
         case TYPE_Q4_K: return dot_q4_K_q8_K;
         case TYPE_Q5_K: return dot_q5_K_q8_K;
         case TYPE_Q6_K: return dot_q6_K_q8_K;
+        case TYPE_IQ4_NL: return dot_iq4_nl_q8_0;
+        case TYPE_IQ4_XS: return dot_iq4_xs_q8_K;
         case TYPE_MXFP4: return dot_mxfp4_q8_0;
         default: return nullptr;
     }
@@ -494,6 +557,8 @@ dequant_fn generic_dequant_for(int32_t type) {
         case TYPE_Q5_K: return dequant_q5_K;
         case TYPE_Q6_K: return dequant_q6_K;
         case TYPE_Q8_K: return dequant_q8_K;
+        case TYPE_IQ4_NL: return dequant_iq4_nl;
+        case TYPE_IQ4_XS: return dequant_iq4_xs;
         case TYPE_MXFP4: return dequant_mxfp4;
         default: return nullptr;
     }

@@ -38,6 +38,8 @@ constexpr type_info TYPE_TABLE[] = {
     {TYPE_Q5_K, "Q5_K", QK_K, sizeof(block_q5_K), TYPE_Q8_K},
     {TYPE_Q6_K, "Q6_K", QK_K, sizeof(block_q6_K), TYPE_Q8_K},
     {TYPE_Q8_K, "Q8_K", QK_K, sizeof(block_q8_K), -1},
+    {TYPE_IQ4_NL, "IQ4_NL", QK4_NL, sizeof(block_iq4_nl), TYPE_Q8_0},
+    {TYPE_IQ4_XS, "IQ4_XS", QK_K, sizeof(block_iq4_xs), TYPE_Q8_K},
     {TYPE_MXFP4, "MXFP4", QK_MXFP4, sizeof(block_mxfp4), TYPE_Q8_0},
 };
 

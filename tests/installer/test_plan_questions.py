@@ -329,3 +329,21 @@ def test_a_folder_too_small_for_a_cold_level_is_asked_again(tmp_path):
     assert q.key == "cold_dir"
     with pytest.raises(AnswerError, match="only 3000 MiB free"):
         accept(s, a, q, str(tmp_path))
+
+
+def test_an_iq4_file_runs_on_the_cpu_beside_a_gpu():
+    """IQ4_NL / IQ4_XS weights have CPU kernels only (general.file_type 25 / 30): planned on the CPU, and
+    `backend auto` (model_shape.cpu_only) says the same."""
+    from dataclasses import replace
+
+    from strata.installer.plan_types import ModelFacts
+    from strata.model_shape import cpu_only
+
+    iq4 = ModelFacts("/m/Qwen2.5-Coder-7B-Instruct-IQ4_XS.gguf", "Qwen2.5-Coder-7B", 4_200_000_000, 28, 4, 128, 32768,
+                     "qwen2", file_type=30)
+    s = replace(situation("workstation", "8B"), cuda_built=True, model=iq4)
+    plan = make_plan(s, default_answers(s))
+    assert plan.config()["backend"] == "cpu" and "IQ4_XS weights" in plan.reason("backend")
+    assert make_plan(replace(s, model=replace(iq4, file_type=15)), default_answers(s)).config()["backend"] == "cuda"
+    assert cpu_only({"general.architecture": "llama", "general.file_type": 25})
+    assert not cpu_only({"general.architecture": "llama", "general.file_type": 15})

@@ -2,8 +2,8 @@
 their true values (from `gguf.quants.dequantize`), and NumPy reimplementations of the activation
 quantizers (Q8_0, Q8_1, Q8_K) that quants-generic.cpp must match byte for byte.
 
-Not a quantizer for real models; K-quant blocks are random bytes with finite random scales so every
-bit pattern of the packed scales, the high bits and the signs gets exercised.
+Not a quantizer for real models; K-quant and IQ4 blocks are random bytes with finite random scales so
+every bit pattern of the packed scales, the high bits, the table indices and the signs gets exercised.
 """
 
 from __future__ import annotations
@@ -17,13 +17,16 @@ from strata import _engine
 K = _engine.kernels
 
 TYPE_IDS = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8, "Q8_1": 9,
-            "Q4_K": 12, "Q5_K": 13, "Q6_K": 14, "Q8_K": 15, "BF16": 30, "MXFP4": 39}
-WEIGHT_TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "MXFP4"]
+            "Q4_K": 12, "Q5_K": 13, "Q6_K": 14, "Q8_K": 15, "IQ4_NL": 20, "IQ4_XS": 23, "BF16": 30, "MXFP4": 39}
+WEIGHT_TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL",
+                "IQ4_XS", "MXFP4"]
 BLOCK = {"F32": 1, "F16": 1, "BF16": 1, "Q8_0": 32, "Q4_0": 32, "Q4_1": 32, "Q5_0": 32, "Q5_1": 32,
-         "Q4_K": 256, "Q5_K": 256, "Q6_K": 256, "MXFP4": 32}
-KQUANT_BYTES = {"Q4_K": 144, "Q5_K": 176, "Q6_K": 210}
-# byte offsets of the fp16 scale fields inside each K-quant block
-KQUANT_HALF_FIELDS = {"Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}
+         "Q4_K": 256, "Q5_K": 256, "Q6_K": 256, "IQ4_NL": 32, "IQ4_XS": 256, "MXFP4": 32}
+# types written as random bytes with random fp16 scales (the gguf package quantizes none of them):
+# bytes a block, and the byte offsets of its fp16 scale fields
+RANDOM_BLOCKS = {"Q4_K": (144, (0, 2)), "Q5_K": (176, (0, 2)), "Q6_K": (210, (208,)), "IQ4_NL": (18, (0,)),
+                 "IQ4_XS": (136, (0,))}
+Q8K_ACT = ("Q4_K", "Q5_K", "Q6_K", "IQ4_XS")     # weight types whose products take Q8_K activations
 
 
 def _random_halves(rng: np.random.Generator, size: int, lo: float, hi: float) -> np.ndarray:
@@ -34,10 +37,11 @@ def _random_halves(rng: np.random.Generator, size: int, lo: float, hi: float) ->
 
 def random_weights(rng: np.random.Generator, name: str, n_rows: int, n: int) -> np.ndarray:
     """(n_rows, row_bytes) uint8 of random `name` rows of n elements."""
-    if name in KQUANT_BYTES:
-        n_blocks = n_rows * n // 256
-        blocks = rng.integers(0, 256, size=(n_blocks, KQUANT_BYTES[name]), dtype=np.uint8)
-        for off in KQUANT_HALF_FIELDS[name]:
+    if name in RANDOM_BLOCKS:
+        size, halves = RANDOM_BLOCKS[name]
+        n_blocks = n_rows * n // BLOCK[name]
+        blocks = rng.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
+        for off in halves:
             blocks[:, off:off + 2] = _random_halves(rng, n_blocks, 1e-4, 1e-2)
         return np.ascontiguousarray(blocks.reshape(n_rows, -1))
     scale = np.exp(rng.uniform(-3, 1, size=(n_rows, 1)))     # rows of different magnitudes
@@ -115,7 +119,7 @@ def quantize_act_numpy(name: str, x: np.ndarray) -> np.ndarray:
         return x.astype(np.float32).view(np.uint8).copy()
     if name in ("Q4_1", "Q5_1"):
         return quantize_q8_0(x, with_sum=True)
-    if name in KQUANT_BYTES:
+    if name in Q8K_ACT:
         return quantize_q8_k(x)
     return quantize_q8_0(x)
 
@@ -127,7 +131,7 @@ def act_values(name: str, xq: np.ndarray) -> np.ndarray:
     if name in ("Q4_1", "Q5_1"):
         b = xq.reshape(-1, 36)
         return (b[:, 4:].view(np.int8) * b[:, 0:2].view("<f2").astype(np.float64)).reshape(-1)
-    if name in KQUANT_BYTES:
+    if name in Q8K_ACT:
         b = xq.reshape(-1, 292)
         return (b[:, 4:260].view(np.int8) * b[:, 0:4].view("<f4").astype(np.float64)).reshape(-1)
     b = xq.reshape(-1, 34)
