@@ -35,6 +35,9 @@ log = logging.getLogger("strata.server.scheduler")
 
 MISMATCH_EXCERPT_TOKENS = 12
 MIN_PREFILL_SLICE = 16        # tokens: below this a piece costs more in overhead than it saves in latency
+# tokens: a prompt waits for another request's read of the same start only when it would read at least
+# this many of them twice (one default prefill chunk; less costs little beside the other's read)
+SHARED_READ_WAIT_MIN = 512
 
 
 @dataclass(eq=False)
@@ -233,6 +236,8 @@ class Scheduler:
     def _assign(self) -> None:
         """Moves waiting jobs into free contexts: alone -> main (solo path); else a slot by the policy."""
         for job in list(self._waiting):
+            if self._waits_for_shared_read(job):
+                continue
             ctx = self._choose_context(job)
             if ctx is None:
                 continue
@@ -248,6 +253,22 @@ class Scheduler:
                 self.metrics.add_request(job.api, "error", len(job.prompt), 0, "none")
                 self._record_request(job, None, "error")
                 self._outbox.post(job, "done", _empty_completion(job, "error", f"internal error: {e}"))
+
+    def _waits_for_shared_read(self, job: Job) -> bool:
+        """Whether `job` waits because another request is reading a prompt that begins as its own does, at
+        least SHARED_READ_WAIT_MIN tokens past where that read is: once the read has passed the shared
+        part, the job copies it (best_source) instead of reading the same tokens beside it. Claude Code's
+        sessions and parallel subagents begin with the same system prompt and tools: two sessions started
+        together each read all 32,397 tokens side by side (9.9 and 10.4 s, the second reusing 2,410)."""
+        reading = [r for r in self._rows.values() if r.phase == "prefill"]
+        if not reading:
+            return False
+        _, held = self.table.best_source(job.prompt, exclude=-1)
+        for row in reading:
+            shared = common_prefix(row.job.prompt, job.prompt)
+            if shared - max(row.pos, held) >= SHARED_READ_WAIT_MIN:
+                return True
+        return False
 
     def _choose_context(self, job: Job) -> int | None:
         main_free = self.table.main.busy_job is None

@@ -215,3 +215,16 @@ def test_solo_only_server_queues_and_serves_everyone_in_turn(tiny_model):
         assert len(results) == 4 and all(r["usage"]["completion_tokens"] >= 1 for r in results)
         assert {r["context"] for r in monitor(s.url)["requests"]} == {"main"}
         assert monitor(s.url)["totals"]["queue_depth"] == 0
+
+
+def test_a_prompt_whose_start_another_request_is_reading_waits_and_copies_it(server):
+    """Claude Code's sessions in one folder (and its parallel subagents) begin with the same system prompt
+    and tools. Two such prompts sent together were each read whole, side by side; the second now waits
+    while the first reads the shared start, then copies it and reads only its own end."""
+    from tests.server.live import run_together
+
+    shared = ids(1500, 50)
+    first, second = shared + ids(20, 51), shared + ids(30, 52)
+    run_together(server, [lambda: complete(server.url, first, 2), lambda: complete(server.url, second, 2)])
+    assert request_record(server.url, 1520)["reused_tokens"] == 0
+    assert request_record(server.url, 1530)["reused_tokens"] >= 1500 - 512
