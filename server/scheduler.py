@@ -260,13 +260,16 @@ class Scheduler:
         part, the job copies it (best_source) instead of reading the same tokens beside it. Claude Code's
         sessions and parallel subagents begin with the same system prompt and tools: two sessions started
         together each read all 32,397 tokens side by side (9.9 and 10.4 s, the second reusing 2,410)."""
-        reading = [r for r in self._rows.values() if r.phase == "prefill"]
-        if not reading:
-            return False
-        _, held = self.table.best_source(job.prompt, exclude=-1)
-        for row in reading:
+        held = None                     # the longest start of the prompt a context holds, looked up once
+        for row in self._rows.values():
+            if row.phase != "prefill":
+                continue
             shared = common_prefix(row.job.prompt, job.prompt)
-            if shared - max(row.pos, held) >= SHARED_READ_WAIT_MIN:
+            if shared - row.pos < SHARED_READ_WAIT_MIN:
+                continue
+            if held is None:
+                held = self.table.best_source(job.prompt, exclude=-1)[1]
+            if shared - held >= SHARED_READ_WAIT_MIN:
                 return True
         return False
 
