@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from strata.engine.token_bytes import Vocabulary, text_after
+from strata.engine.token_bytes import Vocabulary, may_finish, text_after, waiting_mask
 
 DONE = ("done",)
 
@@ -93,6 +93,8 @@ class HeldCall:
     def allows(self, token: int) -> bool:
         token = int(token)
         if self.after is not None:               # free, unless the token writes the marker and more
+            if not may_finish(self._seen, self._bytes(token), self.after):
+                return True
             rest = text_after(self._seen + self._bytes(token), self.after,
                               self.reasoning if self.trigger is not None else None)
             return rest is None or self._from(self.state, rest) is not None
@@ -133,11 +135,14 @@ class HeldCall:
             self._feed(rest)
 
     def allowed_mask(self) -> np.ndarray:
+        if self.after is not None:
+            return waiting_mask(self.vocab, self.after, self.allows)
         mask = np.zeros(self.vocab.n, dtype=bool)
         if not self.active:
             mask[:] = True
             return mask
-        for i in self.vocab.nonempty:
+        # only the tokens whose first byte the call takes (specials too: they may write its markup)
+        for i in self.vocab.candidates(lambda b: self._step(self.state, b) is not None, specials=True):
             mask[i] = self.allows(int(i))
         return mask
 

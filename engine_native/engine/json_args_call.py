@@ -8,6 +8,9 @@ json_grammar.py); then the answer is free again.
     Mistral:            [TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}
                         [TOOL_CALLS]get_weather[CALL_ID]abcDEF123[ARGS]{"city": "Paris"}
 
+Harmony's header between the name and <|message|> is free (64 bytes at most); Mistral's is [ARGS] alone or
+[CALL_ID], letters and digits, [ARGS], all its reader (mistral.py) takes.
+
 What it is: `JsonArgsCall(header, tools, vocabulary, eos_ids)`, a held_call.HeldCall over this byte
 automaton; `CallHeader` says where a format's call starts and its header ends (HARMONY, MISTRAL).
 Not here: reading the calls (harmony.py, mistral.py).
@@ -30,14 +33,17 @@ class CallHeader:
     end: bytes                     # what ends the header (the arguments follow)
     after_name: frozenset[int]     # the bytes that may follow a whole name
     max_len: int                   # header bytes between the name and `end`; past them only `end` goes on
+    id_marker: bytes | None = None   # set: the header is `end` alone or id_marker, an id (letters and digits,
+                                     # max_len at most), `end` (Mistral's reader takes nothing else)
 
 
 HARMONY = CallHeader(b"to=functions.", b"<|message|>", frozenset(b" <"), 64)
 HARMONY_ANALYSIS = (b"<|channel|>analysis<|message|>", b"<|end|>")   # a marker in there is thought
-MISTRAL = CallHeader(b"[TOOL_CALLS]", b"[ARGS]", frozenset(b"["), 48)   # [ARGS], or [CALL_ID]id[ARGS]
+MISTRAL = CallHeader(b"[TOOL_CALLS]", b"[ARGS]", frozenset(b"["), 48, id_marker=b"[CALL_ID]")
+ID_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
-# States: ("lits", alternatives, pos) the tool's name (held_call); ("header", tool, tail, n) up to its end;
-# ("json", tool, json state); DONE.
+# States: ("lits", alternatives, pos) the tool's name (held_call), or Mistral's header markup;
+# ("header", tool, tail, n) a free header up to its end; ("id", tool, n) a call id; ("json", tool, json state); DONE.
 
 
 def _toward(tail: bytes, end: bytes) -> int:
@@ -59,10 +65,17 @@ class JsonArgsCall(HeldCall):
         self._begin(("lits", tuple((lead + name.encode(), ("named", i)) for i, (name, _) in enumerate(tools)), 0))
 
     def _markup(self, state: tuple) -> bool:
-        return state[0] in ("lits", "header")      # a demanded call's marker, the header's markup
+        return state[0] in ("lits", "header", "id")   # a demanded call's marker, the header's markup
 
     def _expand(self, then: tuple) -> tuple:
-        return ("header", then[1], b"", 0) if then[0] == "named" else then
+        kind, h = then[0], self.header
+        if kind == "named" and h.id_marker is not None:
+            return ("lits", ((h.end, ("args", then[1])), (h.id_marker, ("id", then[1], 0))), 0)
+        if kind == "named":
+            return ("header", then[1], b"", 0)
+        if kind == "args":
+            return ("json", then[1], ((("V", self.args[then[1]]),), 0))
+        return then
 
     def _step_uncached(self, state: tuple, b: int) -> tuple | None:
         kind = state[0]
@@ -78,6 +91,11 @@ class JsonArgsCall(HeldCall):
             if grown == end:
                 return ("json", t, ((("V", self.args[t]),), 0))
             return ("header", t, grown, n + 1)
+        if kind == "id":
+            _, t, n = state
+            if b in ID_BYTES and n < self.header.max_len:
+                return ("id", t, n + 1)
+            return self._step(("lits", ((self.header.end, ("args", t)),), 0), b) if n else None
         if kind == "json":
             _, t, js = state
             js = step(js, b)

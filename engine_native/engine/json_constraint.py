@@ -16,7 +16,7 @@ from collections.abc import Iterable
 import numpy as np
 from strata.engine.json_grammar import complete, step
 from strata.engine.json_schema import Node
-from strata.engine.token_bytes import Vocabulary, text_after
+from strata.engine.token_bytes import Vocabulary, may_finish, text_after, waiting_mask
 
 
 class JsonConstraint:
@@ -80,6 +80,8 @@ class JsonConstraint:
             return True
         if not self.active:                      # free, unless the token writes the marker and more
             data = self.vocab.bytes[token] if 0 <= token < self.vocab.n else b""
+            if not may_finish(self._free, data, self.after):
+                return True
             rest = text_after(self._free + data, self.after, self.reasoning if self.trigger is not None else None)
             return rest is None or self._after_bytes(rest) is not None
         if token in self.eos:
@@ -116,10 +118,14 @@ class JsonConstraint:
                 self.state, self.after, self._free, self._closing = self._initial, self.trigger, b"", False
 
     def _candidates(self) -> np.ndarray:
-        """Ids whose first byte may come next (and the end tokens): a superset of the allowed ones."""
-        parts = [ids for b, ids in self.vocab.by_first.items() if self._step(self.state, b) is not None]
-        parts.append(np.array(sorted(self.eos), dtype=np.int64))
-        return np.concatenate(parts)
+        """Ids whose first byte may come next (special ones while a lead is written, and the end tokens): a
+        superset of the allowed ones."""
+        lead = bool(self.state[0]) and self.state[0][-1][0] == "P"
+        think = self.may_think[0][0] if self.may_think is not None else None     # a first token may open it
+        ids = self.vocab.candidates(lambda b: b == think or self._step(self.state, b) is not None,
+                                    specials=lead or think is not None)
+        eos = np.array(sorted(i for i in self.eos if 0 <= i < self.vocab.n), dtype=np.int64)
+        return np.concatenate([ids, eos])
 
     def _free_bytes(self, data: bytes) -> None:
         """Bytes before `after` is seen; once it is, the JSON begins with what followed it."""
@@ -149,18 +155,12 @@ class JsonConstraint:
 
     def allowed_mask(self) -> np.ndarray:
         """(n_vocab,) bool: the tokens that may come next."""
-        mask = np.zeros(self.vocab.n, dtype=bool)
         if not self.active:
-            mask[:] = True
-            return mask
-        if complete(self.state):
-            mask[[i for i in self.eos if 0 <= i < self.vocab.n]] = True
-        for b, ids in self.vocab.by_first.items():
-            if self._step(self.state, b) is None:
-                continue
-            for i in ids:
-                if self._after_token(int(i)) is not None:
-                    mask[i] = True
+            assert self.after is not None
+            return waiting_mask(self.vocab, self.after, self.allows)
+        mask = np.zeros(self.vocab.n, dtype=bool)
+        for i in self._candidates():
+            mask[i] = self.allows(int(i))
         return mask
 
     def best_allowed(self, logits: np.ndarray) -> int | None:
@@ -171,7 +171,7 @@ class JsonConstraint:
         for i in first:
             if logits[i] > logits[first[-1]] and self.allows(int(i)):   # ties at the cut: the full sort
                 return int(i)
-        order = self._candidates()
+        order = self._candidates() if self.active else np.flatnonzero(self.allowed_mask())
         order = order[np.lexsort((order, -logits[order]))]
         for i in order:
             if not np.isfinite(logits[i]) and logits[i] < 0:

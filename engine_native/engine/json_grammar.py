@@ -1,7 +1,8 @@
 """The byte automaton a JSON answer follows (OpenAI's `response_format`, held tool calls): `step(state, b)`
 is the state after byte b or None when b cannot come next, `complete(state)` whether the value is whole.
 A pushdown automaton over a compiled schema (json_schema.py): strings must be UTF-8 (and follow their
-pattern, json_patterns.py); numbers are at most MAX_NUMBER characters (and within their bounds,
+pattern, json_patterns.py); numbers are at most MAX_NUMBER characters with at most two exponent digits
+(a finite double: the calls' readers refuse 1e999, which json.loads reads as inf) (and within their bounds,
 json_numbers.py) and whitespace runs at most MAX_WS bytes, so a model cannot stall the answer in either.
 
 Not here: tokens (json_constraint.py follows an answer token by token), the schema compiler
@@ -33,14 +34,14 @@ HEX = frozenset(b"0123456789abcdefABCDEF")
 #                                         () or (continuation bytes to come, the next one's range); pat
 #                                         the pattern's states (None: no pattern), cp the bits of a
 #                                         UTF-8 character not yet whole
-#   ("N", node, part, length, text)       in a number; part one of - 0 int . frac e esign exp; text its
+#   ("N", node, part, length, text)       in a number; part one of - 0 int . frac e esign exp exp2; text its
 #                                         bytes so far when the node has bounds (else b"")
 #   ("L", literals, pos)                  matching literals (enum, const, true / false / null)
 #   ("P", data, pos)                      bytes that must come first (a tool call's opening tag)
 #   ("D", literals, pos)                  a call's tool name; when whole, ("=", name) joins the call's `seen`
 # Empty stack: the value is complete.
 
-_NUMBER_END = frozenset({"0", "int", "frac", "exp"})
+_NUMBER_END = frozenset({"0", "int", "frac", "exp", "exp2"})
 
 
 def _start_value(node: Node, b: int) -> tuple | None:
@@ -90,8 +91,10 @@ def _number_step(part: str, b: int, integer: bool) -> str | None:
         return "frac"
     if part == "e" and b in (ord("+"), ord("-")):
         return "esign"
-    if part in ("e", "esign", "exp") and b in DIGITS:
+    if part in ("e", "esign") and b in DIGITS:
         return "exp"
+    if part == "exp" and b in DIGITS:     # two exponent digits at most: 7E643 is no double (JSON readers say inf)
+        return "exp2"
     return None
 
 

@@ -1,7 +1,8 @@
 """Tool calls held in a template's own key-value markup (Qwen3-Coder's `<function=NAME>` /
 `<parameter=KEY>` XML, GLM's `<arg_key>` / `<arg_value>`): the call opens with one of the offered tools'
 names, and then each argument's key is one of that tool's parameters not written yet, the required ones all
-come before the call closes, and the values are the model's own text.
+come before the call closes, and the values are the model's own text, less the markup's tags (where the
+answer's reader would end the value; the value's own end, once begun with its tag, is written whole).
 
 What it is: `KeyedCall(markup, tools, vocabulary, ...)`, a sampler constraint (sampling.py's protocol, as
 json_constraint.JsonConstraint): a byte automaton per answer. With `trigger`, the answer is free until it
@@ -14,6 +15,7 @@ What it is not: the values' types (the answer's parser types them by the schema)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,6 +34,13 @@ class KeyedMarkup:
     value_end: bytes     # what ends a value (what the next key and the call's end begin with): b"\n</parameter>\n<"
     next_key: bytes      # then up to the next key: b"parameter="
     end: bytes           # or the call's end: b"/function>\n</tool_call>"
+
+    def tags(self) -> tuple[bytes, ...]:
+        """The markup's tags (`</parameter>`, `<parameter=`, `<function=`, `</tool_call>`, GLM's `<arg_key>`...):
+        where the answer's reader ends a value, a function or the call, so a value may not write one."""
+        text = b"\0".join((self.opening, self.first, self.empty, self.mid, self.value_end + self.next_key,
+                           self.value_end + self.end))
+        return tuple(dict.fromkeys(re.findall(rb"</?[\w:.-]+[>=]", text)))
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,7 @@ class KeyedCall(HeldCall):
         free."""
         super().__init__(vocabulary, eos_ids, trigger=trigger, reasoning=reasoning, opened=opened, after=after)
         self.m = markup
+        self._tags = markup.tags()
         self.tools = tuple(Tool(n.encode(), None if keys is None else tuple(k.encode() for k in keys),
                                 frozenset(r.encode() for r in req)) for n, keys, req in tools)
         self._begin(("lits", tuple((lead + markup.opening + t.name, ("named", i)) for i, t in enumerate(self.tools)), 0))
@@ -112,8 +122,14 @@ class KeyedCall(HeldCall):
             return None
         if kind == "value":
             _, t, seen, tail = state
-            tail = (tail + bytes([b]))[-len(self.m.value_end):]
-            if tail == self.m.value_end:
+            end = self.m.value_end
+            tail = (tail + bytes([b]))[-len(end):]
+            if tail == end:
                 return self._expand(("after_value", t, seen))
+            for tag in self._tags:            # a tag ends the value for the reader: only as the value's end
+                if tail.endswith(tag):
+                    at = next((k for k in range(len(tag), len(end)) if end[:k].endswith(tag) and tail.endswith(end[:k])),
+                              None)
+                    return None if at is None else ("lits", ((end, ("after_value", t, seen)),), at)
             return ("value", t, seen, tail)
         return None                                  # done: nothing more of the call

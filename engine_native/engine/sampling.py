@@ -176,17 +176,15 @@ class Sampler:
         the best allowed one; else a draw over the allowed ones), so the law is p given "allowed"."""
         prepared = self._prepare(self._check(logits), history)
         c = self.constraint
-        if c is None or not c.active:
-            token = self._choose(prepared)
-        else:
-            token = self._choose(prepared)
+        token = self._choose(prepared)
+        if c is not None:
+            # asked even while it waits for its trigger: a token may write the marker and more
             if not c.allows(token):
                 self.refusals += 1
                 best = c.best_allowed(prepared) if self.params.greedy else self._redraw(prepared, token)
                 if best is None:
                     raise ValueError("sampling: no token can continue the constrained answer")
                 token = best
-        if c is not None:
             c.advance(token)
         return token
 

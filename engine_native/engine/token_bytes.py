@@ -1,6 +1,7 @@
-"""What the held-answer constraints (json_constraint.py, forced_start.py, keyed_call.py) know of tokens:
-`Vocabulary`, each token's bytes, which are special (never free text), the tokens by first byte; and
-`text_after`, the wait for a marker (a closing reasoning tag, a call's opening) outside a reasoning block.
+"""What the held-answer constraints (json_constraint.py, forced_start.py, held_call.py) know of tokens:
+`Vocabulary`, each token's bytes, which are special (never free text), the tokens by first byte (and by a
+byte they hold); `text_after`, the wait for a marker (a closing reasoning tag, a call's opening) outside a
+reasoning block, with `may_finish` and `waiting_mask`, what a constraint allows while it waits.
 """
 
 from __future__ import annotations
@@ -24,6 +25,24 @@ class Vocabulary:
                 by_first.setdefault(tb[0], []).append(i)
         self.by_first = {b: np.array(ids, dtype=np.int64) for b, ids in by_first.items()}
         self.nonempty = np.array([i for i, tb in enumerate(self.bytes) if tb], dtype=np.int64)
+        self.special_nonempty = np.array(sorted(i for i in self.special if 0 <= i < self.n and self.bytes[i]),
+                                         dtype=np.int64)
+        self._containing: dict[int, np.ndarray] = {}
+
+    def containing(self, b: int) -> np.ndarray:
+        """The ids of the tokens whose bytes hold byte b (built once per byte): the only ones that can finish
+        writing a marker that ends in b."""
+        if b not in self._containing:
+            self._containing[b] = np.array([i for i, tb in enumerate(self.bytes) if b in tb], dtype=np.int64)
+        return self._containing[b]
+
+    def candidates(self, steps: Any, specials: bool = False) -> np.ndarray:
+        """The ids whose first byte `steps(b)` takes (and, `specials`, every special token with bytes): a
+        superset of the tokens a constraint allows, so that a mask or a fallback need not try the rest."""
+        parts = [ids for b, ids in self.by_first.items() if steps(b)]
+        if specials:
+            parts.append(self.special_nonempty)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     @classmethod
     def of(cls, tokenizer: Any) -> Vocabulary:
@@ -33,6 +52,21 @@ class Vocabulary:
             cached = cls([tokenizer.token_bytes(i) for i in range(tokenizer.n_vocab)], tokenizer.special_ids)
             tokenizer._json_vocabulary = cached
         return cached
+
+
+def waiting_mask(vocab: Vocabulary, marker: bytes, allows: Any) -> np.ndarray:
+    """(n_vocab,) bool while a constraint waits for `marker`: every token, less those that finish writing it
+    with more the held part refuses (`allows` says; only tokens holding the marker's last byte can)."""
+    mask = np.ones(vocab.n, dtype=bool)
+    for i in vocab.containing(marker[-1]):
+        mask[i] = allows(int(i))
+    return mask
+
+
+def may_finish(seen: bytes, data: bytes, marker: bytes) -> bool:
+    """Whether `data` after `seen` can finish writing `marker` (its end inside `data`): else a waiting
+    constraint allows the token without looking further."""
+    return marker in seen[max(0, len(seen) - len(marker) + 1):] + data
 
 
 def text_after(seen: bytes, marker: bytes, reasoning: tuple[bytes, bytes] | None = None) -> bytes | None:

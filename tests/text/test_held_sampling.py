@@ -1,0 +1,43 @@
+"""A held answer through the sampler (strata.engine.sampling.Sampler with `constraint=`) while the constraint
+waits for its trigger: a token that writes the call's marker and more is drawn only when the more is what the
+call allows (the sampler asked the constraint nothing while it waited, and the bad bytes either raised in
+`advance` or were skipped, leaving the text and the automaton apart)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from strata.engine.json_args_call import HARMONY, HARMONY_ANALYSIS, JsonArgsCall
+from strata.engine.json_constraint import JsonConstraint
+from strata.engine.json_schema import compile_call, tool_arguments
+from strata.engine.sampling import Sampler, SamplingParams
+from strata.engine.token_bytes import Vocabulary
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+HPIECES = [b"Hi", b" to=functions.get_wether", b" to=functions.get_weather", b" to=functions.", b"x", b"<|call|>"]
+JPIECES = [b"Hi", b'<tool_call>{"name": "x', b'<tool_call>{"name": "get_weather"', b"<tool_call>", b"x", b"<eos>"]
+
+
+def _constraints():
+    yield HPIECES, JsonArgsCall(HARMONY, [("get_weather", tool_arguments(WEATHER))], Vocabulary(HPIECES, [5]), [5],
+                                reasoning=HARMONY_ANALYSIS)
+    yield JPIECES, JsonConstraint(compile_call([("get_weather", WEATHER)]), Vocabulary(JPIECES, [5]), [5],
+                                  trigger=b"<tool_call>")
+
+
+@pytest.mark.parametrize("case", [0, 1])
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_a_waiting_constraint_refuses_a_token_that_opens_a_bad_call(case, temperature):
+    pieces, c = list(_constraints())[case]
+    logits = np.full(len(pieces), -30.0, dtype=np.float32)
+    logits[1], logits[2] = 20.0, 5.0               # the bad call is the model's first choice by far
+    s = Sampler(SamplingParams(temperature=temperature, seed=3), len(pieces), constraint=c)
+    assert s.sample(logits) == 2 and s.refusals == 1
+    assert c.active                                  # the good call is held on
+
+
+@pytest.mark.parametrize("case", [0, 1])
+def test_a_waiting_constraints_mask_leaves_out_a_bad_call(case):
+    pieces, c = list(_constraints())[case]
+    mask = c.allowed_mask()
+    assert not mask[1] and mask[0] and mask[2] and mask[3]

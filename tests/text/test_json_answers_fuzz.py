@@ -1,0 +1,210 @@
+"""JSON answers fuzzed: random schemas within the supported subset (bounds, patterns, formats, unions,
+refs), a noisy model's answers sampled through the constraint (strata.engine.json_constraint) on real
+vocabularies; every finished answer validates against its schema and none meets a dead end. And the byte
+automaton's walk over all 256 bytes for patterns with UTF-8 classes: never stuck, every string it finishes
+matches the pattern."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import numpy as np
+from strata.engine.json_constraint import JsonConstraint
+from strata.engine.json_grammar import complete, step
+from strata.engine.json_schema import ANY, SchemaError, compile_call, compile_schema
+from strata.engine.token_bytes import Vocabulary
+
+from tests.text.fuzz_model import JSON_PIECES, Drive, NoisyModel, held_until, sampler_for
+
+
+def verdict(root, text: str | bytes) -> str:
+    state = ((("V", root),), 0)
+    for b in text.encode() if isinstance(text, str) else text:
+        state = step(state, b)
+        if state is None:
+            return "refused"
+    return "whole" if complete(state) else "prefix"
+
+
+def test_a_number_has_two_exponent_digits_at_most():
+    """7E643 is valid JSON but no double: json.loads reads inf and the calls' readers refuse the call (the
+    held call came out as text); two exponent digits always stay finite within MAX_NUMBER."""
+    from strata.engine.chat_template import _calls_from_json
+
+    assert _calls_from_json('{"name": "f", "arguments": {"a": 7E643}}') is None
+    assert verdict(ANY, "7E643") == "refused" and verdict(ANY, "7E64") == "whole" and verdict(ANY, "-1.5e-07") == "whole"
+    call = compile_call([("f", {"type": "object", "properties": {"a": {"type": "number"}}})])
+    assert verdict(call, '{"name": "f", "arguments": {"a": 7E643}}') == "refused"
+    assert json.loads("9999999999999999999999e99") < float("inf")
+
+
+# ----- random schemas, a noisy model, the answers validated -----
+
+FORMAT_SAMPLES = {"date": b"2024-02-29", "date-time": b"2024-01-31T12:30:00Z", "time": b"12:30:00Z",
+                  "uuid": b"123e4567-e89b-12d3-a456-426614174000", "email": b"a@b.co", "ipv4": b"10.0.0.1",
+                  "hostname": b"ex.org", "uri": b"http://x.y/z", "duration": b"P1DT2H"}
+PATTERNS = ["^[a-z]{1,6}$", "^\\d{3}-\\d{2}$", "^(ab|cd)+$", "^[A-Z][a-zé]*$", "^\\w+(\\.\\w+)?$", "é|ü", "^[^\"]{0,4}$"]
+
+
+def random_value_schema(rng: np.random.Generator, depth: int, defs: dict) -> dict:
+    kinds = ["string", "bounded_int", "bounded_num", "pattern", "format", "enum", "bool", "union", "ref", "array",
+             "object", "const", "number"]
+    kind = kinds[int(rng.integers(len(kinds) - (2 if depth >= 2 else 0)))]
+    if kind == "string":
+        s: dict = {"type": "string"}
+        if rng.random() < 0.5:
+            s["maxLength"] = int(rng.integers(0, 8))
+        return s
+    if kind == "bounded_int":
+        lo = int(rng.integers(-10**6, 10**6))
+        return {"type": "integer", "minimum": lo, "maximum": lo + int(rng.integers(0, 10 ** int(rng.integers(0, 5))))}
+    if kind == "bounded_num":
+        lo = round(float(rng.uniform(-1000, 1000)), int(rng.integers(0, 4)))
+        s = {"type": "number", ("exclusiveMinimum" if rng.random() < 0.4 else "minimum"): lo}
+        if rng.random() < 0.7:
+            s["exclusiveMaximum" if rng.random() < 0.4 else "maximum"] = lo + round(float(rng.uniform(0.001, 50)), 3)
+        return s
+    if kind == "pattern":
+        return {"type": "string", "pattern": PATTERNS[int(rng.integers(len(PATTERNS)))]}
+    if kind == "format":
+        return {"type": "string", "format": sorted(FORMAT_SAMPLES)[int(rng.integers(len(FORMAT_SAMPLES)))]}
+    if kind == "enum":
+        pool = ["a", "ab", "b c", 1, 12, -3.5, None, False, "é", 'q"']
+        return {"enum": [pool[int(i)] for i in rng.choice(len(pool), int(rng.integers(1, 5)), replace=False)]}
+    if kind == "const":
+        return {"const": ["x", 7, {"k": [1, None]}][int(rng.integers(3))]}
+    if kind == "bool":
+        return {"type": "boolean"}
+    if kind == "number":
+        return {"type": ["number", "null"]} if rng.random() < 0.5 else {"type": "integer"}
+    if kind == "union":                              # branches that begin differently
+        branches = [{"type": "string", "maxLength": 5}, {"type": "integer", "minimum": 0, "maximum": 99},
+                    {"type": "null"}, {"type": "boolean"}, {"type": "array", "items": {"type": "integer"}, "maxItems": 3}]
+        idx = rng.choice(len(branches), int(rng.integers(2, 4)), replace=False)
+        return {"anyOf": [branches[int(i)] for i in idx]}
+    if kind == "ref":
+        if "node" not in defs:
+            defs["node"] = {"type": "object", "properties": {"v": {"type": "integer", "minimum": 0, "maximum": 9},
+                                                             "kids": {"type": "array", "maxItems": 2,
+                                                                      "items": {"$ref": "#/$defs/node"}}},
+                            "required": ["v"]}
+        return {"$ref": "#/$defs/node"}
+    if kind == "array":
+        s = {"type": "array", "items": random_value_schema(rng, depth + 1, defs)}
+        lo = int(rng.integers(0, 3))
+        if rng.random() < 0.5:
+            s["minItems"] = lo
+        if rng.random() < 0.6:
+            s["maxItems"] = lo + int(rng.integers(0, 3))
+        return s
+    return random_object_schema(rng, depth + 1, defs)
+
+
+def random_object_schema(rng: np.random.Generator, depth: int, defs: dict) -> dict:
+    keys = [f"k{i}" + "xyz"[: int(rng.integers(0, 3))] for i in range(int(rng.integers(0, 4)))]
+    props = {k: random_value_schema(rng, depth, defs) for k in keys}
+    out: dict = {"type": "object", "properties": props}
+    req = [k for k in keys if rng.random() < 0.6]
+    if req:
+        out["required"] = req
+    return out
+
+
+def random_root(rng: np.random.Generator) -> dict:
+    defs: dict = {}
+    root = random_object_schema(rng, 0, defs) if rng.random() < 0.8 else random_value_schema(rng, 0, defs)
+    if defs:
+        root = {**root, "$defs": defs}
+    return root
+
+
+def json_pieces(schema: dict) -> list[bytes]:
+    """What a model that read the schema writes: its keys, enum values, a sample of each format."""
+    out: list[bytes] = []
+
+    def walk(s):
+        if isinstance(s, dict):
+            for k, v in (s.get("properties") or {}).items():
+                out.extend([json.dumps(k).encode() + b": "] * 2)
+                walk(v)
+            for v in s.get("enum", ()):
+                out.append(json.dumps(v, ensure_ascii=False).encode())
+            if "format" in s:
+                out.append(FORMAT_SAMPLES[s["format"]] + b'"')
+            for key in ("items", "$defs"):
+                walk(s.get(key))
+            for v in s.get("anyOf", ()):
+                walk(v)
+            for v in (s.get("$defs") or {}).values():
+                walk(v)
+    walk(schema)
+    return out
+
+
+def check_formats(schema: dict, value) -> None:
+    """The formats jsonschema checks only with packages this environment lacks, checked here."""
+    import datetime
+    import ipaddress
+    import uuid
+
+    if isinstance(schema, dict) and "$ref" in schema:
+        return
+    if isinstance(schema, dict) and isinstance(value, str) and "format" in schema:
+        f = schema["format"]
+        if f == "date":
+            datetime.date.fromisoformat(value)
+        elif f == "date-time":
+            datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        elif f == "uuid":
+            uuid.UUID(value)
+        elif f == "ipv4":
+            ipaddress.IPv4Address(value)
+    if isinstance(schema, dict) and isinstance(value, dict):
+        for k, v in value.items():
+            check_formats((schema.get("properties") or {}).get(k), v)
+    if isinstance(schema, dict) and isinstance(value, list):
+        for v in value:
+            check_formats(schema.get("items"), v)
+
+
+def fuzz_answers(vocab: Vocabulary, eos: int, n: int, seed: int, limit: int) -> tuple[int, int]:
+    """(answers finished and valid, answers cut at `limit`); a dead end or an invalid answer fails."""
+    rng = np.random.default_rng(seed)
+    done = cut = 0
+    for _ in range(n):
+        schema = random_root(rng)
+        try:
+            root = compile_schema(schema)
+        except SchemaError as e:
+            raise AssertionError(f"the generator wrote a schema outside the subset: {e}") from None
+        c = JsonConstraint(root, vocab, [eos])
+        model = NoisyModel(vocab, json_pieces(schema) + list(JSON_PIECES), rng)
+        sampler, drive = sampler_for(c, vocab, rng), Drive()
+        if not held_until(model, sampler, drive, lambda c=c: bool(c.state[0]), limit):
+            assert not drive.dead_end, (schema, drive.text(vocab, [eos]))
+            cut += 1
+            continue
+        z = np.full(vocab.n, -1e4, dtype=np.float32)
+        z[eos] = 0.0
+        assert sampler.sample(z) == eos, "a whole value lets the answer end"
+        text = drive.text(vocab, [eos])
+        value = json.loads(text)
+        jsonschema.validate(value, schema, format_checker=jsonschema.FormatChecker())
+        check_formats(schema, value)
+        done += 1
+    return done, cut
+
+
+def test_random_schemas_on_a_small_vocabulary(tiny_model_factory):
+    from strata.engine import GGUFFile
+    from strata.engine.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_metadata(GGUFFile(tiny_model_factory(n_vocab=512, seed=11)).metadata)
+    done, cut = fuzz_answers(Vocabulary.of(tok), tok.eos_id, n=80, seed=1, limit=300)
+    assert done >= 56, (done, cut)
+
+
+def test_random_schemas_on_the_default_models_vocabulary(smollm_tokenizer):
+    done, cut = fuzz_answers(Vocabulary.of(smollm_tokenizer), smollm_tokenizer.eos_id, n=25, seed=2, limit=200)
+    assert done >= 17, (done, cut)
