@@ -24,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.native.kernel_data import (  # noqa: E402
+    BLOCK,
     TYPE_IDS,
     WEIGHT_TYPES,
     K,
@@ -68,7 +69,7 @@ def streaming_weights(rng: np.random.Generator, name: str, n: int) -> np.ndarray
 
 def bench_type(name: str, rng: np.random.Generator) -> dict:
     tid = TYPE_IDS[name]
-    short = N_SHORT_K if name.endswith("_K") else N_SHORT
+    short = N_SHORT_K if name.endswith("_K") or BLOCK[name] == 256 else N_SHORT
     out: dict = {"type": name, "n_short": short}
 
     def timed_matvec(w, xq, n):

@@ -377,18 +377,18 @@ struct q6K_format : zmm_acc {
 
 // IQ4_XS: a step is one super-block. Sub-blocks 2v and 2v + 1 are vector v: the 32 bytes of their nibbles
 // spread as [low of bytes 0-15, high of 0-15, low of 16-31, high of 16-31] are elements 64v .. 64v + 63 in
-// order, looked up as table values + 128 (unsigned); dpbusd's lanes 0-7 then belong to sub-block 2v and
-// 8-15 to 2v + 1, each multiplied (int32) by its scale ls - 32; the + 128 comes off through Q8_K's
-// sums of 16. Integer sums exact (|lane| < 2^22), then one float multiply-add per super-block.
+// order, looked up as the signed table values t. dpbusd takes the activations + 128 (unsigned) against t,
+// from -128 * (each lane's sum of t) (once per row), which leaves each lane's exact sum of t * x; lanes
+// 0-7 belong to sub-block 2v and 8-15 to 2v + 1, converted and scaled by d * (ls - 32) in float, then
+// one multiply-add by the activations' scale per super-block.
 struct iq4xs_format : zmm_acc {
     static constexpr int NR = 4, NT = 4;
     static constexpr size_t W_STEP = sizeof(block_iq4_xs);
     using xs_t = q8K_x;
     struct ws_t {
-        __m512i u[4];     // (4, 64) table values + 128 of elements 64v .. 64v + 63
-        __m512i sc[4];    // (4, 16) int32: ls - 32 of sub-block 2v in lanes 0-7, of 2v + 1 in 8-15
-        __m256i sc16;     // (16,) int16: ls - 32 of sub-block j at 2j and 2j + 1, for the offset via bsums
-        float d;
+        __m512i t[4];      // (4, 64) int8 table values of elements 64v .. 64v + 63
+        __m512i corr[4];   // (4, 16) int32: -128 * the sum of each lane's four t
+        __m512 sc[4];      // d * (ls - 32) of sub-block 2v in lanes 0-7, of 2v + 1 in 8-15
     };
 
     static int64_t full_steps(int64_t n) { return n / QK_K; }
@@ -399,33 +399,29 @@ struct iq4xs_format : zmm_acc {
     template <bool FULL>
     static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
         const block_iq4_xs* b = reinterpret_cast<const block_iq4_xs*>(row) + s;
-        alignas(32) int16_t sc[16];
-        for (int j = 0; j < 8; ++j) sc[2 * j] = sc[2 * j + 1] = int16_t(iq4_xs_scale(*b, j));
-        ws.sc16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
-        const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(KVALUES_IQ4NL));
-        const __m512i table = _mm512_broadcast_i32x4(_mm_add_epi8(values, _mm_set1_epi8(char(128))));
-        const __m512i low4 = _mm512_set1_epi8(0x0F);
+        const float d = half_to_float(b->d);
+        const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(KVALUES_IQ4NL)));
+        const __m512i low4 = _mm512_set1_epi8(0x0F), off = _mm512_set1_epi8(char(0x80));
+        const __m512i spread = _mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3);
+        const __m512i shift = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
         for (int v = 0; v < 4; ++v) {
-            const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + 32 * v));
-            const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + 32 * v + 16));
-            __m512i q = _mm512_inserti32x4(_mm512_castsi128_si512(q0), q0, 1);
-            q = _mm512_inserti32x4(_mm512_inserti32x4(q, q1, 2), q1, 3);
-            q = _mm512_and_si512(_mm512_srlv_epi64(q, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), low4);
-            ws.u[v] = _mm512_shuffle_epi8(table, q);
-            ws.sc[v] = _mm512_mask_blend_epi32(__mmask16(0xFF00), _mm512_set1_epi32(sc[4 * v]), _mm512_set1_epi32(sc[4 * v + 2]));
+            const __m512i q = _mm512_permutexvar_epi64(spread, _mm512_castsi256_si512(
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * v))));
+            ws.t[v] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srlv_epi64(q, shift), low4));
+            ws.corr[v] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, ws.t[v]));
+            ws.sc[v] = _mm512_mask_blend_ps(__mmask16(0xFF00), _mm512_set1_ps(d * float(iq4_xs_scale(*b, 2 * v))),
+                                            _mm512_set1_ps(d * float(iq4_xs_scale(*b, 2 * v + 1))));
         }
-        ws.d = half_to_float(b->d);
     }
 
     static void madd(const ws_t& ws, const xs_t& xs, __m512& acc) {
-        __m512i isum = _mm512_setzero_si512();
+        const __m512i off = _mm512_set1_epi8(char(0x80));
+        __m512 f = _mm512_setzero_ps();
         for (int v = 0; v < 4; ++v) {
-            const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws.u[v], _mm512_loadu_si512(xs.q + 64 * v));
-            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(d, ws.sc[v]));
+            const __m512i x = _mm512_xor_si512(_mm512_loadu_si512(xs.q + 64 * v), off);   // x + 128, unsigned
+            f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(ws.corr[v], x, ws.t[v])), ws.sc[v], f);
         }
-        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(ws.sc16, xs.bsums), 7);   // 128 * sum sc * bsum
-        isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(offset));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ws.d * xs.d), acc);
+        acc = _mm512_fmadd_ps(f, _mm512_set1_ps(xs.d), acc);
     }
 };
 
