@@ -48,6 +48,7 @@ from strata.server.call_probe import (
 from strata.server.errors import APIError
 
 HARMONY_FINAL_CHANNEL = b"<|channel|>final<|message|>"   # where a Harmony answer's final text starts
+CALL_END = (b"</tool_call>",)   # a JSON call's value may not write it: the block's reader ends the call there
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,6 +62,7 @@ class JsonFormat:
     opened: bool = False            # the prompt opened the reasoning
     close: bytes = b""              # written after each triggered value (a call's closing tag)
     may_think: tuple[bytes, bytes] | None = None   # reasoning tags a first token may open (then the value)
+    forbid: tuple[bytes, ...] = ()  # texts the value may not write (where a call's reader ends it)
 
     @property
     def kind(self) -> str:
@@ -70,7 +72,7 @@ class JsonFormat:
     def constraint_for(self, tokenizer: Any, eos_ids: Any) -> JsonConstraint:
         c = JsonConstraint(self.root, Vocabulary.of(tokenizer), eos_ids, after=self.after, lead=self.lead,
                            trigger=self.trigger, reasoning=self.reasoning, opened=self.opened, close=self.close,
-                           may_think=self.may_think)
+                           may_think=self.may_think, forbid=self.forbid)
         c.feed(self.prefix)
         return c
 
@@ -267,7 +269,7 @@ def held_calls(tools: Any, answer: Any,
     if marker == b"<tool_call>" and writes_json_calls(engine):
         ending = re.search(r"\}(\s*)</tool_call>", probe_call(engine))   # the template's way of closing a call
         return JsonFormat(call_schema(tools), trigger=marker, opened=opened, reasoning=reasoning,
-                          close=(ending.group(1) if ending else "\n").encode() + b"</tool_call>")
+                          close=(ending.group(1) if ending else "\n").encode() + b"</tool_call>", forbid=CALL_END)
     keyed = keyed_rule(engine, marker, tools, repeat=True, reasoning=reasoning, opened=opened)
     if keyed is not None:
         return keyed
@@ -293,7 +295,7 @@ def required_call(demanded: bool, tools: Any, answer: Any,
         return None
     after = answer.think[1].encode() if getattr(answer, "opened", False) else None
     if marker == b"<tool_call>" and engine is not None and writes_json_calls(engine):
-        return JsonFormat(call_schema(tools), after=after, lead=marker)
+        return JsonFormat(call_schema(tools), after=after, lead=marker, forbid=CALL_END)
     keyed = keyed_rule(engine, marker, tools, repeat=False, after=after) if engine is not None else None
     if keyed is not None:
         return keyed

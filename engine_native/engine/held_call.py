@@ -141,9 +141,12 @@ class HeldCall:
         if not self.active:
             mask[:] = True
             return mask
-        # only the tokens whose first byte the call takes (specials too: they may write its markup)
-        for i in self.vocab.candidates(lambda b: self._step(self.state, b) is not None, specials=True):
+        # the plain tokens the call takes (a walk over the vocabulary's prefixes; any bytes once it is whole),
+        # the special ones one by one (they may write its markup); never an end while it is open
+        mask[self.vocab.walk(self.state, self._step, lambda s: s == DONE)] = True
+        for i in self.vocab.special_nonempty:
             mask[i] = self.allows(int(i))
+        mask[[i for i in self.eos if 0 <= i < self.vocab.n]] = False
         return mask
 
     def best_allowed(self, logits: np.ndarray) -> int | None:

@@ -35,15 +35,18 @@ class CallHeader:
     max_len: int                   # header bytes between the name and `end`; past them only `end` goes on
     id_marker: bytes | None = None   # set: the header is `end` alone or id_marker, an id (letters and digits,
                                      # max_len at most), `end` (Mistral's reader takes nothing else)
+    forbid: tuple[bytes, ...] = ()   # texts the arguments may not write (where the reader ends a message)
 
 
-HARMONY = CallHeader(b"to=functions.", b"<|message|>", frozenset(b" <"), 64)
+HARMONY = CallHeader(b"to=functions.", b"<|message|>", frozenset(b" <"), 64,
+                     forbid=(b"<|end|>", b"<|call|>", b"<|return|>", b"<|start|>", b"<|channel|>"))
 HARMONY_ANALYSIS = (b"<|channel|>analysis<|message|>", b"<|end|>")   # a marker in there is thought
 MISTRAL = CallHeader(b"[TOOL_CALLS]", b"[ARGS]", frozenset(b"["), 48, id_marker=b"[CALL_ID]")
 ID_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
 # States: ("lits", alternatives, pos) the tool's name (held_call), or Mistral's header markup;
-# ("header", tool, tail, n) a free header up to its end; ("id", tool, n) a call id; ("json", tool, json state); DONE.
+# ("header", tool, tail, n) a free header up to its end; ("id", tool, n) a call id; ("json", tool, json state,
+# its last bytes); DONE.
 
 
 def _toward(tail: bytes, end: bytes) -> int:
@@ -74,7 +77,7 @@ class JsonArgsCall(HeldCall):
         if kind == "named":
             return ("header", then[1], b"", 0)
         if kind == "args":
-            return ("json", then[1], ((("V", self.args[then[1]]),), 0))
+            return ("json", then[1], ((("V", self.args[then[1]]),), 0), b"")
         return then
 
     def _step_uncached(self, state: tuple, b: int) -> tuple | None:
@@ -89,7 +92,7 @@ class JsonArgsCall(HeldCall):
                     (n >= self.header.max_len and _toward(grown, end) <= _toward(tail, end)):
                 return None             # past max_len only the end marker's next byte: the header must end
             if grown == end:
-                return ("json", t, ((("V", self.args[t]),), 0))
+                return ("json", t, ((("V", self.args[t]),), 0), b"")
             return ("header", t, grown, n + 1)
         if kind == "id":
             _, t, n = state
@@ -97,9 +100,13 @@ class JsonArgsCall(HeldCall):
                 return ("id", t, n + 1)
             return self._step(("lits", ((self.header.end, ("args", t)),), 0), b) if n else None
         if kind == "json":
-            _, t, js = state
+            _, t, js, tail = state
             js = step(js, b)
             if js is None:
                 return None
-            return DONE if not js[0] else ("json", t, js)
+            if self.header.forbid:           # the value's last bytes: none may end a forbidden text
+                tail = (tail + bytes([b]))[-max(map(len, self.header.forbid)):]
+                if any(tail.endswith(f) for f in self.header.forbid):
+                    return None
+            return DONE if not js[0] else ("json", t, js, tail)
         return None

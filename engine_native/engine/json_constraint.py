@@ -26,11 +26,15 @@ class JsonConstraint:
 
     def __init__(self, root: Node, vocabulary: Vocabulary, eos_ids: Iterable[int], after: bytes | None = None,
                  lead: bytes = b"", trigger: bytes | None = None, reasoning: tuple[bytes, bytes] | None = None,
-                 opened: bool = False, close: bytes = b"", may_think: tuple[bytes, bytes] | None = None):
+                 opened: bool = False, close: bytes = b"", may_think: tuple[bytes, bytes] | None = None,
+                 forbid: tuple[bytes, ...] = ()):
         self.vocab = vocabulary
         self.eos = frozenset(int(i) for i in eos_ids)
+        # `forbid`: texts the value may not write (where the call's reader would end it: `</tool_call>`);
+        # the state then carries the value's last bytes, (stack, ws, tail)
+        self.forbid, self._blank = forbid, ((b"",) if forbid else ())
         # `lead`: bytes the answer must write before the value (special tokens may write them)
-        self.state: tuple = ((("V", root),) + ((("P", lead, 0),) if lead else ()), 0)
+        self.state: tuple = ((("V", root),) + ((("P", lead, 0),) if lead else ()), 0) + self._blank
         self._initial = self.state
         # `trigger`: each time the answer writes it (outside a `reasoning` block), a value is held, then
         # `close` is written, then the answer is free again (a tool call's JSON after each `<tool_call>`)
@@ -56,7 +60,14 @@ class JsonConstraint:
         except KeyError:
             if len(self._memo) > 200_000:
                 self._memo.clear()
-            out = self._memo[key] = step(state, b)
+            out = step(state[:2], b)
+            if out is not None and self.forbid:
+                tail = state[2] + bytes([b])
+                if state[0] and state[0][-1][0] != "P" and any(tail.endswith(f) for f in self.forbid):
+                    out = None                   # markup the call's reader would end the value at
+                else:
+                    out = out + (tail[-max(map(len, self.forbid)):],)
+            self._memo[key] = out
             return out
 
     def _after_bytes(self, data: bytes) -> tuple | None:
@@ -85,7 +96,7 @@ class JsonConstraint:
             rest = text_after(self._free + data, self.after, self.reasoning if self.trigger is not None else None)
             return rest is None or self._after_bytes(rest) is not None
         if token in self.eos:
-            return complete(self.state)
+            return complete(self.state[:2])
         if not 0 <= token < self.vocab.n or not self.vocab.bytes[token]:
             return False
         if token in self.vocab.special and not (self.state[0] and self.state[0][-1][0] == "P"):
@@ -113,19 +124,24 @@ class JsonConstraint:
         self.state = nxt
         if self.trigger is not None and not nxt[0]:      # the value is whole
             if self.close and not self._closing:         # its closing tag, then free until the next trigger
-                self.state, self._closing = ((("P", self.close, 0),), 0), True
+                self.state, self._closing = ((("P", self.close, 0),), 0) + self._blank, True
             else:
                 self.state, self.after, self._free, self._closing = self._initial, self.trigger, b"", False
 
-    def _candidates(self) -> np.ndarray:
-        """Ids whose first byte may come next (special ones while a lead is written, and the end tokens): a
-        superset of the allowed ones."""
+    def _allowed_ids(self) -> np.ndarray:
+        """The ids allowed next while the value is held: the plain tokens the automaton takes (a walk over
+        the vocabulary's prefixes), special ones looked at one by one (a lead, a reasoning opening), the end
+        tokens once the value is whole."""
+        more = [i for i in self.eos if 0 <= i < self.vocab.n]
+        ids = self.vocab.walk(self.state, self._step)
+        ids = ids[~np.isin(ids, more)] if more else ids
         lead = bool(self.state[0]) and self.state[0][-1][0] == "P"
-        think = self.may_think[0][0] if self.may_think is not None else None     # a first token may open it
-        ids = self.vocab.candidates(lambda b: b == think or self._step(self.state, b) is not None,
-                                    specials=lead or think is not None)
-        eos = np.array(sorted(i for i in self.eos if 0 <= i < self.vocab.n), dtype=np.int64)
-        return np.concatenate([ids, eos])
+        if lead or self.may_think is not None:
+            more += [int(i) for i in self.vocab.special_nonempty]
+            if self.may_think is not None:
+                more += [int(i) for i in self.vocab.by_first.get(self.may_think[0][0], ())]
+        extra = [i for i in dict.fromkeys(more) if self.allows(i)]
+        return np.union1d(ids, np.array(extra, dtype=np.int64)) if extra else ids
 
     def _free_bytes(self, data: bytes) -> None:
         """Bytes before `after` is seen; once it is, the JSON begins with what followed it."""
@@ -159,8 +175,7 @@ class JsonConstraint:
             assert self.after is not None
             return waiting_mask(self.vocab, self.after, self.allows)
         mask = np.zeros(self.vocab.n, dtype=bool)
-        for i in self._candidates():
-            mask[i] = self.allows(int(i))
+        mask[self._allowed_ids()] = True
         return mask
 
     def best_allowed(self, logits: np.ndarray) -> int | None:
@@ -171,11 +186,8 @@ class JsonConstraint:
         for i in first:
             if logits[i] > logits[first[-1]] and self.allows(int(i)):   # ties at the cut: the full sort
                 return int(i)
-        order = self._candidates() if self.active else np.flatnonzero(self.allowed_mask())
-        order = order[np.lexsort((order, -logits[order]))]
-        for i in order:
-            if not np.isfinite(logits[i]) and logits[i] < 0:
-                return None
-            if self.allows(int(i)):
-                return int(i)
-        return None
+        order = self._allowed_ids() if self.active else np.flatnonzero(self.allowed_mask())
+        if order.size == 0:
+            return None
+        best = order[np.lexsort((order, -logits[order]))[0]]
+        return None if not np.isfinite(logits[best]) and logits[best] < 0 else int(best)

@@ -26,10 +26,13 @@ MAX_CHAR = 0x10FFFF
 # short escapes; no surrogates
 WRITABLE = ((0x08, 0x0A), (0x0C, 0x0D), (0x20, 0xD7FF), (0xE000, MAX_CHAR))
 
+# RFC 3339's full-date: the days each month has, February's 29th in leap years only (2000, not 1900)
+_DATE = (r"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|1\d|2[0-8])|\d{4}-(0[13-9]|1[0-2])-(29|30)|\d{4}-(0[13578]|1[02])-31"
+         r"|(\d\d(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)-02-29)")
 FORMATS = {
-    "date": r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$",
+    "date": rf"^{_DATE}$",
     "time": r"^([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$",
-    "date-time": r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?"
+    "date-time": rf"^{_DATE}T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{{1,9}})?"
                  r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$",
     "uuid": r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
     "email": r"^[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(\.[A-Za-z0-9-]{1,63}){1,8}$",
@@ -43,7 +46,9 @@ Ranges = tuple[tuple[int, int], ...]      # sorted, disjoint, inclusive code poi
 
 DIGIT: Ranges = ((0x30, 0x39),)
 WORD: Ranges = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
-SPACE: Ranges = ((0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x2028, 0x2029), (0xFEFF, 0xFEFF))
+# ECMA-262 \s: WhiteSpace and LineTerminator (the Unicode Zs spaces among them)
+SPACE: Ranges = ((0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
+                 (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF))
 
 
 class PatternError(ValueError):

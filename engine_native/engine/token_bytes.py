@@ -6,6 +6,7 @@ reasoning block, with `may_finish` and `waiting_mask`, what a constraint allows 
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ class Vocabulary:
         self.special_nonempty = np.array(sorted(i for i in self.special if 0 <= i < self.n and self.bytes[i]),
                                          dtype=np.int64)
         self._containing: dict[int, np.ndarray] = {}
+        self._by_bytes: tuple[list[bytes], np.ndarray, list[int]] | None = None
 
     def containing(self, b: int) -> np.ndarray:
         """The ids of the tokens whose bytes hold byte b (built once per byte): the only ones that can finish
@@ -36,13 +38,46 @@ class Vocabulary:
             self._containing[b] = np.array([i for i, tb in enumerate(self.bytes) if b in tb], dtype=np.int64)
         return self._containing[b]
 
-    def candidates(self, steps: Any, specials: bool = False) -> np.ndarray:
-        """The ids whose first byte `steps(b)` takes (and, `specials`, every special token with bytes): a
-        superset of the tokens a constraint allows, so that a mask or a fallback need not try the rest."""
-        parts = [ids for b, ids in self.by_first.items() if steps(b)]
-        if specials:
-            parts.append(self.special_nonempty)
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    def _sorted(self) -> tuple[list[bytes], np.ndarray, list[int]]:
+        """The plain tokens' bytes in byte order, their ids, and how many bytes each shares with the one
+        before (built once, on the first walk)."""
+        if self._by_bytes is None:
+            ids = sorted((i for i, tb in enumerate(self.bytes) if tb and i not in self.special),
+                         key=lambda i: self.bytes[i])
+            data = [self.bytes[i] for i in ids]
+            shared = [0] + [_common(a, b) for a, b in zip(data, data[1:], strict=False)]
+            self._by_bytes = (data, np.array(ids, dtype=np.int64), shared)
+        return self._by_bytes
+
+    def walk(self, state: Any, step: Any, free: Any = None) -> np.ndarray:
+        """The ids of the plain (not special) tokens whose bytes `step(state, b)` takes one by one (None:
+        refused); `free(state)`: from that state on any bytes go (a held call whole). The tokens in byte order
+        share their prefixes' states, and a refused prefix skips every token that begins with it: a mask
+        costs the prefixes the automaton takes, not the vocabulary (where whitespace may come, the ~20,000
+        tokens that begin with a space are one step and a refusal per second byte)."""
+        data, ids, shared = self._sorted()
+        out: list[int] = []
+        states = [state]                  # states[d]: after the first d bytes of the current token
+        i, n = 0, len(data)
+        while i < n:
+            tb = data[i]
+            del states[min(shared[i], len(states) - 1) + 1:]
+            refused = -1
+            while len(states) <= len(tb):
+                if free is not None and free(states[-1]):
+                    break
+                nxt = step(states[-1], tb[len(states) - 1])
+                if nxt is None:
+                    refused = len(states)         # the prefix tb[:refused] is refused: skip its tokens
+                    break
+                states.append(nxt)
+            if refused < 0:
+                out.append(i)
+                i += 1
+            else:
+                i = _past_prefix(data, tb[:refused], i)
+        return ids[out] if out else np.zeros(0, dtype=np.int64)
+
 
     @classmethod
     def of(cls, tokenizer: Any) -> Vocabulary:
@@ -52,6 +87,22 @@ class Vocabulary:
             cached = cls([tokenizer.token_bytes(i) for i in range(tokenizer.n_vocab)], tokenizer.special_ids)
             tokenizer._json_vocabulary = cached
         return cached
+
+
+def _common(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    k = 0
+    while k < n and a[k] == b[k]:
+        k += 1
+    return k
+
+
+def _past_prefix(data: list[bytes], prefix: bytes, lo: int) -> int:
+    """The first index from `lo` in sorted `data` whose bytes do not begin with `prefix`."""
+    end = prefix.rstrip(b"\xff")
+    if not end:
+        return len(data)
+    return bisect.bisect_left(data, end[:-1] + bytes([end[-1] + 1]), lo)
 
 
 def waiting_mask(vocab: Vocabulary, marker: bytes, allows: Any) -> np.ndarray:

@@ -81,8 +81,14 @@ class Drive:
         return b"".join(vocab.bytes[t] for t in self.tokens if t not in eos).decode("utf-8", errors="replace")
 
 
-def step(model: NoisyModel, sampler: Sampler, drive: Drive) -> int | None:
-    """One token through the sampler and its constraint; None at a dead end."""
+def step(model: NoisyModel, sampler: Sampler, drive: Drive, check_mask: float = 0.0) -> int | None:
+    """One token through the sampler and its constraint; None at a dead end. With probability `check_mask`
+    the constraint's mask is first checked against `allows` token by token (a small vocabulary's)."""
+    c = sampler.constraint
+    if check_mask and model.rng.random() < check_mask:
+        mask = c.allowed_mask()
+        each = np.array([c.allows(i) for i in range(model.vocab.n)])
+        assert (mask == each).all(), f"mask and allows differ at {np.flatnonzero(mask != each)[:5]}"
     try:
         token = sampler.sample(model.logits())
     except ValueError as e:
@@ -102,12 +108,13 @@ def sampler_for(constraint, vocab: Vocabulary, rng: np.random.Generator) -> Samp
                    constraint=constraint)
 
 
-def held_until(model: NoisyModel, sampler: Sampler, drive: Drive, holding: Callable[[], bool], limit: int) -> bool:
+def held_until(model: NoisyModel, sampler: Sampler, drive: Drive, holding: Callable[[], bool], limit: int,
+               check_mask: float = 0.0) -> bool:
     """Tokens while `holding()`, at most `limit`; True when it let go (the held part is whole)."""
     for _ in range(limit):
         if not holding():
             return True
-        if step(model, sampler, drive) is None:
+        if step(model, sampler, drive, check_mask) is None:
             return False
     return not holding()
 

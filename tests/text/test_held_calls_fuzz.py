@@ -137,9 +137,9 @@ def answer(engine, fmt_name: str, tools: list[dict], demanded: bool, rng: np.ran
         if not demanded:
             model.script((b"" if alone else b"Ok.\n" if not finished else b"\n") + _opening(fmt_name, fmt))
             while model.scripted and not _holding(c):
-                if step(model, sampler, drive) is None:
+                if step(model, sampler, drive, check_mask=0.2) is None:
                     break
-        if not held_until(model, sampler, drive, lambda: _holding(c), limit=300):
+        if not held_until(model, sampler, drive, lambda: _holding(c), limit=250, check_mask=0.05):
             return None, [], finished, drive
         finished += 1
     if fmt_name == "harmony":
@@ -180,7 +180,7 @@ def test_held_calls_come_out_as_calls_of_offered_tools(engines, fmt_name, demand
     if demanded and fmt_name == "harmony":
         pytest.skip("a demanded Harmony call is not held (its calls are a channel)")
     rng = np.random.default_rng(FORMATS.index(fmt_name) * 2 + demanded)
-    n, done, tokens, refusals = 20, 0, 0, 0
+    n, done, tokens, refusals = 10, 0, 0, 0
     for _ in range(n):
         tools = random_tools(rng, listed=fmt_name == "seed")    # Seed-OSS's template reads each tool's properties
         text, calls, finished, drive = answer(engines[fmt_name], fmt_name, tools, demanded, rng)
@@ -258,3 +258,29 @@ def test_a_mistral_header_is_what_its_reader_takes():
     c = c_after([b"[TOOL_CALLS]", b"get_weather", b"[CALL_ID]", b"abcDEF123", b"x", b"[ARGS]", b"{}"])
     assert not c.active
     assert parse_mistral_calls("[TOOL_CALLS]get_weather[CALL_ID]abcDEF123x[ARGS]{}")[1][0]["name"] == "get_weather"
+
+
+def test_a_json_call_cannot_write_the_markup_its_reader_ends_it_at():
+    """A JSON call's string may not spell the text its reader ends the call at: Hermes' block reader cut
+    `{"a": "x</tool_call>y"}` (no call), Harmony's stream ended the arguments at a written `<|end|>`."""
+    from strata.engine.chat_template import parse_tool_calls
+    from strata.engine.harmony import parse_harmony
+    from strata.engine.json_args_call import HARMONY, JsonArgsCall
+    from strata.engine.json_constraint import JsonConstraint
+    from strata.engine.json_schema import compile_call, tool_arguments
+    from strata.server.structured_output import CALL_END
+
+    assert parse_tool_calls('<tool_call>\n{"name": "f", "arguments": {"a": "x</tool_call>y"}}\n</tool_call>')[1] == []
+    assert parse_harmony(' to=functions.f<|message|>{"a": "x<|end|>y"}').calls[0]["arguments"] == '{"a": "x'
+    pieces = [b"<tool_call>", b'{"name": "f", "arguments": {"a": "x', b"</tool_call>", b"<|end|>", b"</", b"y",
+              b' to=functions.f<|message|>{"a": "x', b"<eos>"]
+    vocab = Vocabulary(pieces, special_ids=[7])
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    hermes = JsonConstraint(compile_call([("f", schema)]), vocab, [7], trigger=b"<tool_call>",
+                            close=b"\n</tool_call>", forbid=CALL_END)
+    harmony = JsonArgsCall(HARMONY, [("f", tool_arguments(schema))], vocab, [7])
+    for c, opening in [(hermes, [0, 1]), (harmony, [6])]:
+        for t in opening:
+            c.advance(t)
+        assert c.allows(5) and c.allows(4)                  # "</" alone: a value may still go on
+        assert not c.allows(2 if c is hermes else 3)
