@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from strata.engine.token_bytes import Vocabulary, text_after
+from strata.engine.token_bytes import Vocabulary, may_finish, text_after, waiting_mask
 
 
 class ForcedStart:
@@ -44,7 +44,13 @@ class ForcedStart:
         return self.vocab.bytes[token] if 0 <= token < self.vocab.n else b""
 
     def allows(self, token: int) -> bool:
-        return not self.active or self._agrees(self._bytes(int(token)))
+        data = self._bytes(int(token))
+        if self.after is not None:         # free, unless the token writes the marker and a start none agrees with
+            if not may_finish(self._seen, data, self.after):
+                return True
+            rest = text_after(self._seen + data, self.after, self.reasoning if self.repeat else None)
+            return not rest or self._agrees(rest)
+        return not self.active or self._agrees(data)
 
     def advance(self, token: int) -> None:
         data = self._bytes(int(token))
@@ -66,6 +72,8 @@ class ForcedStart:
             self.left, self.after, self._seen = list(self.texts), self._trigger, b""
 
     def allowed_mask(self) -> np.ndarray:
+        if self.after is not None:
+            return waiting_mask(self.vocab, self.after, self.allows)
         mask = np.zeros(self.vocab.n, dtype=bool)
         if not self.active:
             mask[:] = True

@@ -41,3 +41,17 @@ def test_a_waiting_constraints_mask_leaves_out_a_bad_call(case):
     pieces, c = list(_constraints())[case]
     mask = c.allowed_mask()
     assert not mask[1] and mask[0] and mask[2] and mask[3]
+
+
+def test_a_waiting_forced_start_refuses_a_token_that_opens_another_tools_call():
+    """The opening of each call a model writes (ForcedStart, repeat) while it waits for the marker: a token
+    that writes the marker and a name no tool has was taken (allows said yes to everything while waiting)."""
+    from strata.engine.forced_start import ForcedStart
+
+    pieces = [b"Hi", b"<tool_call>\n<function=bsh", b"<tool_call>\n<function=bash", b"<tool_call>", b"<eos>"]
+    c = ForcedStart([b"\n<function=bash", b"\n<function=read"], Vocabulary(pieces, [4]), after=b"<tool_call>",
+                    repeat=True)
+    assert c.allows(0) and c.allows(2) and c.allows(3) and not c.allows(1)
+    assert list(c.allowed_mask()) == [True, False, True, True, True]
+    logits = np.array([0.0, 9.0, 1.0, 0.0, 0.0], dtype=np.float32)
+    assert Sampler(SamplingParams(), 5, constraint=c).sample(logits) == 2
