@@ -278,10 +278,12 @@ def _thinking_block(text: str) -> dict:
     return {"type": "thinking", "thinking": text, "signature": ""}
 
 
-# Claude Code 2.1 drops a stream that sent nothing for 300 s (its stream watchdog, on by default), then
-# retries: reading a long prompt on a CPU, or generating a long tool call that is held back until it is
-# whole, can be that quiet. A `ping` event (Anthropic's keepalive, which clients skip) goes out after
-# this many seconds without another event.
+# Claude Code 2.1 drops a stream that sent nothing for 300 s (its stream watchdog, on by default), and a
+# request whose answer has not begun after 300 s, then retries: waiting in the queue (or for another
+# request's read of the same start), reading a long prompt on a CPU, or generating a long tool call that
+# is held back until it is whole can be that quiet. After this many seconds without another event the
+# stream begins (message_start, its usage counting the whole prompt as read until the end says better)
+# or sends a `ping` (Anthropic's keepalive, which clients skip).
 PING_EVERY_S = 10.0
 
 
@@ -333,9 +335,7 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
 
     try:
         async for kind, payload in events:
-            if kind == "keepalive" and resp is None:
-                continue                  # still waiting for a context: the stream starts with the request
-            if resp is None:
+            if resp is None:             # started, or still queued after PING_EVERY_S (it counts as silence too)
                 resp = await open_sse(request)
                 cached = payload.get("cached_tokens", 0) if kind == "start" else 0
                 await send_sse(resp, {"type": "message_start", "message": {

@@ -237,3 +237,42 @@ def test_a_stream_reading_a_long_prompt_sends_pings(tiny_model_factory, monkeypa
     pings = [t for e, t in events[:first_block] if e == "ping"]
     assert len(pings) >= 3, names[:first_block]
     assert max(b - a for a, b in zip(pings, pings[1:], strict=False)) < 1.0     # no long silence while reading
+
+
+def test_a_stream_waiting_in_the_queue_begins_and_pings(tiny_server, monkeypatch):
+    """Claude Code also drops a request whose answer has not begun after 300 s: a request waiting for a
+    context (or for another request's read of the same start) begins its stream after PING_EVERY_S and
+    pings until it runs; the end still carries its real usage."""
+    import threading
+
+    import httpx2 as httpx
+    from strata.server import anthropic_api
+
+    monkeypatch.setattr(anthropic_api, "PING_EVERY_S", 0.05)
+    sched = tiny_server.state.scheduler
+    held, release = threading.Event(), threading.Event()
+    gate = sched.call(lambda: (held.set(), release.wait(60)))      # the worker takes no request meanwhile
+    assert held.wait(30)
+    events, released_at = [], []
+    body = {"model": "local", "max_tokens": 2, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+
+    def read() -> None:
+        with httpx.stream("POST", tiny_server.url + "/v1/messages", json=body, timeout=60) as r:
+            for line in r.iter_lines():
+                if line.startswith("event: "):
+                    events.append((line[7:], time.monotonic()))
+                elif line.startswith("data: ") and '"message_delta"' in line:
+                    events.append((json.loads(line[6:])["usage"], time.monotonic()))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    time.sleep(1.5)
+    released_at.append(time.monotonic())
+    release.set()
+    gate.result(30)
+    reader.join(60)
+    before = [e for e, t in events if t < released_at[0]]
+    assert before[:1] == ["message_start"] and before.count("ping") >= 3, before
+    usage = next(e for e, _ in events if isinstance(e, dict))
+    n_prompt = httpx.post(tiny_server.url + "/v1/messages/count_tokens", json=body, timeout=60).json()["input_tokens"]
+    assert usage["input_tokens"] + usage["cache_read_input_tokens"] == n_prompt
