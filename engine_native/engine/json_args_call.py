@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from strata.engine.held_call import DONE, HeldCall
 from strata.engine.json_grammar import step
 from strata.engine.json_schema import Node
-from strata.engine.token_bytes import Vocabulary
+from strata.engine.token_bytes import Vocabulary, live_suffix
 
 
 @dataclass(frozen=True)
@@ -105,8 +105,9 @@ class JsonArgsCall(HeldCall):
             if js is None:
                 return None
             if self.header.forbid:           # the value's last bytes: none may end a forbidden text
-                tail = (tail + bytes([b]))[-max(map(len, self.header.forbid)):]
+                tail = tail + bytes([b])
                 if any(tail.endswith(f) for f in self.header.forbid):
                     return None
+                tail = live_suffix(tail, self.header.forbid)
             return DONE if not js[0] else ("json", t, js, tail)
         return None

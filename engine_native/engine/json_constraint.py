@@ -16,7 +16,7 @@ from collections.abc import Iterable
 import numpy as np
 from strata.engine.json_grammar import complete, step
 from strata.engine.json_schema import Node
-from strata.engine.token_bytes import Vocabulary, may_finish, text_after, waiting_mask
+from strata.engine.token_bytes import Vocabulary, live_suffix, may_finish, text_after, waiting_mask
 
 
 class JsonConstraint:
@@ -66,7 +66,7 @@ class JsonConstraint:
                 if state[0] and state[0][-1][0] != "P" and any(tail.endswith(f) for f in self.forbid):
                     out = None                   # markup the call's reader would end the value at
                 else:
-                    out = out + (tail[-max(map(len, self.forbid)):],)
+                    out = out + (live_suffix(tail, self.forbid),)
             self._memo[key] = out
             return out
 

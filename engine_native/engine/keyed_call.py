@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from strata.engine.held_call import DONE, HeldCall
-from strata.engine.token_bytes import Vocabulary
+from strata.engine.token_bytes import Vocabulary, live_suffix
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,7 @@ class KeyedCall(HeldCall):
         super().__init__(vocabulary, eos_ids, trigger=trigger, reasoning=reasoning, opened=opened, after=after)
         self.m = markup
         self._tags = markup.tags()
+        self._watch = (markup.value_end, *self._tags)   # what a value's last bytes may be beginning
         self.tools = tuple(Tool(n.encode(), None if keys is None else tuple(k.encode() for k in keys),
                                 frozenset(r.encode() for r in req)) for n, keys, req in tools)
         self._begin(("lits", tuple((lead + markup.opening + t.name, ("named", i)) for i, t in enumerate(self.tools)), 0))
@@ -123,13 +124,13 @@ class KeyedCall(HeldCall):
         if kind == "value":
             _, t, seen, tail = state
             end = self.m.value_end
-            tail = (tail + bytes([b]))[-len(end):]
-            if tail == end:
+            tail = tail + bytes([b])
+            if tail.endswith(end):
                 return self._expand(("after_value", t, seen))
             for tag in self._tags:            # a tag ends the value for the reader: only as the value's end
                 if tail.endswith(tag):
                     at = next((k for k in range(len(tag), len(end)) if end[:k].endswith(tag) and tail.endswith(end[:k])),
                               None)
                     return None if at is None else ("lits", ((end, ("after_value", t, seen)),), at)
-            return ("value", t, seen, tail)
+            return ("value", t, seen, live_suffix(tail, self._watch))
         return None                                  # done: nothing more of the call

@@ -188,7 +188,7 @@ class Sampler:
             c.advance(token)
         return token
 
-    def _redraw(self, prepared: np.ndarray, refused: int, tries: int = 16) -> int | None:
+    def _redraw(self, prepared: np.ndarray, refused: int, tries: int = 4) -> int | None:
         """A draw among the tokens the constraint allows, `refused` not among them: the refused ones
         banned and the draw repeated (cheap: a refusal is rare where most tokens are allowed), then,
         after `tries`, one draw over the constraint's whole mask (a scan of the vocabulary)."""

@@ -89,6 +89,17 @@ class Vocabulary:
         return cached
 
 
+def live_suffix(data: bytes, texts: Sequence[bytes]) -> bytes:
+    """The longest end of `data` that begins one of `texts` without being all of it: all a held part keeps
+    of what it wrote to see a text (a tag, a forbidden marker) being written, so that states that differ only
+    in older bytes are one state (and the constraints' memos hit)."""
+    for k in range(min(len(data), max(map(len, texts)) - 1), 0, -1):
+        end = data[-k:]
+        if any(len(t) > k and t.startswith(end) for t in texts):
+            return end
+    return b""
+
+
 def _common(a: bytes, b: bytes) -> int:
     n = min(len(a), len(b))
     k = 0

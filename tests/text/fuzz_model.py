@@ -30,7 +30,7 @@ class NoisyModel:
                  p_intent: float = 0.6):
         self.vocab, self.rng, self.p_intent = vocab, rng, p_intent
         self.pieces = [p for p in pieces if p]          # a piece named twice is meant twice as often
-        self.bonus = math.log(vocab.n) + 3.0
+        self.bonus = math.log(vocab.n) + 5.0     # a piece once begun is nearly always written on
         self.intent, self.scripted = b"", False
         by_first: dict[int, list[int]] = {}
         for i, tb in enumerate(vocab.bytes):
