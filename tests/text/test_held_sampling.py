@@ -55,3 +55,24 @@ def test_a_waiting_forced_start_refuses_a_token_that_opens_another_tools_call():
     assert list(c.allowed_mask()) == [True, False, True, True, True]
     logits = np.array([0.0, 9.0, 1.0, 0.0, 0.0], dtype=np.float32)
     assert Sampler(SamplingParams(), 5, constraint=c).sample(logits) == 2
+
+
+def test_a_token_that_ends_a_call_and_opens_a_bad_one_is_refused():
+    """A token that finishes a held call, then writes the marker and a name no tool has: allowed (what
+    follows a whole call is free), and advance then raised on the second call's bytes."""
+    from strata.engine.keyed_call import KeyedCall
+
+    from tests.text.test_held_calls import XML
+
+    pieces = [b"<tool_call>", b"\n<function=read", b">\n</function>\n</tool_call>\n<tool_call>\n<function=bsh",
+              b">\n</function>\n</tool_call>\n<tool_call>\n<function=read", b">\n</function>\n</tool_call>", b"<eos>"]
+    c = KeyedCall(XML, [("read", (), ())], Vocabulary(pieces, [5]), [5], trigger=b"<tool_call>")
+    c.advance(0)
+    c.advance(1)
+    assert c.allows(3) and c.allows(4) and not c.allows(2)
+    c.advance(3)
+    assert c.active                                  # the second call is held on
+    c = KeyedCall(XML, [("read", (), ())], Vocabulary(pieces, [5]), [5], trigger=b"<tool_call>")
+    c.advance(0)
+    c.advance(1)
+    assert list(c.allowed_mask()) == [False, False, False, True, True, False]
