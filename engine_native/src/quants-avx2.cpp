@@ -348,14 +348,18 @@ struct iq4xs_format : ymm_acc {
     }
 };
 
-struct q6K_format : ymm_acc {
+// Q6_K and Q3_K: 16 sub-blocks of 16 with int8 scales; quants q in [0, 63] (Q6_K, offset 32) or [0, 7]
+// (Q3_K, offset 4) in eight runs of 32 elements, run v holding sub-blocks 2v and 2v + 1.
+template <bool Q3>
+struct k16_format : ymm_acc {
     static constexpr int NR = 1, NT = 4;
-    static constexpr size_t W_STEP = sizeof(block_q6_K);
+    static constexpr size_t W_STEP = Q3 ? sizeof(block_q3_K) : sizeof(block_q6_K);
+    static constexpr int OFFSET_SHIFT = Q3 ? 2 : 5;   // the offset, 4 or 32, as a shift
     using xs_t = q8K_x;
     struct ws_t {
-        __m256i u[8];   // (8, 32) quants q in [0, 63] of the 8 runs of 32 (unpacked once, used by nt tokens)
+        __m256i u[8];   // (8, 32) quants of the 8 runs of 32 (unpacked once, used by nt tokens)
         __m256i sc[8];  // (8, 16) int16: scale of run v's first 16 elements in lanes 0-7, second 16 in 8-15
-        __m256i sc16;   // (16,) int16 scales, for the -32 offset through bsums
+        __m256i sc16;   // (16,) int16 scales, for the offset through bsums
         float d;
     };
 
@@ -364,9 +368,7 @@ struct q6K_format : ymm_acc {
     template <bool FULL>
     static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) { load_q8K(row, s, xs); }
 
-    template <bool FULL>
-    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
-        const block_q6_K* b = reinterpret_cast<const block_q6_K*>(row) + s;
+    static void unpack_q6(const block_q6_K* b, ws_t& ws, int8_t sc[16]) {
         const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03);
         for (int h = 0; h < 2; ++h) {
             const __m256i l0 = load256(b->ql + 64 * h), l1 = load256(b->ql + 64 * h + 32);
@@ -379,12 +381,40 @@ struct q6K_format : ymm_acc {
             ws.u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4));
         }
+        std::memcpy(sc, b->scales, 16);
+        ws.d = half_to_float(b->d);
+    }
+
+    // Q3_K: run v = 4h + g: bytes (qs[32h ..] >> 2g) & 3, plus 4 where bit 4h + g of hmask[k] is set.
+    static void unpack_q3(const block_q3_K* b, ws_t& ws, int8_t sc[16]) {
+        const __m256i hm = load256(b->hmask);
+        const __m256i low2 = _mm256_set1_epi8(0x03);
+        for (int h = 0; h < 2; ++h) {
+            const __m256i q = load256(b->qs + 32 * h);
+            for (int g = 0; g < 4; ++g) {
+                const __m256i u = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * g)), low2);
+                const __m256i bit = _mm256_set1_epi8(char(1 << (4 * h + g)));
+                const __m256i high = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), _mm256_set1_epi8(4));
+                ws.u[4 * h + g] = _mm256_or_si256(u, high);
+            }
+        }
+        _mm_store_si128(reinterpret_cast<__m128i*>(sc), q3_K_scales_x16(b->scales));
+        ws.d = half_to_float(b->d);
+    }
+
+    template <bool FULL>
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
+        alignas(16) int8_t sc[16];
+        if (Q3) {
+            unpack_q3(reinterpret_cast<const block_q3_K*>(row) + s, ws, sc);
+        } else {
+            unpack_q6(reinterpret_cast<const block_q6_K*>(row) + s, ws, sc);
+        }
         for (int v = 0; v < 8; ++v) {   // run v: scale groups 2v, 2v + 1
-            const int16_t s0 = b->scales[2 * v], s1 = b->scales[2 * v + 1];
+            const int16_t s0 = sc[2 * v], s1 = sc[2 * v + 1];
             ws.sc[v] = _mm256_setr_epi16(s0, s0, s0, s0, s0, s0, s0, s0, s1, s1, s1, s1, s1, s1, s1, s1);
         }
-        ws.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
-        ws.d = half_to_float(b->d);
+        ws.sc16 = _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
     }
 
     static void madd(const ws_t& ws, const xs_t& xs, __m256& acc) {
@@ -393,7 +423,8 @@ struct q6K_format : ymm_acc {
             const __m256i p = _mm256_maddubs_epi16(ws.u[v], load256(xs.q + 32 * v));
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, ws.sc[v]));
         }
-        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(ws.sc16, xs.bsums), 5);   // 32 * sum sc * bsum
+        // offset * sum sc * bsum
+        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(ws.sc16, xs.bsums), OFFSET_SHIFT);
         isum = _mm256_sub_epi32(isum, offset);
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ws.d * xs.d), acc);
     }
@@ -547,7 +578,8 @@ matmul_fn simd_matmul_for(int32_t weight_type) {
         case TYPE_Q8_0: return tiling::matmul_tiled<q32_format<K_Q8_0>>;
         case TYPE_Q4_K: return tiling::matmul_tiled<q45K_format<false>>;
         case TYPE_Q5_K: return tiling::matmul_tiled<q45K_format<true>>;
-        case TYPE_Q6_K: return tiling::matmul_tiled<q6K_format>;
+        case TYPE_Q3_K: return tiling::matmul_tiled<k16_format<true>>;
+        case TYPE_Q6_K: return tiling::matmul_tiled<k16_format<false>>;
         case TYPE_MXFP4: return tiling::matmul_tiled<q32_format<K_MXFP4>>;
         case TYPE_IQ4_NL: return tiling::matmul_tiled<q32_format<K_IQ4_NL>>;
         case TYPE_IQ4_XS: return tiling::matmul_tiled<iq4xs_format>;

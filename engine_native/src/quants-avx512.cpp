@@ -321,14 +321,18 @@ struct q45K_format : zmm_acc {
     }
 };
 
-struct q6K_format : zmm_acc {
+// Q6_K and Q3_K: 16 sub-blocks of 16 with int8 scales; quants q in [0, 63] (Q6_K, offset 32) or [0, 7]
+// (Q3_K, offset 4), unpacked into element order, so vector v's lanes 4k..4k+3 hold sub-block 4v + k.
+template <bool Q3>
+struct k16_format : zmm_acc {
     static constexpr int NR = 4, NT = 4;
-    static constexpr size_t W_STEP = sizeof(block_q6_K);
+    static constexpr size_t W_STEP = Q3 ? sizeof(block_q3_K) : sizeof(block_q6_K);
+    static constexpr int OFFSET_SHIFT = Q3 ? 2 : 5;   // the offset, 4 or 32, as a shift
     using xs_t = q8K_x;
     struct ws_t {
-        __m512i u[4];     // (4, 64) quants q in [0, 63] of elements 64v .. 64v + 63
+        __m512i u[4];     // (4, 64) quants of elements 64v .. 64v + 63
         __m512i sc[2];    // (2, 32) int16 scales laid out as packs_epi32 of vectors (0, 1) / (2, 3) leaves their sums
-        __m256i sc16;     // (16,) int16 scales, for the -32 offset through bsums
+        __m256i sc16;     // (16,) int16 scales, for the offset through bsums
         float d;
     };
 
@@ -337,9 +341,7 @@ struct q6K_format : zmm_acc {
     template <bool FULL>
     static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) { load_q8K(row, s, xs); }
 
-    template <bool FULL>
-    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
-        const block_q6_K* b = reinterpret_cast<const block_q6_K*>(row) + s;
+    static void unpack_q6(const block_q6_K* b, ws_t& ws) {
         const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03);
         for (int h = 0; h < 2; ++h) {
             const __m512i l = _mm512_loadu_si512(b->ql + 64 * h);
@@ -350,8 +352,37 @@ struct q6K_format : zmm_acc {
             ws.u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4),
                                               _mm512_slli_epi16(_mm512_and_si512(h23, low2), 4));
         }
-        const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
-        ws.sc16 = _mm256_cvtepi8_epi16(sc8);
+        ws.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
+        ws.d = half_to_float(b->d);
+    }
+
+    // Q3_K: vector v = 2h + p holds groups 2p, 2p + 1 of half h: bytes (qs[32h ..] >> 2g) & 3, plus 4 where
+    // bit 4h + g of hmask[k] is set.
+    static void unpack_q3(const block_q3_K* b, ws_t& ws) {
+        const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->hmask)));
+        const __m512i low2 = _mm512_set1_epi8(0x03), four = _mm512_set1_epi8(4);
+        for (int h = 0; h < 2; ++h) {
+            const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * h)));
+            for (int p = 0; p < 2; ++p) {
+                const int g = 2 * p;
+                const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi64(2 * g), _mm256_set1_epi64x(2 * g + 2), 1);
+                const __m512i u = _mm512_and_si512(_mm512_srlv_epi64(q, shift), low2);
+                const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8(char(1 << (4 * h + g))),
+                                                       _mm256_set1_epi8(char(1 << (4 * h + g + 1))), 1);
+                ws.u[2 * h + p] = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(hm, bit), u, four);
+            }
+        }
+        ws.sc16 = _mm256_cvtepi8_epi16(q3_K_scales_x16(b->scales));
+        ws.d = half_to_float(b->d);
+    }
+
+    template <bool FULL>
+    static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
+        if (Q3) {
+            unpack_q3(reinterpret_cast<const block_q3_K*>(row) + s, ws);
+        } else {
+            unpack_q6(reinterpret_cast<const block_q6_K*>(row) + s, ws);
+        }
         // vector v's lanes 4k..4k+3 hold group 4v + k; packs_epi32(D_a, D_b) puts, in 128-bit lane
         // i, D_a's lanes 4i..4i+3 (group 4a + i) then D_b's (group 4b + i).
         const __m512i scv = _mm512_castsi256_si512(ws.sc16);
@@ -361,7 +392,6 @@ struct q6K_format : zmm_acc {
                                                     10, 10, 10, 10, 14, 14, 14, 14, 11, 11, 11, 11, 15, 15, 15, 15};
         ws.sc[0] = _mm512_permutexvar_epi16(_mm512_load_si512(idx01), scv);
         ws.sc[1] = _mm512_permutexvar_epi16(_mm512_load_si512(idx23), scv);
-        ws.d = half_to_float(b->d);
     }
 
     static void madd(const ws_t& ws, const xs_t& xs, __m512& acc) {
@@ -369,7 +399,8 @@ struct q6K_format : zmm_acc {
         for (int v = 0; v < 4; ++v) d[v] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws.u[v], _mm512_loadu_si512(xs.q + 64 * v));
         __m512i isum = _mm512_add_epi32(_mm512_madd_epi16(_mm512_packs_epi32(d[0], d[1]), ws.sc[0]),
                                         _mm512_madd_epi16(_mm512_packs_epi32(d[2], d[3]), ws.sc[1]));
-        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(ws.sc16, xs.bsums), 5);   // 32 * sum sc * bsum
+        // offset * sum sc * bsum
+        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(ws.sc16, xs.bsums), OFFSET_SHIFT);
         isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(offset));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ws.d * xs.d), acc);
     }
@@ -551,7 +582,8 @@ matmul_fn simd_matmul_for(int32_t weight_type) {
         case TYPE_Q8_0: return tiling::matmul_tiled<q32_format<K_Q8_0>>;
         case TYPE_Q4_K: return tiling::matmul_tiled<q45K_format<false>>;
         case TYPE_Q5_K: return tiling::matmul_tiled<q45K_format<true>>;
-        case TYPE_Q6_K: return tiling::matmul_tiled<q6K_format>;
+        case TYPE_Q3_K: return tiling::matmul_tiled<k16_format<true>>;
+        case TYPE_Q6_K: return tiling::matmul_tiled<k16_format<false>>;
         case TYPE_MXFP4: return tiling::matmul_tiled<q32_format<K_MXFP4>>;
         case TYPE_IQ4_NL: return tiling::matmul_tiled<q32_format<K_IQ4_NL>>;
         case TYPE_IQ4_XS: return tiling::matmul_tiled<iq4xs_format>;

@@ -132,6 +132,27 @@ struct block_q5_K {
 };
 static_assert(sizeof(block_q5_K) == 4 + K_SCALE_SIZE + QK_K / 8 + QK_K / 2, "block_q5_K must be 176 bytes");
 
+// 16 sub-blocks of 16: w = d * (sc[j] - 32) * (q - 4), q in [0, 7]: for element e = 128h + 32g + k (half h,
+// group g of four, k < 32), 2 low bits (qs[32h + k] >> 2g) & 3, high bit (hmask[k] >> (4h + g)) & 1;
+// sub-block j = e / 16; sc 6 bits packed in scales (q3_K_scales).
+struct block_q3_K {
+    uint8_t hmask[QK_K / 8];        // (32,) high bits
+    uint8_t qs[QK_K / 4];           // (64,) low 2 bits
+    uint8_t scales[12];             // (16,) 6-bit scales
+    uint16_t d;                     // fp16 super-block scale
+};
+static_assert(sizeof(block_q3_K) == QK_K / 8 + QK_K / 4 + 12 + 2, "block_q3_K must be 110 bytes");
+
+// The 16 sub-block scales of a Q3_K block, sc - 32 in [-32, 31]: scale j's low 4 bits are nibble j / 8 of
+// byte j % 8, its high 2 bits bits 2 (j / 4) .. of byte 8 + j % 4 (ggml's packing).
+inline void q3_K_scales(const block_q3_K& b, int8_t out[16]) {
+    for (int j = 0; j < 16; ++j) {
+        const int low = (b.scales[j % 8] >> (4 * (j / 8))) & 0xF;
+        const int high = (b.scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+        out[j] = int8_t((low | (high << 4)) - 32);
+    }
+}
+
 // 16 sub-blocks of 16: w = d * scales[j] * (q - 32), q in [0, 63] (4 low bits in ql, 2 high in qh).
 struct block_q6_K {
     uint8_t ql[QK_K / 2];           // (256,) low nibbles

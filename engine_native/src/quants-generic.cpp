@@ -209,6 +209,21 @@ inline int q6_K_value(const block_q6_K& b, int h, int p) {
     return nib | (((qh[l] >> (2 * quarter)) & 3) << 4);
 }
 
+inline int q3_K_value(const block_q3_K& b, int e) {   // q - 4 in [-4, 3] of element e
+    const int h = e / 128, g = (e % 128) / 32, k = e % 32;
+    return ((b.qs[32 * h + k] >> (2 * g)) & 3) + 4 * ((b.hmask[k] >> (4 * h + g)) & 1) - 4;
+}
+
+void dequant_q3_K(const void* src, float* dst, int64_t n) {
+    const block_q3_K* b = static_cast<const block_q3_K*>(src);
+    for (int64_t i = 0; i < n / QK_K; ++i, dst += QK_K) {
+        const float d = half_to_float(b[i].d);
+        int8_t sc[16];
+        q3_K_scales(b[i], sc);
+        for (int e = 0; e < QK_K; ++e) dst[e] = d * float(sc[e / 16]) * float(q3_K_value(b[i], e));
+    }
+}
+
 void dequant_q6_K(const void* src, float* dst, int64_t n) {
     const block_q6_K* b = static_cast<const block_q6_K*>(src);
     for (int64_t i = 0; i < n / QK_K; ++i, dst += QK_K) {
@@ -499,6 +514,26 @@ float dot_q5_K_q8_K(int64_t n, const void* w, const void* x) {
     return s;
 }
 
+// Per super-block the exact integer sum over sub-blocks of (sc - 32) * sum (q - 4) x, then one float
+// multiply by x.d * w.d (as Q6_K).
+float dot_q3_K_q8_K(int64_t n, const void* w, const void* x) {
+    const block_q3_K* a = static_cast<const block_q3_K*>(w);
+    const block_q8_K* b = static_cast<const block_q8_K*>(x);
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        int8_t sc[16];
+        q3_K_scales(a[i], sc);
+        int sumi = 0;
+        for (int g = 0; g < QK_K / 16; ++g) {
+            int sub = 0;
+            for (int l = 0; l < 16; ++l) sub += q3_K_value(a[i], 16 * g + l) * b[i].qs[16 * g + l];
+            sumi += sc[g] * sub;
+        }
+        s += b[i].d * half_to_float(a[i].d) * float(sumi);
+    }
+    return s;
+}
+
 float dot_q6_K_q8_K(int64_t n, const void* w, const void* x) {
     const block_q6_K* a = static_cast<const block_q6_K*>(w);
     const block_q8_K* b = static_cast<const block_q8_K*>(x);
@@ -532,6 +567,7 @@ dot_fn generic_dot_for(int32_t weight_type) {
         case TYPE_Q5_0: return dot_q5_0_q8_0;
         case TYPE_Q5_1: return dot_q5_1_q8_1;
         case TYPE_Q8_0: return dot_q8_0_q8_0;
+        case TYPE_Q3_K: return dot_q3_K_q8_K;
         case TYPE_Q4_K: return dot_q4_K_q8_K;
         case TYPE_Q5_K: return dot_q5_K_q8_K;
         case TYPE_Q6_K: return dot_q6_K_q8_K;
@@ -553,6 +589,7 @@ dequant_fn generic_dequant_for(int32_t type) {
         case TYPE_Q5_1: return dequant_q5_1;
         case TYPE_Q8_0: return dequant_q8_0;
         case TYPE_Q8_1: return dequant_q8_1;
+        case TYPE_Q3_K: return dequant_q3_K;
         case TYPE_Q4_K: return dequant_q4_K;
         case TYPE_Q5_K: return dequant_q5_K;
         case TYPE_Q6_K: return dequant_q6_K;

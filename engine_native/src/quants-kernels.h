@@ -114,6 +114,21 @@ inline uint16_t float_to_half(float f) {
 #endif
 }
 
+#if defined(__AVX2__)
+// quants-blocks.h's q3_K_scales sixteen at a time: the 12 packed bytes at p -> (16,) int8 sc - 32. Reads
+// exactly those 12 bytes.
+inline __m128i q3_K_scales_x16(const uint8_t* p) {
+    const __m128i lo8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));          // bytes 0-7
+    int32_t hi4;
+    std::memcpy(&hi4, p + 8, 4);                                                          // bytes 8-11
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(lo8, low4), _mm_and_si128(_mm_srli_epi16(lo8, 4), low4));
+    // scale j's high bits: byte j % 4 of hi4, bits 2 (j / 4): 32-bit lane j / 4 shifted by 2 (j / 4)
+    const __m128i high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(hi4), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+    return _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
+}
+#endif
+
 inline float bf16_to_float(uint16_t h) {
     const uint32_t bits = uint32_t(h) << 16;
     float f;

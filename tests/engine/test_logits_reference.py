@@ -23,7 +23,7 @@ import pytest
 from strata.engine import Engine
 
 from tests.fixtures.reference import reference_logits
-from tests.fixtures.tiny_gguf import ALL_TYPES, IQ4_TYPES, K_QUANT_SHAPE, K_QUANT_TYPES, MXFP4_TYPES
+from tests.fixtures.tiny_gguf import ALL_TYPES, CPU_QUANT_TYPES, K_QUANT_SHAPE, K_QUANT_TYPES, MXFP4_TYPES
 
 FLOAT_TYPES = ("F32", "F16", "BF16")
 TOKENS = [3, 17, 300, 42, 7, 99, 100, 5, 260, 511, 64, 8, 9, 300, 300, 12]
@@ -48,9 +48,9 @@ def check_close(got: np.ndarray, ref: np.ndarray, rel: float) -> None:
     assert cos.min() > 0.998, f"cosine similarity {cos.min():.5f}"
 
 
-@pytest.mark.parametrize("dtype", ALL_TYPES + MXFP4_TYPES + IQ4_TYPES)   # MXFP4: measured 2.4% (dense, as gpt-oss's experts)
+@pytest.mark.parametrize("dtype", ALL_TYPES + MXFP4_TYPES + CPU_QUANT_TYPES)   # MXFP4: measured 2.4% (dense, as gpt-oss's experts)
 def test_every_type_matches_reference(tiny_model_factory, dtype):
-    shape = K_QUANT_SHAPE if dtype in K_QUANT_TYPES or dtype == "IQ4_XS" else {}
+    shape = K_QUANT_SHAPE if dtype in K_QUANT_TYPES or dtype in ("Q3_K", "IQ4_XS") else {}
     path = tiny_model_factory(dtype=dtype, seed=3, **shape)
     ref = reference_logits(path, TOKENS)
     kv_types = ("f32", "f16") if dtype in FLOAT_TYPES else ("f16",)

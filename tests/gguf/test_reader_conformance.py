@@ -30,7 +30,7 @@ from tests.fixtures.gguf_bytes import (  # noqa: E402
     expected_python,
     small_tensors,
 )
-from tests.fixtures.tiny_gguf import ALL_TYPES, IQ4_TYPES, K_QUANT_SHAPE, K_QUANT_TYPES, MXFP4_TYPES  # noqa: E402
+from tests.fixtures.tiny_gguf import ALL_TYPES, CPU_QUANT_TYPES, K_QUANT_SHAPE, K_QUANT_TYPES, MXFP4_TYPES  # noqa: E402
 
 GGUFFile = engine.GGUFFile
 HEADER_FIELDS = {"GGUF.version", "GGUF.tensor_count", "GGUF.kv_count"}
@@ -145,9 +145,9 @@ def test_a_file_without_tensors(tmp_path):
     assert f.tensors == [] and f.metadata["x"] == []
 
 
-@pytest.mark.parametrize("dtype", ALL_TYPES + MXFP4_TYPES + IQ4_TYPES)
+@pytest.mark.parametrize("dtype", ALL_TYPES + MXFP4_TYPES + CPU_QUANT_TYPES)
 def test_tiny_models_agree_with_gguf_package(tiny_model_factory, dtype):
-    shape = K_QUANT_SHAPE if dtype in K_QUANT_TYPES or dtype == "IQ4_XS" else {}
+    shape = K_QUANT_SHAPE if dtype in K_QUANT_TYPES or dtype in ("Q3_K", "IQ4_XS") else {}
     f = assert_agrees_with_gguf_package(tiny_model_factory(dtype=dtype, **shape))
     assert f.metadata["tokenizer.ggml.tokens"][:3] == ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 

@@ -337,6 +337,7 @@ def test_an_iq4_file_runs_on_the_cpu_beside_a_gpu():
     from dataclasses import replace
 
     from strata.installer.plan_types import ModelFacts
+
     from strata.model_shape import cpu_only
 
     iq4 = ModelFacts("/m/Qwen2.5-Coder-7B-Instruct-IQ4_XS.gguf", "Qwen2.5-Coder-7B", 4_200_000_000, 28, 4, 128, 32768,
@@ -346,4 +347,5 @@ def test_an_iq4_file_runs_on_the_cpu_beside_a_gpu():
     assert plan.config()["backend"] == "cpu" and "IQ4_XS weights" in plan.reason("backend")
     assert make_plan(replace(s, model=replace(iq4, file_type=15)), default_answers(s)).config()["backend"] == "cuda"
     assert cpu_only({"general.architecture": "llama", "general.file_type": 25})
+    assert cpu_only({"general.architecture": "llama", "general.file_type": 12})       # Q3_K_M
     assert not cpu_only({"general.architecture": "llama", "general.file_type": 15})

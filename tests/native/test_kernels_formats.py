@@ -108,7 +108,7 @@ def test_native_build_uses_vnni_when_the_cpu_has_it():
         (lambda: K.act_row_bytes(77, 256), r"unknown type id 77"),
         (lambda: K.dequantize_row(TYPE_IDS["Q8_0"], np.zeros(68, np.uint8), 40), r"multiple of Q8_0's block size"),
         (lambda: K.dequantize_row(TYPE_IDS["Q8_0"], np.zeros(33, np.uint8), 32), r"33 bytes given"),
-        (lambda: K.dequantize_row(11, np.zeros(110, np.uint8), 256), r"Q3_K \(11\) is not supported"),
+        (lambda: K.dequantize_row(10, np.zeros(84, np.uint8), 256), r"Q2_K \(10\) is not supported"),
         (lambda: K.quantize_act_row(TYPE_IDS["Q4_K"], np.zeros(300, np.float32)), r"multiple of Q4_K's block size 256"),
         (lambda: K.matvec(TYPE_IDS["Q4_0"], np.zeros((2, 18), np.uint8), np.zeros(34, np.uint8), 33),
          r"n=33"),
