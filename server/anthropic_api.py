@@ -278,12 +278,12 @@ def _thinking_block(text: str) -> dict:
     return {"type": "thinking", "thinking": text, "signature": ""}
 
 
-# Claude Code 2.1 drops a stream that sent nothing for 300 s (its stream watchdog, on by default), and a
-# request whose answer has not begun after 300 s, then retries: waiting in the queue (or for another
-# request's read of the same start), reading a long prompt on a CPU, or generating a long tool call that
-# is held back until it is whole can be that quiet. After this many seconds without another event the
-# stream begins (message_start, its usage counting the whole prompt as read until the end says better)
-# or sends a `ping` (Anthropic's keepalive, which clients skip).
+# Claude Code 2.1 drops a stream that sent nothing for 300 s (its stream watchdog, on by default) and
+# retries; before the headers its SDK waits up to its request timeout (X-Stainless-Timeout: 600). Waiting
+# in the queue (or for another request's read of the same start), reading a long prompt on a CPU, or
+# generating a long tool call that is held back until it is whole can be that quiet. After this many
+# seconds without another event the stream begins (message_start, its usage counting the whole prompt as
+# read until the end says better) or sends a `ping` (Anthropic's keepalive, which clients skip).
 PING_EVERY_S = 10.0
 
 
