@@ -204,13 +204,13 @@ def test_random_schemas_on_a_small_vocabulary(tiny_model_factory):
     from strata.engine.tokenizer import Tokenizer
 
     tok = Tokenizer.from_metadata(GGUFFile(tiny_model_factory(n_vocab=512, seed=11)).metadata)
-    done, cut = fuzz_answers(Vocabulary.of(tok), tok.eos_id, n=50, seed=1, limit=250, check_mask=0.05)
-    assert done >= 35, (done, cut)
+    done, cut = fuzz_answers(Vocabulary.of(tok), tok.eos_id, n=40, seed=1, limit=250, check_mask=0.05)
+    assert done >= 28, (done, cut)
 
 
 def test_random_schemas_on_the_default_models_vocabulary(smollm_tokenizer):
-    done, cut = fuzz_answers(Vocabulary.of(smollm_tokenizer), smollm_tokenizer.eos_id, n=12, seed=2, limit=200)
-    assert done >= 8, (done, cut)
+    done, cut = fuzz_answers(Vocabulary.of(smollm_tokenizer), smollm_tokenizer.eos_id, n=10, seed=2, limit=200)
+    assert done >= 7, (done, cut)
 
 
 UTF8_PATTERNS = ["^[é-ü]{1,3}$", "^[^a-z]{2}$", "^[\u0100-\uffff]+x$", "^[😀-🙏]+$", "^.{2}$", "^[^\\x00-\\x7f]+$",
