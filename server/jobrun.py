@@ -107,6 +107,11 @@ async def open_sse(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+async def send_keepalive(resp: web.StreamResponse) -> None:
+    """An SSE comment: bytes for the client's read timeout, no event for its parser."""
+    await resp.write(b": keepalive\n\n")
+
+
 async def send_sse(resp: web.StreamResponse, data: Any, event: str | None = None) -> None:
     """One event; raises ConnectionResetError when the client went away."""
     body = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"), ensure_ascii=False)

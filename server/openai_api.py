@@ -16,7 +16,7 @@ from aiohttp import web
 from strata.engine.sampling import SamplingParams
 from strata.server import fields as f
 from strata.server.errors import APIError
-from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_sse
+from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_keepalive, send_sse
 from strata.server.jobs import Completion, Job
 from strata.server.keys import STATE, ServerState
 from strata.server.prompting import (
@@ -392,27 +392,42 @@ def _cmpl_chunk(cid: str, model: str, text: str, finish: str | None, use: dict |
     return out
 
 
+# a stream quiet this long (queued, a long prompt being read on a CPU, a long tool call held back until
+# it is whole) gets an SSE comment, which clients skip: an HTTP client's read timeout (the openai SDK's
+# 600 s, aider's through litellm) counts the bytes
+KEEPALIVE_S = 10.0
+
+
 async def _stream_chat(request: web.Request, state: ServerState, job: Job, model: str, tools: list[dict] | None,
                        include_usage: bool, fmt: AnswerFormat = PLAIN) -> web.StreamResponse:
     """SSE: a role chunk, `reasoning_content` chunks while a thinking model thinks, content chunks, a
     finish chunk (with `timings`), optionally a usage chunk, then [DONE]. With tools, text that may be a
     tool call is held (AnswerStream) and the calls are sent as `tool_calls` deltas at the end."""
     cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-    events = JobEvents(request, state.scheduler, job)   # a full queue raises 503 before any byte is sent
+    # a full queue raises 503 before any byte is sent
+    events = JobEvents(request, state.scheduler, job, keepalive_s=KEEPALIVE_S)
     resp: web.StreamResponse | None = None
     answer = AnswerStream(fmt, tools)
+    last_out = time.monotonic()          # when the client last got a byte
 
     async def send(pieces: list[tuple[str, str]]) -> None:
+        nonlocal last_out
         assert resp is not None
+        if pieces:
+            last_out = time.monotonic()
         for kind, piece in pieces:
             key = "reasoning_content" if kind == "reasoning" else "content"
             await send_sse(resp, _chunk(cid, model, {key: piece}, None))
 
     try:
         async for kind, payload in events:
-            if resp is None:
+            if resp is None:            # started, or still queued after KEEPALIVE_S
                 resp = await open_sse(request)
                 await send_sse(resp, _chunk(cid, model, {"role": "assistant", "content": ""}, None))
+                last_out = time.monotonic()
+            if kind != "done" and time.monotonic() - last_out >= KEEPALIVE_S:
+                await send_keepalive(resp)          # the prompt is being read, or a call held back
+                last_out = time.monotonic()
             if kind == "text":
                 await send(answer.feed(payload))
             elif kind == "done":

@@ -314,3 +314,49 @@ def test_logit_bias_bans_and_forces_tokens(oai, tiny_server):
     forced = chat(oai, [{"role": "user", "content": "hi"}], max_tokens=5, logit_bias={"100": 100},
                   extra_body={"ignore_eos": True})
     assert forced.choices[0].message.content == engine.detokenize([100] * 5)
+
+
+def test_a_quiet_chat_stream_sends_keepalive_comments_the_sdk_skips(oai, tiny_server, monkeypatch):
+    """A chat stream waiting for a context (or reading a long prompt) sends nothing for as long: an HTTP
+    client's read timeout (the openai SDK's 600 s, aider's through litellm) ends it. After KEEPALIVE_S
+    (0.05 s here) the stream begins, then gets an SSE comment every KEEPALIVE_S, which the SDK skips."""
+    import json
+    import threading
+    import time
+
+    import httpx2 as httpx
+    from strata.server import openai_api
+
+    monkeypatch.setattr(openai_api, "KEEPALIVE_S", 0.05)
+    messages = [{"role": "user", "content": "Say hi"}]
+    plain = chat(oai, messages).choices[0].message.content
+
+    def held_for(seconds: float, send) -> tuple[list, float]:
+        sched = tiny_server.state.scheduler
+        held, release = threading.Event(), threading.Event()
+        gate = sched.call(lambda: (held.set(), release.wait(60)))     # the worker takes no request meanwhile
+        assert held.wait(30)
+        out: list = []
+        worker = threading.Thread(target=lambda: out.append(send()))
+        worker.start()
+        time.sleep(seconds)
+        released = time.monotonic()
+        release.set()
+        gate.result(30)
+        worker.join(60)
+        return out[0], released
+
+    def raw() -> list:
+        lines = []
+        body = {"model": "m", "messages": messages, "max_tokens": 12, "temperature": 0, "stream": True}
+        with httpx.stream("POST", tiny_server.url + "/v1/chat/completions", json=body, timeout=60) as r:
+            lines += [(line, time.monotonic()) for line in r.iter_lines() if line]
+        return lines
+
+    lines, released = held_for(1.5, raw)
+    before = [line for line, t in lines if t < released]
+    assert json.loads(before[0][6:])["choices"][0]["delta"]["role"] == "assistant"
+    assert before[1:] and set(before[1:]) == {": keepalive"} and len(before) >= 4, before
+    streamed, _ = held_for(1.0, lambda: "".join(c.choices[0].delta.content or "" for c in chat(oai, messages,
+                                                                                               stream=True)))
+    assert streamed == plain
