@@ -114,8 +114,8 @@ CASES = [   # (label, make_tiny_gguf parameters); the dense ones show the differ
     ("seed_oss F32 (Q/K/V biases, NEOX)", {"arch": "seed_oss", "dtype": "F32", "n_layer": 4}),
     ("smollm3 F32 (layer 3 without RoPE)", {"arch": "smollm3", "dtype": "F32", "n_layer": 4}),
     ("smollm3 Q8_0", {"arch": "smollm3", "dtype": "Q8_0", "n_layer": 4}),
-    # IQ4_NL / IQ4_XS weights (tests/fixtures/iq4_blocks.py quantizes them), Q3_K (random blocks), and mixed
-    # with other K-quants as llama.cpp's IQ4_XS and Q3_K_M files mix them
+    # IQ4_NL / IQ4_XS weights (tests/fixtures/iq4_blocks.py quantizes them), Q3_K and Q2_K (random blocks), and
+    # mixed with other K-quants as llama.cpp's IQ4_XS, Q3_K_M and Q2_K files mix them
     ("llama IQ4_NL", {"dtype": "IQ4_NL"}),
     ("llama IQ4_XS", {"dtype": "IQ4_XS", "n_embd": 256, "n_ff": 512}),
     ("llama IQ4_XS, output Q6_K, token_embd Q4_K", {"dtype": "IQ4_XS", "n_embd": 256, "n_ff": 512,
@@ -124,6 +124,10 @@ CASES = [   # (label, make_tiny_gguf parameters); the dense ones show the differ
         "dtype": "Q3_K", "n_embd": 256, "n_ff": 512,
         "type_overrides": {"attn_v": "Q5_K", "ffn_down": "Q5_K", "output": "Q6_K"}}),
     ("llama Q3_K", {"dtype": "Q3_K", "n_embd": 256, "n_ff": 512}),
+    ("llama Q2_K", {"dtype": "Q2_K", "n_embd": 256, "n_ff": 512}),
+    ("llama Q2_K (a Q2_K file's mix: attn_v, ffn_down Q3_K, output Q6_K)", {
+        "dtype": "Q2_K", "n_embd": 256, "n_ff": 512,
+        "type_overrides": {"attn_v": "Q3_K", "ffn_down": "Q3_K", "output": "Q6_K"}}),
     ("mistral3 Q4_K, temperature 0.5 past 16, YaRN x4", {
         "arch": "mistral3", "dtype": "Q4_K", "n_embd": 256, "n_ff": 512, "rope_scaling": ("yarn", 4.0, 16),
         "rope_keys": {"attention.temperature_scale": 0.5}}),

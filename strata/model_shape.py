@@ -66,9 +66,9 @@ def attention_temperature(metadata: dict[str, Any]) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
-# general.file_type of files whose weights only the CPU computes (llama.cpp's MOSTLY_Q3_K_S / _M / _L,
-# MOSTLY_IQ4_NL, MOSTLY_IQ4_XS)
-CPU_ONLY_FILE_TYPES = {11: "Q3_K", 12: "Q3_K", 13: "Q3_K", 25: "IQ4_NL", 30: "IQ4_XS"}
+# general.file_type of files whose weights only the CPU computes (llama.cpp's MOSTLY_Q2_K, MOSTLY_Q3_K_S /
+# _M / _L, MOSTLY_Q2_K_S, MOSTLY_IQ4_NL, MOSTLY_IQ4_XS)
+CPU_ONLY_FILE_TYPES = {10: "Q2_K", 11: "Q3_K", 12: "Q3_K", 13: "Q3_K", 21: "Q2_K", 25: "IQ4_NL", 30: "IQ4_XS"}
 
 
 def cuda_lacks(arch: str | None, n_expert: int, attn_temperature: float, file_type: Any = None) -> str:

@@ -164,9 +164,9 @@ struct cuda_backend::impl {
     }
 
     dev_weight upload(const weight& w, const std::string& what) {
-        // MXFP4 (gpt-oss experts), Q3_K, IQ4_NL and IQ4_XS: CPU kernels only
-        if (!type_supported(w.type) || w.type == TYPE_MXFP4 || w.type == TYPE_Q3_K || w.type == TYPE_IQ4_NL ||
-            w.type == TYPE_IQ4_XS) {
+        // MXFP4 (gpt-oss experts), Q2_K, Q3_K, IQ4_NL and IQ4_XS: CPU kernels only
+        if (!type_supported(w.type) || w.type == TYPE_MXFP4 || w.type == TYPE_Q2_K || w.type == TYPE_Q3_K ||
+            w.type == TYPE_IQ4_NL || w.type == TYPE_IQ4_XS) {
             const char* name = type_name(w.type);
             throw cuda_error(what + ": weight type " + (name ? std::string(name) : std::to_string(w.type)) + " has no CUDA kernel");
         }

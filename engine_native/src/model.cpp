@@ -64,7 +64,7 @@ struct loader {
             const char* tn = gguf_type_name(t->type);
             throw model_error("model " + path + ": tensor '" + name + "' has type " + (tn ? tn : "?") +
                               ", which this engine does not support (supported: F32 F16 BF16 Q8_0 Q4_0 Q4_1 "
-                              "Q5_0 Q5_1 Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4)");
+                              "Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4)");
         }
         weight w;
         w.type = t->type;

@@ -348,19 +348,23 @@ struct iq4xs_format : ymm_acc {
     }
 };
 
-// Q6_K and Q3_K: 16 sub-blocks of 16 with int8 scales; quants q in [0, 63] (Q6_K, offset 32) or [0, 7]
-// (Q3_K, offset 4) in eight runs of 32 elements, run v holding sub-blocks 2v and 2v + 1.
-template <bool Q3>
+// Q6_K, Q3_K and Q2_K: 16 sub-blocks of 16 with small integer scales; quants q in [0, 63] (Q6_K, offset
+// 32), [0, 7] (Q3_K, offset 4) or [0, 3] (Q2_K, a min per sub-block instead) in eight runs of 32 elements,
+// run v holding sub-blocks 2v and 2v + 1.
+enum k16_kind { K16_Q6, K16_Q3, K16_Q2 };
+
+template <int KIND>
 struct k16_format : ymm_acc {
     static constexpr int NR = 1, NT = 4;
-    static constexpr size_t W_STEP = Q3 ? sizeof(block_q3_K) : sizeof(block_q6_K);
-    static constexpr int OFFSET_SHIFT = Q3 ? 2 : 5;   // the offset, 4 or 32, as a shift
+    static constexpr size_t W_STEP = KIND == K16_Q3 ? sizeof(block_q3_K) : KIND == K16_Q2 ? sizeof(block_q2_K)
+                                                                                      : sizeof(block_q6_K);
+    static constexpr int OFFSET_SHIFT = KIND == K16_Q3 ? 2 : 5;   // the offset, 4 or 32, as a shift (not Q2_K)
     using xs_t = q8K_x;
     struct ws_t {
         __m256i u[8];   // (8, 32) quants of the 8 runs of 32 (unpacked once, used by nt tokens)
         __m256i sc[8];  // (8, 16) int16: scale of run v's first 16 elements in lanes 0-7, second 16 in 8-15
-        __m256i sc16;   // (16,) int16 scales, for the offset through bsums
-        float d;
+        __m256i sc16;   // (16,) int16 scales, for the offset through bsums (Q2_K: the mins)
+        float d, dmin;
     };
 
     static int64_t full_steps(int64_t n) { return n / QK_K; }
@@ -402,11 +406,27 @@ struct k16_format : ymm_acc {
         ws.d = half_to_float(b->d);
     }
 
+    // Q2_K: as Q3_K without the high bit; scales[j] & 15 multiplies, scales[j] >> 4 is the min.
+    static void unpack_q2(const block_q2_K* b, ws_t& ws, int8_t sc[16]) {
+        const __m256i low2 = _mm256_set1_epi8(0x03);
+        for (int h = 0; h < 2; ++h) {
+            const __m256i q = load256(b->qs + 32 * h);
+            for (int g = 0; g < 4; ++g) ws.u[4 * h + g] = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * g)), low2);
+        }
+        const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
+        _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_and_si128(sm, _mm_set1_epi8(0x0F)));
+        ws.sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(0x0F)));
+        ws.d = half_to_float(b->d);
+        ws.dmin = half_to_float(b->dmin);
+    }
+
     template <bool FULL>
     static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
         alignas(16) int8_t sc[16];
-        if (Q3) {
+        if (KIND == K16_Q3) {
             unpack_q3(reinterpret_cast<const block_q3_K*>(row) + s, ws, sc);
+        } else if (KIND == K16_Q2) {
+            unpack_q2(reinterpret_cast<const block_q2_K*>(row) + s, ws, sc);
         } else {
             unpack_q6(reinterpret_cast<const block_q6_K*>(row) + s, ws, sc);
         }
@@ -414,7 +434,7 @@ struct k16_format : ymm_acc {
             const int16_t s0 = sc[2 * v], s1 = sc[2 * v + 1];
             ws.sc[v] = _mm256_setr_epi16(s0, s0, s0, s0, s0, s0, s0, s0, s1, s1, s1, s1, s1, s1, s1, s1);
         }
-        ws.sc16 = _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+        if (KIND != K16_Q2) ws.sc16 = _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
     }
 
     static void madd(const ws_t& ws, const xs_t& xs, __m256& acc) {
@@ -423,9 +443,13 @@ struct k16_format : ymm_acc {
             const __m256i p = _mm256_maddubs_epi16(ws.u[v], load256(xs.q + 32 * v));
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, ws.sc[v]));
         }
-        // offset * sum sc * bsum
-        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(ws.sc16, xs.bsums), OFFSET_SHIFT);
-        isum = _mm256_sub_epi32(isum, offset);
+        const __m256i msum = _mm256_madd_epi16(ws.sc16, xs.bsums);   // (8,) int32: sum sc * bsum (Q2_K: m * bsum)
+        if (KIND == K16_Q2) {
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ws.d * xs.d), acc);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-(ws.dmin * xs.d)), acc);
+            return;
+        }
+        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(msum, OFFSET_SHIFT));   // offset * sum sc * bsum
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ws.d * xs.d), acc);
     }
 };
@@ -578,8 +602,9 @@ matmul_fn simd_matmul_for(int32_t weight_type) {
         case TYPE_Q8_0: return tiling::matmul_tiled<q32_format<K_Q8_0>>;
         case TYPE_Q4_K: return tiling::matmul_tiled<q45K_format<false>>;
         case TYPE_Q5_K: return tiling::matmul_tiled<q45K_format<true>>;
-        case TYPE_Q3_K: return tiling::matmul_tiled<k16_format<true>>;
-        case TYPE_Q6_K: return tiling::matmul_tiled<k16_format<false>>;
+        case TYPE_Q2_K: return tiling::matmul_tiled<k16_format<K16_Q2>>;
+        case TYPE_Q3_K: return tiling::matmul_tiled<k16_format<K16_Q3>>;
+        case TYPE_Q6_K: return tiling::matmul_tiled<k16_format<K16_Q6>>;
         case TYPE_MXFP4: return tiling::matmul_tiled<q32_format<K_MXFP4>>;
         case TYPE_IQ4_NL: return tiling::matmul_tiled<q32_format<K_IQ4_NL>>;
         case TYPE_IQ4_XS: return tiling::matmul_tiled<iq4xs_format>;

@@ -321,19 +321,23 @@ struct q45K_format : zmm_acc {
     }
 };
 
-// Q6_K and Q3_K: 16 sub-blocks of 16 with int8 scales; quants q in [0, 63] (Q6_K, offset 32) or [0, 7]
-// (Q3_K, offset 4), unpacked into element order, so vector v's lanes 4k..4k+3 hold sub-block 4v + k.
-template <bool Q3>
+// Q6_K, Q3_K and Q2_K: 16 sub-blocks of 16 with small integer scales; quants q in [0, 63] (Q6_K, offset 32),
+// [0, 7] (Q3_K, offset 4) or [0, 3] (Q2_K, no offset but a min per sub-block), unpacked into element order,
+// so vector v's lanes 4k..4k+3 hold sub-block 4v + k.
+enum k16_kind { K16_Q6, K16_Q3, K16_Q2 };
+
+template <int KIND>
 struct k16_format : zmm_acc {
     static constexpr int NR = 4, NT = 4;
-    static constexpr size_t W_STEP = Q3 ? sizeof(block_q3_K) : sizeof(block_q6_K);
-    static constexpr int OFFSET_SHIFT = Q3 ? 2 : 5;   // the offset, 4 or 32, as a shift
+    static constexpr size_t W_STEP = KIND == K16_Q3 ? sizeof(block_q3_K) : KIND == K16_Q2 ? sizeof(block_q2_K)
+                                                                                      : sizeof(block_q6_K);
+    static constexpr int OFFSET_SHIFT = KIND == K16_Q3 ? 2 : 5;   // the offset, 4 or 32, as a shift (not Q2_K)
     using xs_t = q8K_x;
     struct ws_t {
         __m512i u[4];     // (4, 64) quants of elements 64v .. 64v + 63
         __m512i sc[2];    // (2, 32) int16 scales laid out as packs_epi32 of vectors (0, 1) / (2, 3) leaves their sums
-        __m256i sc16;     // (16,) int16 scales, for the offset through bsums
-        float d;
+        __m256i sc16;     // (16,) int16 scales, for the offset through bsums (Q2_K: the mins)
+        float d, dmin;
     };
 
     static int64_t full_steps(int64_t n) { return n / QK_K; }
@@ -376,16 +380,38 @@ struct k16_format : zmm_acc {
         ws.d = half_to_float(b->d);
     }
 
+    // Q2_K: as Q3_K without the high bit; scales[j] & 15 multiplies, scales[j] >> 4 is the min.
+    static void unpack_q2(const block_q2_K* b, ws_t& ws, __m256i& scales) {
+        const __m512i low2 = _mm512_set1_epi8(0x03);
+        for (int h = 0; h < 2; ++h) {
+            const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * h)));
+            for (int p = 0; p < 2; ++p) {
+                const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi64(4 * p), _mm256_set1_epi64x(4 * p + 2), 1);
+                ws.u[2 * h + p] = _mm512_and_si512(_mm512_srlv_epi64(q, shift), low2);
+            }
+        }
+        const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
+        scales = _mm256_cvtepu8_epi16(_mm_and_si128(sm, _mm_set1_epi8(0x0F)));
+        ws.sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(0x0F)));
+        ws.d = half_to_float(b->d);
+        ws.dmin = half_to_float(b->dmin);
+    }
+
     template <bool FULL>
     static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
-        if (Q3) {
+        __m256i scales;   // (16,) int16 sub-block scales
+        if (KIND == K16_Q3) {
             unpack_q3(reinterpret_cast<const block_q3_K*>(row) + s, ws);
+            scales = ws.sc16;
+        } else if (KIND == K16_Q2) {
+            unpack_q2(reinterpret_cast<const block_q2_K*>(row) + s, ws, scales);
         } else {
             unpack_q6(reinterpret_cast<const block_q6_K*>(row) + s, ws);
+            scales = ws.sc16;
         }
         // vector v's lanes 4k..4k+3 hold group 4v + k; packs_epi32(D_a, D_b) puts, in 128-bit lane
         // i, D_a's lanes 4i..4i+3 (group 4a + i) then D_b's (group 4b + i).
-        const __m512i scv = _mm512_castsi256_si512(ws.sc16);
+        const __m512i scv = _mm512_castsi256_si512(scales);
         alignas(64) static const short idx01[32] = {0, 0, 0, 0, 4, 4, 4, 4, 1, 1, 1, 1, 5, 5, 5, 5,
                                                     2, 2, 2, 2, 6, 6, 6, 6, 3, 3, 3, 3, 7, 7, 7, 7};
         alignas(64) static const short idx23[32] = {8, 8, 8, 8, 12, 12, 12, 12, 9, 9, 9, 9, 13, 13, 13, 13,
@@ -399,9 +425,13 @@ struct k16_format : zmm_acc {
         for (int v = 0; v < 4; ++v) d[v] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws.u[v], _mm512_loadu_si512(xs.q + 64 * v));
         __m512i isum = _mm512_add_epi32(_mm512_madd_epi16(_mm512_packs_epi32(d[0], d[1]), ws.sc[0]),
                                         _mm512_madd_epi16(_mm512_packs_epi32(d[2], d[3]), ws.sc[1]));
-        // offset * sum sc * bsum
-        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(ws.sc16, xs.bsums), OFFSET_SHIFT);
-        isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(offset));
+        const __m256i msum = _mm256_madd_epi16(ws.sc16, xs.bsums);   // (8,) int32: sum sc * bsum (Q2_K: m * bsum)
+        if (KIND == K16_Q2) {
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ws.d * xs.d), acc);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi256_si512(msum)), _mm512_set1_ps(-(ws.dmin * xs.d)), acc);
+            return;
+        }
+        isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(msum, OFFSET_SHIFT)));   // offset * ...
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ws.d * xs.d), acc);
     }
 };
@@ -582,8 +612,9 @@ matmul_fn simd_matmul_for(int32_t weight_type) {
         case TYPE_Q8_0: return tiling::matmul_tiled<q32_format<K_Q8_0>>;
         case TYPE_Q4_K: return tiling::matmul_tiled<q45K_format<false>>;
         case TYPE_Q5_K: return tiling::matmul_tiled<q45K_format<true>>;
-        case TYPE_Q3_K: return tiling::matmul_tiled<k16_format<true>>;
-        case TYPE_Q6_K: return tiling::matmul_tiled<k16_format<false>>;
+        case TYPE_Q2_K: return tiling::matmul_tiled<k16_format<K16_Q2>>;
+        case TYPE_Q3_K: return tiling::matmul_tiled<k16_format<K16_Q3>>;
+        case TYPE_Q6_K: return tiling::matmul_tiled<k16_format<K16_Q6>>;
         case TYPE_MXFP4: return tiling::matmul_tiled<q32_format<K_MXFP4>>;
         case TYPE_IQ4_NL: return tiling::matmul_tiled<q32_format<K_IQ4_NL>>;
         case TYPE_IQ4_XS: return tiling::matmul_tiled<iq4xs_format>;

@@ -132,6 +132,16 @@ struct block_q5_K {
 };
 static_assert(sizeof(block_q5_K) == 4 + K_SCALE_SIZE + QK_K / 8 + QK_K / 2, "block_q5_K must be 176 bytes");
 
+// 16 sub-blocks of 16: w = d * (scales[j] & 15) * q - dmin * (scales[j] >> 4), q in [0, 3]: for element
+// e = 128h + 32g + k (half h, group g of four, k < 32), (qs[32h + k] >> 2g) & 3; sub-block j = e / 16.
+struct block_q2_K {
+    uint8_t scales[QK_K / 16];      // (16,) 4-bit scale (low) and 4-bit min (high)
+    uint8_t qs[QK_K / 4];           // (64,) 2-bit quants
+    uint16_t d;                     // fp16 scale of the scales
+    uint16_t dmin;                  // fp16 scale of the mins
+};
+static_assert(sizeof(block_q2_K) == QK_K / 16 + QK_K / 4 + 4, "block_q2_K must be 84 bytes");
+
 // 16 sub-blocks of 16: w = d * (sc[j] - 32) * (q - 4), q in [0, 7]: for element e = 128h + 32g + k (half h,
 // group g of four, k < 32), 2 low bits (qs[32h + k] >> 2g) & 3, high bit (hmask[k] >> (4h + g)) & 1;
 // sub-block j = e / 16; sc 6 bits packed in scales (q3_K_scales).

@@ -224,6 +224,18 @@ void dequant_q3_K(const void* src, float* dst, int64_t n) {
     }
 }
 
+void dequant_q2_K(const void* src, float* dst, int64_t n) {
+    const block_q2_K* b = static_cast<const block_q2_K*>(src);
+    for (int64_t i = 0; i < n / QK_K; ++i, dst += QK_K) {
+        const float d = half_to_float(b[i].d), dmin = half_to_float(b[i].dmin);
+        for (int e = 0; e < QK_K; ++e) {
+            const int q = (b[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            const uint8_t sm = b[i].scales[e / 16];
+            dst[e] = d * float(sm & 0xF) * float(q) - dmin * float(sm >> 4);
+        }
+    }
+}
+
 void dequant_q6_K(const void* src, float* dst, int64_t n) {
     const block_q6_K* b = static_cast<const block_q6_K*>(src);
     for (int64_t i = 0; i < n / QK_K; ++i, dst += QK_K) {
@@ -514,6 +526,28 @@ float dot_q5_K_q8_K(int64_t n, const void* w, const void* x) {
     return s;
 }
 
+// Per super-block the exact integer sums over sub-blocks of sc * sum q x and of m * sum x (Q8_K's sums),
+// then x.d * (d * the first - dmin * the second).
+float dot_q2_K_q8_K(int64_t n, const void* w, const void* x) {
+    const block_q2_K* a = static_cast<const block_q2_K*>(w);
+    const block_q8_K* b = static_cast<const block_q8_K*>(x);
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        int sumi = 0, summ = 0;
+        for (int g = 0; g < QK_K / 16; ++g) {
+            int sub = 0;
+            for (int l = 0; l < 16; ++l) {
+                const int e = 16 * g + l;
+                sub += ((a[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3) * b[i].qs[e];
+            }
+            sumi += (a[i].scales[g] & 0xF) * sub;
+            summ += (a[i].scales[g] >> 4) * b[i].bsums[g];
+        }
+        s += b[i].d * (half_to_float(a[i].d) * float(sumi) - half_to_float(a[i].dmin) * float(summ));
+    }
+    return s;
+}
+
 // Per super-block the exact integer sum over sub-blocks of (sc - 32) * sum (q - 4) x, then one float
 // multiply by x.d * w.d (as Q6_K).
 float dot_q3_K_q8_K(int64_t n, const void* w, const void* x) {
@@ -567,6 +601,7 @@ dot_fn generic_dot_for(int32_t weight_type) {
         case TYPE_Q5_0: return dot_q5_0_q8_0;
         case TYPE_Q5_1: return dot_q5_1_q8_1;
         case TYPE_Q8_0: return dot_q8_0_q8_0;
+        case TYPE_Q2_K: return dot_q2_K_q8_K;
         case TYPE_Q3_K: return dot_q3_K_q8_K;
         case TYPE_Q4_K: return dot_q4_K_q8_K;
         case TYPE_Q5_K: return dot_q5_K_q8_K;
@@ -589,6 +624,7 @@ dequant_fn generic_dequant_for(int32_t type) {
         case TYPE_Q5_1: return dequant_q5_1;
         case TYPE_Q8_0: return dequant_q8_0;
         case TYPE_Q8_1: return dequant_q8_1;
+        case TYPE_Q2_K: return dequant_q2_K;
         case TYPE_Q3_K: return dequant_q3_K;
         case TYPE_Q4_K: return dequant_q4_K;
         case TYPE_Q5_K: return dequant_q5_K;

@@ -32,7 +32,7 @@ constexpr type_info TYPE_TABLE[] = {
     {TYPE_Q5_1, "Q5_1", QK5_1, sizeof(block_q5_1), TYPE_Q8_1},
     {TYPE_Q8_0, "Q8_0", QK8_0, sizeof(block_q8_0), TYPE_Q8_0},
     {TYPE_Q8_1, "Q8_1", QK8_1, sizeof(block_q8_1), -1},
-    {TYPE_Q2_K, "Q2_K", QK_K, 84, -1},    // known so errors can name it; not computed with
+    {TYPE_Q2_K, "Q2_K", QK_K, sizeof(block_q2_K), TYPE_Q8_K},
     {TYPE_Q3_K, "Q3_K", QK_K, sizeof(block_q3_K), TYPE_Q8_K},
     {TYPE_Q4_K, "Q4_K", QK_K, sizeof(block_q4_K), TYPE_Q8_K},
     {TYPE_Q5_K, "Q5_K", QK_K, sizeof(block_q5_K), TYPE_Q8_K},

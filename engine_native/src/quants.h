@@ -38,8 +38,8 @@ enum tensor_type : int32_t {
 
 // Name as GGUF spells it ("Q4_1"), or nullptr for an id this build does not know.
 const char* type_name(int32_t type);
-// True for the weight types the engine computes with (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q3_K Q4_K Q5_K
-// Q6_K IQ4_NL IQ4_XS MXFP4).
+// True for the weight types the engine computes with (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K
+// Q5_K Q6_K IQ4_NL IQ4_XS MXFP4).
 bool type_supported(int32_t type);
 // Elements per block (1 for float types) and bytes per block.
 int64_t type_block_size(int32_t type);

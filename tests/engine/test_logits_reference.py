@@ -50,7 +50,7 @@ def check_close(got: np.ndarray, ref: np.ndarray, rel: float) -> None:
 
 @pytest.mark.parametrize("dtype", ALL_TYPES + MXFP4_TYPES + CPU_QUANT_TYPES)   # MXFP4: measured 2.4% (dense, as gpt-oss's experts)
 def test_every_type_matches_reference(tiny_model_factory, dtype):
-    shape = K_QUANT_SHAPE if dtype in K_QUANT_TYPES or dtype in ("Q3_K", "IQ4_XS") else {}
+    shape = K_QUANT_SHAPE if dtype in K_QUANT_TYPES or dtype in ("Q2_K", "Q3_K", "IQ4_XS") else {}
     path = tiny_model_factory(dtype=dtype, seed=3, **shape)
     ref = reference_logits(path, TOKENS)
     kv_types = ("f32", "f16") if dtype in FLOAT_TYPES else ("f16",)

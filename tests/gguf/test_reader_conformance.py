@@ -147,7 +147,7 @@ def test_a_file_without_tensors(tmp_path):
 
 @pytest.mark.parametrize("dtype", ALL_TYPES + MXFP4_TYPES + CPU_QUANT_TYPES)
 def test_tiny_models_agree_with_gguf_package(tiny_model_factory, dtype):
-    shape = K_QUANT_SHAPE if dtype in K_QUANT_TYPES or dtype in ("Q3_K", "IQ4_XS") else {}
+    shape = K_QUANT_SHAPE if dtype in K_QUANT_TYPES or dtype in ("Q2_K", "Q3_K", "IQ4_XS") else {}
     f = assert_agrees_with_gguf_package(tiny_model_factory(dtype=dtype, **shape))
     assert f.metadata["tokenizer.ggml.tokens"][:3] == ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 

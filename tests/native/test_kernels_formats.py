@@ -85,7 +85,7 @@ def test_type_table():
     assert K.act_row_bytes(TYPE_IDS["BF16"], 10) == 40          # f32 activations
     assert K.act_type_for(TYPE_IDS["Q5_0"]) == TYPE_IDS["Q8_0"]
     assert all(K.type_supported(TYPE_IDS[t]) for t in WEIGHT_TYPES)
-    assert not K.type_supported(10) and not K.type_supported(TYPE_IDS["Q8_K"])
+    assert not K.type_supported(16) and not K.type_supported(TYPE_IDS["Q8_K"])   # IQ2_XXS: not computed with
 
 
 def test_native_build_uses_vnni_when_the_cpu_has_it():
@@ -104,11 +104,11 @@ def test_native_build_uses_vnni_when_the_cpu_has_it():
     [
         (lambda: K.type_row_bytes(TYPE_IDS["Q4_1"], 48), r"n=48 must be a positive multiple of Q4_1's block size 32"),
         (lambda: K.type_row_bytes(TYPE_IDS["Q6_K"], 0), r"n=0"),
-        (lambda: K.act_row_bytes(10, 256), r"Q2_K \(10\) is not a supported weight type"),
+        (lambda: K.act_row_bytes(15, 256), r"Q8_K \(15\) is not a supported weight type"),
         (lambda: K.act_row_bytes(77, 256), r"unknown type id 77"),
         (lambda: K.dequantize_row(TYPE_IDS["Q8_0"], np.zeros(68, np.uint8), 40), r"multiple of Q8_0's block size"),
         (lambda: K.dequantize_row(TYPE_IDS["Q8_0"], np.zeros(33, np.uint8), 32), r"33 bytes given"),
-        (lambda: K.dequantize_row(10, np.zeros(84, np.uint8), 256), r"Q2_K \(10\) is not supported"),
+        (lambda: K.dequantize_row(16, np.zeros(66, np.uint8), 256), r"unknown type id 16"),
         (lambda: K.quantize_act_row(TYPE_IDS["Q4_K"], np.zeros(300, np.float32)), r"multiple of Q4_K's block size 256"),
         (lambda: K.matvec(TYPE_IDS["Q4_0"], np.zeros((2, 18), np.uint8), np.zeros(34, np.uint8), 33),
          r"n=33"),

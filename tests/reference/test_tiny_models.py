@@ -120,7 +120,7 @@ def test_tied_embeddings_and_type_overrides(tiny_model_factory):
 @pytest.mark.parametrize(
     "params, message",
     [
-        ({"dtype": "Q2_K"}, "dtype='Q2_K' is not a type"),
+        ({"dtype": "IQ2_XS"}, "dtype='IQ2_XS' is not a type"),
         ({"dtype": "Q4_K"}, "row length 64 is not a multiple of 256"),
         ({"n_embd": 66}, "n_embd=66 is not a multiple of n_head=4"),
         ({"n_embd": 60, "n_head": 20, "n_head_kv": 4}, "n_embd/n_head=3 must be even"),
