@@ -279,7 +279,7 @@ def _thinking_block(text: str) -> dict:
 
 
 # Claude Code 2.1 drops a stream that sent nothing for 300 s (its stream watchdog, on by default) and
-# retries; before the headers its SDK waits up to its request timeout (X-Stainless-Timeout: 600). Waiting
+# retries; before the headers it waits longer (seen: 330 s answered, dropped after 361 s). Waiting
 # in the queue (or for another request's read of the same start), reading a long prompt on a CPU, or
 # generating a long tool call that is held back until it is whole can be that quiet. After this many
 # seconds without another event the stream begins (message_start, its usage counting the whole prompt as
