@@ -29,19 +29,22 @@ def test_unsupported_architecture_is_named(tiny_model_factory):
         Engine(p, n_ctx=16)
 
 
-def test_unsupported_tensor_type_is_named(path, tmp_path):
-    # IQ4_NL blocks have Q4_0's size (32 elements, 18 bytes): relabel one tensor's type id
+def test_unsupported_tensor_type_is_named(tiny_model_factory, tmp_path):
+    # IQ3_S blocks have Q3_K's size (256 elements, 110 bytes): relabel one tensor's type id
+    from tests.fixtures.tiny_gguf import K_QUANT_SHAPE
+
+    path = tiny_model_factory(dtype="Q3_K", seed=1, **K_QUANT_SHAPE)
     f = GGUFFile(path)
     data = bytearray(path.read_bytes())
     name = b"blk.0.attn_q.weight"
     at = data.index(struct.pack("<Q", len(name)) + name) + 8 + len(name)
     n_dims = struct.unpack_from("<I", data, at)[0]
     type_at = at + 4 + 8 * n_dims
-    assert struct.unpack_from("<I", data, type_at)[0] == f.tensor(name.decode()).type_id == 2
-    struct.pack_into("<I", data, type_at, 20)
-    bad = tmp_path / "iq4.gguf"
+    assert struct.unpack_from("<I", data, type_at)[0] == f.tensor(name.decode()).type_id == 11
+    struct.pack_into("<I", data, type_at, 21)
+    bad = tmp_path / "iq3.gguf"
     bad.write_bytes(bytes(data))
-    with pytest.raises(ModelError, match=r"'blk.0.attn_q.weight' has type IQ4_NL.*supported: .* MXFP4\)"):
+    with pytest.raises(ModelError, match=r"'blk.0.attn_q.weight' has type IQ3_S.*supported: .* MXFP4\)"):
         Engine(bad, n_ctx=16)
 
 
