@@ -45,6 +45,10 @@ class HeldCall:
         """Whether a special token may write the next bytes in `state` (the call's markup, not its values)."""
         raise NotImplementedError
 
+    def _may_end(self, state: tuple) -> bool:
+        """Whether the answer's end token ends the call in `state` (Harmony's <|call|> after the arguments)."""
+        return False
+
     def _expand(self, then: tuple) -> tuple:
         """The state a `lits` alternative names, made concrete (a subclass's named states)."""
         return then
@@ -101,8 +105,10 @@ class HeldCall:
             return rest is None or self._from(self.state, rest) is not None
         if not self.active:
             return True
-        if token in self.eos or not 0 <= token < self.vocab.n or not self.vocab.bytes[token]:
-            return False                             # the call must be finished first
+        if token in self.eos:
+            return self._may_end(self.state)         # the call must be finished first
+        if not 0 <= token < self.vocab.n or not self.vocab.bytes[token]:
+            return False
         if token in self.vocab.special and not self._markup(self.state):
             return False                             # a special token writes only the markup
         return self._after_token(token) is not None
@@ -111,7 +117,16 @@ class HeldCall:
         token = int(token)
         if not self.active and self.after is None:
             return                                   # the call is whole and no more are held
+        if token in self.eos and self.after is None and self._may_end(self.state):
+            self._whole()
+            return
         self._feed(self._bytes(token))
+
+    def _whole(self) -> None:
+        """The call is whole: free from here on, or until the next call's marker."""
+        self.state = DONE
+        if self.trigger is not None:
+            self.state, self.after, self._seen = self._start, self.trigger, b""
 
     def _feed(self, data: bytes) -> None:
         for i, b in enumerate(data):
@@ -150,7 +165,7 @@ class HeldCall:
                 mask[i] = self.allows(int(i))
         for i in self.vocab.special_nonempty:
             mask[i] = self.allows(int(i))
-        mask[[i for i in self.eos if 0 <= i < self.vocab.n]] = False
+        mask[[i for i in self.eos if 0 <= i < self.vocab.n]] = self._may_end(self.state)
         return mask
 
     def best_allowed(self, logits: np.ndarray) -> int | None:

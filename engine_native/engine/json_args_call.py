@@ -36,17 +36,19 @@ class CallHeader:
     id_marker: bytes | None = None   # set: the header is `end` alone or id_marker, an id (letters and digits,
                                      # max_len at most), `end` (Mistral's reader takes nothing else)
     forbid: tuple[bytes, ...] = ()   # texts the arguments may not write (where the reader ends a message)
+    ends_answer: bool = False        # the arguments are the message's whole body: then only whitespace and
+                                     # the answer's end token (Harmony's <|call|>)
 
 
 HARMONY = CallHeader(b"to=functions.", b"<|message|>", frozenset(b" <"), 64,
-                     forbid=(b"<|end|>", b"<|call|>", b"<|return|>", b"<|start|>", b"<|channel|>"))
+                     forbid=(b"<|end|>", b"<|call|>", b"<|return|>", b"<|start|>", b"<|channel|>"), ends_answer=True)
 HARMONY_ANALYSIS = (b"<|channel|>analysis<|message|>", b"<|end|>")   # a marker in there is thought
 MISTRAL = CallHeader(b"[TOOL_CALLS]", b"[ARGS]", frozenset(b"["), 48, id_marker=b"[CALL_ID]")
 ID_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
 # States: ("lits", alternatives, pos) the tool's name (held_call), or Mistral's header markup;
 # ("header", tool, tail, n) a free header up to its end; ("id", tool, n) a call id; ("json", tool, json state,
-# its last bytes); DONE.
+# its last bytes); ("end", n) after Harmony's arguments, whitespace until the end token; DONE.
 
 
 def _toward(tail: bytes, end: bytes) -> int:
@@ -69,6 +71,9 @@ class JsonArgsCall(HeldCall):
 
     def _markup(self, state: tuple) -> bool:
         return state[0] in ("lits", "header", "id")   # a demanded call's marker, the header's markup
+
+    def _may_end(self, state: tuple) -> bool:
+        return state[0] == "end"
 
     def _expand(self, then: tuple) -> tuple:
         kind, h = then[0], self.header
@@ -109,5 +114,9 @@ class JsonArgsCall(HeldCall):
                 if any(tail.endswith(f) for f in self.header.forbid):
                     return None
                 tail = live_suffix(tail, self.header.forbid)
-            return DONE if not js[0] else ("json", t, js, tail)
+            if not js[0]:
+                return ("end", 0) if self.header.ends_answer else DONE
+            return ("json", t, js, tail)
+        if kind == "end":                    # whitespace (24 bytes at most) before the answer's end token
+            return ("end", state[1] + 1) if b in b" \t\r\n" and state[1] < 24 else None
         return None

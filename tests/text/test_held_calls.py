@@ -130,7 +130,9 @@ def test_a_harmony_call_is_held_to_a_tool_its_header_and_its_arguments():
     hwrite(c, [b" ", b"<|constrain|>", b"json", b"<|message|>"])
     assert not c.allows(h(b'{"town": "Paris"}'))
     hwrite(c, [b'{"city": "Paris"}'])
-    assert not c.active and c.allows(CALL)
+    assert c.allows(CALL) and not c.allows(h(b"x"))            # the arguments are the body: then <|call|>
+    c.advance(CALL)
+    assert not c.active
 
 
 def test_a_harmony_header_must_end_within_its_limit():

@@ -108,9 +108,10 @@ def _markup(fmt_name: str, rule) -> list[bytes]:
 
 
 def _holding(c) -> bool:
-    """Whether the constraint holds a call it has not finished (a JSON constraint: a value under way)."""
+    """Whether the constraint holds a call it has not finished (a JSON constraint: a value under way;
+    Harmony's arguments: whole once only the end token may follow)."""
     if hasattr(c, "_step_uncached"):
-        return c.active
+        return c.active and not c._may_end(c.state)
     return c.active and bool(c.state[0])
 
 
@@ -152,13 +153,10 @@ def answer(engine, fmt_name: str, tools: list[dict], demanded: bool, rng: np.ran
         if not held_until(model, sampler, drive, lambda: _holding(c), limit=250, check_mask=0.05):
             return None, [], finished, drive
         finished += 1
-    if fmt_name == "harmony":
-        drive.tokens.append(eos[0])                  # <|call|>, an end of the answer
-    else:
-        z = np.full(vocab.n, -1e4, dtype=np.float32)
-        z[eos[0]] = 0.0
-        assert sampler.sample(z) == eos[0], "a whole call lets the answer end"
-        drive.tokens.append(eos[0])
+    z = np.full(vocab.n, -1e4, dtype=np.float32)
+    z[eos[0]] = 0.0                                  # Harmony: <|call|>, which ends its arguments' message
+    assert sampler.sample(z) == eos[0], "a whole call lets the answer end"
+    drive.tokens.append(eos[0])
     text = drive.text(vocab, eos)
     _, _, calls = split_answer(text, fmt, tools)
     return text, calls, finished, drive

@@ -76,3 +76,24 @@ def test_a_token_that_ends_a_call_and_opens_a_bad_one_is_refused():
     c.advance(0)
     c.advance(1)
     assert list(c.allowed_mask()) == [False, False, False, True, True, False]
+
+
+def test_harmony_arguments_end_the_message():
+    """Harmony's reader takes a call's whole message body as its arguments: a token that closed the JSON
+    and wrote more ('}".', SmolLM2 has such merges) left arguments no JSON reader takes. After the JSON only
+    whitespace, then the answer's end (<|call|>)."""
+    from strata.engine.harmony import parse_harmony
+
+    assert parse_harmony(' to=functions.f<|message|>{}".').calls[0]["arguments"] == '{}".'
+    pieces = [b" to=functions.f<|message|>", b"{", b'}".', b"}", b" ", b"x", b"<|call|>"]
+    c = JsonArgsCall(HARMONY, [("f", tool_arguments({"type": "object"}))], Vocabulary(pieces, [6]), [6])
+    c.advance(0)
+    c.advance(1)
+    assert not c.allows(2) and c.allows(3) and not c.allows(6)
+    c.advance(3)
+    assert c.allows(4) and not c.allows(5) and c.allows(6)
+    assert list(c.allowed_mask()) == [False, False, False, False, True, False, True]
+    c.advance(4)
+    s = Sampler(SamplingParams(), 7, constraint=c)
+    assert s.sample(np.array([0, 0, 9, 0, 0, 5, 1], dtype=np.float32)) == 6
+    assert not c.active
