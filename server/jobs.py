@@ -36,6 +36,8 @@ class Completion:
     prompt_ms: float
     predicted_ms: float
     error: str | None = None
+    # with Job.logprobs: per generated token (token, log-probability, [(alternative, log-probability)])
+    logprobs: list[tuple[int, float, list[tuple[int, float]]]] | None = None
 
     @property
     def timings(self) -> dict[str, float]:
@@ -76,6 +78,7 @@ class Job:
     submitted_wall: float = field(default_factory=time.time)
     cancelled: bool = False       # set by the handler when its client went away; read by the worker
     answer_rule: Any = None       # structured_output.JsonFormat (response_format) or ForcedCall (a call demanded)
+    logprobs: int | None = None   # report each generated token's log-probability and this many alternatives
 
 
 # Streamed text waits up to this long to travel with the next steps' text (one wake-up of the loop and

@@ -7,6 +7,7 @@ or server-sent events) with `usage` (incl. `prompt_tokens_details.cached_tokens`
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import time
 import uuid
@@ -39,7 +40,8 @@ from strata.server.structured_output import answer_rule, json_format
 from strata import __version__
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
-UNSUPPORTED_TRUE = ("logprobs", "echo")
+UNSUPPORTED_TRUE = ("echo",)
+MAX_TOP_LOGPROBS = 20        # OpenAI's limit for chat; completions' `logprobs` takes up to 5 there
 
 
 def ready_state(request: web.Request) -> ServerState:
@@ -232,6 +234,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     fmt = answer_format(state.engine, tokens, messages)
     choice = body.get("tool_choice")
     job.answer_rule = answer_rule(wanted, tools, choice == "required" or isinstance(choice, dict), fmt, state.engine)
+    job.logprobs = _chat_logprobs(body)
     opts = body.get("stream_options")
     if opts is not None and not isinstance(opts, dict):
         raise APIError(400, "'stream_options' must be an object like {\"include_usage\": true}", param="stream_options")
@@ -242,10 +245,72 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return await _stream_chat(request, state, job, model, tools, include_usage, fmt)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
-    return web.json_response(chat_response(completion, model, tools, fmt))
+    return web.json_response(chat_response(completion, model, tools, fmt, state.engine.tokenizer))
 
 
-def chat_response(completion: Completion, model: str, tools: list[dict] | None, fmt: AnswerFormat = PLAIN) -> dict:
+def _chat_logprobs(body: dict) -> int | None:
+    """Chat's `logprobs` (a boolean) and `top_logprobs` (alternatives a token, 0-20): None when not asked."""
+    top = f.get_int(body, "top_logprobs", None, 0, MAX_TOP_LOGPROBS)
+    if not f.get_bool(body, "logprobs"):
+        if top is not None:
+            raise APIError(400, "'top_logprobs' needs 'logprobs': true", param="top_logprobs")
+        return None
+    return top or 0
+
+
+def _token_text(raw: bytes) -> str:
+    """A token's text; one that is not whole UTF-8 (part of a character) as OpenAI writes it, "bytes:\\xNN..."."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "bytes:" + "".join(f"\\x{b:02x}" for b in raw)
+
+
+def _token_fields(tokenizer: Any, token: int, logprob: float) -> dict:
+    raw = tokenizer.token_bytes(token)
+    return {"token": _token_text(raw), "logprob": logprob, "bytes": list(raw)}
+
+
+def chat_logprobs(tokenizer: Any, entries: list) -> dict:
+    """Chat's `logprobs` object for sampling.token_logprobs entries: the model's log-probabilities (before
+    temperature and penalties), each token's bytes, and the asked alternatives."""
+    return {"content": [{**_token_fields(tokenizer, t, lp),
+                         "top_logprobs": [_token_fields(tokenizer, a, alp) for a, alp in alts]}
+                        for t, lp, alts in entries], "refusal": None}
+
+
+def _chars_before(before: bytes, nxt: bytes) -> int:
+    """How many characters of the decoded text come before a token of bytes `nxt` that follows `before`
+    (bad bytes are U+FFFD each, as the text is decoded; an unfinished character that `nxt` finishes counts
+    from where it begins)."""
+    dec = codecs.getincrementaldecoder("utf-8")("replace")
+    n = len(dec.decode(before, final=False))
+    pending = dec.getstate()[0]
+    if pending:
+        try:
+            codecs.getincrementaldecoder("utf-8")("strict").decode(pending + nxt[:1], final=False)
+        except UnicodeDecodeError:                  # never finished: its U+FFFDs come first
+            n += len(pending.decode("utf-8", errors="replace"))
+    return n
+
+
+def completion_logprobs(tokenizer: Any, entries: list, before: bytes = b"") -> tuple[dict, bytes]:
+    """The legacy completions `logprobs` object: tokens, their log-probabilities, the alternatives as
+    {token: logprob} and each token's character offset in the text (`before`: the bytes of the tokens
+    sent earlier). Returns it and the bytes so far."""
+    offsets, tokens = [], []
+    for t, _, _ in entries:
+        raw = tokenizer.token_bytes(t)
+        offsets.append(_chars_before(before, raw))
+        tokens.append(_token_text(raw))
+        before += raw
+    return ({"tokens": tokens, "token_logprobs": [lp for _, lp, _ in entries],
+             "top_logprobs": [{_token_text(tokenizer.token_bytes(a)): alp for a, alp in alts} for _, _, alts in entries],
+             "text_offset": offsets}, before)
+
+
+def chat_response(completion: Completion, model: str, tools: list[dict] | None, fmt: AnswerFormat = PLAIN,
+                  tokenizer: Any = None) -> dict:
     """The chat.completion object; a thinking model's reasoning becomes `reasoning_content` (server/
     reasoning.py, harmony.py); with tools offered, the model's tool calls become `tool_calls`."""
     reasoning, content, calls = split_answer(completion.text, fmt, tools)
@@ -259,7 +324,9 @@ def chat_response(completion: Completion, model: str, tools: list[dict] | None, 
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
         "model": model, "system_fingerprint": f"strata-{__version__}",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish,
+                     "logprobs": chat_logprobs(tokenizer, completion.logprobs)
+                     if completion.logprobs is not None and tokenizer is not None else None}],
         "usage": usage(completion), "timings": completion.timings,
     }
 
@@ -278,18 +345,23 @@ async def completions(request: web.Request) -> web.StreamResponse:
               max_tokens=f.get_max_tokens(body, ("max_tokens",), 16),
               sampling=parse_sampling(body, n_vocab=state.engine.n_vocab),
               stop=f.get_stop(body, "stop"), conversation=tokens_key(tokens), ignore_eos=f.get_bool(body, "ignore_eos"),
-              answer_rule=json_format(body.get("response_format")))
+              answer_rule=json_format(body.get("response_format")),
+              logprobs=f.get_int(body, "logprobs", None, 0, MAX_TOP_LOGPROBS))
     model = body.get("model") or state.model_name
     cid = f"cmpl-{uuid.uuid4().hex[:24]}"
     if body.get("stream"):
         resp: web.StreamResponse | None = None
         events = JobEvents(request, state.scheduler, job)
+        sent = b""                      # the bytes of the tokens whose logprobs were sent (their text_offset)
         try:
             async for kind, payload in events:
                 if resp is None:
                     resp = await open_sse(request)
                 if kind == "text":
                     await send_sse(resp, _cmpl_chunk(cid, model, payload, None))
+                elif kind == "logprobs":
+                    lps, sent = completion_logprobs(state.engine.tokenizer, payload, sent)
+                    await send_sse(resp, _cmpl_chunk(cid, model, "", None, logprobs=lps))
                 elif kind == "done" and failed(payload):
                     await send_sse(resp, {"error": {"message": payload.error or "generation failed",
                                                     "type": "server_error"}})
@@ -307,7 +379,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
     return web.json_response({
         "id": cid, "object": "text_completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "text": completion.text, "finish_reason": _finish_reason(completion),
-                     "logprobs": None}],
+                     "logprobs": completion_logprobs(state.engine.tokenizer, completion.logprobs)[0]
+                     if completion.logprobs is not None else None}],
         "usage": usage(completion), "timings": completion.timings,
     })
 
@@ -373,19 +446,20 @@ def _prompt_tokens(state: ServerState, prompt: Any) -> list[int]:
                    param="prompt")
 
 
-def _chunk(cid: str, model: str, delta: dict, finish: str | None, extra: dict | None = None) -> dict:
+def _chunk(cid: str, model: str, delta: dict, finish: str | None, extra: dict | None = None,
+           logprobs: dict | None = None) -> dict:
     out = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
            "system_fingerprint": f"strata-{__version__}",
-           "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+           "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}]}
     if extra:
         out.update(extra)
     return out
 
 
 def _cmpl_chunk(cid: str, model: str, text: str, finish: str | None, use: dict | None = None,
-                timings: dict | None = None) -> dict:
+                timings: dict | None = None, logprobs: dict | None = None) -> dict:
     out: dict[str, Any] = {"id": cid, "object": "text_completion", "created": int(time.time()), "model": model,
-                           "choices": [{"index": 0, "text": text, "finish_reason": finish, "logprobs": None}]}
+                           "choices": [{"index": 0, "text": text, "finish_reason": finish, "logprobs": logprobs}]}
     if use is not None:
         out["usage"] = use
         out["timings"] = timings
@@ -430,6 +504,8 @@ async def _stream_chat(request: web.Request, state: ServerState, job: Job, model
                 last_out = time.monotonic()
             if kind == "text":
                 await send(answer.feed(payload))
+            elif kind == "logprobs":
+                await send_sse(resp, _chunk(cid, model, {}, None, logprobs=chat_logprobs(state.engine.tokenizer, payload)))
             elif kind == "done":
                 c: Completion = payload
                 if failed(c):

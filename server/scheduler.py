@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from strata.engine.sampling import Sampler
+from strata.engine.sampling import Sampler, token_logprobs
 from strata.engine.text import StreamDecoder
 from strata.server import lookup, slot_policy
 from strata.server.errors import APIError
@@ -69,6 +69,7 @@ class Row:
     steps_during_prefill: int = 0      # other rows' decode steps between its chunks (the continuous agenda)
     prefill_window: WindowRate = field(default_factory=WindowRate)   # (prefill seconds, pos): live prefill_tps
     decode_window: WindowRate = field(default_factory=WindowRate)    # (wall clock, generated): live decode_tps
+    logprobs: list = field(default_factory=list)   # with job.logprobs: sampling.token_logprobs per token
 
 
 class Scheduler:
@@ -501,7 +502,7 @@ class Scheduler:
             self.metrics.add_decode(dt * len(riders) / n_rows, len(riders))
         for i, rider in enumerate(riders):
             self.table.extend(rider.ctx, [tokens[i]])
-            self._accept(rider, int(rider.sampler.sample(logits[i], rider.generated)))
+            self._accept(rider, int(rider.sampler.sample(logits[i], rider.generated)), logits[i])
         for row, part in pieces:
             self._after_piece(row, part, dt * len(part) / n_rows)
         for row in done:
@@ -542,7 +543,7 @@ class Scheduler:
         if row.max_tokens <= 0:
             self._finish(row, "length")
             return
-        self._accept(row, int(row.sampler.sample(logits, row.generated)))
+        self._accept(row, int(row.sampler.sample(logits, row.generated)), logits)
 
     def _publish_prefill_rate(self, row: Row) -> None:
         """The slot's live prefill_tps: prompt tokens read per second of prefill over the recent window."""
@@ -559,7 +560,7 @@ class Scheduler:
         self.metrics.add_decode(time.monotonic() - t0, len(rows))
         for i, row in enumerate(rows):
             self.table.extend(row.ctx, [tokens[i]])
-            self._accept(row, int(row.sampler.sample(logits[i], row.generated)))
+            self._accept(row, int(row.sampler.sample(logits[i], row.generated)), logits[i])
 
     def _lookup_step(self, rows: list[Row]) -> bool:
         """Lookup decoding (server/lookup.py): each row's next token plus a draft copied from its own
@@ -609,18 +610,23 @@ class Scheduler:
             if j:
                 self.table.extend(row.ctx, [draft[j - 1]])
             token = int(row.sampler.sample(logits[j], row.generated))
-            self._accept(row, token)
+            self._accept(row, token, logits[j])
             if self._rows.get(row.ctx) is not row or j == len(draft) or token != draft[j]:
                 return j
         return len(draft)
 
-    def _accept(self, row: Row, token: int) -> None:
-        """A sampled token: stream its text, or finish the row."""
+    def _accept(self, row: Row, token: int, logits: Any = None) -> None:
+        """A sampled token (from `logits`): stream its text, or finish the row."""
         if row.first_token_at is None:
             row.first_token_at = time.monotonic()
         if token in self.eos and not row.job.ignore_eos:
             self._finish(row, "stop")
             return
+        if row.job.logprobs is not None and logits is not None:
+            entry = token_logprobs(logits, token, row.job.logprobs)
+            row.logprobs.append(entry)
+            if row.job.stream:
+                self._outbox.post(row.job, "logprobs", [entry])
         row.generated.append(token)
         self.metrics.add_generated(1)
         row.decode_window.add(time.monotonic(), len(row.generated))
@@ -649,7 +655,8 @@ class Scheduler:
         completion = Completion(
             text=row.stopper.text, tokens=list(row.generated), finish_reason=reason,
             stop_sequence=row.stopper.matched, prompt_tokens=len(row.job.prompt), cached_tokens=row.reused,
-            prompt_ms=row.prefill_s * 1000.0, predicted_ms=(now - first) * 1000.0, error=error)
+            prompt_ms=row.prefill_s * 1000.0, predicted_ms=(now - first) * 1000.0, error=error,
+            logprobs=row.logprobs if row.job.logprobs is not None else None)
         state = self.table[row.ctx]
         state.busy_job = None
         state.phase = "idle"

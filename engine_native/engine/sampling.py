@@ -263,3 +263,18 @@ class Sampler:
                 order = order[:cut]
                 return order if ids is None else ids[order]
             look = len(pool)  # the best few were not enough: sort them all (exact either way)
+
+
+def token_logprobs(logits: np.ndarray, token: int, top: int) -> tuple[int, float, list[tuple[int, float]]]:
+    """(token, its log-probability under the model's distribution (the softmax of the raw logits, before
+    temperature or any penalty), the `top` likeliest tokens with theirs, likeliest first): what the APIs'
+    `logprobs` report."""
+    x = np.asarray(logits, dtype=np.float64)
+    m = float(np.max(x))
+    lse = m + float(np.log(np.exp(x - m).sum()))
+    alts: list[tuple[int, float]] = []
+    if top > 0:
+        idx = np.argpartition(-x, min(top, x.shape[0]) - 1)[:top]
+        idx = idx[np.lexsort((idx, -x[idx]))]
+        alts = [(int(i), float(x[i] - lse)) for i in idx]
+    return int(token), float(x[int(token)] - lse), alts
