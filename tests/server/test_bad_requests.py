@@ -45,7 +45,7 @@ CASES = [
     ("POST", CHAT, {"messages": USER, "n": 3}, 400, "'n' must be 1"),
     ("POST", CHAT, {"messages": USER, "stop": 5}, 400, "'stop' must be a string or an array of strings"),
     ("POST", CHAT, {"messages": USER, "stream": "yes"}, 400, "'stream' must be a boolean"),
-    ("POST", CHAT, {"messages": USER, "logprobs": True}, 400, "'logprobs' is not supported"),
+    ("POST", CHAT, {"messages": USER, "top_logprobs": 2}, 400, "'top_logprobs' needs 'logprobs': true"),
     ("POST", CHAT, {"messages": USER, "tools": [{"type": "function"}]}, 400, "tools[0].function must be an object"),
     ("POST", CHAT, {"messages": USER, "tools": [{"type": "function", "function": {"name": ""}}]}, 400,
      "name must be a non-empty string"),
