@@ -62,6 +62,17 @@ def writes_json_calls(engine: Any) -> bool:
     return re.search(pattern, probe_call(engine)) is not None
 
 
+def json_call_spacing(engine: Any) -> tuple[bytes, bytes] | None:
+    """(after a comma, after a colon) as the template writes a JSON call back (`, ` and `: ` for json.dumps'
+    separators, `,` and `:` compact), or None when the probe shows neither on one line (a call written
+    indented): what held JSON calls are written with, so that the next turn reads none of them again."""
+    found = re.search(r'\{"name"(\s*):( *)"' + PROBE_TOOL + r'"(\s*),( *)"arguments"(\s*):( *)\{"k"(\s*):( *)1',
+                      probe_call(engine))
+    if found is None or any(found.group(i) for i in (1, 3, 5, 7)) or len({found.group(i) for i in (2, 6, 8)}) > 1:
+        return None
+    return ("," + found.group(4)).encode(), (":" + found.group(2)).encode()
+
+
 def call_opening(engine: Any, marker: bytes) -> str | None:
     """The template's call from its marker through the tool's name, with PROBE_TOOL for the name
     (`<tool_call>\n<function=PROBE_TOOL`, `[TOOL_CALLS]PROBE_TOOL`), or None when the probe shows none."""

@@ -41,6 +41,7 @@ from strata.server.call_probe import (
     PROBE_TOOL,
     call_marker,
     call_opening,
+    json_call_spacing,
     keyed_markup,
     probe_call,
     writes_json_calls,
@@ -63,6 +64,7 @@ class JsonFormat:
     close: bytes = b""              # written after each triggered value (a call's closing tag)
     may_think: tuple[bytes, bytes] | None = None   # reasoning tags a first token may open (then the value)
     forbid: tuple[bytes, ...] = ()  # texts the value may not write (where a call's reader ends it)
+    spacing: tuple[bytes, bytes] | None = None   # the value's whitespace exactly as the template writes it back
 
     @property
     def kind(self) -> str:
@@ -72,7 +74,7 @@ class JsonFormat:
     def constraint_for(self, tokenizer: Any, eos_ids: Any) -> JsonConstraint:
         c = JsonConstraint(self.root, Vocabulary.of(tokenizer), eos_ids, after=self.after, lead=self.lead,
                            trigger=self.trigger, reasoning=self.reasoning, opened=self.opened, close=self.close,
-                           may_think=self.may_think, forbid=self.forbid)
+                           may_think=self.may_think, forbid=self.forbid, spacing=self.spacing)
         c.feed(self.prefix)
         return c
 
@@ -269,7 +271,8 @@ def held_calls(tools: Any, answer: Any,
     if marker == b"<tool_call>" and writes_json_calls(engine):
         ending = re.search(r"\}(\s*)</tool_call>", probe_call(engine))   # the template's way of closing a call
         return JsonFormat(call_schema(tools), trigger=marker, opened=opened, reasoning=reasoning,
-                          close=(ending.group(1) if ending else "\n").encode() + b"</tool_call>", forbid=CALL_END)
+                          close=(ending.group(1) if ending else "\n").encode() + b"</tool_call>", forbid=CALL_END,
+                          spacing=json_call_spacing(engine))
     keyed = keyed_rule(engine, marker, tools, repeat=True, reasoning=reasoning, opened=opened)
     if keyed is not None:
         return keyed
@@ -295,7 +298,7 @@ def required_call(demanded: bool, tools: Any, answer: Any,
         return None
     after = answer.think[1].encode() if getattr(answer, "opened", False) else None
     if marker == b"<tool_call>" and engine is not None and writes_json_calls(engine):
-        return JsonFormat(call_schema(tools), after=after, lead=marker, forbid=CALL_END)
+        return JsonFormat(call_schema(tools), after=after, lead=marker, forbid=CALL_END, spacing=json_call_spacing(engine))
     keyed = keyed_rule(engine, marker, tools, repeat=False, after=after) if engine is not None else None
     if keyed is not None:
         return keyed

@@ -18,6 +18,24 @@ from strata.engine.json_grammar import complete, step
 from strata.engine.json_schema import Node
 from strata.engine.token_bytes import Vocabulary, live_suffix, may_finish, text_after, waiting_mask
 
+# spacing_step's state: (the value has begun, inside a string, after a backslash there, spaces still owed)
+SPACING_START = (False, False, False, 0)
+
+
+def spacing_step(sp: tuple, b: int, spacing: tuple[bytes, bytes]) -> tuple | None:
+    """The spacing state after byte b of a value written with exactly `spacing`'s whitespace, or None."""
+    begun, in_str, esc, owed = sp
+    if in_str:
+        return (True, b != 0x22 or esc, b == 0x5C and not esc, 0)
+    if b in (0x20, 0x09, 0x0A, 0x0D):
+        if not begun:
+            return sp                            # before the value: the grammar bounds it
+        return (True, False, False, owed - 1) if owed > 0 and b == 0x20 else None
+    if begun and owed:
+        return None                              # the space after ':' or ',' is missing
+    owed = len(spacing[0]) - 1 if b == 0x2C else len(spacing[1]) - 1 if b == 0x3A else 0
+    return (True, b == 0x22, False, owed)
+
 
 class JsonConstraint:
     """One answer's automaton over tokens. `after`: bytes the answer may write freely before the JSON
@@ -27,12 +45,18 @@ class JsonConstraint:
     def __init__(self, root: Node, vocabulary: Vocabulary, eos_ids: Iterable[int], after: bytes | None = None,
                  lead: bytes = b"", trigger: bytes | None = None, reasoning: tuple[bytes, bytes] | None = None,
                  opened: bool = False, close: bytes = b"", may_think: tuple[bytes, bytes] | None = None,
-                 forbid: tuple[bytes, ...] = ()):
+                 forbid: tuple[bytes, ...] = (), spacing: tuple[bytes, bytes] | None = None):
         self.vocab = vocabulary
         self.eos = frozenset(int(i) for i in eos_ids)
         # `forbid`: texts the value may not write (where the call's reader would end it: `</tool_call>`);
         # the state then carries the value's last bytes, (stack, ws, tail)
         self.forbid, self._blank = forbid, ((b"",) if forbid else ())
+        # `spacing`: (after a comma, after a colon), e.g. (b", ", b": "): the value's whitespace is exactly the
+        # spaces those put there and none elsewhere, as a template writes a call back (json.dumps), so the
+        # next turn reads none of this answer again; the state's last element is then spacing_step's
+        self.spacing = spacing
+        if spacing is not None:
+            self._blank += (SPACING_START,)
         # `lead`: bytes the answer must write before the value (special tokens may write them)
         self.state: tuple = ((("V", root),) + ((("P", lead, 0),) if lead else ()), 0) + self._blank
         self._initial = self.state
@@ -61,12 +85,16 @@ class JsonConstraint:
             if len(self._memo) > 200_000:
                 self._memo.clear()
             out = step(state[:2], b)
+            in_value = bool(state[0]) and state[0][-1][0] != "P"
             if out is not None and self.forbid:
                 tail = state[2] + bytes([b])
-                if state[0] and state[0][-1][0] != "P" and any(tail.endswith(f) for f in self.forbid):
+                if in_value and any(tail.endswith(f) for f in self.forbid):
                     out = None                   # markup the call's reader would end the value at
                 else:
                     out = out + (live_suffix(tail, self.forbid),)
+            if out is not None and self.spacing is not None:
+                sp = spacing_step(state[-1], b, self.spacing) if in_value else state[-1]
+                out = None if sp is None else out + (sp,)
             self._memo[key] = out
             return out
 

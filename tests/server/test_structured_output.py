@@ -212,6 +212,17 @@ def test_the_default_model_calls_the_tool_it_is_told_to(smol):
     assert call.function.name in ("get_weather", "get_time") and isinstance(json.loads(call.function.arguments), dict)
 
 
+def test_held_json_calls_take_the_templates_spacing(smol, default_model_path):
+    """SmolLM2's template writes a call back with json.dumps' separators; a held call is written so."""
+    from strata.engine import Engine
+    from strata.server.call_probe import json_call_spacing
+
+    assert json_call_spacing(Engine(str(default_model_path), n_ctx=64, n_threads=1)) == (b", ", b": ")
+    r = ask(smol, temperature=0, max_tokens=80, tools=[WEATHER], tool_choice="required",
+            messages=[{"role": "user", "content": "What is the weather in Paris?"}])
+    assert json.loads(r.choices[0].message.tool_calls[0].function.arguments).keys() == {"city"}
+
+
 def probe_rule(factory, **shape):
     """required_call for a tiny model of this shape (its real template), tool bash and tool read_file."""
     from strata.engine import Engine

@@ -195,3 +195,24 @@ def test_a_demanded_mistral_call_opens_with_its_marker():
         assert c.allows(m(p))
         c.advance(m(p))
     assert not c.active and c.allows(m(b"Sure."))
+
+
+@pytest.mark.parametrize("text, want", [
+    ('<tool_call>\n{"name": "get", "arguments": {"a": 1, "b": "x y,: z"}}', True),
+    ('<tool_call>\n{"name": "get", "arguments": {"b": "a\\"b, c"}}', True),     # spaces and quotes in strings
+    ('<tool_call>\n{"name":"get"', False),                                     # the space after ':' is owed
+    ('<tool_call>\n{ "name"', False),                                          # none after '{'
+    ('<tool_call>\n{"name": "get",\n "arguments"', False),                    # no newline
+    ('<tool_call>\n{"name": "get", "arguments": {"a":  1}}', False),           # one space, not two
+])
+def test_held_json_calls_are_spaced_as_the_template_writes_them(text, want):
+    from strata.engine.json_constraint import JsonConstraint
+
+    c = JsonConstraint(compile_call([("get", {"type": "object", "properties": {"a": {"type": "integer"},
+                                                                             "b": {"type": "string"}}})]),
+                       Vocabulary([]), (), lead=b"<tool_call>\n", spacing=(b", ", b": "))
+    if want:
+        c.feed(text.encode())
+    else:
+        with pytest.raises(ValueError):
+            c.feed(text.encode())
