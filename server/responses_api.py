@@ -391,9 +391,14 @@ class Events:
         self.n += 1
 
 
+# a stream quiet this long is told again that its response is in progress (see _stream)
+KEEPALIVE_S = 10.0
+
+
 async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape,
                   sink: Events | None = None) -> web.StreamResponse:
-    events = JobEvents(request, state.scheduler, job)    # a full queue raises 503 before any byte is sent
+    # a full queue raises 503 before any byte is sent
+    events = JobEvents(request, state.scheduler, job, keepalive_s=KEEPALIVE_S)
     out: Events | None = None
     answer = AnswerStream(shape.fmt, shape.tools)
     items: list[dict] = []          # the output items done
@@ -450,6 +455,10 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape,
                 out = sink or await Events.sse(request)
                 await out.send("response.created", response=shape.response(None, []))
                 await out.send("response.in_progress", response=shape.response(None, []))
+            elif kind == "keepalive":
+                # quiet that long (waiting for a context, a long prompt being read): a real event, since
+                # Codex's stream idle timer counts events, not SSE comments
+                await out.send("response.in_progress", response=shape.response(None, items))
             if kind == "text":
                 await send(answer.feed(payload))
             elif kind == "done":

@@ -316,47 +316,80 @@ def test_logit_bias_bans_and_forces_tokens(oai, tiny_server):
     assert forced.choices[0].message.content == engine.detokenize([100] * 5)
 
 
+def held_for(server, seconds: float, send) -> tuple:
+    """send()'s result while the server's worker is held for `seconds` (it takes no request meanwhile), and
+    the monotonic time of the release."""
+    import threading
+    import time
+
+    sched = server.state.scheduler
+    held, release = threading.Event(), threading.Event()
+    gate = sched.call(lambda: (held.set(), release.wait(60)))
+    assert held.wait(30)
+    out: list = []
+    worker = threading.Thread(target=lambda: out.append(send()))
+    worker.start()
+    time.sleep(seconds)
+    released = time.monotonic()
+    release.set()
+    gate.result(30)
+    worker.join(60)
+    return out[0], released
+
+
+def raw_stream(server, path: str, body: dict) -> list:
+    """(line, monotonic time) of each non-empty line of a streamed response."""
+    import time
+
+    import httpx2 as httpx
+
+    with httpx.stream("POST", server.url + path, json=body, timeout=60) as r:
+        return [(line, time.monotonic()) for line in r.iter_lines() if line]
+
+
 def test_a_quiet_chat_stream_sends_keepalive_comments_the_sdk_skips(oai, tiny_server, monkeypatch):
     """A chat stream waiting for a context (or reading a long prompt) sends nothing for as long: an HTTP
     client's read timeout (the openai SDK's 600 s, aider's through litellm) ends it. After KEEPALIVE_S
     (0.05 s here) the stream begins, then gets an SSE comment every KEEPALIVE_S, which the SDK skips."""
     import json
-    import threading
-    import time
 
-    import httpx2 as httpx
     from strata.server import openai_api
 
     monkeypatch.setattr(openai_api, "KEEPALIVE_S", 0.05)
     messages = [{"role": "user", "content": "Say hi"}]
     plain = chat(oai, messages).choices[0].message.content
-
-    def held_for(seconds: float, send) -> tuple[list, float]:
-        sched = tiny_server.state.scheduler
-        held, release = threading.Event(), threading.Event()
-        gate = sched.call(lambda: (held.set(), release.wait(60)))     # the worker takes no request meanwhile
-        assert held.wait(30)
-        out: list = []
-        worker = threading.Thread(target=lambda: out.append(send()))
-        worker.start()
-        time.sleep(seconds)
-        released = time.monotonic()
-        release.set()
-        gate.result(30)
-        worker.join(60)
-        return out[0], released
+    body = {"model": "m", "messages": messages, "max_tokens": 12, "temperature": 0, "stream": True}
 
     def raw() -> list:
-        lines = []
-        body = {"model": "m", "messages": messages, "max_tokens": 12, "temperature": 0, "stream": True}
-        with httpx.stream("POST", tiny_server.url + "/v1/chat/completions", json=body, timeout=60) as r:
-            lines += [(line, time.monotonic()) for line in r.iter_lines() if line]
-        return lines
+        return raw_stream(tiny_server, "/v1/chat/completions", body)
 
-    lines, released = held_for(1.5, raw)
+    lines, released = held_for(tiny_server, 1.5, raw)
     before = [line for line, t in lines if t < released]
     assert json.loads(before[0][6:])["choices"][0]["delta"]["role"] == "assistant"
     assert before[1:] and set(before[1:]) == {": keepalive"} and len(before) >= 4, before
-    streamed, _ = held_for(1.0, lambda: "".join(c.choices[0].delta.content or "" for c in chat(oai, messages,
-                                                                                               stream=True)))
+    streamed, _ = held_for(tiny_server, 1.0, lambda: "".join(c.choices[0].delta.content or "" for c in chat(
+        oai, messages, stream=True)))
+    assert streamed == plain
+
+
+def test_a_quiet_responses_stream_is_told_it_is_in_progress(oai, tiny_server, monkeypatch):
+    """A Responses stream (Codex's) waiting or reading a long prompt begins after KEEPALIVE_S and then gets
+    response.in_progress again every KEEPALIVE_S: Codex's idle timer counts events, not SSE comments. The
+    SDK's streamed text is the same."""
+    import json
+
+    from strata.server import responses_api
+
+    monkeypatch.setattr(responses_api, "KEEPALIVE_S", 0.05)
+    body = {"model": "m", "input": "Say hi", "max_output_tokens": 12, "temperature": 0, "stream": True}
+    plain = oai.responses.create(model="m", input="Say hi", max_output_tokens=12, temperature=0).output_text
+    lines, released = held_for(tiny_server, 1.5, lambda: raw_stream(tiny_server, "/v1/responses", body))
+    before = [json.loads(line[6:])["type"] for line, t in lines if t < released and line.startswith("data: ")]
+    assert before[:2] == ["response.created", "response.in_progress"] and len(before) >= 4, before
+    assert set(before[1:]) == {"response.in_progress"}
+    seqs = [json.loads(line[6:])["sequence_number"] for line, _ in lines if line.startswith("data: ")]
+    assert seqs == list(range(len(seqs)))
+    streamed, _ = held_for(tiny_server, 1.0, lambda: "".join(
+        e.delta for e in oai.responses.create(model="m", input="Say hi", max_output_tokens=12, temperature=0,
+                                               stream=True) if e.type == "response.output_text.delta"))
     assert streamed == plain
