@@ -69,6 +69,8 @@ class HeldCall:
         return None
 
     def _step(self, state: tuple, b: int) -> tuple | None:
+        if state == DONE:        # in the token that finished the call, only whitespace: a reader of runs of calls
+            return DONE if b in b" \t\r\n" else None    # (GLM's, Seed-OSS's, Mistral's) reads the next as text
         key = (state, b)
         if key not in self._memo:
             if len(self._memo) > 100_000:
@@ -81,10 +83,7 @@ class HeldCall:
 
     def _from(self, state: tuple | None, data: bytes) -> tuple | None:
         """The state after `data`, None when the call refuses it."""
-        for i, b in enumerate(data):
-            if state == DONE:                        # the call is whole: what follows is free, but a next call
-                rest = text_after(data[i:], self.trigger, self.reasoning) if self.trigger is not None else None
-                return state if rest is None else self._from(self._start, rest)   # it opens is held
+        for b in data:
             state = self._step(state, b)
             if state is None:
                 return None
@@ -159,10 +158,7 @@ class HeldCall:
             return mask
         # the plain tokens the call takes (a walk over the vocabulary's prefixes; any bytes once it is whole),
         # the special ones one by one (they may write its markup); never an end while it is open
-        mask[self.vocab.walk(self.state, self._step, lambda s: s == DONE)] = True
-        if self.trigger is not None:       # a token that ends the call may open the next: held as allows says
-            for i in np.intersect1d(np.flatnonzero(mask), self.vocab.containing(self.trigger[-1])):
-                mask[i] = self.allows(int(i))
+        mask[self.vocab.walk(self.state, self._step)] = True
         for i in self.vocab.special_nonempty:
             mask[i] = self.allows(int(i))
         mask[[i for i in self.eos if 0 <= i < self.vocab.n]] = self._may_end(self.state)
