@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from strata.engine.token_bytes import Vocabulary, may_finish, text_after, waiting_mask
+from strata.engine.token_bytes import Vocabulary, bytes_through, may_finish, text_after, waiting_mask
 
 DONE = ("done",)
 
@@ -83,11 +83,7 @@ class HeldCall:
 
     def _from(self, state: tuple | None, data: bytes) -> tuple | None:
         """The state after `data`, None when the call refuses it."""
-        for b in data:
-            state = self._step(state, b)
-            if state is None:
-                return None
-        return state
+        return bytes_through(self._step, state, data)
 
     def _after_token(self, token: int) -> tuple | None:
         return self._from(self.state, self.vocab.bytes[token])

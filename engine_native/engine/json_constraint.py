@@ -16,7 +16,14 @@ from collections.abc import Iterable
 import numpy as np
 from strata.engine.json_grammar import complete, step
 from strata.engine.json_schema import Node
-from strata.engine.token_bytes import Vocabulary, live_suffix, may_finish, text_after, waiting_mask
+from strata.engine.token_bytes import (
+    Vocabulary,
+    bytes_through,
+    live_suffix,
+    may_finish,
+    text_after,
+    waiting_mask,
+)
 
 # spacing_step's state: (the value has begun, inside a string, after a backslash there, spaces still owed)
 SPACING_START = (False, False, False, 0)
@@ -99,12 +106,7 @@ class JsonConstraint:
             return out
 
     def _after_bytes(self, data: bytes) -> tuple | None:
-        state: tuple | None = self.state
-        for b in data:
-            state = self._step(state, b)
-            if state is None:
-                return None
-        return state
+        return bytes_through(self._step, self.state, data)
 
     def _after_token(self, token: int) -> tuple | None:
         return self._after_bytes(self.vocab.bytes[token])

@@ -138,3 +138,13 @@ def text_after(seen: bytes, marker: bytes, reasoning: tuple[bytes, bytes] | None
     while at >= 0 and reasoning is not None and seen.rfind(reasoning[0], 0, at) > seen.rfind(reasoning[1], 0, at):
         at = seen.find(marker, at + 1)
     return None if at < 0 else seen[at + len(marker):]
+
+
+def bytes_through(step: Any, state: Any, data: bytes) -> Any:
+    """The state after `data` byte by byte through `step` (a constraint's memoized automaton step), or None
+    as soon as a byte is refused."""
+    for b in data:
+        state = step(state, b)
+        if state is None:
+            return None
+    return state

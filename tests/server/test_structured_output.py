@@ -329,17 +329,23 @@ def test_metrics_count_held_answers(tiny_server, oai):
 
 
 
-@pytest.fixture(scope="module")
-def misspelling_coder(tiny_model_factory):
-    """A tiny model with Qwen3-Coder's XML call template that opens a call of a misspelled function."""
+def xml_coder(factory, call: str):
+    """A live server on a tiny model with Qwen3-Coder's XML call template that answers "Editing." then the
+    call whose function line and parameter are `call` (each piece one token)."""
     from tests.server.live import scripted_model
     from tests.text.test_xml_tool_template import XML_TEMPLATE
 
-    pieces = ("Editing.", "\n<tool_call>\n", "<function=edit_fil>\n", "<parameter=path>\na.py\n</parameter>\n",
-              "</function>\n</tool_call>")
-    model = scripted_model(tiny_model_factory, "".join(pieces), ctx_len=2048, n_vocab=512, seed=4, added_tokens=pieces,
+    function, parameter = call.split("|")
+    pieces = ("Editing.", "\n<tool_call>\n", function, parameter, "</function>\n</tool_call>")
+    model = scripted_model(factory, "".join(pieces), ctx_len=2048, n_vocab=512, seed=4, added_tokens=pieces,
                            chat_template=XML_TEMPLATE)
-    with LiveServer(model=str(model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0) as s:
+    return LiveServer(model=str(model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0)
+
+
+@pytest.fixture(scope="module")
+def misspelling_coder(tiny_model_factory):
+    """Its call opens a misspelled function."""
+    with xml_coder(tiny_model_factory, "<function=edit_fil>\n|<parameter=path>\na.py\n</parameter>\n") as s:
         yield openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
 
 
@@ -355,16 +361,8 @@ def test_an_xml_call_the_model_opens_names_an_offered_tool(misspelling_coder):
 
 @pytest.fixture(scope="module")
 def inventing_coder(tiny_model_factory):
-    """A tiny model with Qwen3-Coder's XML call template whose call gives a parameter the tool does not have
-    (`pth` for `path`)."""
-    from tests.server.live import scripted_model
-    from tests.text.test_xml_tool_template import XML_TEMPLATE
-
-    pieces = ("Editing.", "\n<tool_call>\n", "<function=edit_file>\n", "<parameter=pth>\na.py\n</parameter>\n",
-              "</function>\n</tool_call>")
-    model = scripted_model(tiny_model_factory, "".join(pieces), ctx_len=2048, n_vocab=512, seed=4, added_tokens=pieces,
-                           chat_template=XML_TEMPLATE)
-    with LiveServer(model=str(model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0) as s:
+    """Its call gives a parameter the tool does not have (`pth` for `path`)."""
+    with xml_coder(tiny_model_factory, "<function=edit_file>\n|<parameter=pth>\na.py\n</parameter>\n") as s:
         yield openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
 
 

@@ -14,20 +14,11 @@ import jsonschema
 import numpy as np
 import pytest
 from strata.engine.json_constraint import JsonConstraint
-from strata.engine.json_grammar import complete, step
 from strata.engine.json_schema import ANY, SchemaError, compile_call, compile_schema
 from strata.engine.token_bytes import Vocabulary
 
 from tests.text.fuzz_model import JSON_PIECES, Drive, NoisyModel, held_until, sampler_for
-
-
-def verdict(root, text: str | bytes) -> str:
-    state = ((("V", root),), 0)
-    for b in text.encode() if isinstance(text, str) else text:
-        state = step(state, b)
-        if state is None:
-            return "refused"
-    return "whole" if complete(state) else "prefix"
+from tests.text.json_verdict import verdict
 
 
 def test_a_number_has_two_exponent_digits_at_most():

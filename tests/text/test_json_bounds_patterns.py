@@ -17,14 +17,7 @@ from strata.engine.json_schema import SchemaError, compile_call, compile_schema
 from strata.engine.sampling import Sampler, SamplingParams
 from strata.engine.token_bytes import Vocabulary
 
-
-def verdict(root, text: str | bytes) -> str:
-    state = ((("V", root),), 0)
-    for b in text.encode() if isinstance(text, str) else text:
-        state = step(state, b)
-        if state is None:
-            return "refused"
-    return "whole" if complete(state) else "prefix"
+from tests.text.json_verdict import verdict
 
 
 def walk_never_stuck(node, rng: random.Random, walks: int, max_bytes: int, alphabet=range(256)) -> list[bytes]:

@@ -9,10 +9,12 @@ import json
 import numpy as np
 import pytest
 from strata.engine.json_constraint import JsonConstraint
-from strata.engine.json_grammar import complete, step
+from strata.engine.json_grammar import complete
 from strata.engine.json_schema import ANY_OBJECT, SchemaError, compile_schema
 from strata.engine.sampling import Sampler, SamplingParams
 from strata.engine.token_bytes import Vocabulary
+
+from tests.text.json_verdict import verdict
 
 PERSON = {"type": "object", "additionalProperties": False, "required": ["name", "age"],
           "properties": {"name": {"type": "string", "maxLength": 8}, "age": {"type": "integer"},
@@ -21,13 +23,6 @@ PERSON = {"type": "object", "additionalProperties": False, "required": ["name", 
                          "ok": {"type": "boolean"}, "score": {"type": "number"}}}
 
 
-def verdict(root, text: str | bytes) -> str:
-    state = ((("V", root),), 0)
-    for b in text.encode() if isinstance(text, str) else text:
-        state = step(state, b)
-        if state is None:
-            return "refused"
-    return "whole" if complete(state) else "prefix"
 
 
 @pytest.mark.parametrize("text, want", [
