@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from strata.engine.token_bytes import Vocabulary, may_finish, text_after, waiting_mask
+from strata.engine.token_bytes import Vocabulary, may_finish, text_after, unheld_mask
 
 
 class ForcedStart:
@@ -72,12 +72,10 @@ class ForcedStart:
             self.left, self.after, self._seen = list(self.texts), self._trigger, b""
 
     def allowed_mask(self) -> np.ndarray:
-        if self.after is not None:
-            return waiting_mask(self.vocab, self.after, self.allows)
+        unheld = unheld_mask(self.vocab, self.after, self.active, self.allows)
+        if unheld is not None:
+            return unheld
         mask = np.zeros(self.vocab.n, dtype=bool)
-        if not self.active:
-            mask[:] = True
-            return mask
         for i in self.vocab.nonempty:
             mask[i] = self._agrees(self.vocab.bytes[i])
         return mask

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from strata.engine.token_bytes import Vocabulary, bytes_through, may_finish, text_after, waiting_mask
+from strata.engine.token_bytes import Vocabulary, bytes_through, may_finish, text_after, unheld_mask
 
 DONE = ("done",)
 
@@ -146,12 +146,10 @@ class HeldCall:
             self._feed(rest)
 
     def allowed_mask(self) -> np.ndarray:
-        if self.after is not None:
-            return waiting_mask(self.vocab, self.after, self.allows)
+        unheld = unheld_mask(self.vocab, self.after, self.active, self.allows)
+        if unheld is not None:
+            return unheld
         mask = np.zeros(self.vocab.n, dtype=bool)
-        if not self.active:
-            mask[:] = True
-            return mask
         # the plain tokens the call takes (a walk over the vocabulary's prefixes; any bytes once it is whole),
         # the special ones one by one (they may write its markup); never an end while it is open
         mask[self.vocab.walk(self.state, self._step)] = True

@@ -148,3 +148,11 @@ def bytes_through(step: Any, state: Any, data: bytes) -> Any:
         if state is None:
             return None
     return state
+
+
+def unheld_mask(vocab: Vocabulary, after: bytes | None, active: bool, allows: Any) -> np.ndarray | None:
+    """A constraint's mask while it holds nothing: waiting for `after` (waiting_mask: free, but for tokens
+    that write it and more), or done (every token); None while it holds the answer."""
+    if after is not None:
+        return waiting_mask(vocab, after, allows)
+    return None if active else np.ones(vocab.n, dtype=bool)
