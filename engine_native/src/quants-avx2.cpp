@@ -246,10 +246,19 @@ inline void load_q8K(const uint8_t* row, int64_t s, q8K_x& xs) {
     xs.d = b->d;
 }
 
-template <bool Q5>
-struct q45K_format : ymm_acc {
-    static constexpr int NR = 1, NT = 4;
+// What every super-block format (one step: 256 elements, Q8_K activations) shares: the tiling's step count,
+// no partial step, and the activations of a step.
+struct super_block_steps {
     using xs_t = q8K_x;
+    static int64_t full_steps(int64_t n) { return n / QK_K; }
+    static bool has_tail(int64_t) { return false; }
+    template <bool FULL>
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) { load_q8K(row, s, xs); }
+};
+
+template <bool Q5>
+struct q45K_format : ymm_acc, super_block_steps {
+    static constexpr int NR = 1, NT = 4;
     using block = typename std::conditional<Q5, block_q5_K, block_q4_K>::type;
     static constexpr size_t W_STEP = sizeof(block);
     struct ws_t {
@@ -259,10 +268,6 @@ struct q45K_format : ymm_acc {
         float d, dmin;
     };
 
-    static int64_t full_steps(int64_t n) { return n / QK_K; }
-    static bool has_tail(int64_t) { return false; }
-    template <bool FULL>
-    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) { load_q8K(row, s, xs); }
 
     template <bool FULL>
     static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
@@ -308,9 +313,8 @@ struct q45K_format : ymm_acc {
 
 // IQ4_XS: a step is one super-block; sub-block j's 32 signed table values once per row (sign trick:
 // |w| * (x with w's sign), |w| <= 127, so maddubs pairs stay within int16), its int32 sums times ls - 32.
-struct iq4xs_format : ymm_acc {
+struct iq4xs_format : ymm_acc, super_block_steps {
     static constexpr int NR = 1, NT = 4;
-    using xs_t = q8K_x;
     static constexpr size_t W_STEP = sizeof(block_iq4_xs);
     struct ws_t {
         __m256i w[8];   // (8, 32) table values of sub-block j, elements in order
@@ -318,10 +322,6 @@ struct iq4xs_format : ymm_acc {
         float d;
     };
 
-    static int64_t full_steps(int64_t n) { return n / QK_K; }
-    static bool has_tail(int64_t) { return false; }
-    template <bool FULL>
-    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) { load_q8K(row, s, xs); }
 
     template <bool FULL>
     static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
@@ -351,15 +351,11 @@ struct iq4xs_format : ymm_acc {
 // Q6_K, Q3_K and Q2_K: 16 sub-blocks of 16 with small integer scales; quants q in [0, 63] (Q6_K, offset
 // 32), [0, 7] (Q3_K, offset 4) or [0, 3] (Q2_K, a min per sub-block instead) in eight runs of 32 elements,
 // run v holding sub-blocks 2v and 2v + 1.
-enum k16_kind { K16_Q6, K16_Q3, K16_Q2 };
-
 template <int KIND>
-struct k16_format : ymm_acc {
+struct k16_format : ymm_acc, super_block_steps {
     static constexpr int NR = 1, NT = 4;
-    static constexpr size_t W_STEP = KIND == K16_Q3 ? sizeof(block_q3_K) : KIND == K16_Q2 ? sizeof(block_q2_K)
-                                                                                      : sizeof(block_q6_K);
-    static constexpr int OFFSET_SHIFT = KIND == K16_Q3 ? 2 : 5;   // the offset, 4 or 32, as a shift (not Q2_K)
-    using xs_t = q8K_x;
+    static constexpr size_t W_STEP = k16_block_bytes(KIND);
+    static constexpr int OFFSET_SHIFT = k16_offset_shift(KIND);   // the quants' offset, 4 or 32, as a shift (not Q2_K)
     struct ws_t {
         __m256i u[8];   // (8, 32) quants of the 8 runs of 32 (unpacked once, used by nt tokens)
         __m256i sc[8];  // (8, 16) int16: scale of run v's first 16 elements in lanes 0-7, second 16 in 8-15
@@ -367,10 +363,6 @@ struct k16_format : ymm_acc {
         float d, dmin;
     };
 
-    static int64_t full_steps(int64_t n) { return n / QK_K; }
-    static bool has_tail(int64_t) { return false; }
-    template <bool FULL>
-    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) { load_q8K(row, s, xs); }
 
     static void unpack_q6(const block_q6_K* b, ws_t& ws, int8_t sc[16]) {
         const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03);

@@ -259,10 +259,19 @@ inline void load_q8K(const uint8_t* row, int64_t s, q8K_x& xs) {
     xs.d = b->d;
 }
 
-template <bool Q5>
-struct q45K_format : zmm_acc {
-    static constexpr int NR = 4, NT = 4;
+// What every super-block format (one step: 256 elements, Q8_K activations) shares: the tiling's step count,
+// no partial step, and the activations of a step.
+struct super_block_steps {
     using xs_t = q8K_x;
+    static int64_t full_steps(int64_t n) { return n / QK_K; }
+    static bool has_tail(int64_t) { return false; }
+    template <bool FULL>
+    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) { load_q8K(row, s, xs); }
+};
+
+template <bool Q5>
+struct q45K_format : zmm_acc, super_block_steps {
+    static constexpr int NR = 4, NT = 4;
     struct ws_t {
         __m512i u[4];     // (4, 64) unsigned quants of the 4 groups of 64
         __m512i sc[2];    // (2, 32) int16 scales laid out as packs_epi32 of groups (0, 1) / (2, 3) leaves their sums
@@ -272,10 +281,6 @@ struct q45K_format : zmm_acc {
     using block = typename std::conditional<Q5, block_q5_K, block_q4_K>::type;
     static constexpr size_t W_STEP = sizeof(block);
 
-    static int64_t full_steps(int64_t n) { return n / QK_K; }
-    static bool has_tail(int64_t) { return false; }
-    template <bool FULL>
-    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) { load_q8K(row, s, xs); }
 
     template <bool FULL>
     static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {
@@ -324,15 +329,11 @@ struct q45K_format : zmm_acc {
 // Q6_K, Q3_K and Q2_K: 16 sub-blocks of 16 with small integer scales; quants q in [0, 63] (Q6_K, offset 32),
 // [0, 7] (Q3_K, offset 4) or [0, 3] (Q2_K, no offset but a min per sub-block), unpacked into element order,
 // so vector v's lanes 4k..4k+3 hold sub-block 4v + k.
-enum k16_kind { K16_Q6, K16_Q3, K16_Q2 };
-
 template <int KIND>
-struct k16_format : zmm_acc {
+struct k16_format : zmm_acc, super_block_steps {
     static constexpr int NR = 4, NT = 4;
-    static constexpr size_t W_STEP = KIND == K16_Q3 ? sizeof(block_q3_K) : KIND == K16_Q2 ? sizeof(block_q2_K)
-                                                                                      : sizeof(block_q6_K);
-    static constexpr int OFFSET_SHIFT = KIND == K16_Q3 ? 2 : 5;   // the offset, 4 or 32, as a shift (not Q2_K)
-    using xs_t = q8K_x;
+    static constexpr size_t W_STEP = k16_block_bytes(KIND);
+    static constexpr int OFFSET_SHIFT = k16_offset_shift(KIND);   // the quants' offset, 4 or 32, as a shift (not Q2_K)
     struct ws_t {
         __m512i u[4];     // (4, 64) quants of elements 64v .. 64v + 63
         __m512i sc[2];    // (2, 32) int16 scales laid out as packs_epi32 of vectors (0, 1) / (2, 3) leaves their sums
@@ -340,10 +341,6 @@ struct k16_format : zmm_acc {
         float d, dmin;
     };
 
-    static int64_t full_steps(int64_t n) { return n / QK_K; }
-    static bool has_tail(int64_t) { return false; }
-    template <bool FULL>
-    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) { load_q8K(row, s, xs); }
 
     static void unpack_q6(const block_q6_K* b, ws_t& ws) {
         const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03);
@@ -442,20 +439,15 @@ struct k16_format : zmm_acc {
 // from -128 * (each lane's sum of t) (once per row), which leaves each lane's exact sum of t * x; lanes
 // 0-7 belong to sub-block 2v and 8-15 to 2v + 1, converted and scaled by d * (ls - 32) in float, then
 // one multiply-add by the activations' scale per super-block.
-struct iq4xs_format : zmm_acc {
+struct iq4xs_format : zmm_acc, super_block_steps {
     static constexpr int NR = 4, NT = 4;
     static constexpr size_t W_STEP = sizeof(block_iq4_xs);
-    using xs_t = q8K_x;
     struct ws_t {
         __m512i t[4];      // (4, 64) int8 table values of elements 64v .. 64v + 63
         __m512i corr[4];   // (4, 16) int32: -128 * the sum of each lane's four t
         __m512 sc[4];      // d * (ls - 32) of sub-block 2v in lanes 0-7, of 2v + 1 in 8-15
     };
 
-    static int64_t full_steps(int64_t n) { return n / QK_K; }
-    static bool has_tail(int64_t) { return false; }
-    template <bool FULL>
-    static void load_x(const uint8_t* row, int64_t s, xs_t& xs, int64_t) { load_q8K(row, s, xs); }
 
     template <bool FULL>
     static void load_w(const uint8_t* row, int64_t s, ws_t& ws, int64_t) {

@@ -5,6 +5,7 @@
 // (quants.cpp). Layout reference: ggml-common.h in llama.cpp (facts only, no code copied).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -171,6 +172,15 @@ struct block_q6_K {
     uint16_t d;                     // fp16 super-block scale
 };
 static_assert(sizeof(block_q6_K) == QK_K / 2 + QK_K / 4 + QK_K / 16 + 2, "block_q6_K must be 210 bytes");
+
+// The three formats of 16 sub-blocks of 16 with small integer scales, which the SIMD files compute alike
+// (their k16_format): bytes a super-block, and the offset of their quants as a shift (q - 4 for Q3_K,
+// q - 32 for Q6_K; Q2_K has none, a min per sub-block instead).
+enum k16_kind { K16_Q6, K16_Q3, K16_Q2 };
+constexpr size_t k16_block_bytes(int kind) {
+    return kind == K16_Q3 ? sizeof(block_q3_K) : kind == K16_Q2 ? sizeof(block_q2_K) : sizeof(block_q6_K);
+}
+constexpr int k16_offset_shift(int kind) { return kind == K16_Q3 ? 2 : 5; }
 
 // Activations of K-quant products: x = d * qs, plus the sums of each 16 qs.
 struct block_q8_K {
