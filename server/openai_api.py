@@ -271,12 +271,18 @@ def _token_fields(tokenizer: Any, token: int, logprob: float) -> dict:
     return {"token": _token_text(raw), "logprob": logprob, "bytes": list(raw)}
 
 
+def logprob_entry(tokenizer: Any, entry: tuple) -> dict:
+    """One sampling.token_logprobs entry as OpenAI writes it (chat's `content`, Responses' `output_text`):
+    `{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}`."""
+    token, logprob, alternatives = entry
+    return {**_token_fields(tokenizer, token, logprob),
+            "top_logprobs": [_token_fields(tokenizer, a, alp) for a, alp in alternatives]}
+
+
 def chat_logprobs(tokenizer: Any, entries: list) -> dict:
     """Chat's `logprobs` object for sampling.token_logprobs entries: the model's log-probabilities (before
     temperature and penalties), each token's bytes, and the asked alternatives."""
-    return {"content": [{**_token_fields(tokenizer, t, lp),
-                         "top_logprobs": [_token_fields(tokenizer, a, alp) for a, alp in alts]}
-                        for t, lp, alts in entries], "refusal": None}
+    return {"content": [logprob_entry(tokenizer, e) for e in entries], "refusal": None}
 
 
 def _chars_before(before: bytes, nxt: bytes) -> int:

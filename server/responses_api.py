@@ -29,8 +29,8 @@ from strata.server import fields as f
 from strata.server.errors import APIError
 from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
+from strata.server.openai_api import MAX_TOP_LOGPROBS, parse_sampling, ready_state, tool_output_text
 from strata.server.openai_api import conversation_of as _conversation
-from strata.server.openai_api import parse_sampling, ready_state, tool_output_text
 from strata.server.prompting import (
     PLAIN,
     AnswerFormat,
@@ -44,6 +44,7 @@ from strata.server.prompting import (
     split_answer,
 )
 from strata.server.structured_output import answer_rule, json_format
+from strata.server.text_logprobs import TokenText
 
 log = logging.getLogger("strata.server")
 
@@ -52,6 +53,7 @@ SKIPPED_ITEMS = ("web_search_call", "file_search_call", "image_generation_call")
 TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
 MEDIA_PARTS = ("input_image", "input_file", "input_audio")
 CUSTOM_INPUT = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
 
 # ----- request parsing -----
 
@@ -187,6 +189,17 @@ def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
     return out, custom
 
 
+def parse_logprobs(body: dict) -> int | None:
+    """The alternatives a token to report (0-20) when `include` asks for `message.output_text.logprobs`
+    or `top_logprobs` asks for alternatives; None when neither does. Other `include` values are accepted."""
+    include = f.get_list(body, "include") or []
+    for i, v in enumerate(include):
+        if not isinstance(v, str):
+            raise APIError(400, f"include[{i}] must be a string such as {LOGPROBS_INCLUDE!r}", param="include")
+    top = f.get_int(body, "top_logprobs", None, 0, MAX_TOP_LOGPROBS)
+    return top or 0 if LOGPROBS_INCLUDE in include or top else None
+
+
 # ----- the handler -----
 
 async def _read_request(request: web.Request) -> tuple[Any, dict]:
@@ -237,7 +250,8 @@ async def answer(request: web.Request, state: Any, body: dict, sink: Events | No
     check_fits(len(tokens), state.engine.context_capacity(0), param="input")
     job = Job(api="responses", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_output_tokens",), state.config.max_tokens_default),
-              sampling=parse_sampling(body), stop=(), conversation=_conversation(body, messages))
+              sampling=parse_sampling(body), stop=(), conversation=_conversation(body, messages),
+              logprobs=parse_logprobs(body))
     shape = _Shape(body, body.get("model") or state.model_name, tools, custom,
                    answer_format(state.engine, tokens, messages))
     choice = body.get("tool_choice")
@@ -247,7 +261,7 @@ async def answer(request: web.Request, state: Any, body: dict, sink: Events | No
         return await _stream(request, state, job, shape, sink)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
-    return web.json_response(shape.response(completion, shape.output(completion)))
+    return web.json_response(shape.response(completion, shape.output(completion, state.engine.tokenizer)))
 
 
 async def compact(request: web.Request) -> web.Response:
@@ -335,12 +349,10 @@ class _Shape:
         content = [{"type": "reasoning_text", "text": text}] if status == "completed" else []
         return {"type": "reasoning", "id": self.rs_id, "status": status, "summary": [], "content": content}
 
-    def item_id(self, kind: str) -> str:
-        return self.rs_id if kind == "reasoning" else self.msg_id
-
-    def message(self, text: str, status: str = "completed") -> dict:
-        """The answer's text; `incomplete` when the token limit cut it (its text kept, as OpenAI's)."""
-        content = [] if status == "in_progress" else [{"type": "output_text", "text": text, "annotations": []}]
+    def message(self, text: str, status: str = "completed", logprobs: list[dict] | None = None) -> dict:
+        """The answer's text; `incomplete` when the token limit cut it (its text kept, as OpenAI's); with
+        the `logprobs` of its tokens when they were asked for."""
+        content = [] if status == "in_progress" else [output_text(text, logprobs)]
         return {"type": "message", "id": self.msg_id, "status": status, "role": "assistant", "content": content}
 
     def call_item(self, call: dict, status: str = "completed", args: str | None = None) -> dict:
@@ -354,11 +366,29 @@ class _Shape:
         return {"type": "function_call", "id": f"fc_{tail}", "call_id": cid, "name": call["name"],
                 "arguments": call["arguments"] if args is None else args, "status": status}
 
-    def output(self, c: Completion) -> list[dict]:
+    def output(self, c: Completion, tokenizer: Any = None) -> list[dict]:
+        """The output items of a whole answer; the message's `logprobs` (its own tokens') when the job
+        reported them."""
         reasoning, content, calls = split_answer(c.text, self.fmt, self.tools)
+        logprobs = None
+        if c.logprobs is not None and tokenizer is not None:
+            track = TokenText(tokenizer)
+            track.add_tokens(c.logprobs)
+            track.add_text(c.text)
+            track.skip(reasoning or "")
+            logprobs = track.take(content)
         items = [self.reasoning(reasoning)] if reasoning is not None else []
-        items += [self.message(content, "completed" if calls else _call_status(c))] if content or not calls else []
+        items += [self.message(content, "completed" if calls else _call_status(c), logprobs)] \
+            if content or not calls else []
         return items + [self.call_item(call, _call_status(c)) for call in calls]
+
+
+def output_text(text: str, logprobs: list[dict] | None = None) -> dict:
+    """An `output_text` content part; `logprobs` only when they were asked for."""
+    part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
+    if logprobs is not None:
+        part["logprobs"] = logprobs
+    return part
 
 
 def _custom_input(arguments: str) -> str:
@@ -402,13 +432,15 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape,
     out: Events | None = None
     answer = AnswerStream(shape.fmt, shape.tools)
     items: list[dict] = []          # the output items done
-    open_item: dict | None = None   # the item being streamed: {"type", "index", "text"}
+    open_item: dict | None = None   # the item being streamed: {"type", "index", "text", "logprobs"}
+    # with logprobs asked for: which tokens wrote each piece of output text
+    track = TokenText(state.engine.tokenizer) if job.logprobs is not None else None
 
     async def begin(kind: str) -> dict:
         nonlocal open_item
         assert out is not None
         await finish_item()
-        open_item = {"type": kind, "index": len(items), "text": ""}
+        open_item = {"type": kind, "index": len(items), "text": "", "logprobs": []}
         if kind == "reasoning":
             await out.send("response.output_item.added", output_index=open_item["index"],
                            item=shape.reasoning("", "in_progress"))
@@ -416,16 +448,22 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape,
             await out.send("response.output_item.added", output_index=open_item["index"],
                            item=shape.message("", "in_progress"))
             await out.send("response.content_part.added", item_id=shape.msg_id, output_index=open_item["index"],
-                           content_index=0, part={"type": "output_text", "text": "", "annotations": []})
+                           content_index=0, part=output_text(""))
         return open_item
 
     async def delta(kind: str, text: str) -> None:
         item = open_item if open_item is not None and open_item["type"] == kind else await begin(kind)
         item["text"] += text
-        event = "response.reasoning_text.delta" if kind == "reasoning" else "response.output_text.delta"
-        extra = {} if kind == "reasoning" else {"logprobs": []}
-        await out.send(event, item_id=shape.item_id(kind), output_index=item["index"], content_index=0, delta=text,
-                       **extra)
+        if kind == "reasoning":
+            if track is not None:
+                track.skip(text)
+            await out.send("response.reasoning_text.delta", item_id=shape.rs_id, output_index=item["index"],
+                           content_index=0, delta=text)
+            return
+        logprobs = track.take(text) if track is not None else []
+        item["logprobs"] += logprobs
+        await out.send("response.output_text.delta", item_id=shape.msg_id, output_index=item["index"],
+                       content_index=0, delta=text, logprobs=logprobs)
 
     async def finish_item(status: str = "completed") -> None:
         nonlocal open_item
@@ -433,16 +471,17 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape,
         if item is None or out is None:
             return
         at, text = item["index"], item["text"]
+        logprobs = item["logprobs"] if track is not None else None
         if item["type"] == "reasoning":
             await out.send("response.reasoning_text.done", item_id=shape.rs_id, output_index=at, content_index=0,
                            text=text)
             items.append(shape.reasoning(text))
         else:
             await out.send("response.output_text.done", item_id=shape.msg_id, output_index=at, content_index=0,
-                           text=text, logprobs=[])
+                           text=text, logprobs=logprobs or [])
             await out.send("response.content_part.done", item_id=shape.msg_id, output_index=at, content_index=0,
-                           part={"type": "output_text", "text": text, "annotations": []})
-            items.append(shape.message(text, status))
+                           part=output_text(text, logprobs))
+            items.append(shape.message(text, status, logprobs))
         await out.send("response.output_item.done", output_index=at, item=items[-1])
 
     async def send(pieces: list[tuple[str, str]]) -> None:
@@ -459,10 +498,16 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape,
                 # quiet that long (waiting for a context, a long prompt being read): a real event, since
                 # Codex's stream idle timer counts events, not SSE comments
                 await out.send("response.in_progress", response=shape.response(None, items))
-            if kind == "text":
+            if kind == "logprobs" and track is not None:
+                track.add_tokens(payload)
+            elif kind == "text":
+                if track is not None:
+                    track.add_text(payload)
                 await send(answer.feed(payload))
             elif kind == "done":
                 c: Completion = payload
+                if track is not None and c.text.startswith(track.text):
+                    track.add_text(c.text[len(track.text):])
                 if failed(c):
                     broken = shape.response(c, items, "failed")
                     broken["error"] = {"code": "server_error", "message": c.error or "generation failed"}
