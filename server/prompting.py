@@ -77,7 +77,11 @@ def _render_any_shape(engine: Any, messages: list[dict], tools: list[dict] | Non
     """The messages as sent rendered, else in the first strict shape the template takes; the first error.
     A template that takes the messages but leaves out a system message after the first (SmolLM3's and
     gpt-oss's write only the leading one) also gets the strict shapes, where that message is a user
-    turn's text: Claude Code's environment and date come in such a message."""
+    turn's text: Claude Code's environment and date come in such a message. So does one that takes a
+    system message after the first now but will refuse the conversation's next turn (Mistral Small 3.2's
+    counts it as a turn of the alternation: after a user message it passes as the assistant's, and the
+    next answer and question break the alternation): the next turn is rendered in the strict shape, so
+    this one is too, and the next turn's prompt begins with all of this one's."""
     try:
         text = engine.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, **extra)
     except (ValueError, TypeError, KeyError) as first:
@@ -87,16 +91,33 @@ def _render_any_shape(engine: Any, messages: list[dict], tools: list[dict] | Non
             except (ValueError, TypeError, KeyError):
                 continue
         raise first from None
-    if not dropped_system_messages(messages, text):
+    if not dropped_system_messages(messages, text) and _renders_next_turn(engine, messages, tools, extra):
         return text
     for shape, shape_tools in _strict_shapes(engine, messages, tools or None):
         try:
             shaped = engine.apply_chat_template(shape, tools=shape_tools, add_generation_prompt=True, **extra)
         except (ValueError, TypeError, KeyError):
             continue
-        if not dropped_system_messages(messages, shaped):
+        if not dropped_system_messages(messages, shaped) and _renders_next_turn(engine, shape, shape_tools, extra):
             return shaped
     return text
+
+
+# a next turn for the probe of _renders_next_turn: an answer and a question
+NEXT_TURN = [{"role": "assistant", "content": "."}, {"role": "user", "content": "."}]
+
+
+def _renders_next_turn(engine: Any, messages: list[dict], tools: list[dict] | None, extra: dict[str, Any]) -> bool:
+    """Whether the template also takes these messages followed by an answer and a question, asked only of
+    messages with a system message after the first (the only ones a strict template takes now and
+    refuses a turn later)."""
+    if not any(m.get("role") == "system" for m in messages[1:]):
+        return True
+    try:
+        engine.apply_chat_template(messages + NEXT_TURN, tools=tools or None, add_generation_prompt=True, **extra)
+    except (ValueError, TypeError, KeyError):
+        return False
+    return True
 
 
 def dropped_system_messages(messages: list[dict], text: str) -> bool:
