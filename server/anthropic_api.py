@@ -35,6 +35,7 @@ from strata.server.prompting import (
     split_prefill,
 )
 from strata.server.structured_output import answer_rule, json_format
+from strata.server.tool_changes import ToolChanges
 from strata.server.tool_search import deferred_names, referenced_names, references_as_text, shown_and_callable
 
 # ----- request parsing -----
@@ -55,9 +56,11 @@ def _tool_result_text(content: Any, where: str, tools: list[dict] | None = None)
     return text_of_blocks(content, where)
 
 
-def parse_messages(raw: list, system: str | None, tools: list[dict] | None = None) -> list[dict]:
+def parse_messages(raw: list, system: str | None, tools: list[dict] | None = None,
+                   changes: ToolChanges | None = None) -> list[dict]:
     """Anthropic's messages as chat messages; `tools` (every tool of the request) are the definitions a
-    `tool_reference` in a tool result reads as."""
+    `tool_reference` in a tool result reads as; `changes` takes the tool changes of system messages and
+    compaction blocks, in order."""
     out: list[dict] = [{"role": "system", "content": system}] if system else []
     roles = [m.get("role") if isinstance(m, dict) else None for m in raw]
     if roles and all(r == "system" for r in roles):
@@ -65,7 +68,7 @@ def parse_messages(raw: list, system: str | None, tools: list[dict] | None = Non
     for i, (where, m) in enumerate(f.objects(raw, "messages")):
         role = m.get("role")
         if role == "system":
-            sys_msg = system_message(m, where, later_user="user" in roles[i + 1:])
+            sys_msg = system_message(m, where, later_user="user" in roles[i + 1:], changes=changes)
             if sys_msg is not None:
                 out.append(sys_msg)
             continue
@@ -104,6 +107,9 @@ def parse_messages(raw: list, system: str | None, tools: list[dict] | None = Non
                 if b.get("is_error"):
                     body_text = f"Error: {body_text}"
                 out.append({"role": "tool", "tool_call_id": str(b.get("tool_use_id", "")), "content": body_text})
+            elif kind == "compaction" and role == "assistant" and changes is not None:
+                for k, change in f.objects(b.get("tool_changes") or [], f"{bw}.tool_changes"):
+                    changes.read(change, k)     # the summarised turns' changes: their text went with them
             elif kind in ("thinking", "redacted_thinking") or (role == "assistant" and isinstance(kind, str)
                                                                 and kind not in ("text", "tool_use", "image")):
                 continue    # earlier reasoning and server-side tool blocks: not part of what the model reads
@@ -143,16 +149,20 @@ def parse_tool_choice(body: dict) -> dict | None:
 
 def offered_tools(body: dict) -> list[dict]:
     """Every tool of the request the model could call, as chat tools (whatever `tool_choice` says)."""
-    out = []
-    for tw, t in f.objects(f.get_list(body, "tools") or [], "tools"):
-        if not isinstance(t.get("name"), str) or not t["name"]:
-            raise APIError(400, f"{tw}.name must be a non-empty string")
-        if t.get("type") not in (None, "custom") and "input_schema" not in t:
-            continue  # server tools (web search, ...) are the client's business; the model cannot run them
-        schema = f.tool_schema(t.get("input_schema"), f"{tw}.input_schema")
-        out.append({"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
-                                                      "parameters": schema}})
-    return out
+    tools = [chat_tool(t, tw) for tw, t in f.objects(f.get_list(body, "tools") or [], "tools")]
+    return [t for t in tools if t is not None]
+
+
+def chat_tool(t: dict, where: str) -> dict | None:
+    """One `tools` entry as a chat tool; None for a server tool (web search, ...): the client's business,
+    the model cannot run it."""
+    if not isinstance(t.get("name"), str) or not t["name"]:
+        raise APIError(400, f"{where}.name must be a non-empty string")
+    if t.get("type") not in (None, "custom") and "input_schema" not in t:
+        return None
+    schema = f.tool_schema(t.get("input_schema"), f"{where}.input_schema")
+    return {"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
+                                             "parameters": schema}}
 
 
 def parse_tools(body: dict) -> list[dict] | None:
@@ -176,10 +186,14 @@ async def _prompt(request: web.Request, body: dict) -> tuple[Any, list[dict], li
     f.get_str(body, "model")
     raw = f.get_list(body, "messages", required=True, nonempty=True)
     tools = parse_tools(body)
-    messages = parse_messages(raw, parse_system(body), offered_tools(body))
+    offered = offered_tools(body)
+    changes = ToolChanges(offered, chat_tool)
+    messages = parse_messages(raw, parse_system(body), offered, changes)
     choice = body.get("tool_choice") if isinstance(body.get("tool_choice"), dict) else {}
     deferred = deferred_names(body) - {choice.get("name")}     # a tool demanded by name is shown
     shown, callable_ = shown_and_callable(tools, deferred, referenced_names(raw))
+    if choice.get("type") not in ("none", "tool"):      # tool_choice's own limits stand
+        callable_ = changes.callable(callable_)
     history, prefill = split_prefill(messages)
     return state, messages, callable_, await render_chat_async(state.engine, history, shown, prefill)
 

@@ -1,6 +1,7 @@
 """The text-only parts of an Anthropic request: the top-level `system` prompt (Claude Code's billing line
-dropped), `role: "system"` messages inside `messages`, and arrays of text blocks. Each read fails with a
-400 naming the place; nothing here knows of tools, calls or the template.
+dropped), `role: "system"` messages inside `messages` (their tool changes read by tool_changes.py), and
+arrays of text blocks. Each read fails with a 400 naming the place; nothing here knows of calls or the
+template.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Any
 
 from strata.server import fields as f
 from strata.server.errors import APIError
+from strata.server.tool_changes import ToolChanges, is_tool_change
 
 
 def text_of_blocks(content: Any, where: str) -> str:
@@ -50,26 +52,31 @@ def parse_system(body: dict) -> str | None:
     return text_of_blocks(system, "system")
 
 
-# blocks of a mid-conversation system message that change the offered tools (the beta
-# mid-conversation-tool-changes): the template writes the request's `tools` once, before the conversation,
-# so they are left out; the model is offered the request's tools throughout
-TOOL_CHANGE_BLOCKS = ("tool_addition", "tool_removal")
 CLEAR_AT = ("next_user_message", "never")
 
 
-def system_message(m: dict, where: str, later_user: bool) -> dict | None:
+def system_message(m: dict, where: str, later_user: bool, changes: ToolChanges | None = None) -> dict | None:
     """A `role: "system"` message in `messages` (Claude Code 2.1 sends its environment and date this way,
     after the first user turn) as a system chat message; None when it has no text, or when its `clear_at`
-    is "next_user_message" and a user turn follows it (Anthropic no longer shows it to the model then)."""
+    is "next_user_message" and a user turn follows it (Anthropic no longer shows it to the model then).
+    Its `tool_addition` / `tool_removal` blocks are applied to `changes` and read as the text they give,
+    after the message's own text, whatever `clear_at` says: the change holds from there on (tool_changes.py;
+    without `changes` they are left out)."""
     clear_at = m.get("clear_at")
     if clear_at is not None and clear_at not in CLEAR_AT:
         raise APIError(400, f"{where}.clear_at must be one of {', '.join(map(repr, CLEAR_AT))}; got {clear_at!r}")
     content = m.get("content")
     if content is None:
         content = ""
+    notes = []
     if isinstance(content, list):
-        content = [b for b in content if not (isinstance(b, dict) and b.get("type") in TOOL_CHANGE_BLOCKS)]
+        for i, b in enumerate(content):
+            if is_tool_change(b) and changes is not None:
+                notes.append(changes.read(b, f"{where}.content[{i}]"))
+        # an empty text in each change's place: a bad block after it is still named by its own index
+        content = [{"type": "text", "text": ""} if is_tool_change(b) else b for b in content]
     text = text_of_blocks(content, f"{where}.content")
-    if not text or (clear_at == "next_user_message" and later_user):
-        return None
-    return {"role": "system", "content": text}
+    if clear_at == "next_user_message" and later_user:
+        text = ""
+    text = "\n\n".join(t for t in (text, *notes) if t)
+    return {"role": "system", "content": text} if text else None
