@@ -1,4 +1,5 @@
-"""Micro-benchmark of the row-interleaved ("packed") Q4_1 / Q8_0 / Q4_K / Q5_K / Q6_K products (quants-packed.h)
+"""Micro-benchmark of the row-interleaved ("packed") Q4_1 / Q8_0 / IQ4_NL / Q4_K / Q5_K / Q6_K / Q3_K / Q2_K /
+IQ4_XS products (quants-packed.h)
 against the GGUF-layout products they replace in the engine, on one thread.
 
 Per type and row length (576, 1536: SmolLM2-135M's n_embd and n_ff; for the K-quants, whose rows are
@@ -10,7 +11,7 @@ packing speed (MB/s of GGUF weights packed).
 
 Times are CPU seconds of this process (time.process_time), best of several runs; the kernels are
 single-threaded. Not a test: nothing is asserted. Usage:
-.venv/bin/python benchmarks/packed_kernels.py [--types Q4_1,Q8_0,Q4_K,Q5_K,Q6_K] [--json]
+.venv/bin/python benchmarks/packed_kernels.py [--types Q4_1,Q8_0,Q4_K,Q5_K,Q6_K,Q3_K,IQ4_XS,IQ4_NL,Q2_K] [--json]
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from tests.native.kernel_data import TYPE_IDS, K, random_activations, random_wei
 
 STREAM_BYTES = 96 << 20   # streamed weights: 3x the 32 MiB L3
 L2_ROWS = {576: 1536, 1536: 576, 2048: 448, 5632: 160}   # rows of about 0.5 MiB at each row length
-ROW_LENGTHS = {"Q4_K": (2048, 5632), "Q5_K": (2048, 5632), "Q6_K": (2048, 5632)}   # others: (576, 1536)
+SUPER_BLOCK_TYPES = ("Q4_K", "Q5_K", "Q6_K", "Q3_K", "Q2_K", "IQ4_XS")
+ROW_LENGTHS = {t: (2048, 5632) for t in SUPER_BLOCK_TYPES}   # others: (576, 1536)
 # (rows, n) of ffn_up (Q6_K: ffn_down, the matrix Q4_K_M files keep in Q6_K); others: (1536, 576)
-PREFILL_SHAPE = {"Q4_K": (5632, 2048), "Q5_K": (5632, 2048), "Q6_K": (2048, 5632)}
+PREFILL_SHAPE = {**{t: (5632, 2048) for t in SUPER_BLOCK_TYPES}, "Q6_K": (2048, 5632)}
 
 
 def rate(work: float, fn, *args, reps: int = 3) -> float:

@@ -1,9 +1,11 @@
-// AVX-512 VNNI products over row-interleaved Q4_1 / Q8_0 / Q4_K / Q5_K / Q6_K weights (layout: quants-packed.h). A tile
+// AVX-512 VNNI products over row-interleaved Q4_1 / Q8_0 / IQ4_NL / Q4_K / Q5_K / Q6_K weights (layout:
+// quants-packed.h; Q3_K, Q2_K and IQ4_XS: quants-packed-lowbit-avx512.cpp). A tile
 // is one group of 16 weight rows x nt <= 8 tokens: per block, the group's quants are loaded (and
-// for Q4_1 split into nibbles) once; per token, 8 vpdpbusd with the token's four activation bytes
+// for Q4_1 / IQ4_NL split into nibbles, IQ4_NL's looked up in its table + 128 by a vpshufb) once; per token, 8 vpdpbusd with the token's four activation bytes
 // broadcast give in int32 lane r the dot of row r's whole block, then one convert and one FMA by
 // (16 row scales x the token's scale), plus for Q4_1 one FMA of the 16 row minimums by the token's
-// block sum. Lane r accumulates row r in block order, so no reduction is needed at the end.
+// block sum (Q8_0 and IQ4_NL start from the token's -128 * sum instead). Lane r accumulates row r in
+// block order, so no reduction is needed at the end.
 //
 // Q4_K (one super-block of 256 a packed block): per 16 elements of two sub-blocks, 4 + 4 vpdpbusd
 // give each row's int32 sums (|.| <= 16 * 15 * 128, so exact in int16), which one vpdpwssd each
@@ -33,6 +35,7 @@
 #include <utility>
 
 #include "quants-blocks.h"
+#include "quants-packed-tiles.h"
 #include "quants-packed.h"
 #include "quants.h"
 
@@ -45,49 +48,41 @@
 namespace strata {
 namespace {
 
-constexpr int MAX_NT = 8;                      // tokens per tile: 8 accumulators + 8 weight vectors
+using namespace packed_tiles;
+
 // Weights 16 KiB ahead, into L2 (T1): a T0 prefetch holds one of L1's few fill buffers until its line
 // arrives, which on a mesh Xeon (session 13's VM, lines from a far L3 slice) capped one thread's stream:
 // Q4_1 / Q8_0 streamed 96 MiB at 1 token 21-22 -> 25-30 G weights/s, 4 tokens 14-19 -> 18-26;
 // Q4_K / Q5_K below likewise (+10-20% at 1 token); Q6_K measured no better and keeps T0.
 constexpr size_t PREFETCH_BYTES = 16384;
-constexpr size_t ACT_TILE_BYTES = 256 * 1024;  // prepared activations kept in L2 across all groups
 
-inline __m512i bcast_u32(const uint8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-// acc + dpbusd(w, the four bytes at p broadcast): one instruction with an embedded broadcast
-// (GCC does not fold _mm512_set1_epi32 of a load into the instruction; a separate vpbroadcastd per
-// product costs an extra uop).
-inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const uint8_t* p) {
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
-    return acc;
-}
-inline __m512 bcast_f32(const uint8_t* p) {
-    float v;
-    std::memcpy(&v, p, 4);
-    return _mm512_set1_ps(v);
-}
+enum packed_kind { PACKED_Q4_1, PACKED_Q8_0, PACKED_IQ4_NL, PACKED_Q4_K, PACKED_Q5_K, PACKED_Q6_K };
 
-template <bool Q4>
+// The blocks of 32: Q4_1, Q8_0 and IQ4_NL (Q4_1's nibbles, looked up in the table + 128 by a vpshufb;
+// the +128 goes out through the activations' -128 * sum, as Q8_0's).
+template <int KIND>
 struct packed_format {
-    static constexpr int QV = Q4 ? 4 : 8;                                  // 64-byte quant vectors a block
+    static constexpr bool NIBBLES = KIND != PACKED_Q8_0;
+    static constexpr bool HAS_MIN = KIND == PACKED_Q4_1;
+    static constexpr int QV = NIBBLES ? 4 : 8;                             // 64-byte quant vectors a block
     static constexpr size_t QS = size_t(QV) * 64;                          // quant bytes, then scales
-    static constexpr size_t BLOCK = QS + (Q4 ? 64 : 32);                   // + 16 fp16 d (+ 16 fp16 m)
+    static constexpr size_t BLOCK = QS + (HAS_MIN ? 64 : 32);              // + 16 fp16 d (+ 16 fp16 m)
 };
 
 // Y[t * ys + lane] for t < NT over one group: g is its first packed block, x the first token's
 // prepared row; lanes outside `keep` are not stored.
-template <bool Q4, int NT>
+template <int KIND, int NT>
 void packed_tile(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ys, __mmask16 keep,
                  bool prefetch) {
-    using F = packed_format<Q4>;
+    using F = packed_format<KIND>;
+    constexpr bool Q4 = F::NIBBLES, IQ4 = KIND == PACKED_IQ4_NL;
     __m512 acc[NT];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
     const __m512i low4 = _mm512_set1_epi8(0x0F);
+    // IQ4_NL: the 16 table values + 128 (1 .. 241), in each 128-bit lane for vpshufb
+    const __m512i table = _mm512_broadcast_i32x4(_mm_add_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(KVALUES_IQ4NL)),
+                                                              _mm_set1_epi8(char(0x80))));
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* blk = g + size_t(b) * F::BLOCK;
         if (prefetch) {
@@ -101,6 +96,10 @@ void packed_tile(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb, flo
                 const __m512i v = _mm512_loadu_si512(blk + 64 * j);
                 w[j] = _mm512_and_si512(v, low4);
                 w[4 + j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+                if (IQ4) {
+                    w[j] = _mm512_shuffle_epi8(table, w[j]);
+                    w[4 + j] = _mm512_shuffle_epi8(table, w[4 + j]);
+                }
             }
         } else {
 #pragma GCC unroll 8
@@ -108,17 +107,17 @@ void packed_tile(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb, flo
         }
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + F::QS)));
         __m512 mw = _mm512_setzero_ps();
-        if (Q4) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + F::QS + 32)));
+        if (F::HAS_MIN) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + F::QS + 32)));
         const uint8_t* xb = x + size_t(b) * PACKED_ACT_BLOCK_BYTES;
 #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) {
             const uint8_t* a = xb + size_t(t) * xrb;   // qs (32,), float d, float s | int32 corr
-            __m512i d0 = Q4 ? _mm512_setzero_si512() : bcast_u32(a + 36);
+            __m512i d0 = F::HAS_MIN ? _mm512_setzero_si512() : bcast_u32(a + 36);
 #pragma GCC unroll 8
             for (int j = 0; j < 8; ++j) d0 = dpbusd_bcast(d0, w[j], a + 4 * j);
             const __m512 dot = _mm512_cvtepi32_ps(d0);
             acc[t] = _mm512_fmadd_ps(dot, _mm512_mul_ps(dw, bcast_f32(a + 32)), acc[t]);
-            if (Q4) acc[t] = _mm512_fmadd_ps(mw, bcast_f32(a + 36), acc[t]);
+            if (F::HAS_MIN) acc[t] = _mm512_fmadd_ps(mw, bcast_f32(a + 36), acc[t]);
         }
     }
 #pragma GCC unroll 8
@@ -283,50 +282,31 @@ void packed_tile_q6_K(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb
     for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ys, keep, acc[t]);
 }
 
-using tile_fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, float*, int64_t, __mmask16, bool);
-
-enum packed_kind { PACKED_Q4_1, PACKED_Q8_0, PACKED_Q4_K, PACKED_Q5_K, PACKED_Q6_K };
-
 template <packed_kind K, int NT>
 constexpr tile_fn tile_for() {
     if constexpr (K == PACKED_Q4_K) return &packed_tile_q45_K<false, NT>;
     else if constexpr (K == PACKED_Q5_K) return &packed_tile_q45_K<true, NT>;
     else if constexpr (K == PACKED_Q6_K) return &packed_tile_q6_K<NT>;
-    else return &packed_tile<K == PACKED_Q4_1, NT>;
+    else return &packed_tile<K, NT>;
 }
 
 template <packed_kind K, size_t... I>
-constexpr std::array<tile_fn, sizeof...(I)> make_tiles(std::index_sequence<I...>) {
+constexpr tile_table make_tiles(std::index_sequence<I...>) {
     return {{tile_for<K, int(I) + 1>()...}};
 }
 
 template <packed_kind K>
 void packed_matmul(const uint8_t* packed, int64_t nb, const uint8_t* xp, size_t xrb, int64_t n_tok, float* y, int64_t ys,
                    int64_t r0, int64_t r1) {
-    static constexpr auto tiles = make_tiles<K>(std::make_index_sequence<MAX_NT>());
+    static constexpr tile_table tiles = make_tiles<K>(std::make_index_sequence<MAX_NT>());
     const size_t block_bytes = K == PACKED_Q4_K   ? PACKED_Q4_K_BLOCK_BYTES
                                : K == PACKED_Q5_K ? PACKED_Q5_K_BLOCK_BYTES
                                : K == PACKED_Q6_K ? PACKED_Q6_K_BLOCK_BYTES
-                                                  : packed_format<K == PACKED_Q4_1>::BLOCK;
+                                                  : packed_format<K>::BLOCK;
     const size_t act_block_bytes = K == PACKED_Q4_K || K == PACKED_Q5_K ? PACKED_ACT_Q8_K_BLOCK_BYTES
                                    : K == PACKED_Q6_K ? PACKED_ACT_Q6_K_BLOCK_BYTES
                                                       : PACKED_ACT_BLOCK_BYTES;
-    const size_t group_bytes = size_t(nb) * block_bytes;
-    const int64_t g0 = r0 / PACK_ROWS, g1 = (r1 + PACK_ROWS - 1) / PACK_ROWS;
-    const int64_t row_bytes = nb * int64_t(act_block_bytes);
-    const int64_t tok_tile = std::max<int64_t>(MAX_NT, int64_t(ACT_TILE_BYTES) / row_bytes / MAX_NT * MAX_NT);
-    for (int64_t tb = 0; tb < n_tok; tb += tok_tile) {
-        const int64_t te = std::min(n_tok, tb + tok_tile);
-        for (int64_t g = g0; g < g1; ++g) {
-            const int64_t left = r1 - g * PACK_ROWS;   // rows of this group to store
-            const __mmask16 keep = left >= PACK_ROWS ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-            for (int64_t t = tb; t < te; t += MAX_NT) {
-                const int64_t nt = std::min<int64_t>(MAX_NT, te - t);
-                tiles[size_t(nt - 1)](packed + size_t(g) * group_bytes, nb, xp + size_t(t) * xrb, xrb,
-                                      y + t * ys + g * PACK_ROWS, ys, keep, t == tb);
-            }
-        }
-    }
+    run_tiles(tiles, block_bytes, act_block_bytes, packed, nb, xp, xrb, n_tok, y, ys, r0, r1);
 }
 
 }  // namespace
@@ -338,7 +318,8 @@ packed_matmul_fn simd_packed_matmul_for(int32_t weight_type) {
         case TYPE_Q4_K: return packed_matmul<PACKED_Q4_K>;
         case TYPE_Q5_K: return packed_matmul<PACKED_Q5_K>;
         case TYPE_Q6_K: return packed_matmul<PACKED_Q6_K>;
-        default: return nullptr;
+        case TYPE_IQ4_NL: return packed_matmul<PACKED_IQ4_NL>;
+        default: return packed_lowbit_matmul_for(weight_type);   // Q3_K, Q2_K, IQ4_XS, or nullptr
     }
 }
 

@@ -3,7 +3,8 @@
 // to the build's packed kernels (quants-packed-avx512.cpp). Q4_K and Q5_K have their own packing
 // (6-bit scales / mins unpacked to bytes; Q5_K's qh interleaved after them) and activation
 // preparation (Q8_K -> d, qs, sums of 32); Q6_K its
-// own too (ql, qh and scales interleaved apart; Q8_K -> qs, -32 * bsums, d).
+// own too (ql, qh and scales interleaved apart; Q8_K -> qs, -32 * bsums, d), and Q3_K (qs, hmask and its
+// 6-bit scales unpacked to int8; Q8_K -> qs, -4 * bsums, d).
 //
 // Not here: the SIMD products themselves, or the GGUF-layout products (quants.cpp).
 #include "quants-packed.h"
@@ -24,7 +25,9 @@ constexpr int64_t QK = 32;   // elements per block of Q4_1 and Q8_0
 
 // Elements of one block (a packed block holds this block of 16 rows): 256 for Q4_K, else 32.
 bool is_q45_K(int32_t type) { return type == TYPE_Q4_K || type == TYPE_Q5_K; }
-int64_t block_elems(int32_t type) { return is_q45_K(type) || type == TYPE_Q6_K ? QK_K : QK; }
+// The types packed a block at a time by pack_block / unpack_block (their parts rearranged apart).
+bool packs_by_block(int32_t type) { return type == TYPE_Q6_K || type == TYPE_Q3_K; }
+int64_t block_elems(int32_t type) { return is_q45_K(type) || packs_by_block(type) ? QK_K : QK; }
 // Quant bytes of one block (16 for Q4_1, 32 for Q8_0, 128 for Q4_K / Q5_K) and where they start in a GGUF block.
 size_t qs_bytes(int32_t type) { return type == TYPE_Q4_1 ? QK4_1 / 2 : is_q45_K(type) ? QK_K / 2 : QK8_0; }
 size_t qs_offset(int32_t type) {
@@ -66,6 +69,39 @@ void unpack_block_q6_K(const uint8_t* p, int64_t r, block_q6_K* blk) {
     std::memcpy(&blk->d, p + PACKED_Q6_K_D + 2 * rr, 2);
 }
 
+// One Q3_K GGUF block of row r <-> its places in a packed block p: qs and hmask 4 bytes at a time, the 16
+// 6-bit scales as int8 sc - 32 (q3_K_scales; every bit of the 12 bytes is a scale's, so exact back).
+void pack_block_q3_K(const block_q3_K* blk, int64_t r, uint8_t* p) {
+    const size_t rr = size_t(r);
+    for (size_t j = 0; j < QK_K / 16; ++j) std::memcpy(p + (j * PACK_ROWS + rr) * 4, blk->qs + 4 * j, 4);
+    for (size_t j = 0; j < QK_K / 32; ++j) std::memcpy(p + PACKED_Q3_K_HMASK + (j * PACK_ROWS + rr) * 4, blk->hmask + 4 * j, 4);
+    int8_t sc[16];
+    q3_K_scales(*blk, sc);
+    for (size_t s = 0; s < 16; ++s) p[PACKED_Q3_K_SC + s * PACK_ROWS + rr] = uint8_t(sc[s]);
+    std::memcpy(p + PACKED_Q3_K_D + 2 * rr, &blk->d, 2);
+}
+void unpack_block_q3_K(const uint8_t* p, int64_t r, block_q3_K* blk) {
+    const size_t rr = size_t(r);
+    for (size_t j = 0; j < QK_K / 16; ++j) std::memcpy(blk->qs + 4 * j, p + (j * PACK_ROWS + rr) * 4, 4);
+    for (size_t j = 0; j < QK_K / 32; ++j) std::memcpy(blk->hmask + 4 * j, p + PACKED_Q3_K_HMASK + (j * PACK_ROWS + rr) * 4, 4);
+    std::memset(blk->scales, 0, sizeof(blk->scales));
+    for (int s = 0; s < 16; ++s) {   // q3_K_scales' inverse: low 4 bits to nibble s / 8 of byte s % 8, high 2 to byte 8 + s % 4
+        const int v = int(int8_t(p[PACKED_Q3_K_SC + size_t(s) * PACK_ROWS + rr])) + 32;
+        blk->scales[s % 8] = uint8_t(blk->scales[s % 8] | ((v & 0xF) << (4 * (s / 8))));
+        blk->scales[8 + s % 4] = uint8_t(blk->scales[8 + s % 4] | ((v >> 4) << (2 * (s / 4))));
+    }
+    std::memcpy(&blk->d, p + PACKED_Q3_K_D + 2 * rr, 2);
+}
+
+void pack_block(int32_t type, const uint8_t* blk, int64_t r, uint8_t* p) {
+    if (type == TYPE_Q6_K) pack_block_q6_K(reinterpret_cast<const block_q6_K*>(blk), r, p);
+    else pack_block_q3_K(reinterpret_cast<const block_q3_K*>(blk), r, p);
+}
+void unpack_block(int32_t type, const uint8_t* p, int64_t r, uint8_t* blk) {
+    if (type == TYPE_Q6_K) unpack_block_q6_K(p, r, reinterpret_cast<block_q6_K*>(blk));
+    else unpack_block_q3_K(p, r, reinterpret_cast<block_q3_K*>(blk));
+}
+
 void check_type(int32_t type, const char* what) {
     if (!packed_supported(type)) {
         const char* name = type_name(type);
@@ -87,7 +123,8 @@ int64_t n_groups(int64_t n_rows) { return (n_rows + PACK_ROWS - 1) / PACK_ROWS; 
 }  // namespace
 
 bool packed_supported(int32_t type) {
-    return (type == TYPE_Q4_1 || type == TYPE_Q8_0 || is_q45_K(type) || type == TYPE_Q6_K) && simd_packed_matmul_for(type) != nullptr;
+    return (type == TYPE_Q4_1 || type == TYPE_Q8_0 || is_q45_K(type) || packs_by_block(type)) &&
+           simd_packed_matmul_for(type) != nullptr;
 }
 
 size_t packed_block_bytes(int32_t type) {
@@ -96,6 +133,7 @@ size_t packed_block_bytes(int32_t type) {
     if (type == TYPE_Q4_K) return PACKED_Q4_K_BLOCK_BYTES;
     if (type == TYPE_Q5_K) return PACKED_Q5_K_BLOCK_BYTES;
     if (type == TYPE_Q6_K) return PACKED_Q6_K_BLOCK_BYTES;
+    if (type == TYPE_Q3_K) return PACKED_Q3_K_BLOCK_BYTES;
     return size_t(PACK_ROWS) * (qs_bytes(type) + 2 + (type == TYPE_Q4_1 ? 2 : 0));
 }
 
@@ -136,8 +174,8 @@ void pack_rows(int32_t type, const void* w, size_t w_row_bytes, int64_t n_rows, 
                 const int64_t row_i = g * PACK_ROWS + r;
                 if (row_i >= n_rows) break;   // padding rows stay zero: zero scales, zero results
                 const uint8_t* blk = src + size_t(row_i) * w_row_bytes + size_t(b) * bb;
-                if (type == TYPE_Q6_K) {
-                    pack_block_q6_K(reinterpret_cast<const block_q6_K*>(blk), r, p);
+                if (packs_by_block(type)) {
+                    pack_block(type, blk, r, p);
                     continue;
                 }
                 for (size_t j = 0; j < qb / 4; ++j) {
@@ -180,8 +218,8 @@ void unpack_rows(int32_t type, const void* packed, int64_t n_rows, int64_t n_col
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* p = in + (size_t(g) * size_t(nb) + size_t(b)) * pb;
             uint8_t* blk = out + size_t(row_i) * row + size_t(b) * bb;
-            if (type == TYPE_Q6_K) {
-                unpack_block_q6_K(p, r, reinterpret_cast<block_q6_K*>(blk));
+            if (packs_by_block(type)) {
+                unpack_block(type, p, r, blk);
                 continue;
             }
             std::memcpy(blk, p + n_qs + 2 * size_t(r), 2);
@@ -209,7 +247,7 @@ size_t packed_act_row_bytes(int32_t type, int64_t n) {
     check_type(type, "packed_act_row_bytes");
     check_cols(type, n, "packed_act_row_bytes");
     if (is_q45_K(type)) return size_t(n / QK_K) * PACKED_ACT_Q8_K_BLOCK_BYTES;
-    if (type == TYPE_Q6_K) return size_t(n / QK_K) * PACKED_ACT_Q6_K_BLOCK_BYTES;
+    if (packs_by_block(type)) return size_t(n / QK_K) * PACKED_ACT_Q6_K_BLOCK_BYTES;
     return size_t(n / QK) * PACKED_ACT_BLOCK_BYTES;
 }
 
@@ -231,14 +269,15 @@ void prepare_act_row_packed(int32_t type, const void* xq, void* dst, int64_t n) 
         }
         return;
     }
-    if (type == TYPE_Q6_K) {   // Q8_K -> qs (256,) int8, int32 -32 * bsums (16,), float d, zeros
+    if (packs_by_block(type)) {   // Q8_K -> qs (256,) int8, int32 -offset * bsums (16,), float d, zeros
+        const int32_t offset = type == TYPE_Q6_K ? 32 : 4;   // Q6_K's q - 32, Q3_K's q - 4
         const block_q8_K* in = static_cast<const block_q8_K*>(xq);
         uint8_t* out = static_cast<uint8_t*>(dst);
         for (int64_t b = 0; b < n / QK_K; ++b, ++in, out += PACKED_ACT_Q6_K_BLOCK_BYTES) {
             std::memset(out, 0, PACKED_ACT_Q6_K_BLOCK_BYTES);
             std::memcpy(out, in->qs, QK_K);
             for (size_t s = 0; s < QK_K / 16; ++s) {
-                const int32_t off = -32 * int32_t(in->bsums[s]);
+                const int32_t off = -offset * int32_t(in->bsums[s]);
                 std::memcpy(out + QK_K + 4 * s, &off, 4);
             }
             std::memcpy(out + PACKED_ACT_Q6_K_D, &in->d, 4);

@@ -1,4 +1,5 @@
-// Row-interleaved ("packed") copies of Q4_1, Q8_0, Q4_K, Q5_K and Q6_K weight matrices and the products over them,
+// Row-interleaved ("packed") copies of Q4_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K and IQ4_XS weight
+// matrices and the products over them,
 // for AVX-512 VNNI builds: one 512-bit load gives, in int32 lane r, four quant bytes of row r of a
 // group of 16 rows, so a block's dot products for 16 rows come out of 8 vpdpbusd per token, lane r
 // accumulating row r block after block (no horizontal reduce), the weight unpack shared by up to 8
@@ -9,12 +10,13 @@
 // data (embedding lookups, the CUDA backend, snapshots read it); a packed copy is extra memory.
 //
 // Layout of a packed matrix: groups of PACK_ROWS rows (the last padded with zero rows), each group
-// n / QK blocks of packed_block_bytes(type) (QK = 32, 256 for Q4_K / Q5_K / Q6_K), block b of group g holding block
-// b of rows 16g..16g+15:
+// n / QK blocks of packed_block_bytes(type) (QK = 32 for Q4_1 / Q8_0 / IQ4_NL, else 256), block b of group g
+// holding block b of rows 16g..16g+15:
 //   Q4_1 (320 bytes): qs (4, 16, 4) bytes: [j][r] = qs[4j .. 4j + 3] of row r (nibbles as GGUF:
 //        low = elements 4j..4j+3, high = elements 16 + 4j..); d (16,) fp16; m (16,) fp16.
 //   Q8_0 (544 bytes): qs (8, 16, 4) bytes: [j][r] = qs[4j .. 4j + 3] of row r, each + 128
 //        (stored unsigned: byte ^ 0x80); d (16,) fp16.
+//   IQ4_NL (288 bytes): Q4_1's qs (4, 16, 4) (nibbles: table indices); d (16,) fp16.
 //   Q4_K (2368 bytes, one super-block of 256): qs (32, 16, 4) bytes: [j][r] = qs[4j .. 4j + 3] of
 //        row r (nibbles as GGUF: low = sub-block 2(j / 8), high = 2(j / 8) + 1, elements 4(j % 8)..);
 //        d (16,) fp16; dmin (16,) fp16; sc (8, 16) bytes: [s][r] = 6-bit scale of sub-block s of
@@ -24,17 +26,31 @@
 //   Q6_K (3360 bytes, one super-block of 256): ql (32, 16, 4) bytes: [j][r] = ql[4j .. 4j + 3] of
 //        row r; qh (16, 16, 4) bytes: [j][r] = qh[4j .. 4j + 3] of row r; sc (16, 16) int8:
 //        [s][r] = scale of sub-block s (16 elements) of row r; d (16,) fp16.
-// Q4_1 / Q8_0 / Q6_K: the same bytes as the GGUF rows, rearranged: as large as the source (+ padding).
+//   Q3_K (1824 bytes): qs (16, 16, 4) bytes: [j][r] = qs[4j .. 4j + 3] of row r; hmask (8, 16, 4) bytes:
+//        [j][r] = hmask[4j .. 4j + 3] of row r; sc (16, 16) int8: [s][r] = sc - 32 of sub-block s of row
+//        r (the 6-bit scales unpacked); d (16,) fp16.
+//   Q2_K (1344 bytes): qs (16, 16, 4) bytes: [j][r] = qs[4j .. 4j + 3] of row r; sc (8, 16, 2) bytes:
+//        [k][r] = scales[2k], scales[2k + 1] of row r (4-bit scale low, 4-bit min high); d (16,) fp16;
+//        dmin (16,) fp16.
+//   IQ4_XS (2208 bytes): qs (32, 16, 4) bytes: [j][r] = qs[4j .. 4j + 3] of row r; sc (8, 16) int8:
+//        [s][r] = ls - 32 of sub-block s (32 elements) of row r; d (16,) fp16.
+// Q4_1 / Q8_0 / IQ4_NL / Q6_K / Q2_K: the same bytes as the GGUF rows, rearranged: as large as the source
+// (+ padding). Q3_K: its 12 bytes of 6-bit scales unpacked to 16: 1824 / 1760 bytes, +3.6%; IQ4_XS its 6
+// bytes of 6-bit scales to 8: 2208 / 2176 bytes, +1.5%.
 // Q4_K: its 12 bytes of 6-bit scales / mins unpacked to 16: 2368 / 2304 bytes, +2.8%; Q5_K the
 // same: 2880 / 2816 bytes, +2.3%.
 //
-// Activations: each row of quantize_act_row's output (Q8_1 for Q4_1, Q8_0 for Q8_0) is prepared
+// Activations: each row of quantize_act_row's output (Q8_1 for Q4_1, Q8_0 for Q8_0 and IQ4_NL) is prepared
 // into blocks of 40 bytes: qs (32,) int8, float d, then float s (Q8_1's d * sum) for Q4_1 or int32
-// -128 * sum(qs) for Q8_0 (removes the +128 of the weights exactly). The floats are the fp16
+// -128 * sum(qs) for Q8_0 and IQ4_NL (removes the +128 of the weights exactly; IQ4_NL's table values are
+// looked up + 128). The floats are the fp16
 // values of the source block, widened, so the products see the same numbers as the GGUF path.
 // Q4_K's and Q5_K's Q8_K rows are prepared per super-block into 288 bytes: qs (256,) int8, float d, int16
 // sums of the 8 sub-blocks of 32 (bsums added in pairs, exact), 12 zero bytes. Q6_K's into 336
-// bytes: qs (256,) int8, int32 -32 * bsums (16,) (the q - 32 offset, exact), float d, 12 zero bytes.
+// bytes: qs (256,) int8, int32 -32 * bsums (16,) (the q - 32 offset, exact), float d, 12 zero bytes;
+// Q3_K's the same with -4 * bsums (its q - 4). Q2_K's into 320 bytes: qs (256,) int8, int16 bsums (16,),
+// float d, 28 zero bytes. IQ4_XS's into 320 bytes: qs (256,) int8, int32 -128 * the sums of the 8
+// sub-blocks of 32 (its table values are looked up + 128), float d, 28 zero bytes.
 //
 // Bitwise rule (as quants.h): a (token, row) result is the same float whatever n_tok, the row range
 // or the token tiling; it is NOT the GGUF-layout kernels' float (the block sums are added in
@@ -59,8 +75,20 @@ constexpr size_t PACKED_ACT_Q6_K_D = 320;             // where its float d start
 // Q6_K packed block: where its parts start (layout above) and its size (16 x 210: no growth)
 constexpr size_t PACKED_Q6_K_QH = 2048, PACKED_Q6_K_SC = 3072, PACKED_Q6_K_D = 3328;
 constexpr size_t PACKED_Q6_K_BLOCK_BYTES = 3360;
+// Q3_K packed block (prepared activations: Q6_K's 336 bytes, with -4 * bsums): parts and size
+constexpr size_t PACKED_Q3_K_HMASK = 1024, PACKED_Q3_K_SC = 1536, PACKED_Q3_K_D = 1792;
+constexpr size_t PACKED_Q3_K_BLOCK_BYTES = 1824;
+// Q2_K packed block (16 x 84: no growth) and its prepared Q8_K super-block: parts and sizes
+constexpr size_t PACKED_Q2_K_SC = 1024, PACKED_Q2_K_D = 1280, PACKED_Q2_K_DMIN = 1312;
+constexpr size_t PACKED_Q2_K_BLOCK_BYTES = 1344;
+constexpr size_t PACKED_ACT_Q2_K_BLOCK_BYTES = 320, PACKED_ACT_Q2_K_D = 288;
+// IQ4_XS packed block and its prepared Q8_K super-block: parts and sizes
+constexpr size_t PACKED_IQ4_XS_SC = 2048, PACKED_IQ4_XS_D = 2176;
+constexpr size_t PACKED_IQ4_XS_BLOCK_BYTES = 2208;
+constexpr size_t PACKED_ACT_IQ4_XS_BLOCK_BYTES = 320, PACKED_ACT_IQ4_XS_D = 288;
 
-// True when this build has packed products for `type` (Q4_1, Q8_0, Q4_K, Q5_K, Q6_K in an AVX-512 VNNI build).
+// True when this build has packed products for `type` (Q4_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K,
+// IQ4_XS in an AVX-512 VNNI build).
 bool packed_supported(int32_t type);
 // Bytes of one packed block of 16 rows, and of a whole packed (n_rows, n_cols) matrix.
 size_t packed_block_bytes(int32_t type);

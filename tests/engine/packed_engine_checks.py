@@ -1,5 +1,5 @@
 """Checks shared by the engine tests of packed (row-interleaved) products (test_packed_q4k.py,
-test_packed_q6k.py, tests/native/test_kernels_packed_engine.py): an engine's logits against the NumPy
+test_packed_kquant_mixes.py, test_packed_lowbit.py, tests/native/test_kernels_packed_engine.py): an engine's logits against the NumPy
 reference within a tolerance of test_logits_reference.py's, and a batched decode bit for bit the
 one-row decodes. Not here: which weights a model packs (each test file's own)."""
 
@@ -16,10 +16,11 @@ def packed_blocks(rows: int, cols: int) -> int:
     return -(-rows // 16) * (cols // 256)
 
 
-def check_logits_match_reference(model, tokens, n_vocab: int, rel_tol: float) -> None:
-    """Each position's largest logit error within rel_tol of its largest reference logit; cosine > 0.998."""
+def check_logits_match_reference(model, tokens, n_vocab: int, rel_tol: float, pack_weights: bool = True) -> None:
+    """Each position's largest logit error within rel_tol of its largest reference logit; cosine > 0.998.
+    pack_weights False: the GGUF-layout products the packed ones replace."""
     ref = reference_logits(model, tokens)
-    engine = Engine(model, n_ctx=64, n_threads=2)
+    engine = Engine(model, n_ctx=64, n_threads=2, pack_weights=pack_weights)
     got = np.stack([engine.decode([0], [t])[0] for t in tokens])
     assert got.shape == ref.shape == (len(tokens), n_vocab)
     scale = np.abs(ref).max(axis=1)

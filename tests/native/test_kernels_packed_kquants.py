@@ -1,9 +1,9 @@
-"""Packed (row-interleaved) K-quant products, Q4_K, Q5_K and Q6_K alike (quants-packed.h): packing
+"""Packed (row-interleaved) K-quant products, Q4_K, Q5_K, Q6_K and Q3_K alike (quants-packed.h): packing
 round-trips to the GGUF bytes (whole groups of one block per 16 rows and super-block), the products
 equal the scalar reference within the products' tolerance (super-block counts 1, 2, 8, 11), a result
 is bit for bit the same whatever n_tok, the row range or the token tiling, padding rows never reach
 an output, and bad arguments are refused by name. Each type's layout, prepared activations and
-extremes are in test_kernels_packed_q4k.py / _q5k.py / _q6k.py. Skipped per type in builds without its
+extremes are in test_kernels_packed_q4k.py / _q5k.py / _q6k.py / _q3k.py. Skipped per type in builds without its
 packed products (no AVX-512 VNNI)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from . import packed_checks as checks
 from .kernel_data import TYPE_IDS, K
 
-BLOCK_BYTES = {"Q4_K": 2368, "Q5_K": 2880, "Q6_K": 3360}   # packed bytes of 16 rows x one super-block
+BLOCK_BYTES = {"Q4_K": 2368, "Q5_K": 2880, "Q6_K": 3360, "Q3_K": 1824}   # packed bytes of 16 rows x one super-block
 
 TYPES = [pytest.param(name, marks=pytest.mark.skipif(not K.packed_supported(TYPE_IDS[name]),
                                                      reason=f"no packed {name} products in this {K.simd_name()} build"))
@@ -23,8 +23,8 @@ TYPES = [pytest.param(name, marks=pytest.mark.skipif(not K.packed_supported(TYPE
 @pytest.mark.parametrize("name", TYPES)
 @pytest.mark.parametrize("n_rows", [1, 15, 16, 17, 37])
 def test_pack_round_trip(name, n_rows):
-    """The 6-bit scale repacking is exact too: Q4_K +2.8% over 16 x 144, Q5_K +2.3% over 16 x 176;
-    Q6_K: 16 x 210, no growth."""
+    """The 6-bit scale repacking is exact too: Q4_K +2.8% over 16 x 144, Q5_K +2.3% over 16 x 176,
+    Q3_K +3.6% over 16 x 110; Q6_K: 16 x 210, no growth."""
     checks.check_round_trip(name, n_rows, 512, 256, BLOCK_BYTES[name])
 
 
