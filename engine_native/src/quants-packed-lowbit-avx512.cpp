@@ -1,5 +1,5 @@
-// AVX-512 VNNI products over row-interleaved Q3_K weights (layout: quants-packed.h), the types of few
-// bits a weight whose quants are assembled from bit fields. As quants-packed-avx512.cpp's K-quants, a tile
+// AVX-512 VNNI products over row-interleaved Q3_K and IQ4_XS weights (layout: quants-packed.h), the
+// super-block types of few bits a weight whose quants are assembled from bit fields or a table. As quants-packed-avx512.cpp's K-quants, a tile
 // is one group of 16 rows x nt <= 8 tokens, lane r of every vector row r's, one super-block a step of
 // the outer loop, integer sums exact per super-block, then one FMA by (the 16 rows' d x the token's d).
 //
@@ -103,6 +103,66 @@ struct q3_K_tiles {
     }
 };
 
+// IQ4_XS (one super-block a step of the outer loop): per sub-block of 32, the 4 x 64 quant bytes are split
+// into nibbles and looked up in the table + 128 (1 .. 241, unsigned for vpdpbusd) by a vpshufb; 8 vpdpbusd
+// start from the token's -128 * sum of the sub-block, giving sum x t (|.| <= 32 * 127 * 128: no int16),
+// which one vpmulld by the row's int8 scale ls - 32 adds to the super-block's int32 sum (|.| <= 8 * 32 *
+// 520192 < 2^31).
+struct iq4_xs_tiles {
+    static constexpr size_t BLOCK = PACKED_IQ4_XS_BLOCK_BYTES, ACT = PACKED_ACT_IQ4_XS_BLOCK_BYTES;
+    static constexpr size_t STEP_LINES = 5 * 64;   // 8 steps x 5 lines cover the block's 35
+
+    template <int NT>
+    static void tile(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ys, __mmask16 keep,
+                     bool prefetch) {
+        __m512 acc[NT];
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+        const __m512i low4 = _mm512_set1_epi8(0x0F);
+        const __m512i table = _mm512_broadcast_i32x4(
+            _mm_add_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(KVALUES_IQ4NL)), _mm_set1_epi8(char(0x80))));
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* blk = g + size_t(b) * BLOCK;
+            const uint8_t* xb = x + size_t(b) * ACT;
+            __m512i isum[NT];   // (NT, 16) int32: sum over sub-blocks of scale * sum x t, per row lane
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+            for (int s = 0; s < 8; ++s) {   // sub-block s: qs bytes 16s .. 16s + 15, elements 32s ..
+                if (prefetch) prefetch_lines(blk, LOWBIT_PREFETCH_BYTES, size_t(s) * STEP_LINES, size_t(s + 1) * STEP_LINES, BLOCK);
+                const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + PACKED_IQ4_XS_SC + 16 * s)));
+                __m512i w[8];   // (8, 16) lane r: 4 table values + 128 of row r (w[c]: elements 4c.., w[4 + c]: 16 + 4c..)
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; ++c) {
+                    const __m512i v = _mm512_loadu_si512(blk + 64 * (4 * s + c));
+                    w[c] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, low4));
+                    w[4 + c] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; ++t) {
+                    const uint8_t* a = xb + size_t(t) * xrb;
+                    const uint8_t* xl = a + 32 * s;
+                    __m512i d = bcast_u32(a + QK_K + 4 * s);
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; ++c) {
+                        d = dpbusd_bcast(d, w[c], xl + 4 * c);
+                        d = dpbusd_bcast(d, w[4 + c], xl + 16 + 4 * c);
+                    }
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(d, sc));
+                }
+            }
+            const __m512 dw = load_f16x16(blk + PACKED_IQ4_XS_D);
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) {
+                const __m512 dx = bcast_f32(xb + size_t(t) * xrb + PACKED_ACT_IQ4_XS_D);
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, dx), acc[t]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ys, keep, acc[t]);
+    }
+};
+
 template <class T>
 void lowbit_matmul(const uint8_t* packed, int64_t nb, const uint8_t* xp, size_t xrb, int64_t n_tok, float* y, int64_t ys,
                    int64_t r0, int64_t r1) {
@@ -115,6 +175,7 @@ void lowbit_matmul(const uint8_t* packed, int64_t nb, const uint8_t* xp, size_t 
 packed_matmul_fn packed_lowbit_matmul_for(int32_t weight_type) {
     switch (weight_type) {
         case TYPE_Q3_K: return lowbit_matmul<q3_K_tiles>;
+        case TYPE_IQ4_XS: return lowbit_matmul<iq4_xs_tiles>;
         default: return nullptr;
     }
 }
