@@ -29,8 +29,12 @@ bool is_q45_K(int32_t type) { return type == TYPE_Q4_K || type == TYPE_Q5_K; }
 // The types packed a block at a time by pack_block / unpack_block (their parts rearranged apart).
 bool packs_by_block(int32_t type) { return type == TYPE_Q6_K || type == TYPE_Q3_K || type == TYPE_IQ4_XS; }
 int64_t block_elems(int32_t type) { return is_q45_K(type) || packs_by_block(type) ? QK_K : QK; }
-// Quant bytes of one block (16 for Q4_1, 32 for Q8_0, 128 for Q4_K / Q5_K) and where they start in a GGUF block.
-size_t qs_bytes(int32_t type) { return type == TYPE_Q4_1 ? QK4_1 / 2 : is_q45_K(type) ? QK_K / 2 : QK8_0; }
+// Quant bytes of one block (16 for Q4_1 / IQ4_NL, 32 for Q8_0, 128 for Q4_K / Q5_K) and where they start in a GGUF block.
+size_t qs_bytes(int32_t type) {
+    return type == TYPE_Q4_1 || type == TYPE_IQ4_NL ? QK4_1 / 2 : is_q45_K(type) ? QK_K / 2 : QK8_0;
+}
+// Q4_1's m and Q4_K's / Q5_K's dmin: a second fp16 a row after the 16 d.
+bool has_second_fp16(int32_t type) { return type == TYPE_Q4_1 || is_q45_K(type); }
 size_t qs_offset(int32_t type) {
     return type == TYPE_Q4_1 ? 4 : type == TYPE_Q4_K ? 4 + K_SCALE_SIZE : type == TYPE_Q5_K ? 4 + K_SCALE_SIZE + QK_K / 8 : 2;
 }
@@ -147,7 +151,7 @@ int64_t n_groups(int64_t n_rows) { return (n_rows + PACK_ROWS - 1) / PACK_ROWS; 
 }  // namespace
 
 bool packed_supported(int32_t type) {
-    return (type == TYPE_Q4_1 || type == TYPE_Q8_0 || is_q45_K(type) || packs_by_block(type)) &&
+    return (type == TYPE_Q4_1 || type == TYPE_Q8_0 || type == TYPE_IQ4_NL || is_q45_K(type) || packs_by_block(type)) &&
            simd_packed_matmul_for(type) != nullptr;
 }
 
@@ -187,7 +191,7 @@ void pack_rows(int32_t type, const void* w, size_t w_row_bytes, int64_t n_rows, 
     const size_t bb = type_block_bytes(type), pb = packed_block_bytes(type), qb = qs_bytes(type), qo = qs_offset(type);
     const int64_t nb = n_cols / block_elems(type);
     const size_t n_qs = size_t(PACK_ROWS) * qb;   // quant bytes of a packed block, before the scales
-    const bool two_fp16 = type != TYPE_Q8_0;      // Q4_1's m, Q4_K's / Q5_K's dmin after the 16 d
+    const bool two_fp16 = has_second_fp16(type);
     const uint32_t flip = type == TYPE_Q8_0 ? 0x80808080u : 0u;   // Q8_0 stored as q + 128
     const uint8_t* src = static_cast<const uint8_t*>(w);
     uint8_t* out = static_cast<uint8_t*>(dst);
@@ -248,7 +252,7 @@ void unpack_rows(int32_t type, const void* packed, int64_t n_rows, int64_t n_col
                 continue;
             }
             std::memcpy(blk, p + n_qs + 2 * size_t(r), 2);
-            if (type != TYPE_Q8_0) std::memcpy(blk + 2, p + n_qs + 2 * size_t(PACK_ROWS) + 2 * size_t(r), 2);
+            if (has_second_fp16(type)) std::memcpy(blk + 2, p + n_qs + 2 * size_t(PACK_ROWS) + 2 * size_t(r), 2);
             if (type == TYPE_Q5_K) {
                 for (size_t j = 0; j < QK_K / 32; ++j) {
                     std::memcpy(blk + Q5_K_QH_OFFSET + 4 * j, p + PACKED_Q5_K_QH + (j * size_t(PACK_ROWS) + size_t(r)) * 4, 4);

@@ -1,9 +1,9 @@
 """The engine on tiny models of the types packed for prefill since session 15 (Q3_K; Q3_K_M's mix of Q3_K,
-Q5_K and Q6_K; IQ4_XS, alone and with an IQ4_XS file's Q6_K output) takes the packed products in an
-AVX-512 VNNI build: it reports the packed bytes of each type (per 16 rows and block: Q3_K 1824, IQ4_XS
-2208, Q5_K 2880, Q6_K 3360), its logits match the NumPy reference
-within test_logits_reference.py's K-quant tolerance with the packed copies and without them (n_vocab 509:
-a padded last group in `output`), and a batched decode is bit for bit the one-row decodes. Elsewhere
+Q5_K and Q6_K; IQ4_XS, alone and with an IQ4_XS file's Q6_K output; IQ4_NL) takes the packed products in
+an AVX-512 VNNI build: it reports the packed bytes of each type (per 16 rows and block: Q3_K 1824, IQ4_XS
+2208, Q5_K 2880, Q6_K 3360, IQ4_NL 288 per 32 columns), its logits match the NumPy reference
+within test_logits_reference.py's tolerance for these types (6%; measured at most 2.9%) with the packed
+copies and without them (n_vocab 509: a padded last group in `output`), and a batched decode is bit for bit the one-row decodes. Elsewhere
 the first test is skipped and the others check the GGUF-layout products."""
 
 from __future__ import annotations
@@ -18,15 +18,16 @@ from .packed_engine_checks import check_batched_equals_single, check_logits_matc
 
 SHAPE = {**K_QUANT_SHAPE, "n_vocab": 509}
 TOKENS = [3, 17, 300, 42, 7, 99, 100, 5, 260, 508, 64, 8]
-TYPE_IDS = {"Q3_K": 11, "Q5_K": 13, "Q6_K": 14, "IQ4_XS": 23}
-BLOCK_BYTES = {"Q3_K": 1824, "Q5_K": 2880, "Q6_K": 3360, "IQ4_XS": 2208}   # packed bytes of 16 rows x one block
-BLOCK_ELEMS = {"Q3_K": 256, "Q5_K": 256, "Q6_K": 256, "IQ4_XS": 256}
+TYPE_IDS = {"Q3_K": 11, "Q5_K": 13, "Q6_K": 14, "IQ4_XS": 23, "IQ4_NL": 20}
+BLOCK_BYTES = {"Q3_K": 1824, "Q5_K": 2880, "Q6_K": 3360, "IQ4_XS": 2208, "IQ4_NL": 288}   # 16 rows x one block
+BLOCK_ELEMS = {"Q3_K": 256, "Q5_K": 256, "Q6_K": 256, "IQ4_XS": 256, "IQ4_NL": 32}
 # model name: (main type, overrides as llama.cpp's file type writes them)
 MODELS = {
     "Q3_K": ("Q3_K", {}),
     "Q3_K_M": ("Q3_K", {"attn_v": "Q5_K", "ffn_down": "Q5_K", "output": "Q6_K"}),
     "IQ4_XS": ("IQ4_XS", {}),
     "IQ4_XS file": ("IQ4_XS", {"output": "Q6_K", "token_embd": "Q4_K"}),
+    "IQ4_NL": ("IQ4_NL", {}),
 }
 ROLES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 
@@ -63,7 +64,7 @@ def test_weights_are_packed(model):
 
 @pytest.mark.parametrize("pack_weights", [True, False])
 def test_logits_match_reference(model, pack_weights):
-    check_logits_match_reference(model[1], TOKENS, SHAPE["n_vocab"], 8e-2, pack_weights=pack_weights)
+    check_logits_match_reference(model[1], TOKENS, SHAPE["n_vocab"], 6e-2, pack_weights=pack_weights)
 
 
 @pytest.mark.parametrize("n_threads", [1, 3])

@@ -1,4 +1,5 @@
-"""Row-interleaved ("packed") Q4_1 / Q8_0 weights (quants-packed.h): packing round-trips to the GGUF
+"""Row-interleaved ("packed") Q4_1 / Q8_0 / IQ4_NL weights (quants-packed.h; IQ4_NL's layout and extremes:
+test_kernels_packed_iq4.py): packing round-trips to the GGUF
 bytes, the packed products equal the scalar reference within the products' tolerance, a result is
 bit for bit the same whatever n_tok, the row range or the token tiling, and padding rows never
 reach an output (those checks shared with the K-quants in packed_checks.py). Skipped in builds
@@ -12,7 +13,7 @@ import pytest
 from . import packed_checks as checks
 from .kernel_data import TYPE_IDS, K
 
-PACKED_TYPES = ["Q4_1", "Q8_0"]
+PACKED_TYPES = ["Q4_1", "Q8_0", "IQ4_NL"]
 
 pytestmark = pytest.mark.skipif(not K.packed_supported(TYPE_IDS["Q4_1"]),
                                 reason=f"no packed products in this {K.simd_name()} build")
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.skipif(not K.packed_supported(TYPE_IDS["Q4_1"]),
 @pytest.mark.parametrize("n_rows", [1, 15, 16, 17, 37, 64])
 def test_pack_round_trip(name, n_rows):
     """unpack(pack(w)) gives the GGUF rows back byte for byte; the packed size is whole groups."""
-    checks.check_round_trip(name, n_rows, 96, 32, {"Q4_1": 320, "Q8_0": 544}[name])
+    checks.check_round_trip(name, n_rows, 96, 32, {"Q4_1": 320, "Q8_0": 544, "IQ4_NL": 288}[name])
 
 
 def test_pack_layout_interleaves_rows_by_four_bytes():

@@ -1,9 +1,10 @@
-"""Row-interleaved ("packed") IQ4_XS weights (quants-packed.h): every element rebuilt from the packed
-block (nibbles at [j][r], the 6-bit scales unpacked to int8, d) through the IQ4 table is gguf's value,
-prepared Q8_K activations carry the same numbers (with -128 * the sums of 32, for the table looked up
-+ 128), and the int32 steps hold at the extremes. Round trip, agreement with the scalar reference, the
-bitwise rule and padding: test_kernels_packed_kquants.py. Skipped in builds without packed products
-(no AVX-512 VNNI)."""
+"""Row-interleaved ("packed") IQ4_XS and IQ4_NL weights (quants-packed.h): every element rebuilt from the
+packed block (nibbles at [j][r], IQ4_XS's 6-bit scales unpacked to int8, d) through the IQ4 table is
+gguf's value, prepared activations carry the same numbers (IQ4_XS: Q8_K with -128 * the sums of 32;
+IQ4_NL: Q8_0 with -128 * the block sum; both for the table looked up + 128), and the integer steps hold
+at the extremes. Round trip, agreement with the scalar reference, the bitwise rule and padding:
+test_kernels_packed_kquants.py (IQ4_XS), test_kernels_packed.py (IQ4_NL). Skipped in builds without
+packed products (no AVX-512 VNNI)."""
 
 from __future__ import annotations
 
@@ -72,3 +73,55 @@ def test_iq4_xs_extremes_fit_the_int32_steps(q, ls, sign):
     got, ref = checks.constant_row_products(XS, iq4_xs_constant_block(q, ls), n, sign)
     assert np.allclose(got, ref, rtol=1e-6, atol=0), (got, ref)
     assert np.allclose(got, sign * n * (ls - 32) * IQ4NL_TABLE[q], rtol=1e-5)
+
+
+NL = "IQ4_NL"
+NL_BLOCK = 288          # packed bytes of 16 rows x one block of 32 (16 x 18: no growth)
+
+needs_nl = pytest.mark.skipif(not K.packed_supported(TYPE_IDS[NL]),
+                              reason=f"no packed IQ4_NL products in this {K.simd_name()} build")
+
+
+@needs_nl
+def test_iq4_nl_packed_block_holds_the_gguf_values():
+    """Group 0 / block 1 rebuilt from the packed block alone: byte l of a row's 16 holds elements l (low
+    nibble) and l + 16 (high), each d * table[nibble]."""
+    n = 64
+    w, _ = checks.case(NL, 16, n, 1, 5)
+    blk = K.pack_rows(TYPE_IDS[NL], w, n)[NL_BLOCK:2 * NL_BLOCK]
+    qs = blk[:256].reshape(4, 16, 4).transpose(1, 0, 2).reshape(16, 16)
+    d = blk[256:288].view("<f2").astype(np.float32)
+    q = np.concatenate([qs & 15, qs >> 4], axis=1)
+    assert np.allclose(d[:, None] * IQ4NL_TABLE[q], true_values(NL, w)[:, 32:64], rtol=1e-6, atol=0)
+
+
+@needs_nl
+def test_iq4_nl_prepared_activations_carry_q8_0_numbers():
+    """40 bytes a block: the Q8_0 qs, its scale widened to float, int32 -128 * the sum of its qs."""
+    n = 64
+    _, xq = checks.case(NL, 1, n, 2, 3)
+    xp = K.prepare_act_packed(TYPE_IDS[NL], xq, n).reshape(4, 40)
+    src = xq.reshape(4, 34)
+    qs = src[:, 2:34].view(np.int8)
+    assert np.array_equal(xp[:, :32], src[:, 2:34])
+    assert np.array_equal(xp[:, 32:36].copy().view("<f4")[:, 0], src[:, 0:2].copy().view("<f2")[:, 0].astype(np.float32))
+    assert np.array_equal(xp[:, 36:40].copy().view("<i4")[:, 0], -128 * qs.astype(np.int32).sum(axis=1))
+
+
+@needs_nl
+@pytest.mark.parametrize("q", [0, 7, 8, 15])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_iq4_nl_table_ends_are_exact(q, sign):
+    """Every nibble q (table -127, -10, 1, 113), activations all +-127: the +128 lookup and the -128 *
+    sum cancel exactly; the packed product is the scalar one up to float rounding."""
+    tid, n = TYPE_IDS[NL], 64
+    blk = np.zeros(18, np.uint8)
+    blk[0:2] = np.array([1.0], "<f2").view(np.uint8)
+    blk[2:] = q * 0x11
+    w = np.tile(blk, (16, n // 32))
+    xq = K.quantize_act_row(tid, np.full((1, n), sign, np.float32))
+    pw, xp = checks.packed(NL, w, n, xq)
+    got = K.matmul_packed(tid, pw, 16, xp, n)[0]
+    ref = K.matvec_generic(tid, w, xq[0], n)
+    assert np.allclose(got, ref, rtol=1e-6, atol=0), (got, ref)
+    assert np.allclose(got, sign * n * IQ4NL_TABLE[q], rtol=1e-3)   # Q8_0's fp16 scale of 1 / 127
