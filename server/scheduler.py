@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from strata.engine.canonical_split import CanonicalSplit
 from strata.engine.sampling import Sampler, token_logprobs
 from strata.engine.text import StreamDecoder
 from strata.server import lookup, slot_policy
@@ -332,10 +333,12 @@ class Scheduler:
             log.exception("cache park of context %s failed", ctx)
 
     def _constraint(self, job: Job) -> Any:
-        """The answer's JSON constraint (response_format), or None."""
+        """The answer's rule as a sampler constraint (a JSON answer, a held call), or None."""
         if job.answer_rule is None:
             return None
-        return job.answer_rule.constraint_for(self.engine.tokenizer, self.eos)
+        held = job.answer_rule.constraint_for(self.engine.tokenizer, self.eos)
+        # the held answer's fixed text in the tokenizer's own split: the next turn reuses all of it
+        return CanonicalSplit(held, self.engine.tokenizer)
 
     def _start_row(self, job: Job, ctx: int) -> None:
         state = self.table[ctx]

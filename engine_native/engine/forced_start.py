@@ -15,6 +15,7 @@ the call (the model writes it; the answer's parser reads it).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -70,6 +71,12 @@ class ForcedStart:
                      if t.startswith(data) or data.startswith(t)]
         if self.repeat and not self.active:      # a start written: free until the next trigger
             self.left, self.after, self._seen = list(self.texts), self._trigger, b""
+
+    def forced_bytes(self, after: bytes = b"") -> bytes:
+        """What every still possible start writes next (after `after`; all of it once one is left); b"" while
+        free, or once `after` writes a start whole."""
+        left = [t[len(after):] for t in self.left if t.startswith(after)] if self.active else []
+        return os.path.commonprefix(left) if left and all(left) else b""
 
     def allowed_mask(self) -> np.ndarray:
         unheld = unheld_mask(self.vocab, self.after, self.active, self.allows)

@@ -13,7 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from strata.engine.token_bytes import Vocabulary, bytes_through, may_finish, text_after, unheld_mask
+from strata.engine.token_bytes import (
+    Vocabulary,
+    bytes_through,
+    forced_run,
+    may_finish,
+    text_after,
+    unheld_mask,
+)
 
 DONE = ("done",)
 
@@ -29,6 +36,7 @@ class HeldCall:
         self.after = trigger if trigger is not None else after
         self._seen = reasoning[0] if opened and reasoning is not None else b""
         self._memo: dict[tuple, tuple | None] = {}
+        self._runs: dict[tuple, bytes] = {}    # forced_bytes' memo
 
     def _begin(self, start: tuple) -> None:
         self._start = start
@@ -144,6 +152,12 @@ class HeldCall:
         if rest is not None:
             self.after, self._seen = None, b""
             self._feed(rest)
+
+    def forced_bytes(self, after: bytes = b"") -> bytes:
+        """The bytes the call must write next (after `after`) whatever the model chooses: its markup, a name
+        or key only one offered fits; b"" while the answer is free or could go two ways."""
+        state = self._from(self.state, after) if self.active else None
+        return forced_run(self._step, state, self._may_end, self._runs) if state is not None and state != DONE else b""
 
     def allowed_mask(self) -> np.ndarray:
         unheld = unheld_mask(self.vocab, self.after, self.active, self.allows)

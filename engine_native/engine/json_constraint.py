@@ -19,6 +19,7 @@ from strata.engine.json_schema import Node
 from strata.engine.token_bytes import (
     Vocabulary,
     bytes_through,
+    forced_run,
     live_suffix,
     may_finish,
     text_after,
@@ -76,6 +77,7 @@ class JsonConstraint:
         if opened and reasoning is not None:
             self._free = reasoning[0]        # the prompt opened the reasoning: the answer starts inside it
         self._memo: dict[tuple, tuple | None] = {}
+        self._runs: dict[tuple, bytes] = {}    # forced_bytes' memo
         # `may_think`: an answer whose first token opens a reasoning block thinks freely until it closes,
         # then the value (a thinking model the prompt did not put in its reasoning)
         self.may_think = may_think if after is None and trigger is None and not lead else None
@@ -152,11 +154,25 @@ class JsonConstraint:
         if nxt is None:
             raise ValueError(f"json constraint: token {token} was not allowed here")
         self.state = nxt
-        if self.trigger is not None and not nxt[0]:      # the value is whole
+        if not nxt[0] and (self.trigger is not None or self.close):   # the value (or its closing tag) is whole
             if self.close and not self._closing:         # its closing tag, then free until the next trigger
                 self.state, self._closing = ((("P", self.close, 0),), 0) + self._blank, True
-            else:
+            elif self.trigger is not None:
                 self.state, self.after, self._free, self._closing = self._initial, self.trigger, b"", False
+
+    def forced_bytes(self, after: bytes = b"") -> bytes:
+        """The bytes the value must write next (after `after`) whatever the model chooses: a key the schema
+        names, the one tool's name, a call's markup and closing tag; b"" while the answer is free or could
+        go two ways."""
+        if not self.active or self.may_think is not None:
+            return b""
+        state = self._after_bytes(after)
+        if state is None:
+            return b""
+        run = forced_run(self._step, state, lambda s: complete(s[:2]), self._runs)
+        if self.close and not self._closing and complete(bytes_through(self._step, state, run)[:2]):
+            run += self.close                            # the value is whole: its closing tag comes next
+        return run
 
     def _allowed_ids(self) -> np.ndarray:
         """The ids allowed next while the value is held: the plain tokens the automaton takes (a walk over

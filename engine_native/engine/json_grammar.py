@@ -11,6 +11,7 @@ Not here: tokens (json_constraint.py follows an answer token by token), the sche
 
 from __future__ import annotations
 
+import functools
 import json
 from fractions import Fraction
 
@@ -108,8 +109,10 @@ def _number_reachable(text: bytes, part: str, node: Node) -> bool:
     return reachable(text, part, node.bounds, node.kind == "integer", MAX_NUMBER)
 
 
+@functools.lru_cache(maxsize=4096)
 def _key_candidates(node: Node, seen: frozenset) -> list[bytes] | None:
-    """The JSON-escaped names a key may still take, or None when any key may come."""
+    """The JSON-escaped names a key may still take, or None when any key may come (cached: asked for each
+    byte of each key)."""
     if node.by_name and "name" not in seen:
         return [b"name"]                             # a call names its tool first
     if node.extra is not None:

@@ -21,7 +21,8 @@ llama.cpp's default sampler chain (common/sampling.cpp):
   `seed` (None: fresh OS entropy). The draw cannot match llama.cpp's mt19937 stream, only its law.
 
 A `constraint` (json_constraint.JsonConstraint: JSON answers for `response_format`) limits the tokens a
-sample may return; the sampler otherwise works as above.
+sample may return; the sampler otherwise works as above. One with `forced_token()` (canonical_split.py)
+names the token outright where the answer's text is fixed: no choice is made there.
 
 What it is not: the decode loop (Engine.generate, the server), stop strings.
 """
@@ -174,8 +175,13 @@ class Sampler:
         With a constraint, a token it does not allow is never returned: the sampler's choice is checked
         first (nearly always allowed), and only when it is not are the other tokens looked at (greedy:
         the best allowed one; else a draw over the allowed ones), so the law is p given "allowed"."""
-        prepared = self._prepare(self._check(logits), history)
+        logits = self._check(logits)
         c = self.constraint
+        forced = c.forced_token() if c is not None and hasattr(c, "forced_token") else None
+        if forced is not None:          # text the answer must write, in the tokenizer's split (canonical_split.py)
+            c.advance(forced)
+            return forced
+        prepared = self._prepare(logits, history)
         token = self._choose(prepared)
         if c is not None:
             # asked even while it waits for its trigger: a token may write the marker and more
@@ -185,6 +191,8 @@ class Sampler:
                 if best is None:
                     raise ValueError("sampling: no token can continue the constrained answer")
                 token = best
+            if hasattr(c, "resplit"):
+                token = c.resplit(token)
             c.advance(token)
         return token
 

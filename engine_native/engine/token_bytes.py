@@ -156,3 +156,41 @@ def unheld_mask(vocab: Vocabulary, after: bytes | None, active: bool, allows: An
     if after is not None:
         return waiting_mask(vocab, after, allows)
     return None if active else np.ones(vocab.n, dtype=bool)
+
+
+# printable bytes first: a state that takes two of them is known not to be forced after a few steps
+_SCAN_ORDER = bytes(range(0x20, 0x7F)) + bytes(range(0x20)) + bytes(range(0x7F, 0x100))
+
+
+def _only_next(step: Any, state: Any) -> tuple[int, Any] | None:
+    """(byte, state after it) when exactly one byte may come next in `state`, else None."""
+    only = None
+    for b in _SCAN_ORDER:
+        nxt = step(state, b)
+        if nxt is not None:
+            if only is not None:
+                return None
+            only = (b, nxt)
+    return only
+
+
+def forced_run(step: Any, state: Any, may_end: Any, memo: dict, limit: int = 256) -> bytes:
+    """The bytes every continuation of `state` writes next through `step` (a constraint's memoized automaton
+    step): they stop where two bytes could come, where the held text may end (`may_end(state)`), or at
+    `limit`. A key the schema names, a call's fixed markup, the one tool's name. `memo` keeps each state's
+    run (a state on a run is asked again once the tokens before it are written)."""
+    out, states = b"", []
+    while state not in memo:
+        only = None if len(out) >= limit or may_end(state) else _only_next(step, state)
+        if only is None:
+            memo[state] = b""
+            break
+        states.append(state)
+        out += bytes([only[0]])
+        state = only[1]
+    out += memo[state]
+    if len(memo) > 20_000:
+        memo.clear()
+    for i, s in enumerate(states):
+        memo[s] = out[i:]
+    return out

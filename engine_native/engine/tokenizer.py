@@ -279,6 +279,10 @@ class Tokenizer:
         if vocab.kind == "spm":
             merges = _spm_merges(vocab, ids)
         self._with_special = self._build(parsed, merges)
+        # the proper starts of the tokens parsed whole in text (unfinished_markup)
+        parsed_texts = [vocab.tokens[i] for i in parsed]
+        self._parsed_starts = frozenset(t[:k] for t in parsed_texts for k in range(1, len(t)))
+        self._longest_parsed = max(map(len, parsed_texts), default=0)
         self._plain = self._build(parsed, merges)
         self._plain.encode_special_tokens = True  # CONTROL tokens become text; USER_DEFINED still parsed
 
@@ -329,6 +333,24 @@ class Tokenizer:
         if want_bos and self.bos_id is not None and not (add_bos is None and ids[:1] == [self.bos_id]):
             ids.insert(0, self.bos_id)
         return ids
+
+    def encode_spans(self, text: str) -> list[tuple[int, int, int, int]]:
+        """`encode(text, special=True, add_bos=False)` with where each token stands: (id, first character,
+        end character, piece), piece the index of the pre-tokenizer piece it is part of (a special token is
+        a piece of its own). A SentencePiece vocabulary's text is one piece."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode_spans() needs a str, got {type(text).__name__}")
+        enc = self._with_special.encode(text, add_special_tokens=False)
+        pieces = [0 if self.kind == "spm" else w for w in enc.word_ids]
+        return [(i, a, b, -1 if w is None else w) for i, (a, b), w in zip(enc.ids, enc.offsets, pieces, strict=True)]
+
+    def unfinished_markup(self, text: str) -> int:
+        """Where a token parsed whole in text (`<|im_end|>`, a template's markup) could begin that `text` ends
+        inside of: what follows could make it, and the tokens from there differ. len(text) when none could."""
+        for p in range(max(0, len(text) - self._longest_parsed + 1), len(text)):
+            if text[p:] in self._parsed_starts:
+                return p
+        return len(text)
 
     def pre_tokenize(self, text: str) -> list[str]:
         """The pieces the pre-tokenizer regexes cut `text` into (BPE then runs inside each piece).

@@ -223,6 +223,20 @@ def test_held_json_calls_take_the_templates_spacing(smol, default_model_path):
     assert json.loads(r.choices[0].message.tool_calls[0].function.arguments).keys() == {"city"}
 
 
+def test_the_next_turn_reuses_all_of_a_held_call(smol):
+    """The call's fixed text is written in the tokenizer's own split and closed as the template closes it, so
+    the next turn's prompt holds the first turn's tokens unchanged (SmolLM2 wrote 'g' 'et' for 'get': 16
+    tokens of the call read again)."""
+    msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+    first = ask(smol, temperature=0, max_tokens=80, tools=[WEATHER], tool_choice="required", messages=msgs)
+    call = first.choices[0].message
+    msgs += [call.model_dump(exclude_none=True),
+             {"role": "tool", "tool_call_id": call.tool_calls[0].id, "content": "Sunny, 21 C"}]
+    second = ask(smol, temperature=0, max_tokens=8, tools=[WEATHER], messages=msgs)
+    reused = second.usage.prompt_tokens_details.cached_tokens
+    assert reused == first.usage.prompt_tokens + first.usage.completion_tokens
+
+
 def probe_rule(factory, **shape):
     """required_call for a tiny model of this shape (its real template), tool bash and tool read_file."""
     from strata.engine import Engine

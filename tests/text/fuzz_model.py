@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from strata.engine.canonical_split import CanonicalSplit
 from strata.engine.sampling import Sampler, SamplingParams
 from strata.engine.token_bytes import Vocabulary
 
@@ -102,10 +103,13 @@ def step(model: NoisyModel, sampler: Sampler, drive: Drive, check_mask: float = 
     return token
 
 
-def sampler_for(constraint, vocab: Vocabulary, rng: np.random.Generator) -> Sampler:
+def sampler_for(constraint, vocab: Vocabulary, rng: np.random.Generator, tokenizer=None) -> Sampler:
+    """A sampler at a random temperature; with `tokenizer`, the constraint's forced text in its split, as the
+    server holds answers (canonical_split.CanonicalSplit)."""
     temperature = float(rng.choice([0.0, 0.6, 1.0, 1.4]))
+    held = CanonicalSplit(constraint, tokenizer) if tokenizer is not None else constraint
     return Sampler(SamplingParams(temperature=temperature, seed=int(rng.integers(1 << 30))), vocab.n,
-                   constraint=constraint)
+                   constraint=held)
 
 
 def held_until(model: NoisyModel, sampler: Sampler, drive: Drive, holding: Callable[[], bool], limit: int,

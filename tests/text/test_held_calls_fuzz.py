@@ -136,7 +136,7 @@ def answer(engine, fmt_name: str, tools: list[dict], demanded: bool, rng: np.ran
     eos = sorted(tokenizer.eot_ids) if tokenizer is not engine.tokenizer else sorted(engine.eos_token_ids)
     c = rule.constraint_for(tokenizer, eos)
     model = NoisyModel(vocab, _markup(fmt_name, rule) + tool_pieces(tools) + list(JSON_PIECES), rng)
-    sampler = sampler_for(c, vocab, rng)
+    sampler = sampler_for(c, vocab, rng, tokenizer)
     drive = Drive()
     finished = 0
     if fmt.opened:                                   # the prompt opened the reasoning: it is closed first

@@ -162,8 +162,10 @@ def check_formats(schema: dict, value) -> None:
             check_formats(schema.get("items"), v)
 
 
-def fuzz_answers(vocab: Vocabulary, eos: int, n: int, seed: int, limit: int, check_mask: float = 0.0) -> tuple[int, int]:
-    """(answers finished and valid, answers cut at `limit`); a dead end or an invalid answer fails."""
+def fuzz_answers(tokenizer, n: int, seed: int, limit: int, check_mask: float = 0.0) -> tuple[int, int]:
+    """(answers finished and valid, answers cut at `limit`); a dead end or an invalid answer fails. Held as the
+    server holds them (the forced text in the tokenizer's split)."""
+    vocab, eos = Vocabulary.of(tokenizer), tokenizer.eos_id
     rng = np.random.default_rng(seed)
     done = cut = 0
     for _ in range(n):
@@ -174,7 +176,7 @@ def fuzz_answers(vocab: Vocabulary, eos: int, n: int, seed: int, limit: int, che
             raise AssertionError(f"the generator wrote a schema outside the subset: {e}") from None
         c = JsonConstraint(root, vocab, [eos])
         model = NoisyModel(vocab, json_pieces(schema) + list(JSON_PIECES), rng)
-        sampler, drive = sampler_for(c, vocab, rng), Drive()
+        sampler, drive = sampler_for(c, vocab, rng, tokenizer), Drive()
         if not held_until(model, sampler, drive, lambda c=c: bool(c.state[0]), limit, check_mask):
             assert not drive.dead_end, (schema, drive.text(vocab, [eos]))
             cut += 1
@@ -195,12 +197,12 @@ def test_random_schemas_on_a_small_vocabulary(tiny_model_factory):
     from strata.engine.tokenizer import Tokenizer
 
     tok = Tokenizer.from_metadata(GGUFFile(tiny_model_factory(n_vocab=512, seed=11)).metadata)
-    done, cut = fuzz_answers(Vocabulary.of(tok), tok.eos_id, n=40, seed=1, limit=250, check_mask=0.05)
+    done, cut = fuzz_answers(tok, n=40, seed=1, limit=250, check_mask=0.05)
     assert done >= 28, (done, cut)
 
 
 def test_random_schemas_on_the_default_models_vocabulary(smollm_tokenizer):
-    done, cut = fuzz_answers(Vocabulary.of(smollm_tokenizer), smollm_tokenizer.eos_id, n=10, seed=2, limit=200)
+    done, cut = fuzz_answers(smollm_tokenizer, n=10, seed=2, limit=200)
     assert done >= 7, (done, cut)
 
 

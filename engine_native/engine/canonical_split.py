@@ -1,0 +1,129 @@
+"""Text a held answer must write, written in the tokens the tokenizer itself would cut it into.
+
+Why: a held answer's fixed text (a call's markup, the one tool's name, a key the schema names) can be
+written in many token splits, and the model, held to its bytes, often picks another split than the
+tokenizer's ('g' 'et' for 'get'). The next turn renders the answer back and tokenizes it, so the
+conversation's history differs from that token on and is read again from there. Written in the
+tokenizer's own split, the next turn reuses the whole answer (and the model reads the split it was
+trained on).
+
+What it is: `CanonicalSplit(constraint, tokenizer)`, a sampler constraint (sampling.py's protocol) around
+one that can say which bytes it forces (`forced_bytes`: json_constraint.JsonConstraint, held_call.HeldCall,
+forced_start.ForcedStart). Its `forced_token()` is the next token of the tokenizer's split of those bytes,
+read in the context of the answer so far, for as long as the split is certain: the tokenizer's pieces
+(its pre-tokenizer's) that end inside the forced bytes; the last piece could still grow with what the
+model writes next, and so could a markup token the forced bytes end inside of, so the model writes those,
+as before. None when nothing is forced, when the answer so far
+ends inside one of the tokenizer's tokens (its split already differs), and for SentencePiece vocabularies
+(no pieces: nothing is certain before the answer's end).
+
+Not here: which bytes are forced (the constraints), the choice of a free token (sampling.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# the answer's bytes the split is read with: from after the last newline (a piece boundary in every
+# pre-tokenizer), at most this many
+CONTEXT_BYTES = 256
+
+
+def _utf8(data: bytes) -> str | None:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def canonical_plan(tokenizer: Any, before: bytes, ahead: bytes) -> list[int]:
+    """The tokenizer's tokens for `ahead` written after `before` (the answer so far, from a piece boundary),
+    up to the start of the last piece; [] when the tokenizer cuts a token across where `before` ends."""
+    head = _utf8(before)
+    if head is None:                          # the answer ends inside a character
+        return []
+    ahead_text = ahead.decode("utf-8", errors="ignore")   # drops a character cut at the end
+    if not ahead_text:
+        return []
+    text = head + ahead_text
+    spans = tokenizer.encode_spans(text)
+    start, certain = len(head), tokenizer.unfinished_markup(text)
+    first = next((k for k, (_, a, _, _) in enumerate(spans) if a >= start), None)
+    if first is None or spans[first][1] != start or any(b > start for _, _, b, _ in spans[:first]):
+        return []
+    last_piece = spans[-1][3]
+    special = getattr(tokenizer, "special_ids", frozenset())
+    plan = []
+    for token, _, end, piece in spans[first:]:
+        if end > certain or (piece == last_piece and token not in special):   # may change with what follows
+            break
+        plan.append(token)
+    return plan
+
+
+class CanonicalSplit:
+    """A constraint whose forced text is written in the tokenizer's split (module docstring)."""
+
+    def __init__(self, constraint: Any, tokenizer: Any):
+        self.inner = constraint
+        self.tokenizer = tokenizer
+        self.special = frozenset(getattr(tokenizer, "special_ids", ()))
+        self._text = b""           # the answer since its start or last special token (a piece boundary)
+        self._plan: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:     # the rest of the constraint's surface
+        return getattr(self.inner, name)
+
+    def allows(self, token: int) -> bool:
+        return self.inner.allows(token)
+
+    def allowed_mask(self) -> Any:
+        return self.inner.allowed_mask()
+
+    def best_allowed(self, logits: Any) -> int | None:
+        return self.inner.best_allowed(logits)
+
+    def advance(self, token: int) -> None:
+        token = int(token)
+        self.inner.advance(token)
+        if self._plan and self._plan[0] == token:
+            self._plan.pop(0)
+        else:
+            self._plan = []
+        if token in self.special:
+            self._text = b""
+        elif 0 <= token < self.tokenizer.n_vocab:
+            self._text = self._text + self.tokenizer.token_bytes(token)
+            if len(self._text) > 2 * CONTEXT_BYTES:
+                self._text = self._text[-CONTEXT_BYTES:]
+
+    def _context(self) -> bytes:
+        """The answer's last bytes from after a newline (where a piece starts), at most CONTEXT_BYTES."""
+        tail = self._text[-CONTEXT_BYTES:]
+        cut = tail.rfind(b"\n")
+        return tail[cut + 1:] if cut >= 0 or len(self._text) <= CONTEXT_BYTES else tail
+
+    def resplit(self, token: int) -> int:
+        """The model's free choice, or the tokenizer's token in its place when the choice runs on into forced
+        text and the tokenizer cuts the two otherwise (`"}` before a forced `}`: the tokenizer writes `"` `}}`).
+        The text is the same or a start of it: the model chooses again after a shorter token."""
+        token = int(token)
+        if token in self.special or not 0 <= token < self.tokenizer.n_vocab:
+            return token
+        data = self.tokenizer.token_bytes(token)
+        forced = self.inner.forced_bytes(data)
+        if not forced:
+            return token
+        plan = canonical_plan(self.tokenizer, self._context(), data + forced)
+        return plan[0] if plan and plan[0] != token and self.inner.allows(plan[0]) else token
+
+    def forced_token(self) -> int | None:
+        """The next token of the forced text in the tokenizer's split, or None (the model chooses)."""
+        if not self._plan:
+            forced = self.inner.forced_bytes()
+            if not forced:
+                return None
+            self._plan = canonical_plan(self.tokenizer, self._context(), forced)
+        if self._plan and not self.inner.allows(self._plan[0]):
+            self._plan = []
+        return self._plan[0] if self._plan else None
