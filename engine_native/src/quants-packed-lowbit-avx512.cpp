@@ -1,4 +1,4 @@
-// AVX-512 VNNI products over row-interleaved Q3_K and IQ4_XS weights (layout: quants-packed.h), the
+// AVX-512 VNNI products over row-interleaved Q3_K, Q2_K and IQ4_XS weights (layout: quants-packed.h), the
 // super-block types of few bits a weight whose quants are assembled from bit fields or a table. As quants-packed-avx512.cpp's K-quants, a tile
 // is one group of 16 rows x nt <= 8 tokens, lane r of every vector row r's, one super-block a step of
 // the outer loop, integer sums exact per super-block, then one FMA by (the 16 rows' d x the token's d).
@@ -163,6 +163,76 @@ struct iq4_xs_tiles {
     }
 };
 
+// Q2_K: steps as Q3_K's, each quant q = (qs >> 2g) & 3 in [0, 3] (a shift and an and); 4 vpdpbusd from
+// zero give sum x q (|.| <= 16 * 3 * 128: an int16), one vpdpwssd by the row's 4-bit scale; per
+// super-block the mins (the scale bytes' high nibbles, two sub-blocks an int32 lane) go through 8
+// vpdpwssd with the token's int16 bsums, then one FMA by d and one by dmin.
+struct q2_K_tiles {
+    static constexpr size_t BLOCK = PACKED_Q2_K_BLOCK_BYTES, ACT = PACKED_ACT_Q2_K_BLOCK_BYTES;
+    static constexpr size_t STEP_LINES = 3 * 64;   // 8 steps x 3 lines cover the block's 21
+
+    template <int NT>
+    static void tile(const uint8_t* g, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ys, __mmask16 keep,
+                     bool prefetch) {
+        __m512 acc[NT];
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+        const __m512i low2 = _mm512_set1_epi8(0x03), low4_32 = _mm512_set1_epi32(0x0F);
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* blk = g + size_t(b) * BLOCK;
+            const uint8_t* xb = x + size_t(b) * ACT;
+            __m512i isum[NT];   // (NT, 16) int32: sum over sub-blocks of scale * sum x q, per row lane
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+            for (int u = 0; u < 8; ++u) {   // step u: half h = u / 4, group gr = u % 4: sub-blocks 2u, 2u + 1
+                const int h = u >> 2, gr = u & 3;
+                if (prefetch) prefetch_lines(blk, LOWBIT_PREFETCH_BYTES, size_t(u) * STEP_LINES, size_t(u + 1) * STEP_LINES, BLOCK);
+                // (16,) int32 lane r: scale bytes 2u (low int16) and 2u + 1 (high) of row r -> their low nibbles
+                const __m512i pair = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + PACKED_Q2_K_SC + 32 * u)));
+                const __m512i sc0 = _mm512_and_si512(pair, low4_32);
+                const __m512i sc1 = _mm512_and_si512(_mm512_srli_epi32(pair, 16), low4_32);
+                const __m128i q_shift = shift_count(2 * gr);
+                __m512i w[8];   // (8, 16) lane r: 4 quants of row r (w[c]: sub-block 2u, elements 4c..; w[4 + c]: 2u + 1)
+#pragma GCC unroll 8
+                for (int c = 0; c < 8; ++c) {
+                    w[c] = _mm512_and_si512(_mm512_srl_epi16(_mm512_loadu_si512(blk + 64 * (8 * h + c)), q_shift), low2);
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; ++t) {
+                    const uint8_t* xl = xb + size_t(t) * xrb + 128 * h + 32 * gr;   // sub-block 2u's 16; + 16: 2u + 1's
+                    __m512i dl = _mm512_setzero_si512(), dh = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; ++c) {
+                        dl = dpbusd_bcast(dl, w[c], xl + 4 * c);
+                        dh = dpbusd_bcast(dh, w[4 + c], xl + 16 + 4 * c);
+                    }
+                    isum[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[t], dl, sc0), dh, sc1);
+                }
+            }
+            __m512i mins[8];   // (8, 16) lane r: int16 mins of sub-blocks 2k, 2k + 1 of row r
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; ++k) {
+                mins[k] = _mm512_srli_epi16(
+                    _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + PACKED_Q2_K_SC + 32 * k))), 4);
+            }
+            const __m512 dw = load_f16x16(blk + PACKED_Q2_K_D), mw = load_f16x16(blk + PACKED_Q2_K_DMIN);
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) {
+                const uint8_t* a = xb + size_t(t) * xrb;   // qs (256,), int16 bsums (16,), float d
+                __m512i ms = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; ++k) ms = _mm512_dpwssd_epi32(ms, mins[k], bcast_u32(a + QK_K + 4 * k));
+                const __m512 dx = bcast_f32(a + PACKED_ACT_Q2_K_D);
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, dx), acc[t]);
+                acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(mw, dx), acc[t]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ys, keep, acc[t]);
+    }
+};
+
 template <class T>
 void lowbit_matmul(const uint8_t* packed, int64_t nb, const uint8_t* xp, size_t xrb, int64_t n_tok, float* y, int64_t ys,
                    int64_t r0, int64_t r1) {
@@ -176,6 +246,7 @@ packed_matmul_fn packed_lowbit_matmul_for(int32_t weight_type) {
     switch (weight_type) {
         case TYPE_Q3_K: return lowbit_matmul<q3_K_tiles>;
         case TYPE_IQ4_XS: return lowbit_matmul<iq4_xs_tiles>;
+        case TYPE_Q2_K: return lowbit_matmul<q2_K_tiles>;
         default: return nullptr;
     }
 }

@@ -5,7 +5,7 @@
 // preparation (Q8_K -> d, qs, sums of 32); Q6_K its
 // own too (ql, qh and scales interleaved apart; Q8_K -> qs, -32 * bsums, d), and Q3_K (qs, hmask and its
 // 6-bit scales unpacked to int8; Q8_K -> qs, -4 * bsums, d), and IQ4_XS (qs, its 6-bit scales unpacked to
-// int8; Q8_K -> qs, -128 * sums of 32, d).
+// int8; Q8_K -> qs, -128 * sums of 32, d), and Q2_K (qs and its scale bytes; Q8_K -> qs, bsums, d).
 //
 // Not here: the SIMD products themselves, or the GGUF-layout products (quants.cpp).
 #include "quants-packed.h"
@@ -27,7 +27,9 @@ constexpr int64_t QK = 32;   // elements per block of Q4_1 and Q8_0
 // Elements of one block (a packed block holds this block of 16 rows): 256 for Q4_K, else 32.
 bool is_q45_K(int32_t type) { return type == TYPE_Q4_K || type == TYPE_Q5_K; }
 // The types packed a block at a time by pack_block / unpack_block (their parts rearranged apart).
-bool packs_by_block(int32_t type) { return type == TYPE_Q6_K || type == TYPE_Q3_K || type == TYPE_IQ4_XS; }
+bool packs_by_block(int32_t type) {
+    return type == TYPE_Q6_K || type == TYPE_Q3_K || type == TYPE_Q2_K || type == TYPE_IQ4_XS;
+}
 int64_t block_elems(int32_t type) { return is_q45_K(type) || packs_by_block(type) ? QK_K : QK; }
 // Quant bytes of one block (16 for Q4_1 / IQ4_NL, 32 for Q8_0, 128 for Q4_K / Q5_K) and where they start in a GGUF block.
 size_t qs_bytes(int32_t type) {
@@ -119,14 +121,33 @@ void unpack_block_iq4_xs(const uint8_t* p, int64_t r, block_iq4_xs* blk) {
     std::memcpy(&blk->d, p + PACKED_IQ4_XS_D + 2 * rr, 2);
 }
 
+// One Q2_K GGUF block of row r <-> its places in a packed block p: qs 4 bytes at a time, the scale bytes
+// (scale low, min high) 2 at a time, d, dmin.
+void pack_block_q2_K(const block_q2_K* blk, int64_t r, uint8_t* p) {
+    const size_t rr = size_t(r);
+    for (size_t j = 0; j < QK_K / 16; ++j) std::memcpy(p + (j * PACK_ROWS + rr) * 4, blk->qs + 4 * j, 4);
+    for (size_t k = 0; k < QK_K / 32; ++k) std::memcpy(p + PACKED_Q2_K_SC + (k * PACK_ROWS + rr) * 2, blk->scales + 2 * k, 2);
+    std::memcpy(p + PACKED_Q2_K_D + 2 * rr, &blk->d, 2);
+    std::memcpy(p + PACKED_Q2_K_DMIN + 2 * rr, &blk->dmin, 2);
+}
+void unpack_block_q2_K(const uint8_t* p, int64_t r, block_q2_K* blk) {
+    const size_t rr = size_t(r);
+    for (size_t j = 0; j < QK_K / 16; ++j) std::memcpy(blk->qs + 4 * j, p + (j * PACK_ROWS + rr) * 4, 4);
+    for (size_t k = 0; k < QK_K / 32; ++k) std::memcpy(blk->scales + 2 * k, p + PACKED_Q2_K_SC + (k * PACK_ROWS + rr) * 2, 2);
+    std::memcpy(&blk->d, p + PACKED_Q2_K_D + 2 * rr, 2);
+    std::memcpy(&blk->dmin, p + PACKED_Q2_K_DMIN + 2 * rr, 2);
+}
+
 void pack_block(int32_t type, const uint8_t* blk, int64_t r, uint8_t* p) {
     if (type == TYPE_Q6_K) pack_block_q6_K(reinterpret_cast<const block_q6_K*>(blk), r, p);
     else if (type == TYPE_Q3_K) pack_block_q3_K(reinterpret_cast<const block_q3_K*>(blk), r, p);
+    else if (type == TYPE_Q2_K) pack_block_q2_K(reinterpret_cast<const block_q2_K*>(blk), r, p);
     else pack_block_iq4_xs(reinterpret_cast<const block_iq4_xs*>(blk), r, p);
 }
 void unpack_block(int32_t type, const uint8_t* p, int64_t r, uint8_t* blk) {
     if (type == TYPE_Q6_K) unpack_block_q6_K(p, r, reinterpret_cast<block_q6_K*>(blk));
     else if (type == TYPE_Q3_K) unpack_block_q3_K(p, r, reinterpret_cast<block_q3_K*>(blk));
+    else if (type == TYPE_Q2_K) unpack_block_q2_K(p, r, reinterpret_cast<block_q2_K*>(blk));
     else unpack_block_iq4_xs(p, r, reinterpret_cast<block_iq4_xs*>(blk));
 }
 
@@ -163,6 +184,7 @@ size_t packed_block_bytes(int32_t type) {
     if (type == TYPE_Q6_K) return PACKED_Q6_K_BLOCK_BYTES;
     if (type == TYPE_Q3_K) return PACKED_Q3_K_BLOCK_BYTES;
     if (type == TYPE_IQ4_XS) return PACKED_IQ4_XS_BLOCK_BYTES;
+    if (type == TYPE_Q2_K) return PACKED_Q2_K_BLOCK_BYTES;
     return size_t(PACK_ROWS) * (qs_bytes(type) + 2 + (type == TYPE_Q4_1 ? 2 : 0));
 }
 
@@ -277,6 +299,7 @@ size_t packed_act_row_bytes(int32_t type, int64_t n) {
     check_cols(type, n, "packed_act_row_bytes");
     if (is_q45_K(type)) return size_t(n / QK_K) * PACKED_ACT_Q8_K_BLOCK_BYTES;
     if (type == TYPE_IQ4_XS) return size_t(n / QK_K) * PACKED_ACT_IQ4_XS_BLOCK_BYTES;
+    if (type == TYPE_Q2_K) return size_t(n / QK_K) * PACKED_ACT_Q2_K_BLOCK_BYTES;
     if (packs_by_block(type)) return size_t(n / QK_K) * PACKED_ACT_Q6_K_BLOCK_BYTES;
     return size_t(n / QK) * PACKED_ACT_BLOCK_BYTES;
 }
@@ -296,6 +319,17 @@ void prepare_act_row_packed(int32_t type, const void* xq, void* dst, int64_t n) 
                 const int16_t sum = int16_t(in->bsums[2 * s] + in->bsums[2 * s + 1]);
                 std::memcpy(out + QK_K + 4 + 2 * s, &sum, 2);
             }
+        }
+        return;
+    }
+    if (type == TYPE_Q2_K) {   // Q8_K -> qs (256,) int8, int16 bsums (16,), float d, zeros
+        const block_q8_K* in = static_cast<const block_q8_K*>(xq);
+        uint8_t* out = static_cast<uint8_t*>(dst);
+        for (int64_t b = 0; b < n / QK_K; ++b, ++in, out += PACKED_ACT_Q2_K_BLOCK_BYTES) {
+            std::memset(out, 0, PACKED_ACT_Q2_K_BLOCK_BYTES);
+            std::memcpy(out, in->qs, QK_K);
+            std::memcpy(out + QK_K, in->bsums, sizeof(in->bsums));
+            std::memcpy(out + PACKED_ACT_Q2_K_D, &in->d, 4);
         }
         return;
     }

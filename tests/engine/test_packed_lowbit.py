@@ -1,7 +1,8 @@
 """The engine on tiny models of the types packed for prefill since session 15 (Q3_K; Q3_K_M's mix of Q3_K,
-Q5_K and Q6_K; IQ4_XS, alone and with an IQ4_XS file's Q6_K output; IQ4_NL) takes the packed products in
-an AVX-512 VNNI build: it reports the packed bytes of each type (per 16 rows and block: Q3_K 1824, IQ4_XS
-2208, Q5_K 2880, Q6_K 3360, IQ4_NL 288 per 32 columns), its logits match the NumPy reference
+Q5_K and Q6_K; IQ4_XS, alone and with an IQ4_XS file's Q6_K output; IQ4_NL; Q2_K, alone and in a Q2_K
+file's mix with Q3_K and Q6_K) takes the packed products in an AVX-512 VNNI build: it reports the packed
+bytes of each type (per 16 rows and block: Q3_K 1824, Q2_K 1344, IQ4_XS 2208, Q5_K 2880, Q6_K 3360, IQ4_NL
+288 per 32 columns), its logits match the NumPy reference
 within test_logits_reference.py's tolerance for these types (6%; measured at most 2.9%) with the packed
 copies and without them (n_vocab 509: a padded last group in `output`), and a batched decode is bit for bit the one-row decodes. Elsewhere
 the first test is skipped and the others check the GGUF-layout products."""
@@ -18,9 +19,9 @@ from .packed_engine_checks import check_batched_equals_single, check_logits_matc
 
 SHAPE = {**K_QUANT_SHAPE, "n_vocab": 509}
 TOKENS = [3, 17, 300, 42, 7, 99, 100, 5, 260, 508, 64, 8]
-TYPE_IDS = {"Q3_K": 11, "Q5_K": 13, "Q6_K": 14, "IQ4_XS": 23, "IQ4_NL": 20}
-BLOCK_BYTES = {"Q3_K": 1824, "Q5_K": 2880, "Q6_K": 3360, "IQ4_XS": 2208, "IQ4_NL": 288}   # 16 rows x one block
-BLOCK_ELEMS = {"Q3_K": 256, "Q5_K": 256, "Q6_K": 256, "IQ4_XS": 256, "IQ4_NL": 32}
+TYPE_IDS = {"Q2_K": 10, "Q3_K": 11, "Q5_K": 13, "Q6_K": 14, "IQ4_XS": 23, "IQ4_NL": 20}
+BLOCK_BYTES = {"Q2_K": 1344, "Q3_K": 1824, "Q5_K": 2880, "Q6_K": 3360, "IQ4_XS": 2208, "IQ4_NL": 288}   # 16 rows x a block
+BLOCK_ELEMS = {"Q2_K": 256, "Q3_K": 256, "Q5_K": 256, "Q6_K": 256, "IQ4_XS": 256, "IQ4_NL": 32}
 # model name: (main type, overrides as llama.cpp's file type writes them)
 MODELS = {
     "Q3_K": ("Q3_K", {}),
@@ -28,6 +29,8 @@ MODELS = {
     "IQ4_XS": ("IQ4_XS", {}),
     "IQ4_XS file": ("IQ4_XS", {"output": "Q6_K", "token_embd": "Q4_K"}),
     "IQ4_NL": ("IQ4_NL", {}),
+    "Q2_K": ("Q2_K", {}),
+    "Q2_K file": ("Q2_K", {"attn_v": "Q3_K", "ffn_down": "Q3_K", "output": "Q6_K"}),
 }
 ROLES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 

@@ -13,7 +13,7 @@ import pytest
 from . import packed_checks as checks
 from .kernel_data import TYPE_IDS, K
 
-BLOCK_BYTES = {"Q4_K": 2368, "Q5_K": 2880, "Q6_K": 3360, "Q3_K": 1824, "IQ4_XS": 2208}   # packed bytes, 16 rows x 256
+BLOCK_BYTES = {"Q4_K": 2368, "Q5_K": 2880, "Q6_K": 3360, "Q3_K": 1824, "Q2_K": 1344, "IQ4_XS": 2208}   # 16 rows x 256
 
 TYPES = [pytest.param(name, marks=pytest.mark.skipif(not K.packed_supported(TYPE_IDS[name]),
                                                      reason=f"no packed {name} products in this {K.simd_name()} build"))
