@@ -10,9 +10,9 @@ stops start-up (status 2) with the flags to change, a warning is logged. A `--kv
 hold for the model's head size (deepseek2's 576-wide latent head) is refused here too: the head size is read
 here before loading, and the engine's own refusal came only after "listening on" (status 1, which the app retries).
 
-Held with the KV: the engine's packed copies of the Q8_0 / Q4_1 / Q4_K / Q5_K / Q6_K matrices on an AVX-512 VNNI
-build (made at load, anonymous memory about their size in the file; the GGUF pages they came from are then left to the
-page cache). When the KV fits and the packed copies do not fit beside it, the verdict is to read the
+Held with the KV: the engine's packed copies of the Q8_0 / Q4_1 / IQ4_NL / Q4_K / Q5_K / Q6_K / Q3_K / Q2_K /
+IQ4_XS matrices on an AVX-512 VNNI build (made at load, anonymous memory about their size in the file; the GGUF
+pages they came from are then left to the page cache). When the KV fits and the packed copies do not fit beside it, the verdict is to read the
 weights in place (`pack_weights` False, a warning): slower prompt reading, but the model runs as it
 would from the file alone. The other weights stay mapped from the file and are only a warning's business.
 
@@ -50,7 +50,7 @@ class MemoryAsk:
     model_bytes: int        # the GGUF file: its weights are read from it as they are used
     available_bytes: int    # psutil's available memory now
     total_bytes: int
-    packed_bytes: int = 0   # the engine's packed copies of Q8_0 / Q4_1 / Q4_K / Q5_K / Q6_K matrices: held like the KV
+    packed_bytes: int = 0   # the engine's packed copies of the PACKED_TYPES matrices: held like the KV
     q8_0_allowed: bool = True   # the engine takes --kv-type q8_0 for this model's head size
     q8_0_smaller: bool = True   # q8_0 KV takes fewer bytes than f16 (not deepseek2's: its f16 holds K alone)
     head_dim: int = 0           # the KV head's width (deepseek2: its latent head, kv_lora_rank + RoPE); 0: unknown
@@ -94,7 +94,7 @@ def judge(ask: MemoryAsk) -> Verdict:
     packed = ask.packed_bytes if ask.pack_weights else 0
     if kv + packed > limit:
         return Verdict(pack_weights=False, warning=(
-            f"the packed copy of the model's Q8_0 / Q4_1 / Q4_K / Q5_K / Q6_K weights ({packed / GIB:.1f} GiB) does not fit beside "
+            f"the packed copy of the model's {PACKED_TYPES} weights ({packed / GIB:.1f} GiB) does not fit beside "
             f"the KV ({kv / GIB:.1f} GiB, {shape}) in {KV_SHARE_OF_AVAILABLE * 100:.0f} percent of the "
             f"{ask.available_bytes / GIB:.1f} GiB of memory available: the weights are read in place from the file "
             f"(prompts read more slowly); a smaller context leaves room for the copy"))
@@ -132,6 +132,8 @@ def q8_0_would_help(ask: MemoryAsk) -> bool:
 # Mechanism: the numbers of a configuration on this machine
 
 
+# the types an AVX-512 VNNI build packs (engine_native/src/quants-packed.h)
+PACKED_TYPES = "Q8_0 / Q4_1 / IQ4_NL / Q4_K / Q5_K / Q6_K / Q3_K / Q2_K / IQ4_XS"
 PACKED_ROLES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down", "ffn_gate_inp",
                 "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp",
                 "attn_q_a", "attn_q_b", "attn_kv_a_mqa")   # deepseek2's (its per-head attn_k_b / attn_v_b are not packed)

@@ -63,15 +63,15 @@ def test_serve_refuses_contexts_no_memory_here_holds_before_listening(default_mo
 
 
 def test_a_packed_copy_that_does_not_fit_beside_the_kv_is_not_made():
-    """The engine copies Q8_0 / Q4_1 / Q4_K / Q5_K / Q6_K product weights into packed buffers of its own at load
-    (anonymous memory, about the file's size; measured: +145 MiB anonymous for the 94 MiB Q4_1 default
-    model with 34 MiB of arena). With the KV they must fit, or the load swaps or is killed: when they do
-    not, the weights are read in place (slower prompts) rather than the model refused, as it ran before
-    the copies existed; a KV that does not fit by itself is still an error."""
+    """The engine copies Q8_0 / Q4_1 / IQ4_NL / Q4_K / Q5_K / Q6_K / Q3_K / Q2_K / IQ4_XS product weights into
+    packed buffers of its own at load (anonymous memory, about the file's size; measured: +145 MiB anonymous for
+    the 94 MiB Q4_1 default model with 34 MiB of arena). With the KV they must fit, or the load swaps or is
+    killed: when they do not, the weights are read in place (slower prompts) rather than the model refused, as
+    it ran before the copies existed; a KV that does not fit by itself is still an error."""
     v = judge(ask(ctx=131072, available_bytes=20 * GIB, packed_bytes=10 * GIB))   # 12 GiB KV + 10 GiB held
     assert v.error is None and v.pack_weights is False
-    assert "packed copy of the model's Q8_0 / Q4_1 / Q4_K / Q5_K / Q6_K weights (10.0 GiB) does not fit beside the KV " \
-           "(12.0 GiB, --ctx 131072)" in v.warning and "read in place" in v.warning
+    assert ("packed copy of the model's Q8_0 / Q4_1 / IQ4_NL / Q4_K / Q5_K / Q6_K / Q3_K / Q2_K / IQ4_XS weights "
+            "(10.0 GiB) does not fit beside the KV (12.0 GiB, --ctx 131072)") in v.warning and "read in place" in v.warning
     fits = judge(ask(ctx=131072, available_bytes=40 * GIB, packed_bytes=10 * GIB))
     assert fits.pack_weights is True and fits.error is None
     unpacked = judge(ask(ctx=131072, available_bytes=20 * GIB, packed_bytes=10 * GIB, pack_weights=False))
