@@ -28,6 +28,7 @@ class Metrics:
     lookup_taken_total: int = 0                                          # ... and taken (sampled by the model)
     held_answers_total: dict[str, int] = field(default_factory=dict)    # by rule: json, call, calls
     held_refusals_total: int = 0                                         # sampler first choices a rule refused
+    held_forced_tokens_total: int = 0                                    # a held answer's fixed text, read ahead
     parks_total: dict[str, int] = field(default_factory=dict)           # slot, skip, cache
     restore_fallbacks: dict[str, int] = field(default_factory=dict)     # by cache level: the prompt was read instead
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -73,6 +74,11 @@ class Metrics:
         with self._lock:
             self.held_answers_total[rule] = self.held_answers_total.get(rule, 0) + 1
             self.held_refusals_total += refusals
+
+    def add_forced(self, tokens: int) -> None:
+        """Tokens of a held answer's fixed text taken in one step with the token before them."""
+        with self._lock:
+            self.held_forced_tokens_total += tokens
 
     def add_park(self, kind: str) -> None:
         self._count(self.parks_total, kind)
@@ -130,6 +136,8 @@ def render_prometheus(m: dict, slots: list[dict], queue_depth: int, in_flight: i
            [({"rule": k}, n) for k, n in sorted(m["held_answers_total"].items())] or [({"rule": "json"}, 0)])
     metric("held_refusals_total", "counter", "Tokens a held answer's sampler chose first and its rule refused.",
            [({}, m["held_refusals_total"])])
+    metric("held_forced_tokens_total", "counter", "Tokens of held answers' fixed text (a call's markup, the one "
+           "tool's name, a key) read ahead in the step of the token before them.", [({}, m["held_forced_tokens_total"])])
     metric("parks_total", "counter", "Parks of a history about to be overwritten, by kind.",
            [({"kind": k}, n) for k, n in sorted(m["parks_total"].items())] or [({"kind": "slot"}, 0)])
     metric("restore_fallbacks_total", "counter",

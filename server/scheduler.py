@@ -465,7 +465,8 @@ class Scheduler:
             for r in self._rows.values():
                 if r.phase == "prefill":
                     r.steps_during_prefill += 1
-            if not (self.lookup.enabled and len(decoding) <= self.lookup.max_rows and self._lookup_step(decoding)):
+            guessing = self.lookup.enabled and len(decoding) <= self.lookup.max_rows
+            if not ((guessing or any(_forced(r) for r in decoding)) and self._lookup_step(decoding, guessing)):
                 self._decode_step(decoding)
 
     def _slice_tokens(self) -> int:
@@ -565,19 +566,22 @@ class Scheduler:
             self.table.extend(row.ctx, [tokens[i]])
             self._accept(row, int(row.sampler.sample(logits[i], row.generated)), logits[i])
 
-    def _lookup_step(self, rows: list[Row]) -> bool:
+    def _lookup_step(self, rows: list[Row], guessing: bool = True) -> bool:
         """Lookup decoding (server/lookup.py): each row's next token plus a draft copied from its own
-        tokens, checked in one forward (Engine.extend); the draft tokens the model itself samples are
-        taken, the rest truncated away. False, with nothing done, when no row has a draft."""
+        tokens (`guessing`), or a held answer's forced text (taken whole: canonical_split.py's upcoming),
+        checked in one forward (Engine.extend); the draft tokens the model itself samples are taken, the
+        rest truncated away. False, with nothing done, when no row has a draft."""
         per_row = self.engine.max_logit_rows // len(rows) - 1   # (that limit is never above max_rows)
         drafts: list[list[int]] = []
+        forced: list[bool] = []
         for row in rows:
             state = self.table[row.ctx]
             # a guess past the request's token limit could never be taken
-            size = min(per_row, row.max_tokens - len(row.generated) - 1,
-                       lookup.draft_size(row.draft, self.lookup, state.capacity - len(state.tokens) - 2))
-            draft: list[int] = []
-            if size > 0:
+            room = min(per_row, row.max_tokens - len(row.generated) - 1, state.capacity - len(state.tokens) - 2)
+            draft = _forced(row)[:max(0, room)]
+            forced.append(bool(draft))
+            size = min(room, lookup.draft_size(row.draft, self.lookup, state.capacity - len(state.tokens) - 2))
+            if not draft and guessing and size > 0:
                 known = len(row.job.prompt) + len(row.generated)
                 if row.history is None:
                     row.history = lookup.TokenHistory(row.job.prompt + row.generated)
@@ -594,10 +598,13 @@ class Scheduler:
         logits = self.engine.extend([(row.ctx, [int(row.next_token)] + d) for row, d in zip(rows, drafts, strict=True)])
         self.metrics.add_decode(time.monotonic() - t0, len(rows))
         first = 0
-        for row, draft, start in zip(rows, drafts, starts, strict=True):
+        for row, draft, start, held in zip(rows, drafts, starts, forced, strict=True):
             taken = self._take_draft(row, draft, logits[first: first + 1 + len(draft)])
             first += 1 + len(draft)
             self.engine.truncate(row.ctx, start + 1 + taken)   # the rejected tail, never read again
+            if held:
+                self.metrics.add_forced(taken)
+                continue
             row.drafted += len(draft)
             row.draft_taken += taken
             row.draft = lookup.after_step(row.draft, len(draft), taken, self.lookup)
@@ -724,6 +731,12 @@ class Scheduler:
                 entry["value"] = round(slot_policy.value(len(c.tokens), age, cfg), 6)
             out.append(entry)
         return out
+
+
+def _forced(row: Row) -> list[int]:
+    """The tokens a row's held answer must write next, whatever the logits (canonical_split.py), or []."""
+    upcoming = getattr(row.sampler.constraint, "upcoming", None)
+    return upcoming() if upcoming is not None else []
 
 
 def _empty_completion(job: Job, reason: str, error: str | None = None) -> Completion:

@@ -117,6 +117,11 @@ class CanonicalSplit:
         plan = canonical_plan(self.tokenizer, self._context(), data + forced)
         return plan[0] if plan and plan[0] != token and self.inner.allows(plan[0]) else token
 
+    def upcoming(self) -> list[int]:
+        """The tokens forced_token will name next, in order (a draft the scheduler checks in one step:
+        each is taken whatever the logits say)."""
+        return list(self._plan) if self.forced_token() is not None else []
+
     def forced_token(self) -> int | None:
         """The next token of the forced text in the tokenizer's split, or None (the model chooses)."""
         if not self._plan:

@@ -237,6 +237,26 @@ def test_the_next_turn_reuses_all_of_a_held_call(smol):
     assert reused == first.usage.prompt_tokens + first.usage.completion_tokens
 
 
+def test_a_held_calls_fixed_text_is_read_ahead(smol):
+    """The call's markup, the tool's name and the key are taken in the step of the token before them: far
+    fewer decode steps than tokens, and the same call."""
+    import httpx2 as httpx
+
+    def counters() -> dict:
+        text = httpx.get(str(smol.base_url).removesuffix("v1/") + "metrics").text
+        return {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
+                if line.startswith(("strata_decode_steps_total", "strata_held_forced_tokens_total"))}
+
+    before = counters()
+    r = ask(smol, temperature=0, max_tokens=80, tools=[WEATHER], tool_choice="required",
+            messages=[{"role": "user", "content": "What is the weather in Paris?"}])
+    after = counters()
+    forced = after["strata_held_forced_tokens_total"] - before["strata_held_forced_tokens_total"]
+    steps = after["strata_decode_steps_total"] - before["strata_decode_steps_total"]
+    assert json.loads(r.choices[0].message.tool_calls[0].function.arguments) == {"city": "Paris"}
+    assert forced >= 15 and steps <= r.usage.completion_tokens - forced, (forced, steps, r.usage.completion_tokens)
+
+
 def probe_rule(factory, **shape):
     """required_call for a tiny model of this shape (its real template), tool bash and tool read_file."""
     from strata.engine import Engine
