@@ -73,6 +73,17 @@ def json_call_spacing(engine: Any) -> tuple[bytes, bytes] | None:
     return ("," + found.group(4)).encode(), (":" + found.group(2)).encode()
 
 
+def json_call_frame(engine: Any) -> tuple[bytes, bytes]:
+    """(the whitespace between `<tool_call>` and its JSON, the call's closing) as the template writes a JSON
+    call back (`\n`, `\n</tool_call>`): a held call is opened and closed so, and the next turn reads none of it
+    again."""
+    text = probe_call(engine)
+    opening = re.findall(r"<tool_call>(\s*)\{\"name\"", text)      # the last: the assistant's call
+    ending = re.search(r"\}(\s*)</tool_call>", text)
+    return ((opening[-1] if opening else "\n").encode(),
+            (ending.group(1) if ending else "\n").encode() + b"</tool_call>")
+
+
 def call_opening(engine: Any, marker: bytes) -> str | None:
     """The template's call from its marker through the tool's name, with PROBE_TOOL for the name
     (`<tool_call>\n<function=PROBE_TOOL`, `[TOOL_CALLS]PROBE_TOOL`), or None when the probe shows none."""

@@ -41,6 +41,7 @@ from strata.server.call_probe import (
     PROBE_TOOL,
     call_marker,
     call_opening,
+    json_call_frame,
     json_call_spacing,
     keyed_markup,
     probe_call,
@@ -249,13 +250,6 @@ def call_schema(tools: list[dict]) -> Node:
     return compile_call([(t["function"]["name"], t["function"].get("parameters")) for t in tools])
 
 
-def json_call_close(engine: Any) -> bytes:
-    """How the template closes a `<tool_call>` JSON call it renders back (`\n</tool_call>`): a held call is
-    closed so, and the next turn reads none of it again."""
-    ending = re.search(r"\}(\s*)</tool_call>", probe_call(engine))
-    return (ending.group(1) if ending else "\n").encode() + b"</tool_call>"
-
-
 def held_calls(tools: Any, answer: Any,
                engine: Any) -> JsonFormat | KeyedCallRule | JsonArgsRule | ForcedCall | None:
     """With tools offered and the model free to call them or not: each call it opens (its marker written
@@ -276,8 +270,9 @@ def held_calls(tools: Any, answer: Any,
     reasoning = (think[0].encode(), think[1].encode()) if think else None
     opened = bool(getattr(answer, "opened", False))
     if marker == b"<tool_call>" and writes_json_calls(engine):
-        return JsonFormat(call_schema(tools), trigger=marker, opened=opened, reasoning=reasoning,
-                          close=json_call_close(engine), forbid=CALL_END, spacing=json_call_spacing(engine))
+        opening, close = json_call_frame(engine)
+        return JsonFormat(call_schema(tools), trigger=marker, opened=opened, reasoning=reasoning, lead=opening,
+                          close=close, forbid=CALL_END, spacing=json_call_spacing(engine))
     keyed = keyed_rule(engine, marker, tools, repeat=True, reasoning=reasoning, opened=opened)
     if keyed is not None:
         return keyed
@@ -303,7 +298,8 @@ def required_call(demanded: bool, tools: Any, answer: Any,
         return None
     after = answer.think[1].encode() if getattr(answer, "opened", False) else None
     if marker == b"<tool_call>" and engine is not None and writes_json_calls(engine):
-        return JsonFormat(call_schema(tools), after=after, lead=marker, close=json_call_close(engine), forbid=CALL_END,
+        opening, close = json_call_frame(engine)
+        return JsonFormat(call_schema(tools), after=after, lead=marker + opening, close=close, forbid=CALL_END,
                           spacing=json_call_spacing(engine))
     keyed = keyed_rule(engine, marker, tools, repeat=False, after=after) if engine is not None else None
     if keyed is not None:

@@ -37,7 +37,7 @@ def spacing_step(sp: tuple, b: int, spacing: tuple[bytes, bytes]) -> tuple | Non
         return (True, b != 0x22 or esc, b == 0x5C and not esc, 0)
     if b in (0x20, 0x09, 0x0A, 0x0D):
         if not begun:
-            return sp                            # before the value: the grammar bounds it
+            return None                          # the value follows its opening (a `lead`) at once
         return (True, False, False, owed - 1) if owed > 0 and b == 0x20 else None
     if begun and owed:
         return None                              # the space after ':' or ',' is missing

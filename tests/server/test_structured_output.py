@@ -215,9 +215,11 @@ def test_the_default_model_calls_the_tool_it_is_told_to(smol):
 def test_held_json_calls_take_the_templates_spacing(smol, default_model_path):
     """SmolLM2's template writes a call back with json.dumps' separators; a held call is written so."""
     from strata.engine import Engine
-    from strata.server.call_probe import json_call_spacing
+    from strata.server.call_probe import json_call_frame, json_call_spacing
 
-    assert json_call_spacing(Engine(str(default_model_path), n_ctx=64, n_threads=1)) == (b", ", b": ")
+    engine = Engine(str(default_model_path), n_ctx=64, n_threads=1)
+    assert json_call_spacing(engine) == (b", ", b": ")
+    assert json_call_frame(engine) == (b"\n", b"\n</tool_call>")     # opened and closed as it writes calls back
     r = ask(smol, temperature=0, max_tokens=80, tools=[WEATHER], tool_choice="required",
             messages=[{"role": "user", "content": "What is the weather in Paris?"}])
     assert json.loads(r.choices[0].message.tool_calls[0].function.arguments).keys() == {"city"}
@@ -309,7 +311,7 @@ def test_each_template_opens_its_calls_its_own_way(tiny_model_factory):
     assert verdict(nemo.root, '[{"name": "bash", "arguments": {}, "id": "abcDEF123"}]') == "whole"
     assert verdict(nemo.root, '[{"name": "bsh"') == "refused"
     chatml = probe_rule(tiny_model_factory)            # no tools in its template: Strata writes Hermes calls
-    assert isinstance(chatml, JsonFormat) and chatml.lead == b"<tool_call>"
+    assert isinstance(chatml, JsonFormat) and chatml.lead == b"<tool_call>\n"      # as Strata writes them back
 
 
 BAD_CALL = '{"name": "get_wether", "arguments": {"town": "Oslo", "units": "C"}}'

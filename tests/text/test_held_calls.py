@@ -204,6 +204,8 @@ def test_a_demanded_mistral_call_opens_with_its_marker():
     ('<tool_call>\n{ "name"', False),                                          # none after '{'
     ('<tool_call>\n{"name": "get",\n "arguments"', False),                    # no newline
     ('<tool_call>\n{"name": "get", "arguments": {"a":  1}}', False),           # one space, not two
+    ('<tool_call>\n\n{"name"', False),                                         # the JSON right after its opening
+    ('<tool_call>\n {"name"', False),
 ])
 def test_held_json_calls_are_spaced_as_the_template_writes_them(text, want):
     from strata.engine.json_constraint import JsonConstraint
