@@ -13,9 +13,10 @@ forced_start.ForcedStart). Its `forced_token()` is the next token of the tokeniz
 read in the context of the answer so far, for as long as the split is certain: the tokenizer's pieces
 (its pre-tokenizer's) that end inside the forced bytes; the last piece could still grow with what the
 model writes next, and so could a markup token the forced bytes end inside of, so the model writes those,
-as before. None when nothing is forced, when the answer so far
-ends inside one of the tokenizer's tokens (its split already differs), and for SentencePiece vocabularies
-(no pieces: nothing is certain before the answer's end).
+as before. None when nothing is forced, when the answer so far ends inside one of the tokenizer's tokens
+(its split already differs), and for SentencePiece vocabularies (no pieces: nothing is certain before the
+answer's end). `resplit(token)` cuts a free choice that runs on into forced text as the tokenizer would;
+`upcoming()` is the forced tokens ahead (the scheduler reads them in one step).
 
 Not here: which bytes are forced (the constraints), the choice of a free token (sampling.py).
 """

@@ -181,14 +181,16 @@ def forced_run(step: Any, state: Any, may_end: Any, memo: dict, limit: int = 256
     run (a state on a run is asked again once the tokens before it are written)."""
     out, states = b"", []
     while state not in memo:
-        only = None if len(out) >= limit or may_end(state) else _only_next(step, state)
+        if len(out) >= limit:
+            break
+        only = None if may_end(state) else _only_next(step, state)
         if only is None:
             memo[state] = b""
             break
         states.append(state)
         out += bytes([only[0]])
         state = only[1]
-    out += memo[state]
+    out += memo.get(state, b"")
     if len(memo) > 20_000:
         memo.clear()
     for i, s in enumerate(states):
