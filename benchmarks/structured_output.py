@@ -5,7 +5,7 @@ Prints, per schema, tokens/s of the constrained and the free answers (prompt rea
 sampler's own milliseconds per token with the constraint, held as the engine alone holds it and as the server
 does (canonical_split.CanonicalSplit: the forced text in the tokenizer's split). Not a test (no assertion).
 
-    .venv/bin/python benchmarks/structured_output.py [--threads 2] [--rounds 3] [--max-tokens 120]
+    .venv/bin/python benchmarks/structured_output.py [--threads 2] [--rounds 3] [--max-tokens 120] [--only union]
 """
 
 from __future__ import annotations
@@ -34,6 +34,19 @@ SCHEMAS = {
                        "code": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2}$"},
                        "score": {"type": "number", "minimum": 0, "maximum": 1},
                        "age": {"type": "integer", "minimum": 0, "maximum": 130}}},
+    # Pydantic's discriminated union of two models and `int | float` (branches that begin alike: json_union.py)
+    "union: Cat | Dog, int | float": {
+        "$defs": {"Cat": {"type": "object", "additionalProperties": False, "required": ["type", "name", "lives"],
+                          "properties": {"type": {"const": "cat", "type": "string"},
+                                         "name": {"type": "string", "maxLength": 20},
+                                         "lives": {"type": "integer", "minimum": 0, "maximum": 9}}},
+                  "Dog": {"type": "object", "additionalProperties": False, "required": ["type", "name", "good"],
+                          "properties": {"type": {"const": "dog", "type": "string"},
+                                         "name": {"type": "string", "maxLength": 20}, "good": {"type": "boolean"}}}},
+        "type": "object", "additionalProperties": False, "required": ["pet", "size"],
+        "properties": {"pet": {"oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
+                               "discriminator": {"propertyName": "type"}},
+                       "size": {"anyOf": [{"type": "integer"}, {"type": "number"}]}}},
 }
 
 
@@ -62,6 +75,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=120)
+    ap.add_argument("--only", default="", help="the schemas whose name holds this text")
     a = ap.parse_args()
     e = Engine(str(default_model_path()), n_ctx=1024, n_threads=a.threads)
     vocab = Vocabulary.of(e.tokenizer)
@@ -69,6 +83,8 @@ def main() -> None:
                for p in PROMPTS]
     eos = list(e.eos_token_ids)
     for name, schema in SCHEMAS.items():
+        if a.only not in name:
+            continue
         root = ANY_OBJECT if schema is None else compile_schema(schema)
         free, held = 0.0, {}
         ways = {"held": lambda root=root: JsonConstraint(root, vocab, eos),

@@ -17,6 +17,7 @@ from fractions import Fraction
 
 from strata.engine.json_numbers import MAX_NUMBER, reachable
 from strata.engine.json_schema import ANY_ARRAY, ANY_NUMBER, ANY_OBJECT, ANY_STRING, ANY_WORD, Node
+from strata.engine.json_union import start_union, union_complete, union_step
 
 MAX_WS = 24            # consecutive whitespace bytes between tokens
 WS = frozenset(b" \t\n\r")
@@ -40,6 +41,8 @@ HEX = frozenset(b"0123456789abcdefABCDEF")
 #   ("L", literals, pos)                  matching literals (enum, const, true / false / null)
 #   ("P", data, pos)                      bytes that must come first (a tool call's opening tag)
 #   ("D", literals, pos)                  a call's tool name; when whole, ("=", name) joins the call's `seen`
+#   ("U", alts, whole)                    a union whose branches began alike: each still possible as a state
+#                                         of its own (json_union.py)
 # Empty stack: the value is complete.
 
 _NUMBER_END = frozenset({"0", "int", "frac", "exp", "exp2"})
@@ -53,11 +56,7 @@ def _start_value(node: Node, b: int) -> tuple | None:
                 else ANY_NUMBER if b in DIGITS or b == ord("-") else ANY_WORD)
         k = node.kind
     if k == "union":
-        for alt in node.alternatives:
-            f = _start_value(alt, b)
-            if f is not None:
-                return f
-        return None
+        return start_union(node.alternatives, b, _start_value)
     if k == "object":
         return ("O", node, frozenset(), "k0", None) if b == ord("{") else None
     if k == "array":
@@ -242,6 +241,8 @@ def step(state: tuple, b: int) -> tuple | None:
             return None
         _, node, seen, phase, key = stack[-2]       # the call object: it keeps the name it now knows
         return step((stack[:-2] + (("O", node, seen | {("=", whole[0])}, phase, key),), 0), b)
+    if tag == "U":
+        return union_step(stack, b, step, complete)
     if tag == "L":
         _, lits, pos = top
         cont = tuple(v for v in lits if len(v) > pos and v[pos] == b)
@@ -361,4 +362,6 @@ def complete(state: tuple) -> bool:
             return top[2] in _NUMBER_END and _number_holds(top[1], top[4])
         if top[0] == "L":
             return any(len(v) == top[2] for v in top[1])
+        if top[0] == "U":
+            return union_complete(top, complete)
     return False

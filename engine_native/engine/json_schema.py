@@ -6,9 +6,13 @@ Enforced: `type` (one or a list), `properties`, `required`, `additionalPropertie
 schema; unset: false for an object that lists `properties`, as llama.cpp holds it, else true), `items`, `minItems` / `maxItems`, `minLength` / `maxLength` (in
 characters), `minimum` / `maximum` / `exclusiveMinimum` / `exclusiveMaximum` (numbers and integers;
 draft 4's boolean exclusive forms too; json_numbers.py), `pattern` and `format` (strings; json_patterns.py),
-`enum`, `const`, `anyOf` / `oneOf` whose branches begin with different characters (Pydantic's
-`Optional[X]`: X or null), `$ref` to `#/$defs/...` or `#/definitions/...`. Ignored: annotations (`title`,
-`description`, `default`, `examples`, `$schema`, `$id`, `strict`). Anything else (`multipleOf`, `allOf`,
+`enum`, `const`, `anyOf` / `oneOf` (oneOf read as anyOf, as OpenAI reads it): branches that begin with
+different characters (Pydantic's `Optional[X]`: X or null) are told apart by the first byte, branches that
+begin alike (unions of objects told apart by a `"type"` const, `integer | number`, `string | string with a
+pattern`) are each followed until the bytes rule them out (json_union.py; a union two of whose alike
+branches can each hold it again through a `$ref` is refused: what it keeps would double with each level),
+`$ref` to `#/$defs/...` or `#/definitions/...`. Ignored: annotations (`title`, `description`, `default`,
+`examples`, `$schema`, `$id`, `strict`, `discriminator`). Anything else (`multipleOf`, `allOf`,
 `not`, ...) is refused by name rather than silently not enforced, except in a tool's parameters
 (`lenient`): there a keyword that only validates (`format` and `pattern` too: the tool checks its own
 arguments) is passed over and a part that cannot be enforced takes any value, so the rest of the tool's
@@ -28,9 +32,12 @@ from typing import Any
 
 from strata.engine.json_numbers import MAX_NUMBER, Bounds, writable
 from strata.engine.json_patterns import Pattern, PatternError, compile_pattern, format_pattern
+from strata.engine.json_union import unbounded_at
 
+# `discriminator` (OpenAPI's, Pydantic's discriminated unions) only names the key that tells the branches apart:
+# the branches' own `const` hold it
 ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$schema", "$id", "$comment", "strict",
-                         "$defs", "definitions", "readOnly", "writeOnly", "deprecated"})
+                         "$defs", "definitions", "readOnly", "writeOnly", "deprecated", "discriminator"})
 
 
 # keywords that validate a value without shaping it: a tool's parameters (lenient) pass over them
@@ -161,6 +168,7 @@ class _Compiler:
         self.closed = closed
         self.lenient = lenient            # a tool's parameters: what cannot be enforced takes any value
         self.refs: dict[str, Node] = {}
+        self.alike: list[tuple[Node, str]] = []   # unions whose branches begin alike, and where each is
 
     def ref(self, ref: Any, where: str) -> Node:
         if not isinstance(ref, str) or not ref.startswith(("#/$defs/", "#/definitions/")):
@@ -176,6 +184,7 @@ class _Compiler:
         self.refs[ref] = node
         done = self.node(target, ref)
         node.__dict__.update(done.__dict__)
+        self.alike = [(node if n is done else n, w) for n, w in self.alike]   # the node the schema reaches
         return node
 
     def declared_first_bytes(self, schema: Any, depth: int) -> frozenset[int]:
@@ -302,14 +311,26 @@ class _Compiler:
             rest.append(Node("literal", literals=tuple(dict.fromkeys(v for n in lits for v in n.literals))))
         elif lits:
             rest.append(lits[0])
-        seen: set[int] = set()
-        for n in rest:
-            fb = n.first_bytes()
-            if fb & seen:
-                raise SchemaError(f"{where}: branches that begin with the same character ({chr(min(fb & seen))!r}) "
-                                  "cannot be told apart while the answer is written; not supported")
-            seen |= fb
-        return rest[0] if len(rest) == 1 else Node("union", alternatives=tuple(rest))
+        if len(rest) == 1:
+            return rest[0]
+        node = Node("union", alternatives=tuple(rest))
+        firsts = [n.first_bytes() for n in rest]
+        if sum(map(len, firsts)) > len(frozenset().union(*firsts)):
+            self.alike.append((node, where))      # held by json_union.py's frame: its bound is checked once all is compiled
+        return node
+
+    def check_unions(self) -> None:
+        """Refuses (lenient: lets any value through) a union whose alternatives kept have no bound."""
+        for node, where in self.alike:
+            b = unbounded_at(node)
+            if b is None:
+                continue
+            if self.lenient:
+                node.__dict__.update(ANY.__dict__)
+                continue
+            raise SchemaError(f"{where}: two branches that begin with {chr(b)!r} can each hold this union again "
+                              "(through $ref), so the alternatives kept while the answer is written would "
+                              "double with each level; not supported")
 
 
 def compile_schema(schema: Any, closed: bool = True, lenient: bool = False) -> Node:
@@ -319,7 +340,10 @@ def compile_schema(schema: Any, closed: bool = True, lenient: bool = False) -> N
     such schemas, and SmolLM2 wrote keys of its own until max_tokens; `"properties": {}` takes none).
     `closed=False` is JSON Schema's reading, others allowed.
     `lenient`: validation-only keywords passed over, a part that cannot be enforced any value."""
-    return _Compiler(schema, closed, lenient).node(schema, "schema")
+    compiler = _Compiler(schema, closed, lenient)
+    root = compiler.node(schema, "schema")
+    compiler.check_unions()
+    return root
 
 
 def tool_arguments(params: Any) -> Node:

@@ -1,6 +1,6 @@
 """JSON answers fuzzed: random schemas within the supported subset (bounds, patterns, formats, unions,
-refs), a noisy model's answers sampled through the constraint (strata.engine.json_constraint) on real
-vocabularies; every finished answer validates against its schema and none meets a dead end. And the byte
+those whose branches begin alike too, refs), a noisy model's answers sampled through the constraint
+(strata.engine.json_constraint) on real vocabularies; every finished answer validates against its schema and none meets a dead end. And the byte
 automaton's walk over all 256 bytes for patterns with UTF-8 classes: never stuck, every string it finishes
 matches the pattern."""
 
@@ -42,8 +42,8 @@ PATTERNS = ["^[a-z]{1,6}$", "^\\d{3}-\\d{2}$", "^(ab|cd)+$", "^[A-Z][a-zé]*$", 
 
 
 def random_value_schema(rng: np.random.Generator, depth: int, defs: dict) -> dict:
-    kinds = ["string", "bounded_int", "bounded_num", "pattern", "format", "enum", "bool", "union", "ref", "array",
-             "object", "const", "number"]
+    kinds = ["string", "bounded_int", "bounded_num", "pattern", "format", "enum", "bool", "union", "alike", "ref",
+             "array", "object", "const", "number"]
     kind = kinds[int(rng.integers(len(kinds) - (2 if depth >= 2 else 0)))]
     if kind == "string":
         s: dict = {"type": "string"}
@@ -77,6 +77,8 @@ def random_value_schema(rng: np.random.Generator, depth: int, defs: dict) -> dic
                     {"type": "null"}, {"type": "boolean"}, {"type": "array", "items": {"type": "integer"}, "maxItems": 3}]
         idx = rng.choice(len(branches), int(rng.integers(2, 4)), replace=False)
         return {"anyOf": [branches[int(i)] for i in idx]}
+    if kind == "alike":
+        return alike_union(rng, depth, defs)
     if kind == "ref":
         if "node" not in defs:
             defs["node"] = {"type": "object", "properties": {"v": {"type": "integer", "minimum": 0, "maximum": 9},
@@ -93,6 +95,37 @@ def random_value_schema(rng: np.random.Generator, depth: int, defs: dict) -> dic
             s["maxItems"] = lo + int(rng.integers(0, 3))
         return s
     return random_object_schema(rng, depth + 1, defs)
+
+
+def alike_union(rng: np.random.Generator, depth: int, defs: dict) -> dict:
+    """A union whose branches begin alike (json_union.py): integer | number, strings with and without a
+    pattern or format, objects told apart by a "type" const (through $refs, Pydantic's shape) or by their
+    keys, arrays of different items."""
+    kind = int(rng.integers(7 if depth < 2 else 3))
+    if kind == 0:
+        lo = int(rng.integers(-50, 50))
+        return {"anyOf": [{"type": "integer", "minimum": lo, "maximum": lo + int(rng.integers(0, 30))},
+                          {"type": "number", "minimum": lo + float(rng.uniform(-5, 40))}]}
+    if kind == 1:
+        return {"type": ["integer", "number"]} if rng.random() < 0.5 else {"anyOf": [{"type": "integer"}, {"const": 2.5}]}
+    if kind == 2:
+        other = {"type": "string", "format": sorted(FORMAT_SAMPLES)[int(rng.integers(len(FORMAT_SAMPLES)))]} \
+            if rng.random() < 0.5 else {"enum": ["ab", "b c", 12]}
+        return {"anyOf": [{"type": "string", "maxLength": int(rng.integers(0, 4))},
+                          {"type": "string", "pattern": PATTERNS[int(rng.integers(len(PATTERNS)))]}, other]}
+    if kind in (3, 4):                               # a discriminated union: Pydantic's anyOf / oneOf of $refs
+        names = []
+        for tag in ("cat", "dog", "cow")[: int(rng.integers(2, 4))]:
+            body = random_object_schema(rng, depth + 1, defs)
+            body["properties"] = {"type": {"const": tag, "type": "string"}, **body["properties"]}
+            body["required"] = ["type", *body.get("required", [])]
+            names.append(f"Pet_{tag}_{len(defs)}")
+            defs[names[-1]] = body
+        return {("oneOf" if kind == 3 else "anyOf"): [{"$ref": f"#/$defs/{n}"} for n in names]}
+    if kind == 5:                                    # objects told apart by their keys only
+        return {"anyOf": [random_object_schema(rng, depth + 1, defs) for _ in range(int(rng.integers(2, 4)))]}
+    return {"anyOf": [{"type": "array", "items": random_value_schema(rng, depth + 1, defs), "maxItems": 3}
+                      for _ in range(2)]}
 
 
 def random_object_schema(rng: np.random.Generator, depth: int, defs: dict) -> dict:
@@ -124,11 +157,13 @@ def json_pieces(schema: dict) -> list[bytes]:
                 walk(v)
             for v in s.get("enum", ()):
                 out.append(json.dumps(v, ensure_ascii=False).encode())
+            if "const" in s:
+                out.append(json.dumps(s["const"], ensure_ascii=False).encode())
             if "format" in s:
                 out.append(FORMAT_SAMPLES[s["format"]] + b'"')
             for key in ("items", "$defs"):
                 walk(s.get(key))
-            for v in s.get("anyOf", ()):
+            for v in [*s.get("anyOf", ()), *s.get("oneOf", ())]:
                 walk(v)
             for v in (s.get("$defs") or {}).values():
                 walk(v)
@@ -162,14 +197,26 @@ def check_formats(schema: dict, value) -> None:
             check_formats(schema.get("items"), v)
 
 
-def fuzz_answers(tokenizer, n: int, seed: int, limit: int, check_mask: float = 0.0) -> tuple[int, int]:
+def alike_root(rng: np.random.Generator) -> dict:
+    """An object of 1-3 alike-beginning unions (or one such union alone)."""
+    defs: dict = {}
+    if rng.random() < 0.2:
+        root = alike_union(rng, 0, defs)
+    else:
+        props = {f"u{i}": alike_union(rng, 1, defs) for i in range(int(rng.integers(1, 4)))}
+        root = {"type": "object", "properties": props, "required": sorted(props)}
+    return {**root, "$defs": defs} if defs else root
+
+
+def fuzz_answers(tokenizer, n: int, seed: int, limit: int, check_mask: float = 0.0,
+                 roots=random_root) -> tuple[int, int]:
     """(answers finished and valid, answers cut at `limit`); a dead end or an invalid answer fails. Held as the
-    server holds them (the forced text in the tokenizer's split)."""
+    server holds them (the forced text in the tokenizer's split). `roots(rng)`: a random schema."""
     vocab, eos = Vocabulary.of(tokenizer), tokenizer.eos_id
     rng = np.random.default_rng(seed)
     done = cut = 0
     for _ in range(n):
-        schema = random_root(rng)
+        schema = roots(rng)
         try:
             root = compile_schema(schema)
         except SchemaError as e:
@@ -203,6 +250,19 @@ def test_random_schemas_on_a_small_vocabulary(tiny_model_factory):
 
 def test_random_schemas_on_the_default_models_vocabulary(smollm_tokenizer):
     done, cut = fuzz_answers(smollm_tokenizer, n=10, seed=2, limit=200)
+    assert done >= 7, (done, cut)
+
+
+def test_alike_unions_on_a_small_and_the_default_vocabulary(tiny_model_factory, smollm_tokenizer):
+    """Unions whose branches begin alike (discriminated objects, integer | number, strings with and without a
+    pattern, arrays of different items): every answer a oneOf / anyOf jsonschema accepts, no dead end."""
+    from strata.engine import GGUFFile
+    from strata.engine.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_metadata(GGUFFile(tiny_model_factory(n_vocab=512, seed=11)).metadata)
+    done, cut = fuzz_answers(tok, n=30, seed=4, limit=250, check_mask=0.05, roots=alike_root)
+    assert done >= 20, (done, cut)
+    done, cut = fuzz_answers(smollm_tokenizer, n=10, seed=5, limit=200, roots=alike_root)
     assert done >= 7, (done, cut)
 
 

@@ -85,7 +85,9 @@ def test_recursive_ref_and_unions():
 @pytest.mark.parametrize("schema, words", [
     ({"type": "integer", "multipleOf": 3}, "schema.multipleOf is not supported"),
     ({"type": "object", "properties": {"n": {"allOf": [{"type": "integer"}]}}}, "schema.properties.n.allOf"),
-    ({"anyOf": [{"type": "object"}, {"type": "object", "properties": {}}]}, "cannot be told apart"),
+    ({"$defs": {"e": {"anyOf": [{"type": "array", "items": {"$ref": "#/$defs/e"}}, {"type": "array", "maxItems": 1,
+                                                                                  "items": {"$ref": "#/$defs/e"}}]}},
+      "$ref": "#/$defs/e"}, "can each hold this union again"),
     ({"$ref": "#/$defs/missing"}, "names no definition"),
     ({"type": "date"}, "'date' is not a JSON Schema type"),
     ({"enum": []}, "an empty enum"),

@@ -1,0 +1,89 @@
+"""Unions whose branches begin alike, held by a live server through the real `openai` SDK: Pydantic models
+with a discriminated union (oneOf + discriminator), a plain Union of models (anyOf of $refs) and `int |
+float`, parsed by the SDK itself (`chat.completions.parse`, `responses.parse`); a demanded call whose
+parameters hold such a union; a union the server cannot bound is a 400 naming it. On the tiny random model,
+whose free answers are gibberish: only the constraint makes them valid."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal
+
+import jsonschema
+import openai
+import pytest
+from openai.lib._pydantic import to_strict_json_schema
+from pydantic import BaseModel, Field
+
+
+class Cat(BaseModel):
+    type: Literal["cat"]
+    name: str = Field(max_length=8)        # the random model ends a string only when it must
+    lives: int = Field(ge=0, le=9)
+
+
+class Dog(BaseModel):
+    type: Literal["dog"]
+    good: bool
+    weight: float = Field(ge=0, le=99)
+
+
+class Reply(BaseModel):
+    pet: Annotated[Cat | Dog, Field(discriminator="type")]
+    others: list[Cat | Dog] = Field(max_length=2)
+    size: int | float
+
+
+@pytest.fixture(scope="module")
+def oai(tiny_server):
+    return openai.OpenAI(base_url=tiny_server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+MESSAGES = [{"role": "user", "content": "Describe some pets as JSON."}]
+
+
+def test_the_sdk_parses_pydantic_unions(oai):
+    free = oai.chat.completions.create(model="m", messages=MESSAGES, temperature=0, max_tokens=40)
+    with pytest.raises(ValueError):
+        json.loads(free.choices[0].message.content)        # the random model, left alone, writes no JSON
+    schema = to_strict_json_schema(Reply)
+    kinds = set()
+    for seed in range(4):
+        r = oai.chat.completions.parse(model="m", messages=MESSAGES, temperature=0.9, seed=seed, max_tokens=400,
+                                       response_format=Reply)
+        choice = r.choices[0]
+        assert choice.finish_reason == "stop", choice.message.content
+        reply = choice.message.parsed
+        assert isinstance(reply, Reply) and isinstance(reply.pet, Cat | Dog) and len(reply.others) <= 2
+        jsonschema.validate(json.loads(choice.message.content), schema)
+        kinds |= {type(p).__name__ for p in [reply.pet, *reply.others]} | {type(reply.size).__name__}
+    assert {"Cat", "Dog"} <= kinds, kinds           # both branches are reachable
+
+
+def test_responses_parse_a_union(oai):
+    r = oai.responses.parse(model="m", input="Describe a pet as JSON.", temperature=0.9, max_output_tokens=400,
+                            text_format=Reply)
+    assert r.status == "completed", r.output_text
+    assert isinstance(r.output_parsed, Reply)
+
+
+def test_a_demanded_call_holds_a_union_in_its_arguments(oai):
+    params = to_strict_json_schema(Reply)
+    tool = {"type": "function", "function": {"name": "adopt", "parameters": params, "strict": True}}
+    for seed in range(3):
+        r = oai.chat.completions.create(model="m", messages=MESSAGES, temperature=0.8, seed=seed, max_tokens=400,
+                                        tools=[tool], tool_choice="required").choices[0]
+        assert r.finish_reason == "tool_calls", r.message.content
+        (call,) = r.message.tool_calls
+        jsonschema.validate(json.loads(call.function.arguments), params)
+        Reply.model_validate_json(call.function.arguments)
+
+
+def test_a_union_without_a_bound_is_refused_by_name(oai):
+    schema = {"$defs": {"e": {"anyOf": [{"type": "object", "properties": {"l": {"$ref": "#/$defs/e"}}},
+                                        {"type": "object", "properties": {"r": {"$ref": "#/$defs/e"}}}]}},
+              "$ref": "#/$defs/e"}
+    fmt = {"type": "json_schema", "json_schema": {"name": "expr", "schema": schema, "strict": True}}
+    with pytest.raises(openai.BadRequestError) as e:
+        oai.chat.completions.create(model="m", messages=MESSAGES, max_tokens=20, response_format=fmt)
+    assert "#/$defs/e.anyOf: two branches that begin with '{' can each hold this union again" in e.value.message
