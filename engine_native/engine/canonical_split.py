@@ -28,6 +28,7 @@ from typing import Any
 # the answer's bytes the split is read with: from after the last newline (a piece boundary in every
 # pre-tokenizer), at most this many
 CONTEXT_BYTES = 256
+_CONTINUATION = bytes(range(0x80, 0xC0))    # UTF-8's bytes after a character's first
 
 
 def _utf8(data: bytes) -> str | None:
@@ -99,10 +100,13 @@ class CanonicalSplit:
                 self._text = self._text[-CONTEXT_BYTES:]
 
     def _context(self) -> bytes:
-        """The answer's last bytes from after a newline (where a piece starts), at most CONTEXT_BYTES."""
+        """The answer's last bytes from after a newline (where a piece starts), at most CONTEXT_BYTES; a tail
+        cut from a longer line starts at a character (a JSON call is one line: its text may be any)."""
         tail = self._text[-CONTEXT_BYTES:]
         cut = tail.rfind(b"\n")
-        return tail[cut + 1:] if cut >= 0 or len(self._text) <= CONTEXT_BYTES else tail
+        if cut >= 0 or len(self._text) <= CONTEXT_BYTES:
+            return tail[cut + 1:]
+        return tail.lstrip(_CONTINUATION)
 
     def resplit(self, token: int) -> int:
         """The model's free choice, or the tokenizer's token in its place when the choice runs on into forced

@@ -64,6 +64,27 @@ def test_a_fixed_call_is_written_as_the_next_turn_reads_it(smollm_tokenizer):
     assert same == text and len(plain) == len(text)
 
 
+def test_the_split_holds_after_a_long_line_of_non_ascii_text(smollm_tokenizer):
+    """A JSON call is one line: after an argument of 300 bytes of Chinese the split is read from a tail cut
+    inside a character, which must start at one (before: the rest of the call a byte at a time)."""
+    tok = smollm_tokenizer
+    vocab = Vocabulary.of(tok)
+    args = {"type": "object", "properties": {"content": {"type": "string"}, "path": {"const": "notes.txt"}},
+            "required": ["content", "path"]}
+    c = CanonicalSplit(JsonConstraint(compile_call([("write", args)]), vocab, [tok.eos_id], lead=b"<tool_call>\n",
+                                      close=CLOSE, spacing=(b", ", b": ")), tok)
+    ids = tok.encode('<tool_call>\n{"name": "write", "arguments": {"content": "' + "中" * 100 + '",', add_bos=False)
+    for t in ids:
+        c.advance(t)
+    sampler = Sampler(SamplingParams(), vocab.n, constraint=c)
+    while (t := sampler.sample(short_first(vocab))) != tok.eos_id:
+        ids.append(t)
+        assert len(ids) < 400
+    text = b"".join(vocab.bytes[i] for i in ids).decode()
+    assert text.endswith('中", "path": "notes.txt"}}' + CLOSE.decode())
+    assert ids == tok.encode(text, add_bos=False)
+
+
 def test_a_free_token_running_into_forced_text_is_cut_as_the_tokenizer_cuts(smollm_tokenizer):
     tok = smollm_tokenizer
     vocab = Vocabulary.of(tok)
