@@ -370,17 +370,29 @@ class _Shape:
         """The output items of a whole answer; the message's `logprobs` (its own tokens') when the job
         reported them."""
         reasoning, content, calls = split_answer(c.text, self.fmt, self.tools)
-        logprobs = None
-        if c.logprobs is not None and tokenizer is not None:
-            track = TokenText(tokenizer)
-            track.add_tokens(c.logprobs)
-            track.add_text(c.text)
-            track.skip(reasoning or "")
-            logprobs = track.take(content)
+        logprobs = self.text_logprobs(c, tokenizer) if c.logprobs is not None and tokenizer is not None else None
         items = [self.reasoning(reasoning)] if reasoning is not None else []
         items += [self.message(content, "completed" if calls else _call_status(c), logprobs)] \
             if content or not calls else []
         return items + [self.call_item(call, _call_status(c)) for call in calls]
+
+
+    def text_logprobs(self, c: Completion, tokenizer: Any) -> list[dict]:
+        """The entries of the message's tokens, its text placed as _stream places it: each piece the reader
+        gives as it reads, then the text after the calls where it ends the answer."""
+        track = TokenText(tokenizer)
+        track.add_tokens(c.logprobs or [])
+        track.add_text(c.text)
+        reader = AnswerStream(self.fmt, self.tools)
+        pieces = reader.feed(c.text)
+        last, rest, _ = reader.finish(c.text)
+        out: list[dict] = []
+        for kind, piece in pieces + last:
+            if kind == "text":
+                out += track.take(piece)
+            else:
+                track.skip(piece)
+        return out + track.take_tail(rest)
 
 
 def output_text(text: str, logprobs: list[dict] | None = None) -> dict:
@@ -451,7 +463,7 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape,
                            content_index=0, part=output_text(""))
         return open_item
 
-    async def delta(kind: str, text: str) -> None:
+    async def delta(kind: str, text: str, tail: bool = False) -> None:
         item = open_item if open_item is not None and open_item["type"] == kind else await begin(kind)
         item["text"] += text
         if kind == "reasoning":
@@ -460,7 +472,7 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape,
             await out.send("response.reasoning_text.delta", item_id=shape.rs_id, output_index=item["index"],
                            content_index=0, delta=text)
             return
-        logprobs = track.take(text) if track is not None else []
+        logprobs = [] if track is None else track.take_tail(text) if tail else track.take(text)
         item["logprobs"] += logprobs
         await out.send("response.output_text.delta", item_id=shape.msg_id, output_index=item["index"],
                        content_index=0, delta=text, logprobs=logprobs)
@@ -521,7 +533,7 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape,
                     if open_item is None or open_item["type"] != "text":
                         await begin("text")
                     if rest:
-                        await delta("text", rest)
+                        await delta("text", rest, tail=True)     # the text after the calls
                 await finish_item("completed" if calls else _call_status(c))   # a cut message: incomplete
                 for call in calls:
                     await _send_call(out, shape, call, len(items), _call_status(c))

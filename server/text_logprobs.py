@@ -5,7 +5,8 @@ of the tool-call markup around it (OpenAI's shape, `{token, logprob, bytes, top_
 `TokenText` follows one answer: `add_tokens` with sampling.token_logprobs entries as they are sampled,
 `add_text` with the decoded text as it comes (the scheduler sends a token's entry before its text), then
 each piece the answer's reader gives out, in order, is placed in that text: `take(piece)` returns the
-entries of the tokens that wrote it, `skip(piece)` passes over a piece that is no output text. A token
+entries of the tokens that wrote it, `skip(piece)` passes over a piece that is no output text, `take_tail(piece)`
+places the text a reader gives after the calls where it ends the answer. A token
 counts for the piece its text overlaps first; tokens between pieces (a `</think>`, a call's markup) go
 to none. A piece not found verbatim in the text (a reader that rewrote it) gets no entries.
 
@@ -47,15 +48,25 @@ class TokenText:
         """The OpenAI entries of the tokens that wrote `piece`, the next piece of output text."""
         return [logprob_entry(self._tokenizer, e) for e in self._place(piece)]
 
+    def take_tail(self, piece: str) -> list[dict]:
+        """The entries of `piece`, output text that ends the answer (a reader's text after the calls): placed
+        where only whitespace follows it, not at an earlier match (inside a call's arguments); none when it
+        is not there verbatim (text gathered from between calls)."""
+        at = self.text.rfind(piece, self._cursor) if piece else -1
+        if at < 0 or self.text[at + len(piece):].strip():
+            return []
+        return [logprob_entry(self._tokenizer, e) for e in self._place_at(at, len(piece))]
+
     def skip(self, piece: str) -> None:
         """Passes over `piece`, text that is not output text (reasoning)."""
         self._place(piece)
 
     def _place(self, piece: str) -> list[tuple]:
         at = self.text.find(piece, self._cursor) if piece else -1
-        if at < 0:
-            return []
-        end = at + len(piece)
+        return self._place_at(at, len(piece)) if at >= 0 else []
+
+    def _place_at(self, at: int, length: int) -> list[tuple]:
+        end = at + length
         self._cursor = end
         spans, i = self._spans, self._next
         while i < len(spans) and spans[i][1] <= at and spans[i][0] < at:   # wrote only text before the piece

@@ -152,3 +152,35 @@ def test_the_default_model_gives_its_texts_tokens_not_its_calls(smol, stream):
     assert text_of(part.logprobs).strip() == part.text
     assert len(part.logprobs) < r.usage.output_tokens - 10     # the call's tokens are not there
     assert all(len(e.top_logprobs) == 2 for e in part.logprobs)
+
+
+# ----- text after a call: its own tokens, not the call's -----
+
+AFTER = "Oslo"       # also inside the call's arguments
+
+
+@pytest.fixture(scope="module")
+def caller(tiny_model_factory):
+    """A real tiny model that always answers "Sure<tool_call>{... "Oslo" ...}</tool_call>Oslo"."""
+    from strata.engine import Engine
+
+    plain = tiny_model_factory(ctx_len=2048, n_vocab=512, seed=3, added_tokens=MARKUP)
+    ids = Engine(str(plain), n_ctx=256, n_threads=1).tokenize(
+        f"\nSure<tool_call>{ARGUMENTS}</tool_call>{AFTER}", special=True)
+    model = tiny_model_factory(ctx_len=2048, n_vocab=512, seed=3, added_tokens=MARKUP, script=tuple(ids) + (2,))
+    with LiveServer(model=str(model), ctx=2048, batch=2, threads=1, conversation_cache_mib=0) as s:
+        yield openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_text_after_a_call_gets_its_own_tokens(caller, stream):
+    """The message's text is the text before the call and after it: its entries are those texts' tokens (before:
+    none at all unstreamed, the text was not in the answer verbatim; streamed, "Oslo" was found inside the call
+    and given the call's arguments token)."""
+    kw = dict(tools=[WEATHER], include=LOGPROBS, top_logprobs=1, max_output_tokens=200)
+    r = list(ask(caller, "weather?", stream=True, **kw))[-1].response if stream else ask(caller, "weather?", **kw)
+    assert [o.type for o in r.output] == ["message", "function_call"], r.output
+    part = r.output[0].content[0]
+    assert part.text == "Sure" + AFTER
+    assert text_of(part.logprobs) == part.text
+    assert ARGUMENTS not in [e.token for e in part.logprobs]
