@@ -71,7 +71,10 @@ class JsonConstraint:
         # `trigger`: each time the answer writes it (outside a `reasoning` block), a value is held, then
         # `close` is written, then the answer is free again (a tool call's JSON after each `<tool_call>`)
         self.trigger, self.reasoning = trigger, reasoning
-        self.close, self._closing = close, False   # bytes forced after each held value (`</tool_call>`)
+        # `close`: bytes forced after each held value (`\n</tool_call>`), from the byte that ends it on: one token
+        # may end the value and begin them (`}}\n` where the pre-tokenizer keeps punctuation with newlines)
+        self.close = close
+        self._closing = ((("P", close, 0),), 0) + self._blank if close else None
         self.after = trigger if trigger is not None else after
         self._free = b""                     # the answer's bytes while waiting for `after`
         if opened and reasoning is not None:
@@ -104,6 +107,8 @@ class JsonConstraint:
             if out is not None and self.spacing is not None:
                 sp = spacing_step(state[-1], b, self.spacing) if in_value else state[-1]
                 out = None if sp is None else out + (sp,)
+            if out is not None and in_value and not out[0] and self._closing is not None:
+                out = self._closing                      # the value (a call: an object) is whole
             self._memo[key] = out
             return out
 
@@ -154,11 +159,8 @@ class JsonConstraint:
         if nxt is None:
             raise ValueError(f"json constraint: token {token} was not allowed here")
         self.state = nxt
-        if not nxt[0] and (self.trigger is not None or self.close):   # the value (or its closing tag) is whole
-            if self.close and not self._closing:         # its closing tag, then free until the next trigger
-                self.state, self._closing = ((("P", self.close, 0),), 0) + self._blank, True
-            elif self.trigger is not None:
-                self.state, self.after, self._free, self._closing = self._initial, self.trigger, b"", False
+        if not nxt[0] and self.trigger is not None:      # the value and its closing tag are whole: free until
+            self.state, self.after, self._free = self._initial, self.trigger, b""    # the next trigger
 
     def forced_bytes(self, after: bytes = b"") -> bytes:
         """The bytes the value must write next (after `after`) whatever the model chooses: a key the schema
@@ -169,10 +171,7 @@ class JsonConstraint:
         state = self._after_bytes(after)
         if state is None:
             return b""
-        run = forced_run(self._step, state, lambda s: complete(s[:2]), self._runs)
-        if self.close and not self._closing and complete(bytes_through(self._step, state, run)[:2]):
-            run += self.close                            # the value is whole: its closing tag comes next
-        return run
+        return forced_run(self._step, state, lambda s: complete(s[:2]), self._runs)   # the closing tag too
 
     def _allowed_ids(self) -> np.ndarray:
         """The ids allowed next while the value is held: the plain tokens the automaton takes (a walk over

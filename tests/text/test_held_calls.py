@@ -218,3 +218,30 @@ def test_held_json_calls_are_spaced_as_the_template_writes_them(text, want):
     else:
         with pytest.raises(ValueError):
             c.feed(text.encode())
+
+
+@pytest.mark.parametrize("trigger", [False, True])
+def test_one_token_may_end_a_json_call_and_begin_its_closing_tag(trigger):
+    """Qwen's and Llama 3's pre-tokenizers keep punctuation with the newlines after it: '"}}\n' is one piece
+    and often one token, the tokenizer's own end of a call before `</tool_call>`. It was refused (the closing
+    tag began only after the token that ended the value), so the model had to write '"}}' '\n' instead."""
+    pieces = [b"<tool_call>", b"\n", b'{"name": "f", "arguments": {"a": "x', b'"}}\n', b"</tool_call>", b'"}}',
+              b"Sure.", b"<eos>"]
+    vocab = Vocabulary(pieces, special_ids=[0, 4, 7])
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    how = dict(trigger=b"<tool_call>", lead=b"\n") if trigger else dict(lead=b"<tool_call>\n")
+    c = JsonConstraint(compile_call([("f", schema)]), vocab, [7], close=b"\n</tool_call>", **how)
+    for _ in range(2 if trigger else 1):
+        for t in [0, 1, 2]:
+            assert c.allows(t)
+            c.advance(t)
+        assert c.forced_bytes() == b""                   # the string may go on
+        assert c.forced_bytes(b'"}}') == b"\n</tool_call>"
+        assert c.allows(3) and c.allowed_mask()[3] and c.allows(5)
+        c.advance(3)
+        assert c.forced_bytes() == b"</tool_call>" and not c.allows(7) and not c.allows(6)
+        c.advance(4)
+    if trigger:
+        assert not c.active and c.allows(6)              # free again until the next call
+    else:
+        assert c.allows(7) and not c.allows(6)           # the call is the whole answer
