@@ -41,7 +41,7 @@ HEX = frozenset(b"0123456789abcdefABCDEF")
 #   ("L", literals, pos)                  matching literals (enum, const, true / false / null)
 #   ("P", data, pos)                      bytes that must come first (a tool call's opening tag)
 #   ("D", literals, pos)                  a call's tool name; when whole, ("=", name) joins the call's `seen`
-#   ("U", alts, whole)                    a union whose branches began alike: each still possible as a state
+#   ("U", alts)                           a union whose branches began alike: each still possible as a state
 #                                         of its own (json_union.py)
 # Empty stack: the value is complete.
 

@@ -9,8 +9,9 @@ draft 4's boolean exclusive forms too; json_numbers.py), `pattern` and `format` 
 `enum`, `const`, `anyOf` / `oneOf` (oneOf read as anyOf, as OpenAI reads it): branches that begin with
 different characters (Pydantic's `Optional[X]`: X or null) are told apart by the first byte, branches that
 begin alike (unions of objects told apart by a `"type"` const, `integer | number`, `string | string with a
-pattern`) are each followed until the bytes rule them out (json_union.py; a union two of whose alike
-branches can each hold it again through a `$ref` is refused: what it keeps would double with each level),
+pattern`) are each followed until the bytes rule them out (json_union.py; a recursive union whose alike
+branches would hold two different schemas at one place that each hold it again is refused: what it keeps
+would double with each level),
 `$ref` to `#/$defs/...` or `#/definitions/...`. Ignored: annotations (`title`, `description`, `default`,
 `examples`, `$schema`, `$id`, `strict`, `discriminator`). Anything else (`multipleOf`, `allOf`,
 `not`, ...) is refused by name rather than silently not enforced, except in a tool's parameters
@@ -32,7 +33,7 @@ from typing import Any
 
 from strata.engine.json_numbers import MAX_NUMBER, Bounds, writable
 from strata.engine.json_patterns import Pattern, PatternError, compile_pattern, format_pattern
-from strata.engine.json_union import unbounded_at
+from strata.engine.json_union import holds_itself, unbounded_at
 
 # `discriminator` (OpenAPI's, Pydantic's discriminated unions) only names the key that tells the branches apart:
 # the branches' own `const` hold it
@@ -168,7 +169,7 @@ class _Compiler:
         self.closed = closed
         self.lenient = lenient            # a tool's parameters: what cannot be enforced takes any value
         self.refs: dict[str, Node] = {}
-        self.alike: list[tuple[Node, str]] = []   # unions whose branches begin alike, and where each is
+        self.unions: list[tuple[Node, str]] = []  # every union, and where it is (checked once all is compiled)
 
     def ref(self, ref: Any, where: str) -> Node:
         if not isinstance(ref, str) or not ref.startswith(("#/$defs/", "#/definitions/")):
@@ -184,7 +185,9 @@ class _Compiler:
         self.refs[ref] = node
         done = self.node(target, ref)
         node.__dict__.update(done.__dict__)
-        self.alike = [(node if n is done else n, w) for n, w in self.alike]   # the node the schema reaches
+        if node.kind == "pending":
+            raise SchemaError(f"{where}.$ref {ref!r} names only itself")
+        self.unions = [(node if n is done else n, w) for n, w in self.unions]   # the node the schema reaches
         return node
 
     def declared_first_bytes(self, schema: Any, depth: int) -> frozenset[int]:
@@ -314,23 +317,27 @@ class _Compiler:
         if len(rest) == 1:
             return rest[0]
         node = Node("union", alternatives=tuple(rest))
-        firsts = [n.first_bytes() for n in rest]
-        if sum(map(len, firsts)) > len(frozenset().union(*firsts)):
-            self.alike.append((node, where))      # held by json_union.py's frame: its bound is checked once all is compiled
+        self.unions.append((node, where))
         return node
 
     def check_unions(self) -> None:
-        """Refuses (lenient: lets any value through) a union whose alternatives kept have no bound."""
-        for node, where in self.alike:
-            b = unbounded_at(node)
+        """Refuses (lenient: lets any value through) a union that is one of its own branches, and one whose
+        branches that begin alike (json_union.py's frame) would keep what has no bound."""
+        for node, where in self.unions:
+            if holds_itself(node):
+                if not self.lenient:
+                    raise SchemaError(f"{where}: a branch of this union is the union itself (through $ref)")
+                node.__dict__.update(ANY.__dict__)
+        for node, where in self.unions:
+            b = unbounded_at(node) if node.kind == "union" else None
             if b is None:
                 continue
             if self.lenient:
                 node.__dict__.update(ANY.__dict__)
                 continue
-            raise SchemaError(f"{where}: two branches that begin with {chr(b)!r} can each hold this union again "
-                              "(through $ref), so the alternatives kept while the answer is written would "
-                              "double with each level; not supported")
+            raise SchemaError(f"{where}: two branches that begin with {chr(b)!r} hold, at one place, two different "
+                              "schemas that can each hold this union again (through $ref), so what is kept while "
+                              "the answer is written would double with each level; not supported")
 
 
 def compile_schema(schema: Any, closed: bool = True, lenient: bool = False) -> Node:

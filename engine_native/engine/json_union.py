@@ -2,16 +2,20 @@
 read as anyOf, as OpenAI reads it) or a type list such as `integer | number`, objects told apart by a
 `"type": {"const": ...}` key (Pydantic's unions of models), `string | string with a pattern`.
 
-json_grammar.py's union frame ("U", alts, whole) keeps each branch still possible as a state of its own
+json_grammar.py's union frame ("U", alts) keeps each branch still possible as a state of its own
 (an NFA over the branches inside the deterministic stack): every byte steps each of them, those that refuse
 it are dropped, and when none takes the byte but one is whole, the union's value has ended and the byte
 belongs to what holds it (a number: `1` is whole for an integer branch and still open for a number branch;
 `,` then ends both). When one branch is left the frame gives way to that branch's own stack, so a
-discriminated union is deterministic again once its discriminator is written. Branches that begin
-differently (Pydantic's Optional[X]) never reach the frame: the first byte picks the one.
+discriminated union is deterministic again once its discriminator is written. Branches whose top frames
+are the same (a recursive `$ref` two branches hold under one key: `{"op": "add", "l": Expr}` and
+`{"op": "mul", "l": Expr}`) share them, so a recursive union keeps one copy of each level, not one per
+branch. Branches that begin differently (Pydantic's Optional[X]) never reach the frame: the first byte picks
+the one.
 
-`unbounded_at`: a union two of whose branches, beginning alike, can each hold that same union again (through
-a `$ref`) would keep a number of alternatives that doubles with each level; json_schema.py refuses it.
+`unbounded_at`: a recursive union whose alike branches would hold, at one place, two different schemas that
+can each hold it again would keep a number of alternatives that doubles with each level (nothing shared);
+json_schema.py refuses it.
 
 Not here: the frames of one branch (json_grammar.py), the schema compiler (json_schema.py).
 """
@@ -21,8 +25,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-# ("U", alts, whole): alts the branches still possible, each a state (stack, ws) whose stack is not empty,
-# in the schema's order; whole: a branch ended exactly at the last byte (its stack emptied).
+# ("U", alts): the branches still possible, each a state (stack, ws) whose stack is not empty, in the schema's
+# order. A branch whose stack empties is dropped: its value closed with a quote or a bracket, which closes every
+# branch that took it too (JSON's strings and brackets match alike whatever the schema), or leaves a literal
+# that is whole as well (`"ab"` for a string and for the const "ab"), so a branch left may end there.
 
 
 def start_union(alternatives: Sequence[Any], b: int, start_value: Callable[[Any, int], tuple | None]) -> tuple | None:
@@ -31,29 +37,75 @@ def start_union(alternatives: Sequence[Any], b: int, start_value: Callable[[Any,
     frames = tuple(dict.fromkeys(f for f in (start_value(a, b) for a in alternatives) if f is not None))
     if len(frames) <= 1:
         return frames[0] if frames else None
-    return ("U", tuple(((f,), 0) for f in frames), False)
+    return ("U", tuple(((f,), 0) for f in frames))
 
 
 def union_step(stack: tuple, b: int, step: Callable, complete: Callable) -> tuple | None:
     """The state after byte b with a union frame on top of `stack`, or None when b cannot come next."""
-    _, alts, whole = stack[-1]
+    alts = stack[-1][1]
     taken = [s for s in (step(a, b) for a in alts) if s is not None]
     if not taken:
-        if whole or any(complete(a) for a in alts):   # the value ended: b belongs to what holds it
+        if any(complete(a) for a in alts):        # the value ended: b belongs to what holds it
             return step((stack[:-1], 0), b)
         return None
-    live = tuple(dict.fromkeys(s for s in taken if s[0]))
-    ended = len(live) < len(taken)
+    live = _shared(tuple(dict.fromkeys(s for s in taken if s[0])))
     if not live:
         return (stack[:-1], 0)                     # every branch that took b is whole: so is the union
-    if len(live) == 1 and (not ended or complete(live[0])):
+    if len(live) == 1:
         return (stack[:-1] + live[0][0], live[0][1])   # one branch left: its own frames from here on
-    return (stack[:-1] + (("U", live, ended),), 0)
+    return (stack[:-1] + (("U", live),), 0)
+
+
+def _shared(alts: tuple) -> tuple:
+    """The branches whose top frames are the same (one $ref that two branches hold under the same key, begun
+    at the same byte) made one: ([union of their frames below], that top), so that a recursive union keeps
+    one copy of what they write in common instead of one per branch, level after level."""
+    groups: dict[tuple, list] = {}
+    for s in alts:
+        groups.setdefault((s[0][-1], s[1]) if len(s[0]) > 1 else s, []).append(s)
+    if len(groups) == len(alts):
+        return alts
+    out = []
+    for key, members in groups.items():
+        if len(members) == 1:
+            out.append(members[0])
+            continue
+        lowers = tuple(dict.fromkeys((m[0][:-1], 0) for m in members))
+        below = lowers[0][0] if len(lowers) == 1 else (("U", lowers),)
+        out.append((below + (key[0],), key[1]))
+    return tuple(dict.fromkeys(out))
 
 
 def union_complete(frame: tuple, complete: Callable) -> bool:
-    """Whether a union frame's value may end here (a branch whole, or one that may end, a number)."""
-    return frame[2] or any(complete(a) for a in frame[1])
+    """Whether a union frame's value may end here (a branch that may end: a number, a literal)."""
+    return any(complete(a) for a in frame[1])
+
+
+def _pairs_below(x: Any, y: Any) -> list[tuple[Any, Any]]:
+    """The schemas two branches hold at one place one level into their values, when they hold x and y here
+    (the same key of two objects, the items of two arrays, a union's branches that begin alike)."""
+    if x is y:
+        return []                                 # the same frames from here on: shared (_shared)
+    for a, c in ((x, y), (y, x)):
+        if a.kind == "union":
+            return [(alt, c) for alt in a.alternatives if alt.first_bytes() & c.first_bytes()]
+    kinds = {x.kind, y.kind} - {"any"}     # any value: an object whose values are any, or an array; two: the same
+    if kinds == {"object"}:
+        keys = set(x.props) | set(y.props)
+        out = [(_value_at(x, k), _value_at(y, k)) for k in keys]
+        if (x.kind == "any" or x.extra is not None) and (y.kind == "any" or y.extra is not None):
+            out.append((_value_at(x, None), _value_at(y, None)))
+        return [(a, c) for a, c in out if a is not None and c is not None]
+    if kinds == {"array"}:
+        return [(x if x.kind == "any" else x.items, y if y.kind == "any" else y.items)]
+    return []
+
+
+def _value_at(node: Any, key: str | None) -> Any:
+    """The schema of an object's value under `key` (None: a key it does not name), None when refused."""
+    if node.kind == "any":
+        return node
+    return node.props.get(key, node.extra) if key is not None else node.extra
 
 
 def _children(node: Any) -> list:
@@ -75,12 +127,46 @@ def _reaches(start: Any, target: Any) -> bool:
     return False
 
 
+def holds_itself(union: Any) -> bool:
+    """Whether `union` is one of its own branches, or of theirs (through $refs): its value would begin by
+    beginning itself."""
+    seen: set[int] = set()
+    todo = list(union.alternatives)
+    while todo:
+        n = todo.pop()
+        if n is union:
+            return True
+        if n.kind == "union" and id(n) not in seen:
+            seen.add(id(n))
+            todo.extend(n.alternatives)
+    return False
+
+
 def unbounded_at(union: Any) -> int | None:
-    """A byte two of `union`'s branches begin with when each of them can hold `union` again: nested that
-    way, the alternatives kept would double with each level. None: the schema bounds what is kept."""
-    recurring = [a.first_bytes() for a in union.alternatives if _reaches(a, union)]
-    for x, first in enumerate(recurring):
-        for other in recurring[x + 1:]:
-            if first & other:
-                return min(first & other)
+    """A byte two of `union`'s branches begin with when, below it, they can hold two different schemas at one
+    place that can each hold `union` again: nested that way, their frames are never shared (_shared) and
+    what the union frame keeps would double with each level. None: the schema bounds what is kept."""
+    alts = union.alternatives
+    reaches: dict[int, bool] = {}
+
+    def recurs(n: Any) -> bool:
+        if id(n) not in reaches:
+            reaches[id(n)] = _reaches(n, union)
+        return reaches[id(n)]
+
+    for i, a in enumerate(alts):
+        for c in alts[i + 1:]:
+            first = a.first_bytes() & c.first_bytes()
+            if not first:
+                continue
+            seen: set[tuple[int, int]] = set()
+            todo = _pairs_below(a, c)
+            while todo:
+                x, y = todo.pop()
+                if x is y or (id(x), id(y)) in seen or not x.first_bytes() & y.first_bytes():
+                    continue                      # shared, seen, or never both written (the first byte picks)
+                if recurs(x) and recurs(y):
+                    return min(first)
+                seen.add((id(x), id(y)))
+                todo.extend(_pairs_below(x, y))
     return None

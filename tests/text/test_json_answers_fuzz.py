@@ -100,8 +100,8 @@ def random_value_schema(rng: np.random.Generator, depth: int, defs: dict) -> dic
 def alike_union(rng: np.random.Generator, depth: int, defs: dict) -> dict:
     """A union whose branches begin alike (json_union.py): integer | number, strings with and without a
     pattern or format, objects told apart by a "type" const (through $refs, Pydantic's shape) or by their
-    keys, arrays of different items."""
-    kind = int(rng.integers(7 if depth < 2 else 3))
+    keys, arrays of different items, an expression tree (a recursive union)."""
+    kind = int(rng.integers(8 if depth < 2 else 3))
     if kind == 0:
         lo = int(rng.integers(-50, 50))
         return {"anyOf": [{"type": "integer", "minimum": lo, "maximum": lo + int(rng.integers(0, 30))},
@@ -124,8 +124,16 @@ def alike_union(rng: np.random.Generator, depth: int, defs: dict) -> dict:
         return {("oneOf" if kind == 3 else "anyOf"): [{"$ref": f"#/$defs/{n}"} for n in names]}
     if kind == 5:                                    # objects told apart by their keys only
         return {"anyOf": [random_object_schema(rng, depth + 1, defs) for _ in range(int(rng.integers(2, 4)))]}
-    return {"anyOf": [{"type": "array", "items": random_value_schema(rng, depth + 1, defs), "maxItems": 3}
-                      for _ in range(2)]}
+    if kind == 6:
+        return {"anyOf": [{"type": "array", "items": random_value_schema(rng, depth + 1, defs), "maxItems": 3}
+                          for _ in range(2)]}
+    if "expr" not in defs:                           # a recursive union: two branches hold it under the same keys
+        def op(name):
+            return {"type": "object", "required": ["op", "l", "r"],
+                    "properties": {"op": {"const": name}, "l": {"$ref": "#/$defs/expr"}, "r": {"$ref": "#/$defs/expr"}}}
+        defs["expr"] = {"anyOf": [op("add"), op("mul"), {"type": "object", "required": ["n"],
+                                                         "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}}}]}
+    return {"$ref": "#/$defs/expr"}
 
 
 def random_object_schema(rng: np.random.Generator, depth: int, defs: dict) -> dict:
@@ -260,10 +268,10 @@ def test_alike_unions_on_a_small_and_the_default_vocabulary(tiny_model_factory, 
     from strata.engine.tokenizer import Tokenizer
 
     tok = Tokenizer.from_metadata(GGUFFile(tiny_model_factory(n_vocab=512, seed=11)).metadata)
-    done, cut = fuzz_answers(tok, n=30, seed=4, limit=250, check_mask=0.05, roots=alike_root)
-    assert done >= 20, (done, cut)
-    done, cut = fuzz_answers(smollm_tokenizer, n=10, seed=5, limit=200, roots=alike_root)
-    assert done >= 7, (done, cut)
+    done, cut = fuzz_answers(tok, n=30, seed=4, limit=400, check_mask=0.05, roots=alike_root)
+    assert done >= 14, (done, cut)             # the rest cut at the limit (a noisy model nests expression trees)
+    done, cut = fuzz_answers(smollm_tokenizer, n=10, seed=5, limit=300, roots=alike_root)
+    assert done >= 6, (done, cut)
 
 
 UTF8_PATTERNS = ["^[é-ü]{1,3}$", "^[^a-z]{2}$", "^[\u0100-\uffff]+x$", "^[😀-🙏]+$", "^.{2}$", "^[^\\x00-\\x7f]+$",
