@@ -111,3 +111,16 @@ def test_a_recursive_union_of_alike_branches(oai):
     with pytest.raises(openai.BadRequestError) as e:
         oai.chat.completions.create(model="m", messages=MESSAGES, max_tokens=20, response_format=fmt)
     assert "anyOf: two branches that begin with '{' hold, at one place, two different schemas" in e.value.message
+
+
+def test_anthropic_output_format_holds_a_union(tiny_server):
+    import anthropic
+
+    claude = anthropic.Anthropic(base_url=tiny_server.url, api_key="unused", max_retries=0, timeout=60)
+    schema = to_strict_json_schema(Reply)
+    for seed in range(2):
+        r = claude.messages.create(model="m", max_tokens=400, messages=[{"role": "user", "content": "Pets as JSON."}],
+                                   extra_body={"output_config": {"format": {"type": "json_schema", "schema": schema}},
+                                               "temperature": 0.9, "seed": seed})
+        assert r.stop_reason == "end_turn"
+        Reply.model_validate_json(r.content[0].text)
