@@ -355,3 +355,57 @@ def test_a_union_that_is_its_own_branch_is_refused_by_name(schema, words):
     took nothing)."""
     with pytest.raises(SchemaError, match=words.replace("$", r"\$").replace(".", r"\.")):
         compile_schema(schema)
+
+
+def _random_recursive_unions(rng: random.Random) -> dict:
+    """Up to three unions in $defs, each of 2-3 branches (objects of keys l / r / t, arrays) whose values name
+    the unions again, any object, integers, strings, nullable values, arrays."""
+    names = ["u", "v", "w"][: rng.randint(1, 3)]
+
+    def value(depth: int) -> dict:
+        r = rng.random()
+        if r < 0.45:
+            return {"$ref": f"#/$defs/{rng.choice(names)}"}
+        if r < 0.85 and depth < 2:
+            return [{"type": "object"}, {"type": "integer"}, {"type": "array", "items": value(depth + 1)},
+                    {"anyOf": [value(depth + 1), {"type": "null"}]}][int((r - 0.45) / 0.1)]
+        return {"type": "string"}
+
+    def branch() -> dict:
+        if rng.random() < 0.25:
+            return {"type": "array", "items": value(1), **({"maxItems": 2} if rng.random() < 0.3 else {})}
+        return {"type": "object", "properties": {k: value(1) for k in rng.sample(["l", "r", "t"], rng.randint(1, 3))}}
+    return {"$defs": {n: {"anyOf": [branch() for _ in range(rng.randint(2, 3))]} for n in names}, "$ref": "#/$defs/u"}
+
+
+def test_random_recursive_unions_are_refused_or_kept_small():
+    """Random recursive unions: each is refused by name or held with no dead end, and walks that nest as
+    deep as they can (to ~100 levels) keep at most a few frames per level squared (a union whose branches
+    double what is kept would pass 5,000 frames within a dozen levels)."""
+    rng = random.Random(3)
+    held = refused = 0
+    deepest = 0
+    for _ in range(150):
+        schema = _random_recursive_unions(rng)
+        try:
+            node = compile_schema(schema)
+        except SchemaError as e:
+            assert "anyOf: " in str(e)
+            refused += 1
+            continue
+        held += 1
+        for _ in range(4):
+            state, depth = ((("V", node),), 0), 0
+            for _ in range(160):
+                options = [b for b in STRUCTURE + b"lrt" if step(state, b) is not None] or _allowed(state)
+                if not options:
+                    assert complete(state), f"a dead end in {schema}"
+                    break
+                opening = [b for b in options if b in b'{["lrt:']
+                b = rng.choice(sorted(opening) if opening and rng.random() < 0.85 else sorted(options))
+                state = step(state, b)
+                depth += (b in b"{[") - (b in b"]}")
+                deepest = max(deepest, depth)
+                frames = _frames(state[0])
+                assert frames <= 3 * depth * depth + 50, (frames, depth, schema)
+    assert held >= 100 and refused >= 10 and deepest >= 40, (held, refused, deepest)
