@@ -10,8 +10,8 @@ draft 4's boolean exclusive forms too; json_numbers.py), `pattern` and `format` 
 different characters (Pydantic's `Optional[X]`: X or null) are told apart by the first byte, branches that
 begin alike (unions of objects told apart by a `"type"` const, `integer | number`, `string | string with a
 pattern`) are each followed until the bytes rule them out (json_union.py; a recursive union whose alike
-branches would hold two different schemas at one place that each hold it again is refused: what it keeps
-would double with each level),
+branches would hold two different schemas at one place that each hold it again, level after level, is
+refused: what it keeps would double with each level),
 `$ref` to `#/$defs/...` or `#/definitions/...`. Ignored: annotations (`title`, `description`, `default`,
 `examples`, `$schema`, `$id`, `strict`, `discriminator`). Anything else (`multipleOf`, `allOf`,
 `not`, ...) is refused by name rather than silently not enforced, except in a tool's parameters
@@ -336,8 +336,8 @@ class _Compiler:
                 node.__dict__.update(ANY.__dict__)
                 continue
             raise SchemaError(f"{where}: two branches that begin with {chr(b)!r} hold, at one place, two different "
-                              "schemas that can each hold this union again (through $ref), so what is kept while "
-                              "the answer is written would double with each level; not supported")
+                              "schemas that can each hold this union again (through $ref), level after level, so what "
+                              "is kept while the answer is written would double with each level; not supported")
 
 
 def compile_schema(schema: Any, closed: bool = True, lenient: bool = False) -> Node:

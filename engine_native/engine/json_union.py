@@ -14,8 +14,8 @@ branch. Branches that begin differently (Pydantic's Optional[X]) never reach the
 the one.
 
 `unbounded_at`: a recursive union whose alike branches would hold, at one place, two different schemas that
-can each hold it again would keep a number of alternatives that doubles with each level (nothing shared);
-json_schema.py refuses it.
+can each hold it again, level after level, would keep a number of alternatives that doubles with each level
+(nothing shared); json_schema.py refuses it.
 
 Not here: the frames of one branch (json_grammar.py), the schema compiler (json_schema.py).
 """
@@ -144,8 +144,10 @@ def holds_itself(union: Any) -> bool:
 
 def unbounded_at(union: Any) -> int | None:
     """A byte two of `union`'s branches begin with when, below it, they can hold two different schemas at one
-    place that can each hold `union` again: nested that way, their frames are never shared (_shared) and
-    what the union frame keeps would double with each level. None: the schema bounds what is kept."""
+    place that each hold `union` again, and again below those, without end (a cycle of such pairs): nested
+    that way, their frames are never shared (_shared) and what the union frame keeps would double with each
+    level. None: the schema bounds what is kept (a pair that diverges for some levels then shares or stops
+    recurring keeps a bounded number of copies)."""
     alts = union.alternatives
     reaches: dict[int, bool] = {}
 
@@ -154,19 +156,33 @@ def unbounded_at(union: Any) -> int | None:
             reaches[id(n)] = _reaches(n, union)
         return reaches[id(n)]
 
+    def below(x: Any, y: Any) -> list[tuple[Any, Any]]:
+        """The pairs under (x, y) that both hold `union` again and that the two branches can both write."""
+        return [(a, c) for a, c in _pairs_below(x, y)
+                if a is not c and a.first_bytes() & c.first_bytes() and recurs(a) and recurs(c)]
+
+    done: set[tuple[int, int]] = set()            # pairs whose pairs below are known to end
     for i, a in enumerate(alts):
         for c in alts[i + 1:]:
             first = a.first_bytes() & c.first_bytes()
             if not first:
                 continue
-            seen: set[tuple[int, int]] = set()
-            todo = _pairs_below(a, c)
-            while todo:
-                x, y = todo.pop()
-                if x is y or (id(x), id(y)) in seen or not x.first_bytes() & y.first_bytes():
-                    continue                      # shared, seen, or never both written (the first byte picks)
-                if recurs(x) and recurs(y):
+            # depth-first over the pairs below, a path of pairs on the stack: a pair met again on it is a cycle
+            path = {(id(a), id(c))}
+            stack = [((a, c), iter(below(a, c)))]
+            while stack:
+                pair, rest = stack[-1]
+                nxt = next(rest, None)
+                if nxt is None:
+                    stack.pop()
+                    key = (id(pair[0]), id(pair[1]))
+                    path.discard(key)
+                    done.add(key)
+                    continue
+                key = (id(nxt[0]), id(nxt[1]))
+                if key in path:
                     return min(first)
-                seen.add((id(x), id(y)))
-                todo.extend(_pairs_below(x, y))
+                if key not in done:
+                    path.add(key)
+                    stack.append((nxt, iter(below(*nxt))))
     return None
