@@ -1,6 +1,5 @@
 // Row-interleaved ("packed") copies of Q4_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K and IQ4_XS weight
-// matrices and the products over them,
-// for AVX-512 VNNI builds: one 512-bit load gives, in int32 lane r, four quant bytes of row r of a
+// matrices and the products over them, for AVX-512 VNNI builds: one 512-bit load gives, in int32 lane r, four quant bytes of row r of a
 // group of 16 rows, so a block's dot products for 16 rows come out of 8 vpdpbusd per token, lane r
 // accumulating row r block after block (no horizontal reduce), the weight unpack shared by up to 8
 // tokens.
@@ -43,8 +42,8 @@
 // Activations: each row of quantize_act_row's output (Q8_1 for Q4_1, Q8_0 for Q8_0 and IQ4_NL) is prepared
 // into blocks of 40 bytes: qs (32,) int8, float d, then float s (Q8_1's d * sum) for Q4_1 or int32
 // -128 * sum(qs) for Q8_0 and IQ4_NL (removes the +128 of the weights exactly; IQ4_NL's table values are
-// looked up + 128). The floats are the fp16
-// values of the source block, widened, so the products see the same numbers as the GGUF path.
+// looked up + 128). The floats are the fp16 values of the source block, widened, so the products see the
+// same numbers as the GGUF path.
 // Q4_K's and Q5_K's Q8_K rows are prepared per super-block into 288 bytes: qs (256,) int8, float d, int16
 // sums of the 8 sub-blocks of 32 (bsums added in pairs, exact), 12 zero bytes. Q6_K's into 336
 // bytes: qs (256,) int8, int32 -32 * bsums (16,) (the q - 32 offset, exact), float d, 12 zero bytes;
