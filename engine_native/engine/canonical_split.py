@@ -111,7 +111,8 @@ class CanonicalSplit:
     def resplit(self, token: int) -> int:
         """The model's free choice, or the tokenizer's token in its place when the choice runs on into forced
         text and the tokenizer cuts the two otherwise (`"}` before a forced `}`: the tokenizer writes `"` `}}`).
-        The text is the same or a start of it: the model chooses again after a shorter token."""
+        The text is the same, a start of it (the model chooses again after a shorter token), or it and forced
+        bytes after it (`"` before a forced `}}`: the tokenizer writes `"}}`)."""
         token = int(token)
         if token in self.special or not 0 <= token < self.tokenizer.n_vocab:
             return token
