@@ -108,6 +108,16 @@ def prepared_q8k_blocks(name: str, act_block: int):
     return xq.reshape(4, 292), xp.reshape(4, act_block)
 
 
+def assert_prepared_with_offset_sums(name: str, act_block: int, offset: int) -> None:
+    """The prepared layout of Q3_K and Q6_K (336 bytes a super-block): the Q8_K qs, int32 -offset * each
+    bsum (the quants' offset folded in), its float d, 12 zero bytes."""
+    src, dst = prepared_q8k_blocks(name, act_block)
+    assert np.array_equal(dst[:, :256], src[:, 4:260])
+    bsums = src[:, 260:292].copy().view("<i2").astype(np.int32)
+    assert np.array_equal(dst[:, 256:320].copy().view("<i4"), -offset * bsums)
+    assert np.array_equal(dst[:, 320:324], src[:, 0:4])
+    assert not dst[:, 324:].any()
+
 def q45k_values_from_packed(blk: np.ndarray) -> np.ndarray:
     """(16, 256) float32: the values of one packed Q4_K (2368 bytes) or Q5_K (2880) block rebuilt
     from its parts alone: nibbles at [j][r], d, dmin, byte scales [s][r], byte mins [k][r][2], and

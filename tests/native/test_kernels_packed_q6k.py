@@ -46,12 +46,7 @@ def test_packed_block_holds_the_gguf_values():
 
 def test_prepared_activations_carry_q8k_numbers():
     """336 bytes a super-block: the Q8_K qs, int32 -32 * each bsum, its float d, 12 zero bytes."""
-    src, dst = checks.prepared_q8k_blocks(NAME, ACT_BLOCK)
-    assert np.array_equal(dst[:, :256], src[:, 4:260])
-    bsums = src[:, 260:292].copy().view("<i2").astype(np.int32)
-    assert np.array_equal(dst[:, 256:320].copy().view("<i4"), -32 * bsums)
-    assert np.array_equal(dst[:, 320:324], src[:, 0:4])
-    assert not dst[:, 324:].any()
+    checks.assert_prepared_with_offset_sums(NAME, ACT_BLOCK, 32)
 
 
 @pytest.mark.parametrize("q, scale", [(0, -128), (63, 127), (0, 127)])

@@ -41,3 +41,19 @@ def scripted_model(tiny_model_factory):
         f"\n<think>{SCRIPT_THOUGHT}</think>{SCRIPT_ANSWER}", special=True)
     return tiny_model_factory(ctx_len=2048, n_vocab=512, seed=3, added_tokens=think,
                               script=tuple(ids) + (2,))     # then <|im_end|>
+
+
+@pytest.fixture(scope="module")
+def oai(tiny_server):
+    """The `openai` SDK on tiny_server (a module that serves another model defines its own)."""
+    import openai
+
+    return openai.OpenAI(base_url=tiny_server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def claude(tiny_server):
+    """The `anthropic` SDK on tiny_server."""
+    import anthropic
+
+    return anthropic.Anthropic(base_url=tiny_server.url, api_key="unused", max_retries=0, timeout=60)

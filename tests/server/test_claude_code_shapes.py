@@ -13,7 +13,6 @@ import json
 import time
 
 import anthropic
-import openai
 import pytest
 
 # the betas and extra fields of the CLI's main-conversation requests
@@ -34,16 +33,6 @@ ENVIRONMENT = "# Environment\n - Primary working directory: /tmp/work\n - Platfo
 FIRST_USER = {"role": "user", "content": [{"type": "text", "text": "<system-reminder>\nBe brief.\n</system-reminder>\n"},
                                           {"type": "text", "text": "List the files"}]}
 ENV_MESSAGE = {"role": "system", "content": [{"type": "text", "text": ENVIRONMENT, "cache_control": {"type": "ephemeral"}}]}
-
-
-@pytest.fixture(scope="module")
-def claude(tiny_server):
-    return anthropic.Anthropic(base_url=tiny_server.url, api_key="unused", max_retries=0, timeout=60)
-
-
-@pytest.fixture(scope="module")
-def oai(tiny_server):
-    return openai.OpenAI(base_url=tiny_server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
 
 
 def cli_request(claude, messages, max_tokens=6):

@@ -22,11 +22,6 @@ def is_utf8(raw: bytes) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def oai(tiny_server):
-    return openai.OpenAI(base_url=tiny_server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
-
-
 def test_chat_logprobs_are_the_models_own(oai, tiny_model, tiny_server):
     from strata.engine import Engine
     from strata.server.prompting import render_chat

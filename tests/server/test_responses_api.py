@@ -20,11 +20,6 @@ WEATHER = {"type": "function", "name": "get_weather", "description": "The weathe
 PATCH = {"type": "custom", "name": "apply_patch", "description": "Applies a patch to the files"}
 
 
-@pytest.fixture(scope="module")
-def oai(tiny_server):
-    return openai.OpenAI(base_url=tiny_server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
-
-
 def ask(oai, input, **kw):
     kw.setdefault("temperature", 0)
     kw.setdefault("max_output_tokens", 12)

@@ -19,11 +19,6 @@ WEATHER = {"type": "function", "name": "get_weather", "description": "The weathe
            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
 
 
-@pytest.fixture(scope="module")
-def oai(tiny_server):
-    return openai.OpenAI(base_url=tiny_server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
-
-
 def ask(client, input=ASK, **kw):
     kw.setdefault("temperature", 0)
     kw.setdefault("max_output_tokens", 8)

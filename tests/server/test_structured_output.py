@@ -28,11 +28,6 @@ def check_pet(text: str) -> dict:
     return value
 
 
-@pytest.fixture(scope="module")
-def oai(tiny_server):
-    return openai.OpenAI(base_url=tiny_server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
-
-
 def ask(client, **kw):
     kw.setdefault("messages", [{"role": "user", "content": "Describe a pet as JSON."}])
     kw.setdefault("max_tokens", 200)
@@ -132,13 +127,6 @@ def test_the_default_model_fills_in_the_schema(smol):
         response_format=PET_FORMAT)
     value = check_pet(r.choices[0].message.content)
     assert value["kind"] == "dog"
-
-
-@pytest.fixture(scope="module")
-def claude(tiny_server):
-    import anthropic
-
-    return anthropic.Anthropic(base_url=tiny_server.url, api_key="unused", max_retries=0, timeout=60)
 
 
 @pytest.mark.parametrize("field", ["output_config", "output_format"])
@@ -362,7 +350,6 @@ def test_metrics_count_held_answers(tiny_server, oai):
     assert after['strata_held_answers_total{rule="json"}'] == before.get('strata_held_answers_total{rule="json"}', 0) + 1
     assert after['strata_held_answers_total{rule="call"}'] == before.get('strata_held_answers_total{rule="call"}', 0) + 1
     assert after["strata_held_refusals_total"] > before["strata_held_refusals_total"]   # a random model is refused
-
 
 
 def xml_coder(factory, call: str):

@@ -38,11 +38,6 @@ class Reply(BaseModel):
     size: int | float
 
 
-@pytest.fixture(scope="module")
-def oai(tiny_server):
-    return openai.OpenAI(base_url=tiny_server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
-
-
 MESSAGES = [{"role": "user", "content": "Describe some pets as JSON."}]
 
 

@@ -8,7 +8,6 @@ whole history; the tools a demanded call may name follow the changes; bad blocks
 from __future__ import annotations
 
 import anthropic
-import openai
 import pytest
 from strata.server.tool_changes import ADDED, REMOVED
 from strata.server.tool_search import definitions_text
@@ -36,16 +35,6 @@ DROP_BASH = {"type": "tool_removal", "tool": ref("Bash")}
 def as_chat(tool: dict) -> dict:
     return {"type": "function", "function": {"name": tool["name"], "description": tool["description"],
                                              "parameters": tool["input_schema"]}}
-
-
-@pytest.fixture(scope="module")
-def claude(tiny_server):
-    return anthropic.Anthropic(base_url=tiny_server.url, api_key="unused", max_retries=0, timeout=60)
-
-
-@pytest.fixture(scope="module")
-def oai(tiny_server):
-    return openai.OpenAI(base_url=tiny_server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
 
 
 def send(claude, messages, **kw):
