@@ -1,9 +1,10 @@
 """`strata serve`: flags, configuration, start-up checks, the listening loop, signals and the status line.
 
 An invalid option or variable stops start-up with a message naming it (exit status 2); a model that
-cannot be loaded stops the server (exit status 1). SIGINT / SIGTERM (and, with --stop-on-stdin-eof, the
-end of standard input) stop it cleanly: running requests are cancelled, the engine thread joins, the
-histories in the engine's contexts are parked, the cache closes. Not here: the app itself (app.py).
+cannot be loaded stops the server (exit status 1). SIGINT / SIGTERM / SIGHUP (a closed terminal; not
+under `nohup`) and, with --stop-on-stdin-eof, the end of standard input stop it cleanly: running requests
+are cancelled, the engine thread joins, the histories in the engine's contexts are parked, the cache
+closes. Not here: the app itself (app.py).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
     state.on_load_error = on_load_error
     if config.stop_on_stdin_eof:
         watch_stdin(lambda: loop.call_soon_threadsafe(stop.set))
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in stop_signals():
         try:
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):   # Windows: Ctrl-C arrives as KeyboardInterrupt
@@ -127,6 +128,17 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
             status_task.cancel()
         await runner.cleanup()
     return 1 if failed else 0
+
+
+def stop_signals() -> list[signal.Signals]:
+    """The signals that stop the server cleanly: SIGINT, SIGTERM and SIGHUP (the terminal `./run` runs in
+    was closed; its default action killed the server with no histories parked), unless SIGHUP is ignored,
+    as `nohup` leaves it: then the server is meant to outlive its terminal."""
+    signals = [signal.SIGINT, signal.SIGTERM]
+    hangup = getattr(signal, "SIGHUP", None)   # not on Windows
+    if hangup is not None and signal.getsignal(hangup) is not signal.SIG_IGN:
+        signals.append(hangup)
+    return signals
 
 
 def check_output_paths(config: ServerConfig) -> None:
