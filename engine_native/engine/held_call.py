@@ -23,6 +23,7 @@ from strata.engine.token_bytes import (
 )
 
 DONE = ("done",)
+_SPACES = frozenset(b" \t\r\n")
 
 
 class HeldCall:
@@ -74,6 +75,27 @@ class HeldCall:
         for data, then in alts:
             if len(data) == pos:
                 return self._step(self._expand(then), b)
+        return None
+
+    def _next_bytes(self, state: tuple) -> frozenset[int] | None:
+        """A superset of the bytes `state` takes, or None (any may): forced_run tries only these. The markup's
+        next bytes (and, where an alternative is whole, those of the state it names); a subclass's own states
+        say theirs (`_own_next_bytes`)."""
+        if state == DONE:
+            return _SPACES
+        if state[0] != "lits":
+            return self._own_next_bytes(state)
+        _, alts, pos = state
+        out = frozenset(data[pos] for data, _ in alts if len(data) > pos)
+        for data, then in alts:
+            if len(data) == pos:
+                more = self._next_bytes(self._expand(then))
+                if more is None:
+                    return None
+                out |= more
+        return out
+
+    def _own_next_bytes(self, state: tuple) -> frozenset[int] | None:
         return None
 
     def _step(self, state: tuple, b: int) -> tuple | None:
@@ -157,7 +179,9 @@ class HeldCall:
         """The bytes the call must write next (after `after`) whatever the model chooses: its markup, a name
         or key only one offered fits; b"" while the answer is free or could go two ways."""
         state = self._from(self.state, after) if self.active else None
-        return forced_run(self._step, state, self._may_end, self._runs) if state is not None and state != DONE else b""
+        if state is None or state == DONE:
+            return b""
+        return forced_run(self._step, state, self._may_end, self._runs, next_bytes=self._next_bytes)
 
     def allowed_mask(self) -> np.ndarray:
         unheld = unheld_mask(self.vocab, self.after, self.active, self.allows)
@@ -166,20 +190,22 @@ class HeldCall:
         mask = np.zeros(self.vocab.n, dtype=bool)
         # the plain tokens the call takes (a walk over the vocabulary's prefixes; any bytes once it is whole),
         # the special ones one by one (they may write its markup); never an end while it is open
-        mask[self.vocab.walk(self.state, self._step)] = True
-        for i in self.vocab.special_nonempty:
-            mask[i] = self.allows(int(i))
+        mask[self.vocab.walk(self.state, self._step, next_bytes=self._next_bytes)] = True
+        if self._markup(self.state):                 # elsewhere allows refuses every special token
+            for i in self.vocab.special_nonempty:
+                mask[i] = self.allows(int(i))
         mask[[i for i in self.eos if 0 <= i < self.vocab.n]] = self._may_end(self.state)
         return mask
 
     def best_allowed(self, logits: np.ndarray) -> int | None:
         """The allowed token of the highest logit (the lowest id on a tie), or None when none is."""
         logits = np.asarray(logits, dtype=np.float32)
-        top = np.argpartition(-logits, 63)[:64] if logits.shape[0] > 64 else np.arange(logits.shape[0])
-        first = top[np.lexsort((top, -logits[top]))]
-        for i in first:
-            if logits[i] > logits[first[-1]] and self.allows(int(i)):   # ties at the cut: the full scan
-                return int(i)
+        if not (self.active and self._next_bytes(self.state) is not None):   # else the walk is cheaper
+            top = np.argpartition(-logits, 63)[:64] if logits.shape[0] > 64 else np.arange(logits.shape[0])
+            first = top[np.lexsort((top, -logits[top]))]
+            for i in first:
+                if logits[i] > logits[first[-1]] and self.allows(int(i)):   # ties at the cut: the full scan
+                    return int(i)
         mask = self.allowed_mask()
         if not mask.any():
             return None

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from strata.engine.held_call import DONE, HeldCall
 from strata.engine.json_grammar import step
+from strata.engine.json_next_bytes import next_bytes
 from strata.engine.json_schema import Node
 from strata.engine.token_bytes import Vocabulary, live_suffix
 
@@ -84,6 +85,18 @@ class JsonArgsCall(HeldCall):
         if kind == "args":
             return ("json", then[1], ((("V", self.args[then[1]]),), 0), b"")
         return then
+
+    def _own_next_bytes(self, state: tuple) -> frozenset[int] | None:
+        """The header's first byte after the name, its end marker's bytes once it is long; an id's characters
+        or the end marker; the arguments' (json_next_bytes.py); whitespace after Harmony's arguments."""
+        kind, h = state[0], self.header
+        if kind == "header":
+            return h.after_name if state[3] == 0 else frozenset(h.end) if state[3] >= h.max_len else None
+        if kind == "id":
+            return ID_BYTES | frozenset(h.end[:1])
+        if kind == "json":
+            return next_bytes(state[2])
+        return frozenset(b" \t\r\n") if kind == "end" else None
 
     def _step_uncached(self, state: tuple, b: int) -> tuple | None:
         kind = state[0]

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 import numpy as np
 from strata.engine.json_grammar import complete, step
+from strata.engine.json_next_bytes import next_bytes
 from strata.engine.json_schema import Node
 from strata.engine.token_bytes import (
     Vocabulary,
@@ -43,6 +44,11 @@ def spacing_step(sp: tuple, b: int, spacing: tuple[bytes, bytes]) -> tuple | Non
         return None                              # the space after ':' or ',' is missing
     owed = len(spacing[0]) - 1 if b == 0x2C else len(spacing[1]) - 1 if b == 0x3A else 0
     return (True, b == 0x22, False, owed)
+
+
+def _hint(state: tuple) -> frozenset[int] | None:
+    """The automaton's next-byte hint for a constraint's state (its grammar part: the rest only narrows)."""
+    return next_bytes(state[:2])
 
 
 class JsonConstraint:
@@ -171,14 +177,15 @@ class JsonConstraint:
         state = self._after_bytes(after)
         if state is None:
             return b""
-        return forced_run(self._step, state, lambda s: complete(s[:2]), self._runs)   # the closing tag too
+        return forced_run(self._step, state, lambda s: complete(s[:2]), self._runs,     # the closing tag too
+                          next_bytes=_hint)
 
     def _allowed_ids(self) -> np.ndarray:
         """The ids allowed next while the value is held: the plain tokens the automaton takes (a walk over
         the vocabulary's prefixes), special ones looked at one by one (a lead, a reasoning opening), the end
         tokens once the value is whole."""
         more = [i for i in self.eos if 0 <= i < self.vocab.n]
-        ids = self.vocab.walk(self.state, self._step)
+        ids = self.vocab.walk(self.state, self._step, next_bytes=_hint)
         ids = ids[~np.isin(ids, more)] if more else ids
         lead = bool(self.state[0]) and self.state[0][-1][0] == "P"
         if lead or self.may_think is not None:
@@ -226,11 +233,14 @@ class JsonConstraint:
     def best_allowed(self, logits: np.ndarray) -> int | None:
         """The allowed token of the highest logit (the lowest id on a tie), or None when none is."""
         logits = np.asarray(logits, dtype=np.float32)
-        top = np.argpartition(-logits, 63)[:64] if logits.shape[0] > 64 else np.arange(logits.shape[0])
-        first = top[np.lexsort((top, -logits[top]))]     # the 64 best, best first, lower id first on a tie
-        for i in first:
-            if logits[i] > logits[first[-1]] and self.allows(int(i)):   # ties at the cut: the full sort
-                return int(i)
+        # where the automaton names the next bytes (punctuation, a key, markup), the walk over the tokens that
+        # begin with them costs less than checking the 64 best one by one
+        if not (self.active and _hint(self.state) is not None):
+            top = np.argpartition(-logits, 63)[:64] if logits.shape[0] > 64 else np.arange(logits.shape[0])
+            first = top[np.lexsort((top, -logits[top]))]     # the 64 best, best first, lower id first on a tie
+            for i in first:
+                if logits[i] > logits[first[-1]] and self.allows(int(i)):   # ties at the cut: the full sort
+                    return int(i)
         order = self._allowed_ids() if self.active else np.flatnonzero(self.allowed_mask())
         if order.size == 0:
             return None

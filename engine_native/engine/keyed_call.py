@@ -101,6 +101,16 @@ class KeyedCall(HeldCall):
             return ("lits", tuple(alts), 0)
         return then
 
+    def _own_next_bytes(self, state: tuple) -> frozenset[int] | None:
+        """In a key of a tool that lists its keys: the next byte of the keys still possible, or the markup
+        after a whole one; a value is the model's text (None)."""
+        if state[0] != "key" or self.tools[state[1]].keys is None:
+            return None
+        _, t, seen, buf = state
+        n = len(buf)
+        keys = self.tools[t].keys or ()
+        return frozenset(k[n] for k in keys if k not in seen and len(k) > n and k.startswith(buf)) | frozenset(self.m.mid[:1])
+
     def _step_uncached(self, state: tuple, b: int) -> tuple | None:
         kind = state[0]
         if kind == "lits":

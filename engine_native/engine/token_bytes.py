@@ -49,35 +49,44 @@ class Vocabulary:
             self._by_bytes = (data, np.array(ids, dtype=np.int64), shared)
         return self._by_bytes
 
-    def walk(self, state: Any, step: Any, free: Any = None) -> np.ndarray:
+    def walk(self, state: Any, step: Any, free: Any = None, next_bytes: Any = None) -> np.ndarray:
         """The ids of the plain (not special) tokens whose bytes `step(state, b)` takes one by one (None:
         refused); `free(state)`: from that state on any bytes go (a held call whole). The tokens in byte order
         share their prefixes' states, and a refused prefix skips every token that begins with it: a mask
         costs the prefixes the automaton takes, not the vocabulary (where whitespace may come, the ~20,000
-        tokens that begin with a space are one step and a refusal per second byte)."""
+        tokens that begin with a space are one step and a refusal per second byte). `next_bytes(state)`: a
+        superset of the bytes a state takes, or None (forced_run's hint): for a token's first two bytes, where
+        the refusals are many, the walk leaps from a byte it leaves out to the next it names, with no step."""
         data, ids, shared = self._sorted()
         out: list[int] = []
         states = [state]                  # states[d]: after the first d bytes of the current token
+        hints = [_hint(next_bytes, state)]     # hints[d]: (sorted, set) of next_bytes(states[d]), or None
         i, n = 0, len(data)
         while i < n:
             tb = data[i]
-            del states[min(shared[i], len(states) - 1) + 1:]
-            refused = -1
+            keep = min(shared[i], len(states) - 1) + 1
+            del states[keep:], hints[keep:]
+            skip = -1
             while len(states) <= len(tb):
                 if free is not None and free(states[-1]):
                     break
-                nxt = step(states[-1], tb[len(states) - 1])
+                d = len(states) - 1
+                hint = hints[d]
+                if hint is not None and tb[d] not in hint[1]:     # refused unstepped: on to the next byte named
+                    skip = _next_named(data, tb[:d], hint[0], tb[d], i)
+                    break
+                nxt = step(states[-1], tb[d])
                 if nxt is None:
-                    refused = len(states)         # the prefix tb[:refused] is refused: skip its tokens
+                    skip = _past_prefix(data, tb[:d + 1], i)     # the prefix is refused: skip its tokens
                     break
                 states.append(nxt)
-            if refused < 0:
+                hints.append(_hint(next_bytes, nxt) if d + 1 < _HINT_DEPTH else None)
+            if skip < 0:
                 out.append(i)
                 i += 1
             else:
-                i = _past_prefix(data, tb[:refused], i)
+                i = skip
         return ids[out] if out else np.zeros(0, dtype=np.int64)
-
 
     @classmethod
     def of(cls, tokenizer: Any) -> Vocabulary:
@@ -98,6 +107,24 @@ def live_suffix(data: bytes, texts: Sequence[bytes]) -> bytes:
         if any(len(t) > k and t.startswith(end) for t in texts):
             return end
     return b""
+
+
+_HINT_DEPTH = 2        # a walk asks next_bytes of the states after a token's first 0 and 1 bytes (the wide fan-outs)
+
+
+def _hint(next_bytes: Any, state: Any) -> tuple[list[int], frozenset[int]] | None:
+    """next_bytes(state) sorted and as a set, or None (no hint, or none asked)."""
+    named = None if next_bytes is None else next_bytes(state)
+    return None if named is None else (sorted(named), frozenset(named))
+
+
+def _next_named(data: list[bytes], prefix: bytes, named: list[int], refused: int, lo: int) -> int:
+    """The first index from `lo` in sorted `data` of a token that begins with `prefix` and then a byte of
+    `named` (sorted) above `refused`; past the tokens that begin with `prefix` when there is none."""
+    k = bisect.bisect_right(named, refused)
+    if k < len(named):
+        return bisect.bisect_left(data, prefix + bytes([named[k]]), lo)
+    return _past_prefix(data, prefix, lo)
 
 
 def _common(a: bytes, b: bytes) -> int:
@@ -162,10 +189,11 @@ def unheld_mask(vocab: Vocabulary, after: bytes | None, active: bool, allows: An
 _SCAN_ORDER = bytes(range(0x20, 0x7F)) + bytes(range(0x20)) + bytes(range(0x7F, 0x100))
 
 
-def _only_next(step: Any, state: Any) -> tuple[int, Any] | None:
-    """(byte, state after it) when exactly one byte may come next in `state`, else None."""
+def _only_next(step: Any, state: Any, candidates: Iterable[int] | None = None) -> tuple[int, Any] | None:
+    """(byte, state after it) when exactly one byte may come next in `state`, else None. `candidates`: a
+    superset of the bytes `state` takes (the automaton's hint); None: all 256 are tried."""
     only = None
-    for b in _SCAN_ORDER:
+    for b in _SCAN_ORDER if candidates is None else candidates:
         nxt = step(state, b)
         if nxt is not None:
             if only is not None:
@@ -174,16 +202,20 @@ def _only_next(step: Any, state: Any) -> tuple[int, Any] | None:
     return only
 
 
-def forced_run(step: Any, state: Any, may_end: Any, memo: dict, limit: int = 256) -> bytes:
+def forced_run(step: Any, state: Any, may_end: Any, memo: dict, limit: int = 256, next_bytes: Any = None) -> bytes:
     """The bytes every continuation of `state` writes next through `step` (a constraint's memoized automaton
     step): they stop where two bytes could come, where the held text may end (`may_end(state)`), or at
     `limit`. A key the schema names, a call's fixed markup, the one tool's name. `memo` keeps each state's
-    run (a state on a run is asked again once the tokens before it are written)."""
+    run (a state on a run is asked again once the tokens before it are written). `next_bytes(state)`: a
+    superset of the bytes the state takes, or None (json_next_bytes.py): only those are tried, not 256."""
     out, states = b"", []
     while state not in memo:
         if len(out) >= limit:
             break
-        only = None if may_end(state) else _only_next(step, state)
+        if may_end(state):
+            only = None
+        else:
+            only = _only_next(step, state, None if next_bytes is None else next_bytes(state))
         if only is None:
             memo[state] = b""
             break
