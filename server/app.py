@@ -100,6 +100,9 @@ def load(state: ServerState) -> None:
     state.scheduler = sched
     state.info_line = info_line(state)
     state.ready = True                  # before the INFO line: a client that waits for it is served at once
+    if state.stopping:                  # stopped while loading: "listening on" would read as if it serves
+        log.info("model loaded in %.1f s; not serving it: the server is stopping", time.monotonic() - t0)
+        return
     log.info("%s (loaded in %.1f s)", state.info_line, time.monotonic() - t0)
 
 

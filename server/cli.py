@@ -93,9 +93,18 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
     state.on_load_error = on_load_error
     if config.stop_on_stdin_eof:
         watch_stdin(lambda: loop.call_soon_threadsafe(stop.set))
+    def on_stop_signal() -> None:
+        if not (state.ready or state.load_error):
+            if stop.is_set():            # a second Ctrl-C while loading: nothing served yet, nothing to keep
+                log.warning("stopped while loading the model")
+                os._exit(130)
+            log.info("stopping once the model has loaded (it cannot be interrupted; Ctrl-C again quits now, "
+                     "nothing is lost: no conversation has been served yet)")
+        stop.set()
+
     for sig in stop_signals():
         try:
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_stop_signal)
         except (NotImplementedError, RuntimeError):   # Windows: Ctrl-C arrives as KeyboardInterrupt
             pass
     runner = web.AppRunner(app, access_log=None, handle_signals=False)

@@ -116,7 +116,16 @@ def file_problem(error: OSError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return run_command(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        # Ctrl-C before a command set up its own handling (importing aiohttp and the engine takes a second or
+        # two on a busy machine): stop as the shell expects, not with thirty lines of import frames.
+        print(file=sys.stderr)
+        return 130
+
+
+def run_command(argv: list[str]) -> int:
     parser = build_parser()
     if argv and argv[0] in SUBCOMMANDS:
         name = argv[0]
