@@ -37,7 +37,9 @@ def read_model_facts(path: str | Path) -> ModelFacts:
     try:
         meta = _metadata(path)
     except Exception as e:  # the readers raise many types on a damaged file
-        raise ModelFileError(f"{path}: cannot read its GGUF metadata: {e}") from None
+        from strata.engine.models import damaged_file_advice
+
+        raise ModelFileError(f"{path}: cannot read its GGUF metadata: {e}{damaged_file_advice(e)}") from None
     arch = meta.get("general.architecture")
     if not isinstance(arch, str):
         raise ModelFileError(f"{path}: no general.architecture in its metadata")

@@ -27,13 +27,14 @@ class Preflight:
 def preflight(config) -> Preflight:
     from strata.engine import check_model
     from strata.engine.gpu import cuda_lacks_of, resolve_backend
+    from strata.engine.models import damaged_file_advice
     from strata.server.app import model_path
 
     try:
         path = model_path(config)
         check_model(path)
     except (FileNotFoundError, ValueError) as e:
-        return Preflight(1, f"the model could not be loaded: {e}")
+        return Preflight(1, f"the model could not be loaded: {e}{damaged_file_advice(e)}")
     if config.backend == "cuda":           # before the build's own check: rebuilding with CUDA would not help
         lacks = cuda_lacks_of(path)
         if lacks:

@@ -111,7 +111,9 @@ def run(args) -> int:
         r = run_bench(model, args.threads, quick=args.quick, kv_type=args.kv_type,
                       backend=getattr(args, "backend", "cpu"))
     except (OSError, ValueError) as e:
-        print(f"strata bench: {e}", file=sys.stderr)
+        from strata.engine.models import damaged_file_advice
+
+        print(f"strata bench: {e}{damaged_file_advice(e)}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(r))

@@ -281,7 +281,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         engine = Engine(model, n_ctx=args.ctx, n_threads=args.threads)
     except (OSError, ValueError) as exc:
-        print(f"strata chat: cannot load {model}: {exc}", file=sys.stderr)
+        from strata.engine.models import damaged_file_advice
+
+        print(f"strata chat: cannot load {model}: {exc}{damaged_file_advice(exc)}", file=sys.stderr)
         return 1
     print(f"{model}{origin}: {engine.arch}, {engine.n_threads} threads, backend {engine.backend}, "
           f"context {args.ctx}, loaded in {time.perf_counter() - t0:.2f} s")

@@ -127,7 +127,20 @@ def describe_model(path: Path | str, *, is_default: bool = False) -> ModelInfo:
         )
     except Exception as exc:  # a bad file is listed with its error, never a crash
         return ModelInfo(path=str(path), size_bytes=size, is_default=is_default,
-                         error=f"{type(exc).__name__}: {exc}")
+                         error=f"{type(exc).__name__}: {exc}{damaged_file_advice(exc)}")
+
+
+def damaged_file_advice(exc: BaseException) -> str:
+    """What to do about a GGUF file the reader refused (appended to its message; empty for other errors):
+    a file that is not GGUF at all wants another file, one cut short or with damaged bytes (an interrupted
+    download, a copy that ran out of space) wants downloading again."""
+    from strata.engine import GGUFError
+
+    if not isinstance(exc, GGUFError):
+        return ""
+    if "not a GGUF file" in str(exc):
+        return " (give a .gguf model file; `strata models` lists the ones Strata finds)"
+    return " (the file is incomplete or damaged, as a download cut short leaves it: download it again)"
 
 
 def _count(value) -> int:

@@ -137,3 +137,20 @@ def test_models_lists_each_damaged_file_as_unreadable_with_why(damaged):
         lines = [ln for ln in text.splitlines() if str(path) in ln]
         assert lines, f"{name}: {path} not listed"
         assert any(says in ln for ln in lines), f"{name}: {lines}"
+
+
+@pytest.mark.parametrize("command", [("serve", "--no-config", "--port", "0", "--threads", "1", "--ctx", "256"),
+                                     ("chat", "--ctx", "256"), ("bench", "--quick"),
+                                     ("setup", "--yes", "--skip-bench", "--config", "{folder}/c.toml")])
+def test_each_command_says_what_to_do_about_a_cut_short_file_or_one_that_is_not_gguf(damaged, command):
+    """A download cut short: download it again; a file that is not GGUF: give a .gguf file (they named the
+    defect and stopped there, leaving the user to guess what to do)."""
+    folder, models = damaged
+    args = [a.format(folder=folder) for a in command]
+    cut = strata(*args, "--model", str(models["tensor data cut short"][0]), timeout=60)
+    assert cut.returncode != 0 and "download it again" in cut.stderr + cut.stdout, cut.stderr
+    text = folder / "notes.gguf"
+    text.write_text("not a model\n")
+    wrong = strata(*args, "--model", str(text), timeout=60)
+    assert wrong.returncode != 0, wrong.stderr
+    assert "give a .gguf model file" in wrong.stderr + wrong.stdout or "not a GGUF file" in wrong.stderr, wrong.stderr
