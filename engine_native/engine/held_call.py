@@ -98,6 +98,11 @@ class HeldCall:
     def _own_next_bytes(self, state: tuple) -> frozenset[int] | None:
         return None
 
+    def _walk_first(self, state: tuple) -> bool:
+        """Whether best_allowed should walk the vocabulary at once (json_next_bytes.walk_first): in the call's
+        markup and names (the model's best tokens are mostly words these refuse); a subclass's states say."""
+        return state != DONE and state[0] == "lits"
+
     def _step(self, state: tuple, b: int) -> tuple | None:
         if state == DONE:        # in the token that finished the call, only whitespace: a reader of runs of calls
             return DONE if b in b" \t\r\n" else None    # (GLM's, Seed-OSS's, Mistral's) reads the next as text
@@ -200,7 +205,7 @@ class HeldCall:
     def best_allowed(self, logits: np.ndarray) -> int | None:
         """The allowed token of the highest logit (the lowest id on a tie), or None when none is."""
         logits = np.asarray(logits, dtype=np.float32)
-        if not (self.active and self._next_bytes(self.state) is not None):   # else the walk is cheaper
+        if not (self.active and self._walk_first(self.state)):   # else the walk at once
             top = np.argpartition(-logits, 63)[:64] if logits.shape[0] > 64 else np.arange(logits.shape[0])
             first = top[np.lexsort((top, -logits[top]))]
             for i in first:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from strata.engine.held_call import DONE, HeldCall
 from strata.engine.json_grammar import step
-from strata.engine.json_next_bytes import next_bytes
+from strata.engine.json_next_bytes import next_bytes, walk_first
 from strata.engine.json_schema import Node
 from strata.engine.token_bytes import Vocabulary, live_suffix
 
@@ -97,6 +97,9 @@ class JsonArgsCall(HeldCall):
         if kind == "json":
             return next_bytes(state[2])
         return frozenset(b" \t\r\n") if kind == "end" else None
+
+    def _walk_first(self, state: tuple) -> bool:
+        return state != DONE and (state[0] == "lits" or state[0] == "json" and walk_first(state[2]))
 
     def _step_uncached(self, state: tuple, b: int) -> tuple | None:
         kind = state[0]

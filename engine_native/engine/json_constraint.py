@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import numpy as np
 from strata.engine.json_grammar import complete, step
-from strata.engine.json_next_bytes import next_bytes
+from strata.engine.json_next_bytes import next_bytes, walk_first
 from strata.engine.json_schema import Node
 from strata.engine.token_bytes import (
     Vocabulary,
@@ -233,9 +233,7 @@ class JsonConstraint:
     def best_allowed(self, logits: np.ndarray) -> int | None:
         """The allowed token of the highest logit (the lowest id on a tie), or None when none is."""
         logits = np.asarray(logits, dtype=np.float32)
-        # where the automaton names the next bytes (punctuation, a key, markup), the walk over the tokens that
-        # begin with them costs less than checking the 64 best one by one
-        if not (self.active and _hint(self.state) is not None):
+        if not (self.active and walk_first(self.state[:2])):    # a key or a value begins: the walk at once
             top = np.argpartition(-logits, 63)[:64] if logits.shape[0] > 64 else np.arange(logits.shape[0])
             first = top[np.lexsort((top, -logits[top]))]     # the 64 best, best first, lower id first on a tie
             for i in first:

@@ -81,6 +81,25 @@ def next_bytes(state: tuple) -> frozenset[int] | None:
     return None
 
 
+def walk_first(state: tuple) -> bool:
+    """Whether a sampler that must replace a refused token should walk the vocabulary for the allowed ones at
+    once rather than check the 64 best first: where a key or a value begins (not a number), the model's best
+    tokens are mostly words the automaton refuses, while the walk over the few bytes named is short; after a
+    value (`,` `}`), in a number or a literal the 64 best mostly hold the answer and the walk is the longer.
+    Measured (session 16, benchmarks/structured_output.py's 189 replacements, cold): 48 ms in all by this rule,
+    51 ms checking the 64 best first everywhere, 103 ms walking at once wherever a hint names the bytes."""
+    stack = state[0]
+    if not stack:
+        return False
+    tag = stack[-1][0]
+    if tag == "K":
+        return True
+    if tag != "V":
+        return False
+    named = next_bytes(state)
+    return named is not None and len(named) <= 8
+
+
 def _key_bytes(frame: tuple) -> frozenset[int] | None:
     """In a key string: the next byte of the names still possible, or its closing quote."""
     _, node, seen, buf, esc, utf = frame

@@ -111,6 +111,9 @@ class KeyedCall(HeldCall):
         keys = self.tools[t].keys or ()
         return frozenset(k[n] for k in keys if k not in seen and len(k) > n and k.startswith(buf)) | frozenset(self.m.mid[:1])
 
+    def _walk_first(self, state: tuple) -> bool:
+        return state != DONE and state[0] in ("lits", "key") and self._next_bytes(state) is not None
+
     def _step_uncached(self, state: tuple, b: int) -> tuple | None:
         kind = state[0]
         if kind == "lits":
