@@ -23,6 +23,11 @@ from .ram import RamEntry, RamLevel
 Level = RamLevel | DiskLevel
 
 
+def budget_flag(level: str) -> str:
+    """The flag that sets a level's budget (a refusal names it: a history larger than the budget is never kept)."""
+    return "--conversation-cache-mib" if level == "ram" else f"--conversation-cache-{level}-mib"
+
+
 class Cascade:
     def __init__(self, levels: list[Level], when_full: str = "evict",
                  on_event: Callable[[tuple], None] | None = None) -> None:
@@ -66,7 +71,8 @@ class Cascade:
         is_last = i == len(self.levels) - 1
         budget = lvl.budget_bytes
         if budget and incoming > budget:
-            return False, f"{incoming} bytes > {lvl.name} budget {budget}"
+            return False, (f"one history of {incoming / 2**20:.1f} MiB > the whole {lvl.name} budget of "
+                           f"{budget / 2**20:.1f} MiB: raise {budget_flag(lvl.name)}")
         entries = [LevelEntry(e.key, e.n_bytes, e.sealed_at) for e in lvl.entries.values()]
         plan = plan_demotions(entries, budget if budget else 1 << 62, lvl.max_age_s, now,
                               is_last=is_last, incoming_bytes=incoming)

@@ -130,7 +130,7 @@ def test_a_spill_too_large_for_the_first_disk_level_goes_to_the_next(make_cache,
     warm, cold = cache.cascade.levels
     assert not warm.entries and [e.n_tokens for e in cold.entries.values()] == [100]
     assert cache.spill_failures == 0 and cache.parks["discard"] == 0
-    assert any("written to the cold level instead" in r.getMessage() and "> warm budget" in r.getMessage()
+    assert any("written to the cold level instead" in r.getMessage() and "> the whole warm budget of 1.0 MiB" in r.getMessage()
                for r in caplog.records)
 
 

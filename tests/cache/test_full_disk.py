@@ -122,3 +122,16 @@ def test_clean_stop_writes_a_history_the_warm_level_refuses_to_cold(make_cache):
     assert not cache.ram.entries
     assert [e.n_tokens for e in warm.entries.values()] == [20]
     assert [e.n_tokens for e in cold.entries.values()] == [100]
+
+
+def test_a_history_larger_than_the_whole_cold_budget_names_the_flag_to_raise(make_cache, caplog):
+    """A cold budget below one history (new-user trial: 4 MiB against 7.4 MiB histories) was refused as
+    '7788968 bytes > cold budget 4194304', with no word of which setting to change."""
+    cache = make_cache(conversation_cache_mib=100, conversation_cache_cold_mib=1, conversation_cache_park="disk")
+    h = history(26, 400)
+    with caplog.at_level("WARNING", logger="strata.cache"):
+        park_history(cache, h)
+        cache.flush()
+    (msg,) = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert "> the whole cold budget of 1.0 MiB: raise --conversation-cache-cold-mib" in msg, msg
+    assert "one history of " in msg and len(cache.ram.entries) == 1      # kept in RAM meanwhile
