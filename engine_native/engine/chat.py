@@ -250,6 +250,15 @@ def configured_model() -> tuple[str, str] | None:
     return (str(model), str(path)) if isinstance(model, str) and model else None
 
 
+COMMANDS = "/reset starts over, /exit (or Ctrl-D) quits, /help lists these"
+
+
+def looks_like_command(text: str) -> bool:
+    """A lone `/word` (a command the chat does not have: `/help`, `/clear`, `/bye`), not a message such as
+    `/usr/bin/env python?` or `/path explain it`."""
+    return text.startswith("/") and len(text) > 1 and " " not in text and text.count("/") == 1
+
+
 def run(args: argparse.Namespace) -> int:
     from strata.engine.models import default_model_path, resolve_model
 
@@ -290,7 +299,7 @@ def run(args: argparse.Namespace) -> int:
     if engine.n_ctx_train and args.ctx > engine.n_ctx_train:   # as `strata serve` warns
         print(f"warning: the context ({args.ctx} tokens) is larger than the {engine.n_ctx_train} tokens the model "
               f"was trained on: answers past {engine.n_ctx_train} tokens are unreliable (--ctx)", file=sys.stderr)
-    print("Type a message; /reset starts over, /exit (or Ctrl-D) quits.")
+    print(f"Type a message; {COMMANDS}.")
     session = ChatSession(engine, system=args.system, sampling=sampling, max_tokens=args.max_tokens)
     echo = not sys.stdin.isatty()   # piped input is not shown by a terminal: the transcript shows it
     while True:
@@ -309,6 +318,9 @@ def run(args: argparse.Namespace) -> int:
         if text == "/reset":
             session.reset()
             print("(conversation cleared)")
+            continue
+        if looks_like_command(text):    # `/help`, `/clear`: not sent to the model as a message
+            print(f"{'' if text == '/help' else f'unknown command {text}: '}{COMMANDS}")
             continue
         try:
             stats = session.turn(line, on_text=lambda s: print(s, end="", flush=True))

@@ -95,6 +95,23 @@ def test_cli_streams_and_prints_speeds(engine, default_model_path, monkeypatch, 
     assert ">>> Say hi.\n" in out and ">>> Say bye.\n" in out    # piped lines show in the transcript
 
 
+def test_cli_answers_a_command_it_does_not_have_instead_of_sending_it(engine, default_model_path, monkeypatch,
+                                                                       capsys):
+    """`/help` and `/clear` went to the model as messages (it answered `/help` in prose); a path is a message."""
+    import io
+
+    from strata.cli import main as strata_main
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("/help\n/clear\n/usr/bin/env?\n/exit\n"))
+    code = strata_main(["chat", "--model", str(default_model_path), "--ctx", "512", "--threads", "2",
+                        "--max-tokens", "2"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert ">>> /help\n/reset starts over, /exit (or Ctrl-D) quits, /help lists these\n" in out
+    assert ">>> /clear\nunknown command /clear: /reset starts over" in out
+    assert out.count("[prefill ") == 1             # only the path was sent
+
+
 def test_cli_warns_of_a_context_beyond_the_trained_one(tiny_model_factory, monkeypatch, capsys):
     import io
 
