@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "gguf.h"
+#include "op-times.h"
 #ifdef STRATA_WITH_CUDA
 #include "cuda-backend.h"
 #endif
@@ -87,6 +88,16 @@ PYBIND11_MODULE(_engine, m) {
     strata::register_kernel_bindings(m);
     strata::register_engine_bindings(m);
     strata::register_snapshot_bindings(m);   // after Engine: adds kv_write_checked to it
+    // op name -> (nanoseconds, calls) since the last reset; empty unless built with STRATA_OP_TIMES
+    m.def("op_times", [](bool reset) {
+        py::dict d;
+        if (!strata::op_times_enabled()) return d;
+        for (int k = 0; k < strata::OP_COUNT; k++) {
+            d[strata::op_name(k)] = py::make_tuple(strata::op_times().ns[k].load(), strata::op_times().calls[k].load());
+        }
+        if (reset) strata::op_times_reset();
+        return d;
+    }, py::arg("reset") = false);
     m.def("build_info", []() {
         py::dict d;
 #if defined(__AVX512F__)

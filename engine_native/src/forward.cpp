@@ -25,6 +25,7 @@
 #include "quants-packed.h"
 #include "quants.h"
 #include "forward-rows.h"
+#include "op-times.h"
 #include "vec16.h"
 
 namespace strata {
@@ -41,6 +42,12 @@ constexpr int64_t k_group_gain = 3;       // a group's work per position, as a t
 constexpr int64_t k_split_min_positions = 1024;
 constexpr int64_t k_split_slack = 8;
 constexpr int64_t k_split_tiles = 64;
+#ifdef STRATA_OP_TIMES   // profiling builds (op-times.h): the op a matmuls() call's products are timed as
+thread_local int products_op = OP_QKV;
+#define STRATA_PRODUCTS_AS(kind) (products_op = (kind))
+#else
+#define STRATA_PRODUCTS_AS(kind) ((void)0)
+#endif
 
 
 // A run of units [front, back) as one word, claimed from either end by compare-and-swap; one cache
@@ -183,6 +190,7 @@ void engine::matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initia
             }
         }
     });
+    STRATA_OP_LAP(OP_ACT_QUANT);
     std::vector<product_unit> units;
     {
         size_t k = 0;
@@ -192,6 +200,7 @@ void engine::matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initia
         }
     }
     run_products(units);
+    STRATA_OP_LAP(products_op);
 }
 
 void engine::add_product_units(std::vector<product_unit>& units, const weight& w, const uint8_t* xq,
@@ -244,12 +253,14 @@ void engine::forward(const batch_row* rows, int64_t n) {
         return;
     }
 #endif
+    STRATA_OP_TIME(OP_FORWARD);
     const model& m = *model_;
     const model_hparams& h = m.hp;
     const int64_t E = h.n_embd, Q = h.q_dim(), KV = h.kv_dim(), F = h.n_ff, HD = h.head_dim;
     const int64_t n_rep = h.n_head / h.n_head_kv;
     const float scale = h.attn_scale != 0.0f ? h.attn_scale : 1.0f / std::sqrt(float(HD));
     const bool swa_rope = h.swa_rope();
+    STRATA_OP_LAP_START();
 
     // embeddings and per-row RoPE tables (a second one for the windowed layers when theirs differs)
     pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
@@ -263,6 +274,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
             if (swa_rope) rope_table(swa_rope_hp_, m.rope_freq_factors, row.pos, rope_swa_ + r * h.n_rot);
         }
     });
+    STRATA_OP_LAP(OP_EMBED);
 
     int64_t max_pos = 0, sum_pos = 0;
     for (int64_t r = 0; r < n; r++) {
@@ -329,6 +341,8 @@ void engine::forward(const batch_row* rows, int64_t n) {
         pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
             for (int64_t r = b; r < e; r++) rms_norm(x_ + r * E, L.attn_norm.data(), xn_ + r * E, E, h.rms_eps);
         });
+        STRATA_OP_LAP(OP_ATTN_NORM);
+        STRATA_PRODUCTS_AS(OP_QKV);
         if (h.mla()) mla_queries_and_kv(L, rows, n, il);
         else matmuls(xn_, n, E, {{&L.wq, q_}, {&L.wk, kbuf_}, {&L.wv, vbuf_}});
 
@@ -363,6 +377,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
                     kv_store(kvh_, row.ctx->k_head(il, g), row.ctx->v_head(il, g), row.pos, k + g * HD, v + g * HD);
             }
         });
+        STRATA_OP_LAP(OP_ROPE_KV);
 
         // attention (tasks above, or in parts: attention_parts; a layer with a window reads at most
         // its window, never long enough to split)
@@ -393,6 +408,8 @@ void engine::forward(const batch_row* rows, int64_t n) {
             }
         });
         if (h.mla()) mla_head_outputs(L, n);
+        STRATA_OP_LAP(OP_ATTENTION);
+        STRATA_PRODUCTS_AS(OP_WO);
         matmuls(xn_, n, h.mla() ? h.n_head * h.mla_v_head : Q, {{&L.wo, out_}});
 
         pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
@@ -408,6 +425,8 @@ void engine::forward(const batch_row* rows, int64_t n) {
                 rms_norm(x, L.ffn_norm.data(), xn_ + r * E, E, h.rms_eps);
             }
         });
+        STRATA_OP_LAP(OP_FFN_NORM);
+        STRATA_PRODUCTS_AS(OP_GATE_UP);
         if (L.moe()) {
             moe_ffn(L, n);
         } else {
@@ -415,6 +434,8 @@ void engine::forward(const batch_row* rows, int64_t n) {
             pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
                 for (int64_t r = b; r < e; r++) gated_activation(h.ffn_act, gate_ + r * F, up_ + r * F, F);
             });
+            STRATA_OP_LAP(OP_ACTIVATION);
+            STRATA_PRODUCTS_AS(OP_DOWN);
             matmuls(gate_, n, F, {{&L.w_down, out_}});
         }
         pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
@@ -425,6 +446,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
                 for (int64_t i = 0; i < E; i++) x[i] += o[i];
             }
         });
+        STRATA_OP_LAP(OP_RESIDUAL);
     }
 
     // logits of the rows that want them
@@ -436,6 +458,8 @@ void engine::forward(const batch_row* rows, int64_t n) {
     for (int64_t j = 0; j < n_out; j++) {
         rms_norm(x_ + out_rows[size_t(j)] * E, m.output_norm.data(), xn_ + j * E, E, h.rms_eps);
     }
+    STRATA_OP_LAP(OP_OUTPUT_NORM);
+    STRATA_PRODUCTS_AS(OP_OUTPUT);
     matmuls(xn_, n_out, E, {{&m.output, logits_tmp_}});
     if (h.final_logit_softcap != 0.0f) {   // gemma3 files that ask for it: cap * tanh(logit / cap)
         const float cap = h.final_logit_softcap;
@@ -444,6 +468,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
     for (int64_t j = 0; j < n_out; j++) {
         std::memcpy(rows[out_rows[size_t(j)]].logits_out, logits_tmp_ + j * h.n_vocab, sizeof(float) * size_t(h.n_vocab));
     }
+    STRATA_OP_LAP(OP_LOGITS_COPY);
 }
 
 }  // namespace strata

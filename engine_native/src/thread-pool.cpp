@@ -3,6 +3,8 @@
 // Not here: how work is cut into chunks (callers choose; results must not depend on the cut).
 #include "thread-pool.h"
 
+#include "op-times.h"
+
 #include <algorithm>
 #include <fstream>
 #include <set>
@@ -66,6 +68,7 @@ void thread_pool::work(uint32_t gen, int ith) {
         // the claim succeeded for `gen`, so fn and n were this job's: the caller does not change
         // them until every claimed chunk is done
         try {
+            STRATA_OP_TIME(OP_POOL_BUSY);
             (*fn)(int64_t(idx_of(s)), ith);
         } catch (...) {
             std::lock_guard<std::mutex> lock(error_mutex_);
@@ -102,6 +105,7 @@ void thread_pool::worker_loop(int ith) {
 void thread_pool::parallel_chunks(int64_t n_chunks, const chunk_fn& fn) {
     if (n_chunks <= 0) return;
     if (n_chunks == 1 || n_threads_ == 1) {
+        STRATA_OP_TIME(OP_POOL_BUSY);
         for (int64_t c = 0; c < n_chunks; c++) fn(c, 0);
         return;
     }
