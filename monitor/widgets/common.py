@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt
+from PySide6.QtCore import QRectF, QSizeF, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -167,10 +167,41 @@ def time_plot(title: str, y_label: str, y_units: str, theme: Theme) -> pg.PlotWi
     item.setMouseEnabled(x=False, y=False)
     item.hideButtons()
     item.setMenuEnabled(False)
-    item.addLegend(offset=(6, 4), labelTextColor=theme.foreground, labelTextSize="8pt",
-                   brush=pg.mkBrush(theme.background + "c0"))
+    legend = item.addLegend(offset=(6, LEGEND_TOP), labelTextColor=theme.foreground, labelTextSize="8pt",
+                            brush=pg.mkBrush(theme.background + "c0"), horSpacing=12)
+    legend.layout.setContentsMargins(3, 2, 3, 2)   # rows close to the frame: more of them fit a small plot
+    item.getViewBox().sigResized.connect(lambda *_: fit_legend(item))
     w.setMinimumHeight(140)
     return w
+
+
+LEGEND_TOP = 4   # px between the plot's top and its legend
+
+
+def fit_legend(item: pg.PlotItem) -> None:
+    """Spreads a legend too tall for its plot into as few more columns as make it fit, and as many as its
+    width allows when none does (five contexts in a speed plot at the window's smaller sizes ran past the
+    plot's bottom: 'slot 3' cut, 'slot 4' gone). Call it again when entries are added; the plot's resizes
+    call it by themselves."""
+    legend = item.legend
+    if legend is None or not legend.items:
+        return
+    box = item.getViewBox()
+    height, width = box.height() - LEGEND_TOP, box.width() - 6
+
+    def size(columns: int) -> QSizeF:
+        legend.setColumnCount(columns)
+        return legend.layout.effectiveSizeHint(Qt.SizeHint.PreferredSize)
+
+    wide_enough = 1
+    for columns in range(1, len(legend.items) + 1):
+        s = size(columns)
+        if s.width() > width:
+            break
+        wide_enough = columns
+        if s.height() <= height:
+            return
+    size(wide_enough)
 
 
 def style_plot(w: pg.PlotWidget, theme: Theme) -> None:

@@ -10,7 +10,16 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 from strata.monitor import units
 from strata.monitor.model import MonitorView, SlotRow
-from strata.monitor.widgets.common import Table, panel, plot_window, set_window, set_y_top, time_plot, xy
+from strata.monitor.widgets.common import (
+    Table,
+    fit_legend,
+    panel,
+    plot_window,
+    set_window,
+    set_y_top,
+    time_plot,
+    xy,
+)
 from strata.monitor.widgets.theme import Theme
 
 HEADERS = ("context", "group", "state", "held\ntok (filled)", "conversation", "last\nuse", "reused\ntok",
@@ -70,6 +79,7 @@ class SlotsPanel(QWidget):
                     pen = pg.mkPen(self.theme.color(i), width=2)
                     curve = plot.plot([], [], pen=pen, name=labels.get(key, key), stepMode=None)
                     self._curves[(kind, key)] = curve
+                    fit_legend(plot.getPlotItem())
                 xs, ys = xy(history[key], view.now)
                 curve.setData(xs, ys)
                 top = max([top, *ys])
