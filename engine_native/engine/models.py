@@ -150,7 +150,8 @@ def _count(value) -> int:
 def resolve_model(flag: str, name: str) -> Path:
     """The file `flag NAME` means: NAME itself when it is a file, else the one file whose id (its name without
     .gguf, what `strata models` shows) is NAME in the default model's package or the models folder (a new user
-    gave `--model GLM-4.7-Flash-Q4_K_M`, as setup takes it). FileNotFoundError saying what to give otherwise.
+    gave `--model GLM-4.7-Flash-Q4_K_M`, as setup takes it), or whose file name is NAME (with .gguf), either in
+    another case too. FileNotFoundError saying what to give otherwise, with the id meant when one is close.
     File names only: no header is read."""
     path = Path(name).expanduser()
     if path.is_file():
@@ -163,13 +164,29 @@ def resolve_model(flag: str, name: str) -> Path:
     folder = user_models_dir()
     if folder.is_dir():
         found += sorted(p for p in folder.rglob("*.gguf") if p.is_file())
-    same = [p for p in found if p.stem == name]
-    if len(same) == 1:
-        return same[0]
-    if same:
-        raise FileNotFoundError(f"{flag} {name}: no such file, and {len(same)} files have that id: give the path of "
-                                f"one ({', '.join(map(str, same))})")
-    raise FileNotFoundError(f"{flag} {name}: no such file (`strata models` lists the GGUF files Strata can find)")
+    # the id; else the file name as `strata models` prints it in its PATH column; else either in another case
+    for matches in (lambda p: p.stem == name, lambda p: p.name == name,
+                    lambda p: name.casefold() in (p.stem.casefold(), p.name.casefold())):
+        same = [p for p in found if matches(p)]
+        if len(same) == 1:
+            return same[0]
+        if same:
+            raise FileNotFoundError(f"{flag} {name}: no such file, and {len(same)} files have that id: give the path "
+                                    f"of one ({', '.join(map(str, same))})")
+    meant = _id_meant(name, [p.stem for p in found])
+    hint = f"did you mean {flag} {meant}? " if meant else ""
+    raise FileNotFoundError(f"{flag} {name}: no such file ({hint}`strata models` lists the GGUF files Strata can find)")
+
+
+def _id_meant(name: str, ids: list[str]) -> str | None:
+    """The one id `name` begins (`SmolLM2` for SmolLM2-135M-Instruct.Q4_1), else the closest one, else None."""
+    import difflib
+
+    start = [i for i in ids if i.casefold().startswith(name.casefold())]
+    if len(start) == 1:
+        return start[0]
+    close = difflib.get_close_matches(name, ids, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def find_models(dirs: Iterable[Path | str] = (), *, include_default: bool = True,

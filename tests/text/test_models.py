@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
 from strata.engine.models import describe_model, find_models
 
 from strata.cli import main as strata_main
@@ -127,3 +128,24 @@ def test_model_takes_the_id_strata_models_shows(tmp_path, tiny_model_factory, mo
     shutil.copy(mine, folder / "more" / "GLM-4.7-Flash-tiny.gguf")        # two files of one id: a path is needed
     assert strata_main(["chat", "--model", "GLM-4.7-Flash-tiny"]) == 2
     assert "no such file, and 2 files have that id: give the path of one" in capsys.readouterr().err
+
+
+def test_model_takes_the_file_name_and_another_case_and_names_the_id_meant(tmp_path, tiny_model_factory,
+                                                                          monkeypatch):
+    """A new user typed the file name `strata models` prints (`...Q4_1.gguf`) or the id in lower case: "no such
+    file"; a partial id (`SmolLM2`) got no word of the one meant."""
+    from strata.engine.models import resolve_model
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    folder = tmp_path / "data" / "strata" / "models"
+    folder.mkdir(parents=True)
+    mine = folder / "Tiny-Coder-7B.Q4_1.gguf"
+    shutil.copy(tiny_model_factory(), mine)
+    monkeypatch.chdir(tmp_path)                      # not where the file is: a bare name is an id, not a path
+    for given in ("Tiny-Coder-7B.Q4_1", "Tiny-Coder-7B.Q4_1.gguf", "tiny-coder-7b.q4_1", "TINY-CODER-7B.Q4_1.GGUF"):
+        assert resolve_model("--model", given) == mine, given
+    for given in ("Tiny-Coder", "Tiny-Coder-7B.Q4-1"):
+        with pytest.raises(FileNotFoundError, match=r"did you mean --model Tiny-Coder-7B\.Q4_1\?"):
+            resolve_model("--model", given)
+    with pytest.raises(FileNotFoundError, match=r"no such file \(`strata models` lists"):
+        resolve_model("--model", "qwen3-coder")
