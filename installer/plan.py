@@ -30,7 +30,7 @@ from strata.installer.plan_types import (
     Situation,
 )
 
-from strata.model_names import model_id
+from strata.model_names import id_meant, model_id, names_model
 from strata.model_shape import Q8_0_HEAD_MULTIPLE, Q8_0_MAX_HEAD, cuda_lacks, q8_0_kv_takes
 
 __all__ = [
@@ -295,12 +295,18 @@ def parse_answer(q: Question, text: str, s: Situation, a: Answers, p: PlanParame
             if not 1 <= i <= len(s.models_found):
                 raise AnswerError(f"{i} is not in the list (1..{len(s.models_found)})")
             return s.models_found[i - 1]
-        same_id = [f for f in s.models_found if f != text and model_id(f) == text]   # the id `strata models` shows
+        listed = [f for f in s.models_found if f != text]
+        same_id = [f for f in listed if model_id(f) == text]   # the id `strata models` shows
         if len(same_id) == 1:
             return same_id[0]
+        if "/" not in text and "\\" not in text:                # its file name, or either in another case
+            named = [f for f in listed if names_model(text, f)]
+            if len(named) == 1:
+                return named[0]
         if not text.lower().endswith(".gguf"):
+            meant = id_meant(text, [model_id(f) for f in listed])
             raise AnswerError(f"{text!r} is not a .gguf file, nor the id of one listed (a number from the list, "
-                              "or a path)")
+                              f"or a path){f'; did you mean {meant}?' if meant else ''}")
         return text
     if q.key == "concurrency":
         low = text.lower()

@@ -8,6 +8,7 @@ Pure: no file access beyond the path text.
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 from typing import Any
@@ -23,3 +24,19 @@ def model_description(metadata: dict[str, Any] | None) -> str | None:
     """The metadata's `general.name`, trimmed; None when absent, empty or not text."""
     name = (metadata or {}).get("general.name")
     return name.strip() or None if isinstance(name, str) else None
+
+
+def names_model(name: str, path: str | os.PathLike[str]) -> bool:
+    """Whether a user's `name` names the file at `path` (no path itself): its id, or its file name as `strata
+    models` prints it (with .gguf), either in any case."""
+    wanted = name.casefold()
+    return wanted in (model_id(path).casefold(), Path(path).name.casefold())
+
+
+def id_meant(name: str, ids: list[str]) -> str | None:
+    """The one id `name` begins (`SmolLM2` for SmolLM2-135M-Instruct.Q4_1), else the closest one, else None."""
+    start = [i for i in ids if i.casefold().startswith(name.casefold())]
+    if len(start) == 1:
+        return start[0]
+    close = difflib.get_close_matches(name, ids, n=1, cutoff=0.6)
+    return close[0] if close else None

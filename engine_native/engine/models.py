@@ -164,29 +164,20 @@ def resolve_model(flag: str, name: str) -> Path:
     folder = user_models_dir()
     if folder.is_dir():
         found += sorted(p for p in folder.rglob("*.gguf") if p.is_file())
+    from strata.model_names import id_meant, names_model
+
     # the id; else the file name as `strata models` prints it in its PATH column; else either in another case
-    for matches in (lambda p: p.stem == name, lambda p: p.name == name,
-                    lambda p: name.casefold() in (p.stem.casefold(), p.name.casefold())):
+    for matches in (lambda p: p.stem == name, lambda p: p.name == name, lambda p: names_model(name, p)):
         same = [p for p in found if matches(p)]
         if len(same) == 1:
             return same[0]
         if same:
             raise FileNotFoundError(f"{flag} {name}: no such file, and {len(same)} files have that id: give the path "
                                     f"of one ({', '.join(map(str, same))})")
-    meant = _id_meant(name, [p.stem for p in found])
+    meant = id_meant(name, [p.stem for p in found])
     hint = f"did you mean {flag} {meant}? " if meant else ""
     raise FileNotFoundError(f"{flag} {name}: no such file ({hint}`strata models` lists the GGUF files Strata can find)")
 
-
-def _id_meant(name: str, ids: list[str]) -> str | None:
-    """The one id `name` begins (`SmolLM2` for SmolLM2-135M-Instruct.Q4_1), else the closest one, else None."""
-    import difflib
-
-    start = [i for i in ids if i.casefold().startswith(name.casefold())]
-    if len(start) == 1:
-        return start[0]
-    close = difflib.get_close_matches(name, ids, n=1, cutoff=0.6)
-    return close[0] if close else None
 
 
 def find_models(dirs: Iterable[Path | str] = (), *, include_default: bool = True,

@@ -77,6 +77,9 @@ def test_a_context_too_large_for_this_machine_is_refused_with_the_sizes():
     ("keep_on_disk", "Yes", True), ("ctx", "32k", 32768), ("ctx", "16_384", 16384), ("model", "1", "/m/x"),
     # the id `strata models` shows for a listed file (a new user typed it: "'GLM-4.7-Flash' is not a .gguf file")
     ("model", "GLM-4.7-Flash-Q4_K_M", "/models/GLM-4.7-Flash-Q4_K_M.gguf"),
+    # its file name as `strata models` prints it, and either in another case (they were "no such file")
+    ("model", "GLM-4.7-Flash-Q4_K_M.gguf", "/models/GLM-4.7-Flash-Q4_K_M.gguf"),
+    ("model", "glm-4.7-flash-q4_k_m", "/models/GLM-4.7-Flash-Q4_K_M.gguf"),
 ])
 def test_good_answers_are_parsed(key, text, value):
     s = situation("seed-002-desktop", "3B")
@@ -285,6 +288,15 @@ def test_the_context_default_names_what_stopped_it(n_ctx_train, machine, said):
     a = apply_answer(apply_answer(a, "keep_on_disk", False), "cold_dir", None)
     q = next_question(s, a)
     assert q.key == "ctx" and said in q.reason, q.reason
+
+
+def test_a_model_answer_that_names_no_listed_file_says_the_id_meant():
+    from dataclasses import replace
+
+    s = replace(situation("seed-002-desktop", "3B"), models_found=("GLM", "/m/x", "/models/GLM-4.7-Flash-Q4_K_M.gguf"))
+    q = next_question(s, Answers())
+    with pytest.raises(AnswerError, match=r"nor the id of one listed .*; did you mean GLM-4\.7-Flash-Q4_K_M\?"):
+        parse_answer(q, "GLM", s, Answers())
 
 
 def test_setup_model_flag_given_an_id_takes_the_listed_file():
