@@ -8,6 +8,7 @@ beside the choice), and on Next parses the answer with `plan.parse_answer` and r
 
 from __future__ import annotations
 
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (
     QButtonGroup,
     QCheckBox,
@@ -90,7 +91,11 @@ class ConcurrencyPage(_QuestionPage):
         self.layout_.addStretch(1)
 
     def show_question(self, q) -> None:
-        (self.one if q.default == "one" else self.several).setChecked(True)
+        chosen = self.one if q.default == "one" else self.several
+        chosen.setChecked(True)
+        # the wizard focuses the page's first button ("one") once this returns, whatever was chosen: Space then
+        # chose it; focus the chosen answer after that
+        QTimer.singleShot(0, chosen.setFocus)
         self.reason.setText(why(q.reason))
 
     def answer_texts(self) -> dict[str, str | None]:

@@ -110,6 +110,24 @@ def test_the_defaults_match_the_terminal_defaults(qtbot, tmp_path, situation):
     _same(config_file.read(wizard.written)[0], _terminal(situation, tmp_path / "t.toml", "\n" * 6))
 
 
+def test_the_keyboard_starts_on_the_chosen_answer(qtbot, tmp_path, situation):
+    """One request or several: the focus starts on the answer chosen, so Space keeps it (it started on "One
+    request at a time" whatever the default: Space then switched a keyboard user to one request)."""
+    from PySide6.QtCore import Qt
+
+    wizard = SetupWizard(config_path=tmp_path / "qt.toml", situation=situation, run_bench=False)
+    qtbot.addWidget(wizard)
+    wizard.show()
+    qtbot.waitExposed(wizard)
+    _next(qtbot, wizard, "bench")
+    page = _next(qtbot, wizard, "concurrency")
+    chosen = page.several if page.several.isChecked() else page.one
+    qtbot.wait(50)                          # the wizard sets the page's focus on the event loop
+    assert QApplication.focusWidget() is chosen
+    qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Space)
+    assert chosen.isChecked()
+
+
 def test_a_refused_answer_stays_on_its_page_with_the_reason(qtbot, tmp_path, situation):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
