@@ -95,7 +95,7 @@ class ConcurrencyPage(_QuestionPage):
         chosen.setChecked(True)
         # the wizard focuses the page's first button ("one") once this returns, whatever was chosen: Space then
         # chose it; focus the chosen answer after that
-        QTimer.singleShot(0, chosen.setFocus)
+        QTimer.singleShot(0, chosen, chosen.setFocus)   # dropped if the page is gone by then
         self.reason.setText(why(q.reason))
 
     def answer_texts(self) -> dict[str, str | None]:
