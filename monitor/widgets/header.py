@@ -73,8 +73,9 @@ class Header(QWidget):
         grid = QGridLayout()
         grid.setHorizontalSpacing(8)
         grid.setVerticalSpacing(1)
-        self.model = label(selectable=True)
-        self.totals = label(selectable=True)
+        # wrapped: a long model line (name, description, experts, backend) set the window's least width
+        self.model = label(selectable=True, wrap=True)
+        self.totals = label(selectable=True, wrap=True)
         self.info = label(selectable=True, wrap=True, muted=True)
         for row, (name, widget) in enumerate((("Model", self.model), ("Now", self.totals),
                                               ("INFO", self.info))):
