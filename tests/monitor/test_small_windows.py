@@ -1,7 +1,7 @@
-"""The plots' legends stay inside their plots: with the default four slots (five contexts) the speed
-plots' legends ran past the bottom of the plot at the window's smaller sizes ("slot 3" cut in half,
-"slot 4" gone), and the parks plot's "discarded" was cut the same way (a new-user trial's screenshot at
-1024x640). A legend too tall for its plot spreads into more columns."""
+"""The monitor at a small screen's sizes: the plots' legends stay inside their plots (with the default four
+slots the speed plots' legends ran past the plot's bottom: "slot 3" cut in half, "slot 4" gone, the parks
+plot's "discarded" cut; a new-user trial's screenshot at 1024x640), and a long model line wraps instead
+of widening the window past the screen."""
 
 from __future__ import annotations
 
