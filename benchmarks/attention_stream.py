@@ -1,0 +1,95 @@
+"""One decode row's attention over one kv head (attention_group, f16 KV, SmolLM2-135M's heads: 3 query heads
+a kv head, 64 dims) with the KV in cache against the KV streamed from memory, as a batched decode step
+reads it (the weights streamed between two steps evict every context's KV from L3).
+
+Per build and --positions: microseconds a call, one thread, CPU time, best of --rounds; "cached" calls
+one layer's KV again and again, "streamed" walks --layers layouts of 3 kv heads (96 MiB of KV at 400
+positions by default: 3x this VM's L3), "streamed, 1 kv head" the same bytes in layouts of one kv head
+(each head's K tiles and V rows contiguous instead of a third of every tile and row). Includes the
+Python call (about 1 us). Not a test (no assertion).
+
+    .venv/bin/python benchmarks/attention_stream.py [BUILD.so ...] [--positions 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+HEAD_DIM, N_REP, F16 = 64, 3, 1
+STREAM_BYTES = 96 << 20
+
+
+def worker(so: str, positions: int, rounds: int) -> str:
+    if so != "installed":
+        from kv_types import load_engine_from
+
+        load_engine_from(so)
+    import numpy as np
+    import strata._engine as native
+
+    k_ = native.kernels
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((N_REP, HEAD_DIM)).astype(np.float32)
+
+    def layouts(n_kv: int, count: int) -> list:
+        out = []
+        for _ in range(count):
+            k = rng.standard_normal((positions, n_kv * HEAD_DIM)).astype(np.float32)
+            v = rng.standard_normal((positions, n_kv * HEAD_DIM)).astype(np.float32)
+            out.append(k_.kv_pack(F16, n_kv, HEAD_DIM, k, v))
+        return out
+
+    def per_call(bufs: list, n_kv: int, calls: int) -> float:
+        best = float("inf")
+        for _ in range(rounds):
+            t0 = time.process_time()
+            done = 0
+            while done < calls:
+                for kp, vp in bufs:
+                    for g in range(n_kv):
+                        k_.attention_group(F16, n_kv, HEAD_DIM, kp, vp, q, g, positions, 0.125, 0, None, False)
+                    done += n_kv
+            best = min(best, (time.process_time() - t0) / done)
+        return best * 1e6
+
+    per_head = positions * HEAD_DIM * 2 * 2   # K and V, f16
+    n3 = max(1, STREAM_BYTES // (3 * per_head))
+    cached = per_call(layouts(3, 1), 3, 600)
+    streamed = per_call(layouts(3, n3), 3, 3 * n3)
+    streamed1 = per_call(layouts(1, 3 * n3), 1, 3 * n3)
+    return (f"cached {cached:.2f} us, streamed {streamed:.2f} us ({per_head / streamed / 1e3:.1f} GB/s), "
+            f"streamed, 1 kv head {streamed1:.2f} us")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("builds", nargs="*", default=["installed"], help="_engine .so files (or 'installed')")
+    ap.add_argument("--positions", type=int, default=400)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.positions < 1 or args.rounds < 1:
+        ap.error("--positions and --rounds must be at least 1")
+    for so in args.builds:
+        if so != "installed" and not Path(so).is_file():
+            ap.error(f"no file {so}")
+    if args.worker:
+        print(worker(args.builds[0], args.positions, args.rounds))
+        return 0
+    for so in args.builds:
+        out = subprocess.run([sys.executable, __file__, "--worker", so, "--positions", str(args.positions), "--rounds",
+                              str(args.rounds)], capture_output=True, text=True)
+        if out.returncode != 0:
+            raise SystemExit(out.stderr[-2000:])
+        print(f"{Path(so).name} positions {args.positions}: {out.stdout.strip()}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
