@@ -134,7 +134,9 @@ class FeedClient:
                 if self._stop.is_set():
                     break
                 reason = getattr(e, "reason", None) or e
-                self.model.set_connection("disconnected", f"cannot reach {self.base}: {reason}")
+                refused = isinstance(reason, ConnectionRefusedError)   # nothing listens there: say what would
+                hint = " (no server listens there: start one with `strata serve` or ./run, or give --url)" if refused else ""
+                self.model.set_connection("disconnected", f"cannot reach {self.base}: {reason}{hint}")
             except Exception as e:   # e.g. the response closed by stop() while a line was being read
                 if self._stop.is_set():
                     break

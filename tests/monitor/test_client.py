@@ -75,6 +75,9 @@ def test_an_unreachable_server_is_reported_and_retried():
     try:
         assert wait_for(lambda: model.view().connection == "disconnected")
         assert f"cannot reach {url}" in model.view().connection_detail
+        # what to do, not only errno 111 (a new user's monitor on a server not started yet)
+        assert "no server listens there: start one with `strata serve` or ./run, or give --url" in \
+            model.view().connection_detail
         first = model.version
         assert wait_for(lambda: model.version > first + 1)   # it keeps trying (connecting, disconnected, ...)
     finally:
