@@ -259,9 +259,9 @@ def question_for(key: str, s: Situation, a: Answers, p: PlanParameters | None = 
 def _question(key: str, s: Situation, a: Answers, p: PlanParameters) -> Question:
     if key == "model":
         if s.default_model:
-            found = f"{len(s.models_found)} GGUF file(s) found" if len(s.models_found) > 1 else "the only one found"
-            return Question("model", "Which model?", s.default_model, s.default_model,
-                            f"the default model ({found})", options=s.models_found)
+            found = f"of {len(s.models_found)} GGUF files found" if len(s.models_found) > 1 else "the only one found"
+            return Question("model", "Which model?", s.default_model, s.default_model,   # shown in brackets: none here
+                            f"the default model, {found}", options=s.models_found)
         return Question("model", "Which model? (path to a .gguf file)", None, "",
                         "no GGUF model found on this machine", options=s.models_found)
     if key == "concurrency":

@@ -361,3 +361,14 @@ def test_an_iq4_file_runs_on_the_cpu_beside_a_gpu():
     assert cpu_only({"general.architecture": "llama", "general.file_type": 25})
     assert cpu_only({"general.architecture": "llama", "general.file_type": 12})       # Q3_K_M
     assert not cpu_only({"general.architecture": "llama", "general.file_type": 15})
+
+
+def test_the_model_default_reads_without_brackets_in_brackets():
+    """The terminal shows a default's reason in brackets: it read '(the default model (the only one found))'."""
+    from dataclasses import replace
+
+    s = situation("seed-002-desktop", "3B")
+    for found, said in (((s.default_model,), "the default model, the only one found"),
+                        ((s.default_model, "/m/x"), "the default model, of 2 GGUF files found")):
+        q = next_question(replace(s, models_found=found), Answers())
+        assert q.reason == said and "(" not in q.reason
