@@ -186,7 +186,11 @@ class JsonConstraint:
         tokens once the value is whole."""
         more = [i for i in self.eos if 0 <= i < self.vocab.n]
         ids = self.vocab.walk(self.state, self._step, next_bytes=_hint)
-        ids = ids[~np.isin(ids, more)] if more else ids
+        if more:                                   # a few end ids, compared one by one: ~3 us (np.isin ~14)
+            keep = np.ones(ids.shape[0], dtype=bool)
+            for i in more:
+                keep &= ids != i
+            ids = ids[keep]
         lead = bool(self.state[0]) and self.state[0][-1][0] == "P"
         if lead or self.may_think is not None:
             more += [int(i) for i in self.vocab.special_nonempty]
