@@ -1,7 +1,8 @@
 """Which bytes json_grammar.py's automaton may take next in a state, read off the state's frames without
 stepping: `next_bytes(state)` is a small superset of the bytes `step(state, b)` takes (the punctuation an
 object or array expects, the next byte of a key the schema names, of a literal, of a call's markup), or
-None where the frame does not say cheaply (a free string, a number: the caller tries every byte).
+None where the frame does not say cheaply (a free string, a key of any name, a pattern's wide class: the
+caller tries every byte). `walk_first(state)`: where a sampler replacing a refused token walks at once.
 
 Why: token_bytes.forced_run finds the text a held answer must write by asking which single byte may come
 next; with this it tries a handful of bytes, not 256 (each a step of the automaton the first time). Exact
