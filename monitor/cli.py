@@ -73,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
             try:
                 path = window.save_png(args.screenshot)
                 view = model.view()
-                print(f"strata monitor: saved {path} ({view.connection}"
+                drawn = (window.width(), window.height())
+                # below the window's least size Qt draws it larger: say so rather than leave a surprise
+                at = "" if drawn == size else f" at {drawn[0]}x{drawn[1]}, the window's least size for --size {args.size}"
+                print(f"strata monitor: saved {path}{at} ({view.connection}"
                       f"{', ' + view.connection_detail if view.connection != 'connected' else ''})")
                 status["code"] = 0 if view.connection == "connected" else 1
             except OSError as e:
