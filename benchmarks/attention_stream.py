@@ -3,10 +3,10 @@ a kv head, 64 dims) with the KV in cache against the KV streamed from memory, as
 reads it (the weights streamed between two steps evict every context's KV from L3).
 
 Per build and --positions: microseconds a call, one thread, CPU time, best of --rounds; "cached" calls
-one layer's KV again and again, "streamed" walks --layers layouts of 3 kv heads (96 MiB of KV at 400
-positions by default: 3x this VM's L3), "streamed, 1 kv head" the same bytes in layouts of one kv head
-(each head's K tiles and V rows contiguous instead of a third of every tile and row). Includes the
-Python call (about 1 us). Not a test (no assertion).
+one kv head's KV again and again, "streamed" walks 96 MiB of them (3x this VM's L3), each in a layout of
+one kv head as the engine keeps them (head-major: a kv head's K tiles and V rows contiguous), and
+"streamed, 3 kv heads" the same bytes in layouts of 3 kv heads (each head a third of every K tile and V
+row: the engine does not read KV so). Includes the Python call (about 1 us). Not a test (no assertion).
 
     .venv/bin/python benchmarks/attention_stream.py [BUILD.so ...] [--positions 400]
 """
@@ -60,11 +60,11 @@ def worker(so: str, positions: int, rounds: int) -> str:
 
     per_head = positions * HEAD_DIM * 2 * 2   # K and V, f16
     n3 = max(1, STREAM_BYTES // (3 * per_head))
-    cached = per_call(layouts(3, 1), 3, 600)
-    streamed = per_call(layouts(3, n3), 3, 3 * n3)
-    streamed1 = per_call(layouts(1, 3 * n3), 1, 3 * n3)
+    cached = per_call(layouts(1, 1), 1, 600)
+    streamed = per_call(layouts(1, 3 * n3), 1, 3 * n3)
+    streamed3 = per_call(layouts(3, n3), 3, 3 * n3)
     return (f"cached {cached:.2f} us, streamed {streamed:.2f} us ({per_head / streamed / 1e3:.1f} GB/s), "
-            f"streamed, 1 kv head {streamed1:.2f} us")
+            f"streamed, 3 kv heads {streamed3:.2f} us")
 
 
 def main() -> int:
