@@ -179,6 +179,11 @@ def _default_ctx(s: Situation, concurrency: str | None, p: PlanParameters) -> tu
     reserve_slots = keeps if concurrency is None else concurrency == "several"
     share = p.main_ctx_share if reserve_slots else 1.0
     fits = [c for c in p.ctx_ladder if c <= model.n_ctx_train and _kv_mib(model, c) <= b.kv_mib * share]
+    if not fits and small == model.n_ctx_train and _kv_mib(model, small) <= b.kv_mib * share:
+        # trained on fewer tokens than the ladder's first step: the memory is not what stops it (the reason
+        # said "only 14.8 GiB left after the model and the floors" for a 1,024-token model)
+        return small, (f"{small} tokens = {_gib(_kv_mib(model, small))} of KV, the model's whole trained "
+                       f"context (shorter than the smallest step, {p.ctx_ladder[0]})")
     if not fits:
         return small, (f"the smallest context ({small} tokens, {_gib(_kv_mib(model, small))} of KV); "
                        f"only {_gib(max(0, b.kv_mib))} left after the model and the floors")

@@ -171,6 +171,8 @@ class ContextPage(_QuestionPage):
     def show_question(self, q) -> None:
         model = self.wizard().situation.model
         steps = [c for c in PlanParameters().ctx_ladder if c <= model.n_ctx_train]
+        if q.default not in steps:   # a model trained on fewer tokens than the first step: the list was empty
+            steps = sorted({*steps, q.default})
         self.combo.clear()
         self.combo.addItems([str(c) for c in steps])
         self.combo.setCurrentText(str(q.default))

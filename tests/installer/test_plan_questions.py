@@ -372,3 +372,16 @@ def test_the_model_default_reads_without_brackets_in_brackets():
                         ((s.default_model, "/m/x"), "the default model, of 2 GGUF files found")):
         q = next_question(replace(s, models_found=found), Answers())
         assert q.reason == said and "(" not in q.reason
+
+
+def test_a_model_trained_on_fewer_tokens_than_the_first_step_is_not_blamed_on_the_memory():
+    """A 1,024-token model on a 32 GiB desktop: the default context's reason said 'only 14.8 GiB left after the
+    model and the floors', as if memory stopped it."""
+    from dataclasses import replace
+
+    s = situation("seed-002-desktop", "3B")
+    s = replace(s, model=replace(s.model, n_ctx_train=1024))
+    q = next_question(s, Answers(model=s.model.path, concurrency="several", keep_on_disk=False))
+    assert q.key == "ctx" and q.default == 1024
+    assert "the model's whole trained context (shorter than the smallest step, 2048)" in q.reason
+    assert "left after the model" not in q.reason

@@ -128,6 +128,21 @@ def test_the_keyboard_starts_on_the_chosen_answer(qtbot, tmp_path, situation):
     assert chosen.isChecked()
 
 
+def test_a_model_trained_on_fewer_tokens_than_the_first_step_lists_its_context(qtbot, tmp_path, tiny_model_factory):
+    """The context list was empty for a model trained on 1,024 tokens (every step is 2,048 or more)."""
+    model = tiny_model_factory(ctx_len=1024)
+    wizard = SetupWizard(config_path=tmp_path / "qt.toml", situation=flow.starting_situation(cold_dir=tmp_path / "c"),
+                         run_bench=False)
+    qtbot.addWidget(wizard)
+    wizard.show()
+    wizard.currentPage().combo.setCurrentText(str(model))
+    for name in ("bench", "concurrency", "disk"):
+        _next(qtbot, wizard, name)
+    page = _next(qtbot, wizard, "context")
+    assert [page.combo.itemText(i) for i in range(page.combo.count())] == ["1024"]
+    assert page.combo.currentText() == "1024" and "whole trained context" in page.reason.text()
+
+
 def test_a_refused_answer_stays_on_its_page_with_the_reason(qtbot, tmp_path, situation):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
