@@ -59,10 +59,6 @@ def init_app(config: ServerConfig) -> web.Application:
 def model_path(config: ServerConfig) -> Path:
     """The GGUF file to load; FileNotFoundError saying where to find one when there is none."""
     if config.model:
-        path = Path(config.model).expanduser()
-        if path.is_dir():
-            raise FileNotFoundError(f"--model {config.model}: a folder, not a GGUF file "
-                                    f"(`strata models --dir {config.model}` lists the GGUF files in it)")
         from strata.engine.models import resolve_model
 
         return resolve_model("--model", config.model)   # a path, or the id `strata models` shows

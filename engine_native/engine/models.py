@@ -156,6 +156,9 @@ def resolve_model(flag: str, name: str) -> Path:
     path = Path(name).expanduser()
     if path.is_file():
         return path
+    if path.is_dir():   # serve said so; chat and bench said "no such file"
+        raise FileNotFoundError(f"{flag} {name}: a folder, not a GGUF file (`strata models --dir {name}` lists the "
+                                "GGUF files in it)")
     found = []
     try:
         found.append(default_model_path())

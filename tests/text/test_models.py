@@ -149,3 +149,11 @@ def test_model_takes_the_file_name_and_another_case_and_names_the_id_meant(tmp_p
             resolve_model("--model", given)
     with pytest.raises(FileNotFoundError, match=r"no such file \(`strata models` lists"):
         resolve_model("--model", "qwen3-coder")
+
+
+@pytest.mark.parametrize("command", [["chat", "--ctx", "64"], ["bench", "--quick"]])
+def test_a_folder_given_as_the_model_is_named_a_folder(tmp_path, command, capsys):
+    """`strata serve --model FOLDER` said "a folder, not a GGUF file"; chat and bench said "no such file"."""
+    assert strata_main([*command, "--model", str(tmp_path)]) != 0
+    assert f"--model {tmp_path}: a folder, not a GGUF file (`strata models --dir {tmp_path}` lists" in \
+        capsys.readouterr().err
