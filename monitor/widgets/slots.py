@@ -24,16 +24,20 @@ from strata.monitor.widgets.theme import Theme
 
 HEADERS = ("context", "group", "state", "held\ntok (filled)", "conversation", "last\nuse", "reused\ntok",
            "prefill\ntok/s", "decode\ntok/s", "protected\nfor", "value")
-TIPS = ("", "slot group (unit of load)", "empty / idle / prefill / decode", "tokens the context's KV holds (share of its capacity)", "the conversation the context holds", "time since the context was last used",
+TIPS = ("", "slot group (unit of load)", "empty / idle / prefill / decode", "tokens the context's KV holds (share of its capacity)", "the conversation the context holds", "time since the context's last use ended (now: in use)",
         "prompt tokens the last request reused in this context", "last measured prefill speed",
         "last measured decode speed", "time left before the slot policy may give this slot to another "
         "conversation", "the slot policy's value of keeping this history (higher = kept longer)")
 
 
+BUSY = ("prefill", "decode")
+
+
 def slot_cells(row: SlotRow) -> list[str]:
     held = f"{units.count(row.tokens)} ({units.percent(row.tokens, row.capacity)})"
     return [row.label, "" if row.group is None else str(row.group), row.state, held,
-            row.conversation or units.NA, units.ago(row.idle_s),
+            # a context reading or writing is in use now; its last_use is when the previous use ended
+            row.conversation or units.NA, "now" if row.state in BUSY else units.ago(row.idle_s),
             units.count(row.reused_tokens), units.rate(row.prefill_tps), units.rate(row.decode_tps),
             units.seconds(row.protection_left_s),
             units.NA if row.value is None else f"{row.value:.4f}"]

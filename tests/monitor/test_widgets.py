@@ -344,3 +344,17 @@ def test_a_level_shows_the_files_it_skipped_at_start_up():
             "degradations": 0, "evictions": 0, "age_evictions": 0, "skipped": {"damaged": 3, "partial": 1}}
     assert level_cells(cold)[LEVEL_HEADERS.index("entries")] == "38 (4 skipped)"
     assert level_cells({**cold, "skipped": {}})[LEVEL_HEADERS.index("entries")] == "38"
+
+
+def test_a_context_in_use_was_last_used_now():
+    """A slot decoding a request read "27 min 37 s ago" (when its previous use ended) in the monitor."""
+    from strata.monitor.model import SlotRow
+    from strata.monitor.widgets.slots import slot_cells
+
+    def row(state):
+        return SlotRow(key="1", group=0, state=state, tokens=186, capacity=8192, conversation="43a1e95d61ef",
+                       idle_s=1657.0, reused_tokens=163, prefill_tps=235.0, decode_tps=76.7, protection_left_s=0.0,
+                       value=0.0)
+    last_use = SLOT_HEADERS.index("last\nuse")
+    assert slot_cells(row("decode"))[last_use] == slot_cells(row("prefill"))[last_use] == "now"
+    assert slot_cells(row("idle"))[last_use] == "27 min 37 s ago"
