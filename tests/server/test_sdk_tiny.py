@@ -11,16 +11,6 @@ SYSTEM = "You are a terse assistant."
 GREEDY = {"temperature": 0}   # this anthropic SDK has no temperature argument; the API field still exists
 
 
-@pytest.fixture(scope="module")
-def oai(tiny_server):
-    return openai.OpenAI(base_url=tiny_server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
-
-
-@pytest.fixture(scope="module")
-def claude(tiny_server):
-    return anthropic.Anthropic(base_url=tiny_server.url, api_key="unused", max_retries=0, timeout=60)
-
-
 def chat(oai, messages, **kw):
     kw.setdefault("temperature", 0)
     kw.setdefault("max_tokens", 12)
