@@ -93,7 +93,7 @@ def read(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     """(values, reasons) of a configuration file; a key without a comment above it has no reason."""
     path = Path(path).expanduser()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")   # a byte-order mark (Notepad's UTF-8) is not TOML's
     except FileNotFoundError:
         raise ConfigFileError(f"{path}: no configuration file there (run `strata setup`)") from None
     except OSError as e:

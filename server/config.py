@@ -80,8 +80,10 @@ class ServerConfig:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        # utf-8-sig: Windows Notepad may save UTF-8 with a byte-order mark, which TOML readers refuse as
+        # "Invalid statement (at line 1, column 1)"
+        with open(path, encoding="utf-8-sig") as f:
+            return tomllib.loads(f.read())
     except FileNotFoundError:
         raise ConfigError(f"configuration file {path} does not exist") from None
     except tomllib.TOMLDecodeError as e:

@@ -240,11 +240,11 @@ def configured_model() -> tuple[str, str] | None:
 
     path = configured_path()
     try:
-        with open(path, "rb") as f:
-            table = tomllib.load(f)
+        with open(path, encoding="utf-8-sig") as f:   # a byte-order mark (Notepad's UTF-8) is not TOML's
+            table = tomllib.loads(f.read())
     except FileNotFoundError:
         return None
-    except (OSError, tomllib.TOMLDecodeError) as e:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ValueError(f"{path}: {e} (--model PATH chats without it)") from None
     model = table.get("model")
     return (str(model), str(path)) if isinstance(model, str) and model else None

@@ -152,3 +152,21 @@ def test_serve_runs_with_a_q8_0_kv(tiny_model_factory):
                        timeout=60)
         assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 4
         assert httpx.get(server.url + "/v1/monitor").json()["engine"]["kv_type"] == "q8_0"
+
+
+def test_a_file_saved_by_windows_notepad_is_read(tmp_path, monkeypatch, capsys):
+    """UTF-8 with a byte-order mark and CRLF line ends (Notepad's 'UTF-8 with BOM'): serve, `setup --show` and
+    chat refused it as 'not valid TOML: Invalid statement (at line 1, column 1)'."""
+    from strata.engine.chat import configured_model
+
+    from strata.cli import main as strata_main
+
+    p = tmp_path / "config.toml"
+    p.write_bytes(b'\xef\xbb\xbfctx = 4096\r\nbatch = 2\r\nmodel = "/m/x.gguf"\r\n')
+    c = load_config({}, config_path=p, environ={})
+    assert (c.ctx, c.batch) == (4096, 2)
+    monkeypatch.setenv("STRATA_CONFIG", str(p))
+    assert configured_model() == ("/m/x.gguf", str(p))
+    strata_main(["setup", "--show", "--config", str(p)])
+    out = capsys.readouterr()
+    assert "not valid TOML" not in out.err + out.out and "batch" in out.out, out.err
