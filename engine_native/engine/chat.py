@@ -270,6 +270,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--ctx must be > 0, got {args.ctx}")
         if args.threads is not None and args.threads <= 0:
             raise ValueError(f"--threads must be > 0, got {args.threads}")
+        if args.max_tokens <= 0:          # the session refused it only after loading, with a traceback
+            raise ValueError(f"--max-tokens must be > 0, got {args.max_tokens}")
         model, flag = args.model, "--model"
         if not model:
             found = configured_model()

@@ -132,6 +132,8 @@ def test_cli_bad_arguments_are_named(capsys):
     assert "--ctx must be > 0" in capsys.readouterr().err
     assert strata_main(["chat", "--temperature", "-1"]) == 2
     assert "temperature must be >= 0" in capsys.readouterr().err
+    assert strata_main(["chat", "--max-tokens", "0"]) == 2          # a ValueError traceback after loading
+    assert "strata chat: --max-tokens must be > 0, got 0" in capsys.readouterr().err
     assert strata_main(["chat", "--model", "/nonexistent.gguf", "--ctx", "64"]) == 2    # named before loading
     assert "--model /nonexistent.gguf: no such file" in capsys.readouterr().err
 
