@@ -44,13 +44,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gen.add_argument("--out", default="-", help="file for the generated timeline (default: stdout)")
 
 
+MAX_SLOTS = 65536
+
+
 def _slot_counts(text: str) -> list[int]:
     try:
         counts = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise ValueError(f"--slots {text!r}: expected whole numbers separated by commas") from None
-    if not counts or any(n < 1 for n in counts):
-        raise ValueError(f"--slots {text!r}: expected counts >= 1")
+    if not counts or any(not 1 <= n <= MAX_SLOTS for n in counts):   # 10^11 slots ran for minutes, then out of memory
+        raise ValueError(f"--slots {text!r}: expected counts from 1 to {MAX_SLOTS}")
     return counts
 
 

@@ -38,12 +38,15 @@ class AgentMix:
     unstable_top_share: float = 0.1     # sessions whose client changes the top of prompt every turn
 
 
+MAX_HOURS = 10_000   # about 2.5 million requests; --hours inf generated without end
+
+
 def generate(kind: str, hours: float, seed: int, mix: AgentMix | None = None) -> list[Request]:
     """A timeline of `hours` of agent traffic from `seed` (same arguments, same timeline)."""
     if kind not in KINDS:
         raise ValueError(f"--kind {kind!r}: known kinds are {', '.join(KINDS)}")
-    if not hours > 0:
-        raise ValueError(f"--hours {hours!r}: expected > 0")
+    if not 0 < hours <= MAX_HOURS:   # --hours inf generated for ever
+        raise ValueError(f"--hours {hours!r}: expected more than 0 and at most {MAX_HOURS}")
     mix = mix or AgentMix()
     rng = random.Random(seed)
     end = hours * 3600.0

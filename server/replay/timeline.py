@@ -223,11 +223,14 @@ def thin(requests: Sequence[Request], share: float, seed: int) -> list[Request]:
     return out
 
 
+MAX_OVERLAY = 1024
+
+
 def overlay(requests: Sequence[Request], copies: int, shift_s: float = 37.0) -> list[Request]:
     """The timeline laid over itself `copies` times (renamed copies sharing nothing, copy c shifted by
     c x shift_s seconds), as seed 001 does to load 32 to 128 slots from one user's traffic."""
-    if copies < 1:
-        raise ValueError(f"--overlay {copies!r}: expected >= 1")
+    if not 1 <= copies <= MAX_OVERLAY:   # 10^11 copies ran out of memory after minutes
+        raise ValueError(f"--overlay {copies!r}: expected 1 to {MAX_OVERLAY}")
     if copies == 1:
         return list(requests)
     span = 1 + max((max(max(r.ids, default=0), abs(r.out_id)) for r in requests), default=0)

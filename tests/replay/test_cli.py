@@ -71,3 +71,18 @@ def test_learned_is_a_policy_of_the_cli_and_reads_less_than_lru_on_agents(capsys
     res = {r["policy"]: r["prompt_tokens_read"] for r in json.loads(out)["results"]}
     assert res["learned"] < res["affinity"] < res["lru"] and res["learned+protect"] < res["lru"]
     assert res["default"] == res["learned"]   # the learned policy is what `strata serve` does by default
+
+
+def test_sizes_without_end_are_refused_at_once(tmp_path, capsys):
+    """`--hours inf` generated for ever; --slots or --overlay of 10^11 ran for minutes, then out of memory
+    (a new user's mistyped values)."""
+    import time
+
+    for argv, needle in [(["generate", "--hours", "inf"], "--hours inf: expected more than 0 and at most 10000"),
+                         (["generate", "--hours", "nan"], "--hours nan: expected"),
+                         (["agents:1e12:0"], "--hours 1000000000000.0: expected"),
+                         ([tiny(tmp_path), "--slots", "99999999999"], "expected counts from 1 to 65536"),
+                         ([tiny(tmp_path), "--overlay", "99999999999"], "--overlay 99999999999: expected 1 to 1024")]:
+        start = time.monotonic()
+        rc, _, err = run(argv, capsys)
+        assert rc == 2 and needle in err and time.monotonic() - start < 5, (argv, err)
