@@ -76,19 +76,39 @@ float load_elem(int32_t type, const uint8_t* row, int64_t i) {
     return fp16_to_fp32(h);
 }
 
-// One q8_0 block (llama.cpp's quantize_row_q8_0): d = amax / 127 stored as fp16, q = round(x / d)
+// One q8_0 block (llama.cpp's quantize_row_q8_0): d = amax / 127 stored as fp16, q = round(x / d).
+// AVX-512: the same bytes 16 lanes at a time (the scalar loop's nearbyint is a libm call a value: the
+// batched decode's K / V store cost 0.08 ms a row, 0.02 with f16): max_ps(v, m) and min_ps(v, c)
+// return their second operand for a NaN v, as fmax / fmin return the number; roundscale rounds to
+// nearest even as nearbyint does in the default mode.
 void quantize_block_q8_0(const float* x, uint8_t* blk) {
+#if defined(__AVX512F__)
+    static_assert(k_qk == 32, "two vectors a block");
+    const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+    const __m512 a = _mm512_max_ps(_mm512_abs_ps(x1), _mm512_max_ps(_mm512_abs_ps(x0), _mm512_setzero_ps()));
+    const float amax = _mm512_reduce_max_ps(a);
+#else
     float amax = 0.0f;
     for (int j = 0; j < k_qk; j++) amax = std::fmax(amax, std::fabs(x[j]));
+#endif
     uint16_t dh = fp32_to_fp16(amax / 127.0f);
     float d = fp16_to_fp32(dh);
     float id = d != 0.0f ? 1.0f / d : 0.0f;
     std::memcpy(blk, &dh, 2);
     int8_t* qs = reinterpret_cast<int8_t*>(blk + 2);
+#if defined(__AVX512F__)
+    const __m512 vid = _mm512_set1_ps(id), hi = _mm512_set1_ps(127.0f), lo = _mm512_set1_ps(-127.0f);
+    for (int h = 0; h < 2; h++) {
+        const __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(h ? x1 : x0, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m512 c = _mm512_max_ps(_mm512_min_ps(r, hi), lo);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16 * h), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(c)));
+    }
+#else
     for (int j = 0; j < k_qk; j++) {
         float v = std::nearbyint(x[j] * id);
         qs[j] = int8_t(std::fmax(-127.0f, std::fmin(127.0f, v)));
     }
+#endif
 }
 
 // n floats to fp16 at dst + i * stride bytes: the bits fp32_to_fp16 gives (with F16C and FMA that
