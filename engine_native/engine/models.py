@@ -130,16 +130,33 @@ def describe_model(path: Path | str, *, is_default: bool = False) -> ModelInfo:
                          error=f"{type(exc).__name__}: {exc}{damaged_file_advice(exc)}")
 
 
+# GGUF reader errors that are no damage to the file: downloading it again would not help
+_NEWER_FORMAT = ("unsupported GGUF version",)
+_NEWER_OR_DAMAGED = ("unknown tensor type id",)
+_NOT_THE_BYTES = ("cannot open", "cannot stat", "cannot read the file size", "not a regular file", "mmap failed",
+                  "Windows error", "path is not valid UTF-8", "missing metadata '", "' is not an integer",
+                  "' is not a number", "' is not a string")
+
+
 def damaged_file_advice(exc: BaseException) -> str:
     """What to do about a GGUF file the reader refused (appended to its message; empty for other errors):
     a file that is not GGUF at all wants another file, one cut short or with damaged bytes (an interrupted
-    download, a copy that ran out of space) wants downloading again."""
+    download, a copy that ran out of space) wants downloading again; a newer GGUF version wants a newer
+    Strata; a file it cannot open or whose metadata lacks a key says so already."""
     from strata.engine import GGUFError
 
     if not isinstance(exc, GGUFError):
         return ""
-    if "not a GGUF file" in str(exc):
+    text = str(exc)
+    if "not a GGUF file" in text:
         return " (give a .gguf model file; `strata models` lists the ones Strata finds)"
+    if any(s in text for s in _NEWER_FORMAT):
+        return " (a newer GGUF format than this Strata reads: update Strata, or use a GGUF version 3 file)"
+    if any(s in text for s in _NEWER_OR_DAMAGED):
+        return (" (a quantization this Strata does not read, or damaged bytes: try another quantization of the "
+                "model, or download it again)")
+    if any(s in text for s in _NOT_THE_BYTES):
+        return ""
     return " (the file is incomplete or damaged, as a download cut short leaves it: download it again)"
 
 

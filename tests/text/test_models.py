@@ -157,3 +157,29 @@ def test_a_folder_given_as_the_model_is_named_a_folder(tmp_path, command, capsys
     assert strata_main([*command, "--model", str(tmp_path)]) != 0
     assert f"--model {tmp_path}: a folder, not a GGUF file (`strata models --dir {tmp_path}` lists" in \
         capsys.readouterr().err
+
+
+def test_damaged_file_advice_says_download_again_only_for_damage(tiny_model_factory, tmp_path):
+    """A file of a newer GGUF version is whole: 'download it again' would send a user round the same loop
+    (it said so for every GGUF error); a tensor type it does not know may be a newer quantization. A file
+    cut short still says download it again."""
+    import struct
+
+    from strata.engine import GGUFError, check_model
+    from strata.engine.models import damaged_file_advice
+
+    data = tiny_model_factory().read_bytes()
+
+    def advice(raw: bytes) -> str:
+        path = tmp_path / "m.gguf"
+        path.write_bytes(raw)
+        with pytest.raises(GGUFError) as e:
+            check_model(path)
+        return damaged_file_advice(e.value)
+
+    newer = bytearray(data)
+    struct.pack_into("<I", newer, 4, 4)                  # the version after the magic
+    says = advice(bytes(newer))
+    assert "update Strata" in says and "download it again" not in says, says
+    says = advice(data[: len(data) // 2])
+    assert "incomplete or damaged" in says and "download it again" in says, says
