@@ -77,7 +77,7 @@ float load_elem(int32_t type, const uint8_t* row, int64_t i) {
 }
 
 // One q8_0 block (llama.cpp's quantize_row_q8_0): d = amax / 127 stored as fp16, q = round(x / d).
-// AVX-512: the same bytes 16 lanes at a time (the scalar loop's nearbyint is a libm call a value: the
+// AVX-512: the same bytes 16 lanes at a time (the scalar loop calls libm's fminf and fmaxf a value: the
 // batched decode's K / V store cost 0.08 ms a row, 0.02 with f16): max_ps(v, m) and min_ps(v, c)
 // return their second operand for a NaN v, as fmax / fmin return the number; roundscale rounds to
 // nearest even as nearbyint does in the default mode.
