@@ -96,8 +96,10 @@ def run(args) -> int:
         except FileNotFoundError as e:
             print(f"strata bench: {e}", file=sys.stderr)
             return 2
-    if args.threads is not None and args.threads < 1:
-        print(f"strata bench: --threads must be >= 1, got {args.threads}", file=sys.stderr)
+    from strata.server.options import MAX_THREADS  # serve's bound, one place
+
+    if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:   # above: pybind11's overflow traceback
+        print(f"strata bench: --threads must be 1 to {MAX_THREADS}, got {args.threads}", file=sys.stderr)
         return 2
     if getattr(args, "backend", "cpu") == "cuda":
         from strata.engine.gpu import cuda_lacks_of

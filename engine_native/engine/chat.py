@@ -266,10 +266,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         sampling = SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                                   min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=args.seed)
-        if args.ctx <= 0:
-            raise ValueError(f"--ctx must be > 0, got {args.ctx}")
-        if args.threads is not None and args.threads <= 0:
-            raise ValueError(f"--threads must be > 0, got {args.threads}")
+        from strata.server.options import MAX_CONTEXT_TOKENS, MAX_THREADS
+
+        # the bounds `strata serve` has: above them the engine's C ints overflow (a pybind11 traceback) or
+        # its KV cannot be mapped (a RuntimeError traceback)
+        if not 0 < args.ctx <= MAX_CONTEXT_TOKENS:
+            raise ValueError(f"--ctx must be 1 to {MAX_CONTEXT_TOKENS}, got {args.ctx}")
+        if args.threads is not None and not 0 < args.threads <= MAX_THREADS:
+            raise ValueError(f"--threads must be 1 to {MAX_THREADS}, got {args.threads}")
         if args.max_tokens <= 0:          # the session refused it only after loading, with a traceback
             raise ValueError(f"--max-tokens must be > 0, got {args.max_tokens}")
         model, flag = args.model, "--model"
@@ -291,10 +295,11 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         engine = Engine(model, n_ctx=args.ctx, n_threads=args.threads)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RuntimeError) as exc:   # RuntimeError: the KV's memory could not be mapped
         from strata.engine.models import damaged_file_advice
 
-        print(f"strata chat: cannot load {model}: {exc}{damaged_file_advice(exc)}", file=sys.stderr)
+        memory = " (the context's KV does not fit in memory: lower --ctx)" if "Cannot allocate memory" in str(exc) else ""
+        print(f"strata chat: cannot load {model}: {exc}{damaged_file_advice(exc)}{memory}", file=sys.stderr)
         return 1
     print(f"{model}{origin}: {engine.arch}, {engine.n_threads} threads, backend {engine.backend}, "
           f"context {args.ctx}, loaded in {time.perf_counter() - t0:.2f} s")

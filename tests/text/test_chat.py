@@ -129,9 +129,16 @@ def test_cli_bad_arguments_are_named(capsys):
     from strata.cli import main as strata_main
 
     assert strata_main(["chat", "--ctx", "0"]) == 2
-    assert "--ctx must be > 0" in capsys.readouterr().err
+    assert "--ctx must be 1 to 16777216, got 0" in capsys.readouterr().err
     assert strata_main(["chat", "--temperature", "-1"]) == 2
     assert "temperature must be >= 0" in capsys.readouterr().err
+    # serve's bounds: above them a pybind11 overflow traceback (threads) or a failed mmap's (ctx)
+    assert strata_main(["chat", "--threads", "99999999999"]) == 2
+    assert "strata chat: --threads must be 1 to 4096, got 99999999999" in capsys.readouterr().err
+    assert strata_main(["chat", "--ctx", "99999999999"]) == 2
+    assert "strata chat: --ctx must be 1 to 16777216, got 99999999999" in capsys.readouterr().err
+    assert strata_main(["bench", "--threads", "99999999999"]) == 2
+    assert "strata bench: --threads must be 1 to 4096, got 99999999999" in capsys.readouterr().err
     assert strata_main(["chat", "--max-tokens", "0"]) == 2          # a ValueError traceback after loading
     assert "strata chat: --max-tokens must be > 0, got 0" in capsys.readouterr().err
     assert strata_main(["chat", "--model", "/nonexistent.gguf", "--ctx", "64"]) == 2    # named before loading
