@@ -24,8 +24,9 @@ Level = RamLevel | DiskLevel
 
 
 def budget_flag(level: str) -> str:
-    """The flag that sets a level's budget (a refusal names it: a history larger than the budget is never kept)."""
-    return "--conversation-cache-mib" if level == "ram" else f"--conversation-cache-{level}-mib"
+    """The flag that sets a level's budget (a refusal names it: a history larger than the budget is never kept).
+    Level names are identifiers (`system_prompt`), flags are spelled with dashes."""
+    return "--conversation-cache-mib" if level == "ram" else f"--conversation-cache-{level.replace('_', '-')}-mib"
 
 
 class Cascade:

@@ -135,3 +135,21 @@ def test_a_history_larger_than_the_whole_cold_budget_names_the_flag_to_raise(mak
     (msg,) = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
     assert "> the whole cold budget of 1.0 MiB: raise --conversation-cache-cold-mib" in msg, msg
     assert "one history of " in msg and len(cache.ram.entries) == 1      # kept in RAM meanwhile
+
+
+def test_each_level_too_small_for_one_entry_names_a_flag_that_exists(make_cache):
+    """The segment and system-prompt stores refuse an entry over their whole budget as the levels do; the
+    system prompts' refusal named --conversation-cache-system_prompt-mib, a flag no command takes."""
+    from strata.server.cache.options import OPTIONS
+
+    cache = make_cache(conversation_cache_mib=1, conversation_cache_warm_mib=1, conversation_cache_cold_mib=1,
+                       conversation_cache_segment_mib=1, conversation_cache_system_prompt_mib=1)
+    flags = {"--" + o.name for o in OPTIONS}
+    cascades = [cache.cascade, cache.segments.cascade, cache.system_prompts.cascade]
+    levels = [(c, i) for c in cascades for i in range(len(c.levels))]
+    assert sorted(c.levels[i].name for c, i in levels) == ["cold", "ram", "segment", "system_prompt", "warm"]
+    for c, i in levels:
+        room, why = c.make_room(i, 2 * 2**20, 0.0)
+        assert not room and "> the whole" in why, why
+        flag = why.rsplit("raise ", 1)[1]
+        assert flag in flags, why
