@@ -21,6 +21,8 @@ from strata.installer.bench import run_machine_bench
 from strata.installer.plan import QUESTION_ORDER, next_question, parse_answer
 from strata.installer.plan_types import AnswerError, Answers, Question, Situation
 
+MAX_DISK_BENCH_MIB = 16384   # the bench file is written whole before it is read back and deleted
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--yes", "-y", action="store_true",
@@ -35,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default {config_file.default_cold_dir()})")
     parser.add_argument("--skip-bench", action="store_true", help="do not measure the machine")
     parser.add_argument("--disk-bench-mib", type=int, default=256, metavar="N",
-                        help="MiB written and read back to measure the cold folder (default 256, min 8)")
+                        help="MiB written and read back to measure the cold folder (default 256, 8 to 16384)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,8 +60,9 @@ def run(args: argparse.Namespace) -> int:
             return status
         print("valid: `strata serve` accepts this file")
         return 0
-    if args.disk_bench_mib < 8:
-        print(f"strata setup: --disk-bench-mib must be >= 8, got {args.disk_bench_mib}", file=sys.stderr)
+    if not 8 <= args.disk_bench_mib <= MAX_DISK_BENCH_MIB:   # 99999999999 wrote until the disk was full
+        print(f"strata setup: --disk-bench-mib must be 8 to {MAX_DISK_BENCH_MIB}, got {args.disk_bench_mib}",
+              file=sys.stderr)
         return 2
     try:
         return run_terminal(args, sys.stdin, sys.stdout)

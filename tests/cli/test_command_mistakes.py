@@ -59,3 +59,12 @@ def test_a_path_a_command_cannot_write_is_named_without_a_traceback(capsys, tmp_
     rc, err = run_cli(capsys, "replay", "generate", "--hours", "0.05", "--out", str(target))
     assert rc == 1
     assert err == f"strata replay: {target}: No such file or directory\n"
+
+
+def test_a_disk_bench_larger_than_any_is_refused_before_writing(capsys, tmp_path):
+    """`strata setup --disk-bench-mib 99999999999` wrote its bench file until the disk was full (5 GB in 25 s
+    here; a kill left it behind)."""
+    rc, err = run_cli(capsys, "setup", "--yes", "--disk-bench-mib", "99999999999", "--config", str(tmp_path / "c.toml"),
+                      "--cold-dir", str(tmp_path / "cold"))
+    assert rc == 2 and "--disk-bench-mib must be 8 to 16384, got 99999999999" in err
+    assert not (tmp_path / "cold").exists() and not (tmp_path / "c.toml").exists()
