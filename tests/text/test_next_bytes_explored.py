@@ -112,3 +112,19 @@ def test_call_hints_hold_at_every_state_reached(call, written):
     assert start is not None and start != DONE
     visited, hinted = explore(start, call._step, call._next_bytes, 1200, 7)
     assert visited > 70 and hinted > 10, (visited, hinted)
+
+
+@pytest.mark.parametrize("markup", [{"lead": b"<tool_call>\n", "close": b"\n</tool_call>", "forbid": (b"</tool_call>",)},
+                                    {"lead": b"[", "spacing": (b", ", b": ")}, {}], ids=["hermes", "spaced", "bare"])
+def test_json_call_hints_hold_at_every_state_reached(markup):
+    """A JSON call (compile_call: the tool's name a literal whose end the call object learns, names that are
+    prefixes of each other) held with a lead, a closing tag, forbidden text and a template's spacing."""
+    from strata.engine.json_constraint import JsonConstraint, _hint
+    from strata.engine.json_schema import compile_call
+
+    tool = {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "cf"]}},
+            "required": ["city"]}
+    root = compile_call([("get", tool), ("get_time", {"type": "object", "properties": {}}), ("g", None)])
+    c = JsonConstraint(root, None, [], **markup)
+    visited, hinted = explore(c.state, c._step, _hint, 1500, 3)
+    assert visited == 1500 and hinted > 1000, (visited, hinted)
