@@ -160,7 +160,7 @@ def _ask_until_valid(q: Question, s: Situation, a: Answers, stdin: TextIO | None
             s, a = flow.accept(s, a, q, value)
         except AnswerError as e:
             if not state["ask"]:
-                hint = "" if q.key != "model" else " (pass another --model PATH)" if args.model else " (pass --model PATH)"
+                hint = _flag_hint(q.key, args)
                 raise SystemExit(f"strata setup: {q.prompt} {e}{hint}") from None
             print(f"  ! {e}", file=out)
             preset = None
@@ -217,3 +217,13 @@ def _bench(s: Situation, out: TextIO, disk_mib: int) -> Situation:
     for note in report.notes:
         print(f"  note: {note}", file=out)
     return flow.with_bench(s, report)
+
+
+def _flag_hint(key: str, args: argparse.Namespace) -> str:
+    """What to pass when a default taken without asking (--yes, no terminal) is refused: the model's flag, and
+    the folder's (a refused --cold-dir stopped setup with no word of how to give another)."""
+    if key == "model":
+        return " (pass another --model PATH)" if args.model else " (pass --model PATH)"
+    if key == "cold_dir":
+        return " (pass another --cold-dir PATH)" if args.cold_dir else " (pass --cold-dir PATH)"
+    return ""

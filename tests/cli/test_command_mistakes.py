@@ -68,3 +68,14 @@ def test_a_disk_bench_larger_than_any_is_refused_before_writing(capsys, tmp_path
                       "--cold-dir", str(tmp_path / "cold"))
     assert rc == 2 and "--disk-bench-mib must be 8 to 16384, got 99999999999" in err
     assert not (tmp_path / "cold").exists() and not (tmp_path / "c.toml").exists()
+
+
+def test_a_cold_dir_setup_cannot_write_says_to_pass_another(capsys, tmp_path):
+    """`strata setup --yes --cold-dir FILE/x` stopped with 'cannot write to ...' and no word of what to do."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    rc, err = run_cli(capsys, "setup", "--yes", "--skip-bench", "--cold-dir", str(blocker / "x"),
+                      "--config", str(tmp_path / "c.toml"))
+    said = rc if isinstance(rc, str) else err        # SystemExit("strata setup: ...") prints it and exits 1
+    assert f"cannot write to {blocker / 'x'}" in said
+    assert said.rstrip().endswith("(pass another --cold-dir PATH)") and not (tmp_path / "c.toml").exists()
