@@ -211,7 +211,10 @@ class HeldCall:
             for i in first:
                 if logits[i] > logits[first[-1]] and self.allows(int(i)):   # ties at the cut: the full scan
                     return int(i)
-        mask = self.allowed_mask()
-        if not mask.any():
+        ids = np.flatnonzero(self.allowed_mask())
+        if ids.size == 0:
             return None
-        return int(np.argmax(np.where(mask, logits, np.float32(-np.inf))))
+        best = int(ids[np.argmax(logits[ids])])      # the first of the highest: the lowest id on a tie
+        # every allowed token banned (-inf): none, as JsonConstraint says (an arg-max over the masked row
+        # gave token 0 then, allowed or not)
+        return None if logits[best] == -np.inf else best

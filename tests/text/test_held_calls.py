@@ -92,6 +92,21 @@ def test_best_allowed_picks_the_best_token_the_call_allows():
     assert c.best_allowed(logits) == tok(b"line")
 
 
+def test_best_allowed_never_returns_a_token_the_call_refuses():
+    """Where every token the call allows has the logit -inf (banned), best_allowed says none, as
+    JsonConstraint does; it returned token 0 (`<tool_call>`, refused after the lead) from an arg-max over the
+    masked row, and advancing on it raised 'was not allowed here'."""
+    import numpy as np
+
+    c = KeyedCall(XML, TOOLS, VOCAB, [EOS], lead=b"<tool_call>")
+    write(c, [b"<tool_call>"])
+    logits = np.full(VOCAB.n, -np.inf, dtype=np.float32)
+    logits[tok(b"Hi")] = 3.0                                  # refused here: the markup must come
+    assert c.best_allowed(logits) is None
+    logits[tok(b"\n<function=")] = -50.0
+    assert c.best_allowed(logits) == tok(b"\n<function=")
+
+
 def test_a_tool_whose_schema_lists_no_properties_takes_any_keys_once():
     c = KeyedCall(XML, [("edit_file", None, ())], VOCAB, [EOS], lead=b"<tool_call>")
     write(c, [b"<tool_call>", b"\n<function=", b"edit_file", b">\n<parameter=", b"pth", b">\n", b"x",
