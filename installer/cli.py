@@ -106,13 +106,17 @@ def run_terminal(args: argparse.Namespace, stdin: TextIO | None, out: TextIO,
           f"({m.ram_available_mib / 1024:.1f} GiB available), {gpu}.", file=out)
     if not ask:
         print("Taking every default (--yes or no terminal on stdin).", file=out)
+    target = Path(args.config).expanduser() if args.config else config_file.configured_path()
+    problem = config_file.write_problem(target)
+    if problem:   # before the questions and the bench, which it would otherwise throw away
+        print(f"strata setup: cannot write {target}: {problem} (pass another --config PATH)", file=sys.stderr)
+        return 1
     a = Answers()
     state = {"ask": ask}
     while (q := next_question(s, a, QUESTION_ORDER)) is not None:
         s, a = _ask_until_valid(q, s, a, stdin, out, state, args)
         if q.key == "model" and not args.skip_bench:
             s = _bench(s, out, args.disk_bench_mib)
-    target = Path(args.config).expanduser() if args.config else config_file.configured_path()
     before = target.read_bytes() if target.is_file() else None
     try:
         plan, path = flow.finish(s, a, target)

@@ -84,6 +84,28 @@ def write(plan: Plan, path: Path, written_at: datetime | None = None) -> Path:
     return path
 
 
+def write_problem(path: Path) -> str | None:
+    """Why `write` could not write `path`, found before the questions and the bench (setup asked everything,
+    then failed: "cannot write /etc/passwd/strata.toml: File exists"); None when it can. Creates nothing
+    that stays: a temporary file in the nearest existing folder, removed at once."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        return "a folder, not a file"
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is a file, not a folder"
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        return f"cannot create files in {folder}: {e.strerror or e}"
+    if path.exists() and not os.access(path, os.W_OK):
+        return "no permission to replace it"
+    return None
+
+
 def backup_path(path: Path) -> Path:
     """Where `write` keeps the file it replaces."""
     return path.with_name(path.name + ".bak")

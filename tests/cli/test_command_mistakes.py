@@ -79,3 +79,15 @@ def test_a_cold_dir_setup_cannot_write_says_to_pass_another(capsys, tmp_path):
     said = rc if isinstance(rc, str) else err        # SystemExit("strata setup: ...") prints it and exits 1
     assert f"cannot write to {blocker / 'x'}" in said
     assert said.rstrip().endswith("(pass another --cold-dir PATH)") and not (tmp_path / "c.toml").exists()
+
+
+@pytest.mark.parametrize("where,why", [("a-file/strata.toml", "is a file, not a folder"),
+                                       (".", "a folder, not a file")])
+def test_a_config_path_setup_cannot_write_is_refused_before_the_questions(capsys, tmp_path, where, why):
+    """setup asked every question and ran the bench, then said 'cannot write .../strata.toml: File exists'."""
+    (tmp_path / "a-file").write_text("x")
+    target = tmp_path / where
+    rc = strata_main(["setup", "--yes", "--skip-bench", "--config", str(target)])
+    out, err = capsys.readouterr()
+    assert rc == 1 and f"cannot write {target}: " in err and why in err and "(pass another --config PATH)" in err
+    assert "Which model?" not in out and "Context size" not in out      # nothing asked, nothing measured
