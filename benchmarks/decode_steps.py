@@ -2,7 +2,9 @@
 process, alternated for --rounds rounds; each process reads a history of --history tokens into --rows
 contexts, then times --windows windows of 8 steps and prints the min / 25th percentile / median.
 
-    .venv/bin/python benchmarks/decode_steps.py --history 550 --rows 4 [--rounds 2] OLD.so NEW.so
+    .venv/bin/python benchmarks/decode_steps.py --history 550 --rows 4 [--rounds 2] [--kv-type q8_0] OLD.so NEW.so
+
+A build written BUILD@KV (installed@q8_0) runs with that KV type instead of --kv-type's.
 
 A build path of "installed" means the installed strata._engine. Not a test (no assertion).
 """
@@ -18,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def worker(so: str, history: int, rows: int, windows: int) -> str:
+def worker(so: str, history: int, rows: int, windows: int, kv_type: str = "f16") -> str:
     if so != "installed":
         from kv_types import load_engine_from
 
@@ -27,7 +29,8 @@ def worker(so: str, history: int, rows: int, windows: int) -> str:
     from strata.engine import Engine
     from strata.engine.models import default_model_path
 
-    e = Engine(str(default_model_path()), n_ctx=history + 64, n_slots=rows, slot_ctx=history + 64, n_threads=2)
+    e = Engine(str(default_model_path()), n_ctx=history + 64, n_slots=rows, slot_ctx=history + 64, n_threads=2,
+               kv_type=kv_type)
     toks = prompt_tokens(e.n_vocab, history + 8)
     ctxs = [0] if rows == 1 else list(range(1, rows + 1))
     for c in ctxs:
@@ -51,24 +54,35 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--windows", type=int, default=25)
+    ap.add_argument("--kv-type", default="f16", choices=("f16", "q8_0"))
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if min(args.history, args.rows, args.rounds, args.windows) < 1:
         ap.error("--history, --rows, --rounds and --windows must be at least 1")
-    for so in args.builds:
+
+    def split(build: str) -> tuple[str, str]:
+        so, _, kv = build.partition("@")
+        return so, kv or args.kv_type
+
+    for build in args.builds:
+        so, kv = split(build)
         if so != "installed" and not Path(so).is_file():
             ap.error(f"no file {so}")
+        if kv not in ("f16", "q8_0"):
+            ap.error(f"{build}: KV type {kv!r} (f16 or q8_0)")
     if args.worker:
-        print(worker(args.builds[0], args.history, args.rows, args.windows))
+        so, kv = split(args.builds[0])
+        print(worker(so, args.history, args.rows, args.windows, kv))
         return 0
     for rnd in range(args.rounds):
         for so in args.builds:
             out = subprocess.run([sys.executable, __file__, "--worker", so, "--history", str(args.history), "--rows",
-                                  str(args.rows), "--windows", str(args.windows)], capture_output=True, text=True)
+                                  str(args.rows), "--windows", str(args.windows), "--kv-type", args.kv_type],
+                                 capture_output=True, text=True)
             if out.returncode != 0:
                 raise SystemExit(out.stderr[-2000:])
-            print(f"round {rnd + 1} {Path(so).name} history {args.history} rows {args.rows}: {out.stdout.strip()}",
-                  flush=True)
+            name = Path(so).name if "@" in so else f"{Path(so).name}@{args.kv_type}"
+            print(f"round {rnd + 1} {name} history {args.history} rows {args.rows}: {out.stdout.strip()}", flush=True)
     return 0
 
 
