@@ -98,8 +98,8 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
             if stop.is_set():            # a second Ctrl-C while loading: nothing served yet, nothing to keep
                 log.warning("stopped while loading the model")
                 os._exit(130)
-            log.info("stopping once the model has loaded (it cannot be interrupted; Ctrl-C again quits now, "
-                     "nothing is lost: no conversation has been served yet)")
+            log.info("stopping once the model has loaded (it cannot be interrupted; a second Ctrl-C or stop signal "
+                     "quits now, nothing is lost: no conversation has been served yet)")
         stop.set()
 
     for sig in stop_signals():

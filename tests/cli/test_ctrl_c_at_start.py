@@ -58,7 +58,7 @@ def test_ctrl_c_while_the_model_loads_says_it_stops_after_the_load(default_model
     proc.send_signal(signal.SIGINT)
     out = finish(proc)
     assert proc.returncode == 0, out
-    assert "stopping once the model has loaded" in out and "Ctrl-C again quits now" in out
+    assert "stopping once the model has loaded" in out and "a second Ctrl-C or stop signal quits now" in out
     assert "not serving it: the server is stopping" in out
     assert "listening on" not in out, out   # the INFO line after "stopping" read as if it now served
 
