@@ -66,6 +66,17 @@ def ago(x: float | None) -> str:
     return NA if _absent(x) else f"{seconds(max(0.0, x))} ago"
 
 
+def score(x: float | None) -> str:
+    """A unitless score (the slot policy's value of a history: ~0.002 for 500 tokens, ~1 for 50K): three
+    significant digits, so the small values a short history has are told apart instead of all reading
+    0.0000; an exact zero is "0"."""
+    if _absent(x):
+        return NA
+    if x == 0:
+        return "0"
+    return f"{x:.3g}" if abs(x) >= 1e-4 else f"{x:.2e}"
+
+
 def percent(part: float | None, whole: float | None) -> str:
     if _absent(part) or _absent(whole) or not whole:
         return NA

@@ -40,7 +40,7 @@ def slot_cells(row: SlotRow) -> list[str]:
             row.conversation or units.NA, "now" if row.state in BUSY else units.ago(row.idle_s),
             units.count(row.reused_tokens), units.rate(row.prefill_tps), units.rate(row.decode_tps),
             units.seconds(row.protection_left_s),
-            units.NA if row.value is None else f"{row.value:.4f}"]
+            units.score(row.value)]
 
 
 class SlotsPanel(QWidget):

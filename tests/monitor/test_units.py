@@ -16,6 +16,9 @@ from strata.monitor import units
     (units.seconds, 0.143, "143 ms"), (units.seconds, 1.2, "1.2 s"), (units.seconds, 75, "1 min 15 s"),
     (units.seconds, 7300, "2 h 01 min"), (units.ms, 237.66, "238 ms"), (units.ms, 4.21, "4.2 ms"),
     (units.ago, 3.0, "3.0 s ago"), (units.ago, -1.0, "0 ms ago"), (units.count, 22, "22"),
+    # a short history's value was 0.0000 (four fixed decimals): every slot alike in a new user's screenshot
+    (units.score, 0.00213, "0.00213"), (units.score, 0.0000412, "4.12e-05"), (units.score, 1.2345, "1.23"),
+    (units.score, 0.0, "0"), (units.score, None, units.NA),
 ])
 def test_formats(fn, value, text):
     assert fn(value) == text
