@@ -55,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
                         format=log_format(status_line_shown(config)))
     try:
         return asyncio.run(serve(config))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:           # before serve() set its handlers: asyncio.run was still building its loop
+        from strata.cli import drop_half_built_quietly
+        drop_half_built_quietly()
         return 0
 
 

@@ -15,6 +15,7 @@ import importlib
 import os
 import re
 import sys
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import NoReturn
 
@@ -121,8 +122,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         # Ctrl-C before a command set up its own handling (importing aiohttp and the engine takes a second or
         # two on a busy machine): stop as the shell expects, not with thirty lines of import frames.
+        drop_half_built_quietly()
         print(file=sys.stderr)
         return 130
+
+
+def drop_half_built_quietly() -> None:
+    """After a Ctrl-C that cut start-up short: objects it left half-built (asyncio.run's event loop, the
+    coroutine it never started) are reported as they are collected ('Exception ignored in ... __del__',
+    'never awaited', with frames). The process is ending and nothing was served, so say nothing of them."""
+    sys.unraisablehook = lambda unraisable: None
+    warnings.simplefilter("ignore", RuntimeWarning)
 
 
 def run_command(argv: list[str]) -> int:
