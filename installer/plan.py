@@ -14,8 +14,23 @@ every question and the flow without the two questions give the same configuratio
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from strata.installer.plan_memory import (
+    Budget,
+    choose_kv_type,
+    cuda_lacks_of,
+    f16_if_it_holds,
+    gib,
+    kv_mib_of,
+    need_model,
+    on_gpu,
+    park_target,
+    ram_budget,
+    round_down,
+    slots_that_fit,
+    smallest_ctx,
+)
 from strata.installer.plan_types import (
     MIB,
     AnswerError,
@@ -31,7 +46,6 @@ from strata.installer.plan_types import (
 )
 
 from strata.model_names import id_meant, model_id, names_model
-from strata.model_shape import Q8_0_HEAD_MULTIPLE, Q8_0_MAX_HEAD, cuda_lacks, q8_0_kv_takes
 
 __all__ = [
     "QUESTION_ORDER", "QUESTIONS_BEFORE_SEED_002", "AnswerError", "Answers", "Choice", "DiskFacts",
@@ -44,65 +58,6 @@ QUESTIONS_BEFORE_SEED_002 = ("model", "ctx")
 CONCURRENCY_CHOICES = ("one", "several")
 
 
-def _gib(mib: float) -> str:
-    return f"{mib / 1024:.1f} GiB"
-
-
-def _round_down(value: float, step: int) -> int:
-    return max(0, int(value // step) * step)
-
-
-# ---------------------------------------------------------------- memory arithmetic (MiB)
-
-
-@dataclass(frozen=True)
-class _Budget:
-    """Where the machine's RAM goes, in MiB: model weights, RAM cache level, floor, scratch, KV."""
-
-    model_mib: int
-    ram_cache_mib: int
-    kv_mib: int  # what is left for the KV of main + slots; may be <= 0 on a machine too small
-
-
-def _on_gpu(s: Situation) -> bool:
-    """Whether the plan puts the model on the GPU: one found, a CUDA build, and a model the CUDA backend
-    runs (it has no expert kernels and no query temperature: such models run on the CPU)."""
-    gpu = bool(s.machine.gpu_name and s.machine.gpu_vram_mib and s.cuda_built)
-    return gpu and not (s.model is not None and _cuda_lacks(s.model))
-
-
-def _cuda_lacks(model: ModelFacts) -> str:
-    """What the CUDA backend lacks to run `model`, as the plan says it ("" when it runs it)."""
-    return cuda_lacks(model.arch, model.n_expert, model.attn_temperature, model.file_type)
-
-
-def _budget(s: Situation, model: ModelFacts, p: PlanParameters) -> _Budget:
-    machine = s.machine
-    model_mib = -(-model.size_bytes // MIB)
-    after_model = machine.ram_total_mib - model_mib
-    ram_cache = min(p.ram_cache_max_mib, _round_down(after_model * p.ram_cache_share, 256))
-    kv = after_model - ram_cache - p.min_free_mib - p.overhead_mib
-    if _on_gpu(s):  # weights and KV live in the GPU's memory; the RAM levels stay in RAM
-        kv = min(kv, machine.gpu_vram_mib - model_mib - p.overhead_mib)
-    return _Budget(model_mib, max(0, ram_cache), kv)
-
-
-def _kv_mib(model: ModelFacts, n_tokens: int) -> float:
-    return n_tokens * model.kv_bytes_per_token / MIB
-
-
-def _slots_that_fit(model: ModelFacts, budget: _Budget, ctx: int, p: PlanParameters) -> int:
-    """Slots of `ctx` tokens (slot_ctx = ctx) that fit beside a main context of `ctx` tokens."""
-    left = budget.kv_mib - _kv_mib(model, ctx)
-    if left <= 0:
-        return 0
-    return max(0, min(p.target_slots, int(left // _kv_mib(model, ctx))))
-
-
-def _smallest_ctx(model: ModelFacts, p: PlanParameters) -> int:
-    return min(p.ctx_ladder[0], model.n_ctx_train)
-
-
 # ---------------------------------------------------------------- the previous behaviour, and the defaults
 # The flow before seed 002 asked no question about slots or disk: it kept slots whenever one fits
 # beside the main context (`_previous_keeps_slots`, then as many as fit at the chosen context), and
@@ -110,12 +65,12 @@ def _smallest_ctx(model: ModelFacts, p: PlanParameters) -> int:
 # questions' defaults are the answers that reproduce exactly that.
 
 
-def _previous_keeps_slots(s: Situation, p: PlanParameters) -> tuple[bool, int, int, _Budget]:
+def _previous_keeps_slots(s: Situation, p: PlanParameters) -> tuple[bool, int, int, Budget]:
     """(slots kept, how many fit at the smallest context, that context, the budget)."""
-    model = _need_model(s, p)
-    b = _budget(s, model, p)
-    small = _smallest_ctx(model, p)
-    n = _slots_that_fit(model, b, small, p)
+    model = need_model(s, p)
+    b = ram_budget(s, model, p)
+    small = smallest_ctx(model, p)
+    n = slots_that_fit(model, b, small, p)
     return n >= 1, n, small, b
 
 
@@ -124,12 +79,12 @@ def _default_concurrency(s: Situation, p: PlanParameters) -> tuple[str, str]:
     if keeps:
         return "several", (f"RAM for {n} slot(s) beside the main context even at {small} tokens: "
                            "side requests and a second agent run in parallel")
-    return "one", (f"{_gib(max(0, b.kv_mib))} left for the KV after the model and the floors: "
+    return "one", (f"{gib(max(0, b.kv_mib))} left for the KV after the model and the floors: "
                    f"not even one {small}-token slot fits beside the main context")
 
 
 def _cold_budget_mib(disk: DiskFacts, p: PlanParameters) -> int:
-    return min(p.cold_max_mib, _round_down(disk.free_mib * p.cold_disk_share, 1024))
+    return min(p.cold_max_mib, round_down(disk.free_mib * p.cold_disk_share, 1024))
 
 
 def cold_folder_problem(disk: DiskFacts, p: PlanParameters | None = None) -> str:
@@ -146,11 +101,11 @@ def cold_folder_problem(disk: DiskFacts, p: PlanParameters | None = None) -> str
 
 def _previous_cold_level(s: Situation, p: PlanParameters) -> tuple[bool, str]:
     """The cold level is kept when the folder has room and reading back beats prefilling again."""
-    model = _need_model(s, p)
+    model = need_model(s, p)
     budget = _cold_budget_mib(s.cold_disk, p)
     if budget < p.cold_min_mib:
-        return False, (f"only {_gib(s.cold_disk.free_mib)} free at {s.cold_disk.folder}: "
-                       f"a cold level needs {_gib(p.cold_min_mib / p.cold_disk_share)} free")
+        return False, (f"only {gib(s.cold_disk.free_mib)} free at {s.cold_disk.folder}: "
+                       f"a cold level needs {gib(p.cold_min_mib / p.cold_disk_share)} free")
     read = s.cold_disk.read_mib_s
     prefill = s.bench.prefill_tps if s.bench else None
     if read and prefill:
@@ -161,82 +116,45 @@ def _previous_cold_level(s: Situation, p: PlanParameters) -> tuple[bool, str]:
             return False, (f"reading a {n}-token history back from this disk takes {read_s:.1f} s, "
                            f"prefilling it again {prefill_s:.1f} s: the disk does not pay")
         return True, (f"a {n}-token history comes back from disk in {read_s:.2f} s instead of "
-                      f"{prefill_s:.1f} s of prefill; {_gib(budget)} of {_gib(s.cold_disk.free_mib)} free")
+                      f"{prefill_s:.1f} s of prefill; {gib(budget)} of {gib(s.cold_disk.free_mib)} free")
     if read:
         n = p.example_history_tokens
         read_s = n * model.kv_bytes_per_token / MIB / read
-        return True, (f"{_gib(budget)} of {_gib(s.cold_disk.free_mib)} free; it reads {read:.0f} MiB/s, a "
+        return True, (f"{gib(budget)} of {gib(s.cold_disk.free_mib)} free; it reads {read:.0f} MiB/s, a "
                       f"{n}-token history in {read_s:.2f} s (a measured case: 274 ms against 197 s of prefill)")
-    return True, (f"{_gib(budget)} of {_gib(s.cold_disk.free_mib)} free: a conversation read back "
+    return True, (f"{gib(budget)} of {gib(s.cold_disk.free_mib)} free: a conversation read back "
                   "from disk costs far less than its prefill (a measured case: 274 ms against 197 s)")
 
 
 def _default_ctx(s: Situation, concurrency: str | None, p: PlanParameters) -> tuple[int, str]:
     """The largest ladder step within the trained context and the KV budget (half of it when slots
     are kept beside the main context). `concurrency` None: the previous flow's rule."""
-    model = _need_model(s, p)
+    model = need_model(s, p)
     keeps, _, small, b = _previous_keeps_slots(s, p)
     reserve_slots = keeps if concurrency is None else concurrency == "several"
     share = p.main_ctx_share if reserve_slots else 1.0
-    fits = [c for c in p.ctx_ladder if c <= model.n_ctx_train and _kv_mib(model, c) <= b.kv_mib * share]
-    if not fits and small == model.n_ctx_train and _kv_mib(model, small) <= b.kv_mib * share:
+    fits = [c for c in p.ctx_ladder if c <= model.n_ctx_train and kv_mib_of(model, c) <= b.kv_mib * share]
+    if not fits and small == model.n_ctx_train and kv_mib_of(model, small) <= b.kv_mib * share:
         # trained on fewer tokens than the ladder's first step: the memory is not what stops it (the reason
         # said "only 14.8 GiB left after the model and the floors" for a 1,024-token model)
-        return small, (f"{small} tokens = {_gib(_kv_mib(model, small))} of KV, the model's whole trained "
+        return small, (f"{small} tokens = {gib(kv_mib_of(model, small))} of KV, the model's whole trained "
                        f"context (shorter than the smallest step, {p.ctx_ladder[0]})")
     if not fits:
-        return small, (f"the smallest context ({small} tokens, {_gib(_kv_mib(model, small))} of KV); "
-                       f"only {_gib(max(0, b.kv_mib))} left after the model and the floors")
+        return small, (f"the smallest context ({small} tokens, {gib(kv_mib_of(model, small))} of KV); "
+                       f"only {gib(max(0, b.kv_mib))} left after the model and the floors")
     ctx = fits[-1]
     # what stopped the ladder: the next step past the trained context, or past the memory (GLM-4.7-Flash's
     # 202752 trained tokens stop it at 131072 with memory to spare: the reason named the memory)
     above = [c for c in p.ctx_ladder if c > ctx]
     if above and above[0] <= model.n_ctx_train:
-        limit = f"within {'half' if reserve_slots else 'all'} of the {_gib(b.kv_mib)} left for KV"
+        limit = f"within {'half' if reserve_slots else 'all'} of the {gib(b.kv_mib)} left for KV"
     elif ctx == model.n_ctx_train:
         limit = "within the model's trained context"
     elif above:
         limit = f"within the model's trained context ({model.n_ctx_train} tokens)"
     else:
         limit = f"Strata plans (the model was trained on {model.n_ctx_train} tokens)"
-    return ctx, f"{ctx} tokens = {_gib(_kv_mib(model, ctx))} of KV, the largest step {limit}"
-
-
-def _need_model(s: Situation, p: PlanParameters) -> ModelFacts:
-    """The chosen model, with the KV type the plan sizes for (`_kv_type`)."""
-    if s.model is None:
-        raise ValueError("the model must be chosen (and measured) before this question")
-    return replace(s.model, kv_type=_kv_type(s, p)[0])
-
-
-def _largest_ctx(model: ModelFacts, kv_mib: float, p: PlanParameters) -> int:
-    """The largest ladder step within the trained context whose KV fits kv_mib (0: none)."""
-    fits = [c for c in p.ctx_ladder if c <= model.n_ctx_train and _kv_mib(model, c) <= kv_mib]
-    return fits[-1] if fits else 0
-
-
-def _kv_type(s: Situation, p: PlanParameters) -> tuple[str, str]:
-    """F16 KV, unless it leaves one context of all the KV budget below p.q8_kv_below_ctx tokens and
-    q8_0 (about half the bytes) allows a larger one: a big model on a small machine."""
-    f16 = replace(s.model, kv_type="f16")
-    b = _budget(s, f16, p)
-    ctx16 = _largest_ctx(f16, b.kv_mib, p)
-    if ctx16 < p.q8_kv_below_ctx and ctx16 < min(f16.n_ctx_train, p.ctx_ladder[-1]):
-        if not q8_0_kv_takes(f16.head_dim):   # the engine quantizes whole q8_0 blocks per head, and refuses others
-            d = f16.head_dim   # deepseek2's latent head (576) is whole blocks but over the limit: it said "not a multiple"
-            why = f"head size {d} is not a multiple of 32" if d % Q8_0_HEAD_MULTIPLE else \
-                f"head size {d} is over {Q8_0_MAX_HEAD}"
-            return "f16", (f"F16 KV, {f16.kv_bytes_per_token} bytes per token: the engine's q8_0 KV takes heads of "
-                           f"whole 32-element blocks, up to {Q8_0_MAX_HEAD}, and {why}")
-        q8 = replace(f16, kv_type="q8_0")
-        ctx8 = _largest_ctx(q8, b.kv_mib, p)
-        if ctx8 > ctx16:
-            return "q8_0", (f"q8_0 KV, {q8.kv_bytes_per_token} bytes per token: in the {_gib(b.kv_mib)} left for "
-                            f"KV, F16 ({f16.kv_bytes_per_token}) would hold one context of "
-                            f"{ctx16 or 'not even ' + str(p.ctx_ladder[0])} tokens at most, q8_0 {ctx8} "
-                            "(tokens the main context and any slots share)")
-    return "f16", (f"F16 KV, {f16.kv_bytes_per_token} bytes per token: "
-                   "restored state is bit-identical to a fresh prefill")
+    return ctx, f"{ctx} tokens = {gib(kv_mib_of(model, ctx))} of KV, the largest step {limit}"
 
 
 # ---------------------------------------------------------------- questions
@@ -279,7 +197,7 @@ def _question(key: str, s: Situation, a: Answers, p: PlanParameters) -> Question
                         why, options=("yes", "no"))
     if key == "cold_dir":
         return Question("cold_dir", "Folder for the conversations kept on disk?", s.cold_disk.folder,
-                        s.cold_disk.folder, f"{_gib(s.cold_disk.free_mib)} free there")
+                        s.cold_disk.folder, f"{gib(s.cold_disk.free_mib)} free there")
     if key == "ctx":
         value, why = _default_ctx(s, a.concurrency, p)
         return Question("ctx", "Context size (tokens)?", value, str(value), why)
@@ -338,7 +256,7 @@ def parse_answer(q: Question, text: str, s: Situation, a: Answers, p: PlanParame
 
 
 def _parse_ctx(text: str, s: Situation, p: PlanParameters) -> int:
-    model = _need_model(s, p)
+    model = need_model(s, p)
     low = text.lower().replace("_", "")
     scale = {"k": 1024, "m": 1024 * 1024}.get(low[-1:], 1)   # 32k, 1m (as models' contexts are named)
     try:
@@ -349,10 +267,10 @@ def _parse_ctx(text: str, s: Situation, p: PlanParameters) -> int:
         raise AnswerError(f"{ctx} tokens is below the smallest context ({p.min_ctx})")
     if ctx > model.n_ctx_train:
         raise AnswerError(f"{ctx} tokens is beyond the {model.n_ctx_train} the model was trained on")
-    kv_left = _budget(s, model, p).kv_mib
-    if _kv_mib(model, ctx) > kv_left:
-        raise AnswerError(f"{ctx} tokens need {_gib(_kv_mib(model, ctx))} of KV; this machine has "
-                          f"{_gib(max(0, kv_left))} left after the model and the floors")
+    kv_left = ram_budget(s, model, p).kv_mib
+    if kv_mib_of(model, ctx) > kv_left:
+        raise AnswerError(f"{ctx} tokens need {gib(kv_mib_of(model, ctx))} of KV; this machine has "
+                          f"{gib(max(0, kv_left))} left after the model and the floors")
     return ctx
 
 
@@ -381,45 +299,45 @@ def default_answers(s: Situation, order: tuple[str, ...] = QUESTION_ORDER,
 def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan:
     """The configuration for these answers; an unanswered question takes its default."""
     p = p or PlanParameters()
-    model = _need_model(s, p)
+    model = need_model(s, p)
     m = s.machine
-    b = _budget(s, model, p)
+    b = ram_budget(s, model, p)
     choices: list[Choice] = []
     warnings: list[str] = []
     add = choices.append
 
-    add(Choice("model", model.path, f"{model.name}: {_gib(b.model_mib)}, trained on {model.n_ctx_train} tokens"))
+    add(Choice("model", model.path, f"{model.name}: {gib(b.model_mib)}, trained on {model.n_ctx_train} tokens"))
     if b.model_mib + p.min_free_mib > m.ram_total_mib:
-        warnings.append(f"the model ({_gib(b.model_mib)}) and the {p.min_free_mib} MiB floor do not fit "
-                        f"in {_gib(m.ram_total_mib)} of RAM: it will page from disk and run slowly")
+        warnings.append(f"the model ({gib(b.model_mib)}) and the {p.min_free_mib} MiB floor do not fit "
+                        f"in {gib(m.ram_total_mib)} of RAM: it will page from disk and run slowly")
     threads = max(1, m.n_cores)
     add(Choice("threads", threads, f"one per physical core ({m.n_cores} of {m.n_logical} logical): "
                                    "hyperthreads slow the matrix kernels"))
 
     ctx, ctx_why = _answered(a.ctx, _default_ctx(s, a.concurrency, p))
-    kv_choice = _kv_type(s, p)
+    kv_choice = choose_kv_type(s, p)
     if ctx_why == "your answer":
-        model, kv_choice = _f16_if_it_holds(model, b, ctx, a.concurrency, kv_choice, p)
-        ctx_why = f"your answer: {_gib(_kv_mib(model, ctx))} of KV"
+        model, kv_choice = f16_if_it_holds(model, b, ctx, a.concurrency, kv_choice, p)
+        ctx_why = f"your answer: {gib(kv_mib_of(model, ctx))} of KV"
     add(Choice("ctx", ctx, ctx_why))
 
     if a.concurrency == "one":
         n_slots = 0
         batch_why = "one request at a time: the solo path only, all the KV budget to one context"
     else:  # "several", or not asked (the previous flow): as many slots as fit, up to the seed's 4
-        n_slots = _slots_that_fit(model, b, ctx, p)
+        n_slots = slots_that_fit(model, b, ctx, p)
         if n_slots == 0:
             batch_why = (f"no {ctx}-token slot fits beside the main context: the solo path only"
                          + ("" if a.concurrency is None else " (lower the context to get slots)"))
         else:
-            batch_why = (f"{n_slots} slot(s) of {ctx} tokens ({_gib(n_slots * _kv_mib(model, ctx))} of KV), "
+            batch_why = (f"{n_slots} slot(s) of {ctx} tokens ({gib(n_slots * kv_mib_of(model, ctx))} of KV), "
                          + (f"the most the plan gives ({p.target_slots})" if n_slots == p.target_slots else "what RAM allows"))
     add(Choice("batch", n_slots, batch_why))
-    if _on_gpu(s):
-        add(Choice("backend", "cuda", f"{m.gpu_name} ({_gib(m.gpu_vram_mib)}) and a CUDA build: weights and KV on the GPU"))
-    elif m.gpu_name and _cuda_lacks(model):   # first, whatever the build: a CUDA build would not run it either
+    if on_gpu(s):
+        add(Choice("backend", "cuda", f"{m.gpu_name} ({gib(m.gpu_vram_mib)}) and a CUDA build: weights and KV on the GPU"))
+    elif m.gpu_name and cuda_lacks_of(model):   # first, whatever the build: a CUDA build would not run it either
         add(Choice("backend", "cpu", f"GPU {m.gpu_name} found, but the CUDA backend does not run models with "
-                                     f"{_cuda_lacks(model)}: the CPU runs it"))
+                                     f"{cuda_lacks_of(model)}: the CPU runs it"))
     else:
         add(Choice("backend", "cpu", f"GPU {m.gpu_name} found, but this build has no CUDA backend" if m.gpu_name
                    else "no NVIDIA GPU found (nvidia-smi)"))
@@ -446,27 +364,12 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
     add(Choice("conversation_cache_warm_dir", "", "warm level off: it needs a second, faster disk (set by hand)"))
     add(Choice("conversation_cache_warm_mib", 0, "warm level off"))
 
-    add(Choice(*_park_target(s, model, b, ctx, n_slots, keep, p)))
+    add(Choice(*park_target(s, model, b, ctx, n_slots, keep, p)))
     add(Choice("conversation_cache_min_free_mib", p.min_free_mib,
                "the parking floor: a capture that stays in RAM leaves this much free (the default)"))
     add(Choice("conversation_cache_park_min_free_mib", p.park_min_free_mib,
                "the transient floor a disk-bound capture may take (the default)"))
     return Plan(tuple(choices), tuple(warnings))
-
-
-def _f16_if_it_holds(model: ModelFacts, b: _Budget, ctx: int, concurrency: str | None, kv_choice: tuple[str, str],
-                     p: PlanParameters) -> tuple[ModelFacts, tuple[str, str]]:
-    """A context the user answered: F16 KV after all when it holds that context and as many slots as q8_0
-    would (q8_0 was chosen for the largest context the budget allows, which the answer does not ask for)."""
-    if model.kv_type != "q8_0":
-        return model, kv_choice
-    f16 = replace(model, kv_type="f16")
-    slots = (lambda m: 0) if concurrency == "one" else (lambda m: _slots_that_fit(m, b, ctx, p))
-    if _kv_mib(f16, ctx) > b.kv_mib or slots(f16) != slots(model):
-        return model, kv_choice
-    return f16, ("f16", f"F16 KV, {f16.kv_bytes_per_token} bytes per token: your {ctx}-token context"
-                        f"{'' if not slots(f16) else f' and its {slots(f16)} slot(s)'} fit in F16 too (q8_0 was for the "
-                        "largest context); restored state is bit-identical to a fresh prefill")
 
 
 def _answered(answer, default: tuple):
@@ -475,20 +378,4 @@ def _answered(answer, default: tuple):
         return default
     return answer, "your answer"
 
-
-def _park_target(s: Situation, model: ModelFacts, b: _Budget, ctx: int, n_slots: int,
-                 keep: bool, p: PlanParameters) -> tuple[str, str, str]:
-    """ram, unless RAM beside the floor cannot hold one snapshot per slot: then auto (decided at start)."""
-    if not keep:
-        return "conversation_cache_park", "ram", "ram: parking to disk needs the disk level"
-    snapshot = _kv_mib(model, ctx)
-    in_ram = 0 if _on_gpu(s) else b.model_mib + (1 + n_slots) * snapshot  # weights and live KV
-    spare = s.machine.ram_total_mib - in_ram - p.min_free_mib - p.overhead_mib
-    need = max(1, n_slots) * snapshot
-    if spare < need:
-        return ("conversation_cache_park", "auto",
-                f"auto: {_gib(max(0, spare))} spare cannot hold one {_gib(snapshot)} snapshot per slot "
-                "beside the floor; the server decides at start")
-    return "conversation_cache_park", "ram", (f"ram: {_gib(spare)} spare holds one snapshot per slot; "
-                                               "moved to disk when the RAM level is full and at shutdown")
 
