@@ -13,15 +13,13 @@ import time
 
 import pytest
 
-from tests.monitor.traffic import free_port
-
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 
 def serve(model, tmp_path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("STRATA_API_KEY", None)
-    return subprocess.Popen([sys.executable, "-m", "strata", "serve", "--no-config", "--port", str(free_port()),
+    return subprocess.Popen([sys.executable, "-m", "strata", "serve", "--no-config", "--port", "0",
                              "--threads", "1", "--model", str(model), "--ctx", "1024", "--batch", "1",
                              "--conversation-cache-mib", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
@@ -92,7 +90,7 @@ def test_ctrl_c_while_asyncio_builds_its_loop_leaves_no_report_of_half_built_obj
     # The signal's timing decides where it lands; this places it at the one spot that printed 'Exception
     # ignored in BaseEventLoop.__del__' and "coroutine 'serve' was never awaited" with their frames.
     proc = subprocess.run([sys.executable, "-c", INTERRUPT_WHILE_THE_LOOP_IS_BUILT, "serve", "--no-config",
-                           "--port", str(free_port()), "--model", str(default_model_path)],
+                           "--port", "0", "--model", str(default_model_path)],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out

@@ -257,7 +257,11 @@ def test_a_stream_waiting_in_the_queue_begins_and_pings(tiny_server, monkeypatch
 
     reader = threading.Thread(target=read)
     reader.start()
-    time.sleep(1.5)
+    # released once the stream has begun and pinged 3 times (a fixed 1.5 s wait could end before the
+    # request even reached the server on a loaded machine); a stream that never does fails the asserts below
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and [e for e, _ in events].count("ping") < 3:
+        time.sleep(0.02)
     released_at.append(time.monotonic())
     release.set()
     gate.result(30)

@@ -270,7 +270,7 @@ def test_a_stream_closed_midway_is_cancelled_and_frees_its_context(default_model
                 for n, _ in enumerate(r.iter_lines()):
                     if n > 6:
                         break       # leaving the block closes the connection mid-answer
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 60     # a slow CI's deadline; output_tokens < 1500 is the check
             while sched.in_flight and time.monotonic() < deadline:
                 time.sleep(0.02)
             record = httpx.get(server.url + "/v1/monitor").json()["requests"][-1]
