@@ -15,7 +15,7 @@ import pytest
 
 from tests.server.live import LiveServer
 
-IDLE_S = 1.0
+IDLE_S = 2.0      # "at once" means under IDLE_S: 1.0 left a loaded CI 0.8 s to answer, pieces 0.6 s apart 0.4 s of slack
 BODY = json.dumps({"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}).encode()
 PATHS = ("/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/sessions/abc/save")
 
@@ -102,7 +102,7 @@ def test_a_body_that_stops_arriving_is_a_408_after_the_idle_bound(server, path, 
 
 
 def test_a_slow_body_that_keeps_arriving_is_read_whole(server):
-    """The bound is on silence, not on the whole body: pieces 0.6 s apart over 3 s are one request."""
+    """The bound is on silence, not on the whole body: pieces 0.6 s apart over 4.2 s are one request."""
     pieces = [BODY[i:i + 12] for i in range(0, len(BODY), 12)]
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as c:
         c.sendall(head("/v1/chat/completions", CHUNKED))
