@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import anthropic
 import httpx2 as httpx
@@ -94,26 +95,38 @@ def test_health_reports_a_failed_load(tmp_path):
         s.stop()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+LISTENING = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
 
 
-def start_cli(args: list[str], tmp_path) -> tuple[subprocess.Popen, int]:
-    port = free_port()
+def listening_port(log: Path, proc: subprocess.Popen, timeout: float = 60.0) -> int:
+    """The port that `strata serve --port 0` bound, from its "listening on" line in `log` (a free port
+    picked before the server starts can be taken by another process before the server binds it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = LISTENING.search(log.read_text()) if log.exists() else None
+        if found:
+            return int(found.group(1))
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.05)
+    raise TimeoutError(f"strata serve said no 'listening on':\n{log.read_text()}")
+
+
+def start_cli(args: list[str], tmp_path) -> tuple[subprocess.Popen, Path]:
+    """`strata serve` on port 0, its output in the returned log file."""
+    log = tmp_path / "serve.log"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("STRATA_API_KEY", None)
-    proc = subprocess.Popen([sys.executable, "-m", "strata", "serve", "--no-config", "--port", str(port),
-                             "--threads", "1", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                            text=True, cwd=tmp_path)
-    return proc, port
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "strata", "serve", "--no-config", "--port", "0",
+                                 "--threads", "1", *args], stdout=out, stderr=subprocess.STDOUT, env=env,
+                                cwd=tmp_path)
+    return proc, log
 
 
 def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stdout.read()
+        assert proc.poll() is None, f"strata serve exited with status {proc.returncode}"
         try:
             if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
                 return
@@ -127,9 +140,10 @@ def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> No
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_cli_starts_serves_and_stops_cleanly_on_a_signal(tiny_model, tmp_path, sig):
     timeline = tmp_path / "timeline.jsonl"
-    proc, port = start_cli(["--model", str(tiny_model), "--ctx", "1024", "--batch", "2",
-                            "--conversation-cache-mib", "0", "--timeline-out", str(timeline)], tmp_path)
+    proc, log = start_cli(["--model", str(tiny_model), "--ctx", "1024", "--batch", "2",
+                           "--conversation-cache-mib", "0", "--timeline-out", str(timeline)], tmp_path)
     try:
+        port = listening_port(log, proc)
         wait_healthy(port, proc)
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
         first = [{"role": "user", "content": "hello"}]
@@ -138,10 +152,11 @@ def test_cli_starts_serves_and_stops_cleanly_on_a_signal(tiny_model, tmp_path, s
                           {"role": "user", "content": "again"}]
         client.chat.completions.create(model="x", messages=second, max_tokens=4, temperature=0)
         proc.send_signal(sig)
-        out, _ = proc.communicate(timeout=30)
+        proc.wait(30)
     finally:
         if proc.poll() is None:
             proc.kill()
+    out = log.read_text()
     assert proc.returncode == 0, out
     assert "strata: model " in out and f"listening on http://127.0.0.1:{port}" in out
     assert "contexts main 1024 + 2 slots x 1024" in out and "large pages" in out
@@ -155,8 +170,9 @@ def test_cli_starts_serves_and_stops_cleanly_on_a_signal(tiny_model, tmp_path, s
 
 
 def test_cli_stops_with_status_1_when_the_model_cannot_load(tmp_path):
-    proc, _ = start_cli(["--model", str(tmp_path / "nothing.gguf")], tmp_path)
-    out, _ = proc.communicate(timeout=60)
+    proc, log = start_cli(["--model", str(tmp_path / "nothing.gguf")], tmp_path)
+    proc.wait(60)
+    out = log.read_text()
     assert proc.returncode == 1 and "no such file" in out
 
 
@@ -166,8 +182,7 @@ def test_status_line_on_a_terminal(tiny_model, tmp_path):
     import pty
 
     master, slave = pty.openpty()
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "strata", "serve", "--no-config", "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "strata", "serve", "--no-config", "--port", "0",
                              "--threads", "1", "--model", str(tiny_model), "--ctx", "512", "--batch", "1",
                              "--conversation-cache-mib", "0", "--status-line", "--log-level", "warning"],
                             stdout=subprocess.DEVNULL, stderr=slave, cwd=tmp_path)
@@ -195,9 +210,8 @@ def test_a_stop_does_not_wait_for_open_streams(tiny_model, tmp_path):
     """SIGTERM with a monitor event stream and a long generation open: the server still stops at once."""
     import threading
 
-    proc, port = start_cli(["--model", str(tiny_model), "--ctx", "4096", "--batch", "1",
-                            "--conversation-cache-mib", "0"], tmp_path)
-    url = f"http://127.0.0.1:{port}"
+    proc, log = start_cli(["--model", str(tiny_model), "--ctx", "4096", "--batch", "1",
+                           "--conversation-cache-mib", "0"], tmp_path)
     seen: dict[str, int] = {"monitor": 0, "tokens": 0}
 
     def read_monitor():
@@ -218,6 +232,8 @@ def test_a_stop_does_not_wait_for_open_streams(tiny_model, tmp_path):
             pass
 
     try:
+        port = listening_port(log, proc)
+        url = f"http://127.0.0.1:{port}"
         wait_healthy(port, proc)
         threads = [threading.Thread(target=read_monitor, daemon=True),
                    threading.Thread(target=read_generation, daemon=True)]
@@ -229,10 +245,11 @@ def test_a_stop_does_not_wait_for_open_streams(tiny_model, tmp_path):
         assert seen["monitor"] >= 1 and seen["tokens"] >= 3
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
+        proc.wait(30)
         took = time.monotonic() - t0
     finally:
         if proc.poll() is None:
             proc.kill()
+    out = log.read_text()
     assert proc.returncode == 0, out
     assert took < 10, f"stopping took {took:.1f} s"

@@ -12,18 +12,19 @@ import sys
 import openai
 import pytest
 
-from tests.server.test_auth_and_lifecycle import free_port, wait_healthy
+from tests.server.test_auth_and_lifecycle import listening_port, wait_healthy
 
 # POSIX only: the module is skipped, not an import error, where these do not exist (Windows)
 fcntl = pytest.importorskip("fcntl", reason="POSIX terminals and signals")
 termios = pytest.importorskip("termios", reason="POSIX terminals and signals")
 
 
-def start_server(tiny_model, tmp_path, port: int, **popen) -> subprocess.Popen:
+def start_server(tiny_model, tmp_path, **popen) -> subprocess.Popen:
+    """`strata serve` on port 0 (listening_port reads which), its output in server.log."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("STRATA_API_KEY", None)
     return subprocess.Popen(
-        [sys.executable, "-m", "strata", "serve", "--no-config", "--port", str(port), "--threads", "1",
+        [sys.executable, "-m", "strata", "serve", "--no-config", "--port", "0", "--threads", "1",
          "--model", str(tiny_model), "--ctx", "1024", "--batch", "1", "--conversation-cache-mib", "0",
          "--conversation-cache-cold-dir", str(tmp_path / "cold"), "--conversation-cache-cold-mib", "64"],
         stdout=open(tmp_path / "server.log", "w"), stderr=subprocess.STDOUT, env=env, cwd=tmp_path, **popen)
@@ -46,11 +47,11 @@ def test_closing_the_terminal_stops_the_server_cleanly_and_parks_its_conversatio
     def own_terminal() -> None:          # a new session whose controlling terminal is the pty, as a shell's
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-    port = free_port()
-    proc = start_server(tiny_model, tmp_path, port, stdin=slave, start_new_session=True,
+    proc = start_server(tiny_model, tmp_path, stdin=slave, start_new_session=True,
                         preexec_fn=own_terminal)
     os.close(slave)
     try:
+        port = listening_port(tmp_path / "server.log", proc)
         wait_healthy(port, proc)
         one_conversation(port)
         assert parked(tmp_path) == []
@@ -66,10 +67,10 @@ def test_closing_the_terminal_stops_the_server_cleanly_and_parks_its_conversatio
 
 
 def test_under_nohup_a_hangup_leaves_the_server_running(tiny_model, tmp_path):
-    port = free_port()
-    proc = start_server(tiny_model, tmp_path, port, stdin=subprocess.DEVNULL,
+    proc = start_server(tiny_model, tmp_path, stdin=subprocess.DEVNULL,
                         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))   # what nohup does
     try:
+        port = listening_port(tmp_path / "server.log", proc)
         wait_healthy(port, proc)
         proc.send_signal(signal.SIGHUP)
         one_conversation(port)           # still answers after the hangup
