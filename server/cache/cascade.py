@@ -13,6 +13,7 @@ lookup or restore. Callers hold the cache lock.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, deque
 from collections.abc import Callable
 
@@ -20,7 +21,22 @@ from .disk import DiskLevel
 from .policy import LevelEntry, plan_demotions
 from .ram import RamEntry, RamLevel
 
+log = logging.getLogger("strata.cache")
+
 Level = RamLevel | DiskLevel
+
+
+def forget_files(lvl: Level, key: str, why: str) -> bool:
+    """`lvl.forget(key)` for the cache's own deletes (an eviction, a supersede, a moved entry's source, a
+    damaged image); False, logged, when a file cannot be removed (the folder went read-only): the entry
+    then stays as it is, instead of an OSError escaping a park, the spill writer or the stop."""
+    try:
+        lvl.forget(key)
+        return True
+    except OSError as exc:
+        log.warning("conversation cache %s level: cannot remove the files of %s (%s): %s", lvl.name, key, why,
+                    exc.strerror or exc)
+        return False
 
 
 def budget_flag(level: str) -> str:
@@ -106,7 +122,8 @@ class Cascade:
 
     def _delete(self, i: int, key: str, cause: str, reason: str) -> None:
         lvl = self.levels[i]
-        lvl.forget(key)
+        if not forget_files(lvl, key, f"{cause} eviction"):
+            return  # still there: make_room's budget check says the level is full
         (self.age_evictions if cause == "age" else self.evictions)[lvl.name] += 1
         self._event("evict", lvl.name, key, f"{cause}: {reason}")
 
@@ -138,20 +155,21 @@ class Cascade:
             self._event("refuse", dst.name, key, f"I/O error: {exc}")
             return False, f"I/O error: {exc}"
         dst.add(moved)
-        src.forget(key)
+        if not forget_files(src, key, f"moved to {dst.name}"):
+            src.entries.pop(key, None)  # it lives in dst now; what stayed behind is indexed again at the next start
         self.degradations[src.name] += 1
         self._event("degrade", src.name, key, f"{cause} -> {dst.name}")
         return True, "moved"
 
     def discard(self, key: str, why: str, *, ram_only: bool = False) -> bool:
         """Remove `key` from every level (supersede, compaction, an unreadable image); `ram_only`:
-        from the RAM level alone (a history superseded by one that is not on disk yet)."""
+        from the RAM level alone (a history superseded by one that is not on disk yet). True when it
+        was removed from a level (not where its files cannot be removed: it stays there)."""
         found = False
         for lvl in self.levels:
             if ram_only and not isinstance(lvl, RamLevel):
                 continue
-            if key in lvl.entries:
-                lvl.forget(key)
+            if key in lvl.entries and forget_files(lvl, key, why):
                 self._event("discard", lvl.name, key, why)
                 found = True
         return found

@@ -366,10 +366,17 @@ class DiskLevel:
         self.entries[entry.key] = entry
 
     def forget(self, key: str) -> DiskEntry | None:
-        """Unindex and remove the files of `key` (sidecar first: without it the image is no entry)."""
+        """Unindex and remove the files of `key` (sidecar first: without it the image is no entry).
+        Raises OSError when a file cannot be removed (the folder went read-only); while its sidecar is
+        there the entry stays indexed, since its files are still an entry (the next start finds it)."""
         entry = self.entries.pop(key, None)
         with self.io.commit_lock(self.folder):  # not between another writer's image and its sidecar
-            self.io.remove(self.sidecar_path(key))
+            try:
+                self.io.remove(self.sidecar_path(key))
+            except OSError:
+                if entry is not None:
+                    self.entries[key] = entry
+                raise
             self.io.remove(self.image_path(key))
         return entry
 

@@ -102,8 +102,8 @@ class ParkingMixin:
             for e in list(lvl.entries.values()):
                 if (e.key != keep and e.kind == "conversation" and e.n_tokens < tokens.shape[0]
                         and common_prefix_len(e.tokens, tokens) == e.n_tokens):
-                    self.cascade.discard(e.key, "superseded", ram_only=not durable)
-                    self.superseded += 1
+                    if self.cascade.discard(e.key, "superseded", ram_only=not durable):
+                        self.superseded += 1
 
     def _on_cascade_event(self, ev: tuple) -> None:
         """A history degraded out of RAM is on disk now: the disk prefixes it supersedes can go."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import policy
+from .cascade import forget_files
 from .disk import DiskEntry, DiskLevel, tokens_array
 from .memory import MIB
 from .pipeline import restore_mapped
@@ -148,7 +149,7 @@ class RestoreMixin:
         except FileNotFoundError:  # removed since indexed (another server sharing the folder): a plain miss
             with self._lock:
                 (self.cascade.discard(entry.key, "files gone") if lvl in self.cascade.levels
-                 else lvl.forget(entry.key))
+                 else forget_files(lvl, entry.key, "files gone"))
             return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False,
                                  f"its file {entry.image_path} was removed since start-up (another process "
                                  "sharing the folder?); unindexed", untouched=True)
@@ -168,7 +169,7 @@ class RestoreMixin:
                 if lvl in self.cascade.levels:
                     self.cascade.discard(entry.key, f"unreadable image: {v.reason}")
                 else:
-                    lvl.forget(entry.key)
+                    forget_files(lvl, entry.key, f"unreadable image: {v.reason}")
         return self._finish_restore(lvl.name, n, t0, adm.floor, ladder, why)
 
     def _finish_restore(self, level: str, n: int, t0: float, floor: str, ladder: bool, why: str) -> RestoreResult:
