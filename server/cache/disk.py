@@ -158,7 +158,9 @@ class DiskLevel:
 
     @property
     def used_bytes(self) -> int:
-        return sum(e.n_bytes for e in self.entries.values())
+        # a copy first: /metrics and the monitor read this on the event loop, unlocked, while the spill
+        # writer adds and removes entries ('dictionary changed size during iteration' lost the scrape)
+        return sum(e.n_bytes for e in list(self.entries.values()))
 
     # -- index ----------------------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ class RamLevel:
 
     @property
     def used_bytes(self) -> int:
-        return sum(e.n_bytes for e in self.entries.values())
+        return sum(e.n_bytes for e in list(self.entries.values()))  # a copy: read unlocked by /metrics (disk.py)
 
     def add(self, entry: RamEntry) -> None:
         self.entries[entry.key] = entry

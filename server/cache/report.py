@@ -1,5 +1,7 @@
 """What the conversation cache shows: the INFO-line fragment, the monitor feed's `cache` object and
-the /metrics lines. Reads counters from a ConversationCache; changes nothing.
+the /metrics lines. Reads counters from a ConversationCache; changes nothing. Runs on the event loop
+without the cache lock while the engine thread and the spill writer change the cache: it iterates
+copies (list(...), made in one step under the GIL), never a live dict or deque.
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def metrics_text(cache) -> str:
     add("superseded_total", cache.superseded)
     add("spill_failures_total", cache.spill_failures)
     by_level: dict[str, list[float]] = {}
-    for level, seconds, _ in cache.restore_seconds:
+    for level, seconds, _ in list(cache.restore_seconds):   # a copy: the engine thread appends meanwhile
         by_level.setdefault(level, []).append(seconds)
     for level, xs in sorted(by_level.items()):
         add("restore_seconds_last", round(xs[-1], 6), level=level)

@@ -58,3 +58,41 @@ def test_metrics_text(make_cache, clock):
         assert line in text, text
     assert 'strata_cache_restore_seconds_last{level="cold"}' in text
     assert 'strata_cache_restore_seconds_count{level="cold"} 1' in text
+
+
+def test_metrics_and_monitor_read_while_the_cache_changes(make_cache):
+    """/metrics and the monitor feed read the cache on the event loop, unlocked, while the engine thread
+    parks and restores: they iterated the levels' live dicts and the restore deque, and a scrape failed
+    ('dictionary changed size during iteration', after 261 scrapes here) and lost every cache line. Threads
+    switch every microsecond here so that a change lands inside an iteration."""
+    import sys
+    import threading
+
+    from .test_park_restore import continue_from_cache
+
+    cache = make_cache(conversation_cache_mib=4, conversation_cache_cold_mib=0)
+    stop = threading.Event()
+    changes = [0]
+
+    def engine_thread():
+        seed = 0
+        while not stop.is_set():
+            seed += 1
+            h = history(100 + seed % 50)
+            park_history(cache, h)                      # RAM adds, evictions, supersedes
+            continue_from_cache(cache, h + [1, 300])    # a restore appends to restore_seconds
+            changes[0] += 1
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    t = threading.Thread(target=engine_thread, daemon=True)
+    t.start()
+    try:
+        for _ in range(3000):
+            cache.metrics_text()
+            cache.snapshot_for_monitor()
+    finally:
+        stop.set()
+        t.join(60)
+        sys.setswitchinterval(old)
+    assert changes[0] > 10      # the cache really changed meanwhile
