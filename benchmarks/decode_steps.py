@@ -2,7 +2,7 @@
 process, alternated for --rounds rounds; each process reads a history of --history tokens into --rows
 contexts, then times --windows windows of 8 steps and prints the min / 25th percentile / median.
 
-    .venv/bin/python benchmarks/decode_steps.py --history 550 --rows 4 [--rounds 2] [--kv-type q8_0] OLD.so NEW.so
+    .venv/bin/python benchmarks/decode_steps.py --history 550 --rows 4 [--rounds 2] [--kv-type q8_0] [--threads 1] OLD.so NEW.so
 
 A build written BUILD@KV (installed@q8_0) runs with that KV type instead of --kv-type's.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def worker(so: str, history: int, rows: int, windows: int, kv_type: str = "f16") -> str:
+def worker(so: str, history: int, rows: int, windows: int, kv_type: str = "f16", threads: int = 2) -> str:
     if so != "installed":
         from kv_types import load_engine_from
 
@@ -29,7 +29,7 @@ def worker(so: str, history: int, rows: int, windows: int, kv_type: str = "f16")
     from strata.engine import Engine
     from strata.engine.models import default_model_path
 
-    e = Engine(str(default_model_path()), n_ctx=history + 64, n_slots=rows, slot_ctx=history + 64, n_threads=2,
+    e = Engine(str(default_model_path()), n_ctx=history + 64, n_slots=rows, slot_ctx=history + 64, n_threads=threads,
                kv_type=kv_type)
     toks = prompt_tokens(e.n_vocab, history + 8)
     ctxs = [0] if rows == 1 else list(range(1, rows + 1))
@@ -55,10 +55,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--windows", type=int, default=25)
     ap.add_argument("--kv-type", default="f16", choices=("f16", "q8_0"))
+    ap.add_argument("--threads", type=int, default=2, help="engine threads (1 where other work holds a core)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if min(args.history, args.rows, args.rounds, args.windows) < 1:
-        ap.error("--history, --rows, --rounds and --windows must be at least 1")
+    if min(args.history, args.rows, args.rounds, args.windows, args.threads) < 1:
+        ap.error("--history, --rows, --rounds, --windows and --threads must be at least 1")
 
     def split(build: str) -> tuple[str, str]:
         so, _, kv = build.partition("@")
@@ -72,16 +73,17 @@ def main() -> int:
             ap.error(f"{build}: KV type {kv!r} (f16 or q8_0)")
     if args.worker:
         so, kv = split(args.builds[0])
-        print(worker(so, args.history, args.rows, args.windows, kv))
+        print(worker(so, args.history, args.rows, args.windows, kv, args.threads))
         return 0
     for rnd in range(args.rounds):
         for so in args.builds:
             out = subprocess.run([sys.executable, __file__, "--worker", so, "--history", str(args.history), "--rows",
-                                  str(args.rows), "--windows", str(args.windows), "--kv-type", args.kv_type],
+                                  str(args.rows), "--windows", str(args.windows), "--kv-type", args.kv_type,
+                                  "--threads", str(args.threads)],
                                  capture_output=True, text=True)
             if out.returncode != 0:
                 raise SystemExit(out.stderr[-2000:])
-            name = Path(so).name if "@" in so else f"{Path(so).name}@{args.kv_type}"
+            name = so if "@" in so else f"{so}@{args.kv_type}"   # the path as given: builds may share a file name
             print(f"round {rnd + 1} {name} history {args.history} rows {args.rows}: {out.stdout.strip()}", flush=True)
     return 0
 
