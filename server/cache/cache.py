@@ -173,6 +173,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self._spill.stop()
         if persist and self.ram is not None and self.first_disk is not None:
             with self._lock:
+                self.cascade.stopping = True
                 now = self.clock()
                 lost, why = 0, ""
                 for key in sorted(self.ram.entries, key=lambda k: self.ram.entries[k].sealed_at):

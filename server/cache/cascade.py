@@ -56,6 +56,9 @@ class Cascade:
         self.evictions: Counter[str] = Counter()
         self.age_evictions: Counter[str] = Counter()
         self.refusals: Counter[str] = Counter()  # a degradation or put the next level could not take
+        self.write_failures: Counter[str] = Counter()  # writes a disk level failed (an I/O error), per level
+        self._failing: dict[str, int] = {}  # level -> write_failures when its current run of failures began
+        self.stopping = False  # the clean stop says itself which histories it could not write
         self.events: deque[tuple] = deque(maxlen=1000)  # (action, level, key, detail), exact order
         self._on_event = on_event
 
@@ -127,6 +130,23 @@ class Cascade:
         (self.age_evictions if cause == "age" else self.evictions)[lvl.name] += 1
         self._event("evict", lvl.name, key, f"{cause}: {reason}")
 
+    # -- a disk level's writes failing and mending: said once each, counted every time --------------
+
+    def write_failed(self, lvl: DiskLevel, exc: OSError) -> None:
+        """A write to `lvl` failed: warned at the first failure of a run (a broken disk fails every park;
+        one line, not one a park), counted always (/metrics)."""
+        if lvl.name not in self._failing and not self.stopping:
+            self._failing[lvl.name] = self.write_failures[lvl.name]
+            log.warning("conversation cache %s level: cannot write to %s (%s); histories RAM cannot hold are lost "
+                        "until it can (check that folder, its free space and write permission)", lvl.name,
+                        lvl.folder, exc.strerror or exc)
+        self.write_failures[lvl.name] += 1
+
+    def write_worked(self, lvl: DiskLevel) -> None:
+        if lvl.name in self._failing:
+            n = self.write_failures[lvl.name] - self._failing.pop(lvl.name)
+            log.info("conversation cache %s level: can write to %s again (%d writes failed)", lvl.name, lvl.folder, n)
+
     # -- degrade --------------------------------------------------------------------------------
 
     def degrade(self, i: int, key: str, now: float, cause: str = "budget", to: int | None = None) -> tuple[bool, str]:
@@ -139,6 +159,11 @@ class Cascade:
         if to >= len(self.levels):
             return False, "no next level"
         dst = self.levels[to]
+        if isinstance(dst, DiskLevel):
+            try:  # before make_room: entries whose folder was removed must not be evicted (counted) first
+                dst.ensure_folder()
+            except OSError as exc:
+                return self._refuse_io(dst, key, exc)
         room, why = self.make_room(to, entry.n_bytes, now)
         if not room:
             self.refusals[dst.name] += 1
@@ -151,15 +176,20 @@ class Cascade:
             else:
                 moved = dst.adopt(entry, now)
         except OSError as exc:
-            self.refusals[dst.name] += 1
-            self._event("refuse", dst.name, key, f"I/O error: {exc}")
-            return False, f"I/O error: {exc}"
+            return self._refuse_io(dst, key, exc)
+        self.write_worked(dst)
         dst.add(moved)
         if not forget_files(src, key, f"moved to {dst.name}"):
             src.entries.pop(key, None)  # it lives in dst now; what stayed behind is indexed again at the next start
         self.degradations[src.name] += 1
         self._event("degrade", src.name, key, f"{cause} -> {dst.name}")
         return True, "moved"
+
+    def _refuse_io(self, dst: DiskLevel, key: str, exc: OSError) -> tuple[bool, str]:
+        self.refusals[dst.name] += 1
+        self.write_failed(dst, exc)
+        self._event("refuse", dst.name, key, f"I/O error: {exc}")
+        return False, f"I/O error: {exc}"
 
     def discard(self, key: str, why: str, *, ram_only: bool = False) -> bool:
         """Remove `key` from every level (supersede, compaction, an unreadable image); `ram_only`:

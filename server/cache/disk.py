@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import math
 import mmap
 import os
@@ -28,6 +29,8 @@ from strata._engine import crc32  # zlib.crc32 bit for bit, native, no GIL on bi
 
 from .fileio import FileIO, stage_move
 from .temp_files import TEMP_SUFFIX, abandoned, temp_name
+
+log = logging.getLogger("strata.cache")
 
 PIECE_BYTES = 16 << 20  # the streamed-restore piece (seed 002: "copies 16 MiB at a time")
 CONV_PREFIX = "strata-conv-"
@@ -146,6 +149,7 @@ class DiskLevel:
         self.skipped: Counter[str] = Counter()
         self.skipped_files: list[tuple[str, str, str]] = []  # (file name, reason, detail), for the log
         self.swept: list[tuple[str, str]] = []  # (file name, why): leftover temporary files removed at open
+        self.vanished = 0  # entries whose folder was removed while the server ran (ensure_folder)
         self.state = "closed"
 
     # -- paths ----------------------------------------------------------------------------------
@@ -192,6 +196,19 @@ class DiskLevel:
         for key in sorted(images - sidecar_keys):
             self._skip(f"{self.prefix}{key}.img", "orphan_image", "an image without its sidecar")
         self.state = "on"
+
+    def ensure_folder(self) -> None:
+        """Before a write: a folder removed while the server ran (a user clearing the cache by hand) is
+        made again, and the entries it held are forgotten (their files went with it; counting them would
+        hold budget for nothing and evict live entries). Raises OSError when it cannot be made."""
+        if os.path.isdir(self.folder):
+            return
+        os.makedirs(self.folder, exist_ok=True)
+        lost = len(self.entries)
+        self.entries.clear()
+        self.vanished += lost
+        log.warning("conversation cache %s level: its folder %s was removed while the server ran; made again "
+                    "(the %d entries it held are gone)", self.name, self.folder, lost)
 
     def _skip(self, name: str, reason: str, detail: str) -> None:
         self.skipped[reason] += 1
@@ -319,6 +336,7 @@ class DiskLevel:
 
         On any failure (ENOSPC, I/O error) nothing is left under the entry's names.
         """
+        self.ensure_folder()
         img = self.image_path(key)
         sums = _PieceChecksums(self.piece_bytes)
         img_tmp = self._write_temp(img, pieces, sums)
@@ -343,6 +361,7 @@ class DiskLevel:
         """Take another level's entry: move its image here (rename on one volume, copy across),
         write our own sidecar re-sealed at `now`. All or nothing: on failure the image is back where
         it was and nothing is left here. Does not index it and does not touch the other sidecar."""
+        self.ensure_folder()
         img = self.image_path(other.key)
         entry = DiskEntry(key=other.key, kind=other.kind, tokens=other.tokens, image_bytes=other.image_bytes,
                           sidecar_bytes=0, piece_bytes=other.piece_bytes, piece_crc32=other.piece_crc32,

@@ -214,14 +214,23 @@ class ParkingMixin:
             lvl = self.cascade.levels[i]
             with self._lock:
                 now = self.clock()
-                room, why = self.cascade.make_room(i, entry.n_bytes, now)
+                try:
+                    lvl.ensure_folder()  # before make_room: a removed folder's entries are not evicted first
+                    room, why = self.cascade.make_room(i, entry.n_bytes, now)
+                except OSError as exc:
+                    room, why = False, f"write failed: {exc}"
+                    self.cascade.write_failed(lvl, exc)
             if room:
                 try:
                     written = lvl.write(entry.key, entry.kind, entry.tokens, iter(entry.pieces), now,
                                         created_at=entry.created_at, meta=entry.meta)
+                    with self._lock:
+                        self.cascade.write_worked(lvl)
                     break
                 except OSError as exc:
                     why = f"write failed: {exc}"
+                    with self._lock:
+                        self.cascade.write_failed(lvl, exc)
             refused.append(f"{lvl.name} {lvl.folder}: {why}")
         return written, lvl, refused
 

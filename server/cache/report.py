@@ -93,6 +93,8 @@ def metrics_text(cache) -> str:
         add("degradations_total", casc.degradations[lvl.name], level=lvl.name)
         add("evictions_total", casc.evictions[lvl.name], level=lvl.name)
         add("age_evictions_total", casc.age_evictions[lvl.name], level=lvl.name)
+        if isinstance(lvl, DiskLevel):
+            add("write_failures_total", casc.write_failures[lvl.name], level=lvl.name)
         for reason, n in sorted(getattr(lvl, "skipped", {}).items()):
             add("skipped_files_total", n, level=lvl.name, reason=reason)
     add("damaged_total", cache.damaged)
