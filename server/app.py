@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from strata.server import lookup, slot_policy
+from strata.server import lookup, parser_fault_log, slot_policy
 from strata.server.config import ServerConfig
 from strata.server.keys import STATE, ServerState
 from strata.server.routes import add_routes
@@ -49,6 +49,7 @@ def init_app(config: ServerConfig) -> web.Application:
                           middlewares=[error_middleware, auth_middleware])
     state = ServerState(config=config, started=time.time())
     app[STATE] = state
+    parser_fault_log.install()   # a malformed request is a warning line, not aiohttp's ERROR traceback
     add_routes(app)
     _attach_sessions(app, state)
     app.on_shutdown.append(_on_shutdown)
