@@ -208,7 +208,8 @@ class DiskLevel:
         self.entries.clear()
         self.vanished += lost
         log.warning("conversation cache %s level: its folder %s was removed while the server ran; made again "
-                    "(the %d entries it held are gone)", self.name, self.folder, lost)
+                    "(%s)", self.name, self.folder,
+                    "the 1 entry it held is gone" if lost == 1 else f"the {lost} entries it held are gone")
 
     def _skip(self, name: str, reason: str, detail: str) -> None:
         self.skipped[reason] += 1
