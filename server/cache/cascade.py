@@ -29,14 +29,27 @@ Level = RamLevel | DiskLevel
 def forget_files(lvl: Level, key: str, why: str) -> bool:
     """`lvl.forget(key)` for the cache's own deletes (an eviction, a supersede, a moved entry's source, a
     damaged image); False, logged, when a file cannot be removed (the folder went read-only): the entry
-    then stays as it is, instead of an OSError escaping a park, the spill writer or the stop."""
+    then stays as it is, instead of an OSError escaping a park, the spill writer or the stop. Warned at
+    the first failure of a run (a read-only full level fails at every park: one line, not one a park),
+    counted always (`remove_failures`, /metrics), an INFO line when removing works again."""
     try:
         lvl.forget(key)
-        return True
     except OSError as exc:
-        log.warning("conversation cache %s level: cannot remove the files of %s (%s): %s", lvl.name, key, why,
-                    exc.strerror or exc)
+        if not isinstance(lvl, DiskLevel):
+            raise
+        if lvl.removes_failing_since is None:
+            lvl.removes_failing_since = lvl.remove_failures
+            log.warning("conversation cache %s level: cannot remove the files of %s (%s): %s; the level keeps them "
+                        "and takes nothing new until files can be removed from %s again", lvl.name, key, why,
+                        exc.strerror or exc, lvl.folder)
+        lvl.remove_failures += 1
         return False
+    if isinstance(lvl, DiskLevel) and lvl.removes_failing_since is not None:
+        n = lvl.remove_failures - lvl.removes_failing_since
+        lvl.removes_failing_since = None
+        log.info("conversation cache %s level: can remove files from %s again (%d removals failed)", lvl.name,
+                 lvl.folder, n)
+    return True
 
 
 def budget_flag(level: str) -> str:

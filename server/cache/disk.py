@@ -150,6 +150,8 @@ class DiskLevel:
         self.skipped_files: list[tuple[str, str, str]] = []  # (file name, reason, detail), for the log
         self.swept: list[tuple[str, str]] = []  # (file name, why): leftover temporary files removed at open
         self.vanished = 0  # entries whose folder was removed while the server ran (ensure_folder)
+        self.remove_failures = 0  # files the cache could not remove (a read-only folder): cascade.forget_files
+        self.removes_failing_since: int | None = None  # remove_failures when the current run of failures began
         self.state = "closed"
 
     # -- paths ----------------------------------------------------------------------------------

@@ -97,3 +97,29 @@ def test_a_spill_to_a_full_read_only_cold_level_stays_in_ram(make_cache, folders
         assert sorted(cache.cascade.levels[-1].entries) == cold_keys
         hit, res, _, read = continue_from_cache(cache, h + [1, 300])
         assert (hit.level, res.n_tokens, read) == ("ram", 40, 2)
+
+
+def test_a_read_only_level_that_cannot_evict_says_so_once_not_at_every_park(make_cache, folders, clock, caplog):
+    """Before (a long-conversation trial, session 19): 29 identical 'cannot remove the files' warnings
+    in 10 s, one or two a park, for as long as the folder stayed read-only. Now one warning that says
+    what it means, every failure counted in /metrics, and an INFO line once files can be removed again."""
+    cache, _ = fill_cold(make_cache, clock, conversation_cache_mib=1)
+    with read_only(folders["cold"]):
+        with caplog.at_level("WARNING", logger="strata.cache"):
+            for seed in (10, 11, 12):
+                clock.t += 1
+                park_history(cache, history(seed))
+        lines = [r.getMessage() for r in caplog.records if "cannot remove" in r.getMessage()]
+        assert len(lines) == 1, lines
+        assert lines[0].startswith("conversation cache cold level: cannot remove the files of ")
+        assert lines[0].endswith("Read-only file system; the level keeps them and takes nothing new until files "
+                                 f"can be removed from {folders['cold']} again")
+        failures = cache.cascade.levels[-1].remove_failures
+        assert failures >= 3
+        assert f'strata_cache_remove_failures_total{{level="cold"}} {failures}' in cache.metrics_text()
+    caplog.clear()
+    with caplog.at_level("INFO", logger="strata.cache"):
+        clock.t += 1
+        park_history(cache, history(13))
+    assert [r.getMessage() for r in caplog.records if "again" in r.getMessage()] == [
+        f"conversation cache cold level: can remove files from {folders['cold']} again ({failures} removals failed)"]
