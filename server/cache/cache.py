@@ -191,6 +191,12 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 if lost:
                     log.warning("stopping: %d conversation histories could not be written to disk (last: %s); "
                                 "they are lost (check the free space, budget and write permission there)", lost, why)
+        with self._lock:
+            for lvl in self.cascade.levels:
+                n = lvl.forget_vanished() if isinstance(lvl, DiskLevel) else 0
+                if n:
+                    log.info("stopping: %d %s-level entries in %s were removed while the server ran (by hand, or by "
+                             "another server on that folder); not counted as kept", n, lvl.name, lvl.folder)
 
     # -- visible --------------------------------------------------------------------------------
 

@@ -213,6 +213,15 @@ class DiskLevel:
                     "(%s)", self.name, self.folder,
                     "the 1 entry it held is gone" if lost == 1 else f"the {lost} entries it held are gone")
 
+    def forget_vanished(self) -> int:
+        """Unindex the entries whose sidecar is no longer there (removed by hand, by another server on this
+        folder, with the whole folder); returns how many. The stop line then counts only what is kept."""
+        gone = [k for k, e in self.entries.items() if not os.path.exists(e.sidecar_path)]
+        for k in gone:
+            del self.entries[k]
+        self.vanished += len(gone)
+        return len(gone)
+
     def _skip(self, name: str, reason: str, detail: str) -> None:
         self.skipped[reason] += 1
         self.skipped_files.append((name, reason, detail))

@@ -71,3 +71,30 @@ def test_a_degradation_the_disk_cannot_write_is_a_warning_once_and_counted(make_
         park_history(cache, history(9))
     assert [r.getMessage() for r in caplog.records if "can write" in r.getMessage()] == [
         f"conversation cache cold level: can write to {cache.cascade.levels[-1].folder} again (3 writes failed)"]
+
+
+def test_the_stop_line_counts_only_the_entries_still_on_disk(make_cache, folders, clock):
+    """'kept for the next start: ... cold /path (35 entries)' after the folder was removed (a trial):
+    the stop checks its index against the files before saying what it kept."""
+    from strata.server.app import stopped_line
+    cache = make_cache(conversation_cache_mib=0, conversation_cache_cold_mib=100)
+    for seed in range(3):
+        clock.t += 1
+        park_history(cache, history(seed))
+    cache.flush()
+    cold = cache.cascade.levels[-1]
+    gone = sorted(cold.entries)[0]
+    os.remove(cold.sidecar_path(gone))                   # a user removing one entry's files by hand
+    os.remove(cold.image_path(gone))
+    cache.close()
+    assert f"cold {folders['cold']} 100 MiB on (2 entries)" in stopped_line(cache)
+
+
+def test_the_stop_line_after_the_folder_was_removed(make_cache, folders, clock):
+    from strata.server.app import stopped_line
+    cache = make_cache(conversation_cache_mib=0, conversation_cache_cold_mib=100)
+    park_history(cache, history(1))
+    cache.flush()
+    shutil.rmtree(folders["cold"])
+    cache.close()
+    assert f"cold {folders['cold']} 100 MiB on (0 entries)" in stopped_line(cache)
