@@ -114,7 +114,10 @@ class Placer:
             return None
         view = policy.MainView(n_tokens=len(main.tokens),
                                last_use=main.last_use if main.last_use is not None else now)
-        d = policy.plan_park(view, self.slot_views(main.tokens), now, self.cfg, self.group_load())
+        if len(main.tokens) > self.table.slots[0].capacity:   # --slot-ctx below --ctx: no slot holds it
+            d = policy.ParkDecision(None, "skip", "too_long_for_slot")
+        else:
+            d = policy.plan_park(view, self.slot_views(main.tokens), now, self.cfg, self.group_load())
         if d.slot is None:
             self.record(job_id, None, None, d.reason, 0, MAIN, park_skip=d.park_skip)
         else:
