@@ -55,8 +55,8 @@ def restore_mapped(engine, ctx: int, view: memoryview, tokens: np.ndarray, model
     if head_tokens.shape != tokens.shape or not np.array_equal(head_tokens, tokens):
         v = Validation(0, False, "image tokens differ from its sidecar")
         return 0, v, v.reason
-    if len(view) != image_bytes:
-        damage = f"image is {len(view)} bytes, sidecar says {image_bytes}"
+    if len(view) != image_bytes:  # cut short or grown since start-up: said first, the piece it breaks after
+        damage = f"image is {len(view)} bytes, the sidecar says {image_bytes}: truncated or grown"
     else:
         damage = None
     covered = min(len(view), needed_bytes(header, limit_tokens, image_bytes))
@@ -111,7 +111,8 @@ def restore_mapped(engine, ctx: int, view: memoryview, tokens: np.ndarray, model
             state["stop"] = True
         checker.join()
     if state["bad"] is not None:
-        damage = f"piece {state['bad']} fails its checksum"
+        bad = f"piece {state['bad']} fails its checksum"
+        damage = bad if damage is None else f"{damage}; {bad}"
     if damage is not None and not ladder:
         n = -1
         why = f"damaged, not restored: {damage}"

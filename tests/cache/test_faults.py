@@ -272,3 +272,21 @@ def test_entry_removed_by_another_process_is_a_plain_miss(make_cache):
     assert res.untouched and res.n_tokens == 0 and "removed since start-up" in res.reason
     assert other.damaged == 0 and not other.cascade.levels[0].entries
     assert other.lookup(prompt) is None
+
+
+def test_image_truncated_while_running_is_named_truncated(make_cache, caplog):
+    """A file cut short after start-up (a disk full mid-copy by another tool, a user's truncate): the
+    warning said only 'piece 1 fails its checksum' (a trial), though the size check had seen it."""
+    h = history(15, 60)
+    cache, cold, entry = one_cold_entry(make_cache, h)
+    with open(entry.image_path, "r+b") as f:
+        f.truncate(entry.image_bytes // 2)
+    prompt = h + [1, 3]
+    with caplog.at_level("WARNING", logger="strata.cache"):
+        hit, res, out, read = continue_from_cache(cache, prompt)
+    assert hit.level == "cold" and res.ladder and res.n_tokens < 60
+    assert out == fresh_continuation(prompt) and read == len(prompt) - res.n_tokens
+    (msg,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert (f"damaged (image is {entry.image_bytes // 2} bytes, the sidecar says {entry.image_bytes}: truncated "
+            "or grown; piece ") in msg, msg
+    assert cache.damaged == 1
