@@ -177,6 +177,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 now = self.clock()
                 lost, why = 0, ""
                 for key in sorted(self.ram.entries, key=lambda k: self.ram.entries[k].sealed_at):
+                    if key not in self.ram.entries:  # superseded by a longer history written before it
+                        continue
                     ok, _ = self.cascade.degrade(0, key, now, cause="shutdown")
                     if ok:
                         continue

@@ -251,3 +251,25 @@ def test_ram_park_keeps_the_disk_prefix_until_it_is_on_disk(make_cache, clock):
     cache.close()  # the clean stop hands RAM to disk: the shorter copy is superseded there
     assert cache.superseded == 1
     assert [e.n_tokens for e in cold.entries.values()] == [len(longer)]
+
+
+def test_clean_stop_with_a_ram_history_and_its_strict_prefix_later_in_ram(make_cache, clock):
+    """A greedy retry of an earlier turn leaves a strict prefix of a history already parked in RAM, and it
+    is parked too (a park supersedes only the shorter histories before its own). The clean stop hands RAM
+    to disk oldest first: writing the longer one superseded the prefix out of RAM, and the stop then read
+    that prefix's entry: KeyError out of close(), so the histories after it were never written (and the
+    server logged 'closing the conversation cache failed')."""
+    cache = make_cache(conversation_cache_mib=100, conversation_cache_cold_mib=100)
+    longer = history(9, 60)
+    park_history(cache, longer)
+    clock.t += 1
+    assert park_history(cache, longer[:40], ctx=2).destination == "ram"   # a strict prefix, parked later
+    clock.t += 1
+    other = history(10, 50)
+    park_history(cache, other, ctx=0)                                    # a history sealed after both
+    cache.close()
+    assert not cache.ram.entries
+    cold = cache.cascade.levels[1]
+    assert sorted(e.n_tokens for e in cold.entries.values()) == [50, 60]
+    restarted = make_cache(conversation_cache_cold_mib=100)
+    assert restarted.lookup(other + [1]).n_tokens == 50
