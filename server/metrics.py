@@ -33,14 +33,16 @@ class Metrics:
     restore_fallbacks: dict[str, int] = field(default_factory=dict)     # by cache level: the prompt was read instead
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add_request(self, api: str, status: str, prompt: int, reused: int, source: str) -> None:
-        """A request ended (its generated tokens were counted by `add_generated` as they were made)."""
+    def add_request(self, api: str, status: str, prompt: int, reused: int, source: str,
+                    read: int | None = None) -> None:
+        """A request ended (its generated tokens were counted by `add_generated` as they were made).
+        `read`: the prompt tokens the engine read for it, when not all the rest (cancelled or failed first)."""
         with self._lock:
             self.requests_total[status] = self.requests_total.get(status, 0) + 1
             self.requests_by_api[api] = self.requests_by_api.get(api, 0) + 1
             self.prompt_tokens_total += prompt
             self.prompt_tokens_reused += reused
-            self.prompt_tokens_read += prompt - reused
+            self.prompt_tokens_read += prompt - reused if read is None else read
             self.reused_by_source[source] = self.reused_by_source.get(source, 0) + reused
 
     def add_generated(self, n: int = 1) -> None:

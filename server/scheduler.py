@@ -224,6 +224,7 @@ class Scheduler:
         for job in [j for j in self._waiting if j.cancelled]:
             self._waiting.remove(job)
             self._pending_done()
+            self.metrics.add_request(job.api, "cancelled", len(job.prompt), 0, "none", read=0)
             self._outbox.post(job, "done", _empty_completion(job, "cancelled"))
             self._record_request(job, None, "cancelled")
         for row in [r for r in self._rows.values() if r.job.cancelled]:
@@ -252,7 +253,7 @@ class Scheduler:
                 self.table.invalidate(ctx)
                 self.table[ctx].busy_job = None
                 self.last_error = str(e)
-                self.metrics.add_request(job.api, "error", len(job.prompt), 0, "none")
+                self.metrics.add_request(job.api, "error", len(job.prompt), 0, "none", read=0)
                 self._record_request(job, None, "error")
                 self._outbox.post(job, "done", _empty_completion(job, "error", f"internal error: {e}"))
 
@@ -671,12 +672,12 @@ class Scheduler:
         state.busy_job = None
         state.phase = "idle"
         state.last_use = now
-        read = len(row.job.prompt) - row.reused
+        read = row.pos - row.reused        # all the rest of the prompt, unless cancelled or failed before
         state.prefill_tps = read / row.prefill_s if row.prefill_s > 0 and read > 0 else None
         state.decode_tps = (len(row.generated) - 1) / (now - first) if len(row.generated) > 1 and now > first else None
         del self._rows[row.ctx]
         status = {"stop": "ok", "length": "ok"}.get(reason, reason)
-        self.metrics.add_request(row.job.api, status, len(row.job.prompt), row.reused, row.source)
+        self.metrics.add_request(row.job.api, status, len(row.job.prompt), row.reused, row.source, read=read)
         if row.job.answer_rule is not None:
             self.metrics.add_held(row.job.answer_rule.kind, row.sampler.refusals)
         self._record_request(row.job, row, status)
@@ -703,7 +704,7 @@ class Scheduler:
                 rec.update(lookup_drafted=row.drafted, lookup_taken=row.draft_taken)
             if row.first_token_at is not None:
                 rec["ttft_ms"] = round((row.first_token_at - job.submitted) * 1000.0, 2)
-            read = len(job.prompt) - row.reused
+            read = row.pos - row.reused
             if row.prefill_s > 0 and read > 0:
                 rec["prefill_tps"] = round(read / row.prefill_s, 1)
             dt = time.monotonic() - (row.first_token_at or time.monotonic())

@@ -1,0 +1,95 @@
+"""What /metrics counts for a request whose client left before its answer: it ended ("cancelled" in
+strata_requests_total, as the monitor's request list says), and only the prompt tokens the engine read
+count as read. Before: a request cancelled while queued was in the monitor's list but not in
+requests_total, and one cancelled while its prompt was being read counted the whole prompt as read
+(1,000 where the engine had read 192). On a live server (real engine, real scheduler thread); the
+worker is held between two steps with `Scheduler.call`, so the cancel lands at a known step."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from strata.engine.sampling import SamplingParams
+from strata.server.jobs import Job
+
+from tests.server.live import LiveServer
+
+PROMPT = [(i * 7) % 400 + 50 for i in range(1000)]
+CHUNK = 64
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model):
+    with LiveServer(model=str(tiny_model), ctx=4096, batch=0, threads=1, prefill_chunk=CHUNK,
+                    conversation_cache_mib=0) as s:
+        yield s
+
+
+def hold_worker(sched, after_steps: int) -> tuple[threading.Event, threading.Event]:
+    """Holds the worker thread after `after_steps` more turns of its loop (a call runs once a turn and
+    asks for the next): returns (held, release)."""
+    held, release = threading.Event(), threading.Event()
+    left = [after_steps]
+
+    def turn() -> None:
+        if left[0] > 0:
+            left[0] -= 1
+            sched.call(turn)
+            return
+        held.set()
+        release.wait(60)
+
+    sched.call(turn)
+    return held, release
+
+
+def wait_for(pred, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.01)
+    raise TimeoutError("condition not met")
+
+
+def job(prompt: list[int]) -> Job:
+    return Job(api="openai", prompt=list(prompt), max_tokens=5, sampling=SamplingParams())
+
+
+def ended(sched, j: Job) -> bool:
+    return any(r["id"] == j.id for r in list(sched.requests))
+
+
+def test_a_request_cancelled_while_queued_is_counted_and_reads_nothing(server):
+    sched, metrics = server.state.scheduler, server.state.metrics
+    before = metrics.snapshot()
+    held, release = hold_worker(sched, 0)
+    assert held.wait(60)
+    j = job(PROMPT)
+    sched.submit(j)
+    sched.cancel(j)            # its client left while it waited
+    release.set()
+    wait_for(lambda: ended(sched, j))
+    after = metrics.snapshot()
+    assert after["requests_total"].get("cancelled", 0) == before["requests_total"].get("cancelled", 0) + 1
+    assert after["prompt_tokens_read"] == before["prompt_tokens_read"]
+
+
+def test_a_request_cancelled_while_its_prompt_is_read_counts_what_was_read(server):
+    sched, metrics = server.state.scheduler, server.state.metrics
+    sched.call(lambda: None).result(60)
+    before = metrics.snapshot()
+    held, release = hold_worker(sched, 3)     # admitted and 3 chunks read, then held
+    j = job([p + 1 for p in PROMPT])          # nothing of it in main
+    sched.submit(j)
+    assert held.wait(60)
+    sched.cancel(j)
+    release.set()
+    wait_for(lambda: ended(sched, j))
+    after = metrics.snapshot()
+    read = len(sched.table.main.tokens)       # what main holds is what the engine read of it
+    assert 0 < read < len(PROMPT) and read % CHUNK == 0
+    assert after["prompt_tokens_read"] - before["prompt_tokens_read"] == read
+    assert after["requests_total"].get("cancelled", 0) == before["requests_total"].get("cancelled", 0) + 1
