@@ -687,7 +687,7 @@ class Scheduler:
             except Exception:
                 log.exception("timeline write failed")
         self._outbox.post(row.job, "done", completion)
-        log.info("request %s (%s) %s: context %s, prompt %d (reused %d from %s), output %d, ttft %.0f ms",
+        log.info("request %s (%s) ended (%s): context %s, prompt %d (reused %d from %s), output %d, ttft %.0f ms",
                  row.job.id, row.job.api, reason, state.display_id(), len(row.job.prompt), row.reused, row.source,
                  len(row.generated), (first - row.job.submitted) * 1000.0)
 
