@@ -251,6 +251,8 @@ class DiskLevel:
         except _Foreign as exc:
             self._skip(name, "foreign", f"another model, KV layout or file format ({exc})")
             return
+        except FileNotFoundError:  # removed since the listing (another server sharing the folder evicted it)
+            return
         except (OSError, ValueError, KeyError, TypeError, ArithmeticError, RecursionError) as exc:
             # ArithmeticError: a number no int32 / int holds (a token id of 2**70, Infinity); RecursionError:
             # JSON nested ~1,000 deep. Either one escaped this and stopped the server from loading.

@@ -185,3 +185,29 @@ def test_start_up_removes_leftovers_of_stopped_writers_only(tmp_path):
     assert sorted(n for n, _ in lvl.swept) == sorted(n for n, (_, gone) in names.items() if gone)
     assert lvl.skipped["partial"] == len(kept) and lvl.state == "on"
     assert dict(lvl.swept)[f"{img}.{HOST}-{dead_pid}-aa.tmp"] == f"its writer (pid {dead_pid}) is not running"
+
+
+def test_an_entry_another_server_removes_while_the_folder_is_indexed_is_no_skip(tmp_path, monkeypatch):
+    """Another server sharing the folder evicts an entry (its sidecar, then its image) just after this one
+    listed the folder: the index counted it as a damaged file ('unreadable sidecar (FileNotFoundError ...)',
+    strata_cache_skipped_files_total{reason="damaged"}) and the start-up warned of a damaged file that never
+    was. It is simply not an entry. The listing is the real one; the removal is real, placed right after it."""
+    folder = tmp_path / "cold"
+    writer = DiskLevel("cold", str(folder), 0, 0.0, IDENTITY, piece_bytes=PIECE)
+    writer.open()
+    keys = [f"{k:032x}" for k in (1, 2, 3)]
+    for i, key in enumerate(keys):
+        writer.add(writer.write(key, "conversation", list(range(10 + i)), [payload(i, 0)], time.time()))
+    real_listdir = os.listdir
+
+    def listdir_then_evicted(path):
+        names = real_listdir(path)
+        if os.path.abspath(path) == str(folder):
+            writer.forget(keys[1])          # the other server's eviction lands after the listing
+        return names
+
+    monkeypatch.setattr(os, "listdir", listdir_then_evicted)
+    lvl = DiskLevel("cold", str(folder), 0, 0.0, IDENTITY, piece_bytes=PIECE)
+    lvl.open()
+    assert sorted(lvl.entries) == [keys[0], keys[2]]
+    assert not lvl.skipped and not lvl.skipped_files
