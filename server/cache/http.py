@@ -96,7 +96,10 @@ async def delete_session(request: web.Request) -> web.Response:
         name = validate_session_name(request.match_info["name"])
     except SessionNameError as exc:
         return _error(400, str(exc))
-    existed = await asyncio.to_thread(request.app[SESSION_BACKEND].delete_session, name)
+    try:
+        existed = await asyncio.to_thread(request.app[SESSION_BACKEND].delete_session, name)
+    except OSError as exc:   # a folder that cannot be written: the session stays (listed, restorable)
+        return _error(507, f"could not delete the session: {exc}", "storage_error")
     if not existed:
         return _error(404, f"no session named {name!r}", "not_found_error")
     return web.json_response({"name": name, "deleted": True})

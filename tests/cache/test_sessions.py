@@ -109,3 +109,28 @@ def test_http_routes(make_cache):
     for status, body in res:   # errors in the shape every other endpoint uses
         if status >= 400:
             assert set(body["error"]) == {"message", "type", "param", "code"}
+
+
+def test_deleting_a_session_in_a_read_only_folder_says_so_and_keeps_it(make_cache, folders):
+    """DELETE /v1/sessions/NAME where the folder cannot be written (a read-only mount, its permissions):
+    the removal's OSError escaped the route, a bare 500 'Internal Server Error' (no error object), and
+    the session vanished from the list while its files stayed (it came back at the next start). Now a
+    507 storage_error that says why, as a save there gets, and the session is still listed."""
+    from .test_read_only_folder import read_only
+
+    cache = make_cache()
+    cache.engine.prefill(1, history(5, 30))
+    cache.save_session("kept", 1)
+    with read_only(folders["sessions"]):
+        async def go():
+            app = web.Application()
+            app[SESSION_BACKEND] = cache
+            add_session_routes(app)
+            async with TestClient(TestServer(app)) as client:
+                r = await client.delete("/v1/sessions/kept")
+                listed = await (await client.get("/v1/sessions")).json()
+                return r.status, r.headers.get("Content-Type", ""), await r.text(), listed
+        status, kind, text, listed = asyncio.run(go())
+    assert status == 507 and kind.startswith("application/json"), (status, text)
+    assert "could not delete the session" in text and "Read-only file system" in text
+    assert [s["name"] for s in listed["data"]] == ["kept"]
