@@ -241,7 +241,13 @@ class Scheduler:
         for job in list(self._waiting):
             if self._waits_for_shared_read(job):
                 continue
-            ctx = self._choose_context(job)
+            try:
+                ctx = self._choose_context(job)
+            except Exception as e:   # a bug or an engine failure placing it: this request fails, once
+                self._waiting.remove(job)
+                self._pending_done()
+                self._fail_unstarted(job, None, e)
+                continue
             if ctx is None:
                 continue
             self._waiting.remove(job)
@@ -249,13 +255,21 @@ class Scheduler:
             try:
                 self._start_row(job, ctx)
             except Exception as e:
-                log.exception("could not start request %s", job.id)
-                self.table.invalidate(ctx)
-                self.table[ctx].busy_job = None
-                self.last_error = str(e)
-                self.metrics.add_request(job.api, "error", len(job.prompt), 0, "none", read=0)
-                self._record_request(job, None, "error")
-                self._outbox.post(job, "done", _empty_completion(job, "error", f"internal error: {e}"))
+                self._fail_unstarted(job, ctx, e)
+
+    def _fail_unstarted(self, job: Job, ctx: int | None, e: Exception) -> None:
+        """Answers a request that could not be placed or started with an internal error; the context it
+        was given (if any) is left blank and free. (Escaping to the step's handler, such a failure failed
+        the requests already running instead and left this one queued, to be raised again: a park whose
+        copy always failed looped thousands of times a second.)"""
+        log.exception("could not start request %s", job.id)
+        if ctx is not None:
+            self.table.invalidate(ctx)
+            self.table[ctx].busy_job = None
+        self.last_error = str(e)
+        self.metrics.add_request(job.api, "error", len(job.prompt), 0, "none", read=0)
+        self._record_request(job, None, "error")
+        self._outbox.post(job, "done", _empty_completion(job, "error", f"internal error: {e}"))
 
     def _waits_for_shared_read(self, job: Job) -> bool:
         """Whether `job` waits because another request is reading a prompt that begins as its own does, at
@@ -308,20 +322,36 @@ class Scheduler:
             return  # the same conversation goes on: nothing is lost
         decision = self.placer.plan_park(time.monotonic(), job.id)
         if decision is not None and decision.slot is not None:
-            n = len(main.tokens)
-            self._park_to_cache(decision.slot, "overwritten by a park")
-            self.engine.copy(MAIN, decision.slot, n)
-            dst = self.table[decision.slot]
-            self.table.set_tokens(decision.slot, main.tokens[:n])
-            dst.conversation = main.conversation
-            dst.last_use = decision.last_use
-            dst.parked_from_main = True
-            self.metrics.add_park("slot")
-        else:
-            if decision is not None:
-                self.metrics.add_park("skip")
-            if decision is None or decision.park_skip != "kept_share":   # a slot already keeps it otherwise
-                self._park_to_cache(MAIN, "displaced from main")
+            if self._park_into_slot(decision.slot, decision.last_use):
+                return
+        elif decision is not None:
+            self.metrics.add_park("skip")
+            if decision.park_skip == "kept_share":   # a slot already keeps it
+                return
+        self._park_to_cache(MAIN, "displaced from main")
+
+    def _park_into_slot(self, slot: int, last_use: float) -> bool:
+        """Copies main's history into `slot` (its own history to the cache first); False, with the slot
+        left blank, where the copy fails: the conversation cache takes main's history instead."""
+        main = self.table.main
+        n = len(main.tokens)
+        self._park_to_cache(slot, "overwritten by a park")
+        try:
+            self.engine.copy(MAIN, slot, n)
+        except Exception:
+            log.exception("parking main's %d tokens into context %s failed; the conversation cache takes them",
+                          n, slot)
+            self.table.invalidate(slot)
+            self.placer.ledger.release(slot, n, last_use)   # plan_park moved main's history there: not held
+            self.metrics.add_park("failed")
+            return False
+        dst = self.table[slot]
+        self.table.set_tokens(slot, main.tokens[:n])
+        dst.conversation = main.conversation
+        dst.last_use = last_use
+        dst.parked_from_main = True
+        self.metrics.add_park("slot")
+        return True
 
     def _park_to_cache(self, ctx: int, reason: str) -> None:
         c = self.table[ctx]
