@@ -144,7 +144,8 @@ def cumulative(q: Sequence[float], t: float) -> float:
 def expected_wait(q: Sequence[float], age_s: float) -> tuple[float, float]:
     """(P(continued at all | idle age_s without one), E[seconds until then | continued]): each bin's
     mass at its middle (the part of age_s's own bin above age_s at the middle of that part; the open
-    last bin at twice its start)."""
+    last bin spans its start to twice its start, or, once age_s is in it, age_s to twice age_s: an
+    older history is never expected back sooner)."""
     alive = 1.0 - cumulative(q, age_s)
     if alive <= 1e-12:
         return 0.0, math.inf
@@ -152,7 +153,7 @@ def expected_wait(q: Sequence[float], age_s: float) -> tuple[float, float]:
     mass, wait = 0.0, 0.0
     for g in range(g0, N_GAP_BINS):
         lo = GAP_EDGES_S[g]
-        hi = GAP_EDGES_S[g + 1] if g + 1 < N_GAP_BINS else 2 * lo
+        hi = GAP_EDGES_S[g + 1] if g + 1 < N_GAP_BINS else 2 * max(lo, age_s)
         m = q[g]
         if g == g0:
             m *= (hi - age_s) / (hi - lo) if g + 1 < N_GAP_BINS else 1.0

@@ -99,6 +99,25 @@ def test_expected_wait_conditions_on_the_idle_age():
     assert sr.expected_wait(q2, 0.0) == (pytest.approx(0.1), pytest.approx(12288.0))
 
 
+def test_a_history_idle_past_the_open_last_bin_is_not_judged_about_to_return():
+    """Histories continued after 8,192 s or more put mass in the open last bin, counted at twice its start
+    (16,384 s). A history idle longer than that had the middle of [age, 16384] as its return: a wait that
+    fell to 0 at 16,384 s and then went negative (clipped to MIN_WAIT_S), so the longer a slot sat idle the
+    costlier giving it up looked (every token a second) and the learned policy kept the stalest history
+    over fresher ones. Within the open bin the rest of the wait is measured from the age (twice the age)."""
+    q = [0.0] * sr.N_GAP_BINS
+    q[14] = 0.1
+    ages = [8192.0, 12000.0, 16000.0, 16384.0, 20000.0, 100_000.0]
+    waits = [sr.expected_wait(q, a)[1] for a in ages]
+    assert all(w > sr.MIN_WAIT_S for w in waits), waits
+    assert waits == sorted(waits), waits              # idle longer: not expected back sooner
+    assert sr.expected_wait(q, 8192.0) == (pytest.approx(0.1 / 0.9), pytest.approx(4096.0))   # as before at the start
+    lcfg = LearnConfig(enabled=True, prior_weight=0)
+    st = stats_of([(2, 3000)] * 10, [(2, 3000, 9000.0)])   # one of ten continued after 2.5 hours
+    rates = [sr.expected_reread_rate(slot(1, 3000, age=a), 1000.0, st, lcfg) for a in ages]
+    assert rates == sorted(rates, reverse=True), rates  # idle longer: never costlier to give up
+
+
 def test_expected_reread_rate_is_chance_times_unshared_tokens_over_the_wait():
     lcfg = LearnConfig(enabled=True, prior_weight=0)
     st = stats_of([(2, 3000)] * 2, [(2, 3000, 10.0)])  # one of two continued after 10 s
