@@ -22,6 +22,7 @@ from aiohttp.web_protocol import RequestPayloadError
 from strata.server.errors import APIError
 from strata.server.keys import STATE
 from strata.server.options import OPTIONS
+from strata.server.parser_fault_log import client_fault
 
 try:   # aiohttp's record of a parse error on the connection; without it only the idle bound applies
     from aiohttp.web_protocol import _ErrInfo
@@ -78,7 +79,7 @@ async def read_body(request: web.Request) -> bytes:
         raise APIError(413, f"the request body is larger than the limit of {limit} bytes (--max-body-mib)") from None
     except (RequestPayloadError, PayloadEncodingError) as e:
         # e.g. 'Content-Encoding: gzip' over bytes that are not gzip, or (pure-Python parser) bad chunks
-        raise APIError(400, f"the request body cannot be read: {' '.join(str(e).split())}", headers=CLOSE) from None
+        raise APIError(400, f"the request body cannot be read: {client_fault(e)}", headers=CLOSE) from None
     finally:
         if not task.done():
             task.cancel()

@@ -10,18 +10,20 @@ naming the fault says so. Any other error aiohttp logs is left as it is.
 from __future__ import annotations
 
 import logging
+import re
 
 from aiohttp.http_exceptions import BadHttpMessage
 from aiohttp.web_protocol import RequestPayloadError
 
+_STATUS_PREFIX = re.compile(r"^\d{3}, message: ")   # how aiohttp's str() of its HTTP errors begins
+
 
 def client_fault(exc: BaseException | None) -> str:
-    """The parser's complaint when `exc` is a fault of the client's request, else ""."""
+    """The parser's complaint when `exc` is a fault of the client's request, on one line, else ""."""
     if isinstance(exc, BadHttpMessage):
         return " ".join(str(exc.message).split())
     if isinstance(exc, RequestPayloadError):      # the body's encoding failed while aiohttp read it
-        cause = exc.__cause__
-        return client_fault(cause) or " ".join(str(exc).split())
+        return client_fault(exc.__cause__) or _STATUS_PREFIX.sub("", " ".join(str(exc).split()))
     return ""
 
 

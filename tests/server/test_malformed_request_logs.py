@@ -59,3 +59,19 @@ def test_the_server_still_answers_after_them(server):
         send(server.port, raw)
     answer = send(server.port, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+
+
+def test_a_body_that_does_not_inflate_is_named_without_aiohttps_status_prefix(server):
+    """The 400's message said `the request body cannot be read: 400, message: Can not decode ...`."""
+    import json
+
+    head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Encoding: gzip\r\nContent-Length: 8\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as c:
+        c.sendall(head)
+        time.sleep(0.2)                       # the body after the headers, as a client's two writes arrive
+        c.sendall(b"junkjunk")
+        answer = c.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    message = json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["message"]
+    assert message == "the request body cannot be read: Can not decode content-encoding: gzip", message
