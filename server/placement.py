@@ -92,7 +92,9 @@ class Placer:
         (with the prompt's length: the answer is not known yet)."""
         def held(c: int) -> tuple[int, float]:   # (tokens, end of the last use) of what context c holds
             state = self.table[c]
-            return len(state.tokens), state.last_use if state.last_use is not None else 0.0
+            if state.busy_job is not None or state.last_use is None:   # its use has not ended: no gap
+                return len(state.tokens), now
+            return len(state.tokens), state.last_use
 
         parent = self.ledger.parent_of(prompt)
         turn = 1

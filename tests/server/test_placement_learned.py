@@ -74,6 +74,26 @@ def test_a_continuation_of_an_overwritten_history_is_noted_with_its_own_end():
     assert sum(placer.returns.returned[sr.ROW_ALL]) == 2  # and its second turn continued in the slot
 
 
+def test_a_continuation_of_a_history_still_running_is_noted_with_no_gap():
+    """A request that continues a history whose own request is still running (a client's retry after its
+    timeout, an agent's side request on the whole conversation) was noted with a gap from that slot's
+    last_use: None on a slot's first request, read as 0.0 of the monotonic clock, so the gap was the
+    machine's uptime (here 86,400 s: the open last bin, 'continued after 2 hours or more'), or the end of
+    the slot's previous, unrelated request. Its use has not ended: the gap is 0."""
+    table = SlotTable(n_ctx=8192, n_slots=2, slot_ctx=8192, n_groups=1)
+    placer = Placer(table, PolicyConfig(learn=LearnConfig(enabled=True)))
+    now = 86_400.0                                        # monotonic seconds: a machine up a day
+    a = conv(1, 3000)
+    d = placer.pick(a, now, 1)                            # A runs in slot 1, its first use
+    table[d.slot].busy_job = 1
+    table.set_tokens(d.slot, a[:1024])                    # still reading its prompt
+    assert table[d.slot].last_use is None
+    again = placer.pick(a + [7], now + 2.0, 2)            # its continuation arrives while it runs
+    assert again.slot != d.slot
+    assert sum(placer.returns.returned[sr.ROW_ALL]) == 1
+    assert placer.returns.returned[sr.ROW_ALL][0] == 1, placer.returns.returned[sr.ROW_ALL]
+
+
 def test_the_placer_leaves_the_statistics_alone_when_learning_is_off():
     table = SlotTable(n_ctx=8192, n_slots=2, slot_ctx=8192, n_groups=1)
     placer = Placer(table, PolicyConfig(learn=LearnConfig(enabled=False)))
