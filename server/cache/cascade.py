@@ -150,9 +150,9 @@ class Cascade:
         one line, not one a park), counted always (/metrics)."""
         if lvl.name not in self._failing and not self.stopping:
             self._failing[lvl.name] = self.write_failures[lvl.name]
-            log.warning("conversation cache %s level: cannot write to %s (%s); histories RAM cannot hold are lost "
-                        "until it can (check that folder, its free space and write permission)", lvl.name,
-                        lvl.folder, exc.strerror or exc)
+            log.warning("conversation cache %s level: cannot write to %s (%s); histories go to a later level that "
+                        "takes them, else they are lost, until it can (check that folder, its free space and write "
+                        "permission)", lvl.name, lvl.folder, exc.strerror or exc)
         self.write_failures[lvl.name] += 1
 
     def write_worked(self, lvl: DiskLevel) -> None:

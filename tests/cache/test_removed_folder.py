@@ -8,10 +8,11 @@ start: ... cold (35 entries)')."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 
-from strata.server.cache.fileio import FullDiskIO
+from strata.server.cache.fileio import FileIO, FullDiskIO
 
 from tests.cache.conftest import history, park_history
 
@@ -61,7 +62,9 @@ def test_a_degradation_the_disk_cannot_write_is_a_warning_once_and_counted(make_
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1, warnings
     assert warnings[0].startswith(f"conversation cache cold level: cannot write to {cache.cascade.levels[-1].folder} (")
-    assert "No space left" in warnings[0] and "histories RAM cannot hold are lost until it can" in warnings[0]
+    assert "No space left" in warnings[0] and warnings[0].endswith(
+        "; histories go to a later level that takes them, else they are lost, until it can (check that folder, its "
+        "free space and write permission)")
     assert cache.cascade.write_failures["cold"] == 3 and cache.cascade.evictions["ram"] == 3
     assert 'strata_cache_write_failures_total{level="cold"} 3' in cache.metrics_text()
     io.capacity = 1 << 40                                # space again: the next move says so
@@ -98,3 +101,31 @@ def test_the_stop_line_after_the_folder_was_removed(make_cache, folders, clock):
     shutil.rmtree(folders["cold"])
     cache.close()
     assert f"cold {folders['cold']} 100 MiB on (0 entries)" in stopped_line(cache)
+
+
+class WarmFolderBroken(FileIO):
+    """Every new file in the warm folder fails (a failing drive); the cold folder works."""
+
+    def __init__(self, warm) -> None:
+        self.warm = str(warm)
+
+    def open_new(self, path):
+        if os.path.dirname(path) == self.warm:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return super().open_new(path)
+
+
+def test_a_broken_warm_level_hands_histories_to_cold_and_says_so_once(make_cache, folders, clock, caplog):
+    cache = make_cache(io=WarmFolderBroken(folders["warm"]), conversation_cache_mib=1,
+                       conversation_cache_warm_mib=100, conversation_cache_cold_mib=100)
+    with caplog.at_level("WARNING", logger="strata.cache"):
+        for seed in range(3):
+            clock.t += 1
+            park_history(cache, history(seed))
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert line.startswith(f"conversation cache warm level: cannot write to {folders['warm']} (Input/output error); "
+                           "histories go to a later level that takes them")
+    assert cache.cascade.evictions["ram"] == 0 and len(cache.cascade.levels[-1].entries) == 2
+    prompt = history(0) + [1, 300]
+    hit, res, out, read = continue_from_cache(cache, prompt)
+    assert (hit.level, read) == ("cold", 2) and out == fresh_continuation(prompt)
