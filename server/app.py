@@ -19,6 +19,7 @@ from aiohttp import web
 from strata.server import lookup, parser_fault_log, slot_policy
 from strata.server.config import ServerConfig
 from strata.server.keys import STATE, ServerState
+from strata.server.monitor_feed import model_quant
 from strata.server.routes import add_routes
 from strata.server.scheduler import Scheduler
 from strata.server.service import auth_middleware, error_middleware
@@ -82,6 +83,7 @@ def load(state: ServerState) -> None:
     state.engine = engine
     state.model_name = model_id(path)
     state.model_description = model_description(getattr(engine, "metadata", None))
+    state.model_quant = model_quant(engine)
     _warn_beyond_training(cfg, engine)
     state.cache = _make_cache(cfg, engine)
     timeline = None

@@ -29,6 +29,7 @@ class ServerState:
     info_line: str = ""
     model_name: str = ""            # strata.model_names.model_id: the file name without .gguf
     model_description: str | None = None   # the metadata's general.name (model_names.model_description)
+    model_quant: str | None = None  # as `strata models` names it, read once at load (monitor_feed.model_quant)
     started: float = 0.0
     app: Any = None                 # the web.Application (to attach parts' keys once loaded)
     on_load_error: Callable[[], None] | None = None   # the CLI stops the server when loading fails
