@@ -58,11 +58,11 @@ class ParkingMixin:
         self._admit(adm, "park", adm.destination)
         now = self.clock()
         if adm.destination == policy.DISCARD:
-            self.parks["discard"] += 1
+            discards = self._count_park("discard")
             # a warning only when a level that could have kept it is on; with every level off
             # (--conversation-cache-mib 0 and no disk) each park is a discard by the user's choice
             level = logging.WARNING if (self.ram is not None or self.first_disk is not None) else logging.DEBUG
-            log.log(level, "park discarded (%s); discards=%d", adm.reason, self.parks["discard"])
+            log.log(level, "park discarded (%s); discards=%d", adm.reason, discards)
             self._save_prefixes(ctx, tokens, now)  # each prefix has its own placement
             return ParkResult("discard", adm.floor, key, n, 0, adm.reason)
         entry = RamEntry(key, "conversation", tokens, list(self.engine.snapshot_chunks(ctx)), now, now,
@@ -78,17 +78,24 @@ class ParkingMixin:
                 if self.first_disk is not None and available >= snapshot_mib + c.conversation_cache_park_min_free_mib:
                     destination, why = policy.DISK, f"RAM level refused ({room_why}); spill to disk"
                 else:
-                    self.parks["discard"] += 1
+                    self._count_park("discard")
                     return ParkResult("discard", adm.floor, key, n, 0, f"RAM level refused: {room_why}")
         if destination == policy.DISK:
             with self._lock:
                 self._pending[key] = entry
             self._spill.submit(key)
-        self.parks[destination] += 1
+        self._count_park(destination)
         self._save_prefixes(ctx, tokens, now)
         if self._has_age_limits:
             self.enforce()
         return ParkResult(destination, adm.floor, key, n, entry.n_bytes, why)
+
+    def _count_park(self, destination: str) -> int:
+        """Counts a park by where it went; under the lock, as the spill thread counts its discards (a
+        `+=` on the Counter from two threads can lose one)."""
+        with self._lock:
+            self.parks[destination] += 1
+            return self.parks[destination]
 
     def _supersede(self, tokens: np.ndarray, keep: str, *, durable: bool = True) -> None:
         """Discard conversation entries whose history is a strict prefix of `tokens` (caller locks).
