@@ -135,7 +135,7 @@ class Scheduler:
             return
         self._parked_at_stop = True       # stop() runs twice at shutdown (aiohttp's on_shutdown, then cleanup)
         for ctx in range(len(self.table.contexts)):
-            self._park_to_cache(ctx, "server stopped")
+            self.park_to_cache(ctx, "server stopped")
 
     def submit(self, job: Job) -> None:
         """Hands a job to the worker; 503 with Retry-After when the queue is full."""
@@ -328,14 +328,14 @@ class Scheduler:
             self.metrics.add_park("skip")
             if decision.park_skip == "kept_share":   # a slot already keeps it
                 return
-        self._park_to_cache(MAIN, "displaced from main")
+        self.park_to_cache(MAIN, "displaced from main")
 
     def _park_into_slot(self, slot: int, last_use: float) -> bool:
         """Copies main's history into `slot` (its own history to the cache first); False, with the slot
         left blank, where the copy fails: the conversation cache takes main's history instead."""
         main = self.table.main
         n = len(main.tokens)
-        self._park_to_cache(slot, "overwritten by a park")
+        self.park_to_cache(slot, "overwritten by a park")
         try:
             self.engine.copy(MAIN, slot, n)
         except Exception:
@@ -353,7 +353,8 @@ class Scheduler:
         self.metrics.add_park("slot")
         return True
 
-    def _park_to_cache(self, ctx: int, reason: str) -> None:
+    def park_to_cache(self, ctx: int, reason: str) -> None:
+        """Hands the history `ctx` holds to the conversation cache before it is overwritten (worker thread)."""
         c = self.table[ctx]
         if self.cache is None or not c.tokens or not c.valid or c.blank:
             return
@@ -396,7 +397,7 @@ class Scheduler:
         restored = False
         if hit is not None and hit_n > best_n:
             if state.tokens and own < len(state.tokens):
-                self._park_to_cache(ctx, "overwritten by a cache restore")
+                self.park_to_cache(ctx, "overwritten by a cache restore")
             outcome = self._restore_from_cache(hit, row, limit)
             restored = outcome == "restored"
             if outcome == "failed":   # the context's old history is gone: read from whatever is left
@@ -407,7 +408,7 @@ class Scheduler:
         elif src is not None and src_n > own:
             n = min(src_n, limit)
             if state.tokens and own < len(state.tokens):
-                self._park_to_cache(ctx, "overwritten by a copy")
+                self.park_to_cache(ctx, "overwritten by a copy")
             self.engine.copy(src, ctx, n)
             self.table.set_tokens(ctx, prompt[:n])
             row.source = "main" if src == MAIN else "slot"
@@ -421,7 +422,7 @@ class Scheduler:
             n = min(own, limit)
             if len(state.tokens) > n:
                 if own < len(state.tokens) - 1:
-                    self._park_to_cache(ctx, "overwritten")
+                    self.park_to_cache(ctx, "overwritten")
                 self.engine.truncate(ctx, n)
                 self.table.truncate(ctx, n)
             row.source = ("main" if ctx == MAIN else "slot") if n > 0 else "none"

@@ -49,6 +49,8 @@ class SessionBackend:
     def restore_session(self, name: str, ctx: int) -> Any:
         def run() -> Any:
             state = self._context(ctx)
+            # the history there goes to the conversation cache first, as a request's displacement does
+            self.scheduler.park_to_cache(ctx, "overwritten by a session restore")
             result = self.cache.restore_session(name, ctx)
             self.scheduler.table.set_tokens(ctx, list(self.scheduler.engine.context_tokens(ctx)))
             state.conversation = f"session:{name}"

@@ -122,3 +122,21 @@ def test_sessions_save_and_restore_through_the_worker_thread(tiny_model, tmp_pat
         assert httpx.post(s.url + "/v1/sessions/alpha/restore", json={"slot": 9}).status_code == 400
         assert [x["name"] for x in httpx.get(s.url + "/v1/sessions").json()["data"]] == ["alpha"]
         assert httpx.delete(s.url + "/v1/sessions/alpha").status_code == 200
+
+
+def test_a_session_restore_parks_the_history_it_overwrites(tiny_model, tmp_path):
+    """Restoring a session into main overwrites the conversation main held: it goes to the conversation
+    cache first, as a request's displacement does, so that conversation's next turn still reads only its
+    new tokens (before, its history was dropped and read again whole)."""
+    with LiveServer(model=str(tiny_model), ctx=2048, batch=1, threads=1, conversation_cache_mib=16,
+                    conversation_cache_park_min_free_mib=0, conversation_cache_min_free_mib=0,
+                    conversation_cache_sessions_dir=str(tmp_path / "sessions"),
+                    conversation_cache_cold_dir=str(tmp_path / "cold")) as s:
+        saved, working = ids(300, 51), ids(400, 52)
+        complete(s.url, saved)
+        assert httpx.post(s.url + "/v1/sessions/saved/save", json={"slot": "main"}).status_code == 200
+        complete(s.url, working)                     # main now holds the working conversation
+        r = httpx.post(s.url + "/v1/sessions/saved/restore", json={"slot": "main"})
+        assert r.status_code == 200, r.text
+        again = complete(s.url, working + ids(5, 53))
+        assert again["timings"]["cache_n"] >= len(working) - 1, again["timings"]
