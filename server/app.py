@@ -224,7 +224,7 @@ def stopped_line(cache: Any) -> str:
     after the stop parked the contexts' histories and handed RAM to the first disk level)."""
     if not cache.keeps_across_restarts():
         return "stopped; conversation histories not kept: no disk level is on (RAM does not outlive the process)"
-    line = "stopped; kept for the next start: " + cache.describe()
+    line = "stopped; kept for the next start: " + cache.describe(kept=True)
     ram = getattr(cache, "ram", None)
     left = len(ram.entries) if ram is not None else 0
     if left:  # the disk refused them (full, read-only, budget): a warning above says why

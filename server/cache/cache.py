@@ -202,9 +202,10 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
 
     # -- visible --------------------------------------------------------------------------------
 
-    def describe(self) -> str:
-        """The INFO-line fragment: park target, every level's folder, budget and state, the prefix stores."""
-        return report.describe(self)
+    def describe(self, kept: bool = False) -> str:
+        """The INFO-line fragment: park target, every level's folder, budget and state, the prefix stores
+        (`kept`: the disk levels and prefix stores only, what the next start finds)."""
+        return report.describe(self, kept)
 
     def snapshot_for_monitor(self) -> dict:
         """The monitor feed's `cache` object (docs/internals.md, "Monitor feed")."""

@@ -34,10 +34,13 @@ def _level_rows(cache) -> list[dict]:
     return rows
 
 
-def describe(cache) -> str:
+def describe(cache, kept: bool = False) -> str:
+    """`kept`: only what outlives the process (the stop line): no park target, no RAM level."""
     auto = cache.config.conversation_cache_park == "auto"
-    parts = [cache.park_target_reason if auto else f"park target {cache.park_target}"]  # "park target auto -> ram (...)"
+    parts = [] if kept else [cache.park_target_reason if auto else f"park target {cache.park_target}"]
     for row in _level_rows(cache):
+        if kept and row["name"] == "ram":
+            continue
         if row["state"] == "off":
             parts.append(f"{row['name']} off")
             continue
