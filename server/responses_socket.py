@@ -21,6 +21,7 @@ import logging
 from typing import Any
 
 from aiohttp import WSCloseCode, WSMessage, WSMsgType, web
+from strata.server import fields as f
 from strata.server.errors import APIError, error_body
 from strata.server.openai_api import ready_state
 from strata.server.responses_api import Events, answer, refuse_stored
@@ -94,11 +95,14 @@ async def _answer_frame(request: web.Request, state: Any, ws: web.WebSocketRespo
 
 
 def _request_body(text: str) -> dict:
-    """The Responses body of one `response.create` frame (checked as POST /v1/responses checks it)."""
+    """The Responses body of one `response.create` frame (checked as POST /v1/responses checks it: its JSON
+    by fields.parse_json_body, whose depth bound keeps a deep frame from raising RecursionError out of
+    the socket, and whose mending reads a lone surrogate escape as U+FFFD)."""
     try:
-        frame = json.loads(text)
-    except ValueError as e:
-        raise APIError(400, f"the frame is not JSON: {e}") from None
+        frame = f.parse_json_body(text.encode("utf-8", "surrogatepass"))
+    except APIError as e:
+        raise APIError(400, e.message.replace("the request body is not valid JSON", "the frame is not JSON")
+                       .replace("the request body", "the frame"), param=e.param) from None
     if not isinstance(frame, dict):
         raise APIError(400, "a frame must be a JSON object")
     if frame.get("type") != "response.create":

@@ -160,3 +160,21 @@ def test_an_idle_socket_does_not_hold_the_stop(tiny_model):
     server.stop()
     thread.join(10)
     assert time.monotonic() - start < 5 and got == [aiohttp.WSMsgType.CLOSE]
+
+
+def test_a_frame_is_read_as_a_post_body_is(server):
+    """A frame's JSON gets the body's checks (fields.parse_json_body): nesting past 100 levels is an error
+    frame (5,000 levels raised RecursionError out of the handler and the socket died with no answer; 200
+    were taken, which a POST refuses), and a lone UTF-16 surrogate (a JavaScript agent's tool output cut
+    inside an emoji) is read as U+FFFD, as over HTTP (the socket died)."""
+    deep = json.dumps(create("x"))[:-1] + ', "metadata": ' + "[" * 5000 + "]" * 5000 + "}"
+    less_deep = json.dumps(create("x"))[:-1] + ', "metadata": ' + "[" * 200 + "]" * 200 + "}"
+    cut = json.dumps(create([{"role": "user", "content": USER + " \ud83d"}]))     # json.dumps writes \ud83d
+
+    async def talk(ws):
+        return [(await answer(ws, frame))[-1] for frame in (deep, less_deep, cut)]
+
+    deep_end, less_deep_end, cut_end = run(server, talk)
+    for e in (deep_end, less_deep_end):
+        assert (e.type, e.status) == ("error", 400) and "more than 100 deep" in e.error.message
+    assert cut_end.type == "response.completed"
