@@ -148,6 +148,28 @@ def check_vocabulary(metadata: Mapping[str, object]) -> None:
     _read_vocab(metadata)
 
 
+_TEXT = (str, bytes)
+
+
+def _type_name(value: object) -> str:
+    name = type(value).__name__
+    return ("an " if name[0] in "aeiou" else "a ") + name
+
+
+def _array(metadata: Mapping[str, object], key: str, kinds: tuple[type, ...], what: str) -> tuple | None:
+    """The array under `key` (None when absent), every element one of `kinds` (a bool is no integer);
+    TokenizerError naming the key otherwise: a crafted or damaged file, never a TypeError further on."""
+    value = metadata.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes):
+        raise TokenizerError(f"{key} is not an array of {what} (it is {_type_name(value)})")
+    for element in value:
+        if not isinstance(element, kinds) or isinstance(element, bool):
+            raise TokenizerError(f"{key} is not an array of {what} (an element is {_type_name(element)})")
+    return tuple(value)
+
+
 def _read_vocab(metadata: Mapping[str, object]) -> _Vocab:
     model = metadata.get("tokenizer.ggml.model")
     if model is None:
@@ -158,14 +180,13 @@ def _read_vocab(metadata: Mapping[str, object]) -> _Vocab:
             "SentencePiece BPE ('llama') vocabularies"
         )
     kind = "bpe" if model == "gpt2" else "spm"
-    tokens = metadata.get("tokenizer.ggml.tokens")
-    if not isinstance(tokens, Sequence) or not tokens or isinstance(tokens, str | bytes):
+    tokens = _array(metadata, "tokenizer.ggml.tokens", _TEXT, "strings")
+    if not tokens:
         raise TokenizerError("tokenizer.ggml.tokens is missing or empty")
-    tokens = tuple(t.decode("utf-8", "replace") if isinstance(t, bytes) else str(t) for t in tokens)
-    types = metadata.get("tokenizer.ggml.token_type")
+    tokens = tuple(t.decode("utf-8", "replace") if isinstance(t, bytes) else t for t in tokens)
+    types = _array(metadata, "tokenizer.ggml.token_type", (int,), "integers")
     if types is None:
         types = (TOKEN_NORMAL,) * len(tokens)
-    types = tuple(int(t) for t in types)
     if len(types) != len(tokens):
         raise TokenizerError(
             f"tokenizer.ggml.token_type has {len(types)} entries for {len(tokens)} tokens"
@@ -173,12 +194,12 @@ def _read_vocab(metadata: Mapping[str, object]) -> _Vocab:
     merges: tuple[str, ...] = ()
     scores: tuple[float, ...] = ()
     if kind == "bpe":
-        raw_merges = metadata.get("tokenizer.ggml.merges")
+        raw_merges = _array(metadata, "tokenizer.ggml.merges", _TEXT, "strings")
         if raw_merges is None:
             raise TokenizerError("tokenizer.ggml.merges is missing (a BPE vocabulary needs its merges)")
-        merges = tuple(m.decode("utf-8", "replace") if isinstance(m, bytes) else str(m) for m in raw_merges)
+        merges = tuple(m.decode("utf-8", "replace") if isinstance(m, bytes) else m for m in raw_merges)
     else:
-        raw_scores = metadata.get("tokenizer.ggml.scores")
+        raw_scores = _array(metadata, "tokenizer.ggml.scores", (int, float), "numbers")
         if raw_scores is None:
             raise TokenizerError("tokenizer.ggml.scores is missing (a SentencePiece vocabulary needs its scores)")
         scores = tuple(float(x) for x in raw_scores)

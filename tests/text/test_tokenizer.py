@@ -119,6 +119,20 @@ def test_every_pre_tokenizer_regex_set_builds_and_round_trips(default_metadata, 
         ({"eot_token_id": "abc"}, "tokenizer.ggml.eot_token_id='abc' is not a token id"),
         ({"bos_token_id": 1.5}, "tokenizer.ggml.bos_token_id=1.5 is not a token id"),
         ({"eos_token_id": True}, "tokenizer.ggml.eos_token_id=True is not a token id"),
+        # an array key holding a scalar or an array of the wrong type (a crafted file; the fuzzing of
+        # session 19 found each a TypeError / ValueError that check_model, `strata models` and the
+        # installer passed on unexplained)
+        ({"token_type": 5}, "tokenizer.ggml.token_type is not an array of integers (it is an int)"),
+        ({"token_type": [1.5] * 49152}, "tokenizer.ggml.token_type is not an array of integers (an element is a float)"),
+        ({"token_type": [True] * 49152}, "tokenizer.ggml.token_type is not an array of integers (an element is a bool)"),
+        ({"merges": 7}, "tokenizer.ggml.merges is not an array of strings (it is an int)"),
+        ({"merges": False}, "tokenizer.ggml.merges is not an array of strings (it is a bool)"),
+        ({"merges": [[1], [2]]}, "tokenizer.ggml.merges is not an array of strings (an element is a list)"),
+        ({"tokens": 3.5}, "tokenizer.ggml.tokens is not an array of strings (it is a float)"),
+        ({"tokens": list(range(10))}, "tokenizer.ggml.tokens is not an array of strings (an element is an int)"),
+        ({"model": "llama", "scores": "abc"}, "tokenizer.ggml.scores is not an array of numbers (it is a str)"),
+        ({"model": "llama", "scores": ["x"] * 49152}, "tokenizer.ggml.scores is not an array of numbers (an element is a str)"),
+        ({"model": 7}, "unsupported tokenizer model 7"),
     ],
 )
 def test_bad_metadata_is_a_clear_error(default_metadata, changes, message):
