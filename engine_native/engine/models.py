@@ -71,7 +71,7 @@ def user_models_dir() -> Path:
 def quant_name(metadata: dict, tensor_types: Iterable[str]) -> str | None:
     """The file's quantization as llama.cpp names it (Q4_1, Q4_K_M, ...)."""
     file_type = metadata.get("general.file_type")
-    if file_type is not None:
+    if isinstance(file_type, int) and not isinstance(file_type, bool):   # else (a crafted file): the tensors
         import gguf
 
         try:
@@ -95,8 +95,10 @@ def describe_model(path: Path | str, *, is_default: bool = False) -> ModelInfo:
 
         gf = GGUFFile(path)
         md = gf.metadata
-        arch = md.get("general.architecture")
-        ctx = md.get(f"{arch}.context_length") if arch else None
+        # a crafted or damaged file may hold any type under any key: only values of the expected type are
+        # shown (the engine's check_model says what is wrong with them)
+        arch = _text(md.get("general.architecture"))
+        ctx = _count(md.get(f"{arch}.context_length")) if arch else 0
         matrices = [t.type for t in gf.tensors if len(t.shape) >= 2]
         n_params = sum(prod(t.shape) for t in gf.tensors)
         n_expert, n_used = _count(md.get(f"{arch}.expert_count")), _count(md.get(f"{arch}.expert_used_count"))
@@ -114,10 +116,10 @@ def describe_model(path: Path | str, *, is_default: bool = False) -> ModelInfo:
         return ModelInfo(
             path=str(path),
             size_bytes=size,
-            name=md.get("general.name"),
+            name=_text(md.get("general.name")),
             arch=arch,
             quant=quant_name(md, matrices),
-            n_ctx_train=int(ctx) if ctx is not None else None,
+            n_ctx_train=ctx or None,
             n_params=n_params,
             is_default=is_default,
             cannot_run=cannot_run,
@@ -161,7 +163,11 @@ def damaged_file_advice(exc: BaseException) -> str:
 
 
 def _count(value) -> int:
-    return value if isinstance(value, int) and value > 0 else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _text(value) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def resolve_model(flag: str, name: str) -> Path:
