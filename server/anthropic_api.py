@@ -108,7 +108,11 @@ def parse_messages(raw: list, system: str | None, tools: list[dict] | None = Non
                     body_text = f"Error: {body_text}"
                 out.append({"role": "tool", "tool_call_id": str(b.get("tool_use_id", "")), "content": body_text})
             elif kind == "compaction" and role == "assistant" and changes is not None:
-                for k, change in f.objects(b.get("tool_changes") or [], f"{bw}.tool_changes"):
+                listed = b.get("tool_changes") or []
+                if not isinstance(listed, list):
+                    raise APIError(400, f"{bw}.tool_changes must be an array of tool_addition / tool_removal "
+                                        "blocks")
+                for k, change in f.objects(listed, f"{bw}.tool_changes"):
                     changes.read(change, k)     # the summarised turns' changes: their text went with them
             elif kind in ("thinking", "redacted_thinking") or (role == "assistant" and isinstance(kind, str)
                                                                 and kind not in ("text", "tool_use", "image")):

@@ -108,3 +108,15 @@ def test_a_bad_change_is_a_400_naming_it(claude, block, needle):
     with pytest.raises(anthropic.BadRequestError) as e:
         send(claude, [ASK, change(block)])
     assert needle in e.value.body["error"]["message"], e.value.body
+
+
+@pytest.mark.parametrize("tool_changes", [5, "Bash", {"type": "tool_removal"}])
+def test_a_compactions_tool_changes_not_an_array_is_a_400(claude, tool_changes):
+    """A 500 'internal error: TypeError: 'int' object is not iterable' before (a string was read one
+    character a change, each a 400 naming a character)."""
+    compacted = {"role": "assistant", "content": [{"type": "compaction", "content": "Summary.",
+                                                   "tool_changes": tool_changes}]}
+    with pytest.raises(anthropic.BadRequestError) as e:
+        send(claude, [ASK, compacted, {"role": "user", "content": "Go on."}])
+    assert e.value.body["error"]["message"].startswith("messages[1].content[0].tool_changes must be an array"), \
+        e.value.body
