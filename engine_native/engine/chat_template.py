@@ -100,11 +100,12 @@ def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
 class _TemplateEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
     """The sandbox, with llama.cpp's leniency for `+`: an undefined or None operand beside a string is
     the empty string (gpt-oss's template writes `"// " + tool.description`, and a tool's description is
-    optional in every API)."""
+    optional in every API); and `*` / `**` that would make a value too big to hold are refused (_refuse_huge)."""
 
-    intercepted_binops = frozenset(["+"])
+    intercepted_binops = frozenset(["+", "*", "**"])
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        _refuse_huge(operator, left, right)
         if operator == "+":
             empty_left = left is None or isinstance(left, jinja2.Undefined)
             empty_right = right is None or isinstance(right, jinja2.Undefined)
@@ -113,6 +114,25 @@ class _TemplateEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
             if empty_right and isinstance(left, str):
                 return left
         return super().call_binop(context, operator, left, right)
+
+
+# A model file's template is untrusted: a repetition or a power that would fill memory (or take minutes) is
+# refused before it is computed. No real template repeats more than a line of dashes or powers past a few digits.
+_MAX_ITEMS = 1 << 24
+_MAX_POWER_BITS = 1 << 16
+
+
+def _refuse_huge(operator: str, left: Any, right: Any) -> None:
+    if operator == "*":
+        for seq, n in ((left, right), (right, left)):
+            if isinstance(seq, str | list | tuple) and isinstance(n, int) and len(seq) * n > _MAX_ITEMS:
+                raise ChatTemplateError(f"chat template failed: '*' would make {len(seq) * n} items "
+                                        f"(at most {_MAX_ITEMS})")
+    elif operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right > 0:
+        bits = max(left.bit_length() - 1, 1) * right   # the result has at least this many bits
+        if bits > _MAX_POWER_BITS:
+            raise ChatTemplateError(f"chat template failed: '**' would make a number of {bits}+ bits "
+                                    f"(at most {_MAX_POWER_BITS})")
 
 
 def _raise_exception(message: str) -> None:
@@ -388,6 +408,8 @@ class ChatTemplate:
             raise ChatTemplateError(f"chat template failed: {type(exc).__name__}: {exc}") from None
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
             raise ChatTemplateError(f"chat template failed on these messages: {type(exc).__name__}: {exc}") from None
+        except (ArithmeticError, RecursionError, MemoryError) as exc:   # OverflowError: the sandbox's range limit
+            raise ChatTemplateError(f"chat template failed: {type(exc).__name__}: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from strata.engine.chat_template import (
@@ -103,6 +105,36 @@ def test_raise_exception_and_template_errors_are_chat_template_errors():
         ChatTemplate("  ")
     with pytest.raises(ChatTemplateError, match="failed"):
         ChatTemplate("{{ messages[0].content + 1 }}").render([{"role": "user", "content": "x"}])
+
+
+@pytest.mark.parametrize(
+    ("template", "says"),
+    [
+        ("{% for i in range(999999999) %}x{% endfor %}", "OverflowError: Range too big"),
+        ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "RecursionError"),
+        ("{{ 1 / 0 }}", "ZeroDivisionError"),
+        ("{{ 'x' * 10 ** 10 }}", "'*' would make 10000000000 items"),
+        ("{{ [1, 2] * 10 ** 9 }}", "'*' would make 2000000000 items"),
+        ("{{ 7 ** (10 ** 10) }}", "'**' would make a number of 20000000000+ bits"),
+    ],
+)
+def test_a_template_failing_any_way_is_a_chat_template_error(template, says):
+    """A model file's template is untrusted: whatever it does wrong at render time (a range too big, endless
+    recursion, a division by zero, a string or number too big to hold) is a ChatTemplateError naming it,
+    which the server answers as a bad request; OverflowError / RecursionError / ZeroDivisionError escaped
+    (GGUF fuzzing), and 'x' * 10 ** 10 allocated 10 GB. In a child under a 2 GiB address-space limit, so a
+    template that allocates fails there."""
+    code = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+        "from strata.engine.chat_template import ChatTemplate, ChatTemplateError\n"
+        "try:\n"
+        "    ChatTemplate(sys.argv[1]).render([{'role': 'user', 'content': 'x'}])\n"
+        "except ChatTemplateError as e:\n"
+        "    print('ChatTemplateError:', e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, template], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("ChatTemplateError:"), done.stdout + done.stderr[-800:]
+    assert says in done.stdout, done.stdout
 
 
 def test_sandbox_refuses_unsafe_access():
