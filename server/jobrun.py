@@ -64,6 +64,10 @@ class JobEvents:
                     continue
             if kind == "done":
                 self.done = True
+            elif not self.job.cancelled and client_gone(self.request):
+                # events that keep coming never let the wait above time out: a stream whose text is held
+                # back (a tool call being written) writes nothing that could fail, so look here too
+                self.scheduler.cancel(self.job)
             self._last_event = time.monotonic()
             return kind, payload
 
