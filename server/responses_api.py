@@ -422,6 +422,7 @@ class Events:
         self.resp = resp
         self.write = write
         self.n = 0
+        self.sent_at = time.monotonic()      # when the client last got an event
 
     @classmethod
     async def sse(cls, request: web.Request) -> Events:
@@ -431,6 +432,7 @@ class Events:
         event = {"type": kind, "sequence_number": self.n, **fields}
         await (self.write(event) if self.write is not None else send_sse(self.resp, event, kind))
         self.n += 1
+        self.sent_at = time.monotonic()
 
 
 # a stream quiet this long is told again that its response is in progress (see _stream)
@@ -506,9 +508,10 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape,
                 out = sink or await Events.sse(request)
                 await out.send("response.created", response=shape.response(None, []))
                 await out.send("response.in_progress", response=shape.response(None, []))
-            elif kind == "keepalive":
-                # quiet that long (waiting for a context, a long prompt being read): a real event, since
-                # Codex's stream idle timer counts events, not SSE comments
+            elif kind != "done" and time.monotonic() - out.sent_at >= KEEPALIVE_S:
+                # quiet that long (waiting for a context, a long prompt being read, a tool call held back
+                # until it is whole while its tokens come): a real event, since Codex's stream idle timer
+                # counts events, not SSE comments
                 await out.send("response.in_progress", response=shape.response(None, items))
             if kind == "logprobs" and track is not None:
                 track.add_tokens(payload)
