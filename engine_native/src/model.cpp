@@ -20,6 +20,13 @@ std::string shape_str(const std::vector<int64_t>& s) {
     return r + "]";
 }
 
+// %g: "-1", "1e-05", "nan", "inf" (std::to_string writes "-1.000000", and 0.000000 for 1e-7)
+std::string number_str(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
 struct loader {
     const gguf_file& f;
     const std::string& path;
@@ -404,6 +411,16 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     hp.n_ctx_train = f.get_int(a + ".context_length", 4096);
     hp.rms_eps = float(f.get_float(a + ".attention.layer_norm_rms_epsilon", 1e-5));
     hp.rope_freq_base = float(f.get_float(a + ".rope.freq_base", 10000.0));
+    // a crafted or damaged file's NaN, infinity (a double past float's range too) or negative number loaded and
+    // made every request's logits NaN: refused here, naming the key
+    if (!std::isfinite(hp.rms_eps) || hp.rms_eps < 0.0f) {
+        throw model_error("model " + path + ": " + a + ".attention.layer_norm_rms_epsilon " + number_str(hp.rms_eps) +
+                          " must be a finite number >= 0");
+    }
+    if (!std::isfinite(hp.rope_freq_base) || !(hp.rope_freq_base > 0.0f)) {
+        throw model_error("model " + path + ": " + a + ".rope.freq_base " + number_str(hp.rope_freq_base) +
+                          " must be a finite number > 0");
+    }
     // qwen2, qwen3, qwen3moe, gpt-oss, glm4moe, gemma3, seed_oss: NEOX
     hp.rope = a == "llama" || mistral3 || smollm3 || ds2 ? ROPE_NORM : ROPE_NEOX;
     if (glm) read_glm4moe_experts(f, path, hp);
@@ -458,15 +475,17 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
     if (scaling == "linear" || scaling == "yarn") {
         double factor = f.get_float(a + ".rope.scaling.factor", f.get_float(a + ".rope.scale_linear", 0.0));
         if (factor == 0.0) factor = 1.0;
-        if (!(factor > 0)) throw model_error("model " + path + ": rope.scaling.factor must be positive");
+        if (!(factor > 0) || !std::isfinite(float(factor))) {
+            throw model_error("model " + path + ": rope.scaling.factor " + number_str(factor) + " must be positive and finite");
+        }
         hp.rope_freq_scale = float(1.0 / factor);
     } else if (scaling != "none" && scaling != "") {
         throw model_error("model " + path + ": unsupported rope scaling '" + scaling + "' (supported: linear, yarn)");
     }
     hp.rope_attn_factor = float(f.get_float(a + ".rope.scaling.attn_factor", 1.0));
-    if (!(hp.rope_attn_factor > 0)) {
+    if (!(hp.rope_attn_factor > 0) || !std::isfinite(hp.rope_attn_factor)) {
         throw model_error("model " + path + ": rope.scaling.attn_factor " + std::to_string(hp.rope_attn_factor) +
-                          " must be positive");
+                          " must be positive and finite");
     }
     if (scaling == "yarn") {
         // llama.cpp reads no rope.scaling.yarn_* key for these architectures: ext_factor 1, beta_fast 32,
