@@ -184,9 +184,41 @@ def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
         return None, custom
     if isinstance(choice, dict) and choice.get("type") in ("function", "custom"):
         return only_named_tool(out, choice.get("name")), custom
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        return _allowed_tools(out, choice), custom
     if choice is not None and choice not in ("auto", "required") and not isinstance(choice, dict):
         raise APIError(400, "'tool_choice' must be 'none', 'auto', 'required' or an object", param="tool_choice")
-    return out, custom
+    return out, custom      # a hosted tool's choice (web search, ...): the model cannot run it, it chooses
+
+
+def _allowed_tools(tools: list[dict], choice: dict) -> list[dict] | None:
+    """The offered tools that `{"type": "allowed_tools", "mode": ..., "tools": [...]}` allows (its hosted
+    tools name nothing the model can run); 400 for a bad mode or a function or custom tool not in 'tools'."""
+    if choice.get("mode") not in ("auto", "required"):
+        raise APIError(400, f"'tool_choice.mode' must be 'auto' or 'required'; got {choice.get('mode')!r}",
+                       param="tool_choice")
+    listed = choice.get("tools")
+    if not isinstance(listed, list) or not all(isinstance(t, dict) for t in listed):
+        raise APIError(400, "'tool_choice.tools' must be an array of tools such as {\"type\": \"function\", "
+                            "\"name\": ...}", param="tool_choice")
+    names = [t.get("name") for t in listed if t.get("type") in ("function", "custom")]
+    offered = {t["function"]["name"] for t in tools}
+    for name in names:
+        if name not in offered:
+            raise APIError(400, f"'tool_choice.tools' names {name!r}, which is not in 'tools'", param="tool_choice")
+    allowed = [t for t in tools if t["function"]["name"] in names]
+    if not allowed and choice["mode"] == "required":
+        raise APIError(400, "'tool_choice' is 'allowed_tools' of mode 'required' but allows no tool the model can "
+                            "call", param="tool_choice")
+    return allowed or None
+
+
+def demands_call(choice: Any) -> bool:
+    """Whether `tool_choice` demands a call: 'required', a named tool, or allowed tools of mode 'required'."""
+    if isinstance(choice, dict):
+        return choice.get("type") in ("function", "custom") or (
+            choice.get("type") == "allowed_tools" and choice.get("mode") == "required")
+    return choice == "required"
 
 
 def parse_logprobs(body: dict) -> int | None:
@@ -254,9 +286,7 @@ async def answer(request: web.Request, state: Any, body: dict, sink: Events | No
               logprobs=parse_logprobs(body))
     shape = _Shape(body, body.get("model") or state.model_name, tools, custom,
                    answer_format(state.engine, tokens, messages))
-    choice = body.get("tool_choice")
-    job.answer_rule = answer_rule(wanted, tools, choice == "required" or isinstance(choice, dict), shape.fmt,
-                                  state.engine)
+    job.answer_rule = answer_rule(wanted, tools, demands_call(body.get("tool_choice")), shape.fmt, state.engine)
     if sink is not None or f.get_bool(body, "stream"):
         return await _stream(request, state, job, shape, sink)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()

@@ -191,3 +191,30 @@ def test_prompt_cache_key_names_the_conversation():
     assert a == _conversation({"prompt_cache_key": "session-a"}, msgs[:1])    # the key alone decides
     assert a != _conversation({"prompt_cache_key": "session-b"}, msgs)
     assert _conversation({}, msgs) == _conversation({"prompt_cache_key": ""}, msgs) == conversation_key(msgs)
+
+
+CLOCK = {"type": "function", "name": "clock", "description": "The time",
+         "parameters": {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 4}},
+                        "required": ["zone"]}}
+
+
+@pytest.mark.parametrize("choice,called", [
+    ({"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "clock"}]}, ["clock"]),
+    ({"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "clock"}]}, []),
+    ({"type": "web_search_preview"}, []),
+])
+def test_a_tool_choice_object_other_than_a_named_tool(oai, choice, called):
+    """openai's ToolChoiceAllowedParam (a subset of the tools, `mode` auto or required) and a hosted tool's
+    choice: any tool_choice object demanded a call of any tool before (a call of get_weather for each of
+    these three). Allowed tools offer that subset, demanded only with `mode: required`; a hosted tool's
+    choice (the model cannot run hosted tools) leaves the model free, as `auto`."""
+    r = ask(oai, "What time is it?", tools=[WEATHER, CLOCK], tool_choice=choice, max_output_tokens=200)
+    assert [o.name for o in r.output if o.type == "function_call"] == called, r.output
+    assert r.tool_choice.type == choice["type"]
+
+
+def test_allowed_tools_naming_no_offered_tool_is_a_400(oai):
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(oai, "hi", tools=[WEATHER], tool_choice={"type": "allowed_tools", "mode": "required",
+                                                     "tools": [{"type": "function", "name": "nope"}]})
+    assert "'tool_choice.tools' names 'nope', which is not in 'tools'" in e.value.body["message"], e.value.body
