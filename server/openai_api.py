@@ -152,6 +152,8 @@ def parse_tools(body: dict) -> list[dict] | None:
         return None
     if choice is not None and choice not in ("auto", "required") and not isinstance(choice, dict):
         raise APIError(400, "'tool_choice' must be 'none', 'auto', 'required' or an object", param="tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        return allowed_tools(out, choice.get("allowed_tools"))
     if isinstance(choice, dict):          # a named function: only that one is offered
         name = (choice.get("function") or {}).get("name") if isinstance(choice.get("function"), dict) else None
         if not isinstance(name, str) or not name:
@@ -159,6 +161,33 @@ def parse_tools(body: dict) -> list[dict] | None:
                                 "{\"type\": \"function\", \"function\": {\"name\": ...}}", param="tool_choice")
         return only_named_tool(out, name)
     return out
+
+
+def allowed_tools(tools: list[dict], allowed: Any) -> list[dict]:
+    """The tools `tool_choice: {"type": "allowed_tools", "allowed_tools": {"mode", "tools"}}` (openai's
+    ChatCompletionAllowedToolChoiceParam) allows; 400 for a bad mode or a tool not in 'tools'."""
+    if not isinstance(allowed, dict) or allowed.get("mode") not in ("auto", "required"):
+        raise APIError(400, "'tool_choice.allowed_tools' must be an object whose 'mode' is 'auto' or 'required'",
+                       param="tool_choice")
+    listed = allowed.get("tools")
+    if not isinstance(listed, list) or not listed:
+        raise APIError(400, "'tool_choice.allowed_tools.tools' must be a non-empty array of tools such as "
+                            "{\"type\": \"function\", \"function\": {\"name\": ...}}", param="tool_choice")
+    names = []
+    for w, t in f.objects(listed, "tool_choice.allowed_tools.tools"):
+        name = t["function"].get("name") if isinstance(t.get("function"), dict) else None
+        if name not in {o["function"]["name"] for o in tools}:
+            raise APIError(400, f"{w} names {name!r}, which is not in 'tools'", param="tool_choice")
+        names.append(name)
+    return [t for t in tools if t["function"]["name"] in names]
+
+
+def demands_call(choice: Any) -> bool:
+    """Whether chat's `tool_choice` demands a call: 'required', a named function, or allowed tools of mode
+    'required'."""
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        return isinstance(choice.get("allowed_tools"), dict) and choice["allowed_tools"].get("mode") == "required"
+    return choice == "required" or isinstance(choice, dict)
 
 
 def parse_logit_bias(body: dict, n_vocab: int) -> tuple[tuple[int, float], ...]:
@@ -232,8 +261,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
               conversation=conversation_of(body, messages), ignore_eos=f.get_bool(body, "ignore_eos"))
     model = body.get("model") or state.model_name
     fmt = answer_format(state.engine, tokens, messages)
-    choice = body.get("tool_choice")
-    job.answer_rule = answer_rule(wanted, tools, choice == "required" or isinstance(choice, dict), fmt, state.engine)
+    job.answer_rule = answer_rule(wanted, tools, demands_call(body.get("tool_choice")), fmt, state.engine)
     job.logprobs = _chat_logprobs(body)
     opts = body.get("stream_options")
     if opts is not None and not isinstance(opts, dict):

@@ -383,3 +383,27 @@ def test_a_quiet_responses_stream_is_told_it_is_in_progress(oai, tiny_server, mo
         e.delta for e in oai.responses.create(model="m", input="Say hi", max_output_tokens=12, temperature=0,
                                                stream=True) if e.type == "response.output_text.delta"))
     assert streamed == plain
+
+
+CHAT_TOOLS = [{"type": "function", "function": {"name": name, "parameters": {
+    "type": "object", "properties": {"x": {"type": "string", "maxLength": 4}}, "required": ["x"]}}}
+    for name in ("get_weather", "clock")]
+
+
+@pytest.mark.parametrize("mode,called", [("required", ["clock"]), ("auto", [])])
+def test_chat_allowed_tools_offer_that_subset(oai, mode, called):
+    """openai's ChatCompletionAllowedToolChoiceParam: the allowed tools are offered, a call demanded only
+    with mode 'required' (a 400 before: "'tool_choice' as an object must name a function")."""
+    choice = {"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": [
+        {"type": "function", "function": {"name": "clock"}}]}}
+    r = chat(oai, [{"role": "user", "content": "What time is it?"}], tools=CHAT_TOOLS, tool_choice=choice,
+             max_tokens=200)
+    assert [c.function.name for c in r.choices[0].message.tool_calls or []] == called, r.choices[0].message
+
+
+def test_chat_allowed_tools_naming_no_offered_tool_is_a_400(oai):
+    choice = {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
+        {"type": "function", "function": {"name": "nope"}}]}}
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(oai, [{"role": "user", "content": "hi"}], tools=CHAT_TOOLS, tool_choice=choice)
+    assert "tool_choice.allowed_tools.tools[0] names 'nope', which is not in 'tools'" in e.value.body["message"]
