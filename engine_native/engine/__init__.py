@@ -113,6 +113,7 @@ class Engine:
                                       max_chunk=_positive_int("max_chunk", max_chunk), pack_weights=pack_weights,
                                       **({"backend": backend} if backend != "cpu" else {}))
         hp = self._native.hparams()
+        _check_vocabulary_fits(self._gguf, self.model_path)
         self.arch: str = hp["arch"]
         self.n_vocab: int = hp["n_vocab"]
         self.n_ctx_train: int = hp["n_ctx_train"]
@@ -358,8 +359,21 @@ def check_model(path) -> dict:
     from strata.engine.tokenizer import check_vocabulary
 
     facts = dict(_engine.check_model(os.fspath(path)))
-    check_vocabulary(GGUFFile(path).metadata)
+    gguf = GGUFFile(path)
+    check_vocabulary(gguf.metadata)
+    _check_vocabulary_fits(gguf, os.fspath(path))
     return facts
+
+
+def _check_vocabulary_fits(gguf: GGUFFile, path: str) -> None:
+    """ModelError when the tokenizer has more tokens than token_embd.weight has rows (a crafted or mismatched
+    file; llama.cpp refuses it by the embedding's shape): every prompt holding one of the extra tokens would
+    fail. Fewer tokens than rows (padding rows) are fine."""
+    tokens = gguf.metadata.get("tokenizer.ggml.tokens")
+    embd = next((t for t in gguf.tensors if t.name == "token_embd.weight"), None)
+    if isinstance(tokens, list) and embd is not None and len(embd.shape) == 2 and len(tokens) > embd.shape[1]:
+        raise ModelError(f"model {path}: tokenizer.ggml.tokens has {len(tokens)} tokens, more than the "
+                         f"{embd.shape[1]} rows of token_embd.weight (the model has no embedding for the rest)")
 
 
 __all__ = ["Engine", "EngineError", "GGUFError", "GGUFFile", "GGUFTensor", "ModelError", "build_info",

@@ -122,3 +122,33 @@ def test_copy_into_a_smaller_context_is_refused(engine):
         engine.copy(0, 1, 20)
     engine.copy(0, 1, 16)
     assert engine.context_tokens(1) == list(range(3, 19))
+
+
+def test_a_vocabulary_larger_than_the_embedding_is_refused_at_load(tiny_model_factory, tmp_path):
+    """tokenizer.ggml.tokens longer than token_embd.weight's rows (a crafted or mismatched file; llama.cpp
+    refuses it by the embedding's shape): the model loaded, then every prompt holding one of the extra tokens
+    (a BOS among them, at every request) failed with 'token id 530 ... is outside the vocabulary [0, 512)'
+    (GGUF fuzzing). Fewer tokens than rows (padding rows) stay fine."""
+    from strata.engine import check_model
+
+    from tests.fixtures.gguf_bytes import ARRAY, INT32, STRING, UINT32, Val
+    from tests.fixtures.gguf_rewrite import rewrite_metadata
+
+    src = tiny_model_factory(dtype="F32", seed=2, n_vocab=512)
+    md = GGUFFile(src).metadata
+    extra = [f"<|extra{i}|>" for i in range(21)]
+    longer = rewrite_metadata(src, tmp_path / "longer.gguf", {
+        "tokenizer.ggml.tokens": Val(ARRAY, md["tokenizer.ggml.tokens"] + extra, STRING),
+        "tokenizer.ggml.token_type": Val(ARRAY, md["tokenizer.ggml.token_type"] + [3] * 21, INT32),
+        "tokenizer.ggml.bos_token_id": Val(UINT32, 530), "llama.vocab_size": None})
+    says = "tokenizer.ggml.tokens has 533 tokens, more than the 512 rows of token_embd.weight"
+    with pytest.raises(ModelError, match=says):
+        Engine(longer, n_ctx=16)
+    with pytest.raises(ValueError, match=says):
+        check_model(longer)
+    shorter = rewrite_metadata(src, tmp_path / "shorter.gguf", {
+        "tokenizer.ggml.tokens": Val(ARRAY, md["tokenizer.ggml.tokens"][:500], STRING),
+        "tokenizer.ggml.token_type": Val(ARRAY, md["tokenizer.ggml.token_type"][:500], INT32)})
+    check_model(shorter)
+    e = Engine(shorter, n_ctx=16)
+    assert e.n_vocab == 512 and e.tokenizer.n_vocab == 500
