@@ -83,7 +83,7 @@ def cuda_lacks(arch: str | None, n_expert: int, attn_temperature: float, file_ty
         return "gemma3's GeGLU, sandwich norms and windowed layers"
     if arch == "smollm3":
         return "SmolLM3's layers without RoPE"
-    if file_type in CPU_ONLY_FILE_TYPES:
+    if isinstance(file_type, int) and file_type in CPU_ONLY_FILE_TYPES:   # a crafted file's may be a list
         return f"{CPU_ONLY_FILE_TYPES[file_type]} weights"
     return "an attention temperature (mistral3's attention.temperature_scale)" if attn_temperature else ""
 

@@ -152,3 +152,20 @@ def test_a_vocabulary_larger_than_the_embedding_is_refused_at_load(tiny_model_fa
     check_model(shorter)
     e = Engine(shorter, n_ctx=16)
     assert e.n_vocab == 512 and e.tokenizer.n_vocab == 500
+
+
+def test_a_file_type_of_another_type_is_no_cpu_only_question(tiny_model_factory, tmp_path):
+    """general.file_type an array or a string (a crafted file; the engine never reads it): `strata serve
+    --backend cuda` asked cuda_lacks_of and raised TypeError: unhashable type: 'list' (a traceback), as did
+    Engine(backend auto) on a CUDA machine through cpu_only. It is no CPU-only file type."""
+    from strata.engine.gpu import cuda_lacks_of
+
+    from strata.model_shape import cpu_only
+    from tests.fixtures.gguf_bytes import ARRAY, INT32, STRING, Val
+    from tests.fixtures.gguf_rewrite import rewrite_metadata
+
+    src = tiny_model_factory(dtype="F32", seed=2)
+    for i, value in enumerate([Val(ARRAY, [10, 11], INT32), Val(STRING, "Q2_K")]):
+        path = rewrite_metadata(src, tmp_path / f"ft{i}.gguf", {"general.file_type": value})
+        assert cuda_lacks_of(path) == ""
+        assert cpu_only(GGUFFile(path).metadata) is False
