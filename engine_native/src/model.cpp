@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <utility>
 
 #include "quants.h"
@@ -106,6 +107,24 @@ struct loader {
         return out;
     }
 };
+
+// Each of a set of optional vectors present, or none: "model P: blk.0.attn_q.bias without blk.0.attn_k.bias".
+void require_together(const std::string& path, const std::string& prefix,
+                      std::initializer_list<std::pair<const char*, const std::vector<float>*>> set) {
+    const char* present = nullptr;
+    const char* missing = nullptr;
+    for (const auto& [name, v] : set) {
+        if (v->empty()) {
+            if (!missing) missing = name;
+        } else if (!present) {
+            present = name;
+        }
+    }
+    if (present && missing) {
+        throw model_error("model " + path + ": " + prefix + present + " without " + prefix + missing +
+                          " (the engine reads these together)");
+    }
+}
 
 // llama.cpp's get_mscale (llama-context.cpp): YaRN's factor 1 + 0.1 m ln(factor) for a context stretched
 // by `factor`, 1 when it is not stretched (factor <= 1)
@@ -599,6 +618,10 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
         bool qk_norm = a == "qwen3" || a == "qwen3moe" || gemma;
         L.q_norm = ld.vec(p + "attn_q_norm.weight", hp.head_dim, qk_norm);
         L.k_norm = ld.vec(p + "attn_k_norm.weight", hp.head_dim, qk_norm);
+        // optional where the file has them, but the forward pass adds Q, K and V biases together and norms Q
+        // and K together: a file with a part of a set (crafted or damaged) read a null vector, refused here
+        require_together(path, p, {{"attn_q.bias", &L.bq}, {"attn_k.bias", &L.bk}, {"attn_v.bias", &L.bv}});
+        require_together(path, p, {{"attn_q_norm.weight", &L.q_norm}, {"attn_k_norm.weight", &L.k_norm}});
     }
     return m;
 }
