@@ -306,7 +306,9 @@ mapped_file::~mapped_file() {
 }
 #else
 mapped_file::mapped_file(const std::string& path, bool random_access) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a named pipe opens at once (and is refused below as no regular file) instead of waiting
+    // for a writer forever; it changes nothing for a regular file
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw gguf_error("GGUF " + path + ": cannot open: " + std::strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {

@@ -6,7 +6,10 @@ Files are written with the gguf package's writer, then damaged byte by byte.
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import gguf
@@ -130,6 +133,20 @@ def test_missing_file_and_empty_file(tmp_path):
         GGUFFile(tmp_path / "nope.gguf")
     with pytest.raises(GGUFError, match="truncated"):
         load_bytes(tmp_path, b"")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_named_pipe_is_refused_at_once(tmp_path):
+    """A FIFO named like a model (found by fuzzing the readers, session 19): open() waited for a writer
+    forever before the reader could see it is no regular file. In a child, so a hang fails the test."""
+    fifo = tmp_path / "pipe.gguf"
+    os.mkfifo(fifo)
+    code = "import sys\nfrom strata.engine import GGUFFile\nGGUFFile(sys.argv[1])\n"
+    try:
+        done = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("opening a named pipe still waits after 60 s")
+    assert done.returncode == 1 and "not a regular file" in done.stderr, done.stderr[-500:]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
