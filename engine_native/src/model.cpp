@@ -240,7 +240,7 @@ void read_glm4moe_experts(const gguf_file& f, const std::string& path, model_hpa
                           std::to_string(hp.n_layer_dense_lead) + ")");
     }
     const double scale = f.get_float(a + ".expert_weights_scale", 0.0);
-    if (!std::isfinite(scale) || scale < 0) {
+    if (!std::isfinite(float(scale)) || scale < 0) {   // float: a double past float's range is infinite there
         throw model_error("model " + path + ": " + a + ".expert_weights_scale " + std::to_string(scale) + " is invalid");
     }
     hp.expert_weights_scale = scale == 0.0 ? 1.0f : float(scale);
@@ -279,7 +279,7 @@ void read_gemma3(const gguf_file& f, const std::string& path, model_hparams& hp)
     hp.embd_scale = std::sqrt(float(hp.n_embd));
     hp.attn_scale = hp.n_layer == 62 ? 1.0f / std::sqrt(float(hp.n_embd / hp.n_head)) : 1.0f / std::sqrt(float(hp.head_dim));
     const double cap = f.get_float(a + ".final_logit_softcapping", 0.0);
-    if (!std::isfinite(cap) || cap < 0) {
+    if (!std::isfinite(float(cap)) || cap < 0) {   // float: a double past float's range is infinite there
         throw model_error("model " + path + ": final_logit_softcapping " + std::to_string(cap) + " is invalid");
     }
     hp.final_logit_softcap = float(cap);
@@ -456,7 +456,7 @@ std::unique_ptr<model> model_load(std::shared_ptr<gguf_file> file) {
         // the windowed layers' RoPE base, as llama.cpp's: gpt-oss's the other layers' unless the file says,
         // gemma3's 10000 unless it says, and unscaled (its global layers carry the file's linear factor)
         const double base_swa = f.get_float(a + ".rope.freq_base_swa", oss ? hp.rope_freq_base : 10000.0);
-        if (!(base_swa > 0.0) || !std::isfinite(base_swa)) {
+        if (!(base_swa > 0.0) || !std::isfinite(float(base_swa))) {
             throw model_error("model " + path + ": rope.freq_base_swa " + std::to_string(base_swa) + " must be positive");
         }
         if (float(base_swa) != hp.rope_freq_base) hp.rope_freq_base_swa = float(base_swa);

@@ -42,3 +42,16 @@ def test_the_untouched_rewrite_loads(tiny_model_factory, tmp_path):
     path = rewrite_metadata(src, tmp_path / "same.gguf", {})
     e = engine.Engine(path, n_ctx=64, n_threads=1)
     assert e.generate(e.tokenize("hello"), 2)
+
+
+@pytest.mark.parametrize(("arch", "key", "says"), [
+    ("gemma3", "gemma3.final_logit_softcapping", "final_logit_softcapping"),
+    ("gemma3", "gemma3.rope.freq_base_swa", "rope.freq_base_swa"),
+])
+def test_a_double_past_float_range_is_refused(tiny_model_factory, tmp_path, arch, key, says):
+    """1e300 as a FLOAT64 is finite as a double and infinite as the float the engine keeps: it passed the
+    check on the double and made the logits NaN (GGUF fuzzing of a tiny gemma3)."""
+    src = tiny_model_factory(arch=arch, n_vocab=512, seed=4)
+    path = rewrite_metadata(src, tmp_path / "crafted.gguf", {key: Val(FLOAT64, 1e300)})
+    with pytest.raises(ValueError, match=says):
+        engine.Engine(path, n_ctx=64, n_threads=1)
