@@ -29,6 +29,7 @@ from strata.server.prompting import (
     check_fits,
     conversation_key,
     only_named_tool,
+    only_named_tools,
     reasoning_effort,
     render_chat_async,
     split_answer,
@@ -173,13 +174,8 @@ def allowed_tools(tools: list[dict], allowed: Any) -> list[dict]:
     if not isinstance(listed, list) or not listed:
         raise APIError(400, "'tool_choice.allowed_tools.tools' must be a non-empty array of tools such as "
                             "{\"type\": \"function\", \"function\": {\"name\": ...}}", param="tool_choice")
-    names = []
-    for w, t in f.objects(listed, "tool_choice.allowed_tools.tools"):
-        name = t["function"].get("name") if isinstance(t.get("function"), dict) else None
-        if name not in {o["function"]["name"] for o in tools}:
-            raise APIError(400, f"{w} names {name!r}, which is not in 'tools'", param="tool_choice")
-        names.append(name)
-    return [t for t in tools if t["function"]["name"] in names]
+    return only_named_tools(tools, [(w, t["function"].get("name") if isinstance(t.get("function"), dict) else None)
+                                    for w, t in f.objects(listed, "tool_choice.allowed_tools.tools")])
 
 
 def demands_call(choice: Any) -> bool:

@@ -200,10 +200,18 @@ def split_prefill(messages: list[dict]) -> tuple[list[dict], str]:
 def only_named_tool(tools: list[dict], name: Any) -> list[dict]:
     """A tool_choice naming one function (either API): only that tool is offered; 400 when it is not in
     'tools'. `tools` are in the normalised (OpenAI function) shape."""
-    named = [t for t in tools if t["function"]["name"] == name]
-    if not named:
-        raise APIError(400, f"'tool_choice' names {name!r}, which is not in 'tools'", param="tool_choice")
-    return named
+    return only_named_tools(tools, [("'tool_choice'", name)])
+
+
+def only_named_tools(tools: list[dict], named: list[tuple[str, Any]]) -> list[dict]:
+    """The offered tools a tool_choice names, as (where it names it, name) pairs (one named function, or
+    `allowed_tools`): 400 for a name not in 'tools'. `tools` are in the normalised shape."""
+    offered = {t["function"]["name"] for t in tools}
+    for where, name in named:
+        if name not in offered:
+            raise APIError(400, f"{where} names {name!r}, which is not in 'tools'", param="tool_choice")
+    names = {name for _, name in named}
+    return [t for t in tools if t["function"]["name"] in names]
 
 
 def conversation_key(messages: list[dict]) -> str:

@@ -39,6 +39,7 @@ from strata.server.prompting import (
     call_id,
     check_fits,
     only_named_tool,
+    only_named_tools,
     reasoning_effort,
     render_chat_async,
     split_answer,
@@ -201,12 +202,8 @@ def _allowed_tools(tools: list[dict], choice: dict) -> list[dict] | None:
     if not isinstance(listed, list) or not all(isinstance(t, dict) for t in listed):
         raise APIError(400, "'tool_choice.tools' must be an array of tools such as {\"type\": \"function\", "
                             "\"name\": ...}", param="tool_choice")
-    names = [t.get("name") for t in listed if t.get("type") in ("function", "custom")]
-    offered = {t["function"]["name"] for t in tools}
-    for name in names:
-        if name not in offered:
-            raise APIError(400, f"'tool_choice.tools' names {name!r}, which is not in 'tools'", param="tool_choice")
-    allowed = [t for t in tools if t["function"]["name"] in names]
+    allowed = only_named_tools(tools, [("'tool_choice.tools'", t.get("name")) for t in listed
+                                       if t.get("type") in ("function", "custom")])
     if not allowed and choice["mode"] == "required":
         raise APIError(400, "'tool_choice' is 'allowed_tools' of mode 'required' but allows no tool the model can "
                             "call", param="tool_choice")
