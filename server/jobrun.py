@@ -56,20 +56,23 @@ class JobEvents:
                 try:
                     kind, payload = await asyncio.wait_for(self.job.events.get(), CLIENT_CHECK_S)
                 except asyncio.TimeoutError:
-                    if client_gone(self.request) and not self.job.cancelled:
-                        self.scheduler.cancel(self.job)
+                    self._cancel_if_client_gone()
                     if self.keepalive_s is not None and time.monotonic() - self._last_event >= self.keepalive_s:
                         self._last_event = time.monotonic()
                         return "keepalive", None
                     continue
             if kind == "done":
                 self.done = True
-            elif not self.job.cancelled and client_gone(self.request):
+            else:
                 # events that keep coming never let the wait above time out: a stream whose text is held
                 # back (a tool call being written) writes nothing that could fail, so look here too
-                self.scheduler.cancel(self.job)
+                self._cancel_if_client_gone()
             self._last_event = time.monotonic()
             return kind, payload
+
+    def _cancel_if_client_gone(self) -> None:
+        if not self.job.cancelled and client_gone(self.request):
+            self.scheduler.cancel(self.job)
 
     def close(self) -> None:
         if not self.done:
