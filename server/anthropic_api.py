@@ -20,6 +20,7 @@ from strata.server.anthropic_text import parse_system, system_message, text_of_b
 from strata.server.errors import APIError
 from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
+from strata.server.one_call import first_call_end, one_call_format
 from strata.server.openai_api import parse_sampling, ready_state
 from strata.server.prompting import (
     PLAIN,
@@ -231,8 +232,11 @@ async def messages(request: web.Request) -> web.StreamResponse:
               conversation=conversation_key(msgs))
     model = body.get("model") or state.model_name
     mid = f"msg_{uuid.uuid4().hex[:24]}"
-    fmt = answer_format(state.engine, tokens, msgs)
+    choice = body.get("tool_choice") if isinstance(body.get("tool_choice"), dict) else {}
+    fmt = one_call_format(answer_format(state.engine, tokens, msgs), choice.get("disable_parallel_tool_use"),
+                          "tool_choice.disable_parallel_tool_use", disable=True)
     job.answer_rule = held_to(body, tools, fmt, split_prefill(msgs)[1], state.engine)
+    job.call_end = first_call_end(fmt, tools)
     if f.get_bool(body, "stream"):
         return await _stream(request, state, job, model, mid, tools, fmt)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()

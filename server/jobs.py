@@ -79,6 +79,8 @@ class Job:
     cancelled: bool = False       # set by the handler when its client went away; read by the worker
     answer_rule: Any = None       # structured_output.JsonFormat (response_format) or ForcedCall (a call demanded)
     logprobs: int | None = None   # report each generated token's log-probability and this many alternatives
+    # ends the answer once it holds a whole tool call (parallel calls turned off): one_call.FirstCallEnd
+    call_end: Any = None
 
 
 # Streamed text waits up to this long to travel with the next steps' text (one wake-up of the loop and

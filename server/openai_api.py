@@ -20,6 +20,7 @@ from strata.server.errors import APIError
 from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_keepalive, send_sse
 from strata.server.jobs import Completion, Job
 from strata.server.keys import STATE, ServerState
+from strata.server.one_call import first_call_end, one_call_format
 from strata.server.prompting import (
     PLAIN,
     AnswerFormat,
@@ -256,8 +257,10 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
               sampling=parse_sampling(body, n_vocab=state.engine.n_vocab), stop=f.get_stop(body, "stop"),
               conversation=conversation_of(body, messages), ignore_eos=f.get_bool(body, "ignore_eos"))
     model = body.get("model") or state.model_name
-    fmt = answer_format(state.engine, tokens, messages)
+    fmt = one_call_format(answer_format(state.engine, tokens, messages), body.get("parallel_tool_calls"),
+                          "parallel_tool_calls")
     job.answer_rule = answer_rule(wanted, tools, demands_call(body.get("tool_choice")), fmt, state.engine)
+    job.call_end = first_call_end(fmt, tools)
     job.logprobs = _chat_logprobs(body)
     opts = body.get("stream_options")
     if opts is not None and not isinstance(opts, dict):

@@ -393,6 +393,8 @@ class AnswerFormat:
     # ids the request's calls and results hold: an id the model wrote again is not handed out (models copy
     # ids; Anthropic refuses repeated tool_use ids and agents pair results by id)
     taken_ids: frozenset[str] = frozenset()
+    # parallel tool calls turned off (one_call.py): the answer's first call only
+    one_call: bool = False
 
 
 PLAIN = AnswerFormat()
@@ -432,10 +434,16 @@ def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None) -> tupl
     (a Harmony call of a tool not offered is dropped, as llama.cpp drops it)."""
     if fmt.harmony:
         answer = parse_harmony(text)
-        return answer.reasoning, answer.content, answer.calls if tools else []
+        return answer.reasoning, answer.content, _first_if_one(answer.calls, fmt) if tools else []
     reasoning, rest = split_reasoning(text, fmt.opened, fmt.think)
     content, calls = split_tool_calls(rest, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
-    return reasoning, content, _fresh_ids(calls, fmt.taken_ids)
+    return reasoning, content, _fresh_ids(_first_if_one(calls, fmt), fmt.taken_ids)
+
+
+def _first_if_one(calls: list[dict], fmt: AnswerFormat) -> list[dict]:
+    """The calls an answer carries: only the first when parallel calls are off (calls that closed together,
+    one_call.py)."""
+    return calls[:1] if fmt.one_call else calls
 
 
 class AnswerStream:
@@ -467,9 +475,9 @@ class AnswerStream:
 
     def finish(self, full_text: str) -> tuple[list[tuple[str, str]], str, list[dict]]:
         if self._harmony is not None:
-            return self._harmony.finish(), "", self._harmony.calls if self._tools else []
+            return self._harmony.finish(), "", _first_if_one(self._harmony.calls, self._fmt) if self._tools else []
         pieces = self._gated(self._thinking.finish())
         if self._gate is None:
             return pieces, "", []
         rest, calls = self._gate.finish(split_reasoning(full_text, self._fmt.opened, self._fmt.think)[1])
-        return pieces, rest, _fresh_ids(calls, self._fmt.taken_ids)
+        return pieces, rest, _fresh_ids(_first_if_one(calls, self._fmt), self._fmt.taken_ids)

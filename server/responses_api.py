@@ -29,6 +29,7 @@ from strata.server import fields as f
 from strata.server.errors import APIError
 from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
+from strata.server.one_call import first_call_end, one_call_format
 from strata.server.openai_api import MAX_TOP_LOGPROBS, parse_sampling, ready_state, tool_output_text
 from strata.server.openai_api import conversation_of as _conversation
 from strata.server.prompting import (
@@ -281,9 +282,11 @@ async def answer(request: web.Request, state: Any, body: dict, sink: Events | No
               max_tokens=f.get_max_tokens(body, ("max_output_tokens",), state.config.max_tokens_default),
               sampling=parse_sampling(body), stop=(), conversation=_conversation(body, messages),
               logprobs=parse_logprobs(body))
-    shape = _Shape(body, body.get("model") or state.model_name, tools, custom,
-                   answer_format(state.engine, tokens, messages))
+    fmt = one_call_format(answer_format(state.engine, tokens, messages), body.get("parallel_tool_calls"),
+                          "parallel_tool_calls")
+    shape = _Shape(body, body.get("model") or state.model_name, tools, custom, fmt)
     job.answer_rule = answer_rule(wanted, tools, demands_call(body.get("tool_choice")), shape.fmt, state.engine)
+    job.call_end = first_call_end(fmt, tools)
     if sink is not None or f.get_bool(body, "stream"):
         return await _stream(request, state, job, shape, sink)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()

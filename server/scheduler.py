@@ -679,8 +679,8 @@ class Scheduler:
         out = row.stopper.feed(piece) if piece else ""
         if out and row.job.stream:
             self._outbox.post(row.job, "text", out)
-        if row.stopper.matched is not None:
-            self._finish(row, "stop")
+        if row.stopper.matched is not None or (out and row.job.call_end is not None and row.job.call_end.feed(out)):
+            self._finish(row, "stop")       # a stop sequence, or the one call allowed is whole
         elif len(row.generated) >= row.max_tokens or len(self.table[row.ctx].tokens) + 1 >= \
                 self.table[row.ctx].capacity:
             self._finish(row, "length")
