@@ -32,6 +32,7 @@ from strata.server.prompting import (
     only_named_tool,
     only_named_tools,
     reasoning_effort,
+    reasoning_tokens,
     render_chat_async,
     split_answer,
     template_kwargs,
@@ -360,7 +361,7 @@ def chat_response(completion: Completion, model: str, tools: list[dict] | None, 
         "choices": [{"index": 0, "message": message, "finish_reason": finish,
                      "logprobs": chat_logprobs(tokenizer, completion.logprobs)
                      if completion.logprobs is not None and tokenizer is not None else None}],
-        "usage": usage(completion), "timings": completion.timings,
+        "usage": usage(completion, fmt, tokenizer), "timings": completion.timings,
     }
 
 
@@ -440,10 +441,14 @@ async def model(request: web.Request) -> web.Response:
 
 # ----- shaping -----
 
-def usage(c: Completion) -> dict:
-    return {"prompt_tokens": c.prompt_tokens, "completion_tokens": len(c.tokens),
-            "total_tokens": c.prompt_tokens + len(c.tokens),
-            "prompt_tokens_details": {"cached_tokens": c.cached_tokens}}
+def usage(c: Completion, fmt: AnswerFormat | None = None, tokenizer: Any = None) -> dict:
+    """Chat's and completions' usage; for chat (`fmt` given) with the tokens spent reasoning too."""
+    out = {"prompt_tokens": c.prompt_tokens, "completion_tokens": len(c.tokens),
+           "total_tokens": c.prompt_tokens + len(c.tokens),
+           "prompt_tokens_details": {"cached_tokens": c.cached_tokens}}
+    if fmt is not None:
+        out["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens(c.tokens, fmt, tokenizer)}
+    return out
 
 
 def _finish_reason(c: Completion) -> str:
@@ -556,7 +561,8 @@ async def _stream_chat(request: web.Request, state: ServerState, job: Job, model
                     finish = _calls_finish_reason(c)
                 await send_sse(resp, _chunk(cid, model, {}, finish, {"timings": c.timings}))
                 if include_usage:
-                    await send_sse(resp, {**_chunk(cid, model, {}, None), "choices": [], "usage": usage(c)})
+                    await send_sse(resp, {**_chunk(cid, model, {}, None), "choices": [],
+                                          "usage": usage(c, fmt, state.engine.tokenizer)})
                 await send_sse(resp, "[DONE]")
     except (ConnectionResetError, ConnectionError):
         pass

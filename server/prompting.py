@@ -30,6 +30,7 @@ from strata.server.reasoning import (
     THINK_TAGS,
     ReasoningGate,
     reasoning_tags,
+    reasoning_token_count,
     split_reasoning,
     thinking_opened,
 )
@@ -444,6 +445,21 @@ def _first_if_one(calls: list[dict], fmt: AnswerFormat) -> list[dict]:
     """The calls an answer carries: only the first when parallel calls are off (calls that closed together,
     one_call.py)."""
     return calls[:1] if fmt.one_call else calls
+
+
+# a gpt-oss answer's reasoning: its analysis message, which opens the answer and ends at <|end|>
+HARMONY_ANALYSIS_TAGS = ("<|channel|>analysis", "<|end|>")
+
+
+def reasoning_tokens(tokens: Sequence[int], fmt: AnswerFormat, tokenizer: Any) -> int:
+    """How many of an answer's tokens are its reasoning (OpenAI's `reasoning_tokens`): those of the
+    `<think>` block split_answer reads as reasoning, or of gpt-oss's analysis message."""
+    if tokenizer is None or not tokens:
+        return 0
+    pieces = [tokenizer.token_bytes(int(t)) for t in tokens]
+    if fmt.harmony:
+        return reasoning_token_count(pieces, False, HARMONY_ANALYSIS_TAGS)
+    return reasoning_token_count(pieces, fmt.opened, fmt.think)
 
 
 class AnswerStream:

@@ -11,6 +11,8 @@ THINK_TAGS unless given):
 - `split_reasoning(text, opened)`: (the reasoning or None, the answer after it), for a finished answer.
 - `ReasoningGate(opened)`: the same routing for a streamed answer, piece by piece; what it emits, joined,
   equals what split_reasoning returns.
+- `reasoning_token_count(pieces, opened)`: how many of the answer's tokens are its reasoning (the APIs'
+  `reasoning_tokens`).
 
 The reasoning is stripped of the whitespace around it and the answer of the whitespace before it, as
 these templates write them back into a prompt. Not here: what each API does with it (its module), tool
@@ -53,6 +55,29 @@ def split_reasoning(text: str, opened: bool, tags: tuple[str, str] = THINK_TAGS)
     if end < 0:
         return body.strip(), ""
     return body[:end].strip(), body[end + len(closer):].lstrip()
+
+
+def reasoning_token_count(pieces: list[bytes], opened: bool, tags: tuple[str, str] = THINK_TAGS) -> int:
+    """How many of an answer's tokens (each one's bytes, in order) it spent reasoning, as split_reasoning
+    reads it: those through the one that ends the closing tag; all of them when it never closes (cut off
+    while thinking); 0 for an answer that does not think."""
+    text = b"".join(pieces)
+    opener, closer = tags[0].encode(), tags[1].encode()
+    start = 0
+    if not opened:
+        head = text.lstrip()
+        if not head.startswith(opener):
+            return 0
+        start = len(text) - len(head) + len(opener)
+    end = text.find(closer, start)
+    if end < 0:
+        return len(pieces)
+    end, total = end + len(closer), 0
+    for i, piece in enumerate(pieces):
+        total += len(piece)
+        if total >= end:
+            return i + 1
+    return len(pieces)
 
 
 def _held_tail(text: str, closer: str) -> int:

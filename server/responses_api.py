@@ -42,6 +42,7 @@ from strata.server.prompting import (
     only_named_tool,
     only_named_tools,
     reasoning_effort,
+    reasoning_tokens,
     render_chat_async,
     split_answer,
 )
@@ -284,7 +285,7 @@ async def answer(request: web.Request, state: Any, body: dict, sink: Events | No
               logprobs=parse_logprobs(body))
     fmt = one_call_format(answer_format(state.engine, tokens, messages), body.get("parallel_tool_calls"),
                           "parallel_tool_calls")
-    shape = _Shape(body, body.get("model") or state.model_name, tools, custom, fmt)
+    shape = _Shape(body, body.get("model") or state.model_name, tools, custom, fmt, state.engine.tokenizer)
     job.answer_rule = answer_rule(wanted, tools, demands_call(body.get("tool_choice")), shape.fmt, state.engine)
     job.call_end = first_call_end(fmt, tools)
     if sink is not None or f.get_bool(body, "stream"):
@@ -334,11 +335,12 @@ class _Shape:
     """One response's ids and the request fields its objects echo."""
 
     def __init__(self, body: dict, model: str, tools: list[dict] | None, custom: set[str],
-                 fmt: AnswerFormat = PLAIN) -> None:
+                 fmt: AnswerFormat = PLAIN, tokenizer: Any = None) -> None:
         self.id = f"resp_{uuid.uuid4().hex}"
         self.msg_id = f"msg_{uuid.uuid4().hex}"
         self.rs_id = f"rs_{uuid.uuid4().hex}"
         self.fmt = fmt                 # how the model writes reasoning and calls (prompting.AnswerFormat)
+        self.tokenizer = tokenizer     # counts the tokens spent reasoning (None: none counted)
         self.created = int(time.time())
         self.body = body
         self.model = model
@@ -369,7 +371,8 @@ class _Shape:
             out["usage"] = {"input_tokens": c.prompt_tokens,
                             "input_tokens_details": {"cached_tokens": c.cached_tokens,
                                                      "cache_write_tokens": c.prompt_tokens - c.cached_tokens},
-                            "output_tokens": len(c.tokens), "output_tokens_details": {"reasoning_tokens": 0},
+                            "output_tokens": len(c.tokens), "output_tokens_details": {
+                                "reasoning_tokens": reasoning_tokens(c.tokens, self.fmt, self.tokenizer)},
                             "total_tokens": c.prompt_tokens + len(c.tokens)}
             out["timings"] = c.timings
         return out

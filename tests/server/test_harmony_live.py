@@ -214,6 +214,7 @@ def test_openai_final_answer(answerer):
     no_markup(r.model_dump())
     assert (r.choices[0].message.model_extra["reasoning_content"], r.choices[0].message.content) == (THOUGHT, ANSWER)
     assert r.choices[0].finish_reason == "stop" and r.usage.completion_tokens == len(FINAL_SCRIPT) - 2
+    assert r.usage.completion_tokens_details.reasoning_tokens == 5    # the analysis message, through <|end|>
     chunks = list(oai.chat.completions.create(model="m", messages=ASK, temperature=0, max_tokens=40, stream=True))
     no_markup([c.model_dump() for c in chunks])
     deltas = [c.choices[0].delta for c in chunks if c.choices]
@@ -242,6 +243,7 @@ def test_a_cut_answer_is_reasoning_only(answerer):
     no_markup(r.model_dump())
     assert r.choices[0].finish_reason == "length"
     assert r.choices[0].message.model_extra["reasoning_content"] == THOUGHT and not r.choices[0].message.content
+    assert r.usage.completion_tokens_details.reasoning_tokens == 4
 
 
 def test_strata_chat_keeps_the_final_text_for_the_next_turn(tiny_model_factory):

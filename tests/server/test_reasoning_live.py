@@ -134,3 +134,39 @@ def test_the_tiny_chatml_template_still_answers_without_reasoning(tiny_server):
                                     temperature=0)
     assert getattr(r.choices[0].message, "reasoning_content", None) is None
     assert "<think>" not in CHATML_TEMPLATE
+
+
+# ----- the tokens spent reasoning: chat's completion_tokens_details, Responses' output_tokens_details -----
+
+def reasoning_counts(oai, **kw) -> list[tuple[int, int]]:
+    """(reasoning tokens, all output tokens) of one question on chat completions and the Responses API,
+    each whole and streamed."""
+    msgs = [{"role": "user", "content": "weather?"}]
+    chat = dict(model="m", messages=msgs, temperature=0, **kw)
+    out = []
+    for r in (oai.chat.completions.create(**chat),
+              list(oai.chat.completions.create(**chat, stream=True, stream_options={"include_usage": True}))[-1]):
+        out.append((r.usage.completion_tokens_details.reasoning_tokens, r.usage.completion_tokens))
+    kw = {"max_output_tokens": kw["max_tokens"]}
+    for r in (oai.responses.create(model="m", input="weather?", temperature=0, **kw),
+              list(oai.responses.create(model="m", input="weather?", temperature=0, stream=True, **kw))[-1].response):
+        out.append((r.usage.output_tokens_details.reasoning_tokens, r.usage.output_tokens))
+    return out
+
+
+def test_the_reasoning_tokens_are_counted(scripted, scripted_model):
+    from strata.engine import Engine
+
+    thought = len(Engine(str(scripted_model), n_ctx=64, n_threads=1).tokenize(f"<think>{THOUGHT}</think>",
+                                                                            special=True))
+    counts = reasoning_counts(scripted[0], max_tokens=30)
+    assert counts == [(thought, counts[0][1])] * 4 and counts[0][1] > thought    # "Warm" is not reasoning
+
+
+def test_an_answer_cut_while_thinking_is_all_reasoning_tokens(thinker):
+    assert reasoning_counts(thinker[0], max_tokens=12) == [(12, 12)] * 4
+
+
+def test_an_answer_without_reasoning_counts_none(oai):
+    counts = reasoning_counts(oai, max_tokens=6)
+    assert [r for r, _ in counts] == [0] * 4 and all(n > 0 for _, n in counts)

@@ -44,7 +44,8 @@ def test_openai_usage_and_timings():
     body = chat_response(done("hi", finish="length"), "m", tools=None)
     assert body["choices"][0]["finish_reason"] == "length"
     assert body["usage"] == {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107,
-                             "prompt_tokens_details": {"cached_tokens": 80}}
+                             "prompt_tokens_details": {"cached_tokens": 80},
+                             "completion_tokens_details": {"reasoning_tokens": 0}}
     t = body["timings"]
     assert (t["cache_n"], t["prompt_n"], t["predicted_n"]) == (80, 20, 7)
     assert t["prompt_per_second"] == 1000.0 and t["predicted_per_second"] == 100.0
