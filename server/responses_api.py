@@ -175,6 +175,8 @@ def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
         out.append({"type": "function", "function": {"name": t["name"], "description": t.get("description") or "",
                                                       "parameters": params}})
     choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") in ("function", "custom"):
+        _named_tool(choice)
     if choice == "none" or not out:
         if isinstance(choice, dict) and choice.get("name"):
             raise APIError(400, "'tool_choice' names a tool but 'tools' offers none the model can call",
@@ -192,6 +194,18 @@ def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
     if choice is not None and choice not in ("auto", "required") and not isinstance(choice, dict):
         raise APIError(400, "'tool_choice' must be 'none', 'auto', 'required' or an object", param="tool_choice")
     return out, custom      # a hosted tool's choice (web search, ...): the model cannot run it, it chooses
+
+
+def _named_tool(choice: dict) -> str:
+    """The tool a `{"type": "function" | "custom", "name": ...}` choice names; 400 naming the field when the
+    name is missing or not a non-empty string."""
+    name = choice.get("name")
+    if name is None:
+        raise APIError(400, f"'tool_choice.name' is required for a tool_choice of type {choice['type']!r}: the tool "
+                            f"to call, {{\"type\": \"{choice['type']}\", \"name\": ...}}", param="tool_choice")
+    if not isinstance(name, str) or not name:
+        raise APIError(400, f"'tool_choice.name' must be a non-empty string, got {name!r}", param="tool_choice")
+    return name
 
 
 def _allowed_tools(tools: list[dict], choice: dict) -> list[dict] | None:

@@ -99,6 +99,12 @@ def test_tool_items_and_tools_are_accepted(oai):
     ({"input": [{"type": "function_call", "name": "f", "arguments": {"a": 1}}]}, "arguments must be a string"),
     ({"input": "hi", "instructions": "x", "tools": [{"type": "function", "name": ""}]}, "name must be a non-empty"),
     ({"input": "hi", "tool_choice": {"type": "function", "name": "nope"}}, "'tool_choice' names a tool"),
+    ({"input": "hi", "tools": [WEATHER], "tool_choice": {"type": "function"}},
+     "'tool_choice.name' is required for a tool_choice of type 'function'"),
+    ({"input": "hi", "tool_choice": {"type": "custom"}}, "'tool_choice.name' is required for a tool_choice of type "
+                                                         "'custom'"),
+    ({"input": "hi", "tools": [WEATHER], "tool_choice": {"type": "function", "name": 7}},
+     "'tool_choice.name' must be a non-empty string, got 7"),
     ({"input": "hi", "max_output_tokens": 0}, "'max_output_tokens' must be between 1 and"),
     ({"input": "hi", "temperature": 3}, "'temperature' must be between 0 and 2"),
     ({"input": "word " * 5000}, "maximum context length is 4096 tokens"),
@@ -107,6 +113,8 @@ def test_bad_requests_get_a_400_that_says_why(oai, body, needle):
     with pytest.raises(openai.BadRequestError) as e:
         oai.post("/responses", body={"model": "m", **body}, cast_to=Response)
     assert needle in e.value.body["message"], e.value.body
+    if "tool_choice" in body:
+        assert e.value.body["param"] == "tool_choice" and e.value.body["type"] == "invalid_request_error"
 
 
 def test_the_shape_validates_as_the_sdks_response():
