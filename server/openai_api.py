@@ -246,6 +246,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if body.get("messages") is None and "prompt" in body:
         raise APIError(400, "'messages' is required: a plain 'prompt' goes to POST /v1/completions", param="messages")
     messages = parse_messages(f.get_list(body, "messages", required=True, nonempty=True))
+    refuse_unserved(body)
     tools = parse_tools(body)
     wanted = json_format(body.get("response_format"))
     variables = {**template_kwargs(body.get("chat_template_kwargs")),
@@ -274,6 +275,27 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
     return web.json_response(chat_response(completion, model, tools, fmt, state.engine.tokenizer))
+
+
+def refuse_unserved(body: dict) -> None:
+    """400 for chat fields OpenAI honours that would change the answer here if they were ignored: the
+    deprecated `functions` / `function_call` (the tools would be dropped; `function_call` "auto" or "none"
+    alone changes nothing) and an audio answer (`modalities` with "audio", `audio`)."""
+    if f.get_list(body, "functions"):
+        raise APIError(400, "'functions' (deprecated) is not supported: send them as 'tools' "
+                            "([{\"type\": \"function\", \"function\": ...}])", param="functions")
+    if body.get("function_call") not in (None, "auto", "none"):
+        raise APIError(400, "'function_call' (deprecated) is not supported: send 'tool_choice' "
+                            "({\"type\": \"function\", \"function\": {\"name\": ...}})", param="function_call")
+    modalities = body.get("modalities")
+    if modalities is not None and (not isinstance(modalities, list) or not all(isinstance(m, str) for m in modalities)):
+        raise APIError(400, "'modalities' must be an array of strings such as [\"text\"]", param="modalities")
+    if "audio" in (modalities or ()):
+        raise APIError(400, "an audio answer ('modalities' with \"audio\") is not supported: this model writes text "
+                            "only; ask for [\"text\"]", param="modalities")
+    if body.get("audio") is not None:
+        raise APIError(400, "'audio' (an audio answer's voice and format) is not supported: this model writes text "
+                            "only", param="audio")
 
 
 def _chat_logprobs(body: dict) -> int | None:

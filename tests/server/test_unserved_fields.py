@@ -1,0 +1,38 @@
+"""Request fields a cloud API honours that would change the answer here if they were silently ignored get
+a 400 that says what to send instead, through the real `openai` SDK on the tiny model: chat completions'
+deprecated `functions` / `function_call` (dropping them would drop the tools) and an audio answer
+(`modalities` with "audio", `audio`); what changes nothing still answers."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+ASK = [{"role": "user", "content": "Weather in Oslo?"}]
+FUNCTION = {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+
+
+@pytest.mark.parametrize("fields, param, needle", [
+    ({"functions": [FUNCTION]}, "functions",
+     "'functions' (deprecated) is not supported: send them as 'tools' ([{\"type\": \"function\", \"function\": ...}])"),
+    ({"function_call": {"name": "get_weather"}}, "function_call",
+     "'function_call' (deprecated) is not supported: send 'tool_choice'"),
+    ({"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}}, "modalities",
+     "an audio answer ('modalities' with \"audio\") is not supported: this model writes text only"),
+    ({"audio": {"voice": "alloy", "format": "wav"}}, "audio", "'audio' (an audio answer's voice and format) is not "
+                                                              "supported"),
+    ({"modalities": "text"}, "modalities", "'modalities' must be an array of strings such as [\"text\"]"),
+])
+def test_chat_fields_that_would_change_the_answer_are_refused(oai, fields, param, needle):
+    with pytest.raises(openai.BadRequestError) as e:
+        oai.chat.completions.create(model="m", messages=ASK, max_tokens=4, **fields)
+    assert needle in e.value.body["message"], e.value.body
+    assert e.value.body["param"] == param
+
+
+def test_what_changes_nothing_is_answered(oai):
+    """A text answer asked for, and a `function_call` of "auto" / "none" or empty `functions` (some clients
+    send them always): there is nothing to refuse."""
+    for fields in ({"modalities": ["text"]}, {"function_call": "none"}, {"function_call": "auto", "functions": []}):
+        r = oai.chat.completions.create(model="m", messages=ASK, max_tokens=4, temperature=0, **fields)
+        assert r.choices[0].message.content and r.usage.completion_tokens <= 4
