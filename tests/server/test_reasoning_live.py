@@ -170,3 +170,45 @@ def test_an_answer_cut_while_thinking_is_all_reasoning_tokens(thinker):
 def test_an_answer_without_reasoning_counts_none(oai):
     counts = reasoning_counts(oai, max_tokens=6)
     assert [r for r, _ in counts] == [0] * 4 and all(n > 0 for _, n in counts)
+
+
+# ----- Anthropic's `thinking` switch reaches a template that has one -----
+
+SWITCH_TEMPLATE = THINKING_TEMPLATE.replace(   # as Qwen3's: enable_thinking false closes an empty block at once
+    "{{ '<|im_start|>assistant\\n<think>\\n' }}",
+    "{{ '<|im_start|>assistant\\n<think>\\n' }}{% if enable_thinking is defined and not enable_thinking %}"
+    "{{ '\\n</think>\\n\\n' }}{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def switchable(tiny_model_factory):
+    model = tiny_model_factory(ctx_len=2048, n_vocab=512, seed=3, chat_template=SWITCH_TEMPLATE)
+    with LiveServer(model=str(model), ctx=2048, batch=2, threads=1, conversation_cache_mib=0) as s:
+        yield clients(s)[1]
+
+
+def test_anthropic_thinking_disabled_turns_the_templates_thinking_off(switchable):
+    msgs = [{"role": "user", "content": "hello"}]
+
+    def ask(**kw):
+        return switchable.messages.create(model="m", max_tokens=8, messages=msgs, extra_body={"temperature": 0}, **kw)
+
+    for on in (ask(), ask(thinking={"type": "enabled", "budget_tokens": 1024})):
+        assert on.content[0].type == "thinking"       # the template opened <think>: the answer starts in it
+    off = ask(thinking={"type": "disabled"})
+    assert [b.type for b in off.content] == ["text"] and off.content[0].text
+    counted = switchable.messages.count_tokens(model="m", messages=msgs, thinking={"type": "disabled"})
+    assert counted.input_tokens == off.usage.input_tokens + off.usage.cache_read_input_tokens
+    assert counted.input_tokens > switchable.messages.count_tokens(model="m", messages=msgs).input_tokens
+
+
+@pytest.mark.parametrize("thinking, needle", [
+    ("off", "'thinking' must be an object whose 'type' is 'enabled', 'disabled' or 'adaptive'"),
+    ({"type": "sometimes"}, "'thinking' must be an object whose 'type' is 'enabled', 'disabled' or 'adaptive'"),
+    ({"type": "enabled", "budget_tokens": "lots"}, "'thinking.budget_tokens' must be an integer"),
+])
+def test_a_bad_thinking_is_a_400(switchable, thinking, needle):
+    with pytest.raises(anthropic.BadRequestError) as e:
+        switchable.messages.create(model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}],
+                                   extra_body={"thinking": thinking})
+    assert needle in str(e.value)
