@@ -18,7 +18,7 @@ from typing import Any
 from strata.engine.sampling import SamplingParams
 from strata.server.jobrun import JobEvents, raise_if_failed
 from strata.server.jobs import Completion, Job
-from strata.server.prompting import answer_format, check_fits, render_chat_async, split_answer
+from strata.server.prompting import AnswerFormat, answer_format, check_fits, render_chat_async, split_answer
 
 SEAL = "strata-summary-v1:"
 SUMMARY_MAX_TOKENS = 2048   # a summary longer than this defeats its purpose
@@ -68,9 +68,10 @@ def user_items(messages: list[dict]) -> list[dict]:
 
 
 async def summarize(request: Any, state: Any, messages: list[dict], tools: list[dict] | None,
-                    conversation: str, max_tokens: int | None) -> tuple[str, Completion]:
+                    conversation: str, max_tokens: int | None) -> tuple[str, Completion, AnswerFormat]:
     """The model's summary of `messages` (greedy; the conversation's own tools kept in the prompt so that
-    its history is reused from its slot), and the generation's completion (usage, timings)."""
+    its history is reused from its slot), the generation's completion (usage, timings) and its format (what
+    of it was reasoning: usage's reasoning_tokens)."""
     prompt = messages + [{"role": "user", "content": SUMMARY_REQUEST}]
     tokens = await render_chat_async(state.engine, prompt, tools)
     check_fits(len(tokens), state.engine.context_capacity(0), param="input")
@@ -78,5 +79,6 @@ async def summarize(request: Any, state: Any, messages: list[dict], tools: list[
               sampling=SamplingParams(), stop=(), conversation=conversation)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
-    _, content, _ = split_answer(completion.text, answer_format(state.engine, tokens), tools)
-    return content.strip() or "(the model wrote no summary)", completion
+    fmt = answer_format(state.engine, tokens)
+    _, content, _ = split_answer(completion.text, fmt, tools)
+    return content.strip() or "(the model wrote no summary)", completion, fmt

@@ -315,9 +315,9 @@ async def compact(request: web.Request) -> web.Response:
     state, body = await _read_request(request)
     messages = parse_input(body)
     tools, _ = parse_tools(body)
-    summary, c = await compaction.summarize(request, state, messages, tools, _conversation(body, messages),
-                                            f.get_max_tokens(body, ("max_output_tokens",), None))
-    shape = _Shape(body, body.get("model") or state.model_name, False, set())
+    summary, c, fmt = await compaction.summarize(request, state, messages, tools, _conversation(body, messages),
+                                                 f.get_max_tokens(body, ("max_output_tokens",), None))
+    shape = _Shape(body, body.get("model") or state.model_name, False, set(), fmt, state.engine.tokenizer)
     return web.json_response({"id": shape.id, "object": "response.compaction", "created_at": shape.created,
                               "output": compaction.user_items(messages) + [compaction.compaction_item(summary)],
                               "usage": shape.response(c, [])["usage"], "timings": c.timings})
@@ -327,9 +327,9 @@ async def _compaction_turn(request: web.Request, state: Any, body: dict, message
                            tools: list[dict] | None, custom: set[str], sink: Events | None) -> web.StreamResponse:
     """A `/v1/responses` input ending in `compaction_trigger`: a response whose output is one compaction
     item (Codex's remote compaction), streamed or not."""
-    summary, c = await compaction.summarize(request, state, messages, tools, _conversation(body, messages),
-                                            f.get_max_tokens(body, ("max_output_tokens",), None))
-    shape = _Shape(body, body.get("model") or state.model_name, tools, custom)
+    summary, c, fmt = await compaction.summarize(request, state, messages, tools, _conversation(body, messages),
+                                                 f.get_max_tokens(body, ("max_output_tokens",), None))
+    shape = _Shape(body, body.get("model") or state.model_name, tools, custom, fmt, state.engine.tokenizer)
     item = compaction.compaction_item(summary)
     done = shape.response(c, [item], "completed")
     if sink is None and not f.get_bool(body, "stream"):

@@ -9,7 +9,7 @@ import openai
 import pytest
 from strata.server.compaction import SEAL, seal, unseal, with_summaries
 
-from tests.server.conftest import SCRIPT_ANSWER
+from tests.server.conftest import SCRIPT_ANSWER, SCRIPT_THOUGHT
 from tests.server.live import LiveServer
 
 HISTORY = [{"role": "user", "content": "fix the failing build"},
@@ -21,12 +21,21 @@ SHELL = {"type": "function", "name": "shell", "parameters": {"type": "object"}}
 
 
 @pytest.fixture(scope="module")
+def thought_tokens(scripted_model) -> int:
+    """The tokens of the scripted answer's "<think>Plan it</think>"."""
+    from strata.engine import Engine
+
+    return len(Engine(str(scripted_model), n_ctx=64, n_threads=1).tokenize(f"<think>{SCRIPT_THOUGHT}</think>",
+                                                                          special=True))
+
+
+@pytest.fixture(scope="module")
 def oai(scripted_model):
     with LiveServer(model=str(scripted_model), ctx=2048, batch=2, threads=1, conversation_cache_mib=0) as s:
         yield openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120)
 
 
-def test_compact_keeps_the_user_messages_then_one_compaction_item(oai):
+def test_compact_keeps_the_user_messages_then_one_compaction_item(oai, thought_tokens):
     r = oai.responses.compact(model="gpt-5-codex", input=HISTORY, instructions="You are Codex.",
                               extra_body={"tools": [SHELL]})
     assert r.object == "response.compaction"
@@ -34,6 +43,7 @@ def test_compact_keeps_the_user_messages_then_one_compaction_item(oai):
     assert [o.content[0].text for o in r.output[:2]] == ["fix the failing build", "now run the tests"]
     assert unseal(r.output[2].encrypted_content) == SCRIPT_ANSWER       # the reasoning is not the summary
     assert r.usage.input_tokens > 50 and r.usage.output_tokens > 0
+    assert r.usage.output_tokens_details.reasoning_tokens == thought_tokens     # spent, though not the summary
 
 
 def test_the_next_turn_reads_the_summary(oai):
@@ -49,11 +59,12 @@ def test_the_next_turn_reads_the_summary(oai):
     assert skipped.usage.input_tokens == plain.usage.input_tokens
 
 
-def test_a_compaction_trigger_answers_with_one_compaction_item(oai):
+def test_a_compaction_trigger_answers_with_one_compaction_item(oai, thought_tokens):
     items = [*HISTORY, {"type": "compaction_trigger"}]
     r = oai.responses.create(model="m", input=items, tools=[SHELL])
     assert [o.type for o in r.output] == ["compaction"] and r.status == "completed"
     assert unseal(r.output[0].encrypted_content) == SCRIPT_ANSWER
+    assert r.usage.output_tokens_details.reasoning_tokens == thought_tokens
     with oai.responses.stream(model="m", input=items, tools=[SHELL]) as s:
         kinds = [e.type for e in s]
         final = s.get_final_response()
