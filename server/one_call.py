@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from strata.server.errors import APIError
-from strata.server.prompting import AnswerFormat, split_tool_calls
+from strata.server.prompting import MISTRAL_CALL_MARKER, AnswerFormat, split_tool_calls
 from strata.server.reasoning import ReasoningGate
 
 CALL_CLOSERS = ("</tool_call>", "</TOOLCALL>", "</seed:tool_call>")
@@ -53,6 +53,7 @@ class FirstCallEnd:
         self._flags = (fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
         self._text = ""         # the answer after its reasoning, so far
         self._looked = 0        # how much of it has been looked at for a closing tag
+        self._mistral_open = False   # a Mistral call's marker was written: a `}` may end its arguments
 
     def feed(self, piece: str) -> bool:
         for kind, text in self._thinking.feed(piece):
@@ -60,7 +61,8 @@ class FirstCallEnd:
                 self._text += text
         fresh = self._text[max(0, self._looked - _LONGEST + 1):]   # a tag may straddle the last look
         self._looked = len(self._text)
-        closed = any(c in fresh for c in CALL_CLOSERS) or (self._flags[0] and fresh.rstrip().endswith("}"))
+        self._mistral_open = self._mistral_open or (self._flags[0] and MISTRAL_CALL_MARKER in fresh)
+        closed = any(c in fresh for c in CALL_CLOSERS) or (self._mistral_open and fresh.rstrip().endswith("}"))
         return closed and bool(split_tool_calls(self._text, self._tools, *self._flags)[1])
 
 

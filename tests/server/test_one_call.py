@@ -153,3 +153,44 @@ def test_the_cut_waits_for_a_whole_call_outside_the_reasoning():
     mistral = AnswerFormat(mistral_calls=True)
     assert cut_at(mistral, ["[TOOL_CALLS]get_weather[ARGS]", '{"city": {"a": 1}', ', "b": "x}', '"}', "[TOOL_CALLS]"]) == 3
     assert cut_at(AnswerFormat(), ["Just text } and </tool_call>"]) is None
+    assert cut_at(mistral, ['{"a": 1}', "[TOOL_CALLS]get_time[ARGS]{}"]) == 1     # text's } before the call
+
+
+# ----- Mistral's calls, which have no closing tag, after its [THINK] reasoning -----
+
+AFTER_CALL = " and then"     # text after the call: generated only when the cut does not end the answer there
+
+
+@pytest.fixture(scope="module")
+def ministral(tiny_model_factory):
+    """A tiny model with Ministral 3 Reasoning's template answering `[THINK]Need a.py.[/THINK]Reading it.
+    [TOOL_CALLS]read_file[ARGS]{"path": "a.py"}` and then more text."""
+    from strata.engine import Engine
+
+    from tests.server import test_mistral_live as ml
+
+    shape = dict(ctx_len=4096, n_vocab=512, seed=5, tokenizer_pre="tekken", added_tokens=(*ml.ADDED, AFTER_CALL),
+                 chat_template=ml.MINISTRAL3)
+    probe = Engine(str(tiny_model_factory(**shape)), n_ctx=64, n_threads=1)
+    ids = probe.tokenize("[/INST]" + "".join(ml.THINKING) + AFTER_CALL, special=True)
+    assert len(ids) == len(ml.THINKING) + 2, "each piece must be one token"
+    model = tiny_model_factory(**shape, script=(*ids, probe.tokenizer.eos_id))
+    with LiveServer(model=str(model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0) as s:
+        yield openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120), ml
+
+
+def test_a_mistral_call_ends_the_answer_where_its_arguments_close(ministral):
+    oai, ml = ministral
+
+    def ask(**kw):
+        return oai.chat.completions.create(model="m", messages=ml.MSGS, tools=ml.TOOLS, temperature=0, max_tokens=40,
+                                           **kw)
+
+    free, one = ask(), ask(parallel_tool_calls=False)
+    assert free.choices[0].message.content.endswith(AFTER_CALL.strip())      # the text after the call
+    m = one.choices[0].message
+    assert (m.reasoning_content, m.content, one.choices[0].finish_reason) == ("Need a.py.", "Reading it.", "tool_calls")
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in m.tool_calls] == [("read_file",
+                                                                                           {"path": "a.py"})]
+    assert one.usage.completion_tokens == free.usage.completion_tokens - 1
+    assert one.usage.completion_tokens_details.reasoning_tokens == 3                # [THINK] Need a.py. [/THINK]
