@@ -26,10 +26,15 @@ ASK = [{"role": "user", "content": "Weather and time in Oslo?"}]
 FIRST = ("get_weather", {"city": "Oslo"})
 
 
-@pytest.fixture(scope="module")
-def server(tiny_model_factory):
-    """A tiny model that always answers "Checking." then two calls, each in its own <tool_call> block."""
-    shape = dict(ctx_len=2048, n_vocab=512, seed=3, added_tokens=SCRIPT)
+@pytest.fixture(scope="module", params=["chatml", "qwen-like"])
+def server(tiny_model_factory, request):
+    """A tiny model that always answers "Checking." then two calls, each in its own <tool_call> block; its
+    template ChatML without tools (Strata writes them into the system prompt; the answer is free), or one
+    that writes Hermes calls (each call the model opens is held to the tools: the cut works on held calls)."""
+    from tests.text.test_chat_template import QWEN_LIKE
+
+    template = {"chatml": {}, "qwen-like": {"chat_template": QWEN_LIKE}}[request.param]
+    shape = dict(ctx_len=2048, n_vocab=512, seed=3, added_tokens=SCRIPT, **template)
     ids = (13, *range(512, 512 + len(SCRIPT)), 2)    # after the prompt's last "\n": the added tokens, <|im_end|>
     with LiveServer(model=str(tiny_model_factory(**shape, script=ids)), ctx=2048, batch=2, threads=1,
                     conversation_cache_mib=0) as s:
