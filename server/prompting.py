@@ -209,6 +209,8 @@ def only_named_tools(tools: list[dict], named: list[tuple[str, Any]]) -> list[di
     `allowed_tools`): 400 for a name not in 'tools'. `tools` are in the normalised shape."""
     offered = {t["function"]["name"] for t in tools}
     for where, name in named:
+        if not isinstance(name, str) or not name:
+            raise APIError(400, f"{where}: each tool needs a non-empty string 'name'; got {name!r}", param="tool_choice")
         if name not in offered:
             raise APIError(400, f"{where} names {name!r}, which is not in 'tools'", param="tool_choice")
     names = {name for _, name in named}

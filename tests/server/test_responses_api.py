@@ -226,3 +226,12 @@ def test_allowed_tools_naming_no_offered_tool_is_a_400(oai):
         ask(oai, "hi", tools=[WEATHER], tool_choice={"type": "allowed_tools", "mode": "required",
                                                      "tools": [{"type": "function", "name": "nope"}]})
     assert "'tool_choice.tools' names 'nope', which is not in 'tools'" in e.value.body["message"], e.value.body
+
+
+def test_allowed_tools_without_a_name_is_a_400_saying_so(oai):
+    """Not "names None, which is not in 'tools'": the name is missing."""
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(oai, "hi", tools=[WEATHER], tool_choice={"type": "allowed_tools", "mode": "required",
+                                                     "tools": [{"type": "function"}]})
+    assert "'tool_choice.tools': each tool needs a non-empty string 'name'; got None" in e.value.body["message"]
+    assert e.value.body["param"] == "tool_choice"

@@ -407,3 +407,12 @@ def test_chat_allowed_tools_naming_no_offered_tool_is_a_400(oai):
     with pytest.raises(openai.BadRequestError) as e:
         chat(oai, [{"role": "user", "content": "hi"}], tools=CHAT_TOOLS, tool_choice=choice)
     assert "tool_choice.allowed_tools.tools[0] names 'nope', which is not in 'tools'" in e.value.body["message"]
+
+
+def test_chat_allowed_tools_without_a_name_is_a_400_saying_so(oai):
+    choice = {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
+        {"type": "function", "function": {}}]}}
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(oai, [{"role": "user", "content": "hi"}], tools=CHAT_TOOLS, tool_choice=choice)
+    assert "tool_choice.allowed_tools.tools[0]: each tool needs a non-empty string 'name'; got None" in \
+        e.value.body["message"]
