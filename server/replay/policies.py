@@ -14,10 +14,11 @@ from collections.abc import Sequence
 
 from .. import slot_policy as sp
 from .. import slot_returns as sr
+from . import optimum
 from .timeline import Request, common_prefix
 
 POLICY_NAMES = ("lru", "lcp-lru", "expire:S", "shortest", "gds", "gds+expire:S", "affinity", "default", "learned",
-                "learned+protect", "oracle", "oracle-belady")
+                "learned+protect", "oracle", "oracle-belady", "oracle-opt")
 NEVER_S = 1e18  # an expiry that never comes: `shortest`
 LCP_SIMILARITY = 0.10  # llama.cpp server's --slot-prompt-similarity default
 
@@ -221,6 +222,28 @@ class Oracle(Policy):
         return best.index, None, "oracle_" + self.rule
 
 
+class OptimumPolicy(Policy):
+    """`oracle-opt`: the exact optimum of parent reuse (optimum.py) played through the simulator. A
+    history is needed while the optimum keeps it for a later child; a request runs in the idle slot
+    not needed that shares the most with it (its parent's, when the optimum lets that go now), and
+    copies from the slot that shares the most. Instant service only (no rates): the optimum's model."""
+
+    name = "oracle-opt"
+
+    def reset(self, slots, requests, opts):
+        super().reset(slots, requests, opts)
+        if opts.prefill_tps > 0 or opts.decode_tps > 0:
+            raise ValueError("oracle-opt: the optimum is exact for instant service only (no --prefill-tps/--decode-tps)")
+        self.optimum = optimum.solve(requests, len(slots))
+
+    def choose(self, i, now, commons):
+        keep = self.optimum.keep_until
+        free = [s for s in self.slots if s.blank or keep.get(s.req, -1) <= i]
+        t = max(free, key=lambda s: (commons[s.index], s.blank, -s.index))
+        src = max(range(len(self.slots)), key=lambda k: (commons[k], -k))
+        return t.index, (src if commons[src] > commons[t.index] else None), "oracle_opt"
+
+
 def make_policy(name: str, n_groups: int = 1) -> Policy:
     """A policy by its command-line name (POLICY_NAMES; S in seconds)."""
     name = name.strip()
@@ -250,6 +273,8 @@ def make_policy(name: str, n_groups: int = 1) -> Policy:
             return Oracle("cost")
         if name == "oracle-belady":
             return Oracle("belady")
+        if name == "oracle-opt":
+            return OptimumPolicy()
     except ValueError as e:
         raise ValueError(f"policy {name!r}: {e}") from None
     raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")
