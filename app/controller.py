@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication, QLabel, QSystemTrayIcon
 from strata.app.restart_policy import RestartConfig
@@ -38,7 +38,9 @@ class AppController(QObject):
         self.client: FeedClient | None = None
         self.window = MonitorWindow(self.model, theme=theme, title="Strata")
         self.status_label = QLabel("Server: starting")
-        self.status_label.setTextInteractionFlags(self.status_label.textInteractionFlags())
+        # one line (a wrapped label made the status bar, and the window, taller than a 768-px screen); a
+        # failure's whole reason is in the header, which wraps it to the window's width, and in the tooltip
+        self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.window.statusBar().addWidget(self.status_label, 1)
         icon = QIcon(str(ICON)) if ICON.is_file() else QIcon()
         self.tray: Tray | None = None
@@ -98,19 +100,28 @@ class AppController(QObject):
 
     def poll(self) -> None:
         status = self.supervisor.status()
-        if status.endpoint and (self.client is None or self.client.base != status.endpoint):
+        down = status.state == "failed"
+        if status.endpoint and not down and (self.client is None or self.client.base != status.endpoint):
             if self.client is not None:
                 self.client.stop()
             self.client = FeedClient(status.endpoint, self.model, api_key=self.api_key).start()
         text = status_text(status)
         if self.status_label.text() != text:
             self.status_label.setText(text)
+            self.status_label.setToolTip(text)
             bad = status.state in ("failed", "restarting")
             self.status_label.setStyleSheet(f"color: {self.window.theme.bad};" if bad else "")
         if status.state != self._last_state:
             self._last_state = status.state
             if status.state == "failed":
                 log.error("the server is down: %s", status.detail)
+                # no server to reach: the header says so with the whole reason, wrapped (it said "connecting"
+                # to no address, or kept retrying the old one with advice to start a server by hand, and the
+                # status bar's one line cut the reason's end, what to do, off)
+                if self.client is not None:
+                    self.client.stop()
+                    self.client = None
+                self.model.set_connection("disconnected", f"server failed: {status.detail}")
                 if self.tray is not None:
                     self.tray.notify("Strata: the server is down", status.detail)
         if status.restarts > self._shown_restarts:

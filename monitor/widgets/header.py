@@ -6,6 +6,8 @@ Presentation only.
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QPushButton, QVBoxLayout, QWidget
 from strata.monitor import units
@@ -57,7 +59,9 @@ class Header(QWidget):
         outer.setContentsMargins(4, 2, 4, 2)
         outer.setSpacing(2)
         top = QHBoxLayout()
-        self.state = label()
+        self._top = top
+        # wrapped: a long disconnection reason (the address and what to do) widened the window past the screen
+        self.state = label(wrap=True)
         self.endpoint = label(selectable=True)
         self.copy = QPushButton("Copy address")
         self.copy.setToolTip("Copy the endpoint address for a client (OpenAI or Anthropic base URL)")
@@ -97,7 +101,13 @@ class Header(QWidget):
             text, color = ("loading the model" if not snap.get("error") else f"failed: {snap['error']}"), self.theme.warn
         else:
             text, color = state, colors[state]
-        detail = "" if state == "connected" else f" \u2014 {view.connection_detail}" if view.connection_detail else ""
+        # escaped: the reason may quote a server line with "<" in it, which rich text would take for a tag
+        detail = "" if state == "connected" else \
+            f" \u2014 {html.escape(view.connection_detail, quote=False)}" if view.connection_detail else ""
+        # a reason takes the row's free space and wraps there; "connected" leaves it to the stretch after the button
+        long = bool(detail)
+        self._top.setStretch(0, 1 if long else 0)
+        self._top.setStretch(self._top.count() - 2, 0 if long else 1)
         set_text(self.state, f"<span style='color:{color}; font-size:14pt'>\u25cf</span> <b>{text}</b>{detail}")
         # connected: the server's own address; otherwise the address being tried (the reason is in the state)
         live = state == "connected" and snap.get("endpoint")

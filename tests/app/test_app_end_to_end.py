@@ -95,3 +95,33 @@ def test_a_refused_configuration_is_shown_and_not_retried(qtbot, tmp_path, caplo
     with caplog.at_level(logging.INFO, logger="strata.app"):
         controller.shutdown()                   # again, as main's `finally` does after lastWindowClosed
     assert [r for r in caplog.records if r.getMessage() == "stopped"] == []
+
+
+def test_a_long_failure_reason_is_readable_in_a_window_that_fits_the_screen(qtbot, tmp_path):
+    """A failure's reason ends with what to do (`fix the configuration file`, `download it again`,
+    `--port chooses another`); a new-user trial saw it only in the status bar's one line, cut off at the
+    window's right edge (1,695 px of text for a refused configuration, 4,293 px for a damaged model, in a
+    1280-px window), while the header said "connecting" to no address."""
+    config = tmp_path / "a folder with a rather long name for the configuration" / "config.toml"
+    config.parent.mkdir()
+    config.write_text("ctx = 'many'\n", encoding="utf-8")
+    controller = AppController(config, tmp_path / "logs", theme="light")
+    controller.window.resize(1280, 800)
+    controller.start()
+    try:
+        qtbot.waitUntil(lambda: "refused its configuration" in controller.status_label.text(), timeout=60_000)
+        qtbot.waitUntil(lambda: "server failed" in controller.window.header.state.text(), timeout=10_000)
+        qtbot.wait(100)
+        label, window = controller.status_label, controller.window
+        assert label.fontMetrics().horizontalAdvance(label.text()) > 1280      # the case: longer than the window
+        assert label.toolTip() == label.text()
+        # the header says the server is down, not "connecting" to nowhere, with all of the reason, wrapped
+        state = window.header.state
+        assert "connecting" not in state.text()
+        assert "server failed" in state.text() and state.text().endswith("(or run the setup again)")
+        assert state.minimumSizeHint().width() <= state.width() and state.height() >= state.heightForWidth(state.width())
+        # and the window still fits a 1366x768 screen
+        assert window.width() == 1280 and window.minimumSizeHint().width() <= 1024
+        assert window.height() <= 768 or window.minimumSizeHint().height() <= 740, window.minimumSizeHint()
+    finally:
+        controller.shutdown()

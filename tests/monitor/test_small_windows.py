@@ -70,3 +70,23 @@ def test_a_long_model_line_does_not_widen_the_window_past_a_small_screen(qtbot):
     qtbot.wait(50)
     assert w.width() == 800 and w.minimumSizeHint().width() <= 800, w.minimumSizeHint()
     assert w.header.model.isVisible() and "Qwen3 Coder 30B" in w.header.model.text()
+
+
+def test_a_long_disconnection_reason_wraps_instead_of_widening_the_window(qtbot):
+    """The reason the feed is down (a refused connection names the address and what to do) sat on one line:
+    after the app's server was killed the header needed 1,366 px and the 1280-px window grew to 1,378 px,
+    wider than a 1366x768 screen, and stayed so."""
+    m = five_contexts()
+    w = MonitorWindow(m, theme="light")
+    qtbot.addWidget(w)
+    w.resize(1280, 800)
+    w.show()
+    qtbot.waitExposed(w)
+    m.set_connection("disconnected", "cannot reach http://127.0.0.1:8080: [Errno 111] Connection refused (no server "
+                     "listens there: start one with `strata serve` or ./run, or give --url)")
+    w.redraw()
+    qtbot.wait(50)
+    assert w.width() == 1280 and w.minimumSizeHint().width() <= 1024, w.minimumSizeHint()
+    state = w.header.state
+    assert "give --url" in state.text()
+    assert state.minimumSizeHint().width() <= state.width() and state.height() >= state.heightForWidth(state.width())
