@@ -7,9 +7,13 @@ default's gap to each, and an online variant of the learned choice tried this se
 learned length buckets above 128K split every 8K, so a cliff such as a client's compaction threshold
 can be learned; not a policy of `strata replay`, built here from slot_returns.py with other edges).
 Then the reuse split of `default` and `oracle-opt` (from the request's parent history / from any other)
-for the cells of `--split`. Several minutes on one core:
+for a few cells. About 15 minutes on one core:
 
     .venv/bin/python benchmarks/replay_yardstick.py [--traces /work/shared/traces] [--quick]
+
+`--ram` instead replays with a RAM conversation cache below the slots (seed 001's setting) and a
+RAM-aware variant of the learned choice (`ram:F`: the expected re-read cost of a history the RAM
+cache would keep, 4,096 tokens up to its budget, multiplied by F; not a policy of `strata replay`).
 """
 
 from __future__ import annotations
@@ -36,30 +40,46 @@ ONLINE = ["lru", "lcp-lru", "expire:600", "expire:300", "shortest", "gds", "gds+
 LEN8_EDGES = (0, 1_024, 2_048, 4_096, 16_384, 65_536) + tuple(range(131_072, 262_145, 8_192))
 
 
-def learned_with_length_edges(edges: tuple[int, ...]) -> types.ModuleType:
-    """slot_returns with other length buckets (its ReturnStats shape follows LEN_EDGES at import)."""
+def slot_returns_variant(name: str, old: str, new: str) -> types.ModuleType:
+    """slot_returns with one line of its text replaced (its ReturnStats shape follows LEN_EDGES at
+    import, so other buckets need a module of their own)."""
     text = Path(slot_returns.__file__).read_text()
-    old = "LEN_EDGES: tuple[int, ...] = (0, 1_024, 2_048, 4_096, 16_384, 65_536, 131_072)"
-    assert old in text, "slot_returns.LEN_EDGES changed: update this script"
-    mod = types.ModuleType("strata.server.slot_returns_len8")
+    assert old in text, f"slot_returns changed ({old!r} is gone): update this script"
+    mod = types.ModuleType(f"strata.server.slot_returns_{name}")
     mod.__package__ = "strata.server"
     sys.modules[mod.__name__] = mod
-    exec(compile(text.replace(old, f"LEN_EDGES = {edges!r}"), mod.__name__, "exec"), mod.__dict__)
+    exec(compile(text.replace(old, new), mod.__name__, "exec"), mod.__dict__)
     return mod
 
 
+def learned_with_length_edges(edges: tuple[int, ...]) -> types.ModuleType:
+    return slot_returns_variant("len8", "LEN_EDGES: tuple[int, ...] = (0, 1_024, 2_048, 4_096, 16_384, 65_536, 131_072)",
+                                f"LEN_EDGES = {edges!r}")
+
+
+def learned_ram_aware(factor: float, ram_min: int, budget: int) -> types.ModuleType:
+    old = "    return p * max(s.n_tokens - s.common, 0) / max(wait, MIN_WAIT_S)"
+    new = (f"    f = {factor!r} if {ram_min} <= s.n_tokens <= {budget} else 1.0\n"
+           "    return f * p * max(s.n_tokens - s.common, 0) / max(wait, MIN_WAIT_S)")
+    return slot_returns_variant(f"ram{budget}_{factor}".replace(".", "_"), old, new)
+
+
 class Len8(pol.LearnedPolicy):
-    """The default's learned choice with LEN8_EDGES (policies.LearnedPolicy reads `pol.sr`)."""
+    """The default's learned choice with another slot_returns module (policies.LearnedPolicy reads
+    `pol.sr`): LEN8_EDGES unless `module` is given."""
 
-    module: types.ModuleType | None = None
+    len8: types.ModuleType | None = None
 
-    def __init__(self) -> None:
-        super().__init__("len8", sp.PolicyConfig())
-        if Len8.module is None:
-            Len8.module = learned_with_length_edges(LEN8_EDGES)
+    def __init__(self, name: str = "len8", module: types.ModuleType | None = None) -> None:
+        super().__init__(name, sp.PolicyConfig())
+        if module is None:
+            if Len8.len8 is None:
+                Len8.len8 = learned_with_length_edges(LEN8_EDGES)
+            module = Len8.len8
+        self.module = module
 
     def _with(self, fn, *args):
-        saved, pol.sr = pol.sr, Len8.module
+        saved, pol.sr = pol.sr, self.module
         try:
             return fn(*args)
         finally:
@@ -93,11 +113,39 @@ def cases(traces: Path, quick: bool) -> list[tuple[str, list, list[int], float, 
     return out
 
 
+def ram_table(traces: Path) -> None:
+    """default, oracle-opt (a schedule here, not the optimum) and ram:F with a RAM cache."""
+    conv = read_mooncake(traces / "mooncake_conversation_trace.jsonl")
+    synth = read_mooncake(traces / "mooncake_synthetic_trace.jsonl")
+    cells = [(f"agents seed {s}", [generate("agents", 8.0, s)], [2, 3, 4, 6], 500_000) for s in (1, 2, 3)]
+    cells.append(("conversation 25%", [thin(conv, 0.25, d) for d in range(5)], [2, 4, 6], 200_000))
+    cells.append(("synthetic 10%", [thin(synth, 0.10, d) for d in range(5)], [2, 4, 6], 200_000))
+    print("| cell | RAM cache tokens | slots | lru read | default | oracle-opt | ram:0.25 | ram:0 |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for title, timelines, counts, ram in cells:
+        opts = SimOptions(ram_cache_tokens=ram)
+        variants = {f"ram:{f:g}": learned_ram_aware(f, opts.ram_min_tokens, ram) for f in (0.25, 0.0)}
+        for n in counts:
+            out = {}
+            for name in ["lru", "default", "oracle-opt", *variants]:
+                reads = [simulate(x, n, Len8(name, variants[name]) if name in variants else pol.make_policy(name),
+                                  opts).prompt_tokens_read for x in timelines]
+                out[name] = reads
+            base = out["lru"]
+            cell = {k: sum(r / b - 1 for r, b in zip(v, base, strict=True)) / len(v) * 100 for k, v in out.items()}
+            print(f"| {title} | {ram} | {n} | {sum(base) / 1e6:.2f}M | {cell['default']:+.1f}% | {cell['oracle-opt']:+.1f}% "
+                  f"| {cell['ram:0.25']:+.1f}% | {cell['ram:0']:+.1f}% |", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", default="/work/shared/traces")
     ap.add_argument("--quick", action="store_true", help="fewer draws and slot counts (a smoke run)")
+    ap.add_argument("--ram", action="store_true", help="the RAM cache table instead")
     args = ap.parse_args()
+    if args.ram:
+        ram_table(Path(args.traces))
+        return 0
     opts = SimOptions()
     print("| cell | slots | default | best online | oracle | oracle-opt | default to oracle | default to "
           "oracle-opt | len8 (worst draw) |")

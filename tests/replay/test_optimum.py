@@ -3,12 +3,14 @@ an exhaustive search over every placement on random small timelines, and every r
 
 from __future__ import annotations
 
+import argparse
+import json
 import random
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strata.server.replay import optimum
+from strata.server.replay import cli, optimum
 from strata.server.replay.policies import make_policy
 from strata.server.replay.simulator import SimOptions, simulate
 from strata.server.replay.timeline import Request, build_requests, common_prefix
@@ -136,3 +138,13 @@ def test_the_replayed_optimum_earns_its_bound_and_no_policy_earns_more(seed):
             w = optimum.SplitReuse(make_policy(name))
             simulate(reqs, n, w)
             assert w.split.parent <= bound, name
+
+
+def test_strata_replay_names_it_and_refuses_rates(capsys):
+    p = argparse.ArgumentParser()
+    cli.add_arguments(p)
+    assert cli.run(p.parse_args(["agents:1:1", "--slots", "2", "--policies", "lru,oracle,oracle-opt", "--json"])) == 0
+    res = {r["policy"]: r["prompt_tokens_read"] for r in json.loads(capsys.readouterr().out)["results"]}
+    assert res["oracle-opt"] <= res["oracle"] < res["lru"]
+    assert cli.run(p.parse_args(["agents:1:1", "--slots", "2", "--policies", "oracle-opt", "--prefill-tps", "1000"])) == 2
+    assert "oracle-opt: the optimum is exact for instant service only" in capsys.readouterr().err
