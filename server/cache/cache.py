@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from . import policy, report
 from .cascade import Cascade
+from .damaged_files import remove_skipped
 from .disk import PIECE_BYTES, DiskLevel, Identity
 from .fileio import FileIO
 from .folder_checks import log_skipped_files, warn_budget_beyond_free_space
@@ -69,8 +70,9 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 levels.append(RamLevel(lc.budget_bytes, lc.max_age_s))
             else:
                 lvl = DiskLevel(lc.name, lc.folder, lc.budget_bytes, lc.max_age_s, self.identity,
-                                io=self.io, piece_bytes=piece_bytes)
+                                io=self.io, piece_bytes=piece_bytes, image_magic=self._image_magic())
                 lvl.open()
+                remove_skipped(lvl)
                 log_skipped_files(lvl)
                 warn_budget_beyond_free_space(lvl)
                 if lvl.state == "on":
@@ -111,13 +113,19 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self.config.check_folders()  # also checked when the options are read, before the server listens
 
     def _prefix_store(self, name: str, folder: str, mib: int, piece_bytes: int) -> PrefixStore:
-        lvl = DiskLevel(name, folder, mib * MIB, 0.0, self.identity, io=self.io, piece_bytes=piece_bytes)
+        lvl = DiskLevel(name, folder, mib * MIB, 0.0, self.identity, io=self.io, piece_bytes=piece_bytes,
+                        image_magic=self._image_magic())
         if mib > 0:
             lvl.open()
+            remove_skipped(lvl)
             log_skipped_files(lvl)
         else:
             lvl.state = "off"
         return PrefixStore(lvl, self.config.conversation_cache_when_full)
+
+    def _image_magic(self) -> bytes | None:
+        magic = getattr(self.image_format, "MAGIC", None)
+        return bytes(magic) if magic else None
 
     def _snapshot_mib_per_slot(self) -> float:
         e = self.engine

@@ -7,7 +7,7 @@ the image and the sidecar are renamed into place under the folder's commit lock,
 so a file without its sidecar is never an entry and two writers of one key never mix their files.
 Leftover temporary files of writers that stopped are removed at open. At open the folder is indexed from its files
 and nothing is rewritten; a foreign, truncated or damaged file is skipped and counted, never
-trusted. What this is not: the cascade (cascade.py decides what moves where) or a budget enforcer.
+trusted (damaged_files.py then removes the skipped files Strata wrote). What this is not: the cascade (cascade.py decides what moves where) or a budget enforcer.
 """
 
 from __future__ import annotations
@@ -132,7 +132,8 @@ class DiskLevel:
     """A folder of image + sidecar pairs, indexed at `open()`; budget 0 = unlimited (sessions)."""
 
     def __init__(self, name: str, folder: str, budget_bytes: int, max_age_s: float, identity: Identity,
-                 *, io: FileIO | None = None, prefix: str = CONV_PREFIX, piece_bytes: int = PIECE_BYTES) -> None:
+                 *, io: FileIO | None = None, prefix: str = CONV_PREFIX, piece_bytes: int = PIECE_BYTES,
+                 image_magic: bytes | None = None) -> None:
         if piece_bytes <= 0:
             raise ValueError(f"piece_bytes must be > 0, got {piece_bytes!r}")
         self.name = name
@@ -147,6 +148,9 @@ class DiskLevel:
         self.skipped: Counter[str] = Counter()
         self.skipped_files: list[tuple[str, str, str]] = []  # (file name, reason, detail), for the log
         self.swept: list[tuple[str, str]] = []  # (file name, why): leftover temporary files removed at open
+        self.image_magic = image_magic  # how an image Strata wrote begins (damaged_files.py tells its own by it)
+        self.removed: Counter[str] = Counter()  # skipped files removed at open, by reason (damaged_files.py)
+        self.removed_files: dict[str, str] = {}  # skipped file name -> what of it was removed, for the log
         self.vanished = 0  # entries whose folder was removed while the server ran (ensure_folder)
         self.remove_failures = 0  # files the cache could not remove (a read-only folder): cascade.forget_files
         self.removes_failing_since: int | None = None  # remove_failures when the current run of failures began
@@ -183,6 +187,8 @@ class DiskLevel:
         self.skipped.clear()
         self.skipped_files.clear()
         self.swept.clear()
+        self.removed.clear()
+        self.removed_files.clear()
         ours = [n for n in names if n.startswith(self.prefix)]
         images = {n[len(self.prefix):-4] for n in ours if n.endswith(".img")}
         sidecar_keys = set()

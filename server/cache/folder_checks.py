@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 
+from .damaged_files import REMOVABLE_REASONS
 from .disk import DiskLevel
 from .memory import MIB
 
@@ -18,7 +19,8 @@ MAX_SKIPPED_LOGGED = 10  # per level at open: a folder of old files must not flo
 
 def log_skipped_files(lvl: DiskLevel) -> None:
     """Say which files an index skipped and why (they are counted either way): a warning per damaged,
-    partial or orphaned file, one INFO line for another model's files (a shared folder is normal)."""
+    partial or orphaned file, saying whether it was removed (damaged_files.py), one INFO line for another
+    model's files (a shared folder is normal)."""
     for name, why in lvl.swept[:MAX_SKIPPED_LOGGED]:
         log.info("conversation cache %s level: removed %s, a temporary file left by a write that did not "
                  "finish (%s)", lvl.name, os.path.join(lvl.folder, name), why)
@@ -28,11 +30,17 @@ def log_skipped_files(lvl: DiskLevel) -> None:
                  lvl.name, lvl.folder, foreign)
     bad = [s for s in lvl.skipped_files if s[1] != "foreign"]
     for name, reason, detail in bad[:MAX_SKIPPED_LOGGED]:
-        log.warning("conversation cache %s level: skipped %s (%s: %s); not trusted, left on disk",
-                    lvl.name, os.path.join(lvl.folder, name), reason, detail)
+        removed = lvl.removed_files.get(name)
+        fate = (f"removed ({removed}: files Strata wrote, damaged or orphaned)" if removed
+                else "left on disk (not recognisably a file Strata wrote)" if reason in REMOVABLE_REASONS
+                else "left on disk")
+        log.warning("conversation cache %s level: skipped %s (%s: %s); not trusted, %s",
+                    lvl.name, os.path.join(lvl.folder, name), reason, detail, fate)
     if len(bad) > MAX_SKIPPED_LOGGED:
-        log.warning("conversation cache %s level: %d more files skipped (strata_cache_skipped_files_total "
-                    "has them by reason)", lvl.name, len(bad) - MAX_SKIPPED_LOGGED)
+        log.warning("conversation cache %s level: %d more files skipped, %d of them removed "
+                    "(strata_cache_skipped_files_total and strata_cache_removed_files_total have them by reason)",
+                    lvl.name, len(bad) - MAX_SKIPPED_LOGGED,
+                    sum(1 for name, _, _ in bad[MAX_SKIPPED_LOGGED:] if name in lvl.removed_files))
 
 
 def warn_budget_beyond_free_space(lvl: DiskLevel) -> None:

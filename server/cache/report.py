@@ -101,6 +101,8 @@ def metrics_text(cache) -> str:
             add("remove_failures_total", lvl.remove_failures, level=lvl.name)
         for reason, n in sorted(getattr(lvl, "skipped", {}).items()):
             add("skipped_files_total", n, level=lvl.name, reason=reason)
+        for reason, n in sorted(getattr(lvl, "removed", {}).items()):
+            add("removed_files_total", n, level=lvl.name, reason=reason)
     add("damaged_total", cache.damaged)
     add("ladder_restores_total", cache.ladder_restores)
     add("superseded_total", cache.superseded)

@@ -205,6 +205,8 @@ class SimEngine:
 class SimFormat:
     """The `image_format` argument of ConversationCache for the simulated engine."""
 
+    MAGIC = MAGIC
+
     read_header = staticmethod(read_header)
     validate = staticmethod(validate)
 

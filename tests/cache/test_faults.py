@@ -46,8 +46,8 @@ def test_truncated_image_is_skipped_at_open_and_counted(make_cache):
     before = stat_all(cold.folder)
     again = reopen(make_cache)
     lvl = again.cascade.levels[0]
-    assert not lvl.entries and lvl.skipped["damaged"] == 1
-    assert stat_all(cold.folder) == before  # nothing rewritten or deleted on open
+    assert not lvl.entries and lvl.skipped["damaged"] == 1 and lvl.removed["damaged"] == 1
+    assert len(before) == 2 and stat_all(cold.folder) == {}  # the damaged pair Strata wrote is removed on open
     prompt = h + [1, 2]
     hit, res, out, read = continue_from_cache(again, prompt)
     assert hit is None and out == fresh_continuation(prompt) and read == len(prompt)
