@@ -134,6 +134,7 @@ class MonitorModel:
         self._gen_rate = Series(max_points)
         self._last_generated: tuple[float, float] | None = None
         self._last_use: dict[str, float | None] = {}
+        self._last_state: dict[str, str | None] = {}      # each slot's state at the last snapshot
         self._times: deque[float] = deque(maxlen=max_points)   # snapshot times inside the history
 
     # -- input --------------------------------------------------------------------------------
@@ -197,18 +198,25 @@ class MonitorModel:
     # -- history ------------------------------------------------------------------------------
 
     def _record_slots(self, snap: dict, t: float) -> None:
-        """A slot's speed is plotted while it works and at the snapshot where it finished a request
-        (a short request may start and end between two snapshots); an idle slot reads 0 tok/s."""
+        """A slot's speeds are plotted while it works in that phase: prefill while it reads a prompt, decode
+        while it generates (the server keeps a request's prefill speed through its decode: it was drawn flat
+        for the whole decode). A phase that began and ended between two snapshots (a short prompt, a short
+        request) is plotted at the first snapshot after it. An idle slot reads 0 tok/s."""
         for s in _dicts(snap.get("slots")):
             key = str(s.get("id"))
             last_use = s.get("last_use")
             finished = key in self._last_use and _changed(last_use, self._last_use[key])
             self._last_use[key] = last_use
-            working = s.get("state") in BUSY_STATES or finished
+            state, before = s.get("state"), self._last_state.get(key)
+            self._last_state[key] = state
+            # a prefill not seen: decoding now after no request or another one, or a whole request in between
+            unseen_prefill = (state == "decode" and (before not in BUSY_STATES or finished)) or \
+                (finished and state not in BUSY_STATES and before not in BUSY_STATES)
+            live = {"prefill_tps": state == "prefill" or unseen_prefill, "decode_tps": state == "decode" or finished}
             for name, store in (("prefill_tps", self._prefill), ("decode_tps", self._decode)):
                 value = s.get(name)
                 series = store.setdefault(key, Series(self.max_points))
-                series.add(t, float(value) if working and isinstance(value, (int, float)) else 0.0)
+                series.add(t, float(value) if live[name] and isinstance(value, (int, float)) else 0.0)
 
     def _record_rate(self, snap: dict, t: float) -> None:
         generated = (snap.get("totals") or {}).get("generated_tokens")
@@ -235,6 +243,7 @@ class MonitorModel:
             s.points.clear()
         self._last_generated = None
         self._last_use.clear()
+        self._last_state.clear()
         self._times.clear()
 
 

@@ -190,3 +190,27 @@ def test_bad_parameters():
         MonitorModel(history_s=0)
     with pytest.raises(ValueError, match="max_points"):
         MonitorModel(max_points=1)
+
+
+def test_a_decoding_slot_reads_zero_on_the_prefill_plot():
+    """A slot keeps its request's prefill speed through the decode that follows (the server reports it until
+    the next request); the prefill plot drew that speed flat for the whole decode (new-user trial: four slots
+    at 213 tok/s of prefill for 5 s while they only decoded). The decode plot likewise reads 0 in prefill."""
+    base = load("series.json")[-1]
+    states = ["idle", "prefill", "decode", "decode", "decode", "idle",    # a request seen in each phase
+              "idle", "decode", "decode", "idle",                          # a prefill too short to be seen
+              "idle"]                                                      # (a whole request between two)
+    snaps, last_use = [], 100.0
+    for i, state in enumerate(states):
+        snap = copy.deepcopy(base)
+        snap["time"] = base["time"] + i
+        slot = next(s for s in snap["slots"] if s["id"] == 1)
+        if i in (5, 9, 10):
+            last_use += 1          # a request ended since the last snapshot
+        slot.update(state=state, last_use=last_use, prefill_tps=500.0, decode_tps=None if state == "prefill" else 30.0)
+        snaps.append(snap)
+    view = fed(*snaps).view()
+    prefill = [v for _, v in view.prefill_history["1"]]
+    decode = [v for _, v in view.decode_history["1"]]
+    assert prefill == [0.0, 500.0, 0.0, 0.0, 0.0, 0.0, 0.0, 500.0, 0.0, 0.0, 500.0]
+    assert decode == [0.0, 0.0, 30.0, 30.0, 30.0, 30.0, 0.0, 30.0, 30.0, 30.0, 30.0]
