@@ -11,6 +11,10 @@ for a few cells. About 15 minutes on one core:
 
     .venv/bin/python benchmarks/replay_yardstick.py [--traces /work/shared/traces] [--quick]
 
+`--sticky B1,B2,...` instead replays a few cells with `sticky:B`: the learned choice where a history
+whose request reused at least half of its prompt counts its expected re-read cost times 1 + B (keep
+the conversations that are hitting; B < 0 the opposite; B = 0 is `default`).
+
 `--ram` instead replays with a RAM conversation cache below the slots (seed 001's setting) and a
 RAM-aware variant of the learned choice (`ram:F`: the expected re-read cost of a history the RAM
 cache would keep, 4,096 tokens up to its budget, multiplied by F; not a policy of `strata replay`).
@@ -113,6 +117,56 @@ def cases(traces: Path, quick: bool) -> list[tuple[str, list, list[int], float, 
     return out
 
 
+class Sticky(pol.LearnedPolicy):
+    """`sticky:B` (module docstring): the learned choice re-ranked with the hit factor."""
+
+    def __init__(self, beta: float) -> None:
+        super().__init__(f"sticky:{beta:g}", sp.PolicyConfig())
+        self.beta = beta
+
+    def reset(self, slots, requests, opts):
+        super().reset(slots, requests, opts)
+        self.hit: dict[int, bool] = {}
+
+    def choose(self, i, now, commons):
+        t, src, reason = super().choose(i, now, commons)
+        if reason == "learned":
+            views, load = pol.slot_views(self.slots, now, commons, self.turn)
+            req = sp.RequestView(self.requests[i].n_prompt, self.opts.prompt_rate_tps)
+            lcfg, memo = self.cfg.learn, {}
+            idle = [v for v in views if not v.busy]
+            cost = {}
+            for v in idle:
+                c = slot_returns.expected_reread_rate(v, now, self.stats, lcfg, memo)
+                held = self.slots[v.slot - 1].req
+                cost[v.slot] = c * (1 + self.beta) if held is not None and self.hit.get(held) else c
+            best = min(idle, key=lambda v: (cost[v.slot] >= lcfg.keep_tps, load.get(v.group, 0), cost[v.slot],
+                                            v.last_use, v.slot))
+            t, src, reason = pol.as_choice(sp.decide_to(best, "learned", views, req, now, self.cfg))
+        reused = max(commons[t], commons[src] if src is not None else 0)
+        self.hit[i] = reused >= 0.5 * self.requests[i].n_prompt
+        return t, src, reason
+
+
+def sticky_table(traces: Path, betas: list[float]) -> None:
+    conv = read_mooncake(traces / "mooncake_conversation_trace.jsonl")
+    synth = read_mooncake(traces / "mooncake_synthetic_trace.jsonl")
+    cells = [(f"agents seed {s}", [generate("agents", 8.0, s)], [2, 3, 4, 6]) for s in (1, 2, 3)]
+    cells.append(("conversation 10%", [thin(conv, 0.10, d) for d in range(5)], [2, 4, 6]))
+    cells.append(("synthetic 10%", [thin(synth, 0.10, d) for d in range(5)], [2, 4, 6]))
+    print("| cell | slots | default | " + " | ".join(f"sticky:{b:g}" for b in betas) + " |")
+    print("| --- | ---: | ---: | " + " | ".join("---:" for _ in betas) + " |")
+    for title, timelines, counts in cells:
+        for n in counts:
+            base = [simulate(x, n, pol.make_policy("lru")).prompt_tokens_read for x in timelines]
+
+            def mean(make, timelines=timelines, n=n, base=base):
+                reads = [simulate(x, n, make()).prompt_tokens_read for x in timelines]
+                return sum(r / b - 1 for r, b in zip(reads, base, strict=True)) / len(reads) * 100
+            row = [mean(lambda: pol.make_policy("default"))] + [mean(lambda b=b: Sticky(b)) for b in betas]
+            print(f"| {title} | {n} | " + " | ".join(f"{x:+.2f}%" for x in row) + " |", flush=True)
+
+
 def ram_table(traces: Path) -> None:
     """default, oracle-opt (a schedule here, not the optimum) and ram:F with a RAM cache."""
     conv = read_mooncake(traces / "mooncake_conversation_trace.jsonl")
@@ -142,7 +196,11 @@ def main() -> int:
     ap.add_argument("--traces", default="/work/shared/traces")
     ap.add_argument("--quick", action="store_true", help="fewer draws and slot counts (a smoke run)")
     ap.add_argument("--ram", action="store_true", help="the RAM cache table instead")
+    ap.add_argument("--sticky", help="the sticky:B table for these B instead (comma-separated)")
     args = ap.parse_args()
+    if args.sticky:
+        sticky_table(Path(args.traces), [float(x) for x in args.sticky.split(",")])
+        return 0
     if args.ram:
         ram_table(Path(args.traces))
         return 0
