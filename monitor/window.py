@@ -21,6 +21,7 @@ from strata.monitor.widgets.slots import SlotsPanel
 
 REDRAW_MS = 250          # the feed sends at most 4 snapshots a second
 DEFAULT_SIZE = (1280, 800)
+TITLE_BAR_PX = 40        # the window manager's frame is unknown before the window is shown: room for it
 
 
 class MonitorWindow(QMainWindow):
@@ -33,7 +34,7 @@ class MonitorWindow(QMainWindow):
         icon = Path(__file__).resolve().parents[1] / "resources" / "strata.png"
         if icon.is_file():
             self.setWindowIcon(QIcon(str(icon)))
-        self.resize(*DEFAULT_SIZE)
+        self.resize(*fitted_size(DEFAULT_SIZE, QGuiApplication.primaryScreen()))
         self._drawn_version = -1
         self._build(themes.choose(theme))
         self.timer = QTimer(self)
@@ -97,3 +98,12 @@ class MonitorWindow(QMainWindow):
         if not self.grab().save(str(path), "PNG"):
             raise OSError(f"could not write the screenshot {path}")
         return path
+
+
+def fitted_size(size: tuple[int, int], screen) -> tuple[int, int]:
+    """`size`, made no larger than the screen's free area with a title bar above it (1280x800 ran past the
+    bottom of a 1366x768 screen, status bar and all); the window's least size still applies."""
+    if screen is None:
+        return size
+    free = screen.availableGeometry()
+    return min(size[0], free.width()), min(size[1], free.height() - TITLE_BAR_PX)

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +93,26 @@ def test_a_long_disconnection_reason_wraps_instead_of_widening_the_window(qtbot)
     state = w.header.state
     assert "give --url" in state.text()
     assert state.minimumSizeHint().width() <= state.width() and state.height() >= state.heightForWidth(state.width())
+
+
+def test_the_window_opens_inside_a_1366x768_screen(tmp_path):
+    """The window opened at 1280x800 whatever the screen: on a 1366x768 laptop (the commonest small screen)
+    its bottom, the status bar where the app says why its server is down, was below the screen's edge.
+    A subprocess: the offscreen platform's screen size is set when the application starts."""
+    screen = {"synchronousWindowSystemEvents": True, "windowFrameMargins": False,
+              "screens": [{"name": "laptop", "x": 0, "y": 0, "width": 1366, "height": 768,
+                           "logicalDpi": 96, "logicalBaseDpi": 96, "dpr": 1}]}
+    config = tmp_path / "screen.json"
+    config.write_text(json.dumps(screen), encoding="utf-8")
+    code = ("from PySide6.QtWidgets import QApplication; app = QApplication([]); "
+            "from strata.monitor.model import MonitorModel; from strata.monitor.window import MonitorWindow; "
+            "w = MonitorWindow(MonitorModel()); w.show(); app.processEvents(); "
+            "print(app.primaryScreen().availableGeometry().getRect(), w.frameGeometry().getRect())")
+    env = dict(os.environ, QT_QPA_PLATFORM=f"offscreen:configfile={config}")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                         check=True).stdout.strip().splitlines()[-1]
+    screen_rect, frame = (tuple(int(x) for x in part.strip("() ").split(",")) for part in out.split(") ("))
+    assert screen_rect == (0, 0, 1366, 768)
+    x, y, w, h = frame
+    assert x >= 0 and y >= 0 and x + w <= 1366 and y + h <= 768 - 30, frame   # room for a title bar too
+    assert w == 1280 and h >= 682, frame      # as wide as before, and no shorter than the window's least height
