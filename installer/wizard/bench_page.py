@@ -14,6 +14,14 @@ from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QVBoxLayout, QW
 from strata.installer import flow
 from strata.installer.bench import BenchReport, run_machine_bench
 
+# each stage's share of the bar: it went 0 -> 100 % for the engine, then back to 0 for the disk
+STAGE_SPANS = {"engine": (0, 60), "disk": (60, 100), "done": (100, 100)}
+
+
+def overall_percent(stage: str, fraction: float) -> int:
+    low, high = STAGE_SPANS.get(stage, (0, 100))
+    return int(low + (high - low) * min(max(fraction, 0.0), 1.0))
+
 
 class BenchWorker(QObject):
     progress = Signal(str, float, str)
@@ -61,6 +69,7 @@ class BenchPage(QWizardPage):
     def initializePage(self) -> None:
         w = self.wizard()
         self.done, self.report = False, None
+        self.bar.setRange(0, 100)
         self.bar.setValue(0)
         self.results.setText("")
         self._skip = threading.Event()
@@ -84,12 +93,17 @@ class BenchPage(QWizardPage):
         self.status.setText("skipping…")
 
     def _on_progress(self, stage: str, fraction: float, message: str) -> None:
-        self.bar.setValue(int(fraction * 100))
+        if stage == "engine" and fraction <= 0:
+            self.bar.setRange(0, 0)    # busy: the engine's bench says nothing until it is done
+        else:
+            self.bar.setRange(0, 100)
+            self.bar.setValue(overall_percent(stage, fraction))
         self.status.setText(f"{stage}: {message}")
 
     def _finish(self, report) -> None:
         w = self.wizard()
         self.skip_button.setEnabled(False)
+        self.bar.setRange(0, 100)
         self.bar.setValue(100)
         if isinstance(report, BenchReport):
             self.report = report
