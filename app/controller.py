@@ -136,7 +136,8 @@ class AppController(QObject):
 def status_text(status: ServerStatus) -> str:
     text = f"Server running ({status.detail})" if status.state == "running" else \
         f"Server {status.state}: {status.detail}"
-    if status.restarts:
+    # while restarting, the state's detail is that restart's reason: not said twice
+    if status.restarts and not (status.state == "restarting" and status.detail == status.last_restart_reason):
         times = "once" if status.restarts == 1 else f"{status.restarts} times"
         text += f"  \u2022  restarted {times} (last: {status.last_restart_reason})"
     return text

@@ -81,6 +81,7 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
         return RestartDecision(False, attempts, f"the server refused its configuration: {what}; "
                                                 "fix the configuration file (or run the setup again)")
     if attempts >= cfg.max_retries:
-        return RestartDecision(False, attempts, f"gave up after {attempts} restarts in a row: server {what} "
+        restarts = "1 restart" if attempts == 1 else f"{attempts} restarts"
+        return RestartDecision(False, attempts, f"gave up after {restarts} in a row: server {what} "
                                                 f"(STRATA_START_RETRIES={cfg.max_retries})")
     return RestartDecision(True, attempts + 1, f"server {what}; restart {attempts + 1} of {cfg.max_retries}")

@@ -18,9 +18,10 @@ CFG = RestartConfig(max_retries=3, stable_s=60.0)
     (Exit(-15, 9.0, True, False, "some log line"), 0, True, 1, "killed by SIGTERM; restart"),  # no line
     (Exit(2, 0.3, False, False, "bad --ctx"), 0, False, 0, "refused its configuration"),
     (Exit(0, 30.0, True, True), 2, False, 0, "stopped on request"),
+    (Exit(1, 0.5, False, False), 1, False, 1, "gave up after 1 restart in a row"),   # STRATA_START_RETRIES=1
 ])
 def test_decide(exit_, attempts, restart, after, words):
-    d = decide(exit_, attempts, CFG)
+    d = decide(exit_, attempts, CFG if "1 restart " not in words else RestartConfig(max_retries=1))
     assert (d.restart, d.attempts) == (restart, after)
     assert words in d.reason
     if exit_.returncode < 0:

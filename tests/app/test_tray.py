@@ -33,3 +33,6 @@ def test_status_text():
     text = status_text(ServerStatus("running", "pid 9", "http://h:1", 9, 2, "server killed by SIGKILL; restart 1 of 5"))
     assert text == "Server running (pid 9)  \u2022  restarted 2 times (last: server killed by SIGKILL; restart 1 of 5)"
     assert status_text(ServerStatus("failed", "gave up", None, None, 5, "x")).startswith("Server failed: gave up")
+    # while it waits to start again the reason is said once (it was said twice, as the state and as "last")
+    why = "server killed by SIGKILL; restart 1 of 5"
+    assert status_text(ServerStatus("restarting", why, None, None, 1, why)) == f"Server restarting: {why}"
