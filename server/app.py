@@ -85,6 +85,7 @@ def load(state: ServerState) -> None:
     state.model_description = model_description(getattr(engine, "metadata", None))
     state.model_quant = model_quant(engine)
     _warn_beyond_training(cfg, engine)
+    _warn_unusable_template(engine)
     state.cache = _make_cache(cfg, engine)
     timeline = None
     if cfg.timeline_out:
@@ -113,6 +114,15 @@ def _warn_beyond_training(cfg: ServerConfig, engine: Any) -> None:
     if trained and largest > trained:
         log.warning("the context (%d tokens) is larger than the %d tokens the model was trained on: "
                     "answers past %d tokens are unreliable (--ctx, --slot-ctx)", largest, trained, trained)
+
+
+def _warn_unusable_template(engine: Any) -> None:
+    """A chat template that cannot be used is found at load, not at the first chat request: the model
+    still serves /v1/completions, and the chat endpoints answer with this problem."""
+    problem = getattr(engine, "chat_template_problem", None)
+    if problem:
+        log.warning("the model's chat template is unusable (%s): chat requests (/v1/chat/completions, /v1/messages, "
+                    "/v1/responses) are refused with this error; /v1/completions works", problem)
 
 
 def _make_cache(cfg: ServerConfig, engine: Any) -> Any:

@@ -59,6 +59,11 @@ def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None, pre
     (`alternating`), then with the system prompt folded into the first user turn for templates that have
     no system role (Gemma 1 / 2's); the messages as sent stay first, so that a template that takes them
     renders exactly what the client sent."""
+    problem = getattr(engine, "chat_template_problem", None)
+    if problem:   # the server's model, not these messages: said as such (the start-up warned of it too)
+        raise APIError(500, f"the model's chat template is unusable ({problem}): this server cannot turn messages "
+                       "into a prompt for this model; /v1/completions (a prompt as text) still works. Use a model "
+                       "file whose template parses (re-download it, or convert it with a current llama.cpp)")
     extra = template_vars or {}
     try:
         text = _render_any_shape(engine, messages, tools, extra)

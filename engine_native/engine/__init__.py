@@ -254,7 +254,8 @@ class Engine:
             from strata.engine.tokenizer import Tokenizer
 
             tok = Tokenizer.from_metadata(self.metadata)
-            self._text = (tok, ChatTemplate.from_metadata(self.metadata, tok))
+            # a template that cannot be used does not stop the model: text completion needs none
+            self._text = (tok, ChatTemplate.from_metadata_or_unusable(self.metadata, tok))
         return self._text
 
     @property
@@ -264,6 +265,11 @@ class Engine:
     @property
     def chat_template(self):
         return self._text_parts()[1]
+
+    @property
+    def chat_template_problem(self) -> str | None:
+        """Why the model's chat template cannot be used (chat_template.UnusableChatTemplate), else None."""
+        return getattr(self.chat_template, "problem", None)
 
     @property
     def eos_token_ids(self) -> set[int]:

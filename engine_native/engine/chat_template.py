@@ -315,6 +315,25 @@ def harmony_messages(msgs: Sequence[Mapping[str, Any]]) -> list[dict]:
 # ---------------------------------------------------------------------------------------------------
 
 
+class UnusableChatTemplate:
+    """Stands in for a model's chat template that cannot be used (it does not parse, or is empty): the
+    model still loads, tokenizes and completes text (/v1/completions); every render raises
+    ChatTemplateError naming the problem, so chat requests get that instead of a prompt in some other
+    model's format. `Engine.chat_template_problem` says why (the server warns at start-up)."""
+
+    supports_tools = False
+    harmony = False
+    mistral_traits = (False, False)
+
+    def __init__(self, source: str, problem: str) -> None:
+        self.source = source
+        self.problem = problem
+
+    def render(self, *args: Any, **kwargs: Any) -> str:
+        raise ChatTemplateError(f"the model's chat template is unusable ({self.problem}): chat requests cannot be "
+                                "served with this model file; /v1/completions takes a prompt as text")
+
+
 class ChatTemplate:
     def __init__(self, template: str, bos_token: str = "", eos_token: str = ""):
         if not isinstance(template, str) or not template.strip():
@@ -351,6 +370,14 @@ class ChatTemplate:
             if tokenizer.eos_id is not None:
                 eos = tokenizer.token_text(tokenizer.eos_id)
         return cls(str(template), bos, eos)
+
+    @classmethod
+    def from_metadata_or_unusable(cls, metadata: Mapping[str, Any], tokenizer=None) -> ChatTemplate | UnusableChatTemplate:
+        """`from_metadata`, or an UnusableChatTemplate naming why the file's template cannot be used."""
+        try:
+            return cls.from_metadata(metadata, tokenizer)
+        except ChatTemplateError as exc:
+            return UnusableChatTemplate(str(metadata.get("tokenizer.chat_template") or ""), str(exc))
 
     def render(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Any] | None = None,
                add_generation_prompt: bool = True, **extra: Any) -> str:
