@@ -134,6 +134,7 @@ class MonitorModel:
         self._gen_rate = Series(max_points)
         self._last_generated: tuple[float, float] | None = None
         self._last_use: dict[str, float | None] = {}
+        self._counted: dict[str, Any] = {}      # the last snapshot with running totals
         self._last_state: dict[str, str | None] = {}      # each slot's state at the last snapshot
         self._times: deque[float] = deque(maxlen=max_points)   # snapshot times inside the history
 
@@ -158,9 +159,13 @@ class MonitorModel:
         """Takes one feed snapshot (docs/internals.md "Monitor feed"); raises FeedError on a wrong shape."""
         t = _check(snap)
         with self._lock:
-            if self._snapshot and (t < self._snapshot.get("time", t) or _counters_fell(self._snapshot, snap)):
+            # compared with the last snapshot that had counters: a restarted server's snapshots while it loads
+            # the model have none, and its zeros were compared with those (the old curves stayed)
+            if self._snapshot and (t < self._snapshot.get("time", t) or _counters_fell(self._counted, snap)):
                 self._reset_history()          # a new server process (counters start again) or its clock went back
             self._snapshot = snap
+            if isinstance(snap.get("totals"), dict):
+                self._counted = snap
             self._record_slots(snap, t)
             cache = snap.get("cache") if isinstance(snap.get("cache"), dict) else {}
             parks = cache.get("parks") or {}

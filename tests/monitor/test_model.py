@@ -214,3 +214,16 @@ def test_a_decoding_slot_reads_zero_on_the_prefill_plot():
     decode = [v for _, v in view.decode_history["1"]]
     assert prefill == [0.0, 500.0, 0.0, 0.0, 0.0, 0.0, 0.0, 500.0, 0.0, 0.0, 500.0]
     assert decode == [0.0, 0.0, 30.0, 30.0, 30.0, 30.0, 0.0, 30.0, 30.0, 30.0, 30.0]
+
+
+def test_a_new_server_process_seen_while_it_loads_starts_the_history_again():
+    """The app's feed reconnects to a restarted server while it still loads the model: those snapshots carry
+    no totals, and the next one's zeros were compared with them, so nothing "fell" and the old process's
+    curves and parks stayed on the plots beside the new one's (new-user trial, kill -9 under the app)."""
+    series, idle = load("series.json"), copy.deepcopy(load("idle.json"))
+    loading = {"time": series[-1]["time"] + 2, "ready": False, "version": idle.get("version")}
+    idle["time"] = series[-1]["time"] + 5
+    view = fed(*series, loading, idle).view()
+    assert len(view.parks_history["disk"]) == 1
+    assert all(len(h) == 1 for h in view.decode_history.values())
+    assert view.history_start == idle["time"]
