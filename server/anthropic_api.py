@@ -204,20 +204,22 @@ async def _prompt(request: web.Request, body: dict) -> tuple[Any, list[dict], li
                                                                template_vars=thinking_switch(body))
 
 
-THINKING_TYPES = ("enabled", "disabled", "adaptive")
+# every type the anthropic SDK sends (its ThinkingConfigParam); 'between_tools' (thinking between tool calls)
+# thinks as 'enabled' does
+THINKING_TYPES = ("enabled", "disabled", "adaptive", "between_tools")
 
 
 def thinking_switch(body: dict) -> dict[str, Any]:
     """Template variables for `thinking`: `{"type": "disabled"}` turns a thinking model's thinking off where
-    its template has the switch Qwen3's, GLM's and SmolLM3's read (`enable_thinking`); `enabled` and
-    `adaptive` leave the template's default (thinking). `budget_tokens` is checked, not enforced: the
-    model thinks as long as it does, within `max_tokens`."""
+    its template has the switch Qwen3's, GLM's and SmolLM3's read (`enable_thinking`); `enabled`,
+    `adaptive` and `between_tools` leave the template's default (thinking). `budget_tokens` is checked,
+    not enforced: the model thinks as long as it does, within `max_tokens`."""
     value = body.get("thinking")
     if value is None:
         return {}
     if not isinstance(value, dict) or value.get("type") not in THINKING_TYPES:
-        raise APIError(400, f"'thinking' must be an object whose 'type' is {', '.join(map(repr, THINKING_TYPES[:2]))} "
-                            f"or {THINKING_TYPES[2]!r}")
+        raise APIError(400, f"'thinking' must be an object whose 'type' is {', '.join(map(repr, THINKING_TYPES[:-1]))} "
+                            f"or {THINKING_TYPES[-1]!r}")
     budget = value.get("budget_tokens")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
         raise APIError(400, f"'thinking.budget_tokens' must be an integer, got {budget!r}")

@@ -202,9 +202,38 @@ def test_anthropic_thinking_disabled_turns_the_templates_thinking_off(switchable
     assert counted.input_tokens > switchable.messages.count_tokens(model="m", messages=msgs).input_tokens
 
 
+def sdk_thinking_types() -> list[str]:
+    """Every `thinking.type` the installed anthropic SDK can send (its ThinkingConfigParam union)."""
+    import typing
+
+    from anthropic.types import ThinkingConfigParam
+
+    return [typing.get_args(typing.get_args(typing.get_type_hints(c, include_extras=True)["type"])[0])[0]
+            for c in typing.get_args(ThinkingConfigParam)]
+
+
+def test_every_thinking_type_the_sdk_sends_is_answered(switchable):
+    """A type the SDK offers is no 400 (the SDK's 'between_tools' was one); only 'disabled' turns thinking
+    off. Claude Code 2.1.252+ sends adaptive with budget_tokens 0 and may ask for the thinking's display."""
+    types = sdk_thinking_types()
+    assert {"enabled", "disabled", "adaptive", "between_tools"} <= set(types)
+    msgs = [{"role": "user", "content": "hello"}]
+    for kind in types:
+        extra = {"budget_tokens": 1024, "display": "summarized"} if kind == "enabled" else {}
+        answer = switchable.messages.create(model="m", max_tokens=8, messages=msgs, extra_body={"temperature": 0},
+                                            thinking={"type": kind, **extra})
+        assert (answer.content[0].type == "thinking") == (kind != "disabled"), kind
+    adaptive = switchable.messages.create(model="m", max_tokens=8, messages=msgs, extra_body={
+        "temperature": 0, "thinking": {"type": "adaptive", "budget_tokens": 0, "display": "omitted"}})
+    assert adaptive.content[0].type == "thinking"
+
+
+BAD_TYPE = "'thinking' must be an object whose 'type' is 'enabled', 'disabled', 'adaptive' or 'between_tools'"
+
+
 @pytest.mark.parametrize("thinking, needle", [
-    ("off", "'thinking' must be an object whose 'type' is 'enabled', 'disabled' or 'adaptive'"),
-    ({"type": "sometimes"}, "'thinking' must be an object whose 'type' is 'enabled', 'disabled' or 'adaptive'"),
+    ("off", BAD_TYPE),
+    ({"type": "sometimes"}, BAD_TYPE),
     ({"type": "enabled", "budget_tokens": "lots"}, "'thinking.budget_tokens' must be an integer"),
 ])
 def test_a_bad_thinking_is_a_400(switchable, thinking, needle):
