@@ -12,6 +12,8 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from strata.exit_status import CONFIGURATION_REFUSED, MODEL_NOT_LOADED
+
 DEFAULT_START_RETRIES = 5
 DEFAULT_STABLE_S = 60.0     # a server up this long counts as started; the retry count starts again
 
@@ -77,9 +79,12 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
         return RestartDecision(False, 0, f"stopped on request ({what})")
     if exit.was_healthy and exit.ran_s >= cfg.stable_s:
         attempts = 0          # it had been running fine: this is a new failure, not a crash loop
-    if exit.returncode == 2 and not exit.was_healthy:
+    if exit.returncode == CONFIGURATION_REFUSED and not exit.was_healthy:
         return RestartDecision(False, attempts, f"the server refused its configuration: {what}; "
                                                 "fix the configuration file (or run the setup again)")
+    if exit.returncode == MODEL_NOT_LOADED and not exit.was_healthy:   # the same file fails the same way again
+        return RestartDecision(False, attempts, f"the server could not load its model: {what}; "
+                                                "choose another model file (run the setup again)")
     if attempts >= cfg.max_retries:
         restarts = "1 restart" if attempts == 1 else f"{attempts} restarts"
         return RestartDecision(False, attempts, f"gave up after {restarts} in a row: server {what} "

@@ -1,7 +1,7 @@
 """`strata serve`: flags, configuration, start-up checks, the listening loop, signals and the status line.
 
 An invalid option or variable stops start-up with a message naming it (exit status 2); a model that
-cannot be loaded stops the server (exit status 1). SIGINT / SIGTERM / SIGHUP (a closed terminal; not
+cannot be loaded stops the server (exit status 3, `strata/exit_status.py`). SIGINT / SIGTERM / SIGHUP (a closed terminal; not
 under `nohup`) and, with --stop-on-stdin-eof, the end of standard input stop it cleanly: running requests
 are cancelled, the engine thread joins, the histories in the engine's contexts are parked, the cache
 closes. Not here: the app itself (app.py).
@@ -27,6 +27,8 @@ from aiohttp import web
 from strata.server.config import ConfigError, ServerConfig, all_options, config_from_args, validate
 from strata.server.options import FLAG_SYNONYMS, OPTIONS, add_flags
 
+from strata.exit_status import CONFIGURATION_REFUSED, MODEL_NOT_LOADED
+
 log = logging.getLogger("strata.server")
 
 __all__ = ["FLAG_SYNONYMS", "add_arguments", "run", "serve"]   # FLAG_SYNONYMS: strata/cli.py's hints
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         check_output_paths(config)
     except ConfigError as e:
         print(f"strata serve: {e}", file=sys.stderr)
-        return 2
+        return CONFIGURATION_REFUSED
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format=log_format(status_line_shown(config)))
     try:
@@ -138,7 +140,7 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
         if status_task is not None:
             status_task.cancel()
         await runner.cleanup()
-    return 1 if failed else 0
+    return MODEL_NOT_LOADED if failed else 0
 
 
 def stop_signals() -> list[signal.Signals]:

@@ -2,7 +2,7 @@
 and for `strata setup --show`, so that --show's "valid" means the server starts.
 
 The checks, in order: the model file (missing, not GGUF, or something the engine cannot run:
-`strata.engine.check_model`, nothing loaded) -> exit status 1; `--backend cuda` where it cannot run (a model
+`strata.engine.check_model`, nothing loaded) -> exit status 3 (`MODEL_NOT_LOADED`); `--backend cuda` where it cannot run (a model
 only the CPU runs, such as deepseek2's; a build or machine without CUDA) -> 2;
 the memory check's error (contexts no memory here holds, a KV type the engine cannot hold for the model's
 heads, checked with --no-memory-check too) -> 2. Its warnings and the packed-weights verdict are returned for
@@ -14,6 +14,8 @@ the port (serve checks it right before listening).
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from strata.exit_status import CONFIGURATION_REFUSED, MODEL_NOT_LOADED
 
 
 @dataclass(frozen=True)
@@ -34,23 +36,23 @@ def preflight(config) -> Preflight:
         path = model_path(config)
         check_model(path)
     except (FileNotFoundError, ValueError) as e:
-        return Preflight(1, f"the model could not be loaded: {e}{damaged_file_advice(e)}")
+        return Preflight(MODEL_NOT_LOADED, f"the model could not be loaded: {e}{damaged_file_advice(e)}")
     if config.backend == "cuda":           # before the build's own check: rebuilding with CUDA would not help
         lacks = cuda_lacks_of(path)
         if lacks:
-            return Preflight(2, f"--backend cuda: the CUDA backend has no {lacks}; this model runs on the CPU "
-                                "(--backend cpu, or auto)")
+            return Preflight(CONFIGURATION_REFUSED, f"--backend cuda: the CUDA backend has no {lacks}; this model "
+                                                    "runs on the CPU (--backend cpu, or auto)")
     try:
         backend = resolve_backend(config.backend)
-    except ValueError as e:              # an option this machine cannot honour: 2, so the app does not retry
-        return Preflight(2, f"--backend {config.backend}: {e}")
+    except ValueError as e:              # an option this machine cannot honour, so the app does not retry
+        return Preflight(CONFIGURATION_REFUSED, f"--backend {config.backend}: {e}")
     from strata.server import memory_check
 
     ask = memory_check.ask_for(config, path, backend)   # None: the KV is in VRAM
     if not config.memory_check:
         refusal = memory_check.kv_type_refusal(ask) if ask is not None else None
-        return Preflight(2, refusal) if refusal else Preflight()
+        return Preflight(CONFIGURATION_REFUSED, refusal) if refusal else Preflight()
     verdict = memory_check.judge(ask) if ask is not None else memory_check.Verdict()
     if verdict.error:
-        return Preflight(2, verdict.error)
+        return Preflight(CONFIGURATION_REFUSED, verdict.error)
     return Preflight(warnings=(verdict.warning,) if verdict.warning else (), pack_weights=verdict.pack_weights)

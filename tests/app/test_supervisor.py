@@ -57,6 +57,14 @@ def test_a_refused_configuration_is_not_retried(tmp_path):
     assert "refused its configuration" in st.detail and "ctx" in st.detail
 
 
+def test_a_model_the_server_cannot_load_is_not_retried(tmp_path):
+    # it was restarted 5 times (~20 s) with the same missing file before the app gave up (a new-user trial)
+    st = failed_start(tmp_path, f"model = '{tmp_path / 'gone.gguf'}'\nport = 0\n")
+    assert st.restarts == 0, st.detail
+    assert "could not load its model: exited with status 3" in st.detail and "gone.gguf: no such file" in st.detail
+    assert "choose another model file" in st.detail, st.detail
+
+
 def test_a_refusal_reaches_the_window_whole_without_the_log_prefix(tmp_path):
     # the memory check's refusal (~300 characters) was cut at 200 with its time and logger first, so the
     # status bar read "... of the 22.6 GiB of memory available: lower --ct" without what to lower

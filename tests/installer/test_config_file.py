@@ -34,7 +34,7 @@ def test_show_prints_every_key_with_its_reason(tmp_path, capsys):
     plan = _plan()
     path = config_file.write(plan, tmp_path / "c.toml")
     args = argparse.Namespace(show=True, config=path)
-    assert cli_run(args) == 1       # the plan's model is a made-up path: serve would stop on it, status 1
+    assert cli_run(args) == 3       # the plan's model is a made-up path: serve would stop on it, status 3
     shown = capsys.readouterr().out
     assert str(path) in shown and "the model could not be loaded: --model /m/Meta-Llama-3.1-8B" in shown
     for c in plan.choices:
@@ -52,7 +52,7 @@ def test_show_checks_what_serve_checks_before_listening(tmp_path, capsys, defaul
                                 mla={"kv_lora_rank": 256})
     for text, status, said in [
         (f'model = "{latent}"\nctx = 256\nbatch = 0\nkv_type = "q8_0"\n', 2, "use --kv-type f16"),
-        (f'model = "{tmp_path / "gone.gguf"}"\n', 1, "gone.gguf: no such file"),
+        (f'model = "{tmp_path / "gone.gguf"}"\n', 3, "gone.gguf: no such file"),
         (f'model = "{default_model_path}"\nctx = 1000000\nbatch = 8\nslot_ctx = 1000000\n', 2,
          "lower --ctx, --slot-ctx or --batch"),
     ]:

@@ -19,6 +19,7 @@ import openai
 import pytest
 from strata.server.replay.timeline import read_strata
 
+from strata.exit_status import MODEL_NOT_LOADED
 from tests.server.live import LiveServer
 
 KEY = "s3cret-key"
@@ -169,11 +170,11 @@ def test_cli_starts_serves_and_stops_cleanly_on_a_signal(tiny_model, tmp_path, s
     assert len(read_strata(timeline)) == 2        # the replay reader takes it
 
 
-def test_cli_stops_with_status_1_when_the_model_cannot_load(tmp_path):
+def test_cli_stops_with_status_3_when_the_model_cannot_load(tmp_path):
     proc, log = start_cli(["--model", str(tmp_path / "nothing.gguf")], tmp_path)
     proc.wait(60)
     out = log.read_text()
-    assert proc.returncode == 1 and "no such file" in out
+    assert proc.returncode == MODEL_NOT_LOADED == 3 and "no such file" in out
 
 
 @posix_only

@@ -13,6 +13,8 @@ import sys
 import pytest
 from strata.server.config import ConfigError, load_config, validate
 
+from strata.exit_status import MODEL_NOT_LOADED
+
 
 def write(tmp_path, text: str):
     p = tmp_path / "config.toml"
@@ -230,7 +232,7 @@ def test_contexts_too_large_for_memory_say_which_flags_to_lower(default_model_pa
     done = _serve("--model", str(default_model_path), "--port", "0", "--ctx", "1000000", "--batch", "1",
                   "--slot-ctx", "4096", "--conversation-cache-mib", "0", "--no-memory-check",  # the engine's own error
                   preexec_fn=at_most_8_gib, until="loaded in")
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == MODEL_NOT_LOADED, done.stderr
     assert "the model could not be loaded" in done.stderr, done.stderr
     assert ("not enough memory for the KV cache of the main context of 1000000 tokens and 1 slot(s) of 4096 "
             "tokens: lower --ctx, --batch or --slot-ctx, or use --kv-type q8_0") in done.stderr, done.stderr
@@ -249,7 +251,7 @@ def test_a_model_path_without_a_gguf_file_stops_before_listening(tmp_path, given
     if given == "folder":
         path.mkdir()
     done = _serve("--model", str(path), "--port", "0")
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == MODEL_NOT_LOADED, done.stderr
     assert f"--model {path}: " + says.format(path=path) in done.stderr, done.stderr
     assert "listening on" not in done.stderr               # it was printed, then the error
 
@@ -266,7 +268,7 @@ def test_a_model_file_the_engine_cannot_run_stops_before_listening(tmp_path, tin
     else:
         path = tiny_model_factory(arch=kind)
     done = _serve("--model", str(path), "--port", "0")
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == MODEL_NOT_LOADED, done.stderr
     assert "the model could not be loaded: " in done.stderr and says in done.stderr, done.stderr
     assert "listening on" not in done.stderr and "Traceback" not in done.stderr
 

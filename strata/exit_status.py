@@ -1,0 +1,6 @@
+"""The exit statuses `strata serve` stops with before it serves, shared by the server and by the app, which
+restarts a server that died but not one that a restart cannot help."""
+
+CONFIGURATION_REFUSED = 2   # a flag, key or variable, or what this machine cannot run as configured: fix the file
+MODEL_NOT_LOADED = 3        # the model file is missing, not GGUF, damaged or of a kind the engine cannot run,
+                            # or its load failed (memory): the same file fails the same way again
