@@ -9,8 +9,8 @@ ever applied, as with two passes one after the other, at the cost of about one p
 native CRC32 and the engine's checked chunk writes release the GIL).
 On damage: with the restore ladder, the rest is still fed and the engine's own per-chunk CRC stops
 at the first bad chunk (its longest valid prefix); without it, the context is emptied.
-The image is read with readinto() into a few reused buffers (at most about 64 MiB ahead of the
-apply pass), never memory-mapped: a file another process truncates while it is read gives a short
+The image is read with readinto() into a few reused buffers (one apply piece and one checksum piece
+ahead of the apply pass: 32 MiB by default), never memory-mapped: a file another process truncates while it is read gives a short
 read, found and counted as damage, where a map's missing pages killed the process with SIGBUS. What this is not: placement or the decision to discard (restoring.py);
 `restore.validate_image` / `apply_image` are the same two passes run one after the other (kept for
 the benchmark's breakdown).
@@ -18,6 +18,7 @@ the benchmark's breakdown).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import deque
@@ -40,7 +41,7 @@ def _clip(sizes: list[int], total: int) -> list[int]:
 
 
 HEADER_PROBE_BYTES = 1 << 20  # the header is parsed from the first MiB (16 MiB when longer: restore._read_header)
-READ_AHEAD_BYTES = 64 << 20  # the validation pass reads at most about this far ahead of the apply pass
+READ_BYTES = 1 << 20  # one read, checksummed at once while its bytes are still in the CPU's cache
 
 
 @dataclass
@@ -48,7 +49,8 @@ class _Piece:
     offset: int
     size: int
     buf: bytearray
-    got: int  # bytes read: less than size where the file ended
+    got: int  # bytes read: less than size where the file ended or the validation pass stopped
+    ended: bool = False  # the file ended in it
 
 
 def _read_into(f, view: memoryview) -> int:
@@ -120,33 +122,40 @@ class _ReadAhead:
                     if self.stop:
                         return
                 buf = self.buffer(size)
-                try:
-                    got = _read_into(self.f, memoryview(buf)[:size])
-                except OSError as exc:  # an I/O error: nothing from here on is trusted
-                    got, self.error = 0, exc
-                data = memoryview(buf)[:got]
-                bad, upto = None, None
-                while len(data) and bad is None:
-                    end = min(start + self.piece_bytes, self.length)
-                    take = min(len(data), end - pos)
-                    crc = crc32(data[:take], crc)
-                    data = data[take:]
-                    pos += take
-                    if pos == end:
-                        if index < len(self.piece_crc32) and crc == self.piece_crc32[index]:
-                            upto = end
-                        else:
-                            bad = index
-                        crc, index, start = 0, index + 1, end
+                view = memoryview(buf)[:size]
+                offset, got, bad, upto, ended = pos, 0, None, None, False
+                while got < size and bad is None:
+                    want = min(READ_BYTES, size - got)
+                    try:
+                        n = _read_into(self.f, view[got:got + want])
+                    except OSError as exc:  # an I/O error: nothing from here on is trusted
+                        n, self.error = 0, exc
+                    data = view[got:got + n]  # checked while it is still in the CPU's cache
+                    got += n
+                    while len(data) and bad is None:
+                        end = min(start + self.piece_bytes, self.length)
+                        take = min(len(data), end - pos)
+                        crc = crc32(data[:take], crc)
+                        data = data[take:]
+                        pos += take
+                        if pos == end:
+                            if index < len(self.piece_crc32) and crc == self.piece_crc32[index]:
+                                upto = end
+                            else:
+                                bad = index
+                            crc, index, start = 0, index + 1, end
+                    if n < want:
+                        ended = self.error is None
+                        break
                 if got < size and bad is None:
                     bad = index  # the piece it is in was cut short
                 with self.cond:
-                    if got < size:
-                        self.cut_at = pos if self.error is None else None
+                    if ended:
+                        self.cut_at = offset + got
                     if upto is not None:
                         self.upto = upto
                     if feed:
-                        self.pending.append(_Piece(pos - got, size, buf, got))
+                        self.pending.append(_Piece(offset, size, buf, got, ended))
                         self.held += size
                     else:
                         self._free.append(buf)
@@ -187,6 +196,9 @@ def restore_file(engine, ctx: int, f, tokens: np.ndarray, model_id: str, image_b
     if size == 0:
         return 0, Validation(0, False, "empty image"), "empty image"
     length = min(size, image_bytes)  # the bytes the sidecar's checksums can speak for
+    if hasattr(os, "posix_fadvise"):  # read front to back: a larger read-ahead from the device, as a map had
+        with contextlib.suppress(OSError):
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
     try:
         header = _header_of(f, length, image_format)
         f.seek(0)
@@ -214,7 +226,9 @@ def restore_file(engine, ctx: int, f, tokens: np.ndarray, model_id: str, image_b
     reads = [(n, True) for n in sizes] + [(n, False) for n in _clip([piece_bytes] * -(-(checked_to - covered)
                                                                                      // piece_bytes),
                                                                     checked_to - covered)]
-    window = max(READ_AHEAD_BYTES, 2 * (max(sizes, default=0) + piece_bytes))  # never waits on what it must check
+    # the least that never waits on bytes it must check first (the apply pass's next piece and the rest of
+    # the checksum piece it ends in): 32 MiB by default, so what it reads is still in the CPU's cache when applied
+    window = max(sizes, default=0) + piece_bytes
 
     n = 0
     why = "restored"
@@ -240,7 +254,10 @@ def restore_file(engine, ctx: int, f, tokens: np.ndarray, model_id: str, image_b
                 # engine's per-chunk CRC; a file cut short ends where the read ends
                 if piece is None:
                     buf = ahead.buffer(size_i)
-                    piece = _Piece(pos, size_i, buf, _read_into(f, memoryview(buf)[:size_i]))
+                    got = _read_into(f, memoryview(buf)[:size_i])
+                    piece = _Piece(pos, size_i, buf, got, got < size_i)
+                elif piece.got < piece.size and not piece.ended:   # the pass stopped inside it
+                    piece.got += _read_into(f, memoryview(piece.buf)[piece.got:piece.size])
             restorer.feed(memoryview(piece.buf)[:piece.got])
             ahead.give_back(piece, held)
             pos = end

@@ -46,3 +46,33 @@ def test_an_image_truncated_while_restored_is_counted_as_damage_not_a_crash(tiny
     assert got["entries_left"] == 0 and got["files_left"] == [], got
     damage = [w for w in got["warnings"] if "damaged" in w]
     assert len(damage) == 1 and "cut short while read" in damage[0], got["warnings"]
+
+
+def test_a_bad_sidecar_checksum_inside_a_long_read_still_restores_every_sound_chunk(tiny_model_factory, tmp_path):
+    """The validation pass reads a megabyte at a time and stops at the first sidecar piece that fails; the
+    restore ladder then reads the rest of that read itself, and the engine's per-chunk CRCs keep every sound
+    chunk (here all of them: only the sidecar's checksum of piece 1 is wrong)."""
+    import json as json_mod
+
+    from strata.engine import Engine
+
+    from tests.cache.truncated_restore_child import open_cache
+
+    folder = tmp_path / "cold"
+    folder.mkdir()
+    engine = Engine(str(tiny_model_factory(**MODEL)), n_ctx=2048, n_slots=1, n_threads=1)
+    history = [3 + i % 500 for i in range(N_HISTORY)]
+    cache = open_cache(engine, folder)
+    engine.prefill(1, history)
+    assert cache.park(1, "overwrite").destination == "disk"
+    cache.flush()
+    cache.close(persist=False)
+    (sidecar,) = folder.glob("*.json")
+    side = json_mod.loads(sidecar.read_bytes())
+    side["piece_crc32"][1] ^= 1
+    sidecar.write_text(json_mod.dumps(side))
+    cache = open_cache(engine, folder)
+    res = cache.restore(cache.lookup(history + [7, 8]), 0)
+    assert res.ladder and res.n_tokens == N_HISTORY and cache.damaged == 1, res
+    assert engine.context_tokens(0) == history
+    cache.close(persist=False)
