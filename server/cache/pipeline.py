@@ -69,8 +69,9 @@ class _ReadAhead:
     (and on to the end of the last sidecar piece they touch), checks each sidecar piece's CRC32 as its
     bytes come in, and hands the apply pass the pieces it read with how far the checks got. It stays at
     most `window` bytes ahead, and buffers the apply pass gives back are used again: one buffer of the
-    whole image cost its first-touch page faults, which made a 2 GiB restore two to three times slower. A read that comes back
-    short (the file was truncated since it was opened) ends the pass: `cut_at` says where."""
+    whole image cost its first-touch page faults, which made a 2 GiB restore two to three times slower.
+    A read that comes back short (the file was truncated since it was opened) ends the pass: `cut_at`
+    says where. Any other failure ends it too, as a bad piece: nothing past it counts as checked."""
 
     def __init__(self, f, reads: list[tuple[int, bool]], length: int, piece_bytes: int,
                  piece_crc32: tuple[int, ...], window: int) -> None:
@@ -82,7 +83,7 @@ class _ReadAhead:
         self.upto = 0  # bytes read and checked
         self.bad: int | None = None  # the first sidecar piece that fails (or was cut short)
         self.cut_at: int | None = None
-        self.error: OSError | None = None
+        self.error: Exception | None = None
         self.finished = False  # the pass returned (all read, a bad piece, or stopped)
         self.stop = False
         self._free: list[bytearray] = []
@@ -164,6 +165,9 @@ class _ReadAhead:
                     self.cond.notify_all()
                 if bad is not None:
                     return
+        except Exception as exc:  # a bug, not damage: the pass ends as at a bad piece, never as if it had checked it all
+            with self.cond:
+                self.error, self.bad = exc, index
         finally:
             with self.cond:
                 self.finished = True

@@ -76,3 +76,45 @@ def test_a_bad_sidecar_checksum_inside_a_long_read_still_restores_every_sound_ch
     assert res.ladder and res.n_tokens == N_HISTORY and cache.damaged == 1, res
     assert engine.context_tokens(0) == history
     cache.close(persist=False)
+
+
+class FailingRead:
+    """The image file, whose reads fail after `good` of them with an error that is not an OSError (a bug
+    in the read path, say): the restore must not count what it never checked as checked."""
+
+    def __init__(self, f, good: int) -> None:
+        self._f, self.good = f, good
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def readinto(self, view) -> int:
+        self.good -= 1
+        if self.good < 0:
+            raise ValueError("the read path failed")
+        return self._f.readinto(view)
+
+
+def test_a_read_path_that_fails_ends_the_restore_as_damage_never_as_checked(tiny_model_factory, tmp_path):
+    from strata.engine import Engine, snapshot
+    from strata.server.cache.pipeline import restore_file
+
+    from tests.cache.truncated_restore_child import open_cache
+
+    folder = tmp_path / "cold"
+    folder.mkdir()
+    engine = Engine(str(tiny_model_factory(**MODEL)), n_ctx=2048, n_slots=1, n_threads=1)
+    history = [3 + i % 500 for i in range(N_HISTORY)]
+    cache = open_cache(engine, folder)
+    engine.prefill(1, history)
+    assert cache.park(1, "overwrite").destination == "disk"
+    cache.flush()
+    (entry,) = cache.cascade.levels[0].entries.values()
+    for ladder in (False, True):
+        with open(entry.image_path, "rb", buffering=0) as f:
+            n, v, why = restore_file(engine, 0, FailingRead(f, good=3), entry.tokens, entry.identity.model_id,
+                                     entry.image_bytes, entry.piece_bytes, entry.piece_crc32, snapshot, N_HISTORY,
+                                     ladder)
+        assert not v.complete and "the read path failed" in v.reason, (ladder, n, v, why)
+        assert n < N_HISTORY and engine.context_tokens(0) == history[:n], (ladder, n)
+    cache.close(persist=False)
