@@ -7,9 +7,10 @@ answer's text as it is generated (the mechanism): it says when the text after th
 the API's reader (prompting.split_answer) reads whole. That is looked at only where a call can have just
 closed: a block's closing tag (`</tool_call>` for Hermes JSON, Qwen3-Coder's XML and GLM's calls,
 `</seed:tool_call>`, `</TOOLCALL>`), or a `}` for Mistral's `[TOOL_CALLS]NAME[ARGS]{...}`, which has no
-closing tag. A Harmony answer holds one call already (`<|call|>` ends it). Several calls that close
-together (a JSON list of calls in one block, Mistral Nemo's list, a bare list as the whole answer) are read
-and all but the first dropped: AnswerFormat.one_call.
+closing tag; a closing tag inside a call's arguments is their text, as prompting's reader reads it
+(chat_template.tool_call_blocks). A Harmony answer holds one call already (`<|call|>` ends it). Several
+calls that close together (a JSON list of calls in one block, Mistral Nemo's list, a bare list as the whole
+answer) are read and all but the first dropped: AnswerFormat.one_call.
 
 Not here: the answer's reading (prompting.py), the scheduler's loop (scheduler.py).
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from strata.engine.chat_template import xml_call_open
 from strata.server.errors import APIError
 from strata.server.prompting import MISTRAL_CALL_MARKER, AnswerFormat, split_tool_calls
 from strata.server.reasoning import ReasoningGate
@@ -63,7 +65,10 @@ class FirstCallEnd:
         self._looked = len(self._text)
         self._mistral_open = self._mistral_open or (self._flags[0] and MISTRAL_CALL_MARKER in fresh)
         closed = any(c in fresh for c in CALL_CLOSERS) or (self._mistral_open and fresh.rstrip().endswith("}"))
-        return closed and bool(split_tool_calls(self._text, self._tools, *self._flags)[1])
+        # a closing tag inside an XML call's parameter is its text: the call goes on (a JSON call's reading
+        # already sees through one inside its strings)
+        return closed and not xml_call_open(self._text) and bool(
+            split_tool_calls(self._text, self._tools, *self._flags)[1])
 
 
 def first_call_end(fmt: AnswerFormat, tools: list[dict] | None) -> FirstCallEnd | None:

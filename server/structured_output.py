@@ -50,7 +50,6 @@ from strata.server.call_probe import (
 from strata.server.errors import APIError
 
 HARMONY_FINAL_CHANNEL = b"<|channel|>final<|message|>"   # where a Harmony answer's final text starts
-CALL_END = (b"</tool_call>",)   # a JSON call's value may not write it: the block's reader ends the call there
 
 
 @dataclass(frozen=True, eq=False)
@@ -272,7 +271,7 @@ def held_calls(tools: Any, answer: Any,
     if marker == b"<tool_call>" and writes_json_calls(engine):
         opening, close = json_call_frame(engine)
         return JsonFormat(call_schema(tools), trigger=marker, opened=opened, reasoning=reasoning, lead=opening,
-                          close=close, forbid=CALL_END, spacing=json_call_spacing(engine))
+                          close=close, spacing=json_call_spacing(engine))
     keyed = keyed_rule(engine, marker, tools, repeat=True, reasoning=reasoning, opened=opened)
     if keyed is not None:
         return keyed
@@ -299,7 +298,7 @@ def required_call(demanded: bool, tools: Any, answer: Any,
     after = answer.think[1].encode() if getattr(answer, "opened", False) else None
     if marker == b"<tool_call>" and engine is not None and writes_json_calls(engine):
         opening, close = json_call_frame(engine)
-        return JsonFormat(call_schema(tools), after=after, lead=marker + opening, close=close, forbid=CALL_END,
+        return JsonFormat(call_schema(tools), after=after, lead=marker + opening, close=close,
                           spacing=json_call_spacing(engine))
     keyed = keyed_rule(engine, marker, tools, repeat=False, after=after) if engine is not None else None
     if keyed is not None:

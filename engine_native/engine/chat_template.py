@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -443,7 +443,8 @@ class ChatTemplate:
 # tool calls in the model's answer
 # ---------------------------------------------------------------------------------------------------
 
-_TOOL_CALL_BLOCK = re.compile(r"<(tool_call|TOOLCALL)>\s*(.*?)\s*(?:</\1>|$)", re.DOTALL)
+_TOOL_CALL_OPENER = re.compile(r"<(tool_call|TOOLCALL)>")
+_JSON_DECODER = json.JSONDecoder()
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 # Qwen3-Coder's calls: <function=NAME> then <parameter=P>value</parameter> pairs, then </function>;
 # a missing closing tag ends at the next opening one or at the end (a cut answer)
@@ -510,6 +511,58 @@ def _calls_from_xml(body: str, types: Mapping[str, Mapping[str, Any]]) -> list[d
     return calls or None
 
 
+def tool_call_blocks(text: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, body) of each `<tool_call>` / `<TOOLCALL>` block in `text`, the body stripped. The closing
+    tag can be an argument's text (a call writing code about tool calls), so a body that opens as JSON and
+    decodes ends where its JSON does, and a Qwen3-Coder XML body at the first closing tag right after a
+    `</function>`; any other body ends at the first closing tag, or at the text's end (a cut answer)."""
+    pos = 0
+    while (m := _TOOL_CALL_OPENER.search(text, pos)) is not None:
+        closer = f"</{m.group(1)}>"
+        at = len(text) - len(text[m.end():].lstrip())
+        end = _json_block_end(text, at, closer) if text[at:at + 1] in ("{", "[") else None
+        if end is None and text.startswith("<function=", at):
+            end = _xml_block_end(text, at, closer)
+        if end is None:
+            close = text.find(closer, m.end())
+            end = len(text) if close < 0 else close + len(closer)
+        body_end = end - len(closer) if text.endswith(closer, 0, end) else end
+        yield m.start(), end, text[m.end():body_end].strip()
+        pos = end
+
+
+def _json_block_end(text: str, at: int, closer: str) -> int | None:
+    """Where a block whose JSON starts at `at` ends: after the closing tag that follows the JSON (or at the
+    text's end, a cut answer); None when the JSON does not decode or something else follows it."""
+    try:
+        _, json_end = _JSON_DECODER.raw_decode(text, at)
+    except (ValueError, RecursionError):
+        return None
+    after = len(text) - len(text[json_end:].lstrip())
+    if after == len(text):
+        return after
+    return after + len(closer) if text.startswith(closer, after) else None
+
+
+def _xml_block_end(text: str, at: int, closer: str) -> int | None:
+    """Where an XML block (its `<function=` at `at`) ends: after the first closing tag that follows a
+    `</function>` and whitespace, before any other block opens; None when there is none."""
+    for close in (i.start() for i in re.finditer(re.escape(closer), text[at:])):
+        before = text[at:at + close]
+        if _TOOL_CALL_OPENER.search(before):
+            return None
+        if before.rstrip().endswith("</function>"):
+            return at + close + len(closer)
+    return None
+
+
+def xml_call_open(text: str) -> bool:
+    """Whether `text` ends inside a Qwen3-Coder XML call: its last block opened a `<function=` whose
+    `</function>` is not written yet, so a closing tag it holds is a parameter's text."""
+    bodies = [body for _, _, body in tool_call_blocks(text)]
+    return bool(bodies) and bodies[-1].startswith("<function=") and not bodies[-1].endswith("</function>")
+
+
 def _mistral_first(text: str) -> bool:
     """Whether `[TOOL_CALLS]` comes before any `<tool_call>` / `<TOOLCALL>` block in `text`."""
     at = text.find("[TOOL_CALLS]")
@@ -540,12 +593,12 @@ def parse_tool_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = 
         calls: list[dict[str, str]] = []
         kept: list[str] = []
         pos = 0
-        for m in _TOOL_CALL_BLOCK.finditer(text):
-            found = _calls_from_json(m.group(2)) or _calls_from_xml(m.group(2), types or {})
+        for start, end, body in tool_call_blocks(text):
+            found = _calls_from_json(body) or _calls_from_xml(body, types or {})
             if found is None:
                 continue  # not a call: stays in the content
-            kept.append(text[pos : m.start()])
-            pos = m.end()
+            kept.append(text[pos:start])
+            pos = end
             calls.extend(found)
         kept.append(text[pos:])
         if calls:

@@ -261,6 +261,14 @@ def test_tool_parameter_types_skip_what_is_not_a_schema():
         ('Sure.<TOOLCALL>[{"name": "f", "arguments": {"a": 1}}, {"name": "g", "arguments": {}}]</TOOLCALL>',
          "Sure.", [("f", {"a": 1}), ("g", {})]),
         ('<tool_call>not json</tool_call> text', '<tool_call>not json</tool_call> text', []),
+        # a closing tag inside a call's arguments is their text (a call writing code about tool calls): the
+        # JSON block ends where its JSON does, the XML block at the closing tag after its </function>
+        ('<tool_call>\n{"name": "w", "arguments": {"code": "END = \\"</tool_call>\\""}}\n</tool_call>\n'
+         '<tool_call>{"name": "g", "arguments": {}}</tool_call> Done.',
+         "Done.", [("w", {"code": 'END = "</tool_call>"'}), ("g", {})]),
+        ('<tool_call>{"name": "w", "arguments": {"code": "</tool_call>"}}', "", [("w", {"code": "</tool_call>"})]),
+        ("<tool_call>\n<function=w>\n<parameter=code>\nEND = '</tool_call>'\n</parameter>\n</function>\n"
+         "</tool_call>\nDone.", "Done.", [("w", {"code": "END = '</tool_call>'"})]),
         # Qwen3-Coder: XML functions and parameters; values are strings unless they read as other JSON
         ("I will read it.\n<tool_call>\n<function=read_file>\n<parameter=path>\nsrc/main.py\n</parameter>\n"
          "<parameter=limit>\n100\n</parameter>\n</function>\n</tool_call>",

@@ -209,8 +209,9 @@ XML_PIECES = [b"<tool_call>", b"\n<function=", b"edit_file", b">\n<parameter=", 
 
 def test_a_value_cannot_write_the_markup_the_reader_ends_it_at():
     """Qwen3-Coder's reader ends a value at `</parameter>` or the next `<parameter=`, a function at
-    `<function=` or `</function>`, the block at `</tool_call>`: inside a value these are refused, except as
-    the value's own end, which is then written whole."""
+    `<function=` or `</function>`: inside a value these are refused, except as the value's own end, which is
+    then written whole. `</tool_call>` is refused too, though the reader now reads it as the value's text
+    (chat_template.tool_call_blocks: the block ends at the tag after `</function>`)."""
     from strata.engine.keyed_call import KeyedCall
     from strata.server.prompting import AnswerFormat, split_answer
 
@@ -230,10 +231,11 @@ def test_a_value_cannot_write_the_markup_the_reader_ends_it_at():
     text = "<tool_call>\n<function=edit_file>\n<parameter=path>\na.py"
     for bad in [b"\n<parameter=", b"</tool_call>", b"<function="]:
         c = opened()
-        assert not c.allows(XML_PIECES.index(bad)), bad           # the reader would end the value there
+        assert not c.allows(XML_PIECES.index(bad)), bad
         _, _, calls = split_answer(text + bad.decode() + "\n</parameter>\n</function>\n</tool_call>",
                                    AnswerFormat(), tools)
-        assert [json.loads(k["arguments"]) for k in calls] != [{"path": "a.py" + bad.decode()}]
+        whole = [json.loads(k["arguments"]) for k in calls] == [{"path": "a.py" + bad.decode()}]
+        assert whole == (bad == b"</tool_call>"), bad            # the reader would end the value at the others
     c = opened()
     c.advance(XML_PIECES.index(b"\n</parameter>"))
     assert not c.allows(XML_PIECES.index(b"x")) and c.allows(XML_PIECES.index(b"\n<"))   # its end, whole
@@ -269,29 +271,31 @@ def test_a_mistral_header_is_what_its_reader_takes():
 
 
 def test_a_json_call_cannot_write_the_markup_its_reader_ends_it_at():
-    """A JSON call's string may not spell the text its reader ends the call at: Hermes' block reader cut
-    `{"a": "x</tool_call>y"}` (no call), Harmony's stream ended the arguments at a written `<|end|>`."""
+    """A JSON call's string may not spell the text its reader ends the call at: Harmony's stream ended the
+    arguments at a written `<|end|>`. Hermes' block reader reads `{"a": "x</tool_call>y"}` whole (the block
+    ends where its JSON does: chat_template.tool_call_blocks), so its held call (structured_output's rule,
+    which forbids nothing) may write it: a call writing code about tool calls."""
     from strata.engine.chat_template import parse_tool_calls
     from strata.engine.harmony import parse_harmony
     from strata.engine.json_args_call import HARMONY, JsonArgsCall
     from strata.engine.json_constraint import JsonConstraint
     from strata.engine.json_schema import compile_call, tool_arguments
-    from strata.server.structured_output import CALL_END
 
-    assert parse_tool_calls('<tool_call>\n{"name": "f", "arguments": {"a": "x</tool_call>y"}}\n</tool_call>')[1] == []
+    read = parse_tool_calls('<tool_call>\n{"name": "f", "arguments": {"a": "x</tool_call>y"}}\n</tool_call>')[1]
+    assert [json.loads(c["arguments"]) for c in read] == [{"a": "x</tool_call>y"}]
     assert parse_harmony(' to=functions.f<|message|>{"a": "x<|end|>y"}').calls[0]["arguments"] == '{"a": "x'
     pieces = [b"<tool_call>", b'{"name": "f", "arguments": {"a": "x', b"</tool_call>", b"<|end|>", b"</", b"y",
               b' to=functions.f<|message|>{"a": "x', b"<eos>"]
     vocab = Vocabulary(pieces, special_ids=[7])
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
     hermes = JsonConstraint(compile_call([("f", schema)]), vocab, [7], trigger=b"<tool_call>",
-                            close=b"\n</tool_call>", forbid=CALL_END)
+                            close=b"\n</tool_call>")
     harmony = JsonArgsCall(HARMONY, [("f", tool_arguments(schema))], vocab, [7])
     for c, opening in [(hermes, [0, 1]), (harmony, [6])]:
         for t in opening:
             c.advance(t)
         assert c.allows(5) and c.allows(4)                  # "</" alone: a value may still go on
-        assert not c.allows(2 if c is hermes else 3)
+    assert hermes.allows(2) and not harmony.allows(3)
 
 
 @pytest.mark.parametrize("fmt_name, vocabulary", [("hermes", "smollm"), ("qwen3_coder", "smollm"), ("glm", "smollm"),
