@@ -159,14 +159,14 @@ def measure(size: int, tail: int, threads: int | None, model: Path, reread: bool
         for _ in range(REPEAT):
             drop_page_cache(cold_path)
             t0 = time.perf_counter()
-            v = validate_image(lambda: cold_level.read_pieces(cold_entry), cold_entry.tokens,
+            v = validate_image(lambda: cold_level.mapped_pieces(cold_entry), cold_entry.tokens,
                                cold_entry.identity.model_id, cold_entry.image_bytes, cold_entry.piece_crc32,
                                snapshot)
             val.append(time.perf_counter() - t0)
             assert v.complete, v
             sizes = aligned_sizes(v.header, cold_entry.image_bytes)
             t0 = time.perf_counter()
-            n, _ = apply_image(eng, 2, cold_level.read_ranges(cold_entry, sizes), cold_entry.tokens, size)
+            n, _ = apply_image(eng, 2, cold_level.mapped_pieces(cold_entry, sizes), cold_entry.tokens, size)
             app.append(time.perf_counter() - t0)
             assert n == size
         out["validation_pass_s"], out["apply_pass_s"] = min(val), min(app)
@@ -174,7 +174,7 @@ def measure(size: int, tail: int, threads: int | None, model: Path, reread: bool
         for _ in range(REPEAT):
             drop_page_cache(cold_path)
             t0 = time.perf_counter()
-            n, _ = apply_image(eng, 2, cold_level.read_ranges(cold_entry, sizes), cold_entry.tokens, size)
+            n, _ = apply_image(eng, 2, cold_level.mapped_pieces(cold_entry, sizes), cold_entry.tokens, size)
             one.append(time.perf_counter() - t0)
             assert n == size
         out["one_pass_s"] = min(one)

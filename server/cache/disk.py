@@ -12,10 +12,12 @@ trusted (damaged_files.py then removes the skipped files Strata wrote). What thi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import math
+import mmap
 import os
 import time
 from collections import Counter
@@ -421,11 +423,46 @@ class DiskLevel:
 
     # -- reads ----------------------------------------------------------------------------------
 
-    def open_image(self, entry: DiskEntry):
-        """The image file opened for reading, unbuffered (pipeline.restore_file reads it into its own
-        buffer). Never memory-mapped: another process may truncate it while it is read, and a map's
-        missing pages are a SIGBUS, where a read comes back short."""
-        return open(entry.image_path, "rb", buffering=0)
+    @contextlib.contextmanager
+    def mapped(self, entry: DiskEntry) -> Iterator[memoryview]:
+        """The whole image as one read-only memoryview of a memory map (empty for an empty file)."""
+        with open(entry.image_path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                yield memoryview(b"")
+                return
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            if hasattr(mm, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
+                mm.madvise(mmap.MADV_SEQUENTIAL)
+            view = memoryview(mm)
+            try:
+                yield view
+            finally:
+                try:
+                    view.release()
+                except BufferError:  # a consumer still holds a slice; it goes with the map
+                    pass
+        finally:
+            try:
+                mm.close()
+            except BufferError:  # a consumer still holds a view: the map closes when it is collected
+                pass
+
+    def mapped_pieces(self, entry: DiskEntry, sizes: list[int] | None = None) -> Iterator[memoryview]:
+        """The image as read-only views of one memory map (no copy into the process): pieces of the
+        given sizes, or of `entry.piece_bytes`. The views are valid while the generator runs."""
+        with self.mapped(entry) as view:
+            size = len(view)
+            if size == 0:
+                return
+            if sizes is None:
+                sizes = [entry.piece_bytes] * -(-size // entry.piece_bytes)
+            pos = 0
+            for n in sizes:
+                if pos >= size:
+                    return
+                yield view[pos:pos + n]
+                pos += n
 
     def read_ranges(self, entry: DiskEntry, sizes: list[int]) -> Iterator[bytes]:
         """The image cut into consecutive pieces of the given sizes (the last may come short)."""

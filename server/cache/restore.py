@@ -5,7 +5,7 @@ the engine's `validate` only to find the ladder prefix when a piece fails), `app
 pass: pieces fed to `engine.restorer(ctx)`, stopping once enough tokens are in), `check_held` (the
 context must hold exactly the entry's first tokens, else it is emptied), `needed_bytes` and
 `aligned_sizes` (which bytes hold a prefix; pieces cut at the engine's chunk boundaries). RAM entries
-are restored with `apply_image`; disk entries with pipeline.restore_file, which overlaps the same
+are restored with `apply_image`; disk entries with pipeline.restore_mapped, which overlaps the same
 two passes; the benchmark times the passes apart with these. What this is not: placement
 (policy.place_disk_io) or the decision to discard (restoring.py).
 """
@@ -85,7 +85,7 @@ def validate_image(open_pieces: Callable[[], Iterable[bytes]], tokens: np.ndarra
 
 
 def _read_header(image_format, data):
-    """The header from the start of an image (a piece, or the start of the image read so far), copying only its
+    """The header from the start of an image (a piece or the whole mapped image), copying only its
     first MiB, or its first 16 MiB when the header is longer (4M tokens; no context holds more)."""
     try:
         return image_format.read_header(bytes(data[: 1 << 20]))

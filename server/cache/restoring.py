@@ -3,7 +3,7 @@
 
 What this is: `lookup` (every level's entries ranked by policy.rank_candidates: longest valid prefix,
 ties to the fastest level), `restore` (a RAM entry applied directly; a disk one placed by
-policy.place_disk_io, validated and applied by pipeline.restore_file, down the restore ladder when
+policy.place_disk_io, validated and applied by pipeline.restore_mapped, down the restore ladder when
 damaged), and the restore counters. What this is not: parking (parking.py) or the two passes over an
 image (restore.py, pipeline.py). A mixin: the state it uses is made by `ConversationCache.__init__`.
 """
@@ -20,7 +20,7 @@ from . import policy
 from .cascade import forget_files
 from .disk import DiskEntry, DiskLevel, tokens_array
 from .memory import MIB
-from .pipeline import restore_file
+from .pipeline import restore_mapped
 from .ram import RamEntry
 from .restore import Validation, apply_image
 
@@ -142,10 +142,10 @@ class RestoreMixin:
             return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False, adm.reason,
                                  untouched=True)
         try:
-            with lvl.open_image(entry) as f:
-                n, v, why = restore_file(self.engine, ctx, f, entry.tokens, entry.identity.model_id,
-                                         entry.image_bytes, entry.piece_bytes, entry.piece_crc32,
-                                         self.image_format, limit, c.restore_ladder)
+            with lvl.mapped(entry) as view:
+                n, v, why = restore_mapped(self.engine, ctx, view, entry.tokens, entry.identity.model_id,
+                                           entry.image_bytes, entry.piece_bytes, entry.piece_crc32,
+                                           self.image_format, limit, c.restore_ladder)
         except FileNotFoundError:  # removed since indexed (another server sharing the folder): a plain miss
             with self._lock:
                 (self.cascade.discard(entry.key, "files gone") if lvl in self.cascade.levels
