@@ -1,7 +1,7 @@
 """`strata serve --model` and `strata models` on a real tiny model damaged one way each (tensor data cut
 short, a tensor offset past the end, a string length of 2**62, an array count of 2**60, a tensor name
 given twice, tensor type ids out of range, counts no file holds, metadata sizes no model has): serve
-stops before listening with status 1 and one line naming the defect; models lists the file as
+stops before listening with status 3 (MODEL_NOT_LOADED: the app does not restart it) and one line naming the defect; models lists the file as
 unreadable and says why; never a traceback, a core dump or std::bad_alloc. Not here: the GGUF reader
 on every byte and field (tests/gguf), a missing file or a folder (tests/server/test_start_up_mistakes.py).
 """
@@ -13,6 +13,8 @@ import subprocess
 import sys
 
 import pytest
+
+from strata.exit_status import MODEL_NOT_LOADED
 
 _SCALAR_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 
@@ -120,8 +122,8 @@ def test_serve_stops_before_listening_naming_each_defect(damaged):
             failures.append(f"{name}: still running after 60 s (it loaded)")
             continue
         text = done.stdout + done.stderr
-        if done.returncode != 1 or "the model could not be loaded: " not in text or says not in text:
-            failures.append(f"{name}: status {done.returncode}, wanted 1 and {says!r}: {text[-400:]}")
+        if done.returncode != MODEL_NOT_LOADED or "the model could not be loaded: " not in text or says not in text:
+            failures.append(f"{name}: status {done.returncode}, wanted {MODEL_NOT_LOADED} and {says!r}: {text[-400:]}")
         if any(sign in text for sign in CRASH_SIGNS) or "listening on" in text:
             failures.append(f"{name}: {text[-400:]}")
     assert not failures, "\n".join(failures)

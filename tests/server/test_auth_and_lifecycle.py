@@ -1,5 +1,5 @@
 """API keys on and off, /health while loading and after a failed load, `strata serve` as a process:
-the INFO line, SIGTERM and SIGINT stop it cleanly, a model that cannot load stops it with status 1,
+the INFO line, SIGTERM and SIGINT stop it cleanly, a model that cannot load stops it with status 3,
 and `--timeline-out` writes the replay timeline (ids, times, token counts only)."""
 
 from __future__ import annotations
