@@ -80,9 +80,9 @@ def remove_skipped(lvl) -> None:
                 if plan.image and os.path.isfile(image):
                     lvl.io.remove(image)
                     gone.append("image")
-            except OSError as exc:   # a read-only folder: the files stay skipped, as before
+            except OSError as exc:   # a read-only folder: what is left stays skipped, and is not counted removed
                 lvl.remove_failures += 1
-                gone.append(f"not all: {exc.strerror or exc}")
+                lvl.unremovable_files[name] = str(exc.strerror or exc)
         if gone:
             lvl.removed[reason] += 1
             lvl.removed_files[name] = " and ".join(gone)

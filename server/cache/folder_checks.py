@@ -30,10 +30,17 @@ def log_skipped_files(lvl: DiskLevel) -> None:
                  lvl.name, lvl.folder, foreign)
     bad = [s for s in lvl.skipped_files if s[1] != "foreign"]
     for name, reason, detail in bad[:MAX_SKIPPED_LOGGED]:
-        removed = lvl.removed_files.get(name)
-        fate = (f"removed ({removed}: files Strata wrote, damaged or orphaned)" if removed
-                else "left on disk (not recognisably a file Strata wrote)" if reason in REMOVABLE_REASONS
-                else "left on disk")
+        removed, refused = lvl.removed_files.get(name), lvl.unremovable_files.get(name)
+        if removed:
+            fate = f"removed ({removed}: files Strata wrote, damaged or orphaned)"
+            if refused:
+                fate += f"; the rest could not be removed ({refused}) and is left on disk"
+        elif refused:
+            fate = f"left on disk (files Strata wrote, but they could not be removed ({refused}))"
+        elif reason in REMOVABLE_REASONS:
+            fate = "left on disk (not recognisably a file Strata wrote)"
+        else:
+            fate = "left on disk"
         log.warning("conversation cache %s level: skipped %s (%s: %s); not trusted, %s",
                     lvl.name, os.path.join(lvl.folder, name), reason, detail, fate)
     if len(bad) > MAX_SKIPPED_LOGGED:

@@ -116,3 +116,27 @@ def test_removal_policy():
     assert removal_for("orphan_sidecar", True, True) == Removal(True, True)
     for reason in ("foreign", "partial"):
         assert removal_for(reason, True, True) == Removal(False, False)
+
+
+def test_a_removal_the_folder_refuses_is_not_counted_as_removed(make_cache, folders, caplog):
+    """A folder that refuses deletes (read-only, another user's files): the damaged pair stays on disk,
+    skipped; it is counted as a remove failure, not in strata_cache_removed_files_total, and its warning says
+    it was left. It was counted as removed and said 'removed (not all: Permission denied: ...)'."""
+    from strata.server.cache.fileio import FileIO
+
+    class RefusesDeletes(FileIO):
+        def remove(self, path: str) -> None:
+            raise PermissionError(13, "Permission denied", path)
+
+    (entry,) = parked(make_cache, 8)
+    with open(entry.image_path, "r+b") as f:
+        f.truncate(1000)
+    before = names(folders["cold"])
+    with caplog.at_level(logging.INFO, logger="strata.cache"):
+        cache = reopen(make_cache, io=RefusesDeletes())
+    cold = cache.cascade.levels[0]
+    assert dict(cold.skipped) == {"damaged": 1} and not cold.removed and not cold.removed_files
+    assert cold.remove_failures == 1 and names(folders["cold"]) == before
+    assert "strata_cache_removed_files_total" not in cache.metrics_text()
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "not trusted, left on disk" in warning and "could not be removed (Permission denied)" in warning, warning
