@@ -138,7 +138,12 @@ class ChatSession:
         """Answer one user message; `on_text` receives the answer's text as it is decoded."""
         engine = self.engine
         self.messages.append({"role": "user", "content": user_text})
-        prompt = engine.tokenize(engine.apply_chat_template(self.messages, add_generation_prompt=True), special=True)
+        try:
+            prompt = engine.tokenize(engine.apply_chat_template(self.messages, add_generation_prompt=True),
+                                     special=True)
+        except BaseException:
+            self.messages.pop()  # a message the template refuses: kept, every later turn failed the same way
+            raise
         capacity = engine.context_capacity(MAIN_CONTEXT)
         if len(prompt) >= capacity:
             self.messages.pop()
@@ -300,6 +305,12 @@ def run(args: argparse.Namespace) -> int:
 
         memory = " (the context's KV does not fit in memory: lower --ctx)" if "Cannot allocate memory" in str(exc) else ""
         print(f"strata chat: cannot load {model}: {exc}{damaged_file_advice(exc)}{memory}", file=sys.stderr)
+        return 1
+    problem = getattr(engine, "chat_template_problem", None)
+    if problem:   # the model loads (a server still completes text with it), but no message can be rendered
+        print(f"strata chat: cannot chat with {model}: the model's chat template is unusable ({problem}); use a "
+              "model file whose template parses (re-download it, or convert it with a current llama.cpp)",
+              file=sys.stderr)
         return 1
     print(f"{model}{origin}: {engine.arch}, {engine.n_threads} threads, backend {engine.backend}, "
           f"context {args.ctx}, loaded in {time.perf_counter() - t0:.2f} s")

@@ -171,3 +171,39 @@ def test_cli_chats_with_the_model_strata_setup_chose(tiny_model_factory, tmp_pat
     monkeypatch.setattr("sys.stdin", io.StringIO("/exit\n"))
     assert strata_main(["chat", "--ctx", "128", "--threads", "1"]) == 0
     assert "SmolLM2-135M-Instruct" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_cli_refuses_a_model_whose_chat_template_is_unusable(tiny_model_factory, monkeypatch, capsys):
+    """A template that does not parse no longer stops the model from loading (the server still serves
+    /v1/completions), but `strata chat` can do nothing with it: it said 'Type a message', then answered every
+    message with the error (about /v1/completions) and exited 0. It stops at the start, status 1, saying why."""
+    import io
+
+    from strata.cli import main as strata_main
+    from tests.server.test_unusable_chat_template import BROKEN
+
+    model = str(tiny_model_factory(ctx_len=256, n_vocab=512, seed=3, chat_template=BROKEN))
+    monkeypatch.setattr("sys.stdin", io.StringIO("hi\n/exit\n"))
+    assert strata_main(["chat", "--model", model, "--ctx", "128", "--threads", "1"]) == 1
+    out, err = capsys.readouterr()
+    assert ">>>" not in out and "Type a message" not in out, out
+    assert f"strata chat: cannot chat with {model}: the model's chat template is unusable (chat template does " \
+           "not parse" in err, err
+
+
+def test_a_turn_the_template_refuses_leaves_the_conversation_as_it_was(tiny_model_factory):
+    """A message the template raises on (a template's raise_exception, as Gemma's on roles out of turn) stayed
+    in the conversation, so every later turn failed the same way until /reset."""
+    template = ("{% for m in messages %}{% if m['content'] == 'refused' %}{{ raise_exception('not this one') }}"
+                "{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    from strata.engine import Engine
+
+    engine = Engine(str(tiny_model_factory(ctx_len=256, n_vocab=512, seed=4, chat_template=template)), n_ctx=256,
+                    n_threads=1)
+    session = ChatSession(engine, max_tokens=2)
+    with pytest.raises(ValueError, match="not this one"):
+        session.turn("refused")
+    assert session.messages == []
+    stats = session.turn("accepted")
+    assert stats.generated_tokens > 0 and [m["content"] for m in session.messages][0] == "accepted"
