@@ -70,6 +70,7 @@ def remove_skipped(lvl) -> None:
         sidecar, image = lvl.sidecar_path(key), lvl.image_path(key)
         with lvl.io.commit_lock(lvl.folder):   # not between another writer's image and its sidecar
             if not _still_skipped(lvl, key, reason):
+                lvl.changed_files.add(name)
                 continue
             plan = removal_for(reason, sidecar_is_ours(sidecar), image_is_ours(image, lvl.image_magic))
             gone = []

@@ -154,6 +154,7 @@ class DiskLevel:
         self.removed: Counter[str] = Counter()  # skipped files removed at open, by reason (damaged_files.py)
         self.removed_files: dict[str, str] = {}  # skipped file name -> what of it was removed, for the log
         self.unremovable_files: dict[str, str] = {}  # skipped file name -> why removing (some of) it failed
+        self.changed_files: set[str] = set()  # skipped files another server removed or committed since the index
         self.vanished = 0  # entries whose folder was removed while the server ran (ensure_folder)
         self.remove_failures = 0  # files the cache could not remove (a read-only folder): cascade.forget_files
         self.removes_failing_since: int | None = None  # remove_failures when the current run of failures began
@@ -193,6 +194,7 @@ class DiskLevel:
         self.removed.clear()
         self.removed_files.clear()
         self.unremovable_files.clear()
+        self.changed_files.clear()
         ours = [n for n in names if n.startswith(self.prefix)]
         images = {n[len(self.prefix):-4] for n in ours if n.endswith(".img")}
         sidecar_keys = set()

@@ -37,6 +37,8 @@ def log_skipped_files(lvl: DiskLevel) -> None:
                 fate += f"; the rest could not be removed ({refused}) and is left on disk"
         elif refused:
             fate = f"left on disk (files Strata wrote, but they could not be removed ({refused}))"
+        elif name in lvl.changed_files:
+            fate = "left alone (it changed since it was read (another server on this folder): removed or whole again)"
         elif reason in REMOVABLE_REASONS:
             fate = "left on disk (not recognisably a file Strata wrote)"
         else:

@@ -140,3 +140,30 @@ def test_a_removal_the_folder_refuses_is_not_counted_as_removed(make_cache, fold
     assert "strata_cache_removed_files_total" not in cache.metrics_text()
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "not trusted, left on disk" in warning and "could not be removed (Permission denied)" in warning, warning
+
+
+def test_a_file_changed_since_the_index_is_not_called_a_stranger(make_cache, folders, caplog):
+    """Two servers sharing a folder start together: the first removes a damaged pair of Strata's, the second
+    then finds it gone under the commit lock (or another server committed the key whole since). The second's
+    warning said 'left on disk (not recognisably a file Strata wrote)', of files Strata wrote that are gone."""
+    from strata.server.cache import damaged_files
+    from strata.server.cache.disk import DiskLevel
+    from strata.server.cache.folder_checks import log_skipped_files
+
+    (entry,) = parked(make_cache, 9)
+    with open(entry.image_path, "r+b") as f:
+        f.truncate(1000)
+    levels = [DiskLevel("cold", str(folders["cold"]), 100 << 20, 0.0, entry.identity, image_magic=MAGIC,
+                        piece_bytes=entry.piece_bytes) for _ in range(2)]
+    for lvl in levels:
+        lvl.open()
+        assert lvl.skipped["damaged"] == 1
+    first, second = levels
+    damaged_files.remove_skipped(first)
+    damaged_files.remove_skipped(second)
+    assert dict(first.removed) == {"damaged": 1} and not second.removed and names(folders["cold"]) == []
+    with caplog.at_level(logging.WARNING, logger="strata.cache"):
+        log_skipped_files(second)
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "not recognisably" not in warning, warning
+    assert "changed since it was read (another server on this folder)" in warning, warning
