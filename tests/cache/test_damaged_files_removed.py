@@ -167,3 +167,23 @@ def test_a_file_changed_since_the_index_is_not_called_a_stranger(make_cache, fol
     (warning,) = [r.getMessage() for r in caplog.records]
     assert "not recognisably" not in warning, warning
     assert "changed since it was read (another server on this folder)" in warning, warning
+
+
+def test_removals_in_the_segment_and_system_prompt_stores_are_counted(make_cache, folders):
+    """Those stores' damaged files are removed at start-up as the levels' are, but /metrics counted only the
+    levels': a removal (and a skip) there was in no counter."""
+    import shutil
+
+    (entry,) = parked(make_cache, 10)
+    for store in ("segments", "system"):
+        folders[store].mkdir(parents=True, exist_ok=True)
+        for path in (entry.image_path, entry.sidecar_path):
+            shutil.copy(path, folders[store] / os.path.basename(path))
+        with open(folders[store] / os.path.basename(entry.image_path), "r+b") as f:
+            f.truncate(1000)
+    cache = reopen(make_cache, conversation_cache_segment_mib=64, conversation_cache_system_prompt_mib=64)
+    assert names(folders["segments"]) == [] and names(folders["system"]) == []
+    metrics = cache.metrics_text()
+    for level in ("segment", "system_prompt"):
+        assert f'strata_cache_skipped_files_total{{level="{level}",reason="damaged"}} 1' in metrics, metrics
+        assert f'strata_cache_removed_files_total{{level="{level}",reason="damaged"}} 1' in metrics, metrics
