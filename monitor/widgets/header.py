@@ -98,7 +98,8 @@ class Header(QWidget):
         colors = {"connected": self.theme.good, "connecting": self.theme.warn, "disconnected": self.theme.bad}
         state = view.connection
         if state == "connected" and snap and not view.ready:
-            text, color = ("loading the model" if not snap.get("error") else f"failed: {snap['error']}"), self.theme.warn
+            text, color = ("loading the model" if not snap.get("error")
+                           else f"failed: {html.escape(str(snap['error']), quote=False)}"), self.theme.warn
         else:
             text, color = state, colors[state]
         # escaped: the reason may quote a server line with "<" in it, which rich text would take for a tag

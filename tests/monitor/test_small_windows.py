@@ -116,3 +116,17 @@ def test_the_window_opens_inside_a_1366x768_screen(tmp_path):
     x, y, w, h = frame
     assert x >= 0 and y >= 0 and x + w <= 1366 and y + h <= 768 - 30, frame   # room for a title bar too
     assert w == 1280 and h >= 682, frame      # as wide as before, and no shorter than the window's least height
+
+
+def test_a_failed_load_reason_with_angle_brackets_is_shown_as_text(qtbot):
+    """A load error quoting the file ('<unk>', a path with '<') was put into the header's rich text unescaped:
+    Qt took it for a tag and dropped it (the disconnection reason was escaped, this one not)."""
+    m = MonitorModel()
+    snap = json.loads((DATA / "series.json").read_text(encoding="utf-8"))[0]
+    m.apply({**snap, "time": snap["time"] + 1, "ready": False,
+             "error": "the model could not be loaded: token <unk> has no id"})
+    m.set_connection("connected", "http://127.0.0.1:8080")
+    w = MonitorWindow(m, theme="light")
+    qtbot.addWidget(w)
+    w.redraw()
+    assert "failed: the model could not be loaded: token &lt;unk&gt; has no id" in w.header.state.text()
