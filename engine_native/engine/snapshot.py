@@ -19,11 +19,15 @@ What it is not: where images are kept (server/cache), or the KV arithmetic (nati
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from strata._engine import crc32  # zlib.crc32 bit for bit, native, no GIL on big buffers
+from strata._engine import (
+    crc32,  # zlib.crc32 bit for bit, native, no GIL on big buffers
+    read_mapped,  # bytes(view), guarded: a truncated map raises MappedReadFault
+)
 
 MAGIC = b"STRATAKV"
 VERSION = 1
@@ -151,6 +155,10 @@ def write_chunks(engine, ctx: int, n: int | None = None) -> Iterator[bytes]:
     return pieces()
 
 
+def _same(view: memoryview) -> memoryview:
+    return view
+
+
 class _ChunkReader:
     """Cuts a stream of pieces into the header and whole chunks, holding at most one chunk."""
 
@@ -165,12 +173,15 @@ class _ChunkReader:
         index -1; with check, only chunks whose CRC matches (the first bad one ends the stream). Without
         check the caller verifies each chunk and calls `stop()` at the first bad one."""
         view = memoryview(data).cast("B")
+        # a memory map's pages are read only natively, guarded: a file truncated under the map is an
+        # OSError (strata._engine.MappedReadFault), not SIGBUS; the KV itself goes to crc32 / kv_write_checked
+        take_bytes = read_mapped if isinstance(view.obj, mmap.mmap) else _same
         while len(view) and not self.done:
             if self.header is None:
                 have = len(self._buf)
                 need = _FIXED.size if have < _FIXED.size else header_size_needed(bytes(self._buf[: _FIXED.size]))
                 take = min(len(view), need - have)
-                self._buf += view[:take]
+                self._buf += take_bytes(view[:take])
                 view = view[take:]
                 if len(self._buf) == need and need > _FIXED.size:
                     self.header = read_header(bytes(self._buf))
@@ -183,12 +194,12 @@ class _ChunkReader:
                 chunk, view = view[:size], view[size:]
             else:
                 take = min(len(view), size - len(self._buf))
-                self._buf += view[:take]
+                self._buf += take_bytes(view[:take])
                 view = view[take:]
                 if len(self._buf) < size:
                     continue
                 chunk, self._buf = memoryview(bytes(self._buf)), bytearray()
-            (crc,) = struct.unpack_from("<I", chunk, size - 4)
+            (crc,) = struct.unpack("<I", take_bytes(chunk[size - 4 :]))
             kv = chunk[: size - 4]
             if check and crc32(kv) != crc:
                 self.done = True

@@ -11,9 +11,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "engine.h"
+#include "mapped-read-guard.h"
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #define STRATA_CRC_X86 1
@@ -257,11 +259,58 @@ byte_view bytes_of(const py::buffer& data, const char* who) {
 
 constexpr size_t k_release_gil_bytes = 64 << 10;   // below this, releasing the GIL costs more than the CRC
 
+// Raised (strata._engine.MappedReadFault, an OSError) when a guarded read met a page of a memory-mapped
+// file that another process truncated (SIGBUS, mapped-read-guard.h).
+struct mapped_read_fault : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void throw_cut_short(const char* who, const byte_view& b) {
+    throw mapped_read_fault(std::string(who) + ": the mapped file was cut short while read (a page of its " +
+                            std::to_string(b.n) + " bytes is gone: truncated by another process?)");
+}
+
+// The CRC of a buffer that may be a memory map (guarded); false when a page of it is gone.
+bool crc32_guarded(crc_impl impl, uint32_t value, const byte_view& b, uint32_t& out) {
+    mapped_read_guard guard(b.p, b.n);
+    if (STRATA_MAPPED_READ_FAULTED(guard)) return false;
+    out = crc32_with(impl, value, b.p, b.n);
+    return true;
+}
+
 uint32_t crc32_buffer(crc_impl impl, const py::buffer& data, uint32_t value) {
     const byte_view b = bytes_of(data, "crc32");   // the buffer (and its owner) stays alive for the call
-    if (b.n < k_release_gil_bytes) return crc32_with(impl, value, b.p, b.n);
-    py::gil_scoped_release nogil;
-    return crc32_with(impl, value, b.p, b.n);
+    uint32_t crc = 0;
+    bool ok;
+    if (b.n < k_release_gil_bytes) {
+        ok = crc32_guarded(impl, value, b, crc);
+    } else {
+        py::gil_scoped_release nogil;
+        ok = crc32_guarded(impl, value, b, crc);
+    }
+    if (!ok) throw_cut_short("crc32", b);
+    return crc;
+}
+
+bool memcpy_guarded(char* dst, const byte_view& b) {
+    mapped_read_guard guard(b.p, b.n);
+    if (STRATA_MAPPED_READ_FAULTED(guard)) return false;
+    std::memcpy(dst, b.p, b.n);
+    return true;
+}
+
+// A copy of a buffer that may be a memory map (guarded), as bytes.
+py::bytes copy_guarded(const py::buffer& data) {
+    const byte_view b = bytes_of(data, "read_mapped");
+    py::bytes out(nullptr, py::ssize_t(b.n));   // uninitialized, filled below (not yet shared)
+    char* dst = PyBytes_AS_STRING(out.ptr());
+    bool ok;
+    {
+        py::gil_scoped_release nogil;
+        ok = memcpy_guarded(dst, b);
+    }
+    if (!ok) throw_cut_short("read_mapped", b);
+    return out;
 }
 
 }  // namespace
@@ -272,6 +321,10 @@ void register_snapshot_bindings(py::module_& m) {
     m.def("crc32", [](const py::buffer& data, uint32_t value) { return crc32_buffer(g_impl, data, value); },
           py::arg("data"), py::arg("value") = 0,
           "zlib.crc32(data, value), bit for bit, without the GIL for large buffers");
+    py::register_exception<mapped_read_fault>(m, "MappedReadFault", PyExc_OSError);
+    m.def("read_mapped", &copy_guarded, py::arg("data"),
+          "bytes(data), the read guarded: a memory map whose file was truncated under it raises "
+          "MappedReadFault (an OSError) instead of killing the process with SIGBUS");
     m.def("crc32_impl", []() { return std::string(impl_name(g_impl)); });
     m.def("crc32_with",
           [](const std::string& impl, const py::buffer& data, uint32_t value) {
@@ -295,10 +348,15 @@ void register_snapshot_bindings(py::module_& m) {
                 }
                 const int32_t* t = a.data();
                 const int64_t n = int64_t(a.size());
-                py::gil_scoped_release nogil;
-                if (crc32_with(g_impl, 0, b.p, b.n) != expected_crc) return false;
-                e.kv_write(c, t0, t, n, b.p);
-                return true;
+                bool cut = false, ok = false;
+                {
+                    py::gil_scoped_release nogil;
+                    uint32_t crc = 0;
+                    if (!crc32_guarded(g_impl, 0, b, crc)) cut = true;
+                    else if (crc == expected_crc) cut = !(ok = e.kv_write(c, t0, t, n, b.p, true));
+                }
+                if (cut) throw_cut_short("kv_write_checked", b);
+                return ok;
             },
             py::arg("ctx"), py::arg("t0"), py::arg("tokens"), py::arg("data"), py::arg("expected_crc"));
 }

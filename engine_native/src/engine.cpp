@@ -10,6 +10,7 @@
 #include <set>
 
 #include "attention.h"
+#include "mapped-read-guard.h"
 #include "quants-packed.h"
 #include "quants.h"
 
@@ -448,7 +449,19 @@ void engine::kv_read(int ctx_id, int64_t t0, int64_t t1, uint8_t* dst) {
     }
 }
 
-void engine::kv_write(int ctx_id, int64_t t0, const int32_t* tokens, int64_t n, const uint8_t* src) {
+bool engine::kv_write(int ctx_id, int64_t t0, const int32_t* tokens, int64_t n, const uint8_t* src, bool src_mapped) {
+    const size_t src_bytes = kv_.bytes_per_token() * size_t(n > 0 ? n : 0);
+#ifdef STRATA_WITH_CUDA
+    std::vector<uint8_t> host;
+    if (gpu_ && src_mapped) {   // the driver's copy must not fault: through host memory, guarded
+        host.resize(src_bytes);
+        mapped_read_guard guard(src, src_bytes);
+        if (STRATA_MAPPED_READ_FAULTED(guard)) return false;
+        std::memcpy(host.data(), src, src_bytes);
+        src = host.data();
+        src_mapped = false;
+    }
+#endif
     std::lock_guard<std::mutex> lock(mutex_);
     context& c = ctx_mut(ctx_id);
     if (t0 != int64_t(c.tokens.size())) {
@@ -461,6 +474,9 @@ void engine::kv_write(int ctx_id, int64_t t0, const int32_t* tokens, int64_t n, 
     }
     check_tokens(tokens, n);
     const size_t nb = kv_.row_bytes * size_t(n);
+    // Rows past the context's length are written before its tokens are: a fault leaves it unchanged.
+    mapped_read_guard guard(src, src_mapped ? src_bytes : 0);
+    if (STRATA_MAPPED_READ_FAULTED(guard)) return false;
 #ifdef STRATA_WITH_CUDA
     if (gpu_) gpu_->kv_write(ctx_id, t0, n, src);
     else
@@ -476,6 +492,7 @@ void engine::kv_write(int ctx_id, int64_t t0, const int32_t* tokens, int64_t n, 
     }
     c.tokens.insert(c.tokens.end(), tokens, tokens + n);
     c.has_logits = false;
+    return true;
 }
 
 }  // namespace strata

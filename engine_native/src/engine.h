@@ -116,7 +116,10 @@ class engine {
     // deepseek2's latent), (t1 - t0) * bytes_per_token bytes.
     void kv_read(int ctx_id, int64_t t0, int64_t t1, uint8_t* dst);
     // Sets tokens [t0, t0 + n) (t0 must equal the context's length) and their KV from kv_read's layout.
-    void kv_write(int ctx_id, int64_t t0, const int32_t* tokens, int64_t n, const uint8_t* src);
+    // src_mapped: src is a memory-mapped file another process may truncate; its reads are guarded
+    // (mapped-read-guard.h) and a truncated page returns false with the context unchanged.
+    bool kv_write(int ctx_id, int64_t t0, const int32_t* tokens, int64_t n, const uint8_t* src,
+                  bool src_mapped = false);
 
   private:
     context& ctx_mut(int id);

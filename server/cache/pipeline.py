@@ -9,8 +9,10 @@ at the cost of about one pass (the native CRC32 and the engine's checked chunk w
 GIL; the CRC runs at memory speed, so the validation pass costs about the read of the mapped bytes).
 On damage: with the restore ladder, the rest is still fed and the engine's own per-chunk CRC stops
 at the first bad chunk (its longest valid prefix); without it, the context is emptied. The image is one read-only
-memory map: never copied into the process, never held twice. What this is not: placement or the
-decision to discard (restoring.py); `restore.validate_image` / `apply_image` are the same two passes run
+memory map: never copied into the process, never held twice; its bytes are read only natively, under
+a SIGBUS guard (crc32, read_mapped, kv_write_checked), so a file another program truncates under the
+map is damage (MappedReadFault: "the file was cut short while read"), never a crash. What this is not:
+placement or the decision to discard (restoring.py); `restore.validate_image` / `apply_image` are the same two passes run
 one after the other (kept for the benchmark's breakdown).
 """
 
@@ -19,7 +21,10 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from strata._engine import crc32  # zlib.crc32 bit for bit, native: > 10 GB/s, no GIL on big buffers
+from strata._engine import (
+    MappedReadFault,  # a guarded read met a page truncated away (not SIGBUS)
+    crc32,  # zlib.crc32 bit for bit, native: > 10 GB/s, no GIL on big buffers
+)
 
 from .restore import Validation, _read_header, aligned_sizes, check_held, needed_bytes
 
@@ -64,13 +69,17 @@ def restore_mapped(engine, ctx: int, view: memoryview, tokens: np.ndarray, model
     sizes = _clip(sizes, covered)  # covered ends on a chunk boundary: the clipped pieces hold whole chunks
 
     cond = threading.Condition()
-    state = {"upto": 0, "bad": None, "stop": False}
+    state = {"upto": 0, "bad": None, "stop": False, "cut": None}
 
     def validation_pass() -> None:
         pos, i = 0, 0
         while pos < covered:
             piece = view[pos:pos + piece_bytes]
-            ok = i < len(piece_crc32) and crc32(piece) == piece_crc32[i]
+            try:
+                ok = i < len(piece_crc32) and crc32(piece) == piece_crc32[i]
+            except MappedReadFault:  # the file was truncated under the map: damage, not SIGBUS
+                ok = False
+                state["cut"] = f"piece {i}"
             with cond:
                 if ok:
                     state["upto"] = pos + len(piece)
@@ -86,6 +95,7 @@ def restore_mapped(engine, ctx: int, view: memoryview, tokens: np.ndarray, model
     checker.start()
     n = 0
     why = "restored"
+    cut = None  # where the apply pass found the file cut short
     try:
         restorer = engine.restorer(ctx)
         pos = 0
@@ -99,18 +109,25 @@ def restore_mapped(engine, ctx: int, view: memoryview, tokens: np.ndarray, model
                 unchecked = state["upto"] < end
             if unchecked and not ladder:
                 break
-            restorer.feed(view[pos:end])
+            try:
+                restorer.feed(view[pos:end])
+            except MappedReadFault:  # truncated under the map: the chunks written before it stay
+                cut = f"byte {pos}"
+                break
             pos = end
             if getattr(restorer, "n_restored", 0) >= limit_tokens:
                 break
-        n = int(restorer.finish())
+        n = int(getattr(restorer, "n_restored", 0)) if cut else int(restorer.finish())
     except Exception as exc:  # a damaged stream or an I/O error: the context is not trusted
         n, why = -1, f"restore failed: {exc}"
     finally:
         with cond:
             state["stop"] = True
         checker.join()
-    if state["bad"] is not None:
+    if state["cut"] is not None or cut is not None:  # one reason: both passes see the same cut
+        bad = f"the file was cut short while read (at {state['cut'] or cut})"
+        damage = bad if damage is None else f"{damage}; {bad}"
+    elif state["bad"] is not None:
         bad = f"piece {state['bad']} fails its checksum"
         damage = bad if damage is None else f"{damage}; {bad}"
     if damage is not None and not ladder:

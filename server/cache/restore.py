@@ -16,7 +16,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from strata._engine import crc32  # zlib.crc32 bit for bit, native: > 10 GB/s, no GIL on big buffers
+from strata._engine import (  # guarded reads of a memory map (no SIGBUS)
+    MappedReadFault,
+    crc32,  # zlib.crc32 bit for bit, native: > 10 GB/s, no GIL on big buffers
+    read_mapped,
+)
 
 MAX_PIECE_BYTES = 16 << 20
 
@@ -88,11 +92,13 @@ def _read_header(image_format, data):
     """The header from the start of an image (a piece or the whole mapped image), copying only its
     first MiB, or its first 16 MiB when the header is longer (4M tokens; no context holds more)."""
     try:
-        return image_format.read_header(bytes(data[: 1 << 20]))
+        return image_format.read_header(read_mapped(data[: 1 << 20]))
+    except MappedReadFault:
+        raise
     except Exception:
         if len(data) <= 1 << 20:
             raise
-        return image_format.read_header(bytes(data[: 16 << 20]))
+        return image_format.read_header(read_mapped(data[: 16 << 20]))
 
 
 def aligned_sizes(header, image_bytes: int, max_piece: int = MAX_PIECE_BYTES) -> list[int] | None:

@@ -1,0 +1,52 @@
+// Reads of a memory-mapped file that another process may truncate in place: touching a page past the
+// file's new end raises SIGBUS, which would kill the server. A mapped_read_guard arms, for this thread,
+// the byte range it reads; the process's SIGBUS handler (installed once, chaining to the previous one:
+// Python's faulthandler, or the default) jumps back to the guard's STRATA_MAPPED_READ_FAULTED point when
+// the faulting address lies inside the armed range, and leaves every other SIGBUS to the previous
+// handler. Only plain loads and stores may run between the two (no lock taken, no allocation, no
+// exception): the jump skips them. POSIX only; Windows refuses to truncate a mapped file, so there the
+// guard is empty and never reports a fault.
+#pragma once
+
+#include <cstddef>
+
+#if defined(_WIN32)
+
+namespace strata {
+struct mapped_read_guard {
+    mapped_read_guard(const void*, size_t) {}
+};
+}  // namespace strata
+#define STRATA_MAPPED_READ_FAULTED(guard) false
+
+#else
+
+#include <setjmp.h>
+
+namespace strata {
+
+struct mapped_read_range {
+    const char* lo = nullptr;
+    const char* hi = nullptr;
+    sigjmp_buf env;
+    mapped_read_range* outer = nullptr;
+};
+
+// Arms [p, p + n) for the calling thread until destroyed; nests (the innermost range is checked first).
+class mapped_read_guard {
+public:
+    mapped_read_guard(const void* p, size_t n);
+    ~mapped_read_guard();
+    mapped_read_guard(const mapped_read_guard&) = delete;
+    mapped_read_guard& operator=(const mapped_read_guard&) = delete;
+    mapped_read_range range;
+};
+
+}  // namespace strata
+
+// true after a SIGBUS inside the guard's range (then the reads after it did not complete). It must be
+// used in the function that owns the guard, right after constructing it. The signal mask is not saved:
+// the handler runs with SA_NODEFER, so nothing stays blocked after the jump.
+#define STRATA_MAPPED_READ_FAULTED(guard) (sigsetjmp((guard).range.env, 0) != 0)
+
+#endif
