@@ -292,13 +292,6 @@ uint32_t crc32_buffer(crc_impl impl, const py::buffer& data, uint32_t value) {
     return crc;
 }
 
-bool memcpy_guarded(char* dst, const byte_view& b) {
-    mapped_read_guard guard(b.p, b.n);
-    if (STRATA_MAPPED_READ_FAULTED(guard)) return false;
-    std::memcpy(dst, b.p, b.n);
-    return true;
-}
-
 // A copy of a buffer that may be a memory map (guarded), as bytes.
 py::bytes copy_guarded(const py::buffer& data) {
     const byte_view b = bytes_of(data, "read_mapped");
@@ -307,7 +300,7 @@ py::bytes copy_guarded(const py::buffer& data) {
     bool ok;
     {
         py::gil_scoped_release nogil;
-        ok = memcpy_guarded(dst, b);
+        ok = mapped_copy(dst, b.p, b.n);
     }
     if (!ok) throw_cut_short("read_mapped", b);
     return out;

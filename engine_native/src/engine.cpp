@@ -452,15 +452,16 @@ void engine::kv_read(int ctx_id, int64_t t0, int64_t t1, uint8_t* dst) {
 bool engine::kv_write(int ctx_id, int64_t t0, const int32_t* tokens, int64_t n, const uint8_t* src, bool src_mapped) {
     const size_t src_bytes = kv_.bytes_per_token() * size_t(n > 0 ? n : 0);
 #ifdef STRATA_WITH_CUDA
-    std::vector<uint8_t> host;
-    if (gpu_ && src_mapped) {   // the driver's copy must not fault: through host memory, guarded
+    std::vector<uint8_t> host;   // the driver's copy must not fault: a mapped src goes through host memory
+    if (gpu_ && src_mapped) {
         host.resize(src_bytes);
-        mapped_read_guard guard(src, src_bytes);
-        if (STRATA_MAPPED_READ_FAULTED(guard)) return false;
-        std::memcpy(host.data(), src, src_bytes);
-        src = host.data();
-        src_mapped = false;
+        if (!mapped_copy(host.data(), src, src_bytes)) return false;
     }
+    const uint8_t* const rows = host.empty() ? src : host.data();
+    const bool guard_rows = src_mapped && host.empty();
+#else
+    const uint8_t* const rows = src;
+    const bool guard_rows = src_mapped;
 #endif
     std::lock_guard<std::mutex> lock(mutex_);
     context& c = ctx_mut(ctx_id);
@@ -475,21 +476,21 @@ bool engine::kv_write(int ctx_id, int64_t t0, const int32_t* tokens, int64_t n, 
     check_tokens(tokens, n);
     const size_t nb = kv_.row_bytes * size_t(n);
     // Rows past the context's length are written before its tokens are: a fault leaves it unchanged.
-    mapped_read_guard guard(src, src_mapped ? src_bytes : 0);
-    if (STRATA_MAPPED_READ_FAULTED(guard)) return false;
+    auto copy_rows = [&](const uint8_t* p) {
 #ifdef STRATA_WITH_CUDA
-    if (gpu_) gpu_->kv_write(ctx_id, t0, n, src);
-    else
+        if (gpu_) return gpu_->kv_write(ctx_id, t0, n, p);
 #endif
-    for (int64_t il = 0; il < kv_.n_layer; il++) {
-        for (int64_t g = 0; g < kv_.n_head_kv; g++)
-            kv_set_rows(kvh_, c.k_head(il, g), true, t0, t0 + n, src + size_t(g) * kvh_.row_bytes, kv_.row_bytes);
-        src += nb;
-        if (kv_.v_in_k) continue;   // V is K
-        for (int64_t g = 0; g < kv_.n_head_kv; g++)
-            kv_set_rows(kvh_, c.v_head(il, g), false, t0, t0 + n, src + size_t(g) * kvh_.row_bytes, kv_.row_bytes);
-        src += nb;
-    }
+        for (int64_t il = 0; il < kv_.n_layer; il++) {
+            for (int64_t g = 0; g < kv_.n_head_kv; g++)
+                kv_set_rows(kvh_, c.k_head(il, g), true, t0, t0 + n, p + size_t(g) * kvh_.row_bytes, kv_.row_bytes);
+            p += nb;
+            if (kv_.v_in_k) continue;   // V is K
+            for (int64_t g = 0; g < kv_.n_head_kv; g++)
+                kv_set_rows(kvh_, c.v_head(il, g), false, t0, t0 + n, p + size_t(g) * kvh_.row_bytes, kv_.row_bytes);
+            p += nb;
+        }
+    };
+    if (!mapped_read(rows, guard_rows ? src_bytes : 0, [&] { copy_rows(rows); })) return false;
     c.tokens.insert(c.tokens.end(), tokens, tokens + n);
     c.has_logits = false;
     return true;

@@ -83,6 +83,13 @@ mapped_read_guard::~mapped_read_guard() {
     t_armed = range.outer;
 }
 
+bool mapped_copy(void* dst, const void* src, size_t n) {
+    mapped_read_guard guard(src, n);
+    if (STRATA_MAPPED_READ_FAULTED(guard)) return false;
+    std::memcpy(dst, src, n);
+    return true;
+}
+
 }  // namespace strata
 
 #endif

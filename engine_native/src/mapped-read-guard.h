@@ -12,10 +12,16 @@
 
 #if defined(_WIN32)
 
+#include <cstring>
+
 namespace strata {
 struct mapped_read_guard {
     mapped_read_guard(const void*, size_t) {}
 };
+inline bool mapped_copy(void* dst, const void* src, size_t n) {
+    std::memcpy(dst, src, n);
+    return true;
+}
 }  // namespace strata
 #define STRATA_MAPPED_READ_FAULTED(guard) false
 
@@ -42,6 +48,9 @@ public:
     mapped_read_range range;
 };
 
+// memcpy(dst, src, n) with src guarded; false (dst partly written) when a page of src is gone.
+bool mapped_copy(void* dst, const void* src, size_t n);
+
 }  // namespace strata
 
 // true after a SIGBUS inside the guard's range (then the reads after it did not complete). It must be
@@ -50,3 +59,17 @@ public:
 #define STRATA_MAPPED_READ_FAULTED(guard) (sigsetjmp((guard).range.env, 0) != 0)
 
 #endif
+
+namespace strata {
+
+// Runs read() with [p, p + n) guarded; false when a page of it was gone (read() did not complete). Its
+// own frame holds nothing that changes after the sigsetjmp, so the caller's locals stay determinate.
+template <class Read>
+bool mapped_read(const void* p, size_t n, Read&& read) {
+    mapped_read_guard guard(p, n);
+    if (STRATA_MAPPED_READ_FAULTED(guard)) return false;
+    read();
+    return true;
+}
+
+}  // namespace strata

@@ -1,6 +1,7 @@
 """An image file truncated by another process while a restore reads it: found as damage, counted, the
-entry discarded, the context left holding only checked chunks; never a crash. Until session 20 the image
-was memory-mapped, and the pages the truncation took away killed the server with SIGBUS.
+entry discarded, the context left holding only checked chunks, the cache going on; never a crash. The
+image is memory-mapped: until session 20 the pages the truncation took away killed the server with
+SIGBUS; now every read of the map is native and guarded (engine_native/src/mapped-read-guard.h).
 
 The truncation comes at a real seam: after the cache opened the file and parsed its header, when it
 asks the engine for the restorer (truncated_restore_child.py, in a child process so that a SIGBUS
@@ -46,3 +47,5 @@ def test_an_image_truncated_while_restored_is_counted_as_damage_not_a_crash(tiny
     assert got["entries_left"] == 0 and got["files_left"] == [], got
     damage = [w for w in got["warnings"] if "damaged" in w]
     assert len(damage) == 1 and "cut short while read" in damage[0], got["warnings"]
+    # the process and the cache go on: the history parked again is restored whole
+    assert got["restored_again"] == N_HISTORY and got["again_is_history"], got

@@ -39,8 +39,9 @@ class TruncatedWhenRestoring:
         return getattr(self._engine, name)
 
     def restorer(self, ctx: int):
-        os.truncate(self.image_path, self.cut)
-        self.truncated = True
+        if not self.truncated:  # the first restore only
+            os.truncate(self.image_path, self.cut)
+            self.truncated = True
         return snapshot.Restorer(self, ctx)
 
 
@@ -74,12 +75,21 @@ def main(model: str, folder: str, n_history: int, cut: int) -> None:
     assert len(cache.cascade.levels[0].entries) == 1, "the image was indexed whole"
     hit = cache.lookup(prompt)
     res = cache.restore(hit, 0)
+    context_is_prefix = engine.context_tokens(0) == prompt[:res.n_tokens]
+    entries_left = len(cache.cascade.levels[0].entries)
+    files_left = sorted(p.name for p in folder_path.iterdir())
+    # and the cache goes on: the history parked again comes back whole from a sound file
+    engine.truncate(1, 0)
+    engine.prefill(1, history)
+    assert cache.park(1, "overwrite").destination == "disk"
+    cache.flush()
+    again = cache.restore(cache.lookup(prompt), 0)
     print(json.dumps({
         "image_bytes": image_bytes, "truncated": hooked.truncated, "n_restored": res.n_tokens, "ladder": res.ladder,
         "reason": res.reason, "damaged": cache.damaged, "metrics_damaged": "strata_cache_damaged_total 1"
-        in cache.metrics_text(), "context_is_prefix": engine.context_tokens(0) == prompt[:res.n_tokens],
-        "entries_left": len(cache.cascade.levels[0].entries), "files_left": sorted(p.name for p in folder_path.iterdir()),
-        "warnings": logged}))
+        in cache.metrics_text(), "context_is_prefix": context_is_prefix, "entries_left": entries_left,
+        "files_left": files_left, "warnings": logged, "restored_again": again.n_tokens,
+        "again_is_history": engine.context_tokens(0) == history[:again.n_tokens]}))
     cache.close(persist=False)
 
 
