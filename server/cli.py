@@ -1,8 +1,8 @@
 """`strata serve`: flags, configuration, start-up checks, the listening loop, signals and the status line.
 
 An invalid option or variable stops start-up with a message naming it (exit status 2); a model that
-cannot be loaded stops the server (exit status 3, `strata/exit_status.py`). SIGINT / SIGTERM / SIGHUP (a closed terminal; not
-under `nohup`) and, with --stop-on-stdin-eof, the end of standard input stop it cleanly: running requests
+cannot be loaded stops the server (exit status 3; strata/exit_status.py). SIGINT / SIGTERM / SIGHUP (a
+closed terminal; not under `nohup`) and, with --stop-on-stdin-eof, the end of standard input stop it cleanly: running requests
 are cancelled, the engine thread joins, the histories in the engine's contexts are parked, the cache
 closes. Not here: the app itself (app.py).
 """
