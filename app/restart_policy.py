@@ -84,7 +84,7 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
                                                 "fix the configuration file (or run the setup again)")
     if exit.returncode == MODEL_NOT_LOADED and not exit.was_healthy:   # the same file fails the same way again
         return RestartDecision(False, attempts, f"the server could not load its model: {what}; "
-                                                "choose another model file (run the setup again)")
+                                                "fix what it says, or choose another model (run the setup again)")
     if attempts >= cfg.max_retries:
         restarts = "1 restart" if attempts == 1 else f"{attempts} restarts"
         return RestartDecision(False, attempts, f"gave up after {restarts} in a row: server {what} "

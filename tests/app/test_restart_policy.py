@@ -18,7 +18,7 @@ CFG = RestartConfig(max_retries=3, stable_s=60.0)
     (Exit(-15, 9.0, True, False, "some log line"), 0, True, 1, "killed by SIGTERM; restart"),  # no line
     (Exit(2, 0.3, False, False, "bad --ctx"), 0, False, 0, "refused its configuration"),
     (Exit(3, 0.4, False, False, "no such file"), 0, False, 0, "could not load its model: exited with status 3 "
-                                                               "(no such file); choose another model file"),
+                                                               "(no such file); fix what it says, or choose another model"),
     (Exit(3, 90.0, True, False), 0, True, 1, "restart 1 of 3"),             # served first: not the file
     (Exit(0, 30.0, True, True), 2, False, 0, "stopped on request"),
     (Exit(1, 0.5, False, False), 1, False, 1, "gave up after 1 restart in a row"),   # STRATA_START_RETRIES=1

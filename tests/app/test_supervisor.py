@@ -62,7 +62,7 @@ def test_a_model_the_server_cannot_load_is_not_retried(tmp_path):
     st = failed_start(tmp_path, f"model = '{tmp_path / 'gone.gguf'}'\nport = 0\n")
     assert st.restarts == 0, st.detail
     assert "could not load its model: exited with status 3" in st.detail and "gone.gguf: no such file" in st.detail
-    assert "choose another model file" in st.detail, st.detail
+    assert "fix what it says, or choose another model" in st.detail, st.detail
 
 
 def test_a_refusal_reaches_the_window_whole_without_the_log_prefix(tmp_path):
