@@ -175,8 +175,7 @@ def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
         out.append({"type": "function", "function": {"name": t["name"], "description": t.get("description") or "",
                                                       "parameters": params}})
     choice = body.get("tool_choice")
-    if isinstance(choice, dict) and choice.get("type") in ("function", "custom"):
-        _named_tool(choice)
+    named = _named_tool(choice) if isinstance(choice, dict) and choice.get("type") in ("function", "custom") else None
     if choice == "none" or not out:
         if isinstance(choice, dict) and choice.get("name"):
             raise APIError(400, "'tool_choice' names a tool but 'tools' offers none the model can call",
@@ -187,8 +186,8 @@ def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
         if choice not in (None, "none", "auto") and not isinstance(choice, dict):   # junk, echoed in the answer
             raise APIError(400, "'tool_choice' must be 'none', 'auto', 'required' or an object", param="tool_choice")
         return None, custom
-    if isinstance(choice, dict) and choice.get("type") in ("function", "custom"):
-        return only_named_tool(out, choice.get("name")), custom
+    if named is not None:
+        return only_named_tool(out, named), custom
     if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
         return _allowed_tools(out, choice), custom
     if choice is not None and choice not in ("auto", "required") and not isinstance(choice, dict):
