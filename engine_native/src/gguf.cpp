@@ -5,6 +5,8 @@
 // then padding to general.alignment (default 32), then tensor data (offsets relative to that).
 #include "gguf.h"
 
+#include "mapped-read-guard.h"
+
 #include <cstring>
 #include <limits>
 
@@ -330,12 +332,22 @@ mapped_file::mapped_file(const std::string& path, bool random_access) {
         }
         data_ = static_cast<const uint8_t*>(p);
         if (random_access) madvise(p, size_, MADV_RANDOM);   // a hint: a failure changes nothing
+        // Truncating or rewriting the file in place (cp over it, a download into the same name) takes the
+        // mapped pages away: the next read of a weight kills the process with SIGBUS. Say so first.
+        const std::string why = "strata: the GGUF file " + path +
+                                " was truncated or overwritten in place while it was in use (SIGBUS reading its "
+                                "mapped bytes), so the process stops. To replace a model that is being served, "
+                                "write the new file beside it and rename it over the old one, or stop Strata first.";
+        name_fatal_mapping(p, size_, why.c_str());
     }
     ::close(fd);
 }
 
 mapped_file::~mapped_file() {
-    if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+    if (data_) {
+        forget_fatal_mapping(data_);
+        munmap(const_cast<uint8_t*>(data_), size_);
+    }
 }
 #endif
 

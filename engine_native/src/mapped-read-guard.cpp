@@ -4,7 +4,10 @@
 #if !defined(_WIN32)
 
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
@@ -18,6 +21,28 @@ std::mutex g_install_mutex;
 volatile sig_atomic_t g_ours = 0;
 volatile sig_atomic_t g_handed_over = 0;   // a SIGBUS went to the previous handler: the process is dying
 
+// The named fatal mappings: the handler reads them without a lock (a slot is published by its `lo`
+// after the rest is written, and withdrawn by clearing `lo` first).
+struct fatal_mapping {
+    std::atomic<const char*> lo{nullptr};
+    const char* hi = nullptr;
+    char message[512] = {};
+    size_t message_len = 0;
+};
+fatal_mapping g_fatal[16];
+std::mutex g_fatal_mutex;
+
+void say_fatal_mapping(const char* addr) {
+    for (fatal_mapping& f : g_fatal) {
+        const char* lo = f.lo.load(std::memory_order_acquire);
+        if (lo && addr >= lo && addr < f.hi) {
+            ssize_t ignored = write(2, f.message, f.message_len);
+            (void)ignored;
+            return;
+        }
+    }
+}
+
 void on_sigbus(int sig, siginfo_t* info, void* uctx) {
     const char* addr = info ? static_cast<const char*>(info->si_addr) : nullptr;
     if (info && info->si_code > 0) {   // a fault (not kill / raise): is it a read this thread guards?
@@ -28,6 +53,7 @@ void on_sigbus(int sig, siginfo_t* info, void* uctx) {
             }
         }
     }
+    if (info && info->si_code > 0 && !g_handed_over) say_fatal_mapping(addr);
     // Not ours: hand it to the previous handler as if we were not here. Put it back and return: a
     // fault re-executes and reaches it; a sent signal is sent again. Back here a second time (a handler
     // that hands it back, as faulthandler does once it has printed): the default action, death.
@@ -81,6 +107,29 @@ mapped_read_guard::mapped_read_guard(const void* p, size_t n) {
 
 mapped_read_guard::~mapped_read_guard() {
     t_armed = range.outer;
+}
+
+void name_fatal_mapping(const void* p, size_t n, const char* message) {
+    if (!p || !n) return;
+    ensure_installed();
+    std::lock_guard<std::mutex> lock(g_fatal_mutex);
+    for (fatal_mapping& f : g_fatal) {
+        if (f.lo.load(std::memory_order_relaxed)) continue;
+        size_t len = std::min(std::strlen(message), sizeof f.message - 2);
+        std::memcpy(f.message, message, len);
+        f.message[len] = '\n';
+        f.message_len = len + 1;
+        f.hi = static_cast<const char*>(p) + n;
+        f.lo.store(static_cast<const char*>(p), std::memory_order_release);
+        return;
+    }
+}
+
+void forget_fatal_mapping(const void* p) {
+    std::lock_guard<std::mutex> lock(g_fatal_mutex);
+    for (fatal_mapping& f : g_fatal) {
+        if (f.lo.load(std::memory_order_relaxed) == p) f.lo.store(nullptr, std::memory_order_release);
+    }
 }
 
 bool mapped_copy(void* dst, const void* src, size_t n) {

@@ -18,6 +18,8 @@ namespace strata {
 struct mapped_read_guard {
     mapped_read_guard(const void*, size_t) {}
 };
+inline void name_fatal_mapping(const void*, size_t, const char*) {}
+inline void forget_fatal_mapping(const void*) {}
 inline bool mapped_copy(void* dst, const void* src, size_t n) {
     std::memcpy(dst, src, n);
     return true;
@@ -50,6 +52,13 @@ public:
 
 // memcpy(dst, src, n) with src guarded; false (dst partly written) when a page of src is gone.
 bool mapped_copy(void* dst, const void* src, size_t n);
+
+// A mapping whose loss nothing can recover from (a model's weights, read in place by every forward
+// pass): a SIGBUS inside [p, p + n) outside any guard writes `message` (and a newline) to stderr, so
+// that the process that dies says why, instead of a bare "Bus error". Up to 16 at once; more are not
+// named. The message is copied (up to 511 bytes).
+void name_fatal_mapping(const void* p, size_t n, const char* message);
+void forget_fatal_mapping(const void* p);
 
 }  // namespace strata
 
