@@ -13,6 +13,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication, QLabel, QSystemTrayIcon
+from strata.app import model_file
 from strata.app.restart_policy import RestartConfig
 from strata.app.supervisor import ServerStatus, ServerSupervisor, server_command
 from strata.app.tray import Tray
@@ -32,7 +33,8 @@ class AppController(QObject):
         super().__init__()
         if command is None:
             command = server_command(config_path, tuple(serve_args or ()))
-        self.supervisor = ServerSupervisor(config_path, log_dir, restart=restart, command=command)
+        self.supervisor = ServerSupervisor(config_path, log_dir, restart=restart, command=command,
+                                           model_probe=lambda: self._look_for_model(config_path, serve_args or ()))
         self.api_key = api_key
         self.model = MonitorModel()
         self.client: FeedClient | None = None
@@ -98,6 +100,10 @@ class AppController(QObject):
 
     # -- state --------------------------------------------------------------------------------
 
+    def _look_for_model(self, config_path: Path | None, serve_args) -> model_file.ModelFile:
+        """Read again at each look: a configuration changed while the app waits counts (supervisor thread)."""
+        return model_file.look(model_file.configured_model(config_path, serve_args, self.supervisor.env))
+
     def poll(self) -> None:
         status = self.supervisor.status()
         down = status.state == "failed"
@@ -110,9 +116,22 @@ class AppController(QObject):
             self.status_label.setText(text)
             self.status_label.setToolTip(text)
             bad = status.state in ("failed", "restarting")
-            self.status_label.setStyleSheet(f"color: {self.window.theme.bad};" if bad else "")
+            color = self.window.theme.bad if bad else self.window.theme.warn if status.state == "waiting" else ""
+            self.status_label.setStyleSheet(f"color: {color};" if color else "")
+        if status.state == "waiting":
+            # no server yet, so no feed: the header says what is awaited (its detail may change: folder mounted)
+            if self.client is not None:
+                self.client.stop()
+                self.client = None
+            self.model.set_connection("waiting", status.detail)
+        elif status.state == "starting" and self.client is None and self._last_state in ("waiting", "failed"):
+            self.model.set_connection("connecting", "starting the server")
         if status.state != self._last_state:
             self._last_state = status.state
+            if status.state == "waiting":
+                log.warning("waiting %s", status.detail)
+                if self.tray is not None:
+                    self.tray.notify("Strata is waiting for its model file", status.detail)
             if status.state == "failed":
                 log.error("the server is down: %s", status.detail)
                 # no server to reach: the header says so with the whole reason, wrapped (it said "connecting"
@@ -134,8 +153,12 @@ class AppController(QObject):
 
 
 def status_text(status: ServerStatus) -> str:
-    text = f"Server running ({status.detail})" if status.state == "running" else \
-        f"Server {status.state}: {status.detail}"
+    if status.state == "running":
+        text = f"Server running ({status.detail})"
+    elif status.state == "waiting":      # its detail says what for: "for the model file ..."
+        text = f"Server waiting {status.detail}"
+    else:
+        text = f"Server {status.state}: {status.detail}"
     # while restarting, the state's detail is that restart's reason: not said twice
     if status.restarts and not (status.state == "restarting" and status.detail == status.last_restart_reason):
         times = "once" if status.restarts == 1 else f"{status.restarts} times"

@@ -1,8 +1,11 @@
-"""When the app restarts its server process: a pure decision with a reason.
+"""When the app starts and restarts its server process: pure decisions with a reason.
 
-Frozen inputs, a `RestartDecision` out; no I/O, no clock reads (`ran_s` is passed in). The only
-threshold is `max_retries` (`STRATA_START_RETRIES`, default 5): that many restarts in a row
-without the server staying up for `stable_s` seconds, then the app gives up and says why.
+Frozen inputs, a decision out; no I/O, no clock reads (`ran_s` is passed in). `decide`: whether a server
+that ended is started again; the only threshold is `max_retries` (`STRATA_START_RETRIES`, default 5):
+that many restarts in a row without the server staying up for `stable_s` seconds, then the app gives up
+and says why. `wait_for_model`: whether to start it at all yet, when the model file the configuration
+names by its path is not there (a removable or network drive mounted a little after login): the app
+looks again every `model_poll_s` seconds instead of starting a server that stops with status 3.
 """
 
 from __future__ import annotations
@@ -16,18 +19,22 @@ from strata.exit_status import CONFIGURATION_REFUSED, MODEL_NOT_LOADED
 
 DEFAULT_START_RETRIES = 5
 DEFAULT_STABLE_S = 60.0     # a server up this long counts as started; the retry count starts again
+DEFAULT_MODEL_POLL_S = 5.0  # a drive mounted after login: found within 5 s, at one stat() per 5 s meanwhile
 
 
 @dataclass(frozen=True)
 class RestartConfig:
     max_retries: int = DEFAULT_START_RETRIES
     stable_s: float = DEFAULT_STABLE_S
+    model_poll_s: float = DEFAULT_MODEL_POLL_S   # how often a missing model file is looked for
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:
             raise ValueError(f"STRATA_START_RETRIES must be >= 0, got {self.max_retries!r}")
         if not self.stable_s > 0:
             raise ValueError(f"stable_s must be > 0, got {self.stable_s!r}")
+        if not self.model_poll_s > 0:
+            raise ValueError(f"model_poll_s must be > 0, got {self.model_poll_s!r}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RestartConfig:
@@ -51,6 +58,7 @@ class Exit:
     was_healthy: bool        # it answered /health at least once
     requested: bool          # the app (or the user through it) asked it to stop
     last_line: str = ""      # the last line it wrote, for the reason
+    model_missing: bool = False   # the model file the configuration names by its path is not there now
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,11 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
     if exit.returncode == CONFIGURATION_REFUSED and not exit.was_healthy:
         return RestartDecision(False, attempts, f"the server refused its configuration: {what}; "
                                                 "fix the configuration file (or run the setup again)")
+    if exit.returncode == MODEL_NOT_LOADED and exit.model_missing:
+        # its drive went away between the app's look and the load: wait for the file again (no retry counted:
+        # the app starts nothing until the file is there)
+        return RestartDecision(True, attempts, f"the server could not load its model: {what}; its file is not "
+                                               "there now: waiting for it")
     if exit.returncode == MODEL_NOT_LOADED and not exit.was_healthy:   # the same file fails the same way again
         return RestartDecision(False, attempts, f"the server could not load its model: {what}; "
                                                 "fix what it says, or choose another model (run the setup again)")
@@ -90,3 +103,38 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
         return RestartDecision(False, attempts, f"gave up after {restarts} in a row: server {what} "
                                                 f"(STRATA_START_RETRIES={cfg.max_retries})")
     return RestartDecision(True, attempts + 1, f"server {what}; restart {attempts + 1} of {cfg.max_retries}")
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """What the app found where the configuration says the model is, before starting the server."""
+
+    path: str | None         # the model named by its path (None: the default model or an id the server resolves)
+    kind: str = "missing"    # "file" | "folder" | "missing"
+    folder_exists: bool = False   # the folder the path names the file in
+
+
+@dataclass(frozen=True)
+class ModelWait:
+    wait: bool
+    reason: str
+
+
+def names_a_path(model: str) -> bool:
+    """Whether `model` (the configuration's `model`) is a path rather than an id: `strata serve` takes either,
+    and an id (`SmolLM2-135M-Instruct.Q4_1`, `x.gguf`) has no folder in it. A bare name the server resolves
+    (or explains) itself: it is never on a drive that is not mounted yet."""
+    return model.startswith("~") or "/" in model or "\\" in model
+
+
+def wait_for_model(found: ModelFile) -> ModelWait:
+    """Wait only for a file that is not there at all: a folder, or a file that is there but damaged, goes to
+    the server, which says what is wrong with it (exit status 3, not retried)."""
+    if found.path is None:
+        return ModelWait(False, "the model is the default one or an id: the server finds it")
+    if found.kind != "missing":
+        return ModelWait(False, f"the model path is a {found.kind}")
+    why = "its folder is there, the file is not (still being copied, or moved?)" if found.folder_exists else \
+        "its folder is not there (is its drive mounted?)"
+    return ModelWait(True, f"for the model file {found.path}: {why}; the server starts by itself when the file "
+                           "appears, or choose another model (run the setup again)")

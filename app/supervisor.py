@@ -1,6 +1,8 @@
 """The server supervisor: runs `strata serve --config PATH` as a child process, waits for `/health`,
 restarts it when it dies (as `restart_policy.decide` says, with the reason kept for the UI), and
-stops it on request. Its output goes to `server.log` in the app's log folder.
+stops it on request. Before each start it looks for the model file (`model_probe`), and while that is
+not there (restart_policy.wait_for_model) it waits in the state "waiting", looking again every
+`model_poll_s`, instead of starting a server that would stop with status 3. Its output goes to `server.log` in the app's log folder.
 
 Qt-free (subprocess and threads): the app polls `status()` from a timer. Not here: the decision
 itself (restart_policy.py) or any window.
@@ -17,11 +19,14 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from strata.app.job_object import kill_with_app
-from strata.app.restart_policy import Exit, RestartConfig, decide
+from strata.app.restart_policy import Exit, ModelFile, ModelWait, RestartConfig, decide, wait_for_model
+
+from strata.exit_status import MODEL_NOT_LOADED
 
 HEALTH_TIMEOUT_S = 180.0     # a server that does not answer /health by then is killed and counts as failed
 HEALTH_POLL_S = 0.2
@@ -34,7 +39,7 @@ LAST_LINE_CHARS = 600   # the server's refusals end with what to do (a memory ch
 
 @dataclass(frozen=True)
 class ServerStatus:
-    state: str                 # "starting" | "running" | "restarting" | "failed" | "stopped"
+    state: str                 # "waiting" (for the model file) | "starting" | "running" | "restarting" | "failed" | "stopped"
     detail: str                # why, in words
     endpoint: str | None       # where clients connect (from the server's own "listening on" line)
     pid: int | None
@@ -64,13 +69,14 @@ def connect_address(url: str) -> str:
 class ServerSupervisor:
     def __init__(self, config_path: Path | None, log_dir: Path, *, restart: RestartConfig | None = None,
                  command: list[str] | None = None, health_timeout_s: float = HEALTH_TIMEOUT_S,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, model_probe: Callable[[], ModelFile] | None = None) -> None:
         self.config_path = Path(config_path) if config_path else None
         self.log_dir = Path(log_dir)
         self.log_path = self.log_dir / "server.log"
         self.restart_cfg = restart or RestartConfig.from_env()
         self.command = command or server_command(self.config_path)
         self.health_timeout_s = health_timeout_s
+        self.model_probe = model_probe   # None: no look before a start (a command of its own, in tests)
         self.env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
         self.events: deque[tuple[float, str]] = deque(maxlen=200)   # (wall time, what happened)
         self._lock = threading.Lock()
@@ -117,6 +123,8 @@ class ServerSupervisor:
     def _run(self) -> None:
         attempts = 0
         while not self._stop.is_set():
+            if not self._wait_for_model():
+                return
             self._set("starting", "starting the server")
             try:
                 proc, started = self._spawn(), time.monotonic()
@@ -131,7 +139,9 @@ class ServerSupervisor:
             if self._stop.is_set():
                 return
             rc = proc.wait()
-            exit_ = Exit(rc, time.monotonic() - started, healthy, self._requested, self._last_line[:LAST_LINE_CHARS])
+            missing = rc == MODEL_NOT_LOADED and self._model_wait().wait
+            exit_ = Exit(rc, time.monotonic() - started, healthy, self._requested, self._last_line[:LAST_LINE_CHARS],
+                         model_missing=missing)
             decision = decide(exit_, attempts, self.restart_cfg)
             attempts = decision.attempts
             self._event(decision.reason)
@@ -144,6 +154,22 @@ class ServerSupervisor:
             self._set("restarting", decision.reason)
             if self._stop.wait(min(0.5 * 2 ** (attempts - 1), 5.0)):
                 return
+
+    def _model_wait(self) -> ModelWait:
+        if self.model_probe is None:
+            return wait_for_model(ModelFile(None))
+        return wait_for_model(self.model_probe())
+
+    def _wait_for_model(self) -> bool:
+        """Returns once the model file is there (True), or when stopped meanwhile (False). One look per
+        `model_poll_s`; the state's detail says what is awaited, and changes only when that does."""
+        while True:
+            decision = self._model_wait()
+            if not decision.wait:
+                return True
+            self._set("waiting", decision.reason)
+            if self._stop.wait(self.restart_cfg.model_poll_s):
+                return False
 
     def _spawn(self) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,8 @@ MAX_POINTS = 1500          # per series; the feed sends at most 4 snapshots a se
 PARK_DESTINATIONS = ("ram", "disk", "discard")
 HIT_LEVELS = ("ram", "warm", "cold", "segment", "system_prompt")
 BUSY_STATES = ("prefill", "decode")
+# "waiting": the app has no server to connect to yet (its model file is not there); set by the app, not the client
+CONNECTION_STATES = ("connecting", "connected", "disconnected", "waiting")
 
 
 class FeedError(ValueError):
@@ -66,7 +68,7 @@ class MonitorView:
     """Everything the widgets draw, copied under the model's lock."""
 
     version: int                          # grows with every applied snapshot or connection change
-    connection: str                       # "connecting" | "connected" | "disconnected"
+    connection: str                       # "connecting" | "connected" | "disconnected" | "waiting" (the app: no server yet)
     connection_detail: str
     target: str                           # the address the client connects to ("" when none was set)
     snapshot: dict[str, Any]              # the raw latest snapshot ({} before the first)
@@ -141,8 +143,8 @@ class MonitorModel:
     # -- input --------------------------------------------------------------------------------
 
     def set_connection(self, state: str, detail: str = "") -> None:
-        if state not in ("connecting", "connected", "disconnected"):
-            raise ValueError(f"connection state must be connecting, connected or disconnected, got {state!r}")
+        if state not in CONNECTION_STATES:
+            raise ValueError(f"connection state must be one of {', '.join(CONNECTION_STATES)}, got {state!r}")
         with self._lock:
             if (state, detail) != (self._connection, self._detail):
                 self._connection, self._detail = state, detail

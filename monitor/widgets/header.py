@@ -95,7 +95,8 @@ class Header(QWidget):
 
     def refresh(self, view: MonitorView) -> None:
         snap = view.snapshot
-        colors = {"connected": self.theme.good, "connecting": self.theme.warn, "disconnected": self.theme.bad}
+        colors = {"connected": self.theme.good, "connecting": self.theme.warn, "disconnected": self.theme.bad,
+                  "waiting": self.theme.warn}
         state = view.connection
         if state == "connected" and snap and not view.ready:
             text, color = ("loading the model" if not snap.get("error")
@@ -103,8 +104,10 @@ class Header(QWidget):
         else:
             text, color = state, colors[state]
         # escaped: the reason may quote a server line with "<" in it, which rich text would take for a tag
+        # "waiting" reads on as one sentence ("waiting for the model file ...: is its drive mounted?")
+        dash = " " if state == "waiting" else " \u2014 "
         detail = "" if state == "connected" else \
-            f" \u2014 {html.escape(view.connection_detail, quote=False)}" if view.connection_detail else ""
+            f"{dash}{html.escape(view.connection_detail, quote=False)}" if view.connection_detail else ""
         # a reason takes the row's free space and wraps there; "connected" leaves it to the stretch after the button
         long = bool(detail)
         self._top.setStretch(0, 1 if long else 0)
@@ -115,6 +118,8 @@ class Header(QWidget):
         self._endpoint = (snap.get("endpoint") if live else view.target) or ""
         set_text(self.endpoint, f"{'endpoint' if live else 'trying'} <b>{self._endpoint or units.NA}</b>")
         self.copy.setEnabled(bool(self._endpoint))
+        for part in (self.endpoint, self.copy):    # waiting: no server yet, so no address to try or copy
+            part.setVisible(state != "waiting")
         set_text(self.version, f"strata {snap.get('version', '')}" if snap else "")
         set_text(self.model, model_text(snap))
         set_text(self.totals, totals_text(view))

@@ -1,9 +1,17 @@
-"""The restart decision, table-driven: no I/O, each row's reason checked."""
+"""The start and restart decisions, table-driven: no I/O, each row's reason checked."""
 
 from __future__ import annotations
 
 import pytest
-from strata.app.restart_policy import Exit, RestartConfig, decide, describe_exit
+from strata.app.restart_policy import (
+    Exit,
+    ModelFile,
+    RestartConfig,
+    decide,
+    describe_exit,
+    names_a_path,
+    wait_for_model,
+)
 
 CFG = RestartConfig(max_retries=3, stable_s=60.0)
 
@@ -20,6 +28,9 @@ CFG = RestartConfig(max_retries=3, stable_s=60.0)
     (Exit(3, 0.4, False, False, "no such file"), 0, False, 0, "could not load its model: exited with status 3 "
                                                                "(no such file); fix what it says, or choose another model"),
     (Exit(3, 90.0, True, False), 0, True, 1, "restart 1 of 3"),             # served first: not the file
+    # the file went away (its drive) between the app's look and the load: wait for it, no retry counted
+    (Exit(3, 0.4, False, False, "gone.gguf: no such file", model_missing=True), 2, True, 2,
+     "could not load its model: exited with status 3 (gone.gguf: no such file); its file is not there now: waiting"),
     (Exit(0, 30.0, True, True), 2, False, 0, "stopped on request"),
     (Exit(1, 0.5, False, False), 1, False, 1, "gave up after 1 restart in a row"),   # STRATA_START_RETRIES=1
 ])
@@ -44,3 +55,32 @@ def test_from_env():
         RestartConfig.from_env({"STRATA_START_RETRIES": "many"})
     with pytest.raises(ValueError, match="STRATA_START_RETRIES must be >= 0, got -1"):
         RestartConfig.from_env({"STRATA_START_RETRIES": "-1"})
+
+
+@pytest.mark.parametrize("found, wait, words", [
+    (ModelFile(None), False, "the default one or an id"),
+    (ModelFile("/media/usb/m.gguf", "file", True), False, "a file"),
+    (ModelFile("/media/usb/models", "folder", True), False, "a folder"),     # the server says what is wrong
+    (ModelFile("/media/usb/m.gguf", "missing", False), True,
+     "for the model file /media/usb/m.gguf: its folder is not there (is its drive mounted?); the server starts by "
+     "itself when the file appears, or choose another model (run the setup again)"),
+    (ModelFile("/media/usb/m.gguf", "missing", True), True, "its folder is there, the file is not (still being copied"),
+])
+def test_wait_for_model(found, wait, words):
+    d = wait_for_model(found)
+    assert d.wait == wait
+    assert words in d.reason
+
+
+@pytest.mark.parametrize("model, path", [
+    ("/mnt/models/m.gguf", True), ("~/models/m.gguf", True), ("D:\\models\\m.gguf", True), ("models/m.gguf", True),
+    ("SmolLM2-135M-Instruct.Q4_1", False), ("m.gguf", False),     # ids and file names: the server resolves them
+])
+def test_names_a_path(model, path):
+    assert names_a_path(model) == path
+
+
+def test_model_poll_s_is_checked():
+    assert RestartConfig().model_poll_s == 5.0
+    with pytest.raises(ValueError, match="model_poll_s must be > 0, got 0"):
+        RestartConfig(model_poll_s=0)

@@ -1,0 +1,44 @@
+"""Where the server's model file is, as the app can tell before it starts the server: the configuration
+read as `strata serve` reads it (the file, then STRATA_* variables, then the app's extra serve flags), and
+a look at that path. The decision whether to wait for it is restart_policy.wait_for_model's.
+
+Not here: resolving an id (`strata serve` does that, and says what it could not find), or judging the
+file's contents (the server's preflight: a damaged file stops it with status 3, which is not retried).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+from collections.abc import Mapping
+from pathlib import Path
+
+from strata.app.restart_policy import ModelFile, names_a_path
+
+
+def configured_model(config_path: Path | None, serve_args: tuple[str, ...] | list[str],
+                     environ: Mapping[str, str]) -> str | None:
+    """The configuration's `model` (a path or an id), or None: the default model, or a configuration the
+    server will refuse itself (exit status 2, with a better message than the app could give)."""
+    from strata.server.cli import add_arguments
+    from strata.server.config import ConfigError, config_from_args
+
+    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    add_arguments(parser)
+    argv = (["--config", str(config_path)] if config_path else []) + list(serve_args)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):   # argparse's own complaint: the server says it better
+            args, _ = parser.parse_known_args(argv)
+        return config_from_args(args, environ=environ).model or None
+    except (ConfigError, argparse.ArgumentError, SystemExit, ValueError, OSError):
+        return None
+
+
+def look(model: str | None) -> ModelFile:
+    """What is at `model` now; one stat() or two (is_file / is_dir return False on an unreachable path)."""
+    if model is None or not names_a_path(model):
+        return ModelFile(None)
+    path = Path(model).expanduser()
+    kind = "file" if path.is_file() else "folder" if path.is_dir() else "missing"
+    return ModelFile(model, kind, kind != "missing" or path.parent.is_dir())
