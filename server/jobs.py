@@ -94,7 +94,8 @@ class Outbox:
     """The worker thread's events, handed to their handlers' loops at the end of a step: one wake-up of
     each loop per delivery, not one per token and stream (a thread-safe call costs a pipe write and a
     loop wake-up, ~80 us here). A stream's consecutive text events are merged into one; text after a
-    stream's first may wait up to `coalesce_s` for the next steps' (see STREAM_COALESCE_S)."""
+    stream's first may wait up to `coalesce_s` for the next steps' (see STREAM_COALESCE_S); so may the
+    events of a job not streamed before its "done", whose handler reads them only then."""
 
     def __init__(self, coalesce_s: float = STREAM_COALESCE_S, clock: Callable[[], float] = time.monotonic) -> None:
         if coalesce_s < 0:
@@ -122,7 +123,10 @@ class Outbox:
             return
         self._last_text.pop(job.id, None)       # later text must not be merged ahead of this event
         self._items.append([job, kind, payload])
-        self._urgent = True
+        # a job not streamed reads nothing before its "done" (JobEvents.until_done): its "start" rides with
+        # the "done" instead of waking the loop on its own (a wake-up mid-job also stalls this thread on
+        # the GIL while the loop handles it)
+        self._urgent = self._urgent or job.stream or kind == "done"
 
     def flush(self, force: bool = False) -> None:
         """Delivers everything posted so far, in order per job, unless it is only text that may wait."""

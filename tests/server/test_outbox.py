@@ -84,3 +84,21 @@ def test_force_and_bad_setting(loop):
     assert _received(loop, a) == [("text", "a"), ("text", "b")]
     with pytest.raises(ValueError, match="coalesce_s must be >= 0, got -1"):
         Outbox(coalesce_s=-1)
+
+
+def test_a_job_not_streamed_gets_its_start_with_its_done(loop):
+    """Its handler reads nothing before "done" (until_done): the "start" waits for it instead of waking the
+    loop mid-job; a stream's "start" still goes at the end of its step."""
+    clock = Clock()
+    box = Outbox(clock=clock)
+    quiet, streamed = _job(loop), _job(loop)
+    quiet.stream = False
+    box.post(quiet, "start", {"cached_tokens": 3})
+    box.flush()
+    assert _received(loop, quiet) == []
+    box.post(streamed, "start", {"cached_tokens": 0})
+    box.flush()
+    assert _received(loop, streamed) == [("start", {"cached_tokens": 0})]
+    box.post(quiet, "done", "completion")
+    box.flush()
+    assert _received(loop, quiet) == [("start", {"cached_tokens": 3}), ("done", "completion")]
