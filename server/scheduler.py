@@ -354,12 +354,15 @@ class Scheduler:
         return True
 
     def park_to_cache(self, ctx: int, reason: str) -> None:
-        """Hands the history `ctx` holds to the conversation cache before it is overwritten (worker thread)."""
+        """Hands the history `ctx` holds to the conversation cache before it is overwritten (worker thread);
+        once: a history parked and not changed since (main displaced by a request, then overwritten by it)
+        is not parked again."""
         c = self.table[ctx]
-        if self.cache is None or not c.tokens or not c.valid or c.blank:
+        if self.cache is None or not c.tokens or not c.valid or c.blank or c.parked:
             return
         try:
             result = self.cache.park(ctx, reason)
+            c.parked = True
             self.metrics.add_park(f"cache_{getattr(result, 'destination', 'done')}")
         except Exception:
             log.exception("cache park of context %s failed", ctx)

@@ -73,6 +73,9 @@ class ContextState:
     prefill_tps: float | None = None     # live while it reads a prompt (recent window), then the request's
     decode_tps: float | None = None      # live while it generates (recent window), then the request's
     prompt_tokens_last: int | None = None
+    # its history as it is now went to the conversation cache (a park): parking it again before it changes
+    # would only count it twice (a displaced main is parked, then overwritten); any change of tokens clears it
+    parked: bool = False
 
     @property
     def blank(self) -> bool:
@@ -138,16 +141,22 @@ class SlotTable:
         c.tokens = list(tokens)
         c.valid = True
         c.superseded = False
+        c.parked = False
 
     def truncate(self, ctx: int, n: int) -> None:
-        del self.contexts[ctx].tokens[n:]
+        c = self.contexts[ctx]
+        del c.tokens[n:]
+        c.parked = False
 
     def extend(self, ctx: int, tokens: list[int]) -> None:
-        self.contexts[ctx].tokens.extend(tokens)
+        c = self.contexts[ctx]
+        c.tokens.extend(tokens)
+        c.parked = False
 
     def invalidate(self, ctx: int) -> None:
         c = self.contexts[ctx]
         c.valid = False
+        c.parked = False
         c.tokens = []
         c.conversation = ""
 

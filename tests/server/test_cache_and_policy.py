@@ -11,6 +11,7 @@ import httpx2 as httpx
 import pytest
 
 from tests.server.live import LiveServer, run_together
+from tests.server.test_metrics import scrape
 
 
 def ids(n: int, seed: int) -> list[int]:
@@ -46,6 +47,21 @@ def test_a_displaced_conversation_comes_back_from_ram(tiny_model, tmp_path):
         assert (placed["slot"], placed["reused"], placed["source_slot"]) == ("main", rec["reused_tokens"], "cache")
         snap = httpx.get(s.url + "/v1/monitor").json()
         assert snap["cache"]["hits"]["ram"] >= 1
+
+
+@pytest.mark.parametrize("cache_mib", [0, 64])
+def test_a_displaced_history_is_parked_once(tiny_model, tmp_path, cache_mib):
+    """Main displaced by a new conversation is parked, then overwritten by it: one park, not a second one of
+    the same history (counted twice in /metrics: 'cache_discard' twice with the cache off, 'cache_none'
+    after 'cache_ram' with it on)."""
+    with LiveServer(model=str(tiny_model), ctx=2048, batch=0, threads=1, conversation_cache_mib=cache_mib,
+                    conversation_cache_min_free_mib=0, conversation_cache_cold_dir=str(tmp_path)) as s:
+        for seed in (1, 2, 3):                        # each displaces the one before
+            complete(s.url, ids(40, seed))
+        parks = {k: v for k, v in scrape(s.url).items() if k.startswith("strata_parks_total")}
+        kind = "cache_ram" if cache_mib else "cache_discard"
+        assert parks == {f'strata_parks_total{{kind="{kind}"}}': 2}, parks
+        assert scrape(s.url)[f'strata_cache_parks_total{{destination="{kind[6:]}"}}'] == 2
 
 
 def test_the_mismatch_is_measured_against_the_history_that_was_reused(tiny_model, tmp_path):
