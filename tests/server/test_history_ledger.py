@@ -51,3 +51,30 @@ def test_the_oldest_histories_are_forgotten_first():
     assert led.turn_in(1) == 0 and led.turn_in(2) == 1
     with pytest.raises(ValueError, match="keep=0"):
         HistoryLedger(keep=0)
+
+
+def test_the_head_index_answers_as_a_scan_of_every_remembered_history():
+    """parent_of looks only at the histories with the prompt's head (an index kept with each add and each
+    forgotten history): the same answers as the scan of all of them, newest first, as histories are
+    forgotten and heads come back."""
+    import random
+
+    def scanned(led: HistoryLedger, prompt: list[int]):
+        best = None
+        for e in reversed(led.entries.values()):
+            n = e.n_prompt
+            if n > len(prompt) or e.head != tuple(prompt[:FINGER_TOKENS]) or (best is not None and n <= best.n_prompt):
+                continue
+            if tuple(prompt[max(n - FINGER_TOKENS, 0):n]) == e.tail:
+                best = e
+        return best
+
+    rng = random.Random(5)
+    led = HistoryLedger(keep=7)
+    heads = [toks(h, FINGER_TOKENS) for h in range(3)] + [[1, 2]]       # [1, 2]: a prompt shorter than a head
+    for i in range(400):
+        prompt = rng.choice(heads) + [rng.randrange(3) for _ in range(rng.randrange(0, 40))]
+        assert led.parent_of(prompt) is scanned(led, prompt), i
+        if rng.random() < 0.6:
+            led.add(prompt, i, slot=rng.randrange(4))
+    assert sum(len(d) for d in led._by_head.values()) == len(led.entries) == 7
