@@ -78,6 +78,8 @@ class Job:
     submitted_wall: float = field(default_factory=time.time)
     cancelled: bool = False       # set by the handler when its client went away; read by the worker
     answer_rule: Any = None       # structured_output.JsonFormat (response_format) or ForcedCall (a call demanded)
+    # the reasoning cut at a token budget (Anthropic's thinking.budget_tokens): thinking_budget.BudgetRule
+    reasoning_budget: Any = None
     logprobs: int | None = None   # report each generated token's log-probability and this many alternatives
     # ends the answer once it holds a whole tool call (parallel calls turned off): one_call.FirstCallEnd
     call_end: Any = None

@@ -368,10 +368,14 @@ class Scheduler:
             log.exception("cache park of context %s failed", ctx)
 
     def _constraint(self, job: Job) -> Any:
-        """The answer's rule as a sampler constraint (a JSON answer, a held call), or None."""
-        if job.answer_rule is None:
+        """The answer's rule as a sampler constraint (a JSON answer, a held call, the reasoning's budget around
+        either), or None."""
+        held = job.answer_rule.constraint_for(self.engine.tokenizer, self.eos) if job.answer_rule is not None \
+            else None
+        if job.reasoning_budget is not None:
+            held = job.reasoning_budget.constraint_for(self.engine.tokenizer, held)
+        if held is None:
             return None
-        held = job.answer_rule.constraint_for(self.engine.tokenizer, self.eos)
         # the held answer's fixed text in the tokenizer's own split: the next turn reuses all of it
         return CanonicalSplit(held, self.engine.tokenizer)
 

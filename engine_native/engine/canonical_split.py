@@ -12,10 +12,10 @@ one that can say which bytes it forces (`forced_bytes`: json_constraint.JsonCons
 forced_start.ForcedStart). Its `forced_token()` is the next token of the tokenizer's split of those bytes,
 read in the context of the answer so far, for as long as the split is certain: the tokenizer's pieces
 (its pre-tokenizer's) that end inside the forced bytes; the last piece could still grow with what the
-model writes next, and so could a markup token the forced bytes end inside of, so the model writes those,
-as before. None when nothing is forced, when the answer so far ends inside one of the tokenizer's tokens
-(its split already differs), and for SentencePiece vocabularies (no pieces: nothing is certain before the
-answer's end). `resplit(token)` cuts a free choice that runs on into forced text as the tokenizer would;
+model writes next (unless it is a token parsed whole, special or added: `</think>`), and so could a markup
+token the forced bytes end inside of, so the model writes those, as before. None when nothing is forced,
+when the answer so far ends inside one of the tokenizer's tokens (its split already differs), and for
+SentencePiece vocabularies (no pieces: nothing is certain before the answer's end). `resplit(token)` cuts a free choice that runs on into forced text as the tokenizer would;
 `upcoming()` is the forced tokens ahead (the scheduler reads them in one step).
 
 Not here: which bytes are forced (the constraints), the choice of a free token (sampling.py).
@@ -54,10 +54,11 @@ def canonical_plan(tokenizer: Any, before: bytes, ahead: bytes) -> list[int]:
     if first is None or spans[first][1] != start or any(b > start for _, _, b, _ in spans[:first]):
         return []
     last_piece = spans[-1][3]
-    special = getattr(tokenizer, "special_ids", frozenset())
+    # tokens the tokenizer parses whole (special or added: `</think>`) never grow with what follows
+    whole = getattr(tokenizer, "parsed_ids", None) or getattr(tokenizer, "special_ids", frozenset())
     plan = []
     for token, _, end, piece in spans[first:]:
-        if end > certain or (piece == last_piece and token not in special):   # may change with what follows
+        if end > certain or (piece == last_piece and token not in whole):   # may change with what follows
             break
         plan.append(token)
     return plan

@@ -281,6 +281,7 @@ class Tokenizer:
         self.special_ids: frozenset[int] = frozenset(
             i for i in parsed if vocab.types[i] != TOKEN_USER_DEFINED
         ) | frozenset(i for i in (vocab.bos_id, vocab.eos_id) if i is not None)
+        self.parsed_ids: frozenset[int] = frozenset(parsed)   # parsed whole in text, never split or merged
         self.message_opener_ids: list[int] = [ids[t] for t in MESSAGE_OPENER_TEXTS if t in ids]
         # (n_vocab,) the bytes each token stands for; special tokens as their text
         self.kind: str = vocab.kind

@@ -1,0 +1,49 @@
+"""How a thinking model's reasoning is cut at a token budget (Anthropic's `thinking.budget_tokens`): which
+text opens and closes its reasoning and what is written to end it, per template family.
+
+- `<think>...</think>` (Qwen3, QwQ, DeepSeek-R1 and its distills; Magistral's `[THINK]`, Seed-OSS's
+  `<seed:think>`: reasoning.py's tags, AnswerFormat.think): the closing tag is written.
+- gpt-oss's Harmony: the reasoning is a first `analysis` message; `<|end|><|start|>assistant<|channel|>`
+  is written and the next message may not be `analysis` again (the model goes on with its `final`
+  answer or a `commentary` call, as it would after thinking).
+
+`budget_rule(budget, answer)` is the rule for one answer (None without a budget); the scheduler builds its
+constraint (strata.engine.reasoning_budget) around the answer's own rule with `constraint_for`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from strata.engine.harmony import CHANNEL, END, MESSAGE, START
+from strata.engine.reasoning_budget import ReasoningBudget
+from strata.engine.token_bytes import Vocabulary
+
+HARMONY_ANALYSIS_OPENER = (CHANNEL + "analysis" + MESSAGE).encode()
+HARMONY_NEXT_MESSAGE = (END + START + "assistant" + CHANNEL).encode()
+
+
+@dataclass(frozen=True)
+class BudgetRule:
+    budget: int                 # reasoning tokens before the closing text is written
+    opener: bytes               # what the answer begins with when it thinks (unless the prompt opened it)
+    closer: bytes               # what ends the reasoning when the model writes it
+    forced: bytes               # what is written at the budget
+    opened: bool = False        # the prompt ends inside the reasoning
+    not_after: bytes = b""      # what the answer may not begin to write right after `forced`
+
+    def constraint_for(self, tokenizer: Any, inner: Any = None) -> ReasoningBudget:
+        return ReasoningBudget(self.budget, Vocabulary.of(tokenizer), self.opener, self.closer, self.forced,
+                               self.opened, inner=inner, not_after=self.not_after)
+
+
+def budget_rule(budget: int | None, answer: Any) -> BudgetRule | None:
+    """The budget's rule for an answer of this format (prompting.AnswerFormat), None without a budget."""
+    if budget is None:
+        return None
+    if getattr(answer, "harmony", False):
+        return BudgetRule(budget, HARMONY_ANALYSIS_OPENER, END.encode(), HARMONY_NEXT_MESSAGE,
+                          not_after=b"analysis")
+    opener, closer = (t.encode() for t in answer.think)
+    return BudgetRule(budget, opener, closer, closer, opened=bool(answer.opened))

@@ -1,0 +1,167 @@
+"""A thinking model's reasoning cut at a token budget (strata.engine.reasoning_budget, the rules of
+server/thinking_budget.py): over a small vocabulary of pieces, when the closing text is written and what may
+come after it; then through the real sampler and CanonicalSplit on generated vocabularies (a Qwen3-like one
+whose `</think>` is an added token, gpt-oss's Harmony markup), with a model that would rather write short
+tokens: the closing text comes in the tokenizer's own split."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from strata.engine.canonical_split import CanonicalSplit
+from strata.engine.json_constraint import JsonConstraint
+from strata.engine.json_schema import ANY_OBJECT
+from strata.engine.sampling import Sampler, SamplingParams
+from strata.engine.token_bytes import Vocabulary
+from strata.engine.tokenizer import TOKEN_CONTROL, TOKEN_USER_DEFINED, Tokenizer
+from strata.server.prompting import AnswerFormat
+from strata.server.thinking_budget import budget_rule
+
+from tests.fixtures.bpe_vocab import build_vocab
+
+PIECES = [b"<think>", b"</think>", b"</", b"think>", b"a", b" b", b"\n", b"{", b"}", b"Hi", b"<", b"/"]
+VOCAB = Vocabulary(PIECES + [b""], special_ids=[len(PIECES)])
+EOS = len(PIECES)
+OPENED = AnswerFormat(opened=True)
+NOT_OPENED = AnswerFormat()
+
+
+def tok(piece: bytes) -> int:
+    return PIECES.index(piece)
+
+
+def budget(n: int, answer: AnswerFormat = OPENED, inner=None):
+    class Tok:              # what BudgetRule reads of a tokenizer: Vocabulary.of's cache
+        _json_vocabulary = VOCAB
+    return budget_rule(n, answer).constraint_for(Tok(), inner)
+
+
+def write(c, pieces: list[bytes]) -> None:
+    for p in pieces:
+        assert c.allows(tok(p)), p
+        c.advance(tok(p))
+
+
+def allowed(c) -> set[bytes]:
+    return {PIECES[i] for i in range(len(PIECES)) if c.allows(i)}
+
+
+def test_no_budget_no_rule():
+    assert budget_rule(None, OPENED) is None
+
+
+def test_at_the_budget_only_the_closing_tag_may_come():
+    c = budget(3)
+    write(c, [b"a", b" b"])
+    assert c.forced_bytes() == b"" and c.allows(EOS)
+    write(c, [b"a"])                                   # the third reasoning token: the budget is spent
+    assert c.forced_bytes() == b"</think>" and allowed(c) == {b"</think>", b"</", b"<"} and not c.allows(EOS)
+    assert {PIECES[i] for i in np.flatnonzero(c.allowed_mask())} == allowed(c)
+    logits = np.zeros(VOCAB.n, dtype=np.float32)
+    logits[tok(b"<")] = 1.0
+    assert c.best_allowed(logits) == tok(b"<")
+    write(c, [b"</"])
+    assert c.forced_bytes() == b"think>" and allowed(c) == {b"think>"}
+    write(c, [b"think>", b"Hi", b"a"])                  # then the answer is free
+    assert c.allows(EOS) and len(allowed(c)) == len(PIECES)
+
+
+def test_a_closing_tag_the_reasoning_began_is_finished_not_repeated():
+    c = budget(3)
+    write(c, [b"a", b" b", b"</"])
+    assert c.forced_bytes() == b"think>"
+
+
+def test_reasoning_closed_within_the_budget_is_left_alone():
+    c = budget(4)
+    write(c, [b"a", b"</think>", b"a", b"a", b"a"])
+    assert c.forced_bytes() == b"" and c.allows(EOS)
+
+
+def test_an_answer_that_opens_its_own_reasoning_counts_from_its_start():
+    c = budget(3, NOT_OPENED)
+    write(c, [b"\n", b"<think>"])
+    write(c, [b"a"])
+    assert c.forced_bytes() == b"</think>"
+    c = budget(3, NOT_OPENED)                          # an answer that does not think is never cut
+    write(c, [b"Hi", b"a", b"a", b"a", b"a"])
+    assert c.forced_bytes() == b"" and c.allows(EOS)
+
+
+def test_the_answers_own_rule_sees_the_closing_tag_and_holds_what_follows():
+    """A JSON answer after the reasoning (structured_output: `after` the closing tag): the budget writes the
+    tag, then the JSON rule holds the answer."""
+    inner = JsonConstraint(ANY_OBJECT, VOCAB, [EOS], after=b"</think>")
+    c = budget(2, inner=inner)
+    write(c, [b"a", b"a", b"</think>"])
+    assert allowed(c) == {b"{", b"\n"}
+    write(c, [b"{", b"}"])
+    assert c.allows(EOS)
+
+
+# ----- through the sampler and CanonicalSplit, on generated vocabularies -----
+
+def tokenizer(extra: tuple[str, ...], extra_type: int, **keys) -> Tokenizer:
+    v = build_vocab(512)
+    md = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt-4o",
+          "tokenizer.ggml.tokens": list(v.tokens) + list(extra),
+          "tokenizer.ggml.token_type": list(v.token_types) + [extra_type] * len(extra),
+          "tokenizer.ggml.merges": list(v.merges)}
+    md.update({f"tokenizer.ggml.{k}": val for k, val in keys.items()})
+    return Tokenizer.from_metadata(md)
+
+
+def short_first(tok: Tokenizer) -> np.ndarray:
+    """A model that likes short tokens best (and single letters most): held to a text, it writes it a byte
+    at a time."""
+    return -np.array([len(tok.token_bytes(i)) or 99 for i in range(tok.n_vocab)], dtype=np.float32)
+
+
+def run(tok: Tokenizer, rule, steps: int) -> list[int]:
+    sampler = Sampler(SamplingParams(), tok.n_vocab, constraint=CanonicalSplit(rule.constraint_for(tok), tok))
+    logits = short_first(tok)
+    return [sampler.sample(logits) for _ in range(steps)]
+
+
+def test_the_closing_tag_is_the_added_token_as_the_next_turn_reads_it():
+    """Qwen3's `</think>` is an added (user-defined) token: written byte by byte, a model would not read
+    its reasoning as closed, and the next turn would read the answer again from there."""
+    tok = tokenizer(("<think>", "</think>"), TOKEN_USER_DEFINED)
+    close = tok.token_id("</think>")
+    ids = run(tok, budget_rule(5, OPENED), 8)
+    assert ids[5] == close and close not in ids[:5] and close not in ids[6:]
+    assert tok.decode(ids[:6]).endswith("</think>") and len(ids[:5]) == 5
+
+
+@pytest.fixture(scope="module")
+def harmony() -> Tokenizer:
+    specials = ("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>", "<|call|>")
+    n = len(build_vocab(512).tokens)
+    return tokenizer(specials, TOKEN_CONTROL, eos_token_id=n + specials.index("<|return|>"))
+
+
+def test_a_harmony_analysis_is_ended_and_the_next_message_is_not_analysis(harmony):
+    tok = harmony
+    header = tok.encode("<|channel|>analysis<|message|>", add_bos=False)
+    c = CanonicalSplit(budget_rule(len(header) + 3, AnswerFormat(harmony=True)).constraint_for(tok), tok)
+    for t in header:
+        c.advance(t)
+    sampler = Sampler(SamplingParams(), tok.n_vocab, constraint=c)
+    logits = short_first(tok)
+    thought = [sampler.sample(logits) for _ in range(3)]
+    assert c.forced_bytes() == b"<|end|><|start|>assistant<|channel|>" and not c.allows(tok.eos_id)
+    forced = tok.encode("<|end|><|start|>assistant<|channel|>", add_bos=False)
+    assert [sampler.sample(logits) for _ in forced] == forced and tok.token_id("<|end|>") not in thought
+    assert not c.allows(tok.token_id("a")) and not c.allows(tok.token_id("an"))     # no second analysis
+    assert c.allows(tok.encode("final", add_bos=False)[0])
+    assert not c.allowed_mask()[tok.token_id("a")] and c.allowed_mask()[tok.encode("final", add_bos=False)[0]]
+    assert not tok.decode([sampler.sample(logits)]).startswith("a")
+    assert c.allows(tok.token_id("a"))                  # then free
+
+
+def test_a_harmony_answer_that_does_not_begin_with_analysis_is_never_cut(harmony):
+    tok = harmony
+    c = budget_rule(2, AnswerFormat(harmony=True)).constraint_for(tok)
+    for t in tok.encode("<|channel|>final<|message|>Hello there", add_bos=False):
+        c.advance(t)
+    assert c.forced_bytes() == b""
