@@ -36,6 +36,7 @@ from strata.server.prompting import (
     split_prefill,
 )
 from strata.server.structured_output import answer_rule, json_format
+from strata.server.thinking_budget import budget_rule
 from strata.server.tool_changes import ToolChanges
 from strata.server.tool_search import deferred_names, referenced_names, references_as_text, shown_and_callable
 
@@ -207,13 +208,14 @@ async def _prompt(request: web.Request, body: dict) -> tuple[Any, list[dict], li
 # every type the anthropic SDK sends (its ThinkingConfigParam); 'between_tools' (thinking between tool calls)
 # thinks as 'enabled' does
 THINKING_TYPES = ("enabled", "disabled", "adaptive", "between_tools")
+MIN_THINKING_BUDGET = 1024      # Anthropic's least `budget_tokens`
 
 
 def thinking_switch(body: dict) -> dict[str, Any]:
     """Template variables for `thinking`: `{"type": "disabled"}` turns a thinking model's thinking off where
     its template has the switch Qwen3's, GLM's and SmolLM3's read (`enable_thinking`); `enabled`,
-    `adaptive` and `between_tools` leave the template's default (thinking). `budget_tokens` is checked,
-    not enforced: the model thinks as long as it does, within `max_tokens`."""
+    `adaptive` and `between_tools` leave the template's default (thinking). `enabled` needs `budget_tokens`
+    of at least 1024, as Anthropic's API does (thinking_budget reads it)."""
     value = body.get("thinking")
     if value is None:
         return {}
@@ -223,7 +225,23 @@ def thinking_switch(body: dict) -> dict[str, Any]:
     budget = value.get("budget_tokens")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
         raise APIError(400, f"'thinking.budget_tokens' must be an integer, got {budget!r}")
+    if value["type"] == "enabled" and (budget is None or budget < MIN_THINKING_BUDGET):
+        raise APIError(400, f"'thinking.budget_tokens' must be at least {MIN_THINKING_BUDGET} with type 'enabled' "
+                            f"(as on Anthropic's API), got {budget!r}")
     return {"enable_thinking": False} if value["type"] == "disabled" else {}
+
+
+def thinking_budget(body: dict) -> int | None:
+    """The reasoning's budget in tokens: `budget_tokens` of an `enabled` thinking (checked by thinking_switch);
+    None for the other types (Claude Code sends `adaptive` with `budget_tokens` 0: the model decides)."""
+    value = body.get("thinking")
+    return value["budget_tokens"] if isinstance(value, dict) and value.get("type") == "enabled" else None
+
+
+def thinking_omitted(body: dict) -> bool:
+    """`display: "omitted"`: the thinking block comes back without its text (its tokens are still spent)."""
+    value = body.get("thinking")
+    return isinstance(value, dict) and value.get("display") == "omitted"
 
 
 def held_to(body: dict, tools: list[dict] | None, fmt: AnswerFormat, prefill: str, engine: Any) -> Any:
@@ -259,20 +277,23 @@ async def messages(request: web.Request) -> web.StreamResponse:
     fmt = one_call_format(answer_format(state.engine, tokens, msgs), choice.get("disable_parallel_tool_use"),
                           "tool_choice.disable_parallel_tool_use", disable=True)
     job.answer_rule = held_to(body, tools, fmt, split_prefill(msgs)[1], state.engine)
+    job.reasoning_budget = budget_rule(thinking_budget(body), fmt)
     job.call_end = first_call_end(fmt, tools)
+    omitted = thinking_omitted(body)
     if f.get_bool(body, "stream"):
-        return await _stream(request, state, job, model, mid, tools, fmt)
+        return await _stream(request, state, job, model, mid, tools, fmt, omitted)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
-    return web.json_response(message_response(completion, model, mid, tools, fmt))
+    return web.json_response(message_response(completion, model, mid, tools, fmt, omitted))
 
 
 def message_response(completion: Completion, model: str, mid: str, tools: list[dict] | None,
-                     fmt: AnswerFormat = PLAIN) -> dict:
+                     fmt: AnswerFormat = PLAIN, omitted: bool = False) -> dict:
     """The message object; a thinking model's reasoning becomes a `thinking` block first (server/
-    reasoning.py, harmony.py); with tools offered, the model's tool calls become `tool_use` blocks."""
+    reasoning.py, harmony.py; its text left out when `omitted`); with tools offered, the model's tool calls
+    become `tool_use` blocks."""
     reasoning, content, calls = split_answer(completion.text, fmt, tools)
-    blocks: list[dict] = [_thinking_block(reasoning)] if reasoning is not None else []
+    blocks: list[dict] = [_thinking_block("" if omitted else reasoning)] if reasoning is not None else []
     blocks += [{"type": "text", "text": content}] if content or not calls else []
     blocks += [{"type": "tool_use", "id": call_id("toolu_", c), "name": c["name"],
                 "input": _json_or_empty(c["arguments"])} for c in calls]
@@ -333,11 +354,11 @@ PING_EVERY_S = 10.0
 
 
 async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: str, tools: list[dict] | None,
-                  fmt: AnswerFormat = PLAIN) -> web.StreamResponse:
+                  fmt: AnswerFormat = PLAIN, omitted: bool = False) -> web.StreamResponse:
     """The event sequence the SDK expects: message_start, ping, then per content block (a thinking
-    block while a thinking model thinks, the text, tool_use blocks) content_block_start,
-    content_block_delta*, content_block_stop; message_delta, message_stop. With tools, text that may be a
-    tool call is held (AnswerStream) and the calls become tool_use blocks at the end."""
+    block while a thinking model thinks, without thinking_deltas when `omitted`, the text, tool_use blocks)
+    content_block_start, content_block_delta*, content_block_stop; message_delta, message_stop. With tools,
+    text that may be a tool call is held (AnswerStream) and the calls become tool_use blocks at the end."""
     events = JobEvents(request, state.scheduler, job, keepalive_s=PING_EVERY_S)
     resp: web.StreamResponse | None = None
     answer = AnswerStream(fmt, tools)
@@ -367,14 +388,16 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
 
     async def send(pieces: list[tuple[str, str]]) -> None:
         nonlocal last_out
-        if pieces:
+        if any(kind != "reasoning" or not omitted for kind, _ in pieces):   # omitted thinking sends nothing
             last_out = time.monotonic()
         for kind, piece in pieces:
             if kind == "reasoning":
                 if open_kind != "thinking":
                     await start("thinking", _thinking_block(""))
-                await send_sse(resp, {"type": "content_block_delta", "index": index,
-                                      "delta": {"type": "thinking_delta", "thinking": piece}}, "content_block_delta")
+                if not omitted:
+                    await send_sse(resp, {"type": "content_block_delta", "index": index,
+                                          "delta": {"type": "thinking_delta", "thinking": piece}},
+                                   "content_block_delta")
             else:
                 await text(piece)
 
