@@ -31,7 +31,8 @@ from strata.monitor.widgets.theme import PARK_COLORS, Theme
 
 LEVEL_HEADERS = ("level", "state", "folder", "used /\nbudget", "entries", "de-\ngraded", "evicted", "aged\nout")
 LEVEL_TIPS = ("", "on / off", "", "bytes held against the level's budget",
-              "conversations held (and files skipped at start-up: damaged, partial, orphaned; the log names them)",
+              "conversations held (and files found at start-up and not trusted: damaged, partial, orphaned; "
+              "skipped: left on disk; removed: Strata's own, damaged or orphaned; the log names them)",
               "entries handed down to the next level (budget or age)", "entries deleted for the budget",
               "entries deleted for their age")
 PARK_NAMES = {"ram": "RAM", "disk": "disk", "discard": "discarded"}
@@ -44,13 +45,25 @@ def level_cells(level: dict) -> list[str]:
     on = level.get("state") == "on"
     used, budget = level.get("used_mib"), level.get("budget_mib")
     used_text = f"{units.mib(used)} / {units.mib(budget)}" if on else units.NA
-    entries = units.count(level.get("entries"))
-    skipped = sum(n for n in (level.get("skipped") or {}).values() if isinstance(n, int))
-    if skipped:  # files found at start-up and not trusted (conversation-cache.md, "Files"); the log names them
-        entries += f" ({skipped} skipped)"
+    entries = units.count(level.get("entries")) + files_at_start_text(level)
     return [str(level.get("name", "?")), str(level.get("state", "?")), level.get("folder") or units.NA,
             used_text, entries, units.count(level.get("degradations")),
             units.count(level.get("evictions")), units.count(level.get("age_evictions"))]
+
+
+def _total(counts) -> int:
+    return sum(n for n in (counts if isinstance(counts, dict) else {}).values() if isinstance(n, int))
+
+
+def files_at_start_text(level: dict) -> str:
+    """` (1 skipped, 3 removed)`: the files found at start-up and not trusted (conversation-cache.md, "Files"; the
+    feed's `skipped`), split into those left on disk and those removed (`removed`: Strata's own, damaged or
+    orphaned); "" when none. The log names them. Split, not "4 skipped, 3 removed": shorter in a narrow
+    column, and each file counted once."""
+    removed = _total(level.get("removed"))
+    kept = max(_total(level.get("skipped")) - removed, 0)
+    parts = [f"{n} {what}" for n, what in ((kept, "skipped"), (removed, "removed")) if n]
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def decision_cells(d: dict, now: float) -> list[str]:
@@ -243,4 +256,5 @@ def prefix_store_text(name: str, store: dict) -> str:
         return f"<b>{name}</b> off"
     used = f"{units.mib(store.get('used_mib'))} of {units.mib(store.get('budget_mib'))} used" \
         if "used_mib" in store else f"budget {units.mib(store.get('budget_mib'))} (not started)"
-    return f"<b>{name}</b> {store.get('folder') or units.NA} \u2022 {used} \u2022 {units.count(store.get('entries'))} entries"
+    return (f"<b>{name}</b> {store.get('folder') or units.NA} \u2022 {used} \u2022 {units.count(store.get('entries'))} "
+            f"entries{files_at_start_text(store)}")

@@ -27,11 +27,17 @@ def _level_rows(cache) -> list[dict]:
                        degradations=casc.degradations[lc.name], evictions=casc.evictions[lc.name],
                        age_evictions=casc.age_evictions[lc.name])
             if isinstance(lvl, DiskLevel):
-                row["skipped"] = dict(lvl.skipped)
+                row.update(_files_at_start(lvl))
         elif lc.on:
             row["state"] = "unavailable"
         rows.append(row)
     return rows
+
+
+def _files_at_start(lvl: DiskLevel) -> dict:
+    """The files a disk level (or store) skipped at start-up, and of them those removed (Strata's own, damaged or
+    orphaned: damaged_files.py), each by reason, as /metrics counts them."""
+    return {"skipped": dict(lvl.skipped), "removed": dict(lvl.removed)}
 
 
 def describe(cache, kept: bool = False) -> str:
@@ -45,9 +51,11 @@ def describe(cache, kept: bool = False) -> str:
             parts.append(f"{row['name']} off")
             continue
         where = f" {row['folder']}" if row["folder"] else ""
-        skipped = sum(row.get("skipped", {}).values())
+        removed = sum(row.get("removed", {}).values())   # of the skipped: each file said once, as the monitor does
+        kept = sum(row.get("skipped", {}).values()) - removed
+        files = [f"{n} {what}" for n, what in ((kept, "skipped"), (removed, "removed")) if n]
         parts.append(f"{row['name']}{where} {row['budget_mib']} MiB {row['state']}"
-                     f" ({entries_text(row.get('entries', 0))}{f', {skipped} skipped' if skipped else ''})")
+                     f" ({', '.join([entries_text(row.get('entries', 0)), *files])})")
     parts.append(cache.segments.describe())
     parts.append("system-prompt cache " + cache.system_prompts.describe().split(" ", 1)[1])
     return "conversation cache: " + "; ".join(parts)
@@ -70,7 +78,7 @@ def snapshot_for_monitor(cache) -> dict:
     }
     for key, lvl in (("system_prompt_cache", sp), ("segment_tier", cache.segments.level)):
         if lvl.state == "on":
-            out[key].update(used_mib=round(lvl.used_bytes / MIB, 1), entries=len(lvl.entries))
+            out[key].update(used_mib=round(lvl.used_bytes / MIB, 1), entries=len(lvl.entries), **_files_at_start(lvl))
     return out
 
 

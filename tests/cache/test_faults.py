@@ -51,7 +51,7 @@ def test_truncated_image_is_skipped_at_open_and_counted(make_cache):
     prompt = h + [1, 2]
     hit, res, out, read = continue_from_cache(again, prompt)
     assert hit is None and out == fresh_continuation(prompt) and read == len(prompt)
-    assert "1 skipped" in again.describe()
+    assert "(0 entries, 1 removed)" in again.describe()   # skipped, then removed: said once, as removed
 
 
 def test_flipped_byte_restores_the_longest_valid_prefix(make_cache, caplog):

@@ -344,6 +344,16 @@ def test_a_level_shows_the_files_it_skipped_at_start_up():
             "degradations": 0, "evictions": 0, "age_evictions": 0, "skipped": {"damaged": 3, "partial": 1}}
     assert level_cells(cold)[LEVEL_HEADERS.index("entries")] == "38 (4 skipped)"
     assert level_cells({**cold, "skipped": {}})[LEVEL_HEADERS.index("entries")] == "38"
+    # of them, Strata's own damaged or orphaned files are removed (strata_cache_removed_files_total): each file
+    # said once, left on disk (skipped) or removed
+    removed = {**cold, "removed": {"damaged": 2, "orphan_image": 1}}
+    assert level_cells(removed)[LEVEL_HEADERS.index("entries")] == "38 (1 skipped, 3 removed)"
+    assert level_cells({**cold, "removed": {"damaged": 3, "partial": 1}})[LEVEL_HEADERS.index("entries")] == "38 (4 removed)"
+    assert level_cells({**removed, "skipped": {}, "removed": {}})[LEVEL_HEADERS.index("entries")] == "38"
+    from strata.monitor.widgets.cache import prefix_store_text
+    store = {"folder": "/c/sp", "budget_mib": 16, "used_mib": 0.0, "entries": 0, "skipped": {"damaged": 1},
+             "removed": {"damaged": 1}}
+    assert prefix_store_text("System-prompt cache", store).endswith("\u2022 0 entries (1 removed)")
 
 
 def test_a_context_in_use_was_last_used_now():
