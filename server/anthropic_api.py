@@ -37,6 +37,7 @@ from strata.server.prompting import (
 )
 from strata.server.structured_output import answer_rule, json_format
 from strata.server.thinking_budget import budget_rule
+from strata.server.thinking_signature import seal, unseal
 from strata.server.tool_changes import ToolChanges
 from strata.server.tool_search import deferred_names, referenced_names, references_as_text, shown_and_callable
 
@@ -90,7 +91,8 @@ def parse_messages(raw: list, system: str | None, tools: list[dict] | None = Non
         for bw, b in f.objects(content, f"{where}.content"):
             kind = b.get("type")
             if kind == "thinking" and role == "assistant" and isinstance(b.get("thinking"), str):
-                thoughts.append(b["thinking"])      # a thinking model's template may write it back
+                # a thinking model's template may write it back; omitted, it is in the signature Strata wrote
+                thoughts.append(b["thinking"] or unseal(b.get("signature")) or "")
             elif kind == "text":
                 if not isinstance(b.get("text"), str):
                     raise APIError(400, f"{bw}.text must be a string")
@@ -293,7 +295,7 @@ def message_response(completion: Completion, model: str, mid: str, tools: list[d
     reasoning.py, harmony.py; its text left out when `omitted`); with tools offered, the model's tool calls
     become `tool_use` blocks."""
     reasoning, content, calls = split_answer(completion.text, fmt, tools)
-    blocks: list[dict] = [_thinking_block("" if omitted else reasoning)] if reasoning is not None else []
+    blocks: list[dict] = [_thinking_block(reasoning, omitted)] if reasoning is not None else []
     blocks += [{"type": "text", "text": content}] if content or not calls else []
     blocks += [{"type": "tool_use", "id": call_id("toolu_", c), "name": c["name"],
                 "input": _json_or_empty(c["arguments"])} for c in calls]
@@ -339,9 +341,10 @@ def _json_or_empty(arguments: str) -> Any:
     return value if isinstance(value, dict) else {"value": value}
 
 
-def _thinking_block(text: str) -> dict:
-    # signature: Anthropic's proof that its own model wrote the block; a local model has none
-    return {"type": "thinking", "thinking": text, "signature": ""}
+def _thinking_block(text: str, omitted: bool = False) -> dict:
+    """signature: Anthropic's proof that its own model wrote the block, which a local model cannot give:
+    empty; with the text omitted, the text sealed (thinking_signature.py), for the next turn."""
+    return {"type": "thinking", "thinking": "" if omitted else text, "signature": seal(text) if omitted else ""}
 
 
 # Claude Code 2.1 drops a stream that sent nothing for 300 s (its stream watchdog, on by default) and
@@ -364,6 +367,7 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
     answer = AnswerStream(fmt, tools)
     index, open_kind = -1, None          # the current block
     text_sent = False
+    thought: list[str] = []              # the reasoning sent (omitted: sealed in the block's signature)
     last_out = time.monotonic()          # when the client last got an event
 
     async def start(kind: str, block: dict) -> None:
@@ -374,6 +378,9 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
 
     async def stop() -> None:
         nonlocal open_kind
+        if open_kind == "thinking" and omitted:     # the omitted text travels in the signature, as Anthropic's
+            await send_sse(resp, {"type": "content_block_delta", "index": index, "delta": {
+                "type": "signature_delta", "signature": seal("".join(thought))}}, "content_block_delta")
         if open_kind is not None:
             await send_sse(resp, {"type": "content_block_stop", "index": index}, "content_block_stop")
             open_kind = None
@@ -394,6 +401,7 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
             if kind == "reasoning":
                 if open_kind != "thinking":
                     await start("thinking", _thinking_block(""))
+                thought.append(piece)
                 if not omitted:
                     await send_sse(resp, {"type": "content_block_delta", "index": index,
                                           "delta": {"type": "thinking_delta", "thinking": piece}},

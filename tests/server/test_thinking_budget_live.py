@@ -3,12 +3,14 @@ SDK on a real server: a tiny model whose template opens `<think>` in the generat
 answer thinks past the budget (tests/fixtures/tiny_gguf.py `script`: a chain of 1,060 tokens none of which
 writes `<`, so it never closes the block itself). With a budget the reasoning holds the budget's tokens,
 the same ones the model writes unbudgeted, then `</think>` (an added token, as in Qwen3) is written for it
-and the answer goes on as text; streamed and not. Omitted thinking comes back as a block without its text."""
+and the answer goes on as text; streamed and not. Omitted thinking comes back as a block without its text, and
+its signature brings the text back to the next turn."""
 
 from __future__ import annotations
 
 import anthropic
 import pytest
+from strata.server.thinking_signature import unseal
 
 from tests.server.live import LiveServer
 from tests.server.test_reasoning_live import THINKING_TEMPLATE
@@ -91,16 +93,38 @@ def test_adaptive_thinking_has_no_budget(claude):
 
 
 def test_omitted_thinking_comes_back_as_a_block_without_its_text(claude):
+    """The block is there, its text empty; its signature holds the text for the next turn (sealed, as
+    Anthropic's signature carries omitted thinking), streamed (a signature_delta) and not."""
     shown = ask(claude, 40, thinking={"type": "enabled", "budget_tokens": BUDGET})
-    assert shown.content[0].thinking
+    assert shown.content[0].thinking and shown.content[0].signature == ""
     m = ask(claude, 40, thinking={"type": "enabled", "budget_tokens": BUDGET, "display": "omitted"})
-    assert [(b.type, getattr(b, "thinking", None), getattr(b, "signature", None)) for b in m.content] == [
-        ("thinking", "", ""), ("text", None, None)]
+    assert [(b.type, getattr(b, "thinking", None)) for b in m.content] == [("thinking", ""), ("text", None)]
+    assert unseal(m.content[0].signature) == shown.content[0].thinking
     assert m.usage.output_tokens == shown.usage.output_tokens == 40     # the thinking was still written
     events, final = streamed(claude, 40, thinking={"type": "adaptive", "display": "omitted"})
     assert [(b.type, getattr(b, "thinking", None)) for b in final.content] == [("thinking", ""), ("text", None)]
-    assert [e for e in events if e.type == "content_block_delta"] == []
+    assert [e.delta.type for e in events if e.type == "content_block_delta"] == ["signature_delta"]
+    assert final.content[0].signature == m.content[0].signature
     assert [e.content_block.type for e in events if e.type == "content_block_start"] == ["thinking", "text"]
+
+
+def test_omitted_thinking_sent_back_reaches_the_template_as_it_was_written(claude):
+    """The next turn's prompt is the one the shown thinking makes (the template writes reasoning back), so
+    the history the slot holds is reused; a signature Strata did not write is no reasoning."""
+    shown = ask(claude, 40, thinking={"type": "enabled", "budget_tokens": BUDGET})
+    omitted = ask(claude, 40, thinking={"type": "enabled", "budget_tokens": BUDGET, "display": "omitted"})
+
+    def tokens(block):
+        turn = [ASK[0], {"role": "assistant", "content": [block, {"type": "text", "text": "ok"}]},
+                {"role": "user", "content": "and?"}]
+        return claude.messages.count_tokens(model="m", messages=turn).input_tokens
+
+    as_shown = tokens(shown.content[0].model_dump())
+    assert tokens(omitted.content[0].model_dump()) == as_shown
+    none = tokens({"type": "thinking", "thinking": "", "signature": ""})
+    assert none < as_shown
+    for signature in ("EqQBCgIYAhIM", "strata-thinking-v1:é", "strata-thinking-v1:gA"):   # foreign, damaged
+        assert tokens({"type": "thinking", "thinking": "", "signature": signature}) == none, signature
 
 
 @pytest.mark.parametrize("thinking, needle", [
