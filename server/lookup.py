@@ -83,14 +83,23 @@ class TokenHistory:
         """Up to `size` tokens that followed the latest earlier occurrence of the longest suffix (of
         max_ngram down to min_ngram tokens) that occurred before; [] when none did."""
         buf, n = self._buf, self._n
-        for k in range(min(cfg.max_ngram, n - 1), cfg.min_ngram - 1, -1):
-            # starts p < n - k of k tokens equal to the last k: then p + k < n, a token follows
-            match = buf[0: n - k] == buf[n - k]
+        top = min(cfg.max_ngram, n - 1)
+        if top < cfg.min_ngram:
+            return []
+        # every match ends in an earlier place q < n - 1 of the last token (then a token follows it): found
+        # once, then only those places are compared, and none (a row whose text does not repeat) costs one
+        # comparison instead of one per n-gram length and token of it
+        ends = np.flatnonzero(buf[: n - 1] == buf[n - 1])
+        if not len(ends):
+            return []
+        for k in range(top, cfg.min_ngram - 1, -1):
+            q = ends[ends >= k - 1]           # the k tokens ending at q start at q - k + 1 >= 0
             for j in range(1, k):
-                match &= buf[j: n - k + j] == buf[n - k + j]
-            hits = np.flatnonzero(match)
-            if len(hits):
-                start = int(hits[-1]) + k
+                if not len(q):
+                    break
+                q = q[buf[q - j] == buf[n - 1 - j]]
+            if len(q):
+                start = int(q[-1]) + 1        # the latest such place
                 return buf[start: min(start + size, n)].tolist()
         return []
 

@@ -94,3 +94,26 @@ def test_misses_halve_the_draft_and_pause_the_row_longer_each_time():
 def test_invalid_settings_are_refused_by_name(kwargs, word):
     with pytest.raises(ValueError, match=word):
         LookupConfig(**kwargs)
+
+
+def _scanned_draft(tokens: list[int], cfg: LookupConfig, size: int) -> list[int]:
+    """The draft by its definition: every start of every n-gram length compared, longest first."""
+    n = len(tokens)
+    for k in range(min(cfg.max_ngram, n - 1), cfg.min_ngram - 1, -1):
+        hits = [p for p in range(n - k) if tokens[p: p + k] == tokens[n - k:]]
+        if hits:
+            return tokens[hits[-1] + k: hits[-1] + k + size]
+    return []
+
+
+def test_the_draft_is_the_one_its_definition_gives():
+    """find_draft compares only the earlier places of the last token: the same drafts as comparing every
+    start, for small alphabets (many repeats) and large ones (few), every n-gram setting and size."""
+    import random
+
+    rng = random.Random(11)
+    for i in range(3000):
+        cfg = LookupConfig(min_ngram=rng.randint(1, 3), max_ngram=rng.randint(3, 6))
+        tokens = [rng.randrange(rng.choice((2, 3, 6, 50))) for _ in range(rng.randrange(0, 60))]
+        size = rng.randint(1, 9)
+        assert TokenHistory(tokens).find_draft(cfg, size) == _scanned_draft(tokens, cfg, size), (i, tokens, cfg)
