@@ -127,6 +127,8 @@ class AppController(QObject):
         elif status.state == "starting" and self.client is None and self._last_state in ("waiting", "failed"):
             self.model.set_connection("connecting", "starting the server")
         if status.state != self._last_state:
+            if self._last_state == "waiting":     # app.log said what it waited for; now that the wait is over
+                log.info("the model file is there now; server %s: %s", status.state, status.detail)
             self._last_state = status.state
             if status.state == "waiting":
                 log.warning("waiting %s", status.detail)

@@ -4,6 +4,7 @@ appears. A damaged file is still not retried. Real processes, real files, real Q
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -40,10 +41,12 @@ def test_the_model_path_is_read_as_the_server_reads_it(tmp_path):
     assert look(str(tmp_path / "drive")).kind == "folder"
 
 
-def test_the_app_waits_for_the_model_file_then_starts_the_server(qtbot, tmp_path, app_config, artifacts):
+def test_the_app_waits_for_the_model_file_then_starts_the_server(qtbot, tmp_path, app_config, artifacts, caplog):
     """The app started at login before the drive holding the model is mounted: it used to start the server,
     which stopped with status 3, and then never tried again ("choose another model")."""
     import tomllib
+
+    caplog.set_level(logging.INFO, logger="strata.app")
 
     values = tomllib.loads(app_config.read_text(encoding="utf-8"))
     tiny = values["model"]
@@ -79,6 +82,9 @@ def test_the_app_waits_for_the_model_file_then_starts_the_server(qtbot, tmp_path
         assert controller.supervisor.status().restarts == 0
         assert "waiting" not in controller.window.header.state.text()
         assert not controller.window.header.copy.isHidden()
+        said = [r.getMessage() for r in caplog.records if r.name == "strata.app"]
+        assert sum(m.startswith("waiting for the model file ") for m in said) == 1, said    # app.log, once
+        assert any(m.startswith("the model file is there now; server ") for m in said), said
     finally:
         controller.shutdown()
 
