@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -36,9 +37,14 @@ def configured_model(config_path: Path | None, serve_args: tuple[str, ...] | lis
 
 
 def look(model: str | None) -> ModelFile:
-    """What is at `model` now; one stat() or two (is_file / is_dir return False on an unreachable path)."""
+    """What is at `model` now: one stat(), and one more for a missing file's folder."""
     if model is None or not names_a_path(model):
         return ModelFile(None)
     path = Path(model).expanduser()
-    kind = "file" if path.is_file() else "folder" if path.is_dir() else "missing"
-    return ModelFile(model, kind, kind != "missing" or path.parent.is_dir())
+    try:
+        st = path.stat()
+    except OSError:        # not there, or its drive not reachable
+        return ModelFile(model, "missing", path.parent.is_dir())
+    if stat.S_ISDIR(st.st_mode):
+        return ModelFile(model, "folder", True)
+    return ModelFile(model, "file", True, (st.st_size, st.st_mtime_ns))

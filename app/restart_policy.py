@@ -112,6 +112,7 @@ class ModelFile:
     path: str | None         # the model named by its path (None: the default model or an id the server resolves)
     kind: str = "missing"    # "file" | "folder" | "missing"
     folder_exists: bool = False   # the folder the path names the file in
+    stamp: tuple[int, int] | None = None   # a file's (size, mtime_ns): the same at two looks = not being written
 
 
 @dataclass(frozen=True)
@@ -127,11 +128,18 @@ def names_a_path(model: str) -> bool:
     return model.startswith("~") or "/" in model or "\\" in model
 
 
-def wait_for_model(found: ModelFile) -> ModelWait:
+def wait_for_model(found: ModelFile, before: ModelFile | None = None) -> ModelWait:
     """Wait only for a file that is not there at all: a folder, or a file that is there but damaged, goes to
-    the server, which says what is wrong with it (exit status 3, not retried)."""
+    the server, which says what is wrong with it (exit status 3, not retried). `before`: the previous look of
+    this wait (None: the first look). A file that appeared during the wait starts the server once two looks
+    find it the same size and time: `cp` writes under the final name, and a server started on half a file
+    stops as "damaged", which is not retried."""
     if found.path is None:
         return ModelWait(False, "the model is the default one or an id: the server finds it")
+    if found.kind == "file" and before is not None and found.stamp != before.stamp:
+        size = f"{found.stamp[0]:,} bytes" if found.stamp else "its size unknown"
+        return ModelWait(True, f"for the model file {found.path} to be whole: it appeared ({size}) and is looked at "
+                               "again before the server starts")
     if found.kind != "missing":
         return ModelWait(False, f"the model path is a {found.kind}")
     why = "its folder is there, the file is not (still being copied, or moved?)" if found.folder_exists else \

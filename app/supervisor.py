@@ -155,18 +155,22 @@ class ServerSupervisor:
             if self._stop.wait(min(0.5 * 2 ** (attempts - 1), 5.0)):
                 return
 
+    def _look(self) -> ModelFile:
+        return ModelFile(None) if self.model_probe is None else self.model_probe()
+
     def _model_wait(self) -> ModelWait:
-        if self.model_probe is None:
-            return wait_for_model(ModelFile(None))
-        return wait_for_model(self.model_probe())
+        return wait_for_model(self._look())
 
     def _wait_for_model(self) -> bool:
         """Returns once the model file is there (True), or when stopped meanwhile (False). One look per
         `model_poll_s`; the state's detail says what is awaited, and changes only when that does."""
+        before = None
         while True:
-            decision = self._model_wait()
+            found = self._look()
+            decision = wait_for_model(found, before)
             if not decision.wait:
                 return True
+            before = found
             self._set("waiting", decision.reason)
             if self._stop.wait(self.restart_cfg.model_poll_s):
                 return False

@@ -39,6 +39,9 @@ def test_the_model_path_is_read_as_the_server_reads_it(tmp_path):
     (tmp_path / "drive").mkdir()
     assert look(str(tmp_path / "drive" / "m.gguf")).folder_exists
     assert look(str(tmp_path / "drive")).kind == "folder"
+    (tmp_path / "drive" / "m.gguf").write_bytes(b"GGUF")
+    found = look(str(tmp_path / "drive" / "m.gguf"))
+    assert found.kind == "file" and found.stamp[0] == 4
 
 
 def test_the_app_waits_for_the_model_file_then_starts_the_server(qtbot, tmp_path, app_config, artifacts, caplog):
@@ -78,6 +81,9 @@ def test_the_app_waits_for_the_model_file_then_starts_the_server(qtbot, tmp_path
         qtbot.waitUntil(lambda: "its folder is there" in controller.supervisor.status().detail, timeout=60_000)
         shutil.copy(tiny, drive / "models" / "tiny.gguf")
         qtbot.waitUntil(lambda: controller.supervisor.status().state == "running", timeout=90_000)
+        said = [text for _, text in controller.supervisor.events]
+        whole = next(i for i, t in enumerate(said) if "to be whole: it appeared" in t)   # one more look first
+        assert whole < next(i for i, t in enumerate(said) if "server started" in t), said
         qtbot.waitUntil(lambda: controller.model.view().connection == "connected", timeout=60_000)
         assert controller.supervisor.status().restarts == 0
         assert "waiting" not in controller.window.header.state.text()

@@ -72,6 +72,24 @@ def test_wait_for_model(found, wait, words):
     assert words in d.reason
 
 
+FILE = ModelFile("/media/usb/m.gguf", "file", True, (1000, 5))
+MISSING = ModelFile("/media/usb/m.gguf", "missing", True)
+
+
+@pytest.mark.parametrize("found, before, wait, words", [
+    (FILE, None, False, "a file"),                                         # there at the first look: start
+    (FILE, MISSING, True, "for the model file /media/usb/m.gguf to be whole: it appeared (1,000 bytes)"),
+    (ModelFile("/media/usb/m.gguf", "file", True, (4000, 9)), FILE, True, "it appeared (4,000 bytes)"),  # growing
+    (FILE, FILE, False, "a file"),                                         # the same at two looks: whole
+    (MISSING, FILE, True, "the file is not"),                              # gone again
+])
+def test_a_file_that_appears_is_started_once_it_stops_changing(found, before, wait, words):
+    """`cp` writes under the final name: a server started on half a file stops as "damaged", not retried."""
+    d = wait_for_model(found, before)
+    assert d.wait == wait
+    assert words in d.reason
+
+
 @pytest.mark.parametrize("model, path", [
     ("/mnt/models/m.gguf", True), ("~/models/m.gguf", True), ("D:\\models\\m.gguf", True), ("models/m.gguf", True),
     ("SmolLM2-135M-Instruct.Q4_1", False), ("m.gguf", False),     # ids and file names: the server resolves them
