@@ -345,7 +345,15 @@ class Engine:
                 f"kv={self.kv_type}, backend={self.backend}, threads={self.n_threads})")
 
 
+SHORT_TOKENS = 64   # a list this short is checked in Python (a decode step's tokens, a lookup draft)
+
+
 def _tokens(tokens) -> np.ndarray:
+    # numpy's checks (asarray, dtype, min, max) cost ~6 us a call, more than a few tokens' own check: the
+    # server's decode steps pass one token a row, a few calls a token
+    if type(tokens) is list and 0 < len(tokens) <= SHORT_TOKENS and \
+            all(type(t) is int and 0 <= t < 2**31 for t in tokens):
+        return np.array(tokens, dtype=np.int32)
     a = np.asarray(tokens)
     if a.ndim != 1:
         raise ValueError(f"tokens must be a 1-D sequence of ints, got shape {a.shape}")

@@ -6,6 +6,7 @@ Not here: malformed GGUF files (tests/gguf) or damaged snapshots (test_snapshot.
 
 from __future__ import annotations
 
+import re
 import struct
 
 import numpy as np
@@ -201,3 +202,32 @@ def test_half_of_a_tensor_pair_is_refused_at_load_not_a_segfault(tiny_model_fact
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"status {done.returncode}: {done.stderr[-500:]}"
     assert f"blk.0.{present[0]} without blk.0.{missing}" in done.stdout, done.stdout
+
+
+def _checked_by_numpy(tokens) -> np.ndarray:
+    """Token ids as the engine checked every list before short ones were checked in Python."""
+    a = np.asarray(tokens)
+    if a.ndim != 1:
+        raise ValueError(f"tokens must be a 1-D sequence of ints, got shape {a.shape}")
+    if a.size and not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"tokens must be ints, got {a.dtype}")
+    if a.size and (int(a.min()) < 0 or int(a.max()) >= 2**31):
+        raise ValueError(f"token ids must be in [0, 2**31), got {int(a.min())}..{int(a.max())}")
+    return a.astype(np.int32, copy=False)
+
+
+@pytest.mark.parametrize("tokens", [[5], [0, 2**31 - 1], list(range(64)), list(range(65)), [], [True], [1, False],
+                                    [-1], [3, 2**31], [1.0], [np.int64(3)], [[1]], (1, 2), np.array([4, 5]),
+                                    [2**70], ["7"]])
+def test_short_token_lists_are_checked_as_numpy_checks_them(tokens):
+    """A short list of ints (a decode step's) is checked in Python: the same int32 ids, the same refusals."""
+    from strata.engine import _tokens
+
+    try:
+        expected = _checked_by_numpy(tokens)
+    except (ValueError, OverflowError) as e:
+        with pytest.raises(type(e), match=re.escape(str(e))):
+            _tokens(tokens)
+        return
+    got = _tokens(tokens)
+    assert got.dtype == np.int32 and got.tolist() == expected.tolist()
