@@ -29,6 +29,7 @@ class Metrics:
     held_answers_total: dict[str, int] = field(default_factory=dict)    # by rule: json, call, calls
     held_refusals_total: int = 0                                         # sampler first choices a rule refused
     held_forced_tokens_total: int = 0                                    # a held answer's fixed text, read ahead
+    thinking_budget_cuts_total: int = 0                                  # reasoning ended at its token budget
     parks_total: dict[str, int] = field(default_factory=dict)           # slot, skip, cache
     restore_fallbacks: dict[str, int] = field(default_factory=dict)     # by cache level: the prompt was read instead
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -81,6 +82,11 @@ class Metrics:
         """Tokens of a held answer's fixed text taken in one step with the token before them."""
         with self._lock:
             self.held_forced_tokens_total += tokens
+
+    def add_budget_cut(self) -> None:
+        """An answer whose reasoning the server ended at its token budget (thinking_budget.py)."""
+        with self._lock:
+            self.thinking_budget_cuts_total += 1
 
     def add_park(self, kind: str) -> None:
         self._count(self.parks_total, kind)
@@ -140,6 +146,8 @@ def render_prometheus(m: dict, slots: list[dict], queue_depth: int, in_flight: i
            [({}, m["held_refusals_total"])])
     metric("held_forced_tokens_total", "counter", "Tokens of held answers' fixed text (a call's markup, the one "
            "tool's name, a key) read ahead in the step of the token before them.", [({}, m["held_forced_tokens_total"])])
+    metric("thinking_budget_cuts_total", "counter", "Answers whose reasoning reached its token budget (Anthropic's "
+           "thinking.budget_tokens) and was ended by the server.", [({}, m["thinking_budget_cuts_total"])])
     metric("parks_total", "counter", "Parks of a history about to be overwritten, by kind.",
            [({"kind": k}, n) for k, n in sorted(m["parks_total"].items())] or [({"kind": "slot"}, 0)])
     metric("restore_fallbacks_total", "counter",

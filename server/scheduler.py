@@ -718,6 +718,8 @@ class Scheduler:
         self.metrics.add_request(row.job.api, status, len(row.job.prompt), row.reused, row.source, read=read)
         if row.job.answer_rule is not None:
             self.metrics.add_held(row.job.answer_rule.kind, row.sampler.refusals)
+        if row.job.reasoning_budget is not None and getattr(row.sampler.constraint, "cut", False):
+            self.metrics.add_budget_cut()
         self._record_request(row.job, row, status)
         if self.timeline is not None:
             try:

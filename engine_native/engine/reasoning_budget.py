@@ -47,6 +47,7 @@ class ReasoningBudget:
         self.spent = 0                  # the answer's tokens so far, while it may think
         self._seen = b""                # the reasoning's last bytes (the answer's start, before it thinks)
         self._left = b""                # what is still to force
+        self.cut = False                # the budget ended the reasoning (the server's /metrics)
 
     def _bytes(self, token: int) -> bytes:
         return self.vocab.bytes[token] if 0 <= token < self.vocab.n else b""
@@ -93,7 +94,7 @@ class ReasoningBudget:
             if self.closer in self._seen:
                 self.mode = FREE
             elif self.spent >= self.budget:
-                self.mode, self._left = FORCING, self.forced[_begun(self._seen, self.forced):]
+                self.mode, self._left, self.cut = FORCING, self.forced[_begun(self._seen, self.forced):], True
             else:
                 self._seen = self._seen[-len(self.closer):]
 

@@ -9,6 +9,7 @@ its signature brings the text back to the next turn."""
 from __future__ import annotations
 
 import anthropic
+import httpx2 as httpx
 import pytest
 from strata.server.thinking_signature import unseal
 
@@ -40,9 +41,20 @@ def long_thinker(tiny_model_factory):
 
 
 @pytest.fixture(scope="module")
-def claude(long_thinker):
+def server(long_thinker):
     with LiveServer(model=str(long_thinker), ctx=2048, batch=2, threads=1, conversation_cache_mib=0) as s:
-        yield anthropic.Anthropic(base_url=s.url, api_key="x", max_retries=0, timeout=120)
+        yield s
+
+
+@pytest.fixture(scope="module")
+def claude(server):
+    return anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0, timeout=120)
+
+
+def budget_cuts(server) -> int:
+    """strata_thinking_budget_cuts_total on /metrics."""
+    lines = httpx.get(server.url + "/metrics").text.splitlines()
+    return int(float(next(ln.split()[1] for ln in lines if ln.startswith("strata_thinking_budget_cuts_total "))))
 
 
 def ask(claude, max_tokens, **kw):
@@ -66,8 +78,9 @@ def unbudgeted(claude):
     return m.content[0].thinking
 
 
-def test_the_reasoning_is_cut_at_the_budget_and_the_answer_goes_on(claude, unbudgeted):
+def test_the_reasoning_is_cut_at_the_budget_and_the_answer_goes_on(server, claude, unbudgeted):
     thinking = {"type": "enabled", "budget_tokens": BUDGET}
+    cuts = budget_cuts(server)
     m = ask(claude, BUDGET + 64, thinking=thinking)
     assert [b.type for b in m.content] == ["thinking", "text"] and m.content[1].text, m.content
     assert m.content[0].thinking == unbudgeted            # the budget's tokens, as the model wrote them
@@ -77,12 +90,15 @@ def test_the_reasoning_is_cut_at_the_budget_and_the_answer_goes_on(claude, unbud
     assert "".join(e.delta.thinking for e in events if e.type == "content_block_delta"
                    and e.delta.type == "thinking_delta") == unbudgeted
     assert (final.content[0].thinking, final.content[1].text) == (m.content[0].thinking, m.content[1].text)
+    assert budget_cuts(server) == cuts + 2
 
 
-def test_a_budget_max_tokens_cuts_first_changes_nothing(claude, unbudgeted):
+def test_a_budget_max_tokens_cuts_first_changes_nothing(server, claude, unbudgeted):
     """budget_tokens >= max_tokens (Anthropic allows it with interleaved thinking): max_tokens ends the
     answer while it thinks, as without a budget."""
+    cuts = budget_cuts(server)
     m = ask(claude, BUDGET, thinking={"type": "enabled", "budget_tokens": BUDGET + 1})
+    assert budget_cuts(server) == cuts
     assert m.content[0].thinking == unbudgeted and m.content[1].text == "" and m.stop_reason == "max_tokens"
 
 
