@@ -57,9 +57,14 @@ async def read_body(request: web.Request) -> bytes:
     arrives for --body-idle-s, 413 over --max-body-mib."""
     idle_s = idle_bound(request.app)
     loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(request.read())
+    task: asyncio.Future | None = None
     seen, quiet_since = -1, loop.time()
     try:
+        if request.content.is_eof():
+            # the whole body is in (a small one comes with its headers): read at once, no framing or pause
+            # left to watch for (the watch below costs a task and two turns of the loop a request)
+            return await request.read()
+        task = asyncio.ensure_future(request.read())
         while True:
             done, _ = await asyncio.wait({task}, timeout=POLL_S)
             if done:
@@ -81,5 +86,5 @@ async def read_body(request: web.Request) -> bytes:
         # e.g. 'Content-Encoding: gzip' over bytes that are not gzip, or (pure-Python parser) bad chunks
         raise APIError(400, f"the request body cannot be read: {client_fault(e)}", headers=CLOSE) from None
     finally:
-        if not task.done():
+        if task is not None and not task.done():
             task.cancel()
