@@ -188,7 +188,10 @@ def test_held_calls_come_out_as_calls_of_offered_tools(engines, fmt_name, demand
     if demanded and fmt_name == "harmony":
         pytest.skip("a demanded Harmony call is not held (its calls are a channel)")
     rng = np.random.default_rng(FORMATS.index(fmt_name) * 2 + demanded)
-    n, done, tokens, refusals = 7, 0, 0, 0
+    # 10 answers, half of them finished: the noisy model's answers differ with any change in how many random
+    # draws come before them (a forced token takes none), and Mistral Nemo's finish ~84% of the time (8 seeds:
+    # 47 / 45 of 56 with and without the closing markup forced whole), so 5 of 7 failed 1 seed in 11
+    n, done, tokens, refusals = 10, 0, 0, 0
     for _ in range(n):
         tools = random_tools(rng, listed=fmt_name == "seed")    # Seed-OSS's template reads each tool's properties
         text, calls, finished, drive = answer(engines[fmt_name], fmt_name, tools, demanded, rng)
@@ -198,7 +201,7 @@ def test_held_calls_come_out_as_calls_of_offered_tools(engines, fmt_name, demand
             continue                                 # a call still open at the token limit (no dead end)
         check_calls(fmt_name, tools, text, calls, finished)
         done += 1
-    assert done >= n * 0.6, f"{fmt_name}: only {done} of {n} answers finished their calls"   # the rest: cut, not stuck
+    assert done >= n * 0.5, f"{fmt_name}: only {done} of {n} answers finished their calls"   # the rest: cut, not stuck
 
 
 
