@@ -50,7 +50,9 @@ class ParkingMixin:
                 where = self.cascade.levels[found[0]].name if found else "ram"
                 return ParkResult("none", policy.FLOOR_NONE, key, n, 0, f"already cached in {where}")
         snapshot_mib = self.engine.context_bytes(ctx) / MIB
-        available = self.memory.available_mib()
+        # with every level off each park is a counted discard whatever the memory: not read (a file read on
+        # the worker thread for each request that displaces a history)
+        available = self.memory.available_mib() if self.ram is not None or self.first_disk is not None else 0.0
         c = self.config
         adm = policy.decide_admission(available, snapshot_mib, c.conversation_cache_min_free_mib,
                                       c.conversation_cache_park_min_free_mib, self.park_target,

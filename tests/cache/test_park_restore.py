@@ -273,3 +273,21 @@ def test_clean_stop_with_a_ram_history_and_its_strict_prefix_later_in_ram(make_c
     assert sorted(e.n_tokens for e in cold.entries.values()) == [50, 60]
     restarted = make_cache(conversation_cache_cold_mib=100)
     assert restarted.lookup(other + [1]).n_tokens == 50
+
+
+def test_with_every_level_off_a_park_reads_no_memory_figure(make_cache):
+    """Every park is then a discard whatever the memory (decide_admission without a level): the figure, a read
+    of /proc/meminfo on the worker thread for each displaced history, is not asked for."""
+    class Counted(FixedMemory):
+        def available_mib(self) -> float:
+            self.reads += 1
+            return super().available_mib()
+
+    mem = Counted(100_000)
+    mem.reads = 0
+    off = make_cache(memory=mem, conversation_cache_mib=0, conversation_cache_cold_mib=0, conversation_cache_warm_mib=0)
+    result = park_history(off, history(7))
+    assert (result.destination, result.reason, mem.reads) == ("discard", "discard: no disk level and RAM level off", 0)
+    assert dict(off.parks) == {"discard": 1}
+    on = make_cache(memory=mem, conversation_cache_mib=100)
+    assert park_history(on, history(8)).destination == "ram" and mem.reads == 1
