@@ -176,6 +176,9 @@ class StopMatcher:
     def feed(self, piece: str) -> str:
         if self.matched is not None:
             return ""
+        if not self.stops:             # nothing to hold back (most requests): every piece goes at once
+            self.text += piece
+            return self._release(len(self.text))
         before = len(self.text)
         self.text += piece
         best: tuple[int, str] | None = None

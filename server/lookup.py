@@ -126,8 +126,8 @@ def after_step(state: DraftState, proposed: int, accepted: int, cfg: LookupConfi
     them taken. A full match doubles the next draft; a partial one sizes it to what was taken plus
     one; none halves it and pauses the row for 1, 2, 4, ... steps (at most MAX_PAUSE_STEPS), so a
     row whose context does not repeat costs little."""
-    if proposed == 0:
-        return DraftState(state.size, max(0, state.pause - 1), state.misses)
+    if proposed == 0:   # (the same state, not an equal copy, when nothing changes: each plain step asks)
+        return state if state.pause <= 0 else DraftState(state.size, state.pause - 1, state.misses)
     if accepted == proposed:
         return DraftState(min(2 * state.size, cfg.max_draft), 0, 0)
     if accepted > 0:

@@ -84,6 +84,7 @@ def test_misses_halve_the_draft_and_pause_the_row_longer_each_time():
     assert s == DraftState(size=2, pause=1, misses=2)
     s = after_step(s, 0, 0, CFG)
     assert draft_size(s, CFG, 100) == 2
+    assert after_step(s, 0, 0, CFG) == s == DraftState(size=2, pause=0, misses=2)   # nothing left to count
 
 
 @pytest.mark.parametrize("kwargs, word", [

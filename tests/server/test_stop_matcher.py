@@ -15,6 +15,8 @@ def stream(stops, pieces):
 
 def test_no_stops_passes_everything_through():
     assert stream([], ["ab", "c"]) == ("abc", None, "abc")
+    m = StopMatcher(("",))                  # an empty stop is no stop: each piece goes at once
+    assert (m.feed("ab"), m.feed("c"), m.flush(), m.text) == ("ab", "c", "", "abc")
 
 
 def test_stop_inside_one_piece():
