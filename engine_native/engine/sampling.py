@@ -138,10 +138,17 @@ class Sampler:
         self._bias_ids = np.array([t for t, _ in self.params.logit_bias], dtype=np.int64)
         self._bias = np.array([b for _, b in self.params.logit_bias], dtype=np.float32)
         self.n_vocab = n_vocab
-        self._rng = np.random.Generator(np.random.PCG64(self.params.seed))
+        self._rng_made: np.random.Generator | None = None
         # what may come next (json_constraint.JsonConstraint: allows / advance / best_allowed / allowed_mask)
         self.constraint = constraint
         self.refusals = 0      # first choices the constraint refused (the server's /metrics)
+
+    @property
+    def _rng(self) -> np.random.Generator:
+        """Made at the first draw (seeding costs ~10 us; a greedy request never draws): the same stream."""
+        if self._rng_made is None:
+            self._rng_made = np.random.Generator(np.random.PCG64(self.params.seed))
+        return self._rng_made
 
     def _check(self, logits: np.ndarray) -> np.ndarray:
         logits = np.asarray(logits)
