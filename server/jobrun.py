@@ -17,6 +17,17 @@ from strata.server.jobs import Completion, Job
 
 CLIENT_CHECK_S = 0.25
 
+if hasattr(asyncio, "timeout"):       # Python 3.11+
+    async def _get_within(queue: asyncio.Queue, timeout: float) -> Any:
+        """queue.get(), TimeoutError after `timeout`, awaited in the handler's own task: an event wakes the
+        handler at once (asyncio.wait_for runs the get in a task of its own, two more turns of the event
+        loop and a task for every event)."""
+        async with asyncio.timeout(timeout):
+            return await queue.get()
+else:  # pragma: no cover - Python 3.10
+    async def _get_within(queue: asyncio.Queue, timeout: float) -> Any:
+        return await asyncio.wait_for(queue.get(), timeout)
+
 
 def client_gone(request: web.Request) -> bool:
     transport = request.transport
@@ -54,7 +65,7 @@ class JobEvents:
                 kind, payload = self.job.events.get_nowait()
             except asyncio.QueueEmpty:
                 try:
-                    kind, payload = await asyncio.wait_for(self.job.events.get(), CLIENT_CHECK_S)
+                    kind, payload = await _get_within(self.job.events, CLIENT_CHECK_S)
                 except asyncio.TimeoutError:
                     self._cancel_if_client_gone()
                     if self.keepalive_s is not None and time.monotonic() - self._last_event >= self.keepalive_s:
