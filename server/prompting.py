@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from strata.engine.chat_template import parse_tool_calls, tool_parameter_types
+from strata.engine.code_fences import in_code_block
 from strata.engine.harmony import HarmonyStream, is_harmony_vocabulary, parse_harmony
 from strata.server.errors import APIError
+from strata.server.jobs import StopMatcher
 from strata.server.reasoning import (
     THINK_TAGS,
     ReasoningGate,
@@ -309,16 +311,17 @@ def may_be_bare_call(head: str) -> bool:
 
 class ToolTextGate:
     """Streams an answer's text while it cannot be part of a tool call, when tools were offered: text
-    before a `<tool_call>` block goes out as it comes; an answer that starts like a bare JSON call is held
+    before a `<tool_call>` block goes out as it comes (a marker inside a code block opened after prose is
+    text too: code_fences.py, as the readers read it); an answer that starts like a bare JSON call is held
     until it is complete. `finish(full_text)` returns the content still to send and the parsed calls."""
 
     def __init__(self, tools: list[dict], mistral: bool = False, glm: bool = False, seed: bool = False) -> None:
-        from strata.server.jobs import StopMatcher
-
         self._tools = tools
         self._flags = (mistral, glm, seed)
-        self._matcher = StopMatcher(TOOL_BLOCK_MARKERS + ((MISTRAL_CALL_MARKER,) if mistral else ())
-                                    + ((SEED_CALL_MARKER,) if seed else ()))
+        self._markers = TOOL_BLOCK_MARKERS + ((MISTRAL_CALL_MARKER,) if mistral else ()) + \
+            ((SEED_CALL_MARKER,) if seed else ())
+        self._matcher = StopMatcher(self._markers)
+        self._base = 0             # where the matcher's text begins in the answer's
         self._text = ""
         self.sent = ""
         self._held = ""            # whitespace at the end of the text so far: before a call it is not content
@@ -333,13 +336,27 @@ class ToolTextGate:
             if may_be_bare_call(head):     # held to the end (parse_tool_calls decides) or until it cannot be
                 return ""
             self._decided = True
-            out = self._matcher.feed(self._text)
+            out = self._scan(self._text)
         else:
-            out = self._matcher.feed(piece)
+            out = self._scan(piece)
         out = self._held + out
         keep = len(out.rstrip())
         out, self._held = out[:keep], out[keep:]
         self.sent += out
+        return out
+
+    def _scan(self, piece: str) -> str:
+        """The text that may go out after `piece`: up to a call's marker, past those in code blocks (no call
+        was read before a marker the matcher stops at, so the answer before it is all content)."""
+        out = self._matcher.feed(piece)
+        while self._matcher.matched is not None:
+            at = self._base + len(self._matcher.text)
+            if not in_code_block(self._text[:at]):
+                break
+            marker = self._matcher.matched
+            self._base = at + len(marker)
+            self._matcher = StopMatcher(self._markers)
+            out += marker + self._matcher.feed(self._text[self._base:])
         return out
 
     def finish(self, full_text: str) -> tuple[str, list[dict[str, str]]]:

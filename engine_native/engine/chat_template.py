@@ -61,12 +61,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import jinja2
 import jinja2.sandbox
+from strata.engine.code_fences import first_outside_code, in_code_block
 from strata.engine.glm import parse_glm_calls
 from strata.engine.mistral import keep_written_ids, mistral_messages, parse_mistral_calls, template_traits
 from strata.engine.seed import parse_seed_calls
@@ -511,13 +512,18 @@ def _calls_from_xml(body: str, types: Mapping[str, Mapping[str, Any]]) -> list[d
     return calls or None
 
 
-def tool_call_blocks(text: str) -> Iterator[tuple[int, int, str]]:
+def tool_call_blocks(text: str, is_text: Callable[[int], bool] | None = None) -> Iterator[tuple[int, int, str]]:
     """(start, end, body) of each `<tool_call>` / `<TOOLCALL>` block in `text`, the body stripped. The closing
     tag can be an argument's text (a call writing code about tool calls), so a body that opens as JSON and
     decodes ends where its JSON does, and a Qwen3-Coder XML body at the first closing tag right after a
-    `</function>`; any other body ends at the first closing tag, or at the text's end (a cut answer)."""
+    `</function>`; any other body ends at the first closing tag, or at the text's end (a cut answer).
+    `is_text(start)`: whether the opening tag at `start` is text (in a code block): no block, the search goes
+    on right after the tag."""
     pos = 0
     while (m := _TOOL_CALL_OPENER.search(text, pos)) is not None:
+        if is_text is not None and is_text(m.start()):
+            pos = m.end()
+            continue
         closer = f"</{m.group(1)}>"
         at = len(text) - len(text[m.end():].lstrip())
         end = _json_block_end(text, at, closer) if text[at:at + 1] in ("{", "[") else None
@@ -564,9 +570,10 @@ def xml_call_open(text: str) -> bool:
 
 
 def _mistral_first(text: str) -> bool:
-    """Whether `[TOOL_CALLS]` comes before any `<tool_call>` / `<TOOLCALL>` block in `text`."""
-    at = text.find("[TOOL_CALLS]")
-    return at >= 0 and all(i < 0 or i > at for i in (text.find("<tool_call>"), text.find("<TOOLCALL>")))
+    """Whether `[TOOL_CALLS]` comes before any `<tool_call>` / `<TOOLCALL>` block in `text` (outside code blocks)."""
+    at = first_outside_code(text, "[TOOL_CALLS]")
+    return at >= 0 and all(i < 0 or i > at for i in (first_outside_code(text, "<tool_call>"),
+                                                      first_outside_code(text, "<TOOLCALL>")))
 
 
 def parse_tool_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = None,
@@ -593,7 +600,11 @@ def parse_tool_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = 
         calls: list[dict[str, str]] = []
         kept: list[str] = []
         pos = 0
-        for start, end, body in tool_call_blocks(text):
+
+        def in_code(start: int) -> bool:     # the content before it: the text less the calls read so far
+            return in_code_block("".join(kept) + text[pos:start])
+
+        for start, end, body in tool_call_blocks(text, in_code):
             found = _calls_from_json(body) or _calls_from_xml(body, types or {})
             if found is None:
                 continue  # not a call: stays in the content

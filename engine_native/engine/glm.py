@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from strata.engine.call_runs import read_call_run, skip_space
+from strata.engine.code_fences import first_outside_code
 from strata.engine.tool_values import typed_value
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
@@ -81,7 +82,7 @@ def _read_call(text: str, pos: int, types: Mapping[str, Mapping[str, Any]]) -> t
 
 
 def parse_glm_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[str, list[dict[str, str]]] | None:
-    first = text.find(OPEN)
+    first = first_outside_code(text, OPEN)
     if first < 0 or not opens_glm_call(text, first + len(OPEN)):
         return None
     return read_call_run(text, first, OPEN, lambda t, pos: _read_call(t, pos, types or {}))

@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from strata.engine.call_runs import read_call_run, skip_space
+from strata.engine.code_fences import first_outside_code
 
 TOOL_CALLS, ARGS, CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 ID_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -153,7 +154,7 @@ def _read_call(text: str, pos: int) -> tuple[dict[str, str], int] | None:
 
 
 def parse_mistral_calls(text: str) -> tuple[str, list[dict[str, str]]] | None:
-    first = text.find(TOOL_CALLS)
+    first = first_outside_code(text, TOOL_CALLS)
     if first < 0:
         return None
     after = text[first + len(TOOL_CALLS):].lstrip()

@@ -1,0 +1,161 @@
+"""A tool call written inside a fenced code block that opened after prose is the answer's text, not a call:
+a model explaining tool use ("call it like this: ```<tool_call>{...}</tool_call>```") must not have its
+example run by the agent. For each format the shared reader reads (Hermes / Qwen JSON and Nemotron's
+<TOOLCALL> blocks, Qwen3-Coder's XML, GLM's, Seed-OSS's, Mistral's [TOOL_CALLS]), whole and streamed in any
+pieces (the same content, no call, and the example streams as it comes instead of being held to the end);
+a call after the block closes, or in a fence that opens the answer, is still a call; a bare JSON call
+(Llama 3, templates without tool support) is one only as the whole answer, fenced or not. Then live
+(scripted tiny models through the openai SDK): the same answer from a template without tool support (the
+Hermes format Strata writes into the system prompt) and from a Qwen3-Coder XML template, whose held-call
+rule holds the example as it holds a call, and a demanded call that still comes."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+from strata.server.prompting import AnswerFormat, split_answer
+
+from tests.server.answer_checks import streamed
+from tests.server.live import LiveServer, scripted_model
+
+
+def fn(name: str, **props) -> dict:
+    return {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": props}}}
+
+
+TOOLS = [fn("read_file", path={"type": "string", "maxLength": 8})]   # short: a demanded call ends soon
+ARGS = {"path": "a.py"}
+# one call of read_file in each format, and the answer format whose reader reads it
+FORMATS = {
+    "hermes": ('<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>', AnswerFormat()),
+    "nemotron": ('<TOOLCALL>[{"name": "read_file", "arguments": {"path": "a.py"}}]</TOOLCALL>', AnswerFormat()),
+    "qwen3-coder": ("<tool_call>\n<function=read_file>\n<parameter=path>\na.py\n</parameter>\n</function>\n</tool_call>",
+                    AnswerFormat()),
+    "glm": ("<tool_call>read_file\n<arg_key>path</arg_key>\n<arg_value>a.py</arg_value>\n</tool_call>",
+            AnswerFormat(glm_calls=True)),
+    "seed": ("<seed:tool_call>\n<function=read_file>\n<parameter=path>a.py</parameter>\n</function>\n</seed:tool_call>",
+             AnswerFormat(seed_calls=True)),
+    "mistral": ('[TOOL_CALLS]read_file[ARGS]{"path": "a.py"}', AnswerFormat(mistral_calls=True)),
+}
+CUTS = [list(range(1, 400, n)) for n in (1, 3, 7)]
+
+
+def documented(call: str, fence: str = "```") -> str:
+    return f"To read a file, call the tool:\n\n{fence}\n{call}\n{fence}\n\nIt returns the file's text."
+
+
+def read_both(answer: str, fmt: AnswerFormat) -> list[tuple[str, list[dict]]]:
+    """(content, calls) of the whole answer, then of the answer streamed in pieces of 1, 3 and 7 characters."""
+    _, content, calls = split_answer(answer, fmt, TOOLS)
+    return [(content, calls)] + [streamed(fmt, TOOLS, answer, cuts)[1:3] for cuts in CUTS]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+@pytest.mark.parametrize("fence", ["```", "```json", "```xml", "~~~", "  ````"])
+def test_a_call_in_a_code_block_after_prose_is_text(name, fence):
+    call, fmt = FORMATS[name]
+    answer = documented(call, fence)
+    assert read_both(answer, fmt) == [(answer, [])] * 4
+    # streamed, the example goes out as it is written: nothing holds it to the answer's end
+    _, _, _, texts = streamed(fmt, TOOLS, answer, CUTS[0])
+    assert "".join(texts) == answer.rstrip()
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_call_after_the_block_closes_or_in_a_fence_opening_the_answer_is_a_call(name):
+    call, fmt = FORMATS[name]
+    after = documented(call) + "\nLet me read it.\n" + call
+    for content, calls in read_both(after, fmt):
+        assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [("read_file", ARGS)]
+        assert content.startswith("To read a file") and content.count(call) == 1
+    if name != "mistral":     # Mistral's calls are read only when nothing but calls follows the first
+        fenced = f"```\n{call}\n```"
+        for _content, calls in read_both(fenced, fmt):
+            assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [("read_file", ARGS)]
+
+
+def test_a_block_that_does_not_close_keeps_later_markers_text_and_the_info_string_counts():
+    call, fmt = FORMATS["hermes"]
+    unclosed = f"Example:\n```python\nprint('x')\n{call}\n{call}"
+    assert read_both(unclosed, fmt) == [(unclosed, [])] * 4
+    same_line = f"Example:\n```{call}\n```"
+    assert read_both(same_line, fmt) == [(same_line, [])] * 4
+    # a shorter or different fence does not close the block; inline ``` code does not open one
+    longer = f"Example:\n````\n```\n{call}\n~~~\n{call}\n````\nDone."
+    assert read_both(longer, fmt) == [(longer, [])] * 4
+    inline = f"Use ```code``` here.\n{call}"
+    assert all(calls for _, calls in read_both(inline, fmt))
+
+
+def test_a_bare_json_call_is_a_call_only_as_the_whole_answer():
+    bare = '{"name": "read_file", "arguments": {"path": "a.py"}}'
+    for answer in (bare, f"```json\n{bare}\n```", f"<|python_tag|>{bare}"):
+        assert all(len(calls) == 1 for _, calls in read_both(answer, AnswerFormat())), answer
+    explained = f"Call it so:\n```json\n{bare}\n```"
+    assert read_both(explained, AnswerFormat()) == [(explained, [])] * 4
+
+
+# ----- live: scripted tiny models through the openai SDK -----
+
+INTRO, OUTRO = "To read a file, call the tool:\n\n```", "\n```\n\nIt returns the file's text."
+HERMES_PIECES = (INTRO, "\n<tool_call>\n", '{"name": "read_file", "arguments": {"path": "a.py"}}', "\n</tool_call>",
+                 OUTRO)
+XML_PIECES = (INTRO, "\n<tool_call>\n", "<function=read_file>\n", "<parameter=path>\na.py\n</parameter>\n",
+              "</function>\n</tool_call>", OUTRO)
+MESSAGES = [{"role": "user", "content": "How do I read a file with your tools?"}]
+
+
+def served(factory, pieces: tuple[str, ...], **shape) -> LiveServer:
+    """A live server on a tiny model that answers `pieces` (each one token) to any chat."""
+    model = scripted_model(factory, "".join(pieces), ctx_len=2048, n_vocab=512, added_tokens=pieces, **shape)
+    return LiveServer(model=str(model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0)
+
+
+@pytest.fixture(scope="module")
+def hermes(tiny_model_factory):
+    """ChatML, a template without tool support: Strata writes the tools and the Hermes call format into the
+    system prompt."""
+    with served(tiny_model_factory, HERMES_PIECES, seed=9) as s:
+        yield openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def coder(tiny_model_factory):
+    """Qwen3-Coder's XML call template: a call the model opens is held to the offered tools."""
+    from tests.text.test_xml_tool_template import XML_TEMPLATE
+
+    with served(tiny_model_factory, XML_PIECES, seed=4, chat_template=XML_TEMPLATE) as s:
+        yield openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120)
+
+
+def check_text_not_a_call(client: openai.OpenAI, answer: str) -> None:
+    """The answer comes back as its text, with no call, whole and streamed (the streamed text the same)."""
+    r = client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS, temperature=0, max_tokens=40)
+    m = r.choices[0].message
+    assert (m.content, m.tool_calls, r.choices[0].finish_reason) == (answer, None, "stop")
+    chunks = list(client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS, temperature=0,
+                                                 max_tokens=40, stream=True))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join(d.content or "" for d in deltas) == answer
+    assert not any(d.tool_calls for d in deltas)
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
+
+
+def check_demanded_call(client: openai.OpenAI) -> None:
+    """tool_choice "required": the answer is a call of the tool, whatever the model would have written."""
+    r = client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS, temperature=0, max_tokens=200,
+                                       tool_choice="required")
+    assert r.choices[0].finish_reason == "tool_calls"
+    assert [c.function.name for c in r.choices[0].message.tool_calls] == ["read_file"]
+
+
+def test_live_hermes_call_in_a_code_block_is_text_and_a_demanded_call_still_comes(hermes):
+    check_text_not_a_call(hermes, "".join(HERMES_PIECES))
+    check_demanded_call(hermes)
+
+
+def test_live_qwen3_coder_call_in_a_code_block_is_text_and_a_demanded_call_still_comes(coder):
+    check_text_not_a_call(coder, "".join(XML_PIECES))
+    check_demanded_call(coder)
