@@ -550,12 +550,16 @@ def _json_block_end(text: str, at: int, closer: str) -> int | None:
     return after + len(closer) if text.startswith(closer, after) else None
 
 
+# another XML block: its opening tag, then its `<function=` (an opening tag alone can be a value's text)
+_XML_BLOCK_OPENER = re.compile(r"<(?:tool_call|TOOLCALL)>\s*<function=")
+
+
 def _xml_block_end(text: str, at: int, closer: str) -> int | None:
     """Where an XML block (its `<function=` at `at`) ends: after the first closing tag that follows a
-    `</function>` and whitespace, before any other block opens; None when there is none."""
+    `</function>` and whitespace, before any other XML block opens; None when there is none."""
     for close in (i.start() for i in re.finditer(re.escape(closer), text[at:])):
         before = text[at:at + close]
-        if _TOOL_CALL_OPENER.search(before):
+        if _XML_BLOCK_OPENER.search(before):
             return None
         if before.rstrip().endswith("</function>"):
             return at + close + len(closer)

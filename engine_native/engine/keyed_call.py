@@ -36,11 +36,15 @@ class KeyedMarkup:
     end: bytes           # or the call's end: b"/function>\n</tool_call>"
 
     def tags(self) -> tuple[bytes, ...]:
-        """The markup's tags (`</parameter>`, `<parameter=`, `<function=`, `</tool_call>`, GLM's `<arg_key>`...):
-        where the answer's reader ends a value, a function or the call, so a value may not write one."""
+        """The markup's tags (`</parameter>`, `<parameter=`, `<function=`, `</function>`, GLM's `<arg_key>`...):
+        where the answer's reader ends a value or a function, so a value may not write one. Not the call's
+        closing tag (`</tool_call>`, the last of its end): the readers take it as a value's text, as they end
+        a call only at the one after the function's or the last value's end tag (chat_template.py, glm.py,
+        seed.py), which a value cannot write; code about tool calls holds it."""
         text = b"\0".join((self.opening, self.first, self.empty, self.mid, self.value_end + self.next_key,
                            self.value_end + self.end))
-        return tuple(dict.fromkeys(re.findall(rb"</?[\w:.-]+[>=]", text)))
+        closing = re.findall(rb"</?[\w:.-]+[>=]", self.value_end + self.end)[-1:]
+        return tuple(t for t in dict.fromkeys(re.findall(rb"</?[\w:.-]+[>=]", text)) if t not in closing)
 
 
 @dataclass(frozen=True)

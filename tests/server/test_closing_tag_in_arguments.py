@@ -26,14 +26,17 @@ TOOLS = [{"type": "function", "function": {"name": "write_file", "parameters": {
 WRITE = ("write_file", {"content": 'END = "</tool_call>"'})
 
 
-@pytest.fixture(scope="module", params=["json", "xml", "json-held"])
+@pytest.fixture(scope="module", params=["json", "xml", "json-held", "xml-held"])
 def oai(tiny_model_factory, request):
-    """The script on a ChatML template (the answer is free), and the JSON one on a Qwen 2.5-style template,
-    whose calls are held to the tools while written (the held call may write the tag in a string)."""
+    """The script on a ChatML template (the answer is free), the JSON one on a Qwen 2.5-style template and the
+    XML one on Qwen3-Coder's, whose calls are held to the tools while written (the held call may write the tag
+    in a JSON string or a parameter's value)."""
     from tests.text.test_chat_template import QWEN_LIKE
+    from tests.text.test_xml_tool_template import XML_TEMPLATE
 
     script = SCRIPTS[request.param.removesuffix("-held")]
-    template = {"chat_template": QWEN_LIKE} if request.param.endswith("-held") else {}
+    held = {"json-held": QWEN_LIKE, "xml-held": XML_TEMPLATE}
+    template = {"chat_template": held[request.param]} if request.param in held else {}
     shape = dict(ctx_len=2048, n_vocab=512, seed=3, added_tokens=script, **template)
     ids = (13, *range(512, 512 + len(script)), 2)    # after the prompt's last "\n": the added tokens, <|im_end|>
     with LiveServer(model=str(tiny_model_factory(**shape, script=ids)), ctx=2048, batch=2, threads=1,

@@ -213,8 +213,8 @@ XML_PIECES = [b"<tool_call>", b"\n<function=", b"edit_file", b">\n<parameter=", 
 def test_a_value_cannot_write_the_markup_the_reader_ends_it_at():
     """Qwen3-Coder's reader ends a value at `</parameter>` or the next `<parameter=`, a function at
     `<function=` or `</function>`: inside a value these are refused, except as the value's own end, which is
-    then written whole. `</tool_call>` is refused too, though the reader now reads it as the value's text
-    (chat_template.tool_call_blocks: the block ends at the tag after `</function>`)."""
+    then written whole. `</tool_call>` is not (it was until the reader read it as the value's text:
+    chat_template.tool_call_blocks ends the block at the tag after `</function>`): the value is read whole."""
     from strata.engine.keyed_call import KeyedCall
     from strata.server.prompting import AnswerFormat, split_answer
 
@@ -234,7 +234,7 @@ def test_a_value_cannot_write_the_markup_the_reader_ends_it_at():
     text = "<tool_call>\n<function=edit_file>\n<parameter=path>\na.py"
     for bad in [b"\n<parameter=", b"</tool_call>", b"<function="]:
         c = opened()
-        assert not c.allows(XML_PIECES.index(bad)), bad
+        assert c.allows(XML_PIECES.index(bad)) == (bad == b"</tool_call>"), bad
         _, _, calls = split_answer(text + bad.decode() + "\n</parameter>\n</function>\n</tool_call>",
                                    AnswerFormat(), tools)
         whole = [json.loads(k["arguments"]) for k in calls] == [{"path": "a.py" + bad.decode()}]
