@@ -28,3 +28,14 @@ def test_ratios_are_taken_within_each_round():
 def test_zero_rounds_is_refused():
     r = subprocess.run([sys.executable, str(BENCH), "--rounds", "0"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--rounds must be at least 1, got 0" in r.stderr
+
+
+def test_a_level_in_which_no_answer_started_has_no_ttft(tiny_server):
+    """A level whose deadline passes before any first token (a busy machine's warm-up, 4 clients' long prompts
+    read together) reports no TTFT instead of failing the whole run on an empty median."""
+    import argparse
+    import asyncio
+
+    args = argparse.Namespace(duration=1e-6, turns=1, system_tokens=8, max_tokens=4)
+    level = asyncio.run(_load().load_level(tiny_server.url, 2, args, warmup=True))
+    assert (level["clients"], level["tokens"], level["ttft_p50_ms"], level["ttft_p99_ms"]) == (2, 0, None, None)
