@@ -252,7 +252,8 @@ def call_schema(tools: list[dict]) -> Node:
 def held_calls(tools: Any, answer: Any,
                engine: Any) -> JsonFormat | KeyedCallRule | JsonArgsRule | ForcedCall | None:
     """With tools offered and the model free to call them or not: each call it opens (its marker written
-    outside its reasoning) is held to the offered tools. A template that writes `<tool_call>` + JSON: a call
+    outside its reasoning and outside a code block opened after prose: code_fences.py) is held to the offered
+    tools. A template that writes `<tool_call>` + JSON: a call
     of one of the tools with arguments its schema allows, then closed as the template closes calls; key-value
     markup (Qwen3-Coder's XML, GLM's, Seed-OSS's): a tool's name, then keys among its parameters (KeyedCallRule);
     gpt-oss's Harmony headers and Mistral's `[TOOL_CALLS]NAME[ARGS]`: a tool's name, then its arguments as

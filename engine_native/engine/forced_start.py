@@ -49,7 +49,8 @@ class ForcedStart:
         if self.after is not None:         # free, unless the token writes the marker and a start none agrees with
             if not may_finish(self._seen, data, self.after):
                 return True
-            rest = text_after(self._seen + data, self.after, self.reasoning if self.repeat else None)
+            rest = text_after(self._seen + data, self.after, self.reasoning if self.repeat else None,
+                              code_blocks=self.repeat)
             return not rest or self._agrees(rest)
         return not self.active or self._agrees(data)
 
@@ -57,7 +58,8 @@ class ForcedStart:
         data = self._bytes(int(token))
         if self.after is not None:
             self._seen += data
-            rest = text_after(self._seen, self.after, self.reasoning if self.repeat else None)
+            rest = text_after(self._seen, self.after, self.reasoning if self.repeat else None,
+                              code_blocks=self.repeat)
             if rest is not None:
                 self.after, self._seen = None, b""
                 if rest:

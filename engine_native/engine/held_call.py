@@ -30,8 +30,12 @@ class HeldCall:
     _start: tuple
 
     def __init__(self, vocabulary: Vocabulary, eos_ids: Sequence[int] = (), trigger: bytes | None = None,
-                 reasoning: tuple[bytes, bytes] | None = None, opened: bool = False, after: bytes | None = None):
+                 reasoning: tuple[bytes, bytes] | None = None, opened: bool = False, after: bytes | None = None,
+                 code_blocks: bool = True):
         self.vocab = vocabulary
+        # a marker in a code block opened after prose is text to the readers (code_fences.py): not held
+        # (`code_blocks` False: a format whose calls are messages of their own, Harmony's)
+        self.code_blocks = trigger is not None and code_blocks
         self.eos = frozenset(int(i) for i in eos_ids)
         self.trigger, self.reasoning = trigger, reasoning
         self.after = trigger if trigger is not None else after
@@ -131,7 +135,7 @@ class HeldCall:
             if not may_finish(self._seen, self._bytes(token), self.after):
                 return True
             rest = text_after(self._seen + self._bytes(token), self.after,
-                              self.reasoning if self.trigger is not None else None)
+                              self.reasoning if self.trigger is not None else None, code_blocks=self.code_blocks)
             return rest is None or self._from(self.state, rest) is not None
         if not self.active:
             return True
@@ -175,7 +179,8 @@ class HeldCall:
     def _wait(self, data: bytes) -> None:
         assert self.after is not None
         self._seen += data
-        rest = text_after(self._seen, self.after, self.reasoning if self.trigger is not None else None)
+        rest = text_after(self._seen, self.after, self.reasoning if self.trigger is not None else None,
+                         code_blocks=self.code_blocks)
         if rest is not None:
             self.after, self._seen = None, b""
             self._feed(rest)

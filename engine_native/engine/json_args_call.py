@@ -39,10 +39,13 @@ class CallHeader:
     forbid: tuple[bytes, ...] = ()   # texts the arguments may not write (where the reader ends a message)
     ends_answer: bool = False        # the arguments are the message's whole body: then only whitespace and
                                      # the answer's end token (Harmony's <|call|>)
+    in_text: bool = True             # calls are written in the answer's text (a marker in a code block is
+                                     # text: not held); Harmony's are messages of their own
 
 
 HARMONY = CallHeader(b"to=functions.", b"<|message|>", frozenset(b" <"), 64,
-                     forbid=(b"<|end|>", b"<|call|>", b"<|return|>", b"<|start|>", b"<|channel|>"), ends_answer=True)
+                     forbid=(b"<|end|>", b"<|call|>", b"<|return|>", b"<|start|>", b"<|channel|>"), ends_answer=True,
+                     in_text=False)
 HARMONY_ANALYSIS = (b"<|channel|>analysis<|message|>", b"<|end|>")   # a marker in there is thought
 MISTRAL = CallHeader(b"[TOOL_CALLS]", b"[ARGS]", frozenset(b"["), 48, id_marker=b"[CALL_ID]")
 ID_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
@@ -64,7 +67,7 @@ class JsonArgsCall(HeldCall):
         """`tools`: (name, its arguments' compiled schema: json_schema.tool_arguments). `demanded`: the
         answer is one call, its marker first (after `after`); else each call the model opens is held."""
         super().__init__(vocabulary, eos_ids, trigger=None if demanded else header.marker, reasoning=reasoning,
-                         opened=opened, after=after)
+                         opened=opened, after=after, code_blocks=header.in_text)
         self.header = header
         self.args = tuple(node for _, node in tools)
         lead = header.marker if demanded else b""

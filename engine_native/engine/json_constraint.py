@@ -136,7 +136,8 @@ class JsonConstraint:
             data = self.vocab.bytes[token] if 0 <= token < self.vocab.n else b""
             if not may_finish(self._free, data, self.after):
                 return True
-            rest = text_after(self._free + data, self.after, self.reasoning if self.trigger is not None else None)
+            rest = text_after(self._free + data, self.after, self.reasoning if self.trigger is not None else None,
+                          code_blocks=self.trigger is not None)
             return rest is None or self._after_bytes(rest) is not None
         if token in self.eos:
             return complete(self.state[:2])
@@ -203,7 +204,8 @@ class JsonConstraint:
         """Bytes before `after` is seen; once it is, the JSON begins with what followed it."""
         assert self.after is not None
         self._free += data
-        rest = text_after(self._free, self.after, self.reasoning if self.trigger is not None else None)
+        rest = text_after(self._free, self.after, self.reasoning if self.trigger is not None else None,
+                          code_blocks=self.trigger is not None)
         if rest is not None:
             self.after, self._free = None, b""
             for b in rest:

@@ -1,7 +1,8 @@
 """What the held-answer constraints (json_constraint.py, forced_start.py, held_call.py) know of tokens:
 `Vocabulary`, each token's bytes, which are special (never free text), the tokens by first byte (and by a
 byte they hold); `text_after`, the wait for a marker (a closing reasoning tag, a call's opening) outside a
-reasoning block, with `may_finish` and `waiting_mask`, what a constraint allows while it waits.
+reasoning block (and for a call's opening, outside a code block: code_fences.py), with `may_finish` and
+`waiting_mask`, what a constraint allows while it waits.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+from strata.engine.code_fences import in_code_block
 
 
 class Vocabulary:
@@ -158,13 +160,27 @@ def may_finish(seen: bytes, data: bytes, marker: bytes) -> bool:
     return marker in seen[max(0, len(seen) - len(marker) + 1):] + data
 
 
-def text_after(seen: bytes, marker: bytes, reasoning: tuple[bytes, bytes] | None = None) -> bytes | None:
+def text_after(seen: bytes, marker: bytes, reasoning: tuple[bytes, bytes] | None = None,
+               code_blocks: bool = False) -> bytes | None:
     """What `seen` holds after its first `marker` outside an unclosed `reasoning` block (a marker there is
-    thought, not written), or None when there is none yet (the constraints' wait for their start)."""
+    thought, not written), or None when there is none yet (the constraints' wait for their start). With
+    `code_blocks` (a call's marker), a marker inside a fenced code block opened after prose in the text
+    after the reasoning is skipped too: the readers take it as text (code_fences.in_code_block)."""
     at = seen.find(marker)
-    while at >= 0 and reasoning is not None and seen.rfind(reasoning[0], 0, at) > seen.rfind(reasoning[1], 0, at):
+    while at >= 0 and (_in_reasoning(seen, at, reasoning) or (code_blocks and _in_code(seen, at, reasoning))):
         at = seen.find(marker, at + 1)
     return None if at < 0 else seen[at + len(marker):]
+
+
+def _in_reasoning(seen: bytes, at: int, reasoning: tuple[bytes, bytes] | None) -> bool:
+    return reasoning is not None and seen.rfind(reasoning[0], 0, at) > seen.rfind(reasoning[1], 0, at)
+
+
+def _in_code(seen: bytes, at: int, reasoning: tuple[bytes, bytes] | None) -> bool:
+    start = 0
+    if reasoning is not None and (end := seen.rfind(reasoning[1], 0, at)) >= 0:
+        start = end + len(reasoning[1])              # the content: after the reasoning
+    return in_code_block(seen[start:at].decode("utf-8", "replace"))
 
 
 def bytes_through(step: Any, state: Any, data: bytes) -> Any:

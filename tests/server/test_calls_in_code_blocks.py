@@ -4,10 +4,12 @@ example run by the agent. For each format the shared reader reads (Hermes / Qwen
 <TOOLCALL> blocks, Qwen3-Coder's XML, GLM's, Seed-OSS's, Mistral's [TOOL_CALLS]), whole and streamed in any
 pieces (the same content, no call, and the example streams as it comes instead of being held to the end);
 a call after the block closes, or in a fence that opens the answer, is still a call; a bare JSON call
-(Llama 3, templates without tool support) is one only as the whole answer, fenced or not. Then live
-(scripted tiny models through the openai SDK): the same answer from a template without tool support (the
-Hermes format Strata writes into the system prompt) and from a Qwen3-Coder XML template, whose held-call
-rule holds the example as it holds a call, and a demanded call that still comes."""
+(Llama 3, templates without tool support) is one only as the whole answer, fenced or not. The held-call
+rules (JSON, key-value, Mistral's, a call's opening) leave a marker in a code block free and hold one after
+the block. Then live (scripted tiny models through the openai SDK): the same answer, an example calling a tool
+the request does not offer, from a template without tool support (the Hermes format Strata writes into the
+system prompt), a Qwen 2.5-style one and Qwen3-Coder's XML one (both held: the example was made to name an
+offered tool), whole and streamed, and a demanded call that still comes."""
 
 from __future__ import annotations
 
@@ -97,14 +99,61 @@ def test_a_bare_json_call_is_a_call_only_as_the_whole_answer():
     assert read_both(explained, AnswerFormat()) == [(explained, [])] * 4
 
 
+# ----- the held-call rules: a marker in a code block is not held -----
+
+def held_rules():
+    """Each held-call constraint waiting for the calls a model opens, over a vocabulary of single bytes and the
+    markers: Hermes JSON (JsonConstraint), Qwen3-Coder XML (KeyedCall), Mistral (JsonArgsCall), a call's
+    opening alone (ForcedStart)."""
+    from strata.engine.forced_start import ForcedStart
+    from strata.engine.json_args_call import MISTRAL, JsonArgsCall
+    from strata.engine.json_constraint import JsonConstraint
+    from strata.engine.json_schema import compile_call, tool_arguments
+    from strata.engine.keyed_call import KeyedCall
+    from strata.engine.token_bytes import Vocabulary
+
+    from tests.text.test_held_calls import XML
+
+    vocab = Vocabulary([bytes([b]) for b in range(256)] + [b"<tool_call>", b"[TOOL_CALLS]", b"<eos>"],
+                       special_ids=[256, 257, 258])
+    params = TOOLS[0]["function"]["parameters"]
+    return vocab, {
+        "hermes": (b"<tool_call>", JsonConstraint(compile_call([("read_file", params)]), vocab, [258],
+                                                  trigger=b"<tool_call>", lead=b"\n")),
+        "qwen3-coder": (b"<tool_call>", KeyedCall(XML, [("read_file", ("path",), ())], vocab, [258],
+                                                  trigger=b"<tool_call>")),
+        "mistral": (b"[TOOL_CALLS]", JsonArgsCall(MISTRAL, [("read_file", tool_arguments(params))], vocab, [258])),
+        "opening": (b"<tool_call>", ForcedStart([b"\n<function=read_file"], vocab, after=b"<tool_call>", repeat=True)),
+    }
+
+
+@pytest.mark.parametrize("name", ["hermes", "qwen3-coder", "mistral", "opening"])
+def test_a_held_call_rule_leaves_a_marker_in_a_code_block_free_and_holds_one_after_it(name):
+    vocab, rules = held_rules()
+    marker, rule = rules[name]
+
+    def write(text: bytes) -> None:
+        for piece in text.split(marker):
+            for b in piece:
+                assert rule.allows(b), (text, bytes([b]))
+                rule.advance(b)
+            if piece is not text.split(marker)[-1]:
+                rule.advance(vocab.bytes.index(marker))
+
+    write(b"Call a tool you do not have like this:\n```\n" + marker + b"my_tool(x=1) <any text>")
+    assert not rule.active and rule.allows(ord("}"))   # the example is the model's own text
+    write(b"\n```\nNow the real one:\n" + marker)
+    assert rule.active and not rule.allows(ord("}"))   # held: a call of an offered tool
+
+
 # ----- live: scripted tiny models through the openai SDK -----
 
-INTRO, OUTRO = "To read a file, call the tool:\n\n```", "\n```\n\nIt returns the file's text."
-HERMES_PIECES = (INTRO, "\n<tool_call>\n", '{"name": "read_file", "arguments": {"path": "a.py"}}', "\n</tool_call>",
-                 OUTRO)
-XML_PIECES = (INTRO, "\n<tool_call>\n", "<function=read_file>\n", "<parameter=path>\na.py\n</parameter>\n",
+INTRO, OUTRO = "To call a tool of your own:\n\n```", "\n```\n\nIt returns its result."
+# the example calls a tool the request does not offer: a held call would have to name an offered one
+HERMES_PIECES = (INTRO, "\n<tool_call>\n", '{"name": "my_tool", "arguments": {"x": 1}}', "\n</tool_call>", OUTRO)
+XML_PIECES = (INTRO, "\n<tool_call>\n", "<function=my_tool>\n", "<parameter=x>\n1\n</parameter>\n",
               "</function>\n</tool_call>", OUTRO)
-MESSAGES = [{"role": "user", "content": "How do I read a file with your tools?"}]
+MESSAGES = [{"role": "user", "content": "How do I call a tool of my own?"}]
 
 
 def served(factory, pieces: tuple[str, ...], **shape) -> LiveServer:
@@ -113,25 +162,23 @@ def served(factory, pieces: tuple[str, ...], **shape) -> LiveServer:
     return LiveServer(model=str(model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0)
 
 
-@pytest.fixture(scope="module")
-def hermes(tiny_model_factory):
-    """ChatML, a template without tool support: Strata writes the tools and the Hermes call format into the
-    system prompt."""
-    with served(tiny_model_factory, HERMES_PIECES, seed=9) as s:
-        yield openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120)
-
-
-@pytest.fixture(scope="module")
-def coder(tiny_model_factory):
-    """Qwen3-Coder's XML call template: a call the model opens is held to the offered tools."""
+@pytest.fixture(scope="module", params=["chatml", "qwen-like", "qwen3-coder"])
+def live(tiny_model_factory, request):
+    """ChatML, a template without tool support (Strata writes the tools and the Hermes call format into the
+    system prompt: the answer is free); a Qwen 2.5-style template and Qwen3-Coder's XML one, whose calls the
+    model opens are held to the offered tools."""
+    from tests.text.test_chat_template import QWEN_LIKE
     from tests.text.test_xml_tool_template import XML_TEMPLATE
 
-    with served(tiny_model_factory, XML_PIECES, seed=4, chat_template=XML_TEMPLATE) as s:
-        yield openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120)
+    pieces, shape = {"chatml": (HERMES_PIECES, dict(seed=9)),
+                     "qwen-like": (HERMES_PIECES, dict(seed=9, chat_template=QWEN_LIKE)),
+                     "qwen3-coder": (XML_PIECES, dict(seed=4, chat_template=XML_TEMPLATE))}[request.param]
+    with served(tiny_model_factory, pieces, **shape) as s:
+        yield openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120), "".join(pieces)
 
 
-def check_text_not_a_call(client: openai.OpenAI, answer: str) -> None:
-    """The answer comes back as its text, with no call, whole and streamed (the streamed text the same)."""
+def test_live_a_call_in_a_code_block_is_text_and_a_demanded_call_still_comes(live):
+    client, answer = live
     r = client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS, temperature=0, max_tokens=40)
     m = r.choices[0].message
     assert (m.content, m.tool_calls, r.choices[0].finish_reason) == (answer, None, "stop")
@@ -141,21 +188,8 @@ def check_text_not_a_call(client: openai.OpenAI, answer: str) -> None:
     assert "".join(d.content or "" for d in deltas) == answer
     assert not any(d.tool_calls for d in deltas)
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
-
-
-def check_demanded_call(client: openai.OpenAI) -> None:
-    """tool_choice "required": the answer is a call of the tool, whatever the model would have written."""
+    # tool_choice "required": the answer is a call of the tool, whatever the model would have written
     r = client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS, temperature=0, max_tokens=200,
                                        tool_choice="required")
     assert r.choices[0].finish_reason == "tool_calls"
     assert [c.function.name for c in r.choices[0].message.tool_calls] == ["read_file"]
-
-
-def test_live_hermes_call_in_a_code_block_is_text_and_a_demanded_call_still_comes(hermes):
-    check_text_not_a_call(hermes, "".join(HERMES_PIECES))
-    check_demanded_call(hermes)
-
-
-def test_live_qwen3_coder_call_in_a_code_block_is_text_and_a_demanded_call_still_comes(coder):
-    check_text_not_a_call(coder, "".join(XML_PIECES))
-    check_demanded_call(coder)
