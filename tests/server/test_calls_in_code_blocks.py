@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import json
 
-import openai
 import pytest
 from strata.server.prompting import AnswerFormat, split_answer
 
 from tests.server.answer_checks import streamed
-from tests.server.live import LiveServer, scripted_model
+from tests.server.live import LiveServer, scripted_model, sdk_clients
 
 
 def fn(name: str, **props) -> dict:
@@ -174,11 +173,11 @@ def live(tiny_model_factory, request):
                      "qwen-like": (HERMES_PIECES, dict(seed=9, chat_template=QWEN_LIKE)),
                      "qwen3-coder": (XML_PIECES, dict(seed=4, chat_template=XML_TEMPLATE))}[request.param]
     with served(tiny_model_factory, pieces, **shape) as s:
-        yield openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120), "".join(pieces)
+        yield sdk_clients(s), "".join(pieces)
 
 
 def test_live_a_call_in_a_code_block_is_text_and_a_demanded_call_still_comes(live):
-    client, answer = live
+    (client, claude), answer = live
     r = client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS, temperature=0, max_tokens=40)
     m = r.choices[0].message
     assert (m.content, m.tool_calls, r.choices[0].finish_reason) == (answer, None, "stop")
@@ -193,3 +192,8 @@ def test_live_a_call_in_a_code_block_is_text_and_a_demanded_call_still_comes(liv
                                        tool_choice="required")
     assert r.choices[0].finish_reason == "tool_calls"
     assert [c.function.name for c in r.choices[0].message.tool_calls] == ["read_file"]
+    # the Anthropic API reads the answer the same way: one text block, no tool_use
+    tools = [{"name": "read_file", "input_schema": TOOLS[0]["function"]["parameters"]}]
+    m = claude.messages.create(model="m", max_tokens=40, messages=MESSAGES, tools=tools,
+                               extra_body={"temperature": 0})
+    assert ([(b.type, b.text) for b in m.content], m.stop_reason) == ([("text", answer)], "end_turn")
