@@ -236,7 +236,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def configured_model() -> tuple[str, str] | None:
     """(model, file): the `model` of the configuration file `strata serve` reads without --config
     ($STRATA_CONFIG, else the one `strata setup` wrote), so that chat runs the model set up; None when there
-    is no such file or it names no model. ValueError naming the file when it is not TOML."""
+    is no such file or it names no model. ValueError naming the file when it is not TOML or its `model` is not
+    text (`strata serve` refuses both)."""
     try:
         import tomllib
     except ImportError:                 # Python 3.10
@@ -252,7 +253,9 @@ def configured_model() -> tuple[str, str] | None:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ValueError(f"{path}: {e} (--model PATH chats without it)") from None
     model = table.get("model")
-    return (str(model), str(path)) if isinstance(model, str) and model else None
+    if model is not None and not isinstance(model, str):   # serve refuses it: chat must not run another model
+        raise ValueError(f"{path}: model: expected str, got {model!r} (--model PATH chats without it)")
+    return (model, str(path)) if model else None
 
 
 COMMANDS = "/reset starts over, /exit (or Ctrl-D) quits, /help lists these"

@@ -5,6 +5,8 @@ Skipped while the build has no Engine (strata.engine.Engine).
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from strata.engine.chat import ChatSession, common_prefix_len
 
@@ -171,6 +173,22 @@ def test_cli_chats_with_the_model_strata_setup_chose(tiny_model_factory, tmp_pat
     monkeypatch.setattr("sys.stdin", io.StringIO("/exit\n"))
     assert strata_main(["chat", "--ctx", "128", "--threads", "1"]) == 0
     assert "SmolLM2-135M-Instruct" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_cli_refuses_a_configured_model_that_is_not_text(tmp_path, monkeypatch, capsys):
+    """`model = 5` (or a list) in the file `strata serve` reads: serve refuses it naming the key, chat ran the
+    default model without a word, so a user who set a model chatted with another."""
+    from strata.cli import main as strata_main
+
+    config = tmp_path / "config.toml"
+    monkeypatch.setenv("STRATA_CONFIG", str(config))
+    for raw, shown in (("5", "5"), ('["a.gguf"]', "['a.gguf']"), ("true", "True")):
+        config.write_text(f"model = {raw}\n")
+        monkeypatch.setattr("sys.stdin", io.StringIO("/exit\n"))
+        assert strata_main(["chat", "--ctx", "64", "--threads", "1"]) == 2, raw
+        captured = capsys.readouterr()
+        assert f"strata chat: {config}: model: expected str, got {shown}" in captured.err, captured
+        assert "loaded in" not in captured.out
 
 
 def test_cli_refuses_a_model_whose_chat_template_is_unusable(tiny_model_factory, monkeypatch, capsys):
