@@ -23,3 +23,12 @@ def test_the_policies_left_out_by_default_are_named_in_the_docs():
     assert left_out, "every policy runs by default: the docs' sentence is then out of date"
     for name in left_out:
         assert f"`{name}`" in text, name
+
+
+def test_the_configuration_reference_lists_every_policy_replay_takes():
+    """docs/configuration.md's `--policies` row ("Comma-separated, from: ...") left out oracle-opt, which the
+    command's help and `strata replay`'s refusal of an unknown name both list."""
+    doc = DOC.parent / "configuration.md"
+    row = next(line for line in doc.read_text(encoding="utf-8").splitlines() if line.startswith("| `--policies` |"))
+    listed = row.split("from:", 1)[1].split(".", 1)[0].strip().split(", ")
+    assert listed == list(POLICY_NAMES)
