@@ -25,13 +25,13 @@ from typing import Any
 
 from aiohttp import web
 from strata.server.config import ConfigError, ServerConfig, all_options, config_from_args, validate
-from strata.server.options import FLAG_SYNONYMS, OPTIONS, add_flags
+from strata.server.options import FLAG_REASONS, FLAG_SYNONYMS, OPTIONS, add_flags
 
 from strata.exit_status import CONFIGURATION_REFUSED, MODEL_NOT_LOADED
 
 log = logging.getLogger("strata.server")
 
-__all__ = ["FLAG_SYNONYMS", "add_arguments", "run", "serve"]   # FLAG_SYNONYMS: strata/cli.py's hints
+__all__ = ["FLAG_REASONS", "FLAG_SYNONYMS", "add_arguments", "run", "serve"]   # FLAG_*: strata/cli.py's hints
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

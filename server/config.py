@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from strata.server.options import FLAG_SYNONYMS, OPTIONS, ConfigError, Option
+from strata.server.options import FLAG_REASONS, FLAG_SYNONYMS, OPTIONS, ConfigError, Option
 
 from strata.cli import name_meant
 
@@ -152,7 +152,7 @@ def load_config(
             by_key[name.replace("-", "_")] = opt
     unknown = sorted(k for k in table if k not in by_key)
     if unknown:
-        named = ", ".join(k + _did_you_mean(k, by_key, KEY_SYNONYMS) for k in unknown)
+        named = ", ".join(k + _unknown_key_hint(k, by_key) for k in unknown)
         raise ConfigError(f"{path}: unknown key(s): {named} (docs/configuration.md lists every key)")
     unknown_flags = sorted(k for k in flags if k not in by_key)
     if unknown_flags:
@@ -197,6 +197,16 @@ KEY_SYNONYMS: dict[str, str] = {
     name[2:].replace("-", "_"): meant.split()[0][2:].replace("-", "_")
     for name, meant in FLAG_SYNONYMS.items() if name.startswith("--")
 }
+
+
+# ...and llama.cpp's flags with no counterpart here, as keys ("flash_attn": why it is not needed)
+KEY_REASONS: dict[str, str] = {
+    name[2:].replace("-", "_"): why for name, why in FLAG_REASONS.items() if name.startswith("--")
+}
+
+
+def _unknown_key_hint(key: str, known: Any) -> str:
+    return f" ({KEY_REASONS[key]})" if key in KEY_REASONS else _did_you_mean(key, known, KEY_SYNONYMS)
 
 
 def _did_you_mean(name: str, known: Any, synonyms: Mapping[str, str] | None = None) -> str:
@@ -264,7 +274,7 @@ def file_problems(path: str | os.PathLike[str], environ: Mapping[str, str] | Non
             continue
         opt = by_key.get(key)
         if opt is None:
-            problems.append(f"{key}: unknown key" + _did_you_mean(key, by_key, KEY_SYNONYMS))   # as serve says
+            problems.append(f"{key}: unknown key" + _unknown_key_hint(key, by_key))   # as serve says
             continue
         try:
             opt.convert(raw, key)

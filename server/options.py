@@ -189,6 +189,33 @@ FLAG_SYNONYMS: dict[str, str] = {
     "--cache-type-v": "--kv-type", "-ngl": "--backend cuda", "--n-gpu-layers": "--backend cuda",
     "--gpu-layers": "--backend cuda", "-a": "--alias", "-n": "--max-tokens-default", "--n-predict":
     "--max-tokens-default", "--verbose": "--log-level debug", "-v": "--log-level debug",
+    "-ub": "--prefill-chunk", "--ubatch-size": "--prefill-chunk",
+}
+
+# llama-server's flags for what Strata always does, or does not do at all: the hint says which, so that a
+# pasted llama-server command line shows what to drop instead of 'unrecognized arguments' alone (or a wrong
+# "did you mean": --slots is not --slot-ctx).
+_ALWAYS = "not needed here: "
+_NEVER = "not offered: "
+_SAMPLING = _NEVER + "each request sets its own sampling (temperature, top_p, ... in its body: docs/api.md)"
+_DOWNLOAD = _NEVER + "Strata downloads nothing; give --model a GGUF file on this machine (`strata models` lists them)"
+_MAPPED = _ALWAYS + "the model file is always memory-mapped (the engine's packed weight copies: --pack-weights)"
+_TEMPLATE = _NEVER + "Strata renders the model file's own chat template (docs/chat-and-models.md)"
+_BATCHING = _ALWAYS + "requests in flight always decode together in the batch slots (--batch)"
+FLAG_REASONS: dict[str, str] = {
+    "--jinja": _ALWAYS + "the model file's own chat template is always rendered (Jinja2)",
+    "--chat-template": _TEMPLATE, "--chat-template-file": _TEMPLATE,
+    "-fa": _ALWAYS + "Strata's attention has no switch", "--flash-attn": _ALWAYS + "Strata's attention has no switch",
+    "-cb": _BATCHING, "--cont-batching": _BATCHING,
+    "--metrics": _ALWAYS + "GET /metrics is always served",
+    "--slots": _ALWAYS + "GET /v1/slots is always served (--slot-ctx sets a slot's context)",
+    "--cache-reuse": _ALWAYS + "what a prompt shares with a cached history is always reused "
+                               "(docs/conversation-cache.md)",
+    "--mlock": _MAPPED, "--no-mmap": _MAPPED, "--mmap": _MAPPED,
+    "--no-webui": _ALWAYS + "Strata serves no web page (`strata monitor` is its window)",
+    "-hf": _DOWNLOAD, "--hf-repo": _DOWNLOAD, "--hf-file": _DOWNLOAD, "-mu": _DOWNLOAD, "--model-url": _DOWNLOAD,
+    "--temp": _SAMPLING, "--temperature": _SAMPLING, "--top-k": _SAMPLING, "--top-p": _SAMPLING,
+    "--min-p": _SAMPLING, "--repeat-penalty": _SAMPLING, "--seed": _SAMPLING,
 }
 
 

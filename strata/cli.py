@@ -22,7 +22,8 @@ from typing import NoReturn
 from strata import __version__
 
 # subcommand -> (module, one-line help). Each module has `add_arguments(parser)` and `run(args) -> int`;
-# it may also have `FLAG_SYNONYMS` ({"--other-servers-name": "--ours"}) for the "did you mean" hint.
+# it may also have `FLAG_SYNONYMS` ({"--other-servers-name": "--ours"}) for the "did you mean" hint, and
+# `FLAG_REASONS` ({"--other-servers-flag": "not needed here: ..."}) for flags with no counterpart.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("strata.server.cli", "run the HTTP server (OpenAI and Anthropic APIs)"),
     "setup": ("strata.installer.cli", "guided setup: model, machine bench, slots, disk cache, context"),
@@ -39,9 +40,11 @@ class CommandParser(argparse.ArgumentParser):
     unknown one) and where the options are listed; not the whole usage, which for `strata serve` is
     thirty lines that bury the one that matters."""
 
-    def __init__(self, *args, synonyms: Mapping[str, str] | None = None, **kwargs) -> None:
+    def __init__(self, *args, synonyms: Mapping[str, str] | None = None,
+                 reasons: Mapping[str, str] | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.synonyms = dict(synonyms or {})
+        self.reasons = dict(reasons or {})
 
     def error(self, message: str) -> NoReturn:
         hints = ""
@@ -49,10 +52,15 @@ class CommandParser(argparse.ArgumentParser):
         if message.startswith(prefix):
             for word in message[len(prefix):].split():
                 meant = self.option_meant(word)
-                if meant:
+                if word.split("=", 1)[0] in self.reasons:   # another server's flag for what this one always does
+                    hints += f"\n  {word.split('=', 1)[0]}: {self.reasons[word.split('=', 1)[0]]}"
+                elif meant:
                     hints += f"\n  {word.split('=', 1)[0]}: did you mean {meant}?"
                 elif word.lower().endswith(".gguf") and any("--model" in a.option_strings for a in self._actions):
                     hints += f"\n  {word}: did you mean --model {word}?"   # `llama-server`/`ollama` habits
+        glued = re.match(r"argument -h/--help: ignored explicit argument '([^']*)'", message)
+        if glued and "-h" + glued.group(1) in self.reasons:   # llama-server's -hf, read by argparse as -h f
+            hints += f"\n  -h{glued.group(1)}: {self.reasons['-h' + glued.group(1)]}"
         choice = re.match(r"argument COMMAND: invalid choice: '([^']*)'", message)
         if choice:
             meant = name_meant(choice.group(1), SUBCOMMANDS, cutoff=0.6)
@@ -141,7 +149,8 @@ def run_command(argv: list[str]) -> int:
         name = argv[0]
         module = importlib.import_module(SUBCOMMANDS[name][0])
         sub = CommandParser(prog=f"strata {name}", description=SUBCOMMANDS[name][1],
-                            synonyms=getattr(module, "FLAG_SYNONYMS", None))
+                            synonyms=getattr(module, "FLAG_SYNONYMS", None),
+                            reasons=getattr(module, "FLAG_REASONS", None))
         module.add_arguments(sub)
         args = sub.parse_args(argv[1:])
         if name in WINDOWED and no_display(os.environ, sys.platform):

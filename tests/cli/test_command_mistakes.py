@@ -47,6 +47,43 @@ def test_a_bare_model_path_or_a_misspelt_command_gets_the_form_meant(capsys, arg
     assert "usage:" not in err and len(err.strip().splitlines()) <= 3, err
 
 
+@pytest.mark.parametrize("argv,hint", [
+    (("serve", "--jinja"), "--jinja: not needed here: the model file's own chat template is always rendered"),
+    (("serve", "-fa", "on"), "-fa: not needed here: Strata's attention has no switch"),
+    (("serve", "--flash-attn"), "--flash-attn: not needed here"),
+    (("serve", "--cont-batching"), "--cont-batching: not needed here"),
+    (("serve", "--metrics"), "--metrics: not needed here: GET /metrics is always served"),
+    (("serve", "--slots"), "--slots: not needed here: GET /v1/slots is always served"),   # not --slot-ctx
+    (("serve", "--cache-reuse", "256"), "--cache-reuse: not needed here"),
+    (("serve", "--mlock"), "--mlock: not needed here"),
+    (("serve", "--no-mmap"), "--no-mmap: not needed here"),
+    (("serve", "--chat-template", "chatml"), "--chat-template: not offered"),
+    (("serve", "-hf", "org/model-GGUF"), "-hf: not offered: Strata downloads nothing"),
+    (("serve", "--temp", "0.7"), "--temp: not offered: each request sets its own sampling"),
+    (("serve", "-ub", "512"), "-ub: did you mean --prefill-chunk?"),
+])
+def test_a_llama_server_flag_strata_has_no_use_for_says_why(capsys, argv, hint):
+    """A llama-server command line pasted after `strata serve`: its flags for what Strata always does (or
+    does not do) were only 'unrecognized arguments', or worse a wrong hint (--slots: 'did you mean
+    --slot-ctx?'), so the user could not tell a typo from a flag to drop."""
+    rc, err = run_cli(capsys, *argv)
+    assert rc == 2
+    assert hint in err, err
+    assert "did you mean" not in err or "-ub" in argv, err
+    assert "usage:" not in err and len(err.strip().splitlines()) <= 3, err
+
+
+def test_a_config_key_of_such_a_flag_says_why_too(tmp_path, capsys):
+    """`flash_attn = true` in the file: as the flag, the reason instead of a bare unknown key."""
+    from strata.server.config import ConfigError, file_problems, load_config
+
+    p = tmp_path / "config.toml"
+    p.write_text("flash_attn = true\nctx = 2048\n")
+    with pytest.raises(ConfigError, match=r"unknown key\(s\): flash_attn \(not needed here: Strata's attention"):
+        load_config({}, config_path=p, environ={})
+    assert any("flash_attn: unknown key (not needed here" in problem for problem in file_problems(p))
+
+
 def test_an_unknown_option_with_nothing_close_still_says_where_the_options_are(capsys):
     rc, err = run_cli(capsys, "serve", "--frobnicate")
     assert rc == 2
