@@ -258,6 +258,8 @@ def configured_model() -> tuple[str, str] | None:
     return (model, str(path)) if model else None
 
 
+MAX_TOP_K = 1 << 20   # as the APIs bound `top_k` (server/openai_api.py)
+
 COMMANDS = "/reset starts over, /exit (or Ctrl-D) quits, /help lists these"
 
 
@@ -282,6 +284,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--ctx must be 1 to {MAX_CONTEXT_TOKENS}, got {args.ctx}")
         if args.threads is not None and not 0 < args.threads <= MAX_THREADS:
             raise ValueError(f"--threads must be 1 to {MAX_THREADS}, got {args.threads}")
+        if not 0 <= args.top_k <= MAX_TOP_K:   # the API's bounds; the sampler takes below 0 as 'all tokens'
+            raise ValueError(f"--top-k must be 0 to {MAX_TOP_K} (0: all), got {args.top_k}")
         if args.max_tokens <= 0:          # the session refused it only after loading, with a traceback
             raise ValueError(f"--max-tokens must be > 0, got {args.max_tokens}")
         model, flag = args.model, "--model"

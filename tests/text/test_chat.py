@@ -145,6 +145,11 @@ def test_cli_bad_arguments_are_named(capsys):
     assert "strata chat: --max-tokens must be > 0, got 0" in capsys.readouterr().err
     assert strata_main(["chat", "--model", "/nonexistent.gguf", "--ctx", "64"]) == 2    # named before loading
     assert "--model /nonexistent.gguf: no such file" in capsys.readouterr().err
+    # the API's bounds on top_k (a 400 below 0 or above 2**20); chat ran with -3 as 'all tokens'
+    assert strata_main(["chat", "--top-k", "-3"]) == 2
+    assert "strata chat: --top-k must be 0 to 1048576 (0: all), got -3" in capsys.readouterr().err
+    assert strata_main(["chat", "--top-k", "99999999999"]) == 2
+    assert "strata chat: --top-k must be 0 to 1048576 (0: all), got 99999999999" in capsys.readouterr().err
 
 
 def test_cli_chats_with_the_model_strata_setup_chose(tiny_model_factory, tmp_path, monkeypatch, capsys):
