@@ -82,13 +82,38 @@ def snapshot_for_monitor(cache) -> dict:
     return out
 
 
+# name -> (type, help) of each strata_cache_* family: /metrics writes each with its HELP and TYPE, its
+# lines as one group (the exposition format's rule; promtool and strict parsers hold a scrape to it)
+CACHE_FAMILIES: dict[str, tuple[str, str]] = {
+    "parks_total": ("counter", "Histories parked, by destination (ram, disk, discard)."),
+    "hits_total": ("counter", "Prompts restored from the conversation cache, by level."),
+    "admissions_total": ("counter", "Parks, disk reads and session saves decided against the RAM floors, by the floor "
+                         "that admitted them (or none: refused) and what asked."),
+    "level_bytes": ("gauge", "Bytes a cache level holds."),
+    "level_entries": ("gauge", "Entries a cache level holds."),
+    "degradations_total": ("counter", "Entries moved from a level to a later one (it was full, or past its age limit)."),
+    "evictions_total": ("counter", "Entries deleted from a level to make room."),
+    "age_evictions_total": ("counter", "Entries deleted from a level past its age limit."),
+    "write_failures_total": ("counter", "Writes a disk level failed (an I/O error, a full disk)."),
+    "remove_failures_total": ("counter", "Files a disk level could not remove (a read-only folder)."),
+    "skipped_files_total": ("counter", "Files found at start-up and left alone, by reason."),
+    "removed_files_total": ("counter", "Strata's own files removed at start-up (damaged, orphaned), by reason."),
+    "damaged_total": ("counter", "Cache images that failed validation when restored."),
+    "ladder_restores_total": ("counter", "Damaged images whose valid prefix was restored."),
+    "superseded_total": ("counter", "Entries replaced by a longer history of the same conversation."),
+    "spill_failures_total": ("counter", "RAM entries that could not be written to disk."),
+    "restore_seconds_last": ("gauge", "Seconds the last restore from a level took."),
+    "restore_seconds": ("summary", "Seconds restores from a level took."),
+}
+
+
 def metrics_text(cache) -> str:
     casc = cache.cascade
-    lines = []
+    samples: dict[str, list[str]] = {name: [] for name in CACHE_FAMILIES}
 
-    def add(name: str, value: float, **labels: str) -> None:
+    def add(name: str, value: float, family: str | None = None, **labels: str) -> None:
         lab = ",".join(f'{k}="{v}"' for k, v in labels.items())
-        lines.append(f"strata_cache_{name}{{{lab}}} {value}" if lab else f"strata_cache_{name} {value}")
+        samples[family or name].append(f"strata_cache_{name}{{{lab}}} {value}" if lab else f"strata_cache_{name} {value}")
 
     for d in ("ram", "disk", "discard"):
         add("parks_total", cache.parks[d], destination=d)
@@ -123,6 +148,10 @@ def metrics_text(cache) -> str:
     for level, xs in sorted(by_level.items()):
         add("restore_seconds_last", round(xs[-1], 6), level=level)
     for level, (n, total) in sorted(cache.restore_totals.items()):
-        add("restore_seconds_sum", round(total, 6), level=level)
-        add("restore_seconds_count", n, level=level)
+        add("restore_seconds_sum", round(total, 6), family="restore_seconds", level=level)
+        add("restore_seconds_count", n, family="restore_seconds", level=level)
+    lines = []
+    for name, (kind, help_text) in CACHE_FAMILIES.items():
+        if samples[name]:   # a family with no sample yet (no restore) is left out, as before
+            lines += [f"# HELP strata_cache_{name} {help_text}", f"# TYPE strata_cache_{name} {kind}", *samples[name]]
     return "\n".join(lines) + "\n"

@@ -37,3 +37,60 @@ def test_metrics_format_and_counters(tiny_server):
     assert n_prompt == read + reused and reused >= n_prompt / 2 - 1     # the second request reused the first
     assert after["strata_decode_steps_total"] > before["strata_decode_steps_total"]
     assert after["strata_queue_depth"] == 0 and after["strata_slots_total"] == 4
+
+
+def families(text: str) -> tuple[dict[str, str], list[str]]:
+    """(TYPE by family, the family of each line in order), checking the exposition rules a scraper and
+    `promtool check metrics` hold a server to: each family has its HELP and TYPE before its samples, a
+    summary's _sum / _count belong to it, and a family's lines come as one group."""
+    kinds: dict[str, str] = {}
+    helped: set[str] = set()
+    order: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            helped.add(line.split()[2])
+            continue
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            assert name not in kinds, f"a second TYPE line for {name}"
+            assert name in helped, f"{name}: TYPE without HELP before it"
+            kinds[name] = kind
+            order.append(name)
+            continue
+        name = re.split(r"[{ ]", line, maxsplit=1)[0]
+        base = re.sub(r"_(sum|count)$", "", name)
+        family = name if name in kinds else base if kinds.get(base) == "summary" else None
+        assert family is not None, f"{name}: a sample with no HELP / TYPE of its family"
+        order.append(family)
+    groups = [f for i, f in enumerate(order) if i == 0 or order[i - 1] != f]
+    split = sorted({f for f in groups if groups.count(f) > 1})
+    assert not split, f"families whose lines are not one group: {split}"
+    return kinds, order
+
+
+def test_every_family_is_declared_once_and_grouped_with_a_disk_level_and_a_restore(tiny_model, tmp_path):
+    """The conversation cache's 17 families (strata_cache_*) came with no HELP or TYPE, each level's lines
+    interleaved (level_bytes, level_entries, level_bytes, ...; degradations / evictions per level), so they
+    read as untyped and broke the one-group rule: promtool flags every one. Here with a cold level (its
+    write / remove failures), a foreign file it skips, and a restore from it after a restart (the restore
+    seconds: a summary's _sum / _count, and the last one's gauge)."""
+    from tests.server.live import LiveServer
+
+    (tmp_path / "strata-conv-0123456789abcdef0123456789abcdef.json").write_text('{"model_id": "another"}')
+    flags = dict(model=str(tiny_model), ctx=2048, batch=1, slot_ctx=1024, threads=1, conversation_cache_mib=64,
+                 conversation_cache_cold_dir=str(tmp_path), conversation_cache_cold_mib=64)
+    body = {"prompt": "a history to keep for the next start " * 20, "max_tokens": 4, "temperature": 0}
+    with LiveServer(**flags) as s:
+        assert httpx.post(s.url + "/v1/completions", json=body, timeout=60).status_code == 200
+    with LiveServer(**flags) as s:     # the stop parked it to the cold level; this start restores it
+        r = httpx.post(s.url + "/v1/completions", json=body, timeout=60).json()
+        assert r["usage"]["prompt_tokens_details"]["cached_tokens"] > 0, r["usage"]
+        text = httpx.get(s.url + "/metrics").text
+    kinds, order = families(text)
+    cache = {f: k for f, k in kinds.items() if f.startswith("strata_cache_")}
+    assert cache["strata_cache_hits_total"] == "counter" and cache["strata_cache_level_bytes"] == "gauge"
+    assert cache["strata_cache_restore_seconds"] == "summary" and "strata_cache_restore_seconds" in order
+    assert "strata_cache_skipped_files_total" in order and "strata_cache_write_failures_total" in order
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            assert SAMPLE.match(line), line
