@@ -6,6 +6,7 @@ time or talks to the engine: callers pass the numbers.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 
@@ -99,6 +100,18 @@ class Metrics:
             return {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.__dict__.items() if k != "_lock"}
 
 
+def sample_value(value: float) -> str:
+    """Every digit: a count as a whole number, a float as the shortest text that reads back to it ('{:g}' kept 6
+    significant digits, so a counter past 1,000,000 moved in steps of 10 and rate() over it was wrong)."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "+Inf" if value > 0 else "-Inf"
+        return str(int(value)) if value.is_integer() and abs(value) < 2 ** 53 else repr(value)
+    return str(int(value))
+
+
 def _esc(v: object) -> str:
     return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -113,7 +126,7 @@ def render_prometheus(m: dict, slots: list[dict], queue_depth: int, in_flight: i
         out.append(f"# TYPE strata_{name} {kind}")
         for labels, value in samples:
             lab = ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items())
-            out.append(f"strata_{name}{{{lab}}} {value:g}" if lab else f"strata_{name} {value:g}")
+            out.append(f"strata_{name}{{{lab}}} {sample_value(value)}" if lab else f"strata_{name} {sample_value(value)}")
 
     if model:
         metric("model_info", "gauge", "The loaded model (labels; n_expert 0: a dense model).",

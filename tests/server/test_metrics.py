@@ -94,3 +94,19 @@ def test_every_family_is_declared_once_and_grouped_with_a_disk_level_and_a_resto
     for line in text.splitlines():
         if not line.startswith("#"):
             assert SAMPLE.match(line), line
+
+
+def test_a_counter_past_a_million_keeps_every_digit(tiny_server):
+    """Samples were written with '{:g}', 6 significant digits: past 1,000,000 prompt tokens (one agent
+    session of long turns) strata_prompt_tokens_total read 1.00278e+06 for 1,002,785 and moved in steps of
+    10, then 100 past 10M, so rate() and increase() over it were wrong. 245 requests of 4,093 tokens
+    (each reuses the one before it, so the server reads almost nothing)."""
+    before = scrape(tiny_server.url)
+    body = {"prompt": [(i * 7) % 500 + 3 for i in range(4093)], "max_tokens": 1, "temperature": 0}
+    with httpx.Client(timeout=60) as client:
+        sent = sum(client.post(tiny_server.url + "/v1/completions", json=body).json()["usage"]["prompt_tokens"]
+                   for _ in range(245))
+    assert sent == 1_002_785
+    r = httpx.get(tiny_server.url + "/metrics")
+    line = next(x for x in r.text.splitlines() if x.startswith("strata_prompt_tokens_total "))
+    assert line == f"strata_prompt_tokens_total {int(before['strata_prompt_tokens_total']) + sent}", line
