@@ -201,7 +201,7 @@ def info_line(state: ServerState) -> str:
         parts.append(state.cache.describe())
     else:
         parts.append("conversation cache off")
-    parts.append(f"listening on http://{cfg.host}:{cfg.port}")
+    parts.append(f"listening on {cfg.url()}")
     return "strata: " + " | ".join(parts)
 
 

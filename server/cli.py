@@ -131,7 +131,7 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
     open_door = open_network_warning(config.host, config.api_key)   # once it listens there
     if open_door:
         log.warning("%s", open_door)
-    log.info("listening on http://%s:%s (loading the model)", config.host, port)
+    log.info("listening on %s (loading the model)", config.url(port))
     status_task = asyncio.create_task(status_line(state, stop)) if status_line_shown(config) else None
     try:
         await stop.wait()

@@ -72,6 +72,14 @@ class ServerConfig:
     def slot_ctx_effective(self) -> int:
         return int(self.values["slot_ctx"] or self.values["ctx"])
 
+    def url(self, port: int | None = None) -> str:
+        """Where clients connect: `http://HOST:PORT`, an IPv6 address in brackets (`http://[::1]:8080`: without
+        them no client can parse it); `port` when the one asked for was 0."""
+        host = str(self.values["host"])
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{self.values['port'] if port is None else port}"
+
     @property
     def aliases(self) -> list[str]:
         raw = self.values.get("alias") or ""

@@ -29,7 +29,7 @@ def _drop_none(d: dict) -> dict:
 def snapshot(state: ServerState) -> dict[str, Any]:
     cfg = state.config
     out: dict[str, Any] = {
-        "time": time.time(), "version": __version__, "endpoint": f"http://{cfg.host}:{cfg.port}",
+        "time": time.time(), "version": __version__, "endpoint": cfg.url(),
         "info_line": state.info_line, "ready": state.ready,
         "log_tail": list(state.log_tail),
     }

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -168,6 +169,37 @@ def test_cli_starts_serves_and_stops_cleanly_on_a_signal(tiny_model, tmp_path, s
     assert [set(x) for x in lines] == [{"conversation", "time", "prompt_tokens", "shared_tokens", "output_tokens"}] * 2
     assert lines[0]["conversation"] == lines[1]["conversation"] and lines[1]["shared_tokens"] >= lines[0]["prompt_tokens"]
     assert len(read_strata(timeline)) == 2        # the replay reader takes it
+
+
+def ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback here")
+def test_an_ipv6_host_is_written_as_a_url_a_client_can_use(tiny_model, tmp_path):
+    """--host ::1 printed 'listening on http://::1:PORT' (and the same in the INFO line, the app's endpoint
+    and /v1/monitor's): no client can open that URL; an IPv6 address goes in brackets."""
+    proc, log = start_cli(["--model", str(tiny_model), "--ctx", "256", "--batch", "0", "--host", "::1"], tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while "strata: model " not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        found = re.search(r"listening on (http://\S+) \(loading the model\)", log.read_text())
+        assert found, log.read_text()
+        url = found.group(1)
+        assert re.fullmatch(r"http://\[::1\]:\d+", url), url
+        assert f"| listening on {url}" in log.read_text()          # the INFO line, where the app reads it
+        assert httpx.get(url + "/health", timeout=10).status_code == 200
+        assert httpx.get(url + "/v1/monitor", timeout=10).json()["endpoint"] == url
+    finally:
+        proc.terminate()
+        proc.wait(30)
 
 
 def test_cli_stops_with_status_3_when_the_model_cannot_load(tmp_path):
