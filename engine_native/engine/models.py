@@ -182,6 +182,8 @@ def resolve_model(flag: str, name: str) -> Path:
     if path.is_dir():   # serve said so; chat and bench said "no such file"
         raise FileNotFoundError(f"{flag} {name}: a folder, not a GGUF file (`strata models --dir {name}` lists the "
                                 "GGUF files in it)")
+    if path.exists():   # /dev/null, a named pipe: there, but "no such file" would send the user looking for it
+        raise FileNotFoundError(f"{flag} {name}: not a file (a device or a pipe): give a GGUF model file")
     found = []
     try:
         found.append(default_model_path())

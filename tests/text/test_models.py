@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -183,3 +184,14 @@ def test_damaged_file_advice_says_download_again_only_for_damage(tiny_model_fact
     assert "update Strata" in says and "download it again" not in says, says
     says = advice(data[: len(data) // 2])
     assert "incomplete or damaged" in says and "download it again" in says, says
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_model_path_that_is_there_but_no_file_is_not_called_missing(tmp_path, capsys):
+    """`--model /dev/null` (or a named pipe) said "no such file", of a path that is there: it is not a file."""
+    pipe = tmp_path / "model.gguf"
+    os.mkfifo(pipe)
+    for given in (str(pipe), "/dev/null"):
+        assert strata_main(["chat", "--ctx", "64", "--model", given]) == 2
+        err = capsys.readouterr().err
+        assert f"--model {given}: not a file (a device or a pipe): give a GGUF model file" in err, err
