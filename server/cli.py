@@ -280,6 +280,16 @@ def log_format(clear_status_line: bool) -> str:
     return ("\r\x1b[2K" if clear_status_line else "") + "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+def terminal_columns() -> int:
+    """stderr's width now (read each time: a resized window). A status line wider than the terminal wraps, and
+    the next update's erase-line clears only its last row: the rest stays behind, a line a second."""
+    try:
+        columns = os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, ValueError):
+        return 80
+    return max(columns, 20) if columns else 80   # 0: a terminal that has no size set
+
+
 async def status_line(state: Any, stop: asyncio.Event) -> None:
     """A live one-line status on stderr, about once a second (only when stderr is a terminal)."""
     last_gen, last_t = 0, time.monotonic()
@@ -300,6 +310,6 @@ async def status_line(state: Any, stop: asyncio.Event) -> None:
             done = sum(m["requests_total"].values())   # finished ones ("1 running ... 0 requests" misled)
             line = (f"strata: {busy} running, {sched.queue_depth} queued, {done} done | {rate:.1f} tok/s | "
                     f"prompt reuse {hit:.0f}%")
-        sys.stderr.write("\r\x1b[2K" + line[:200])
+        sys.stderr.write("\r\x1b[2K" + line[:terminal_columns() - 1])
         sys.stderr.flush()
     sys.stderr.write("\n")

@@ -239,6 +239,43 @@ def test_status_line_on_a_terminal(tiny_model, tmp_path):
 
 
 @posix_only
+def test_the_status_line_fits_a_narrow_terminal(tiny_model, tmp_path):
+    """The status line (67 characters when idle, more with traffic) was cut at 200: in a terminal narrower than
+    it, it wrapped, and the next second's carriage return and erase-line cleared only the wrapped row, so a
+    split pane of 40 columns scrolled a stale half line a second. It is cut to the terminal's width - 1."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "strata", "serve", "--no-config", "--port", "0",
+                             "--threads", "1", "--model", str(tiny_model), "--ctx", "512", "--batch", "1",
+                             "--conversation-cache-mib", "0", "--status-line", "--log-level", "warning"],
+                            stdout=subprocess.DEVNULL, stderr=slave, cwd=tmp_path)
+    os.close(slave)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while seen.count(b"running") < 2 and time.monotonic() < deadline:
+            try:
+                seen += os.read(master, 4096)
+            except OSError:
+                break
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    shown = [part for part in seen.decode().split("\r\x1b[2K") if part.startswith("strata: 0 running")]
+    assert len(shown) >= 2, seen
+    assert all(len(part.rstrip("\r\n")) <= 39 for part in shown), shown
+    assert shown[0].startswith("strata: 0 running, 0 queued, 0 done |")
+
+
+@posix_only
 def test_a_stop_does_not_wait_for_open_streams(tiny_model, tmp_path):
     """SIGTERM with a monitor event stream and a long generation open: the server still stops at once."""
     import threading
