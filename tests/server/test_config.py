@@ -170,3 +170,33 @@ def test_a_file_saved_by_windows_notepad_is_read(tmp_path, monkeypatch, capsys):
     strata_main(["setup", "--show", "--config", str(p)])
     out = capsys.readouterr()
     assert "not valid TOML" not in out.err + out.out and "batch" in out.out, out.err
+
+
+def test_a_folder_or_file_under_the_home_folder_is_written_with_a_tilde(tiny_model, tmp_path, monkeypatch):
+    """`conversation_cache_cold_dir = "~/strata-cold"` in the file (as one writes it by hand; STRATA_CONFIG and
+    --model took ~ already) made a folder named '~' in the directory the server started from and kept the
+    conversations there, and `timeline_out = "~/t.jsonl"` was refused as 'its folder must exist'. A real server
+    from that file now keeps them under the home folder."""
+    import httpx2 as httpx
+
+    from tests.server.live import LiveServer
+
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    p = write(tmp_path, f'model = "{tiny_model}"\nctx = 512\nbatch = 0\nthreads = 1\n'
+                        'conversation_cache_cold_dir = "~/strata-cold"\nconversation_cache_cold_mib = 64\n'
+                        'conversation_cache_sessions_dir = "~/sessions"\ntimeline_out = "~/t.jsonl"\n')
+    c = load_config({}, config_path=p, environ={})
+    assert (c.conversation_cache_cold_dir, c.conversation_cache_sessions_dir, c.timeline_out) == (
+        str(home / "strata-cold"), str(home / "sessions"), str(home / "t.jsonl"))
+    validate(c)                                    # the timeline's folder (the home folder) is there
+    assert load_config({"conversation_cache_cold_dir": "~/x"}, environ={}).conversation_cache_cold_dir == str(home / "x")
+    server = LiveServer(model=str(tiny_model), ctx=512, batch=0, threads=1, conversation_cache_cold_mib=64,
+                        conversation_cache_cold_dir="~/strata-cold")
+    with server:
+        body = {"prompt": "kept under the home folder " * 8, "max_tokens": 2, "temperature": 0}
+        assert httpx.post(server.url + "/v1/completions", json=body, timeout=60).status_code == 200
+    assert not (work / "~").exists() and list((home / "strata-cold").glob("strata-conv-*.json"))
