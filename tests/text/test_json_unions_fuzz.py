@@ -88,8 +88,11 @@ def test_held_json_calls_hold_alike_unions_in_their_arguments(engines, fmt_name)
     from tests.text.test_held_calls_fuzz import answer, check_calls
 
     rng = np.random.default_rng(40 + len(fmt_name))
-    done = 0
-    for i in range(6):
+    # 10 answers, 3 to finish their calls: the noisy model's answers shift with every change in how many random
+    # draws come before them, and Mistral Nemo's finish ~68% of the time with these unions (12 seeds: 49 of 72;
+    # hermes and mistral 72 of 72), so '3 of 6' failed about 1 seed in 11; now about 1 in 400
+    n, done = 10, 0
+    for i in range(n):
         tools = random_tools(rng, listed=True)
         for t in tools:
             params = t["function"]["parameters"]
@@ -102,4 +105,4 @@ def test_held_json_calls_hold_alike_unions_in_their_arguments(engines, fmt_name)
             check_calls(fmt_name, tools, text, calls, finished)
             assert calls and all("u" in json.loads(c["arguments"]) for c in calls)
             done += 1
-    assert done >= 3, done
+    assert done >= 3, f"{fmt_name}: only {done} of {n} answers finished their calls"   # the rest: cut, not stuck
