@@ -7,6 +7,7 @@ reads their state. Not here: the first-run wizard and the command line (main.py)
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
@@ -33,8 +34,12 @@ class AppController(QObject):
         super().__init__()
         if command is None:
             command = server_command(config_path, tuple(serve_args or ()))
+        # the probe holds no reference to this controller: a lambda over `self` made the controller, its window
+        # and its widgets a reference cycle, freed by the cyclic collector in whichever thread it runs (the
+        # supervisor's, the feed's): Qt objects destroyed off the GUI thread crash or hang the process
         self.supervisor = ServerSupervisor(config_path, log_dir, restart=restart, command=command,
-                                           model_probe=lambda: self._look_for_model(config_path, serve_args or ()))
+                                           model_probe=functools.partial(model_file.look_for_configured_model,
+                                                                         config_path, tuple(serve_args or ())))
         self.api_key = api_key
         self.model = MonitorModel()
         self.client: FeedClient | None = None
@@ -99,10 +104,6 @@ class AppController(QObject):
         log.info("stopped")
 
     # -- state --------------------------------------------------------------------------------
-
-    def _look_for_model(self, config_path: Path | None, serve_args) -> model_file.ModelFile:
-        """Read again at each look: a configuration changed while the app waits counts (supervisor thread)."""
-        return model_file.look(model_file.configured_model(config_path, serve_args, self.supervisor.env))
 
     def poll(self) -> None:
         status = self.supervisor.status()

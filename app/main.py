@@ -111,11 +111,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from PySide6.QtWidgets import QApplication
-    from strata.app.single_instance import SingleInstance, ask_running_instance, instance_name
+    from strata.app.gui_thread_gc import GuiThreadCollector
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Strata")
     app.setQuitOnLastWindowClosed(False)
+    collector = GuiThreadCollector(app)    # Qt objects in reference cycles are freed on this thread only
+    try:
+        return run_app(app, args, serve_args, folder, restart, log)
+    finally:
+        collector.stop()
+
+
+def run_app(app, args: argparse.Namespace, serve_args: list[str], folder: Path, restart, log: logging.Logger) -> int:
+    """From a running QApplication to the app's exit status: one instance, the wizard on a first run, then
+    the controller until quit."""
+    from strata.app.single_instance import SingleInstance, ask_running_instance, instance_name
+
     name = instance_name()
     if ask_running_instance(name):
         say("strata-app: already running; it has been brought forward")

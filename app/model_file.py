@@ -9,8 +9,6 @@ file's contents (the server's preflight: a damaged file stops it with status 3, 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,15 +23,29 @@ def configured_model(config_path: Path | None, serve_args: tuple[str, ...] | lis
     from strata.server.cli import add_arguments
     from strata.server.config import ConfigError, config_from_args
 
-    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    parser = _QuietParser(add_help=False, exit_on_error=False)
     add_arguments(parser)
     argv = (["--config", str(config_path)] if config_path else []) + list(serve_args)
     try:
-        with contextlib.redirect_stderr(io.StringIO()):   # argparse's own complaint: the server says it better
-            args, _ = parser.parse_known_args(argv)
+        args, _ = parser.parse_known_args(argv)
         return config_from_args(args, environ=environ).model or None
-    except (ConfigError, argparse.ArgumentError, SystemExit, ValueError, OSError):
+    except (ConfigError, argparse.ArgumentError, ValueError, OSError):
         return None
+
+
+def look_for_configured_model(config_path: Path | None, serve_args: tuple[str, ...],
+                              environ: Mapping[str, str]) -> ModelFile:
+    """The supervisor's probe: the configuration read again at each look (one changed while the app waits
+    counts), then a look at its model."""
+    return look(configured_model(config_path, serve_args, environ))
+
+
+class _QuietParser(argparse.ArgumentParser):
+    """Raises where argparse would print its complaint and exit: the server says it better, and this runs on
+    the supervisor's thread, where neither stderr (swapping it is process-wide) nor SystemExit belongs."""
+
+    def error(self, message: str):
+        raise argparse.ArgumentError(None, message)
 
 
 def look(model: str | None) -> ModelFile:

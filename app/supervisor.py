@@ -19,7 +19,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,14 +69,14 @@ def connect_address(url: str) -> str:
 class ServerSupervisor:
     def __init__(self, config_path: Path | None, log_dir: Path, *, restart: RestartConfig | None = None,
                  command: list[str] | None = None, health_timeout_s: float = HEALTH_TIMEOUT_S,
-                 env: dict[str, str] | None = None, model_probe: Callable[[], ModelFile] | None = None) -> None:
+                 env: dict[str, str] | None = None, model_probe: Callable[[Mapping[str, str]], ModelFile] | None = None) -> None:
         self.config_path = Path(config_path) if config_path else None
         self.log_dir = Path(log_dir)
         self.log_path = self.log_dir / "server.log"
         self.restart_cfg = restart or RestartConfig.from_env()
         self.command = command or server_command(self.config_path)
         self.health_timeout_s = health_timeout_s
-        self.model_probe = model_probe   # None: no look before a start (a command of its own, in tests)
+        self.model_probe = model_probe   # called with the server's environment; None: no look before a start
         self.env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
         self.events: deque[tuple[float, str]] = deque(maxlen=200)   # (wall time, what happened)
         self._lock = threading.Lock()
@@ -156,7 +156,7 @@ class ServerSupervisor:
                 return
 
     def _look(self) -> ModelFile:
-        return ModelFile(None) if self.model_probe is None else self.model_probe()
+        return ModelFile(None) if self.model_probe is None else self.model_probe(self.env)
 
     def _model_wait(self) -> ModelWait:
         return wait_for_model(self._look())

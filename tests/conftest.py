@@ -5,6 +5,7 @@ Not here: fixtures of one part (put those in that folder's own conftest.py).
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 from pathlib import Path
@@ -57,3 +58,13 @@ def tiny_model_factory(tmp_path_factory):
         return made[key]
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _qt_garbage_freed_on_the_main_thread(request):
+    """After a Qt test, its cyclic garbage (windows, widgets) is collected here, on the GUI thread, before a
+    later test's worker thread (a supervisor, a feed, a server's) can trigger the collector and destroy Qt
+    objects off the GUI thread (app/gui_thread_gc.py does the same in the app)."""
+    yield
+    if "qtbot" in request.fixturenames:
+        gc.collect()

@@ -4,15 +4,15 @@ appears. A damaged file is still not retried. Real processes, real files, real Q
 
 from __future__ import annotations
 
+import functools
 import logging
-import os
 import shutil
 import sys
 import time
 
 import tomli_w
 from strata.app.controller import AppController
-from strata.app.model_file import configured_model, look
+from strata.app.model_file import configured_model, look, look_for_configured_model
 from strata.app.restart_policy import RestartConfig
 from strata.app.supervisor import ServerSupervisor
 
@@ -102,7 +102,7 @@ def test_a_damaged_model_file_is_still_not_retried(tmp_path):
     model.write_bytes(b"GGUF" + b"\0" * 60)
     config = write_config(tmp_path / "config.toml", model=str(model), port=0)
     sup = ServerSupervisor(config, tmp_path / "logs", restart=POLL,
-                           model_probe=lambda: look(configured_model(config, (), os.environ)))
+                           model_probe=functools.partial(look_for_configured_model, config, ()))
     sup.start()
     try:
         st = wait_state(sup, {"failed"}, timeout=90)
@@ -122,7 +122,7 @@ def test_a_model_file_gone_between_the_look_and_the_load_is_waited_for(tmp_path)
     # a server whose load finds the file gone: it removes it, says so and stops as `strata serve` does (status 3)
     cmd = [sys.executable, "-c", f"import os, sys; os.remove({str(model)!r}); print('m.gguf: no such file'); "
                                  "sys.exit(3)"]
-    sup = ServerSupervisor(None, tmp_path / "logs", restart=POLL, command=cmd, model_probe=lambda: look(str(model)))
+    sup = ServerSupervisor(None, tmp_path / "logs", restart=POLL, command=cmd, model_probe=lambda env: look(str(model)))
     sup.start()
     try:
         st = wait_state(sup, {"waiting", "failed"})
@@ -142,7 +142,7 @@ def test_a_model_file_gone_between_the_look_and_the_load_is_waited_for(tmp_path)
 
 def test_stop_while_waiting_is_prompt(tmp_path):
     sup = ServerSupervisor(None, tmp_path, restart=RestartConfig(model_poll_s=30.0), command=[sys.executable, "-c", "pass"],
-                           model_probe=lambda: look(str(tmp_path / "x" / "m.gguf")))
+                           model_probe=lambda env: look(str(tmp_path / "x" / "m.gguf")))
     sup.start()
     wait_state(sup, {"waiting"})
     t0 = time.monotonic()
