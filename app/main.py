@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from PySide6.QtWidgets import QApplication
-    from strata.app.gui_thread_gc import GuiThreadCollector
+    from strata.monitor.gui_thread_gc import GuiThreadCollector
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Strata")

@@ -57,11 +57,13 @@ def run(args: argparse.Namespace) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
     from strata.monitor.client import FeedClient
+    from strata.monitor.gui_thread_gc import GuiThreadCollector
     from strata.monitor.model import MonitorModel
     from strata.monitor.window import MonitorWindow
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Strata monitor")
+    collector = GuiThreadCollector(app)    # the feed's thread allocates too: Qt objects are freed on this one only
     model = MonitorModel()
     client = FeedClient(url, model, api_key=args.api_key).start()
     window = MonitorWindow(model, theme=args.theme, title=f"Strata monitor \u2014 {url}")
@@ -88,4 +90,5 @@ def run(args: argparse.Namespace) -> int:
         app.exec()
     finally:
         client.stop()
+        collector.stop()
     return status["code"]

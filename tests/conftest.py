@@ -64,7 +64,7 @@ def tiny_model_factory(tmp_path_factory):
 def _qt_garbage_freed_on_the_main_thread(request):
     """After a Qt test, its cyclic garbage (windows, widgets) is collected here, on the GUI thread, before a
     later test's worker thread (a supervisor, a feed, a server's) can trigger the collector and destroy Qt
-    objects off the GUI thread (app/gui_thread_gc.py does the same in the app)."""
+    objects off the GUI thread (monitor/gui_thread_gc.py does the same in the app)."""
     yield
     if "qtbot" in request.fixturenames:
         gc.collect()

@@ -1,5 +1,6 @@
 """Qt objects are never freed off the GUI thread: the controller is no reference cycle (reference counting
-frees it where it is dropped), and the app collects cycles on the GUI thread only (app/gui_thread_gc.py).
+frees it where it is dropped), and the app and `strata monitor` collect cycles on the GUI thread only
+(monitor/gui_thread_gc.py).
 CI once hung for 85 minutes right after the first app test; the controller had become a cycle (its
 supervisor's model probe was a lambda over it), collected later in whichever thread allocated."""
 
@@ -11,7 +12,7 @@ import weakref
 
 import pytest
 from strata.app.controller import AppController
-from strata.app.gui_thread_gc import GuiThreadCollector
+from strata.monitor.gui_thread_gc import GuiThreadCollector
 
 
 def test_a_dropped_controller_is_freed_at_once(qtbot, tmp_path):

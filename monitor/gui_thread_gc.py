@@ -1,11 +1,12 @@
 """Python's cyclic garbage collected on the GUI thread only.
 
-The collector runs in whichever thread happens to allocate when a generation fills up: in the app, that
-is often the supervisor's or the monitor feed's thread. A Qt object inside a reference cycle (a widget
-whose slot is a closure over its owner) is then destroyed off the GUI thread, which Qt does not allow:
-the process crashes or hangs. So the app turns the automatic collector off and collects from a timer on
-the GUI thread instead (the young generations each tick, everything every `FULL_EVERY` ticks); reference
-counting frees everything else at once, as before.
+The collector runs in whichever thread happens to allocate when a generation fills up: in the app and in
+`strata monitor`, often the supervisor's, the monitor feed's or the wizard's bench thread. A Qt object
+inside a reference cycle (a widget whose slot is a closure over its owner) is then destroyed off the GUI
+thread, which Qt does not allow: the process crashes or hangs. So the GUI entry points (app/main.py,
+monitor/cli.py) turn the automatic collector off and collect from a timer on the GUI thread instead (the
+young generations each tick, everything every `FULL_EVERY` ticks); reference counting frees everything
+else at once, as before.
 
 Not here: breaking cycles (the code that makes them should not), or anything about the server process,
 which has no Qt.
