@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from strata.engine.chat_template import parse_tool_calls, tool_parameter_types
-from strata.engine.code_fences import in_code_block
+from strata.engine.code_fences import CallBlockHold, in_code_block
 from strata.engine.harmony import HarmonyStream, is_harmony_vocabulary, parse_harmony
 from strata.server.errors import APIError
 from strata.server.jobs import StopMatcher
@@ -266,7 +266,14 @@ def split_tool_calls(text: str, tools: list[dict] | None, mistral: bool = False,
     `<seed:tool_call>` blocks when `seed` (the vocabulary has that token), likewise."""
     if not tools:
         return text, []
-    return parse_tool_calls(text, tool_parameter_types(tools), mistral=mistral, glm=glm, seed=seed)
+    return parse_tool_calls(text, tool_parameter_types(tools), mistral=mistral, glm=glm, seed=seed,
+                            offered=tool_names(tools))
+
+
+def tool_names(tools: list[dict]) -> frozenset[str]:
+    """The offered tools' names (the OpenAI function shape or Anthropic's)."""
+    fns = (t.get("function", t) if isinstance(t, dict) else None for t in tools)
+    return frozenset(fn["name"] for fn in fns if isinstance(fn, dict) and isinstance(fn.get("name"), str))
 
 
 def call_id(prefix: str, call: dict | None = None) -> str:
@@ -312,8 +319,9 @@ def may_be_bare_call(head: str) -> bool:
 class ToolTextGate:
     """Streams an answer's text while it cannot be part of a tool call, when tools were offered: text
     before a `<tool_call>` block goes out as it comes (a marker inside a code block opened after prose is
-    text too: code_fences.py, as the readers read it); an answer that starts like a bare JSON call is held
-    until it is complete. `finish(full_text)` returns the content still to send and the parsed calls."""
+    text too: code_fences.py, as the readers read it, unless the block may still end the answer holding
+    nothing but calls: held until it cannot); an answer that starts like a bare JSON call is held until it
+    is complete. `finish(full_text)` returns the content still to send and the parsed calls."""
 
     def __init__(self, tools: list[dict], mistral: bool = False, glm: bool = False, seed: bool = False) -> None:
         self._tools = tools
@@ -321,6 +329,7 @@ class ToolTextGate:
         self._markers = TOOL_BLOCK_MARKERS + ((MISTRAL_CALL_MARKER,) if mistral else ()) + \
             ((SEED_CALL_MARKER,) if seed else ())
         self._matcher = StopMatcher(self._markers)
+        self._calls_block = CallBlockHold(self._markers)
         self._base = 0             # where the matcher's text begins in the answer's
         self._text = ""
         self.sent = ""
@@ -340,7 +349,8 @@ class ToolTextGate:
         else:
             out = self._scan(piece)
         out = self._held + out
-        keep = len(out.rstrip())
+        hold = self._calls_block.at(self._text)     # the answer may end with a block of calls: held
+        keep = len(out[:max(0, hold - len(self.sent))].rstrip() if hold is not None else out.rstrip())
         out, self._held = out[:keep], out[keep:]
         self.sent += out
         return out

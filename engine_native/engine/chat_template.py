@@ -61,13 +61,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import jinja2
 import jinja2.sandbox
-from strata.engine.code_fences import first_outside_code, in_code_block
+from strata.engine.code_fences import closing_block, first_outside_code, in_code_block
 from strata.engine.glm import parse_glm_calls
 from strata.engine.mistral import keep_written_ids, mistral_messages, parse_mistral_calls, template_traits
 from strata.engine.seed import parse_seed_calls
@@ -580,14 +580,41 @@ def _mistral_first(text: str) -> bool:
                                                       first_outside_code(text, "<TOOLCALL>")))
 
 
+def _fenced_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None, mistral: bool, glm: bool, seed: bool,
+                  offered: Collection[str] | None) -> tuple[str, list[dict[str, str]]] | None:
+    """(content, calls) of an answer that ends with a fenced block (```` ``` ````, ```` ```json ````,
+    ```` ```xml ````) holding nothing but calls of offered tools, as a model that calls in a fence writes
+    (Qwen2.5-Coder): the calls before the block and the block's, the content the text before its fence;
+    None for any other answer."""
+    block = closing_block(text)
+    if block is None:
+        return None
+    start, body = block
+    markers = ("<tool_call>", "<TOOLCALL>") + (("[TOOL_CALLS]",) if mistral else ()) + \
+        (("<seed:tool_call>",) if seed else ())
+    if not body.lstrip().startswith(markers):
+        return None
+    content, calls = parse_tool_calls(body, types, mistral, glm, seed, offered)
+    if not calls or content.strip() or (offered is not None and any(c["name"] not in offered for c in calls)):
+        return None
+    head, head_calls = parse_tool_calls(text[:start], types, mistral, glm, seed, offered)
+    return head.strip(), head_calls + calls
+
+
 def parse_tool_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = None,
-                     mistral: bool = True, glm: bool = True, seed: bool = True) -> tuple[str, list[dict[str, str]]]:
+                     mistral: bool = True, glm: bool = True, seed: bool = True,
+                     offered: Collection[str] | None = None) -> tuple[str, list[dict[str, str]]]:
     """(content without the calls, [{"name", "arguments" (a JSON string)}]); ([], text) when none.
     `types` (tool_parameter_types of the tools offered) types Qwen3-Coder's XML and GLM's parameter values.
     `mistral`: read Mistral's `[TOOL_CALLS]NAME[ARGS]` calls (the server: only for a vocabulary with that
     token); never when a `<tool_call>` block comes first (its arguments may quote Mistral's markup).
     `glm`: read GLM's `<tool_call>NAME<arg_key>...</tool_call>` calls (glm.py) when the first `<tool_call>`
-    block opens one. `seed`: read Seed-OSS's `<seed:tool_call>` blocks (seed.py) when the answer has one."""
+    block opens one. `seed`: read Seed-OSS's `<seed:tool_call>` blocks (seed.py) when the answer has one.
+    A call in a code block opened after prose is text, unless the block ends the answer and holds nothing
+    but calls (of the `offered` tools' names, when given): code_fences.py."""
+    fenced = _fenced_calls(text, types, mistral, glm, seed, offered)
+    if fenced is not None:
+        return fenced
     if mistral and _mistral_first(text):
         found = parse_mistral_calls(text)
         if found is not None:

@@ -10,6 +10,12 @@ example an agent must not run), never a call.
   fence) does not count: a model that wraps its call in a fence and writes nothing else is calling.
 - `first_outside_code(text, marker)`: where `marker` first occurs in `text` outside such a block, -1 when
   it does not.
+- `closing_block(text)`: the fenced block the answer ends with (nothing but whitespace after its closing
+  fence, or none) when its info string is empty, `json` or `xml`: the block a model that calls inside a
+  fence writes (Qwen2.5-Coder's ```` ```xml ```` around its `<tool_call>`, which llama.cpp reads too). The
+  readers take it as the answer's calls when it holds nothing else and they name offered tools: an example
+  is followed by more of the explanation, a call ends the answer. `CallBlockHold(markers).at(text)`: where
+  a stream must hold an answer that may end with such a block.
 
 Not here: the calls' reading (chat_template.py, mistral.py, glm.py, seed.py).
 """
@@ -17,8 +23,10 @@ Not here: the calls' reading (chat_template.py, mistral.py, glm.py, seed.py).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)")
+CALL_FENCE_INFO = ("", "json", "xml")      # the info strings of a fence a model calls in
 
 
 def _opening(line: str) -> tuple[str, int] | None:
@@ -58,3 +66,97 @@ def first_outside_code(text: str, marker: str, start: int = 0) -> int:
     while at >= 0 and in_code_block(text[:at]):
         at = text.find(marker, at + len(marker))
     return at
+
+
+
+class _Blocks:
+    """The fenced blocks of a text that grows, each complete line read once: the last block the text ends
+    with so far (`block`: its opening fence's line start, its body's start and end (None while open), its
+    info string) and whether a fence is open."""
+
+    def __init__(self) -> None:
+        self.read = 0                           # where the first line not read yet begins
+        self.fence: tuple[str, int] | None = None
+        self.block: list[Any] | None = None
+
+    def update(self, text: str) -> None:
+        while (nl := text.find("\n", self.read)) >= 0:
+            self._line(self.read, text[self.read:nl])
+            self.read = nl + 1
+
+    def _line(self, pos: int, line: str) -> None:
+        if self.fence is None:
+            if (fence := _opening(line)) is not None:
+                self.fence = fence
+                # the block before it when nothing but whitespace came between: a run of blocks
+                prev = self.block[0] if self.block is not None else None
+                self.block = [pos, pos + len(line) + 1, None, _FENCE.match(line).group(2).strip().lower(), prev]
+            elif line.strip():
+                self.block = None               # text after the last block
+        elif _closes(line, self.fence):
+            self.fence = None
+            self.block[2] = max(self.block[1], pos - 1)     # less the newline before the closing fence
+
+    def last(self, text: str) -> tuple[int, int, int, str] | None:
+        """(opening line start, body start, body end, info) of the block `text` (read whole) ends with."""
+        tail = text[self.read:]
+        if self.block is None or (self.fence is None and tail.strip()):
+            return None
+        if self.fence is not None and _closes(tail, self.fence):      # its closing fence, no newline after
+            return self.block[0], self.block[1], max(self.block[1], self.read - 1), self.block[3]
+        end = len(text) if self.block[2] is None else self.block[2]
+        return self.block[0], min(self.block[1], len(text)), end, self.block[3]
+
+
+def closing_block(text: str) -> tuple[int, str] | None:
+    """(where its opening fence's line starts, its body) of the block a model calls in that `text` ends with
+    (module docstring), None when it ends otherwise."""
+    blocks = _Blocks()
+    blocks.update(text)
+    block = blocks.last(text)
+    if block is None or block[3] not in CALL_FENCE_INFO:
+        return None
+    return block[0], text[block[1]:block[2]]
+
+
+class CallBlockHold:
+    """Where an answer streamed so far must be held because it may end with a block of calls (closing_block,
+    each call opening with one of `markers`): `at(text)` (the answer so far, grown since the last call) is
+    the start of the last line while it may still become such a fence (```` `` ````, ```` ```xm ````), else
+    the start of the fence of such a block whose body so far is whitespace or begins with a marker (or part
+    of one); None when nothing may be such a block. Each line is read once."""
+
+    def __init__(self, markers: tuple[str, ...]) -> None:
+        self.markers = markers
+        self._blocks = _Blocks()
+        self._run: tuple[int, int] | None = None   # (first, last) block starts of the run of such blocks held
+
+    def at(self, text: str) -> int | None:
+        b = self._blocks
+        b.update(text)
+        tail = text[b.read:].lstrip(" \t")
+        if b.fence is None and tail and _may_open(tail):       # a fence being written
+            held = self._run is not None and b.block is not None and b.block[0] == self._run[1]
+            return self._run[0] if held else b.read
+        block = b.last(text)
+        if block is None or block[3] not in CALL_FENCE_INFO or not self._may_be_calls(text, block):
+            self._run = None
+            return None
+        if self._run is None or block[0] != self._run[1]:
+            # a block right after the run's last one goes on with it (the readers read such a run whole)
+            go_on = self._run is not None and b.block is not None and b.block[4] == self._run[1]
+            self._run = (self._run[0] if go_on else block[0], block[0])
+        return self._run[0]
+
+    def _may_be_calls(self, text: str, block: tuple[int, int, int, str]) -> bool:
+        body = text[block[1]:min(block[2], block[1] + 4096)].lstrip()
+        return any(m.startswith(body[:len(m)]) for m in self.markers)
+
+
+def _may_open(line: str) -> bool:
+    """Whether a line written so far (no newline yet) may still become an opening fence a model calls in."""
+    m = _FENCE.match(line)
+    if m is None:
+        return line[0] in "`~" and line == line[0] * len(line)     # `` or ~~: the fence itself, so far
+    info = m.group(2).strip().lower()
+    return any(i.startswith(info) for i in CALL_FENCE_INFO)

@@ -44,7 +44,8 @@ CUTS = [list(range(1, 400, n)) for n in (1, 3, 7)]
 
 
 def documented(call: str, fence: str = "```") -> str:
-    return f"To read a file, call the tool:\n\n{fence}\n{call}\n{fence}\n\nIt returns the file's text."
+    end = fence.rstrip("abcdefghijklmnopqrstuvwxyz")     # a closing fence has no info string
+    return f"To read a file, call the tool:\n\n{fence}\n{call}\n{end}\n\nIt returns the file's text."
 
 
 def read_both(answer: str, fmt: AnswerFormat) -> list[tuple[str, list[dict]]]:
@@ -97,6 +98,44 @@ def test_a_bare_json_call_is_a_call_only_as_the_whole_answer():
     explained = f"Call it so:\n```json\n{bare}\n```"
     assert read_both(explained, AnswerFormat()) == [(explained, [])] * 4
 
+
+
+CALLING = "I'll read the file.\n\n"      # a model that calls inside a fence (Qwen2.5-Coder's ```xml)
+
+
+@pytest.mark.parametrize("name", FORMATS)
+@pytest.mark.parametrize("fence", ["```", "```xml", "```json", "~~~"])
+def test_a_block_of_calls_that_ends_the_answer_is_the_call_and_its_fence_no_content(name, fence):
+    """Prose, then a fence holding nothing but the call, and the answer ends (closed or not, a second such
+    block right after): the calls, and the content is the prose, whole and streamed; the stream holds the
+    block (its fence never goes out as text)."""
+    call, fmt = FORMATS[name]
+    end = fence[:3]
+    tails = [f"{fence}\n{call}\n{end}", f"{fence}\n{call}\n{end}\n\n", f"{fence}\n{call}\n",
+             f"{fence}\n{call}\n{end}\n{fence}\n{call}\n{end}"]
+    for tail in tails:
+        calls = 2 if tail.count(call) == 2 else 1
+        for prose in (CALLING, ""):
+            answer = prose + tail
+            for content, read in read_both(answer, fmt):
+                assert [(c["name"], json.loads(c["arguments"])) for c in read] == [("read_file", ARGS)] * calls
+                assert content == prose.strip(), answer
+            assert "".join(streamed(fmt, TOOLS, answer, CUTS[0])[3]) == prose.strip()
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_block_that_ends_the_answer_is_text_unless_it_holds_only_calls_of_offered_tools(name):
+    call, fmt = FORMATS[name]
+    for answer in (CALLING + f"```python\n{call}\n```",                     # another language
+                   CALLING + f"```\n{call.replace('read_file', 'my_tool')}\n```",   # a tool not offered
+                   CALLING + f"```\n{call}\nThen it returns the text.\n```",       # more than calls
+                   CALLING + f"```\nLike this:\n{call}\n```",
+                   CALLING + f"```{call}\n```"):                             # on the info string's line
+        assert read_both(answer, fmt) == [(answer, [])] * 4, answer
+    # an example, then the call: the example stays text, the call is read
+    answer = documented(call) + "\nNow I call it:\n```xml\n" + call + "\n```"
+    for content, calls in read_both(answer, fmt):
+        assert [c["name"] for c in calls] == ["read_file"] and content == documented(call) + "\nNow I call it:"
 
 # ----- the held-call rules: a marker in a code block is not held -----
 
@@ -197,3 +236,36 @@ def test_live_a_call_in_a_code_block_is_text_and_a_demanded_call_still_comes(liv
     m = claude.messages.create(model="m", max_tokens=40, messages=MESSAGES, tools=tools,
                                extra_body={"temperature": 0})
     assert ([(b.type, b.text) for b in m.content], m.stop_reason) == ([("text", answer)], "end_turn")
+
+
+FENCED_CALL_PIECES = ("I'll read the file.\n\n```xml", "\n<tool_call>\n", '{"name": "read_file", "arguments": ',
+                      '{"path": "a.py"}}', "\n</tool_call>", "\n```")
+
+
+@pytest.fixture(scope="module")
+def fenced_caller(tiny_model_factory):
+    """A Qwen 2.5-style template (the calls a model opens are held) whose model calls inside a ```xml fence
+    after a sentence, as Qwen2.5-Coder does."""
+    from tests.text.test_chat_template import QWEN_LIKE
+
+    with served(tiny_model_factory, FENCED_CALL_PIECES, seed=9, chat_template=QWEN_LIKE) as s:
+        yield sdk_clients(s)
+
+
+def test_live_a_call_in_a_fence_that_ends_the_answer_is_a_call(fenced_caller):
+    client, claude = fenced_caller
+    ask = [{"role": "user", "content": "Read a.py"}]
+    r = client.chat.completions.create(model="m", messages=ask, tools=TOOLS, temperature=0, max_tokens=60)
+    m = r.choices[0].message
+    assert r.choices[0].finish_reason == "tool_calls" and m.content == "I'll read the file."
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in m.tool_calls] == [("read_file", ARGS)]
+    chunks = list(client.chat.completions.create(model="m", messages=ask, tools=TOOLS, temperature=0,
+                                                 max_tokens=60, stream=True))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join(d.content or "" for d in deltas) == "I'll read the file."     # the fence never went out
+    assert [t.function.name for d in deltas for t in d.tool_calls or () if t.function.name] == ["read_file"]
+    tools = [{"name": "read_file", "input_schema": TOOLS[0]["function"]["parameters"]}]
+    m = claude.messages.create(model="m", max_tokens=60, messages=ask, tools=tools, extra_body={"temperature": 0})
+    assert [(b.type, getattr(b, "text", None) or getattr(b, "input", None)) for b in m.content] == \
+        [("text", "I'll read the file."), ("tool_use", ARGS)]
+    assert m.stop_reason == "tool_use"
