@@ -4,7 +4,7 @@ answer thinks past the budget (tests/fixtures/tiny_gguf.py `script`: a chain of 
 writes `<`, so it never closes the block itself). With a budget the reasoning holds the budget's tokens,
 the same ones the model writes unbudgeted, then `</think>` (an added token, as in Qwen3) is written for it
 and the answer goes on as text; streamed and not. Omitted thinking comes back as a block without its text, and
-its signature brings the text back to the next turn."""
+its signature brings the text back to the next turn (a damaged one: no text, never other text)."""
 
 from __future__ import annotations
 
@@ -139,7 +139,10 @@ def test_omitted_thinking_sent_back_reaches_the_template_as_it_was_written(claud
     assert tokens(omitted.content[0].model_dump()) == as_shown
     none = tokens({"type": "thinking", "thinking": "", "signature": ""})
     assert none < as_shown
-    for signature in ("EqQBCgIYAhIM", "strata-thinking-v1:é", "strata-thinking-v1:gA"):   # foreign, damaged
+    sealed = omitted.content[0].signature
+    flipped = sealed[:-8] + ("A" if sealed[-8] != "A" else "B") + sealed[-7:]    # one character changed
+    for signature in ("EqQBCgIYAhIM", "strata-thinking-v1:é", "strata-thinking-v1:gA",    # foreign, damaged
+                      flipped, sealed[:-4], sealed[:-1]):        # damaged on the way: never other reasoning
         assert tokens({"type": "thinking", "thinking": "", "signature": signature}) == none, signature
 
 
