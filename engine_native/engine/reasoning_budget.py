@@ -9,7 +9,8 @@ sampler constraint (sampling.py's protocol, as json_constraint.JsonConstraint) a
 thinks when the prompt opened the reasoning (`opened`) or the answer begins with `opener` (whitespace
 before it aside); the reasoning ends where `closer` is written. At the budget the forced text is what
 `forced_bytes` names (canonical_split.CanonicalSplit writes it in the tokenizer's own split) and only tokens
-that agree with it are allowed; a closing text the answer already began is finished, not repeated. After
+that agree with it are allowed; a closing text the answer already began is finished, not repeated, and a
+character the budget ends inside of (a token of its first bytes) is finished first. After
 the forced text, the next token may not begin `not_after` (Harmony: no second `analysis` message).
 
 Not here: which markers a model's template uses (server/thinking_budget.py), the sampler.
@@ -28,6 +29,16 @@ START, THINKING, FORCING, AFTER_FORCED, FREE = "start", "thinking", "forcing", "
 def _agrees(data: bytes, text: bytes) -> bool:
     """Whether a token's bytes can be written where `text` must be: a start of it, or all of it and more."""
     return bool(data) and (text.startswith(data) or data.startswith(text))
+
+
+def _inside_character(data: bytes) -> bool:
+    """Whether `data` ends inside a UTF-8 character: its first byte written, not all the bytes after it."""
+    for back in range(1, min(4, len(data)) + 1):
+        b = data[-back]
+        if b & 0xC0 != 0x80:            # not a continuation byte: the character's first
+            need = 2 if b & 0xE0 == 0xC0 else 3 if b & 0xF0 == 0xE0 else 4 if b & 0xF8 == 0xF0 else 1
+            return need > back
+    return False
 
 
 def _begun(seen: bytes, text: bytes) -> int:
@@ -93,7 +104,9 @@ class ReasoningBudget:
         if self.mode == THINKING:
             if self.closer in self._seen:
                 self.mode = FREE
-            elif self.spent >= self.budget:
+            # a character the reasoning is writing is finished first (a broken one would come back as
+            # U+FFFD); bytes that never make one hold the cut off for 3 tokens at most
+            elif self.spent >= self.budget and (self.spent >= self.budget + 3 or not _inside_character(self._seen)):
                 self.mode, self._left, self.cut = FORCING, self.forced[_begun(self._seen, self.forced):], True
             else:
                 self._seen = self._seen[-len(self.closer):]

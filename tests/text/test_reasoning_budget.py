@@ -66,6 +66,34 @@ def test_at_the_budget_only_the_closing_tag_may_come():
     assert c.allows(EOS) and len(allowed(c)) == len(PIECES)
 
 
+
+def test_the_cut_waits_for_the_end_of_a_character():
+    """A budget spent inside a character (a token of the first bytes of 中, E4 B8 AD, as byte-level BPE
+    vocabularies split rare characters) ends the character first, up to its last byte, so the reasoning
+    holds no broken character (it would come back as U+FFFD and not match the tokens the slot holds)."""
+    pieces = [b"</think>", b"a", b"\xe4", b"\xe4\xb8", b"\xb8", b"\xad", b"\xf0\x9f", b"\x98\x80"]
+    vocab = Vocabulary(pieces + [b""], special_ids=[len(pieces)])
+
+    class Tok:
+        _json_vocabulary = vocab
+
+    for reasoning, forced_after in (([b"a", b"\xe4"], [b"\xb8", b"\xad"]),        # 2 of 3 bytes to come
+                                    ([b"a", b"\xe4\xb8"], [b"\xad"]),
+                                    ([b"\xe4\xb8", b"\xad"], []),                  # whole: cut at once
+                                    ([b"a", b"\xf0\x9f"], [b"\x98\x80"])):        # 😀 in two tokens
+        c = budget_rule(2, OPENED).constraint_for(Tok())
+        for p in reasoning + forced_after:
+            assert c.forced_bytes() == b"" and c.allows(pieces.index(p)), (reasoning, p)
+            c.advance(pieces.index(p))
+        assert c.forced_bytes() == b"</think>" and c.cut, reasoning
+    # bytes that never make a character do not hold the cut off for long: 4 tokens at most
+    c = budget_rule(2, OPENED).constraint_for(Tok())
+    for p in [b"a", b"\xe4", b"\xe4", b"\xe4", b"\xe4", b"\xe4"]:
+        if c.forced_bytes():
+            break
+        c.advance(pieces.index(p))
+    assert c.forced_bytes() == b"</think>" and c.spent <= 2 + 4
+
 def test_a_closing_tag_the_reasoning_began_is_finished_not_repeated():
     c = budget(3)
     write(c, [b"a", b" b", b"</"])
