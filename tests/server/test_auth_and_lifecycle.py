@@ -209,12 +209,17 @@ def test_cli_stops_with_status_3_when_the_model_cannot_load(tmp_path):
     assert proc.returncode == MODEL_NOT_LOADED == 3 and "no such file" in out
 
 
-@posix_only
-def test_status_line_on_a_terminal(tiny_model, tmp_path):
-    """--status-line writes a live line to stderr when it is a terminal (./run headless uses it)."""
+def _status_line_output(tiny_model, tmp_path, lines: int, columns: int | None = None) -> tuple[bytes, int]:
+    """What a real `strata serve --status-line` writes to a terminal (`columns` wide when given) until `lines`
+    status lines have come, then SIGTERM: (the bytes, the exit status)."""
+    import fcntl
     import pty
+    import struct
+    import termios
 
     master, slave = pty.openpty()
+    if columns is not None:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     proc = subprocess.Popen([sys.executable, "-m", "strata", "serve", "--no-config", "--port", "0",
                              "--threads", "1", "--model", str(tiny_model), "--ctx", "512", "--batch", "1",
                              "--conversation-cache-mib", "0", "--status-line", "--log-level", "warning"],
@@ -223,7 +228,7 @@ def test_status_line_on_a_terminal(tiny_model, tmp_path):
     seen = b""
     try:
         deadline = time.monotonic() + 60
-        while b"running" not in seen and time.monotonic() < deadline:
+        while seen.count(b"running") < lines and time.monotonic() < deadline:
             try:
                 seen += os.read(master, 4096)
             except OSError:
@@ -234,8 +239,15 @@ def test_status_line_on_a_terminal(tiny_model, tmp_path):
         if proc.poll() is None:
             proc.kill()
         os.close(master)
+    return seen, proc.returncode
+
+
+@posix_only
+def test_status_line_on_a_terminal(tiny_model, tmp_path):
+    """--status-line writes a live line to stderr when it is a terminal (./run headless uses it)."""
+    seen, status = _status_line_output(tiny_model, tmp_path, lines=1)
     assert b"\r\x1b[2Kstrata: 0 running, 0 queued" in seen
-    assert proc.returncode == 0
+    assert status == 0
 
 
 @posix_only
@@ -243,32 +255,7 @@ def test_the_status_line_fits_a_narrow_terminal(tiny_model, tmp_path):
     """The status line (67 characters when idle, more with traffic) was cut at 200: in a terminal narrower than
     it, it wrapped, and the next second's carriage return and erase-line cleared only the wrapped row, so a
     split pane of 40 columns scrolled a stale half line a second. It is cut to the terminal's width - 1."""
-    import fcntl
-    import pty
-    import struct
-    import termios
-
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "strata", "serve", "--no-config", "--port", "0",
-                             "--threads", "1", "--model", str(tiny_model), "--ctx", "512", "--batch", "1",
-                             "--conversation-cache-mib", "0", "--status-line", "--log-level", "warning"],
-                            stdout=subprocess.DEVNULL, stderr=slave, cwd=tmp_path)
-    os.close(slave)
-    seen = b""
-    try:
-        deadline = time.monotonic() + 60
-        while seen.count(b"running") < 2 and time.monotonic() < deadline:
-            try:
-                seen += os.read(master, 4096)
-            except OSError:
-                break
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        os.close(master)
+    seen, _ = _status_line_output(tiny_model, tmp_path, lines=2, columns=40)
     shown = [part for part in seen.decode().split("\r\x1b[2K") if part.startswith("strata: 0 running")]
     assert len(shown) >= 2, seen
     assert all(len(part.rstrip("\r\n")) <= 39 for part in shown), shown
