@@ -66,9 +66,10 @@ class FirstCallEnd:
         self._mistral_open = self._mistral_open or (self._flags[0] and MISTRAL_CALL_MARKER in fresh)
         closed = any(c in fresh for c in CALL_CLOSERS) or (self._mistral_open and fresh.rstrip().endswith("}"))
         # a closing tag inside an XML call's parameter is its text: the call goes on (a JSON call's reading
-        # already sees through one inside its strings)
+        # already sees through one inside its strings); a call in a code block after prose is not one yet,
+        # though the block may turn out to end the answer (it may be an example): the answer goes on
         return closed and not xml_call_open(self._text) and bool(
-            split_tool_calls(self._text, self._tools, *self._flags)[1])
+            split_tool_calls(self._text, self._tools, *self._flags, answer_end=False)[1])
 
 
 def first_call_end(fmt: AnswerFormat, tools: list[dict] | None) -> FirstCallEnd | None:

@@ -258,16 +258,17 @@ def check_fits(n_prompt: int, capacity: int, api: str = "openai", param: str = "
 
 
 def split_tool_calls(text: str, tools: list[dict] | None, mistral: bool = False,
-                     glm: bool = False, seed: bool = False) -> tuple[str, list[dict[str, str]]]:
+                     glm: bool = False, seed: bool = False, answer_end: bool = True) -> tuple[str, list[dict[str, str]]]:
     """(content, calls): calls parsed only when the request offered tools (their parameters' schema
     types type the values of XML calls); Mistral's `[TOOL_CALLS]NAME[ARGS]` calls when `mistral` (the
     model's vocabulary has that token: another model's text that mentions the format is text); GLM's
     `<tool_call>NAME<arg_key>...` calls when `glm` (the vocabulary has the `<arg_key>` token), Seed-OSS's
-    `<seed:tool_call>` blocks when `seed` (the vocabulary has that token), likewise."""
+    `<seed:tool_call>` blocks when `seed` (the vocabulary has that token), likewise. `answer_end` False:
+    the answer so far, which may go on (parse_tool_calls)."""
     if not tools:
         return text, []
     return parse_tool_calls(text, tool_parameter_types(tools), mistral=mistral, glm=glm, seed=seed,
-                            offered=tool_names(tools))
+                            offered=tool_names(tools), answer_end=answer_end)
 
 
 def tool_names(tools: list[dict]) -> frozenset[str]:

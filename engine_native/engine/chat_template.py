@@ -603,7 +603,7 @@ def _fenced_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None, mist
 
 def parse_tool_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = None,
                      mistral: bool = True, glm: bool = True, seed: bool = True,
-                     offered: Collection[str] | None = None) -> tuple[str, list[dict[str, str]]]:
+                     offered: Collection[str] | None = None, answer_end: bool = True) -> tuple[str, list[dict[str, str]]]:
     """(content without the calls, [{"name", "arguments" (a JSON string)}]); ([], text) when none.
     `types` (tool_parameter_types of the tools offered) types Qwen3-Coder's XML and GLM's parameter values.
     `mistral`: read Mistral's `[TOOL_CALLS]NAME[ARGS]` calls (the server: only for a vocabulary with that
@@ -611,8 +611,9 @@ def parse_tool_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = 
     `glm`: read GLM's `<tool_call>NAME<arg_key>...</tool_call>` calls (glm.py) when the first `<tool_call>`
     block opens one. `seed`: read Seed-OSS's `<seed:tool_call>` blocks (seed.py) when the answer has one.
     A call in a code block opened after prose is text, unless the block ends the answer and holds nothing
-    but calls (of the `offered` tools' names, when given): code_fences.py."""
-    fenced = _fenced_calls(text, types, mistral, glm, seed, offered)
+    but calls (of the `offered` tools' names, when given): code_fences.py; `answer_end` False: `text` is
+    the answer so far, which may go on (a block it ends with may be an example yet)."""
+    fenced = _fenced_calls(text, types, mistral, glm, seed, offered) if answer_end else None
     if fenced is not None:
         return fenced
     if mistral and _mistral_first(text):

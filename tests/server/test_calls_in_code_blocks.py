@@ -255,10 +255,12 @@ def fenced_caller(tiny_model_factory):
 def test_live_a_call_in_a_fence_that_ends_the_answer_is_a_call(fenced_caller):
     client, claude = fenced_caller
     ask = [{"role": "user", "content": "Read a.py"}]
-    r = client.chat.completions.create(model="m", messages=ask, tools=TOOLS, temperature=0, max_tokens=60)
-    m = r.choices[0].message
-    assert r.choices[0].finish_reason == "tool_calls" and m.content == "I'll read the file."
-    assert [(c.function.name, json.loads(c.function.arguments)) for c in m.tool_calls] == [("read_file", ARGS)]
+    for one in (None, False):       # parallel calls off: the block's call ends the answer all the same
+        r = client.chat.completions.create(model="m", messages=ask, tools=TOOLS, temperature=0, max_tokens=60,
+                                           **({} if one is None else {"parallel_tool_calls": one}))
+        m = r.choices[0].message
+        assert r.choices[0].finish_reason == "tool_calls" and m.content == "I'll read the file."
+        assert [(c.function.name, json.loads(c.function.arguments)) for c in m.tool_calls] == [("read_file", ARGS)]
     chunks = list(client.chat.completions.create(model="m", messages=ask, tools=TOOLS, temperature=0,
                                                  max_tokens=60, stream=True))
     deltas = [c.choices[0].delta for c in chunks if c.choices]
@@ -269,3 +271,19 @@ def test_live_a_call_in_a_fence_that_ends_the_answer_is_a_call(fenced_caller):
     assert [(b.type, getattr(b, "text", None) or getattr(b, "input", None)) for b in m.content] == \
         [("text", "I'll read the file."), ("tool_use", ARGS)]
     assert m.stop_reason == "tool_use"
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_parallel_calls_off_never_ends_the_answer_in_an_example(name):
+    """With one call at most (parallel calls off) generation ends once a call is whole (one_call.FirstCallEnd):
+    never at an example's call, though its block, unclosed so far, may still turn out to end the answer;
+    at a call after the block, yes."""
+    from dataclasses import replace
+
+    from strata.server.one_call import FirstCallEnd
+
+    call, fmt = FORMATS[name]
+    answer = documented(call) + "\nLet me read it.\n" + call
+    end = FirstCallEnd(replace(fmt, one_call=True), TOOLS)
+    fed = next((i for i in range(len(answer)) if end.feed(answer[i])), None)
+    assert fed is not None and fed >= answer.index("Let me read it."), answer[:(fed or 0) + 1]
