@@ -68,11 +68,11 @@ def first_outside_code(text: str, marker: str, start: int = 0) -> int:
     return at
 
 
-
 class _Blocks:
     """The fenced blocks of a text that grows, each complete line read once: the last block the text ends
     with so far (`block`: its opening fence's line start, its body's start and end (None while open), its
-    info string) and whether a fence is open."""
+    info string, the start of the block right before it with only whitespace between, or None) and the
+    fence of an open block (`fence`)."""
 
     def __init__(self) -> None:
         self.read = 0                           # where the first line not read yet begins
