@@ -5,7 +5,8 @@ that ended is started again; the only threshold is `max_retries` (`STRATA_START_
 that many restarts in a row without the server staying up for `stable_s` seconds, then the app gives up
 and says why. `wait_for_model`: whether to start it at all yet, when the model file the configuration
 names by its path is not there (a removable or network drive mounted a little after login): the app
-looks again every `model_poll_s` seconds instead of starting a server that stops with status 3.
+looks again every `model_poll_s` seconds instead of starting a server that stops with status 3, and
+waits again when the server stopped so while the file changed under it (a copy that paused).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class Exit:
     requested: bool          # the app (or the user through it) asked it to stop
     last_line: str = ""      # the last line it wrote, for the reason
     model_missing: bool = False   # the model file the configuration names by its path is not there now
+    model_changed: bool = False   # that file's size or time is not what it was when the server started
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,12 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
         # the app starts nothing until the file is there)
         return RestartDecision(True, attempts, f"the server could not load its model: {what}; its file is not "
                                                "there now: waiting for it")
+    if exit.returncode == MODEL_NOT_LOADED and exit.model_changed and not exit.was_healthy:
+        # still being copied (a copy that paused longer than two looks apart): half a file reads as damaged;
+        # wait until it stops changing, then try it whole (no retry counted: the file, not the server, failed)
+        return RestartDecision(True, attempts, f"the server could not load its model: {what}; its file changed "
+                                               "while the server read it (still being copied?): waiting for it "
+                                               "to be whole")
     if exit.returncode == MODEL_NOT_LOADED and not exit.was_healthy:   # the same file fails the same way again
         return RestartDecision(False, attempts, f"the server could not load its model: {what}; "
                                                 "fix what it says, or choose another model (run the setup again)")
@@ -131,14 +139,15 @@ def names_a_path(model: str) -> bool:
 def wait_for_model(found: ModelFile, before: ModelFile | None = None) -> ModelWait:
     """Wait only for a file that is not there at all: a folder, or a file that is there but damaged, goes to
     the server, which says what is wrong with it (exit status 3, not retried). `before`: the previous look of
-    this wait (None: the first look). A file that appeared during the wait starts the server once two looks
-    find it the same size and time: `cp` writes under the final name, and a server started on half a file
-    stops as "damaged", which is not retried."""
+    this wait, or the file as the last server left it (None: the first look). A file that appeared during the
+    wait starts the server once two looks find it the same size and time: `cp` writes under the final name,
+    and a server started on half a file stops as "damaged" (retried only when the file changed meanwhile)."""
     if found.path is None:
         return ModelWait(False, "the model is the default one or an id: the server finds it")
     if found.kind == "file" and before is not None and found.stamp != before.stamp:
         size = f"{found.stamp[0]:,} bytes" if found.stamp else "its size unknown"
-        return ModelWait(True, f"for the model file {found.path} to be whole: it appeared ({size}) and is looked at "
+        how = f"it appeared ({size})" if before.kind == "missing" else f"it is still changing ({size} now)"
+        return ModelWait(True, f"for the model file {found.path} to be whole: {how} and is looked at "
                                "again before the server starts")
     if found.kind != "missing":
         return ModelWait(False, f"the model path is a {found.kind}")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from strata.app.job_object import kill_with_app
-from strata.app.restart_policy import Exit, ModelFile, ModelWait, RestartConfig, decide, wait_for_model
+from strata.app.restart_policy import Exit, ModelFile, RestartConfig, decide, wait_for_model
 
 from strata.exit_status import MODEL_NOT_LOADED
 
@@ -122,8 +122,10 @@ class ServerSupervisor:
 
     def _run(self) -> None:
         attempts = 0
+        at_exit: ModelFile | None = None      # the model file as the last server left it (None: first start)
         while not self._stop.is_set():
-            if not self._wait_for_model():
+            at_start = self._wait_for_model(at_exit)
+            if at_start is None:
                 return
             self._set("starting", "starting the server")
             try:
@@ -139,9 +141,11 @@ class ServerSupervisor:
             if self._stop.is_set():
                 return
             rc = proc.wait()
-            missing = rc == MODEL_NOT_LOADED and self._model_wait().wait
+            at_exit = self._look() if rc == MODEL_NOT_LOADED else None
+            missing = at_exit is not None and wait_for_model(at_exit).wait
+            changed = at_exit is not None and at_exit.kind == "file" and at_exit.stamp != at_start.stamp
             exit_ = Exit(rc, time.monotonic() - started, healthy, self._requested, self._last_line[:LAST_LINE_CHARS],
-                         model_missing=missing)
+                         model_missing=missing, model_changed=changed)
             decision = decide(exit_, attempts, self.restart_cfg)
             attempts = decision.attempts
             self._event(decision.reason)
@@ -158,22 +162,19 @@ class ServerSupervisor:
     def _look(self) -> ModelFile:
         return ModelFile(None) if self.model_probe is None else self.model_probe(self.env)
 
-    def _model_wait(self) -> ModelWait:
-        return wait_for_model(self._look())
-
-    def _wait_for_model(self) -> bool:
-        """Returns once the model file is there (True), or when stopped meanwhile (False). One look per
-        `model_poll_s`; the state's detail says what is awaited, and changes only when that does."""
-        before = None
+    def _wait_for_model(self, before: ModelFile | None = None) -> ModelFile | None:
+        """The look that found the model file there (and unchanged since `before`: the last server's exit),
+        or None when stopped meanwhile. One look per `model_poll_s`; the state's detail says what is awaited,
+        and changes only when that does."""
         while True:
             found = self._look()
             decision = wait_for_model(found, before)
             if not decision.wait:
-                return True
+                return found
             before = found
             self._set("waiting", decision.reason)
             if self._stop.wait(self.restart_cfg.model_poll_s):
-                return False
+                return None
 
     def _spawn(self) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ import tomli_w
 from strata.app.controller import AppController
 from strata.app.model_file import configured_model, look, look_for_configured_model
 from strata.app.restart_policy import RestartConfig
-from strata.app.supervisor import ServerSupervisor
+from strata.app.supervisor import ServerSupervisor, server_command
 
 from tests.app.test_supervisor import wait_state
 
@@ -111,6 +111,49 @@ def test_a_damaged_model_file_is_still_not_retried(tmp_path):
     assert st.restarts == 0, st.detail
     assert "could not load its model: exited with status 3" in st.detail and "damaged.gguf" in st.detail
     assert not any(text.startswith("waiting") for _, text in sup.events)
+
+
+def test_a_model_file_still_being_copied_is_waited_for_then_served(tmp_path, tiny_model_factory):
+    """A copy that paused longer than two looks apart: the app started the server on half the file, which
+    stopped as damaged (status 3) and was not retried: the app said to choose another model while the copy
+    went on. The file changed while that server read it, so now the app waits for it whole, then serves it."""
+    whole = tiny_model_factory(ctx_len=512, n_vocab=512, seed=5).read_bytes()
+    model, rest = tmp_path / "m.gguf", tmp_path / "rest.bin"
+    model.write_bytes(whole[: len(whole) // 2])
+    rest.write_bytes(whole[len(whole) // 2:])
+    config = write_config(tmp_path / "config.toml", model=str(model), host="127.0.0.1", port=0, ctx=512, batch=1,
+                          threads=1, conversation_cache_cold_dir=str(tmp_path / "cold"),
+                          conversation_cache_system_prompt_dir=str(tmp_path / "system-prompts"),
+                          conversation_cache_sessions_dir=str(tmp_path / "sessions"))
+    # the first server reads half the file (the real check, as `strata serve` does: status 3) while the copy
+    # writes the rest; the ones after are the real `strata serve`
+    first = tmp_path / "first-start"
+    cmd = [sys.executable, "-c", f"""
+import os, sys
+if not os.path.exists({str(first)!r}):
+    open({str(first)!r}, "w").close()
+    from strata.engine import check_model
+    try:
+        check_model({str(model)!r})
+    except ValueError as e:
+        print(f"m.gguf: {{e}}", flush=True)
+    with open({str(model)!r}, "ab") as f, open({str(rest)!r}, "rb") as r:
+        f.write(r.read())
+    sys.exit(3)
+os.execv(sys.executable, {server_command(config)!r})
+"""]
+    sup = ServerSupervisor(config, tmp_path / "logs", restart=POLL, command=cmd,
+                           model_probe=functools.partial(look_for_configured_model, config, ()))
+    sup.start()
+    try:
+        st = wait_state(sup, {"running", "failed"}, timeout=120)
+        assert st.state == "running", (st.detail, list(sup.events))
+        assert "exited with status 3 (m.gguf: " in st.last_restart_reason
+        assert "its file changed while the server read it (still being copied?)" in st.last_restart_reason
+        assert sum("server started" in text for _, text in sup.events) == 2
+        assert st.restarts == 1
+    finally:
+        sup.stop()
 
 
 def test_a_model_file_gone_between_the_look_and_the_load_is_waited_for(tmp_path):

@@ -31,6 +31,10 @@ CFG = RestartConfig(max_retries=3, stable_s=60.0)
     # the file went away (its drive) between the app's look and the load: wait for it, no retry counted
     (Exit(3, 0.4, False, False, "gone.gguf: no such file", model_missing=True), 2, True, 2,
      "could not load its model: exited with status 3 (gone.gguf: no such file); its file is not there now: waiting"),
+    # half a file (a copy that paused): it changed while the server read it: wait for it whole, no retry counted
+    (Exit(3, 0.9, False, False, "m.gguf: damaged (truncated)", model_changed=True), 1, True, 1,
+     "could not load its model: exited with status 3 (m.gguf: damaged (truncated)); its file changed while the "
+     "server read it (still being copied?): waiting for it to be whole"),
     (Exit(0, 30.0, True, True), 2, False, 0, "stopped on request"),
     (Exit(1, 0.5, False, False), 1, False, 1, "gave up after 1 restart in a row"),   # STRATA_START_RETRIES=1
 ])
@@ -79,7 +83,7 @@ MISSING = ModelFile("/media/usb/m.gguf", "missing", True)
 @pytest.mark.parametrize("found, before, wait, words", [
     (FILE, None, False, "a file"),                                         # there at the first look: start
     (FILE, MISSING, True, "for the model file /media/usb/m.gguf to be whole: it appeared (1,000 bytes)"),
-    (ModelFile("/media/usb/m.gguf", "file", True, (4000, 9)), FILE, True, "it appeared (4,000 bytes)"),  # growing
+    (ModelFile("/media/usb/m.gguf", "file", True, (4000, 9)), FILE, True, "it is still changing (4,000 bytes now)"),
     (FILE, FILE, False, "a file"),                                         # the same at two looks: whole
     (MISSING, FILE, True, "the file is not"),                              # gone again
 ])
