@@ -36,7 +36,7 @@ from strata.server.prompting import (
     split_prefill,
 )
 from strata.server.structured_output import answer_rule, json_format
-from strata.server.thinking_budget import budget_rule
+from strata.server.thinking_budget import budget_rule, reasoning_lead
 from strata.server.thinking_signature import seal, unseal
 from strata.server.tool_changes import ToolChanges
 from strata.server.tool_search import deferred_names, referenced_names, references_as_text, shown_and_callable
@@ -279,7 +279,10 @@ async def messages(request: web.Request) -> web.StreamResponse:
     fmt = one_call_format(answer_format(state.engine, tokens, msgs), choice.get("disable_parallel_tool_use"),
                           "tool_choice.disable_parallel_tool_use", disable=True)
     job.answer_rule = held_to(body, tools, fmt, split_prefill(msgs)[1], state.engine)
-    job.reasoning_budget = budget_rule(thinking_budget(body), fmt)
+    budget = thinking_budget(body)
+    template = getattr(state.engine, "chat_template", None)
+    job.reasoning_budget = budget_rule(budget, fmt, reasoning_lead(template, fmt.think[1])
+                                       if budget is not None and template is not None and not fmt.harmony else "")
     job.call_end = first_call_end(fmt, tools)
     omitted = thinking_omitted(body)
     if f.get_bool(body, "stream"):

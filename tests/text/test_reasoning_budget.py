@@ -193,3 +193,38 @@ def test_a_harmony_answer_that_does_not_begin_with_analysis_is_never_cut(harmony
     for t in tok.encode("<|channel|>final<|message|>Hello there", add_bos=False):
         c.advance(t)
     assert c.forced_bytes() == b""
+
+
+GLM_LIKE = ("{% for m in messages %}<|{{ m.role }}|>{% if m.reasoning_content %}<think>{{ m.reasoning_content }}"
+            "</think>{% endif %}{{ m.content }}{% endfor %}{% if add_generation_prompt %}<|assistant|><think>{% endif %}")
+NO_WRITE_BACK = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|><think>\n{% endif %}")
+
+
+def test_the_cut_writes_what_the_template_writes_before_the_closing_tag():
+    """Qwen3's template writes an earlier turn's reasoning back as `<think>\\nR\\n</think>\\n\\n` (R stripped):
+    the cut writes `\\n</think>` (`</think>` alone after a reasoning that ends in a newline), so the turn the
+    slot holds is the one the next request renders, not a prompt that leaves it right where the cut was;
+    GLM's writes `<think>R</think>`: `</think>` alone; a template that writes no reasoning back: the tag."""
+    from strata.engine.chat_template import ChatTemplate
+    from strata.server.prompting import split_answer
+    from strata.server.thinking_budget import reasoning_lead
+
+    from tests.server.test_reasoning_live import THINKING_TEMPLATE
+
+    assert [reasoning_lead(ChatTemplate(t), "</think>") for t in (THINKING_TEMPLATE, GLM_LIKE, NO_WRITE_BACK)] == \
+        ["\n", "", ""]
+    qwen = ChatTemplate(THINKING_TEMPLATE)
+    ask = [{"role": "user", "content": "hello"}]
+    prompt = qwen.render(ask, add_generation_prompt=True)
+    for reasoning, forced in (([b"a", b" b"], b"\n</think>"), ([b"a", b"\n"], b"</think>"),
+                              ([b"a", b"<"], b"\n</think>")):     # a `<` of the reasoning's own stays its text
+        c = budget_rule(2, OPENED, lead=reasoning_lead(qwen, "</think>")).constraint_for(type("T", (), {
+            "_json_vocabulary": VOCAB})())
+        write(c, reasoning)
+        assert c.forced_bytes() == forced, reasoning
+        answer = (b"".join(reasoning) + forced + b"\n\nHi").decode()
+        thought, content, _ = split_answer(answer, OPENED, None)
+        turn = qwen.render(ask + [{"role": "assistant", "content": content, "reasoning_content": thought}],
+                           add_generation_prompt=False)
+        assert turn.startswith(prompt + answer), (turn, prompt + answer)
