@@ -6,6 +6,8 @@ tokens: the closing text comes in the tokenizer's own split."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from strata.engine.canonical_split import CanonicalSplit
@@ -18,6 +20,8 @@ from strata.server.prompting import AnswerFormat
 from strata.server.thinking_budget import budget_rule
 
 from tests.fixtures.bpe_vocab import build_vocab
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 PIECES = [b"<think>", b"</think>", b"</", b"think>", b"a", b" b", b"\n", b"{", b"}", b"Hi", b"<", b"/"]
 VOCAB = Vocabulary(PIECES + [b""], special_ids=[len(PIECES)])
@@ -214,6 +218,9 @@ def test_the_cut_writes_what_the_template_writes_before_the_closing_tag():
 
     assert [reasoning_lead(ChatTemplate(t), "</think>") for t in (THINKING_TEMPLATE, GLM_LIKE, NO_WRITE_BACK)] == \
         ["\n", "", ""]
+    for name, closer in (("GLM-4.6", "</think>"), ("GLM-4.7-Flash", "</think>"), ("ByteDance-Seed-OSS", "</seed:think>")):
+        real = ChatTemplate((FIXTURES / f"{name}.jinja").read_text())      # reasoning, then the tag at once
+        assert reasoning_lead(real, closer) == "", name
     qwen = ChatTemplate(THINKING_TEMPLATE)
     ask = [{"role": "user", "content": "hello"}]
     prompt = qwen.render(ask, add_generation_prompt=True)
