@@ -217,7 +217,9 @@ def thinking_switch(body: dict) -> dict[str, Any]:
     """Template variables for `thinking`: `{"type": "disabled"}` turns a thinking model's thinking off where
     its template has the switch Qwen3's, GLM's and SmolLM3's read (`enable_thinking`); `enabled`,
     `adaptive` and `between_tools` leave the template's default (thinking). `enabled` needs `budget_tokens`
-    of at least 1024, as Anthropic's API does (thinking_budget reads it)."""
+    of at least 1024, as Anthropic's API does (thinking_budget reads it), and tells the template the budget
+    (`thinking_budget`: Seed-OSS's writes it into the prompt for the model to pace its reasoning by; the
+    budget is enforced either way, server/thinking_budget.py)."""
     value = body.get("thinking")
     if value is None:
         return {}
@@ -230,6 +232,8 @@ def thinking_switch(body: dict) -> dict[str, Any]:
     if value["type"] == "enabled" and (budget is None or budget < MIN_THINKING_BUDGET):
         raise APIError(400, f"'thinking.budget_tokens' must be at least {MIN_THINKING_BUDGET} with type 'enabled' "
                             f"(as on Anthropic's API), got {budget!r}")
+    if value["type"] == "enabled":
+        return {"thinking_budget": budget}
     return {"enable_thinking": False} if value["type"] == "disabled" else {}
 
 

@@ -98,3 +98,23 @@ def test_a_thinking_budget_the_template_cannot_use_is_named(served, budget):
     ok = oai.chat.completions.create(model="m", messages=MSGS, max_tokens=1,
                                      extra_body={"chat_template_kwargs": {"thinking_budget": 512}})
     assert ok.choices[0].finish_reason == "length"
+
+
+def test_an_anthropic_thinking_budget_is_told_to_the_template(served):
+    """`thinking: {"type": "enabled", "budget_tokens": N}` renders Seed-OSS's budget system message ("...the
+    thinking budget, which is N...") as `chat_template_kwargs: {"thinking_budget": N}` does on the OpenAI API:
+    the model paces its reasoning by it (the server cuts it at N either way)."""
+    oai, claude = served
+    plain = claude.messages.count_tokens(model="m", system="You are a coding agent.", messages=MSGS[1:],
+                                         tools=CLAUDE_TOOLS).input_tokens
+    told = claude.messages.count_tokens(model="m", system="You are a coding agent.", messages=MSGS[1:],
+                                        tools=CLAUDE_TOOLS,
+                                        thinking={"type": "enabled", "budget_tokens": 2048}).input_tokens
+    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=1,
+                                    extra_body={"chat_template_kwargs": {"thinking_budget": 2048}})
+    assert told > plain
+    assert told == r.usage.prompt_tokens
+    adaptive = claude.messages.count_tokens(model="m", system="You are a coding agent.", messages=MSGS[1:],
+                                            tools=CLAUDE_TOOLS, thinking={"type": "adaptive"}).input_tokens
+    assert adaptive == plain                                    # no budget: the template's default
+
