@@ -49,6 +49,10 @@ class SessionBackend:
     def restore_session(self, name: str, ctx: int) -> Any:
         def run() -> Any:
             state = self._context(ctx)
+            if not self.cache.has_session(name):
+                # answered before the park below: a 404 changes nothing (parked, the history still held
+                # there was marked parked, and once its cache entry went, overwriting it parked nothing)
+                raise KeyError(f"no session named {name!r}")
             # the history there goes to the conversation cache first, as a request's displacement does
             self.scheduler.park_to_cache(ctx, "overwritten by a session restore")
             result = self.cache.restore_session(name, ctx)

@@ -90,6 +90,13 @@ class SessionsMixin:
             lvl.add(e)
         return {"name": name, "n_tokens": e.n_tokens, "bytes": e.image_bytes, "floor": adm.floor}
 
+    def has_session(self, name: str) -> bool:
+        """Whether a session of this name is saved (asked before a restore touches the context)."""
+        name = validate_session_name(name)
+        lvl = self.sessions.ensure_open()
+        with self._lock:
+            return name in lvl.entries
+
     def restore_session(self, name: str, ctx: int) -> RestoreResult:
         name = validate_session_name(name)
         lvl = self.sessions.ensure_open()

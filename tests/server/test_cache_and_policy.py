@@ -156,3 +156,24 @@ def test_a_session_restore_parks_the_history_it_overwrites(tiny_model, tmp_path)
         assert r.status_code == 200, r.text
         again = complete(s.url, working + ids(5, 53))
         assert again["timings"]["cache_n"] >= len(working) - 1, again["timings"]
+
+
+def test_a_restore_of_no_such_session_is_a_404_that_parks_nothing(tiny_model, tmp_path):
+    """A session name that is not there (a typo) is answered before anything is done: the history in the
+    context stays as it was and is not parked (it was, and the context, still holding it, was then marked
+    parked: when that cache entry was later evicted, overwriting the context parked nothing)."""
+    with LiveServer(model=str(tiny_model), ctx=2048, batch=1, threads=1, conversation_cache_mib=16,
+                    conversation_cache_park_min_free_mib=0, conversation_cache_min_free_mib=0,
+                    conversation_cache_sessions_dir=str(tmp_path / "sessions"),
+                    conversation_cache_cold_dir=str(tmp_path / "cold")) as s:
+        working = ids(400, 54)
+        complete(s.url, working)                     # main holds the working conversation
+        def parks() -> dict:
+            return {k: v for k, v in scrape(s.url).items() if "parks_total" in k and v}
+
+        before = parks()
+        r = httpx.post(s.url + "/v1/sessions/no-such/restore", json={"slot": "main"})
+        assert r.status_code == 404 and "no-such" in r.json()["error"]["message"], r.text
+        assert parks() == before
+        again = complete(s.url, working + ids(5, 55))
+        assert again["timings"]["cache_n"] >= len(working) - 1, again["timings"]
