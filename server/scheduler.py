@@ -354,9 +354,8 @@ class Scheduler:
         return True
 
     def park_to_cache(self, ctx: int, reason: str) -> None:
-        """Hands the history `ctx` holds to the conversation cache before it is overwritten (worker thread);
-        once: a history parked and not changed since (main displaced by a request, then overwritten by it)
-        is not parked again."""
+        """Hands the history `ctx` holds to the conversation cache before it is overwritten (worker thread),
+        once: a history parked and unchanged since (main displaced, then overwritten) is not parked again."""
         c = self.table[ctx]
         if self.cache is None or not c.tokens or not c.valid or c.blank or c.parked:
             return
@@ -368,10 +367,8 @@ class Scheduler:
             log.exception("cache park of context %s failed", ctx)
 
     def _constraint(self, job: Job) -> Any:
-        """The answer's rule as a sampler constraint (a JSON answer, a held call, the reasoning's budget around
-        either), or None."""
-        held = job.answer_rule.constraint_for(self.engine.tokenizer, self.eos) if job.answer_rule is not None \
-            else None
+        """The answer's rule as a sampler constraint (JSON, a held call, a reasoning budget around either) or None."""
+        held = None if job.answer_rule is None else job.answer_rule.constraint_for(self.engine.tokenizer, self.eos)
         if job.reasoning_budget is not None:
             held = job.reasoning_budget.constraint_for(self.engine.tokenizer, held)
         if held is None:
