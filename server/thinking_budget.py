@@ -37,8 +37,10 @@ class BudgetRule:
     not_after: bytes = b""      # what the answer may not begin to write right after `forced`
 
     def constraint_for(self, tokenizer: Any, inner: Any = None) -> ReasoningBudget:
-        return ReasoningBudget(self.budget, Vocabulary.of(tokenizer), self.opener, self.closer, self.forced,
-                               self.opened, inner=inner, not_after=self.not_after)
+        vocab = Vocabulary.of(tokenizer)
+        whole = frozenset(vocab.bytes[i] for i in getattr(tokenizer, "parsed_ids", vocab.special) if 0 <= i < vocab.n)
+        return ReasoningBudget(self.budget, vocab, self.opener, self.closer, self.forced, self.opened, inner=inner,
+                               not_after=self.not_after, whole=whole)
 
 
 def budget_rule(budget: int | None, answer: Any, lead: str = "") -> BudgetRule | None:

@@ -9,8 +9,9 @@ sampler constraint (sampling.py's protocol, as json_constraint.JsonConstraint) a
 thinks when the prompt opened the reasoning (`opened`) or the answer begins with `opener` (whitespace
 before it aside); the reasoning ends where `closer` is written. At the budget the forced text is what
 `forced_bytes` names (canonical_split.CanonicalSplit writes it in the tokenizer's own split) and only tokens
-that agree with it are allowed; a closing text the answer already began is finished, not repeated, and a
-character the budget ends inside of (a token of its first bytes) is finished first. After
+that agree with it are allowed; a closing text the answer already began is finished, not repeated (unless
+the tokenizer parses it whole: then plain tokens never began it, `</` is code), and a character the budget ends
+inside of (a token of its first bytes) is finished first. After
 the forced text, the next token may not begin `not_after` (Harmony: no second `analysis` message).
 
 Not here: which markers a model's template uses (server/thinking_budget.py), the sampler.
@@ -41,9 +42,10 @@ def _inside_character(data: bytes) -> bool:
     return False
 
 
-def _begun(seen: bytes, text: bytes) -> int:
-    """How many bytes of `text` the end of `seen` already wrote (the longest end of it that starts `text`)."""
-    for k in range(min(len(seen), len(text) - 1), 0, -1):
+def _begun(seen: bytes, text: bytes, limit: int) -> int:
+    """How many bytes of `text` the end of `seen` already wrote (the longest end of it that starts `text`), at
+    most `limit`."""
+    for k in range(min(len(seen), len(text) - 1, limit), 0, -1):
         if text.startswith(seen[-k:]):
             return k
     return 0
@@ -51,7 +53,7 @@ def _begun(seen: bytes, text: bytes) -> int:
 
 class ReasoningBudget:
     def __init__(self, budget: int, vocabulary: Vocabulary, opener: bytes, closer: bytes, forced: bytes,
-                 opened: bool, inner: Any = None, not_after: bytes = b""):
+                 opened: bool, inner: Any = None, not_after: bytes = b"", whole: frozenset[bytes] = frozenset()):
         self.budget, self.vocab, self.inner = budget, vocabulary, inner
         self.opener, self.closer, self.forced, self.not_after = opener, closer, forced, not_after
         self.mode = THINKING if opened else START
@@ -59,6 +61,10 @@ class ReasoningBudget:
         self._seen = b""                # the reasoning's last bytes (the answer's start, before it thinks)
         self._left = b""                # what is still to force
         self.cut = False                # the budget ended the reasoning (the server's /metrics)
+        # the reasoning's plain tokens may have begun the forced text only up to its first token parsed whole
+        # (`whole`: the texts of GLM's or Qwen3's added `</think>`, Harmony's `<|end|>`): a plain `</` is
+        # code (`</div>`), and finished into `</think>` it would lose its bytes and not be the token
+        self._may_begin = min([forced.find(w) for w in whole if w and w in forced] + [len(forced)])
 
     def _bytes(self, token: int) -> bytes:
         return self.vocab.bytes[token] if 0 <= token < self.vocab.n else b""
@@ -107,7 +113,7 @@ class ReasoningBudget:
             # a character the reasoning is writing is finished first (a broken one would come back as
             # U+FFFD); bytes that never make one hold the cut off for 3 tokens at most
             elif self.spent >= self.budget and (self.spent >= self.budget + 3 or not _inside_character(self._seen)):
-                self.mode, self._left, self.cut = FORCING, self.forced[_begun(self._seen, self.forced):], True
+                self.mode, self._left, self.cut = FORCING, self.forced[_begun(self._seen, self.forced, self._may_begin):], True
             else:
                 self._seen = self._seen[-len(self.closer):]
 

@@ -235,3 +235,31 @@ def test_the_cut_writes_what_the_template_writes_before_the_closing_tag():
         turn = qwen.render(ask + [{"role": "assistant", "content": content, "reasoning_content": thought}],
                            add_generation_prompt=False)
         assert turn.startswith(prompt + answer), (turn, prompt + answer)
+
+
+@pytest.mark.parametrize("lead", ["", "\n"])
+def test_plain_tokens_never_begin_a_closing_tag_the_tokenizer_parses_whole(lead):
+    """GLM's and Qwen3's `</think>` is an added token: reasoning about HTML that the budget cuts right after a
+    plain `<` or `</` keeps those bytes, and the whole tag (the added token) follows, after the template's lead
+    (Qwen3's newline, which the reasoning's own newline does begin). Finishing the plain `</` with `think>`
+    lost the bytes from the reasoning and wrote a tag the next turn reads back as another token."""
+    tok = tokenizer(("<think>", "</think>"), TOKEN_USER_DEFINED)
+    close = tok.token_id("</think>")
+    for text in ("The tag <", "The tag </", "Close it\n</", "Two lines\n"):
+        plain = tok.encode(text, add_bos=False)
+        assert close not in plain
+        rule = budget_rule(len(plain), OPENED, lead)
+        c = rule.constraint_for(tok)
+        for t in plain:
+            c.advance(t)
+        begun = 1 if lead and text.endswith("\n") else 0
+        assert c.forced_bytes() == (lead + "</think>").encode()[begun:], text
+    # through the sampler and CanonicalSplit: the added token follows the plain `</`
+    plain = tok.encode("x </", add_bos=False)
+    c = CanonicalSplit(budget_rule(len(plain), OPENED, lead).constraint_for(tok), tok)
+    for t in plain:
+        c.advance(t)
+    sampler = Sampler(SamplingParams(), tok.n_vocab, constraint=c)
+    logits = short_first(tok)
+    ids = [sampler.sample(logits) for _ in range(len(lead) + 1)]
+    assert ids[-1] == close and tok.decode(plain + ids) == "x </" + lead + "</think>"
