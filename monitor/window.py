@@ -43,7 +43,9 @@ class MonitorWindow(QMainWindow):
         self.timer.start()
         hints = QGuiApplication.styleHints()
         if theme == "system" and hasattr(hints, "colorSchemeChanged"):
-            hints.colorSchemeChanged.connect(lambda *_: self._build(themes.choose("system")))
+            # a bound method, not a lambda over the window: the application-wide hints held the lambda, so the
+            # window was never freed, and a change after its end called into a deleted window
+            hints.colorSchemeChanged.connect(self._follow_system_colours)
 
     def _build(self, theme: themes.Theme) -> None:
         themes.apply_palette(theme)
@@ -72,6 +74,9 @@ class MonitorWindow(QMainWindow):
         self.setStyleSheet(f"QLabel#muted {{ color: {theme.muted}; }}")
         self._drawn_version = -1
         self.redraw(force=True)
+
+    def _follow_system_colours(self, *_) -> None:
+        self._build(themes.choose("system"))
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt's name
         if self.hide_on_close:
