@@ -30,10 +30,15 @@ class Tray:
             else:
                 self.menu.addAction(a)
         self.icon.setContextMenu(self.menu)
-        self.icon.activated.connect(lambda reason: on_open()
-                                    if reason == QSystemTrayIcon.ActivationReason.Trigger else None)
+        # a click opens the monitor through the menu's action: a lambda over `on_open` (the controller's method),
+        # held by the icon the controller holds, was a loop through Qt's connection nothing could free
+        self.icon.activated.connect(self._activated)
         self.icon.setToolTip("Strata")
         self.icon.show()
+
+    def _activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
+        if reason == QSystemTrayIcon.ActivationReason.Trigger:
+            self.open_action.trigger()
 
     def show_status(self, status: ServerStatus) -> None:
         text = f"Server: {status.state}"

@@ -11,20 +11,30 @@ import threading
 import weakref
 
 import pytest
+from PySide6.QtWidgets import QSystemTrayIcon
 from strata.app.controller import AppController
 from strata.monitor.gui_thread_gc import GuiThreadCollector
 
 
-def test_a_dropped_controller_is_freed_at_once(qtbot, tmp_path):
+@pytest.mark.parametrize("tray", [False, True])
+def test_a_dropped_controller_is_freed_at_once(qtbot, tmp_path, monkeypatch, tray):
+    """With a tray too (a desktop's; offscreen has none, so the test says there is one): the icon's click
+    handler was a lambda over the controller's open_monitor, held by the icon the controller holds, a loop
+    through Qt's connection that neither reference counting nor the collector can free."""
+    if tray:
+        monkeypatch.setattr(QSystemTrayIcon, "isSystemTrayAvailable", staticmethod(lambda: True))
     enabled = gc.isenabled()
     gc.collect()
     gc.disable()           # only reference counting: a cycle would keep it
     try:
         controller = AppController(tmp_path / "config.toml", tmp_path / "logs", theme="light")
+        assert (controller.tray is not None) == tray
         alive, window = weakref.ref(controller), weakref.ref(controller.window)
+        icon = weakref.ref(controller.tray.icon) if tray else lambda: None
         controller.shutdown()
         del controller
         assert alive() is None and window() is None, [type(r).__name__ for r in gc.get_referrers(alive())]
+        assert icon() is None
     finally:
         if enabled:
             gc.enable()
