@@ -13,9 +13,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QIcon
-from PySide6.QtWidgets import QApplication, QLabel, QSystemTrayIcon
+from PySide6.QtWidgets import QApplication, QLabel, QPushButton, QSystemTrayIcon
 from strata.app import model_file
-from strata.app.restart_policy import RestartConfig
+from strata.app.restart_policy import FREE_PORT, RestartConfig
 from strata.app.supervisor import ServerStatus, ServerSupervisor, server_command
 from strata.app.tray import Tray
 from strata.monitor.client import FeedClient
@@ -49,6 +49,13 @@ class AppController(QObject):
         # failure's whole reason is in the header, which wraps it to the window's width, and in the tooltip
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.window.statusBar().addWidget(self.status_label, 1)
+        # the way out of an address the server cannot listen on (another server holds the port)
+        self.free_port_button = QPushButton("Start on a free port")
+        self.free_port_button.setToolTip("Start the server on any free port until the app quits (Copy address gives "
+                                         "clients the new one); `port` in the configuration file sets it for good")
+        self.free_port_button.clicked.connect(self.restart_on_free_port)
+        self.free_port_button.setVisible(False)
+        self.window.statusBar().addPermanentWidget(self.free_port_button)
         icon = QIcon(str(ICON)) if ICON.is_file() else QIcon()
         self.tray: Tray | None = None
         if QSystemTrayIcon.isSystemTrayAvailable():
@@ -83,6 +90,11 @@ class AppController(QObject):
     def restart_server(self) -> None:
         log.info("restart requested by the user")
         self.supervisor.restart()
+
+    def restart_on_free_port(self) -> None:
+        log.info("restart on a free port requested by the user")
+        self.free_port_button.setVisible(False)
+        self.supervisor.restart_on_free_port()
 
     def quit(self) -> None:
         self.shutdown()
@@ -151,6 +163,9 @@ class AppController(QObject):
             log.warning("server restarted: %s", status.last_restart_reason)
             if self.tray is not None:
                 self.tray.notify("Strata restarted the server", status.last_restart_reason)
+        offered = status.offer == FREE_PORT
+        if self.free_port_button.isHidden() == offered:     # not isVisible(): false while the window is in the tray
+            self.free_port_button.setVisible(offered)
         if self.tray is not None:
             self.tray.show_status(status)
 

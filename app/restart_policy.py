@@ -3,8 +3,9 @@
 Frozen inputs, a decision out; no I/O, no clock reads (`ran_s` is passed in). `decide`: whether a server
 that ended is started again; the only threshold is `max_retries` (`STRATA_START_RETRIES`, default 5):
 that many restarts in a row without the server staying up for `stable_s` seconds, then the app gives up
-and says why. `wait_for_model`: whether to start it at all yet, when the model file the configuration
-names by its path is not there (a removable or network drive mounted a little after login): the app
+and says why; what a restart cannot help (a refused configuration, a model that cannot load, an address it
+cannot listen on) is not retried. `wait_for_model`: whether to start it at all yet, when the model file the
+configuration names by its path is not there (a removable or network drive mounted a little after login): the app
 looks again every `model_poll_s` seconds instead of starting a server that stops with status 3, and
 waits again when the server stopped so while the file changed under it (a copy that paused).
 """
@@ -16,7 +17,7 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from strata.exit_status import CONFIGURATION_REFUSED, MODEL_NOT_LOADED
+from strata.exit_status import CANNOT_LISTEN, CONFIGURATION_REFUSED, MODEL_NOT_LOADED
 
 DEFAULT_START_RETRIES = 5
 DEFAULT_STABLE_S = 60.0     # a server up this long counts as started; the retry count starts again
@@ -61,6 +62,10 @@ class Exit:
     last_line: str = ""      # the last line it wrote, for the reason
     model_missing: bool = False   # the model file the configuration names by its path is not there now
     model_changed: bool = False   # that file's size or time is not what it was when the server started
+    on_free_port: bool = False    # the app had started it on any free port (`--port 0`) already
+
+
+FREE_PORT = "free_port"      # RestartDecision.offer: the app offers to start the server on any free port
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,7 @@ class RestartDecision:
     restart: bool
     attempts: int            # restarts in a row after this decision
     reason: str
+    offer: str = ""          # a way out the app offers besides the reason's advice: FREE_PORT, or none
 
 
 def describe_exit(returncode: int) -> str:
@@ -92,6 +98,16 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
     if exit.returncode == CONFIGURATION_REFUSED and not exit.was_healthy:
         return RestartDecision(False, attempts, f"the server refused its configuration: {what}; "
                                                 "fix the configuration file (or run the setup again)")
+    if exit.returncode == CANNOT_LISTEN and not exit.was_healthy:
+        # a port another program holds (an old `strata serve`), a reserved or privileged one, or a host that is not
+        # this machine's: the same address fails the same way again (it was retried 5 times, 18 s, then given up)
+        if exit.on_free_port:
+            return RestartDecision(False, attempts, f"the server cannot listen even on a free port: {what}; "
+                                                    "fix `host` in the configuration file, then restart the server")
+        return RestartDecision(False, attempts, f"the server cannot listen on its address: {what}; end the program "
+                                                "that holds it, or set another `port` in the configuration file (0: "
+                                                "any free port) and restart the server, or start it on a free port "
+                                                "now", offer=FREE_PORT)
     if exit.returncode == MODEL_NOT_LOADED and exit.model_missing:
         # its drive went away between the app's look and the load: wait for the file again (no retry counted:
         # the app starts nothing until the file is there)

@@ -34,6 +34,7 @@ STOP_GRACE_S = 15.0          # standard input closed first (a clean stop); then 
 LISTENING = re.compile(r"listening on (https?://[^\s()|]+)")
 # the server's log format (server/cli.py log_format): the time and logger name say nothing in a status bar
 LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ [\w.]+: ")
+FREE_PORT_FLAGS = ("--port", "0")   # after the configuration's flags: the last --port wins
 LAST_LINE_CHARS = 600   # the server's refusals end with what to do (a memory check's is up to ~400 characters)
 
 
@@ -45,6 +46,7 @@ class ServerStatus:
     pid: int | None
     restarts: int              # automatic restarts since the app started
     last_restart_reason: str   # "" until the first restart
+    offer: str = ""            # failed: a way out the app can take (restart_policy.FREE_PORT), or ""
 
 
 def server_command(config_path: Path | None, extra: tuple[str, ...] = ()) -> list[str]:
@@ -85,6 +87,7 @@ class ServerSupervisor:
         self._proc: subprocess.Popen | None = None
         self._restarts = 0
         self._last_reason = ""
+        self._offer = ""
         self._stop = threading.Event()
         self._requested = False
         self._thread: threading.Thread | None = None
@@ -113,10 +116,23 @@ class ServerSupervisor:
         self.stop()
         self.start()
 
+    def restart_on_free_port(self) -> None:
+        """The way out of an address the server cannot listen on: this app's servers take any free port from now
+        on (`--port 0` after the configuration; the monitor reads the address the server says it listens on)."""
+        if not self.on_free_port:
+            self.command = [*self.command, *FREE_PORT_FLAGS]
+        self._event("restart on a free port requested")
+        self.restart()
+
+    @property
+    def on_free_port(self) -> bool:
+        return self.command[-2:] == list(FREE_PORT_FLAGS)
+
     def status(self) -> ServerStatus:
         with self._lock:
             pid = self._proc.pid if self._proc is not None and self._proc.poll() is None else None
-            return ServerStatus(self._state, self._detail, self._endpoint, pid, self._restarts, self._last_reason)
+            return ServerStatus(self._state, self._detail, self._endpoint, pid, self._restarts, self._last_reason,
+                                self._offer if self._state == "failed" else "")
 
     # -- worker -------------------------------------------------------------------------------
 
@@ -145,11 +161,13 @@ class ServerSupervisor:
             missing = at_exit is not None and wait_for_model(at_exit).wait
             changed = at_exit is not None and at_exit.kind == "file" and at_exit.stamp != at_start.stamp
             exit_ = Exit(rc, time.monotonic() - started, healthy, self._requested, self._last_line[:LAST_LINE_CHARS],
-                         model_missing=missing, model_changed=changed)
+                         model_missing=missing, model_changed=changed, on_free_port=self.on_free_port)
             decision = decide(exit_, attempts, self.restart_cfg)
             attempts = decision.attempts
             self._event(decision.reason)
             if not decision.restart:
+                with self._lock:
+                    self._offer = decision.offer
                 self._set("failed", decision.reason)
                 return
             with self._lock:
@@ -186,6 +204,7 @@ class ServerSupervisor:
                                 preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         with self._lock:
             self._proc = proc
+            self._endpoint = None     # this server's own "listening on" line says where (port 0: a new one each time)
         self._event(f"server started (pid {proc.pid}): {' '.join(self.command)}")
         if os.name == "nt":
             problem = kill_with_app(int(proc._handle))

@@ -1,10 +1,10 @@
 """`strata serve`: flags, configuration, start-up checks, the listening loop, signals and the status line.
 
 An invalid option or variable stops start-up with a message naming it (exit status 2); a model that
-cannot be loaded stops the server (exit status 3; strata/exit_status.py). SIGINT / SIGTERM / SIGHUP (a
-closed terminal; not under `nohup`) and, with --stop-on-stdin-eof, the end of standard input stop it cleanly: running requests
-are cancelled, the engine thread joins, the histories in the engine's contexts are parked, the cache
-closes. Not here: the app itself (app.py).
+cannot be loaded stops the server (exit status 3), an address it cannot listen on too (4; strata/exit_status.py).
+SIGINT / SIGTERM / SIGHUP (a closed terminal; not under `nohup`) and, with --stop-on-stdin-eof, the end of
+standard input stop it cleanly: running requests are cancelled, the engine thread joins, the histories in the
+engine's contexts are parked, the cache closes. Not here: the app itself (app.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from aiohttp import web
 from strata.server.config import ConfigError, ServerConfig, all_options, config_from_args, validate
 from strata.server.options import FLAG_REASONS, FLAG_SYNONYMS, OPTIONS, add_flags
 
-from strata.exit_status import CONFIGURATION_REFUSED, MODEL_NOT_LOADED
+from strata.exit_status import CANNOT_LISTEN, CONFIGURATION_REFUSED, MODEL_NOT_LOADED
 
 log = logging.getLogger("strata.server")
 
@@ -82,7 +82,7 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
     busy = port_taken(config.host, config.port)
     if busy:                            # before the app starts loading the model in the background
         log.error("cannot listen on %s:%s: %s", config.host, config.port, busy)
-        return 1
+        return CANNOT_LISTEN
     app = init_app(config)
     state = app[STATE]
     stop = asyncio.Event()
@@ -120,7 +120,7 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
         log.error("cannot listen on %s:%s: %s (%s)", config.host, config.port, e.strerror or e,
                   bind_hint(e.errno, config.port))
         await runner.cleanup()
-        return 1
+        return CANNOT_LISTEN
     port = runner.addresses[0][1] if runner.addresses else config.port
     if config.port == 0:
         from strata.server.app import info_line

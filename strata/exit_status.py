@@ -4,3 +4,5 @@ restarts a server that died but not one that a restart cannot help."""
 CONFIGURATION_REFUSED = 2   # a flag, key or variable, or what this machine cannot run as configured: fix the file
 MODEL_NOT_LOADED = 3        # the model file is missing, not GGUF, damaged or of a kind the engine cannot run,
                             # or its load failed (memory): the same file fails the same way again
+CANNOT_LISTEN = 4           # its address cannot be bound: the port taken (another server), reserved or privileged, or
+                            # the host not this machine's: the same address fails the same way again

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from strata.app.restart_policy import (
+    FREE_PORT,
     Exit,
     ModelFile,
     RestartConfig,
@@ -37,6 +38,12 @@ CFG = RestartConfig(max_retries=3, stable_s=60.0)
      "server read it (still being copied?): waiting for it to be whole"),
     (Exit(0, 30.0, True, True), 2, False, 0, "stopped on request"),
     (Exit(1, 0.5, False, False), 1, False, 1, "gave up after 1 restart in a row"),   # STRATA_START_RETRIES=1
+    # its address taken (an old server): the same address fails again, so it is not retried (5 tries, 18 s)
+    (Exit(4, 0.6, False, False, "cannot listen on 127.0.0.1:8080: Address already in use"), 1, False, 1,
+     "the server cannot listen on its address: exited with status 4 (cannot listen on 127.0.0.1:8080: Address "
+     "already in use); end the program that holds it, or set another `port` in the configuration file"),
+    (Exit(4, 0.6, False, False, "cannot listen on 192.0.2.1:0", on_free_port=True), 0, False, 0,
+     "cannot listen even on a free port: exited with status 4 (cannot listen on 192.0.2.1:0); fix `host`"),
 ])
 def test_decide(exit_, attempts, restart, after, words):
     d = decide(exit_, attempts, CFG if "1 restart " not in words else RestartConfig(max_retries=1))
@@ -44,6 +51,14 @@ def test_decide(exit_, attempts, restart, after, words):
     assert words in d.reason
     if exit_.returncode < 0:
         assert exit_.last_line not in d.reason or not exit_.last_line
+
+
+def test_only_a_taken_address_offers_a_free_port():
+    taken = decide(Exit(4, 0.6, False, False, "cannot listen"), 0, CFG)
+    assert taken.offer == FREE_PORT
+    assert decide(Exit(4, 0.6, False, False, "cannot listen", on_free_port=True), 0, CFG).offer == ""
+    for other in (Exit(1, 0.5, False, False), Exit(2, 0.3, False, False), Exit(3, 0.4, False, False)):
+        assert decide(other, 0, CFG).offer == ""
 
 
 def test_describe_exit():

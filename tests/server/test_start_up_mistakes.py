@@ -13,7 +13,7 @@ import sys
 import pytest
 from strata.server.config import ConfigError, load_config, validate
 
-from strata.exit_status import MODEL_NOT_LOADED
+from strata.exit_status import CANNOT_LISTEN, MODEL_NOT_LOADED
 
 
 def write(tmp_path, text: str):
@@ -134,7 +134,7 @@ def test_a_disk_level_folder_that_cannot_be_made_says_the_level_is_off_and_what_
 ])
 def test_a_host_that_is_not_this_machines_says_what_host_takes(host, reason):
     done = _serve("--host", host, "--port", "8089")
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == CANNOT_LISTEN, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     assert reason in done.stderr, done.stderr
     assert "--host takes an address of this machine: 127.0.0.1" in done.stderr
@@ -149,7 +149,7 @@ def test_a_host_that_is_not_this_machines_stops_start_up_with_any_free_port_too(
     assert "--host takes an address of this machine" in port_taken("192.0.2.1", 0)
     assert port_taken("127.0.0.1", 0) is None
     done = _serve("--host", "192.0.2.1", "--port", "0")
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == CANNOT_LISTEN, done.stderr
     assert "--host takes an address of this machine: 127.0.0.1" in done.stderr
     assert "loaded in" not in done.stderr and "loading the model" not in done.stderr, done.stderr
 
