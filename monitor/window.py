@@ -16,6 +16,7 @@ from strata.monitor.model import MonitorModel
 from strata.monitor.widgets import theme as themes
 from strata.monitor.widgets.cache import CachePanel
 from strata.monitor.widgets.header import Header
+from strata.monitor.widgets.panels_area import PanelsArea
 from strata.monitor.widgets.requests import ActivityTabs
 from strata.monitor.widgets.slots import SlotsPanel
 
@@ -69,7 +70,8 @@ class MonitorWindow(QMainWindow):
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
         split.setSizes([770, 510])
-        layout.addWidget(split, 1)
+        self.panels = PanelsArea(split)    # scrolled, not squeezed, in a window shorter than they need
+        layout.addWidget(self.panels, 1)
         self.setCentralWidget(central)
         self.setStyleSheet(f"QLabel#muted {{ color: {theme.muted}; }}")
         self._drawn_version = -1
@@ -94,6 +96,7 @@ class MonitorWindow(QMainWindow):
         self._drawn_version = view.version
         for part in (self.header, self.slots, self.cache, self.activity):
             part.refresh(view)
+        self.panels.fit()                  # new text may wrap to more lines
 
     def save_png(self, path: str | Path) -> Path:
         """Renders the window as it is now into a PNG file (works offscreen)."""

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from PySide6.QtWidgets import QLabel
 from strata.monitor.model import MonitorModel
 from strata.monitor.window import MonitorWindow
 
@@ -52,6 +53,29 @@ def test_every_legend_entry_is_inside_its_plot(qtbot, size):
             for part in (sample, label):
                 r = part.sceneBoundingRect()
                 assert box.contains(r), (name, label.text, r, box, size)
+
+
+@pytest.mark.parametrize("size", [(800, 600), (960, 540), (1024, 640)])
+def test_a_window_shorter_than_the_panels_scrolls_them_whole(qtbot, size):
+    """960x540 is a 1920x1080 laptop at 200 % (logical pixels). The window's least height (660) counted none of
+    the lines the header and the cache panel wrap to at such widths (at 312 px the cache panel needs 657 px): the
+    window could not be as short as the screen, and the cache panel was squeezed, its hit counts and labels cut
+    to 10 of their 14 px, the parks plot overrunning its box. Now the panels keep the height they need and scroll."""
+    w = MonitorWindow(five_contexts(), theme="light")
+    qtbot.addWidget(w)
+    w.resize(*size)
+    w.show()
+    qtbot.waitExposed(w)
+    w.redraw()
+    qtbot.wait(50)
+    assert (w.width(), w.height()) == size, w.minimumSizeHint()
+    cut = [(lab.text()[:30], lab.height(), lab.minimumSizeHint().height()) for lab in w.findChildren(QLabel)
+           if lab.isVisible() and lab.height() < lab.minimumSizeHint().height()]
+    assert cut == []
+    for plot in (w.slots.prefill_plot, w.slots.decode_plot, w.cache.parks_plot, w.cache.ram_plot):
+        assert plot.parentWidget().rect().contains(plot.geometry()), plot.getPlotItem().titleLabel.text
+    bar = w.panels.verticalScrollBar()
+    assert bar.isVisible() and bar.maximum() == w.panels.widget().height() - w.panels.viewport().height() > 0
 
 
 def test_a_long_model_line_does_not_widen_the_window_past_a_small_screen(qtbot):
