@@ -87,7 +87,7 @@ class CachePanel(QWidget):
         self.summary = label(selectable=True, wrap=True)
         layout.addWidget(self.summary)
         plots = QHBoxLayout()
-        self.parks_plot = time_plot("Parks by destination (total)", "parks", "", theme)
+        self.parks_plot = time_plot("Parks (total)", "parks", "", theme)
         self._park_curves = {}
         for d in PARK_DESTINATIONS:
             pen = pg.mkPen(theme.color(PARK_COLORS[d]), width=2)

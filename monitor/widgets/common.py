@@ -170,9 +170,20 @@ def time_plot(title: str, y_label: str, y_units: str, theme: Theme) -> pg.PlotWi
     legend = item.addLegend(offset=(6, LEGEND_TOP), labelTextColor=theme.foreground, labelTextSize="8pt",
                             brush=pg.mkBrush(theme.background + "c0"), horSpacing=12)
     legend.layout.setContentsMargins(3, 2, 3, 2)   # rows close to the frame: more of them fit a small plot
-    item.getViewBox().sigResized.connect(lambda *_: fit_legend(item))
+    item.getViewBox().sigResized.connect(lambda *_: fit_plot(w))
     w.setMinimumHeight(140)
     return w
+
+
+def fit_plot(w: pg.PlotWidget) -> None:
+    """The legend fitted to the plot, and the widget no narrower than the plot needs: its title and axes set
+    a least width the widget did not know, so a narrow window cut the plot's right part off (the parks plot's
+    'disk' legend entry and last tick at 800 px)."""
+    item = w.getPlotItem()
+    fit_legend(item)
+    least = math.ceil(item.minimumWidth()) + 2 * w.frameWidth()
+    if w.minimumWidth() != least:
+        w.setMinimumWidth(least)
 
 
 LEGEND_TOP = 4   # px between the plot's top and its legend

@@ -51,6 +51,7 @@ class PanelsArea(QScrollArea):
             panels.resize(width, height)
 
     def viewportEvent(self, event: QEvent) -> bool:  # noqa: N802 - Qt's name
-        if event.type() == QEvent.Type.Resize:        # the window's size, or a scroll bar came or went
+        # the window's size, a scroll bar that came or went, or the panels' least size (a plot's axis widened)
+        if event.type() in (QEvent.Type.Resize, QEvent.Type.LayoutRequest):
             self.fit()
         return super().viewportEvent(event)

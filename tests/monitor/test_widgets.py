@@ -14,6 +14,8 @@ from strata.monitor.widgets.requests import REQUEST_HEADERS
 from strata.monitor.widgets.slots import HEADERS as SLOT_HEADERS
 from strata.monitor.window import MonitorWindow
 
+from tests.fixtures.qt import settle
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "monitor"
 
 
@@ -312,7 +314,7 @@ def test_the_floor_labels_clear_the_lines_and_each_other(qtbot, size, floors):
     w.show()
     qtbot.waitExposed(w)
     w.redraw()
-    qtbot.wait(20)
+    settle(qtbot, w)
     panel = w.cache
     plot = panel.ram_plot
     shown = plot.mapToScene(plot.viewport().rect()).boundingRect()
