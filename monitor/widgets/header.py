@@ -118,8 +118,9 @@ class Header(QWidget):
         self._endpoint = (snap.get("endpoint") if live else view.target) or ""
         set_text(self.endpoint, f"{'endpoint' if live else 'trying'} <b>{self._endpoint or units.NA}</b>")
         self.copy.setEnabled(bool(self._endpoint))
-        for part in (self.endpoint, self.copy):    # waiting: no server yet, so no address to try or copy
-            part.setVisible(state != "waiting")
+        # waiting, or the app's server failed before it said its address: nothing to try or copy ("trying -")
+        for part in (self.endpoint, self.copy):
+            part.setVisible(state != "waiting" and bool(self._endpoint))
         set_text(self.version, f"strata {snap.get('version', '')}" if snap else "")
         set_text(self.model, model_text(snap))
         set_text(self.totals, totals_text(view))

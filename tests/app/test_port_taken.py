@@ -31,6 +31,8 @@ def test_a_taken_port_is_said_at_once_and_a_free_port_is_offered(qtbot, app_conf
             assert "set another `port` in the configuration file" in status.detail
             qtbot.waitUntil(lambda: not controller.free_port_button.isHidden(), timeout=10_000)
             qtbot.waitUntil(lambda: "server failed" in controller.window.header.state.text(), timeout=10_000)
+            header = controller.window.header           # no address was ever said: none to try or copy ("trying -")
+            assert header.endpoint.isHidden() and header.copy.isHidden()
 
             qtbot.mouseClick(controller.free_port_button, Qt.MouseButton.LeftButton)
             qtbot.waitUntil(lambda: controller.supervisor.status().state == "running", timeout=90_000)
@@ -39,6 +41,7 @@ def test_a_taken_port_is_said_at_once_and_a_free_port_is_offered(qtbot, app_conf
             qtbot.waitUntil(lambda: controller.model.view().connection == "connected", timeout=20_000)
             qtbot.waitUntil(lambda: "running" in controller.status_label.text(), timeout=10_000)
             assert controller.free_port_button.isHidden()
+            assert not header.copy.isHidden() and endpoint in header.endpoint.text()
             assert controller.supervisor.status().restarts == 0
         finally:
             controller.shutdown()
