@@ -87,12 +87,15 @@ class CachePanel(QWidget):
         self.summary = label(selectable=True, wrap=True)
         layout.addWidget(self.summary)
         plots = QHBoxLayout()
-        self.parks_plot = time_plot("Parks (total)", "parks", "", theme)
+        self.parks_plot = time_plot("Parks (total)", "parks", "", theme,
+                                    "Conversations parked since the server started, by where they went: the RAM "
+                                    "level, disk (warm or cold level), or discarded (no room anywhere)")
         self._park_curves = {}
         for d in PARK_DESTINATIONS:
             pen = pg.mkPen(theme.color(PARK_COLORS[d]), width=2)
             self._park_curves[d] = self.parks_plot.plot([], [], pen=pen, name=PARK_NAMES[d])
         hits_box = QWidget()
+        hits_box.setToolTip("Prompts that reused a cached history, by the level it came from (since the server started)")
         hits = QGridLayout(hits_box)
         hits.setContentsMargins(4, 0, 0, 0)
         hits.addWidget(label("<b>Hits by level</b>"), 0, 0, 1, 3)
@@ -117,7 +120,10 @@ class CachePanel(QWidget):
         self.admission = label(selectable=True, wrap=True)
         adm.addWidget(self.admission)
         row = QHBoxLayout()
-        self.ram_plot = time_plot("Available RAM", "available (GiB)", "", theme)
+        self.ram_plot = time_plot("Available RAM", "available (GiB)", "", theme,
+                                  "The host's available RAM against its floors: a conversation parked in RAM "
+                                  "leaves the parking floor (dashed) free; one on its way to disk may take RAM "
+                                  "down to the transient floor (dotted)")
         self.ram_plot.getPlotItem().legend.setVisible(False)
         self._ram_curve = self.ram_plot.plot([], [], pen=pg.mkPen(theme.color(0), width=2))
         self._floor_lines = {}

@@ -152,9 +152,11 @@ class Bar(QWidget):
         p.end()
 
 
-def time_plot(title: str, y_label: str, y_units: str, theme: Theme) -> pg.PlotWidget:
-    """A live plot: x is seconds before now (the last snapshot), y has its unit on the axis."""
+def time_plot(title: str, y_label: str, y_units: str, theme: Theme, tip: str) -> pg.PlotWidget:
+    """A live plot: x is seconds before now (the last snapshot), y has its unit on the axis; `tip` says what
+    its lines are (the title is short, to fit a narrow window)."""
     w = pg.PlotWidget()
+    w.setToolTip(tip)
     style_plot(w, theme)
     item = w.getPlotItem()
     item.setTitle(title, size="10pt", color=theme.foreground)

@@ -53,8 +53,12 @@ class SlotsPanel(QWidget):
         self.table = Table(HEADERS, tooltips=TIPS)
         layout.addWidget(self.table)
         plots = QHBoxLayout()
-        self.prefill_plot = time_plot("Prefill speed", "prefill", "tok/s", theme)
-        self.decode_plot = time_plot("Decode speed", "decode", "tok/s", theme)
+        self.prefill_plot = time_plot("Prefill speed", "prefill", "tok/s", theme,
+                                      "Prompt tokens read per second, a line per context (main and each slot); "
+                                      "0 while the context is idle or decoding")
+        self.decode_plot = time_plot("Decode speed", "decode", "tok/s", theme,
+                                     "Tokens generated per second, a line per context (main and each slot); "
+                                     "0 while the context is idle or reading a prompt")
         plots.addWidget(self.prefill_plot)
         plots.addWidget(self.decode_plot)
         layout.addLayout(plots, 1)

@@ -79,6 +79,7 @@ def test_a_window_shorter_than_the_panels_scrolls_them_whole(qtbot, size):
         assert plot.parentWidget().rect().contains(plot.geometry()), item.titleLabel.text
         # the plot's title and axes fit the widget: its right part was cut off (the parks plot's title, its 'disk'
         # legend entry and last tick at 800 px: 222 px drawn in 158)
+        assert plot.toolTip(), item.titleLabel.text                # the short title's rest: what the lines are
         assert item.minimumWidth() <= plot.viewport().width() and \
             item.sceneBoundingRect().right() <= plot.viewport().width() + 0.5, (item.titleLabel.text, plot.width())
     bar = w.panels.verticalScrollBar()
