@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer
@@ -62,6 +63,7 @@ class AppController(QObject):
             self.tray = Tray(icon, on_open=self.open_monitor, on_copy=self.copy_endpoint,
                              on_restart=self.restart_server, on_quit=self.quit)
         self._shown_restarts = 0
+        self._restart_thread: threading.Thread | None = None
         self._last_state = ""
         self._shut = False
         self.timer = QTimer(self)
@@ -89,12 +91,21 @@ class AppController(QObject):
 
     def restart_server(self) -> None:
         log.info("restart requested by the user")
-        self.supervisor.restart()
+        self._in_background(self.supervisor.restart)
 
     def restart_on_free_port(self) -> None:
         log.info("restart on a free port requested by the user")
         self.free_port_button.setVisible(False)
-        self.supervisor.restart_on_free_port()
+        self._in_background(self.supervisor.restart_on_free_port)
+
+    def _in_background(self, restart) -> None:
+        """A restart off the GUI thread: stopping waits for the server to park its conversations (up to 15 s,
+        then SIGTERM), and the window froze meanwhile. One at a time; Qt-free (the supervisor)."""
+        if self._restart_thread is not None and self._restart_thread.is_alive():
+            log.info("a restart is already under way")
+            return
+        self._restart_thread = threading.Thread(target=restart, name="strata-server-restart", daemon=True)
+        self._restart_thread.start()
 
     def quit(self) -> None:
         self.shutdown()
@@ -107,6 +118,8 @@ class AppController(QObject):
             return
         self._shut = True
         self.timer.stop()
+        if self._restart_thread is not None:     # a restart under way finishes first: it would start a server
+            self._restart_thread.join()
         if self.client is not None:
             self.client.stop()
             self.client = None

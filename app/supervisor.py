@@ -40,7 +40,8 @@ LAST_LINE_CHARS = 600   # the server's refusals end with what to do (a memory ch
 
 @dataclass(frozen=True)
 class ServerStatus:
-    state: str                 # "waiting" (for the model file) | "starting" | "running" | "restarting" | "failed" | "stopped"
+    state: str                 # "waiting" (for the model file) | "starting" | "running" | "restarting" | "failed" |
+                               # "stopping" | "stopped"
     detail: str                # why, in words
     endpoint: str | None       # where clients connect (from the server's own "listening on" line)
     pid: int | None
@@ -71,13 +72,15 @@ def connect_address(url: str) -> str:
 class ServerSupervisor:
     def __init__(self, config_path: Path | None, log_dir: Path, *, restart: RestartConfig | None = None,
                  command: list[str] | None = None, health_timeout_s: float = HEALTH_TIMEOUT_S,
-                 env: dict[str, str] | None = None, model_probe: Callable[[Mapping[str, str]], ModelFile] | None = None) -> None:
+                 env: dict[str, str] | None = None, model_probe: Callable[[Mapping[str, str]], ModelFile] | None = None,
+                 stop_grace_s: float = STOP_GRACE_S) -> None:
         self.config_path = Path(config_path) if config_path else None
         self.log_dir = Path(log_dir)
         self.log_path = self.log_dir / "server.log"
         self.restart_cfg = restart or RestartConfig.from_env()
         self.command = command or server_command(self.config_path)
         self.health_timeout_s = health_timeout_s
+        self.stop_grace_s = stop_grace_s
         self.model_probe = model_probe   # called with the server's environment; None: no look before a start
         self.env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
         self.events: deque[tuple[float, str]] = deque(maxlen=200)   # (wall time, what happened)
@@ -103,8 +106,15 @@ class ServerSupervisor:
             self._thread = threading.Thread(target=self._run, name="strata-server-supervisor", daemon=True)
             self._thread.start()
 
-    def stop(self, timeout: float = STOP_GRACE_S) -> None:
+    def stop(self, timeout: float | None = None) -> None:
+        """Stops the server (standard input closed, SIGTERM after `timeout`, default `stop_grace_s`) and the
+        supervision; returns once both have ended. The state is "stopping" meanwhile."""
+        timeout = self.stop_grace_s if timeout is None else timeout
         self._stop.set()
+        with self._lock:
+            running = self._proc is not None and self._proc.poll() is None
+        if running:
+            self._set("stopping", "stopping the server (it parks its conversations first)")
         self._terminate(timeout)
         if self._thread is not None:
             self._thread.join(timeout + 5)
@@ -155,6 +165,10 @@ class ServerSupervisor:
             while proc.poll() is None and not self._stop.wait(0.2):
                 pass
             if self._stop.is_set():
+                # this thread ends once the server has: on Linux its end is the server's PR_SET_PDEATHSIG, a SIGTERM
+                # before the grace time stop() gives it (its standard input closed first); and a server spawned as
+                # the stop began, after stop() looked for one, is stopped here the same way
+                self._terminate(self.stop_grace_s)
                 return
             rc = proc.wait()
             at_exit = self._look() if rc == MODEL_NOT_LOADED else None

@@ -98,6 +98,30 @@ def test_a_real_server_runs_until_stopped(tmp_path, tiny_model_factory):
     assert "standard input closed: stopping" in log
 
 
+def test_a_stop_closes_standard_input_and_waits_the_grace_time_before_a_signal(tmp_path):
+    """On Linux the server had SIGTERM at once as well: the supervisor's thread, whose end is the server's
+    PR_SET_PDEATHSIG, ended as soon as the stop began, not once the server had, so the grace time to park the
+    conversations after the end of its input ("SIGTERM after 15 s", docs/app.md) was never given."""
+    marks = tmp_path / "marks"
+    child = ("import signal, sys, time\n"
+             f"marks = open({str(marks)!r}, 'a')\n"
+             "signal.signal(signal.SIGTERM, lambda *_: (marks.write('SIGTERM\\n'), marks.flush(), sys.exit(1)))\n"
+             "print('ready', flush=True)\n"
+             "sys.stdin.read()\n"
+             "marks.write('end of input\\n')\n"
+             "marks.flush()\n"
+             "time.sleep(1.5)\n")                     # parks its conversations
+    sup = ServerSupervisor(None, tmp_path, command=[sys.executable, "-c", child])
+    sup.start()
+    deadline = time.monotonic() + 60
+    while "ready" not in ((tmp_path / "server.log").read_text() if (tmp_path / "server.log").exists() else ""):
+        assert time.monotonic() < deadline, "the child never started"
+        time.sleep(0.05)
+    sup.stop()
+    assert marks.read_text() == "end of input\n"
+    assert sup.status().state == "stopped" and sup.status().pid is None
+
+
 def test_helpers():
     assert connect_address("http://0.0.0.0:8080") == "http://127.0.0.1:8080"
     assert connect_address("http://[::]:8080/") == "http://127.0.0.1:8080"
