@@ -164,8 +164,9 @@ def run_app(app, args: argparse.Namespace, serve_args: list[str], folder: Path, 
         app.lastWindowClosed.connect(controller.shutdown)
     else:
         controller.window.hide_on_close = True   # the tray keeps the app alive
-    for sig in (signal.SIGINT, signal.SIGTERM):   # a polite stop (logout, kill, Ctrl-C) stops the server too
-        signal.signal(sig, lambda *_: app.quit())
+    # a polite stop (logout, kill, Ctrl-C) stops the server too; the process's own handlers come back at the end
+    # (they stayed: a Ctrl-C after main returned, e.g. in a test run, only asked a finished Qt loop to quit)
+    before = {sig: signal.signal(sig, lambda *_: app.quit()) for sig in (signal.SIGINT, signal.SIGTERM)}
     controller.start(show=not args.hidden or controller.tray is None)
     try:
         code = app.exec()
@@ -175,6 +176,8 @@ def run_app(app, args: argparse.Namespace, serve_args: list[str], folder: Path, 
         controller.shutdown()
         if single is not None:
             single.close()
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
     return code
 
 

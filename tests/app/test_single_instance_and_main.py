@@ -96,3 +96,34 @@ def test_without_a_display_the_app_says_so_instead_of_aborting(tmp_path):
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert r.stderr.startswith("strata-app: no display to open a window on"), r.stderr
     assert "strata serve" in r.stderr
+
+
+def test_the_app_runs_then_gives_the_signal_handlers_back(qtbot, app_config, tmp_path):
+    """strata-app's main in this process on a real configuration: the server starts, a quit stops it, and
+    SIGINT / SIGTERM are the process's own again (they stayed the app's: Ctrl-C then asked a finished Qt loop
+    to quit, and nothing stopped the process)."""
+    import signal
+
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    logs = tmp_path / "logs"
+    app = QApplication.instance()
+    timer = QTimer()
+
+    def quit_once_listening() -> None:
+        log = logs / "server.log"
+        if log.exists() and "listening on" in log.read_text(encoding="utf-8"):
+            app.quit()
+
+    timer.timeout.connect(quit_once_listening)
+    timer.start(100)
+    try:
+        code = main(["--config", str(app_config), "--log-dir", str(logs)])
+    finally:
+        timer.stop()
+        app.setQuitOnLastWindowClosed(True)
+    assert code == 0
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+    assert "stopping" in (logs / "server.log").read_text(encoding="utf-8")
