@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
 from strata.monitor.model import MonitorModel
@@ -22,7 +22,8 @@ from strata.monitor.widgets.slots import SlotsPanel
 
 REDRAW_MS = 250          # the feed sends at most 4 snapshots a second
 DEFAULT_SIZE = (1280, 800)
-TITLE_BAR_PX = 40        # the window manager's frame is unknown before the window is shown: room for it
+TITLE_BAR_PX = 40
+LAYOUT_PASSES = 3        # a layout may ask for another (a wrapped label's new height): nested ones, a few deep        # the window manager's frame is unknown before the window is shown: room for it
 
 
 class MonitorWindow(QMainWindow):
@@ -101,6 +102,10 @@ class MonitorWindow(QMainWindow):
     def save_png(self, path: str | Path) -> Path:
         """Renders the window as it is now into a PNG file (works offscreen)."""
         self.redraw(force=True)
+        # the new texts' layout first: it waits for the event loop, and the picture showed the last one (after a
+        # restart, 'connected' in the room a long disconnection reason had taken, the address cut off)
+        for _ in range(LAYOUT_PASSES):
+            QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest.value)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         if not self.grab().save(str(path), "PNG"):
