@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication, QLabel, QPushButton, QSystemTrayIcon
 from strata.app import model_file
-from strata.app.restart_policy import FREE_PORT, RestartConfig
+from strata.app.restart_policy import FREE_PORT, GAVE_UP, RestartConfig
 from strata.app.supervisor import ServerStatus, ServerSupervisor, server_command
 from strata.app.tray import Tray
 from strata.monitor.client import FeedClient
@@ -190,8 +190,11 @@ def status_text(status: ServerStatus) -> str:
         text = f"Server waiting {status.detail}"
     else:
         text = f"Server {status.state}: {status.detail}"
-    # while restarting, the state's detail is that restart's reason: not said twice
-    if status.restarts and not (status.state == "restarting" and status.detail == status.last_restart_reason):
+    # while restarting, the state's detail is that restart's reason, and a give-up's counts the restarts and says
+    # the last one's reason: not said twice
+    said = (status.state == "restarting" and status.detail == status.last_restart_reason) or \
+        (status.state == "failed" and status.detail.startswith(GAVE_UP))
+    if status.restarts and not said:
         times = "once" if status.restarts == 1 else f"{status.restarts} times"
         text += f"  \u2022  restarted {times} (last: {status.last_restart_reason})"
     return text

@@ -65,6 +65,7 @@ class Exit:
     on_free_port: bool = False    # the app had started it on any free port (`--port 0`) already
 
 
+GAVE_UP = "gave up after"    # how a give-up's reason begins (it counts the restarts itself)
 FREE_PORT = "free_port"      # RestartDecision.offer: the app offers to start the server on any free port
 
 
@@ -124,7 +125,7 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
                                                 "fix what it says, or choose another model (run the setup again)")
     if attempts >= cfg.max_retries:
         restarts = "1 restart" if attempts == 1 else f"{attempts} restarts"
-        return RestartDecision(False, attempts, f"gave up after {restarts} in a row: server {what} "
+        return RestartDecision(False, attempts, f"{GAVE_UP} {restarts} in a row: server {what} "
                                                 f"(STRATA_START_RETRIES={cfg.max_retries})")
     return RestartDecision(True, attempts + 1, f"server {what}; restart {attempts + 1} of {cfg.max_retries}")
 

@@ -32,7 +32,14 @@ def test_status_text():
     assert status_text(ServerStatus("running", "pid 7", "http://h:1", 7, 0, "")) == "Server running (pid 7)"
     text = status_text(ServerStatus("running", "pid 9", "http://h:1", 9, 2, "server killed by SIGKILL; restart 1 of 5"))
     assert text == "Server running (pid 9)  \u2022  restarted 2 times (last: server killed by SIGKILL; restart 1 of 5)"
-    assert status_text(ServerStatus("failed", "gave up", None, None, 5, "x")).startswith("Server failed: gave up")
+    assert status_text(ServerStatus("failed", "refused", None, None, 5, "x")).startswith("Server failed: refused")
     # while it waits to start again the reason is said once (it was said twice, as the state and as "last")
     why = "server killed by SIGKILL; restart 1 of 5"
     assert status_text(ServerStatus("restarting", why, None, None, 1, why)) == f"Server restarting: {why}"
+    # a give-up counts the restarts and says the last reason: the status bar's one line said it all twice
+    gave_up = "gave up after 5 restarts in a row: server exited with status 1 (boom) (STRATA_START_RETRIES=5)"
+    last = "server exited with status 1 (boom); restart 5 of 5"
+    assert status_text(ServerStatus("failed", gave_up, None, None, 5, last)) == f"Server failed: {gave_up}"
+    # a failure of another kind after restarts still says them
+    other = "the server could not load its model: exited with status 3 (damaged)"
+    assert status_text(ServerStatus("failed", other, None, None, 1, why)).endswith(f"restarted once (last: {why})")
