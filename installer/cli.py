@@ -178,7 +178,7 @@ def _prompt(q: Question, stdin: TextIO, out: TextIO) -> str | None:
     print(f"\n{q.prompt}", file=out)
     for i, option in enumerate(q.options if q.key == "model" else (), start=1):
         print(f"  {i}) {option}", file=out)
-    if q.key == "model":
+    if q.key == "model" and q.options:
         print("  type a number from the list or the path of a .gguf file", file=out)
     if q.default is not None:
         print(f"  default: {q.default_text}  ({q.reason})", file=out)

@@ -29,7 +29,16 @@ def starting_situation(cold_dir: str | Path | None = None, extra_model: str | No
         found = (extra_model, *found)
     folder = Path(cold_dir).expanduser() if cold_dir else config_file.default_cold_dir()
     return Situation(machine=machine_profile(), cold_disk=disk_facts(folder), models_found=found,
-                     default_model=extra_model or default, cuda_built=cuda_built())
+                     default_model=extra_model or default, models_folder=models_folder(), cuda_built=cuda_built())
+
+
+def models_folder() -> str | None:
+    """The folder `strata models` searches for the user's own GGUF files (None without the engine)."""
+    try:
+        from strata.engine.models import user_models_dir
+    except ImportError:
+        return None
+    return str(user_models_dir())
 
 
 def cuda_built() -> bool:

