@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QWizard
 from strata.installer import config_file, flow
 from strata.installer.plan import QUESTION_ORDER
@@ -19,6 +20,18 @@ from strata.installer.wizard.bench_page import BenchPage
 from strata.installer.wizard.model_page import ModelPage
 from strata.installer.wizard.plan_page import PlanPage
 from strata.installer.wizard.question_pages import ConcurrencyPage, ContextPage, DiskPage
+
+DEFAULT_SIZE = (900, 600)
+LEAST_SIZE = (640, 440)
+TITLE_BAR_PX = 40        # the window manager's frame is unknown before the window is shown: room for it
+
+
+def fitted_size(size: tuple[int, int], screen) -> tuple[int, int]:
+    """`size`, no larger than the screen's free area with a title bar above it (the least size still applies)."""
+    if screen is None:
+        return size
+    free = screen.availableGeometry()
+    return min(size[0], free.width()), min(size[1], free.height() - TITLE_BAR_PX)
 
 
 class SetupWizard(QWizard):
@@ -32,7 +45,11 @@ class SetupWizard(QWizard):
         self.setWindowTitle("Strata setup")
         self.setWizardStyle(QWizard.WizardStyle.ClassicStyle)
         self.setOption(QWizard.WizardOption.NoBackButtonOnStartPage, True)
-        self.setMinimumSize(900, 600)
+        # 900x600 where the screen has room; every page also fits 640x440 (the plan's table scrolls): a least
+        # size of 900x600 put Next and Finish below the edge of a small logical screen (1920x1080 at 200 %:
+        # 960x540; 1366x768 at 125 %)
+        self.setMinimumSize(*LEAST_SIZE)
+        self.resize(*fitted_size(DEFAULT_SIZE, QGuiApplication.primaryScreen()))
         self.situation: Situation = situation or flow.starting_situation()
         self.answers = Answers()
         self.config_path = Path(config_path).expanduser() if config_path else config_file.configured_path()

@@ -258,3 +258,15 @@ def test_the_bench_bar_moves_forward_and_shows_it_is_busy_while_the_engine_measu
     shown = [v for v, top in seen if top]                 # percentages, whenever the bar counts
     assert shown == sorted(shown) and shown[-1] == 100, seen
     assert (bench.bar.value(), bench.bar.maximum()) == (100, 100)
+
+
+def test_the_wizard_opens_inside_a_200_percent_laptop_screen(tmp_path):
+    """1920x1080 at 200 % is 960x540 logical pixels: the wizard's least size was 900x600, so its Next and Finish
+    buttons were below the screen's edge on the first run."""
+    from tests.monitor.test_small_windows import window_frame_on_a_screen
+
+    code = ("from strata.installer.wizard.setup_wizard import SetupWizard; "
+            f"w = SetupWizard(None, {str(tmp_path / 'config.toml')!r}, run_bench=False)")
+    x, y, w, h = frame = window_frame_on_a_screen(tmp_path, 960, 540, code)
+    assert x >= 0 and y >= 0 and x + w <= 960 and y + h <= 540 - 30, frame
+

@@ -127,27 +127,40 @@ def test_a_long_disconnection_reason_wraps_instead_of_widening_the_window(qtbot)
     assert state.minimumSizeHint().width() <= state.width() and state.height() >= state.heightForWidth(state.width())
 
 
-def test_the_window_opens_inside_a_1366x768_screen(tmp_path):
-    """The window opened at 1280x800 whatever the screen: on a 1366x768 laptop (the commonest small screen)
-    its bottom, the status bar where the app says why its server is down, was below the screen's edge.
-    A subprocess: the offscreen platform's screen size is set when the application starts."""
+def window_frame_on_a_screen(tmp_path, width: int, height: int, code: str) -> tuple[int, int, int, int]:
+    """The frame of the window `code` shows (its last line prints `app` and `w`'s rectangles) on an offscreen
+    screen of that size. A subprocess: the offscreen platform's screen size is set when the application starts."""
     screen = {"synchronousWindowSystemEvents": True, "windowFrameMargins": False,
-              "screens": [{"name": "laptop", "x": 0, "y": 0, "width": 1366, "height": 768,
+              "screens": [{"name": "laptop", "x": 0, "y": 0, "width": width, "height": height,
                            "logicalDpi": 96, "logicalBaseDpi": 96, "dpr": 1}]}
     config = tmp_path / "screen.json"
     config.write_text(json.dumps(screen), encoding="utf-8")
-    code = ("from PySide6.QtWidgets import QApplication; app = QApplication([]); "
-            "from strata.monitor.model import MonitorModel; from strata.monitor.window import MonitorWindow; "
-            "w = MonitorWindow(MonitorModel()); w.show(); app.processEvents(); "
-            "print(app.primaryScreen().availableGeometry().getRect(), w.frameGeometry().getRect())")
+    code = ("from PySide6.QtWidgets import QApplication; app = QApplication([]); " + code + "; w.show(); "
+            "app.processEvents(); print(app.primaryScreen().availableGeometry().getRect(), w.frameGeometry().getRect())")
     env = dict(os.environ, QT_QPA_PLATFORM=f"offscreen:configfile={config}")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
                          check=True).stdout.strip().splitlines()[-1]
     screen_rect, frame = (tuple(int(x) for x in part.strip("() ").split(",")) for part in out.split(") ("))
-    assert screen_rect == (0, 0, 1366, 768)
-    x, y, w, h = frame
+    assert screen_rect == (0, 0, width, height)
+    return frame
+
+
+MONITOR = ("from strata.monitor.model import MonitorModel; from strata.monitor.window import MonitorWindow; "
+           "w = MonitorWindow(MonitorModel())")
+
+
+def test_the_window_opens_inside_a_1366x768_screen(tmp_path):
+    """The window opened at 1280x800 whatever the screen: on a 1366x768 laptop (the commonest small screen)
+    its bottom, the status bar where the app says why its server is down, was below the screen's edge."""
+    x, y, w, h = frame = window_frame_on_a_screen(tmp_path, 1366, 768, MONITOR)
     assert x >= 0 and y >= 0 and x + w <= 1366 and y + h <= 768 - 30, frame   # room for a title bar too
-    assert w == 1280 and h >= 682, frame      # as wide as before, and no shorter than the window's least height
+    assert (w, h) == (1280, 728), frame      # as wide as before, and as tall as the screen lets it
+
+
+def test_the_window_opens_inside_a_200_percent_laptop_screen(tmp_path):
+    """1920x1080 at 200 % is 960x540 logical pixels: the window's least height, 660, was taller than that."""
+    x, y, w, h = frame = window_frame_on_a_screen(tmp_path, 960, 540, MONITOR)
+    assert x >= 0 and y >= 0 and x + w <= 960 and y + h <= 540 - 30, frame
 
 
 def test_a_failed_load_reason_with_angle_brackets_is_shown_as_text(qtbot):
