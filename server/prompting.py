@@ -38,7 +38,7 @@ from strata.server.reasoning import (
 )
 
 REASONING_EFFORTS = ("low", "medium", "high")     # gpt-oss's template: "Reasoning: <effort>"
-EFFORT_ALIASES = {"none": "low", "minimal": "low", "xhigh": "high"}   # OpenAI's other levels
+EFFORT_ALIASES = {"none": "low", "minimal": "low", "xhigh": "high", "max": "high"}   # OpenAI's other levels
 # after the prompt's "<|start|>assistant": llama.cpp's continuation of a final message (common/parsers/gpt-oss.cpp),
 # an analysis message (the prefill's reasoning: none) before the final message that the prefill starts
 HARMONY_FINAL = "<|channel|>analysis<|message|><|end|><|start|>assistant<|channel|>final<|message|>"

@@ -173,7 +173,20 @@ def test_reasoning_effort_values(value, expected):
     assert reasoning_effort(value, "reasoning_effort") == expected
 
 
-@pytest.mark.parametrize("value", ["max", 3, ""])
+def test_every_reasoning_effort_the_openai_sdk_defines_reads_as_a_level():
+    """openai 3.60 added "max" (a 400 before); a level a later SDK adds fails here until it is mapped."""
+    import typing
+
+    from openai.types.shared.reasoning_effort import ReasoningEffort
+
+    levels = [v for arg in typing.get_args(ReasoningEffort) for v in typing.get_args(arg)]
+    assert "max" in levels
+    for value in levels:
+        assert reasoning_effort(value, "reasoning_effort")["reasoning_effort"] in ("low", "medium", "high"), value
+    assert reasoning_effort("max", "reasoning_effort") == {"reasoning_effort": "high"}
+
+
+@pytest.mark.parametrize("value", ["maximum", 3, ""])
 def test_reasoning_effort_bad_values_are_a_400_naming_the_field(value):
     with pytest.raises(APIError) as err:
         reasoning_effort(value, "reasoning.effort")
