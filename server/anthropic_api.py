@@ -31,6 +31,7 @@ from strata.server.prompting import (
     check_fits,
     conversation_key,
     only_named_tool,
+    reasoning_effort,
     render_chat_async,
     split_answer,
     split_prefill,
@@ -204,7 +205,8 @@ async def _prompt(request: web.Request, body: dict) -> tuple[Any, list[dict], li
         callable_ = changes.callable(callable_)
     history, prefill = split_prefill(messages)
     return state, messages, callable_, await render_chat_async(state.engine, history, shown, prefill,
-                                                               template_vars=thinking_switch(body))
+                                                               template_vars={**thinking_switch(body),
+                                                                              **output_effort(body)})
 
 
 # every type the anthropic SDK sends (its ThinkingConfigParam); 'between_tools' (thinking between tool calls)
@@ -235,6 +237,16 @@ def thinking_switch(body: dict) -> dict[str, Any]:
     if value["type"] == "enabled":
         return {"thinking_budget": budget}
     return {"enable_thinking": False} if value["type"] == "disabled" else {}
+
+
+def output_effort(body: dict) -> dict[str, str]:
+    """`output_config.effort` (low / medium / high / xhigh / max) as the template's `reasoning_effort`, as
+    chat completions' `reasoning_effort` gives it (gpt-oss's `Reasoning: ...` line; other templates may
+    ignore it); another value is a 400 naming the field."""
+    config = body.get("output_config")
+    if config is not None and not isinstance(config, dict):
+        raise APIError(400, "'output_config' must be an object", param="output_config")
+    return reasoning_effort((config or {}).get("effort"), "output_config.effort")
 
 
 def thinking_budget(body: dict) -> int | None:

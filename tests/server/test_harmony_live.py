@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anthropic
 import openai
 import pytest
 from strata.server.anthropic_api import parse_messages as anthropic_messages
@@ -201,9 +202,30 @@ def test_reasoning_effort_reaches_the_template(caller):
         "reasoning_effort": "high"}))
     assert "Reasoning: high" in text
     with pytest.raises(openai.BadRequestError, match="reasoning_effort"):
-        oai.chat.completions.create(model="m", messages=ASK, max_tokens=4, extra_body={"reasoning_effort": "max"})
+        oai.chat.completions.create(model="m", messages=ASK, max_tokens=4, extra_body={"reasoning_effort": "maximum"})
     with pytest.raises(openai.BadRequestError, match="reasoning.effort"):
-        oai.responses.create(model="m", input="hi", max_output_tokens=4, reasoning={"effort": "max"})
+        oai.responses.create(model="m", input="hi", max_output_tokens=4, reasoning={"effort": "maximum"})
+
+
+def test_anthropic_output_effort_reaches_the_template(caller):
+    """`output_config.effort` (the anthropic SDK's low ... max) is the template's reasoning effort, as
+    `reasoning_effort` is on chat completions: it was ignored (gpt-oss thought at its default, medium)."""
+    _, claude = sdk_clients(caller)
+    engine = caller.state.engine
+
+    def counted(**kw):
+        return claude.messages.count_tokens(model="m", messages=ASK, **kw).input_tokens
+
+    def rendered(effort):
+        return len(render_chat(engine, ASK, None, template_vars={"reasoning_effort": effort} if effort else None))
+
+    assert counted() == rendered(None) != rendered("low")
+    assert counted(output_config={"effort": "low"}) == rendered("low")
+    assert counted(output_config={"effort": "max"}) == rendered("high")
+    r = claude.messages.create(model="m", messages=ASK, max_tokens=4, output_config={"effort": "xhigh"})
+    assert r.usage.input_tokens + r.usage.cache_read_input_tokens == rendered("high")
+    with pytest.raises(anthropic.BadRequestError, match="output_config.effort"):
+        claude.messages.create(model="m", messages=ASK, max_tokens=4, output_config={"effort": "maximum"})
 
 
 # ----- analysis + a final answer -----------------------------------------------------------------------
