@@ -500,7 +500,7 @@ def plan_park(main: MainView, slots: Sequence[SlotView], now: float, cfg: Policy
     """Where main's conversation goes before a request displaces it. `slots[i].common` is the
     tokens slot i shares with main's history. Order: skip below expired_keep_score or
     park_min_value (`main_low_value`); skip when a slot holds park_kept_share of it (`kept_share`);
-    its own older copy; else the reclaim order, where a history worth keeping counts only when main
+    its own older copy (a superseded one too); else the reclaim order, where a history worth keeping counts only when main
     is worth park_value_ratio times as much (0: never); never a protected slot (`no_target`)."""
     load = group_load or {}
     if main.n_tokens <= 0:
@@ -511,7 +511,9 @@ def plan_park(main: MainView, slots: Sequence[SlotView], now: float, cfg: Policy
     need = cfg.park_kept_share * main.n_tokens
     if any(not s.blank and s.common >= need for s in slots):
         return ParkDecision(None, "skip", "kept_share")
-    own = [s for s in slots if not s.busy and not s.blank and 0 < s.n_tokens <= s.common]
+    # a superseded (blank) copy is its older copy too: parking there copies only the new tokens and
+    # leaves the empty slots empty (else every side request left another stale copy in another slot)
+    own = [s for s in slots if not s.busy and 0 < s.n_tokens <= s.common]
     if own:
         t = max(own, key=lambda s: (s.common, -s.slot))
         return ParkDecision(t.slot, "own_copy", None, t.common, main.last_use, 0)

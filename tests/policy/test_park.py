@@ -101,3 +101,17 @@ def test_park_prefers_a_history_not_worth_keeping():
 
 def test_empty_main_has_nothing_to_park():
     assert plan_park(main(0, age=1), [slot(1)], NOW, DEFAULT).park_skip == "main_empty"
+
+
+def test_a_superseded_copy_of_the_conversation_takes_the_park_before_an_empty_slot():
+    # a side request displaces main after each turn: the turn before copied the conversation back from slot 1
+    # into main, which left slot 1 a superseded (blank) copy of its first 2,096 tokens. The park went to the
+    # empty slot 2 (3,065 tokens copied instead of 969, and every slot ends up holding a stale copy of one
+    # conversation, as a new-user trial's /v1/slots showed); its older copy takes it, the empty slots stay empty
+    m = main(3_065, age=1)
+    slots = [slot(1, 2_096, common=2_096, age=2, blank=True), slot(2), slot(3)]
+    d = plan_park(m, slots, NOW, DEFAULT)
+    assert (d.slot, d.reason, d.reused, d.lost_tokens) == (1, "own_copy", 2_096, 0)
+    # a blank slot holding anything else than a prefix of main is no copy of it: the reclaim order as before
+    other = [slot(1, 2_096, common=40, age=2, blank=True), slot(2)]
+    assert plan_park(m, other, NOW, DEFAULT).reason == "blank"
