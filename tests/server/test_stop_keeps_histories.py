@@ -56,3 +56,5 @@ def test_the_stop_says_what_was_kept_for_the_next_start(tiny_model, tmp_path, ca
     assert len(stopped) == 2, stopped
     assert "kept for the next start" in stopped[0] and f"warm {tmp_path / 'warm'} 256 MiB on (1 entry" in stopped[0]
     assert "not kept: no disk level is on" in stopped[1]
+    # and how to keep them: `./run` without a configuration has no disk level (a new-user trial's first stop)
+    assert "`strata setup`" in stopped[1] and "--conversation-cache-cold-dir DIR" in stopped[1], stopped[1]
