@@ -469,7 +469,7 @@ def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None) -> tupl
     """(reasoning or None, content, calls) of a whole answer; calls only when the request offered tools
     (a Harmony call of a tool not offered is dropped, as llama.cpp drops it)."""
     if fmt.harmony:
-        answer = parse_harmony(text)
+        answer = parse_harmony(text, tool_names(tools or []))
         return answer.reasoning, answer.content, _first_if_one(answer.calls, fmt) if tools else []
     reasoning, rest = split_reasoning(text, fmt.opened, fmt.think)
     content, calls = split_tool_calls(rest, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
@@ -505,7 +505,7 @@ class AnswerStream:
     def __init__(self, fmt: AnswerFormat, tools: list[dict] | None) -> None:
         self._tools = tools
         self._fmt = fmt
-        self._harmony = HarmonyStream() if fmt.harmony else None
+        self._harmony = HarmonyStream(tool_names(tools or [])) if fmt.harmony else None
         self._thinking = ReasoningGate(fmt.opened, fmt.think)
         self._gate = (ToolTextGate(tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
                       if tools and not fmt.harmony else None)

@@ -617,11 +617,11 @@ def parse_tool_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = 
     if fenced is not None:
         return fenced
     if mistral and _mistral_first(text):
-        found = parse_mistral_calls(text)
+        found = parse_mistral_calls(text, offered or ())
         if found is not None:
             return found
     if glm:
-        found = parse_glm_calls(text, types)
+        found = parse_glm_calls(text, types, offered or ())
         if found is not None and found[1]:
             return found
     if seed:

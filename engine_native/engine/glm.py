@@ -22,7 +22,7 @@ templates iterate), reasoning (`<think>`: strata.server.reasoning), typing value
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from strata.engine.call_runs import read_call_run, skip_space
@@ -48,14 +48,16 @@ def opens_glm_call(text: str, start: int) -> bool:
     return bool(head) and head[0] not in "{[<"
 
 
-def _read_call(text: str, pos: int, types: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, str], int] | None:
-    """The call whose `<tool_call>` is at `pos` and where it ends, or None when it does not read."""
+def _read_call(text: str, pos: int, types: Mapping[str, Mapping[str, Any]],
+               offered: Collection[str] = ()) -> tuple[dict[str, str], int] | None:
+    """The call whose `<tool_call>` is at `pos` and where it ends, or None when it does not read. A name
+    with a space is read only when it is an `offered` tool's ("a b": the template writes it as it is)."""
     start = pos + len(OPEN)
     end = _name_end(text, start)
     if end < 0:
         return None
     name = text[start:end].strip()
-    if not name or any(c.isspace() or c in "<>{}" for c in name):
+    if not name or any(c in "<>{}" for c in name) or (any(c.isspace() for c in name) and name not in offered):
         return None
     known = types.get(name, {})
     args: dict[str, Any] = {}
@@ -81,8 +83,9 @@ def _read_call(text: str, pos: int, types: Mapping[str, Mapping[str, Any]]) -> t
     return {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}, pos + len(CLOSE)
 
 
-def parse_glm_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[str, list[dict[str, str]]] | None:
+def parse_glm_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = None,
+                    offered: Collection[str] = ()) -> tuple[str, list[dict[str, str]]] | None:
     first = first_outside_code(text, OPEN)
     if first < 0 or not opens_glm_call(text, first + len(OPEN)):
         return None
-    return read_call_run(text, first, OPEN, lambda t, pos: _read_call(t, pos, types or {}))
+    return read_call_run(text, first, OPEN, lambda t, pos: _read_call(t, pos, types or {}, offered))

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,12 +59,18 @@ class HarmonyAnswer:
     calls: list[dict[str, str]] = field(default_factory=list)
 
 
-def _header_kind(header: str) -> tuple[str, str | None]:
-    """("reasoning" | "text" | "call", the called name) of a message header (the text before <|message|>)."""
+def _header_kind(header: str, offered: Collection[str] = ()) -> tuple[str, str | None]:
+    """("reasoning" | "text" | "call", the called name) of a message header (the text before <|message|>).
+    The recipient ends at whitespace, unless it is the longest `offered` name there: "a b" of
+    `to=functions.a b <|constrain|>json` (the template writes such a name as it is)."""
     recipient = _RECIPIENT.search(header)
     name = recipient.group(1) if recipient else None
     if name is not None and name != "assistant":
-        return "call", name[len("functions."):] if name.startswith("functions.") else name
+        name = name[len("functions."):] if name.startswith("functions.") else name
+        after = header[recipient.end() - len(name):]
+        spaced = [n for n in offered if n.startswith(name) and after.startswith(n)
+                  and (len(after) == len(n) or after[len(n)].isspace() or after[len(n)] == "<")]
+        return "call", max(spaced, key=len, default=name)
     # the last channel: gpt-oss-20b sometimes writes a stray `<|channel|>commentary` before the real one
     channels = _CHANNEL_NAME.findall(header)
     return ("reasoning" if channels and channels[-1] == "analysis" else "text"), None
@@ -89,7 +96,8 @@ class HarmonyStream:
     """Routes a streamed Harmony answer into ("reasoning", text) and ("text", text) pieces; the tool calls
     are in `calls` after finish()."""
 
-    def __init__(self) -> None:
+    def __init__(self, offered: Collection[str] = ()) -> None:
+        self.offered = offered       # the tools' names (a name with a space reads whole)
         self.buf = ""
         self.mode = "first"          # first -> header <-> body; or plain (not Harmony)
         self.kind = "text"           # the open message's kind, its call name and arguments so far
@@ -121,7 +129,7 @@ class HarmonyStream:
                 at = self.buf.find(MESSAGE)
                 if at < 0:
                     return [p for p in out if p[1]]
-                self.kind, self.name = _header_kind(self.buf[:at])
+                self.kind, self.name = _header_kind(self.buf[:at], self.offered)
                 self.thought = self.thought or self.kind == "reasoning"
                 self.buf, self.mode, self.args, self.joined = self.buf[at + len(MESSAGE):], "body", "", False
             ends = [(self.buf.find(m), m) for m in BODY_ENDS if m in self.buf]
@@ -167,8 +175,8 @@ class HarmonyStream:
         return out
 
 
-def parse_harmony(text: str) -> HarmonyAnswer:
-    stream = HarmonyStream()
+def parse_harmony(text: str, offered: Collection[str] = ()) -> HarmonyAnswer:
+    stream = HarmonyStream(offered)
     pieces = stream.feed(text) + stream.finish()
     reasoning = "".join(t for k, t in pieces if k == "reasoning")
     content = "".join(t for k, t in pieces if k == "text")

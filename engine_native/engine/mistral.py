@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from strata.engine.call_runs import read_call_run, skip_space
@@ -123,8 +123,9 @@ def keep_written_ids(calls: list[dict[str, str]]) -> None:
             del c["id"]
 
 
-def _read_call(text: str, pos: int) -> tuple[dict[str, str], int] | None:
-    """The call whose `[TOOL_CALLS]` is at `pos` and where it ends, or None when it does not read."""
+def _read_call(text: str, pos: int, offered: Collection[str] = ()) -> tuple[dict[str, str], int] | None:
+    """The call whose `[TOOL_CALLS]` is at `pos` and where it ends, or None when it does not read. A name
+    with a space is read only when it is an `offered` tool's ("a b": the template writes it as it is)."""
     start = pos + len(TOOL_CALLS)
     at = text.find(ARGS, start)
     if at < 0:
@@ -134,7 +135,7 @@ def _read_call(text: str, pos: int) -> tuple[dict[str, str], int] | None:
         return None
     name, _, given_id = head.partition(CALL_ID)
     name = name.strip()
-    if not name or any(c.isspace() for c in name):
+    if not name or (any(c.isspace() for c in name) and name not in offered):
         return None
     body = skip_space(text, at + len(ARGS))
     try:
@@ -153,13 +154,13 @@ def _read_call(text: str, pos: int) -> tuple[dict[str, str], int] | None:
     return call, end
 
 
-def parse_mistral_calls(text: str) -> tuple[str, list[dict[str, str]]] | None:
+def parse_mistral_calls(text: str, offered: Collection[str] = ()) -> tuple[str, list[dict[str, str]]] | None:
     first = first_outside_code(text, TOOL_CALLS)
     if first < 0:
         return None
     after = text[first + len(TOOL_CALLS):].lstrip()
     if not after or after[0] in "[{":
         return None                    # Nemo's JSON list (or nothing yet): the bare-call reader's
-    content, calls = read_call_run(text, first, TOOL_CALLS, _read_call)
+    content, calls = read_call_run(text, first, TOOL_CALLS, lambda t, pos: _read_call(t, pos, offered))
     keep_written_ids(calls)
     return content, calls
