@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Strata")
+    app.setDesktopFileName("strata")   # resources/strata.desktop: Wayland's app id, so the window takes its icon
     app.setQuitOnLastWindowClosed(False)
     collector = GuiThreadCollector(app)    # Qt objects in reference cycles are freed on this thread only
     try:
