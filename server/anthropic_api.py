@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 from strata.server import fields as f
 from strata.server.anthropic_text import parse_system, system_message, text_of_blocks
+from strata.server.anthropic_tools import client_run, not_run_here
 from strata.server.errors import APIError
 from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
@@ -163,12 +164,14 @@ def offered_tools(body: dict) -> list[dict]:
 
 
 def chat_tool(t: dict, where: str) -> dict | None:
-    """One `tools` entry as a chat tool; None for a server tool (web search, ...): the client's business,
-    the model cannot run it."""
+    """One `tools` entry as a chat tool: an Anthropic-defined tool the client runs (bash, the text editor)
+    with the input Anthropic documents for it (anthropic_tools.py); None for one the model cannot call here
+    (a server tool: web search, ...)."""
     if not isinstance(t.get("name"), str) or not t["name"]:
         raise APIError(400, f"{where}.name must be a non-empty string")
     if t.get("type") not in (None, "custom") and "input_schema" not in t:
-        return None
+        defined = client_run(t["type"])
+        return None if defined is None else {"type": "function", "function": {"name": t["name"], **defined}}
     schema = f.tool_schema(t.get("input_schema"), f"{where}.input_schema")
     return {"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
                                              "parameters": schema}}
@@ -185,9 +188,26 @@ def parse_tools(body: dict) -> list[dict] | None:
     out = offered_tools(body)
     if choice is not None and choice["type"] == "none":
         return None
+    refuse_server_tools(body, choice, out)
     if choice is not None and choice["type"] == "tool":     # one named tool: only it is offered
         return only_named_tool(out, choice["name"])
     return out or None
+
+
+def refuse_server_tools(body: dict, choice: dict | None, callable_: list[dict]) -> None:
+    """400 when the answer would depend on a tool only Anthropic's servers run (web search, code execution,
+    ...: anthropic_tools.NOT_RUN_HERE): `tool_choice` names one, or every tool is one (a request made for
+    it, such as Claude Code's web search; answered without it, the model would invent its results).
+    Beside tools the client runs, such a tool is left out and the model answers with those."""
+    unrun = {t.get("name"): t.get("type") for t in f.get_list(body, "tools") or []
+             if isinstance(t, dict) and "input_schema" not in t and not_run_here(t.get("type"))}
+    why = "Anthropic's servers run it (or it needs a model that sees screenshots); Strata cannot, the model " \
+          "here calls only tools the client runs"
+    if choice is not None and choice["type"] == "tool" and choice["name"] in unrun:
+        raise APIError(400, f"'tool_choice' names {choice['name']!r}, a {unrun[choice['name']]} tool: {why}")
+    if unrun and not callable_:
+        kinds = ", ".join(sorted({str(k) for k in unrun.values()}))
+        raise APIError(400, f"'tools' holds only tools Strata cannot run ({kinds}): {why}")
 
 
 async def _prompt(request: web.Request, body: dict) -> tuple[Any, list[dict], list[dict] | None, list[int]]:

@@ -1,0 +1,63 @@
+"""Anthropic-defined tools: a `tools` entry with a versioned `type` and no `input_schema`
+(`{"type": "bash_20250124", "name": "bash"}`). Those the client runs (bash, the text editor, memory) get
+the input Anthropic documents for them, so the model here can call them and the client runs the call;
+those Anthropic's servers run (web search and fetch, code execution, tool search) or that need a model
+that sees screenshots (computer, browser) cannot run here. Pure: knows nothing of requests or templates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_TEXT = {"type": "string"}
+_LINE_RANGE = {"type": "array", "items": {"type": "integer"},
+               "description": "[first, last] line to view, 1-based; last -1 for the end of the file"}
+
+BASH = {
+    "description": "Run a command in a bash shell the client keeps open: its working directory and variables "
+                   "persist between calls. Set restart to true to start a fresh shell.",
+    "parameters": {"type": "object", "properties": {
+        "command": {"type": "string", "description": "The command to run"},
+        "restart": {"type": "boolean", "description": "Restart the shell instead of running a command"}}},
+}
+
+TEXT_EDITOR = {
+    "description": "View, create and edit text files. view shows a file with line numbers (or a directory's "
+                   "files); create writes file_text to a new file; str_replace replaces old_str, which must "
+                   "appear exactly once, with new_str; insert puts new_str after line insert_line (0: at the "
+                   "start).",
+    "parameters": {"type": "object", "properties": {
+        "command": {"type": "string", "enum": ["view", "create", "str_replace", "insert"]},
+        "path": {"type": "string", "description": "The file or directory"},
+        "file_text": _TEXT, "old_str": _TEXT, "new_str": _TEXT,
+        "insert_line": {"type": "integer"}, "view_range": _LINE_RANGE},
+        "required": ["command", "path"]},
+}
+
+MEMORY = {
+    "description": "Keep notes across conversations in the /memories directory: view, create, str_replace, "
+                   "insert, delete and rename files there.",
+    "parameters": {"type": "object", "properties": {
+        "command": {"type": "string", "enum": ["view", "create", "str_replace", "insert", "delete", "rename"]},
+        "path": {"type": "string"}, "file_text": _TEXT, "old_str": _TEXT, "new_str": _TEXT,
+        "insert_line": {"type": "integer"}, "insert_text": _TEXT, "old_path": _TEXT, "new_path": _TEXT,
+        "view_range": _LINE_RANGE},
+        "required": ["command"]},
+}
+
+# type prefix -> the tool the client runs (the type's date says which version; the input is the same)
+CLIENT_RUN: dict[str, dict[str, Any]] = {"bash_": BASH, "text_editor_": TEXT_EDITOR, "memory_": MEMORY}
+# type prefixes of tools this server cannot run: Anthropic's servers run them, or they need screenshots
+NOT_RUN_HERE = ("web_search_", "web_fetch_", "code_execution_", "tool_search_tool_", "computer_", "browser_")
+
+
+def client_run(kind: Any) -> dict[str, Any] | None:
+    """{description, parameters} of an Anthropic-defined tool the client runs, or None."""
+    if not isinstance(kind, str):
+        return None
+    return next((tool for prefix, tool in CLIENT_RUN.items() if kind.startswith(prefix)), None)
+
+
+def not_run_here(kind: Any) -> bool:
+    """Whether a tool of this type is one neither the client nor this server can run (a server tool)."""
+    return isinstance(kind, str) and kind.startswith(NOT_RUN_HERE)

@@ -1,0 +1,70 @@
+"""Anthropic-defined tools through the real `anthropic` SDK on a live server: those the client runs (bash,
+the text editor, memory) are offered to the model with the input Anthropic documents, and a call to one
+comes back as a tool_use block (before, they were dropped: the model could not call them); a request
+whose answer depends on a tool only Anthropic's servers run (web search ...) is a 400 saying so, and
+beside client tools such a tool is left out."""
+
+from __future__ import annotations
+
+import anthropic
+import pytest
+
+from tests.server.live import LiveServer, sdk_clients
+
+SCRIPT = ("Running.", "<tool_call>", '\n{"name": "bash", "arguments": {"command": "ls -la"}}\n', "</tool_call>")
+ASK = [{"role": "user", "content": "List the files"}]
+BASH = {"type": "bash_20250124", "name": "bash"}
+EDITOR = {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"}
+MEMORY = {"type": "memory_20250818", "name": "memory"}
+WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
+READ = {"name": "Read", "description": "Read a file", "input_schema": {"type": "object", "properties": {
+    "path": {"type": "string"}}}}
+
+
+@pytest.fixture(scope="module")
+def claude(tiny_model_factory):
+    """A tiny ChatML model that always answers "Running." and a bash call of `ls -la`."""
+    shape = dict(ctx_len=2048, n_vocab=512, seed=3, added_tokens=SCRIPT)
+    ids = (13, *range(512, 512 + len(SCRIPT)), 2)    # after the prompt's last "\n": the added tokens, <|im_end|>
+    with LiveServer(model=str(tiny_model_factory(**shape, script=ids)), ctx=2048, batch=2, threads=1,
+                    conversation_cache_mib=0) as s:
+        yield sdk_clients(s)[1]
+
+
+def test_the_bash_tool_is_offered_and_its_call_comes_back(claude):
+    m = claude.messages.create(model="m", max_tokens=60, messages=ASK, tools=[BASH])
+    assert [(b.name, b.input) for b in m.content if b.type == "tool_use"] == [("bash", {"command": "ls -la"})]
+    assert m.stop_reason == "tool_use"
+    with claude.messages.stream(model="m", max_tokens=60, messages=ASK, tools=[BASH]) as s:
+        final = s.get_final_message()
+    assert [(b.name, b.input) for b in final.content if b.type == "tool_use"] == [("bash", {"command": "ls -la"})]
+
+
+@pytest.mark.parametrize("tool", [BASH, EDITOR, MEMORY])
+def test_each_client_run_tool_is_written_with_its_input(claude, tool):
+    plain = claude.messages.count_tokens(model="m", messages=ASK).input_tokens
+    assert claude.messages.count_tokens(model="m", messages=ASK, tools=[tool]).input_tokens > plain + 20
+
+
+def test_a_request_made_for_a_server_tool_is_refused_saying_why(claude):
+    with pytest.raises(anthropic.BadRequestError) as e:
+        claude.messages.create(model="m", max_tokens=20, messages=[{"role": "user", "content": "news today"}],
+                               tools=[WEB_SEARCH])
+    message = e.value.body["error"]["message"]
+    assert message.startswith("'tools' holds only tools Strata cannot run (web_search_20250305): "
+                              "Anthropic's servers run it"), message
+    with pytest.raises(anthropic.BadRequestError) as e:
+        claude.messages.create(model="m", max_tokens=20, messages=ASK, tools=[WEB_SEARCH, READ],
+                               tool_choice={"type": "tool", "name": "web_search"})
+    assert "'tool_choice' names 'web_search', a web_search_20250305 tool: Anthropic's servers run it" in \
+        e.value.body["error"]["message"]
+
+
+def test_a_server_tool_beside_client_tools_is_left_out(claude):
+    both = claude.messages.count_tokens(model="m", messages=ASK, tools=[WEB_SEARCH, READ]).input_tokens
+    assert both == claude.messages.count_tokens(model="m", messages=ASK, tools=[READ]).input_tokens
+    m = claude.messages.create(model="m", max_tokens=60, messages=ASK, tools=[WEB_SEARCH, BASH])
+    assert [b.name for b in m.content if b.type == "tool_use"] == ["bash"]
+    none = claude.messages.create(model="m", max_tokens=60, messages=ASK, tools=[WEB_SEARCH],
+                                  tool_choice={"type": "none"})      # nothing to run: the text answer
+    assert none.content[0].type == "text"
