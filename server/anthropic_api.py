@@ -197,7 +197,7 @@ def parse_tools(body: dict) -> list[dict] | None:
 def refuse_server_tools(body: dict, choice: dict | None, callable_: list[dict]) -> None:
     """400 when the answer would depend on a tool only Anthropic's servers run (web search, code execution,
     ...: anthropic_tools.NOT_RUN_HERE): `tool_choice` names one, or every tool is one (a request made for
-    it, such as Claude Code's web search; answered without it, the model would invent its results).
+    it, such as a web search; answered without it, the model would invent its results).
     Beside tools the client runs, such a tool is left out and the model answers with those."""
     unrun = {t.get("name"): t.get("type") for t in f.get_list(body, "tools") or []
              if isinstance(t, dict) and "input_schema" not in t and not_run_here(t.get("type"))}
