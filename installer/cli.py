@@ -133,16 +133,22 @@ def run_terminal(args: argparse.Namespace, stdin: TextIO | None, out: TextIO,
     return 0
 
 
-def strata_command(on_path: str | None = None, argv0: str | None = None) -> str:
-    """How this user starts `strata`: the bare name when it is on PATH, else this program's own path
+def strata_command(on_path: str | None = None, argv0: str | None = None, frozen: bool | None = None,
+                   executable: str | None = None) -> str:
+    """How this user starts `strata`: the packaged app's own executable with `--strata-cli` (PyInstaller:
+    sys.executable is the app, not a Python), the bare name when it is on PATH, else this program's own path
     (a checkout's `.venv/bin/strata`, where a new user typed `strata serve` and got 'command not found')."""
+    frozen = bool(getattr(sys, "frozen", False)) if frozen is None else frozen
+    executable = sys.executable if executable is None else executable
+    if frozen:
+        return f"{executable} --strata-cli"
     on_path = shutil.which("strata") if on_path is None else on_path
     argv0 = sys.argv[0] if argv0 is None else argv0
     if on_path:
         return "strata"
     if Path(argv0).name == "strata":
         return str(Path(argv0).resolve())
-    return f"{sys.executable} -m strata"
+    return f"{executable} -m strata"
 
 
 def _ask_until_valid(q: Question, s: Situation, a: Answers, stdin: TextIO | None, out: TextIO,

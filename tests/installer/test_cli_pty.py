@@ -161,3 +161,15 @@ def test_the_closing_hint_names_a_strata_this_user_can_run(tmp_path, env, defaul
     on_path = {**env, "PATH": f"{script.parent}:/usr/bin:/bin"}
     done = subprocess.run(argv, env=on_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert f"Start the server with: strata serve --config {path}" in done.stdout
+
+
+def test_the_closing_hint_in_the_packaged_app_names_its_own_executable():
+    """The PyInstaller app (`Strata --strata-cli setup`) said `Start the server with: .../Strata -m strata serve`:
+    its sys.executable is the app, which takes `--strata-cli`, not `-m` (a new-user trial of dist/Strata). Its
+    own executable first, even with another `strata` on PATH."""
+    from strata.installer.cli import strata_command
+
+    app = "/opt/Strata/Strata"
+    assert strata_command(on_path="", argv0=app, frozen=True, executable=app) == f"{app} --strata-cli"
+    assert strata_command(on_path="/usr/bin/strata", argv0=app, frozen=True, executable=app) == f"{app} --strata-cli"
+    assert strata_command(on_path="", argv0="-c", frozen=False, executable="/v/bin/python") == "/v/bin/python -m strata"
