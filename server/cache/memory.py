@@ -1,7 +1,8 @@
 """The one seam for the machine's available RAM, which admission compares against the floors.
 
 What this is: `MemoryProbe`, psutil's `virtual_memory().available` in MiB by default (read from
-/proc/meminfo directly where psutil takes MemAvailable as it is), or any
+/proc/meminfo directly where psutil takes MemAvailable as it is), lowered to what this process's cgroup
+memory limit still leaves (cgroup_memory.py: in a container the host's figure counts RAM it cannot have), or any
 callable a test injects (so admission and `park=auto` are tested both ways without mocking the
 cache). What this is not: a budget; the RAM level's budget is `--conversation-cache-mib`.
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import psutil
+
+from .cgroup_memory import CgroupMemory
 
 MIB = 1024 * 1024
 
@@ -48,11 +51,29 @@ def _available_mib() -> float:
 
 
 class MemoryProbe:
-    def __init__(self, available_mib: Callable[[], float] | None = None) -> None:
+    """`available_mib()`: the least of the host's available RAM and the cgroup limit's headroom. `limit_mib()`:
+    the cgroup limit that applies (None without one, and for an injected figure)."""
+
+    def __init__(self, available_mib: Callable[[], float] | None = None, cgroup: CgroupMemory | None = None) -> None:
+        self._cgroup = cgroup if cgroup is not None else (CgroupMemory() if available_mib is None else None)
         self._available = available_mib or _available_mib
 
     def available_mib(self) -> float:
-        return float(self._available())
+        host = float(self._available())
+        room = self._cgroup.available_bytes() if self._cgroup is not None else None
+        return host if room is None else min(host, room / MIB)
+
+    def limit_mib(self) -> float | None:
+        limit = self._cgroup.limit_bytes() if self._cgroup is not None else None
+        return None if limit is None else limit / MIB
+
+    def limit_note(self) -> str | None:
+        """The start-up line's words for the limit that applies, None without one."""
+        g = self._cgroup.tightest() if self._cgroup is not None else None
+        if g is None:
+            return None
+        return (f"memory limit {g.limit_bytes / MIB:.0f} MiB applies (cgroup v{g.version} {g.folder}): "
+                f"admission reads what it leaves")
 
 
 class FixedMemory(MemoryProbe):

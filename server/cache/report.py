@@ -44,6 +44,9 @@ def describe(cache, kept: bool = False) -> str:
     """`kept`: only what outlives the process (the stop line): no park target, no RAM level."""
     auto = cache.config.conversation_cache_park == "auto"
     parts = [] if kept else [cache.park_target_reason if auto else f"park target {cache.park_target}"]
+    limit_note = None if kept else cache.memory.limit_note()
+    if limit_note:
+        parts.append(limit_note)
     for row in _level_rows(cache):
         if kept and row["name"] == "ram":
             continue
@@ -89,6 +92,7 @@ CACHE_FAMILIES: dict[str, tuple[str, str]] = {
     "hits_total": ("counter", "Prompts restored from the conversation cache, by level."),
     "admissions_total": ("counter", "Parks, disk reads and session saves decided against the RAM floors, by the floor "
                          "that admitted them (or none: refused) and what asked."),
+    "memory_limit_bytes": ("gauge", "The cgroup memory limit admission reads its headroom under (absent without one)."),
     "level_bytes": ("gauge", "Bytes a cache level holds."),
     "level_entries": ("gauge", "Entries a cache level holds."),
     "degradations_total": ("counter", "Entries moved from a level to a later one (it was full, or past its age limit)."),
@@ -121,6 +125,9 @@ def metrics_text(cache) -> str:
         add("hits_total", cache.hits[lvl], level=lvl)
     for (floor, source), n in sorted(cache.admissions.items()):
         add("admissions_total", n, floor=floor, source=source)
+    limit_mib = cache.memory.limit_mib()
+    if limit_mib is not None:
+        add("memory_limit_bytes", int(limit_mib * MIB))
     stores = list(casc.levels) + [s.level for s in (cache.segments, cache.system_prompts) if s.level.state == "on"]
     for lvl in stores:
         add("level_bytes", lvl.used_bytes, level=lvl.name)
