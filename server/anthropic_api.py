@@ -16,7 +16,13 @@ from typing import Any
 
 from aiohttp import web
 from strata.server import fields as f
-from strata.server.anthropic_text import parse_system, system_message, text_of_blocks
+from strata.server.anthropic_text import (
+    parse_system,
+    search_result_text,
+    search_results_as_text,
+    system_message,
+    text_of_blocks,
+)
 from strata.server.anthropic_tools import client_run, not_run_here
 from strata.server.errors import APIError
 from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_sse
@@ -55,7 +61,7 @@ def _tool_result_text(content: Any, where: str, tools: list[dict] | None = None)
     its session could not go on. (An image the user sends is still refused.) `tool_reference` blocks
     (tool search) read as the referenced tools' definitions (server/tool_search.py)."""
     if isinstance(content, list):
-        content = references_as_text(content, tools, where)
+        content = references_as_text(search_results_as_text(content, where), tools, where)
         content = [{"type": "text", "text": MEDIA_IN_TOOL_RESULT.format(kind=b["type"])}
                    if isinstance(b, dict) and b.get("type") in ("image", "document") else b for b in content]
     return text_of_blocks(content, where)
@@ -104,6 +110,8 @@ def parse_messages(raw: list, system: str | None, tools: list[dict] | None = Non
                     raise APIError(400, f"{bw}.name must be a string")
                 calls.append({"id": str(b.get("id", "")), "type": "function",
                               "function": {"name": b["name"], "arguments": json.dumps(b.get("input") or {})}})
+            elif kind == "search_result" and role == "user":
+                text.append(search_result_text(b, bw))
             elif kind == "tool_result" and role == "user":
                 if text:
                     out.append({"role": "user", "content": "".join(text)})

@@ -52,6 +52,24 @@ def parse_system(body: dict) -> str | None:
     return text_of_blocks(system, "system")
 
 
+def search_result_text(block: dict, where: str) -> str:
+    """A `search_result` block (Anthropic's cited search results, sent by the user or a tool) as the text the
+    model reads: its title, source and text blocks, then a blank line (the next block's text starts apart).
+    Its citations cannot be given (the model here cites
+    nothing); a 400 names a missing title or source or a block that is not text."""
+    for key in ("title", "source"):
+        if not isinstance(block.get(key), str):
+            raise APIError(400, f"{where}.{key} must be a string")
+    body = text_of_blocks(block.get("content"), f"{where}.content")
+    return f"Search result: {block['title']}\nSource: {block['source']}\n{body}\n\n"
+
+
+def search_results_as_text(blocks: list, where: str) -> list:
+    """`blocks` with each `search_result` block as a text block (search_result_text)."""
+    return [{"type": "text", "text": search_result_text(b, f"{where}[{i}]")}
+            if isinstance(b, dict) and b.get("type") == "search_result" else b for i, b in enumerate(blocks)]
+
+
 CLEAR_AT = ("next_user_message", "never")
 
 

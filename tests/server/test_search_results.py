@@ -1,0 +1,47 @@
+"""Anthropic's `search_result` blocks (cited search results a user or a tool sends), through the real
+`anthropic` SDK on the tiny model: read as text (title, source, the result's text), where they were a 400
+('not valid in a user message'; in a tool result 'not supported', every turn of the agent's session).
+Citations cannot be given; a result without its title is a 400 naming the place."""
+
+from __future__ import annotations
+
+import anthropic
+import pytest
+
+RESULT = {"type": "search_result", "source": "https://example.org/caches", "title": "Caches",
+          "content": [{"type": "text", "text": "A cache keeps "}, {"type": "text", "text": "what was read."}],
+          "citations": {"enabled": True}}
+AS_TEXT = "Search result: Caches\nSource: https://example.org/caches\nA cache keeps what was read.\n\n"
+TOOLS = [{"name": "search", "description": "Search the docs", "input_schema": {"type": "object"}}]
+
+
+def counted(claude, content, **kw) -> int:
+    return claude.messages.count_tokens(model="m", messages=content, **kw).input_tokens
+
+
+def test_a_users_search_result_is_read_as_its_text(claude):
+    sent = [{"role": "user", "content": [RESULT, {"type": "text", "text": "Sum it up."}]}]
+    assert counted(claude, sent) == counted(claude, [{"role": "user", "content": AS_TEXT + "Sum it up."}])
+    r = claude.messages.create(model="m", max_tokens=3, messages=sent, extra_body={"temperature": 0})
+    assert r.usage.output_tokens >= 1
+
+
+def test_a_tools_search_results_are_read_as_their_text(claude):
+    def turn(result_content):
+        return [{"role": "user", "content": "What is a cache?"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "search",
+                                                   "input": {"q": "cache"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                              "content": result_content}]}]
+
+    sent = turn([RESULT, RESULT])
+    assert counted(claude, sent, tools=TOOLS) == counted(claude, turn(AS_TEXT * 2), tools=TOOLS)
+    r = claude.messages.create(model="m", max_tokens=3, messages=sent, tools=TOOLS, extra_body={"temperature": 0})
+    assert r.usage.output_tokens >= 1
+
+
+def test_a_search_result_without_a_title_is_a_400_naming_it(claude):
+    bad = {k: v for k, v in RESULT.items() if k != "title"}
+    with pytest.raises(anthropic.BadRequestError) as e:
+        claude.messages.create(model="m", max_tokens=3, messages=[{"role": "user", "content": [bad]}])
+    assert e.value.body["error"]["message"] == "messages[0].content[0].title must be a string"
