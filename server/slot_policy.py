@@ -511,8 +511,8 @@ def plan_park(main: MainView, slots: Sequence[SlotView], now: float, cfg: Policy
     need = cfg.park_kept_share * main.n_tokens
     if any(not s.blank and s.common >= need for s in slots):
         return ParkDecision(None, "skip", "kept_share")
-    # a superseded (blank) copy is its older copy too: parking there copies only the new tokens and
-    # leaves the empty slots empty (else every side request left another stale copy in another slot)
+    # a superseded (blank) copy is its older copy too: parks reuse that slot and leave the empty slots
+    # empty (else every side request left another stale copy of the conversation in another slot)
     own = [s for s in slots if not s.busy and 0 < s.n_tokens <= s.common]
     if own:
         t = max(own, key=lambda s: (s.common, -s.slot))

@@ -106,8 +106,8 @@ def test_empty_main_has_nothing_to_park():
 def test_a_superseded_copy_of_the_conversation_takes_the_park_before_an_empty_slot():
     # a side request displaces main after each turn: the turn before copied the conversation back from slot 1
     # into main, which left slot 1 a superseded (blank) copy of its first 2,096 tokens. The park went to the
-    # empty slot 2 (3,065 tokens copied instead of 969, and every slot ends up holding a stale copy of one
-    # conversation, as a new-user trial's /v1/slots showed); its older copy takes it, the empty slots stay empty
+    # empty slot 2 (and every slot ended up holding a stale copy of one conversation, as a new-user trial's
+    # /v1/slots showed); its older copy takes it, the empty slots stay empty
     m = main(3_065, age=1)
     slots = [slot(1, 2_096, common=2_096, age=2, blank=True), slot(2), slot(3)]
     d = plan_park(m, slots, NOW, DEFAULT)

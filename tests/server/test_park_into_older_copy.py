@@ -1,8 +1,8 @@
 """A conversation in main with a short side request after each turn (Claude Code's titles and summaries): each
 side request displaces the conversation, which is parked into a slot, and its next turn copies it back. The
-park goes into the slot holding the conversation's older copy (only the new tokens copied), not into the next
-empty slot: before, four side requests left four slots each holding a stale copy of the same conversation
-(a new-user trial's /v1/slots), each park copying the whole history. Live tiny server on loopback."""
+park goes into the slot holding the conversation's older copy, not into the next empty slot: before, four side
+requests left four slots each holding a stale copy of the same conversation (a new-user trial's /v1/slots),
+and another conversation found no empty slot. Live tiny server on loopback."""
 
 from __future__ import annotations
 
@@ -45,6 +45,6 @@ def test_each_park_goes_into_the_conversations_older_copy(server):
     first = parks[0]["slot"]
     assert [d["slot"] for d in parks] == [first] * 4, parks
     assert [d["reason"] for d in parks[1:]] == ["own_copy"] * 3, parks
-    assert all(d["reused"] > 0 for d in parks[1:]), parks                     # only the new tokens copied
+    assert all(d["reused"] > 0 for d in parks[1:]), parks                     # the older copy's tokens
     held = [s for s in slots["slots"] if s["id"] != "main" and s["tokens"] > 0]
     assert [s["id"] for s in held] == [first], held                          # the other slots stay empty
