@@ -280,7 +280,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 def refuse_unserved(body: dict) -> None:
     """400 for chat fields OpenAI honours that would change the answer here if they were ignored: the
     deprecated `functions` / `function_call` (the tools would be dropped; `function_call` "auto" or "none"
-    alone changes nothing) and an audio answer (`modalities` with "audio", `audio`)."""
+    alone changes nothing), an audio answer (`modalities` with "audio", `audio`) and `moderation`."""
     if f.get_list(body, "functions"):
         raise APIError(400, "'functions' (deprecated) is not supported: send them as 'tools' "
                             "([{\"type\": \"function\", \"function\": ...}])", param="functions")
@@ -296,6 +296,15 @@ def refuse_unserved(body: dict) -> None:
     if body.get("audio") is not None:
         raise APIError(400, "'audio' (an audio answer's voice and format) is not supported: this model writes text "
                             "only", param="audio")
+    refuse_moderation(body)
+
+
+def refuse_moderation(body: dict) -> None:
+    """400 for `moderation` (openai 3.60, chat and Responses: the answer scored, or blocked): no moderation
+    model runs here, and an answer that was to be blocked must not come back unchecked."""
+    if body.get("moderation") is not None:
+        raise APIError(400, "'moderation' is not supported: no moderation model runs here, so nothing would be "
+                            "scored or blocked; moderate the input and the answer in the client", param="moderation")
 
 
 def _chat_logprobs(body: dict) -> int | None:

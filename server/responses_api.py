@@ -30,7 +30,13 @@ from strata.server.errors import APIError
 from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
 from strata.server.one_call import first_call_end, one_call_format
-from strata.server.openai_api import MAX_TOP_LOGPROBS, parse_sampling, ready_state, tool_output_text
+from strata.server.openai_api import (
+    MAX_TOP_LOGPROBS,
+    parse_sampling,
+    ready_state,
+    refuse_moderation,
+    tool_output_text,
+)
 from strata.server.openai_api import conversation_of as _conversation
 from strata.server.prompting import (
     PLAIN,
@@ -280,6 +286,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
 async def answer(request: web.Request, state: Any, body: dict, sink: Events | None = None) -> web.StreamResponse:
     """One response to a checked body (refuse_stored): JSON, or its events on an SSE stream when it asks
     for `stream`, or on `sink` when one is given (responses_socket.py: the WebSocket transport)."""
+    refuse_moderation(body)
     messages = parse_input(body)
     tools, custom = parse_tools(body)
     text = body.get("text")

@@ -22,6 +22,8 @@ FUNCTION = {"name": "get_weather", "parameters": {"type": "object", "properties"
     ({"audio": {"voice": "alloy", "format": "wav"}}, "audio", "'audio' (an audio answer's voice and format) is not "
                                                               "supported"),
     ({"modalities": "text"}, "modalities", "'modalities' must be an array of strings such as [\"text\"]"),
+    ({"moderation": {"model": "omni-moderation-latest", "policy": {"output": {"mode": "block"}}}}, "moderation",
+     "'moderation' is not supported: no moderation model runs here, so nothing would be scored or blocked"),
 ])
 def test_chat_fields_that_would_change_the_answer_are_refused(oai, fields, param, needle):
     with pytest.raises(openai.BadRequestError) as e:
@@ -36,3 +38,10 @@ def test_what_changes_nothing_is_answered(oai):
     for fields in ({"modalities": ["text"]}, {"function_call": "none"}, {"function_call": "auto", "functions": []}):
         r = oai.chat.completions.create(model="m", messages=ASK, max_tokens=4, temperature=0, **fields)
         assert r.choices[0].message.content and r.usage.completion_tokens <= 4
+
+
+def test_moderation_is_refused_on_responses_too(oai):
+    with pytest.raises(openai.BadRequestError) as e:
+        oai.responses.create(model="m", input="hi", max_output_tokens=4,
+                             moderation={"model": "omni-moderation-latest", "policy": {"input": {"mode": "score"}}})
+    assert e.value.body["param"] == "moderation" and "no moderation model runs here" in e.value.body["message"]
