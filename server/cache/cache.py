@@ -35,6 +35,7 @@ from .ram import RamEntry, RamLevel
 from .restoring import RestoreMixin
 from .sessions import SessionsMixin, SessionStore
 from .spill import SpillWriter
+from .steady_clock import SteadyClock
 from .system_prompt import PrefixStore
 
 log = logging.getLogger("strata.cache")
@@ -55,7 +56,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self.engine = engine
         self.image_format = image_format or importlib.import_module("strata.engine.snapshot")
         self.memory = memory or MemoryProbe()
-        self.clock = clock
+        self.clock = SteadyClock(clock)   # never back: a clock put back must not make the newest the oldest
         self.io = io or FileIO()
         self.identity = Identity(str(engine.model_id), kv_layout_of(engine))
         self._lock = threading.RLock()
@@ -89,6 +90,9 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self.system_prompts = self._prefix_store("system_prompt", config.system_prompt_dir,
                                                  config.conversation_cache_system_prompt_mib, piece_bytes)
         self.sessions = SessionStore(config.sessions_dir, self.identity, io=self.io, piece_bytes=piece_bytes)
+        for lvl in [*levels, self.segments.level, self.system_prompts.level]:
+            if isinstance(lvl, DiskLevel) and lvl.entries:
+                self.clock.seen(max(e.sealed_at for e in lvl.entries.values()))
         # counters (monitor feed, /metrics)
         self.parks: Counter[str] = Counter()
         self.hits: Counter[str] = Counter()

@@ -37,6 +37,7 @@ CONV_PREFIX = "strata-conv-"
 SIDECAR_FORMAT = "strata-conv-sidecar"
 SIDECAR_VERSION = 1
 # Why an index skipped a file; every one is counted and none is trusted.
+LAST_TIME = 253402300800.0  # 10000-01-01 UTC: a sealed or created time at or past it is damage, not a date
 SKIP_REASONS = ("foreign", "damaged", "orphan_sidecar", "orphan_image", "partial")
 
 
@@ -304,8 +305,10 @@ class DiskLevel:
         if piece_bytes <= 0 or len(crcs) != -(-image_bytes // piece_bytes):
             raise ValueError("piece table does not cover the image")
         created_at, sealed_at = float(d["created_at"]), float(d["sealed_at"])
-        if not (math.isfinite(created_at) and math.isfinite(sealed_at)):   # NaN never ages out, nor parses in JSON
-            raise ValueError(f"its times are not finite (created_at {created_at}, sealed_at {sealed_at})")
+        if not all(math.isfinite(t) and abs(t) < LAST_TIME for t in (created_at, sealed_at)):
+            # NaN never ages out; a time past year 9999 would be the newest for good and would hold the cache's
+            # clock (steady_clock.py) there
+            raise ValueError(f"its times are not finite dates (created_at {created_at}, sealed_at {sealed_at})")
         return DiskEntry(key=key, kind=str(d["kind"]), tokens=tokens, image_bytes=image_bytes,
                          sidecar_bytes=len(raw), piece_bytes=piece_bytes, piece_crc32=crcs,
                          created_at=created_at, sealed_at=sealed_at,

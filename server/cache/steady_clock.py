@@ -1,0 +1,58 @@
+"""The cache's clock: wall time that never goes back.
+
+What this is: `SteadyClock`, the time every seal, age and eviction order is measured in. The wall clock goes
+back (an NTP step, a dual-boot machine whose RTC keeps local time, a reset RTC): then the newest history would
+be sealed before older ones and evicted first, and an entry sealed "in the future" would never age. While the
+wall clock is behind the latest time the cache has seen (its own, and the newest entry it indexed at start-up),
+the cache's time goes on from there by the wall time that passes; once the wall clock is ahead of it again
+(put right, a suspend) it is the wall time again. What this is not: a monotonic timer for durations
+(time.monotonic) or the policy that uses the times (policy.plan_demotions).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+log = logging.getLogger("strata.cache")
+
+
+def steady_now(wall: float, last_wall: float, last_now: float) -> float:
+    """The cache's time now (pure): the wall time when it is not behind `last_now`, else `last_now` plus the
+    wall time passed since `last_wall` (none when the wall clock went back again)."""
+    if wall >= last_now:
+        return wall
+    return last_now + max(0.0, wall - last_wall)
+
+
+class SteadyClock:
+    """Callable like the wall clock it wraps; thread-safe (the engine thread and the spill writer both ask)."""
+
+    def __init__(self, wall: Callable[[], float] = time.time) -> None:
+        self.wall = wall
+        self._last_wall = float("-inf")
+        self._last_now = float("-inf")
+        self._behind = False
+        self._lock = threading.Lock()
+
+    def seen(self, t: float) -> None:
+        """A time found on disk (the newest entry's seal): the cache's time does not go back before it."""
+        with self._lock:
+            self._last_now = max(self._last_now, t)
+
+    def __call__(self) -> float:
+        wall = self.wall()
+        with self._lock:
+            now = steady_now(wall, self._last_wall, self._last_now)
+            behind = now > wall
+            if behind and not self._behind:
+                log.warning("conversation cache: the clock is %.0f s behind the newest time the cache has seen (it "
+                            "went back, or the cache's files were sealed by a clock ahead of this one); the cache "
+                            "counts on from that time until the clock catches up", now - wall)
+            elif self._behind and not behind:
+                log.info("conversation cache: the clock is past the newest time the cache has seen again")
+            self._behind = behind
+            self._last_wall, self._last_now = wall, now
+        return now
