@@ -103,8 +103,9 @@ def parse_messages(raw: list) -> list[dict]:
         if role not in ROLES:
             raise APIError(400, f"{where}.role must be one of {', '.join(ROLES)}; got {role!r}", param=where)
         cw = f"{where}.content"
-        text = tool_output_text(m.get("content"), cw, ("input_text",), CHAT_MEDIA) if role == "tool" \
-            else _content_text(m.get("content"), cw)
+        content = refusals_as_text(m) if role == "assistant" else m.get("content")
+        text = tool_output_text(content, cw, ("input_text",), CHAT_MEDIA) if role == "tool" \
+            else _content_text(content, cw)
         msg: dict[str, Any] = {"role": "system" if role == "developer" else role, "content": text}
         if role == "assistant" and m.get("tool_calls") is not None:
             calls = m["tool_calls"]
@@ -130,6 +131,19 @@ def parse_messages(raw: list) -> list[dict]:
     return out
 
 
+def refusals_as_text(m: dict) -> Any:
+    """An assistant message's content with its `refusal` parts as text parts, or its `refusal` string as the
+    text when it has no content (a history an OpenAI model wrote: what it said is what the next turn reads;
+    a refusal part was a 400)."""
+    content = m.get("content")
+    if isinstance(content, list):
+        return [{"type": "text", "text": p["refusal"]} if isinstance(p, dict) and p.get("type") == "refusal"
+                and isinstance(p.get("refusal"), str) else p for p in content]
+    if not content and isinstance(m.get("refusal"), str):
+        return m["refusal"]
+    return content
+
+
 def parse_tools(body: dict) -> list[dict] | None:
     tools = f.get_list(body, "tools")
     if not tools:
@@ -144,7 +158,9 @@ def parse_tools(body: dict) -> list[dict] | None:
     out = []
     for tw, t in f.objects(tools, "tools"):
         if t.get("type", "function") != "function":
-            raise APIError(400, f"{tw}.type must be 'function'", param="tools")
+            hint = ": a custom tool's free-form input cannot be held to anything here; offer it as a function " \
+                   "with a string parameter" if t.get("type") == "custom" else ""
+            raise APIError(400, f"{tw}.type must be 'function', got {t.get('type')!r}{hint}", param="tools")
         fn = f.expect_object(t.get("function"), f"{tw}.function")
         if not isinstance(fn.get("name"), str) or not fn["name"]:
             raise APIError(400, f"{tw}.function.name must be a non-empty string", param="tools")

@@ -45,3 +45,23 @@ def test_moderation_is_refused_on_responses_too(oai):
         oai.responses.create(model="m", input="hi", max_output_tokens=4,
                              moderation={"model": "omni-moderation-latest", "policy": {"input": {"mode": "score"}}})
     assert e.value.body["param"] == "moderation" and "no moderation model runs here" in e.value.body["message"]
+
+
+def test_an_assistants_refusal_in_the_history_is_read_as_its_text(oai):
+    """A history an OpenAI model wrote (a client that changed models): a `refusal` part was a 400, a
+    `refusal` string with no content an empty turn."""
+    def counted(assistant):
+        return oai.chat.completions.create(model="m", max_tokens=1, temperature=0, messages=[
+            *ASK, assistant, {"role": "user", "content": "Why?"}]).usage.prompt_tokens
+
+    said = counted({"role": "assistant", "content": "I can't help with that."})
+    assert counted({"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help with that."}]}) == said
+    assert counted({"role": "assistant", "content": None, "refusal": "I can't help with that."}) == said
+
+
+def test_a_custom_tool_is_refused_saying_what_to_send(oai):
+    with pytest.raises(openai.BadRequestError) as e:
+        oai.chat.completions.create(model="m", messages=ASK, max_tokens=4,
+                                    tools=[{"type": "custom", "custom": {"name": "apply_patch"}}])
+    assert e.value.body["message"].startswith("tools[0].type must be 'function', got 'custom': a custom tool's "
+                                              "free-form input"), e.value.body
