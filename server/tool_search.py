@@ -19,10 +19,18 @@ from strata.server.errors import APIError
 NOT_OFFERED = "[tool {name!r} is not among this request's tools]"
 
 
+SERVER_SEARCH = "tool_search_tool_"     # Anthropic's own tool search tools' type prefix (regex, bm25)
+
+
 def deferred_names(body: dict) -> frozenset[str]:
-    """The tools of the request marked `defer_loading`."""
+    """The tools of the request marked `defer_loading`; none when the request offers Anthropic's server-side
+    tool search (`tool_search_tool_regex_*`, `..._bm25_*`): it cannot run here, so no reference would ever
+    load a deferred tool, and the model could not call it. Every tool is shown then."""
     tools = body.get("tools")
     if not isinstance(tools, list):
+        return frozenset()
+    if any(isinstance(t, dict) and isinstance(t.get("type"), str) and t["type"].startswith(SERVER_SEARCH)
+           for t in tools):
         return frozenset()
     return frozenset(t["name"] for t in tools
                      if isinstance(t, dict) and t.get("defer_loading") is True and isinstance(t.get("name"), str))

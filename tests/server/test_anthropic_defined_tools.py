@@ -68,3 +68,13 @@ def test_a_server_tool_beside_client_tools_is_left_out(claude):
     none = claude.messages.create(model="m", max_tokens=60, messages=ASK, tools=[WEB_SEARCH],
                                   tool_choice={"type": "none"})      # nothing to run: the text answer
     assert none.content[0].type == "text"
+
+
+def test_deferred_tools_are_shown_when_only_anthropics_server_search_could_load_them(claude):
+    """With Anthropic's server-side tool search (which cannot run here) nothing would ever reference a
+    deferred tool: every tool is shown, so the model can call it. Without it, deferral stands."""
+    search = {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
+    deferred = {**READ, "defer_loading": True}
+    shown = claude.messages.count_tokens(model="m", messages=ASK, tools=[READ]).input_tokens
+    assert claude.messages.count_tokens(model="m", messages=ASK, tools=[search, deferred]).input_tokens == shown
+    assert claude.messages.count_tokens(model="m", messages=ASK, tools=[deferred]).input_tokens < shown
