@@ -8,6 +8,8 @@ beside the choice), and on Next parses the answer with `plan.parse_answer` and r
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (
     QButtonGroup,
@@ -25,6 +27,7 @@ from PySide6.QtWidgets import (
 from strata.installer import flow
 from strata.installer.plan import parse_answer, question_for
 from strata.installer.plan_types import AnswerError, PlanParameters
+from strata.installer.profile import disk_facts
 from strata.installer.wizard.common import error_label, reason_label, why
 
 
@@ -121,6 +124,7 @@ class DiskPage(_QuestionPage):
         row.addWidget(self.folder, 1)
         row.addWidget(browse)
         self.folder_reason = reason_label()
+        self.folder.textChanged.connect(self._show_free_space)
         self.keep.toggled.connect(self._toggle)
         self._browse_button = browse
         for widget in (self.keep, self.reason):
@@ -138,6 +142,21 @@ class DiskPage(_QuestionPage):
         self.folder.setText(folder_q.default)
         self.folder_reason.setText(folder_q.reason)
         self._toggle(self.keep.isChecked())
+
+    def _show_free_space(self, text: str) -> None:
+        """The free space where the typed folder is (or would be made): a statvfs, cheap at each keystroke."""
+        w = self.wizard()
+        if w is None or not text.strip():
+            self.folder_reason.setText("")
+            return
+        try:
+            disk = disk_facts(text.strip())
+        except (OSError, ValueError):   # a path no filesystem answers for (or a NUL in it): Next says why
+            self.folder_reason.setText("")
+            return
+        situation = replace(w.situation, cold_disk=replace(w.situation.cold_disk, folder=disk.folder,
+                                                           free_mib=disk.free_mib))
+        self.folder_reason.setText(question_for("cold_dir", situation, w.answers).reason)
 
     def _toggle(self, on: bool) -> None:
         for widget in (self.folder, self._browse_button, self.folder_reason):

@@ -270,3 +270,26 @@ def test_the_wizard_opens_inside_a_200_percent_laptop_screen(tmp_path):
     x, y, w, h = frame = window_frame_on_a_screen(tmp_path, 960, 540, code)
     assert x >= 0 and y >= 0 and x + w <= 960 and y + h <= 540 - 30, frame
 
+
+
+def test_the_free_space_shown_is_the_typed_folders(qtbot, tmp_path, situation):
+    """The line under the folder said the proposed folder's free space whatever folder was typed (a new-user
+    trial typed /proc/strata and read '68.8 GiB free there' beside it)."""
+    import shutil
+    from dataclasses import replace as dc_replace
+
+    from strata.installer.plan_memory import gib
+
+    odd = dc_replace(situation, cold_disk=dc_replace(situation.cold_disk, free_mib=123_456))   # 120.6 GiB
+    wizard = SetupWizard(config_path=tmp_path / "qt.toml", situation=odd, run_bench=False)
+    qtbot.addWidget(wizard)
+    wizard.show()
+    for name in ("bench", "concurrency", "disk"):
+        page = _next(qtbot, wizard, name)
+    assert page.folder_reason.text() == "120.6 GiB free there"
+    page.keep.setChecked(True)
+    page.folder.setText(str(tmp_path / "elsewhere"))
+    free = gib(shutil.disk_usage(tmp_path).free // 2**20)
+    assert page.folder_reason.text() == f"{free} free there"
+    page.folder.setText("")
+    assert page.folder_reason.text() == ""
