@@ -13,17 +13,20 @@ lookup or restore. Callers hold the cache lock.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 from collections import Counter, deque
 from collections.abc import Callable
 
 from .disk import DiskLevel
-from .policy import LevelEntry, plan_demotions
+from .policy import LevelEntry, plan_demotions, volume_budget
 from .ram import RamEntry, RamLevel
 
 log = logging.getLogger("strata.cache")
 
 Level = RamLevel | DiskLevel
+FULL_VOLUME = (errno.ENOSPC, errno.EDQUOT)   # a write a full volume (or quota) refused: making room may help
 
 
 def forget_files(lvl: Level, key: str, why: str) -> bool:
@@ -95,14 +98,20 @@ class Cascade:
 
     # -- making room ----------------------------------------------------------------------------
 
-    def make_room(self, i: int, incoming: int, now: float) -> tuple[bool, str]:
-        """Run level i's age and budget plan with `incoming` bytes about to arrive.
+    def make_room(self, i: int, incoming: int, now: float, volume_cap: int | None = None) -> tuple[bool, str]:
+        """Run level i's age and budget plan with `incoming` bytes about to arrive (`volume_cap`: the budget
+        its full volume holds it to, when less than its own).
 
         Returns (room, reason): whether `incoming` now fits in the level's budget.
         """
         lvl = self.levels[i]
         is_last = i == len(self.levels) - 1
         budget = lvl.budget_bytes
+        if volume_cap is not None and (not budget or volume_cap < budget):
+            if incoming > volume_cap:
+                return False, (f"one history of {incoming / 2**20:.1f} MiB > the room on the {lvl.name} level's volume "
+                               f"({volume_cap / 2**20:.1f} MiB with its own files): free space at {lvl.folder}")
+            budget = max(volume_cap, 1)   # 0 is "no budget"
         if budget and incoming > budget:
             return False, (f"one history of {incoming / 2**20:.1f} MiB > the whole {lvl.name} budget of "
                            f"{budget / 2**20:.1f} MiB: raise {budget_flag(lvl.name)}")
@@ -130,6 +139,42 @@ class Cascade:
         if budget and lvl.used_bytes + incoming > budget:
             return False, f"{lvl.name} still over budget"
         return True, "fits"
+
+    def room_on_volume(self, i: int, incoming: int, now: float) -> tuple[bool, str]:
+        """Where level i's volume has less free space than `incoming` (its budget larger than the disk, other
+        programs filling it), its oldest entries make room as a reached budget would have them do (degraded,
+        or deleted by the last level); without this every new history was refused while the oldest stayed."""
+        lvl = self.levels[i]
+        if not isinstance(lvl, DiskLevel):
+            return True, "fits"
+        cap = volume_budget(lvl.used_bytes, lvl.io.free_bytes(lvl.folder), incoming)
+        return (True, "fits") if cap is None else self.make_room(i, incoming, now, volume_cap=cap)
+
+    def write_into(self, i: int, incoming: int, now: float, write: Callable[[], object], *,
+                   lock=None, takes_space: bool = True) -> tuple[object | None, str]:
+        """Make room in level i (its budget, then its volume when the write `takes_space`: not a rename on one
+        volume), then `write()`; a write the full volume refuses is tried once more after making room with the
+        volume's real free space. Returns (what `write` returned, "written") or (None, why there is no room);
+        raises the write's OSError. `lock`: held while making room, not while writing."""
+        guard = lock if lock is not None else contextlib.nullcontext()
+        for attempt in (1, 2):
+            with guard:
+                room, why = self.make_room(i, incoming, now)
+                if room and takes_space:
+                    room, why = self.room_on_volume(i, incoming, now)
+            if not room:
+                return None, why
+            try:
+                return write(), "written"
+            except OSError as exc:
+                if attempt == 2 or exc.errno not in FULL_VOLUME or not takes_space or not self._volume_short(i, incoming):
+                    raise   # (a volume that says it has room: making room would not help)
+        raise AssertionError("unreachable")
+
+    def _volume_short(self, i: int, incoming: int) -> bool:
+        lvl = self.levels[i]
+        return isinstance(lvl, DiskLevel) and volume_budget(lvl.used_bytes, lvl.io.free_bytes(lvl.folder),
+                                                            incoming) is not None
 
     def enforce(self, now: float) -> None:
         """Apply every level's age and budget limits, top level first."""
@@ -177,19 +222,23 @@ class Cascade:
                 dst.ensure_folder()
             except OSError as exc:
                 return self._refuse_io(dst, key, exc)
-        room, why = self.make_room(to, entry.n_bytes, now)
-        if not room:
+        if isinstance(entry, RamEntry):
+            def write():
+                return dst.write(key, entry.kind, entry.tokens, iter(entry.pieces), now,
+                                 created_at=entry.created_at, meta=entry.meta)
+            takes_space = True
+        else:
+            def write():
+                return dst.adopt(entry, now)
+            takes_space = not dst.io.same_volume(entry.image_path, dst.folder)   # a rename takes none
+        try:
+            moved, why = self.write_into(to, entry.n_bytes, now, write, takes_space=takes_space)
+        except OSError as exc:
+            return self._refuse_io(dst, key, exc)
+        if moved is None:
             self.refusals[dst.name] += 1
             self._event("refuse", dst.name, key, why)
             return False, why
-        try:
-            if isinstance(entry, RamEntry):
-                moved = dst.write(key, entry.kind, entry.tokens, iter(entry.pieces), now,
-                                  created_at=entry.created_at, meta=entry.meta)
-            else:
-                moved = dst.adopt(entry, now)
-        except OSError as exc:
-            return self._refuse_io(dst, key, exc)
         self.write_worked(dst)
         dst.add(moved)
         if not forget_files(src, key, f"moved to {dst.name}"):

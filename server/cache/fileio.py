@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -94,6 +95,13 @@ class FileIO:
                     self.write(f, piece)
             finally:
                 self.sync_close(f)
+
+    def free_bytes(self, folder: str) -> int | None:
+        """The free space of `folder`'s volume for this user; None when it cannot be told."""
+        try:
+            return shutil.disk_usage(folder).free
+        except OSError:
+            return None
 
     def remove(self, path: str) -> None:
         """Remove a file; nothing when there is none, nor when a folder stands in its place (the cache

@@ -54,8 +54,8 @@ def log_skipped_files(lvl: DiskLevel) -> None:
 
 def warn_budget_beyond_free_space(lvl: DiskLevel) -> None:
     """A folder this process cannot write (its entries are still read), files over the budget (a budget
-    lowered since), or a budget the volume cannot hold: writes fail with 'No space left' long before the
-    budget evicts."""
+    lowered since), or a budget the volume cannot hold: the volume, not the budget, then decides how much is kept
+    (its oldest entries make room when it fills: cascade.room_on_volume), and other programs find it full."""
     if lvl.state != "on" or not lvl.budget_bytes:
         return
     if not os.access(lvl.folder, os.W_OK):
@@ -74,6 +74,7 @@ def warn_budget_beyond_free_space(lvl: DiskLevel) -> None:
         return
     if lvl.budget_bytes > room:
         log.warning("conversation cache %s level %s: budget %d MiB but its volume has room for %d MiB (free "
-                    "space plus the level's files): writes will fail when the volume fills, before the budget "
-                    "evicts anything; lower --conversation-cache-%s-mib to at most %d or free space there",
+                    "space plus the level's files): when the volume fills, the level's oldest entries make room "
+                    "before its budget is reached, and other programs find the disk full; lower "
+                    "--conversation-cache-%s-mib to at most %d or free space there",
                     lvl.name, lvl.folder, lvl.budget_bytes // MIB, room // MIB, lvl.name, room // MIB)

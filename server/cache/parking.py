@@ -167,16 +167,15 @@ class ParkingMixin:
         """On the writer thread: room, the file, then the index (a lookup meanwhile simply misses it)."""
         lvl = store.level
         try:
-            with self._lock:
-                room, _ = store.cascade.make_room(0, est, now)
-            if not room:
-                return
             try:
-                e = lvl.write(key, store.name, tokens, iter(pieces), now)
+                e, _ = store.cascade.write_into(0, est, now, lambda: lvl.write(key, store.name, tokens, iter(pieces), now),
+                                                lock=self._lock)
             except OSError as exc:
                 with self._lock:
                     self.spill_failures += 1
                 log.warning("%s write failed: %s", store.name, exc)
+                return
+            if e is None:
                 return
             with self._lock:
                 lvl.add(e)
@@ -223,23 +222,22 @@ class ParkingMixin:
             lvl = self.cascade.levels[i]
             with self._lock:
                 now = self.clock()
-                try:
+            try:
+                with self._lock:
                     lvl.ensure_folder()  # before make_room: a removed folder's entries are not evicted first
-                    room, why = self.cascade.make_room(i, entry.n_bytes, now)
-                except OSError as exc:
-                    room, why = False, f"write failed: {exc}"
+
+                def write(lvl=lvl, now=now):
+                    return lvl.write(entry.key, entry.kind, entry.tokens, iter(entry.pieces), now,
+                                     created_at=entry.created_at, meta=entry.meta)
+                written, why = self.cascade.write_into(i, entry.n_bytes, now, write, lock=self._lock)
+            except OSError as exc:
+                written, why = None, f"write failed: {exc}"
+                with self._lock:
                     self.cascade.write_failed(lvl, exc)
-            if room:
-                try:
-                    written = lvl.write(entry.key, entry.kind, entry.tokens, iter(entry.pieces), now,
-                                        created_at=entry.created_at, meta=entry.meta)
-                    with self._lock:
-                        self.cascade.write_worked(lvl)
-                    break
-                except OSError as exc:
-                    why = f"write failed: {exc}"
-                    with self._lock:
-                        self.cascade.write_failed(lvl, exc)
+            if written is not None:
+                with self._lock:
+                    self.cascade.write_worked(lvl)
+                break
             refused.append(f"{lvl.name} {lvl.folder}: {why}")
         return written, lvl, refused
 

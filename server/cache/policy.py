@@ -171,6 +171,25 @@ def plan_demotions(entries: Sequence[LevelEntry], budget_bytes: int, max_age_s: 
     return plan
 
 
+# -- a full volume ------------------------------------------------------------------------------
+
+# Room kept free beside an incoming image on its volume: its sidecar and the file system's own blocks.
+VOLUME_SLACK_BYTES = 128 << 10
+
+
+def volume_budget(used_bytes: int, free_bytes: int | None, incoming_bytes: int,
+                  slack_bytes: int = VOLUME_SLACK_BYTES) -> int | None:
+    """The budget a disk level's volume holds it to for `incoming_bytes` more: None when the volume's free
+    space takes them (or is not known: the level's own budget applies), else its files plus that free space
+    less the slack, so its oldest entries make room as a reached budget would have them do."""
+    if used_bytes < 0 or incoming_bytes < 0 or slack_bytes < 0 or (free_bytes is not None and free_bytes < 0):
+        raise ValueError(f"bytes must be >= 0, got used {used_bytes!r}, free {free_bytes!r}, "
+                         f"incoming {incoming_bytes!r}, slack {slack_bytes!r}")
+    if free_bytes is None or free_bytes >= incoming_bytes + slack_bytes:
+        return None
+    return max(0, used_bytes + free_bytes - slack_bytes)
+
+
 # -- lookup ------------------------------------------------------------------------------------
 
 
