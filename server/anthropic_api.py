@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 from strata.server import fields as f
 from strata.server.anthropic_text import (
+    document_text,
     parse_system,
     search_result_text,
     search_results_as_text,
@@ -112,6 +113,8 @@ def parse_messages(raw: list, system: str | None, tools: list[dict] | None = Non
                               "function": {"name": b["name"], "arguments": json.dumps(b.get("input") or {})}})
             elif kind == "search_result" and role == "user":
                 text.append(search_result_text(b, bw))
+            elif kind == "document" and role == "user" and (document := document_text(b, bw)) is not None:
+                text.append(document)
             elif kind == "tool_result" and role == "user":
                 if text:
                     out.append({"role": "user", "content": "".join(text)})
@@ -132,7 +135,8 @@ def parse_messages(raw: list, system: str | None, tools: list[dict] | None = Non
                                                                 and kind not in ("text", "tool_use", "image")):
                 continue    # earlier reasoning and server-side tool blocks: not part of what the model reads
             elif kind in ("image", "document"):
-                raise APIError(400, f"{bw}: {kind} blocks are not supported (the model reads text only)")
+                what = "document blocks other than text (a PDF, a URL, a file)" if kind == "document" else "image blocks"
+                raise APIError(400, f"{bw}: {what} are not supported (the model reads text only)")
             else:
                 raise APIError(400, f"{bw}.type {kind!r} is not valid in a {role} message")
         if text or calls or role == "assistant":

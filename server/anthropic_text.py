@@ -64,10 +64,36 @@ def search_result_text(block: dict, where: str) -> str:
     return f"Search result: {block['title']}\nSource: {block['source']}\n{body}\n\n"
 
 
+def document_text(block: dict, where: str) -> str | None:
+    """A `document` block whose source is text (`{"type": "text", "data": ...}`, or `content` blocks) as the
+    text the model reads: its title and context, if any, its text, then a blank line; None for a PDF, a
+    URL or a file, which this server cannot read. A 400 names a source that is not an object."""
+    source = block.get("source")
+    if not isinstance(source, dict):
+        raise APIError(400, f"{where}.source must be an object")
+    if source.get("type") == "text":
+        if not isinstance(source.get("data"), str):
+            raise APIError(400, f"{where}.source.data must be a string")
+        body = source["data"]
+    elif source.get("type") == "content":
+        body = text_of_blocks(source.get("content"), f"{where}.source.content")
+    else:
+        return None
+    head = [f"{label}: {block[key]}" for key, label in (("title", "Document"), ("context", "Context"))
+            if isinstance(block.get(key), str) and block[key]]
+    return "\n".join([*head, body]) + "\n\n"
+
+
 def search_results_as_text(blocks: list, where: str) -> list:
-    """`blocks` with each `search_result` block as a text block (search_result_text)."""
-    return [{"type": "text", "text": search_result_text(b, f"{where}[{i}]")}
-            if isinstance(b, dict) and b.get("type") == "search_result" else b for i, b in enumerate(blocks)]
+    """`blocks` with each `search_result` block, and each `document` block of text, as a text block
+    (search_result_text, document_text)."""
+    out = []
+    for i, b in enumerate(blocks):
+        kind = b.get("type") if isinstance(b, dict) else None
+        text = search_result_text(b, f"{where}[{i}]") if kind == "search_result" \
+            else document_text(b, f"{where}[{i}]") if kind == "document" else None
+        out.append(b if text is None else {"type": "text", "text": text})
+    return out
 
 
 CLEAR_AT = ("next_user_message", "never")

@@ -45,3 +45,32 @@ def test_a_search_result_without_a_title_is_a_400_naming_it(claude):
     with pytest.raises(anthropic.BadRequestError) as e:
         claude.messages.create(model="m", max_tokens=3, messages=[{"role": "user", "content": [bad]}])
     assert e.value.body["error"]["message"] == "messages[0].content[0].title must be a string"
+
+
+DOCUMENT = {"type": "document", "title": "Notes", "context": "from the wiki",
+            "source": {"type": "text", "media_type": "text/plain", "data": "Caches keep reads."}}
+DOCUMENT_AS_TEXT = "Document: Notes\nContext: from the wiki\nCaches keep reads.\n\n"
+
+
+def test_a_text_document_is_read_as_its_text(claude):
+    """A document whose source is text (or text blocks) is text: it was a 400 ('document blocks are not
+    supported (the model reads text only)'), and a note that it was left out in a tool result."""
+    sent = [{"role": "user", "content": [DOCUMENT, {"type": "text", "text": "Sum it up."}]}]
+    assert counted(claude, sent) == counted(claude, [{"role": "user", "content": DOCUMENT_AS_TEXT + "Sum it up."}])
+    blocks = {**DOCUMENT, "source": {"type": "content", "content": [{"type": "text", "text": "Caches keep reads."}]}}
+    assert counted(claude, [{"role": "user", "content": [blocks, {"type": "text", "text": "Sum it up."}]}]) == \
+        counted(claude, sent)
+    in_result = [{"role": "user", "content": "Read it"},
+                 {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "search", "input": {}}]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [DOCUMENT]}]}]
+    plain = [*in_result[:2], {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                           "content": DOCUMENT_AS_TEXT}]}]
+    assert counted(claude, in_result, tools=TOOLS) == counted(claude, plain, tools=TOOLS)
+
+
+def test_a_pdf_document_is_still_a_400_saying_what_is_read(claude):
+    pdf = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}}
+    with pytest.raises(anthropic.BadRequestError) as e:
+        claude.messages.create(model="m", max_tokens=3, messages=[{"role": "user", "content": [pdf]}])
+    assert e.value.body["error"]["message"] == ("messages[0].content[0]: document blocks other than text (a PDF, a "
+                                                "URL, a file) are not supported (the model reads text only)")
