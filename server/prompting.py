@@ -466,8 +466,9 @@ def _fresh_ids(calls: list[dict], taken: frozenset[str]) -> list[dict]:
 
 
 def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None) -> tuple[str | None, str, list[dict]]:
-    """(reasoning or None, content, calls) of a whole answer; calls only when the request offered tools
-    (a Harmony call of a tool not offered is dropped, as llama.cpp drops it)."""
+    """(reasoning or None, content, calls) of a whole answer; calls only when the request offered tools (a
+    call of a name not offered still comes back, in every format: the agent tells the model there is no
+    such tool; held calls, structured_output.py, keep the model to the offered names)."""
     if fmt.harmony:
         answer = parse_harmony(text, tool_names(tools or []))
         return answer.reasoning, answer.content, _first_if_one(answer.calls, fmt) if tools else []
