@@ -48,7 +48,7 @@ class MemoryAsk:
     kv_type: str            # --kv-type
     kv_bytes_per_token: int
     model_bytes: int        # the GGUF file: its weights are read from it as they are used
-    available_bytes: int    # psutil's available memory now
+    available_bytes: int    # psutil's available memory now (less under a cgroup memory limit: what it leaves)
     total_bytes: int
     packed_bytes: int = 0   # the engine's packed copies of the PACKED_TYPES matrices: held like the KV
     q8_0_allowed: bool = True   # the engine takes --kv-type q8_0 for this model's head size
@@ -56,6 +56,7 @@ class MemoryAsk:
     head_dim: int = 0           # the KV head's width (deepseek2: its latent head, kv_lora_rank + RoPE); 0: unknown
     n_ctx_train: int = 0        # the model's trained context (the refusal's example stays within it); 0: unknown
     pack_weights: bool = True   # --pack-weights: the packed copies are asked for
+    limit_bytes: int = 0        # this process's cgroup memory limit (a container, a slice); 0: none
 
 
 @dataclass(frozen=True)
@@ -89,22 +90,29 @@ def judge(ask: MemoryAsk) -> Verdict:
             f"the contexts asked for need {kv / GIB:.1f} GiB of KV ({shape} = {tokens} tokens x "
             f"{ask.kv_bytes_per_token} bytes, KV {ask.kv_type}), more than "
             f"{KV_SHARE_OF_AVAILABLE * 100:.0f} percent ({limit / GIB:.1f} GiB) of the "
-            f"{ask.available_bytes / GIB:.1f} GiB of memory available: lower --ctx, --slot-ctx or --batch{cheaper} "
+            f"{available_text(ask)}: lower --ctx, --slot-ctx or --batch{cheaper} "
             f"({what_fits(ask, int(limit // ask.kv_bytes_per_token))}; `strata setup` sizes them for this machine)"))
     packed = ask.packed_bytes if ask.pack_weights else 0
     if kv + packed > limit:
         return Verdict(pack_weights=False, warning=(
             f"the packed copy of the model's {PACKED_TYPES} weights ({packed / GIB:.1f} GiB) does not fit beside "
             f"the KV ({kv / GIB:.1f} GiB, {shape}) in {KV_SHARE_OF_AVAILABLE * 100:.0f} percent of the "
-            f"{ask.available_bytes / GIB:.1f} GiB of memory available: the weights are read in place from the file "
+            f"{available_text(ask)}: the weights are read in place from the file "
             f"(prompts read more slowly); a smaller context leaves room for the copy"))
     if kv + ask.model_bytes > ask.available_bytes:
         return Verdict(warning=(
             f"the model ({ask.model_bytes / GIB:.1f} GiB) and the KV ({kv / GIB:.1f} GiB, {shape}) are more than the "
-            f"{ask.available_bytes / GIB:.1f} GiB of memory available: weights will be read from disk again as they "
+            f"{available_text(ask)}: weights will be read from disk again as they "
             f"are used, slowly; a smaller context{' or --kv-type q8_0' if q8_0_would_help(ask) else ''} leaves "
             f"them room"))
     return Verdict()
+
+
+def available_text(ask: MemoryAsk) -> str:
+    """'N GiB of memory available', saying the memory limit when one applies (the host's figure is then not it)."""
+    under = (f" under this process's memory limit of {ask.limit_bytes / GIB:.1f} GiB (a container or a slice)"
+             if ask.limit_bytes else "")
+    return f"{ask.available_bytes / GIB:.1f} GiB of memory available{under}"
 
 
 def what_fits(ask: MemoryAsk, fit_tokens: int) -> str:
@@ -165,11 +173,12 @@ def packed_bytes(tensors, supported=None, size=None, n_layer: int | None = None)
     return sum(int(size(t.type_id, t.shape[1], t.shape[0])) for t in tensors if product(t) and supported(t.type_id))
 
 
-def ask_for(cfg, path, backend: str) -> MemoryAsk | None:
+def ask_for(cfg, path, backend: str, cgroup=None) -> MemoryAsk | None:
     """The MemoryAsk of `strata serve`'s configuration for the GGUF at `path` on this machine, `backend`
     being what `--backend` resolved to; None when the KV will not be in RAM (the CUDA backend, save a
     model only the CPU runs under `--backend auto`: experts, an attention temperature, deepseek2's latent
-    attention) or the metadata cannot be read (the engine's load then says what is wrong with the file)."""
+    attention) or the metadata cannot be read (the engine's load then says what is wrong with the file).
+    `cgroup`: where this process's memory limit is read (cache.cgroup_memory.CgroupMemory; tests give a folder)."""
     import os
 
     import psutil
@@ -193,10 +202,18 @@ def ask_for(cfg, path, backend: str) -> MemoryAsk | None:
                         kv_bytes_per_token(n_layer, n_head_kv, head_dim, "f16", values_in_keys(arch, "f16")))
     except (ValueError, KeyError, TypeError, ZeroDivisionError):
         return None
+    from strata.server.cache.cgroup_memory import CgroupMemory
+
+    cgroup = cgroup if cgroup is not None else CgroupMemory()
     vm = psutil.virtual_memory()
+    available, total, limit = int(vm.available), int(vm.total), 0
+    room = cgroup.available_bytes()
+    if room is not None:   # in a container the host's figures count memory this process can never have
+        limit = cgroup.limit_bytes() or 0
+        available, total = min(available, room), min(total, limit)
     return MemoryAsk(ctx=cfg.ctx, slots=cfg.batch, slot_ctx=cfg.slot_ctx_effective if cfg.batch else 0,
                      kv_type=cfg.kv_type, kv_bytes_per_token=bpt, model_bytes=os.path.getsize(path),
-                     available_bytes=int(vm.available), total_bytes=int(vm.total), packed_bytes=packed,
+                     available_bytes=available, total_bytes=total, packed_bytes=packed, limit_bytes=limit,
                      q8_0_allowed=q8_0_allowed, q8_0_smaller=q8_0_smaller, head_dim=head_dim,
                      n_ctx_train=n_ctx_train if isinstance(n_ctx_train, int) and n_ctx_train > 0 else 0,
                      pack_weights=bool(cfg.pack_weights))

@@ -299,3 +299,29 @@ def test_the_refusal_gives_contexts_that_fit(kw, example):
     size = int(example.split("--ctx ")[1].split()[0].rstrip(";"))
     slots = 0 if "--batch 0" in example or "--slot-ctx" not in example else kw.get("slots", 0)
     assert judge(ask(**(kw | dict(ctx=size, slot_ctx=size, slots=slots)))).error is None   # the example fits
+
+
+def test_ask_for_reads_the_memory_a_cgroup_limit_leaves(default_model_path, tmp_path):
+    """In a container (a 512 MiB limit, 100 MiB used) the host's available RAM is not what this process may take:
+    the start-up check counts what the limit leaves, and its refusal says the limit applies."""
+    from strata.server.cache.cgroup_memory import CgroupMemory
+    from strata.server.memory_check import ask_for, judge
+
+    mib = 1 << 20
+    root = tmp_path / "sys_fs_cgroup"
+    group = root / "docker" / "c0ffee"
+    group.mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("cpu memory pids\n")
+    (group / "memory.max").write_text(f"{512 * mib}\n")
+    (group / "memory.current").write_text(f"{100 * mib}\n")
+    (group / "memory.stat").write_text("anon 1\ninactive_file 0\n")
+    proc = tmp_path / "cgroup"
+    proc.write_text("0::/docker/c0ffee\n")
+    ask = ask_for(_config(default_model_path, ctx=32768), default_model_path, "cpu",
+                  cgroup=CgroupMemory(str(proc), str(root)))
+    assert ask.available_bytes <= 412 * mib and ask.total_bytes <= 512 * mib and ask.limit_bytes == 512 * mib
+    verdict = judge(ask)   # 32K tokens of SmolLM2's f16 KV (~0.7 GiB) do not fit in 90 % of 412 MiB
+    assert verdict.error and "under this process's memory limit of 0.5 GiB" in verdict.error, verdict
+    free = ask_for(_config(default_model_path, ctx=32768), default_model_path, "cpu",
+                   cgroup=CgroupMemory(str(tmp_path / "none"), str(root)))
+    assert free.limit_bytes == 0 and free.available_bytes > ask.available_bytes
