@@ -105,6 +105,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self.restore_seconds: deque[tuple[str, float, int]] = deque(maxlen=100)  # (level, s, tokens)
         self.restore_totals: dict[str, tuple[int, float]] = {}  # level -> (restores, seconds)
         self.park_target, self.park_target_reason = self._resolve_park_target()
+        self._warn_memory_limit()
         self._pending: dict[str, RamEntry] = {}  # captures queued for the spill writer
         self._prefix_pending: set[str] = set()    # segment / system-prompt saves queued for it
         self._spill = SpillWriter(self._spill_one)
@@ -149,6 +150,19 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
             log.warning("--conversation-cache-park disk without a disk level: parking stays in RAM")
             return "ram", "park=disk without a disk level: parking in RAM"
         return target, f"park target {target}"
+
+    def _warn_memory_limit(self) -> None:
+        """In a container whose memory limit leaves less than a floor, say so once at start-up (else each park
+        is a discard warning that names no flag)."""
+        c = self.config
+        limit = self.memory.limit_mib()
+        if limit is None:
+            return
+        advice = policy.memory_limit_advice(limit, self.memory.available_mib(), c.conversation_cache_min_free_mib,
+                                            c.conversation_cache_park_min_free_mib, ram_on=self.ram is not None,
+                                            disk_on=self.first_disk is not None)
+        if advice:
+            log.warning("conversation cache: %s", advice)
 
     # -- admission bookkeeping ------------------------------------------------------------------
 

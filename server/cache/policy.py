@@ -171,6 +171,28 @@ def plan_demotions(entries: Sequence[LevelEntry], budget_bytes: int, max_age_s: 
     return plan
 
 
+# -- a memory limit ------------------------------------------------------------------------------
+
+
+def memory_limit_advice(limit_mib: float | None, available_mib: float, min_free_mib: float,
+                        park_min_free_mib: float, *, ram_on: bool, disk_on: bool) -> str | None:
+    """What a cgroup memory limit leaves the floors at start-up (pure): None when the floors can hold (or there
+    is no limit: the machine's own RAM is then the user's to judge), else what follows and the flag to lower."""
+    if limit_mib is None or not (ram_on or disk_on):
+        return None
+    left = f"the memory limit of {limit_mib:.0f} MiB leaves {available_mib:.0f} MiB"
+    if available_mib < park_min_free_mib:
+        return (f"{left}, less than the transient floor ({park_min_free_mib:.0f} MiB): every history will be "
+                f"discarded, none parked; lower --conversation-cache-park-min-free-mib (and "
+                f"--conversation-cache-min-free-mib) below {available_mib:.0f}, or raise the limit")
+    if ram_on and available_mib < min_free_mib:
+        where = "go to disk" if disk_on else "are discarded"
+        return (f"{left}, less than the parking floor ({min_free_mib:.0f} MiB): histories {where}, none stays "
+                f"in RAM; lower --conversation-cache-min-free-mib below {available_mib:.0f} to keep some in RAM, or "
+                f"raise the limit")
+    return None
+
+
 # -- a full volume ------------------------------------------------------------------------------
 
 # Room kept free beside an incoming image on its volume: its sidecar and the file system's own blocks.

@@ -4,6 +4,7 @@ laid out as /sys/fs/cgroup and /proc/self/cgroup are, in a tmp folder."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 
@@ -160,3 +161,33 @@ def test_a_container_limit_sends_a_park_to_disk_and_is_shown(make_cache, tmp_pat
     assert "memory limit" not in cache.describe(kept=True)
     assert "strata_cache_memory_limit_bytes 1073741824\n" in cache.metrics_text()
     assert "memory_limit" not in make_cache().metrics_text()
+
+
+def test_a_limit_that_leaves_less_than_a_floor_is_said_once_at_start_with_the_flag(make_cache, tmp_path, caplog):
+    """A real 768 MiB cgroup with the default model loaded left 304 MiB: each of 24 parks was a 'park discarded'
+    warning naming no flag. Now the start says why and what to lower."""
+    proc, root, _ = v2_tree(tmp_path, leaf_max=768 * MIB, leaf_usage=464 * MIB)
+    caplog.set_level(logging.WARNING, logger="strata.cache")
+    make_cache(memory=MemoryProbe(lambda: 100_000.0, cgroup=CgroupMemory(proc, root)), conversation_cache_cold_mib=100)
+    (said,) = [r.getMessage() for r in caplog.records if "memory limit" in r.getMessage()]
+    assert "leaves 304 MiB, less than the transient floor (512 MiB)" in said
+    assert "lower --conversation-cache-park-min-free-mib" in said
+    caplog.clear()
+    proc, root, _ = v2_tree(tmp_path / "b", leaf_max=2048 * MIB, leaf_usage=48 * MIB)
+    make_cache(memory=MemoryProbe(lambda: 100_000.0, cgroup=CgroupMemory(proc, root)), conversation_cache_cold_mib=100)
+    (said,) = [r.getMessage() for r in caplog.records if "memory limit" in r.getMessage()]
+    assert "less than the parking floor (2560 MiB): histories go to disk" in said
+    caplog.clear()
+    proc, root, _ = v2_tree(tmp_path / "c", leaf_max=8192 * MIB, leaf_usage=48 * MIB)
+    make_cache(memory=MemoryProbe(lambda: 100_000.0, cgroup=CgroupMemory(proc, root)))
+    assert not [r for r in caplog.records if "memory limit" in r.getMessage()]
+
+
+def test_memory_limit_advice_is_pure():
+    from strata.server.cache.policy import memory_limit_advice
+
+    assert memory_limit_advice(None, 10.0, 2560, 512, ram_on=True, disk_on=True) is None
+    assert memory_limit_advice(768, 300.0, 2560, 512, ram_on=False, disk_on=False) is None
+    assert "discarded" in memory_limit_advice(768, 300.0, 2560, 512, ram_on=True, disk_on=True)
+    assert "are discarded, none stays" in memory_limit_advice(4096, 2000.0, 2560, 512, ram_on=True, disk_on=False)
+    assert memory_limit_advice(4096, 2000.0, 2560, 512, ram_on=False, disk_on=True) is None
