@@ -296,7 +296,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 def refuse_unserved(body: dict) -> None:
     """400 for chat fields OpenAI honours that would change the answer here if they were ignored: the
     deprecated `functions` / `function_call` (the tools would be dropped; `function_call` "auto" or "none"
-    alone changes nothing), an audio answer (`modalities` with "audio", `audio`) and `moderation`."""
+    alone changes nothing), an audio answer (`modalities` with "audio", `audio`), `moderation` and
+    `web_search_options`."""
     if f.get_list(body, "functions"):
         raise APIError(400, "'functions' (deprecated) is not supported: send them as 'tools' "
                             "([{\"type\": \"function\", \"function\": ...}])", param="functions")
@@ -313,6 +314,10 @@ def refuse_unserved(body: dict) -> None:
         raise APIError(400, "'audio' (an audio answer's voice and format) is not supported: this model writes text "
                             "only", param="audio")
     refuse_moderation(body)
+    if body.get("web_search_options") is not None:   # OpenAI's search models search first; answered without it,
+        # the model would invent what a search found
+        raise APIError(400, "'web_search_options' is not supported: the model cannot search the web here; offer "
+                            "a search as a function tool the client runs", param="web_search_options")
 
 
 def refuse_moderation(body: dict) -> None:

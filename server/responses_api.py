@@ -181,6 +181,7 @@ def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
         out.append({"type": "function", "function": {"name": t["name"], "description": t.get("description") or "",
                                                       "parameters": params}})
     choice = body.get("tool_choice")
+    _refuse_hosted_only(tools or [], choice, out)
     named = _named_tool(choice) if isinstance(choice, dict) and choice.get("type") in ("function", "custom") else None
     if choice == "none" or not out:
         if isinstance(choice, dict) and choice.get("name"):
@@ -198,7 +199,24 @@ def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
         return _allowed_tools(out, choice), custom
     if choice is not None and choice not in ("auto", "required") and not isinstance(choice, dict):
         raise APIError(400, "'tool_choice' must be 'none', 'auto', 'required' or an object", param="tool_choice")
-    return out, custom      # a hosted tool's choice (web search, ...): the model cannot run it, it chooses
+    return out, custom
+
+
+HOSTED_WHY = "OpenAI's servers run it; Strata cannot, the model here calls only function tools the client runs"
+
+
+def _refuse_hosted_only(tools: list, choice: Any, callable_: list[dict]) -> None:
+    """400 when the answer would depend on a hosted tool (web search, file search, code interpreter, ...), as
+    on the Anthropic API (anthropic_api.refuse_server_tools): `tool_choice` demands one, or every tool is one
+    (a request made for it; answered without it, the model would invent its results). Beside function
+    tools a hosted one is left out and the model answers with those."""
+    hosted = sorted({str(t.get("type")) for t in tools if isinstance(t, dict)
+                     and t.get("type") not in ("function", "custom")})
+    if isinstance(choice, dict) and choice.get("type") not in (None, "function", "custom", "allowed_tools"):
+        raise APIError(400, f"'tool_choice' demands a {choice.get('type')} tool: {HOSTED_WHY}", param="tool_choice")
+    if hosted and not callable_ and choice != "none":
+        raise APIError(400, f"'tools' holds only tools Strata cannot run ({', '.join(hosted)}): {HOSTED_WHY}",
+                       param="tools")
 
 
 def _named_tool(choice: dict) -> str:

@@ -1,7 +1,8 @@
 """Request fields a cloud API honours that would change the answer here if they were silently ignored get
 a 400 that says what to send instead, through the real `openai` SDK on the tiny model: chat completions'
-deprecated `functions` / `function_call` (dropping them would drop the tools) and an audio answer
-(`modalities` with "audio", `audio`); what changes nothing still answers."""
+deprecated `functions` / `function_call` (dropping them would drop the tools), an audio answer
+(`modalities` with "audio", `audio`), `moderation`, a web search (`web_search_options`; on Responses a request
+made for a hosted tool); what changes nothing still answers."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ FUNCTION = {"name": "get_weather", "parameters": {"type": "object", "properties"
     ({"modalities": "text"}, "modalities", "'modalities' must be an array of strings such as [\"text\"]"),
     ({"moderation": {"model": "omni-moderation-latest", "policy": {"output": {"mode": "block"}}}}, "moderation",
      "'moderation' is not supported: no moderation model runs here, so nothing would be scored or blocked"),
+    ({"web_search_options": {}}, "web_search_options",
+     "'web_search_options' is not supported: the model cannot search the web here"),
 ])
 def test_chat_fields_that_would_change_the_answer_are_refused(oai, fields, param, needle):
     with pytest.raises(openai.BadRequestError) as e:
@@ -65,3 +68,29 @@ def test_a_custom_tool_is_refused_saying_what_to_send(oai):
                                     tools=[{"type": "custom", "custom": {"name": "apply_patch"}}])
     assert e.value.body["message"].startswith("tools[0].type must be 'function', got 'custom': a custom tool's "
                                               "free-form input"), e.value.body
+
+
+WEATHER_FN = {"type": "function", "name": "get_weather", "parameters": FUNCTION["parameters"]}
+
+
+@pytest.mark.parametrize("fields, param, needle", [
+    ({"tools": [{"type": "web_search"}]}, "tools", "'tools' holds only tools Strata cannot run (web_search): "
+                                                   "OpenAI's servers run it"),
+    ({"tools": [{"type": "web_search"}, {"type": "file_search", "vector_store_ids": ["vs_1"]}]}, "tools",
+     "'tools' holds only tools Strata cannot run (file_search, web_search)"),
+    ({"tools": [WEATHER_FN, {"type": "web_search"}], "tool_choice": {"type": "web_search_preview"}}, "tool_choice",
+     "'tool_choice' demands a web_search_preview tool: OpenAI's servers run it"),
+])
+def test_a_responses_request_made_for_a_hosted_tool_is_refused(oai, fields, param, needle):
+    """As on the Anthropic API: a request whose only tools are hosted ones (a web search), or whose tool_choice
+    demands one, would be answered with invented results (it was answered as if searched, and a hosted
+    choice read as `auto`). Beside a function tool a hosted one is still left out, and `tool_choice: none`
+    asks for no tool at all."""
+    with pytest.raises(openai.BadRequestError) as e:
+        oai.responses.create(model="m", input="Weather in Oslo?", max_output_tokens=4, **fields)
+    assert needle in e.value.body["message"], e.value.body
+    assert e.value.body["param"] == param
+    for fields in ({"tools": [WEATHER_FN, {"type": "web_search"}]}, {"tools": [{"type": "web_search"}],
+                                                                      "tool_choice": "none"}):
+        r = oai.responses.create(model="m", input="Weather in Oslo?", max_output_tokens=4, temperature=0, **fields)
+        assert r.usage.output_tokens <= 4
