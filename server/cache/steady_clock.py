@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 log = logging.getLogger("strata.cache")
+SAID_AFTER_S = 1.0   # a clock behind by less (another host's skew on a shared folder) is followed, not warned of
 
 
 def steady_now(wall: float, last_wall: float, last_now: float) -> float:
@@ -46,7 +47,7 @@ class SteadyClock:
         wall = self.wall()
         with self._lock:
             now = steady_now(wall, self._last_wall, self._last_now)
-            behind = now > wall
+            behind = now > wall + SAID_AFTER_S if not self._behind else now > wall
             if behind and not self._behind:
                 log.warning("conversation cache: the clock is %.0f s behind the newest time the cache has seen (it "
                             "went back, or the cache's files were sealed by a clock ahead of this one); the cache "

@@ -102,3 +102,24 @@ def test_a_sidecar_sealed_past_year_9999_is_damage_not_the_newest_entry_for_good
     cold = again.cascade.levels[0]
     assert dict(cold.skipped) == {"damaged": 1} and dict(cold.removed) == {"damaged": 1}
     assert again.clock() == clock.t
+
+
+def test_the_clock_going_back_is_said_once_and_its_catching_up_once(caplog):
+    import logging
+
+    from strata.server.cache.steady_clock import SteadyClock
+
+    wall = [1000.0]
+    clock = SteadyClock(lambda: wall[0])
+    caplog.set_level(logging.INFO, logger="strata.cache")
+    assert clock() == 1000.0
+    wall[0] = 999.5                      # half a second: followed, not said
+    assert clock() == 1000.0
+    wall[0] = 400.0
+    assert [clock() for _ in range(3)] == [1000.0] * 3
+    wall[0] = 410.0
+    assert clock() == 1010.0
+    wall[0] = 2000.0
+    assert clock() == 2000.0
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and "600 s behind" in said[0] and "past the newest time" in said[1], said
