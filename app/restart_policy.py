@@ -63,6 +63,7 @@ class Exit:
     model_missing: bool = False   # the model file the configuration names by its path is not there now
     model_changed: bool = False   # that file's size or time is not what it was when the server started
     on_free_port: bool = False    # the app had started it on any free port (`--port 0`) already
+    config: str = ""              # the configuration file it read ("": none), named where the reason says to edit it
 
 
 GAVE_UP = "gave up after"    # how a give-up's reason begins (it counts the restarts itself)
@@ -102,13 +103,14 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
     if exit.returncode == CANNOT_LISTEN and not exit.was_healthy:
         # a port another program holds (an old `strata serve`), a reserved or privileged one, or a host that is not
         # this machine's: the same address fails the same way again (it was retried 5 times, 18 s, then given up)
+        where = f"the configuration file {exit.config}" if exit.config else "the configuration file"
         if exit.on_free_port:
             return RestartDecision(False, attempts, f"the server cannot listen even on a free port: {what}; "
-                                                    "fix `host` in the configuration file, then restart the server")
+                                                    f"fix `host` in {where}, then restart the server")
         return RestartDecision(False, attempts, f"the server cannot listen on its address: {what}; end the program "
-                                                "that holds it, or set another `port` in the configuration file (0: "
-                                                "any free port) and restart the server, or start it on a free port "
-                                                "now", offer=FREE_PORT)
+                                                f"that holds it, or set another `port` in {where} (0: any free port) "
+                                                "and restart the server, or start it on a free port now",
+                               offer=FREE_PORT)
     if exit.returncode == MODEL_NOT_LOADED and exit.model_missing:
         # its drive went away between the app's look and the load: wait for the file again (no retry counted:
         # the app starts nothing until the file is there)

@@ -175,7 +175,8 @@ class ServerSupervisor:
             missing = at_exit is not None and wait_for_model(at_exit).wait
             changed = at_exit is not None and at_exit.kind == "file" and at_exit.stamp != at_start.stamp
             exit_ = Exit(rc, time.monotonic() - started, healthy, self._requested, self._last_line[:LAST_LINE_CHARS],
-                         model_missing=missing, model_changed=changed, on_free_port=self.on_free_port)
+                         model_missing=missing, model_changed=changed, on_free_port=self.on_free_port,
+                         config=str(self.config_path or ""))
             decision = decide(exit_, attempts, self.restart_cfg)
             attempts = decision.attempts
             self._event(decision.reason)

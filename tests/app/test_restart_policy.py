@@ -44,6 +44,8 @@ CFG = RestartConfig(max_retries=3, stable_s=60.0)
      "already in use); end the program that holds it, or set another `port` in the configuration file"),
     (Exit(4, 0.6, False, False, "cannot listen on 192.0.2.1:0", on_free_port=True), 0, False, 0,
      "cannot listen even on a free port: exited with status 4 (cannot listen on 192.0.2.1:0); fix `host`"),
+    (Exit(4, 0.6, False, False, "cannot listen", config="/home/me/strata.toml"), 0, False, 0,
+     "set another `port` in the configuration file /home/me/strata.toml (0: any free port)"),
 ])
 def test_decide(exit_, attempts, restart, after, words):
     d = decide(exit_, attempts, CFG if "1 restart " not in words else RestartConfig(max_retries=1))
