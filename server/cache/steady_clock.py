@@ -46,7 +46,8 @@ class SteadyClock:
     def __call__(self) -> float:
         wall = self.wall()
         with self._lock:
-            now = steady_now(wall, self._last_wall, self._last_now)
+            since = wall if self._last_wall == float("-inf") else self._last_wall   # the first call: none passed yet
+            now = steady_now(wall, since, self._last_now)
             behind = now > wall + SAID_AFTER_S if not self._behind else now > wall
             if behind and not self._behind:
                 log.warning("conversation cache: the clock is %.0f s behind the newest time the cache has seen (it "
