@@ -159,17 +159,21 @@ class RestoreMixin:
         if not v.complete:
             self.damaged += 1
             ladder = n > 0
-            log.warning("conversation cache %s level: %s damaged (%s); %s%s", lvl.name, entry.image_path, v.reason,
-                        f"its first {n} tokens restored, the rest of the prompt read again" if ladder
-                        else "not restored, the prompt read again", "; the entry is deleted" if discard_damaged else "")
             self.ladder_restores += int(ladder)
             if not ladder:
                 why = f"damaged, not restored: {v.reason}"
+            outcome = ""
             if discard_damaged:
-                if lvl in self.cascade.levels:
-                    self.cascade.discard(entry.key, f"unreadable image: {v.reason}")
-                else:
-                    forget_files(lvl, entry.key, f"unreadable image: {v.reason}")
+                gone = (self.cascade.discard(entry.key, f"unreadable image: {v.reason}") if lvl in self.cascade.levels
+                        else forget_files(lvl, entry.key, f"unreadable image: {v.reason}"))
+                # files a read-only folder keeps are still never tried again (each later prompt sharing the
+                # prefix re-read the whole image and counted it damaged again); the next start checks them anew
+                lvl.entries.pop(entry.key, None)
+                outcome = ("; the entry is deleted" if gone else
+                           "; its files cannot be deleted (left on disk), the entry is not used again")
+            log.warning("conversation cache %s level: %s damaged (%s); %s%s", lvl.name, entry.image_path, v.reason,
+                        f"its first {n} tokens restored, the rest of the prompt read again" if ladder
+                        else "not restored, the prompt read again", outcome)
         return self._finish_restore(lvl.name, n, t0, adm.floor, ladder, why)
 
     def _finish_restore(self, level: str, n: int, t0: float, floor: str, ladder: bool, why: str) -> RestoreResult:
