@@ -155,6 +155,9 @@ def run_machine_bench(model_path: str | None, cold_folder: str | Path, threads: 
             notes.append(f"cannot measure {cold_folder}: {e.strerror or e}")
     if skip is not None and skip.is_set():
         notes.append("bench skipped: the plan uses the defaults that need no measurement")
+    from strata.server.cache.cgroup_memory import within_limit
+
     vm = psutil.virtual_memory()
+    total, available, _ = within_limit(int(vm.total), int(vm.available))   # a container's, where it has a limit
     progress("done", 1.0, "bench done")
-    return BenchReport(facts, disk, vm.total // MIB, vm.available // MIB, tuple(notes))
+    return BenchReport(facts, disk, total // MIB, available // MIB, tuple(notes))

@@ -1,6 +1,6 @@
 """The machine profile: cores, RAM, free disk of a folder, the GPU if any (nvidia-smi present).
 
-Mechanism: reads psutil, shutil.disk_usage and `nvidia-smi` (5 s limit); never raises for a missing
+Mechanism: reads psutil (its RAM lowered to a cgroup memory limit: a container's), shutil.disk_usage and `nvidia-smi` (5 s limit); never raises for a missing
 tool, a missing GPU yields None. It does not benchmark anything (that is `bench.py`).
 """
 
@@ -15,13 +15,18 @@ import psutil
 from strata.installer.plan_types import MIB, DiskFacts, MachineProfile
 
 
-def machine_profile() -> MachineProfile:
+def machine_profile(cgroup=None) -> MachineProfile:
+    """`cgroup`: where this process's memory limit is read (server/cache/cgroup_memory.py; tests give a folder):
+    in a container or a slice the RAM is what the limit allows, not the host's, so the plan fits in it."""
+    from strata.server.cache.cgroup_memory import within_limit
+
     logical = psutil.cpu_count(logical=True) or os.cpu_count() or 1
     physical = psutil.cpu_count(logical=False) or logical
     vm = psutil.virtual_memory()
+    total, available, _ = within_limit(int(vm.total), int(vm.available), cgroup)
     gpu_name, gpu_mib = detect_gpu()
-    return MachineProfile(n_cores=physical, n_logical=logical, ram_total_mib=vm.total // MIB,
-                          ram_available_mib=vm.available // MIB, gpu_name=gpu_name, gpu_vram_mib=gpu_mib)
+    return MachineProfile(n_cores=physical, n_logical=logical, ram_total_mib=total // MIB,
+                          ram_available_mib=available // MIB, gpu_name=gpu_name, gpu_vram_mib=gpu_mib)
 
 
 def detect_gpu() -> tuple[str | None, int | None]:

@@ -202,15 +202,10 @@ def ask_for(cfg, path, backend: str, cgroup=None) -> MemoryAsk | None:
                         kv_bytes_per_token(n_layer, n_head_kv, head_dim, "f16", values_in_keys(arch, "f16")))
     except (ValueError, KeyError, TypeError, ZeroDivisionError):
         return None
-    from strata.server.cache.cgroup_memory import CgroupMemory
+    from strata.server.cache.cgroup_memory import within_limit
 
-    cgroup = cgroup if cgroup is not None else CgroupMemory()
-    vm = psutil.virtual_memory()
-    available, total, limit = int(vm.available), int(vm.total), 0
-    room = cgroup.available_bytes()
-    if room is not None:   # in a container the host's figures count memory this process can never have
-        limit = cgroup.limit_bytes() or 0
-        available, total = min(available, room), min(total, limit)
+    vm = psutil.virtual_memory()   # in a container the host's figures count memory this process can never have
+    total, available, limit = within_limit(int(vm.total), int(vm.available), cgroup)
     return MemoryAsk(ctx=cfg.ctx, slots=cfg.batch, slot_ctx=cfg.slot_ctx_effective if cfg.batch else 0,
                      kv_type=cfg.kv_type, kv_bytes_per_token=bpt, model_bytes=os.path.getsize(path),
                      available_bytes=available, total_bytes=total, packed_bytes=packed, limit_bytes=limit,

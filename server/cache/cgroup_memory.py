@@ -206,3 +206,15 @@ class CgroupMemory:
             if room is not None and (best is None or room < best):
                 best = room
         return best
+
+
+def within_limit(total_bytes: int, available_bytes: int, cgroup: CgroupMemory | None = None) -> tuple[int, int, int]:
+    """(total, available, limit) as this process may use them: the host's figures lowered to its cgroup memory limit
+    and what the limit leaves (limit 0 without one, or when its figures cannot be read). The start-up memory check
+    and `strata setup`'s machine profile read these, as cache admission does."""
+    cgroup = cgroup if cgroup is not None else CgroupMemory()
+    room = cgroup.available_bytes()
+    limit = cgroup.limit_bytes() if room is not None else None
+    if room is None or limit is None:
+        return total_bytes, available_bytes, 0
+    return min(total_bytes, limit), min(available_bytes, room), limit
