@@ -99,8 +99,8 @@ class AppController(QObject):
         self._in_background(self.supervisor.restart_on_free_port)
 
     def _in_background(self, restart) -> None:
-        """A restart off the GUI thread: stopping waits for the server to park its conversations (up to 15 s,
-        then SIGTERM), and the window froze meanwhile. One at a time; Qt-free (the supervisor)."""
+        """A restart off the GUI thread: stopping waits for the server to park its conversations (as long as
+        it says how far it is, up to 10 minutes), and the window froze meanwhile. One at a time; Qt-free (the supervisor)."""
         if self._restart_thread is not None and self._restart_thread.is_alive():
             log.info("a restart is already under way")
             return

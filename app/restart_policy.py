@@ -174,3 +174,25 @@ def wait_for_model(found: ModelFile, before: ModelFile | None = None) -> ModelWa
         "its folder is not there (is its drive mounted?)"
     return ModelWait(True, f"for the model file {found.path}: {why}; the server starts by itself when the file "
                            "appears, or choose another model (run the setup again)")
+
+
+DEFAULT_STOP_CAP_S = 600.0   # the longest a stop may take however it progresses (~200 GB at 339 MiB/s)
+
+
+@dataclass(frozen=True)
+class StopWait:
+    wait: bool
+    reason: str
+
+
+def wait_for_stop(waited_s: float, quiet_s: float, grace_s: float, cap_s: float = DEFAULT_STOP_CAP_S) -> StopWait:
+    """Whether to keep waiting for a server asked to stop cleanly (its standard input closed) to end by itself.
+    `waited_s`: since it was asked; `quiet_s`: since it last said how its stop progresses ("stopping: ..." lines,
+    at most ~2 s apart while it writes its conversations), or since it was asked when it has said nothing.
+    It is ended (SIGTERM, then SIGKILL) once quiet for `grace_s` (stalled: a hung disk, a stuck call) or past
+    `cap_s` however it progresses; ended early, the conversations not yet written are lost."""
+    if waited_s >= cap_s:
+        return StopWait(False, f"the server was still stopping after {cap_s:.0f} s (the longest wait): ending it")
+    if quiet_s >= grace_s:
+        return StopWait(False, f"the server said nothing of its stop for {grace_s:.0f} s (stalled?): ending it")
+    return StopWait(True, "the server is stopping")

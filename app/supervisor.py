@@ -24,13 +24,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from strata.app.job_object import kill_with_app
-from strata.app.restart_policy import Exit, ModelFile, RestartConfig, decide, wait_for_model
+from strata.app.restart_policy import (
+    DEFAULT_STOP_CAP_S,
+    Exit,
+    ModelFile,
+    RestartConfig,
+    decide,
+    wait_for_model,
+    wait_for_stop,
+)
 
 from strata.exit_status import MODEL_NOT_LOADED
 
 HEALTH_TIMEOUT_S = 180.0     # a server that does not answer /health by then is killed and counts as failed
 HEALTH_POLL_S = 0.2
-STOP_GRACE_S = 15.0          # standard input closed first (a clean stop); then SIGTERM, then SIGKILL
+STOP_GRACE_S = 15.0          # standard input closed first (a clean stop); SIGTERM once it is quiet this long
+STOP_PROGRESS = "stopping: "  # how the server's lines about its stop begin (server/stop_progress.py and others)
+STOP_POLL_S = 0.2
 LISTENING = re.compile(r"listening on (https?://[^\s()|]+)")
 # the server's log format (server/cli.py log_format): the time and logger name say nothing in a status bar
 LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ [\w.]+: ")
@@ -73,14 +83,15 @@ class ServerSupervisor:
     def __init__(self, config_path: Path | None, log_dir: Path, *, restart: RestartConfig | None = None,
                  command: list[str] | None = None, health_timeout_s: float = HEALTH_TIMEOUT_S,
                  env: dict[str, str] | None = None, model_probe: Callable[[Mapping[str, str]], ModelFile] | None = None,
-                 stop_grace_s: float = STOP_GRACE_S) -> None:
+                 stop_grace_s: float = STOP_GRACE_S, stop_cap_s: float = DEFAULT_STOP_CAP_S) -> None:
         self.config_path = Path(config_path) if config_path else None
         self.log_dir = Path(log_dir)
         self.log_path = self.log_dir / "server.log"
         self.restart_cfg = restart or RestartConfig.from_env()
         self.command = command or server_command(self.config_path)
         self.health_timeout_s = health_timeout_s
-        self.stop_grace_s = stop_grace_s
+        self.stop_grace_s = stop_grace_s   # a stopping server quiet this long is ended (restart_policy.wait_for_stop)
+        self.stop_cap_s = stop_cap_s
         self.model_probe = model_probe   # called with the server's environment; None: no look before a start
         self.env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
         self.events: deque[tuple[float, str]] = deque(maxlen=200)   # (wall time, what happened)
@@ -95,6 +106,7 @@ class ServerSupervisor:
         self._requested = False
         self._thread: threading.Thread | None = None
         self._last_line = ""
+        self._progress_at = 0.0     # monotonic time of the server's last "stopping: ..." line
 
     # -- control (any thread) -----------------------------------------------------------------
 
@@ -107,8 +119,9 @@ class ServerSupervisor:
             self._thread.start()
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stops the server (standard input closed, SIGTERM after `timeout`, default `stop_grace_s`) and the
-        supervision; returns once both have ended. The state is "stopping" meanwhile."""
+        """Stops the server (standard input closed; SIGTERM once it has said nothing of its stop for `timeout`,
+        default `stop_grace_s`, or after `stop_cap_s`) and the supervision; returns once both have ended. The
+        state is "stopping" meanwhile, its detail the server's last line about its stop."""
         timeout = self.stop_grace_s if timeout is None else timeout
         self._stop.set()
         with self._lock:
@@ -117,7 +130,7 @@ class ServerSupervisor:
             self._set("stopping", "stopping the server (it parks its conversations first)")
         self._terminate(timeout)
         if self._thread is not None:
-            self._thread.join(timeout + 5)
+            self._thread.join(self.stop_cap_s + 10)
         self._set("stopped", "stopped")
 
     def restart(self) -> None:
@@ -239,6 +252,12 @@ class ServerSupervisor:
                 line = raw.decode("utf-8", errors="replace").strip()
                 if line:
                     self._last_line = server_message(line)
+                    if self._last_line.startswith(STOP_PROGRESS):
+                        self._progress_at = time.monotonic()
+                        with self._lock:
+                            stopping = self._state == "stopping"
+                        if stopping:   # the status bar shows how far the stop is ("... 1.2 of 4.7 GiB written")
+                            self._set("stopping", self._last_line)
                 m = LISTENING.search(line)
                 if m:
                     with self._lock:
@@ -265,15 +284,25 @@ class ServerSupervisor:
             return
         self._requested = True
         # closing its standard input asks for a clean stop on every platform (`--stop-on-stdin-eof`: the
-        # server parks its conversations to disk); SIGTERM (TerminateProcess on Windows) after the grace
-        # time, then SIGKILL
+        # server parks its conversations to disk, saying how far it is every ~2 s); SIGTERM (TerminateProcess
+        # on Windows) once it has been quiet for the grace time or past the cap (wait_for_stop), then SIGKILL
+        asked = time.monotonic()
         try:
             if proc.stdin is not None:
                 proc.stdin.close()
-            proc.wait(grace)
-            return
-        except (OSError, subprocess.TimeoutExpired):
+        except OSError:
             pass
+        while True:
+            try:
+                proc.wait(STOP_POLL_S)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            decision = wait_for_stop(now - asked, now - max(asked, self._progress_at), grace, self.stop_cap_s)
+            if not decision.wait:
+                self._event(decision.reason)
+                break
         proc.terminate()
         try:
             proc.wait(5)

@@ -23,6 +23,7 @@ from strata.server.monitor_feed import model_quant
 from strata.server.routes import add_routes
 from strata.server.scheduler import Scheduler
 from strata.server.service import auth_middleware, error_middleware
+from strata.server.stop_progress import StopProgress
 
 from strata.model_names import model_description, model_id
 
@@ -128,11 +129,12 @@ def _warn_unusable_template(engine: Any) -> None:
 def _make_cache(cfg: ServerConfig, engine: Any) -> Any:
     try:
         from strata.server.cache import CacheConfig, ConversationCache
+        from strata.server.cache.fileio import file_io_from_env
     except ImportError:
         return None
     cache_cfg = CacheConfig.from_values(cfg.values, environ=cfg.env)
     try:
-        return ConversationCache(cache_cfg, engine)
+        return ConversationCache(cache_cfg, engine, io=file_io_from_env())   # the process environment: a test hook
     except ImportError as e:          # the engine's snapshot module is missing: run without the cache
         log.warning("conversation cache off: %s", e)
         return None
@@ -222,7 +224,7 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
             state.scheduler.timeline.close()
     if state.cache is not None:
         try:
-            state.cache.close()
+            state.cache.close(progress=StopProgress(log))
             log.info("%s", stopped_line(state.cache))
         except Exception:
             log.exception("closing the conversation cache failed")

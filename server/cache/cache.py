@@ -190,8 +190,10 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         """Whether a parked history outlives this process (a disk level is on; close() hands RAM to it)."""
         return self.first_disk is not None
 
-    def close(self, persist: bool = True) -> None:
-        """Drain the spill writer; with `persist`, hand RAM entries to the first disk level."""
+    def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None) -> None:
+        """Drain the spill writer; with `persist`, hand RAM entries to the first disk level, calling
+        `progress(entries done, entries, bytes done, bytes)` before the first and after each (the app waits
+        for a stop while these come: a big model's histories take minutes to write)."""
         if self._closed:
             return
         self._closed = True
@@ -202,7 +204,13 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 self.cascade.stopping = True
                 now = self.clock()
                 lost, why = 0, ""
-                for key in sorted(self.ram.entries, key=lambda k: self.ram.entries[k].sealed_at):
+                keys = sorted(self.ram.entries, key=lambda k: self.ram.entries[k].sealed_at)
+                sizes = {k: self.ram.entries[k].n_bytes for k in keys}
+                n_done, bytes_done, n_bytes = 0, 0, sum(sizes.values())
+                for key in keys:
+                    if progress is not None:
+                        progress(n_done, len(keys), bytes_done, n_bytes)
+                    n_done, bytes_done = n_done + 1, bytes_done + sizes[key]
                     if key not in self.ram.entries:  # superseded by a longer history written before it
                         continue
                     ok, _ = self.cascade.degrade(0, key, now, cause="shutdown")
@@ -216,6 +224,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                     lvl.add(written)
                     self.ram.forget(key)
                     self._supersede(entry.tokens, key)
+                if progress is not None and keys:
+                    progress(n_done, len(keys), bytes_done, n_bytes)
                 if lost:
                     log.warning("stopping: %d conversation histories could not be written to disk (last: %s); "
                                 "they are lost (check the free space, budget and write permission there)", lost, why)

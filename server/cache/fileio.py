@@ -11,7 +11,8 @@ import contextlib
 import errno
 import os
 import shutil
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 
 from .temp_files import temp_name
@@ -122,6 +123,32 @@ class FileIO:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+class SlowDiskIO(FileIO):
+    """Every write waits `delay_s` first: a disk slow for real, for the tests of a long stop (what the app waits
+    for while a big model's histories are written at its stop). Chosen by `STRATA_TEST_DISK_WRITE_DELAY_S`."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+
+    def write(self, f: BinaryIO, data: bytes | memoryview) -> None:
+        time.sleep(self.delay_s)
+        f.write(data)
+
+
+def file_io_from_env(environ: Mapping[str, str] | None = None) -> FileIO:
+    """The real FileIO, or a SlowDiskIO when `STRATA_TEST_DISK_WRITE_DELAY_S` (seconds per write, tests only) is set."""
+    raw = (os.environ if environ is None else environ).get("STRATA_TEST_DISK_WRITE_DELAY_S", "").strip()
+    if not raw:
+        return FileIO()
+    try:
+        delay = float(raw)
+    except ValueError:
+        raise ValueError(f"STRATA_TEST_DISK_WRITE_DELAY_S must be a number of seconds, got {raw!r}") from None
+    if not 0 <= delay <= 3600:
+        raise ValueError(f"STRATA_TEST_DISK_WRITE_DELAY_S must be 0..3600 seconds, got {raw!r}")
+    return SlowDiskIO(delay)
 
 
 class FullDiskIO(FileIO):

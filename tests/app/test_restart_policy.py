@@ -12,6 +12,7 @@ from strata.app.restart_policy import (
     describe_exit,
     names_a_path,
     wait_for_model,
+    wait_for_stop,
 )
 
 CFG = RestartConfig(max_retries=3, stable_s=60.0)
@@ -123,3 +124,16 @@ def test_model_poll_s_is_checked():
     assert RestartConfig().model_poll_s == 5.0
     with pytest.raises(ValueError, match="model_poll_s must be > 0, got 0"):
         RestartConfig(model_poll_s=0)
+
+
+@pytest.mark.parametrize("waited, quiet, wait, words", [
+    (1.0, 1.0, True, "is stopping"),
+    (14.9, 14.9, True, "is stopping"),                  # said nothing yet, within the grace time
+    (15.0, 15.0, False, "said nothing of its stop for 15 s"),
+    (120.0, 2.0, True, "is stopping"),                  # long, but its progress lines keep coming
+    (120.0, 15.0, False, "said nothing of its stop for 15 s"),   # they stopped: stalled
+    (600.0, 1.0, False, "still stopping after 600 s"),  # the cap, however it progresses
+])
+def test_wait_for_stop(waited, quiet, wait, words):
+    d = wait_for_stop(waited, quiet, grace_s=15.0, cap_s=600.0)
+    assert d.wait is wait and words in d.reason, d
