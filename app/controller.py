@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication, QLabel, QPushButton, QSystemTrayIcon
 from strata.app import model_file
-from strata.app.restart_policy import FREE_PORT, GAVE_UP, RestartConfig
+from strata.app.restart_policy import FREE_PORT, GAVE_UP, RestartConfig, notify_restarts
 from strata.app.supervisor import ServerStatus, ServerSupervisor, server_command
 from strata.app.tray import Tray
 from strata.monitor.client import FeedClient
@@ -172,9 +172,9 @@ class AppController(QObject):
                 if self.tray is not None:
                     self.tray.notify("Strata: the server is down", status.detail)
         if status.restarts > self._shown_restarts:
-            self._shown_restarts = status.restarts
+            new, self._shown_restarts = status.restarts - self._shown_restarts, status.restarts
             log.warning("server restarted: %s", status.last_restart_reason)
-            if self.tray is not None:
+            if self.tray is not None and notify_restarts(new, status.in_a_row):   # a crash loop's first only
                 self.tray.notify("Strata restarted the server", status.last_restart_reason)
         offered = status.offer == FREE_PORT
         if self.free_port_button.isHidden() == offered:     # not isVisible(): false while the window is in the tray

@@ -196,3 +196,10 @@ def wait_for_stop(waited_s: float, quiet_s: float, grace_s: float, cap_s: float 
     if quiet_s >= grace_s:
         return StopWait(False, f"the server said nothing of its stop for {grace_s:.0f} s (stalled?): ending it")
     return StopWait(True, "the server is stopping")
+
+
+def notify_restarts(new_restarts: int, in_a_row: int) -> bool:
+    """Whether the app raises a tray notification for the `new_restarts` restarts since it last looked, `in_a_row`
+    being the latest one's place in its run of restarts without a stable run: only for a run's first. A crash loop
+    raised one per restart (5 in ~18 s, then the give-up's); now one when it begins, and the give-up's."""
+    return new_restarts > 0 and in_a_row <= new_restarts

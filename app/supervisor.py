@@ -58,6 +58,7 @@ class ServerStatus:
     restarts: int              # automatic restarts since the app started
     last_restart_reason: str   # "" until the first restart
     offer: str = ""            # failed: a way out the app can take (restart_policy.FREE_PORT), or ""
+    in_a_row: int = 0          # of `restarts`, how many came in a row without a stable run (a crash loop's count)
 
 
 def server_command(config_path: Path | None, extra: tuple[str, ...] = ()) -> list[str]:
@@ -100,6 +101,7 @@ class ServerSupervisor:
         self._endpoint: str | None = None
         self._proc: subprocess.Popen | None = None
         self._restarts = 0
+        self._in_a_row = 0
         self._last_reason = ""
         self._offer = ""
         self._stop = threading.Event()
@@ -155,7 +157,7 @@ class ServerSupervisor:
         with self._lock:
             pid = self._proc.pid if self._proc is not None and self._proc.poll() is None else None
             return ServerStatus(self._state, self._detail, self._endpoint, pid, self._restarts, self._last_reason,
-                                self._offer if self._state == "failed" else "")
+                                self._offer if self._state == "failed" else "", self._in_a_row)
 
     # -- worker -------------------------------------------------------------------------------
 
@@ -200,6 +202,7 @@ class ServerSupervisor:
                 return
             with self._lock:
                 self._restarts += 1
+                self._in_a_row = decision.attempts
                 self._last_reason = decision.reason
             self._set("restarting", decision.reason)
             if self._stop.wait(min(0.5 * 2 ** (attempts - 1), 5.0)):
