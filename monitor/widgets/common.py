@@ -68,8 +68,13 @@ def set_text(lab: QLabel, text: str) -> None:
 class Table(QTableWidget):
     """A read-only table; `show_rows` writes only the cells whose text or colour changed."""
 
-    def __init__(self, headers: Sequence[str], *, stretch: int | None = None, tooltips: Sequence[str] = ()) -> None:
+    def __init__(self, headers: Sequence[str], *, stretch: int | None = None, tooltips: Sequence[str] = (),
+                 stretch_min_chars: int = 0) -> None:
+        """`stretch`: the column that takes the width the others leave; with `stretch_min_chars`, never less than
+        that many characters (the table scrolls sideways instead: Qt's stretch left the requests table's excerpt
+        ~18 px, '6\u2026', at a 1280-px window)."""
         super().__init__(0, len(headers))
+        self._stretch, self._stretch_min_chars = stretch, stretch_min_chars
         plain(self)
         self.setHorizontalHeaderLabels(list(headers))
         for i, tip in enumerate(tooltips):
@@ -84,11 +89,38 @@ class Table(QTableWidget):
         self.setFrameShape(QFrame.Shape.NoFrame)
         header = self.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        if stretch is not None:
+        if stretch is not None and stretch_min_chars:
+            header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Fixed)   # sized in _fit_stretch
+            header.sectionResized.connect(self._other_resized)
+        elif stretch is not None:
             header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
         else:
             header.setStretchLastSection(True)
         self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+
+    def stretch_min_px(self) -> int:
+        return self.fontMetrics().averageCharWidth() * self._stretch_min_chars + 8   # + the cell's margins
+
+    def _other_resized(self, index: int, _old: int, _new: int) -> None:
+        if index != self._stretch:
+            self._fit_stretch()
+
+    def _fit_stretch(self) -> None:
+        """The stretch column takes what the others leave of the viewport, at least `stretch_min_px`."""
+        if self._stretch is None or not self._stretch_min_chars:
+            return
+        header = self.horizontalHeader()
+        others = sum(header.sectionSize(i) for i in range(self.columnCount())
+                     if i != self._stretch and not header.isSectionHidden(i))
+        width = max(self.viewport().width() - others, self.stretch_min_px(),
+                    header.sectionSizeFromContents(self._stretch).width())
+        if header.sectionSize(self._stretch) != width:
+            header.resizeSection(self._stretch, width)
+
+    def updateGeometries(self) -> None:
+        """Qt's hook for a new viewport size (the window's, or a vertical scroll bar that came or went)."""
+        self._fit_stretch()
+        super().updateGeometries()   # after: it sets the scroll bars' ranges from the sections' widths
 
     def fit_height(self, n_rows: int) -> None:
         """Tall enough for `n_rows` rows (at least one), the header and a horizontal scroll bar."""
@@ -98,7 +130,8 @@ class Table(QTableWidget):
             self.setFixedHeight(h)
 
     def show_rows(self, rows: Sequence[Sequence[str]], colors: Sequence[Sequence[str | None]] | None = None,
-                  align_right: Sequence[int] = ()) -> None:
+                  align_right: Sequence[int] = (), tips: Sequence[Sequence[str | None]] | None = None) -> None:
+        """`tips`: each cell's tooltip where it holds more than the cell shows (None: the cell's text)."""
         if self.rowCount() != len(rows):
             self.setRowCount(len(rows))
         for r, row in enumerate(rows):
@@ -109,9 +142,11 @@ class Table(QTableWidget):
                     if c in align_right:
                         item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                     self.setItem(r, c, item)
+                tip = (tips[r][c] if tips else None) or text
                 if item.text() != text:
                     item.setText(text)
-                    item.setToolTip(text)
+                if item.toolTip() != tip:
+                    item.setToolTip(tip)
                 color = colors[r][c] if colors else None
                 current = item.data(Qt.ItemDataRole.UserRole)
                 if color != current:

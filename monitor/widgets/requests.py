@@ -14,8 +14,8 @@ from strata.monitor.model import MonitorView, request_reuse
 from strata.monitor.widgets.common import Table, plain
 from strata.monitor.widgets.theme import Theme
 
-REQUEST_HEADERS = ("#", "context", "prompt\ntok", "reused\ntok (share)", "from", "mismatch\nat",
-                   "text\nthere", "TTFT", "prefill\ntok/s", "decode\ntok/s", "output tok\n(guessed)", "when")
+REQUEST_HEADERS = ("#", "context", "prompt\ntok", "reused\ntok (share)", "from", "mismatch\nat token",
+                   "text\nthere", "TTFT", "prefill\ntok/s", "decode\ntok/s", "output\ntok", "when")
 REQUEST_TIPS = ("request id, API, and the status when it was not ok", "the context that served it", "prompt tokens",
                 "prompt tokens reused instead of read (share of the prompt)",
                 "where the reused tokens came from (slot, main, ram, warm, cold, segment, system_prompt)",
@@ -24,14 +24,29 @@ REQUEST_TIPS = ("request id, API, and the status when it was not ok", "the conte
                 "the prompt's text at that position", "time to first token", "", "",
                 "generated tokens (of them, in brackets, guesses of lookup decoding the model confirmed)",
                 "when it finished")
+TEXT_THERE = REQUEST_HEADERS.index("text\nthere")
 DECISION_HEADERS = ("when", "request", "slot", "group", "reason", "reused", "from slot", "parked", "park skipped")
 
 
-def excerpt(text: str | None, limit: int = 24) -> str:
+# the text-there column's least width in characters: at a 1280-px window the columns beside it leave about that much;
+# a wider window shows more of the excerpt (Qt elides the rest), the cell's tooltip all of it
+EXCERPT_MIN_CHARS = 10
+
+
+def excerpt(text: str | None, limit: int | None = None) -> str:
+    """The excerpt on one line (line breaks and tabs shown as \\n, \\t), cut to `limit` (None: whole)."""
     if not text:
         return units.NA
     flat = text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
-    return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
+    return flat if limit is None or len(flat) <= limit else flat[: limit - 1] + "\u2026"
+
+
+def excerpt_tip(req: dict) -> str | None:
+    """The tooltip of the text-there cell: where the prompt stopped matching and the whole excerpt."""
+    at = shown_mismatch(req)
+    if at is None or not req.get("mismatch_excerpt"):
+        return None
+    return f"the prompt from token {at:,} on: {excerpt(req['mismatch_excerpt'], None)}"
 
 
 def shown_mismatch(req: dict) -> int | None:
@@ -63,7 +78,7 @@ def request_cells(req: dict, now: float) -> list[str]:
     return [first,
             units.NA if ctx is None else ("main" if ctx == "main" else f"slot {ctx}"),
             units.count(req.get("prompt_tokens")), reused, str(req.get("source", units.NA)),
-            units.NA if at is None else f"token {at:,}", excerpt(req.get("mismatch_excerpt")) if at is not None else units.NA, units.ms(req.get("ttft_ms")), units.rate(req.get("prefill_tps")),
+            units.NA if at is None else f"{at:,}", excerpt(req.get("mismatch_excerpt")) if at is not None else units.NA, units.ms(req.get("ttft_ms")), units.rate(req.get("prefill_tps")),
             units.rate(req.get("decode_tps")), output_cell(req),
             units.ago(now - finished) if isinstance(finished, (int, float)) else "running"]
 
@@ -84,7 +99,8 @@ class ActivityTabs(QTabWidget):
         super().__init__()
         plain(self)
         self.theme = theme
-        self.requests = Table(REQUEST_HEADERS, stretch=REQUEST_HEADERS.index("text\nthere"), tooltips=REQUEST_TIPS)
+        self.requests = Table(REQUEST_HEADERS, stretch=TEXT_THERE, tooltips=REQUEST_TIPS,
+                              stretch_min_chars=EXCERPT_MIN_CHARS)
         self.decisions = Table(DECISION_HEADERS, stretch=4)
         self.log = QPlainTextEdit()
         self.log.setReadOnly(True)
@@ -107,8 +123,9 @@ class ActivityTabs(QTabWidget):
             low = share is not None and share < 0.5 and (r.get("prompt_tokens") or 0) > 64
             c = self.theme.bad if bad else (self.theme.warn if low else None)
             colors.append([self.theme.bad if bad else None, None, None, c, None, c, c] + [None] * 6)
+        tips = [[None] * TEXT_THERE + [excerpt_tip(r)] + [None] * (len(REQUEST_HEADERS) - TEXT_THERE - 1) for r in reqs]
         self.requests.show_rows([request_cells(r, view.now) for r in reqs], colors,
-                                align_right=(2, 3, 5, 7, 8, 9, 10, 11))
+                                align_right=(2, 3, 5, 7, 8, 9, 10, 11), tips=tips)
         self.setTabText(0, f"Recent requests ({len(reqs)})")
         decisions = [d for d in view.snapshot.get("decisions") or [] if isinstance(d, dict)]
         self.decisions.show_rows([decision_cells(d, view.now) for d in reversed(decisions)],

@@ -75,8 +75,8 @@ def test_requests_show_reuse_and_where_the_prompt_stopped_matching(window, model
     assert table.item(0, 0).text().startswith(f"{newest['id']} ")
     reused = column(table, REQUEST_HEADERS, "reused\ntok (share)")
     assert all(t.endswith("%)") for t in reused)
-    at = column(table, REQUEST_HEADERS, "mismatch\nat")
-    expected = [f"token {r['mismatch_at']:,}" if r.get("mismatch_at") is not None
+    at = column(table, REQUEST_HEADERS, "mismatch\nat token")
+    expected = [f"{r['mismatch_at']:,}" if r.get("mismatch_at") is not None
                 and r["mismatch_at"] >= r.get("reused_tokens", 0) else "\u2013" for r in reversed(snap["requests"])]
     assert at == expected
     assert any(t.startswith("time 0") for t in column(table, REQUEST_HEADERS, "text\nthere"))
@@ -279,7 +279,7 @@ def test_every_request_column_shows_at_1280x800(window, model, qtbot):
     window.redraw()
     qtbot.wait(50)                          # the header lays its sections out on the event loop
     table = window.activity.requests
-    assert table.rowCount() and table.item(0, REQUEST_HEADERS.index("output tok\n(guessed)")).text() == "150 (31)"
+    assert table.rowCount() and table.item(0, REQUEST_HEADERS.index("output\ntok")).text() == "150 (31)"
     assert table.horizontalScrollBar().maximum() == 0
     header = table.horizontalHeader()
     assert header.sectionViewportPosition(len(REQUEST_HEADERS) - 1) + header.sectionSize(len(REQUEST_HEADERS) - 1) \
