@@ -118,6 +118,7 @@ def run_terminal(args: argparse.Namespace, stdin: TextIO | None, out: TextIO,
         if q.key == "model" and not args.skip_bench:
             s = _bench(s, out, args.disk_bench_mib)
     before = target.read_bytes() if target.is_file() else None
+    previous, _, unreadable = config_file.previous_file(target)
     try:
         plan, path = flow.finish(s, a, target)
     except OSError as e:
@@ -126,6 +127,13 @@ def run_terminal(args: argparse.Namespace, stdin: TextIO | None, out: TextIO,
     print("\nThe plan:", file=out)
     print("\n".join(flow.format_plan(plan)), file=out)
     print(f"\nWrote {path}", file=out)
+    kept = config_file.carried_over(plan, previous)
+    if kept:
+        names = ", ".join(f"[{k}]" if isinstance(v, dict) else k for k, v in kept.items())
+        print(f"Kept from the previous configuration (keys setup does not decide): {names}", file=out)
+    if unreadable:
+        print(f"The previous configuration could not be read, so none of its keys were kept: {unreadable}",
+              file=out)
     if before is not None and before != path.read_bytes():
         print(f"The previous configuration is kept as {config_file.backup_path(path)}", file=out)
     print(f"Start the server with: {strata_command()} serve" + (f" --config {path}" if args.config else ""),

@@ -49,8 +49,37 @@ def default_cold_dir() -> Path:
     return Path(platformdirs.user_cache_dir("strata")) / "conversations"  # as server/cache/options.py
 
 
-def render(plan: Plan, written_at: datetime | None = None) -> str:
-    """The file's text: a header, the warnings, then each key with its reason as a comment."""
+KEPT = "Kept from the previous file: keys `strata setup` does not decide (set by hand, or by another program)."
+
+
+def carried_over(plan: Plan, previous: dict[str, Any]) -> dict[str, Any]:
+    """The previous file's keys the plan does not decide (`port`, `host`, `api_key`, the `[env]` table, any
+    other): setup keeps them, in their order; the plan's own keys it writes anew."""
+    decided = {c.key for c in plan.choices}
+    return {k: v for k, v in previous.items() if k not in decided}
+
+
+def previous_file(path: Path) -> tuple[dict[str, Any], dict[str, str], str | None]:
+    """(values, reasons, problem) of the file a setup is about to replace: empty when there is none, and when
+    it cannot be read `problem` says why (nothing can be carried over; the `.bak` keeps it as it was)."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        return {}, {}, None
+    try:
+        values, reasons = read(path)
+    except ConfigFileError as e:
+        return {}, {}, str(e)
+    return values, reasons, None
+
+
+def _is_table(value: Any) -> bool:
+    return isinstance(value, dict) or (isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value))
+
+
+def render(plan: Plan, written_at: datetime | None = None, kept: dict[str, Any] | None = None,
+           kept_reasons: dict[str, str] | None = None) -> str:
+    """The file's text: a header, the warnings, then each key with its reason as a comment; then `kept` (the
+    previous file's keys the plan does not decide), each with the comment it had, its tables last."""
     lines = [HEADER]
     if written_at is not None:
         lines.append(f"# Written {written_at.isoformat(timespec='seconds')}; `strata setup --show` prints it.")
@@ -60,15 +89,27 @@ def render(plan: Plan, written_at: datetime | None = None) -> str:
     for choice in plan.choices:
         lines.append(f"# {choice.reason}")
         lines.append(tomli_w.dumps({choice.key: choice.value}).rstrip("\n"))
+    if kept:
+        lines += ["", f"# {KEPT}"]
+        for key, value in kept.items():
+            if not _is_table(value):
+                if (kept_reasons or {}).get(key):
+                    lines.append(f"# {kept_reasons[key]}")
+                lines.append(tomli_w.dumps({key: value}).rstrip("\n"))
+        tables = {k: v for k, v in kept.items() if _is_table(v)}   # after every plain key, as TOML needs
+        if tables:
+            lines += ["", tomli_w.dumps(tables).rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 
 def write(plan: Plan, path: Path, written_at: datetime | None = None) -> Path:
-    """Write `plan` to `path` atomically, creating its folder; a different file already there is kept
-    as `<name>.bak`. Returns the path written."""
+    """Write `plan` to `path` atomically, creating its folder, with the keys of the file already there that the
+    plan does not decide (`carried_over`); a different file already there is kept as `<name>.bak`. Returns the
+    path written."""
     path = Path(path).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = render(plan, written_at)
+    previous, reasons, _ = previous_file(path)
+    text = render(plan, written_at, carried_over(plan, previous), reasons)
     if path.is_file() and path.read_text(encoding="utf-8", errors="replace") != text:
         os.replace(path, backup_path(path))
     fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".toml", dir=path.parent)
@@ -138,7 +179,7 @@ def _reasons(text: str) -> dict[str, str]:
         line = raw.strip()
         if line.startswith("#"):
             body = line.lstrip("#").strip()
-            comment = None if body.startswith(("WARNING:", "Strata configuration", "Written ")) else body
+            comment = None if body.startswith(("WARNING:", "Strata configuration", "Written ", KEPT[:20])) else body
         elif "=" in line and not line.startswith("["):
             key = line.split("=", 1)[0].strip()
             if comment:

@@ -1,0 +1,71 @@
+"""Re-running `strata setup` keeps the keys of the file already there that it does not decide itself (`port`,
+`host`, `api_key`, the `[env]` table, any other), each with its comment, and says so; before, the new file held
+only the plan's keys and the hand-set ones survived only in the `.bak`."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from dataclasses import replace
+from pathlib import Path
+
+from strata.installer import config_file
+from strata.installer.cli import run_terminal
+from strata.server import config as server_config
+
+from tests.installer.matrix_data import situation
+from tests.installer.test_config_file import _plan
+
+HAND_SET = """# Strata configuration, written by `strata setup`. Flags given to `strata serve` override it.
+ctx = 1024
+# the port our editor's plugin expects
+port = 8123
+host = "0.0.0.0"
+api_key = "sk-local-1"
+
+[env]
+STRATA_RESTORE_LADDER = "0"
+"""
+
+
+def test_setup_keeps_the_keys_it_does_not_decide_with_their_comments(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(HAND_SET, encoding="utf-8")
+    plan = _plan()
+    config_file.write(plan, path)
+    values, reasons = config_file.read(path)
+    assert {k: values[k] for k in plan.config()} == plan.config()        # the plan decides its own keys (ctx)
+    assert values["ctx"] != 1024
+    assert (values["port"], values["host"], values["api_key"]) == (8123, "0.0.0.0", "sk-local-1")
+    assert values["env"] == {"STRATA_RESTORE_LADDER": "0"}
+    assert reasons["port"] == "the port our editor's plugin expects" and "host" not in reasons
+    assert config_file.backup_path(path).read_text(encoding="utf-8") == HAND_SET
+    loaded = server_config.load_config({}, config_path=path, environ={})   # and the server reads it all
+    assert loaded.values["port"] == 8123 and loaded.env["STRATA_RESTORE_LADDER"] == "0"
+    config_file.write(plan, path)                                           # a third run: the same file again
+    assert config_file.read(path)[0] == values
+
+
+def run_setup(tmp_path: Path) -> str:
+    s = situation("laptop", "3B")
+    s = replace(s, cold_disk=replace(s.cold_disk, folder=str(tmp_path / "cold")))
+    out = io.StringIO()
+    args = argparse.Namespace(yes=True, config=tmp_path / "c.toml", show=False, model=None, cold_dir=None,
+                              skip_bench=True, disk_bench_mib=8)
+    assert run_terminal(args, None, out, situation=s) == 0
+    return out.getvalue()
+
+
+def test_the_summary_names_the_keys_kept(tmp_path):
+    (tmp_path / "c.toml").write_text(HAND_SET, encoding="utf-8")
+    printed = run_setup(tmp_path)
+    assert "Kept from the previous configuration (keys setup does not decide): port, host, api_key, [env]" in printed
+    assert f"The previous configuration is kept as {tmp_path / 'c.toml.bak'}" in printed
+
+
+def test_an_unreadable_previous_file_is_said_and_kept_as_bak(tmp_path):
+    (tmp_path / "c.toml").write_text("port = = 8123\n", encoding="utf-8")
+    printed = run_setup(tmp_path)
+    assert "could not be read, so none of its keys were kept" in printed and "not valid TOML" in printed
+    assert (tmp_path / "c.toml.bak").read_text(encoding="utf-8") == "port = = 8123\n"
+    assert "port" not in config_file.read(tmp_path / "c.toml")[0]
