@@ -1,5 +1,5 @@
 """The conversation cache panel: parking by destination over time, hits by level, the admission state
-(available RAM against the parking floor and the transient floor, with the source of the last
+(available RAM, under a memory limit where one applies, against the parking floor and the transient floor, with the source of the last
 decisions), the disk levels (folder, used against budget, entries, degradations, evictions) and the
 system-prompt cache.
 
@@ -116,12 +116,13 @@ class CachePanel(QWidget):
         layout.addLayout(plots, 1)
         outer.addWidget(box, 3)
 
-        adm_box, adm = panel("Admission (host RAM)")
+        adm_box, adm = panel("Admission (RAM)")
         self.admission = label(selectable=True, wrap=True)
         adm.addWidget(self.admission)
         row = QHBoxLayout()
         self.ram_plot = time_plot("Available RAM", "available (GiB)", "", theme,
-                                  "The host's available RAM against its floors: a conversation parked in RAM "
+                                  "The available RAM (the host's, or what a memory limit on the server "
+                                  "leaves, the lesser) against its floors: a conversation parked in RAM "
                                   "leaves the parking floor (dashed) free; one on its way to disk may take RAM "
                                   "down to the transient floor (dotted)")
         self.ram_plot.getPlotItem().legend.setVisible(False)
@@ -204,6 +205,9 @@ class CachePanel(QWidget):
         adm = cache.get("admission") or {}
         available = adm.get("available_mib")
         parts = [f"available <b>{units.mib(available)}</b>"]
+        limit = adm.get("limit_mib")
+        if isinstance(limit, (int, float)):     # a container's or slice's limit: its headroom, not the host's RAM
+            parts[0] += f" under a memory limit of {units.mib(limit)}"
         for key, name in (("min_free_mib", "parking floor"), ("park_min_free_mib", "transient floor")):
             floor = adm.get(key)
             line = self._floor_lines[key]

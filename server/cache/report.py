@@ -72,6 +72,7 @@ def snapshot_for_monitor(cache) -> dict:
         "parks": {k: cache.parks[k] for k in ("ram", "disk", "discard")},
         "hits": {k: cache.hits[k] for k in ("ram", "warm", "cold", "segment", "system_prompt")},
         "admission": {"available_mib": round(cache.memory.available_mib(), 1),
+                      "limit_mib": _rounded(cache.memory.limit_mib()),     # a cgroup memory limit; None: none
                       "min_free_mib": c.conversation_cache_min_free_mib,
                       "park_min_free_mib": c.conversation_cache_park_min_free_mib,
                       "last": list(cache.admission_log)},
@@ -83,6 +84,10 @@ def snapshot_for_monitor(cache) -> dict:
         if lvl.state == "on":
             out[key].update(used_mib=round(lvl.used_bytes / MIB, 1), entries=len(lvl.entries), **_files_at_start(lvl))
     return out
+
+
+def _rounded(mib: float | None) -> float | None:
+    return None if mib is None else round(mib, 1)
 
 
 # name -> (type, help) of each strata_cache_* family: /metrics writes each with its HELP and TYPE, its

@@ -156,11 +156,13 @@ def test_a_container_limit_sends_a_park_to_disk_and_is_shown(make_cache, tmp_pat
     cache.flush()
     assert result.destination == "disk", result.reason
     assert cache.snapshot_for_monitor()["admission"]["available_mib"] == 1000
+    assert cache.snapshot_for_monitor()["admission"]["limit_mib"] == 1024      # the monitor names it
     line = cache.describe()
     assert f"memory limit 1024 MiB applies (cgroup v2 {leaf})" in line, line
     assert "memory limit" not in cache.describe(kept=True)
     assert "strata_cache_memory_limit_bytes 1073741824\n" in cache.metrics_text()
     assert "memory_limit" not in make_cache().metrics_text()
+    assert make_cache().snapshot_for_monitor()["admission"]["limit_mib"] is None
 
 
 def test_a_limit_that_leaves_less_than_a_floor_is_said_once_at_start_with_the_flag(make_cache, tmp_path, caplog):

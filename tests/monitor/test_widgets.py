@@ -120,6 +120,23 @@ def test_a_floor_that_does_not_hold_is_shown(qtbot, model):
     assert "transient floor 512 MiB" in text and text.count("does not hold") == 1
 
 
+def test_a_memory_limit_is_named_beside_the_available_ram(qtbot, model):
+    """Under a cgroup limit (a container), the available figure is what the limit leaves: the panel says so
+    (it read as the host's RAM)."""
+    snap = copy.deepcopy(model.view().snapshot)
+    snap["time"] += 1
+    snap["cache"]["admission"].update(available_mib=300.0, limit_mib=768.0)
+    model.apply(snap)
+    w = MonitorWindow(model, theme="light")
+    qtbot.addWidget(w)
+    assert "available <b>300 MiB</b> under a memory limit of 768 MiB" in w.cache.admission.text()
+    snap["time"] += 1
+    snap["cache"]["admission"]["limit_mib"] = None
+    model.apply(snap)
+    w.redraw(force=True)
+    assert "memory limit" not in w.cache.admission.text()
+
+
 def test_header(window, model):
     snap = model.view().snapshot
     assert snap["endpoint"] in window.header.endpoint.text()
