@@ -22,14 +22,17 @@ def amount(n_bytes: int, of: int) -> str:
     return f"{n_bytes / size:.1f} of {of / size:.1f} {unit}"
 
 
-def progress_line(n: int, bytes_done: int, n_bytes: int) -> str:
+def progress_line(n: int, bytes_done: int, n_bytes: int, n_done: int = 0) -> str:
+    """Sizes below 0: not known (the spill writer's queue, captures parked to disk): counted in entries."""
     what = "1 conversation" if n == 1 else f"{n} conversations"
-    return f"{PREFIX} {what} for the next start ({amount(bytes_done, n_bytes)} written)"
+    done = f"{n_done} of {n}" if n_bytes < 0 else amount(bytes_done, n_bytes)
+    return f"{PREFIX} {what} for the next start ({done} written)"
 
 
 class StopProgress:
     """A `progress(n_done, n, bytes_done, n_bytes)` callback for cache.close that logs at most every `every_s`
-    (the first call and the last always)."""
+    (the first call and the last always). It is called only when a write has ended, so a stalled write makes
+    no line: the app's sign to end the server."""
 
     def __init__(self, log: logging.Logger, every_s: float = PROGRESS_EVERY_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -41,4 +44,4 @@ class StopProgress:
         if self._said_at is not None and now - self._said_at < self.every_s and n_done < n:
             return
         self._said_at = now
-        self.log.info("%s", progress_line(n, bytes_done, n_bytes))
+        self.log.info("%s", progress_line(n, bytes_done, n_bytes, n_done))

@@ -192,12 +192,13 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
 
     def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None) -> None:
         """Drain the spill writer; with `persist`, hand RAM entries to the first disk level, calling
-        `progress(entries done, entries, bytes done, bytes)` before the first and after each (the app waits
+        `progress(entries done, entries, bytes done, bytes)` before the first and after each (the spill
+        writer's queue first, its sizes -1) (the app waits
         for a stop while these come: a big model's histories take minutes to write)."""
         if self._closed:
             return
         self._closed = True
-        self.flush()
+        self.flush(None if progress is None else lambda done, n: progress(done, n, -1, -1))   # -1: sizes unknown
         self._spill.stop()
         if persist and self.ram is not None and self.first_disk is not None:
             with self._lock:

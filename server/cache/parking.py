@@ -10,6 +10,7 @@ or the rules (policy.py). A mixin: the state it uses is made by `ConversationCac
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -258,6 +259,6 @@ class ParkingMixin:
             self._supersede(entry.tokens, entry.key, durable=False)
         return room
 
-    def flush(self) -> None:
-        """Wait until every queued spill is written (tests, shutdown)."""
-        self._spill.flush()
+    def flush(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Wait until every queued spill is written (tests, shutdown; `progress(done, queued)` as each is)."""
+        self._spill.flush(progress)

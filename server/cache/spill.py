@@ -52,10 +52,22 @@ class SpillWriter:
             finally:
                 self._q.task_done()
 
-    def flush(self) -> None:
-        """Wait until every queued spill is written."""
-        if self._thread is not None:
+    def flush(self, progress: Callable[[int, int], None] | None = None, poll_s: float = 0.2) -> None:
+        """Wait until every queued spill is written; `progress(done, queued)` whenever one more is (a stop waits
+        here for the captures parked to disk: the app reads how far it is)."""
+        if self._thread is None:
+            return
+        if progress is None:
             self._q.join()
+            return
+        queued = left = self._q.unfinished_tasks
+        while left:
+            progress(queued - left, queued)
+            while self._q.unfinished_tasks == left:
+                with self._q.all_tasks_done:   # notified when the count falls to 0; polled for each step
+                    self._q.all_tasks_done.wait(poll_s)
+            left = self._q.unfinished_tasks
+            queued = max(queued, left)
 
     def stop(self, timeout: float = 30.0) -> None:
         if self._thread is not None:

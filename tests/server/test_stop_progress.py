@@ -10,6 +10,7 @@ from strata.server.stop_progress import StopProgress, progress_line
 def test_progress_line_words_and_units():
     assert progress_line(3, 1288490188, 5046586572) == \
         "stopping: keeping 3 conversations for the next start (1.2 of 4.7 GiB written)"
+    assert progress_line(4, -1, -1, 3) == "stopping: keeping 4 conversations for the next start (3 of 4 written)"
     assert progress_line(1, 0, 3 << 20) == "stopping: keeping 1 conversation for the next start (0.0 of 3.0 MiB written)"
 
 
