@@ -69,6 +69,10 @@ class AppController(QObject):
         self.timer = QTimer(self)
         self.timer.setInterval(POLL_MS)
         self.timer.timeout.connect(self.poll)
+        self._quit_thread: threading.Thread | None = None
+        self._quit_timer = QTimer(self)
+        self._quit_timer.setInterval(POLL_MS)
+        self._quit_timer.timeout.connect(self._quit_when_stopped)
 
     # -- actions ------------------------------------------------------------------------------
 
@@ -108,8 +112,26 @@ class AppController(QObject):
         self._restart_thread.start()
 
     def quit(self) -> None:
-        self.shutdown()
-        QApplication.quit()
+        """Quit (the tray's menu): the server's stop runs off the GUI thread, so the window and the tray keep
+        showing how far it is ("stopping: keeping 3 conversations ... written": a big model's take a minute or
+        more); the app ends when it has. Everything else is then stopped as `shutdown` does."""
+        if self._quit_thread is not None:
+            return
+        log.info("quitting: stopping the server")
+        self._quit_thread = threading.Thread(target=self._stop_server, name="strata-server-stop", daemon=True)
+        self._quit_thread.start()
+        self._quit_timer.start()
+
+    def _stop_server(self) -> None:
+        if self._restart_thread is not None:     # a restart under way finishes first: it would start a server
+            self._restart_thread.join()
+        self.supervisor.stop()
+
+    def _quit_when_stopped(self) -> None:
+        if self._quit_thread is not None and not self._quit_thread.is_alive():
+            self._quit_timer.stop()
+            self.shutdown()
+            QApplication.quit()
 
     def shutdown(self) -> None:
         """Stops the server and the feed (idempotent: without a tray the last window's closing and main's
@@ -188,6 +210,8 @@ def status_text(status: ServerStatus) -> str:
         text = f"Server running ({status.detail})"
     elif status.state == "waiting":      # its detail says what for: "for the model file ..."
         text = f"Server waiting {status.detail}"
+    elif status.state == "stopping" and status.detail.startswith("stopping: "):   # the server's progress line
+        text = f"Server {status.detail}"
     else:
         text = f"Server {status.state}: {status.detail}"
     # while restarting, the state's detail is that restart's reason, and a give-up's counts the restarts and says
