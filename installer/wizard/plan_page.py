@@ -15,8 +15,24 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWizardPage,
 )
+from strata.installer import config_file
 from strata.installer.plan import make_plan
 from strata.installer.wizard.common import error_label
+
+
+def kept_note(plan, path) -> str:
+    """What the page says of the file already there: the keys it keeps (config_file.carried_over), or that it
+    cannot read it; "" when there is none."""
+    if path is None:
+        return ""
+    previous, _, unreadable = config_file.previous_file(path)
+    if unreadable:
+        return f"; the file there cannot be read, so none of its keys are kept ({unreadable}); it is kept as .bak"
+    kept = config_file.carried_over(plan, previous)
+    if not kept:
+        return ""
+    names = ", ".join(f"[{k}]" if isinstance(v, dict) else k for k, v in kept.items())
+    return f"; kept from the file there (keys setup does not decide): {names}"
 
 
 class PlanPage(QWizardPage):
@@ -58,7 +74,7 @@ class PlanPage(QWizardPage):
                 self.table.setItem(row, col, item)
         self.table.resizeRowsToContents()
         self.warnings.setText("\n".join(f"Warning: {x}" for x in plan.warnings))
-        self.target.setText(f"Will be written to {w.config_path}")
+        self.target.setText(f"Will be written to {w.config_path}" + kept_note(plan, w.config_path))
         self.error.setText("")
 
     def resizeEvent(self, event) -> None:  # the reasons wrap to the width the page really has

@@ -293,3 +293,19 @@ def test_the_free_space_shown_is_the_typed_folders(qtbot, tmp_path, situation):
     assert page.folder_reason.text() == f"{free} free there"
     page.folder.setText("")
     assert page.folder_reason.text() == ""
+
+
+def test_the_plan_page_names_the_keys_kept_from_the_file_there(qtbot, tmp_path, situation):
+    path = tmp_path / "qt.toml"
+    path.write_text('port = 8123\napi_key = "sk-1"\n\n[env]\nSTRATA_RESTORE_LADDER = "0"\n', encoding="utf-8")
+    wizard = SetupWizard(config_path=path, situation=situation, run_bench=False)
+    qtbot.addWidget(wizard)
+    wizard.show()
+    for name in ("bench", "concurrency", "disk", "context"):
+        _next(qtbot, wizard, name)
+    page = _next(qtbot, wizard, "plan")
+    assert page.target.text().endswith("kept from the file there (keys setup does not decide): port, api_key, [env]")
+    wizard.button(QWizard.WizardButton.FinishButton).click()
+    qtbot.waitUntil(lambda: wizard.written is not None, timeout=5000)
+    values = config_file.read(wizard.written)[0]
+    assert (values["port"], values["api_key"], values["env"]) == (8123, "sk-1", {"STRATA_RESTORE_LADDER": "0"})
