@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from strata.monitor.model import MonitorModel
 from strata.monitor.widgets.requests import EXCERPT_MIN_CHARS, REQUEST_HEADERS
-from strata.monitor.window import MonitorWindow
 
-from tests.fixtures.qt import settle
+from tests.fixtures.qt import shown_window
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "monitor"
 TEXTS = ["6 files changed, 41 insertions(+), 3 deletions(-)\n", "<|im_start|>user\nThe test still fails: ",
@@ -36,13 +35,7 @@ def mismatching_model() -> MonitorModel:
 
 @pytest.mark.parametrize("size", [(1280, 800), (800, 600)])
 def test_the_excerpt_column_has_room_and_its_tooltip_all_of_it(qtbot, size):
-    w = MonitorWindow(mismatching_model(), theme="light")
-    qtbot.addWidget(w)
-    w.resize(*size)
-    w.show()
-    qtbot.waitExposed(w)
-    w.redraw()
-    settle(qtbot, w)
+    w = shown_window(qtbot, mismatching_model(), size)
     table = w.activity.requests
     least = table.fontMetrics().averageCharWidth() * EXCERPT_MIN_CHARS + 8     # and the cell's margins
     assert table.columnWidth(TEXT_THERE) >= least, (table.columnWidth(TEXT_THERE), least)

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QLabel
 from strata.monitor.model import MonitorModel
 from strata.monitor.window import MonitorWindow
 
-from tests.fixtures.qt import settle
+from tests.fixtures.qt import settle, shown_window
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "monitor"
 
@@ -37,13 +37,7 @@ def five_contexts() -> MonitorModel:
 
 @pytest.mark.parametrize("size", [(1280, 800), (1024, 640), (800, 660), (800, 600), (960, 540)])
 def test_every_legend_entry_is_inside_its_plot(qtbot, size):
-    w = MonitorWindow(five_contexts(), theme="light")
-    qtbot.addWidget(w)
-    w.resize(*size)
-    w.show()
-    qtbot.waitExposed(w)
-    w.redraw()
-    settle(qtbot, w)
+    w = shown_window(qtbot, five_contexts(), size)
     plots = {"prefill": w.slots.prefill_plot, "decode": w.slots.decode_plot, "parks": w.cache.parks_plot}
     for name, plot in plots.items():
         item = plot.getPlotItem()
@@ -63,13 +57,7 @@ def test_a_window_shorter_than_the_panels_scrolls_them_whole(qtbot, size):
     the lines the header and the cache panel wrap to at such widths (at 312 px the cache panel needs 657 px): the
     window could not be as short as the screen, and the cache panel was squeezed, its hit counts and labels cut
     to 10 of their 14 px, the parks plot overrunning its box. Now the panels keep the height they need and scroll."""
-    w = MonitorWindow(five_contexts(), theme="light")
-    qtbot.addWidget(w)
-    w.resize(*size)
-    w.show()
-    qtbot.waitExposed(w)
-    w.redraw()
-    settle(qtbot, w)
+    w = shown_window(qtbot, five_contexts(), size)
     assert (w.width(), w.height()) == size, w.minimumSizeHint()
     cut = [(lab.text()[:30], lab.height(), lab.minimumSizeHint().height()) for lab in w.findChildren(QLabel)
            if lab.isVisible() and lab.height() < lab.minimumSizeHint().height()]
@@ -96,13 +84,7 @@ def test_a_long_model_line_does_not_widen_the_window_past_a_small_screen(qtbot):
                          description="Qwen3 Coder 30B A3B Instruct Unsloth Dynamic 2.0", arch="qwen3moe",
                          n_ctx_train=262144, n_expert=128, n_expert_used=8)
     m.apply(snap)
-    w = MonitorWindow(m, theme="light")
-    qtbot.addWidget(w)
-    w.resize(800, 660)
-    w.show()
-    qtbot.waitExposed(w)
-    w.redraw()
-    settle(qtbot, w)
+    w = shown_window(qtbot, m, (800, 660))
     assert w.width() == 800 and w.minimumSizeHint().width() <= 800, w.minimumSizeHint()
     assert w.header.model.isVisible() and "Qwen3 Coder 30B" in w.header.model.text()
 

@@ -14,7 +14,7 @@ from strata.monitor.widgets.requests import REQUEST_HEADERS
 from strata.monitor.widgets.slots import HEADERS as SLOT_HEADERS
 from strata.monitor.window import MonitorWindow
 
-from tests.fixtures.qt import settle
+from tests.fixtures.qt import shown_window
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "monitor"
 
@@ -325,13 +325,7 @@ def test_the_floor_labels_clear_the_lines_and_each_other(qtbot, size, floors):
     for snap in load("series.json"):
         snap["cache"]["admission"].update(FLOORS[floors])
         m.apply(snap)
-    w = MonitorWindow(m, theme="light")
-    qtbot.addWidget(w)
-    w.resize(*size)
-    w.show()
-    qtbot.waitExposed(w)
-    w.redraw()
-    settle(qtbot, w)
+    w = shown_window(qtbot, m, size)
     panel = w.cache
     plot = panel.ram_plot
     shown = plot.mapToScene(plot.viewport().rect()).boundingRect()
