@@ -54,8 +54,14 @@ KEPT = "Kept from the previous file: keys `strata setup` does not decide (set by
 
 def carried_over(plan: Plan, previous: dict[str, Any]) -> dict[str, Any]:
     """The previous file's keys the plan does not decide (`port`, `host`, `api_key`, the `[env]` table, any
-    other): setup keeps them, in their order; the plan's own keys it writes anew."""
+    other): setup keeps them, in their order; the plan's own keys it writes anew, and drops their other names
+    (`conversation_cache_disk_mib` beside the plan's `conversation_cache_cold_mib`: the server refuses two)."""
+    from strata.server.config import all_options  # the server's table of options and their aliases
+
     decided = {c.key for c in plan.choices}
+    for option in all_options():
+        if option.key in decided:
+            decided.update(name.replace("-", "_") for name in option.names())
     return {k: v for k, v in previous.items() if k not in decided}
 
 

@@ -69,3 +69,18 @@ def test_an_unreadable_previous_file_is_said_and_kept_as_bak(tmp_path):
     assert "could not be read, so none of its keys were kept" in printed and "not valid TOML" in printed
     assert (tmp_path / "c.toml.bak").read_text(encoding="utf-8") == "port = = 8123\n"
     assert "port" not in config_file.read(tmp_path / "c.toml")[0]
+
+
+def test_an_alias_of_a_key_the_plan_decides_is_not_kept(tmp_path):
+    """`conversation_cache_disk_mib` is another name of `conversation_cache_cold_mib` (docs/configuration.md):
+    kept beside the plan's value, the server refused the file ('aliases set to different values')."""
+    path = tmp_path / "c.toml"
+    path.write_text('conversation_cache_spill_dir = "/srv/old-cold"\nconversation_cache_disk_mib = 7\nport = 8123\n',
+                    encoding="utf-8")
+    plan = _plan()
+    config_file.write(plan, path)
+    values, _ = config_file.read(path)
+    assert "conversation_cache_disk_mib" not in values and "conversation_cache_spill_dir" not in values
+    assert values["port"] == 8123
+    loaded = server_config.load_config({}, config_path=path, environ={})
+    assert loaded.values["conversation_cache_cold_mib"] == plan.config()["conversation_cache_cold_mib"]
