@@ -48,6 +48,12 @@ class SmallVolumeIO(FileIO):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         super().write(f, data)
 
+    def same_volume(self, src: str, dst_folder: str) -> bool:
+        on = self._on_volume(src) or os.path.abspath(src) == os.path.abspath(self.folder)
+        if on != self._on_volume(os.path.join(dst_folder, "x")):
+            return False   # one on this volume, one off it
+        return super().same_volume(src, dst_folder)
+
     def free_bytes(self, folder: str) -> int | None:
         if os.path.abspath(folder) != os.path.abspath(self.folder):
             return super().free_bytes(folder)
@@ -156,3 +162,46 @@ def test_volume_budget_is_the_level_s_files_plus_free_space_only_when_the_volume
     assert volume_budget(0, 0, mib, slack_bytes=mib) == 0
     with pytest.raises(ValueError):
         volume_budget(-1, 0, 0)
+
+
+class SharedVolumeIO(SmallVolumeIO):
+    """Two folders on one volume of `capacity` bytes (a warm and a cold level on one disk): both folders' files
+    count, and an entry degraded from one to the other is a rename that frees nothing."""
+
+    def __init__(self, folders, capacity: int) -> None:
+        self.folders = [os.path.abspath(str(f)) for f in folders]
+        self.capacity = capacity
+
+    def _used(self) -> int:
+        return sum(os.path.getsize(os.path.join(d, n)) for d in self.folders for n in os.listdir(d))
+
+    def _on_volume(self, path: str) -> bool:
+        return os.path.dirname(os.path.abspath(path)) in self.folders
+
+    def same_volume(self, src: str, dst_folder: str) -> bool:
+        return FileIO.same_volume(self, src, dst_folder)
+
+    def free_bytes(self, folder: str) -> int | None:
+        if os.path.abspath(folder) not in self.folders:
+            return FileIO.free_bytes(self, folder)
+        return max(0, self.capacity - self._used())
+
+
+def test_a_full_volume_shared_by_warm_and_cold_deletes_cold_s_oldest(make_cache, folders, clock):
+    """Degrading warm's oldest into cold on the same volume frees nothing: the room must come from the last
+    level there (cold deletes its oldest), or every new history fails once the volume is full."""
+    folders["warm"].mkdir(parents=True)
+    folders["cold"].mkdir(parents=True)
+    io = SharedVolumeIO([folders["warm"], folders["cold"]], capacity=3 * (1 << 20))   # room for three in all
+    cache = make_cache(io=io, conversation_cache_mib=0, conversation_cache_park="disk", conversation_cache_warm_mib=100,
+                       conversation_cache_cold_mib=100)
+    hs = [history(s, N_TOKENS) for s in range(6)]
+    for h in hs:
+        park_history(cache, h)
+        cache.flush()
+        clock.t += 1
+    assert keys_kept(cache, hs) == [False, False, False, True, True, True]
+    assert cache.parks["discard"] == 0 and cache.spill_failures == 0
+    assert sum(cache.cascade.write_failures.values()) == 0
+    assert len(cache.cascade.levels[cache.cascade.index_of("warm")].entries) == 3   # the newest stay on the fast level
+    assert not [n for f in ("warm", "cold") for n in os.listdir(folders[f]) if n.endswith(".tmp")]
