@@ -170,7 +170,7 @@ def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
     for tw, t in f.objects(tools or [], "tools"):
         kind = t.get("type")
         if kind not in ("function", "custom"):
-            continue      # hosted tools (web search, file search, ...): the model cannot run them
+            continue      # hosted tools (web search, ...) and CLIENT_RUN_TYPES: the model cannot call them
         if not isinstance(t.get("name"), str) or not t["name"]:
             raise APIError(400, f"{tw}.name must be a non-empty string", param="tools")
         if kind == "custom":
@@ -203,20 +203,35 @@ def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
 
 
 HOSTED_WHY = "OpenAI's servers run it; Strata cannot, the model here calls only function tools the client runs"
+# tool types the client runs whose calls this server does not write (shell_call, apply_patch_call items, a
+# namespace's calls): not hosted, so the 400 must not say OpenAI's servers run them
+CLIENT_RUN_TYPES = ("shell", "local_shell", "apply_patch", "namespace")
+CLIENT_RUN_WHY = ("the client runs it, but the model here writes only function calls (no shell, apply_patch or "
+                  "namespaced calls); offer it as a function tool")
+
+
+def _why_not_run(kinds: list[str]) -> str:
+    """'(web_search): OpenAI's servers run it ...; (shell): the client runs it, ...' for these tool types."""
+    hosted = [k for k in kinds if k not in CLIENT_RUN_TYPES]
+    client = [k for k in kinds if k in CLIENT_RUN_TYPES]
+    return "; ".join([f"({', '.join(hosted)}): {HOSTED_WHY}"] * bool(hosted)
+                     + [f"({', '.join(client)}): {CLIENT_RUN_WHY}"] * bool(client))
 
 
 def _refuse_hosted_only(tools: list, choice: Any, callable_: list[dict]) -> None:
     """400 when the answer would depend on a hosted tool (web search, file search, code interpreter, ...), as
     on the Anthropic API (anthropic_api.refuse_server_tools): `tool_choice` demands one, or every tool is one
     (a request made for it; answered without it, the model would invent its results). Beside function
-    tools a hosted one is left out and the model answers with those."""
+    tools a hosted one is left out and the model answers with those. So are the client-run types whose calls
+    are not written here (CLIENT_RUN_TYPES), and the 400 says so of them."""
     hosted = sorted({str(t.get("type")) for t in tools if isinstance(t, dict)
                      and t.get("type") not in ("function", "custom")})
-    if isinstance(choice, dict) and choice.get("type") not in (None, "function", "custom", "allowed_tools"):
-        raise APIError(400, f"'tool_choice' demands a {choice.get('type')} tool: {HOSTED_WHY}", param="tool_choice")
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    if isinstance(choice, dict) and kind not in (None, "function", "custom", "allowed_tools"):
+        why = CLIENT_RUN_WHY if kind in CLIENT_RUN_TYPES else HOSTED_WHY
+        raise APIError(400, f"'tool_choice' demands a {kind} tool: {why}", param="tool_choice")
     if hosted and not callable_ and choice != "none":
-        raise APIError(400, f"'tools' holds only tools Strata cannot run ({', '.join(hosted)}): {HOSTED_WHY}",
-                       param="tools")
+        raise APIError(400, f"'tools' holds only tools Strata cannot run {_why_not_run(hosted)}", param="tools")
 
 
 def _named_tool(choice: dict) -> str:

@@ -94,3 +94,25 @@ def test_a_responses_request_made_for_a_hosted_tool_is_refused(oai, fields, para
                                                                       "tool_choice": "none"}):
         r = oai.responses.create(model="m", input="Weather in Oslo?", max_output_tokens=4, temperature=0, **fields)
         assert r.usage.output_tokens <= 4
+
+
+@pytest.mark.parametrize("fields, param, needle", [
+    ({"tools": [{"type": "shell", "environment": {"type": "local"}}]}, "tools",
+     "'tools' holds only tools Strata cannot run (shell): the client runs it, but the model here writes only "
+     "function calls"),
+    ({"tools": [{"type": "namespace", "name": "crm", "description": "CRM", "tools": [WEATHER_FN]},
+                {"type": "web_search"}]}, "tools",
+     "(web_search): OpenAI's servers run it; Strata cannot, the model here calls only function tools the client "
+     "runs; (namespace): the client runs it"),
+    ({"tools": [WEATHER_FN, {"type": "apply_patch"}], "tool_choice": {"type": "apply_patch"}}, "tool_choice",
+     "'tool_choice' demands a apply_patch tool: the client runs it, but the model here writes only function calls"),
+])
+def test_a_client_run_tool_type_not_offered_is_not_called_hosted(oai, fields, param, needle):
+    """shell, local_shell, apply_patch and namespace tools are run by the client, not by OpenAI's servers: the
+    400 for a request made only for them said 'OpenAI's servers run it'; it says what to send instead."""
+    with pytest.raises(openai.BadRequestError) as e:
+        oai.responses.create(model="m", input="Weather in Oslo?", max_output_tokens=4, **fields)
+    assert needle in e.value.body["message"], e.value.body
+    assert e.value.body["param"] == param
+    if param == "tools":
+        assert "offer it as a function tool" in e.value.body["message"]
