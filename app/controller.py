@@ -104,7 +104,11 @@ class AppController(QObject):
 
     def _in_background(self, restart) -> None:
         """A restart off the GUI thread: stopping waits for the server to park its conversations (as long as
-        it says how far it is, up to 10 minutes), and the window froze meanwhile. One at a time; Qt-free (the supervisor)."""
+        it says how far it is, up to 10 minutes), and the window froze meanwhile. One at a time; Qt-free (the supervisor).
+        None once Quit began: the server it started would load its model only to be stopped again."""
+        if self._quit_thread is not None or self._shut:
+            log.info("quitting: the restart is not made")
+            return
         if self._restart_thread is not None and self._restart_thread.is_alive():
             log.info("a restart is already under way")
             return

@@ -48,3 +48,20 @@ def test_the_status_bar_says_a_progress_line_once():
     assert status_text(st) == "Server stopping: keeping 1 conversation for the next start (3 of 5 written)"
     st = ServerStatus("stopping", "stopping the server (it parks its conversations first)", None, 7, 0, "")
     assert status_text(st) == "Server stopping: stopping the server (it parks its conversations first)"
+
+
+def test_a_restart_asked_for_while_quitting_starts_no_server(qtbot, tmp_path):
+    """The tray's Restart (or 'Start on a free port') clicked during Quit's stop: it restarted the server, which
+    loaded its model only to be stopped again by the shutdown, with the window frozen for that second stop."""
+    starts = tmp_path / "starts"
+    server = f"open({str(starts)!r}, 'a').write('s\\n')\n" + SERVER
+    controller = AppController(None, tmp_path / "logs", theme="light", command=[sys.executable, "-c", server])
+    controller.start(show=True)
+    log = tmp_path / "logs" / "server.log"
+    qtbot.waitUntil(lambda: log.is_file() and "ready" in log.read_text(), timeout=60_000)
+    controller.quit()
+    controller.restart_server()
+    controller.restart_on_free_port()
+    qtbot.waitUntil(lambda: controller._shut, timeout=60_000)
+    assert starts.read_text().count("s") == 1
+    assert not controller.supervisor.on_free_port
