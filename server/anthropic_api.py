@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 from strata.server import fields as f
 from strata.server.anthropic_text import (
+    apart,
     document_text,
     parse_system,
     search_result_text,
@@ -112,9 +113,9 @@ def parse_messages(raw: list, system: str | None, tools: list[dict] | None = Non
                 calls.append({"id": str(b.get("id", "")), "type": "function",
                               "function": {"name": b["name"], "arguments": json.dumps(b.get("input") or {})}})
             elif kind == "search_result" and role == "user":
-                text.append(search_result_text(b, bw))
+                text.append(apart("".join(text), search_result_text(b, bw)))
             elif kind == "document" and role == "user" and (document := document_text(b, bw)) is not None:
-                text.append(document)
+                text.append(apart("".join(text), document))
             elif kind == "tool_result" and role == "user":
                 if text:
                     out.append({"role": "user", "content": "".join(text)})

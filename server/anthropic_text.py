@@ -84,14 +84,23 @@ def document_text(block: dict, where: str) -> str | None:
     return "\n".join([*head, body]) + "\n\n"
 
 
+def apart(before: str, text: str) -> str:
+    """`text` (a search result's or a document's) to follow `before`: a paragraph of its own, as the text after
+    it is (its title line ran on from the text before: 'Use these.Search result: ...')."""
+    return text if not before or before.endswith("\n") else "\n\n" + text
+
+
 def search_results_as_text(blocks: list, where: str) -> list:
     """`blocks` with each `search_result` block, and each `document` block of text, as a text block
-    (search_result_text, document_text)."""
-    out = []
+    (search_result_text, document_text), apart from a text block before it."""
+    out: list = []
     for i, b in enumerate(blocks):
         kind = b.get("type") if isinstance(b, dict) else None
         text = search_result_text(b, f"{where}[{i}]") if kind == "search_result" \
             else document_text(b, f"{where}[{i}]") if kind == "document" else None
+        if text is not None and out and isinstance(out[-1], dict) and out[-1].get("type") == "text" \
+                and isinstance(out[-1].get("text"), str):
+            text = apart(out[-1]["text"], text)
         out.append(b if text is None else {"type": "text", "text": text})
     return out
 

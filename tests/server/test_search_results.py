@@ -74,3 +74,21 @@ def test_a_pdf_document_is_still_a_400_saying_what_is_read(claude):
         claude.messages.create(model="m", max_tokens=3, messages=[{"role": "user", "content": [pdf]}])
     assert e.value.body["error"]["message"] == ("messages[0].content[0]: document blocks other than text (a PDF, a "
                                                 "URL, a file) are not supported (the model reads text only)")
+
+
+def test_a_result_or_document_after_text_starts_apart(claude):
+    """Text before a search result or a document: their title line ran on from it ('Use these.Search result:
+    Caches'), in a user turn and in a tool result; it starts a paragraph of its own, as the text after it does."""
+    before = {"type": "text", "text": "Use these."}
+    for block, as_text in ((RESULT, AS_TEXT), (DOCUMENT, DOCUMENT_AS_TEXT)):
+        sent = [{"role": "user", "content": [before, block, {"type": "text", "text": "Sum it up."}]}]
+        assert counted(claude, sent) == counted(claude, [{"role": "user", "content": "Use these.\n\n" + as_text
+                                                          + "Sum it up."}])
+        in_result = [{"role": "user", "content": "Read it"},
+                     {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "search",
+                                                        "input": {}}]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                   "content": [before, block]}]}]
+        plain = [*in_result[:2], {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                               "content": "Use these.\n\n" + as_text}]}]
+        assert counted(claude, in_result, tools=TOOLS) == counted(claude, plain, tools=TOOLS)
