@@ -10,6 +10,7 @@ docs/internals.md "Configuration": keys are the long flags with `-` -> `_`, plus
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 from datetime import datetime
@@ -99,8 +100,7 @@ def render(plan: Plan, written_at: datetime | None = None, kept: dict[str, Any] 
         lines += ["", f"# {KEPT}"]
         for key, value in kept.items():
             if not _is_table(value):
-                if (kept_reasons or {}).get(key):
-                    lines.append(f"# {kept_reasons[key]}")
+                lines += _comment((kept_reasons or {}).get(key, ""))
                 lines.append(tomli_w.dumps({key: value}).rstrip("\n"))
         tables = {k: v for k, v in kept.items() if _is_table(v)}   # after every plain key, as TOML needs
         if tables:
@@ -178,22 +178,34 @@ def read(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     return values, _reasons(text)
 
 
+TABLE_HEADER = re.compile(r"""\[\[?\s*[\w\-."' ]+\s*\]\]?\s*(#.*)?$""")   # [env], [[a.b]]; not an array's line
+
+
 def _reasons(text: str) -> dict[str, str]:
+    """Each top-level key's comment: the comment lines right above it, one per line (a hand-set key's comment
+    of two lines kept only its last). Keys in tables have none: a comment there is not a top-level key's."""
     reasons: dict[str, str] = {}
-    comment: str | None = None
+    comment: list[str] = []
     for raw in text.splitlines():
         line = raw.strip()
         if line.startswith("#"):
             body = line.lstrip("#").strip()
-            comment = None if body.startswith(("WARNING:", "Strata configuration", "Written ", KEPT[:20])) else body
-        elif "=" in line and not line.startswith("["):
+            comment = [] if body.startswith(("WARNING:", "Strata configuration", "Written ", KEPT[:20])) \
+                else [*comment, body]
+        elif TABLE_HEADER.match(line):
+            break           # the tables, after every top-level key
+        elif "=" in line:
             key = line.split("=", 1)[0].strip()
             if comment:
-                reasons[key] = comment
-            comment = None
+                reasons[key] = "\n".join(comment)
+            comment = []
         else:
-            comment = None
+            comment = []
     return reasons
+
+
+def _comment(reason: str, indent: str = "") -> list[str]:
+    return [f"{indent}# {line}" for line in reason.splitlines()]
 
 
 def format_show(path: Path) -> str:
@@ -206,7 +218,7 @@ def format_show(path: Path) -> str:
         shown = tomli_w.dumps({"v": value})[4:].rstrip("\n")
         out.append(f"  {key:<{width}} = {shown}")
         if key in reasons:
-            out.append(f"  {'':<{width}}   # {reasons[key]}")
+            out += _comment(reasons[key], f"  {'':<{width}}   ")
     for table, entries in values.items():
         if isinstance(entries, dict):
             out.append(f"  [{table}]")

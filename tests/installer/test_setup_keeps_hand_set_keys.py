@@ -84,3 +84,22 @@ def test_an_alias_of_a_key_the_plan_decides_is_not_kept(tmp_path):
     assert values["port"] == 8123
     loaded = server_config.load_config({}, config_path=path, environ={})
     assert loaded.values["conversation_cache_cold_mib"] == plan.config()["conversation_cache_cold_mib"]
+
+
+def test_a_comment_of_several_lines_is_kept_whole(tmp_path):
+    """A hand-set key's comment of two lines kept only its last ('do not change it without the plugin'), and a
+    comment inside a table was taken for a top-level key of the same name."""
+    path = tmp_path / "c.toml"
+    path.write_text("# the port our editor's plugin expects:\n# do not change it without the plugin\nport = 8123\n"
+                    "api_key = \"sk-1\"\n\n[extra]\n# not the top-level key's comment\napi_key = 1\n", encoding="utf-8")
+    plan = _plan()
+    config_file.write(plan, path)
+    text = path.read_text(encoding="utf-8")
+    assert "# the port our editor's plugin expects:\n# do not change it without the plugin\nport = 8123\n" in text
+    _, reasons = config_file.read(path)
+    assert reasons["port"] == "the port our editor's plugin expects:\ndo not change it without the plugin"
+    assert "api_key" not in reasons
+    config_file.write(plan, path)                                           # a third run: the same file again
+    assert path.read_text(encoding="utf-8") == text
+    shown = config_file.format_show(path)
+    assert "# the port our editor's plugin expects:\n" in shown and shown.count("# do not change it") == 1
