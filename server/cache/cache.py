@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from . import policy, report
 from .cascade import Cascade
+from .close_progress import CloseProgress
 from .damaged_files import remove_skipped
 from .disk import PIECE_BYTES, DiskLevel, Identity
 from .fileio import FileIO
@@ -192,13 +193,22 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
 
     def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None) -> None:
         """Drain the spill writer; with `persist`, hand RAM entries to the first disk level, calling
-        `progress(entries done, entries, bytes done, bytes)` before the first and after each (the spill
-        writer's queue first, its sizes -1) (the app waits
-        for a stop while these come: a big model's histories take minutes to write)."""
+        `progress(entries done, entries, bytes done, bytes)` before the first, after each and as each write of one
+        is made (the spill writer's queue first, its sizes -1) (the app waits for a stop while these come: a big
+        model's histories take minutes to write, one alone longer than the app waits for a silent stop)."""
         if self._closed:
             return
         self._closed = True
-        self.flush(None if progress is None else lambda done, n: progress(done, n, -1, -1))   # -1: sizes unknown
+        told = None if progress is None else CloseProgress(progress)
+        if told is not None:
+            self.io.on_write = told.wrote    # a line while one big history is written, not only between them
+        try:
+            self._close(persist, told)
+        finally:
+            self.io.on_write = None
+
+    def _close(self, persist: bool, told: CloseProgress | None) -> None:
+        self.flush(None if told is None else told.entry)   # the queue's sizes are not known: counted in entries
         self._spill.stop()
         if persist and self.ram is not None and self.first_disk is not None:
             with self._lock:
@@ -209,8 +219,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 sizes = {k: self.ram.entries[k].n_bytes for k in keys}
                 n_done, bytes_done, n_bytes = 0, 0, sum(sizes.values())
                 for key in keys:
-                    if progress is not None:
-                        progress(n_done, len(keys), bytes_done, n_bytes)
+                    if told is not None:
+                        told.entry(n_done, len(keys), bytes_done, n_bytes, sizes[key])
                     n_done, bytes_done = n_done + 1, bytes_done + sizes[key]
                     if key not in self.ram.entries:  # superseded by a longer history written before it
                         continue
@@ -225,8 +235,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                     lvl.add(written)
                     self.ram.forget(key)
                     self._supersede(entry.tokens, key)
-                if progress is not None and keys:
-                    progress(n_done, len(keys), bytes_done, n_bytes)
+                if told is not None and keys:
+                    told.entry(n_done, len(keys), bytes_done, n_bytes)
                 if lost:
                     log.warning("stopping: %d conversation histories could not be written to disk (last: %s); "
                                 "they are lost (check the free space, budget and write permission there)", lost, why)

@@ -12,7 +12,7 @@ import errno
 import os
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import BinaryIO
 
 from .temp_files import temp_name
@@ -28,6 +28,9 @@ WINDOWS_COMMIT_LOCK = ".strata-commit.lock"  # one per folder; never indexed (no
 
 class FileIO:
     """Real file operations. Subclass and override `write` to inject faults."""
+
+    # told the size of each write once it is made (a stop's sign of life while one big history is written)
+    on_write: Callable[[int], None] | None = None
 
     def open_new(self, path: str) -> BinaryIO:
         return open(path, "xb")  # a temporary name is this writer's alone; never write into another's
@@ -67,6 +70,8 @@ class FileIO:
 
     def write(self, f: BinaryIO, data: bytes | memoryview) -> None:
         f.write(data)
+        if self.on_write is not None:
+            self.on_write(len(data))
 
     def sync_close(self, f: BinaryIO) -> None:
         try:
@@ -134,7 +139,7 @@ class SlowDiskIO(FileIO):
 
     def write(self, f: BinaryIO, data: bytes | memoryview) -> None:
         time.sleep(self.delay_s)
-        f.write(data)
+        super().write(f, data)
 
 
 def file_io_from_env(environ: Mapping[str, str] | None = None) -> FileIO:
