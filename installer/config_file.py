@@ -84,9 +84,11 @@ def _is_table(value: Any) -> bool:
 
 
 def render(plan: Plan, written_at: datetime | None = None, kept: dict[str, Any] | None = None,
-           kept_reasons: dict[str, str] | None = None) -> str:
+           kept_reasons: dict[str, str] | None = None,
+           as_written: tuple[str, frozenset[str]] | None = None) -> str:
     """The file's text: a header, the warnings, then each key with its reason as a comment; then `kept` (the
-    previous file's keys the plan does not decide), each with the comment it had, its tables last."""
+    previous file's keys the plan does not decide), each with the comment it had, its tables last (those
+    `as_written` holds, tables_as_written, in the text they had)."""
     lines = [HEADER]
     if written_at is not None:
         lines.append(f"# Written {written_at.isoformat(timespec='seconds')}; `strata setup --show` prints it.")
@@ -102,10 +104,33 @@ def render(plan: Plan, written_at: datetime | None = None, kept: dict[str, Any] 
             if not _is_table(value):
                 lines += _comment((kept_reasons or {}).get(key, ""))
                 lines.append(tomli_w.dumps({key: value}).rstrip("\n"))
-        tables = {k: v for k, v in kept.items() if _is_table(v)}   # after every plain key, as TOML needs
+        written, names = as_written or ("", frozenset())
+        tables = {k: v for k, v in kept.items() if _is_table(v) and k not in names}   # after every plain key
         if tables:
             lines += ["", tomli_w.dumps(tables).rstrip("\n")]
+        if written:
+            lines += ["", written.rstrip("\n")]
     return "\n".join(lines) + "\n"
+
+
+def tables_as_written(text: str, kept: dict[str, Any]) -> tuple[str, frozenset[str]] | None:
+    """The previous file's tables as they were written, from the comment right above the first table header to
+    the end, and the tables' names: kept so, their comments stay (written anew, [env]'s went on every run).
+    None when that text does not hold exactly kept tables, as they read in the whole file."""
+    lines = text.splitlines()
+    first = next((i for i, line in enumerate(lines) if TABLE_HEADER.match(line.strip())), None)
+    if first is None:
+        return None
+    while first > 0 and lines[first - 1].strip().startswith("#") and not _ours(lines[first - 1]):
+        first -= 1
+    tail = "\n".join(lines[first:])
+    try:
+        values = tomllib.loads(tail)
+    except (tomllib.TOMLDecodeError, RecursionError):
+        return None
+    if not values or any(k not in kept or kept[k] != v or not _is_table(v) for k, v in values.items()):
+        return None
+    return tail + "\n", frozenset(values)
 
 
 def write(plan: Plan, path: Path, written_at: datetime | None = None) -> Path:
@@ -115,7 +140,9 @@ def write(plan: Plan, path: Path, written_at: datetime | None = None) -> Path:
     path = Path(path).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
     previous, reasons, _ = previous_file(path)
-    text = render(plan, written_at, carried_over(plan, previous), reasons)
+    kept = carried_over(plan, previous)
+    as_written = tables_as_written(path.read_text(encoding="utf-8-sig"), kept) if kept else None
+    text = render(plan, written_at, kept, reasons, as_written)
     if path.is_file() and path.read_text(encoding="utf-8", errors="replace") != text:
         os.replace(path, backup_path(path))
     fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".toml", dir=path.parent)
@@ -189,9 +216,7 @@ def _reasons(text: str) -> dict[str, str]:
     for raw in text.splitlines():
         line = raw.strip()
         if line.startswith("#"):
-            body = line.lstrip("#").strip()
-            comment = [] if body.startswith(("WARNING:", "Strata configuration", "Written ", KEPT[:20])) \
-                else [*comment, body]
+            comment = [] if _ours(line) else [*comment, line.lstrip("#").strip()]
         elif TABLE_HEADER.match(line):
             break           # the tables, after every top-level key
         elif "=" in line:
@@ -202,6 +227,11 @@ def _reasons(text: str) -> dict[str, str]:
         else:
             comment = []
     return reasons
+
+
+def _ours(line: str) -> bool:
+    """Whether a comment line is one setup writes itself (the header, a warning, the kept keys' heading)."""
+    return line.strip().lstrip("#").strip().startswith(("WARNING:", "Strata configuration", "Written ", KEPT[:20]))
 
 
 def _comment(reason: str, indent: str = "") -> list[str]:

@@ -103,3 +103,30 @@ def test_a_comment_of_several_lines_is_kept_whole(tmp_path):
     assert path.read_text(encoding="utf-8") == text
     shown = config_file.format_show(path)
     assert "# the port our editor's plugin expects:\n" in shown and shown.count("# do not change it") == 1
+
+
+TABLES = """port = 8123
+
+# policy variables tuned by hand
+[env]
+# slower disk here
+STRATA_RESTORE_LADDER = "0"
+STRATA_SLOT_TTL_MAX_S = 120   # protection of a 262144-token history; the curve scales with it
+"""
+
+
+def test_tables_are_kept_as_written_with_their_comments(tmp_path):
+    """The [env] table was written anew by tomli_w: the comments in it (the one docs/install.md's example has
+    after STRATA_SLOT_TTL_MAX_S, the one above an entry, the one above [env]) were lost on every re-run."""
+    path = tmp_path / "c.toml"
+    path.write_text(TABLES, encoding="utf-8")
+    plan = _plan()
+    config_file.write(plan, path)
+    text = path.read_text(encoding="utf-8")
+    assert TABLES.split("\n\n", 1)[1] in text
+    values, _ = config_file.read(path)
+    assert values["env"] == {"STRATA_RESTORE_LADDER": "0", "STRATA_SLOT_TTL_MAX_S": 120} and values["port"] == 8123
+    config_file.write(plan, path)                                           # a third run: the same file again
+    assert path.read_text(encoding="utf-8") == text
+    loaded = server_config.load_config({}, config_path=path, environ={})
+    assert loaded.env["STRATA_SLOT_TTL_MAX_S"] == "120"
