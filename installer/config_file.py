@@ -85,10 +85,10 @@ def _is_table(value: Any) -> bool:
 
 def render(plan: Plan, written_at: datetime | None = None, kept: dict[str, Any] | None = None,
            kept_reasons: dict[str, str] | None = None,
-           as_written: tuple[str, frozenset[str]] | None = None) -> str:
+           as_written: tuple[str, frozenset[str]] | None = None, key_lines: dict[str, str] | None = None) -> str:
     """The file's text: a header, the warnings, then each key with its reason as a comment; then `kept` (the
     previous file's keys the plan does not decide), each with the comment it had, its tables last (those
-    `as_written` holds, tables_as_written, in the text they had)."""
+    `as_written` holds, tables_as_written, in the text they had; a key in `key_lines` as its line was)."""
     lines = [HEADER]
     if written_at is not None:
         lines.append(f"# Written {written_at.isoformat(timespec='seconds')}; `strata setup --show` prints it.")
@@ -103,7 +103,7 @@ def render(plan: Plan, written_at: datetime | None = None, kept: dict[str, Any] 
         for key, value in kept.items():
             if not _is_table(value):
                 lines += _comment((kept_reasons or {}).get(key, ""))
-                lines.append(tomli_w.dumps({key: value}).rstrip("\n"))
+                lines.append((key_lines or {}).get(key) or tomli_w.dumps({key: value}).rstrip("\n"))
         written, names = as_written or ("", frozenset())
         tables = {k: v for k, v in kept.items() if _is_table(v) and k not in names}   # after every plain key
         if tables:
@@ -111,6 +111,27 @@ def render(plan: Plan, written_at: datetime | None = None, kept: dict[str, Any] 
         if written:
             lines += ["", written.rstrip("\n")]
     return "\n".join(lines) + "\n"
+
+
+def key_lines_as_written(text: str, kept: dict[str, Any]) -> dict[str, str]:
+    """The line each kept top-level key had, where that line alone reads as the same value: kept so, a comment
+    after the value stays (`port = 8123  # the editor plugin's` lost it, written anew)."""
+    out: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if TABLE_HEADER.match(line):
+            break
+        if not line or line.startswith("#"):
+            continue
+        try:
+            one = tomllib.loads(line)
+        except (tomllib.TOMLDecodeError, RecursionError):
+            continue
+        if len(one) == 1:
+            key, value = next(iter(one.items()))
+            if key in kept and kept[key] == value and not _is_table(value):
+                out[key] = line
+    return out
 
 
 def tables_as_written(text: str, kept: dict[str, Any]) -> tuple[str, frozenset[str]] | None:
@@ -141,8 +162,9 @@ def write(plan: Plan, path: Path, written_at: datetime | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     previous, reasons, _ = previous_file(path)
     kept = carried_over(plan, previous)
-    as_written = tables_as_written(path.read_text(encoding="utf-8-sig"), kept) if kept else None
-    text = render(plan, written_at, kept, reasons, as_written)
+    before = path.read_text(encoding="utf-8-sig") if kept else ""
+    text = render(plan, written_at, kept, reasons, tables_as_written(before, kept) if kept else None,
+                  key_lines_as_written(before, kept))
     if path.is_file() and path.read_text(encoding="utf-8", errors="replace") != text:
         os.replace(path, backup_path(path))
     fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".toml", dir=path.parent)

@@ -130,3 +130,16 @@ def test_tables_are_kept_as_written_with_their_comments(tmp_path):
     assert path.read_text(encoding="utf-8") == text
     loaded = server_config.load_config({}, config_path=path, environ={})
     assert loaded.env["STRATA_SLOT_TTL_MAX_S"] == "120"
+
+
+def test_a_kept_keys_comment_after_it_stays(tmp_path):
+    """`port = 8123  # the editor plugin's` lost its comment: the kept key was written anew by tomli_w."""
+    path = tmp_path / "c.toml"
+    path.write_text('port = 8123   # the editor plugin\'s\napi_key = "sk-1"  # rotated monthly\n', encoding="utf-8")
+    plan = _plan()
+    config_file.write(plan, path)
+    text = path.read_text(encoding="utf-8")
+    assert "\nport = 8123   # the editor plugin's\napi_key = \"sk-1\"  # rotated monthly\n" in text
+    config_file.write(plan, path)
+    assert path.read_text(encoding="utf-8") == text
+    assert config_file.read(path)[0]["port"] == 8123
