@@ -147,15 +147,18 @@ class Cascade:
         lvl = self.levels[i]
         if not isinstance(lvl, DiskLevel):
             return True, "fits"
+        cap = volume_budget(lvl.used_bytes, lvl.io.free_bytes(lvl.folder), incoming)
+        if cap is None:
+            return True, "fits"
         # A later level on the same volume (warm and cold on one disk) first: degrading into it is a rename that
         # frees nothing, so the room comes from the last level there, oldest first.
         for j in reversed(self._same_volume_below(i)):
             later = self.levels[j]
-            cap = volume_budget(later.used_bytes, later.io.free_bytes(later.folder), incoming)
-            if cap is None:
+            later_cap = volume_budget(later.used_bytes, later.io.free_bytes(later.folder), incoming)
+            if later_cap is None:
                 return True, "fits"
-            self.make_room(j, incoming, now, volume_cap=cap)
-        cap = volume_budget(lvl.used_bytes, lvl.io.free_bytes(lvl.folder), incoming)
+            self.make_room(j, incoming, now, volume_cap=later_cap)
+            cap = volume_budget(lvl.used_bytes, lvl.io.free_bytes(lvl.folder), incoming)
         return (True, "fits") if cap is None else self.make_room(i, incoming, now, volume_cap=cap)
 
     def _same_volume_below(self, i: int) -> list[int]:
