@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import tempfile
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-from strata.installer.plan_types import Plan
+from strata.installer.plan_types import Choice, Plan
 
 HEADER = "# Strata configuration, written by `strata setup`. Flags given to `strata serve` override it."
 
@@ -64,6 +65,26 @@ def carried_over(plan: Plan, previous: dict[str, Any]) -> dict[str, Any]:
         if option.key in decided:
             decided.update(name.replace("-", "_") for name in option.names())
     return {k: v for k, v in previous.items() if k not in decided}
+
+
+HAND_SET_WARM = ("conversation_cache_warm_dir", "conversation_cache_warm_mib")
+
+
+def with_hand_set(plan: Plan, previous: dict[str, Any]) -> Plan:
+    """The plan with a warm level the previous file set by hand kept: setup never turns one on (it needs a
+    second, faster disk, which setup does not look for), so its plan writes the level off, and a re-run lost
+    the user's level to the `.bak`."""
+    folder = previous.get(HAND_SET_WARM[0])
+    if not isinstance(folder, str) or not folder:
+        return plan
+    why = "kept from the file there: a warm level set by hand (setup never turns one on)"
+    choices = []
+    for c in plan.choices:
+        if c.key not in HAND_SET_WARM:
+            choices.append(c)
+        elif c.key in previous:        # a budget not given is the server's default for the level, as before
+            choices.append(Choice(c.key, previous[c.key], why))
+    return replace(plan, choices=tuple(choices))
 
 
 def previous_file(path: Path) -> tuple[dict[str, Any], dict[str, str], str | None]:

@@ -92,9 +92,19 @@ def with_bench(s: Situation, report: BenchReport) -> Situation:
 def finish(s: Situation, a: Answers, path: Path | None) -> tuple[Plan, Path]:
     """Make the plan and write it (default: $STRATA_CONFIG, else the platform config folder).
     Returns (plan, path written)."""
-    plan = make_plan(s, a)
     target = Path(path).expanduser() if path else config_file.configured_path()
+    plan = plan_for(s, a, target)
     return plan, config_file.write(plan, target, datetime.now().astimezone())
+
+
+def plan_for(s: Situation, a: Answers, target: Path | None) -> Plan:
+    """The plan for the file at `target`: make_plan's, with what the file there set by hand that setup never
+    decides otherwise (a warm level) kept."""
+    plan = make_plan(s, a)
+    if target is None:
+        return plan
+    previous, _, _ = config_file.previous_file(target)
+    return config_file.with_hand_set(plan, previous)
 
 
 def format_plan(plan: Plan) -> list[str]:

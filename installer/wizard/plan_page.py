@@ -15,8 +15,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWizardPage,
 )
-from strata.installer import config_file
-from strata.installer.plan import make_plan
+from strata.installer import config_file, flow
 from strata.installer.wizard.common import error_label
 
 
@@ -64,7 +63,7 @@ class PlanPage(QWizardPage):
 
     def initializePage(self) -> None:
         w = self.wizard()
-        plan = make_plan(w.situation, w.answers)
+        plan = flow.plan_for(w.situation, w.answers, w.config_path)
         self.table.setRowCount(len(plan.choices))
         for row, c in enumerate(plan.choices):
             value = '""' if c.value == "" else str(c.value)

@@ -143,3 +143,26 @@ def test_a_kept_keys_comment_after_it_stays(tmp_path):
     config_file.write(plan, path)
     assert path.read_text(encoding="utf-8") == text
     assert config_file.read(path)[0]["port"] == 8123
+
+
+def test_a_warm_level_set_by_hand_survives_a_setup_run(tmp_path):
+    """Setup never turns a warm level on (it needs a second, faster disk) and its plan writes the level off; its
+    own comment says to set it by hand, and a re-run then lost that level to the `.bak`. Kept now, with the
+    budget as it was, and the server reads it; without one set by hand, the plan's 'off' stands."""
+    warm = tmp_path / "nvme-warm"
+    (tmp_path / "c.toml").write_text(HAND_SET + "", encoding="utf-8")
+    text = (tmp_path / "c.toml").read_text(encoding="utf-8")
+    (tmp_path / "c.toml").write_text(text.replace(
+        "[env]", f"conversation_cache_warm_dir = {str(warm)!r}\nconversation_cache_warm_mib = 4096\n\n[env]"),
+        encoding="utf-8")
+    out = run_setup(tmp_path)
+    values, reasons = config_file.read(tmp_path / "c.toml")
+    assert (values["conversation_cache_warm_dir"], values["conversation_cache_warm_mib"]) == (str(warm), 4096), out
+    assert "set by hand" in reasons["conversation_cache_warm_dir"]
+    assert "conversation_cache_warm_dir" in out and str(warm) in out        # the plan shown says so
+    loaded = server_config.load_config({}, config_path=tmp_path / "c.toml", environ={})
+    assert loaded.values["conversation_cache_warm_dir"] == str(warm) and loaded.values["port"] == 8123
+    (tmp_path / "c.toml").write_text(HAND_SET, encoding="utf-8")
+    run_setup(tmp_path)
+    values, _ = config_file.read(tmp_path / "c.toml")
+    assert (values["conversation_cache_warm_dir"], values["conversation_cache_warm_mib"]) == ("", 0)
