@@ -55,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
         return CONFIGURATION_REFUSED
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format=log_format(status_line_shown(config)))
+    if config.stop_on_stdin_eof and logging.getLogger().getEffectiveLevel() > logging.INFO:
+        # under the app, which reads the server's own INFO lines (where it listens, how far its stop is): a quieter
+        # log_level left it without the address (killed at its health timeout) and ended every slow stop
+        log.setLevel(logging.INFO)
     try:
         return asyncio.run(serve(config))
     except KeyboardInterrupt:           # before serve() set its handlers: asyncio.run was still building its loop
