@@ -182,6 +182,9 @@ def chat_tool(t: dict, where: str) -> dict | None:
     (a server tool: web search, ...)."""
     if not isinstance(t.get("name"), str) or not t["name"]:
         raise APIError(400, f"{where}.name must be a non-empty string")
+    if t.get("type") == "function" and "input_schema" not in t:   # dropped as an unknown type, uncallable
+        raise APIError(400, f"{where} is an OpenAI-shaped tool (type 'function'): the Anthropic API takes "
+                            "{\"name\": ..., \"description\": ..., \"input_schema\": {...}}")
     if t.get("type") not in (None, "custom") and "input_schema" not in t:
         defined = client_run(t["type"])
         return None if defined is None else {"type": "function", "function": {"name": t["name"], **defined}}

@@ -28,3 +28,19 @@ def test_an_unknown_path_elsewhere_gets_no_base_url_advice(tiny_server):
 
     r = httpx.get(tiny_server.url + "/v1/nope", timeout=30)
     assert r.status_code == 404 and r.json()["error"]["message"] == "no endpoint GET /v1/nope"
+
+
+@pytest.mark.parametrize("tool", [
+    {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}},
+    {"type": "function", "name": "get_weather"},
+])
+def test_an_openai_shaped_tool_on_the_anthropic_api_is_told_the_right_shape(tiny_server, tool):
+    """A client that sends OpenAI's tool shape to /v1/messages: the tool was dropped as an unknown type without a
+    word, and the model could never call it."""
+    client = anthropic.Anthropic(base_url=tiny_server.url, api_key="unused", max_retries=0, timeout=60)
+    with pytest.raises(anthropic.BadRequestError) as e:
+        client.messages.create(model="local", max_tokens=4, messages=[{"role": "user", "content": "hi"}],
+                               tools=[tool])
+    message = e.value.body["error"]["message"]
+    assert message.startswith("tools[0] is an OpenAI-shaped tool (type 'function'): the Anthropic API takes")
+    assert "input_schema" in message
