@@ -180,7 +180,11 @@ def memory_limit_advice(limit_mib: float | None, available_mib: float, min_free_
     is no limit: the machine's own RAM is then the user's to judge), else what follows and the flag to lower."""
     if limit_mib is None or not (ram_on or disk_on):
         return None
-    left = f"the memory limit of {limit_mib:.0f} MiB leaves {available_mib:.0f} MiB"
+    # the available figure is the lesser of the host's and the limit's room: "under", not "the limit leaves"
+    left = f"under the memory limit of {limit_mib:.0f} MiB, {available_mib:.0f} MiB are available"
+    if available_mib < 1:
+        return (f"{left}: every history will be discarded, none parked; raise the limit, or give the model less "
+                f"(--ctx, --batch)")
     if available_mib < park_min_free_mib:
         return (f"{left}, less than the transient floor ({park_min_free_mib:.0f} MiB): every history will be "
                 f"discarded, none parked; lower --conversation-cache-park-min-free-mib (and "

@@ -172,7 +172,7 @@ def test_a_limit_that_leaves_less_than_a_floor_is_said_once_at_start_with_the_fl
     caplog.set_level(logging.WARNING, logger="strata.cache")
     make_cache(memory=MemoryProbe(lambda: 100_000.0, cgroup=CgroupMemory(proc, root)), conversation_cache_cold_mib=100)
     (said,) = [r.getMessage() for r in caplog.records if "memory limit" in r.getMessage()]
-    assert "leaves 304 MiB, less than the transient floor (512 MiB)" in said
+    assert "304 MiB are available, less than the transient floor (512 MiB)" in said
     assert "lower --conversation-cache-park-min-free-mib" in said
     caplog.clear()
     proc, root, _ = v2_tree(tmp_path / "b", leaf_max=2048 * MIB, leaf_usage=48 * MIB)
@@ -193,3 +193,9 @@ def test_memory_limit_advice_is_pure():
     assert "discarded" in memory_limit_advice(768, 300.0, 2560, 512, ram_on=True, disk_on=True)
     assert "are discarded, none stays" in memory_limit_advice(4096, 2000.0, 2560, 512, ram_on=True, disk_on=False)
     assert memory_limit_advice(4096, 2000.0, 2560, 512, ram_on=False, disk_on=True) is None
+    # nothing left: no advice to lower a floor "below 0"; the figure is the lesser of host and limit, not blamed
+    # on the limit alone
+    nothing = memory_limit_advice(768, 0.0, 2560, 512, ram_on=True, disk_on=True)
+    assert "below 0" not in nothing and "raise the limit, or give the model less (--ctx, --batch)" in nothing
+    assert memory_limit_advice(768, 300.0, 2560, 512, ram_on=True, disk_on=True).startswith(
+        "under the memory limit of 768 MiB, 300 MiB are available, less than the transient floor")
