@@ -68,15 +68,21 @@ def keys_kept(cache, histories) -> list[bool]:
     return out
 
 
-def test_a_full_volume_evicts_the_oldest_for_the_newest(make_cache, folders, clock):
-    folders["cold"].mkdir(parents=True)
-    io = SmallVolumeIO(folders["cold"], capacity=3 * (1 << 20))      # room for three, budget for a hundred
-    cache = make_cache(io=io, conversation_cache_mib=0, conversation_cache_park="disk", conversation_cache_cold_mib=100)
-    hs = [history(s, N_TOKENS) for s in range(6)]
+
+def park_one_a_second(cache, clock, n: int) -> list[list[int]]:
+    """Parks n histories of N_TOKENS, each written before the next, one second apart; returns them."""
+    hs = [history(s, N_TOKENS) for s in range(n)]
     for h in hs:
         park_history(cache, h)
         cache.flush()
         clock.t += 1
+    return hs
+
+def test_a_full_volume_evicts_the_oldest_for_the_newest(make_cache, folders, clock):
+    folders["cold"].mkdir(parents=True)
+    io = SmallVolumeIO(folders["cold"], capacity=3 * (1 << 20))      # room for three, budget for a hundred
+    cache = make_cache(io=io, conversation_cache_mib=0, conversation_cache_park="disk", conversation_cache_cold_mib=100)
+    hs = park_one_a_second(cache, clock, 6)
     assert keys_kept(cache, hs) == [False, False, False, True, True, True]
     assert cache.parks["discard"] == 0 and cache.spill_failures == 0
     assert cache.cascade.evictions["cold"] == 3
@@ -88,11 +94,7 @@ def test_a_full_warm_volume_degrades_its_oldest_to_cold(make_cache, folders, clo
     io = SmallVolumeIO(folders["warm"], capacity=(2 << 20) + (256 << 10))   # room for two
     cache = make_cache(io=io, conversation_cache_mib=0, conversation_cache_park="disk", conversation_cache_warm_mib=100,
                        conversation_cache_cold_mib=100)
-    hs = [history(s, N_TOKENS) for s in range(4)]
-    for h in hs:
-        park_history(cache, h)
-        cache.flush()
-        clock.t += 1
+    hs = park_one_a_second(cache, clock, 4)
     assert keys_kept(cache, hs) == [True] * 4
     levels = {lvl.name: sorted(lvl.entries) for lvl in cache.cascade.levels}
     assert len(levels["warm"]) == 2 and len(levels["cold"]) == 2
@@ -195,11 +197,7 @@ def test_a_full_volume_shared_by_warm_and_cold_deletes_cold_s_oldest(make_cache,
     io = SharedVolumeIO([folders["warm"], folders["cold"]], capacity=3 * (1 << 20))   # room for three in all
     cache = make_cache(io=io, conversation_cache_mib=0, conversation_cache_park="disk", conversation_cache_warm_mib=100,
                        conversation_cache_cold_mib=100)
-    hs = [history(s, N_TOKENS) for s in range(6)]
-    for h in hs:
-        park_history(cache, h)
-        cache.flush()
-        clock.t += 1
+    hs = park_one_a_second(cache, clock, 6)
     assert keys_kept(cache, hs) == [False, False, False, True, True, True]
     assert cache.parks["discard"] == 0 and cache.spill_failures == 0
     assert sum(cache.cascade.write_failures.values()) == 0
