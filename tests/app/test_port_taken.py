@@ -41,7 +41,8 @@ def test_a_taken_port_is_said_at_once_and_a_free_port_is_offered(qtbot, app_conf
             qtbot.waitUntil(lambda: controller.model.view().connection == "connected", timeout=20_000)
             qtbot.waitUntil(lambda: "running" in controller.status_label.text(), timeout=10_000)
             assert controller.free_port_button.isHidden()
-            assert not header.copy.isHidden() and endpoint in header.endpoint.text()
+            qtbot.waitUntil(lambda: not header.copy.isHidden() and endpoint in header.endpoint.text(),
+                            timeout=10_000)           # the header's own redraw timer (250 ms)
             assert controller.supervisor.status().restarts == 0
         finally:
             controller.shutdown()
