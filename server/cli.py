@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         config = config_from_args(args)
         validate(config)
         check_output_paths(config)
+        check_test_hooks()
     except ConfigError as e:
         print(f"strata serve: {e}", file=sys.stderr)
         return CONFIGURATION_REFUSED
@@ -170,6 +171,16 @@ def check_output_paths(config: ServerConfig) -> None:
             hint = " (its folder must exist)" if e.errno == errno.ENOENT else ""
             raise ConfigError(f"--timeline-out {config.timeline_out}: cannot write there: "
                               f"{e.strerror or e}{hint}") from None
+
+
+def check_test_hooks() -> None:
+    """The tests' own variables, read before the model loads so that a bad one stops start-up as a setting
+    (it was reported after the load, as the cache was built)."""
+    from strata.server.cache.fileio import file_io_from_env
+    try:
+        file_io_from_env()
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def threads_warning(threads: int | None, n_cpus: int | None) -> str | None:

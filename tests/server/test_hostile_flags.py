@@ -7,6 +7,7 @@ test_start_up_mistakes.py)."""
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 
@@ -97,3 +98,13 @@ def test_setup_show_names_a_config_file_it_cannot_read(tmp_path, content):
     done = subprocess.run([sys.executable, "-m", "strata", "setup", "--show", "--config", str(path)],
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert "Traceback" not in done.stderr and str(path) in done.stdout + done.stderr, done.stderr[-500:]
+
+
+def test_a_bad_test_disk_delay_stops_serve_before_the_model_loads(tmp_path):
+    # the model named does not exist: refused as a setting (status 2) means it was checked before the load (3)
+    done = subprocess.run([sys.executable, "-m", "strata", "serve", "--no-config", "--port", "0",
+                           "--model", str(tmp_path / "absent.gguf")], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env={**os.environ, "STRATA_TEST_DISK_WRITE_DELAY_S": "soon"})
+    assert done.returncode == 2, done.stderr
+    assert "STRATA_TEST_DISK_WRITE_DELAY_S must be a number of seconds, got 'soon'" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
