@@ -25,7 +25,7 @@ from strata.server.anthropic_text import (
     system_message,
     text_of_blocks,
 )
-from strata.server.anthropic_tools import client_run, not_run_here
+from strata.server.anthropic_tools import client_run, not_run_here, warn_left_out
 from strata.server.errors import APIError
 from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
@@ -187,6 +187,8 @@ def chat_tool(t: dict, where: str) -> dict | None:
                             "{\"name\": ..., \"description\": ..., \"input_schema\": {...}}")
     if t.get("type") not in (None, "custom") and "input_schema" not in t:
         defined = client_run(t["type"])
+        if defined is None:
+            warn_left_out(t["type"], t["name"])
         return None if defined is None else {"type": "function", "function": {"name": t["name"], **defined}}
     schema = f.tool_schema(t.get("input_schema"), f"{where}.input_schema")
     return {"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),

@@ -7,7 +7,10 @@ that sees screenshots (computer, browser) cannot run here. Pure: knows nothing o
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+log = logging.getLogger("strata.server")
 
 _TEXT = {"type": "string"}
 _LINE_RANGE = {"type": "array", "items": {"type": "integer"},
@@ -56,6 +59,19 @@ def client_run(kind: Any) -> dict[str, Any] | None:
     if not isinstance(kind, str):
         return None
     return next((tool for prefix, tool in CLIENT_RUN.items() if kind.startswith(prefix)), None)
+
+
+def warn_left_out(kind: Any, name: str) -> None:
+    """Logs, once per type and process, that a tool of a type this server does not know is left out: a 400
+    could break an agent whose newer tool type the model can do without, silence would hide it."""
+    if not isinstance(kind, str) or kind in _WARNED or not_run_here(kind):
+        return
+    _WARNED.add(kind)
+    log.warning("Anthropic tool %r has a type Strata does not know (%r) and no input_schema: it is left out, "
+                "the model cannot call it (a tool with an input_schema is offered whatever its type)", name, kind)
+
+
+_WARNED: set[str] = set()
 
 
 def not_run_here(kind: Any) -> bool:

@@ -6,6 +6,8 @@ beside client tools such a tool is left out."""
 
 from __future__ import annotations
 
+import logging
+
 import anthropic
 import pytest
 
@@ -78,3 +80,15 @@ def test_deferred_tools_are_shown_when_only_anthropics_server_search_could_load_
     shown = claude.messages.count_tokens(model="m", messages=ASK, tools=[READ]).input_tokens
     assert claude.messages.count_tokens(model="m", messages=ASK, tools=[search, deferred]).input_tokens == shown
     assert claude.messages.count_tokens(model="m", messages=ASK, tools=[deferred]).input_tokens < shown
+
+
+def test_a_tool_of_an_unknown_type_is_left_out_and_said_once(claude, caplog):
+    newer = {"type": "spreadsheet_20270101", "name": "sheet"}
+    alone = claude.messages.count_tokens(model="m", messages=ASK, tools=[READ]).input_tokens
+    with caplog.at_level(logging.WARNING, logger="strata.server"):
+        for _ in range(2):
+            assert claude.messages.count_tokens(model="m", messages=ASK, tools=[newer, READ]).input_tokens == alone
+        claude.messages.create(model="m", max_tokens=60, messages=ASK, tools=[newer, BASH])
+    said = [r.getMessage() for r in caplog.records if "spreadsheet_20270101" in r.getMessage()]
+    assert len(said) == 1 and "'sheet'" in said[0] and "left out" in said[0], said
+    assert not [r for r in caplog.records if "web_search" in r.getMessage()]
