@@ -136,7 +136,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("host", str, "127.0.0.1", "address to listen on (127.0.0.1: this machine only)"),
     Option("port", int, 8080, "TCP port to listen on (0: any free port)", minimum=0, maximum=65535),
     Option("api-key", str, None, "require this key as `Authorization: Bearer` or `x-api-key` on every endpoint "
-           "but /health", env="STRATA_API_KEY", metavar="KEY"),
+           "but /health and /api/hello (health probes)", env="STRATA_API_KEY", metavar="KEY"),
     Option("alias", str, None, "extra model names listed by GET /v1/models, comma-separated (any name is "
            "served by the loaded model anyway)", metavar="NAMES"),
     Option("max-body-mib", float, 16.0, "largest accepted request body, in MiB", minimum=0.001, maximum=1024),
