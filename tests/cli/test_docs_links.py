@@ -1,0 +1,66 @@
+"""The documentation's links resolve: each relative link of README.md and docs/*.md names a file that
+exists and, with `#anchor`, a heading of that page (GitHub's anchors: lower case, punctuation dropped,
+spaces to dashes), and each `benchmarks/RESULTS.md "Section"` a page cites holds that text. Not here:
+whether what the linked section says is right (each part's tests)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+RESULTS_CITED = re.compile(r"RESULTS\.md`?,? \"([^\"]+)\"")
+
+
+def prose(text: str) -> str:
+    """The text outside fenced code blocks (a '# comment' in a shell block is no heading)."""
+    kept, fenced = [], False
+    for line in text.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        elif not fenced:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def anchors(page: Path) -> set[str]:
+    headings = re.findall(r"^#+ (.*)$", prose(page.read_text(encoding="utf-8")), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def broken_links(page: Path) -> list[str]:
+    broken = []
+    for target in LINK.findall(prose(page.read_text(encoding="utf-8"))):
+        if re.match(r"[a-z]+:", target):
+            continue                                      # http(s), mailto: not checked offline
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        if not linked.exists():
+            broken.append(f"{target} (no such file)")
+        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+            broken.append(f"{target} (no such heading)")
+    return broken
+
+
+def test_a_broken_link_is_found(tmp_path):
+    (tmp_path / "b.md").write_text("# Real heading\n\n```sh\n# not a heading\n```\n")
+    page = tmp_path / "a.md"
+    page.write_text("[ok](b.md#real-heading) [gone](c.md) [bad](b.md#not-a-heading) [web](https://x.org/#y)\n")
+    assert broken_links(page) == ["c.md (no such file)", "b.md#not-a-heading (no such heading)"]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_link_resolves(page):
+    assert broken_links(page) == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_results_section_cited_is_there(page):
+    results = (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
+    text = " ".join(page.read_text(encoding="utf-8").split())     # a citation may wrap across lines
+    missing = [s for s in RESULTS_CITED.findall(text) if s not in results]
+    assert missing == [], f"{page.name} cites sections benchmarks/RESULTS.md does not have: {missing}"
