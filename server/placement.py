@@ -130,13 +130,19 @@ class Placer:
                         lost=d.lost_tokens)
         return d
 
-    def settle(self, job_id: int, reused: int, source: int | str) -> None:
-        """The reuse a placement got once its request started, where that is more than the decision saw
-        (a copy from another context, `source` its id, or a restore from the conversation cache,
-        "cache"): the request's placement entry in the trace says what really happened."""
+    def settle(self, job_id: int, reused: int, source: int | str | None) -> None:
+        """The reuse a placement got once its request started (`source`: the context it was copied from,
+        "cache" for a restore from the conversation cache, None for the context's own history): the
+        request's placement entry in the trace then says what really happened, as its usage does. The
+        decision saw the context's common prefix: a prompt the context holds whole reuses all but its last
+        token (read again for the first logits), a copy or a restore more, a failed restore less."""
         for entry in reversed(self.trace):
             if entry["request"] == job_id and not entry["park"] and not entry["park_skip"]:
-                entry.update(reused=reused, source_slot="main" if source == MAIN else source)
+                got = "main" if source == MAIN else source
+                if (entry["reused"], entry["source_slot"]) != (reused, got):
+                    log.info("slot settle: request %s -> slot %s reused=%d source=%s (the decision saw %d)",
+                             job_id, entry["slot"], reused, got, entry["reused"])
+                    entry.update(reused=reused, source_slot=got)
                 return
 
     def record(self, job_id: int | None, slot: int | str | None, group: int | None, reason: str, reused: int,

@@ -406,9 +406,10 @@ class Scheduler:
             restored = outcome == "restored"
             if outcome == "failed":   # the context's old history is gone: read from whatever is left
                 own = 0
+        copied_from = None
         if restored:
             n = row.reused
-            self.placer.settle(job.id, n, "cache")
+            copied_from = "cache"
         elif src is not None and src_n > own:
             n = min(src_n, limit)
             if state.tokens and own < len(state.tokens):
@@ -416,7 +417,7 @@ class Scheduler:
             self.engine.copy(src, ctx, n)
             self.table.set_tokens(ctx, prompt[:n])
             row.source = "main" if src == MAIN else "slot"
-            self.placer.settle(job.id, n, src)
+            copied_from = src
         elif not state.valid:   # a failed engine call left its tokens unknown: start from nothing
             n = 0
             self.engine.truncate(ctx, 0)
@@ -432,6 +433,7 @@ class Scheduler:
             row.source = ("main" if ctx == MAIN else "slot") if n > 0 else "none"
         row.prefill_s += time.monotonic() - t0
         row.pos = row.reused = n
+        self.placer.settle(job.id, n, copied_from)     # the trace says what the request got, as its usage does
         row.mismatch_at = mismatch_position(compared, limit)
         if row.mismatch_at is not None:
             at = row.mismatch_at
