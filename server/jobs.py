@@ -36,14 +36,23 @@ class Completion:
     prompt_ms: float
     predicted_ms: float
     error: str | None = None
+    # tokens sampled after the first within predicted_ms, an end-of-turn token the answer leaves out included
+    # (None: predicted_n - 1)
+    decoded: int | None = None
     # with Job.logprobs: per generated token (token, log-probability, [(alternative, log-probability)])
     logprobs: list[tuple[int, float, list[tuple[int, float]]]] | None = None
 
     @property
     def timings(self) -> dict[str, float]:
-        """llama.cpp's `timings` object."""
+        """llama.cpp's `timings` object. `predicted_ms` runs from the first token to the end; the first was
+        sampled from the prompt's read (its time is in `prompt_ms`), so the generation rates are over the
+        tokens the decode steps made in it (`decoded`), as the slot's and the monitor's `decode_tps` are:
+        `predicted_n / predicted_ms` said 2x for a two-token answer and ~100,000 tokens/s for a one-token
+        answer (no decode step: microseconds between its sampling and the end)."""
         prompt_n = self.prompt_tokens - self.cached_tokens
         predicted_n = len(self.tokens)
+        decoded = predicted_n - 1 if self.decoded is None else self.decoded
+        timed = decoded > 0 and self.predicted_ms > 0
         return {
             "cache_n": self.cached_tokens,
             "prompt_n": prompt_n,
@@ -52,9 +61,8 @@ class Completion:
             "prompt_per_second": round(prompt_n * 1000.0 / self.prompt_ms, 2) if self.prompt_ms > 0 else 0.0,
             "predicted_n": predicted_n,
             "predicted_ms": round(self.predicted_ms, 3),
-            "predicted_per_token_ms": round(self.predicted_ms / predicted_n, 3) if predicted_n else 0.0,
-            "predicted_per_second": (round(predicted_n * 1000.0 / self.predicted_ms, 2)
-                                     if self.predicted_ms > 0 else 0.0),
+            "predicted_per_token_ms": round(self.predicted_ms / decoded, 3) if timed else 0.0,
+            "predicted_per_second": round(decoded * 1000.0 / self.predicted_ms, 2) if timed else 0.0,
         }
 
 

@@ -62,6 +62,8 @@ class Row:
     started: float = field(default_factory=time.monotonic)
     prefill_s: float = 0.0
     first_token_at: float | None = None
+    finished_at: float | None = None
+    sampled: int = 0                   # tokens sampled, an end-of-turn token included (the decode rate's count)
     history: lookup.TokenHistory | None = None   # prompt + generated, built at its first lookup
     draft: lookup.DraftState = field(default_factory=lookup.DraftState)
     drafted: int = 0                   # lookup decoding: draft tokens checked, and taken
@@ -667,6 +669,7 @@ class Scheduler:
         """A sampled token (from `logits`): stream its text, or finish the row."""
         if row.first_token_at is None:
             row.first_token_at = time.monotonic()
+        row.sampled += 1
         if token in self.eos and not row.job.ignore_eos:
             self._finish(row, "stop")
             return
@@ -698,20 +701,21 @@ class Scheduler:
             tail = row.stopper.feed(row.decoder.flush()) + row.stopper.flush()
             if tail and reason != "cancelled" and row.job.stream:
                 self._outbox.post(row.job, "text", tail)
-        now = time.monotonic()
+        now = row.finished_at = time.monotonic()
         first = row.first_token_at or now
+        decoded = max(0, row.sampled - 1)  # made by decode steps after the first token, in (now - first)
         completion = Completion(
             text=row.stopper.text, tokens=list(row.generated), finish_reason=reason,
             stop_sequence=row.stopper.matched, prompt_tokens=len(row.job.prompt), cached_tokens=row.reused,
             prompt_ms=row.prefill_s * 1000.0, predicted_ms=(now - first) * 1000.0, error=error,
-            logprobs=row.logprobs if row.job.logprobs is not None else None)
+            logprobs=row.logprobs if row.job.logprobs is not None else None, decoded=decoded)
         state = self.table[row.ctx]
         state.busy_job = None
         state.phase = "idle"
         state.last_use = now
         read = row.pos - row.reused        # all the rest of the prompt, unless cancelled or failed before
         state.prefill_tps = read / row.prefill_s if row.prefill_s > 0 and read > 0 else None
-        state.decode_tps = (len(row.generated) - 1) / (now - first) if len(row.generated) > 1 and now > first else None
+        state.decode_tps = decode_rate(row)
         del self._rows[row.ctx]
         status = {"stop": "ok", "length": "ok"}.get(reason, reason)
         self.metrics.add_request(row.job.api, status, len(row.job.prompt), row.reused, row.source, read=read)
@@ -746,9 +750,9 @@ class Scheduler:
             read = row.pos - row.reused
             if row.prefill_s > 0 and read > 0:
                 rec["prefill_tps"] = round(read / row.prefill_s, 1)
-            dt = time.monotonic() - (row.first_token_at or time.monotonic())
-            if len(row.generated) > 1 and dt > 0:
-                rec["decode_tps"] = round((len(row.generated) - 1) / dt, 1)
+            rate = decode_rate(row)
+            if rate is not None:
+                rec["decode_tps"] = round(rate, 1)
         self.requests.append(rec)
 
     # ----- views (any thread; copies of plain data) -----
@@ -771,6 +775,17 @@ class Scheduler:
                 entry["value"] = round(slot_policy.value(len(c.tokens), age, cfg), 6)
             out.append(entry)
         return out
+
+
+def decode_rate(row: Row) -> float | None:
+    """A finished request's generation speed: the tokens its decode steps made (those after the first,
+    which came with the prompt's read) over the time from its first token to its end; None without one.
+    The same count and time as its `timings` (jobs.Completion), so the slot, the monitor and the answer
+    agree."""
+    decoded = row.sampled - 1
+    if decoded <= 0 or row.first_token_at is None or row.finished_at is None or row.finished_at <= row.first_token_at:
+        return None
+    return decoded / (row.finished_at - row.first_token_at)
 
 
 def _forced(row: Row) -> list[int]:
