@@ -1,7 +1,8 @@
 """The documentation's links resolve: each relative link of README.md and docs/*.md names a file that
 exists and, with `#anchor`, a heading of that page (GitHub's anchors: lower case, punctuation dropped,
-spaces to dashes), and each `benchmarks/RESULTS.md "Section"` a page cites holds that text. Not here:
-whether what the linked section says is right (each part's tests)."""
+spaces to dashes), each `benchmarks/RESULTS.md "Section"` a page cites holds that text, and each file or
+folder of the repository a page names in its text (`server/slot_policy.py`, `tests/native/test_x*.py`) is
+there. Not here: whether what the linked section says is right (each part's tests)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 RESULTS_CITED = re.compile(r"RESULTS\.md`?,? \"([^\"]+)\"")
+# a path under one of the repository's top folders (`strata/...` is also a platform folder's name: not checked)
+REPO_PATH = re.compile(r"(?<![\w/.~-])((?:server|app|installer|monitor|engine_native|tests|benchmarks|scripts|resources|docs)"
+                       r"/[\w./*-]*[\w*])")
 
 
 def prose(text: str) -> str:
@@ -64,3 +68,21 @@ def test_every_results_section_cited_is_there(page):
     text = " ".join(page.read_text(encoding="utf-8").split())     # a citation may wrap across lines
     missing = [s for s in RESULTS_CITED.findall(text) if s not in results]
     assert missing == [], f"{page.name} cites sections benchmarks/RESULTS.md does not have: {missing}"
+
+
+def missing_paths(page: Path, root: Path = ROOT) -> list[str]:
+    named = set(REPO_PATH.findall(prose(page.read_text(encoding="utf-8"))))
+    return sorted(p for p in named if not any(root.glob(p)))
+
+
+def test_a_missing_path_is_found(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a1.py").write_text("")
+    page = tmp_path / "a.md"
+    page.write_text("`tests/test_a*.py`, tests/test_a1.py and `server/gone.py`\n```\nserver/in_code.py\n```\n")
+    assert missing_paths(page, tmp_path) == ["server/gone.py"]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_repository_path_named_is_there(page):
+    assert missing_paths(page) == [], f"{page.name} names files that are not in the repository"
