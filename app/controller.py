@@ -126,6 +126,15 @@ class AppController(QObject):
         self._quit_thread.start()
         self._quit_timer.start()
 
+    def may_close(self) -> bool:
+        """The window's close without a tray: a Quit, the window kept (showing how far the stop is) until the
+        server has stopped; then `_quit_when_stopped` quits the app, which closes it. A logout or SIGTERM (Qt's
+        quit closes the windows first) takes the same way: its quit is refused once, the app's own follows."""
+        if self._shut:
+            return True
+        self.quit()
+        return False
+
     def _stop_server(self) -> None:
         if self._restart_thread is not None:     # a restart under way finishes first: it would start a server
             self._restart_thread.join()

@@ -160,9 +160,11 @@ def run_app(app, args: argparse.Namespace, serve_args: list[str], folder: Path, 
         log.warning("%s; a second launch will start a second app", e)
         single = None
     if controller.tray is None:
-        # no tray here (e.g. some Linux desktops): closing the window quits the app
+        # no tray here (e.g. some Linux desktops): closing the window quits the app, the window staying (with the
+        # stop's progress) until the server has stopped
         app.setQuitOnLastWindowClosed(True)
         app.lastWindowClosed.connect(controller.shutdown)
+        controller.window.may_close = controller.may_close
     else:
         controller.window.hide_on_close = True   # the tray keeps the app alive
     # a polite stop (logout, kill, Ctrl-C) stops the server too; the process's own handlers come back at the end

@@ -7,6 +7,7 @@ The theme follows the system's light/dark setting unless one is forced.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer
@@ -32,6 +33,8 @@ class MonitorWindow(QMainWindow):
         self.model = model
         self.theme_name = theme
         self.hide_on_close = False     # the app sets it when a tray icon keeps it running
+        # asked before the window closes (the app without a tray): False keeps it open, its server still stopping
+        self.may_close: Callable[[], bool] | None = None
         self.setWindowTitle(title)
         icon = Path(__file__).resolve().parents[1] / "resources" / "strata.png"
         if icon.is_file():
@@ -85,6 +88,8 @@ class MonitorWindow(QMainWindow):
         if self.hide_on_close:
             event.ignore()
             self.hide()
+        elif self.may_close is not None and not self.may_close():
+            event.ignore()
         else:
             super().closeEvent(event)
 
