@@ -40,8 +40,9 @@ def test_timings_the_monitor_and_the_slot_give_one_generation_rate(solo):
     r, mon = ask(solo, 12, ignore_eos=True)
     t = r.model_extra["timings"]
     assert t["predicted_n"] == 12
-    # the rate is over the 11 tokens made in predicted_ms, and each figure is the same to its rounding
-    assert t["predicted_per_second"] * t["predicted_ms"] / 1000 == pytest.approx(11, rel=1e-3)
+    # the rate is over the 11 tokens made in predicted_ms (12 would be 9% off; 2% is predicted_ms's rounding
+    # to a microsecond on the tiny model's sub-millisecond answers), and each figure is the same to its rounding
+    assert t["predicted_per_second"] * t["predicted_ms"] / 1000 == pytest.approx(11, rel=0.02)
     assert t["predicted_per_token_ms"] == pytest.approx(t["predicted_ms"] / 11, abs=1e-3)
     request, main = mon["requests"][-1], mon["slots"][0]
     assert request["decode_tps"] == pytest.approx(t["predicted_per_second"], abs=0.06)
@@ -57,5 +58,5 @@ def test_an_answer_ended_by_its_end_of_turn_token_counts_that_step(scripted_mode
         r, mon = ask(s, 40)
     t = r.model_extra["timings"]
     assert r.choices[0].finish_reason == "stop" and t["predicted_n"] == r.usage.completion_tokens > 1
-    assert t["predicted_per_second"] * t["predicted_ms"] / 1000 == pytest.approx(t["predicted_n"], rel=1e-3)
+    assert t["predicted_per_second"] * t["predicted_ms"] / 1000 == pytest.approx(t["predicted_n"], rel=0.02)
     assert mon["requests"][-1]["decode_tps"] == pytest.approx(t["predicted_per_second"], abs=0.06)
