@@ -639,25 +639,28 @@ class Scheduler:
         self.metrics.add_decode(time.monotonic() - t0, len(rows))
         first = 0
         for row, draft, start, held in zip(rows, drafts, starts, forced, strict=True):
-            taken = self._take_draft(row, draft, logits[first: first + 1 + len(draft)])
+            if not held:   # counted before the tokens are taken: the answer may end among them
+                row.drafted += len(draft)
+            taken = self._take_draft(row, draft, logits[first: first + 1 + len(draft)], counted=not held)
             first += 1 + len(draft)
             self.engine.truncate(row.ctx, start + 1 + taken)   # the rejected tail, never read again
             if held:
                 self.metrics.add_forced(taken)
                 continue
-            row.drafted += len(draft)
-            row.draft_taken += taken
             row.draft = lookup.after_step(row.draft, len(draft), taken, self.lookup)
             self.metrics.add_lookup(len(draft), taken)
         return True
 
-    def _take_draft(self, row: Row, draft: list[int], logits: Any) -> int:
+    def _take_draft(self, row: Row, draft: list[int], logits: Any, counted: bool = True) -> int:
         """Samples row's tokens from the logits after its next token and after each draft token, in
         order, as decode steps would, while the samples equal the draft; returns the draft tokens taken
-        (the slot table then holds the next token and those)."""
+        (the slot table then holds the next token and those). `counted`: each taken is added to the row's
+        `draft_taken` as it is taken, so a request that ends among them records all it took (its record is
+        written when it ends, and /metrics counted that last step while the request's entry did not)."""
         self.table.extend(row.ctx, [int(row.next_token)])
         for j in range(len(draft) + 1):
             if j:
+                row.draft_taken += int(counted)
                 self.table.extend(row.ctx, [draft[j - 1]])
             token = int(row.sampler.sample(logits[j], row.generated))
             self._accept(row, token, logits[j])
