@@ -135,8 +135,10 @@ def render_prometheus(m: dict, slots: list[dict], queue_depth: int, in_flight: i
            [({"status": s}, n) for s, n in sorted(m["requests_total"].items())] or [({"status": "ok"}, 0)])
     metric("requests_rejected_total", "counter", "Requests refused before running, by reason.",
            [({"reason": r}, n) for r, n in sorted(m["rejected_total"].items())] or [({"reason": "queue_full"}, 0)])
-    metric("prompt_tokens_total", "counter", "Prompt tokens of finished requests.", [({}, m["prompt_tokens_total"])])
-    metric("prompt_tokens_read_total", "counter", "Prompt tokens read (prefilled) by the engine.",
+    metric("prompt_tokens_total", "counter", "Prompt tokens of ended requests (ok, cancelled, error).",
+           [({}, m["prompt_tokens_total"])])
+    metric("prompt_tokens_read_total", "counter", "Prompt tokens read (prefilled) by the engine; with the reused ones, "
+           "the total less what cancelled or failed requests never read.",
            [({}, m["prompt_tokens_read"])])
     metric("prompt_tokens_reused_total", "counter", "Prompt tokens reused from a slot or the cache, by source.",
            [({"source": s}, n) for s, n in sorted(m["reused_by_source"].items())] or [({"source": "slot"}, 0)])
