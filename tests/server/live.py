@@ -60,6 +60,8 @@ class LiveServer:
     def stop(self) -> None:
         if self.runner is not None:
             asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(60)
+        # the executor's threads (the model load, the scheduler's stop) end here, as asyncio.run ends them
+        asyncio.run_coroutine_threadsafe(self.loop.shutdown_default_executor(), self.loop).result(60)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
 
