@@ -229,6 +229,7 @@ class Scheduler:
             self.metrics.add_request(job.api, "cancelled", len(job.prompt), 0, "none", read=0)
             self._outbox.post(job, "done", _empty_completion(job, "cancelled"))
             self._record_request(job, None, "cancelled")
+            _log_unstarted(job, "cancelled", "its client left while it waited")
         for row in [r for r in self._rows.values() if r.job.cancelled]:
             self._finish(row, "cancelled")
 
@@ -271,6 +272,7 @@ class Scheduler:
         self.last_error = str(e)
         self.metrics.add_request(job.api, "error", len(job.prompt), 0, "none", read=0)
         self._record_request(job, None, "error")
+        _log_unstarted(job, "error", "it could not be started")
         self._outbox.post(job, "done", _empty_completion(job, "error", f"internal error: {e}"))
 
     def _waits_for_shared_read(self, job: Job) -> bool:
@@ -789,6 +791,13 @@ def decode_rate(row: Row) -> float | None:
     if decoded <= 0 or row.first_token_at is None or row.finished_at is None or row.finished_at <= row.first_token_at:
         return None
     return decoded / (row.finished_at - row.first_token_at)
+
+
+def _log_unstarted(job: Job, reason: str, why: str) -> None:
+    """The 'ended' line of a request that never ran, as `_finish` writes one for each that did: the log has
+    a line for every request /metrics counts."""
+    log.info("request %s (%s) ended (%s): no context (%s after %.0f ms), prompt %d (reused 0 from none), output 0",
+             job.id, job.api, reason, why, (time.monotonic() - job.submitted) * 1000.0, len(job.prompt))
 
 
 def _forced(row: Row) -> list[int]:

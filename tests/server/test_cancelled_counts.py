@@ -93,3 +93,29 @@ def test_a_request_cancelled_while_its_prompt_is_read_counts_what_was_read(serve
     assert 0 < read < len(PROMPT) and read % CHUNK == 0
     assert after["prompt_tokens_read"] - before["prompt_tokens_read"] == read
     assert after["requests_total"].get("cancelled", 0) == before["requests_total"].get("cancelled", 0) + 1
+
+
+def test_every_counted_request_has_its_ended_line_in_the_log(server, caplog):
+    """The log's 'request N (api) ended (status)' lines are the requests /metrics counts: one cancelled
+    while queued was counted (and listed in the monitor) with no line at all, so the log showed one
+    request fewer than strata_requests_total."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="strata.server.scheduler")
+    sched, metrics = server.state.scheduler, server.state.metrics
+    sched.call(lambda: None).result(60)
+    before = sum(metrics.snapshot()["requests_total"].values())
+    held, release = hold_worker(sched, 0)
+    assert held.wait(60)
+    queued, ran = job(PROMPT), job(PROMPT[:100])
+    sched.submit(ran)
+    sched.submit(queued)
+    sched.cancel(queued)
+    release.set()
+    wait_for(lambda: ended(sched, queued) and ended(sched, ran))
+    counted = sum(metrics.snapshot()["requests_total"].values()) - before
+    lines = [r.getMessage() for r in caplog.records if " ended (" in r.getMessage()]
+    assert counted == 2 and len(lines) == 2, lines
+    line = next(x for x in lines if x.startswith(f"request {queued.id} "))
+    assert line.startswith(f"request {queued.id} (openai) ended (cancelled): ") and "prompt 1000 (reused 0" in line
+    assert "output 0" in line, line
