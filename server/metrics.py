@@ -169,7 +169,8 @@ def render_prometheus(m: dict, slots: list[dict], queue_depth: int, in_flight: i
            "Cache hits that could not be restored (damaged, gone, refused): the prompt was read instead.",
            [({"level": k}, n) for k, n in sorted(m["restore_fallbacks"].items())] or [({"level": "ram"}, 0)])
     metric("queue_depth", "gauge", "Requests waiting for a context.", [({}, queue_depth)])
-    metric("requests_in_flight", "gauge", "Requests running in a context.", [({}, in_flight)])
+    metric("requests_in_flight", "gauge", "Requests holding a context (its history copied or restored, its prompt "
+           "read, or generating).", [({}, in_flight)])
     busy = sum(1 for s in slots if s["id"] != "main" and s["state"] in ("prefill", "decode"))
     n_slots = sum(1 for s in slots if s["id"] != "main")
     metric("slots_total", "gauge", "Batch slots.", [({}, n_slots)])

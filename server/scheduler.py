@@ -182,7 +182,9 @@ class Scheduler:
 
     @property
     def in_flight(self) -> int:
-        return len(self._rows)
+        """Requests holding a context: running, or starting there (a copy or a cache restore, before their
+        row exists; a restore from disk can take seconds, and it counted as nothing, neither queued nor here)."""
+        return sum(1 for c in list(self.table.contexts) if c.busy_job is not None)
 
     # ----- worker thread -----
 
@@ -382,6 +384,7 @@ class Scheduler:
 
     def _start_row(self, job: Job, ctx: int) -> None:
         state = self.table[ctx]
+        state.phase = "prefill"        # from here: the copy or restore below is part of reading its prompt
         prompt = job.prompt
         limit = len(prompt) - 1        # the last prompt token is always read: its logits start the answer
         own = common_prefix(state.tokens, prompt) if state.valid else 0
