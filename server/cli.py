@@ -271,11 +271,18 @@ def watch_stdin(on_eof: Callable[[], object]) -> None:
     if sys.stdin is None:              # a windowed process without one: nothing to watch, keep running
         log.warning("--stop-on-stdin-eof: this process has no standard input; stop it with a signal")
         return
-    stream = sys.stdin.buffer
+    try:
+        fd = sys.stdin.fileno()
+    except (OSError, ValueError):      # replaced by an object without a descriptor: nothing to watch
+        log.warning("--stop-on-stdin-eof: standard input has no file descriptor; stop the server with a signal")
+        return
 
     def read_to_eof() -> None:
+        # os.read, not sys.stdin.buffer.read: a read blocked in the buffered reader holds its lock, and a
+        # stop by a signal then ended in "Fatal Python error: could not acquire lock for <stdin> at
+        # interpreter shutdown" (SIGABRT, exit status 134) when the interpreter closed stdin
         try:
-            while stream.read(4096):
+            while os.read(fd, 4096):
                 pass
         except (OSError, ValueError):
             pass
