@@ -135,6 +135,7 @@ class MonitorModel:
         self._available = Series(max_points)
         self._gen_rate = Series(max_points)
         self._last_generated: tuple[float, float] | None = None
+        self._rate_live = False       # the last rate point is of the feed now flowing (not of one lost since)
         self._last_use: dict[str, float | None] = {}
         self._counted: dict[str, Any] = {}      # the last snapshot with running totals
         self._last_state: dict[str, str | None] = {}      # each slot's state at the last snapshot
@@ -146,6 +147,8 @@ class MonitorModel:
         if state not in CONNECTION_STATES:
             raise ValueError(f"connection state must be one of {', '.join(CONNECTION_STATES)}, got {state!r}")
         with self._lock:
+            if state != "connected":      # a rate compares two snapshots of one feed, never across a gap
+                self._last_generated, self._rate_live = None, False
             if (state, detail) != (self._connection, self._detail):
                 self._connection, self._detail = state, detail
                 self._version += 1
@@ -186,7 +189,7 @@ class MonitorModel:
         with self._lock:
             snap = self._snapshot
             now = float(snap.get("time", 0.0)) if snap else 0.0
-            rate = self._gen_rate.points[-1][1] if self._gen_rate.points else None
+            rate = self._gen_rate.points[-1][1] if self._gen_rate.points and self._rate_live else None
             return MonitorView(
                 version=self._version, connection=self._connection, connection_detail=self._detail, target=self._target,
                 snapshot=snap, now=now, slots=tuple(_slot_rows(snap, now)),
@@ -232,6 +235,7 @@ class MonitorModel:
         if self._last_generated is not None and t > self._last_generated[0]:
             dt = t - self._last_generated[0]
             self._gen_rate.add(t, max(0.0, generated - self._last_generated[1]) / dt)
+            self._rate_live = True
         self._last_generated = (t, float(generated))
 
     def _trim(self, oldest: float) -> None:
@@ -248,7 +252,7 @@ class MonitorModel:
         self._decode.clear()
         for s in (*self._parks.values(), self._available, self._gen_rate):
             s.points.clear()
-        self._last_generated = None
+        self._last_generated, self._rate_live = None, False
         self._last_use.clear()
         self._last_state.clear()
         self._times.clear()

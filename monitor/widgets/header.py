@@ -21,8 +21,11 @@ def totals_text(view: MonitorView) -> str:
     if not t:
         return units.NA
     share = view.reuse_share
-    parts = [f"{units.count(t.get('requests'))} requests",
-             f"{view.busy_slots} running, {units.count(t.get('queue_depth'))} queued",
+    # what runs now is known only from a feed that flows; the running totals stay as last seen
+    live = view.connection not in ("disconnected", "waiting")
+    running = f"{view.busy_slots} running, {units.count(t.get('queue_depth'))} queued" if live else \
+        f"{units.NA} running, {units.NA} queued"
+    parts = [f"{units.count(t.get('requests'))} requests", running,
              f"generating {units.tps(view.generated_tps)}",
              f"prompt {units.tokens(t.get('prompt_tokens'))}, reused "
              + (units.NA if share is None else f"{share * 100:.0f} %"),

@@ -227,3 +227,32 @@ def test_a_new_server_process_seen_while_it_loads_starts_the_history_again():
     assert len(view.parks_history["disk"]) == 1
     assert all(len(h) == 1 for h in view.decode_history.values())
     assert view.history_start == idle["time"]
+
+
+def test_the_generation_rate_needs_a_live_feed():
+    """The header's 'generating N tok/s' is the rate between the last two snapshots: after the feed was
+    lost (the server stopped or crashed while generating) it kept saying the last one, beside
+    'disconnected', for as long as the window stayed open; and the first snapshot after reconnecting
+    was compared with the last one before, a rate over the whole gap, drawn as the rate now."""
+    from strata.monitor.widgets.header import totals_text
+
+    series = load("series.json")
+    m = fed(*series[:-1])
+    m.set_connection("connected", "http://x")
+    assert m.view().generated_tps > 0
+    m.set_connection("disconnected", "cannot reach http://x: refused")
+    view = m.view()
+    assert view.generated_tps is None
+    text = totals_text(view)
+    assert "generating \u2013" in text and "\u2013 running, \u2013 queued" in text, text
+    m.set_connection("connecting", "http://x")
+    last = copy.deepcopy(series[-1])
+    last["time"] = series[-2]["time"] + 60           # the feed came back a minute later
+    m.apply(last)
+    m.set_connection("connected", "http://x")
+    assert m.view().generated_tps is None             # one snapshot of the new feed: no rate yet
+    nxt = copy.deepcopy(last)
+    nxt["time"] += 0.5
+    nxt["totals"]["generated_tokens"] += 50
+    m.apply(nxt)
+    assert m.view().generated_tps == pytest.approx(100.0)
