@@ -144,8 +144,7 @@ class Scheduler:
         with self._cv:
             if self._stopping:
                 raise APIError(503, "the server is stopping", headers={"Retry-After": "5"})
-            free = sum(1 for c in self.table.contexts if c.busy_job is None)
-            if self._n_pending >= self.queue_limit + free:
+            if self._n_pending >= self.queue_limit + self._free_for(job):
                 self.metrics.add_rejected("queue_full")
                 n = self.queue_limit       # the server's --queue, named for whoever runs it
                 raise APIError(503, f"the queue is full ({n} request{'' if n == 1 else 's'} waiting, the server's "
@@ -159,6 +158,18 @@ class Scheduler:
                     log.exception("timeline write failed")
             self._inbox.append(job)
             self._cv.notify()
+
+    def _free_for(self, job: Job) -> int:
+        """Free contexts the submitted requests can start in now (they are not waiting): the free slots,
+        and main only where _choose_context gives it: with no slots, to a request alone, or to a prompt too
+        long for a slot. Main free beside a busy slot takes no request that fits a slot, so counting it
+        let --queue N hold N + 1 waiting."""
+        slots = self.table.slots
+        free = sum(1 for c in slots if c.busy_job is None)
+        if self.table.main.busy_job is None and (
+                not slots or (not self._rows and not self._n_pending) or len(job.prompt) >= slots[0].capacity):
+            free += 1
+        return free
 
     def call(self, fn: Any) -> concurrent.futures.Future:
         """Runs `fn()` on the worker thread between two steps (the engine is driven from that thread only)."""
@@ -220,8 +231,16 @@ class Scheduler:
             self._finish(row, "cancelled", error="the server is stopping")
         for _, fut in self._calls:
             fut.cancel()
-        for job in list(self._waiting) + list(self._inbox):
+        with self._cv:             # submit refuses new jobs once stopping; take what came before that
+            queued = list(self._waiting) + list(self._inbox)
+        for job in queued:
+            self._pending_done()
+            self.metrics.add_request(job.api, "cancelled", len(job.prompt), 0, "none", read=0)
+            self._record_request(job, None, "cancelled")
+            _log_unstarted(job, "cancelled", "the server is stopping")
             self._outbox.post(job, "done", _empty_completion(job, "cancelled", "the server is stopping"))
+        self._waiting.clear()
+        self._inbox.clear()
         self._outbox.flush()
 
     def _drop_cancelled(self) -> None:

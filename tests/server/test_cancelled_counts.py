@@ -119,3 +119,30 @@ def test_every_counted_request_has_its_ended_line_in_the_log(server, caplog):
     line = next(x for x in lines if x.startswith(f"request {queued.id} "))
     assert line.startswith(f"request {queued.id} (openai) ended (cancelled): ") and "prompt 1000 (reused 0" in line
     assert "output 0" in line, line
+
+
+def test_requests_still_queued_at_a_stop_are_counted_and_logged(tiny_model, caplog):
+    """A stop answers the requests still queued 'the server is stopping' (a running one is ended, counted and
+    logged as cancelled): the queued ones were neither counted nor logged, and the queue depth stayed up,
+    so the last /metrics, the monitor and the log lost them."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="strata.server.scheduler")
+    with LiveServer(model=str(tiny_model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0) as s:
+        sched, metrics = s.state.scheduler, s.state.metrics
+        held, release = hold_worker(sched, 0)
+        assert held.wait(60)
+        jobs = [job(PROMPT[:200]), job([p + 1 for p in PROMPT[:200]]), job([p + 2 for p in PROMPT[:200]])]
+        for j in jobs:
+            j.max_tokens = 500
+            sched.submit(j)
+        stopping = threading.Thread(target=sched.stop)
+        stopping.start()
+        wait_for(lambda: sched._stopping)
+        release.set()        # the worker ends its turn and stops: the three are still queued
+        stopping.join(60)
+        counts = metrics.snapshot()["requests_total"]
+        lines = [r.getMessage() for r in caplog.records if " ended (" in r.getMessage()]
+        assert counts.get("cancelled", 0) == 3 and sched.queue_depth == 0, (counts, sched.queue_depth)
+        assert sorted(x.split()[1] for x in lines) == sorted(str(j.id) for j in jobs), lines
+        assert all("the server is stopping" in x for x in lines), lines
