@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from strata.server import lookup, parser_fault_log, slot_policy
+from strata.server import body_read, lookup, parser_fault_log, slot_policy
 from strata.server.config import ServerConfig
 from strata.server.keys import STATE, ServerState
 from strata.server.monitor_feed import model_quant
@@ -48,7 +48,8 @@ class LogTail(logging.Handler):
 
 def init_app(config: ServerConfig) -> web.Application:
     app = web.Application(client_max_size=max(1024, int(config.max_body_mib * MIB)),
-                          middlewares=[error_middleware, auth_middleware])
+                          middlewares=[error_middleware, auth_middleware], handler_args=body_read.HANDLER_ARGS)
+    app[body_read.BODIES_UNDECODED] = True
     state = ServerState(config=config, started=time.time())
     app[STATE] = state
     parser_fault_log.install()   # a malformed request is a warning line, not aiohttp's ERROR traceback

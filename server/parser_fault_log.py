@@ -1,7 +1,7 @@
 """One WARNING line for a request whose HTTP aiohttp's parser refuses, instead of aiohttp's ERROR traceback.
 
-aiohttp answers such a request itself (a plain-text 400: a bad request line or header, a body in
-`Content-Encoding: br` or `zstd`, a deflate body that does not inflate; docs/api.md, "Malformed requests")
+aiohttp answers such a request itself (a plain-text 400: a bad request line or header, a chunked body's
+framing broken in the packet of its headers; docs/api.md, "Malformed requests")
 and logs it on `aiohttp.server` at ERROR with the traceback of its own parser, which reads as a crash of
 the server in a user's terminal. It is the client's fault, answered, and the server goes on: a warning
 naming the fault says so. Any other error aiohttp logs is left as it is.
