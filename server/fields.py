@@ -42,9 +42,9 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
 
 
 def refused_encoding(request: web.Request) -> str:
-    """Why the body's Content-Encoding is refused, or "": only gzip (and none) are read. aiohttp 3.14 inflates
-    deflate too, but a damaged deflate body whose bytes come after its headers leaves the handler waiting
-    for ever (the parser's error never reaches the payload): the client gets no answer."""
+    """Why the body's Content-Encoding is refused, or "": only gzip (and none) are read, by body_read (the
+    server's parser decodes no body). aiohttp's own deflate reading left a damaged body that came after its
+    headers unanswered for ever, and one that came with them got its plain-text 400."""
     given = [e.strip().lower() for e in request.headers.get("Content-Encoding", "").split(",") if e.strip()]
     other = [e for e in given if e not in ("gzip", "x-gzip", "identity")]
     if not other:
