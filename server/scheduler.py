@@ -404,6 +404,7 @@ class Scheduler:
     def _start_row(self, job: Job, ctx: int) -> None:
         state = self.table[ctx]
         state.phase = "prefill"        # from here: the copy or restore below is part of reading its prompt
+        state.prefill_tps = state.decode_tps = None      # the previous request's; live values come per step
         prompt = job.prompt
         limit = len(prompt) - 1        # the last prompt token is always read: its logits start the answer
         own = common_prefix(state.tokens, prompt) if state.valid else 0
@@ -469,7 +470,6 @@ class Scheduler:
         state.phase = "prefill"
         state.reused_tokens = n
         state.prompt_tokens_last = len(prompt)
-        state.prefill_tps = state.decode_tps = None      # the previous request's; live values come per step
         row.prefill_window.add(row.prefill_s, row.pos)
         state.parked_from_main = False
         if prev_conv != job.conversation or ctx == MAIN:
