@@ -29,7 +29,8 @@ def starting_situation(cold_dir: str | Path | None = None, extra_model: str | No
         found = (extra_model, *found)
     folder = Path(cold_dir).expanduser() if cold_dir else config_file.default_cold_dir()
     return Situation(machine=machine_profile(), cold_disk=disk_facts(folder), models_found=found,
-                     default_model=extra_model or default, models_folder=models_folder(), cuda_built=cuda_built())
+                     default_model=extra_model or default, models_folder=models_folder(), cuda_built=cuda_built(),
+                     packaged_model=default)
 
 
 def models_folder() -> str | None:

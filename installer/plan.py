@@ -15,6 +15,7 @@ every question and the flow without the two questions give the same configuratio
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import PurePath
 
 from strata.installer.plan_memory import (
     Budget,
@@ -303,6 +304,19 @@ def default_answers(s: Situation, order: tuple[str, ...] = QUESTION_ORDER,
 # ---------------------------------------------------------------- the plan
 
 
+def model_value(s: Situation, path: str) -> tuple[str, bool]:
+    """What the file says for `model`, and whether it is an id. The default model installed with Strata
+    by its id (its file name without .gguf; `strata serve` finds it in its package): a path into the
+    packaged app's own folder breaks when the app is moved or a new version unpacked elsewhere (the app
+    then waits for a file that will never come back). Its path when another found file has that id."""
+    if s.packaged_model is None or path != s.packaged_model:
+        return path, False
+    model_id = PurePath(path).stem
+    if any(PurePath(f).stem == model_id for f in s.models_found if f != path):
+        return path, False
+    return model_id, True
+
+
 def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan:
     """The configuration for these answers; an unanswered question takes its default."""
     p = p or PlanParameters()
@@ -313,7 +327,9 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
     warnings: list[str] = []
     add = choices.append
 
-    add(Choice("model", model.path, f"{model.name}: {gib(b.model_mib)}, trained on {model.n_ctx_train} tokens"))
+    value, by_id = model_value(s, model.path)
+    add(Choice("model", value, f"{model.name}: {gib(b.model_mib)}, trained on {model.n_ctx_train} tokens"
+                               + ("; by its id: the default model, found wherever Strata is installed" if by_id else "")))
     if b.model_mib + p.min_free_mib > m.ram_total_mib:
         warnings.append(f"the model ({gib(b.model_mib)}) and the {p.min_free_mib} MiB floor do not fit "
                         f"in {gib(m.ram_total_mib)} of RAM: it will page from disk and run slowly")

@@ -95,6 +95,7 @@ class Situation:
     bench: BenchFacts | None = None
     cuda_built: bool = False  # the engine was built with its CUDA backend
     models_folder: str | None = None  # where the user's own GGUF files are looked for (said when none is found)
+    packaged_model: str | None = None  # the default model's file as installed with Strata (the app's own folder)
 
 
 @dataclass(frozen=True)

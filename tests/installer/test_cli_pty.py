@@ -92,7 +92,7 @@ def test_enter_everywhere_asks_in_order_and_writes_the_defaults(tmp_path, env, d
     order = [re.search(q, t.seen).start() for q in shown]
     assert order == sorted(order) and len(shown) >= len(QUESTIONS) - 1
     values, _ = config_file.read(tmp_path / "enter.toml")
-    assert values["model"] == str(default_model_path)
+    assert values["model"] == default_model_path.stem      # the default model by its id
     kept = "[yes]" in asked[2]
     assert values["conversation_cache_cold_dir"] == (str(tmp_path / "cache" / "strata" / "conversations") if kept else "")
     assert values["batch"] >= 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from strata.installer.plan import (
@@ -385,3 +386,18 @@ def test_a_model_trained_on_fewer_tokens_than_the_first_step_is_not_blamed_on_th
     assert q.key == "ctx" and q.default == 1024
     assert "the model's whole trained context (shorter than the smallest step, 2048)" in q.reason
     assert "left after the model" not in q.reason
+
+
+def test_the_default_model_installed_with_strata_is_written_by_its_id():
+    """The packaged app's default model lives in the app's own folder: its path in the file broke when the app
+    was moved or a new version unpacked elsewhere (the app waited for the old folder forever). By its id
+    `strata serve` finds it wherever Strata is; another file of that id, or any other model, keeps its path."""
+    from dataclasses import replace
+
+    s = situation("seed-002-desktop", "3B")
+    packaged = replace(s, packaged_model=s.model.path)
+    choice = next(c for c in make_plan(packaged, default_answers(packaged)).choices if c.key == "model")
+    assert choice.value == Path(s.model.path).stem and "by its id" in choice.reason
+    assert make_plan(s, default_answers(s)).config()["model"] == s.model.path              # not the packaged one
+    twin = replace(packaged, models_found=(s.model.path, f"/home/u/models/{Path(s.model.path).name}"))
+    assert make_plan(twin, default_answers(twin)).config()["model"] == s.model.path       # the id would be ambiguous

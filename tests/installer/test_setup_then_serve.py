@@ -1,10 +1,12 @@
 """`strata setup --yes --config PATH` with stdin closed writes a file that `strata serve --config PATH`
-starts with: /health answers ok within a bounded wait, on the default model."""
+starts with: /health answers ok within a bounded wait, on the default model, also once the default
+model's package has moved (the packaged app unpacked in another folder)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -31,16 +33,29 @@ def _health(port: int) -> tuple[int, dict]:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="stdin closed with a POSIX shell")
+def default_model_package_in(folder, default_model_path):
+    """A copy of the default model's package (its file linked) in `folder`, found before the installed one."""
+    package = folder / default_model_path.parent.name
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / default_model_path.name).symlink_to(default_model_path)
+    return str(folder)
+
+
 def test_setup_yes_with_stdin_closed_then_serve_starts(tmp_path, default_model_path):
     env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_CACHE_HOME=str(tmp_path / "cache"),
                XDG_DATA_HOME=str(tmp_path / "data"))
     path = tmp_path / "strata.toml"
+    first = default_model_package_in(tmp_path / "app-1.0", default_model_path)
     setup = subprocess.run(["bash", "-c", f'"{sys.executable}" -m strata setup --yes --config "{path}" '
                                           f'--disk-bench-mib 8 <&-'],
-                           env=env, capture_output=True, text=True, timeout=300)
+                           env=dict(env, PYTHONPATH=first), capture_output=True, text=True, timeout=300)
     assert setup.returncode == 0, setup.stderr
     values, _ = config_file.read(path)
-    assert values["model"] == str(default_model_path)
+    # by its id, not the path into the folder it was found in (the packaged app's own: gone with an update)
+    assert values["model"] == default_model_path.stem
+    shutil.rmtree(first)
+    env["PYTHONPATH"] = default_model_package_in(tmp_path / "app-1.1", default_model_path)
 
     port = _free_port()
     log = open(tmp_path / "serve.log", "w+")
@@ -62,6 +77,7 @@ def test_setup_yes_with_stdin_closed_then_serve_starts(tmp_path, default_model_p
         output = log.read()
         assert serve.poll() is None, f"strata serve exited ({serve.returncode}):\n{output}"
         assert status == "ok", f"/health said {status!r}:\n{output}"
+        assert body["model"] == default_model_path.stem
     finally:
         serve.terminate()
         try:

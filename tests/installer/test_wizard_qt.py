@@ -222,7 +222,7 @@ def test_run_wizard_returns_the_file_written(qtbot, monkeypatch, tmp_path, defau
                 wizard.next()
 
     path = _drive(qtbot, monkeypatch, tmp_path, press)
-    assert path == tmp_path / "app.toml" and config_file.read(path)[0]["model"] == str(default_model_path)
+    assert path == tmp_path / "app.toml" and config_file.read(path)[0]["model"] == default_model_path.stem
 
 
 def test_cancel_during_the_bench_stops_it_and_leaves_no_file(qtbot, tmp_path, situation):
