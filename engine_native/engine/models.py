@@ -44,7 +44,10 @@ class ModelInfo:
     n_params_active: int | None = None  # the parameters one token reads: the experts' count n_expert_used / n_expert
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """`id` first: the name `--model`, the APIs and the monitor use (the table's ID); `name` is general.name."""
+        from strata.model_names import model_id
+
+        return {"id": model_id(self.path), **asdict(self)}
 
 
 def default_model_path() -> Path:

@@ -195,3 +195,14 @@ def test_a_model_path_that_is_there_but_no_file_is_not_called_missing(tmp_path, 
         assert strata_main(["chat", "--ctx", "64", "--model", given]) == 2
         err = capsys.readouterr().err
         assert f"--model {given}: not a file (a device or a pipe): give a GGUF model file" in err, err
+
+
+def test_the_json_list_gives_each_model_the_id_the_table_shows(tmp_path, tiny_model_factory, capsys):
+    """`--json` had `name` (the file's general.name, the table's DESCRIPTION) and no id: a script could not
+    get the name `--model`, GET /v1/models and the monitor use without cutting `.gguf` off the path itself."""
+    shutil.copy(tiny_model_factory(), tmp_path / "My-Coder.Q4_K_M.gguf")
+    assert strata_main(["models", "--dir", str(tmp_path), "--json"]) == 0
+    listed = {m["path"]: m for m in json.loads(capsys.readouterr().out)}
+    mine = listed[str(tmp_path / "My-Coder.Q4_K_M.gguf")]
+    assert mine["id"] == "My-Coder.Q4_K_M"
+    assert all(m["id"] == os.path.basename(m["path"]).removesuffix(".gguf") for m in listed.values())
