@@ -59,10 +59,12 @@ def run(args: argparse.Namespace) -> int:
     from strata.monitor.client import FeedClient
     from strata.monitor.gui_thread_gc import GuiThreadCollector
     from strata.monitor.model import MonitorModel
+    from strata.monitor.qt_notes import quiet_offscreen_notes
     from strata.monitor.window import MonitorWindow
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Strata monitor")
+    quiet_offscreen_notes(app)
     collector = GuiThreadCollector(app)    # the feed's thread allocates too: Qt objects are freed on this one only
     model = MonitorModel()
     client = FeedClient(url, model, api_key=args.api_key).start()
