@@ -41,6 +41,17 @@ def test_default_config_loads_in_the_server():
     assert cfg.values["batch"] == 4 and cfg.values["ctx"] == 8192
 
 
+def test_default_config_holds_the_products_defaults():
+    """The template says it is 'the product's defaults': each key it sets is the server's own default, so a
+    default changed in the code and not here fails (a user copying the template would pin the old one)."""
+    from strata.server.config import all_options, tomllib  # the stdlib's, or tomli before Python 3.11
+
+    defaults = {name.replace("-", "_"): o.default for o in all_options() for name in o.names()}
+    template = tomllib.loads((RESOURCES / "default-config.toml").read_text(encoding="utf-8"))
+    differ = {k: (v, defaults.get(k)) for k, v in template.items() if k != "env" and v != defaults.get(k)}
+    assert template and differ == {}, f"default-config.toml (template, code): {differ}"
+
+
 def test_desktop_entry():
     entry = configparser.ConfigParser(interpolation=None)
     entry.optionxform = str
