@@ -31,9 +31,9 @@ def stress_model(tiny_model_factory):
                               n_head_kv=2)
 
 
-def serve(model, tmp_path, batch: int, **flags) -> LiveServer:
+def serve(model, tmp_path, batch: int, queue: int = 3, **flags) -> LiveServer:
     flags.setdefault("slot_ctx", 2048 if batch else None)
-    return LiveServer(model=str(model), ctx=4096, batch=batch, threads=1, queue=3, prefill_chunk=64,
+    return LiveServer(model=str(model), ctx=4096, batch=batch, threads=1, queue=queue, prefill_chunk=64,
                       conversation_cache_mib=8, conversation_cache_cold_dir=str(tmp_path / "cold"),
                       **{k: v for k, v in flags.items() if v is not None})
 
@@ -91,3 +91,38 @@ def test_clients_that_leave_at_any_moment_leave_nothing_behind(stress_model, tmp
     left = [t for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()]
     assert not left, [t.name for t in left]
     assert engines_alive() == engines_before
+
+
+def test_the_queue_holds_queue_requests_while_main_is_free_but_not_theirs(stress_model, tmp_path):
+    """--batch 1 --queue 1: main free (its request left), the slot busy. A prompt that fits the slot waits
+    for the slot, not main (main is the solo path), so it is in the queue: the next is a 503."""
+    from tests.server.sched_stress import Client, Pause, body_for, wait_for
+
+    with serve(stress_model, tmp_path, 1, queue=1) as server:
+        sched = server.state.scheduler
+
+        def stream(tag: str) -> Client:
+            path, body = body_for("chat_stream", [{"role": "system", "content": tag}, {"role": "user", "content": "go"}],
+                                  2000)
+            return Client(server.url + path, "chat_stream", dict(body, ignore_eos=True))
+
+        with Pause(server.state.engine, "decode extend step", lambda *a: sched.table.main.busy_job is not None) as held:
+            on_main = stream("first")             # alone: main
+            assert held.entered.wait(60)
+            in_slot = stream("second")            # beside it: the slot
+            wait_for(lambda: sched.queue_depth == 1, what="the second queued")
+        wait_for(lambda: sched.table[1].busy_job is not None, what="the second in the slot")
+        # the worker held at its first step with main free and the slot busy
+        with Pause(server.state.engine, "decode extend step",
+                   lambda *a: sched.table.main.busy_job is None and sched.table[1].busy_job is not None) as held:
+            on_main.leave()
+            assert held.entered.wait(60)
+            waiting = stream("third")
+            wait_for(lambda: sched.queue_depth == 1, what="the third queued")
+            path, body = body_for("chat", [{"role": "user", "content": "x"}], 1)
+            fourth = Client(server.url + path, "chat", body)
+            wait_for(lambda: fourth.out.end or sched.queue_depth == 2, what="the fourth answered or queued")
+            assert fourth.out.end == "503", (fourth.out, sched.queue_depth)
+        waiting.leave()
+        in_slot.leave()
+        check_at_rest(server)
