@@ -237,7 +237,8 @@ def stopped_line(cache: Any) -> str:
     after the stop parked the contexts' histories and handed RAM to the first disk level)."""
     if not cache.keeps_across_restarts():
         return ("stopped; conversation histories not kept: no disk level is on (RAM does not outlive the process; "
-                "`strata setup` or --conversation-cache-cold-dir DIR keeps them on disk for the next start)")
+                "`strata setup`, or --conversation-cache-cold-mib MIB (a budget: its folder is the platform cache "
+                "folder's unless --conversation-cache-cold-dir says), keeps them on disk for the next start)")
     line = "stopped; kept for the next start: " + cache.describe(kept=True)
     ram = getattr(cache, "ram", None)
     left = len(ram.entries) if ram is not None else 0

@@ -4,7 +4,10 @@ no disk level nothing is parked at the stop (RAM does not outlive the process)."
 
 from __future__ import annotations
 
+import re
+
 import openai
+from strata.server.cache.options import CacheConfig
 
 from tests.server.live import LiveServer
 
@@ -56,5 +59,10 @@ def test_the_stop_says_what_was_kept_for_the_next_start(tiny_model, tmp_path, ca
     assert len(stopped) == 2, stopped
     assert "kept for the next start" in stopped[0] and f"warm {tmp_path / 'warm'} 256 MiB on (1 entry" in stopped[0]
     assert "not kept: no disk level is on" in stopped[1]
-    # and how to keep them: `./run` without a configuration has no disk level (a new-user trial's first stop)
-    assert "`strata setup`" in stopped[1] and "--conversation-cache-cold-dir DIR" in stopped[1], stopped[1]
+    # and how to keep them: `./run` without a configuration has no disk level (a new-user trial's first stop).
+    # Following the advice alone keeps them: it named --conversation-cache-cold-dir DIR, and a folder without a
+    # budget leaves the cold level off (its folder has a default; its budget, 0, is what turns it on)
+    assert "`strata setup`" in stopped[1], stopped[1]
+    flag, value = re.search(r"(--conversation-cache-[\w-]+) ([A-Z]+)", stopped[1]).groups()
+    advised = CacheConfig.from_values({flag[2:].replace("-", "_"): 20480 if value == "MIB" else str(tmp_path / "c")})
+    assert [level.name for level in advised.levels if level.on and level.name != "ram"], stopped[1]
