@@ -143,7 +143,7 @@ class Scheduler:
         """Hands a job to the worker; 503 with Retry-After when the queue is full."""
         with self._cv:
             if self._stopping:
-                raise APIError(503, "the server is stopping", headers={"Retry-After": "5"})
+                raise _stopping()
             if self._n_pending >= self.queue_limit + self._free_for(job):
                 self.metrics.add_rejected("queue_full")
                 n = self.queue_limit       # the server's --queue, named for whoever runs it
@@ -176,7 +176,7 @@ class Scheduler:
         fut: concurrent.futures.Future = concurrent.futures.Future()
         with self._cv:
             if self._stopping:
-                fut.set_exception(RuntimeError("the server is stopping"))
+                fut.set_exception(_stopping())
                 return fut
             self._calls.append((fn, fut))
             self._cv.notify()
@@ -229,8 +229,9 @@ class Scheduler:
             self._outbox.flush()
         for row in list(self._rows.values()):
             self._finish(row, "cancelled", error="the server is stopping")
-        for _, fut in self._calls:
-            fut.cancel()
+        for _, fut in self._calls:     # a session save or restore waiting for the worker: told why, as a request is
+            if fut.set_running_or_notify_cancel():
+                fut.set_exception(_stopping())
         with self._cv:             # submit refuses new jobs once stopping; take what came before that
             queued = list(self._waiting) + list(self._inbox)
         for job in queued:
@@ -826,6 +827,11 @@ def _forced(row: Row) -> list[int]:
     """The tokens a row's held answer must write next, whatever the logits (canonical_split.py), or []."""
     upcoming = getattr(row.sampler.constraint, "upcoming", None)
     return upcoming() if upcoming is not None else []
+
+
+def _stopping() -> APIError:
+    """Why work handed to a stopping scheduler is not done: the same 503 a request submitted then gets."""
+    return APIError(503, "the server is stopping", headers={"Retry-After": "5"})
 
 
 def _empty_completion(job: Job, reason: str, error: str | None = None) -> Completion:

@@ -15,6 +15,7 @@ import pytest
 
 from tests.server.sched_stress import KINDS, WAIT_S, Client, body_for, wait_for
 from tests.server.test_auth_and_lifecycle import listening_port, wait_healthy
+from tests.server.test_scheduler_stress import stress_model  # noqa: F401  (a fixture)
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +78,35 @@ def test_a_stop_with_requests_running_and_queued_ends_every_client(slow_model, t
     assert len(kept) >= 1 and "stopped; kept for the next start: " in log, log[-3000:]
     said = re.search(r"stopped; kept for the next start: .* cold .*\((\d+) entr", log)
     assert said and int(said.group(1)) == len(kept), log[-3000:]
+
+
+def test_a_session_save_waiting_for_the_worker_when_the_server_stops_is_a_503(stress_model, tmp_path):  # noqa: F811
+    """The session endpoints run on the worker thread (Scheduler.call): one still waiting for it when the
+    server stops is told so (503, Retry-After), as a queued request is; it was a 500 'internal error:
+    CancelledError' with a traceback in the log. One that comes once the stop began is the same 503."""
+    import threading
+
+    from tests.server.live import LiveServer
+
+    server = LiveServer(model=str(stress_model), ctx=2048, batch=1, slot_ctx=1024, threads=1,
+                        conversation_cache_mib=8, conversation_cache_cold_dir=str(tmp_path / "cold")).start()
+    sched = server.state.scheduler
+    entered, release = threading.Event(), threading.Event()
+    sched.call(lambda: (entered.set(), release.wait(WAIT_S)))       # the worker busy (a long step)
+    assert entered.wait(WAIT_S)
+    answers: list = []
+    saving = threading.Thread(target=lambda: answers.append(
+        httpx.post(server.url + "/v1/sessions/work/save", json={"slot": 1}, timeout=WAIT_S)))
+    saving.start()
+    wait_for(lambda: len(sched._calls) == 1, what="the save waiting for the worker")
+    stopping = threading.Thread(target=sched.stop)
+    stopping.start()
+    wait_for(lambda: sched._stopping, what="the stop begun")
+    late = httpx.post(server.url + "/v1/sessions/work/save", json={"slot": 1}, timeout=WAIT_S)
+    release.set()
+    saving.join(WAIT_S)
+    stopping.join(WAIT_S)
+    server.stop()
+    for r in answers + [late]:
+        assert r.status_code == 503 and r.headers.get("Retry-After"), (r.status_code, r.text)
+        assert "stopping" in r.json()["error"]["message"]
