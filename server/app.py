@@ -131,9 +131,12 @@ def _make_cache(cfg: ServerConfig, engine: Any) -> Any:
     try:
         from strata.server.cache import CacheConfig, ConversationCache
         from strata.server.cache.fileio import file_io_from_env
+        from strata.server.cache.options import folders_without_budget
     except ImportError:
         return None
     cache_cfg = CacheConfig.from_values(cfg.values, environ=cfg.env)
+    for warning in folders_without_budget(cfg.values):
+        log.warning("%s", warning)
     try:
         return ConversationCache(cache_cfg, engine, io=file_io_from_env())   # the process environment: a test hook
     except ImportError as e:          # the engine's snapshot module is missing: run without the cache

@@ -117,6 +117,28 @@ for _o in OPTIONS:
 ENV_RESTORE_LADDER = "STRATA_RESTORE_LADDER"
 
 
+# (what, its folder's field, its budget's field): the stores a folder alone does not turn on
+_FOLDER_AND_BUDGET = (("warm level", "conversation_cache_warm_dir", "conversation_cache_warm_mib"),
+                      ("cold level", "conversation_cache_cold_dir", "conversation_cache_cold_mib"),
+                      ("segment tier", "conversation_cache_segment_dir", "conversation_cache_segment_mib"),
+                      ("system-prompt cache", "conversation_cache_system_prompt_dir",
+                       "conversation_cache_system_prompt_mib"))
+
+
+def folders_without_budget(values: Mapping[str, Any]) -> list[str]:
+    """A warning for each store given a folder but no budget (values keyed by field, as the server's merged
+    configuration has them): a budget is what turns a store on, so it keeps nothing there, which whoever set
+    the folder did not mean (the stop then says no disk level was on)."""
+    warnings = []
+    for what, dir_field, mib_field in _FOLDER_AND_BUDGET:
+        folder, mib = values.get(dir_field), values.get(mib_field)
+        if folder and not mib:
+            warnings.append(f"conversation cache: the {what}'s folder is set ({folder}) but not its budget "
+                            f"(--{mib_field.replace('_', '-')} is 0), so the {what} is off and keeps nothing; "
+                            f"give it a budget in MiB")
+    return warnings
+
+
 def _parse_env_bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
     raw = environ.get(name)
     if raw is None or raw == "":

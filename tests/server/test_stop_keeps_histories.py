@@ -66,3 +66,16 @@ def test_the_stop_says_what_was_kept_for_the_next_start(tiny_model, tmp_path, ca
     flag, value = re.search(r"(--conversation-cache-[\w-]+) ([A-Z]+)", stopped[1]).groups()
     advised = CacheConfig.from_values({flag[2:].replace("-", "_"): 20480 if value == "MIB" else str(tmp_path / "c")})
     assert [level.name for level in advised.levels if level.on and level.name != "ram"], stopped[1]
+
+
+def test_a_folder_without_a_budget_is_a_warning_at_start_up(tiny_model, tmp_path, caplog):
+    """`--conversation-cache-cold-dir DIR` alone (what the stop's advice said before 9edb54c) started with
+    'cold off' in the INFO line and no word, and the stop then said no disk level was on: a budget turns a
+    level on. Now the start says which folder has no budget and the flag that gives it one."""
+    with caplog.at_level("WARNING", logger="strata.server"):
+        with _server(tiny_model, conversation_cache_cold_dir=str(tmp_path / "cold"),
+                     conversation_cache_warm_dir=str(tmp_path / "warm"), conversation_cache_warm_mib=64) as server:
+            assert server.state.cache.keeps_across_restarts()                  # warm is on
+    said = [r.getMessage() for r in caplog.records if "but not its budget" in r.getMessage()]
+    assert len(said) == 1, said                                          # the cold level's, not warm's
+    assert str(tmp_path / "cold") in said[0] and "--conversation-cache-cold-mib is 0" in said[0], said
