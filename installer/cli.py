@@ -10,7 +10,10 @@ are `plan.py`'s; this file is only terminal I/O.
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import shutil
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -136,9 +139,16 @@ def run_terminal(args: argparse.Namespace, stdin: TextIO | None, out: TextIO,
               file=out)
     if before is not None and before != path.read_bytes():
         print(f"The previous configuration is kept as {config_file.backup_path(path)}", file=out)
-    print(f"Start the server with: {strata_command()} serve" + (f" --config {path}" if args.config else ""),
-          file=out)
+    print(f"Start the server with: {strata_command()} "
+          + command_line(["serve", *(["--config", str(path)] if args.config else [])]), file=out)
     return 0
+
+
+def command_line(words: list[str], windows: bool | None = None) -> str:
+    """`words` as a line to paste into this system's shell: a path with a space (C:\\Program Files\\Strata,
+    "my configs/") quoted, as cmd.exe or a POSIX shell reads it back."""
+    windows = os.name == "nt" if windows is None else windows
+    return subprocess.list2cmdline(words) if windows else shlex.join(words)
 
 
 def strata_command(on_path: str | None = None, argv0: str | None = None, frozen: bool | None = None,
@@ -149,14 +159,14 @@ def strata_command(on_path: str | None = None, argv0: str | None = None, frozen:
     frozen = bool(getattr(sys, "frozen", False)) if frozen is None else frozen
     executable = sys.executable if executable is None else executable
     if frozen:
-        return f"{executable} --strata-cli"
+        return command_line([executable, "--strata-cli"])
     on_path = shutil.which("strata") if on_path is None else on_path
     argv0 = sys.argv[0] if argv0 is None else argv0
     if on_path:
         return "strata"
     if Path(argv0).name == "strata":
-        return str(Path(argv0).resolve())
-    return f"{executable} -m strata"
+        return command_line([str(Path(argv0).resolve())])
+    return command_line([executable, "-m", "strata"])
 
 
 def _ask_until_valid(q: Question, s: Situation, a: Answers, stdin: TextIO | None, out: TextIO,

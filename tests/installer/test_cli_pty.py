@@ -10,6 +10,7 @@ import os
 import pty
 import re
 import select
+import shlex
 import subprocess
 import sys
 import time
@@ -152,24 +153,35 @@ def test_the_closing_hint_names_a_strata_this_user_can_run(tmp_path, env, defaul
     script = Path(sys.executable).parent / "strata"
     if not script.is_file():
         pytest.skip("no strata script beside this Python")
-    path = tmp_path / "hint.toml"
+    path = tmp_path / "my configs" / "hint.toml"     # a space: the hint quotes it, or the shell splits it
     argv = [str(script), "setup", "--yes", "--skip-bench", "--config", str(path)]
     bare = {**env, "PATH": "/usr/bin:/bin"}
     done = subprocess.run(argv, env=bare, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
-    assert f"Start the server with: {script.resolve()} serve --config {path}" in done.stdout
+    assert hint_words(done.stdout) == [str(script.resolve()), "serve", "--config", str(path)]
     on_path = {**env, "PATH": f"{script.parent}:/usr/bin:/bin"}
     done = subprocess.run(argv, env=on_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-    assert f"Start the server with: strata serve --config {path}" in done.stdout
+    assert hint_words(done.stdout) == ["strata", "serve", "--config", str(path)]
+
+
+def hint_words(stdout: str) -> list[str]:
+    """The closing hint as a POSIX shell reads it when pasted."""
+    line = next(x for x in stdout.splitlines() if x.startswith("Start the server with: "))
+    return shlex.split(line.removeprefix("Start the server with: "))
 
 
 def test_the_closing_hint_in_the_packaged_app_names_its_own_executable():
     """The PyInstaller app (`Strata --strata-cli setup`) said `Start the server with: .../Strata -m strata serve`:
     its sys.executable is the app, which takes `--strata-cli`, not `-m` (a new-user trial of dist/Strata). Its
     own executable first, even with another `strata` on PATH."""
-    from strata.installer.cli import strata_command
+    from strata.installer.cli import command_line, strata_command
 
     app = "/opt/Strata/Strata"
     assert strata_command(on_path="", argv0=app, frozen=True, executable=app) == f"{app} --strata-cli"
     assert strata_command(on_path="/usr/bin/strata", argv0=app, frozen=True, executable=app) == f"{app} --strata-cli"
     assert strata_command(on_path="", argv0="-c", frozen=False, executable="/v/bin/python") == "/v/bin/python -m strata"
+    # an app folder with a space (Windows: C:\Program Files\Strata): quoted, so the pasted line runs
+    assert shlex.split(strata_command(frozen=True, executable="/opt/My Apps/Strata")) == ["/opt/My Apps/Strata",
+                                                                                       "--strata-cli"]
+    assert command_line([r"C:\Program Files\Strata\Strata.exe", "--strata-cli"], windows=True) == \
+        r'"C:\Program Files\Strata\Strata.exe" --strata-cli'
