@@ -70,6 +70,13 @@ def say(text: str) -> None:
             pass
 
 
+def server_alone(strata: str, frozen: bool) -> str:
+    """How to run the server without the window, in this user's own command: the packaged app has no
+    `strata` on PATH (it said `strata serve`, 'command not found') and no checkout with ./run."""
+    return f"run the server alone with `{strata} serve`" + ("" if frozen else
+                                                            " (`./run` does so where there is no display)")
+
+
 def api_key_of(config_path: Path) -> str | None:
     if os.environ.get("STRATA_API_KEY"):
         return os.environ["STRATA_API_KEY"]
@@ -105,8 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     from strata.cli import HEADLESS, headless
 
     if headless(os.environ, sys.platform):   # Qt would abort (SIGABRT) advising a reinstall
-        say(f"strata-app: {HEADLESS}: start it on a desktop, or run the server alone with `strata serve` "
-            "(`./run` does so where there is no display)")
+        from strata.installer.cli import strata_command
+
+        say(f"strata-app: {HEADLESS}: start it on a desktop, or "
+            + server_alone(strata_command(), bool(getattr(sys, "frozen", False))))
         log.error("no display: not started")
         return 2
 

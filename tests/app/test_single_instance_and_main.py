@@ -95,7 +95,17 @@ def test_without_a_display_the_app_says_so_instead_of_aborting(tmp_path):
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert r.stderr.startswith("strata-app: no display to open a window on"), r.stderr
-    assert "strata serve" in r.stderr
+    assert "strata serve" in r.stderr and "./run" in r.stderr
+
+
+def test_without_a_display_the_packaged_app_names_its_own_command():
+    """The PyInstaller app over SSH said 'run the server alone with `strata serve` (`./run` ...)': it has
+    neither a `strata` on PATH nor a checkout. Its own executable, quoted, with --strata-cli."""
+    from strata.app.main import server_alone
+    from strata.installer.cli import strata_command
+
+    said = server_alone(strata_command(frozen=True, executable="/opt/My Apps/Strata/Strata"), frozen=True)
+    assert said == "run the server alone with `'/opt/My Apps/Strata/Strata' --strata-cli serve`"
 
 
 def test_the_app_runs_then_gives_the_signal_handlers_back(app_config, tmp_path):
