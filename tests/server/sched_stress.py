@@ -42,11 +42,12 @@ def body_for(kind: str, messages: list[dict], max_tokens: int) -> tuple[str, dic
 
 
 async def one_request(session: aiohttp.ClientSession, url: str, kind: str, messages: list[dict], max_tokens: int,
-                      leave: str, leave_after: float) -> Outcome:
+                      leave: str, leave_after: float, extra: dict | None = None) -> Outcome:
     """One request; with `leave` "delay" the client goes away after `leave_after` seconds, with "events"
     after int(leave_after) events (SSE events or websocket frames; a non-streamed answer has none: delay)."""
     out = Outcome(kind, leave)
     path, body = body_for(kind, messages, max_tokens)
+    body.update(extra or {})
     try:
         coro = (_websocket(session, url, body, out, leave, leave_after) if kind == "responses_ws"
                 else _http(session, url + path, body, out, leave, leave_after))
@@ -165,14 +166,24 @@ def _stream_end(kind: str, last: str) -> str:
             "response.failed": "stopped"}.get(event.get("type"), "")
 
 
-def draw_request(rng: random.Random, agent: int, history: list[dict]) -> tuple[str, int, str, float]:
-    """(kind, max_tokens, leave, leave_after) for one request."""
+HELD = {"type": "object", "additionalProperties": False, "required": ["status"],
+        "properties": {"status": {"type": "string", "enum": ["finished", "failed"]}}}
+
+
+def draw_request(rng: random.Random) -> tuple[str, int, str, float, dict]:
+    """(kind, max_tokens, leave, leave_after, extra fields) for one request; one in four of the OpenAI
+    ones held to a schema (its fixed text written through lookup steps)."""
     kind = rng.choice(KINDS)
     leave = rng.choice(("none", "none", "delay", "events"))
     leave_after = rng.uniform(0.0, 0.4) if leave == "delay" else rng.randrange(1, 8)
     if leave == "events" and kind in ("chat", "messages", "responses"):
         leave, leave_after = "delay", rng.uniform(0.0, 0.4)
-    return kind, rng.randrange(1, 48), leave, leave_after
+    extra: dict = {}
+    if rng.random() < 0.25 and kind.startswith("chat"):
+        extra = {"response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": HELD}}}
+    elif rng.random() < 0.25 and kind.startswith("responses"):
+        extra = {"text": {"format": {"type": "json_schema", "name": "r", "schema": HELD}}}
+    return kind, rng.randrange(1, 48), leave, leave_after, extra
 
 
 async def agent(session: aiohttp.ClientSession, url: str, seed: int, n: int) -> list[Outcome]:
@@ -183,8 +194,8 @@ async def agent(session: aiohttp.ClientSession, url: str, seed: int, n: int) -> 
     outcomes = []
     for _ in range(n):
         history.append({"role": "user", "content": f"step {rng.randrange(1000)} " * rng.randrange(1, 30)})
-        kind, max_tokens, leave, leave_after = draw_request(rng, seed, history)
-        out = await one_request(session, url, kind, history, max_tokens, leave, leave_after)
+        kind, max_tokens, leave, leave_after, extra = draw_request(rng)
+        out = await one_request(session, url, kind, history, max_tokens, leave, leave_after, extra)
         outcomes.append(out)
         if out.end == "done" and out.text:
             history.append({"role": "assistant", "content": out.text})
@@ -192,7 +203,8 @@ async def agent(session: aiohttp.ClientSession, url: str, seed: int, n: int) -> 
             history.pop()
         if len(history) > 9:
             history = history[:1] + history[-2:]
-        await asyncio.sleep(rng.uniform(0.0, 0.05))
+        # after a 503 a client waits a little (not Retry-After's seconds: the test would idle), as SDKs do
+        await asyncio.sleep(rng.uniform(0.05, 0.2) if out.end == "503" else rng.uniform(0.0, 0.05))
     return outcomes
 
 
