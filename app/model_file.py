@@ -15,6 +15,8 @@ from pathlib import Path
 
 from strata.app.restart_policy import ModelFile, names_a_path
 
+from strata.model_names import names_default_model_file
+
 
 def configured_model(config_path: Path | None, serve_args: tuple[str, ...] | list[str],
                      environ: Mapping[str, str]) -> str | None:
@@ -56,6 +58,8 @@ def look(model: str | None) -> ModelFile:
     try:
         st = path.stat()
     except OSError:        # not there, or its drive not reachable
+        if names_default_model_file(model):   # an older setup's path to the default model: serve takes the one here
+            return ModelFile(None)
         return ModelFile(model, "missing", path.parent.is_dir())
     if stat.S_ISDIR(st.st_mode):
         return ModelFile(model, "folder", True)

