@@ -171,7 +171,8 @@ class AppController(QObject):
         if status.endpoint and not down and (self.client is None or self.client.base != status.endpoint):
             if self.client is not None:
                 self.client.stop()
-            self.client = FeedClient(status.endpoint, self.model, api_key=self.api_key).start()
+            # no advice to start a server by hand (`strata serve`, which the packaged app does not even have)
+            self.client = FeedClient(status.endpoint, self.model, api_key=self.api_key, refused_hint="").start()
         text = status_text(status)
         if self.status_label.text() != text:
             self.status_label.setText(text)
@@ -185,7 +186,16 @@ class AppController(QObject):
                 self.client.stop()
                 self.client = None
             self.model.set_connection("waiting", status.detail)
-        elif status.state == "starting" and self.client is None and self._last_state in ("waiting", "failed"):
+        elif status.state == "stopping":
+            # the app stops its server (Quit, Restart): no feed to follow, and the header says what it waits for;
+            # it said "disconnected: cannot reach ... start one with `strata serve`" for the whole stop
+            if self.client is not None:
+                self.client.stop()
+                self.client = None
+            progress = status.detail.removeprefix("stopping: ") if status.detail.startswith("stopping: ") else ""
+            self.model.set_connection("waiting", "for the server to stop" + (f": {progress}" if progress else ""))
+        elif status.state == "starting" and self.client is None and self._last_state in ("waiting", "failed",
+                                                                                         "stopping"):
             self.model.set_connection("connecting", "starting the server")
         if status.state != self._last_state:
             if self._last_state == "waiting":     # app.log said what it waited for; now that the wait is over

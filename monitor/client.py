@@ -60,13 +60,19 @@ def parse_sse(lines: Iterator[bytes]) -> Iterator[tuple[str, str]]:
             data.append(line[5:].removeprefix(" "))
 
 
+# `strata monitor` alone: nothing listens at the address, so say what would
+REFUSED_HINT = " (no server listens there: start one with `strata serve` or ./run, or give --url)"
+
+
 class FeedClient:
-    """Start with `start()`, stop with `stop()` (joins the thread). One connection at a time."""
+    """Start with `start()`, stop with `stop()` (joins the thread). One connection at a time. `refused_hint`
+    follows a refused connection's reason: the app, which starts its server itself, gives none."""
 
     def __init__(self, url: str, model: MonitorModel, api_key: str | None = None,
-                 interval_s: float = EVENT_INTERVAL_S) -> None:
+                 interval_s: float = EVENT_INTERVAL_S, refused_hint: str = REFUSED_HINT) -> None:
         self.base = normalize_url(url)
         self.model = model
+        self.refused_hint = refused_hint
         model.set_target(self.base)
         self.api_key = api_key or None
         self.interval_s = interval_s
@@ -135,7 +141,7 @@ class FeedClient:
                     break
                 reason = getattr(e, "reason", None) or e
                 refused = isinstance(reason, ConnectionRefusedError)   # nothing listens there: say what would
-                hint = " (no server listens there: start one with `strata serve` or ./run, or give --url)" if refused else ""
+                hint = self.refused_hint if refused else ""
                 self.model.set_connection("disconnected", f"cannot reach {self.base}: {reason}{hint}")
             except Exception as e:   # e.g. the response closed by stop() while a line was being read
                 if self._stop.is_set():

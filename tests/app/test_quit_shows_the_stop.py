@@ -65,3 +65,53 @@ def test_a_restart_asked_for_while_quitting_starts_no_server(qtbot, tmp_path):
     qtbot.waitUntil(lambda: controller._shut, timeout=60_000)
     assert starts.read_text().count("s") == 1
     assert not controller.supervisor.on_free_port
+
+
+def test_the_header_says_the_server_is_being_stopped_not_to_start_one(qtbot, tmp_path, tiny_model_factory,
+                                                                       monkeypatch):
+    """A real server whose stop writes its conversations slowly: the monitor's header said 'disconnected -
+    cannot reach ...: Connection refused (no server listens there: start one with `strata serve` or ./run)'
+    for the whole stop, advice for `strata monitor` alone, and a command the packaged app does not have.
+    Now it says what the app waits for, with the server's progress; a Restart's new server is followed."""
+    import openai
+    import tomli_w
+
+    model = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3)
+    config = tmp_path / "config.toml"
+    config.write_text(tomli_w.dumps({
+        "model": str(model), "port": 0, "batch": 2, "ctx": 1024, "threads": 1, "conversation_cache_park": "ram",
+        "conversation_cache_mib": 256, "conversation_cache_min_free_mib": 0, "conversation_cache_park_min_free_mib": 0,
+        "conversation_cache_cold_dir": str(tmp_path / "cold"), "conversation_cache_cold_mib": 256,
+        "conversation_cache_segment_mib": 0, "conversation_cache_system_prompt_mib": 0}), encoding="utf-8")
+    monkeypatch.setenv("STRATA_TEST_DISK_WRITE_DELAY_S", "0.4")
+    controller = AppController(config, tmp_path / "logs", theme="light")
+    controller.start(show=True)
+    header = controller.window.header.state
+    seen: list[str] = []
+
+    def saw(text: str):
+        def check():
+            if not seen or seen[-1] != header.text():
+                seen.append(header.text())
+            return text in header.text()
+        return check
+
+    try:
+        qtbot.waitUntil(lambda: controller.model.view().connection == "connected", timeout=90_000)
+        client = openai.OpenAI(base_url=controller.supervisor.status().endpoint + "/v1", api_key="x", timeout=60)
+        for i in range(4):
+            client.chat.completions.create(model="m", max_tokens=2, messages=[
+                {"role": "user", "content": f"conversation {i}: " + "tell me about the sea " * 20}])
+        controller.restart_server()
+        qtbot.waitUntil(saw("for the server to stop"), timeout=60_000)
+        qtbot.waitUntil(lambda: controller.model.view().connection == "connected"
+                        and controller.supervisor.status().state == "running", timeout=90_000)
+        client = openai.OpenAI(base_url=controller.supervisor.status().endpoint + "/v1", api_key="x", timeout=60)
+        client.chat.completions.create(model="m", max_tokens=2, messages=[{"role": "user", "content": "again " * 40}])
+        controller.quit()
+        qtbot.waitUntil(saw(" written)"), timeout=60_000)
+        qtbot.waitUntil(lambda: saw("\x00")() or controller._shut, timeout=60_000)
+    finally:
+        controller.shutdown()
+    assert any("waiting</b> for the server to stop: keeping" in text for text in seen), seen
+    assert not any("strata serve" in text or "cannot reach" in text for text in seen), seen

@@ -83,3 +83,17 @@ def test_an_unreachable_server_is_reported_and_retried():
     finally:
         client.stop()
     assert not client._thread.is_alive()
+
+
+def test_the_apps_client_gives_no_advice_to_start_a_server_by_hand():
+    """The app starts its server itself (and the packaged app has no `strata serve`): while it restarts a
+    crashed one, its header said 'start one with `strata serve` or ./run'."""
+    model = MonitorModel()
+    url = f"http://127.0.0.1:{traffic.free_port()}"
+    client = FeedClient(url, model, refused_hint="").start()
+    try:
+        assert wait_for(lambda: model.view().connection == "disconnected")
+        assert model.view().connection_detail.startswith(f"cannot reach {url}: ")
+        assert "strata serve" not in model.view().connection_detail
+    finally:
+        client.stop()
