@@ -150,7 +150,7 @@ def test_leaves_in_a_mixed_step(batched, fresh, kind):
         client = leaving(batched, kind, messages)
         left_while_held(batched, pause, client)
     runner.leave()
-    again(batched, fresh, kind, messages, 1)
+    again(batched, fresh, kind, messages, 64)     # the piece read in that step at least
 
 
 @pytest.mark.parametrize("kind", [k for k in KINDS if not k.startswith("messages")])
@@ -163,7 +163,7 @@ def test_leaves_in_a_lookup_step(batched, fresh, kind):
     with Pause(sched.engine, "extend") as pause:
         client = leaving(batched, kind, messages, 40, **fmt)
         left_while_held(batched, pause, client)
-    again(batched, fresh, kind, messages, 1, **fmt)
+    again(batched, fresh, kind, messages, 100, **fmt)   # the whole prompt was read
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -182,7 +182,7 @@ def parked_while_leaving(batched: LiveServer, fresh: LiveServer, kind: str) -> N
         client = leaving(batched, kind, messages)             # alone too: main's history is parked into a slot
         left_while_held(batched, pause, client)
     check_at_rest(batched)
-    again(batched, fresh, "chat", first, 1)
+    again(batched, fresh, "chat", first, 100)     # copied back from the slot it was parked in
     again(batched, fresh, kind, messages, 0)
 
 
@@ -195,7 +195,7 @@ def test_leaves_while_its_history_is_restored(solo, fresh, kind):
     with Pause(sched.cache, "restore") as pause:
         client = leaving(solo, kind, messages)
         left_while_held(solo, pause, client)
-    again(solo, fresh, kind, messages, 1)
+    again(solo, fresh, kind, messages, 100)       # what the restore put back
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -210,4 +210,19 @@ def test_leaves_between_its_last_token_and_its_final_event(batched, fresh, kind)
     with Pause(sched.engine, "decode extend", last_token) as pause:
         client = leaving(batched, kind, messages, max_tokens, ignore_eos=True)
         left_while_held(batched, pause, client)
-    again(batched, fresh, kind, messages, 1, ignore_eos=True)
+    again(batched, fresh, kind, messages, 100, ignore_eos=True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_leaves_while_the_solo_conversation_is_parked_in_the_cache(solo, fresh, kind):
+    """--batch 0: main's history goes to the conversation cache (RAM) before another conversation takes main."""
+    sched = solo.state.scheduler
+    first = conversation(f"cache-parked {kind}")
+    whole(solo.url, "chat", first)
+    messages = conversation(f"cache-displacing {kind}")
+    with Pause(sched.cache, "park") as pause:
+        client = leaving(solo, kind, messages)
+        left_while_held(solo, pause, client)
+    check_at_rest(solo)
+    again(solo, fresh, "chat", first, 100)        # restored from the cache (its prompt is ~330 tokens)
+    again(solo, fresh, kind, messages, 0)
