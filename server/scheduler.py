@@ -143,7 +143,7 @@ class Scheduler:
         """Hands a job to the worker; 503 with Retry-After when the queue is full."""
         with self._cv:
             if self._stopping:
-                raise _stopping()
+                raise _stopping_error()
             if self._n_pending >= self.queue_limit + self._free_for(job):
                 self.metrics.add_rejected("queue_full")
                 n = self.queue_limit       # the server's --queue, named for whoever runs it
@@ -176,7 +176,7 @@ class Scheduler:
         fut: concurrent.futures.Future = concurrent.futures.Future()
         with self._cv:
             if self._stopping:
-                fut.set_exception(_stopping())
+                fut.set_exception(_stopping_error())
                 return fut
             self._calls.append((fn, fut))
             self._cv.notify()
@@ -231,7 +231,7 @@ class Scheduler:
             self._finish(row, "cancelled", error="the server is stopping")
         for _, fut in self._calls:     # a session save or restore waiting for the worker: told why, as a request is
             if fut.set_running_or_notify_cancel():
-                fut.set_exception(_stopping())
+                fut.set_exception(_stopping_error())
         with self._cv:             # submit refuses new jobs once stopping; take what came before that
             queued = list(self._waiting) + list(self._inbox)
         for job in queued:
@@ -829,7 +829,7 @@ def _forced(row: Row) -> list[int]:
     return upcoming() if upcoming is not None else []
 
 
-def _stopping() -> APIError:
+def _stopping_error() -> APIError:
     """Why work handed to a stopping scheduler is not done: the same 503 a request submitted then gets."""
     return APIError(503, "the server is stopping", headers={"Retry-After": "5"})
 
