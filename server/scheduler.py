@@ -487,7 +487,8 @@ class Scheduler:
         never fails a request."""
         ctx, prompt = row.ctx, row.job.prompt
         try:
-            result = self.cache.restore(hit, ctx)
+            # a long read from disk ends at its next piece once the server stops (the entry stays in the cache)
+            result = self.cache.restore(hit, ctx, stop=lambda: self._stopping)
             if result.n_tokens <= 0 and getattr(result, "untouched", False):
                 log.info("the %s cache entry of %s tokens is not used for context %s: %s", result.level,
                          getattr(hit, "n_tokens", "?"), ctx, result.reason)
@@ -502,6 +503,8 @@ class Scheduler:
             self.engine.truncate(ctx, 0)
             self.table.set_tokens(ctx, [])
             self.metrics.add_restore_fallback(str(getattr(hit, "level", "?")))
+            return "failed"
+        if n <= 0 and self._stopping:   # ended before its first chunk by the stop: nothing went wrong
             return "failed"
         if n <= 0:
             log.warning("the %s cache could not restore %s tokens into context %s (%s); reading the prompt",

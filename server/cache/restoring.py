@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,8 +101,9 @@ class RestoreMixin:
             return None, None
         return self.cascade.levels[found[0]], found[1]
 
-    def restore(self, hit: CacheHit, ctx: int) -> RestoreResult:
-        """Restore `hit` into context `ctx`; only `hit.n_tokens` are kept. 0 tokens = read it all."""
+    def restore(self, hit: CacheHit, ctx: int, stop: Callable[[], bool] | None = None) -> RestoreResult:
+        """Restore `hit` into context `ctx`; only `hit.n_tokens` are kept. 0 tokens = read it all. `stop`: a
+        disk restore ends at the next piece once it is true (the server stopping), the entry kept."""
         t0 = time.perf_counter()
         with self._lock:
             lvl, entry = self._locate(hit)
@@ -115,7 +117,7 @@ class RestoreMixin:
                 n, why = apply_image(self.engine, ctx, entry.pieces, entry.tokens, limit)
                 return self._finish_restore(level_name, n, t0, "", False, why)
             source = {"segment": "segment_hit", "system_prompt": "system_prompt_hit"}.get(level_name, "disk_hit")
-            return self._restore_disk(lvl, entry, ctx, limit, source, t0)
+            return self._restore_disk(lvl, entry, ctx, limit, source, t0, stop=stop)
 
     def _usable_tokens(self, entry_tokens: int, wanted: int, ctx: int) -> tuple[int, str]:
         """(tokens to restore, "" or why none): an entry longer than the context restores its longest
@@ -133,7 +135,7 @@ class RestoreMixin:
         return min(wanted, fit), ""
 
     def _restore_disk(self, lvl: DiskLevel, entry: DiskEntry, ctx: int, limit: int, source: str,
-                      t0: float, *, discard_damaged: bool = True) -> RestoreResult:
+                      t0: float, *, discard_damaged: bool = True, stop: Callable[[], bool] | None = None) -> RestoreResult:
         c = self.config
         adm = policy.place_disk_io(self.memory.available_mib(), entry.image_bytes / MIB,
                                    c.conversation_cache_min_free_mib, c.conversation_cache_park_min_free_mib, source)
@@ -145,7 +147,7 @@ class RestoreMixin:
             with lvl.mapped(entry) as view:
                 n, v, why = restore_mapped(self.engine, ctx, view, entry.tokens, entry.identity.model_id,
                                            entry.image_bytes, entry.piece_bytes, entry.piece_crc32,
-                                           self.image_format, limit, c.restore_ladder)
+                                           self.image_format, limit, c.restore_ladder, stop)
         except FileNotFoundError:  # removed since indexed (another server sharing the folder): a plain miss
             with self._lock:
                 (self.cascade.discard(entry.key, "files gone") if lvl in self.cascade.levels

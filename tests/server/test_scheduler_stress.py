@@ -35,6 +35,7 @@ def serve(model, tmp_path, batch: int, queue: int = 3, **flags) -> LiveServer:
     flags.setdefault("slot_ctx", 2048 if batch else None)
     return LiveServer(model=str(model), ctx=4096, batch=batch, threads=1, queue=queue, prefill_chunk=64,
                       conversation_cache_mib=8, conversation_cache_cold_dir=str(tmp_path / "cold"),
+                      conversation_cache_cold_mib=64,
                       **{k: v for k, v in flags.items() if v is not None})
 
 

@@ -89,7 +89,8 @@ def test_a_session_save_waiting_for_the_worker_when_the_server_stops_is_a_503(st
     from tests.server.live import LiveServer
 
     server = LiveServer(model=str(stress_model), ctx=2048, batch=1, slot_ctx=1024, threads=1,
-                        conversation_cache_mib=8, conversation_cache_cold_dir=str(tmp_path / "cold")).start()
+                        conversation_cache_mib=8, conversation_cache_cold_dir=str(tmp_path / "cold"),
+                          conversation_cache_cold_mib=64).start()
     sched = server.state.scheduler
     entered, release = threading.Event(), threading.Event()
     sched.call(lambda: (entered.set(), release.wait(WAIT_S)))       # the worker busy (a long step)
@@ -110,3 +111,61 @@ def test_a_session_save_waiting_for_the_worker_when_the_server_stops_is_a_503(st
     for r in answers + [late]:
         assert r.status_code == 503 and r.headers.get("Retry-After"), (r.status_code, r.text)
         assert "stopping" in r.json()["error"]["message"]
+
+
+def test_a_restore_from_disk_under_way_when_the_server_stops_ends_at_its_next_piece(stress_model, tmp_path):  # noqa: F811
+    """A history restored from the cold level is read piece by piece (whole chunks, up to 16 MiB): at a stop
+    the restore ends after the piece being read, the entry kept on disk for the next start. It read on to the
+    end while the stop waited, saying nothing (a 128K-token history of a 30B model: ~12 GiB, ~37 s; the app
+    ends a stop quiet for 15 s, and the RAM entries not yet written are then lost)."""
+    import threading
+
+    from tests.server.live import LiveServer
+
+    def serve_it() -> LiveServer:
+        return LiveServer(model=str(stress_model), ctx=4096, batch=0, threads=1, conversation_cache_mib=8,
+                          conversation_cache_cold_dir=str(tmp_path / "cold"),
+                          conversation_cache_cold_mib=64).start()
+
+    messages = [{"role": "system", "content": "Keep the rules. " * 120}, {"role": "user", "content": "go"}]
+    body = {"messages": messages, "max_tokens": 4, "temperature": 0}
+    first = serve_it()
+    n_prompt = httpx.post(first.url + "/v1/chat/completions", json=body, timeout=WAIT_S).json()["usage"]["prompt_tokens"]
+    first.stop()                                   # the conversation goes to the cold level
+    kept = sorted(p.name for p in (tmp_path / "cold").glob("*.img"))
+    assert len(kept) == 1 and n_prompt > 3 * 256
+    kept_bytes = (tmp_path / "cold" / kept[0]).stat().st_size
+
+    server = serve_it()
+    engine, real = server.state.engine, server.state.engine.restorer
+    fed: list[int] = []
+    entered, release = threading.Event(), threading.Event()
+
+    class HeldRestorer:                            # the real restorer, its first piece held until the stop began
+        def __init__(self, ctx: int) -> None:
+            self.real = real(ctx)
+
+        def feed(self, data) -> None:
+            fed.append(len(data))
+            if len(fed) == 1:
+                entered.set()
+                release.wait(WAIT_S)
+            self.real.feed(data)
+
+        def __getattr__(self, name: str):
+            return getattr(self.real, name)
+
+    engine.restorer = HeldRestorer
+    client = Client(server.url + "/v1/chat/completions", "chat", body)
+    assert entered.wait(WAIT_S)
+    stopping = threading.Thread(target=server.stop)
+    stopping.start()
+    wait_for(lambda: server.state.scheduler._stopping, what="the stop begun")
+    release.set()
+    stopping.join(WAIT_S)
+    out = client.result()
+    assert out.end == "503", out                   # the request is told the server stopped
+    assert len(fed) == 1, f"{len(fed)} pieces read after the stop began"
+    # the entry is still there, whole (the stop may also keep the part restored, as a context's history)
+    assert set(kept) <= {p.name for p in (tmp_path / "cold").glob("*.img")}
+    assert (tmp_path / "cold" / kept[0]).stat().st_size == kept_bytes
