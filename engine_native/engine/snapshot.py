@@ -31,6 +31,12 @@ from strata._engine import (
 
 MAGIC = b"STRATAKV"
 VERSION = 1
+# What the KV bytes of a model's tokens are, as this engine computes them: raise it with any change that makes
+# them differ for some model (RoPE, norms, expert routing, a scratch fix), so that the conversation cache stops
+# restoring states an older engine computed (disk sidecars record it: server/cache/disk.py). 1: every engine
+# before it was recorded is older (its fixes of 11-30 .. 12-02 changed the KV of llama's scaled RoPE, glm4moe,
+# deepseek2).
+KV_REVISION = 2
 MAX_PIECE_BYTES = 16 << 20  # snapshot_chunks yields pieces of at most this many bytes
 MAX_CHUNK_TOKENS = 256  # tokens per chunk, fewer when a chunk would exceed MAX_PIECE_BYTES
 KV_TYPE_IDS = {"f32": 0, "f16": 1, "q8_0": 8}

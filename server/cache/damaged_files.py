@@ -2,8 +2,9 @@
 
 What this is: a skipped file is never trusted, and one left on disk sits outside the level's budget for
 good (a user's disk filled with junk Strata itself wrote). So at open, after the index, the damaged
-entries (a sidecar that does not parse or an image of the wrong size), sidecars without their image
-and images without their sidecar are removed, each counted and named once in the log
+entries (a sidecar that does not parse or an image of the wrong size), the stale ones (an older Strata's,
+its KV computed by an older engine: no use to this version), sidecars without their image and images without
+their sidecar are removed, each counted and named once in the log
 (folder_checks.log_skipped_files), when the files themselves show Strata wrote them: a sidecar that
 begins as every sidecar Strata writes does (`{"format": "strata-conv-sidecar"`), an image that begins
 with the engine's snapshot magic. A sidecar Strata wrote vouches for the image of its own name. Kept:
@@ -21,7 +22,7 @@ import os
 import re
 from dataclasses import dataclass
 
-REMOVABLE_REASONS = ("damaged", "orphan_sidecar", "orphan_image")
+REMOVABLE_REASONS = ("damaged", "stale", "orphan_sidecar", "orphan_image")
 _SIDECAR_START = re.compile(rb'\A\s*\{\s*"format"\s*:\s*"strata-conv-sidecar"')
 _PROBE_BYTES = 64
 

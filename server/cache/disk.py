@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from strata._engine import crc32  # zlib.crc32 bit for bit, native, no GIL on big buffers
+from strata.engine.snapshot import KV_REVISION
 
 from .fileio import FileIO, stage_move
 from .temp_files import TEMP_SUFFIX, abandoned, temp_name
@@ -38,7 +39,8 @@ SIDECAR_FORMAT = "strata-conv-sidecar"
 SIDECAR_VERSION = 1
 # Why an index skipped a file; every one is counted and none is trusted.
 LAST_TIME = 253402300800.0  # 10000-01-01 UTC: a sealed or created time at or past it is damage, not a date
-SKIP_REASONS = ("foreign", "damaged", "orphan_sidecar", "orphan_image", "partial")
+SKIP_REASONS = ("foreign", "stale", "damaged", "orphan_sidecar", "orphan_image", "partial")
+UNRECORDED_KV_REVISION = 1  # a sidecar without `kv_revision`: written before it was recorded (an older engine)
 
 
 @dataclass(frozen=True)
@@ -93,8 +95,8 @@ class DiskEntry:
 
     def sidecar_dict(self) -> dict:
         return {
-            "format": SIDECAR_FORMAT, "version": SIDECAR_VERSION, "key": self.key, "kind": self.kind,
-            "model_id": self.identity.model_id, "kv_layout": self.identity.kv_layout,
+            "format": SIDECAR_FORMAT, "version": SIDECAR_VERSION, "kv_revision": KV_REVISION, "key": self.key,
+            "kind": self.kind, "model_id": self.identity.model_id, "kv_layout": self.identity.kv_layout,
             "n_tokens": self.n_tokens, "tokens_hash": tokens_hash(self.tokens),
             "tokens": self.tokens.tolist(), "image_bytes": self.image_bytes,
             "piece_bytes": self.piece_bytes, "piece_crc32": list(self.piece_crc32),
@@ -262,6 +264,9 @@ class DiskLevel:
         except _Foreign as exc:
             self._skip(name, "foreign", f"another model, KV layout or file format ({exc})")
             return
+        except _Stale as exc:
+            self._skip(name, "stale", f"written by an older Strata, whose engine computed the KV differently ({exc})")
+            return
         except FileNotFoundError:  # removed since the listing (another server sharing the folder evicted it)
             return
         except (OSError, ValueError, KeyError, TypeError, ArithmeticError, RecursionError) as exc:
@@ -284,13 +289,21 @@ class DiskLevel:
         self.entries[key] = entry
 
     def read_sidecar(self, key: str) -> DiskEntry:
-        """Parse and check one sidecar; raises _Foreign for another model/format, ValueError if damaged."""
+        """Parse and check one sidecar; raises _Foreign for another model/format, _Stale for an older engine's
+        KV, ValueError if damaged."""
         path = self.sidecar_path(key)
         with open(path, "rb") as f:
             raw = f.read()
         d = json.loads(raw)
         if not isinstance(d, dict) or d.get("format") != SIDECAR_FORMAT or d.get("version") != SIDECAR_VERSION:
             raise _Foreign("format")
+        revision = d.get("kv_revision", UNRECORDED_KV_REVISION)
+        if not isinstance(revision, int) or isinstance(revision, bool):
+            raise ValueError(f"kv_revision {revision!r} is not a number")
+        if revision < KV_REVISION:   # checked before the identity: no engine of this version can use it
+            raise _Stale(f"KV revision {revision}, this engine's is {KV_REVISION}")
+        if revision > KV_REVISION:   # a newer Strata's (a downgrade, or a newer one sharing the folder): theirs
+            raise _Foreign(f"KV revision {revision}, newer than this engine's {KV_REVISION}")
         identity = Identity(str(d["model_id"]), str(d["kv_layout"]))
         if identity != self.identity:
             raise _Foreign("identity")
@@ -493,3 +506,8 @@ class DiskLevel:
 
 class _Foreign(Exception):
     """A sidecar of another model, layout or format: skipped, left alone."""
+
+
+class _Stale(Exception):
+    """A sidecar an older Strata wrote, its KV computed by an older engine: skipped, never restored, removed
+    at open (damaged_files.py) since no engine of this version can use it."""

@@ -28,7 +28,8 @@ def log_skipped_files(lvl: DiskLevel) -> None:
     if foreign:
         log.info("conversation cache %s level %s: %d file(s) of another model or KV layout left alone",
                  lvl.name, lvl.folder, foreign)
-    bad = [s for s in lvl.skipped_files if s[1] != "foreign"]
+    log_stale(lvl)
+    bad = [s for s in lvl.skipped_files if s[1] not in ("foreign", "stale")]
     for name, reason, detail in bad[:MAX_SKIPPED_LOGGED]:
         removed, refused = lvl.removed_files.get(name), lvl.unremovable_files.get(name)
         if removed:
@@ -50,6 +51,19 @@ def log_skipped_files(lvl: DiskLevel) -> None:
                     "(strata_cache_skipped_files_total and strata_cache_removed_files_total have them by reason)",
                     lvl.name, len(bad) - MAX_SKIPPED_LOGGED,
                     sum(1 for name, _, _ in bad[MAX_SKIPPED_LOGGED:] if name in lvl.removed_files))
+
+
+def log_stale(lvl: DiskLevel) -> None:
+    """One line for the files an older Strata wrote (after an upgrade there may be thousands): why the
+    conversations they held are not restored, and what became of the files."""
+    stale = [name for name, reason, _ in lvl.skipped_files if reason == "stale"]
+    if not stale:
+        return
+    removed = sum(1 for name in stale if name in lvl.removed_files)
+    fate = "removed" if removed == len(stale) else f"{removed} removed, {len(stale) - removed} left on disk"
+    log.warning("conversation cache %s level %s: %d conversation(s) kept by an older Strata are not restored: "
+                "their KV was computed by an older engine than this version's; %s (the next turn of each reads its "
+                "history again)", lvl.name, lvl.folder, len(stale), fate)
 
 
 def warn_budget_beyond_free_space(lvl: DiskLevel) -> None:
