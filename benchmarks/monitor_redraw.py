@@ -1,9 +1,12 @@
-"""CPU cost of one monitor redraw: feeds the recorded snapshots (tests/data/monitor/series.json, with
-their times moved 0.25 s apart) to a 1280x800 window offscreen, redraws and lets Qt paint after each,
-and prints the process CPU time per snapshot. The window redraws at most 4 times a second while it
-is visible, so the share of one core is about 4 x this.
+"""CPU cost of the open monitor window: feeds snapshots to a 1280x800 window offscreen, one per 0.25 s of a
+simulated clock, runs the window's redraw timer tick after each (which redraws when `redraw_policy` says so)
+and lets Qt paint, then prints the process CPU time per snapshot and per second of feed.
 
-Run: QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/monitor_redraw.py [--snapshots 200]
+--feed recorded: the recorded snapshots (tests/data/monitor/series.json, times moved 0.25 s apart), cycled.
+--feed busy: a busy server made from them: two slots generating, a request finishing every second (the
+requests table's rows shift down), the plots scrolling, the log growing.
+
+Run: QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/monitor_redraw.py [--snapshots 200] [--feed busy]
 """
 
 from __future__ import annotations
@@ -11,17 +14,64 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import os
 import time
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "monitor" / "series.json"
+FEED_INTERVAL_S = 0.25
+
+
+def recorded_feed(series: list[dict], n: int) -> list[dict]:
+    t0 = series[0]["time"]
+    snaps = []
+    for i in range(n):
+        s = copy.deepcopy(series[i % len(series)])
+        s["time"] = t0 + i * FEED_INTERVAL_S
+        snaps.append(s)
+    return snaps
+
+
+def busy_feed(series: list[dict], n: int) -> list[dict]:
+    """A server generating all along: slots 1 and 2 decoding at varying speeds, main reading prompts, a request
+    finishing each second, RAM going up and down."""
+    base = series[-1]
+    t0 = base["time"]
+    requests = copy.deepcopy(base["requests"])
+    next_id = max(r["id"] for r in requests) + 1
+    log = list(base["log_tail"])
+    snaps = []
+    for i in range(n):
+        s = copy.deepcopy(base)
+        now = t0 + i * FEED_INTERVAL_S
+        s["time"] = now
+        for k, slot in enumerate(s["slots"]):
+            slot["state"] = ("prefill", "decode", "decode")[k % 3]
+            slot["tokens"] = min(slot["capacity"], slot["tokens"] + 16 * i)
+            slot["decode_tps"] = round(300 + 80 * math.sin(i / 5 + k), 1)
+            slot["prefill_tps"] = round(3000 + 900 * math.cos(i / 7 + k), 1)
+            slot["last_use"] = now
+        if i % 4 == 0:          # a request finished: it goes on top, the oldest leaves
+            r = copy.deepcopy(requests[-1])
+            r.update(id=next_id, started=now - 1.5, finished=now - 0.01, output_tokens=64 + i % 50,
+                     decode_tps=round(280 + i % 40, 1), ttft_ms=round(50 + i % 30, 1))
+            next_id += 1
+            requests = [*requests[1:], r]
+            log = [*log[1:], f"INFO request {next_id - 1} done: {r['output_tokens']} tokens"]
+        s["requests"] = copy.deepcopy(requests)
+        s["log_tail"] = list(log)
+        s["totals"].update(in_flight=2, requests=next_id - 1, generated_tokens=base["totals"]["generated_tokens"] + 150 * i)
+        s["cache"]["admission"]["available_mib"] = 20000 + 400 * math.sin(i / 9)
+        snaps.append(s)
+    return snaps
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--snapshots", type=int, default=200)
     ap.add_argument("--theme", choices=("light", "dark"), default="light")
+    ap.add_argument("--feed", choices=("recorded", "busy"), default="recorded")
     args = ap.parse_args(argv)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
@@ -32,24 +82,30 @@ def main(argv: list[str] | None = None) -> int:
     series = json.loads(DATA.read_text(encoding="utf-8"))
     model = MonitorModel()
     window = MonitorWindow(model, theme=args.theme)
+    window.timer.stop()                          # this loop ticks it, on the simulated clock
     window.resize(1280, 800)
     window.show()
     app.processEvents()
-    t0 = series[0]["time"]
-    snaps = []
-    for i in range(args.snapshots):
-        s = copy.deepcopy(series[i % len(series)])
-        s["time"] = t0 + i * 0.25
-        snaps.append(s)
+    snaps = (busy_feed if args.feed == "busy" else recorded_feed)(series, args.snapshots)
+    clock = [0.0]
+    window.clock = lambda: clock[0]
+    tick = getattr(window, "tick", window.redraw)   # before redraw_policy the timer called redraw itself
+    drawn = 0
     c0, w0 = time.process_time(), time.perf_counter()
-    for s in snaps:
+    for i, s in enumerate(snaps):
+        clock[0] = i * FEED_INTERVAL_S
         model.apply(s)
-        window.redraw()
+        version = window._drawn_version
+        tick()
+        drawn += window._drawn_version != version
         app.processEvents()
-    cpu_ms = (time.process_time() - c0) / len(snaps) * 1000
+    cpu_s = time.process_time() - c0
+    cpu_ms = cpu_s / len(snaps) * 1000
     wall_ms = (time.perf_counter() - w0) / len(snaps) * 1000
-    print(f"{len(snaps)} snapshots: {cpu_ms:.1f} ms CPU and {wall_ms:.1f} ms wall per snapshot "
-          f"(~{4 * cpu_ms / 10:.0f} % of one core at 4 snapshots a second); load {os.getloadavg()[0]:.1f}")
+    per_s = cpu_s / (len(snaps) * FEED_INTERVAL_S) * 1000
+    print(f"{args.feed} feed, {len(snaps)} snapshots, {drawn} redrawn: {cpu_ms:.1f} ms CPU and {wall_ms:.1f} ms wall "
+          f"per snapshot, {per_s:.0f} ms CPU per second of feed (~{per_s / 10:.0f} % of one core); "
+          f"load {os.getloadavg()[0]:.1f}")
     return 0
 
 

@@ -1,5 +1,6 @@
 """The monitor window: header, slots, cache, requests and log, redrawn from a `MonitorModel` by a
-fixed-rate timer (only when the model has something new, so nothing flickers).
+fixed-rate timer (only when the model has something new, so nothing flickers; when and how often:
+`redraw_policy`).
 
 It owns no data and does no I/O: a `FeedClient` (or a test) fills the model from its own thread.
 The theme follows the system's light/dark setting unless one is forced.
@@ -7,6 +8,7 @@ The theme follows the system's light/dark setting unless one is forced.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
 from strata.monitor.model import MonitorModel
+from strata.monitor.redraw_policy import TICK_S, redraw_due, server_busy
 from strata.monitor.widgets import theme as themes
 from strata.monitor.widgets.cache import CachePanel
 from strata.monitor.widgets.header import Header
@@ -21,7 +24,6 @@ from strata.monitor.widgets.panels_area import PanelsArea
 from strata.monitor.widgets.requests import ActivityTabs
 from strata.monitor.widgets.slots import SlotsPanel
 
-REDRAW_MS = 250          # the feed sends at most 4 snapshots a second
 DEFAULT_SIZE = (1280, 800)
 TITLE_BAR_PX = 40
 LAYOUT_PASSES = 3        # a layout may ask for another (a wrapped label's new height): nested ones, a few deep        # the window manager's frame is unknown before the window is shown: room for it
@@ -41,10 +43,12 @@ class MonitorWindow(QMainWindow):
             self.setWindowIcon(QIcon(str(icon)))
         self.resize(*fitted_size(DEFAULT_SIZE, QGuiApplication.primaryScreen()))
         self._drawn_version = -1
+        self.clock = time.monotonic           # a test or benchmark may step its own
+        self._drawn_at, self._drawn_busy = float("-inf"), False
         self._build(themes.choose(theme))
         self.timer = QTimer(self)
-        self.timer.setInterval(REDRAW_MS)
-        self.timer.timeout.connect(self.redraw)
+        self.timer.setInterval(round(TICK_S * 1000))
+        self.timer.timeout.connect(self.tick)
         self.timer.start()
         hints = QGuiApplication.styleHints()
         if theme == "system" and hasattr(hints, "colorSchemeChanged"):
@@ -93,6 +97,18 @@ class MonitorWindow(QMainWindow):
         else:
             super().closeEvent(event)
 
+    def can_be_seen(self) -> bool:
+        """Shown, not minimized, and exposed (Qt says a window covered by others, on another desktop or
+        minimized is not, where the platform tells it)."""
+        handle = self.windowHandle()
+        return (self.isVisible() and not self.isMinimized() and handle is not None and handle.isExposed())
+
+    def tick(self) -> None:
+        """The timer's: redraws when `redraw_policy` says it is due."""
+        if redraw_due(new_data=self.model.version != self._drawn_version, can_be_seen=self.can_be_seen(),
+                      busy=self._drawn_busy, since_last_draw_s=self.clock() - self._drawn_at):
+            self.redraw()
+
     def redraw(self, force: bool = False) -> None:
         """Draws the model's latest view, when it is new and the window can be seen (hidden to the
         tray, it costs nothing)."""
@@ -100,6 +116,7 @@ class MonitorWindow(QMainWindow):
             return
         view = self.model.view()
         self._drawn_version = view.version
+        self._drawn_at, self._drawn_busy = self.clock(), server_busy(view)
         for part in (self.header, self.slots, self.cache, self.activity):
             part.refresh(view)
         self.panels.fit()                  # new text may wrap to more lines
