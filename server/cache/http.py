@@ -18,7 +18,7 @@ from aiohttp import web
 from strata.server.body_read import read_body
 from strata.server.fields import refused_encoding
 
-from .sessions import SessionNameError, validate_session_name
+from .sessions import SessionNameError, StaleSessionError, validate_session_name
 
 SESSION_BACKEND: web.AppKey = web.AppKey("strata_session_backend", object)
 
@@ -83,6 +83,8 @@ async def restore_session(request: web.Request) -> web.Response:
         res = await asyncio.to_thread(backend.restore_session, name, ctx)
     except KeyError:
         return _error(404, f"no session named {name!r}", "not_found_error")
+    except StaleSessionError as exc:
+        return _error(409, str(exc), "restore_error")
     except (ValueError, IndexError) as exc:
         return _error(400, str(exc))
     if res.n_tokens == 0:

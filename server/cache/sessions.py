@@ -28,6 +28,15 @@ class SessionNameError(ValueError):
     pass
 
 
+class StaleSessionError(Exception):
+    """A session an older Strata saved, its KV computed by an older engine: kept on disk (the user saved it),
+    never restored; the message says why and what to do."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"session {name!r} was saved by an older Strata, whose engine computed its KV "
+                         "differently: this version cannot restore it; save it again (DELETE removes the old one)")
+
+
 def validate_session_name(name: object) -> str:
     """Return the name if it is safe as part of a file name; raise SessionNameError naming it."""
     if not isinstance(name, str) or not _NAME.match(name) or ".." in name or name.endswith((".tmp", ".")):
@@ -49,6 +58,13 @@ class SessionStore:
             self.level.open()
             self._opened = True
         return self.level
+
+    def is_stale(self, name: str) -> bool:
+        """Whether `name`'s files are still there and were skipped at open as an older engine's."""
+        lvl = self.ensure_open()
+        sidecar = f"{lvl.prefix}{name}.json"
+        return (any(n == sidecar and reason == "stale" for n, reason, _ in lvl.skipped_files)
+                and os.path.exists(lvl.sidecar_path(name)))
 
     def list(self) -> list[dict]:
         lvl = self.ensure_open()
@@ -95,6 +111,8 @@ class SessionsMixin:
         name = validate_session_name(name)
         lvl = self.sessions.ensure_open()
         with self._lock:
+            if name not in lvl.entries and self.sessions.is_stale(name):
+                raise StaleSessionError(name)
             return name in lvl.entries
 
     def restore_session(self, name: str, ctx: int) -> RestoreResult:
@@ -103,6 +121,8 @@ class SessionsMixin:
         with self._lock:
             entry = lvl.entries.get(name)
             if entry is None:
+                if self.sessions.is_stale(name):
+                    raise StaleSessionError(name)
                 raise KeyError(f"no session named {name!r}")
             return self._restore_disk(lvl, entry, ctx, entry.n_tokens, "session_restore", time.perf_counter(),
                                       discard_damaged=False)
@@ -111,7 +131,7 @@ class SessionsMixin:
         name = validate_session_name(name)
         lvl = self.sessions.ensure_open()
         with self._lock:
-            existed = name in lvl.entries
+            existed = name in lvl.entries or self.sessions.is_stale(name)
             lvl.forget(name)
         return existed
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+import httpx2 as httpx
 import openai
 
 from tests.server.live import LiveServer
@@ -93,3 +94,22 @@ def test_another_kv_type_is_left_alone_and_said_once(tiny_model_factory, tmp_pat
     said = _said(caplog, "another model or KV layout")
     assert len(said) == 1 and "3 file(s)" in said[0], said
     assert len(list(folder.glob("*.json"))) == 4          # theirs kept (a shared folder), and the new turn's
+
+
+def test_a_session_an_older_version_saved_is_refused_by_name_and_can_be_deleted(tiny_model, tmp_path):
+    """A saved session is the user's: its files stay, and a restore says why it cannot be used (before: a 404
+    'no session named' for a session listed on disk), and a delete removes it."""
+    sessions = tmp_path / "sessions"
+    with _server(tiny_model, tmp_path / "warm", conversation_cache_sessions_dir=str(sessions)) as server:
+        _turn(server, [{"role": "user", "content": "What does git bisect do?"}])
+        slot = next(s["id"] for s in httpx.get(server.url + "/v1/slots").json()["slots"] if s["tokens"])
+        assert httpx.post(server.url + "/v1/sessions/work/save", json={"slot": slot}).status_code == 200
+    _as_an_older_version_wrote_them(sessions)
+    with _server(tiny_model, tmp_path / "warm", conversation_cache_sessions_dir=str(sessions)) as server:
+        r = httpx.post(server.url + "/v1/sessions/work/restore", json={"slot": "main"})
+        assert r.status_code == 409, r.text
+        message = r.json()["error"]["message"]
+        assert "'work'" in message and "older Strata" in message and "save it again" in message, message
+        assert len(list(sessions.glob("strata-session-work.*"))) == 2          # kept: the user's
+        assert httpx.delete(server.url + "/v1/sessions/work").status_code == 200
+        assert not list(sessions.glob("strata-session-work.*"))
