@@ -24,10 +24,12 @@ def log_skipped_files(lvl: DiskLevel) -> None:
     for name, why in lvl.swept[:MAX_SKIPPED_LOGGED]:
         log.info("conversation cache %s level: removed %s, a temporary file left by a write that did not "
                  "finish (%s)", lvl.name, os.path.join(lvl.folder, name), why)
-    foreign = sum(1 for _, reason, _ in lvl.skipped_files if reason == "foreign")
+    foreign = [name for name, reason, _ in lvl.skipped_files if reason == "foreign"]
     if foreign:
-        log.info("conversation cache %s level %s: %d file(s) of another model or KV layout left alone",
-                 lvl.name, lvl.folder, foreign)
+        log.info("conversation cache %s level %s: %d file(s) of another model or KV layout left alone (%s MiB, "
+                 "outside this level's budget; another model's server may share the folder, so they are not "
+                 "removed: delete them by hand if none does)", lvl.name, lvl.folder, len(foreign),
+                 _mib_shown(sum(_pair_bytes(lvl, name) for name in foreign)))
     log_stale(lvl)
     bad = [s for s in lvl.skipped_files if s[1] not in ("foreign", "stale")]
     for name, reason, detail in bad[:MAX_SKIPPED_LOGGED]:
@@ -51,6 +53,22 @@ def log_skipped_files(lvl: DiskLevel) -> None:
                     "(strata_cache_skipped_files_total and strata_cache_removed_files_total have them by reason)",
                     lvl.name, len(bad) - MAX_SKIPPED_LOGGED,
                     sum(1 for name, _, _ in bad[MAX_SKIPPED_LOGGED:] if name in lvl.removed_files))
+
+
+def _pair_bytes(lvl: DiskLevel, sidecar_name: str) -> int:
+    """Bytes of a skipped sidecar and the image of its name (0 for what is gone)."""
+    key = sidecar_name[len(lvl.prefix):].rsplit(".", 1)[0]
+    total = 0
+    for path in (lvl.sidecar_path(key), lvl.image_path(key)):
+        try:
+            total += os.path.getsize(path)
+        except OSError:
+            pass
+    return total
+
+
+def _mib_shown(n_bytes: int) -> str:
+    return f"{n_bytes / MIB:.1f}" if n_bytes < 10 * MIB else str(n_bytes // MIB)
 
 
 def log_stale(lvl: DiskLevel) -> None:

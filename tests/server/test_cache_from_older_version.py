@@ -85,6 +85,7 @@ def test_another_kv_type_is_left_alone_and_said_once(tiny_model_factory, tmp_pat
     tiny_model = tiny_model_factory(n_embd=128, n_ff=256)     # heads of 32: q8_0 KV takes them
     folder = tmp_path / "warm"
     conversations = _first_run(tiny_model, folder)
+    theirs = sum(f.stat().st_size for f in folder.iterdir())
     with caplog.at_level("INFO", logger="strata.cache"):
         with _server(tiny_model, folder, kv_type="q8_0") as server:
             warm = server.state.cache.cascade.levels[1]
@@ -92,7 +93,8 @@ def test_another_kv_type_is_left_alone_and_said_once(tiny_model_factory, tmp_pat
             again = _turn(server, conversations[0])
     assert again.usage.prompt_tokens_details.cached_tokens < 16, again.usage
     said = _said(caplog, "another model or KV layout")
-    assert len(said) == 1 and "3 file(s)" in said[0], said
+    assert len(said) == 1 and "3 file(s)" in said[0] and "outside this level's budget" in said[0], said
+    assert f"({theirs / 2**20:.1f} MiB" in said[0], (said, theirs)
     assert len(list(folder.glob("*.json"))) == 4          # theirs kept (a shared folder), and the new turn's
 
 
