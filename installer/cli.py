@@ -62,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {problem}")
             return status
         print("valid: `strata serve` accepts this file")
+        note = config_file.earlier_setup_note(path)
+        if note:
+            print(f"note: {note}")
         return 0
     if not 8 <= args.disk_bench_mib <= MAX_DISK_BENCH_MIB:   # 99999999999 wrote until the disk was full
         print(f"strata setup: --disk-bench-mib must be 8 to {MAX_DISK_BENCH_MIB}, got {args.disk_bench_mib}",

@@ -51,6 +51,39 @@ def default_cold_dir() -> Path:
     return Path(platformdirs.user_cache_dir("strata")) / "conversations"  # as server/cache/options.py
 
 
+# The keys `strata setup` decides (plan.py's choices; tests/installer/test_older_setup_files.py holds the two
+# equal). A file setup wrote without one of them was written by an earlier setup, before it decided that key.
+SETUP_KEYS = ("model", "threads", "ctx", "batch", "backend", "batch_groups", "slot_ctx", "kv_type",
+              "conversation_cache_mib", "conversation_cache_cold_dir", "conversation_cache_cold_mib",
+              "conversation_cache_warm_dir", "conversation_cache_warm_mib", "conversation_cache_park",
+              "conversation_cache_min_free_mib", "conversation_cache_park_min_free_mib")
+
+
+def left_out_by_an_earlier_setup(text: str, values: dict[str, Any]) -> list[str]:
+    """The keys today's setup decides that a file an earlier setup wrote lacks (pure): there the server's
+    defaults apply, not this machine's plan (the first setups wrote no `backend`: a CUDA machine ran on the
+    CPU). [] for a file setup did not write: hand-written, its missing keys are meant as defaults."""
+    if not text.lstrip("\ufeff").startswith(HEADER):
+        return []
+    hand_set_warm = isinstance(values.get(HAND_SET_WARM[0]), str) and bool(values.get(HAND_SET_WARM[0]))
+    return [k for k in SETUP_KEYS if k not in values and not (hand_set_warm and k in HAND_SET_WARM)]
+
+
+def earlier_setup_note(path: str | os.PathLike[str]) -> str | None:
+    """What `strata serve` and `strata setup --show` say of a file an earlier setup wrote (None otherwise, or
+    when it cannot be read: the loader says why)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+        missing = left_out_by_an_earlier_setup(text, tomllib.loads(text))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+        return None
+    if not missing:
+        return None
+    return (f"{path} was written by an earlier `strata setup`, before it decided {', '.join(missing)}: the "
+            "server's defaults apply there; run `strata setup` again to have them decided for this machine (it "
+            f"keeps the keys it does not decide, and this file as {backup_path(Path(path)).name})")
+
+
 KEPT = "Kept from the previous file: keys `strata setup` does not decide (set by hand, or by another program)."
 
 

@@ -84,6 +84,12 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
     too_many = threads_warning(config.threads, os.cpu_count())
     if too_many:
         log.warning("%s", too_many)
+    if config.config_path:
+        from strata.installer.config_file import earlier_setup_note
+
+        older = earlier_setup_note(config.config_path)   # it starts on it; the line says what it is missing
+        if older:
+            log.info("%s", older)
     busy = port_taken(config.host, config.port)
     if busy:                            # before the app starts loading the model in the background
         log.error("cannot listen on %s:%s: %s", config.host, config.port, busy)
