@@ -79,9 +79,10 @@ def log_stale(lvl: DiskLevel) -> None:
         return
     removed = sum(1 for name in stale if name in lvl.removed_files)
     fate = "removed" if removed == len(stale) else f"{removed} removed, {len(stale) - removed} left on disk"
-    log.warning("conversation cache %s level %s: %d conversation(s) kept by an older Strata are not restored: "
-                "their KV was computed by an older engine than this version's; %s (the next turn of each reads its "
-                "history again)", lvl.name, lvl.folder, len(stale), fate)
+    what = "entry" if len(stale) == 1 else "entries"   # conversations, segments or system prompts
+    log.warning("conversation cache %s level %s: %d %s kept by an older Strata are not restored: their KV was "
+                "computed by an older engine than this version's; %s (the next turn of each conversation reads "
+                "its history again)", lvl.name, lvl.folder, len(stale), what, fate)
 
 
 def warn_budget_beyond_free_space(lvl: DiskLevel) -> None:

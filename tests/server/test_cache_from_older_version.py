@@ -67,7 +67,7 @@ def test_files_an_older_version_wrote_are_not_restored_but_removed_and_said_once
     assert again.usage.prompt_tokens_details.cached_tokens < 16, again.usage   # read afresh, not restored
     said = _said(caplog, "an older Strata")
     assert len(said) == 1, said                       # one line for the level, not one per file
-    assert "3 conversation(s)" in said[0] and str(folder) in said[0] and "removed" in said[0], said
+    assert "3 entries" in said[0] and str(folder) in said[0] and "removed" in said[0], said
     assert not _said(caplog, "skipped " + str(folder))        # no per-file warning either
     assert len(list(folder.glob("*.json"))) == 1 == len(list(folder.glob("*.img")))   # only the new turn's
 
