@@ -148,7 +148,9 @@ def load_config(
         if name not in readable:
             raise ConfigError(f"{path}: [env] {name}: not one of the variables the [env] table sets"
                               f"{_did_you_mean(name, readable)}: the slot policy's {SLOT_VARIABLE_PREFIX}* "
-                              f"(docs/slot-policy.md) and STRATA_RESTORE_LADDER")
+                              f"(docs/slot-policy.md) and STRATA_RESTORE_LADDER; remove it from [env] (any other "
+                              "STRATA_* variable is read from the environment of the process that uses it, never "
+                              "from this file: set it in the environment there)")
         if isinstance(raw, (dict, list)):
             raise ConfigError(f"{path}: [env] {name}: expected a number or string, got {raw!r}")
         env[name] = str(raw).lower() if isinstance(raw, bool) else str(raw)

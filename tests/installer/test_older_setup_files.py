@@ -117,3 +117,17 @@ def test_todays_setup_and_a_hand_written_file_say_nothing(tmp_path, env, default
     assert config_file.earlier_setup_note(hand) is None
     shown = _strata("setup", "--show", "--config", str(hand), env=env)
     assert shown.returncode == 0 and "note:" not in shown.stdout, shown.stdout
+
+
+def test_an_env_variable_the_first_versions_took_and_ignored_is_refused_saying_what_to_do(tmp_path, env,
+                                                                                         default_model_path):
+    """Until f96a524 the [env] table took any STRATA_* variable, and read only the policies' (STRATA_CUDA_GRAPHS
+    there did nothing: the engine reads the process environment). Serve now refuses the file: the message must
+    say what to change, not only what belongs there."""
+    path = tmp_path / "config.toml"
+    path.write_text(f'model = "{default_model_path}"\n\n[env]\nSTRATA_CUDA_GRAPHS = 0\n')
+    serve = _strata("serve", "--config", str(path), "--port", "0", env=env)
+    assert serve.returncode == 2, serve.stdout + serve.stderr
+    said = serve.stdout + serve.stderr
+    assert "[env] STRATA_CUDA_GRAPHS" in said and "remove it from [env]" in said, said
+    assert "set it in the environment" in said, said
