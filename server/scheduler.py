@@ -25,7 +25,7 @@ from typing import Any
 from strata.engine.canonical_split import CanonicalSplit
 from strata.engine.sampling import Sampler, token_logprobs
 from strata.engine.text import StreamDecoder
-from strata.server import lookup, slot_policy
+from strata.server import lookup, slot_policy, stop_progress
 from strata.server.errors import APIError
 from strata.server.jobs import Completion, Job, Outbox, StopMatcher
 from strata.server.metrics import Metrics
@@ -95,6 +95,7 @@ class Scheduler:
         self.lookup = lookup_cfg or lookup.LookupConfig()
         self._parked_at_stop = False
         self.prefill_rate = 0.0        # tokens/s of recent prefill pieces (EMA), sizes the slices
+        self._reading = 0              # prompt tokens the engine call under way reads (a stop waits for it)
         self.metrics = metrics
         self.cache = cache
         self.timeline = timeline
@@ -118,14 +119,27 @@ class Scheduler:
         self._thread = threading.Thread(target=self._run, name="strata-engine", daemon=True)
         self._thread.start()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, every_s: float = stop_progress.PROGRESS_EVERY_S) -> None:
+        """Ends the worker after the step under way, then keeps the live histories. A long prompt piece
+        (a big model on the CPU) is waited for as long as its measured rate says, with a line every
+        `every_s` (the app ends a server that says nothing of its stop for 15 s); past that the call is
+        taken as stuck and the contexts are left alone."""
         with self._cv:
             self._stopping = True
             self._cv.notify_all()
         if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():   # still inside an engine call: leave the contexts alone
-                return
+            began = time.monotonic()
+            while True:
+                self._thread.join(every_s)
+                if not self._thread.is_alive():
+                    break
+                waited = time.monotonic() - began
+                tokens = self._reading
+                if waited >= stop_progress.step_wait_s(tokens, self.prefill_rate):
+                    log.warning("stopping: the engine step under way has not ended after %.0f s; the histories in "
+                                "the contexts are not kept", waited)
+                    return          # still inside an engine call: leave the contexts alone
+                log.info("%s", stop_progress.step_line(tokens, waited))
         self._park_live_histories()
 
     def _park_live_histories(self) -> None:
@@ -567,7 +581,11 @@ class Scheduler:
                 r.steps_during_prefill += 1
         tokens = [int(r.next_token) for r in riders]
         t0 = time.monotonic()
-        logits = self.engine.step([(r.ctx, part) for r, part in pieces], [r.ctx for r in riders], tokens)
+        self._reading = sum(len(part) for _, part in pieces)
+        try:
+            logits = self.engine.step([(r.ctx, part) for r, part in pieces], [r.ctx for r in riders], tokens)
+        finally:
+            self._reading = 0
         dt = time.monotonic() - t0
         n_rows = sum(len(part) for _, part in pieces) + len(riders)
         if riders:
@@ -585,7 +603,11 @@ class Scheduler:
         part = row.job.prompt[row.pos: row.pos + self._slice_tokens()]
         t0 = time.monotonic()
         if part:
-            self.engine.prefill(row.ctx, part, chunk=self.chunk)
+            self._reading = len(part)
+            try:
+                self.engine.prefill(row.ctx, part, chunk=self.chunk)
+            finally:
+                self._reading = 0
         self._after_piece(row, part, time.monotonic() - t0)
 
     def _after_piece(self, row: Row, part: list[int], dt: float) -> None:

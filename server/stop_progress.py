@@ -45,3 +45,26 @@ class StopProgress:
             return
         self._said_at = now
         self.log.info("%s", progress_line(n, bytes_done, n_bytes, n_done))
+
+
+# the wait at a stop for the engine step under way (a prompt piece: a big model on the CPU reads 2,048 tokens in
+# a minute), before the live histories are kept; past it they are left (a stuck call) and the cache closes
+STEP_WAIT_SLACK_S = 10.0     # any step: the whole wait before these existed
+STEP_WAIT_FACTOR = 3.0       # a piece may take this many times what the measured rate says (a busier machine)
+STEP_WAIT_UNKNOWN_S = 120.0  # a piece read before any rate was measured (the first prompt)
+
+
+def step_wait_s(tokens: int, rate: float) -> float:
+    """How long a stop waits for a step reading `tokens` prompt tokens at `rate` tokens/s (0: none measured);
+    a step reading none (a decode step) gets the slack alone."""
+    if tokens <= 0:
+        return STEP_WAIT_SLACK_S
+    if rate <= 0:
+        return STEP_WAIT_UNKNOWN_S
+    return STEP_WAIT_SLACK_S + STEP_WAIT_FACTOR * tokens / rate
+
+
+def step_line(tokens: int, waited_s: float) -> str:
+    """The line said every PROGRESS_EVERY_S while a stop waits for that step (the app counts it as progress)."""
+    what = f"the prompt piece under way ({tokens} tokens)" if tokens > 0 else "the engine step under way"
+    return f"stopping: finishing {what} before keeping the conversations ({waited_s:.0f} s)"

@@ -1,0 +1,71 @@
+"""A stop during a long prompt piece (a big model on the CPU reads 2,048 tokens in about a minute) waits for
+the piece as long as the measured prefill rate says, saying so every few seconds (the app ends a server that
+says nothing of its stop for 15 s, and the conversations then in the contexts were lost), then keeps the
+histories; a piece far past that is taken as a stuck call and the contexts are left alone. The worker is
+held inside the real `Engine.prefill` call (sched_stress.Pause); the waits are scaled down."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import openai
+import pytest
+from strata.server import stop_progress
+
+from tests.server.live import LiveServer
+from tests.server.sched_stress import Pause
+
+SYSTEM = "You are a terse coding agent. " + "Keep every answer short. " * 20
+
+
+def test_a_stop_waits_for_a_long_prompt_piece_saying_so_then_keeps_the_history(tiny_model, tmp_path, caplog,
+                                                                               monkeypatch):
+    monkeypatch.setattr(stop_progress, "STEP_WAIT_SLACK_S", 0.3)
+    lines, kept = stop_during_a_piece(tiny_model, tmp_path, caplog, rate=50.0, hold_s=2.0)
+    assert len(lines) >= 3, lines                      # every 0.2 s for the 2 s held
+    assert lines[0].startswith("stopping: finishing the prompt piece under way ("), lines
+    assert kept, "the history read when the stop came was not kept"
+
+
+def test_a_piece_far_past_its_measured_time_is_left_as_stuck(tiny_model, tmp_path, caplog, monkeypatch):
+    monkeypatch.setattr(stop_progress, "STEP_WAIT_SLACK_S", 0.3)
+    lines, kept = stop_during_a_piece(tiny_model, tmp_path, caplog, rate=1e6, hold_s=3.0)
+    assert any("has not ended after" in line for line in lines), lines
+    assert not kept
+
+
+@pytest.mark.parametrize("tokens,rate,wait", [(0, 100.0, 10.0), (2048, 0.0, 120.0), (2048, 34.0, 10 + 3 * 2048 / 34)])
+def test_the_wait_follows_the_piece_and_its_rate(tokens, rate, wait):
+    assert stop_progress.step_wait_s(tokens, rate) == pytest.approx(wait)
+
+
+def stop_during_a_piece(tiny_model, tmp_path, caplog, *, rate: float, hold_s: float) -> tuple[list[str], bool]:
+    """A stop asked while the worker reads a 100+-token prompt piece, held `hold_s`, the prefill rate set to
+    `rate` tokens/s (a slow machine's). The stop's lines, and whether the history was kept at the stop."""
+    flags = {"conversation_cache_warm_dir": str(tmp_path / "warm"), "conversation_cache_warm_mib": 64}
+    with caplog.at_level(logging.INFO, logger="strata.server"):
+        with LiveServer(model=str(tiny_model), ctx=2048, batch=0, threads=1, **flags) as server:
+            sched = server.state.scheduler
+            client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=60)
+            with Pause(sched.engine, "prefill", when=lambda ctx, part, **k: len(part) > 100) as pause:
+                threading.Thread(target=lambda: _ask(client), daemon=True).start()
+                assert pause.entered.wait(60)
+                sched.prefill_rate = rate
+                stopper = threading.Thread(target=sched.stop, kwargs={"every_s": 0.2})
+                stopper.start()
+                time.sleep(hold_s)
+                pause.release.set()
+                stopper.join(60)
+            kept = sum(server.state.cache.parks.values()) > 0
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("stopping: ")]
+    return lines, kept
+
+
+def _ask(client) -> None:
+    try:
+        client.chat.completions.create(model="m", max_tokens=4, temperature=0, messages=[
+            {"role": "system", "content": SYSTEM}, {"role": "user", "content": "What does git bisect do?"}])
+    except openai.APIError:
+        pass                 # the stop ends it
