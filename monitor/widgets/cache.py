@@ -31,8 +31,9 @@ from strata.monitor.widgets.theme import PARK_COLORS, Theme
 
 LEVEL_HEADERS = ("level", "state", "folder", "used /\nbudget", "entries", "de-\ngraded", "evicted", "aged\nout")
 LEVEL_TIPS = ("", "on / off", "", "bytes held against the level's budget",
-              "conversations held (and files found at start-up and not trusted: damaged, partial, orphaned; "
-              "skipped: left on disk; removed: Strata's own, damaged or orphaned; the log names them)",
+              "conversations held (and files found at start-up and not trusted: damaged, partial, orphaned, "
+              "an older Strata's; skipped: left on disk; removed: Strata's own, damaged, orphaned or an older "
+              "Strata's; the log names them)",
               "entries handed down to the next level (budget or age)", "entries deleted for the budget",
               "entries deleted for their age")
 PARK_NAMES = {"ram": "RAM", "disk": "disk", "discard": "discarded"}

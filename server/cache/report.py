@@ -106,7 +106,7 @@ CACHE_FAMILIES: dict[str, tuple[str, str]] = {
     "write_failures_total": ("counter", "Writes a disk level failed (an I/O error, a full disk)."),
     "remove_failures_total": ("counter", "Files a disk level could not remove (a read-only folder)."),
     "skipped_files_total": ("counter", "Files found at start-up and left alone, by reason."),
-    "removed_files_total": ("counter", "Strata's own files removed at start-up (damaged, orphaned), by reason."),
+    "removed_files_total": ("counter", "Strata's own files removed at start-up (damaged, orphaned, an older Strata's: stale), by reason."),
     "damaged_total": ("counter", "Cache images that failed validation when restored."),
     "ladder_restores_total": ("counter", "Damaged images whose valid prefix was restored."),
     "superseded_total": ("counter", "Entries replaced by a longer history of the same conversation."),
