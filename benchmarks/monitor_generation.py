@@ -4,6 +4,7 @@ it paints into an image as it would on a screen). Prints each round's decode tok
 then the open / closed ratio of each pair of rounds (the machine may be shared: compare within a run).
 
 Run: .venv/bin/python benchmarks/monitor_generation.py [--rounds 3] [--requests 6] [--max-tokens 200]
+     [--monitor-src DIR]   (another version's monitor/ folder, e.g. from `git archive <rev> monitor`: before/after)
 """
 
 from __future__ import annotations
@@ -20,6 +21,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STRATA = str(Path(sys.executable).with_name("strata"))
 PROMPT = "Write a long story about a lighthouse keeper and the ships she guides through winter storms."
+
+
+# `strata monitor` with strata.monitor taken from another folder (the editable install maps it to this checkout)
+BOOT = """
+import importlib.machinery, sys
+src = sys.argv.pop(1)
+class Elsewhere:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "strata.monitor" or name.startswith("strata.monitor."):
+            parts = name.split(".")[2:]
+            where = "/".join([src, *parts[:-1]]) if parts else src.rsplit("/", 1)[0]
+            return importlib.machinery.PathFinder.find_spec(name, [where])
+        return None
+sys.meta_path.insert(0, Elsewhere)
+from strata.cli import main
+sys.argv[0] = "strata"
+raise SystemExit(main())
+"""
 
 
 def free_port() -> int:
@@ -52,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--requests", type=int, default=6, help="streamed answers a round")
     ap.add_argument("--max-tokens", type=int, default=200)
+    ap.add_argument("--monitor-src", help="a monitor/ folder to run instead of this checkout's")
     args = ap.parse_args(argv)
     from openai import OpenAI
 
@@ -65,13 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         deadline = time.monotonic() + 120
         while True:
             try:
-                client.models.list()
+                decode_rate(client, 4)                        # answers once the model is loaded
                 break
             except Exception:
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise SystemExit("the server did not start") from None
                 time.sleep(0.5)
-        decode_rate(client, 16)                               # warm up
         ratios = []
         for rnd in range(1, args.rounds + 1):
             rates = {}
@@ -79,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
                 cpu = ""
                 if state == "open":
                     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
-                    monitor = subprocess.Popen([STRATA, "monitor", "--url", url, "--theme", "light"], cwd=ROOT, env=env,
+                    command = [sys.executable, "-c", BOOT, str(Path(args.monitor_src).resolve())] if args.monitor_src \
+                        else [STRATA]
+                    monitor = subprocess.Popen([*command, "monitor", "--url", url, "--theme", "light"], cwd=ROOT, env=env,
                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                     time.sleep(4)                             # started, connected, drawing
                     c0, t0 = cpu_seconds(monitor.pid), time.monotonic()
