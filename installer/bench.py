@@ -61,7 +61,8 @@ def disk_speed(folder: str | Path, size_mib: int = 256, progress: Progress = _qu
         raise ValueError(f"disk bench size_mib must be >= {CHUNK_MIB}, got {size_mib}")
     folder = Path(folder).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f".strata-bench-{uuid.uuid4().hex}.tmp"
+    remove_abandoned_bench_files(folder)
+    path = folder / f"{BENCH_PREFIX}{uuid.uuid4().hex}.tmp"
     block = os.urandom(CHUNK_MIB * MIB)  # incompressible, so a compressing filesystem is not flattered
     n_chunks = size_mib // CHUNK_MIB
     try:
@@ -86,6 +87,27 @@ def disk_speed(folder: str | Path, size_mib: int = 256, progress: Progress = _qu
         path.unlink(missing_ok=True)
     total = n_chunks * CHUNK_MIB
     return DiskSpeed(total / max(write_s, 1e-9), total / max(read_s, 1e-9), total, uncached)
+
+
+BENCH_PREFIX = ".strata-bench-"
+ABANDONED_AFTER_S = 3600.0   # no bench writes one file this long (16 GiB at 5 MiB/s is under an hour)
+
+
+def remove_abandoned_bench_files(folder: Path, now: float | None = None) -> list[str]:
+    """Remove the disk bench's files a setup left when it was killed mid-bench (the `finally` never ran: the
+    app's wizard closed hard, a power cut): hidden, up to --disk-bench-mib each, in the folder conversations
+    go to, for good. Only one untouched for an hour: a setup running now is still writing its own. Returns
+    the names removed."""
+    now = time.time() if now is None else now
+    removed = []
+    for path in folder.glob(f"{BENCH_PREFIX}*.tmp"):
+        try:
+            if path.is_file() and now - path.stat().st_mtime > ABANDONED_AFTER_S:
+                path.unlink()
+                removed.append(path.name)
+        except OSError:    # gone since the listing, or not ours to remove: the bench goes on
+            continue
+    return removed
 
 
 def _evict(path: Path) -> bool:

@@ -150,3 +150,28 @@ def test_the_machine_profile_in_a_container_is_the_memory_its_limit_allows(tmp_p
     m = machine_profile(cgroup=CgroupMemory(str(proc), str(root)))
     assert m.ram_total_mib == min(2048, host.ram_total_mib)
     assert m.ram_available_mib <= 1548 and m.n_cores == host.n_cores
+
+
+def test_the_disk_bench_removes_a_file_a_killed_setup_left_but_not_one_being_written(tmp_path):
+    """A setup killed mid-bench (the wizard's process ended hard) left its hidden `.strata-bench-*.tmp`, up to
+    --disk-bench-mib, in the conversations' folder for good; the next bench there removes it. A file written
+    within the hour is another setup's, running now: kept."""
+    import os
+    import time
+
+    folder = tmp_path / "cold"
+    folder.mkdir()
+    left = folder / ".strata-bench-0123456789abcdef0123456789abcdef.tmp"
+    left.write_bytes(b"\0" * 4096)
+    two_hours_ago = time.time() - 7200
+    os.utime(left, (two_hours_ago, two_hours_ago))
+    running = folder / ".strata-bench-fedcba9876543210fedcba9876543210.tmp"
+    running.write_bytes(b"\0" * 4096)
+    mine = folder / "notes.tmp"
+    mine.write_bytes(b"x")
+    os.utime(mine, (two_hours_ago, two_hours_ago))
+    disk_speed(folder, 16)
+    assert not left.exists()
+    assert running.exists() and mine.exists()
+    assert sorted(p.name for p in folder.iterdir()) == [".strata-bench-fedcba9876543210fedcba9876543210.tmp",
+                                                        "notes.tmp"]
