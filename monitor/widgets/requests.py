@@ -126,7 +126,9 @@ class ActivityTabs(QTabWidget):
         tips = [[None] * TEXT_THERE + [excerpt_tip(r)] + [None] * (len(REQUEST_HEADERS) - TEXT_THERE - 1) for r in reqs]
         self.requests.show_rows([request_cells(r, view.now) for r in reqs], colors,
                                 align_right=(2, 3, 5, 7, 8, 9, 10, 11), tips=tips)
-        self.setTabText(0, f"Recent requests ({len(reqs)})")
+        title = f"Recent requests ({len(reqs)})"
+        if self.tabText(0) != title:       # setTabText lays the tab bar out and repaints it even when the same
+            self.setTabText(0, title)
         decisions = [d for d in view.snapshot.get("decisions") or [] if isinstance(d, dict)]
         self.decisions.show_rows([decision_cells(d, view.now) for d in reversed(decisions)],
                                  align_right=(0, 1, 5))
