@@ -99,8 +99,13 @@ def run_terminal(args: argparse.Namespace, stdin: TextIO | None, out: TextIO,
                  situation: Situation | None = None) -> int:
     """The whole wizard on text streams. `situation` replaces the measured machine (tests)."""
     ask = not args.yes and _interactive(stdin)
+    target = Path(args.config).expanduser() if args.config else config_file.configured_path()
     try:
-        s = situation or flow.starting_situation(args.cold_dir, args.model)
+        if situation is None:
+            model, cold = flow.previous_choices(target)   # a re-run proposes what the file there chose
+            situation = flow.starting_situation(args.cold_dir or cold, args.model or model,
+                                                None if args.model or model is None else flow.PREVIOUS_MODEL_REASON)
+        s = situation
     except OSError as e:
         print(f"strata setup: cannot read this machine's profile: {e}", file=sys.stderr)
         return 1
@@ -112,7 +117,6 @@ def run_terminal(args: argparse.Namespace, stdin: TextIO | None, out: TextIO,
           f"({m.ram_available_mib / 1024:.1f} GiB available), {gpu}.", file=out)
     if not ask:
         print("Taking every default (--yes or no terminal on stdin).", file=out)
-    target = Path(args.config).expanduser() if args.config else config_file.configured_path()
     problem = config_file.write_problem(target)
     if problem:   # before the questions and the bench, which it would otherwise throw away
         print(f"strata setup: cannot write {target}: {problem} (pass another --config PATH)", file=sys.stderr)

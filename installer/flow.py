@@ -22,15 +22,42 @@ from strata.installer.plan_types import AnswerError, Answers, Plan, Question, Si
 from strata.installer.profile import disk_facts, machine_profile
 
 
-def starting_situation(cold_dir: str | Path | None = None, extra_model: str | None = None) -> Situation:
-    """The real machine, the proposed cold folder's free space, and the models found here."""
+def starting_situation(cold_dir: str | Path | None = None, extra_model: str | None = None,
+                       model_reason: str | None = None) -> Situation:
+    """The real machine, the proposed cold folder's free space, and the models found here; `extra_model` proposed
+    first (`model_reason`: why, when it is not --model)."""
     found, default = find_models()
     if extra_model and extra_model not in found:
         found = (extra_model, *found)
     folder = Path(cold_dir).expanduser() if cold_dir else config_file.default_cold_dir()
     return Situation(machine=machine_profile(), cold_disk=disk_facts(folder), models_found=found,
                      default_model=extra_model or default, models_folder=models_folder(), cuda_built=cuda_built(),
-                     packaged_model=default)
+                     packaged_model=default, default_model_reason=model_reason if extra_model else None)
+
+
+PREVIOUS_MODEL_REASON = "the model of the configuration there (a new setup proposes what it chose)"
+
+
+def previous_choices(path: Path) -> tuple[str | None, str | None]:
+    """(model file, cold folder) the configuration at `path` chose, for a new setup to propose instead of the
+    defaults: a re-run (after an upgrade, to have a new key decided) proposed the bundled model and the platform
+    folder, and Enter or --yes wrote them over the user's own. None for what the file does not choose, a model
+    that is no longer there, or a file that cannot be read."""
+    values, _, _ = config_file.previous_file(path)
+    model = values.get("model")
+    model_path = None
+    if isinstance(model, str) and model:
+        try:
+            from strata.engine.models import resolve_model  # an id, a path, an earlier setup's default path
+
+            model_path = str(resolve_model("model", model))
+        except (ImportError, FileNotFoundError, OSError):
+            model_path = None
+    folder = values.get("conversation_cache_cold_dir", values.get("conversation_cache_spill_dir"))
+    budget = values.get("conversation_cache_cold_mib", values.get("conversation_cache_disk_mib"))
+    cold = (os.path.expanduser(folder) if isinstance(folder, str) and folder and isinstance(budget, int)
+            and not isinstance(budget, bool) and budget > 0 else None)
+    return model_path, cold
 
 
 def models_folder() -> str | None:

@@ -185,7 +185,7 @@ def _question(key: str, s: Situation, a: Answers, p: PlanParameters) -> Question
         if s.default_model:
             found = f"of {len(s.models_found)} GGUF files found" if len(s.models_found) > 1 else "the only one found"
             return Question("model", "Which model?", s.default_model, s.default_model,   # shown in brackets: none here
-                            f"the default model, {found}", options=s.models_found)
+                            s.default_model_reason or f"the default model, {found}", options=s.models_found)
         return Question("model", "Which model? (path to a .gguf file)", None, "", no_model_found(s),
                         options=s.models_found)
     if key == "concurrency":

@@ -96,6 +96,7 @@ class Situation:
     cuda_built: bool = False  # the engine was built with its CUDA backend
     models_folder: str | None = None  # where the user's own GGUF files are looked for (said when none is found)
     packaged_model: str | None = None  # the default model's file as installed with Strata (the app's own folder)
+    default_model_reason: str | None = None  # why default_model is proposed when not as the default (a re-run)
 
 
 @dataclass(frozen=True)

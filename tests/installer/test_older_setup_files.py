@@ -131,3 +131,22 @@ def test_an_env_variable_the_first_versions_took_and_ignored_is_refused_saying_w
     said = serve.stdout + serve.stderr
     assert "[env] STRATA_CUDA_GRAPHS" in said and "remove it from [env]" in said, said
     assert "set it in the environment" in said, said
+
+
+def test_setup_run_again_keeps_the_model_and_folder_the_file_chose_and_decides_what_it_left_out(
+        tmp_path, env, tiny_model_factory):
+    """What the note above advises: `strata setup` again. It proposed the bundled model and the platform folder,
+    so Enter (or --yes) wrote them over the user's own model and disk; now it proposes the file's."""
+    model = tiny_model_factory(n_embd=128, n_ff=256)
+    path = tmp_path / "config.toml"
+    cold = tmp_path / "big disk" / "strata"
+    path.write_text(f'{config_file.HEADER}\nmodel = "{model}"\nctx = 512\nconversation_cache_cold_dir = "{cold}"\n'
+                    f'conversation_cache_cold_mib = 1024\nport = 8123\n')
+    setup = _strata("setup", "--yes", "--skip-bench", "--config", str(path), env=env)
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    assert "the model of the configuration there" in setup.stdout, setup.stdout
+    values, _ = config_file.read(path)
+    assert values["model"] == str(model), values
+    assert values["conversation_cache_cold_dir"] == str(cold) and values["conversation_cache_cold_mib"] > 0, values
+    assert values["port"] == 8123 and values["backend"] == "cpu"
+    assert config_file.earlier_setup_note(path) is None
