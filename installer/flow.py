@@ -42,7 +42,7 @@ def previous_choices(path: Path) -> tuple[str | None, str | None]:
     """(model file, cold folder) the configuration at `path` chose, for a new setup to propose instead of the
     defaults: a re-run (after an upgrade, to have a new key decided) proposed the bundled model and the platform
     folder, and Enter or --yes wrote them over the user's own. None for what the file does not choose, a model
-    that is no longer there, or a file that cannot be read."""
+    that is no longer there, a folder that is not there (a drive not mounted), or a file that cannot be read."""
     values, _, _ = config_file.previous_file(path)
     model = values.get("model")
     model_path = None
@@ -57,6 +57,8 @@ def previous_choices(path: Path) -> tuple[str | None, str | None]:
     budget = values.get("conversation_cache_cold_mib", values.get("conversation_cache_disk_mib"))
     cold = (os.path.expanduser(folder) if isinstance(folder, str) and folder and isinstance(budget, int)
             and not isinstance(budget, bool) and budget > 0 else None)
+    if cold is not None and not os.path.isdir(cold):   # its drive not mounted now: not made on the one below
+        cold = None
     return model_path, cold
 
 

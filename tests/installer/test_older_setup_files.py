@@ -140,6 +140,7 @@ def test_setup_run_again_keeps_the_model_and_folder_the_file_chose_and_decides_w
     model = tiny_model_factory(n_embd=128, n_ff=256)
     path = tmp_path / "config.toml"
     cold = tmp_path / "big disk" / "strata"
+    cold.mkdir(parents=True)                   # the server made it when it first kept a conversation there
     path.write_text(f'{config_file.HEADER}\nmodel = "{model}"\nctx = 512\nconversation_cache_cold_dir = "{cold}"\n'
                     f'conversation_cache_cold_mib = 1024\nport = 8123\n')
     setup = _strata("setup", "--yes", "--skip-bench", "--config", str(path), env=env)
@@ -150,3 +151,8 @@ def test_setup_run_again_keeps_the_model_and_folder_the_file_chose_and_decides_w
     assert values["conversation_cache_cold_dir"] == str(cold) and values["conversation_cache_cold_mib"] > 0, values
     assert values["port"] == 8123 and values["backend"] == "cpu"
     assert config_file.earlier_setup_note(path) is None
+    # a folder no longer there (its drive not mounted) is not proposed: made anew, it would fill the disk below
+    cold.rmdir()
+    setup = _strata("setup", "--yes", "--skip-bench", "--config", str(path), env=env)
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    assert config_file.read(path)[0]["conversation_cache_cold_dir"] != str(cold) and not cold.exists()
