@@ -3,7 +3,7 @@
 it paints into an image as it would on a screen). Prints each round's decode tokens/s and the monitor's CPU,
 then the open / closed ratio of each pair of rounds (the machine may be shared: compare within a run).
 
-Run: .venv/bin/python benchmarks/monitor_generation.py [--rounds 3] [--requests 6] [--max-tokens 200]
+Run: .venv/bin/python benchmarks/monitor_generation.py [--rounds 3] [--requests 6] [--max-tokens 200] [--fill 24]
      [--monitor-src DIR]   (another version's monitor/ folder, e.g. from `git archive <rev> monitor`: before/after)
 """
 
@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--requests", type=int, default=6, help="streamed answers a round")
     ap.add_argument("--max-tokens", type=int, default=200)
+    ap.add_argument("--fill", type=int, default=24, help="short requests first: the monitor's tables full from round 1")
     ap.add_argument("--monitor-src", help="a monitor/ folder to run instead of this checkout's")
     args = ap.parse_args(argv)
     from openai import OpenAI
@@ -92,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise SystemExit("the server did not start") from None
                 time.sleep(0.5)
+        for _ in range(args.fill):          # the requests table full, as on a server that has been working a while
+            decode_rate(client, 8)
         ratios = []
         for rnd in range(1, args.rounds + 1):
             rates = {}
