@@ -70,11 +70,16 @@ def say(text: str) -> None:
             pass
 
 
-def server_alone(strata: str, frozen: bool) -> str:
+def server_alone(strata: str, frozen: bool, windows: bool | None = None) -> str:
     """How to run the server without the window, in this user's own command: the packaged app has no
-    `strata` on PATH (it said `strata serve`, 'command not found') and no checkout with ./run."""
-    return f"run the server alone with `{strata} serve`" + ("" if frozen else
-                                                            " (`./run` does so where there is no display)")
+    `strata` on PATH (it said `strata serve`, 'command not found') and no checkout with ./run. On Windows
+    a quoted program is given in PowerShell's form too (`installer.cli.powershell_form`)."""
+    from strata.installer.cli import powershell_form
+
+    line = f"{strata} serve"
+    powershell = powershell_form(line, windows)
+    return (f"run the server alone with `{line}`" + (f" (in PowerShell: `{powershell}`)" if powershell else "")
+            + ("" if frozen else " (`./run` does so where there is no display)"))
 
 
 def api_key_of(config_path: Path) -> str | None:

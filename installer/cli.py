@@ -146,8 +146,8 @@ def run_terminal(args: argparse.Namespace, stdin: TextIO | None, out: TextIO,
               file=out)
     if before is not None and before != path.read_bytes():
         print(f"The previous configuration is kept as {config_file.backup_path(path)}", file=out)
-    print(f"Start the server with: {strata_command()} "
-          + command_line(["serve", *(["--config", str(path)] if args.config else [])]), file=out)
+    print("Start the server with: "
+          + start_hint(strata_command(), ["serve", *(["--config", str(path)] if args.config else [])]), file=out)
     return 0
 
 
@@ -156,6 +156,22 @@ def command_line(words: list[str], windows: bool | None = None) -> str:
     "my configs/") quoted, as cmd.exe or a POSIX shell reads it back."""
     windows = os.name == "nt" if windows is None else windows
     return subprocess.list2cmdline(words) if windows else shlex.join(words)
+
+
+def powershell_form(line: str, windows: bool | None = None) -> str | None:
+    """On Windows, PowerShell's form of a cmd.exe `line` whose program is quoted (C:\\Program Files\\...), else
+    None: PowerShell reads a line that starts with a quoted string as that string and refuses the next word
+    ('Unexpected token'); its call operator `&` runs the program. An unquoted program runs in both as it is."""
+    windows = os.name == "nt" if windows is None else windows
+    return f"& {line}" if windows and line.startswith('"') else None
+
+
+def start_hint(strata: str, words: list[str], windows: bool | None = None) -> str:
+    """`strata` (as `strata_command` says it) and `words`, a line to paste into this system's shell; on
+    Windows with PowerShell's form beside it where the two shells need different lines."""
+    line = f"{strata} {command_line(words, windows)}"
+    powershell = powershell_form(line, windows)
+    return f"{line}   (in PowerShell: {powershell})" if powershell else line
 
 
 def strata_command(on_path: str | None = None, argv0: str | None = None, frozen: bool | None = None,

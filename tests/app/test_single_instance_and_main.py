@@ -106,6 +106,10 @@ def test_without_a_display_the_packaged_app_names_its_own_command():
 
     said = server_alone(strata_command(frozen=True, executable="/opt/My Apps/Strata/Strata"), frozen=True)
     assert said == "run the server alone with `'/opt/My Apps/Strata/Strata' --strata-cli serve`"
+    # on Windows, PowerShell runs a quoted program only through its call operator: both forms
+    said = server_alone(r'"C:\Program Files\Strata\Strata.exe" --strata-cli', frozen=True, windows=True)
+    assert said == (r'run the server alone with `"C:\Program Files\Strata\Strata.exe" --strata-cli serve` '
+                    r'(in PowerShell: `& "C:\Program Files\Strata\Strata.exe" --strata-cli serve`)')
 
 
 def test_the_app_runs_then_gives_the_signal_handlers_back(app_config, tmp_path):

@@ -185,3 +185,20 @@ def test_the_closing_hint_in_the_packaged_app_names_its_own_executable():
                                                                                        "--strata-cli"]
     assert command_line([r"C:\Program Files\Strata\Strata.exe", "--strata-cli"], windows=True) == \
         r'"C:\Program Files\Strata\Strata.exe" --strata-cli'
+
+
+def test_on_windows_a_quoted_program_is_also_given_in_powershell_form():
+    """On Windows the hint was cmd.exe's line only: `"C:\\Program Files\\Strata\\Strata.exe" --strata-cli serve`.
+    PowerShell (Windows Terminal's default shell) reads a line that starts with a quoted string as that string
+    and refuses the next word ('Unexpected token'); its call operator `&` runs it. An unquoted program runs in
+    both shells as it is, and a POSIX shell needs neither."""
+    from strata.installer.cli import start_hint
+
+    app = r'"C:\Program Files\Strata\Strata.exe" --strata-cli'
+    cmd = app + r' serve --config "C:\Users\Ann Lee\strata.toml"'
+    assert start_hint(app, ["serve", "--config", r"C:\Users\Ann Lee\strata.toml"], windows=True) == \
+        f"{cmd}   (in PowerShell: & {cmd})"
+    assert start_hint(r"C:\Strata\Strata.exe --strata-cli", ["serve"], windows=True) == \
+        r"C:\Strata\Strata.exe --strata-cli serve"
+    assert start_hint("'/opt/My Apps/Strata' --strata-cli", ["serve"], windows=False) == \
+        "'/opt/My Apps/Strata' --strata-cli serve"
