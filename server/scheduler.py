@@ -96,6 +96,7 @@ class Scheduler:
         self._parked_at_stop = False
         self.prefill_rate = 0.0        # tokens/s of recent prefill pieces (EMA), sizes the slices
         self._reading = 0              # prompt tokens the engine call under way reads (a stop waits for it)
+        self._pieces_read = 0          # prompt-reading calls ended: a stop times the step after one from its end
         self.metrics = metrics
         self.cache = cache
         self.timeline = timeline
@@ -128,12 +129,15 @@ class Scheduler:
             self._stopping = True
             self._cv.notify_all()
         if self._thread is not None:
-            began = time.monotonic()
+            began, pieces = time.monotonic(), self._pieces_read
             while True:
                 self._thread.join(every_s)
                 if not self._thread.is_alive():
                     break
-                waited = time.monotonic() - began
+                now = time.monotonic()
+                if self._pieces_read != pieces:   # a piece ended: what follows it gets its own allowance
+                    began, pieces = now, self._pieces_read
+                waited = now - began
                 tokens = self._reading
                 if waited >= stop_progress.step_wait_s(tokens, self.prefill_rate):
                     log.warning("stopping: the engine step under way has not ended after %.0f s; the histories in "
@@ -232,8 +236,10 @@ class Scheduler:
                         fut.set_exception(e)
             try:
                 self._drop_cancelled()
-                self._assign()
-                self._step()
+                if not self._stopping:     # a stop that came during the calls starts no request
+                    self._assign()
+                if not self._stopping:     # nor any step once it came: not a prompt piece after a restore it ended
+                    self._step()
             except Exception as e:  # a bug or an engine failure: fail the running rows, keep serving
                 log.exception("scheduler step failed")
                 self.last_error = str(e)
@@ -586,6 +592,7 @@ class Scheduler:
             logits = self.engine.step([(r.ctx, part) for r, part in pieces], [r.ctx for r in riders], tokens)
         finally:
             self._reading = 0
+            self._pieces_read += 1
         dt = time.monotonic() - t0
         n_rows = sum(len(part) for _, part in pieces) + len(riders)
         if riders:
@@ -608,6 +615,7 @@ class Scheduler:
                 self.engine.prefill(row.ctx, part, chunk=self.chunk)
             finally:
                 self._reading = 0
+                self._pieces_read += 1
         self._after_piece(row, part, time.monotonic() - t0)
 
     def _after_piece(self, row: Row, part: list[int], dt: float) -> None:

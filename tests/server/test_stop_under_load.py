@@ -169,3 +169,64 @@ def test_a_restore_from_disk_under_way_when_the_server_stops_ends_at_its_next_pi
     # the entry is still there, whole (the stop may also keep the part restored, as a context's history)
     assert set(kept) <= {p.name for p in (tmp_path / "cold").glob("*.img")}
     assert (tmp_path / "cold" / kept[0]).stat().st_size == kept_bytes
+
+
+def test_a_stop_that_ends_a_restore_reads_no_prompt_piece_after_it(stress_model, tmp_path):  # noqa: F811
+    """The step that began the restore went on once the stop had ended it: the request, its restore ended
+    with nothing applied, read its prompt from the start (a whole prompt piece: ~1 min on a big model on the
+    CPU, what the stop had just spared), and the stop then kept that piece as a new history beside the entry
+    it came from, still on disk whole (a second file in the cold level's budget). After the stop begins, the
+    worker starts no engine step: no prompt piece is read, no file is written."""
+    import threading
+
+    from tests.server.live import LiveServer
+
+    def serve_it() -> LiveServer:
+        return LiveServer(model=str(stress_model), ctx=4096, batch=0, threads=1, conversation_cache_mib=8,
+                          conversation_cache_cold_dir=str(tmp_path / "cold"),
+                          conversation_cache_cold_mib=64).start()
+
+    messages = [{"role": "system", "content": "Keep the rules. " * 120}, {"role": "user", "content": "go"}]
+    body = {"messages": messages, "max_tokens": 4, "temperature": 0}
+    first = serve_it()
+    httpx.post(first.url + "/v1/chat/completions", json=body, timeout=WAIT_S).raise_for_status()
+    first.stop()                                   # the conversation goes to the cold level
+    kept = sorted(p.name for p in (tmp_path / "cold").iterdir())
+    assert len([k for k in kept if k.endswith(".img")]) == 1
+
+    server = serve_it()
+    engine = server.state.engine
+    real_restorer, real_prefill = engine.restorer, engine.prefill
+    read_after_stop: list[int] = []
+    entered, release = threading.Event(), threading.Event()
+
+    class HeldRestorer:                            # the real restorer, its first piece held until the stop began
+        def __init__(self, ctx: int) -> None:
+            self.real, self.fed = real_restorer(ctx), 0
+
+        def feed(self, data) -> None:
+            self.fed += 1
+            if self.fed == 1:
+                entered.set()
+                release.wait(WAIT_S)
+            self.real.feed(data)
+
+        def __getattr__(self, name: str):
+            return getattr(self.real, name)
+
+    def prefill(ctx, tokens, *args, **kwargs):
+        if server.state.scheduler._stopping:
+            read_after_stop.append(len(tokens))
+        return real_prefill(ctx, tokens, *args, **kwargs)
+
+    engine.restorer, engine.prefill = HeldRestorer, prefill
+    client = Client(server.url + "/v1/chat/completions", "chat", body)
+    assert entered.wait(WAIT_S)
+    stopping = threading.Thread(target=server.stop)
+    stopping.start()
+    wait_for(lambda: server.state.scheduler._stopping, what="the stop begun")
+    release.set()
+    stopping.join(WAIT_S)
+    assert client.result().end == "503"
+    assert read_after_stop == [], f"prompt pieces read after the stop began: {read_after_stop}"
+    assert sorted(p.name for p in (tmp_path / "cold").iterdir()) == kept   # nothing new beside the entry

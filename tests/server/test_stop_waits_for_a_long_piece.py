@@ -36,19 +36,39 @@ def test_a_piece_far_past_its_measured_time_is_left_as_stuck(tiny_model, tmp_pat
     assert not kept
 
 
+def test_the_step_after_a_long_piece_is_timed_from_the_piece_s_end(tiny_model, tmp_path, caplog, monkeypatch):
+    """The allowance was taken from the step under way at each look but timed from the stop's start: once a long
+    piece ended, the short call after it (its first token's logits, a decode step) was held to the slack alone
+    with the piece's minutes counted against it, and a look falling inside it gave the histories up as stuck."""
+    monkeypatch.setattr(stop_progress, "STEP_WAIT_SLACK_S", 2.5)
+    lines, kept = stop_during_a_piece(tiny_model, tmp_path, caplog, rate=50.0, hold_s=3.0, then_s=0.5)
+    assert not any("has not ended after" in line for line in lines), lines
+    assert kept, "the history read when the stop came was not kept"
+
+
 @pytest.mark.parametrize("tokens,rate,wait", [(0, 100.0, 10.0), (2048, 0.0, 120.0), (2048, 34.0, 10 + 3 * 2048 / 34)])
 def test_the_wait_follows_the_piece_and_its_rate(tokens, rate, wait):
     assert stop_progress.step_wait_s(tokens, rate) == pytest.approx(wait)
 
 
-def stop_during_a_piece(tiny_model, tmp_path, caplog, *, rate: float, hold_s: float) -> tuple[list[str], bool]:
+def stop_during_a_piece(tiny_model, tmp_path, caplog, *, rate: float, hold_s: float,
+                        then_s: float = 0.0) -> tuple[list[str], bool]:
     """A stop asked while the worker reads a 100+-token prompt piece, held `hold_s`, the prefill rate set to
-    `rate` tokens/s (a slow machine's). The stop's lines, and whether the history was kept at the stop."""
+    `rate` tokens/s (a slow machine's); the engine call after the piece (its logits) then takes `then_s`. The
+    stop's lines, and whether the history was kept at the stop."""
     flags = {"conversation_cache_warm_dir": str(tmp_path / "warm"), "conversation_cache_warm_mib": 64}
     with caplog.at_level(logging.INFO, logger="strata.server"):
         with LiveServer(model=str(tiny_model), ctx=2048, batch=0, threads=1, **flags) as server:
             sched = server.state.scheduler
             client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=60)
+            real_logits = sched.engine.logits
+
+            def logits(*args, **kwargs):
+                if then_s and pause.release.is_set() and not slowed:
+                    slowed.append(time.sleep(then_s))
+                return real_logits(*args, **kwargs)
+            slowed: list = []
+            sched.engine.logits = logits
             with Pause(sched.engine, "prefill", when=lambda ctx, part, **k: len(part) > 100) as pause:
                 threading.Thread(target=lambda: _ask(client), daemon=True).start()
                 assert pause.entered.wait(60)
