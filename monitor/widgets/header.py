@@ -22,7 +22,7 @@ def totals_text(view: MonitorView) -> str:
         return units.NA
     share = view.reuse_share
     # what runs now is known only from a feed that flows; the running totals stay as last seen
-    live = view.connection not in ("disconnected", "waiting")
+    live = view.connection == "connected"     # connecting: no snapshot of this feed yet (a restart loading)
     running = f"{view.busy_slots} running, {units.count(t.get('queue_depth'))} queued" if live else \
         f"{units.NA} running, {units.NA} queued"
     parts = [f"{units.count(t.get('requests'))} requests", running,

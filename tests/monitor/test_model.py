@@ -256,3 +256,18 @@ def test_the_generation_rate_needs_a_live_feed():
     nxt["totals"]["generated_tokens"] += 50
     m.apply(nxt)
     assert m.view().generated_tps == pytest.approx(100.0)
+
+
+def test_what_runs_now_needs_a_live_feed_while_connecting_too():
+    """'N running, M queued' is the last snapshot's: a55700a dashed it while disconnected or waiting, but the
+    app sets 'connecting: starting the server' for a restarted server's whole load (and the feed client
+    'connecting' before each retry), and the header said the stopped server's slots were still running."""
+    from strata.monitor.widgets.header import totals_text
+
+    series = load("series.json")
+    m = fed(*series[:-1])                            # two slots decoding
+    m.set_connection("connected", "http://x")
+    running = m.view().busy_slots
+    assert running > 0 and f"{running} running" in totals_text(m.view())
+    m.set_connection("connecting", "starting the server")
+    assert "\u2013 running, \u2013 queued" in totals_text(m.view())
