@@ -400,6 +400,28 @@ def test_compressed_bodies_a_bomb_and_a_broken_one(hostile_server):
         assert "cannot be read" in text and "content-encoding: gzip" in text, text
 
 
+def test_a_gzip_body_of_many_members_is_read_up_to_a_bound(hostile_server):
+    """gzip allows a body of several members (bgzip writes one per 64 KiB): a few are read as one body. Each
+    member copied the rest of the body behind it (zlib's unused_data, then a strip), on the event loop: 16 MiB
+    of empty 20-byte members (the default --max-body-mib) held every request and the stop for minutes. A body
+    of more than MAX_GZIP_MEMBERS members is a 400 saying so; it was read (or hung) as one."""
+    import gzip
+
+    from strata.server import body_read
+
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    text = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}).encode()
+    split = b"".join(gzip.compress(text[i:i + 7]) for i in range(0, len(text), 7)) + b"\0" * 8   # padded, as gzip(1)
+    r = httpx.post(hostile_server.url + "/v1/chat/completions", content=split, headers=headers, timeout=60)
+    assert r.status_code == 200, r.text
+    flood = gzip.compress(b"") * body_read.MAX_GZIP_MEMBERS + gzip.compress(text)
+    for path in ("/v1/chat/completions", "/v1/messages"):
+        r = httpx.post(hostile_server.url + path, content=flood, headers=headers, timeout=60)
+        assert r.status_code == 400, (path, r.text)
+        assert f"more than {body_read.MAX_GZIP_MEMBERS} gzip members" in error_text(path, r), r.text
+    assert body_read.inflated(gzip.compress(b"") * body_read.MAX_GZIP_MEMBERS, 10) == b""   # the bound itself
+
+
 @pytest.mark.parametrize("encoding", ["deflate", "br", "zstd", "gzip, deflate", "compress"])
 def test_a_body_in_an_encoding_other_than_gzip_is_refused_before_it_is_read(hostile_server, encoding):
     """Headers first, the damaged body a moment later (as a real client's two writes arrive): a deflate body
