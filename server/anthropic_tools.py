@@ -63,15 +63,30 @@ def client_run(kind: Any) -> dict[str, Any] | None:
 
 def warn_left_out(kind: Any, name: str) -> None:
     """Logs, once per type and process, that a tool of a type this server does not know is left out: a 400
-    could break an agent whose newer tool type the model can do without, silence would hide it."""
-    if not isinstance(kind, str) or kind in _WARNED or not_run_here(kind):
+    could break an agent whose newer tool type the model can do without, silence would hide it. The types
+    come from clients: WARNED_TYPES_MAX of them are remembered and said (each cut to SHOWN_CHARS), then one
+    line says the others are not (a new made-up type each request grew the set and the log for good)."""
+    if not isinstance(kind, str) or kind in _WARNED or not_run_here(kind) or _CAP_SAID:
+        return
+    if len(_WARNED) == WARNED_TYPES_MAX:
+        _CAP_SAID.append(True)
+        log.warning("Anthropic tools of %d types Strata does not know were left out; others are left out too, "
+                    "not said", WARNED_TYPES_MAX)
         return
     _WARNED.add(kind)
     log.warning("Anthropic tool %r has a type Strata does not know (%r) and no input_schema: it is left out, "
-                "the model cannot call it (a tool with an input_schema is offered whatever its type)", name, kind)
+                "the model cannot call it (a tool with an input_schema is offered whatever its type)",
+                _cut(name), _cut(kind))
 
 
+WARNED_TYPES_MAX = 16
+SHOWN_CHARS = 80
 _WARNED: set[str] = set()
+_CAP_SAID: list[bool] = []      # not empty once the cap's line was said
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
 
 
 def not_run_here(kind: Any) -> bool:

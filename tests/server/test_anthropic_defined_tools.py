@@ -92,3 +92,17 @@ def test_a_tool_of_an_unknown_type_is_left_out_and_said_once(claude, caplog):
     said = [r.getMessage() for r in caplog.records if "spreadsheet_20270101" in r.getMessage()]
     assert len(said) == 1 and "'sheet'" in said[0] and "left out" in said[0], said
     assert not [r for r in caplog.records if "web_search" in r.getMessage()]
+
+
+def test_unknown_tool_types_a_client_makes_up_do_not_grow_the_log_or_memory_without_end(claude, caplog):
+    """Once per type: a client sending a new made-up type (10 KB each) with every request made the server keep
+    every one for the process's life and log each in full, a 10 KB line a request. Now a bounded number of
+    types is remembered and said, each cut short, then one line says the rest are not."""
+    with caplog.at_level(logging.WARNING, logger="strata.server"):
+        for i in range(40):
+            made_up = {"type": f"made_up_{i:02d}_" + "x" * 10_000, "name": "t" * 5_000}
+            claude.messages.count_tokens(model="m", messages=ASK, tools=[made_up, READ])
+    said = [r.getMessage() for r in caplog.records if "made_up_" in r.getMessage() or "not said" in r.getMessage()]
+    assert 1 < len(said) <= 20, len(said)
+    assert "not said" in said[-1], said[-1]
+    assert max(map(len, said)) < 600, max(map(len, said))
