@@ -297,16 +297,16 @@ class DiskLevel:
         d = json.loads(raw)
         if not isinstance(d, dict) or d.get("format") != SIDECAR_FORMAT or d.get("version") != SIDECAR_VERSION:
             raise _Foreign("format")
+        identity = Identity(str(d["model_id"]), str(d["kv_layout"]))
+        if identity != self.identity:   # before the revision: another model's files, old or not, are theirs (an
+            raise _Foreign("identity")  # older server of that model may still use them), never removed here
         revision = d.get("kv_revision", UNRECORDED_KV_REVISION)
         if not isinstance(revision, int) or isinstance(revision, bool):
             raise ValueError(f"kv_revision {revision!r} is not a number")
-        if revision < KV_REVISION:   # checked before the identity: no engine of this version can use it
+        if revision < KV_REVISION:   # this model's, from an older engine: no engine of this version can use it
             raise _Stale(f"KV revision {revision}, this engine's is {KV_REVISION}")
         if revision > KV_REVISION:   # a newer Strata's (a downgrade, or a newer one sharing the folder): theirs
             raise _Foreign(f"KV revision {revision}, newer than this engine's {KV_REVISION}")
-        identity = Identity(str(d["model_id"]), str(d["kv_layout"]))
-        if identity != self.identity:
-            raise _Foreign("identity")
         tokens = np.asarray(d["tokens"], dtype=np.int32)
         if d["key"] != key or tokens.ndim != 1 or int(d["n_tokens"]) != tokens.shape[0]:
             raise ValueError("sidecar key or token count does not match")

@@ -98,6 +98,21 @@ def test_another_kv_type_is_left_alone_and_said_once(tiny_model_factory, tmp_pat
     assert len(list(folder.glob("*.json"))) == 4          # theirs kept (a shared folder), and the new turn's
 
 
+def test_another_kv_type_s_files_an_older_version_wrote_are_left_alone(tiny_model_factory, tmp_path):
+    """The revision was checked before the identity: another model's or KV type's files an older Strata wrote
+    in a shared folder were removed as stale, though the older server of that model may still be using them
+    (docs/conversation-cache.md: another model's files are left alone). They are foreign: left, said once."""
+    tiny_model = tiny_model_factory(n_embd=128, n_ff=256)     # heads of 32: q8_0 KV takes them
+    folder = tmp_path / "warm"
+    _first_run(tiny_model, folder)
+    _as_an_older_version_wrote_them(folder)
+    theirs = sorted(p.name for p in folder.iterdir())
+    with _server(tiny_model, folder, kv_type="q8_0") as server:
+        warm = server.state.cache.cascade.levels[1]
+        assert warm.skipped["foreign"] == 3 and not warm.skipped["stale"] and not warm.removed, warm.skipped
+    assert sorted(p.name for p in folder.iterdir()) == theirs
+
+
 def test_a_session_an_older_version_saved_is_refused_by_name_and_can_be_deleted(tiny_model, tmp_path):
     """A saved session is the user's: its files stay, and a restore says why it cannot be used (before: a 404
     'no session named' for a session listed on disk), and a delete removes it."""
