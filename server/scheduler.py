@@ -96,6 +96,7 @@ class Scheduler:
         self._parked_at_stop = False
         self.prefill_rate = 0.0        # tokens/s of recent prefill pieces (EMA), sizes the slices
         self._reading = 0              # prompt tokens the engine call under way reads (a stop waits for it)
+        self._gave_up = False          # a stop gave the step under way up as stuck (a later one does not wait)
         self._pieces_read = 0          # prompt-reading calls ended: a stop times the step after one from its end
         self.metrics = metrics
         self.cache = cache
@@ -128,7 +129,11 @@ class Scheduler:
         with self._cv:
             self._stopping = True
             self._cv.notify_all()
-        if self._thread is not None:
+        if self._thread is not None and self._gave_up:   # the second stop at shutdown: not a second wait
+            self._thread.join(0)
+            if self._thread.is_alive():
+                return
+        elif self._thread is not None:
             began, pieces = time.monotonic(), self._pieces_read
             while True:
                 self._thread.join(every_s)
@@ -142,6 +147,7 @@ class Scheduler:
                 if waited >= stop_progress.step_wait_s(tokens, self.prefill_rate):
                     log.warning("stopping: the engine step under way has not ended after %.0f s; the histories in "
                                 "the contexts are not kept", waited)
+                    self._gave_up = True
                     return          # still inside an engine call: leave the contexts alone
                 log.info("%s", stop_progress.step_line(tokens, waited))
         self._park_live_histories()

@@ -46,6 +46,29 @@ def test_the_step_after_a_long_piece_is_timed_from_the_piece_s_end(tiny_model, t
     assert kept, "the history read when the stop came was not kept"
 
 
+def test_the_second_stop_at_shutdown_does_not_wait_again_for_a_step_given_up(tiny_model, tmp_path, caplog,
+                                                                             monkeypatch):
+    """The server stops twice (aiohttp's on_shutdown, then the cleanup): once the first gave a stuck step up
+    (its histories said not kept), the second waited its whole allowance again (2 more minutes for a first
+    prompt's piece). A later call keeps the histories only if the step has ended by then."""
+    monkeypatch.setattr(stop_progress, "STEP_WAIT_SLACK_S", 0.3)
+    flags = {"conversation_cache_warm_dir": str(tmp_path / "warm"), "conversation_cache_warm_mib": 64}
+    with caplog.at_level(logging.INFO, logger="strata.server"):
+        with LiveServer(model=str(tiny_model), ctx=2048, batch=0, threads=1, **flags) as server:
+            sched = server.state.scheduler
+            client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=60)
+            with Pause(sched.engine, "prefill", when=lambda ctx, part, **k: len(part) > 100) as pause:
+                threading.Thread(target=lambda: _ask(client), daemon=True).start()
+                assert pause.entered.wait(60)
+                sched.prefill_rate = 1e6
+                sched.stop(every_s=0.2)                   # gives the held piece up
+                given_up = len(caplog.records)
+                sched.stop(every_s=0.2)                   # the second call, the piece still held
+                again = [r.getMessage() for r in caplog.records[given_up:] if r.getMessage().startswith("stopping")]
+                pause.release.set()
+    assert again == [], again
+
+
 @pytest.mark.parametrize("tokens,rate,wait", [(0, 100.0, 10.0), (2048, 0.0, 120.0), (2048, 34.0, 10 + 3 * 2048 / 34)])
 def test_the_wait_follows_the_piece_and_its_rate(tokens, rate, wait):
     assert stop_progress.step_wait_s(tokens, rate) == pytest.approx(wait)
