@@ -206,6 +206,11 @@ def resolve_model(flag: str, name: str) -> Path:
         same = [p for p in found if matches(p)]
         if len(same) == 1:
             return same[0]
+        if len(same) > 1 and name == Path(DEFAULT_MODEL_FILE).stem and same[0] == found[0] and \
+                found[0].parent.name == DEFAULT_MODEL_PACKAGE:
+            # the id setup writes for the model installed with Strata (4222205): that one, not a refusal once a
+            # copy of the same file lands in the models folder
+            return same[0]
         if same:
             raise FileNotFoundError(f"{flag} {name}: no such file, and {len(same)} files have that id: give the path "
                                     f"of one ({', '.join(map(str, same))})")

@@ -206,3 +206,20 @@ def test_the_json_list_gives_each_model_the_id_the_table_shows(tmp_path, tiny_mo
     mine = listed[str(tmp_path / "My-Coder.Q4_K_M.gguf")]
     assert mine["id"] == "My-Coder.Q4_K_M"
     assert all(m["id"] == os.path.basename(m["path"]).removesuffix(".gguf") for m in listed.values())
+
+
+def test_the_default_models_id_that_setup_writes_still_serves_beside_a_copy_in_the_models_folder(
+        tmp_path, monkeypatch, default_model_path):
+    """Since 4222205 setup writes the default model by its id (model = "SmolLM2-135M-Instruct.Q4_1"), meaning
+    the one installed with Strata. A user who later put the same file in the models folder (a tutorial's
+    download) found the server refusing that file: '2 files have that id: give the path of one' (status 3, the
+    app's server failed). That id takes the installed default model; another id of two files still needs a path."""
+    from strata.engine.models import default_model_path as installed
+    from strata.server.app import model_path
+    from strata.server.config import load_config
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    folder = tmp_path / "data" / "strata" / "models"
+    folder.mkdir(parents=True)
+    shutil.copy(installed(), folder / installed().name)
+    assert model_path(load_config({"model": installed().stem}, environ={})) == installed()
