@@ -15,6 +15,7 @@ import errno
 import ipaddress
 import logging
 import os
+import select
 import signal
 import socket
 import sys
@@ -288,7 +289,7 @@ def watch_stdin(on_eof: Callable[[], object]) -> None:
         # stop by a signal then ended in "Fatal Python error: could not acquire lock for <stdin> at
         # interpreter shutdown" (SIGABRT, exit status 134) when the interpreter closed stdin
         try:
-            while os.read(fd, 4096):
+            while _read_some(fd):
                 pass
         except (OSError, ValueError):
             pass
@@ -296,6 +297,19 @@ def watch_stdin(on_eof: Callable[[], object]) -> None:
         on_eof()
 
     threading.Thread(target=read_to_eof, name="strata-stdin", daemon=True).start()
+
+
+def _read_some(fd: int) -> bytes:
+    """Up to 4 KiB of `fd`, blocking until some come or the input ends (b""). A descriptor left non-blocking
+    (O_NONBLOCK belongs to the open pipe or terminal, shared with whoever else holds it) raised
+    BlockingIOError at once, taken for the end: the server stopped as it started."""
+    while True:
+        try:
+            return os.read(fd, 4096)
+        except BlockingIOError:
+            if os.name == "nt":          # select takes only sockets there
+                raise
+            select.select([fd], [], [])
 
 
 def status_line_shown(config: ServerConfig) -> bool:

@@ -230,3 +230,35 @@ def test_a_stop_that_ends_a_restore_reads_no_prompt_piece_after_it(stress_model,
     assert client.result().end == "503"
     assert read_after_stop == [], f"prompt pieces read after the stop began: {read_after_stop}"
     assert sorted(p.name for p in (tmp_path / "cold").iterdir()) == kept   # nothing new beside the entry
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="O_NONBLOCK on a pipe is POSIX")
+def test_stdin_left_non_blocking_is_waited_on_not_taken_for_its_end(stress_model, tmp_path):  # noqa: F811
+    """O_NONBLOCK belongs to the open pipe or terminal, shared with whoever else holds it (a parent or a shell
+    that set it): os.read then raised BlockingIOError at once, which the watcher took for the end of input,
+    and --stop-on-stdin-eof stopped the server as it started. It waits for input or the end instead."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("STRATA_API_KEY", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "strata", "serve", "--no-config", "--port", "0", "--threads", "1",
+         "--model", str(stress_model), "--ctx", "512", "--stop-on-stdin-eof"],
+        stdin=read_end, stdout=open(tmp_path / "server.log", "w"), stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+    os.close(read_end)
+    try:
+        port = listening_port(tmp_path / "server.log", proc)
+        wait_healthy(port, proc)
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=WAIT_S,
+                       json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+        assert r.status_code == 200 and proc.poll() is None, (tmp_path / "server.log").read_text()[-2000:]
+        os.close(write_end)                      # the end of input: the clean stop
+        write_end = -1
+        proc.wait(WAIT_S)
+    finally:
+        if write_end >= 0:
+            os.close(write_end)
+        if proc.poll() is None:
+            proc.kill()
+    log = (tmp_path / "server.log").read_text()
+    assert proc.returncode == 0 and log.count("standard input closed: stopping") == 1, log[-2000:]
