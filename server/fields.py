@@ -48,6 +48,9 @@ def refused_encoding(request: web.Request) -> str:
     given = [e.strip().lower() for e in request.headers.get("Content-Encoding", "").split(",") if e.strip()]
     other = [e for e in given if e not in ("gzip", "x-gzip", "identity")]
     if not other:
+        if sum(e != "identity" for e in given) > 1:   # gzip applied twice: body_read inflates one
+            return (f"Content-Encoding {', '.join(given)} is not accepted: send the body as it is, or gzip it "
+                    "once")
         return ""
     return f"Content-Encoding {', '.join(other)} is not accepted: send the body as it is, or gzip it"
 

@@ -422,6 +422,24 @@ def test_a_gzip_body_of_many_members_is_read_up_to_a_bound(hostile_server):
     assert body_read.inflated(gzip.compress(b"") * body_read.MAX_GZIP_MEMBERS, 10) == b""   # the bound itself
 
 
+def test_a_body_said_to_be_gzipped_twice_is_refused_not_misread(hostile_server):
+    """'Content-Encoding: gzip, gzip' (codings in the order applied) passed the check, was inflated once and
+    read as JSON: a 400 'not valid UTF-8' about bytes that were the client's second gzip. Only one gzip is
+    read: the header is the 415 that says what to send."""
+    import gzip
+
+    text = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}).encode()
+    for path in ("/v1/chat/completions", "/v1/messages"):
+        for encoding in ("gzip, gzip", "x-gzip,GZIP"):
+            r = httpx.post(hostile_server.url + path, content=gzip.compress(gzip.compress(text)), timeout=60,
+                           headers={"Content-Type": "application/json", "Content-Encoding": encoding})
+            assert r.status_code == 415, (path, encoding, r.text)
+            assert "gzip it once" in error_text(path, r), r.text
+    r = httpx.post(hostile_server.url + "/v1/chat/completions", content=gzip.compress(text), timeout=60,
+                   headers={"Content-Type": "application/json", "Content-Encoding": "identity, GZip"})
+    assert r.status_code == 200, r.text                  # one gzip, any case, identity beside it: read
+
+
 @pytest.mark.parametrize("encoding", ["deflate", "br", "zstd", "gzip, deflate", "compress"])
 def test_a_body_in_an_encoding_other_than_gzip_is_refused_before_it_is_read(hostile_server, encoding):
     """Headers first, the damaged body a moment later (as a real client's two writes arrive): a deflate body
