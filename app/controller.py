@@ -136,7 +136,8 @@ class AppController(QObject):
         return False
 
     def _stop_server(self) -> None:
-        if self._restart_thread is not None:     # a restart under way finishes first: it would start a server
+        self.supervisor.no_more_starts()         # a restart under way finishes its stop, not its start
+        if self._restart_thread is not None:
             self._restart_thread.join()
         self.supervisor.stop()
 
@@ -153,7 +154,8 @@ class AppController(QObject):
             return
         self._shut = True
         self.timer.stop()
-        if self._restart_thread is not None:     # a restart under way finishes first: it would start a server
+        self.supervisor.no_more_starts()         # a restart under way finishes its stop, not its start
+        if self._restart_thread is not None:
             self._restart_thread.join()
         if self.client is not None:
             self.client.stop()

@@ -106,6 +106,7 @@ class ServerSupervisor:
         self._offer = ""
         self._stop = threading.Event()
         self._requested = False
+        self._quitting = False      # `no_more_starts`: the app quits; a restart under way does not start again
         self._thread: threading.Thread | None = None
         self._last_line = ""
         self._progress_at = 0.0     # monotonic time of the server's last "stopping: ..." line
@@ -114,6 +115,9 @@ class ServerSupervisor:
 
     def start(self) -> None:
         with self._lock:
+            if self._quitting:
+                self._event("start not made: the app is quitting")
+                return
             if self._thread is not None and self._thread.is_alive():
                 return
             self._stop.clear()
@@ -134,6 +138,12 @@ class ServerSupervisor:
         if self._thread is not None:
             self._thread.join(self.stop_cap_s + 10)
         self._set("stopped", "stopped")
+
+    def no_more_starts(self) -> None:
+        """The app quits: from now on `start` (a restart's, under way on another thread) starts nothing; its
+        new server would load its model only to be stopped at once."""
+        with self._lock:
+            self._quitting = True
 
     def restart(self) -> None:
         """A restart the user asked for: stop, then start with the retry count at zero."""

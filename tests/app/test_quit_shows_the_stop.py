@@ -115,3 +115,20 @@ def test_the_header_says_the_server_is_being_stopped_not_to_start_one(qtbot, tmp
         controller.shutdown()
     assert any("waiting</b> for the server to stop: keeping" in text for text in seen), seen
     assert not any("strata serve" in text or "cannot reach" in text for text in seen), seen
+
+
+def test_quit_during_a_restarts_stop_starts_no_server(qtbot, tmp_path):
+    """Restart clicked, then Quit (or the window closed without a tray) while that restart's stop is under way:
+    the quit waited for the restart, which started a new server after its stop, and then stopped that one too
+    (a big model loaded only to be stopped, the app meanwhile 'starting'). The restart's start is not made."""
+    starts = tmp_path / "starts"
+    server = f"open({str(starts)!r}, 'a').write('s\\n')\n" + SERVER
+    controller = AppController(None, tmp_path / "logs", theme="light", command=[sys.executable, "-c", server])
+    controller.start(show=True)
+    log = tmp_path / "logs" / "server.log"
+    qtbot.waitUntil(lambda: log.is_file() and "ready" in log.read_text(), timeout=60_000)
+    controller.restart_server()
+    qtbot.waitUntil(lambda: controller.supervisor.status().state == "stopping", timeout=60_000)
+    controller.quit()
+    qtbot.waitUntil(lambda: controller._shut, timeout=60_000)
+    assert starts.read_text().count("s") == 1
