@@ -538,6 +538,8 @@ class Scheduler:
                         getattr(result, "reason", "?"))
             self.metrics.add_restore_fallback(str(getattr(result, "level", getattr(hit, "level", "?"))))
             return "failed"
+        if self._stopping:   # a prefix of the entry it came from, which stays: the stop keeps no copy of it
+            self.table[ctx].parked = True
         row.reused = n
         row.source = str(getattr(result, "level", getattr(hit, "level", "ram")))
         return "restored"

@@ -262,3 +262,63 @@ def test_stdin_left_non_blocking_is_waited_on_not_taken_for_its_end(stress_model
             proc.kill()
     log = (tmp_path / "server.log").read_text()
     assert proc.returncode == 0 and log.count("standard input closed: stopping") == 1, log[-2000:]
+
+
+def test_a_restore_the_stop_ends_midway_keeps_no_second_copy_of_its_part(stress_model, tmp_path,  # noqa: F811
+                                                                         monkeypatch):
+    """A restore ended by the stop after some whole chunks leaves them in the context: a prefix of the entry,
+    which stays on disk whole. The stop kept that part as a history of its own (a second file in the level's
+    budget, written while the stop runs: up to the gigabytes the stop had just not read). It keeps nothing
+    for it. The pieces are cut to 64 KiB (one chunk each) so that a tiny model's entry has several."""
+    import threading
+
+    from strata.server.cache import pipeline
+
+    from tests.server.live import LiveServer
+
+    real_sizes = pipeline.aligned_sizes
+    monkeypatch.setattr(pipeline, "aligned_sizes", lambda header, n: real_sizes(header, n, 64 << 10))
+
+    def serve_it() -> LiveServer:
+        return LiveServer(model=str(stress_model), ctx=4096, batch=0, threads=1, conversation_cache_mib=8,
+                          conversation_cache_cold_dir=str(tmp_path / "cold"),
+                          conversation_cache_cold_mib=64).start()
+
+    messages = [{"role": "system", "content": "Keep the rules. " * 120}, {"role": "user", "content": "go"}]
+    body = {"messages": messages, "max_tokens": 4, "temperature": 0}
+    first = serve_it()
+    httpx.post(first.url + "/v1/chat/completions", json=body, timeout=WAIT_S).raise_for_status()
+    first.stop()
+    kept = sorted(p.name for p in (tmp_path / "cold").iterdir())
+
+    server = serve_it()
+    engine, real_restorer = server.state.engine, server.state.engine.restorer
+    restored: list[int] = []
+    entered, release = threading.Event(), threading.Event()
+
+    class HeldRestorer:                  # the real restorer, its second piece (the first chunk) held
+        def __init__(self, ctx: int) -> None:
+            self.real, self.fed = real_restorer(ctx), 0
+
+        def feed(self, data) -> None:
+            self.fed += 1
+            if self.fed == 2:
+                entered.set()
+                release.wait(WAIT_S)
+            self.real.feed(data)
+            restored.append(self.real.n_restored)
+
+        def __getattr__(self, name: str):
+            return getattr(self.real, name)
+
+    engine.restorer = HeldRestorer
+    client = Client(server.url + "/v1/chat/completions", "chat", body)
+    assert entered.wait(WAIT_S)
+    stopping = threading.Thread(target=server.stop)
+    stopping.start()
+    wait_for(lambda: server.state.scheduler._stopping, what="the stop begun")
+    release.set()
+    stopping.join(WAIT_S)
+    assert client.result().end == "503"
+    assert len(restored) == 2 and restored[-1] > 0, restored          # a part restored, then the stop
+    assert sorted(p.name for p in (tmp_path / "cold").iterdir()) == kept
