@@ -97,7 +97,8 @@ class Scheduler:
         self.prefill_rate = 0.0        # tokens/s of recent prefill pieces (EMA), sizes the slices
         self._reading = 0              # prompt tokens the engine call under way reads (a stop waits for it)
         self._gave_up = False          # a stop gave the step under way up as stuck (a later one does not wait)
-        self._pieces_read = 0          # prompt-reading calls ended: a stop times the step after one from its end
+        self._pieces_read = 0          # prompt pieces and calls ended: a stop times what follows one from its end
+        self._in_call = False          # a session save or restore (Scheduler.call) runs: a stop waits for it too
         self.metrics = metrics
         self.cache = cache
         self.timeline = timeline
@@ -143,13 +144,15 @@ class Scheduler:
                 if self._pieces_read != pieces:   # a piece ended: what follows it gets its own allowance
                     began, pieces = now, self._pieces_read
                 waited = now - began
-                tokens = self._reading
-                if waited >= stop_progress.step_wait_s(tokens, self.prefill_rate):
+                tokens, in_call = self._reading, self._in_call
+                allowance = (stop_progress.CALL_WAIT_S if in_call
+                             else stop_progress.step_wait_s(tokens, self.prefill_rate))
+                if waited >= allowance:
                     log.warning("stopping: the engine step under way has not ended after %.0f s; the histories in "
                                 "the contexts are not kept", waited)
                     self._gave_up = True
                     return          # still inside an engine call: leave the contexts alone
-                log.info("%s", stop_progress.step_line(tokens, waited))
+                log.info("%s", stop_progress.step_line(tokens, waited, in_call))
         self._park_live_histories()
 
     def _park_live_histories(self) -> None:
@@ -236,10 +239,14 @@ class Scheduler:
                 self._calls.clear()
             for fn, fut in calls:
                 if fut.set_running_or_notify_cancel():
+                    self._in_call = True
                     try:
                         fut.set_result(fn())
                     except BaseException as e:
                         fut.set_exception(e)
+                    finally:
+                        self._in_call = False
+                        self._pieces_read += 1
             try:
                 self._drop_cancelled()
                 if not self._stopping:     # a stop that came during the calls starts no request

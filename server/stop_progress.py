@@ -52,6 +52,7 @@ class StopProgress:
 STEP_WAIT_SLACK_S = 10.0     # any step: the whole wait before these existed
 STEP_WAIT_FACTOR = 3.0       # a piece may take this many times what the measured rate says (a busier machine)
 STEP_WAIT_UNKNOWN_S = 120.0  # a piece read before any rate was measured (the first prompt)
+CALL_WAIT_S = STEP_WAIT_UNKNOWN_S   # a session save or restore: gigabytes written or read (~37 s for 12 GiB)
 
 
 def step_wait_s(tokens: int, rate: float) -> float:
@@ -64,7 +65,8 @@ def step_wait_s(tokens: int, rate: float) -> float:
     return STEP_WAIT_SLACK_S + STEP_WAIT_FACTOR * tokens / rate
 
 
-def step_line(tokens: int, waited_s: float) -> str:
+def step_line(tokens: int, waited_s: float, in_call: bool = False) -> str:
     """The line said every PROGRESS_EVERY_S while a stop waits for that step (the app counts it as progress)."""
-    what = f"the prompt piece under way ({tokens} tokens)" if tokens > 0 else "the engine step under way"
+    what = ("the session save or restore under way" if in_call
+            else f"the prompt piece under way ({tokens} tokens)" if tokens > 0 else "the engine step under way")
     return f"stopping: finishing {what} before keeping the conversations ({waited_s:.0f} s)"

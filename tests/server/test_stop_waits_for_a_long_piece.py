@@ -69,6 +69,37 @@ def test_the_second_stop_at_shutdown_does_not_wait_again_for_a_step_given_up(tin
     assert again == [], again
 
 
+def test_a_session_save_under_way_is_waited_for_then_the_histories_kept(tiny_model, tmp_path, caplog, monkeypatch):
+    """A session save or restore runs on the worker thread (a big context's is gigabytes written or read: half
+    a minute): the stop gave it the slack of a decode step (10 s), took it for a stuck call and kept no history,
+    and the cache then closed while the save still wrote. It gets the allowance of a piece of unknown rate."""
+    import httpx2 as httpx
+
+    monkeypatch.setattr(stop_progress, "STEP_WAIT_SLACK_S", 0.3)
+    flags = {"conversation_cache_warm_dir": str(tmp_path / "warm"), "conversation_cache_warm_mib": 64,
+             "conversation_cache_sessions_dir": str(tmp_path / "sessions")}
+    with caplog.at_level(logging.INFO, logger="strata.server"):
+        with LiveServer(model=str(tiny_model), ctx=2048, batch=0, threads=1, **flags) as server:
+            sched = server.state.scheduler
+            _ask(openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=60))
+            with Pause(server.state.cache, "save_session") as pause:
+                saving = threading.Thread(target=lambda: httpx.post(server.url + "/v1/sessions/work/save",
+                                                                    json={"slot": "main"}, timeout=60), daemon=True)
+                saving.start()
+                assert pause.entered.wait(60)
+                stopper = threading.Thread(target=sched.stop, kwargs={"every_s": 0.2})
+                stopper.start()
+                time.sleep(1.5)                           # the save goes on, past the slack
+                pause.release.set()
+                stopper.join(60)
+            kept = sum(server.state.cache.parks.values()) > 0
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("stopping: ")]
+    assert not any("has not ended after" in line for line in lines), lines
+    assert any("session" in line for line in lines), lines
+    assert kept, "the history in main was not kept"
+    assert list((tmp_path / "sessions").glob("*.img")), "the session was not saved"
+
+
 @pytest.mark.parametrize("tokens,rate,wait", [(0, 100.0, 10.0), (2048, 0.0, 120.0), (2048, 34.0, 10 + 3 * 2048 / 34)])
 def test_the_wait_follows_the_piece_and_its_rate(tokens, rate, wait):
     assert stop_progress.step_wait_s(tokens, rate) == pytest.approx(wait)
