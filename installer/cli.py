@@ -176,13 +176,16 @@ def start_hint(strata: str, words: list[str], windows: bool | None = None) -> st
 
 def strata_command(on_path: str | None = None, argv0: str | None = None, frozen: bool | None = None,
                    executable: str | None = None) -> str:
-    """How this user starts `strata`: the packaged app's own executable with `--strata-cli` (PyInstaller:
-    sys.executable is the app, not a Python), the bare name when it is on PATH, else this program's own path
-    (a checkout's `.venv/bin/strata`, where a new user typed `strata serve` and got 'command not found')."""
+    """How this user starts `strata`: in the packaged app its console `strata` beside the executable running
+    (PyInstaller: sys.executable is the app, not a Python; the app's own `strata-app` is windowed on Windows,
+    where a terminal would see none of its output), or that executable with `--strata-cli` in a folder
+    without one; the bare name when it is on PATH, else this program's own path (a checkout's
+    `.venv/bin/strata`, where a new user typed `strata serve` and got 'command not found')."""
     frozen = bool(getattr(sys, "frozen", False)) if frozen is None else frozen
     executable = sys.executable if executable is None else executable
     if frozen:
-        return command_line([executable, "--strata-cli"])
+        console = Path(executable).with_name("strata" + Path(executable).suffix)   # the spec's CLI_NAME
+        return command_line([str(console)] if console.is_file() else [executable, "--strata-cli"])
     on_path = shutil.which("strata") if on_path is None else on_path
     argv0 = sys.argv[0] if argv0 is None else argv0
     if on_path:

@@ -120,3 +120,57 @@ def test_test_only_packages_are_excluded_and_nothing_the_app_imports_is():
                    if {canonical(d) for d in dists} & dev and not module.startswith("_")}
     assert {"pytest", "openai", "mistral_common"} <= dev_modules                  # installed here (the dev extra)
     assert dev_modules - imported - excludes == set(), "a test-only package the spec does not exclude"
+
+
+def spec_calls(name: str) -> list[ast.Call]:
+    tree = ast.parse(SPEC.read_text(encoding="utf-8"))
+    return [node for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name]
+
+
+def entry_target(script: str) -> str:
+    """`module:main` as the entry script runs it (`from module import main`)."""
+    tree = ast.parse((SPEC.parent / script).read_text(encoding="utf-8"))
+    return next(f"{node.module}:main" for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and any(a.name == "main" for a in node.names))
+
+
+def test_the_bundle_has_the_commands_pip_installs_a_console_strata_and_a_windowed_strata_app(tmp_path):
+    """A windowed executable started from cmd.exe / PowerShell has no console: its output goes nowhere and
+    the shell does not wait, so `Strata.exe --strata-cli serve` was no command line for Windows. The one
+    folder holds both of pyproject's commands, built as pip builds them: `strata` a console executable,
+    `strata-app` a windowed one, each running the same function, in one COLLECT (one _internal, not two)
+    and with names that are two files where names ignore case (Windows, macOS)."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        project = tomllib.load(f)["project"]
+    console_scripts, gui_scripts = project["scripts"], project["gui-scripts"]
+    entries = {}
+    tree = ast.parse(SPEC.read_text(encoding="utf-8"))
+    for node in tree.body:                                 # app = analysis("strata_app_entry.py")
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name) and node.value.func.id == "analysis"):
+            entries[node.targets[0].id] = node.value.args[0].value
+    constants = {name: spec_constant(name) for name in ("APP_NAME", "CLI_NAME")}
+    (collect,) = spec_calls("COLLECT")
+    built = {}
+    for arg in collect.args:                               # executable(app, APP_NAME, console=False)
+        if isinstance(arg, ast.Call) and arg.func.id == "executable":
+            name = constants[arg.args[1].id]
+            console = next(k.value.value for k in arg.keywords if k.arg == "console")
+            built[name] = (entry_target(entries[arg.args[0].id]), console)
+    assert built == {**{n: (t, True) for n, t in console_scripts.items()},
+                     **{n: (t, False) for n, t in gui_scripts.items()}}
+    assert len({name.lower() for name in built}) == len(built)
+    # the binaries and data of both analyses go into the one folder
+    names = {a.value.id for a in collect.args if isinstance(a, ast.Attribute)}
+    assert names == set(entries) and {a.attr for a in collect.args if isinstance(a, ast.Attribute)} == \
+        {"binaries", "datas"}
+
+    # what the app and setup tell the user to type names the console one (installer.cli.strata_command)
+    from strata.installer.cli import strata_command
+
+    for name in built:
+        (tmp_path / name).write_bytes(b"")
+    for name in built:
+        assert strata_command(frozen=True, executable=str(tmp_path / name)) == \
+            str(tmp_path / constants["CLI_NAME"])

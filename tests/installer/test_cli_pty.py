@@ -187,6 +187,23 @@ def test_the_closing_hint_in_the_packaged_app_names_its_own_executable():
         r'"C:\Program Files\Strata\Strata.exe" --strata-cli'
 
 
+def test_the_packaged_app_names_its_console_strata_beside_it(tmp_path):
+    """The bundle has a console `strata` beside the windowed `strata-app` (resources/packaging/strata.spec):
+    the hints named `strata-app --strata-cli`, which on Windows prints nothing in a terminal and is not
+    waited for. Both executables name the console one; a folder without it keeps `--strata-cli`."""
+    from strata.installer.cli import strata_command
+
+    folder = tmp_path / "My Apps" / "Strata"
+    folder.mkdir(parents=True)
+    app, console = folder / "strata-app", folder / "strata"
+    app.write_bytes(b"")
+    assert shlex.split(strata_command(on_path="", frozen=True, executable=str(app))) == [str(app), "--strata-cli"]
+    console.write_bytes(b"")
+    for running in (app, console):
+        assert shlex.split(strata_command(on_path="/usr/bin/strata", frozen=True, executable=str(running))) == \
+            [str(console)]
+
+
 def test_on_windows_a_quoted_program_is_also_given_in_powershell_form():
     """On Windows the hint was cmd.exe's line only: `"C:\\Program Files\\Strata\\Strata.exe" --strata-cli serve`.
     PowerShell (Windows Terminal's default shell) reads a line that starts with a quoted string as that string
