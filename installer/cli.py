@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cold-dir", metavar="PATH", default=None,
                         help="the folder proposed for conversations kept on disk "
                              f"(default {config_file.default_cold_dir()})")
+    parser.add_argument("--fresh", action="store_true",
+                        help="propose the recommended values, not the answers of the configuration file there "
+                             "(its model and conversations' folder are still proposed)")
     parser.add_argument("--skip-bench", action="store_true", help="do not measure the machine")
     parser.add_argument("--disk-bench-mib", type=int, default=256, metavar="N",
                         help="MiB written and read back to measure the cold folder (default 256, 8 to 16384)")
@@ -101,10 +104,8 @@ def run_terminal(args: argparse.Namespace, stdin: TextIO | None, out: TextIO,
     ask = not args.yes and _interactive(stdin)
     target = Path(args.config).expanduser() if args.config else config_file.configured_path()
     try:
-        if situation is None:
-            model, cold = flow.previous_choices(target)   # a re-run proposes what the file there chose
-            situation = flow.starting_situation(args.cold_dir or cold, args.model or model,
-                                                None if args.model or model is None else flow.PREVIOUS_MODEL_REASON)
+        if situation is None:   # a re-run proposes what the file there chose (--fresh: the recommendation)
+            situation = flow.rerun_situation(target, args.cold_dir, args.model, getattr(args, "fresh", False))
         s = situation
     except OSError as e:
         print(f"strata setup: cannot read this machine's profile: {e}", file=sys.stderr)

@@ -18,7 +18,7 @@ from strata.installer import config_file
 from strata.installer.bench import BenchReport
 from strata.installer.model_facts import ModelFileError, find_models, read_model_facts
 from strata.installer.plan import apply_answer, cold_folder_problem, make_plan
-from strata.installer.plan_types import AnswerError, Answers, Plan, Question, Situation
+from strata.installer.plan_types import AnswerError, Answers, Plan, PreviousAnswers, Question, Situation
 from strata.installer.profile import disk_facts, machine_profile
 
 
@@ -60,6 +60,39 @@ def previous_choices(path: Path) -> tuple[str | None, str | None]:
     if cold is not None and not os.path.isdir(cold):   # its drive not mounted now: not made on the one below
         cold = None
     return model_path, cold
+
+
+def _count(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def previous_answers(path: Path, model_path: str | None) -> PreviousAnswers | None:
+    """The answers the file at `path` gave to the questions setup asks (its context, slots, disk level and
+    budget), for a re-run to propose; `model_path`: its model, resolved (previous_choices). None: no file, or
+    one that cannot be read. A value of the wrong type is left out (the recommendation is proposed)."""
+    values, _, unreadable = config_file.previous_file(path)
+    if unreadable or not values:
+        return None
+    folder = values.get("conversation_cache_cold_dir", values.get("conversation_cache_spill_dir"))
+    budget = _count(values.get("conversation_cache_cold_mib", values.get("conversation_cache_disk_mib")))
+    if isinstance(folder, str) and folder and budget:
+        cold_dir = str(Path(folder).expanduser().absolute())   # as flow.accept records the answered folder
+    elif budget == 0 or (isinstance(folder, str) and not folder):
+        cold_dir = ""
+    else:
+        cold_dir = None                                       # not set: the server's default, not a choice
+    return PreviousAnswers(model=model_path, ctx=_count(values.get("ctx")), batch=_count(values.get("batch")),
+                           slot_ctx=_count(values.get("slot_ctx")), cold_dir=cold_dir, cold_mib=budget)
+
+
+def rerun_situation(path: Path, cold_dir: str | None = None, model: str | None = None,
+                    fresh: bool = False) -> Situation:
+    """The starting situation of a setup that will write `path`: the model and cold folder the file there chose
+    are proposed (unless --model / --cold-dir), and its other answers too unless `fresh` (the recommendation)."""
+    their_model, their_cold = previous_choices(path)
+    s = starting_situation(cold_dir or their_cold, model or their_model,
+                           None if model or their_model is None else PREVIOUS_MODEL_REASON)
+    return s if fresh else replace(s, previous=previous_answers(path, their_model))
 
 
 def models_folder() -> str | None:

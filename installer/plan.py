@@ -42,6 +42,7 @@ from strata.installer.plan_types import (
     ModelFacts,
     Plan,
     PlanParameters,
+    PreviousAnswers,
     Question,
     Situation,
 )
@@ -158,6 +159,62 @@ def _default_ctx(s: Situation, concurrency: str | None, p: PlanParameters) -> tu
     return ctx, f"{ctx} tokens = {gib(kv_mib_of(model, ctx))} of KV, the largest step {limit}"
 
 
+# ---------------------------------------------------------------- a re-run: the file's own answers
+# A re-run of setup (after an upgrade, or the app's "Set up again") proposes what the file there chose, so Enter
+# (and --yes) keeps it; the recommendation is said beside it when it differs. --fresh drops `s.previous`.
+
+PREVIOUS = "the configuration there"
+
+
+def _same_model(s: Situation) -> PreviousAnswers | None:
+    """The previous answers when the model is the one they were chosen for (a context and slots fit a model)."""
+    prev = s.previous
+    return prev if prev is not None and s.model is not None and prev.model == s.model.path else None
+
+
+def _against(kept_text: str, value, recommended: tuple, shown=str) -> str:
+    """The reason for a kept answer: what the file set, and the recommendation when it differs."""
+    rec, why = recommended
+    if rec == value:
+        return f"{PREVIOUS}: {kept_text}, also the recommendation ({why})"
+    return f"{PREVIOUS}: {kept_text}; recommended: {shown(rec)} ({why})"
+
+
+def _previous_concurrency(s: Situation, p: PlanParameters) -> tuple[str, str] | None:
+    if s.previous is None or s.previous.batch is None:
+        return None
+    value = "several" if s.previous.batch > 0 else "one"
+    return value, _against(f"batch = {s.previous.batch}", value, _default_concurrency(s, p))
+
+
+def _previous_keep(s: Situation, p: PlanParameters) -> tuple[bool, str] | None:
+    if s.previous is None or s.previous.cold_dir is None:
+        return None
+    value = bool(s.previous.cold_dir) and bool(s.previous.cold_mib)
+    kept = f"conversations kept in {s.previous.cold_dir}" if value else "conversations not kept on disk"
+    return value, _against(kept, value, _previous_cold_level(s, p), lambda v: "yes" if v else "no")
+
+
+def _previous_ctx(s: Situation, concurrency: str | None, p: PlanParameters) -> tuple[int, str] | None:
+    """The file's context for the same model, when this machine still holds it (else the recommendation)."""
+    prev = _same_model(s)
+    if prev is None or prev.ctx is None:
+        return None
+    try:
+        _parse_ctx(str(prev.ctx), s, p)
+    except AnswerError:
+        return None
+    return prev.ctx, _against(f"ctx = {prev.ctx}", prev.ctx, _default_ctx(s, concurrency, p))
+
+
+def _previous_slots(s: Situation, ctx: int, p: PlanParameters) -> tuple[int, int] | None:
+    """(batch, slot_ctx) the file set for this model and context, for a plan answered 'several' again."""
+    prev = _same_model(s)
+    if prev is None or not prev.batch or prev.ctx != ctx:
+        return None
+    return prev.batch, prev.slot_ctx or ctx
+
+
 # ---------------------------------------------------------------- questions
 
 
@@ -189,18 +246,20 @@ def _question(key: str, s: Situation, a: Answers, p: PlanParameters) -> Question
         return Question("model", "Which model? (path to a .gguf file)", None, "", no_model_found(s),
                         options=s.models_found)
     if key == "concurrency":
-        value, why = _default_concurrency(s, p)
+        value, why = _previous_concurrency(s, p) or _default_concurrency(s, p)
         return Question("concurrency", "One request at a time, or several?", value, value, why,
                         options=CONCURRENCY_CHOICES)
     if key == "keep_on_disk":
-        value, why = _previous_cold_level(s, p)
+        value, why = _previous_keep(s, p) or _previous_cold_level(s, p)
         return Question("keep_on_disk", "Keep conversations on disk?", value, "yes" if value else "no",
                         why, options=("yes", "no"))
     if key == "cold_dir":
+        theirs = s.previous is not None and s.previous.cold_dir == s.cold_disk.folder
         return Question("cold_dir", "Folder for the conversations kept on disk?", s.cold_disk.folder,
-                        s.cold_disk.folder, f"{gib(s.cold_disk.free_mib)} free there")
+                        s.cold_disk.folder, f"{gib(s.cold_disk.free_mib)} free there"
+                        + (f" ({PREVIOUS}'s folder)" if theirs else ""))
     if key == "ctx":
-        value, why = _default_ctx(s, a.concurrency, p)
+        value, why = _previous_ctx(s, a.concurrency, p) or _default_ctx(s, a.concurrency, p)
         return Question("ctx", "Context size (tokens)?", value, str(value), why)
     raise ValueError(f"unknown question {key!r}")
 
@@ -341,7 +400,8 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
     kv_choice = choose_kv_type(s, p)
     if ctx_why == "your answer":
         model, kv_choice = f16_if_it_holds(model, b, ctx, a.concurrency, kv_choice, p)
-        ctx_why = f"your answer: {gib(kv_mib_of(model, ctx))} of KV"
+        kept = (prev := _same_model(s)) is not None and prev.ctx == ctx
+        ctx_why = f"{f'kept from {PREVIOUS}' if kept else 'your answer'}: {gib(kv_mib_of(model, ctx))} of KV"
     add(Choice("ctx", ctx, ctx_why))
 
     if a.concurrency == "one":
@@ -355,6 +415,11 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
         else:
             batch_why = (f"{n_slots} slot(s) of {ctx} tokens ({gib(n_slots * kv_mib_of(model, ctx))} of KV), "
                          + (f"the most the plan gives ({p.target_slots})" if n_slots == p.target_slots else "what RAM allows"))
+    slot_ctx, slot_why = ctx, "as large as the main context, so a conversation can move between them"
+    if a.concurrency == "several" and (kept_slots := _previous_slots(s, ctx, p)) is not None:
+        n_slots, slot_ctx = kept_slots
+        batch_why = f"kept from {PREVIOUS} (the plan would give {slots_that_fit(model, b, ctx, p)})"
+        slot_why = f"kept from {PREVIOUS}" if slot_ctx != ctx else slot_why
     add(Choice("batch", n_slots, batch_why))
     if on_gpu(s):
         add(Choice("backend", "cuda", f"{m.gpu_name} ({gib(m.gpu_vram_mib)}) and a CUDA build: weights and KV on the GPU"))
@@ -365,7 +430,7 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
         add(Choice("backend", "cpu", f"GPU {m.gpu_name} found, but this build has no CUDA backend" if m.gpu_name
                    else "no NVIDIA GPU found (nvidia-smi)"))
     add(Choice("batch_groups", 1, "one group: pipelined groups pay off only across devices"))
-    add(Choice("slot_ctx", ctx, "as large as the main context, so a conversation can move between them"))
+    add(Choice("slot_ctx", slot_ctx, slot_why))
     add(Choice("kv_type", *kv_choice))
 
     add(Choice("conversation_cache_mib", b.ram_cache_mib,
@@ -375,12 +440,15 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
     if keep:
         folder = a.cold_dir or s.cold_disk.folder
         cold_mib = _cold_budget_mib(s.cold_disk, p)  # the wizard puts the chosen folder's facts in cold_disk
+        cold_why = (f"{int(p.cold_disk_share * 100)}% of the free disk, at most {p.cold_max_mib} MiB; "
+                    "only this last level deletes")
+        prev = s.previous
+        if prev is not None and prev.cold_mib and prev.cold_dir == folder:   # the free space moves between runs
+            cold_mib, cold_why = prev.cold_mib, f"kept from {PREVIOUS} (recommended now: {cold_mib} MiB, {cold_why})"
         if cold_mib < p.cold_min_mib:
             warnings.append(f"the cold level at {folder} gets only {cold_mib} MiB")
         add(Choice("conversation_cache_cold_dir", folder, f"conversations kept on disk ({keep_why})"))
-        add(Choice("conversation_cache_cold_mib", cold_mib,
-                   f"{int(p.cold_disk_share * 100)}% of the free disk, at most {p.cold_max_mib} MiB; "
-                   "only this last level deletes"))
+        add(Choice("conversation_cache_cold_mib", cold_mib, cold_why))
     else:
         add(Choice("conversation_cache_cold_dir", "", f"conversations not kept on disk ({keep_why})"))
         add(Choice("conversation_cache_cold_mib", 0, "no cold level"))

@@ -84,6 +84,20 @@ class BenchFacts:
 
 
 @dataclass(frozen=True)
+class PreviousAnswers:
+    """What the configuration file a setup re-run replaces chose for the questions setup asks: proposed as the
+    defaults instead of the recommendation (a re-run then Enter changed the user's context, slots and disk
+    budget to the new plan's). None for a key the file does not set."""
+
+    model: str | None = None       # its model's file (resolved): ctx and slots are kept only for the same model
+    ctx: int | None = None
+    batch: int | None = None
+    slot_ctx: int | None = None
+    cold_dir: str | None = None    # "": conversations not kept on disk
+    cold_mib: int | None = None
+
+
+@dataclass(frozen=True)
 class Situation:
     """Everything measured so far: the plan's only input besides the answers."""
 
@@ -97,6 +111,7 @@ class Situation:
     models_folder: str | None = None  # where the user's own GGUF files are looked for (said when none is found)
     packaged_model: str | None = None  # the default model's file as installed with Strata (the app's own folder)
     default_model_reason: str | None = None  # why default_model is proposed when not as the default (a re-run)
+    previous: PreviousAnswers | None = None  # the file a re-run replaces (None: a first run, or --fresh)
 
 
 @dataclass(frozen=True)

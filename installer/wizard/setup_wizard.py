@@ -14,7 +14,7 @@ from pathlib import Path
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QWizard
 from strata.installer import config_file, flow
-from strata.installer.plan import QUESTION_ORDER
+from strata.installer.plan import QUESTION_ORDER, default_answers
 from strata.installer.plan_types import Answers, Plan, Situation
 from strata.installer.wizard.bench_page import BenchPage
 from strata.installer.wizard.model_page import ModelPage
@@ -40,7 +40,8 @@ class SetupWizard(QWizard):
     PAGE_ORDER = ("model", "bench", "concurrency", "disk", "context", "plan")
 
     def __init__(self, parent=None, config_path: str | Path | None = None,
-                 situation: Situation | None = None, disk_bench_mib: int = 256, run_bench: bool = True):
+                 situation: Situation | None = None, disk_bench_mib: int = 256, run_bench: bool = True,
+                 fresh: bool = False):
         super().__init__(parent)
         self.setWindowTitle("Strata setup")
         self.setWizardStyle(QWizard.WizardStyle.ClassicStyle)
@@ -50,9 +51,10 @@ class SetupWizard(QWizard):
         # 960x540; 1366x768 at 125 %)
         self.setMinimumSize(*LEAST_SIZE)
         self.resize(*fitted_size(DEFAULT_SIZE, QGuiApplication.primaryScreen()))
-        self.situation: Situation = situation or flow.starting_situation()
-        self.answers = Answers()
         self.config_path = Path(config_path).expanduser() if config_path else config_file.configured_path()
+        # a re-run (the app's "Set up again") proposes the file's own answers; `fresh`: the recommendation
+        self.situation: Situation = situation or flow.rerun_situation(self.config_path, fresh=fresh)
+        self.answers = Answers()
         self.disk_bench_mib = disk_bench_mib
         self.run_bench = run_bench
         self.plan: Plan | None = None
@@ -61,6 +63,28 @@ class SetupWizard(QWizard):
         for name, page in zip(self.PAGE_ORDER, (ModelPage(), BenchPage(), ConcurrencyPage(), DiskPage(),
                                                  ContextPage(), PlanPage()), strict=True):
             self.page_ids[name] = self.addPage(page)
+        # a re-run's way to the plan's recommendation instead of the file's answers (setup --fresh)
+        self.setOption(QWizard.WizardOption.HaveCustomButton1, True)
+        self.setButtonText(QWizard.WizardButton.CustomButton1, "Use recommended values")
+        self.recommended_button = self.button(QWizard.WizardButton.CustomButton1)
+        self.recommended_button.setToolTip("Propose what the plan recommends for this machine and model, not the "
+                                           "answers of the configuration file there")
+        self.recommended_button.setVisible(self.situation.previous is not None)
+        self.customButtonClicked.connect(self._custom_button)
+
+    def _custom_button(self, which: int) -> None:
+        if which == QWizard.WizardButton.CustomButton1.value:
+            self.use_recommended()
+
+    def use_recommended(self) -> None:
+        """Drop the file's answers: this page and the ones after it propose the recommendation."""
+        self.situation = replace(self.situation, previous=None)
+        self.recommended_button.setVisible(False)
+        page = self.currentPage()
+        if page is self.page(self.page_ids["plan"]):   # every question answered: the recommended answers instead
+            self.answers = default_answers(self.situation, start=Answers(model=self.answers.model))
+        if page is not None and page is not self.page(self.page_ids["bench"]):
+            page.initializePage()
 
     def done(self, result: int) -> None:
         """Finish or Cancel: a bench still running is told to stop and its thread joined first."""
