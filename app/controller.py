@@ -13,10 +13,10 @@ import threading
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer
-from PySide6.QtGui import QGuiApplication, QIcon
-from PySide6.QtWidgets import QApplication, QLabel, QPushButton, QSystemTrayIcon
+from PySide6.QtGui import QAction, QGuiApplication, QIcon
+from PySide6.QtWidgets import QApplication, QDialog, QLabel, QPushButton, QSystemTrayIcon
 from strata.app import model_file
-from strata.app.restart_policy import FREE_PORT, GAVE_UP, RestartConfig, notify_restarts
+from strata.app.restart_policy import FREE_PORT, GAVE_UP, RestartConfig, notify_restarts, offers_setup_again
 from strata.app.supervisor import ServerStatus, ServerSupervisor, server_command
 from strata.app.tray import Tray
 from strata.monitor.client import FeedClient
@@ -57,11 +57,28 @@ class AppController(QObject):
         self.free_port_button.clicked.connect(self.restart_on_free_port)
         self.free_port_button.setVisible(False)
         self.window.statusBar().addPermanentWidget(self.free_port_button)
+        # where a reason says "run the setup again": the wizard, from the app (a packaged app has no terminal)
+        self.config_path = config_path
+        self.setup_wizard = None
+        self.setup_button = QPushButton("Set up again\u2026")
+        self.setup_button.setToolTip("The setup wizard on the configuration file, its answers proposed; Finish "
+                                     "writes it and restarts the server on it")
+        self.setup_button.clicked.connect(self.setup_again)
+        self.setup_button.setVisible(False)
+        self.window.statusBar().addPermanentWidget(self.setup_button)
+        # the window's own menu: the tray's actions where there is no tray (some Linux desktops)
+        server_menu = self.window.menuBar().addMenu("&Server")
+        self.restart_action = QAction("Restart server", self.window)
+        self.restart_action.triggered.connect(self.restart_server)
+        self.setup_action = QAction("Set up again\u2026", self.window)
+        self.setup_action.triggered.connect(self.setup_again)
+        server_menu.addAction(self.restart_action)
+        server_menu.addAction(self.setup_action)
         icon = QIcon(str(ICON)) if ICON.is_file() else QIcon()
         self.tray: Tray | None = None
         if QSystemTrayIcon.isSystemTrayAvailable():
             self.tray = Tray(icon, on_open=self.open_monitor, on_copy=self.copy_endpoint,
-                             on_restart=self.restart_server, on_quit=self.quit)
+                             on_restart=self.restart_server, on_quit=self.quit, on_setup=self.setup_again)
         self._shown_restarts = 0
         self._restart_thread: threading.Thread | None = None
         self._last_state = ""
@@ -101,6 +118,39 @@ class AppController(QObject):
         log.info("restart on a free port requested by the user")
         self.free_port_button.setVisible(False)
         self._in_background(self.supervisor.restart_on_free_port)
+
+    def setup_again(self) -> None:
+        """"Set up again…": the setup wizard on the configuration file, its answers proposed (a re-run then Finish
+        changes nothing); Finish writes it, keeping the keys setup does not decide, and the server restarts on it
+        off the GUI thread, as Restart does; Cancel changes nothing and the server keeps running. Not modal to the
+        app's loop: the status keeps being polled meanwhile."""
+        if self._quit_thread is not None or self._shut:
+            return
+        if self.setup_wizard is not None:        # one at a time: the open one comes forward
+            self.setup_wizard.raise_()
+            self.setup_wizard.activateWindow()
+            return
+        from strata.installer import config_file
+        from strata.installer.wizard.setup_wizard import SetupWizard
+
+        log.info("setup again requested by the user")
+        self.setup_button.setVisible(False)
+        self.setup_wizard = SetupWizard(self.window, self.config_path or config_file.configured_path())
+        self.setup_wizard.setWindowModality(Qt.WindowModality.WindowModal)
+        self.setup_wizard.finished.connect(self._setup_done)
+        self.setup_wizard.open()
+
+    def _setup_done(self, result: int) -> None:
+        wizard, self.setup_wizard = self.setup_wizard, None
+        if wizard is None:
+            return
+        wizard.deleteLater()
+        if result != QDialog.DialogCode.Accepted.value or wizard.written is None:
+            log.info("setup again cancelled: nothing changed")
+            return
+        log.info("setup again wrote %s: restarting the server on it", wizard.written)
+        self.setup_button.setVisible(False)
+        self._in_background(self.supervisor.restart)
 
     def _in_background(self, restart) -> None:
         """A restart off the GUI thread: stopping waits for the server to park its conversations (as long as
@@ -226,6 +276,9 @@ class AppController(QObject):
         offered = status.offer == FREE_PORT
         if self.free_port_button.isHidden() == offered:     # not isVisible(): false while the window is in the tray
             self.free_port_button.setVisible(offered)
+        setup = offers_setup_again(status.state, status.detail) and self.setup_wizard is None
+        if self.setup_button.isHidden() == setup:
+            self.setup_button.setVisible(setup)
         if self.tray is not None:
             self.tray.show_status(status)
 

@@ -67,6 +67,7 @@ class Exit:
 
 
 GAVE_UP = "gave up after"    # how a give-up's reason begins (it counts the restarts itself)
+SETUP_AGAIN = "run the setup again"   # a reason's advice the app offers as an action: "Set up again…"
 FREE_PORT = "free_port"      # RestartDecision.offer: the app offers to start the server on any free port
 
 
@@ -99,7 +100,7 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
         attempts = 0          # it had been running fine: this is a new failure, not a crash loop
     if exit.returncode == CONFIGURATION_REFUSED and not exit.was_healthy:
         return RestartDecision(False, attempts, f"the server refused its configuration: {what}; "
-                                                "fix the configuration file (or run the setup again)")
+                                                f"fix the configuration file (or {SETUP_AGAIN})")
     if exit.returncode == CANNOT_LISTEN and not exit.was_healthy:
         # a port another program holds (an old `strata serve`), a reserved or privileged one, or a host that is not
         # this machine's: the same address fails the same way again (it was retried 5 times, 18 s, then given up)
@@ -124,7 +125,7 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
                                                "to be whole")
     if exit.returncode == MODEL_NOT_LOADED and not exit.was_healthy:   # the same file fails the same way again
         return RestartDecision(False, attempts, f"the server could not load its model: {what}; "
-                                                "fix what it says, or choose another model (run the setup again)")
+                                                f"fix what it says, or choose another model ({SETUP_AGAIN})")
     if attempts >= cfg.max_retries:
         restarts = "1 restart" if attempts == 1 else f"{attempts} restarts"
         return RestartDecision(False, attempts, f"{GAVE_UP} {restarts} in a row: server {what} "
@@ -173,7 +174,14 @@ def wait_for_model(found: ModelFile, before: ModelFile | None = None) -> ModelWa
     why = "its folder is there, the file is not (still being copied, or moved?)" if found.folder_exists else \
         "its folder is not there (is its drive mounted?)"
     return ModelWait(True, f"for the model file {found.path}: {why}; the server starts by itself when the file "
-                           "appears, or choose another model (run the setup again)")
+                           f"appears, or choose another model ({SETUP_AGAIN})")
+
+
+def offers_setup_again(state: str, detail: str) -> bool:
+    """Whether the app offers "Set up again…" beside this state: a failure or a wait whose reason advises it (a
+    refused configuration, a model that cannot load, a model file that does not appear). A packaged app's
+    user has no terminal for `strata setup`."""
+    return state in ("failed", "waiting") and SETUP_AGAIN in detail
 
 
 DEFAULT_STOP_CAP_S = 600.0   # the longest a stop may take however it progresses (~200 GB at 339 MiB/s)

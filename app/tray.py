@@ -1,5 +1,5 @@
 """The tray icon: the server's state in its tooltip and menu, the endpoint address (click to copy),
-open the monitor, restart the server, quit. Only presentation; the controller does the work.
+open the monitor, restart the server, set up again, quit. Only presentation; the controller does the work.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from strata.app.supervisor import ServerStatus
 
 
 class Tray:
-    def __init__(self, icon: QIcon, *, on_open, on_copy, on_restart, on_quit) -> None:
+    def __init__(self, icon: QIcon, *, on_open, on_copy, on_restart, on_quit, on_setup=None) -> None:
         self.icon = QSystemTrayIcon(icon)
         self.menu = QMenu()
         self.state_action = QAction("Server: starting")
@@ -21,10 +21,15 @@ class Tray:
         self.open_action.triggered.connect(on_open)
         self.restart_action = QAction("Restart server")
         self.restart_action.triggered.connect(on_restart)
+        # the wizard on the configuration file, its answers proposed; Finish restarts the server on it
+        self.setup_action = QAction("Set up again\u2026")
+        self.setup_action.setVisible(on_setup is not None)
+        if on_setup is not None:
+            self.setup_action.triggered.connect(on_setup)
         self.quit_action = QAction("Quit Strata")
         self.quit_action.triggered.connect(on_quit)
-        for a in (self.state_action, self.endpoint_action, None, self.open_action, self.restart_action, None,
-                  self.quit_action):
+        for a in (self.state_action, self.endpoint_action, None, self.open_action, self.restart_action,
+                  self.setup_action, None, self.quit_action):
             if a is None:
                 self.menu.addSeparator()
             else:
