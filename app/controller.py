@@ -24,6 +24,9 @@ from strata.monitor.model import MonitorModel
 from strata.monitor.window import MonitorWindow
 
 POLL_MS = 300
+SERVING_STATES = ("starting", "running", "restarting", "stopping")
+NO_BENCH_WHILE_SERVING = ("bench not run: the server is running, and the bench would load the model a second time "
+                          "beside it and measure a busy machine; the configuration's own answers are proposed")
 ICON = Path(__file__).resolve().parents[1] / "resources" / "strata.png"
 log = logging.getLogger("strata.app")
 
@@ -135,7 +138,11 @@ class AppController(QObject):
 
         log.info("setup again requested by the user")
         self.setup_button.setVisible(False)
-        self.setup_wizard = SetupWizard(self.window, self.config_path or config_file.configured_path())
+        # the bench would load the model a second time beside the server's (twice its size in memory: a big
+        # model's may not fit) and measure a machine busy serving: not run while a server is up
+        serving = self.supervisor.status().state in SERVING_STATES
+        self.setup_wizard = SetupWizard(self.window, self.config_path or config_file.configured_path(),
+                                        run_bench=not serving, no_bench_reason=NO_BENCH_WHILE_SERVING)
         self.setup_wizard.setWindowModality(Qt.WindowModality.WindowModal)
         self.setup_wizard.finished.connect(self._setup_done)
         self.setup_wizard.open()

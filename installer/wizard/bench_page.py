@@ -111,7 +111,7 @@ class BenchPage(QWizardPage):
             self.results.setText("<br>".join(_describe(report)))
             self.status.setText("done")
         elif report is None:
-            self.status.setText("bench not run")
+            self.status.setText(w.no_bench_reason)
         else:
             self.status.setText(f"the bench failed: {report}")
         self.done = True

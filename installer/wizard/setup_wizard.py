@@ -41,7 +41,7 @@ class SetupWizard(QWizard):
 
     def __init__(self, parent=None, config_path: str | Path | None = None,
                  situation: Situation | None = None, disk_bench_mib: int = 256, run_bench: bool = True,
-                 fresh: bool = False):
+                 fresh: bool = False, no_bench_reason: str = "bench not run"):
         super().__init__(parent)
         self.setWindowTitle("Strata setup")
         self.setWizardStyle(QWizard.WizardStyle.ClassicStyle)
@@ -57,6 +57,7 @@ class SetupWizard(QWizard):
         self.answers = Answers()
         self.disk_bench_mib = disk_bench_mib
         self.run_bench = run_bench
+        self.no_bench_reason = no_bench_reason   # what the bench page says when it is not run
         self.plan: Plan | None = None
         self.written: Path | None = None
         self.page_ids: dict[str, int] = {}
