@@ -113,62 +113,77 @@ def test_a_session_save_waiting_for_the_worker_when_the_server_stops_is_a_503(st
         assert "stopping" in r.json()["error"]["message"]
 
 
-def test_a_restore_from_disk_under_way_when_the_server_stops_ends_at_its_next_piece(stress_model, tmp_path):  # noqa: F811
-    """A history restored from the cold level is read piece by piece (whole chunks, up to 16 MiB): at a stop
-    the restore ends after the piece being read, the entry kept on disk for the next start. It read on to the
-    end while the stop waited, saying nothing (a 128K-token history of a 30B model: ~12 GiB, ~37 s; the app
-    ends a stop quiet for 15 s, and the RAM entries not yet written are then lost)."""
-    import threading
+RESTORED_BODY = {"messages": [{"role": "system", "content": "Keep the rules. " * 120}, {"role": "user", "content": "go"}],
+                 "max_tokens": 4, "temperature": 0}
 
+
+def serve_cold(model, tmp_path):
     from tests.server.live import LiveServer
 
-    def serve_it() -> LiveServer:
-        return LiveServer(model=str(stress_model), ctx=4096, batch=0, threads=1, conversation_cache_mib=8,
-                          conversation_cache_cold_dir=str(tmp_path / "cold"),
-                          conversation_cache_cold_mib=64).start()
+    return LiveServer(model=str(model), ctx=4096, batch=0, threads=1, conversation_cache_mib=8,
+                      conversation_cache_cold_dir=str(tmp_path / "cold"), conversation_cache_cold_mib=64).start()
 
-    messages = [{"role": "system", "content": "Keep the rules. " * 120}, {"role": "user", "content": "go"}]
-    body = {"messages": messages, "max_tokens": 4, "temperature": 0}
-    first = serve_it()
-    n_prompt = httpx.post(first.url + "/v1/chat/completions", json=body, timeout=WAIT_S).json()["usage"]["prompt_tokens"]
-    first.stop()                                   # the conversation goes to the cold level
-    kept = sorted(p.name for p in (tmp_path / "cold").glob("*.img"))
-    assert len(kept) == 1 and n_prompt > 3 * 256
-    kept_bytes = (tmp_path / "cold" / kept[0]).stat().st_size
 
-    server = serve_it()
-    engine, real = server.state.engine, server.state.engine.restorer
-    fed: list[int] = []
+def one_conversation_on_the_cold_level(model, tmp_path) -> tuple[list[str], int]:
+    """A server answers RESTORED_BODY and stops, its conversation going to the cold level: the level's file
+    names, and the prompt's tokens."""
+    first = serve_cold(model, tmp_path)
+    n_prompt = httpx.post(first.url + "/v1/chat/completions", json=RESTORED_BODY,
+                          timeout=WAIT_S).json()["usage"]["prompt_tokens"]
+    first.stop()
+    return sorted(p.name for p in (tmp_path / "cold").iterdir()), n_prompt
+
+
+def stop_during_a_held_restore(server, hold_at: int, on_feed=lambda real: None):
+    """RESTORED_BODY sent again, the real restorer's `hold_at`-th piece held until the server's stop has
+    begun (`on_feed(real restorer)` after each piece): the client's outcome once the stop is done."""
+    import threading
+
+    engine, real_restorer = server.state.engine, server.state.engine.restorer
     entered, release = threading.Event(), threading.Event()
 
-    class HeldRestorer:                            # the real restorer, its first piece held until the stop began
+    class HeldRestorer:
         def __init__(self, ctx: int) -> None:
-            self.real = real(ctx)
+            self.real, self.fed = real_restorer(ctx), 0
 
         def feed(self, data) -> None:
-            fed.append(len(data))
-            if len(fed) == 1:
+            self.fed += 1
+            if self.fed == hold_at:
                 entered.set()
                 release.wait(WAIT_S)
             self.real.feed(data)
+            on_feed(self.real)
 
         def __getattr__(self, name: str):
             return getattr(self.real, name)
 
     engine.restorer = HeldRestorer
-    client = Client(server.url + "/v1/chat/completions", "chat", body)
+    client = Client(server.url + "/v1/chat/completions", "chat", RESTORED_BODY)
     assert entered.wait(WAIT_S)
     stopping = threading.Thread(target=server.stop)
     stopping.start()
     wait_for(lambda: server.state.scheduler._stopping, what="the stop begun")
     release.set()
     stopping.join(WAIT_S)
-    out = client.result()
+    return client.result()
+
+
+def test_a_restore_from_disk_under_way_when_the_server_stops_ends_at_its_next_piece(stress_model, tmp_path):  # noqa: F811
+    """A history restored from the cold level is read piece by piece (whole chunks, up to 16 MiB): at a stop
+    the restore ends after the piece being read, the entry kept on disk for the next start. It read on to the
+    end while the stop waited, saying nothing (a 128K-token history of a 30B model: ~12 GiB, ~37 s; the app
+    ends a stop quiet for 15 s, and the RAM entries not yet written are then lost)."""
+    kept, n_prompt = one_conversation_on_the_cold_level(stress_model, tmp_path)
+    images = [k for k in kept if k.endswith(".img")]
+    assert len(images) == 1 and n_prompt > 3 * 256
+    kept_bytes = (tmp_path / "cold" / images[0]).stat().st_size
+    fed: list[int] = []
+    out = stop_during_a_held_restore(serve_cold(stress_model, tmp_path), 1, lambda real: fed.append(1))
     assert out.end == "503", out                   # the request is told the server stopped
     assert len(fed) == 1, f"{len(fed)} pieces read after the stop began"
-    # the entry is still there, whole (the stop may also keep the part restored, as a context's history)
-    assert set(kept) <= {p.name for p in (tmp_path / "cold").glob("*.img")}
-    assert (tmp_path / "cold" / kept[0]).stat().st_size == kept_bytes
+    # the entry is still there, whole
+    assert set(images) <= {p.name for p in (tmp_path / "cold").glob("*.img")}
+    assert (tmp_path / "cold" / images[0]).stat().st_size == kept_bytes
 
 
 def test_a_stop_that_ends_a_restore_reads_no_prompt_piece_after_it(stress_model, tmp_path):  # noqa: F811
@@ -177,57 +192,20 @@ def test_a_stop_that_ends_a_restore_reads_no_prompt_piece_after_it(stress_model,
     CPU, what the stop had just spared), and the stop then kept that piece as a new history beside the entry
     it came from, still on disk whole (a second file in the cold level's budget). After the stop begins, the
     worker starts no engine step: no prompt piece is read, no file is written."""
-    import threading
-
-    from tests.server.live import LiveServer
-
-    def serve_it() -> LiveServer:
-        return LiveServer(model=str(stress_model), ctx=4096, batch=0, threads=1, conversation_cache_mib=8,
-                          conversation_cache_cold_dir=str(tmp_path / "cold"),
-                          conversation_cache_cold_mib=64).start()
-
-    messages = [{"role": "system", "content": "Keep the rules. " * 120}, {"role": "user", "content": "go"}]
-    body = {"messages": messages, "max_tokens": 4, "temperature": 0}
-    first = serve_it()
-    httpx.post(first.url + "/v1/chat/completions", json=body, timeout=WAIT_S).raise_for_status()
-    first.stop()                                   # the conversation goes to the cold level
-    kept = sorted(p.name for p in (tmp_path / "cold").iterdir())
+    kept, _ = one_conversation_on_the_cold_level(stress_model, tmp_path)
     assert len([k for k in kept if k.endswith(".img")]) == 1
-
-    server = serve_it()
+    server = serve_cold(stress_model, tmp_path)
     engine = server.state.engine
-    real_restorer, real_prefill = engine.restorer, engine.prefill
+    real_prefill = engine.prefill
     read_after_stop: list[int] = []
-    entered, release = threading.Event(), threading.Event()
-
-    class HeldRestorer:                            # the real restorer, its first piece held until the stop began
-        def __init__(self, ctx: int) -> None:
-            self.real, self.fed = real_restorer(ctx), 0
-
-        def feed(self, data) -> None:
-            self.fed += 1
-            if self.fed == 1:
-                entered.set()
-                release.wait(WAIT_S)
-            self.real.feed(data)
-
-        def __getattr__(self, name: str):
-            return getattr(self.real, name)
 
     def prefill(ctx, tokens, *args, **kwargs):
         if server.state.scheduler._stopping:
             read_after_stop.append(len(tokens))
         return real_prefill(ctx, tokens, *args, **kwargs)
 
-    engine.restorer, engine.prefill = HeldRestorer, prefill
-    client = Client(server.url + "/v1/chat/completions", "chat", body)
-    assert entered.wait(WAIT_S)
-    stopping = threading.Thread(target=server.stop)
-    stopping.start()
-    wait_for(lambda: server.state.scheduler._stopping, what="the stop begun")
-    release.set()
-    stopping.join(WAIT_S)
-    assert client.result().end == "503"
+    engine.prefill = prefill
+    assert stop_during_a_held_restore(server, 1).end == "503"
     assert read_after_stop == [], f"prompt pieces read after the stop began: {read_after_stop}"
     assert sorted(p.name for p in (tmp_path / "cold").iterdir()) == kept   # nothing new beside the entry
 
@@ -270,55 +248,14 @@ def test_a_restore_the_stop_ends_midway_keeps_no_second_copy_of_its_part(stress_
     which stays on disk whole. The stop kept that part as a history of its own (a second file in the level's
     budget, written while the stop runs: up to the gigabytes the stop had just not read). It keeps nothing
     for it. The pieces are cut to 64 KiB (one chunk each) so that a tiny model's entry has several."""
-    import threading
-
     from strata.server.cache import pipeline
-
-    from tests.server.live import LiveServer
 
     real_sizes = pipeline.aligned_sizes
     monkeypatch.setattr(pipeline, "aligned_sizes", lambda header, n: real_sizes(header, n, 64 << 10))
-
-    def serve_it() -> LiveServer:
-        return LiveServer(model=str(stress_model), ctx=4096, batch=0, threads=1, conversation_cache_mib=8,
-                          conversation_cache_cold_dir=str(tmp_path / "cold"),
-                          conversation_cache_cold_mib=64).start()
-
-    messages = [{"role": "system", "content": "Keep the rules. " * 120}, {"role": "user", "content": "go"}]
-    body = {"messages": messages, "max_tokens": 4, "temperature": 0}
-    first = serve_it()
-    httpx.post(first.url + "/v1/chat/completions", json=body, timeout=WAIT_S).raise_for_status()
-    first.stop()
-    kept = sorted(p.name for p in (tmp_path / "cold").iterdir())
-
-    server = serve_it()
-    engine, real_restorer = server.state.engine, server.state.engine.restorer
+    kept, _ = one_conversation_on_the_cold_level(stress_model, tmp_path)
     restored: list[int] = []
-    entered, release = threading.Event(), threading.Event()
-
-    class HeldRestorer:                  # the real restorer, its second piece (the first chunk) held
-        def __init__(self, ctx: int) -> None:
-            self.real, self.fed = real_restorer(ctx), 0
-
-        def feed(self, data) -> None:
-            self.fed += 1
-            if self.fed == 2:
-                entered.set()
-                release.wait(WAIT_S)
-            self.real.feed(data)
-            restored.append(self.real.n_restored)
-
-        def __getattr__(self, name: str):
-            return getattr(self.real, name)
-
-    engine.restorer = HeldRestorer
-    client = Client(server.url + "/v1/chat/completions", "chat", body)
-    assert entered.wait(WAIT_S)
-    stopping = threading.Thread(target=server.stop)
-    stopping.start()
-    wait_for(lambda: server.state.scheduler._stopping, what="the stop begun")
-    release.set()
-    stopping.join(WAIT_S)
-    assert client.result().end == "503"
+    out = stop_during_a_held_restore(serve_cold(stress_model, tmp_path), 2,
+                                     lambda real: restored.append(real.n_restored))
+    assert out.end == "503"
     assert len(restored) == 2 and restored[-1] > 0, restored          # a part restored, then the stop
     assert sorted(p.name for p in (tmp_path / "cold").iterdir()) == kept
