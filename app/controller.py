@@ -84,6 +84,7 @@ class AppController(QObject):
                              on_restart=self.restart_server, on_quit=self.quit, on_setup=self.setup_again)
         self._shown_restarts = 0
         self._restart_thread: threading.Thread | None = None
+        self._unfollowed_pid: int | None = None    # the server the app is stopping: no feed client follows it
         self._last_state = ""
         self._shut = False
         self.timer = QTimer(self)
@@ -169,8 +170,20 @@ class AppController(QObject):
         if self._restart_thread is not None and self._restart_thread.is_alive():
             log.info("a restart is already under way")
             return
+        self._stop_following()
         self._restart_thread = threading.Thread(target=restart, name="strata-server-restart", daemon=True)
         self._restart_thread.start()
+
+    def _stop_following(self) -> None:
+        """Before the app stops its server (Restart, Quit): the feed client stops first and the header says what
+        the app waits for. Left to the next poll, the client could find the server's address closed before the
+        supervisor's state said "stopping", and the header read "disconnected - cannot reach ..." for a moment.
+        No client follows this server again (`poll` skips its pid)."""
+        self._unfollowed_pid = self.supervisor.status().pid
+        if self.client is not None:
+            self.client.stop()
+            self.client = None
+        self.model.set_connection("waiting", "for the server to stop")
 
     def quit(self) -> None:
         """Quit (the tray's menu): the server's stop runs off the GUI thread, so the window and the tray keep
@@ -179,6 +192,7 @@ class AppController(QObject):
         if self._quit_thread is not None:
             return
         log.info("quitting: stopping the server")
+        self._stop_following()
         self._quit_thread = threading.Thread(target=self._stop_server, name="strata-server-stop", daemon=True)
         self._quit_thread.start()
         self._quit_timer.start()
@@ -211,6 +225,8 @@ class AppController(QObject):
             return
         self._shut = True
         self.timer.stop()
+        if self.setup_wizard is not None:        # its bench's thread is stopped and joined, its file not written
+            self.setup_wizard.reject()
         self.supervisor.no_more_starts()         # a restart under way finishes its stop, not its start
         if self._restart_thread is not None:
             self._restart_thread.join()
@@ -227,7 +243,10 @@ class AppController(QObject):
     def poll(self) -> None:
         status = self.supervisor.status()
         down = status.state == "failed"
-        if status.endpoint and not down and (self.client is None or self.client.base != status.endpoint):
+        if status.pid != self._unfollowed_pid:
+            self._unfollowed_pid = None
+        following = self._unfollowed_pid is None      # not a server the app is stopping
+        if following and status.endpoint and not down and (self.client is None or self.client.base != status.endpoint):
             if self.client is not None:
                 self.client.stop()
             # no advice to start a server by hand (`strata serve`, which the packaged app does not even have)

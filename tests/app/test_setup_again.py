@@ -116,6 +116,22 @@ def test_a_model_file_that_does_not_appear_offers_set_up_again(qtbot, app_config
         controller.shutdown()
 
 
+def test_quitting_with_the_wizard_open_closes_it_and_writes_nothing(qtbot, app_config, tmp_path):
+    values, _ = read(app_config)
+    app_config.write_text(tomli_w.dumps({**values, "model": str(tmp_path / "moved.gguf")}), encoding="utf-8")
+    text = app_config.read_bytes()
+    controller = _controller(app_config, tmp_path)
+    controller.start()
+    try:
+        qtbot.waitUntil(lambda: controller.supervisor.status().state == "waiting", timeout=60_000)
+        wizard = _open_wizard(qtbot, controller)
+        wizard.page(wizard.page_ids["bench"]).skip()     # the bench, if it starts, stops at once
+    finally:
+        controller.shutdown()
+    assert controller.setup_wizard is None and not wizard.isVisible()
+    assert app_config.read_bytes() == text
+
+
 def test_the_button_follows_the_reasons_advice():
     assert offers_setup_again("failed", "the server refused its configuration: x; fix the configuration file "
                                         "(or run the setup again)")
