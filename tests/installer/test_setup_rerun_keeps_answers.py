@@ -77,3 +77,23 @@ def test_setup_twice_writes_the_same_file(tmp_path, env, tiny_model_factory):
     first, _ = config_file.read(path)
     _setup("--config", str(path), env=env)
     assert config_file.read(path)[0] == first
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="pty is POSIX-only")
+def test_enter_at_every_question_in_a_terminal_changes_nothing(own_answers, env):
+    from tests.installer.test_cli_pty import Terminal
+
+    before, _ = config_file.read(own_answers)
+    term = Terminal([sys.executable, "-m", "strata", "setup", "--config", str(own_answers), "--skip-bench"],
+                    dict(env, COLUMNS="200"))
+    for question, said in (("Which model?", "the model of the configuration there"),
+                           (r"One request at a time, or several\?", "the configuration there: batch = 2"),
+                           (r"Keep conversations on disk\?", "the configuration there: conversations kept in"),
+                           (r"Folder for the conversations", "the configuration there's folder"),
+                           (r"Context size \(tokens\)\?", "the configuration there: ctx = 2048; recommended:")):
+        assert said in term.expect(question + r"[\s\S]*?\] "), term.seen
+        term.send("")
+    term.expect("Wrote ")
+    assert term.close() == 0
+    after, _ = config_file.read(own_answers)
+    assert {k: after[k] for k in ASKED} == {k: before[k] for k in ASKED}
