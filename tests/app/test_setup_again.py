@@ -139,3 +139,21 @@ def test_the_button_follows_the_reasons_advice():
                                          "setup again)")
     assert not offers_setup_again("failed", "the server cannot listen on its address: ...")
     assert not offers_setup_again("running", "run the setup again")
+
+
+def test_the_tray_menu_has_set_up_again(qtbot, artifacts):
+    from PySide6.QtGui import QIcon
+    from strata.app.tray import Tray
+
+    calls = []
+    tray = Tray(QIcon(), on_open=lambda: None, on_copy=lambda: None, on_restart=lambda: None, on_quit=lambda: None,
+                on_setup=lambda: calls.append("setup"))
+    try:
+        texts = [a.text() for a in tray.menu.actions()]
+        assert texts.index("Set up again\u2026") == texts.index("Restart server") + 1
+        tray.menu.adjustSize()
+        assert tray.menu.grab().save(str(artifacts / "tray-menu-set-up-again.png"))
+        tray.setup_action.trigger()
+        assert calls == ["setup"]
+    finally:
+        tray.hide()
