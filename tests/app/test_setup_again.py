@@ -157,3 +157,29 @@ def test_the_tray_menu_has_set_up_again(qtbot, artifacts):
         assert calls == ["setup"]
     finally:
         tray.hide()
+
+
+def test_a_model_that_does_not_appear_is_replaced_through_set_up_again(qtbot, app_config, tmp_path,
+                                                                       tiny_model_factory):
+    """The user story of the wait's advice: choose another model in the wizard, and the server starts on it."""
+    values, _ = read(app_config)
+    app_config.write_text(tomli_w.dumps({**values, "model": str(tmp_path / "moved.gguf")}), encoding="utf-8")
+    other = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3)
+    controller = _controller(app_config, tmp_path)
+    controller.start()
+    try:
+        qtbot.waitUntil(lambda: not controller.setup_button.isHidden(), timeout=60_000)
+        qtbot.mouseClick(controller.setup_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: controller.setup_wizard is not None, timeout=10_000)
+        wizard = controller.setup_wizard
+        wizard.run_bench = False                         # no server to share the machine with; not this test's
+        wizard.page(wizard.page_ids["model"]).combo.setCurrentText(str(other))
+        for name in ("bench", "concurrency", "disk", "context", "plan"):
+            _next(qtbot, wizard, name)
+        wizard.button(QWizard.WizardButton.FinishButton).click()
+        qtbot.waitUntil(lambda: controller.setup_wizard is None, timeout=10_000)
+        assert read(app_config)[0]["model"] == str(other)
+        qtbot.waitUntil(lambda: controller.supervisor.status().state == "running", timeout=90_000)
+        assert controller.setup_button.isHidden()
+    finally:
+        controller.shutdown()
