@@ -202,8 +202,9 @@ def _previous_ctx(s: Situation, concurrency: str | None, p: PlanParameters) -> t
         return None
     try:
         _parse_ctx(str(prev.ctx), s, p)
-    except AnswerError:
-        return None
+    except AnswerError as e:   # the model or memory no longer holds it: the recommendation, saying why
+        value, why = _default_ctx(s, concurrency, p)
+        return value, f"{why}; not {PREVIOUS}'s ctx = {prev.ctx}: {e}"
     return prev.ctx, _against(f"ctx = {prev.ctx}", prev.ctx, _default_ctx(s, concurrency, p))
 
 

@@ -97,3 +97,12 @@ def test_enter_at_every_question_in_a_terminal_changes_nothing(own_answers, env)
     assert term.close() == 0
     after, _ = config_file.read(own_answers)
     assert {k: after[k] for k in ASKED} == {k: before[k] for k in ASKED}
+
+
+def test_a_context_the_model_no_longer_holds_is_not_proposed_and_is_said_so(tmp_path, env, tiny_model_factory):
+    model = tiny_model_factory(n_embd=128, n_ff=256, ctx_len=8192)
+    path = tmp_path / "config.toml"
+    path.write_text(f'{config_file.HEADER}\nmodel = "{model}"\nctx = 16384\n')   # set by hand past the model
+    run = _setup("--config", str(path), env=env)
+    assert config_file.read(path)[0]["ctx"] == 8192
+    assert "not the configuration there's ctx = 16384: 16384 tokens is beyond the 8192" in run.stdout, run.stdout
