@@ -84,7 +84,7 @@ class AppController(QObject):
                              on_restart=self.restart_server, on_quit=self.quit, on_setup=self.setup_again)
         self._shown_restarts = 0
         self._restart_thread: threading.Thread | None = None
-        self._unfollowed_pid: int | None = None    # the server the app is stopping: no feed client follows it
+        self._unfollowed_run: int | None = None    # the server the app is stopping (ServerStatus.run): not followed
         self._last_state = ""
         self._shut = False
         self.timer = QTimer(self)
@@ -178,8 +178,9 @@ class AppController(QObject):
         """Before the app stops its server (Restart, Quit): the feed client stops first and the header says what
         the app waits for. Left to the next poll, the client could find the server's address closed before the
         supervisor's state said "stopping", and the header read "disconnected - cannot reach ..." for a moment.
-        No client follows this server again (`poll` skips its pid)."""
-        self._unfollowed_pid = self.supervisor.status().pid
+        No client follows this server again: `poll` follows a later start's (by its run, not its pid, which is
+        gone before the new server is spawned and could come back as the new one's), at the address it gives."""
+        self._unfollowed_run = self.supervisor.status().run
         if self.client is not None:
             self.client.stop()
             self.client = None
@@ -243,9 +244,7 @@ class AppController(QObject):
     def poll(self) -> None:
         status = self.supervisor.status()
         down = status.state == "failed"
-        if status.pid != self._unfollowed_pid:
-            self._unfollowed_pid = None
-        following = self._unfollowed_pid is None      # not a server the app is stopping
+        following = status.run != self._unfollowed_run      # not the server the app is stopping
         if following and status.endpoint and not down and (self.client is None or self.client.base != status.endpoint):
             if self.client is not None:
                 self.client.stop()
@@ -273,7 +272,7 @@ class AppController(QObject):
             progress = status.detail.removeprefix("stopping: ") if status.detail.startswith("stopping: ") else ""
             self.model.set_connection("waiting", "for the server to stop" + (f": {progress}" if progress else ""))
         elif status.state == "starting" and self.client is None and self._last_state in ("waiting", "failed",
-                                                                                         "stopping"):
+                                                                                         "stopping", "stopped"):
             self.model.set_connection("connecting", "starting the server")
         if status.state != self._last_state:
             if self._last_state == "waiting":     # app.log said what it waited for; now that the wait is over

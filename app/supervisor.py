@@ -59,6 +59,7 @@ class ServerStatus:
     last_restart_reason: str   # "" until the first restart
     offer: str = ""            # failed: a way out the app can take (restart_policy.FREE_PORT), or ""
     in_a_row: int = 0          # of `restarts`, how many came in a row without a stable run (a crash loop's count)
+    run: int = 0               # servers spawned so far: which server this status is about (a pid may come back)
 
 
 def server_command(config_path: Path | None, extra: tuple[str, ...] = ()) -> list[str]:
@@ -101,6 +102,7 @@ class ServerSupervisor:
         self._endpoint: str | None = None
         self._proc: subprocess.Popen | None = None
         self._restarts = 0
+        self._runs = 0
         self._in_a_row = 0
         self._last_reason = ""
         self._offer = ""
@@ -167,7 +169,7 @@ class ServerSupervisor:
         with self._lock:
             pid = self._proc.pid if self._proc is not None and self._proc.poll() is None else None
             return ServerStatus(self._state, self._detail, self._endpoint, pid, self._restarts, self._last_reason,
-                                self._offer if self._state == "failed" else "", self._in_a_row)
+                                self._offer if self._state == "failed" else "", self._in_a_row, self._runs)
 
     # -- worker -------------------------------------------------------------------------------
 
@@ -245,6 +247,7 @@ class ServerSupervisor:
                                 preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         with self._lock:
             self._proc = proc
+            self._runs += 1
             self._endpoint = None     # this server's own "listening on" line says where (port 0: a new one each time)
         self._event(f"server started (pid {proc.pid}): {' '.join(self.command)}")
         if os.name == "nt":

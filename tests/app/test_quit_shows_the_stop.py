@@ -134,3 +134,64 @@ def test_quit_during_a_restarts_stop_starts_no_server(qtbot, tmp_path):
     controller.quit()
     qtbot.waitUntil(lambda: controller._shut, timeout=60_000)
     assert starts.read_text().count("s") == 1
+
+
+# a server that says where it listens once the file named by its first argument exists (nothing listens on port
+# 9: no feed could connect there), then runs until the end of its input
+LISTENS_WHEN_TOLD = ("import os, sys, time\n"
+                     "while not os.path.exists(sys.argv[1]): time.sleep(0.05)\n"
+                     "print('listening on http://127.0.0.1:9', flush=True)\n"
+                     "sys.stdin.read()\n")
+
+
+def test_a_restart_follows_no_server_until_the_new_one_says_where_it_listens(qtbot, tmp_path):
+    """61a9eb9 stopped following the server a Restart stops by its pid; once that pid was gone (the old server
+    ended, the new one not yet spawned: the model file looked at) the next poll made a feed client for the OLD
+    address, and the header read 'disconnected - cannot reach ...' through the new server's model load. Keyed by
+    pid it could also never follow a new server that got the old one's pid back. The app follows the server of a
+    later start, from the address that server gives."""
+    import threading
+
+    go = tmp_path / "go"
+    go.touch()
+    controller = AppController(None, tmp_path / "logs", theme="light",
+                               command=[sys.executable, "-c", LISTENS_WHEN_TOLD, str(go)])
+    look = controller.supervisor.model_probe
+    armed, looking, released = threading.Event(), threading.Event(), threading.Event()
+
+    def probe(env):                 # holds the restart's look at the model file until the test has polled
+        if armed.is_set():
+            looking.set()
+            released.wait(60)
+        return look(env)
+
+    controller.supervisor.model_probe = probe
+    controller.start(show=True)
+    try:
+        qtbot.waitUntil(lambda: controller.supervisor.status().endpoint is not None, timeout=60_000)
+        controller.poll()
+        assert controller.client is not None          # the first server is followed
+        go.unlink()
+        armed.set()
+        controller.restart_server()
+        qtbot.waitUntil(looking.is_set, timeout=60_000)
+        status = controller.supervisor.status()
+        assert (status.state, status.pid) == ("stopped", None), list(controller.supervisor.events)
+        controller.poll()
+        assert controller.client is None, controller.client.base
+        assert controller.model.view().connection == "waiting"
+        armed.clear()
+        released.set()
+        # the new server spawned, not listening yet: the header says it is starting, and no feed follows yet
+        qtbot.waitUntil(lambda: controller.supervisor.status().pid is not None, timeout=60_000)
+        controller.poll()
+        assert controller.client is None
+        assert (controller.model.view().connection, controller.model.view().connection_detail) == ("connecting",
+                                                                                         "starting the server")
+        go.touch()
+        qtbot.waitUntil(lambda: controller.client is not None, timeout=60_000)
+        assert controller.client.base == "http://127.0.0.1:9"
+    finally:
+        armed.clear()
+        released.set()
+        controller.shutdown()
