@@ -418,9 +418,15 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
                          + (f"the most the plan gives ({p.target_slots})" if n_slots == p.target_slots else "what RAM allows"))
     slot_ctx, slot_why = ctx, "as large as the main context, so a conversation can move between them"
     if a.concurrency == "several" and (kept_slots := _previous_slots(s, ctx, p)) is not None:
-        n_slots, slot_ctx = kept_slots
-        batch_why = f"kept from {PREVIOUS} (the plan would give {slots_that_fit(model, b, ctx, p)})"
-        slot_why = f"kept from {PREVIOUS}" if slot_ctx != ctx else slot_why
+        # kept where this machine holds them, as the file's context is (a file from a bigger machine, or by hand)
+        need = kv_mib_of(model, ctx) + kept_slots[0] * kv_mib_of(model, kept_slots[1])
+        if need <= b.kv_mib:
+            n_slots, slot_ctx = kept_slots
+            batch_why = f"kept from {PREVIOUS} (the plan would give {slots_that_fit(model, b, ctx, p)})"
+            slot_why = f"kept from {PREVIOUS}" if slot_ctx != ctx else slot_why
+        else:
+            batch_why += (f"; not {PREVIOUS}'s batch = {kept_slots[0]} of {kept_slots[1]} tokens: {gib(need)} of KV "
+                          f"with the main context, this machine has {gib(max(0, b.kv_mib))} left for it")
     add(Choice("batch", n_slots, batch_why))
     if on_gpu(s):
         add(Choice("backend", "cuda", f"{m.gpu_name} ({gib(m.gpu_vram_mib)}) and a CUDA build: weights and KV on the GPU"))

@@ -401,3 +401,30 @@ def test_the_default_model_installed_with_strata_is_written_by_its_id():
     assert make_plan(s, default_answers(s)).config()["model"] == s.model.path              # not the packaged one
     twin = replace(packaged, models_found=(s.model.path, f"/home/u/models/{Path(s.model.path).name}"))
     assert make_plan(twin, default_answers(twin)).config()["model"] == s.model.path       # the id would be ambiguous
+
+
+def test_a_rerun_keeps_the_files_slots_only_where_this_machine_holds_them():
+    """a08ad4a keeps the file's batch and slot_ctx for the same model and context, and 3a9c749 proposes the file's
+    context only where this machine holds it; the slots were kept whatever their KV: a file with 4 slots of
+    32768 tokens (written on a bigger machine, or by hand) re-run on the laptop, whose plan gives 1 slot, kept 4
+    (17.5 GiB of KV against 7.6 GiB left for it). Slots that still fit are kept; these get the plan's, and say why."""
+    from dataclasses import replace
+
+    from strata.installer.plan_types import PreviousAnswers
+
+    s = situation("laptop", "3B")
+    plan = make_plan(s, default_answers(s)).config()
+    ctx = plan["ctx"]
+    assert (plan["batch"], plan["slot_ctx"]) == (1, ctx)
+
+    def rerun(batch: int, slot_ctx: int):
+        previous = PreviousAnswers(model=s.model.path, ctx=ctx, batch=batch, slot_ctx=slot_ctx, cold_dir="", cold_mib=0)
+        again = replace(s, previous=previous)
+        return make_plan(again, default_answers(again))
+
+    too_many = rerun(4, ctx)
+    assert (too_many.config()["batch"], too_many.config()["slot_ctx"]) == (1, ctx)
+    why = next(c.reason for c in too_many.choices if c.key == "batch")
+    assert "not the configuration there's batch = 4" in why and "7.6 GiB" in why, why
+    kept = rerun(2, 4096).config()          # a hand-set smaller slot that fits: the user's
+    assert (kept["batch"], kept["slot_ctx"]) == (2, 4096)
