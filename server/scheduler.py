@@ -238,6 +238,10 @@ class Scheduler:
                 calls = list(self._calls)
                 self._calls.clear()
             for fn, fut in calls:
+                if self._stopping:   # taken with one under way when the stop came: refused as a waiting one is
+                    if fut.set_running_or_notify_cancel():   # False: its caller gave it up already
+                        fut.set_exception(_stopping_error())
+                    continue
                 if fut.set_running_or_notify_cancel():
                     self._in_call = True
                     try:

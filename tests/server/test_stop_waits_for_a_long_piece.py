@@ -100,6 +100,48 @@ def test_a_session_save_under_way_is_waited_for_then_the_histories_kept(tiny_mod
     assert list((tmp_path / "sessions").glob("*.img")), "the session was not saved"
 
 
+def test_a_session_save_taken_with_one_under_way_is_not_started_once_the_stop_came(tiny_model, tmp_path):
+    """The worker takes every call waiting between two steps at once. A stop refuses the calls still waiting
+    (bfb881c: 503) and waits for the one under way (b1877ef), but the others taken with it were then run after
+    the stop began, each a whole context's KV written or read (a big one's: half a minute) while the stop
+    waited. Those get the same 503 as a call still waiting."""
+    import httpx2 as httpx
+
+    flags = {"conversation_cache_warm_dir": str(tmp_path / "warm"), "conversation_cache_warm_mib": 64,
+             "conversation_cache_sessions_dir": str(tmp_path / "sessions")}
+    with LiveServer(model=str(tiny_model), ctx=2048, batch=0, threads=1, **flags) as server:
+        sched = server.state.scheduler
+        _ask(openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=60))
+        busy, free = threading.Event(), threading.Event()
+        sched.call(lambda: (busy.set(), free.wait(60)))       # the worker held, so that both saves queue
+        assert busy.wait(60)
+        answers: dict[str, int] = {}
+
+        def save(name: str) -> None:
+            answers[name] = httpx.post(f"{server.url}/v1/sessions/{name}/save", json={"slot": "main"},
+                                       timeout=60).status_code
+        savers = [threading.Thread(target=save, args=(name,), daemon=True) for name in ("one", "two")]
+        for t in savers:
+            t.start()
+        deadline = time.monotonic() + 60
+        while len(sched._calls) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(sched._calls) == 2
+        with Pause(server.state.cache, "save_session") as pause:
+            free.set()                                         # the worker takes both saves, the first held
+            assert pause.entered.wait(60)
+            stopper = threading.Thread(target=sched.stop, kwargs={"every_s": 0.2})
+            stopper.start()
+            while not sched._stopping and time.monotonic() < deadline:
+                time.sleep(0.01)
+            pause.release.set()
+            stopper.join(60)
+        for t in savers:
+            t.join(60)
+    assert sorted(answers.values()) == [200, 503], answers
+    assert len(list((tmp_path / "sessions").glob("*.img"))) == 1
+
+
 @pytest.mark.parametrize("tokens,rate,wait", [(0, 100.0, 10.0), (2048, 0.0, 120.0), (2048, 34.0, 10 + 3 * 2048 / 34)])
 def test_the_wait_follows_the_piece_and_its_rate(tokens, rate, wait):
     assert stop_progress.step_wait_s(tokens, rate) == pytest.approx(wait)
