@@ -20,12 +20,12 @@ def test_a_request_restoring_from_the_cache_counts_as_running(tiny_model):
         cache, seen = s.state.cache, []
         real_restore = cache.restore
 
-        def probe(hit, ctx):     # on the worker thread, as the restore begins
+        def probe(hit, ctx, **kwargs):     # on the worker thread, as the restore begins
             m = scrape(s.url)
             mon = httpx.get(s.url + "/v1/monitor").json()
             seen.append((ctx, m["strata_requests_in_flight"], m["strata_queue_depth"], m["strata_slots_busy"],
                          mon["totals"]["in_flight"], [x["state"] for x in mon["slots"]], mon["slots"][ctx]))
-            return real_restore(hit, ctx)
+            return real_restore(hit, ctx, **kwargs)
 
         cache.restore = probe
         first = {"prompt": "the first conversation, parked and restored " * 8, "max_tokens": 2, "temperature": 0}
