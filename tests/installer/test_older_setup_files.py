@@ -8,7 +8,6 @@ code); today's setup's own file and a hand-written one say nothing."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -57,12 +56,6 @@ conversation_cache_park_min_free_mib = 512
 def _strata(*args: str, env: dict, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "strata", *args], env=env, capture_output=True, text=True,
                           timeout=300, stdin=subprocess.DEVNULL, **kw)
-
-
-@pytest.fixture
-def env(tmp_path) -> dict:
-    return dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_CACHE_HOME=str(tmp_path / "cache"),
-                XDG_DATA_HOME=str(tmp_path / "data"))
 
 
 @pytest.fixture

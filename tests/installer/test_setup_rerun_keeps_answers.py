@@ -4,7 +4,6 @@ a tiny real model."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -19,24 +18,6 @@ def _setup(*args: str, env: dict) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout + done.stderr
     return done
-
-
-@pytest.fixture
-def env(tmp_path) -> dict:
-    return dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_CACHE_HOME=str(tmp_path / "cache"),
-                XDG_DATA_HOME=str(tmp_path / "data"))
-
-
-@pytest.fixture
-def own_answers(tmp_path, tiny_model_factory):
-    """A file whose answers are not the plan's: a short context, 2 slots, a 1-GiB cold level in its own folder."""
-    model = tiny_model_factory(n_embd=128, n_ff=256, ctx_len=8192)
-    cold = tmp_path / "big disk"
-    cold.mkdir()
-    path = tmp_path / "config.toml"
-    path.write_text(f'{config_file.HEADER}\nmodel = "{model}"\nctx = 2048\nbatch = 2\nslot_ctx = 1024\n'
-                    f'conversation_cache_cold_dir = "{cold}"\nconversation_cache_cold_mib = 1024\nport = 8123\n')
-    return path
 
 
 def test_a_rerun_with_the_defaults_keeps_every_answer_the_file_gave(own_answers, env):

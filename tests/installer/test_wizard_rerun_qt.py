@@ -18,16 +18,9 @@ SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "installer"
 ASKED = ("model", "ctx", "batch", "slot_ctx", "conversation_cache_cold_dir", "conversation_cache_cold_mib")
 
 
-@pytest.fixture
-def own_answers(tmp_path, tiny_model_factory, monkeypatch):
+@pytest.fixture(autouse=True)
+def own_cache_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    model = tiny_model_factory(n_embd=128, n_ff=256, ctx_len=8192)
-    cold = tmp_path / "big disk"
-    cold.mkdir()
-    path = tmp_path / "config.toml"
-    path.write_text(f'{config_file.HEADER}\nmodel = "{model}"\nctx = 2048\nbatch = 2\nslot_ctx = 1024\n'
-                    f'conversation_cache_cold_dir = "{cold}"\nconversation_cache_cold_mib = 1024\nport = 8123\n')
-    return path
 
 
 def _next(qtbot, wizard, expected):
