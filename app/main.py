@@ -17,11 +17,11 @@ import signal
 import sys
 from pathlib import Path
 
-import platformdirs
+from strata import folders
 
 
 def log_dir() -> Path:
-    return Path(platformdirs.user_log_dir("strata", appauthor=False))
+    return folders.log_dir()
 
 
 def build_parser() -> argparse.ArgumentParser:

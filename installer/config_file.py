@@ -18,8 +18,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 import tomli_w
+
+from strata import folders
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,7 +38,7 @@ class ConfigFileError(ValueError):
 
 def default_config_path() -> Path:
     """The platform's user config folder: ~/.config/strata/config.toml, %APPDATA%/strata/config.toml, ..."""
-    return Path(platformdirs.user_config_dir("strata", appauthor=False)) / "config.toml"
+    return folders.config_dir() / "config.toml"
 
 
 def configured_path(environ: dict[str, str] | None = None) -> Path:
@@ -48,7 +49,7 @@ def configured_path(environ: dict[str, str] | None = None) -> Path:
 
 def default_cold_dir() -> Path:
     """Where conversations kept on disk go unless the user picks another folder."""
-    return Path(platformdirs.user_cache_dir("strata")) / "conversations"  # as server/cache/options.py
+    return folders.cache_dir() / "conversations"  # as server/cache/options.py
 
 
 # The keys `strata setup` decides (plan.py's choices; tests/installer/test_older_setup_files.py holds the two

@@ -33,9 +33,9 @@ __all__ = ["ConfigError", "ServerConfig", "all_options", "default_config_path", 
 
 def default_config_path() -> Path:
     """Where `strata setup` writes the configuration and `strata serve` reads it when no --config is given."""
-    from platformdirs import user_config_dir
+    from strata import folders
 
-    return Path(user_config_dir("strata", appauthor=False)) / "config.toml"
+    return folders.config_dir() / "config.toml"
 
 
 def all_options() -> tuple[Option, ...]:

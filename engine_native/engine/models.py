@@ -64,10 +64,10 @@ def default_model_path() -> Path:
 
 
 def user_models_dir() -> Path:
-    """Where the user's own GGUF files go: <platformdirs user data dir>/strata/models (may not exist)."""
-    import platformdirs
+    """Where the user's own GGUF files go: strata/folders.py's models folder (may not exist)."""
+    from strata import folders
 
-    return Path(platformdirs.user_data_dir("strata")) / "models"
+    return folders.models_dir()
 
 
 def quant_name(metadata: dict, tensor_types: Iterable[str]) -> str | None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import platformdirs
+from strata import folders
 
 
 class CacheConfigError(ValueError):
@@ -51,8 +51,8 @@ def _non_negative(value: Any) -> str | None:
 
 
 def default_cache_root() -> str:
-    """The platform cache folder for Strata (`platformdirs.user_cache_dir("strata")`)."""
-    return platformdirs.user_cache_dir("strata")
+    """The platform cache folder for Strata (strata/folders.py)."""
+    return str(folders.cache_dir())
 
 
 def default_cold_dir() -> str:
