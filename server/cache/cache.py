@@ -36,7 +36,7 @@ from .ram import RamEntry, RamLevel
 from .restoring import RestoreMixin
 from .sessions import SessionsMixin, SessionStore
 from .spill import SpillWriter
-from .steady_clock import SteadyClock
+from .steady_clock import SteadyClock, far_ahead_limit
 from .system_prompt import PrefixStore
 
 log = logging.getLogger("strata.cache")
@@ -91,9 +91,11 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self.system_prompts = self._prefix_store("system_prompt", config.system_prompt_dir,
                                                  config.conversation_cache_system_prompt_mib, piece_bytes)
         self.sessions = SessionStore(config.sessions_dir, self.identity, io=self.io, piece_bytes=piece_bytes)
-        for lvl in [*levels, self.segments.level, self.system_prompts.level]:
-            if isinstance(lvl, DiskLevel) and lvl.entries:
-                self.clock.seen(max(e.sealed_at for e in lvl.entries.values()))
+        indexed = [lvl for lvl in [*levels, self.segments.level, self.system_prompts.level]
+                   if isinstance(lvl, DiskLevel) and lvl.entries]
+        self._reseal_far_ahead(indexed)
+        for lvl in indexed:
+            self.clock.seen(max(e.sealed_at for e in lvl.entries.values()))
         # counters (monitor feed, /metrics)
         self.parks: Counter[str] = Counter()
         self.hits: Counter[str] = Counter()
@@ -117,6 +119,22 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
 
     def _check_folders(self) -> None:
         self.config.check_folders()  # also checked when the options are read, before the server listens
+
+    def _reseal_far_ahead(self, levels: list[DiskLevel]) -> None:
+        """Entries a wrong clock sealed far ahead (steady_clock.far_ahead_limit) count as sealed now, in the
+        index only: they age from today, and the cache's time stays the wall time."""
+        wall = self.clock.wall()
+        limit = far_ahead_limit([e.sealed_at for lvl in levels for e in lvl.entries.values()], wall)
+        if limit is None:
+            return
+        ahead = [e for lvl in levels for e in lvl.entries.values() if e.sealed_at > limit]
+        log.warning("conversation cache: %s sealed more than a day ahead of this clock (up to %s) among files that "
+                    "are not: counted as sealed now (a clock set wrong when %s written)",
+                    "1 file" if len(ahead) == 1 else f"{len(ahead)} files",
+                    _date(max(e.sealed_at for e in ahead)),
+                    "it was" if len(ahead) == 1 else "they were")
+        for e in ahead:
+            e.sealed_at = wall
 
     def _prefix_store(self, name: str, folder: str, mib: int, piece_bytes: int) -> PrefixStore:
         lvl = DiskLevel(name, folder, mib * MIB, 0.0, self.identity, io=self.io, piece_bytes=piece_bytes,
@@ -261,3 +279,11 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
     def metrics_text(self) -> str:
         """Prometheus text lines for /metrics."""
         return report.metrics_text(self)
+
+
+def _date(t: float) -> str:
+    """A seal as a date; as seconds where the platform has no date for it (Windows stops at the year 3000)."""
+    try:
+        return time.strftime("%Y-%m-%d", time.gmtime(t))
+    except (OverflowError, OSError, ValueError):
+        return f"{t:.0f} s after 1970"

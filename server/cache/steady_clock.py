@@ -14,10 +14,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 log = logging.getLogger("strata.cache")
 SAID_AFTER_S = 1.0   # a clock behind by less (another host's skew on a shared folder) is followed, not warned of
+FAR_AHEAD_S = 86400.0  # a seal further ahead of the clock than this, among seals that are not, was a wrong clock's
+
+
+def far_ahead_limit(seals: Sequence[float], wall: float, ahead_s: float = FAR_AHEAD_S) -> float | None:
+    """The time past which a seal found on disk is not trusted (pure), or None to trust every one. Seals more than
+    `ahead_s` ahead of the wall clock while others are not were written by a clock set wrong once: followed, the
+    cache's time would stay years ahead and every other entry would be years old, expired by a max age at once.
+    When every seal is that far ahead, it is the wall clock that is wrong (a reset RTC): all are trusted."""
+    limit = wall + ahead_s
+    return limit if any(t <= limit for t in seals) and any(t > limit for t in seals) else None
 
 
 def steady_now(wall: float, last_wall: float, last_now: float) -> float:

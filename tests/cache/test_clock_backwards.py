@@ -123,3 +123,49 @@ def test_the_clock_going_back_is_said_once_and_its_catching_up_once(caplog):
     assert clock() == 2000.0
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 2 and "600 s behind" in said[0] and "past the newest time" in said[1], said
+
+
+def test_one_file_sealed_years_ahead_among_others_does_not_age_the_others(make_cache, clock, folders, caplog):
+    """A file a clock set years ahead once wrote (a wrong date typed in, a bad RTC): its seal is not the cache's
+    time, or every other entry would be years old at once, expired by the level's max age."""
+    first = cold_only(make_cache, conversation_cache_cold_max_age_s=3600)
+    kept_ones = [history(s) for s in (1, 2, 3)]
+    for h in kept_ones:
+        park_history(first, h)
+        first.flush()
+        clock.t += 1
+    first.close()
+    newest = max(folders["cold"].glob(f"{CONV}*.json"), key=lambda p: json.loads(p.read_text())["sealed_at"])
+    d = json.loads(newest.read_text())
+    d["sealed_at"] += 10 * 365 * 86400
+    newest.write_text(json.dumps(d))
+    again = cold_only(make_cache, conversation_cache_cold_max_age_s=3600)
+    assert again.clock() == clock.t
+    again.enforce()
+    assert [kept(again, h) for h in kept_ones] == [True, True, True]
+    assert "1 file sealed more than a day ahead" in caplog.text
+    clock.t += 2 * 3600          # and it ages with the rest: counted as sealed when the cache opened
+    again.enforce()
+    assert [kept(again, h) for h in kept_ones] == [False, False, False]
+
+
+def test_when_every_file_is_ahead_it_is_the_clock_that_went_back(make_cache, clock, folders):
+    """All seals far ahead: the wall clock is the wrong one (a reset RTC); the cache counts on from the newest."""
+    first = cold_only(make_cache)
+    for s in (1, 2):
+        park_history(first, history(s))
+        first.flush()
+        clock.t += 1
+    first.close()
+    clock.t -= 30 * 86400
+    again = cold_only(make_cache)
+    assert again.clock() >= clock.t + 30 * 86400 - 2
+
+
+def test_which_seals_are_trusted():
+    from strata.server.cache.steady_clock import FAR_AHEAD_S, far_ahead_limit
+
+    assert far_ahead_limit([], 1000.0) is None
+    assert far_ahead_limit([900.0, 1000.0 + FAR_AHEAD_S], 1000.0) is None            # a day ahead: another host's
+    assert far_ahead_limit([900.0, 1001.0 + FAR_AHEAD_S], 1000.0) == 1000.0 + FAR_AHEAD_S
+    assert far_ahead_limit([1e9, 2e9], 1000.0) is None                                 # every one: the clock is wrong
