@@ -19,7 +19,6 @@ import concurrent.futures
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from strata.engine.canonical_split import CanonicalSplit
@@ -30,7 +29,8 @@ from strata.server.errors import APIError
 from strata.server.jobs import Completion, Job, Outbox, StopMatcher
 from strata.server.metrics import Metrics
 from strata.server.placement import Placer, wall_of
-from strata.server.slots import MAIN, SlotTable, WindowRate, common_prefix
+from strata.server.row import Row, decode_rate, mismatch_position
+from strata.server.slots import MAIN, SlotTable, common_prefix
 
 log = logging.getLogger("strata.server.scheduler")
 
@@ -39,40 +39,6 @@ MIN_PREFILL_SLICE = 16        # tokens: below this a piece costs more in overhea
 # tokens: a prompt waits for another request's read of the same start only when it would read at least
 # this many of them twice (one default prefill chunk; less costs little beside the other's read)
 SHARED_READ_WAIT_MIN = 512
-
-
-@dataclass(eq=False)
-class Row:
-    """A job running in a context."""
-
-    job: Job
-    ctx: int
-    max_tokens: int
-    sampler: Any
-    decoder: Any
-    stopper: StopMatcher
-    phase: str = "prefill"
-    pos: int = 0                       # prompt tokens the context holds
-    reused: int = 0
-    source: str = "none"
-    mismatch_at: int | None = None
-    mismatch_excerpt: str | None = None
-    generated: list[int] = field(default_factory=list)
-    next_token: int | None = None
-    started: float = field(default_factory=time.monotonic)
-    prefill_s: float = 0.0
-    first_token_at: float | None = None
-    finished_at: float | None = None
-    sampled: int = 0                   # tokens sampled, an end-of-turn token included (the decode rate's count)
-    history: lookup.TokenHistory | None = None   # prompt + generated, built at its first lookup
-    draft: lookup.DraftState = field(default_factory=lookup.DraftState)
-    drafted: int = 0                   # lookup decoding: draft tokens checked, and taken
-    draft_taken: int = 0
-    prefill_chunks: int = 0            # engine.prefill calls for this prompt
-    steps_during_prefill: int = 0      # other rows' decode steps between its chunks (the continuous agenda)
-    prefill_window: WindowRate = field(default_factory=WindowRate)   # (prefill seconds, pos): live prefill_tps
-    decode_window: WindowRate = field(default_factory=WindowRate)    # (wall clock, generated): live decode_tps
-    logprobs: list = field(default_factory=list)   # with job.logprobs: sampling.token_logprobs per token
 
 
 class Scheduler:
@@ -573,7 +539,7 @@ class Scheduler:
                 if r.phase == "prefill":
                     r.steps_during_prefill += 1
             guessing = self.lookup.enabled and len(decoding) <= self.lookup.max_rows
-            if not ((guessing or any(_forced(r) for r in decoding)) and self._lookup_step(decoding, guessing)):
+            if not ((guessing or any(r.forced() for r in decoding)) and self._lookup_step(decoding, guessing)):
                 self._decode_step(decoding)
 
     def _slice_tokens(self) -> int:
@@ -695,7 +661,7 @@ class Scheduler:
             state = self.table[row.ctx]
             # a guess past the request's token limit could never be taken
             room = min(per_row, row.max_tokens - len(row.generated) - 1, state.capacity - len(state.tokens) - 2)
-            draft = _forced(row)[:max(0, room)]
+            draft = row.forced()[:max(0, room)]
             forced.append(bool(draft))
             size = min(room, lookup.draft_size(row.draft, self.lookup, state.capacity - len(state.tokens) - 2))
             if not draft and guessing and size > 0:
@@ -857,28 +823,11 @@ class Scheduler:
         return out
 
 
-def decode_rate(row: Row) -> float | None:
-    """A finished request's generation speed: the tokens its decode steps made (those after the first,
-    which came with the prompt's read) over the time from its first token to its end; None without one.
-    The same count and time as its `timings` (jobs.Completion), so the slot, the monitor and the answer
-    agree."""
-    decoded = row.sampled - 1
-    if decoded <= 0 or row.first_token_at is None or row.finished_at is None or row.finished_at <= row.first_token_at:
-        return None
-    return decoded / (row.finished_at - row.first_token_at)
-
-
 def _log_unstarted(job: Job, reason: str, why: str) -> None:
     """The 'ended' line of a request that never ran, as `_finish` writes one for each that did: the log has
     a line for every request /metrics counts."""
     log.info("request %s (%s) ended (%s): no context (%s after %.0f ms), prompt %d (reused 0 from none), output 0",
              job.id, job.api, reason, why, (time.monotonic() - job.submitted) * 1000.0, len(job.prompt))
-
-
-def _forced(row: Row) -> list[int]:
-    """The tokens a row's held answer must write next, whatever the logits (canonical_split.py), or []."""
-    upcoming = getattr(row.sampler.constraint, "upcoming", None)
-    return upcoming() if upcoming is not None else []
 
 
 def _stopping_error() -> APIError:
@@ -889,16 +838,6 @@ def _stopping_error() -> APIError:
 def _empty_completion(job: Job, reason: str, error: str | None = None) -> Completion:
     return Completion(text="", tokens=[], finish_reason=reason, stop_sequence=None, prompt_tokens=len(job.prompt),
                       cached_tokens=0, prompt_ms=0.0, predicted_ms=0.0, error=error)
-
-
-def mismatch_position(compared: list[tuple[int, int]], limit: int) -> int | None:
-    """Where the prompt left the longest history it was compared with (live contexts and the cache's
-    lookup), as (matching tokens, history length) pairs; None when that history is a prefix of the
-    prompt or matched up to `limit`. Never below what was reused, since reuse comes from one of them."""
-    best = max((n for n, _ in compared), default=0)
-    if best >= limit or not any(n == best and length > best for n, length in compared):
-        return None
-    return best
 
 
 def _excerpt(engine: Any, tokens: list[int]) -> str:
