@@ -9,7 +9,9 @@ in slots chosen by the slot policy. A cancelled request (its client left) stops 
 Handlers talk to it through `submit` and the job's events.
 
 Not here: HTTP parsing (openai_api / anthropic_api), the policy's rules (slot_policy), the cache's
-levels (server/cache). The slot table and the trace are in slots.py and placement.py.
+levels (server/cache). The slot table and the trace are in slots.py and placement.py. Parts of the
+worker's work it calls out to: a row's record (row.py), parking a history before it is overwritten
+(parking.py).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 from strata.engine.canonical_split import CanonicalSplit
 from strata.engine.sampling import Sampler, token_logprobs
 from strata.engine.text import StreamDecoder
-from strata.server import lookup, slot_policy, stop_progress
+from strata.server import lookup, parking, slot_policy, stop_progress
 from strata.server.errors import APIError
 from strata.server.jobs import Completion, Job, Outbox, StopMatcher
 from strata.server.metrics import Metrics
@@ -326,7 +328,7 @@ class Scheduler:
         alone = not self._rows and len(self._waiting) == 1
         # A prompt too long for a slot takes main when main is free, even with others running.
         if main_free and (n_slots == 0 or alone or not fits_slot):
-            self._displace_main(job)
+            parking.displace_main(self, job)
             self.placer.learn_main(job.prompt, time.monotonic())
             self.table.main.busy_job = job.id
             self.placer.record(job.id, MAIN, None, "solo" if alone or n_slots == 0 else "too_long_for_slot",
@@ -342,58 +344,10 @@ class Scheduler:
         slot.busy_job = job.id
         return decision.slot
 
-    def _displace_main(self, job: Job) -> None:
-        """Before a request overwrites main's history: park it into a slot (seed 000, groups) or the cache."""
-        main = self.table.main
-        if not main.tokens or not main.valid:
-            return
-        if common_prefix(main.tokens, job.prompt) >= len(main.tokens) - 1:
-            return  # the same conversation goes on: nothing is lost
-        decision = self.placer.plan_park(time.monotonic(), job.id)
-        if decision is not None and decision.slot is not None:
-            if self._park_into_slot(decision.slot, decision.last_use):
-                return
-        elif decision is not None:
-            self.metrics.add_park("skip")
-            if decision.park_skip == "kept_share":   # a slot already keeps it
-                return
-        self.park_to_cache(MAIN, "displaced from main")
-
-    def _park_into_slot(self, slot: int, last_use: float) -> bool:
-        """Copies main's history into `slot` (its own history to the cache first); False, with the slot
-        left blank, where the copy fails: the conversation cache takes main's history instead."""
-        main = self.table.main
-        n = len(main.tokens)
-        self.park_to_cache(slot, "overwritten by a park")
-        try:
-            self.engine.copy(MAIN, slot, n)
-        except Exception:
-            log.exception("parking main's %d tokens into context %s failed; the conversation cache takes them",
-                          n, slot)
-            self.table.invalidate(slot)
-            self.placer.ledger.release(slot, n, last_use)   # plan_park moved main's history there: not held
-            self.metrics.add_park("failed")
-            return False
-        dst = self.table[slot]
-        self.table.set_tokens(slot, main.tokens[:n])
-        dst.conversation = main.conversation
-        dst.last_use = last_use
-        dst.parked_from_main = True
-        self.metrics.add_park("slot")
-        return True
-
     def park_to_cache(self, ctx: int, reason: str) -> None:
         """Hands the history `ctx` holds to the conversation cache before it is overwritten (worker thread),
-        once: a history parked and unchanged since (main displaced, then overwritten) is not parked again."""
-        c = self.table[ctx]
-        if self.cache is None or not c.tokens or not c.valid or c.blank or c.parked:
-            return
-        try:
-            result = self.cache.park(ctx, reason)
-            c.parked = True
-            self.metrics.add_park(f"cache_{getattr(result, 'destination', 'done')}")
-        except Exception:
-            log.exception("cache park of context %s failed", ctx)
+        once (parking.py)."""
+        parking.park_to_cache(self, ctx, reason)
 
     def _constraint(self, job: Job) -> Any:
         """The answer's rule as a sampler constraint (JSON, a held call, a reasoning budget around either) or None."""

@@ -1,0 +1,79 @@
+"""Parking: a history is kept before a request overwrites it. The solo conversation in main moves into a
+slot (seed 000, groups) or goes to the conversation cache; any context's history goes to the cache, once.
+
+Mechanism on the scheduler's worker thread, over its state (engine, slot table, placer, cache, metrics):
+the placer decides where main's history goes (placement.py, `plan_park`), this applies the decision.
+Not here: the decision's rules (slot_policy.py), the cache's levels (server/cache), when a context is
+about to be overwritten (scheduler.py and the start of a request ask).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from strata.server.jobs import Job
+from strata.server.slots import MAIN, common_prefix
+
+if TYPE_CHECKING:
+    from strata.server.scheduler import Scheduler
+
+log = logging.getLogger("strata.server.scheduler")   # the scheduler's lines, named as before this module
+
+
+def displace_main(sched: Scheduler, job: Job) -> None:
+    """Before a request overwrites main's history: park it into a slot (seed 000, groups) or the cache."""
+    main = sched.table.main
+    if not main.tokens or not main.valid:
+        return
+    if common_prefix(main.tokens, job.prompt) >= len(main.tokens) - 1:
+        return  # the same conversation goes on: nothing is lost
+    decision = sched.placer.plan_park(time.monotonic(), job.id)
+    if decision is not None and decision.slot is not None:
+        if park_into_slot(sched, decision.slot, decision.last_use):
+            return
+    elif decision is not None:
+        sched.metrics.add_park("skip")
+        if decision.park_skip == "kept_share":   # a slot already keeps it
+            return
+    park_to_cache(sched, MAIN, "displaced from main")
+
+
+def park_into_slot(sched: Scheduler, slot: int, last_use: float) -> bool:
+    """Copies main's history into `slot` (its own history to the cache first); False, with the slot
+    left blank, where the copy fails: the conversation cache takes main's history instead."""
+    table = sched.table
+    main = table.main
+    n = len(main.tokens)
+    park_to_cache(sched, slot, "overwritten by a park")
+    try:
+        sched.engine.copy(MAIN, slot, n)
+    except Exception:
+        log.exception("parking main's %d tokens into context %s failed; the conversation cache takes them",
+                      n, slot)
+        table.invalidate(slot)
+        sched.placer.ledger.release(slot, n, last_use)   # plan_park moved main's history there: not held
+        sched.metrics.add_park("failed")
+        return False
+    dst = table[slot]
+    table.set_tokens(slot, main.tokens[:n])
+    dst.conversation = main.conversation
+    dst.last_use = last_use
+    dst.parked_from_main = True
+    sched.metrics.add_park("slot")
+    return True
+
+
+def park_to_cache(sched: Scheduler, ctx: int, reason: str) -> None:
+    """Hands the history `ctx` holds to the conversation cache before it is overwritten (worker thread),
+    once: a history parked and unchanged since (main displaced, then overwritten) is not parked again."""
+    c = sched.table[ctx]
+    if sched.cache is None or not c.tokens or not c.valid or c.blank or c.parked:
+        return
+    try:
+        result = sched.cache.park(ctx, reason)
+        c.parked = True
+        sched.metrics.add_park(f"cache_{getattr(result, 'destination', 'done')}")
+    except Exception:
+        log.exception("cache park of context %s failed", ctx)
