@@ -9,7 +9,7 @@ sampler state, and the engine's logits do not depend on how tokens are batched, 
 exactly what plain decoding gives (greedy or sampled with a seed); it only comes sooner.
 
 This module is pure: the settings, finding a draft in a row's tokens, and sizing the next draft from
-how the last ones fared. The scheduler applies it (server/scheduler.py, `_lookup_step`).
+how the last ones fared. The scheduler applies it (server/lookup_step.py).
 """
 
 from __future__ import annotations

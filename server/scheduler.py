@@ -11,7 +11,7 @@ Handlers talk to it through `submit` and the job's events.
 Not here: HTTP parsing (openai_api / anthropic_api), the policy's rules (slot_policy), the cache's
 levels (server/cache). The slot table and the trace are in slots.py and placement.py. Parts of the
 worker's work it calls out to: a row's record (row.py), parking a history before it is overwritten
-(parking.py).
+(parking.py), the lookup-decoding step (lookup_step.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 from strata.engine.canonical_split import CanonicalSplit
 from strata.engine.sampling import Sampler, token_logprobs
 from strata.engine.text import StreamDecoder
-from strata.server import lookup, parking, slot_policy, stop_progress
+from strata.server import lookup, lookup_step, parking, slot_policy, stop_progress
 from strata.server.errors import APIError
 from strata.server.jobs import Completion, Job, Outbox, StopMatcher
 from strata.server.metrics import Metrics
@@ -493,7 +493,7 @@ class Scheduler:
                 if r.phase == "prefill":
                     r.steps_during_prefill += 1
             guessing = self.lookup.enabled and len(decoding) <= self.lookup.max_rows
-            if not ((guessing or any(r.forced() for r in decoding)) and self._lookup_step(decoding, guessing)):
+            if not ((guessing or any(r.forced() for r in decoding)) and lookup_step.run(self, decoding, guessing)):
                 self._decode_step(decoding)
 
     def _slice_tokens(self) -> int:
@@ -602,68 +602,6 @@ class Scheduler:
         for i, row in enumerate(rows):
             self.table.extend(row.ctx, [tokens[i]])
             self._accept(row, int(row.sampler.sample(logits[i], row.generated)), logits[i])
-
-    def _lookup_step(self, rows: list[Row], guessing: bool = True) -> bool:
-        """Lookup decoding (server/lookup.py): each row's next token plus a draft copied from its own
-        tokens (`guessing`), or a held answer's forced text (taken whole: canonical_split.py's upcoming),
-        checked in one forward (Engine.extend); the draft tokens the model itself samples are taken, the
-        rest truncated away. False, with nothing done, when no row has a draft."""
-        per_row = self.engine.max_logit_rows // len(rows) - 1   # (that limit is never above max_rows)
-        drafts: list[list[int]] = []
-        forced: list[bool] = []
-        for row in rows:
-            state = self.table[row.ctx]
-            # a guess past the request's token limit could never be taken
-            room = min(per_row, row.max_tokens - len(row.generated) - 1, state.capacity - len(state.tokens) - 2)
-            draft = row.forced()[:max(0, room)]
-            forced.append(bool(draft))
-            size = min(room, lookup.draft_size(row.draft, self.lookup, state.capacity - len(state.tokens) - 2))
-            if not draft and guessing and size > 0:
-                known = len(row.job.prompt) + len(row.generated)
-                if row.history is None:
-                    row.history = lookup.TokenHistory(row.job.prompt + row.generated)
-                elif len(row.history) < known:
-                    row.history.extend(row.generated[len(row.history) - known:])
-                draft = row.history.find_draft(self.lookup, size)
-            drafts.append(draft)
-        if not any(drafts):
-            for row in rows:
-                row.draft = lookup.after_step(row.draft, 0, 0, self.lookup)
-            return False
-        starts = [len(self.table[row.ctx].tokens) for row in rows]
-        t0 = time.monotonic()
-        logits = self.engine.extend([(row.ctx, [int(row.next_token)] + d) for row, d in zip(rows, drafts, strict=True)])
-        self.metrics.add_decode(time.monotonic() - t0, len(rows))
-        first = 0
-        for row, draft, start, held in zip(rows, drafts, starts, forced, strict=True):
-            if not held:   # counted before the tokens are taken: the answer may end among them
-                row.drafted += len(draft)
-            taken = self._take_draft(row, draft, logits[first: first + 1 + len(draft)], counted=not held)
-            first += 1 + len(draft)
-            self.engine.truncate(row.ctx, start + 1 + taken)   # the rejected tail, never read again
-            if held:
-                self.metrics.add_forced(taken)
-                continue
-            row.draft = lookup.after_step(row.draft, len(draft), taken, self.lookup)
-            self.metrics.add_lookup(len(draft), taken)
-        return True
-
-    def _take_draft(self, row: Row, draft: list[int], logits: Any, counted: bool = True) -> int:
-        """Samples row's tokens from the logits after its next token and after each draft token, in
-        order, as decode steps would, while the samples equal the draft; returns the draft tokens taken
-        (the slot table then holds the next token and those). `counted`: each taken is added to the row's
-        `draft_taken` as it is taken, so a request that ends among them records all it took (its record is
-        written when it ends, and /metrics counted that last step while the request's entry did not)."""
-        self.table.extend(row.ctx, [int(row.next_token)])
-        for j in range(len(draft) + 1):
-            if j:
-                row.draft_taken += int(counted)
-                self.table.extend(row.ctx, [draft[j - 1]])
-            token = int(row.sampler.sample(logits[j], row.generated))
-            self._accept(row, token, logits[j])
-            if self._rows.get(row.ctx) is not row or j == len(draft) or token != draft[j]:
-                return j
-        return len(draft)
 
     def _accept(self, row: Row, token: int, logits: Any = None) -> None:
         """A sampled token (from `logits`): stream its text, or finish the row."""
