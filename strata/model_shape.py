@@ -5,7 +5,7 @@ only the CPU backend runs the model, used by
 backend choice (strata.engine).
 
 Pure: metadata dicts and numbers in, numbers out; no file access, no native module. The engine's own
-figures (`Engine.bytes_per_token`, kv_layout_make in attention.cpp) are what these must equal; tests
+figures (`Engine.bytes_per_token`, kv_layout_make in kv-layout.cpp) are what these must equal; tests
 compare them (tests/server/test_memory_check.py).
 """
 

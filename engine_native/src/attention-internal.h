@@ -1,12 +1,15 @@
-// Shared by attention.cpp and attention-q8.cpp, not part of the engine's interface (attention.h is):
-// the layouts' constants, the prefetch helper and the tiled softmax, and the q8_0 KV pieces that
-// attention.cpp's layout and entry points call.
+// Shared by attention.cpp, attention-grouped.cpp, attention-q8.cpp and kv-layout.cpp, not part of the
+// engine's interface (attention.h is): the layouts' constants, the unroll pragma, the window check,
+// the prefetch helper and the tiled softmax, and the q8_0 KV pieces that kv-layout.cpp's store and the
+// entry points call.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "attention.h"
 
@@ -19,6 +22,21 @@ namespace strata::attn_detail {
 constexpr int k_qk = 32;     // Q8_0 block
 constexpr int64_t k_tile = k_kv_tile;
 constexpr int64_t k_max_rep = 64;
+
+// The loops over a block's accumulators must unroll (else GCC keeps the accumulators in memory).
+#if defined(__GNUC__) || defined(__clang__)
+#define STRATA_UNROLL _Pragma("GCC unroll 32")
+#else
+#define STRATA_UNROLL
+#endif
+
+// window: 0 (none) or the positions a row sees; `who` names the entry point in the message
+inline void check_window(const char* who, int64_t window) {
+    if (window < 0) {
+        throw std::invalid_argument(std::string(who) + ": window " + std::to_string(window) +
+                                    " is negative (0: no window, else the positions a row sees)");
+    }
+}
 
 // Software prefetch of the cache lines of [p, p + bytes) (no-op off x86): attention reads each
 // row's K tiles and V rows of one kv head, strided by the other heads' data, from memory at batched

@@ -1,4 +1,4 @@
-// fp16 conversions for the attention check programs (attention.cpp calls strata's, which live in
+// fp16 conversions for the attention check programs (the attention sources call strata's, which live in
 // quants.cpp, not linked here): exact widening, and a narrowing that truncates (the stored K/V only
 // has to be some f16); and the checksum the programs print of their outputs (FNV-1a over the floats'
 // bits: the same on every build when the floats are). Include in one translation unit of a program.

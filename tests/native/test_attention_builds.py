@@ -1,5 +1,5 @@
 """Grouped attention (attention_row_group) against the per-row path, bit for bit, on every vec16
-build: attention.cpp compiled with AVX-512 (-march=native where the CPU has it), AVX2 + FMA + F16C,
+build: the attention sources compiled with AVX-512 (-march=native where the CPU has it), AVX2 + FMA + F16C,
 and no SIMD flags (the scalar float[16] lanes), plus AVX-512 VNNI (q8_0's dots), each with a small
 check program (attention_groups_check.cpp) over random f16 and q8_0 KV. The engine's own build covers
 only one of these.

@@ -1,4 +1,4 @@
-"""The q8_0 KV path (attention-q8.cpp and attention.cpp's layout: tiled K scored with exact int32
+"""The q8_0 KV path (attention-q8.cpp and kv-layout.cpp's layout: tiled K scored with exact int32
 dots, row V) against a plain scalar rendering of the same arithmetic, bit for bit, on every build: AVX-512 with VNNI (vpdpbusd),
 AVX-512 without it, AVX2 + FMA + F16C and no SIMD flags, each compiled with the check program
 attention_q8_check.cpp. Also checks kv_store's rows (kv_get_rows: llama.cpp's q8_0 blocks, the

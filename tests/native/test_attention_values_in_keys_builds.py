@@ -1,5 +1,5 @@
 """A KV whose values are its keys (kv_layout::v_in_k: deepseek2's latent row) on every vec16 build:
-attention.cpp compiled with AVX-512 + VNNI, AVX-512, AVX2 + FMA + F16C and no SIMD flags, each with the
+the attention sources compiled with AVX-512 + VNNI, AVX-512, AVX2 + FMA + F16C and no SIMD flags, each with the
 check program attention_latent_check.cpp over f16 / f32 KV, tiled (64, 576) and rows (40, 48) head sizes,
 3 and 20 query heads, windows 0 and 7, histories on and across tile boundaries. Per build: the values read
 from K (each tile's positions turned into rows, or K's rows) equal a separate V buffer's of the same rows

@@ -1,4 +1,4 @@
-"""Sliding windows and attention sinks on every vec16 build: attention.cpp and attention-q8.cpp compiled
+"""Sliding windows and attention sinks on every vec16 build: the attention sources compiled
 with AVX-512 + VNNI, AVX-512, AVX2 + FMA + F16C and no SIMD flags, each with the check program
 attention_window_check.cpp over f16 / f32 / q8_0 KV, tiled and rows head sizes, windows 0-128 and
 sinks none / near the scores / dominating. Per build it shows: attention_row_group equals attention_group

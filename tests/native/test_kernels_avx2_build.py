@@ -26,11 +26,11 @@ from .kernel_data import (
     random_weights,
     true_values,
 )
-from .toolchain import gxx_and_cpu_or_skip
+from .toolchain import ATTENTION_SOURCES, gxx_and_cpu_or_skip
 
 SRC = Path(__file__).resolve().parents[2] / "engine_native" / "src"
 KERNEL_FILES = ["quants.cpp", "quants-generic.cpp", "quants-avx512.cpp", "quants-avx2.cpp", "quants-packed.cpp",
-                "quants-packed-avx512.cpp", "quants-packed-lowbit-avx512.cpp", "attention.cpp", "attention-q8.cpp", "binding-kernels.cpp"]
+                "quants-packed-avx512.cpp", "quants-packed-lowbit-avx512.cpp", *ATTENTION_SOURCES, "binding-kernels.cpp"]
 VARIANTS = {   # name: (compiler flags, /proc/cpuinfo flags the CPU needs)
     "avx2": (["-mavx2", "-mfma", "-mf16c"], ["avx2", "fma", "f16c"]),
     "avx2-vnni": (["-mavx2", "-mfma", "-mf16c", "-mavxvnni"], ["avx2", "fma", "f16c", "avx_vnni"]),

@@ -1,4 +1,4 @@
-"""The q8_0 KV store (attention.cpp's quantize_block_q8_0, vectorized on AVX-512) writes exactly llama.cpp's
+"""The q8_0 KV store (kv-layout.cpp's quantize_block_q8_0, vectorized on AVX-512) writes exactly llama.cpp's
 quantize_row_q8_0 bytes: d = fp16(amax / 127), q = round-half-even(x * (1 / d)) clamped to +-127, in float32,
 for K (tiled, read back as rows) and V alike, on blocks made to hit the edges: exact ties after scaling, zeros
 and signed zeros, subnormals, blocks whose d underflows to 0 or overflows fp16, one huge value among small

@@ -1,6 +1,6 @@
 """For the tests that compile engine sources themselves with other instruction sets: g++ and the CPU
-flags a variant needs, or a skip that says which is missing; a check program built with
-engine_native/src/attention.cpp and attention-q8.cpp, and run."""
+flags a variant needs, or a skip that says which is missing; a check program built with the attention
+sources of engine_native/src (ATTENTION_SOURCES), and run."""
 
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ def gxx_and_cpu_or_skip(cpu_flags: list[str]) -> str:
 
 SRC = Path(__file__).resolve().parents[2] / "engine_native" / "src"
 
+# The sources of attention.h's functions (the KV layout and the attention kernels), nothing else of the engine
+ATTENTION_SOURCES = ["attention.cpp", "attention-grouped.cpp", "attention-q8.cpp", "kv-layout.cpp"]
+
 # The vec16 builds the check programs compile: name -> (compiler flags, /proc/cpuinfo flags the CPU needs)
 _AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma", "-mf16c"]
 VEC16_BUILDS = {
@@ -45,7 +48,7 @@ def build_and_run_check(program: Path, flags: list[str], cpu_flags: list[str], e
     asserts it printed "0 of `cases` cases differ" and exited 0; returns its output."""
     compiler = gxx_and_cpu_or_skip(cpu_flags)
     cmd = [compiler, "-std=gnu++17", "-O2", "-fno-math-errno", *flags, f"-I{SRC}", str(program),
-           str(SRC / "attention.cpp"), str(SRC / "attention-q8.cpp"), "-o", str(exe)]
+           *[str(SRC / f) for f in ATTENTION_SOURCES], "-o", str(exe)]
     built = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-4000:]
     ran = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
