@@ -3,7 +3,8 @@
 // integer loop with the same result), V in rows widened once per position for all query heads; with
 // a sliding window only the window's tiles and rows are read, sinks join each head's softmax.
 //
-// Not here: the layout's store / rows conversions and the entry points (attention.cpp), threading.
+// Not here: the layout's store / rows conversions (kv-layout.cpp), the entry points (attention.cpp,
+// attention-grouped.cpp), threading.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -170,12 +171,6 @@ void values_q8_heads(const uint8_t* v, size_t row_bytes, size_t first, int64_t b
 // multiply by 1 / sum), and each row's causal tail runs for that row alone, so each query vector gets
 // the floats attention_q8_tiled gives its row alone.
 
-#if defined(__GNUC__) || defined(__clang__)
-#define STRATA_Q8_UNROLL _Pragma("GCC unroll 32")
-#else
-#define STRATA_Q8_UNROLL
-#endif
-
 // n_q quantized query vectors: qs (n_q, hd) int8, d and bias (n_q, nb)
 struct q8_queries {
     const int8_t* qs;
@@ -196,7 +191,7 @@ void group_scores_q8_block(const uint8_t* k, size_t tile_bytes, int64_t g, const
         const uint8_t* base = k + size_t(tile) * tile_bytes + size_t(g) * head_bytes;
         if (tile + k_prefetch_tiles < n_tiles) prefetch_bytes(base + k_prefetch_tiles * tile_bytes, head_bytes);
         v16 sf[NQ];
-        STRATA_Q8_UNROLL
+        STRATA_UNROLL
         for (int i = 0; i < NQ; i++) sf[i] = v16_zero();
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t* tb = base + b * k_q8_tile_block;
@@ -204,7 +199,7 @@ void group_scores_q8_block(const uint8_t* k, size_t tile_bytes, int64_t g, const
 #if defined(STRATA_Q8_DPBUSD_ASM)
             __m512i kv[8];
             for (int j = 0; j < 8; j++) kv[j] = _mm512_loadu_si512(tb + 64 * j);
-            STRATA_Q8_UNROLL
+            STRATA_UNROLL
             for (int i = 0; i < NQ; i++) {
                 const int64_t qi = i0 + i;
                 const int8_t* q = qv.qs + qi * qv.hd + b * k_qk;
@@ -221,7 +216,7 @@ void group_scores_q8_block(const uint8_t* k, size_t tile_bytes, int64_t g, const
             }
 #endif
         }
-        STRATA_Q8_UNROLL
+        STRATA_UNROLL
         for (int i = 0; i < NQ; i++) v16_store(scores + i * n_pad + tile * k_tile, v16_mul(sf[i], vs));
     }
 }
@@ -244,17 +239,17 @@ void group_scores_q8(const uint8_t* k, size_t tile_bytes, int64_t g, const q8_qu
 // (NQ, NB * 32) floats: a span's chains continue exactly where the last one stored them.
 template <int NQ, int NB>
 inline void load_chains(const float* acc_mem, v16 (&acc)[NQ][2 * NB]) {
-    STRATA_Q8_UNROLL
+    STRATA_UNROLL
     for (int i = 0; i < NQ; i++)
-        STRATA_Q8_UNROLL
+        STRATA_UNROLL
         for (int c = 0; c < 2 * NB; c++) acc[i][c] = v16_load(acc_mem + (i * 2 * NB + c) * 16);
 }
 
 template <int NQ, int NB>
 inline void store_chains(const v16 (&acc)[NQ][2 * NB], float* acc_mem) {
-    STRATA_Q8_UNROLL
+    STRATA_UNROLL
     for (int i = 0; i < NQ; i++)
-        STRATA_Q8_UNROLL
+        STRATA_UNROLL
         for (int c = 0; c < 2 * NB; c++) v16_store(acc_mem + (i * 2 * NB + c) * 16, acc[i][c]);
 }
 
@@ -269,12 +264,12 @@ void group_values_q8_block(const uint8_t* v, size_t row_bytes, size_t first, con
     for (int64_t t = t0; t < t1; t++) {
         const uint8_t* row = v + size_t(t) * row_bytes + first;
         if (t + k_prefetch_rows < pf_end) prefetch_bytes(row + k_prefetch_rows * row_bytes, NB * k_q8_block);
-        STRATA_Q8_UNROLL
+        STRATA_UNROLL
         for (int b = 0; b < NB; b++) {
             const uint8_t* blk = row + b * k_q8_block;
             const float d = half_bits_to_float(blk);
             const v16 x0 = v16_load_s8(blk + 2), x1 = v16_load_s8(blk + 18);
-            STRATA_Q8_UNROLL
+            STRATA_UNROLL
             for (int i = 0; i < NQ; i++) {
                 const v16 w = v16_set1(p[i * n_pad + t] * d);
                 acc[i][2 * b] = v16_fma(w, x0, acc[i][2 * b]);
@@ -302,10 +297,10 @@ void group_values_q8_wide(const float* xs, const float* ds, int64_t n_t, const f
     load_chains<NQ, NB>(acc_mem, acc);
     for (int64_t t = 0; t < n_t; t++) {
         const float* row = xs + t * NB * k_qk;
-        STRATA_Q8_UNROLL
+        STRATA_UNROLL
         for (int b = 0; b < NB; b++) {
             const v16 x0 = v16_load(row + b * k_qk), x1 = v16_load(row + b * k_qk + 16);
-            STRATA_Q8_UNROLL
+            STRATA_UNROLL
             for (int i = 0; i < NQ; i++) {
                 const v16 wv = v16_set1(w[(i * NB + b) * n_t + t]);
                 acc[i][2 * b] = v16_fma(wv, x0, acc[i][2 * b]);
@@ -357,7 +352,7 @@ constexpr int k_group_q8_values = 6;
 constexpr int64_t k_group_q8_span_bytes = 32 * 1024;   // one span's V rows of one kv head, widened (L1)
 
 // Positions relative to base, the first position of the earliest window's first tile (0 without a
-// window), as in attention.cpp's attention_rows_tiled_f16: K and V read from there on, each query's
+// window), as in attention-grouped.cpp's attention_rows_tiled_f16: K and V read from there on, each query's
 // softmax on its own row's tiles, each value chain from its own window's first position.
 template <int NB>
 void group_attention_q8(const kv_layout& L, const uint8_t* k, const uint8_t* v, const float* q, int64_t q_stride,
