@@ -5,8 +5,10 @@ and lets Qt paint, then prints the process CPU time per snapshot and per second 
 --feed recorded: the recorded snapshots (tests/data/monitor/series.json, times moved 0.25 s apart), cycled.
 --feed busy: a busy server made from them: two slots generating, a request finishing every second (the
 requests table's rows shift down), the plots scrolling, the log growing.
+--feed idle: an idle server from the last of them: every slot idle, no request, only the plots' time and the
+memory figures moving (a window left open all day beside a server nobody is using).
 
-Run: QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/monitor_redraw.py [--snapshots 200] [--feed busy]
+Run: QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/monitor_redraw.py [--snapshots 200] [--feed busy|idle]
 """
 
 from __future__ import annotations
@@ -67,11 +69,29 @@ def busy_feed(series: list[dict], n: int) -> list[dict]:
     return snaps
 
 
+def idle_feed(series: list[dict], n: int) -> list[dict]:
+    """Nothing running: the last recorded snapshot, its slots idle, with only time and memory moving."""
+    base = series[-1]
+    snaps = []
+    for i in range(n):
+        s = copy.deepcopy(base)
+        s["time"] = base["time"] + i * FEED_INTERVAL_S
+        for slot in s["slots"]:
+            slot["state"] = "idle"
+        s["totals"]["in_flight"] = 0
+        s["cache"]["admission"]["available_mib"] = 20000 + 40 * math.sin(i / 9)
+        snaps.append(s)
+    return snaps
+
+
+FEEDS = {"recorded": recorded_feed, "busy": busy_feed, "idle": idle_feed}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--snapshots", type=int, default=200)
     ap.add_argument("--theme", choices=("light", "dark"), default="light")
-    ap.add_argument("--feed", choices=("recorded", "busy"), default="recorded")
+    ap.add_argument("--feed", choices=tuple(FEEDS), default="recorded")
     args = ap.parse_args(argv)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
@@ -86,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     window.resize(1280, 800)
     window.show()
     app.processEvents()
-    snaps = (busy_feed if args.feed == "busy" else recorded_feed)(series, args.snapshots)
+    snaps = FEEDS[args.feed](series, args.snapshots)
     clock = [0.0]
     window.clock = lambda: clock[0]
     tick = getattr(window, "tick", window.redraw)   # before redraw_policy the timer called redraw itself

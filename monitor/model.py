@@ -13,6 +13,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from strata.monitor.redraw_policy import headline
+
 HISTORY_S = 300.0          # seconds of history kept for the plots (five minutes of live view)
 MAX_POINTS = 1500          # per series; the feed sends at most 4 snapshots a second
 PARK_DESTINATIONS = ("ram", "disk", "discard")
@@ -204,6 +206,11 @@ class MonitorModel:
     def version(self) -> int:
         with self._lock:
             return self._version
+
+    def headline(self) -> tuple:
+        """redraw_policy.headline of the latest state: cheap (a tick asks for it; view() copies the plots)."""
+        with self._lock:
+            return headline(self._connection, self._snapshot)
 
     # -- history ------------------------------------------------------------------------------
 

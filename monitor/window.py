@@ -16,7 +16,7 @@ from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
 from strata.monitor.model import MonitorModel
-from strata.monitor.redraw_policy import TICK_S, redraw_due, server_busy
+from strata.monitor.redraw_policy import TICK_S, headline, redraw_due, server_busy
 from strata.monitor.widgets import theme as themes
 from strata.monitor.widgets.cache import CachePanel
 from strata.monitor.widgets.header import Header
@@ -44,7 +44,7 @@ class MonitorWindow(QMainWindow):
         self.resize(*fitted_size(DEFAULT_SIZE, QGuiApplication.primaryScreen()))
         self._drawn_version = -1
         self.clock = time.monotonic           # a test or benchmark may step its own
-        self._drawn_at, self._drawn_busy = float("-inf"), False
+        self._drawn_at, self._drawn_busy, self._drawn_headline = float("-inf"), False, None
         self._build(themes.choose(theme))
         self.timer = QTimer(self)
         self.timer.setInterval(round(TICK_S * 1000))
@@ -106,7 +106,8 @@ class MonitorWindow(QMainWindow):
     def tick(self) -> None:
         """The timer's: redraws when `redraw_policy` says it is due."""
         if redraw_due(new_data=self.model.version != self._drawn_version, can_be_seen=self.can_be_seen(),
-                      busy=self._drawn_busy, since_last_draw_s=self.clock() - self._drawn_at):
+                      busy=self._drawn_busy, since_last_draw_s=self.clock() - self._drawn_at,
+                      headline_changed=self.model.headline() != self._drawn_headline):
             self.redraw()
 
     def redraw(self, force: bool = False) -> None:
@@ -117,6 +118,7 @@ class MonitorWindow(QMainWindow):
         view = self.model.view()
         self._drawn_version = view.version
         self._drawn_at, self._drawn_busy = self.clock(), server_busy(view)
+        self._drawn_headline = headline(view.connection, view.snapshot)
         for part in (self.header, self.slots, self.cache, self.activity):
             part.refresh(view)
         self.panels.fit()                  # new text may wrap to more lines

@@ -1,6 +1,7 @@
 """What the monitor window draws, and when (strata.monitor.redraw_policy): nothing while it is hidden or
-minimized, a changed value on screen at the next timer tick while the server is idle, and while it is busy at
-most two redraws a second, none of them later than half a second. The window is real (offscreen), fed the
+minimized; while the server is idle one redraw a second and a changed headline (connection, work starting, the
+count of requests) at the next timer tick; while it is busy at most two redraws a second, none of them later
+than half a second. The window is real (offscreen), fed the
 recorded snapshots; its clock is stepped by the test instead of waited for."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QApplication
 from strata.monitor import units
 from strata.monitor.model import MonitorModel
-from strata.monitor.redraw_policy import BUSY_INTERVAL_S, TICK_S, redraw_due, server_busy
+from strata.monitor.redraw_policy import BUSY_INTERVAL_S, IDLE_INTERVAL_S, TICK_S, redraw_due, server_busy
 from strata.monitor.widgets.common import Table
 from strata.monitor.window import MonitorWindow
 
@@ -65,12 +66,43 @@ def stepped(qtbot):
 
 
 def test_the_policy():
-    assert redraw_due(new_data=True, can_be_seen=True, busy=False, since_last_draw_s=0.0)
-    assert not redraw_due(new_data=False, can_be_seen=True, busy=False, since_last_draw_s=9.0)
-    assert not redraw_due(new_data=True, can_be_seen=False, busy=False, since_last_draw_s=9.0)
+    assert redraw_due(new_data=True, can_be_seen=True, busy=False, since_last_draw_s=0.0, headline_changed=True)
+    assert not redraw_due(new_data=True, can_be_seen=True, busy=False, since_last_draw_s=2 * TICK_S)
+    assert redraw_due(new_data=True, can_be_seen=True, busy=False, since_last_draw_s=4 * TICK_S)
+    assert not redraw_due(new_data=False, can_be_seen=True, busy=False, since_last_draw_s=9.0, headline_changed=True)
+    assert not redraw_due(new_data=True, can_be_seen=False, busy=False, since_last_draw_s=9.0, headline_changed=True)
     assert not redraw_due(new_data=True, can_be_seen=True, busy=True, since_last_draw_s=TICK_S)
+    assert not redraw_due(new_data=True, can_be_seen=True, busy=True, since_last_draw_s=TICK_S, headline_changed=True)
     assert redraw_due(new_data=True, can_be_seen=True, busy=True, since_last_draw_s=2 * TICK_S)
     assert BUSY_INTERVAL_S <= 2 * TICK_S             # a busy server's values are never a second old
+    assert IDLE_INTERVAL_S <= 4 * TICK_S             # an idle one's (its scrolling plots) a second at most
+
+
+def test_an_idle_server_is_drawn_once_a_second_and_its_turn_to_busy_at_once(stepped):
+    """An idle server's snapshots move only the plots' time and its memory figures: drawn once a second (each
+    one was drawn: 4 redraws a second of an idle window left open all day). Work starting is not held back."""
+    w, model, clock = stepped
+    first = snapshot("idle", 1000.0)
+    first["totals"]["requests"] += 1             # a request ended: drawn at once, at the test's time 0
+    model.apply(first)
+    w.tick()
+    assert w._drawn_version == model.version
+    drawn = []
+    for i in range(1, 13):                      # three idle seconds at 4 snapshots a second
+        s = snapshot("idle", 1000.0 + i * TICK_S)
+        s["totals"]["requests"] = first["totals"]["requests"]
+        s["totals"]["ram_mib"] = 500 + i         # (a figure that moves on an idle server)
+        model.apply(s)
+        clock[0] = i * TICK_S
+        before = w._drawn_version
+        w.tick()
+        drawn.append(w._drawn_version != before)
+        assert w._drawn_version >= model.version - 3      # never more than a second behind
+    assert sum(drawn) == 3, drawn
+    model.apply(snapshot("decode", 1000.0 + 13 * TICK_S, in_flight=1))
+    clock[0] = 13 * TICK_S
+    w.tick()
+    assert w._drawn_version == model.version and w._drawn_busy
 
 
 def test_busy_means_a_slot_at_work_or_a_request_in_flight():
@@ -81,7 +113,7 @@ def test_busy_means_a_slot_at_work_or_a_request_in_flight():
     assert server_busy(MonitorModel().view()) is False
 
 
-def test_an_idle_servers_change_is_on_screen_at_the_next_tick(stepped):
+def test_an_idle_servers_new_request_count_is_on_screen_at_the_next_tick(stepped):
     w, model, clock = stepped
     for i in range(1, 5):
         s = snapshot("idle", 1000.0 + i * TICK_S)
