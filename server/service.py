@@ -6,6 +6,7 @@ Not here: the APIs themselves (openai_api, anthropic_api), the application facto
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 from collections.abc import Awaitable, Callable
@@ -14,6 +15,7 @@ from aiohttp import web
 from strata.server.errors import APIError, api_of_path, error_body, error_response
 from strata.server.keys import STATE
 from strata.server.metrics import render_prometheus
+from strata.server.stop_progress import HANDLER_WAIT_S
 
 log = logging.getLogger("strata.server")
 
@@ -113,6 +115,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
                    413: "the request body is larger than the server's limit (--max-body-mib)"}.get(e.status, e.reason)
         return web.json_response(error_body(api, e.status, message), status=e.status)
     except (ConnectionResetError, ConnectionError):
+        raise
+    except asyncio.CancelledError:
+        if request.app[STATE].stopping:   # aiohttp's wait for handlers at a stop ran out (stop_progress)
+            log.warning("stopping: the answer to %s %s was not read by its client within %g s; its connection "
+                        "is closed", request.method, request.path, HANDLER_WAIT_S)
         raise
     except Exception as e:
         log.exception("request %s %s failed", request.method, request.path)

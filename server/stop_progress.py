@@ -55,6 +55,12 @@ STEP_WAIT_UNKNOWN_S = 120.0  # a piece read before any rate was measured (the fi
 CALL_WAIT_S = STEP_WAIT_UNKNOWN_S   # a session save or restore: gigabytes written or read (~37 s for 12 GiB)
 
 
+# then the wait for the request handlers still writing answers (aiohttp's shutdown_timeout, 60 s by default):
+# one whose client stopped reading (a suspended agent) is blocked on a full socket and held the stop that long.
+# Every request was ended by the scheduler's stop by then, so a reading client has its last bytes in a moment.
+HANDLER_WAIT_S = 5.0
+
+
 def step_wait_s(tokens: int, rate: float) -> float:
     """How long a stop waits for a step reading `tokens` prompt tokens at `rate` tokens/s (0: none measured);
     a step reading none (a decode step) gets the slack alone."""
