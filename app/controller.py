@@ -91,6 +91,7 @@ class AppController(QObject):
         self.timer.setInterval(POLL_MS)
         self.timer.timeout.connect(self.poll)
         self._quit_thread: threading.Thread | None = None
+        self._said_quitting = False          # "a second launch is waiting" said once, not at each of its polls
         self._quit_timer = QTimer(self)
         self._quit_timer.setInterval(POLL_MS)
         self._quit_timer.timeout.connect(self._quit_when_stopped)
@@ -103,6 +104,17 @@ class AppController(QObject):
         self.timer.start()
         if show:
             self.open_monitor()
+
+    def activate(self) -> bool:
+        """A second launch knocked: the window comes forward, or, once Quit began, False (the launch waits for
+        this app to end and then starts, single_instance.py)."""
+        if self._quit_thread is not None or self._shut:
+            if not self._said_quitting:
+                self._said_quitting = True
+                log.info("a second launch is waiting for this app to end")
+            return False
+        self.open_monitor()
+        return True
 
     def open_monitor(self) -> None:
         self.window.show()

@@ -141,10 +141,24 @@ def main(argv: list[str] | None = None) -> int:
 def run_app(app, args: argparse.Namespace, serve_args: list[str], folder: Path, restart, log: logging.Logger) -> int:
     """From a running QApplication to the app's exit status: one instance, the wizard on a first run, then
     the controller until quit."""
-    from strata.app.single_instance import SingleInstance, ask_running_instance, instance_name
+    from strata.app.single_instance import (
+        SingleInstance,
+        ask_running_instance,
+        instance_name,
+        wait_while_quitting,
+    )
 
     name = instance_name()
-    if ask_running_instance(name):
+    answer = ask_running_instance(name)
+    if answer == "quitting":
+        say("strata-app: the running app is quitting; this one starts when it has ended")
+        log.info("second launch: the running app is quitting; waiting for it to end")
+        answer = wait_while_quitting(name)
+        if answer == "quitting":
+            say("strata-app: the running app is still quitting; try again when it has ended")
+            log.warning("second launch: the running app was still quitting after the wait; not started")
+            return 1
+    if answer is not None:
         say("strata-app: already running; it has been brought forward")
         log.info("second launch: asked the running app to come forward")
         return 0
@@ -169,7 +183,7 @@ def run_app(app, args: argparse.Namespace, serve_args: list[str], folder: Path, 
     controller = AppController(config_path, folder, theme=args.theme, restart=restart,
                                api_key=api_key_of(config_path), serve_args=serve_args)
     try:
-        single = SingleInstance(name, controller.open_monitor)
+        single = SingleInstance(name, controller.activate)
     except OSError as e:
         log.warning("%s; a second launch will start a second app", e)
         single = None

@@ -1,5 +1,7 @@
 """One app per user: the first launch listens on a local socket; a second launch finds it, asks it to
-come forward and exits. (QLocalServer: a named pipe on Windows, a socket file elsewhere.)
+come forward and exits. An app that is quitting (stopping its server: a minute or more for a big model's
+conversations) answers so, and the second launch waits for it to end and then starts, instead of exiting
+on the word of an app about to go. (QLocalServer: a named pipe on Windows, a socket file elsewhere.)
 
 Qt mechanism only; what "come forward" means is the caller's `on_activate`.
 """
@@ -8,11 +10,16 @@ from __future__ import annotations
 
 import getpass
 import re
+import time
 from collections.abc import Callable
 
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
 ACTIVATE = b"activate\n"
+CAME_FORWARD = b"forward\n"
+QUITTING = b"quitting\n"
+QUIT_WAIT_S = 900.0     # a quitting app's stop: the app itself gives its server up to 10 minutes to park
+QUIT_POLL_S = 0.5
 
 
 def instance_name(suffix: str = "") -> str:
@@ -23,23 +30,38 @@ def instance_name(suffix: str = "") -> str:
     return "strata-app-" + re.sub(r"[^A-Za-z0-9_.-]", "_", user + suffix)
 
 
-def ask_running_instance(name: str, timeout_ms: int = 1000) -> bool:
-    """True when an app already listens under `name` (it has been asked to come forward)."""
+def ask_running_instance(name: str, timeout_ms: int = 1000) -> str | None:
+    """None when no app listens under `name`; else its answer to "come forward": "forward", or "quitting" (it
+    is on its way out). An app that does not answer in time (an older one, a busy one) counts as "forward"."""
     sock = QLocalSocket()
     sock.connectToServer(name)
     if not sock.waitForConnected(timeout_ms):
-        return False
+        return None
     sock.write(ACTIVATE)
     sock.flush()
     sock.waitForBytesWritten(timeout_ms)
+    reply = bytes(sock.readAll().data()) if sock.waitForReadyRead(timeout_ms) else b""
     sock.disconnectFromServer()
-    return True
+    return "quitting" if reply.startswith(QUITTING.strip()) else "forward"
+
+
+def wait_while_quitting(name: str, limit_s: float = QUIT_WAIT_S, poll_s: float = QUIT_POLL_S,
+                        clock: Callable[[], float] = time.monotonic) -> str | None:
+    """Asks again every `poll_s` while the running app says it is quitting; returns the last answer: None once
+    it has ended, "quitting" still after `limit_s`."""
+    deadline = clock() + limit_s
+    while True:
+        answer = ask_running_instance(name)
+        if answer != "quitting" or clock() >= deadline:
+            return answer
+        time.sleep(poll_s)
 
 
 class SingleInstance:
-    """Listens under `name`; calls `on_activate()` when a second launch knocks."""
+    """Listens under `name`; calls `on_activate()` when a second launch knocks, and answers with what it
+    returned: True, came forward; False, quitting."""
 
-    def __init__(self, name: str, on_activate: Callable[[], None]) -> None:
+    def __init__(self, name: str, on_activate: Callable[[], bool]) -> None:
         self.name = name
         self.on_activate = on_activate
         self.server = QLocalServer()
@@ -57,7 +79,8 @@ class SingleInstance:
 
     def _read(self, sock: QLocalSocket) -> None:
         if bytes(sock.readAll().data()).startswith(ACTIVATE.strip()):
-            self.on_activate()
+            sock.write(CAME_FORWARD if self.on_activate() is not False else QUITTING)
+            sock.flush()
 
     def close(self) -> None:
         self.server.close()

@@ -5,6 +5,7 @@ the stop took (a big model's: a minute or more)."""
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from strata.app.controller import AppController, status_text
@@ -195,3 +196,17 @@ def test_a_restart_follows_no_server_until_the_new_one_says_where_it_listens(qtb
         armed.clear()
         released.set()
         controller.shutdown()
+
+
+def test_a_second_launch_during_quit_is_told_to_wait(qtbot, tmp_path, caplog):
+    """The window comes forward for a second launch until Quit begins; from then on the answer is "quitting"
+    (single_instance.py: the launch waits for this app to end and starts then), said once in app.log."""
+    caplog.set_level(logging.INFO, logger="strata.app")
+    controller, _ = counting_starts(qtbot, tmp_path)
+    assert controller.activate() is True and controller.window.isVisible()
+    controller.quit()
+    assert controller.activate() is False and controller.activate() is False
+    qtbot.waitUntil(lambda: controller._shut, timeout=60_000)
+    assert controller.activate() is False
+    said = [r.getMessage() for r in caplog.records if "second launch" in r.getMessage()]
+    assert said == ["a second launch is waiting for this app to end"], said

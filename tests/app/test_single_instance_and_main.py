@@ -6,27 +6,73 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
+from PySide6.QtCore import QTimer
 from strata.app.main import build_parser, main, split_args
-from strata.app.single_instance import SingleInstance, ask_running_instance, instance_name
+from strata.app.single_instance import (
+    SingleInstance,
+    ask_running_instance,
+    instance_name,
+)
+
+
+def asked(qtbot, call: str):
+    """A second launch's ask (`call`, in strata.app.single_instance's names) in a process of its own, as a
+    second launch is, while this process's Qt loop lets the first instance answer (in a thread of this process
+    the ask's blocking wait holds the interpreter, and the first could not answer)."""
+    proc = subprocess.Popen([sys.executable, "-c", f"from strata.app.single_instance import *; print(repr({call}))"],
+                            stdout=subprocess.PIPE, text=True)
+    qtbot.waitUntil(lambda: proc.poll() is not None, timeout=30_000)
+    assert proc.returncode == 0
+    return eval(proc.stdout.read().strip())
 
 
 def test_second_launch_brings_the_first_forward(qtbot):
     name = instance_name("-test-" + uuid.uuid4().hex[:8])
     activated = []
-    first = SingleInstance(name, lambda: activated.append(1))
+    first = SingleInstance(name, lambda: activated.append(1) or True)
     try:
-        assert ask_running_instance(name)
-        qtbot.waitUntil(lambda: activated == [1], timeout=5000)
+        assert asked(qtbot, f"ask_running_instance({name!r})") == "forward"
+        assert activated == [1]
     finally:
         first.close()
-    assert not ask_running_instance(name, timeout_ms=200)
+    assert ask_running_instance(name, timeout_ms=200) is None
+
+
+def test_an_app_that_is_quitting_says_so(qtbot):
+    name = instance_name("-test-" + uuid.uuid4().hex[:8])
+    first = SingleInstance(name, lambda: False)
+    try:
+        assert asked(qtbot, f"ask_running_instance({name!r})") == "quitting"
+    finally:
+        first.close()
+
+
+def test_a_second_launch_waits_for_a_quitting_app_to_end(qtbot):
+    """It then starts (the double-click during a minute-long Quit was answered "already running" by an app about
+    to go, and nothing was left running)."""
+    name = instance_name("-test-" + uuid.uuid4().hex[:8])
+    first = SingleInstance(name, lambda: False)
+    QTimer.singleShot(1500, first.close)         # the quitting app ends
+    t0 = time.monotonic()
+    assert asked(qtbot, f"wait_while_quitting({name!r}, poll_s=0.1)") is None
+    assert time.monotonic() - t0 >= 1.4
+
+
+def test_a_second_launch_gives_up_on_an_app_quitting_for_too_long(qtbot):
+    name = instance_name("-test-" + uuid.uuid4().hex[:8])
+    first = SingleInstance(name, lambda: False)
+    try:
+        assert asked(qtbot, f"wait_while_quitting({name!r}, limit_s=0.5, poll_s=0.1)") == "quitting"
+    finally:
+        first.close()
 
 
 def test_no_running_instance(qtbot):
-    assert not ask_running_instance(instance_name("-none-" + uuid.uuid4().hex[:8]), timeout_ms=200)
+    assert ask_running_instance(instance_name("-none-" + uuid.uuid4().hex[:8]), timeout_ms=200) is None
 
 
 def test_strata_cli_pass_through_runs_the_command():
