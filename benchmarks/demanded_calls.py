@@ -44,16 +44,16 @@ def counter(url: str, name: str) -> float:
 
 def split_costs() -> None:
     """Seconds, decode steps and next-turn re-reads of the eight demanded calls, three ways."""
-    import strata.server.scheduler as scheduler
+    import strata.server.row_start as row_start
     from strata.server.row import Row
 
-    served_forced, served_split = Row.forced, scheduler.CanonicalSplit
+    served_forced, served_split = Row.forced, row_start.CanonicalSplit
     ways = {"served": (served_forced, served_split), "no read-ahead": (lambda row: [], served_split),
             "as before": (lambda row: [], lambda held, tok: held)}
     with LiveServer(model=str(default_model_path()), ctx=2048, batch=2, threads=2, conversation_cache_mib=0) as s:
         c = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0)
         for way, (forced, split) in [*ways.items(), *reversed(ways.items())]:     # each twice: warm-up shows
-            Row.forced, scheduler.CanonicalSplit = forced, split
+            Row.forced, row_start.CanonicalSplit = forced, split
             seconds = steps = reread = 0.0
             for q, _, _ in ASKS:
                 msgs = [{"role": "user", "content": q}]
@@ -70,7 +70,7 @@ def split_costs() -> None:
             n = len(ASKS)
             print(f"{way:14s} {1000 * seconds / n:6.1f} ms a call, {steps / n:5.1f} decode steps a call, "
                   f"{reread / n:5.1f} of its tokens read again next turn")
-        Row.forced, scheduler.CanonicalSplit = served_forced, served_split
+        Row.forced, row_start.CanonicalSplit = served_forced, served_split
 
 
 def main() -> None:

@@ -11,7 +11,8 @@ Handlers talk to it through `submit` and the job's events.
 Not here: HTTP parsing (openai_api / anthropic_api), the policy's rules (slot_policy), the cache's
 levels (server/cache). The slot table and the trace are in slots.py and placement.py. Parts of the
 worker's work it calls out to: a row's record (row.py), parking a history before it is overwritten
-(parking.py), the lookup-decoding step (lookup_step.py).
+(parking.py), starting a request in its context, a cache restore included (row_start.py), the
+lookup-decoding step (lookup_step.py).
 """
 
 from __future__ import annotations
@@ -23,20 +24,17 @@ import threading
 import time
 from typing import Any
 
-from strata.engine.canonical_split import CanonicalSplit
-from strata.engine.sampling import Sampler, token_logprobs
-from strata.engine.text import StreamDecoder
-from strata.server import lookup, lookup_step, parking, slot_policy, stop_progress
+from strata.engine.sampling import token_logprobs
+from strata.server import lookup, lookup_step, parking, row_start, slot_policy, stop_progress
 from strata.server.errors import APIError
-from strata.server.jobs import Completion, Job, Outbox, StopMatcher
+from strata.server.jobs import Completion, Job, Outbox
 from strata.server.metrics import Metrics
 from strata.server.placement import Placer, wall_of
-from strata.server.row import Row, decode_rate, mismatch_position
+from strata.server.row import Row, decode_rate
 from strata.server.slots import MAIN, SlotTable, common_prefix
 
 log = logging.getLogger("strata.server.scheduler")
 
-MISMATCH_EXCERPT_TOKENS = 12
 MIN_PREFILL_SLICE = 16        # tokens: below this a piece costs more in overhead than it saves in latency
 # tokens: a prompt waits for another request's read of the same start only when it would read at least
 # this many of them twice (one default prefill chunk; less costs little beside the other's read)
@@ -181,6 +179,11 @@ class Scheduler:
         job.cancelled = True
         with self._cv:
             self._cv.notify()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop has begun (a cache restore under way ends at its next piece once it has)."""
+        return self._stopping
 
     @property
     def queue_depth(self) -> int:
@@ -349,131 +352,14 @@ class Scheduler:
         once (parking.py)."""
         parking.park_to_cache(self, ctx, reason)
 
-    def _constraint(self, job: Job) -> Any:
-        """The answer's rule as a sampler constraint (JSON, a held call, a reasoning budget around either) or None."""
-        held = None if job.answer_rule is None else job.answer_rule.constraint_for(self.engine.tokenizer, self.eos)
-        if job.reasoning_budget is not None:
-            held = job.reasoning_budget.constraint_for(self.engine.tokenizer, held)
-        if held is None:
-            return None
-        # the held answer's fixed text in the tokenizer's own split: the next turn reuses all of it
-        return CanonicalSplit(held, self.engine.tokenizer)
-
     def _start_row(self, job: Job, ctx: int) -> None:
-        state = self.table[ctx]
-        state.phase = "prefill"        # from here: the copy or restore below is part of reading its prompt
-        state.prefill_tps = state.decode_tps = None      # the previous request's; live values come per step
-        prompt = job.prompt
-        limit = len(prompt) - 1        # the last prompt token is always read: its logits start the answer
-        own = common_prefix(state.tokens, prompt) if state.valid else 0
-        src, src_n = self.table.best_source(prompt, exclude=ctx)
-        best_n = max(own, src_n)
-        hit = None
-        if self.cache is not None and best_n < limit:
-            try:
-                hit = self.cache.lookup(prompt)
-            except Exception:
-                log.exception("cache lookup failed")
-        hit_n = int(getattr(hit, "n_tokens", 0) or 0) if hit is not None else 0
-        compared = [(own, len(state.tokens)),
-                    (src_n, len(self.table[src].tokens) if src is not None else 0),
-                    (hit_n, int(getattr(hit, "entry_tokens", hit_n) or 0) if hit is not None else 0)]
-        row = Row(job=job, ctx=ctx, max_tokens=max(0, min(job.max_tokens, state.capacity - len(prompt))),
-                  sampler=Sampler(job.sampling, int(self.engine.n_vocab), constraint=self._constraint(job)),
-                  decoder=StreamDecoder(self.engine.tokenizer),
-                  stopper=StopMatcher(job.stop))
-        t0 = time.monotonic()
-        restored = False
-        if hit is not None and hit_n > best_n:
-            if state.tokens and own < len(state.tokens):
-                self.park_to_cache(ctx, "overwritten by a cache restore")
-            outcome = self._restore_from_cache(hit, row, limit)
-            restored = outcome == "restored"
-            if outcome == "failed":   # the context's old history is gone: read from whatever is left
-                own = 0
-        copied_from = None
-        if restored:
-            n = row.reused
-            copied_from = "cache"
-        elif src is not None and src_n > own:
-            n = min(src_n, limit)
-            if state.tokens and own < len(state.tokens):
-                self.park_to_cache(ctx, "overwritten by a copy")
-            self.engine.copy(src, ctx, n)
-            self.table.set_tokens(ctx, prompt[:n])
-            row.source = "main" if src == MAIN else "slot"
-            copied_from = src
-        elif not state.valid:   # a failed engine call left its tokens unknown: start from nothing
-            n = 0
-            self.engine.truncate(ctx, 0)
-            self.table.set_tokens(ctx, [])
-            row.source = "none"
-        else:
-            n = min(own, limit)
-            if len(state.tokens) > n:
-                if own < len(state.tokens) - 1:
-                    self.park_to_cache(ctx, "overwritten")
-                self.engine.truncate(ctx, n)
-                self.table.truncate(ctx, n)
-            row.source = ("main" if ctx == MAIN else "slot") if n > 0 else "none"
-        row.prefill_s += time.monotonic() - t0
-        row.pos = row.reused = n
-        self.placer.settle(job.id, n, copied_from)     # the trace says what the request got, as its usage does
-        row.mismatch_at = mismatch_position(compared, limit)
-        if row.mismatch_at is not None:
-            at = row.mismatch_at
-            row.mismatch_excerpt = _excerpt(self.engine, prompt[at: at + MISMATCH_EXCERPT_TOKENS])
-        prev_conv = state.conversation
-        state.conversation = job.conversation
-        state.phase = "prefill"
-        state.reused_tokens = n
-        state.prompt_tokens_last = len(prompt)
-        row.prefill_window.add(row.prefill_s, row.pos)
-        state.parked_from_main = False
-        if prev_conv != job.conversation or ctx == MAIN:
-            self.table.supersede_copies(job.conversation, ctx)
+        row = row_start.start(self, job, ctx)
+        n, prompt = row.reused, job.prompt
         self._rows[ctx] = row
         self._outbox.post(job, "start", {"cached_tokens": n, "prompt_tokens": len(prompt), "source": row.source})
         log.debug("request %s in context %s: %d of %d prompt tokens reused (%s)", job.id, ctx, n, len(prompt),
                   row.source)
 
-    def _restore_from_cache(self, hit: Any, row: Row, limit: int) -> str:
-        """Restores a cache hit into the row's context: "restored"; "missed" when the cache tried nothing
-        (the entry is gone, or this context is too small for it: the context keeps its history); "failed"
-        (and an empty context) when the restore broke off, so the prompt is read instead. A cache problem
-        never fails a request."""
-        ctx, prompt = row.ctx, row.job.prompt
-        try:
-            # a long read from disk ends at its next piece once the server stops (the entry stays in the cache)
-            result = self.cache.restore(hit, ctx, stop=lambda: self._stopping)
-            if result.n_tokens <= 0 and getattr(result, "untouched", False):
-                log.info("the %s cache entry of %s tokens is not used for context %s: %s", result.level,
-                         getattr(hit, "n_tokens", "?"), ctx, result.reason)
-                return "missed"
-            tokens = list(self.engine.context_tokens(ctx))
-            n = min(int(getattr(result, "n_tokens", 0)), common_prefix(tokens, prompt), limit)
-            self.engine.truncate(ctx, n)
-            self.table.set_tokens(ctx, tokens[:n])
-        except Exception:
-            log.exception("restoring %s tokens from the %s cache into context %s failed; reading the prompt",
-                          getattr(hit, "n_tokens", "?"), getattr(hit, "level", "?"), ctx)
-            self.engine.truncate(ctx, 0)
-            self.table.set_tokens(ctx, [])
-            self.metrics.add_restore_fallback(str(getattr(hit, "level", "?")))
-            return "failed"
-        if n <= 0 and self._stopping:   # ended before its first chunk by the stop: nothing went wrong
-            return "failed"
-        if n <= 0:
-            log.warning("the %s cache could not restore %s tokens into context %s (%s); reading the prompt",
-                        getattr(hit, "level", "?"), getattr(hit, "n_tokens", "?"), ctx,
-                        getattr(result, "reason", "?"))
-            self.metrics.add_restore_fallback(str(getattr(result, "level", getattr(hit, "level", "?"))))
-            return "failed"
-        if self._stopping:   # a prefix of the entry it came from, which stays: the stop keeps no copy of it
-            self.table[ctx].parked = True
-        row.reused = n
-        row.source = str(getattr(result, "level", getattr(hit, "level", "ram")))
-        return "restored"
 
     # ----- one step of the agenda -----
 
@@ -730,11 +616,3 @@ def _stopping_error() -> APIError:
 def _empty_completion(job: Job, reason: str, error: str | None = None) -> Completion:
     return Completion(text="", tokens=[], finish_reason=reason, stop_sequence=None, prompt_tokens=len(job.prompt),
                       cached_tokens=0, prompt_ms=0.0, predicted_ms=0.0, error=error)
-
-
-def _excerpt(engine: Any, tokens: list[int]) -> str:
-    try:
-        text = engine.detokenize(tokens)
-    except Exception:
-        return ""
-    return text[:80]

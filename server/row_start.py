@@ -1,0 +1,169 @@
+"""Starting a request in the context it was given: what of its prompt is already there (the context's
+own history, a copy from another context, or a restore from the conversation cache), what is parked
+before it is overwritten, and the Row it then runs as (its sampler, with the answer's rule as a
+constraint, its decoder and stop matcher, where its prompt left the history it was compared with).
+
+Mechanism on the scheduler's worker thread, over its state (engine, slot table, placer, cache,
+metrics). Not here: which context the request gets (the scheduler's admission, placement.py), how a
+history is parked (parking.py), reading the rest of the prompt (the scheduler's steps). A cache
+problem never fails a request: the prompt is read instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from strata.engine.canonical_split import CanonicalSplit
+from strata.engine.sampling import Sampler
+from strata.engine.text import StreamDecoder
+from strata.server.jobs import Job, StopMatcher
+from strata.server.row import Row, mismatch_position
+from strata.server.slots import MAIN, common_prefix
+
+if TYPE_CHECKING:
+    from strata.server.scheduler import Scheduler
+
+log = logging.getLogger("strata.server.scheduler")   # the scheduler's lines, named as before this module
+
+MISMATCH_EXCERPT_TOKENS = 12
+
+
+def constraint(job: Job, tokenizer: Any, eos: set[int]) -> Any:
+    """The answer's rule as a sampler constraint (JSON, a held call, a reasoning budget around either) or None."""
+    held = None if job.answer_rule is None else job.answer_rule.constraint_for(tokenizer, eos)
+    if job.reasoning_budget is not None:
+        held = job.reasoning_budget.constraint_for(tokenizer, held)
+    if held is None:
+        return None
+    # the held answer's fixed text in the tokenizer's own split: the next turn reuses all of it
+    return CanonicalSplit(held, tokenizer)
+
+
+def start(sched: Scheduler, job: Job, ctx: int) -> Row:
+    """Readies context `ctx` for `job` (its busy_job set by the admission) and returns its Row, in
+    prefill from the first prompt token the context does not hold; the scheduler registers it."""
+    state = sched.table[ctx]
+    state.phase = "prefill"        # from here: the copy or restore below is part of reading its prompt
+    state.prefill_tps = state.decode_tps = None      # the previous request's; live values come per step
+    prompt = job.prompt
+    limit = len(prompt) - 1        # the last prompt token is always read: its logits start the answer
+    own = common_prefix(state.tokens, prompt) if state.valid else 0
+    src, src_n = sched.table.best_source(prompt, exclude=ctx)
+    best_n = max(own, src_n)
+    hit = None
+    if sched.cache is not None and best_n < limit:
+        try:
+            hit = sched.cache.lookup(prompt)
+        except Exception:
+            log.exception("cache lookup failed")
+    hit_n = int(getattr(hit, "n_tokens", 0) or 0) if hit is not None else 0
+    compared = [(own, len(state.tokens)),
+                (src_n, len(sched.table[src].tokens) if src is not None else 0),
+                (hit_n, int(getattr(hit, "entry_tokens", hit_n) or 0) if hit is not None else 0)]
+    row = Row(job=job, ctx=ctx, max_tokens=max(0, min(job.max_tokens, state.capacity - len(prompt))),
+              sampler=Sampler(job.sampling, int(sched.engine.n_vocab),
+                              constraint=constraint(job, sched.engine.tokenizer, sched.eos)),
+              decoder=StreamDecoder(sched.engine.tokenizer),
+              stopper=StopMatcher(job.stop))
+    t0 = time.monotonic()
+    restored = False
+    if hit is not None and hit_n > best_n:
+        if state.tokens and own < len(state.tokens):
+            sched.park_to_cache(ctx, "overwritten by a cache restore")
+        outcome = restore_from_cache(sched, hit, row, limit)
+        restored = outcome == "restored"
+        if outcome == "failed":   # the context's old history is gone: read from whatever is left
+            own = 0
+    copied_from = None
+    if restored:
+        n = row.reused
+        copied_from = "cache"
+    elif src is not None and src_n > own:
+        n = min(src_n, limit)
+        if state.tokens and own < len(state.tokens):
+            sched.park_to_cache(ctx, "overwritten by a copy")
+        sched.engine.copy(src, ctx, n)
+        sched.table.set_tokens(ctx, prompt[:n])
+        row.source = "main" if src == MAIN else "slot"
+        copied_from = src
+    elif not state.valid:   # a failed engine call left its tokens unknown: start from nothing
+        n = 0
+        sched.engine.truncate(ctx, 0)
+        sched.table.set_tokens(ctx, [])
+        row.source = "none"
+    else:
+        n = min(own, limit)
+        if len(state.tokens) > n:
+            if own < len(state.tokens) - 1:
+                sched.park_to_cache(ctx, "overwritten")
+            sched.engine.truncate(ctx, n)
+            sched.table.truncate(ctx, n)
+        row.source = ("main" if ctx == MAIN else "slot") if n > 0 else "none"
+    row.prefill_s += time.monotonic() - t0
+    row.pos = row.reused = n
+    sched.placer.settle(job.id, n, copied_from)     # the trace says what the request got, as its usage does
+    row.mismatch_at = mismatch_position(compared, limit)
+    if row.mismatch_at is not None:
+        at = row.mismatch_at
+        row.mismatch_excerpt = excerpt(sched.engine, prompt[at: at + MISMATCH_EXCERPT_TOKENS])
+    prev_conv = state.conversation
+    state.conversation = job.conversation
+    state.phase = "prefill"
+    state.reused_tokens = n
+    state.prompt_tokens_last = len(prompt)
+    row.prefill_window.add(row.prefill_s, row.pos)
+    state.parked_from_main = False
+    if prev_conv != job.conversation or ctx == MAIN:
+        sched.table.supersede_copies(job.conversation, ctx)
+    return row
+
+
+def restore_from_cache(sched: Scheduler, hit: Any, row: Row, limit: int) -> str:
+    """Restores a cache hit into the row's context: "restored"; "missed" when the cache tried nothing
+    (the entry is gone, or this context is too small for it: the context keeps its history); "failed"
+    (and an empty context) when the restore broke off, so the prompt is read instead. A cache problem
+    never fails a request."""
+    ctx, prompt = row.ctx, row.job.prompt
+    try:
+        # a long read from disk ends at its next piece once the server stops (the entry stays in the cache)
+        result = sched.cache.restore(hit, ctx, stop=lambda: sched.stopping)
+        if result.n_tokens <= 0 and getattr(result, "untouched", False):
+            log.info("the %s cache entry of %s tokens is not used for context %s: %s", result.level,
+                     getattr(hit, "n_tokens", "?"), ctx, result.reason)
+            return "missed"
+        tokens = list(sched.engine.context_tokens(ctx))
+        n = min(int(getattr(result, "n_tokens", 0)), common_prefix(tokens, prompt), limit)
+        sched.engine.truncate(ctx, n)
+        sched.table.set_tokens(ctx, tokens[:n])
+    except Exception:
+        log.exception("restoring %s tokens from the %s cache into context %s failed; reading the prompt",
+                      getattr(hit, "n_tokens", "?"), getattr(hit, "level", "?"), ctx)
+        sched.engine.truncate(ctx, 0)
+        sched.table.set_tokens(ctx, [])
+        sched.metrics.add_restore_fallback(str(getattr(hit, "level", "?")))
+        return "failed"
+    if n <= 0 and sched.stopping:   # ended before its first chunk by the stop: nothing went wrong
+        return "failed"
+    if n <= 0:
+        log.warning("the %s cache could not restore %s tokens into context %s (%s); reading the prompt",
+                    getattr(hit, "level", "?"), getattr(hit, "n_tokens", "?"), ctx,
+                    getattr(result, "reason", "?"))
+        sched.metrics.add_restore_fallback(str(getattr(result, "level", getattr(hit, "level", "?"))))
+        return "failed"
+    if sched.stopping:   # a prefix of the entry it came from, which stays: the stop keeps no copy of it
+        sched.table[ctx].parked = True
+    row.reused = n
+    row.source = str(getattr(result, "level", getattr(hit, "level", "ram")))
+    return "restored"
+
+
+def excerpt(engine: Any, tokens: list[int]) -> str:
+    """The text of `tokens` (a prompt's first tokens past its mismatch), its first 80 characters; '' where
+    they do not detokenize."""
+    try:
+        text = engine.detokenize(tokens)
+    except Exception:
+        return ""
+    return text[:80]
