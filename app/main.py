@@ -141,19 +141,18 @@ def main(argv: list[str] | None = None) -> int:
 def run_app(app, args: argparse.Namespace, serve_args: list[str], folder: Path, restart, log: logging.Logger) -> int:
     """From a running QApplication to the app's exit status: one instance, the wizard on a first run, then
     the controller until quit."""
-    from strata.app.single_instance import (
-        SingleInstance,
-        ask_running_instance,
-        instance_name,
-        wait_while_quitting,
-    )
+    from strata.app.quit_wait import wait_for_quitting_app
+    from strata.app.single_instance import SingleInstance, ask_running_instance, instance_name
 
     name = instance_name()
     answer = ask_running_instance(name)
     if answer == "quitting":
         say("strata-app: the running app is quitting; this one starts when it has ended")
         log.info("second launch: the running app is quitting; waiting for it to end")
-        answer = wait_while_quitting(name)
+        answer = wait_for_quitting_app(name)
+        if answer == "cancelled":
+            log.info("second launch: the wait for the quitting app was cancelled; not started")
+            return 1
         if answer == "quitting":
             say("strata-app: the running app is still quitting; try again when it has ended")
             log.warning("second launch: the running app was still quitting after the wait; not started")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import getpass
 import re
-import time
 from collections.abc import Callable
 
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
@@ -18,7 +17,7 @@ from PySide6.QtNetwork import QLocalServer, QLocalSocket
 ACTIVATE = b"activate\n"
 CAME_FORWARD = b"forward\n"
 QUITTING = b"quitting\n"
-QUIT_WAIT_S = 900.0     # a quitting app's stop: the app itself gives its server up to 10 minutes to park
+QUIT_WAIT_S = 900.0     # a second launch's wait (quit_wait.py): the quitting app gives its server up to 10 minutes
 QUIT_POLL_S = 0.5
 
 
@@ -43,18 +42,6 @@ def ask_running_instance(name: str, timeout_ms: int = 1000) -> str | None:
     reply = bytes(sock.readAll().data()) if sock.waitForReadyRead(timeout_ms) else b""
     sock.disconnectFromServer()
     return "quitting" if reply.startswith(QUITTING.strip()) else "forward"
-
-
-def wait_while_quitting(name: str, limit_s: float = QUIT_WAIT_S, poll_s: float = QUIT_POLL_S,
-                        clock: Callable[[], float] = time.monotonic) -> str | None:
-    """Asks again every `poll_s` while the running app says it is quitting; returns the last answer: None once
-    it has ended, "quitting" still after `limit_s`."""
-    deadline = clock() + limit_s
-    while True:
-        answer = ask_running_instance(name)
-        if answer != "quitting" or clock() >= deadline:
-            return answer
-        time.sleep(poll_s)
 
 
 class SingleInstance:

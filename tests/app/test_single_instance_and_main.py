@@ -11,12 +11,10 @@ import uuid
 
 import pytest
 from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
 from strata.app.main import build_parser, main, split_args
-from strata.app.single_instance import (
-    SingleInstance,
-    ask_running_instance,
-    instance_name,
-)
+from strata.app.quit_wait import wait_for_quitting_app
+from strata.app.single_instance import SingleInstance, ask_running_instance, instance_name
 
 
 def asked(qtbot, call: str):
@@ -42,33 +40,62 @@ def test_second_launch_brings_the_first_forward(qtbot):
     assert ask_running_instance(name, timeout_ms=200) is None
 
 
-def test_an_app_that_is_quitting_says_so(qtbot):
-    name = instance_name("-test-" + uuid.uuid4().hex[:8])
-    first = SingleInstance(name, lambda: False)
-    try:
-        assert asked(qtbot, f"ask_running_instance({name!r})") == "quitting"
-    finally:
-        first.close()
+# an app that is quitting, in a process of its own (as it is: a second launch's blocking ask, in a thread of
+# this process, would hold the interpreter and the first could not answer), which ends after argv[2] ms
+QUITTING_APP = ("import sys\n"
+                "from PySide6.QtCore import QCoreApplication, QTimer\n"
+                "from strata.app.single_instance import SingleInstance\n"
+                "app = QCoreApplication([])\n"
+                "first = SingleInstance(sys.argv[1], lambda: False)\n"
+                "print('listening', flush=True)\n"
+                "QTimer.singleShot(int(sys.argv[2]), app.quit)\n"
+                "app.exec()\n"
+                "first.close()\n")
 
 
-def test_a_second_launch_waits_for_a_quitting_app_to_end(qtbot):
+@pytest.fixture
+def quitting_app():
+    """start(ms) -> the name a quitting app listens under, for `ms` milliseconds."""
+    procs = []
+
+    def start(ms: int) -> str:
+        name = instance_name("-test-" + uuid.uuid4().hex[:8])
+        proc = subprocess.Popen([sys.executable, "-c", QUITTING_APP, name, str(ms)], stdout=subprocess.PIPE,
+                                text=True, env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
+        procs.append(proc)
+        assert proc.stdout.readline().strip() == "listening"
+        return name
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def test_an_app_that_is_quitting_says_so(quitting_app):
+    assert ask_running_instance(quitting_app(30_000)) == "quitting"
+
+
+def test_a_second_launch_waits_for_a_quitting_app_to_end(qtbot, quitting_app):
     """It then starts (the double-click during a minute-long Quit was answered "already running" by an app about
-    to go, and nothing was left running)."""
-    name = instance_name("-test-" + uuid.uuid4().hex[:8])
-    first = SingleInstance(name, lambda: False)
-    QTimer.singleShot(1500, first.close)         # the quitting app ends
+    to go, and nothing was left running); meanwhile a window says so (a desktop launch has no terminal)."""
+    name = quitting_app(1500)
+    seen = []
+    QTimer.singleShot(300, lambda: seen.append(QApplication.activeModalWidget().labelText()))
     t0 = time.monotonic()
-    assert asked(qtbot, f"wait_while_quitting({name!r}, poll_s=0.1)") is None
-    assert time.monotonic() - t0 >= 1.4
+    assert wait_for_quitting_app(name, poll_s=0.1) is None
+    assert time.monotonic() - t0 >= 1.0
+    assert seen and "is quitting" in seen[0] and "starts when it has ended" in seen[0], seen
 
 
-def test_a_second_launch_gives_up_on_an_app_quitting_for_too_long(qtbot):
-    name = instance_name("-test-" + uuid.uuid4().hex[:8])
-    first = SingleInstance(name, lambda: False)
-    try:
-        assert asked(qtbot, f"wait_while_quitting({name!r}, limit_s=0.5, poll_s=0.1)") == "quitting"
-    finally:
-        first.close()
+def test_a_second_launch_gives_up_on_an_app_quitting_for_too_long(qtbot, quitting_app):
+    assert wait_for_quitting_app(quitting_app(30_000), limit_s=0.5, poll_s=0.1) == "quitting"
+
+
+def test_the_wait_for_a_quitting_app_can_be_cancelled(qtbot, quitting_app):
+    name = quitting_app(30_000)
+    QTimer.singleShot(400, lambda: QApplication.activeModalWidget().cancel())
+    assert wait_for_quitting_app(name, poll_s=0.1) == "cancelled"
 
 
 def test_no_running_instance(qtbot):
