@@ -4,7 +4,7 @@ model itself samples taken, the rest truncated away.
 
 Mechanism on the scheduler's worker thread, over its state (engine, slot table, metrics); it applies
 lookup.py's pure rules (finding and sizing a draft). Not here: when a step uses it (scheduler.py's
-`_step`), what a sampled token becomes (the scheduler's `_accept`).
+`_step`), what a sampled token becomes (row_output.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from strata.server import lookup
+from strata.server import lookup, row_output
 from strata.server.row import Row
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def take_draft(sched: Scheduler, row: Row, draft: list[int], logits: Any, counte
             row.draft_taken += int(counted)
             sched.table.extend(row.ctx, [draft[j - 1]])
         token = int(row.sampler.sample(logits[j], row.generated))
-        sched._accept(row, token, logits[j])
+        row_output.accept(sched, row, token, logits[j])
         if sched._rows.get(row.ctx) is not row or j == len(draft) or token != draft[j]:
             return j
     return len(draft)

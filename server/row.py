@@ -1,8 +1,8 @@
 """A request running in one context (a Row) and the pure reads over it: its generation speed, the tokens
 its held answer must write next, and where its prompt left the history it was compared with.
 
-Plain data: no engine, no slot table, no I/O. Not here: what the scheduler does with a row (scheduler.py
-starts it, steps it, takes its tokens and ends it).
+Plain data: no engine, no slot table, no I/O. Not here: what the scheduler does with a row (row_start.py
+starts it, scheduler.py and lookup_step.py step it, row_output.py takes its tokens and ends it).
 """
 
 from __future__ import annotations

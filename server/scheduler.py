@@ -12,7 +12,7 @@ Not here: HTTP parsing (openai_api / anthropic_api), the policy's rules (slot_po
 levels (server/cache). The slot table and the trace are in slots.py and placement.py. Parts of the
 worker's work it calls out to: a row's record (row.py), parking a history before it is overwritten
 (parking.py), starting a request in its context, a cache restore included (row_start.py), the
-lookup-decoding step (lookup_step.py).
+lookup-decoding step (lookup_step.py), what a sampled token becomes and a request's end (row_output.py).
 """
 
 from __future__ import annotations
@@ -24,13 +24,12 @@ import threading
 import time
 from typing import Any
 
-from strata.engine.sampling import token_logprobs
-from strata.server import lookup, lookup_step, parking, row_start, slot_policy, stop_progress
+from strata.server import lookup, lookup_step, parking, row_output, row_start, slot_policy, stop_progress
 from strata.server.errors import APIError
-from strata.server.jobs import Completion, Job, Outbox
+from strata.server.jobs import Job, Outbox
 from strata.server.metrics import Metrics
 from strata.server.placement import Placer, wall_of
-from strata.server.row import Row, decode_rate
+from strata.server.row import Row
 from strata.server.slots import MAIN, SlotTable, common_prefix
 
 log = logging.getLogger("strata.server.scheduler")
@@ -233,10 +232,10 @@ class Scheduler:
                 self.last_error = str(e)
                 for row in list(self._rows.values()):
                     self.table.invalidate(row.ctx)
-                    self._finish(row, "error", error=f"internal error: {e}")
+                    row_output.finish(self, row, "error", error=f"internal error: {e}")
             self._outbox.flush()
         for row in list(self._rows.values()):
-            self._finish(row, "cancelled", error="the server is stopping")
+            row_output.finish(self, row, "cancelled", error="the server is stopping")
         for _, fut in self._calls:     # a session save or restore waiting for the worker: told why, as a request is
             if fut.set_running_or_notify_cancel():
                 fut.set_exception(_stopping_error())
@@ -245,9 +244,9 @@ class Scheduler:
         for job in queued:
             self._pending_done()
             self.metrics.add_request(job.api, "cancelled", len(job.prompt), 0, "none", read=0)
-            self._record_request(job, None, "cancelled")
-            _log_unstarted(job, "cancelled", "the server is stopping")
-            self._outbox.post(job, "done", _empty_completion(job, "cancelled", "the server is stopping"))
+            row_output.record_request(self, job, None, "cancelled")
+            row_output.log_unstarted(job, "cancelled", "the server is stopping")
+            self._outbox.post(job, "done", row_output.empty_completion(job, "cancelled", "the server is stopping"))
         self._waiting.clear()
         self._inbox.clear()
         self._outbox.flush()
@@ -257,11 +256,11 @@ class Scheduler:
             self._waiting.remove(job)
             self._pending_done()
             self.metrics.add_request(job.api, "cancelled", len(job.prompt), 0, "none", read=0)
-            self._outbox.post(job, "done", _empty_completion(job, "cancelled"))
-            self._record_request(job, None, "cancelled")
-            _log_unstarted(job, "cancelled", "its client left while it waited")
+            self._outbox.post(job, "done", row_output.empty_completion(job, "cancelled"))
+            row_output.record_request(self, job, None, "cancelled")
+            row_output.log_unstarted(job, "cancelled", "its client left while it waited")
         for row in [r for r in self._rows.values() if r.job.cancelled]:
-            self._finish(row, "cancelled")
+            row_output.finish(self, row, "cancelled")
 
     def _pending_done(self) -> None:
         with self._cv:
@@ -301,9 +300,9 @@ class Scheduler:
             self.table[ctx].busy_job = None
         self.last_error = str(e)
         self.metrics.add_request(job.api, "error", len(job.prompt), 0, "none", read=0)
-        self._record_request(job, None, "error")
-        _log_unstarted(job, "error", "it could not be started")
-        self._outbox.post(job, "done", _empty_completion(job, "error", f"internal error: {e}"))
+        row_output.record_request(self, job, None, "error")
+        row_output.log_unstarted(job, "error", "it could not be started")
+        self._outbox.post(job, "done", row_output.empty_completion(job, "error", f"internal error: {e}"))
 
     def _waits_for_shared_read(self, job: Job) -> bool:
         """Whether `job` waits because another request is reading a prompt that begins as its own does, at
@@ -424,7 +423,7 @@ class Scheduler:
             self.metrics.add_decode(dt * len(riders) / n_rows, len(riders))
         for i, rider in enumerate(riders):
             self.table.extend(rider.ctx, [tokens[i]])
-            self._accept(rider, int(rider.sampler.sample(logits[i], rider.generated)), logits[i])
+            row_output.accept(self, rider, int(rider.sampler.sample(logits[i], rider.generated)), logits[i])
         for row, part in pieces:
             self._after_piece(row, part, dt * len(part) / n_rows)
         for row in done:
@@ -468,9 +467,9 @@ class Scheduler:
         row.phase = "decode"
         self.table[row.ctx].phase = "decode"
         if row.max_tokens <= 0:
-            self._finish(row, "length")
+            row_output.finish(self, row, "length")
             return
-        self._accept(row, int(row.sampler.sample(logits, row.generated)), logits)
+        row_output.accept(self, row, int(row.sampler.sample(logits, row.generated)), logits)
 
     def _publish_prefill_rate(self, row: Row) -> None:
         """The slot's live prefill_tps: prompt tokens read per second of prefill over the recent window."""
@@ -487,97 +486,7 @@ class Scheduler:
         self.metrics.add_decode(time.monotonic() - t0, len(rows))
         for i, row in enumerate(rows):
             self.table.extend(row.ctx, [tokens[i]])
-            self._accept(row, int(row.sampler.sample(logits[i], row.generated)), logits[i])
-
-    def _accept(self, row: Row, token: int, logits: Any = None) -> None:
-        """A sampled token (from `logits`): stream its text, or finish the row."""
-        if row.first_token_at is None:
-            row.first_token_at = time.monotonic()
-        row.sampled += 1
-        if token in self.eos and not row.job.ignore_eos:
-            self._finish(row, "stop")
-            return
-        if row.job.logprobs is not None and logits is not None:
-            entry = token_logprobs(logits, token, row.job.logprobs)
-            row.logprobs.append(entry)
-            if row.job.stream:
-                self._outbox.post(row.job, "logprobs", [entry])
-        row.generated.append(token)
-        self.metrics.add_generated(1)
-        row.decode_window.add(time.monotonic(), len(row.generated))
-        rate = row.decode_window.rate()
-        if rate is not None:
-            self.table[row.ctx].decode_tps = rate
-        piece = row.decoder.push(token)
-        out = row.stopper.feed(piece) if piece else ""
-        if out and row.job.stream:
-            self._outbox.post(row.job, "text", out)
-        if row.stopper.matched is not None or (out and row.job.call_end is not None and row.job.call_end.feed(out)):
-            self._finish(row, "stop")       # a stop sequence, or the one call allowed is whole
-        elif len(row.generated) >= row.max_tokens or len(self.table[row.ctx].tokens) + 1 >= \
-                self.table[row.ctx].capacity:
-            self._finish(row, "length")
-        else:
-            row.next_token = token
-
-    def _finish(self, row: Row, reason: str, error: str | None = None) -> None:
-        if row.stopper.matched is None and reason != "error":
-            tail = row.stopper.feed(row.decoder.flush()) + row.stopper.flush()
-            if tail and reason != "cancelled" and row.job.stream:
-                self._outbox.post(row.job, "text", tail)
-        now = row.finished_at = time.monotonic()
-        first = row.first_token_at or now
-        decoded = max(0, row.sampled - 1)  # made by decode steps after the first token, in (now - first)
-        completion = Completion(
-            text=row.stopper.text, tokens=list(row.generated), finish_reason=reason,
-            stop_sequence=row.stopper.matched, prompt_tokens=len(row.job.prompt), cached_tokens=row.reused,
-            prompt_ms=row.prefill_s * 1000.0, predicted_ms=(now - first) * 1000.0, error=error,
-            logprobs=row.logprobs if row.job.logprobs is not None else None, decoded=decoded)
-        state = self.table[row.ctx]
-        state.busy_job = None
-        state.phase = "idle"
-        state.last_use = now
-        read = row.pos - row.reused        # all the rest of the prompt, unless cancelled or failed before
-        state.prefill_tps = read / row.prefill_s if row.prefill_s > 0 and read > 0 else None
-        state.decode_tps = decode_rate(row)
-        del self._rows[row.ctx]
-        status = {"stop": "ok", "length": "ok"}.get(reason, reason)
-        self.metrics.add_request(row.job.api, status, len(row.job.prompt), row.reused, row.source, read=read)
-        if row.job.answer_rule is not None:
-            self.metrics.add_held(row.job.answer_rule.kind, row.sampler.refusals)
-        if row.job.reasoning_budget is not None and getattr(row.sampler.constraint, "cut", False):
-            self.metrics.add_budget_cut()
-        self._record_request(row.job, row, status)
-        if self.timeline is not None:
-            try:
-                self.timeline.record(row.job, row.reused, len(row.generated), row.generated)
-            except Exception:
-                log.exception("timeline write failed")
-        self._outbox.post(row.job, "done", completion)
-        log.info("request %s (%s) ended (%s): context %s, prompt %d (reused %d from %s), output %d, ttft %.0f ms",
-                 row.job.id, row.job.api, reason, state.display_id(), len(row.job.prompt), row.reused, row.source,
-                 len(row.generated), (first - row.job.submitted) * 1000.0)
-
-    def _record_request(self, job: Job, row: Row | None, status: str) -> None:
-        rec: dict[str, Any] = {"id": job.id, "api": job.api, "started": job.submitted_wall, "finished": time.time(),
-                               "prompt_tokens": len(job.prompt), "status": status}
-        if row is not None:
-            rec.update(reused_tokens=row.reused, source=row.source, output_tokens=len(row.generated),
-                       context=self.table[row.ctx].display_id(), prefill_chunks=row.prefill_chunks,
-                       decode_steps_during_prefill=row.steps_during_prefill)
-            if row.mismatch_at is not None:
-                rec.update(mismatch_at=row.mismatch_at, mismatch_excerpt=row.mismatch_excerpt)
-            if row.drafted:
-                rec.update(lookup_drafted=row.drafted, lookup_taken=row.draft_taken)
-            if row.first_token_at is not None:
-                rec["ttft_ms"] = round((row.first_token_at - job.submitted) * 1000.0, 2)
-            read = row.pos - row.reused
-            if row.prefill_s > 0 and read > 0:
-                rec["prefill_tps"] = round(read / row.prefill_s, 1)
-            rate = decode_rate(row)
-            if rate is not None:
-                rec["decode_tps"] = round(rate, 1)
-        self.requests.append(rec)
+            row_output.accept(self, row, int(row.sampler.sample(logits[i], row.generated)), logits[i])
 
     # ----- views (any thread; copies of plain data) -----
 
@@ -601,18 +510,6 @@ class Scheduler:
         return out
 
 
-def _log_unstarted(job: Job, reason: str, why: str) -> None:
-    """The 'ended' line of a request that never ran, as `_finish` writes one for each that did: the log has
-    a line for every request /metrics counts."""
-    log.info("request %s (%s) ended (%s): no context (%s after %.0f ms), prompt %d (reused 0 from none), output 0",
-             job.id, job.api, reason, why, (time.monotonic() - job.submitted) * 1000.0, len(job.prompt))
-
-
 def _stopping_error() -> APIError:
     """Why work handed to a stopping scheduler is not done: the same 503 a request submitted then gets."""
     return APIError(503, "the server is stopping", headers={"Retry-After": "5"})
-
-
-def _empty_completion(job: Job, reason: str, error: str | None = None) -> Completion:
-    return Completion(text="", tokens=[], finish_reason=reason, stop_sequence=None, prompt_tokens=len(job.prompt),
-                      cached_tokens=0, prompt_ms=0.0, predicted_ms=0.0, error=error)

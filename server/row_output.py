@@ -1,0 +1,134 @@
+"""What a running request's sampled tokens become, and its end: a token is streamed as text (and
+logprobs), checked against the end-of-turn tokens, stop sequences and limits; a request that ends gets
+its completion, its context's final numbers, its metrics, its record (the monitor feed's `requests`), its
+timeline entry and its 'ended' log line, and one that never ran gets the same end without a context.
+
+Mechanism on the scheduler's worker thread, over its state (slot table, metrics, outbox, rows). Not
+here: sampling (the steps sample, then call `accept`), the row's record type (row.py), when a request is
+cancelled or failed (scheduler.py decides, then calls `finish`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from strata.engine.sampling import token_logprobs
+from strata.server.jobs import Completion, Job
+from strata.server.row import Row, decode_rate
+
+if TYPE_CHECKING:
+    from strata.server.scheduler import Scheduler
+
+log = logging.getLogger("strata.server.scheduler")   # the scheduler's lines, named as before this module
+
+
+def accept(sched: Scheduler, row: Row, token: int, logits: Any = None) -> None:
+    """A sampled token (from `logits`): stream its text, or finish the row."""
+    if row.first_token_at is None:
+        row.first_token_at = time.monotonic()
+    row.sampled += 1
+    if token in sched.eos and not row.job.ignore_eos:
+        finish(sched, row, "stop")
+        return
+    if row.job.logprobs is not None and logits is not None:
+        entry = token_logprobs(logits, token, row.job.logprobs)
+        row.logprobs.append(entry)
+        if row.job.stream:
+            sched._outbox.post(row.job, "logprobs", [entry])
+    row.generated.append(token)
+    sched.metrics.add_generated(1)
+    row.decode_window.add(time.monotonic(), len(row.generated))
+    rate = row.decode_window.rate()
+    if rate is not None:
+        sched.table[row.ctx].decode_tps = rate
+    piece = row.decoder.push(token)
+    out = row.stopper.feed(piece) if piece else ""
+    if out and row.job.stream:
+        sched._outbox.post(row.job, "text", out)
+    if row.stopper.matched is not None or (out and row.job.call_end is not None and row.job.call_end.feed(out)):
+        finish(sched, row, "stop")       # a stop sequence, or the one call allowed is whole
+    elif len(row.generated) >= row.max_tokens or len(sched.table[row.ctx].tokens) + 1 >= \
+            sched.table[row.ctx].capacity:
+        finish(sched, row, "length")
+    else:
+        row.next_token = token
+
+
+def finish(sched: Scheduler, row: Row, reason: str, error: str | None = None) -> None:
+    """Ends a running request: the rest of its text, its completion, its context's final numbers, the
+    metrics, its record and timeline entry, and its 'ended' line."""
+    if row.stopper.matched is None and reason != "error":
+        tail = row.stopper.feed(row.decoder.flush()) + row.stopper.flush()
+        if tail and reason != "cancelled" and row.job.stream:
+            sched._outbox.post(row.job, "text", tail)
+    now = row.finished_at = time.monotonic()
+    first = row.first_token_at or now
+    decoded = max(0, row.sampled - 1)  # made by decode steps after the first token, in (now - first)
+    completion = Completion(
+        text=row.stopper.text, tokens=list(row.generated), finish_reason=reason,
+        stop_sequence=row.stopper.matched, prompt_tokens=len(row.job.prompt), cached_tokens=row.reused,
+        prompt_ms=row.prefill_s * 1000.0, predicted_ms=(now - first) * 1000.0, error=error,
+        logprobs=row.logprobs if row.job.logprobs is not None else None, decoded=decoded)
+    state = sched.table[row.ctx]
+    state.busy_job = None
+    state.phase = "idle"
+    state.last_use = now
+    read = row.pos - row.reused        # all the rest of the prompt, unless cancelled or failed before
+    state.prefill_tps = read / row.prefill_s if row.prefill_s > 0 and read > 0 else None
+    state.decode_tps = decode_rate(row)
+    del sched._rows[row.ctx]
+    status = {"stop": "ok", "length": "ok"}.get(reason, reason)
+    sched.metrics.add_request(row.job.api, status, len(row.job.prompt), row.reused, row.source, read=read)
+    if row.job.answer_rule is not None:
+        sched.metrics.add_held(row.job.answer_rule.kind, row.sampler.refusals)
+    if row.job.reasoning_budget is not None and getattr(row.sampler.constraint, "cut", False):
+        sched.metrics.add_budget_cut()
+    record_request(sched, row.job, row, status)
+    if sched.timeline is not None:
+        try:
+            sched.timeline.record(row.job, row.reused, len(row.generated), row.generated)
+        except Exception:
+            log.exception("timeline write failed")
+    sched._outbox.post(row.job, "done", completion)
+    log.info("request %s (%s) ended (%s): context %s, prompt %d (reused %d from %s), output %d, ttft %.0f ms",
+             row.job.id, row.job.api, reason, state.display_id(), len(row.job.prompt), row.reused, row.source,
+             len(row.generated), (first - row.job.submitted) * 1000.0)
+
+
+def record_request(sched: Scheduler, job: Job, row: Row | None, status: str) -> None:
+    """The request's entry in the recent requests (the monitor feed's `requests`); `row` None for one that
+    never ran."""
+    rec: dict[str, Any] = {"id": job.id, "api": job.api, "started": job.submitted_wall, "finished": time.time(),
+                           "prompt_tokens": len(job.prompt), "status": status}
+    if row is not None:
+        rec.update(reused_tokens=row.reused, source=row.source, output_tokens=len(row.generated),
+                   context=sched.table[row.ctx].display_id(), prefill_chunks=row.prefill_chunks,
+                   decode_steps_during_prefill=row.steps_during_prefill)
+        if row.mismatch_at is not None:
+            rec.update(mismatch_at=row.mismatch_at, mismatch_excerpt=row.mismatch_excerpt)
+        if row.drafted:
+            rec.update(lookup_drafted=row.drafted, lookup_taken=row.draft_taken)
+        if row.first_token_at is not None:
+            rec["ttft_ms"] = round((row.first_token_at - job.submitted) * 1000.0, 2)
+        read = row.pos - row.reused
+        if row.prefill_s > 0 and read > 0:
+            rec["prefill_tps"] = round(read / row.prefill_s, 1)
+        rate = decode_rate(row)
+        if rate is not None:
+            rec["decode_tps"] = round(rate, 1)
+    sched.requests.append(rec)
+
+
+def log_unstarted(job: Job, reason: str, why: str) -> None:
+    """The 'ended' line of a request that never ran, as `finish` writes one for each that did: the log has
+    a line for every request /metrics counts."""
+    log.info("request %s (%s) ended (%s): no context (%s after %.0f ms), prompt %d (reused 0 from none), output 0",
+             job.id, job.api, reason, why, (time.monotonic() - job.submitted) * 1000.0, len(job.prompt))
+
+
+def empty_completion(job: Job, reason: str, error: str | None = None) -> Completion:
+    """The completion of a request that never ran."""
+    return Completion(text="", tokens=[], finish_reason=reason, stop_sequence=None, prompt_tokens=len(job.prompt),
+                      cached_tokens=0, prompt_ms=0.0, predicted_ms=0.0, error=error)
