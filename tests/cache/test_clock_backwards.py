@@ -18,6 +18,16 @@ def cold_only(make_cache, **extra):
     return make_cache(conversation_cache_mib=0, conversation_cache_park="disk", conversation_cache_cold_mib=2, **extra)
 
 
+def park_a_second_apart(cache, clock, seeds) -> list:
+    """Parks a history per seed, each written to disk, one second apart; returns them."""
+    parked = [history(s) for s in seeds]
+    for h in parked:
+        park_history(cache, h)
+        cache.flush()
+        clock.t += 1
+    return parked
+
+
 def kept(cache, tokens) -> bool:
     hit = cache.lookup(list(tokens) + [1, 4])
     return hit is not None and hit.n_tokens == len(tokens)
@@ -25,35 +35,19 @@ def kept(cache, tokens) -> bool:
 
 def test_after_the_clock_goes_back_the_newest_history_is_not_the_one_evicted(make_cache, clock):
     cache = cold_only(make_cache)
-    old = [history(s) for s in (1, 2, 3)]
-    for h in old:
-        park_history(cache, h)
-        cache.flush()
-        clock.t += 1
+    old = park_a_second_apart(cache, clock, (1, 2, 3))
     clock.t = 100.0      # 15 minutes back
-    new = [history(s) for s in (4, 5)]
-    for h in new:
-        park_history(cache, h)
-        cache.flush()
-        clock.t += 1
+    new = park_a_second_apart(cache, clock, (4, 5))
     assert [kept(cache, h) for h in old + new] == [False, False, True, True, True]
 
 
 def test_after_a_restart_with_the_clock_behind_the_files_the_newest_is_kept(make_cache, clock, folders):
     first = cold_only(make_cache)
-    old = [history(s) for s in (1, 2, 3)]
-    for h in old:
-        park_history(first, h)
-        first.flush()
-        clock.t += 1
+    old = park_a_second_apart(first, clock, (1, 2, 3))
     first.close()
     clock.t = 100.0      # the machine restarts with its clock behind (an RTC in local time, a dead battery)
     again = cold_only(make_cache)
-    new = [history(s) for s in (4, 5)]
-    for h in new:
-        park_history(again, h)
-        again.flush()
-        clock.t += 1
+    new = park_a_second_apart(again, clock, (4, 5))
     assert [kept(again, h) for h in old + new] == [False, False, True, True, True]
     # written after the newest file: sealed after it, not 15 minutes before
     sealed = sorted(json.loads(p.read_text())["sealed_at"] for p in folders["cold"].glob(f"{CONV}*.json"))
@@ -129,11 +123,7 @@ def test_one_file_sealed_years_ahead_among_others_does_not_age_the_others(make_c
     """A file a clock set years ahead once wrote (a wrong date typed in, a bad RTC): its seal is not the cache's
     time, or every other entry would be years old at once, expired by the level's max age."""
     first = cold_only(make_cache, conversation_cache_cold_max_age_s=3600)
-    kept_ones = [history(s) for s in (1, 2, 3)]
-    for h in kept_ones:
-        park_history(first, h)
-        first.flush()
-        clock.t += 1
+    kept_ones = park_a_second_apart(first, clock, (1, 2, 3))
     first.close()
     newest = max(folders["cold"].glob(f"{CONV}*.json"), key=lambda p: json.loads(p.read_text())["sealed_at"])
     d = json.loads(newest.read_text())
@@ -152,10 +142,7 @@ def test_one_file_sealed_years_ahead_among_others_does_not_age_the_others(make_c
 def test_when_every_file_is_ahead_it_is_the_clock_that_went_back(make_cache, clock, folders):
     """All seals far ahead: the wall clock is the wrong one (a reset RTC); the cache counts on from the newest."""
     first = cold_only(make_cache)
-    for s in (1, 2):
-        park_history(first, history(s))
-        first.flush()
-        clock.t += 1
+    park_a_second_apart(first, clock, (1, 2))
     first.close()
     clock.t -= 30 * 86400
     again = cold_only(make_cache)
