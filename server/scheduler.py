@@ -9,10 +9,11 @@ in slots chosen by the slot policy. A cancelled request (its client left) stops 
 Handlers talk to it through `submit` and the job's events.
 
 Not here: HTTP parsing (openai_api / anthropic_api), the policy's rules (slot_policy), the cache's
-levels (server/cache). The slot table and the trace are in slots.py and placement.py. Parts of the
-worker's work it calls out to: a row's record (row.py), parking a history before it is overwritten
-(parking.py), starting a request in its context, a cache restore included (row_start.py), the
-lookup-decoding step (lookup_step.py), what a sampled token becomes and a request's end (row_output.py).
+levels (server/cache). The slot table and the trace are in slots.py and placement.py. What the worker
+calls out to: which context a waiting request gets (admission.py), starting it there, a cache restore
+included (row_start.py), parking a history before it is overwritten (parking.py), the lookup-decoding
+step (lookup_step.py), what a sampled token becomes and a request's end (row_output.py); a running
+request's record is a Row (row.py).
 """
 
 from __future__ import annotations
@@ -24,20 +25,26 @@ import threading
 import time
 from typing import Any
 
-from strata.server import lookup, lookup_step, parking, row_output, row_start, slot_policy, stop_progress
+from strata.server import (
+    admission,
+    lookup,
+    lookup_step,
+    parking,
+    row_output,
+    row_start,
+    slot_policy,
+    stop_progress,
+)
 from strata.server.errors import APIError
 from strata.server.jobs import Job, Outbox
 from strata.server.metrics import Metrics
 from strata.server.placement import Placer, wall_of
 from strata.server.row import Row
-from strata.server.slots import MAIN, SlotTable, common_prefix
+from strata.server.slots import MAIN, SlotTable
 
 log = logging.getLogger("strata.server.scheduler")
 
 MIN_PREFILL_SLICE = 16        # tokens: below this a piece costs more in overhead than it saves in latency
-# tokens: a prompt waits for another request's read of the same start only when it would read at least
-# this many of them twice (one default prefill chunk; less costs little beside the other's read)
-SHARED_READ_WAIT_MIN = 512
 
 
 class Scheduler:
@@ -136,7 +143,8 @@ class Scheduler:
         with self._cv:
             if self._stopping:
                 raise _stopping_error()
-            if self._n_pending >= self.queue_limit + self._free_for(job):
+            idle = not self._rows and not self._n_pending   # nothing running or queued: it would run alone
+            if self._n_pending >= self.queue_limit + admission.free_for(self.table, job, idle):
                 self.metrics.add_rejected("queue_full")
                 n = self.queue_limit       # the server's --queue, named for whoever runs it
                 raise APIError(503, f"the queue is full ({n} request{'' if n == 1 else 's'} waiting, the server's "
@@ -150,18 +158,6 @@ class Scheduler:
                     log.exception("timeline write failed")
             self._inbox.append(job)
             self._cv.notify()
-
-    def _free_for(self, job: Job) -> int:
-        """Free contexts the submitted requests can start in now (they are not waiting): the free slots,
-        and main only where _choose_context gives it: with no slots, to a request alone, or to a prompt too
-        long for a slot. Main free beside a busy slot takes no request that fits a slot, so counting it
-        let --queue N hold N + 1 waiting."""
-        slots = self.table.slots
-        free = sum(1 for c in slots if c.busy_job is None)
-        if self.table.main.busy_job is None and (
-                not slots or (not self._rows and not self._n_pending) or len(job.prompt) >= slots[0].capacity):
-            free += 1
-        return free
 
     def call(self, fn: Any) -> concurrent.futures.Future:
         """Runs `fn()` on the worker thread between two steps (the engine is driven from that thread only)."""
@@ -271,10 +267,10 @@ class Scheduler:
     def _assign(self) -> None:
         """Moves waiting jobs into free contexts: alone -> main (solo path); else a slot by the policy."""
         for job in list(self._waiting):
-            if self._waits_for_shared_read(job):
+            if admission.waits_for_shared_read(self.table, self._rows.values(), job):
                 continue
             try:
-                ctx = self._choose_context(job)
+                ctx = admission.choose_context(self, job, alone=not self._rows and len(self._waiting) == 1)
             except Exception as e:   # a bug or an engine failure placing it: this request fails, once
                 self._waiting.remove(job)
                 self._pending_done()
@@ -303,48 +299,6 @@ class Scheduler:
         row_output.record_request(self, job, None, "error")
         row_output.log_unstarted(job, "error", "it could not be started")
         self._outbox.post(job, "done", row_output.empty_completion(job, "error", f"internal error: {e}"))
-
-    def _waits_for_shared_read(self, job: Job) -> bool:
-        """Whether `job` waits because another request is reading a prompt that begins as its own does, at
-        least SHARED_READ_WAIT_MIN tokens past where that read is: once the read has passed the shared
-        part, the job copies it (best_source) instead of reading the same tokens beside it. Claude Code's
-        sessions and parallel subagents begin with the same system prompt and tools: two sessions started
-        together each read all 32,397 tokens side by side (9.9 and 10.4 s, the second reusing 2,410)."""
-        held = None                     # the longest start of the prompt a context holds, looked up once
-        for row in self._rows.values():
-            if row.phase != "prefill":
-                continue
-            shared = common_prefix(row.job.prompt, job.prompt)
-            if shared - row.pos < SHARED_READ_WAIT_MIN:
-                continue
-            if held is None:
-                held = self.table.best_source(job.prompt, exclude=-1)[1]
-            if shared - held >= SHARED_READ_WAIT_MIN:
-                return True
-        return False
-
-    def _choose_context(self, job: Job) -> int | None:
-        main_free = self.table.main.busy_job is None
-        n_slots = len(self.table.slots)
-        fits_slot = n_slots > 0 and len(job.prompt) < self.table.slots[0].capacity
-        alone = not self._rows and len(self._waiting) == 1
-        # A prompt too long for a slot takes main when main is free, even with others running.
-        if main_free and (n_slots == 0 or alone or not fits_slot):
-            parking.displace_main(self, job)
-            self.placer.learn_main(job.prompt, time.monotonic())
-            self.table.main.busy_job = job.id
-            self.placer.record(job.id, MAIN, None, "solo" if alone or n_slots == 0 else "too_long_for_slot",
-                               common_prefix(self.table.main.tokens, job.prompt), None)
-            return MAIN
-        if not fits_slot:
-            return None
-        now = time.monotonic()
-        decision = self.placer.pick(job.prompt, now, job.id)
-        if decision.slot is None:
-            return None
-        slot = self.table[decision.slot]
-        slot.busy_job = job.id
-        return decision.slot
 
     def park_to_cache(self, ctx: int, reason: str) -> None:
         """Hands the history `ctx` holds to the conversation cache before it is overwritten (worker thread),

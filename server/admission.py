@@ -1,0 +1,85 @@
+"""Admission: which context a waiting request gets now, if any. Main (the solo path, the full --ctx)
+goes to a request alone, to any request where there are no slots, and to a prompt too long for a slot;
+otherwise the slot policy picks a slot (placement.py). A request also waits while another reads a
+prompt that begins as its own does, so that it copies that read instead of repeating it.
+
+Runs on the scheduler's worker thread, except `free_for` (on submit, under the scheduler's lock).
+Not here: the queue and its limit (scheduler.py), the policy's rules (slot_policy.py), parking main's
+history before it is overwritten (parking.py), starting the request (row_start.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from strata.server import parking
+from strata.server.jobs import Job
+from strata.server.row import Row
+from strata.server.slots import MAIN, SlotTable, common_prefix
+
+if TYPE_CHECKING:
+    from strata.server.scheduler import Scheduler
+
+# tokens: a prompt waits for another request's read of the same start only when it would read at least
+# this many of them twice (one default prefill chunk; less costs little beside the other's read)
+SHARED_READ_WAIT_MIN = 512
+
+
+def free_for(table: SlotTable, job: Job, idle: bool) -> int:
+    """Free contexts the submitted requests can start in now (they are not waiting): the free slots,
+    and main only where choose_context gives it: with no slots, to a request alone (`idle`: nothing
+    running or pending), or to a prompt too long for a slot. Main free beside a busy slot takes no
+    request that fits a slot, so counting it let --queue N hold N + 1 waiting."""
+    slots = table.slots
+    free = sum(1 for c in slots if c.busy_job is None)
+    if table.main.busy_job is None and (not slots or idle or len(job.prompt) >= slots[0].capacity):
+        free += 1
+    return free
+
+
+def waits_for_shared_read(table: SlotTable, rows: Iterable[Row], job: Job) -> bool:
+    """Whether `job` waits because another request (of `rows`) is reading a prompt that begins as its own
+    does, at least SHARED_READ_WAIT_MIN tokens past where that read is: once the read has passed the
+    shared part, the job copies it (best_source) instead of reading the same tokens beside it. Claude
+    Code's sessions and parallel subagents begin with the same system prompt and tools: two sessions
+    started together each read all 32,397 tokens side by side (9.9 and 10.4 s, the second reusing 2,410)."""
+    held = None                     # the longest start of the prompt a context holds, looked up once
+    for row in rows:
+        if row.phase != "prefill":
+            continue
+        shared = common_prefix(row.job.prompt, job.prompt)
+        if shared - row.pos < SHARED_READ_WAIT_MIN:
+            continue
+        if held is None:
+            held = table.best_source(job.prompt, exclude=-1)[1]
+        if shared - held >= SHARED_READ_WAIT_MIN:
+            return True
+    return False
+
+
+def choose_context(sched: Scheduler, job: Job, alone: bool) -> int | None:
+    """The context `job` starts in, marked busy with it, or None (it waits). `alone`: nothing runs and
+    it is the only one waiting. Main's history is parked first when the job takes main."""
+    table, placer = sched.table, sched.placer
+    main_free = table.main.busy_job is None
+    n_slots = len(table.slots)
+    fits_slot = n_slots > 0 and len(job.prompt) < table.slots[0].capacity
+    # A prompt too long for a slot takes main when main is free, even with others running.
+    if main_free and (n_slots == 0 or alone or not fits_slot):
+        parking.displace_main(sched, job)
+        placer.learn_main(job.prompt, time.monotonic())
+        table.main.busy_job = job.id
+        placer.record(job.id, MAIN, None, "solo" if alone or n_slots == 0 else "too_long_for_slot",
+                      common_prefix(table.main.tokens, job.prompt), None)
+        return MAIN
+    if not fits_slot:
+        return None
+    now = time.monotonic()
+    decision = placer.pick(job.prompt, now, job.id)
+    if decision.slot is None:
+        return None
+    slot = table[decision.slot]
+    slot.busy_job = job.id
+    return decision.slot
