@@ -37,7 +37,7 @@ from strata.server.prompting import (
     AnswerStream,
     answer_format,
     call_id,
-    check_fits,
+    check_prompt_fits,
     conversation_key,
     only_named_tool,
     reasoning_effort,
@@ -125,6 +125,9 @@ def parse_messages(raw: list, system: str | None, tools: list[dict] | None = Non
                 if b.get("is_error"):
                     body_text = f"Error: {body_text}"
                 out.append({"role": "tool", "tool_call_id": str(b.get("tool_use_id", "")), "content": body_text})
+            elif kind == "tool_result":     # in an assistant message: left out, the model would never read it
+                raise APIError(400, f"{bw}: a tool_result block belongs in a user message (the turn after the "
+                                    "assistant's tool_use), not in an assistant message")
             elif kind == "compaction" and role == "assistant" and changes is not None:
                 listed = b.get("tool_changes") or []
                 if not isinstance(listed, list):
@@ -139,7 +142,8 @@ def parse_messages(raw: list, system: str | None, tools: list[dict] | None = Non
                 what = "document blocks other than text (a PDF, a URL, a file)" if kind == "document" else "image blocks"
                 raise APIError(400, f"{bw}: {what} are not supported (the model reads text only)")
             else:
-                raise APIError(400, f"{bw}.type {kind!r} is not valid in a {role} message")
+                article = "an" if role == "assistant" else "a"
+                raise APIError(400, f"{bw}.type {kind!r} is not valid in {article} {role} message")
         if text or calls or role == "assistant":
             msg: dict[str, Any] = {"role": role, "content": "".join(text)}
             if calls:
@@ -320,7 +324,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     if body.get("max_tokens") is None:
         raise APIError(400, "'max_tokens' is required")
     state, msgs, tools, tokens = await _prompt(request, body)
-    check_fits(len(tokens), state.engine.context_capacity(0), api="anthropic")
+    check_prompt_fits(state.engine, len(tokens), api="anthropic")
     sampling_body = {k: body[k] for k in ("temperature", "top_p", "top_k") if k in body}
     if "temperature" in sampling_body:
         f.get_number(body, "temperature", None, 0.0, 1.0)

@@ -18,7 +18,13 @@ from typing import Any
 from strata.engine.sampling import SamplingParams
 from strata.server.jobrun import JobEvents, raise_if_failed
 from strata.server.jobs import Completion, Job
-from strata.server.prompting import AnswerFormat, answer_format, check_fits, render_chat_async, split_answer
+from strata.server.prompting import (
+    AnswerFormat,
+    answer_format,
+    check_prompt_fits,
+    render_chat_async,
+    split_answer,
+)
 
 SEAL = "strata-summary-v1:"
 SUMMARY_MAX_TOKENS = 2048   # a summary longer than this defeats its purpose
@@ -74,7 +80,7 @@ async def summarize(request: Any, state: Any, messages: list[dict], tools: list[
     of it was reasoning: usage's reasoning_tokens)."""
     prompt = messages + [{"role": "user", "content": SUMMARY_REQUEST}]
     tokens = await render_chat_async(state.engine, prompt, tools)
-    check_fits(len(tokens), state.engine.context_capacity(0), param="input")
+    check_prompt_fits(state.engine, len(tokens), param="input")
     job = Job(api="responses", prompt=tokens, max_tokens=min(max_tokens or SUMMARY_MAX_TOKENS, SUMMARY_MAX_TOKENS),
               sampling=SamplingParams(), stop=(), conversation=conversation)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()

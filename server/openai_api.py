@@ -27,7 +27,7 @@ from strata.server.prompting import (
     AnswerStream,
     answer_format,
     call_id,
-    check_fits,
+    check_prompt_fits,
     conversation_key,
     only_named_tool,
     only_named_tools,
@@ -268,7 +268,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     variables = {**template_kwargs(body.get("chat_template_kwargs")),
                  **reasoning_effort(body.get("reasoning_effort"), "reasoning_effort")}
     tokens = await render_chat_async(state.engine, messages, tools, template_vars=variables)
-    check_fits(len(tokens), state.engine.context_capacity(0))
+    check_prompt_fits(state.engine, len(tokens))
     job = Job(api="openai", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_completion_tokens", "max_tokens"),
                                           state.config.max_tokens_default),
@@ -426,7 +426,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if body.get("prompt") is None and "messages" in body:
         raise APIError(400, "'prompt' is required: chat 'messages' go to POST /v1/chat/completions", param="prompt")
     tokens = _prompt_tokens(state, body.get("prompt"))
-    check_fits(len(tokens), state.engine.context_capacity(0), param="prompt")
+    check_prompt_fits(state.engine, len(tokens), param="prompt")
     job = Job(api="openai", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_tokens",), 16),
               sampling=parse_sampling(body, n_vocab=state.engine.n_vocab),

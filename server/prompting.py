@@ -240,13 +240,17 @@ def tokens_key(tokens: list[int]) -> str:
     return hashlib.sha256(json.dumps(tokens[:256]).encode()).hexdigest()[:12]
 
 
-def check_fits(n_prompt: int, capacity: int, api: str = "openai", param: str = "messages") -> None:
+def check_fits(n_prompt: int, capacity: int, api: str = "openai", param: str = "messages", trained: int = 0) -> None:
     """A prompt must leave room for at least one generated token in the largest context. Worded as each
     API words it ("maximum context length" / "prompt is too long"), which is what agents look for in the
     message to compact their conversation and retry; `param` is the field the prompt came from (`messages`,
-    completions' `prompt`, Responses' `input`)."""
+    completions' `prompt`, Responses' `input`). `trained`, the model's trained context (0: unknown), decides
+    the way on: a larger --ctx only while the context is below it (past it the answers are unreliable, as the
+    start-up warning says), else a shorter conversation."""
     if n_prompt >= capacity:
-        hint = f"the context holds {capacity} and the answer needs at least one; start the server with a larger --ctx"
+        hint = f"the context holds {capacity} and the answer needs at least one; " + (
+            f"the model was trained on {trained} tokens, so a larger --ctx would give unreliable answers: "
+            "shorten the conversation" if 0 < trained <= capacity else "start the server with a larger --ctx")
         if api == "anthropic":
             message = f"prompt is too long: {n_prompt} tokens > {capacity - 1} maximum ({hint})"
         else:
@@ -255,6 +259,12 @@ def check_fits(n_prompt: int, capacity: int, api: str = "openai", param: str = "
         raise APIError(400, message, param=param, code="context_length_exceeded")
     if n_prompt == 0:
         raise APIError(400, "the prompt is empty", param="prompt")
+
+
+def check_prompt_fits(engine: Any, n_prompt: int, api: str = "openai", param: str = "messages") -> None:
+    """check_fits against the loaded engine's largest context and the model's trained one."""
+    check_fits(n_prompt, engine.context_capacity(0), api=api, param=param,
+               trained=int(getattr(engine, "n_ctx_train", 0) or 0))
 
 
 def split_tool_calls(text: str, tools: list[dict] | None, mistral: bool = False,

@@ -44,7 +44,7 @@ from strata.server.prompting import (
     AnswerStream,
     answer_format,
     call_id,
-    check_fits,
+    check_prompt_fits,
     only_named_tool,
     only_named_tools,
     reasoning_effort,
@@ -331,7 +331,7 @@ async def answer(request: web.Request, state: Any, body: dict, sink: Events | No
     effort = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
     tokens = await render_chat_async(state.engine, messages, tools,
                                      template_vars=reasoning_effort(effort.get("effort"), "reasoning.effort"))
-    check_fits(len(tokens), state.engine.context_capacity(0), param="input")
+    check_prompt_fits(state.engine, len(tokens), param="input")
     job = Job(api="responses", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_output_tokens",), state.config.max_tokens_default),
               sampling=parse_sampling(body), stop=(), conversation=_conversation(body, messages),

@@ -7,6 +7,8 @@ import json
 
 import httpx2 as httpx
 import pytest
+from strata.server.errors import APIError
+from strata.server.prompting import check_fits
 
 from tests.server.live import LiveServer
 
@@ -80,8 +82,8 @@ CASES = [
     ("POST", MSG, {"max_tokens": 5, "messages": [{"role": "user", "content": "word " * 5000}]}, 400,
      "prompt is too long: "),
     ("POST", MSG, {"max_tokens": 5, "messages": [{"role": "user", "content": "word " * 5000}]}, 400,
-     "tokens > 4095 maximum (the context holds 4096 and the answer needs at least one; start the server with a "
-     "larger --ctx)"),
+     "tokens > 4095 maximum (the context holds 4096 and the answer needs at least one; the model was trained on "
+     "4096 tokens, so a larger --ctx would give unreliable answers: shorten the conversation)"),
     ("POST", "/v1/completions", {}, 400, "'prompt' is required"),
     ("POST", "/v1/completions", {"messages": USER}, 400, "chat 'messages' go to POST /v1/chat/completions"),
     ("POST", "/v1/completions", {"prompt": {"a": 1}}, 400, "'prompt' must be a string"),
@@ -96,6 +98,11 @@ CASES = [
      "role must be 'user', 'assistant' or 'system'; got 'tool'"),
     ("POST", MSG, {"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "banana"}]}]}, 400,
      "'banana' is not valid in a user message"),
+    ("POST", MSG, {"max_tokens": 5, "messages": [USER[0], {"role": "assistant", "content": [{"text": "x"}]}]}, 400,
+     "messages[1].content[0].type None is not valid in an assistant message"),
+    ("POST", MSG, {"max_tokens": 5, "messages": [USER[0], {"role": "assistant", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "the file's text"}]}]}, 400,
+     "messages[1].content[0]: a tool_result block belongs in a user message"),
     ("POST", MSG, {"max_tokens": 5, "messages": USER, "temperature": 1.5}, 400, "'temperature' must be between 0 and 1"),
     ("POST", MSG, {"max_tokens": -5, "messages": USER}, 400, "'max_tokens' must be between 1 and"),
     ("POST", MSG, {"max_tokens": 5, "messages": USER, "system": 7}, 400, "system must be a string"),
@@ -171,3 +178,23 @@ def test_a_prompt_too_long_is_worded_as_agents_detect_it(small_body_server):
     assert r.status_code == 400
     assert r.json()["error"]["type"] == "invalid_request_error"
     assert r.json()["error"]["message"].startswith("prompt is too long: ")
+
+
+@pytest.mark.parametrize("capacity,trained,way_on", [
+    (4096, 0, "start the server with a larger --ctx"),          # the trained context unknown
+    (4096, 8192, "start the server with a larger --ctx"),       # room left below it
+    (8192, 8192, "the model was trained on 8192 tokens, so a larger --ctx would give unreliable answers: "
+                 "shorten the conversation"),
+    (16384, 8192, "the model was trained on 8192 tokens, so a larger --ctx would give unreliable answers: "
+                  "shorten the conversation"),
+])
+def test_a_prompt_too_long_says_the_way_on_the_model_allows(capacity, trained, way_on):
+    """A context already as long as the model was trained on was told to grow (SmolLM2 with `strata setup`'s
+    ctx 8192: 'start the server with a larger --ctx', where the server warns that answers past 8192 are
+    unreliable)."""
+    for api in ("openai", "anthropic"):
+        with pytest.raises(APIError) as e:
+            check_fits(capacity + 5, capacity, api=api, trained=trained)
+        assert e.value.message.endswith(f"the answer needs at least one; {way_on})" if api == "anthropic"
+                                        else f"the answer needs at least one; {way_on}).")
+    check_fits(capacity - 1, capacity, trained=trained)     # room for one token: accepted

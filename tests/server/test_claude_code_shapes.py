@@ -129,7 +129,8 @@ def test_a_prompt_too_long_for_the_context_is_logged_with_the_fix(claude, caplog
     assert e.value.body["error"]["message"].startswith("prompt is too long: ")
     refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
     assert len(refused) == 1 and refused[0].startswith("POST /v1/messages refused: prompt is too long: ")
-    assert refused[0].endswith("start the server with a larger --ctx)")
+    assert refused[0].endswith("the model was trained on 4096 tokens, so a larger --ctx would give unreliable answers: "
+                               "shorten the conversation)")
 
 
 # ----- tool search: deferred tools and tool_reference results -----
