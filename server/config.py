@@ -169,8 +169,11 @@ def load_config(
         raise ConfigError(f"unknown option(s): {', '.join(unknown_flags)}")
 
     values: dict[str, Any] = {}
+    given: set[str] = set()     # the keys the command line set
     for opt in options:
         chosen = _pick(opt, flags, lambda name: f"--{name}")
+        if chosen is not None:
+            given.add(opt.key)
         if chosen is None and opt.env and environ.get(opt.env):
             chosen = opt.convert(environ[opt.env], opt.env)
         if chosen is None:
@@ -182,6 +185,10 @@ def load_config(
         if isinstance(chosen, str) and is_path_key(opt.key):
             chosen = os.path.expanduser(chosen)   # "~/strata-cold" in a file made a folder named '~' in the cwd
         values[opt.key] = opt.default if chosen is None else chosen
+    if "ctx" in given and "slot_ctx" not in given and values["slot_ctx"] and values["slot_ctx"] > values["ctx"]:
+        # the file's slot_ctx (`strata setup` writes it as large as its ctx) shrinks with a --ctx given below it:
+        # `strata serve --ctx 4096` was refused for a `--slot-ctx 8192` its user never typed
+        values["slot_ctx"] = values["ctx"]
     _check_combinations(values)
     return ServerConfig(values=values, env=env, config_path=str(path) if path else None)
 

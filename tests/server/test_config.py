@@ -91,6 +91,22 @@ def test_command_line_flags_override_the_file(tmp_path):
     assert (c.ctx, c.status_line, c.batch) == (1024, False, 0)
 
 
+def test_a_smaller_ctx_on_the_command_line_shrinks_the_files_slots(tmp_path):
+    """`strata setup` writes slot_ctx as large as ctx; `strata serve --ctx 4096` then stopped with
+    '--slot-ctx 8192 is larger than --ctx 4096', a flag its user never typed. A --slot-ctx typed too is
+    still checked, and a file's slot_ctx below the new --ctx is kept."""
+    setup_file = str(write(tmp_path, "ctx = 8192\nslot_ctx = 8192\nbatch = 4\n"))
+    c = config_from_args(parse(["--config", setup_file, "--ctx", "4096"]), environ={})
+    assert (c.ctx, c.slot_ctx, c.slot_ctx_effective, c.batch) == (4096, 4096, 4096, 4)
+    c = config_from_args(parse(["--config", setup_file, "--ctx", "16384"]), environ={})
+    assert (c.ctx, c.slot_ctx) == (16384, 8192)
+    with pytest.raises(ConfigError, match="--slot-ctx 8192 is larger than --ctx 4096"):
+        config_from_args(parse(["--config", setup_file, "--ctx", "4096", "--slot-ctx", "8192"]), environ={})
+    small_slots = str(write(tmp_path, "ctx = 8192\nslot_ctx = 2048\n"))
+    c = config_from_args(parse(["--config", small_slots, "--ctx", "4096"]), environ={})
+    assert (c.ctx, c.slot_ctx) == (4096, 2048)
+
+
 def test_policy_and_cache_settings_are_checked_before_start():
     with pytest.raises(ConfigError, match="STRATA_SLOT_EXPIRE_S"):
         validate(load_config({}, environ={"STRATA_SLOT_EXPIRE_S": "soon"}))
