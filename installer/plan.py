@@ -258,7 +258,7 @@ def _question(key: str, s: Situation, a: Answers, p: PlanParameters) -> Question
         theirs = s.previous is not None and s.previous.cold_dir == s.cold_disk.folder
         return Question("cold_dir", "Folder for the conversations kept on disk?", s.cold_disk.folder,
                         s.cold_disk.folder, f"{gib(s.cold_disk.free_mib)} free there"
-                        + (f" ({PREVIOUS}'s folder)" if theirs else ""))
+                        + (f" (the folder of {PREVIOUS})" if theirs else ""))
     if key == "ctx":
         value, why = _previous_ctx(s, a.concurrency, p) or _default_ctx(s, a.concurrency, p)
         return Question("ctx", "Context size (tokens)?", value, str(value), why)

@@ -70,7 +70,7 @@ def test_enter_at_every_question_in_a_terminal_changes_nothing(own_answers, env)
     for question, said in (("Which model?", "the model of the configuration there"),
                            (r"One request at a time, or several\?", "the configuration there: batch = 2"),
                            (r"Keep conversations on disk\?", "the configuration there: conversations kept in"),
-                           (r"Folder for the conversations", "the configuration there's folder"),
+                           (r"Folder for the conversations", "free there (the folder of the configuration there)"),
                            (r"Context size \(tokens\)\?", "the configuration there: ctx = 2048; recommended:")):
         assert said in term.expect(question + r"[\s\S]*?\] "), term.seen
         term.send("")
