@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from strata.server import body_read, lookup, parser_fault_log, slot_policy
+from strata.server import body_read, jobrun, lookup, parser_fault_log, slot_policy
 from strata.server.config import ServerConfig
 from strata.server.keys import STATE, ServerState
 from strata.server.monitor_feed import model_quant
@@ -55,6 +55,7 @@ def init_app(config: ServerConfig) -> web.Application:
     parser_fault_log.install()   # a malformed request is a warning line, not aiohttp's ERROR traceback
     add_routes(app)
     _attach_sessions(app, state)
+    app.on_response_prepare.append(jobrun.name_request)
     app.on_shutdown.append(_on_shutdown)
     app.cleanup_ctx.append(_lifecycle)
     return app

@@ -14,8 +14,13 @@ from typing import Any
 from aiohttp import web
 from strata.server.errors import APIError
 from strata.server.jobs import Completion, Job
+from strata.server.keys import REQUEST_ID
 
 CLIENT_CHECK_S = 0.25
+
+# the request's number in the log, /v1/slots' decisions and /v1/monitor's requests[], sent back to its client
+# as this header (the answer's own id, chatcmpl-... or msg_..., is named nowhere on the server's side)
+REQUEST_HEADER = "X-Strata-Request"
 
 if hasattr(asyncio, "timeout"):       # Python 3.11+
     async def _get_within(queue: asyncio.Queue, timeout: float) -> Any:
@@ -51,6 +56,7 @@ class JobEvents:
         self._last_event = time.monotonic()
         job.loop = asyncio.get_running_loop()
         job.events = asyncio.Queue()
+        request[REQUEST_ID] = job.id
         scheduler.submit(job)          # raises APIError(503) when the queue is full
 
     def __aiter__(self) -> JobEvents:
@@ -116,6 +122,13 @@ def raise_if_failed(c: Completion) -> None:
         raise APIError(500, c.error or "generation failed")
     if c.finish_reason == "cancelled" and c.error:
         raise APIError(503, c.error, headers={"Retry-After": "5"})
+
+
+async def name_request(request: web.Request, response: web.StreamResponse) -> None:
+    """on_response_prepare: an answer (or a refusal) of a request that got a job carries the job's number."""
+    job_id = request.get(REQUEST_ID)
+    if job_id is not None:
+        response.headers[REQUEST_HEADER] = str(job_id)
 
 
 async def open_sse(request: web.Request) -> web.StreamResponse:

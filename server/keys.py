@@ -40,3 +40,6 @@ class ServerState:
 
 
 STATE: web.AppKey[ServerState] = web.AppKey("strata_state", ServerState)
+# a request's job number, once its job exists (jobrun.JobEvents; the X-Strata-Request header names it); a plain
+# string key on an aiohttp before RequestKey (3.13), where pyproject's aiohttp>=3.9 allows one
+REQUEST_ID: Any = web.RequestKey("strata_request_id", int) if hasattr(web, "RequestKey") else "strata_request_id"
