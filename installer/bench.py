@@ -25,6 +25,8 @@ import psutil
 from strata.installer.plan_types import MIB, BenchFacts, DiskFacts
 from strata.installer.profile import disk_facts
 
+from strata import folders
+
 Progress = Callable[[str, float, str], None]
 CHUNK_MIB = 8
 
@@ -60,7 +62,7 @@ def disk_speed(folder: str | Path, size_mib: int = 256, progress: Progress = _qu
     if size_mib < CHUNK_MIB:
         raise ValueError(f"disk bench size_mib must be >= {CHUNK_MIB}, got {size_mib}")
     folder = Path(folder).expanduser()
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(folders.PRIVATE_FOLDER_MODE, parents=True, exist_ok=True)   # the cold folder: conversations go there
     remove_abandoned_bench_files(folder)
     path = folder / f"{BENCH_PREFIX}{uuid.uuid4().hex}.tmp"
     block = os.urandom(CHUNK_MIB * MIB)  # incompressible, so a compressing filesystem is not flattered

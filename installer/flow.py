@@ -21,6 +21,8 @@ from strata.installer.plan import apply_answer, cold_folder_problem, make_plan
 from strata.installer.plan_types import AnswerError, Answers, Plan, PreviousAnswers, Question, Situation
 from strata.installer.profile import disk_facts, machine_profile
 
+from strata import folders
+
 
 def starting_situation(cold_dir: str | Path | None = None, extra_model: str | None = None,
                        model_reason: str | None = None) -> Situation:
@@ -136,7 +138,7 @@ def accept(s: Situation, a: Answers, q: Question, value) -> tuple[Situation, Ans
 def check_writable(folder: Path) -> None:
     """Create `folder` if needed and write one small file there; AnswerError naming the problem."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(folders.PRIVATE_FOLDER_MODE, parents=True, exist_ok=True)   # the server keeps conversations there
         probe = folder / f".strata-probe-{uuid.uuid4().hex}"
         probe.write_bytes(b"strata")
         probe.unlink()

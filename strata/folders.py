@@ -40,3 +40,11 @@ def log_dir(dirs: PlatformDirsABC | None = None) -> Path:
 def models_dir(dirs: PlatformDirsABC | None = None) -> Path:
     """Where the user's own GGUF files go (may not exist)."""
     return Path((dirs or platform_dirs()).user_data_dir) / "models"
+
+
+# A folder Strata makes for conversations (cache levels, segments, system prompts, sessions) is its user's alone, and
+# so is each file it writes there: a history's token ids are its text (the code and files an agent read, a secret in
+# one), readable by anyone who has the tokenizer. 0700 is what the XDG base directory spec asks of a folder an
+# application makes; umask may only take more away. A folder that already exists keeps its mode (one a user made).
+PRIVATE_FOLDER_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600

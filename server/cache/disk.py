@@ -28,6 +28,8 @@ import numpy as np
 from strata._engine import crc32  # zlib.crc32 bit for bit, native, no GIL on big buffers
 from strata.engine.snapshot import KV_REVISION
 
+from strata import folders
+
 from .fileio import FileIO, stage_move
 from .temp_files import TEMP_SUFFIX, abandoned, temp_name
 
@@ -182,7 +184,7 @@ class DiskLevel:
     def open(self) -> None:
         """Create the folder if needed and index it from its files; rewrites nothing."""
         try:
-            os.makedirs(self.folder, exist_ok=True)
+            os.makedirs(self.folder, folders.PRIVATE_FOLDER_MODE, exist_ok=True)
             names = os.listdir(self.folder)
         except FileExistsError:  # strerror 'File exists' did not say what is wrong
             self.state = "unavailable: a file is there, not a folder"
@@ -218,7 +220,7 @@ class DiskLevel:
         hold budget for nothing and evict live entries). Raises OSError when it cannot be made."""
         if os.path.isdir(self.folder):
             return
-        os.makedirs(self.folder, exist_ok=True)
+        os.makedirs(self.folder, folders.PRIVATE_FOLDER_MODE, exist_ok=True)
         lost = len(self.entries)
         self.entries.clear()
         self.vanished += lost

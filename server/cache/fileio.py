@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import BinaryIO
 
+from strata import folders
+
 from .temp_files import temp_name
 
 try:
@@ -33,7 +35,8 @@ class FileIO:
     on_write: Callable[[int], None] | None = None
 
     def open_new(self, path: str) -> BinaryIO:
-        return open(path, "xb")  # a temporary name is this writer's alone; never write into another's
+        # a temporary name is this writer's alone ("x": never write into another's); readable by its user only
+        return open(path, "xb", opener=lambda p, flags: os.open(p, flags, folders.PRIVATE_FILE_MODE))
 
     @contextlib.contextmanager
     def commit_lock(self, folder: str) -> Iterator[None]:
