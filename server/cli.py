@@ -27,7 +27,7 @@ from typing import Any
 from aiohttp import web
 from strata.server.config import ConfigError, ServerConfig, all_options, config_from_args, validate
 from strata.server.options import FLAG_REASONS, FLAG_SYNONYMS, OPTIONS, add_flags
-from strata.server.stop_progress import HANDLER_WAIT_S
+from strata.server.stop_progress import SHUTDOWN_TIMEOUT_S
 
 from strata.exit_status import CANNOT_LISTEN, CONFIGURATION_REFUSED, MODEL_NOT_LOADED
 
@@ -124,7 +124,7 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
             loop.add_signal_handler(sig, on_stop_signal)
         except (NotImplementedError, RuntimeError):   # Windows: Ctrl-C arrives as KeyboardInterrupt
             pass
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=HANDLER_WAIT_S)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
     await runner.setup()
     site = listen_site(runner, config.host, config.port)
     try:

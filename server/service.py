@@ -15,7 +15,7 @@ from aiohttp import web
 from strata.server.errors import APIError, api_of_path, error_body, error_response
 from strata.server.keys import STATE
 from strata.server.metrics import render_prometheus
-from strata.server.stop_progress import HANDLER_WAIT_S
+from strata.server.stop_progress import handler_cut_line
 
 log = logging.getLogger("strata.server")
 
@@ -94,6 +94,7 @@ async def answer_then_close(request: web.Request, resp: web.StreamResponse) -> N
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     api = api_of_path(request.path)
+    transport = request.transport   # taken now: aiohttp lets go of it when it cancels the handler at a stop
     try:
         return await handler(request)
     except APIError as e:
@@ -118,8 +119,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         raise
     except asyncio.CancelledError:
         if request.app[STATE].stopping:   # aiohttp's wait for handlers at a stop ran out (stop_progress)
-            log.warning("stopping: the answer to %s %s was not read by its client within %g s; its connection "
-                        "is closed", request.method, request.path, HANDLER_WAIT_S)
+            unsent = transport.get_write_buffer_size() if transport is not None else 0
+            log.warning("%s", handler_cut_line(request.method, request.path, unsent))
         raise
     except Exception as e:
         log.exception("request %s %s failed", request.method, request.path)

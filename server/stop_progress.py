@@ -59,6 +59,21 @@ CALL_WAIT_S = STEP_WAIT_UNKNOWN_S   # a session save or restore: gigabytes writt
 # one whose client stopped reading (a suspended agent) is blocked on a full socket and held the stop that long.
 # Every request was ended by the scheduler's stop by then, so a reading client has its last bytes in a moment.
 HANDLER_WAIT_S = 5.0
+# aiohttp waits its shutdown_timeout for the handlers, then cancels their reads of request bodies and waits it
+# again before it cancels them: a handler blocked writing waits both (a stalled reader held a stop 10.0 s with
+# shutdown_timeout 5), so the runners are given half of HANDLER_WAIT_S
+SHUTDOWN_TIMEOUT_S = HANDLER_WAIT_S / 2
+
+
+def handler_cut_line(method: str, path: str, unsent_bytes: int) -> str:
+    """The warning for a request handler cancelled when the stop's wait for answers ran out: its client's fault
+    only where bytes of the answer were still waiting to be sent (`unsent_bytes`, the connection's write buffer);
+    else the answer was not made in time (a stuck engine step the stop gave up on)."""
+    if unsent_bytes > 0:
+        return (f"stopping: the answer to {method} {path} was not read by its client within {HANDLER_WAIT_S:g} s "
+                f"({unsent_bytes} bytes unsent); its connection is closed")
+    return (f"stopping: the answer to {method} {path} had not ended {HANDLER_WAIT_S:g} s after the engine stopped; "
+            f"its connection is closed")
 
 
 def step_wait_s(tokens: int, rate: float) -> float:

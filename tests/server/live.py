@@ -13,7 +13,7 @@ from aiohttp import web
 from strata.server.app import init_app
 from strata.server.config import load_config
 from strata.server.keys import STATE
-from strata.server.stop_progress import HANDLER_WAIT_S
+from strata.server.stop_progress import SHUTDOWN_TIMEOUT_S
 
 
 class LiveServer:
@@ -52,7 +52,7 @@ class LiveServer:
 
     async def _start(self) -> None:
         self.app = init_app(self.config)
-        self.runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=HANDLER_WAIT_S)
+        self.runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
         await site.start()
