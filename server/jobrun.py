@@ -56,8 +56,8 @@ class JobEvents:
         self._last_event = time.monotonic()
         job.loop = asyncio.get_running_loop()
         job.events = asyncio.Queue()
-        request[REQUEST_ID] = job.id
         scheduler.submit(job)          # raises APIError(503) when the queue is full
+        request[REQUEST_ID] = job.id   # only now: a refused job is in no log line, decision or monitor entry
 
     def __aiter__(self) -> JobEvents:
         return self
@@ -125,7 +125,7 @@ def raise_if_failed(c: Completion) -> None:
 
 
 async def name_request(request: web.Request, response: web.StreamResponse) -> None:
-    """on_response_prepare: an answer (or a refusal) of a request that got a job carries the job's number."""
+    """on_response_prepare: an answer (or a later refusal) of a request whose job was queued carries its number."""
     job_id = request.get(REQUEST_ID)
     if job_id is not None:
         response.headers[REQUEST_HEADER] = str(job_id)

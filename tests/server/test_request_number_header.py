@@ -75,3 +75,23 @@ def test_a_request_refused_before_it_ran_names_none(tiny_server):
     assert r.status_code == 400 and HEADER not in r.headers
     r = httpx.get(tiny_server.url + "/health", timeout=30)
     assert r.status_code == 200 and HEADER not in r.headers
+
+
+def test_a_request_the_full_queue_refused_names_none(tiny_model):
+    """A 503 'the queue is full' never ran nor waited: the log, /v1/slots and /v1/monitor have no entry for it,
+    so a number on it would name nothing (it carried the number its job was given before the queue refused it)."""
+    from tests.server.live import LiveServer
+    from tests.server.sched_stress import Pause
+
+    with LiveServer(model=str(tiny_model), ctx=1024, batch=0, threads=1, queue=0, conversation_cache_mib=0) as s:
+        with Pause(s.state.engine, "decode") as held:
+            first = threading.Thread(target=lambda: httpx.post(s.url + "/v1/completions", timeout=60,
+                                                               json={"prompt": "x", "max_tokens": 4}))
+            first.start()
+            assert held.entered.wait(30)
+            r = httpx.post(s.url + "/v1/completions", json={"prompt": "y", "max_tokens": 2}, timeout=30)
+        first.join(60)
+        assert r.status_code == 503 and "the queue is full" in r.json()["error"]["message"], r.text
+        assert HEADER not in r.headers, r.headers
+        requests = httpx.get(s.url + "/v1/monitor", timeout=30).json()["requests"]
+        assert len(requests) == 1, requests        # the first one alone: the refused one is nowhere
