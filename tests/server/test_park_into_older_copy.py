@@ -48,3 +48,39 @@ def test_each_park_goes_into_the_conversations_older_copy(server):
     assert all(d["reused"] > 0 for d in parks[1:]), parks                     # the older copy's tokens
     held = [s for s in slots["slots"] if s["id"] != "main" and s["tokens"] > 0]
     assert [s["id"] for s in held] == [first], held                          # the other slots stay empty
+
+
+@pytest.fixture(scope="module")
+def cached_server(tiny_model_factory):
+    model = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, script=(ASK, *ANSWER))
+    s = LiveServer(model=str(model), ctx=4096, batch=4, slot_ctx=4096, threads=1, conversation_cache_mib=256)
+    s.start()
+    yield s
+    s.stop()
+
+
+def cache_ram_parks(url: str) -> int:
+    metrics = httpx.get(url + "/metrics", timeout=30).text
+    lines = [x for x in metrics.splitlines() if x.startswith('strata_parks_total{kind="cache_ram"} ')]
+    return int(float(lines[0].rsplit(" ", 1)[1])) if lines else 0      # listed from the first such park
+
+
+def test_a_conversation_parked_into_a_slot_is_not_also_snapshotted_to_the_cache(cached_server):
+    """The side request that displaces the conversation finds it copied into a slot, which keeps all of it (and is
+    parked to the cache itself before anything overwrites it). Its start still snapshotted main's history into the
+    conversation cache's RAM level, at every side request of a growing conversation (a trial on SmolLM2: 6,500
+    tokens, 150 MB, 80-560 ms before the side request's first token). Only the side requests' own histories,
+    displaced from main by the conversation's next turn, go to the cache now."""
+    url = cached_server.url
+    prompt = list(BASE)
+    for turn in range(4):
+        before = cache_ram_parks(url)
+        out = complete(url, prompt)
+        assert turn == 0 or out["timings"]["cache_n"] >= len(prompt) - 302, out["timings"]
+        assert cache_ram_parks(url) - before == (0 if turn == 0 else 1)     # the side request's history
+        before = cache_ram_parks(url)
+        complete(url, [60 + turn, 61, 62, ASK])                              # displaces main into a slot
+        assert cache_ram_parks(url) == before, turn                          # and not into the cache too
+        prompt = prompt + list(ANSWER) + [(i * 11 + turn) % 400 + 50 for i in range(300)] + [ASK]
+    parks = [d for d in httpx.get(url + "/v1/slots", timeout=30).json()["decisions"] if d["park"]]
+    assert [d["reason"] for d in parks[1:]] == ["own_copy"] * 3, parks
