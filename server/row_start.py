@@ -4,7 +4,7 @@ before it is overwritten, and the Row it then runs as (its sampler, with the ans
 constraint, its decoder and stop matcher, where its prompt left the history it was compared with).
 
 Mechanism on the scheduler's worker thread, over its state (engine, slot table, placer, cache,
-metrics). Not here: which context the request gets (the scheduler's admission, placement.py), how a
+metrics). Not here: which context the request gets (context_choice.py, placement.py), how a
 history is parked (parking.py), reading the rest of the prompt (the scheduler's steps). A cache
 problem never fails a request: the prompt is read instead.
 """
@@ -42,7 +42,7 @@ def constraint(job: Job, tokenizer: Any, eos: set[int]) -> Any:
 
 
 def start(sched: Scheduler, job: Job, ctx: int) -> Row:
-    """Readies context `ctx` for `job` (its busy_job set by the admission) and returns its Row, in
+    """Readies context `ctx` for `job` (its busy_job set by context_choice.choose_context) and returns its Row, in
     prefill from the first prompt token the context does not hold; the scheduler registers it."""
     state = sched.table[ctx]
     state.phase = "prefill"        # from here: the copy or restore below is part of reading its prompt

@@ -10,7 +10,7 @@ Handlers talk to it through `submit` and the job's events.
 
 Not here: HTTP parsing (openai_api / anthropic_api), the policy's rules (slot_policy), the cache's
 levels (server/cache). The slot table and the trace are in slots.py and placement.py. What the worker
-calls out to: which context a waiting request gets (admission.py), starting it there, a cache restore
+calls out to: which context a waiting request gets (context_choice.py), starting it there, a cache restore
 included (row_start.py), parking a history before it is overwritten (parking.py), the lookup-decoding
 step (lookup_step.py), what a sampled token becomes and a request's end (row_output.py); a running
 request's record is a Row (row.py).
@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from strata.server import (
-    admission,
+    context_choice,
     lookup,
     lookup_step,
     parking,
@@ -144,7 +144,7 @@ class Scheduler:
             if self._stopping:
                 raise _stopping_error()
             idle = not self._rows and not self._n_pending   # nothing running or queued: it would run alone
-            if self._n_pending >= self.queue_limit + admission.free_for(self.table, job, idle):
+            if self._n_pending >= self.queue_limit + context_choice.free_for(self.table, job, idle):
                 self.metrics.add_rejected("queue_full")
                 n = self.queue_limit       # the server's --queue, named for whoever runs it
                 raise APIError(503, f"the queue is full ({n} request{'' if n == 1 else 's'} waiting, the server's "
@@ -262,15 +262,15 @@ class Scheduler:
         with self._cv:
             self._n_pending -= 1
 
-    # ----- admission -----
+    # ----- waiting requests into contexts -----
 
     def _assign(self) -> None:
         """Moves waiting jobs into free contexts: alone -> main (solo path); else a slot by the policy."""
         for job in list(self._waiting):
-            if admission.waits_for_shared_read(self.table, self._rows.values(), job):
+            if context_choice.waits_for_shared_read(self.table, self._rows.values(), job):
                 continue
             try:
-                ctx = admission.choose_context(self, job, alone=not self._rows and len(self._waiting) == 1)
+                ctx = context_choice.choose_context(self, job, alone=not self._rows and len(self._waiting) == 1)
             except Exception as e:   # a bug or an engine failure placing it: this request fails, once
                 self._waiting.remove(job)
                 self._pending_done()
@@ -312,7 +312,6 @@ class Scheduler:
         self._outbox.post(job, "start", {"cached_tokens": n, "prompt_tokens": len(prompt), "source": row.source})
         log.debug("request %s in context %s: %d of %d prompt tokens reused (%s)", job.id, ctx, n, len(prompt),
                   row.source)
-
 
     # ----- one step of the agenda -----
 

@@ -1,11 +1,12 @@
-"""Admission: which context a waiting request gets now, if any. Main (the solo path, the full --ctx)
-goes to a request alone, to any request where there are no slots, and to a prompt too long for a slot;
-otherwise the slot policy picks a slot (placement.py). A request also waits while another reads a
-prompt that begins as its own does, so that it copies that read instead of repeating it.
+"""Which context a waiting request gets now, if any. Main (the solo path, the full --ctx) goes to a request
+alone, to any request where there are no slots, and to a prompt too long for a slot; otherwise the slot
+policy picks a slot (placement.py). A request also waits while another reads a prompt that begins as its
+own does, so that it copies that read instead of repeating it.
 
 Runs on the scheduler's worker thread, except `free_for` (on submit, under the scheduler's lock).
 Not here: the queue and its limit (scheduler.py), the policy's rules (slot_policy.py), parking main's
-history before it is overwritten (parking.py), starting the request (row_start.py).
+history before it is overwritten (parking.py), starting the request (row_start.py), the conversation cache's
+admission (server/cache/policy.py: whether RAM takes a history; the monitor's and /metrics' "admission").
 """
 
 from __future__ import annotations
