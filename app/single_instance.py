@@ -12,6 +12,7 @@ import getpass
 import re
 from collections.abc import Callable
 
+from PySide6.QtCore import QTimer
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
 ACTIVATE = b"activate\n"
@@ -41,7 +42,47 @@ def ask_running_instance(name: str, timeout_ms: int = 1000) -> str | None:
     sock.waitForBytesWritten(timeout_ms)
     reply = bytes(sock.readAll().data()) if sock.waitForReadyRead(timeout_ms) else b""
     sock.disconnectFromServer()
+    return _answer(reply)
+
+
+def _answer(reply: bytes) -> str:
     return "quitting" if reply.startswith(QUITTING.strip()) else "forward"
+
+
+def ask_later(name: str, on_answer: Callable[[str | None], None], timeout_ms: int = 1000,
+              silence: str = "forward") -> QLocalSocket:
+    """ask_running_instance without blocking the caller's event loop (a window stays drawn and its Cancel
+    answers): `on_answer` gets the same answers once, later; an app that does not answer within `timeout_ms`
+    counts as `silence`. Keep the returned socket until then."""
+    sock = QLocalSocket()
+    timer = QTimer(sock)
+    timer.setSingleShot(True)
+    done: list[bool] = []
+
+    def finish(answer: str | None) -> None:
+        if done:
+            return
+        done.append(True)
+        timer.stop()
+        sock.abort()
+        on_answer(answer)
+
+    def read() -> None:
+        if sock.canReadLine():
+            finish(_answer(bytes(sock.readLine().data())))
+
+    def failed(error: QLocalSocket.LocalSocketError) -> None:
+        # before the connection: nothing listens (it has ended); after it: it hung up without a word
+        finish(None if sock.state() != QLocalSocket.LocalSocketState.ConnectedState and
+               error != QLocalSocket.LocalSocketError.PeerClosedError else silence)
+
+    sock.connected.connect(lambda: sock.write(ACTIVATE))
+    sock.readyRead.connect(read)
+    sock.errorOccurred.connect(failed)
+    timer.timeout.connect(lambda: finish(silence))
+    timer.start(timeout_ms)
+    sock.connectToServer(name)
+    return sock
 
 
 class SingleInstance:

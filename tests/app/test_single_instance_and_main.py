@@ -41,12 +41,19 @@ def test_second_launch_brings_the_first_forward(qtbot):
 
 
 # an app that is quitting, in a process of its own (as it is: a second launch's blocking ask, in a thread of
-# this process, would hold the interpreter and the first could not answer), which ends after argv[2] ms
-QUITTING_APP = ("import sys\n"
+# this process, would hold the interpreter and the first could not answer), which ends after argv[2] ms; at
+# the second question it is busy for argv[3] seconds before it answers (its GUI thread held)
+QUITTING_APP = ("import sys, time\n"
                 "from PySide6.QtCore import QCoreApplication, QTimer\n"
                 "from strata.app.single_instance import SingleInstance\n"
                 "app = QCoreApplication([])\n"
-                "first = SingleInstance(sys.argv[1], lambda: False)\n"
+                "asked = []\n"
+                "def quitting():\n"
+                "    asked.append(1)\n"
+                "    if len(asked) == 2:\n"
+                "        time.sleep(float(sys.argv[3]))\n"
+                "    return False\n"
+                "first = SingleInstance(sys.argv[1], quitting)\n"
                 "print('listening', flush=True)\n"
                 "QTimer.singleShot(int(sys.argv[2]), app.quit)\n"
                 "app.exec()\n"
@@ -58,9 +65,9 @@ def quitting_app():
     """start(ms) -> the name a quitting app listens under, for `ms` milliseconds."""
     procs = []
 
-    def start(ms: int) -> str:
+    def start(ms: int, busy_s: float = 0.0) -> str:
         name = instance_name("-test-" + uuid.uuid4().hex[:8])
-        proc = subprocess.Popen([sys.executable, "-c", QUITTING_APP, name, str(ms)], stdout=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-c", QUITTING_APP, name, str(ms), str(busy_s)], stdout=subprocess.PIPE,
                                 text=True, env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
         procs.append(proc)
         assert proc.stdout.readline().strip() == "listening"
@@ -86,6 +93,23 @@ def test_a_second_launch_waits_for_a_quitting_app_to_end(qtbot, quitting_app):
     assert wait_for_quitting_app(name, poll_s=0.1) is None
     assert time.monotonic() - t0 >= 1.0
     assert seen and "is quitting" in seen[0] and "starts when it has ended" in seen[0], seen
+
+
+def test_the_wait_stays_drawn_while_the_quitting_app_is_slow_to_answer(qtbot, quitting_app):
+    """A quitting app busy for 2.5 s: the window keeps being drawn (its loop ran every 50 ms; the ask blocked it
+    a second a poll before) and the silence is not taken for "came forward" (the new launch exited then, with
+    the old one on its way out): the wait ends when that app has."""
+    name = quitting_app(4000, busy_s=2.5)
+    ticks = [time.monotonic()]
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks.append(time.monotonic()))
+    timer.start(50)
+    t0 = time.monotonic()
+    assert wait_for_quitting_app(name, poll_s=0.1) is None
+    timer.stop()
+    assert time.monotonic() - t0 >= 3.0
+    gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
+    assert max(gaps) < 0.5, max(gaps)
 
 
 def test_a_second_launch_gives_up_on_an_app_quitting_for_too_long(qtbot, quitting_app):
