@@ -15,6 +15,7 @@ import logging.handlers
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from strata import folders
@@ -138,6 +139,22 @@ def main(argv: list[str] | None = None) -> int:
         collector.stop()
 
 
+def polite_stop(app, controller) -> Callable[..., None]:
+    """SIGINT / SIGTERM: the first quits as the tray's Quit does (the server's stop off the GUI thread, so the
+    app still draws the stop's progress and tells a second launch it is quitting: the loop ended at once before
+    and, with a tray, the stop ran with nothing answering, so a launch meanwhile was told 'brought forward' by an
+    app about to go); a second ends the loop at once, the stop then finishing in main's `finally`."""
+    signals: list[int] = []
+
+    def handler(signum: int, _frame: object) -> None:
+        signals.append(signum)
+        if len(signals) == 1:
+            controller.quit()
+        else:
+            app.exit(0)
+    return handler
+
+
 def run_app(app, args: argparse.Namespace, serve_args: list[str], folder: Path, restart, log: logging.Logger) -> int:
     """From a running QApplication to the app's exit status: one instance, the wizard on a first run, then
     the controller until quit."""
@@ -196,7 +213,8 @@ def run_app(app, args: argparse.Namespace, serve_args: list[str], folder: Path, 
         controller.window.hide_on_close = True   # the tray keeps the app alive
     # a polite stop (logout, kill, Ctrl-C) stops the server too; the process's own handlers come back at the end
     # (they stayed: a Ctrl-C after main returned, e.g. in a test run, only asked a finished Qt loop to quit)
-    before = {sig: signal.signal(sig, lambda *_: app.quit()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    handler = polite_stop(app, controller)
+    before = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     controller.start(show=not args.hidden or controller.tray is None)
     try:
         code = app.exec()

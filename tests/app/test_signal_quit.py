@@ -1,0 +1,71 @@
+"""SIGTERM (a logout, `kill`) quits the app as the tray's Quit does: the server's stop runs off the GUI thread,
+so the app still answers a second launch ("quitting": that launch waits, then starts) while its server writes
+its conversations. Before, with a tray, the Qt loop ended at once and the stop ran on the GUI thread with
+nothing answering: a launch meanwhile was told "brought forward" by an app about to go, and nothing was left
+running. strata-app's real `main` in a subprocess, its real server slowed (STRATA_TEST_DISK_WRITE_DELAY_S)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import openai
+from strata.app.single_instance import ask_running_instance
+
+# main with a tray (offscreen Qt has none: the check is answered yes) under the instance name argv[3]; prints the
+# server's address once it listens
+APP = ("import sys, time\n"
+       "from pathlib import Path\n"
+       "from PySide6.QtCore import QTimer\n"
+       "from PySide6.QtWidgets import QApplication, QSystemTrayIcon\n"
+       "import strata.app.single_instance as single\n"
+       "from strata.app.main import main\n"
+       "QSystemTrayIcon.isSystemTrayAvailable = staticmethod(lambda: True)\n"
+       "single.instance_name = lambda suffix='': sys.argv[3]\n"
+       "app = QApplication(sys.argv[:1])\n"
+       "log = Path(sys.argv[2]) / 'server.log'\n"
+       "said = []\n"
+       "def listening():\n"
+       "    text = log.read_text() if log.exists() else ''\n"
+       "    if 'listening on' in text and not said:\n"
+       "        said.append(1)\n"
+       "        print(text, flush=True)\n"
+       "        print('END', flush=True)\n"
+       "timer = QTimer()\n"
+       "timer.timeout.connect(listening)\n"
+       "timer.start(100)\n"
+       "print('exit', main(['--config', sys.argv[1], '--log-dir', sys.argv[2], '--hidden']), flush=True)\n")
+
+
+def test_sigterm_quits_as_the_menu_does_and_a_second_launch_is_told_so(app_config, tmp_path):
+    logs = tmp_path / "logs"
+    name = "strata-app-test-" + uuid.uuid4().hex[:8]
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", STRATA_TEST_DISK_WRITE_DELAY_S="0.7")
+    proc = subprocess.Popen([sys.executable, "-c", APP, str(app_config), str(logs), name], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = "".join(iter(proc.stdout.readline, "END\n"))
+        endpoint = re.search(r"listening on (http://\S+)", seen).group(1)
+        client = openai.OpenAI(base_url=endpoint + "/v1", api_key="x", timeout=60)
+        for i in range(5):          # five conversations for the stop to write, each write 0.7 s late
+            client.chat.completions.create(model="m", max_tokens=2, messages=[
+                {"role": "user", "content": f"conversation {i}: " + "tell me about the sea " * 20}])
+        assert ask_running_instance(name) == "forward"
+        os.kill(proc.pid, signal.SIGTERM)
+        time.sleep(0.5)
+        assert proc.poll() is None, "the stop was not slow: the test shows nothing"
+        assert ask_running_instance(name) == "quitting"
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and out.strip().endswith("exit 0"), (out, err[-2000:])
+    server_log = (logs / "server.log").read_text(encoding="utf-8")
+    assert "stopped; kept for the next start" in server_log, server_log[-2000:]
+    assert "quitting: stopping the server" in (logs / "app.log").read_text(encoding="utf-8")
