@@ -234,27 +234,28 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 now = self.clock()
                 lost, why = 0, ""
                 keys = sorted(self.ram.entries, key=lambda k: self.ram.entries[k].sealed_at)
+                later = self._superseded_in_ram()   # written only where the longer copy is not
+                keys = [k for k in keys if k not in later] + [k for k in keys if k in later]
                 sizes = {k: self.ram.entries[k].n_bytes for k in keys}
-                n_done, bytes_done, n_bytes = 0, 0, sum(sizes.values())
+                # counted: what is written and still to be; a copy kept instead of its longer one joins, a
+                # history lost leaves (the last line's N is what the next start finds)
+                n = len(keys) - len(later)
+                n_done, bytes_done, n_bytes = 0, 0, sum(sizes[k] for k in keys if k not in later)
                 for key in keys:
-                    if told is not None:
-                        told.entry(n_done, len(keys), bytes_done, n_bytes, sizes[key])
-                    n_done, bytes_done = n_done + 1, bytes_done + sizes[key]
                     if key not in self.ram.entries:  # superseded by a longer history written before it
                         continue
-                    ok, _ = self.cascade.degrade(0, key, now, cause="shutdown")
-                    if ok:
-                        continue
-                    entry = self.ram.entries[key]  # the next level refused it: a later disk level may take it
-                    written, lvl, refused = self._write_down(entry, self.first_disk)
-                    if written is None:
-                        lost, why = lost + 1, "; ".join(refused)
-                        continue
-                    lvl.add(written)
-                    self.ram.forget(key)
-                    self._supersede(entry.tokens, key)
+                    if key in later:                 # that longer history was not written: this copy is kept
+                        n, n_bytes = n + 1, n_bytes + sizes[key]
+                    if told is not None:
+                        told.entry(n_done, n, bytes_done, n_bytes, sizes[key])
+                    why_lost = self._hand_down(key, now)
+                    if why_lost is None:
+                        n_done, bytes_done = n_done + 1, bytes_done + sizes[key]
+                    else:
+                        lost, why = lost + 1, why_lost
+                        n, n_bytes = n - 1, n_bytes - sizes[key]
                 if told is not None and keys:
-                    told.entry(n_done, len(keys), bytes_done, n_bytes)
+                    told.entry(n_done, n, bytes_done, n_bytes)
                 if lost:
                     log.warning("stopping: %d conversation histories could not be written to disk (last: %s); "
                                 "they are lost (check the free space, budget and write permission there)", lost, why)
@@ -264,6 +265,21 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 if n:
                     log.info("stopping: %d %s-level entries in %s were removed while the server ran (by hand, or by "
                              "another server on that folder); not counted as kept", n, lvl.name, lvl.folder)
+
+    def _hand_down(self, key: str, now: float) -> str | None:
+        """RAM entry `key` to the next level at a stop, else to the first disk level that takes it (caller locks);
+        None once written, else why every level refused it."""
+        ok, _ = self.cascade.degrade(0, key, now, cause="shutdown")
+        if ok:
+            return None
+        entry = self.ram.entries[key]  # the next level refused it: a later disk level may take it
+        written, lvl, refused = self._write_down(entry, self.first_disk)
+        if written is None:
+            return "; ".join(refused)
+        lvl.add(written)
+        self.ram.forget(key)
+        self._supersede(entry.tokens, key)
+        return None
 
     # -- visible --------------------------------------------------------------------------------
 

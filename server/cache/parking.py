@@ -110,10 +110,16 @@ class ParkingMixin:
             if not durable and not isinstance(lvl, RamLevel):
                 continue
             for e in list(lvl.entries.values()):
-                if (e.key != keep and e.kind == "conversation" and e.n_tokens < tokens.shape[0]
-                        and common_prefix_len(e.tokens, tokens) == e.n_tokens):
+                if e.key != keep and _replaces(tokens, e):
                     if self.cascade.discard(e.key, "superseded", ram_only=not durable):
                         self.superseded += 1
+
+    def _superseded_in_ram(self) -> set[str]:
+        """The RAM level's conversation entries a longer history there supersedes once it is on disk (caller
+        locks): one parked after the longer copy of its conversation (`_supersede` discards shorter ones only
+        as a longer one arrives). A stop writes the longer one and these go, unwritten."""
+        entries = [e for e in self.ram.entries.values() if e.kind == "conversation"]
+        return {e.key for e in entries if any(_replaces(o.tokens, e) for o in entries if o is not e)}
 
     def _on_cascade_event(self, ev: tuple) -> None:
         """A history degraded out of RAM is on disk now: the disk prefixes it supersedes can go."""
@@ -262,3 +268,9 @@ class ParkingMixin:
     def flush(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Wait until every queued spill is written (tests, shutdown; `progress(done, queued)` as each is)."""
         self._spill.flush(progress)
+
+
+def _replaces(tokens: np.ndarray, e) -> bool:
+    """Whether a history of `tokens` supersedes conversation entry `e`: e's history is a strict prefix of it."""
+    return (e.kind == "conversation" and e.n_tokens < tokens.shape[0]
+            and common_prefix_len(e.tokens, tokens) == e.n_tokens)
