@@ -64,12 +64,13 @@ def finish(sched: Scheduler, row: Row, reason: str, error: str | None = None) ->
         if tail and reason != "cancelled" and row.job.stream:
             sched._outbox.post(row.job, "text", tail)
     now = row.finished_at = time.monotonic()
-    first = row.first_token_at or now
+    first = row.first_token_at         # None: ended before its first token (cancelled, stopped): no ttft
     decoded = max(0, row.sampled - 1)  # made by decode steps after the first token, in (now - first)
     completion = Completion(
         text=row.stopper.text, tokens=list(row.generated), finish_reason=reason,
         stop_sequence=row.stopper.matched, prompt_tokens=len(row.job.prompt), cached_tokens=row.reused,
-        prompt_ms=row.prefill_s * 1000.0, predicted_ms=(now - first) * 1000.0, error=error,
+        prompt_ms=row.prefill_s * 1000.0, predicted_ms=0.0 if first is None else (now - first) * 1000.0,
+        error=error,
         logprobs=row.logprobs if row.job.logprobs is not None else None, decoded=decoded)
     state = sched.table[row.ctx]
     state.busy_job = None
@@ -92,9 +93,10 @@ def finish(sched: Scheduler, row: Row, reason: str, error: str | None = None) ->
         except Exception:
             log.exception("timeline write failed")
     sched._outbox.post(row.job, "done", completion)
-    log.info("request %s (%s) ended (%s): context %s, prompt %d (reused %d from %s), output %d, ttft %.0f ms",
+    ttft = "-" if first is None else f"{(first - row.job.submitted) * 1000.0:.0f} ms"
+    log.info("request %s (%s) ended (%s): context %s, prompt %d (reused %d from %s), output %d, ttft %s",
              row.job.id, row.job.api, reason, state.display_id(), len(row.job.prompt), row.reused, row.source,
-             len(row.generated), (first - row.job.submitted) * 1000.0)
+             len(row.generated), ttft)
 
 
 def record_request(sched: Scheduler, job: Job, row: Row | None, status: str) -> None:

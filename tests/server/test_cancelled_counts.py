@@ -146,3 +146,27 @@ def test_requests_still_queued_at_a_stop_are_counted_and_logged(tiny_model, capl
         assert counts.get("cancelled", 0) == 3 and sched.queue_depth == 0, (counts, sched.queue_depth)
         assert sorted(x.split()[1] for x in lines) == sorted(str(j.id) for j in jobs), lines
         assert all("the server is stopping" in x for x in lines), lines
+
+
+def test_a_request_cancelled_before_its_first_token_has_no_time_to_first_token(server, caplog):
+    """A request whose client left while its prompt was read made no token: its 'ended' line said 'ttft 1234 ms'
+    (the time to its cancel), a first-token time it never had. Now 'ttft -'; its entry in the monitor's requests
+    has no ttft_ms nor decode rate."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="strata.server.scheduler")
+    sched = server.state.scheduler
+    sched.call(lambda: None).result(60)
+    held, release = hold_worker(sched, 2)     # admitted and 2 chunks read, then held
+    j = job([p + 3 for p in PROMPT])
+    sched.submit(j)
+    assert held.wait(60)
+    sched.cancel(j)
+    release.set()
+    wait_for(lambda: ended(sched, j))
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith(f"request {j.id} "))
+    assert " ended (cancelled): " in line and "output 0" in line, line
+    assert line.endswith(", ttft -"), line
+    rec = next(r for r in list(sched.requests) if r["id"] == j.id)
+    assert rec["output_tokens"] == 0 and "ttft_ms" not in rec, rec
+    assert "decode_tps" not in rec, rec
