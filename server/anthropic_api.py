@@ -26,8 +26,8 @@ from strata.server.anthropic_text import (
     text_of_blocks,
 )
 from strata.server.anthropic_tools import client_run, not_run_here, warn_left_out
-from strata.server.errors import APIError
-from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_sse
+from strata.server.errors import APIError, error_body
+from strata.server.jobrun import JobEvents, failure, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
 from strata.server.one_call import first_call_end, one_call_format
 from strata.server.openai_api import parse_sampling, ready_state
@@ -473,6 +473,8 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
     try:
         async for kind, payload in events:
             if resp is None:             # started, or still queued after PING_EVERY_S (it counts as silence too)
+                if kind == "done":       # ended unstarted (queued at a stop): a status the SDK retries, not a 200
+                    raise_if_failed(payload)
                 resp = await open_sse(request)
                 cached = payload.get("cached_tokens", 0) if kind == "start" else 0
                 await send_sse(resp, {"type": "message_start", "message": {
@@ -490,10 +492,9 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
                 await send(answer.feed(payload))
             elif kind == "done":
                 c: Completion = payload
-                if failed(c):
-                    await send_sse(resp, {"type": "error", "error": {"type": "api_error",
-                                                                     "message": c.error or "generation failed"}},
-                                   "error")
+                err = failure(c)
+                if err is not None:      # overloaded_error for a stop's cut (retry), api_error for a failure
+                    await send_sse(resp, error_body("anthropic", err.status, err.message), "error")
                     break
                 pieces, rest, calls = answer.finish(c.text)
                 await send(pieces)

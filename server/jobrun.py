@@ -116,12 +116,21 @@ def failed(c: Completion) -> bool:
     return c.finish_reason == "error" or (c.finish_reason == "cancelled" and bool(c.error))
 
 
-def raise_if_failed(c: Completion) -> None:
-    """For an answer not streamed: 500 for an error, 503 (retry) when the server was stopping."""
+def failure(c: Completion) -> APIError | None:
+    """What a failed answer answers: 500 for an error, 503 (retry) when the server was stopping; None when it
+    did not fail. A stream that has begun sends it as an error event (in its API's shape)."""
     if c.finish_reason == "error":
-        raise APIError(500, c.error or "generation failed")
+        return APIError(500, c.error or "generation failed")
     if c.finish_reason == "cancelled" and c.error:
-        raise APIError(503, c.error, headers={"Retry-After": "5"})
+        return APIError(503, c.error, headers={"Retry-After": "5"})
+    return None
+
+
+def raise_if_failed(c: Completion) -> None:
+    """For an answer not streamed, or a stream that has sent nothing yet: its `failure`, raised."""
+    err = failure(c)
+    if err is not None:
+        raise err
 
 
 async def name_request(request: web.Request, response: web.StreamResponse) -> None:
