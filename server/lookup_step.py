@@ -79,6 +79,6 @@ def take_draft(sched: Scheduler, row: Row, draft: list[int], logits: Any, counte
             sched.table.extend(row.ctx, [draft[j - 1]])
         token = int(row.sampler.sample(logits[j], row.generated))
         row_output.accept(sched, row, token, logits[j])
-        if sched._rows.get(row.ctx) is not row or j == len(draft) or token != draft[j]:
+        if not sched.running(row) or j == len(draft) or token != draft[j]:
             return j
     return len(draft)

@@ -3,7 +3,8 @@ logprobs), checked against the end-of-turn tokens, stop sequences and limits; a 
 its completion, its context's final numbers, its metrics, its record (the monitor feed's `requests`), its
 timeline entry and its 'ended' log line, and one that never ran gets the same end without a context.
 
-Mechanism on the scheduler's worker thread, over its state (slot table, metrics, outbox, rows). Not
+Mechanism on the scheduler's worker thread, over its state (slot table, metrics; its events through
+`Scheduler.post`, an ended row off its running ones through `Scheduler.release`). Not
 here: sampling (the steps sample, then call `accept`), the row's record type (row.py), when a request is
 cancelled or failed (scheduler.py decides, then calls `finish`).
 """
@@ -36,7 +37,7 @@ def accept(sched: Scheduler, row: Row, token: int, logits: Any = None) -> None:
         entry = token_logprobs(logits, token, row.job.logprobs)
         row.logprobs.append(entry)
         if row.job.stream:
-            sched._outbox.post(row.job, "logprobs", [entry])
+            sched.post(row.job, "logprobs", [entry])
     row.generated.append(token)
     sched.metrics.add_generated(1)
     row.decode_window.add(time.monotonic(), len(row.generated))
@@ -46,7 +47,7 @@ def accept(sched: Scheduler, row: Row, token: int, logits: Any = None) -> None:
     piece = row.decoder.push(token)
     out = row.stopper.feed(piece) if piece else ""
     if out and row.job.stream:
-        sched._outbox.post(row.job, "text", out)
+        sched.post(row.job, "text", out)
     if row.stopper.matched is not None or (out and row.job.call_end is not None and row.job.call_end.feed(out)):
         finish(sched, row, "stop")       # a stop sequence, or the one call allowed is whole
     elif len(row.generated) >= row.max_tokens or len(sched.table[row.ctx].tokens) + 1 >= \
@@ -62,7 +63,7 @@ def finish(sched: Scheduler, row: Row, reason: str, error: str | None = None) ->
     if row.stopper.matched is None and reason != "error":
         tail = row.stopper.feed(row.decoder.flush()) + row.stopper.flush()
         if tail and reason != "cancelled" and row.job.stream:
-            sched._outbox.post(row.job, "text", tail)
+            sched.post(row.job, "text", tail)
     now = row.finished_at = time.monotonic()
     first = row.first_token_at         # None: ended before its first token (cancelled, stopped): no ttft
     decoded = max(0, row.sampled - 1)  # made by decode steps after the first token, in (now - first)
@@ -79,7 +80,7 @@ def finish(sched: Scheduler, row: Row, reason: str, error: str | None = None) ->
     read = row.pos - row.reused        # all the rest of the prompt, unless cancelled or failed before
     state.prefill_tps = read / row.prefill_s if row.prefill_s > 0 and read > 0 else None
     state.decode_tps = decode_rate(row)
-    del sched._rows[row.ctx]
+    sched.release(row)
     status = {"stop": "ok", "length": "ok"}.get(reason, reason)
     sched.metrics.add_request(row.job.api, status, len(row.job.prompt), row.reused, row.source, read=read)
     if row.job.answer_rule is not None:
@@ -92,7 +93,7 @@ def finish(sched: Scheduler, row: Row, reason: str, error: str | None = None) ->
             sched.timeline.record(row.job, row.reused, len(row.generated), row.generated)
         except Exception:
             log.exception("timeline write failed")
-    sched._outbox.post(row.job, "done", completion)
+    sched.post(row.job, "done", completion)
     ttft = "-" if first is None else f"{(first - row.job.submitted) * 1000.0:.0f} ms"
     log.info("request %s (%s) ended (%s): context %s, prompt %d (reused %d from %s), output %d, ttft %s",
              row.job.id, row.job.api, reason, state.display_id(), len(row.job.prompt), row.reused, row.source,
@@ -123,14 +124,14 @@ def record_request(sched: Scheduler, job: Job, row: Row | None, status: str) -> 
     sched.requests.append(rec)
 
 
-def log_unstarted(job: Job, reason: str, why: str) -> None:
-    """The 'ended' line of a request that never ran, as `finish` writes one for each that did: the log has
-    a line for every request /metrics counts."""
+def end_unstarted(sched: Scheduler, job: Job, reason: str, why: str, error: str | None = None) -> None:
+    """Ends a request that never ran ("cancelled" or "error"), as `finish` ends one that did: counted (nothing
+    of its prompt read), its record, its 'ended' line saying `why`, and an empty completion carrying `error`
+    (None for a client that left: nothing failed; a stop's reason or an internal error makes it a failure)."""
+    sched.metrics.add_request(job.api, reason, len(job.prompt), 0, "none", read=0)
+    record_request(sched, job, None, reason)
     log.info("request %s (%s) ended (%s): no context (%s after %.0f ms), prompt %d (reused 0 from none), output 0",
              job.id, job.api, reason, why, (time.monotonic() - job.submitted) * 1000.0, len(job.prompt))
-
-
-def empty_completion(job: Job, reason: str, error: str | None = None) -> Completion:
-    """The completion of a request that never ran."""
-    return Completion(text="", tokens=[], finish_reason=reason, stop_sequence=None, prompt_tokens=len(job.prompt),
-                      cached_tokens=0, prompt_ms=0.0, predicted_ms=0.0, error=error)
+    sched.post(job, "done", Completion(text="", tokens=[], finish_reason=reason, stop_sequence=None,
+                                       prompt_tokens=len(job.prompt), cached_tokens=0, prompt_ms=0.0,
+                                       predicted_ms=0.0, error=error))

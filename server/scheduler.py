@@ -175,6 +175,20 @@ class Scheduler:
         with self._cv:
             self._cv.notify()
 
+    # ----- for what the worker calls out to (row_output, lookup_step) -----
+
+    def post(self, job: Job, kind: str, payload: Any) -> None:
+        """An event for `job`'s handler ("start", "text", "logprobs", "done"), delivered when the step ends."""
+        self._outbox.post(job, kind, payload)
+
+    def running(self, row: Row) -> bool:
+        """Whether `row` still runs (a token it took may have ended it)."""
+        return self._rows.get(row.ctx) is row
+
+    def release(self, row: Row) -> None:
+        """Takes ended `row` off the running ones (its context is free for the next step's choice)."""
+        del self._rows[row.ctx]
+
     @property
     def stopping(self) -> bool:
         """Whether a stop has begun (a cache restore under way ends at its next piece once it has)."""
@@ -239,10 +253,7 @@ class Scheduler:
             queued = list(self._waiting) + list(self._inbox)
         for job in queued:
             self._pending_done()
-            self.metrics.add_request(job.api, "cancelled", len(job.prompt), 0, "none", read=0)
-            row_output.record_request(self, job, None, "cancelled")
-            row_output.log_unstarted(job, "cancelled", "the server is stopping")
-            self._outbox.post(job, "done", row_output.empty_completion(job, "cancelled", "the server is stopping"))
+            row_output.end_unstarted(self, job, "cancelled", "the server is stopping", "the server is stopping")
         self._waiting.clear()
         self._inbox.clear()
         self._outbox.flush()
@@ -251,10 +262,7 @@ class Scheduler:
         for job in [j for j in self._waiting if j.cancelled]:
             self._waiting.remove(job)
             self._pending_done()
-            self.metrics.add_request(job.api, "cancelled", len(job.prompt), 0, "none", read=0)
-            self._outbox.post(job, "done", row_output.empty_completion(job, "cancelled"))
-            row_output.record_request(self, job, None, "cancelled")
-            row_output.log_unstarted(job, "cancelled", "its client left while it waited")
+            row_output.end_unstarted(self, job, "cancelled", "its client left while it waited")
         for row in [r for r in self._rows.values() if r.job.cancelled]:
             row_output.finish(self, row, "cancelled")
 
@@ -295,10 +303,7 @@ class Scheduler:
             self.table.invalidate(ctx)
             self.table[ctx].busy_job = None
         self.last_error = str(e)
-        self.metrics.add_request(job.api, "error", len(job.prompt), 0, "none", read=0)
-        row_output.record_request(self, job, None, "error")
-        row_output.log_unstarted(job, "error", "it could not be started")
-        self._outbox.post(job, "done", row_output.empty_completion(job, "error", f"internal error: {e}"))
+        row_output.end_unstarted(self, job, "error", "it could not be started", f"internal error: {e}")
 
     def park_to_cache(self, ctx: int, reason: str) -> None:
         """Hands the history `ctx` holds to the conversation cache before it is overwritten (worker thread),
