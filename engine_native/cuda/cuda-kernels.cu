@@ -105,8 +105,8 @@ __global__ void swiglu_kernel(float* gate, const float* up, int64_t n) {
 
 // ---------------------------------------------------------------- Q/K/V post-processing and KV store
 
-// The q8_0 KV row format of attention.cpp kv_store_row: per 32 values, fp16 d = amax / 127, then
-// qs = clamp(round_half_even(x / d), -127, 127).
+// The q8_0 KV row format of kv-layout.cpp's kv_store (quantize_block_q8_0): per 32 values,
+// fp16 d = amax / 127, then qs = clamp(round_half_even(x / d), -127, 127).
 __device__ void store_q8_0_block(const float* x, uint8_t* dst) {
     float amax = 0.0f;
     for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
@@ -123,7 +123,7 @@ __device__ void store_q8_0_block(const float* x, uint8_t* dst) {
 }
 
 // Mirrors the per-row block of forward.cpp after the Q/K/V products: biases, Q/K norms (qwen3),
-// rope_head on every Q and K head, kv_store_row of K and V at the row's position.
+// rope_head on every Q and K head, kv_store (kv-layout.cpp) of K and V at the row's position.
 // Launch: grid (n_rows), block (k_row_threads).
 __global__ void qkv_post_kernel(float* __restrict__ Q, float* __restrict__ K, float* __restrict__ V,
                                 const float* __restrict__ bq, const float* __restrict__ bk,

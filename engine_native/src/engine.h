@@ -1,8 +1,8 @@
 // The engine: a model, its contexts (main + slots, each with token history and KV cache), the KV
 // arena and the thread pool; the operations the Python façade exposes.
 //
-// Not here: the forward pass arithmetic (forward.cpp, attention.cpp), snapshot image format
-// (Python, snapshot.py; this file only reads and writes raw KV by token range).
+// Not here: the forward pass arithmetic (forward*.cpp, attention*.cpp, the KV layout in kv-layout.cpp),
+// snapshot image format (Python, snapshot.py; this file only reads and writes raw KV by token range).
 // Bitwise rule: a row's result never depends on the batch or on prefill chunking.
 #pragma once
 

@@ -8,7 +8,8 @@
 // deepseek2's multi-head latent attention (one latent KV head; queries absorbed per head by attn_k_b,
 // outputs leaving by attn_v_b).
 //
-// Not here: weight formats (quants.h kernels), attention inner loops (attention.cpp), the per-row steps
+// Not here: weight formats (quants.h kernels), attention inner loops (attention.cpp, attention-grouped.cpp,
+// attention-q8.cpp), the KV store and layout (kv-layout.cpp), the per-row steps
 // (forward-rows.h), the mixture of experts (forward-moe.cpp), the latent attention's projections
 // (forward-mla.cpp).
 // Bitwise rule: every per-row step below has a fixed order independent of n_rows, and the products
