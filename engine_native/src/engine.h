@@ -137,7 +137,21 @@ class engine {
     };
     // y = x @ W^T for each job: x (n_rows, n_cols) quantized once per activation type, one dispatch.
     void matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initializer_list<matmul_job> jobs);
-    // Output rows [r0, r1) of one product: y[t * w.n_rows + r] = dot(W[r], xq row t), t < n_act.
+    // A gated FFN's first half in one dispatch: gate = x @ gate^T, up = x @ up^T, then gate = act(gate, up)
+    // (gate, up: (n_rows, n_ff)); each unit computes both products of its rows and their activation on
+    // the thread that holds them.
+    void gated_matmuls(const float* x, int64_t n_rows, int64_t n_cols, const weight& gate, float* y_gate,
+                       const weight& up, float* y_up, ffn_activation act);
+    // The activation formats of a group of products, x quantized once into xq_[slot] for each.
+    struct act_slots {
+        int n = 0;
+        int32_t key[3];        // act_type_for(type), or 1000 + type for a packed weight's prepared rows
+        size_t row_bytes[3];   // one quantized row of xq_[slot]
+        int slot_of(const weight& w) const;
+    };
+    act_slots quantize_acts(const float* x, int64_t n_rows, int64_t n_cols, const weight* const* ws, int n_ws);
+    // Output rows [r0, r1) of one product: y[t * w.n_rows + r] = dot(W[r], xq row t), t < n_act; with
+    // y_up, then the same rows of up into y_up and y = act(y, y_up) over them (gated_matmuls).
     struct product_unit {
         weight w;
         const uint8_t* xq;   // n_act activation rows, xq_row_bytes apart (packed rows when w.packed)
@@ -145,9 +159,15 @@ class engine {
         int64_t n_act;
         float* y;
         int64_t r0, r1;
+        const weight* up = nullptr;
+        const uint8_t* up_xq = nullptr;
+        size_t up_xq_row_bytes = 0;
+        float* y_up = nullptr;
+        ffn_activation act = FFN_SWIGLU;
     };
     // Runs the units over the threads in one dispatch (each thread a contiguous run first).
     void run_products(const std::vector<product_unit>& units);
+    std::vector<product_unit> units_;   // matmuls' units, reused call after call
     // Appends the units of y = xq @ W^T, k_weight_rows_per_chunk weight rows each.
     static void add_product_units(std::vector<product_unit>& units, const weight& w, const uint8_t* xq,
                                   size_t xq_row_bytes, int64_t n_act, float* y);

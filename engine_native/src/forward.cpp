@@ -35,6 +35,7 @@ namespace {
 
 constexpr int64_t k_weight_rows_per_chunk = 64;  // products: weight rows per claimed chunk
 static_assert(k_weight_rows_per_chunk % PACK_ROWS == 0, "packed products take whole groups of rows");
+static_assert(k_weight_rows_per_chunk % 16 == 0, "gated units start on gated_rows' 16-lane boundaries");
 constexpr int64_t k_min_group_rows = 2;   // attention: shorter runs of one context (decode rows) go row by row
 constexpr int64_t k_group_gain = 3;       // a group's work per position, as a task cost, vs a lone row's
 // attention of long lone rows in parts (attention_split_ok): from this many positions in the longest
@@ -150,57 +151,79 @@ void engine::attention_parts(const batch_row* rows, int64_t n, int64_t il, float
     });
 }
 
-void engine::matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initializer_list<matmul_job> jobs) {
-    // distinct activation formats among the jobs, each quantized once into its own xq_ buffer: the
-    // weight type's act_type_for(), or for a packed weight its prepared rows (keyed 1000 + type)
-    int32_t act_types[3];
-    int n_act = 0;
-    std::vector<int> job_slot;
-    for (const matmul_job& j : jobs) {
-        int32_t at = j.w->packed ? 1000 + j.w->type : act_type_for(j.w->type);
-        int slot = -1;
-        for (int s = 0; s < n_act; s++)
-            if (act_types[s] == at) slot = s;
-        if (slot < 0) {
-            if (n_act == 3) throw engine_error("matmuls: more than 3 activation types in one group");
-            act_types[n_act] = at;
-            slot = n_act++;
-        }
-        job_slot.push_back(slot);
+int engine::act_slots::slot_of(const weight& w) const {
+    const int32_t k = w.packed ? 1000 + w.type : act_type_for(w.type);
+    for (int s = 0; s < n; s++)
+        if (key[s] == k) return s;
+    throw engine_error("act_slots: a weight outside the group");
+}
+
+engine::act_slots engine::quantize_acts(const float* x, int64_t n_rows, int64_t n_cols, const weight* const* ws,
+                                        int n_ws) {
+    // distinct activation formats among the weights, each quantized once into its own xq_ buffer
+    // (fixed arrays: a decode step makes ~120 of these calls, none allocates)
+    act_slots a;
+    int32_t wtype[3];
+    for (int i = 0; i < n_ws; i++) {
+        const weight* w = ws[i];
+        const int32_t k = w->packed ? 1000 + w->type : act_type_for(w->type);
+        int s = 0;
+        while (s < a.n && a.key[s] != k) s++;
+        if (s < a.n) continue;
+        if (a.n == 3) throw engine_error("matmuls: more than 3 activation types in one group");
+        a.key[s] = k;
+        wtype[s] = w->type;
+        a.row_bytes[s] = w->packed ? packed_act_row_bytes(w->type, n_cols) : act_row_bytes(w->type, n_cols);
+        a.n++;
     }
-    auto slot_wtype = std::vector<int32_t>(size_t(n_act));
-    auto slot_packed = std::vector<char>(size_t(n_act));
-    auto slot_row_bytes = std::vector<size_t>(size_t(n_act));
-    {
-        size_t k = 0;
-        for (const matmul_job& j : jobs) {
-            int s = job_slot[k++];
-            slot_wtype[size_t(s)] = j.w->type;
-            slot_packed[size_t(s)] = j.w->packed != nullptr;
-            slot_row_bytes[size_t(s)] = j.w->packed ? packed_act_row_bytes(j.w->type, n_cols) : act_row_bytes(j.w->type, n_cols);
-        }
-    }
-    pool_->parallel_range(n_rows * n_act, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+    pool_->parallel_range(n_rows * a.n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
         for (int64_t i = b; i < e; i++) {
             const int64_t s = i / n_rows, r = i % n_rows;
-            uint8_t* dst = xq_[s] + size_t(r) * slot_row_bytes[size_t(s)];
-            if (slot_packed[size_t(s)]) {
-                quantize_act_row_packed(slot_wtype[size_t(s)], x + r * n_cols, dst, n_cols);
+            uint8_t* dst = xq_[s] + size_t(r) * a.row_bytes[s];
+            if (a.key[s] >= 1000) {
+                quantize_act_row_packed(wtype[s], x + r * n_cols, dst, n_cols);
             } else {
-                quantize_act_row(slot_wtype[size_t(s)], x + r * n_cols, dst, n_cols);
+                quantize_act_row(wtype[s], x + r * n_cols, dst, n_cols);
             }
         }
     });
     STRATA_OP_LAP(OP_ACT_QUANT);
-    std::vector<product_unit> units;
-    {
-        size_t k = 0;
-        for (const matmul_job& j : jobs) {
-            const int s = job_slot[k++];
-            add_product_units(units, *j.w, xq_[s], slot_row_bytes[size_t(s)], n_rows, j.y);
-        }
+    return a;
+}
+
+void engine::matmuls(const float* x, int64_t n_rows, int64_t n_cols, std::initializer_list<matmul_job> jobs) {
+    const weight* ws[3];
+    int n_w = 0;
+    for (const matmul_job& j : jobs) {
+        if (n_w == 3) throw engine_error("matmuls: more than 3 products in one group");
+        ws[n_w++] = j.w;
     }
-    run_products(units);
+    const act_slots a = quantize_acts(x, n_rows, n_cols, ws, n_w);
+    units_.clear();
+    for (const matmul_job& j : jobs) {
+        const int s = a.slot_of(*j.w);
+        add_product_units(units_, *j.w, xq_[s], a.row_bytes[s], n_rows, j.y);
+    }
+    run_products(units_);
+    STRATA_OP_LAP(products_op);
+}
+
+void engine::gated_matmuls(const float* x, int64_t n_rows, int64_t n_cols, const weight& gate, float* y_gate,
+                           const weight& up, float* y_up, ffn_activation act) {
+    if (gate.n_rows != up.n_rows) throw engine_error("gated_matmuls: gate and up differ in rows");
+    const weight* ws[2] = {&gate, &up};
+    const act_slots a = quantize_acts(x, n_rows, n_cols, ws, 2);
+    const int sg = a.slot_of(gate), su = a.slot_of(up);
+    units_.clear();
+    add_product_units(units_, gate, xq_[sg], a.row_bytes[sg], n_rows, y_gate);
+    for (product_unit& u : units_) {
+        u.up = &up;
+        u.up_xq = xq_[su];
+        u.up_xq_row_bytes = a.row_bytes[su];
+        u.y_up = y_up;
+        u.act = act;
+    }
+    run_products(units_);
     STRATA_OP_LAP(products_op);
 }
 
@@ -212,17 +235,26 @@ void engine::add_product_units(std::vector<product_unit>& units, const weight& w
 }
 
 void engine::run_products(const std::vector<product_unit>& units) {
+    auto product = [](const weight& w, const uint8_t* xq, size_t xq_row_bytes, int64_t n_act, float* y, int64_t r0,
+                      int64_t r1) {
+        if (w.packed) {   // r0 is a multiple of k_weight_rows_per_chunk, so of PACK_ROWS
+            matmul_packed(w.type, w.packed, w.n_rows, xq, xq_row_bytes, n_act, y, w.n_rows, w.n_cols, r0, r1);
+        } else if (n_act == 1) {
+            matvec(w.type, w.data, w.row_bytes, xq, y + r0, w.n_cols, r0, r1);
+        } else {
+            matmul(w.type, w.data, w.row_bytes, xq, xq_row_bytes, n_act, y, w.n_rows, w.n_cols, r0, r1);
+        }
+    };
     auto run_unit = [&](uint32_t c) {
         const product_unit& u = units[c];
-        const weight& w = u.w;
-        if (w.packed) {   // r0 is a multiple of k_weight_rows_per_chunk, so of PACK_ROWS
-            matmul_packed(w.type, w.packed, w.n_rows, u.xq, u.xq_row_bytes, u.n_act, u.y, w.n_rows, w.n_cols, u.r0,
-                          u.r1);
-        } else if (u.n_act == 1) {
-            matvec(w.type, w.data, w.row_bytes, u.xq, u.y + u.r0, w.n_cols, u.r0, u.r1);
-        } else {
-            matmul(w.type, w.data, w.row_bytes, u.xq, u.xq_row_bytes, u.n_act, u.y, w.n_rows, w.n_cols, u.r0, u.r1);
-        }
+        product(u.w, u.xq, u.xq_row_bytes, u.n_act, u.y, u.r0, u.r1);
+        if (!u.y_up) return;
+        // a gated FFN: up's same rows, then the activation over them (elementwise, and r0 a multiple of
+        // 16: the lanes of gated_rows over the whole row, so the same floats)
+        product(*u.up, u.up_xq, u.up_xq_row_bytes, u.n_act, u.y_up, u.r0, u.r1);
+        const int64_t F = u.w.n_rows;
+        for (int64_t t = 0; t < u.n_act; t++)
+            gated_activation(u.act, u.y + t * F + u.r0, u.y_up + t * F + u.r0, u.r1 - u.r0);
     };
     // Each thread's share is one contiguous run of units, taken from its front, so that the
     // kernels' prefetch (a fixed distance ahead in the rows) runs into rows the same thread reads
@@ -230,7 +262,13 @@ void engine::run_products(const std::vector<product_unit>& units) {
     // takes units from the back of the others' (a descheduled thread delays only the unit it holds).
     const int n_runs = pool_->size();
     const uint32_t n_units = uint32_t(units.size());
-    std::unique_ptr<unit_run[]> runs(new unit_run[size_t(n_runs)]);
+    thread_local std::unique_ptr<unit_run[]> held;   // the caller's, as large as its largest pool so far
+    thread_local int n_held = 0;
+    if (n_runs > n_held) {
+        held.reset(new unit_run[size_t(n_runs)]);
+        n_held = n_runs;
+    }
+    unit_run* runs = held.get();   // (the chunks below run on other threads: not their thread_local)
     for (int i = 0; i < n_runs; i++) {
         runs[size_t(i)].store(uint64_t(n_units) * uint64_t(i) / uint64_t(n_runs),
                               uint64_t(n_units) * uint64_t(i + 1) / uint64_t(n_runs));
@@ -335,6 +373,17 @@ void engine::forward(const batch_row* rows, int64_t n) {
     const bool split =
         lone_rows_only && attention_split_ok(kvh_) && split_pays(task_costs, max_pos, pool_->size());
     if (split) plan_attention_parts(rows, n);   // the same parts in every layer
+    // Decode rows of distinct contexts, each attention task one row: a task prepares its own heads'
+    // queries and K / V (rope_store below) before it attends, so that this per-row stage runs on every
+    // thread; below k_rows_per_chunk rows it ran on the caller alone, the other threads waiting. Rows of
+    // one context (one attends to the other's K / V) and the split path keep the stage before attention.
+    bool rope_in_tasks = lone_rows_only && !split && !h.mla();
+    if (rope_in_tasks) {
+        std::vector<const context*> ctxs;
+        for (int64_t r = 0; r < n; r++) ctxs.push_back(rows[r].ctx);
+        std::sort(ctxs.begin(), ctxs.end());
+        rope_in_tasks = std::adjacent_find(ctxs.begin(), ctxs.end()) == ctxs.end();
+    }
 
     for (int64_t il = 0; il < h.n_layer; il++) {
         const layer_weights& L = m.layers[size_t(il)];
@@ -347,36 +396,38 @@ void engine::forward(const batch_row* rows, int64_t n) {
         if (h.mla()) mla_queries_and_kv(L, rows, n, il);
         else matmuls(xn_, n, E, {{&L.wq, q_}, {&L.wk, kbuf_}, {&L.wv, vbuf_}});
 
-        // biases, Q/K norms, RoPE, then K/V into the cache at each row's position
-        if (!h.mla()) pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-            for (int64_t r = b; r < e; r++) {
-                float* q = q_ + r * Q;
-                float* k = kbuf_ + r * KV;
-                float* v = vbuf_ + r * KV;
-                if (!L.bq.empty()) {
-                    for (int64_t i = 0; i < Q; i++) q[i] += L.bq[size_t(i)];
-                    for (int64_t i = 0; i < KV; i++) k[i] += L.bk[size_t(i)];
-                    for (int64_t i = 0; i < KV; i++) v[i] += L.bv[size_t(i)];
-                }
-                if (!L.q_norm.empty()) {
-                    for (int64_t hh = 0; hh < h.n_head; hh++)
-                        rms_norm(q + hh * HD, L.q_norm.data(), q + hh * HD, HD, h.rms_eps);
-                    for (int64_t hh = 0; hh < h.n_head_kv; hh++)
-                        rms_norm(k + hh * HD, L.k_norm.data(), k + hh * HD, HD, h.rms_eps);
-                }
-                const float* cs = (swa_rope && L.window > 0 ? rope_swa_ : rope_) + r * h.n_rot;
-                if (L.rope) {
-                    for (int64_t hh = 0; hh < h.n_head; hh++) rope_head(q + hh * HD, cs, h.n_rot, h.rope);
-                    for (int64_t hh = 0; hh < h.n_head_kv; hh++) rope_head(k + hh * HD, cs, h.n_rot, h.rope);
-                }
-                const batch_row& row = rows[r];
-                if (h.attn_temp_scale != 0.0f) {   // mistral3: the query's temperature at this position
-                    const float t = h.attn_temperature(row.pos);
-                    for (int64_t i = 0; i < Q; i++) q[i] *= t;
-                }
-                for (int64_t g = 0; g < h.n_head_kv; g++)
-                    kv_store(kvh_, row.ctx->k_head(il, g), row.ctx->v_head(il, g), row.pos, k + g * HD, v + g * HD);
+        // biases, Q/K norms, RoPE, then K/V into the cache at the row's position, for kv heads [g0, g1) of
+        // row r and their query heads (each element the same operations whichever heads a call covers)
+        auto rope_store = [&](int64_t r, int64_t g0, int64_t g1) {
+            float* q = q_ + r * Q;
+            float* k = kbuf_ + r * KV;
+            float* v = vbuf_ + r * KV;
+            const int64_t q0 = g0 * n_rep * HD, q1 = g1 * n_rep * HD, k0 = g0 * HD, k1 = g1 * HD;
+            if (!L.bq.empty()) {
+                for (int64_t i = q0; i < q1; i++) q[i] += L.bq[size_t(i)];
+                for (int64_t i = k0; i < k1; i++) k[i] += L.bk[size_t(i)];
+                for (int64_t i = k0; i < k1; i++) v[i] += L.bv[size_t(i)];
             }
+            if (!L.q_norm.empty()) {
+                for (int64_t hh = g0 * n_rep; hh < g1 * n_rep; hh++)
+                    rms_norm(q + hh * HD, L.q_norm.data(), q + hh * HD, HD, h.rms_eps);
+                for (int64_t hh = g0; hh < g1; hh++) rms_norm(k + hh * HD, L.k_norm.data(), k + hh * HD, HD, h.rms_eps);
+            }
+            const float* cs = (swa_rope && L.window > 0 ? rope_swa_ : rope_) + r * h.n_rot;
+            if (L.rope) {
+                for (int64_t hh = g0 * n_rep; hh < g1 * n_rep; hh++) rope_head(q + hh * HD, cs, h.n_rot, h.rope);
+                for (int64_t hh = g0; hh < g1; hh++) rope_head(k + hh * HD, cs, h.n_rot, h.rope);
+            }
+            const batch_row& row = rows[r];
+            if (h.attn_temp_scale != 0.0f) {   // mistral3: the query's temperature at this position
+                const float t = h.attn_temperature(row.pos);
+                for (int64_t i = q0; i < q1; i++) q[i] *= t;
+            }
+            for (int64_t g = g0; g < g1; g++)
+                kv_store(kvh_, row.ctx->k_head(il, g), row.ctx->v_head(il, g), row.pos, k + g * HD, v + g * HD);
+        };
+        if (!h.mla() && !rope_in_tasks) pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
+            for (int64_t r = b; r < e; r++) rope_store(r, 0, h.n_head_kv);
         });
         STRATA_OP_LAP(OP_ROPE_KV);
 
@@ -402,6 +453,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
             }
             float* scores = att_scratch_ + int64_t(ith) * attention_scratch_floats(n_rep, max_capacity_);
             const int64_t r = task.r0;
+            if (rope_in_tasks) rope_store(r, task.g0, task.g0 + task.n_heads);
             for (int64_t g = task.g0; g < task.g0 + task.n_heads; g++) {
                 attention_group(kvh_, row.ctx->k_head(il, g), row.ctx->v_head(il, g), q_ + r * Q + g * n_rep * HD, 0,
                                 n_rep, row.pos + 1, scale, xn_ + r * Q + g * n_rep * HD, scores, L.window,
@@ -431,10 +483,7 @@ void engine::forward(const batch_row* rows, int64_t n) {
         if (L.moe()) {
             moe_ffn(L, n);
         } else {
-            matmuls(xn_, n, E, {{&L.w_gate, gate_}, {&L.w_up, up_}});
-            pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {
-                for (int64_t r = b; r < e; r++) gated_activation(h.ffn_act, gate_ + r * F, up_ + r * F, F);
-            });
+            gated_matmuls(xn_, n, E, L.w_gate, gate_, L.w_up, up_, h.ffn_act);
             STRATA_OP_LAP(OP_ACTIVATION);
             STRATA_PRODUCTS_AS(OP_DOWN);
             matmuls(gate_, n, F, {{&L.w_down, out_}});
