@@ -49,6 +49,7 @@ from strata.server.structured_output import answer_rule, json_format
 from strata.server.thinking_budget import budget_rule, reasoning_lead
 from strata.server.thinking_signature import seal, unseal
 from strata.server.tool_changes import ToolChanges
+from strata.server.tool_pairing import say_unpaired
 from strata.server.tool_search import deferred_names, referenced_names, references_as_text, shown_and_callable
 
 # ----- request parsing -----
@@ -67,6 +68,29 @@ def _tool_result_text(content: Any, where: str, tools: list[dict] | None = None)
         content = [{"type": "text", "text": MEDIA_IN_TOOL_RESULT.format(kind=b["type"])}
                    if isinstance(b, dict) and b.get("type") in ("image", "document") else b for b in content]
     return text_of_blocks(content, where)
+
+
+BLOCKS = "a string or an array of content blocks"
+
+
+def _tool_use(b: dict, where: str) -> dict:
+    """A tool_use block as a chat tool call: `name` required, `input` an object (left out: no arguments),
+    `id` a string (left out: an empty id; ids are paired in tool_pairing.py, not here)."""
+    name = f.field(b, where, "name", str, "a string", required=True)
+    arguments = f.field(b, where, "input", dict, "an object") or {}
+    return {"id": f.field(b, where, "id", str, "a string") or "", "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def _tool_result(b: dict, where: str, tools: list[dict] | None) -> dict:
+    """A tool_result block as a tool message: `content` a string or blocks (left out: empty), `is_error` a
+    boolean (true: the text reads 'Error: ...'), `tool_use_id` a string (left out: an empty id)."""
+    result = f.field(b, where, "content", (str, list), BLOCKS)
+    text = "" if result is None else result if isinstance(result, str) \
+        else _tool_result_text(result, f"{where}.content", tools)
+    if f.field(b, where, "is_error", bool, "a boolean"):
+        text = f"Error: {text}"
+    return {"role": "tool", "tool_call_id": f.field(b, where, "tool_use_id", str, "a string") or "", "content": text}
 
 
 def parse_messages(raw: list, system: str | None, tools: list[dict] | None = None,
@@ -94,7 +118,7 @@ def parse_messages(raw: list, system: str | None, tools: list[dict] | None = Non
             out.append({"role": role, "content": content})
             continue
         if not isinstance(content, list):
-            raise APIError(400, f"{where}.content must be a string or an array of content blocks")
+            raise f.wrong_type(f"{where}.content", BLOCKS, content)
         text: list[str] = []
         calls: list[dict] = []
         thoughts: list[str] = []
@@ -104,14 +128,9 @@ def parse_messages(raw: list, system: str | None, tools: list[dict] | None = Non
                 # a thinking model's template may write it back; omitted, it is in the signature Strata wrote
                 thoughts.append(b["thinking"] or unseal(b.get("signature")) or "")
             elif kind == "text":
-                if not isinstance(b.get("text"), str):
-                    raise APIError(400, f"{bw}.text must be a string")
-                text.append(b["text"])
+                text.append(f.field(b, bw, "text", str, "a string", required=True))
             elif kind == "tool_use" and role == "assistant":
-                if not isinstance(b.get("name"), str):
-                    raise APIError(400, f"{bw}.name must be a string")
-                calls.append({"id": str(b.get("id", "")), "type": "function",
-                              "function": {"name": b["name"], "arguments": json.dumps(b.get("input") or {})}})
+                calls.append(_tool_use(b, bw))
             elif kind == "search_result" and role == "user":
                 text.append(apart("".join(text), search_result_text(b, bw)))
             elif kind == "document" and role == "user" and (document := document_text(b, bw)) is not None:
@@ -120,11 +139,7 @@ def parse_messages(raw: list, system: str | None, tools: list[dict] | None = Non
                 if text:
                     out.append({"role": "user", "content": "".join(text)})
                     text = []
-                result = b.get("content", "")
-                body_text = result if isinstance(result, str) else _tool_result_text(result, f"{bw}.content", tools)
-                if b.get("is_error"):
-                    body_text = f"Error: {body_text}"
-                out.append({"role": "tool", "tool_call_id": str(b.get("tool_use_id", "")), "content": body_text})
+                out.append(_tool_result(b, bw, tools))
             elif kind == "tool_result":     # in an assistant message: left out, the model would never read it
                 raise APIError(400, f"{bw}: a tool_result block belongs in a user message (the turn after the "
                                     "assistant's tool_use), not in an assistant message")
@@ -240,6 +255,7 @@ async def _prompt(request: web.Request, body: dict) -> tuple[Any, list[dict], li
     offered = offered_tools(body)
     changes = ToolChanges(offered, chat_tool)
     messages = parse_messages(raw, parse_system(body), offered, changes)
+    say_unpaired(state.said, messages, request.path)
     choice = body.get("tool_choice") if isinstance(body.get("tool_choice"), dict) else {}
     deferred = deferred_names(body) - {choice.get("name")}     # a tool demanded by name is shown
     shown, callable_ = shown_and_callable(tools, deferred, referenced_names(raw))

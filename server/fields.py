@@ -162,6 +162,39 @@ def _get_typed(body: dict, name: str, kind: type, what: str, *, required: bool =
     return v
 
 
+def shown(v: Any) -> str:
+    """A client's value as an error message shows it: a string or other scalar as its JSON (cut past
+    SHOWN_CHARS), an object or an array by its kind."""
+    if isinstance(v, (dict, list)):
+        return "an object" if isinstance(v, dict) else "an array"
+    text = json.dumps(v, ensure_ascii=False)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 4] + '..."'
+
+
+SHOWN_CHARS = 60
+
+
+def wrong_type(place: str, what: str, v: Any) -> APIError:
+    """The 400 for a value of the wrong type: `messages[3].content[0].is_error: expected a boolean, got "yes"`,
+    worded alike for a field wherever it appears."""
+    return APIError(400, f"{place}: expected {what}, got {shown(v)}", param=place)
+
+
+def field(obj: dict, where: str, key: str, kind: type | tuple[type, ...], what: str, *, required: bool = False) -> Any:
+    """`obj[key]` (the field `where.key` of a message, block or item) when it is a `kind`; None when it is left
+    out or null (null reads as left out), or a 400 '`where.key` is required' for that when `required`; a 400
+    naming the place, the type expected and the value (wrong_type) for any other value."""
+    v = obj.get(key)
+    place = f"{where}.{key}"
+    if v is None:
+        if required:
+            raise APIError(400, f"{place} is required", param=place)
+        return None
+    if not isinstance(v, kind):
+        raise wrong_type(place, what, v)
+    return v
+
+
 def get_str(body: dict, name: str, default: str | None = None, *, required: bool = False) -> str | None:
     v = _get_typed(body, name, str, "a string", required=required)
     return default if v is None else v
@@ -262,9 +295,7 @@ def text_of_parts(parts: list, where: str, *, text_types: tuple[str, ...], media
     for pw, part in objects(parts, where):
         kind = part.get("type")
         if kind in text_types:
-            if not isinstance(part.get("text"), str):
-                raise APIError(400, f"{pw}.text must be a string", param=where)
-            out.append(part["text"])
+            out.append(field(part, pw, "text", str, "a string", required=True))
         elif kind in media_types:
             raise APIError(400, f"{pw}: {kind} {noun} are not supported (the model reads text only)", param=where)
         else:

@@ -34,6 +34,7 @@ class ServerState:
     app: Any = None                 # the web.Application (to attach parts' keys once loaded)
     on_load_error: Callable[[], None] | None = None   # the CLI stops the server when loading fails
     log_tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=200))
+    said: set[str] = field(default_factory=set)   # what was accepted and said once per server (tool_pairing.py)
 
     def model_names(self) -> list[str]:
         return [self.model_name, *self.config.aliases] if self.model_name else list(self.config.aliases)

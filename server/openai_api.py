@@ -39,6 +39,7 @@ from strata.server.prompting import (
     tokens_key,
 )
 from strata.server.structured_output import answer_rule, json_format
+from strata.server.tool_pairing import say_unpaired
 
 from strata import __version__
 
@@ -68,7 +69,10 @@ def _content_text(content: Any, where: str) -> str:
     if isinstance(content, list):
         return f.text_of_parts(content, where, text_types=("text", "input_text"),
                                media_types=CHAT_MEDIA, noun="parts")
-    raise APIError(400, f"{where} must be a string or an array of content parts", param=where)
+    raise f.wrong_type(where, CONTENT, content)
+
+
+CONTENT = "a string or an array of content parts"
 
 
 MEDIA_IN_TOOL_OUTPUT = "[{kind} omitted: this model reads text only]"
@@ -97,38 +101,47 @@ def conversation_of(body: dict, messages: list[dict]) -> str:
 
 
 def parse_messages(raw: list) -> list[dict]:
+    """Chat messages checked and normalised. A field of the wrong type is a 400 naming its place
+    (fields.field); null reads as left out, so a null `content` is a 400 where the role needs content
+    (every role but the assistant's). Ids are not checked against each other here (tool_pairing.py)."""
     out: list[dict] = []
     for where, m in f.objects(raw, "messages"):
         role = m.get("role")
         if role not in ROLES:
             raise APIError(400, f"{where}.role must be one of {', '.join(ROLES)}; got {role!r}", param=where)
         cw = f"{where}.content"
-        content = refusals_as_text(m) if role == "assistant" else m.get("content")
+        if role != "assistant" and m.get("content") is None:
+            raise APIError(400, f"{cw} is required", param=cw)
+        content = refusals_as_text(m) if role == "assistant" else m["content"]
         text = tool_output_text(content, cw, ("input_text",), CHAT_MEDIA) if role == "tool" \
             else _content_text(content, cw)
         msg: dict[str, Any] = {"role": "system" if role == "developer" else role, "content": text}
-        if role == "assistant" and m.get("tool_calls") is not None:
-            calls = m["tool_calls"]
-            if not isinstance(calls, list):
-                raise APIError(400, f"{where}.tool_calls must be an array", param=where)
-            msg["tool_calls"] = []
-            for cw, c in f.objects(calls, f"{where}.tool_calls"):
-                fn = f.expect_object(c.get("function"), f"{cw}.function")
-                if not isinstance(fn.get("name"), str):
-                    raise APIError(400, f"{cw}.function.name must be a string", param=where)
-                args = fn.get("arguments", "{}")
-                msg["tool_calls"].append({"id": str(c.get("id", "")), "type": "function",
-                                          "function": {"name": fn["name"], "arguments": args}})
-        if role == "assistant" and isinstance(m.get("reasoning_content"), str):
-            msg["reasoning_content"] = m["reasoning_content"]     # thinking models' templates write it back
+        if role == "assistant":
+            calls = f.field(m, where, "tool_calls", list, "an array of tool calls")
+            if calls is not None:
+                msg["tool_calls"] = [_tool_call(c, w) for w, c in f.objects(calls, f"{where}.tool_calls")]
+            reasoning = f.field(m, where, "reasoning_content", str, "a string")
+            if reasoning is not None:
+                msg["reasoning_content"] = reasoning     # thinking models' templates write it back
         if role == "tool":
-            msg["tool_call_id"] = str(m.get("tool_call_id", ""))
-            if m.get("name") is not None:
-                msg["name"] = str(m["name"])
-        elif role != "assistant" and m.get("content") is None:
-            raise APIError(400, f"{where}.content is required", param=where)
+            msg["tool_call_id"] = f.field(m, where, "tool_call_id", str, "a string") or ""
+            name = f.field(m, where, "name", str, "a string")
+            if name is not None:
+                msg["name"] = name
         out.append(msg)
     return out
+
+
+def _tool_call(c: dict, where: str) -> dict:
+    """An assistant's earlier tool call: `function.name` required; `id` and `function.arguments` may be left
+    out (an empty id, no arguments). Arguments are JSON text the template reads (not parsed here: one that
+    is not a JSON object is named by render_chat when the template cannot write it)."""
+    fw = f"{where}.function"
+    fn = f.expect_object(c.get("function"), fw)
+    name = f.field(fn, fw, "name", str, "a string", required=True)
+    args = f.field(fn, fw, "arguments", str, "a string (JSON text)")
+    return {"id": f.field(c, where, "id", str, "a string") or "", "type": "function",
+            "function": {"name": name, "arguments": "{}" if args is None else args}}
 
 
 def refusals_as_text(m: dict) -> Any:
@@ -262,6 +275,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if body.get("messages") is None and "prompt" in body:
         raise APIError(400, "'messages' is required: a plain 'prompt' goes to POST /v1/completions", param="messages")
     messages = parse_messages(f.get_list(body, "messages", required=True, nonempty=True))
+    say_unpaired(state.said, messages, request.path)
     refuse_unserved(body)
     tools = parse_tools(body)
     wanted = json_format(body.get("response_format"))

@@ -31,6 +31,7 @@ from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, s
 from strata.server.jobs import Completion, Job
 from strata.server.one_call import first_call_end, one_call_format
 from strata.server.openai_api import (
+    CONTENT,
     MAX_TOP_LOGPROBS,
     parse_sampling,
     ready_state,
@@ -54,6 +55,7 @@ from strata.server.prompting import (
 )
 from strata.server.structured_output import answer_rule, json_format
 from strata.server.text_logprobs import TokenText
+from strata.server.tool_pairing import say_unpaired
 
 log = logging.getLogger("strata.server")
 
@@ -74,14 +76,22 @@ def _text(content: Any, where: str) -> str:
         return content
     if isinstance(content, list):
         return f.text_of_parts(content, where, text_types=TEXT_PARTS, media_types=MEDIA_PARTS, noun="parts")
-    raise APIError(400, f"{where} must be a string or an array of content parts", param="input")
+    raise f.wrong_type(where, CONTENT, content)
 
 
-def _call(item: dict, where: str, arguments: str) -> dict:
-    if not isinstance(item.get("name"), str) or not item["name"]:
-        raise APIError(400, f"{where}.name must be a non-empty string", param="input")
-    return {"id": str(item.get("call_id", "")), "type": "function", "function": {"name": item["name"],
-                                                                                 "arguments": arguments}}
+def _call(item: dict, where: str) -> dict:
+    """A function_call / custom_tool_call item as a chat tool call: `name` required; `arguments` JSON text
+    (a custom call's `input` text: {"input": ...}); `call_id` a string; either left out reads as none."""
+    name = f.field(item, where, "name", str, "a string", required=True)
+    if not name:
+        raise APIError(400, f"{where}.name must be a non-empty string", param=f"{where}.name")
+    if item.get("type") == "function_call":
+        arguments = f.field(item, where, "arguments", str, "a string (JSON text)")
+        arguments = "{}" if arguments is None else arguments
+    else:
+        arguments = json.dumps({"input": f.field(item, where, "input", str, "a string") or ""})
+    return {"id": f.field(item, where, "call_id", str, "a string") or "", "type": "function",
+            "function": {"name": name, "arguments": arguments}}
 
 
 def parse_input(body: dict) -> list[dict]:
@@ -107,17 +117,13 @@ def parse_input(body: dict) -> list[dict]:
             if role is None:
                 raise APIError(400, f"{where}.role must be one of {', '.join(ROLES)}; got {item.get('role')!r}",
                                param="input")
-            out.append({"role": role, "content": _text(item.get("content"), f"{where}.content")})
+            if item.get("content") is None:
+                raise APIError(400, f"{where}.content is required", param=f"{where}.content")
+            out.append({"role": role, "content": _text(item["content"], f"{where}.content")})
             if role == "assistant" and thought is not None:
                 out[-1]["reasoning_content"], thought = thought, None
         elif kind in ("function_call", "custom_tool_call"):
-            if kind == "function_call":
-                args = item.get("arguments", "{}")
-                if not isinstance(args, str):
-                    raise APIError(400, f"{where}.arguments must be a string (JSON text)", param="input")
-            else:
-                args = json.dumps({"input": str(item.get("input", ""))})
-            call = _call(item, where, args)
+            call = _call(item, where)
             last = out[-1] if out else None
             if last is not None and last["role"] == "assistant":      # calls of one answer
                 last.setdefault("tool_calls", []).append(call)
@@ -126,8 +132,10 @@ def parse_input(body: dict) -> list[dict]:
             if thought is not None:
                 out[-1]["reasoning_content"], thought = thought, None
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            out.append({"role": "tool", "tool_call_id": str(item.get("call_id", "")),
-                        "content": tool_output_text(item.get("output"), f"{where}.output", TEXT_PARTS, MEDIA_PARTS)})
+            if item.get("output") is None:
+                raise APIError(400, f"{where}.output is required", param=f"{where}.output")
+            out.append({"role": "tool", "tool_call_id": f.field(item, where, "call_id", str, "a string") or "",
+                        "content": tool_output_text(item["output"], f"{where}.output", TEXT_PARTS, MEDIA_PARTS)})
         elif kind == "compaction":
             summary = compaction.unseal(item.get("encrypted_content"))
             if summary is None:
@@ -321,6 +329,7 @@ async def answer(request: web.Request, state: Any, body: dict, sink: Events | No
     for `stream`, or on `sink` when one is given (responses_socket.py: the WebSocket transport)."""
     refuse_moderation(body)
     messages = parse_input(body)
+    say_unpaired(state.said, messages, request.path)
     tools, custom = parse_tools(body)
     text = body.get("text")
     if text is not None and not isinstance(text, dict):
