@@ -151,8 +151,8 @@ OPTIONS: tuple[Option, ...] = (
            "of about this many milliseconds (at most --prefill-chunk tokens), so their streams keep moving",
            minimum=1.0, maximum=60000.0),
     Option("mixed-piece", int, 64, "while other requests are generating, this many prompt tokens are read in "
-           "the same forward as their next tokens (the mixed step); 0 reads prompt pieces and decode steps "
-           "apart", minimum=0, maximum=65536),
+           "the same forward as their next tokens (the mixed step), fewer when --prefill-slice-ms holds fewer at "
+           "the measured rate (a deep history reads slower); 0 reads prompt pieces and decode steps apart", minimum=0, maximum=65536),
     Option("lookup-draft", int, None, "lookup decoding: tokens a step may guess from the conversation's own "
            "earlier text (code being edited, names), checked by the model in the same forward; the output is "
            "exactly what plain decoding gives, only sooner. 0 turns it off. Unset: 8, or 0 for a model with "

@@ -62,7 +62,9 @@ class Scheduler:
         self.slice_s = prefill_slice_ms / 1000.0
         # Prompt tokens in one mixed step (Engine.step): enough rows that the products run at their
         # prefill rate, few enough that the streams riding along get a token every ~0.1 s on two
-        # cores. 0 turns mixed steps off (prompt pieces and decode steps apart).
+        # cores, and never more than the time slice holds at the measured rate (a deep context reads
+        # slower: 64 tokens at 15K history took 720 ms on two cores, 16 took 208 ms).
+        # 0 turns mixed steps off (prompt pieces and decode steps apart).
         self.mixed_piece = mixed_piece
         self.lookup = lookup_cfg or lookup.LookupConfig()
         self._parked_at_stop = False
@@ -341,7 +343,8 @@ class Scheduler:
 
     def _slice_tokens(self) -> int:
         """Tokens of the next prefill piece: the whole chunk when nobody is generating, else about
-        `slice_s` seconds of prefill at the measured rate (the continuous agenda's time slice)."""
+        `slice_s` seconds of prefill at the measured rate (the continuous agenda's time slice; in a
+        mixed step, all its pieces together)."""
         others_decoding = any(r.phase == "decode" for r in self._rows.values())
         if not others_decoding or self.prefill_rate <= 0:
             return self.chunk
@@ -353,6 +356,8 @@ class Scheduler:
         the streams keep moving while prompts are read."""
         budget = self.engine.max_rows - len(riders)
         per_row = self.mixed_piece if riders else max(self.mixed_piece, self.chunk // len(prefilling))
+        if riders:   # the streams riding along wait for the whole step: its pieces keep to the slice
+            budget = min(budget, self._slice_tokens())
         start = self._rr % len(prefilling)
         self._rr += 1
         pieces: list[tuple[Row, list[int]]] = []
