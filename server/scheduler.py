@@ -464,6 +464,8 @@ class Scheduler:
                 "prefill_tps": round(c.prefill_tps, 1) if c.prefill_tps else None,
                 "decode_tps": round(c.decode_tps, 1) if c.decode_tps else None,
             }
+            if c.id != MAIN and c.tokens and c.superseded:
+                entry["superseded"] = True     # a parked copy whose conversation went on: worth nothing
             if c.id != MAIN and c.tokens and c.last_use is not None and not c.blank:
                 age = now - c.last_use
                 cfg = self.placer.cfg

@@ -84,3 +84,22 @@ def test_a_conversation_parked_into_a_slot_is_not_also_snapshotted_to_the_cache(
         prompt = prompt + list(ANSWER) + [(i * 11 + turn) % 400 + 50 for i in range(300)] + [ASK]
     parks = [d for d in httpx.get(url + "/v1/slots", timeout=30).json()["decisions"] if d["park"]]
     assert [d["reason"] for d in parks[1:]] == ["own_copy"] * 3, parks
+
+
+def test_a_copy_whose_conversation_went_on_says_superseded(server):
+    """/v1/slots showed such a slot (a new-user trial: 9,195 tokens of the conversation main went on with) as an
+    idle slot with neither `value` nor `protection_left_s`, and nothing saying why: the policy counts it as
+    worth nothing, the next request may take it."""
+    url = server.url
+    prompt = [(i * 13) % 400 + 50 for i in range(2000)] + [ASK]
+    complete(url, prompt)
+    complete(url, [70, 71, 72, ASK])                                  # displaces it: parked into a slot
+    complete(url, prompt + list(ANSWER) + [(i * 17) % 400 + 50 for i in range(300)] + [ASK])   # goes on in main
+    slots = httpx.get(url + "/v1/slots", timeout=30).json()["slots"]
+    main = slots[0]
+    assert main["id"] == "main" and main["tokens"] > 2000, main
+    copies = [s for s in slots if s["id"] != "main" and s.get("conversation") == main["conversation"]]
+    assert len(copies) == 1 and copies[0]["tokens"] > 2000, slots
+    assert copies[0].get("superseded") is True, copies[0]
+    assert "value" not in copies[0] and "protection_left_s" not in copies[0], copies[0]
+    assert all("superseded" not in s for s in slots if s is not copies[0]), slots
