@@ -120,10 +120,10 @@ MAX_THREADS = 4096
 OPTIONS: tuple[Option, ...] = (
     Option("model", str, None, "GGUF model file, or the id `strata models` shows (default: the bundled "
            "SmolLM2-135M-Instruct)", metavar="PATH"),
-    Option("ctx", int, 8192, "context size of the solo path (main context), in tokens", minimum=16,
-           maximum=MAX_CONTEXT_TOKENS),
-    Option("batch", int, 4, "number of batch slots; 0 = the solo path only, one request at a time", minimum=0,
-           maximum=256),
+    Option("ctx", int, 8192, "context size of the main context (it serves a request that runs alone, and "
+           "every request with --batch 0), in tokens", minimum=16, maximum=MAX_CONTEXT_TOKENS),
+    Option("batch", int, 4, "number of batch slots (contexts for requests that run while others are in "
+           "flight); 0 = the main context only, one request at a time", minimum=0, maximum=256),
     Option("batch-groups", int, 1, "slots split into this many groups (units of load)", minimum=1, maximum=256),
     Option("slot-ctx", int, None, "context size of each slot, in tokens (default: --ctx)", minimum=16,
            maximum=MAX_CONTEXT_TOKENS),

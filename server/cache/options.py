@@ -71,7 +71,8 @@ OPTIONS: list[OptionSpec] = [
                "Cold disk level folder; empty = the platform cache folder's 'conversations'.",
                aliases=("conversation-cache-spill-dir",)),
     OptionSpec("conversation-cache-cold-mib", int, 0,
-               "Cold disk level budget in MiB (0 = cold level off). The last level: only it deletes.",
+               "Cold disk level budget in MiB (0 = cold level off). The last level: only it deletes. A disk level "
+               "keeps the conversations across a restart (without one, a stop loses them).",
                aliases=("conversation-cache-disk-mib",), validator=_non_negative),
     OptionSpec("conversation-cache-ram-max-age-s", float, 0.0,
                "Age limit of the RAM level in seconds (0 = none); older entries degrade.",

@@ -216,3 +216,17 @@ def test_a_folder_or_file_under_the_home_folder_is_written_with_a_tilde(tiny_mod
         body = {"prompt": "kept under the home folder " * 8, "max_tokens": 2, "temperature": 0}
         assert httpx.post(server.url + "/v1/completions", json=body, timeout=60).status_code == 200
     assert not (work / "~").exists() and list((home / "strata-cold").glob("strata-conv-*.json"))
+
+
+def test_serve_help_says_what_a_new_user_needs_without_internal_words():
+    """A new user read `strata serve --help`: --ctx and --batch named "the solo path" (a word of the code), and
+    nothing said that conversations outlive a restart only with a disk level (--conversation-cache-cold-mib is
+    0 by default: a stop loses them)."""
+    from strata.server import cli as serve_cli
+
+    text = " ".join(_help(serve_cli.add_arguments).split())
+    text = text[text.index("--ctx INT context size"):]         # the options, past the usage lines
+    assert "solo path" not in text
+    assert "--batch 0" in text.split("--batch INT", 1)[0]
+    cold = text.split("--conversation-cache-cold-mib INT", 1)[1].split("--conversation-cache-", 1)[0]
+    assert "across a restart" in cold, cold
