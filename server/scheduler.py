@@ -118,7 +118,8 @@ class Scheduler:
                 if self._pieces_read != pieces:   # a piece ended: what follows it gets its own allowance
                     began, pieces = now, self._pieces_read
                 waited = now - began
-                tokens, in_call = self._reading, self._in_call
+                # a call reading prompt pieces (a session rebuilt from its tokens) is waited for as a piece is
+                tokens, in_call = self._reading, self._in_call and not self._reading
                 allowance = (stop_progress.CALL_WAIT_S if in_call
                              else stop_progress.step_wait_s(tokens, self.prefill_rate))
                 if waited >= allowance:
@@ -413,9 +414,7 @@ class Scheduler:
             self.table.extend(row.ctx, part)
             row.pos += len(part)
             row.prefill_chunks += 1
-            if dt > 0 and len(part) >= MIN_PREFILL_SLICE:
-                rate = len(part) / dt
-                self.prefill_rate = rate if not self.prefill_rate else 0.7 * self.prefill_rate + 0.3 * rate
+            self._measure_prefill(len(part), dt)
         row.prefill_s += dt
         self.metrics.add_prefill(dt)
         self._publish_prefill_rate(row)
@@ -440,6 +439,25 @@ class Scheduler:
         rate = row.prefill_window.rate()
         if rate is not None:
             self.table[row.ctx].prefill_tps = rate
+
+    def read_piece(self, ctx: int, part: list[int]) -> None:
+        """Reads `part` into context `ctx` outside a request, on the worker thread (a Scheduler.call: a session an
+        older Strata saved, read again from its tokens by session_rebuild.py), as a request's prompt piece is
+        read: a stop waits for it as long as the measured prefill rate says, and it counts toward that rate."""
+        t0 = time.monotonic()
+        self._reading = len(part)
+        try:
+            self.engine.prefill(ctx, part, chunk=self.chunk)
+        finally:
+            self._reading = 0
+            self._pieces_read += 1
+        self.table.extend(ctx, part)
+        self._measure_prefill(len(part), time.monotonic() - t0)
+
+    def _measure_prefill(self, n: int, dt: float) -> None:
+        if dt > 0 and n >= MIN_PREFILL_SLICE:
+            rate = n / dt
+            self.prefill_rate = rate if not self.prefill_rate else 0.7 * self.prefill_rate + 0.3 * rate
 
     def _decode_step(self, rows: list[Row]) -> None:
         ctxs = [r.ctx for r in rows]

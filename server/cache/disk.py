@@ -290,9 +290,10 @@ class DiskLevel:
             return
         self.entries[key] = entry
 
-    def read_sidecar(self, key: str) -> DiskEntry:
+    def read_sidecar(self, key: str, *, older: bool = False) -> DiskEntry:
         """Parse and check one sidecar; raises _Foreign for another model/format, _Stale for an older engine's
-        KV, ValueError if damaged."""
+        KV (unless `older`: a named session an older Strata saved, whose tokens are read again), ValueError if
+        damaged."""
         path = self.sidecar_path(key)
         with open(path, "rb") as f:
             raw = f.read()
@@ -305,7 +306,7 @@ class DiskLevel:
         revision = d.get("kv_revision", UNRECORDED_KV_REVISION)
         if not isinstance(revision, int) or isinstance(revision, bool):
             raise ValueError(f"kv_revision {revision!r} is not a number")
-        if revision < KV_REVISION:   # this model's, from an older engine: no engine of this version can use it
+        if revision < KV_REVISION and not older:   # this model's, from an older engine: its KV is of no use here
             raise _Stale(f"KV revision {revision}, this engine's is {KV_REVISION}")
         if revision > KV_REVISION:   # a newer Strata's (a downgrade, or a newer one sharing the folder): theirs
             raise _Foreign(f"KV revision {revision}, newer than this engine's {KV_REVISION}")

@@ -3,7 +3,8 @@
 What this is: thin aiohttp handlers (parse, call the cache in a worker thread, serialise):
 `POST /v1/sessions/{name}/save`, `POST /v1/sessions/{name}/restore`, `DELETE /v1/sessions/{name}`,
 `GET /v1/sessions`. The body of save/restore may name the context: `{"slot": 2}` or
-`{"slot": "main"}` (default main). What this is not: the scheduler. The server sets
+`{"slot": "main"}` (default main). A restore of a session an older Strata saved reads its tokens again
+(`"rebuilt": true`); one whose sidecar does not check is a 409, one longer than the context a 400. What this is not: the scheduler. The server sets
 `app[SESSION_BACKEND]` to an object with `save_session(name, ctx)`, `restore_session(name, ctx)`,
 `delete_session(name)`, `list_sessions()` (the ConversationCache itself, or a wrapper that holds the
 scheduler's lock on that context while it runs).
@@ -87,10 +88,14 @@ async def restore_session(request: web.Request) -> web.Response:
         return _error(409, str(exc), "restore_error")
     except (ValueError, IndexError) as exc:
         return _error(400, str(exc))
+    if hasattr(res, "save_error"):   # an older Strata's session, read again from its tokens
+        return web.json_response({"name": name, "n_tokens": res.n_tokens, "seconds": round(res.seconds, 6),
+                                  "rebuilt": True, "tokens_read": res.n_tokens,
+                                  "saved_again": res.save_error is None, "save_error": res.save_error})
     if res.n_tokens == 0:
         return _error(409, f"session {name!r} could not be restored: {res.reason}", "restore_error")
     return web.json_response({"name": name, "n_tokens": res.n_tokens, "seconds": round(res.seconds, 6),
-                              "floor": res.floor, "ladder": res.ladder, "reason": res.reason})
+                              "floor": res.floor, "ladder": res.ladder, "reason": res.reason, "rebuilt": False})
 
 
 async def delete_session(request: web.Request) -> web.Response:

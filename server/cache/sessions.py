@@ -4,8 +4,10 @@ What this is: name validation (no path tricks: letters, digits, `.`, `_`, `-`, n
 a dot, at most 100 characters), the sessions folder as a DiskLevel of files
 `strata-session-<name>.img` + `.json`, opened on first use, and `ConversationCache`'s session
 methods (a mixin: save, restore, delete, list), which run through the same placement function and
-streamed restore as every disk read. What this is not: the placement rule (policy.py) or the
-restore passes (restoring.py, pipeline.py).
+streamed restore as every disk read. A session an older Strata saved (its sidecar's KV revision below
+this engine's) is kept and listed as needing a rebuild: its image is of no use, its checked token ids
+are what the server reads again (server/session_rebuild.py) before saving it anew. What this is not:
+the placement rule (policy.py), the restore passes (restoring.py, pipeline.py) or the rebuild's reading.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import os
 import re
 import time
 
+import numpy as np
+
 from . import policy
-from .disk import DiskLevel, Identity, tokens_array
+from .disk import DiskEntry, DiskLevel, Identity, tokens_array
 from .fileio import FileIO
 from .memory import MIB
 from .restoring import RestoreResult
@@ -29,12 +33,12 @@ class SessionNameError(ValueError):
 
 
 class StaleSessionError(Exception):
-    """A session an older Strata saved, its KV computed by an older engine: kept on disk (the user saved it),
-    never restored; the message says why and what to do."""
+    """A session an older Strata saved whose sidecar does not check (its tokens' hash, a field): never
+    trusted, so not rebuilt either; kept on disk (the user saved it). The message says why and what to do."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"session {name!r} was saved by an older Strata, whose engine computed its KV "
-                         "differently: this version cannot restore it; save it again (DELETE removes the old one)")
+    def __init__(self, name: str, why: str) -> None:
+        super().__init__(f"session {name!r} was saved by an older Strata and its sidecar is damaged ({why}): its "
+                         "tokens cannot be trusted to rebuild it; save it again (DELETE removes the old one)")
 
 
 def validate_session_name(name: object) -> str:
@@ -60,16 +64,43 @@ class SessionStore:
         return self.level
 
     def is_stale(self, name: str) -> bool:
-        """Whether `name`'s files are still there and were skipped at open as an older engine's."""
+        """Whether `name`'s files are still there and were skipped at open as an older engine's (and this
+        version has not saved it again since)."""
         lvl = self.ensure_open()
         sidecar = f"{lvl.prefix}{name}.json"
-        return (any(n == sidecar and reason == "stale" for n, reason, _ in lvl.skipped_files)
+        return (name not in lvl.entries and any(n == sidecar and reason == "stale" for n, reason, _ in lvl.skipped_files)
                 and os.path.exists(lvl.sidecar_path(name)))
+
+    def stale_names(self) -> list[str]:
+        lvl = self.ensure_open()
+        skipped = sorted(n[len(lvl.prefix):-len(".json")] for n, reason, _ in lvl.skipped_files if reason == "stale")
+        return [k for k in skipped if self.is_stale(k)]
+
+    def stale_entry(self, name: str) -> DiskEntry | None:
+        """The sidecar of `name` when it is an older Strata's (None when it is not, or gone): its token ids checked
+        against their hash; StaleSessionError when they do not check (damaged: never trusted)."""
+        if not self.is_stale(name):
+            return None
+        try:
+            return self.level.read_sidecar(name, older=True)
+        except FileNotFoundError:    # deleted since the index
+            return None
+        except (OSError, ValueError, KeyError, TypeError, ArithmeticError, RecursionError) as exc:
+            raise StaleSessionError(name, f"{type(exc).__name__}: {exc}") from None
 
     def list(self) -> list[dict]:
         lvl = self.ensure_open()
-        return [{"name": e.key, "n_tokens": e.n_tokens, "bytes": e.image_bytes, "created_at": e.created_at}
-                for e in sorted(lvl.entries.values(), key=lambda e: e.key)]
+        out = [{"name": e.key, "n_tokens": e.n_tokens, "bytes": e.image_bytes, "created_at": e.created_at,
+                "needs_rebuild": False} for e in lvl.entries.values()]
+        for name in self.stale_names():
+            try:
+                e = self.stale_entry(name)
+            except StaleSessionError:    # damaged: not listed, as a damaged session of today is not
+                continue
+            if e is not None:
+                out.append({"name": e.key, "n_tokens": e.n_tokens, "bytes": e.image_bytes,
+                            "created_at": e.created_at, "needs_rebuild": True})
+        return sorted(out, key=lambda d: d["name"])
 
 
 def _forget_case_twins(lvl: DiskLevel, name: str) -> None:
@@ -107,23 +138,33 @@ class SessionsMixin:
         return {"name": name, "n_tokens": e.n_tokens, "bytes": e.image_bytes, "floor": adm.floor}
 
     def has_session(self, name: str) -> bool:
-        """Whether a session of this name is saved (asked before a restore touches the context)."""
+        """Whether a session of this name is saved, by this version or an older one (asked before a restore
+        touches the context); StaleSessionError for an older one whose sidecar does not check."""
         name = validate_session_name(name)
         lvl = self.sessions.ensure_open()
         with self._lock:
-            if name not in lvl.entries and self.sessions.is_stale(name):
-                raise StaleSessionError(name)
-            return name in lvl.entries
+            return name in lvl.entries or self.sessions.stale_entry(name) is not None
+
+    def session_to_rebuild(self, name: str) -> np.ndarray | None:
+        """The token ids of session `name` when an older Strata saved it (its KV is to be read again from them),
+        None when this version saved it or there is none; StaleSessionError when its sidecar does not check."""
+        name = validate_session_name(name)
+        self.sessions.ensure_open()
+        with self._lock:
+            entry = self.sessions.stale_entry(name)
+        return None if entry is None else entry.tokens
 
     def restore_session(self, name: str, ctx: int) -> RestoreResult:
+        """Restore a session this version saved (an older one's is rebuilt from its tokens by the server:
+        session_to_rebuild)."""
         name = validate_session_name(name)
         lvl = self.sessions.ensure_open()
         with self._lock:
             entry = lvl.entries.get(name)
             if entry is None:
-                if self.sessions.is_stale(name):
-                    raise StaleSessionError(name)
-                raise KeyError(f"no session named {name!r}")
+                raise KeyError(f"no session named {name!r}" + (" saved by this version (an older Strata saved it: "
+                                                              "it is rebuilt from its tokens)"
+                                                              if self.sessions.is_stale(name) else ""))
             return self._restore_disk(lvl, entry, ctx, entry.n_tokens, "session_restore", time.perf_counter(),
                                       discard_damaged=False)
 

@@ -113,9 +113,10 @@ def test_another_kv_type_s_files_an_older_version_wrote_are_left_alone(tiny_mode
     assert sorted(p.name for p in folder.iterdir()) == theirs
 
 
-def test_a_session_an_older_version_saved_is_refused_by_name_and_can_be_deleted(tiny_model, tmp_path):
-    """A saved session is the user's: its files stay, and a restore says why it cannot be used (before: a 404
-    'no session named' for a session listed on disk), and a delete removes it."""
+def test_a_session_an_older_version_saved_is_rebuilt_from_its_tokens_and_can_be_deleted(tiny_model, tmp_path):
+    """A saved session is the user's: its files stay, it is listed as needing a rebuild, and a restore reads its
+    tokens again (it was a 409 'save it again'; tests/server/test_session_rebuild.py has the rest), then a delete
+    removes it. Its sidecar is one from before the revision was recorded (no kv_revision field)."""
     sessions = tmp_path / "sessions"
     with _server(tiny_model, tmp_path / "warm", conversation_cache_sessions_dir=str(sessions)) as server:
         _turn(server, [{"role": "user", "content": "What does git bisect do?"}])
@@ -123,10 +124,11 @@ def test_a_session_an_older_version_saved_is_refused_by_name_and_can_be_deleted(
         assert httpx.post(server.url + "/v1/sessions/work/save", json={"slot": slot}).status_code == 200
     _as_an_older_version_wrote_them(sessions)
     with _server(tiny_model, tmp_path / "warm", conversation_cache_sessions_dir=str(sessions)) as server:
+        listed = httpx.get(server.url + "/v1/sessions").json()["data"]
+        assert [(x["name"], x["needs_rebuild"]) for x in listed] == [("work", True)], listed
         r = httpx.post(server.url + "/v1/sessions/work/restore", json={"slot": "main"})
-        assert r.status_code == 409, r.text
-        message = r.json()["error"]["message"]
-        assert "'work'" in message and "older Strata" in message and "save it again" in message, message
-        assert len(list(sessions.glob("strata-session-work.*"))) == 2          # kept: the user's
+        assert r.status_code == 200 and r.json()["rebuilt"] is True, r.text
+        assert r.json()["tokens_read"] == listed[0]["n_tokens"], r.text
+        assert len(list(sessions.glob("strata-session-work.*"))) == 2          # saved again under its name
         assert httpx.delete(server.url + "/v1/sessions/work").status_code == 200
         assert not list(sessions.glob("strata-session-work.*"))
