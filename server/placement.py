@@ -121,7 +121,7 @@ class Placer:
         else:
             d = policy.plan_park(view, self.slot_views(main.tokens), now, self.cfg, self.group_load())
         if d.slot is None:
-            self.record(job_id, None, None, d.reason, 0, MAIN, park_skip=d.park_skip)
+            self.record(job_id, None, None, d.reason, 0, MAIN, park_skip=d.park_skip, n_main=len(main.tokens))
         else:
             c = self.table[d.slot]  # overwritten by main's history, which keeps its turn there
             self.ledger.release(d.slot, len(c.tokens), c.last_use if c.last_use is not None else now)
@@ -147,7 +147,7 @@ class Placer:
 
     def record(self, job_id: int | None, slot: int | str | None, group: int | None, reason: str, reused: int,
                source_slot: int | str | None, *, park: bool = False, park_skip: str | None = None,
-               lost: int = 0) -> None:
+               lost: int = 0, n_main: int = 0) -> None:
         entry = {
             "time": time.time(), "request": job_id, "slot": "main" if slot == MAIN else slot, "group": group,
             "reason": reason, "reused": reused,
@@ -155,7 +155,10 @@ class Placer:
             "park": park, "park_skip": park_skip, "lost_tokens": lost,
         }
         self.trace.append(entry)
-        what = "park" if park else ("park_skip" if park_skip else "place")
-        log.info("slot %s: request %s -> slot %s (group %s) reason=%s reused=%d source=%s%s", what, job_id,
-                 entry["slot"], group, reason, reused, entry["source_slot"],
-                 f" park_skip={park_skip}" if park_skip else "")
+        if park_skip:     # no slot and no group to name: what stays where it was, and why
+            log.info("slot park_skip: request %s -> main's history (%d tokens) not parked into a slot: %s",
+                     job_id, n_main, park_skip)
+            return
+        what = "park" if park else "place"
+        log.info("slot %s: request %s -> slot %s (group %s) reason=%s reused=%d source=%s", what, job_id,
+                 entry["slot"], group, reason, reused, entry["source_slot"])

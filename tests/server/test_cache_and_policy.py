@@ -104,11 +104,16 @@ def test_the_solo_conversation_is_parked_into_a_slot_and_comes_back(grouped):
     assert (placed["slot"], placed["reused"], placed["source_slot"]) == ("main", rec["reused_tokens"], slot)
 
 
-def test_a_low_value_main_history_is_not_parked(grouped):
+def test_a_low_value_main_history_is_not_parked(grouped, caplog):
     complete(grouped.url, ids(100, 21))
-    complete(grouped.url, ids(100, 22))
+    with caplog.at_level("INFO", logger="strata.server.placement"):
+        complete(grouped.url, ids(100, 22))
     skip = [d for d in decisions(grouped.url) if d["park_skip"]]
     assert skip and skip[-1]["park_skip"] == "main_low_value" and skip[-1]["slot"] is None
+    # the log says what stayed and why (it said "-> slot None (group None) reason=skip reused=0 source=main")
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("slot park_skip:")]
+    assert lines == [f"slot park_skip: request {skip[-1]['request']} -> main's history (101 tokens) not parked "
+                     "into a slot: main_low_value"], lines
 
 
 def test_plain_batch_decisions_carry_their_reason(tiny_model):
