@@ -63,11 +63,34 @@ def run(args: argparse.Namespace) -> int:
         # log_level left it without the address (killed at its health timeout) and ended every slow stop
         log.setLevel(logging.INFO)
     try:
-        return asyncio.run(serve(config))
+        status = asyncio.run(serve(config))
     except KeyboardInterrupt:           # before serve() set its handlers: asyncio.run was still building its loop
         from strata.cli import drop_half_built_quietly
         drop_half_built_quietly()
         return 0
+    return end_past_a_stuck_step(status)
+
+
+def end_past_a_stuck_step(status: int) -> int:
+    """`status`, or the process ended here with it when an engine call the stop gave up as stuck is still running
+    (the engine's thread alive): the interpreter is not torn down under it. Such a call that returned while the
+    interpreter finalized aborted the process ('terminate called without an active exception': Python sends a
+    thread that wants the GIL then out with pthread_exit, whose unwinding cannot pass the binding's GIL guard),
+    so a server that had stopped cleanly died of SIGABRT at its very end. Everything is closed by then (the
+    cache, the timeline; the log is flushed here), and the engine's memory is the process's to give back."""
+    from strata.server.scheduler import ENGINE_THREAD
+
+    if not any(t.name == ENGINE_THREAD and t.is_alive() for t in threading.enumerate()):
+        return status
+    log.warning("stopping: the engine call given up as stuck is still running; the process ends without waiting "
+                "for it")
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):    # a closed or broken stream: nothing more to say there
+            pass
+    os._exit(status)
 
 
 async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:

@@ -45,6 +45,7 @@ from strata.server.slots import MAIN, SlotTable
 log = logging.getLogger("strata.server.scheduler")
 
 MIN_PREFILL_SLICE = 16        # tokens: below this a piece costs more in overhead than it saves in latency
+ENGINE_THREAD = "strata-engine"   # the worker's name (server/cli.py looks for it at exit: a step given up)
 
 
 class Scheduler:
@@ -93,7 +94,7 @@ class Scheduler:
     # ----- loop side -----
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="strata-engine", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=ENGINE_THREAD, daemon=True)
         self._thread.start()
 
     def stop(self, every_s: float = stop_progress.PROGRESS_EVERY_S) -> None:
