@@ -44,6 +44,8 @@ class ParkingMixin:
         n = int(tokens.shape[0])
         if n == 0:
             return ParkResult("none", policy.FLOOR_NONE, None, 0, 0, "empty context")
+        if self._closed:
+            return _after_close(n)
         key = conversation_key(self.identity, tokens)
         with self._lock:
             found = self.cascade.find(key)
@@ -70,6 +72,8 @@ class ParkingMixin:
             return ParkResult("discard", adm.floor, key, n, 0, adm.reason)
         entry = RamEntry(key, "conversation", tokens, list(self.engine.snapshot_chunks(ctx)), now, now,
                          {"reason": reason})
+        if self._closed:   # during the copy (a stop gave this step up as stuck, then closed the cache)
+            return _after_close(n)
         destination, why = adm.destination, adm.reason
         if destination == policy.RAM:
             with self._lock:
@@ -268,6 +272,13 @@ class ParkingMixin:
     def flush(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Wait until every queued spill is written (tests, shutdown; `progress(done, queued)` as each is)."""
         self._spill.flush(progress)
+
+
+def _after_close(n: int) -> ParkResult:
+    """A park asked of a closed cache: by an engine step a stop gave up as stuck, ending after the close. Nothing
+    would keep it (its RAM was handed down, its spill writer stopped: a writer started again then wrote files
+    while the process exited), so it is not taken, nor counted."""
+    return ParkResult("none", policy.FLOOR_NONE, None, n, 0, "the cache is closed: the server stopped")
 
 
 def _replaces(tokens: np.ndarray, e) -> bool:

@@ -23,6 +23,7 @@ class SpillWriter:
         self._q: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._stopped = False   # after stop(), nothing is taken (the cache closed; a park may still end after it)
 
     def submit(self, key: str) -> None:
         self._put(key)
@@ -32,6 +33,8 @@ class SpillWriter:
 
     def _put(self, item: str | Callable[[], None]) -> None:
         with self._start_lock:
+            if self._stopped:
+                return
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="strata-cache-spill", daemon=True)
                 self._thread.start()
@@ -70,6 +73,8 @@ class SpillWriter:
             queued = max(queued, left)
 
     def stop(self, timeout: float = 30.0) -> None:
+        with self._start_lock:
+            self._stopped = True
         if self._thread is not None:
             self._q.put(None)
             self._thread.join(timeout=timeout)
