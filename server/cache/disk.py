@@ -512,5 +512,6 @@ class _Foreign(Exception):
 
 
 class _Stale(Exception):
-    """A sidecar an older Strata wrote, its KV computed by an older engine: skipped, never restored, removed
-    at open (damaged_files.py) since no engine of this version can use it."""
+    """A sidecar an older Strata wrote, its KV computed by an older engine: skipped, its image never restored. A
+    cache level's are removed at open (damaged_files.py: no engine of this version can use them); a named
+    session's are kept, and rebuilt from their tokens when restored (sessions.py)."""
