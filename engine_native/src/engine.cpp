@@ -346,7 +346,9 @@ void engine::run_step(const char* op, const int* piece_ids, const int64_t* piece
             throw engine_error(where + "context " + std::to_string(c.id) + " is full (" + std::to_string(c.capacity) +
                                " tokens)");
         }
-        rows.push_back({&c, d_tokens[i], int64_t(c.tokens.size()), c.logits});
+        // into the caller's array (rows V floats apart: the forward writes them there in place), then
+        // into the context's own logits below
+        rows.push_back({&c, d_tokens[i], int64_t(c.tokens.size()), logits_out + size_t(i) * V});
     }
     check_tokens(d_tokens, n_d);
     if (rows.empty()) return;
@@ -367,7 +369,7 @@ void engine::run_step(const char* op, const int* piece_ids, const int64_t* piece
         context& c = *rows[size_t(n_p + i)].ctx;
         c.tokens.push_back(d_tokens[i]);
         c.has_logits = true;
-        std::memcpy(logits_out + size_t(i) * V, c.logits, V * sizeof(float));
+        std::memcpy(c.logits, logits_out + size_t(i) * V, V * sizeof(float));
     }
 }
 

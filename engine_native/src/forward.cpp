@@ -510,12 +510,18 @@ void engine::forward(const batch_row* rows, int64_t n) {
     }
     STRATA_OP_LAP(OP_OUTPUT_NORM);
     STRATA_PRODUCTS_AS(OP_OUTPUT);
-    matmuls(xn_, n_out, E, {{&m.output, logits_tmp_}});
+    // straight into the rows' buffers when they lie n_vocab floats apart in row order (decode's and
+    // extend's output arrays): no pass over (n_out, n_vocab) floats through logits_tmp_
+    float* direct = rows[out_rows[0]].logits_out;
+    for (int64_t j = 1; j < n_out && direct; j++)
+        if (rows[out_rows[size_t(j)]].logits_out != direct + j * h.n_vocab) direct = nullptr;
+    float* y = direct ? direct : logits_tmp_;
+    matmuls(xn_, n_out, E, {{&m.output, y}});
     if (h.final_logit_softcap != 0.0f) {   // gemma3 files that ask for it: cap * tanh(logit / cap)
         const float cap = h.final_logit_softcap;
-        for (int64_t i = 0; i < n_out * h.n_vocab; i++) logits_tmp_[i] = cap * std::tanh(logits_tmp_[i] / cap);
+        for (int64_t i = 0; i < n_out * h.n_vocab; i++) y[i] = cap * std::tanh(y[i] / cap);
     }
-    for (int64_t j = 0; j < n_out; j++) {
+    for (int64_t j = 0; j < n_out && !direct; j++) {
         std::memcpy(rows[out_rows[size_t(j)]].logits_out, logits_tmp_ + j * h.n_vocab, sizeof(float) * size_t(h.n_vocab));
     }
     STRATA_OP_LAP(OP_LOGITS_COPY);

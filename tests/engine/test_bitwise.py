@@ -86,6 +86,8 @@ def test_batched_decode_equals_separate_decodes(engine):
         out = engine.decode(order, [t] * 4)
         for row, ctx in enumerate(order):
             assert np.array_equal(out[row], separate[ctx][step]), f"ctx {ctx} step {step}"
+            # the forward writes the rows into the returned array; each context keeps its row's logits
+            assert np.array_equal(engine.logits(ctx), out[row]), f"ctx {ctx} step {step}"
     # a subset of the contexts in one batch, with the main context too
     fresh_logits(engine, PROMPT, 0)
     fresh_logits(engine, PROMPT[:9], 2)
