@@ -16,8 +16,8 @@ from typing import Any
 from aiohttp import web
 from strata.engine.sampling import SamplingParams
 from strata.server import fields as f
-from strata.server.errors import APIError
-from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_keepalive, send_sse
+from strata.server.errors import APIError, error_body
+from strata.server.jobrun import JobEvents, failure, open_sse, raise_if_failed, send_keepalive, send_sse
 from strata.server.jobs import Completion, Job
 from strata.server.keys import STATE, ServerState
 from strata.server.one_call import first_call_end, one_call_format
@@ -456,15 +456,16 @@ async def completions(request: web.Request) -> web.StreamResponse:
         try:
             async for kind, payload in events:
                 if resp is None:
+                    if kind == "done":  # ended unstarted (queued at a stop): a status the SDK retries, not a 200
+                        raise_if_failed(payload)
                     resp = await open_sse(request)
                 if kind == "text":
                     await send_sse(resp, _cmpl_chunk(cid, model, payload, None))
                 elif kind == "logprobs":
                     lps, sent = completion_logprobs(state.engine.tokenizer, payload, sent)
                     await send_sse(resp, _cmpl_chunk(cid, model, "", None, logprobs=lps))
-                elif kind == "done" and failed(payload):
-                    await send_sse(resp, {"error": {"message": payload.error or "generation failed",
-                                                    "type": "server_error"}})
+                elif kind == "done" and (err := failure(payload)) is not None:
+                    await send_sse(resp, stream_error(err))
                 elif kind == "done":
                     await send_sse(resp, _cmpl_chunk(cid, model, "", _finish_reason(payload),
                                                       usage(payload), payload.timings))
@@ -570,6 +571,13 @@ def _cmpl_chunk(cid: str, model: str, text: str, finish: str | None, use: dict |
     return out
 
 
+def stream_error(err: APIError) -> dict:
+    """The event that ends a chat or completions stream that began and then failed: OpenAI's error object,
+    `{"error": {"message", "type", "param", "code"}}`, which the openai SDK's stream parser raises as an
+    APIError with that message (the 503 a stop's cut is, "the server is stopping"; the 500 of a failure)."""
+    return error_body("openai", err.status, err.message, err.param, err.code)
+
+
 # a stream quiet this long (queued, a long prompt being read on a CPU, a long tool call held back until
 # it is whole) gets an SSE comment, which clients skip: an HTTP client's read timeout (the openai SDK's
 # 600 s, aider's through litellm) counts the bytes
@@ -600,6 +608,8 @@ async def _stream_chat(request: web.Request, state: ServerState, job: Job, model
     try:
         async for kind, payload in events:
             if resp is None:            # started, or still queued after KEEPALIVE_S
+                if kind == "done":      # ended unstarted (queued at a stop): a status the SDK retries, not a 200
+                    raise_if_failed(payload)
                 resp = await open_sse(request)
                 await send_sse(resp, _chunk(cid, model, {"role": "assistant", "content": ""}, None))
                 last_out = time.monotonic()
@@ -612,9 +622,9 @@ async def _stream_chat(request: web.Request, state: ServerState, job: Job, model
                 await send_sse(resp, _chunk(cid, model, {}, None, logprobs=chat_logprobs(state.engine.tokenizer, payload)))
             elif kind == "done":
                 c: Completion = payload
-                if failed(c):
-                    await send_sse(resp, {"error": {"message": c.error or "generation failed",
-                                                    "type": "server_error"}})
+                err = failure(c)
+                if err is not None:      # a stop's cut (503) or a failure (500), as the SDK's parser raises it
+                    await send_sse(resp, stream_error(err))
                     break
                 pieces, content, calls = answer.finish(c.text)
                 await send(pieces)

@@ -600,6 +600,8 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape,
     try:
         async for kind, payload in events:
             if out is None:
+                if kind == "done":      # ended unstarted (queued at a stop): a 503 the SDK retries, not a 200 stream
+                    raise_if_failed(payload)
                 out = sink or await Events.sse(request)
                 await out.send("response.created", response=shape.response(None, []))
                 await out.send("response.in_progress", response=shape.response(None, []))

@@ -5,7 +5,9 @@ The client sends `{"type": "response.create", ...}` text frames, each a Response
 fields as `POST /v1/responses`; `stream` is implied); the server answers each with the same events the
 SSE stream carries, one JSON text frame an event, ending with response.completed (or .incomplete /
 .failed). Requests on one connection are answered one after the other. A bad request is an
-`{"type": "error", "status": 400, "error": {...}}` frame and the connection stays open for the next.
+`{"type": "error", "status": 400, "error": {...}}` frame and the connection stays open for the next; so is a
+request refused by a full queue or a stopping server (also one still queued when the stop came), `status` 503
+with `error.headers` {"retry-after": ...}, as over HTTP.
 As over HTTP, nothing is stored: `previous_response_id` is refused and every request carries its whole
 conversation; the history is reused from its slot or the conversation cache all the same. Closing the
 socket cancels the response being written.
@@ -119,8 +121,18 @@ def _writer(ws: web.WebSocketResponse):
     return write
 
 
+def error_frame(e: APIError) -> dict:
+    """A refused request's frame, `{"type": "error", "status", "error": {...}}`; a refusal that is to be retried
+    (503: the queue full, the server stopping) carries its Retry-After in `error.headers`, where the openai SDK's
+    ResponseWsError keeps the headers an error came with (HTTP has them on the response)."""
+    frame = {"type": "error", "status": e.status, **error_body("openai", e.status, e.message, e.param, e.code)}
+    headers = {k.lower(): v for k, v in e.headers.items() if k.lower() != "connection"}   # HTTP's own, not the frame's
+    if headers:
+        frame["error"]["headers"] = headers
+    return frame
+
+
 async def _send_error(ws: web.WebSocketResponse, e: APIError) -> None:
     log.info("responses socket: %s %s", e.status, e.message)
     if not ws.closed:
-        await ws.send_json({"type": "error", "status": e.status, **error_body("openai", e.status, e.message, e.param,
-                                                                             e.code)})
+        await ws.send_json(error_frame(e))
