@@ -23,7 +23,7 @@ from strata.server.monitor_feed import model_quant
 from strata.server.routes import add_routes
 from strata.server.scheduler import Scheduler
 from strata.server.service import auth_middleware, error_middleware
-from strata.server.stop_progress import StopProgress
+from strata.server.stop_progress import PROGRESS_EVERY_S, StopProgress
 
 from strata.model_names import model_description, model_id
 
@@ -229,11 +229,18 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
             state.scheduler.timeline.close()
     if state.cache is not None:
         try:
-            state.cache.close(progress=StopProgress(log))
-            log.info("%s", stopped_line(state.cache))
+            close_cache(state.cache)
         except Exception:
             log.exception("closing the conversation cache failed")
     logging.getLogger("strata").removeHandler(tail)
+
+
+def close_cache(cache: Any, every_s: float = PROGRESS_EVERY_S) -> None:
+    """The stop's last step: the conversation cache closed (a session save still writing waited for, RAM handed to
+    disk), saying how far at most every `every_s`, then what it kept."""
+    progress = StopProgress(log, every_s)
+    cache.close(progress=progress, waiting=progress.waiting)
+    log.info("%s", stopped_line(cache))
 
 
 def stopped_line(cache: Any) -> str:

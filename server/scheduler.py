@@ -128,7 +128,8 @@ class Scheduler:
                                 "the contexts are not kept", waited)
                     self._gave_up = True
                     return          # still inside an engine call: leave the contexts alone
-                log.info("%s", stop_progress.step_line(tokens, waited, in_call))
+                save = getattr(self.cache, "saving", None) if in_call else None   # how far, when it is a save
+                log.info("%s", stop_progress.step_line(tokens, waited, in_call, save))
         self._park_live_histories()
 
     def _park_live_histories(self) -> None:

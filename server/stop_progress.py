@@ -11,6 +11,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from strata.server.cache.sessions import SaveUnderWay
 
 PROGRESS_EVERY_S = 2.0   # under the app's stall limit (15 s) with room for one slow entry between lines
 PREFIX = "stopping: keeping"   # how a progress line begins (the app shows it in its status bar)
@@ -45,6 +49,26 @@ class StopProgress:
             return
         self._said_at = now
         self.log.info("%s", progress_line(n, bytes_done, n_bytes, n_done))
+
+    def waiting(self, save: SaveUnderWay, waited_s: float) -> None:
+        """cache.close's `waiting`: it waits for a session save still being written (told as more of it is), at
+        most a line every `every_s` (the first always)."""
+        now = self.clock()
+        if self._said_at is not None and now - self._said_at < self.every_s:
+            return
+        self._said_at = now
+        self.log.info("%s", save_wait_line(save, waited_s))
+
+
+def save_part(save: SaveUnderWay) -> str:
+    """How far a session save is: "'work': 1.2 of 4.7 GiB written"."""
+    return f"{save.name!r}: {amount(min(save.written, save.n_bytes), save.n_bytes)} written"
+
+
+def save_wait_line(save: SaveUnderWay, waited_s: float) -> str:
+    """The line while the cache's close waits for a session save the stop could not wait for (past CALL_WAIT_S)."""
+    return (f"stopping: waiting for the session save under way ({save_part(save)}) before closing the conversation "
+            f"cache ({waited_s:.0f} s)")
 
 
 # the wait at a stop for the engine step under way (a prompt piece: a big model on the CPU reads 2,048 tokens in
@@ -86,8 +110,10 @@ def step_wait_s(tokens: int, rate: float) -> float:
     return STEP_WAIT_SLACK_S + STEP_WAIT_FACTOR * tokens / rate
 
 
-def step_line(tokens: int, waited_s: float, in_call: bool = False) -> str:
-    """The line said every PROGRESS_EVERY_S while a stop waits for that step (the app counts it as progress)."""
-    what = ("the session save or restore under way" if in_call
+def step_line(tokens: int, waited_s: float, in_call: bool = False, save: SaveUnderWay | None = None) -> str:
+    """The line said every PROGRESS_EVERY_S while a stop waits for that step (the app counts it as progress);
+    `save`: the session save that call is writing, how far it is."""
+    what = (f"the session save under way ({save_part(save)})" if in_call and save is not None
+            else "the session save or restore under way" if in_call
             else f"the prompt piece under way ({tokens} tokens)" if tokens > 0 else "the engine step under way")
     return f"stopping: finishing {what} before keeping the conversations ({waited_s:.0f} s)"

@@ -34,12 +34,14 @@ from .options import CacheConfig
 from .parking import ParkingMixin
 from .ram import RamEntry, RamLevel
 from .restoring import RestoreMixin
-from .sessions import SessionsMixin, SessionStore
+from .sessions import SaveUnderWay, SessionsMixin, SessionStore
 from .spill import SpillWriter
 from .steady_clock import SteadyClock, far_ahead_limit
 from .system_prompt import PrefixStore
 
 log = logging.getLogger("strata.cache")
+
+SAVE_WAIT_POLL_S = 0.1   # how often close looks how far a session save it waits for is (the lines' rate is the caller's)
 
 
 def kv_layout_of(engine) -> str:
@@ -113,6 +115,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self._prefix_pending: set[str] = set()    # segment / system-prompt saves queued for it
         self._spill = SpillWriter(self._spill_one)
         self._closed = False
+        self.saving: SaveUnderWay | None = None   # a session save being written (it holds the lock meanwhile)
         self._has_age_limits = any(lc.on and lc.max_age_s > 0 for lc in self.level_configs)
 
     # -- set-up ---------------------------------------------------------------------------------
@@ -209,14 +212,17 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         """Whether a parked history outlives this process (a disk level is on; close() hands RAM to it)."""
         return self.first_disk is not None
 
-    def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None) -> None:
-        """Drain the spill writer; with `persist`, hand RAM entries to the first disk level, calling
-        `progress(entries done, entries, bytes done, bytes)` before the first, after each and as each write of one
-        is made (the spill writer's queue first, its sizes -1) (the app waits for a stop while these come: a big
-        model's histories take minutes to write, one alone longer than the app waits for a silent stop)."""
+    def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None,
+              waiting: Callable[[SaveUnderWay, float], None] | None = None) -> None:
+        """Wait for a session save under way; drain the spill writer; with `persist`, hand RAM entries to the first
+        disk level, calling `progress(entries done, entries, bytes done, bytes)` before the first, after each and as
+        each write of one is made (the spill writer's queue first, its sizes -1) (the app waits for a stop while
+        these come: a big model's histories take minutes to write, one alone longer than the app waits for a silent
+        stop). While a save is waited for, `waiting(save, seconds waited)` is called as more of it is written."""
         if self._closed:
             return
         self._closed = True
+        self._wait_for_save(waiting)
         told = None if progress is None else CloseProgress(progress)
         if told is not None:
             self.io.on_write = told.wrote    # a line while one big history is written, not only between them
@@ -224,6 +230,19 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
             self._close(persist, told)
         finally:
             self.io.on_write = None
+
+    def _wait_for_save(self, waiting: Callable[[SaveUnderWay, float], None] | None) -> None:
+        """Until the lock is free. A session save holds it while it writes (on the worker thread: a stop that gave
+        that call up as stuck comes here while it still writes, gigabytes on a slow disk); this wait said nothing,
+        and the app ends a stop quiet for 15 s. `waiting` is told each time more of the save is written; a write
+        that hangs tells nothing (the app's sign to end the server)."""
+        began, told_at = time.monotonic(), -1
+        while not self._lock.acquire(timeout=SAVE_WAIT_POLL_S):
+            save = self.saving
+            if waiting is not None and save is not None and save.written != told_at:
+                told_at = save.written
+                waiting(save, time.monotonic() - began)
+        self._lock.release()
 
     def _close(self, persist: bool, told: CloseProgress | None) -> None:
         self.flush(None if told is None else told.entry)   # the queue's sizes are not known: counted in entries

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,6 +28,23 @@ from .restoring import RestoreResult
 
 SESSION_PREFIX = "strata-session-"
 _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
+
+
+@dataclass
+class SaveUnderWay:
+    """A session save being written (`ConversationCache.saving`): what a stop waiting for it says, how far it is.
+    `written` counts the image's bytes written so far (its pieces, as each is written), `n_bytes` the context's KV."""
+
+    name: str
+    n_bytes: int
+    written: int = 0
+
+
+def _counted(pieces: Iterable[bytes], save: SaveUnderWay) -> Iterator[bytes]:
+    """`pieces`, each counted in `save.written` once the writer asks for the next (it has been written then)."""
+    for piece in pieces:
+        yield piece
+        save.written += len(piece)
 
 
 class SessionNameError(ValueError):
@@ -131,10 +150,15 @@ class SessionsMixin:
         if adm.destination != policy.DISK:
             raise MemoryError(adm.reason)
         lvl = self.sessions.ensure_open()
-        with self._lock:
-            _forget_case_twins(lvl, name)
-            e = lvl.write(name, "session", tokens, self.engine.snapshot_chunks(ctx), self.clock())
-            lvl.add(e)
+        save = SaveUnderWay(name, int(self.engine.context_bytes(ctx)))
+        with self._lock:     # held while the files are written: a close waits for it (cache.close says how far)
+            self.saving = save
+            try:
+                _forget_case_twins(lvl, name)
+                e = lvl.write(name, "session", tokens, _counted(self.engine.snapshot_chunks(ctx), save), self.clock())
+                lvl.add(e)
+            finally:
+                self.saving = None
         return {"name": name, "n_tokens": e.n_tokens, "bytes": e.image_bytes, "floor": adm.floor}
 
     def has_session(self, name: str) -> bool:
