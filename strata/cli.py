@@ -125,6 +125,7 @@ def file_problem(error: OSError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    console_never_raises()
     try:
         return run_command(list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt:
@@ -133,6 +134,22 @@ def main(argv: list[str] | None = None) -> int:
         drop_half_built_quietly()
         print(file=sys.stderr)
         return 130
+
+
+def console_never_raises(streams: Iterable[object] | None = None) -> None:
+    """Standard output (and error) write a character their encoding lacks as `\\u2603`, not raise. Where output
+    goes to a pipe or a file on Windows its encoding is the ANSI code page (cp1252 and the like), which has no
+    Cyrillic, CJK or emoji, nor many symbols: `strata models` listing a model under C:\\Users\\Дима, or `strata chat
+    > out.txt` with a model's emoji, ended in UnicodeEncodeError (standard error already wrote them escaped,
+    Python's default there). A console itself takes every character (Python writes it UTF-16), and so do UTF-8 streams,
+    but for lone surrogates (a file name that is not UTF-8 on Linux), which now come out escaped too."""
+    for stream in (sys.stdout, sys.stderr) if streams is None else streams:
+        if getattr(stream, "errors", None) != "strict" or not hasattr(stream, "reconfigure"):
+            continue      # None (a windowed process), already lenient, or not a text stream of Python's
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (OSError, ValueError):   # closed, or replaced by something that takes no new errors
+            pass
 
 
 def drop_half_built_quietly() -> None:
