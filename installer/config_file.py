@@ -21,6 +21,7 @@ from typing import Any
 import tomli_w
 
 from strata import folders
+from strata.toml_paths import backslash_hint, escaped_paths
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -276,9 +277,12 @@ def read(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     try:
         values = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ConfigFileError(f"{path}: not valid TOML: {e}") from None
+        raise ConfigFileError(f"{path}: not valid TOML: {e}{backslash_hint(text, str(e))}") from None
     except RecursionError:
         raise ConfigFileError(f"{path}: not valid TOML: nested too deeply") from None
+    escaped = escaped_paths(values)
+    if escaped:
+        raise ConfigFileError(f"{path}: {escaped[0]}")
     return values, _reasons(text)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from strata.server.options import FLAG_REASONS, FLAG_SYNONYMS, OPTIONS, ConfigError, Option
 
 from strata.cli import name_meant
+from strata.toml_paths import backslash_hint, escaped_paths
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -91,11 +92,12 @@ def _read_toml(path: Path) -> dict[str, Any]:
         # utf-8-sig: Windows Notepad may save UTF-8 with a byte-order mark, which TOML readers refuse as
         # "Invalid statement (at line 1, column 1)"
         with open(path, encoding="utf-8-sig") as f:
-            return tomllib.loads(f.read())
+            text = f.read()
+        table = tomllib.loads(text)
     except FileNotFoundError:
         raise ConfigError(f"configuration file {path} does not exist") from None
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"configuration file {path}: not valid TOML: {e}") from None
+        raise ConfigError(f"configuration file {path}: not valid TOML: {e}{backslash_hint(text, str(e))}") from None
     except UnicodeDecodeError as e:   # tomllib reads UTF-8 only; it raised this past the message above
         raise ConfigError(f"configuration file {path}: not valid TOML: not UTF-8 text (byte {e.start}: "
                           f"{e.object[e.start:e.start + 1]!r})") from None
@@ -104,6 +106,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
                           "thousand deep") from None
     except OSError as e:
         raise ConfigError(f"configuration file {path}: cannot read it: {e}") from None
+    escaped = escaped_paths(table)
+    if escaped:
+        raise ConfigError(f"configuration file {path}: {escaped[0]}")
+    return table
 
 
 def load_config(
