@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 from aiohttp import web
+from strata.engine.cut_call import whole_members
 from strata.server import fields as f
 from strata.server.anthropic_text import (
     apart,
@@ -371,11 +372,11 @@ def message_response(completion: Completion, model: str, mid: str, tools: list[d
     """The message object; a thinking model's reasoning becomes a `thinking` block first (server/
     reasoning.py, harmony.py; its text left out when `omitted`); with tools offered, the model's tool calls
     become `tool_use` blocks."""
-    reasoning, content, calls = split_answer(completion.text, fmt, tools)
+    reasoning, content, calls = split_answer(completion.text, fmt, tools, cut=completion.finish_reason == "length")
     blocks: list[dict] = [_thinking_block(reasoning, omitted)] if reasoning is not None else []
     blocks += [{"type": "text", "text": content}] if content or not calls else []
     blocks += [{"type": "tool_use", "id": call_id("toolu_", c), "name": c["name"],
-                "input": _json_or_empty(c["arguments"])} for c in calls]
+                "input": call_input(c)} for c in calls]
     return {
         "id": mid, "type": "message", "role": "assistant", "model": model, "content": blocks,
         "stop_reason": _calls_stop_reason(completion) if calls else _stop_reason(completion),
@@ -410,9 +411,13 @@ def _calls_stop_reason(c: Completion) -> str:
     return "max_tokens" if c.finish_reason == "length" else "tool_use"
 
 
-def _json_or_empty(arguments: str) -> Any:
+def call_input(call: dict) -> Any:
+    """A tool_use block's input: the call's arguments; of a call the length limit cut (prompting.with_cut_call),
+    the members written whole, as the anthropic SDK reads a cut stream's (cut_call.whole_members)."""
+    if call.get("cut"):
+        return whole_members(call["arguments"])
     try:
-        value = json.loads(arguments)
+        value = json.loads(call["arguments"])
     except (TypeError, json.JSONDecodeError):
         return {}
     return value if isinstance(value, dict) else {"value": value}
@@ -512,7 +517,7 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
                 if err is not None:      # overloaded_error for a stop's cut (retry), api_error for a failure
                     await send_sse(resp, error_body("anthropic", err.status, err.message), "error")
                     break
-                pieces, rest, calls = answer.finish(c.text)
+                pieces, rest, calls = answer.finish(c.text, cut=c.finish_reason == "length")
                 await send(pieces)
                 if rest or not (calls or text_sent):
                     await text(rest)
@@ -521,7 +526,7 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
                     await start("tool_use", {"type": "tool_use", "id": call_id("toolu_", call),
                                              "name": call["name"], "input": {}})
                     await send_sse(resp, {"type": "content_block_delta", "index": index, "delta": {
-                        "type": "input_json_delta", "partial_json": json.dumps(_json_or_empty(call["arguments"]))}},
+                        "type": "input_json_delta", "partial_json": json.dumps(call_input(call))}},
                         "content_block_delta")
                 await stop()
                 reason = _calls_stop_reason(c) if calls else _stop_reason(c)

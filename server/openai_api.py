@@ -413,7 +413,7 @@ def chat_response(completion: Completion, model: str, tools: list[dict] | None, 
                   tokenizer: Any = None) -> dict:
     """The chat.completion object; a thinking model's reasoning becomes `reasoning_content` (server/
     reasoning.py, harmony.py); with tools offered, the model's tool calls become `tool_calls`."""
-    reasoning, content, calls = split_answer(completion.text, fmt, tools)
+    reasoning, content, calls = split_answer(completion.text, fmt, tools, cut=completion.finish_reason == "length")
     message: dict[str, Any] = {"role": "assistant", "content": content if (content or not calls) else None}
     if reasoning is not None:
         message["reasoning_content"] = reasoning
@@ -524,8 +524,8 @@ def _finish_reason(c: Completion) -> str:
 
 def _calls_finish_reason(c: Completion) -> str:
     """An answer with tool calls: "tool_calls", unless max_tokens or the context cut it ("length", as OpenAI
-    says): a call cut in the middle (Qwen3-Coder's XML parses without its closing tags) has lost arguments,
-    and an agent must not run it as if it were whole."""
+    says): a call cut in the middle (its arguments as far as written, prompting.with_cut_call; Qwen3-Coder's
+    XML parses without its closing tags) has lost arguments, and an agent must not run it as if it were whole."""
     return "length" if c.finish_reason == "length" else "tool_calls"
 
 
@@ -626,7 +626,7 @@ async def _stream_chat(request: web.Request, state: ServerState, job: Job, model
                 if err is not None:      # a stop's cut (503) or a failure (500), as the SDK's parser raises it
                     await send_sse(resp, stream_error(err))
                     break
-                pieces, content, calls = answer.finish(c.text)
+                pieces, content, calls = answer.finish(c.text, cut=c.finish_reason == "length")
                 await send(pieces)
                 finish = _finish_reason(c)
                 if content:

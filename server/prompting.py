@@ -25,6 +25,7 @@ from typing import Any
 
 from strata.engine.chat_template import parse_tool_calls, tool_parameter_types
 from strata.engine.code_fences import CallBlockHold, in_code_block
+from strata.engine.cut_call import read_cut_call
 from strata.engine.harmony import HarmonyStream, is_harmony_vocabulary, parse_harmony
 from strata.server.errors import APIError
 from strata.server.jobs import StopMatcher
@@ -380,10 +381,12 @@ class ToolTextGate:
             out += marker + self._matcher.feed(self._text[self._base:])
         return out
 
-    def finish(self, full_text: str) -> tuple[str, list[dict[str, str]]]:
+    def finish(self, full_text: str, cut: bool = False) -> tuple[str, list[dict[str, str]]]:
         content, calls = split_tool_calls(full_text, self._tools, *self._flags)
         if not calls:
             content = full_text
+        if cut:
+            content, calls = with_cut_call(content, calls, self._tools)
         # the readers strip the content; what went out kept the answer's leading whitespace
         sent = self.sent if content.startswith(self.sent) else self.sent.lstrip()
         rest = content[len(sent):] if content.startswith(sent) else ""
@@ -475,16 +478,32 @@ def _fresh_ids(calls: list[dict], taken: frozenset[str]) -> list[dict]:
     return [{k: v for k, v in c.items() if k != "id"} if c.get("id") in taken else c for c in calls]
 
 
-def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None) -> tuple[str | None, str, list[dict]]:
+def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None,
+                 cut: bool = False) -> tuple[str | None, str, list[dict]]:
     """(reasoning or None, content, calls) of a whole answer; calls only when the request offered tools (a
     call of a name not offered still comes back, in every format: the agent tells the model there is no
-    such tool; held calls, structured_output.py, keep the model to the offered names)."""
+    such tool; held calls, structured_output.py, keep the model to the offered names). `cut`: the length
+    limit ended the answer, which may end inside a call (with_cut_call)."""
     if fmt.harmony:
         answer = parse_harmony(text, tool_names(tools or []))
         return answer.reasoning, answer.content, _first_if_one(answer.calls, fmt) if tools else []
     reasoning, rest = split_reasoning(text, fmt.opened, fmt.think)
     content, calls = split_tool_calls(rest, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
+    if cut:
+        content, calls = with_cut_call(content, calls, tools)
     return reasoning, content, _fresh_ids(_first_if_one(calls, fmt), fmt.taken_ids)
+
+
+def with_cut_call(content: str, calls: list[dict], tools: list[dict] | None) -> tuple[str, list[dict]]:
+    """(content, calls) of an answer the length limit cut, when its content ends inside a `<tool_call>`
+    block (cut_call.read_cut_call): the block is not content; the call as far as it was written is the last
+    call when it got as far as an offered tool's name (`"cut": True`: OpenAI gives it back with its
+    arguments as written, Anthropic with the members written whole, both with the length stop reason)."""
+    found = read_cut_call(content, tool_names(tools), in_code_block) if tools else None
+    if found is None:
+        return content, calls
+    before, call = found
+    return before, calls + ([call] if call is not None else [])
 
 
 def _first_if_one(calls: list[dict], fmt: AnswerFormat) -> list[dict]:
@@ -535,11 +554,12 @@ class AnswerStream:
                 out.append((kind, text))
         return out
 
-    def finish(self, full_text: str) -> tuple[list[tuple[str, str]], str, list[dict]]:
+    def finish(self, full_text: str, cut: bool = False) -> tuple[list[tuple[str, str]], str, list[dict]]:
+        """`cut`: the length limit ended the answer (split_answer)."""
         if self._harmony is not None:
             return self._harmony.finish(), "", _first_if_one(self._harmony.calls, self._fmt) if self._tools else []
         pieces = self._gated(self._thinking.finish())
         if self._gate is None:
             return pieces, "", []
-        rest, calls = self._gate.finish(split_reasoning(full_text, self._fmt.opened, self._fmt.think)[1])
+        rest, calls = self._gate.finish(split_reasoning(full_text, self._fmt.opened, self._fmt.think)[1], cut)
         return pieces, rest, _fresh_ids(_first_if_one(calls, self._fmt), self._fmt.taken_ids)

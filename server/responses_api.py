@@ -464,7 +464,7 @@ class _Shape:
     def output(self, c: Completion, tokenizer: Any = None) -> list[dict]:
         """The output items of a whole answer; the message's `logprobs` (its own tokens') when the job
         reported them."""
-        reasoning, content, calls = split_answer(c.text, self.fmt, self.tools)
+        reasoning, content, calls = split_answer(c.text, self.fmt, self.tools, cut=c.finish_reason == "length")
         logprobs = self.text_logprobs(c, tokenizer) if c.logprobs is not None and tokenizer is not None else None
         items = [self.reasoning(reasoning)] if reasoning is not None else []
         items += [self.message(content, "completed" if calls else _call_status(c), logprobs)] \
@@ -480,7 +480,7 @@ class _Shape:
         track.add_text(c.text)
         reader = AnswerStream(self.fmt, self.tools)
         pieces = reader.feed(c.text)
-        last, rest, _ = reader.finish(c.text)
+        last, rest, _ = reader.finish(c.text, cut=c.finish_reason == "length")
         out: list[dict] = []
         for kind, piece in pieces + last:
             if kind == "text":
@@ -625,7 +625,7 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape,
                     broken["error"] = {"code": "server_error", "message": c.error or "generation failed"}
                     await out.send("response.failed", response=broken)
                     break
-                pieces, rest, calls = answer.finish(c.text)
+                pieces, rest, calls = answer.finish(c.text, cut=c.finish_reason == "length")
                 await send(pieces)
                 message_sent = any(i["type"] == "message" for i in items) or (
                     open_item is not None and open_item["type"] == "text")

@@ -1,0 +1,169 @@
+"""A tool call the length limit cut: what is left of it at the end of an answer that ended at `max_tokens`
+(or the context's end), read as the APIs give such a call back.
+
+OpenAI's chat API answers a call cut by the limit with `finish_reason: "length"` and the call's
+`arguments` as far as they were written (a JSON text that does not parse); Anthropic's with
+`stop_reason: "max_tokens"` and a tool_use block whose `input` holds the members written whole (the
+anthropic SDK reads a streamed one so: `jiter.from_json(..., partial_mode=True)`). `read_cut_call` finds
+such a call at the end of the answer's content, in the `<tool_call>` + JSON format (Hermes, Qwen 2.5,
+SmolLM2 as Strata renders tools for it: chat_template.parse_tool_calls reads the whole ones);
+`whole_members` is the Anthropic reading of its arguments.
+
+Not here: whole calls (chat_template.parse_tool_calls), what the APIs make of the result (prompting.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Collection
+from typing import Any
+
+CALL_OPENERS = ("<tool_call>", "<TOOLCALL>")
+_JSON = json.JSONDecoder()
+# the start of a JSON call as the template writes it: {"name": "NAME", "arguments": ARGUMENTS...
+_HEAD = re.compile(r'\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*(,\s*"(?:arguments|parameters)"\s*:\s*)?', re.S)
+_SPACES = " \t\r\n"
+# a cut opening tag counts from `<tool` / `<TOOL` on (a shorter end, `<`, `<T`, is as likely code's text),
+# or as the whole answer (a demanded call's forced opening cut)
+PARTIAL_OPENER_MIN = 5
+
+
+def read_cut_call(content: str, offered: Collection[str],
+                  is_text: Callable[[str], bool] | None = None) -> tuple[str, dict[str, Any] | None] | None:
+    """(content before the call, the call or None) when `content`, the text of an answer the limit cut,
+    ends inside a call block: an opening tag (or the start of one) that no closing tag follows, then
+    nothing, or the start of a JSON call. The call, {"name", "arguments", "cut": True}, when its name is
+    whole and one of the `offered` tools; `arguments` as far as written (whole JSON when only the closing
+    tag was cut). None for the call: the limit came before its name, or it names a tool not offered (the
+    markup is not an answer either way). None when the content does not end so (a block whose body is
+    something else, or one that `is_text(content before it)` says is text: in a code block)."""
+    start = _last_open_block(content)
+    if start is None or (is_text is not None and is_text(content[:start])):
+        return None
+    opener = next((o for o in CALL_OPENERS if content.startswith(o, start)), None)
+    body = content[start + len(opener):].lstrip(_SPACES) if opener else ""
+    if body and not body.startswith("{"):
+        return None
+    before = content[:start].rstrip(_SPACES)
+    head = _HEAD.match(body)
+    if head is None:
+        return before, None
+    try:
+        name = json.loads(f'"{head.group(1)}"')
+    except ValueError:
+        return before, None
+    if name not in offered:
+        return before, None
+    written = body[head.end():] if head.group(2) else ""     # "": cut before its arguments began
+    try:
+        value, _ = _JSON.raw_decode(written)
+        arguments = json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else written.rstrip(_SPACES)
+    except (ValueError, RecursionError):
+        arguments = written.rstrip(_SPACES)
+    return before, {"name": name, "arguments": arguments, "cut": True}
+
+
+def _last_open_block(content: str) -> int | None:
+    """Where the last call block opens when nothing closes it (or where the start of an opening tag ends the
+    text: PARTIAL_OPENER_MIN); None when the content does not end inside one."""
+    for n in range(min(len(content), max(map(len, CALL_OPENERS)) - 1), 0, -1):
+        whole = not content[:-n].strip()
+        if (n >= PARTIAL_OPENER_MIN or whole) and any(o.startswith(content[-n:]) for o in CALL_OPENERS):
+            return len(content) - n
+    at = max(content.rfind(o) for o in CALL_OPENERS)
+    if at < 0:
+        return None
+    closer = "</" + content[at + 1:content.index(">", at) + 1]
+    return None if closer in content[at:] else at
+
+
+# ----- the members of a cut JSON object that were written whole -----
+
+def whole_members(text: str) -> dict[str, Any]:
+    """The object `text` begins, with only what was written whole: a member whose value was cut (inside a
+    string, a number's `1.` or `-`, a literal, a key) is left out with its key, containers cut are closed
+    where they were cut (jiter's partial_mode=True, as the anthropic SDK reads a cut tool_use input).
+    {} when `text` does not begin an object."""
+    text = text.lstrip(_SPACES)
+    if not text.startswith("{"):
+        return {}
+    for end, closers in reversed(_cut_points(text)[-8:]):   # the last one nearly always reads
+        try:
+            value = json.loads(text[:end] + closers)
+        except (ValueError, RecursionError):
+            continue
+        return value if isinstance(value, dict) else {}
+    return {}
+
+
+def _cut_points(text: str) -> list[tuple[int, str]]:
+    """(end, closers): places after which `text[:end] + closers` is whole JSON: right after a container
+    opened or a value written whole inside the containers open there."""
+    points: list[tuple[int, str]] = []
+    stack: list[list[str]] = []          # per open container: [closer, what comes next: key/colon/value/comma]
+    i, n = 0, len(text)
+
+    def closers() -> str:
+        return "".join(c[0] for c in reversed(stack))
+
+    def value_done(end: int) -> None:
+        if stack:
+            stack[-1][1] = "comma"
+            points.append((end, closers()))
+
+    while i < n:
+        ch = text[i]
+        top = stack[-1] if stack else None
+        if ch in _SPACES:
+            i += 1
+        elif ch == '"':
+            end = _string_end(text, i)
+            if end is None:
+                break                                # cut inside a string: it and its key are left out
+            if top is not None and top[0] == "}" and top[1] == "key":
+                top[1] = "colon"
+            else:
+                value_done(end)
+            i = end
+        elif ch in "{[":
+            stack.append(["}" if ch == "{" else "]", "key" if ch == "{" else "value"])
+            points.append((i + 1, closers()))
+            i += 1
+        elif ch in "}]":
+            stack.pop()
+            if not stack:
+                points.append((i + 1, ""))
+                break
+            value_done(i + 1)
+            i += 1
+        elif ch == ":":
+            top[1] = "value"
+            i += 1
+        elif ch == ",":
+            top[1] = "key" if top[0] == "}" else "value"
+            i += 1
+        else:                                        # a number or a literal, whole only where it reads
+            j = i
+            while j < n and text[j] not in _SPACES + ",]}":
+                j += 1
+            try:
+                json.loads(text[i:j])
+            except ValueError:
+                break
+            value_done(j)
+            i = j
+    return points
+
+
+def _string_end(text: str, at: int) -> int | None:
+    """The index after the string that opens at `at` closes; None when the text ends inside it."""
+    i = at + 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+        elif text[i] == '"':
+            return i + 1
+        else:
+            i += 1
+    return None

@@ -1,0 +1,178 @@
+"""A tool call the length limit cut comes back as the APIs give one back, not as text: OpenAI's
+finish_reason "length" with the call's arguments as far as they were written, Anthropic's stop_reason
+"max_tokens" with a tool_use block holding the members written whole (what the anthropic SDK reads from
+a cut stream), and a cut that came before the tool's name leaves no markup as the answer's text. Before,
+`<tool_call>\\n{"name": "get_weather", "arguments": {"city": "Paris` came back as the content.
+The reader alone (engine cut_call.py), then live: the default model made to call (tool_choice required /
+any) and cut at every length, through the real openai and anthropic SDKs, whole and streamed; and a
+tiny scripted model calling on its own (tool_choice auto) after prose."""
+
+from __future__ import annotations
+
+import json
+
+import jiter
+import pytest
+from strata.engine.cut_call import read_cut_call, whole_members
+from strata.server.prompting import PLAIN, AnswerStream, split_answer
+
+from tests.server.live import LiveServer, scripted_model, sdk_clients
+
+OFFERED = {"get_weather"}
+ARGS_TEXTS = ['{"city": "Paris", "days": [1, 2.5, -3e2], "unit": {"kind": "c", "ok": true, "none": null}}',
+              '{"path": "a \\"b\\" \\u00e9\\n", "lines": [], "opts": {}}']
+
+
+@pytest.mark.parametrize("text", ARGS_TEXTS)
+def test_whole_members_read_a_cut_object_as_the_anthropic_sdk_does(text):
+    # every cut of the text, against jiter's partial reading (the anthropic SDK's for a cut tool_use input)
+    for n in range(1, len(text) + 1):
+        assert whole_members(text[:n]) == jiter.from_json(text[:n].encode(), partial_mode=True), text[:n]
+    assert whole_members(text + "\n</tool_call>") == json.loads(text)
+    assert whole_members("") == whole_members("[1, 2]") == whole_members("nothing") == {}
+
+
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+@pytest.mark.parametrize(("content", "found"), [
+    ("<tool_", ("", None)),                                             # the opening tag cut
+    ("<", ("", None)),                                                  # ... as the whole answer
+    ("a <", None), ("List<T", None),
+    ("It is <tool", ("It is", None)),
+    ('Let me see.\n<tool_call>\n{"name": "get_wea', ("Let me see.", None)),     # before the name is whole
+    ('<tool_call>\n{"name": "get_weather"', ("", {"name": "get_weather", "arguments": ""})),
+    ('<tool_call>\n{"name": "get_weather", "argu', ("", {"name": "get_weather", "arguments": ""})),
+    ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par',
+     ("", {"name": "get_weather", "arguments": '{"city": "Par'})),
+    (CALL[:-3], ("", {"name": "get_weather", "arguments": '{"city": "Paris"}'})),     # only the closing tag cut
+    ('<tool_call>\n{"name": "not_offered", "arguments": {"x": 1', ("", None)),
+    # not a call block cut: the content as it is
+    ("a < b and List<T", None),
+    ("<tool_call>\nsome words", None),
+    (CALL, None),
+    (CALL + "\nDone.", None),
+    ("Try this:\n```\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {", None),   # an example in code
+])
+def test_read_cut_call(content, found):
+    from strata.engine.code_fences import in_code_block
+
+    got = read_cut_call(content, OFFERED, in_code_block)
+    if found is None or found[1] is None:
+        assert got == found
+    else:
+        assert got == (found[0], {**found[1], "cut": True})
+
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+def test_a_cut_answer_streamed_reads_as_whole():
+    answer = 'Let me look.\n' + CALL[:CALL.index("Paris") + 1]
+    whole = split_answer(answer, PLAIN, TOOLS, cut=True)
+    assert whole == (None, "Let me look.", [{"name": "get_weather", "arguments": '{"city": "P', "cut": True}])
+    for step in (1, 3, 7):
+        s = AnswerStream(PLAIN, TOOLS)
+        texts = [t for i in range(0, len(answer), step) for k, t in s.feed(answer[i:i + step]) if k == "text"]
+        tail, rest, calls = s.finish(answer, cut=True)
+        assert ("".join(texts) + "".join(t for _, t in tail) + rest, calls) == whole[1:]
+    # not cut (the answer ended there on its own): the text stays the content, as before
+    assert split_answer(answer, PLAIN, TOOLS) == (None, answer, [])
+
+
+# ----- live: the default model, its call demanded and cut -----
+
+ANTHROPIC_TOOLS = [{"name": "get_weather", "input_schema": TOOLS[0]["function"]["parameters"]}]
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+@pytest.fixture(scope="module")
+def smol(default_model_path):
+    with LiveServer(model=str(default_model_path), ctx=1024, batch=1, threads=2, conversation_cache_mib=0) as s:
+        yield sdk_clients(s)
+
+
+def sdk_reads(arguments: str) -> dict:
+    """A cut input as the anthropic SDK reads it streamed (nothing written yet: its {})."""
+    return jiter.from_json(arguments.encode(), partial_mode=True) if arguments.strip() else {}
+
+
+def test_live_a_demanded_call_cut_by_max_tokens(smol):
+    oai, claude = smol
+    full = oai.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="required",
+                                       max_tokens=60, temperature=0)
+    whole = full.choices[0].message.tool_calls[0].function.arguments
+    n = full.usage.completion_tokens
+    assert full.choices[0].finish_reason == "tool_calls" and n > 12
+    seen = set()
+    for cut in range(1, n):
+        r = oai.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="required",
+                                        max_tokens=cut, temperature=0)
+        m = r.choices[0].message
+        assert r.choices[0].finish_reason == "length" and not m.content, (cut, m)     # no markup as text
+        args = m.tool_calls[0].function.arguments if m.tool_calls else None
+        if args is not None:
+            assert m.tool_calls[0].function.name == "get_weather" and whole.startswith(args), (cut, args)
+        streamed = list(oai.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="required",
+                                                    max_tokens=cut, temperature=0, stream=True))
+        deltas = [c.choices[0].delta for c in streamed if c.choices]
+        assert not "".join(d.content or "" for d in deltas)
+        assert [t.function.arguments for d in deltas for t in d.tool_calls or ()] == ([] if args is None else [args])
+        assert streamed[-1].choices[0].finish_reason == "length"
+        # Anthropic: stop_reason max_tokens, the members written whole, streamed the same as the SDK reads it
+        msg = claude.messages.create(model="m", messages=ASK, tools=ANTHROPIC_TOOLS, tool_choice={"type": "any"},
+                                     max_tokens=cut, extra_body={"temperature": 0})
+        uses = [(b.name, b.input) for b in msg.content if b.type == "tool_use"]
+        texts = [b.text for b in msg.content if b.type == "text"]
+        assert msg.stop_reason == "max_tokens" and not "".join(texts)
+        want = [] if args is None else [("get_weather", sdk_reads(args))]
+        assert uses == want, (cut, args, uses)
+        with claude.messages.stream(model="m", messages=ASK, tools=ANTHROPIC_TOOLS, tool_choice={"type": "any"},
+                                    max_tokens=cut, extra_body={"temperature": 0}) as stream:
+            final = stream.get_final_message()
+        assert [(b.name, b.input) for b in final.content if b.type == "tool_use"] == want
+        assert final.stop_reason == "max_tokens"
+        seen.add("call" if args is not None else "none")
+        if args is not None and json.loads(whole) == sdk_reads(args):
+            seen.add("whole members")
+    assert seen == {"call", "none", "whole members"}
+
+
+# ----- live: a model that calls on its own, after prose (tool_choice auto) -----
+
+PIECES = ("I will read it.", "\n<tool_call>\n", '{"name": "read_file", "arguments": ', '{"path": "a.py"}}',
+          "\n</tool_call>")
+READ_FILE = [{"type": "function", "function": {"name": "read_file", "parameters": {
+    "type": "object", "properties": {"path": {"type": "string"}}}}}]
+
+
+@pytest.fixture(scope="module")
+def caller(tiny_model_factory):
+    model = scripted_model(tiny_model_factory, "".join(PIECES), ctx_len=2048, n_vocab=512, added_tokens=PIECES)
+    with LiveServer(model=str(model), ctx=1024, batch=0, threads=1, conversation_cache_mib=0) as s:
+        yield sdk_clients(s)
+
+
+@pytest.mark.parametrize(("max_tokens", "content", "args"), [
+    (1, "I will read it.", None), (2, "I will read it.", None), (3, "I will read it.", ""),
+    (4, "I will read it.", '{"path": "a.py"}'), (5, "I will read it.", '{"path": "a.py"}'),
+    (9, "I will read it.", '{"path": "a.py"}')])
+def test_live_a_call_of_its_own_cut_after_prose(caller, max_tokens, content, args):
+    oai, claude = caller
+    ask = [{"role": "user", "content": "Read a.py"}]
+    r = oai.chat.completions.create(model="m", messages=ask, tools=READ_FILE, max_tokens=max_tokens, temperature=0)
+    m = r.choices[0].message
+    calls = [(t.function.name, t.function.arguments) for t in m.tool_calls or ()]
+    assert (m.content, calls) == (content, [] if args is None else [("read_file", args)])
+    assert r.choices[0].finish_reason == ("tool_calls" if max_tokens == 9 else "length")
+    chunks = list(oai.chat.completions.create(model="m", messages=ask, tools=READ_FILE, max_tokens=max_tokens,
+                                              temperature=0, stream=True))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join(d.content or "" for d in deltas) == content
+    assert [(t.function.name, t.function.arguments) for d in deltas for t in d.tool_calls or ()] == calls
+    tools = [{"name": "read_file", "input_schema": READ_FILE[0]["function"]["parameters"]}]
+    msg = claude.messages.create(model="m", messages=ask, tools=tools, max_tokens=max_tokens,
+                                 extra_body={"temperature": 0})
+    assert [(b.type, getattr(b, "text", None) or getattr(b, "input", None)) for b in msg.content] == \
+        [("text", content)] + ([] if args is None else [("tool_use", json.loads(args) if args else {})])
