@@ -38,9 +38,13 @@ def _utf8(data: bytes) -> str | None:
         return None
 
 
-def canonical_plan(tokenizer: Any, before: bytes, ahead: bytes) -> list[int]:
+def canonical_plan(tokenizer: Any, before: bytes, ahead: bytes,
+                   may_follow: frozenset[int] | None = None) -> list[int]:
     """The tokenizer's tokens for `ahead` written after `before` (the answer so far, from a piece boundary),
-    up to the start of the last piece; [] when the tokenizer cuts a token across where `before` ends."""
+    up to the start of the last piece; [] when the tokenizer cuts a token across where `before` ends.
+    `may_follow`: the bytes the answer may write after `ahead` (ASCII ones; None: any): when the tokenizer
+    ends a piece where `ahead` ends whichever of them follows (` {"` before a key's letter), the last piece
+    is certain too and its tokens are part of the plan."""
     head = _utf8(before)
     if head is None:                          # the answer ends inside a character
         return []
@@ -53,6 +57,8 @@ def canonical_plan(tokenizer: Any, before: bytes, ahead: bytes) -> list[int]:
     first = next((k for k, (_, a, _, _) in enumerate(spans) if a >= start), None)
     if first is None or spans[first][1] != start or any(b > start for _, _, b, _ in spans[:first]):
         return []
+    if certain == len(text) and _piece_ends(tokenizer, text, spans, may_follow):
+        return [token for token, _, _, _ in spans[first:]]
     last_piece = spans[-1][3]
     # tokens the tokenizer parses whole (special or added: `</think>`) never grow with what follows
     whole = getattr(tokenizer, "parsed_ids", None) or getattr(tokenizer, "special_ids", frozenset())
@@ -62,6 +68,22 @@ def canonical_plan(tokenizer: Any, before: bytes, ahead: bytes) -> list[int]:
             break
         plan.append(token)
     return plan
+
+
+def _piece_ends(tokenizer: Any, text: str, spans: list, may_follow: frozenset[int] | None) -> bool:
+    """Whether the tokenizer cuts `text` (its `spans`) into the same tokens, a piece ending where `text`
+    ends, whichever byte of `may_follow` comes next (ASCII bytes only: one character each; a set with
+    another byte, an empty or unknown one: False)."""
+    if not may_follow or any(b >= 0x80 for b in may_follow):
+        return False
+    n = len(text)
+    for b in may_follow:
+        longer = tokenizer.encode_spans(text + chr(b))
+        if longer[:len(spans)] != spans or any(a < n < e for _, a, e, _ in longer):
+            return False
+        if len(longer) > len(spans) and longer[len(spans)][3] == spans[-1][3]:
+            return False                      # the next byte's token is in the same piece: it may merge
+    return True
 
 
 class CanonicalSplit:
@@ -135,7 +157,9 @@ class CanonicalSplit:
             forced = self.inner.forced_bytes()
             if not forced:
                 return None
-            self._plan = canonical_plan(self.tokenizer, self._context(), forced)
+            follow = getattr(self.inner, "bytes_after", None)
+            self._plan = canonical_plan(self.tokenizer, self._context(), forced,
+                                        follow(forced) if follow is not None else None)
         if self._plan and not self.inner.allows(self._plan[0]):
             self._plan = []
         return self._plan[0] if self._plan else None

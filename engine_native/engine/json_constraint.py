@@ -181,6 +181,18 @@ class JsonConstraint:
         return forced_run(self._step, state, lambda s: complete(s[:2]), self._runs,     # the closing tag too
                           next_bytes=_hint)
 
+    def bytes_after(self, data: bytes) -> frozenset[int] | None:
+        """The bytes the value may write after `data` (its forced bytes: canonical_split reads whether the
+        tokenizer's last piece of them is whole); None when the automaton does not say cheaply (a free
+        string, a key of any name) or the value is whole there (what follows is free or the answer's end)."""
+        if not self.active or self.may_think is not None:
+            return None
+        state = self._after_bytes(data)
+        if state is None or complete(state[:2]):
+            return None
+        hint = _hint(state)
+        return None if hint is None else frozenset(b for b in hint if self._step(state, b) is not None)
+
     def _allowed_ids(self) -> np.ndarray:
         """The ids allowed next while the value is held: the plain tokens the automaton takes (a walk over
         the vocabulary's prefixes), special ones looked at one by one (a lead, a reasoning opening), the end

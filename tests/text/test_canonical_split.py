@@ -123,3 +123,33 @@ def test_a_sampled_call_is_still_a_call_of_the_tool(smollm_tokenizer, temperatur
     call = json.loads(text[len("<tool_call>\n"):-len(CLOSE)])
     assert call["name"] in ("get_weather", "get_time")
     assert ids[:11] == tok.encode('<tool_call>\n{"name": "get', add_bos=False)   # as the tokenizer cuts it
+
+
+def test_the_last_piece_is_planned_when_no_byte_that_may_follow_can_grow_it(smollm_tokenizer):
+    tok = smollm_tokenizer
+    before = b'<tool_call>\n{"name": "read_file", "arguments":'
+    assert canonical_plan(tok, before, b' {"') == []                       # `"` could be `"_`: not certain
+    assert texts(tok, canonical_plan(tok, before, b' {"', frozenset(b"pl"))) == [' {"']    # a key's letter
+    assert canonical_plan(tok, before, b' {"', frozenset(b"p_")) == []      # `_` joins the piece
+    assert canonical_plan(tok, before, b' {"', frozenset()) == []           # nothing known: as before
+    assert texts(tok, canonical_plan(tok, b'{"a": 1,', b' "', frozenset(b"b"))) == [' "']
+    assert canonical_plan(tok, b'{"a":', b' ', frozenset(b'"')) == []      # the space joins the next piece
+
+
+def test_a_call_whose_first_key_is_the_models_choice_opens_its_arguments_as_the_tokenizer_does(smollm_tokenizer):
+    """The arguments' ` {"` is forced but the key after it is not (two parameters): the model was free to
+    write ` {` `"`, which the next turn, rendering the call back, reads as ` {"` and so read the rest of the
+    call again (15-22 tokens a call in a live trial). Every key starts with a letter, so the piece is whole."""
+    tok = smollm_tokenizer
+    vocab = Vocabulary.of(tok)
+    args = {"type": "object", "properties": {"path": {"type": "string"}, "limit": {"type": "integer"}},
+            "required": ["path"]}
+    held = JsonConstraint(compile_call([("read_file", args)]), vocab, [tok.eos_id], lead=b"<tool_call>\n",
+                          close=CLOSE, spacing=(b", ", b": "))
+    c = CanonicalSplit(held, tok)
+    for t in tok.encode('<tool_call>\n{"name": "read_file", "arguments":', add_bos=False):
+        c.advance(t)
+    assert held.bytes_after(b' {"') == frozenset(b"pl")
+    assert texts(tok, c.upcoming()) == [' {"']
+    sampler = Sampler(SamplingParams(), vocab.n, constraint=c)
+    assert texts(tok, [sampler.sample(short_first(vocab))]) == [' {"']      # not ` {` though it is shorter
