@@ -176,3 +176,23 @@ def test_live_a_call_of_its_own_cut_after_prose(caller, max_tokens, content, arg
                                  extra_body={"temperature": 0})
     assert [(b.type, getattr(b, "text", None) or getattr(b, "input", None)) for b in msg.content] == \
         [("text", content)] + ([] if args is None else [("tool_use", json.loads(args) if args else {})])
+
+
+def test_live_a_demanded_call_cut_on_the_responses_api(smol):
+    """Responses: the response is `incomplete` (max_output_tokens) with the call item as far as written,
+    status incomplete, the same arguments as chat's, whole and streamed."""
+    oai, _ = smol
+    tools = [{"type": "function", "name": "get_weather", "parameters": TOOLS[0]["function"]["parameters"]}]
+    for cut in (3, 16, 22):
+        chat = oai.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="required",
+                                           max_tokens=cut, temperature=0).choices[0].message
+        want = [("get_weather", t.function.arguments, "incomplete") for t in chat.tool_calls or ()]
+        r = oai.responses.create(model="m", input=ASK[0]["content"], tools=tools, tool_choice="required",
+                                 max_output_tokens=cut, temperature=0)
+        assert (r.status, r.incomplete_details.reason, r.output_text) == ("incomplete", "max_output_tokens", "")
+        assert [(o.name, o.arguments, o.status) for o in r.output if o.type == "function_call"] == want, cut
+        events = list(oai.responses.create(model="m", input=ASK[0]["content"], tools=tools, tool_choice="required",
+                                           max_output_tokens=cut, temperature=0, stream=True))
+        assert events[-1].type == "response.incomplete" and events[-1].response.output_text == ""
+        assert [(o.name, o.arguments, o.status) for o in events[-1].response.output if o.type == "function_call"] \
+            == want
