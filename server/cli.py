@@ -142,11 +142,7 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
                      "quits now, nothing is lost: no conversation has been served yet)")
         stop.set()
 
-    for sig in stop_signals():
-        try:
-            loop.add_signal_handler(sig, on_stop_signal)
-        except (NotImplementedError, RuntimeError):   # Windows: Ctrl-C arrives as KeyboardInterrupt
-            pass
+    restore_signals = on_stop_signals(loop, on_stop_signal)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
     await runner.setup()
     site = listen_site(runner, config.host, config.port)
@@ -156,6 +152,7 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
         log.error("cannot listen on %s:%s: %s (%s)", config.host, config.port, e.strerror or e,
                   bind_hint(e.errno, config.port))
         await runner.cleanup()
+        restore_signals()
         return CANNOT_LISTEN
     port = runner.addresses[0][1] if runner.addresses else config.port
     if config.port == 0:
@@ -175,18 +172,47 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
         log.info("stopping")
         if status_task is not None:
             status_task.cancel()
-        await runner.cleanup()
+        try:
+            await runner.cleanup()
+        finally:
+            restore_signals()
     return MODEL_NOT_LOADED if failed else 0
+
+
+def on_stop_signals(loop: asyncio.AbstractEventLoop, on_stop: Callable[[], None]) -> Callable[[], None]:
+    """`on_stop` called on the loop at each of `stop_signals()`; returns what puts back the handlers it replaced.
+    The loop's own handlers where it has them (POSIX); Windows' event loops have none (NotImplementedError), so
+    there the process's handler hands the call to the loop, which a signal wakes (the proactor loop's wakeup
+    fd). Before, Windows had no handler at all: Ctrl-C took asyncio.run's way (the server task cancelled, its
+    second Ctrl-C while loading not the quick quit it is elsewhere), and Ctrl-Break or a closed console window
+    (SIGBREAK) ended the process at once, nothing parked."""
+    replaced: dict[int, Any] = {}
+    for sig in stop_signals():
+        try:
+            loop.add_signal_handler(sig, on_stop)
+        except (NotImplementedError, RuntimeError):
+            try:
+                replaced[sig] = signal.signal(sig, lambda _sig, _frame: loop.call_soon_threadsafe(on_stop))
+            except (OSError, ValueError):   # not the main thread (a test's server): nothing to catch it with
+                pass
+
+    def restore() -> None:
+        for sig, handler in replaced.items():
+            signal.signal(sig, handler)
+    return restore
 
 
 def stop_signals() -> list[signal.Signals]:
     """The signals that stop the server cleanly: SIGINT, SIGTERM and SIGHUP (the terminal `./run` runs in
     was closed; its default action killed the server with no histories parked), unless SIGHUP is ignored,
-    as `nohup` leaves it: then the server is meant to outlive its terminal."""
+    as `nohup` leaves it: then the server is meant to outlive its terminal. On Windows SIGBREAK: Ctrl-Break,
+    and the console window closed (CTRL_CLOSE_EVENT, which Windows follows with the end of the process
+    about 5 s later: the stop parks what it can by then)."""
     signals = [signal.SIGINT, signal.SIGTERM]
-    hangup = getattr(signal, "SIGHUP", None)   # not on Windows
-    if hangup is not None and signal.getsignal(hangup) is not signal.SIG_IGN:
-        signals.append(hangup)
+    for name in ("SIGHUP", "SIGBREAK"):     # SIGHUP not on Windows, SIGBREAK only there
+        other = getattr(signal, name, None)
+        if other is not None and signal.getsignal(other) is not signal.SIG_IGN:
+            signals.append(other)
     return signals
 
 

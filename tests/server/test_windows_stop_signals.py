@@ -1,0 +1,58 @@
+"""`strata serve`'s stop signals where the event loop has no signal handlers, as on Windows: its loops raise
+NotImplementedError from add_signal_handler, simulated here by a shim that makes Linux's loop do the same and
+names a signal SIGBREAK (Windows' Ctrl-Break and closed console window; SIGUSR1 stands in, whose default action
+also ends the process). Each stops the server cleanly, parking its conversation, as SIGTERM does on Linux; before,
+SIGBREAK ended it at once with nothing parked. Not here: the POSIX signals (test_terminal_closed.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.server.test_auth_and_lifecycle import listening_port, wait_healthy
+from tests.server.test_terminal_closed import one_conversation, parked
+
+SHIM = """
+import signal, sys
+from asyncio import unix_events
+def no_handlers(self, sig, callback, *args):
+    raise NotImplementedError     # what Windows' ProactorEventLoop and SelectorEventLoop do
+unix_events._UnixSelectorEventLoop.add_signal_handler = no_handlers
+signal.SIGBREAK = signal.SIGUSR1
+from strata.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def start_windows_like_server(tiny_model, tmp_path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("STRATA_API_KEY", None)
+    return subprocess.Popen(
+        [sys.executable, "-c", SHIM, "serve", "--no-config", "--port", "0", "--threads", "1",
+         "--model", str(tiny_model), "--ctx", "1024", "--batch", "1", "--conversation-cache-mib", "0",
+         "--conversation-cache-cold-dir", str(tmp_path / "cold"), "--conversation-cache-cold-mib", "64"],
+        stdout=open(tmp_path / "server.log", "w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+        cwd=tmp_path)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGUSR1, signal.SIGINT], ids=["SIGBREAK", "SIGINT"])
+def test_a_stop_signal_without_loop_handlers_stops_the_server_cleanly_and_parks(tiny_model, tmp_path, sig):
+    proc = start_windows_like_server(tiny_model, tmp_path)
+    try:
+        port = listening_port(tmp_path / "server.log", proc)
+        wait_healthy(port, proc)
+        one_conversation(port)
+        assert parked(tmp_path) == []
+        proc.send_signal(sig)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = (tmp_path / "server.log").read_text()
+    assert proc.returncode == 0, log
+    assert "stopping" in log and "Traceback" not in log, log
+    assert len(parked(tmp_path)) == 1, log
