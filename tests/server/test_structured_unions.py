@@ -88,7 +88,9 @@ def test_a_recursive_union_of_alike_branches(oai):
     schema = {"$defs": {"e": {"anyOf": [op, leaf]}}, "$ref": "#/$defs/e"}
     fmt = {"type": "json_schema", "json_schema": {"name": "expr", "schema": schema, "strict": True}}
     finished = 0
-    for seed in range(4):
+    # the random model's tree ends within max_tokens for some seeds only (6 of 16 seeds, 8 of 16 before 80b9359
+    # planned more of the forced text in the tokenizer's split: other draws, the same share)
+    for seed in range(8):
         r = oai.chat.completions.create(model="m", messages=MESSAGES, temperature=0.8, seed=seed, max_tokens=600,
                                         response_format=fmt).choices[0]
         if r.finish_reason == "stop":
