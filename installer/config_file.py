@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 import tempfile
 from dataclasses import replace
@@ -221,14 +222,17 @@ def write(plan: Plan, path: Path, written_at: datetime | None = None) -> Path:
     before = path.read_text(encoding="utf-8-sig") if kept else ""
     text = render(plan, written_at, kept, reasons, tables_as_written(before, kept) if kept else None,
                   key_lines_as_written(before, kept))
-    if path.is_file() and path.read_text(encoding="utf-8", errors="replace") != text:
-        os.replace(path, backup_path(path))
     fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".toml", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        if path.is_file() and path.read_text(encoding="utf-8", errors="replace") != text:
+            # copied, not moved: the file stays in place until the new one replaces it. Moved first, a replace
+            # that then failed (on Windows a scanner or an editor holding the file: PermissionError) left no
+            # configuration at all, and the app took its next start for a first run
+            shutil.copyfile(path, backup_path(path))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

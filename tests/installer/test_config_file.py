@@ -134,6 +134,30 @@ def test_a_different_file_already_there_is_kept_as_bak(tmp_path):
     assert config_file.backup_path(path).read_text() == "ctx = 1024\n"
 
 
+def test_a_replace_windows_refuses_leaves_the_previous_file_in_place(tmp_path, monkeypatch):
+    # Windows refuses to replace a file another process holds (a virus scanner, an editor): PermissionError. The
+    # previous file was moved to .bak first, so the failure left no config.toml and the app's next start showed
+    # the first-run wizard. The refusal is simulated: Linux replaces a file whoever holds it.
+    path = tmp_path / "c.toml"
+    path.write_text("ctx = 1024\n", encoding="utf-8")
+    replace_file = config_file.os.replace
+
+    def held(src, dst):
+        if Path(dst) == path:
+            raise PermissionError(13, "The process cannot access the file because it is being used by another "
+                                      "process", str(dst))
+        replace_file(src, dst)
+    monkeypatch.setattr(config_file.os, "replace", held)
+    with pytest.raises(PermissionError):
+        config_file.write(_plan(), path)
+    assert path.read_text(encoding="utf-8") == "ctx = 1024\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml", "c.toml.bak"]   # no temporary file left
+    monkeypatch.setattr(config_file.os, "replace", replace_file)
+    config_file.write(_plan(), path)      # once it is let go
+    assert config_file.read(path)[0] == _plan().config()
+    assert config_file.backup_path(path).read_text(encoding="utf-8") == "ctx = 1024\n"
+
+
 def test_a_config_path_that_cannot_be_written_is_reported(tmp_path, capsys):
     from dataclasses import replace
 
