@@ -50,11 +50,24 @@ def split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return build_parser().parse_known_args(argv)
 
 
+class AppLogHandler(logging.handlers.RotatingFileHandler):
+    """app.log, rotated at its size; a rotation the system refuses leaves the lines in app.log (tried again at the
+    next line) instead of losing them. Windows refuses to rename a file another process has open, and two apps
+    write app.log while a second launch waits for a quitting one (up to 15 minutes): each line past the size
+    then failed its rotation and was dropped ('--- Logging error ---' on a standard error a windowed app lacks)."""
+
+    def doRollover(self) -> None:
+        try:
+            super().doRollover()
+        except OSError:
+            if self.stream is None:     # closed for the rename: the line goes on at the end of the same file
+                self.stream = self._open()
+
+
 def setup_logging(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "app.log"
-    handler = logging.handlers.RotatingFileHandler(path, maxBytes=2 * 1024 * 1024, backupCount=3,
-                                                   encoding="utf-8")
+    handler = AppLogHandler(path, maxBytes=2 * 1024 * 1024, backupCount=3, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("strata.app")
     root.setLevel(logging.INFO)
