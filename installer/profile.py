@@ -35,9 +35,11 @@ def detect_gpu() -> tuple[str | None, int | None]:
     if exe is None:
         return None, None
     try:
-        # CREATE_NO_WINDOW (Windows): run from the app (no console), a console program opened a window
+        # CREATE_NO_WINDOW (Windows): run from the app (no console), a console program opened a window. Its
+        # bytes read as UTF-8 whatever the locale (text=True alone took the ANSI code page on Windows), a byte
+        # that is not UTF-8 replaced: a UnicodeDecodeError escaped here and ended the setup
         out = subprocess.run([exe, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=5, check=True,
+                             capture_output=True, encoding="utf-8", errors="replace", timeout=5, check=True,
                              creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0)).stdout
     except (OSError, subprocess.SubprocessError):
         return None, None

@@ -131,6 +131,18 @@ def test_nvidia_smi_lines_are_parsed(out, expected):
     assert parse_nvidia_smi(out) == expected
 
 
+def test_an_nvidia_smi_line_that_is_not_utf8_is_read_with_the_byte_replaced(tmp_path, monkeypatch):
+    # a real program named nvidia-smi on PATH writing a byte no UTF-8 (nor cp1252: 0x81) has: the
+    # UnicodeDecodeError of text=True escaped detect_gpu and ended the setup
+    from strata.installer.profile import detect_gpu
+
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nprintf 'NVIDIA \\201 GPU, 8192\\n'\n", encoding="utf-8")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert detect_gpu() == ("NVIDIA \ufffd GPU", 8192)
+
+
 def test_the_machine_profile_in_a_container_is_the_memory_its_limit_allows(tmp_path):
     """`strata setup` in a 2 GiB container (500 MiB used) on a bigger host: the plan is made for 2 GiB, not for the
     host's RAM (which `strata serve`'s memory check, reading the same limit, would then refuse)."""
