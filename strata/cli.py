@@ -10,6 +10,7 @@ Importing a part happens when its subcommand runs so that
 from __future__ import annotations
 
 import argparse
+import codecs
 import difflib
 import importlib
 import os
@@ -126,6 +127,7 @@ def file_problem(error: OSError) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     console_never_raises()
+    piped_input_as_utf8()
     try:
         return run_command(list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt:
@@ -150,6 +152,22 @@ def console_never_raises(streams: Iterable[object] | None = None) -> None:
             stream.reconfigure(errors="backslashreplace")
         except (OSError, ValueError):   # closed, or replaced by something that takes no new errors
             pass
+
+
+def piped_input_as_utf8(stream: object = None) -> None:
+    """Standard input that is not a terminal is read as UTF-8, a byte that is not UTF-8 replaced. On Windows a
+    pipe's encoding is the ANSI code page: `Get-Content prompt.txt | strata chat` (PowerShell 7 pipes UTF-8, as
+    Notepad saves) read 'Ёлка' as 'Ð\x81...' and ended in UnicodeDecodeError at the 0x81 that cp1252 lacks. A
+    terminal is left as it is (a Windows console is read as UTF-16 by Python itself); so is input already read."""
+    stream = sys.stdin if stream is None else stream
+    if stream is None or not hasattr(stream, "reconfigure"):
+        return
+    try:
+        if stream.isatty() or (codecs.lookup(stream.encoding).name == "utf-8" and stream.errors != "strict"):
+            return
+        stream.reconfigure(encoding="utf-8", errors="replace")
+    except (OSError, ValueError, LookupError):   # closed, or already read from: left as it is
+        pass
 
 
 def drop_half_built_quietly() -> None:
