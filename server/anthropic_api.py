@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
@@ -41,6 +42,7 @@ from strata.server.prompting import (
     check_prompt_fits,
     conversation_key,
     only_named_tool,
+    open_call_block,
     reasoning_effort,
     render_chat_async,
     split_answer,
@@ -353,7 +355,10 @@ async def messages(request: web.Request) -> web.StreamResponse:
     choice = body.get("tool_choice") if isinstance(body.get("tool_choice"), dict) else {}
     fmt = one_call_format(answer_format(state.engine, tokens, msgs), choice.get("disable_parallel_tool_use"),
                           "tool_choice.disable_parallel_tool_use", disable=True)
-    job.answer_rule = held_to(body, tools, fmt, split_prefill(msgs)[1], state.engine)
+    prefill = split_prefill(msgs)[1]
+    job.answer_rule = held_to(body, tools, fmt, prefill, state.engine)
+    if tools and not fmt.harmony:      # a prefill that opens a call: the answer's rest of it is read with it
+        fmt = replace(fmt, call_opened=open_call_block(prefill))
     budget = thinking_budget(body)
     template = getattr(state.engine, "chat_template", None)
     job.reasoning_budget = budget_rule(budget, fmt, reasoning_lead(template, fmt.think[1])

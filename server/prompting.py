@@ -444,6 +444,8 @@ class AnswerFormat:
     taken_ids: frozenset[str] = frozenset()
     # parallel tool calls turned off (one_call.py): the answer's first call only
     one_call: bool = False
+    # the prefill ends inside a call block this opens (open_call_block): the answer goes on writing that call
+    call_opened: str = ""
 
 
 PLAIN = AnswerFormat()
@@ -488,10 +490,27 @@ def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None,
         answer = parse_harmony(text, tool_names(tools or []))
         return answer.reasoning, answer.content, _first_if_one(answer.calls, fmt) if tools else []
     reasoning, rest = split_reasoning(text, fmt.opened, fmt.think)
-    content, calls = split_tool_calls(rest, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
+    content, calls = split_tool_calls(fmt.call_opened + rest, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
     if cut:
         content, calls = with_cut_call(content, calls, tools)
-    return reasoning, content, _fresh_ids(_first_if_one(calls, fmt), fmt.taken_ids)
+    return reasoning, _less_opened(content, fmt), _fresh_ids(_first_if_one(calls, fmt), fmt.taken_ids)
+
+
+def open_call_block(prefill: str) -> str:
+    """The end of a prefill (the client's start of the answer, Anthropic's) from a `<tool_call>` opening that
+    nothing closes after it, outside a code block: the answer writes the rest of that call, which is read
+    with it (AnswerFormat.call_opened); "" when the prefill does not end inside one."""
+    at = max(prefill.rfind(marker) for marker in TOOL_BLOCK_MARKERS)
+    if at < 0 or in_code_block(prefill[:at]):
+        return ""
+    closer = "</" + prefill[at + 1:prefill.index(">", at) + 1]
+    return "" if closer in prefill[at:] else prefill[at:]
+
+
+def _less_opened(content: str, fmt: AnswerFormat) -> str:
+    """The content without the prefill's part of a call block it opened that did not read as a call (the
+    client wrote it: the answer's content is what the model wrote)."""
+    return content[len(fmt.call_opened):] if fmt.call_opened and content.startswith(fmt.call_opened) else content
 
 
 def with_cut_call(content: str, calls: list[dict], tools: list[dict] | None) -> tuple[str, list[dict]]:
@@ -539,6 +558,8 @@ class AnswerStream:
         self._thinking = ReasoningGate(fmt.opened, fmt.think)
         self._gate = (ToolTextGate(tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
                       if tools and not fmt.harmony else None)
+        if self._gate is not None and fmt.call_opened:
+            self._gate.feed(fmt.call_opened)      # held (a call's opening), never sent: the client wrote it
 
     def feed(self, piece: str) -> list[tuple[str, str]]:
         if self._harmony is not None:
@@ -561,5 +582,7 @@ class AnswerStream:
         pieces = self._gated(self._thinking.finish())
         if self._gate is None:
             return pieces, "", []
-        rest, calls = self._gate.finish(split_reasoning(full_text, self._fmt.opened, self._fmt.think)[1], cut)
+        rest, calls = self._gate.finish(self._fmt.call_opened + split_reasoning(full_text, self._fmt.opened,
+                                                                               self._fmt.think)[1], cut)
+        rest = _less_opened(rest, self._fmt)
         return pieces, rest, _fresh_ids(_first_if_one(calls, self._fmt), self._fmt.taken_ids)
