@@ -95,10 +95,9 @@ class ServerSupervisor:
         self.stop_grace_s = stop_grace_s   # a stopping server quiet this long is ended (restart_policy.wait_for_stop)
         self.stop_cap_s = stop_cap_s
         self.model_probe = model_probe   # called with the server's environment; None: no look before a start
-        # the server writes UTF-8 whatever this machine's code page, as `_pump` reads it: a pipe's encoding on
-        # Windows is the ANSI code page (cp1252...), and a line with a path under C:\Users\Дима reached the
-        # window as '\u0414\u0438...', one with 'é' as a replacement character (cp1252's byte, not UTF-8)
-        self.env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8")
+        # the server writes UTF-8 to a pipe whatever this machine's code page, as `_pump` reads it: it sees to that
+        # itself (strata/standard_streams.py), since the packaged app's server ignores PYTHON* variables
+        self.env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
         self.events: deque[tuple[float, str]] = deque(maxlen=200)   # (wall time, what happened)
         self._lock = threading.Lock()
         self._state, self._detail = "stopped", "not started"

@@ -10,7 +10,6 @@ Importing a part happens when its subcommand runs so that
 from __future__ import annotations
 
 import argparse
-import codecs
 import difflib
 import importlib
 import os
@@ -21,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import NoReturn
 
 from strata import __version__
+from strata.standard_streams import standard_streams_as_utf8
 
 # subcommand -> (module, one-line help). Each module has `add_arguments(parser)` and `run(args) -> int`;
 # it may also have `FLAG_SYNONYMS` ({"--other-servers-name": "--ours"}) for the "did you mean" hint, and
@@ -126,8 +126,7 @@ def file_problem(error: OSError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    console_never_raises()
-    piped_input_as_utf8()
+    standard_streams_as_utf8()
     try:
         return run_command(list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt:
@@ -136,38 +135,6 @@ def main(argv: list[str] | None = None) -> int:
         drop_half_built_quietly()
         print(file=sys.stderr)
         return 130
-
-
-def console_never_raises(streams: Iterable[object] | None = None) -> None:
-    """Standard output (and error) write a character their encoding lacks as `\\u2603`, not raise. Where output
-    goes to a pipe or a file on Windows its encoding is the ANSI code page (cp1252 and the like), which has no
-    Cyrillic, CJK or emoji, nor many symbols: `strata models` listing a model under C:\\Users\\Дима, or `strata chat
-    > out.txt` with a model's emoji, ended in UnicodeEncodeError (standard error already wrote them escaped,
-    Python's default there). A console itself takes every character (Python writes it UTF-16), and so do UTF-8 streams,
-    but for lone surrogates (a file name that is not UTF-8 on Linux), which now come out escaped too."""
-    for stream in (sys.stdout, sys.stderr) if streams is None else streams:
-        if getattr(stream, "errors", None) != "strict" or not hasattr(stream, "reconfigure"):
-            continue      # None (a windowed process), already lenient, or not a text stream of Python's
-        try:
-            stream.reconfigure(errors="backslashreplace")
-        except (OSError, ValueError):   # closed, or replaced by something that takes no new errors
-            pass
-
-
-def piped_input_as_utf8(stream: object = None) -> None:
-    """Standard input that is not a terminal is read as UTF-8, a byte that is not UTF-8 replaced. On Windows a
-    pipe's encoding is the ANSI code page: `Get-Content prompt.txt | strata chat` (PowerShell 7 pipes UTF-8, as
-    Notepad saves) read 'Ёлка' as 'Ð\x81...' and ended in UnicodeDecodeError at the 0x81 that cp1252 lacks. A
-    terminal is left as it is (a Windows console is read as UTF-16 by Python itself); so is input already read."""
-    stream = sys.stdin if stream is None else stream
-    if stream is None or not hasattr(stream, "reconfigure"):
-        return
-    try:
-        if stream.isatty() or (codecs.lookup(stream.encoding).name == "utf-8" and stream.errors != "strict"):
-            return
-        stream.reconfigure(encoding="utf-8", errors="replace")
-    except (OSError, ValueError, LookupError):   # closed, or already read from: left as it is
-        pass
 
 
 def drop_half_built_quietly() -> None:

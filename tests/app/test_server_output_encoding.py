@@ -1,4 +1,4 @@
-"""The app reads its server's output as UTF-8 (app/supervisor.py `_pump`), and the server writes it so whatever the
+"""The app reads its server's output as UTF-8 (app/supervisor.py `_pump`), and the server writes a pipe so whatever the
 machine's code page: on Windows a pipe's encoding is the ANSI code page (cp1252...), simulated here with
 PYTHONIOENCODING=cp1252 in the app's environment. A real `strata serve` child refusing a model in a Cyrillic
 folder: its line reaches the status and server.log with the folder's name as written. Not here: the `strata`
