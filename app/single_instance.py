@@ -9,6 +9,7 @@ Qt mechanism only; what "come forward" means is the caller's `on_activate`.
 from __future__ import annotations
 
 import getpass
+import hashlib
 import re
 from collections.abc import Callable
 
@@ -23,11 +24,18 @@ QUIT_POLL_S = 0.5
 
 
 def instance_name(suffix: str = "") -> str:
+    """The local socket's name for this user: `strata-app-USER`, the characters a pipe or socket name takes kept and
+    the others replaced; where any was replaced, with a hash of the whole name after it. Windows' named pipes are
+    one namespace for every user of the machine, and without it 'Дима' and 'Юлия' were both `strata-app-____`:
+    the second to start was told another user's app was running (or could not listen under the name)."""
     try:
         user = getpass.getuser()
     except Exception:
         user = "user"
-    return "strata-app-" + re.sub(r"[^A-Za-z0-9_.-]", "_", user + suffix)
+    kept = re.sub(r"[^A-Za-z0-9_.-]", "_", user + suffix)
+    if kept != user + suffix:
+        kept += "-" + hashlib.sha256((user + suffix).encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return "strata-app-" + kept
 
 
 def ask_running_instance(name: str, timeout_ms: int = 1000) -> str | None:

@@ -1,0 +1,32 @@
+"""The single-instance socket's name per user: Windows' named pipes are one namespace for every user of the machine,
+so two users whose names differ only in characters a pipe name cannot take ('Дима', 'Юлия': both `____`) must not
+share one. The user is set the way getpass reads it (LOGNAME / USER / USERNAME). Not here: the asking and answering
+(test_single_instance_and_main.py)."""
+
+from __future__ import annotations
+
+import uuid
+
+from strata.app.single_instance import SingleInstance, ask_running_instance, instance_name
+
+
+def name_for(monkeypatch, user: str, suffix: str = "") -> str:
+    for variable in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        monkeypatch.setenv(variable, user)
+    return instance_name(suffix)
+
+
+def test_users_whose_names_a_pipe_name_cannot_take_get_names_of_their_own(monkeypatch, qtbot):
+    assert name_for(monkeypatch, "alice") == "strata-app-alice"        # an ASCII name is as before
+    assert name_for(monkeypatch, "j.doe-2") == "strata-app-j.doe-2"
+    suffix = "-test-" + uuid.uuid4().hex[:8]
+    dima, yulia = name_for(monkeypatch, "Дима", suffix), name_for(monkeypatch, "Юлия", suffix)
+    assert dima != yulia and dima.startswith("strata-app-____-test-") and yulia.startswith("strata-app-____-test-")
+    assert name_for(monkeypatch, "Дима", suffix) == dima                 # the same user finds their own app
+    first = SingleInstance(dima, lambda: True)
+    try:
+        assert ask_running_instance(yulia, timeout_ms=200) is None        # Юлия's launch finds no app of hers
+        second = SingleInstance(yulia, lambda: True)
+        second.close()
+    finally:
+        first.close()
