@@ -363,7 +363,15 @@ def _read_some(fd: int) -> bytes:
 
 
 def status_line_shown(config: ServerConfig) -> bool:
-    return bool(config.status_line) and sys.stderr.isatty()
+    """--status-line on a terminal that shows its erase-line escapes (a Windows console once its virtual-terminal
+    mode is on: strata/terminal_escapes.py); elsewhere the log lines alone, without the escapes."""
+    if not (config.status_line and sys.stderr.isatty()):
+        return False
+    from strata.terminal_escapes import escapes_shown
+    try:
+        return escapes_shown(sys.stderr.fileno())
+    except (OSError, ValueError):    # a stream without a descriptor
+        return False
 
 
 def log_format(clear_status_line: bool) -> str:
