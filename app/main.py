@@ -152,19 +152,23 @@ def main(argv: list[str] | None = None) -> int:
         collector.stop()
 
 
-def polite_stop(app, controller) -> Callable[..., None]:
+def polite_stop(controller, log: logging.Logger) -> Callable[..., None]:
     """SIGINT / SIGTERM: the first quits as the tray's Quit does (the server's stop off the GUI thread, so the
     app still draws the stop's progress and tells a second launch it is quitting: the loop ended at once before
     and, with a tray, the stop ran with nothing answering, so a launch meanwhile was told 'brought forward' by an
-    app about to go); a second ends the loop at once, the stop then finishing in main's `finally`."""
+    app about to go); a second hides the window and the tray at once, the loop running on until the stop ends
+    it. (The second ended the loop: the stop then ran in main's `finally` with nothing answering again, the
+    window left drawn but dead; the process could not end sooner either way, the server being its child.)"""
     signals: list[int] = []
 
     def handler(signum: int, _frame: object) -> None:
         signals.append(signum)
-        if len(signals) == 1:
-            controller.quit()
-        else:
-            app.exit(0)
+        controller.quit()             # once: a later call finds the stop under way
+        if len(signals) == 2:
+            log.info("a second signal: the window and the tray go now; the server's stop goes on")
+            controller.window.hide()
+            if controller.tray is not None:
+                controller.tray.hide()
     return handler
 
 
@@ -226,7 +230,7 @@ def run_app(app, args: argparse.Namespace, serve_args: list[str], folder: Path, 
         controller.window.hide_on_close = True   # the tray keeps the app alive
     # a polite stop (logout, kill, Ctrl-C) stops the server too; the process's own handlers come back at the end
     # (they stayed: a Ctrl-C after main returned, e.g. in a test run, only asked a finished Qt loop to quit)
-    handler = polite_stop(app, controller)
+    handler = polite_stop(controller, log)
     before = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     controller.start(show=not args.hidden or controller.tray is None)
     try:
