@@ -16,7 +16,7 @@ piece's at history 0: the products and the piece's attention to itself), and the
 times.
 
     .venv/bin/python benchmarks/prefill_depth.py [--histories 500,2000,4000,8000,16000,32000] \
-        [--piece 1000] [--rounds 3] [--kv-type f16] [--engine-so A.so --engine-so B.so] \
+        [--piece 1000] [--rounds 3] [--kv-type f16,q8_0] [--engine-so A.so --engine-so B.so] \
         [--llama-python /tmp/llamavenv/bin/python]
 
 What it is not: a test, or the server's rate (benchmarks/prefill_depth_server.py reads through a live
@@ -220,7 +220,7 @@ def main() -> int:
     ap.add_argument("--piece", type=int, default=1000, help="tokens read on top of each history")
     ap.add_argument("--chunk", type=int, default=512, help="the server's --prefill-chunk")
     ap.add_argument("--rounds", type=int, default=3, help="measurements per history and worker")
-    ap.add_argument("--kv-type", default="f16")
+    ap.add_argument("--kv-type", default="f16", help="f16 or q8_0, or both comma-separated (a worker each)")
     ap.add_argument("--snapshot-dir", default="/tmp/strata-prefill-depth")
     ap.add_argument("--engine-so", action="append", default=[], help="a build to load (repeat to compare)")
     ap.add_argument("--llama-python", help="an interpreter where `import llama_cpp` works: llama.cpp alongside")
@@ -238,12 +238,16 @@ def main() -> int:
 
     model = a.model or str(default_model_path())
     common = [__file__, "--worker", "--threads", str(a.threads), "--piece", str(a.piece), "--chunk", str(a.chunk),
-              "--kv-type", a.kv_type, "--histories", ",".join(map(str, a.histories)), "--snapshot-dir",
+              "--histories", ",".join(map(str, a.histories)), "--snapshot-dir",
               a.snapshot_dir, "--model", model]
-    cmds = {(Path(b).stem if b else "installed"): [sys.executable, *common, *(["--engine-so", b] if b else [])]
-            for b in (a.engine_so or [""])}
+    kv_types = a.kv_type.split(",")
+    cmds = {}
+    for b in a.engine_so or [""]:
+        for kv in kv_types:
+            name = (Path(b).stem if b else "installed") + (f" {kv}" if len(kv_types) > 1 else "")
+            cmds[name] = [sys.executable, *common, "--kv-type", kv, *(["--engine-so", b] if b else [])]
     if a.llama_python:
-        cmds[LLAMA] = [a.llama_python, *common, "--llama", *(["--llama-no-extra"] if a.llama_no_extra else [])]
+        cmds[LLAMA] = [a.llama_python, *common, "--kv-type", "f16", "--llama", *(["--llama-no-extra"] if a.llama_no_extra else [])]
     procs: dict[str, subprocess.Popen] = {}
     shape: list[int] = []
     try:

@@ -29,7 +29,7 @@ WORDS = ("self", "value", "return", "items", "index", "config", "path", "result"
 
 
 def tool_result(rng: random.Random, n_lines: int) -> str:
-    """Text like a tool's output (a file excerpt): numbered code lines, ~11 tokens each."""
+    """Text like a tool's output (a file excerpt): numbered code lines, ~19 tokens each (SmolLM2)."""
     out = []
     for _ in range(n_lines):
         a, b, c = (rng.choice(WORDS) for _ in range(3))
@@ -42,7 +42,7 @@ async def conversation(url: str, a: argparse.Namespace) -> list[dict]:
     messages = [{"role": "system", "content": "You are a coding agent. Read each tool result and say the next step."}]
     rows: list[dict] = []
     history = 0
-    lines = max(1, a.turn_tokens // 11)
+    lines = max(1, a.turn_tokens // 19)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3600)) as s:
         while history < a.max_history:
             messages.append({"role": "user", "content": "Tool result:\n" + tool_result(rng, lines)})
@@ -71,8 +71,8 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--serve-arg", action="append", default=[], metavar="ARG")
     a = ap.parse_args()
-    if a.max_history < 1 or a.turn_tokens < 11:
-        ap.error("--max-history must be positive and --turn-tokens at least 11")
+    if a.max_history < 1 or a.turn_tokens < 19:
+        ap.error("--max-history must be positive and --turn-tokens at least 19")
     from strata.engine.models import default_model_path
 
     port = free_port()
