@@ -200,6 +200,11 @@ class Scheduler:
         return self._stopping
 
     @property
+    def pieces_read(self) -> int:
+        """Prompt pieces and calls ended so far: a caller waiting on a call sees the worker make progress."""
+        return self._pieces_read
+
+    @property
     def queue_depth(self) -> int:
         return self._n_pending
 

@@ -38,15 +38,34 @@ def check_fits(name: str, n_tokens: int, capacity: int, ctx_name: str) -> None:
 
 def read_again(sched: Any, ctx: int, tokens: list[int]) -> Rebuilt:
     """Empty context `ctx` and read `tokens` into it piece by piece (worker thread). A stop between pieces ends it
-    with the 503 a request then gets; the pieces already read stay in the context (the stop keeps them)."""
+    with the 503 a request then gets; a stop or an engine error leaves the context empty and unlabelled (reset)."""
     t0 = time.monotonic()
     sched.engine.truncate(ctx, 0)
     sched.table.set_tokens(ctx, [])
     pos = 0
-    while pos < len(tokens):
-        if sched.stopping:
-            raise APIError(503, "the server is stopping", headers={"Retry-After": "5"})
-        part = tokens[pos: pos + sched.chunk]
-        sched.read_piece(ctx, part)
-        pos += len(part)
+    try:
+        while pos < len(tokens):
+            if sched.stopping:
+                raise APIError(503, "the server is stopping", headers={"Retry-After": "5"})
+            part = tokens[pos: pos + sched.chunk]
+            sched.read_piece(ctx, part)
+            pos += len(part)
+    except BaseException:
+        reset(sched, ctx)
+        raise
     return Rebuilt(pos, time.monotonic() - t0)
+
+
+def reset(sched: Any, ctx: int) -> None:
+    """A rebuild that did not finish: its prefix of the session is not the session, and the context's label
+    still names the history parked away before it. Kept, the prefix was parked at the stop as a conversation
+    (a cache entry of a history nobody had), and after an engine error inside a piece the engine held more than
+    the slot table's mirror, which a request continuing the mirror's tokens then read on top of (wrong KV).
+    Emptied here, the engine and the mirror agree on nothing; an engine that cannot even truncate leaves the
+    context invalid (the next request there starts from nothing)."""
+    try:
+        sched.engine.truncate(ctx, 0)
+        sched.table.set_tokens(ctx, [])
+        sched.table[ctx].conversation = ""
+    except Exception:
+        sched.table.invalidate(ctx)

@@ -7,13 +7,20 @@ the cache does the saving and restoring.
 
 from __future__ import annotations
 
+import concurrent.futures
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from strata.server import session_rebuild
+from strata.server.errors import APIError
 from strata.server.slots import MAIN
 
+# A call is given up only once the worker has read no prompt piece and ended no call for this long: a rebuild
+# of 128K tokens on a slow CPU takes longer than any fixed limit, and each of its pieces is progress.
 WAIT_S = 600.0
+POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,10 @@ class SessionBackend:
 
     def __init__(self, state: Any) -> None:
         self.state = state
+        # the sessions being rebuilt -> whether a DELETE came meanwhile (their save is then not made); the lock
+        # also holds a DELETE while a rebuild's save writes, so one never lands between the check and the write
+        self._rebuilding: dict[str, bool] = {}
+        self._lock = threading.Lock()
 
     @property
     def scheduler(self) -> Any:
@@ -57,10 +68,19 @@ class SessionBackend:
             self._context(ctx)
             return self.cache.save_session(name, ctx)
 
-        return self.scheduler.call(run).result(WAIT_S)
+        return self._wait(self.scheduler.call(run), f"save of session {name!r}")
 
     def restore_session(self, name: str, ctx: int) -> Any:
         def run() -> Any:
+            with self._lock:
+                self._rebuilding.setdefault(name, False)
+            try:
+                return restore()
+            finally:
+                with self._lock:
+                    self._rebuilding.pop(name, None)
+
+        def restore() -> Any:
             state = self._context(ctx)
             if not self.cache.has_session(name):
                 # answered before the park below: a 404 changes nothing (parked, the history still held
@@ -80,22 +100,53 @@ class SessionBackend:
             state.conversation = f"session:{name}"
             return result
 
-        return self.scheduler.call(run).result(WAIT_S)
+        return self._wait(self.scheduler.call(run), f"restore of session {name!r}")
+
+    def _wait(self, fut: concurrent.futures.Future, what: str) -> Any:
+        """The call's result, waited for as long as the worker makes progress (a piece read, a call ended). Given
+        up after WAIT_S without any: a call not begun is taken back (nothing was done), one under way is said to
+        be (a 503: it carries on; not the 500 or 507 a TimeoutError, an OSError, made of it)."""
+        sched = self.scheduler
+        seen, since = sched.pieces_read, time.monotonic()
+        while True:
+            done, _ = concurrent.futures.wait([fut], timeout=POLL_S)
+            if done:
+                return fut.result()
+            now = time.monotonic()
+            if sched.pieces_read != seen:
+                seen, since = sched.pieces_read, now
+            elif now - since >= WAIT_S:
+                break
+        if fut.cancel():
+            raise APIError(503, f"the {what} did not begin: the server's worker read no prompt piece and ended no "
+                           f"call for {WAIT_S:.0f} s; nothing was done, retry later", headers={"Retry-After": "30"})
+        raise APIError(503, f"the {what} is still under way: the server's worker read no prompt piece for "
+                       f"{WAIT_S:.0f} s; it carries on (GET /v1/sessions and /v1/slots say when it is done)",
+                       headers={"Retry-After": "30"})
 
     def _rebuild(self, name: str, ctx: int, tokens: list[int]) -> RebuiltSession:
         """Read an older Strata's session again from its tokens, then save it under its name with this engine's KV
         (the next restore is a plain one). A save refused (RAM floor, a full or read-only folder) leaves the
         context rebuilt and the old files as they were; the answer says why."""
         done = session_rebuild.read_again(self.scheduler, ctx, tokens)
-        try:
-            self.cache.save_session(name, ctx)
-            saved_error = None
-        except (MemoryError, OSError, ValueError) as exc:
-            saved_error = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            if self._rebuilding.get(name):
+                return RebuiltSession(done.n_tokens, done.seconds, f"session {name!r} was deleted while it was "
+                                      "read again: the context holds it, it is not saved again")
+            try:
+                self.cache.save_session(name, ctx)
+                saved_error = None
+            except (MemoryError, OSError, ValueError) as exc:
+                saved_error = f"{type(exc).__name__}: {exc}"
         return RebuiltSession(done.n_tokens, done.seconds, saved_error)
 
     def delete_session(self, name: str) -> bool:
-        return self.cache.delete_session(name)
+        """Deletes at once, a session being rebuilt included: its rebuild then does not save it again (a DELETE
+        during that save waits for it, then deletes what it wrote)."""
+        with self._lock:
+            if name in self._rebuilding:
+                self._rebuilding[name] = True
+            return self.cache.delete_session(name)
 
     def list_sessions(self) -> list[dict]:
         return self.cache.list_sessions()
