@@ -32,14 +32,22 @@ class RebuiltSession:
     save_error: str | None    # None: saved again under its name with this engine's KV
 
 
+@dataclass(eq=False)
+class _Pending:
+    """A restore under way (a rebuild reads for long): a DELETE of its name meanwhile keeps it from saving."""
+
+    name: str
+    deleted: bool = False
+
+
 class SessionBackend:
     """Mounted before the model loads; refuses with a ValueError (a 400) until the cache exists."""
 
     def __init__(self, state: Any) -> None:
         self.state = state
-        # the sessions being rebuilt -> whether a DELETE came meanwhile (their save is then not made); the lock
+        # the sessions being restored (rebuilt) and whether a DELETE came meanwhile (their save is then not made); the lock
         # also holds a DELETE while a rebuild's save writes, so one never lands between the check and the write
-        self._rebuilding: dict[str, bool] = {}
+        self._rebuilding: list[_Pending] = []
         self._lock = threading.Lock()
 
     @property
@@ -60,7 +68,8 @@ class SessionBackend:
             raise IndexError(f"no context {ctx}: this server has main and {len(table.contexts) - 1} slot(s)")
         state = table[ctx]
         if state.busy_job is not None:
-            raise ValueError(f"context {'main' if ctx == MAIN else ctx} is running a request; retry when it is idle")
+            what = "a session rebuild" if state.busy_job == session_rebuild.HELD else "a request"
+            raise ValueError(f"context {'main' if ctx == MAIN else ctx} is running {what}; retry when it is idle")
         return state
 
     def save_session(self, name: str, ctx: int) -> dict:
@@ -71,14 +80,21 @@ class SessionBackend:
         return self._wait(self.scheduler.call(run), f"save of session {name!r}")
 
     def restore_session(self, name: str, ctx: int) -> Any:
+        pending = _Pending(name)
+
         def run() -> Any:
             with self._lock:
-                self._rebuilding.setdefault(name, False)
+                self._rebuilding.append(pending)   # before the session is read: a DELETE from here on is seen
             try:
-                return restore()
-            finally:
-                with self._lock:
-                    self._rebuilding.pop(name, None)
+                out = restore()
+            except BaseException:
+                self._forget(pending)
+                raise
+            if isinstance(out, concurrent.futures.Future):   # a rebuild, read piece by piece from here
+                out.add_done_callback(lambda _: self._forget(pending))
+            else:
+                self._forget(pending)
+            return out
 
         def restore() -> Any:
             state = self._context(ctx)
@@ -93,14 +109,20 @@ class SessionBackend:
             # the history there goes to the conversation cache first, as a request's displacement does
             self.scheduler.park_to_cache(ctx, "overwritten by a session restore")
             if tokens is not None:
-                result = self._rebuild(name, ctx, [int(t) for t in tokens])
-            else:
-                result = self.cache.restore_session(name, ctx)
-                self.scheduler.table.set_tokens(ctx, list(self.scheduler.engine.context_tokens(ctx)))
+                return session_rebuild.Rebuild(self.scheduler, ctx, [int(t) for t in tokens],
+                                               lambda done: self._rebuilt(pending, ctx, done)).start()
+            result = self.cache.restore_session(name, ctx)
+            self.scheduler.table.set_tokens(ctx, list(self.scheduler.engine.context_tokens(ctx)))
             state.conversation = f"session:{name}"
             return result
 
-        return self._wait(self.scheduler.call(run), f"restore of session {name!r}")
+        what = f"restore of session {name!r}"
+        out = self._wait(self.scheduler.call(run), what)
+        return self._wait(out, what) if isinstance(out, concurrent.futures.Future) else out
+
+    def _forget(self, pending: _Pending) -> None:
+        with self._lock:
+            self._rebuilding.remove(pending)
 
     def _wait(self, fut: concurrent.futures.Future, what: str) -> Any:
         """The call's result, waited for as long as the worker makes progress (a piece read, a call ended). Given
@@ -124,13 +146,15 @@ class SessionBackend:
                        f"{WAIT_S:.0f} s; it carries on (GET /v1/sessions and /v1/slots say when it is done)",
                        headers={"Retry-After": "30"})
 
-    def _rebuild(self, name: str, ctx: int, tokens: list[int]) -> RebuiltSession:
-        """Read an older Strata's session again from its tokens, then save it under its name with this engine's KV
-        (the next restore is a plain one). A save refused (RAM floor, a full or read-only folder) leaves the
-        context rebuilt and the old files as they were; the answer says why."""
-        done = session_rebuild.read_again(self.scheduler, ctx, tokens)
+    def _rebuilt(self, pending: _Pending, ctx: int, done: session_rebuild.Rebuilt) -> RebuiltSession:
+        """After an older Strata's session was read again from its tokens (worker thread): labelled, then saved
+        under its name with this engine's KV (the next restore is a plain one), unless a DELETE came meanwhile. A
+        save refused (RAM floor, a full or read-only folder) leaves the context rebuilt and the old files as they
+        were; the answer says why."""
+        name = pending.name
+        self.scheduler.table[ctx].conversation = f"session:{name}"
         with self._lock:
-            if self._rebuilding.get(name):
+            if pending.deleted:
                 return RebuiltSession(done.n_tokens, done.seconds, f"session {name!r} was deleted while it was "
                                       "read again: the context holds it, it is not saved again")
             try:
@@ -144,8 +168,9 @@ class SessionBackend:
         """Deletes at once, a session being rebuilt included: its rebuild then does not save it again (a DELETE
         during that save waits for it, then deletes what it wrote)."""
         with self._lock:
-            if name in self._rebuilding:
-                self._rebuilding[name] = True
+            for pending in self._rebuilding:
+                if pending.name == name:
+                    pending.deleted = True
             return self.cache.delete_session(name)
 
     def list_sessions(self) -> list[dict]:

@@ -5,7 +5,8 @@ KV_REVISION - 1 after a real save). A rebuild ended by a stop or by an engine er
 unlabelled: no prefix of the session is parked as a conversation, and a request continuing what the slot table's
 mirror held is not read on top of KV the mirror does not know of. A DELETE while a rebuild reads keeps the
 session deleted. A rebuild longer than the backend's wait is waited for while it reads; a call that makes no
-progress is answered as what it is (not begun: taken back; under way: it carries on), not as a 500 or a 507."""
+progress is answered as what it is (not begun: taken back; under way: it carries on), not as a 500 or a 507.
+Other requests run between the rebuild's pieces (each is its own call on the engine's thread)."""
 
 from __future__ import annotations
 
@@ -246,3 +247,42 @@ def test_a_call_without_progress_is_answered_as_what_it_is(tiny_model, tmp_path,
         time.sleep(0.5)
         assert "later" not in [x["name"] for x in httpx.get(s.url + "/v1/sessions").json()["data"]]
     assert not list((tmp_path / "sessions").glob(f"{PREFIX}later*"))
+
+
+def test_other_requests_run_between_a_rebuild_s_pieces(tiny_model, tmp_path):
+    """Each piece is its own call on the engine's thread: a request that comes during a rebuild runs (in a slot:
+    the rebuilt context is held) and ends while the rebuild still reads. It waited for the whole rebuild, then
+    took main from it (alone, a request runs on main)."""
+    work = _older_session(tiny_model, tmp_path)
+    with _server(tiny_model, tmp_path) as s:
+        engine, sched = s.state.engine, s.state.scheduler
+        sched.chunk = 32                                 # 10 pieces of main's, 0.4 s each at least
+        real = engine.prefill
+
+        def slow_in_main(ctx, tokens, *, chunk=512):
+            if ctx == 0:
+                time.sleep(0.4)
+            return real(ctx, tokens, chunk=chunk)
+        engine.prefill = slow_in_main
+        restored: list = []
+        try:
+            restoring = threading.Thread(target=lambda: restored.append(httpx.post(
+                s.url + "/v1/sessions/work/restore", json={"slot": "main"}, timeout=60)), daemon=True)
+            restoring.start()
+            deadline = time.monotonic() + 30
+            while _main(s.url)["tokens"] == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            r = _answer(s.url, ids(20, 66), 3)
+            during = _main(s.url)
+            answered_first = not restored
+            restoring.join(60)
+        finally:
+            del engine.prefill
+        assert answered_first and 0 < during["tokens"] < len(work), during       # the rebuild still read
+        assert during["state"] == "prefill", during                             # held: shown as reading
+        slot1 = {x["id"]: x for x in httpx.get(s.url + "/v1/slots").json()["slots"]}[1]
+        assert slot1["tokens"] >= 20 and r["usage"]["prompt_tokens"] == 20, slot1
+        body = restored[0].json()
+        assert restored[0].status_code == 200 and body["tokens_read"] == len(work) and body["saved_again"], body
+        assert _on_worker(s, lambda: list(engine.context_tokens(0))) == work
+        assert _main(s.url)["conversation"] == "session:work"
