@@ -13,7 +13,7 @@ import anthropic
 import pytest
 
 from tests.server.live import LiveServer
-from tests.server.test_cancelled_counts import hold_worker, wait_for
+from tests.server.stop_scenes import refusals_around_a_stop, stream_cut_by_a_stop
 
 MESSAGES = [{"role": "user", "content": "count to ten"}]
 
@@ -47,51 +47,19 @@ def assert_retried_overloaded(c: anthropic.Anthropic, e: anthropic.APIStatusErro
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_full_queue_and_a_stopping_server_answer_503_overloaded_error(tiny_model, stream):
-    with LiveServer(model=str(tiny_model), ctx=2048, batch=0, threads=1, queue=0, conversation_cache_mib=0) as s:
-        sched, c = s.state.scheduler, client(s)
-        held, release = hold_worker(sched, 0)
-        assert held.wait(60)
-        got: dict[str, anthropic.APIStatusError] = {}
-        queued = threading.Thread(target=lambda: got.update(queued=refusal(client(s), stream)))
-        queued.start()
-        wait_for(lambda: sched.queue_depth == 1)
-        full = refusal(c, stream)                  # --queue 0 and one waiting
-        assert "the queue is full" in full.message
-        assert_retried_overloaded(c, full, "2")
-        stopping = threading.Thread(target=sched.stop)
-        stopping.start()
-        wait_for(lambda: sched.stopping)
-        release.set()                              # the worker ends its turn and stops: the queued one is refused
-        stopping.join(60)
-        queued.join(60)
-        assert "the server is stopping" in got["queued"].message
-        assert_retried_overloaded(c, got["queued"], "5")
-        late = refusal(c, stream)                  # submitted once the stop began
-        assert "the server is stopping" in late.message
-        assert_retried_overloaded(c, late, "5")
+    got = refusals_around_a_stop(str(tiny_model), lambda s: refusal(client(s), stream))
+    c = anthropic.Anthropic(api_key="unused")
+    assert "the queue is full" in got["full"].message
+    assert_retried_overloaded(c, got["full"], "2")
+    for when in ("queued", "late"):                # queued at the stop; submitted once it began
+        assert "the server is stopping" in got[when].message
+        assert_retried_overloaded(c, got[when], "5")
 
 
 def test_a_stream_a_stop_cuts_ends_with_an_overloaded_error_event(tiny_model):
-    with LiveServer(model=str(tiny_model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0) as s:
-        sched = s.state.scheduler
-        held, release = hold_worker(sched, 0)
-        assert held.wait(60)
-        got: dict[str, anthropic.APIStatusError] = {}
-        seen = threading.Event()
-        streaming = threading.Thread(
-            target=lambda: got.update(cut=refusal(client(s), True, max_tokens=1000, seen=seen)))
-        streaming.start()
-        wait_for(lambda: sched.queue_depth == 1)
-        held2, release2 = hold_worker(sched, 2)    # the stream starts and makes a few tokens, then held again
-        release.set()
-        assert held2.wait(60)
-        assert seen.wait(60), "no text before the hold: the stream never began"
-        stopping = threading.Thread(target=sched.stop)
-        stopping.start()
-        wait_for(lambda: sched.stopping)
-        release2.set()
-        stopping.join(60)
-        streaming.join(60)
-        e = got["cut"]
-        assert e.status_code == 200 and e.type == "overloaded_error", (e.status_code, e.type, e.message)
-        assert "the server is stopping" in e.message
+    got: dict[str, anthropic.APIStatusError] = {}
+    stream_cut_by_a_stop(str(tiny_model), lambda s, seen: got.update(
+        cut=refusal(client(s), True, max_tokens=1000, seen=seen)))
+    e = got["cut"]
+    assert e.status_code == 200 and e.type == "overloaded_error", (e.status_code, e.type, e.message)
+    assert "the server is stopping" in e.message

@@ -20,6 +20,7 @@ from openai.types.responses.responses_server_event import ResponsesServerEvent
 from pydantic import TypeAdapter
 
 from tests.server.live import LiveServer
+from tests.server.stop_scenes import refusals_around_a_stop, stream_cut_by_a_stop
 from tests.server.test_cancelled_counts import hold_worker, wait_for
 
 USER = "count to ten"
@@ -74,58 +75,26 @@ def assert_retried_503(c: openai.OpenAI, e: openai.APIStatusError, retry_after: 
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 def test_a_full_queue_and_a_stopping_server_answer_503_with_retry_after(tiny_model, endpoint, stream):
-    with LiveServer(model=str(tiny_model), ctx=2048, batch=0, threads=1, queue=0, conversation_cache_mib=0) as s:
-        sched, c = s.state.scheduler, client(s)
-        held, release = hold_worker(sched, 0)
-        assert held.wait(60)
-        got: dict[str, openai.APIStatusError] = {}
-        queued = threading.Thread(target=lambda: got.update(queued=refusal(client(s), endpoint, stream)))
-        queued.start()
-        wait_for(lambda: sched.queue_depth == 1)
-        full = refusal(c, endpoint, stream)        # --queue 0 and one waiting
-        assert "the queue is full" in full.message
-        assert_retried_503(c, full, "2")
-        stopping = threading.Thread(target=sched.stop)
-        stopping.start()
-        wait_for(lambda: sched.stopping)
-        release.set()                              # the worker ends its turn and stops: the queued one is refused
-        stopping.join(60)
-        queued.join(60)
-        assert "queued" in got, "the request queued at the stop was not refused with a status"
-        assert got["queued"].body == STOPPING
-        assert_retried_503(c, got["queued"], "5")
-        late = refusal(c, endpoint, stream)        # submitted once the stop began
-        assert late.body == STOPPING
-        assert_retried_503(c, late, "5")
+    got = refusals_around_a_stop(str(tiny_model), lambda s: refusal(client(s), endpoint, stream))
+    c = openai.OpenAI(api_key="unused")
+    assert "the queue is full" in got["full"].message
+    assert_retried_503(c, got["full"], "2")
+    assert "queued" in got, "the request queued at the stop was not refused with a status"
+    for when in ("queued", "late"):                # queued at the stop; submitted once it began
+        assert got[when].body == STOPPING
+        assert_retried_503(c, got[when], "5")
 
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 def test_a_stream_a_stop_cuts_ends_with_the_event_the_sdk_knows(tiny_model, endpoint):
-    with LiveServer(model=str(tiny_model), ctx=2048, batch=0, threads=1, conversation_cache_mib=0) as s:
-        sched = s.state.scheduler
-        held, release = hold_worker(sched, 0)
-        assert held.wait(60)
-        got: dict = {}
-        seen = threading.Event()
+    got: dict = {}
 
-        def read() -> None:
-            try:
-                got["events"] = ask(client(s), endpoint, True, max_tokens=1000, seen=seen)
-            except openai.APIError as e:
-                got["error"] = e
-        streaming = threading.Thread(target=read)
-        streaming.start()
-        wait_for(lambda: sched.queue_depth == 1)
-        held2, release2 = hold_worker(sched, 2)    # the stream starts and makes a few tokens, then held again
-        release.set()
-        assert held2.wait(60)
-        assert seen.wait(60), "no text before the hold: the stream never began"
-        stopping = threading.Thread(target=sched.stop)
-        stopping.start()
-        wait_for(lambda: sched.stopping)
-        release2.set()
-        stopping.join(60)
-        streaming.join(60)
+    def read(s: LiveServer, seen: threading.Event) -> None:
+        try:
+            got["events"] = ask(client(s), endpoint, True, max_tokens=1000, seen=seen)
+        except openai.APIError as e:
+            got["error"] = e
+    stream_cut_by_a_stop(str(tiny_model), read)
     if endpoint == "responses":                    # the SDK yields response.failed; it raises nothing
         assert "error" not in got, got
         last = got["events"][-1]
