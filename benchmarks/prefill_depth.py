@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import importlib.util
 import statistics
 import subprocess
 import sys
@@ -36,19 +35,6 @@ from pathlib import Path
 
 DEFAULT_HISTORIES = "500,2000,4000,8000,16000,32000"
 LLAMA = "llama.cpp"
-
-
-def load_engine_from(so: str) -> None:
-    """Make `strata._engine` the module in `so` (before strata.engine imports it)."""
-    import strata
-
-    spec = importlib.util.spec_from_file_location("strata._engine", so)
-    if spec is None or spec.loader is None:
-        raise SystemExit(f"--engine-so: cannot load {so}")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["strata._engine"] = mod
-    spec.loader.exec_module(mod)
-    strata._engine = mod
 
 
 def tokens(n: int) -> list[int]:
@@ -166,6 +152,8 @@ def serve_worker(a: argparse.Namespace) -> int:
         read, shape = llama_worker(a, longest)
     else:
         if a.engine_so:
+            from kv_types import load_engine_from
+
             load_engine_from(a.engine_so[0])
         read, shape = engine_worker(a, longest)
     print("ready " + ",".join(map(str, shape)), flush=True)
