@@ -10,6 +10,7 @@ Other requests run between the rebuild's pieces (each is its own call on the eng
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -50,6 +51,19 @@ def _older_session(tiny_model, tmp_path) -> list[int]:
         _save(s.url, "work")
     _rewrite(tmp_path, "work", _as_an_older_strata_saved_it)
     return json.loads(_sidecar(tmp_path, "work").read_text())["tokens"]
+
+
+@contextlib.contextmanager
+def _restore_held_at_its_second_piece(s: LiveServer):
+    """POST /v1/sessions/work/restore to main on a thread, held inside its second prefill piece until the body
+    sets pause.release; yields (pause, the thread, the list its one answer is appended to)."""
+    answers: list = []
+    with Pause(s.state.scheduler.engine, "prefill", when=_nth_call(2)) as pause:
+        restoring = threading.Thread(target=lambda: answers.append(httpx.post(
+            s.url + "/v1/sessions/work/restore", json={"slot": "main"}, timeout=60)), daemon=True)
+        restoring.start()
+        assert pause.entered.wait(60)
+        yield pause, restoring, answers
 
 
 def _main(url: str) -> dict:
@@ -163,12 +177,7 @@ def test_a_delete_while_a_session_is_rebuilt_stays_deleted(tiny_model, tmp_path)
     with _server(tiny_model, tmp_path) as s:
         sched = s.state.scheduler
         sched.chunk = 64
-        answers: list = []
-        with Pause(sched.engine, "prefill", when=_nth_call(2)) as pause:
-            restoring = threading.Thread(target=lambda: answers.append(httpx.post(
-                s.url + "/v1/sessions/work/restore", json={"slot": "main"}, timeout=60)), daemon=True)
-            restoring.start()
-            assert pause.entered.wait(60)
+        with _restore_held_at_its_second_piece(s) as (pause, restoring, answers):
             d = httpx.delete(s.url + "/v1/sessions/work", timeout=10)
             assert d.status_code == 200, d.text
             pause.release.set()
@@ -218,12 +227,7 @@ def test_a_call_without_progress_is_answered_as_what_it_is(tiny_model, tmp_path,
     with _server(tiny_model, tmp_path) as s:
         sched = s.state.scheduler
         sched.chunk = 64
-        answers: list = []
-        with Pause(sched.engine, "prefill", when=_nth_call(2)) as pause:
-            restoring = threading.Thread(target=lambda: answers.append(httpx.post(
-                s.url + "/v1/sessions/work/restore", json={"slot": "main"}, timeout=60)), daemon=True)
-            restoring.start()
-            assert pause.entered.wait(60)
+        with _restore_held_at_its_second_piece(s) as (pause, restoring, answers):
             if what == "save":
                 # main holds `work` once the rebuild ends: the save, had it run then, would have written it
                 r = httpx.post(s.url + "/v1/sessions/later/save", json={"slot": "main"}, timeout=60)
