@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 
 import openai
 import pytest
@@ -41,6 +42,25 @@ def parked(tmp_path) -> list[str]:
     return sorted(p.name for p in cold.glob("*.img")) if cold.is_dir() else []
 
 
+def stops_cleanly_and_parks(proc: subprocess.Popen, tmp_path, stop: Callable[[], None]) -> None:
+    """Serves one conversation (nothing parked yet), calls `stop`, then asserts the server ended with status 0,
+    said "stopping", logged no traceback and parked that conversation to the cold level."""
+    try:
+        port = listening_port(tmp_path / "server.log", proc)
+        wait_healthy(port, proc)
+        one_conversation(port)
+        assert parked(tmp_path) == []
+        stop()
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = (tmp_path / "server.log").read_text()
+    assert proc.returncode == 0, log
+    assert "stopping" in log and "Traceback" not in log, log
+    assert len(parked(tmp_path)) == 1, log
+
+
 def test_closing_the_terminal_stops_the_server_cleanly_and_parks_its_conversation(tiny_model, tmp_path):
     master, slave = os.openpty()
 
@@ -50,20 +70,7 @@ def test_closing_the_terminal_stops_the_server_cleanly_and_parks_its_conversatio
     proc = start_server(tiny_model, tmp_path, stdin=slave, start_new_session=True,
                         preexec_fn=own_terminal)
     os.close(slave)
-    try:
-        port = listening_port(tmp_path / "server.log", proc)
-        wait_healthy(port, proc)
-        one_conversation(port)
-        assert parked(tmp_path) == []
-        os.close(master)                 # the terminal window is closed: the kernel sends SIGHUP
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    log = (tmp_path / "server.log").read_text()
-    assert proc.returncode == 0, log
-    assert "stopping" in log and "Traceback" not in log
-    assert len(parked(tmp_path)) == 1, log
+    stops_cleanly_and_parks(proc, tmp_path, lambda: os.close(master))   # the window closed: the kernel sends SIGHUP
 
 
 def test_under_nohup_a_hangup_leaves_the_server_running(tiny_model, tmp_path):

@@ -13,8 +13,7 @@ import sys
 
 import pytest
 
-from tests.server.test_auth_and_lifecycle import listening_port, wait_healthy
-from tests.server.test_terminal_closed import one_conversation, parked
+from tests.server.test_terminal_closed import stops_cleanly_and_parks
 
 SHIM = """
 import signal, sys
@@ -42,17 +41,4 @@ def start_windows_like_server(tiny_model, tmp_path) -> subprocess.Popen:
 @pytest.mark.parametrize("sig", [signal.SIGUSR1, signal.SIGINT], ids=["SIGBREAK", "SIGINT"])
 def test_a_stop_signal_without_loop_handlers_stops_the_server_cleanly_and_parks(tiny_model, tmp_path, sig):
     proc = start_windows_like_server(tiny_model, tmp_path)
-    try:
-        port = listening_port(tmp_path / "server.log", proc)
-        wait_healthy(port, proc)
-        one_conversation(port)
-        assert parked(tmp_path) == []
-        proc.send_signal(sig)
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    log = (tmp_path / "server.log").read_text()
-    assert proc.returncode == 0, log
-    assert "stopping" in log and "Traceback" not in log, log
-    assert len(parked(tmp_path)) == 1, log
+    stops_cleanly_and_parks(proc, tmp_path, lambda: proc.send_signal(sig))
