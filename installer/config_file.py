@@ -232,12 +232,28 @@ def write(plan: Plan, path: Path, written_at: datetime | None = None) -> Path:
             # copied, not moved: the file stays in place until the new one replaces it. Moved first, a replace
             # that then failed (on Windows a scanner or an editor holding the file: PermissionError) left no
             # configuration at all, and the app took its next start for a first run
-            shutil.copyfile(path, backup_path(path))
+            keep_backup(path)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def keep_backup(path: Path) -> None:
+    """`path` copied to its `.bak` with its own mode, never readable by more users than it was in between: the
+    file may hold an `api_key`, and `write` makes it 0600 (mkstemp), where a plain copy (shutil.copyfile) makes a
+    new `.bak` as umask allows (0644: any user of the machine could read the key). The copy is written to a
+    private temporary file and renamed into place, as a move kept the mode before."""
+    fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".bak", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(path.read_bytes())
+        shutil.copymode(path, tmp)
+        os.replace(tmp, backup_path(path))
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def write_problem(path: Path) -> str | None:

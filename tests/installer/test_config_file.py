@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
+import stat
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -156,6 +159,30 @@ def test_a_replace_windows_refuses_leaves_the_previous_file_in_place(tmp_path, m
     config_file.write(_plan(), path)      # once it is let go
     assert config_file.read(path)[0] == _plan().config()
     assert config_file.backup_path(path).read_text(encoding="utf-8") == "ctx = 1024\n"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file modes")
+def test_the_bak_is_as_private_as_the_file_it_keeps(tmp_path):
+    # config.toml may hold an api_key; `write` makes it 0600. Its .bak was made by a plain copy (aac6672) with
+    # umask's mode, 0644: any user of the machine could read the key (a move, before, kept the file's mode)
+    path = tmp_path / "c.toml"
+    path.write_text('api_key = "sk-local-secret"\nctx = 1024\n', encoding="utf-8")
+    path.chmod(0o600)
+    umask = os.umask(0o022)
+    try:
+        config_file.write(_plan(), path)
+    finally:
+        os.umask(umask)
+    bak = config_file.backup_path(path)
+    assert bak.read_text(encoding="utf-8") == 'api_key = "sk-local-secret"\nctx = 1024\n'
+    assert stat.S_IMODE(bak.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml", "c.toml.bak"]   # no temporary file left
+    hand_made = tmp_path / "d.toml"       # a file the user made readable keeps that mode in its .bak, as a move did
+    hand_made.write_text("ctx = 1024\n", encoding="utf-8")
+    hand_made.chmod(0o644)
+    config_file.write(_plan(), hand_made)
+    assert stat.S_IMODE(config_file.backup_path(hand_made).stat().st_mode) == 0o644
 
 
 def test_a_config_path_that_cannot_be_written_is_reported(tmp_path, capsys):
