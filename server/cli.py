@@ -184,8 +184,8 @@ def on_stop_signals(loop: asyncio.AbstractEventLoop, on_stop: Callable[[], None]
     The loop's own handlers where it has them (POSIX); Windows' event loops have none (NotImplementedError), so
     there the process's handler hands the call to the loop, which a signal wakes (the proactor loop's wakeup
     fd). Before, Windows had no handler at all: Ctrl-C took asyncio.run's way (the server task cancelled, its
-    second Ctrl-C while loading not the quick quit it is elsewhere), and Ctrl-Break or a closed console window
-    (SIGBREAK) ended the process at once, nothing parked."""
+    second Ctrl-C while loading not the quick quit it is elsewhere), and Ctrl-Break (SIGBREAK) ended the process
+    at once, nothing parked. A closed console window still does (stop_signals)."""
     replaced: dict[int, Any] = {}
     for sig in stop_signals():
         try:
@@ -205,9 +205,12 @@ def on_stop_signals(loop: asyncio.AbstractEventLoop, on_stop: Callable[[], None]
 def stop_signals() -> list[signal.Signals]:
     """The signals that stop the server cleanly: SIGINT, SIGTERM and SIGHUP (the terminal `./run` runs in
     was closed; its default action killed the server with no histories parked), unless SIGHUP is ignored,
-    as `nohup` leaves it: then the server is meant to outlive its terminal. On Windows SIGBREAK: Ctrl-Break,
-    and the console window closed (CTRL_CLOSE_EVENT, which Windows follows with the end of the process
-    about 5 s later: the stop parks what it can by then)."""
+    as `nohup` leaves it: then the server is meant to outlive its terminal. On Windows SIGBREAK: Ctrl-Break.
+    A closed console window (CTRL_CLOSE_EVENT) is not caught so: the C runtime reports it as SIGBREAK too, but
+    its console handler only sets Python's flag and returns, and Windows ends the process as soon as a handler
+    returns (it waits up to 5 s only for one that has not), before the stop has begun: nothing is parked.
+    Catching it needs a SetConsoleCtrlHandler of our own that holds the close until the stop has kept what it
+    can (not written: no Windows machine to run it on)."""
     signals = [signal.SIGINT, signal.SIGTERM]
     for name in ("SIGHUP", "SIGBREAK"):     # SIGHUP not on Windows, SIGBREAK only there
         other = getattr(signal, name, None)
