@@ -39,11 +39,14 @@ def output_as_utf8(streams: Iterable[object]) -> None:
 def input_as_utf8(stream: object) -> None:
     """`stream`, when it is not a terminal, read as UTF-8 with a byte that is not UTF-8 replaced: `Get-Content
     prompt.txt | strata chat` (PowerShell 7 pipes UTF-8, as Notepad saves) read 'Ёлка' as cp1252 and ended at
-    its 0x81, a byte cp1252 lacks. Left as it is once read from (Python refuses then)."""
+    its 0x81, a byte cp1252 lacks. A byte-order mark at its start is dropped (utf-8-sig): a file redirected as it
+    is (`strata chat < prompt.txt` in cmd) that Notepad saved as "UTF-8 with BOM", or PowerShell 5.1's `Out-File
+    -Encoding utf8` wrote, began its first line with U+FEFF, which went to the model. Left as it is once read
+    from (Python refuses then)."""
     if stream is None or not hasattr(stream, "reconfigure"):
         return
     try:
         if not stream.isatty():
-            stream.reconfigure(encoding="utf-8", errors="replace")
+            stream.reconfigure(encoding="utf-8-sig", errors="replace")
     except (OSError, ValueError):
         pass

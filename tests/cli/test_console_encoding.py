@@ -60,3 +60,12 @@ def test_piped_input_is_read_as_utf8_with_a_bad_byte_replaced():
     stdin = io.TextIOWrapper(io.BytesIO("Ёлка é\n".encode() + b"\xff\n"), encoding="cp1252")
     input_as_utf8(stdin)
     assert stdin.read() == "Ёлка é\n\ufffd\n"
+
+
+def test_piped_input_saved_with_a_byte_order_mark_reads_without_it():
+    # Notepad's "UTF-8 with BOM" or PowerShell 5.1's `Out-File -Encoding utf8`, redirected as it is (`strata chat <
+    # prompt.txt` in cmd): the first line began with U+FEFF, which the model got as part of the message
+    stdin = io.TextIOWrapper(io.BytesIO(b"\xef\xbb\xbf" + "Ёлка\nsecond \ufeff kept\n".encode()), encoding="cp1252")
+    input_as_utf8(stdin)
+    assert stdin.readline() == "Ёлка\n"
+    assert stdin.readline() == "second \ufeff kept\n"      # only the stream's start is a byte-order mark
