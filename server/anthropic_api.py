@@ -48,7 +48,7 @@ from strata.server.prompting import (
     split_answer,
     split_prefill,
 )
-from strata.server.structured_output import answer_rule, json_format
+from strata.server.structured_output import answer_rule, json_format, shown_tools
 from strata.server.thinking_budget import budget_rule, reasoning_lead
 from strata.server.thinking_signature import seal, unseal
 from strata.server.tool_changes import ToolChanges
@@ -264,6 +264,11 @@ async def _prompt(request: web.Request, body: dict) -> tuple[Any, list[dict], li
     shown, callable_ = shown_and_callable(tools, deferred, referenced_names(raw))
     if choice.get("type") not in ("none", "tool"):      # tool_choice's own limits stand
         callable_ = changes.callable(callable_)
+    elif choice.get("type") == "tool" and callable_:
+        # every tool is written all the same when the call is held to the named one by name: the prompt's
+        # start stays the conversation's (a turn naming its tool read the whole history again)
+        every = [t for t in offered if t["function"]["name"] not in deferred] or None
+        shown = shown_tools(every, callable_, True, answer_format(state.engine, [], messages), state.engine)
     history, prefill = split_prefill(messages)
     return state, messages, callable_, await render_chat_async(state.engine, history, shown, prefill,
                                                                template_vars={**thinking_switch(body),

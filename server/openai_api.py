@@ -38,7 +38,7 @@ from strata.server.prompting import (
     template_kwargs,
     tokens_key,
 )
-from strata.server.structured_output import answer_rule, json_format
+from strata.server.structured_output import answer_rule, json_format, shown_tools
 from strata.server.tool_pairing import say_unpaired
 
 from strata import __version__
@@ -281,7 +281,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     wanted = json_format(body.get("response_format"))
     variables = {**template_kwargs(body.get("chat_template_kwargs")),
                  **reasoning_effort(body.get("reasoning_effort"), "reasoning_effort")}
-    tokens = await render_chat_async(state.engine, messages, tools, template_vars=variables)
+    # a named function (or allowed tools, a call demanded) writes every tool all the same when the call is
+    # held to it by name: the prompt's start stays the conversation's (every tool: the choice left out)
+    shown = shown_tools(parse_tools({**body, "tool_choice": None}) if tools else None, tools,
+                        demands_call(body.get("tool_choice")), answer_format(state.engine, [], messages), state.engine)
+    tokens = await render_chat_async(state.engine, messages, shown, template_vars=variables)
     check_prompt_fits(state.engine, len(tokens))
     job = Job(api="openai", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_completion_tokens", "max_tokens"),

@@ -53,7 +53,7 @@ from strata.server.prompting import (
     render_chat_async,
     split_answer,
 )
-from strata.server.structured_output import answer_rule, json_format
+from strata.server.structured_output import answer_rule, json_format, shown_tools
 from strata.server.text_logprobs import TokenText
 from strata.server.tool_pairing import say_unpaired
 
@@ -338,7 +338,11 @@ async def answer(request: web.Request, state: Any, body: dict, sink: Events | No
     if wants_compaction(body):
         return await _compaction_turn(request, state, body, messages, tools, custom, sink)
     effort = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
-    tokens = await render_chat_async(state.engine, messages, tools,
+    # a named tool (or allowed tools, a call demanded) writes every tool all the same when the call is held
+    # to it by name: the prompt's start stays the conversation's (every tool: the choice left out)
+    shown = shown_tools(parse_tools({**body, "tool_choice": None})[0] if tools else None, tools,
+                        demands_call(body.get("tool_choice")), answer_format(state.engine, [], messages), state.engine)
+    tokens = await render_chat_async(state.engine, messages, shown,
                                      template_vars=reasoning_effort(effort.get("effort"), "reasoning.effort"))
     check_prompt_fits(state.engine, len(tokens), param="input")
     job = Job(api="responses", prompt=tokens,

@@ -314,6 +314,22 @@ def required_call(demanded: bool, tools: Any, answer: Any,
     return ForcedCall(tuple(opening.replace(PROBE_TOOL, t["function"]["name"]).encode() for t in tools), after=after)
 
 
+def shown_tools(every: Any, callable_: Any, demanded: bool, answer: Any, engine: Any) -> Any:
+    """The tools the template writes when `tool_choice` narrows the calls to `callable_` (a named tool, or
+    allowed tools with a call demanded) out of `every` offered tool: all of them when the demanded call is
+    held to `callable_` by name, so the prompt's start (system prompt and tools) is the one the
+    conversation's other turns render and its history is reused, not read again (a turn naming its tool read
+    the whole conversation again: 6,426 of 6,557 tokens, Claude Code's shape on the default model); only
+    `callable_` where nothing holds the name (a choice that demands no call, Harmony, whose demanded call is
+    not held, a template whose probe shows no call): there the model would be free to call the others."""
+    if not demanded or not callable_ or not every or len(every) == len(callable_):
+        return callable_
+    rule = required_call(True, callable_, answer, engine)
+    if rule is None or (isinstance(rule, ForcedCall) and call_marker(answer) in rule.starts):
+        return callable_
+    return every
+
+
 def answer_rule(wanted: JsonFormat | None, tools: Any, demanded: bool, answer: Any, engine: Any,
                 prefill: str = "", where: str = "response_format") -> JsonFormat | ForcedCall | None:
     """What one answer is held to: the JSON format asked for (none with tools offered; a `prefill` is its
