@@ -103,3 +103,38 @@ def test_a_copy_whose_conversation_went_on_says_superseded(server):
     assert copies[0].get("superseded") is True, copies[0]
     assert "value" not in copies[0] and "protection_left_s" not in copies[0], copies[0]
     assert all("superseded" not in s for s in slots if s is not copies[0]), slots
+
+
+@pytest.fixture(scope="module")
+def one_slot_server(tiny_model_factory):
+    model = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, script=(ASK, *ANSWER))
+    s = LiveServer(model=str(model), ctx=4096, batch=1, slot_ctx=4096, threads=1, conversation_cache_mib=256)
+    s.start()
+    yield s
+    s.stop()
+
+
+def test_a_request_that_takes_a_superseded_copy_holds_a_history_worth_keeping(one_slot_server):
+    """A request placed in a slot holding a superseded copy (worth nothing: taken as blank) made that slot its
+    own history, but the slot kept its `superseded` mark: the policy went on counting the new history as worth
+    nothing, and the next request to take the slot overwrote it without parking it to the cache, so its
+    conversation read its whole history again (a trial with Claude Code's and opencode's shapes: opencode's
+    6,571-token history read again after a request of its own conversation reused 109 tokens of its slot)."""
+    from tests.server.live import run_together
+
+    url, server = one_slot_server.url, one_slot_server
+    a = [(i * 13) % 400 + 50 for i in range(1500)] + [ASK]
+    complete(url, a)
+    complete(url, [70, 71, 72, ASK])                                  # displaces a: parked into slot 1
+    a = a + list(ANSWER) + [(i * 17) % 400 + 50 for i in range(200)] + [ASK]
+    complete(url, a)                                                  # a goes on in main: slot 1 superseded
+    assert server.state.scheduler.table[1].superseded
+    c = [(i * 19) % 400 + 50 for i in range(1200)] + [ASK]
+    a = a + list(ANSWER) + [80, 81, ASK]
+    run_together(server, [lambda: complete(url, c), lambda: complete(url, a)])   # c runs in slot 1
+    slot = next(s for s in httpx.get(url + "/v1/slots", timeout=30).json()["slots"] if s["id"] == 1)
+    assert slot["tokens"] >= len(c) and "superseded" not in slot and "value" in slot, slot
+    a = a + list(ANSWER) + [82, 83, ASK]
+    run_together(server, [lambda: complete(url, a), lambda: complete(url, [90, 91, 92, ASK])])   # takes slot 1
+    out = complete(url, c + list(ANSWER) + [84, 85, ASK])
+    assert out["timings"]["cache_n"] >= len(c), out["timings"]        # c's history was parked to the cache first
