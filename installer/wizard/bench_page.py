@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 
 from PySide6.QtCore import QObject, QThread, Signal
-from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QVBoxLayout, QWizardPage
+from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QVBoxLayout, QWizard, QWizardPage
 from strata.installer import flow
 from strata.installer.bench import BenchReport, run_machine_bench
 
@@ -102,7 +102,8 @@ class BenchPage(QWizardPage):
 
     def _finish(self, report) -> None:
         w = self.wizard()
-        self.skip_button.setEnabled(False)
+        had_focus = self.skip_button.hasFocus()
+        self.skip_button.setEnabled(False)   # Qt hands its focus on to the next in the chain: Back
         self.bar.setRange(0, 100)
         self.bar.setValue(100)
         if isinstance(report, BenchReport):
@@ -116,6 +117,8 @@ class BenchPage(QWizardPage):
             self.status.setText(f"the bench failed: {report}")
         self.done = True
         self.completeChanged.emit()
+        if had_focus:   # Next, enabled now, takes the focus the Skip button had: Enter went Back (a new-user trial)
+            w.button(QWizard.WizardButton.NextButton).setFocus()
 
     def isComplete(self) -> bool:
         return self.done

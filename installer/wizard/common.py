@@ -5,7 +5,19 @@ Only presentation; no plan logic here.
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel
+from PySide6.QtWidgets import QComboBox, QCompleter, QLabel
+
+
+def answer_combo(name: str) -> QComboBox:
+    """An editable list of proposed answers. Its completer pops a list up as one types instead of completing
+    inline: an inline completer takes the whole text the line selects on focus (Tab back into it) for a completion
+    of its own, so Enter there put back its stale first row (2048 tokens in place of the 8192 shown) and did not
+    go to the next page."""
+    combo = QComboBox()
+    combo.setEditable(True)
+    combo.setObjectName(name)
+    combo.completer().setCompletionMode(QCompleter.CompletionMode.PopupCompletion)
+    return combo
 
 
 def reason_label(text: str = "") -> QLabel:

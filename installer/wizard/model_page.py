@@ -9,7 +9,6 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QApplication,
-    QComboBox,
     QFileDialog,
     QHBoxLayout,
     QPushButton,
@@ -19,7 +18,7 @@ from PySide6.QtWidgets import (
 from strata.installer import flow
 from strata.installer.plan import parse_answer, question_for
 from strata.installer.plan_types import AnswerError
-from strata.installer.wizard.common import error_label, reason_label, why
+from strata.installer.wizard.common import answer_combo, error_label, reason_label, why
 
 
 class ModelPage(QWizardPage):
@@ -28,9 +27,7 @@ class ModelPage(QWizardPage):
         self.setTitle("Which model?")
         self.setSubTitle("A GGUF file of an architecture Strata runs (llama, Qwen, Mistral, Gemma 3, gpt-oss, GLM-4.5 / "
                          "4.7-Flash, DeepSeek-V2, ...). Strata measures it on this machine next.")
-        self.combo = QComboBox()
-        self.combo.setEditable(True)
-        self.combo.setObjectName("model")
+        self.combo = answer_combo("model")
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._browse)
         row = QHBoxLayout()

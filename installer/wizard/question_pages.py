@@ -14,7 +14,6 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (
     QButtonGroup,
     QCheckBox,
-    QComboBox,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -28,7 +27,7 @@ from strata.installer import flow
 from strata.installer.plan import parse_answer, question_for
 from strata.installer.plan_types import AnswerError, PlanParameters
 from strata.installer.profile import disk_facts
-from strata.installer.wizard.common import error_label, reason_label, why
+from strata.installer.wizard.common import answer_combo, error_label, reason_label, why
 
 
 class _QuestionPage(QWizardPage):
@@ -178,9 +177,7 @@ class ContextPage(_QuestionPage):
     def __init__(self) -> None:
         super().__init__("Context size", "The longest conversation one request can hold, in tokens "
                          "(32k = 32768). Chosen with the model and this machine's memory known.")
-        self.combo = QComboBox()
-        self.combo.setEditable(True)
-        self.combo.setObjectName("ctx")
+        self.combo = answer_combo("ctx")
         self.reason = reason_label()
         self.layout_.addWidget(self.combo)
         self.layout_.addWidget(self.reason)
