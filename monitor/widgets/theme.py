@@ -95,4 +95,10 @@ def apply_palette(theme: Theme) -> None:
         p.setColor(QPalette.ColorRole.ButtonText, QColor("#202124"))
         p.setColor(QPalette.ColorRole.Highlight, QColor("#2f65ca"))
         p.setColor(QPalette.ColorRole.HighlightedText, QColor("#ffffff"))
+    # setColor(role, colour) sets every group, the disabled one too: a disabled button, field or check box then
+    # looked as live as the rest (the setup wizard's "Skip the bench" when the bench is not run, its folder field
+    # when nothing is kept on disk); disabled text is greyed as Fusion's own palette greys it
+    disabled = QColor("#6e7074") if theme.dark else QColor("#a0a3a8")
+    for role in (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText):
+        p.setColor(QPalette.ColorGroup.Disabled, role, disabled)
     app.setPalette(p)
