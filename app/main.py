@@ -54,14 +54,33 @@ class AppLogHandler(logging.handlers.RotatingFileHandler):
     """app.log, rotated at its size; a rotation the system refuses leaves the lines in app.log (tried again at the
     next line) instead of losing them. Windows refuses to rename a file another process has open, and two apps
     write app.log while a second launch waits for a quitting one (up to 15 minutes): each line past the size
-    then failed its rotation and was dropped ('--- Logging error ---' on a standard error a windowed app lacks)."""
+    then failed its rotation and was dropped ('--- Logging error ---' on a standard error a windowed app lacks).
+    app.log is moved aside before the backups shift: the base class shifts them first, so each refused try lost
+    the oldest backup."""
 
     def doRollover(self) -> None:
+        if self.backupCount <= 0:
+            return super().doRollover()
+        if self.stream:
+            self.stream.close()
+            self.stream = None
+        aside = self.baseFilename + ".rotating"
         try:
-            super().doRollover()
+            if os.path.exists(aside):            # left by a backup held open at an earlier rotation (rare)
+                os.remove(aside)
+            self.rotate(self.baseFilename, aside)    # the one rename another app's open app.log makes Windows refuse
         except OSError:
-            if self.stream is None:     # closed for the rename: the line goes on at the end of the same file
-                self.stream = self._open()
+            self.stream = self._open()           # the line goes on at the end of the same file; tried at the next
+            return
+        try:
+            for i in range(self.backupCount - 1, 0, -1):
+                older = self.rotation_filename(f"{self.baseFilename}.{i}")
+                if os.path.exists(older):
+                    os.replace(older, self.rotation_filename(f"{self.baseFilename}.{i + 1}"))
+            os.replace(aside, self.rotation_filename(self.baseFilename + ".1"))
+        except OSError:
+            pass                                 # a backup held open: app.log.rotating keeps those lines
+        self.stream = self._open()
 
 
 def setup_logging(folder: Path) -> Path:
