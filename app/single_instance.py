@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import os
 import re
 from collections.abc import Callable
 
@@ -23,15 +24,20 @@ QUIT_WAIT_S = 900.0     # a second launch's wait (quit_wait.py): the quitting ap
 QUIT_POLL_S = 0.5
 
 
-def instance_name(suffix: str = "") -> str:
+def instance_name(suffix: str = "", windows: bool | None = None) -> str:
     """The local socket's name for this user: `strata-app-USER`, the characters a pipe or socket name takes kept and
     the others replaced; where any was replaced, with a hash of the whole name after it. Windows' named pipes are
     one namespace for every user of the machine, and without it 'Дима' and 'Юлия' were both `strata-app-____`:
-    the second to start was told another user's app was running (or could not listen under the name)."""
+    the second to start was told another user's app was running (or could not listen under the name). On Windows
+    the user is DOMAIN\\USER (USERDOMAIN): on a shared or remote-desktop machine CORP\\alice and the local alice
+    are two users whose USERNAME is the same."""
     try:
         user = getpass.getuser()
     except Exception:
         user = "user"
+    domain = os.environ.get("USERDOMAIN", "")
+    if (os.name == "nt" if windows is None else windows) and domain:
+        user = domain + "\\" + user
     kept = re.sub(r"[^A-Za-z0-9_.-]", "_", user + suffix)
     if kept != user + suffix:
         kept += "-" + hashlib.sha256((user + suffix).encode("utf-8", "surrogatepass")).hexdigest()[:10]

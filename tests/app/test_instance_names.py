@@ -30,3 +30,19 @@ def test_users_whose_names_a_pipe_name_cannot_take_get_names_of_their_own(monkey
         second.close()
     finally:
         first.close()
+
+
+def test_on_windows_two_accounts_of_one_user_name_in_two_domains_get_names_of_their_own(monkeypatch):
+    """CORP\\alice and the machine's own alice share USERNAME (what getpass reads) on a shared or remote-desktop
+    machine, and the pipe namespace is the machine's: the domain (USERDOMAIN) is part of the name there."""
+    for variable in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        monkeypatch.setenv(variable, "alice")
+    monkeypatch.setenv("USERDOMAIN", "CORP")
+    corp = instance_name(windows=True)
+    monkeypatch.setenv("USERDOMAIN", "DESKTOP-7Q2")
+    local = instance_name(windows=True)
+    assert corp != local and corp.startswith("strata-app-CORP_alice-") and local.startswith("strata-app-DESKTOP-7Q2_alice-")
+    assert instance_name(windows=True) == local                         # the same account finds its own app
+    assert instance_name(windows=False) == "strata-app-alice"           # elsewhere USERDOMAIN means nothing
+    monkeypatch.delenv("USERDOMAIN")
+    assert instance_name(windows=True) == "strata-app-alice"
