@@ -33,11 +33,16 @@ TIPS = ("", "slot group (unit of load)", "empty / idle / prefill / decode", "tok
 BUSY = ("prefill", "decode")
 
 
-def slot_cells(row: SlotRow) -> list[str]:
+def slot_cells(row: SlotRow, live: bool = True) -> list[str]:
+    """The row's cells; `live`: of a feed that flows now. Without one (the server stopping, restarting or down,
+    the feed lost) what a context does now and how long ago it was used are not known: they read as the header's
+    running and queued do, an en dash (a stopped server's slot read `decode`, last use `now`, while it parked its
+    conversations and after); what it holds stays as last seen."""
     held = f"{units.count(row.tokens)} ({units.percent(row.tokens, row.capacity)})"
-    return [row.label, "" if row.group is None else str(row.group), row.state, held,
-            # a context reading or writing is in use now; its last_use is when the previous use ended
-            row.conversation or units.NA, "now" if row.state in BUSY else units.ago(row.idle_s),
+    # a context reading or writing is in use now; its last_use is when the previous use ended
+    last_use = units.NA if not live else "now" if row.state in BUSY else units.ago(row.idle_s)
+    return [row.label, "" if row.group is None else str(row.group), row.state if live else units.NA, held,
+            row.conversation or units.NA, last_use,
             units.count(row.reused_tokens), units.rate(row.prefill_tps), units.rate(row.decode_tps),
             units.seconds(row.protection_left_s),
             units.score(row.value)]
@@ -67,8 +72,9 @@ class SlotsPanel(QWidget):
 
     def refresh(self, view: MonitorView) -> None:
         busy = {"prefill": self.theme.warn, "decode": self.theme.good}
-        rows = [slot_cells(r) for r in view.slots]
-        colors = [[None, None, busy.get(r.state)] + [None] * 8
+        live = view.connection == "connected"     # as the header's running and queued (header.totals_text)
+        rows = [slot_cells(r, live) for r in view.slots]
+        colors = [[None, None, busy.get(r.state) if live else None] + [None] * 8
                   for r in view.slots]
         self.table.show_rows(rows, colors, align_right=(3, 5, 6, 7, 8, 9, 10))
         self.table.fit_height(len(rows))

@@ -1,0 +1,62 @@
+"""The slots table once the feed stops flowing (the app stopping or restarting its server, a server down, the feed
+lost): what a context does now and when it was last used read as unknown, as the header's running and queued do.
+A new-user trial quit the app while an answer streamed: for the whole stop the table said main `decode`, last use
+`now` (in the busy colour), under a header that said the app was waiting for the server to stop."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from strata.monitor.model import MonitorModel
+from strata.monitor.widgets.slots import HEADERS
+from strata.monitor.window import MonitorWindow
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "monitor"
+NA = "\u2013"
+
+
+@pytest.fixture
+def decoding():
+    """A model whose latest snapshot (recorded from a real server) has main decoding, the feed flowing."""
+    series = json.loads((DATA / "series.json").read_text(encoding="utf-8"))
+    m = MonitorModel()
+    for snap in series:
+        m.apply(snap)
+    last = copy.deepcopy(series[-1])
+    last["time"] += 0.25
+    last["slots"][0]["state"] = "decode"
+    m.apply(last)
+    m.set_connection("connected", "http://127.0.0.1:8080")
+    return m
+
+
+def _column(window, name):
+    table, c = window.slots.table, HEADERS.index(name)
+    return [table.item(r, c).text() for r in range(table.rowCount())]
+
+
+def test_a_slot_reads_unknown_once_the_feed_stops(qtbot, decoding):
+    window = MonitorWindow(decoding, theme="light")
+    qtbot.addWidget(window)
+    window.resize(1280, 800)
+    window.show()
+    qtbot.waitExposed(window)
+    window.redraw()
+    table, state = window.slots.table, HEADERS.index("state")
+    assert _column(window, "state")[0] == "decode" and _column(window, "last\nuse")[0] == "now"
+    assert table.item(0, state).foreground().color().name() == window.theme.good
+    held = _column(window, "held\ntok (filled)")
+
+    decoding.set_connection("waiting", "for the server to stop")          # what the app's Quit and Restart set
+    window.redraw()
+    assert _column(window, "state") == [NA] * table.rowCount()
+    assert _column(window, "last\nuse") == [NA] * table.rowCount()
+    assert table.item(0, state).foreground().color().name() != window.theme.good
+    assert _column(window, "held\ntok (filled)") == held                  # what each holds stays as last seen
+
+    decoding.set_connection("connected", "http://127.0.0.1:8080")          # the feed flows again
+    window.redraw()
+    assert _column(window, "state")[0] == "decode" and _column(window, "last\nuse")[0] == "now"
