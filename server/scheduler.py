@@ -349,7 +349,7 @@ class Scheduler:
             if not ((guessing or any(r.forced() for r in decoding)) and lookup_step.run(self, decoding, guessing)):
                 self._decode_step(decoding)
 
-    def _slice_tokens(self) -> int:
+    def slice_tokens(self) -> int:
         """Tokens of the next prefill piece: the whole chunk when nobody is generating, else about
         `slice_s` seconds of prefill at the measured rate (the continuous agenda's time slice; in a
         mixed step, all its pieces together)."""
@@ -365,7 +365,7 @@ class Scheduler:
         budget = self.engine.max_rows - len(riders)
         per_row = self.mixed_piece if riders else max(self.mixed_piece, self.chunk // len(prefilling))
         if riders:   # the streams riding along wait for the whole step: its pieces keep to the slice
-            budget = min(budget, self._slice_tokens())
+            budget = min(budget, self.slice_tokens())
         start = self._rr % len(prefilling)
         self._rr += 1
         pieces: list[tuple[Row, list[int]]] = []
@@ -402,7 +402,7 @@ class Scheduler:
 
     def _prefill_chunk(self, row: Row) -> None:
         """Reads the next piece of row's prompt on its own (Engine.prefill)."""
-        part = row.job.prompt[row.pos: row.pos + self._slice_tokens()]
+        part = row.job.prompt[row.pos: row.pos + self.slice_tokens()]
         t0 = time.monotonic()
         if part:
             self._reading = len(part)

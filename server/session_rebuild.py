@@ -78,7 +78,9 @@ class Rebuild:
         try:
             if self.sched.stopping:
                 raise APIError(503, "the server is stopping", headers={"Retry-After": "5"})
-            part = self.tokens[self.pos: self.pos + self.sched.chunk]
+            # while others generate, a piece is their time slice (--prefill-slice-ms), as a prompt's is: a whole
+            # chunk held every stream for a chunk's reading a piece
+            part = self.tokens[self.pos: self.pos + self.sched.slice_tokens()]
             self.sched.read_piece(self.ctx, part)
             self.pos += len(part)
             if self.pos < len(self.tokens):

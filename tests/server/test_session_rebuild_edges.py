@@ -20,6 +20,7 @@ import pytest
 from strata.engine import Engine
 from strata.engine.snapshot import KV_REVISION
 from strata.server import sessions_backend, stop_progress
+from strata.server.scheduler import MIN_PREFILL_SLICE
 
 from tests.server.live import LiveServer
 from tests.server.sched_stress import Pause
@@ -290,3 +291,42 @@ def test_other_requests_run_between_a_rebuild_s_pieces(tiny_model, tmp_path):
         assert restored[0].status_code == 200 and body["tokens_read"] == len(work) and body["saved_again"], body
         assert _on_worker(s, lambda: list(engine.context_tokens(0))) == work
         assert _main(s.url)["conversation"] == "session:work"
+
+
+def test_while_others_generate_a_rebuild_reads_in_their_time_slice(tiny_model, tmp_path):
+    """A rebuild's piece is what a prompt's piece is (Scheduler.slice_tokens): while a stream generates, about
+    --prefill-slice-ms of reading, not a whole chunk (which held every stream for a chunk's reading a piece:
+    10-15 s with a big model on a CPU)."""
+    work = _older_session(tiny_model, tmp_path)
+    with _server(tiny_model, tmp_path) as s:
+        engine, sched = s.state.engine, s.state.scheduler
+        sched.chunk, sched.slice_s = 64, 1e-6            # the slice: MIN_PREFILL_SLICE tokens
+        sched.eos.clear()                                # the stream below never ends by itself
+        real, pieces = engine.prefill, []
+
+        def recorded(ctx, tokens, *, chunk=512):
+            if ctx == 0:
+                pieces.append((len(tokens), any(r.phase == "decode" for r in sched._rows.values())))
+                time.sleep(0.1)
+            return real(ctx, tokens, chunk=chunk)
+        engine.prefill = recorded
+        restored: list = []
+        try:
+            restoring = threading.Thread(target=lambda: restored.append(httpx.post(
+                s.url + "/v1/sessions/work/restore", json={"slot": "main"}, timeout=60)), daemon=True)
+            restoring.start()
+            deadline = time.monotonic() + 30
+            while _main(s.url)["tokens"] == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)                         # main is held: the stream runs in slot 1
+            with httpx.stream("POST", s.url + "/v1/completions", json={
+                    "prompt": ids(20, 67), "max_tokens": 400, "temperature": 0, "stream": True}, timeout=60) as r:
+                for _line in r.iter_lines():
+                    if not restoring.is_alive():
+                        break
+            restoring.join(60)
+        finally:
+            del engine.prefill
+        assert restored[0].status_code == 200 and restored[0].json()["tokens_read"] == len(work), restored[0].text
+        beside_a_stream = [n for n, decoding in pieces if decoding]
+        assert beside_a_stream and max(beside_a_stream) <= MIN_PREFILL_SLICE, pieces
+        assert _on_worker(s, lambda: list(engine.context_tokens(0))) == work
