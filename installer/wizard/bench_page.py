@@ -73,6 +73,9 @@ class BenchPage(QWizardPage):
         self.bar.setValue(0)
         self.results.setText("")
         self._skip = threading.Event()
+        # no bench (the app's Set up again while its server runs): no bar at 100 % and no Skip for what never ran
+        for widget in (self.bar, self.skip_button):
+            widget.setVisible(w.run_bench)
         if not w.run_bench:
             self._finish(None)
             return

@@ -45,6 +45,8 @@ def test_finish_writes_the_file_and_restarts_the_server_on_it(qtbot, app_config,
         # the bench would load the model a second time beside the running server's: not run, and said why
         page = _next(qtbot, wizard, "bench")
         assert not wizard.run_bench and "the server is running" in page.status.text()
+        # nor a bar at 100 % and a Skip button for what never ran (a new-user trial's screenshot had both)
+        assert page.bar.isHidden() and page.skip_button.isHidden()
         page = _next(qtbot, wizard, "concurrency")
         assert page.several.isChecked() and "batch = 2" in page.reason.text()   # the file's answer, said so
         page.one.setChecked(True)                        # one change: one request at a time

@@ -79,6 +79,7 @@ def test_enter_after_the_bench_goes_on_not_back(qtbot, tmp_path, situation):
     bench = _at(qtbot, wizard, "bench")
     qtbot.waitUntil(lambda: QApplication.focusWidget() is bench.skip_button or bench.isComplete(), timeout=5000)
     assert QApplication.focusWidget() is bench.skip_button, "the case: Skip has the focus while the bench runs"
+    assert bench.bar.isVisible() and bench.skip_button.isVisible()
     qtbot.waitUntil(bench.isComplete, timeout=120000)
     assert QApplication.focusWidget() is wizard.button(QWizard.WizardButton.NextButton)
     _key(qtbot, Qt.Key.Key_Return)
