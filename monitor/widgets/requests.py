@@ -84,11 +84,15 @@ def request_cells(req: dict, now: float) -> list[str]:
 
 
 def decision_cells(d: dict, now: float) -> list[str]:
+    """A placement or park decision's cells; a field that is null or absent reads as an en dash (a park the policy
+    skipped has no slot: its row said `None`)."""
     t = d.get("time")
-    return [units.ago(now - t) if isinstance(t, (int, float)) else units.NA, str(d.get("request", units.NA)),
-            str(d.get("slot", units.NA)), units.NA if d.get("group") is None else str(d["group"]),
-            str(d.get("reason", "")), units.tokens(d.get("reused")),
-            units.NA if d.get("source_slot") is None else str(d["source_slot"]),
+
+    def text(key: str) -> str:
+        return units.NA if d.get(key) is None else str(d[key])
+
+    return [units.ago(now - t) if isinstance(t, (int, float)) else units.NA, text("request"), text("slot"),
+            text("group"), str(d.get("reason", "")), units.tokens(d.get("reused")), text("source_slot"),
             "yes" if d.get("park") else "no", d.get("park_skip") or ""]
 
 
