@@ -117,7 +117,7 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
     state.parked_from_main = False
     state.superseded = False      # its own history from here on, worth what any is (a copy it took was blank)
     if prev_conv != job.conversation or ctx == MAIN:
-        sched.table.supersede_copies(job.conversation, ctx)
+        sched.table.supersede_copies(job.conversation, ctx, prompt, sched.placer.cfg.own_min_share)
     return row
 
 

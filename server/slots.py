@@ -160,10 +160,14 @@ class SlotTable:
         c.tokens = []
         c.conversation = ""
 
-    def supersede_copies(self, conversation: str, keep: int) -> None:
-        """A conversation went on in `keep`: its parked copies elsewhere are blank now (seed 000)."""
+    def supersede_copies(self, conversation: str, keep: int, prompt: list[int], min_share: float) -> None:
+        """A conversation went on in `keep` with `prompt`: its parked copies elsewhere that the prompt holds (at
+        least `min_share` of each, the policy's own_min_share) are blank now (seed 000). A copy the prompt went
+        another way from early keeps its worth: the same key does not make it the same history (a turn with other
+        tools, a client's key shared by its side requests), and a blank copy is overwritten without a park."""
         if not conversation:
             return
         for c in self.slots:
-            if c.id != keep and c.parked_from_main and c.conversation == conversation and c.busy_job is None:
+            if c.id != keep and c.parked_from_main and c.conversation == conversation and c.busy_job is None \
+                    and common_prefix(c.tokens, prompt) >= min_share * len(c.tokens):
                 c.superseded = True

@@ -105,8 +105,9 @@ def test_a_copy_whose_conversation_went_on_says_superseded(server):
     assert all("superseded" not in s for s in slots if s is not copies[0]), slots
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def one_slot_server(tiny_model_factory):
+    """A new server for each test: what its slot holds is the test's own."""
     model = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, script=(ASK, *ANSWER))
     s = LiveServer(model=str(model), ctx=4096, batch=1, slot_ctx=4096, threads=1, conversation_cache_mib=256)
     s.start()
@@ -138,3 +139,25 @@ def test_a_request_that_takes_a_superseded_copy_holds_a_history_worth_keeping(on
     run_together(server, [lambda: complete(url, a), lambda: complete(url, [90, 91, 92, ASK])])   # takes slot 1
     out = complete(url, c + list(ANSWER) + [84, 85, ASK])
     assert out["timings"]["cache_n"] >= len(c), out["timings"]        # c's history was parked to the cache first
+
+
+def test_a_copy_is_superseded_only_by_a_request_that_holds_it(one_slot_server):
+    """A request of the same conversation that went another way early (the same key: a tool named on one turn,
+    different tools, a Responses API `prompt_cache_key` shared by Codex's side requests) marked the conversation's
+    parked copy superseded, though it held none of it: the next park overwrote the copy without handing it to the
+    cache, and the conversation's next turn read its whole history again (a trial with Codex's shape: 13,167 of
+    13,172 tokens read after the turn before it named its tool). A copy is superseded only when the request that
+    went on holds at least STRATA_SLOT_OWN_MIN_SHARE of it (as a slot is the request's own)."""
+    from tests.server.live import run_together
+
+    url, server = one_slot_server.url, one_slot_server
+    h = [(i * 23) % 400 + 50 for i in range(1500)] + [ASK]
+    complete(url, h)
+    other = h[:300] + [(i * 29) % 400 + 50 for i in range(800)] + [ASK]    # the same key: its first 256 tokens
+    complete(url, other)                                     # h is parked into slot 1, `other` runs in main
+    held = server.state.scheduler.table[1]
+    assert held.tokens[:len(h)] == h and not held.superseded
+    complete(url, [93, 94, 95, ASK])                         # displaces `other`
+    run_together(server, [lambda: complete(url, [96, 97, ASK]), lambda: complete(url, [98, 99, ASK])])  # one in slot 1
+    out = complete(url, h + list(ANSWER) + [86, 87, ASK])
+    assert out["timings"]["cache_n"] >= len(h), out["timings"]      # h's copy went to the cache, not lost
