@@ -22,6 +22,11 @@ def count(n: float | None) -> str:
     return NA if _absent(n) else f"{int(n):,}"
 
 
+def counted(n: float | None, noun: str) -> str:
+    """A count with its noun, singular for one ("1 request", "2 requests", "1,234 threads")."""
+    return f"{count(n)} {noun}" + ("" if not _absent(n) and int(n) == 1 else "s")
+
+
 def rate(x: float | None) -> str:
     """A speed without its unit (for a column whose header has it): one decimal below 100, none up
     to 10,000, thousands ("16.5k") above."""

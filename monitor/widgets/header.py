@@ -25,7 +25,7 @@ def totals_text(view: MonitorView) -> str:
     live = view.connection == "connected"     # connecting: no snapshot of this feed yet (a restart loading)
     running = f"{view.busy_slots} running, {units.count(t.get('queue_depth'))} queued" if live else \
         f"{units.NA} running, {units.NA} queued"
-    parts = [f"{units.count(t.get('requests'))} requests", running,
+    parts = [units.counted(t.get("requests"), "request"), running,
              f"generating {units.tps(view.generated_tps)}",
              f"prompt {units.tokens(t.get('prompt_tokens'))}, reused "
              + (units.NA if share is None else f"{share * 100:.0f} %"),
@@ -47,7 +47,7 @@ def model_text(snap: dict) -> str:
     if m.get("n_expert"):
         parts.append(f"{m['n_expert']} experts, {m.get('n_expert_used', units.NA)} a token")
     if e.get("backend"):
-        parts.append(f"{e['backend']}, {e.get('threads', units.NA)} threads")
+        parts.append(f"{e['backend']}, {units.counted(e.get('threads'), 'thread')}")
     if e.get("kv_type"):
         bpt = e.get("bytes_per_token")
         parts.append(f"KV {e['kv_type']}" + (f" ({bpt / 1024:.1f} KiB/token)" if bpt else ""))
