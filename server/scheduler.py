@@ -200,6 +200,11 @@ class Scheduler:
         return self._stopping
 
     @property
+    def gave_up(self) -> bool:
+        """Whether a stop gave the engine call under way up as stuck (nothing more will come of it)."""
+        return self._gave_up
+
+    @property
     def pieces_read(self) -> int:
         """Prompt pieces and calls ended so far: a caller waiting on a call sees the worker make progress."""
         return self._pieces_read

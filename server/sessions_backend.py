@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from strata.server import session_rebuild
+from strata.server.cache.sessions import SessionConflictError
 from strata.server.errors import APIError
 from strata.server.slots import MAIN
 
@@ -101,7 +102,7 @@ class SessionBackend:
             if not self.cache.has_session(name):
                 # answered before the park below: a 404 changes nothing (parked, the history still held
                 # there was marked parked, and once its cache entry went, overwriting it parked nothing)
-                raise KeyError(f"no session named {name!r}")
+                raise KeyError(self.cache.missing_session(name))
             tokens = self.cache.session_to_rebuild(name)
             if tokens is not None:   # refused before the park too: nothing is changed
                 session_rebuild.check_fits(name, len(tokens), self.scheduler.engine.context_capacity(ctx),
@@ -127,13 +128,23 @@ class SessionBackend:
     def _wait(self, fut: concurrent.futures.Future, what: str) -> Any:
         """The call's result, waited for as long as the worker makes progress (a piece read, a call ended). Given
         up after WAIT_S without any: a call not begun is taken back (nothing was done), one under way is said to
-        be (a 503: it carries on; not the 500 or 507 a TimeoutError, an OSError, made of it)."""
+        be (a 503: it carries on; not the 500 or 507 a TimeoutError, an OSError, made of it). Given up once a stop
+        gave the call up as stuck and the cache has closed: this wait, on the event loop's executor, held the
+        process's end for WAIT_S past a hung save (asyncio.run waits for its executor's threads)."""
         sched = self.scheduler
         seen, since = sched.pieces_read, time.monotonic()
         while True:
             done, _ = concurrent.futures.wait([fut], timeout=POLL_S)
             if done:
                 return fut.result()
+            if sched.gave_up and getattr(self.state.cache, "closed", False):
+                # the stop gave this call up as stuck and the cache's close is done: a save it waited for has ended
+                # (answered just below), else it was given up (a write that hangs): nothing more will come of it
+                done, _ = concurrent.futures.wait([fut], timeout=1.0)
+                if done:
+                    return fut.result()
+                raise APIError(503, f"the {what} did not end: the server stopped and gave it up as stuck",
+                               headers={"Retry-After": "30"})
             now = time.monotonic()
             if sched.pieces_read != seen:
                 seen, since = sched.pieces_read, now
@@ -160,7 +171,7 @@ class SessionBackend:
             try:
                 self.cache.save_session(name, ctx)
                 saved_error = None
-            except (MemoryError, OSError, ValueError) as exc:
+            except (MemoryError, OSError, ValueError, SessionConflictError) as exc:
                 saved_error = f"{type(exc).__name__}: {exc}"
         return RebuiltSession(done.n_tokens, done.seconds, saved_error)
 

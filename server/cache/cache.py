@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import math
 import threading
 import time
 from collections import Counter, deque
@@ -42,6 +43,11 @@ from .system_prompt import PrefixStore
 log = logging.getLogger("strata.cache")
 
 SAVE_WAIT_POLL_S = 0.1   # how often close looks how far a session save it waits for is (the lines' rate is the caller's)
+# A session save that has written no piece for this long when the cache closes is given up (its session not saved):
+# a piece is one prompt chunk's KV (a few to ~100 MiB), written in well under a second by a working disk, seconds
+# by a slow USB one; an image's closing fsync (gigabytes on a slow disk) also counts here. A write that hung (a
+# network folder gone, a dying disk) held a bare `strata serve`'s stop for ever; the app ends one quiet for 15 s.
+SAVE_STALL_S = 60.0
 
 
 def kv_layout_of(engine) -> str:
@@ -115,7 +121,9 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self._prefix_pending: set[str] = set()    # segment / system-prompt saves queued for it
         self._spill = SpillWriter(self._spill_one)
         self._closed = False
-        self.saving: SaveUnderWay | None = None   # a session save being written (it holds the lock meanwhile)
+        self.closed = False   # close() has ended: a session save it waited for is done or was given up
+        self.saving: SaveUnderWay | None = None   # a session save being written (it holds session_writes meanwhile)
+        self.session_writes = threading.Lock()   # held by a session save while it writes, and by a DELETE
         self._has_age_limits = any(lc.on and lc.max_age_s > 0 for lc in self.level_configs)
 
     # -- set-up ---------------------------------------------------------------------------------
@@ -213,16 +221,20 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         return self.first_disk is not None
 
     def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None,
-              waiting: Callable[[SaveUnderWay, float], None] | None = None) -> None:
+              waiting: Callable[[SaveUnderWay, float], None] | None = None, stall_s: float | None = None) -> None:
         """Wait for a session save under way; drain the spill writer; with `persist`, hand RAM entries to the first
         disk level, calling `progress(entries done, entries, bytes done, bytes)` before the first, after each and as
         each write of one is made (the spill writer's queue first, its sizes -1) (the app waits for a stop while
         these come: a big model's histories take minutes to write, one alone longer than the app waits for a silent
-        stop). While a save is waited for, `waiting(save, seconds waited)` is called as more of it is written."""
+        stop). While a save is waited for, `waiting(save, seconds waited)` is called as more of it is written; one that
+        has written nothing for `stall_s` (default SAVE_STALL_S) is given up, with a warning naming it."""
+        stall_s = SAVE_STALL_S if stall_s is None else stall_s
+        if not isinstance(stall_s, (int, float)) or not math.isfinite(stall_s) or stall_s <= 0:
+            raise ValueError(f"stall_s must be a number of seconds > 0, got {stall_s!r}")
         if self._closed:
             return
         self._closed = True
-        self._wait_for_save(waiting)
+        self._wait_for_save(waiting, stall_s)
         told = None if progress is None else CloseProgress(progress)
         if told is not None:
             self.io.on_write = told.wrote    # a line while one big history is written, not only between them
@@ -230,19 +242,32 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
             self._close(persist, told)
         finally:
             self.io.on_write = None
+            self.closed = True
 
-    def _wait_for_save(self, waiting: Callable[[SaveUnderWay, float], None] | None) -> None:
-        """Until the lock is free. A session save holds it while it writes (on the worker thread: a stop that gave
-        that call up as stuck comes here while it still writes, gigabytes on a slow disk); this wait said nothing,
-        and the app ends a stop quiet for 15 s. `waiting` is told each time more of the save is written; a write
-        that hangs tells nothing (the app's sign to end the server)."""
+    def _wait_for_save(self, waiting: Callable[[SaveUnderWay, float], None] | None, stall_s: float) -> None:
+        """Until no session save is being written. One holds `session_writes` while it writes (on the worker thread:
+        a stop that gave that call up as stuck comes here while it still writes, gigabytes on a slow disk); this wait
+        said nothing, and the app ends a stop quiet for 15 s. `waiting` is told each time more of the save is
+        written (a write that hangs tells nothing: the app's sign to end the server). A save that has written
+        nothing for `stall_s` is given up: marked abandoned (it writes nothing more if its write ever returns; its
+        temporary file is never an entry and is removed at the next start), warned of, and the close goes on
+        (a bare `strata serve` waited for it for ever)."""
         began, told_at = time.monotonic(), -1
-        while not self._lock.acquire(timeout=SAVE_WAIT_POLL_S):
+        while not self.session_writes.acquire(timeout=SAVE_WAIT_POLL_S):
             save = self.saving
-            if waiting is not None and save is not None and save.written != told_at:
+            if save is None:    # between the lock and the save's start, or its end
+                continue
+            if waiting is not None and save.written != told_at:
                 told_at = save.written
                 waiting(save, time.monotonic() - began)
-        self._lock.release()
+            stalled = time.monotonic() - save.moved_at
+            if stalled >= stall_s:
+                save.abandoned = True
+                log.warning("stopping: the save of session %r has written nothing for %.0f s (%s); given up: session "
+                            "%r is not saved (a save of it made before is kept whole; the part written is never "
+                            "read and is removed at the next start)", save.name, stalled, _how_far(save), save.name)
+                return
+        self.session_writes.release()
 
     def _close(self, persist: bool, told: CloseProgress | None) -> None:
         self.flush(None if told is None else told.entry)   # the queue's sizes are not known: counted in entries
@@ -314,6 +339,11 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
     def metrics_text(self) -> str:
         """Prometheus text lines for /metrics."""
         return report.metrics_text(self)
+
+
+def _how_far(save: SaveUnderWay) -> str:
+    mib = 1 << 20
+    return f"{min(save.written, save.n_bytes) / mib:.1f} of {save.n_bytes / mib:.1f} MiB written"
 
 
 def _date(t: float) -> str:

@@ -5,6 +5,11 @@ What this is: files named `<prefix><key>.img` (the engine's snapshot image, byte
 times). A write goes to a temporary name of its own (temp_files.py), is flushed and fsynced; then
 the image and the sidecar are renamed into place under the folder's commit lock, the sidecar last,
 so a file without its sidecar is never an entry and two writers of one key never mix their files.
+A level of named sessions (`versioned_images`) writes each save's image under a name of its own
+(`<prefix><key>@<generation>.img`) that its sidecar records: the sidecar's rename is the one step that
+replaces the earlier save, so a save that fails at any point (Windows refusing the rename of a file
+another program holds open, a crash) leaves the earlier image and sidecar whole, and a sidecar never
+describes another save's image. The earlier image is removed once the new sidecar is in place.
 Leftover temporary files of writers that stopped are removed at open. At open the folder is indexed from its files
 and nothing is rewritten; a foreign, truncated or damaged file is skipped and counted, never
 trusted (damaged_files.py then removes the skipped files Strata wrote). What this is not: the cascade (cascade.py decides what moves where) or a budget enforcer.
@@ -19,6 +24,7 @@ import logging
 import math
 import mmap
 import os
+import secrets
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -43,6 +49,7 @@ SIDECAR_VERSION = 1
 LAST_TIME = 253402300800.0  # 10000-01-01 UTC: a sealed or created time at or past it is damage, not a date
 SKIP_REASONS = ("foreign", "stale", "damaged", "orphan_sidecar", "orphan_image", "partial")
 UNRECORDED_KV_REVISION = 1  # a sidecar without `kv_revision`: written before it was recorded (an older engine)
+GENERATION_MARK = "@"  # <prefix><key>@<generation>.img: never in a key (session names and hex keys have no '@')
 
 
 @dataclass(frozen=True)
@@ -140,7 +147,7 @@ class DiskLevel:
 
     def __init__(self, name: str, folder: str, budget_bytes: int, max_age_s: float, identity: Identity,
                  *, io: FileIO | None = None, prefix: str = CONV_PREFIX, piece_bytes: int = PIECE_BYTES,
-                 image_magic: bytes | None = None) -> None:
+                 image_magic: bytes | None = None, versioned_images: bool = False) -> None:
         if piece_bytes <= 0:
             raise ValueError(f"piece_bytes must be > 0, got {piece_bytes!r}")
         self.name = name
@@ -163,6 +170,7 @@ class DiskLevel:
         self.vanished = 0  # entries whose folder was removed while the server ran (ensure_folder)
         self.remove_failures = 0  # files the cache could not remove (a read-only folder): cascade.forget_files
         self.removes_failing_since: int | None = None  # remove_failures when the current run of failures began
+        self.versioned_images = versioned_images  # each write's image under a name of its own (named sessions)
         self.state = "closed"
 
     # -- paths ----------------------------------------------------------------------------------
@@ -172,6 +180,22 @@ class DiskLevel:
 
     def sidecar_path(self, key: str) -> str:
         return os.path.join(self.folder, f"{self.prefix}{key}.json")
+
+    def new_image_path(self, key: str) -> str:
+        """Where a write of `key` puts its image: a name no other write used on a level of versioned images."""
+        if not self.versioned_images:
+            return self.image_path(key)
+        return os.path.join(self.folder, f"{self.prefix}{key}{GENERATION_MARK}{secrets.token_hex(8)}.img")
+
+    def images_of(self, key: str) -> list[str]:
+        """The file names of every image of `key` in the folder (the plain one and each generation's), as
+        listed: exact names, so on a file system that ignores case another case's files are not among them."""
+        plain, versioned = f"{self.prefix}{key}.img", f"{self.prefix}{key}{GENERATION_MARK}"
+        try:
+            names = os.listdir(self.folder)
+        except FileNotFoundError:   # the folder was removed (by hand): no image of any key
+            return []
+        return sorted(n for n in names if n == plain or (n.startswith(versioned) and n.endswith(".img")))
 
     @property
     def used_bytes(self) -> int:
@@ -201,7 +225,9 @@ class DiskLevel:
         self.unremovable_files.clear()
         self.changed_files.clear()
         ours = [n for n in names if n.startswith(self.prefix)]
-        images = {n[len(self.prefix):-4] for n in ours if n.endswith(".img")}
+        image_files = {n for n in ours if n.endswith(".img")}
+        generations = {n for n in image_files if self.versioned_images and GENERATION_MARK in n}
+        images = {n[len(self.prefix):-4] for n in image_files - generations}
         sidecar_keys = set()
         for n in sorted(ours):
             if n.endswith(TEMP_SUFFIX):
@@ -209,9 +235,11 @@ class DiskLevel:
             elif n.endswith(".json"):
                 key = n[len(self.prefix):-5]
                 sidecar_keys.add(key)
-                self._index_one(key, key in images)
+                self._index_one(key, image_files)
         for key in sorted(images - sidecar_keys):
             self._skip(f"{self.prefix}{key}.img", "orphan_image", "an image without its sidecar")
+        for n in sorted(generations):
+            self._sweep_generation(n)
         self.state = "on"
 
     def ensure_folder(self) -> None:
@@ -259,7 +287,39 @@ class DiskLevel:
                 why = f"{why}, but it cannot be removed ({exc.strerror or exc})"
         self._skip(name, "partial", f"a temporary file: {why}")
 
-    def _index_one(self, key: str, has_image: bool) -> None:
+    def _sweep_generation(self, name: str) -> None:
+        """An image of one save (`<prefix><key>@<generation>.img`) that the sidecar of its key does not name: left
+        by a save that failed or stopped before its sidecar was renamed into place, or one whose earlier image could
+        not be removed after it (Windows: a file another program held open). Never an entry's image, never read:
+        removed under the commit lock (a writer renames its image and sidecar in one hold of it), counted as a
+        skipped and removed `orphan_image`. One a sidecar names is its entry's; one whose sidecar cannot be read
+        (damaged, a newer format) is skipped and left alone."""
+        key = name[len(self.prefix):].split(GENERATION_MARK, 1)[0]
+        entry = self.entries.get(key)
+        if entry is not None and os.path.basename(entry.image_path) == name:
+            return
+        with self.io.commit_lock(self.folder):
+            try:
+                with open(self.sidecar_path(key), "rb") as f:
+                    named = json.loads(f.read()).get("image")
+            except FileNotFoundError:
+                named = None   # no sidecar of its key: a first save that never finished, or a deleted session's
+            except (OSError, ValueError, AttributeError, RecursionError):
+                self._skip(name, "orphan_image", "an image of one save whose key's sidecar cannot be read")
+                return
+            if named == name:  # another server committed it since the index: its entry, unknown here until a restart
+                return
+            self._skip(name, "orphan_image", "an image of a save its sidecar does not name (a save that failed or was "
+                                             "stopped, or an earlier save's image left behind)")
+            try:
+                self.io.remove(os.path.join(self.folder, name))
+            except OSError as exc:
+                self.unremovable_files[name] = exc.strerror or str(exc)
+                return
+        self.removed["orphan_image"] += 1
+        self.removed_files[name] = "image"
+
+    def _index_one(self, key: str, image_files: set[str]) -> None:
         name = f"{self.prefix}{key}.json"
         try:
             entry = self.read_sidecar(key)
@@ -276,7 +336,7 @@ class DiskLevel:
             # JSON nested ~1,000 deep. Either one escaped this and stopped the server from loading.
             self._skip(name, "damaged", f"unreadable sidecar ({type(exc).__name__}: {exc})")
             return
-        if not has_image:
+        if os.path.basename(entry.image_path) not in image_files:
             self._skip(name, "orphan_sidecar", "a sidecar without its image")
             return
         try:
@@ -320,6 +380,14 @@ class DiskLevel:
         image_bytes = int(d["image_bytes"])
         if piece_bytes <= 0 or len(crcs) != -(-image_bytes // piece_bytes):
             raise ValueError("piece table does not cover the image")
+        image_path = self.image_path(key)
+        if "image" in d:   # a versioned image (named sessions): the sidecar names the one save it belongs to
+            image = d["image"]
+            if (not isinstance(image, str) or not image.startswith(f"{self.prefix}{key}{GENERATION_MARK}")
+                    or not image.endswith(".img") or os.path.basename(image) != image
+                    or not image[len(self.prefix) + len(key) + 1:-4].isalnum()):
+                raise ValueError(f"the sidecar names an image that is not one of its own: {image!r}")
+            image_path = os.path.join(self.folder, image)
         created_at, sealed_at = float(d["created_at"]), float(d["sealed_at"])
         if not all(math.isfinite(t) and abs(t) < LAST_TIME for t in (created_at, sealed_at)):
             # NaN never ages out; a time past year 9999 would be the newest for good and would hold the cache's
@@ -328,7 +396,7 @@ class DiskLevel:
         return DiskEntry(key=key, kind=str(d["kind"]), tokens=tokens, image_bytes=image_bytes,
                          sidecar_bytes=len(raw), piece_bytes=piece_bytes, piece_crc32=crcs,
                          created_at=created_at, sealed_at=sealed_at,
-                         identity=identity, image_path=self.image_path(key), sidecar_path=path,
+                         identity=identity, image_path=image_path, sidecar_path=path,
                          meta=dict(d.get("meta") or {}))
 
     # -- writes ---------------------------------------------------------------------------------
@@ -353,7 +421,10 @@ class DiskLevel:
         return tmp
 
     def _write_sidecar_temp(self, entry: DiskEntry) -> str:
-        raw = json.dumps(entry.sidecar_dict(), separators=(",", ":")).encode()
+        d = entry.sidecar_dict()
+        if entry.image_path != self.image_path(entry.key):
+            d["image"] = os.path.basename(entry.image_path)   # the one image this sidecar describes
+        raw = json.dumps(d, separators=(",", ":")).encode()
         entry.sidecar_bytes = len(raw)
         return self._write_temp(entry.sidecar_path, [raw])
 
@@ -361,17 +432,44 @@ class DiskLevel:
         """Rename the image, then the sidecar, into place under the folder's commit lock: another
         writer of the same key (a second server on this folder) commits its pair wholly before or
         after, never between, so the sidecar always describes the image beside it. On failure the
-        sidecar's temporary file is removed and `undo_image()` puts the image back or removes it."""
-        renamed = False
+        sidecar's temporary file is removed and `undo_image()` puts the image back or removes it.
+        With versioned images, the image's name is new (nothing is replaced before the sidecar's rename)
+        and the key's other images are removed after, in the same hold of the lock."""
+        renamed = committed = False
         try:
             with self.io.commit_lock(self.folder):
                 self.io.rename(image_from, entry.image_path)
                 renamed = True
                 self.io.rename(sidecar_tmp, entry.sidecar_path)
+                committed = True
+                if self.versioned_images:
+                    self._remove_earlier_images(entry)
         except BaseException:
-            self.io.remove(sidecar_tmp)
-            undo_image(renamed)
+            if not committed:   # best effort: the first error is the one to tell (a read-only folder refuses these too)
+                with contextlib.suppress(OSError):
+                    self.io.remove(sidecar_tmp)
+                with contextlib.suppress(OSError):
+                    undo_image(renamed)
             raise
+
+    def _remove_earlier_images(self, entry: DiskEntry) -> None:
+        """After a versioned write is committed: the key's images other than the new one are no entry's (its
+        sidecar names the new one). One that cannot be removed (Windows: another program holds it open; a
+        read-only folder) is left for the next open to remove (_sweep_generation), with a warning."""
+        keep = os.path.basename(entry.image_path)
+        try:
+            names = [n for n in self.images_of(entry.key) if n != keep]
+        except OSError as exc:
+            log.warning("conversation cache %s level: %s saved, but its folder cannot be listed to remove its "
+                        "earlier image (%s); the next start removes it", self.name, entry.key, exc.strerror or exc)
+            return
+        for n in names:
+            try:
+                self.io.remove(os.path.join(self.folder, n))
+            except OSError as exc:
+                log.warning("conversation cache %s level: %s saved, but its earlier image %s cannot be removed (%s); "
+                            "it is never read (the sidecar names the new one) and the next start removes it",
+                            self.name, entry.key, n, exc.strerror or exc)
 
     def write(self, key: str, kind: str, tokens: np.ndarray, pieces: Iterable[bytes], now: float,
               *, created_at: float | None = None, meta: dict | None = None) -> DiskEntry:
@@ -380,7 +478,7 @@ class DiskLevel:
         On any failure (ENOSPC, I/O error) nothing is left under the entry's names.
         """
         self.ensure_folder()
-        img = self.image_path(key)
+        img = self.new_image_path(key)
         sums = _PieceChecksums(self.piece_bytes)
         img_tmp = self._write_temp(img, pieces, sums)
         entry = DiskEntry(key=key, kind=kind, tokens=tokens_array(tokens), image_bytes=sums.total,
@@ -441,7 +539,11 @@ class DiskLevel:
                 if entry is not None:
                     self.entries[key] = entry
                 raise
-            self.io.remove(self.image_path(key))
+            if not self.versioned_images:
+                self.io.remove(self.image_path(key))
+                return entry
+            for n in self.images_of(key):   # each save's image (one, unless an earlier one could not be removed)
+                self.io.remove(os.path.join(self.folder, n))
         return entry
 
     # -- reads ----------------------------------------------------------------------------------

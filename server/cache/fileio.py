@@ -11,6 +11,7 @@ import contextlib
 import errno
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import BinaryIO
@@ -145,18 +146,53 @@ class SlowDiskIO(FileIO):
         super().write(f, data)
 
 
+class HangingDiskIO(SlowDiskIO):
+    """A disk whose write of a session image hangs once `hang_after` such writes were made: the write blocks until
+    `release()` (a network folder gone, a dying disk; the process may end first), later writes go on. Chosen by
+    `STRATA_TEST_SESSION_WRITE_HANG_AFTER`, for the tests of a stop that gives such a save up."""
+
+    SESSION_IMAGE = "strata-session-"   # a session image's temporary file name begins so (sessions.SESSION_PREFIX)
+
+    def __init__(self, hang_after: int, delay_s: float = 0.0) -> None:
+        super().__init__(delay_s)
+        self.hang_after = hang_after
+        self.made = 0
+        self.hung = threading.Event()       # set once the hanging write has begun
+        self._released = threading.Event()
+
+    def release(self) -> None:
+        self._released.set()
+
+    def write(self, f: BinaryIO, data: bytes | memoryview) -> None:
+        name = os.path.basename(getattr(f, "name", "") or "")
+        if name.startswith(self.SESSION_IMAGE) and ".img" in name:
+            self.made += 1
+            if self.made == self.hang_after + 1:
+                self.hung.set()
+                self._released.wait()
+        super().write(f, data)
+
+
 def file_io_from_env(environ: Mapping[str, str] | None = None) -> FileIO:
-    """The real FileIO, or a SlowDiskIO when `STRATA_TEST_DISK_WRITE_DELAY_S` (seconds per write, tests only) is set."""
-    raw = (os.environ if environ is None else environ).get("STRATA_TEST_DISK_WRITE_DELAY_S", "").strip()
-    if not raw:
-        return FileIO()
-    try:
-        delay = float(raw)
-    except ValueError:
-        raise ValueError(f"STRATA_TEST_DISK_WRITE_DELAY_S must be a number of seconds, got {raw!r}") from None
-    if not 0 <= delay <= 3600:
-        raise ValueError(f"STRATA_TEST_DISK_WRITE_DELAY_S must be 0..3600 seconds, got {raw!r}")
-    return SlowDiskIO(delay)
+    """The real FileIO, or a SlowDiskIO when `STRATA_TEST_DISK_WRITE_DELAY_S` (seconds per write) is set, a
+    HangingDiskIO when `STRATA_TEST_SESSION_WRITE_HANG_AFTER` (session image writes made before one hangs) is: tests
+    only. A malformed value is a ValueError naming the variable."""
+    env = os.environ if environ is None else environ
+    raw = env.get("STRATA_TEST_DISK_WRITE_DELAY_S", "").strip()
+    hang = env.get("STRATA_TEST_SESSION_WRITE_HANG_AFTER", "").strip()
+    delay = 0.0
+    if raw:
+        try:
+            delay = float(raw)
+        except ValueError:
+            raise ValueError(f"STRATA_TEST_DISK_WRITE_DELAY_S must be a number of seconds, got {raw!r}") from None
+        if not 0 <= delay <= 3600:
+            raise ValueError(f"STRATA_TEST_DISK_WRITE_DELAY_S must be 0..3600 seconds, got {raw!r}")
+    if hang:
+        if not (hang.isascii() and hang.isdigit()) or int(hang) > 1_000_000:
+            raise ValueError(f"STRATA_TEST_SESSION_WRITE_HANG_AFTER must be a count of writes 0..1000000, got {hang!r}")
+        return HangingDiskIO(int(hang), delay)
+    return SlowDiskIO(delay) if raw else FileIO()
 
 
 class FullDiskIO(FileIO):

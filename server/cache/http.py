@@ -3,7 +3,7 @@
 What this is: thin aiohttp handlers (parse, call the cache in a worker thread, serialise):
 `POST /v1/sessions/{name}/save`, `POST /v1/sessions/{name}/restore`, `DELETE /v1/sessions/{name}`,
 `GET /v1/sessions`. The body of save/restore may name the context: `{"slot": 2}` or
-`{"slot": "main"}` (default main). A restore of a session an older Strata saved reads its tokens again
+`{"slot": "main"}` (default main). A save under a name that differs only in case from a saved session's is a 409. A restore of a session an older Strata saved reads its tokens again
 (`"rebuilt": true`); one whose sidecar does not check is a 409, one longer than the context a 400. What this is not: the scheduler. The server sets
 `app[SESSION_BACKEND]` to an object with `save_session(name, ctx)`, `restore_session(name, ctx)`,
 `delete_session(name)`, `list_sessions()` (the ConversationCache itself, or a wrapper that holds the
@@ -19,7 +19,7 @@ from aiohttp import web
 from strata.server.body_read import read_body
 from strata.server.fields import refused_encoding
 
-from .sessions import SessionNameError, StaleSessionError, validate_session_name
+from .sessions import SessionConflictError, SessionNameError, StaleSessionError, validate_session_name
 
 SESSION_BACKEND: web.AppKey = web.AppKey("strata_session_backend", object)
 
@@ -66,10 +66,13 @@ async def save_session(request: web.Request) -> web.Response:
         info = await asyncio.to_thread(backend.save_session, name, ctx)
     except MemoryError as exc:
         return _error(503, f"not enough RAM to save: {exc}", "overloaded_error")
+    except SessionConflictError as exc:
+        return _error(409, str(exc), "conflict_error")
     except (ValueError, IndexError) as exc:
         return _error(400, str(exc))
     except OSError as exc:
-        return _error(507, f"could not write the session: {exc}", "storage_error")
+        return _error(507, f"could not write the session (a session saved before under this name is kept as it was): "
+                           f"{exc}", "storage_error")
     return web.json_response(info)
 
 
@@ -82,8 +85,9 @@ async def restore_session(request: web.Request) -> web.Response:
     backend = request.app[SESSION_BACKEND]
     try:
         res = await asyncio.to_thread(backend.restore_session, name, ctx)
-    except KeyError:
-        return _error(404, f"no session named {name!r}", "not_found_error")
+    except KeyError as exc:
+        said = exc.args[0] if exc.args and isinstance(exc.args[0], str) else f"no session named {name!r}"
+        return _error(404, said, "not_found_error")
     except StaleSessionError as exc:
         return _error(409, str(exc), "restore_error")
     except (ValueError, IndexError) as exc:

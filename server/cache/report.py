@@ -143,8 +143,10 @@ def metrics_text(cache) -> str:
         add("age_evictions_total", casc.age_evictions[lvl.name], level=lvl.name)
         if isinstance(lvl, DiskLevel):
             add("write_failures_total", casc.write_failures[lvl.name], level=lvl.name)
-    for lvl in stores:   # the segment and system-prompt stores index, skip and remove files as the levels do
-        if isinstance(lvl, DiskLevel):
+    sessions = cache.sessions.level
+    opened = [sessions] if sessions.state == "on" else []   # the sessions folder, once a session call opened it
+    for lvl in stores + opened:   # the segment and system-prompt stores index, skip and remove files as the levels do
+        if isinstance(lvl, DiskLevel) and lvl is not sessions:
             add("remove_failures_total", lvl.remove_failures, level=lvl.name)
         for reason, n in sorted(getattr(lvl, "skipped", {}).items()):
             add("skipped_files_total", n, level=lvl.name, reason=reason)

@@ -8,21 +8,30 @@ streamed restore as every disk read. A session an older Strata saved (its sideca
 this engine's) is kept and listed as needing a rebuild: its image is of no use, its checked token ids
 are what the server reads again (server/session_rebuild.py) before saving it anew. What this is not:
 the placement rule (policy.py), the restore passes (restoring.py, pipeline.py) or the rebuild's reading.
+
+Names differ in more than case: a save under a name that differs only in case from a saved session's is
+refused (SessionConflictError, a 409) on every OS, because on Windows and macOS the two names are one file
+(two agents saving `Work` and `work` overwrote each other's session there, and a DELETE of one removed the
+other's files). A restore or DELETE names a session exactly; another case is a 404.
+Each save's image has a name of its own that its sidecar records (disk.py, `versioned_images`): a save that
+fails at any step leaves the session saved before whole.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import policy
 from .disk import DiskEntry, DiskLevel, Identity, tokens_array
 from .fileio import FileIO
+from .folder_checks import log_skipped_files
 from .memory import MIB
 from .restoring import RestoreResult
 
@@ -33,22 +42,43 @@ _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
 @dataclass
 class SaveUnderWay:
     """A session save being written (`ConversationCache.saving`): what a stop waiting for it says, how far it is.
-    `written` counts the image's bytes written so far (its pieces, as each is written), `n_bytes` the context's KV."""
+    `written` counts the image's bytes written so far (its pieces, as each is written), `n_bytes` the context's KV,
+    `moved_at` is when a piece was last written (time.monotonic); `abandoned` is set by a stop that gave the save
+    up (no piece written for its stall limit: cache.close): the save then writes nothing more."""
 
     name: str
     n_bytes: int
     written: int = 0
+    moved_at: float = field(default_factory=time.monotonic)
+    abandoned: bool = False
 
 
 def _counted(pieces: Iterable[bytes], save: SaveUnderWay) -> Iterator[bytes]:
-    """`pieces`, each counted in `save.written` once the writer asks for the next (it has been written then)."""
+    """`pieces`, each counted in `save.written` once the writer asks for the next (it has been written then). A save
+    the stop abandoned fails at its next piece, or after its last (its temporary file is then removed)."""
     for piece in pieces:
+        if save.abandoned:
+            break
         yield piece
         save.written += len(piece)
+        save.moved_at = time.monotonic()
+    if save.abandoned:
+        raise OSError(errno.ECANCELED, f"the save of session {save.name!r} was abandoned at the server's stop "
+                                       "(its write made no progress)")
 
 
 class SessionNameError(ValueError):
     pass
+
+
+class SessionConflictError(Exception):
+    """A save under a name that differs only in case from a saved session's (a 409): one file on Windows and macOS."""
+
+    def __init__(self, name: str, saved: str) -> None:
+        super().__init__(f"session name {name!r} differs only in case from the saved session {saved!r}: names must "
+                         "differ in more than case (on Windows and macOS they name the same file); save or restore "
+                         f"{saved!r}, DELETE it first, or pick another name")
+        self.saved = saved
 
 
 class StaleSessionError(Exception):
@@ -73,14 +103,34 @@ class SessionStore:
     def __init__(self, folder: str, identity: Identity, *, io: FileIO | None = None,
                  piece_bytes: int | None = None) -> None:
         kwargs = {"piece_bytes": piece_bytes} if piece_bytes else {}
-        self.level = DiskLevel("sessions", folder, 0, 0.0, identity, io=io, prefix=SESSION_PREFIX, **kwargs)
+        self.level = DiskLevel("sessions", folder, 0, 0.0, identity, io=io, prefix=SESSION_PREFIX,
+                               versioned_images=True, **kwargs)
         self._opened = False
 
     def ensure_open(self) -> DiskLevel:
         if not self._opened:
             self.level.open()
+            log_skipped_files(self.level)   # a save's temporary file left by a stop or a crash: removed, said once
             self._opened = True
         return self.level
+
+    def names_on_disk(self) -> set[str]:
+        """The session names whose files the folder lists, spelled as listed (sidecars, images, each generation)."""
+        lvl = self.ensure_open()
+        try:
+            names = os.listdir(lvl.folder)
+        except OSError:
+            return set(lvl.entries)
+        return {n[len(lvl.prefix):].rsplit(".", 1)[0].split("@", 1)[0] for n in names
+                if n.startswith(lvl.prefix) and n.endswith((".json", ".img"))}
+
+    def case_twin(self, name: str) -> str | None:
+        """A saved session whose name differs from `name` only in case (None when `name` itself is there, as two
+        sessions an older Strata saved on a file system that tells case apart may be)."""
+        on_disk = self.names_on_disk() | set(self.level.entries)
+        if name in on_disk:
+            return None
+        return next((k for k in sorted(on_disk) if k.lower() == name.lower()), None)
 
     def is_stale(self, name: str) -> bool:
         """Whether `name`'s files are still there and were skipped at open as an older engine's (and this
@@ -122,20 +172,6 @@ class SessionStore:
         return sorted(out, key=lambda d: d["name"])
 
 
-def _forget_case_twins(lvl: DiskLevel, name: str) -> None:
-    """Unindex the sessions whose files are `name`'s under another case: on a case-insensitive file system
-    (Windows, macOS) 'Agent' and 'agent' name the same files, so saving one overwrote the other's, which
-    stayed listed and then restored as damaged. Its files are left to the write that replaces them."""
-    path = lvl.image_path(name)
-    for key in [k for k in lvl.entries if k != name and k.casefold() == name.casefold()]:
-        try:
-            same = os.path.samefile(lvl.image_path(key), path)
-        except OSError:                  # either file missing: two files, two sessions
-            same = False
-        if same:
-            lvl.entries.pop(key)
-
-
 class SessionsMixin:
     def save_session(self, name: str, ctx: int) -> dict:
         name = validate_session_name(name)
@@ -151,14 +187,20 @@ class SessionsMixin:
             raise MemoryError(adm.reason)
         lvl = self.sessions.ensure_open()
         save = SaveUnderWay(name, int(self.engine.context_bytes(ctx)))
-        with self._lock:     # held while the files are written: a close waits for it (cache.close says how far)
-            self.saving = save
+        # held while the files are written: a DELETE waits for it, a stop's close waits for it while it is written
+        # and gives it up when it hangs (cache.close); not the cache's lock, which the close then needs
+        with self.session_writes:
+            with self._lock:
+                twin = self.sessions.case_twin(name)
+                if twin is not None:
+                    raise SessionConflictError(name, twin)
+                self.saving = save
             try:
-                _forget_case_twins(lvl, name)
                 e = lvl.write(name, "session", tokens, _counted(self.engine.snapshot_chunks(ctx), save), self.clock())
-                lvl.add(e)
             finally:
                 self.saving = None
+            with self._lock:
+                lvl.add(e)
         return {"name": name, "n_tokens": e.n_tokens, "bytes": e.image_bytes, "floor": adm.floor}
 
     def has_session(self, name: str) -> bool:
@@ -186,18 +228,28 @@ class SessionsMixin:
         with self._lock:
             entry = lvl.entries.get(name)
             if entry is None:
-                raise KeyError(f"no session named {name!r}" + (" saved by this version (an older Strata saved it: "
-                                                              "it is rebuilt from its tokens)"
-                                                              if self.sessions.is_stale(name) else ""))
+                raise KeyError(self.missing_session(name))
             return self._restore_disk(lvl, entry, ctx, entry.n_tokens, "session_restore", time.perf_counter(),
                                       discard_damaged=False)
+
+    def missing_session(self, name: str) -> str:
+        """What a 404 for `name` says: that an older Strata saved it, or which session differs from it in case."""
+        with self._lock:
+            if self.sessions.is_stale(name):
+                return f"no session named {name!r} saved by this version (an older Strata saved it: it is rebuilt " \
+                       "from its tokens)"
+            twin = self.sessions.case_twin(name)
+        return f"no session named {name!r}" + (f" (one named {twin!r} is saved: names differ in more than case)"
+                                               if twin else "")
 
     def delete_session(self, name: str) -> bool:
         name = validate_session_name(name)
         lvl = self.sessions.ensure_open()
-        with self._lock:
-            existed = name in lvl.entries or self.sessions.is_stale(name)
-            lvl.forget(name)
+        with self.session_writes, self._lock:   # a save under way ends first (then its files are removed)
+            # its files as listed, exactly: on Windows and macOS another case's name opens the same files
+            existed = name in lvl.entries or self.sessions.is_stale(name) or name in self.sessions.names_on_disk()
+            if existed:
+                lvl.forget(name)
         return existed
 
     def list_sessions(self) -> list[dict]:

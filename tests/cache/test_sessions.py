@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 
 import pytest
 from aiohttp import web
@@ -37,7 +38,8 @@ def test_save_restore_delete_list(make_cache, folders):
     eng.prefill(1, h)
     info = cache.save_session("agent-1", 1)
     assert info["n_tokens"] == 50 and info["floor"] == "parking"
-    assert sorted(os.listdir(folders["sessions"])) == ["strata-session-agent-1.img", "strata-session-agent-1.json"]
+    sidecar, image = sorted(os.listdir(folders["sessions"]))   # each save's image under a name of its own
+    assert re.fullmatch(r"strata-session-agent-1@[0-9a-f]{16}\.img", image) and sidecar == "strata-session-agent-1.json"
     assert [s["name"] for s in cache.list_sessions()] == ["agent-1"]
     res = cache.restore_session("agent-1", 2)
     assert res.n_tokens == 50 and eng.context_tokens(2) == h

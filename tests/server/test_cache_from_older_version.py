@@ -129,6 +129,6 @@ def test_a_session_an_older_version_saved_is_rebuilt_from_its_tokens_and_can_be_
         r = httpx.post(server.url + "/v1/sessions/work/restore", json={"slot": "main"})
         assert r.status_code == 200 and r.json()["rebuilt"] is True, r.text
         assert r.json()["tokens_read"] == listed[0]["n_tokens"], r.text
-        assert len(list(sessions.glob("strata-session-work.*"))) == 2          # saved again under its name
+        assert len(list(sessions.glob("strata-session-work[.@]*"))) == 2       # saved again under its name
         assert httpx.delete(server.url + "/v1/sessions/work").status_code == 200
-        assert not list(sessions.glob("strata-session-work.*"))
+        assert not list(sessions.glob("strata-session-work[.@]*"))

@@ -151,7 +151,9 @@ def test_a_damaged_or_too_long_older_session_is_refused_and_left_as_it_was(tiny_
         assert r.status_code == 200 and r.json()["rebuilt"] is True, r.text
     after = {p.name: p.read_bytes() for p in (tmp_path / "sessions").iterdir()}
     assert not any(n.startswith(PREFIX + "broken") for n in after)
-    for name in (f"{PREFIX}work.json", f"{PREFIX}work.img", f"{PREFIX}today.json", f"{PREFIX}today.img"):
+    kept = [n for n in files if n.startswith((f"{PREFIX}work.", f"{PREFIX}work@", f"{PREFIX}today.", f"{PREFIX}today@"))]
+    assert len(kept) == 4, kept                       # each one's sidecar and image
+    for name in kept:
         assert after[name] == files[name], f"{name} changed"
 
 

@@ -37,3 +37,14 @@ def test_the_slow_disk_hook_is_read_with_a_clear_error():
     for bad in ("slow", "-1"):
         with pytest.raises(ValueError, match="STRATA_TEST_DISK_WRITE_DELAY_S"):
             file_io_from_env({"STRATA_TEST_DISK_WRITE_DELAY_S": bad})
+
+
+def test_the_hung_write_hook_is_read_with_a_clear_error():
+    import pytest
+    from strata.server.cache.fileio import HangingDiskIO, file_io_from_env
+
+    io = file_io_from_env({"STRATA_TEST_SESSION_WRITE_HANG_AFTER": "3", "STRATA_TEST_DISK_WRITE_DELAY_S": "0.25"})
+    assert isinstance(io, HangingDiskIO) and io.hang_after == 3 and io.delay_s == 0.25
+    for bad in ("soon", "-1", "1.5", "\u00b2", "2000000"):
+        with pytest.raises(ValueError, match="STRATA_TEST_SESSION_WRITE_HANG_AFTER"):
+            file_io_from_env({"STRATA_TEST_SESSION_WRITE_HANG_AFTER": bad})
