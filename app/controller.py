@@ -12,8 +12,8 @@ import logging
 import threading
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QTimer
-from PySide6.QtGui import QAction, QGuiApplication, QIcon
+from PySide6.QtCore import QObject, Qt, QTimer, QUrl
+from PySide6.QtGui import QAction, QDesktopServices, QGuiApplication, QIcon, QKeySequence
 from PySide6.QtWidgets import QApplication, QDialog, QLabel, QPushButton, QSystemTrayIcon
 from strata.app import model_file
 from strata.app.restart_policy import FREE_PORT, GAVE_UP, RestartConfig, notify_restarts, offers_setup_again
@@ -77,6 +77,17 @@ class AppController(QObject):
         self.setup_action.triggered.connect(self.setup_again)
         server_menu.addAction(self.restart_action)
         server_menu.addAction(self.setup_action)
+        # where app.log and server.log are: a failure's reason shows the server's last line, the log all of them
+        self.logs_action = QAction("Open log folder", self.window)
+        self.logs_action.setToolTip(f"app.log and server.log, in {self.supervisor.log_dir}")
+        self.logs_action.triggered.connect(self.open_log_folder)
+        server_menu.addAction(self.logs_action)
+        server_menu.addSeparator()
+        # the tray's Quit; without a tray closing the window does the same, with one it only hides the window
+        self.quit_action = QAction("Quit Strata", self.window)
+        self.quit_action.setShortcut(QKeySequence("Ctrl+Q"))   # Cmd+Q on macOS; the standard key has none on Windows
+        self.quit_action.triggered.connect(self.quit)
+        server_menu.addAction(self.quit_action)
         icon = QIcon(str(ICON)) if ICON.is_file() else QIcon()
         self.tray: Tray | None = None
         if QSystemTrayIcon.isSystemTrayAvailable():
@@ -125,6 +136,14 @@ class AppController(QObject):
         endpoint = self.supervisor.status().endpoint
         if endpoint:
             QGuiApplication.clipboard().setText(endpoint)
+
+    def open_log_folder(self) -> None:
+        """The log folder in the desktop's file manager; where there is none, the status bar names the folder."""
+        folder = self.supervisor.log_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        if not QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder))):
+            log.warning("could not open the log folder %s", folder)
+            self.window.statusBar().showMessage(f"The logs are in {folder} (app.log, server.log)", 15_000)
 
     def restart_server(self) -> None:
         log.info("restart requested by the user")
