@@ -108,3 +108,12 @@ def test_a_bad_test_disk_delay_stops_serve_before_the_model_loads(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "STRATA_TEST_DISK_WRITE_DELAY_S must be a number of seconds, got 'soon'" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_bad_hung_write_hook_stops_serve_before_the_model_loads(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "strata", "serve", "--no-config", "--port", "0",
+                           "--model", str(tmp_path / "absent.gguf")], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env={**os.environ, "STRATA_TEST_SESSION_WRITE_HANG_AFTER": "-2"})
+    assert done.returncode == 2, done.stderr
+    assert "STRATA_TEST_SESSION_WRITE_HANG_AFTER must be a count of writes 0..1000000, got '-2'" in done.stderr
+    assert "Traceback" not in done.stderr
