@@ -20,6 +20,7 @@ fails at any step leaves the session saved before whole.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import re
 import time
@@ -31,9 +32,10 @@ import numpy as np
 from . import policy
 from .disk import DiskEntry, DiskLevel, Identity, tokens_array
 from .fileio import FileIO
-from .folder_checks import log_skipped_files
 from .memory import MIB
 from .restoring import RestoreResult
+
+log = logging.getLogger("strata.cache")
 
 SESSION_PREFIX = "strata-session-"
 _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
@@ -110,8 +112,14 @@ class SessionStore:
     def ensure_open(self) -> DiskLevel:
         if not self._opened:
             self.level.open()
-            log_skipped_files(self.level)   # a save's temporary file left by a stop or a crash: removed, said once
             self._opened = True
+            for name, why in self.level.swept:   # a save given up at a stop, or killed: its part, never an entry
+                log.info("sessions folder: removed %s, a temporary file left by a save that did not finish (%s)",
+                         os.path.join(self.level.folder, name), why)
+            for name in self.level.removed_files:
+                log.info("sessions folder: removed %s, an image no sidecar names (a save that failed or was stopped "
+                         "before its sidecar was in place, or an earlier save's image left behind)",
+                         os.path.join(self.level.folder, name))
         return self.level
 
     def names_on_disk(self) -> set[str]:
