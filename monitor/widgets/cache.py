@@ -166,8 +166,11 @@ class CachePanel(QWidget):
     def refresh(self, view: MonitorView) -> None:
         cache = view.cache
         if not cache:
-            set_text(self.summary, "No conversation cache in this server's feed."
-                     if view.snapshot else "Waiting for the server...")
+            # no snapshot: the server is coming (connecting; the app waiting for its model file) or is not (a server
+            # that failed, an address nothing answers: "waiting" read as if it would come by itself)
+            set_text(self.summary, "No conversation cache in this server's feed." if view.snapshot
+                     else "Waiting for the server..." if view.connection in ("connecting", "waiting")
+                     else "No data: not connected (the header says why).")
             return
         if "error" in cache:
             set_text(self.summary, f"The cache's report failed: {cache['error']}")

@@ -60,3 +60,19 @@ def test_a_slot_reads_unknown_once_the_feed_stops(qtbot, decoding):
     decoding.set_connection("connected", "http://127.0.0.1:8080")          # the feed flows again
     window.redraw()
     assert _column(window, "state")[0] == "decode" and _column(window, "last\nuse")[0] == "now"
+
+
+@pytest.mark.parametrize(("connection", "said"), [("connecting", "Waiting for the server..."),
+                                                  ("waiting", "Waiting for the server..."),
+                                                  ("disconnected", "No data: not connected (the header says why).")])
+def test_the_cache_panel_waits_only_for_a_server_that_is_coming(qtbot, connection, said):
+    """Before any snapshot the cache panel said "Waiting for the server..." whatever the header said: under the app's
+    `server failed: ... could not load its model` (a trial's damaged model file, nothing to wait for) too."""
+    model = MonitorModel()
+    model.set_connection(connection, "server failed: the server could not load its model"
+                         if connection == "disconnected" else "")
+    window = MonitorWindow(model, theme="light")
+    qtbot.addWidget(window)
+    window.show()
+    window.redraw(force=True)
+    assert window.cache.summary.text() == said
