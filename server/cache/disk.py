@@ -27,7 +27,7 @@ import os
 import secrets
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -472,8 +472,11 @@ class DiskLevel:
                             self.name, entry.key, n, exc.strerror or exc)
 
     def write(self, key: str, kind: str, tokens: np.ndarray, pieces: Iterable[bytes], now: float,
-              *, created_at: float | None = None, meta: dict | None = None) -> DiskEntry:
+              *, created_at: float | None = None, meta: dict | None = None,
+              ready: Callable[[], None] | None = None) -> DiskEntry:
         """Write an image from `pieces` and its sidecar atomically; does not index it (see `add`).
+        `ready()` is called once both are written, before they are renamed into place: what it raises
+        leaves nothing written (a session save the stop gave up while its last write or fsync hung).
 
         On any failure (ENOSPC, I/O error) nothing is left under the entry's names.
         """
@@ -491,6 +494,13 @@ class DiskLevel:
         except BaseException:
             self.io.remove(img_tmp)
             raise
+        if ready is not None:
+            try:
+                ready()
+            except BaseException:
+                self.io.remove(img_tmp)
+                self.io.remove(sidecar_tmp)
+                raise
 
         def undo(renamed: bool) -> None:
             self.io.remove(img if renamed else img_tmp)

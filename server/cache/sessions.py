@@ -64,6 +64,11 @@ def _counted(pieces: Iterable[bytes], save: SaveUnderWay) -> Iterator[bytes]:
         yield piece
         save.written += len(piece)
         save.moved_at = time.monotonic()
+    _still_wanted(save)
+
+
+def _still_wanted(save: SaveUnderWay) -> None:
+    """An OSError once the stop gave `save` up: it then writes nothing more (the pieces' end, before the renames)."""
     if save.abandoned:
         raise OSError(errno.ECANCELED, f"the save of session {save.name!r} was abandoned at the server's stop "
                                        "(its write made no progress)")
@@ -204,7 +209,8 @@ class SessionsMixin:
                     raise SessionConflictError(name, twin)
                 self.saving = save
             try:
-                e = lvl.write(name, "session", tokens, _counted(self.engine.snapshot_chunks(ctx), save), self.clock())
+                e = lvl.write(name, "session", tokens, _counted(self.engine.snapshot_chunks(ctx), save), self.clock(),
+                              ready=lambda: _still_wanted(save))
             finally:
                 self.saving = None
             with self._lock:

@@ -13,13 +13,30 @@ import threading
 import time
 
 import pytest
-from strata.server.cache.fileio import HangingDiskIO
+from strata.server.cache.fileio import FileIO, HangingDiskIO
 
 from tests.cache.conftest import history, park_history
 
 
-def test_close_gives_a_hung_save_up_and_the_save_then_writes_nothing(make_cache, folders, caplog):
-    io = HangingDiskIO(10**6)
+class HangingSyncIO(HangingDiskIO):
+    """The fsync closing a session image hangs (gigabytes flushed to a disk that stopped), once armed."""
+
+    def sync_close(self, f) -> None:
+        if os.path.basename(f.name).startswith(self.SESSION_IMAGE) and ".img" in f.name and self.made > self.hang_after:
+            self.hung.set()
+            self._released.wait()
+        FileIO.sync_close(self, f)
+
+    def write(self, f, data) -> None:
+        name = os.path.basename(f.name)
+        if name.startswith(self.SESSION_IMAGE) and ".img" in name:
+            self.made += 1
+        FileIO.write(self, f, data)
+
+
+@pytest.mark.parametrize("hangs", ["a piece", "its fsync"])
+def test_close_gives_a_hung_save_up_and_the_save_then_writes_nothing(make_cache, folders, caplog, hangs):
+    io = HangingDiskIO(10**6) if hangs == "a piece" else HangingSyncIO(10**6)
     cache = make_cache(io=io, conversation_cache_cold_mib=64)
     eng = cache.engine
     eng.prefill(1, history(1, 40))
@@ -27,7 +44,7 @@ def test_close_gives_a_hung_save_up_and_the_save_then_writes_nothing(make_cache,
     before = sorted(os.listdir(folders["sessions"]))
     park_history(cache, history(7, 50), ctx=2)        # a conversation in RAM, for the close to keep
     eng.prefill(1, history(2, 60))
-    io.hang_after = io.made + 1                       # the save's second image write hangs
+    io.hang_after = io.made + 1                       # the save's second image write hangs, or its fsync
     failed: list[BaseException] = []
 
     def save() -> None:
