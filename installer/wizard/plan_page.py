@@ -5,7 +5,7 @@ Finish writes the file (`SetupWizard.write`); a write that fails shows the reaso
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -50,6 +50,10 @@ class PlanPage(QWizardPage):
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Fixed)  # long paths are elided, full in the tooltip
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
         self.table.setColumnWidth(1, 200)
+        # the reasons wrap to the width their column has once laid out: rows sized before that (at the page's first
+        # show) kept the narrower column's heights, the model's reason 6 lines tall for its 3 (a new-user trial)
+        self._fit_due = False
+        header.sectionResized.connect(self._fit_rows)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.warnings = QLabel("")
         self.warnings.setWordWrap(True)
@@ -76,8 +80,14 @@ class PlanPage(QWizardPage):
         self.target.setText(f"Will be written to {w.config_path}" + kept_note(plan, w.config_path))
         self.error.setText("")
 
-    def resizeEvent(self, event) -> None:  # the reasons wrap to the width the page really has
-        super().resizeEvent(event)
+    def _fit_rows(self, *_) -> None:
+        """After the layout pass that resized the column (during it, the rows measured the width it had before)."""
+        if not self._fit_due:
+            self._fit_due = True
+            QTimer.singleShot(0, self, self._fit_rows_now)
+
+    def _fit_rows_now(self) -> None:
+        self._fit_due = False
         self.table.resizeRowsToContents()
 
     def validatePage(self) -> bool:

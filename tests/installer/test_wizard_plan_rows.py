@@ -1,0 +1,37 @@
+"""The plan page's rows are as tall as their wrapped reasons at the width the table has, at the page's first show and
+after the wizard is resized. A new-user trial's plan page (900x600, and 150 % on a 1920x1080 screen) showed rows
+sized for a narrower column: the model's three lines of reason in a row six lines tall, every row taller than its
+text, so fewer settings fitted above the fold."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from strata.installer import flow  # noqa: E402
+from strata.installer.wizard.setup_wizard import SetupWizard  # noqa: E402
+
+
+def _rows_off(table):
+    least = table.verticalHeader().minimumSectionSize()
+    return [(r, table.rowHeight(r), max(table.sizeHintForRow(r), least)) for r in range(table.rowCount())
+            if table.rowHeight(r) != max(table.sizeHintForRow(r), least)]
+
+
+def test_the_plans_rows_fit_their_reasons(qtbot, tmp_path, default_model_path):
+    wizard = SetupWizard(config_path=tmp_path / "qt.toml", situation=flow.starting_situation(cold_dir=tmp_path / "c"),
+                         run_bench=False)
+    qtbot.addWidget(wizard)
+    wizard.resize(900, 600)
+    wizard.show()
+    qtbot.waitExposed(wizard)
+    for _ in range(5):
+        wizard.next()
+    page = wizard.currentPage()
+    assert page is wizard.page(wizard.page_ids["plan"])
+    table = page.table
+    for size in ((900, 600), (640, 440), (1100, 700)):
+        wizard.resize(*size)
+        qtbot.wait(100)
+        assert table.rowCount() > 10 and _rows_off(table) == [], (size, _rows_off(table))
