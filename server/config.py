@@ -21,7 +21,7 @@ from typing import Any
 from strata.server.options import FLAG_REASONS, FLAG_SYNONYMS, OPTIONS, ConfigError, Option
 
 from strata.cli import name_meant
-from strata.toml_paths import backslash_hint, escaped_paths
+from strata.toml_paths import backslash_hint, escaped_paths, names_a_written_path
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -188,7 +188,8 @@ def load_config(
             except ConfigError as e:   # the first bad value stops here; setup --show lists them all
                 raise ConfigError(f"{e} (`strata setup --show` lists every key of the file and what is wrong "
                                   f"with each)") from None
-        if isinstance(chosen, str) and is_path_key(opt.key):
+        # a folder or file to write: a leading ~ is home, as the shell makes it of a flag (--model resolves its own)
+        if isinstance(chosen, str) and names_a_written_path(opt.key):
             chosen = os.path.expanduser(chosen)   # "~/strata-cold" in a file made a folder named '~' in the cwd
         values[opt.key] = opt.default if chosen is None else chosen
     if "ctx" in given and "slot_ctx" not in given and values["slot_ctx"] and values["slot_ctx"] > values["ctx"]:
@@ -197,12 +198,6 @@ def load_config(
         values["slot_ctx"] = values["ctx"]
     _check_combinations(values)
     return ServerConfig(values=values, env=env, config_path=str(path) if path else None)
-
-
-def is_path_key(key: str) -> bool:
-    """The options that name a folder or a file to write (the cache's folders, --timeline-out): a leading ~ is
-    the home folder, as the shell makes it of a flag (--model resolves its own: engine/models.py)."""
-    return key.endswith("_dir") or key == "timeline_out"
 
 
 SLOT_VARIABLE_PREFIX = "STRATA_SLOT_"   # the slot policy's namespace: every name in it is one of its thresholds

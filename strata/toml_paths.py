@@ -30,9 +30,14 @@ def backslash_hint(text: str, message: str) -> str:
     return f"; {HINT}" if re.search(r'"[^"]*\\', line) else ""
 
 
+def names_a_written_path(key: str) -> bool:
+    """The keys whose value is a folder or a file to write: the cache's folders, --timeline-out."""
+    return key.endswith("_dir") or key == "timeline_out"
+
+
 def names_a_path(key: str) -> bool:
-    """The keys whose value is a file or folder: the model, the cache's folders, --timeline-out."""
-    return key == "model" or key.endswith("_dir") or key == "timeline_out"
+    """The keys whose value is a file or folder: the model and the written ones."""
+    return key == "model" or names_a_written_path(key)
 
 
 def escaped_paths(table: Mapping[str, Any]) -> list[str]:
