@@ -81,7 +81,7 @@ def headroom_bytes(group: LimitedGroup, usage_text: bytes, stat_text: bytes) -> 
 
 def _read_text(path: str) -> str | None:
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:   # as os.fsdecode reads a name
             return f.read()
     except (OSError, UnicodeDecodeError):
         return None
