@@ -163,6 +163,13 @@ def main(argv: list[str] | None = None) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Strata")
     app.setDesktopFileName("strata")   # resources/strata.desktop: Wayland's app id, so the window takes its icon
+    from PySide6.QtGui import QIcon
+
+    # every window's, the first-run wizard's and the quit-wait window's too: they have no parent to take it from (on
+    # X11 and Windows they showed the generic icon; only the monitor window set its own)
+    icon = Path(__file__).resolve().parents[1] / "resources" / "strata.png"
+    if icon.is_file():
+        app.setWindowIcon(QIcon(str(icon)))
     app.setQuitOnLastWindowClosed(False)
     collector = GuiThreadCollector(app)    # Qt objects in reference cycles are freed on this thread only
     try:
