@@ -238,7 +238,12 @@ class DiskLevel:
                 self._index_one(key, image_files)
         for key in sorted(images - sidecar_keys):
             self._skip(f"{self.prefix}{key}.img", "orphan_image", "an image without its sidecar")
-        for n in sorted(generations):
+        # an older Strata's plain image whose sidecar now names a save's own image (an upgrade's re-save that could
+        # not remove it: Windows, a file held open) is swept as an earlier generation is: it is never read again
+        replaced = {f"{self.prefix}{key}.img" for key in images
+                    if self.versioned_images and key in self.entries
+                    and os.path.basename(self.entries[key].image_path) != f"{self.prefix}{key}.img"}
+        for n in sorted(generations | replaced):
             self._sweep_generation(n)
         self.state = "on"
 
@@ -293,21 +298,25 @@ class DiskLevel:
         not be removed after it (Windows: a file another program held open). Never an entry's image, never read:
         removed under the commit lock (a writer renames its image and sidecar in one hold of it), counted as a
         skipped and removed `orphan_image`. One a sidecar names is its entry's; one whose sidecar cannot be read
-        (damaged, a newer format) is skipped and left alone."""
-        key = name[len(self.prefix):].split(GENERATION_MARK, 1)[0]
+        (damaged, a newer format) is skipped and left alone. Also an older Strata's plain image of a key whose
+        sidecar names a save's own image (a re-save that could not remove it)."""
+        plain = GENERATION_MARK not in name   # an older Strata's `<prefix><key>.img`, which its sidecar names by default
+        key = name[len(self.prefix):-4] if plain else name[len(self.prefix):].split(GENERATION_MARK, 1)[0]
         entry = self.entries.get(key)
         if entry is not None and os.path.basename(entry.image_path) == name:
             return
         with self.io.commit_lock(self.folder):
             try:
                 with open(self.sidecar_path(key), "rb") as f:
-                    named = json.loads(f.read()).get("image")
+                    named = json.loads(f.read()).get("image", f"{self.prefix}{key}.img")
             except FileNotFoundError:
                 named = None   # no sidecar of its key: a first save that never finished, or a deleted session's
             except (OSError, ValueError, AttributeError, RecursionError):
                 self._skip(name, "orphan_image", "an image of one save whose key's sidecar cannot be read")
                 return
-            if named == name:  # another server committed it since the index: its entry, unknown here until a restart
+            if named == name or (plain and named is None):
+                # another server committed it since the index (its entry, unknown here until a restart), or a plain
+                # image whose sidecar went since: an orphan as at any level, left to the index's skip
                 return
             self._skip(name, "orphan_image", "an image of a save its sidecar does not name (a save that failed or was "
                                              "stopped, or an earlier save's image left behind)")

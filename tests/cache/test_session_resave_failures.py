@@ -155,3 +155,30 @@ def test_a_sidecar_names_the_one_image_it_describes(make_cache, folders):
     skipped = dict((n, (reason, detail)) for n, reason, detail in cache.sessions.level.skipped_files)
     assert skipped["strata-session-work.json"][0] == "damaged", skipped
     assert "not one of its own" in skipped["strata-session-work.json"][1]
+
+
+def test_an_older_stratas_image_left_by_a_re_save_goes_at_the_next_start(make_cache, folders):
+    """A session an older Strata saved (`strata-session-work.img`, its sidecar naming no image) saved again by this
+    one while its image's removal is refused (Windows: a file held open): the warning said the next start removes
+    it, but only `@<generation>` images were swept there, so the old image (a whole session's KV) stayed for good."""
+    cache = _saved_once(make_cache)
+    cache.close(persist=False)
+    folder = folders["sessions"]
+    image = next(n for n in os.listdir(folder) if n.endswith(".img"))
+    os.replace(folder / image, folder / "strata-session-work.img")   # the files as an older Strata wrote them
+    sidecar = folder / "strata-session-work.json"
+    d = json.loads(sidecar.read_text())
+    del d["image"]
+    sidecar.write_text(json.dumps(d))
+    io = FailingAt()
+    cache = make_cache(io=io)
+    _restores(cache, OLD)                                           # read as it always was
+    cache.engine.prefill(2, NEW)
+    with contextlib.ExitStack() as stack:
+        io.before["remove image"] = lambda _: stack.enter_context(read_only(folder))
+        cache.save_session("work", 2)                               # saved: the sidecar names the new image
+    assert "strata-session-work.img" in _listing(folder)
+    cache.close(persist=False)
+    sessions = _reopened(make_cache, NEW)
+    assert sessions.removed["orphan_image"] == 1 and "strata-session-work.img" not in _listing(folder)
+    assert len(_listing(folder)) == 2
