@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from strata.server import session_rebuild
-from strata.server.cache.sessions import SessionConflictError
+from strata.server.cache.sessions import SessionConflictError, hold_unless_given_up
 from strata.server.errors import APIError
 from strata.server.slots import MAIN
 
@@ -178,11 +178,15 @@ class SessionBackend:
     def delete_session(self, name: str) -> bool:
         """Deletes at once, a session being rebuilt included: its rebuild then does not save it again (a DELETE
         during that save waits for it, then deletes what it wrote)."""
-        with self._lock:
+        cache = self.cache
+        hold_unless_given_up(self._lock, lambda: getattr(cache, "saving", None))   # a rebuild's save holds it
+        try:
             for pending in self._rebuilding:
                 if pending.name == name:
                     pending.deleted = True
-            return self.cache.delete_session(name)
+            return cache.delete_session(name)
+        finally:
+            self._lock.release()
 
     def list_sessions(self) -> list[dict]:
         return self.cache.list_sessions()

@@ -23,8 +23,9 @@ import errno
 import logging
 import os
 import re
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +39,7 @@ from .restoring import RestoreResult
 log = logging.getLogger("strata.cache")
 
 SESSION_PREFIX = "strata-session-"
+GIVEN_UP_POLL_S = 0.1   # how often a DELETE waiting for a save's lock looks whether the stop gave that save up
 _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
 
 
@@ -72,6 +74,18 @@ def _still_wanted(save: SaveUnderWay) -> None:
     if save.abandoned:
         raise OSError(errno.ECANCELED, f"the save of session {save.name!r} was abandoned at the server's stop "
                                        "(its write made no progress)")
+
+
+def hold_unless_given_up(lock: threading.Lock, saving: Callable[[], SaveUnderWay | None]) -> None:
+    """Acquire `lock`, which a session save holds while it writes (the cache's `session_writes`, the session
+    backend's lock around a rebuild's save). An OSError (ECANCELED), `lock` not held, once the save `saving()`
+    names was given up by the stop: its write hangs and never frees the lock, and a DELETE waiting for it on the
+    event loop's executor held the process's end for ever (the interpreter joins those threads at its exit)."""
+    while not lock.acquire(timeout=GIVEN_UP_POLL_S):
+        save = saving()
+        if save is not None and save.abandoned:
+            raise OSError(errno.ECANCELED, f"a save of session {save.name!r} hung and the server's stop gave it up: "
+                                           "nothing was done (retry once the server runs again)")
 
 
 class SessionNameError(ValueError):
@@ -259,11 +273,16 @@ class SessionsMixin:
     def delete_session(self, name: str) -> bool:
         name = validate_session_name(name)
         lvl = self.sessions.ensure_open()
-        with self.session_writes, self._lock:   # a save under way ends first (then its files are removed)
-            # its files as listed, exactly: on Windows and macOS another case's name opens the same files
-            existed = name in lvl.entries or self.sessions.is_stale(name) or name in self.sessions.names_on_disk()
-            if existed:
-                lvl.forget(name)
+        # a save under way ends first (then its files are removed); one the stop gave up never does
+        hold_unless_given_up(self.session_writes, lambda: self.saving)
+        try:
+            with self._lock:
+                # its files as listed, exactly: on Windows and macOS another case's name opens the same files
+                existed = name in lvl.entries or self.sessions.is_stale(name) or name in self.sessions.names_on_disk()
+                if existed:
+                    lvl.forget(name)
+        finally:
+            self.session_writes.release()
         return existed
 
     def list_sessions(self) -> list[dict]:
