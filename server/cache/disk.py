@@ -452,6 +452,7 @@ class DiskLevel:
                 self.io.rename(sidecar_tmp, entry.sidecar_path)
                 committed = True
                 if self.versioned_images:
+                    self._sync_folder()   # the new sidecar's rename on disk before the earlier image's removal
                     self._remove_earlier_images(entry)
         except BaseException:
             if not committed:   # best effort: the first error is the one to tell (a read-only folder refuses these too)
@@ -460,6 +461,16 @@ class DiskLevel:
                 with contextlib.suppress(OSError):
                     undo_image(renamed)
             raise
+
+    def _sync_folder(self) -> None:
+        """Make the renames so far durable (a power cut after the earlier image's removal then finds the new sidecar,
+        not the earlier one naming a removed image: a file system need not keep a rename and a later removal in
+        order). One that fails is warned of: the session is saved, its renames only not yet forced to disk."""
+        try:
+            self.io.sync_folder(self.folder)
+        except OSError as exc:
+            log.warning("conversation cache %s level: its folder %s cannot be synced (%s); a power cut now may lose "
+                        "the last save", self.name, self.folder, exc.strerror or exc)
 
     def _remove_earlier_images(self, entry: DiskEntry) -> None:
         """After a versioned write is committed: the key's images other than the new one are no entry's (its

@@ -182,3 +182,31 @@ def test_an_older_stratas_image_left_by_a_re_save_goes_at_the_next_start(make_ca
     sessions = _reopened(make_cache, NEW)
     assert sessions.removed["orphan_image"] == 1 and "strata-session-work.img" not in _listing(folder)
     assert len(_listing(folder)) == 2
+
+
+class Recording(FileIO):
+    """Real file operations, each folder sync and image removal recorded in order."""
+
+    def __init__(self) -> None:
+        self.done: list[str] = []
+
+    def sync_folder(self, folder: str) -> None:
+        super().sync_folder(folder)
+        self.done.append("sync folder")
+
+    def remove(self, path: str) -> None:
+        super().remove(path)
+        if path.endswith(".img"):
+            self.done.append("remove image")
+
+
+def test_the_new_sidecar_is_on_disk_before_the_earlier_image_is_removed(make_cache, folders):
+    """Renames and removals are only in the page cache until the folder is synced, and a file system need not write
+    them in order: a power cut could keep the removal of the earlier image and lose the new sidecar's rename,
+    leaving the earlier sidecar naming an image that is gone (the session lost, not 'left whole')."""
+    io = Recording()
+    cache = _saved_once(make_cache, io)
+    io.done.clear()
+    cache.save_session("work", 2)
+    assert io.done == ["sync folder", "remove image"], io.done
+    _restores(cache, NEW)
