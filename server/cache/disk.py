@@ -236,15 +236,18 @@ class DiskLevel:
                 key = n[len(self.prefix):-5]
                 sidecar_keys.add(key)
                 self._index_one(key, image_files)
-        for key in sorted(images - sidecar_keys):
-            self._skip(f"{self.prefix}{key}.img", "orphan_image", "an image without its sidecar")
-        # an older Strata's plain image whose sidecar now names a save's own image (an upgrade's re-save that could
-        # not remove it: Windows, a file held open) is swept as an earlier generation is: it is never read again
-        replaced = {f"{self.prefix}{key}.img" for key in images
-                    if self.versioned_images and key in self.entries
-                    and os.path.basename(self.entries[key].image_path) != f"{self.prefix}{key}.img"}
-        for n in sorted(generations | replaced):
-            self._sweep_generation(n)
+        if not self.versioned_images:
+            for key in sorted(images - sidecar_keys):
+                self._skip(f"{self.prefix}{key}.img", "orphan_image", "an image without its sidecar")
+        else:
+            # an older Strata's plain image that no sidecar names (none of its key, or one naming a save's own image:
+            # an upgrade's re-save or a DELETE that could not remove it, a file held open) is swept as an earlier
+            # generation is: it is never read again
+            plain = {f"{self.prefix}{key}.img" for key in images
+                     if key not in self.entries or os.path.basename(self.entries[key].image_path)
+                     != f"{self.prefix}{key}.img"}
+            for n in sorted(generations | plain):
+                self._sweep_generation(n)
         self.state = "on"
 
     def ensure_folder(self) -> None:
@@ -298,8 +301,7 @@ class DiskLevel:
         not be removed after it (Windows: a file another program held open). Never an entry's image, never read:
         removed under the commit lock (a writer renames its image and sidecar in one hold of it), counted as a
         skipped and removed `orphan_image`. One a sidecar names is its entry's; one whose sidecar cannot be read
-        (damaged, a newer format) is skipped and left alone. Also an older Strata's plain image of a key whose
-        sidecar names a save's own image (a re-save that could not remove it)."""
+        (damaged, a newer format) is skipped and left alone. Also an older Strata's plain image no sidecar names."""
         plain = GENERATION_MARK not in name   # an older Strata's `<prefix><key>.img`, which its sidecar names by default
         key = name[len(self.prefix):-4] if plain else name[len(self.prefix):].split(GENERATION_MARK, 1)[0]
         entry = self.entries.get(key)
@@ -314,9 +316,7 @@ class DiskLevel:
             except (OSError, ValueError, AttributeError, RecursionError):
                 self._skip(name, "orphan_image", "an image of one save whose key's sidecar cannot be read")
                 return
-            if named == name or (plain and named is None):
-                # another server committed it since the index (its entry, unknown here until a restart), or a plain
-                # image whose sidecar went since: an orphan as at any level, left to the index's skip
+            if named == name:  # another server committed it since the index: its entry, unknown here until a restart
                 return
             self._skip(name, "orphan_image", "an image of a save its sidecar does not name (a save that failed or was "
                                              "stopped, or an earlier save's image left behind)")
@@ -560,7 +560,9 @@ class DiskLevel:
     def forget(self, key: str) -> DiskEntry | None:
         """Unindex and remove the files of `key` (sidecar first: without it the image is no entry).
         Raises OSError when a file cannot be removed (the folder went read-only); while its sidecar is
-        there the entry stays indexed, since its files are still an entry (the next start finds it)."""
+        there the entry stays indexed, since its files are still an entry (the next start finds it). With
+        versioned images, an image that cannot be removed once the sidecar is gone is warned of, not raised:
+        the entry is gone (no sidecar names the image) and the next open removes it."""
         entry = self.entries.pop(key, None)
         with self.io.commit_lock(self.folder):  # not between another writer's image and its sidecar
             try:
@@ -572,8 +574,14 @@ class DiskLevel:
             if not self.versioned_images:
                 self.io.remove(self.image_path(key))
                 return entry
-            for n in self.images_of(key):   # each save's image (one, unless an earlier one could not be removed)
-                self.io.remove(os.path.join(self.folder, n))
+            try:
+                names = self.images_of(key)   # each save's image (one, unless an earlier one could not be removed)
+                for n in names:
+                    self.io.remove(os.path.join(self.folder, n))
+            except OSError as exc:   # deleted all the same: no sidecar names the image, never read again
+                log.warning("conversation cache %s level: %s deleted, but an image of it cannot be removed (%s); it is "
+                            "never read (no sidecar names it) and the next start removes it", self.name, key,
+                            exc.strerror or exc)
         return entry
 
     # -- reads ----------------------------------------------------------------------------------

@@ -1,0 +1,49 @@
+"""Images in the sessions folder that no sidecar names: never read, removed at the next start (counted
+`orphan_image`), as docs/conversation-cache.md says. A DELETE whose image removal is refused once the sidecar is gone
+(Windows: a file another program holds open; here a read-only folder, for real) has deleted the session all the
+same: it answered a 507 'could not delete' (the docs: 'one that could not be deleted is still there') for a session
+no longer listed nor restorable. An older Strata's image left without its sidecar was skipped and kept for good.
+Real files, the simulated engine."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+
+from tests.cache.conftest import history
+from tests.cache.test_read_only_folder import read_only
+from tests.cache.test_session_resave_failures import FailingAt
+
+
+def test_a_delete_whose_image_removal_is_refused_has_deleted_the_session(make_cache, folders, caplog):
+    folder = folders["sessions"]
+    io = FailingAt()
+    cache = make_cache(io=io)
+    cache.engine.prefill(1, history(1, 40))
+    cache.save_session("work", 1)
+    with contextlib.ExitStack() as stack, caplog.at_level(logging.WARNING, logger="strata.cache"):
+        io.before["remove image"] = lambda _: stack.enter_context(read_only(folder))
+        assert cache.delete_session("work") is True
+    assert cache.list_sessions() == [] and not cache.has_session("work")
+    assert [n.endswith(".img") for n in os.listdir(folder)] == [True]       # the image only: no session
+    assert any("work deleted, but an image of it cannot be removed" in r.getMessage() for r in caplog.records)
+    cache.close(persist=False)
+    sessions = make_cache().sessions.ensure_open()
+    assert sessions.removed["orphan_image"] == 1 and os.listdir(folder) == []
+
+
+def test_an_older_stratas_image_without_its_sidecar_is_removed_at_the_next_start(make_cache, folders):
+    folder = folders["sessions"]
+    cache = make_cache()
+    cache.engine.prefill(1, history(1, 40))
+    cache.save_session("work", 1)
+    cache.save_session("kept", 1)
+    cache.close(persist=False)
+    image = next(n for n in os.listdir(folder) if n.startswith("strata-session-work@"))
+    os.replace(folder / image, folder / "strata-session-work.img")   # an older Strata's image ...
+    os.remove(folder / "strata-session-work.json")                   # ... whose sidecar is gone (killed between)
+    cache = make_cache()
+    sessions = cache.sessions.ensure_open()
+    assert sessions.removed["orphan_image"] == 1 and "strata-session-work.img" not in os.listdir(folder)
+    assert [s["name"] for s in cache.list_sessions()] == ["kept"] and len(os.listdir(folder)) == 2
