@@ -48,6 +48,7 @@ SAVE_WAIT_POLL_S = 0.1   # how often close looks how far a session save it waits
 # by a slow USB one; an image's closing fsync (gigabytes on a slow disk) also counts here. A write that hung (a
 # network folder gone, a dying disk) held a bare `strata serve`'s stop for ever; the app ends one quiet for 15 s.
 SAVE_STALL_S = 60.0
+SHUTDOWN_SEAL_STEP_S = 1e-3   # between the seal times of histories kept at a stop: their order survives a restart
 
 
 def kv_layout_of(engine) -> str:
@@ -285,6 +286,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 # history lost leaves (the last line's N is what the next start finds)
                 n = len(keys) - len(later)
                 n_done, bytes_done, n_bytes = 0, 0, sum(sizes[k] for k in keys if k not in later)
+                written: list[str] = []
                 for key in keys:
                     if key not in self.ram.entries:  # superseded by a longer history written before it
                         continue
@@ -292,12 +294,23 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                         n, n_bytes = n + 1, n_bytes + sizes[key]
                     if told is not None:
                         told.entry(n_done, n, bytes_done, n_bytes, sizes[key])
-                    why_lost = self._hand_down(key, now)
+                    # each sealed after the one before (oldest first): all sealed at one `now`, a disk budget's
+                    # first-in-first-out fell back on the keys and let the newest histories go
+                    why_lost = self._hand_down(key, now + len(written) * SHUTDOWN_SEAL_STEP_S)
                     if why_lost is None:
+                        written.append(key)
                         n_done, bytes_done = n_done + 1, bytes_done + sizes[key]
                     else:
                         lost, why = lost + 1, why_lost
                         n, n_bytes = n - 1, n_bytes - sizes[key]
+                let_go = [k for k in written if not self._on_disk(k)]   # a disk budget made room for newer ones
+                if let_go:
+                    n, n_done = n - len(let_go), n_done - len(let_go)
+                    freed = sum(sizes[k] for k in let_go)
+                    n_bytes, bytes_done = n_bytes - freed, bytes_done - freed
+                    log.info("stopping: %d of the %d conversations written made room for newer ones within the disk "
+                             "levels' budgets (the oldest; --conversation-cache-cold-mib sets the last one's)",
+                             len(let_go), len(written))
                 if told is not None and keys:
                     told.entry(n_done, n, bytes_done, n_bytes)
                 if lost:
@@ -309,6 +322,9 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 if n:
                     log.info("stopping: %d %s-level entries in %s were removed while the server ran (by hand, or by "
                              "another server on that folder); not counted as kept", n, lvl.name, lvl.folder)
+
+    def _on_disk(self, key: str) -> bool:
+        return any(key in lvl.entries for lvl in self.cascade.levels if isinstance(lvl, DiskLevel))
 
     def _hand_down(self, key: str, now: float) -> str | None:
         """RAM entry `key` to the next level at a stop, else to the first disk level that takes it (caller locks);

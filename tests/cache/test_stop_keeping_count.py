@@ -45,3 +45,25 @@ def test_the_older_copy_is_kept_and_counted_when_the_newer_cannot_be_written(mak
     assert len(images(folders["cold"])) == 1
     assert calls[0][:2] == (0, 1) and calls[-1] == (1, 1, older, older), calls
     assert [c[2] for c in calls] == sorted(c[2] for c in calls)
+
+
+def test_a_disk_budget_at_the_stop_keeps_the_newest_histories_and_n_counts_what_stays(make_cache, clock, folders):
+    """The stop writes RAM's histories oldest first; where the last disk level's budget holds only some, each
+    write makes room by first-in-first-out. All were sealed at the stop's one `now`, so that order fell back on
+    the keys: an agent trial's stop said "keeping 16 conversations", kept 9, and let the newest chat and
+    Responses histories go while older copies stayed. Now the newest stay, and the last line counts them."""
+    cache = make_cache(engine=SimEngine(piece_bytes=PIECE), conversation_cache_mib=100,
+                       conversation_cache_park="ram", conversation_cache_cold_mib=2)
+    lengths = [40, 42, 44, 46, 48, 50, 52, 54]              # 0.64-0.86 MiB each: the newest two fit in 2 MiB
+    for seed, n in enumerate(lengths):
+        assert park_history(cache, history(seed, n)).destination == "ram"
+        clock.t += 1.0
+    sizes = {e.n_tokens: e.n_bytes for e in cache.ram.entries.values()}
+    calls: list[tuple[int, int, int, int]] = []
+    cache.close(progress=lambda *a: calls.append(a))
+    reopened = make_cache(engine=SimEngine(piece_bytes=PIECE), conversation_cache_mib=100,
+                          conversation_cache_cold_mib=2)
+    cold = next(lvl for lvl in reopened.cascade.levels if lvl.name == "cold")
+    kept = sorted(e.n_tokens for e in cold.entries.values())
+    assert kept == [52, 54], kept
+    assert calls[-1] == (2, 2, sizes[52] + sizes[54], sizes[52] + sizes[54]), calls[-1]
