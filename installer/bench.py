@@ -1,7 +1,7 @@
 """The installer's machine bench: the model's speeds here, RAM, and the cold folder's disk speeds.
 
-Mechanism: calls the engine's bench (`strata.engine.bench.run_bench`) for prefill/decode tokens/s
-and load time, reads RAM with psutil, and times real file I/O in the folder proposed for the cold
+Mechanism: runs the engine's bench (`strata bench --json`, in a process of its own that a skip kills)
+for prefill/decode tokens/s and load time, reads RAM with psutil, and times real file I/O in the folder proposed for the cold
 level (write with fsync, then read back). Progress goes to a callback `(stage, fraction, message)`;
 a `threading.Event` skips what is left. It decides nothing: the plan (`plan.py`) uses the numbers.
 
@@ -13,7 +13,10 @@ the cache's, and the report says so (`read_uncached=False`).
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -130,14 +133,47 @@ def _check(skip: threading.Event | None) -> None:
         raise BenchSkipped()
 
 
-def engine_speed(model_path: str, threads: int, progress: Progress = _quiet) -> BenchFacts:
-    """The engine's quick bench of `model_path`. Raises ImportError when the engine has no bench."""
-    from strata.engine.bench import run_bench
+ENGINE_POLL_S = 0.1   # how soon a skip ends the engine's bench (its process is killed)
 
+
+def bench_command(model_path: str, threads: int, quick: bool = True) -> list[str]:
+    """`strata bench --json` for `model_path` in a process of its own: `python -m strata`, or the frozen app
+    itself with `--strata-cli` (as the app's supervisor runs `strata serve`)."""
+    args = ["bench", "--json", "--model", str(model_path), "--threads", str(threads)] + (["--quick"] if quick else [])
+    if getattr(sys, "frozen", False):
+        return [sys.executable, "--strata-cli", *args]
+    return [sys.executable, "-m", "strata", *args]
+
+
+def engine_speed(model_path: str, threads: int, progress: Progress = _quiet,
+                 skip: threading.Event | None = None, quick: bool = True) -> BenchFacts:
+    """The engine's bench of `model_path` (quick: the short one). It runs in a process of its own so that a
+    skip (the wizard's Skip, Back or Cancel) ends it at once: the engine's calls cannot be cut short in this
+    process, and a big model held the window for up to two minutes. Raises BenchSkipped when skipped,
+    RuntimeError with the bench's own message when it fails."""
     progress("engine", 0.0, f"loading {Path(model_path).name} and measuring prefill and decode")
-    result = run_bench(model_path, threads, quick=True)
-    if not isinstance(result, dict):
-        result = dict(vars(result)) if hasattr(result, "__dict__") else {}
+    flags = getattr(subprocess, "CREATE_NO_WINDOW", 0)   # Windows: no console window for the bench
+    proc = subprocess.Popen(bench_command(model_path, threads, quick), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                            errors="replace", creationflags=flags)
+    try:
+        while True:
+            try:
+                out, err = proc.communicate(timeout=ENGINE_POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                if skip is not None and skip.is_set():
+                    raise BenchSkipped() from None
+    finally:
+        if proc.poll() is None:   # skipped, or this thread interrupted: the bench's process ends with it
+            proc.kill()
+            proc.communicate()
+    if proc.returncode != 0:
+        said = err.strip()
+        if said.startswith("strata bench: "):   # its own refusal, with advice on the lines after
+            raise RuntimeError(" ".join(said.removeprefix("strata bench: ").split()))
+        raise RuntimeError(said.splitlines()[-1] if said else f"exited with status {proc.returncode}")
+    result = json.loads(out.strip().splitlines()[-1])
     progress("engine", 1.0, "engine bench done")
 
     def number(*keys: str) -> float | None:
@@ -155,15 +191,15 @@ def engine_speed(model_path: str, threads: int, progress: Progress = _quiet) -> 
 
 def run_machine_bench(model_path: str | None, cold_folder: str | Path, threads: int,
                       progress: Progress = _quiet, skip: threading.Event | None = None,
-                      engine: bool = True, disk_mib: int = 256) -> BenchReport:
+                      engine: bool = True, disk_mib: int = 256, quick: bool = True) -> BenchReport:
     """Everything the plan can use; a skipped or failed part is left out and said in `notes`."""
     notes: list[str] = []
     facts: BenchFacts | None = None
     if engine and model_path and not (skip and skip.is_set()):
         try:
-            facts = engine_speed(model_path, threads, progress)
-        except ImportError:
-            notes.append("the engine's bench is not available in this build; speeds not measured")
+            facts = engine_speed(model_path, threads, progress, skip, quick)
+        except BenchSkipped:
+            pass   # said below with the rest of the skip
         except Exception as e:  # a model the engine refuses: report, plan without speeds
             notes.append(f"the engine's bench failed: {e}")
     disk = disk_facts(cold_folder)

@@ -2,7 +2,9 @@
 
 The worker runs `bench.run_machine_bench` and reports progress by signal; the page folds the report
 into the wizard's `Situation` (`flow.with_bench`). Skipping sets the bench's event; what was not
-measured is left out and the plan's defaults do without it.
+measured is left out and the plan's defaults do without it. Back and Cancel set it too and never wait
+on the GUI thread: the engine's bench is a process the event kills, the worker ends on its own soon
+after, and a run left behind is ignored (each run has its number); `stopped` says when none is left.
 """
 
 from __future__ import annotations
@@ -24,25 +26,33 @@ def overall_percent(stage: str, fraction: float) -> int:
 
 
 class BenchWorker(QObject):
-    progress = Signal(str, float, str)
-    finished = Signal(object)  # BenchReport, or an Exception
+    progress = Signal(int, str, float, str)   # run, stage, fraction, message
+    finished = Signal(int, object)            # run, and a BenchReport or an Exception
 
-    def __init__(self, model_path: str | None, folder: str, threads: int, disk_mib: int, skip: threading.Event):
+    def __init__(self, run: int, model_path: str | None, folder: str, threads: int, disk_mib: int,
+                 skip: threading.Event, quick: bool = True):
         super().__init__()
+        self.run_id = run
         self.args = (model_path, folder, threads)
         self.disk_mib = disk_mib
         self.skip = skip
+        self.quick = quick
 
     def run(self) -> None:
         try:
-            report = run_machine_bench(*self.args, progress=self.progress.emit, skip=self.skip,
-                                       disk_mib=self.disk_mib)
+            report = run_machine_bench(*self.args, progress=self._progress, skip=self.skip,
+                                       disk_mib=self.disk_mib, quick=self.quick)
         except Exception as e:  # shown on the page; the wizard goes on without the numbers
             report = e
-        self.finished.emit(report)
+        self.finished.emit(self.run_id, report)
+
+    def _progress(self, stage: str, fraction: float, message: str) -> None:
+        self.progress.emit(self.run_id, stage, fraction, message)
 
 
 class BenchPage(QWizardPage):
+    stopped = Signal()   # the last bench thread ended after `stop` (the wizard closes then)
+
     def __init__(self) -> None:
         super().__init__()
         self.setTitle("Measuring this machine")
@@ -64,7 +74,8 @@ class BenchPage(QWizardPage):
         self.done = False
         self.report: BenchReport | None = None
         self._skip = threading.Event()
-        self._thread: QThread | None = None
+        self._run = 0                                   # the run whose results count; older ones are ignored
+        self._running: dict[QThread, BenchWorker] = {}  # threads not ended yet, this run's and stopped ones
 
     def initializePage(self) -> None:
         w = self.wizard()
@@ -81,21 +92,37 @@ class BenchPage(QWizardPage):
             return
         self.skip_button.setEnabled(True)
         s = w.situation
-        self._thread = QThread(self)
-        self._worker = BenchWorker(s.model.path if s.model else None, s.cold_disk.folder, s.machine.n_cores,
-                                   w.disk_bench_mib, self._skip)
-        self._worker.moveToThread(self._thread)
-        self._thread.started.connect(self._worker.run)
-        self._worker.progress.connect(self._on_progress)
-        self._worker.finished.connect(self._finish)
-        self._worker.finished.connect(self._thread.quit)
-        self._thread.start()
+        self._run += 1
+        thread = QThread(self)
+        worker = BenchWorker(self._run, s.model.path if s.model else None, s.cold_disk.folder, s.machine.n_cores,
+                             w.disk_bench_mib, self._skip, w.quick_bench)
+        worker.moveToThread(thread)
+        thread.started.connect(worker.run)
+        worker.progress.connect(self._on_progress)
+        worker.finished.connect(self._on_finished)
+        worker.finished.connect(thread.quit)
+        thread.finished.connect(lambda: self._ended(thread))
+        self._running[thread] = worker
+        thread.start()
 
     def skip(self) -> None:
         self._skip.set()
         self.status.setText("skipping…")
 
-    def _on_progress(self, stage: str, fraction: float, message: str) -> None:
+    def _on_finished(self, run: int, report) -> None:
+        if run == self._run:   # not a run stopped by Back (a later Next started another)
+            self._finish(report)
+
+    def _ended(self, thread: QThread) -> None:
+        thread.wait()   # it emitted `finished` as it ended: at most a moment
+        self._running.pop(thread, None)
+        thread.deleteLater()
+        if not self._running:
+            self.stopped.emit()
+
+    def _on_progress(self, run: int, stage: str, fraction: float, message: str) -> None:
+        if run != self._run:
+            return
         if stage == "engine" and fraction <= 0:
             self.bar.setRange(0, 0)    # busy: the engine's bench says nothing until it is done
         else:
@@ -126,15 +153,20 @@ class BenchPage(QWizardPage):
     def isComplete(self) -> bool:
         return self.done
 
-    def cleanupPage(self) -> None:  # Back: stop a bench still running
+    def cleanupPage(self) -> None:  # Back: stop a bench still running; its result, if one comes, is ignored
         self.stop()
+        self._run += 1
 
-    def stop(self) -> None:
-        """Ask a running bench to stop and wait for its thread (the engine's part cannot be cut short)."""
+    def stop(self) -> bool:
+        """Tell a running bench to stop (its engine process is killed) without waiting for it. True when no
+        bench thread is left; else `stopped` is emitted when the last one has ended (a moment: the disk bench
+        stops between 8-MiB chunks)."""
         self._skip.set()
-        if self._thread is not None and self._thread.isRunning():
-            self._thread.quit()
-            self._thread.wait(120000)
+        if not self._running:
+            return True
+        if not self.done:
+            self.status.setText("stopping the bench…")
+        return False
 
 
 def _describe(report: BenchReport) -> list[str]:

@@ -41,7 +41,7 @@ class SetupWizard(QWizard):
 
     def __init__(self, parent=None, config_path: str | Path | None = None,
                  situation: Situation | None = None, disk_bench_mib: int = 256, run_bench: bool = True,
-                 fresh: bool = False, no_bench_reason: str = "bench not run"):
+                 fresh: bool = False, no_bench_reason: str = "bench not run", quick_bench: bool = True):
         super().__init__(parent)
         self.setWindowTitle("Strata setup")
         self.setWizardStyle(QWizard.WizardStyle.ClassicStyle)
@@ -57,6 +57,8 @@ class SetupWizard(QWizard):
         self.answers = Answers()
         self.disk_bench_mib = disk_bench_mib
         self.run_bench = run_bench
+        self.quick_bench = quick_bench           # False: the engine's whole bench (`strata bench` without --quick)
+        self._closing: int | None = None         # Finish or Cancel waiting for a stopped bench's thread to end
         self.no_bench_reason = no_bench_reason   # what the bench page says when it is not run
         self.plan: Plan | None = None
         self.written: Path | None = None
@@ -88,9 +90,26 @@ class SetupWizard(QWizard):
             page.initializePage()
 
     def done(self, result: int) -> None:
-        """Finish or Cancel: a bench still running is told to stop and its thread joined first."""
-        self.page(self.page_ids["bench"]).stop()
-        super().done(result)
+        """Finish or Cancel: a bench still running is told to stop; the window closes once its thread has ended
+        (at once when none runs; a moment after, with the page saying it is stopping, when one does), and the
+        event loop runs meanwhile: waiting here froze the window until a big model's bench was done."""
+        if self._closing is not None:    # a second Cancel while the bench stops: the first one closes
+            return
+        bench = self.page(self.page_ids["bench"])
+        if bench.stop():
+            super().done(result)
+            return
+        self._closing = result
+        for which in (QWizard.WizardButton.BackButton, QWizard.WizardButton.NextButton,
+                      QWizard.WizardButton.FinishButton, QWizard.WizardButton.CancelButton):
+            self.button(which).setEnabled(False)
+        bench.stopped.connect(self._close_after_the_bench)
+
+    def _close_after_the_bench(self) -> None:
+        result, self._closing = self._closing, None
+        self.page(self.page_ids["bench"]).stopped.disconnect(self._close_after_the_bench)
+        if result is not None:
+            super().done(result)
 
     def forget_from(self, key: str) -> None:
         """Drop the answers to `key` and every later question (their defaults depend on earlier ones)."""
