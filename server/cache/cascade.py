@@ -26,6 +26,9 @@ from .ram import RamEntry, RamLevel
 log = logging.getLogger("strata.cache")
 
 Level = RamLevel | DiskLevel
+# between the seal times of entries one plan hands down together (cache.SHUTDOWN_SEAL_STEP_S, 1e-3, spaces whole
+# hand-downs at a stop: a plan of fewer than 1,000 stays inside one)
+DEGRADE_SEAL_STEP_S = 1e-6
 FULL_VOLUME = (errno.ENOSPC, errno.EDQUOT)   # a write a full volume (or quota) refused: making room may help
 
 
@@ -118,15 +121,19 @@ class Cascade:
         entries = [LevelEntry(e.key, e.n_bytes, e.sealed_at) for e in lvl.entries.values()]
         plan = plan_demotions(entries, budget if budget else 1 << 62, lvl.max_age_s, now,
                               is_last=is_last, incoming_bytes=incoming)
-        for d in plan:
+        for k, d in enumerate(plan):
             if d.key not in lvl.entries:
                 continue
             if d.action == "degrade":
-                ok, why = self.degrade(i, d.key, now, cause=d.cause)
+                # sealed there in the plan's order (oldest first): at one `now` their first-in-first-out there
+                # would fall back on the keys
+                sealed = now + k * DEGRADE_SEAL_STEP_S
+                ok, why = self.degrade(i, d.key, sealed, cause=d.cause)
                 if ok:
                     continue
                 if isinstance(lvl, RamLevel):  # a later disk level may take what the next one refused
-                    if any(self.degrade(i, d.key, now, cause=d.cause, to=j)[0] for j in range(i + 2, len(self.levels))):
+                    if any(self.degrade(i, d.key, sealed, cause=d.cause, to=j)[0]
+                           for j in range(i + 2, len(self.levels))):
                         continue
                     self._delete(i, d.key, d.cause, f"next level refused: {why}")
                     continue

@@ -190,3 +190,18 @@ def test_a_ram_entry_the_warm_level_refuses_goes_to_cold(make_cache, clock):
     c = cache.cascade
     assert c.evictions["ram"] == 0 and c.refusals["warm"] == 1
     assert ("degrade", "ram", big) in [e[:3] for e in c.events]
+
+
+def test_histories_degraded_together_leave_the_next_level_oldest_first(make_cache, clock):
+    """One plan that hands several entries down at once (a big history arriving in a full warm level) sealed them
+    all at one `now` in the cold level, where first-in-first-out then fell back on the keys: the next room made
+    there could let a newer one go before the oldest. Sealed in the plan's order, the oldest goes first."""
+    # 40 tokens = 640 KiB: RAM holds 1, warm 6 (4 MiB), cold 6; the 240-token history (3.75 MiB) empties warm
+    cache = make_cache(conversation_cache_mib=1, conversation_cache_warm_mib=4, conversation_cache_cold_mib=4)
+    k = park_sequence(cache, clock, 7)
+    assert level_keys(cache, "warm") == k[:6] and level_keys(cache, "ram") == [k[6]]
+    clock.t += 1
+    park_history(cache, history(100, 240))                  # too big for RAM: spilled to warm, which hands all six down
+    cache.flush()
+    assert sorted(level_keys(cache, "cold")) == sorted(k[:6])
+    assert level_keys(cache, "cold") == k[:6]   # (sealed_at, key): the order cold's first-in-first-out deletes in
