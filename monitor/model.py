@@ -114,6 +114,13 @@ class MonitorView:
     def busy_slots(self) -> int:
         return sum(1 for s in self.slots if s.state in BUSY_STATES)
 
+    @property
+    def running(self) -> int:
+        """Requests holding a context, as the server counts them (its requests_in_flight); the contexts
+        reading or generating for a feed without that total."""
+        n = self.totals.get("in_flight")
+        return n if isinstance(n, int) else self.busy_slots
+
 
 class MonitorModel:
     """Thread-safe: `apply` and `set_connection` from the client's thread, `view` from the GUI."""

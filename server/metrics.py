@@ -16,7 +16,7 @@ class Metrics:
     requests_total: dict[str, int] = field(default_factory=dict)        # by status: ok, cancelled, error
     requests_by_api: dict[str, int] = field(default_factory=dict)
     rejected_total: dict[str, int] = field(default_factory=dict)        # by reason: queue_full, bad_request, auth
-    prompt_tokens_total: int = 0
+    prompt_tokens_total: int = 0                                         # at a prompt's first token, or its end
     prompt_tokens_read: int = 0
     prompt_tokens_reused: int = 0
     reused_by_source: dict[str, int] = field(default_factory=dict)
@@ -35,17 +35,21 @@ class Metrics:
     restore_fallbacks: dict[str, int] = field(default_factory=dict)     # by cache level: the prompt was read instead
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add_request(self, api: str, status: str, prompt: int, reused: int, source: str,
-                    read: int | None = None) -> None:
-        """A request ended (its generated tokens were counted by `add_generated` as they were made).
-        `read`: the prompt tokens the engine read for it, when not all the rest (cancelled or failed first)."""
+    def add_prompt(self, prompt: int, reused: int, source: str, read: int) -> None:
+        """A request's prompt, counted once when it has been read (at its first token) or at its end,
+        whichever comes first: `read` the tokens the engine read of it (less than prompt - reused for one
+        cancelled or failed before the rest), `reused` the ones taken from `source` instead."""
+        with self._lock:
+            self.prompt_tokens_total += prompt
+            self.prompt_tokens_reused += reused
+            self.prompt_tokens_read += read
+            self.reused_by_source[source] = self.reused_by_source.get(source, 0) + reused
+
+    def add_request(self, api: str, status: str) -> None:
+        """A request ended (its prompt was counted by `add_prompt`, its tokens by `add_generated` as made)."""
         with self._lock:
             self.requests_total[status] = self.requests_total.get(status, 0) + 1
             self.requests_by_api[api] = self.requests_by_api.get(api, 0) + 1
-            self.prompt_tokens_total += prompt
-            self.prompt_tokens_reused += reused
-            self.prompt_tokens_read += prompt - reused if read is None else read
-            self.reused_by_source[source] = self.reused_by_source.get(source, 0) + reused
 
     def add_generated(self, n: int = 1) -> None:
         with self._lock:
@@ -131,18 +135,20 @@ def render_prometheus(m: dict, slots: list[dict], queue_depth: int, in_flight: i
     if model:
         metric("model_info", "gauge", "The loaded model (labels; n_expert 0: a dense model).",
                [({k: v for k, v in model.items() if v is not None}, 1)])
-    metric("requests_total", "counter", "Finished generation requests by status.",
+    metric("requests_total", "counter", "Ended generation requests by status (running ones: requests_in_flight).",
            [({"status": s}, n) for s, n in sorted(m["requests_total"].items())] or [({"status": "ok"}, 0)])
     metric("requests_rejected_total", "counter", "Requests refused before running, by reason.",
            [({"reason": r}, n) for r, n in sorted(m["rejected_total"].items())] or [({"reason": "queue_full"}, 0)])
-    metric("prompt_tokens_total", "counter", "Prompt tokens of ended requests (ok, cancelled, error).",
+    metric("prompt_tokens_total", "counter", "Prompt tokens of requests whose prompt was read (at their first token) "
+           "or that ended (ok, cancelled, error), whichever came first.",
            [({}, m["prompt_tokens_total"])])
     metric("prompt_tokens_read_total", "counter", "Prompt tokens read (prefilled) by the engine; with the reused ones, "
            "the total less what cancelled or failed requests never read.",
            [({}, m["prompt_tokens_read"])])
     metric("prompt_tokens_reused_total", "counter", "Prompt tokens reused from a slot or the cache, by source.",
            [({"source": s}, n) for s, n in sorted(m["reused_by_source"].items())] or [({"source": "slot"}, 0)])
-    metric("generated_tokens_total", "counter", "Tokens generated.", [({}, m["generated_tokens_total"])])
+    metric("generated_tokens_total", "counter", "Tokens generated, counted as each is made.",
+           [({}, m["generated_tokens_total"])])
     metric("prefill_seconds_total", "counter", "Seconds spent reading prompts.", [({}, m["prefill_seconds_total"])])
     metric("decode_seconds_total", "counter", "Seconds spent in batched decode steps.",
            [({}, m["decode_seconds_total"])])

@@ -37,6 +37,7 @@ class Row:
     started: float = field(default_factory=time.monotonic)
     prefill_s: float = 0.0
     first_token_at: float | None = None
+    prompt_counted: bool = False       # its prompt is in the metrics (row_output.count_prompt)
     finished_at: float | None = None
     sampled: int = 0                   # tokens sampled, an end-of-turn token included (the decode rate's count)
     history: lookup.TokenHistory | None = None   # prompt + generated, built at its first lookup

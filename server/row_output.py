@@ -29,6 +29,7 @@ def accept(sched: Scheduler, row: Row, token: int, logits: Any = None) -> None:
     """A sampled token (from `logits`): stream its text, or finish the row."""
     if row.first_token_at is None:
         row.first_token_at = time.monotonic()
+        count_prompt(sched, row)     # read whole: counted now, as its tokens are, not at the answer's end
     row.sampled += 1
     if token in sched.eos and not row.job.ignore_eos:
         finish(sched, row, "stop")
@@ -57,6 +58,16 @@ def accept(sched: Scheduler, row: Row, token: int, logits: Any = None) -> None:
         row.next_token = token
 
 
+def count_prompt(sched: Scheduler, row: Row) -> None:
+    """Counts the row's prompt in the metrics, once: at its first token (the whole prompt read) or, for a
+    row ended before one, at its end with the part read by then (a cancelled or failed request's read
+    tokens were work done)."""
+    if row.prompt_counted:
+        return
+    row.prompt_counted = True
+    sched.metrics.add_prompt(len(row.job.prompt), row.reused, row.source, row.pos - row.reused)
+
+
 def finish(sched: Scheduler, row: Row, reason: str, error: str | None = None) -> None:
     """Ends a running request: the rest of its text, its completion, its context's final numbers, the
     metrics, its record and timeline entry, and its 'ended' line."""
@@ -82,7 +93,8 @@ def finish(sched: Scheduler, row: Row, reason: str, error: str | None = None) ->
     state.decode_tps = decode_rate(row)
     sched.release(row)
     status = {"stop": "ok", "length": "ok"}.get(reason, reason)
-    sched.metrics.add_request(row.job.api, status, len(row.job.prompt), row.reused, row.source, read=read)
+    count_prompt(sched, row)         # ended before its first token: what was read of it
+    sched.metrics.add_request(row.job.api, status)
     if row.job.answer_rule is not None:
         sched.metrics.add_held(row.job.answer_rule.kind, row.sampler.refusals)
     if row.job.reasoning_budget is not None and getattr(row.sampler.constraint, "cut", False):
@@ -128,7 +140,8 @@ def end_unstarted(sched: Scheduler, job: Job, reason: str, why: str, error: str 
     """Ends a request that never ran ("cancelled" or "error"), as `finish` ends one that did: counted (nothing
     of its prompt read), its record, its 'ended' line saying `why`, and an empty completion carrying `error`
     (None for a client that left: nothing failed; a stop's reason or an internal error makes it a failure)."""
-    sched.metrics.add_request(job.api, reason, len(job.prompt), 0, "none", read=0)
+    sched.metrics.add_prompt(len(job.prompt), 0, "none", 0)
+    sched.metrics.add_request(job.api, reason)
     record_request(sched, job, None, reason)
     log.info("request %s (%s) ended (%s): no context (%s after %.0f ms), prompt %d (reused 0 from none), output 0",
              job.id, job.api, reason, why, (time.monotonic() - job.submitted) * 1000.0, len(job.prompt))

@@ -17,20 +17,30 @@ from strata.monitor.widgets.theme import Theme
 
 
 def totals_text(view: MonitorView) -> str:
+    """The server's totals, each labelled with what it counts: requests ended ("done") apart from those
+    running; the prompt tokens read or reused and the tokens generated so far, the running ones' included
+    (a first answer read "0 requests • prompt 0 tok • generated 108 tok")."""
     t = view.totals
     if not t:
         return units.NA
     share = view.reuse_share
     # what runs now is known only from a feed that flows; the running totals stay as last seen
     live = view.connection == "connected"     # connecting: no snapshot of this feed yet (a restart loading)
-    running = f"{view.busy_slots} running, {units.count(t.get('queue_depth'))} queued" if live else \
+    running = f"{units.count(view.running)} running, {units.count(t.get('queue_depth'))} queued" if live else \
         f"{units.NA} running, {units.NA} queued"
-    parts = [units.counted(t.get("requests"), "request"), running,
+    parts = [f"{units.counted(t.get('requests'), 'request')} done, {running}",
              f"generating {units.tps(view.generated_tps)}",
              f"prompt {units.tokens(t.get('prompt_tokens'))}, reused "
              + (units.NA if share is None else f"{share * 100:.0f} %"),
              f"generated {units.tokens(t.get('generated_tokens'))}"]
     return " \u2022 ".join(parts)
+
+
+TOTALS_TIP = ("requests done: ended (answered, cancelled or failed); running: holding a context (reading its "
+              "prompt or generating); queued: waiting for one.\nprompt: the tokens of the prompts read so far, "
+              "running requests' included (counted at a request's first token, or at its end when it ended "
+              "before one), and the share of them reused from a slot or the cache instead of read.\n"
+              "generated: tokens made so far, counted as each is made.")
 
 
 def model_text(snap: dict) -> str:
@@ -83,6 +93,7 @@ class Header(QWidget):
         # wrapped: a long model line (name, description, experts, backend) set the window's least width
         self.model = label(selectable=True, wrap=True)
         self.totals = label(selectable=True, wrap=True)
+        self.totals.setToolTip(TOTALS_TIP)
         self.info = label(selectable=True, wrap=True, muted=True)
         for row, (name, widget) in enumerate((("Model", self.model), ("Now", self.totals),
                                               ("INFO", self.info))):

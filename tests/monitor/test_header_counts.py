@@ -33,7 +33,7 @@ def test_one_thread_and_one_request_are_singular(qtbot, threads, requests, said)
     window.redraw()
     engine, totals = said
     assert f"cpu-avx512-vnni, {engine} \u2022" in window.header.model.text()
-    assert window.header.totals.text().startswith(f"{totals}\u2022")
+    assert window.header.totals.text().startswith(f"{totals}done, ")
 
 
 def test_counted():
