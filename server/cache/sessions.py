@@ -127,9 +127,16 @@ class SessionStore:
         self.level = DiskLevel("sessions", folder, 0, 0.0, identity, io=io, prefix=SESSION_PREFIX,
                                versioned_images=True, **kwargs)
         self._opened = False
+        # the first save (the worker thread) and a first list or DELETE (the event loop's executor) both indexed
+        # the folder: the one that finished last could drop the other's new entry until a restart
+        self._opening = threading.Lock()
 
     def ensure_open(self) -> DiskLevel:
-        if not self._opened:
+        if self._opened:
+            return self.level
+        with self._opening:
+            if self._opened:
+                return self.level
             self.level.open()
             self._opened = True
             for name, why in self.level.swept:   # a save given up at a stop, or killed: its part, never an entry
