@@ -90,10 +90,20 @@ def previous_answers(path: Path, model_path: str | None) -> PreviousAnswers | No
 def rerun_situation(path: Path, cold_dir: str | None = None, model: str | None = None,
                     fresh: bool = False) -> Situation:
     """The starting situation of a setup that will write `path`: the model and cold folder the file there chose
-    are proposed (unless --model / --cold-dir), and its other answers too unless `fresh` (the recommendation)."""
+    are proposed (unless --model / --cold-dir), and its other answers too unless `fresh` (the recommendation).
+    A model of the file's that the model question would refuse (damaged, not one Strata runs) is not proposed:
+    the default model is, with the refusal as its reason (it was proposed, then refused only after Next)."""
     their_model, their_cold = previous_choices(path)
+    refused = None
+    if their_model is not None and not model:
+        try:
+            read_model_facts(their_model)   # the check the model question's answer gets (accept)
+        except ModelFileError as e:
+            their_model, refused = None, str(e)
     s = starting_situation(cold_dir or their_cold, model or their_model,
                            None if model or their_model is None else PREVIOUS_MODEL_REASON)
+    if refused is not None and s.default_model is not None:
+        s = replace(s, default_model_reason=f"the default model: the configuration's own cannot be used ({refused})")
     return s if fresh else replace(s, previous=previous_answers(path, their_model))
 
 

@@ -36,7 +36,10 @@ def read_model_facts(path: str | Path) -> ModelFacts:
     except Exception as e:  # the readers raise many types on a damaged file
         from strata.engine.models import damaged_file_advice
 
-        raise ModelFileError(f"{path}: cannot read its GGUF metadata: {e}{damaged_file_advice(e)}") from None
+        said = str(e)
+        for named in (f"GGUF {path}: ", f"{path}: "):   # the reader's own naming of the file: said once, first
+            said = said.removeprefix(named)
+        raise ModelFileError(f"{path}: cannot read its GGUF metadata: {said}{damaged_file_advice(e)}") from None
     arch = meta.get("general.architecture")
     if not isinstance(arch, str):
         raise ModelFileError(f"{path}: no general.architecture in its metadata")
