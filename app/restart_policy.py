@@ -69,6 +69,7 @@ class Exit:
 GAVE_UP = "gave up after"    # how a give-up's reason begins (it counts the restarts itself)
 SETUP_AGAIN = "run the setup again"   # a reason's advice the app offers as an action: "Set up again…"
 FREE_PORT = "free_port"      # RestartDecision.offer: the app offers to start the server on any free port
+MODEL_LOAD_FAILED = "the model could not be loaded: "   # how the server's line on a failed load begins (preflight)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,9 @@ def describe_exit(returncode: int) -> str:
 def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
     """`attempts`: restarts in a row so far (without a stable run in between)."""
     what = describe_exit(exit.returncode)
-    if exit.last_line and exit.returncode > 0:     # a signal's victim has nothing to say about it
+    if exit.returncode == MODEL_NOT_LOADED and exit.last_line.startswith(MODEL_LOAD_FAILED):
+        what = exit.last_line.removeprefix(MODEL_LOAD_FAILED)   # its line says what the reason says: once, not twice
+    elif exit.last_line and exit.returncode > 0:   # a signal's victim has nothing to say about it
         what += f" ({exit.last_line})"
     if exit.requested:
         return RestartDecision(False, 0, f"stopped on request ({what})")

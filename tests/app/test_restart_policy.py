@@ -30,6 +30,9 @@ CFG = RestartConfig(max_retries=3, stable_s=60.0)
     (Exit(3, 0.4, False, False, "no such file"), 0, False, 0, "could not load its model: exited with status 3 "
                                                                "(no such file); fix what it says, or choose another model"),
     (Exit(3, 90.0, True, False), 0, True, 1, "restart 1 of 3"),             # served first: not the file
+    # the server's own line on a failed load says what the reason says: once (a new-user trial read both)
+    (Exit(3, 0.4, False, False, "the model could not be loaded: d.gguf: tensor 'x' runs past the end"), 0, False,
+     0, "the server could not load its model: d.gguf: tensor 'x' runs past the end; fix what it says"),
     # the file went away (its drive) between the app's look and the load: wait for it, no retry counted
     (Exit(3, 0.4, False, False, "gone.gguf: no such file", model_missing=True), 2, True, 2,
      "could not load its model: exited with status 3 (gone.gguf: no such file); its file is not there now: waiting"),
