@@ -23,6 +23,7 @@ from strata.installer import config_file, flow
 from strata.installer.bench import run_machine_bench
 from strata.installer.plan import QUESTION_ORDER, next_question, parse_answer
 from strata.installer.plan_types import AnswerError, Answers, Question, Situation
+from strata.monitor.units import rate
 
 MAX_DISK_BENCH_MIB = 16384   # the bench file is written whole before it is read back and deleted
 
@@ -263,10 +264,10 @@ def _bench(s: Situation, out: TextIO, disk_mib: int) -> Situation:
         return s
     b, d = report.bench, report.disk
     if b is not None:
-        print(f"  model: prefill {b.prefill_tps or 0:.0f} tok/s, decode {b.decode_tps or 0:.1f} tok/s"
+        print(f"  model: prefill {rate(b.prefill_tps or 0)} tok/s, decode {rate(b.decode_tps or 0)} tok/s"
               + (f", load {b.load_s:.2f} s" if b.load_s else ""), file=out)
     if d.write_mib_s:
-        print(f"  disk {d.folder}: write {d.write_mib_s:.0f} MiB/s, read {d.read_mib_s:.0f} MiB/s", file=out)
+        print(f"  disk {d.folder}: write {rate(d.write_mib_s)} MiB/s, read {rate(d.read_mib_s)} MiB/s", file=out)
     print(f"  RAM: {report.ram_total_mib / 1024:.1f} GiB, {report.ram_available_mib / 1024:.1f} GiB available",
           file=out)
     for note in report.notes:

@@ -46,6 +46,7 @@ from strata.installer.plan_types import (
     Question,
     Situation,
 )
+from strata.monitor.units import counted
 
 from strata.model_names import id_meant, model_id, names_model
 
@@ -79,7 +80,7 @@ def _previous_keeps_slots(s: Situation, p: PlanParameters) -> tuple[bool, int, i
 def _default_concurrency(s: Situation, p: PlanParameters) -> tuple[str, str]:
     keeps, n, small, b = _previous_keeps_slots(s, p)
     if keeps:
-        return "several", (f"RAM for {n} slot(s) beside the main context even at {small} tokens: "
+        return "several", (f"RAM for {counted(n, 'slot')} beside the main context even at {small} tokens: "
                            "side requests and a second agent run in parallel")
     return "one", (f"{gib(max(0, b.kv_mib))} left for the KV after the model and the floors: "
                    f"not even one {small}-token slot fits beside the main context")
@@ -414,7 +415,7 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
             batch_why = (f"no {ctx}-token slot fits beside the main context: the solo path only"
                          + ("" if a.concurrency is None else " (lower the context to get slots)"))
         else:
-            batch_why = (f"{n_slots} slot(s) of {ctx} tokens ({gib(n_slots * kv_mib_of(model, ctx))} of KV), "
+            batch_why = (f"{counted(n_slots, 'slot')} of {ctx} tokens ({gib(n_slots * kv_mib_of(model, ctx))} of KV), "
                          + (f"the most the plan gives ({p.target_slots})" if n_slots == p.target_slots else "what RAM allows"))
     slot_ctx, slot_why = ctx, "as large as the main context, so a conversation can move between them"
     if a.concurrency == "several" and (kept_slots := _previous_slots(s, ctx, p)) is not None:

@@ -10,12 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from strata.installer.plan_types import MIB, ModelFacts, PlanParameters, Situation
+from strata.monitor.units import counted
+from strata.monitor.units import mib as mib_text
 
 from strata.model_shape import Q8_0_HEAD_MULTIPLE, Q8_0_MAX_HEAD, cuda_lacks, q8_0_kv_takes
 
 
 def gib(mib: float) -> str:
-    return f"{mib / 1024:.1f} GiB"
+    """A size in MiB as the plan's reasons say it: in GiB from 1 GiB, in MiB below (units.mib): a small model's
+    "2048 tokens = 0.0 GiB of KV" read as none."""
+    return mib_text(mib)
 
 
 def round_down(value: float, step: int) -> int:
@@ -117,8 +121,9 @@ def f16_if_it_holds(model: ModelFacts, b: Budget, ctx: int, concurrency: str | N
     slots = (lambda m: 0) if concurrency == "one" else (lambda m: slots_that_fit(m, b, ctx, p))
     if kv_mib_of(f16, ctx) > b.kv_mib or slots(f16) != slots(model):
         return model, kv_choice
+    its_slots = f" and its {counted(slots(f16), 'slot')}" if slots(f16) else ""
     return f16, ("f16", f"F16 KV, {f16.kv_bytes_per_token} bytes per token: your {ctx}-token context"
-                        f"{'' if not slots(f16) else f' and its {slots(f16)} slot(s)'} fit in F16 too (q8_0 was for the "
+                        f"{its_slots} fit in F16 too (q8_0 was for the "
                         "largest context); restored state is bit-identical to a fresh prefill")
 
 

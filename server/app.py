@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from strata.monitor.units import counted
 from strata.server import body_read, jobrun, lookup, parser_fault_log, slot_policy
 from strata.server.config import ServerConfig
 from strata.server.keys import STATE, ServerState
@@ -193,7 +194,7 @@ def info_line(state: ServerState) -> str:
     n_slots = int(getattr(e, "n_slots", 0))
     contexts = f"main {e.context_capacity(0)}"
     if n_slots:
-        contexts += f" + {n_slots} slots x {e.context_capacity(1)} in {getattr(e, 'n_groups', 1)} group(s)"
+        contexts += f" + {n_slots} slots x {e.context_capacity(1)} in {counted(getattr(e, 'n_groups', 1), 'group')}"
     parts = [
         f"model {state.model_name} ({getattr(e, 'arch', '?')}"
         + (f", {e.n_expert_used} of {e.n_expert} experts a token" if getattr(e, "n_expert", 0) else "") + ")",

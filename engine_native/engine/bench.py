@@ -16,6 +16,7 @@ import sys
 import time
 
 import numpy as np
+from strata.monitor.units import counted
 
 FULL = {"prefill": (512, 2048), "decode": 128, "prompt": 512, "batch": 4}
 QUICK = {"prefill": (128,), "decode": 16, "prompt": 128, "batch": 4}
@@ -121,7 +122,7 @@ def run(args) -> int:
         print(json.dumps(r))
         return 0
     print(f"model        {r['model']} ({r['arch']})")
-    print(f"engine       {r['backend']}, {r['threads']} threads, large pages: {r['large_pages']}, KV {r['kv_type']}")
+    print(f"engine       {r['backend']}, {counted(r['threads'], 'thread')}, large pages: {r['large_pages']}, KV {r['kv_type']}")
     if r.get("gpu"):
         from strata.engine.gpu import describe_gpu
 

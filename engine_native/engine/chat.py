@@ -22,6 +22,7 @@ from strata.engine.harmony import HarmonyStream, parse_harmony
 from strata.engine.sampling import Sampler, SamplingParams
 from strata.engine.text import StreamDecoder
 from strata.engine.tokenizer import Tokenizer
+from strata.monitor.units import counted
 
 MAIN_CONTEXT = 0
 
@@ -319,7 +320,7 @@ def run(args: argparse.Namespace) -> int:
               "model file whose template parses (re-download it, or convert it with a current llama.cpp)",
               file=sys.stderr)
         return 1
-    print(f"{model}{origin}: {engine.arch}, {engine.n_threads} threads, backend {engine.backend}, "
+    print(f"{model}{origin}: {engine.arch}, {counted(engine.n_threads, 'thread')}, backend {engine.backend}, "
           f"context {args.ctx}, loaded in {time.perf_counter() - t0:.2f} s")
     if engine.n_ctx_train and args.ctx > engine.n_ctx_train:   # as `strata serve` warns
         print(f"warning: the context ({args.ctx} tokens) is larger than the {engine.n_ctx_train} tokens the model "

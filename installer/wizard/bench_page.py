@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, QThread, Signal
 from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QVBoxLayout, QWizard, QWizardPage
 from strata.installer import flow
 from strata.installer.bench import BenchReport, run_machine_bench
+from strata.monitor.units import rate
 
 # each stage's share of the bar: it went 0 -> 100 % for the engine, then back to 0 for the disk
 STAGE_SPANS = {"engine": (0, 60), "disk": (60, 100), "done": (100, 100)}
@@ -173,10 +174,10 @@ def _describe(report: BenchReport) -> list[str]:
     lines = []
     b, d = report.bench, report.disk
     if b is not None:
-        lines.append(f"Model: prefill <b>{b.prefill_tps or 0:.0f}</b> tok/s, decode <b>{b.decode_tps or 0:.1f}</b> tok/s"
+        lines.append(f"Model: prefill <b>{rate(b.prefill_tps or 0)}</b> tok/s, decode <b>{rate(b.decode_tps or 0)}</b> tok/s"
                      + (f", load {b.load_s:.2f} s" if b.load_s else ""))
     lines.append(f"RAM: {report.ram_total_mib / 1024:.1f} GiB, {report.ram_available_mib / 1024:.1f} GiB available")
     if d.write_mib_s:
-        lines.append(f"Disk {d.folder}: write <b>{d.write_mib_s:.0f}</b> MiB/s, read <b>{d.read_mib_s:.0f}</b> MiB/s")
+        lines.append(f"Disk {d.folder}: write <b>{rate(d.write_mib_s)}</b> MiB/s, read <b>{rate(d.read_mib_s)}</b> MiB/s")
     lines.extend(f"<i>{note}</i>" for note in report.notes)
     return lines

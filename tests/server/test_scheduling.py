@@ -178,7 +178,7 @@ def test_slots_metrics_and_monitor_views(server):
     for key in ("time", "version", "endpoint", "info_line", "model", "engine", "slots", "requests", "decisions",
                 "totals", "log_tail"):
         assert key in snap, key
-    assert "contexts main 4096 + 4 slots x 2048" in snap["info_line"]
+    assert "contexts main 4096 + 4 slots x 2048 in 1 group, KV" in snap["info_line"], snap["info_line"]
     last = snap["requests"][-1]
     assert {"id", "api", "prompt_tokens", "reused_tokens", "source", "ttft_ms", "output_tokens", "status"} <= set(last)
     with httpx.stream("GET", server.url + "/v1/monitor/events?interval=0.25", timeout=30) as r:

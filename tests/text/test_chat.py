@@ -166,7 +166,7 @@ def test_cli_chats_with_the_model_strata_setup_chose(tiny_model_factory, tmp_pat
     monkeypatch.setenv("STRATA_CONFIG", str(config))
     monkeypatch.setattr("sys.stdin", io.StringIO("/exit\n"))
     assert strata_main(["chat", "--ctx", "128", "--threads", "1"]) == 0
-    assert capsys.readouterr().out.startswith(f"{model} (the model of {config}): llama, 1 threads")
+    assert capsys.readouterr().out.startswith(f"{model} (the model of {config}): llama, 1 thread, backend")
     monkeypatch.setattr("sys.stdin", io.StringIO("/exit\n"))
     other = str(tiny_model_factory(ctx_len=128))
     assert strata_main(["chat", "--model", other, "--ctx", "128", "--threads", "1"]) == 0

@@ -1,0 +1,49 @@
+"""How the plan and the wizard say numbers (a new-user trial): a small KV in MiB, not "2048 tokens = 0.0 GiB of
+KV"; "1 slot" and "4 slots", never "slot(s)"; a bench's speeds with thousands separators, as the monitor shows
+them ("2,173 tok/s", not "2173")."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from strata.installer.bench import BenchReport
+from strata.installer.plan import apply_answer, make_plan, next_question
+from strata.installer.plan_types import Answers, BenchFacts, DiskFacts
+
+from tests.installer.matrix_data import MACHINES, MODELS, situation
+
+
+def _texts(machine: str, model: str) -> list[str]:
+    """Every reason the questions and the plan give for `model` on `machine`, the defaults answered."""
+    s, a, said = situation(machine, model), Answers(), []
+    while (q := next_question(s, a)) is not None:
+        said.append(q.reason)
+        a = apply_answer(a, q.key, q.default)
+    plan = make_plan(s, a)
+    return said + [c.reason for c in plan.choices] + list(plan.warnings)
+
+
+@pytest.mark.parametrize("machine", sorted(MACHINES))
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_no_plural_in_brackets_and_no_size_that_reads_as_none(machine, model):
+    for text in _texts(machine, model):
+        assert "(s)" not in text and not re.search(r"\b1 slots\b", text), text
+        assert not re.search(r"(?<![\d.])0\.0 GiB", text), text
+
+
+def test_a_small_models_kv_is_said_in_mib():
+    said = " | ".join(_texts("small-laptop", "135M"))   # 23,040 bytes a token: 8192 tokens are 180 MiB
+    assert "8192 tokens = 180 MiB of KV" in said, said
+    assert re.search(r"\b4 slots of \d+ tokens \(\d+ MiB of KV\)", said), said
+
+
+def test_the_bench_results_have_thousands_separators():
+    pytest.importorskip("PySide6")
+    from strata.installer.wizard.bench_page import _describe
+
+    report = BenchReport(BenchFacts(prefill_tps=2173.4, decode_tps=102.68, load_s=0.12),
+                         DiskFacts("/d", 1000, write_mib_s=1534.2, read_mib_s=12_345.0), 16384, 8192)
+    lines = _describe(report)
+    assert lines[0].startswith("Model: prefill <b>2,173</b> tok/s, decode <b>103</b> tok/s"), lines
+    assert lines[2] == "Disk /d: write <b>1,534</b> MiB/s, read <b>12.3k</b> MiB/s", lines
