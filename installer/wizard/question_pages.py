@@ -9,6 +9,7 @@ beside the choice), and on Next parses the answer with `plan.parse_answer` and r
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (
@@ -149,7 +150,7 @@ class DiskPage(_QuestionPage):
             self.folder_reason.setText("")
             return
         try:
-            disk = disk_facts(text.strip())
+            disk = disk_facts(folder_meant(text))
         except (OSError, ValueError):   # a path no filesystem answers for (or a NUL in it): Next says why
             self.folder_reason.setText("")
             return
@@ -166,9 +167,26 @@ class DiskPage(_QuestionPage):
         if path:
             self.folder.setText(path)
 
+    def validatePage(self) -> bool:
+        if not super().validatePage():
+            return False
+        if self.keep.isChecked():   # the folder as taken (a relative one under home), seen again on Back
+            self.folder.setText(self.wizard().answers.cold_dir)
+        return True
+
     def answer_texts(self) -> dict[str, str | None]:
         keep = self.keep.isChecked()
-        return {"keep_on_disk": "yes" if keep else "no", "cold_dir": self.folder.text() if keep else None}
+        if keep and not self.folder.text().strip():
+            raise AnswerError("type the folder for the conversations kept on disk, or untick the box above")
+        return {"keep_on_disk": "yes" if keep else "no", "cold_dir": folder_meant(self.folder.text()) if keep else None}
+
+
+def folder_meant(text: str) -> str:
+    """The folder a user typed, as a window means it: `~` expanded, and a relative one under the home folder.
+    The app's working folder is wherever it was started from (a desktop's launcher: `/`, or the app's own
+    folder), so a new-user trial's `conversations` landed there, not where the user was looking."""
+    path = Path(text.strip()).expanduser()
+    return str(path if path.is_absolute() else Path.home() / path)
 
 
 class ContextPage(_QuestionPage):
