@@ -29,9 +29,8 @@ def disk_page(qtbot, tmp_path, monkeypatch, default_model_path):
     qtbot.addWidget(wizard)
     wizard.show()
     for name in ("bench", "concurrency", "disk"):
-        before = wizard.currentId()
         wizard.next()
-        qtbot.waitUntil(lambda: wizard.currentId() != before, timeout=5000)
+        qtbot.waitUntil(lambda want=name: wizard.currentPage() is wizard.page(wizard.page_ids[want]), timeout=5000)
     page = wizard.currentPage()
     assert page is wizard.page(wizard.page_ids["disk"])
     page.keep.setChecked(True)
