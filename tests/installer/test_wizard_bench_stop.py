@@ -37,7 +37,15 @@ def slow_wizard(qtbot, tmp_path, tiny_model_factory):
 
 
 def _benches() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if "bench" in p.cmdline()]
+    """This process's `strata bench` children still running (not one ended and not yet reaped)."""
+    found = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if "bench" in p.cmdline() and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.Error:   # ended since the listing
+            continue
+    return found
 
 
 def _into_the_engine_bench(qtbot, wizard):
