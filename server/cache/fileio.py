@@ -28,12 +28,43 @@ except ImportError:  # Windows
 
 WINDOWS_COMMIT_LOCK = ".strata-commit.lock"  # one per folder; never indexed (no entry prefix)
 
+# Windows refuses a rename onto, or a removal of, a file another handle holds without FILE_SHARE_DELETE (or maps),
+# and a rename of a file just written while such a handle has it: an antivirus or an indexer scanning a new file, a
+# backup or sync tool, another server on the folder restoring (mapping) an image. Most such holds last milliseconds;
+# robust Windows programs retry (git for Windows: 0, 1, 10, 20, 40 ms; pip: 1 s in 0.25 s steps). The waits here sum
+# to 0.31 s, then the refusal is raised as before (counted, warned once). POSIX never says these codes: no retry there.
+HOLDER_RETRY_DELAYS_S = (0.005, 0.01, 0.02, 0.04, 0.08, 0.16)
+# ERROR_ACCESS_DENIED (a target held open, a file pending deletion, a mapped file), ERROR_SHARING_VIOLATION,
+# ERROR_LOCK_VIOLATION. A folder truly read-only for this user also says 5: it is retried for 0.31 s, then raised.
+WINDOWS_HELD_ERRORS = frozenset({5, 32, 33})
+
+
+def held_by_another(exc: OSError) -> bool:
+    """Whether Windows refused a file operation because another handle holds the file (a hold that may end)."""
+    return getattr(exc, "winerror", None) in WINDOWS_HELD_ERRORS
+
 
 class FileIO:
     """Real file operations. Subclass and override `write` to inject faults."""
 
     # told the size of each write once it is made (a stop's sign of life while one big history is written)
     on_write: Callable[[int], None] | None = None
+    holder_retry_delays_s: tuple[float, ...] = HOLDER_RETRY_DELAYS_S
+
+    def refused_for_now(self, exc: OSError) -> bool:
+        """Whether a refused rename or removal is worth trying again shortly (Windows: another handle holds it)."""
+        return held_by_another(exc)
+
+    def _retrying(self, op: Callable[..., None], *paths: str) -> None:
+        """`op(*paths)`, tried again after each of `holder_retry_delays_s` while it is refused for now."""
+        for delay in (*self.holder_retry_delays_s, None):
+            try:
+                op(*paths)
+                return
+            except OSError as exc:
+                if delay is None or not self.refused_for_now(exc):
+                    raise
+            time.sleep(delay)
 
     def open_new(self, path: str) -> BinaryIO:
         # a temporary name is this writer's alone ("x": never write into another's); readable by its user only
@@ -55,19 +86,15 @@ class FileIO:
             yield
             return
         try:
+            locked = True
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)
             else:
-                while True:
-                    try:
-                        msvcrt.locking(fd, msvcrt.LK_LOCK, 1)  # retries for 10 s, then raises
-                        break
-                    except OSError:
-                        continue
+                locked = _windows_lock(fd)
             try:
                 yield
             finally:
-                if fcntl is None:
+                if fcntl is None and locked:
                     msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)  # Windows frees a closed file's lock only eventually
         finally:
             os.close(fd)  # closing releases the flock
@@ -85,7 +112,9 @@ class FileIO:
             f.close()
 
     def rename(self, src: str, dst: str) -> None:
-        os.replace(src, dst)
+        """os.replace (os.rename fails on Windows where `dst` exists), tried again while another handle holds
+        `src` or `dst` (Windows)."""
+        self._retrying(os.replace, src, dst)
 
     def same_volume(self, src: str, dst_folder: str) -> bool:
         try:
@@ -115,14 +144,9 @@ class FileIO:
 
     def remove(self, path: str) -> None:
         """Remove a file; nothing when there is none, nor when a folder stands in its place (the cache
-        deletes only what it wrote; the next index skips the folder as an orphan and says so)."""
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            pass
-        except OSError:   # IsADirectoryError; PermissionError on Windows
-            if not os.path.isdir(path):
-                raise
+        deletes only what it wrote; the next index skips the folder as an orphan and says so). Tried again while
+        another handle holds the file (Windows)."""
+        self._retrying(_remove_file, path)
 
     def sync_folder(self, folder: str) -> None:
         if not hasattr(os, "O_DIRECTORY"):
@@ -132,6 +156,33 @@ class FileIO:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+# what msvcrt.locking says when another process holds the lock (LK_LOCK tries for 10 s first): wait on
+LOCK_HELD_ERRNOS = frozenset({errno.EACCES, getattr(errno, "EDEADLOCK", errno.EDEADLK)})
+
+
+def _windows_lock(fd: int) -> bool:
+    """Lock the commit lock file's first byte, waiting while another process holds it; False (not locked) where the
+    file system cannot lock (EINVAL, EBADF: a network share without locks), as where the folder cannot be opened.
+    Any refusal was retried for ever before: a share that cannot lock held the spill writer (and the stop) for good."""
+    while True:
+        try:
+            msvcrt.locking(fd, msvcrt.LK_LOCK, 1)  # tries for 10 s, then raises
+            return True
+        except OSError as exc:
+            if exc.errno not in LOCK_HELD_ERRNOS:
+                return False
+
+
+def _remove_file(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+    except OSError:   # IsADirectoryError; PermissionError on Windows
+        if not os.path.isdir(path):
+            raise
 
 
 class SlowDiskIO(FileIO):
