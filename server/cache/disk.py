@@ -559,10 +559,10 @@ class DiskLevel:
 
     def forget(self, key: str) -> DiskEntry | None:
         """Unindex and remove the files of `key` (sidecar first: without it the image is no entry).
-        Raises OSError when a file cannot be removed (the folder went read-only); while its sidecar is
-        there the entry stays indexed, since its files are still an entry (the next start finds it). With
-        versioned images, an image that cannot be removed once the sidecar is gone is warned of, not raised:
-        the entry is gone (no sidecar names the image) and the next open removes it."""
+        Raises OSError when the sidecar cannot be removed (the folder went read-only); the entry then stays
+        indexed, since its files are still an entry (the next start finds it). An image that cannot be removed
+        once the sidecar is gone (Windows: another process maps it, restoring it from a folder it shares) is
+        warned of, not raised: the entry is gone (no sidecar names the image) and the next open removes it."""
         entry = self.entries.pop(key, None)
         with self.io.commit_lock(self.folder):  # not between another writer's image and its sidecar
             try:
@@ -572,7 +572,13 @@ class DiskLevel:
                     self.entries[key] = entry
                 raise
             if not self.versioned_images:
-                self.io.remove(self.image_path(key))
+                try:
+                    self.io.remove(self.image_path(key))
+                except OSError as exc:   # raised, the eviction went uncounted and was said to keep the files
+                    self.remove_failures += 1
+                    log.warning("conversation cache %s level: %s removed, but its image cannot be removed (%s); it is "
+                                "no entry (its sidecar is gone) and the next start removes it", self.name, key,
+                                exc.strerror or exc)
                 return entry
             try:
                 names = self.images_of(key)   # each save's image (one, unless an earlier one could not be removed)
