@@ -26,9 +26,44 @@ def test_bad_names_are_refused(bad):
         validate_session_name(bad)
 
 
-@pytest.mark.parametrize("good", ["a", "agent-1", "proj_2.main", "X" * 100])
-def test_good_names(good):
+# Names Windows cannot hold in a file name are refused on every OS, so a folder saved on Linux is valid on Windows:
+# its reserved characters, control characters (a last newline matched `$`: 'work\n' was valid), a last dot or space
+# (Windows drops them: 'work.' and 'work' would be one file).
+@pytest.mark.parametrize("bad", [*'<>:"|?*', "a<b", "a:b", "a|b", "a?", "a*", 'a"b', "work\n", "work\r\n", "\nwork",
+                                 "a\tb", "work\x1f", "work.", "work ", " work", "wörk"])
+def test_names_windows_cannot_hold_are_refused_on_every_os(bad):
+    with pytest.raises(SessionNameError, match="invalid session name"):
+        validate_session_name(bad)
+
+
+WINDOWS_RESERVED_STEMS = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)),
+                          *(f"LPT{i}" for i in range(1, 10))}
+
+
+def _windows_file_name_problem(file_name: str) -> str | None:
+    """Why Windows refuses `file_name` as a file name (None when it takes it): its rules, written down here."""
+    if any(c in '<>:"/\\|?*' or ord(c) < 32 for c in file_name):
+        return "a reserved or control character"
+    if file_name.endswith((".", " ")):
+        return "a last dot or space"
+    if file_name.split(".", 1)[0].rstrip(" ").upper() in WINDOWS_RESERVED_STEMS:
+        return "a device name"
+    if len(file_name) > 255:
+        return "longer than 255"
+    return None
+
+
+# Device names are valid session names: the files are `strata-session-CON.json`, whose stem is no device name.
+@pytest.mark.parametrize("good", ["a", "agent-1", "proj_2.main", "X" * 100, "CON", "nul", "Com1", "LPT9", "aux.x",
+                                  "a.b.c", "-x", "_"])
+def test_good_names(good, tmp_path):
     assert validate_session_name(good) == good
+    from strata.server.cache.disk import GENERATION_MARK
+    from strata.server.cache.sessions import SESSION_PREFIX
+    from strata.server.cache.temp_files import temp_name
+    for file_name in (f"{SESSION_PREFIX}{good}.json", f"{SESSION_PREFIX}{good}{GENERATION_MARK}{'0' * 16}.img"):
+        assert _windows_file_name_problem(file_name) is None, file_name
+        assert _windows_file_name_problem(os.path.basename(temp_name(str(tmp_path / file_name)))) is None
 
 
 def test_save_restore_delete_list(make_cache, folders):
