@@ -91,6 +91,8 @@ class Job:
     logprobs: int | None = None   # report each generated token's log-probability and this many alternatives
     # ends the answer once it holds a whole tool call (parallel calls turned off): one_call.FirstCallEnd
     call_end: Any = None
+    # the request whose read of this prompt's start it waits for (context_choice.waits_for_shared_read)
+    waits_for_read: int | None = None
 
 
 # Streamed text waits up to this long to travel with the next steps' text (one wake-up of the loop and
