@@ -11,6 +11,7 @@ image (restore.py, pipeline.py). A mixin: the state it uses is made by `Conversa
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -148,14 +149,17 @@ class RestoreMixin:
                 n, v, why = restore_mapped(self.engine, ctx, view, entry.tokens, entry.identity.model_id,
                                            entry.image_bytes, entry.piece_bytes, entry.piece_crc32,
                                            self.image_format, limit, c.restore_ladder, stop)
-        except FileNotFoundError:  # removed since indexed (another server sharing the folder): a plain miss
-            with self._lock:
-                (self.cascade.discard(entry.key, "files gone") if lvl in self.cascade.levels
-                 else forget_files(lvl, entry.key, "files gone"))
-            return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False,
-                                 f"its file {entry.image_path} was removed since start-up (another process "
-                                 "sharing the folder?); unindexed", untouched=True)
         except OSError as exc:
+            # removed since indexed (another server sharing the folder): a plain miss. On Windows an image whose
+            # removal another program's handle left pending cannot be opened (Access is denied), not missing: its
+            # sidecar, removed first, tells it was removed, not damaged
+            if isinstance(exc, FileNotFoundError) or not os.path.exists(entry.sidecar_path):
+                with self._lock:
+                    (self.cascade.discard(entry.key, "files gone") if lvl in self.cascade.levels
+                     else forget_files(lvl, entry.key, "files gone"))
+                return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False,
+                                     f"its file {entry.image_path} was removed since start-up (another process "
+                                     "sharing the folder?); unindexed", untouched=True)
             n, v, why = 0, Validation(0, False, f"read failed: {exc}"), f"read failed: {exc}"
         ladder = False
         if not v.complete:
