@@ -45,6 +45,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 MAX_SLOTS = 65536
+GENERATE_ONLY = ("kind", "hours", "seed", "out")   # the `generate` group: a replay reads none of them
+
+
+def ignored_flags(args: argparse.Namespace) -> list[str]:
+    """The flags set off their defaults that this form of the command does not read: `--hours`, `--seed`,
+    `--out` with a timeline to replay (`strata replay TRACE --out f.jsonl` replayed and wrote nothing), the
+    replay's own with `generate`. A flag typed with its default value cannot be told from one not typed."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    defaults = vars(parser.parse_args([args.timeline]))
+    generating = args.timeline == "generate"
+    return ["--" + k.replace("_", "-") for k, v in vars(args).items()
+            if k in defaults and k != "timeline" and v != defaults[k] and (k in GENERATE_ONLY) != generating]
 
 
 def _slot_counts(text: str) -> list[int]:
@@ -136,6 +149,13 @@ def format_table(rows: list[dict]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        ignored = ignored_flags(args)
+        if ignored and args.timeline == "generate":
+            raise ValueError(f"{', '.join(ignored)}: options of a replay; `strata replay generate` only writes "
+                             "a timeline (replay it with `strata replay FILE ...`)")
+        if ignored:
+            raise ValueError(f"{', '.join(ignored)}: options of `strata replay generate`, not read when a timeline "
+                             "is replayed (a generated one: `agents:HOURS:SEED` as the timeline)")
         if args.timeline == "generate":
             reqs = generate(args.kind, args.hours, args.seed)
             if args.out == "-":
