@@ -25,6 +25,7 @@ from strata.installer.plan import QUESTION_ORDER, next_question, parse_answer
 from strata.installer.plan_types import AnswerError, Answers, Question, Situation
 from strata.monitor.units import rate
 
+DISK_BENCH_MIB = 256           # the default size of the disk bench's file
 MAX_DISK_BENCH_MIB = 16384   # the bench file is written whole before it is read back and deleted
 
 
@@ -43,11 +44,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="propose the recommended values, not the answers of the configuration file there "
                              "(its model and conversations' folder are still proposed)")
     parser.add_argument("--skip-bench", action="store_true", help="do not measure the machine")
-    parser.add_argument("--disk-bench-mib", type=int, default=256, metavar="N",
+    parser.add_argument("--disk-bench-mib", type=int, default=DISK_BENCH_MIB, metavar="N",
                         help="MiB written and read back to measure the cold folder (default 256, 8 to 16384)")
 
 
+def setup_only_flags(args: argparse.Namespace) -> list[str]:
+    """The flags given beside --show that only a setup reads: --show prints the file and writes nothing, so
+    `strata setup --show --model M` printed the file there as if M had not been named."""
+    given = {"--yes": getattr(args, "yes", False), "--model": getattr(args, "model", None) is not None,
+             "--cold-dir": getattr(args, "cold_dir", None) is not None, "--fresh": getattr(args, "fresh", False),
+             "--skip-bench": getattr(args, "skip_bench", False),
+             "--disk-bench-mib": getattr(args, "disk_bench_mib", DISK_BENCH_MIB) != DISK_BENCH_MIB}
+    return [flag for flag, on in given.items() if on]
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.show and setup_only_flags(args):
+        print(f"strata setup: {', '.join(setup_only_flags(args))}: not read with --show, which prints the "
+              "configuration there and writes nothing (drop --show to run a setup with them)", file=sys.stderr)
+        return 2
     if args.show:
         path = args.config or config_file.configured_path()
         try:
