@@ -389,10 +389,11 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
     add = choices.append
 
     value, by_id = model_value(s, model.path)
-    add(Choice("model", value, f"{model.name}: {gib(b.model_mib)}, trained on {model.n_ctx_train} tokens"
+    size = gib(model.size_bytes / MIB)   # as `strata models` says it; b.model_mib is rounded up for the arithmetic
+    add(Choice("model", value, f"{model.name}: {size}, trained on {model.n_ctx_train} tokens"
                                + ("; by its id: the default model, found wherever Strata is installed" if by_id else "")))
     if b.model_mib + p.min_free_mib > m.ram_total_mib:
-        warnings.append(f"the model ({gib(b.model_mib)}) and the {p.min_free_mib} MiB floor do not fit "
+        warnings.append(f"the model ({size}) and the {p.min_free_mib} MiB floor do not fit "
                         f"in {gib(m.ram_total_mib)} of RAM: it will page from disk and run slowly")
     threads = max(1, m.n_cores)
     add(Choice("threads", threads, f"one per physical core ({m.n_cores} of {m.n_logical} logical): "

@@ -47,3 +47,10 @@ def test_the_bench_results_have_thousands_separators():
     lines = _describe(report)
     assert lines[0].startswith("Model: prefill <b>2,173</b> tok/s, decode <b>103</b> tok/s"), lines
     assert lines[2] == "Disk /d: write <b>1,534</b> MiB/s, read <b>12.3k</b> MiB/s", lines
+
+
+def test_the_models_size_is_the_files_as_strata_models_says_it():
+    # 98,917,792 bytes are 94.3 MiB (`strata models`: 94.3 MiB); the plan said the budget's whole MiB rounded up,
+    # "95.0 MiB" (the real default model: 93.8 in `strata models`, 94.0 in setup's plan, a new-user trial)
+    said = " | ".join(_texts("small-laptop", "135M"))
+    assert "SmolLM2-135M-Instruct: 94.3 MiB, trained on 8192 tokens" in said, said
