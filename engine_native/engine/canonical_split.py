@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 # the answer's bytes the split is read with: from after the last newline (a piece boundary in every
 # pre-tokenizer), at most this many
 CONTEXT_BYTES = 256
@@ -95,22 +97,62 @@ class CanonicalSplit:
         self.special = frozenset(getattr(tokenizer, "special_ids", ()))
         self._text = b""           # the answer since its start or last special token (a piece boundary)
         self._plan: list[int] = []
+        self._lone = b""           # forced bytes no token may write alone (or a start of): _joined_last_piece
 
     def __getattr__(self, name: str) -> Any:     # the rest of the constraint's surface
         return getattr(self.inner, name)
 
     def allows(self, token: int) -> bool:
-        return self.inner.allows(token)
+        return self.inner.allows(token) and not self._cut_short(token)
 
     def allowed_mask(self) -> Any:
-        return self.inner.allowed_mask()
+        mask = self.inner.allowed_mask()
+        if self._lone:
+            for token in np.flatnonzero(mask):
+                if self._cut_short(int(token)):
+                    mask[token] = False
+        return mask
 
     def best_allowed(self, logits: Any) -> int | None:
-        return self.inner.best_allowed(logits)
+        best = self.inner.best_allowed(logits)
+        if best is not None and self._cut_short(best):
+            logits = np.array(logits, dtype=np.float32, copy=True)
+            while best is not None and self._cut_short(best):
+                logits[best] = -np.inf
+                best = self.inner.best_allowed(logits)
+        return best
+
+    def _cut_short(self, token: int) -> bool:
+        """Whether `token` writes the forced text's last piece, or a start of it, alone where the tokenizer
+        joins that piece with every byte that may follow (`_lone`, set by forced_token)."""
+        if not self._lone or token in self.special or not 0 <= int(token) < self.tokenizer.n_vocab:
+            return False
+        data = self.tokenizer.token_bytes(int(token))
+        return bool(data) and self._lone.startswith(data)
+
+    def _joined_last_piece(self, forced: bytes, follow: frozenset[int] | None) -> bytes:
+        """`forced` when the tokenizer writes it, after the answer so far, in a token that runs on into each
+        byte of `follow` (` {` before `"` or `}`: ` {"`, ` {}`) and the automaton takes one such token;
+        else b"". A nested object with no required key opens with ` {` forced and the key or `}` the model's
+        choice: the model wrote ` {` `"` where the next turn reads ` {"`, and that turn read the rest of the
+        call again (39 tokens a turn in a multi-agent trial's Task calls)."""
+        head, tail = _utf8(self._context()), _utf8(forced)
+        if head is None or tail is None or not follow or any(b >= 0x80 for b in follow):
+            return b""
+        text = head + tail
+        start, end = len(head), len(text)
+        joined = []
+        for b in follow:
+            first = next((s for s in self.tokenizer.encode_spans(text + chr(b)) if s[2] > start), None)
+            if first is None or first[1] != start or first[2] <= end:
+                return b""                        # the split differs before it, or a piece may end there
+            joined.append(first[0])
+        return forced if any(self.inner.allows(t) for t in joined) else b""
 
     def advance(self, token: int) -> None:
         token = int(token)
         self.inner.advance(token)
+        self._lone = b""
         if self._plan and self._plan[0] == token:
             self._plan.pop(0)
         else:
@@ -154,12 +196,15 @@ class CanonicalSplit:
     def forced_token(self) -> int | None:
         """The next token of the forced text in the tokenizer's split, or None (the model chooses)."""
         if not self._plan:
+            self._lone = b""
             forced = self.inner.forced_bytes()
             if not forced:
                 return None
-            follow = getattr(self.inner, "bytes_after", None)
-            self._plan = canonical_plan(self.tokenizer, self._context(), forced,
-                                        follow(forced) if follow is not None else None)
+            after = getattr(self.inner, "bytes_after", None)
+            follow = after(forced) if after is not None else None
+            self._plan = canonical_plan(self.tokenizer, self._context(), forced, follow)
+            if not self._plan:
+                self._lone = self._joined_last_piece(forced, follow)
         if self._plan and not self.inner.allows(self._plan[0]):
             self._plan = []
         return self._plan[0] if self._plan else None

@@ -153,3 +153,35 @@ def test_a_call_whose_first_key_is_the_models_choice_opens_its_arguments_as_the_
     assert texts(tok, c.upcoming()) == [' {"']
     sampler = Sampler(SamplingParams(), vocab.n, constraint=c)
     assert texts(tok, [sampler.sample(short_first(vocab))]) == [' {"']      # not ` {` though it is shorter
+
+
+def test_a_nested_object_with_no_required_key_opens_as_the_tokenizer_writes_it(smollm_tokenizer):
+    """A Task call's `options` (and its `limits`) has no required key: ` {` is forced and `"` (a key) or `}`
+    is the model's choice, so the piece was left to the model, which wrote ` {` `"`; the next turn reads
+    ` {"` and read the rest of the call again (39 tokens a turn in a multi-agent trial). ` {` alone is
+    refused there: the tokenizer joins it with either byte."""
+    tok = smollm_tokenizer
+    vocab = Vocabulary.of(tok)
+    options = {"type": "object", "properties": {"model": {"enum": ["sonnet", "opus"]}, "turns": {"const": 10}}}
+    args = {"type": "object", "properties": {"options": options}, "required": ["options"]}
+    held = JsonConstraint(compile_call([("task", args)]), vocab, [tok.eos_id], lead=b"<tool_call>\n",
+                          close=CLOSE, spacing=(b", ", b": "))
+    c = CanonicalSplit(held, tok)
+    ids = tok.encode('<tool_call>\n{"name": "task", "arguments": {"options":', add_bos=False)
+    for t in ids:
+        c.advance(t)
+    assert c.forced_token() is None and held.forced_bytes() == b" {"           # the model's choice after it
+    lone, space = tok.encode(" {", add_bos=False), tok.encode(" ", add_bos=False)
+    assert len(lone) == 1 and held.allows(lone[0]) and held.allows(space[0])
+    assert not c.allows(lone[0]) and not c.allows(space[0])
+    sampler = Sampler(SamplingParams(), vocab.n, constraint=c)
+    logits = short_first(vocab)
+    logits[lone[0]] = 10.0                                                     # the model's favourite,
+    logits[tok.token_id('Ġ{"')] = 5.0                                          # then the key's opening
+    first = sampler.sample(logits)
+    assert texts(tok, [first]) == [' {"']
+    ids.append(first)
+    text = b"".join(vocab.bytes[i] for i in ids).decode() + 'model": "sonnet"}}}'
+    assert tok.encode(text, add_bos=False)[:len(ids)] == ids                  # as the next turn reads it
+    c.advance(tok.encode("model", add_bos=False)[0])
+    assert c.allows(tok.token_id('":'))                                        # a later state: as before
