@@ -147,6 +147,11 @@ def accept(s: Situation, a: Answers, q: Question, value) -> tuple[Situation, Ans
 
 def check_writable(folder: Path) -> None:
     """Create `folder` if needed and write one small file there; AnswerError naming the problem."""
+    blocker = folder
+    while not blocker.exists() and blocker != blocker.parent:   # the nearest part of the path that is there
+        blocker = blocker.parent
+    if blocker.exists() and not blocker.is_dir():   # mkdir says "File exists" / "Not a directory" of a file there
+        raise AnswerError(f"cannot write to {folder}: {blocker} is a file, not a folder")
     try:
         folder.mkdir(folders.PRIVATE_FOLDER_MODE, parents=True, exist_ok=True)   # the server keeps conversations there
         probe = folder / f".strata-probe-{uuid.uuid4().hex}"

@@ -114,7 +114,7 @@ def test_a_cold_dir_setup_cannot_write_says_to_pass_another(capsys, tmp_path):
     rc, err = run_cli(capsys, "setup", "--yes", "--skip-bench", "--cold-dir", str(blocker / "x"),
                       "--config", str(tmp_path / "c.toml"))
     said = rc if isinstance(rc, str) else err        # SystemExit("strata setup: ...") prints it and exits 1
-    assert f"cannot write to {blocker / 'x'}" in said
+    assert f"cannot write to {blocker / 'x'}: {blocker} is a file, not a folder" in said   # was: Not a directory
     assert said.rstrip().endswith("(pass another --cold-dir PATH)") and not (tmp_path / "c.toml").exists()
 
 

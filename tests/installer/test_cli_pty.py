@@ -131,6 +131,32 @@ def test_typed_answers_change_the_plan_and_bad_ones_are_asked_again(tmp_path, en
     assert reasons["ctx"].startswith("your answer")
 
 
+def test_a_folder_answer_that_is_a_file_says_so_and_is_asked_again(tmp_path, env, default_model_path):
+    # a new-user trial answered /etc/passwd: "cannot write to /etc/passwd: File exists" (a file, as it did not say)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    t = _setup(tmp_path, env, "folder.toml")
+    for question, answer in [("Which model?", "1"), (r"One request at a time, or several\?", ""),
+                             (r"Keep conversations on disk\?", "yes"), ("Folder for the conversations", str(blocker))]:
+        t.expect(question)
+        t.expect(r"\] $")
+        t.send(answer)
+    t.expect(f"! cannot write to {re.escape(str(blocker))}: {re.escape(str(blocker))} is a file, not a folder\n")
+    t.expect(r"\] $")
+    t.send(str(blocker / "below"))                     # mkdir said "Not a directory"
+    t.expect(f"! cannot write to {re.escape(str(blocker / 'below'))}: {re.escape(str(blocker))} is a file, not a "
+             "folder\n")
+    t.expect(r"\] $")
+    t.send(str(tmp_path / "convs"))
+    t.expect(r"Context size \(tokens\)\?")
+    t.expect(r"\] $")
+    t.send("")
+    t.expect("Wrote ")
+    assert t.close() == 0
+    values, _ = config_file.read(tmp_path / "folder.toml")
+    assert values["conversation_cache_cold_dir"] == str(tmp_path / "convs")
+
+
 def test_stdin_closed_behaves_as_yes(tmp_path, env, default_model_path):
     path = tmp_path / "closed.toml"
     cmd = f'"{sys.executable}" -m strata setup --config "{path}" --skip-bench <&-'
