@@ -35,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="PATH", type=Path, default=None,
                         help="where to write the configuration (default $STRATA_CONFIG, else "
                              f"{config_file.default_config_path()})")
-    parser.add_argument("--show", action="store_true", help="print the current configuration with reasons")
+    parser.add_argument("--show", action="store_true",
+                        help="print the current configuration with reasons and check it as `strata serve` would "
+                             "(exit status 2 or 3 when it would refuse it); takes --config only")
     parser.add_argument("--model", metavar="PATH", default=None, help="the GGUF model (skips the model question)")
     parser.add_argument("--cold-dir", metavar="PATH", default=None,
                         help="the folder proposed for conversations kept on disk "
