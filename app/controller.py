@@ -257,8 +257,8 @@ class AppController(QObject):
             return
         self._shut = True
         self.timer.stop()
-        if self.setup_wizard is not None:        # its bench's thread is stopped and joined, its file not written
-            self.setup_wizard.reject()
+        if self.setup_wizard is not None:        # its bench is stopped and its thread joined, its file not written
+            self.setup_wizard.end_now()
         self.supervisor.no_more_starts()         # a restart under way finishes its stop, not its start
         if self._restart_thread is not None:
             self._restart_thread.join()

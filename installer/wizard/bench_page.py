@@ -115,8 +115,9 @@ class BenchPage(QWizardPage):
             self._finish(report)
 
     def _ended(self, thread: QThread) -> None:
+        if self._running.pop(thread, None) is None:   # joined already (join)
+            return
         thread.wait()   # it emitted `finished` as it ended: at most a moment
-        self._running.pop(thread, None)
         thread.deleteLater()
         if not self._running:
             self.stopped.emit()
@@ -168,6 +169,16 @@ class BenchPage(QWizardPage):
         if not self.done:
             self.status.setText("stopping the bench…")
         return False
+
+    def join(self) -> None:
+        """Stop the bench and wait here for its threads: for the app's last step, when no event loop is left to
+        wait on (a QThread still running when the wizard is destroyed aborts the process). A moment: the engine's
+        process is killed, the disk bench stops between chunks."""
+        self.stop()
+        for thread in list(self._running):
+            thread.quit()   # here, not by the worker's `finished`: that call is queued to this thread, blocked below
+            thread.wait()
+            self._ended(thread)
 
 
 def _describe(report: BenchReport) -> list[str]:

@@ -105,6 +105,12 @@ class SetupWizard(QWizard):
             self.button(which).setEnabled(False)
         bench.stopped.connect(self._close_after_the_bench)
 
+    def end_now(self) -> None:
+        """Cancel, the bench's thread joined here first: the app's shutdown, after which no event loop runs the
+        close that `done` leaves to it."""
+        self.page(self.page_ids["bench"]).join()
+        self.reject()
+
     def _close_after_the_bench(self) -> None:
         result, self._closing = self._closing, None
         self.page(self.page_ids["bench"]).stopped.disconnect(self._close_after_the_bench)
