@@ -250,7 +250,10 @@ def _prompt(q: Question, stdin: TextIO, out: TextIO) -> str | None:
     if q.key == "model" and q.options:
         print("  type a number from the list or the path of a .gguf file", file=out)
     if q.default is not None:
-        print(f"  default: {q.default_text}  ({q.reason})", file=out)
+        # the reason on a line of its own, as the wizard's "Why this default:": in brackets after the default it
+        # nested three deep ("(the configuration there: ..., also the recommendation (16.0 GiB ... (a measured
+        # case: ...)))") and the default itself was lost in it
+        print(f"  default: {q.default_text}\n  why: {q.reason}", file=out)
     else:
         print(f"  ({q.reason})", file=out)
     hint = "/".join(q.options) if q.key in ("concurrency", "keep_on_disk") else ""

@@ -37,7 +37,7 @@ def starting_situation(cold_dir: str | Path | None = None, extra_model: str | No
                      packaged_model=default, default_model_reason=model_reason if extra_model else None)
 
 
-PREVIOUS_MODEL_REASON = "the model of the configuration there (a new setup proposes what it chose)"
+PREVIOUS_MODEL_REASON = "the model the configuration there names (setup run again proposes that file's answers)"
 
 
 def previous_choices(path: Path) -> tuple[str | None, str | None]:

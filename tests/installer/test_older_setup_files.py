@@ -138,7 +138,7 @@ def test_setup_run_again_keeps_the_model_and_folder_the_file_chose_and_decides_w
                     f'conversation_cache_cold_mib = 1024\nport = 8123\n')
     setup = _strata("setup", "--yes", "--skip-bench", "--config", str(path), env=env)
     assert setup.returncode == 0, setup.stdout + setup.stderr
-    assert "the model of the configuration there" in setup.stdout, setup.stdout
+    assert "the model the configuration there names" in setup.stdout, setup.stdout
     values, _ = config_file.read(path)
     assert values["model"] == str(model), values
     assert values["conversation_cache_cold_dir"] == str(cold) and values["conversation_cache_cold_mib"] > 0, values

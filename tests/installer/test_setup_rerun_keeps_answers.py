@@ -4,6 +4,7 @@ a tiny real model."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -67,12 +68,15 @@ def test_enter_at_every_question_in_a_terminal_changes_nothing(own_answers, env)
     before, _ = config_file.read(own_answers)
     term = Terminal([sys.executable, "-m", "strata", "setup", "--config", str(own_answers), "--skip-bench"],
                     dict(env, COLUMNS="200"))
-    for question, said in (("Which model?", "the model of the configuration there"),
+    for question, said in (("Which model?", "the model the configuration there names"),
                            (r"One request at a time, or several\?", "the configuration there: batch = 2"),
                            (r"Keep conversations on disk\?", "the configuration there: conversations kept in"),
                            (r"Folder for the conversations", "free there (the folder of the configuration there)"),
                            (r"Context size \(tokens\)\?", "the configuration there: ctx = 2048; recommended:")):
-        assert said in term.expect(question + r"[\s\S]*?\] "), term.seen
+        block = term.expect(question + r"[\s\S]*?\] ")
+        assert said in block, term.seen
+        # the default alone on its line, the reason below it (in brackets beside it, it nested three deep)
+        assert re.search(r"\n  default: [^\n(]*\n  why: [^\n]*" + re.escape(said), block), block
         term.send("")
     term.expect("Wrote ")
     assert term.close() == 0
