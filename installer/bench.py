@@ -173,7 +173,10 @@ def engine_speed(model_path: str, threads: int, progress: Progress = _quiet,
         if said.startswith("strata bench: "):   # its own refusal, with advice on the lines after
             raise RuntimeError(" ".join(said.removeprefix("strata bench: ").split()))
         raise RuntimeError(said.splitlines()[-1] if said else f"exited with status {proc.returncode}")
-    result = json.loads(out.strip().splitlines()[-1])
+    try:
+        result = json.loads(out.strip().splitlines()[-1])   # its one line of JSON, last
+    except (IndexError, ValueError):
+        raise RuntimeError(f"no result from `strata bench` (its output: {out.strip()[-200:]!r})") from None
     progress("engine", 1.0, "engine bench done")
 
     def number(*keys: str) -> float | None:

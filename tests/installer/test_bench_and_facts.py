@@ -4,9 +4,11 @@ and the model facts read from real GGUF files."""
 from __future__ import annotations
 
 import threading
+import time
 
+import psutil
 import pytest
-from strata.installer.bench import BenchSkipped, disk_speed, run_machine_bench
+from strata.installer.bench import BenchSkipped, disk_speed, engine_speed, run_machine_bench
 from strata.installer.model_facts import ModelFileError, find_models, read_model_facts
 from strata.installer.profile import disk_facts, existing_parent, machine_profile
 
@@ -117,6 +119,31 @@ def test_the_engine_bench_measures_the_default_model(tmp_path, default_model_pat
     report = run_machine_bench(str(default_model_path), tmp_path, 2, disk_mib=8)
     assert report.bench is not None, report.notes
     assert report.bench.prefill_tps > 0 and report.bench.decode_tps > 0
+
+
+def test_the_engine_bench_of_a_file_it_refuses_says_the_benchs_own_words(tmp_path, tiny_model_factory):
+    """It runs as `strata bench` in a process of its own: its refusal comes back as its message, one line."""
+    whole = tiny_model_factory(n_embd=128, n_ff=256).read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(whole[: len(whole) - 4096])
+    with pytest.raises(RuntimeError) as failed:
+        engine_speed(str(cut), 1)
+    said = str(failed.value)
+    assert said.startswith(f"GGUF {cut}: tensor ") and "runs past the end of the file" in said, said
+    assert "\n" not in said and not said.startswith("strata bench")
+    report = run_machine_bench(str(cut), tmp_path / "cold", 1, disk_mib=8)
+    assert report.bench is None and report.notes[0] == f"the engine's bench failed: {said}"
+
+
+def test_a_skip_ends_the_engines_bench_process_at_once(tmp_path, tiny_model_factory):
+    slow = tiny_model_factory(n_layer=4, n_embd=1024, n_head=8, n_head_kv=8, n_ff=4096, dtype="F16", ctx_len=4096)
+    skip = threading.Event()
+    threading.Timer(1.0, skip.set).start()     # the whole bench takes 8 s or more with one thread
+    t0 = time.monotonic()
+    with pytest.raises(BenchSkipped):
+        engine_speed(str(slow), 1, skip=skip, quick=False)
+    assert time.monotonic() - t0 < 3.0
+    assert not [c for c in psutil.Process().children() if c.status() != psutil.STATUS_ZOMBIE and "bench" in c.cmdline()]
 
 
 @pytest.mark.parametrize("out,expected", [
