@@ -429,6 +429,8 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
         else:
             batch_why += (f"; not {PREVIOUS}'s batch = {kept_slots[0]} of {kept_slots[1]} tokens: {gib(need)} of KV "
                           f"with the main context, this machine has {gib(max(0, b.kv_mib))} left for it")
+    if n_slots == 0:   # the server reads no slot_ctx without slots; "can move between them" named slots not there
+        slot_why = "no slots (batch = 0), so not read; as large as the main context, should slots be added"
     add(Choice("batch", n_slots, batch_why))
     if on_gpu(s):
         add(Choice("backend", "cuda", f"{m.gpu_name} ({gib(m.gpu_vram_mib)}) and a CUDA build: weights and KV on the GPU"))

@@ -54,3 +54,23 @@ def test_the_models_size_is_the_files_as_strata_models_says_it():
     # "95.0 MiB" (the real default model: 93.8 in `strata models`, 94.0 in setup's plan, a new-user trial)
     said = " | ".join(_texts("small-laptop", "135M"))
     assert "SmolLM2-135M-Instruct: 94.3 MiB, trained on 8192 tokens" in said, said
+
+
+def test_without_slots_the_slot_context_says_it_is_not_read():
+    # a new-user trial answered "one request at a time": slot_ctx's reason still said "so a conversation can move
+    # between them", of slots there were none
+    s, a = situation("small-laptop", "135M"), Answers()
+    while (q := next_question(s, a)) is not None:
+        a = apply_answer(a, q.key, "one" if q.key == "concurrency" else q.default)
+    reasons = {c.key: c.reason for c in make_plan(s, a).choices}
+    assert reasons["slot_ctx"].startswith("no slots (batch = 0), so not read"), reasons
+    several = {c.key: c.reason for c in make_plan(situation("small-laptop", "135M"),
+                                                  _answered("small-laptop", "135M")).choices}
+    assert several["slot_ctx"] == "as large as the main context, so a conversation can move between them"
+
+
+def _answered(machine: str, model: str) -> Answers:
+    s, a = situation(machine, model), Answers()
+    while (q := next_question(s, a)) is not None:
+        a = apply_answer(a, q.key, q.default)
+    return a
