@@ -154,6 +154,17 @@ class RestoreMixin:
             # removal another program's handle left pending cannot be opened (Access is denied), not missing: its
             # sidecar, removed first, tells it was removed, not damaged
             if isinstance(exc, FileNotFoundError) or not os.path.exists(entry.sidecar_path):
+                newer = _saved_again(lvl, entry)
+                if newer is not None:
+                    # a named session another server saved again since this one indexed it: the sidecar is that
+                    # save's (forgotten as gone, its new files were deleted, the session lost on both servers)
+                    log.info("conversation cache %s level: %s was saved again since indexed (another server sharing "
+                             "the folder); restoring that save", lvl.name, entry.key)
+                    with self._lock:
+                        lvl.entries[entry.key] = newer
+                    wanted = newer.n_tokens if limit >= entry.n_tokens else min(limit, newer.n_tokens)
+                    return self._restore_disk(lvl, newer, ctx, wanted, source, t0, discard_damaged=discard_damaged,
+                                              stop=stop)
                 with self._lock:
                     (self.cascade.discard(entry.key, "files gone") if lvl in self.cascade.levels
                      else forget_files(lvl, entry.key, "files gone"))
@@ -190,3 +201,15 @@ class RestoreMixin:
             count, total = self.restore_totals.get(level, (0, 0.0))
             self.restore_totals[level] = (count + 1, total + dt)
         return RestoreResult(n, level, dt, floor, ladder, why)
+
+
+def _saved_again(lvl: DiskLevel, entry: DiskEntry) -> DiskEntry | None:
+    """The save whose sidecar now stands where `entry`'s did when it names another image (versioned images: a
+    named session saved again by another server since this one indexed it), else None."""
+    if not lvl.versioned_images:
+        return None
+    try:
+        newer = lvl.read_sidecar(entry.key)
+    except Exception:   # gone, being replaced, damaged, another model's: the files are gone as far as this one goes
+        return None
+    return newer if newer.image_path != entry.image_path else None
