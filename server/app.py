@@ -198,7 +198,7 @@ def info_line(state: ServerState) -> str:
     parts = [
         f"model {state.model_name} ({getattr(e, 'arch', '?')}"
         + (f", {e.n_expert_used} of {e.n_expert} experts a token" if getattr(e, "n_expert", 0) else "") + ")",
-        f"backend {getattr(e, 'backend', cfg.backend)}, {getattr(e, 'n_threads', '?')} threads",
+        f"backend {getattr(e, 'backend', cfg.backend)}, {counted(getattr(e, 'n_threads', None), 'thread')}",
         *_gpu_part(e),
         f"contexts {contexts}, KV {getattr(e, 'kv_type', cfg.kv_type)}",
         f"large pages {getattr(e, 'large_pages', 'unknown')}",
@@ -284,7 +284,7 @@ def _memory_hint(error: BaseException, cfg: ServerConfig) -> str:
     if not (isinstance(error, MemoryError) or "Cannot allocate memory" in str(error)
             or "bad_alloc" in str(error)):
         return ""
-    slots = f"{cfg.batch} slot(s) of {cfg.slot_ctx_effective} tokens" if cfg.batch else "no slots"
+    slots = f"{counted(cfg.batch, 'slot')} of {cfg.slot_ctx_effective} tokens" if cfg.batch else "no slots"
     return (f" (not enough memory for the KV cache of the main context of {cfg.ctx} tokens and {slots}: "
             f"lower --ctx, --batch or --slot-ctx, or use --kv-type q8_0; `strata setup` picks sizes that "
             f"fit this machine)")

@@ -162,6 +162,7 @@ def test_cli_starts_serves_and_stops_cleanly_on_a_signal(tiny_model, tmp_path, s
     assert proc.returncode == 0, out
     assert "strata: model " in out and f"listening on http://127.0.0.1:{port}" in out
     assert "contexts main 1024 + 2 slots x 1024" in out and "large pages" in out
+    assert ", 1 thread | contexts" in out, out           # not "1 threads"
     assert "| weights packed " in out or "| weights read in place |" in out   # the CPU's packed copies
     assert "| lookup decoding 8 tokens |" in out
     assert "stopping" in out and "Traceback" not in out

@@ -234,7 +234,7 @@ def test_contexts_too_large_for_memory_say_which_flags_to_lower(default_model_pa
                   preexec_fn=at_most_8_gib, until="loaded in")
     assert done.returncode == MODEL_NOT_LOADED, done.stderr
     assert "the model could not be loaded" in done.stderr, done.stderr
-    assert ("not enough memory for the KV cache of the main context of 1000000 tokens and 1 slot(s) of 4096 "
+    assert ("not enough memory for the KV cache of the main context of 1000000 tokens and 1 slot of 4096 "
             "tokens: lower --ctx, --batch or --slot-ctx, or use --kv-type q8_0") in done.stderr, done.stderr
 
 
