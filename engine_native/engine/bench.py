@@ -4,7 +4,8 @@ What it measures (random token ids, fresh contexts, wall clock around the engine
 prefill tokens/s for 512 and 2048 prompt tokens, decode tokens/s over 128 tokens after a 512-token
 prompt, batched decode tokens/s with 4 contexts decoding together (each after the same prompt),
 model load seconds, KV bytes per token. `--json` prints one JSON object with those numbers.
-`run_bench(path, threads, quick=True)` is the short version the installer's machine bench calls.
+`--quick` is the short version the setup wizard's machine bench runs (`strata bench --quick --json` in a process of
+its own). On a terminal each stage is said on standard error as it begins.
 What it is not: a comparison with llama.cpp (benchmarks/engine_vs_llamacpp.py) or a server load test.
 """
 
@@ -14,6 +15,8 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 from strata.monitor.units import counted
@@ -23,13 +26,16 @@ QUICK = {"prefill": (128,), "decode": 16, "prompt": 128, "batch": 4}
 
 
 def run_bench(model_path, threads: int | None = None, quick: bool = False, kv_type: str = "f16",
-              seed: int = 0, backend: str = "cpu") -> dict:
-    """Measures one model; returns a dict of plain numbers (see the module docstring)."""
+              seed: int = 0, backend: str = "cpu", progress: Callable[[str], None] | None = None) -> dict:
+    """Measures one model; returns a dict of plain numbers (see the module docstring). `progress(what)` is
+    told each stage as it begins (a big model's bench takes minutes)."""
     from strata.engine import Engine
 
+    say = progress or (lambda what: None)
     plan = QUICK if quick else FULL
     n_batch, n_prompt, n_decode = plan["batch"], plan["prompt"], plan["decode"]
     n_ctx = max(max(plan["prefill"]), n_prompt + n_decode) + 8
+    say(f"loading {Path(model_path).name}")
     t0 = time.perf_counter()
     engine = Engine(model_path, n_ctx=n_ctx, n_slots=n_batch, slot_ctx=n_prompt + n_decode + 8,
                     n_threads=threads, kv_type=kv_type, backend=backend)
@@ -43,6 +49,7 @@ def run_bench(model_path, threads: int | None = None, quick: bool = False, kv_ty
     }
     engine.prefill(0, tokens[:32])  # warm the pages and the thread pool
     for n in plan["prefill"]:
+        say(f"reading a prompt of {n} tokens")
         engine.truncate(0, 0)
         t0 = time.perf_counter()
         engine.prefill(0, tokens[:n])
@@ -52,11 +59,13 @@ def run_bench(model_path, threads: int | None = None, quick: bool = False, kv_ty
     engine.truncate(0, 0)
     engine.prefill(0, tokens[:n_prompt])
     steps = tokens[n_prompt : n_prompt + n_decode]
+    say(f"generating {n_decode} tokens")
     t0 = time.perf_counter()
     for t in steps:
         engine.decode([0], [int(t)])
     result["decode_tps"] = round(n_decode / (time.perf_counter() - t0), 2)
 
+    say(f"generating {n_decode} tokens in each of {n_batch} requests at once")
     ctxs = list(range(1, n_batch + 1))
     for c in ctxs:
         engine.copy(0, c, n_prompt)
@@ -77,6 +86,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="compute backend (auto: the GPU when this build has CUDA and one is present)")
     parser.add_argument("--quick", action="store_true", help="short run (128-token prefill, 16 decode steps)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def progress_on_a_terminal() -> Callable[[str], None] | None:
+    """A line on standard error as each stage begins, where a person watches it (a terminal): the bench was
+    silent until its end (seconds on the default model, minutes on a big one). Piped (the setup wizard reads
+    the JSON and the error), nothing."""
+    if sys.stderr is None or not sys.stderr.isatty():
+        return None
+    return lambda what: print(f"bench: {what}...", file=sys.stderr, flush=True)
 
 
 def run(args) -> int:
@@ -112,7 +130,7 @@ def run(args) -> int:
             return 1
     try:
         r = run_bench(model, args.threads, quick=args.quick, kv_type=args.kv_type,
-                      backend=getattr(args, "backend", "cpu"))
+                      backend=getattr(args, "backend", "cpu"), progress=progress_on_a_terminal())
     except (OSError, ValueError) as e:
         from strata.engine.models import damaged_file_advice
 

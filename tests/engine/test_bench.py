@@ -34,3 +34,37 @@ def test_cli_json_and_errors(tiny_model_factory, capsys):
     # a missing file is a bad argument (2), named before anything loads
     assert bench.run(parse(["--model", str(path) + ".missing", "--quick"])) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_on_a_terminal_each_stage_is_said_as_it_begins_and_piped_nothing(tiny_model_factory, tmp_path):
+    """The bench said nothing until its end (8 s on the default model with one thread, minutes on a big one).
+    On a terminal each stage is said as it begins, on standard error; piped (the setup wizard reads its JSON
+    and its error) nothing is added."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    path = tiny_model_factory(dtype="Q8_0", seed=9, ctx_len=256)
+    command = [sys.executable, "-m", "strata", "bench", "--model", str(path), "--threads", "1", "--quick", "--json"]
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, cwd=tmp_path)
+    os.close(slave)
+    said = b""
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:     # the bench closed the terminal
+            break
+        if not data:
+            break
+        said += data
+    os.close(master)
+    out = proc.stdout.read()
+    assert proc.wait(timeout=120) == 0
+    lines = said.decode().splitlines()
+    assert lines == [f"bench: loading {path.name}...", "bench: reading a prompt of 128 tokens...",
+                     "bench: generating 16 tokens...", "bench: generating 16 tokens in each of 4 requests at once..."]
+    assert json.loads(out)["decode_tps"] > 0
+    piped = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert piped.returncode == 0 and piped.stderr == "" and json.loads(piped.stdout)["quick"] is True
