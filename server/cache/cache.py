@@ -133,8 +133,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self.config.check_folders()  # also checked when the options are read, before the server listens
 
     def _reseal_far_ahead(self, levels: list[DiskLevel]) -> None:
-        """Entries a wrong clock sealed far ahead (steady_clock.far_ahead_limit) count as sealed now, in the
-        index only: they age from today, and the cache's time stays the wall time."""
+        """Entries a wrong clock sealed far ahead (steady_clock.far_ahead_limit) count as sealed now, in their
+        order, in the index only: they age from today, and the cache's time stays the wall time."""
         wall = self.clock.wall()
         limit = far_ahead_limit([e.sealed_at for lvl in levels for e in lvl.entries.values()], wall)
         if limit is None:
@@ -145,8 +145,10 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                     "1 file" if len(ahead) == 1 else f"{len(ahead)} files",
                     _date(max(e.sealed_at for e in ahead)),
                     "it was" if len(ahead) == 1 else "they were")
-        for e in ahead:
-            e.sealed_at = wall
+        # in their own order, ending at `wall` (all at `wall`, first-in-first-out fell back on the keys among them)
+        ahead.sort(key=lambda e: (e.sealed_at, e.key))
+        for i, e in enumerate(ahead):
+            e.sealed_at = wall - (len(ahead) - 1 - i) * SHUTDOWN_SEAL_STEP_S
 
     def _prefix_store(self, name: str, folder: str, mib: int, piece_bytes: int) -> PrefixStore:
         lvl = DiskLevel(name, folder, mib * MIB, 0.0, self.identity, io=self.io, piece_bytes=piece_bytes,
