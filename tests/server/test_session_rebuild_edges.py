@@ -67,6 +67,19 @@ def _restore_held_at_its_second_piece(s: LiveServer):
         yield pause, restoring, answers
 
 
+def _restore_reading_into_main(s: LiveServer) -> tuple[threading.Thread, list]:
+    """POST /v1/sessions/work/restore to main on a thread, returned once main holds some of it (the rebuild
+    reads); the list gets the thread's one answer."""
+    restored: list = []
+    restoring = threading.Thread(target=lambda: restored.append(httpx.post(
+        s.url + "/v1/sessions/work/restore", json={"slot": "main"}, timeout=60)), daemon=True)
+    restoring.start()
+    deadline = time.monotonic() + 30
+    while _main(s.url)["tokens"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return restoring, restored
+
+
 def _main(url: str) -> dict:
     slots = {x["id"]: x for x in httpx.get(url + "/v1/slots").json()["slots"]}
     return slots.get(0, slots.get("main"))
@@ -269,14 +282,8 @@ def test_other_requests_run_between_a_rebuild_s_pieces(tiny_model, tmp_path):
                 time.sleep(0.4)
             return real(ctx, tokens, chunk=chunk)
         engine.prefill = slow_in_main
-        restored: list = []
         try:
-            restoring = threading.Thread(target=lambda: restored.append(httpx.post(
-                s.url + "/v1/sessions/work/restore", json={"slot": "main"}, timeout=60)), daemon=True)
-            restoring.start()
-            deadline = time.monotonic() + 30
-            while _main(s.url)["tokens"] == 0 and time.monotonic() < deadline:
-                time.sleep(0.02)
+            restoring, restored = _restore_reading_into_main(s)
             r = _answer(s.url, ids(20, 66), 3)
             during = _main(s.url)
             answered_first = not restored
@@ -310,14 +317,8 @@ def test_while_others_generate_a_rebuild_reads_in_their_time_slice(tiny_model, t
                 time.sleep(0.1)
             return real(ctx, tokens, chunk=chunk)
         engine.prefill = recorded
-        restored: list = []
         try:
-            restoring = threading.Thread(target=lambda: restored.append(httpx.post(
-                s.url + "/v1/sessions/work/restore", json={"slot": "main"}, timeout=60)), daemon=True)
-            restoring.start()
-            deadline = time.monotonic() + 30
-            while _main(s.url)["tokens"] == 0 and time.monotonic() < deadline:
-                time.sleep(0.02)                         # main is held: the stream runs in slot 1
+            restoring, restored = _restore_reading_into_main(s)     # main is held: the stream runs in slot 1
             with httpx.stream("POST", s.url + "/v1/completions", json={
                     "prompt": ids(20, 67), "max_tokens": 400, "temperature": 0, "stream": True}, timeout=60) as r:
                 for _line in r.iter_lines():
