@@ -10,6 +10,7 @@ import anthropic
 import pytest
 
 from tests.server.live import LiveServer
+from tests.server.test_call_history_reuse import after_the_calls, held_after
 
 LIMITS = {"type": "object", "properties": {"max_turns": {"type": "integer"}, "max_tokens": {"type": "integer"}}}
 TOOLS = [{"name": "Task", "description": "Start a subagent on a task.", "input_schema": {
@@ -39,9 +40,7 @@ def test_a_nested_object_opens_as_the_tokenizer_writes_it_and_the_next_turn_read
                                     extra_body={"seed": 10 * seed, "temperature": 1.0}) as s:
             first = s.get_final_message()
         assert first.stop_reason == "tool_use", seed
-        prompt = first.usage.input_tokens + first.usage.cache_read_input_tokens
-        held = next(list(c.tokens) for c in server.state.scheduler.table.contexts
-                    if len(c.tokens) >= prompt + first.usage.output_tokens - 1)
+        held, prompt = held_after(server, first)
         answer = list(held[prompt:])
         text = tok.decode(answer)
         nested += text.count(': {') - 1                    # the arguments' own opening is not nested
@@ -49,13 +48,7 @@ def test_a_nested_object_opens_as_the_tokenizer_writes_it_and_the_next_turn_read
         for i, t in enumerate(answer[:-1]):
             assert not (t == lone[0] and tok.token_bytes(answer[i + 1])[:1] in (b'"', b"}")), (seed, text)
         canonical = tok.encode(text, add_bos=False)
-        uses = [b for b in first.content if b.type == "tool_use"]
-        turn2 = ask + [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
-                       {"role": "user", "content": [{"type": "tool_result", "tool_use_id": b.id, "content": "done"}
-                                                    for b in uses]}]
-        with client.messages.stream(model="m", system="You are a coding agent.", messages=turn2, tools=TOOLS,
-                                    max_tokens=4, extra_body={"seed": 10 * seed + 1}) as s:
-            second = s.get_final_message()
+        second = after_the_calls(client, ask, first, TOOLS, "done", seed)
         if answer == canonical[:len(answer)]:       # the whole call in the tokenizer's split: none read again
             assert second.usage.cache_read_input_tokens == len(held), seed
             whole += 1
