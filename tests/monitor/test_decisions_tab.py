@@ -4,36 +4,21 @@ not apply, as every other cell of the window does. A new-user trial's sequential
 
 from __future__ import annotations
 
-import copy
-import json
-from pathlib import Path
-
-from strata.monitor.model import MonitorModel
 from strata.monitor.widgets.requests import DECISION_HEADERS
-from strata.monitor.window import MonitorWindow
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "monitor"
+from tests.monitor.recorded import recorded_model, shown
+
 NA = "\u2013"
 
 
 def test_a_skipped_park_has_no_slot_and_says_so_with_a_dash(qtbot):
-    series = json.loads((DATA / "series.json").read_text(encoding="utf-8"))
-    model = MonitorModel()
-    for snap in series:
-        model.apply(snap)
-    last = copy.deepcopy(series[-1])
-    last["time"] += 0.25
-    # the shape /v1/slots and the feed gave in the trial for slot_policy's ParkDecision(None, "skip", ...)
-    last["decisions"] = [*last.get("decisions", []),
-                         {"time": last["time"] - 1.0, "request": 6, "slot": None, "group": None, "reason": "skip",
-                          "reused": 0, "source_slot": "main", "park": False, "park_skip": "main_low_value",
-                          "lost_tokens": 0}]
-    model.apply(last)
-    model.set_connection("connected", "http://127.0.0.1:8080")
-    window = MonitorWindow(model, theme="light")
-    qtbot.addWidget(window)
-    window.show()
-    window.redraw()
+    def skipped_park(last: dict) -> None:
+        # the shape /v1/slots and the feed gave in the trial for slot_policy's ParkDecision(None, "skip", ...)
+        last["decisions"] = [*last.get("decisions", []),
+                             {"time": last["time"] - 1.0, "request": 6, "slot": None, "group": None, "reason": "skip",
+                              "reused": 0, "source_slot": "main", "park": False, "park_skip": "main_low_value",
+                              "lost_tokens": 0}]
+    window = shown(qtbot, recorded_model(skipped_park))
     table = window.activity.decisions
     rows = [[table.item(r, c).text() for c in range(table.columnCount())] for r in range(table.rowCount())]
     skipped = [row for row in rows if row[DECISION_HEADERS.index("reason")] == "skip"]

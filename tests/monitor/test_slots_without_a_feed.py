@@ -5,32 +5,22 @@ A new-user trial quit the app while an answer streamed: for the whole stop the t
 
 from __future__ import annotations
 
-import copy
-import json
-from pathlib import Path
-
 import pytest
 from strata.monitor.model import MonitorModel
 from strata.monitor.widgets.slots import HEADERS
 from strata.monitor.window import MonitorWindow
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "monitor"
+from tests.monitor.recorded import recorded_model, shown
+
 NA = "\u2013"
 
 
 @pytest.fixture
 def decoding():
     """A model whose latest snapshot (recorded from a real server) has main decoding, the feed flowing."""
-    series = json.loads((DATA / "series.json").read_text(encoding="utf-8"))
-    m = MonitorModel()
-    for snap in series:
-        m.apply(snap)
-    last = copy.deepcopy(series[-1])
-    last["time"] += 0.25
-    last["slots"][0]["state"] = "decode"
-    m.apply(last)
-    m.set_connection("connected", "http://127.0.0.1:8080")
-    return m
+    def main_decodes(last: dict) -> None:
+        last["slots"][0]["state"] = "decode"
+    return recorded_model(main_decodes)
 
 
 def _column(window, name):
@@ -39,12 +29,7 @@ def _column(window, name):
 
 
 def test_a_slot_reads_unknown_once_the_feed_stops(qtbot, decoding):
-    window = MonitorWindow(decoding, theme="light")
-    qtbot.addWidget(window)
-    window.resize(1280, 800)
-    window.show()
-    qtbot.waitExposed(window)
-    window.redraw()
+    window = shown(qtbot, decoding)
     table, state = window.slots.table, HEADERS.index("state")
     assert _column(window, "state")[0] == "decode" and _column(window, "last\nuse")[0] == "now"
     assert table.item(0, state).foreground().color().name() == window.theme.good
