@@ -1,5 +1,5 @@
 """A monitor model fed the snapshots a real server's feed gave (tests/data/monitor/series.json), with a last one of
-the test's own, and the window that shows it: for the tests of what one field or state looks like."""
+the test's own (shown with tests.fixtures.qt.shown_window): for the tests of what one field or state looks like."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from strata.monitor.model import MonitorModel
-from strata.monitor.window import MonitorWindow
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "monitor"
 
@@ -27,14 +26,3 @@ def recorded_model(edit: Callable[[dict], None]) -> MonitorModel:
     model.apply(last)
     model.set_connection("connected", "http://127.0.0.1:8080")
     return model
-
-
-def shown(qtbot, model: MonitorModel) -> MonitorWindow:
-    """The window over `model`, light theme, 1280 x 800, shown and drawn."""
-    window = MonitorWindow(model, theme="light")
-    qtbot.addWidget(window)
-    window.resize(1280, 800)
-    window.show()
-    qtbot.waitExposed(window)
-    window.redraw()
-    return window

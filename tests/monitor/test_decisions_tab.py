@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from strata.monitor.widgets.requests import DECISION_HEADERS
 
-from tests.monitor.recorded import recorded_model, shown
+from tests.fixtures.qt import shown_window
+from tests.monitor.recorded import recorded_model
 
 NA = "\u2013"
 
@@ -18,7 +19,7 @@ def test_a_skipped_park_has_no_slot_and_says_so_with_a_dash(qtbot):
                              {"time": last["time"] - 1.0, "request": 6, "slot": None, "group": None, "reason": "skip",
                               "reused": 0, "source_slot": "main", "park": False, "park_skip": "main_low_value",
                               "lost_tokens": 0}]
-    window = shown(qtbot, recorded_model(skipped_park))
+    window = shown_window(qtbot, recorded_model(skipped_park))
     table = window.activity.decisions
     rows = [[table.item(r, c).text() for c in range(table.columnCount())] for r in range(table.rowCount())]
     skipped = [row for row in rows if row[DECISION_HEADERS.index("reason")] == "skip"]

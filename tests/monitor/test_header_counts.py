@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from strata.monitor import units
 
-from tests.monitor.recorded import recorded_model, shown
+from tests.fixtures.qt import shown_window
+from tests.monitor.recorded import recorded_model
 
 
 @pytest.mark.parametrize(("threads", "requests", "said"), [(1, 1, ("1 thread", "1 request ")),
@@ -15,7 +16,7 @@ from tests.monitor.recorded import recorded_model, shown
 def test_one_thread_and_one_request_are_singular(qtbot, threads, requests, said):
     def as_it_was(last: dict) -> None:                                            # a server's feed as it was
         last["engine"]["threads"], last["totals"]["requests"] = threads, requests
-    window = shown(qtbot, recorded_model(as_it_was))
+    window = shown_window(qtbot, recorded_model(as_it_was))
     engine, totals = said
     assert f"cpu-avx512-vnni, {engine} \u2022" in window.header.model.text()
     assert window.header.totals.text().startswith(f"{totals}done, ")

@@ -10,7 +10,8 @@ from strata.monitor.model import MonitorModel
 from strata.monitor.widgets.slots import HEADERS
 from strata.monitor.window import MonitorWindow
 
-from tests.monitor.recorded import recorded_model, shown
+from tests.fixtures.qt import shown_window
+from tests.monitor.recorded import recorded_model
 
 NA = "\u2013"
 
@@ -29,7 +30,7 @@ def _column(window, name):
 
 
 def test_a_slot_reads_unknown_once_the_feed_stops(qtbot, decoding):
-    window = shown(qtbot, decoding)
+    window = shown_window(qtbot, decoding)
     table, state = window.slots.table, HEADERS.index("state")
     assert _column(window, "state")[0] == "decode" and _column(window, "last\nuse")[0] == "now"
     assert table.item(0, state).foreground().color().name() == window.theme.good

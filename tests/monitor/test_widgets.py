@@ -34,13 +34,7 @@ def model():
 
 @pytest.fixture
 def window(qtbot, model):
-    w = MonitorWindow(model, theme="light")
-    qtbot.addWidget(w)
-    w.resize(1280, 800)
-    w.show()
-    qtbot.waitExposed(w)
-    w.redraw()
-    return w
+    return shown_window(qtbot, model)
 
 
 def column(table, headers, name):
