@@ -79,7 +79,8 @@ def run_bench(model_path, threads: int | None = None, quick: bool = False, kv_ty
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="GGUF file, or the id `strata models` shows (default: the default model)")
+    parser.add_argument("--model", help="GGUF file, or the id `strata models` shows (default: the `model` of the "
+                                        "configuration file `strata serve` reads, else the default model)")
     parser.add_argument("--threads", type=int, default=None, help="threads (default: physical cores)")
     parser.add_argument("--kv-type", default="f16", choices=("f16", "q8_0"), help="KV cache type")
     parser.add_argument("--backend", default="cpu", choices=("cpu", "cuda", "auto"),
@@ -98,23 +99,21 @@ def progress_on_a_terminal() -> Callable[[str], None] | None:
 
 
 def run(args) -> int:
-    model = args.model
-    if model is None:
-        from strata.engine.models import default_model_path
+    from strata.engine.chat import configured_model
+    from strata.engine.models import default_model_path, resolve_model
 
-        try:
-            model = default_model_path()
-        except FileNotFoundError as e:
-            print(f"strata bench: no --model given: {e}", file=sys.stderr)
-            return 2
-    else:
-        from strata.engine.models import resolve_model
-
-        try:
-            model = resolve_model("--model", model)   # a path, or the id `strata models` shows
-        except FileNotFoundError as e:
-            print(f"strata bench: {e}", file=sys.stderr)
-            return 2
+    model, flag = args.model, "--model"
+    try:
+        if model is None:     # the model set up, as `strata chat` and `strata serve` run it
+            found = configured_model()
+            if found:
+                model, flag = found[0], f"{found[1]}: model ="
+            else:
+                model = default_model_path()
+        model = resolve_model(flag, model)   # a path, or the id `strata models` shows
+    except (ValueError, FileNotFoundError) as e:
+        print(f"strata bench: {'' if args.model or flag != '--model' else 'no --model given: '}{e}", file=sys.stderr)
+        return 2
     from strata.server.options import MAX_THREADS  # serve's bound, one place
 
     if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:   # above: pybind11's overflow traceback

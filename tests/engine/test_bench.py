@@ -68,3 +68,24 @@ def test_on_a_terminal_each_stage_is_said_as_it_begins_and_piped_nothing(tiny_mo
     assert json.loads(out)["decode_tps"] > 0
     piped = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert piped.returncode == 0 and piped.stderr == "" and json.loads(piped.stdout)["quick"] is True
+
+
+def test_without_model_it_measures_the_configured_one_as_chat_and_serve_run_it(tiny_model_factory, tmp_path):
+    """`strata bench` measured the default model whatever the configuration named, where `strata chat` and
+    `strata serve` run the configured one (a new-user trial). A configured model that is not there is refused
+    naming the file."""
+    import os
+    import subprocess
+    import sys
+
+    path = tiny_model_factory(dtype="Q8_0", seed=9, ctx_len=256)
+    config = tmp_path / "config.toml"
+    config.write_text(f"model = {str(path)!r}\n", encoding="utf-8")
+    env = {**os.environ, "STRATA_CONFIG": str(config)}
+    command = [sys.executable, "-m", "strata", "bench", "--threads", "1", "--quick", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["model"] == str(path)
+    config.write_text(f"model = {str(tmp_path / 'gone.gguf')!r}\n", encoding="utf-8")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 2 and f"{config}: model =" in done.stderr and "gone.gguf" in done.stderr, done.stderr
