@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from strata.app.job_object import kill_with_app
 from strata.app.restart_policy import (
     DEFAULT_STOP_CAP_S,
     Exit,
@@ -34,6 +33,7 @@ from strata.app.restart_policy import (
     wait_for_stop,
 )
 
+from strata.child_lifetime import popen_tied
 from strata.exit_status import MODEL_NOT_LOADED
 
 HEALTH_TIMEOUT_S = 180.0     # a server that does not answer /health by then is killed and counts as failed
@@ -243,19 +243,17 @@ class ServerSupervisor:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._requested = False
         self._last_line = ""
-        flags = getattr(subprocess, "CREATE_NO_WINDOW", 0)   # Windows: no console window for the server
-        proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=self.env, creationflags=flags,
-                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        # it ends with the app even when the app is killed (strata/child_lifetime.py); on Linux its "parent" is
+        # this supervisor thread, which lives as long as the server does
+        proc, untied = popen_tied(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, env=self.env)
         with self._lock:
             self._proc = proc
             self._runs += 1
             self._endpoint = None     # this server's own "listening on" line says where (port 0: a new one each time)
         self._event(f"server started (pid {proc.pid}): {' '.join(self.command)}")
-        if os.name == "nt":
-            problem = kill_with_app(int(proc._handle))
-            if problem:
-                self._event(f"the server may outlive a crashed app: {problem}")
+        if untied:
+            self._event(f"the server may outlive a crashed app: {untied}")
         threading.Thread(target=self._pump, args=(proc,), name="strata-server-log", daemon=True).start()
         return proc
 
@@ -337,21 +335,6 @@ class ServerSupervisor:
 
     def _event(self, text: str) -> None:
         self.events.append((time.time(), text))
-
-
-if sys.platform == "linux":
-    import ctypes
-    import signal
-
-    _LIBC = ctypes.CDLL(None, use_errno=True)   # loaded here: the forked child must not import anything
-    _PR_SET_PDEATHSIG = 1
-    _SIGTERM = int(signal.SIGTERM)
-
-
-def _die_with_parent() -> None:
-    """Linux, in the child before exec: SIGTERM when the app dies, even if it is killed (no orphan server).
-    The "parent" is the supervisor thread that started it, which lives as long as the child does."""
-    _LIBC.prctl(_PR_SET_PDEATHSIG, _SIGTERM, 0, 0, 0)
 
 
 def _health_ok(endpoint: str) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -29,6 +30,7 @@ from strata.installer.plan_types import MIB, BenchFacts, DiskFacts
 from strata.installer.profile import disk_facts
 
 from strata import folders
+from strata.child_lifetime import popen_tied
 
 Progress = Callable[[str, float, str], None]
 CHUNK_MIB = 8
@@ -145,6 +147,17 @@ def bench_command(model_path: str, threads: int, quick: bool = True) -> list[str
     return [sys.executable, "-m", "strata", *args]
 
 
+def ended_by_signal(signum: int) -> str:
+    """How a bench process a signal ended is said: SIGKILL is most often the system's out-of-memory killer."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    if signum == getattr(signal, "SIGKILL", None):
+        return f"the bench process was killed ({name}): the system may have run out of memory"
+    return f"the bench process ended on {name}"
+
+
 def engine_speed(model_path: str, threads: int, progress: Progress = _quiet,
                  skip: threading.Event | None = None, quick: bool = True) -> BenchFacts:
     """The engine's bench of `model_path` (quick: the short one). It runs in a process of its own so that a
@@ -152,10 +165,10 @@ def engine_speed(model_path: str, threads: int, progress: Progress = _quiet,
     process, and a big model held the window for up to two minutes. Raises BenchSkipped when skipped,
     RuntimeError with the bench's own message when it fails."""
     progress("engine", 0.0, f"loading {Path(model_path).name} and measuring prefill and decode")
-    flags = getattr(subprocess, "CREATE_NO_WINDOW", 0)   # Windows: no console window for the bench
-    proc = subprocess.Popen(bench_command(model_path, threads, quick), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
-                            errors="replace", creationflags=flags)
+    # it ends with this process even when this one is killed (strata/child_lifetime.py): on Linux its "parent"
+    # is this thread, which waits for it below
+    proc, _ = popen_tied(bench_command(model_path, threads, quick), stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace")
     try:
         while True:
             try:
@@ -168,6 +181,8 @@ def engine_speed(model_path: str, threads: int, progress: Progress = _quiet,
         if proc.poll() is None:   # skipped, or this thread interrupted: the bench's process ends with it
             proc.kill()
             proc.communicate()
+    if proc.returncode < 0:   # POSIX: a signal ended it; what it wrote, if anything, is a crash's frames
+        raise RuntimeError(ended_by_signal(-proc.returncode))
     if proc.returncode != 0:
         said = err.strip()
         if said.startswith("strata bench: "):   # its own refusal, with advice on the lines after

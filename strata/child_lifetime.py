@@ -1,20 +1,50 @@
-"""Windows: puts the server process in a job object that is closed with the app, so that the server
-ends when the app ends, even when the app crashes or is killed (what PR_SET_PDEATHSIG does on Linux,
-see supervisor.py). A no-op elsewhere; any failure is returned as text and the app goes on without it.
+"""A child process that ends with this one, even when this one crashes or is killed: the app's server
+(app/supervisor.py) and the installer's engine bench (installer/bench.py). On Linux the child asks, before its
+exec, for SIGTERM when its parent thread ends (PR_SET_PDEATHSIG: the thread that started it, which must live as
+long as the child does); on Windows it is put in a job object that is closed with this process. Elsewhere
+(macOS) nothing: the child may outlive a crash. A Windows failure is returned as text and the caller goes on
+without it.
 
-Not tested in CI (no Windows machine there); the layout below is winnt.h's
+The Windows part is not tested in CI (no Windows machine there); its layout is winnt.h's
 JOBOBJECT_EXTENDED_LIMIT_INFORMATION.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
-_job = None   # the one job handle, kept open for the app's lifetime (closing it ends its processes)
+_job = None   # the one job handle, kept open for this process's lifetime (closing it ends its processes)
+
+
+def popen_tied(command: list[str], **kwargs) -> tuple[subprocess.Popen, str | None]:
+    """`subprocess.Popen(command, **kwargs)`, the child tied to this process (no console window of its own on
+    Windows); with None, or what failed to tie it (Windows: it may outlive a crash of this process)."""
+    if sys.platform == "linux":
+        kwargs["preexec_fn"] = _die_with_parent
+    proc = subprocess.Popen(command, creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0), **kwargs)
+    return proc, kill_with_app(int(proc._handle)) if os.name == "nt" else None
+
+
+if sys.platform == "linux":
+    import ctypes
+    import signal
+
+    _LIBC = ctypes.CDLL(None, use_errno=True)   # loaded here: the forked child must not import anything
+    _PR_SET_PDEATHSIG = 1
+    _SIGTERM = int(signal.SIGTERM)
+
+
+def _die_with_parent() -> None:
+    """Linux, in the child before exec: SIGTERM when the thread that started it ends, as when this process is
+    killed (no orphan server or bench)."""
+    _LIBC.prctl(_PR_SET_PDEATHSIG, _SIGTERM, 0, 0, 0)
 
 
 def kill_with_app(process_handle: int) -> str | None:
-    """Assigns the process to the app's kill-on-close job; None on success, else what went wrong."""
+    """Windows: assigns the process to this process's kill-on-close job; None on success, else what went
+    wrong. A no-op elsewhere."""
     if os.name != "nt":
         return None
     global _job

@@ -1,0 +1,89 @@
+"""The installer's engine bench as the process of its own it runs in (`strata bench --json`, installer/bench.py):
+it ends with the process that started it, and a bench process that dies says how in the wizard's note."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+from strata.installer.bench import engine_speed
+
+SLOW = {"n_layer": 4, "n_embd": 1024, "n_head": 8, "n_head_kv": 8, "n_ff": 4096, "dtype": "F16", "ctx_len": 4096}
+
+
+def _running_benches(parent: psutil.Process) -> list[psutil.Process]:
+    found = []
+    for p in parent.children(recursive=True):
+        try:
+            if "bench" in p.cmdline() and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.Error:   # ended since the listing
+            continue
+    return found
+
+
+def _wait_for_one_bench(parent: psutil.Process, within_s: float = 30.0) -> psutil.Process:
+    deadline = time.monotonic() + within_s
+    while not (found := _running_benches(parent)):
+        assert time.monotonic() < deadline, "no bench process started"
+        time.sleep(0.05)
+    return found[0]
+
+
+def _ended(p: psutil.Process, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if p.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's (Windows: a kill-on-close job)")
+def test_the_bench_process_does_not_outlive_a_killed_app(tiny_model_factory):
+    """The app (or `strata setup`) killed mid-bench, by the OOM killer or a crash: its bench process ends too, as
+    its server does, instead of running the whole bench (minutes on a big model) with nobody to read it."""
+    slow = tiny_model_factory(**SLOW)
+    app = subprocess.Popen([sys.executable, "-c",      # the whole bench: 8 s or more with one thread
+                            "from strata.installer.bench import engine_speed\n"
+                            f"engine_speed({str(slow)!r}, 1, quick=False)\n"])
+    try:
+        bench = _wait_for_one_bench(psutil.Process(app.pid))
+        app.kill()
+        app.wait(10)
+        assert _ended(bench, 5.0), "the bench process outlived the app that started it"
+    finally:
+        if app.poll() is None:
+            app.kill()
+        for p in _running_benches(psutil.Process()):
+            p.kill()
+
+
+def test_a_bench_process_killed_by_a_signal_is_said_so(tiny_model_factory):
+    """A bench ended by a signal (the OOM killer's SIGKILL on a model too big for this machine, a crash) said
+    only 'exited with status -9'; it says the signal, and for SIGKILL that memory may have run out."""
+    slow = tiny_model_factory(**SLOW)
+    failed: list[BaseException] = []
+
+    def bench() -> None:
+        try:
+            engine_speed(str(slow), 1, quick=False)
+        except BaseException as e:
+            failed.append(e)
+
+    worker = threading.Thread(target=bench)
+    worker.start()
+    _wait_for_one_bench(psutil.Process()).kill()
+    worker.join(30)
+    assert len(failed) == 1 and isinstance(failed[0], RuntimeError), failed
+    said = str(failed[0])
+    if sys.platform == "win32":
+        return   # TerminateProcess is an exit status there, not a signal
+    assert said == "the bench process was killed (SIGKILL): the system may have run out of memory", said
