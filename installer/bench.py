@@ -1,7 +1,7 @@
 """The installer's machine bench: the model's speeds here, RAM, and the cold folder's disk speeds.
 
-Mechanism: runs the engine's bench (`strata bench --json`, in a process of its own that a skip kills)
-for prefill/decode tokens/s and load time, reads RAM with psutil, and times real file I/O in the folder proposed for the cold
+Mechanism: runs the engine's bench (`strata bench --json --stages`, in a process of its own that a skip kills,
+its stages passed on as they begin) for prefill/decode tokens/s and load time, reads RAM with psutil, and times real file I/O in the folder proposed for the cold
 level (write with fsync, then read back). Progress goes to a callback `(stage, fraction, message)`;
 a `threading.Event` skips what is left. It decides nothing: the plan (`plan.py`) uses the numbers.
 
@@ -138,13 +138,34 @@ def _check(skip: threading.Event | None) -> None:
 ENGINE_POLL_S = 0.1   # how soon a skip ends the engine's bench (its process is killed)
 
 
+STAGE_PREFIX = "bench: "   # `strata bench --stages` on standard error: "bench: reading a prompt of 128 tokens..."
+
+
 def bench_command(model_path: str, threads: int, quick: bool = True) -> list[str]:
-    """`strata bench --json` for `model_path` in a process of its own: `python -m strata`, or the frozen app
-    itself with `--strata-cli` (as the app's supervisor runs `strata serve`)."""
-    args = ["bench", "--json", "--model", str(model_path), "--threads", str(threads)] + (["--quick"] if quick else [])
+    """`strata bench --json --stages` for `model_path` in a process of its own: `python -m strata`, or the frozen
+    app itself with `--strata-cli` (as the app's supervisor runs `strata serve`)."""
+    args = (["bench", "--json", "--stages", "--model", str(model_path), "--threads", str(threads)]
+            + (["--quick"] if quick else []))
     if getattr(sys, "frozen", False):
         return [sys.executable, "--strata-cli", *args]
     return [sys.executable, "-m", "strata", *args]
+
+
+def _read_stages(stream, kept: list[str], progress: Progress, n_stages: int) -> None:
+    """The bench's standard error to its end: each stage line to `progress` as it comes (the k-th at k / n_stages
+    of the engine's part), any other line kept (its refusal)."""
+    k = 0
+    for line in stream:
+        said = line.rstrip()
+        if said.startswith(STAGE_PREFIX) and said.endswith("..."):
+            progress("engine", k / n_stages, said[len(STAGE_PREFIX):-3])
+            k += 1
+        else:
+            kept.append(line)
+
+
+def _read_all(stream, kept: list[str]) -> None:
+    kept.append(stream.read())
 
 
 def ended_by_signal(signum: int) -> str:
@@ -169,10 +190,19 @@ def engine_speed(model_path: str, threads: int, progress: Progress = _quiet,
     # is this thread, which waits for it below
     proc, _ = popen_tied(bench_command(model_path, threads, quick), stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace")
+    from strata.engine.bench import FULL, QUICK
+
+    n_stages = len((QUICK if quick else FULL)["prefill"]) + 3   # loading, each prefill, decode, batched decode
+    outs: list[str] = []
+    errs: list[str] = []
+    readers = [threading.Thread(target=_read_all, args=(proc.stdout, outs), daemon=True),
+               threading.Thread(target=_read_stages, args=(proc.stderr, errs, progress, n_stages), daemon=True)]
+    for reader in readers:
+        reader.start()
     try:
         while True:
             try:
-                out, err = proc.communicate(timeout=ENGINE_POLL_S)
+                proc.wait(ENGINE_POLL_S)
                 break
             except subprocess.TimeoutExpired:
                 if skip is not None and skip.is_set():
@@ -180,7 +210,12 @@ def engine_speed(model_path: str, threads: int, progress: Progress = _quiet,
     finally:
         if proc.poll() is None:   # skipped, or this thread interrupted: the bench's process ends with it
             proc.kill()
-            proc.communicate()
+            proc.wait()
+        for reader in readers:    # at the pipes' end: no stage is told after this returns
+            reader.join()
+        proc.stdout.close()
+        proc.stderr.close()
+    out, err = "".join(outs), "".join(errs)
     if proc.returncode < 0:   # POSIX: a signal ended it; what it wrote, if anything, is a crash's frames
         raise RuntimeError(ended_by_signal(-proc.returncode))
     if proc.returncode != 0:

@@ -5,7 +5,7 @@ prefill tokens/s for 512 and 2048 prompt tokens, decode tokens/s over 128 tokens
 prompt, batched decode tokens/s with 4 contexts decoding together (each after the same prompt),
 model load seconds, KV bytes per token. `--json` prints one JSON object with those numbers.
 `--quick` is the short version the setup wizard's machine bench runs (`strata bench --quick --json` in a process of
-its own). On a terminal each stage is said on standard error as it begins.
+its own, with `--stages`). On a terminal (or with `--stages`) each stage is said on standard error as it begins.
 What it is not: a comparison with llama.cpp (benchmarks/engine_vs_llamacpp.py) or a server load test.
 """
 
@@ -87,13 +87,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="compute backend (auto: the GPU when this build has CUDA and one is present)")
     parser.add_argument("--quick", action="store_true", help="short run (128-token prefill, 16 decode steps)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--stages", action="store_true",
+                        help="say each stage on standard error as it begins, also when it is not a terminal (the "
+                             "setup wizard shows them)")
 
 
-def progress_on_a_terminal() -> Callable[[str], None] | None:
+def progress_on_a_terminal(stages: bool = False) -> Callable[[str], None] | None:
     """A line on standard error as each stage begins, where a person watches it (a terminal): the bench was
-    silent until its end (seconds on the default model, minutes on a big one). Piped (the setup wizard reads
-    the JSON and the error), nothing."""
-    if sys.stderr is None or not sys.stderr.isatty():
+    silent until its end (seconds on the default model, minutes on a big one). Piped, nothing, unless `stages`
+    (`--stages`: the setup wizard's bench reads them from its pipe and shows them)."""
+    if sys.stderr is None or not (stages or sys.stderr.isatty()):
         return None
     return lambda what: print(f"bench: {what}...", file=sys.stderr, flush=True)
 
@@ -129,7 +132,7 @@ def run(args) -> int:
             return 1
     try:
         r = run_bench(model, args.threads, quick=args.quick, kv_type=args.kv_type,
-                      backend=getattr(args, "backend", "cpu"), progress=progress_on_a_terminal())
+                      backend=getattr(args, "backend", "cpu"), progress=progress_on_a_terminal(getattr(args, "stages", False)))
     except (OSError, ValueError) as e:
         from strata.engine.models import damaged_file_advice
 

@@ -3,6 +3,7 @@ it ends with the process that started it, and a bench process that dies says how
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -87,3 +88,36 @@ def test_a_bench_process_killed_by_a_signal_is_said_so(tiny_model_factory):
     if sys.platform == "win32":
         return   # TerminateProcess is an exit status there, not a signal
     assert said == "the bench process was killed (SIGKILL): the system may have run out of memory", said
+
+
+def test_the_bench_stages_are_told_as_they_begin(tiny_model_factory):
+    """The bench's process is piped, where `strata bench` says nothing of its stages, so the wizard's page and
+    `strata setup` showed 'loading MODEL and measuring ...' alone until its end (minutes on a big model). It
+    runs with --stages and each stage comes to `progress` as it begins, before the end."""
+    path = tiny_model_factory(dtype="Q8_0", seed=9, ctx_len=256)
+    told: list[tuple[str, float, str]] = []
+    facts = engine_speed(str(path), 1, lambda *said: told.append(said))
+    assert told == [("engine", 0.0, f"loading {path.name} and measuring prefill and decode"),
+                    ("engine", 0.0, f"loading {path.name}"),
+                    ("engine", 0.25, "reading a prompt of 128 tokens"),
+                    ("engine", 0.5, "generating 16 tokens"),
+                    ("engine", 0.75, "generating 16 tokens in each of 4 requests at once"),
+                    ("engine", 1.0, "engine bench done")]
+    assert facts.decode_tps and facts.decode_tps > 0
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="pty is POSIX-only")
+def test_strata_setup_on_a_terminal_shows_the_bench_stages(tmp_path, default_model_path):
+    from tests.installer.test_cli_pty import Terminal
+
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_CACHE_HOME=str(tmp_path / "cache"),
+               XDG_DATA_HOME=str(tmp_path / "data"), COLUMNS="200")
+    t = Terminal([sys.executable, "-m", "strata", "setup", "--config", str(tmp_path / "s.toml"), "--yes",
+                  "--disk-bench-mib", "8", "--model", str(default_model_path)], env)
+    t.expect(r"\[engine\]   0%  loading ")
+    t.expect(r"\[engine\]  25%  reading a prompt of 128 tokens\n")
+    t.expect(r"\[engine\]  50%  generating 16 tokens\n")
+    t.expect(r"\[engine\]  75%  generating 16 tokens in each of 4 requests at once\n")
+    t.expect(r"  model: prefill ")
+    t.expect("Wrote ")
+    assert t.close() == 0
