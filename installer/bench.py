@@ -141,14 +141,24 @@ ENGINE_POLL_S = 0.1   # how soon a skip ends the engine's bench (its process is 
 STAGE_PREFIX = "bench: "   # `strata bench --stages` on standard error: "bench: reading a prompt of 128 tokens..."
 
 
-def bench_command(model_path: str, threads: int, quick: bool = True) -> list[str]:
-    """`strata bench --json --stages` for `model_path` in a process of its own: `python -m strata`, or the frozen
-    app itself with `--strata-cli` (as the app's supervisor runs `strata serve`)."""
+CONSOLE_NAME = "strata"   # the packaged app's console executable (resources/packaging/strata.spec's CLI_NAME)
+
+
+def bench_command(model_path: str, threads: int, quick: bool = True, frozen: bool | None = None,
+                  executable: str | None = None) -> list[str]:
+    """`strata bench --json --stages` for `model_path` in a process of its own: `python -m strata`, or in the
+    packaged app (PyInstaller: frozen) the executable running: its console `strata` runs the command itself
+    (`strata setup` typed in a terminal: it refused `--strata-cli`, and the bench failed), the windowed
+    `strata-app` with `--strata-cli` (its wizard, as its supervisor runs `strata serve`)."""
+    frozen = bool(getattr(sys, "frozen", False)) if frozen is None else frozen
+    executable = sys.executable if executable is None else executable
     args = (["bench", "--json", "--stages", "--model", str(model_path), "--threads", str(threads)]
             + (["--quick"] if quick else []))
-    if getattr(sys, "frozen", False):
-        return [sys.executable, "--strata-cli", *args]
-    return [sys.executable, "-m", "strata", *args]
+    if not frozen:
+        return [executable, "-m", "strata", *args]
+    if Path(executable).stem == CONSOLE_NAME:
+        return [executable, *args]
+    return [executable, "--strata-cli", *args]
 
 
 def _read_stages(stream, kept: list[str], progress: Progress, n_stages: int) -> None:

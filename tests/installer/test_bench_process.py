@@ -121,3 +121,25 @@ def test_strata_setup_on_a_terminal_shows_the_bench_stages(tmp_path, default_mod
     t.expect(r"  model: prefill ")
     t.expect("Wrote ")
     assert t.close() == 0
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the stand-in executables are shell scripts")
+@pytest.mark.parametrize("which", ["CLI_NAME", "APP_NAME"])
+def test_the_packaged_executables_each_run_the_bench(which, tmp_path, tiny_model_factory, monkeypatch):
+    """In the packaged app (frozen) the bench runs the executable running. The console `strata` (`strata setup`
+    typed in a terminal) was given `--strata-cli`, which only the windowed `strata-app` takes: 'unrecognized
+    arguments', and setup went on without speeds. Each is stood in for by its real entry script."""
+    from tests.app.test_packaging_spec import SPEC, spec_constant
+
+    entry = {"CLI_NAME": "strata_cli_entry.py", "APP_NAME": "strata_app_entry.py"}[which]
+    exe = tmp_path / "Strata" / spec_constant(which)
+    exe.parent.mkdir()
+    exe.write_text(f'#!/bin/sh\nexec {sys.executable} {SPEC.parent / entry} "$@"\n', encoding="utf-8")
+    exe.chmod(0o755)
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setattr(sys, "executable", str(exe))
+    path = tiny_model_factory(dtype="Q8_0", seed=9, ctx_len=256)
+    told: list[str] = []
+    facts = engine_speed(str(path), 1, lambda stage, fraction, what: told.append(what))
+    assert facts.decode_tps and facts.decode_tps > 0
+    assert "generating 16 tokens in each of 4 requests at once" in told
