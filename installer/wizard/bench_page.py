@@ -126,7 +126,7 @@ class BenchPage(QWizardPage):
         if run != self._run:
             return
         if stage == "engine" and fraction <= 0:
-            self.bar.setRange(0, 0)    # busy: the engine's bench says nothing until it is done
+            self.bar.setRange(0, 0)    # busy: the engine's first stage, loading the model
         else:
             self.bar.setRange(0, 100)
             self.bar.setValue(overall_percent(stage, fraction))
