@@ -10,8 +10,9 @@ after, and a run left behind is ignored (each run has its number); `stopped` say
 from __future__ import annotations
 
 import threading
+from html import escape
 
-from PySide6.QtCore import QObject, QThread, Signal
+from PySide6.QtCore import QObject, Qt, QThread, Signal
 from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QVBoxLayout, QWizard, QWizardPage
 from strata.installer import flow
 from strata.installer.bench import BenchReport, run_machine_bench
@@ -62,6 +63,7 @@ class BenchPage(QWizardPage):
         self.bar = QProgressBar()
         self.bar.setRange(0, 100)
         self.status = QLabel("")
+        self.status.setTextFormat(Qt.TextFormat.PlainText)   # a model's name or the bench's words, never markup
         self.status.setWordWrap(True)
         self.results = QLabel("")
         self.results.setWordWrap(True)
@@ -189,6 +191,8 @@ def _describe(report: BenchReport) -> list[str]:
                      + (f", load {b.load_s:.2f} s" if b.load_s else ""))
     lines.append(f"RAM: {report.ram_total_mib / 1024:.1f} GiB, {report.ram_available_mib / 1024:.1f} GiB available")
     if d.write_mib_s:
-        lines.append(f"Disk {d.folder}: write <b>{rate(d.write_mib_s)}</b> MiB/s, read <b>{rate(d.read_mib_s)}</b> MiB/s")
-    lines.extend(f"<i>{note}</i>" for note in report.notes)
+        lines.append(f"Disk {escape(str(d.folder))}: write <b>{rate(d.write_mib_s)}</b> MiB/s, "
+                     f"read <b>{rate(d.read_mib_s)}</b> MiB/s")
+    # rich text: a path or the bench's own words as they are (`<new>` in a folder's name was dropped as a tag)
+    lines.extend(f"<i>{escape(note)}</i>" for note in report.notes)
     return lines
