@@ -143,3 +143,34 @@ def test_the_packaged_executables_each_run_the_bench(which, tmp_path, tiny_model
     facts = engine_speed(str(path), 1, lambda stage, fraction, what: told.append(what))
     assert facts.decode_tps and facts.decode_tps > 0
     assert "generating 16 tokens in each of 4 requests at once" in told
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="pty is POSIX-only")
+def test_ctrl_c_in_strata_setup_skips_the_bench_and_ends_its_process(tmp_path, tiny_model_factory):
+    """Ctrl-C on a terminal goes to the foreground process group, the bench's process with setup: setup says the
+    bench is skipped at once and asks on, no bench process left (f3e4ea6 said so; nothing tested it)."""
+    import pty
+    import signal
+
+    from tests.installer.test_cli_pty import Terminal
+
+    class Session(Terminal):   # a terminal's own process group, as a shell gives a foreground job
+        def __init__(self, argv, env):
+            self.master, slave = pty.openpty()
+            self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
+                                         start_new_session=True)
+            os.close(slave)
+            self.seen, self.pos = "", 0
+
+    slow = tiny_model_factory(**SLOW)
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_CACHE_HOME=str(tmp_path / "cache"),
+               XDG_DATA_HOME=str(tmp_path / "data"), COLUMNS="200")
+    t = Session([sys.executable, "-m", "strata", "setup", "--config", str(tmp_path / "s.toml"), "--yes",
+                 "--disk-bench-mib", "8", "--model", str(slow), "--fresh"], env)
+    t.expect(r"\[engine\]  25%  reading a prompt")
+    bench = _wait_for_one_bench(psutil.Process(t.proc.pid))
+    os.killpg(t.proc.pid, signal.SIGINT)
+    t.expect("  bench skipped\n", timeout=3.0)
+    assert _ended(bench, 3.0)
+    t.expect("Wrote ")
+    assert t.close() == 0
