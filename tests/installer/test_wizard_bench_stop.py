@@ -16,6 +16,8 @@ from PySide6.QtWidgets import QWizard  # noqa: E402
 from strata.installer import flow  # noqa: E402
 from strata.installer.wizard.setup_wizard import SetupWizard  # noqa: E402
 
+from tests.installer.test_bench_process import SLOW, running_benches  # noqa: E402
+
 ANSWERS_WITHIN_S = 2.0   # the bench below takes 8 s or more: a wizard that waits for it fails by far
 
 
@@ -24,8 +26,7 @@ def slow_wizard(qtbot, tmp_path, tiny_model_factory):
     """A wizard whose engine bench takes seconds for real: `strata bench` without --quick (prefill of 512 and
     2048 tokens, 128 decode steps, four contexts) on a 4-layer, 1024-wide F16 model, with one thread (8.4 s
     on the machine this was written on)."""
-    model = tiny_model_factory(n_layer=4, n_embd=1024, n_head=8, n_head_kv=8, n_ff=4096, dtype="F16",
-                               ctx_len=4096)
+    model = tiny_model_factory(**SLOW)
     s = flow.starting_situation(cold_dir=tmp_path / "cold", extra_model=str(model), model_reason="the test's")
     s = replace(s, machine=replace(s.machine, n_cores=1))
     wizard = SetupWizard(config_path=tmp_path / "qt.toml", situation=s, disk_bench_mib=8, quick_bench=False)
@@ -37,15 +38,8 @@ def slow_wizard(qtbot, tmp_path, tiny_model_factory):
 
 
 def _benches() -> list[psutil.Process]:
-    """This process's `strata bench` children still running (not one ended and not yet reaped)."""
-    found = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if "bench" in p.cmdline() and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(p)
-        except psutil.Error:   # ended since the listing
-            continue
-    return found
+    """This process's `strata bench` children still running."""
+    return running_benches(psutil.Process())
 
 
 def _into_the_engine_bench(qtbot, wizard):
