@@ -15,11 +15,18 @@ ASK, ANSWER = 30, (31, 32)        # the scripted model answers 31 32 after 30, w
 BASE = [(i * 7) % 400 + 50 for i in range(2000)] + [ASK]
 
 
+def _started(tiny_model_factory, batch: int, cache_mib: int) -> LiveServer:
+    """A server of the scripted tiny model (it answers ASK with ANSWER), contexts of 4,096 tokens."""
+    model = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, script=(ASK, *ANSWER))
+    s = LiveServer(model=str(model), ctx=4096, batch=batch, slot_ctx=4096, threads=1,
+                   conversation_cache_mib=cache_mib)
+    s.start()
+    return s
+
+
 @pytest.fixture(scope="module")
 def server(tiny_model_factory):
-    model = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, script=(ASK, *ANSWER))
-    s = LiveServer(model=str(model), ctx=4096, batch=4, slot_ctx=4096, threads=1, conversation_cache_mib=0)
-    s.start()
+    s = _started(tiny_model_factory, batch=4, cache_mib=0)
     yield s
     s.stop()
 
@@ -108,9 +115,7 @@ def test_a_copy_whose_conversation_went_on_says_superseded(server):
 @pytest.fixture()
 def one_slot_server(tiny_model_factory):
     """A new server for each test: what its slot holds is the test's own."""
-    model = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, script=(ASK, *ANSWER))
-    s = LiveServer(model=str(model), ctx=4096, batch=1, slot_ctx=4096, threads=1, conversation_cache_mib=256)
-    s.start()
+    s = _started(tiny_model_factory, batch=1, cache_mib=256)
     yield s
     s.stop()
 
