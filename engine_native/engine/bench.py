@@ -102,20 +102,12 @@ def progress_on_a_terminal(stages: bool = False) -> Callable[[str], None] | None
 
 
 def run(args) -> int:
-    from strata.engine.chat import configured_model
-    from strata.engine.models import default_model_path, resolve_model
+    from strata.engine.chat import model_to_run
 
-    model, flag = args.model, "--model"
     try:
-        if model is None:     # the model set up, as `strata chat` and `strata serve` run it
-            found = configured_model()
-            if found:
-                model, flag = found[0], f"{found[1]}: model ="
-            else:
-                model = default_model_path()
-        model = resolve_model(flag, model)   # a path, or the id `strata models` shows
+        model, _ = model_to_run(args.model)   # the model set up, as `strata chat` and `strata serve` run it
     except (ValueError, FileNotFoundError) as e:
-        print(f"strata bench: {'' if args.model or flag != '--model' else 'no --model given: '}{e}", file=sys.stderr)
+        print(f"strata bench: {e}", file=sys.stderr)
         return 2
     from strata.server.options import MAX_THREADS  # serve's bound, one place
 

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from strata.engine.harmony import HarmonyStream, parse_harmony
 from strata.engine.sampling import Sampler, SamplingParams
@@ -259,6 +260,21 @@ def configured_model() -> tuple[str, str] | None:
     return (model, str(path)) if model else None
 
 
+def model_to_run(given: str | None) -> tuple[Path, str]:
+    """The file a command runs (chat, bench) and where it came from: `given` (--model, a path or the id `strata
+    models` shows), else the configured model (" (the model of FILE)"), else the default model (""), as `strata
+    serve` runs them. FileNotFoundError naming what was given or the file that named it; ValueError for a
+    configuration file `strata serve` refuses."""
+    from strata.engine.models import default_model_path, resolve_model
+
+    if given:
+        return resolve_model("--model", given), ""
+    found = configured_model()
+    if found:
+        return resolve_model(f"{found[1]}: model =", found[0]), f" (the model of {found[1]})"
+    return resolve_model("--model", str(default_model_path())), ""
+
+
 MAX_TOP_K = 1 << 20   # as the APIs bound `top_k` (server/openai_api.py)
 
 COMMANDS = "/reset starts over, /exit (or Ctrl-D) quits, /help lists these"
@@ -271,9 +287,6 @@ def looks_like_command(text: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from strata.engine.models import default_model_path, resolve_model
-
-    origin = ""
     try:
         sampling = SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                                   min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=args.seed)
@@ -289,14 +302,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--top-k must be 0 to {MAX_TOP_K} (0: all), got {args.top_k}")
         if args.max_tokens <= 0:          # the session refused it only after loading, with a traceback
             raise ValueError(f"--max-tokens must be > 0, got {args.max_tokens}")
-        model, flag = args.model, "--model"
-        if not model:
-            found = configured_model()
-            if found:
-                model, origin, flag = found[0], f" (the model of {found[1]})", f"{found[1]}: model ="
-            else:
-                model = str(default_model_path())
-        model = str(resolve_model(flag, model))   # a path, or the id `strata models` shows
+        path, origin = model_to_run(args.model)
+        model = str(path)
     except (ValueError, FileNotFoundError) as exc:
         print(f"strata chat: {exc}", file=sys.stderr)
         return 2
