@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import psutil
+from strata.engine.bench import STAGE_PREFIX, stage_count
 from strata.installer.plan_types import MIB, BenchFacts, DiskFacts
 from strata.installer.profile import disk_facts
 
@@ -138,9 +139,6 @@ def _check(skip: threading.Event | None) -> None:
 ENGINE_POLL_S = 0.1   # how soon a skip ends the engine's bench (its process is killed)
 
 
-STAGE_PREFIX = "bench: "   # `strata bench --stages` on standard error: "bench: reading a prompt of 128 tokens..."
-
-
 CONSOLE_NAME = "strata"   # the packaged app's console executable (resources/packaging/strata.spec's CLI_NAME)
 
 
@@ -200,9 +198,7 @@ def engine_speed(model_path: str, threads: int, progress: Progress = _quiet,
     # is this thread, which waits for it below
     proc, _ = popen_tied(bench_command(model_path, threads, quick), stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace")
-    from strata.engine.bench import FULL, QUICK
-
-    n_stages = len((QUICK if quick else FULL)["prefill"]) + 3   # loading, each prefill, decode, batched decode
+    n_stages = stage_count(quick)
     outs: list[str] = []
     errs: list[str] = []
     readers = [threading.Thread(target=_read_all, args=(proc.stdout, outs), daemon=True),

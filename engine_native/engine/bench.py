@@ -23,6 +23,12 @@ from strata.monitor.units import counted
 
 FULL = {"prefill": (512, 2048), "decode": 128, "prompt": 512, "batch": 4}
 QUICK = {"prefill": (128,), "decode": 16, "prompt": 128, "batch": 4}
+STAGE_PREFIX = "bench: "   # a stage line on standard error: "bench: reading a prompt of 128 tokens..."
+
+
+def stage_count(quick: bool) -> int:
+    """How many stages `run_bench` says: loading, each prefill, decode, batched decode."""
+    return len((QUICK if quick else FULL)["prefill"]) + 3
 
 
 def run_bench(model_path, threads: int | None = None, quick: bool = False, kv_type: str = "f16",
@@ -98,7 +104,7 @@ def progress_on_a_terminal(stages: bool = False) -> Callable[[str], None] | None
     (`--stages`: the setup wizard's bench reads them from its pipe and shows them)."""
     if sys.stderr is None or not (stages or sys.stderr.isatty()):
         return None
-    return lambda what: print(f"bench: {what}...", file=sys.stderr, flush=True)
+    return lambda what: print(f"{STAGE_PREFIX}{what}...", file=sys.stderr, flush=True)
 
 
 def run(args) -> int:
