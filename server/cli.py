@@ -2,8 +2,9 @@
 
 An invalid option or variable stops start-up with a message naming it (exit status 2); a model that
 cannot be loaded stops the server (exit status 3), an address it cannot listen on too (4; strata/exit_status.py).
-SIGINT / SIGTERM / SIGHUP (a closed terminal; not under `nohup`) and, with --stop-on-stdin-eof, the end of
-standard input stop it cleanly: running requests are cancelled, the engine thread joins, the histories in the
+SIGINT / SIGTERM / SIGHUP (a closed terminal; not under `nohup`), on Windows Ctrl-Break and a closed console
+window, a log-off or a shutdown (held for the stop up to the 5 s Windows allows: console_close.py) and, with
+--stop-on-stdin-eof, the end of standard input stop it cleanly: running requests are cancelled, the engine thread joins, the histories in the
 engine's contexts are parked, the cache closes. Not here: the app itself (app.py).
 """
 
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
+from strata.server import console_close
 from strata.server.config import ConfigError, ServerConfig, all_options, config_from_args, validate
 from strata.server.options import FLAG_REASONS, FLAG_SYNONYMS, OPTIONS, add_flags
 from strata.server.stop_progress import SHUTDOWN_TIMEOUT_S
@@ -143,6 +145,13 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
         stop.set()
 
     restore_signals = on_stop_signals(loop, on_stop_signal)
+    close_hold = console_close.ConsoleCloseHold(lambda: loop.call_soon_threadsafe(on_stop_signal))
+    unregister_hold = console_close.register(close_hold)
+
+    def stop_ended() -> None:
+        unregister_hold()
+        close_hold.stopped()        # a closed console window waiting for the stop lets Windows end the process
+        restore_signals()
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
     await runner.setup()
     site = listen_site(runner, config.host, config.port)
@@ -152,7 +161,7 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
         log.error("cannot listen on %s:%s: %s (%s)", config.host, config.port, e.strerror or e,
                   bind_hint(e.errno, config.port))
         await runner.cleanup()
-        restore_signals()
+        stop_ended()
         return CANNOT_LISTEN
     port = runner.addresses[0][1] if runner.addresses else config.port
     if config.port == 0:
@@ -175,7 +184,7 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
         try:
             await runner.cleanup()
         finally:
-            restore_signals()
+            stop_ended()
     return MODEL_NOT_LOADED if failed else 0
 
 
@@ -185,7 +194,7 @@ def on_stop_signals(loop: asyncio.AbstractEventLoop, on_stop: Callable[[], None]
     there the process's handler hands the call to the loop, which a signal wakes (the proactor loop's wakeup
     fd). Before, Windows had no handler at all: Ctrl-C took asyncio.run's way (the server task cancelled, its
     second Ctrl-C while loading not the quick quit it is elsewhere), and Ctrl-Break (SIGBREAK) ended the process
-    at once, nothing parked. A closed console window still does (stop_signals)."""
+    at once, nothing parked. A closed console window is held until the stop ends (server/console_close.py)."""
     replaced: dict[int, Any] = {}
     for sig in stop_signals():
         try:
@@ -206,11 +215,11 @@ def stop_signals() -> list[signal.Signals]:
     """The signals that stop the server cleanly: SIGINT, SIGTERM and SIGHUP (the terminal `./run` runs in
     was closed; its default action killed the server with no histories parked), unless SIGHUP is ignored,
     as `nohup` leaves it: then the server is meant to outlive its terminal. On Windows SIGBREAK: Ctrl-Break.
-    A closed console window (CTRL_CLOSE_EVENT) is not caught so: the C runtime reports it as SIGBREAK too, but
-    its console handler only sets Python's flag and returns, and Windows ends the process as soon as a handler
-    returns (it waits up to 5 s only for one that has not), before the stop has begun: nothing is parked.
-    Catching it needs a SetConsoleCtrlHandler of our own that holds the close until the stop has kept what it
-    can (not written: no Windows machine to run it on)."""
+    A closed console window (CTRL_CLOSE_EVENT), a log-off or a shutdown is not caught so: the C runtime reports
+    a close as SIGBREAK too, but its console handler only sets Python's flag and returns, and Windows ends the
+    process as soon as a handler returns (it waits up to 5 s only for one that has not), before the stop has
+    begun. serve() puts a console handler of its own first (server/console_close.py) that starts the stop and
+    holds the event until the stop has ended or CLOSE_HOLD_S has passed."""
     signals = [signal.SIGINT, signal.SIGTERM]
     for name in ("SIGHUP", "SIGBREAK"):     # SIGHUP not on Windows, SIGBREAK only there
         other = getattr(signal, name, None)
