@@ -32,14 +32,15 @@ DEGRADE_SEAL_STEP_S = 1e-6
 FULL_VOLUME = (errno.ENOSPC, errno.EDQUOT)   # a write a full volume (or quota) refused: making room may help
 
 
-def forget_files(lvl: Level, key: str, why: str) -> bool:
+def forget_files(lvl: Level, key: str, why: str, *, if_names: str | None = None) -> bool:
     """`lvl.forget(key)` for the cache's own deletes (an eviction, a supersede, a moved entry's source, a
     damaged image); False, logged, when a file cannot be removed (the folder went read-only): the entry
     then stays as it is, instead of an OSError escaping a park, the spill writer or the stop. Warned at
     the first failure of a run (a read-only full level fails at every park: one line, not one a park),
-    counted always (`remove_failures`, /metrics), an INFO line when removing works again."""
+    counted always (`remove_failures`, /metrics), an INFO line when removing works again. `if_names`: a disk
+    level's DiskLevel.forget removes the files only while no other save's sidecar stands there."""
     try:
-        lvl.forget(key)
+        lvl.forget(key) if if_names is None else lvl.forget(key, if_names=if_names)
     except OSError as exc:
         if not isinstance(lvl, DiskLevel):
             raise

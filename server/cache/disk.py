@@ -557,14 +557,19 @@ class DiskLevel:
     def add(self, entry: DiskEntry) -> None:
         self.entries[entry.key] = entry
 
-    def forget(self, key: str) -> DiskEntry | None:
+    def forget(self, key: str, *, if_names: str | None = None) -> DiskEntry | None:
         """Unindex and remove the files of `key` (sidecar first: without it the image is no entry).
         Raises OSError when the sidecar cannot be removed (the folder went read-only); the entry then stays
         indexed, since its files are still an entry (the next start finds it). An image that cannot be removed
         once the sidecar is gone (Windows: another process maps it, restoring it from a folder it shares) is
-        warned of, not raised: the entry is gone (no sidecar names the image) and the next open removes it."""
+        warned of, not raised: the entry is gone (no sidecar names the image) and the next open removes it.
+        `if_names` (an image path): the files are removed only while no sidecar of `key` stands, or the one there
+        names that image, read under the commit lock; else `key` is only unindexed (the sidecar is another save's:
+        another server's on this folder, another model's, an older Strata's, one that cannot be read)."""
         entry = self.entries.pop(key, None)
         with self.io.commit_lock(self.folder):  # not between another writer's image and its sidecar
+            if if_names is not None and not self._sidecar_names(key, if_names):
+                return entry
             try:
                 self.io.remove(self.sidecar_path(key))
             except OSError:
@@ -589,6 +594,17 @@ class DiskLevel:
                             "never read (no sidecar names it) and the next start removes it", self.name, key,
                             exc.strerror or exc)
         return entry
+
+    def _sidecar_names(self, key: str, image_path: str) -> bool:
+        """Whether the sidecar of `key` is gone or names `image_path` (the caller holds the commit lock)."""
+        try:
+            with open(self.sidecar_path(key), "rb") as f:
+                named = json.loads(f.read()).get("image", f"{self.prefix}{key}.img")
+        except FileNotFoundError:
+            return True
+        except (OSError, ValueError, AttributeError, RecursionError):   # cannot be read: not known to be this one's
+            return False
+        return named == os.path.basename(image_path)
 
     # -- reads ----------------------------------------------------------------------------------
 

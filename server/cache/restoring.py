@@ -166,8 +166,11 @@ class RestoreMixin:
                     return self._restore_disk(lvl, newer, ctx, wanted, source, t0, discard_damaged=discard_damaged,
                                               stop=stop)
                 with self._lock:
+                    # a sidecar that now names another image is another save's (another model's server on the
+                    # folder, an older Strata's, one this one cannot read, or a save since _saved_again read it):
+                    # unindexed only, its files kept (they were deleted, that save lost)
                     (self.cascade.discard(entry.key, "files gone") if lvl in self.cascade.levels
-                     else forget_files(lvl, entry.key, "files gone"))
+                     else forget_files(lvl, entry.key, "files gone", if_names=entry.image_path))
                 return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False,
                                      f"its file {entry.image_path} was removed since start-up (another process "
                                      "sharing the folder?); unindexed", untouched=True)
