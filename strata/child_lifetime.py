@@ -22,7 +22,8 @@ def popen_tied(command: list[str], **kwargs) -> tuple[subprocess.Popen, str | No
     """`subprocess.Popen(command, **kwargs)`, the child tied to this process (no console window of its own on
     Windows); with None, or what failed to tie it (Windows: it may outlive a crash of this process)."""
     if sys.platform == "linux":
-        kwargs["preexec_fn"] = _die_with_parent
+        parent = os.getpid()
+        kwargs["preexec_fn"] = lambda: _die_with_parent(parent)
     proc = subprocess.Popen(command, creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0), **kwargs)
     return proc, kill_with_app(int(proc._handle)) if os.name == "nt" else None
 
@@ -36,10 +37,13 @@ if sys.platform == "linux":
     _SIGTERM = int(signal.SIGTERM)
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     """Linux, in the child before exec: SIGTERM when the thread that started it ends, as when this process is
-    killed (no orphan server or bench)."""
+    killed (no orphan server or bench). A parent (process `parent`) that ended before the request sends nothing
+    (prctl(2)): the child, adopted by another, ends here."""
     _LIBC.prctl(_PR_SET_PDEATHSIG, _SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def kill_with_app(process_handle: int) -> str | None:
