@@ -18,9 +18,12 @@ committed a pair since). What this is not: the index (disk.py) or damage found a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass
+
+from .fileio import CommitLockHeld
 
 REMOVABLE_REASONS = ("damaged", "stale", "orphan_sidecar", "orphan_image")
 _SIDECAR_START = re.compile(rb'\A\s*\{\s*"format"\s*:\s*"strata-conv-sidecar"')
@@ -69,7 +72,13 @@ def remove_skipped(lvl) -> None:
             continue
         key = name[len(lvl.prefix):].rsplit(".", 1)[0]
         sidecar, image = lvl.sidecar_path(key), lvl.image_path(key)
-        with lvl.io.commit_lock(lvl.folder):   # not between another writer's image and its sidecar
+        with contextlib.ExitStack() as locked:
+            try:   # not between another writer's image and its sidecar
+                locked.enter_context(lvl.io.commit_lock(lvl.folder))
+            except CommitLockHeld as exc:   # another server holds the folder: left, and said so (folder_checks)
+                lvl.remove_failures += 1
+                lvl.unremovable_files[name] = str(exc.strerror)
+                continue
             if not _still_skipped(lvl, key, reason):
                 lvl.changed_files.add(name)
                 continue

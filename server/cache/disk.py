@@ -36,7 +36,7 @@ from strata.engine.snapshot import KV_REVISION
 
 from strata import folders
 
-from .fileio import FileIO, stage_move
+from .fileio import CommitLockHeld, FileIO, stage_move
 from .temp_files import TEMP_SUFFIX, abandoned, temp_name
 
 log = logging.getLogger("strata.cache")
@@ -307,7 +307,11 @@ class DiskLevel:
         entry = self.entries.get(key)
         if entry is not None and os.path.basename(entry.image_path) == name:
             return
-        with self.io.commit_lock(self.folder):
+        with contextlib.ExitStack() as locked:
+            try:
+                locked.enter_context(self.io.commit_lock(self.folder))
+            except CommitLockHeld:   # another server holds the folder: left for a later start (it is never read)
+                return
             try:
                 with open(self.sidecar_path(key), "rb") as f:
                     named = json.loads(f.read()).get("image", f"{self.prefix}{key}.img")
@@ -566,8 +570,8 @@ class DiskLevel:
         `if_names` (an image path): the files are removed only while no sidecar of `key` stands, or the one there
         names that image, read under the commit lock; else `key` is only unindexed (the sidecar is another save's:
         another server's on this folder, another model's, an older Strata's, one that cannot be read)."""
-        entry = self.entries.pop(key, None)
         with self.io.commit_lock(self.folder):  # not between another writer's image and its sidecar
+            entry = self.entries.pop(key, None)   # still indexed when the lock is not had (CommitLockHeld raised)
             if if_names is not None and not self._sidecar_names(key, if_names):
                 return entry
             try:

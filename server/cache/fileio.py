@@ -44,6 +44,22 @@ WINDOWS_HELD_ERRORS = frozenset({5, 32, 33})
 # other servers wait on). A rename or removal done there ends it.
 HOLDER_STILL_HELD_S = 5.0
 
+# How long commit_lock waits while another process holds a folder's commit lock. A hold lasts milliseconds (two
+# renames, an eviction plan's removals; 0.31 s a file a holder refuses, a folder fsync); one past this is a hung
+# server on the folder (a dying disk, a network folder gone), which held this one's spill writer, and its stop,
+# for good. Under the app's 15 s limit for a silent stop, and msvcrt's own LK_LOCK gives up at 10 s too.
+COMMIT_LOCK_WAIT_S = 10.0
+# after a wait that ended so, the folder's lock is tried once, without waiting, for this long (an index's pass
+# over many files, the spill writer's queue: one wait, not one each); a lock had there ends it
+COMMIT_LOCK_STILL_HELD_S = 60.0
+LOCK_POLL_FIRST_S, LOCK_POLL_MAX_S = 0.001, 0.05   # the waits between tries double from the first to the most
+
+
+class CommitLockHeld(OSError):
+    """A folder's commit lock was not had in time: another process holds it. What needed it is given up, never done
+    unlocked: a write fails as any OSError does (counted, warned once a run), a removal is left (an eviction's
+    entry stays, warned once a run; the start's removals of damaged and orphaned files are left for a later one)."""
+
 
 def held_by_another(exc: OSError) -> bool:
     """Whether Windows refused a file operation because another handle holds the file (a hold that may end)."""
@@ -56,6 +72,7 @@ class FileIO:
     # told the size of each write once it is made (a stop's sign of life while one big history is written)
     on_write: Callable[[int], None] | None = None
     holder_retry_delays_s: tuple[float, ...] = HOLDER_RETRY_DELAYS_S
+    commit_lock_wait_s: float = COMMIT_LOCK_WAIT_S
 
     def refused_for_now(self, exc: OSError) -> bool:
         """Whether a refused rename or removal is worth trying again shortly (Windows: another handle holds it)."""
@@ -90,12 +107,16 @@ class FileIO:
         return open(path, "xb", opener=lambda p, flags: os.open(p, flags, folders.PRIVATE_FILE_MODE))
 
     @contextlib.contextmanager
-    def commit_lock(self, folder: str) -> Iterator[None]:
+    def commit_lock(self, folder: str, wait_s: float | None = None) -> Iterator[None]:
         """Hold the folder's commit lock (across processes) while an entry's files are renamed into
         place or removed, so two writers of one key cannot leave one's image under the other's sidecar.
         POSIX locks the folder itself (flock on its descriptor: no file is made); Windows a lock file
         in it. Released by the OS if the process dies. A folder that cannot be opened is not locked:
-        the rename that follows fails with its own error."""
+        the rename that follows fails with its own error; nor is one whose file system cannot lock (Windows).
+        Waits at most `wait_s` (default `commit_lock_wait_s`) while another process holds it, then raises
+        CommitLockHeld (the caller says so, as of any refusal); the folder's next tries, for
+        COMMIT_LOCK_STILL_HELD_S, do not wait."""
+        wait_s = self.commit_lock_wait_s if wait_s is None else wait_s
         try:
             if fcntl is not None:
                 fd = os.open(folder, os.O_RDONLY)
@@ -105,11 +126,17 @@ class FileIO:
             yield
             return
         try:
-            locked = True
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            else:
-                locked = _windows_lock(fd)
+            held = self.__dict__.setdefault("_lock_held_at", {})   # folder -> when a wait there ended unlocked
+            since = held.get(folder)
+            quiet = since is not None and time.monotonic() - since < COMMIT_LOCK_STILL_HELD_S
+            try_once = (lambda: _posix_try_lock(fd)) if fcntl is not None else (lambda: _windows_try_lock(fd))
+            try:
+                locked = wait_for_lock(try_once, 0.0 if quiet else wait_s)
+            except CommitLockHeld:
+                if not quiet:
+                    held[folder] = time.monotonic()
+                raise
+            held.pop(folder, None)
             try:
                 yield
             finally:
@@ -177,21 +204,46 @@ class FileIO:
             os.close(fd)
 
 
-# what msvcrt.locking says when another process holds the lock (LK_LOCK tries for 10 s first): wait on
+# what msvcrt.locking says when another process holds the lock: try again
 LOCK_HELD_ERRNOS = frozenset({errno.EACCES, getattr(errno, "EDEADLOCK", errno.EDEADLK)})
 
 
-def _windows_lock(fd: int) -> bool:
-    """Lock the commit lock file's first byte, waiting while another process holds it; False (not locked) where the
-    file system cannot lock (EINVAL, EBADF: a network share without locks), as where the folder cannot be opened.
-    Any refusal was retried for ever before: a share that cannot lock held the spill writer (and the stop) for good."""
+def wait_for_lock(try_once: Callable[[], bool], wait_s: float, clock: Callable[[], float] = time.monotonic,
+                  sleep: Callable[[float], None] = time.sleep) -> bool:
+    """`try_once()` until it answers True (locked) or False (this file system cannot lock: go on unlocked), while it
+    answers None (another process holds the lock), for at most `wait_s` of `clock` (once when 0); then CommitLockHeld.
+    Before, the wait had no end: a hung server on the folder held this one's spill writer and its stop for good."""
+    began, delay = clock(), LOCK_POLL_FIRST_S
     while True:
-        try:
-            msvcrt.locking(fd, msvcrt.LK_LOCK, 1)  # tries for 10 s, then raises
-            return True
-        except OSError as exc:
-            if exc.errno not in LOCK_HELD_ERRNOS:
-                return False
+        got = try_once()
+        if got is not None:
+            return got
+        waited = clock() - began
+        if waited >= wait_s:
+            raise CommitLockHeld(errno.EAGAIN, f"its commit lock has been held by another process for {waited:.1f} s "
+                                               f"(a Strata server on this folder that has hung?)")
+        sleep(min(delay, wait_s - waited))
+        delay = min(2 * delay, LOCK_POLL_MAX_S)
+
+
+def _posix_try_lock(fd: int) -> bool | None:
+    """flock without waiting: True when had, None while another holds it (another error is raised, as before)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return None
+    return True
+
+
+def _windows_try_lock(fd: int) -> bool | None:
+    """The commit lock file's first byte locked without waiting: True when had, None while another process holds
+    it, False where the file system cannot lock (EINVAL, EBADF: a network share without locks), which goes on
+    unlocked as a folder that cannot be opened does (such a refusal was retried for ever once)."""
+    try:
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+    except OSError as exc:
+        return None if exc.errno in LOCK_HELD_ERRNOS else False
+    return True
 
 
 def _remove_file(path: str) -> None:
