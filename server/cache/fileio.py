@@ -37,11 +37,12 @@ HOLDER_RETRY_DELAYS_S = (0.005, 0.01, 0.02, 0.04, 0.08, 0.16)
 # ERROR_ACCESS_DENIED (a target held open, a file pending deletion, a mapped file), ERROR_SHARING_VIOLATION,
 # ERROR_LOCK_VIOLATION. A folder truly read-only for this user also says 5: it is retried for 0.31 s, then raised.
 WINDOWS_HELD_ERRORS = frozenset({5, 32, 33})
-# A refusal that outlasted every wait is likely to last (a folder this user may not change, which also says 5; an
-# image another server maps for the whole of its restore): the same folder's refusals within this long after it are
-# raised at once, so a pass over many of its files waits 0.31 s once, not 0.31 s a file (the start's removal of
-# skipped files, an eviction plan under the cache's lock and the folder's commit lock, which the engine's thread and
-# other servers wait on). A rename or removal done there ends it.
+# A removal's refusal that outlasted every wait is likely to last (a folder this user may not change, which also
+# says 5; an image another server maps for the whole of its restore): the same folder's refused removals within this
+# long after it are raised at once (each is left for the next start), so a pass over many of its files waits 0.31 s
+# once, not 0.31 s a file (the start's removal of skipped files, an eviction plan under the cache's lock and the
+# folder's commit lock, which the engine's thread and other servers wait on). A removal done there ends it. A rename
+# is always waited for: it carries a write (a park, a session's save) that an antivirus's moment would lose.
 HOLDER_STILL_HELD_S = 5.0
 
 # How long commit_lock waits while another process holds a folder's commit lock. A hold lasts milliseconds (two
@@ -78,13 +79,16 @@ class FileIO:
         """Whether a refused rename or removal is worth trying again shortly (Windows: another handle holds it)."""
         return held_by_another(exc)
 
-    def _retrying(self, op: Callable[..., None], *paths: str) -> None:
+    def _retrying(self, op: Callable[..., None], *paths: str, quiet: bool = True) -> None:
         """`op(*paths)`, tried again after each of `holder_retry_delays_s` while it is refused for now; at once
-        only while a refusal in the same folder outlasted them less than HOLDER_STILL_HELD_S ago."""
+        only while a refusal in the same folder outlasted them less than HOLDER_STILL_HELD_S ago. Not `quiet` (a
+        rename: it carries a write, a park's or a session save's, which a refusal loses) it is always waited for, and
+        neither begins nor ends a folder's quiet (its source may be in another folder, held by another)."""
         folder = os.path.dirname(os.path.abspath(paths[-1]))
-        # folder -> time.monotonic() when a refusal there outlasted the waits (a dict: set and pop are atomic, and
-        # the worker thread and the spill writer share this object; made here: test subclasses skip __init__)
-        held = self.__dict__.setdefault("_held_at", {})
+        # folder -> time.monotonic() when a removal's refusal there outlasted the waits (a dict: set and pop are
+        # atomic, and the worker thread and the spill writer share this object; made here: test subclasses skip
+        # __init__)
+        held = self.__dict__.setdefault("_held_at", {}) if quiet else {}
         since = held.get(folder)
         waits = self.holder_retry_delays_s
         if since is not None and time.monotonic() - since < HOLDER_STILL_HELD_S:
@@ -160,7 +164,7 @@ class FileIO:
     def rename(self, src: str, dst: str) -> None:
         """os.replace (os.rename fails on Windows where `dst` exists), tried again while another handle holds
         `src` or `dst` (Windows)."""
-        self._retrying(os.replace, src, dst)
+        self._retrying(os.replace, src, dst, quiet=False)
 
     def same_volume(self, src: str, dst_folder: str) -> bool:
         try:
