@@ -81,6 +81,7 @@ class Cascade:
         self.stopping = False  # the clean stop says itself which histories it could not write
         self.events: deque[tuple] = deque(maxlen=1000)  # (action, level, key, detail), exact order
         self._on_event = on_event
+        self._last_seal = float("-inf")   # the latest seal a plan gave (_next_seal)
 
     def _event(self, *ev) -> None:
         self.events.append(ev)
@@ -128,7 +129,7 @@ class Cascade:
             if d.action == "degrade":
                 # sealed there in the plan's order (oldest first): at one `now` their first-in-first-out there
                 # would fall back on the keys
-                sealed = now + k * DEGRADE_SEAL_STEP_S
+                sealed = self._next_seal(now + k * DEGRADE_SEAL_STEP_S)
                 ok, why = self.degrade(i, d.key, sealed, cause=d.cause)
                 if ok:
                     continue
@@ -147,6 +148,15 @@ class Cascade:
         if budget and lvl.used_bytes + incoming > budget:
             return False, f"{lvl.name} still over budget"
         return True, "fits"
+
+    def _next_seal(self, at: float) -> float:
+        """`at`, or just after the latest seal a plan gave when that is not before it: a plan run inside another's
+        hand-down (each entry a full RAM hands to a full warm level makes warm hand some down) starts again at its
+        own `now + 0`, so without this its entries tied with, or came before, the ones the previous inner plan had
+        just handed to the same level, and that level's first-in-first-out let a newer one go first."""
+        seal = max(at, self._last_seal + DEGRADE_SEAL_STEP_S)
+        self._last_seal = seal
+        return seal
 
     def room_on_volume(self, i: int, incoming: int, now: float) -> tuple[bool, str]:
         """Where level i's volume has less free space than `incoming` (its budget larger than the disk, other

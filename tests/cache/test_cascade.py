@@ -205,3 +205,28 @@ def test_histories_degraded_together_leave_the_next_level_oldest_first(make_cach
     cache.flush()
     assert sorted(level_keys(cache, "cold")) == sorted(k[:6])
     assert level_keys(cache, "cold") == k[:6]   # (sealed_at, key): the order cold's first-in-first-out deletes in
+
+
+def test_entries_nested_plans_hand_down_leave_the_last_level_in_their_order(make_cache, clock):
+    """A full RAM level handing three histories to a full warm level at once: each one's arrival makes warm hand two
+    down (a plan inside the plan). Each inner plan sealed from its own `now + 0`, one step after the last: its first
+    tied with the previous inner plan's second in cold (sealed 1 us and 2 us twice), where first-in-first-out then
+    fell back on the keys and a newer history went before an older. Sealed in the order they arrive, never tied."""
+    # 40 tokens = 640 KiB, 80 = 1.25 MiB: warm (4 MiB) holds the six small ones, RAM (4 MiB) three larger ones,
+    # which a 240-token history (3.75 MiB) sends down, each making warm hand two small ones to cold
+    cache = make_cache(conversation_cache_mib=4, conversation_cache_warm_mib=4, conversation_cache_cold_mib=64)
+    small = []
+    for s in range(6):
+        clock.t += 1
+        small.append(park_history(cache, history(s, 40)).key)
+    for s in range(3):
+        clock.t += 1
+        park_history(cache, history(10 + s, 80))
+    cache.flush()
+    assert level_keys(cache, "warm") == small
+    clock.t += 1
+    park_history(cache, history(100, 240))
+    cache.flush()
+    cold = cache.cascade.levels[cache.cascade.index_of("cold")]
+    assert level_keys(cache, "cold") == small     # (sealed_at, key): the order cold's first-in-first-out deletes in
+    assert len({e.sealed_at for e in cold.entries.values()}) == 6      # no two tied
