@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 import time
 from typing import Any
 
@@ -107,7 +108,8 @@ async def monitor_events(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     try:
         while not state.stopping:
-            await send_sse(resp, _dumps(snapshot(state)), "snapshot")
+            if not _client_behind(request):
+                await send_sse(resp, _dumps(snapshot(state)), "snapshot")
             for _ in range(max(1, int(interval / 0.25))):
                 if state.stopping:
                     break
@@ -115,6 +117,37 @@ async def monitor_events(request: web.Request) -> web.StreamResponse:
     except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
         pass
     return resp
+
+
+def _client_behind(request: web.Request) -> bool:
+    """Whether the client has not yet taken the last snapshot off the socket: bytes still in the transport's
+    buffer or the kernel's send queue. A tick then writes nothing, so a slow reader (a monitor on a busy machine,
+    a slow link) reads recent snapshots, not a backlog: written regardless, the send buffer (up to 4 MiB on
+    Linux) held minutes of them (a soak: 186 s behind after 3.5 min at 8 KiB/s, benchmarks/RESULTS.md "Agent
+    soak"). The kernel's queue is read on Linux (SIOCOUTQ) and macOS (SO_NWRITE); elsewhere only the
+    transport's buffer counts."""
+    transport = request.transport
+    if transport is None:
+        return False
+    if transport.get_write_buffer_size() > 0:
+        return True
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        if sys.platform.startswith("linux"):
+            import fcntl
+            import struct
+            import termios
+
+            return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0] > 0
+        if sys.platform == "darwin":
+            import socket
+
+            return sock.getsockopt(socket.SOL_SOCKET, 0x1024) > 0     # SO_NWRITE
+    except OSError:
+        return False
+    return False
 
 
 async def slots(request: web.Request) -> web.Response:
