@@ -177,16 +177,21 @@ class SessionBackend:
 
     def delete_session(self, name: str) -> bool:
         """Deletes at once, a session being rebuilt included: its rebuild then does not save it again (a DELETE
-        during that save waits for it, then deletes what it wrote)."""
+        during that save waits for it, then deletes what it wrote). The removal of its files is waited for outside
+        the lock (a restore on the worker thread takes it: one that hangs held every request)."""
         cache = self.cache
         hold_unless_given_up(self._lock, lambda: getattr(cache, "saving", None))   # a rebuild's save holds it
         try:
             for pending in self._rebuilding:
                 if pending.name == name:
                     pending.deleted = True
-            return cache.delete_session(name)
+            removal = cache.start_delete(name)
         finally:
             self._lock.release()
+        if removal is None:
+            return False
+        cache.wait_for_removal(removal)
+        return True
 
     def list_sessions(self) -> list[dict]:
         return self.cache.list_sessions()

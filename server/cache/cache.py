@@ -35,7 +35,7 @@ from .options import CacheConfig
 from .parking import ParkingMixin
 from .ram import RamEntry, RamLevel
 from .restoring import RestoreMixin
-from .sessions import SaveUnderWay, SessionsMixin, SessionStore
+from .sessions import SaveUnderWay, SessionRemoval, SessionsMixin, SessionStore
 from .spill import SpillWriter
 from .steady_clock import SteadyClock, far_ahead_limit
 from .system_prompt import PrefixStore
@@ -124,7 +124,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self._closed = False
         self.closed = False   # close() has ended: a session save it waited for is done or was given up
         self.saving: SaveUnderWay | None = None   # a session save being written (it holds session_writes meanwhile)
-        self.session_writes = threading.Lock()   # held by a session save while it writes, and by a DELETE
+        self.session_writes = threading.Lock()   # held by a session save while it writes, and by a DELETE's start
+        self.deleting: dict[str, SessionRemoval] = {}   # session name -> the DELETE removing its files (cache's lock)
         self._has_age_limits = any(lc.on and lc.max_age_s > 0 for lc in self.level_configs)
 
     # -- set-up ---------------------------------------------------------------------------------

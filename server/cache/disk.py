@@ -572,32 +572,43 @@ class DiskLevel:
         another server's on this folder, another model's, an older Strata's, one that cannot be read)."""
         with self.io.commit_lock(self.folder):  # not between another writer's image and its sidecar
             entry = self.entries.pop(key, None)   # still indexed when the lock is not had (CommitLockHeld raised)
-            if if_names is not None and not self._sidecar_names(key, if_names):
-                return entry
             try:
-                self.io.remove(self.sidecar_path(key))
+                self._remove_files(key, if_names)
             except OSError:
                 if entry is not None:
                     self.entries[key] = entry
                 raise
-            if not self.versioned_images:
-                try:
-                    self.io.remove(self.image_path(key))
-                except OSError as exc:   # raised, the eviction went uncounted and was said to keep the files
-                    self.remove_failures += 1
-                    log.warning("conversation cache %s level: %s removed, but its image cannot be removed (%s); it is "
-                                "no entry (its sidecar is gone) and the next start removes it", self.name, key,
-                                exc.strerror or exc)
-                return entry
-            try:
-                names = self.images_of(key)   # each save's image (one, unless an earlier one could not be removed)
-                for n in names:
-                    self.io.remove(os.path.join(self.folder, n))
-            except OSError as exc:   # deleted all the same: no sidecar names the image, never read again
-                log.warning("conversation cache %s level: %s deleted, but an image of it cannot be removed (%s); it is "
-                            "never read (no sidecar names it) and the next start removes it", self.name, key,
-                            exc.strerror or exc)
         return entry
+
+    def remove_files(self, key: str) -> None:
+        """The files of `key` removed as forget removes them, its index left alone (the caller unindexed it: a
+        session's DELETE, whose removal runs outside the cache's lock)."""
+        with self.io.commit_lock(self.folder):
+            self._remove_files(key, None)
+
+    def _remove_files(self, key: str, if_names: str | None) -> None:
+        """forget's removal (the caller holds the commit lock): nothing when `if_names` says the sidecar is another
+        save's; OSError when the sidecar cannot be removed; an image that cannot be is warned of."""
+        if if_names is not None and not self._sidecar_names(key, if_names):
+            return
+        self.io.remove(self.sidecar_path(key))
+        if not self.versioned_images:
+            try:
+                self.io.remove(self.image_path(key))
+            except OSError as exc:   # raised, the eviction went uncounted and was said to keep the files
+                self.remove_failures += 1
+                log.warning("conversation cache %s level: %s removed, but its image cannot be removed (%s); it is "
+                            "no entry (its sidecar is gone) and the next start removes it", self.name, key,
+                            exc.strerror or exc)
+            return
+        try:
+            names = self.images_of(key)   # each save's image (one, unless an earlier one could not be removed)
+            for n in names:
+                self.io.remove(os.path.join(self.folder, n))
+        except OSError as exc:   # deleted all the same: no sidecar names the image, never read again
+            log.warning("conversation cache %s level: %s deleted, but an image of it cannot be removed (%s); it is "
+                        "never read (no sidecar names it) and the next start removes it", self.name, key,
+                        exc.strerror or exc)
 
     def _sidecar_names(self, key: str, image_path: str) -> bool:
         """Whether the sidecar of `key` is gone or names `image_path` (the caller holds the commit lock)."""

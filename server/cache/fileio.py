@@ -299,13 +299,42 @@ class HangingDiskIO(SlowDiskIO):
         super().write(f, data)
 
 
+class HangingRemoveIO(SlowDiskIO):
+    """A disk whose removal of a session's sidecar hangs until `release()` (a network folder gone, a dying disk; the
+    process may end first): a DELETE's. Chosen by `STRATA_TEST_SESSION_REMOVE_HANG=1`, for the tests of a DELETE that
+    must hold neither the other requests nor the stop."""
+
+    SIDECAR = ("strata-session-", ".json")   # a session's sidecar (sessions.SESSION_PREFIX), not a temporary file
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        super().__init__(delay_s)
+        self.hung = threading.Event()       # set once a hanging removal has begun
+        self._released = threading.Event()
+
+    def release(self) -> None:
+        self._released.set()
+
+    def remove(self, path: str) -> None:
+        name = os.path.basename(path)
+        if name.startswith(self.SIDECAR[0]) and name.endswith(self.SIDECAR[1]):
+            self.hung.set()
+            self._released.wait()
+        super().remove(path)
+
+
 def file_io_from_env(environ: Mapping[str, str] | None = None) -> FileIO:
     """The real FileIO, or a SlowDiskIO when `STRATA_TEST_DISK_WRITE_DELAY_S` (seconds per write) is set, a
-    HangingDiskIO when `STRATA_TEST_SESSION_WRITE_HANG_AFTER` (session image writes made before one hangs) is: tests
-    only. A malformed value is a ValueError naming the variable."""
+    HangingDiskIO when `STRATA_TEST_SESSION_WRITE_HANG_AFTER` (session image writes made before one hangs) is, a
+    HangingRemoveIO when `STRATA_TEST_SESSION_REMOVE_HANG` is 1: tests only. A malformed value is a ValueError naming
+    the variable."""
     env = os.environ if environ is None else environ
     raw = env.get("STRATA_TEST_DISK_WRITE_DELAY_S", "").strip()
     hang = env.get("STRATA_TEST_SESSION_WRITE_HANG_AFTER", "").strip()
+    hang_remove = env.get("STRATA_TEST_SESSION_REMOVE_HANG", "").strip()
+    if hang_remove not in ("", "0", "1"):
+        raise ValueError(f"STRATA_TEST_SESSION_REMOVE_HANG must be 0 or 1, got {hang_remove!r}")
+    if hang_remove == "1" and hang:
+        raise ValueError("STRATA_TEST_SESSION_REMOVE_HANG and STRATA_TEST_SESSION_WRITE_HANG_AFTER: set one of them")
     delay = 0.0
     if raw:
         try:
@@ -318,6 +347,8 @@ def file_io_from_env(environ: Mapping[str, str] | None = None) -> FileIO:
         if not (hang.isascii() and hang.isdigit()) or int(hang) > 1_000_000:
             raise ValueError(f"STRATA_TEST_SESSION_WRITE_HANG_AFTER must be a count of writes 0..1000000, got {hang!r}")
         return HangingDiskIO(int(hang), delay)
+    if hang_remove == "1":
+        return HangingRemoveIO(delay)
     return SlowDiskIO(delay) if raw else FileIO()
 
 

@@ -88,6 +88,19 @@ def hold_unless_given_up(lock: threading.Lock, saving: Callable[[], SaveUnderWay
                                            "nothing was done (retry once the server runs again)")
 
 
+@dataclass(eq=False)
+class SessionRemoval:
+    """A DELETE's removal of a session's files, on a daemon thread of its own, outside the cache's lock and the save
+    lock: one that hangs (a network folder gone, a dying disk) held the cache's lock, and with it every park, every
+    session call and the stop, for ever. `entry` is what the index held (put back when the sidecar cannot be
+    removed); `done` is set once the removal has ended, `error` is the OSError it raised."""
+
+    name: str
+    entry: DiskEntry | None
+    done: threading.Event = field(default_factory=threading.Event)
+    error: OSError | None = None
+
+
 class SessionNameError(ValueError):
     pass
 
@@ -100,6 +113,15 @@ class SessionConflictError(Exception):
                          "differ in more than case (on Windows and macOS they name the same file); save or restore "
                          f"{saved!r}, DELETE it first, or pick another name")
         self.saved = saved
+
+
+class SessionBeingDeletedError(SessionConflictError):
+    """A save under a name whose DELETE is still removing its files (a 409): it would land among them."""
+
+    def __init__(self, name: str) -> None:
+        Exception.__init__(self, f"session {name!r} is being deleted (the removal of its files has not ended): save "
+                                 "it again once the DELETE has answered")
+        self.saved = name
 
 
 class StaleSessionError(Exception):
@@ -227,6 +249,8 @@ class SessionsMixin:
         # and gives it up when it hangs (cache.close); not the cache's lock, which the close then needs
         with self.session_writes:
             with self._lock:
+                if name in self.deleting:
+                    raise SessionBeingDeletedError(name)
                 twin = self.sessions.case_twin(name)
                 if twin is not None:
                     raise SessionConflictError(name, twin)
@@ -246,7 +270,7 @@ class SessionsMixin:
         name = validate_session_name(name)
         lvl = self.sessions.ensure_open()
         with self._lock:
-            return name in lvl.entries or self.sessions.stale_entry(name) is not None
+            return name not in self.deleting and (name in lvl.entries or self.sessions.stale_entry(name) is not None)
 
     def session_to_rebuild(self, name: str) -> np.ndarray | None:
         """The token ids of session `name` when an older Strata saved it (its KV is to be read again from them),
@@ -280,20 +304,63 @@ class SessionsMixin:
                                                if twin else "")
 
     def delete_session(self, name: str) -> bool:
+        """Deletes session `name`; False when there is none. OSError (a 507) when its sidecar cannot be removed (it
+        stays, listed and restorable), or when the server stopped before the removal ended (wait_for_removal)."""
+        removal = self.start_delete(name)
+        if removal is None:
+            return False
+        self.wait_for_removal(removal)
+        return True
+
+    def start_delete(self, name: str) -> SessionRemoval | None:
+        """Unindexes session `name` (from here on not listed, restored, nor saved over until the removal ends) and
+        starts the removal of its files on a thread of its own; None when there is no such session. A DELETE of a
+        name being removed gets that removal."""
         name = validate_session_name(name)
         lvl = self.sessions.ensure_open()
         # a save under way ends first (then its files are removed); one the stop gave up never does
         hold_unless_given_up(self.session_writes, lambda: self.saving)
         try:
             with self._lock:
+                under_way = self.deleting.get(name)
+                if under_way is not None:
+                    return under_way
                 # its files as listed, exactly: on Windows and macOS another case's name opens the same files
-                existed = name in lvl.entries or self.sessions.is_stale(name) or name in self.sessions.names_on_disk()
-                if existed:
-                    lvl.forget(name)
+                if not (name in lvl.entries or self.sessions.is_stale(name) or name in self.sessions.names_on_disk()):
+                    return None
+                removal = self.deleting[name] = SessionRemoval(name, lvl.entries.pop(name, None))
         finally:
             self.session_writes.release()
-        return existed
+        threading.Thread(target=self._remove_session, args=(lvl, removal), name="strata-session-delete",
+                         daemon=True).start()   # a daemon: one that hangs does not hold the process's end
+        return removal
+
+    def _remove_session(self, lvl: DiskLevel, removal: SessionRemoval) -> None:
+        try:
+            lvl.remove_files(removal.name)
+        except OSError as exc:
+            removal.error = exc
+        finally:
+            with self._lock:
+                del self.deleting[removal.name]
+                if removal.error is not None and removal.entry is not None and removal.name not in lvl.entries:
+                    lvl.entries[removal.name] = removal.entry   # its sidecar stands: still an entry
+            removal.done.set()
+
+    def wait_for_removal(self, removal: SessionRemoval) -> None:
+        """Until `removal` has ended (its OSError raised), or the cache has closed: a removal that still hangs is then
+        given up (OSError, ECANCELED), as the close gives up a save that hangs, so that this wait on the event loop's
+        executor does not hold the process's end (asyncio.run joins those threads) nor is the stop kept waiting."""
+        while not removal.done.wait(GIVEN_UP_POLL_S):
+            if self.closed:
+                log.warning("stopping: the DELETE of session %r has not ended (the removal of its files does not "
+                            "return); given up: files of it left are found again at the next start (DELETE it "
+                            "again then)", removal.name)
+                raise OSError(errno.ECANCELED, f"the removal of session {removal.name!r}'s files had not ended when "
+                                               "the server stopped; given up: DELETE it again once the server runs")
+        if removal.error is not None:
+            raise removal.error
 
     def list_sessions(self) -> list[dict]:
         with self._lock:
-            return self.sessions.list()
+            return [s for s in self.sessions.list() if s["name"] not in self.deleting]
