@@ -139,7 +139,10 @@ class FileIO:
             except CommitLockHeld:
                 if not quiet:
                     held[folder] = time.monotonic()
-                raise
+                    raise
+                raise CommitLockHeld(errno.EAGAIN, f"its commit lock is still held by another process (a wait for "
+                                                   f"it gave up {time.monotonic() - since:.0f} s ago; a Strata server "
+                                                   "on this folder that has hung?)") from None
             held.pop(folder, None)
             try:
                 yield
