@@ -9,8 +9,10 @@ about to be overwritten (scheduler.py and the start of a request ask).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from strata.server.jobs import Job
@@ -29,6 +31,26 @@ def displace_main(sched: Scheduler, job: Job) -> None:
         return
     if common_prefix(main.tokens, job.prompt) >= len(main.tokens) - 1:
         return  # the same conversation goes on: nothing is lost
+    with holding_hit(sched, job.prompt):
+        _displace(sched, job)
+
+
+@contextlib.contextmanager
+def holding_hit(sched: Scheduler, prompt: list[int]) -> Iterator[None]:
+    """Keeps the conversation cache's best entry for `prompt` where it is while the block parks histories
+    (RestoreMixin.holding): the park of the history a request displaces can make the levels hand down and the
+    last one delete its oldest, and that was often the entry the request was about to restore."""
+    hit = None
+    if sched.cache is not None:
+        try:
+            hit = sched.cache.lookup(prompt)
+        except Exception:
+            log.exception("cache lookup failed")
+    with sched.cache.holding(hit) if hit is not None else contextlib.nullcontext():
+        yield
+
+
+def _displace(sched: Scheduler, job: Job) -> None:
     decision = sched.placer.plan_park(time.monotonic(), job.id)
     if decision is not None and decision.slot is not None:
         if park_into_slot(sched, decision.slot, decision.last_use):

@@ -70,9 +70,10 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
     t0 = time.monotonic()
     restored = False
     if hit is not None and hit_n > best_n:
-        if state.tokens and own < len(state.tokens):
-            sched.park_to_cache(ctx, "overwritten by a cache restore")
-        outcome = restore_from_cache(sched, hit, row, limit)
+        with sched.cache.holding(hit):     # the park below must not hand down or delete the hit
+            if state.tokens and own < len(state.tokens):
+                sched.park_to_cache(ctx, "overwritten by a cache restore")
+            outcome = restore_from_cache(sched, hit, row, limit)
         restored = outcome == "restored"
         if outcome == "failed":   # the context's old history is gone: read from whatever is left
             own = 0

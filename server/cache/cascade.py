@@ -82,6 +82,9 @@ class Cascade:
         self.events: deque[tuple] = deque(maxlen=1000)  # (action, level, key, detail), exact order
         self._on_event = on_event
         self._last_seal = float("-inf")   # the latest seal a plan gave (_next_seal)
+        # keys a lookup found and a restore is about to read (RestoreMixin.holding): no plan takes them out. The
+        # park of the history the restore replaces comes in between and used to delete the hit (its level's oldest)
+        self.held: Counter[str] = Counter()
 
     def _event(self, *ev) -> None:
         self.events.append(ev)
@@ -122,7 +125,7 @@ class Cascade:
                            f"{budget / 2**20:.1f} MiB: raise {budget_flag(lvl.name)}")
         entries = [LevelEntry(e.key, e.n_bytes, e.sealed_at) for e in lvl.entries.values()]
         plan = plan_demotions(entries, budget if budget else 1 << 62, lvl.max_age_s, now,
-                              is_last=is_last, incoming_bytes=incoming)
+                              is_last=is_last, incoming_bytes=incoming, held=self.held.keys())
         for k, d in enumerate(plan):
             if d.key not in lvl.entries:
                 continue

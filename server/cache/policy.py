@@ -10,6 +10,7 @@ returns a frozen decision with a `reason`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 # Where a capture goes, and which RAM floor let it through.
@@ -140,10 +141,12 @@ class Demotion:
 
 
 def plan_demotions(entries: Sequence[LevelEntry], budget_bytes: int, max_age_s: float, now: float,
-                   *, is_last: bool, incoming_bytes: int = 0) -> list[Demotion]:
+                   *, is_last: bool, incoming_bytes: int = 0, held: AbstractSet[str] = frozenset()) -> list[Demotion]:
     """Which entries leave a level, in order: first every entry past the age limit, oldest first;
     then the oldest remaining ones until `used + incoming <= budget`. A level with a next level
     degrades; only the last level deletes. Ties in age break on the key, so the order is exact.
+    `held` entries (a lookup's hit that a restore is about to read) never leave; their bytes still count,
+    so the plan may fall short of the budget (the level then refuses the newcomer).
     """
     if budget_bytes < 0 or max_age_s < 0 or incoming_bytes < 0:
         raise ValueError(f"budget_bytes, max_age_s, incoming_bytes must be >= 0, got "
@@ -154,6 +157,8 @@ def plan_demotions(entries: Sequence[LevelEntry], budget_bytes: int, max_age_s: 
     leaving: set[str] = set()
     if max_age_s > 0:
         for e in ordered:
+            if e.key in held:
+                continue
             age = now - e.sealed_at
             if age > max_age_s:
                 plan.append(Demotion(e.key, action, "age", f"age {age:.0f} s > limit {max_age_s:.0f} s"))
@@ -162,7 +167,7 @@ def plan_demotions(entries: Sequence[LevelEntry], budget_bytes: int, max_age_s: 
     for e in ordered:
         if used + incoming_bytes <= budget_bytes:
             break
-        if e.key in leaving:
+        if e.key in leaving or e.key in held:
             continue
         plan.append(Demotion(e.key, action, "budget",
                              f"level holds {used} + {incoming_bytes} incoming > budget {budget_bytes} bytes"))

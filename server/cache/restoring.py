@@ -10,10 +10,11 @@ image (restore.py, pipeline.py). A mixin: the state it uses is made by `Conversa
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,6 +89,23 @@ class RestoreMixin:
         if c is None:
             return None
         return CacheHit(c.level, c.key, c.n_tokens, sizes[(c.level, c.key)], choice.reason)
+
+    @contextlib.contextmanager
+    def holding(self, hit: CacheHit) -> Iterator[None]:
+        """Keeps `hit`'s entry from being handed down or deleted until the block ends: a request parks the
+        history of its context (which can make every level hand down and the last one delete its oldest, the
+        spill thread too) between its lookup and the restore of the hit."""
+        store = {"segment": self.segments, "system_prompt": self.system_prompts}.get(hit.level)
+        cascade = store.cascade if store is not None else self.cascade
+        with self._lock:
+            cascade.held[hit.key] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                cascade.held[hit.key] -= 1
+                if cascade.held[hit.key] <= 0:
+                    del cascade.held[hit.key]
 
     def _locate(self, hit: CacheHit):
         """(level object, entry) for a hit, wherever the entry is now."""
