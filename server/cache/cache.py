@@ -284,7 +284,15 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 keys = sorted(self.ram.entries, key=lambda k: self.ram.entries[k].sealed_at)
                 later = self._superseded_in_ram()   # written only where the longer copy is not
                 keys = [k for k in keys if k not in later] + [k for k in keys if k in later]
+                # each sealed after the one before (oldest first), whatever order they are written in: all sealed at
+                # one `now`, a disk budget's first-in-first-out fell back on the keys and let the newest histories go
+                seals = {k: now + i * SHUTDOWN_SEAL_STEP_S for i, k in enumerate(keys)}
                 sizes = {k: self.ram.entries[k].n_bytes for k in keys}
+                first = [k for k in keys if k not in later]
+                if self._fit_below_ram(sum(sizes[k] for k in first)):
+                    # the newest first: which stay cannot depend on the order then, and a stop cut short (a closed
+                    # console window's 5 s, the app's silence rule, a kill) has kept the conversations under way
+                    keys = first[::-1] + [k for k in keys if k in later]
                 # counted: what is written and still to be; a copy kept instead of its longer one joins, a
                 # history lost leaves (the last line's N is what the next start finds)
                 n = len(keys) - len(later)
@@ -297,9 +305,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                         n, n_bytes = n + 1, n_bytes + sizes[key]
                     if told is not None:
                         told.entry(n_done, n, bytes_done, n_bytes, sizes[key])
-                    # each sealed after the one before (oldest first): all sealed at one `now`, a disk budget's
-                    # first-in-first-out fell back on the keys and let the newest histories go
-                    why_lost = self._hand_down(key, now + len(written) * SHUTDOWN_SEAL_STEP_S)
+                    why_lost = self._hand_down(key, seals[key])
                     if why_lost is None:
                         written.append(key)
                         n_done, bytes_done = n_done + 1, bytes_done + sizes[key]
@@ -325,6 +331,18 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 if n:
                     log.info("stopping: %d %s-level entries in %s were removed while the server ran (by hand, or by "
                              "another server on that folder); not counted as kept", n, lvl.name, lvl.folder)
+
+    def _fit_below_ram(self, n_bytes: int) -> bool:
+        """Whether `n_bytes` of RAM's histories fit in the level below RAM (its budget, its volume's free space) so
+        that no write at the stop makes room at the expense of another written there: then the order they are
+        written in cannot change which stay. Written oldest first otherwise, so that each write's room is made
+        from older ones (written newest first, an older one would push out a newer one: plan_demotions takes the
+        oldest seals first, and the newer ones are sealed later)."""
+        below = self.cascade.levels[1] if len(self.cascade.levels) > 1 else None
+        if not isinstance(below, DiskLevel) or (below.budget_bytes and n_bytes > below.budget_bytes):
+            return False
+        free = self.io.free_bytes(below.folder)
+        return free is not None and n_bytes <= free
 
     def _on_disk(self, key: str) -> bool:
         return any(key in lvl.entries for lvl in self.cascade.levels if isinstance(lvl, DiskLevel))
