@@ -10,6 +10,10 @@ hands the stop to the loop and waits until the stop has ended or CLOSE_HOLD_S ha
 handler, the C runtime's, raises SIGINT / SIGBREAK). `register` is the Windows-only part: SetConsoleCtrlHandler
 through ctypes.
 
+Windows calls console handlers for a log-off or shutdown only in a process that has not loaded user32.dll or
+gdi32.dll (such a process gets window messages for them instead); `strata serve` loads no GUI library, so it
+gets all three. Not verified on Windows (none here): the ctypes registration; the decision and wait are tested.
+
 Not here: what the stop does (server/cli.serve, server/app.py); the signals (server/cli.on_stop_signals).
 """
 
