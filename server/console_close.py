@@ -11,8 +11,9 @@ handler, the C runtime's, raises SIGINT / SIGBREAK). `register` is the Windows-o
 through ctypes.
 
 Windows calls console handlers for a log-off or shutdown only in a process that has not loaded user32.dll or
-gdi32.dll (such a process gets window messages for them instead); `strata serve` loads no GUI library, so it
-gets all three. Not verified on Windows (none here): the ctypes registration; the decision and wait are tested.
+gdi32.dll (such a process gets window messages for them instead); `strata serve` imports no GUI toolkit, but
+whether a dependency loads user32.dll there is not verified, nor is the ctypes registration (no Windows here); the
+decision and the wait are tested.
 
 Not here: what the stop does (server/cli.serve, server/app.py); the signals (server/cli.on_stop_signals).
 """
