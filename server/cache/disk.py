@@ -453,6 +453,8 @@ class DiskLevel:
             with self.io.commit_lock(self.folder):
                 self.io.rename(image_from, entry.image_path)
                 renamed = True
+                if self.versioned_images:
+                    self._sync_folder()   # the image's rename on disk before the sidecar naming it can be
                 self.io.rename(sidecar_tmp, entry.sidecar_path)
                 committed = True
                 if self.versioned_images:
@@ -467,9 +469,12 @@ class DiskLevel:
             raise
 
     def _sync_folder(self) -> None:
-        """Make the renames so far durable (a power cut after the earlier image's removal then finds the new sidecar,
-        not the earlier one naming a removed image: a file system need not keep a rename and a later removal in
-        order). One that fails is warned of: the session is saved, its renames only not yet forced to disk."""
+        """Make the renames so far durable: a file system need not keep two changes of one folder in order, so a
+        power cut could keep the new sidecar's rename and lose its image's (the sidecar naming an image that is not
+        there, the earlier image named by none: both swept at the next start, the session lost), or keep the earlier
+        image's removal and lose the new sidecar's rename (the earlier sidecar naming a removed image). Synced after
+        the image's rename and after the sidecar's. One that fails is warned of: the session is saved, its renames
+        only not yet forced to disk."""
         try:
             self.io.sync_folder(self.folder)
         except OSError as exc:

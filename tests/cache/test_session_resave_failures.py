@@ -208,5 +208,5 @@ def test_the_new_sidecar_is_on_disk_before_the_earlier_image_is_removed(make_cac
     cache = _saved_once(make_cache, io)
     io.done.clear()
     cache.save_session("work", 2)
-    assert io.done == ["sync folder", "remove image"], io.done
+    assert io.done == ["sync folder", "sync folder", "remove image"], io.done   # after each rename (durable_order)
     _restores(cache, NEW)

@@ -1,0 +1,48 @@
+"""A session saved again is made durable in the order a power cut cannot undo: the new image's rename, the new
+sidecar's rename, then the earlier image's removal, each on disk before the next (a folder sync between). A file
+system need not write two changes of one folder in the order they were made (1031243 synced before the removal):
+without a sync between the two renames, a power cut could keep the new sidecar's rename and lose the image's, the
+sidecar naming an image that is not there (its bytes under a temporary name the next start sweeps) and the earlier
+image no sidecar names (swept too): the session saved before lost, where the docs say a crash leaves it whole.
+Real file operations, recorded in order; the simulated engine."""
+
+from __future__ import annotations
+
+from strata.server.cache.fileio import FileIO
+
+from tests.cache.conftest import history
+
+OLD, NEW = history(1, 40), history(2, 60)
+
+
+class Recording(FileIO):
+    """Real file operations; each rename into place, folder sync and image removal recorded in order."""
+
+    def __init__(self) -> None:
+        self.done: list[str] = []
+
+    def rename(self, src: str, dst: str) -> None:
+        super().rename(src, dst)
+        self.done.append("rename image" if dst.endswith(".img") else "rename sidecar")
+
+    def sync_folder(self, folder: str) -> None:
+        super().sync_folder(folder)
+        self.done.append("sync folder")
+
+    def remove(self, path: str) -> None:
+        super().remove(path)
+        if path.endswith(".img"):
+            self.done.append("remove image")
+
+
+def test_each_step_of_a_re_save_is_on_disk_before_the_next(make_cache):
+    io = Recording()
+    cache = make_cache(io=io)
+    cache.engine.prefill(1, OLD)
+    cache.save_session("work", 1)
+    cache.engine.prefill(2, NEW)
+    io.done.clear()
+    cache.save_session("work", 2)
+    assert io.done == ["rename image", "sync folder", "rename sidecar", "sync folder", "remove image"], io.done
+    res = cache.restore_session("work", 0)
+    assert res.n_tokens == len(NEW) and cache.engine.context_tokens(0) == NEW, res
