@@ -170,6 +170,7 @@ class DiskLevel:
         self.vanished = 0  # entries whose folder was removed while the server ran (ensure_folder)
         self.remove_failures = 0  # files the cache could not remove (a read-only folder): cascade.forget_files
         self.removes_failing_since: int | None = None  # remove_failures when the current run of failures began
+        self.sync_failing = False   # a folder sync failed and has not worked since (_sync_folder: warned once)
         self.versioned_images = versioned_images  # each write's image under a name of its own (named sessions)
         self.state = "closed"
 
@@ -473,13 +474,19 @@ class DiskLevel:
         power cut could keep the new sidecar's rename and lose its image's (the sidecar naming an image that is not
         there, the earlier image named by none: both swept at the next start, the session lost), or keep the earlier
         image's removal and lose the new sidecar's rename (the earlier sidecar naming a removed image). Synced after
-        the image's rename and after the sidecar's. One that fails is warned of: the session is saved, its renames
-        only not yet forced to disk."""
+        the image's rename and after the sidecar's. One that fails is warned of once a run of failures (a file
+        system that cannot sync a folder, many FUSE ones, fails every one: two warnings a save before): the session
+        is saved, its renames only not yet forced to disk."""
         try:
             self.io.sync_folder(self.folder)
         except OSError as exc:
-            log.warning("conversation cache %s level: its folder %s cannot be synced (%s); a power cut now may lose "
-                        "the last save", self.name, self.folder, exc.strerror or exc)
+            log.log(logging.DEBUG if self.sync_failing else logging.WARNING,
+                    "conversation cache %s level: its folder %s cannot be synced (%s); a power cut may lose the last "
+                    "save%s", self.name, self.folder, exc.strerror or exc,
+                    "" if self.sync_failing else " (said once until a sync works again)")
+            self.sync_failing = True
+            return
+        self.sync_failing = False
 
     def _remove_earlier_images(self, entry: DiskEntry) -> None:
         """After a versioned write is committed: the key's images other than the new one are no entry's (its
