@@ -154,11 +154,15 @@ class RestoreMixin:
         return min(wanted, fit), ""
 
     def _restore_disk(self, lvl: DiskLevel, entry: DiskEntry, ctx: int, limit: int, source: str,
-                      t0: float, *, discard_damaged: bool = True, stop: Callable[[], bool] | None = None) -> RestoreResult:
+                      t0: float, *, discard_damaged: bool = True, stop: Callable[[], bool] | None = None,
+                      placed: policy.Admission | None = None) -> RestoreResult:
+        """`placed`: the placement this restore already recorded (a retry on a newer save of the session): the newer
+        image is placed again (its size may differ), recorded only where that decides otherwise."""
         c = self.config
         adm = policy.place_disk_io(self.memory.available_mib(), entry.image_bytes / MIB,
                                    c.conversation_cache_min_free_mib, c.conversation_cache_park_min_free_mib, source)
-        self._admit(adm, source, "restore")
+        if placed is None or (placed.destination, placed.floor) != (adm.destination, adm.floor):
+            self._admit(adm, source, "restore")
         if adm.destination != policy.DISK:
             return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False, adm.reason,
                                  untouched=True)
@@ -182,7 +186,7 @@ class RestoreMixin:
                         lvl.entries[entry.key] = newer
                     wanted = newer.n_tokens if limit >= entry.n_tokens else min(limit, newer.n_tokens)
                     return self._restore_disk(lvl, newer, ctx, wanted, source, t0, discard_damaged=discard_damaged,
-                                              stop=stop)
+                                              stop=stop, placed=adm)
                 with self._lock:
                     # a sidecar that now names another image is another save's (another model's server on the
                     # folder, an older Strata's, one this one cannot read, or a save since _saved_again read it):

@@ -65,3 +65,26 @@ def test_a_session_another_models_server_saved_since_is_not_deleted(make_cache, 
     assert files(folders["sessions"]) == saved         # the other model's sidecar and image kept
     assert other.restore_session("work", 0).n_tokens == len(AGAIN)
     assert b.damaged == 0
+
+
+def test_a_restore_of_a_session_saved_again_is_placed_once(make_cache, folders, caplog):
+    """The restore that finds its session saved again reads that save: one restore, one placement in the admission
+    counters and log, one INFO line (the retry placed the read a second time: counted twice, logged twice)."""
+    import logging
+
+    from strata.server.cache.memory import FixedMemory
+
+    a = make_cache()
+    a.engine.prefill(1, FIRST)
+    a.save_session("work", 1)
+    b = make_cache(memory=FixedMemory(2000))           # below the parking floor: a read under the transient one
+    assert b.has_session("work")
+    a.engine.prefill(2, AGAIN)
+    a.save_session("work", 2)
+    with caplog.at_level(logging.DEBUG, logger="strata.cache"):
+        res = b.restore_session("work", 0)
+    assert res.n_tokens == len(AGAIN), res
+    assert dict(b.admissions) == {("transient", "session_restore"): 1}
+    assert [(e["action"], e["source"]) for e in b.admission_log] == [("restore", "session_restore")]
+    placed = [r for r in caplog.records if r.getMessage().startswith("cache session_restore restore:")]
+    assert [r.levelno for r in placed] == [logging.INFO], [r.getMessage() for r in placed]
