@@ -18,6 +18,7 @@ import importlib
 import json
 import logging
 import math
+import os
 import threading
 import time
 from collections import Counter, deque
@@ -135,21 +136,30 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
 
     def _reseal_far_ahead(self, levels: list[DiskLevel]) -> None:
         """Entries a wrong clock sealed far ahead (steady_clock.far_ahead_limit) count as sealed now, in their
-        order, in the index only: they age from today, and the cache's time stays the wall time."""
+        order, in the index and their sidecars: they age from today, and the cache's time stays the wall time."""
         wall = self.clock.wall()
         limit = far_ahead_limit([e.sealed_at for lvl in levels for e in lvl.entries.values()], wall)
         if limit is None:
             return
-        ahead = [e for lvl in levels for e in lvl.entries.values() if e.sealed_at > limit]
+        ahead = [(e, lvl) for lvl in levels for e in lvl.entries.values() if e.sealed_at > limit]
         log.warning("conversation cache: %s sealed more than a day ahead of this clock (up to %s) among files that "
                     "are not: counted as sealed now (a clock set wrong when %s written)",
                     "1 file" if len(ahead) == 1 else f"{len(ahead)} files",
-                    _date(max(e.sealed_at for e in ahead)),
+                    _date(max(e.sealed_at for e, _ in ahead)),
                     "it was" if len(ahead) == 1 else "they were")
-        # in their own order, ending at `wall` (all at `wall`, first-in-first-out fell back on the keys among them)
-        ahead.sort(key=lambda e: (e.sealed_at, e.key))
-        for i, e in enumerate(ahead):
-            e.sealed_at = wall - (len(ahead) - 1 - i) * SHUTDOWN_SEAL_STEP_S
+        # in their own order, ending at `wall` (all at `wall`, first-in-first-out fell back on the keys among them);
+        # written to their sidecars too: a later start that finds only these would take its clock for the wrong one
+        # and trust them all, the cache's time years ahead (a right clock's newer files then evicted before them)
+        ahead.sort(key=lambda el: (el[0].sealed_at, el[0].key))
+        unwritten: list[str] = []
+        for i, (e, lvl) in enumerate(ahead):
+            try:
+                lvl.reseal(e, wall - (len(ahead) - 1 - i) * SHUTDOWN_SEAL_STEP_S)
+            except OSError as exc:
+                unwritten.append(f"{os.path.basename(e.sidecar_path)} ({exc.strerror or exc})")
+        if unwritten:
+            log.warning("conversation cache: %d of those cannot be resealed on disk, counted as sealed now in this run "
+                        "only: %s", len(unwritten), ", ".join(unwritten[:3]) + (", ..." if len(unwritten) > 3 else ""))
 
     def _prefix_store(self, name: str, folder: str, mib: int, piece_bytes: int) -> PrefixStore:
         lvl = DiskLevel(name, folder, mib * MIB, 0.0, self.identity, io=self.io, piece_bytes=piece_bytes,

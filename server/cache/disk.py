@@ -570,6 +570,32 @@ class DiskLevel:
         self._commit(entry, staged, sidecar_tmp, undo)
         return entry
 
+    def reseal(self, entry: DiskEntry, sealed_at: float) -> None:
+        """Seal an indexed entry at `sealed_at`, in the index and in its sidecar (a fresh fsynced one renamed over it
+        under the commit lock, as a write's): a start that finds only files a wrong clock sealed far ahead would
+        trust them all and move the cache's clock there. The sidecar is rewritten only while it is still the one
+        indexed (same seal, same image): one another server wrote since is left alone. Raises OSError (a read-only
+        folder, the commit lock held by another server): the index is resealed all the same."""
+        was = entry.sealed_at
+        entry.sealed_at = sealed_at
+        with self.io.commit_lock(self.folder):
+            try:
+                with open(entry.sidecar_path, "rb") as f:
+                    d = json.loads(f.read())
+            except FileNotFoundError:   # removed since the index (another server evicted it)
+                return
+            if (not isinstance(d, dict) or d.get("sealed_at") != was
+                    or d.get("image", os.path.basename(self.image_path(entry.key)))
+                    != os.path.basename(entry.image_path)):
+                return
+            tmp = self._write_sidecar_temp(entry)
+            try:
+                self.io.rename(tmp, entry.sidecar_path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    self.io.remove(tmp)
+                raise
+
     def add(self, entry: DiskEntry) -> None:
         self.entries[entry.key] = entry
 
