@@ -28,6 +28,7 @@ from functools import lru_cache
 from tokenizers import AddedToken, Regex, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as _HFTokenizer
 
+from .fim import FimTokens, find_fim_tokens
 from .pre_tokenizers import PRE_TOKENIZERS  # re-exported: name -> (regexes, ignore_merges, default BOS)
 
 # GGUF token types (gguf.TokenType)
@@ -140,6 +141,7 @@ class _Vocab:
     eot_id: int | None
     eom_id: int | None  # end of message (GLM's "<|observation|>": the model waits for a tool's result)
     add_bos: bool
+    fim: FimTokens = FimTokens()  # fill-in-the-middle tokens (fim.py)
 
 
 def check_vocabulary(metadata: Mapping[str, object]) -> None:
@@ -222,6 +224,9 @@ def _read_vocab(metadata: Mapping[str, object]) -> _Vocab:
         return value
 
     add_bos = metadata.get("tokenizer.ggml.add_bos_token")
+    ids: dict[str, int] = {}
+    for i, text in enumerate(tokens):
+        ids[text] = i   # a duplicated text maps to its last id, as in Tokenizer
     add_space_prefix = metadata.get("tokenizer.ggml.add_space_prefix")
     default_bos = PRE_TOKENIZERS[pre][2] if kind == "bpe" else True  # llama.cpp: SPM adds BOS by default
     return _Vocab(
@@ -237,6 +242,7 @@ def _read_vocab(metadata: Mapping[str, object]) -> _Vocab:
         eot_id=token_id("tokenizer.ggml.eot_token_id"),
         eom_id=token_id("tokenizer.ggml.eom_token_id"),
         add_bos=default_bos if add_bos is None else bool(add_bos),
+        fim=find_fim_tokens(metadata, ids, token_id),
     )
 
 
@@ -276,6 +282,7 @@ class Tokenizer:
         self.eos_id: int | None = vocab.eos_id
         self.add_bos: bool = vocab.add_bos
         self.pre: str = vocab.pre
+        self.fim: FimTokens = vocab.fim
         parsed = [i for i, t in enumerate(vocab.types) if t in (TOKEN_CONTROL, TOKEN_UNKNOWN, TOKEN_USER_DEFINED)]
         # CONTROL and UNKNOWN tokens are the "special" ones: parsed in text only when asked
         self.special_ids: frozenset[int] = frozenset(
