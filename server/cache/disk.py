@@ -315,12 +315,18 @@ class DiskLevel:
                 return
             try:
                 with open(self.sidecar_path(key), "rb") as f:
-                    named = json.loads(f.read()).get("image", f"{self.prefix}{key}.img")
+                    d = json.loads(f.read())
             except FileNotFoundError:
-                named = None   # no sidecar of its key: a first save that never finished, or a deleted session's
-            except (OSError, ValueError, AttributeError, RecursionError):
+                d = None   # no sidecar of its key: a first save that never finished, or a deleted session's
+            except (OSError, ValueError, RecursionError):
                 self._skip(name, "orphan_image", "an image of one save whose key's sidecar cannot be read")
                 return
+            if d is not None and (not isinstance(d, dict) or d.get("format") != SIDECAR_FORMAT
+                                  or d.get("version") != SIDECAR_VERSION):
+                # a newer format's (a newer Strata on the folder, or before a downgrade) may name its images otherwise
+                self._skip(name, "orphan_image", "an image of one save whose key's sidecar is of another format")
+                return
+            named = None if d is None else d.get("image", f"{self.prefix}{key}.img")
             if named == name:  # another server committed it since the index: its entry, unknown here until a restart
                 return
             self._skip(name, "orphan_image", "an image of a save its sidecar does not name (a save that failed or was "

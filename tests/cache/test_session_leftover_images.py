@@ -47,3 +47,27 @@ def test_an_older_stratas_image_without_its_sidecar_is_removed_at_the_next_start
     sessions = cache.sessions.ensure_open()
     assert sessions.removed["orphan_image"] == 1 and "strata-session-work.img" not in os.listdir(folder)
     assert [s["name"] for s in cache.list_sessions()] == ["kept"] and len(os.listdir(folder)) == 2
+
+
+def test_a_newer_formats_image_is_left_alone(make_cache, folders):
+    """A sidecar of a newer format (a newer Strata sharing the folder, or before a downgrade) may name its image
+    otherwise than `image`: its images are not this Strata's to judge (_sweep_generation read `image` from any JSON
+    and removed the one it did not name: that save's image, the session lost for the newer Strata)."""
+    import json
+
+    from strata.server.cache.disk import SIDECAR_VERSION
+
+    folder = folders["sessions"]
+    cache = make_cache()
+    cache.engine.prefill(1, history(1, 40))
+    cache.save_session("work", 1)
+    cache.close(persist=False)
+    sidecar = folder / "strata-session-work.json"
+    d = json.loads(sidecar.read_text())
+    d["version"] = SIDECAR_VERSION + 1
+    d["images"] = [d.pop("image")]                     # the newer format names its image otherwise
+    sidecar.write_text(json.dumps(d))
+    saved = sorted(os.listdir(folder))
+    sessions = make_cache().sessions.ensure_open()
+    assert sorted(os.listdir(folder)) == saved and sessions.removed["orphan_image"] == 0
+    assert sessions.skipped["orphan_image"] == 1       # skipped (never read), said so, kept
