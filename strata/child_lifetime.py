@@ -14,18 +14,40 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 _job = None   # the one job handle, kept open for this process's lifetime (closing it ends its processes)
 
 
+CREATE_NO_WINDOW = 0x08000000   # winbase.h (subprocess names it on Windows only): no console window of its own
+
+
 def popen_tied(command: list[str], **kwargs) -> tuple[subprocess.Popen, str | None]:
     """`subprocess.Popen(command, **kwargs)`, the child tied to this process (no console window of its own on
-    Windows); with None, or what failed to tie it (Windows: it may outlive a crash of this process)."""
-    if sys.platform == "linux":
-        parent = os.getpid()
-        kwargs["preexec_fn"] = lambda: _die_with_parent(parent)
-    proc = subprocess.Popen(command, creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0), **kwargs)
+    Windows); with None, or what failed to tie it (Windows: it may outlive a crash of this process). A caller's
+    `preexec_fn` runs in the child after the tie's request; a caller's `creationflags` are kept, ours added."""
+    proc = subprocess.Popen(command, **popen_options(kwargs, sys.platform, os.getpid()))
     return proc, kill_with_app(int(proc._handle)) if os.name == "nt" else None
+
+
+def popen_options(kwargs: dict, platform: str, parent: int) -> dict:
+    """Popen's keyword arguments for a child of process `parent` tied to it on `platform` (pure): on Linux the
+    death-signal request before the caller's `preexec_fn`, if any; on Windows the caller's `creationflags` with
+    CREATE_NO_WINDOW. Elsewhere the caller's, unchanged (Popen refuses non-zero `creationflags` off Windows)."""
+    out = dict(kwargs)
+    if platform == "linux":
+        out["preexec_fn"] = _tie_then(parent, kwargs.get("preexec_fn"))
+    elif platform == "win32":
+        out["creationflags"] = int(kwargs.get("creationflags", 0)) | CREATE_NO_WINDOW
+    return out
+
+
+def _tie_then(parent: int, then: Callable[[], object] | None) -> Callable[[], None]:
+    def preexec() -> None:
+        _die_with_parent(parent)   # first: a caller's function that hangs or fails still leaves a tied child
+        if then is not None:
+            then()
+    return preexec
 
 
 if sys.platform == "linux":

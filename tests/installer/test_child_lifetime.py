@@ -61,3 +61,38 @@ def test_a_child_whose_parent_runs_is_not_ended(tmp_path):
 
     proc, untied = popen_tied([sys.executable, "-c", "print('ran')"], stdout=subprocess.PIPE, text=True)
     assert untied is None and proc.communicate(timeout=60)[0] == "ran\n" and proc.returncode == 0
+
+
+# the child says whether it asked for SIGTERM at its parent's end (PR_GET_PDEATHSIG) and whether it leads its own
+# process group (what the caller's preexec_fn below does)
+SAYS = r"""
+import ctypes, os
+sig = ctypes.c_int(0)
+ctypes.CDLL(None).prctl(2, ctypes.byref(sig), 0, 0, 0)
+print(sig.value, os.getpgid(0) == os.getpid())
+"""
+
+
+def test_a_callers_preexec_fn_runs_and_the_child_is_still_tied():
+    """popen_tied replaced a caller's preexec_fn with its own, silently: it now runs after the tie's request."""
+    import signal
+
+    from strata.child_lifetime import popen_tied
+
+    proc, _ = popen_tied([sys.executable, "-c", SAYS], stdout=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: os.setpgid(0, 0))
+    out = proc.communicate(timeout=60)[0].split()
+    assert proc.returncode == 0 and out == [str(int(signal.SIGTERM)), "True"], out
+
+
+def test_creationflags_compose():
+    """A caller's creationflags were a TypeError (given twice to Popen): on Linux the caller's go to Popen as they
+    are (0 runs; Popen refuses others off Windows); on Windows they are OR'ed with CREATE_NO_WINDOW."""
+    from strata.child_lifetime import CREATE_NO_WINDOW, popen_options, popen_tied
+
+    proc, _ = popen_tied([sys.executable, "-c", SAYS], stdout=subprocess.PIPE, text=True, creationflags=0)
+    assert proc.communicate(timeout=60)[0].split()[1] == "False" and proc.returncode == 0
+    new_group = 0x00000200   # CREATE_NEW_PROCESS_GROUP
+    assert popen_options({"creationflags": new_group}, "win32", 1) == {"creationflags": new_group | CREATE_NO_WINDOW}
+    assert popen_options({}, "win32", 1) == {"creationflags": CREATE_NO_WINDOW}
+    assert popen_options({"creationflags": 0, "cwd": "/"}, "darwin", 1) == {"creationflags": 0, "cwd": "/"}
