@@ -95,7 +95,8 @@ def park_to_cache(sched: Scheduler, ctx: int, reason: str) -> None:
     """Hands the history `ctx` holds to the conversation cache before it is overwritten (worker thread),
     once: a history parked and unchanged since (main displaced, then overwritten) is not parked again."""
     c = sched.table[ctx]
-    if sched.cache is None or not c.tokens or not c.valid or c.blank or c.parked:
+    # a superseded copy is parked too unless the request that superseded it held it whole (then `parked`)
+    if sched.cache is None or not c.tokens or not c.valid or c.parked:
         return
     try:
         result = sched.cache.park(ctx, reason)

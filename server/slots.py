@@ -164,10 +164,15 @@ class SlotTable:
         """A conversation went on in `keep` with `prompt`: its parked copies elsewhere that the prompt holds (at
         least `min_share` of each, the policy's own_min_share) are blank now (seed 000). A copy the prompt went
         another way from early keeps its worth: the same key does not make it the same history (a turn with other
-        tools, a client's key shared by its side requests), and a blank copy is overwritten without a park."""
+        tools, a client's key shared by its side requests). A copy the prompt holds whole is kept there and is
+        overwritten without a park (`parked`); one with a tail of its own (a branch: a session restored and
+        continued from its saved point, an agent's rewind) is parked to the conversation cache when overwritten,
+        or that tail, the conversation's main line, is lost."""
         if not conversation:
             return
         for c in self.slots:
-            if c.id != keep and c.parked_from_main and c.conversation == conversation and c.busy_job is None \
-                    and common_prefix(c.tokens, prompt) >= min_share * len(c.tokens):
-                c.superseded = True
+            if c.id != keep and c.parked_from_main and c.conversation == conversation and c.busy_job is None:
+                common = common_prefix(c.tokens, prompt)
+                if common >= min_share * len(c.tokens):
+                    c.superseded = True
+                    c.parked = c.parked or common >= len(c.tokens) - 1
