@@ -19,6 +19,11 @@ def run_child(argv: list[str]) -> int:
     """`strata ARGS...` as the app's child: its status, or UNCAUGHT_ERROR with the traceback on standard error
     (none where it has none) for any error it lets out; SystemExit goes through (argparse's status 2)."""
     try:
+        # first: a traceback of strata.cli's own imports reaches the app's pipe in UTF-8, as it reads it (strata.cli
+        # sees to that itself, but only once its imports are done; before, it was the ANSI code page's on Windows)
+        from strata.standard_streams import output_as_utf8
+
+        output_as_utf8((sys.stdout, sys.stderr))
         from strata.cli import main
 
         return main(argv)
