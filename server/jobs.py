@@ -71,7 +71,7 @@ class Job:
     """One generation request. The handler creates it on the event loop; the worker thread fills the
     bookkeeping fields and posts events back through an `Outbox`."""
 
-    api: str                      # "openai" | "responses" | "anthropic"
+    api: str                      # "openai" | "responses" | "anthropic" | "infill"
     prompt: list[int]
     max_tokens: int
     sampling: SamplingParams
@@ -93,6 +93,9 @@ class Job:
     call_end: Any = None
     # the request whose read of this prompt's start it waits for (context_choice.waits_for_shared_read)
     waits_for_read: int | None = None
+    # tokens that end this answer beside the model's end-of-turn ones (an infill's: the FIM pad, repo and file
+    # separator tokens, strata.engine.fim.FimTokens.end_ids); not sent, as an end-of-turn token is not
+    end_tokens: frozenset[int] = frozenset()
 
 
 # Streamed text waits up to this long to travel with the next steps' text (one wake-up of the loop and

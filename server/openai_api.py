@@ -17,6 +17,7 @@ from aiohttp import web
 from strata.engine.sampling import SamplingParams
 from strata.server import fields as f
 from strata.server.errors import APIError, error_body
+from strata.server.fim_prompt import FimRequest, fim_prompt, no_fim_error
 from strata.server.jobrun import JobEvents, failure, open_sse, raise_if_failed, send_keepalive, send_sse
 from strata.server.jobs import Completion, Job
 from strata.server.keys import STATE, ServerState
@@ -439,14 +440,14 @@ async def completions(request: web.Request) -> web.StreamResponse:
     state = ready_state(request)
     body = await f.read_json_object(request)
     _common_checks(body)
-    if body.get("suffix"):
-        raise APIError(400, "'suffix' is not supported", param="suffix")
     if body.get("prompt") is None and "messages" in body:
         raise APIError(400, "'prompt' is required: chat 'messages' go to POST /v1/chat/completions", param="prompt")
-    tokens = _prompt_tokens(state, body.get("prompt"))
+    max_tokens = f.get_max_tokens(body, ("max_tokens",), 16)
+    fim = _fim_tokens(state, body, max_tokens)
+    tokens = fim if fim is not None else _prompt_tokens(state, body.get("prompt"))
     check_prompt_fits(state.engine, len(tokens), param="prompt")
     job = Job(api="openai", prompt=tokens,
-              max_tokens=f.get_max_tokens(body, ("max_tokens",), 16),
+              max_tokens=max_tokens, end_tokens=state.engine.tokenizer.fim.end_ids if fim is not None else frozenset(),
               sampling=parse_sampling(body, n_vocab=state.engine.n_vocab),
               stop=f.get_stop(body, "stop"), conversation=tokens_key(tokens), ignore_eos=f.get_bool(body, "ignore_eos"),
               answer_rule=json_format(body.get("response_format")),
@@ -536,6 +537,27 @@ def _calls_finish_reason(c: Completion) -> str:
 def _tool_calls(calls: list[dict]) -> list[dict]:
     return [{"id": call_id("call_", c), "type": "function",
              "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
+
+
+def _fim_tokens(state: ServerState, body: dict, max_tokens: int) -> list[int] | None:
+    """With a `suffix` (Continue's autocomplete, the openai SDK's `completions.create(suffix=...)`): the prompt
+    as the code before the cursor and the suffix as the code after it, laid out for fill-in-the-middle as
+    llama.cpp's /infill lays them out (fim_prompt.py). None without one (an empty suffix to a model without
+    FIM tokens reads as none); a 400 for a model without FIM tokens or a prompt that is not text."""
+    suffix = f.get_str(body, "suffix")
+    fim = state.engine.tokenizer.fim
+    if suffix is None or (not suffix and not fim.usable):
+        return None
+    if not fim.usable:
+        raise no_fim_error(state.model_name, fim.missing, param="suffix")
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1:
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise APIError(400, "'prompt' must be a string (the code before the cursor) when 'suffix' is given",
+                       param="prompt")
+    return fim_prompt(state.engine.tokenizer, FimRequest(prefix=prompt, suffix=suffix, n_predict=max_tokens,
+                                                         n_ctx=state.engine.context_capacity(0))).tokens
 
 
 def _prompt_tokens(state: ServerState, prompt: Any) -> list[int]:

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from aiohttp import web
-from strata.server import anthropic_api, monitor_feed, openai_api, responses_api, responses_socket, service
+from strata.server import (
+    anthropic_api,
+    infill_api,
+    monitor_feed,
+    openai_api,
+    responses_api,
+    responses_socket,
+    service,
+)
 
 
 def add_routes(app: web.Application) -> None:
@@ -19,6 +27,8 @@ def add_routes(app: web.Application) -> None:
         web.post("/chat/completions", openai_api.chat_completions),
         web.post("/v1/completions", openai_api.completions),
         web.post("/completions", openai_api.completions),
+        web.post("/infill", infill_api.infill),
+        web.post("/v1/infill", infill_api.infill),
         web.post("/v1/responses", responses_api.responses),
         web.get("/v1/responses", responses_socket.responses_socket),
         web.get("/responses", responses_socket.responses_socket),

@@ -31,7 +31,7 @@ def accept(sched: Scheduler, row: Row, token: int, logits: Any = None) -> None:
         row.first_token_at = time.monotonic()
         count_prompt(sched, row)     # read whole: counted now, as its tokens are, not at the answer's end
     row.sampled += 1
-    if token in sched.eos and not row.job.ignore_eos:
+    if (token in sched.eos or token in row.job.end_tokens) and not row.job.ignore_eos:
         finish(sched, row, "stop")
         return
     if row.job.logprobs is not None and logits is not None:

@@ -1,0 +1,92 @@
+"""The prompt of a fill-in-the-middle (code completion) request, laid out as llama.cpp's server lays it out.
+
+What it is: `fim_prompt(tokenizer, FimRequest)` -> the token ids and whether anything was cut. The order
+(llama.cpp's `format_infill`, prefix-suffix-middle):
+
+    [FIM_REP]myproject\\n                      (when the model has a repo token)
+    [FIM_SEP]{filename}\\n{text}               (each input_extra chunk; without a separator token the chunk
+                                              follows "\\n\\n--- snippet ---\\n\\n")
+    [FIM_SEP]filename\\n                       (when the model has a separator token)
+    [BOS]                                      (when the model adds one)
+    [FIM_PRE]{input_prefix}{prompt}[FIM_SUF]{input_suffix}[FIM_MID]
+
+The prefix keeps its last 3/4 of FIM_BATCH tokens, the suffix its first FIM_BATCH/4 - 2 - len(prompt); the
+repo-level context keeps its last n_ctx - FIM_BATCH - 2 * n_predict tokens (none in a small context). Prefix,
+suffix and context are read as plain text (special-token texts in a file stay text); `prompt` (the typed part
+of the cursor's line, llama.vim's and llama.vscode's) with special tokens parsed, as llama.cpp reads it.
+`/v1/completions` with a `suffix` is the same with `prompt` as the prefix.
+
+Not here: the HTTP fields (infill_api.py, openai_api.py), finding the tokens (strata.engine.fim).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from strata.server.errors import APIError
+
+# llama.cpp's default n_batch, which its /infill sizes the prefix and suffix by (prefix:suffix = 3:1)
+FIM_BATCH = 2048
+REPO_NAME = "myproject\n"          # llama.cpp's fixed project name ("TODO: make project name an input")
+CURRENT_FILE = "filename\n"        # and its fixed name of the file being edited
+SNIPPET_HEADER = "\n\n--- snippet ---\n\n"   # a chunk's header where the model has no file separator
+
+
+@dataclass(frozen=True)
+class ExtraChunk:
+    """One `input_extra` entry: another file's text (llama.vscode's ring buffer of recently seen chunks)."""
+
+    filename: str
+    text: str
+
+
+@dataclass(frozen=True)
+class FimRequest:
+    prefix: str
+    suffix: str
+    prompt: str = ""
+    extra: tuple[ExtraChunk, ...] = ()
+    n_ctx: int = 0                 # the context the prompt must fit (the repo-level part is sized by it)
+    n_predict: int = 0             # tokens the answer may take (-1: no limit: counted as 0, as llama.cpp)
+
+
+@dataclass(frozen=True)
+class FimPrompt:
+    tokens: list[int]
+    truncated: bool                # part of the prefix, the suffix or the repo-level context was left out
+
+
+def no_fim_error(model: str, missing: Sequence[str], param: str | None = None) -> APIError:
+    """The 400 of a completion request to a model without fill-in-the-middle tokens."""
+    return APIError(400, f"model '{model}' has no fill-in-the-middle tokens (no {', '.join(missing)} token in its "
+                         "vocabulary): code completion needs a code model that has them, such as Qwen2.5-Coder "
+                         "or StarCoder2", param=param, code="fim_not_supported")
+
+
+def fim_prompt(tokenizer, req: FimRequest) -> FimPrompt:
+    """The layout above. Precondition: `tokenizer.fim.usable`."""
+    fim = tokenizer.fim
+
+    def plain(text: str) -> list[int]:
+        return tokenizer.encode(text, special=False, add_bos=False)
+
+    prompt = tokenizer.encode(req.prompt, special=True, add_bos=False) if req.prompt else []
+    prefix, suffix = plain(req.prefix), plain(req.suffix)
+    extra: list[int] = []
+    if fim.rep is not None:
+        extra += [fim.rep, *plain(REPO_NAME)]
+    for chunk in req.extra:
+        extra += [fim.sep, *plain(chunk.filename + "\n")] if fim.sep is not None else plain(SNIPPET_HEADER)
+        extra += plain(chunk.text)
+    if fim.sep is not None:
+        extra += [fim.sep, *plain(CURRENT_FILE)]
+    n_prefix = min(len(prefix), 3 * (FIM_BATCH // 4))
+    n_suffix = min(len(suffix), max(0, FIM_BATCH // 4 - (2 + len(prompt))))
+    n_extra = min(max(0, req.n_ctx - FIM_BATCH - 2 * max(req.n_predict, 0)), len(extra))
+    truncated = n_prefix < len(prefix) or n_suffix < len(suffix) or n_extra < len(extra)
+    head = extra[len(extra) - n_extra:]
+    if tokenizer.add_bos and tokenizer.bos_id is not None:
+        head.append(tokenizer.bos_id)
+    tokens = [*head, fim.pre, *prefix[len(prefix) - n_prefix:], *prompt, fim.suf, *suffix[:n_suffix], fim.mid]
+    return FimPrompt(tokens=tokens, truncated=truncated)
