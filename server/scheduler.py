@@ -40,7 +40,7 @@ from strata.server.jobs import Job, Outbox
 from strata.server.metrics import Metrics
 from strata.server.placement import Placer, wall_of
 from strata.server.row import Row
-from strata.server.slots import MAIN, SlotTable
+from strata.server.slots import MAIN, SlotTable, held_by_another
 
 log = logging.getLogger("strata.server.scheduler")
 
@@ -140,8 +140,10 @@ class Scheduler:
         if self._parked_at_stop or self.cache is None or not self.cache.keeps_across_restarts():
             return
         self._parked_at_stop = True       # stop() runs twice at shutdown (aiohttp's on_shutdown, then cleanup)
-        for ctx in range(len(self.table.contexts)):
-            self.park_to_cache(ctx, "server stopped")
+        contexts = self.table.contexts
+        for ctx in range(len(contexts)):
+            if not held_by_another(contexts, ctx):
+                self.park_to_cache(ctx, "server stopped")
 
     def submit(self, job: Job) -> None:
         """Hands a job to the worker; 503 with Retry-After when the queue is full."""

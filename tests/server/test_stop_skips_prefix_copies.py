@@ -1,0 +1,49 @@
+"""A clean stop does not write a context's history that another context holds whole (a slot's older copy of
+the conversation main went on with): the longer one serves every prompt the shorter would, and writing both
+took disk budget from another conversation. An agent soak (benchmarks/RESULTS.md, "Agent soak") stopped with
+a 188.4 MiB copy that was a prefix of a 191.8 MiB history beside it: written first into a 320 MiB cold level,
+it evicted a 130.8 MiB conversation, then was itself superseded, and that conversation's next turn after the
+restart read its 5,913-token history again.
+
+Real server, tiny model (256 bytes of KV a token), one slot, no RAM level (every park is written to disk, as histories larger than the
+RAM budget are), cold 2 MiB: two 3,000-token
+histories fit, three do not."""
+
+from __future__ import annotations
+
+import random
+
+import httpx2 as httpx
+
+from tests.server.live import LiveServer
+
+N = 3000
+
+
+def complete(url: str, prompt: list[int]) -> int:
+    r = httpx.post(url + "/v1/completions", json={"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0},
+                   timeout=120)
+    assert r.status_code == 200, r.text
+    return r.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+
+def tokens(rng: random.Random, first: int, n: int) -> list[int]:
+    return [first] + [rng.randrange(10, 500) for _ in range(n - 1)]
+
+
+def test_the_stop_keeps_both_conversations_not_a_copy(tiny_model, tmp_path):
+    rng = random.Random(9)
+    x, z = tokens(rng, 11, N), tokens(rng, 12, N)
+    x2 = x + tokens(rng, 13, 100)
+    flags = dict(model=str(tiny_model), ctx=4096, batch=1, slot_ctx=4096, threads=1, conversation_cache_mib=0,
+                 conversation_cache_cold_dir=str(tmp_path / "cold"), conversation_cache_cold_mib=2)
+    with LiveServer(**flags) as s:
+        complete(s.url, x)
+        complete(s.url, z)             # x is parked into slot 1
+        complete(s.url, x2)            # z to the cold level; x goes on in main
+        complete(s.url, x)             # the first turn again (a retry): x2 goes into slot 1, main holds x
+        table = s.state.scheduler.table
+        assert table.main.tokens == x and table[1].tokens == x2
+    with LiveServer(**flags) as s:
+        assert complete(s.url, x2 + tokens(rng, 14, 20)) >= N + 100
+        assert complete(s.url, z + tokens(rng, 15, 20)) >= N       # before: 0, z evicted by x's copy
