@@ -19,6 +19,7 @@ from strata.engine.canonical_split import CanonicalSplit
 from strata.engine.sampling import Sampler
 from strata.engine.text import StreamDecoder
 from strata.server.jobs import Job, StopMatcher
+from strata.server.parking import goes_on_as_text
 from strata.server.row import Row, mismatch_position
 from strata.server.slots import MAIN, common_prefix
 
@@ -97,7 +98,7 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
     else:
         n = min(own, limit)
         if len(state.tokens) > n:
-            if own < len(state.tokens) - 1:
+            if own < len(state.tokens) - 1 and not goes_on_as_text(sched.engine, state.tokens, prompt, own):
                 sched.park_to_cache(ctx, "overwritten")
             sched.engine.truncate(ctx, n)
             sched.table.truncate(ctx, n)
