@@ -3,7 +3,7 @@ wrote (its first characters joined the prompt's last token: `assistant\\n` + `\\
 or the model split a word otherwise than the tokenizer does) goes on in its context without parking the
 history. Before, every such turn copied the whole history into a slot (or handed it to the conversation
 cache) to keep an answer's tokens that no request sends again: a Cline trial (SmolLM2, --batch 4) copied
-15-27K tokens into a slot on 12 of 14 turns and filled all four slots with stale copies of one conversation.
+14-25K tokens into a slot on 9 of 14 turns and filled all four slots with stale copies of one conversation.
 A turn whose history holds another answer than the one sent back still parks it.
 
 Live tiny server on loopback; the scripted model answers a word in two tokens that the tokenizer writes as
