@@ -164,7 +164,7 @@ async def infill(request: web.Request) -> web.StreamResponse:
               max_tokens=1 if n_predict == 0 else f.MAX_TOKENS_LIMIT if n_predict < 0 else n_predict,
               sampling=_sampling(body, state.engine.n_vocab), stop=f.get_stop(body, "stop"),
               conversation=tokens_key(laid.tokens), ignore_eos=f.get_bool(body, "ignore_eos"),
-              call_end=end, end_tokens=fim.end_ids)
+              call_end=end, end_tokens=fim.end_ids, completion=True)
     model = f.get_str(body, "model") or state.model_name
     if f.get_bool(body, "stream") and n_predict != 0:
         return await _stream(request, state, job, end, model, laid.truncated, names)

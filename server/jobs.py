@@ -96,6 +96,9 @@ class Job:
     # tokens that end this answer beside the model's end-of-turn ones (an infill's: the FIM pad, repo and file
     # separator tokens, strata.engine.fim.FimTokens.end_ids); not sent, as an end-of-turn token is not
     end_tokens: frozenset[int] = frozenset()
+    # an editor's code completion (a fill-in-the-middle prompt): its history stays in the contexts for the next
+    # keystroke's and is never parked into the conversation cache (ContextState.completion)
+    completion: bool = False
 
 
 # Streamed text waits up to this long to travel with the next steps' text (one wake-up of the loop and

@@ -448,6 +448,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     check_prompt_fits(state.engine, len(tokens), param="prompt")
     job = Job(api="openai", prompt=tokens,
               max_tokens=max_tokens, end_tokens=state.engine.tokenizer.fim.end_ids if fim is not None else frozenset(),
+              completion=fim is not None,
               sampling=parse_sampling(body, n_vocab=state.engine.n_vocab),
               stop=f.get_stop(body, "stop"), conversation=tokens_key(tokens), ignore_eos=f.get_bool(body, "ignore_eos"),
               answer_rule=json_format(body.get("response_format")),

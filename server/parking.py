@@ -104,6 +104,7 @@ def park_into_slot(sched: Scheduler, slot: int, last_use: float) -> bool:
     dst = table[slot]
     table.set_tokens(slot, main.tokens[:n])
     dst.conversation = main.conversation
+    dst.completion = main.completion
     dst.last_use = last_use
     dst.parked_from_main = True
     # kept: the slot holds all of it, and is parked to the cache itself before anything overwrites it. Main's
@@ -118,8 +119,9 @@ def park_to_cache(sched: Scheduler, ctx: int, reason: str) -> None:
     """Hands the history `ctx` holds to the conversation cache before it is overwritten (worker thread),
     once: a history parked and unchanged since (main displaced, then overwritten) is not parked again."""
     c = sched.table[ctx]
-    # a superseded copy is parked too unless the request that superseded it held it whole (then `parked`)
-    if sched.cache is None or not c.tokens or not c.valid or c.parked:
+    # a superseded copy is parked too unless the request that superseded it held it whole (then `parked`); a
+    # code completion's history never is (ContextState.completion)
+    if sched.cache is None or not c.tokens or not c.valid or c.parked or c.completion:
         return
     try:
         result = sched.cache.park(ctx, reason)

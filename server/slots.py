@@ -76,6 +76,12 @@ class ContextState:
     # its history as it is now went to the conversation cache (a park): parking it again before it changes
     # would only count it twice (a displaced main is parked, then overwritten); any change of tokens clears it
     parked: bool = False
+    # it holds a code completion's history (Job.completion): never parked into the conversation cache. The next
+    # keystroke's prompt shares its start and differs after the cursor, so each completion a context gives up
+    # would be a cache entry of its own: a 3,500-token SmolLM2 completion is 80 MB; at one every 1-2 s as the
+    # user types, they filled the RAM level (8 entries, 658 MB in 30 s, benchmarks/fim_beside_agent.py) and,
+    # oldest first, pushed the agents' parked histories down a level or out
+    completion: bool = False
 
     @property
     def blank(self) -> bool:
@@ -155,6 +161,7 @@ class SlotTable:
         c.valid = True
         c.superseded = False
         c.parked = False
+        c.completion = False        # what holds these tokens says so after (row_start, parking)
 
     def truncate(self, ctx: int, n: int) -> None:
         c = self.contexts[ctx]
