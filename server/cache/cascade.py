@@ -82,7 +82,7 @@ class Cascade:
         self.events: deque[tuple] = deque(maxlen=1000)  # (action, level, key, detail), exact order
         self._on_event = on_event
         self._last_seal = float("-inf")   # the latest seal a plan gave (_next_seal)
-        # keys a lookup found and a restore is about to read (RestoreMixin.holding): no plan takes them out. The
+        # keys a lookup found and a restore is about to read (RestoreMixin.holding): a plan takes them out last. The
         # park of the history the restore replaces comes in between and used to delete the hit (its level's oldest)
         self.held: Counter[str] = Counter()
 

@@ -145,8 +145,9 @@ def plan_demotions(entries: Sequence[LevelEntry], budget_bytes: int, max_age_s: 
     """Which entries leave a level, in order: first every entry past the age limit, oldest first;
     then the oldest remaining ones until `used + incoming <= budget`. A level with a next level
     degrades; only the last level deletes. Ties in age break on the key, so the order is exact.
-    `held` entries (a lookup's hit that a restore is about to read) never leave; their bytes still count,
-    so the plan may fall short of the budget (the level then refuses the newcomer).
+    `held` entries (a lookup's hit that a restore is about to read) leave last: never for their age, and for
+    the budget only once every other entry has left and it is still short (then the newcomer wins, as before
+    holds existed: refusing it would discard a history, and the hit goes on in the context it is restored to).
     """
     if budget_bytes < 0 or max_age_s < 0 or incoming_bytes < 0:
         raise ValueError(f"budget_bytes, max_age_s, incoming_bytes must be >= 0, got "
@@ -164,10 +165,10 @@ def plan_demotions(entries: Sequence[LevelEntry], budget_bytes: int, max_age_s: 
                 plan.append(Demotion(e.key, action, "age", f"age {age:.0f} s > limit {max_age_s:.0f} s"))
                 leaving.add(e.key)
     used = sum(e.n_bytes for e in ordered if e.key not in leaving)
-    for e in ordered:
+    for e in [*(e for e in ordered if e.key not in held), *(e for e in ordered if e.key in held)]:
         if used + incoming_bytes <= budget_bytes:
             break
-        if e.key in leaving or e.key in held:
+        if e.key in leaving:
             continue
         plan.append(Demotion(e.key, action, "budget",
                              f"level holds {used} + {incoming_bytes} incoming > budget {budget_bytes} bytes"))

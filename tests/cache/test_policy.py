@@ -114,14 +114,15 @@ def test_ties_in_age_break_on_key():
     ({"a"}, True, 90, 30, 0, [("b", "delete", "budget")]),
     ({"a"}, False, 90, 30, 0, [("b", "degrade", "budget")]),
     ({"a"}, True, 60, 30, 0, [("b", "delete", "budget"), ("c", "delete", "budget")]),
-    # held bytes still count: holding the two oldest, the plan takes the newest and still falls short
-    ({"a", "b"}, True, 30, 30, 0, [("c", "delete", "budget")]),
+    # held ones leave last, oldest first, only when the others cannot make room (the newcomer is never refused)
+    ({"a", "b"}, True, 60, 30, 0, [("c", "delete", "budget"), ("a", "delete", "budget")]),
+    ({"b"}, True, 30, 30, 0, [("a", "delete", "budget"), ("c", "delete", "budget"), ("b", "delete", "budget")]),
     # an aged held entry stays too
     ({"a"}, True, 1000, 0, 5, [("b", "delete", "age"), ("c", "delete", "age")]),
     # nothing held: the oldest first, as before
     (set(), True, 90, 30, 0, [("a", "delete", "budget")]),
 ])
-def test_held_entries_never_leave(held, is_last, budget, incoming, max_age, want):
+def test_held_entries_leave_last(held, is_last, budget, incoming, max_age, want):
     entries = [E("a", 30, 1.0), E("b", 30, 2.0), E("c", 30, 3.0)]
     plan = plan_demotions(entries, budget, max_age, now=10.0, is_last=is_last, incoming_bytes=incoming, held=held)
     assert [(d.key, d.action, d.cause) for d in plan] == want
