@@ -41,8 +41,8 @@ def goes_on_as_text(engine: Any, history: list[int], prompt: list[int], held: in
     the client sent the context's last answer back and it was tokenized otherwise (its first characters joined
     the prompt's last token, `assistant\\n` + `\\n<read_file>` reading `\\n\\n`, or the model split a word
     otherwise than the tokenizer does). Nothing the history holds past `held` is then worth parking: a request
-    that sends that text gets the tokens this one reads. A Cline trial (SmolLM2, --batch 4) parted so on 12 of
-    14 turns, and each parked the whole history (15-27K tokens) into a slot to keep a few answer tokens."""
+    that sends that text gets the tokens this one reads. A Cline trial (SmolLM2, --batch 4) parted so on 9 of
+    14 turns, and each parked the whole history (14-25K tokens) into a slot to keep a few answer tokens."""
     tail = history[held:]
     token_bytes = getattr(getattr(engine, "tokenizer", None), "token_bytes", None)
     if not tail or token_bytes is None:
