@@ -1,0 +1,692 @@
+"""A day of agent work on one `strata serve`, compressed: a soak that starts the server itself, drives it with
+the real `anthropic` and `openai` SDKs in the shapes coding agents send, restarts it once in the middle and
+samples it every 30 s.
+
+Agents (one thread each):
+- claude: a Claude Code shaped conversation (Anthropic beta stream, system blocks, tools, tool_use /
+  tool_result turns with code as results), its Task subagents (a shared subagent system prompt), and its side
+  requests (a title, a summary: short, other system prompts).
+- codex: a Codex shaped conversation over the Responses API (stream, function_call / function_call_output).
+- chat: an opencode-like OpenAI chat conversation with tool calls; some streams are cancelled midway, and
+  now and then a raw client sends a request and disconnects (before the answer, and mid-stream).
+- session: an OpenAI chat conversation saved as a named session, continued, then restored and branched from
+  the saved point (before and after the restart).
+Each agent sleeps a minute now and then (idle gaps). A slow reader holds `/v1/monitor/events?interval=0.25`
+open the whole time, reading a few KiB a second.
+
+Every answer's usage is logged with the ideal reuse of its prompt: the whole of the conversation's previous
+prompt (each prompt extends the one before; a conversation that branches from a session: the session's
+tokens). A sampler records RSS (and its peak), fds, threads, the cache folders' bytes and files against the
+budgets (temporary files and half pairs apart), /metrics, /v1/slots and the log's size every --sample-s.
+At half time the agents pause, the server is stopped with SIGTERM (its stop timed) and started again on the
+same folders; at the end it is stopped the same way. Output: --out folder with samples.jsonl, requests.jsonl,
+server-N.log and summary.json.
+
+    .venv/bin/python benchmarks/soak_agents.py --minutes 40 --out /tmp/soak/run1
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import anthropic
+import httpx2 as httpx
+import openai
+
+WORDS = ("parser token cache slot engine buffer socket thread queue vector matrix kernel module import return "
+         "yield class struct enum trait async await lambda closure request handler config budget").split()
+CC_SYSTEM = [{"type": "text", "text": "You are Claude Code, a coding agent. Work in small steps, run the tests."},
+             {"type": "text", "text": "Tools: Bash, Read, Edit. Be brief.", "cache_control": {"type": "ephemeral"}}]
+CC_TOOLS = [{"name": "Bash", "description": "Run a shell command.", "input_schema": {
+                "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}},
+            {"name": "Read", "description": "Read a file.", "input_schema": {
+                "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]
+SUB_SYSTEM = [{"type": "text", "text": "You are a subagent of Claude Code. Search the code base and report what "
+               "you find in a few lines. " + " ".join(f"Rule {i}: stay on the task, cite file paths." for i in range(12))}]
+OAI_TOOLS = [{"type": "function", "function": {"name": "shell", "description": "Run a command",
+              "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}}]
+RESP_TOOLS = [{"type": "function", "name": "shell", "description": "Run a command in the workspace",
+               "parameters": {"type": "object", "properties": {"command": {"type": "array", "items": {"type": "string"}}},
+                              "required": ["command"]}}]
+LONG_LIMIT = 9000          # prompt tokens past which an agent compacts (starts its conversation again)
+
+
+def code(rng: random.Random, n_lines: int) -> str:
+    return "\n".join(f"def {rng.choice(WORDS)}_{i}({rng.choice(WORDS)}): return {rng.randrange(1000)}  # "
+                     f"{rng.choice(WORDS)} {rng.choice(WORDS)}" for i in range(n_lines))
+
+
+class Log:
+    def __init__(self, path: Path) -> None:
+        self.f = open(path, "a")
+        self.lock = threading.Lock()
+        self.records: list[dict] = []
+
+    def write(self, rec: dict) -> None:
+        rec = {"t": round(time.time(), 2), **rec}
+        with self.lock:
+            self.records.append(rec)
+            self.f.write(json.dumps(rec) + "\n")
+            self.f.flush()
+
+
+# ---------------------------------------------------------------------------------------------------------- server
+class Server:
+    def __init__(self, args: argparse.Namespace, out: Path) -> None:
+        self.args, self.out, self.proc, self.n = args, out, None, 0
+        self.root = Path(args.root)
+        self.dirs = {name: self.root / name for name in ("warm", "cold", "segments", "system-prompts", "sessions")}
+        self.budgets = {"warm": args.warm_mib, "cold": args.cold_mib, "segments": args.segment_mib,
+                        "system-prompts": args.system_prompt_mib}
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.args.port}"
+
+    def start(self) -> float:
+        self.n += 1
+        a, d = self.args, self.dirs
+        cmd = [str(Path(sys.executable).parent / "strata"), "serve", "--no-config", "--port", str(a.port),
+               "--threads", "1", "--batch", "4", "--ctx", "16384", "--log-level", "info",
+               "--conversation-cache-mib", str(a.ram_mib),
+               "--conversation-cache-warm-dir", str(d["warm"]), "--conversation-cache-warm-mib", str(a.warm_mib),
+               "--conversation-cache-cold-dir", str(d["cold"]), "--conversation-cache-cold-mib", str(a.cold_mib),
+               "--conversation-cache-segment-dir", str(d["segments"]),
+               "--conversation-cache-segment-mib", str(a.segment_mib),
+               "--conversation-cache-system-prompt-dir", str(d["system-prompts"]),
+               "--conversation-cache-system-prompt-mib", str(a.system_prompt_mib),
+               "--conversation-cache-sessions-dir", str(d["sessions"])]
+        env = {**os.environ, "HOME": str(self.root / "home")}
+        (self.root / "home").mkdir(parents=True, exist_ok=True)
+        self.log_path = self.out / f"server-{self.n}.log"
+        t0 = time.time()
+        self.proc = subprocess.Popen(cmd, stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT, env=env)
+        while time.time() - t0 < 300:
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    return time.time() - t0
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None:
+                raise SystemExit(f"server exited {self.proc.returncode}; see {self.log_path}")
+            time.sleep(0.5)
+        raise SystemExit("server not ready in 300 s")
+
+    def stop(self) -> dict:
+        t0 = time.time()
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=600)
+        return {"stop_s": round(time.time() - t0, 2), "rc": rc}
+
+
+def folder_stats(path: Path) -> dict:
+    files = list(path.glob("*")) if path.exists() else []
+    names = {f.name for f in files}
+    imgs = [f for f in files if f.name.endswith(".img")]
+    sides = [f for f in files if f.name.endswith(".json")]
+    tmp = [f.name for f in files if f.name.endswith(".tmp")]
+    half = [f.name for f in imgs if f.name.startswith("strata-conv-") and f.name[:-4] + ".json" not in names]
+    half += [f.name for f in sides if f.name.startswith("strata-conv-") and f.name[:-5] + ".img" not in names]
+    size = 0
+    for f in files:
+        try:
+            size += f.stat().st_size
+        except FileNotFoundError:
+            pass
+    return {"mib": round(size / 2**20, 2), "files": len(files), "tmp": tmp, "half_pairs": half}
+
+
+def parse_metrics(text: str) -> dict:
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("strata_") and " " in line:
+            name, value = line.rsplit(" ", 1)
+            try:
+                out[name] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
+COUNTERS = ("_total",)
+
+
+class Sampler(threading.Thread):
+    def __init__(self, server: Server, log: Log, every: float, stop: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.server, self.log, self.every, self.stop_ev = server, log, every, stop
+        self.last: dict = {}
+        self.last_phase = 0
+        self.lock = threading.Lock()
+
+    def sample(self) -> dict:
+        s = self.server
+        rec: dict = {"kind": "sample", "phase": s.n}
+        pid = s.proc.pid if s.proc and s.proc.poll() is None else None
+        if pid:
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+                for line in status.splitlines():
+                    key, _, val = line.partition(":")
+                    if key in ("VmRSS", "VmHWM", "Threads"):
+                        rec[key] = int(val.split()[0])
+                rec["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
+            except FileNotFoundError:
+                pass
+        rec["folders"] = {name: folder_stats(p) for name, p in s.dirs.items()}
+        rec["log_bytes"] = s.log_path.stat().st_size if s.log_path.exists() else 0
+        try:
+            metrics = parse_metrics(httpx.get(s.url + "/metrics", timeout=10).text)
+            slots = httpx.get(s.url + "/v1/slots", timeout=10).json()
+            if s.n != self.last_phase:     # a new server's counters start at 0
+                self.last, self.last_phase = {}, s.n
+            rec["slots"] = [(c["id"], c["state"], c["tokens"]) for c in slots["slots"]]
+            went_back = {k: (self.last[k], v) for k, v in metrics.items()
+                         if k.split("{")[0].endswith(COUNTERS) and k in self.last and v < self.last[k]}
+            rec["counters_went_back"] = went_back
+            self.last = metrics
+            rec["metrics"] = metrics
+        except (httpx.HTTPError, ValueError) as e:
+            rec["error"] = repr(e)
+        return rec
+
+    def run(self) -> None:
+        while not self.stop_ev.is_set():
+            with self.lock:
+                self.log.write(self.sample())
+            self.stop_ev.wait(self.every)
+
+
+class SlowReader(threading.Thread):
+    """Holds /v1/monitor/events open, reading 4 KiB every 0.5 s with a small receive buffer; logs how far
+    behind the snapshots it reads are (their `time` against now) and reconnects after a restart."""
+
+    def __init__(self, server: Server, log: Log, stop: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.server, self.log, self.stop_ev = server, log, stop
+
+    def run(self) -> None:
+        while not self.stop_ev.is_set():
+            try:
+                self.read_once()
+            except OSError as e:
+                self.log.write({"kind": "events", "error": repr(e)})
+            self.stop_ev.wait(2)
+
+    def read_once(self) -> None:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+        sock.connect(("127.0.0.1", self.server.args.port))
+        sock.sendall(b"GET /v1/monitor/events?interval=0.25 HTTP/1.1\r\nHost: x\r\n\r\n")
+        buf, n, lags, sizes, last_log = b"", 0, [], [], time.time()
+        sock.settimeout(30)
+        try:
+            while not self.stop_ev.is_set():
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                buf += chunk
+                while b"\n\n" in buf:
+                    event, buf = buf.split(b"\n\n", 1)
+                    for line in event.split(b"\n"):
+                        if line.startswith(b"data: "):
+                            n += 1
+                            sizes.append(len(line))
+                            try:
+                                lags.append(time.time() - json.loads(line[6:])["time"])
+                            except (ValueError, KeyError):
+                                pass
+                if time.time() - last_log >= 30:
+                    self.log.write({"kind": "events", "n": n, "lag_max_s": round(max(lags, default=0), 1),
+                                    "lag_last_s": round(lags[-1] if lags else 0, 1),
+                                    "size_max": max(sizes, default=0), "pending": len(buf)})
+                    lags, sizes, last_log = [], [], time.time()
+                time.sleep(0.5)
+        finally:
+            sock.close()
+
+
+# ---------------------------------------------------------------------------------------------------------- agents
+class Agent(threading.Thread):
+    name_: str = "agent"
+
+    def __init__(self, server: Server, log: Log, gate: threading.Event, stop: threading.Event, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.server, self.log, self.gate, self.stop_ev = server, log, gate, stop
+        self.rng = random.Random(seed)
+        self.busy = False
+        self.claude = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0, timeout=600)
+        self.oai = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=600)
+
+    def run(self) -> None:
+        while not self.stop_ev.is_set():
+            self.gate.wait()
+            if self.stop_ev.is_set():
+                break
+            self.busy = True
+            try:
+                self.step()
+            except Exception as e:  # every failure is a finding: logged, the agent goes on
+                self.log.write({"kind": "error", "agent": self.name_, "error": f"{type(e).__name__}: {e}"[:500]})
+                self.reset()
+            finally:
+                self.busy = False
+            if self.rng.random() < 0.04:
+                self.stop_ev.wait(60)          # an idle gap: the user reads, thinks, types
+            else:
+                self.stop_ev.wait(self.rng.uniform(0.5, 4))
+
+    def record(self, conv: str, kind: str, prompt: int, cached: int, ideal: int, **extra) -> None:
+        self.log.write({"kind": "request", "agent": self.name_, "conv": conv, "req": kind, "prompt": prompt,
+                        "cached": cached, "ideal": ideal, "phase": self.server.n, **extra})
+
+    def reset(self) -> None:
+        pass
+
+
+class ClaudeAgent(Agent):
+    name_ = "claude"
+
+    def __init__(self, *a, **k) -> None:
+        super().__init__(*a, **k)
+        self.n_conv = 0
+        self.reset()
+
+    def reset(self) -> None:
+        self.n_conv += 1
+        self.conv = f"claude-{self.n_conv}"
+        self.messages = [{"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>\nBe brief.\n</system-reminder>\n"},
+            {"type": "text", "text": f"Fix the failing test in module {self.rng.choice(WORDS)} ({self.n_conv})."}]}]
+        self.prev_prompt = 0
+
+    def ask(self, system, tools, messages, max_tokens, tool_choice=None) -> tuple:
+        extra = {"tool_choice": tool_choice} if tool_choice else {}
+        with self.claude.beta.messages.stream(model="claude-sonnet", max_tokens=max_tokens, system=system,
+                                              tools=tools, messages=messages, extra_body={"temperature": 0},
+                                              betas=["claude-code-20250219"], **extra) as stream:
+            msg = stream.get_final_message()
+        u = msg.usage
+        return msg, u.input_tokens + (u.cache_read_input_tokens or 0), u.cache_read_input_tokens or 0
+
+    def step(self) -> None:
+        r = self.rng.random()
+        if r < 0.12:
+            return self.side_request()
+        if r < 0.22:
+            return self.subagent()
+        force = self.rng.random() < 0.6
+        msg, prompt, cached = self.ask(CC_SYSTEM, CC_TOOLS, self.messages, 48,
+                                       {"type": "any"} if force else None)
+        self.record(self.conv, "turn", prompt, cached, self.prev_prompt, turns=len(self.messages))
+        self.prev_prompt = prompt
+        content = [b.model_dump(exclude_none=True) for b in msg.content
+                   if b.type in ("text", "tool_use") and (b.type != "text" or b.text)]
+        if not content:
+            content = [{"type": "text", "text": "ok"}]
+        self.messages.append({"role": "assistant", "content": content})
+        uses = [b for b in content if b["type"] == "tool_use"]
+        if uses:
+            self.messages.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": b["id"], "content": code(self.rng, self.rng.randint(8, 40))}
+                for b in uses]})
+        else:
+            self.messages.append({"role": "user", "content": f"Now {self.rng.choice(WORDS)} the "
+                                  f"{self.rng.choice(WORDS)}:\n" + code(self.rng, self.rng.randint(2, 12))})
+        if prompt > LONG_LIMIT:
+            self.reset()
+
+    def side_request(self) -> None:
+        kind = self.rng.choice(["title", "summary"])
+        text = (self.messages[0]["content"][1]["text"] if kind == "title" else
+                json.dumps(self.messages[-4:])[:3000])
+        msg = self.claude.messages.create(
+            model="claude-haiku", max_tokens=16, extra_body={"temperature": 0},
+            system=f"Write a {kind} of this conversation in a few words.",
+            messages=[{"role": "user", "content": text}])
+        u = msg.usage
+        self.record("side", kind, u.input_tokens + (u.cache_read_input_tokens or 0), u.cache_read_input_tokens or 0, 0)
+
+    def subagent(self) -> None:
+        conv = f"sub-{self.rng.randrange(10**6)}"
+        messages = [{"role": "user", "content": f"Find where {self.rng.choice(WORDS)} is handled."}]
+        prev = 0
+        for turn in range(self.rng.randint(1, 3)):
+            msg, prompt, cached = self.ask(SUB_SYSTEM, CC_TOOLS, messages, 32, {"type": "tool", "name": "Bash"})
+            self.record(conv, "subagent", prompt, cached, prev, turn=turn)
+            prev = prompt
+            uses = [b.model_dump(exclude_none=True) for b in msg.content if b.type == "tool_use"]
+            if not uses:
+                break
+            messages += [{"role": "assistant", "content": uses},
+                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": b["id"],
+                                                       "content": code(self.rng, 6)} for b in uses]}]
+
+
+class CodexAgent(Agent):
+    name_ = "codex"
+
+    def __init__(self, *a, **k) -> None:
+        super().__init__(*a, **k)
+        self.n_conv = 0
+        self.reset()
+
+    def reset(self) -> None:
+        self.n_conv += 1
+        self.conv = f"codex-{self.n_conv}"
+        self.items = [{"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": f"<environment_context>cwd /work/{self.n_conv}</environment_context>"}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Add a test."}]}]
+        self.prev_prompt = 0
+
+    def step(self) -> None:
+        force = self.rng.random() < 0.6
+        with self.oai.responses.stream(model="gpt-5-codex", instructions="You are Codex, a coding agent.",
+                                       input=self.items, tools=RESP_TOOLS, max_output_tokens=48, temperature=0,
+                                       tool_choice="required" if force else "auto") as stream:
+            resp = None
+            for event in stream:       # a cut answer ends with response.incomplete, not response.completed
+                if event.type in ("response.completed", "response.incomplete"):
+                    resp = event.response
+        u = resp.usage
+        prompt, cached = u.input_tokens, u.input_tokens_details.cached_tokens
+        self.record(self.conv, "turn", prompt, cached, self.prev_prompt, items=len(self.items))
+        self.prev_prompt = prompt
+        calls = []
+        for item in resp.output:
+            d = item.model_dump(exclude_none=True)
+            d.pop("status", None)
+            if item.type == "function_call":
+                d.pop("id", None)
+                calls.append(d)
+            if item.type in ("message", "function_call"):
+                self.items.append(d)
+        for c in calls:
+            self.items.append({"type": "function_call_output", "call_id": c["call_id"],
+                               "output": code(self.rng, self.rng.randint(8, 40))})
+        if not calls:
+            self.items.append({"type": "message", "role": "user", "content": [
+                {"type": "input_text", "text": "Go on: " + code(self.rng, self.rng.randint(2, 10))}]})
+        if prompt > LONG_LIMIT:
+            self.reset()
+
+
+class ChatAgent(Agent):
+    name_ = "chat"
+
+    def __init__(self, *a, **k) -> None:
+        super().__init__(*a, **k)
+        self.n_conv = 0
+        self.reset()
+
+    def reset(self) -> None:
+        self.n_conv += 1
+        self.conv = f"chat-{self.n_conv}"
+        self.messages = [{"role": "system", "content": "You are opencode, an agent for software work."},
+                         {"role": "user", "content": f"Refactor the {self.rng.choice(WORDS)} module ({self.n_conv})."}]
+        self.prev_prompt = 0
+
+    def step(self) -> None:
+        r = self.rng.random()
+        if r < 0.08:
+            return self.disconnect(before_answer=self.rng.random() < 0.5)
+        if r < 0.2:
+            return self.cancelled()
+        force = self.rng.random() < 0.6
+        stream = self.oai.chat.completions.create(
+            model="gpt-4o", messages=self.messages, tools=OAI_TOOLS, max_tokens=48, temperature=0, stream=True,
+            stream_options={"include_usage": True}, tool_choice="required" if force else "auto")
+        text, calls, usage = "", {}, None
+        for chunk in stream:
+            if chunk.usage:
+                usage = chunk.usage
+            for ch in chunk.choices:
+                text += ch.delta.content or ""
+                for tc in ch.delta.tool_calls or []:
+                    c = calls.setdefault(tc.index, {"id": "", "name": "", "args": ""})
+                    c["id"] = tc.id or c["id"]
+                    if tc.function:
+                        c["name"] += tc.function.name or ""
+                        c["args"] += tc.function.arguments or ""
+        prompt = usage.prompt_tokens
+        cached = usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else 0
+        self.record(self.conv, "turn", prompt, cached, self.prev_prompt, turns=len(self.messages))
+        self.prev_prompt = prompt
+        msg: dict = {"role": "assistant", "content": text or None}
+        if calls:
+            msg["tool_calls"] = [{"id": c["id"], "type": "function",
+                                  "function": {"name": c["name"], "arguments": c["args"]}} for c in calls.values()]
+        elif not text:
+            msg["content"] = "ok"
+        self.messages.append(msg)
+        for c in calls.values():
+            self.messages.append({"role": "tool", "tool_call_id": c["id"], "content": code(self.rng, self.rng.randint(8, 40))})
+        if not calls:
+            self.messages.append({"role": "user", "content": "Next: " + code(self.rng, self.rng.randint(2, 10))})
+        if prompt > LONG_LIMIT:
+            self.reset()
+
+    def cancelled(self) -> None:
+        """The user presses Esc: the stream is closed after a few chunks; the conversation goes on without it."""
+        stream = self.oai.chat.completions.create(model="gpt-4o", messages=self.messages, max_tokens=200,
+                                                  temperature=0, stream=True, tools=OAI_TOOLS)
+        n = 0
+        for _ in stream:
+            n += 1
+            if n >= 3:
+                break
+        stream.close()
+        self.log.write({"kind": "cancelled", "agent": self.name_, "chunks": n, "phase": self.server.n})
+
+    def disconnect(self, before_answer: bool) -> None:
+        """A client that goes away: the socket closed before the answer's first byte, or after a few bytes."""
+        body = json.dumps({"model": "m", "messages": self.messages + [{"role": "user", "content": "and?"}],
+                           "max_tokens": 64, "stream": True})
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.args.port, timeout=60)
+        conn.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
+        if not before_answer:
+            resp = conn.getresponse()
+            resp.read(200)
+        else:
+            time.sleep(0.3)
+        conn.sock.shutdown(socket.SHUT_RDWR)
+        conn.close()
+        self.log.write({"kind": "disconnect", "agent": self.name_, "before_answer": before_answer,
+                        "phase": self.server.n})
+
+
+class SessionAgent(Agent):
+    """A user who saves the conversation as a named session, goes on, and later restores it and branches."""
+
+    name_ = "session"
+
+    def __init__(self, *a, **k) -> None:
+        super().__init__(*a, **k)
+        self.n_conv = 0
+        self.saved: dict | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        self.n_conv += 1
+        self.conv = f"session-{self.n_conv}"
+        self.messages = [{"role": "system", "content": "You are a pair programmer. " + code(self.rng, 20)},
+                         {"role": "user", "content": "Review this: " + code(self.rng, 30)}]
+        self.prev_prompt = 0
+
+    def chat(self, messages: list, ideal: int, kind: str) -> tuple:
+        raw = self.oai.chat.completions.with_raw_response.create(model="m", messages=messages, max_tokens=32,
+                                                                  temperature=0)
+        c = raw.parse()
+        req = int(raw.headers.get("x-strata-request", 0))
+        u = c.usage
+        cached = u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details else 0
+        self.record(self.conv, kind, u.prompt_tokens, cached, ideal, request=req)
+        return c, req, u.prompt_tokens + u.completion_tokens
+
+    def step(self) -> None:
+        if self.saved and self.rng.random() < 0.25:
+            return self.restore_and_branch()
+        c, req, total = self.chat(self.messages, self.prev_prompt, "turn")
+        self.prev_prompt = total - c.usage.completion_tokens
+        self.messages += [{"role": "assistant", "content": c.choices[0].message.content or "ok"},
+                          {"role": "user", "content": "And this: " + code(self.rng, self.rng.randint(5, 25))}]
+        if self.saved is None or self.rng.random() < 0.15:
+            self.save(req)
+        if self.prev_prompt > LONG_LIMIT:
+            self.reset()
+
+    def save(self, req: int) -> None:
+        decisions = httpx.get(self.server.url + "/v1/slots", timeout=30).json()["decisions"]
+        where = [d["slot"] for d in decisions if d.get("request") == req]
+        if not where:
+            return
+        slot = where[-1]
+        r = httpx.post(f"{self.server.url}/v1/sessions/soak-work/save", json={"slot": slot}, timeout=600)
+        self.log.write({"kind": "session_save", "status": r.status_code, "body": r.text[:300], "slot": slot,
+                        "phase": self.server.n})
+        if r.status_code == 200:
+            # the saved context held the prompt and answer; a branch resends the history up to the answer
+            self.saved = {"messages": [dict(m) for m in self.messages[:-1]], "conv": self.conv}
+
+    def restore_and_branch(self) -> None:
+        r = httpx.post(f"{self.server.url}/v1/sessions/soak-work/restore", json={"slot": "main"}, timeout=600)
+        body = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
+        self.log.write({"kind": "session_restore", "status": r.status_code, "body": r.text[:300], "phase": self.server.n})
+        if r.status_code != 200:
+            return
+        messages = self.saved["messages"] + [{"role": "user", "content": "Branch: " + code(self.rng, 4)}]
+        self.chat(messages, body.get("n_tokens", 0) - 1, "branch")
+
+
+# ---------------------------------------------------------------------------------------------------------- driver
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--minutes", type=float, default=40.0)
+    p.add_argument("--out", default="/tmp/soak/run")
+    p.add_argument("--root", default="", help="folder for the cache levels and HOME (default: --out)")
+    p.add_argument("--port", type=int, default=8199)
+    p.add_argument("--sample-s", type=float, default=30.0)
+    p.add_argument("--ram-mib", type=int, default=64)
+    p.add_argument("--warm-mib", type=int, default=128)
+    p.add_argument("--cold-mib", type=int, default=320)
+    p.add_argument("--segment-mib", type=int, default=64)
+    p.add_argument("--system-prompt-mib", type=int, default=32)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    args.root = args.root or str(out)
+    log = Log(out / "requests.jsonl")
+    server = Server(args, out)
+    summary: dict = {"args": vars(args), "phases": []}
+    stop, gate = threading.Event(), threading.Event()
+    summary["phases"].append({"start_s": round(server.start(), 1)})
+    sampler = Sampler(server, log, args.sample_s, stop)
+    agents = [cls(server, log, gate, stop, args.seed * 10 + i)
+              for i, cls in enumerate((ClaudeAgent, CodexAgent, ChatAgent, SessionAgent))]
+    gate.set()
+    for t in (sampler, SlowReader(server, log, stop), *agents):
+        t.start()
+    half = time.time() + args.minutes * 30
+    end = time.time() + args.minutes * 60
+    restarted = False
+    while time.time() < end:
+        time.sleep(5)
+        if not restarted and time.time() >= half:
+            restarted = True
+            summary["phases"][-1].update(drain_and_stop(server, gate, agents, sampler, log))
+            summary["phases"].append({"start_s": round(server.start(), 1)})
+            gate.set()
+    summary["phases"][-1].update(drain_and_stop(server, gate, agents, sampler, log))
+    stop.set()
+    gate.set()
+    summary["requests"] = summarize(log.records)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps(summary, indent=1))
+
+
+def drain_and_stop(server: Server, gate: threading.Event, agents: list, sampler: Sampler, log: Log) -> dict:
+    gate.clear()
+    t0 = time.time()
+    while any(a.busy for a in agents) and time.time() - t0 < 300:
+        time.sleep(0.5)
+    time.sleep(2)
+    with sampler.lock:
+        last = sampler.sample()
+        log.write({**last, "kind": "final_sample"})
+        stopped = server.stop()
+    after = {name: folder_stats(p) for name, p in server.dirs.items()}
+    log.write({"kind": "stopped", **stopped, "folders": after})
+    return {**stopped, "drain_s": round(time.time() - t0, 1), "folders_after_stop": after}
+
+
+def summarize(records: list[dict]) -> dict:
+    """Per phase (server lifetime): the process figures, the folders' peaks against the budgets, /metrics at the
+    drained end against what the clients saw, and the turns that reused less than the ideal."""
+    out: dict = {"errors": [r for r in records if r["kind"] == "error"],
+                 "events_lag_max_s": {}, "phases": {}}
+    for ph in sorted({r.get("phase", 0) for r in records if r["kind"] == "request"}):
+        samples = [r for r in records if r["kind"] in ("sample", "final_sample") and r.get("phase") == ph
+                   and "VmRSS" in r]
+        reqs = [r for r in records if r["kind"] == "request" and r["phase"] == ph]
+        cont = [r for r in reqs if r["ideal"] > 0]
+        final = next((r for r in records if r["kind"] == "final_sample" and r.get("phase") == ph), {})
+        m = final.get("metrics", {})
+
+        def total(prefix: str, m: dict = m) -> float:
+            return sum(v for k, v in m.items() if k.split("{")[0] == prefix)
+
+        folders: dict = {}
+        for r in samples:
+            for name, f in r["folders"].items():
+                peak = folders.setdefault(name, {"peak_mib": 0.0, "peak_files": 0, "tmp_seen": 0, "half_pairs_seen": 0})
+                peak["peak_mib"] = max(peak["peak_mib"], f["mib"])
+                peak["peak_files"] = max(peak["peak_files"], f["files"])
+                peak["tmp_seen"] += len(f["tmp"])
+                peak["half_pairs_seen"] += len(f["half_pairs"])
+        out["phases"][ph] = {
+            "rss_mib": {"start": samples[0]["VmRSS"] // 1024 if samples else None,
+                        "last": samples[-1]["VmRSS"] // 1024 if samples else None,
+                        "peak": max((r["VmHWM"] for r in samples), default=0) // 1024},
+            "fds": [min((r["fds"] for r in samples), default=0), max((r["fds"] for r in samples), default=0)],
+            "threads": [min((r["Threads"] for r in samples), default=0), max((r["Threads"] for r in samples), default=0)],
+            "log_kib": samples[-1]["log_bytes"] // 1024 if samples else 0,
+            "folders": folders,
+            "counters_went_back": [r["counters_went_back"] for r in samples if r.get("counters_went_back")],
+            "client": {"answered": len(reqs), "prompt": sum(r["prompt"] for r in reqs),
+                       "cached": sum(r["cached"] for r in reqs),
+                       "cancelled": sum(r["kind"] == "cancelled" and r.get("phase") == ph for r in records),
+                       "disconnects": sum(r["kind"] == "disconnect" and r.get("phase") == ph for r in records),
+                       "continued": len(cont), "cached_continued": sum(r["cached"] for r in cont),
+                       "ideal_continued": sum(r["ideal"] for r in cont)},
+            "metrics": {"requests": {k: v for k, v in m.items() if k.startswith("strata_requests_total")},
+                        "prompt": total("strata_prompt_tokens_total"),
+                        "read": total("strata_prompt_tokens_read_total"),
+                        "reused": total("strata_prompt_tokens_reused_total"),
+                        "generated": total("strata_generated_tokens_total"),
+                        "evictions": total("strata_cache_evictions_total")},
+            "short_of_ideal": [{k: r[k] for k in ("agent", "conv", "req", "prompt", "cached", "ideal")}
+                               for r in cont if r["cached"] < r["ideal"]],
+            "sessions": {f"{r['kind']} {r['status']}": 0 for r in records if r["kind"].startswith("session")},
+        }
+        for r in records:
+            if r["kind"].startswith("session") and r.get("phase") == ph:
+                out["phases"][ph]["sessions"][f"{r['kind']} {r['status']}"] += 1
+    lags = [r for r in records if r["kind"] == "events" and "lag_max_s" in r]
+    out["events_lag_max_s"] = max((r["lag_max_s"] for r in lags), default=None)
+    return out
+
+
+if __name__ == "__main__":
+    main()
