@@ -20,11 +20,16 @@ REPO_PATH = re.compile(r"(?<![\w/.~-])((?:server|app|installer|monitor|engine_na
                        r"/[\w./*-]*[\w*])")
 
 
+# a fence line: a backtick fence's info string holds no backtick (CommonMark), so a line opening with inline code
+# (```` ```xml ```` ...) is prose
+FENCE = re.compile(r"^ {0,3}(?:`{3,}[^`]*|~{3,}.*)$")
+
+
 def prose(text: str) -> str:
     """The text outside fenced code blocks (a '# comment' in a shell block is no heading)."""
     kept, fenced = [], False
     for line in text.splitlines():
-        if line.lstrip().startswith(("```", "~~~")):
+        if FENCE.match(line):
             fenced = not fenced
         elif not fenced:
             kept.append(line)
@@ -55,6 +60,13 @@ def test_a_broken_link_is_found(tmp_path):
     page = tmp_path / "a.md"
     page.write_text("[ok](b.md#real-heading) [gone](c.md) [bad](b.md#not-a-heading) [web](https://x.org/#y)\n")
     assert broken_links(page) == ["c.md (no such file)", "b.md#not-a-heading (no such heading)"]
+
+
+def test_a_line_opening_with_inline_code_is_no_fence(tmp_path):
+    # api.md's line 303 ("```` ```xml ```` and it holds ...") was taken for a fence: every heading after it was unseen
+    page = tmp_path / "a.md"
+    page.write_text("# First\n\n```` ```xml ```` is prose\n\n# After it\n\n```sh\n# not a heading\n```\n")
+    assert anchors(page) == {"first", "after-it"}
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
