@@ -280,6 +280,11 @@ class Scheduler:
             self._waiting.remove(job)
             self._pending_done()
             row_output.end_unstarted(self, job, "cancelled", "its client left while it waited")
+        self._drop_cancelled_rows()
+
+    def _drop_cancelled_rows(self) -> None:
+        """Ends the running requests whose clients left (also mid-step: one that left during a prompt piece
+        takes no part in the decode after it)."""
         for row in [r for r in self._rows.values() if r.job.cancelled]:
             row_output.finish(self, row, "cancelled")
 
@@ -347,6 +352,7 @@ class Scheduler:
             row = prefilling[self._rr % len(prefilling)]
             self._rr += 1
             self._prefill_chunk(row)
+            self._drop_cancelled_rows()    # clients that left while the piece was read (an editor's typing on)
         decoding = [r for r in self._rows.values() if r.phase == "decode"]
         if decoding:
             for r in self._rows.values():
@@ -432,6 +438,9 @@ class Scheduler:
         row.prefill_s += dt
         self.metrics.add_prefill(dt)
         self._publish_prefill_rate(row)
+        if row.job.cancelled:      # its client left during the piece: no first token is sampled for a client gone
+            row_output.finish(self, row, "cancelled")
+            return
         if row.pos < len(prompt):
             return
         logits = self.engine.logits(row.ctx)
