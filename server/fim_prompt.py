@@ -11,7 +11,8 @@ What it is: `fim_prompt(tokenizer, FimRequest)` -> the token ids and whether any
     [FIM_PRE]{input_prefix}{prompt}[FIM_SUF]{input_suffix}[FIM_MID]
 
 The prefix keeps its last 3/4 of FIM_BATCH tokens, the suffix its first FIM_BATCH/4 - 2 - len(prompt); the
-repo-level context keeps its last n_ctx - FIM_BATCH - 2 * n_predict tokens (none in a small context). Prefix,
+repo-level context keeps its last n_ctx - FIM_BATCH - 2 * n_predict tokens (none in a small context; n_ctx is
+a slot's where the server has slots: fim_context). Prefix,
 suffix and context are read as plain text (special-token texts in a file stay text); `prompt` (the typed part
 of the cursor's line, llama.vim's and llama.vscode's) with special tokens parsed, as llama.cpp reads it.
 `/v1/completions` with a `suffix` is the same with `prompt` as the prefix.
@@ -62,6 +63,17 @@ def no_fim_error(model: str, missing: Sequence[str], param: str | None = None) -
     return APIError(400, f"model '{model}' has no fill-in-the-middle tokens (no {', '.join(missing)} token in its "
                          "vocabulary): code completion needs a code model that has them, such as Qwen2.5-Coder "
                          "or StarCoder2", param=param, code="fim_not_supported")
+
+
+def fim_context(engine) -> int:
+    """The context a completion's prompt is sized for (FimRequest.n_ctx): a slot's where the server has slots and
+    they are smaller than main, as llama.cpp sizes its /infill by a slot's n_ctx. Sized by main's, the repo-level
+    context filled main: such a prompt fits no slot, so beside an agent generating in main each keystroke waited
+    for the agent's turn to end and then displaced its history from main."""
+    n = engine.context_capacity(0)
+    if int(getattr(engine, "n_slots", 0)) > 0:
+        n = min(n, engine.context_capacity(1))
+    return n
 
 
 def fim_prompt(tokenizer, req: FimRequest) -> FimPrompt:

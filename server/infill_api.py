@@ -25,7 +25,7 @@ from aiohttp import web
 from strata.engine.sampling import SamplingParams
 from strata.server import fields as f
 from strata.server.errors import APIError, error_body
-from strata.server.fim_prompt import ExtraChunk, FimRequest, fim_prompt, no_fim_error
+from strata.server.fim_prompt import ExtraChunk, FimRequest, fim_context, fim_prompt, no_fim_error
 from strata.server.jobrun import JobEvents, failure, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
 from strata.server.openai_api import ready_state
@@ -152,7 +152,7 @@ async def infill(request: web.Request) -> web.StreamResponse:
     n_predict = f.get_int(body, "n_predict", None, -1, f.MAX_TOKENS_LIMIT)
     if n_predict is None:
         n_predict = f.get_int(body, "max_tokens", -1, -1, f.MAX_TOKENS_LIMIT)
-    capacity = state.engine.context_capacity(0)
+    capacity = fim_context(state.engine)
     laid = fim_prompt(state.engine.tokenizer, FimRequest(
         prefix=prefix, suffix=suffix, prompt=f.get_str(body, "prompt", ""), extra=_extra(body),
         n_ctx=capacity, n_predict=n_predict))

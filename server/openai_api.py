@@ -17,7 +17,7 @@ from aiohttp import web
 from strata.engine.sampling import SamplingParams
 from strata.server import fields as f
 from strata.server.errors import APIError, error_body
-from strata.server.fim_prompt import FimRequest, fim_prompt, no_fim_error
+from strata.server.fim_prompt import FimRequest, fim_context, fim_prompt, no_fim_error
 from strata.server.jobrun import JobEvents, failure, open_sse, raise_if_failed, send_keepalive, send_sse
 from strata.server.jobs import Completion, Job
 from strata.server.keys import STATE, ServerState
@@ -558,7 +558,7 @@ def _fim_tokens(state: ServerState, body: dict, max_tokens: int) -> list[int] | 
         raise APIError(400, "'prompt' must be a string (the code before the cursor) when 'suffix' is given",
                        param="prompt")
     return fim_prompt(state.engine.tokenizer, FimRequest(prefix=prompt, suffix=suffix, n_predict=max_tokens,
-                                                         n_ctx=state.engine.context_capacity(0))).tokens
+                                                         n_ctx=fim_context(state.engine))).tokens
 
 
 def _prompt_tokens(state: ServerState, prompt: Any) -> list[int]:

@@ -27,7 +27,7 @@ BODY = {"input_prefix": "def f(x):\n    ", "input_suffix": "\n    return y\n", "
 def server(tiny_model_factory, tmp_path_factory):
     folder = tmp_path_factory.mktemp("fim")
     plain = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, added_tokens=FIM_TEXTS)
-    with LiveServer(model=str(fim_model(plain, folder / "coder.gguf")), ctx=4096, batch=4, slot_ctx=2048,
+    with LiveServer(model=str(fim_model(plain, folder / "coder.gguf")), ctx=4096, batch=4, slot_ctx=4096,
                     threads=1, conversation_cache_mib=64) as s:
         yield s
 
@@ -39,7 +39,7 @@ def scripted(tiny_model_factory, tmp_path_factory):
     folder = tmp_path_factory.mktemp("fim_scripted")
     plain = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, added_tokens=FIM_TEXTS,
                                script=(MID, DEF, NL_INDENT, SELF, NL, SPACE_SELF, SEP, X, 2))
-    with LiveServer(model=str(fim_model(plain, folder / "scripted.gguf")), ctx=4096, batch=4, slot_ctx=2048,
+    with LiveServer(model=str(fim_model(plain, folder / "scripted.gguf")), ctx=4096, batch=4, slot_ctx=4096,
                     threads=1, conversation_cache_mib=0) as s:
         yield s
 
@@ -53,6 +53,7 @@ def holds(server: LiveServer, tokens: list[int]) -> bool:
 
 
 def laid_out(server: LiveServer, **req) -> list[int]:
+    # n_ctx: the slots' (--slot-ctx 4096, as --ctx), which the server sizes a completion by (fim_context)
     return fim_prompt(server.state.engine.tokenizer, FimRequest(n_ctx=4096, **req)).tokens
 
 
