@@ -65,6 +65,14 @@ def no_fim_error(model: str, missing: Sequence[str], param: str | None = None) -
                          "or StarCoder2", param=param, code="fim_not_supported")
 
 
+def laid_out_for_fim(tokens: Sequence[int], fim) -> bool:
+    """Whether a prompt the client laid out itself is a fill-in-the-middle one: it holds the model's FIM prefix and
+    suffix tokens and ends with its middle token (Continue's autocomplete templates through /v1/completions without
+    a `suffix`: `<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>`, the suffix-first order too). It is
+    then a code completion as one with a `suffix` is (Job.completion, its FIM end tokens)."""
+    return bool(fim.usable and tokens and tokens[-1] == fim.mid and fim.pre in tokens and fim.suf in tokens)
+
+
 def fim_context(engine) -> int:
     """The context a completion's prompt is sized for (FimRequest.n_ctx): a slot's where the server has slots and
     they are smaller than main, as llama.cpp sizes its /infill by a slot's n_ctx. Sized by main's, the repo-level

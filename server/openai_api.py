@@ -17,7 +17,7 @@ from aiohttp import web
 from strata.engine.sampling import SamplingParams
 from strata.server import fields as f
 from strata.server.errors import APIError, error_body
-from strata.server.fim_prompt import FimRequest, fim_context, fim_prompt, no_fim_error
+from strata.server.fim_prompt import FimRequest, fim_context, fim_prompt, laid_out_for_fim, no_fim_error
 from strata.server.jobrun import JobEvents, failure, open_sse, raise_if_failed, send_keepalive, send_sse
 from strata.server.jobs import Completion, Job
 from strata.server.keys import STATE, ServerState
@@ -446,9 +446,11 @@ async def completions(request: web.Request) -> web.StreamResponse:
     fim = _fim_tokens(state, body, max_tokens)
     tokens = fim if fim is not None else _prompt_tokens(state, body.get("prompt"))
     check_prompt_fits(state.engine, len(tokens), param="prompt")
+    fim_tokens = state.engine.tokenizer.fim
+    completion = fim is not None or laid_out_for_fim(tokens, fim_tokens)   # a suffix, or the client's own layout
     job = Job(api="openai", prompt=tokens,
-              max_tokens=max_tokens, end_tokens=state.engine.tokenizer.fim.end_ids if fim is not None else frozenset(),
-              completion=fim is not None,
+              max_tokens=max_tokens, end_tokens=fim_tokens.end_ids if completion else frozenset(),
+              completion=completion,
               sampling=parse_sampling(body, n_vocab=state.engine.n_vocab),
               stop=f.get_stop(body, "stop"), conversation=tokens_key(tokens), ignore_eos=f.get_bool(body, "ignore_eos"),
               answer_rule=json_format(body.get("response_format")),

@@ -1,0 +1,59 @@
+"""A code completion whose client lays out the fill-in-the-middle prompt itself (Continue's autocomplete templates
+through /v1/completions, no `suffix`: `<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>`) is a completion
+as one with a `suffix` is: its history stays in the contexts and is never parked into the conversation cache, and it
+ends at the model's FIM end tokens. 30166d7 marked only /infill and the `suffix` form, so each keystroke of such an
+editor displaced the one before into the RAM level, as every completion did before it.
+
+A real server (tiny model with FIM tokens, --batch 4, 1,024-token slots, RAM level 2 MiB), the shape of
+test_completions_kept_out_of_cache: the agent's history is parked once, by the first completion."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from tests.fixtures.fim_gguf import FIM_TEXTS, fim_model
+from tests.server.live import LiveServer
+
+WORDS = "the model reads the whole conversation once and keeps its state in a slot. "
+CODE = "def step(self, x):\n    return self.layer(x) + x\n" * 40
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_factory, tmp_path_factory):
+    plain = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, added_tokens=FIM_TEXTS)
+    model = fim_model(plain, tmp_path_factory.mktemp("fim_raw") / "coder.gguf")
+    with LiveServer(model=str(model), ctx=4096, batch=4, slot_ctx=1024, threads=1, conversation_cache_mib=2) as s:
+        yield s
+
+
+def ram_parks(server: LiveServer) -> float:
+    text = requests.get(server.url + "/metrics", timeout=10).text
+    return next(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                if line.startswith('strata_cache_parks_total{destination="ram"}'))
+
+
+def test_completions_laid_out_by_the_client_park_nothing(server):
+    first = requests.post(server.url + "/v1/chat/completions", timeout=60, json={
+        "messages": [{"role": "user", "content": WORDS * 170}], "max_tokens": 4, "temperature": 0}).json()
+    assert first["usage"]["prompt_tokens"] > 1024                      # longer than a slot: main, then the cache
+    parks = []
+    for i in range(6):                                                 # the user types; each runs alone, in main
+        prompt = f"<|fim_prefix|>{CODE}y = {'x' * i}<|fim_suffix|>\n\nprint(y)\n<|fim_middle|>"
+        r = requests.post(server.url + "/v1/completions", timeout=60,
+                          json={"prompt": prompt, "max_tokens": 2, "temperature": 0})
+        assert r.status_code == 200, r.text
+        parks.append(ram_parks(server))
+    assert parks == [1.0] * 6           # the agent's history only (before: one more park for each keystroke)
+
+
+def test_a_prompt_without_the_middle_token_at_its_end_is_not_a_completion(server):
+    """Text that merely mentions the tokens (a prompt going on after them) is a plain prompt: its history is parked
+    as any other's when the next request displaces it."""
+    before = ram_parks(server)
+    for i in range(2):
+        prompt = f"<|fim_prefix|>{CODE}<|fim_suffix|>tail<|fim_middle|>and then {i} " + WORDS * (3 + 20 * i)
+        r = requests.post(server.url + "/v1/completions", timeout=60,
+                          json={"prompt": prompt, "max_tokens": 2, "temperature": 0})
+        assert r.status_code == 200, r.text
+    assert ram_parks(server) == before + 1     # the first one's history, displaced by the second
