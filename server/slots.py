@@ -107,8 +107,9 @@ def held_by_another(contexts: list[ContextState], i: int) -> bool:
     if not c.tokens or not c.valid:
         return False
     n = len(c.tokens)
-    return any(j != i and o.valid and len(o.tokens) >= n and (len(o.tokens) > n or j < i) and o.tokens[:n] == c.tokens
-               for j, o in enumerate(contexts))
+    # a code completion's context is never written (ContextState.completion): it holds nothing for the stop
+    return any(j != i and o.valid and not o.completion and len(o.tokens) >= n and (len(o.tokens) > n or j < i)
+               and o.tokens[:n] == c.tokens for j, o in enumerate(contexts))
 
 
 class SlotTable:
