@@ -50,11 +50,12 @@ def test_a_slow_reader_gets_recent_snapshots_not_a_backlog(tiny_server):
     ages = read_slowly(tiny_server.port, 16.0, rate // 4, 0.25)
     assert len(ages) >= 8, ages
     # a snapshot and the client's receive buffer (4 KiB asked, 8 KiB given), read at `rate`, plus a tick:
-    # measured 1.7-3.0 s; 9-11 s at the end and growing before
-    bound = 1.0 + (one + 8192) / rate
+    # measured 1.7-3.0 s; 9-11 s at the end and growing before. Half as much again as margin for a loaded machine
+    # (CI: the reader's sleeps and the server's ticks run late), still well under the backlog's
+    bound = 1.5 * (1.0 + (one + 8192) / rate)
     assert max(ages[-4:]) < bound, (one, rate, [round(a, 1) for a in ages])
 
 
 def test_a_fast_reader_still_gets_four_snapshots_a_second(tiny_server):
     ages = read_slowly(tiny_server.port, 3.0, 1 << 20, 0.01)
-    assert len(ages) >= 10 and max(ages) < 1.0, [round(a, 2) for a in ages]
+    assert len(ages) >= 10 and max(ages) < 1.5, [round(a, 2) for a in ages]
