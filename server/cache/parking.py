@@ -10,6 +10,7 @@ or the rules (policy.py). A mixin: the state it uses is made by `ConversationCac
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,6 +23,12 @@ from .ram import RamEntry, RamLevel
 from .restoring import common_prefix_len
 from .segments import anchor_positions, chain_keys, plan_segment_saves, system_prompt_anchor
 from .system_prompt import PrefixStore
+
+# How long the spill thread waits for the holds on lookup hits to end before it writes (RestoreMixin.holding: from
+# a request's lookup to the end of its restore, a disk read of ~0.1-0.3 s a 200 MiB image here). Written while a
+# hit is held, a history that needs the hit's room took it anyway (held entries leave last) and the request read
+# its whole prompt again; written after, the hit is in its context and its cache copy may go.
+HOLD_WAIT_S = 30.0
 
 log = logging.getLogger("strata.cache")
 
@@ -204,6 +211,7 @@ class ParkingMixin:
             entry = self._pending.get(key)
             if entry is None:
                 return
+        self._wait_for_holds()
         written, lvl, refused = self._write_down(entry, self.first_disk)
         with self._lock:
             self._pending.pop(key, None)  # the RAM copy is freed here, written or not
@@ -223,6 +231,16 @@ class ParkingMixin:
             lvl.add(written)
             self._supersede(entry.tokens, key)
             self.cascade.make_room(self.cascade.levels.index(lvl), 0, self.clock())
+
+    def _wait_for_holds(self) -> None:
+        """Until no request holds a hit in the conversation levels (at most HOLD_WAIT_S; spill thread only: the
+        worker thread that holds one must never wait here)."""
+        deadline = time.monotonic() + HOLD_WAIT_S
+        while time.monotonic() < deadline and not self._closed:
+            with self._lock:
+                if not self.cascade.held:
+                    return
+            time.sleep(0.005)
 
     def _write_down(self, entry: RamEntry, start: int) -> tuple:
         """Write `entry` to the first disk level from index `start` on that takes it: (the written entry
