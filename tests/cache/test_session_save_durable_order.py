@@ -15,28 +15,17 @@ import os
 from strata.server.cache.fileio import FileIO
 
 from tests.cache.conftest import history
+from tests.cache.test_session_resave_failures import Recording as SyncsAndRemovalsRecorded
 
 OLD, NEW = history(1, 40), history(2, 60)
 
 
-class Recording(FileIO):
+class Recording(SyncsAndRemovalsRecorded):
     """Real file operations; each rename into place, folder sync and image removal recorded in order."""
-
-    def __init__(self) -> None:
-        self.done: list[str] = []
 
     def rename(self, src: str, dst: str) -> None:
         super().rename(src, dst)
         self.done.append("rename image" if dst.endswith(".img") else "rename sidecar")
-
-    def sync_folder(self, folder: str) -> None:
-        super().sync_folder(folder)
-        self.done.append("sync folder")
-
-    def remove(self, path: str) -> None:
-        super().remove(path)
-        if path.endswith(".img"):
-            self.done.append("remove image")
 
 
 def test_each_step_of_a_re_save_is_on_disk_before_the_next(make_cache):

@@ -7,7 +7,6 @@ at once and the process ended with nothing parked. Not here: Ctrl-C / Ctrl-Break
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -20,6 +19,7 @@ from strata.server import console_close
 
 from tests.server.test_auth_and_lifecycle import listening_port, wait_healthy
 from tests.server.test_terminal_closed import one_conversation, parked
+from tests.server.test_windows_stop_signals import start_shimmed_server
 
 WINDOWS_ENDED = 42    # the shim's exit status once the handler answered True (Windows: STATUS_CONTROL_C_EXIT)
 
@@ -46,14 +46,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 def start_server(tiny_model, tmp_path, **env_extra) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **env_extra}
-    env.pop("STRATA_API_KEY", None)
-    return subprocess.Popen(
-        [sys.executable, "-c", SHIM, "serve", "--no-config", "--port", "0", "--threads", "1",
-         "--model", str(tiny_model), "--ctx", "1024", "--batch", "1", "--conversation-cache-mib", "0",
-         "--conversation-cache-cold-dir", str(tmp_path / "cold"), "--conversation-cache-cold-mib", "64"],
-        stdout=open(tmp_path / "server.log", "w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-        cwd=tmp_path)
+    return start_shimmed_server(SHIM, tiny_model, tmp_path, **env_extra)
 
 
 def close_console_after_a_conversation(proc: subprocess.Popen, tmp_path) -> tuple[str, float]:

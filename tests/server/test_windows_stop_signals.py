@@ -28,10 +28,16 @@ sys.exit(main(sys.argv[1:]))
 
 
 def start_windows_like_server(tiny_model, tmp_path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return start_shimmed_server(SHIM, tiny_model, tmp_path)
+
+
+def start_shimmed_server(shim: str, tiny_model, tmp_path, **env_extra) -> subprocess.Popen:
+    """`strata serve` run through `shim` (Python that stands in for what Windows does), on the tiny model, one
+    slot, a cold disk level under tmp_path; its output in tmp_path/server.log."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **env_extra}
     env.pop("STRATA_API_KEY", None)
     return subprocess.Popen(
-        [sys.executable, "-c", SHIM, "serve", "--no-config", "--port", "0", "--threads", "1",
+        [sys.executable, "-c", shim, "serve", "--no-config", "--port", "0", "--threads", "1",
          "--model", str(tiny_model), "--ctx", "1024", "--batch", "1", "--conversation-cache-mib", "0",
          "--conversation-cache-cold-dir", str(tmp_path / "cold"), "--conversation-cache-cold-mib", "64"],
         stdout=open(tmp_path / "server.log", "w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
