@@ -9,6 +9,7 @@ subclass only says such a refusal is one that may end, as `held_by_another` says
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import time
@@ -31,6 +32,28 @@ class ReadOnlyAsHeld(FileIO):
     def refused_for_now(self, exc: OSError) -> bool:
         self.asked += 1
         return exc.errno in (errno.EROFS, errno.EACCES)
+
+
+@contextlib.contextmanager
+def holder_lets_go_at_second_refusal(io: ReadOnlyAsHeld, folder):
+    """`folder` read-only (held) until `io` is refused a second time, then writable (the holder let go)."""
+    ctx = read_only(folder)
+    ctx.__enter__()
+    io.asked, done = 0, []
+
+    def lets_go(exc: OSError) -> bool:
+        io.asked += 1
+        if io.asked == 2:
+            ctx.__exit__(None, None, None)
+            done.append(True)
+        return exc.errno in (errno.EROFS, errno.EACCES)
+
+    io.refused_for_now = lets_go
+    try:
+        yield
+    finally:
+        if not done:
+            ctx.__exit__(None, None, None)
 
 
 def test_the_start_waits_once_for_a_folder_whose_refusals_last(make_cache, clock, folders):
@@ -74,23 +97,8 @@ def test_another_folder_is_still_waited_for_and_a_removal_done_ends_it(tmp_path)
             assert (took >= WAITS_S) if i == 0 else (took < WAITS_S / 2), (i, took)
         assert io.asked == len(HOLDER_RETRY_DELAYS_S)
         # the other folder's refusal is still a hold that may end: waited for, removed once the holder lets go
-        ctx = read_only(brief)
-        ctx.__enter__()
-        io.asked, done = 0, []
-
-        def lets_go(exc: OSError) -> bool:
-            io.asked += 1
-            if io.asked == 2:
-                ctx.__exit__(None, None, None)
-                done.append(True)
-            return exc.errno in (errno.EROFS, errno.EACCES)
-
-        io.refused_for_now = lets_go
-        try:
+        with holder_lets_go_at_second_refusal(io, brief):
             io.remove(str(brief / "strata-conv-0.img"))
-        finally:
-            if not done:
-                ctx.__exit__(None, None, None)
         assert io.asked == 2 and not (brief / "strata-conv-0.img").exists()
     # the lasting folder writable again: a removal done there ends its quiet, the next refusal is waited for
     io.remove(str(lasting / "strata-conv-1.img"))

@@ -5,12 +5,10 @@ FileIO only says such a refusal is one that may end, as `held_by_another` says o
 
 from __future__ import annotations
 
-import errno
-
 import pytest
 
 from tests.cache.test_read_only_folder import read_only
-from tests.cache.test_windows_held_folder import ReadOnlyAsHeld
+from tests.cache.test_windows_held_folder import ReadOnlyAsHeld, holder_lets_go_at_second_refusal
 
 
 def test_a_rename_in_a_quiet_folder_is_still_waited_for(tmp_path):
@@ -23,23 +21,8 @@ def test_a_rename_in_a_quiet_folder_is_still_waited_for(tmp_path):
     (folder / "strata-conv-0.img").write_bytes(b"x" * 10)
     (folder / "strata-conv-1.img.tmp").write_bytes(b"y" * 10)
     io = ReadOnlyAsHeld()
-    ctx = read_only(folder)
-    ctx.__enter__()
-    try:
-        with pytest.raises(OSError):                  # the removal outlasts the waits: the folder's quiet begins
-            io.remove(str(folder / "strata-conv-0.img"))
-        io.asked, done = 0, []
-
-        def lets_go(exc: OSError) -> bool:            # the rename's holder lets go at its second refusal
-            io.asked += 1
-            if io.asked == 2:
-                ctx.__exit__(None, None, None)
-                done.append(True)
-            return exc.errno in (errno.EROFS, errno.EACCES)
-
-        io.refused_for_now = lets_go
+    with read_only(folder), pytest.raises(OSError):   # the removal outlasts the waits: the folder's quiet begins
+        io.remove(str(folder / "strata-conv-0.img"))
+    with holder_lets_go_at_second_refusal(io, folder):   # the rename's holder lets go at its second refusal
         io.rename(str(folder / "strata-conv-1.img.tmp"), str(folder / "strata-conv-1.img"))
-    finally:
-        if not done:
-            ctx.__exit__(None, None, None)
     assert io.asked == 2 and (folder / "strata-conv-1.img").read_bytes() == b"y" * 10

@@ -13,22 +13,10 @@ from __future__ import annotations
 
 import random
 
-import httpx2 as httpx
-
 from tests.server.live import LiveServer
+from tests.server.test_superseded_copy_tail_parked import complete, tokens
 
 N = 3000
-
-
-def complete(url: str, prompt: list[int]) -> int:
-    r = httpx.post(url + "/v1/completions", json={"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0},
-                   timeout=120)
-    assert r.status_code == 200, r.text
-    return r.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
-
-
-def tokens(rng: random.Random, first: int, n: int) -> list[int]:
-    return [first] + [rng.randrange(10, 500) for _ in range(n - 1)]
 
 
 def test_the_stop_keeps_both_conversations_not_a_copy(tiny_model, tmp_path):
