@@ -32,6 +32,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.server_load import wait_ready  # noqa: E402
 from tests.fixtures.gguf_bytes import UINT32, Val  # noqa: E402
 from tests.fixtures.gguf_rewrite import rewrite_metadata  # noqa: E402
 
@@ -155,10 +156,11 @@ def main() -> None:
            "--batch", "4", "--ctx", "12288", "--slot-ctx", "12288", "--threads", str(args.threads),
            "--conversation-cache-mib", "1024"]
     url = f"http://127.0.0.1:{args.port}"
-    with open(log, "w") as log_file:
+    with open(log, "w+") as log_file:
         proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
+        proc.log_file = log_file   # server_load.server_log reads it when the server ends before it is ready
         try:
-            asyncio.run(wait_ready(url))
+            asyncio.run(wait_ready(url, proc))
             for name, with_editor in (("agent alone", False), ("agent + editor completions", True)):
                 if args.only and (args.only == "editor") != with_editor:
                     continue
@@ -199,20 +201,6 @@ def could_reuse(model: Path, completions: list[dict]) -> None:
         while n < min(len(tokens), len(before)) and tokens[n] == before[n]:
             n += 1
         c["could"], before = n, tokens
-
-
-async def wait_ready(url: str, timeout: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout
-    async with aiohttp.ClientSession() as s:
-        while time.monotonic() < deadline:
-            try:
-                async with s.get(url + "/health") as r:
-                    if r.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.5)
-    raise TimeoutError("the server did not become ready")
 
 
 if __name__ == "__main__":
