@@ -268,6 +268,9 @@ class Agent(threading.Thread):
         self.busy = False
         self.claude = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0, timeout=600)
         self.oai = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=600)
+        self.n_conv = 0
+        self.saved: dict | None = None   # SessionAgent's saved point
+        self.reset()
 
     def run(self) -> None:
         while not self.stop_ev.is_set():
@@ -292,20 +295,19 @@ class Agent(threading.Thread):
                         "cached": cached, "ideal": ideal, "phase": self.server.n, **extra})
 
     def reset(self) -> None:
+        """A new conversation: numbered `<name_>-<n>`, its first messages from begin()."""
+        self.n_conv += 1
+        self.conv = f"{self.name_}-{self.n_conv}"
+        self.begin()
+
+    def begin(self) -> None:
         pass
 
 
 class ClaudeAgent(Agent):
     name_ = "claude"
 
-    def __init__(self, *a, **k) -> None:
-        super().__init__(*a, **k)
-        self.n_conv = 0
-        self.reset()
-
-    def reset(self) -> None:
-        self.n_conv += 1
-        self.conv = f"claude-{self.n_conv}"
+    def begin(self) -> None:
         self.messages = [{"role": "user", "content": [
             {"type": "text", "text": "<system-reminder>\nBe brief.\n</system-reminder>\n"},
             {"type": "text", "text": f"Fix the failing test in module {self.rng.choice(WORDS)} ({self.n_conv})."}]}]
@@ -377,14 +379,7 @@ class ClaudeAgent(Agent):
 class CodexAgent(Agent):
     name_ = "codex"
 
-    def __init__(self, *a, **k) -> None:
-        super().__init__(*a, **k)
-        self.n_conv = 0
-        self.reset()
-
-    def reset(self) -> None:
-        self.n_conv += 1
-        self.conv = f"codex-{self.n_conv}"
+    def begin(self) -> None:
         self.items = [{"type": "message", "role": "user", "content": [
             {"type": "input_text", "text": f"<environment_context>cwd /work/{self.n_conv}</environment_context>"}]},
             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Add a test."}]}]
@@ -425,14 +420,7 @@ class CodexAgent(Agent):
 class ChatAgent(Agent):
     name_ = "chat"
 
-    def __init__(self, *a, **k) -> None:
-        super().__init__(*a, **k)
-        self.n_conv = 0
-        self.reset()
-
-    def reset(self) -> None:
-        self.n_conv += 1
-        self.conv = f"chat-{self.n_conv}"
+    def begin(self) -> None:
         self.messages = [{"role": "system", "content": "You are opencode, an agent for software work."},
                          {"role": "user", "content": f"Refactor the {self.rng.choice(WORDS)} module ({self.n_conv})."}]
         self.prev_prompt = 0
@@ -511,15 +499,7 @@ class SessionAgent(Agent):
 
     name_ = "session"
 
-    def __init__(self, *a, **k) -> None:
-        super().__init__(*a, **k)
-        self.n_conv = 0
-        self.saved: dict | None = None
-        self.reset()
-
-    def reset(self) -> None:
-        self.n_conv += 1
-        self.conv = f"session-{self.n_conv}"
+    def begin(self) -> None:
         self.messages = [{"role": "system", "content": "You are a pair programmer. " + code(self.rng, 20)},
                          {"role": "user", "content": "Review this: " + code(self.rng, 30)}]
         self.prev_prompt = 0
