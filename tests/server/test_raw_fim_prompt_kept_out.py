@@ -12,19 +12,13 @@ from __future__ import annotations
 import pytest
 import requests
 
-from tests.fixtures.fim_gguf import FIM_TEXTS, fim_model
 from tests.server.live import LiveServer
-
-WORDS = "the model reads the whole conversation once and keeps its state in a slot. "
-CODE = "def step(self, x):\n    return self.layer(x) + x\n" * 40
+from tests.server.test_completions_kept_out_of_cache import CODE, WORDS
 
 
 @pytest.fixture(scope="module")
-def server(tiny_model_factory, tmp_path_factory):
-    plain = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, added_tokens=FIM_TEXTS)
-    model = fim_model(plain, tmp_path_factory.mktemp("fim_raw") / "coder.gguf")
-    with LiveServer(model=str(model), ctx=4096, batch=4, slot_ctx=1024, threads=1, conversation_cache_mib=2) as s:
-        yield s
+def server(fim_cache_server):
+    return fim_cache_server
 
 
 def ram_parks(server: LiveServer) -> float:
