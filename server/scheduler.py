@@ -80,7 +80,10 @@ class Scheduler:
         self.eos = set(getattr(engine, "eos_token_ids", ()) or ())
         self.requests: collections.deque[dict] = collections.deque(maxlen=50)
         self._inbox: collections.deque[Job] = collections.deque()
-        self._calls: collections.deque[tuple[Any, concurrent.futures.Future]] = collections.deque()
+        # (fn, future, the context it needs idle or None): a session save or restore waits for its context's request
+        # (or rebuild) to end in _deferred, and runs before any request is placed again (Scheduler.call)
+        self._calls: collections.deque[tuple[Any, concurrent.futures.Future, int | None]] = collections.deque()
+        self._deferred: list[tuple[Any, concurrent.futures.Future, int | None]] = []
         self._waiting: collections.deque[Job] = collections.deque()
         self._rows: dict[int, Row] = {}
         self._outbox = Outbox()        # events of the current step, delivered when it ends
@@ -166,14 +169,19 @@ class Scheduler:
             self._inbox.append(job)
             self._cv.notify()
 
-    def call(self, fn: Any) -> concurrent.futures.Future:
-        """Runs `fn()` on the worker thread between two steps (the engine is driven from that thread only)."""
+    def call(self, fn: Any, idle_ctx: int | None = None) -> concurrent.futures.Future:
+        """Runs `fn()` on the worker thread between two steps (the engine is driven from that thread only). With
+        `idle_ctx`, once that context runs no request and no rebuild: until then the call waits (not begun: its
+        caller may cancel it), calls for that context after it wait behind it, and it runs at the first step that
+        finds the context idle, before any waiting request is placed, so no request can take the context between
+        one request's end and the call however busy the server is (llama.cpp's server defers a slot's save or
+        restore the same way until the slot is idle)."""
         fut: concurrent.futures.Future = concurrent.futures.Future()
         with self._cv:
             if self._stopping:
                 fut.set_exception(_stopping_error())
                 return fut
-            self._calls.append((fn, fut))
+            self._calls.append((fn, fut, idle_ctx))
             self._cv.notify()
         return fut
 
@@ -226,30 +234,20 @@ class Scheduler:
     def _run(self) -> None:
         while True:
             with self._cv:
-                while not (self._stopping or self._inbox or self._rows or self._waiting or self._calls):
+                while not (self._stopping or self._inbox or self._rows or self._waiting or self._calls
+                           or self._deferred_due()):
                     self._cv.wait(0.5)
                 if self._stopping:
                     break
                 self._waiting.extend(self._inbox)
                 self._inbox.clear()
-                calls = list(self._calls)
+                calls = self._deferred + list(self._calls)
                 self._calls.clear()
-            for fn, fut in calls:
-                if self._stopping:   # taken with one under way when the stop came: refused as a waiting one is
-                    if fut.set_running_or_notify_cancel():   # False: its caller gave it up already
-                        fut.set_exception(_stopping_error())
-                    continue
-                if fut.set_running_or_notify_cancel():
-                    self._in_call = True
-                    try:
-                        fut.set_result(fn())
-                    except BaseException as e:
-                        fut.set_exception(e)
-                    finally:
-                        self._in_call = False
-                        self._pieces_read += 1
+            self._run_calls(calls)
             try:
                 self._drop_cancelled()
+                if self._deferred:         # a request its client left freed a context a call waits for: the call first
+                    self._run_calls(self._deferred)
                 if not self._stopping:     # a stop that came during the calls starts no request
                     self._assign()
                 if not self._stopping:     # nor any step once it came: not a prompt piece after a restore it ended
@@ -263,7 +261,7 @@ class Scheduler:
             self._outbox.flush()
         for row in list(self._rows.values()):
             row_output.finish(self, row, "cancelled", error="the server is stopping")
-        for _, fut in self._calls:     # a session save or restore waiting for the worker: told why, as a request is
+        for _, fut, _ in self._deferred + list(self._calls):   # a session save or restore waiting: told why, as a request is
             if fut.set_running_or_notify_cancel():
                 fut.set_exception(_stopping_error())
         with self._cv:             # submit refuses new jobs once stopping; take what came before that
@@ -274,6 +272,40 @@ class Scheduler:
         self._waiting.clear()
         self._inbox.clear()
         self._outbox.flush()
+
+    def _run_calls(self, calls: list[tuple[Any, concurrent.futures.Future, int | None]]) -> None:
+        """Runs `calls` in order; one whose context is busy (or behind another waiting for it) is kept for a later
+        step in self._deferred, one its caller gave up meanwhile is dropped."""
+        waiting: list[tuple[Any, concurrent.futures.Future, int | None]] = []
+        held: set[int] = set()
+        for fn, fut, ctx in calls:
+            if self._stopping:   # taken with one under way when the stop came: refused as a waiting one is
+                if fut.set_running_or_notify_cancel():   # False: its caller gave it up already
+                    fut.set_exception(_stopping_error())
+                continue
+            if ctx is not None and (ctx in held or self._busy(ctx)):
+                if not fut.cancelled():
+                    waiting.append((fn, fut, ctx))
+                    held.add(ctx)
+                continue
+            if fut.set_running_or_notify_cancel():
+                self._in_call = True
+                try:
+                    fut.set_result(fn())
+                except BaseException as e:
+                    fut.set_exception(e)
+                finally:
+                    self._in_call = False
+                    self._pieces_read += 1
+        self._deferred = waiting
+
+    def _busy(self, ctx: int) -> bool:
+        """Whether context `ctx` runs a request or a rebuild (an out-of-range one is not: its call says so)."""
+        return 0 <= ctx < len(self.table.contexts) and self.table[ctx].busy_job is not None
+
+    def _deferred_due(self) -> bool:
+        """Whether a waiting call can run now or was given up (the worker wakes for it; under self._cv)."""
+        return any(fut.cancelled() or not self._busy(ctx) for _, fut, ctx in self._deferred if ctx is not None)
 
     def _drop_cancelled(self) -> None:
         for job in [j for j in self._waiting if j.cancelled]:

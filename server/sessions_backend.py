@@ -22,6 +22,12 @@ from strata.server.slots import MAIN
 # of 128K tokens on a slow CPU takes longer than any fixed limit, and each of its pieces is progress.
 WAIT_S = 600.0
 POLL_S = 0.5
+# A save or restore into a context that runs a request (or a rebuild) waits this long for it to be idle, then is
+# answered 503 with Retry-After (the context is busy for a moment, the request is not malformed). 30 s: an agent's
+# turn on two cores streams for seconds to tens of seconds; the soak's restores into main found a turn running
+# there in 30 of 61 cases. Meanwhile no request is placed in that context (Scheduler.call's idle_ctx).
+SESSION_IDLE_WAIT_S = 30.0
+IDLE_RETRY_AFTER_S = 5
 
 
 @dataclass(frozen=True)
@@ -44,8 +50,11 @@ class _Pending:
 class SessionBackend:
     """Mounted before the model loads; refuses with a ValueError (a 400) until the cache exists."""
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: Any, idle_wait_s: float = SESSION_IDLE_WAIT_S) -> None:
+        if not idle_wait_s >= 0:
+            raise ValueError(f"idle_wait_s must be a number of seconds >= 0, got {idle_wait_s!r}")
         self.state = state
+        self.idle_wait_s = idle_wait_s
         # the sessions being restored (rebuilt) and whether a DELETE came meanwhile (their save is then not made); the lock
         # also holds a DELETE while a rebuild's save writes, so one never lands between the check and the write
         self._rebuilding: list[_Pending] = []
@@ -68,9 +77,8 @@ class SessionBackend:
         if not 0 <= ctx < len(table.contexts):
             raise IndexError(f"no context {ctx}: this server has main and {len(table.contexts) - 1} slot(s)")
         state = table[ctx]
-        if state.busy_job is not None:
-            what = "a session rebuild" if state.busy_job == session_rebuild.HELD else "a request"
-            raise ValueError(f"context {'main' if ctx == MAIN else ctx} is running {what}; retry when it is idle")
+        if state.busy_job is not None:   # Scheduler.call(idle_ctx=ctx) runs the call only once it is idle
+            raise RuntimeError(f"context {_ctx_name(ctx)} is running {_running(state)} inside a session call")
         return state
 
     def save_session(self, name: str, ctx: int) -> dict:
@@ -78,7 +86,8 @@ class SessionBackend:
             self._context(ctx)
             return self.cache.save_session(name, ctx)
 
-        return self._wait(self.scheduler.call(run), f"save of session {name!r}")
+        what = f"save of session {name!r}"
+        return self._wait(self.scheduler.call(run, idle_ctx=ctx), what, idle_ctx=ctx)
 
     def restore_session(self, name: str, ctx: int) -> Any:
         pending = _Pending(name)
@@ -118,25 +127,31 @@ class SessionBackend:
             return result
 
         what = f"restore of session {name!r}"
-        out = self._wait(self.scheduler.call(run), what)
+        out = self._wait(self.scheduler.call(run, idle_ctx=ctx), what, idle_ctx=ctx)
         return self._wait(out, what) if isinstance(out, concurrent.futures.Future) else out
 
     def _forget(self, pending: _Pending) -> None:
         with self._lock:
             self._rebuilding.remove(pending)
 
-    def _wait(self, fut: concurrent.futures.Future, what: str) -> Any:
+    def _wait(self, fut: concurrent.futures.Future, what: str, idle_ctx: int | None = None) -> Any:
         """The call's result, waited for as long as the worker makes progress (a piece read, a call ended). Given
         up after WAIT_S without any: a call not begun is taken back (nothing was done), one under way is said to
         be (a 503: it carries on; not the 500 or 507 a TimeoutError, an OSError, made of it). Given up once a stop
         gave the call up as stuck and the cache has closed: this wait, on the event loop's executor, held the
-        process's end for WAIT_S past a hung save (asyncio.run waits for its executor's threads)."""
+        process's end for WAIT_S past a hung save (asyncio.run waits for its executor's threads). A call that
+        needs context `idle_ctx` idle (the worker holds it until then, no request placed there meanwhile) and has
+        not begun after idle_wait_s while that context runs a request or a rebuild is taken back too: a 503 with
+        Retry-After naming what the context runs."""
         sched = self.scheduler
         seen, since = sched.pieces_read, time.monotonic()
+        idle_deadline = since + self.idle_wait_s
         while True:
             done, _ = concurrent.futures.wait([fut], timeout=POLL_S)
             if done:
                 return fut.result()
+            if idle_ctx is not None and time.monotonic() >= idle_deadline:
+                self._give_up_waiting_for_idle(fut, idle_ctx, what)
             if sched.gave_up and getattr(self.state.cache, "closed", False):
                 # the stop gave this call up as stuck and the cache's close is done: a save it waited for has ended
                 # (answered just below), else it was given up (a write that hangs): nothing more will come of it
@@ -156,6 +171,16 @@ class SessionBackend:
         raise APIError(503, f"the {what} is still under way: the server's worker read no prompt piece for "
                        f"{WAIT_S:.0f} s; it carries on (GET /v1/sessions and /v1/slots say when it is done)",
                        headers={"Retry-After": "30"})
+
+    def _give_up_waiting_for_idle(self, fut: concurrent.futures.Future, ctx: int, what: str) -> None:
+        """Raises the 503 when context `ctx` still runs a request or a rebuild and the call is taken back; a call
+        not begun while the context is idle waits for the worker's step under way (_wait's rules)."""
+        table = self.scheduler.table
+        state = table[ctx] if 0 <= ctx < len(table.contexts) else None
+        if state is not None and state.busy_job is not None and fut.cancel():
+            raise APIError(503, f"the {what} waited {self.idle_wait_s:g} s for context {_ctx_name(ctx)} to be idle "
+                           f"and it is still running {_running(state)}; nothing was done, retry later",
+                           headers={"Retry-After": str(IDLE_RETRY_AFTER_S)})
 
     def _rebuilt(self, pending: _Pending, ctx: int, done: session_rebuild.Rebuilt) -> RebuiltSession:
         """After an older Strata's session was read again from its tokens (worker thread): labelled, then saved
@@ -195,3 +220,12 @@ class SessionBackend:
 
     def list_sessions(self) -> list[dict]:
         return self.cache.list_sessions()
+
+
+def _ctx_name(ctx: int) -> str:
+    return "main" if ctx == MAIN else str(ctx)
+
+
+def _running(state: Any) -> str:
+    """What a busy context runs, for a message."""
+    return "a session rebuild" if state.busy_job == session_rebuild.HELD else f"a request (job {state.busy_job})"
