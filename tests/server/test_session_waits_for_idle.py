@@ -106,7 +106,7 @@ def test_a_restore_into_main_waits_for_its_stream_then_runs(tiny_model, tmp_path
         work = _saved(s)
         sched.eos.clear()                                   # the stream ends at its max_tokens
         with _SlowTokens(s.state.engine):
-            a = _Stream(s.url, ids(20, 72), 100)
+            a = _Stream(s.url, ids(20, 72), 300)
             _wait_for(lambda: a.lines > 0, "the stream's first token")
             assert sched.table.main.busy_job is not None        # it runs in main (alone)
             restoring, restored = _on_thread(lambda: _restore(s.url, "work"))
@@ -116,7 +116,7 @@ def test_a_restore_into_main_waits_for_its_stream_then_runs(tiny_model, tmp_path
             restoring.join(60)
             body = restored[0].json()
             assert restored[0].status_code == 200 and body["n_tokens"] == len(work), body
-        assert a.lines > 100                                 # the stream was not cut short: all its tokens came
+        assert a.lines > 300                                 # the stream was not cut short: all its tokens came
         assert sched.call(lambda: list(s.state.engine.context_tokens(0))).result(60) == work
         assert sched.table.main.conversation == "session:work"
 
