@@ -11,6 +11,10 @@ Agents (one thread each):
   now and then a raw client sends a request and disconnects (before the answer, and mid-stream).
 - session: an OpenAI chat conversation saved as a named session, continued, then restored and branched from
   the saved point (before and after the restart).
+- editor: code completions as a user types (llama.vscode's POST /infill with input_extra chunks, a request
+  every 1-2 s, the one before abandoned when unanswered at the next keystroke; now and then Continue's streamed
+  /v1/completions with a `suffix`). The model is the default one with FIM token ids named in a copy's metadata
+  (benchmarks/fim_beside_agent.py's fim_smollm2).
 Each agent sleeps a minute now and then (idle gaps). A slow reader holds `/v1/monitor/events?interval=0.25`
 open the whole time, reading a few KiB a second.
 
@@ -44,6 +48,9 @@ import anthropic
 import httpx2 as httpx
 import openai
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.fim_beside_agent import fim_smollm2  # noqa: E402
+
 WORDS = ("parser token cache slot engine buffer socket thread queue vector matrix kernel module import return "
          "yield class struct enum trait async await lambda closure request handler config budget").split()
 CC_SYSTEM = [{"type": "text", "text": "You are Claude Code, a coding agent. Work in small steps, run the tests."},
@@ -60,6 +67,8 @@ RESP_TOOLS = [{"type": "function", "name": "shell", "description": "Run a comman
                "parameters": {"type": "object", "properties": {"command": {"type": "array", "items": {"type": "string"}}},
                               "required": ["command"]}}]
 LONG_LIMIT = 9000          # prompt tokens past which an agent compacts (starts its conversation again)
+ROOT = Path(__file__).resolve().parents[1]
+EDITED_FILES = sorted((ROOT / "server").glob("*.py"))    # the editor's files: the one typed in, the chunks
 
 
 def code(rng: random.Random, n_lines: int) -> str:
@@ -98,6 +107,7 @@ class Server:
         self.n += 1
         a, d = self.args, self.dirs
         cmd = [str(Path(sys.executable).parent / "strata"), "serve", "--no-config", "--port", str(a.port),
+               "--model", a.model,
                "--threads", "1", "--batch", "4", "--ctx", "16384", "--log-level", "info",
                "--conversation-cache-mib", str(a.ram_mib),
                "--conversation-cache-warm-dir", str(d["warm"]), "--conversation-cache-warm-mib", str(a.warm_mib),
@@ -549,6 +559,87 @@ class SessionAgent(Agent):
         self.chat(messages, body.get("n_tokens", 0) - 1, "branch")
 
 
+class EditorAgent(Agent):
+    """An editor's code completions as its user types: llama.vscode's POST /infill (input_prefix, the typed part
+    of the line as `prompt`, input_suffix, two ring-buffer chunks as input_extra), now and then Continue's
+    streamed /v1/completions with a `suffix`. A step is a burst of keystrokes 1-2 s apart, each sending a
+    completion; one not answered when the next keystroke comes is abandoned (the client closes the socket)."""
+
+    name_ = "editor"
+
+    def begin(self) -> None:
+        """A file opened at a line: the line to type there, the chunks llama.vscode's ring buffer holds."""
+        path = self.rng.choice(EDITED_FILES)
+        self.lines = path.read_text().splitlines(keepends=True)
+        self.line = self.rng.randrange(len(self.lines) // 4, len(self.lines))
+        self.target = f"        result = self.{self.rng.choice(WORDS)}(job, now=time.monotonic(), reason='typed')\n"
+        self.typed = ""
+        self.extra = [{"filename": f.name, "text": "".join(f.read_text().splitlines(keepends=True)[:64])}
+                      for f in self.rng.sample(EDITED_FILES, 2)]
+
+    def step(self) -> None:
+        for _ in range(self.rng.randint(4, 20)):
+            if not self.gate.is_set() or self.stop_ev.is_set():
+                return
+            self.keystroke()
+            deadline = time.time() + self.rng.uniform(1.0, 2.0)
+            prefix, suffix = "".join(self.lines[max(0, self.line - 256):self.line]), "".join(self.lines[self.line:])
+            if self.rng.random() < 0.15:
+                self.suffix_completion(prefix + self.typed, suffix[:4000], deadline)
+            else:
+                self.infill(prefix, suffix, deadline)
+            self.stop_ev.wait(max(0.0, deadline - time.time()))
+
+    def keystroke(self) -> None:
+        """The typed line grows by 2-5 characters; a finished line goes into the file and the next one begins."""
+        self.typed += self.target[len(self.typed):len(self.typed) + self.rng.randint(2, 5)]
+        if len(self.typed) >= len(self.target) - 1:
+            self.lines.insert(self.line, self.target)
+            self.line, self.typed = self.line + 1, ""
+
+    def infill(self, prefix: str, suffix: str, deadline: float) -> None:
+        body = {"input_prefix": prefix, "prompt": self.typed, "input_suffix": "".join(suffix.splitlines(True)[:64]),
+                "input_extra": self.extra, "n_predict": 32, "n_indent": 8, "t_max_predict_ms": 1000,
+                "cache_prompt": True, "samplers": ["top_k", "top_p", "infill"], "top_k": 40, "top_p": 0.99}
+        t0 = time.time()
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.args.port, timeout=max(0.05, deadline - t0))
+        try:
+            conn.request("POST", "/infill", body=json.dumps(body), headers={"Content-Type": "application/json"})
+            conn.sock.settimeout(max(0.05, deadline - time.time()))
+            resp = conn.getresponse()
+            conn.sock.settimeout(max(0.05, deadline - time.time()))
+            status, data = resp.status, resp.read()
+        except TimeoutError:
+            if conn.sock is not None:              # the next keystroke: llama.vscode aborts the request
+                conn.sock.shutdown(socket.SHUT_RDWR)
+            return self.completion("infill", t0, abandoned=True)
+        finally:
+            conn.close()
+        if status != 200:
+            raise RuntimeError(f"/infill answered {status}: {data[:300]!r}")
+        a = json.loads(data)
+        self.completion("infill", t0, evaluated=a["tokens_evaluated"], cache_n=a["timings"]["cache_n"])
+
+    def suffix_completion(self, prompt: str, suffix: str, deadline: float) -> None:
+        t0, n = time.time(), 0
+        try:
+            stream = self.oai.with_options(timeout=max(0.05, deadline - t0)).completions.create(
+                model="autocomplete", prompt=prompt, suffix=suffix, max_tokens=48, temperature=0.01, stream=True,
+                stop=["\n\n", "\n}"])
+            for _ in stream:
+                n += 1
+                if time.time() > deadline:
+                    stream.close()        # Continue aborts the stream at the next keystroke
+                    return self.completion("suffix", t0, abandoned=True, chunks=n)
+        except openai.APITimeoutError:
+            return self.completion("suffix", t0, abandoned=True, chunks=n)
+        self.completion("suffix", t0, chunks=n)
+
+    def completion(self, api: str, t0: float, abandoned: bool = False, **extra) -> None:
+        self.log.write({"kind": "completion", "api": api, "abandoned": abandoned, "s": round(time.time() - t0, 3),
+                        "phase": self.server.n, **extra})
+
+
 # ---------------------------------------------------------------------------------------------------------- driver
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -567,6 +658,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     args.root = args.root or str(out)
+    args.model = str(fim_smollm2(Path(args.root) / "smollm2-fim.gguf"))   # the default model, FIM tokens named
     log = Log(out / "requests.jsonl")
     server = Server(args, out)
     summary: dict = {"args": vars(args), "phases": []}
@@ -574,7 +666,7 @@ def main() -> None:
     summary["phases"].append({"start_s": round(server.start(), 1)})
     sampler = Sampler(server, log, args.sample_s, stop)
     agents = [cls(server, log, gate, stop, args.seed * 10 + i)
-              for i, cls in enumerate((ClaudeAgent, CodexAgent, ChatAgent, SessionAgent))]
+              for i, cls in enumerate((ClaudeAgent, CodexAgent, ChatAgent, SessionAgent, EditorAgent))]
     gate.set()
     for t in (sampler, SlowReader(server, log, stop), *agents):
         t.start()
@@ -609,6 +701,23 @@ def drain_and_stop(server: Server, gate: threading.Event, agents: list, sampler:
     after = {name: folder_stats(p) for name, p in server.dirs.items()}
     log.write({"kind": "stopped", **stopped, "folders": after})
     return {**stopped, "drain_s": round(time.time() - t0, 1), "folders_after_stop": after}
+
+
+def completion_figures(done: list[dict]) -> dict:
+    """The editor's completions by API: answered and abandoned, the answered ones' latency p50 / p90, their
+    prompts' tokens and those reused (/infill says both)."""
+    out = {}
+    for api in ("infill", "suffix"):
+        rs = [r for r in done if r["api"] == api]
+        answered = sorted(r["s"] for r in rs if not r["abandoned"])
+
+        def pct(q: float, xs: list = answered) -> float | None:
+            return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
+
+        out[api] = {"sent": len(rs), "answered": len(answered), "abandoned": len(rs) - len(answered),
+                    "p50_s": pct(0.5), "p90_s": pct(0.9),
+                    "evaluated": sum(r.get("evaluated", 0) for r in rs), "reused": sum(r.get("cache_n", 0) for r in rs)}
+    return out
 
 
 def summarize(records: list[dict]) -> dict:
@@ -659,6 +768,7 @@ def summarize(records: list[dict]) -> dict:
             "short_of_ideal": [{k: r[k] for k in ("agent", "conv", "req", "prompt", "cached", "ideal")}
                                for r in cont if r["cached"] < r["ideal"]],
             "sessions": {f"{r['kind']} {r['status']}": 0 for r in records if r["kind"].startswith("session")},
+            "completions": completion_figures([r for r in records if r["kind"] == "completion" and r["phase"] == ph]),
         }
         for r in records:
             if r["kind"].startswith("session") and r.get("phase") == ph:
