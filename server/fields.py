@@ -237,6 +237,11 @@ def get_max_tokens(body: dict, names: tuple[str, ...], default: int | None) -> i
     return default
 
 
+# stop strings of a code completion (/v1/completions, /infill): Continue's autocomplete sends its template's (9 for
+# Qwen2.5-Coder) with its multi-line, common and language stops (17 for Python, 19 for TypeScript); llama.cpp takes any
+CODE_STOP_LIMIT = 64
+
+
 def get_stop(body: dict, name: str, limit: int = 16) -> tuple[str, ...]:
     v = body.get(name)
     if v is None:

@@ -10,6 +10,11 @@ What it is: `fim_prompt(tokenizer, FimRequest)` -> the token ids and whether any
     [BOS]                                      (when the model adds one)
     [FIM_PRE]{input_prefix}{prompt}[FIM_SUF]{input_suffix}[FIM_MID]
 
+or, with `strata serve --spm-infill` (llama.cpp's flag of that name: suffix-prefix-middle, for the models trained
+on that order), the same pieces cut the same way, the suffix first:
+
+    [BOS][FIM_SUF]{input_suffix}[FIM_PRE]{input_prefix}{prompt}[FIM_MID]
+
 The prefix keeps its last 3/4 of FIM_BATCH tokens, the suffix its first FIM_BATCH/4 - 2 - len(prompt); the
 repo-level context keeps its last n_ctx - FIM_BATCH - 2 * n_predict tokens (none in a small context; n_ctx is
 a slot's where the server has slots: fim_context). Prefix,
@@ -50,6 +55,7 @@ class FimRequest:
     extra: tuple[ExtraChunk, ...] = ()
     n_ctx: int = 0                 # the context the prompt must fit (the repo-level part is sized by it)
     n_predict: int = 0             # tokens the answer may take (-1: no limit: counted as 0, as llama.cpp)
+    spm: bool = False              # suffix-prefix-middle order (--spm-infill)
 
 
 @dataclass(frozen=True)
@@ -108,5 +114,7 @@ def fim_prompt(tokenizer, req: FimRequest) -> FimPrompt:
     head = extra[len(extra) - n_extra:]
     if tokenizer.add_bos and tokenizer.bos_id is not None:
         head.append(tokenizer.bos_id)
-    tokens = [*head, fim.pre, *prefix[len(prefix) - n_prefix:], *prompt, fim.suf, *suffix[:n_suffix], fim.mid]
+    before = [fim.pre, *prefix[len(prefix) - n_prefix:], *prompt]
+    after = [fim.suf, *suffix[:n_suffix]]
+    tokens = [*head, *after, *before, fim.mid] if req.spm else [*head, *before, *after, fim.mid]
     return FimPrompt(tokens=tokens, truncated=truncated)

@@ -155,14 +155,14 @@ async def infill(request: web.Request) -> web.StreamResponse:
     capacity = fim_context(state.engine)
     laid = fim_prompt(state.engine.tokenizer, FimRequest(
         prefix=prefix, suffix=suffix, prompt=f.get_str(body, "prompt", ""), extra=_extra(body),
-        n_ctx=capacity, n_predict=n_predict))
+        n_ctx=capacity, n_predict=n_predict, spm=state.config.spm_infill))
     check_prompt_fits(state.engine, len(laid.tokens), param="input_prefix")
     end = InfillEnd(f.get_int(body, "n_indent", 0, 0, 1 << 16), f.get_int(body, "t_max_predict_ms", 0, 0, 1 << 31))
     f.get_int(body, "t_max_prompt_ms", 0, -1, 1 << 31)       # checked; not acted on (nor is it by llama.cpp)
     names = _response_fields(body)
     job = Job(api="infill", prompt=laid.tokens,
               max_tokens=1 if n_predict == 0 else f.MAX_TOKENS_LIMIT if n_predict < 0 else n_predict,
-              sampling=_sampling(body, state.engine.n_vocab), stop=f.get_stop(body, "stop"),
+              sampling=_sampling(body, state.engine.n_vocab), stop=f.get_stop(body, "stop", limit=f.CODE_STOP_LIMIT),
               conversation=tokens_key(laid.tokens), ignore_eos=f.get_bool(body, "ignore_eos"),
               call_end=end, end_tokens=fim.end_ids, completion=True)
     model = f.get_str(body, "model") or state.model_name

@@ -452,8 +452,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
               max_tokens=max_tokens, end_tokens=fim_tokens.end_ids if completion else frozenset(),
               completion=completion,
               sampling=parse_sampling(body, n_vocab=state.engine.n_vocab),
-              stop=f.get_stop(body, "stop"), conversation=tokens_key(tokens), ignore_eos=f.get_bool(body, "ignore_eos"),
-              answer_rule=json_format(body.get("response_format")),
+              stop=f.get_stop(body, "stop", limit=f.CODE_STOP_LIMIT), conversation=tokens_key(tokens),
+              ignore_eos=f.get_bool(body, "ignore_eos"), answer_rule=json_format(body.get("response_format")),
               logprobs=f.get_int(body, "logprobs", None, 0, MAX_TOP_LOGPROBS))
     model = body.get("model") or state.model_name
     cid = f"cmpl-{uuid.uuid4().hex[:24]}"
@@ -560,7 +560,8 @@ def _fim_tokens(state: ServerState, body: dict, max_tokens: int) -> list[int] | 
         raise APIError(400, "'prompt' must be a string (the code before the cursor) when 'suffix' is given",
                        param="prompt")
     return fim_prompt(state.engine.tokenizer, FimRequest(prefix=prompt, suffix=suffix, n_predict=max_tokens,
-                                                         n_ctx=fim_context(state.engine))).tokens
+                                                         n_ctx=fim_context(state.engine),
+                                                         spm=state.config.spm_infill)).tokens
 
 
 def _prompt_tokens(state: ServerState, prompt: Any) -> list[int]:

@@ -160,6 +160,9 @@ OPTIONS: tuple[Option, ...] = (
            minimum=0, maximum=31),
     Option("lookup-rows", int, 8, "lookup decoding only while at most this many requests generate (the more "
            "rows a step has, the more it is bound by arithmetic and the less guesses save)", minimum=1, maximum=256),
+    Option("spm-infill", bool, False, "lay a code completion's prompt out suffix first (suffix-prefix-middle: "
+           "[FIM_SUF]suffix[FIM_PRE]prefix[FIM_MID]), as llama.cpp's --spm-infill, for the models trained on that "
+           "order; default prefix-suffix-middle"),
     Option("max-tokens-default", int, 4096, "output limit of a request that sets none (Anthropic requires one)",
            minimum=1),
     Option("timeline-out", str, None, "append a replay timeline of real traffic (ids, times, token counts; no "

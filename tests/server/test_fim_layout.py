@@ -1,8 +1,8 @@
 """The prompt of a code completion (server/fim_prompt.py) against llama.cpp's documented order (its server's
 `format_infill`): [FIM_REP]myproject\\n, each input_extra chunk as [FIM_SEP]{filename}\\n{text}, [FIM_SEP]filename\\n,
 [BOS] when the model adds one, then [FIM_PRE]{prefix}{prompt}[FIM_SUF]{suffix}[FIM_MID]; the prefix keeps its last
-1,536 tokens, the suffix its first 510 - len(prompt), the repo-level part its last n_ctx - 2048 - 2 n_predict.
-On a real tokenizer (a tiny model with Qwen2.5-Coder's FIM tokens); no server."""
+1,536 tokens, the suffix its first 510 - len(prompt), the repo-level part its last n_ctx - 2048 - 2 n_predict;
+with --spm-infill the suffix comes first ([FIM_SUF]{suffix}[FIM_PRE]{prefix}{prompt}[FIM_MID]). On a real tokenizer (a tiny model with Qwen2.5-Coder's FIM tokens); no server."""
 
 from __future__ import annotations
 
@@ -83,6 +83,22 @@ def test_bos_after_the_repo_level_part_when_the_model_adds_one(tok):
     out = fim_prompt(bos, FimRequest(prefix="a", suffix="b", n_ctx=8192))
     assert out.tokens == [REP, *plain(tok, "myproject\n"), SEP, *plain(tok, "filename\n"), tok.bos_id, PRE,
                           *plain(tok, "a"), SUF, *plain(tok, "b"), MID]
+
+
+def test_spm_infill_puts_the_suffix_first_cut_as_in_the_psm_order(tok):
+    """--spm-infill (llama.cpp's format_infill with spm_infill): [extra][BOS][FIM_SUF]suffix[FIM_PRE]prefix
+    prompt[FIM_MID]; the prefix keeps its end, the suffix its start, as in the default order."""
+    line = "value = compute(value)\n"
+    req = FimRequest(prefix=line * 400, suffix=line * 200, prompt="x", extra=(ExtraChunk("u.py", "z\n"),),
+                     n_ctx=8192, spm=True)
+    bos = _with_fim(tok, tok.fim, add_bos=True)
+    p, s, x = plain(tok, line * 400), plain(tok, line * 200), plain(tok, "x")
+    out = fim_prompt(bos, req)
+    assert out.tokens == [REP, *plain(tok, "myproject\n"), SEP, *plain(tok, "u.py\n"), *plain(tok, "z\n"),
+                          SEP, *plain(tok, "filename\n"), tok.bos_id,
+                          SUF, *s[:510 - len(x)], PRE, *p[-1536:], *x, MID]
+    psm = fim_prompt(bos, replace(req, spm=False))
+    assert sorted(psm.tokens) == sorted(out.tokens) and psm.tokens != out.tokens and out.truncated
 
 
 def _with_fim(tok, fim: FimTokens, add_bos: bool = False):
