@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 from strata import folders
 
+from .folder_holds import CommitLockHeld, held
 from .temp_files import temp_name
 
 try:
@@ -54,12 +55,6 @@ COMMIT_LOCK_WAIT_S = 10.0
 # over many files, the spill writer's queue: one wait, not one each); a lock had there ends it
 COMMIT_LOCK_STILL_HELD_S = 60.0
 LOCK_POLL_FIRST_S, LOCK_POLL_MAX_S = 0.001, 0.05   # the waits between tries double from the first to the most
-
-
-class CommitLockHeld(OSError):
-    """A folder's commit lock was not had in time: another process holds it. What needed it is given up, never done
-    unlocked: a write fails as any OSError does (counted, warned once a run), a removal is left (an eviction's
-    entry stays, warned once a run; the start's removals of damaged and orphaned files are left for a later one)."""
 
 
 def held_by_another(exc: OSError) -> bool:
@@ -114,43 +109,51 @@ class FileIO:
     def commit_lock(self, folder: str, wait_s: float | None = None) -> Iterator[None]:
         """Hold the folder's commit lock (across processes) while an entry's files are renamed into
         place or removed, so two writers of one key cannot leave one's image under the other's sidecar.
+        This process's threads take turns first (folder_holds.held: one in-process lock per folder), so the
+        file lock only arbitrates between processes and one thread's close never lets another's go.
         POSIX locks the folder itself (flock on its descriptor: no file is made); Windows a lock file
         in it. Released by the OS if the process dies. A folder that cannot be opened is not locked:
         the rename that follows fails with its own error; nor is one whose file system cannot lock (Windows).
-        Waits at most `wait_s` (default `commit_lock_wait_s`) while another process holds it, then raises
-        CommitLockHeld (the caller says so, as of any refusal); the folder's next tries, for
-        COMMIT_LOCK_STILL_HELD_S, do not wait."""
+        Waits at most `wait_s` (default `commit_lock_wait_s`) in all while another thread or process holds it, then
+        raises CommitLockHeld (the caller says so, as of any refusal); after a wait for another process that ended
+        so, the folder's next tries, for COMMIT_LOCK_STILL_HELD_S, do not wait for it."""
         wait_s = self.commit_lock_wait_s if wait_s is None else wait_s
-        try:
-            if fcntl is not None:
-                fd = os.open(folder, os.O_RDONLY)
-            else:
-                fd = os.open(os.path.join(folder, WINDOWS_COMMIT_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            yield
-            return
-        try:
-            held = self.__dict__.setdefault("_lock_held_at", {})   # folder -> when a wait there ended unlocked
-            since = held.get(folder)
-            quiet = since is not None and time.monotonic() - since < COMMIT_LOCK_STILL_HELD_S
-            try_once = (lambda: _posix_try_lock(fd)) if fcntl is not None else (lambda: _windows_try_lock(fd))
+        began = time.monotonic()
+        with held(folder, wait_s) as hold:
             try:
-                locked = wait_for_lock(try_once, 0.0 if quiet else wait_s)
-            except CommitLockHeld:
-                if not quiet:
-                    held[folder] = time.monotonic()
-                    raise
-                raise CommitLockHeld(errno.EAGAIN, f"its commit lock is still held by another process (a wait for "
-                                                   f"it gave up {time.monotonic() - since:.0f} s ago; a Strata server "
-                                                   "on this folder that has hung?)") from None
-            held.pop(folder, None)
-            try:
+                if fcntl is not None:
+                    fd = os.open(folder, os.O_RDONLY)
+                else:
+                    fd = os.open(os.path.join(folder, WINDOWS_COMMIT_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:
                 yield
+                return
+            try:
+                held_at = self.__dict__.setdefault("_lock_held_at", {})   # folder -> when a wait there ended unlocked
+                since = held_at.get(folder)
+                quiet = since is not None and time.monotonic() - since < COMMIT_LOCK_STILL_HELD_S
+                try_once = (lambda: _posix_try_lock(fd)) if fcntl is not None else (lambda: _windows_try_lock(fd))
+                left = max(0.0, wait_s - (time.monotonic() - began))   # what the wait for this process's threads left
+                hold.waiting = True
+                try:
+                    locked = wait_for_lock(try_once, 0.0 if quiet else left)
+                except CommitLockHeld:
+                    if not quiet:
+                        held_at[folder] = time.monotonic()
+                        raise
+                    raise CommitLockHeld(errno.EAGAIN, f"its commit lock is still held by another process (a wait "
+                                                       f"for it gave up {time.monotonic() - since:.0f} s ago; a "
+                                                       "Strata server on this folder that has hung?)") from None
+                finally:
+                    hold.waiting = False
+                held_at.pop(folder, None)
+                try:
+                    yield
+                finally:
+                    if fcntl is None and locked:
+                        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)  # Windows frees a closed file's lock only eventually
             finally:
-                if fcntl is None and locked:
-                    msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)  # Windows frees a closed file's lock only eventually
-        finally:
-            os.close(fd)  # closing releases the flock
+                os.close(fd)  # closing releases the flock; then the next thread of this process may take it
 
     def write(self, f: BinaryIO, data: bytes | memoryview) -> None:
         f.write(data)
