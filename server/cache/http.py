@@ -13,7 +13,10 @@ scheduler's lock on that context while it runs).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
+from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 from strata.server.body_read import read_body
@@ -22,6 +25,12 @@ from strata.server.fields import refused_encoding
 from .sessions import SessionConflictError, SessionNameError, StaleSessionError, validate_session_name
 
 SESSION_BACKEND: web.AppKey = web.AppKey("strata_session_backend", object)
+SESSION_THREADS: web.AppKey = web.AppKey("strata_session_threads", concurrent.futures.ThreadPoolExecutor)
+# Threads for the save, restore and DELETE calls, which may wait long: a save or restore for its context to be idle
+# (SESSION_IDLE_WAIT_S, 30 s), a DELETE for a removal that hangs. On the event loop's default executor (min(32,
+# cores + 4) threads: 6 on two cores) that many waiting calls held up every chat prompt's rendering and the stop,
+# which run there. 32: more waiting calls than that queue behind each other, not behind anything else.
+N_SESSION_THREADS = 32
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
@@ -63,7 +72,7 @@ async def save_session(request: web.Request) -> web.Response:
         return _error(400, str(exc))
     backend = request.app[SESSION_BACKEND]
     try:
-        info = await asyncio.to_thread(backend.save_session, name, ctx)
+        info = await _in_session_thread(request, backend.save_session, name, ctx)
     except MemoryError as exc:
         return _error(503, f"not enough RAM to save: {exc}", "overloaded_error")
     except SessionConflictError as exc:
@@ -84,7 +93,7 @@ async def restore_session(request: web.Request) -> web.Response:
         return _error(400, str(exc))
     backend = request.app[SESSION_BACKEND]
     try:
-        res = await asyncio.to_thread(backend.restore_session, name, ctx)
+        res = await _in_session_thread(request, backend.restore_session, name, ctx)
     except KeyError as exc:
         said = exc.args[0] if exc.args and isinstance(exc.args[0], str) else f"no session named {name!r}"
         return _error(404, said, "not_found_error")
@@ -108,7 +117,7 @@ async def delete_session(request: web.Request) -> web.Response:
     except SessionNameError as exc:
         return _error(400, str(exc))
     try:
-        existed = await asyncio.to_thread(request.app[SESSION_BACKEND].delete_session, name)
+        existed = await _in_session_thread(request, request.app[SESSION_BACKEND].delete_session, name)
     except OSError as exc:   # a folder that cannot be written: the session stays (listed, restorable)
         return _error(507, f"could not delete the session: {exc}", "storage_error")
     if not existed:
@@ -121,7 +130,18 @@ async def list_sessions(request: web.Request) -> web.Response:
     return web.json_response({"object": "list", "data": sessions})
 
 
+async def _in_session_thread(request: web.Request, fn: Callable[..., Any], *args: Any) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(request.app[SESSION_THREADS], fn, *args)
+
+
+async def _shut_session_threads(app: web.Application) -> None:
+    # not waited for: a call still waiting ends with the scheduler's stop, a hung removal is given up by the close
+    app[SESSION_THREADS].shutdown(wait=False)
+
+
 def add_session_routes(app: web.Application) -> None:
+    app[SESSION_THREADS] = concurrent.futures.ThreadPoolExecutor(N_SESSION_THREADS, thread_name_prefix="strata-session")
+    app.on_cleanup.append(_shut_session_threads)
     app.router.add_post("/v1/sessions/{name}/save", save_session)
     app.router.add_post("/v1/sessions/{name}/restore", restore_session)
     app.router.add_delete("/v1/sessions/{name}", delete_session)
