@@ -7,9 +7,12 @@ answer in llama.cpp's shape: `content`, `stop`, `stop_type`, `tokens_predicted`,
 `data:` event per piece with `stop: false`, a last one with `stop: true` and the numbers; no [DONE]).
 Fields read: input_prefix and input_suffix (required), prompt, input_extra [{filename, text}], n_predict (or
 max_tokens; -1: no limit; 0: the prompt is read and kept, nothing is answered: llama.vscode's warm-up of its
-context chunks), n_indent, t_max_predict_ms, stop, stream, temperature, top_k, top_p, min_p, repeat_penalty,
-presence_penalty, frequency_penalty, seed, ignore_eos, response_fields. t_max_prompt_ms is accepted and not
-acted on, as llama.cpp does not; other /completion fields (cache_prompt, samplers, id_slot) are ignored.
+context chunks), n_indent, t_max_prompt_ms, t_max_predict_ms, stop, stream, temperature, top_k, top_p, min_p, repeat_penalty,
+presence_penalty, frequency_penalty, seed, ignore_eos, response_fields. t_max_prompt_ms (which llama.cpp reads and
+does not act on) ends a completion whose prompt is still being read that long after it began, with nothing
+answered (stop_type "limit"), the part read kept in its slot for the next keystroke's request: beside an agent
+on two cores an editor's completion otherwise took 8-11 s, long after the user typed on, and slowed the agent's
+turns twofold. Other /completion fields (cache_prompt, samplers, id_slot, lora) are ignored.
 
 `InfillEnd` is what the scheduler feeds the answer's text (Job.call_end): it ends the answer at a line less
 indented than n_indent (that line left out of `content`) and, after t_max_predict_ms, at the next new line.
@@ -158,13 +161,16 @@ async def infill(request: web.Request) -> web.StreamResponse:
         n_ctx=capacity, n_predict=n_predict, spm=state.config.spm_infill))
     check_prompt_fits(state.engine, len(laid.tokens), param="input_prefix")
     end = InfillEnd(f.get_int(body, "n_indent", 0, 0, 1 << 16), f.get_int(body, "t_max_predict_ms", 0, 0, 1 << 31))
-    f.get_int(body, "t_max_prompt_ms", 0, -1, 1 << 31)       # checked; not acted on (nor is it by llama.cpp)
+    # the prompt's time bound; not on a warm-up (n_predict 0): it exists to read the prompt, and llama.vim sends it
+    # with t_max_prompt_ms 1 (llama.cpp, which does not act on the field, reads it whole)
+    t_max_prompt_ms = f.get_int(body, "t_max_prompt_ms", 0, -1, 1 << 31)
     names = _response_fields(body)
     job = Job(api="infill", prompt=laid.tokens,
               max_tokens=1 if n_predict == 0 else f.MAX_TOKENS_LIMIT if n_predict < 0 else n_predict,
               sampling=_sampling(body, state.engine.n_vocab), stop=f.get_stop(body, "stop", limit=f.CODE_STOP_LIMIT),
               conversation=tokens_key(laid.tokens), ignore_eos=f.get_bool(body, "ignore_eos"),
-              call_end=end, end_tokens=fim.end_ids, completion=True)
+              call_end=end, end_tokens=fim.end_ids, completion=True,
+              max_prompt_s=t_max_prompt_ms / 1000.0 if t_max_prompt_ms > 0 and n_predict != 0 else 0.0)
     model = f.get_str(body, "model") or state.model_name
     if f.get_bool(body, "stream") and n_predict != 0:
         return await _stream(request, state, job, end, model, laid.truncated, names)

@@ -99,6 +99,10 @@ class Job:
     # an editor's code completion (a fill-in-the-middle prompt): its history stays in the contexts for the next
     # keystroke's and is never parked into the conversation cache (ContextState.completion)
     completion: bool = False
+    # llama.cpp's t_max_prompt_ms for an answer a client waits for: once its prompt has been read this long
+    # without reaching its end, it ends with nothing answered (finish "length"), what was read kept in its context
+    # for the next keystroke's request (0: no limit; Row.prompt_overdue)
+    max_prompt_s: float = 0.0
 
 
 # Streamed text waits up to this long to travel with the next steps' text (one wake-up of the loop and

@@ -50,6 +50,12 @@ class Row:
     decode_window: WindowRate = field(default_factory=WindowRate)    # (wall clock, generated): live decode_tps
     logprobs: list = field(default_factory=list)   # with job.logprobs: sampling.token_logprobs per token
 
+    def prompt_overdue(self, now: float) -> bool:
+        """Whether its prompt is still being read `job.max_prompt_s` after the row began (llama.cpp's
+        t_max_prompt_ms, which an editor sends with each completion): the scheduler ends it then."""
+        return (self.job.max_prompt_s > 0 and self.phase == "prefill" and self.pos < len(self.job.prompt)
+                and now - self.started > self.job.max_prompt_s)
+
     def forced(self) -> list[int]:
         """The tokens the held answer must write next, whatever the logits (canonical_split.py), or []."""
         upcoming = getattr(self.sampler.constraint, "upcoming", None)

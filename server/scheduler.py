@@ -316,9 +316,13 @@ class Scheduler:
 
     def _drop_cancelled_rows(self) -> None:
         """Ends the running requests whose clients left (also mid-step: one that left during a prompt piece
-        takes no part in the decode after it)."""
+        takes no part in the decode after it), and the completions whose prompts outlasted their
+        t_max_prompt_ms (Row.prompt_overdue: nothing answered, what was read kept for the next keystroke)."""
         for row in [r for r in self._rows.values() if r.job.cancelled]:
             row_output.finish(self, row, "cancelled")
+        now = time.monotonic()
+        for row in [r for r in self._rows.values() if r.prompt_overdue(now)]:
+            row_output.finish(self, row, "length")
 
     def _pending_done(self) -> None:
         with self._cv:

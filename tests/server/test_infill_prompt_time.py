@@ -1,0 +1,85 @@
+"""llama.cpp's `t_max_prompt_ms` on `POST /infill`, acted on (llama.cpp reads it and does not): a completion whose
+prompt is still being read that long after it began ends with nothing answered (`stop_type` "limit"), the part
+read kept in its context, so the next keystroke's request goes on from there; a warm-up (`n_predict` 0, llama.vim's
+sends t_max_prompt_ms 1) reads its whole prompt. A live server (real engine and scheduler, tiny model with
+Qwen2.5-Coder's FIM tokens, prompt pieces of 64 tokens), each engine call slowed by 40 ms so that reading a
+prompt takes about a second."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import requests
+
+from tests.fixtures.fim_gguf import FIM_TEXTS, fim_model
+from tests.server.live import LiveServer
+
+SLOW_S = 0.04
+CODE = "".join(f"    value_{i} = compute(value_{i - 1}, {i})\n" for i in range(1, 120))   # ~1,500 tokens
+
+
+class SlowEngine:
+    """The real engine, each prompt piece and decode step 40 ms slower."""
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+    def prefill(self, *a: Any, **kw: Any) -> Any:
+        time.sleep(SLOW_S)
+        return self._engine.prefill(*a, **kw)
+
+    def step(self, *a: Any, **kw: Any) -> Any:
+        time.sleep(SLOW_S)
+        return self._engine.step(*a, **kw)
+
+    def decode(self, *a: Any, **kw: Any) -> Any:
+        time.sleep(SLOW_S)
+        return self._engine.decode(*a, **kw)
+
+
+@pytest.fixture
+def server(tiny_model_factory, tmp_path):
+    plain = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, added_tokens=FIM_TEXTS)
+    with LiveServer(model=str(fim_model(plain, tmp_path / "coder.gguf")), ctx=4096, batch=2, slot_ctx=4096,
+                    threads=1, prefill_chunk=64, conversation_cache_mib=0) as s:
+        sched = s.state.scheduler
+        real = sched.engine
+        sched.engine = SlowEngine(real)
+        try:
+            yield s
+        finally:
+            sched.engine = real
+
+
+def infill(server: LiveServer, **fields: Any) -> tuple[dict, float]:
+    body = {"input_prefix": "def f(value_0):\n" + CODE, "input_suffix": "\n    return value\n", "prompt": "    ",
+            "n_predict": 8, "temperature": 0, **fields}
+    t0 = time.monotonic()
+    r = requests.post(server.url + "/infill", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    return r.json(), time.monotonic() - t0
+
+
+def test_a_completion_past_its_prompt_time_answers_nothing_and_the_next_goes_on(server):
+    a, took = infill(server, t_max_prompt_ms=300)
+    assert a["content"] == "" and a["tokens_predicted"] == 0 and a["stop_type"] == "limit"   # before: 8 tokens
+    assert took < 0.3 + 0.5                        # ended at a piece's end past 300 ms (the whole read: > 1 s)
+    n = a["tokens_evaluated"]
+    assert n > 1000
+    b, _ = infill(server, t_max_prompt_ms=300)     # read on from where the first stopped
+    assert b["timings"]["cache_n"] > 64
+    c, _ = infill(server)                          # no bound: the rest is read and answered
+    assert c["tokens_predicted"] == 8 and c["timings"]["cache_n"] > b["timings"]["cache_n"]
+
+
+def test_a_warm_up_reads_its_whole_prompt_whatever_its_prompt_time(server):
+    """llama.vim's warm-up of its chunks: n_predict 0 with t_max_prompt_ms 1."""
+    w, took = infill(server, n_predict=0, t_max_prompt_ms=1, t_max_predict_ms=1)
+    assert took > 0.5 and w["tokens_cached"] == w["tokens_evaluated"] > 1000
+    again, _ = infill(server, t_max_prompt_ms=300)
+    assert again["tokens_predicted"] == 8 and again["timings"]["prompt_n"] <= 2   # all of it was kept
