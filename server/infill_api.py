@@ -100,7 +100,7 @@ def _extra(body: dict) -> tuple[ExtraChunk, ...]:
                  for w, c in f.objects(raw, "input_extra"))
 
 
-def _sampling(body: dict, n_vocab: int) -> SamplingParams:
+def llamacpp_sampling(body: dict, n_vocab: int) -> SamplingParams:
     """llama.cpp's /completion sampling fields with its defaults (temperature 0.8, top_k 40, top_p 0.95, min_p
     0.05); a seed of -1 is a random one."""
     seed = f.get_int(body, "seed", None, -1, (1 << 63) - 1)
@@ -118,7 +118,7 @@ def _sampling(body: dict, n_vocab: int) -> SamplingParams:
         raise APIError(400, str(e)) from None
 
 
-def _response_fields(body: dict) -> tuple[str, ...]:
+def response_fields(body: dict) -> tuple[str, ...]:
     raw = body.get("response_fields")
     if raw is None:
         return ()
@@ -164,16 +164,16 @@ async def infill(request: web.Request) -> web.StreamResponse:
     # the prompt's time bound; not on a warm-up (n_predict 0): it exists to read the prompt, and llama.vim sends it
     # with t_max_prompt_ms 1 (llama.cpp, which does not act on the field, reads it whole)
     t_max_prompt_ms = f.get_int(body, "t_max_prompt_ms", 0, -1, 1 << 31)
-    names = _response_fields(body)
+    names = response_fields(body)
     job = Job(api="infill", prompt=laid.tokens,
               max_tokens=1 if n_predict == 0 else f.MAX_TOKENS_LIMIT if n_predict < 0 else n_predict,
-              sampling=_sampling(body, state.engine.n_vocab), stop=f.get_stop(body, "stop", limit=f.CODE_STOP_LIMIT),
+              sampling=llamacpp_sampling(body, state.engine.n_vocab), stop=f.get_stop(body, "stop", limit=f.CODE_STOP_LIMIT),
               conversation=tokens_key(laid.tokens), ignore_eos=f.get_bool(body, "ignore_eos"),
               call_end=end, end_tokens=fim.end_ids, completion=True,
               max_prompt_s=t_max_prompt_ms / 1000.0 if t_max_prompt_ms > 0 and n_predict != 0 else 0.0)
     model = f.get_str(body, "model") or state.model_name
     if f.get_bool(body, "stream") and n_predict != 0:
-        return await _stream(request, state, job, end, model, laid.truncated, names)
+        return await stream_answer(request, state, job, end, model, laid.truncated, names)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
     return web.json_response(only_fields(final_answer(completion, end, model, laid.truncated, n_predict == 0),
@@ -200,7 +200,7 @@ def final_answer(c: Completion, end: InfillEnd, model: str, truncated: bool, war
             "tokens_cached": c.prompt_tokens + n_out, "timings": timings}
 
 
-async def _stream(request: web.Request, state: Any, job: Job, end: InfillEnd, model: str, truncated: bool,
+async def stream_answer(request: web.Request, state: Any, job: Job, end: InfillEnd, model: str, truncated: bool,
                   names: tuple[str, ...]) -> web.StreamResponse:
     """llama.cpp's stream: `data: {"content": piece, "stop": false}` events, then the final answer (`content`
     empty, `stop` true); an error after the start is a `data: {"error": ...}` event."""

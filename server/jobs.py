@@ -71,7 +71,7 @@ class Job:
     """One generation request. The handler creates it on the event loop; the worker thread fills the
     bookkeeping fields and posts events back through an `Outbox`."""
 
-    api: str                      # "openai" | "responses" | "anthropic" | "infill"
+    api: str                      # "openai" | "responses" | "anthropic" | "infill" | "completion" (llama.cpp's)
     prompt: list[int]
     max_tokens: int
     sampling: SamplingParams

@@ -437,14 +437,18 @@ def chat_response(completion: Completion, model: str, tools: list[dict] | None, 
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
+    return await complete(request, await f.read_json_object(request))
+
+
+async def complete(request: web.Request, body: dict) -> web.StreamResponse:
+    """/v1/completions on a body already read (completion_api.py hands /completions bodies that name a model)."""
     state = ready_state(request)
-    body = await f.read_json_object(request)
     _common_checks(body)
     if body.get("prompt") is None and "messages" in body:
         raise APIError(400, "'prompt' is required: chat 'messages' go to POST /v1/chat/completions", param="prompt")
     max_tokens = f.get_max_tokens(body, ("max_tokens",), 16)
     fim = _fim_tokens(state, body, max_tokens)
-    tokens = fim if fim is not None else _prompt_tokens(state, body.get("prompt"))
+    tokens = fim if fim is not None else prompt_tokens(state, body.get("prompt"))
     check_prompt_fits(state.engine, len(tokens), param="prompt")
     fim_tokens = state.engine.tokenizer.fim
     completion = fim is not None or laid_out_for_fim(tokens, fim_tokens)   # a suffix, or the client's own layout
@@ -564,7 +568,7 @@ def _fim_tokens(state: ServerState, body: dict, max_tokens: int) -> list[int] | 
                                                          spm=state.config.spm_infill)).tokens
 
 
-def _prompt_tokens(state: ServerState, prompt: Any) -> list[int]:
+def prompt_tokens(state: ServerState, prompt: Any) -> list[int]:
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]
     if isinstance(prompt, str):

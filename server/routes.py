@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 from strata.server import (
     anthropic_api,
+    completion_api,
     infill_api,
     monitor_feed,
     openai_api,
@@ -26,7 +27,8 @@ def add_routes(app: web.Application) -> None:
         web.post("/v1/chat/completions", openai_api.chat_completions),
         web.post("/chat/completions", openai_api.chat_completions),
         web.post("/v1/completions", openai_api.completions),
-        web.post("/completions", openai_api.completions),
+        web.post("/completions", completion_api.completions),     # llama.cpp's without a model, else OpenAI's
+        web.post("/completion", completion_api.completion),
         web.post("/infill", infill_api.infill),
         web.post("/v1/infill", infill_api.infill),
         web.post("/v1/responses", responses_api.responses),

@@ -137,3 +137,28 @@ def test_spm_infill_reads_the_suffix_first(spm_server):
     expected = fim_prompt(tok, FimRequest(prefix="def area(r):\n    return ", suffix="\n\nprint(area(2))\n",
                                           n_ctx=4096, n_predict=2, spm=True)).tokens
     assert c.json()["usage"]["prompt_tokens"] == len(expected) and holds(spm_server, expected)
+
+
+@pytest.mark.parametrize("path", ["/completion", "/completions"])
+def test_continues_llamacpp_provider_reads_content_events(server, path):
+    """Continue's `llama.cpp` provider: its template in `prompt`, no `model`, llama.cpp's field names; it reads each
+    event's `content` (before: a 404 on /completion, and OpenAI chunks without `content` on /completions)."""
+    body = {"prompt": "<|fim_prefix|>" + PREFIX + "<|fim_suffix|>" + SUFFIX + "<|fim_middle|>", "stream": True,
+            "n_predict": 6, "stop": CONTINUE_PY_STOPS, "top_k": 40, "top_p": 0.9, "temperature": 0,
+            "frequency_penalty": 0, "presence_penalty": 0, "min_p": 0.05}
+    with requests.post(server.url + path, json=body, stream=True, timeout=60) as r:
+        assert r.status_code == 200, r.text
+        events = sse(r)
+    assert events[-1]["stop"] is True and all(e["stop"] is False for e in events[:-1])
+    whole = requests.post(server.url + path, json={**body, "stream": False}, timeout=60).json()
+    assert "".join(e["content"] for e in events) == whole["content"] and whole["tokens_predicted"] <= 6
+    fim = server.state.engine.tokenizer.fim
+    prompt = server.state.engine.tokenize(body["prompt"], special=True)
+    assert prompt[-1] == fim.mid and whole["tokens_evaluated"] == len(prompt) and holds(server, list(prompt))
+
+
+def test_completions_with_a_model_is_still_openais(server):
+    r = requests.post(server.url + "/completions", json={"model": "coder", "prompt": "def f(", "max_tokens": 3,
+                                                         "temperature": 0}, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json()["object"] == "text_completion" and r.json()["usage"]["completion_tokens"] <= 3
