@@ -420,7 +420,7 @@ class Scheduler:
         pieces: list[tuple[Row, list[int]]] = []
         done: list[Row] = []       # nothing left to read (its logits are already there)
         for row in prefilling[start:] + prefilling[:start]:
-            n = min(per_row, budget, len(row.job.prompt) - row.pos)
+            n = min(per_row, budget, len(row.job.prompt) - row.pos, self.completion_piece(row))
             if n > 0:
                 pieces.append((row, row.job.prompt[row.pos: row.pos + n]))
                 budget -= n
@@ -449,9 +449,22 @@ class Scheduler:
         for row in done:
             self._after_piece(row, [], 0.0)
 
+    def completion_piece(self, row: Row) -> int:
+        """The most prompt tokens a piece of a code completion reads: about a time slice (`slice_s`) at the measured
+        prefill rate, and no more than its t_max_prompt_ms has left, so an editor's request whose client left (the
+        next keystroke) or whose bound passed ends within a short piece, not one of --prefill-chunk tokens (512 took
+        ~2 s beside an agent on two cores: completions bound to 500 ms came back after 2.0-2.6 s). Any other
+        request, or before a rate is measured: --prefill-chunk."""
+        if not row.job.completion or self.prefill_rate <= 0:
+            return self.chunk
+        left = self.slice_s
+        if row.job.max_prompt_s > 0:
+            left = min(left, row.job.max_prompt_s - (time.monotonic() - row.started))
+        return max(MIN_PREFILL_SLICE, int(self.prefill_rate * left))
+
     def _prefill_chunk(self, row: Row) -> None:
         """Reads the next piece of row's prompt on its own (Engine.prefill)."""
-        part = row.job.prompt[row.pos: row.pos + self.slice_tokens()]
+        part = row.job.prompt[row.pos: row.pos + min(self.slice_tokens(), self.completion_piece(row))]
         t0 = time.monotonic()
         if part:
             self._reading = len(part)

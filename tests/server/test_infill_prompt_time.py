@@ -83,3 +83,49 @@ def test_a_warm_up_reads_its_whole_prompt_whatever_its_prompt_time(server):
     assert took > 0.5 and w["tokens_cached"] == w["tokens_evaluated"] > 1000
     again, _ = infill(server, t_max_prompt_ms=300)
     assert again["tokens_predicted"] == 8 and again["timings"]["prompt_n"] <= 2   # all of it was kept
+
+
+class TokenTimedEngine:
+    """The real engine, each prompt token 1 ms slower (about 1,000 tokens/s, a small model beside an agent on two
+    cores), recording each prefill's length."""
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self.pieces: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+    def prefill(self, ctx: int, part: list[int], **kw: Any) -> Any:
+        self.pieces.append(len(part))
+        time.sleep(0.001 * len(part))
+        return self._engine.prefill(ctx, part, **kw)
+
+
+@pytest.fixture
+def timed_server(tiny_model_factory, tmp_path):
+    plain = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, added_tokens=FIM_TEXTS)
+    with LiveServer(model=str(fim_model(plain, tmp_path / "coder.gguf")), ctx=4096, batch=2, slot_ctx=4096,
+                    threads=1, prefill_chunk=2048, conversation_cache_mib=0) as s:
+        sched = s.state.scheduler
+        real = sched.engine
+        sched.engine = TokenTimedEngine(real)
+        try:
+            yield s, sched.engine
+        finally:
+            sched.engine = real
+
+
+def test_a_completions_pieces_keep_to_a_slice_and_to_what_its_bound_has_left(timed_server):
+    """Alone a prompt is read in --prefill-chunk pieces (here 2,048: ~1.5 s for this one); a completion's pieces
+    are about --prefill-slice-ms (250 ms) at the measured rate and no longer than its t_max_prompt_ms has left, so
+    it ends close to its bound (before: after its one 1,500-token piece)."""
+    server, spy = timed_server
+    warm = requests.post(server.url + "/v1/completions", json={"model": "m", "prompt": "x = 1\n" * 150,
+                                                               "max_tokens": 1}, timeout=60)
+    assert warm.status_code == 200 and server.state.scheduler.prefill_rate > 0
+    spy.pieces.clear()
+    a, took = infill(server, t_max_prompt_ms=300)
+    assert a["tokens_predicted"] == 0 and a["tokens_evaluated"] > 1000
+    assert took < 0.3 + 0.35                       # before: ~1.5 s, the whole prompt in one piece
+    assert spy.pieces and max(spy.pieces) <= 400   # ~250 tokens at ~1,000 tokens/s
