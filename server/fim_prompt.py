@@ -17,7 +17,8 @@ on that order), the same pieces cut the same way, the suffix first:
 
 The prefix keeps its last 3/4 of FIM_BATCH tokens, the suffix its first FIM_BATCH/4 - 2 - len(prompt); the
 repo-level context keeps its last n_ctx - FIM_BATCH - 2 * n_predict tokens (none in a small context; n_ctx is
-a slot's where the server has slots: fim_context). Prefix,
+a slot's where the server has slots: fim_context), and fewer where the whole prompt would not be shorter than
+n_ctx (n_predict 0 or -1 with a long prefix and suffix; llama.cpp's prompt then overflows its slot). Prefix,
 suffix and context are read as plain text (special-token texts in a file stay text); `prompt` (the typed part
 of the cursor's line, llama.vim's and llama.vscode's) with special tokens parsed, as llama.cpp reads it.
 `/v1/completions` with a `suffix` is the same with `prompt` as the prefix.
@@ -109,7 +110,12 @@ def fim_prompt(tokenizer, req: FimRequest) -> FimPrompt:
         extra += [fim.sep, *plain(CURRENT_FILE)]
     n_prefix = min(len(prefix), 3 * (FIM_BATCH // 4))
     n_suffix = min(len(suffix), max(0, FIM_BATCH // 4 - (2 + len(prompt))))
-    n_extra = min(max(0, req.n_ctx - FIM_BATCH - 2 * max(req.n_predict, 0)), len(extra))
+    # llama.cpp's budget for the repo-level part, and never past the context less one token: with n_predict 0 (a
+    # warm-up) or -1, a whole prefix and suffix and the specials made the prompt n_ctx + 1 or 2, which fits no
+    # slot, so it waited for main and displaced an agent's history there (what fim_context is for)
+    n_rest = 3 + n_prefix + len(prompt) + n_suffix + int(bool(tokenizer.add_bos and tokenizer.bos_id is not None))
+    n_extra = min(max(0, req.n_ctx - FIM_BATCH - 2 * max(req.n_predict, 0)), max(0, req.n_ctx - 1 - n_rest),
+                  len(extra))
     truncated = n_prefix < len(prefix) or n_suffix < len(suffix) or n_extra < len(extra)
     head = extra[len(extra) - n_extra:]
     if tokenizer.add_bos and tokenizer.bos_id is not None:

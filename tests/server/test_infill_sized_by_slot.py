@@ -75,3 +75,25 @@ def test_a_completion_with_other_files_runs_in_a_slot_beside_a_generating_agent(
     finally:
         sched.cancel(agent)
 
+
+
+@pytest.mark.parametrize("n_predict", [0, -1])
+def test_a_warm_up_with_a_whole_prefix_and_suffix_still_fits_a_slot(server, n_predict):
+    """n_predict 0 (a warm-up) or -1 leaves the repo-level part n_ctx - FIM_BATCH: with a prefix and a suffix cut to
+    their whole share and the FIM tokens that made the prompt SLOT_CTX + 1, a token past a slot (before: 3,073
+    tokens, placed in main once the agent ended)."""
+    sched = server.state.scheduler
+    agent = generating_agent(sched)
+    try:
+        held_until_queued(sched)
+        prefix = "".join(f"x{i} = helper_{i % 8}({i}, {i + 1})\n" for i in range(400))      # > 1,536 tokens
+        suffix = "".join(f"y{i} = x{i} + {i}\n" for i in range(300))                        # > 510 tokens
+        r = requests.post(server.url + "/infill", timeout=300, json={
+            "input_prefix": prefix, "input_suffix": suffix, "input_extra": EXTRA, "n_predict": n_predict,
+            "temperature": 0})
+        assert r.status_code == 200, r.text
+        assert SLOT_CTX - FIM_BATCH < r.json()["tokens_evaluated"] < SLOT_CTX
+        done = [x for x in list(sched.requests) if x["api"] == "infill"]
+        assert done and done[-1]["context"] != "main"
+    finally:
+        sched.cancel(agent)
