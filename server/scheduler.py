@@ -144,8 +144,9 @@ class Scheduler:
             return
         self._parked_at_stop = True       # stop() runs twice at shutdown (aiohttp's on_shutdown, then cleanup)
         contexts = self.table.contexts
+        unkept = {ctx for ctx in range(len(contexts)) if contexts[ctx].tokens and not self.cache.disk_takes(ctx)}
         for ctx in range(len(contexts)):
-            if not held_by_another(contexts, ctx):
+            if not held_by_another(contexts, ctx, unkept):
                 self.park_to_cache(ctx, "server stopped")
 
     def submit(self, job: Job) -> None:

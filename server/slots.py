@@ -9,6 +9,7 @@ server/placement.py, which turns this table into the policy's plain data); nothi
 from __future__ import annotations
 
 import collections
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 MAIN = 0
@@ -98,18 +99,19 @@ class ContextState:
         return "main" if self.id == MAIN else self.id
 
 
-def held_by_another(contexts: list[ContextState], i: int) -> bool:
+def held_by_another(contexts: list[ContextState], i: int, unkept: Collection[int] = ()) -> bool:
     """Whether another context holds context `i`'s history whole: its tokens are a prefix of the other's (of two
     equal histories, the first holds it). Writing both at a stop keeps one prefix twice, and the copy took the
     disk budget of another conversation (an agent soak: a 188.4 MiB copy beside its 191.8 MiB history evicted a
-    130.8 MiB conversation, then was superseded)."""
+    130.8 MiB conversation, then was superseded). Only a context the stop keeps holds anything: not a code
+    completion's (never written), nor one in `unkept` (its history larger than every disk level's whole budget,
+    so its write is refused: the shorter copy was then lost, where it fit)."""
     c = contexts[i]
     if not c.tokens or not c.valid:
         return False
     n = len(c.tokens)
-    # a code completion's context is never written (ContextState.completion): it holds nothing for the stop
-    return any(j != i and o.valid and not o.completion and len(o.tokens) >= n and (len(o.tokens) > n or j < i)
-               and o.tokens[:n] == c.tokens for j, o in enumerate(contexts))
+    return any(j != i and j not in unkept and o.valid and not o.completion and len(o.tokens) >= n
+               and (len(o.tokens) > n or j < i) and o.tokens[:n] == c.tokens for j, o in enumerate(contexts))
 
 
 class SlotTable:

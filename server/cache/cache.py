@@ -234,6 +234,13 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         """Whether a parked history outlives this process (a disk level is on; close() hands RAM to it)."""
         return self.first_disk is not None
 
+    def disk_takes(self, ctx: int) -> bool:
+        """Whether some disk level's whole budget holds context `ctx`'s history (a larger one's write is refused:
+        nothing of it outlives this process; the stop writes a shorter copy of it then, slots.held_by_another)."""
+        n = self.engine.context_bytes(ctx)
+        return any(isinstance(lvl, DiskLevel) and (not lvl.budget_bytes or n <= lvl.budget_bytes)
+                   for lvl in self.cascade.levels)
+
     def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None,
               waiting: Callable[[SaveUnderWay, float], None] | None = None, stall_s: float | None = None) -> None:
         """Wait for a session save under way; drain the spill writer; with `persist`, hand RAM entries to the first
