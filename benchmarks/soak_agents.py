@@ -69,6 +69,7 @@ RESP_TOOLS = [{"type": "function", "name": "shell", "description": "Run a comman
 LONG_LIMIT = 9000          # prompt tokens past which an agent compacts (starts its conversation again)
 ROOT = Path(__file__).resolve().parents[1]
 EDITED_FILES = sorted((ROOT / "server").glob("*.py"))    # the editor's files: the one typed in, the chunks
+PAUSE_WAIT_S = 60.0        # how long the editor waits for the completion after a burst's last keystroke
 
 
 def code(rng: random.Random, n_lines: int) -> str:
@@ -542,17 +543,22 @@ class SessionAgent(Agent):
         if not where:
             return
         slot = where[-1]
+        t0 = time.time()
         r = httpx.post(f"{self.server.url}/v1/sessions/soak-work/save", json={"slot": slot}, timeout=600)
         self.log.write({"kind": "session_save", "status": r.status_code, "body": r.text[:300], "slot": slot,
-                        "phase": self.server.n})
+                        "s": round(time.time() - t0, 2), "phase": self.server.n})
         if r.status_code == 200:
             # the saved context held the prompt and answer; a branch resends the history up to the answer
             self.saved = {"messages": [dict(m) for m in self.messages[:-1]], "conv": self.conv}
 
     def restore_and_branch(self) -> None:
+        busy = [c for c in httpx.get(self.server.url + "/v1/slots", timeout=30).json()["slots"]
+                if c["id"] == "main" and c["state"] not in ("idle", "empty")]   # what the restore may wait for
+        t0 = time.time()
         r = httpx.post(f"{self.server.url}/v1/sessions/soak-work/restore", json={"slot": "main"}, timeout=600)
         body = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
-        self.log.write({"kind": "session_restore", "status": r.status_code, "body": r.text[:300], "phase": self.server.n})
+        self.log.write({"kind": "session_restore", "status": r.status_code, "body": r.text[:300],
+                        "s": round(time.time() - t0, 2), "main_busy": bool(busy), "phase": self.server.n})
         if r.status_code != 200:
             return
         messages = self.saved["messages"] + [{"role": "user", "content": "Branch: " + code(self.rng, 4)}]
@@ -563,7 +569,8 @@ class EditorAgent(Agent):
     """An editor's code completions as its user types: llama.vscode's POST /infill (input_prefix, the typed part
     of the line as `prompt`, input_suffix, two ring-buffer chunks as input_extra), now and then Continue's
     streamed /v1/completions with a `suffix`. A step is a burst of keystrokes 1-2 s apart, each sending a
-    completion; one not answered when the next keystroke comes is abandoned (the client closes the socket)."""
+    completion; one not answered when the next keystroke comes is abandoned (the client closes the socket). The
+    burst's last one is waited for (up to PAUSE_WAIT_S): the user pauses, and the editor shows the suggestion."""
 
     name_ = "editor"
 
@@ -578,11 +585,12 @@ class EditorAgent(Agent):
                       for f in self.rng.sample(EDITED_FILES, 2)]
 
     def step(self) -> None:
-        for _ in range(self.rng.randint(4, 20)):
+        n = self.rng.randint(4, 20)
+        for i in range(n):
             if not self.gate.is_set() or self.stop_ev.is_set():
                 return
             self.keystroke()
-            deadline = time.time() + self.rng.uniform(1.0, 2.0)
+            deadline = time.time() + (self.rng.uniform(1.0, 2.0) if i < n - 1 else PAUSE_WAIT_S)
             prefix, suffix = "".join(self.lines[max(0, self.line - 256):self.line]), "".join(self.lines[self.line:])
             if self.rng.random() < 0.15:
                 self.suffix_completion(prefix + self.typed, suffix[:4000], deadline)
@@ -773,6 +781,9 @@ def summarize(records: list[dict]) -> dict:
         for r in records:
             if r["kind"].startswith("session") and r.get("phase") == ph:
                 out["phases"][ph]["sessions"][f"{r['kind']} {r['status']}"] += 1
+        out["phases"][ph]["session_s_max"] = {k: max((r.get("s", 0) for r in records if r["kind"] == k
+                                                      and r.get("phase") == ph), default=None)
+                                              for k in ("session_save", "session_restore")}
     lags = [r for r in records if r["kind"] == "events" and "lag_max_s" in r]
     out["events_lag_max_s"] = max((r["lag_max_s"] for r in lags), default=None)
     return out
