@@ -134,7 +134,7 @@ class FileIO:
                 quiet = since is not None and time.monotonic() - since < COMMIT_LOCK_STILL_HELD_S
                 try_once = (lambda: _posix_try_lock(fd)) if fcntl is not None else (lambda: _windows_try_lock(fd))
                 left = max(0.0, wait_s - (time.monotonic() - began))   # what the wait for this process's threads left
-                hold.waiting = True
+                hold.waiting = True   # until had: a thread of this process waiting behind blames the other process
                 try:
                     locked = wait_for_lock(try_once, 0.0 if quiet else left)
                 except CommitLockHeld:
@@ -144,8 +144,7 @@ class FileIO:
                     raise CommitLockHeld(errno.EAGAIN, f"its commit lock is still held by another process (a wait "
                                                        f"for it gave up {time.monotonic() - since:.0f} s ago; a "
                                                        "Strata server on this folder that has hung?)") from None
-                finally:
-                    hold.waiting = False
+                hold.waiting = False
                 held_at.pop(folder, None)
                 try:
                     yield

@@ -62,8 +62,11 @@ def held(folder: str, wait_s: float, clock: Callable[[], float] = time.monotonic
     hold = hold_of(folder)
     began = clock()
     stuck = hold.given_up_on is not None and hold.given_up_on == hold.holds
-    if not hold.lock.acquire(timeout=0 if stuck else wait_s):
-        holder, since, waiting, number = hold.holder, hold.since, hold.waiting, hold.holds
+    got = hold.lock.acquire(timeout=0 if stuck else wait_s)
+    holder, since, waiting, number = hold.holder, hold.since, hold.waiting, hold.holds
+    if not got and holder is None:   # let go between the wait's end and the look: had now, or taken by another
+        got = hold.lock.acquire(blocking=False)
+    if not got:
         if waiting:   # the holder itself waits for another process: that one is what holds the folder
             raise CommitLockHeld(errno.EAGAIN, f"its commit lock is held by another process (this server's thread "
                                                f"{holder!r} has waited for it for {clock() - since:.1f} s)")
