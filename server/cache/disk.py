@@ -624,12 +624,6 @@ class DiskLevel:
                 raise
         return entry
 
-    def remove_files(self, key: str) -> None:
-        """The files of `key` removed as forget removes them, its index left alone (the caller unindexed it: a
-        session's DELETE, whose removal runs outside the cache's lock)."""
-        with self.io.commit_lock(self.folder):
-            self._remove_files(key, None)
-
     def _remove_files(self, key: str, if_names: str | None) -> None:
         """forget's removal (the caller holds the commit lock): nothing when `if_names` says the sidecar is another
         save's; OSError when the sidecar cannot be removed; an image that cannot be is warned of."""

@@ -305,11 +305,12 @@ class HangingDiskIO(SlowDiskIO):
 
 
 class HangingRemoveIO(SlowDiskIO):
-    """A disk whose removal of a session's sidecar hangs until `release()` (a network folder gone, a dying disk; the
-    process may end first): a DELETE's. Chosen by `STRATA_TEST_SESSION_REMOVE_HANG=1`, for the tests of a DELETE that
-    must hold neither the other requests nor the stop."""
+    """A disk whose removal of a session's sidecar hangs until `release()` (a network folder gone, a dying disk, a big
+    file an antivirus scans; the process may end first): a DELETE's, which removes it once it has moved it out of the
+    way (`strata-session-<name>.json.<host>-<pid>-<random>.tmp`). Chosen by `STRATA_TEST_SESSION_REMOVE_HANG=1`, for
+    the tests of a DELETE that must hold neither the other requests, the other saves in its folder, nor the stop."""
 
-    SIDECAR = ("strata-session-", ".json")   # a session's sidecar (sessions.SESSION_PREFIX), not a temporary file
+    SIDECAR = ("strata-session-", ".json")   # a session's sidecar (sessions.SESSION_PREFIX), under a name of its own
 
     def __init__(self, delay_s: float = 0.0) -> None:
         super().__init__(delay_s)
@@ -321,7 +322,7 @@ class HangingRemoveIO(SlowDiskIO):
 
     def remove(self, path: str) -> None:
         name = os.path.basename(path)
-        if name.startswith(self.SIDECAR[0]) and name.endswith(self.SIDECAR[1]):
+        if name.startswith(self.SIDECAR[0]) and (name.endswith(self.SIDECAR[1]) or f"{self.SIDECAR[1]}." in name):
             self.hung.set()
             self._released.wait()
         super().remove(path)

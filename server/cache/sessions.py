@@ -35,11 +35,16 @@ from .disk import DiskEntry, DiskLevel, Identity, tokens_array
 from .fileio import FileIO
 from .memory import MIB
 from .restoring import RestoreResult
+from .temp_files import temp_name
 
 log = logging.getLogger("strata.cache")
 
 SESSION_PREFIX = "strata-session-"
 GIVEN_UP_POLL_S = 0.1   # how often a DELETE waiting for a save's lock looks whether the stop gave that save up
+# How long a DELETE waits for the removal of its session's files once they are moved out of the way (the session is
+# deleted then): an unlink of a multi-GiB image takes well under this on a local disk, so the files are gone when it
+# answers; one past it (a network folder, a scanner holding the file) goes on on its thread, and the DELETE answers.
+REMOVAL_WAIT_S = 2.0
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 
 
@@ -93,12 +98,14 @@ class SessionRemoval:
     """A DELETE's removal of a session's files, on a daemon thread of its own, outside the cache's lock and the save
     lock: one that hangs (a network folder gone, a dying disk) held the cache's lock, and with it every park, every
     session call and the stop, for ever. `entry` is what the index held (put back when the sidecar cannot be
-    removed); `done` is set once the removal has ended, `error` is the OSError it raised."""
+    moved); `done` is set once its files are moved out of the way (the session is deleted then) or the move failed,
+    `error` is the OSError the move raised; `removed` once the moved files' removal, after that, has ended."""
 
     name: str
     entry: DiskEntry | None
     done: threading.Event = field(default_factory=threading.Event)
     error: OSError | None = None
+    removed: threading.Event = field(default_factory=threading.Event)
 
 
 class SessionNameError(ValueError):
@@ -164,13 +171,69 @@ class SessionStore:
             self.level.open()
             self._opened = True
             for name, why in self.level.swept:   # a save given up at a stop, or killed: its part, never an entry
-                log.info("sessions folder: removed %s, a temporary file left by a save that did not finish (%s)",
+                log.info("sessions folder: removed %s, a temporary file left by a save or a DELETE that did not "
+                         "finish (%s)",
                          os.path.join(self.level.folder, name), why)
             for name in self.level.removed_files:
                 log.info("sessions folder: removed %s, an image no sidecar names (a save that failed or was stopped "
                          "before its sidecar was in place, or an earlier save's image left behind)",
                          os.path.join(self.level.folder, name))
         return self.level
+
+    def move_out(self, key: str) -> list[str]:
+        """A DELETE's first step: the files of `key` renamed out of the way, the sidecar first, under the folder's
+        commit lock (never between another server's image and its sidecar), to temporary names of this process that
+        no reader takes for an entry and a later start removes; returns those names. The index is left alone (the
+        caller unindexed it). OSError when the sidecar cannot be moved: the session stands. Their removal
+        (remove_moved) comes after the lock: one that hangs (a network folder, a multi-GiB image an antivirus scans)
+        held the lock, and every other save in the folder, this server's and another's, waited COMMIT_LOCK_WAIT_S
+        for it and failed (507)."""
+        lvl = self.level
+        with lvl.io.commit_lock(lvl.folder):
+            return self._move_out(key)
+
+    def remove_moved(self, key: str, moved: list[str]) -> None:
+        """Remove the files move_out moved, outside every lock; one that cannot be removed is warned of (the session
+        is gone: the next start removes what is left)."""
+        lvl = self.level
+        for path in moved:
+            try:
+                lvl.io.remove(path)
+            except OSError as exc:
+                lvl.remove_failures += 1
+                log.warning("sessions folder: %s deleted, but %s, its file moved out of the way, cannot be removed "
+                            "(%s); the next start removes it", key, path, exc.strerror or exc)
+
+    def _move_out(self, key: str) -> list[str]:
+        """Rename the sidecar, then every image of `key`, to temporary names (the caller holds the commit lock);
+        returns those names. A folder standing in a file's place is left alone (the cache moves only what it
+        wrote). OSError when the sidecar cannot be moved; an image that cannot be is warned of, never read again."""
+        lvl = self.level
+        paths = [lvl.sidecar_path(key)]
+        try:
+            paths += [os.path.join(lvl.folder, n) for n in lvl.images_of(key)]
+        except OSError as exc:
+            log.warning("sessions folder: %s deleted, but its folder cannot be listed to remove its images (%s); the "
+                        "next start removes them", key, exc.strerror or exc)
+        moved = []
+        for path in paths:
+            if os.path.isdir(path):
+                continue
+            out = temp_name(path)
+            try:
+                lvl.io.rename(path, out)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                if path == paths[0]:
+                    raise
+                lvl.remove_failures += 1
+                log.warning("sessions folder: %s deleted, but an image of it cannot be removed (%s cannot be moved "
+                            "out of the way: %s); it is never read (no sidecar names it) and the next start removes "
+                            "it", key, os.path.basename(path), exc.strerror or exc)
+                continue
+            moved.append(out)
+        return moved
 
     def names_on_disk(self) -> set[str]:
         """The session names whose files the folder lists, spelled as listed (sidecars, images, each generation)."""
@@ -313,9 +376,9 @@ class SessionsMixin:
         return True
 
     def start_delete(self, name: str) -> SessionRemoval | None:
-        """Unindexes session `name` (from here on not listed, restored, nor saved over until the removal ends) and
-        starts the removal of its files on a thread of its own; None when there is no such session. A DELETE of a
-        name being removed gets that removal."""
+        """Unindexes session `name` (from here on not listed, restored, nor saved over until its files are moved out
+        of the way) and starts their move and removal on a thread of its own; None when there is no such session. A
+        DELETE of a name being moved gets that removal."""
         name = validate_session_name(name)
         lvl = self.sessions.ensure_open()
         # a save under way ends first (then its files are removed); one the stop gave up never does
@@ -336,8 +399,9 @@ class SessionsMixin:
         return removal
 
     def _remove_session(self, lvl: DiskLevel, removal: SessionRemoval) -> None:
+        moved: list[str] = []
         try:
-            lvl.remove_files(removal.name)
+            moved = self.sessions.move_out(removal.name)
         except OSError as exc:
             removal.error = exc
         finally:
@@ -346,11 +410,17 @@ class SessionsMixin:
                 if removal.error is not None and removal.entry is not None and removal.name not in lvl.entries:
                     lvl.entries[removal.name] = removal.entry   # its sidecar stands: still an entry
             removal.done.set()
+        try:
+            self.sessions.remove_moved(removal.name, moved)   # outside every lock: one that hangs holds nothing
+        finally:
+            removal.removed.set()
 
     def wait_for_removal(self, removal: SessionRemoval) -> None:
-        """Until `removal` has ended (its OSError raised), or the cache has closed: a removal that still hangs is then
-        given up (OSError, ECANCELED), as the close gives up a save that hangs, so that this wait on the event loop's
-        executor does not hold the process's end (asyncio.run joins those threads) nor is the stop kept waiting."""
+        """Until `removal` has moved the session's files out of the way (its OSError raised), or the cache has closed:
+        a move that still hangs is then given up (OSError, ECANCELED), as the close gives up a save that hangs, so
+        that this wait on the event loop's executor does not hold the process's end (asyncio.run joins those threads)
+        nor is the stop kept waiting. Then until the moved files are removed, for at most REMOVAL_WAIT_S (the session
+        is deleted: one whose removal hangs goes on on its thread, and the DELETE answers)."""
         while not removal.done.wait(GIVEN_UP_POLL_S):
             if self.closed:
                 log.warning("stopping: the DELETE of session %r has not ended (the removal of its files does not "
@@ -360,6 +430,9 @@ class SessionsMixin:
                                                "the server stopped; given up: DELETE it again once the server runs")
         if removal.error is not None:
             raise removal.error
+        if not removal.removed.wait(REMOVAL_WAIT_S):
+            log.warning("sessions folder: %s deleted, but the removal of its files, moved out of the way, has not ended "
+                        "in %.0f s; it goes on (the next start removes what is left)", removal.name, REMOVAL_WAIT_S)
 
     def list_sessions(self) -> list[dict]:
         with self._lock:

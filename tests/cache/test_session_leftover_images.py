@@ -1,5 +1,6 @@
 """Images in the sessions folder that no sidecar names: never read, removed at the next start (counted
-`orphan_image`), as docs/conversation-cache.md says. A DELETE whose image removal is refused once the sidecar is gone
+`orphan_image`), as docs/conversation-cache.md says. A DELETE whose image's move out of the way (before its removal)
+is refused once the sidecar is gone
 (Windows: a file another program holds open; here a read-only folder, for real) has deleted the session all the
 same: it answered a 507 'could not delete' (the docs: 'one that could not be deleted is still there') for a session
 no longer listed nor restorable. An older Strata's image left without its sidecar was skipped and kept for good.
@@ -7,23 +8,37 @@ Real files, the simulated engine."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 
+from strata.server.cache.fileio import FileIO
+
 from tests.cache.conftest import history
 from tests.cache.test_read_only_folder import read_only
-from tests.cache.test_session_resave_failures import FailingAt
+
+
+class ImageMoveRefused(FileIO):
+    """Real file operations; an image's rename out of the way (a DELETE moves its files to temporary names under the
+    commit lock, then removes them) is made in a read-only folder, which refuses it for real (Windows: a file another
+    program holds open)."""
+
+    def __init__(self, folder) -> None:
+        self.folder = folder
+
+    def rename(self, src: str, dst: str) -> None:
+        if src.endswith(".img") and dst.endswith(".tmp"):
+            with read_only(self.folder):
+                super().rename(src, dst)   # refused: OSError
+            return
+        super().rename(src, dst)
 
 
 def test_a_delete_whose_image_removal_is_refused_has_deleted_the_session(make_cache, folders, caplog):
     folder = folders["sessions"]
-    io = FailingAt()
-    cache = make_cache(io=io)
+    cache = make_cache(io=ImageMoveRefused(folder))
     cache.engine.prefill(1, history(1, 40))
     cache.save_session("work", 1)
-    with contextlib.ExitStack() as stack, caplog.at_level(logging.WARNING, logger="strata.cache"):
-        io.before["remove image"] = lambda _: stack.enter_context(read_only(folder))
+    with caplog.at_level(logging.WARNING, logger="strata.cache"):
         assert cache.delete_session("work") is True
     assert cache.list_sessions() == [] and not cache.has_session("work")
     assert [n.endswith(".img") for n in os.listdir(folder)] == [True]       # the image only: no session
