@@ -247,6 +247,9 @@ class Scheduler:
             self._run_calls(calls)
             try:
                 self._drop_cancelled()
+                # an answer ended there (a completion past its prompt time) goes out now, not after this step's
+                # piece (~2 s of another prompt on two cores)
+                self._outbox.flush()
                 if self._deferred:         # a request its client left freed a context a call waits for: the call first
                     self._run_calls(self._deferred)
                 if not self._stopping:     # a stop that came during the calls starts no request
@@ -400,11 +403,15 @@ class Scheduler:
                 self._decode_step(decoding)
 
     def slice_tokens(self) -> int:
-        """Tokens of the next prefill piece: the whole chunk when nobody is generating, else about
-        `slice_s` seconds of prefill at the measured rate (the continuous agenda's time slice; in a
-        mixed step, all its pieces together)."""
-        others_decoding = any(r.phase == "decode" for r in self._rows.values())
-        if not others_decoding or self.prefill_rate <= 0:
+        """Tokens of the next prefill piece: the whole chunk when nobody is generating and no code completion
+        waits or runs, else about `slice_s` seconds of prefill at the measured rate (the continuous agenda's
+        time slice; in a mixed step, all its pieces together). A completion is latency-critical (an editor
+        bounds its prompt's time, t_max_prompt_ms): beside an agent reading its turn in 512-token pieces
+        (~2 s each at a 7K-token history on two cores) it waited a whole piece to start and each step it
+        shared took as long."""
+        sliced = any(r.phase == "decode" or r.job.completion for r in self._rows.values()) \
+            or any(j.completion for j in self._waiting)
+        if not sliced or self.prefill_rate <= 0:
             return self.chunk
         return max(MIN_PREFILL_SLICE, min(self.chunk, int(self.prefill_rate * self.slice_s)))
 
@@ -414,7 +421,8 @@ class Scheduler:
         the streams keep moving while prompts are read."""
         budget = self.engine.max_rows - len(riders)
         per_row = self.mixed_piece if riders else max(self.mixed_piece, self.chunk // len(prefilling))
-        if riders:   # the streams riding along wait for the whole step: its pieces keep to the slice
+        # the streams riding along wait for the whole step, and so does a completion reading: pieces keep to the slice
+        if riders or any(r.job.completion for r in prefilling):
             budget = min(budget, self.slice_tokens())
         start = self._rr % len(prefilling)
         self._rr += 1

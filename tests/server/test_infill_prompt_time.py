@@ -87,7 +87,7 @@ def test_a_warm_up_reads_its_whole_prompt_whatever_its_prompt_time(server):
 
 class TokenTimedEngine:
     """The real engine, each prompt token 1 ms slower (about 1,000 tokens/s, a small model beside an agent on two
-    cores), recording each prefill's length."""
+    cores), recording each prompt piece's length (alone or in a mixed step)."""
 
     def __init__(self, engine: Any) -> None:
         self._engine = engine
@@ -100,6 +100,12 @@ class TokenTimedEngine:
         self.pieces.append(len(part))
         time.sleep(0.001 * len(part))
         return self._engine.prefill(ctx, part, **kw)
+
+    def step(self, pieces: list, *a: Any, **kw: Any) -> Any:
+        """The mixed step: its prompt pieces, each recorded, at the same rate."""
+        self.pieces.extend(len(part) for _, part in pieces)
+        time.sleep(0.001 * sum(len(part) for _, part in pieces))
+        return self._engine.step(pieces, *a, **kw)
 
 
 @pytest.fixture
@@ -129,3 +135,32 @@ def test_a_completions_pieces_keep_to_a_slice_and_to_what_its_bound_has_left(tim
     assert a["tokens_predicted"] == 0 and a["tokens_evaluated"] > 1000
     assert took < 0.3 + 0.35                       # before: ~1.5 s, the whole prompt in one piece
     assert spy.pieces and max(spy.pieces) <= 400   # ~250 tokens at ~1,000 tokens/s
+
+
+def test_beside_a_completion_another_prompt_is_read_in_slices(timed_server):
+    """A long prompt read alone goes in --prefill-chunk pieces (2,048 here); while a code completion runs, in
+    pieces of about a slice at the measured rate, so the completion's turn comes round every slice (before: mixed
+    steps of 1,024 + 1,024 tokens), and the completion's end past its bound goes out at once, not after the
+    next step's piece."""
+    server, spy = timed_server
+    warm = requests.post(server.url + "/v1/completions", json={"model": "m", "prompt": "x = 1\n" * 150,
+                                                               "max_tokens": 1}, timeout=60)
+    assert warm.status_code == 200
+    long_prompt = "".join(f"row_{i} = table[{i}] * {i}\n" for i in range(90))      # ~2,000 tokens, not code FIM
+    spy.pieces.clear()
+    alone = requests.post(server.url + "/v1/completions", json={"model": "m", "prompt": long_prompt, "max_tokens": 1},
+                          timeout=60)
+    assert alone.status_code == 200 and max(spy.pieces) > 1000
+    done: dict = {}
+    thread = __import__("threading").Thread(target=lambda: done.update(a=infill(server, t_max_prompt_ms=600)))
+    spy.pieces.clear()
+    thread.start()
+    time.sleep(0.1)                                # the completion runs: the agent-like prompt arrives beside it
+    other = requests.post(server.url + "/v1/completions", json={"model": "m", "prompt": "# v2\n" + long_prompt,
+                                                                "max_tokens": 1}, timeout=60)
+    thread.join(60)
+    assert other.status_code == 200
+    a, took = done["a"]
+    assert took < 0.6 + 0.5 and a["tokens_predicted"] == 0   # before: ~2.2 s (its end went out after a piece)
+    assert max(spy.pieces[:-1]) <= 400             # ~250 tokens a slice at ~1,000 tokens/s, shared in mixed steps
+    assert spy.pieces[-1] > 1000                   # the rest read in one piece once the completion ended
