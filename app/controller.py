@@ -302,7 +302,8 @@ class AppController(QObject):
                 self.client = None
             progress = status.detail.removeprefix("stopping: ") if status.detail.startswith("stopping: ") else ""
             self.model.set_connection("waiting", "for the server to stop" + (f": {progress}" if progress else ""))
-        elif status.state == "starting" and self.client is None and self._last_state in ("waiting", "failed",
+        # the first start too ("" before it): the header said a bare "connecting" until the server listened
+        elif status.state == "starting" and self.client is None and self._last_state in ("", "waiting", "failed",
                                                                                          "stopping", "stopped"):
             self.model.set_connection("connecting", "starting the server")
         if status.state != self._last_state:
