@@ -128,9 +128,7 @@ class AppController(QObject):
         return True
 
     def open_monitor(self) -> None:
-        self.window.show()
-        self.window.raise_()
-        self.window.activateWindow()
+        bring_forward(self.window)
 
     def copy_endpoint(self) -> None:
         endpoint = self.supervisor.status().endpoint
@@ -338,6 +336,17 @@ class AppController(QObject):
             self.setup_button.setVisible(setup)
         if self.tray is not None:
             self.tray.show_status(status)
+
+
+def bring_forward(widget) -> bool:
+    """Shown, no longer minimized (a second launch left a minimized window minimized: show() and raise_() do
+    not restore it), on top and active; True (came forward)."""
+    if widget.isMinimized():
+        widget.setWindowState(widget.windowState() & ~Qt.WindowState.WindowMinimized)
+    widget.show()
+    widget.raise_()
+    widget.activateWindow()
+    return True
 
 
 def status_text(status: ServerStatus) -> str:

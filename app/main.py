@@ -10,6 +10,7 @@ Not here: the supervisor (supervisor.py), the window (strata.monitor.window).
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import logging.handlers
 import os
@@ -222,14 +223,38 @@ def run_app(app, args: argparse.Namespace, serve_args: list[str], folder: Path, 
         log.info("second launch: asked the running app to come forward")
         return 0
 
+    # listening from the start, the first-run wizard included: a second launch during the wizard opened a wizard
+    # of its own (a second bench loading the model beside the first's), and both then started a server on one port
+    come_forward: list[Callable[[], bool]] = [lambda: True]
+    try:
+        single = SingleInstance(name, lambda: come_forward[0]())
+    except OSError as e:
+        log.warning("%s; a second launch will start a second app", e)
+        single = None
+    try:
+        return run_configured(app, args, serve_args, folder, restart, log, come_forward)
+    finally:
+        if single is not None:
+            single.close()
+
+
+def run_configured(app, args: argparse.Namespace, serve_args: list[str], folder: Path, restart, log: logging.Logger,
+                   come_forward: list[Callable[[], bool]]) -> int:
+    """The wizard on a first run, then the controller until quit; `come_forward[0]` is what a second launch's
+    knock does meanwhile (the wizard's window, then the controller's)."""
     from strata.installer.config_file import configured_path
 
     config_path = Path(args.config).expanduser() if args.config else configured_path()
     if not config_path.is_file():
         log.info("no configuration at %s: first run, showing the setup wizard", config_path)
+        from strata.app.controller import bring_forward
         from strata.installer.wizard import run_wizard
 
-        written = run_wizard(None, config_path)
+        def opened(wizard) -> None:
+            come_forward[0] = functools.partial(bring_forward, wizard)
+
+        written = run_wizard(None, config_path, on_open=opened)
+        come_forward[0] = lambda: True          # the wizard is gone; the window is not there yet
         if written is None:
             log.info("setup cancelled")
             return 1
@@ -241,11 +266,7 @@ def run_app(app, args: argparse.Namespace, serve_args: list[str], folder: Path, 
         log.info("options for the server: %s", " ".join(serve_args))
     controller = AppController(config_path, folder, theme=args.theme, restart=restart,
                                api_key=api_key_of(config_path), serve_args=serve_args)
-    try:
-        single = SingleInstance(name, controller.activate)
-    except OSError as e:
-        log.warning("%s; a second launch will start a second app", e)
-        single = None
+    come_forward[0] = controller.activate
     if controller.tray is None:
         # no tray here (e.g. some Linux desktops): closing the window quits the app, the window staying (with the
         # stop's progress) until the server has stopped
@@ -265,8 +286,6 @@ def run_app(app, args: argparse.Namespace, serve_args: list[str], folder: Path, 
         code = 0
     finally:
         controller.shutdown()
-        if single is not None:
-            single.close()
         for sig, handler in before.items():
             signal.signal(sig, handler)
     return code
