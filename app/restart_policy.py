@@ -13,6 +13,7 @@ waits again when the server stopped so while the file changed under it (a copy t
 from __future__ import annotations
 
 import os
+import re
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -70,6 +71,11 @@ GAVE_UP = "gave up after"    # how a give-up's reason begins (it counts the rest
 SETUP_AGAIN = "run the setup again"   # a reason's advice the app offers as an action: "Set up again…"
 FREE_PORT = "free_port"      # RestartDecision.offer: the app offers to start the server on any free port
 MODEL_LOAD_FAILED = "the model could not be loaded: "   # how the server's line on a failed load begins (preflight)
+# how the server's line on an address it cannot bind reads (server/cli.py: "cannot listen on HOST:PORT: why (hint)");
+# its hint ends with advice for a terminal ("--port chooses another"), which an app user has no terminal to give
+LISTEN_LINE = re.compile(r"^(cannot listen on \S+: [^(]*?) \((.*)\)$")
+FLAG_ADVICE = re.compile(r":? ?--(port|host)( and --port)? chooses? another( address)?(, e\.g\. \d+)?$")
+NOT_THIS_MACHINE = "--host takes an address of this machine"   # server/cli.py HOST_HINT: the host is not one of its
 
 
 @dataclass(frozen=True)
@@ -90,13 +96,29 @@ def describe_exit(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
+def listen_failure(last_line: str) -> tuple[str, bool]:
+    """The server's cannot-listen line without its terminal advice (the app says what to do in the app), and
+    whether the host is not an address of this machine (no port, free or not, helps then)."""
+    m = LISTEN_LINE.match(last_line)
+    if m is None:
+        return last_line, False
+    line, hint = m.group(1), m.group(2)
+    if hint.startswith(NOT_THIS_MACHINE):
+        return line, True
+    hint = FLAG_ADVICE.sub("", hint).strip()
+    return line + (f" ({hint})" if hint else ""), False
+
+
 def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
     """`attempts`: restarts in a row so far (without a stable run in between)."""
     what = describe_exit(exit.returncode)
-    if exit.returncode == MODEL_NOT_LOADED and exit.last_line.startswith(MODEL_LOAD_FAILED):
-        what = exit.last_line.removeprefix(MODEL_LOAD_FAILED)   # its line says what the reason says: once, not twice
-    elif exit.last_line and exit.returncode > 0:   # a signal's victim has nothing to say about it
-        what += f" ({exit.last_line})"
+    last_line, not_this_machine = exit.last_line, False
+    if exit.returncode == CANNOT_LISTEN:
+        last_line, not_this_machine = listen_failure(last_line)
+    if exit.returncode == MODEL_NOT_LOADED and last_line.startswith(MODEL_LOAD_FAILED):
+        what = last_line.removeprefix(MODEL_LOAD_FAILED)   # its line says what the reason says: once, not twice
+    elif last_line and exit.returncode > 0:   # a signal's victim has nothing to say about it
+        what += f" ({last_line})"
     if exit.requested:
         return RestartDecision(False, 0, f"stopped on request ({what})")
     if exit.was_healthy and exit.ran_s >= cfg.stable_s:
@@ -111,6 +133,11 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
         if exit.on_free_port:
             return RestartDecision(False, attempts, f"the server cannot listen even on a free port: {what}; "
                                                     f"fix `host` in {where}, then restart the server")
+        if not_this_machine:   # a port of its own would fail the same way: no free port offered
+            return RestartDecision(False, attempts, f"the server cannot listen on its address: {what}; `host` is not "
+                                                    f"an address of this machine: set it in {where} to 127.0.0.1 "
+                                                    "(this machine only) or 0.0.0.0 (every interface), then restart "
+                                                    "the server")
         return RestartDecision(False, attempts, f"the server cannot listen on its address: {what}; end the program "
                                                 f"that holds it, or set another `port` in {where} (0: any free port) "
                                                 "and restart the server, or start it on a free port now",

@@ -28,6 +28,7 @@ def test_a_taken_port_is_said_at_once_and_a_free_port_is_offered(qtbot, app_conf
             status = controller.supervisor.status()
             assert status.restarts == 0, status          # the same address fails again: not retried
             assert f"cannot listen on 127.0.0.1:{taken}: Address already in use" in status.detail
+            assert "--port" not in status.detail, status.detail    # the server's advice to a terminal, dropped
             assert f"set another `port` in the configuration file {app_config} (0: any free port)" in status.detail
             qtbot.waitUntil(lambda: not controller.free_port_button.isHidden(), timeout=10_000)
             qtbot.waitUntil(lambda: "server failed" in controller.window.header.state.text(), timeout=10_000)

@@ -50,11 +50,27 @@ CFG = RestartConfig(max_retries=3, stable_s=60.0)
      "cannot listen even on a free port: exited with status 4 (cannot listen on 192.0.2.1:0); fix `host`"),
     (Exit(4, 0.6, False, False, "cannot listen", config="/home/me/strata.toml"), 0, False, 0,
      "set another `port` in the configuration file /home/me/strata.toml (0: any free port)"),
+    # the server's own hint without its terminal advice ('--port chooses another': the app says what to do)
+    (Exit(4, 0.6, False, False, "cannot listen on 127.0.0.1:8080: Address already in use (is another server "
+                                "running there? --port chooses another)"), 0, False, 0,
+     "exited with status 4 (cannot listen on 127.0.0.1:8080: Address already in use (is another server running "
+     "there?)); end the program that holds it"),
+    (Exit(4, 0.6, False, False, "cannot listen on 127.0.0.1:80: Permission denied (ports below 1024 need "
+                                "administrator rights: --port chooses another, e.g. 8080)"), 0, False, 0,
+     "(cannot listen on 127.0.0.1:80: Permission denied (ports below 1024 need administrator rights)); "),
+    # a host that is not this machine's: no port helps; it said to end the program holding the port
+    (Exit(4, 0.6, False, False, "cannot listen on 192.0.2.1:8080: Cannot assign requested address (--host takes "
+                                "an address of this machine: 127.0.0.1 (this machine only) or 0.0.0.0 (every "
+                                "interface))", config="/home/me/strata.toml"), 0, False, 0,
+     "exited with status 4 (cannot listen on 192.0.2.1:8080: Cannot assign requested address); `host` is not an "
+     "address of this machine: set it in the configuration file /home/me/strata.toml to 127.0.0.1 (this machine "
+     "only) or 0.0.0.0 (every interface), then restart the server"),
 ])
 def test_decide(exit_, attempts, restart, after, words):
     d = decide(exit_, attempts, CFG if "1 restart " not in words else RestartConfig(max_retries=1))
     assert (d.restart, d.attempts) == (restart, after)
     assert words in d.reason
+    assert "--port" not in d.reason and "--host" not in d.reason
     if exit_.returncode < 0:
         assert exit_.last_line not in d.reason or not exit_.last_line
 
@@ -63,6 +79,8 @@ def test_only_a_taken_address_offers_a_free_port():
     taken = decide(Exit(4, 0.6, False, False, "cannot listen"), 0, CFG)
     assert taken.offer == FREE_PORT
     assert decide(Exit(4, 0.6, False, False, "cannot listen", on_free_port=True), 0, CFG).offer == ""
+    elsewhere = "cannot listen on 192.0.2.1:8080: Name or service not known (--host takes an address of this machine)"
+    assert decide(Exit(4, 0.6, False, False, elsewhere), 0, CFG).offer == ""
     for other in (Exit(1, 0.5, False, False), Exit(2, 0.3, False, False), Exit(3, 0.4, False, False)):
         assert decide(other, 0, CFG).offer == ""
 
