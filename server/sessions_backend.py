@@ -111,7 +111,7 @@ class SessionBackend:
             if not self.cache.has_session(name):
                 # answered before the park below: a 404 changes nothing (parked, the history still held
                 # there was marked parked, and once its cache entry went, overwriting it parked nothing)
-                raise KeyError(self.cache.missing_session(name))
+                raise self.cache.missing_session_error(name)   # a 404, or a 409 naming the model that saved it
             tokens = self.cache.session_to_rebuild(name)
             if tokens is not None:   # refused before the park too: nothing is changed
                 session_rebuild.check_fits(name, len(tokens), self.scheduler.engine.context_capacity(ctx),

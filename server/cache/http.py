@@ -3,7 +3,8 @@
 What this is: thin aiohttp handlers (parse, call the cache in a worker thread, serialise):
 `POST /v1/sessions/{name}/save`, `POST /v1/sessions/{name}/restore`, `DELETE /v1/sessions/{name}`,
 `GET /v1/sessions`. The body of save/restore may name the context: `{"slot": 2}` or
-`{"slot": "main"}` (default main). A save under a name that differs only in case from a saved session's is a 409. A restore of a session an older Strata saved reads its tokens again
+`{"slot": "main"}` (default main). A save under a name that differs only in case from a saved session's is a 409.
+Sessions are per model: a restore or DELETE of a name only another model saved a session under is a 409 naming it. A restore of a session an older Strata saved reads its tokens again
 (`"rebuilt": true`); one whose sidecar does not check is a 409, one longer than the context a 400. What this is not: the scheduler. The server sets
 `app[SESSION_BACKEND]` to an object with `save_session(name, ctx)`, `restore_session(name, ctx)`,
 `delete_session(name)`, `list_sessions()` (the ConversationCache itself, or a wrapper that holds the
@@ -99,6 +100,8 @@ async def restore_session(request: web.Request) -> web.Response:
         return _error(404, said, "not_found_error")
     except StaleSessionError as exc:
         return _error(409, str(exc), "restore_error")
+    except SessionConflictError as exc:   # only another model saved a session of this name
+        return _error(409, str(exc), "conflict_error")
     except (ValueError, IndexError) as exc:
         return _error(400, str(exc))
     if hasattr(res, "save_error"):   # an older Strata's session, read again from its tokens
@@ -118,6 +121,8 @@ async def delete_session(request: web.Request) -> web.Response:
         return _error(400, str(exc))
     try:
         existed = await _in_session_thread(request, request.app[SESSION_BACKEND].delete_session, name)
+    except SessionConflictError as exc:   # only another model saved a session of this name: it is left as it is
+        return _error(409, str(exc), "conflict_error")
     except OSError as exc:   # a folder that cannot be written: the session stays (listed, restorable)
         return _error(507, f"could not delete the session: {exc}", "storage_error")
     if not existed:

@@ -1,9 +1,10 @@
 """Named sessions: a context's state saved to / restored from a file by a name the client picks.
 
 What this is: name validation (no path tricks: letters, digits, `.`, `_`, `-`, not starting with
-a dot, at most 100 characters), the sessions folder as a DiskLevel of files
-`strata-session-<name>.img` + `.json`, opened on first use, and `ConversationCache`'s session
-methods (a mixin: save, restore, delete, list), which run through the same placement function and
+a dot, at most 100 characters) and `ConversationCache`'s session methods (a mixin: save, restore, delete, list) over
+the sessions folder (session_store.py: each model's sessions its own, `strata-session-<name>~<model tag>.json` +
+`.img`; a session of a name only another model saved is a SessionOfAnotherModelError, a 409 naming that model,
+to a restore and a DELETE), which run through the same placement function and
 streamed restore as every disk read. A session an older Strata saved (its sidecar's KV revision below
 this engine's) is kept and listed as needing a rebuild: its image is of no use, its checked token ids
 are what the server reads again (server/session_rebuild.py) before saving it anew. What this is not:
@@ -30,16 +31,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from strata import model_names
+
 from . import policy
-from .disk import DiskEntry, DiskLevel, Identity, tokens_array
-from .fileio import FileIO
+from .disk import DiskEntry, DiskLevel, tokens_array
 from .memory import MIB
 from .restoring import RestoreResult
-from .temp_files import temp_name
+from .session_store import SESSION_PREFIX, OtherModelsSession, SessionStore, StaleSessionError
+
+__all__ = ["SESSION_PREFIX", "SessionStore", "StaleSessionError"]   # re-exported: their home was this module
 
 log = logging.getLogger("strata.cache")
 
-SESSION_PREFIX = "strata-session-"
 GIVEN_UP_POLL_S = 0.1   # how often a DELETE waiting for a save's lock looks whether the stop gave that save up
 # How long a DELETE waits for the removal of its session's files once they are moved out of the way (the session is
 # deleted then): an unlink of a multi-GiB image takes well under this on a local disk, so the files are gone when it
@@ -97,12 +100,14 @@ def hold_unless_given_up(lock: threading.Lock, saving: Callable[[], SaveUnderWay
 class SessionRemoval:
     """A DELETE's removal of a session's files, on a daemon thread of its own, outside the cache's lock and the save
     lock: one that hangs (a network folder gone, a dying disk) held the cache's lock, and with it every park, every
-    session call and the stop, for ever. `entry` is what the index held (put back when the sidecar cannot be
-    moved); `done` is set once its files are moved out of the way (the session is deleted then) or the move failed,
-    `error` is the OSError the move raised; `removed` once the moved files' removal, after that, has ended."""
+    session call and the stop, for ever. `keys` are this model's files of the name (its own save's, one saved before
+    tags); `entries` what the index held of them (put back when a sidecar cannot be moved); `done` is set once its
+    files are moved out of the way (the session is deleted then) or the move failed, `error` is the OSError the move
+    raised; `removed` once the moved files' removal, after that, has ended."""
 
     name: str
-    entry: DiskEntry | None
+    keys: list[str]
+    entries: dict[str, DiskEntry]
     done: threading.Event = field(default_factory=threading.Event)
     error: OSError | None = None
     removed: threading.Event = field(default_factory=threading.Event)
@@ -131,13 +136,15 @@ class SessionBeingDeletedError(SessionConflictError):
         self.saved = name
 
 
-class StaleSessionError(Exception):
-    """A session an older Strata saved whose sidecar does not check (its tokens' hash, a field): never
-    trusted, so not rebuilt either; kept on disk (the user saved it). The message says why and what to do."""
+class SessionOfAnotherModelError(SessionConflictError):
+    """A restore or DELETE of a name only another model saved a session under (a 409): sessions are per model."""
 
-    def __init__(self, name: str, why: str) -> None:
-        super().__init__(f"session {name!r} was saved by an older Strata and its sidecar is damaged ({why}): its "
-                         "tokens cannot be trusted to rebuild it; save it again (DELETE removes the old one)")
+    def __init__(self, name: str, other: OtherModelsSession, this_model: str) -> None:
+        Exception.__init__(self, f"session {name!r} was saved by {other.says()}; this server runs model "
+                                 f"{this_model!r}, which has no session of that name: start Strata with that model "
+                                 "to restore or delete it (saving this model's under the name leaves it as it is)")
+        self.saved = name
+        self.other = other
 
 
 def validate_session_name(name: object) -> str:
@@ -151,149 +158,13 @@ def validate_session_name(name: object) -> str:
     return name
 
 
-class SessionStore:
-    def __init__(self, folder: str, identity: Identity, *, io: FileIO | None = None,
-                 piece_bytes: int | None = None) -> None:
-        kwargs = {"piece_bytes": piece_bytes} if piece_bytes else {}
-        self.level = DiskLevel("sessions", folder, 0, 0.0, identity, io=io, prefix=SESSION_PREFIX,
-                               versioned_images=True, **kwargs)
-        self._opened = False
-        # the first save (the worker thread) and a first list or DELETE (the event loop's executor) both indexed
-        # the folder: the one that finished last could drop the other's new entry until a restart
-        self._opening = threading.Lock()
-
-    def ensure_open(self) -> DiskLevel:
-        if self._opened:
-            return self.level
-        with self._opening:
-            if self._opened:
-                return self.level
-            self.level.open()
-            self._opened = True
-            for name, why in self.level.swept:   # a save given up at a stop, or killed: its part, never an entry
-                log.info("sessions folder: removed %s, a temporary file left by a save or a DELETE that did not "
-                         "finish (%s)",
-                         os.path.join(self.level.folder, name), why)
-            for name in self.level.removed_files:
-                log.info("sessions folder: removed %s, an image no sidecar names (a save that failed or was stopped "
-                         "before its sidecar was in place, or an earlier save's image left behind)",
-                         os.path.join(self.level.folder, name))
-        return self.level
-
-    def move_out(self, key: str) -> list[str]:
-        """A DELETE's first step: the files of `key` renamed out of the way, the sidecar first, under the folder's
-        commit lock (never between another server's image and its sidecar), to temporary names of this process that
-        no reader takes for an entry and a later start removes; returns those names. The index is left alone (the
-        caller unindexed it). OSError when the sidecar cannot be moved: the session stands. Their removal
-        (remove_moved) comes after the lock: one that hangs (a network folder, a multi-GiB image an antivirus scans)
-        held the lock, and every other save in the folder, this server's and another's, waited COMMIT_LOCK_WAIT_S
-        for it and failed (507)."""
-        lvl = self.level
-        with lvl.io.commit_lock(lvl.folder):
-            return self._move_out(key)
-
-    def remove_moved(self, key: str, moved: list[str]) -> None:
-        """Remove the files move_out moved, outside every lock; one that cannot be removed is warned of (the session
-        is gone: the next start removes what is left)."""
-        lvl = self.level
-        for path in moved:
-            try:
-                lvl.io.remove(path)
-            except OSError as exc:
-                lvl.remove_failures += 1
-                log.warning("sessions folder: %s deleted, but %s, its file moved out of the way, cannot be removed "
-                            "(%s); the next start removes it", key, path, exc.strerror or exc)
-
-    def _move_out(self, key: str) -> list[str]:
-        """Rename the sidecar, then every image of `key`, to temporary names (the caller holds the commit lock);
-        returns those names. A folder standing in a file's place is left alone (the cache moves only what it
-        wrote). OSError when the sidecar cannot be moved; an image that cannot be is warned of, never read again."""
-        lvl = self.level
-        paths = [lvl.sidecar_path(key)]
-        try:
-            paths += [os.path.join(lvl.folder, n) for n in lvl.images_of(key)]
-        except OSError as exc:
-            log.warning("sessions folder: %s deleted, but its folder cannot be listed to remove its images (%s); the "
-                        "next start removes them", key, exc.strerror or exc)
-        moved = []
-        for path in paths:
-            if os.path.isdir(path):
-                continue
-            out = temp_name(path)
-            try:
-                lvl.io.rename(path, out)
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                if path == paths[0]:
-                    raise
-                lvl.remove_failures += 1
-                log.warning("sessions folder: %s deleted, but an image of it cannot be removed (%s cannot be moved "
-                            "out of the way: %s); it is never read (no sidecar names it) and the next start removes "
-                            "it", key, os.path.basename(path), exc.strerror or exc)
-                continue
-            moved.append(out)
-        return moved
-
-    def names_on_disk(self) -> set[str]:
-        """The session names whose files the folder lists, spelled as listed (sidecars, images, each generation)."""
-        lvl = self.ensure_open()
-        try:
-            names = os.listdir(lvl.folder)
-        except OSError:
-            return set(lvl.entries)
-        return {n[len(lvl.prefix):].rsplit(".", 1)[0].split("@", 1)[0] for n in names
-                if n.startswith(lvl.prefix) and n.endswith((".json", ".img"))}
-
-    def case_twin(self, name: str) -> str | None:
-        """A saved session whose name differs from `name` only in case (None when `name` itself is there, as two
-        sessions an older Strata saved on a file system that tells case apart may be)."""
-        on_disk = self.names_on_disk() | set(self.level.entries)
-        if name in on_disk:
-            return None
-        return next((k for k in sorted(on_disk) if k.lower() == name.lower()), None)
-
-    def is_stale(self, name: str) -> bool:
-        """Whether `name`'s files are still there and were skipped at open as an older engine's (and this
-        version has not saved it again since)."""
-        lvl = self.ensure_open()
-        sidecar = f"{lvl.prefix}{name}.json"
-        return (name not in lvl.entries and any(n == sidecar and reason == "stale" for n, reason, _ in lvl.skipped_files)
-                and os.path.exists(lvl.sidecar_path(name)))
-
-    def stale_names(self) -> list[str]:
-        lvl = self.ensure_open()
-        skipped = sorted(n[len(lvl.prefix):-len(".json")] for n, reason, _ in lvl.skipped_files if reason == "stale")
-        return [k for k in skipped if self.is_stale(k)]
-
-    def stale_entry(self, name: str) -> DiskEntry | None:
-        """The sidecar of `name` when it is an older Strata's (None when it is not, or gone): its token ids checked
-        against their hash; StaleSessionError when they do not check (damaged: never trusted)."""
-        if not self.is_stale(name):
-            return None
-        try:
-            return self.level.read_sidecar(name, older=True)
-        except FileNotFoundError:    # deleted since the index
-            return None
-        except (OSError, ValueError, KeyError, TypeError, ArithmeticError, RecursionError) as exc:
-            raise StaleSessionError(name, f"{type(exc).__name__}: {exc}") from None
-
-    def list(self) -> list[dict]:
-        lvl = self.ensure_open()
-        out = [{"name": e.key, "n_tokens": e.n_tokens, "bytes": e.image_bytes, "created_at": e.created_at,
-                "needs_rebuild": False} for e in lvl.entries.values()]
-        for name in self.stale_names():
-            try:
-                e = self.stale_entry(name)
-            except StaleSessionError:    # damaged: not listed, as a damaged session of today is not
-                continue
-            if e is not None:
-                out.append({"name": e.key, "n_tokens": e.n_tokens, "bytes": e.image_bytes,
-                            "created_at": e.created_at, "needs_rebuild": True})
-        return sorted(out, key=lambda d: d["name"])
-
-
 class SessionsMixin:
+    @property
+    def model_name(self) -> str:
+        """This server's model as sessions record it: its file name without .gguf (`strata models`' id)."""
+        path = getattr(self.engine, "model_path", None)
+        return model_names.model_id(path) if path else str(self.engine.model_id)
+
     def save_session(self, name: str, ctx: int) -> dict:
         name = validate_session_name(name)
         tokens = tokens_array(self.engine.context_tokens(ctx))
@@ -319,21 +190,41 @@ class SessionsMixin:
                     raise SessionConflictError(name, twin)
                 self.saving = save
             try:
-                e = lvl.write(name, "session", tokens, _counted(self.engine.snapshot_chunks(ctx), save), self.clock(),
-                              ready=lambda: _still_wanted(save))
+                e = lvl.write(self.sessions.key_of(name), "session", tokens,
+                              _counted(self.engine.snapshot_chunks(ctx), save), self.clock(),
+                              meta={"model": self.model_name}, ready=lambda: _still_wanted(save))
             finally:
                 self.saving = None
             with self._lock:
                 lvl.add(e)
-        return {"name": name, "n_tokens": e.n_tokens, "bytes": e.image_bytes, "floor": adm.floor}
+                older = [name] if name in self.sessions.own_keys(name) else []   # this model's, saved before tags
+                lvl.entries.pop(name, None)
+            self._replace_older(name, older)
+        return {"name": name, "model": self.model_name, "n_tokens": e.n_tokens, "bytes": e.image_bytes,
+                "floor": adm.floor}
+
+    def _replace_older(self, name: str, keys: list[str]) -> None:
+        """Remove this model's files of `name` saved before sessions were per model, once its own save is in place
+        (it is what a restore reads from now on). One that cannot be removed is warned of: never read while the new
+        one stands (a restore reads this model's own first); a DELETE removes both."""
+        if not keys:
+            return
+        try:
+            moved = self.sessions.move_out(keys)
+        except OSError as exc:
+            log.warning("sessions folder: %s saved, but its earlier files (saved before sessions were per model) "
+                        "cannot be removed (%s); they are not read while this save stands", name, exc.strerror or exc)
+            return
+        self.sessions.remove_moved(name, moved)
 
     def has_session(self, name: str) -> bool:
         """Whether a session of this name is saved, by this version or an older one (asked before a restore
         touches the context); StaleSessionError for an older one whose sidecar does not check."""
         name = validate_session_name(name)
-        lvl = self.sessions.ensure_open()
+        self.sessions.ensure_open()
         with self._lock:
-            return name not in self.deleting and (name in lvl.entries or self.sessions.stale_entry(name) is not None)
+            return name not in self.deleting and (self.sessions.entry(name) is not None
+                                                  or self.sessions.stale_entry(name) is not None)
 
     def session_to_rebuild(self, name: str) -> np.ndarray | None:
         """The token ids of session `name` when an older Strata saved it (its KV is to be read again from them),
@@ -341,7 +232,7 @@ class SessionsMixin:
         name = validate_session_name(name)
         self.sessions.ensure_open()
         with self._lock:
-            entry = self.sessions.stale_entry(name)
+            entry = None if self.sessions.entry(name) is not None else self.sessions.stale_entry(name)
         return None if entry is None else entry.tokens
 
     def restore_session(self, name: str, ctx: int) -> RestoreResult:
@@ -350,11 +241,19 @@ class SessionsMixin:
         name = validate_session_name(name)
         lvl = self.sessions.ensure_open()
         with self._lock:
-            entry = lvl.entries.get(name)
+            entry = self.sessions.entry(name)
             if entry is None:
-                raise KeyError(self.missing_session(name))
+                raise self.missing_session_error(name)
             return self._restore_disk(lvl, entry, ctx, entry.n_tokens, "session_restore", time.perf_counter(),
                                       discard_damaged=False)
+
+    def missing_session_error(self, name: str) -> Exception:
+        """What a restore of `name`, which this model has no session of, raises: SessionOfAnotherModelError when
+        another model saved one (a 409 naming it), else a KeyError (a 404) saying what missing_session says."""
+        other = self.sessions.other_model(name)
+        if other is not None:
+            return SessionOfAnotherModelError(name, other, self.model_name)
+        return KeyError(self.missing_session(name))
 
     def missing_session(self, name: str) -> str:
         """What a 404 for `name` says: that an older Strata saved it, or which session differs from it in case."""
@@ -369,7 +268,7 @@ class SessionsMixin:
     def delete_session(self, name: str) -> bool:
         """Deletes session `name`; False when there is none. OSError (a 507) when its sidecar cannot be removed (it
         stays, listed and restorable), or when the server stopped before the removal ended (wait_for_removal)."""
-        removal = self.start_delete(name)
+        removal = self.start_delete(name)   # SessionOfAnotherModelError: only another model's is saved
         if removal is None:
             return False
         self.wait_for_removal(removal)
@@ -388,10 +287,16 @@ class SessionsMixin:
                 under_way = self.deleting.get(name)
                 if under_way is not None:
                     return under_way
-                # its files as listed, exactly: on Windows and macOS another case's name opens the same files
-                if not (name in lvl.entries or self.sessions.is_stale(name) or name in self.sessions.names_on_disk()):
+                # this model's files of it as listed, exactly: on Windows and macOS another case's name opens the
+                # same files; another model's are its own (a 409 names that model)
+                keys = self.sessions.own_keys(name)
+                if not keys:
+                    other = self.sessions.other_model(name)
+                    if other is not None:
+                        raise SessionOfAnotherModelError(name, other, self.model_name)
                     return None
-                removal = self.deleting[name] = SessionRemoval(name, lvl.entries.pop(name, None))
+                removal = self.deleting[name] = SessionRemoval(name, keys, {k: lvl.entries.pop(k) for k in keys
+                                                                            if k in lvl.entries})
         finally:
             self.session_writes.release()
         threading.Thread(target=self._remove_session, args=(lvl, removal), name="strata-session-delete",
@@ -401,14 +306,16 @@ class SessionsMixin:
     def _remove_session(self, lvl: DiskLevel, removal: SessionRemoval) -> None:
         moved: list[str] = []
         try:
-            moved = self.sessions.move_out(removal.name)
+            moved = self.sessions.move_out(removal.keys)
         except OSError as exc:
             removal.error = exc
         finally:
             with self._lock:
                 del self.deleting[removal.name]
-                if removal.error is not None and removal.entry is not None and removal.name not in lvl.entries:
-                    lvl.entries[removal.name] = removal.entry   # its sidecar stands: still an entry
+                if removal.error is not None:
+                    for key, entry in removal.entries.items():   # a sidecar that stands: still an entry
+                        if key not in lvl.entries and os.path.exists(entry.sidecar_path):
+                            lvl.entries[key] = entry
             removal.done.set()
         try:
             self.sessions.remove_moved(removal.name, moved)   # outside every lock: one that hangs holds nothing
@@ -435,5 +342,9 @@ class SessionsMixin:
                         "in %.0f s; it goes on (the next start removes what is left)", removal.name, REMOVAL_WAIT_S)
 
     def list_sessions(self) -> list[dict]:
+        """This model's sessions (another model's are not restorable here), each with the model that saved it."""
         with self._lock:
-            return [s for s in self.sessions.list() if s["name"] not in self.deleting]
+            rows = [s for s in self.sessions.list() if s["name"] not in self.deleting]
+        for s in rows:
+            s["model"] = s["model"] or self.model_name   # saved before sessions recorded it: this model's all the same
+        return rows

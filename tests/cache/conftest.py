@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 from strata.server.cache import CacheConfig, ConversationCache
 from strata.server.cache.memory import FixedMemory
@@ -83,3 +86,22 @@ def park_history(cache, tokens, ctx: int = 1):
     eng.truncate(ctx, 0)
     eng.prefill(ctx, tokens)
     return cache.park(ctx, "test")
+
+
+def saved_before_models(folder, name: str) -> None:
+    """Make the session `name` this version saved in `folder` as a Strata before per-model sessions wrote it: its
+    files `strata-session-<name>.json` and `strata-session-<name>@<generation>.img`, the sidecar's key the bare name
+    (the differences: the model's mark in the names, session_store.MODEL_MARK, and the model's name in `meta`)."""
+    from strata.server.cache.session_store import MODEL_MARK, SESSION_PREFIX
+    stem = f"{SESSION_PREFIX}{name}{MODEL_MARK}"
+    (sidecar,) = [n for n in os.listdir(folder) if n.startswith(stem) and n.endswith(".json")]
+    tag = sidecar[len(stem):-len(".json")]
+    d = json.loads((folder / sidecar).read_text())
+    assert d["key"] == f"{name}{MODEL_MARK}{tag}", d["key"]
+    d["key"], d["image"] = name, d["image"].replace(f"{MODEL_MARK}{tag}@", "@")
+    d["meta"] = {}                                  # nor did it record the model's name
+    for n in os.listdir(folder):
+        if n.startswith(stem) and n.endswith(".img"):
+            os.replace(folder / n, folder / n.replace(f"{MODEL_MARK}{tag}@", "@"))
+    (folder / f"{SESSION_PREFIX}{name}.json").write_text(json.dumps(d))
+    os.remove(folder / sidecar)

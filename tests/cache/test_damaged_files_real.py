@@ -333,7 +333,7 @@ def test_deleting_a_session_whose_image_is_a_folder(engine, tmp_path):
     engine.truncate(0, 0)
     engine.prefill(0, HISTORY[:300])
     cache.save_session("s1", 0)
-    image = Path(cache.sessions.level.entries["s1"].image_path)
+    image = Path(cache.sessions.entry("s1").image_path)
     image.unlink()
     image.mkdir()
     assert cache.delete_session("s1") is True

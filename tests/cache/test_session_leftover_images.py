@@ -13,7 +13,7 @@ import os
 
 from strata.server.cache.fileio import FileIO
 
-from tests.cache.conftest import history
+from tests.cache.conftest import history, saved_before_models
 from tests.cache.test_read_only_folder import read_only
 
 
@@ -55,6 +55,7 @@ def test_an_older_stratas_image_without_its_sidecar_is_removed_at_the_next_start
     cache.save_session("work", 1)
     cache.save_session("kept", 1)
     cache.close(persist=False)
+    saved_before_models(folder, "work")
     image = next(n for n in os.listdir(folder) if n.startswith("strata-session-work@"))
     os.replace(folder / image, folder / "strata-session-work.img")   # an older Strata's image ...
     os.remove(folder / "strata-session-work.json")                   # ... whose sidecar is gone (killed between)
@@ -77,7 +78,7 @@ def test_a_newer_formats_image_is_left_alone(make_cache, folders):
     cache.engine.prefill(1, history(1, 40))
     cache.save_session("work", 1)
     cache.close(persist=False)
-    sidecar = folder / "strata-session-work.json"
+    sidecar = folder / f"strata-session-{cache.sessions.key_of('work')}.json"
     d = json.loads(sidecar.read_text())
     d["version"] = SIDECAR_VERSION + 1
     d["images"] = [d.pop("image")]                     # the newer format names its image otherwise

@@ -71,7 +71,7 @@ def test_a_hung_removal_holds_neither_the_delete_nor_the_folder(make_cache, fold
             break
         time.sleep(0.05)
     assert moved(folders["sessions"]) == []
-    assert {n.split("@")[0].split(".json")[0] for n in files(folders["sessions"])} == {
+    assert {n.split("~")[0] for n in files(folders["sessions"])} == {
         "strata-session-next", "strata-session-other", "strata-session-work"}
 
 
@@ -117,7 +117,8 @@ class HangingMove(FileIO):
         self.hung, self.released = threading.Event(), threading.Event()
 
     def rename(self, src: str, dst: str) -> None:
-        if os.path.basename(src) == "strata-session-work.json" and dst.endswith(".tmp"):
+        name = os.path.basename(src)
+        if name.startswith("strata-session-work") and name.endswith(".json") and dst.endswith(".tmp"):
             self.hung.set()
             self.released.wait(30)
         super().rename(src, dst)

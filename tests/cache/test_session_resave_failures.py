@@ -17,7 +17,7 @@ import os
 import pytest
 from strata.server.cache.fileio import FileIO
 
-from tests.cache.conftest import history
+from tests.cache.conftest import history, saved_before_models
 from tests.cache.test_read_only_folder import read_only
 
 OLD, NEW = history(1, 40), history(2, 60)
@@ -99,7 +99,7 @@ def test_a_sidecar_rename_refused_keeps_the_earlier_session_whole(make_cache, fo
     # its sidecar's temporary file, skipped while its writer (this process) runs, removed by a start after it
     assert sessions.removed["orphan_image"] == 1 and sessions.skipped["partial"] == 1
     assert [n.rsplit(".", 2)[0] for n in _listing(folders["sessions"]) if n.endswith(".tmp")] == [
-        "strata-session-work.json"]
+        f"strata-session-{cache.sessions.key_of('work')}.json"]
     assert len(_listing(folders["sessions"])) == 3
 
 
@@ -145,38 +145,39 @@ def test_a_sidecar_names_the_one_image_it_describes(make_cache, folders):
     cache.save_session("other", 2)
     cache.close(persist=False)
     folder = folders["sessions"]
-    other_image = next(n for n in os.listdir(folder) if n.startswith("strata-session-other@"))
-    sidecar = folder / "strata-session-work.json"
-    d = json.loads(sidecar.read_text())
+    other_image = next(n for n in os.listdir(folder) if n.startswith(f"strata-session-{cache.sessions.key_of('other')}@"))
+    work = f"strata-session-{cache.sessions.key_of('work')}.json"
+    d = json.loads((folder / work).read_text())
     d["image"] = other_image
-    sidecar.write_text(json.dumps(d))
+    (folder / work).write_text(json.dumps(d))
     cache = make_cache()
     assert [s["name"] for s in cache.list_sessions()] == ["other"]
     skipped = dict((n, (reason, detail)) for n, reason, detail in cache.sessions.level.skipped_files)
-    assert skipped["strata-session-work.json"][0] == "damaged", skipped
-    assert "not one of its own" in skipped["strata-session-work.json"][1]
+    assert skipped[work][0] == "damaged", skipped
+    assert "not one of its own" in skipped[work][1]
 
 
 def test_an_older_stratas_image_left_by_a_re_save_goes_at_the_next_start(make_cache, folders):
     """A session an older Strata saved (`strata-session-work.img`, its sidecar naming no image) saved again by this
     one while its image's removal is refused (Windows: a file held open): the warning said the next start removes
-    it, but only `@<generation>` images were swept there, so the old image (a whole session's KV) stayed for good."""
+    it, but only `@<generation>` images were swept there, so the old image (a whole session's KV) stayed for good.
+    (The new save is under the model's own name; the older files are moved out of the way, then removed.)"""
+    from tests.cache.test_session_leftover_images import ImageMoveRefused
+
     cache = _saved_once(make_cache)
     cache.close(persist=False)
     folder = folders["sessions"]
+    saved_before_models(folder, "work")
     image = next(n for n in os.listdir(folder) if n.endswith(".img"))
     os.replace(folder / image, folder / "strata-session-work.img")   # the files as an older Strata wrote them
     sidecar = folder / "strata-session-work.json"
     d = json.loads(sidecar.read_text())
     del d["image"]
     sidecar.write_text(json.dumps(d))
-    io = FailingAt()
-    cache = make_cache(io=io)
+    cache = make_cache(io=ImageMoveRefused(folder))
     _restores(cache, OLD)                                           # read as it always was
     cache.engine.prefill(2, NEW)
-    with contextlib.ExitStack() as stack:
-        io.before["remove image"] = lambda _: stack.enter_context(read_only(folder))
-        cache.save_session("work", 2)                               # saved: the sidecar names the new image
+    cache.save_session("work", 2)                                   # saved: the sidecar names the new image
     assert "strata-session-work.img" in _listing(folder)
     cache.close(persist=False)
     sessions = _reopened(make_cache, NEW)

@@ -71,4 +71,4 @@ def test_close_gives_a_hung_save_up_and_the_save_then_writes_nothing(make_cache,
     saving.join(10)
     assert len(failed) == 1 and isinstance(failed[0], OSError) and failed[0].errno == errno.ECANCELED, failed
     assert sorted(os.listdir(folders["sessions"])) == before
-    assert cache.sessions.level.entries["work"].n_tokens == 40
+    assert cache.sessions.entry("work").n_tokens == 40

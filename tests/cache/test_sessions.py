@@ -12,6 +12,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from strata.server.cache.http import SESSION_BACKEND, add_session_routes
 from strata.server.cache.memory import FixedMemory
+from strata.server.cache.session_store import model_tag
 from strata.server.cache.sessions import SessionNameError, validate_session_name
 
 from tests.cache.conftest import history
@@ -59,11 +60,13 @@ def _windows_file_name_problem(file_name: str) -> str | None:
 def test_good_names(good, tmp_path):
     assert validate_session_name(good) == good
     from strata.server.cache.disk import GENERATION_MARK
+    from strata.server.cache.session_store import MODEL_MARK
     from strata.server.cache.sessions import SESSION_PREFIX
     from strata.server.cache.temp_files import temp_name
-    for file_name in (f"{SESSION_PREFIX}{good}.json", f"{SESSION_PREFIX}{good}{GENERATION_MARK}{'0' * 16}.img"):
-        assert _windows_file_name_problem(file_name) is None, file_name
-        assert _windows_file_name_problem(os.path.basename(temp_name(str(tmp_path / file_name)))) is None
+    for key in (good, f"{good}{MODEL_MARK}{'0' * 8}"):   # saved before sessions were per model, and a model's own
+        for file_name in (f"{SESSION_PREFIX}{key}.json", f"{SESSION_PREFIX}{key}{GENERATION_MARK}{'0' * 16}.img"):
+            assert _windows_file_name_problem(file_name) is None, file_name
+            assert _windows_file_name_problem(os.path.basename(temp_name(str(tmp_path / file_name)))) is None
 
 
 def test_save_restore_delete_list(make_cache, folders):
@@ -74,7 +77,9 @@ def test_save_restore_delete_list(make_cache, folders):
     info = cache.save_session("agent-1", 1)
     assert info["n_tokens"] == 50 and info["floor"] == "parking"
     sidecar, image = sorted(os.listdir(folders["sessions"]))   # each save's image under a name of its own
-    assert re.fullmatch(r"strata-session-agent-1@[0-9a-f]{16}\.img", image) and sidecar == "strata-session-agent-1.json"
+    tag = model_tag(cache.identity)                              # the model's mark: sessions are per model
+    assert re.fullmatch(rf"strata-session-agent-1~{tag}@[0-9a-f]{{16}}\.img", image)
+    assert sidecar == f"strata-session-agent-1~{tag}.json" and re.fullmatch("[0-9a-f]{8}", tag)
     assert [s["name"] for s in cache.list_sessions()] == ["agent-1"]
     res = cache.restore_session("agent-1", 2)
     assert res.n_tokens == 50 and eng.context_tokens(2) == h

@@ -13,7 +13,7 @@ import os
 import pytest
 from strata.server.cache.sessions import SessionConflictError
 
-from tests.cache.conftest import history
+from tests.cache.conftest import history, saved_before_models
 from tests.cache.test_sessions import run_http
 
 
@@ -73,6 +73,7 @@ def test_a_twin_of_a_session_an_older_strata_saved_is_refused_and_its_delete_tou
     cache.engine.prefill(1, history(3, 40))
     cache.save_session("work", 1)
     cache.close(persist=False)
+    saved_before_models(folders["sessions"], "work")
     sidecar = folders["sessions"] / "strata-session-work.json"
     d = json.loads(sidecar.read_text())
     d.pop("kv_revision")                                             # as an older Strata wrote it
@@ -88,8 +89,9 @@ def test_a_twin_of_a_session_an_older_strata_saved_is_refused_and_its_delete_tou
     assert cache.session_to_rebuild("work") is not None
     cache.save_session("work", 2)                                    # the rebuild's save: its own name
     assert [(s["name"], s["needs_rebuild"]) for s in cache.list_sessions()] == [("work", False)]
+    key = cache.sessions.key_of("work")
     assert sorted(n.split("@")[0] for n in os.listdir(folders["sessions"])) == [
-        "strata-session-work", "strata-session-work.json"]           # the older image went with its sidecar
+        f"strata-session-{key}", f"strata-session-{key}.json"]       # the older files went after its own save
 
 
 def test_two_twins_an_older_strata_saved_on_linux_stay_two_sessions(make_cache, folders):
@@ -99,6 +101,7 @@ def test_two_twins_an_older_strata_saved_on_linux_stay_two_sessions(make_cache, 
     cache.save_session("Agent", 1)
     cache.close(persist=False)
     folder = folders["sessions"]
+    saved_before_models(folder, "Agent")
     for n in os.listdir(folder):                                     # 'agent' beside it, as an older Strata wrote it
         raw = (folder / n).read_bytes()
         if n.endswith(".json"):

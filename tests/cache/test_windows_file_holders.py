@@ -15,6 +15,7 @@ import time
 
 import pytest
 from strata.server.cache.fileio import HOLDER_RETRY_DELAYS_S, FileIO, held_by_another
+from strata.server.cache.session_store import model_tag
 
 from tests.cache.conftest import history
 from tests.cache.test_read_only_folder import read_only
@@ -75,7 +76,8 @@ def test_a_holder_that_does_not_let_go_is_refused_after_the_short_waits(make_cac
     assert io.refusals == len(HOLDER_RETRY_DELAYS_S)
     assert sum(HOLDER_RETRY_DELAYS_S) <= io.waits[0] < sum(HOLDER_RETRY_DELAYS_S) + 2.0
     # as any refused save: nothing of it is left under the session's names but the folder in the way
-    assert [n for n in os.listdir(folders["sessions"]) if not n.endswith(".tmp")] == ["strata-session-work.json"]
+    assert [n for n in os.listdir(folders["sessions"]) if not n.endswith(".tmp")] == [
+        f"strata-session-work~{model_tag(make_cache().identity)}.json"]
 
 
 def test_posix_refusals_are_not_retried(make_cache):

@@ -14,6 +14,7 @@ import json
 import httpx2 as httpx
 import openai
 
+from tests.cache.conftest import saved_before_models
 from tests.server.live import LiveServer
 
 SYSTEM = "You are a terse coding agent. " + "Keep every answer short. " * 30
@@ -122,6 +123,7 @@ def test_a_session_an_older_version_saved_is_rebuilt_from_its_tokens_and_can_be_
         _turn(server, [{"role": "user", "content": "What does git bisect do?"}])
         slot = next(s["id"] for s in httpx.get(server.url + "/v1/slots").json()["slots"] if s["tokens"])
         assert httpx.post(server.url + "/v1/sessions/work/save", json={"slot": slot}).status_code == 200
+    saved_before_models(sessions, "work")
     _as_an_older_version_wrote_them(sessions)
     with _server(tiny_model, tmp_path / "warm", conversation_cache_sessions_dir=str(sessions)) as server:
         listed = httpx.get(server.url + "/v1/sessions").json()["data"]
@@ -129,6 +131,7 @@ def test_a_session_an_older_version_saved_is_rebuilt_from_its_tokens_and_can_be_
         r = httpx.post(server.url + "/v1/sessions/work/restore", json={"slot": "main"})
         assert r.status_code == 200 and r.json()["rebuilt"] is True, r.text
         assert r.json()["tokens_read"] == listed[0]["n_tokens"], r.text
-        assert len(list(sessions.glob("strata-session-work[.@]*"))) == 2       # saved again under its name
+        assert len(list(sessions.glob("strata-session-work~*"))) == 2          # saved again under its name
+        assert not list(sessions.glob("strata-session-work[.@]*"))             # the older files replaced
         assert httpx.delete(server.url + "/v1/sessions/work").status_code == 200
-        assert not list(sessions.glob("strata-session-work[.@]*"))
+        assert not list(sessions.glob("strata-session-work*"))

@@ -19,6 +19,7 @@ from strata.engine import Engine
 from strata.engine.snapshot import KV_REVISION
 from strata.server import stop_progress
 
+from tests.cache.conftest import saved_before_models
 from tests.server.live import LiveServer
 from tests.server.sched_stress import Pause
 from tests.server.test_cache_and_policy import complete, ids
@@ -33,7 +34,11 @@ def _server(tiny_model, tmp_path) -> LiveServer:
 
 
 def _sidecar(tmp_path, name: str):
-    return tmp_path / "sessions" / f"{PREFIX}{name}.json"
+    """Session `name`'s sidecar: the model's own save's, else the one an older Strata (before per-model sessions)
+    wrote."""
+    folder = tmp_path / "sessions"
+    own = sorted(folder.glob(f"{PREFIX}{name}~*.json"))
+    return own[0] if own else folder / f"{PREFIX}{name}.json"
 
 
 def _rewrite(tmp_path, name: str, change) -> dict:
@@ -46,6 +51,13 @@ def _rewrite(tmp_path, name: str, change) -> dict:
 
 def _as_an_older_strata_saved_it(d: dict) -> None:
     d["kv_revision"] = KV_REVISION - 1
+
+
+def _make_older(tmp_path, name: str) -> None:
+    """Session `name` as an older Strata wrote it: under the name alone (before per-model sessions), its KV revision
+    below this engine's."""
+    saved_before_models(tmp_path / "sessions", name)
+    _rewrite(tmp_path, name, _as_an_older_strata_saved_it)
 
 
 def _save(url: str, name: str, slot="main") -> None:
@@ -63,7 +75,7 @@ def _saved_by_an_older_strata(tiny_model, tmp_path) -> None:
         complete(s.url, ids(700, 62))
         _save(s.url, "big")
     for name in ("work", "broken", "big"):
-        _rewrite(tmp_path, name, _as_an_older_strata_saved_it)
+        _make_older(tmp_path, name)
     _rewrite(tmp_path, "broken", lambda d: d["tokens"].__setitem__(5, d["tokens"][5] % 400 + 1))
 
 
@@ -151,7 +163,7 @@ def test_a_damaged_or_too_long_older_session_is_refused_and_left_as_it_was(tiny_
         assert r.status_code == 200 and r.json()["rebuilt"] is True, r.text
     after = {p.name: p.read_bytes() for p in (tmp_path / "sessions").iterdir()}
     assert not any(n.startswith(PREFIX + "broken") for n in after)
-    kept = [n for n in files if n.startswith((f"{PREFIX}work.", f"{PREFIX}work@", f"{PREFIX}today.", f"{PREFIX}today@"))]
+    kept = [n for n in files if n.startswith((f"{PREFIX}work.", f"{PREFIX}work@", f"{PREFIX}today~"))]
     assert len(kept) == 4, kept                       # each one's sidecar and image
     for name in kept:
         assert after[name] == files[name], f"{name} changed"

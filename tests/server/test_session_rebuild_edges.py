@@ -27,10 +27,9 @@ from tests.server.sched_stress import Pause
 from tests.server.test_cache_and_policy import complete, ids
 from tests.server.test_session_rebuild import (
     PREFIX,
-    _as_an_older_strata_saved_it,
     _greedy,
+    _make_older,
     _on_worker,
-    _rewrite,
     _save,
     _sidecar,
 )
@@ -50,7 +49,7 @@ def _older_session(tiny_model, tmp_path) -> list[int]:
     with rebuild_server(tiny_model, tmp_path) as s:          # no cold level: nothing parked at its stop
         complete(s.url, ids(300, 61))
         _save(s.url, "work")
-    _rewrite(tmp_path, "work", _as_an_older_strata_saved_it)
+    _make_older(tmp_path, "work")
     return json.loads(_sidecar(tmp_path, "work").read_text())["tokens"]
 
 
