@@ -82,7 +82,21 @@ def score(x: float | None) -> str:
     return f"{x:.3g}" if abs(x) >= 1e-4 else f"{x:.2e}"
 
 
+def share(x: float | None) -> str:
+    """A share (0..1) in whole percent, but never "100 %" for less than all nor "0 %" for more than none: there one
+    decimal, rounded towards the middle ("99.8 %", "0.1 %"). A new-user trial read "reused 100 %" in the header for
+    5,535 of 5,553 prompt tokens, and "646 (100 %)" for 646 of 647, where one token a request was read."""
+    if _absent(x):
+        return NA
+    p = 100.0 * x
+    if 0 < p < 1:
+        return f"{max(math.ceil(p * 10), 1) / 10:.1f} %"
+    if 99 < p < 100:
+        return f"{math.floor(p * 10) / 10:.1f} %"
+    return f"{p:.0f} %"
+
+
 def percent(part: float | None, whole: float | None) -> str:
     if _absent(part) or _absent(whole) or not whole:
         return NA
-    return f"{100.0 * part / whole:.0f} %"
+    return share(part / whole)

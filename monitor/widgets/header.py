@@ -31,7 +31,7 @@ def totals_text(view: MonitorView) -> str:
     parts = [f"{units.counted(t.get('requests'), 'request')} done, {running}",
              f"generating {units.tps(view.generated_tps)}",
              f"prompt {units.tokens(t.get('prompt_tokens'))}, reused "
-             + (units.NA if share is None else f"{share * 100:.0f} %"),
+             + units.share(share),
              f"generated {units.tokens(t.get('generated_tokens'))}"]
     return " \u2022 ".join(parts)
 

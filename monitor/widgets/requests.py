@@ -69,7 +69,7 @@ def request_cells(req: dict, now: float) -> list[str]:
     share = request_reuse(req)
     reused = units.count(req.get("reused_tokens"))
     if share is not None:
-        reused += f" ({share * 100:.0f} %)"
+        reused += f" ({units.share(share)})"
     finished = req.get("finished")
     ctx = req.get("context")
     at = shown_mismatch(req)

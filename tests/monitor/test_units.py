@@ -29,6 +29,15 @@ def test_percent():
     assert units.percent(5, 0) == units.NA and units.percent(None, 5) == units.NA
 
 
+@pytest.mark.parametrize(("part", "whole", "text"), [
+    (646, 647, "99.8 %"), (5535, 5553, "99.6 %"), (9999, 10000, "99.9 %"), (99999, 100000, "99.9 %"),
+    (647, 647, "100 %"), (0, 647, "0 %"), (1, 647, "0.2 %"), (1, 100000, "0.1 %"), (1, 200, "0.5 %"),
+    (40, 41, "98 %"), (98, 100, "98 %"), (99, 100, "99 %"), (1, 100, "1 %"),
+])
+def test_a_share_is_never_all_or_none_unless_it_is(part, whole, text):
+    assert units.percent(part, whole) == text == units.share(part / whole)
+
+
 def test_the_header_names_a_models_experts():
     from strata.monitor.widgets.header import model_text
 
