@@ -290,6 +290,10 @@ def run(args: argparse.Namespace) -> int:
         if not Path(d).exists():
             print(f"strata models: --dir {d}: no such file or folder", file=sys.stderr)
             status = 1
+        elif Path(d).is_file() and Path(d).suffix.lower() != ".gguf":   # it was left out without a word, status 0
+            print(f"strata models: --dir {d}: a file, not a folder (give the folder it is in, or a .gguf file)",
+                  file=sys.stderr)
+            status = 1
     models = find_models(args.dir)
     if args.json:
         print(json.dumps([m.to_json() for m in models], indent=1))

@@ -73,6 +73,18 @@ def test_cli_missing_dir_is_reported(tmp_path, capsys):
     assert "no such file or folder" in capsys.readouterr().err
 
 
+def test_cli_a_file_given_as_dir_is_reported(tmp_path, capsys, tiny_model_factory):
+    """A new-user trial's `strata models --dir README.md` listed the other models and exited 0, the file left out
+    without a word; a .gguf file given so is listed."""
+    notes = tmp_path / "README.md"
+    notes.write_text("# notes\n", encoding="utf-8")
+    assert strata_main(["models", "--dir", str(notes)]) == 1
+    assert f"strata models: --dir {notes}: a file, not a folder" in capsys.readouterr().err
+    model = tiny_model_factory(ctx_len=256, n_vocab=300, seed=5)
+    assert strata_main(["models", "--dir", str(model)]) == 0
+    assert str(model) in capsys.readouterr().out
+
+
 def test_a_model_with_experts_is_listed_with_them_and_its_active_parameters(tmp_path, tiny_model_factory, capsys):
     """Qwen3-Coder-30B-A3B is known by its 3B active parameters: the list says how many experts a token runs
     of how many, and the parameters one token reads (the experts' share counted n_expert_used / n_expert)."""
