@@ -266,6 +266,11 @@ def _question(key: str, s: Situation, a: Answers, p: PlanParameters) -> Question
     raise ValueError(f"unknown question {key!r}")
 
 
+def looks_like_a_path(text: str) -> bool:
+    """A typed answer that names a file by its folder too (`/m/blob`, `./model.bin`, `~/m`, `C:\\m\\x`), not an id."""
+    return "/" in text or "\\" in text or text.startswith("~")
+
+
 def no_model_found(s: Situation) -> str:
     """Where the model search looked and the ways to get a model (a first run with none on the machine)."""
     folder = s.models_folder or "the models folder"
@@ -295,7 +300,9 @@ def parse_answer(q: Question, text: str, s: Situation, a: Answers, p: PlanParame
             named = [f for f in listed if names_model(text, f)]
             if len(named) == 1:
                 return named[0]
-        if not text.lower().endswith(".gguf"):
+        # a path goes on to the file's own check (flow.accept: its GGUF magic), whatever its name: `strata serve`
+        # loads a GGUF file named otherwise (an Ollama blob, `model.bin`), which setup refused as "not a .gguf file"
+        if not text.lower().endswith(".gguf") and not looks_like_a_path(text):
             meant = id_meant(text, [model_id(f) for f in listed])
             raise AnswerError(f"{text!r} is not a .gguf file, nor the id of one listed (a number from the list, "
                               f"or a path){f'; did you mean {meant}?' if meant else ''}")

@@ -55,7 +55,7 @@ def test_the_flow_before_seed_002_asks_only_model_and_context():
     ("ctx", "1m", "1048576 tokens is beyond the 131072"),   # read as 2^20 tokens (was 'not a number')
     ("ctx", "kk", "is not a number of tokens"),
     ("model", "7", "7 is not in the list (1..1)"),
-    ("model", "/models/notes.txt", "is not a .gguf file, nor the id of one listed (a number from the list, or a path)"),
+    ("model", "notes.txt", "is not a .gguf file, nor the id of one listed (a number from the list, or a path)"),
 ])
 def test_a_bad_answer_is_refused_with_the_reason(key, text, message):
     s = situation("laptop", "3B")
@@ -81,6 +81,9 @@ def test_a_context_too_large_for_this_machine_is_refused_with_the_sizes():
     # its file name as `strata models` prints it, and either in another case (they were "no such file")
     ("model", "GLM-4.7-Flash-Q4_K_M.gguf", "/models/GLM-4.7-Flash-Q4_K_M.gguf"),
     ("model", "glm-4.7-flash-q4_k_m", "/models/GLM-4.7-Flash-Q4_K_M.gguf"),
+    # a path of another name goes on to the file's own check (serve loads a GGUF file named so: an Ollama blob)
+    ("model", "/models/blobs/sha256-4b1c", "/models/blobs/sha256-4b1c"), ("model", "~/m/model.bin", "~/m/model.bin"),
+    ("model", "/models/notes.txt", "/models/notes.txt"),
 ])
 def test_good_answers_are_parsed(key, text, value):
     s = situation("seed-002-desktop", "3B")
