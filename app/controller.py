@@ -42,6 +42,7 @@ class AppController(QObject):
         # and its widgets a reference cycle, freed by the cyclic collector in whichever thread it runs (the
         # supervisor's, the feed's): Qt objects destroyed off the GUI thread crash or hang the process
         self.supervisor = ServerSupervisor(config_path, log_dir, restart=restart, command=command,
+                                           options=tuple(serve_args or ()),
                                            model_probe=functools.partial(model_file.look_for_configured_model,
                                                                          config_path, tuple(serve_args or ())))
         self.api_key = api_key

@@ -65,6 +65,7 @@ class Exit:
     model_changed: bool = False   # that file's size or time is not what it was when the server started
     on_free_port: bool = False    # the app had started it on any free port (`--port 0`) already
     config: str = ""              # the configuration file it read ("": none), named where the reason says to edit it
+    options: str = ""             # the app's extra `strata serve` flags (`./run --batch 4`): a refusal may be theirs
 
 
 GAVE_UP = "gave up after"    # how a give-up's reason begins (it counts the restarts itself)
@@ -124,8 +125,10 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
     if exit.was_healthy and exit.ran_s >= cfg.stable_s:
         attempts = 0          # it had been running fine: this is a new failure, not a crash loop
     if exit.returncode == CONFIGURATION_REFUSED and not exit.was_healthy:
-        return RestartDecision(False, attempts, f"the server refused its configuration: {what}; "
-                                                f"fix the configuration file (or {SETUP_AGAIN})")
+        # a flag given to the app (`./run --port x` on a desktop) is refused the same way as a key of the file
+        fix = (f"fix the options given to the app ({exit.options}) or the configuration file" if exit.options
+               else "fix the configuration file")
+        return RestartDecision(False, attempts, f"the server refused its configuration: {what}; {fix} (or {SETUP_AGAIN})")
     if exit.returncode == CANNOT_LISTEN and not exit.was_healthy:
         # a port another program holds (an old `strata serve`), a reserved or privileged one, or a host that is not
         # this machine's: the same address fails the same way again (it was retried 5 times, 18 s, then given up)

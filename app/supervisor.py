@@ -71,6 +71,9 @@ def server_command(config_path: Path | None, extra: tuple[str, ...] = ()) -> lis
     return [sys.executable, "-m", "strata", *args]
 
 
+HELP_POINTER = re.compile(r"^`[^`]+ --help` lists every option$")   # strata/cli.py's last line of a flag error
+
+
 def server_message(line: str) -> str:
     """A server log line as the app shows it: the message without the time, level and logger name."""
     return LOG_PREFIX.sub("", line, count=1)
@@ -85,8 +88,10 @@ class ServerSupervisor:
     def __init__(self, config_path: Path | None, log_dir: Path, *, restart: RestartConfig | None = None,
                  command: list[str] | None = None, health_timeout_s: float = HEALTH_TIMEOUT_S,
                  env: dict[str, str] | None = None, model_probe: Callable[[Mapping[str, str]], ModelFile] | None = None,
-                 stop_grace_s: float = STOP_GRACE_S, stop_cap_s: float = DEFAULT_STOP_CAP_S) -> None:
+                 stop_grace_s: float = STOP_GRACE_S, stop_cap_s: float = DEFAULT_STOP_CAP_S,
+                 options: tuple[str, ...] = ()) -> None:
         self.config_path = Path(config_path) if config_path else None
+        self.options = tuple(options)      # the app's own extra `strata serve` flags (`./run --batch 4`), for reasons
         self.log_dir = Path(log_dir)
         self.log_path = self.log_dir / "server.log"
         self.restart_cfg = restart or RestartConfig.from_env()
@@ -205,7 +210,7 @@ class ServerSupervisor:
             changed = at_exit is not None and at_exit.kind == "file" and at_exit.stamp != at_start.stamp
             exit_ = Exit(rc, time.monotonic() - started, healthy, self._requested, self._last_line[:LAST_LINE_CHARS],
                          model_missing=missing, model_changed=changed, on_free_port=self.on_free_port,
-                         config=str(self.config_path or ""))
+                         config=str(self.config_path or ""), options=" ".join(self.options))
             decision = decide(exit_, attempts, self.restart_cfg)
             attempts = decision.attempts
             self._event(decision.reason)
@@ -266,7 +271,11 @@ class ServerSupervisor:
                 log.write(raw)
                 log.flush()
                 line = raw.decode("utf-8", errors="replace").strip()
-                if line:
+                if line and HELP_POINTER.match(line):
+                    pass     # argparse's last line: the one before it says what is wrong (it showed this alone)
+                elif line and raw[:2] == b"  " and ": error: " in self._last_line:
+                    self._last_line += "; " + line            # the error's hint: "--prot: did you mean --port?"
+                elif line:
                     self._last_line = server_message(line)
                     if self._last_line.startswith(STOP_PROGRESS):
                         self._progress_at = time.monotonic()

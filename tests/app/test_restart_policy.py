@@ -27,6 +27,11 @@ CFG = RestartConfig(max_retries=3, stable_s=60.0)
     (Exit(1, 0.5, False, False, "boom"), 0, True, 1, "exited with status 1 (boom)"),
     (Exit(-15, 9.0, True, False, "some log line"), 0, True, 1, "killed by SIGTERM; restart"),  # no line
     (Exit(2, 0.3, False, False, "bad --ctx"), 0, False, 0, "refused its configuration"),
+    (Exit(2, 0.3, False, False, "bad ctx", config="/c.toml"), 0, False, 0,
+     "refused its configuration: exited with status 2 (bad ctx); fix the configuration file (or run the setup again)"),
+    # a flag given to the app (./run --port x on a desktop): it said to fix the file, which held nothing wrong
+    (Exit(2, 0.3, False, False, "strata serve: --port: expected int, got 'x'", options="--port x"), 0, False, 0,
+     "fix the options given to the app (--port x) or the configuration file (or run the setup again)"),
     (Exit(3, 0.4, False, False, "no such file"), 0, False, 0, "could not load its model: exited with status 3 "
                                                                "(no such file); fix what it says, or choose another model"),
     (Exit(3, 90.0, True, False), 0, True, 1, "restart 1 of 3"),             # served first: not the file
@@ -70,7 +75,8 @@ def test_decide(exit_, attempts, restart, after, words):
     d = decide(exit_, attempts, CFG if "1 restart " not in words else RestartConfig(max_retries=1))
     assert (d.restart, d.attempts) == (restart, after)
     assert words in d.reason
-    assert "--port" not in d.reason and "--host" not in d.reason
+    if exit_.returncode == 4:     # the server's advice to a terminal is not the app's
+        assert "--port" not in d.reason and "--host" not in d.reason
     if exit_.returncode < 0:
         assert exit_.last_line not in d.reason or not exit_.last_line
 
