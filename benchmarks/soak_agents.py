@@ -50,6 +50,7 @@ import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.fim_beside_agent import fim_smollm2  # noqa: E402
+from benchmarks.soak_summary import summarize  # noqa: E402
 
 WORDS = ("parser token cache slot engine buffer socket thread queue vector matrix kernel module import return "
          "yield class struct enum trait async await lambda closure request handler config budget").split()
@@ -533,11 +534,14 @@ class SessionAgent(Agent):
         self.messages += [{"role": "assistant", "content": c.choices[0].message.content or "ok"},
                           {"role": "user", "content": "And this: " + code(self.rng, self.rng.randint(5, 25))}]
         if self.saved is None or self.rng.random() < 0.15:
-            self.save(req)
+            self.save(req, total)
         if self.prev_prompt > LONG_LIMIT:
             self.reset()
 
-    def save(self, req: int) -> None:
+    def save(self, req: int, total: int) -> None:
+        """Saves the slot request `req` ran in. Another request may have taken it since (the API names a slot, not a
+        conversation): a save whose n_tokens is not this conversation's (its prompt and answer, the last token
+        not yet in the KV) is logged as `other` and not taken as the saved point."""
         decisions = httpx.get(self.server.url + "/v1/slots", timeout=30).json()["decisions"]
         where = [d["slot"] for d in decisions if d.get("request") == req]
         if not where:
@@ -545,9 +549,10 @@ class SessionAgent(Agent):
         slot = where[-1]
         t0 = time.time()
         r = httpx.post(f"{self.server.url}/v1/sessions/soak-work/save", json={"slot": slot}, timeout=600)
+        other = r.status_code == 200 and not total - 2 <= r.json().get("n_tokens", 0) <= total
         self.log.write({"kind": "session_save", "status": r.status_code, "body": r.text[:300], "slot": slot,
-                        "s": round(time.time() - t0, 2), "phase": self.server.n})
-        if r.status_code == 200:
+                        "s": round(time.time() - t0, 2), "other": other, "phase": self.server.n})
+        if r.status_code == 200 and not other:
             # the saved context held the prompt and answer; a branch resends the history up to the answer
             self.saved = {"messages": [dict(m) for m in self.messages[:-1]], "conv": self.conv}
 
@@ -709,84 +714,6 @@ def drain_and_stop(server: Server, gate: threading.Event, agents: list, sampler:
     after = {name: folder_stats(p) for name, p in server.dirs.items()}
     log.write({"kind": "stopped", **stopped, "folders": after})
     return {**stopped, "drain_s": round(time.time() - t0, 1), "folders_after_stop": after}
-
-
-def completion_figures(done: list[dict]) -> dict:
-    """The editor's completions by API: answered and abandoned, the answered ones' latency p50 / p90, their
-    prompts' tokens and those reused (/infill says both)."""
-    out = {}
-    for api in ("infill", "suffix"):
-        rs = [r for r in done if r["api"] == api]
-        answered = sorted(r["s"] for r in rs if not r["abandoned"])
-
-        def pct(q: float, xs: list = answered) -> float | None:
-            return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
-
-        out[api] = {"sent": len(rs), "answered": len(answered), "abandoned": len(rs) - len(answered),
-                    "p50_s": pct(0.5), "p90_s": pct(0.9),
-                    "evaluated": sum(r.get("evaluated", 0) for r in rs), "reused": sum(r.get("cache_n", 0) for r in rs)}
-    return out
-
-
-def summarize(records: list[dict]) -> dict:
-    """Per phase (server lifetime): the process figures, the folders' peaks against the budgets, /metrics at the
-    drained end against what the clients saw, and the turns that reused less than the ideal."""
-    out: dict = {"errors": [r for r in records if r["kind"] == "error"],
-                 "events_lag_max_s": {}, "phases": {}}
-    for ph in sorted({r.get("phase", 0) for r in records if r["kind"] == "request"}):
-        samples = [r for r in records if r["kind"] in ("sample", "final_sample") and r.get("phase") == ph
-                   and "VmRSS" in r]
-        reqs = [r for r in records if r["kind"] == "request" and r["phase"] == ph]
-        cont = [r for r in reqs if r["ideal"] > 0]
-        final = next((r for r in records if r["kind"] == "final_sample" and r.get("phase") == ph), {})
-        m = final.get("metrics", {})
-
-        def total(prefix: str, m: dict = m) -> float:
-            return sum(v for k, v in m.items() if k.split("{")[0] == prefix)
-
-        folders: dict = {}
-        for r in samples:
-            for name, f in r["folders"].items():
-                peak = folders.setdefault(name, {"peak_mib": 0.0, "peak_files": 0, "tmp_seen": 0, "half_pairs_seen": 0})
-                peak["peak_mib"] = max(peak["peak_mib"], f["mib"])
-                peak["peak_files"] = max(peak["peak_files"], f["files"])
-                peak["tmp_seen"] += len(f["tmp"])
-                peak["half_pairs_seen"] += len(f["half_pairs"])
-        out["phases"][ph] = {
-            "rss_mib": {"start": samples[0]["VmRSS"] // 1024 if samples else None,
-                        "last": samples[-1]["VmRSS"] // 1024 if samples else None,
-                        "peak": max((r["VmHWM"] for r in samples), default=0) // 1024},
-            "fds": [min((r["fds"] for r in samples), default=0), max((r["fds"] for r in samples), default=0)],
-            "threads": [min((r["Threads"] for r in samples), default=0), max((r["Threads"] for r in samples), default=0)],
-            "log_kib": samples[-1]["log_bytes"] // 1024 if samples else 0,
-            "folders": folders,
-            "counters_went_back": [r["counters_went_back"] for r in samples if r.get("counters_went_back")],
-            "client": {"answered": len(reqs), "prompt": sum(r["prompt"] for r in reqs),
-                       "cached": sum(r["cached"] for r in reqs),
-                       "cancelled": sum(r["kind"] == "cancelled" and r.get("phase") == ph for r in records),
-                       "disconnects": sum(r["kind"] == "disconnect" and r.get("phase") == ph for r in records),
-                       "continued": len(cont), "cached_continued": sum(r["cached"] for r in cont),
-                       "ideal_continued": sum(r["ideal"] for r in cont)},
-            "metrics": {"requests": {k: v for k, v in m.items() if k.startswith("strata_requests_total")},
-                        "prompt": total("strata_prompt_tokens_total"),
-                        "read": total("strata_prompt_tokens_read_total"),
-                        "reused": total("strata_prompt_tokens_reused_total"),
-                        "generated": total("strata_generated_tokens_total"),
-                        "evictions": total("strata_cache_evictions_total")},
-            "short_of_ideal": [{k: r[k] for k in ("agent", "conv", "req", "prompt", "cached", "ideal")}
-                               for r in cont if r["cached"] < r["ideal"]],
-            "sessions": {f"{r['kind']} {r['status']}": 0 for r in records if r["kind"].startswith("session")},
-            "completions": completion_figures([r for r in records if r["kind"] == "completion" and r["phase"] == ph]),
-        }
-        for r in records:
-            if r["kind"].startswith("session") and r.get("phase") == ph:
-                out["phases"][ph]["sessions"][f"{r['kind']} {r['status']}"] += 1
-        out["phases"][ph]["session_s_max"] = {k: max((r.get("s", 0) for r in records if r["kind"] == k
-                                                      and r.get("phase") == ph), default=None)
-                                              for k in ("session_save", "session_restore")}
-    lags = [r for r in records if r["kind"] == "events" and "lag_max_s" in r]
-    out["events_lag_max_s"] = max((r["lag_max_s"] for r in lags), default=None)
-    return out
 
 
 if __name__ == "__main__":
