@@ -113,6 +113,8 @@ class AppController(QObject):
     def start(self, show: bool = True) -> None:
         log.info("starting the server: %s", " ".join(self.supervisor.command))
         self.supervisor.start()
+        # what the window shows first, before the first poll (300 ms): a bare "connecting" otherwise
+        self.model.set_connection("connecting", "starting the server")
         self.timer.start()
         if show:
             self.open_monitor()

@@ -15,6 +15,7 @@ def test_the_first_start_says_starting_the_server(qtbot, app_config, tmp_path):
     controller = AppController(app_config, tmp_path / "logs", theme="light", command=sleeper)
     controller.start()
     try:
+        assert controller.model.view().connection_detail == "starting the server"    # before the first poll too
         qtbot.waitUntil(lambda: controller.supervisor.status().state == "starting", timeout=10_000)
         qtbot.waitUntil(lambda: "starting the server" in controller.window.header.state.text(), timeout=5_000)
         state = controller.window.header.state.text()
