@@ -9,6 +9,7 @@ included. The scheduler performs what a decision says (copy, truncate, park).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import deque
@@ -72,6 +73,7 @@ class Placer:
             d = slot_returns.pick_slot_learned(views, request, now, self.cfg, self.returns, self.group_load())
         else:
             d = policy.pick_slot(views, request, now, self.cfg, self.group_load())
+        self.log_seen(job_id, "place", now, prompt, views, d.slot, d.reason)
         if d.slot is not None:
             if self.cfg.learn.enabled:
                 self.learn(d.slot, prompt, now)
@@ -119,7 +121,10 @@ class Placer:
         if len(main.tokens) > self.table.slots[0].capacity:   # --slot-ctx below --ctx: no slot holds it
             d = policy.ParkDecision(None, "skip", "too_long_for_slot")
         else:
-            d = policy.plan_park(view, self.slot_views(main.tokens), now, self.cfg, self.group_load())
+            views = self.slot_views(main.tokens)
+            d = policy.plan_park(view, views, now, self.cfg, self.group_load())
+            self.log_seen(job_id, "park", now, main.tokens, views, d.slot, d.park_skip or d.reason,
+                          main_last_use=view.last_use)
         if d.slot is None:
             self.record(job_id, None, None, d.reason, 0, MAIN, park_skip=d.park_skip, n_main=len(main.tokens))
         else:
@@ -129,6 +134,27 @@ class Placer:
             self.record(job_id, d.slot, self.table[d.slot].group, d.reason, d.reused, MAIN, park=True,
                         lost=d.lost_tokens)
         return d
+
+    def log_seen(self, job_id: int, kind: str, now: float, reference: list[int], views: list[policy.SlotView],
+                 slot: int | None, reason: str, main_last_use: float | None = None) -> None:
+        """At debug level, what a decision saw, one JSON object a line (`slot seen: {...}`): the slot table
+        as the policy got it (per slot [id, group, tokens, common, last_use, busy, blank], monotonic seconds
+        like `now`), the group load, the prompt's length (main's history's for a park), what main holds of
+        the prompt, and what was decided: benchmarks/placement_audit.py checks each decision against seed
+        000 from the log alone."""
+        if not log.isEnabledFor(logging.DEBUG):
+            return
+        seen = {"request": job_id, "kind": kind, "now": round(now, 4), "n": len(reference),
+                "rate": round(self.prompt_rate_tps, 1), "load": self.table.group_load(),
+                "slots": [[v.slot, v.group, v.n_tokens, v.common, round(v.last_use, 4), v.busy, v.blank]
+                          for v in views],
+                "slot": slot, "reason": reason, "learned": self.cfg.learn.enabled}
+        main = self.table.main
+        if kind == "place" and main.valid and main.tokens:   # a source the decision may not name, for the audit
+            seen["main"] = [len(main.tokens), common_prefix(main.tokens, reference)]
+        if main_last_use is not None:
+            seen["main_last_use"] = round(main_last_use, 4)
+        log.debug("slot seen: %s", json.dumps(seen))
 
     def settle(self, job_id: int, reused: int, source: int | str | None) -> None:
         """The reuse a placement got once its request started (`source`: the context it was copied from,
