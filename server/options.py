@@ -148,7 +148,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("prefill-chunk", int, 512, "tokens of a prompt read per step, between the decode steps of other "
            "requests", minimum=1, maximum=65536),
     Option("prefill-slice-ms", float, 250.0, "while other requests are generating, a prompt is read in pieces "
-           "of about this many milliseconds (at most --prefill-chunk tokens), so their streams keep moving",
+           "of about this many milliseconds (at most --prefill-chunk tokens), so their streams keep moving; so are "
+           "all prompts while an editor's code completion waits or runs, or came in the last 3 s",
            minimum=1.0, maximum=60000.0),
     Option("mixed-piece", int, 64, "while other requests are generating, this many prompt tokens are read in "
            "the same forward as their next tokens (the mixed step), fewer when --prefill-slice-ms holds fewer at "

@@ -45,6 +45,11 @@ from strata.server.slots import MAIN, SlotTable, held_by_another
 log = logging.getLogger("strata.server.scheduler")
 
 MIN_PREFILL_SLICE = 16        # tokens: below this a piece costs more in overhead than it saves in latency
+# seconds after an editor's last code completion arrived during which prompts are read in time slices (the next
+# keystroke's comes within them: llama.vscode and llama.vim send one as soon as the last is answered, Continue
+# 350 ms after the last keystroke): one arriving during a whole --prefill-chunk piece of an agent's turn waited
+# for it, 3-6 s at a 7K-token history on a loaded 2-core machine (fim_beside_agent, 2026-12-06)
+EDITOR_ACTIVE_S = 3.0
 ENGINE_THREAD = "strata-engine"   # the worker's name (server/cli.py looks for it at exit: a step given up)
 
 
@@ -91,6 +96,7 @@ class Scheduler:
         self._n_pending = 0            # submitted, not yet running (inbox + waiting)
         self._stopping = False
         self._rr = 0
+        self._completion_at = -EDITOR_ACTIVE_S   # when the last code completion was submitted (time.monotonic)
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
 
@@ -162,6 +168,8 @@ class Scheduler:
                                f"--queue {n}); retry later",
                                headers={"Retry-After": "2"})
             self._n_pending += 1
+            if job.completion:
+                self._completion_at = time.monotonic()
             if self.timeline is not None:   # shared_tokens against the turns that arrived before it
                 try:
                     self.timeline.arrived(job)
@@ -404,13 +412,13 @@ class Scheduler:
 
     def slice_tokens(self) -> int:
         """Tokens of the next prefill piece: the whole chunk when nobody is generating and no code completion
-        waits or runs, else about `slice_s` seconds of prefill at the measured rate (the continuous agenda's
-        time slice; in a mixed step, all its pieces together). A completion is latency-critical (an editor
-        bounds its prompt's time, t_max_prompt_ms): beside an agent reading its turn in 512-token pieces
-        (~2 s each at a 7K-token history on two cores) it waited a whole piece to start and each step it
-        shared took as long."""
+        waits, runs or came in the last EDITOR_ACTIVE_S, else about `slice_s` seconds of prefill at the measured
+        rate (the continuous agenda's time slice; in a mixed step, all its pieces together). A completion is
+        latency-critical (an editor bounds its prompt's time, t_max_prompt_ms): beside an agent reading its
+        turn in 512-token pieces (~2 s each at a 7K-token history on two cores) it waited a whole piece to
+        start and each step it shared took as long."""
         sliced = any(r.phase == "decode" or r.job.completion for r in self._rows.values()) \
-            or any(j.completion for j in self._waiting)
+            or any(j.completion for j in self._waiting) or time.monotonic() - self._completion_at < EDITOR_ACTIVE_S
         if not sliced or self.prefill_rate <= 0:
             return self.chunk
         return max(MIN_PREFILL_SLICE, min(self.chunk, int(self.prefill_rate * self.slice_s)))

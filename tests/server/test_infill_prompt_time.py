@@ -141,7 +141,7 @@ def test_beside_a_completion_another_prompt_is_read_in_slices(timed_server):
     """A long prompt read alone goes in --prefill-chunk pieces (2,048 here); while a code completion runs, in
     pieces of about a slice at the measured rate, so the completion's turn comes round every slice (before: mixed
     steps of 1,024 + 1,024 tokens), and the completion's end past its bound goes out at once, not after the
-    next step's piece."""
+    next step's piece (the rest of the other prompt, read within EDITOR_ACTIVE_S of the completion, in slices)."""
     server, spy = timed_server
     warm = requests.post(server.url + "/v1/completions", json={"model": "m", "prompt": "x = 1\n" * 150,
                                                                "max_tokens": 1}, timeout=60)
@@ -162,5 +162,27 @@ def test_beside_a_completion_another_prompt_is_read_in_slices(timed_server):
     assert other.status_code == 200
     a, took = done["a"]
     assert took < 0.6 + 0.5 and a["tokens_predicted"] == 0   # before: ~2.2 s (its end went out after a piece)
-    assert max(spy.pieces[:-1]) <= 400             # ~250 tokens a slice at ~1,000 tokens/s, shared in mixed steps
-    assert spy.pieces[-1] > 1000                   # the rest read in one piece once the completion ended
+    assert max(spy.pieces) <= 400                  # ~250 tokens a slice at ~1,000 tokens/s, shared in mixed steps
+
+
+def test_while_an_editor_types_a_prompt_alone_is_read_in_slices(timed_server):
+    """Within EDITOR_ACTIVE_S of a completion, a prompt read alone goes in slices too, so the next keystroke's
+    completion, arriving during it, starts within a slice (before: after the whole 2,000-token piece, ~2 s)."""
+    server, spy = timed_server
+    warm = requests.post(server.url + "/v1/completions", json={"model": "m", "prompt": "x = 1\n" * 150,
+                                                               "max_tokens": 1}, timeout=60)
+    assert warm.status_code == 200
+    first, _ = infill(server, t_max_prompt_ms=300)           # the editor: the user is typing
+    assert first["tokens_predicted"] == 0
+    spy.pieces.clear()
+    long_prompt = "".join(f"row_{i} = table[{i}] * {i}\n" for i in range(90))
+    agent: dict = {}
+    thread = __import__("threading").Thread(target=lambda: agent.update(r=requests.post(
+        server.url + "/v1/completions", json={"model": "m", "prompt": long_prompt, "max_tokens": 1}, timeout=60)))
+    thread.start()
+    time.sleep(0.3)                                           # the agent's prompt is being read, alone
+    a, took = infill(server, t_max_prompt_ms=300)
+    thread.join(60)
+    assert agent["r"].status_code == 200
+    assert took < 0.3 + 0.6 and a["tokens_predicted"] == 0   # before: ~2 s, behind the agent's one piece
+    assert max(spy.pieces) <= 400
