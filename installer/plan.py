@@ -304,8 +304,10 @@ def parse_answer(q: Question, text: str, s: Situation, a: Answers, p: PlanParame
         # loads a GGUF file named otherwise (an Ollama blob, `model.bin`), which setup refused as "not a .gguf file"
         if not text.lower().endswith(".gguf") and not looks_like_a_path(text):
             meant = id_meant(text, [model_id(f) for f in listed])
-            raise AnswerError(f"{text!r} is not a .gguf file, nor the id of one listed (a number from the list, "
-                              f"or a path){f'; did you mean {meant}?' if meant else ''}")
+            # "choose": a number in the terminal's numbered list, an entry of the wizard's (it said "a number from the
+            # list" there too, where the list has no numbers)
+            raise AnswerError(f"{text!r} is not a .gguf file, nor the id of one listed (choose one from the list, "
+                              f"or give a path){f'; did you mean {meant}?' if meant else ''}")
         return text
     if q.key == "concurrency":
         low = text.lower()

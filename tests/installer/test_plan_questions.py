@@ -55,7 +55,7 @@ def test_the_flow_before_seed_002_asks_only_model_and_context():
     ("ctx", "1m", "1048576 tokens is beyond the 131072"),   # read as 2^20 tokens (was 'not a number')
     ("ctx", "kk", "is not a number of tokens"),
     ("model", "7", "7 is not in the list (1..1)"),
-    ("model", "notes.txt", "is not a .gguf file, nor the id of one listed (a number from the list, or a path)"),
+    ("model", "notes.txt", "is not a .gguf file, nor the id of one listed (choose one from the list, or give a path)"),
 ])
 def test_a_bad_answer_is_refused_with_the_reason(key, text, message):
     s = situation("laptop", "3B")
