@@ -260,7 +260,7 @@ byte_view bytes_of(const py::buffer& data, const char* who) {
 constexpr size_t k_release_gil_bytes = 64 << 10;   // below this, releasing the GIL costs more than the CRC
 
 // Raised (strata._engine.MappedReadFault, an OSError) when a guarded read met a page of a memory-mapped
-// file that another process truncated (SIGBUS, mapped-read-guard.h).
+// file that another process truncated (SIGBUS), or whose disk went away (Windows: mapped-read-guard.h).
 struct mapped_read_fault : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
@@ -272,10 +272,7 @@ struct mapped_read_fault : std::runtime_error {
 
 // The CRC of a buffer that may be a memory map (guarded); false when a page of it is gone.
 bool crc32_guarded(crc_impl impl, uint32_t value, const byte_view& b, uint32_t& out) {
-    mapped_read_guard guard(b.p, b.n);
-    if (STRATA_MAPPED_READ_FAULTED(guard)) return false;
-    out = crc32_with(impl, value, b.p, b.n);
-    return true;
+    return mapped_read(b.p, b.n, [&] { out = crc32_with(impl, value, b.p, b.n); });
 }
 
 uint32_t crc32_buffer(crc_impl impl, const py::buffer& data, uint32_t value) {

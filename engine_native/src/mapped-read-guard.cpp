@@ -1,7 +1,25 @@
-// The SIGBUS handler behind mapped_read_guard (mapped-read-guard.h): why and how, see there.
+// The SIGBUS handler behind mapped_read_guard, and Windows' filter for mapped_read's __try
+// (mapped-read-guard.h): why and how, see there.
 #include "mapped-read-guard.h"
 
-#if !defined(_WIN32)
+#if defined(_WIN32)
+
+#include <windows.h>
+
+namespace strata {
+
+int in_page_error_within(void* exception_pointers, const void* p, size_t n) {
+    const EXCEPTION_RECORD* r = static_cast<EXCEPTION_POINTERS*>(exception_pointers)->ExceptionRecord;
+    // EXCEPTION_IN_PAGE_ERROR's parameters: [0] read / write / execute, [1] the address, [2] the NTSTATUS
+    if (r->ExceptionCode != EXCEPTION_IN_PAGE_ERROR || r->NumberParameters < 2) return EXCEPTION_CONTINUE_SEARCH;
+    const char* addr = reinterpret_cast<const char*>(r->ExceptionInformation[1]);
+    const char* lo = static_cast<const char*>(p);
+    return addr >= lo && addr < lo + n ? EXCEPTION_EXECUTE_HANDLER : EXCEPTION_CONTINUE_SEARCH;
+}
+
+}  // namespace strata
+
+#else
 
 #include <signal.h>
 #include <unistd.h>

@@ -4,8 +4,13 @@
 // Python's faulthandler, or the default) jumps back to the guard's STRATA_MAPPED_READ_FAULTED point when
 // the faulting address lies inside the armed range, and leaves every other SIGBUS to the previous
 // handler. Only plain loads and stores may run between the two (no lock taken, no allocation, no
-// exception): the jump skips them. POSIX only; Windows refuses to truncate a mapped file, so there the
-// guard is empty and never reports a fault.
+// exception): the jump skips them.
+// Windows refuses to truncate a mapped file, but a page still fails to come in when the file's disk goes
+// away mid-read (a USB disk pulled, a network share dropped): EXCEPTION_IN_PAGE_ERROR, which kills the
+// process. Built with MSVC (or clang-cl), mapped_read runs the read under __try, and a filter
+// takes that exception only for an address inside the range (any other exception goes on as before); the
+// same rule holds for what runs inside: plain loads and stores (no unwinding happens). Other Windows
+// compilers have no __try: there the reads are not guarded.
 #pragma once
 
 #include <cstddef>
@@ -14,18 +19,39 @@
 
 #include <cstring>
 
+#if defined(_MSC_VER)   // MSVC, clang-cl
+#include <excpt.h>
+#define STRATA_MAPPED_READ_SEH 1
+#endif
+
 namespace strata {
-struct mapped_read_guard {
-    mapped_read_guard(const void*, size_t) {}
-};
+// EXCEPTION_EXECUTE_HANDLER for an EXCEPTION_IN_PAGE_ERROR at an address in [p, p + n), else
+// EXCEPTION_CONTINUE_SEARCH; `exception_pointers` is GetExceptionInformation()'s EXCEPTION_POINTERS.
+int in_page_error_within(void* exception_pointers, const void* p, size_t n);
+
+// Runs read() with [p, p + n) guarded; false when a page of it could not be read in (read() did not complete).
+template <class Read>
+bool mapped_read(const void* p, size_t n, Read&& read) {
+#if defined(STRATA_MAPPED_READ_SEH)
+    if (n) {
+        __try {
+            read();
+        } __except (in_page_error_within(GetExceptionInformation(), p, n)) {
+            return false;
+        }
+        return true;
+    }
+#endif
+    read();
+    return true;
+}
+
 inline void name_fatal_mapping(const void*, size_t, const char*) {}
 inline void forget_fatal_mapping(const void*) {}
 inline bool mapped_copy(void* dst, const void* src, size_t n) {
-    std::memcpy(dst, src, n);
-    return true;
+    return mapped_read(src, n, [&] { std::memcpy(dst, src, n); });
 }
 }  // namespace strata
-#define STRATA_MAPPED_READ_FAULTED(guard) false
 
 #else
 
@@ -67,8 +93,6 @@ void forget_fatal_mapping(const void* p);
 // the handler runs with SA_NODEFER, so nothing stays blocked after the jump.
 #define STRATA_MAPPED_READ_FAULTED(guard) (sigsetjmp((guard).range.env, 0) != 0)
 
-#endif
-
 namespace strata {
 
 // Runs read() with [p, p + n) guarded; false when a page of it was gone (read() did not complete). Its
@@ -82,3 +106,5 @@ bool mapped_read(const void* p, size_t n, Read&& read) {
 }
 
 }  // namespace strata
+
+#endif
