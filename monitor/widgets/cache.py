@@ -38,6 +38,10 @@ LEVEL_TIPS = ("", "on / off", "", "bytes held against the level's budget",
               "entries deleted for their age")
 PARK_NAMES = {"ram": "RAM", "disk": "disk", "discard": "discarded"}
 DECISION_HEADERS = ("when", "decision\n(source)", "floor,\nneeds")
+# the decision column keeps its text whole; the floor column takes what is left, its text elided (the cell's tooltip
+# holds it) down to this many characters, then the table scrolls sideways. The decision column was the stretch one:
+# a new-user trial's 1024x640 window showed it 26 px wide ("ra…", "re…") and 1280x800 "restore (disk_…"
+FLOOR_MIN_CHARS = 7   # "parking", the longer floor's name
 LINE_STYLES = {"min_free_mib": "dashed", "park_min_free_mib": "dotted"}
 HIT_NAMES = {"ram": "RAM", "warm": "warm", "cold": "cold", "segment": "segment", "system_prompt": "system prompt"}
 
@@ -148,11 +152,11 @@ class CachePanel(QWidget):
         view_box = self.ram_plot.getPlotItem().getViewBox()
         view_box.sigResized.connect(self._place_floor_labels)
         view_box.sigYRangeChanged.connect(self._place_floor_labels)
-        row.addWidget(self.ram_plot, 2)
-        self.decisions = Table(DECISION_HEADERS, stretch=1)
+        row.addWidget(self.ram_plot, 1)
+        self.decisions = Table(DECISION_HEADERS, stretch=2, stretch_min_chars=FLOOR_MIN_CHARS)
         self.decisions.setToolTip("The cache's latest admission decisions, newest first: what was done, which "
                                   "floor admitted it, the source (park, disk_hit, session...) and the RAM it needed")
-        row.addWidget(self.decisions, 3)
+        row.addWidget(self.decisions, 2)
         adm.addLayout(row, 1)
         outer.addWidget(adm_box, 3)
 
