@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ class ServerConfig:
     values: Mapping[str, Any]
     env: Mapping[str, str] = field(default_factory=dict)
     config_path: str | None = None
+    env_from_file: frozenset[str] = frozenset()   # the variables whose value is the file's [env] table's
 
     def __getattr__(self, key: str) -> Any:
         values = object.__getattribute__(self, "values")
@@ -67,7 +69,8 @@ class ServerConfig:
         raise AttributeError(key)
 
     def replace(self, **changes: Any) -> ServerConfig:
-        return ServerConfig(values={**self.values, **changes}, env=self.env, config_path=self.config_path)
+        return ServerConfig(values={**self.values, **changes}, env=self.env, config_path=self.config_path,
+                            env_from_file=self.env_from_file)
 
     @property
     def slot_ctx_effective(self) -> int:
@@ -160,6 +163,7 @@ def load_config(
         if isinstance(raw, (dict, list)):
             raise ConfigError(f"{path}: [env] {name}: expected a number or string, got {raw!r}")
         env[name] = str(raw).lower() if isinstance(raw, bool) else str(raw)
+    from_file = frozenset(k for k in env if k not in environ)
     env.update({k: v for k, v in environ.items() if k.startswith("STRATA_")})
 
     by_key: dict[str, Option] = {}
@@ -197,7 +201,7 @@ def load_config(
         # `strata serve --ctx 4096` was refused for a `--slot-ctx 8192` its user never typed
         values["slot_ctx"] = values["ctx"]
     _check_combinations(values)
-    return ServerConfig(values=values, env=env, config_path=str(path) if path else None)
+    return ServerConfig(values=values, env=env, config_path=str(path) if path else None, env_from_file=from_file)
 
 
 SLOT_VARIABLE_PREFIX = "STRATA_SLOT_"   # the slot policy's namespace: every name in it is one of its thresholds
@@ -273,7 +277,7 @@ def validate(config: ServerConfig) -> None:
     try:
         slot_policy.PolicyConfig.from_env(config.env)
     except ValueError as e:
-        raise ConfigError(str(e)) from None
+        raise ConfigError(_where_set(str(e), config)) from None
     try:
         from strata.server.cache import CacheConfig
     except ImportError:
@@ -281,7 +285,16 @@ def validate(config: ServerConfig) -> None:
     try:
         CacheConfig.from_values(config.values, environ=config.env)
     except ValueError as e:
-        raise ConfigError(str(e)) from None
+        raise ConfigError(_where_set(str(e), config)) from None
+
+
+def _where_set(message: str, config: ServerConfig) -> str:
+    """`message` with where the variable it names was set when that was the file's [env] table: a user who
+    never set STRATA_SLOT_TTL_MAX_S in a shell looked for it there in vain."""
+    named = [name for name in sorted(config.env_from_file) if re.search(rf"\b{name}\b", message)]
+    if not named or not config.config_path:
+        return message
+    return f"{message} (set in the [env] table of {config.config_path})"
 
 
 def file_problems(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> list[str]:

@@ -114,6 +114,18 @@ def test_policy_and_cache_settings_are_checked_before_start():
         validate(load_config({"conversation_cache_mib": "-5"}, environ={}))
 
 
+def test_a_bad_variable_from_the_files_env_table_says_it_was_set_there(tmp_path):
+    """A new-user trial: `STRATA_SLOT_TTL_MAX_S='abc': not a number` sent them to their shell, where it was not."""
+    p = write(tmp_path, '[env]\nSTRATA_SLOT_TTL_MAX_S = "abc"\n')
+    with pytest.raises(ConfigError) as e:
+        validate(load_config({}, config_path=p, environ={}))
+    assert "STRATA_SLOT_TTL_MAX_S" in str(e.value) and f"set in the [env] table of {p}" in str(e.value)
+    # the same bad value from the environment (which wins over the file) names no file
+    with pytest.raises(ConfigError) as e:
+        validate(load_config({}, config_path=p, environ={"STRATA_SLOT_TTL_MAX_S": "xyz"}))
+    assert "xyz" in str(e.value) and "[env] table" not in str(e.value)
+
+
 def test_cli_exits_2_with_the_name_of_a_bad_flag(capsys):
     assert run(parse(["--no-config", "--port", "http"])) == 2
     assert "--port: expected int, got 'http'" in capsys.readouterr().err
