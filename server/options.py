@@ -39,6 +39,7 @@ class Option:
     metavar: str | None = None
     env: str | None = None         # an environment variable that sets it (below a flag, above the file)
     validator: Callable[[Any], str | None] | None = None   # returns what is wrong, or None
+    token_count: bool = False      # an int that also reads 32k / 1m (x 1024), as models' contexts and the wizard say
 
     @classmethod
     def adopt(cls, spec: Any) -> Option:
@@ -68,7 +69,7 @@ class Option:
             elif self.kind is int:
                 if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
                     raise ValueError
-                value = int(raw)
+                value = _token_count(raw) if self.token_count else int(raw)
             elif self.kind is float:
                 if isinstance(raw, bool):
                     raise ValueError
@@ -78,7 +79,8 @@ class Option:
                     raise ValueError
                 value = raw
         except (TypeError, ValueError):
-            raise ConfigError(f"{source}: expected {self.kind.__name__}, got {raw!r}") from None
+            wanted = "a number of tokens (8192, 32k, 1m)" if self.token_count else self.kind.__name__
+            raise ConfigError(f"{source}: expected {wanted}, got {raw!r}") from None
         if isinstance(value, float) and not math.isfinite(value):   # nan passes every minimum / maximum test
             raise ConfigError(f"{source}: expected a finite number, got {raw!r}")
         said = raw if isinstance(raw, float) else value   # a file's 1e300, not the int of 301 digits it makes
@@ -94,6 +96,15 @@ class Option:
             if problem:
                 raise ConfigError(f"{source}: {problem}")
         return value
+
+
+def _token_count(raw: Any) -> int:
+    """int(raw), where a text may end in k or m (x 1024, x 1024 * 1024): `--ctx 32k` as setup's wizard takes it."""
+    if isinstance(raw, str):
+        text = raw.strip().lower().replace("_", "")
+        scale = {"k": 1024, "m": 1024 * 1024}.get(text[-1:], 1)
+        return int(text[:-1] if scale > 1 else text) * scale
+    return int(raw)
 
 
 def _shown(limit: float) -> str:
@@ -121,12 +132,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("model", str, None, "GGUF model file, or the id `strata models` shows (default: the bundled "
            "SmolLM2-135M-Instruct)", metavar="PATH"),
     Option("ctx", int, 8192, "context size of the main context (it serves a request that runs alone, and "
-           "every request with --batch 0), in tokens", minimum=16, maximum=MAX_CONTEXT_TOKENS),
+           "every request with --batch 0), in tokens (32k = 32768)", minimum=16, maximum=MAX_CONTEXT_TOKENS,
+           token_count=True),
     Option("batch", int, 4, "number of batch slots (contexts for requests that run while others are in "
            "flight); 0 = the main context only, one request at a time", minimum=0, maximum=256),
     Option("batch-groups", int, 1, "slots split into this many groups (units of load)", minimum=1, maximum=256),
     Option("slot-ctx", int, None, "context size of each slot, in tokens (default: --ctx)", minimum=16,
-           maximum=MAX_CONTEXT_TOKENS),
+           maximum=MAX_CONTEXT_TOKENS, token_count=True),
     Option("threads", int, None, "compute threads (default: the engine's choice for this machine)", minimum=1,
            maximum=MAX_THREADS),
     Option("kv-type", str, "f16", "KV cache element type (q8_0: about half the memory of f16, slightly less "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import stat
 import sys
 from datetime import datetime, timezone
@@ -207,7 +208,7 @@ def test_show_checks_the_file_with_the_servers_loader_and_names_each_bad_key(tmp
     out = capsys.readouterr().out
     assert 'ctx' in out and '"big"' in out                                   # still shown
     problems = out.split("problems:", 1)[1]
-    assert "ctx: expected int, got 'big'" in problems
+    assert "ctx: expected a number of tokens (8192, 32k, 1m), got 'big'" in problems
     assert "kv_type: 'q9' is not one of f16, q8_0" in problems
     assert "bogus: unknown key" in problems and "batch" not in problems
     assert "ctxx: unknown key (did you mean ctx?)" in problems              # the hint serve gives
@@ -226,9 +227,9 @@ def test_the_servers_loader_agrees_with_show(tmp_path):
 
     path = tmp_path / "c.toml"
     path.write_text('ctx = "big"\n')
-    with pytest.raises(ConfigError, match="ctx: expected int, got 'big'"):
+    with pytest.raises(ConfigError, match=re.escape("ctx: expected a number of tokens (8192, 32k, 1m), got 'big'")):
         load_config({}, config_path=path, environ={})
-    assert file_problems(path) == ["ctx: expected int, got 'big'"]
+    assert file_problems(path) == ["ctx: expected a number of tokens (8192, 32k, 1m), got 'big'"]
 
 
 def test_setup_refuses_a_model_the_engine_cannot_run_and_writes_nothing(tmp_path, tiny_model_factory):

@@ -41,7 +41,7 @@ def test_env_table_and_the_environment_wins(tmp_path):
 
 @pytest.mark.parametrize("text,needle", [
     ("ctx = 4096\nbogus_key = 1\n", "unknown key(s): bogus_key"),
-    ('ctx = "big"\n', "ctx: expected int, got 'big'"),
+    ('ctx = "big"\n', "ctx: expected a number of tokens (8192, 32k, 1m), got 'big'"),
     ("ctx = 8\n", "ctx: 8 is below the minimum 16"),
     ('kv_type = "q9"\n', "kv_type: 'q9' is not one of f16, q8_0"),
     ('kv_type = "f32"\n', "kv_type: 'f32' is not one of f16, q8_0"),
@@ -242,3 +242,15 @@ def test_serve_help_says_what_a_new_user_needs_without_internal_words():
     assert "--batch 0" in text.split("--batch INT", 1)[0]
     cold = text.split("--conversation-cache-cold-mib INT", 1)[1].split("--conversation-cache-", 1)[0]
     assert "across a restart" in cold, cold
+
+
+def test_contexts_take_k_and_m_as_the_wizard_does(tmp_path):
+    """A new-user trial typed 32k in the setup wizard, then `strata serve --ctx 32k`: refused as not an int."""
+    c = load_config({"ctx": "32k", "slot_ctx": "16K"}, environ={})
+    assert c.values["ctx"] == 32768 and c.values["slot_ctx"] == 16384
+    assert load_config({}, config_path=write(tmp_path, 'ctx = "1m"\n'), environ={}).values["ctx"] == 1 << 20
+    for bad in ("32kb", "k", "1.5k"):
+        with pytest.raises(ConfigError, match=rf"expected a number of tokens \(8192, 32k, 1m\), got '{bad}'"):
+            load_config({"ctx": bad}, environ={})
+    with pytest.raises(ConfigError, match="expected int"):
+        load_config({"batch": "4k"}, environ={})    # only token counts read the suffix
