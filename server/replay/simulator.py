@@ -65,9 +65,11 @@ class SimOptions:
     def __post_init__(self) -> None:
         if self.n_groups < 1:
             raise ValueError(f"--groups {self.n_groups}: expected >= 1")
-        for name in ("ram_cache_tokens", "ram_min_tokens", "prefill_tps", "decode_tps", "prompt_rate_tps"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} {getattr(self, name)!r}: expected >= 0")
+        for name, flag in (("ram_cache_tokens", "--ram-cache-tokens"), ("ram_min_tokens", "--ram-min-tokens"),
+                           ("prefill_tps", "--prefill-tps"), ("decode_tps", "--decode-tps"),
+                           ("prompt_rate_tps", "--prompt-rate")):
+            if getattr(self, name) < 0:   # named by the flag that sets it (strata replay's user typed that)
+                raise ValueError(f"{flag} {getattr(self, name)!r}: expected >= 0")
 
 
 class RamCache:

@@ -57,7 +57,11 @@ def test_errors_are_messages_with_exit_status_2(tmp_path, capsys):
     for argv, needle in [([tiny(tmp_path), "--slots", "0"], "--slots"), ([tiny(tmp_path), "--policies", "x"], "unknown"),
                          (["nope.jsonl"], "cannot open"), ([tiny(tmp_path), "--thin", "2"], "--thin"),
                          (["agents:x"], "agents:HOURS:SEED"), ([tiny(tmp_path), "--draws", "0"], "--draws"),
-                         ([tiny(tmp_path), "--draws", "3"], "needs --thin below 1")]:
+                         ([tiny(tmp_path), "--draws", "3"], "needs --thin below 1"),
+                         # named by the flag the user typed, not the setting's field (prefill_tps)
+                         ([tiny(tmp_path), "--prefill-tps", "-5"], "--prefill-tps -5.0: expected >= 0"),
+                         ([tiny(tmp_path), "--prompt-rate", "-1"], "--prompt-rate -1.0: expected >= 0"),
+                         ([tiny(tmp_path), "--ram-min-tokens", "-1"], "--ram-min-tokens -1: expected >= 0")]:
         rc, _, err = run(argv, capsys)
         assert rc == 2 and needle in err, (argv, err)
 
