@@ -573,7 +573,10 @@ class Scheduler:
             }
             if c.id != MAIN and c.tokens and c.superseded:
                 entry["superseded"] = True     # a parked copy whose conversation went on: worth nothing
-            if c.id != MAIN and c.tokens and c.last_use is not None and not c.blank:
+            # an idle slot's protection and value (seed 000): a slot in use has neither (the policy never weighs
+            # it; its age starts again when the use ends): before, it showed its previous use's, 0 s and 0.0 for a
+            # history that use had left expired while it read and answered a new turn
+            if c.id != MAIN and c.tokens and c.last_use is not None and not c.blank and c.busy_job is None:
                 age = now - c.last_use
                 cfg = self.placer.cfg
                 entry["protection_left_s"] = round(max(0.0, slot_policy.protection_s(len(c.tokens), cfg) - age), 2)
