@@ -74,10 +74,9 @@ def waits_for_shared_read(table: SlotTable, rows: Iterable[Row], job: Job) -> bo
 
 def beside_completions_only(jobs: Iterable[Job], job: Job) -> bool:
     """`job` is not a code completion and every other request of `jobs` (running or waiting) is one. An
-    editor beside an agent has one running or waiting nearly all the time (a keystroke's every 1-2 s); counted
-    as company, they kept the agents off main: in a 19-minute agent soak with an editor, 29 of 399 agent
-    requests ran on main (a day before, without the editor, 232 of 579) and 212 gave up another's slot
-    history to the cache (80)."""
+    editor has one running or waiting nearly all the time (a keystroke's every 1-2 s); counted as company, they
+    kept an agent's request that would have run alone off main. (Rare beside four agents, which overlap each
+    other on two cores: 1 such placement in 20 minutes of the agent soak with an editor.)"""
     return not job.completion and all(j.completion for j in jobs if j is not job)
 
 
