@@ -172,9 +172,14 @@ class Audit:
                 self.find(rid, f"continued conversation (own slots {[s.id for s in own]}) placed in {kind} slot "
                                f"{chosen} ({t.n} tokens, common {t.common}, reason {reason})")
             return
-        if reason == "learned":   # the learned policy replaced the victim: the seed's order is not expected
-            return
         unprotected = [s for s in idle if not self.protected(s, now)]
+        if reason == "learned":
+            # the learned policy chose the history to give up (STRATA_SLOT_LEARNED=1, the default): the seed's
+            # order is not expected, nor its protection unless STRATA_SLOT_LEARN_PROTECT=1 (docs/slot-policy.md,
+            # measured). Counted, not a finding: a protected history taken while an unprotected one was idle.
+            if unprotected and t not in unprotected:
+                self.counts["note:learned_took_protected"] += 1
+            return
         if unprotected:
             if t not in unprotected:
                 self.find(rid, f"protected slot {chosen} ({t.n} tokens, idle {now - t.last_use:.1f} s of "

@@ -73,8 +73,8 @@ class Placer:
             d = slot_returns.pick_slot_learned(views, request, now, self.cfg, self.returns, self.group_load())
         else:
             d = policy.pick_slot(views, request, now, self.cfg, self.group_load())
-        self.log_seen(job_id, "place", now, prompt, views, d.slot, d.reason)
-        if d.slot is not None:
+        if d.slot is not None:      # (all busy: asked again at each step while it waits; not logged)
+            self.log_seen(job_id, "place", now, prompt, views, d.slot, d.reason)
             if self.cfg.learn.enabled:
                 self.learn(d.slot, prompt, now)
             self.record(job_id, d.slot, d.group, d.reason, d.reused, d.source_slot, lost=d.lost_tokens)
