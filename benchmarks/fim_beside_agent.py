@@ -7,13 +7,19 @@ Two phases on one server: the agent alone, then the agent with an editor that se
 as the user types (the same file; the typed line grows by a few characters, a new line every 8 keystrokes;
 half of the requests given up after 0.15-0.4 s, as the next keystroke does). The agent's conversation grows
 from ~6K to ~10K tokens, a turn of ~400 tokens of tool output at a time. Printed: each agent turn's prompt
-and reused tokens against what it could reuse (its previous prompt and answer), and the completions' reuse.
+and reused tokens against what it could reuse (its previous prompt and answer), where its time went (its own
+prompt read and answer, from its `timings`; the rest: waiting for other requests' steps), and the completions'
+reuse, time and how many came back with nothing (their prompts past t_max_prompt_ms). The editor's body is
+llama.vscode's with its defaults (n_predict 128, t_max_prompt_ms 500, t_max_predict_ms 500); `--t-max-prompt-ms
+0` leaves that field out. To compare two builds, run the script from each tree (its ROOT/.venv starts the
+server), alternating.
 
 The model is SmolLM2 (the default) with FIM token ids written into a copy's metadata (its unused control
 tokens <gh_stars>, <issue_start>, <issue_comment> as prefix, suffix, middle; <repo_name>, <file_sep> as repo and
 separator): its completions are not good code, but its speed and the scheduler's decisions are the real ones.
 
-    .venv/bin/python benchmarks/fim_beside_agent.py [--threads 2] [--turns 10]
+    .venv/bin/python benchmarks/fim_beside_agent.py [--threads 2] [--turns 10] [--only alone|editor]
+                                                    [--t-max-prompt-ms 500] [--spm-infill]
 """
 
 from __future__ import annotations
@@ -68,22 +74,27 @@ async def agent(session: aiohttp.ClientSession, url: str, turns: int, seed: int,
         async with session.post(url + "/v1/chat/completions", json={
                 "model": "agent", "messages": messages, "max_tokens": 24, "temperature": 0}) as r:
             a = await r.json()
-        use = a["usage"]
+        use, tm = a["usage"], a["timings"]
         could = prev["prompt_tokens"] + prev["completion_tokens"] if prev else 0
         out.append({"turn": turn, "prompt": use["prompt_tokens"], "cached": use["prompt_tokens_details"]["cached_tokens"],
-                    "could": could, "s": time.monotonic() - t0})
+                    "could": could, "s": time.monotonic() - t0, "prompt_s": tm["prompt_ms"] / 1000.0,
+                    "predict_s": tm["predicted_ms"] / 1000.0})
         prev = use
         messages += [{"role": "assistant", "content": a["choices"][0]["message"]["content"] or ""},
                      {"role": "user", "content": "Tool output:\n" + tool_text(1400, seed * 100 + turn)}]
         await asyncio.sleep(1.0)
 
 
-async def editor(session: aiohttp.ClientSession, url: str, stop: asyncio.Event, seed: int, out: list[dict]) -> None:
-    """Completions as the user types in EDITED: llama.vscode's fields (256 lines before, the typed part of the
-    line as `prompt`, 64 lines after, two ring-buffer chunks), n_predict 32, n_indent; half given up."""
+async def editor(session: aiohttp.ClientSession, url: str, stop: asyncio.Event, seed: int, out: list[dict],
+                 t_max_prompt_ms: int) -> None:
+    """Completions as the user types in EDITED: llama.vscode's body with its defaults (256 lines before, the typed
+    part of the line as `prompt`, 64 lines after, two ring-buffer chunks, n_predict 128, n_indent, top_k 40,
+    top_p 0.99, t_max_prompt_ms 500 unless `t_max_prompt_ms` says otherwise (0: left out), t_max_predict_ms 500);
+    half given up."""
     rng = random.Random(seed)
     lines = EDITED.read_text().splitlines(keepends=True)
-    extra = [{"filename": p.name, "text": "".join(p.read_text().splitlines(keepends=True)[:64])} for p in CHUNKS]
+    extra = [{"filename": str(p), "text": "".join(p.read_text().splitlines(keepends=True)[:64]),
+              "time": int(time.time() * 1000)} for p in CHUNKS]
     target = "        result = self.place(job, now=time.monotonic(), reason='typed')\n"
     line, typed = 200, ""
     while not stop.is_set():
@@ -92,9 +103,11 @@ async def editor(session: aiohttp.ClientSession, url: str, stop: asyncio.Event, 
             lines.insert(line, target)
             line, typed = line + 1, ""
         body = {"input_prefix": "".join(lines[max(0, line - 256):line]), "prompt": typed,
-                "input_suffix": "".join(lines[line:line + 64]), "input_extra": extra, "n_predict": 32,
-                "n_indent": 8, "t_max_predict_ms": 1000, "cache_prompt": True,
-                "samplers": ["top_k", "top_p", "infill"], "top_k": 40, "top_p": 0.99}
+                "input_suffix": "".join(lines[line:line + 64]), "input_extra": extra, "n_predict": 128,
+                "top_k": 40, "top_p": 0.99, "stream": False, "samplers": ["top_k", "top_p", "infill"],
+                "cache_prompt": True, "n_indent": 8, "t_max_predict_ms": 500}
+        if t_max_prompt_ms:
+            body["t_max_prompt_ms"] = t_max_prompt_ms
         give_up = rng.random() < 0.5
         rec = {"given_up": give_up, "body": body}
         t0 = time.monotonic()
@@ -102,19 +115,22 @@ async def editor(session: aiohttp.ClientSession, url: str, stop: asyncio.Event, 
             timeout = aiohttp.ClientTimeout(total=rng.uniform(0.15, 0.4) if give_up else 60)
             async with session.post(url + "/infill", json=body, timeout=timeout) as r:
                 a = await r.json()
-            rec.update(evaluated=a["tokens_evaluated"], cache_n=a["timings"]["cache_n"], s=time.monotonic() - t0)
+            rec.update(evaluated=a["tokens_evaluated"], cache_n=a["timings"]["cache_n"], s=time.monotonic() - t0,
+                       predicted=a["tokens_predicted"])
         except asyncio.TimeoutError:
             rec["cancelled"] = True
         out.append(rec)
         await asyncio.sleep(max(0.0, rng.uniform(1.0, 2.0) - (time.monotonic() - t0)))
 
 
-async def phase(url: str, turns: int, with_editor: bool, seed: int) -> tuple[list[dict], list[dict]]:
+async def phase(url: str, turns: int, with_editor: bool, seed: int,
+                t_max_prompt_ms: int) -> tuple[list[dict], list[dict]]:
     turns_out: list[dict] = []
     completions: list[dict] = []
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
         stop = asyncio.Event()
-        ed = asyncio.create_task(editor(session, url, stop, seed, completions)) if with_editor else None
+        ed = asyncio.create_task(editor(session, url, stop, seed, completions, t_max_prompt_ms)) \
+            if with_editor else None
         await agent(session, url, turns, seed, turns_out)
         stop.set()
         if ed is not None:
@@ -124,10 +140,15 @@ async def phase(url: str, turns: int, with_editor: bool, seed: int) -> tuple[lis
 
 def report(name: str, turns: list[dict], completions: list[dict]) -> None:
     print(f"\n== {name}")
-    print("turn  prompt  reused  could  lost   s")
+    print("turn  prompt  reused  could  lost     s  prompt_s  predict_s  other_s")
     for t in turns:
-        print(f"{t['turn']:4d} {t['prompt']:7d} {t['cached']:7d} {t['could']:6d} {max(0, t['could'] - t['cached']):5d} {t['s']:5.1f}")
+        other = t["s"] - t["prompt_s"] - t["predict_s"]
+        print(f"{t['turn']:4d} {t['prompt']:7d} {t['cached']:7d} {t['could']:6d} {max(0, t['could'] - t['cached']):5d} "
+              f"{t['s']:5.1f} {t['prompt_s']:9.1f} {t['predict_s']:10.1f} {other:8.1f}")
     later = turns[1:]
+    n = max(len(later), 1)
+    print(f"agent turns 2..{len(turns)}: mean {sum(t['s'] for t in later) / n:.2f} s (its prompt read "
+          f"{sum(t['prompt_s'] for t in later) / n:.2f} s, its answer {sum(t['predict_s'] for t in later) / n:.2f} s)")
     could, got = sum(t["could"] for t in later), sum(min(t["cached"], t["could"]) for t in later)
     print(f"agent turns 2..{len(turns)}: reused {got} of {could} tokens they could ({100 * got / max(could, 1):.1f}%)")
     if completions:
@@ -138,7 +159,8 @@ def report(name: str, turns: list[dict], completions: list[dict]) -> None:
         ev, ca = sum(c["evaluated"] for c in done), sum(c["cache_n"] for c in done)
         print(f"completions: {len(completions)} sent, {sum('cancelled' in c for c in completions)} given up, "
               f"{len(done)} answered; their prompts {ev} tokens, {ca} reused ({100 * ca / max(ev, 1):.1f}%), "
-              f"answered in {sum(c['s'] for c in done) / max(len(done), 1):.2f} s on average")
+              f"answered in {sum(c['s'] for c in done) / max(len(done), 1):.2f} s on average, "
+              f"{sum(c['predicted'] == 0 for c in done)} of them with nothing (prompt past t_max_prompt_ms)")
 
 
 def main() -> None:
@@ -148,13 +170,16 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=8093)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", choices=["alone", "editor"], default=None)
+    ap.add_argument("--spm-infill", action="store_true", help="strata serve --spm-infill (suffix first)")
+    ap.add_argument("--t-max-prompt-ms", type=int, default=500, help="the editor's t_max_prompt_ms (llama.vscode's "
+                    "default 500; 0: left out, as a server that does not act on it)")
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="fim_trial_"))
     model = fim_smollm2(folder / "smollm2-fim.gguf")
     log = folder / "server.log"
     cmd = [str(ROOT / ".venv/bin/strata"), "serve", "--no-config", "--model", str(model), "--port", str(args.port),
            "--batch", "4", "--ctx", "12288", "--slot-ctx", "12288", "--threads", str(args.threads),
-           "--conversation-cache-mib", "1024"]
+           "--conversation-cache-mib", "1024"] + (["--spm-infill"] if args.spm_infill else [])
     url = f"http://127.0.0.1:{args.port}"
     with open(log, "w+") as log_file:
         proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
@@ -164,8 +189,9 @@ def main() -> None:
             for name, with_editor in (("agent alone", False), ("agent + editor completions", True)):
                 if args.only and (args.only == "editor") != with_editor:
                     continue
-                turns, completions = asyncio.run(phase(url, args.turns, with_editor, args.seed + with_editor))
-                could_reuse(model, completions)
+                turns, completions = asyncio.run(phase(url, args.turns, with_editor, args.seed + with_editor,
+                                                       args.t_max_prompt_ms))
+                could_reuse(model, completions, args.spm_infill)
                 print(asyncio.run(cache_lines(url)))
                 report(name, turns, completions)
         finally:
@@ -184,7 +210,7 @@ async def cache_lines(url: str) -> str:
                                          "strata_cache_superseded_total")))
 
 
-def could_reuse(model: Path, completions: list[dict]) -> None:
+def could_reuse(model: Path, completions: list[dict], spm: bool = False) -> None:
     """Each completion's `could`: the tokens its prompt shares at the start with the request before it."""
     from strata.engine import GGUFFile
     from strata.engine.tokenizer import Tokenizer
@@ -196,7 +222,7 @@ def could_reuse(model: Path, completions: list[dict]) -> None:
         b = c.pop("body")
         tokens = fim_prompt(tok, FimRequest(prefix=b["input_prefix"], suffix=b["input_suffix"], prompt=b["prompt"],
                                             extra=tuple(ExtraChunk(e["filename"], e["text"]) for e in b["input_extra"]),
-                                            n_ctx=12288, n_predict=b["n_predict"])).tokens
+                                            n_ctx=12288, n_predict=b["n_predict"], spm=spm)).tokens
         n = 0
         while n < min(len(tokens), len(before)) and tokens[n] == before[n]:
             n += 1
