@@ -199,23 +199,40 @@ class SessionsMixin:
                 lvl.add(e)
                 older = [name] if name in self.sessions.own_keys(name) else []   # this model's, saved before tags
                 lvl.entries.pop(name, None)
-            self._replace_older(name, older)
+            moved = self._move_older(name, older)
+        # removed after every lock, as a DELETE's files are: one that hangs held session_writes, and with it this
+        # save's answer, every other save and DELETE, and the stop's wait for a save (cache._wait_for_save), for ever
+        self._remove_moved_files(name, moved)
         return {"name": name, "model": self.model_name, "n_tokens": e.n_tokens, "bytes": e.image_bytes,
                 "floor": adm.floor}
 
-    def _replace_older(self, name: str, keys: list[str]) -> None:
-        """Remove this model's files of `name` saved before sessions were per model, once its own save is in place
-        (it is what a restore reads from now on). One that cannot be removed is warned of: never read while the new
-        one stands (a restore reads this model's own first); a DELETE removes both."""
+    def _move_older(self, name: str, keys: list[str]) -> list[str]:
+        """Move this model's files of `name` saved before sessions were per model out of the way, once its own save is
+        in place (it is what a restore reads from now on); returns the names they were moved to. One that cannot be
+        moved is warned of: never read while the new one stands (a restore reads this model's own first); a DELETE
+        removes both."""
         if not keys:
-            return
+            return []
         try:
-            moved = self.sessions.move_out(keys)
+            return self.sessions.move_out(keys)
         except OSError as exc:
             log.warning("sessions folder: %s saved, but its earlier files (saved before sessions were per model) "
                         "cannot be removed (%s); they are not read while this save stands", name, exc.strerror or exc)
+            return []
+
+    def _remove_moved_files(self, name: str, moved: list[str]) -> None:
+        """Remove the files `_move_older` moved, on a daemon thread of their own, waiting at most REMOVAL_WAIT_S for
+        it: one whose removal hangs (a network folder, a multi-GiB image a scanner holds) goes on there, and the
+        next start removes what is left."""
+        if not moved:
             return
-        self.sessions.remove_moved(name, moved)
+        thread = threading.Thread(target=self.sessions.remove_moved, args=(name, moved), daemon=True,
+                                  name="strata-session-replaced")
+        thread.start()
+        thread.join(REMOVAL_WAIT_S)
+        if thread.is_alive():
+            log.warning("sessions folder: %s saved, but the removal of its earlier files, moved out of the way, has "
+                        "not ended in %.0f s; it goes on (the next start removes what is left)", name, REMOVAL_WAIT_S)
 
     def has_session(self, name: str) -> bool:
         """Whether a session of this name is saved, by this version or an older one (asked before a restore
