@@ -200,7 +200,11 @@ class Sampler(threading.Thread):
         rec["log_bytes"] = s.log_path.stat().st_size if s.log_path.exists() else 0
         try:
             metrics = parse_metrics(httpx.get(s.url + "/metrics", timeout=10).text)
-            slots = httpx.get(s.url + "/v1/slots", timeout=10).json()
+            r = httpx.get(s.url + "/v1/slots", timeout=10)
+            if r.status_code != 200:       # a restarted server answers 503 until its model is loaded
+                rec["error"] = f"/v1/slots: {r.status_code} {r.text[:200]}"
+                return rec
+            slots = r.json()
             if s.n != self.last_phase:     # a new server's counters start at 0
                 self.last, self.last_phase = {}, s.n
             rec["slots"] = [(c["id"], c["state"], c["tokens"]) for c in slots["slots"]]
