@@ -12,9 +12,8 @@ import pytest
 import requests
 from strata.server import scheduler as scheduler_module
 
-from tests.fixtures.fim_gguf import FIM_TEXTS, fim_model
 from tests.server.live import LiveServer
-from tests.server.test_infill_prompt_time import TokenTimedEngine, infill
+from tests.server.test_infill_prompt_time import infill, timed_fim_server
 
 LONG_PROMPT = "".join(f"row_{i} = table[{i}] * {i}\n" for i in range(90))      # ~2,000 tokens, not code FIM
 
@@ -22,16 +21,8 @@ LONG_PROMPT = "".join(f"row_{i} = table[{i}] * {i}\n" for i in range(90))      #
 @pytest.fixture
 def timed_server(tiny_model_factory, tmp_path, monkeypatch):
     monkeypatch.setattr(scheduler_module, "EDITOR_ACTIVE_S", 2.0)
-    plain = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, added_tokens=FIM_TEXTS)
-    with LiveServer(model=str(fim_model(plain, tmp_path / "coder.gguf")), ctx=4096, batch=2, slot_ctx=4096,
-                    threads=1, prefill_chunk=2048, conversation_cache_mib=0) as s:
-        sched = s.state.scheduler
-        real = sched.engine
-        sched.engine = TokenTimedEngine(real)
-        try:
-            yield s, sched.engine
-        finally:
-            sched.engine = real
+    with timed_fim_server(tiny_model_factory, tmp_path) as pair:
+        yield pair
 
 
 def read_alone(server: LiveServer, prompt: str) -> None:

@@ -7,7 +7,9 @@ prompt takes about a second."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -108,8 +110,10 @@ class TokenTimedEngine:
         return self._engine.step(pieces, *a, **kw)
 
 
-@pytest.fixture
-def timed_server(tiny_model_factory, tmp_path):
+@contextlib.contextmanager
+def timed_fim_server(tiny_model_factory, tmp_path) -> Iterator[tuple[LiveServer, TokenTimedEngine]]:
+    """A live server of a tiny FIM model (2 slots of 4,096, --prefill-chunk 2048) whose engine reads a prompt
+    token in 1 ms more, and that engine (its `pieces`)."""
     plain = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, added_tokens=FIM_TEXTS)
     with LiveServer(model=str(fim_model(plain, tmp_path / "coder.gguf")), ctx=4096, batch=2, slot_ctx=4096,
                     threads=1, prefill_chunk=2048, conversation_cache_mib=0) as s:
@@ -120,6 +124,12 @@ def timed_server(tiny_model_factory, tmp_path):
             yield s, sched.engine
         finally:
             sched.engine = real
+
+
+@pytest.fixture
+def timed_server(tiny_model_factory, tmp_path):
+    with timed_fim_server(tiny_model_factory, tmp_path) as pair:
+        yield pair
 
 
 def test_a_completions_pieces_keep_to_a_slice_and_to_what_its_bound_has_left(timed_server):
