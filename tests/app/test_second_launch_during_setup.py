@@ -7,7 +7,6 @@ app now listens for a second launch from its start, the wizard included. The fir
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -70,45 +69,55 @@ def test_a_second_launch_during_the_first_run_wizard_brings_it_forward(qtbot, tm
     assert "first run, showing the setup wizard" not in second_log, second_log
 
 
-def test_a_second_launch_restores_a_minimized_monitor_window(qtbot, app_config, tmp_path, monkeypatch):
+# strata-app's main under the instance name argv[1] with the configuration argv[2], log folder argv[3]: minimizes its
+# monitor window once shown and says so; once the file argv[4] exists (the second launch has ended) says whether the
+# window is still minimized and quits as the tray's Quit does (SIGTERM). In a process of its own: a SIGTERM'd main
+# leaves this process's QApplication quitting, which cancelled every later test's dialogs and wizards.
+FIRST = ("import os, signal, sys\n"
+         "from pathlib import Path\n"
+         "from PySide6.QtCore import QTimer\n"
+         "from PySide6.QtWidgets import QApplication\n"
+         "import strata.app.single_instance as single\n"
+         "single.instance_name = lambda suffix='': sys.argv[1]\n"
+         "from strata.app.main import main\n"
+         "from strata.monitor.window import MonitorWindow\n"
+         "app = QApplication(sys.argv[:1])\n"
+         "state = {}\n"
+         "def poll():\n"
+         "    window = state.get('window')\n"
+         "    if window is None:\n"
+         "        window = next((w for w in QApplication.topLevelWidgets()\n"
+         "                       if isinstance(w, MonitorWindow) and w.isVisible()), None)\n"
+         "        if window is not None:\n"
+         "            window.showMinimized()\n"
+         "            state['window'] = window\n"
+         "            print('minimized', flush=True)\n"
+         "    elif Path(sys.argv[4]).exists() and 'said' not in state:\n"
+         "        state['said'] = True\n"
+         "        print('minimized_after', window.isMinimized(), flush=True)\n"
+         "        os.kill(os.getpid(), signal.SIGTERM)\n"
+         "timer = QTimer()\n"
+         "timer.timeout.connect(poll)\n"
+         "timer.start(100)\n"
+         "print('exit', main(['--config', sys.argv[2], '--log-dir', sys.argv[3]]), flush=True)\n")
+
+
+def test_a_second_launch_restores_a_minimized_monitor_window(app_config, tmp_path):
     """The same for the monitor's window once the app runs: show() and raise_() left it minimized."""
-    from strata.monitor.window import MonitorWindow
-
     name = "strata-app-test-" + uuid.uuid4().hex[:8]
-    monkeypatch.setattr(single_instance, "instance_name", lambda suffix="": name)
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
-    seen: dict[str, object] = {}
-
-    def launch_second() -> None:
-        window = next((w for w in QApplication.topLevelWidgets() if isinstance(w, MonitorWindow) and w.isVisible()),
-                      None)
-        if window is None:
-            QTimer.singleShot(100, launch_second)
-            return
-        window.showMinimized()
-        seen["window"] = window
-        seen["proc"] = subprocess.Popen([sys.executable, "-c", SECOND, name, str(app_config), str(tmp_path / "l2")],
-                                        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        QTimer.singleShot(100, wait_for_second)
-
-    def wait_for_second() -> None:
-        proc = seen["proc"]
-        if proc.poll() is None and len(seen.setdefault("polls", [])) < 600:
-            seen["polls"].append(1)
-            QTimer.singleShot(100, wait_for_second)
-            return
-        if proc.poll() is None:
-            proc.kill()
-        seen["out"], seen["err"] = proc.communicate()
-        seen["minimized_after"] = seen["window"].isMinimized()
-        os.kill(os.getpid(), signal.SIGTERM)     # quits as the tray's Quit does
-
-    QTimer.singleShot(200, launch_second)
-    app = QApplication.instance()
+    second_ended = tmp_path / "second-ended"
+    first = subprocess.Popen([sys.executable, "-c", FIRST, name, str(app_config), str(tmp_path / "logs"),
+                              str(second_ended)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        code = main(["--config", str(app_config), "--log-dir", str(tmp_path / "logs")])
+        assert first.stdout.readline().strip() == "minimized", first.stderr.read()[-2000:] if first.poll() else ""
+        second = subprocess.run([sys.executable, "-c", SECOND, name, str(app_config), str(tmp_path / "l2")],
+                                env=env, capture_output=True, text=True, timeout=120)
+        second_ended.touch()
+        out, err = first.communicate(timeout=120)
     finally:
-        app.setQuitOnLastWindowClosed(True)
-    assert code == 0
-    assert seen["proc"].returncode == 0 and "already running" in seen["err"], (seen["out"], seen["err"][-2000:])
-    assert seen["minimized_after"] is False
+        if first.poll() is None:
+            first.kill()
+    assert second.returncode == 0 and "already running" in second.stderr, (second.stdout, second.stderr[-2000:])
+    assert "minimized_after False" in out, (out, err[-2000:])   # the first's monitor window came forward
+    assert first.returncode == 0 and "exit 0" in out, (out, err[-2000:])
