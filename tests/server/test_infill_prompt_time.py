@@ -46,16 +46,8 @@ class SlowEngine:
 
 @pytest.fixture
 def server(tiny_model_factory, tmp_path):
-    plain = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, added_tokens=FIM_TEXTS)
-    with LiveServer(model=str(fim_model(plain, tmp_path / "coder.gguf")), ctx=4096, batch=2, slot_ctx=4096,
-                    threads=1, prefill_chunk=64, conversation_cache_mib=0) as s:
-        sched = s.state.scheduler
-        real = sched.engine
-        sched.engine = SlowEngine(real)
-        try:
-            yield s
-        finally:
-            sched.engine = real
+    with timed_fim_server(tiny_model_factory, tmp_path, SlowEngine, prefill_chunk=64) as (s, _):
+        yield s
 
 
 def infill(server: LiveServer, **fields: Any) -> tuple[dict, float]:
@@ -111,15 +103,16 @@ class TokenTimedEngine:
 
 
 @contextlib.contextmanager
-def timed_fim_server(tiny_model_factory, tmp_path) -> Iterator[tuple[LiveServer, TokenTimedEngine]]:
-    """A live server of a tiny FIM model (2 slots of 4,096, --prefill-chunk 2048) whose engine reads a prompt
-    token in 1 ms more, and that engine (its `pieces`)."""
+def timed_fim_server(tiny_model_factory, tmp_path, slowed: type = TokenTimedEngine,
+                     prefill_chunk: int = 2048) -> Iterator[tuple[LiveServer, Any]]:
+    """A live server of a tiny FIM model (2 slots of 4,096) whose engine is wrapped in `slowed` (by default one that
+    reads a prompt token in 1 ms more and records its `pieces`), and that wrapped engine."""
     plain = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, added_tokens=FIM_TEXTS)
     with LiveServer(model=str(fim_model(plain, tmp_path / "coder.gguf")), ctx=4096, batch=2, slot_ctx=4096,
-                    threads=1, prefill_chunk=2048, conversation_cache_mib=0) as s:
+                    threads=1, prefill_chunk=prefill_chunk, conversation_cache_mib=0) as s:
         sched = s.state.scheduler
         real = sched.engine
-        sched.engine = TokenTimedEngine(real)
+        sched.engine = slowed(real)
         try:
             yield s, sched.engine
         finally:

@@ -19,6 +19,16 @@ from tests.server.test_superseded_copy_tail_parked import complete, tokens
 N = 3000
 
 
+def retry_first_turn(s: LiveServer, x: list[int], z: list[int], x2: list[int]) -> None:
+    """x, another conversation z, x's second turn x2, then x again (a retry): main holds x, slot 1 x2, z is cold."""
+    complete(s.url, x)
+    complete(s.url, z)             # x is parked into slot 1
+    complete(s.url, x2)            # z to the cold level; x goes on in main
+    complete(s.url, x)             # the first turn again (a retry): x2 goes into slot 1, main holds x
+    table = s.state.scheduler.table
+    assert table.main.tokens == x and table[1].tokens == x2
+
+
 def test_the_stop_keeps_both_conversations_not_a_copy(tiny_model, tmp_path):
     rng = random.Random(9)
     x, z = tokens(rng, 11, N), tokens(rng, 12, N)
@@ -26,12 +36,7 @@ def test_the_stop_keeps_both_conversations_not_a_copy(tiny_model, tmp_path):
     flags = dict(model=str(tiny_model), ctx=4096, batch=1, slot_ctx=4096, threads=1, conversation_cache_mib=0,
                  conversation_cache_cold_dir=str(tmp_path / "cold"), conversation_cache_cold_mib=2)
     with LiveServer(**flags) as s:
-        complete(s.url, x)
-        complete(s.url, z)             # x is parked into slot 1
-        complete(s.url, x2)            # z to the cold level; x goes on in main
-        complete(s.url, x)             # the first turn again (a retry): x2 goes into slot 1, main holds x
-        table = s.state.scheduler.table
-        assert table.main.tokens == x and table[1].tokens == x2
+        retry_first_turn(s, x, z, x2)
     with LiveServer(**flags) as s:
         assert complete(s.url, x2 + tokens(rng, 14, 20)) >= N + 100
         assert complete(s.url, z + tokens(rng, 15, 20)) >= N       # before: 0, z evicted by x's copy
@@ -47,12 +52,7 @@ def test_a_history_whose_holder_no_disk_level_takes_is_written(tiny_model, tmp_p
     flags = dict(model=str(tiny_model), ctx=8192, batch=1, slot_ctx=8192, threads=1, conversation_cache_mib=0,
                  conversation_cache_cold_dir=str(tmp_path / "cold"), conversation_cache_cold_mib=1)
     with LiveServer(**flags) as s:
-        complete(s.url, x)
-        complete(s.url, z)             # x is parked into slot 1
-        complete(s.url, x2)            # z to the cold level; x goes on in main
-        complete(s.url, x)             # the first turn again: x2 goes into slot 1, main holds x
-        table = s.state.scheduler.table
-        assert table.main.tokens == x and table[1].tokens == x2
+        retry_first_turn(s, x, z, x2)
         assert s.state.cache.disk_takes(0) and not s.state.cache.disk_takes(1)
     with LiveServer(**flags) as s:
         assert complete(s.url, x + tokens(rng, 14, 20)) >= N - 1
