@@ -1,6 +1,6 @@
 """This process's hold of a folder's commit lock: its threads take turns here before the file lock is tried.
 
-What this is: one `threading.Lock` per folder for the whole process (every FileIO, every cache in it), taken by
+What this is: one hold per folder (a holder's name under a `threading.Condition`) for the whole process (every FileIO, every cache in it), taken by
 `FileIO.commit_lock` before it opens the folder for the file lock and released after that descriptor is closed, so
 the file lock only arbitrates between processes. Without it a thread waited for another thread of its own server
 as for a hung process: on Linux flock is per open file description, so two threads' descriptors excluded each other
@@ -25,13 +25,14 @@ from dataclasses import dataclass, field
 
 @dataclass(eq=False)
 class FolderHold:
-    """The state of one folder's in-process lock. `holder`, `since`, `waiting` describe the hold under way (read
-    unlocked by a waiter, for its message only); `given_up_on` is the hold number a wait gave up on."""
+    """The state of one folder's in-process lock, all of it read and written under `turn` (so a waiter that gives up
+    reads one hold's holder, since and waiting, never a mix or a hold not yet recorded): the hold is `holder` set.
+    `waiting` alone is set unlocked, by the holder, of its own hold. `given_up_on` is the hold number a wait gave up on."""
 
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    turn: threading.Condition = field(default_factory=threading.Condition)   # notified when a hold ends
     holds: int = 0                      # holds had so far: the current one's number while held
-    holder: str | None = None           # the holding thread's name
-    since: float = 0.0                  # when it was had (time.monotonic)
+    holder: str | None = None           # the holding thread's name; None: free
+    since: float = 0.0                  # when it was had (the clock `held` was given)
     waiting: bool = False               # the holder is still waiting for another process's file lock
     given_up_on: int | None = None      # a wait gave up on this hold: the next ones do not wait while it lasts
 
@@ -60,25 +61,34 @@ def held(folder: str, wait_s: float, clock: Callable[[], float] = time.monotonic
     while a wait already gave up on the hold under way); CommitLockHeld (errno EAGAIN) past it, naming the holder.
     Yields the hold (the caller marks `waiting` while it waits for the file lock)."""
     hold = hold_of(folder)
-    began = clock()
-    stuck = hold.given_up_on is not None and hold.given_up_on == hold.holds
-    got = hold.lock.acquire(timeout=0 if stuck else wait_s)
-    holder, since, waiting, number = hold.holder, hold.since, hold.waiting, hold.holds
-    if not got and holder is None:   # let go between the wait's end and the look: had now, or taken by another
-        got = hold.lock.acquire(blocking=False)
-    if not got:
+    me = threading.current_thread().name
+    began, had = clock(), False
+    while True:
+        now = clock()   # read before the turn is taken: a clock never runs while the hold's state is locked
+        with hold.turn:
+            if hold.holder is None:
+                hold.holds += 1
+                hold.holder, hold.since, hold.waiting, hold.given_up_on = me, now, False, None
+                had = True
+                break
+            stuck = hold.given_up_on == hold.holds
+            if stuck or now - began >= wait_s:
+                holder, since, waiting = hold.holder, hold.since, hold.waiting   # one hold's, as it is now
+                if not waiting and not stuck:
+                    hold.given_up_on = hold.holds
+                break
+            hold.turn.wait(wait_s - (now - began))   # woken when a hold ends, or at the deadline (real time: a
+            # `clock` given for a test must advance with it, or the wait is renewed)
+    if not had:
         if waiting:   # the holder itself waits for another process: that one is what holds the folder
             raise CommitLockHeld(errno.EAGAIN, f"its commit lock is held by another process (this server's thread "
-                                               f"{holder!r} has waited for it for {clock() - since:.1f} s)")
-        if not stuck:
-            hold.given_up_on = number
+                                               f"{holder!r} has waited for it for {now - since:.1f} s)")
         raise CommitLockHeld(errno.EAGAIN, f"its commit lock has been held by this server's thread {holder!r} for "
-                                           f"{clock() - since:.1f} s (waited {clock() - began:.1f} s; a file "
+                                           f"{now - since:.1f} s (waited {now - began:.1f} s; a file "
                                            "operation there that has hung?)")
-    hold.holds += 1
-    hold.holder, hold.since, hold.waiting, hold.given_up_on = threading.current_thread().name, clock(), False, None
     try:
         yield hold
     finally:
-        hold.holder, hold.waiting = None, False
-        hold.lock.release()
+        with hold.turn:
+            hold.holder, hold.waiting = None, False
+            hold.turn.notify()
