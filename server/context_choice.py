@@ -3,8 +3,8 @@ alone, to any request where there are no slots, and to a prompt too long for a s
 policy picks a slot (placement.py). A request also waits while another reads a prompt that begins as its
 own does, so that it copies that read instead of repeating it.
 
-Runs on the scheduler's worker thread, except `free_for` (on submit, under the scheduler's lock). Code
-completions (Job.completion) are no company: a request beside them only counts as alone.
+Runs on the scheduler's worker thread, except `free_for` and `submitted_beside_completions` (on submit, under the
+scheduler's lock). Code completions (Job.completion) are no company: a request beside them only counts as alone.
 Not here: the queue and its limit (scheduler.py), the policy's rules (slot_policy.py), parking main's
 history before it is overwritten (parking.py), starting the request (row_start.py), the conversation cache's
 admission (server/cache/policy.py: whether RAM takes a history; the monitor's and /metrics' "admission").
@@ -29,18 +29,28 @@ if TYPE_CHECKING:
 SHARED_READ_WAIT_MIN = 512
 
 
-def free_for(table: SlotTable, job: Job, idle: bool) -> int:
+def free_for(table: SlotTable, job: Job, idle: bool, beside: bool) -> int:
     """Free contexts the submitted requests can start in now (they are not waiting): the free slots,
     and main only where choose_context gives it: with no slots, to a request alone (`idle`: nothing
-    running or pending), or to a prompt too long for a slot. Main free beside a busy slot takes no
-    request that fits a slot, so counting it let --queue N hold N + 1 waiting. (A request beside code
-    completions only, which choose_context also gives main, is not told apart here: main is not counted.)"""
+    running or pending), to one beside code completions only (`beside`: submitted_beside_completions), or to a
+    prompt too long for a slot. Main free beside a busy slot takes no request that fits a slot, so counting it let
+    --queue N hold N + 1 waiting; not counting it beside completions answered --queue N one request early."""
     slots = table.slots
     free = sum(1 for c in slots if c.busy_job is None)
     fits_slot = bool(slots) and len(job.prompt) < slots[0].capacity
-    if table.main.busy_job is None and (not fits_slot or (idle and not job.completion)):
+    if table.main.busy_job is None and (not fits_slot or (idle and not job.completion) or beside):
         free += 1
     return free
+
+
+def submitted_beside_completions(table: SlotTable, rows: dict[int, Row], pending: Iterable[Job], job: Job) -> bool:
+    """On submit: whether choose_context will find `job` beside code completions only (beside_completions_only of
+    the running `rows` and the `pending` jobs). A context being started (busy, its row not made yet: a restore can
+    take seconds) is company: what starts there is not known here, and counting main free for it wrongly let one
+    more request wait than --queue."""
+    if any(c.busy_job is not None and ctx not in rows for ctx, c in enumerate(table.contexts)):
+        return False
+    return beside_completions_only([r.job for r in rows.values()] + list(pending), job)
 
 
 def waits_for_shared_read(table: SlotTable, rows: Iterable[Row], job: Job) -> bool:

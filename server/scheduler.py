@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
@@ -63,6 +64,9 @@ class Scheduler:
         slot_ctx = engine.context_capacity(1) if n_slots else 0
         self.table = SlotTable(engine.context_capacity(MAIN), n_slots, slot_ctx, int(getattr(engine, "n_groups", 1)))
         self.placer = Placer(self.table, policy_cfg)
+        # cache hits held while a request is placed, until it has started (parking.displace_main): released
+        # between main's park and the restore, the hit made room for that park and was gone before it was read
+        self.start_holds = contextlib.ExitStack()
         self.queue_limit = queue_limit
         self.chunk = prefill_chunk
         self.slice_s = prefill_slice_ms / 1000.0
@@ -161,7 +165,10 @@ class Scheduler:
             if self._stopping:
                 raise _stopping_error()
             idle = not self._rows and not self._n_pending   # nothing running or queued: it would run alone
-            if self._n_pending >= self.queue_limit + context_choice.free_for(self.table, job, idle):
+            # copies: the worker changes rows and waiting jobs outside this lock (a copy is made at once under the GIL)
+            beside = not idle and context_choice.submitted_beside_completions(
+                self.table, dict(self._rows), list(self._waiting) + list(self._inbox), job)
+            if self._n_pending >= self.queue_limit + context_choice.free_for(self.table, job, idle, beside):
                 self.metrics.add_rejected("queue_full")
                 n = self.queue_limit       # the server's --queue, named for whoever runs it
                 raise APIError(503, f"the queue is full ({n} request{'' if n == 1 else 's'} waiting, the server's "
@@ -347,21 +354,25 @@ class Scheduler:
         for job in list(self._waiting):
             if context_choice.waits_for_shared_read(self.table, self._rows.values(), job):
                 continue
-            try:
-                ctx = context_choice.choose_context(self, job, alone=not self._rows and len(self._waiting) == 1)
-            except Exception as e:   # a bug or an engine failure placing it: this request fails, once
-                self._waiting.remove(job)
-                self._pending_done()
-                self._fail_unstarted(job, None, e)
-                continue
-            if ctx is None:
-                continue
+            with self.start_holds:
+                self._assign_one(job)
+
+    def _assign_one(self, job: Job) -> None:
+        try:
+            ctx = context_choice.choose_context(self, job, alone=not self._rows and len(self._waiting) == 1)
+        except Exception as e:   # a bug or an engine failure placing it: this request fails, once
             self._waiting.remove(job)
             self._pending_done()
-            try:
-                self._start_row(job, ctx)
-            except Exception as e:
-                self._fail_unstarted(job, ctx, e)
+            self._fail_unstarted(job, None, e)
+            return
+        if ctx is None:
+            return
+        self._waiting.remove(job)
+        self._pending_done()
+        try:
+            self._start_row(job, ctx)
+        except Exception as e:
+            self._fail_unstarted(job, ctx, e)
 
     def _fail_unstarted(self, job: Job, ctx: int | None, e: Exception) -> None:
         """Answers a request that could not be placed or started with an internal error; the context it
