@@ -32,8 +32,9 @@ def displace_main(sched: Scheduler, job: Job) -> None:
     held = common_prefix(main.tokens, job.prompt)
     if held >= len(main.tokens) - 1 or goes_on_as_text(sched.engine, main.tokens, job.prompt, held):
         return  # the same conversation goes on: nothing is lost
-    with holding_hit(sched, job.prompt):
-        _displace(sched, job)
+    # held until the request has started (Scheduler.start_holds): its restore of the hit comes after this park
+    sched.start_holds.enter_context(holding_hit(sched, job.prompt))
+    _displace(sched, job)
 
 
 def goes_on_as_text(engine: Any, history: list[int], prompt: list[int], held: int) -> bool:
@@ -60,16 +61,15 @@ def goes_on_as_text(engine: Any, history: list[int], prompt: list[int], held: in
 
 @contextlib.contextmanager
 def holding_hit(sched: Scheduler, prompt: list[int]) -> Iterator[None]:
-    """Keeps the conversation cache's best entry for `prompt` where it is while the block parks histories
-    (RestoreMixin.holding): the park of the history a request displaces can make the levels hand down and the
-    last one delete its oldest, and that was often the entry the request was about to restore."""
-    hit = None
-    if sched.cache is not None:
-        try:
-            hit = sched.cache.lookup(prompt)
-        except Exception:
-            log.exception("cache lookup failed")
-    with sched.cache.holding(hit) if hit is not None else contextlib.nullcontext():
+    """Keeps the conversation cache's best entry for `prompt` from being deleted while the block parks histories
+    (RestoreMixin.held_lookup): the park of the history a request displaces can make the levels hand down and
+    the last one delete its oldest, and that was often the entry the request was about to restore."""
+    with contextlib.ExitStack() as holds:
+        if sched.cache is not None:
+            try:
+                holds.enter_context(sched.cache.held_lookup(prompt))
+            except Exception:
+                log.exception("cache lookup failed")
         yield
 
 

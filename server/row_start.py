@@ -11,6 +11,7 @@ problem never fails a request: the prompt is read instead.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -53,16 +54,6 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
     own = common_prefix(state.tokens, prompt) if state.valid else 0
     src, src_n = sched.table.best_source(prompt, exclude=ctx)
     best_n = max(own, src_n)
-    hit = None
-    if sched.cache is not None and best_n < limit:
-        try:
-            hit = sched.cache.lookup(prompt)
-        except Exception:
-            log.exception("cache lookup failed")
-    hit_n = int(getattr(hit, "n_tokens", 0) or 0) if hit is not None else 0
-    compared = [(own, len(state.tokens)),
-                (src_n, len(sched.table[src].tokens) if src is not None else 0),
-                (hit_n, int(getattr(hit, "entry_tokens", hit_n) or 0) if hit is not None else 0)]
     row = Row(job=job, ctx=ctx, max_tokens=max(0, min(job.max_tokens, state.capacity - len(prompt))),
               sampler=Sampler(job.sampling, int(sched.engine.n_vocab),
                               constraint=constraint(job, sched.engine.tokenizer, sched.eos)),
@@ -70,14 +61,26 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
               stopper=StopMatcher(job.stop))
     t0 = time.monotonic()
     restored = False
-    if hit is not None and hit_n > best_n:
-        with sched.cache.holding(hit):     # the park below must not hand down or delete the hit
+    # a hit stays held from its lookup to the end of its restore: the parks between (this context's history, the
+    # spill thread's) must not delete it (RestoreMixin.held_lookup)
+    with contextlib.ExitStack() as holds:
+        hit = None
+        if sched.cache is not None and best_n < limit:
+            try:
+                hit = holds.enter_context(sched.cache.held_lookup(prompt))
+            except Exception:
+                log.exception("cache lookup failed")
+        hit_n = int(getattr(hit, "n_tokens", 0) or 0) if hit is not None else 0
+        compared = [(own, len(state.tokens)),
+                    (src_n, len(sched.table[src].tokens) if src is not None else 0),
+                    (hit_n, int(getattr(hit, "entry_tokens", hit_n) or 0) if hit is not None else 0)]
+        if hit is not None and hit_n > best_n:
             if state.tokens and own < len(state.tokens):
                 sched.park_to_cache(ctx, "overwritten by a cache restore")
             outcome = restore_from_cache(sched, hit, row, limit)
-        restored = outcome == "restored"
-        if outcome == "failed":   # the context's old history is gone: read from whatever is left
-            own = 0
+            restored = outcome == "restored"
+            if outcome == "failed":   # the context's old history is gone: read from whatever is left
+                own = 0
     copied_from = None
     if restored:
         n = row.reused

@@ -126,8 +126,12 @@ class Cascade:
         entries = [LevelEntry(e.key, e.n_bytes, e.sealed_at) for e in lvl.entries.values()]
         plan = plan_demotions(entries, budget if budget else 1 << 62, lvl.max_age_s, now,
                               is_last=is_last, incoming_bytes=incoming, held=self.held.keys())
+        after_hold = 0   # bytes of held entries that leave as their hold ends (plan_demotions)
         for k, d in enumerate(plan):
             if d.key not in lvl.entries:
+                continue
+            if d.action == "after_hold":
+                after_hold += lvl.entries[d.key].n_bytes
                 continue
             if d.action == "degrade":
                 # sealed there in the plan's order (oldest first): at one `now` their first-in-first-out there
@@ -140,6 +144,9 @@ class Cascade:
                     if any(self.degrade(i, d.key, sealed, cause=d.cause, to=j)[0]
                            for j in range(i + 2, len(self.levels))):
                         continue
+                    if d.key in self.held:     # as on the last level: it leaves once its restore has read it
+                        after_hold += lvl.entries[d.key].n_bytes
+                        continue
                     self._delete(i, d.key, d.cause, f"next level refused: {why}")
                     continue
                 if d.cause == "budget":
@@ -148,9 +155,24 @@ class Cascade:
             if d.cause == "budget" and self.when_full == "reject":
                 return False, f"{lvl.name} full (when-full=reject)"
             self._delete(i, d.key, d.cause, d.reason)
-        if budget and lvl.used_bytes + incoming > budget:
+        if budget and lvl.used_bytes - after_hold + incoming > budget:
             return False, f"{lvl.name} still over budget"
         return True, "fits"
+
+    def hold(self, key: str) -> None:
+        """A lookup's hit a restore is about to read: plans take it out last and never delete it (caller locks)."""
+        self.held[key] += 1
+
+    def release(self, key: str, now: float) -> None:
+        """A hold ends (caller locks); at the last one, the level holding the entry applies its budget again: one
+        kept over it for the restore leaves now (plan_demotions, "after_hold")."""
+        self.held[key] -= 1
+        if self.held[key] > 0:
+            return
+        del self.held[key]
+        found = self.find(key)
+        if found is not None and self.levels[found[0]].budget_bytes:
+            self.make_room(found[0], 0, now)
 
     def _next_seal(self, at: float) -> float:
         """`at`, or just after the latest seal a plan gave when that is not before it: a plan run inside another's

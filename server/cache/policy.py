@@ -135,7 +135,7 @@ class LevelEntry:
 @dataclass(frozen=True)
 class Demotion:
     key: str
-    action: str  # "degrade" (to the next level) | "delete" (the last level only)
+    action: str  # "degrade" (to the next level) | "delete" (the last level only) | "after_hold" (see below)
     cause: str  # "age" | "budget"
     reason: str
 
@@ -146,8 +146,10 @@ def plan_demotions(entries: Sequence[LevelEntry], budget_bytes: int, max_age_s: 
     then the oldest remaining ones until `used + incoming <= budget`. A level with a next level
     degrades; only the last level deletes. Ties in age break on the key, so the order is exact.
     `held` entries (a lookup's hit that a restore is about to read) leave last: never for their age, and for
-    the budget only once every other entry has left and it is still short (then the newcomer wins, as before
-    holds existed: refusing it would discard a history, and the hit goes on in the context it is restored to).
+    the budget only once every other entry has left and it is still short. The last level then does not delete
+    one: "after_hold", it leaves as its hold ends, the level over its budget by it meanwhile (a restore's read, a
+    fraction of a second). Refusing the newcomer would discard a history; deleting the hit (as before) made its
+    restore find `entry gone since lookup` and the request read its whole prompt again.
     """
     if budget_bytes < 0 or max_age_s < 0 or incoming_bytes < 0:
         raise ValueError(f"budget_bytes, max_age_s, incoming_bytes must be >= 0, got "
@@ -170,7 +172,7 @@ def plan_demotions(entries: Sequence[LevelEntry], budget_bytes: int, max_age_s: 
             break
         if e.key in leaving:
             continue
-        plan.append(Demotion(e.key, action, "budget",
+        plan.append(Demotion(e.key, "after_hold" if is_last and e.key in held else action, "budget",
                              f"level holds {used} + {incoming_bytes} incoming > budget {budget_bytes} bytes"))
         leaving.add(e.key)
         used -= e.n_bytes

@@ -71,19 +71,38 @@ class RestoreMixin:
 
     def lookup(self, tokens) -> CacheHit | None:
         """The longest valid prefix of `tokens` any level holds (leaving at least one token to read)."""
+        with self._lock:
+            return self._lookup(tokens)
+
+    @contextlib.contextmanager
+    def held_lookup(self, tokens) -> Iterator[CacheHit | None]:
+        """`lookup`, its hit held (`holding`) until the block ends; found and held under one hold of the lock:
+        with a lookup and a `holding` after it, the spill thread (which waits only while a hold exists) could
+        evict the hit between the two, and its restore found `entry gone since lookup`."""
+        with self._lock:
+            hit = self._lookup(tokens)
+            if hit is not None:
+                self._cascade_of(hit).hold(hit.key)
+        try:
+            yield hit
+        finally:
+            if hit is not None:
+                with self._lock:
+                    self._cascade_of(hit).release(hit.key, self.clock())
+
+    def _lookup(self, tokens) -> CacheHit | None:
         prompt = tokens_array(tokens)
         limit = int(prompt.shape[0]) - 1
         if limit < 1:
             return None
         cands = []
         sizes = {}
-        with self._lock:
-            for level_name, entries in self._all_stores():
-                for e in entries.values():
-                    n = min(common_prefix_len(e.tokens, prompt), limit)
-                    if n > 0:
-                        cands.append(policy.Candidate(level_name, e.key, n))
-                        sizes[(level_name, e.key)] = e.n_tokens
+        for level_name, entries in self._all_stores():   # (the caller holds the lock)
+            for e in entries.values():
+                n = min(common_prefix_len(e.tokens, prompt), limit)
+                if n > 0:
+                    cands.append(policy.Candidate(level_name, e.key, n))
+                    sizes[(level_name, e.key)] = e.n_tokens
         choice = policy.rank_candidates(cands)
         c = choice.candidate
         if c is None:
@@ -92,20 +111,21 @@ class RestoreMixin:
 
     @contextlib.contextmanager
     def holding(self, hit: CacheHit) -> Iterator[None]:
-        """Keeps `hit`'s entry from being handed down or deleted until the block ends: a request parks the
-        history of its context (which can make every level hand down and the last one delete its oldest, the
-        spill thread too) between its lookup and the restore of the hit."""
-        store = {"segment": self.segments, "system_prompt": self.system_prompts}.get(hit.level)
-        cascade = store.cascade if store is not None else self.cascade
+        """Keeps `hit`'s entry from being deleted, and handed down only last, until the block ends: a request
+        parks the history of its context (which can make every level hand down and the last one delete its
+        oldest, the spill thread too) between its lookup and the restore of the hit. A level kept over its budget
+        for it makes room as the hold ends (Cascade.release)."""
         with self._lock:
-            cascade.held[hit.key] += 1
+            self._cascade_of(hit).hold(hit.key)
         try:
             yield
         finally:
             with self._lock:
-                cascade.held[hit.key] -= 1
-                if cascade.held[hit.key] <= 0:
-                    del cascade.held[hit.key]
+                self._cascade_of(hit).release(hit.key, self.clock())
+
+    def _cascade_of(self, hit: CacheHit):
+        store = {"segment": self.segments, "system_prompt": self.system_prompts}.get(hit.level)
+        return store.cascade if store is not None else self.cascade
 
     def _locate(self, hit: CacheHit):
         """(level object, entry) for a hit, wherever the entry is now."""

@@ -114,9 +114,11 @@ def test_ties_in_age_break_on_key():
     ({"a"}, True, 90, 30, 0, [("b", "delete", "budget")]),
     ({"a"}, False, 90, 30, 0, [("b", "degrade", "budget")]),
     ({"a"}, True, 60, 30, 0, [("b", "delete", "budget"), ("c", "delete", "budget")]),
-    # held ones leave last, oldest first, only when the others cannot make room (the newcomer is never refused)
-    ({"a", "b"}, True, 60, 30, 0, [("c", "delete", "budget"), ("a", "delete", "budget")]),
-    ({"b"}, True, 30, 30, 0, [("a", "delete", "budget"), ("c", "delete", "budget"), ("b", "delete", "budget")]),
+    # held ones leave last, oldest first, only when the others cannot make room (the newcomer is never refused);
+    # the last level does not delete one: it leaves as its hold ends, once its restore has read it
+    ({"a", "b"}, True, 60, 30, 0, [("c", "delete", "budget"), ("a", "after_hold", "budget")]),
+    ({"b"}, True, 30, 30, 0, [("a", "delete", "budget"), ("c", "delete", "budget"), ("b", "after_hold", "budget")]),
+    ({"a", "b"}, False, 60, 30, 0, [("c", "degrade", "budget"), ("a", "degrade", "budget")]),
     # an aged held entry stays too
     ({"a"}, True, 1000, 0, 5, [("b", "delete", "age"), ("c", "delete", "age")]),
     # nothing held: the oldest first, as before
