@@ -84,15 +84,18 @@ def score(x: float | None) -> str:
 
 def share(x: float | None) -> str:
     """A share (0..1) in whole percent, but never "100 %" for less than all nor "0 %" for more than none: there one
-    decimal, rounded towards the middle ("99.8 %", "0.1 %"). A new-user trial read "reused 100 %" in the header for
-    5,535 of 5,553 prompt tokens, and "646 (100 %)" for 646 of 647, where one token a request was read."""
+    decimal, rounded towards the middle ("99.8 %", "0.1 %"), and never onto the whole percent it is short of or
+    past: 0.1 to 0.9 % below 1 % (0.96 % read "1.0 %"), 99.0 to 99.9 % above 99 % (99.96 %: "99.9 %"). A new-user
+    trial read "reused 100 %" in the header for 5,535 of 5,553 prompt tokens, and "646 (100 %)" for 646 of 647,
+    where one token a request was read."""
     if _absent(x):
         return NA
     p = 100.0 * x
+    tenths = round(p * 10, 6)   # 7 of 1,000 is 7.000000000000001 tenths: its ceiling read "0.8 %"
     if 0 < p < 1:
-        return f"{max(math.ceil(p * 10), 1) / 10:.1f} %"
+        return f"{min(max(math.ceil(tenths), 1), 9) / 10:.1f} %"
     if 99 < p < 100:
-        return f"{math.floor(p * 10) / 10:.1f} %"
+        return f"{min(math.floor(tenths), 999) / 10:.1f} %"
     return f"{p:.0f} %"
 
 

@@ -33,6 +33,9 @@ def test_percent():
     (646, 647, "99.8 %"), (5535, 5553, "99.6 %"), (9999, 10000, "99.9 %"), (99999, 100000, "99.9 %"),
     (647, 647, "100 %"), (0, 647, "0 %"), (1, 647, "0.2 %"), (1, 100000, "0.1 %"), (1, 200, "0.5 %"),
     (40, 41, "98 %"), (98, 100, "98 %"), (99, 100, "99 %"), (1, 100, "1 %"),
+    # under 1 % never reads 1.0 % (it read so for 0.96 %), over 99 % never 100 %; 7 of 1,000 read 0.8 % (a float's
+    # 7.000000000000001 tenths, rounded up)
+    (96, 10000, "0.9 %"), (99, 10000, "0.9 %"), (9996, 10000, "99.9 %"), (7, 1000, "0.7 %"), (993, 1000, "99.3 %"),
 ])
 def test_a_share_is_never_all_or_none_unless_it_is(part, whole, text):
     assert units.percent(part, whole) == text == units.share(part / whole)
@@ -45,3 +48,15 @@ def test_the_header_names_a_models_experts():
                       "n_expert": 128, "n_expert_used": 8}}
     assert "128 experts, 8 a token" in model_text(snap)
     assert "experts" not in model_text({"model": {"name": "dense", "arch": "llama"}})
+
+
+def test_a_share_in_tenths_is_within_a_tenth_and_on_the_true_side_of_0_1_99_and_100():
+    from fractions import Fraction
+
+    for whole in (1000, 2000, 4096, 5000, 10000, 100000):
+        for part in [*range(1, whole // 100 + 1), *range(whole - whole // 100, whole)]:
+            shown, true = Fraction(units.percent(part, whole).removesuffix(" %")), Fraction(100 * part, whole)
+            if 0 < true < 1:
+                assert Fraction(1, 10) <= shown < 1 and abs(shown - true) < Fraction(1, 10), (part, whole, shown)
+            elif 99 < true < 100:
+                assert 99 <= shown < 100 and true - Fraction(1, 10) < shown <= true, (part, whole, shown)
