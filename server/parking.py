@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from strata.server.jobs import Job
-from strata.server.slots import MAIN, common_prefix
+from strata.server.slots import MAIN, common_prefix, held_by_another
 
 if TYPE_CHECKING:
     from strata.server.scheduler import Scheduler
@@ -119,9 +119,12 @@ def park_to_cache(sched: Scheduler, ctx: int, reason: str) -> None:
     """Hands the history `ctx` holds to the conversation cache before it is overwritten (worker thread),
     once: a history parked and unchanged since (main displaced, then overwritten) is not parked again."""
     c = sched.table[ctx]
-    # a superseded copy is parked too unless the request that superseded it held it whole (then `parked`); a
-    # code completion's history never is (ContextState.completion)
+    # a superseded copy is parked too unless the request that superseded it held it whole (`covered`) and that
+    # history is kept (kept_elsewhere); a code completion's history never is (ContextState.completion)
     if sched.cache is None or not c.tokens or not c.valid or c.parked or c.completion:
+        return
+    if c.covered and kept_elsewhere(sched, ctx):
+        c.parked = True
         return
     try:
         result = sched.cache.park(ctx, reason)
@@ -129,3 +132,14 @@ def park_to_cache(sched: Scheduler, ctx: int, reason: str) -> None:
         sched.metrics.add_park(f"cache_{getattr(result, 'destination', 'done')}")
     except Exception:
         log.exception("cache park of context %s failed", ctx)
+
+
+def kept_elsewhere(sched: Scheduler, ctx: int) -> bool:
+    """Whether the history of `ctx` (a copy a request that went on held whole) is kept without it: another
+    context holds it whole and the cache can keep that one, or the cache keeps a longer history of it already.
+    A holder larger than every level's whole budget keeps nothing once it is parked (its write is refused): the
+    copy, which fits, was then dropped too, and the conversation was gone from every level."""
+    contexts = sched.table.contexts
+    unkept = {i for i, o in enumerate(contexts) if i != ctx and o.tokens
+              and not sched.cache.takes_whole(sched.engine.context_bytes(i))}
+    return held_by_another(contexts, ctx, unkept) or sched.cache.keeps_longer(contexts[ctx].tokens)

@@ -121,7 +121,7 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
     state.prompt_tokens_last = len(prompt)
     row.prefill_window.add(row.prefill_s, row.pos)
     state.parked_from_main = False
-    state.superseded = False      # its own history from here on, worth what any is (a copy it took was blank)
+    state.superseded = state.covered = False   # its own history from here on, worth what any is (a copy it took was blank)
     if prev_conv != job.conversation or ctx == MAIN:
         sched.table.supersede_copies(job.conversation, ctx, prompt, sched.placer.cfg.own_min_share)
     return row

@@ -77,6 +77,10 @@ class ContextState:
     # its history as it is now went to the conversation cache (a park): parking it again before it changes
     # would only count it twice (a displaced main is parked, then overwritten); any change of tokens clears it
     parked: bool = False
+    # a superseded copy that the request which went on held whole: the context holding it keeps it, so it is
+    # overwritten without a park while that context (or a longer cache entry) is one the cache can keep
+    # (parking.kept_elsewhere); any change of tokens clears it
+    covered: bool = False
     # it holds a code completion's history (Job.completion): never parked into the conversation cache. The next
     # keystroke's prompt shares its start and differs after the cursor, so each completion a context gives up
     # would be a cache entry of its own: a 3,500-token SmolLM2 completion is 80 MB; at one every 1-2 s as the
@@ -163,23 +167,23 @@ class SlotTable:
         c.tokens = list(tokens)
         c.valid = True
         c.superseded = False
-        c.parked = False
+        c.parked = c.covered = False
         c.completion = False        # what holds these tokens says so after (row_start, parking)
 
     def truncate(self, ctx: int, n: int) -> None:
         c = self.contexts[ctx]
         del c.tokens[n:]
-        c.parked = False
+        c.parked = c.covered = False
 
     def extend(self, ctx: int, tokens: list[int]) -> None:
         c = self.contexts[ctx]
         c.tokens.extend(tokens)
-        c.parked = False
+        c.parked = c.covered = False
 
     def invalidate(self, ctx: int) -> None:
         c = self.contexts[ctx]
         c.valid = False
-        c.parked = False
+        c.parked = c.covered = False
         c.tokens = []
         c.conversation = ""
 
@@ -188,7 +192,9 @@ class SlotTable:
         least `min_share` of each, the policy's own_min_share) are blank now (seed 000). A copy the prompt went
         another way from early keeps its worth: the same key does not make it the same history (a turn with other
         tools, a client's key shared by its side requests). A copy the prompt holds whole is kept there and is
-        overwritten without a park (`parked`); one with a tail of its own (a branch: a session restored and
+        overwritten without a park (`covered`) while `keep`'s history, or a longer one of it, is one the cache can
+        keep (not while it is larger than every level's whole budget: the shorter copy fits, and is then all of
+        the conversation the cache can keep); one with a tail of its own (a branch: a session restored and
         continued from its saved point, an agent's rewind) is parked to the conversation cache when overwritten,
         or that tail, the conversation's main line, is lost."""
         if not conversation:
@@ -198,4 +204,4 @@ class SlotTable:
                 common = common_prefix(c.tokens, prompt)
                 if common >= min_share * len(c.tokens):
                     c.superseded = True
-                    c.parked = c.parked or common >= len(c.tokens) - 1
+                    c.covered = common >= len(c.tokens) - 1

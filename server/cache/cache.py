@@ -28,14 +28,14 @@ from . import policy, report
 from .cascade import Cascade
 from .close_progress import CloseProgress
 from .damaged_files import remove_skipped
-from .disk import PIECE_BYTES, DiskLevel, Identity
+from .disk import PIECE_BYTES, DiskLevel, Identity, tokens_array
 from .fileio import FileIO
 from .folder_checks import log_skipped_files, warn_budget_beyond_free_space
 from .memory import MIB, MemoryProbe
 from .options import CacheConfig
 from .parking import ParkingMixin
 from .ram import RamEntry, RamLevel
-from .restoring import RestoreMixin
+from .restoring import RestoreMixin, common_prefix_len
 from .sessions import SaveUnderWay, SessionRemoval, SessionsMixin, SessionStore
 from .spill import SpillWriter
 from .steady_clock import SteadyClock, far_ahead_limit
@@ -237,9 +237,29 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
     def disk_takes(self, ctx: int) -> bool:
         """Whether some disk level's whole budget holds context `ctx`'s history (a larger one's write is refused:
         nothing of it outlives this process; the stop writes a shorter copy of it then, slots.held_by_another)."""
-        n = self.engine.context_bytes(ctx)
-        return any(isinstance(lvl, DiskLevel) and (not lvl.budget_bytes or n <= lvl.budget_bytes)
+        return self._disk_takes(self.engine.context_bytes(ctx))
+
+    def _disk_takes(self, n_bytes: int) -> bool:
+        return any(isinstance(lvl, DiskLevel) and (not lvl.budget_bytes or n_bytes <= lvl.budget_bytes)
                    for lvl in self.cascade.levels)
+
+    def takes_whole(self, n_bytes: int) -> bool:
+        """Whether a history of `n_bytes` can be kept: some disk level's whole budget holds it, or, with no disk
+        level, the RAM level's (a history only RAM holds is lost at the stop where a disk level would keep a
+        shorter one; parking.kept_elsewhere)."""
+        if self.first_disk is not None:
+            return self._disk_takes(n_bytes)
+        return self.ram is not None and (not self.ram.budget_bytes or n_bytes <= self.ram.budget_bytes)
+
+    def keeps_longer(self, tokens) -> bool:
+        """Whether a level holds a conversation history that starts with `tokens`, one it can keep (takes_whole):
+        a copy of those tokens would only take budget beside it."""
+        t = tokens_array(tokens)
+        n = int(t.shape[0])
+        with self._lock:
+            stores = [*(lvl.entries for lvl in self.cascade.levels), self._pending]
+            return any(e.kind == "conversation" and e.n_tokens >= n and common_prefix_len(e.tokens, t) == n
+                       and self.takes_whole(e.n_bytes) for es in stores for e in es.values())
 
     def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None,
               waiting: Callable[[SaveUnderWay, float], None] | None = None, stall_s: float | None = None) -> None:

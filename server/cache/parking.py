@@ -116,7 +116,13 @@ class ParkingMixin:
 
         `durable` = False (the newer history is in RAM only): disk entries are kept, since a crash
         before the newer one reaches disk would otherwise lose the whole history; they are discarded
-        when it gets there (a spill, or a degradation out of RAM: `_on_cascade_event`)."""
+        when it gets there (a spill, or a degradation out of RAM: `_on_cascade_event`). A newer one no level
+        keeps across a stop (takes_whole: larger than every disk level's whole budget) supersedes nothing: the
+        shorter ones are all of the conversation the stop can write (it writes them where the longer one fails)."""
+        if not durable and self.ram is not None:
+            newer = self.ram.entries.get(keep)
+            if newer is not None and not self.takes_whole(newer.n_bytes):
+                return
         for lvl in self.cascade.levels:
             if not durable and not isinstance(lvl, RamLevel):
                 continue

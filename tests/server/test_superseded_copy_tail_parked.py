@@ -68,7 +68,7 @@ def test_a_copy_the_request_holds_whole_is_still_overwritten_without_a_park(tiny
         slot = s.state.scheduler.table[1]
         assert slot.tokens == line
         complete(s.url, line + tokens(rng, 12, 200))      # the conversation goes on in main, holding the copy whole
-        assert slot.superseded and slot.parked
+        assert slot.superseded and slot.covered
         before = cache_parks(s.url)
         complete(s.url, tokens(rng, 14, N))               # main's history goes into slot 1 over its own copy
         assert slot.tokens[:N] == line
