@@ -5,7 +5,9 @@ Finish writes the file (`SetupWizard.write`); a write that fails shows the reaso
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
+import math
+
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -17,6 +19,21 @@ from PySide6.QtWidgets import (
 )
 from strata.installer import config_file, flow
 from strata.installer.wizard.common import error_label
+
+# The table's columns at a narrow window (640x440, the wizard's least size): the setting and value columns took 446
+# of the table's 572 px there, the reasons' 126 px a word or two a line and cut "SmolLM2-135M-Instruct.Q4_1:"
+WHY_LEAST_SHARE = 0.45      # the reasons keep at least this share of the table's width
+SETTING_MOST_SHARE = 0.3    # a longer key wraps at its underscores
+VALUE_MOST_PX = 200         # a longer value (a path, a model's file name) is elided in the middle, whole in its tooltip
+BREAK = "_\u200b"           # a key's underscore shown with a zero-width space after it: a line may break there
+
+
+def column_widths(width: int, setting_px: int, value_px: int) -> tuple[int, int]:
+    """The setting and value columns' widths in a table `width` px wide whose longest key and value need `setting_px`
+    and `value_px`: each what it needs, at most its cap; the reasons get the rest, at least WHY_LEAST_SHARE."""
+    setting = min(setting_px, int(width * SETTING_MOST_SHARE))
+    value = max(0, min(value_px, VALUE_MOST_PX, width - setting - math.ceil(width * WHY_LEAST_SHARE)))
+    return setting, value
 
 
 def kept_note(plan, path) -> str:
@@ -46,10 +63,11 @@ class PlanPage(QWizardPage):
         self.table.setWordWrap(True)
         self.table.verticalHeader().setVisible(False)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Fixed)  # column_widths, at each resize of the table
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Fixed)  # long paths are elided, full in the tooltip
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
-        self.table.setColumnWidth(1, 200)
+        self.table.setColumnWidth(1, VALUE_MOST_PX)
+        self.table.viewport().installEventFilter(self)
         # the reasons wrap to the width their column has once laid out: rows sized before that (at the page's first
         # show) kept the narrower column's heights, the model's reason 6 lines tall for its 3 (a new-user trial)
         self._fit_due = False
@@ -72,13 +90,27 @@ class PlanPage(QWizardPage):
         for row, c in enumerate(plan.choices):
             value = '""' if c.value == "" else str(c.value)
             for col, text in enumerate((c.key, value, c.reason)):
-                item = QTableWidgetItem(text)
+                item = QTableWidgetItem(text.replace("_", BREAK) if col == 0 else text)
                 item.setToolTip(text)
                 self.table.setItem(row, col, item)
+        self._fit_columns()
         self.table.resizeRowsToContents()
         self.warnings.setText("\n".join(f"Warning: {x}" for x in plan.warnings))
         self.target.setText(f"Will be written to {w.config_path}" + kept_note(plan, w.config_path))
         self.error.setText("")
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:
+            self._fit_columns()
+        return False
+
+    def _fit_columns(self) -> None:
+        """The setting and value columns as column_widths gives them for the table's width now (the rows follow:
+        _fit_rows, at the sections' resize)."""
+        t = self.table
+        setting, value = column_widths(t.viewport().width(), t.sizeHintForColumn(0), t.sizeHintForColumn(1))
+        t.setColumnWidth(0, setting)
+        t.setColumnWidth(1, value)
 
     def _fit_rows(self, *_) -> None:
         """After the layout pass that resized the column (during it, the rows measured the width it had before)."""
