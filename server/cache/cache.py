@@ -38,7 +38,7 @@ from .ram import RamEntry, RamLevel
 from .restoring import RestoreMixin, common_prefix_len
 from .sessions import SaveUnderWay, SessionRemoval, SessionsMixin, SessionStore
 from .spill import SpillWriter
-from .steady_clock import SteadyClock, far_ahead_limit
+from .steady_clock import SteadyClock, clock_id, far_ahead_limit
 from .system_prompt import PrefixStore
 
 log = logging.getLogger("strata.cache")
@@ -62,7 +62,11 @@ def kv_layout_of(engine) -> str:
 class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
     def __init__(self, config: CacheConfig, engine, *, image_format=None, memory: MemoryProbe | None = None,
                  io: FileIO | None = None, clock: Callable[[], float] = time.time,
-                 piece_bytes: int = PIECE_BYTES) -> None:
+                 piece_bytes: int = PIECE_BYTES, sealed_by: str | None = None) -> None:
+        """`sealed_by`: the clock this cache's sidecars name (steady_clock.clock_id: this host's by default)."""
+        if sealed_by is not None and (not isinstance(sealed_by, str) or not sealed_by):
+            raise ValueError(f"sealed_by must be a non-empty string naming this clock, got {sealed_by!r}")
+        self.sealed_by = clock_id() if sealed_by is None else sealed_by
         self.config = config
         self.engine = engine
         self.image_format = image_format or importlib.import_module("strata.engine.snapshot")
@@ -82,7 +86,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 levels.append(RamLevel(lc.budget_bytes, lc.max_age_s))
             else:
                 lvl = DiskLevel(lc.name, lc.folder, lc.budget_bytes, lc.max_age_s, self.identity,
-                                io=self.io, piece_bytes=piece_bytes, image_magic=self._image_magic())
+                                io=self.io, piece_bytes=piece_bytes, image_magic=self._image_magic(),
+                                sealed_by=self.sealed_by)
                 lvl.open()
                 remove_skipped(lvl)
                 log_skipped_files(lvl)
@@ -136,7 +141,10 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
 
     def _reseal_far_ahead(self, levels: list[DiskLevel]) -> None:
         """Entries a wrong clock sealed far ahead (steady_clock.far_ahead_limit) count as sealed now, in their
-        order, in the index and their sidecars: they age from today, and the cache's time stays the wall time."""
+        order, in the index and, where this clock sealed them, their sidecars: they age from today, and the cache's
+        time stays the wall time. Another host's files (a shared folder) are resealed in this run's index only:
+        that host's clock may be the right one and this one behind, and rewritten, its files looked a year old to
+        it (aged out, evicted first) (steady_clock.clock_id)."""
         wall = self.clock.wall()
         limit = far_ahead_limit([e.sealed_at for lvl in levels for e in lvl.entries.values()], wall)
         if limit is None:
@@ -152,18 +160,28 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         # and trust them all, the cache's time years ahead (a right clock's newer files then evicted before them)
         ahead.sort(key=lambda el: (el[0].sealed_at, el[0].key))
         unwritten: list[str] = []
+        others = 0
         for i, (e, lvl) in enumerate(ahead):
+            sealed = wall - (len(ahead) - 1 - i) * SHUTDOWN_SEAL_STEP_S
+            if e.sealed_by != self.sealed_by:
+                e.sealed_at, others = sealed, others + 1
+                continue
             try:
-                lvl.reseal(e, wall - (len(ahead) - 1 - i) * SHUTDOWN_SEAL_STEP_S)
+                lvl.reseal(e, sealed)
             except OSError as exc:
                 unwritten.append(f"{os.path.basename(e.sidecar_path)} ({exc.strerror or exc})")
+        if others:
+            log.warning("conversation cache: %d of those sealed by another host's clock (a folder shared with another "
+                        "server, or written before Strata named the clock): counted as sealed now in this run only, "
+                        "their files left as they are (that clock may be the right one: check this machine's date)",
+                        others)
         if unwritten:
             log.warning("conversation cache: %d of those cannot be resealed on disk, counted as sealed now in this run "
                         "only: %s", len(unwritten), ", ".join(unwritten[:3]) + (", ..." if len(unwritten) > 3 else ""))
 
     def _prefix_store(self, name: str, folder: str, mib: int, piece_bytes: int) -> PrefixStore:
         lvl = DiskLevel(name, folder, mib * MIB, 0.0, self.identity, io=self.io, piece_bytes=piece_bytes,
-                        image_magic=self._image_magic())
+                        image_magic=self._image_magic(), sealed_by=self.sealed_by)
         if mib > 0:
             lvl.open()
             remove_skipped(lvl)

@@ -93,6 +93,7 @@ class DiskEntry:
     image_path: str
     sidecar_path: str
     meta: dict = field(default_factory=dict)
+    sealed_by: str = ""   # the clock that sealed it (steady_clock.clock_id); "" in files written before it was kept
 
     @property
     def n_bytes(self) -> int:
@@ -110,6 +111,7 @@ class DiskEntry:
             "tokens": self.tokens.tolist(), "image_bytes": self.image_bytes,
             "piece_bytes": self.piece_bytes, "piece_crc32": list(self.piece_crc32),
             "created_at": self.created_at, "sealed_at": self.sealed_at, "meta": self.meta,
+            **({"sealed_by": self.sealed_by} if self.sealed_by else {}),
         }
 
 
@@ -147,9 +149,12 @@ class DiskLevel:
 
     def __init__(self, name: str, folder: str, budget_bytes: int, max_age_s: float, identity: Identity,
                  *, io: FileIO | None = None, prefix: str = CONV_PREFIX, piece_bytes: int = PIECE_BYTES,
-                 image_magic: bytes | None = None, versioned_images: bool = False) -> None:
+                 image_magic: bytes | None = None, versioned_images: bool = False, sealed_by: str = "") -> None:
         if piece_bytes <= 0:
             raise ValueError(f"piece_bytes must be > 0, got {piece_bytes!r}")
+        if not isinstance(sealed_by, str):
+            raise ValueError(f"sealed_by must be a string naming this clock, got {sealed_by!r}")
+        self.sealed_by = sealed_by   # what the sidecars it seals name as their clock (steady_clock.clock_id)
         self.name = name
         self.folder = os.path.abspath(folder)
         self.budget_bytes = budget_bytes
@@ -417,7 +422,7 @@ class DiskLevel:
                          sidecar_bytes=len(raw), piece_bytes=piece_bytes, piece_crc32=crcs,
                          created_at=created_at, sealed_at=sealed_at,
                          identity=identity, image_path=image_path, sidecar_path=path,
-                         meta=dict(d.get("meta") or {}))
+                         meta=dict(d.get("meta") or {}), sealed_by=str(d.get("sealed_by") or ""))
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -530,7 +535,7 @@ class DiskLevel:
                           sidecar_bytes=0, piece_bytes=self.piece_bytes, piece_crc32=sums.finish(),
                           created_at=now if created_at is None else created_at, sealed_at=now,
                           identity=self.identity, image_path=img, sidecar_path=self.sidecar_path(key),
-                          meta=dict(meta or {}))
+                          meta=dict(meta or {}), sealed_by=self.sealed_by)
         try:
             sidecar_tmp = self._write_sidecar_temp(entry)
         except BaseException:
@@ -559,7 +564,8 @@ class DiskLevel:
         entry = DiskEntry(key=other.key, kind=other.kind, tokens=other.tokens, image_bytes=other.image_bytes,
                           sidecar_bytes=0, piece_bytes=other.piece_bytes, piece_crc32=other.piece_crc32,
                           created_at=other.created_at, sealed_at=now, identity=self.identity,
-                          image_path=img, sidecar_path=self.sidecar_path(other.key), meta=dict(other.meta))
+                          image_path=img, sidecar_path=self.sidecar_path(other.key), meta=dict(other.meta),
+                          sealed_by=self.sealed_by)
         sidecar_tmp = self._write_sidecar_temp(entry)
         try:
             staged, mode = stage_move(self.io, other.image_path, img)
@@ -581,7 +587,8 @@ class DiskLevel:
         under the commit lock, as a write's): a start that finds only files a wrong clock sealed far ahead would
         trust them all and move the cache's clock there. The sidecar is rewritten only while it is still the one
         indexed (same seal, same image): one another server wrote since is left alone. Raises OSError (a read-only
-        folder, the commit lock held by another server): the index is resealed all the same."""
+        folder, the commit lock held by another server): the index is resealed all the same. The caller reseals
+        only files this clock sealed (ConversationCache._reseal_far_ahead)."""
         was = entry.sealed_at
         entry.sealed_at = sealed_at
         with self.io.commit_lock(self.folder):

@@ -11,7 +11,9 @@ the cache's time goes on from there by the wall time that passes; once the wall 
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +21,16 @@ from collections.abc import Callable, Sequence
 log = logging.getLogger("strata.cache")
 SAID_AFTER_S = 1.0   # a clock behind by less (another host's skew on a shared folder) is followed, not warned of
 FAR_AHEAD_S = 86400.0  # a seal further ahead of the clock than this, among seals that are not, was a wrong clock's
+
+
+def clock_id(host: str | None = None) -> str:
+    """The clock a cache seals its files by, as their sidecars name it (`sealed_by`): this host's (two servers on
+    one host share it), a hash of its name, so a shared folder's files do not spell out the hosts writing there.
+    A start rewrites the seals of far-ahead files only where they name this clock: on a folder shared with
+    another host, which of two clocks a day apart is the wrong one cannot be told from the seals (each sees the
+    other's files far ahead), and a server whose clock was behind rewrote the right clock's files a year old."""
+    name = socket.gethostname() if host is None else host
+    return "host-" + hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 def far_ahead_limit(seals: Sequence[float], wall: float, ahead_s: float = FAR_AHEAD_S) -> float | None:
