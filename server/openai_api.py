@@ -280,12 +280,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     refuse_unserved(body)
     tools = parse_tools(body)
     wanted = json_format(body.get("response_format"))
-    variables = {**template_kwargs(body.get("chat_template_kwargs")),
-                 **reasoning_effort(body.get("reasoning_effort"), "reasoning_effort")}
-    # a named function (or allowed tools, a call demanded) writes every tool all the same when the call is
-    # held to it by name: the prompt's start stays the conversation's (every tool: the choice left out)
-    shown = shown_tools(parse_tools({**body, "tool_choice": None}) if tools else None, tools,
-                        demands_call(body.get("tool_choice")), answer_format(state.engine, [], messages), state.engine)
+    shown, variables = prompt_tools_and_variables(state.engine, body, messages, tools)
     tokens = await render_chat_async(state.engine, messages, shown, template_vars=variables)
     check_prompt_fits(state.engine, len(tokens))
     job = Job(api="openai", prompt=tokens,
@@ -310,6 +305,19 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
     return web.json_response(chat_response(completion, model, tools, fmt, state.engine.tokenizer))
+
+
+def prompt_tools_and_variables(engine: Any, body: dict, messages: list[dict],
+                               tools: list[dict] | None) -> tuple[list[dict] | None, dict[str, Any]]:
+    """The tools a chat request's prompt shows and its template variables: with its messages, what render_chat
+    renders (a session saved by its messages renders them so too: server/history_save.py)."""
+    variables = {**template_kwargs(body.get("chat_template_kwargs")),
+                 **reasoning_effort(body.get("reasoning_effort"), "reasoning_effort")}
+    # a named function (or allowed tools, a call demanded) writes every tool all the same when the call is
+    # held to it by name: the prompt's start stays the conversation's (every tool: the choice left out)
+    shown = shown_tools(parse_tools({**body, "tool_choice": None}) if tools else None, tools,
+                        demands_call(body.get("tool_choice")), answer_format(engine, [], messages), engine)
+    return shown, variables
 
 
 def refuse_unserved(body: dict) -> None:

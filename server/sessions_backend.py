@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from strata.server import session_rebuild
+from strata.server import history_save, session_rebuild
 from strata.server.cache.sessions import SessionConflictError, hold_unless_given_up
 from strata.server.errors import APIError
 from strata.server.slots import MAIN
@@ -81,13 +81,34 @@ class SessionBackend:
             raise RuntimeError(f"context {_ctx_name(ctx)} is running {_running(state)} inside a session call")
         return state
 
-    def save_session(self, name: str, ctx: int) -> dict:
-        def run() -> dict:
-            self._context(ctx)
-            return self.cache.save_session(name, ctx)
-
+    def save_session(self, name: str, ctx: int | None, target: history_save.SaveTarget | None = None) -> dict:
+        """Saves context `ctx`'s history; with `target`, the conversation it names (history_save.py): from `ctx`
+        only if that still holds it (else a SlotTakenError, a 409), or, `ctx` None, from wherever it is now."""
         what = f"save of session {name!r}"
-        return self._wait(self.scheduler.call(run, idle_ctx=ctx), what, idle_ctx=ctx)
+        if target is None:
+            def run() -> dict:
+                self._context(ctx)
+                return {**self.cache.save_session(name, ctx), "slot": "main" if ctx == MAIN else ctx}
+
+            return self._wait(self.scheduler.call(run, idle_ctx=ctx), what, idle_ctx=ctx)
+        cache, sched = self.cache, self.scheduler
+        # rendered here, on the session call's thread: a long conversation's template work holds no step
+        wanted = None if target.conversation is not None else history_save.wanted_of(sched.engine, target)
+        if ctx is not None:
+            def guarded() -> dict:
+                self._context(ctx)
+                return history_save.save_guarded(sched, cache, name, ctx, wanted, target.conversation)
+
+            return self._wait(sched.call(guarded, idle_ctx=ctx), what, idle_ctx=ctx)
+
+        def found() -> dict:
+            if wanted is None:
+                return history_save.save_by_key(sched, cache, name, target.conversation)
+            return history_save.save_found(sched, cache, name, wanted)
+
+        # runs at the next step, whatever runs: the history's tokens are compared there, and a context a request
+        # goes on in keeps the prefix saved unchanged for the call's length (the worker runs no step meanwhile)
+        return self._wait(sched.call(found), what)
 
     def restore_session(self, name: str, ctx: int) -> Any:
         pending = _Pending(name)

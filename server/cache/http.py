@@ -3,7 +3,9 @@
 What this is: thin aiohttp handlers (parse, call the cache in a worker thread, serialise):
 `POST /v1/sessions/{name}/save`, `POST /v1/sessions/{name}/restore`, `DELETE /v1/sessions/{name}`,
 `GET /v1/sessions`. The body of save/restore may name the context: `{"slot": 2}` or
-`{"slot": "main"}` (default main). A save under a name that differs only in case from a saved session's is a 409.
+`{"slot": "main"}` (default main). A save's body may name the conversation instead, or besides as a guard:
+`messages`, `tokens` or `conversation` (server/history_save.py; held nowhere a 404, a slot another request took a
+409). A save under a name that differs only in case from a saved session's is a 409.
 Sessions are per model: a restore or DELETE of a name only another model saved a session under is a 409 naming it. A restore of a session an older Strata saved reads its tokens again
 (`"rebuilt": true`); one whose sidecar does not check is a 409, one longer than the context a 400. What this is not: the scheduler. The server sets
 `app[SESSION_BACKEND]` to an object with `save_session(name, ctx)`, `restore_session(name, ctx)`,
@@ -22,6 +24,7 @@ from typing import Any
 from aiohttp import web
 from strata.server.body_read import read_body
 from strata.server.fields import refused_encoding
+from strata.server.history_save import HistoryNotFoundError, SaveTarget, SlotTakenError
 
 from .sessions import SessionConflictError, SessionNameError, StaleSessionError, validate_session_name
 
@@ -32,6 +35,8 @@ SESSION_THREADS: web.AppKey = web.AppKey("strata_session_threads", concurrent.fu
 # cores + 4) threads: 6 on two cores) that many waiting calls held up every chat prompt's rendering and the stop,
 # which run there. 32: more waiting calls than that queue behind each other, not behind anything else.
 N_SESSION_THREADS = 32
+# what a save's body may name instead of only a context (server/history_save.py)
+SAVE_TARGETS = ("messages", "tokens", "conversation")
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
@@ -40,9 +45,10 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> we
                              status=status)
 
 
-async def _ctx_from_body(request: web.Request) -> int:
+async def _body(request: web.Request) -> dict:
+    """The JSON object the call's body holds ({} for none or null)."""
     if not request.can_read_body:
-        return 0
+        return {}
     refused = refused_encoding(request)
     if refused:
         raise ValueError(refused)
@@ -54,9 +60,13 @@ async def _ctx_from_body(request: web.Request) -> int:
     except RecursionError:   # Python's decoder gives up near 1,000 levels
         raise ValueError("body must be JSON of a sane depth (it nests arrays or objects ~1,000 deep)") from None
     if body is None:
-        return 0
+        return {}
     if not isinstance(body, dict):
         raise ValueError("body must be a JSON object")
+    return body
+
+
+def _ctx_of(body: dict) -> int:
     slot = body.get("slot", "main")
     if slot == "main":
         return 0
@@ -65,19 +75,55 @@ async def _ctx_from_body(request: web.Request) -> int:
     return slot
 
 
+async def _ctx_from_body(request: web.Request) -> int:
+    return _ctx_of(await _body(request))
+
+
+def _save_target(body: dict) -> SaveTarget | None:
+    """What a save's body names besides its slot: `messages`, `tokens` or `conversation` (one of them), or None."""
+    named = [k for k in SAVE_TARGETS if body.get(k) is not None]
+    if not named:
+        return None
+    if len(named) > 1:
+        raise ValueError(f"name the conversation to save one way: {' or '.join(repr(k) for k in named)}, not both")
+    value = body[named[0]]
+    if named[0] == "conversation":
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"conversation must be a conversation key as /v1/slots shows it, got {value!r}")
+        return SaveTarget(conversation=value, body=body)
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{named[0]} must be a non-empty array, got {_short(value)}")
+    if named[0] == "tokens" and not all(isinstance(t, int) and not isinstance(t, bool) for t in value):
+        raise ValueError(f"tokens must be an array of token ids (integers), got {_short(value)}")
+    return SaveTarget(messages=value, body=body) if named[0] == "messages" else SaveTarget(tokens=value, body=body)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 async def save_session(request: web.Request) -> web.Response:
     try:
         name = validate_session_name(request.match_info["name"])
-        ctx = await _ctx_from_body(request)
+        body = await _body(request)
+        target = _save_target(body)
+        # with a conversation named, a slot named is a guard (it must still hold it); none: wherever it is
+        ctx = _ctx_of(body) if target is None or "slot" in body else None
     except (SessionNameError, ValueError) as exc:
         return _error(400, str(exc))
     backend = request.app[SESSION_BACKEND]
+    args = (name, ctx) if target is None else (name, ctx, target)
     try:
-        info = await _in_session_thread(request, backend.save_session, name, ctx)
+        info = await _in_session_thread(request, backend.save_session, *args)
     except MemoryError as exc:
         return _error(503, f"not enough RAM to save: {exc}", "overloaded_error")
     except SessionConflictError as exc:
         return _error(409, str(exc), "conflict_error")
+    except SlotTakenError as exc:
+        return _error(409, str(exc), "conflict_error")
+    except HistoryNotFoundError as exc:
+        return _error(404, str(exc), "not_found_error")
     except (ValueError, IndexError) as exc:
         return _error(400, str(exc))
     except OSError as exc:

@@ -36,7 +36,7 @@ from strata import model_names
 from . import policy
 from .disk import DiskEntry, DiskLevel, tokens_array
 from .memory import MIB
-from .restoring import RestoreResult
+from .restoring import RestoreResult, common_prefix_len
 from .session_store import SESSION_PREFIX, OtherModelsSession, SessionStore, StaleSessionError
 
 __all__ = ["SESSION_PREFIX", "SessionStore", "StaleSessionError"]   # re-exported: their home was this module
@@ -165,20 +165,27 @@ class SessionsMixin:
         path = getattr(self.engine, "model_path", None)
         return model_names.model_id(path) if path else str(self.engine.model_id)
 
-    def save_session(self, name: str, ctx: int) -> dict:
+    def save_session(self, name: str, ctx: int, n_tokens: int | None = None) -> dict:
+        """Saves context `ctx`'s history under `name`: all of it, or its first `n_tokens` (a save by conversation:
+        the part of the context that is the conversation named, server/history_save.py)."""
         name = validate_session_name(name)
-        tokens = tokens_array(self.engine.context_tokens(ctx))
+        held = tokens_array(self.engine.context_tokens(ctx))
+        if n_tokens is not None and not 0 < n_tokens <= held.shape[0]:
+            raise ValueError(f"context {ctx} holds {held.shape[0]} tokens: cannot save its first {n_tokens!r}")
+        tokens = held if n_tokens is None else held[:n_tokens]
         if tokens.shape[0] == 0:
             raise ValueError(f"context {ctx} is empty: nothing to save")
         c = self.config
-        adm = policy.place_disk_io(self.memory.available_mib(), self.engine.context_bytes(ctx) / MIB,
+        # a prefix's KV is its share of the context's (every token's KV is the same size)
+        snapshot_bytes = self.engine.context_bytes(ctx) * tokens.shape[0] / held.shape[0]
+        adm = policy.place_disk_io(self.memory.available_mib(), snapshot_bytes / MIB,
                                    c.conversation_cache_min_free_mib, c.conversation_cache_park_min_free_mib,
                                    "session_save")
         self._admit(adm, "session_save", "save")
         if adm.destination != policy.DISK:
             raise MemoryError(adm.reason)
         lvl = self.sessions.ensure_open()
-        save = SaveUnderWay(name, int(self.engine.context_bytes(ctx)))
+        save = SaveUnderWay(name, int(snapshot_bytes))
         # held while the files are written: a DELETE waits for it, a stop's close waits for it while it is written
         # and gives it up when it hangs (cache.close); not the cache's lock, which the close then needs
         with self.session_writes:
@@ -191,7 +198,7 @@ class SessionsMixin:
                 self.saving = save
             try:
                 e = lvl.write(self.sessions.key_of(name), "session", tokens,
-                              _counted(self.engine.snapshot_chunks(ctx), save), self.clock(),
+                              _counted(self.engine.snapshot_chunks(ctx, n_tokens), save), self.clock(),
                               meta={"model": self.model_name}, ready=lambda: _still_wanted(save))
             finally:
                 self.saving = None
@@ -233,6 +240,17 @@ class SessionsMixin:
         if thread.is_alive():
             log.warning("sessions folder: %s saved, but the removal of its earlier files, moved out of the way, has "
                         "not ended in %.0f s; it goes on (the next start removes what is left)", name, REMOVAL_WAIT_S)
+
+    def history_holders(self, tokens) -> list[tuple[str, str, int, int]]:
+        """(level, key, how many of `tokens` it holds from the start, its tokens) of each parked conversation (the
+        RAM level and its spill queue are "ram", then each disk level): where a session saved by conversation finds
+        a history no context holds any more. The segment and system-prompt stores hold shared prefixes, not
+        conversations, and are not asked."""
+        want = tokens_array(tokens)
+        with self._lock:
+            stores = [(lvl.name, lvl.entries) for lvl in self.cascade.levels] + [("ram", self._pending)]
+            return [(level, e.key, common_prefix_len(e.tokens, want), int(e.n_tokens))
+                    for level, entries in stores for e in entries.values()]
 
     def has_session(self, name: str) -> bool:
         """Whether a session of this name is saved, by this version or an older one (asked before a restore

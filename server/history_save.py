@@ -1,0 +1,176 @@
+"""A session saved by conversation: `POST /v1/sessions/{name}/save` with `messages` or `tokens` (the history), or
+`conversation` (a key /v1/slots shows), instead of only a context.
+
+Saving "whatever context N holds" saved another request's history when that request took the slot between the
+answer and the save (the agent soak: 5 of 24 saves). Here the history is named by what it is: the messages
+rendered as a chat request's prompt renders them (the last one may be the assistant's answer), or token ids. The
+worker finds the context holding most of it (session_match.pick_holder: by tokens, not by key, since a key is
+shared by side requests), else the conversation-cache entry it was parked to, read back into an idle context
+first (session_match.pick_restore_context), and saves the part that matches. With `slot` as well, the slot must
+still hold it: else a SlotTakenError (a 409), nothing saved.
+
+Mechanism: rendering in the calling thread, the finding and saving on the scheduler's worker thread (the
+SessionBackend's calls). The choices are session_match.py's; the save is the cache's (cache/sessions.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from strata.server import session_match
+from strata.server.cache.restoring import CacheHit
+from strata.server.slots import MAIN, common_prefix
+
+log = logging.getLogger("strata.server.sessions")
+
+
+class SlotTakenError(Exception):
+    """The slot a guarded save names no longer holds the conversation (a 409): another request took it."""
+
+
+class HistoryNotFoundError(LookupError):
+    """No context and no cached conversation holds the history named (a 404): nothing saved."""
+
+
+@dataclass(frozen=True)
+class SaveTarget:
+    """What a save's body names besides (or instead of) its slot; exactly one of the three is set. `body` is the
+    whole body: the chat fields that shape a prompt's rendering (tools, chat_template_kwargs, prompt_cache_key)."""
+
+    messages: list | None = None
+    tokens: list | None = None
+    conversation: str | None = None
+    body: dict | None = None
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """The history to save as tokens; a holder must match at least `min_tokens` of it."""
+
+    tokens: list[int]
+    min_tokens: int
+    conversation: str   # the key a request of this history runs under ("" when unknown)
+    what: str           # for messages: "the history of 5 messages (812 tokens)"
+
+
+def wanted_of(engine: Any, target: SaveTarget) -> Wanted:
+    """The history `target` names, as tokens (APIError 400 for messages a chat request could not send). Messages
+    are rendered as a chat request renders its prompt; when the last is the assistant's answer, the prompt of the
+    request that answered (all messages before it) must be held whole, and the answer as far as it matches (the
+    model's own tokens of it may split otherwise than the text's: the next turn reuses that much, too)."""
+    from strata.server import openai_api, prompting
+
+    if target.tokens is not None:
+        bad = [t for t in target.tokens if not 0 <= t < int(engine.n_vocab)]
+        if bad:
+            raise ValueError(f"'tokens' has ids outside the vocabulary (0..{int(engine.n_vocab) - 1}): {bad[:5]}")
+        toks = [int(t) for t in target.tokens]
+        return Wanted(toks, len(toks), prompting.tokens_key(toks), f"these {len(toks)} token ids")
+    body = target.body or {}
+    messages = openai_api.parse_messages(target.messages)
+    tools = openai_api.parse_tools(body)
+    shown, variables = openai_api.prompt_tools_and_variables(engine, body, messages, tools)
+    tokens = prompting.render_chat(engine, messages, shown, template_vars=variables)
+    need = len(tokens)
+    if messages[-1]["role"] == "assistant" and len(messages) > 1:
+        need = len(prompting.render_chat(engine, messages[:-1], shown, template_vars=variables))
+    return Wanted(tokens, max(1, min(need, len(tokens))), openai_api.conversation_of(body, messages),
+                  f"the history of {len(messages)} messages ({len(tokens)} tokens)")
+
+
+# ----- worker thread -----
+
+def save_found(sched: Any, cache: Any, name: str, wanted: Wanted) -> dict:
+    """Saves the history from the context holding most of it, else from the cache entry it was parked to (read
+    back into an idle context first). HistoryNotFoundError when none holds `wanted.min_tokens` of it."""
+    holders = [session_match.Holder("context", c.id, common_prefix(c.tokens, wanted.tokens), _label(c.id))
+               for c in sched.table.contexts if c.valid and c.tokens]
+    for level, key, matched, _ in cache.history_holders(wanted.tokens):
+        holders.append(session_match.Holder(level, key, matched, f"{level} cache entry {key[:12]}"))
+    choice = session_match.pick_holder(holders, wanted.min_tokens)
+    h = choice.holder
+    if h is None:
+        raise HistoryNotFoundError(f"{wanted.what} is not held here: {choice.reason}; nothing saved")
+    if h.source == "context":
+        return _saved(cache.save_session(name, int(h.ref), h.matched), int(h.ref), "context", choice.reason)
+    ctx, restore_reason = _read_back(sched, cache, h, wanted)
+    info = cache.save_session(name, ctx, len(sched.table[ctx].tokens))
+    return _saved(info, ctx, h.source, f"{choice.reason}; read back into {restore_reason}")
+
+
+def save_by_key(sched: Any, cache: Any, name: str, key: str) -> dict:
+    """Saves the history of the contexts labelled with conversation `key` (the longest: they must lie on one line,
+    else side requests under that key went other ways and a 409 asks for the messages)."""
+    held = [c for c in sched.table.contexts if c.valid and c.tokens and c.conversation == key]
+    if not held:
+        raise HistoryNotFoundError(f"no context holds conversation {key!r} (a history parked to the cache has no "
+                                   "key: name it by its messages); nothing saved")
+    if not session_match.one_line([c.tokens for c in held]):
+        raise SlotTakenError(f"conversation {key!r} is held by {', '.join(_label(c.id) for c in held)} with "
+                             "histories that went different ways (side requests under one key): name it by its "
+                             "messages; nothing saved")
+    c = max(held, key=lambda c: len(c.tokens))
+    return _saved(cache.save_session(name, c.id), c.id, "context", f"{_label(c.id)} holds conversation {key!r}")
+
+
+def save_guarded(sched: Any, cache: Any, name: str, ctx: int, wanted: Wanted | None, key: str | None) -> dict:
+    """Saves context `ctx` (idle) only if it still holds the conversation: its key `key`, or `wanted` (at least
+    its min_tokens; the part that matches is saved). SlotTakenError when it does not: nothing saved."""
+    c = sched.table[ctx]
+    if key is not None:
+        if c.conversation != key:
+            raise SlotTakenError(f"{_label(ctx)} holds conversation {c.conversation or 'none'!r}, not {key!r}: "
+                                 "another request took it since; nothing saved")
+        return _saved(cache.save_session(name, ctx), ctx, "context", f"{_label(ctx)} holds conversation {key!r}")
+    matched = common_prefix(c.tokens, wanted.tokens) if c.valid else 0
+    if matched < wanted.min_tokens:
+        raise SlotTakenError(f"{_label(ctx)} holds only the first {matched} tokens of {wanted.what} (at least "
+                             f"{wanted.min_tokens} needed): another request took it since; nothing saved (save by "
+                             "the messages without a slot to find where it is now)")
+    return _saved(cache.save_session(name, ctx, matched), ctx, "context", f"{_label(ctx)} holds {matched} tokens")
+
+
+def _read_back(sched: Any, cache: Any, h: session_match.Holder, wanted: Wanted) -> tuple[int, str]:
+    """Restores the matched part of cache entry `h` into an idle context; (that context, why it)."""
+    table = sched.table
+    reserved = {ctx for _, _, ctx in getattr(sched, "_deferred", []) if ctx is not None}   # a session call's next
+    views = [session_match.ContextView(c.id, c.capacity, c.busy_job is None, c.id in reserved, c.blank, c.last_use,
+                                       c.id == MAIN) for c in table.contexts]
+    where = session_match.pick_restore_context(views, h.matched)
+    if where.ctx is None:
+        raise MemoryError(f"{wanted.what} was parked to the {h.source} cache and {where.reason}; retry")
+    ctx = where.ctx
+    hit = CacheHit(h.source, str(h.ref), h.matched, h.matched, "a session save by conversation")
+    with cache.holding(hit):   # the park below may hand entries down or delete the oldest: not this one
+        sched.park_to_cache(ctx, "overwritten by a session save's read-back")
+        try:
+            result = cache.restore(hit, ctx, stop=lambda: sched.stopping)
+        except Exception:   # the context's KV is unknown now: empty, as a request's failed restore leaves it
+            sched.engine.truncate(ctx, 0)
+            table.set_tokens(ctx, [])
+            raise
+    if result.untouched:   # the entry went meanwhile, or was refused: the context holds what it held
+        raise HistoryNotFoundError(f"{wanted.what} was parked to the {h.source} cache, but {result.reason}; "
+                                   "nothing saved")
+    tokens = list(sched.engine.context_tokens(ctx))
+    n = min(result.n_tokens, common_prefix(tokens, wanted.tokens))
+    sched.engine.truncate(ctx, n)
+    table.set_tokens(ctx, tokens[:n])
+    table[ctx].conversation = wanted.conversation if n else ""
+    table[ctx].parked = n > 0   # a prefix of the entry it came from, which stays: parking it again keeps it twice
+    log.info("%d tokens of %s read back from the %s cache into %s for a session save (%s)", n, wanted.what,
+             h.source, _label(ctx), result.reason)
+    if n < wanted.min_tokens:
+        raise HistoryNotFoundError(f"{wanted.what} was parked to the {h.source} cache, but only {n} of its tokens "
+                                   f"could be read back ({result.reason}); nothing saved")
+    return ctx, where.reason
+
+
+def _saved(info: dict, ctx: int, source: str, reason: str) -> dict:
+    return {**info, "slot": "main" if ctx == MAIN else ctx, "source": source, "reason": reason}
+
+
+def _label(ctx: int) -> str:
+    return "context main" if ctx == MAIN else f"slot {ctx}"
