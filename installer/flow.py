@@ -136,9 +136,14 @@ def accept(s: Situation, a: Answers, q: Question, value) -> tuple[Situation, Ans
         value = s.model.path
     elif q.key == "cold_dir":
         folder = Path(value).expanduser().absolute()
-        check_writable(folder)
         if str(folder) != s.cold_disk.folder:
-            s = replace(s, cold_disk=disk_facts(folder))
+            try:
+                s = replace(s, cold_disk=disk_facts(folder))
+            except OSError as e:
+                raise AnswerError(f"cannot tell the free space at {folder}: {e.strerror or e}") from None
+        if not s.cold_disk.reports_size:   # before the write probe: a mkdir under /sys/fs/cgroup makes a cgroup
+            raise AnswerError(cold_folder_problem(s.cold_disk))
+        check_writable(folder)
         if problem := cold_folder_problem(s.cold_disk):
             raise AnswerError(problem)
         value = str(folder)

@@ -90,9 +90,19 @@ def _cold_budget_mib(disk: DiskFacts, p: PlanParameters) -> int:
     return min(p.cold_max_mib, round_down(disk.free_mib * p.cold_disk_share, 1024))
 
 
+def no_size_reason(disk: DiskFacts) -> str:
+    """What is true of a folder on a file system that reports no size (DiskFacts.reports_size): its free space is
+    not known, and conversations cannot be kept there. (The disk page read "0.0 MiB free there" for /proc.)"""
+    return (f"free space unknown: {disk.folder} is on a file system that reports no size (as /proc and /sys do: "
+            "they hold no files of their own); choose a folder on a disk")
+
+
 def cold_folder_problem(disk: DiskFacts, p: PlanParameters | None = None) -> str:
-    """Why the answered folder cannot hold a cold level ("" when it can): its budget, a share of the free
-    space in whole GiB, would be 0, and the level would be off while the plan said 'kept on disk'."""
+    """Why the answered folder cannot hold a cold level ("" when it can): its file system reports no size, or its
+    budget, a share of the free space in whole GiB, would be 0, and the level would be off while the plan said
+    'kept on disk'."""
+    if not disk.reports_size:
+        return no_size_reason(disk)
     p = p or PlanParameters()
     if _cold_budget_mib(disk, p) > 0:
         return ""
@@ -105,6 +115,8 @@ def cold_folder_problem(disk: DiskFacts, p: PlanParameters | None = None) -> str
 def _previous_cold_level(s: Situation, p: PlanParameters) -> tuple[bool, str]:
     """The cold level is kept when the folder has room and reading back beats prefilling again."""
     model = need_model(s, p)
+    if not s.cold_disk.reports_size:
+        return False, no_size_reason(s.cold_disk)
     budget = _cold_budget_mib(s.cold_disk, p)
     if budget < p.cold_min_mib:
         return False, (f"only {gib(s.cold_disk.free_mib)} free at {s.cold_disk.folder}: "
@@ -257,9 +269,9 @@ def _question(key: str, s: Situation, a: Answers, p: PlanParameters) -> Question
                         why, options=("yes", "no"))
     if key == "cold_dir":
         theirs = s.previous is not None and s.previous.cold_dir == s.cold_disk.folder
+        free = f"{gib(s.cold_disk.free_mib)} free there" if s.cold_disk.reports_size else no_size_reason(s.cold_disk)
         return Question("cold_dir", "Folder for the conversations kept on disk?", s.cold_disk.folder,
-                        s.cold_disk.folder, f"{gib(s.cold_disk.free_mib)} free there"
-                        + (f" (the folder of {PREVIOUS})" if theirs else ""))
+                        s.cold_disk.folder, free + (f" (the folder of {PREVIOUS})" if theirs else ""))
     if key == "ctx":
         value, why = _previous_ctx(s, a.concurrency, p) or _default_ctx(s, a.concurrency, p)
         return Question("ctx", "Context size (tokens)?", value, str(value), why)

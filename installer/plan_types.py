@@ -42,6 +42,9 @@ class DiskFacts:
     free_mib: int
     write_mib_s: float | None = None
     read_mib_s: float | None = None
+    # False: its file system reports a size of 0 (statvfs of /proc, /sys, cgroup and other pseudo file systems): no
+    # free space to tell (free_mib 0), and no files of its own to keep conversations in
+    reports_size: bool = True
 
 
 @dataclass(frozen=True)

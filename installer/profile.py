@@ -68,4 +68,4 @@ def existing_parent(folder: str | Path) -> Path:
 def disk_facts(folder: str | Path) -> DiskFacts:
     """Free space where `folder` is (or would be created); speeds are left to the bench."""
     usage = shutil.disk_usage(existing_parent(folder))
-    return DiskFacts(folder=str(Path(folder).expanduser()), free_mib=usage.free // MIB)
+    return DiskFacts(folder=str(Path(folder).expanduser()), free_mib=usage.free // MIB, reports_size=usage.total > 0)

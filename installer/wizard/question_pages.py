@@ -155,7 +155,7 @@ class DiskPage(_QuestionPage):
             self.folder_reason.setText("")
             return
         situation = replace(w.situation, cold_disk=replace(w.situation.cold_disk, folder=disk.folder,
-                                                           free_mib=disk.free_mib))
+                                                           free_mib=disk.free_mib, reports_size=disk.reports_size))
         self.folder_reason.setText(question_for("cold_dir", situation, w.answers).reason)
 
     def _toggle(self, on: bool) -> None:
