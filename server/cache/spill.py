@@ -71,6 +71,8 @@ class SpillWriter:
                     self._q.all_tasks_done.wait(poll_s)
             left = self._q.unfinished_tasks
             queued = max(queued, left)
+        if queued:
+            progress(queued, queued)   # the last word: all written (a stop's last line said "0 of 3 written")
 
     def stop(self, timeout: float = 30.0) -> None:
         with self._start_lock:

@@ -71,3 +71,27 @@ def test_the_spill_writer_s_queue_reports_while_one_history_is_written(make_cach
         closing.join(DEADLINE_S)
     assert not closing.is_alive()
     assert len(cache.cascade.levels[-1].entries) == 1
+
+
+def test_the_spill_writer_s_queue_says_all_written_at_its_end(make_cache):
+    """A trial's stop with `--conversation-cache-park disk` said "keeping 3 conversations for the next start (0 of
+    3 written)" as its last line, then "stopped": the queue's wait told each history before it was written, never
+    after the last, so the app's status bar and the log said none was kept while all three were."""
+    io = GatedIO()
+    cache = make_cache(engine=SimEngine(piece_bytes=PIECE), io=io, conversation_cache_mib=0,
+                       conversation_cache_park="disk", conversation_cache_cold_mib=100)
+    park_history(cache, history(2, N_TOKENS))          # queued: the writer waits at its first piece
+    park_history(cache, history(3, N_TOKENS))
+    assert io.waiting.wait(DEADLINE_S)
+    calls: list[tuple[int, int, int, int]] = []
+    closing = threading.Thread(target=cache.close, kwargs={"progress": lambda *a: calls.append(a)})
+    closing.start()
+    try:
+        wait_for(lambda: len(calls) >= 1)
+    finally:
+        for _ in range(1000):
+            io.gate.release()
+        closing.join(DEADLINE_S)
+    assert not closing.is_alive()
+    assert len(cache.cascade.levels[-1].entries) == 2
+    assert calls[0][:2] == (0, 2) and calls[-1] == (2, 2, -1, -1), calls
