@@ -138,8 +138,17 @@ def kept_elsewhere(sched: Scheduler, ctx: int) -> bool:
     """Whether the history of `ctx` (a copy a request that went on held whole) is kept without it: another
     context holds it whole and the cache can keep that one, or the cache keeps a longer history of it already.
     A holder larger than every level's whole budget keeps nothing once it is parked (its write is refused): the
-    copy, which fits, was then dropped too, and the conversation was gone from every level."""
+    copy, which fits, was then dropped too, and the conversation was gone from every level. "Whole" as `covered`
+    counts it (SlotTable.supersede_copies): all but at most the copy's last token, which the request that went on
+    may have read otherwise (an answer's last tokens re-rendered from its text); asked for that token too, such a
+    copy was parked at every overwrite and stop, a second copy beside the history that holds it."""
     contexts = sched.table.contexts
     unkept = {i for i, o in enumerate(contexts) if i != ctx and o.tokens
               and not sched.cache.takes_whole(sched.engine.context_bytes(i))}
-    return held_by_another(contexts, ctx, unkept) or sched.cache.keeps_longer(contexts[ctx].tokens)
+    copy = contexts[ctx].tokens
+    start = copy[:-1]   # what a holder differing only in the last token holds of it
+    # a holder equal to the copy is held_by_another's (of two equal histories one is kept, by its order)
+    other_last = any(i != ctx and i not in unkept and o.valid and not o.completion and len(o.tokens) >= len(copy)
+                     and o.tokens[:len(copy)] != copy and o.tokens[:len(start)] == start
+                     for i, o in enumerate(contexts))
+    return held_by_another(contexts, ctx, unkept) or other_last or sched.cache.keeps_longer(start or copy)
