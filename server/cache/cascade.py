@@ -131,6 +131,8 @@ class Cascade:
             if d.key not in lvl.entries:
                 continue
             if d.action == "after_hold":
+                if self.when_full == "reject":   # its release deletes nothing for the budget: kept over it, for good
+                    return False, f"{lvl.name} full (when-full=reject)"
                 after_hold += lvl.entries[d.key].n_bytes
                 continue
             if d.action == "degrade":
