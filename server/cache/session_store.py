@@ -22,7 +22,7 @@ import os
 import threading
 from dataclasses import dataclass
 
-from .disk import DiskEntry, DiskLevel, Identity, _Foreign
+from .disk import DiskEntry, DiskLevel, Identity, _Foreign, _Stale
 from .fileio import FileIO
 from .temp_files import temp_name
 
@@ -120,6 +120,56 @@ class SessionStore:
         sidecar's identity is this model's)."""
         entries = self.ensure_open().entries
         return entries.get(self.key_of(name)) or entries.get(name)
+
+    def found_since(self, name: str) -> DiskEntry | None:
+        """This model's session `name` when the index lacks it but the folder holds it: saved since the folder was
+        indexed (by another server sharing it; or the folder was not there at first use: a file in its place, a
+        disk not mounted yet). Its sidecar is checked as at open (its image there, of the size it says) and the
+        entry indexed; None when there is none, or its files do not check (never trusted; not counted here: the
+        next start skips them as it does any). Before, such a session was a 404 and unlisted until a restart."""
+        lvl = self.ensure_open()
+        key = self.key_of(name)
+        if key in lvl.entries:
+            return lvl.entries[key]
+        try:
+            entry = lvl.read_sidecar(key)
+            if os.path.getsize(entry.image_path) != entry.image_bytes:
+                return None
+        except (_Foreign, _Stale, OSError, ValueError, KeyError, TypeError, ArithmeticError, RecursionError):
+            return None
+        lvl.add(entry)
+        log.info("sessions folder: %s found, saved since this server indexed %s (another server sharing the folder, "
+                 "or the folder was not there then)", name, lvl.folder)
+        return entry
+
+    def gone_since(self, key: str) -> bool:
+        """Whether indexed session `key`'s sidecar is no longer in the folder (a DELETE by another server sharing
+        it: the sidecar goes first); then it is unindexed. A folder that cannot be read tells nothing: False."""
+        lvl = self.level
+        if key not in lvl.entries or os.path.exists(lvl.sidecar_path(key)) or not os.path.isdir(lvl.folder):
+            return False
+        lvl.entries.pop(key, None)
+        log.info("sessions folder: %s was deleted since this server indexed %s (another server sharing the folder); "
+                 "unlisted", split_key(key)[0], lvl.folder)
+        return True
+
+    def refresh(self, skip: set[str] | frozenset[str] = frozenset()) -> None:
+        """Bring the index in step with the folder's sidecars (what other servers sharing it saved and deleted since
+        it was indexed), names in `skip` (this server's DELETEs under way) left alone."""
+        lvl = self.ensure_open()
+        try:
+            listed = os.listdir(lvl.folder)
+        except OSError:
+            return
+        tagged = {n[len(lvl.prefix):-len(".json")] for n in listed if n.startswith(lvl.prefix) and n.endswith(".json")}
+        for key in sorted(set(lvl.entries) | tagged):
+            name, tag = split_key(key)
+            if name in skip:
+                continue
+            if key in lvl.entries:
+                self.gone_since(key)
+            elif tag == self.tag:
+                self.found_since(name)
 
     def own_keys(self, name: str) -> list[str]:
         """The keys of this model's files of exactly `name` (a DELETE removes them): its own, and one saved before

@@ -256,10 +256,15 @@ class SessionsMixin:
         """Whether a session of this name is saved, by this version or an older one (asked before a restore
         touches the context); StaleSessionError for an older one whose sidecar does not check."""
         name = validate_session_name(name)
-        self.sessions.ensure_open()
+        store = self.sessions
+        store.ensure_open()
         with self._lock:
-            return name not in self.deleting and (self.sessions.entry(name) is not None
-                                                  or self.sessions.stale_entry(name) is not None)
+            if name in self.deleting:
+                return False
+            for key in (store.key_of(name), name):   # deleted by another server sharing the folder since indexed
+                store.gone_since(key)
+            return (store.entry(name) is not None or store.found_since(name) is not None
+                    or store.stale_entry(name) is not None)
 
     def session_to_rebuild(self, name: str) -> np.ndarray | None:
         """The token ids of session `name` when an older Strata saved it (its KV is to be read again from them),
@@ -277,6 +282,8 @@ class SessionsMixin:
         lvl = self.sessions.ensure_open()
         with self._lock:
             entry = self.sessions.entry(name)
+            if entry is None and name not in self.deleting:
+                entry = self.sessions.found_since(name)   # saved since indexed (another server sharing the folder)
             if entry is None:
                 raise self.missing_session_error(name)
             return self._restore_disk(lvl, entry, ctx, entry.n_tokens, "session_restore", time.perf_counter(),
@@ -379,6 +386,7 @@ class SessionsMixin:
     def list_sessions(self) -> list[dict]:
         """This model's sessions (another model's are not restorable here), each with the model that saved it."""
         with self._lock:
+            self.sessions.refresh(skip=set(self.deleting))   # what servers sharing the folder saved and deleted since
             rows = [s for s in self.sessions.list() if s["name"] not in self.deleting]
         for s in rows:
             s["model"] = s["model"] or self.model_name   # saved before sessions recorded it: this model's all the same
