@@ -147,8 +147,9 @@ def kept_elsewhere(sched: Scheduler, ctx: int) -> bool:
               and not sched.cache.takes_whole(sched.engine.context_bytes(i))}
     copy = contexts[ctx].tokens
     start = copy[:-1]   # what a holder differing only in the last token holds of it
-    # a holder equal to the copy is held_by_another's (of two equal histories one is kept, by its order)
+    # a holder equal to the copy is held_by_another's; of two as long, the first holds the other (as there: two
+    # copies each taken as the other's holder were both dropped)
     other_last = any(i != ctx and i not in unkept and o.valid and not o.completion and len(o.tokens) >= len(copy)
-                     and o.tokens[:len(copy)] != copy and o.tokens[:len(start)] == start
-                     for i, o in enumerate(contexts))
+                     and (len(o.tokens) > len(copy) or i < ctx) and o.tokens[:len(copy)] != copy
+                     and o.tokens[:len(start)] == start for i, o in enumerate(contexts))
     return held_by_another(contexts, ctx, unkept) or other_last or sched.cache.keeps_longer(start or copy)

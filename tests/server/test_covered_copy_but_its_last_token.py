@@ -34,3 +34,32 @@ def test_a_copy_held_but_for_its_last_token_is_overwritten_without_a_park(tiny_m
         complete(s.url, tokens(rng, 14, N))              # main's history goes into slot 1 over the copy
         assert slot.tokens[:N - 1] == line[:-1] and slot.tokens[N - 1] == other_last
         assert cache_parks(s.url) == before              # before: one more, the copy written beside its history
+
+
+def test_of_two_as_long_covered_copies_differing_in_the_last_token_one_is_kept(tmp_path):
+    """Two copies as long, alike but for the last token, each covered by a request since gone from the contexts:
+    each holds all of the other but that token, so each was the other's holder and both were dropped. The first
+    holds the second (held_by_another's order for two equal histories); the first is parked."""
+    from types import SimpleNamespace
+
+    from strata.server import parking
+    from strata.server.cache import CacheConfig, ConversationCache
+    from strata.server.cache.memory import FixedMemory
+    from strata.server.slots import SlotTable
+
+    from tests.cache.sim_engine import SimEngine, SimFormat
+
+    engine = SimEngine(n_slots=2)
+    cache = ConversationCache(CacheConfig.from_values({"conversation_cache_mib": 64,
+                                                       "conversation_cache_sessions_dir": str(tmp_path / "s")}, {}),
+                              engine, image_format=SimFormat, memory=FixedMemory(100_000))
+    table = SlotTable(4096, 2, 4096, 1)
+    line = tokens(random.Random(5), 11, 50)
+    for ctx, last in ((1, 7), (2, 8)):
+        table.set_tokens(ctx, line[:-1] + [last])
+        table[ctx].superseded = table[ctx].covered = True
+    sched = SimpleNamespace(table=table, cache=cache, engine=engine)
+    try:
+        assert [parking.kept_elsewhere(sched, ctx) for ctx in (1, 2)] == [False, True]
+    finally:
+        cache.close(persist=False)
