@@ -15,7 +15,9 @@ on that order), the same pieces cut the same way, the suffix first:
 
     [BOS][FIM_SUF]{input_suffix}[FIM_PRE]{input_prefix}{prompt}[FIM_MID]
 
-The prefix keeps its last 3/4 of FIM_BATCH tokens, the suffix its first FIM_BATCH/4 - 2 - len(prompt); the
+The prefix keeps its last 3/4 of FIM_BATCH tokens (a longer one loses its start in steps of PREFIX_CUT_STEP, so
+that the start stays put as the user types on), the suffix its first FIM_BATCH/4 - 2 - len(prompt) (with
+--spm-infill len(prompt) in steps of TYPED_ROOM_STEP, so that the suffix, read first, stays put); the
 repo-level context keeps its last n_ctx - FIM_BATCH - 2 * n_predict tokens (none in a small context; n_ctx is
 a slot's where the server has slots: fim_context), and fewer where the whole prompt would not be shorter than
 n_ctx (n_predict 0 or -1 with a long prefix and suffix; llama.cpp's prompt then overflows its slot). Prefix,
@@ -35,6 +37,16 @@ from strata.server.errors import APIError
 
 # llama.cpp's default n_batch, which its /infill sizes the prefix and suffix by (prefix:suffix = 3:1)
 FIM_BATCH = 2048
+# tokens: a prefix longer than its 3/4 of FIM_BATCH loses its start in steps of this many, so that its first kept token
+# stays put while the user types on. Cut one token at a time (llama.cpp's cut), the start moved at every line ended,
+# and the next keystroke read everything after the repo-level part again: 2,048 tokens instead of ~510 in
+# fim_beside_agent (2026-12-06), ~10 s on a loaded two-core machine. The prefix keeps 1,281 to 1,536 tokens.
+PREFIX_CUT_STEP = 256
+# tokens: with --spm-infill the suffix leaves room for the typed part (`prompt`) in steps of this many, at least one
+# step. Sized by the typed part token by token (llama.cpp's), the suffix lost a token at nearly every keystroke, and
+# since it comes first in that order everything after it, the whole prefix, was read again (~1,540 tokens a
+# keystroke instead of the few typed; fim_beside_agent, 2026-12-06). A cursor's line is rarely longer than a step.
+TYPED_ROOM_STEP = 64
 REPO_NAME = "myproject\n"          # llama.cpp's fixed project name ("TODO: make project name an input")
 CURRENT_FILE = "filename\n"        # and its fixed name of the file being edited
 SNIPPET_HEADER = "\n\n--- snippet ---\n\n"   # a chunk's header where the model has no file separator
@@ -91,6 +103,24 @@ def fim_context(engine) -> int:
     return n
 
 
+def kept_prefix(n: int) -> int:
+    """How many of a prefix's `n` tokens are kept (its last ones): all up to 3/4 of FIM_BATCH, else that less the
+    excess rounded up to PREFIX_CUT_STEP, so the first kept token is the same while the prefix grows within a step."""
+    most = 3 * (FIM_BATCH // 4)
+    if n <= most:
+        return n
+    return n - -(-(n - most) // PREFIX_CUT_STEP) * PREFIX_CUT_STEP
+
+
+def typed_room(n: int, spm: bool) -> int:
+    """The suffix's room left for a typed part of `n` tokens: `n` in the prefix-suffix-middle order (llama.cpp's: the
+    suffix follows the typed part there, so it is read again at each keystroke anyway), with --spm-infill `n` rounded
+    up to TYPED_ROOM_STEP, at least one step (the suffix then stays the same as a line is typed)."""
+    if not spm:
+        return n
+    return max(1, -(-n // TYPED_ROOM_STEP)) * TYPED_ROOM_STEP
+
+
 def fim_prompt(tokenizer, req: FimRequest) -> FimPrompt:
     """The layout above. Precondition: `tokenizer.fim.usable`."""
     fim = tokenizer.fim
@@ -108,8 +138,8 @@ def fim_prompt(tokenizer, req: FimRequest) -> FimPrompt:
         extra += plain(chunk.text)
     if fim.sep is not None:
         extra += [fim.sep, *plain(CURRENT_FILE)]
-    n_prefix = min(len(prefix), 3 * (FIM_BATCH // 4))
-    n_suffix = min(len(suffix), max(0, FIM_BATCH // 4 - (2 + len(prompt))))
+    n_prefix = kept_prefix(len(prefix))
+    n_suffix = min(len(suffix), max(0, FIM_BATCH // 4 - (2 + typed_room(len(prompt), req.spm))))
     # llama.cpp's budget for the repo-level part, and never past the context less one token: with n_predict 0 (a
     # warm-up) or -1, a whole prefix and suffix and the specials made the prompt n_ctx + 1 or 2, which fits no
     # slot, so it waited for main and displaced an agent's history there (what fim_context is for)
