@@ -21,9 +21,14 @@ from typing import Any
 
 from strata.server import session_match
 from strata.server.cache.restoring import CacheHit
+from strata.server.errors import APIError
 from strata.server.slots import MAIN, common_prefix
 
 log = logging.getLogger("strata.server.sessions")
+
+# Retry-After of a save whose parked history no idle context can take now (each that would runs a request): as a
+# save into a busy context is told (sessions_backend.IDLE_RETRY_AFTER_S)
+READ_BACK_RETRY_AFTER_S = 5
 
 
 class SlotTakenError(Exception):
@@ -140,7 +145,9 @@ def _read_back(sched: Any, cache: Any, h: session_match.Holder, wanted: Wanted) 
                                        c.id == MAIN) for c in table.contexts]
     where = session_match.pick_restore_context(views, h.matched)
     if where.ctx is None:
-        raise MemoryError(f"{wanted.what} was parked to the {h.source} cache and {where.reason}; retry")
+        # a 503 to retry, not a MemoryError: the handler said "not enough RAM to save", and RAM had no part in it
+        raise APIError(503, f"{wanted.what} was parked to the {h.source} cache and {where.reason}; nothing saved, "
+                       "retry later", headers={"Retry-After": str(READ_BACK_RETRY_AFTER_S)})
     ctx = where.ctx
     hit = CacheHit(h.source, str(h.ref), h.matched, h.matched, "a session save by conversation")
     with cache.holding(hit):   # the park below may hand entries down or delete the oldest: not this one
