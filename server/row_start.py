@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("strata.server.scheduler")   # the scheduler's lines, named as before this module
 
 MISMATCH_EXCERPT_TOKENS = 12
-# cache lookups a request makes when its hit's files are gone (a miss, unindexed): before, the first such miss had
-# the whole prompt read again (a two-server trial: 5,089 tokens, 38 s) while another entry held most of it
+# cache lookups a request makes when its hit's files are gone (a miss, unindexed) or damaged from the start: before,
+# the first such hit had the whole prompt read again (a two-server trial: 5,089 tokens, 38 s) while another entry
+# held most of it
 CACHE_LOOKUPS = 3
 
 
@@ -69,7 +70,8 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
     with contextlib.ExitStack() as holds:
         hit, tried, parked = None, set(), False
         # a hit whose files went since it was indexed (another server sharing the folder removed them) is a miss,
-        # unindexed: the lookup is asked again for the next best entry, a few times (two servers evicting at once)
+        # unindexed, and one damaged before its first whole chunk restores nothing, discarded: the lookup is asked
+        # again for the next best entry, a few times (two servers evicting at once)
         while sched.cache is not None and best_n < limit and len(tried) < CACHE_LOOKUPS:
             try:
                 hit = holds.enter_context(sched.cache.held_lookup(prompt))
@@ -87,8 +89,9 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
             outcome = restore_from_cache(sched, hit, row, limit)
             restored = outcome == "restored"
             if outcome == "failed":   # the context's old history is gone: read from whatever is left
-                own = 0
-            if outcome != "missed":
+                own, best_n = 0, src_n
+            # a damaged hit that restored nothing is discarded, a gone one unindexed: the next best may serve
+            if outcome == "restored" or sched.stopping:
                 break
         hit_n = int(getattr(hit, "n_tokens", 0) or 0) if hit is not None else 0
         compared = [(own, len(state.tokens)),

@@ -49,3 +49,31 @@ def test_a_hit_removed_by_another_server_falls_back_to_the_next_best_entry(tiny_
         # before: the gone hit was the only one tried and all of the prompt was read again (cached 0)
         assert usage["prompt_tokens_details"]["cached_tokens"] >= P_N - 1, usage
         assert gone.key not in cold.entries
+
+
+def test_a_hit_damaged_at_its_start_falls_back_to_the_next_best_entry(tiny_model, tmp_path):
+    """The trial's flipped system-prompt images: each was 'not restored, the prompt read again' (cached 0) with
+    other entries holding a prefix of the prompt. A hit that restores nothing (damaged before its first whole chunk)
+    is discarded, and the lookup is asked again as for a gone one."""
+    rng = random.Random(12)
+    words = lambda n: [rng.randrange(10, 500) for _ in range(n)]   # noqa: E731
+    p = [11] + words(P_N - 1)
+    px, py, q = p + words(TAIL_N), p + words(TAIL_N), [12] + words(300)
+    with LiveServer(model=str(tiny_model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0,
+                    conversation_cache_park="disk", conversation_cache_cold_dir=str(tmp_path / "cold"),
+                    conversation_cache_cold_mib=64) as s:
+        for prompt in (px, py, q):
+            complete(s.url, prompt)
+        cache = s.state.scheduler.cache
+        cache.flush()
+        cold = cache.cascade.levels[-1]
+        held = {len(e.tokens): e for e in cold.entries.values()}
+        damaged = held[len(py)]
+        with open(damaged.image_path, "r+b") as f:      # its header: nothing of it can be trusted
+            f.seek(64)
+            b = f.read(16)
+            f.seek(64)
+            f.write(bytes(x ^ 0xFF for x in b))
+        usage = complete(s.url, py + words(50))
+        assert usage["prompt_tokens_details"]["cached_tokens"] >= P_N - 1, usage   # before: 0
+        assert cache.damaged == 1 and damaged.key not in cold.entries
