@@ -537,28 +537,61 @@ class SessionAgent(Agent):
         self.prev_prompt = total - c.usage.completion_tokens
         self.messages += [{"role": "assistant", "content": c.choices[0].message.content or "ok"},
                           {"role": "user", "content": "And this: " + code(self.rng, self.rng.randint(5, 25))}]
-        if self.saved is None or self.rng.random() < 0.15:
+        if self.saved is None or self.rng.random() < self.server.args.session_save_p:
             self.save(req, total)
         if self.prev_prompt > LONG_LIMIT:
             self.reset()
 
     def save(self, req: int, total: int) -> None:
-        """Saves the slot request `req` ran in. Another request may have taken it since (the API names a slot, not a
-        conversation): a save whose n_tokens is not this conversation's (its prompt and answer, the last token
-        not yet in the KV) is logged as `other` and not taken as the saved point."""
-        decisions = httpx.get(self.server.url + "/v1/slots", timeout=30).json()["decisions"]
-        where = [d["slot"] for d in decisions if d.get("request") == req]
-        if not where:
-            return
-        slot = where[-1]
+        """Saves the conversation by its messages, the answer included (POST /v1/sessions/{name}/save
+        {"messages"}): the server finds the context or cache entry holding it, wherever another request moved it.
+        Saving the slot request `req` ran in stored another request's history when one took the slot between the
+        answer and the save (5 of 24 saves in session 30's soak). A save whose n_tokens is not this conversation's
+        (at least its prompt, at most its prompt and answer) is logged as `other` and not taken as the saved
+        point; with --check-saves each save is restored into main and checked by a 1-token turn's cached tokens."""
+        history = [dict(m) for m in self.messages[:-1]]   # through the answer: the next user message is not sent yet
         t0 = time.time()
-        r = httpx.post(f"{self.server.url}/v1/sessions/soak-work/save", json={"slot": slot}, timeout=600)
-        other = r.status_code == 200 and not total - 2 <= r.json().get("n_tokens", 0) <= total
-        self.log.write({"kind": "session_save", "status": r.status_code, "body": r.text[:300], "slot": slot,
+        r = httpx.post(f"{self.server.url}/v1/sessions/soak-work/save", json={"messages": history}, timeout=600)
+        body = r.json() if r.status_code == 200 else {}
+        n = body.get("n_tokens", 0)
+        other = r.status_code == 200 and not self.prev_prompt <= n <= total
+        self.log.write({"kind": "session_save", "status": r.status_code, "body": r.text[:300], "slot": body.get("slot"),
+                        "source": body.get("source"), "n_tokens": n, "prompt": self.prev_prompt, "total": total,
                         "s": round(time.time() - t0, 2), "other": other, "phase": self.server.n})
         if r.status_code == 200 and not other:
             # the saved context held the prompt and answer; a branch resends the history up to the answer
-            self.saved = {"messages": [dict(m) for m in self.messages[:-1]], "conv": self.conv}
+            self.saved = {"messages": history, "conv": self.conv}
+            if self.server.args.check_saves:
+                self.check_save(history, n)
+
+    def check_save(self, history: list, n_saved: int) -> None:
+        """Restores the save into main, then asks whether main holds this conversation's history: a save of main
+        guarded by the messages (the server compares main's tokens with them: 200 with n_saved tokens, or a 409
+        when another request took main meanwhile), and a turn of its history with one more user message
+        (max_tokens 1) that reuses them all (cached_tokens >= n_saved - 1) from main (run there, or copied from it:
+        the decision's source). `right`: the restore gave n_saved tokens and the guarded save found them all."""
+        r = httpx.post(f"{self.server.url}/v1/sessions/soak-work/restore", json={"slot": "main"}, timeout=600)
+        restored = r.json().get("n_tokens", 0) if r.status_code == 200 else 0
+        guard = httpx.post(f"{self.server.url}/v1/sessions/soak-check/save",
+                           json={"slot": "main", "messages": history}, timeout=600) if r.status_code == 200 else None
+        held = guard.json().get("n_tokens", 0) if guard is not None and guard.status_code == 200 else 0
+        cached, ran_in, from_slot = 0, None, None
+        if r.status_code == 200:
+            raw = self.oai.chat.completions.with_raw_response.create(
+                model="m", messages=history + [{"role": "user", "content": "Check."}], max_tokens=1, temperature=0)
+            u = raw.parse().usage
+            cached = u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details else 0
+            req = int(raw.headers.get("x-strata-request", 0))
+            decisions = httpx.get(self.server.url + "/v1/slots", timeout=30).json()["decisions"]
+            mine = [d for d in decisions if d.get("request") == req and not d.get("park")]
+            if mine:
+                ran_in, from_slot = mine[-1].get("slot"), mine[-1].get("source_slot")
+        self.log.write({"kind": "session_check", "status": r.status_code, "restored": restored, "saved": n_saved,
+                        "guard_status": guard.status_code if guard is not None else None, "main_held": held,
+                        "cached": cached, "ran_in": ran_in, "from_slot": from_slot,
+                        "cached_from_main": "main" in (ran_in, from_slot) and cached >= n_saved - 1,
+                        "right": r.status_code == 200 and restored == n_saved and held == n_saved,
+                        "phase": self.server.n})
 
     def restore_and_branch(self) -> None:
         busy = [c for c in httpx.get(self.server.url + "/v1/slots", timeout=30).json()["slots"]
@@ -671,7 +704,13 @@ def main() -> None:
     p.add_argument("--segment-mib", type=int, default=64)
     p.add_argument("--system-prompt-mib", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--session-save-p", type=float, default=0.15,
+                   help="the chance that the session agent saves after a turn (besides its first save)")
+    p.add_argument("--check-saves", action="store_true",
+                   help="restore each session save into main and check it by a 1-token turn's cached tokens")
     args = p.parse_args()
+    if not 0.0 <= args.session_save_p <= 1.0:
+        p.error(f"--session-save-p must be a chance from 0 to 1, got {args.session_save_p!r}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     args.root = args.root or str(out)

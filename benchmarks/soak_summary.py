@@ -80,6 +80,14 @@ def summarize(records: list[dict]) -> dict:
                                               for k in ("session_save", "session_restore")}
         out["phases"][ph]["session_saves_of_another"] = sum(r["kind"] == "session_save" and r.get("other", False)
                                                             and r.get("phase") == ph for r in records)
+        checks = [r for r in records if r["kind"] == "session_check" and r.get("phase") == ph]   # --check-saves
+        out["phases"][ph]["session_checks"] = {"right": sum(r["right"] for r in checks),
+                                               # a 409: another request took main after the restore (not judged)
+                                               "wrong": sum(not r["right"] and r.get("guard_status") != 409
+                                                            for r in checks),
+                                               "guard_409": sum(r.get("guard_status") == 409 for r in checks),
+                                               "cached_from_main": sum(r.get("cached_from_main", False)
+                                                                       for r in checks)}
     lags = [r for r in records if r["kind"] == "events" and "lag_max_s" in r]
     out["events_lag_max_s"] = max((r["lag_max_s"] for r in lags), default=None)
     return out
