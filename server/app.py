@@ -230,7 +230,9 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
             state.scheduler.timeline.close()
     if state.cache is not None:
         try:
-            close_cache(state.cache)
+            # off the event loop, as the scheduler's stop: its writes take minutes for a big model, and a loop held
+            # by them took a second Ctrl-C only once they had ended (cli.ALREADY_STOPPING came after "stopped")
+            await asyncio.get_running_loop().run_in_executor(None, close_cache, state.cache)
         except Exception:
             log.exception("closing the conversation cache failed")
     logging.getLogger("strata").removeHandler(tail)

@@ -35,6 +35,12 @@ from strata.exit_status import CANNOT_LISTEN, CONFIGURATION_REFUSED, MODEL_NOT_L
 
 log = logging.getLogger("strata.server")
 
+# what a second stop signal says while the stop keeps the conversations: it does not cut the stop short (the
+# histories not yet written would be lost), and it said nothing, so the stop looked hung to a user pressing Ctrl-C
+ALREADY_STOPPING = ("already stopping: the conversations are being kept for the next start (the 'stopping: keeping' "
+                    "lines say how far); another Ctrl-C or stop signal does not cut that short (ending the process "
+                    "now, kill, loses the histories not yet written)")
+
 __all__ = ["FLAG_REASONS", "FLAG_SYNONYMS", "add_arguments", "run", "serve"]   # FLAG_*: strata/cli.py's hints
 
 
@@ -135,13 +141,20 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
     state.on_load_error = on_load_error
     if config.stop_on_stdin_eof:
         watch_stdin(lambda: loop.call_soon_threadsafe(stop.set))
+    said_already = False
+
     def on_stop_signal() -> None:
+        nonlocal said_already
         if not (state.ready or state.load_error):
             if stop.is_set():            # a second Ctrl-C while loading: nothing served yet, nothing to keep
                 log.warning("stopped while loading the model")
                 os._exit(130)
             log.info("stopping once the model has loaded (it cannot be interrupted; a second Ctrl-C or stop signal "
                      "quits now, nothing is lost: no conversation has been served yet)")
+        elif stop.is_set() and not said_already:
+            # a second Ctrl-C while the stop writes the conversations (a big model's: minutes) went unanswered
+            said_already = True
+            log.info("%s", ALREADY_STOPPING)
         stop.set()
 
     restore_signals = on_stop_signals(loop, on_stop_signal)
