@@ -18,8 +18,13 @@ The model is SmolLM2 (the default) with FIM token ids written into a copy's meta
 tokens <gh_stars>, <issue_start>, <issue_comment> as prefix, suffix, middle; <repo_name>, <file_sep> as repo and
 separator): its completions are not good code, but its speed and the scheduler's decisions are the real ones.
 
+Per completion also what it had to read past what it reused (timings.prompt_n) and whether it came back with content; `--layout-at COMMIT`
+lays the completions' prompts out as at COMMIT (benchmarks/layout_at.py: server/fim_prompt.py from git, the rest of
+this tree), for an A/B of the layout in one tree.
+
     .venv/bin/python benchmarks/fim_beside_agent.py [--threads 2] [--turns 10] [--only alone|editor]
-                                                    [--t-max-prompt-ms 500] [--spm-infill]
+                                                    [--t-max-prompt-ms 500] [--spm-infill] [--layout-at COMMIT]
+                                                    [--suffix-lines 64]
 """
 
 from __future__ import annotations
@@ -86,9 +91,9 @@ async def agent(session: aiohttp.ClientSession, url: str, turns: int, seed: int,
 
 
 async def editor(session: aiohttp.ClientSession, url: str, stop: asyncio.Event, seed: int, out: list[dict],
-                 t_max_prompt_ms: int) -> None:
+                 t_max_prompt_ms: int, suffix_lines: int = 64) -> None:
     """Completions as the user types in EDITED: llama.vscode's body with its defaults (256 lines before, the typed
-    part of the line as `prompt`, 64 lines after, two ring-buffer chunks, n_predict 128, n_indent, top_k 40,
+    part of the line as `prompt`, 64 lines after (`suffix_lines`: llama.vscode's n_suffix), two ring-buffer chunks, n_predict 128, n_indent, top_k 40,
     top_p 0.99, t_max_prompt_ms 500 unless `t_max_prompt_ms` says otherwise (0: left out), t_max_predict_ms 500);
     half given up."""
     rng = random.Random(seed)
@@ -103,7 +108,7 @@ async def editor(session: aiohttp.ClientSession, url: str, stop: asyncio.Event, 
             lines.insert(line, target)
             line, typed = line + 1, ""
         body = {"input_prefix": "".join(lines[max(0, line - 256):line]), "prompt": typed,
-                "input_suffix": "".join(lines[line:line + 64]), "input_extra": extra, "n_predict": 128,
+                "input_suffix": "".join(lines[line:line + suffix_lines]), "input_extra": extra, "n_predict": 128,
                 "top_k": 40, "top_p": 0.99, "stream": False, "samplers": ["top_k", "top_p", "infill"],
                 "cache_prompt": True, "n_indent": 8, "t_max_predict_ms": 500}
         if t_max_prompt_ms:
@@ -116,7 +121,7 @@ async def editor(session: aiohttp.ClientSession, url: str, stop: asyncio.Event, 
             async with session.post(url + "/infill", json=body, timeout=timeout) as r:
                 a = await r.json()
             rec.update(evaluated=a["tokens_evaluated"], cache_n=a["timings"]["cache_n"], s=time.monotonic() - t0,
-                       predicted=a["tokens_predicted"])
+                       predicted=a["tokens_predicted"], read=a["timings"]["prompt_n"], content=bool(a["content"]))
         except asyncio.TimeoutError:
             rec["cancelled"] = True
         out.append(rec)
@@ -124,12 +129,13 @@ async def editor(session: aiohttp.ClientSession, url: str, stop: asyncio.Event, 
 
 
 async def phase(url: str, turns: int, with_editor: bool, seed: int,
-                t_max_prompt_ms: int) -> tuple[list[dict], list[dict]]:
+                t_max_prompt_ms: int, suffix_lines: int = 64) -> tuple[list[dict], list[dict]]:
     turns_out: list[dict] = []
     completions: list[dict] = []
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
         stop = asyncio.Event()
-        ed = asyncio.create_task(editor(session, url, stop, seed, completions, t_max_prompt_ms)) \
+        ed = asyncio.create_task(editor(session, url, stop, seed, completions, t_max_prompt_ms,
+                                                suffix_lines)) \
             if with_editor else None
         await agent(session, url, turns, seed, turns_out)
         stop.set()
@@ -161,6 +167,13 @@ def report(name: str, turns: list[dict], completions: list[dict]) -> None:
               f"{len(done)} answered; their prompts {ev} tokens, {ca} reused ({100 * ca / max(ev, 1):.1f}%), "
               f"answered in {sum(c['s'] for c in done) / max(len(done), 1):.2f} s on average, "
               f"{sum(c['predicted'] == 0 for c in done)} of them with nothing (prompt past t_max_prompt_ms)")
+        got = [c for c in done if c["content"]]
+        reads = sorted(c["read"] for c in done)
+        print(f"completions with content: {len(got)} of {len(done)} answered"
+              + (f", in {sum(c['s'] for c in got) / len(got):.2f} s on average" if got else "")
+              + (f"; each had {reads[len(reads) // 2]} prompt tokens to read past what it reused (median), "
+                 f"{reads[0]}-{reads[-1]}" if reads
+                 else ""))
 
 
 def main() -> None:
@@ -173,11 +186,17 @@ def main() -> None:
     ap.add_argument("--spm-infill", action="store_true", help="strata serve --spm-infill (suffix first)")
     ap.add_argument("--t-max-prompt-ms", type=int, default=500, help="the editor's t_max_prompt_ms (llama.vscode's "
                     "default 500; 0: left out, as a server that does not act on it)")
+    ap.add_argument("--suffix-lines", type=int, default=64, help="lines after the cursor the editor sends "
+                    "(llama.vscode's n_suffix, 64 by default)")
+    ap.add_argument("--layout-at", default=None, help="lay completions' prompts out as at this commit "
+                    "(benchmarks/layout_at.py)")
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="fim_trial_"))
     model = fim_smollm2(folder / "smollm2-fim.gguf")
     log = folder / "server.log"
-    cmd = [str(ROOT / ".venv/bin/strata"), "serve", "--no-config", "--model", str(model), "--port", str(args.port),
+    strata = [str(ROOT / ".venv/bin/strata")] if args.layout_at is None else \
+        [str(ROOT / ".venv/bin/python"), str(ROOT / "benchmarks" / "layout_at.py"), args.layout_at]
+    cmd = [*strata, "serve", "--no-config", "--model", str(model), "--port", str(args.port),
            "--batch", "4", "--ctx", "12288", "--slot-ctx", "12288", "--threads", str(args.threads),
            "--conversation-cache-mib", "1024"] + (["--spm-infill"] if args.spm_infill else [])
     url = f"http://127.0.0.1:{args.port}"
@@ -190,8 +209,8 @@ def main() -> None:
                 if args.only and (args.only == "editor") != with_editor:
                     continue
                 turns, completions = asyncio.run(phase(url, args.turns, with_editor, args.seed + with_editor,
-                                                       args.t_max_prompt_ms))
-                could_reuse(model, completions, args.spm_infill)
+                                                       args.t_max_prompt_ms, args.suffix_lines))
+                could_reuse(model, completions, args.spm_infill, args.layout_at)
                 print(asyncio.run(cache_lines(url)))
                 report(name, turns, completions)
         finally:
@@ -210,11 +229,19 @@ async def cache_lines(url: str) -> str:
                                          "strata_cache_superseded_total")))
 
 
-def could_reuse(model: Path, completions: list[dict], spm: bool = False) -> None:
-    """Each completion's `could`: the tokens its prompt shares at the start with the request before it."""
+def could_reuse(model: Path, completions: list[dict], spm: bool = False, layout_at: str | None = None) -> None:
+    """Each completion's `could`: the tokens its prompt shares at the start with the request before it (laid out as
+    the server lays it out: as at `layout_at` where given)."""
     from strata.engine import GGUFFile
     from strata.engine.tokenizer import Tokenizer
-    from strata.server.fim_prompt import ExtraChunk, FimRequest, fim_prompt
+
+    if layout_at is not None:
+        from benchmarks.layout_at import load_layout
+
+        layout = load_layout(layout_at)
+    else:
+        from strata.server import fim_prompt as layout
+    ExtraChunk, FimRequest, fim_prompt = layout.ExtraChunk, layout.FimRequest, layout.fim_prompt
 
     tok = Tokenizer.from_metadata(GGUFFile(str(model)).metadata)
     before: list[int] = []
