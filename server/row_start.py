@@ -161,7 +161,8 @@ def restore_from_cache(sched: Scheduler, hit: Any, row: Row, limit: int) -> str:
         sched.engine.truncate(ctx, n)
         sched.table.set_tokens(ctx, tokens[:n])
     except Exception:
-        log.exception("restoring %s tokens from the %s cache into context %s failed; reading the prompt",
+        log.exception("restoring %s tokens from the %s cache into context %s failed; looking for the next best "
+                      "entry, else reading the prompt",
                       getattr(hit, "n_tokens", "?"), getattr(hit, "level", "?"), ctx)
         sched.engine.truncate(ctx, 0)
         sched.table.set_tokens(ctx, [])
@@ -170,7 +171,8 @@ def restore_from_cache(sched: Scheduler, hit: Any, row: Row, limit: int) -> str:
     if n <= 0 and sched.stopping:   # ended before its first chunk by the stop: nothing went wrong
         return "failed"
     if n <= 0:
-        log.warning("the %s cache could not restore %s tokens into context %s (%s); reading the prompt",
+        log.warning("the %s cache could not restore %s tokens into context %s (%s); looking for the next best entry, "
+                    "else reading the prompt",
                     getattr(hit, "level", "?"), getattr(hit, "n_tokens", "?"), ctx,
                     getattr(result, "reason", "?"))
         sched.metrics.add_restore_fallback(str(getattr(result, "level", getattr(hit, "level", "?"))))

@@ -235,7 +235,7 @@ class RestoreMixin:
                            "; its files cannot be deleted (left on disk), the entry is not used again")
             log.warning("conversation cache %s level: %s damaged (%s); %s%s", lvl.name, entry.image_path, v.reason,
                         f"its first {n} tokens restored, the rest of the prompt read again" if ladder
-                        else "not restored, the prompt read again", outcome)
+                        else "not restored", outcome)
         return self._finish_restore(lvl.name, n, t0, adm.floor, ladder, why)
 
     def _finish_restore(self, level: str, n: int, t0: float, floor: str, ladder: bool, why: str) -> RestoreResult:

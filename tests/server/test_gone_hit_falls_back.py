@@ -51,7 +51,7 @@ def test_a_hit_removed_by_another_server_falls_back_to_the_next_best_entry(tiny_
         assert gone.key not in cold.entries
 
 
-def test_a_hit_damaged_at_its_start_falls_back_to_the_next_best_entry(tiny_model, tmp_path):
+def test_a_hit_damaged_at_its_start_falls_back_to_the_next_best_entry(tiny_model, tmp_path, caplog):
     """The trial's flipped system-prompt images: each was 'not restored, the prompt read again' (cached 0) with
     other entries holding a prefix of the prompt. A hit that restores nothing (damaged before its first whole chunk)
     is discarded, and the lookup is asked again as for a gone one."""
@@ -74,6 +74,11 @@ def test_a_hit_damaged_at_its_start_falls_back_to_the_next_best_entry(tiny_model
             b = f.read(16)
             f.seek(64)
             f.write(bytes(x ^ 0xFF for x in b))
-        usage = complete(s.url, py + words(50))
+        with caplog.at_level("WARNING"):
+            usage = complete(s.url, py + words(50))
         assert usage["prompt_tokens_details"]["cached_tokens"] >= P_N - 1, usage   # before: 0
+        said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        # what the warnings say comes next: not "the prompt read again", which it no longer is
+        assert any("looking for the next best entry" in m for m in said), said
+        assert not any("prompt read again" in m for m in said), said
         assert cache.damaged == 1 and damaged.key not in cold.entries
