@@ -233,9 +233,12 @@ class RestoreMixin:
                 lvl.entries.pop(entry.key, None)
                 outcome = ("; the entry is deleted" if gone else
                            "; its files cannot be deleted (left on disk), the entry is not used again")
+            # a named session has no prompt to read the rest of: it stays in its folder, damaged, for its user
+            done = (f"its first {n} of {entry.n_tokens} tokens restored (its files stay as they are, damaged: save "
+                    "the session again to replace them)" if source == "session_restore"
+                    else f"its first {n} tokens restored, the rest of the prompt read again")
             log.warning("conversation cache %s level: %s damaged (%s); %s%s", lvl.name, entry.image_path, v.reason,
-                        f"its first {n} tokens restored, the rest of the prompt read again" if ladder
-                        else "not restored", outcome)
+                        done if ladder else "not restored", outcome)
         return self._finish_restore(lvl.name, n, t0, adm.floor, ladder, why)
 
     def _finish_restore(self, level: str, n: int, t0: float, floor: str, ladder: bool, why: str) -> RestoreResult:
