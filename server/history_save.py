@@ -166,7 +166,9 @@ def _read_back(sched: Any, cache: Any, h: session_match.Holder, wanted: Wanted) 
     sched.engine.truncate(ctx, n)
     table.set_tokens(ctx, tokens[:n])
     table[ctx].conversation = wanted.conversation if n else ""
-    table[ctx].parked = n > 0   # a prefix of the entry it came from, which stays: parking it again keeps it twice
+    # a prefix of the entry it came from, which stays: parking it again keeps it twice. Not a damaged entry's valid
+    # prefix (the ladder): that entry was deleted, and what the context holds is the conversation's only copy
+    table[ctx].parked = n > 0 and not result.ladder
     log.info("%d tokens of %s read back from the %s cache into %s for a session save (%s)", n, wanted.what,
              h.source, _label(ctx), result.reason)
     if n < wanted.min_tokens:
