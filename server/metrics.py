@@ -32,7 +32,7 @@ class Metrics:
     held_forced_tokens_total: int = 0                                    # a held answer's fixed text, read ahead
     thinking_budget_cuts_total: int = 0                                  # reasoning ended at its token budget
     parks_total: dict[str, int] = field(default_factory=dict)           # slot, skip, cache
-    restore_fallbacks: dict[str, int] = field(default_factory=dict)     # by cache level: the prompt was read instead
+    restore_fallbacks: dict[str, int] = field(default_factory=dict)     # by cache level: the next best entry looked up, else the prompt read
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add_prompt(self, prompt: int, reused: int, source: str, read: int) -> None:
