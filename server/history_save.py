@@ -92,15 +92,17 @@ def save_found(sched: Any, cache: Any, name: str, wanted: Wanted) -> dict:
     back into an idle context first). HistoryNotFoundError when none holds `wanted.min_tokens` of it."""
     holders = [session_match.Holder("context", c.id, common_prefix(c.tokens, wanted.tokens), _label(c.id))
                for c in sched.table.contexts if c.valid and c.tokens]
-    for level, key, matched, _ in cache.history_holders(wanted.tokens):
+    entry_tokens = {}
+    for level, key, matched, n_entry in cache.history_holders(wanted.tokens):
         holders.append(session_match.Holder(level, key, matched, f"{level} cache entry {key[:12]}"))
+        entry_tokens[(level, key)] = n_entry
     choice = session_match.pick_holder(holders, wanted.min_tokens)
     h = choice.holder
     if h is None:
         raise HistoryNotFoundError(f"{wanted.what} is not held here: {choice.reason}; nothing saved")
     if h.source == "context":
         return _saved(cache.save_session(name, int(h.ref), h.matched), int(h.ref), "context", choice.reason)
-    ctx, restore_reason = _read_back(sched, cache, h, wanted)
+    ctx, restore_reason = _read_back(sched, cache, h, wanted, entry_tokens[(h.source, h.ref)])
     info = cache.save_session(name, ctx, len(sched.table[ctx].tokens))
     return _saved(info, ctx, h.source, f"{choice.reason}; read back into {restore_reason}")
 
@@ -137,12 +139,16 @@ def save_guarded(sched: Any, cache: Any, name: str, ctx: int, wanted: Wanted | N
     return _saved(cache.save_session(name, ctx, matched), ctx, "context", f"{_label(ctx)} holds {matched} tokens")
 
 
-def _read_back(sched: Any, cache: Any, h: session_match.Holder, wanted: Wanted) -> tuple[int, str]:
-    """Restores the matched part of cache entry `h` into an idle context; (that context, why it)."""
+def _read_back(sched: Any, cache: Any, h: session_match.Holder, wanted: Wanted, entry_tokens: int) -> tuple[int, str]:
+    """Restores the matched part of cache entry `h` (of `entry_tokens`) into an idle context; (that context, why it)."""
     table = sched.table
     reserved = {ctx for _, _, ctx in getattr(sched, "_deferred", []) if ctx is not None}   # a session call's next
-    views = [session_match.ContextView(c.id, c.capacity, c.busy_job is None, c.id in reserved, c.blank, c.last_use,
-                                       c.id == MAIN) for c in table.contexts]
+    # what each context can take of the entry: an entry longer than a context restores whole snapshot chunks there
+    # only (a slot of 600 tokens took 512 of a 1,000-token entry, and a save of its first 550 was a 404 beside an
+    # idle main)
+    views = [session_match.ContextView(c.id, cache.restorable_tokens(entry_tokens, h.matched, c.id),
+                                       c.busy_job is None, c.id in reserved, c.blank, c.last_use, c.id == MAIN)
+             for c in table.contexts]
     where = session_match.pick_restore_context(views, h.matched)
     if where.ctx is None:
         # a 503 to retry, not a MemoryError: the handler said "not enough RAM to save", and RAM had no part in it

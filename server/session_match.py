@@ -57,7 +57,7 @@ class ContextView:
     """A context as the choice of where to read a parked history back sees it."""
 
     id: int
-    capacity: int
+    capacity: int        # tokens of the history it can take (whole snapshot chunks of a longer entry: fewer)
     idle: bool           # runs no request or rebuild
     reserved: bool       # a session save or restore waits for it (it runs there next)
     blank: bool          # empty, invalid or a superseded copy: worth nothing

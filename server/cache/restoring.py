@@ -158,6 +158,11 @@ class RestoreMixin:
             source = {"segment": "segment_hit", "system_prompt": "system_prompt_hit"}.get(level_name, "disk_hit")
             return self._restore_disk(lvl, entry, ctx, limit, source, t0, stop=stop)
 
+    def restorable_tokens(self, entry_tokens: int, wanted: int, ctx: int) -> int:
+        """How many of an entry's `wanted` tokens a restore into context `ctx` puts there: all of them, or where the
+        entry (of `entry_tokens`) is longer than the context, its whole snapshot chunks that fit (0: not one)."""
+        return self._usable_tokens(entry_tokens, wanted, ctx)[0]
+
     def _usable_tokens(self, entry_tokens: int, wanted: int, ctx: int) -> tuple[int, str]:
         """(tokens to restore, "" or why none): an entry longer than the context restores its longest
         prefix of whole snapshot chunks that fits (as the engine's restorer does); none when not even
