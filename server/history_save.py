@@ -26,8 +26,8 @@ from strata.server.slots import MAIN, common_prefix
 
 log = logging.getLogger("strata.server.sessions")
 
-# Retry-After of a save whose parked history no idle context can take now (each that would runs a request): as a
-# save into a busy context is told (sessions_backend.IDLE_RETRY_AFTER_S)
+# Retry-After of a save whose parked history no idle context can take now (each that would runs a request), or whose
+# read-back the memory floors refuse now: as a save into a busy context is told (sessions_backend.IDLE_RETRY_AFTER_S)
 READ_BACK_RETRY_AFTER_S = 5
 
 
@@ -165,6 +165,12 @@ def _read_back(sched: Any, cache: Any, h: session_match.Holder, wanted: Wanted, 
             table.set_tokens(ctx, [])
             raise
     if result.untouched:   # the entry went meanwhile, or was refused: the context holds what it held
+        if any(key == h.ref for _, key, _, _ in cache.history_holders(wanted.tokens)):
+            # refused, not gone (a disk read under the memory floors: RAM short now): held, so a retry may save it;
+            # a 404 told the client it was gone
+            raise APIError(503, f"{wanted.what} was parked to the {h.source} cache, but reading it back was refused "
+                           f"now ({result.reason}); nothing saved, retry later",
+                           headers={"Retry-After": str(READ_BACK_RETRY_AFTER_S)})
         raise HistoryNotFoundError(f"{wanted.what} was parked to the {h.source} cache, but {result.reason}; "
                                    "nothing saved")
     tokens = list(sched.engine.context_tokens(ctx))
