@@ -550,6 +550,8 @@ class SessionAgent(Agent):
         (at least its prompt, at most its prompt and answer) is logged as `other` and not taken as the saved
         point; with --check-saves each save is restored into main and checked by a 1-token turn's cached tokens."""
         history = [dict(m) for m in self.messages[:-1]]   # through the answer: the next user message is not sent yet
+        if self.server.args.check_saves:
+            self.guard_slot(req, history)
         t0 = time.time()
         r = httpx.post(f"{self.server.url}/v1/sessions/soak-work/save", json={"messages": history}, timeout=600)
         body = r.json() if r.status_code == 200 else {}
@@ -563,6 +565,18 @@ class SessionAgent(Agent):
             self.saved = {"messages": history, "conv": self.conv}
             if self.server.args.check_saves:
                 self.check_save(history, n)
+
+    def guard_slot(self, req: int, history: list) -> None:
+        """What a save of the slot request `req` ran in (as this agent saved before) would have stored: that slot's
+        save guarded by the messages, under a name of its own, is a 409 when another request took the slot."""
+        where = [d["slot"] for d in httpx.get(self.server.url + "/v1/slots", timeout=30).json()["decisions"]
+                 if d.get("request") == req and not d.get("park")]
+        if not where:
+            return
+        r = httpx.post(f"{self.server.url}/v1/sessions/soak-slot/save", json={"slot": where[-1], "messages": history},
+                       timeout=600)
+        self.log.write({"kind": "session_slot_guard", "status": r.status_code, "slot": where[-1],
+                        "body": r.text[:300], "phase": self.server.n})
 
     def check_save(self, history: list, n_saved: int) -> None:
         """Restores the save into main, then asks whether main holds this conversation's history: a save of main
