@@ -29,11 +29,12 @@ def test_a_second_ctrl_c_while_the_stop_writes_says_the_stop_goes_on(tiny_model,
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "STRATA_TEST_DISK_WRITE_DELAY_S": WRITE_DELAY_S}
     env.pop("STRATA_API_KEY", None)
     log_path = tmp_path / "server.log"
+    log_file = open(log_path, "w")    # closed below: the child holds its own copy
     proc = subprocess.Popen(
         [sys.executable, "-m", "strata", "serve", "--no-config", "--port", "0", "--threads", "1",
          "--model", str(tiny_model), "--ctx", "1024", "--batch", "1", "--conversation-cache-mib", "0",
          "--conversation-cache-cold-dir", str(tmp_path / "cold"), "--conversation-cache-cold-mib", "64"],
-        stdout=open(log_path, "w"), stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+        stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
     try:
         port = listening_port(log_path, proc)
         wait_healthy(port, proc)
@@ -49,6 +50,7 @@ def test_a_second_ctrl_c_while_the_stop_writes_says_the_stop_goes_on(tiny_model,
     finally:
         if proc.poll() is None:
             proc.kill()
+        log_file.close()
     log = log_path.read_text()
     assert proc.returncode == 0 and "Traceback" not in log, log
     assert log.count(ALREADY_STOPPING) == 1, log          # before: nothing said
