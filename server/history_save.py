@@ -159,7 +159,7 @@ def _read_back(sched: Any, cache: Any, h: session_match.Holder, wanted: Wanted, 
     with cache.holding(hit):   # the park below may hand entries down or delete the oldest: not this one
         sched.park_to_cache(ctx, "overwritten by a session save's read-back")
         try:
-            result = cache.restore(hit, ctx, stop=lambda: sched.stopping)
+            result = cache.restore(hit, ctx, stop=lambda: sched.stopping, for_save=True)
         except Exception:   # the context's KV is unknown now: empty, as a request's failed restore leaves it
             sched.engine.truncate(ctx, 0)
             table.set_tokens(ctx, [])

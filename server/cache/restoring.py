@@ -140,9 +140,11 @@ class RestoreMixin:
             return None, None
         return self.cascade.levels[found[0]], found[1]
 
-    def restore(self, hit: CacheHit, ctx: int, stop: Callable[[], bool] | None = None) -> RestoreResult:
+    def restore(self, hit: CacheHit, ctx: int, stop: Callable[[], bool] | None = None, *,
+                for_save: bool = False) -> RestoreResult:
         """Restore `hit` into context `ctx`; only `hit.n_tokens` are kept. 0 tokens = read it all. `stop`: a
-        disk restore ends at the next piece once it is true (the server stopping), the entry kept."""
+        disk restore ends at the next piece once it is true (the server stopping), the entry kept. `for_save`: a
+        session save's read-back (no prompt to read the rest of: a damaged image's warning says so)."""
         t0 = time.perf_counter()
         with self._lock:
             lvl, entry = self._locate(hit)
@@ -156,7 +158,7 @@ class RestoreMixin:
                 n, why = apply_image(self.engine, ctx, entry.pieces, entry.tokens, limit)
                 return self._finish_restore(level_name, n, t0, "", False, why)
             source = {"segment": "segment_hit", "system_prompt": "system_prompt_hit"}.get(level_name, "disk_hit")
-            return self._restore_disk(lvl, entry, ctx, limit, source, t0, stop=stop)
+            return self._restore_disk(lvl, entry, ctx, limit, source, t0, stop=stop, for_save=for_save)
 
     def restorable_tokens(self, entry_tokens: int, wanted: int, ctx: int) -> int:
         """How many of an entry's `wanted` tokens a restore into context `ctx` puts there: all of them, or where the
@@ -180,7 +182,7 @@ class RestoreMixin:
 
     def _restore_disk(self, lvl: DiskLevel, entry: DiskEntry, ctx: int, limit: int, source: str,
                       t0: float, *, discard_damaged: bool = True, stop: Callable[[], bool] | None = None,
-                      placed: policy.Admission | None = None) -> RestoreResult:
+                      placed: policy.Admission | None = None, for_save: bool = False) -> RestoreResult:
         """`placed`: the placement this restore already recorded (a retry on a newer save of the session): the newer
         image is placed again (its size may differ), recorded only where that decides otherwise."""
         c = self.config
@@ -211,7 +213,7 @@ class RestoreMixin:
                         lvl.entries[entry.key] = newer
                     wanted = newer.n_tokens if limit >= entry.n_tokens else min(limit, newer.n_tokens)
                     return self._restore_disk(lvl, newer, ctx, wanted, source, t0, discard_damaged=discard_damaged,
-                                              stop=stop, placed=adm)
+                                              stop=stop, placed=adm, for_save=for_save)
                 with self._lock:
                     # a sidecar that now names another image is another save's (another model's server on the
                     # folder, an older Strata's, one this one cannot read, or a save since _saved_again read it):
@@ -239,8 +241,11 @@ class RestoreMixin:
                 outcome = ("; the entry is deleted" if gone else
                            "; its files cannot be deleted (left on disk), the entry is not used again")
             # a named session has no prompt to read the rest of: it stays in its folder, damaged, for its user
+            # nor a session save's read-back: the context keeps the prefix, the rest of the history is lost
             done = (f"its first {n} of {entry.n_tokens} tokens restored (its files stay as they are, damaged: save "
                     "the session again to replace them)" if source == "session_restore"
+                    else f"its first {n} of {entry.n_tokens} tokens read back for a session save (the context keeps "
+                    "them; the rest of that history is lost)" if for_save
                     else f"its first {n} tokens restored, the rest of the prompt read again")
             log.warning("conversation cache %s level: %s damaged (%s); %s%s", lvl.name, entry.image_path, v.reason,
                         done if ladder else "not restored", outcome)

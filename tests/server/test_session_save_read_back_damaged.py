@@ -10,6 +10,7 @@ tokens reads its valid prefix back into main (a 404: not all of A), then R takes
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 
@@ -27,7 +28,7 @@ def complete(url: str, prompt: list[int]) -> dict:
     return r.json()["usage"]
 
 
-def test_a_damaged_entry_read_back_for_a_save_is_parked_again_when_overwritten(tiny_model, tmp_path):
+def test_a_damaged_entry_read_back_for_a_save_is_parked_again_when_overwritten(tiny_model, tmp_path, caplog):
     rng = random.Random(21)
     words = lambda n: [rng.randrange(10, 500) for _ in range(n)]   # noqa: E731
     a, q, r = [11] + words(A_N - 1), [12] + words(300), [13] + words(300)
@@ -45,8 +46,12 @@ def test_a_damaged_entry_read_back_for_a_save_is_parked_again_when_overwritten(t
             b = f.read(16)
             f.seek(-16, 1)
             f.write(bytes(x ^ 0xFF for x in b))
-        saved = httpx.post(f"{s.url}/v1/sessions/a/save", json={"tokens": a}, timeout=120)
+        with caplog.at_level(logging.WARNING, logger="strata.cache"):
+            saved = httpx.post(f"{s.url}/v1/sessions/a/save", json={"tokens": a}, timeout=120)
         assert saved.status_code == 404 and "could be read back" in saved.text, saved.text
+        (warned,) = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+        # a save has no prompt: before, "the rest of the prompt read again"
+        assert "prompt" not in warned and f"of {A_N} tokens read back for a session save" in warned, warned
         assert cache.damaged == 1 and entry.key not in cold.entries
         read_back = len(s.state.scheduler.table[0].tokens)
         assert 0 < read_back < A_N
