@@ -26,11 +26,14 @@ def amount(n_bytes: int, of: int) -> str:
     return f"{n_bytes / size:.1f} of {of / size:.1f} {unit}"
 
 
-def progress_line(n: int, bytes_done: int, n_bytes: int, n_done: int = 0) -> str:
-    """Sizes below 0: not known (the spill writer's queue, captures parked to disk): counted in entries."""
+def progress_line(n: int, bytes_done: int, n_bytes: int, n_done: int = 0, n_refused: int = 0) -> str:
+    """Sizes below 0: not known (the spill writer's queue, captures parked to disk): counted in entries.
+    `n_refused`: histories every disk level refused (lost), not among the `n` kept: said apart (a trial's stop
+    counted a refused one as written)."""
     what = "1 conversation" if n == 1 else f"{n} conversations"
     done = f"{n_done} of {n}" if n_bytes < 0 else amount(bytes_done, n_bytes)
-    return f"{PREFIX} {what} for the next start ({done} written)"
+    refused = f"; {n_refused} refused by the disk, lost" if n_refused else ""
+    return f"{PREFIX} {what} for the next start ({done} written{refused})"
 
 
 class StopProgress:
@@ -43,12 +46,12 @@ class StopProgress:
         self.log, self.every_s, self.clock = log, every_s, clock
         self._said_at: float | None = None
 
-    def __call__(self, n_done: int, n: int, bytes_done: int, n_bytes: int) -> None:
+    def __call__(self, n_done: int, n: int, bytes_done: int, n_bytes: int, n_refused: int = 0) -> None:
         now = self.clock()
         if self._said_at is not None and now - self._said_at < self.every_s and n_done < n:
             return
         self._said_at = now
-        self.log.info("%s", progress_line(n, bytes_done, n_bytes, n_done))
+        self.log.info("%s", progress_line(n, bytes_done, n_bytes, n_done, n_refused))
 
     def waiting(self, save: SaveUnderWay, waited_s: float) -> None:
         """cache.close's `waiting`: it waits for a session save still being written (told as more of it is), at

@@ -329,7 +329,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self.session_writes.release()
 
     def _close(self, persist: bool, told: CloseProgress | None) -> None:
-        self.flush(None if told is None else told.entry)   # the queue's sizes are not known: counted in entries
+        self.flush(None if told is None else told.queued)   # the queue's sizes are not known: counted in entries
         self._spill.stop()
         if persist and self.ram is not None and self.first_disk is not None:
             with self._lock:
@@ -376,7 +376,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                              "levels' budgets (the oldest; --conversation-cache-cold-mib sets the last one's)",
                              len(let_go), len(written))
                 if told is not None and keys:
-                    told.entry(n_done, n, bytes_done, n_bytes)
+                    told.entry(n_done, n, bytes_done, n_bytes, refused=lost)
                 if lost:
                     log.warning("stopping: %d conversation histories could not be written to disk (last: %s); "
                                 "they are lost (check the free space, budget and write permission there)", lost, why)

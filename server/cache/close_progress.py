@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-Progress = Callable[[int, int, int, int], None]
+Progress = Callable[..., None]   # (done, n, bytes done, bytes[, refused]): refused given only when some were
 
 
 class CloseProgress:
@@ -25,11 +25,23 @@ class CloseProgress:
         self._at = (0, 0, -1, -1)       # (done, n, bytes done, bytes); sizes -1: not known (counted in entries)
         self._size = 0                   # the history being written: its bytes, the most its writes count
         self._written = 0
+        self._refused = 0                # histories every disk level refused (lost): not among the n kept
 
-    def entry(self, n_done: int, n: int, bytes_done: int = -1, n_bytes: int = -1, size: int = 0) -> None:
+    def entry(self, n_done: int, n: int, bytes_done: int = -1, n_bytes: int = -1, size: int = 0,
+              refused: int = 0) -> None:
         with self._lock:
-            self._at, self._size, self._written = (n_done, n, bytes_done, n_bytes), size, 0
-            self.progress(*self._at)
+            self._at, self._size, self._written, self._refused = (n_done, n, bytes_done, n_bytes), size, 0, refused
+            self._tell(*self._at)
+
+    def queued(self, written: int, kept: int, refused: int) -> None:
+        """The spill writer's queue (SpillWriter.flush): its sizes are not known, counted in entries."""
+        self.entry(written, kept, refused=refused)
+
+    def _tell(self, *at: int) -> None:
+        if self._refused:
+            self.progress(*at, self._refused)
+        else:
+            self.progress(*at)
 
     def wrote(self, n_bytes: int) -> None:
         with self._lock:
@@ -37,4 +49,4 @@ class CloseProgress:
             if n == 0:
                 return                   # nothing being kept yet (a write before the first history's line)
             self._written = min(self._written + n_bytes, self._size)
-            self.progress(done, n, bytes_done + self._written if bytes_done >= 0 else bytes_done, total)
+            self._tell(done, n, bytes_done + self._written if bytes_done >= 0 else bytes_done, total)

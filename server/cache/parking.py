@@ -210,13 +210,14 @@ class ParkingMixin:
 
     # -- spill (the writer thread is spill.SpillWriter) -----------------------------------------
 
-    def _spill_one(self, key: str) -> None:
+    def _spill_one(self, key: str) -> bool | None:
         """Write a disk-bound capture to the first disk level that takes it (a later one when the first
-        refuses: too large for its whole budget, full, an I/O error), else keep it in RAM, else discard."""
+        refuses: too large for its whole budget, full, an I/O error), else keep it in RAM, else discard. True:
+        written; False: discarded; None: nothing to write, or kept in RAM (what a stop's lines count)."""
         with self._lock:
             entry = self._pending.get(key)
             if entry is None:
-                return
+                return None
         self._wait_for_holds()
         written, lvl, refused = self._write_down(entry, self.first_disk)
         with self._lock:
@@ -227,16 +228,17 @@ class ParkingMixin:
                 if self._keep_in_ram(entry):
                     log.warning("spill of %s refused (%s); kept in RAM instead (check the free space, budget and "
                                 "write permission there)", key, where)
-                    return
+                    return None
                 self.parks["discard"] += 1
                 log.warning("spill of %s refused (%s); discards=%d (check the free space, budget and write "
                             "permission there)", key, where, self.parks["discard"])
-                return
+                return False
             if refused:
                 log.info("spill of %s: %s; written to the %s level instead", key, "; ".join(refused), lvl.name)
             lvl.add(written)
             self._supersede(entry.tokens, key)
             self.cascade.make_room(self.cascade.levels.index(lvl), 0, self.clock())
+            return True
 
     def _wait_for_holds(self) -> None:
         """Until no request holds a hit in the conversation levels (at most HOLD_WAIT_S; spill thread only: the
@@ -293,8 +295,9 @@ class ParkingMixin:
             self._supersede(entry.tokens, entry.key, durable=False)
         return room
 
-    def flush(self, progress: Callable[[int, int], None] | None = None) -> None:
-        """Wait until every queued spill is written (tests, shutdown; `progress(done, queued)` as each is)."""
+    def flush(self, progress: Callable[[int, int, int], None] | None = None) -> None:
+        """Wait until every queued spill is written (tests, shutdown; `progress(written, kept, refused)` as each
+        is: SpillWriter.flush)."""
         self._spill.flush(progress)
 
 
