@@ -177,7 +177,10 @@ def restore_from_cache(sched: Scheduler, hit: Any, row: Row, limit: int) -> str:
                     getattr(result, "reason", "?"))
         sched.metrics.add_restore_fallback(str(getattr(result, "level", getattr(hit, "level", "?"))))
         return "failed"
-    if sched.stopping:   # a prefix of the entry it came from, which stays: the stop keeps no copy of it
+    # a prefix of the entry it came from, which stays: the stop keeps no copy of it. Not a damaged entry's valid
+    # prefix (the ladder): that entry was deleted, and the context holds the conversation's only copy (2cc4b27's
+    # fault in a session save's read-back)
+    if sched.stopping and not getattr(result, "ladder", False):
         sched.table[ctx].parked = True
     row.reused = n
     row.source = str(getattr(result, "level", getattr(hit, "level", "ram")))
