@@ -40,6 +40,14 @@ def _files_at_start(lvl: DiskLevel) -> dict:
     return {"skipped": dict(lvl.skipped), "removed": dict(lvl.removed)}
 
 
+def files_text(skipped: dict, removed: dict) -> list[str]:
+    """'2 skipped', '1 removed' for the files a disk level or store skipped at start-up (none: nothing said). Of the
+    skipped, those removed are said as removed only: each file once, as the monitor counts them."""
+    n_removed = sum(removed.values())
+    n_kept = sum(skipped.values()) - n_removed
+    return [f"{n} {what}" for n, what in ((n_kept, "skipped"), (n_removed, "removed")) if n]
+
+
 def describe(cache, kept: bool = False) -> str:
     """`kept`: only what outlives the process (the stop line): no park target, no RAM level."""
     auto = cache.config.conversation_cache_park == "auto"
@@ -54,9 +62,7 @@ def describe(cache, kept: bool = False) -> str:
             parts.append(f"{row['name']} off")
             continue
         where = f" {row['folder']}" if row["folder"] else ""
-        removed = sum(row.get("removed", {}).values())   # of the skipped: each file said once, as the monitor does
-        kept = sum(row.get("skipped", {}).values()) - removed
-        files = [f"{n} {what}" for n, what in ((kept, "skipped"), (removed, "removed")) if n]
+        files = files_text(row.get("skipped", {}), row.get("removed", {}))
         parts.append(f"{row['name']}{where} {row['budget_mib']} MiB {row['state']}"
                      f" ({', '.join([entries_text(row.get('entries', 0)), *files])})")
     parts.append(cache.segments.describe())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .cascade import Cascade
 from .disk import DiskLevel
-from .report import entries_text
+from .report import entries_text, files_text
 
 
 class PrefixStore:
@@ -29,5 +29,8 @@ class PrefixStore:
         lvl = self.level
         if lvl.budget_bytes <= 0:
             return f"{lvl.name} off"
-        return (f"{lvl.name} {lvl.folder} {lvl.budget_bytes >> 20} MiB {lvl.state} "
-                f"({entries_text(len(lvl.entries))}, {lvl.used_bytes >> 20} MiB)")
+        # the files skipped and removed at start-up, as the conversation levels say them (their warnings and
+        # /metrics did; the start-up line did not)
+        what = [entries_text(len(lvl.entries)), f"{lvl.used_bytes >> 20} MiB",
+                *files_text(dict(lvl.skipped), dict(lvl.removed))]
+        return f"{lvl.name} {lvl.folder} {lvl.budget_bytes >> 20} MiB {lvl.state} ({', '.join(what)})"
