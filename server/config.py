@@ -283,7 +283,9 @@ def validate(config: ServerConfig) -> None:
     except ImportError:
         return
     try:
-        CacheConfig.from_values(config.values, environ=config.env)
+        cache_config = CacheConfig.from_values(config.values, environ=config.env)
+        from strata.server.cache.sizeless_folders import check_sizeless_folders
+        check_sizeless_folders(cache_config)   # a folder under /proc or /sys set by hand: refused as a bad flag
     except ValueError as e:
         raise ConfigError(_where_set(str(e), config)) from None
 
