@@ -1,14 +1,18 @@
 """A real `strata serve` application on loopback for tests: its own event loop in a thread, port 0, the
-same `init_app` the CLI uses. No fakes: the engine, scheduler and cache are the real ones."""
+same `init_app` the CLI uses. No fakes: the engine, scheduler and cache are the real ones. Also what the
+live-server tests share around it: their one-token completions, the cold-only flags, a damaged image."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
 from aiohttp import web
 from strata.server.app import init_app
 from strata.server.config import load_config
@@ -71,6 +75,36 @@ class LiveServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def complete(url: str, prompt: list[int]) -> dict:
+    """A one-token greedy completion of `prompt` (token ids), which must be a 200: its usage."""
+    r = httpx.post(url + "/v1/completions", json={"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0},
+                   timeout=120)
+    assert r.status_code == 200, r.text
+    return r.json()["usage"]
+
+
+def cold_only(model: Any, tmp_path: Path, **flags: Any) -> dict[str, Any]:
+    """LiveServer flags for main only and the cold level only (64 MiB in tmp_path/cold), histories parked straight
+    to disk; `flags` add to them (a sessions folder)."""
+    return dict(model=str(model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0,
+                conversation_cache_park="disk", conversation_cache_cold_dir=str(tmp_path / "cold"),
+                conversation_cache_cold_mib=64, **flags)
+
+
+def flip_bytes(path: str | Path, at: int, n: int = 16) -> None:
+    """`n` bytes of the file at `path`, from offset `at`, inverted in place (a disk that changed them)."""
+    with open(path, "r+b") as f:
+        f.seek(at)
+        b = f.read(n)
+        f.seek(at)
+        f.write(bytes(x ^ 0xFF for x in b))
+
+
+def flip_at_three_quarters(path: str | Path) -> None:
+    """16 bytes of a chunk near the image's end: the chunks before it are sound."""
+    flip_bytes(path, os.path.getsize(path) * 3 // 4)
 
 
 def run_together(server: LiveServer, sends: list[Callable[[], Any]]) -> list[Any]:

@@ -12,18 +12,9 @@ from __future__ import annotations
 import os
 import random
 
-import httpx2 as httpx
-
-from tests.server.live import LiveServer
+from tests.server.live import LiveServer, cold_only, complete, flip_bytes
 
 P_N, TAIL_N = 1200, 600
-
-
-def complete(url: str, prompt: list[int]) -> dict:
-    r = httpx.post(url + "/v1/completions", json={"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0},
-                   timeout=120)
-    assert r.status_code == 200, r.text
-    return r.json()["usage"]
 
 
 def test_a_hit_removed_by_another_server_falls_back_to_the_next_best_entry(tiny_model, tmp_path):
@@ -31,10 +22,7 @@ def test_a_hit_removed_by_another_server_falls_back_to_the_next_best_entry(tiny_
     words = lambda n: [rng.randrange(10, 500) for _ in range(n)]   # noqa: E731
     p = [11] + words(P_N - 1)
     px, py, q = p + words(TAIL_N), p + words(TAIL_N), [12] + words(300)
-    cold_dir = tmp_path / "cold"
-    with LiveServer(model=str(tiny_model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0,
-                    conversation_cache_park="disk", conversation_cache_cold_dir=str(cold_dir),
-                    conversation_cache_cold_mib=64) as s:
+    with LiveServer(**cold_only(tiny_model, tmp_path)) as s:
         for prompt in (px, py, q):                     # each parks the one before it to cold
             complete(s.url, prompt)
         cache = s.state.scheduler.cache
@@ -59,9 +47,7 @@ def test_a_hit_damaged_at_its_start_falls_back_to_the_next_best_entry(tiny_model
     words = lambda n: [rng.randrange(10, 500) for _ in range(n)]   # noqa: E731
     p = [11] + words(P_N - 1)
     px, py, q = p + words(TAIL_N), p + words(TAIL_N), [12] + words(300)
-    with LiveServer(model=str(tiny_model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0,
-                    conversation_cache_park="disk", conversation_cache_cold_dir=str(tmp_path / "cold"),
-                    conversation_cache_cold_mib=64) as s:
+    with LiveServer(**cold_only(tiny_model, tmp_path)) as s:
         for prompt in (px, py, q):
             complete(s.url, prompt)
         cache = s.state.scheduler.cache
@@ -69,11 +55,7 @@ def test_a_hit_damaged_at_its_start_falls_back_to_the_next_best_entry(tiny_model
         cold = cache.cascade.levels[-1]
         held = {len(e.tokens): e for e in cold.entries.values()}
         damaged = held[len(py)]
-        with open(damaged.image_path, "r+b") as f:      # its header: nothing of it can be trusted
-            f.seek(64)
-            b = f.read(16)
-            f.seek(64)
-            f.write(bytes(x ^ 0xFF for x in b))
+        flip_bytes(damaged.image_path, 64)              # its header: nothing of it can be trusted
         with caplog.at_level("WARNING"):
             usage = complete(s.url, py + words(50))
         assert usage["prompt_tokens_details"]["cached_tokens"] >= P_N - 1, usage   # before: 0

@@ -13,18 +13,9 @@ from __future__ import annotations
 
 import random
 
-import httpx2 as httpx
-
-from tests.server.live import LiveServer
+from tests.server.live import LiveServer, complete
 
 N = 3000
-
-
-def complete(url: str, prompt: list[int]) -> dict:
-    r = httpx.post(url + "/v1/completions", json={"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0},
-                   timeout=120)
-    assert r.status_code == 200, r.text
-    return r.json()["usage"]
 
 
 def test_the_only_entry_of_a_full_last_level_is_restored_before_it_goes(tiny_model, tmp_path):

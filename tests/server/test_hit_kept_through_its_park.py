@@ -18,16 +18,9 @@ import random
 
 import httpx2 as httpx
 
-from tests.server.live import LiveServer
+from tests.server.live import LiveServer, complete
 
 N = 3000
-
-
-def complete(url: str, prompt: list[int]) -> dict:
-    r = httpx.post(url + "/v1/completions", json={"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0},
-                   timeout=120)
-    assert r.status_code == 200, r.text
-    return r.json()["usage"]
 
 
 def test_the_hit_stays_and_the_next_oldest_is_deleted(tiny_model, tmp_path):

@@ -11,41 +11,27 @@ tokens reads its valid prefix back into main (a 404: not all of A), then R takes
 from __future__ import annotations
 
 import logging
-import os
 import random
 
 import httpx2 as httpx
 
-from tests.server.live import LiveServer
+from tests.server.live import LiveServer, cold_only, complete, flip_at_three_quarters
 
 A_N = 1800
-
-
-def complete(url: str, prompt: list[int]) -> dict:
-    r = httpx.post(url + "/v1/completions", json={"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0},
-                   timeout=120)
-    assert r.status_code == 200, r.text
-    return r.json()["usage"]
 
 
 def test_a_damaged_entry_read_back_for_a_save_is_parked_again_when_overwritten(tiny_model, tmp_path, caplog):
     rng = random.Random(21)
     words = lambda n: [rng.randrange(10, 500) for _ in range(n)]   # noqa: E731
     a, q, r = [11] + words(A_N - 1), [12] + words(300), [13] + words(300)
-    with LiveServer(model=str(tiny_model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0,
-                    conversation_cache_park="disk", conversation_cache_cold_dir=str(tmp_path / "cold"),
-                    conversation_cache_cold_mib=64, conversation_cache_sessions_dir=str(tmp_path / "sessions")) as s:
+    with LiveServer(**cold_only(tiny_model, tmp_path, conversation_cache_sessions_dir=str(tmp_path / "sessions"))) as s:
         complete(s.url, a)
         complete(s.url, q)                              # parks A to cold
         cache = s.state.scheduler.cache
         cache.flush()
         cold = cache.cascade.levels[-1]
         (entry,) = [e for e in cold.entries.values() if list(e.tokens[:A_N]) == a]
-        with open(entry.image_path, "r+b") as f:        # a chunk near its end: the chunks before it are sound
-            f.seek(os.path.getsize(entry.image_path) * 3 // 4)
-            b = f.read(16)
-            f.seek(-16, 1)
-            f.write(bytes(x ^ 0xFF for x in b))
+        flip_at_three_quarters(entry.image_path)
         with caplog.at_level(logging.WARNING, logger="strata.cache"):
             saved = httpx.post(f"{s.url}/v1/sessions/a/save", json={"tokens": a}, timeout=120)
         assert saved.status_code == 404 and "could be read back" in saved.text, saved.text

@@ -13,26 +13,17 @@ import random
 
 import httpx2 as httpx
 
-from tests.server.live import LiveServer
+from tests.server.live import LiveServer, cold_only, complete
 
 A_N = 1200
 SHORT = 10 ** 9     # MiB: no machine has this much free
-
-
-def complete(url: str, prompt: list[int]) -> dict:
-    r = httpx.post(url + "/v1/completions", json={"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0},
-                   timeout=120)
-    assert r.status_code == 200, r.text
-    return r.json()["usage"]
 
 
 def test_a_read_back_refused_for_ram_is_a_503_to_retry_not_a_404(tiny_model, tmp_path):
     rng = random.Random(41)
     words = lambda n: [rng.randrange(10, 500) for _ in range(n)]   # noqa: E731
     a, q = [11] + words(A_N - 1), [12] + words(300)
-    with LiveServer(model=str(tiny_model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0,
-                    conversation_cache_park="disk", conversation_cache_cold_dir=str(tmp_path / "cold"),
-                    conversation_cache_cold_mib=64, conversation_cache_sessions_dir=str(tmp_path / "sessions")) as s:
+    with LiveServer(**cold_only(tiny_model, tmp_path, conversation_cache_sessions_dir=str(tmp_path / "sessions"))) as s:
         complete(s.url, a)
         complete(s.url, q)                              # parks A to cold
         cache = s.state.scheduler.cache

@@ -15,16 +15,9 @@ import random
 
 import httpx2 as httpx
 
-from tests.server.live import LiveServer
+from tests.server.live import LiveServer, complete
 
 A_N, SAVED_N = 1000, 550
-
-
-def complete(url: str, prompt: list[int]) -> dict:
-    r = httpx.post(url + "/v1/completions", json={"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0},
-                   timeout=120)
-    assert r.status_code == 200, r.text
-    return r.json()["usage"]
 
 
 def test_a_history_read_back_goes_where_its_whole_chunks_fit(tiny_model, tmp_path):

@@ -12,36 +12,23 @@ scheduler is stopping), then a second server on the same folder is asked for A +
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
 
 import httpx2 as httpx
 
-from tests.server.live import LiveServer
-from tests.server.test_session_save_read_back_damaged import complete
+from tests.server.live import LiveServer, cold_only, complete, flip_at_three_quarters
 
 A_N = 1800
 DEADLINE_S = 120.0
-
-
-def flip_at_three_quarters(path: str) -> None:
-    """16 bytes of a chunk near the image's end: the chunks before it are sound."""
-    with open(path, "r+b") as f:
-        f.seek(os.path.getsize(path) * 3 // 4)
-        b = f.read(16)
-        f.seek(-16, 1)
-        f.write(bytes(x ^ 0xFF for x in b))
 
 
 def test_a_ladder_restore_as_the_stop_begins_is_kept_by_the_stop(tiny_model, tmp_path):
     rng = random.Random(22)
     words = lambda n: [rng.randrange(10, 500) for _ in range(n)]   # noqa: E731
     a, q = [11] + words(A_N - 1), [12] + words(300)
-    flags = dict(model=str(tiny_model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0,
-                 conversation_cache_park="disk", conversation_cache_cold_dir=str(tmp_path / "cold"),
-                 conversation_cache_cold_mib=64)
+    flags = cold_only(tiny_model, tmp_path)
     s = LiveServer(**flags).start()
     stopping: list[threading.Thread] = []
     try:
