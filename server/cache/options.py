@@ -250,16 +250,19 @@ class CacheConfig:
         config.check_folders()
         return config
 
+    def store_folders(self) -> list[tuple[str, str, int]]:
+        """(flag, folder, MiB) of each store kept in a folder: warm, cold, segments, system prompts."""
+        return [("--conversation-cache-warm-dir", self.conversation_cache_warm_dir, self.conversation_cache_warm_mib),
+                ("--conversation-cache-cold-dir", self.conversation_cache_cold_dir, self.conversation_cache_cold_mib),
+                ("--conversation-cache-segment-dir", self.segment_dir, self.conversation_cache_segment_mib),
+                ("--conversation-cache-system-prompt-dir", self.system_prompt_dir,
+                 self.conversation_cache_system_prompt_mib)]
+
     def check_folders(self) -> None:
         """Two stores that are on may not share a folder (each indexes and evicts the other's files):
         raises `CacheConfigError` naming both flags, before the server listens."""
-        named = [("--conversation-cache-warm-dir", self.conversation_cache_warm_dir, self.conversation_cache_warm_mib),
-                 ("--conversation-cache-cold-dir", self.conversation_cache_cold_dir, self.conversation_cache_cold_mib),
-                 ("--conversation-cache-segment-dir", self.segment_dir, self.conversation_cache_segment_mib),
-                 ("--conversation-cache-system-prompt-dir", self.system_prompt_dir,
-                  self.conversation_cache_system_prompt_mib)]
         seen: dict[str, str] = {}
-        for flag, folder, mib in named:
+        for flag, folder, mib in self.store_folders():
             if not folder or mib <= 0:
                 continue
             real = os.path.realpath(os.path.expanduser(folder))

@@ -35,12 +35,7 @@ def reports_no_size(folder: str) -> bool:
 
 def folders_in_use(config: CacheConfig) -> list[tuple[str, str]]:
     """(flag, folder) of each store that is on, and the sessions folder (the session API always has one)."""
-    named = [("--conversation-cache-warm-dir", config.conversation_cache_warm_dir, config.conversation_cache_warm_mib),
-             ("--conversation-cache-cold-dir", config.conversation_cache_cold_dir, config.conversation_cache_cold_mib),
-             ("--conversation-cache-segment-dir", config.segment_dir, config.conversation_cache_segment_mib),
-             ("--conversation-cache-system-prompt-dir", config.system_prompt_dir,
-              config.conversation_cache_system_prompt_mib),
-             ("--conversation-cache-sessions-dir", config.sessions_dir, 1)]
+    named = config.store_folders() + [("--conversation-cache-sessions-dir", config.sessions_dir, 1)]
     return [(flag, folder) for flag, folder, mib in named if folder and mib > 0]
 
 
