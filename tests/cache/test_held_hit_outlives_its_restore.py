@@ -19,14 +19,20 @@ def level_keys(cache, name):
     return sorted(lvl.entries, key=lambda k: (lvl.entries[k].sealed_at, k))
 
 
-def test_a_held_hit_the_last_level_must_give_up_is_restored_first(make_cache, clock):
-    cache = make_cache(conversation_cache_mib=1, conversation_cache_cold_mib=1)
+def a_in_cold_b_in_ram(cache, clock) -> tuple[list[int], list[int], str, str]:
+    """Histories A and B parked in turn (RAM and cold hold one each): A, C, and the keys of A and B."""
     a, b, c = history(1), history(2), history(3)
     clock.t += 1
     ka = park_history(cache, a).key
     clock.t += 1
     kb = park_history(cache, b).key              # A goes down to cold
     assert level_keys(cache, "cold") == [ka] and level_keys(cache, "ram") == [kb]
+    return a, c, ka, kb
+
+
+def test_a_held_hit_the_last_level_must_give_up_is_restored_first(make_cache, clock):
+    cache = make_cache(conversation_cache_mib=1, conversation_cache_cold_mib=1)
+    a, c, ka, kb = a_in_cold_b_in_ram(cache, clock)
     hit = cache.lookup(a + [9, 9])
     assert hit is not None and hit.level == "cold" and hit.n_tokens == len(a)
     with cache.holding(hit):

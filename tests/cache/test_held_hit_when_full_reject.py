@@ -11,19 +11,14 @@ one history each."""
 
 from __future__ import annotations
 
-from tests.cache.conftest import history, park_history
-from tests.cache.test_held_hit_outlives_its_restore import level_keys
+from tests.cache.conftest import park_history
+from tests.cache.test_held_hit_outlives_its_restore import a_in_cold_b_in_ram, level_keys
 
 
 def test_a_reject_level_refuses_the_newcomer_rather_than_keep_its_held_hit_over_budget(make_cache, clock):
     cache = make_cache(conversation_cache_mib=1, conversation_cache_cold_mib=1,
                        conversation_cache_when_full="reject")
-    a, b, c = history(1), history(2), history(3)
-    clock.t += 1
-    ka = park_history(cache, a).key
-    clock.t += 1
-    kb = park_history(cache, b).key              # A goes down to cold
-    assert level_keys(cache, "cold") == [ka] and level_keys(cache, "ram") == [kb]
+    a, c, ka, _ = a_in_cold_b_in_ram(cache, clock)
     cold = cache.cascade.levels[cache.cascade.index_of("cold")]
     hit = cache.lookup(a + [9, 9])
     assert hit is not None and hit.level == "cold"

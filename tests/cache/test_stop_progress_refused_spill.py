@@ -11,13 +11,12 @@ it is still queued at the stop) and one of 1,280 KiB, which no level takes."""
 from __future__ import annotations
 
 import logging
-import threading
 
 from strata.server.stop_progress import StopProgress, progress_line
 
 from tests.cache.conftest import PIECE, history, park_history
 from tests.cache.sim_engine import SimEngine
-from tests.cache.test_stop_progress_within_an_entry import DEADLINE_S, GatedIO, wait_for
+from tests.cache.test_stop_progress_within_an_entry import DEADLINE_S, GatedIO, close_gated
 
 
 def test_a_spill_every_level_refuses_is_said_refused_not_written(make_cache, caplog):
@@ -27,23 +26,9 @@ def test_a_spill_every_level_refuses_is_said_refused_not_written(make_cache, cap
     park_history(cache, history(2, 60))                # 960 KiB: queued, the writer waits at its first piece
     park_history(cache, history(3, 80))                # 1,280 KiB: more than the cold level's whole budget
     assert io.waiting.wait(DEADLINE_S)
-    calls: list[tuple[int, ...]] = []
     said = StopProgress(logging.getLogger("strata.test_stop"), every_s=0.0)
-
-    def progress(*a: int) -> None:
-        calls.append(a)
-        said(*a)
-
-    closing = threading.Thread(target=cache.close, kwargs={"progress": progress})
     with caplog.at_level(logging.INFO, logger="strata.test_stop"):
-        closing.start()
-        try:
-            wait_for(lambda: len(calls) >= 1)
-        finally:
-            for _ in range(1000):
-                io.gate.release()
-            closing.join(DEADLINE_S)
-    assert not closing.is_alive()
+        calls = close_gated(cache, io, said)
     assert len(cache.cascade.levels[-1].entries) == 1 and cache.parks["discard"] == 1
     assert calls[0][:2] == (0, 2)                       # both queued: neither taken yet
     assert calls[-1] == (1, 1, -1, -1, 1), calls        # before: (2, 2, -1, -1), the refused one counted written

@@ -51,6 +51,27 @@ def wait_for(what, deadline_s: float = DEADLINE_S) -> None:
         time.sleep(0.01)
 
 
+def close_gated(cache, io: GatedIO, progress=lambda *a: None) -> list[tuple[int, ...]]:
+    """Closes `cache` in a thread with `progress`, whose calls are recorded; once the first is made, every gated write
+    is let through. Returns the calls, the close ended."""
+    calls: list[tuple[int, ...]] = []
+
+    def recorded(*a: int) -> None:
+        calls.append(a)
+        progress(*a)
+
+    closing = threading.Thread(target=cache.close, kwargs={"progress": recorded})
+    closing.start()
+    try:
+        wait_for(lambda: len(calls) >= 1)
+    finally:
+        for _ in range(1000):
+            io.gate.release()
+        closing.join(DEADLINE_S)
+    assert not closing.is_alive()
+    return calls
+
+
 def test_the_spill_writer_s_queue_reports_while_one_history_is_written(make_cache):
     io = GatedIO()
     cache = make_cache(engine=SimEngine(piece_bytes=PIECE), io=io, conversation_cache_mib=0, conversation_cache_park="disk", conversation_cache_cold_mib=100)
@@ -83,15 +104,6 @@ def test_the_spill_writer_s_queue_says_all_written_at_its_end(make_cache):
     park_history(cache, history(2, N_TOKENS))          # queued: the writer waits at its first piece
     park_history(cache, history(3, N_TOKENS))
     assert io.waiting.wait(DEADLINE_S)
-    calls: list[tuple[int, int, int, int]] = []
-    closing = threading.Thread(target=cache.close, kwargs={"progress": lambda *a: calls.append(a)})
-    closing.start()
-    try:
-        wait_for(lambda: len(calls) >= 1)
-    finally:
-        for _ in range(1000):
-            io.gate.release()
-        closing.join(DEADLINE_S)
-    assert not closing.is_alive()
+    calls = close_gated(cache, io)
     assert len(cache.cascade.levels[-1].entries) == 2
     assert calls[0][:2] == (0, 2) and calls[-1] == (2, 2, -1, -1), calls
