@@ -1,5 +1,6 @@
 """Fixtures shared by the setup tests: a process environment whose configuration, cache and data folders are
-the test's own, and a configuration file whose answers are not the plan's (for setup run again)."""
+the test's own, and a configuration file whose answers are not the plan's (for setup run again); and the Qt wizard
+walked to a page with the defaults (offscreen, no bench; Qt imported only by the tests that drive it)."""
 
 from __future__ import annotations
 
@@ -25,3 +26,34 @@ def own_answers(tmp_path, tiny_model_factory):
     path.write_text(f'{config_file.HEADER}\nmodel = "{model}"\nctx = 2048\nbatch = 2\nslot_ctx = 1024\n'
                     f'conversation_cache_cold_dir = "{cold}"\nconversation_cache_cold_mib = 1024\nport = 8123\n')
     return path
+
+
+def wizard_at_disk_page(qtbot, tmp_path):
+    """The setup wizard (its cold folder tmp_path/cold) shown and walked to its disk page, each page waited for."""
+    from strata.installer import flow
+    from strata.installer.wizard.setup_wizard import SetupWizard
+
+    wizard = SetupWizard(config_path=tmp_path / "qt.toml", run_bench=False,
+                         situation=flow.starting_situation(cold_dir=tmp_path / "cold"))
+    qtbot.addWidget(wizard)
+    wizard.show()
+    for name in ("bench", "concurrency", "disk"):
+        wizard.next()
+        qtbot.waitUntil(lambda want=name: wizard.currentPage() is wizard.page(wizard.page_ids[want]), timeout=5000)
+    return wizard
+
+
+def wizard_at_plan_page(qtbot, tmp_path):
+    """The setup wizard (its cold folder tmp_path/c) shown at 900x600 and walked to its plan page (Next 5 times)."""
+    from strata.installer import flow
+    from strata.installer.wizard.setup_wizard import SetupWizard
+
+    wizard = SetupWizard(config_path=tmp_path / "qt.toml", situation=flow.starting_situation(cold_dir=tmp_path / "c"),
+                         run_bench=False)
+    qtbot.addWidget(wizard)
+    wizard.resize(900, 600)
+    wizard.show()
+    qtbot.waitExposed(wizard)
+    for _ in range(5):
+        wizard.next()
+    return wizard

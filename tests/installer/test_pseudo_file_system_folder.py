@@ -15,6 +15,8 @@ from strata.installer.plan import AnswerError, Answers, cold_folder_problem, que
 from strata.installer.plan_types import DiskFacts
 from strata.installer.profile import disk_facts
 
+from tests.installer.conftest import wizard_at_disk_page
+
 PSEUDO = "/proc/strata-conversations"
 linux_proc = pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.disk_usage("/proc").total != 0,
                                 reason="needs Linux's /proc, a file system of size 0")
@@ -48,15 +50,7 @@ def test_setup_refuses_a_folder_under_proc_with_that_reason(tmp_path):
 @linux_proc
 def test_the_wizards_disk_page_says_so_and_stays(qtbot, tmp_path, default_model_path):
     pytest.importorskip("pytestqt")
-    from strata.installer.wizard.setup_wizard import SetupWizard
-
-    wizard = SetupWizard(config_path=tmp_path / "qt.toml", run_bench=False,
-                         situation=flow.starting_situation(cold_dir=tmp_path / "cold"))
-    qtbot.addWidget(wizard)
-    wizard.show()
-    for name in ("bench", "concurrency", "disk"):
-        wizard.next()
-        qtbot.waitUntil(lambda want=name: wizard.currentPage() is wizard.page(wizard.page_ids[want]), timeout=5000)
+    wizard = wizard_at_disk_page(qtbot, tmp_path)
     page = wizard.currentPage()
     page.keep.setChecked(True)
     page.folder.setText(PSEUDO)

@@ -15,9 +15,10 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import QRect, Qt  # noqa: E402
 from PySide6.QtGui import QFontMetrics  # noqa: E402
 from PySide6.QtWidgets import QStyle  # noqa: E402
-from strata.installer import flow  # noqa: E402
 from strata.installer.wizard.plan_page import BREAK, WHY_LEAST_SHARE, column_widths  # noqa: E402
-from strata.installer.wizard.setup_wizard import LEAST_SIZE, SetupWizard  # noqa: E402
+from strata.installer.wizard.setup_wizard import LEAST_SIZE  # noqa: E402
+
+from tests.installer.conftest import wizard_at_plan_page  # noqa: E402
 
 
 @pytest.mark.parametrize(("width", "setting", "value", "expect"), [
@@ -32,14 +33,7 @@ def test_column_widths(width, setting, value, expect):
 
 
 def _plan_at_least_size(qtbot, tmp_path):
-    wizard = SetupWizard(config_path=tmp_path / "qt.toml", situation=flow.starting_situation(cold_dir=tmp_path / "c"),
-                         run_bench=False)
-    qtbot.addWidget(wizard)
-    wizard.resize(900, 600)
-    wizard.show()
-    qtbot.waitExposed(wizard)
-    for _ in range(5):
-        wizard.next()
+    wizard = wizard_at_plan_page(qtbot, tmp_path)
     assert wizard.currentId() == wizard.page_ids["plan"]
     wizard.resize(*LEAST_SIZE)
     return wizard, wizard.currentPage().table

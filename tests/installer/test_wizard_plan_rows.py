@@ -9,8 +9,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from strata.installer import flow  # noqa: E402
-from strata.installer.wizard.setup_wizard import SetupWizard  # noqa: E402
+from tests.installer.conftest import wizard_at_plan_page  # noqa: E402
 
 
 def _rows_off(table):
@@ -20,14 +19,7 @@ def _rows_off(table):
 
 
 def test_the_plans_rows_fit_their_reasons(qtbot, tmp_path, default_model_path):
-    wizard = SetupWizard(config_path=tmp_path / "qt.toml", situation=flow.starting_situation(cold_dir=tmp_path / "c"),
-                         run_bench=False)
-    qtbot.addWidget(wizard)
-    wizard.resize(900, 600)
-    wizard.show()
-    qtbot.waitExposed(wizard)
-    for _ in range(5):
-        wizard.next()
+    wizard = wizard_at_plan_page(qtbot, tmp_path)
     page = wizard.currentPage()
     assert page is wizard.page(wizard.page_ids["plan"])
     table = page.table

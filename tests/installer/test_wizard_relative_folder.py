@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from PySide6.QtWidgets import QWizard  # noqa: E402
-from strata.installer import flow  # noqa: E402
-from strata.installer.wizard.setup_wizard import SetupWizard  # noqa: E402
+
+from tests.installer.conftest import wizard_at_disk_page  # noqa: E402
 
 
 @pytest.fixture
@@ -24,13 +24,7 @@ def disk_page(qtbot, tmp_path, monkeypatch, default_model_path):
     monkeypatch.setenv("USERPROFILE", str(home))
     monkeypatch.chdir(elsewhere)
     assert Path.home() == home
-    wizard = SetupWizard(config_path=tmp_path / "qt.toml", run_bench=False,
-                         situation=flow.starting_situation(cold_dir=tmp_path / "cold"))
-    qtbot.addWidget(wizard)
-    wizard.show()
-    for name in ("bench", "concurrency", "disk"):
-        wizard.next()
-        qtbot.waitUntil(lambda want=name: wizard.currentPage() is wizard.page(wizard.page_ids[want]), timeout=5000)
+    wizard = wizard_at_disk_page(qtbot, tmp_path)
     page = wizard.currentPage()
     assert page is wizard.page(wizard.page_ids["disk"])
     page.keep.setChecked(True)
