@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import random
 
-import httpx2 as httpx
 import pytest
 
 from tests.server.live import LiveServer
+from tests.server.test_superseded_copy_tail_parked import complete, tokens
 
 N = 3000
 
@@ -26,17 +26,6 @@ N = 3000
 @pytest.fixture(scope="module")
 def model_8k(tiny_model_factory):
     return tiny_model_factory(ctx_len=8192, n_vocab=512, seed=3)
-
-
-def complete(url: str, prompt: list[int]) -> int:
-    r = httpx.post(url + "/v1/completions", json={"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0},
-                   timeout=120)
-    assert r.status_code == 200, r.text
-    return r.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
-
-
-def tokens(rng: random.Random, first: int, n: int) -> list[int]:
-    return [first] + [rng.randrange(10, 500) for _ in range(n - 1)]
 
 
 def server(model, cold) -> LiveServer:
