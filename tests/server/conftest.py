@@ -59,12 +59,17 @@ def claude(tiny_server):
     return anthropic.Anthropic(base_url=tiny_server.url, api_key="unused", max_retries=0, timeout=60)
 
 
-@pytest.fixture(scope="module")
-def fim_cache_server(tiny_model_factory, tmp_path_factory):
-    """A live server on a tiny model with Qwen2.5-Coder's fill-in-the-middle tokens, four 1,024-token slots and a
-    2 MiB RAM conversation cache: the tests of what completions leave in the cache."""
+@pytest.fixture(scope="session")
+def fim_coder(tiny_model_factory, tmp_path_factory):
+    """The path of a tiny model (a 4,096-token context) with Qwen2.5-Coder's fill-in-the-middle tokens."""
     from tests.fixtures.fim_gguf import FIM_TEXTS, fim_model
     plain = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, added_tokens=FIM_TEXTS)
-    model = fim_model(plain, tmp_path_factory.mktemp("fim_cache") / "coder.gguf")
-    with LiveServer(model=str(model), ctx=4096, batch=4, slot_ctx=1024, threads=1, conversation_cache_mib=2) as s:
+    return fim_model(plain, tmp_path_factory.mktemp("fim_coder") / "coder.gguf")
+
+
+@pytest.fixture(scope="module")
+def fim_cache_server(fim_coder):
+    """A live server on fim_coder, four 1,024-token slots and a 2 MiB RAM conversation cache: the tests of what
+    completions leave in the cache."""
+    with LiveServer(model=str(fim_coder), ctx=4096, batch=4, slot_ctx=1024, threads=1, conversation_cache_mib=2) as s:
         yield s

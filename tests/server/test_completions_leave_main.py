@@ -24,12 +24,8 @@ WORDS = "the agent reads the file, runs the tests and fixes what fails. "
 
 
 @pytest.fixture(scope="module")
-def server(tiny_model_factory, tmp_path_factory):
-    from tests.fixtures.fim_gguf import FIM_TEXTS, fim_model
-
-    plain = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, added_tokens=FIM_TEXTS)
-    model = fim_model(plain, tmp_path_factory.mktemp("fim_main") / "coder.gguf")
-    with LiveServer(model=str(model), ctx=4096, batch=4, slot_ctx=2048, threads=1) as s:
+def server(fim_coder):
+    with LiveServer(model=str(fim_coder), ctx=4096, batch=4, slot_ctx=2048, threads=1) as s:
         yield s
 
 

@@ -20,12 +20,8 @@ from tests.server.test_session_waits_for_idle import _SlowTokens, _wait_for
 
 
 @pytest.fixture(scope="module")
-def server(tiny_model_factory, tmp_path_factory):
-    from tests.fixtures.fim_gguf import FIM_TEXTS, fim_model
-
-    plain = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, added_tokens=FIM_TEXTS)
-    model = fim_model(plain, tmp_path_factory.mktemp("fim_queue") / "coder.gguf")
-    with LiveServer(model=str(model), ctx=4096, batch=1, slot_ctx=2048, threads=1, queue=0,
+def server(fim_coder):
+    with LiveServer(model=str(fim_coder), ctx=4096, batch=1, slot_ctx=2048, threads=1, queue=0,
                     conversation_cache_mib=0) as s:
         yield s
 
