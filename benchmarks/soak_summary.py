@@ -81,11 +81,13 @@ def summarize(records: list[dict]) -> dict:
         out["phases"][ph]["session_saves_of_another"] = sum(r["kind"] == "session_save" and r.get("other", False)
                                                             and r.get("phase") == ph for r in records)
         checks = [r for r in records if r["kind"] == "session_check" and r.get("phase") == ph]   # --check-saves
+        judged = [r for r in checks if r["status"] == 200 and r.get("guard_status") != 409]
         out["phases"][ph]["session_checks"] = {"right": sum(r["right"] for r in checks),
-                                               # a 409: another request took main after the restore (not judged)
-                                               "wrong": sum(not r["right"] and r.get("guard_status") != 409
-                                                            for r in checks),
+                                               # not judged: a 409, another request took main after the restore;
+                                               # a restore not done (a 503: main ran a request the whole 30 s)
+                                               "wrong": sum(not r["right"] for r in judged),
                                                "guard_409": sum(r.get("guard_status") == 409 for r in checks),
+                                               "restore_not_done": sum(r["status"] != 200 for r in checks),
                                                "cached_from_main": sum(r.get("cached_from_main", False)
                                                                        for r in checks)}
     lags = [r for r in records if r["kind"] == "events" and "lag_max_s" in r]
