@@ -147,9 +147,16 @@ def kept_elsewhere(sched: Scheduler, ctx: int) -> bool:
               and not sched.cache.takes_whole(sched.engine.context_bytes(i))}
     copy = contexts[ctx].tokens
     start = copy[:-1]   # what a holder differing only in the last token holds of it
-    # a holder equal to the copy is held_by_another's; of two as long, the first holds the other (as there: two
-    # copies each taken as the other's holder were both dropped)
-    other_last = any(i != ctx and i not in unkept and o.valid and not o.completion and len(o.tokens) >= len(copy)
-                     and (len(o.tokens) > len(copy) or i < ctx) and o.tokens[:len(copy)] != copy
-                     and o.tokens[:len(start)] == start for i, o in enumerate(contexts))
+    other_last = any(i not in unkept and _holds_but_last_token(i, o, ctx, copy) for i, o in enumerate(contexts))
     return held_by_another(contexts, ctx, unkept) or other_last or sched.cache.keeps_longer(start or copy)
+
+
+def _holds_but_last_token(i: int, other: Any, ctx: int, copy: list[int]) -> bool:
+    """Whether context `i` holds the copy in `ctx` whole but its last token. A holder equal to the copy is
+    held_by_another's; of two as long, the first holds the other (as there: two copies each taken as the other's
+    holder were both dropped)."""
+    if i == ctx or not other.valid or other.completion or len(other.tokens) < len(copy):
+        return False
+    if len(other.tokens) == len(copy) and i > ctx:
+        return False
+    return other.tokens[:len(copy)] != copy and other.tokens[:len(copy) - 1] == copy[:-1]
