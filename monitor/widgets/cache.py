@@ -1,7 +1,7 @@
 """The conversation cache panel: parking by destination over time, hits by level, the admission state
 (available RAM, under a memory limit where one applies, against the parking floor and the transient floor, with the source of the last
-decisions), the disk levels (folder, used against budget, entries, degradations, evictions) and the
-system-prompt cache.
+decisions), the disk levels (folder, used against budget, entries, degradations, evictions), the
+system-prompt cache, the segment tier and the saved-sessions folder.
 
 Presentation only; the numbers are the feed's `cache` object (docs/internals.md "Monitor feed").
 """
@@ -207,6 +207,8 @@ class CachePanel(QWidget):
         self.levels.fit_height(len(rows))
         parts = [prefix_store_text(name, cache.get(key) or {})
                  for name, key in (("System-prompt cache", "system_prompt_cache"), ("Segments", "segment_tier"))]
+        if isinstance(cache.get("sessions_folder"), dict):   # a server before the folder had a budget sends none
+            parts.append(sessions_folder_text(cache["sessions_folder"]))
         set_text(self.system_prompt, "<br>".join(parts))
 
     def _refresh_admission(self, cache: dict, view: MonitorView) -> None:
@@ -276,3 +278,18 @@ def prefix_store_text(name: str, store: dict) -> str:
         if "used_mib" in store else f"budget {units.mib(store.get('budget_mib'))} (not started)"
     return (f"<b>{name}</b> {store.get('folder') or units.NA} \u2022 {used} \u2022 {units.count(store.get('entries'))} "
             f"entries{files_at_start_text(store)}")
+
+
+def sessions_folder_text(folder: dict) -> str:
+    """One line for the saved-sessions folder: its use against its budget (or no limit), what a full one does, the
+    saves evicted and refused, and its sessions once a session call indexed it."""
+    budget = folder.get("budget_mib")
+    used = units.mib(folder.get("used_mib"))
+    use = f"{used} of {units.mib(budget)} used ({folder.get('when_full') or units.NA} when full)" if budget \
+        else f"{used} used, no limit"
+    counts = [f"{units.count(folder.get(k))} {what}" for k, what in (("evictions", "evicted"), ("refusals", "refused"))
+              if folder.get(k)]
+    entries = (f" \u2022 {units.count(folder.get('entries'))} sessions{files_at_start_text(folder)}"
+               if "entries" in folder else "")
+    return (f"<b>Saved sessions</b> {folder.get('folder') or units.NA} \u2022 {use}{entries}"
+            + (f" \u2022 {', '.join(counts)}" if counts else ""))

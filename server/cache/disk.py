@@ -520,10 +520,11 @@ class DiskLevel:
 
     def write(self, key: str, kind: str, tokens: np.ndarray, pieces: Iterable[bytes], now: float,
               *, created_at: float | None = None, meta: dict | None = None,
-              ready: Callable[[], None] | None = None) -> DiskEntry:
+              ready: Callable[[DiskEntry], None] | None = None) -> DiskEntry:
         """Write an image from `pieces` and its sidecar atomically; does not index it (see `add`).
-        `ready()` is called once both are written, before they are renamed into place: what it raises
-        leaves nothing written (a session save the stop gave up while its last write or fsync hung).
+        `ready(entry)` is called once both are written (their sizes known), before they are renamed into place:
+        what it raises leaves nothing written (a session save the stop gave up while its last write or fsync hung,
+        one past the sessions folder's budget).
 
         On any failure (ENOSPC, I/O error) nothing is left under the entry's names.
         """
@@ -543,7 +544,7 @@ class DiskLevel:
             raise
         if ready is not None:
             try:
-                ready()
+                ready(entry)
             except BaseException:
                 self.io.remove(img_tmp)
                 self.io.remove(sidecar_tmp)

@@ -5,7 +5,8 @@ What this is: thin aiohttp handlers (parse, call the cache in a worker thread, s
 `GET /v1/sessions`. The body of save/restore may name the context: `{"slot": 2}` or
 `{"slot": "main"}` (default main). A save's body may name the conversation instead, or besides as a guard:
 `messages`, `tokens` or `conversation` (server/history_save.py; held nowhere a 404, a slot another request took a
-409). A save under a name that differs only in case from a saved session's is a 409.
+409). A save under a name that differs only in case from a saved session's is a 409; one past the sessions folder's
+budget (--conversation-cache-sessions-mib) a 507 `storage_error` saying what frees room.
 Sessions are per model: a restore or DELETE of a name only another model saved a session under is a 409 naming it. A restore of a session an older Strata saved reads its tokens again
 (`"rebuilt": true`); one whose sidecar does not check is a 409, one longer than the context a 400. What this is not: the scheduler. The server sets
 `app[SESSION_BACKEND]` to an object with `save_session(name, ctx)`, `restore_session(name, ctx)`,
@@ -26,7 +27,13 @@ from strata.server.body_read import read_body
 from strata.server.fields import refused_encoding
 from strata.server.history_save import HistoryNotFoundError, SaveTarget, SlotTakenError
 
-from .sessions import SessionConflictError, SessionNameError, StaleSessionError, validate_session_name
+from .sessions import (
+    SessionConflictError,
+    SessionNameError,
+    SessionsFolderFullError,
+    StaleSessionError,
+    validate_session_name,
+)
 
 SESSION_BACKEND: web.AppKey = web.AppKey("strata_session_backend", object)
 SESSION_THREADS: web.AppKey = web.AppKey("strata_session_threads", concurrent.futures.ThreadPoolExecutor)
@@ -126,6 +133,8 @@ async def save_session(request: web.Request) -> web.Response:
         return _error(404, str(exc), "not_found_error")
     except (ValueError, IndexError) as exc:
         return _error(400, str(exc))
+    except SessionsFolderFullError as exc:   # the folder's budget (--conversation-cache-sessions-mib): says what frees it
+        return _error(507, str(exc), "storage_error")
     except OSError as exc:
         return _error(507, f"could not write the session (a session saved before under this name is kept as it was): "
                            f"{exc}", "storage_error")

@@ -107,6 +107,13 @@ OPTIONS: list[OptionSpec] = [
                "System-prompt cache folder; empty = the platform cache folder's 'system-prompts'."),
     OptionSpec("conversation-cache-sessions-dir", str, "",
                "Saved sessions folder (session API); empty = the platform cache folder's 'sessions'."),
+    OptionSpec("conversation-cache-sessions-mib", int, 0,
+               "Saved sessions folder budget in MiB (0 = no limit): a save that would take the folder past it is "
+               "refused, or makes room per --conversation-cache-sessions-when-full.", validator=_non_negative),
+    OptionSpec("conversation-cache-sessions-when-full", str, "reject",
+               "When a save would take the sessions folder past its budget: reject it (the saves stay), or evict "
+               "this model's least recently used saves (saved or restored longest ago) to make room.",
+               choices=("reject", "evict")),
 ]
 
 OPTIONS_BY_FIELD: dict[str, OptionSpec] = {o.field: o for o in OPTIONS}
@@ -213,6 +220,8 @@ class CacheConfig:
     conversation_cache_system_prompt_mib: int = 0
     conversation_cache_system_prompt_dir: str = ""
     conversation_cache_sessions_dir: str = ""
+    conversation_cache_sessions_mib: int = 0
+    conversation_cache_sessions_when_full: str = "reject"
     restore_ladder: bool = True  # STRATA_RESTORE_LADDER
 
     def __post_init__(self) -> None:

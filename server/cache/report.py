@@ -67,7 +67,33 @@ def describe(cache, kept: bool = False) -> str:
                      f" ({', '.join([entries_text(row.get('entries', 0)), *files])})")
     parts.append(cache.segments.describe())
     parts.append("system-prompt cache " + cache.system_prompts.describe().split(" ", 1)[1])
+    if not kept:
+        parts.append(sessions_text(cache))
     return "conversation cache: " + "; ".join(parts)
+
+
+def sessions_text(cache) -> str:
+    """'sessions /path 3.2 of 2048 MiB (reject when full)', or '... 3.2 MiB, no limit': the saved-sessions folder's
+    use (every session file in it, as last measured) and its budget."""
+    c = cache.config
+    used = cache.sessions.used_bytes / MIB
+    folder = cache.sessions.level.folder
+    if not c.conversation_cache_sessions_mib:
+        return f"sessions {folder} {used:.1f} MiB, no limit"
+    return (f"sessions {folder} {used:.1f} of {c.conversation_cache_sessions_mib} MiB "
+            f"({c.conversation_cache_sessions_when_full} when full)")
+
+
+def _sessions_folder(cache) -> dict:
+    c = cache.config
+    lvl = cache.sessions.level
+    out = {"folder": lvl.folder, "budget_mib": c.conversation_cache_sessions_mib,
+           "when_full": c.conversation_cache_sessions_when_full,
+           "used_mib": round(cache.sessions.used_bytes / MIB, 1),
+           "evictions": cache.sessions.evictions, "refusals": cache.sessions.refusals}
+    if lvl.state == "on":   # indexed once a session call opened it: this model's saves and the files skipped
+        out.update(entries=len(lvl.entries), **_files_at_start(lvl))
+    return out
 
 
 def snapshot_for_monitor(cache) -> dict:
@@ -85,6 +111,7 @@ def snapshot_for_monitor(cache) -> dict:
         "levels": _level_rows(cache),
         "system_prompt_cache": {"folder": sp.folder, "budget_mib": c.conversation_cache_system_prompt_mib},
         "segment_tier": {"folder": cache.segments.level.folder, "budget_mib": c.conversation_cache_segment_mib},
+        "sessions_folder": _sessions_folder(cache),
     }
     for key, lvl in (("system_prompt_cache", sp), ("segment_tier", cache.segments.level)):
         if lvl.state == "on":
@@ -113,6 +140,11 @@ CACHE_FAMILIES: dict[str, tuple[str, str]] = {
     "remove_failures_total": ("counter", "Files a disk level could not remove (a read-only folder)."),
     "skipped_files_total": ("counter", "Files found at start-up and left alone, by reason."),
     "removed_files_total": ("counter", "Strata's own files removed at start-up (damaged, orphaned, an older Strata's: stale), by reason."),
+    "sessions_folder_bytes": ("gauge", "Bytes of the session files in the saved-sessions folder (every model's, "
+                              "damaged ones too), as last measured."),
+    "sessions_budget_bytes": ("gauge", "The saved-sessions folder's budget (0: no limit)."),
+    "session_evictions_total": ("counter", "Saved sessions deleted to make room for a save (when-full evict)."),
+    "session_refusals_total": ("counter", "Session saves refused: the saved-sessions folder's budget was full."),
     "damaged_total": ("counter", "Cache images that failed validation when restored."),
     "ladder_restores_total": ("counter", "Damaged images whose valid prefix was restored."),
     "superseded_total": ("counter", "Entries replaced by a longer history of the same conversation."),
@@ -158,6 +190,10 @@ def metrics_text(cache) -> str:
             add("skipped_files_total", n, level=lvl.name, reason=reason)
         for reason, n in sorted(getattr(lvl, "removed", {}).items()):
             add("removed_files_total", n, level=lvl.name, reason=reason)
+    add("sessions_folder_bytes", cache.sessions.used_bytes)
+    add("sessions_budget_bytes", cache.config.conversation_cache_sessions_mib * MIB)
+    add("session_evictions_total", cache.sessions.evictions)
+    add("session_refusals_total", cache.sessions.refusals)
     add("damaged_total", cache.damaged)
     add("ladder_restores_total", cache.ladder_restores)
     add("superseded_total", cache.superseded)

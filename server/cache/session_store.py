@@ -20,11 +20,12 @@ import json
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 
 from .disk import DiskEntry, DiskLevel, Identity, _Foreign, _Stale
 from .fileio import FileIO
-from .temp_files import temp_name
+from .temp_files import TEMP_SUFFIX, temp_name
 
 log = logging.getLogger("strata.cache")
 
@@ -77,10 +78,16 @@ class SessionStore:
         self.level = DiskLevel("sessions", folder, 0, 0.0, identity, io=io, prefix=SESSION_PREFIX,
                                versioned_images=True, **kwargs)
         self.tag = model_tag(identity)
+        # the folder's committed session files' bytes as last measured (folder_bytes): what /metrics, the monitor
+        # and the INFO line show, read on the event loop without scanning the folder there
+        self.used_bytes = 0
+        self.evictions = 0   # saves deleted to make room for another (--conversation-cache-sessions-when-full evict)
+        self.refusals = 0    # saves refused: the folder's budget (--conversation-cache-sessions-mib) was full
         self._opened = False
         # the first save (the worker thread) and a first list or DELETE (the event loop's executor) both indexed
         # the folder: the one that finished last could drop the other's new entry until a restart
         self._opening = threading.Lock()
+        self.folder_bytes()   # its use at start-up (the INFO line, /metrics), without indexing it (that is at first use)
 
     def ensure_open(self) -> DiskLevel:
         if self._opened:
@@ -90,6 +97,7 @@ class SessionStore:
                 return self.level
             self.level.open()
             self._opened = True
+            self.folder_bytes()
             for name, why in self.level.swept:   # a save given up at a stop, or killed: its part, never an entry
                 log.info("sessions folder: removed %s, a temporary file left by a save or a DELETE that did not "
                          "finish (%s)", os.path.join(self.level.folder, name), why)
@@ -98,6 +106,52 @@ class SessionStore:
                          "before its sidecar was in place, or an earlier save's image left behind)",
                          os.path.join(self.level.folder, name))
         return self.level
+
+    # -- the folder's use -----------------------------------------------------------------------
+
+    def folder_bytes(self) -> int:
+        """The bytes of every committed session file in the folder (sidecars and images of every model and version,
+        damaged ones too: the disk the budget bounds), remembered in `used_bytes`. Temporary files are writes or
+        DELETEs under way, not counted. A folder not there (not made yet) holds 0; one that cannot be read keeps
+        the last measure."""
+        total = 0
+        try:
+            with os.scandir(self.level.folder) as it:
+                for f in it:
+                    if not f.name.startswith(self.level.prefix) or f.name.endswith(TEMP_SUFFIX) \
+                            or not f.name.endswith((".json", ".img")):
+                        continue
+                    try:
+                        if f.is_file(follow_symlinks=False):
+                            total += f.stat(follow_symlinks=False).st_size
+                    except OSError:   # removed since the listing
+                        continue
+        except FileNotFoundError:
+            total = 0
+        except OSError:
+            return self.used_bytes
+        self.used_bytes = total
+        return total
+
+    @staticmethod
+    def used_at(entry: DiskEntry) -> float:
+        """When a save was last saved or restored: its sidecar's modification time (a restore touches it), else its
+        seal."""
+        try:
+            return os.stat(entry.sidecar_path).st_mtime
+        except OSError:
+            return entry.sealed_at
+
+    @staticmethod
+    def touch(entry: DiskEntry) -> None:
+        """Mark a save used now (saved, restored), for the budget's least-recently-used order; best effort (a
+        read-only folder leaves its order as it was). The time is given, not left to the file system: its own is
+        the kernel's coarse clock (a tick of some milliseconds), and two uses within one tick tied."""
+        now = time.time()
+        try:
+            os.utime(entry.sidecar_path, (now, now))
+        except OSError:
+            pass
 
     # -- names and keys -------------------------------------------------------------------------
 

@@ -37,7 +37,8 @@ from . import policy
 from .disk import DiskEntry, DiskLevel, tokens_array
 from .memory import MIB
 from .restoring import RestoreResult, common_prefix_len
-from .session_store import SESSION_PREFIX, OtherModelsSession, SessionStore, StaleSessionError
+from .session_budget import SavedSession, plan_session_room
+from .session_store import SESSION_PREFIX, OtherModelsSession, SessionStore, StaleSessionError, split_key
 
 __all__ = ["SESSION_PREFIX", "SessionStore", "StaleSessionError"]   # re-exported: their home was this module
 
@@ -136,6 +137,11 @@ class SessionBeingDeletedError(SessionConflictError):
         self.saved = name
 
 
+class SessionsFolderFullError(OSError):
+    """A save that would take the sessions folder past its budget (--conversation-cache-sessions-mib; a 507): the
+    message names the folder, its use, the budget and what would free room. Nothing is written or deleted."""
+
+
 class SessionOfAnotherModelError(SessionConflictError):
     """A restore or DELETE of a name only another model saved a session under (a 409): sessions are per model."""
 
@@ -195,23 +201,76 @@ class SessionsMixin:
                 twin = self.sessions.case_twin(name)
                 if twin is not None:
                     raise SessionConflictError(name, twin)
+                # before writing: a save of gigabytes the budget refuses anyway is not written first (its KV's size
+                # is close to its image's; the exact check is made once its files are written, below)
+                self._make_room(name, int(snapshot_bytes), drop=False)
                 self.saving = save
             try:
+                def ready(entry: DiskEntry) -> None:
+                    _still_wanted(save)
+                    with self._lock:
+                        self._make_room(name, entry.n_bytes, drop=True)
+
                 e = lvl.write(self.sessions.key_of(name), "session", tokens,
                               _counted(self.engine.snapshot_chunks(ctx, n_tokens), save), self.clock(),
-                              meta={"model": self.model_name}, ready=lambda: _still_wanted(save))
+                              meta={"model": self.model_name}, ready=ready)
             finally:
                 self.saving = None
+            self.sessions.touch(e)   # used now (the budget's least-recently-used order)
             with self._lock:
                 lvl.add(e)
                 older = [name] if name in self.sessions.own_keys(name) else []   # this model's, saved before tags
                 lvl.entries.pop(name, None)
             moved = self._move_older(name, older)
+            self.sessions.folder_bytes()
         # removed after every lock, as a DELETE's files are: one that hangs held session_writes, and with it this
         # save's answer, every other save and DELETE, and the stop's wait for a save (cache._wait_for_save), for ever
         self._remove_moved_files(name, moved)
         return {"name": name, "model": self.model_name, "n_tokens": e.n_tokens, "bytes": e.image_bytes,
                 "floor": adm.floor}
+
+    def _make_room(self, name: str, need_bytes: int, *, drop: bool) -> None:
+        """Check that a save of `name` taking `need_bytes` fits the sessions folder's budget (session_budget.py; the
+        caller holds the cache's lock); SessionsFolderFullError when it does not. With `drop` (its files are written,
+        not yet in place) the least recently used saves the when-full setting drops are deleted first, each warned
+        of; an OSError deleting one refuses the save (those deleted stay deleted)."""
+        c = self.config
+        budget = c.conversation_cache_sessions_mib * MIB
+        if budget == 0:
+            return
+        store, lvl = self.sessions, self.sessions.level
+        replaced = set(store.own_keys(name))   # the name's save this one replaces, and one saved before tags
+        own = [SavedSession(k, e.n_bytes, store.used_at(e)) for k, e in list(lvl.entries.items())
+               if k not in replaced and split_key(k)[0] not in self.deleting]
+        used = store.folder_bytes()
+        decision = plan_session_room(used, need_bytes, sum(lvl.entries[k].n_bytes for k in replaced
+                                                           if k in lvl.entries),
+                                     budget, c.conversation_cache_sessions_when_full, own)
+        if not decision.fits:
+            self.sessions.refusals += 1
+            raise SessionsFolderFullError(self._full_text(name, used, need_bytes, decision.reason))
+        if not drop:
+            return
+        for key in decision.drop:
+            e = lvl.forget(key)
+            self.sessions.evictions += 1
+            log.warning("sessions folder: session %s (%.1f MiB) deleted to make room for the save of %s: the folder "
+                        "holds %.1f of its %d MiB budget and --conversation-cache-sessions-when-full is evict (the "
+                        "least recently saved or restored goes first)", split_key(key)[0],
+                        (e.n_bytes if e else 0) / MIB, name, used / MIB, c.conversation_cache_sessions_mib)
+        if decision.drop:
+            store.folder_bytes()
+
+    def _full_text(self, name: str, used: int, need: int, why: str) -> str:
+        c = self.config
+        evict = "" if c.conversation_cache_sessions_when_full == "evict" else \
+            ", or set --conversation-cache-sessions-when-full evict to delete the least recently used saves to make room"
+        return (f"session {name!r} not saved: the sessions folder {self.sessions.level.folder} "
+                f"(--conversation-cache-sessions-dir, where named session saves are kept) holds {used / MIB:.1f} MiB of "
+                f"its {c.conversation_cache_sessions_mib} MiB budget (--conversation-cache-sessions-mib) and this save "
+                f"needs {need / MIB:.1f} MiB: {why}. Free room by deleting saves you no longer need (DELETE "
+                f"/v1/sessions/NAME; GET /v1/sessions lists them), raise --conversation-cache-sessions-mib{evict}; "
+                "a session saved before under this name is kept as it was")
 
     def _move_older(self, name: str, keys: list[str]) -> list[str]:
         """Move this model's files of `name` saved before sessions were per model out of the way, once its own save is
@@ -286,8 +345,11 @@ class SessionsMixin:
                 entry = self.sessions.found_since(name)   # saved since indexed (another server sharing the folder)
             if entry is None:
                 raise self.missing_session_error(name)
-            return self._restore_disk(lvl, entry, ctx, entry.n_tokens, "session_restore", time.perf_counter(),
-                                      discard_damaged=False)
+            result = self._restore_disk(lvl, entry, ctx, entry.n_tokens, "session_restore", time.perf_counter(),
+                                        discard_damaged=False)
+        if result.n_tokens:
+            self.sessions.touch(entry)   # used now: the budget's evict drops the least recently used first
+        return result
 
     def missing_session_error(self, name: str) -> Exception:
         """What a restore of `name`, which this model has no session of, raises: SessionOfAnotherModelError when
@@ -361,6 +423,7 @@ class SessionsMixin:
             removal.done.set()
         try:
             self.sessions.remove_moved(removal.name, moved)   # outside every lock: one that hangs holds nothing
+            self.sessions.folder_bytes()
         finally:
             removal.removed.set()
 
@@ -387,6 +450,7 @@ class SessionsMixin:
         """This model's sessions (another model's are not restorable here), each with the model that saved it."""
         with self._lock:
             self.sessions.refresh(skip=set(self.deleting))   # what servers sharing the folder saved and deleted since
+            self.sessions.folder_bytes()
             rows = [s for s in self.sessions.list() if s["name"] not in self.deleting]
         for s in rows:
             s["model"] = s["model"] or self.model_name   # saved before sessions recorded it: this model's all the same
