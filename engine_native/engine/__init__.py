@@ -213,6 +213,37 @@ class Engine:
     def copy(self, src: int, dst: int, n: int) -> None:
         self._native.copy(src, dst, n)
 
+    @property
+    def shift_refusal(self) -> str | None:
+        """Why this engine cannot move KV cells (`shift`, `splice`): multi-head latent attention, layers with a
+        sliding window, the CUDA backend; None when it can."""
+        return self._native.shift_refusal() or None
+
+    def shift(self, ctx: int, a: int, b: int) -> None:
+        """llama.cpp's seq_rm + seq_add on one context: keeps [0, a), drops [a, b) and moves [b, n) to start at a,
+        its keys re-rotated by (a - b) with the model's RoPE. An approximation: the moved cells were computed beside
+        the dropped ones. Leaves no logits. ValueError (naming why) where `shift_refusal` is not None."""
+        n = self.context_len(ctx)
+        self.splice(ctx, a, [range(b, n)] if b < n else [])
+
+    def splice(self, ctx: int, keep: int, pieces: Sequence[range | Sequence[int]]) -> None:
+        """Keeps [0, keep), then lays `pieces` out one after another: a `range` of the history's positions moves
+        those cells (keys re-rotated to their new positions; ranges in history order, past `keep`, not
+        overlapping), a sequence of token ids is read there (attending to what precedes it). The context's logits
+        are the last piece's when it is read, else none. See `shift`."""
+        spec: list[tuple[int, int]] = []
+        new: list[int] = []
+        for p in pieces:
+            if isinstance(p, range):
+                if p.step != 1:
+                    raise ValueError(f"splice: a moved range must have step 1, got {p!r}")
+                spec.append((p.start, len(p)))
+            else:
+                t = _tokens(p)
+                spec.append((-1, len(t)))
+                new.extend(int(x) for x in t)
+        self._native.splice(ctx, keep, spec, np.asarray(new, dtype=np.int32))
+
     def kv_read(self, ctx: int, t0: int, t1: int) -> bytes:
         """Raw KV of tokens [t0, t1): per layer K rows then V rows."""
         return self._native.kv_read(ctx, t0, t1)

@@ -71,6 +71,10 @@ void kv_get_rows(const kv_layout& L, const uint8_t* buf, bool is_k, int64_t t0, 
                  size_t stride = 0);
 void kv_set_rows(const kv_layout& L, uint8_t* buf, bool is_k, int64_t t0, int64_t t1, const uint8_t* src,
                  size_t stride = 0);
+// One row as kv_get_rows gives it (row_bytes: L.kv_dim values) to floats and back (f16 rounded, q8_0
+// quantized as kv_store stores): what re-rotating stored keys (engine::splice) reads and writes.
+void kv_row_to_float(const kv_layout& L, const uint8_t* row, float* out);
+void kv_row_from_float(const kv_layout& L, const float* in, uint8_t* row);
 // Bytes of one layer's K (or V) buffer that hold positions [0, n) (whole tiles for tiled K).
 size_t kv_prefix_bytes(const kv_layout& L, bool is_k, int64_t n);
 

@@ -245,6 +245,34 @@ void register_engine_bindings(py::module_& m) {
                  py::gil_scoped_release nogil;
                  e.truncate(c, n);
              })
+        .def("shift_refusal", &engine::shift_refusal)
+        // pieces as (src, n) pairs, src -1 for new tokens (their ids in `tokens`, the new pieces' in order)
+        .def("splice",
+             [](engine& e, int c, int64_t keep, const std::vector<std::pair<int64_t, int64_t>>& pieces,
+                const py::object& tokens) {
+                 std::vector<int32_t> t = token_vector(tokens);
+                 std::vector<engine::splice_piece> ps;
+                 size_t used = 0;
+                 for (const auto& [src, n] : pieces) {
+                     const int32_t* at = nullptr;
+                     if (src == -1) {
+                         if (n < 0 || used + size_t(n) > t.size()) {
+                             throw engine_error("splice: the new pieces' lengths exceed the " + std::to_string(t.size()) +
+                                                " tokens given");
+                         }
+                         at = t.data() + used;
+                         used += size_t(n);
+                     }
+                     ps.push_back({src, n, at});
+                 }
+                 if (used != t.size()) {
+                     throw engine_error("splice: " + std::to_string(t.size()) + " tokens given, the new pieces take " +
+                                        std::to_string(used));
+                 }
+                 py::gil_scoped_release nogil;
+                 e.splice(c, keep, ps.data(), int64_t(ps.size()));
+             },
+             py::arg("ctx"), py::arg("keep"), py::arg("pieces"), py::arg("tokens"))
         .def("copy",
              [](engine& e, int src, int dst, int64_t n) {
                  py::gil_scoped_release nogil;

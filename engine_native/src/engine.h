@@ -121,6 +121,23 @@ class engine {
     bool kv_write(int ctx_id, int64_t t0, const int32_t* tokens, int64_t n, const uint8_t* src,
                   bool src_mapped = false);
 
+    // One piece of splice(): n cells of the context's history moved from position src (src >= 0), or n new
+    // tokens read (src -1, `tokens` its n ids).
+    struct splice_piece {
+        int64_t src;
+        int64_t n;
+        const int32_t* tokens;
+    };
+    // llama.cpp's --cache-reuse on one context (its seq_rm + seq_add, engine-splice.cpp): keeps [0, keep), then
+    // lays the pieces out one after another from `keep`: a moved piece's K re-rotated by (its new position - src)
+    // with the model's own RoPE and V unchanged, a new piece read at its place (attending to what precedes it
+    // only). The moved cells' K / V were computed beside tokens that are gone: an approximation of a fresh read
+    // of the same tokens, not equal to it. Moved pieces in history order, not overlapping, each src >= keep.
+    // The context's logits are the last piece's when it is new, else none. Throws shift_refusal() when not "".
+    void splice(int ctx_id, int64_t keep, const splice_piece* pieces, int64_t n_pieces);
+    // Why this engine cannot move cells (multi-head latent attention, windowed layers, the CUDA backend), or "".
+    std::string shift_refusal() const;
+
   private:
     context& ctx_mut(int id);
     void check_tokens(const int32_t* tokens, int64_t n) const;

@@ -200,6 +200,29 @@ void kv_store(const kv_layout& L, uint8_t* k, uint8_t* v, int64_t pos, const flo
     for (int64_t j = 0; j < L.kv_dim; j++) std::memcpy(tile + size_t(j) * k_tile * es, k_row + j, 4);
 }
 
+void kv_row_to_float(const kv_layout& L, const uint8_t* row, float* out) {
+    if (L.type == TYPE_F32) {
+        std::memcpy(out, row, sizeof(float) * size_t(L.kv_dim));
+    } else if (L.type == TYPE_F16) {
+        for (int64_t j = 0; j < L.kv_dim; j++) {
+            uint16_t h;
+            std::memcpy(&h, row + 2 * j, 2);
+            out[j] = fp16_to_fp32(h);
+        }
+    } else {
+        for (int64_t b = 0; b < L.kv_dim / k_qk; b++) {
+            const uint8_t* blk = row + size_t(b) * k_q8_block;
+            uint16_t dh;
+            std::memcpy(&dh, blk, 2);
+            const float d = fp16_to_fp32(dh);
+            const int8_t* qs = reinterpret_cast<const int8_t*>(blk + 2);
+            for (int j = 0; j < k_qk; j++) out[b * k_qk + j] = d * float(qs[j]);
+        }
+    }
+}
+
+void kv_row_from_float(const kv_layout& L, const float* in, uint8_t* row) { store_row(L.type, in, row, L.kv_dim); }
+
 void kv_get_rows(const kv_layout& L, const uint8_t* buf, bool is_k, int64_t t0, int64_t t1, uint8_t* dst,
                  size_t stride) {
     if (stride == 0) stride = L.row_bytes;
