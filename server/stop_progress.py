@@ -26,14 +26,20 @@ def amount(n_bytes: int, of: int) -> str:
     return f"{n_bytes / size:.1f} of {of / size:.1f} {unit}"
 
 
-def progress_line(n: int, bytes_done: int, n_bytes: int, n_done: int = 0, n_refused: int = 0) -> str:
-    """Sizes below 0: not known (the spill writer's queue, captures parked to disk): counted in entries.
-    `n_refused`: histories every disk level refused (lost), not among the `n` kept: said apart (a trial's stop
-    counted a refused one as written)."""
+def progress_line(n: int, bytes_done: int, n_bytes: int, n_done: int = 0, n_refused: int = 0,
+                  n_evicted: int = 0) -> str:
+    """Sizes below 0: not known (the spill writer's queue, captures parked to disk): counted in entries, `n_done`
+    of those to write (`n` + `n_evicted`). `n_evicted`: histories this stop wrote that a later write of it evicted
+    for a disk budget, not among the `n` kept (session 31's soak said "6 of 6 written" and kept 5). `n_refused`:
+    histories every disk level refused (lost), not among the `n` kept. Both said apart. No conversation and nothing
+    written: the queue writes prompt prefixes alone (the segment tier, the system-prompt cache)."""
+    if n == 0 and n_done == 0 and n_bytes <= 0 and not n_evicted and not n_refused:
+        return "stopping: writing the prompt prefixes kept for the next start (segment tier, system-prompt cache)"
     what = "1 conversation" if n == 1 else f"{n} conversations"
-    done = f"{n_done} of {n}" if n_bytes < 0 else amount(bytes_done, n_bytes)
+    done = f"{n_done} of {n + n_evicted}" if n_bytes < 0 else amount(bytes_done, n_bytes)
+    evicted = f"; {n_evicted} of them evicted by the disk budget" if n_evicted else ""
     refused = f"; {n_refused} refused by the disk, lost" if n_refused else ""
-    return f"{PREFIX} {what} for the next start ({done} written{refused})"
+    return f"{PREFIX} {what} for the next start ({done} written{evicted}{refused})"
 
 
 class StopProgress:
@@ -46,12 +52,13 @@ class StopProgress:
         self.log, self.every_s, self.clock = log, every_s, clock
         self._said_at: float | None = None
 
-    def __call__(self, n_done: int, n: int, bytes_done: int, n_bytes: int, n_refused: int = 0) -> None:
+    def __call__(self, n_done: int, n: int, bytes_done: int, n_bytes: int, n_refused: int = 0,
+                 n_evicted: int = 0) -> None:
         now = self.clock()
-        if self._said_at is not None and now - self._said_at < self.every_s and n_done < n:
+        if self._said_at is not None and now - self._said_at < self.every_s and n_done < n + n_evicted:
             return
         self._said_at = now
-        self.log.info("%s", progress_line(n, bytes_done, n_bytes, n_done, n_refused))
+        self.log.info("%s", progress_line(n, bytes_done, n_bytes, n_done, n_refused, n_evicted))
 
     def waiting(self, save: SaveUnderWay, waited_s: float) -> None:
         """cache.close's `waiting`: it waits for a session save still being written (told as more of it is), at

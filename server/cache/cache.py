@@ -98,6 +98,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                     log.warning("conversation cache %s level %s: %s; the level is off (nothing is kept there): "
                                 "give --conversation-cache-%s-dir a folder this user can write", lc.name, lc.folder,
                                 lvl.state, lc.name)
+        self._told: CloseProgress | None = None   # a stop's lines: told of what its writes evicted (cascade events)
         self.cascade = Cascade(levels, config.conversation_cache_when_full, on_event=self._on_cascade_event)
         self.ram: RamLevel | None = levels[0] if levels and isinstance(levels[0], RamLevel) else None
         self.first_disk = next((i for i, lv in enumerate(levels) if isinstance(lv, DiskLevel)), None)
@@ -329,7 +330,13 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self.session_writes.release()
 
     def _close(self, persist: bool, told: CloseProgress | None) -> None:
-        self.flush(None if told is None else told.queued)   # the queue's sizes are not known: counted in entries
+        with self._lock:
+            self._told = told
+        if told is None:
+            self.flush()
+        else:   # the queue's sizes are not known: counted in entries
+            self._spill.flush(told.queued, written=told.queue_written)
+            told.handing_down()
         self._spill.stop()
         if persist and self.ram is not None and self.first_disk is not None:
             with self._lock:
@@ -364,14 +371,14 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                     if why_lost is None:
                         written.append(key)
                         n_done, bytes_done = n_done + 1, bytes_done + sizes[key]
+                        if told is not None:
+                            told.handed_down(key)
                     else:
                         lost, why = lost + 1, why_lost
                         n, n_bytes = n - 1, n_bytes - sizes[key]
-                let_go = [k for k in written if not self._on_disk(k)]   # a disk budget made room for newer ones
+                # a disk budget made room for newer ones (the lines count them: CloseProgress.left)
+                let_go = [k for k in written if not self._on_disk(k)]
                 if let_go:
-                    n, n_done = n - len(let_go), n_done - len(let_go)
-                    freed = sum(sizes[k] for k in let_go)
-                    n_bytes, bytes_done = n_bytes - freed, bytes_done - freed
                     log.info("stopping: %d of the %d conversations written made room for newer ones within the disk "
                              "levels' budgets (the oldest; --conversation-cache-cold-mib sets the last one's)",
                              len(let_go), len(written))

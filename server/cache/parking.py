@@ -45,8 +45,10 @@ class ParkResult:
 
 
 class ParkingMixin:
-    def park(self, ctx: int, reason: str = "") -> ParkResult:
-        """Capture context `ctx`'s history before it is overwritten (RAM, disk, or counted discard)."""
+    def park(self, ctx: int, reason: str = "", conversation: str = "") -> ParkResult:
+        """Capture context `ctx`'s history before it is overwritten (RAM, disk, or counted discard). `conversation`
+        is the key the context's requests ran under (/v1/slots shows it; "" when none): kept in the entry's meta,
+        and so in its sidecar on every disk level, so a session save by that key finds the history once parked."""
         tokens = tokens_array(self.engine.context_tokens(ctx))
         n = int(tokens.shape[0])
         if n == 0:
@@ -78,7 +80,7 @@ class ParkingMixin:
             self._save_prefixes(ctx, tokens, now)  # each prefix has its own placement
             return ParkResult("discard", adm.floor, key, n, 0, adm.reason)
         entry = RamEntry(key, "conversation", tokens, list(self.engine.snapshot_chunks(ctx)), now, now,
-                         {"reason": reason})
+                         {"reason": reason, **({"conversation": conversation} if conversation else {})})
         if self._closed:   # during the copy (a stop gave this step up as stuck, then closed the cache)
             return _after_close(n)
         destination, why = adm.destination, adm.reason
@@ -139,8 +141,11 @@ class ParkingMixin:
         return {e.key for e in entries if any(_replaces(o.tokens, e) for o in entries if o is not e)}
 
     def _on_cascade_event(self, ev: tuple) -> None:
-        """A history degraded out of RAM is on disk now: the disk prefixes it supersedes can go."""
+        """A history degraded out of RAM is on disk now: the disk prefixes it supersedes can go. A stop's lines
+        are told of the histories that left a disk level (those it wrote leave its N)."""
         action, level, key = ev[0], ev[1], ev[2]
+        if self._told is not None and action in ("evict", "discard") and level != "ram":
+            self._told.left(key, evicted=action == "evict")
         if action != "degrade" or level != "ram":
             return
         found = self.cascade.find(key)
@@ -210,9 +215,9 @@ class ParkingMixin:
 
     # -- spill (the writer thread is spill.SpillWriter) -----------------------------------------
 
-    def _spill_one(self, key: str) -> bool | None:
+    def _spill_one(self, key: str) -> int | bool | None:
         """Write a disk-bound capture to the first disk level that takes it (a later one when the first
-        refuses: too large for its whole budget, full, an I/O error), else keep it in RAM, else discard. True:
+        refuses: too large for its whole budget, full, an I/O error), else keep it in RAM, else discard. Its bytes:
         written; False: discarded; None: nothing to write, or kept in RAM (what a stop's lines count)."""
         with self._lock:
             entry = self._pending.get(key)
@@ -238,7 +243,7 @@ class ParkingMixin:
             lvl.add(written)
             self._supersede(entry.tokens, key)
             self.cascade.make_room(self.cascade.levels.index(lvl), 0, self.clock())
-            return True
+            return entry.n_bytes   # as the hand-down counts its histories (a RAM copy's bytes)
 
     def _wait_for_holds(self) -> None:
         """Until no request holds a hit in the conversation levels (at most HOLD_WAIT_S; spill thread only: the

@@ -18,14 +18,19 @@ log = logging.getLogger("strata.cache")
 
 
 class SpillWriter:
-    def __init__(self, write_one: Callable[[str], bool | None]) -> None:
-        """`write_one(key)`: True once written, False when every level refused it (lost), None when there was
-        nothing to write or it was kept elsewhere (RAM): a stop's lines count only the first as written."""
+    def __init__(self, write_one: Callable[[str], int | bool | None]) -> None:
+        """`write_one(key)`: the bytes written once written, False when every level refused it (lost), None when
+        there was nothing to write or it was kept elsewhere (RAM): a stop's lines count only the first as written."""
         self._write_one = write_one
         self._q: queue.Queue = queue.Queue()
-        self._count_lock = threading.Lock()   # a flush reads the queue's size and these counts at one moment
+        # a flush reads these at one moment; keys only: a job (a prefix save of the segment tier or the system-prompt
+        # cache) is no conversation (a stop counted each one beside the histories: "2 of 2 written" for one history)
+        self._count_lock = threading.Lock()
+        self._keys_left = 0   # keys queued, not yet taken
+        self._keys_done = 0   # keys taken, ever
         self.refused = 0      # keys written nowhere: lost
         self.not_kept = 0     # keys with nothing written (gone from the queue's entries, kept in RAM instead)
+        self._counted: dict[str, int] | None = None   # a flush's: the keys it counts written, their bytes
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._stopped = False   # after stop(), nothing is taken (the cache closed; a park may still end after it)
@@ -43,12 +48,15 @@ class SpillWriter:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="strata-cache-spill", daemon=True)
                 self._thread.start()
+        if isinstance(item, str):
+            with self._count_lock:
+                self._keys_left += 1
         self._q.put(item)
 
     def _loop(self) -> None:
         while True:
             item = self._q.get()
-            outcome: bool | None = True
+            outcome: int | bool | None = None
             try:
                 if item is None:
                     return
@@ -61,37 +69,58 @@ class SpillWriter:
                 outcome = False
             finally:
                 with self._count_lock:
-                    self.refused += outcome is False
-                    self.not_kept += outcome is None
+                    if isinstance(item, str):
+                        self._count(item, outcome)
                     self._q.task_done()
 
-    def flush(self, progress: Callable[[int, int, int], None] | None = None, poll_s: float = 0.2) -> None:
-        """Wait until every queued spill is written; `progress(written, kept, refused)` whenever one more is done (a
-        stop waits here for the captures parked to disk: the app reads how far it is). `kept`: those queued that
-        are or will be written; one refused by every level leaves it for `refused` (the trial's stop said "3 of 3
-        written" with one of them refused, lost), one kept in RAM instead leaves it (the stop writes RAM after)."""
+    def _count(self, key: str, outcome: int | bool | None) -> None:
+        """One key taken off the queue (the count lock held)."""
+        self._keys_left -= 1
+        self._keys_done += 1
+        self.refused += outcome is False
+        self.not_kept += outcome is None
+        if self._counted is not None and outcome is not None and not isinstance(outcome, bool):
+            self._counted[key] = outcome
+
+    def flush(self, progress: Callable[[int, int, int], None] | None = None, poll_s: float = 0.2,
+              written: dict[str, int] | None = None) -> None:
+        """Wait until every queued spill and job is done; `progress(written, kept, refused)` as each is (a stop waits
+        here for the captures parked to disk: the app reads how far it is, and ends a stop silent for 15 s). `kept`:
+        the histories queued that are or will be written; one refused by every level leaves it for `refused` (the
+        trial's stop said "3 of 3 written" with one of them refused, lost), one kept in RAM instead leaves it (the
+        stop writes RAM after); (0, 0, 0) while only jobs are left. `written`: filled with the keys counted written
+        and their bytes, each before it is counted (a stop tells which of them a later write evicted)."""
         if self._thread is None:
             return
         if progress is None:
             self._q.join()
             return
         with self._count_lock:
-            queued = left = self._q.unfinished_tasks
-            refused0, not_kept0 = self.refused, self.not_kept
-        refused = not_kept = 0
-        while left:
-            progress(queued - left - refused - not_kept, queued - refused - not_kept, refused)
-            while self._q.unfinished_tasks == left:
+            done0, refused0, not_kept0 = self._keys_done, self.refused, self.not_kept
+            self._counted = written
+        try:
+            self._wait(progress, poll_s, done0, refused0, not_kept0)
+        finally:
+            with self._count_lock:
+                self._counted = None
+
+    def _wait(self, progress: Callable[[int, int, int], None], poll_s: float, done0: int, refused0: int,
+              not_kept0: int) -> None:
+        took = 0   # keys taken during this flush
+        while True:
+            with self._count_lock:
+                tasks, left, took = self._q.unfinished_tasks, self._keys_left, self._keys_done - done0
+                gone = self.refused - refused0 + self.not_kept - not_kept0   # taken, nothing of them kept here
+                refused = self.refused - refused0
+            if not tasks:
+                break
+            progress(took - gone, took + left - gone, refused)
+            while self._q.unfinished_tasks == tasks:
                 with self._q.all_tasks_done:   # notified when the count falls to 0; polled for each step
                     self._q.all_tasks_done.wait(poll_s)
-            with self._count_lock:
-                left = self._q.unfinished_tasks
-                refused, not_kept = self.refused - refused0, self.not_kept - not_kept0
-            queued = max(queued, left)
-        if queued:
+        if took:
             # the last word: all written (a stop's last line said "0 of 3 written"), but for those refused
-            kept = queued - refused - not_kept
-            progress(kept, kept, refused)
+            progress(took - gone, took - gone, refused)
 
     def stop(self, timeout: float = 30.0) -> None:
         with self._start_lock:
