@@ -92,6 +92,21 @@ class Log:
             self.f.flush()
 
 
+def failure(r: httpx.Response, prefix: str = "") -> dict:
+    """A session call's answer for the log: its status and, when it failed, the message of its error body (why a
+    restore was a 503: session 31's soak logged one with no reason), the text itself when that is not JSON.
+    `prefix` names the fields for a record holding several calls' (`restore_`: restore_status, restore_message)."""
+    out: dict = {f"{prefix}status": r.status_code}
+    if r.status_code != 200:
+        try:
+            err = r.json().get("error")
+            message = err.get("message") if isinstance(err, dict) else err
+        except (ValueError, AttributeError):
+            message = None
+        out[f"{prefix}message"] = (message if isinstance(message, str) else r.text)[:500]
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------------- server
 class Server:
     def __init__(self, args: argparse.Namespace, out: Path) -> None:
@@ -557,7 +572,7 @@ class SessionAgent(Agent):
         body = r.json() if r.status_code == 200 else {}
         n = body.get("n_tokens", 0)
         other = r.status_code == 200 and not self.prev_prompt <= n <= total
-        self.log.write({"kind": "session_save", "status": r.status_code, "body": r.text[:300], "slot": body.get("slot"),
+        self.log.write({"kind": "session_save", **failure(r), "body": r.text[:300], "slot": body.get("slot"),
                         "source": body.get("source"), "n_tokens": n, "prompt": self.prev_prompt, "total": total,
                         "s": round(time.time() - t0, 2), "other": other, "phase": self.server.n})
         if r.status_code == 200 and not other:
@@ -575,7 +590,7 @@ class SessionAgent(Agent):
             return
         r = httpx.post(f"{self.server.url}/v1/sessions/soak-slot/save", json={"slot": where[-1], "messages": history},
                        timeout=600)
-        self.log.write({"kind": "session_slot_guard", "status": r.status_code, "slot": where[-1],
+        self.log.write({"kind": "session_slot_guard", **failure(r), "slot": where[-1],
                         "body": r.text[:300], "phase": self.server.n})
 
     def check_save(self, history: list, n_saved: int) -> None:
@@ -600,8 +615,8 @@ class SessionAgent(Agent):
             mine = [d for d in decisions if d.get("request") == req and not d.get("park")]
             if mine:
                 ran_in, from_slot = mine[-1].get("slot"), mine[-1].get("source_slot")
-        self.log.write({"kind": "session_check", "status": r.status_code, "restored": restored, "saved": n_saved,
-                        "guard_status": guard.status_code if guard is not None else None, "main_held": held,
+        self.log.write({"kind": "session_check", **failure(r), "restored": restored, "saved": n_saved,
+                        **(failure(guard, "guard_") if guard is not None else {"guard_status": None}), "main_held": held,
                         "cached": cached, "ran_in": ran_in, "from_slot": from_slot,
                         "cached_from_main": "main" in (ran_in, from_slot) and cached >= n_saved - 1,
                         "right": r.status_code == 200 and restored == n_saved and held == n_saved,
@@ -613,7 +628,7 @@ class SessionAgent(Agent):
         t0 = time.time()
         r = httpx.post(f"{self.server.url}/v1/sessions/soak-work/restore", json={"slot": "main"}, timeout=600)
         body = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
-        self.log.write({"kind": "session_restore", "status": r.status_code, "body": r.text[:300],
+        self.log.write({"kind": "session_restore", **failure(r), "body": r.text[:300],
                         "s": round(time.time() - t0, 2), "main_busy": bool(busy), "phase": self.server.n})
         if r.status_code != 200:
             return
@@ -705,7 +720,7 @@ class EditorAgent(Agent):
 
 
 # ---------------------------------------------------------------------------------------------------------- driver
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=40.0)
     p.add_argument("--out", default="/tmp/soak/run")
@@ -722,6 +737,11 @@ def main() -> None:
                    help="the chance that the session agent saves after a turn (besides its first save)")
     p.add_argument("--check-saves", action="store_true",
                    help="restore each session save into main and check it by a 1-token turn's cached tokens")
+    return p
+
+
+def main() -> None:
+    p = parser()
     args = p.parse_args()
     if not 0.0 <= args.session_save_p <= 1.0:
         p.error(f"--session-save-p must be a chance from 0 to 1, got {args.session_save_p!r}")

@@ -90,6 +90,26 @@ def summarize(records: list[dict]) -> dict:
                                                "restore_not_done": sum(r["status"] != 200 for r in checks),
                                                "cached_from_main": sum(r.get("cached_from_main", False)
                                                                        for r in checks)}
+        out["phases"][ph]["session_failures"] = session_failures([r for r in records if r.get("phase") == ph])
     lags = [r for r in records if r["kind"] == "events" and "lag_max_s" in r]
     out["events_lag_max_s"] = max((r["lag_max_s"] for r in lags), default=None)
+    return out
+
+
+def session_failures(records: list[dict]) -> dict[str, int]:
+    """Each failed session call by kind, status and the server's message, counted ("session_check restore 503:
+    ..."): why a restore or save failed (session 31's soak had a restore answered 503 and its log did not say why).
+    A record from before the messages were logged says "(no message logged)"."""
+    out: dict[str, int] = {}
+    for r in records:
+        if not r["kind"].startswith("session"):
+            continue
+        calls = [("", r.get("status"), r.get("message"))]
+        if r["kind"] == "session_check":   # its restore, then the guarded save of main
+            calls = [("restore ", r.get("status"), r.get("message")),
+                     ("guard ", r.get("guard_status"), r.get("guard_message"))]
+        for what, status, message in calls:
+            if status is not None and status != 200:
+                key = f"{r['kind']} {what}{status}: {message or '(no message logged)'}"
+                out[key] = out.get(key, 0) + 1
     return out
