@@ -6,7 +6,8 @@ answer and the save (the agent soak: 5 of 24 saves). Here the history is named b
 rendered as a chat request's prompt renders them (the last one may be the assistant's answer), or token ids. The
 worker finds the context holding most of it (session_match.pick_holder: by tokens, not by key, since a key is
 shared by side requests), else the conversation-cache entry it was parked to, read back into an idle context
-first (session_match.pick_restore_context), and saves the part that matches. With `slot` as well, the slot must
+first (session_match.pick_restore_context), and saves the part that matches. By `conversation` key: the contexts
+labelled with it and the cache entries parked under it (session_match.pick_keyed). With `slot` as well, the slot must
 still hold it: else a SlotTakenError (a 409), nothing saved.
 
 Mechanism: rendering in the calling thread, the finding and saving on the scheduler's worker thread (the
@@ -108,18 +109,34 @@ def save_found(sched: Any, cache: Any, name: str, wanted: Wanted) -> dict:
 
 
 def save_by_key(sched: Any, cache: Any, name: str, key: str) -> dict:
-    """Saves the history of the contexts labelled with conversation `key` (the longest: they must lie on one line,
-    else side requests under that key went other ways and a 409 asks for the messages)."""
-    held = [c for c in sched.table.contexts if c.valid and c.tokens and c.conversation == key]
-    if not held:
-        raise HistoryNotFoundError(f"no context holds conversation {key!r} (a history parked to the cache has no "
-                                   "key: name it by its messages); nothing saved")
-    if not session_match.one_line([c.tokens for c in held]):
-        raise SlotTakenError(f"conversation {key!r} is held by {', '.join(_label(c.id) for c in held)} with "
-                             "histories that went different ways (side requests under one key): name it by its "
-                             "messages; nothing saved")
-    c = max(held, key=lambda c: len(c.tokens))
-    return _saved(cache.save_session(name, c.id), c.id, "context", f"{_label(c.id)} holds conversation {key!r}")
+    """Saves the history of conversation `key`: the contexts labelled with it and the cache entries parked under it
+    (their sidecars record it) hold it, and the one holding the most is saved (session_match.pick_keyed); an entry
+    is read back into an idle context first, as a save by messages reads one. Contexts labelled with it that went
+    different ways (side requests under one key) are a 409 asking for the messages."""
+    holders = [session_match.KeyedHolder("context", c.id, c.tokens, _label(c.id))
+               for c in sched.table.contexts if c.valid and c.tokens and c.conversation == key]
+    holders += [session_match.KeyedHolder(level, ref, tokens, f"{level} cache entry {ref[:12]}")
+                for level, ref, tokens in cache.conversation_holders(key)]
+    choice = session_match.pick_keyed(holders)
+    h = choice.holder
+    if choice.conflict:
+        raise SlotTakenError(f"conversation {key!r} is held by "
+                             f"{', '.join(x.label for x in holders if x.source == 'context')} with histories that "
+                             "went different ways (side requests under one key): name it by its messages; nothing "
+                             "saved")
+    if h is None:
+        raise HistoryNotFoundError(f"no context or parked conversation holds conversation {key!r} (one parked before "
+                                   "Strata recorded conversation keys has none: name it by its messages); nothing "
+                                   "saved")
+    reason = f"{h.label} holds conversation {key!r}" if h.source == "context" else choice.reason
+    if h.source == "context":
+        return _saved(cache.save_session(name, int(h.ref)), int(h.ref), "context", reason)
+    tokens = list(h.tokens)
+    wanted = Wanted(tokens, len(tokens), key, f"conversation {key!r} ({len(tokens)} tokens)")
+    found = session_match.Holder(h.source, h.ref, len(tokens), h.label)
+    ctx, restore_reason = _read_back(sched, cache, found, wanted, len(tokens))
+    info = cache.save_session(name, ctx, len(sched.table[ctx].tokens))
+    return _saved(info, ctx, h.source, f"{reason}; read back into {restore_reason}")
 
 
 def save_guarded(sched: Any, cache: Any, name: str, ctx: int, wanted: Wanted | None, key: str | None) -> dict:

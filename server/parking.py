@@ -127,7 +127,7 @@ def park_to_cache(sched: Scheduler, ctx: int, reason: str) -> None:
         c.parked = True
         return
     try:
-        result = sched.cache.park(ctx, reason)
+        result = sched.cache.park(ctx, reason, conversation=c.conversation)
         c.parked = True
         sched.metrics.add_park(f"cache_{getattr(result, 'destination', 'done')}")
     except Exception:

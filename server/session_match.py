@@ -84,6 +84,42 @@ def pick_restore_context(contexts: Sequence[ContextView], n_tokens: int) -> Cont
     return ContextChoice(chosen.id, f"context {'main' if chosen.is_main else chosen.id} ({what})")
 
 
+@dataclass(frozen=True)
+class KeyedHolder:
+    """A context labelled with a conversation key, or a cache entry recorded under it, and the history it holds."""
+
+    source: str          # "context" or a conversation-cache level ("ram", "warm", "cold")
+    ref: int | str       # the context id, or the entry's key
+    tokens: Sequence[int]
+    label: str
+
+
+@dataclass(frozen=True)
+class KeyedChoice:
+    holder: KeyedHolder | None
+    reason: str
+    conflict: bool = False   # contexts labelled with the key went different ways: which one is meant is unknown
+
+
+def pick_keyed(holders: Sequence[KeyedHolder]) -> KeyedChoice:
+    """Which history a save by conversation key saves: the holder holding the most tokens, ties to a context, then
+    the fastest level. Contexts labelled with the key must lie on one line (else `conflict`: side requests under
+    one key went other ways); while one holds the key, only the entries on that line count (the live one is the
+    conversation now: an entry parked before it went another way, a compaction's, is not), and an entry is
+    chosen only when it holds more (parked, then its context taken by a shorter request under the key)."""
+    contexts = [h for h in holders if h.source == "context"]
+    if contexts and not one_line([h.tokens for h in contexts]):
+        return KeyedChoice(None, "the contexts labelled with it hold histories that went different ways (side "
+                                 "requests under one key)", conflict=True)
+    line = list(max((h.tokens for h in contexts), key=len, default=[]))
+    ok = [h for h in holders if h.source == "context" or not contexts or one_line([line, h.tokens])]
+    if not ok:
+        return KeyedChoice(None, "no context or parked conversation holds it")
+    rank = {s: i for i, s in enumerate(SOURCE_ORDER)}
+    chosen = min(enumerate(ok), key=lambda p: (-len(p[1].tokens), rank.get(p[1].source, len(rank)), p[0]))[1]
+    return KeyedChoice(chosen, f"{chosen.label} holds it: {len(chosen.tokens)} tokens (the most)")
+
+
 def one_line(histories: Sequence[Sequence[int]]) -> bool:
     """Whether the histories lie on one line: each a prefix of the longest (contexts labelled with one conversation
     key that side requests did not take another way)."""

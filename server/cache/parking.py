@@ -45,8 +45,10 @@ class ParkResult:
 
 
 class ParkingMixin:
-    def park(self, ctx: int, reason: str = "") -> ParkResult:
-        """Capture context `ctx`'s history before it is overwritten (RAM, disk, or counted discard)."""
+    def park(self, ctx: int, reason: str = "", conversation: str = "") -> ParkResult:
+        """Capture context `ctx`'s history before it is overwritten (RAM, disk, or counted discard). `conversation`
+        is the key the context's requests ran under (/v1/slots shows it; "" when none): kept in the entry's meta,
+        and so in its sidecar on every disk level, so a session save by that key finds the history once parked."""
         tokens = tokens_array(self.engine.context_tokens(ctx))
         n = int(tokens.shape[0])
         if n == 0:
@@ -78,7 +80,7 @@ class ParkingMixin:
             self._save_prefixes(ctx, tokens, now)  # each prefix has its own placement
             return ParkResult("discard", adm.floor, key, n, 0, adm.reason)
         entry = RamEntry(key, "conversation", tokens, list(self.engine.snapshot_chunks(ctx)), now, now,
-                         {"reason": reason})
+                         {"reason": reason, **({"conversation": conversation} if conversation else {})})
         if self._closed:   # during the copy (a stop gave this step up as stuck, then closed the cache)
             return _after_close(n)
         destination, why = adm.destination, adm.reason
