@@ -99,7 +99,8 @@ def load(state: ServerState) -> None:
     sched = Scheduler(engine, queue_limit=cfg.queue, prefill_chunk=cfg.prefill_chunk, metrics=state.metrics,
                       policy_cfg=slot_policy.PolicyConfig.from_env(cfg.env), cache=state.cache, timeline=timeline,
                       prefill_slice_ms=cfg.prefill_slice_ms, mixed_piece=cfg.mixed_piece,
-                      lookup_cfg=lookup.LookupConfig(max_draft=lookup_draft(cfg, engine), max_rows=cfg.lookup_rows))
+                      lookup_cfg=lookup.LookupConfig(max_draft=lookup_draft(cfg, engine), max_rows=cfg.lookup_rows),
+                      cache_reuse=cfg.cache_reuse)
     sched.start()
     state.scheduler = sched
     state.info_line = info_line(state)

@@ -20,6 +20,7 @@ class Metrics:
     prompt_tokens_read: int = 0
     prompt_tokens_reused: int = 0
     reused_by_source: dict[str, int] = field(default_factory=dict)
+    prompt_tokens_shifted: int = 0                                       # of the reused: moved into place (--cache-reuse)
     generated_tokens_total: int = 0                                      # counted as each token is made
     prefill_seconds_total: float = 0.0
     decode_seconds_total: float = 0.0
@@ -44,6 +45,12 @@ class Metrics:
             self.prompt_tokens_reused += reused
             self.prompt_tokens_read += read
             self.reused_by_source[source] = self.reused_by_source.get(source, 0) + reused
+
+    def add_shifted(self, n: int) -> None:
+        """A code completion moved `n` tokens of its context's history into place (--cache-reuse); they are
+        counted as reused with its prompt (add_prompt) too."""
+        with self._lock:
+            self.prompt_tokens_shifted += n
 
     def add_request(self, api: str, status: str) -> None:
         """A request ended (its prompt was counted by `add_prompt`, its tokens by `add_generated` as made)."""
@@ -147,6 +154,8 @@ def render_prometheus(m: dict, slots: list[dict], queue_depth: int, in_flight: i
            [({}, m["prompt_tokens_read"])])
     metric("prompt_tokens_reused_total", "counter", "Prompt tokens reused from a slot or the cache, by source.",
            [({"source": s}, n) for s, n in sorted(m["reused_by_source"].items())] or [({"source": "slot"}, 0)])
+    metric("prompt_tokens_shifted_total", "counter", "Of the reused prompt tokens, those a code completion moved "
+           "into place (--cache-reuse; their KV approximate).", [({}, m.get("prompt_tokens_shifted", 0))])
     metric("generated_tokens_total", "counter", "Tokens generated, counted as each is made.",
            [({}, m["generated_tokens_total"])])
     metric("prefill_seconds_total", "counter", "Seconds spent reading prompts.", [({}, m["prefill_seconds_total"])])

@@ -176,6 +176,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("spm-infill", bool, False, "lay a code completion's prompt out suffix first (suffix-prefix-middle: "
            "[FIM_SUF]suffix[FIM_PRE]prefix[FIM_MID]), as llama.cpp's --spm-infill, for the models trained on that "
            "order; default prefix-suffix-middle"),
+    Option("cache-reuse", int, 256, "llama.cpp's --cache-reuse, for code completions only: runs of at least "
+           "this many tokens of a context's history that come next in a completion's prompt (after its typed "
+           "tokens) are moved into place, their keys re-rotated, instead of read again (the suffix after the cursor "
+           "at each keystroke, the rest of the prefix when the editor's window slides); an approximation a fresh "
+           "read would not give exactly. 0 turns it off", minimum=0, maximum=1 << 20),
     Option("max-tokens-default", int, 4096, "output limit of a request that sets none (Anthropic requires one)",
            minimum=1),
     Option("timeline-out", str, None, "append a replay timeline of real traffic (ids, times, token counts; no "
@@ -225,8 +230,6 @@ FLAG_REASONS: dict[str, str] = {
     "-cb": _BATCHING, "--cont-batching": _BATCHING,
     "--metrics": _ALWAYS + "GET /metrics is always served",
     "--slots": _ALWAYS + "GET /v1/slots is always served (--slot-ctx sets a slot's context)",
-    "--cache-reuse": _ALWAYS + "what a prompt shares with a cached history is always reused "
-                               "(docs/conversation-cache.md)",
     "--mlock": _MAPPED, "--no-mmap": _MAPPED, "--mmap": _MAPPED,
     "--no-webui": _ALWAYS + "Strata serves no web page (`strata monitor` is its window)",
     "-hf": _DOWNLOAD, "--hf-repo": _DOWNLOAD, "--hf-file": _DOWNLOAD, "-mu": _DOWNLOAD, "--model-url": _DOWNLOAD,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from strata.engine.canonical_split import CanonicalSplit
 from strata.engine.sampling import Sampler
 from strata.engine.text import StreamDecoder
+from strata.server import cache_reuse
 from strata.server.jobs import Job, StopMatcher
 from strata.server.parking import goes_on_as_text
 from strata.server.row import Row, mismatch_position
@@ -55,8 +56,11 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
     state.prefill_tps = state.decode_tps = None      # the previous request's; live values come per step
     prompt = job.prompt
     limit = len(prompt) - 1        # the last prompt token is always read: its logits start the answer
-    own = common_prefix(state.tokens, prompt) if state.valid else 0
-    src, src_n = sched.table.best_source(prompt, exclude=ctx)
+    # a code completion takes a history whose KV was moved (--cache-reuse) whole, an exact request only before
+    # the move; main holds none where there are slots (parking.displace_main copies main into one)
+    approximate = job.completion and (ctx != MAIN or not sched.table.slots)
+    own = state.matched_by(prompt, approximate) if state.valid else 0
+    src, src_n = sched.table.best_source(prompt, exclude=ctx, approximate=approximate)
     best_n = max(own, src_n)
     row = Row(job=job, ctx=ctx, max_tokens=max(0, min(job.max_tokens, state.capacity - len(prompt))),
               sampler=Sampler(job.sampling, int(sched.engine.n_vocab),
@@ -98,6 +102,7 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
                     (src_n, len(sched.table[src].tokens) if src is not None else 0),
                     (hit_n, int(getattr(hit, "entry_tokens", hit_n) or 0) if hit is not None else 0)]
     copied_from = None
+    spliced = 0        # new prompt tokens read between moved runs (--cache-reuse), in the context already
     if restored:
         n = row.reused
         copied_from = "cache"
@@ -107,6 +112,9 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
             sched.park_to_cache(ctx, "overwritten by a copy")
         sched.engine.copy(src, ctx, n)
         sched.table.set_tokens(ctx, prompt[:n])
+        approx = sched.table[src].approx_from
+        if approx is not None and n > approx:   # the copy holds the source's approximation
+            state.approx_from = approx
         row.source = "main" if src == MAIN else "slot"
         copied_from = src
     elif not state.valid:   # a failed engine call left its tokens unknown: start from nothing
@@ -119,11 +127,16 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
         if len(state.tokens) > n:
             if own < len(state.tokens) - 1 and not goes_on_as_text(sched.engine, state.tokens, prompt, own):
                 sched.park_to_cache(ctx, "overwritten")
-            sched.engine.truncate(ctx, n)
-            sched.table.truncate(ctx, n)
+            plan = cache_reuse.plan(state.tokens, prompt, n, sched.cache_reuse, limit) if approximate else None
+            if plan is None or not move_runs(sched, ctx, prompt, plan):
+                sched.engine.truncate(ctx, n)
+                sched.table.truncate(ctx, n)
+            else:
+                n, spliced = n + plan.moved, plan.read
         row.source = ("main" if ctx == MAIN else "slot") if n > 0 else "none"
     row.prefill_s += time.monotonic() - t0
-    row.pos = row.reused = n
+    row.reused = n
+    row.pos = n + spliced
     sched.placer.settle(job.id, n, copied_from)     # the trace says what the request got, as its usage does
     row.mismatch_at = mismatch_position(compared, limit)
     if row.mismatch_at is not None:
@@ -141,6 +154,24 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
     if prev_conv != job.conversation or ctx == MAIN:
         sched.table.supersede_copies(job.conversation, ctx, prompt, sched.placer.cfg.own_min_share)
     return row
+
+
+def move_runs(sched: Scheduler, ctx: int, prompt: list[int], plan: cache_reuse.ReusePlan) -> bool:
+    """Applies a --cache-reuse plan to the context (Engine.splice): it then holds prompt[:plan.end], its KV
+    approximate from plan.approx_from on (or before, where it already was). False when the engine refused or
+    failed (logged; the caller truncates and the prompt is read)."""
+    state = sched.table[ctx]
+    before = state.approx_from if state.approx_from is not None and state.approx_from < plan.keep else None
+    try:
+        sched.engine.splice(ctx, plan.keep, plan.pieces)
+    except Exception:
+        log.exception("moving %d cached tokens of context %s into place failed; reading them instead", plan.moved,
+                      ctx)
+        return False
+    sched.table.set_tokens(ctx, prompt[:plan.end])
+    state.approx_from = plan.approx_from if before is None else before
+    sched.metrics.add_shifted(plan.moved)
+    return True
 
 
 def restore_from_cache(sched: Scheduler, hit: Any, row: Row, limit: int) -> str:

@@ -58,7 +58,7 @@ class Scheduler:
     def __init__(self, engine: Any, *, queue_limit: int, prefill_chunk: int, metrics: Metrics,
                  policy_cfg: slot_policy.PolicyConfig, cache: Any = None, timeline: Any = None,
                  prefill_slice_ms: float = 250.0, mixed_piece: int = 64,
-                 lookup_cfg: lookup.LookupConfig | None = None) -> None:
+                 lookup_cfg: lookup.LookupConfig | None = None, cache_reuse: int = 0) -> None:
         self.engine = engine
         n_slots = int(getattr(engine, "n_slots", 0))
         slot_ctx = engine.context_capacity(1) if n_slots else 0
@@ -76,6 +76,13 @@ class Scheduler:
         # slower: 64 tokens at 15K history took 720 ms on two cores, 16 took 208 ms).
         # 0 turns mixed steps off (prompt pieces and decode steps apart).
         self.mixed_piece = mixed_piece
+        # --cache-reuse: a code completion moves runs of at least this many tokens of its context's history into
+        # place instead of reading them (server/cache_reuse.py); 0 where the engine cannot move KV (it says why)
+        refusal = getattr(engine, "shift_refusal", "this engine cannot move KV cells")
+        self.cache_reuse = cache_reuse if refusal is None else 0
+        if cache_reuse and refusal is not None:
+            log.info("--cache-reuse %d is off: %s; code completions read what they do not share", cache_reuse,
+                     refusal)
         self.lookup = lookup_cfg or lookup.LookupConfig()
         self._parked_at_stop = False
         self.prefill_rate = 0.0        # tokens/s of recent prefill pieces (EMA), sizes the slices

@@ -87,6 +87,17 @@ class ContextState:
     # user types, they filled the RAM level (8 entries, 658 MB in 30 s, benchmarks/fim_beside_agent.py) and,
     # oldest first, pushed the agents' parked histories down a level or out
     completion: bool = False
+    # its KV from this position on was moved into place (a code completion's --cache-reuse: Engine.splice): an
+    # approximation of a fresh read, so an exact request matches its history only before it (matched_by); None:
+    # all of it is exact. Only a code completion's history has one (`completion` is set), so it is never parked;
+    # a truncation to it or before, and any new history, clear it
+    approx_from: int | None = None
+
+    def matched_by(self, prompt: list[int], approximate: bool = False) -> int:
+        """The prompt tokens this context's history holds for a request: the common prefix, and for an exact
+        request (`approximate` False: any but a code completion) only what precedes `approx_from`."""
+        n = common_prefix(self.tokens, prompt)
+        return n if approximate or self.approx_from is None else min(n, self.approx_from)
 
     @property
     def blank(self) -> bool:
@@ -149,13 +160,14 @@ class SlotTable:
                 load[c.group] += 1
         return load
 
-    def best_source(self, prompt: list[int], exclude: int) -> tuple[int | None, int]:
-        """The context (other than `exclude`) holding the longest valid prefix of `prompt`."""
+    def best_source(self, prompt: list[int], exclude: int, approximate: bool = False) -> tuple[int | None, int]:
+        """The context (other than `exclude`) holding the longest valid prefix of `prompt`; an approximate one
+        (ContextState.approx_from) counted only before its approximation unless `approximate`."""
         best, best_n = None, 0
         for c in self.contexts:
             if c.id == exclude or not c.valid or not c.tokens:
                 continue
-            n = common_prefix(c.tokens, prompt)
+            n = c.matched_by(prompt, approximate)
             if n > best_n:
                 best, best_n = c.id, n
         return best, best_n
@@ -169,11 +181,14 @@ class SlotTable:
         c.superseded = False
         c.parked = c.covered = False
         c.completion = False        # what holds these tokens says so after (row_start, parking)
+        c.approx_from = None        # likewise (row_start)
 
     def truncate(self, ctx: int, n: int) -> None:
         c = self.contexts[ctx]
         del c.tokens[n:]
         c.parked = c.covered = False
+        if c.approx_from is not None and n <= c.approx_from:
+            c.approx_from = None
 
     def extend(self, ctx: int, tokens: list[int]) -> None:
         c = self.contexts[ctx]
@@ -185,6 +200,7 @@ class SlotTable:
         c.valid = False
         c.parked = c.covered = False
         c.tokens = []
+        c.approx_from = None
         c.conversation = ""
 
     def supersede_copies(self, conversation: str, keep: int, prompt: list[int], min_share: float) -> None:

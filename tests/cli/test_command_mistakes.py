@@ -54,7 +54,6 @@ def test_a_bare_model_path_or_a_misspelt_command_gets_the_form_meant(capsys, arg
     (("serve", "--cont-batching"), "--cont-batching: not needed here"),
     (("serve", "--metrics"), "--metrics: not needed here: GET /metrics is always served"),
     (("serve", "--slots"), "--slots: not needed here: GET /v1/slots is always served"),   # not --slot-ctx
-    (("serve", "--cache-reuse", "256"), "--cache-reuse: not needed here"),
     (("serve", "--mlock"), "--mlock: not needed here"),
     (("serve", "--no-mmap"), "--no-mmap: not needed here"),
     (("serve", "--chat-template", "chatml"), "--chat-template: not offered"),

@@ -1,0 +1,89 @@
+"""--cache-reuse on a real server (tiny model with fill-in-the-middle tokens): an editor's keystrokes and its window
+sliding read only their new tokens, the rest of the history moved into place (Engine.splice, server/cache_reuse.py);
+an exact request after them on the same context is answered as a fresh server answers it.
+
+The editor: a prefix of ~1,000 tokens, the typed part of the cursor's line, a ~500-token suffix (fim_prompt keeps
+its first 510 - typed), default prefix-suffix-middle order. With --cache-reuse 0 each keystroke reads the suffix
+again (prompt_n ~510), as before; with the default 256 it reads its typed tokens and the middle token. An exact
+request (a raw /v1/completions prompt: the completion's tokens without the middle token, so not a code completion)
+shares the whole moved history; it must take only what precedes the first moved cell, whether it runs in that
+context (no slots: everything runs in main) or copies from it (one slot)."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from tests.server.live import LiveServer
+
+PREFIX = "".join(f"def f{i}(x):\n    return x * {i} + {i % 7}\n\n" for i in range(60))
+SUFFIX = "".join(f"print(f{i}(y))\n" for i in range(80))
+DROPPED = "".join(f"def f{i}(x):\n    return x * {i} + {i % 7}\n\n" for i in range(20))   # the window slides
+
+
+def infill(server: LiveServer, typed: str, prefix: str = PREFIX) -> dict:
+    r = requests.post(server.url + "/infill", timeout=120, json={
+        "input_prefix": prefix, "prompt": typed, "input_suffix": SUFFIX, "n_predict": 2, "temperature": 0})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def shifted_total(server: LiveServer) -> float:
+    text = requests.get(server.url + "/metrics", timeout=10).text
+    return float(next(line.split()[-1] for line in text.splitlines()
+                      if line.startswith("strata_prompt_tokens_shifted_total")))
+
+
+def editor(server: LiveServer) -> list[dict]:
+    """A first completion, two keystrokes, the window sliding past its first 20 functions, one more keystroke."""
+    assert PREFIX.startswith(DROPPED)
+    slid = PREFIX[len(DROPPED):]
+    return [infill(server, "y = "), infill(server, "y = f"), infill(server, "y = f1"), infill(server, "y = f1", slid),
+            infill(server, "y = f1(", slid)]
+
+
+@pytest.fixture(scope="module")
+def off(fim_coder):
+    with LiveServer(model=str(fim_coder), ctx=4096, batch=1, threads=1, cache_reuse=0) as s:
+        yield s
+
+
+@pytest.mark.parametrize("batch", [0, 1])
+def test_keystrokes_and_a_sliding_window_read_only_their_new_tokens(fim_coder, off, batch):
+    with LiveServer(model=str(fim_coder), ctx=4096, batch=batch, threads=1) as on:
+        got = editor(on)
+        reads = [a["timings"]["prompt_n"] for a in got]
+        assert reads[0] == got[0]["tokens_evaluated"] > 1000           # the first reads everything
+        assert all(n <= 6 for n in reads[1:]), reads                    # then the typed tokens and the middle one
+        for a in got[1:]:
+            assert a["timings"]["cache_n"] == a["tokens_evaluated"] - a["timings"]["prompt_n"]
+        assert shifted_total(on) >= 3 * 500 + 700
+        # the same editor with --cache-reuse 0 reads the suffix again at each keystroke, everything past the
+        # repo-level start when the window slides
+        old = [a["timings"]["prompt_n"] for a in editor(off)]
+        assert min(old[1:]) > 500 and old[3] > 900, old
+        assert shifted_total(off) == 0
+
+        # an exact request on the history the completions left: the last one's tokens without the middle token
+        engine = on.state.engine
+        from strata.server.fim_prompt import FimRequest, fim_context, fim_prompt
+
+        laid = fim_prompt(engine.tokenizer, FimRequest(prefix=PREFIX[len(DROPPED):], suffix=SUFFIX, prompt="y = f1(",
+                                                       n_ctx=fim_context(engine), n_predict=2)).tokens
+        assert len(laid) == got[-1]["tokens_evaluated"]
+        holder = next(c for c in on.state.scheduler.table.contexts if c.tokens[:len(laid) - 1] == laid[:-1])
+        approx_from = holder.approx_from
+        assert approx_from is not None and holder.completion
+        raw = laid[:-1] + engine.tokenize("\n", special=False)
+        body = {"prompt": raw, "max_tokens": 8, "temperature": 0}
+        answer = requests.post(on.url + "/v1/completions", timeout=120, json=body).json()
+        assert 0 < answer["usage"]["prompt_tokens_details"]["cached_tokens"] <= approx_from
+        with LiveServer(model=str(fim_coder), ctx=4096, batch=batch, threads=1) as fresh:
+            want = requests.post(fresh.url + "/v1/completions", timeout=120, json=body).json()
+        assert answer["choices"][0]["text"] == want["choices"][0]["text"]
+        assert answer["usage"]["completion_tokens"] == want["usage"]["completion_tokens"] == 8
+
+
+def test_the_flag_is_checked_by_name(fim_coder):
+    with pytest.raises(Exception, match=r"--cache-reuse.*-1.*below the minimum 0"):
+        LiveServer(model=str(fim_coder), cache_reuse=-1)
