@@ -59,7 +59,11 @@ def default_cold_dir() -> Path:
 SETUP_KEYS = ("model", "threads", "ctx", "batch", "backend", "batch_groups", "slot_ctx", "kv_type",
               "conversation_cache_mib", "conversation_cache_cold_dir", "conversation_cache_cold_mib",
               "conversation_cache_warm_dir", "conversation_cache_warm_mib", "conversation_cache_park",
-              "conversation_cache_min_free_mib", "conversation_cache_park_min_free_mib")
+              "conversation_cache_min_free_mib", "conversation_cache_park_min_free_mib",
+              "conversation_cache_sessions_mib")
+# Of those, the keys setup writes as the server's default (said in the plan so the user sees it: where sessions go
+# and how big they may get): a file without one means the same, and is not told to run setup again for it
+AS_THE_DEFAULT = ("conversation_cache_sessions_mib",)
 
 
 def left_out_by_an_earlier_setup(text: str, values: dict[str, Any]) -> list[str]:
@@ -69,7 +73,8 @@ def left_out_by_an_earlier_setup(text: str, values: dict[str, Any]) -> list[str]
     if not text.lstrip("\ufeff").startswith(HEADER):
         return []
     hand_set_warm = isinstance(values.get(HAND_SET_WARM[0]), str) and bool(values.get(HAND_SET_WARM[0]))
-    return [k for k in SETUP_KEYS if k not in values and not (hand_set_warm and k in HAND_SET_WARM)]
+    return [k for k in SETUP_KEYS if k not in values and k not in AS_THE_DEFAULT
+            and not (hand_set_warm and k in HAND_SET_WARM)]
 
 
 def earlier_setup_note(path: str | os.PathLike[str]) -> str | None:
@@ -104,22 +109,30 @@ def carried_over(plan: Plan, previous: dict[str, Any]) -> dict[str, Any]:
 
 
 HAND_SET_WARM = ("conversation_cache_warm_dir", "conversation_cache_warm_mib")
+HAND_SET_SESSIONS = "conversation_cache_sessions_mib"
 
 
 def with_hand_set(plan: Plan, previous: dict[str, Any]) -> Plan:
-    """The plan with a warm level the previous file set by hand kept: setup never turns one on (it needs a
-    second, faster disk, which setup does not look for), so its plan writes the level off, and a re-run lost
-    the user's level to the `.bak`."""
+    """The plan with what the previous file set by hand and setup never sets kept: a warm level (setup never turns
+    one on: it needs a second, faster disk, which setup does not look for, so its plan writes the level off, and a
+    re-run lost the user's level to the `.bak`), and a budget for the saved-sessions folder (the plan writes no
+    limit)."""
     folder = previous.get(HAND_SET_WARM[0])
-    if not isinstance(folder, str) or not folder:
+    warm = isinstance(folder, str) and bool(folder)
+    sessions = previous.get(HAND_SET_SESSIONS)
+    sessions_set = isinstance(sessions, int) and not isinstance(sessions, bool) and sessions > 0
+    if not warm and not sessions_set:
         return plan
-    why = "kept from the file there: a warm level set by hand (setup never turns one on)"
     choices = []
     for c in plan.choices:
-        if c.key not in HAND_SET_WARM:
+        if c.key == HAND_SET_SESSIONS and sessions_set:
+            choices.append(Choice(c.key, sessions, "kept from the file there: a sessions folder budget set by hand "
+                                                   "(setup never sets one)"))
+        elif c.key not in HAND_SET_WARM or not warm:
             choices.append(c)
         elif c.key in previous:        # a budget not given is the server's default for the level, as before
-            choices.append(Choice(c.key, previous[c.key], why))
+            choices.append(Choice(c.key, previous[c.key],
+                                  "kept from the file there: a warm level set by hand (setup never turns one on)"))
     return replace(plan, choices=tuple(choices))
 
 

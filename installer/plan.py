@@ -487,6 +487,12 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
     add(Choice("conversation_cache_warm_dir", "", "warm level off: it needs a second, faster disk (set by hand)"))
     add(Choice("conversation_cache_warm_mib", 0, "warm level off"))
 
+    # the server's default, said with where the saves go and how big each may be: a named save is the user's, so
+    # setup does not bound them (a full budget refuses saves); a budget set by hand is kept (config_file.py)
+    add(Choice("conversation_cache_sessions_mib", 0,
+               "no limit: named session saves (the session API) stay in the platform cache folder's 'sessions' "
+               f"until deleted, each up to {gib(kv_mib_of(model, ctx))} (a whole context's KV); give it MiB to "
+               "bound the folder"))
     add(Choice(*park_target(s, model, b, ctx, n_slots, keep, p)))
     add(Choice("conversation_cache_min_free_mib", p.min_free_mib,
                "the parking floor: a capture that stays in RAM leaves this much free (the default)"))

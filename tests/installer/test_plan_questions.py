@@ -102,7 +102,7 @@ def test_every_choice_has_a_reason_and_the_keys_are_the_servers():
         "model", "threads", "ctx", "batch", "backend", "batch_groups", "slot_ctx", "kv_type",
         "conversation_cache_mib", "conversation_cache_cold_dir", "conversation_cache_cold_mib",
         "conversation_cache_warm_dir", "conversation_cache_warm_mib", "conversation_cache_park",
-        "conversation_cache_min_free_mib", "conversation_cache_park_min_free_mib"}
+        "conversation_cache_min_free_mib", "conversation_cache_park_min_free_mib", "conversation_cache_sessions_mib"}
     c = plan.config()
     assert (c["conversation_cache_min_free_mib"], c["conversation_cache_park_min_free_mib"]) == (2560, 512)
     assert c["slot_ctx"] <= c["ctx"] and c["batch_groups"] <= max(1, c["batch"])
