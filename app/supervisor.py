@@ -130,6 +130,12 @@ class ServerSupervisor:
             if self._thread is not None and self._thread.is_alive():
                 return
             self._stop.clear()
+            # said at once: the thread's look for the model file comes first (a slow or hung drive: as long as it
+            # takes), and until then the state was "stopped: not started", which the app's status bar showed under a
+            # header saying "starting the server" (a new-user trial)
+            if (self._state, self._detail) != ("starting", "starting the server"):
+                self._state, self._detail = "starting", "starting the server"
+                self._event("starting: starting the server")
             self._thread = threading.Thread(target=self._run, name="strata-server-supervisor", daemon=True)
             self._thread.start()
 
