@@ -240,12 +240,14 @@ class SessionsMixin:
             return
         store, lvl = self.sessions, self.sessions.level
         replaced = set(store.own_keys(name))   # the name's save this one replaces, and one saved before tags
-        own = [SavedSession(k, e.n_bytes, store.used_at(e)) for k, e in list(lvl.entries.items())
-               if k not in replaced and split_key(k)[0] not in self.deleting]
+        replaced_bytes = sum(lvl.entries[k].n_bytes for k in replaced if k in lvl.entries)
         used = store.folder_bytes()
-        decision = plan_session_room(used, need_bytes, sum(lvl.entries[k].n_bytes for k in replaced
-                                                           if k in lvl.entries),
-                                     budget, c.conversation_cache_sessions_when_full, own)
+        when_full = c.conversation_cache_sessions_when_full
+        decision = plan_session_room(used, need_bytes, replaced_bytes, budget, when_full, ())
+        if not decision.fits and when_full == "evict":   # only then each save's last use is read (a stat each)
+            own = [SavedSession(k, e.n_bytes, store.used_at(e)) for k, e in list(lvl.entries.items())
+                   if k not in replaced and split_key(k)[0] not in self.deleting]
+            decision = plan_session_room(used, need_bytes, replaced_bytes, budget, when_full, own)
         if not decision.fits:
             self.sessions.refusals += 1
             raise SessionsFolderFullError(self._full_text(name, used, need_bytes, decision.reason))
