@@ -23,9 +23,11 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
+from functools import partial
 
 from . import policy, report
 from .cascade import Cascade
+from .clock_presence import announce_all, live_clocks, release_all
 from .close_progress import CloseProgress
 from .damaged_files import remove_skipped
 from .disk import PIECE_BYTES, DiskLevel, Identity, tokens_array
@@ -38,7 +40,7 @@ from .ram import RamEntry, RamLevel
 from .restoring import RestoreMixin, common_prefix_len
 from .sessions import SaveUnderWay, SessionRemoval, SessionsMixin, SessionStore
 from .spill import SpillWriter
-from .steady_clock import SteadyClock, clock_id, far_ahead_limit
+from .steady_clock import SteadyClock, clock_id, far_ahead_limit, may_adopt
 from .system_prompt import PrefixStore
 
 log = logging.getLogger("strata.cache")
@@ -107,8 +109,10 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self.system_prompts = self._prefix_store("system_prompt", config.system_prompt_dir,
                                                  config.conversation_cache_system_prompt_mib, piece_bytes)
         self.sessions = SessionStore(config.sessions_dir, self.identity, io=self.io, piece_bytes=piece_bytes)
-        indexed = [lvl for lvl in [*levels, self.segments.level, self.system_prompts.level]
-                   if isinstance(lvl, DiskLevel) and lvl.entries]
+        disk = [lvl for lvl in [*levels, self.segments.level, self.system_prompts.level]
+                if isinstance(lvl, DiskLevel) and lvl.state == "on"]
+        self._folder_clocks = announce_all(disk, self.sealed_by, self.clock.wall)
+        indexed = [lvl for lvl in disk if lvl.entries]
         self._reseal_far_ahead(indexed)
         for lvl in indexed:
             self.clock.seen(max(e.sealed_at for e in lvl.entries.values()))
@@ -143,9 +147,11 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
     def _reseal_far_ahead(self, levels: list[DiskLevel]) -> None:
         """Entries a wrong clock sealed far ahead (steady_clock.far_ahead_limit) count as sealed now, in their
         order, in the index and, where this clock sealed them, their sidecars: they age from today, and the cache's
-        time stays the wall time. Another host's files (a shared folder) are resealed in this run's index only:
-        that host's clock may be the right one and this one behind, and rewritten, its files looked a year old to
-        it (aged out, evicted first) (steady_clock.clock_id)."""
+        time stays the wall time. Another clock's files (another host's on a shared folder, a recreated container's
+        whose host name changed, an older Strata's that name none) are resealed on disk and named this clock's only
+        where steady_clock.may_adopt allows (no server of that clock uses the folder, asked under its commit lock,
+        and the folder's file system's clock agrees with this one); else in this run's index only: that clock may
+        be the right one and this one behind, and rewritten, its files looked a year old to it (aad0950)."""
         wall = self.clock.wall()
         limit = far_ahead_limit([e.sealed_at for lvl in levels for e in lvl.entries.values()], wall)
         if limit is None:
@@ -161,24 +167,43 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         # and trust them all, the cache's time years ahead (a right clock's newer files then evicted before them)
         ahead.sort(key=lambda el: (el[0].sealed_at, el[0].key))
         unwritten: list[str] = []
-        others = 0
+        adopted, left = 0, Counter()   # other clocks' files: taken over; left as they are, by why
         for i, (e, lvl) in enumerate(ahead):
             sealed = wall - (len(ahead) - 1 - i) * SHUTDOWN_SEAL_STEP_S
+            why: list[str] = []
+            adopt = None
             if e.sealed_by != self.sealed_by:
-                e.sealed_at, others = sealed, others + 1
-                continue
+                adopt = partial(self._may_adopt, lvl, e.sealed_by, why)
             try:
-                lvl.reseal(e, sealed)
+                if lvl.reseal(e, sealed, adopt) and adopt is not None:
+                    adopted += 1
+                elif why:
+                    left[why[0]] += 1
             except OSError as exc:
                 unwritten.append(f"{os.path.basename(e.sidecar_path)} ({exc.strerror or exc})")
-        if others:
+        if adopted:
+            log.warning("conversation cache: %d of those sealed by another clock (another host's, a recreated "
+                        "container's, or an older Strata's that named none) taken over: resealed now and named this "
+                        "clock's (no server of that clock uses the folder, and its file system's clock agrees with "
+                        "this one)", adopted)
+        for why, n in left.items():
             log.warning("conversation cache: %d of those sealed by another host's clock (a folder shared with another "
                         "server, or written before Strata named the clock): counted as sealed now in this run only, "
-                        "their files left as they are (that clock may be the right one: check this machine's date)",
-                        others)
+                        "their files left as they are (%s; that clock may be the right one)", n, why)
         if unwritten:
             log.warning("conversation cache: %d of those cannot be resealed on disk, counted as sealed now in this run "
                         "only: %s", len(unwritten), ", ".join(unwritten[:3]) + (", ..." if len(unwritten) > 3 else ""))
+
+    def _may_adopt(self, lvl: DiskLevel, sealed_by: str, why: list[str]) -> bool:
+        """DiskLevel.reseal's `adopt`, asked under the folder's commit lock (a server of that clock starting now
+        marks its use under it too); why not, appended to `why`."""
+        known = self._folder_clocks.get(lvl.folder)
+        offset = None if known is None else known.fs_offset_s
+        live = live_clocks(lvl.folder, known.presence) if offset is not None else None
+        ok, reason = may_adopt(sealed_by, offset, live)
+        if not ok:
+            why.append(reason)
+        return ok
 
     def _prefix_store(self, name: str, folder: str, mib: int, piece_bytes: int) -> PrefixStore:
         lvl = DiskLevel(name, folder, mib * MIB, 0.0, self.identity, io=self.io, piece_bytes=piece_bytes,
@@ -302,6 +327,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
             self._close(persist, told)
         finally:
             self.io.on_write = None
+            release_all(self._folder_clocks)   # its files' seals may be taken over now (steady_clock.may_adopt)
             self.closed = True
 
     def _wait_for_save(self, waiting: Callable[[SaveUnderWay, float], None] | None, stall_s: float) -> None:

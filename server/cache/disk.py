@@ -583,13 +583,16 @@ class DiskLevel:
         self._commit(entry, staged, sidecar_tmp, undo)
         return entry
 
-    def reseal(self, entry: DiskEntry, sealed_at: float) -> None:
+    def reseal(self, entry: DiskEntry, sealed_at: float, adopt: Callable[[], bool] | None = None) -> bool:
         """Seal an indexed entry at `sealed_at`, in the index and in its sidecar (a fresh fsynced one renamed over it
         under the commit lock, as a write's): a start that finds only files a wrong clock sealed far ahead would
         trust them all and move the cache's clock there. The sidecar is rewritten only while it is still the one
         indexed (same seal, same image): one another server wrote since is left alone. Raises OSError (a read-only
         folder, the commit lock held by another server): the index is resealed all the same. The caller reseals
-        only files this clock sealed (ConversationCache._reseal_far_ahead)."""
+        files this clock sealed (ConversationCache._reseal_far_ahead); `adopt`, for a file another clock sealed (or
+        one that names none), is asked under the commit lock whether its seal may be taken over (no live server of
+        that clock on the folder: clock_presence): then the sidecar names this clock, else it is left. Returns
+        whether the sidecar was rewritten."""
         was = entry.sealed_at
         entry.sealed_at = sealed_at
         with self.io.commit_lock(self.folder):
@@ -597,18 +600,27 @@ class DiskLevel:
                 with open(entry.sidecar_path, "rb") as f:
                     d = json.loads(f.read())
             except FileNotFoundError:   # removed since the index (another server evicted it)
-                return
+                return False
             if (not isinstance(d, dict) or d.get("sealed_at") != was
                     or d.get("image", os.path.basename(self.image_path(entry.key)))
                     != os.path.basename(entry.image_path)):
-                return
-            tmp = self._write_sidecar_temp(entry)
+                return False
+            if adopt is not None and not adopt():
+                return False
+            by = entry.sealed_by
+            entry.sealed_by = self.sealed_by if adopt is not None else by
             try:
-                self.io.rename(tmp, entry.sidecar_path)
+                tmp = self._write_sidecar_temp(entry)
+                try:
+                    self.io.rename(tmp, entry.sidecar_path)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        self.io.remove(tmp)
+                    raise
             except BaseException:
-                with contextlib.suppress(OSError):
-                    self.io.remove(tmp)
+                entry.sealed_by = by
                 raise
+        return True
 
     def add(self, entry: DiskEntry) -> None:
         self.entries[entry.key] = entry

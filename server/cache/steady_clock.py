@@ -80,3 +80,30 @@ class SteadyClock:
             self._behind = behind
             self._last_wall, self._last_now = wall, now
         return now
+
+
+# a folder's file system whose clock is this far from this one's (the time it stamped a file just made): one of the
+# two is wrong, and it may be this one, so no other clock's seal is taken over there
+FS_CLOCK_SLACK_S = 3600.0
+
+
+def may_adopt(sealed_by: str, fs_offset_s: float | None, live: set[str] | None,
+              slack_s: float = FS_CLOCK_SLACK_S) -> tuple[bool, str]:
+    """Whether a start may take over the seal of a file another clock sealed far ahead (pure): reseal it at this
+    clock's time and name this clock in its sidecar, and if not, why. `sealed_by`: the file's clock ("" for an
+    older Strata's, which named none); `fs_offset_s`: the folder's file system's time minus this clock's, as it
+    stamped a file this server made there at its start (None: none could be made); `live`: the clocks with a server on the folder
+    now (None: it cannot be told). Left alone, such a file counts as sealed now at every start, so it never ages.
+    Taken over only where this clock is not the suspect one (the file system's clock agrees with it, so it was
+    the sealer's that ran ahead) and no server of that clock uses the folder now (its files would look a day or
+    more old to it while it runs: aged out, evicted first; aad0950)."""
+    if fs_offset_s is None:
+        return False, "the folder's file system's clock could not be read (no file can be made there now)"
+    if abs(fs_offset_s) > slack_s:
+        return False, (f"the folder's file system's clock is {abs(fs_offset_s):.0f} s "
+                       f"{'ahead of' if fs_offset_s > 0 else 'behind'} this one (check this machine's date)")
+    if live is None:
+        return False, "whether a server of that clock uses the folder cannot be told there (no file locks)"
+    if sealed_by and sealed_by in live:
+        return False, "a server of that clock uses the folder now"
+    return True, ""
