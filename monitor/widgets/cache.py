@@ -181,9 +181,10 @@ class CachePanel(QWidget):
             return
         parks, hits = cache.get("parks") or {}, cache.get("hits") or {}
         set_text(self.summary, (
-            f"Park target <b>{cache.get('park_target', units.NA)}</b> \u2022 parked to "
-            + ", ".join(f"{PARK_NAMES[d]} <b>{units.count(parks.get(d))}</b>" for d in PARK_DESTINATIONS)
-            + " \u2022 hits " + ", ".join(f"{HIT_NAMES[k]} <b>{units.count(hits.get(k))}</b>" for k in HIT_LEVELS)))
+            units.phrase(f"Park target <b>{cache.get('park_target', units.NA)}</b>") + f" \u2022 {units.phrase('parked to')} "
+            + ", ".join(units.phrase(f"{PARK_NAMES[d]} <b>{units.count(parks.get(d))}</b>") for d in PARK_DESTINATIONS)
+            + " \u2022 hits "
+            + ", ".join(units.phrase(f"{HIT_NAMES[k]} <b>{units.count(hits.get(k))}</b>") for k in HIT_LEVELS)))
         window = plot_window(view)
         set_window(self.parks_plot, window)
         set_window(self.ram_plot, window)

@@ -26,14 +26,13 @@ def totals_text(view: MonitorView) -> str:
     share = view.reuse_share
     # what runs now is known only from a feed that flows; the running totals stay as last seen
     live = view.connection == "connected"     # connecting: no snapshot of this feed yet (a restart loading)
-    running = f"{units.count(view.running)} running, {units.count(t.get('queue_depth'))} queued" if live else \
-        f"{units.NA} running, {units.NA} queued"
-    parts = [f"{units.counted(t.get('requests'), 'request')} done, {running}",
-             f"generating {units.tps(view.generated_tps)}",
-             f"prompt {units.tokens(t.get('prompt_tokens'))}, reused "
-             + units.share(share),
-             f"generated {units.tokens(t.get('generated_tokens'))}"]
-    return " \u2022 ".join(parts)
+    running, queued = (units.count(view.running), units.count(t.get("queue_depth"))) if live else (units.NA, units.NA)
+    # each count with what it counts on one line where the header wraps (units.phrase); lines break between them
+    items = [[f"{units.counted(t.get('requests'), 'request')} done", f"{running} running", f"{queued} queued"],
+             [f"generating {units.tps(view.generated_tps)}"],
+             [f"prompt {units.tokens(t.get('prompt_tokens'))}", f"reused {units.share(share)}"],
+             [f"generated {units.tokens(t.get('generated_tokens'))}"]]
+    return " \u2022 ".join(", ".join(units.phrase(x) for x in part) for part in items)
 
 
 TOTALS_TIP = ("requests done: ended (answered, cancelled or failed); running: holding a context (reading its "
@@ -49,19 +48,18 @@ def model_text(snap: dict) -> str:
         return units.NA
     parts = [f"<b>{m.get('name') or m.get('path') or units.NA}</b>"
              + (f" ({m['description']})" if m.get("description") and m.get("description") != m.get("name") else "")]
-    for key in ("arch", "quant"):
-        if m.get(key):
-            parts.append(str(m[key]))
+    facts = [str(m[key]) for key in ("arch", "quant") if m.get(key)]
     if m.get("n_ctx_train"):
-        parts.append(f"trained context {units.tokens(m['n_ctx_train'])}")
+        facts.append(f"trained context {units.tokens(m['n_ctx_train'])}")
     if m.get("n_expert"):
-        parts.append(f"{m['n_expert']} experts, {m.get('n_expert_used', units.NA)} a token")
+        facts.append(f"{m['n_expert']} experts, {m.get('n_expert_used', units.NA)} a token")
     if e.get("backend"):
-        parts.append(f"{e['backend']}, {units.counted(e.get('threads'), 'thread')}")
+        facts.append(f"{e['backend']}, {units.counted(e.get('threads'), 'thread')}")
     if e.get("kv_type"):
         bpt = e.get("bytes_per_token")
-        parts.append(f"KV {e['kv_type']}" + (f" ({bpt / 1024:.1f} KiB/token)" if bpt else ""))
-    return " \u2022 ".join(parts)
+        facts.append(f"KV {e['kv_type']}" + (f" ({bpt / 1024:.1f} KiB/token)" if bpt else ""))
+    # the name wraps as words do (a long one must fit somewhere); each fact after it stays on one line
+    return " \u2022 ".join(parts + [units.phrase(f) for f in facts])
 
 
 class Header(QWidget):

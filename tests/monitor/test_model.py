@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from strata.monitor import units
 from strata.monitor.model import FeedError, MonitorModel, admission_headroom, request_reuse
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "monitor"
@@ -243,7 +244,7 @@ def test_the_generation_rate_needs_a_live_feed():
     m.set_connection("disconnected", "cannot reach http://x: refused")
     view = m.view()
     assert view.generated_tps is None
-    text = totals_text(view)
+    text = totals_text(view).replace(units.NBSP, " ")
     assert "generating \u2013" in text and "\u2013 running, \u2013 queued" in text, text
     m.set_connection("connecting", "http://x")
     last = copy.deepcopy(series[-1])
@@ -268,6 +269,6 @@ def test_what_runs_now_needs_a_live_feed_while_connecting_too():
     m = fed(*series[:-1])                            # two slots decoding
     m.set_connection("connected", "http://x")
     running = m.view().busy_slots
-    assert running > 0 and f"{running} running" in totals_text(m.view())
+    assert running > 0 and f"{running} running" in totals_text(m.view()).replace(units.NBSP, " ")
     m.set_connection("connecting", "starting the server")
-    assert "\u2013 running, \u2013 queued" in totals_text(m.view())
+    assert "\u2013 running, \u2013 queued" in totals_text(m.view()).replace(units.NBSP, " ")

@@ -4,6 +4,7 @@ new-user trial's second start (its conversations restored from disk, one token o
 
 from __future__ import annotations
 
+from strata.monitor import units
 from strata.monitor.widgets.requests import REQUEST_HEADERS
 
 from tests.fixtures.qt import shown_window
@@ -16,7 +17,7 @@ def test_nearly_all_reused_is_not_shown_as_all(qtbot):
         last["requests"][0].update(prompt_tokens=647, reused_tokens=646)
         last["requests"][1].update(prompt_tokens=647, reused_tokens=647)
     window = shown_window(qtbot, recorded_model(restored))
-    assert "reused 99.6 %" in window.header.totals.text(), window.header.totals.text()
+    assert "reused 99.6 %" in window.header.totals.text().replace(units.NBSP, " "), window.header.totals.text()
     table = window.activity.requests
     col = REQUEST_HEADERS.index("reused\ntok (share)")
     cells = [table.item(r, col).text() for r in range(table.rowCount())]
