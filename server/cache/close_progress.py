@@ -69,7 +69,7 @@ class CloseProgress:
         with self._lock:
             if key in self._handed:
                 self._handed.discard(key)
-            elif self.queue_written.get(key, -1) >= 0 and key not in self._gone:
+            elif key in self.queue_written and key not in self._gone:
                 self._gone.add(key)
             else:
                 return
