@@ -110,11 +110,21 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
         n = min(src_n, limit)
         if state.tokens and own < len(state.tokens):
             sched.park_to_cache(ctx, "overwritten by a copy")
-        sched.engine.copy(src, ctx, n)
-        sched.table.set_tokens(ctx, prompt[:n])
-        approx = sched.table[src].approx_from
-        if approx is not None and n > approx:   # the copy holds the source's approximation
-            state.approx_from = approx
+        source = sched.table[src]
+        # a completion copies the source's runs past the common prefix too, to move them into place (a keystroke
+        # placed beside the context that read the file: else its suffix was read again at every keystroke)
+        whole = min(len(source.tokens), state.capacity)
+        plan = cache_reuse.plan(source.tokens[:whole], prompt, n, sched.cache_reuse, limit) if approximate else None
+        copy_n = whole if plan is not None else n
+        sched.engine.copy(src, ctx, copy_n)
+        sched.table.set_tokens(ctx, source.tokens[:copy_n])
+        if source.approx_from is not None and copy_n > source.approx_from:   # the copy holds its approximation
+            state.approx_from = source.approx_from
+        if plan is not None and move_runs(sched, ctx, prompt, plan):
+            n, spliced = n + plan.moved, plan.read
+        elif plan is not None:
+            sched.engine.truncate(ctx, n)
+            sched.table.truncate(ctx, n)
         row.source = "main" if src == MAIN else "slot"
         copied_from = src
     elif not state.valid:   # a failed engine call left its tokens unknown: start from nothing

@@ -7,7 +7,9 @@ its first 510 - typed), default prefix-suffix-middle order. With --cache-reuse 0
 again (prompt_n ~510), as before; with the default 256 it reads its typed tokens and the middle token. An exact
 request (a raw /v1/completions prompt: the completion's tokens without the middle token, so not a code completion)
 shares the whole moved history; it must take only what precedes the first moved cell, whether it runs in that
-context (no slots: everything runs in main) or copies from it (one slot)."""
+context (no slots: everything runs in main) or copies from it (one slot). With four slots the window's slide is
+placed in a blank slot and copies from the one that read the file: the copy takes the source's runs past the common
+prefix too and moves them (before, it copied the common prefix only and read 1,430 tokens)."""
 
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ def off(fim_coder):
         yield s
 
 
-@pytest.mark.parametrize("batch", [0, 1])
+@pytest.mark.parametrize("batch", [0, 1, 4])
 def test_keystrokes_and_a_sliding_window_read_only_their_new_tokens(fim_coder, off, batch):
     with LiveServer(model=str(fim_coder), ctx=4096, batch=batch, threads=1) as on:
         got = editor(on)
