@@ -56,9 +56,15 @@ class _QuestionPage(QWizardPage):
         """key -> the typed text for it (None: that question is not asked)."""
         raise NotImplementedError
 
+    def refused(self, key: str, reason: str) -> str:
+        """What the page says when the answer to `key` is refused for `reason` (the terminal adds its own way on:
+        "pass another --cold-dir PATH")."""
+        return reason
+
     def validatePage(self) -> bool:
         w = self.wizard()
         s, a = w.situation, w.answers
+        key = ""
         try:
             for key, text in self.answer_texts().items():
                 if text is None:
@@ -66,7 +72,7 @@ class _QuestionPage(QWizardPage):
                 q = question_for(key, s, a)
                 s, a = flow.accept(s, a, q, parse_answer(q, text, s, a))
         except AnswerError as e:
-            self.error.setText(str(e))
+            self.error.setText(self.refused(key, str(e)))
             return False
         w.situation, w.answers = s, a
         self.error.setText("")
@@ -173,6 +179,13 @@ class DiskPage(_QuestionPage):
         if self.keep.isChecked():   # the folder as taken (a relative one under home), seen again on Back
             self.folder.setText(self.wizard().answers.cold_dir)
         return True
+
+    def refused(self, key: str, reason: str) -> str:
+        """A folder refused without a way on ("cannot write to /mnt/x: Read-only file system") says the page's two;
+        the reasons that name one already ("choose a folder on a disk") are left as they are."""
+        if key != "cold_dir" or "choose" in reason:
+            return reason
+        return f"{reason}: choose another folder, or untick \u201cKeep conversations on disk\u201d"
 
     def answer_texts(self) -> dict[str, str | None]:
         keep = self.keep.isChecked()
