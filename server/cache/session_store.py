@@ -21,9 +21,10 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
-from .disk import DiskEntry, DiskLevel, Identity, _Foreign, _Stale
+from .disk import GENERATION_MARK, DiskEntry, DiskLevel, Identity, _Foreign, _Stale
 from .fileio import FileIO
 from .temp_files import TEMP_SUFFIX, temp_name
 
@@ -114,7 +115,16 @@ class SessionStore:
         damaged ones too: the disk the budget bounds), remembered in `used_bytes`. Temporary files are writes or
         DELETEs under way, not counted. A folder not there (not made yet) holds 0; one that cannot be read keeps
         the last measure."""
-        total = 0
+        measured = self.measure()
+        if measured is not None:
+            self.used_bytes = measured[0]
+        return self.used_bytes
+
+    def measure(self, keys: Collection[str] = ()) -> tuple[int, int] | None:
+        """(the bytes of every committed session file in the folder, the part that is the files of `keys`: the
+        save a new one replaces, whether the index holds it or not: an older Strata's is no entry), as the folder
+        holds them now; None when it cannot be read. A folder not there holds (0, 0)."""
+        total = of_keys = 0
         try:
             with os.scandir(self.level.folder) as it:
                 for f in it:
@@ -122,16 +132,23 @@ class SessionStore:
                             or not f.name.endswith((".json", ".img")):
                         continue
                     try:
-                        if f.is_file(follow_symlinks=False):
-                            total += f.stat(follow_symlinks=False).st_size
+                        if not f.is_file(follow_symlinks=False):
+                            continue
+                        size = f.stat(follow_symlinks=False).st_size
                     except OSError:   # removed since the listing
                         continue
+                    total += size
+                    if keys and self._file_key(f.name) in keys:
+                        of_keys += size
         except FileNotFoundError:
-            total = 0
+            return 0, 0
         except OSError:
-            return self.used_bytes
-        self.used_bytes = total
-        return total
+            return None
+        return total, of_keys
+
+    def _file_key(self, file_name: str) -> str:
+        """The key a session file of the folder belongs to (its sidecar's, each of its images')."""
+        return file_name[len(self.level.prefix):].rsplit(".", 1)[0].split(GENERATION_MARK, 1)[0]
 
     @staticmethod
     def used_at(entry: DiskEntry) -> float:
@@ -166,8 +183,7 @@ class SessionStore:
             names = os.listdir(lvl.folder)
         except OSError:
             return set(lvl.entries)
-        return {n[len(lvl.prefix):].rsplit(".", 1)[0].split("@", 1)[0] for n in names
-                if n.startswith(lvl.prefix) and n.endswith((".json", ".img"))}
+        return {self._file_key(n) for n in names if n.startswith(lvl.prefix) and n.endswith((".json", ".img"))}
 
     def entry(self, name: str) -> DiskEntry | None:
         """This model's session `name` as indexed: its own save, else one saved before tags (indexed only when its

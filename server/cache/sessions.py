@@ -240,8 +240,10 @@ class SessionsMixin:
             return
         store, lvl = self.sessions, self.sessions.level
         replaced = set(store.own_keys(name))   # the name's save this one replaces, and one saved before tags
-        replaced_bytes = sum(lvl.entries[k].n_bytes for k in replaced if k in lvl.entries)
-        used = store.folder_bytes()
+        # what the folder holds of them, not what the index does: an older Strata's save of the name, which a
+        # rebuild saves again, is no entry (counted as staying, its rebuild was refused, or evicted another save)
+        used, replaced_bytes = store.measure(replaced) or (store.used_bytes, 0)
+        store.used_bytes = used
         when_full = c.conversation_cache_sessions_when_full
         decision = plan_session_room(used, need_bytes, replaced_bytes, budget, when_full, ())
         if not decision.fits and when_full == "evict":   # only then each save's last use is read (a stat each)
