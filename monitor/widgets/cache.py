@@ -47,7 +47,7 @@ HIT_NAMES = {"ram": "RAM", "warm": "warm", "cold": "cold", "segment": "segment",
 
 
 def level_cells(level: dict) -> list[str]:
-    on = level.get("state") == "on"
+    on = level.get("state") in ("on", "read-only")   # read-only: its entries are there and read, nothing new kept
     used, budget = level.get("used_mib"), level.get("budget_mib")
     used_text = f"{units.mib(used)} / {units.mib(budget)}" if on else units.NA
     entries = units.count(level.get("entries")) + files_at_start_text(level)
@@ -203,7 +203,8 @@ class CachePanel(QWidget):
         levels = [lv for lv in cache.get("levels") or [] if isinstance(lv, dict)]
         rows = [level_cells(lv) for lv in levels]
         muted = self.theme.muted
-        colors = [[None] + [muted if lv.get("state") != "on" else None] * (len(LEVEL_HEADERS) - 1) for lv in levels]
+        colors = [[None] + [self.theme.warn if lv.get("state") == "read-only" else muted if lv.get("state") != "on"
+                            else None] * (len(LEVEL_HEADERS) - 1) for lv in levels]
         self.levels.show_rows(rows, colors, align_right=(3, 4, 5, 6, 7))
         self.levels.fit_height(len(rows))
         parts = [prefix_store_text(name, cache.get(key) or {})

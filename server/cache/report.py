@@ -6,8 +6,15 @@ copies (list(...), made in one step under the GIL), never a live dict or deque.
 
 from __future__ import annotations
 
+import os
+
 from .disk import DiskLevel
 from .memory import MIB
+
+# the state said of a disk level whose folder this process cannot write (a read-only mount, its permissions): its
+# entries are read, nothing new is kept there. The level itself stays "on" (its entries restore); the INFO line, the
+# stop's line and the monitor said "on" too, and only a start-up warning in the log told a user nothing would be kept
+READ_ONLY = "read-only"
 
 
 def entries_text(n: int) -> str:
@@ -28,6 +35,8 @@ def _level_rows(cache) -> list[dict]:
                        age_evictions=casc.age_evictions[lc.name])
             if isinstance(lvl, DiskLevel):
                 row.update(_files_at_start(lvl))
+                if lvl.state == "on" and not os.access(lvl.folder, os.W_OK):   # looked at each time: it may change
+                    row["state"] = READ_ONLY
         elif lc.on:
             row["state"] = "unavailable"
         rows.append(row)
