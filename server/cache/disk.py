@@ -453,16 +453,20 @@ class DiskLevel:
         entry.sidecar_bytes = len(raw)
         return self._write_temp(entry.sidecar_path, [raw])
 
-    def _commit(self, entry: DiskEntry, image_from: str, sidecar_tmp: str, undo_image) -> None:
+    def _commit(self, entry: DiskEntry, image_from: str, sidecar_tmp: str, undo_image,
+                committing: Callable[[DiskEntry], None] | None = None) -> None:
         """Rename the image, then the sidecar, into place under the folder's commit lock: another
         writer of the same key (a second server on this folder) commits its pair wholly before or
         after, never between, so the sidecar always describes the image beside it. On failure the
         sidecar's temporary file is removed and `undo_image()` puts the image back or removes it.
         With versioned images, the image's name is new (nothing is replaced before the sidecar's rename)
-        and the key's other images are removed after, in the same hold of the lock."""
+        and the key's other images are removed after, in the same hold of the lock. `committing(entry)` is
+        called first in that hold (what it raises commits nothing)."""
         renamed = committed = False
         try:
             with self.io.commit_lock(self.folder):
+                if committing is not None:
+                    committing(entry)
                 self.io.rename(image_from, entry.image_path)
                 renamed = True
                 if self.versioned_images:
@@ -520,11 +524,14 @@ class DiskLevel:
 
     def write(self, key: str, kind: str, tokens: np.ndarray, pieces: Iterable[bytes], now: float,
               *, created_at: float | None = None, meta: dict | None = None,
-              ready: Callable[[DiskEntry], None] | None = None) -> DiskEntry:
+              ready: Callable[[DiskEntry], None] | None = None,
+              committing: Callable[[DiskEntry], None] | None = None) -> DiskEntry:
         """Write an image from `pieces` and its sidecar atomically; does not index it (see `add`).
         `ready(entry)` is called once both are written (their sizes known), before they are renamed into place:
         what it raises leaves nothing written (a session save the stop gave up while its last write or fsync hung,
-        one past the sessions folder's budget).
+        one past the sessions folder's budget). `committing(entry)` is called after it, under the folder's commit
+        lock just before the renames (no other server on the folder commits meanwhile), and what it raises leaves
+        nothing written too; it must not take the commit lock itself.
 
         On any failure (ENOSPC, I/O error) nothing is left under the entry's names.
         """
@@ -553,7 +560,7 @@ class DiskLevel:
         def undo(renamed: bool) -> None:
             self.io.remove(img if renamed else img_tmp)
 
-        self._commit(entry, img_tmp, sidecar_tmp, undo)
+        self._commit(entry, img_tmp, sidecar_tmp, undo, committing)
         return entry
 
     def adopt(self, other: DiskEntry, now: float) -> DiskEntry:

@@ -213,7 +213,8 @@ class SessionsMixin:
 
                 e = lvl.write(self.sessions.key_of(name), "session", tokens,
                               _counted(self.engine.snapshot_chunks(ctx, n_tokens), save), self.clock(),
-                              meta={"model": self.model_name}, ready=ready)
+                              meta={"model": self.model_name}, ready=ready,
+                              committing=lambda entry: self._still_fits(name, entry.n_bytes))
             finally:
                 self.saving = None
             self.sessions.touch(e)   # used now (the budget's least-recently-used order)
@@ -264,6 +265,29 @@ class SessionsMixin:
                         (e.n_bytes if e else 0) / MIB, name, used / MIB, c.conversation_cache_sessions_mib)
         if decision.drop:
             store.folder_bytes()
+
+    def _still_fits(self, name: str, need_bytes: int) -> None:
+        """The last check of a save of `name` against the sessions folder's budget, made under the folder's commit
+        lock just before its renames (DiskLevel.write's `committing`): against the folder as it is then, which
+        another server sharing it may have filled since `_make_room` (its saves do not wait for this one's
+        session_writes): two saves racing for the last room both went in, the folder past its budget. Nothing is
+        deleted here (evicting needs the cache's lock, never taken under the commit lock): SessionsFolderFullError."""
+        c = self.config
+        budget = c.conversation_cache_sessions_mib * MIB
+        if budget == 0:
+            return
+        store = self.sessions
+        measured = store.measure(set(store.own_keys(name)))
+        if measured is None:   # the folder cannot be read: the renames that follow fail with their own error
+            return
+        used, replaced_bytes = measured
+        decision = plan_session_room(used, need_bytes, replaced_bytes, budget, "reject", ())
+        if not decision.fits:
+            store.used_bytes = used
+            store.refusals += 1
+            raise SessionsFolderFullError(self._full_text(
+                name, used, need_bytes, "the folder took more while this save was written (another server sharing it "
+                                        "saved there meanwhile?)"))
 
     def _full_text(self, name: str, used: int, need: int, why: str) -> str:
         c = self.config
