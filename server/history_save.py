@@ -115,8 +115,8 @@ def save_by_key(sched: Any, cache: Any, name: str, key: str) -> dict:
     different ways (side requests under one key) are a 409 asking for the messages."""
     holders = [session_match.KeyedHolder("context", c.id, c.tokens, _label(c.id))
                for c in sched.table.contexts if c.valid and c.tokens and c.conversation == key]
-    holders += [session_match.KeyedHolder(level, ref, tokens, f"{level} cache entry {ref[:12]}")
-                for level, ref, tokens in cache.conversation_holders(key)]
+    holders += [session_match.KeyedHolder(level, ref, tokens, f"{level} cache entry {ref[:12]}", parked_at)
+                for level, ref, tokens, parked_at in cache.conversation_holders(key)]
     choice = session_match.pick_keyed(holders)
     h = choice.holder
     if choice.conflict:

@@ -92,6 +92,7 @@ class KeyedHolder:
     ref: int | str       # the context id, or the entry's key
     tokens: Sequence[int]
     label: str
+    parked_at: float = 0.0   # an entry's: when its history was parked (its created_at), on the cache's clock
 
 
 @dataclass(frozen=True)
@@ -106,13 +107,19 @@ def pick_keyed(holders: Sequence[KeyedHolder]) -> KeyedChoice:
     the fastest level. Contexts labelled with the key must lie on one line (else `conflict`: side requests under
     one key went other ways); while one holds the key, only the entries on that line count (the live one is the
     conversation now: an entry parked before it went another way, a compaction's, is not), and an entry is
-    chosen only when it holds more (parked, then its context taken by a shorter request under the key)."""
+    chosen only when it holds more (parked, then its context taken by a shorter request under the key). With no
+    context holding it, the entry parked last is the conversation now, and only the entries on its line count: the
+    longest of entries that went different ways was saved, the history from before a compaction (or an agent's
+    rewind) once the compacted conversation was parked too."""
     contexts = [h for h in holders if h.source == "context"]
     if contexts and not one_line([h.tokens for h in contexts]):
         return KeyedChoice(None, "the contexts labelled with it hold histories that went different ways (side "
                                  "requests under one key)", conflict=True)
-    line = list(max((h.tokens for h in contexts), key=len, default=[]))
-    ok = [h for h in holders if h.source == "context" or not contexts or one_line([line, h.tokens])]
+    if contexts:
+        line = list(max((h.tokens for h in contexts), key=len))
+    else:
+        line = list(max(holders, key=lambda h: h.parked_at).tokens) if holders else []
+    ok = [h for h in holders if h.source == "context" or one_line([line, h.tokens])]
     if not ok:
         return KeyedChoice(None, "no context or parked conversation holds it")
     rank = {s: i for i, s in enumerate(SOURCE_ORDER)}

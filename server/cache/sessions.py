@@ -339,14 +339,15 @@ class SessionsMixin:
             return [(level, e.key, common_prefix_len(e.tokens, want), int(e.n_tokens))
                     for level, entries in stores for e in entries.values()]
 
-    def conversation_holders(self, conversation: str) -> list[tuple[str, str, list[int]]]:
-        """(level, key, its tokens) of each parked conversation recorded under conversation key `conversation` (the
-        key its context's requests ran under: the entry's meta, kept in its sidecar; an entry written before keys
-        were recorded has none and is found by its tokens only, history_holders). Levels as history_holders'."""
+    def conversation_holders(self, conversation: str) -> list[tuple[str, str, list[int], float]]:
+        """(level, key, its tokens, when it was parked) of each parked conversation recorded under conversation key
+        `conversation` (the key its context's requests ran under: the entry's meta, kept in its sidecar; an entry
+        written before keys were recorded has none and is found by its tokens only, history_holders). Levels as
+        history_holders'; when it was parked is its created_at (kept as it moves down the levels)."""
         with self._lock:
             stores = [(lvl.name, lvl.entries) for lvl in self.cascade.levels] + [("ram", self._pending)]
-            return [(level, e.key, e.tokens.tolist()) for level, entries in stores for e in list(entries.values())
-                    if conversation and e.meta.get("conversation") == conversation]
+            return [(level, e.key, e.tokens.tolist(), float(e.created_at)) for level, entries in stores
+                    for e in list(entries.values()) if conversation and e.meta.get("conversation") == conversation]
 
     def has_session(self, name: str) -> bool:
         """Whether a session of this name is saved, by this version or an older one (asked before a restore

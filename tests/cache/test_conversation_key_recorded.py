@@ -26,7 +26,7 @@ def test_the_key_goes_with_the_history_to_ram_and_to_disk_and_back_after_a_resta
     ram.engine.prefill(2, b)
     key_a = ram.park(1, "test", conversation="3f2a9c01b7de").key
     ram.park(2, "test")                                  # a context that ran under no key
-    assert ram.conversation_holders("3f2a9c01b7de") == [("ram", key_a, a)]
+    assert [h[:3] for h in ram.conversation_holders("3f2a9c01b7de")] == [("ram", key_a, a)]
     assert ram.conversation_holders("") == [] and ram.conversation_holders("another") == []
 
     cold = _cold_only(make_cache)
@@ -35,8 +35,10 @@ def test_the_key_goes_with_the_history_to_ram_and_to_disk_and_back_after_a_resta
     cold.flush()
     with open(_sidecar(folders["cold"])) as f:
         assert json.load(f)["meta"]["conversation"] == "3f2a9c01b7de"
+    (parked_at,) = [h[3] for h in cold.conversation_holders("3f2a9c01b7de")]
     again = _cold_only(make_cache)
-    assert again.conversation_holders("3f2a9c01b7de") == [("cold", key, a)]
+    # when it was parked goes with it (which of a key's entries that went different ways is the conversation now)
+    assert again.conversation_holders("3f2a9c01b7de") == [("cold", key, a, parked_at)]
 
 
 def test_a_sidecar_written_before_keys_were_recorded_still_loads(make_cache, folders):
