@@ -149,8 +149,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         order, in the index and, where this clock sealed them, their sidecars: they age from today, and the cache's
         time stays the wall time. Another clock's files (another host's on a shared folder, a recreated container's
         whose host name changed, an older Strata's that name none) are resealed on disk and named this clock's only
-        where steady_clock.may_adopt allows (no server of that clock uses the folder, asked under its commit lock,
-        and the folder's file system's clock agrees with this one); else in this run's index only: that clock may
+        where steady_clock.may_adopt allows (no server whose clock is ahead uses the folder, whatever clock the file
+        names, asked under its commit lock, and the folder's file system's clock agrees with this one); else in this run's index only: that clock may
         be the right one and this one behind, and rewritten, its files looked a year old to it (aad0950)."""
         wall = self.clock.wall()
         limit = far_ahead_limit([e.sealed_at for lvl in levels for e in lvl.entries.values()], wall)
@@ -184,8 +184,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         if adopted:
             log.warning("conversation cache: %d of those sealed by another clock (another host's, a recreated "
                         "container's, or an older Strata's that named none) taken over: resealed now and named this "
-                        "clock's (no server of that clock uses the folder, and its file system's clock agrees with "
-                        "this one)", adopted)
+                        "clock's (no server whose clock is ahead uses the folder, and its file system's clock agrees "
+                        "with this one)", adopted)
         for why, n in left.items():
             log.warning("conversation cache: %d of those sealed by another host's clock (a folder shared with another "
                         "server, or written before Strata named the clock): counted as sealed now in this run only, "

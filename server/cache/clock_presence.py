@@ -12,8 +12,8 @@ locked now (an unlocked one was left by a server that died: removed). Both under
 server starting meanwhile is seen, never caught between making its file and locking it.
 
 Why: a start may take over the seal of a file another clock sealed far ahead (ConversationCache._reseal_far_ahead,
-steady_clock.may_adopt) only where the file system's clock agrees with its own and no server of that clock uses the
-folder; else the clock behind may be its own, and rewritten, the other server's files would look a year old to it
+steady_clock.may_adopt) only where the file system's clock agrees with its own and no server whose clock is ahead
+uses the folder (whatever clock the file names: its own older files name none or its host's earlier name); else the clock behind may be its own, and rewritten, the other server's files would look a year old to it
 (aad0950). What this is not: that decision, or the commit lock itself (fileio.py, folder_holds.py).
 """
 

@@ -93,10 +93,13 @@ def may_adopt(sealed_by: str, fs_offset_s: float | None, live: set[str] | None,
     clock's time and name this clock in its sidecar, and if not, why. `sealed_by`: the file's clock ("" for an
     older Strata's, which named none); `fs_offset_s`: the folder's file system's time minus this clock's, as it
     stamped a file this server made there at its start (None: none could be made); `live`: the clocks with a server on the folder
-    now (None: it cannot be told). Left alone, such a file counts as sealed now at every start, so it never ages.
-    Taken over only where this clock is not the suspect one (the file system's clock agrees with it, so it was
-    the sealer's that ran ahead) and no server of that clock uses the folder now (its files would look a day or
-    more old to it while it runs: aged out, evicted first; aad0950)."""
+    now (None: it cannot be told); only a server whose clock is ahead of the file system's keeps one
+    (clock_presence). Left alone, such a file counts as sealed now at every start, so it never ages. Taken over
+    only where this clock is not the suspect one (the file system's clock agrees with it, so it was the sealer's
+    that ran ahead) and no server with a clock ahead uses the folder now, whatever clock the file names: to such a
+    server far-ahead files are current, its own among them under other names (its older Strata's, which name none;
+    its host's earlier name's, a recreated container), and taken over they would look a day or more old to it
+    (aged out, evicted first; aad0950)."""
     if fs_offset_s is None:
         return False, "the folder's file system's clock could not be read (no file can be made there now)"
     if abs(fs_offset_s) > slack_s:
@@ -106,4 +109,6 @@ def may_adopt(sealed_by: str, fs_offset_s: float | None, live: set[str] | None,
         return False, "whether a server of that clock uses the folder cannot be told there (no file locks)"
     if sealed_by and sealed_by in live:
         return False, "a server of that clock uses the folder now"
+    if live:   # the file may be one it uses, written under another name (review of 7a2f5a6)
+        return False, "a server whose clock is ahead of the file system's uses the folder now (the file may be its own)"
     return True, ""

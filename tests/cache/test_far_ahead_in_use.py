@@ -1,0 +1,67 @@
+"""A far-ahead file is not taken over while a server whose clock is ahead of the folder's file system runs there,
+whatever clock its sidecar names (review of 7a2f5a6).
+
+7a2f5a6 took a far-ahead file over unless a server of the clock its sidecar names held a presence on the folder
+(and always, for one naming no clock). But a server uses files other clocks' names are on: its own older Strata's
+(no `sealed_by`: a start rewrites only far-ahead seals, so those stay nameless) and its host's under an earlier
+name (a recreated container: the clock ran ahead the same, the name changed). To such a server those files are
+current; taken over while it runs, they look a year old to it at its next start (aged out, evicted first:
+aad0950's harm). A presence is kept only by a server whose clock is ahead of the file system's, the one kind to
+which far-ahead files are current, so any live presence leaves them all alone.
+
+Real files, simulated engine, caches on one cold folder with their own clocks from the real time (the file system
+stamps the presence files with it)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import pytest
+
+from tests.cache.conftest import Clock, history
+from tests.cache.test_far_ahead_shared_folder import YEAR, open_cache, park, sidecars
+
+IN_USE = "a server whose clock is ahead of the file system's uses the folder now"
+
+
+def sidecar_of(folders, seed: int) -> dict:
+    return sidecars(folders)[history(seed)[6]]
+
+
+def mine_and_ahead(folders, ahead_name: str):
+    """A right clock's file (seed 2), then one a clock a year ahead sealed under `ahead_name` (seed 1)."""
+    mine = Clock(time.time())
+    a = open_cache(folders, mine, "host-right")
+    park(a, mine, (2,))
+    a.close()
+    ahead = Clock(time.time() + YEAR)
+    old = open_cache(folders, ahead, ahead_name)
+    park(old, ahead, (1,))
+    old.close()
+    return mine, ahead
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["earlier_host_name", "older_strata_no_name"])
+def test_a_file_the_running_ahead_server_uses_is_left_as_it_is(folders, caplog, named):
+    mine, ahead = mine_and_ahead(folders, "host-old")
+    if not named:   # as its older Strata wrote it: no clock named
+        for p in folders["cold"].glob("strata-conv-*.json"):
+            d = json.loads(p.read_text())
+            if d.pop("sealed_by", None) == "host-old":
+                p.write_text(json.dumps(d))
+    running = open_cache(folders, ahead, "host-new")    # the same clock, a year ahead, under its new name
+    try:
+        assert sum(1 for lvl in running.cascade.levels for _ in lvl.entries) == 2   # it uses the file
+        before = sidecar_of(folders, 1)
+        mine.t += 60
+        with caplog.at_level(logging.WARNING, logger="strata.cache"):
+            open_cache(folders, mine, "host-right").close()
+        assert sidecar_of(folders, 1) == before            # before the fix: resealed a year back, named host-right
+        assert IN_USE in caplog.text
+    finally:
+        running.close()
+    mine.t += 60
+    open_cache(folders, mine, "host-right").close()        # once it has stopped, taken over
+    assert sidecar_of(folders, 1)["sealed_by"] == "host-right"
