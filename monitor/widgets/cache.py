@@ -163,7 +163,7 @@ class CachePanel(QWidget):
         lv_box, lv = panel("Levels and system-prompt cache")
         self.levels = Table(LEVEL_HEADERS, stretch=2, tooltips=LEVEL_TIPS)
         lv.addWidget(self.levels)
-        self.system_prompt = label(selectable=True, wrap=True)
+        self.system_prompt = label(selectable=True, wrap=True, fit_lines=True)   # never cut off at the panel's foot
         lv.addWidget(self.system_prompt)
         outer.addWidget(lv_box, 0)
 

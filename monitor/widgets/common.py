@@ -51,8 +51,31 @@ def plain(widget):
     return widget
 
 
-def label(text: str = "", *, selectable: bool = False, wrap: bool = False, muted: bool = False) -> QLabel:
-    lab = plain(QLabel(text))
+class WrappedLabel(QLabel):
+    """A word-wrapped label whose least height is what its lines need at its width. A layout asks a wrapped QLabel
+    for its least size at a width of its own choosing (wider than a narrow panel gives it: fewer lines), so the
+    panel's least height fell short and its last line was cut off (the cache panel's stores at 800x760 and
+    640x440: 100 px given, 112 needed, the saved-sessions line's 'refused' gone)."""
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
+        super().setText(text)
+        self._fit()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():   # its lines, so its least height, follow the width
+            self._fit()
+
+    def _fit(self) -> None:
+        need = self.heightForWidth(self.width()) if self.wordWrap() and self.width() > 0 else 0
+        if need > 0 and need != self.minimumHeight():
+            self.setMinimumHeight(need)
+
+
+def label(text: str = "", *, selectable: bool = False, wrap: bool = False, muted: bool = False,
+          fit_lines: bool = False) -> QLabel:
+    """`fit_lines`: a WrappedLabel (its least height what its wrapped lines need at its width)."""
+    lab = plain((WrappedLabel if fit_lines else QLabel)(text))
     lab.setWordWrap(wrap)
     if selectable:
         lab.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
