@@ -8,6 +8,8 @@ from __future__ import annotations
 import gc
 import importlib.util
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,13 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")   # before anything import
 # own threads spin against the engine's pool and each other. Measured on the reference forward pass
 # (default model, 40 tokens): 3.6 s CPU / 2.5 s wall with its threads, 0.16 s / 0.33 s with one.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# The default folders (config, cache, data, logs) of every test and every server or app it starts, in one temporary
+# home of this run: a test must not read a developer's config.toml nor write into their folders (a live server with
+# no sessions folder set saved into ~/.cache/strata/sessions). Tests of the defaults set HOME / XDG_* themselves.
+_TEST_HOME = tempfile.mkdtemp(prefix="strata-tests-home-")
+for _var, _sub in (("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache"), ("XDG_DATA_HOME", "data"),
+                   ("XDG_STATE_HOME", "state")):
+    os.environ[_var] = os.path.join(_TEST_HOME, _sub)
 
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -68,3 +77,8 @@ def _qt_garbage_freed_on_the_main_thread(request):
     yield
     if "qtbot" in request.fixturenames:
         gc.collect()
+
+
+def pytest_unconfigure(config):
+    """The run's temporary home goes with the run (servers' sessions and cache files in it included)."""
+    shutil.rmtree(_TEST_HOME, ignore_errors=True)

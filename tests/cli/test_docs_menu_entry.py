@@ -78,7 +78,8 @@ def test_the_app_names_itself_as_the_entry(tmp_path):
         "QTimer.singleShot(200, cancel)\n"
         f"code = main(['--config', {str(tmp_path / 'missing.toml')!r}, '--log-dir', {str(tmp_path / 'logs')!r}])\n"
         "print(code, *names)\n")
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", HOME=str(tmp_path))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}   # HOME names a first run's folders
+    env.update(QT_QPA_PLATFORM="offscreen", HOME=str(tmp_path))
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=180)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split()[-2:] == ["1", "strata"], (r.stdout, r.stderr[-2000:])

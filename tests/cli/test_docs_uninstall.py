@@ -79,6 +79,8 @@ def _shown_on(platform: str, monkeypatch, tmp_path) -> dict[str, str]:
         return {row: "%LOCALAPPDATA%" + str(fn(dirs)).removeprefix(local).replace("/", "\\")
                 for row, fn in _ROWS.items()}
     monkeypatch.setenv("HOME", str(tmp_path))
+    for var in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME"):
+        monkeypatch.delenv(var, raising=False)    # platformdirs' macOS rules follow them too
     dirs = folders.platform_dirs(platformdirs.macos.MacOS)
     return {row: "~/" + str(fn(dirs).relative_to(tmp_path)) for row, fn in _ROWS.items()}
 
