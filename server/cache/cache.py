@@ -27,7 +27,7 @@ from functools import partial
 
 from . import policy, report
 from .cascade import Cascade
-from .clock_presence import announce_all, live_clocks, release_all
+from .clock_presence import announce_once, live_clocks, release_all
 from .close_progress import CloseProgress
 from .damaged_files import remove_skipped
 from .disk import PIECE_BYTES, DiskLevel, Identity, tokens_array
@@ -79,6 +79,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self._lock = threading.RLock()
         self.opener = list(getattr(engine, "message_opener_ids", []) or [])
         self._check_folders()
+        self._folder_clocks: dict = {}   # folder -> clock_presence.FolderClock, each announced before it is read
         levels: list = []
         self.level_configs = config.levels
         for lc in self.level_configs:
@@ -90,6 +91,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 lvl = DiskLevel(lc.name, lc.folder, lc.budget_bytes, lc.max_age_s, self.identity,
                                 io=self.io, piece_bytes=piece_bytes, image_magic=self._image_magic(),
                                 sealed_by=self.sealed_by)
+                announce_once(self._folder_clocks, lvl, self.sealed_by, self.clock.wall)
                 lvl.open()
                 remove_skipped(lvl)
                 log_skipped_files(lvl)
@@ -111,7 +113,6 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self.sessions = SessionStore(config.sessions_dir, self.identity, io=self.io, piece_bytes=piece_bytes)
         disk = [lvl for lvl in [*levels, self.segments.level, self.system_prompts.level]
                 if isinstance(lvl, DiskLevel) and lvl.state == "on"]
-        self._folder_clocks = announce_all(disk, self.sealed_by, self.clock.wall)
         indexed = [lvl for lvl in disk if lvl.entries]
         self._reseal_far_ahead(indexed)
         for lvl in indexed:
@@ -209,6 +210,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         lvl = DiskLevel(name, folder, mib * MIB, 0.0, self.identity, io=self.io, piece_bytes=piece_bytes,
                         image_magic=self._image_magic(), sealed_by=self.sealed_by)
         if mib > 0:
+            announce_once(self._folder_clocks, lvl, self.sealed_by, self.clock.wall)
             lvl.open()
             remove_skipped(lvl)
             log_skipped_files(lvl)

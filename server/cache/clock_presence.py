@@ -27,6 +27,8 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from strata import folders
+
 from .fileio import LOCK_HELD_ERRNOS, FileIO
 from .steady_clock import FS_CLOCK_SLACK_S
 from .temp_files import HOST
@@ -172,13 +174,16 @@ def live_clocks(folder: str, own: Presence | None = None) -> set[str] | None:
     return live
 
 
-def announce_all(levels: list, clock: str, wall: Callable[[], float]) -> dict[str, FolderClock]:
-    """announce() in each folder of `levels` (disk levels that are on; once a folder): folder -> FolderClock."""
-    out: dict[str, FolderClock] = {}
-    for lvl in levels:
-        if lvl.folder not in out:
-            out[lvl.folder] = announce(lvl.io, lvl.folder, clock, wall)
-    return out
+def announce_once(known: dict[str, FolderClock], lvl, clock: str, wall: Callable[[], float]) -> None:
+    """announce() in disk level `lvl`'s folder (once a folder: `known`, folder -> FolderClock) before the level
+    indexes it: a start that would take far-ahead files over sees this server before it has read their seals, not
+    after (7a2f5a6 announced once every folder was indexed; a start in between took over files it had read as
+    current). The folder is made first, as DiskLevel.open would (which says why one cannot be)."""
+    if lvl.folder in known:
+        return
+    with contextlib.suppress(OSError):
+        os.makedirs(lvl.folder, folders.PRIVATE_FOLDER_MODE, exist_ok=True)
+    known[lvl.folder] = announce(lvl.io, lvl.folder, clock, wall)
 
 
 def release_all(folders: dict[str, FolderClock]) -> None:

@@ -65,3 +65,32 @@ def test_a_file_the_running_ahead_server_uses_is_left_as_it_is(folders, caplog, 
     mine.t += 60
     open_cache(folders, mine, "host-right").close()        # once it has stopped, taken over
     assert sidecar_of(folders, 1)["sealed_by"] == "host-right"
+
+
+def test_a_start_meanwhile_sees_the_ahead_server_before_it_has_read_the_seals(folders, monkeypatch, caplog):
+    """Two servers starting together: the right clock's start comes while the one a year ahead indexes the folder.
+    7a2f5a6 made the ahead server's presence after it had indexed every folder, so the other start, in between,
+    found none and took over files the ahead server had just indexed as current. Its presence is made before it
+    reads a folder now."""
+    from strata.server.cache.disk import DiskLevel
+    mine, ahead = mine_and_ahead(folders, "host-old")
+    before = sidecar_of(folders, 1)
+    opened = DiskLevel.open
+    other: list = []
+
+    def open_then_the_other_starts(lvl):
+        opened(lvl)
+        if lvl.sealed_by == "host-new" and lvl.name == "cold" and not other:   # the ahead server has read the seals
+            mine.t += 60
+            other.append(open_cache(folders, mine, "host-right"))
+            other[0].close()
+
+    monkeypatch.setattr(DiskLevel, "open", open_then_the_other_starts)
+    with caplog.at_level(logging.WARNING, logger="strata.cache"):
+        running = open_cache(folders, ahead, "host-new")
+    try:
+        assert other and sum(1 for lvl in running.cascade.levels for _ in lvl.entries) == 2
+        assert sidecar_of(folders, 1) == before      # before the fix: taken over between its index and its presence
+        assert IN_USE in caplog.text
+    finally:
+        running.close()
