@@ -445,8 +445,12 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
         # kept where this machine holds them, as the file's context is (a file from a bigger machine, or by hand)
         need = kv_mib_of(model, ctx) + kept_slots[0] * kv_mib_of(model, kept_slots[1])
         if need <= b.kv_mib:
+            planned = slots_that_fit(model, b, ctx, p)
             n_slots, slot_ctx = kept_slots
-            batch_why = f"kept from {PREVIOUS} (the plan would give {slots_that_fit(model, b, ctx, p)})"
+            # the file's answer the plan gives too keeps the plan's reason: "kept from the configuration there (the plan
+            # would give 4)" for batch = 4 read as if the plan wanted something else (a new-user trial's Set up again)
+            if (n_slots, slot_ctx) != (planned, ctx):
+                batch_why = f"kept from {PREVIOUS} (the plan would give {planned})"
             slot_why = f"kept from {PREVIOUS}" if slot_ctx != ctx else slot_why
         else:
             batch_why += (f"; not {PREVIOUS}'s batch = {kept_slots[0]} of {kept_slots[1]} tokens: {gib(need)} of KV "
@@ -476,7 +480,8 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
         cold_why = (f"{int(p.cold_disk_share * 100)}% of the free disk, at most {p.cold_max_mib} MiB; "
                     "only this last level deletes")
         prev = s.previous
-        if prev is not None and prev.cold_mib and prev.cold_dir == folder:   # the free space moves between runs
+        # the free space moves between runs: the file's budget is kept, said so where it is not the plan's now
+        if prev is not None and prev.cold_mib and prev.cold_dir == folder and prev.cold_mib != cold_mib:
             cold_mib, cold_why = prev.cold_mib, f"kept from {PREVIOUS} (recommended now: {cold_mib} MiB, {cold_why})"
         if cold_mib < p.cold_min_mib:
             warnings.append(f"the cold level at {folder} gets only {cold_mib} MiB")
