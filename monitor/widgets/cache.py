@@ -88,7 +88,7 @@ class CachePanel(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
 
-        box, layout = panel("Conversation cache")
+        box, layout = panel("Conversation cache", fitted=True)
         self.summary = label(selectable=True, wrap=True)
         layout.addWidget(self.summary)
         plots = QHBoxLayout()
@@ -121,7 +121,7 @@ class CachePanel(QWidget):
         layout.addLayout(plots, 1)
         outer.addWidget(box, 3)
 
-        adm_box, adm = panel("Admission (RAM)")
+        adm_box, adm = panel("Admission (RAM)", fitted=True)
         self.admission = label(selectable=True, wrap=True)
         adm.addWidget(self.admission)
         row = QHBoxLayout()
@@ -160,10 +160,10 @@ class CachePanel(QWidget):
         adm.addLayout(row, 1)
         outer.addWidget(adm_box, 3)
 
-        lv_box, lv = panel("Levels and system-prompt cache")
+        lv_box, lv = panel("Levels and system-prompt cache", fitted=True)
         self.levels = Table(LEVEL_HEADERS, stretch=2, tooltips=LEVEL_TIPS)
         lv.addWidget(self.levels)
-        self.system_prompt = label(selectable=True, wrap=True, fit_lines=True)   # never cut off at the panel's foot
+        self.system_prompt = label(selectable=True, wrap=True)
         lv.addWidget(self.system_prompt)
         outer.addWidget(lv_box, 0)
 

@@ -32,8 +32,33 @@ PLOT_WINDOW_S = 120.0   # seconds of history the live plots show at most
 MIN_WINDOW_S = 30.0     # and at least (a fresh monitor's short history is not squeezed into one edge)
 
 
-def panel(title: str) -> tuple[QGroupBox, QVBoxLayout]:
-    box = QGroupBox(title)
+class FittedBox(QGroupBox):
+    """A panel's box whose least height is its height for its width (its wrapped lines, its plots' preferred
+    height), telling its layout no height-for-width. A vertical box layout lays out an item that has one at that
+    height, never less (QBoxLayout::setGeometry), while a panel's least height (panels_area.least_height) counted
+    its least: the cache panel at 307 px took 713 px where its boxes said 765, and the layout squeezed the largest
+    two alike, its levels box 240 px where it needs 259 (the saved-sessions line's last words cut off). Counted at
+    their least instead, its plots came out at 140 px, the RAM plot's title and axis cut off at 640 px."""
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802 - Qt's name
+        return False
+
+    def minimumSizeHint(self):  # noqa: N802 - Qt's name
+        hint = super().minimumSizeHint()
+        layout = self.layout()
+        if layout is not None and self.width() > 0 and layout.hasHeightForWidth():
+            hint.setHeight(max(hint.height(), layout.totalHeightForWidth(self.width())))
+        return hint
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():   # its wrapped lines, so its least height, follow it
+            self.updateGeometry()
+
+
+def panel(title: str, *, fitted: bool = False) -> tuple[QGroupBox, QVBoxLayout]:
+    """`fitted`: a FittedBox (its least height its height for its width: never squeezed below its lines)."""
+    box = (FittedBox if fitted else QGroupBox)(title)
     f = box.font()
     f.setBold(True)
     box.setFont(f)
@@ -51,31 +76,8 @@ def plain(widget):
     return widget
 
 
-class WrappedLabel(QLabel):
-    """A word-wrapped label whose least height is what its lines need at its width. A layout asks a wrapped QLabel
-    for its least size at a width of its own choosing (wider than a narrow panel gives it: fewer lines), so the
-    panel's least height fell short and its last line was cut off (the cache panel's stores at 800x760 and
-    640x440: 100 px given, 112 needed, the saved-sessions line's 'refused' gone)."""
-
-    def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
-        super().setText(text)
-        self._fit()
-
-    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
-        super().resizeEvent(event)
-        if event.size().width() != event.oldSize().width():   # its lines, so its least height, follow the width
-            self._fit()
-
-    def _fit(self) -> None:
-        need = self.heightForWidth(self.width()) if self.wordWrap() and self.width() > 0 else 0
-        if need > 0 and need != self.minimumHeight():
-            self.setMinimumHeight(need)
-
-
-def label(text: str = "", *, selectable: bool = False, wrap: bool = False, muted: bool = False,
-          fit_lines: bool = False) -> QLabel:
-    """`fit_lines`: a WrappedLabel (its least height what its wrapped lines need at its width)."""
-    lab = plain((WrappedLabel if fit_lines else QLabel)(text))
+def label(text: str = "", *, selectable: bool = False, wrap: bool = False, muted: bool = False) -> QLabel:
+    lab = plain(QLabel(text))
     lab.setWordWrap(wrap)
     if selectable:
         lab.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
