@@ -287,11 +287,13 @@ def sessions_folder_text(folder: dict) -> str:
     saves evicted and refused, and its sessions once a session call indexed it."""
     budget = folder.get("budget_mib")
     used = units.mib(folder.get("used_mib"))
-    use = f"{used} of {units.mib(budget)} used ({folder.get('when_full') or units.NA} when full)" if budget \
-        else f"{used} used, no limit"
-    counts = [f"{units.count(folder.get(k))} {what}" for k, what in (("evictions", "evicted"), ("refusals", "refused"))
-              if folder.get(k)]
-    entries = (f" \u2022 {units.count(folder.get('entries'))} sessions{files_at_start_text(folder)}"
-               if "entries" in folder else "")
+    # each figure kept on the line of what it says (units.phrase): a narrow panel read '3 evicted, 2' / 'refused'
+    use = (units.phrase(f"{used} of {units.mib(budget)} used") + " "
+           + units.phrase(f"({folder.get('when_full') or units.NA} when full)")) if budget \
+        else units.phrase(f"{used} used") + ", no limit"
+    counts = [units.phrase(f"{units.count(folder.get(k))} {what}")
+              for k, what in (("evictions", "evicted"), ("refusals", "refused")) if folder.get(k)]
+    entries = (f" \u2022 {units.phrase(units.count(folder.get('entries')) + ' sessions')}"
+               f"{files_at_start_text(folder)}" if "entries" in folder else "")
     return (f"<b>Saved sessions</b> {folder.get('folder') or units.NA} \u2022 {use}{entries}"
             + (f" \u2022 {', '.join(counts)}" if counts else ""))

@@ -90,3 +90,21 @@ def test_the_cache_summary_wraps_only_between_its_items(qtbot):
     w = shown_window(qtbot, recorded_model(busy), (640, 440))
     assert "discarded <b>0</b>" in shown(w.cache.summary)
     assert broken_items(w.cache.summary, (",", "\u2022", "parked to", "hits")) == []
+
+
+def test_the_saved_sessions_line_keeps_each_count_whole(qtbot):
+    """Review of e44cae5: its line broke inside its items ('... 3 evicted, 2' with 'refused' below, '(evict when'
+    with 'full)' below, at the window's default size and at 640x440). Each figure stays with what it says."""
+    def full(last: dict) -> None:
+        busy(last)
+        last["cache"]["sessions_folder"] = {
+            "folder": "/home/me/.cache/strata/sessions", "budget_mib": 2048, "used_mib": 1900.5,
+            "when_full": "evict", "evictions": 3, "refusals": 2, "entries": 7, "skipped": {"damaged": 1},
+            "removed": {}}
+
+    w = shown_window(qtbot, recorded_model(full), (640, 440))
+    items = ("1.9 GiB of 2.0 GiB used", "(evict when full)", "7 sessions", "3 evicted", "2 refused")
+    assert all(i in shown(w.cache.system_prompt) for i in items), shown(w.cache.system_prompt)
+    found = [(width, i) for width in WIDTHS for i in items
+             if not any(i in line for line in lines_at(w.cache.system_prompt, width))]
+    assert found == []

@@ -7,6 +7,7 @@ import copy
 import json
 from pathlib import Path
 
+from strata.monitor import units
 from strata.monitor.model import MonitorModel
 from strata.monitor.widgets.cache import sessions_folder_text
 from strata.monitor.window import MonitorWindow
@@ -26,13 +27,18 @@ def _model(sessions: dict | None) -> MonitorModel:
     return m
 
 
+def shown(folder: dict) -> str:
+    """The line as read: its figures' no-break spaces (units.phrase) as spaces."""
+    return sessions_folder_text(folder).replace(units.NBSP, " ")
+
+
 def test_the_sessions_folder_has_its_line():
     full = {"folder": "/c/sessions", "budget_mib": 2048, "used_mib": 1900.5, "when_full": "reject", "evictions": 0,
             "refusals": 2, "entries": 7, "skipped": {"damaged": 1}, "removed": {}}
-    assert sessions_folder_text(full) == ("<b>Saved sessions</b> /c/sessions \u2022 1.9 GiB of 2.0 GiB used (reject "
+    assert shown(full) == ("<b>Saved sessions</b> /c/sessions \u2022 1.9 GiB of 2.0 GiB used (reject "
                                           "when full) \u2022 7 sessions (1 skipped) \u2022 2 refused")
     unlimited = {"folder": "/c/sessions", "budget_mib": 0, "used_mib": 559.0, "when_full": "reject"}
-    assert sessions_folder_text(unlimited) == "<b>Saved sessions</b> /c/sessions \u2022 559 MiB used, no limit"
+    assert shown(unlimited) == "<b>Saved sessions</b> /c/sessions \u2022 559 MiB used, no limit"
 
 
 def test_the_panel_shows_it_and_draws_without_it(qtbot):
@@ -41,6 +47,6 @@ def test_the_panel_shows_it_and_draws_without_it(qtbot):
     for sessions, said in ((shown, "12.5 MiB of 64.0 MiB used (evict when full) \u2022 3 evicted"), (None, None)):
         w = MonitorWindow(_model(sessions), theme="light")
         qtbot.addWidget(w)
-        text = w.cache.system_prompt.text()
+        text = w.cache.system_prompt.text().replace(units.NBSP, " ")
         assert "<b>Segments</b>" in text
         assert (said in text) if said else ("Saved sessions" not in text), text
