@@ -24,7 +24,12 @@ this tree), for an A/B of the layout in one tree.
 
     .venv/bin/python benchmarks/fim_beside_agent.py [--threads 2] [--turns 10] [--only alone|editor]
                                                     [--t-max-prompt-ms 500] [--spm-infill] [--layout-at COMMIT]
-                                                    [--suffix-lines 64]
+                                                    [--suffix-lines 64] [--cache-reuse N] [--start-line 300]
+                                                    [--warm-up]
+
+`--cache-reuse N` passes the server's flag (0: each keystroke reads the suffix again in the default order);
+`--start-line` past 256 makes each line ended slide the editor's window (the report splits keystrokes from slides);
+`--warm-up` has the file read once, unbounded, before the agent starts (the keystrokes then measure the steady state).
 """
 
 from __future__ import annotations
@@ -91,30 +96,25 @@ async def agent(session: aiohttp.ClientSession, url: str, turns: int, seed: int,
 
 
 async def editor(session: aiohttp.ClientSession, url: str, stop: asyncio.Event, seed: int, out: list[dict],
-                 t_max_prompt_ms: int, suffix_lines: int = 64) -> None:
+                 t_max_prompt_ms: int, suffix_lines: int = 64, start_line: int = 200) -> None:
     """Completions as the user types in EDITED: llama.vscode's body with its defaults (256 lines before, the typed
     part of the line as `prompt`, 64 lines after (`suffix_lines`: llama.vscode's n_suffix), two ring-buffer chunks, n_predict 128, n_indent, top_k 40,
     top_p 0.99, t_max_prompt_ms 500 unless `t_max_prompt_ms` says otherwise (0: left out), t_max_predict_ms 500);
-    half given up."""
+    half given up. From `start_line` (past 256: each line ended slides the window of lines before the cursor)."""
     rng = random.Random(seed)
     lines = EDITED.read_text().splitlines(keepends=True)
-    extra = [{"filename": str(p), "text": "".join(p.read_text().splitlines(keepends=True)[:64]),
-              "time": int(time.time() * 1000)} for p in CHUNKS]
     target = "        result = self.place(job, now=time.monotonic(), reason='typed')\n"
-    line, typed = 200, ""
+    line, typed = start_line, ""
     while not stop.is_set():
         typed += target[len(typed):len(typed) + rng.randint(2, 5)]
         if len(typed) >= len(target) - 1:
             lines.insert(line, target)
             line, typed = line + 1, ""
-        body = {"input_prefix": "".join(lines[max(0, line - 256):line]), "prompt": typed,
-                "input_suffix": "".join(lines[line:line + suffix_lines]), "input_extra": extra, "n_predict": 128,
-                "top_k": 40, "top_p": 0.99, "stream": False, "samplers": ["top_k", "top_p", "infill"],
-                "cache_prompt": True, "n_indent": 8, "t_max_predict_ms": 500}
+        body = editor_body(lines, line, typed, suffix_lines)
         if t_max_prompt_ms:
             body["t_max_prompt_ms"] = t_max_prompt_ms
         give_up = rng.random() < 0.5
-        rec = {"given_up": give_up, "body": body}
+        rec = {"given_up": give_up, "body": body, "line": line}
         t0 = time.monotonic()
         try:
             timeout = aiohttp.ClientTimeout(total=rng.uniform(0.15, 0.4) if give_up else 60)
@@ -128,14 +128,36 @@ async def editor(session: aiohttp.ClientSession, url: str, stop: asyncio.Event, 
         await asyncio.sleep(max(0.0, rng.uniform(1.0, 2.0) - (time.monotonic() - t0)))
 
 
+def editor_body(lines: list[str], line: int, typed: str, suffix_lines: int) -> dict:
+    """llama.vscode's /infill body at `line` with `typed` on it (t_max_prompt_ms added by the caller)."""
+    extra = [{"filename": str(p), "text": "".join(p.read_text().splitlines(keepends=True)[:64])} for p in CHUNKS]
+    return {"input_prefix": "".join(lines[max(0, line - 256):line]), "prompt": typed,
+            "input_suffix": "".join(lines[line:line + suffix_lines]), "input_extra": extra, "n_predict": 128,
+            "top_k": 40, "top_p": 0.99, "stream": False, "samplers": ["top_k", "top_p", "infill"],
+            "cache_prompt": True, "n_indent": 8, "t_max_predict_ms": 500}
+
+
+async def warm_up(session: aiohttp.ClientSession, url: str, start_line: int, suffix_lines: int) -> float:
+    """The file read once before the agent starts (the editor opened it earlier: a completion with n_predict 0 and
+    no time bound, llama.vscode's warm-up request); its seconds."""
+    t0 = time.monotonic()
+    body = {**editor_body(EDITED.read_text().splitlines(keepends=True), start_line, "", suffix_lines), "n_predict": 0}
+    async with session.post(url + "/infill", json=body) as r:
+        assert r.status == 200, await r.text()
+    return time.monotonic() - t0
+
+
 async def phase(url: str, turns: int, with_editor: bool, seed: int,
-                t_max_prompt_ms: int, suffix_lines: int = 64) -> tuple[list[dict], list[dict]]:
+                t_max_prompt_ms: int, suffix_lines: int = 64, start_line: int = 200,
+                warm: bool = False) -> tuple[list[dict], list[dict]]:
     turns_out: list[dict] = []
     completions: list[dict] = []
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
+        if with_editor and warm:
+            print(f"editor warm-up: the file read in {await warm_up(session, url, start_line, suffix_lines):.1f} s")
         stop = asyncio.Event()
         ed = asyncio.create_task(editor(session, url, stop, seed, completions, t_max_prompt_ms,
-                                                suffix_lines)) \
+                                                suffix_lines, start_line)) \
             if with_editor else None
         await agent(session, url, turns, seed, turns_out)
         stop.set()
@@ -174,6 +196,17 @@ def report(name: str, turns: list[dict], completions: list[dict]) -> None:
               + (f"; each had {reads[len(reads) // 2]} prompt tokens to read past what it reused (median), "
                  f"{reads[0]}-{reads[-1]}" if reads
                  else ""))
+        # a keystroke typed on the line of the request sent before; a slide: a line ended since (past line 256 the
+        # window before the cursor moved); what each had to read past what it reused, and content within 500 ms
+        for kind, slide in (("keystrokes", False), ("window slides", True)):
+            group = [c for p, c in zip(completions, completions[1:], strict=False)
+                     if "evaluated" in c and (c["line"] != p["line"]) == slide]
+            if group:
+                r = sorted(c["read"] for c in group)
+                print(f"  {kind}: {len(group)} answered, read {r[len(r) // 2]} tokens (median), {r[0]}-{r[-1]}; "
+                      f"{sum(c['content'] for c in group)} with content")
+        quick = [c for c in got if c["s"] <= 0.5]
+        print(f"completions with content within 500 ms: {len(quick)} of {len(completions)} sent")
 
 
 def main() -> None:
@@ -188,6 +221,12 @@ def main() -> None:
                     "default 500; 0: left out, as a server that does not act on it)")
     ap.add_argument("--suffix-lines", type=int, default=64, help="lines after the cursor the editor sends "
                     "(llama.vscode's n_suffix, 64 by default)")
+    ap.add_argument("--cache-reuse", type=int, default=None, help="strata serve --cache-reuse N (unset: the "
+                    "server's default, 256; 0: off)")
+    ap.add_argument("--start-line", type=int, default=200, help="the line the editor types at first (past 256: "
+                    "each line ended slides its window of 256 lines before the cursor)")
+    ap.add_argument("--warm-up", action="store_true", help="the editor reads the file once before the agent starts "
+                    "(n_predict 0, no time bound), so the keystrokes measure the steady state")
     ap.add_argument("--layout-at", default=None, help="lay completions' prompts out as at this commit "
                     "(benchmarks/layout_at.py)")
     args = ap.parse_args()
@@ -198,7 +237,8 @@ def main() -> None:
         [str(ROOT / ".venv/bin/python"), str(ROOT / "benchmarks" / "layout_at.py"), args.layout_at]
     cmd = [*strata, "serve", "--no-config", "--model", str(model), "--port", str(args.port),
            "--batch", "4", "--ctx", "12288", "--slot-ctx", "12288", "--threads", str(args.threads),
-           "--conversation-cache-mib", "1024"] + (["--spm-infill"] if args.spm_infill else [])
+           "--conversation-cache-mib", "1024"] + (["--spm-infill"] if args.spm_infill else []) \
+        + (["--cache-reuse", str(args.cache_reuse)] if args.cache_reuse is not None else [])
     url = f"http://127.0.0.1:{args.port}"
     with open(log, "w+") as log_file:
         proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
@@ -209,7 +249,8 @@ def main() -> None:
                 if args.only and (args.only == "editor") != with_editor:
                     continue
                 turns, completions = asyncio.run(phase(url, args.turns, with_editor, args.seed + with_editor,
-                                                       args.t_max_prompt_ms, args.suffix_lines))
+                                                       args.t_max_prompt_ms, args.suffix_lines, args.start_line,
+                                                       args.warm_up))
                 could_reuse(model, completions, args.spm_infill, args.layout_at)
                 print(asyncio.run(cache_lines(url)))
                 report(name, turns, completions)
@@ -226,7 +267,7 @@ async def cache_lines(url: str) -> str:
     return "\n".join(line for line in text.splitlines()
                      if line.startswith(("strata_parks_total", "strata_cache_parks_total", "strata_cache_level_",
                                          "strata_cache_evictions_total", "strata_cache_hits_total",
-                                         "strata_cache_superseded_total")))
+                                         "strata_cache_superseded_total", "strata_prompt_tokens_shifted_total")))
 
 
 def could_reuse(model: Path, completions: list[dict], spm: bool = False, layout_at: str | None = None) -> None:

@@ -202,8 +202,9 @@ def test_bad_pieces_are_refused_by_name(tiny_model_factory):
 def test_the_default_models_greedy_answer_after_a_small_shift(default_model_path):
     """Code (the standard library's, fixed for a Python version): 700 tokens of a file with 12 tokens at 300
     dropped by a shift, then 8 more read, against the same tokens read fresh; 8 greedy tokens each. Measured on
-    22 cases (server/*.py, a 12- and a 256-token cut, f16): the first token equal in 20, all 16 in 6 (a greedy
-    answer, once one token differs, goes its own way). Here: the first token equal in at least 3 of 4 files."""
+    22 cases (benchmarks/kv_shift_greedy.py: server/*.py, a 12- and a 256-token cut, f16): the first token equal in
+    20-22, all 16 in 6-7 (a greedy answer, once one token differs, goes its own way). Here: the first token equal
+    in at least 3 of 4 files."""
     import inspect
     import json.decoder
     import shlex
