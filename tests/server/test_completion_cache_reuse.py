@@ -6,7 +6,7 @@ The editor: a prefix of ~1,000 tokens, the typed part of the cursor's line, a ~5
 its first 510 - typed), default prefix-suffix-middle order. With --cache-reuse 0 each keystroke reads the suffix
 again (prompt_n ~510), as before; with the default 256 it reads its typed tokens and the middle token. An exact
 request (a raw /v1/completions prompt: the completion's tokens without the middle token, so not a code completion)
-shares the whole moved history; it must take only what precedes the first moved cell, whether it runs in that
+shares the whole moved history (a chat request after it shares none; it too is answered as a fresh server does); it must take only what precedes the first moved cell, whether it runs in that
 context (no slots: everything runs in main) or copies from it (one slot). With four slots the window's slide is
 placed in a blank slot and copies from the one that read the file: the copy takes the source's runs past the common
 prefix too and moves them (before, it copied the common prefix only and read 1,430 tokens)."""
@@ -80,10 +80,14 @@ def test_keystrokes_and_a_sliding_window_read_only_their_new_tokens(fim_coder, o
         body = {"prompt": raw, "max_tokens": 8, "temperature": 0}
         answer = requests.post(on.url + "/v1/completions", timeout=120, json=body).json()
         assert 0 < answer["usage"]["prompt_tokens_details"]["cached_tokens"] <= approx_from
+        chat = {"messages": [{"role": "user", "content": PREFIX[:400]}], "max_tokens": 8, "temperature": 0}
+        chat_answer = requests.post(on.url + "/v1/chat/completions", timeout=120, json=chat).json()
         with LiveServer(model=str(fim_coder), ctx=4096, batch=batch, threads=1) as fresh:
             want = requests.post(fresh.url + "/v1/completions", timeout=120, json=body).json()
+            chat_want = requests.post(fresh.url + "/v1/chat/completions", timeout=120, json=chat).json()
         assert answer["choices"][0]["text"] == want["choices"][0]["text"]
         assert answer["usage"]["completion_tokens"] == want["usage"]["completion_tokens"] == 8
+        assert chat_answer["choices"][0]["message"] == chat_want["choices"][0]["message"]
 
 
 def test_the_flag_is_checked_by_name(fim_coder):
