@@ -217,6 +217,9 @@ class AppController(QObject):
             self.client.stop()
             self.client = None
         self.model.set_connection("waiting", "for the server to stop")
+        # as a poll would have seen it: the next poll's "starting" then says so, even when the stop ended between
+        # two polls (the header said "waiting for the server to stop" while the new server started)
+        self._last_state = "stopping"
 
     def quit(self) -> None:
         """Quit (the tray's menu): the server's stop runs off the GUI thread, so the window and the tray keep
