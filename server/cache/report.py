@@ -35,7 +35,8 @@ def _level_rows(cache) -> list[dict]:
                        age_evictions=casc.age_evictions[lc.name])
             if isinstance(lvl, DiskLevel):
                 row.update(_files_at_start(lvl))
-                if lvl.state == "on" and not os.access(lvl.folder, os.W_OK):   # looked at each time: it may change
+                # looked at each time: it may change. A removed folder is not read-only: the next write makes it again
+                if lvl.state == "on" and os.path.isdir(lvl.folder) and not os.access(lvl.folder, os.W_OK):
                     row["state"] = READ_ONLY
         elif lc.on:
             row["state"] = "unavailable"
