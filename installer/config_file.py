@@ -29,6 +29,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from strata.installer.plan import SESSIONS_FOLDER
 from strata.installer.plan_types import Choice, Plan
 
 HEADER = "# Strata configuration, written by `strata setup`. Flags given to `strata serve` override it."
@@ -110,24 +111,29 @@ def carried_over(plan: Plan, previous: dict[str, Any]) -> dict[str, Any]:
 
 HAND_SET_WARM = ("conversation_cache_warm_dir", "conversation_cache_warm_mib")
 HAND_SET_SESSIONS = "conversation_cache_sessions_mib"
+SESSIONS_DIR = "conversation_cache_sessions_dir"   # never the plan's: kept by a re-run (carried_over)
 
 
 def with_hand_set(plan: Plan, previous: dict[str, Any]) -> Plan:
     """The plan with what the previous file set by hand and setup never sets kept: a warm level (setup never turns
     one on: it needs a second, faster disk, which setup does not look for, so its plan writes the level off, and a
     re-run lost the user's level to the `.bak`), and a budget for the saved-sessions folder (the plan writes no
-    limit)."""
+    limit; its reason names a sessions folder set by hand, which the re-run keeps, where it says where saves go)."""
     folder = previous.get(HAND_SET_WARM[0])
     warm = isinstance(folder, str) and bool(folder)
     sessions = previous.get(HAND_SET_SESSIONS)
     sessions_set = isinstance(sessions, int) and not isinstance(sessions, bool) and sessions > 0
-    if not warm and not sessions_set:
+    sessions_dir = previous.get(SESSIONS_DIR)
+    dir_set = isinstance(sessions_dir, str) and bool(sessions_dir)
+    if not warm and not sessions_set and not dir_set:
         return plan
     choices = []
     for c in plan.choices:
         if c.key == HAND_SET_SESSIONS and sessions_set:
             choices.append(Choice(c.key, sessions, "kept from the file there: a sessions folder budget set by hand "
                                                    "(setup never sets one)"))
+        elif c.key == HAND_SET_SESSIONS and dir_set:
+            choices.append(replace(c, reason=c.reason.replace(SESSIONS_FOLDER, f"{sessions_dir} (set by hand)")))
         elif c.key not in HAND_SET_WARM or not warm:
             choices.append(c)
         elif c.key in previous:        # a budget not given is the server's default for the level, as before

@@ -59,6 +59,9 @@ __all__ = [
 QUESTION_ORDER = ("model", "concurrency", "keep_on_disk", "cold_dir", "ctx")
 QUESTIONS_BEFORE_SEED_002 = ("model", "ctx")
 CONCURRENCY_CHOICES = ("one", "several")
+# where named session saves go unless the file sets conversation_cache_sessions_dir (a key the plan does not decide,
+# kept by a re-run: config_file.with_hand_set then names that folder in the budget's reason instead)
+SESSIONS_FOLDER = "the platform cache folder's 'sessions'"
 
 
 # ---------------------------------------------------------------- the previous behaviour, and the defaults
@@ -496,7 +499,7 @@ def make_plan(s: Situation, a: Answers, p: PlanParameters | None = None) -> Plan
     # the server's default, said with where the saves go and how big each may be: a named save is the user's, so
     # setup does not bound them (a full budget refuses saves); a budget set by hand is kept (config_file.py)
     add(Choice("conversation_cache_sessions_mib", 0,
-               "no limit: named session saves (the session API) stay in the platform cache folder's 'sessions' "
+               f"no limit: named session saves (the session API) stay in {SESSIONS_FOLDER} "
                f"until deleted, each up to {gib(kv_mib_of(model, ctx))} (a whole context's KV); give it MiB to "
                "bound the folder"))
     add(Choice(*park_target(s, model, b, ctx, n_slots, keep, p)))

@@ -37,3 +37,22 @@ def test_a_budget_set_by_hand_is_kept_and_an_older_file_without_the_key_is_not_f
     assert config_file.left_out_by_an_earlier_setup(config_file.HEADER + "\n", written) == []
     assert config_file.left_out_by_an_earlier_setup(
         config_file.HEADER + "\n", {k: v for k, v in written.items() if k != "backend"}) == ["backend"]
+
+
+def test_a_sessions_folder_set_by_hand_is_the_one_the_reason_names():
+    """Review of 40eb0ef: a re-run keeps a sessions folder set by hand (conversation_cache_sessions_dir, a key the
+    plan does not decide), and the budget's reason, the comment above it in the file, still said the saves stay in
+    the platform cache folder's 'sessions'."""
+    s = situation("workstation", "8B")
+    plan = make_plan(s, default_answers(s))
+    previous = {"conversation_cache_sessions_dir": "/mnt/big/strata-sessions"}
+    kept = config_file.with_hand_set(plan, previous)
+    assert config_file.carried_over(kept, previous) == previous
+    why = kept.reason("conversation_cache_sessions_mib")
+    assert kept.config() == plan.config()
+    assert "stay in /mnt/big/strata-sessions (set by hand) until deleted" in why, why
+    assert "platform cache folder" not in why, why
+    # with the budget set by hand too, that is what the reason says (as before)
+    both = config_file.with_hand_set(plan, {**previous, "conversation_cache_sessions_mib": 512})
+    assert both.config()["conversation_cache_sessions_mib"] == 512
+    assert "set by hand" in both.reason("conversation_cache_sessions_mib")
