@@ -91,7 +91,7 @@ def wanted_of(engine: Any, target: SaveTarget) -> Wanted:
 def save_found(sched: Any, cache: Any, name: str, wanted: Wanted) -> dict:
     """Saves the history from the context holding most of it, else from the cache entry it was parked to (read
     back into an idle context first). HistoryNotFoundError when none holds `wanted.min_tokens` of it."""
-    holders = [session_match.Holder("context", c.id, common_prefix(c.tokens, wanted.tokens), _label(c.id))
+    holders = [session_match.Holder("context", c.id, c.matched_by(wanted.tokens), _label(c.id))
                for c in sched.table.contexts if c.valid and c.tokens]
     entry_tokens = {}
     for level, key, matched, n_entry in cache.history_holders(wanted.tokens):
@@ -113,7 +113,7 @@ def save_by_key(sched: Any, cache: Any, name: str, key: str) -> dict:
     (their sidecars record it) hold it, and the one holding the most is saved (session_match.pick_keyed); an entry
     is read back into an idle context first, as a save by messages reads one. Contexts labelled with it that went
     different ways (side requests under one key) are a 409 asking for the messages."""
-    holders = [session_match.KeyedHolder("context", c.id, c.tokens, _label(c.id))
+    holders = [session_match.KeyedHolder("context", c.id, c.tokens[:c.approx_from], _label(c.id))
                for c in sched.table.contexts if c.valid and c.tokens and c.conversation == key]
     holders += [session_match.KeyedHolder(level, ref, tokens, f"{level} cache entry {ref[:12]}", parked_at)
                 for level, ref, tokens, parked_at in cache.conversation_holders(key)]
@@ -130,7 +130,8 @@ def save_by_key(sched: Any, cache: Any, name: str, key: str) -> dict:
                                    "saved")
     reason = f"{h.label} holds conversation {key!r}" if h.source == "context" else choice.reason
     if h.source == "context":
-        return _saved(cache.save_session(name, int(h.ref)), int(h.ref), "context", reason)
+        return _saved(cache.save_session(name, int(h.ref), exact_tokens(sched.table[int(h.ref)])), int(h.ref),
+                      "context", reason)
     tokens = list(h.tokens)
     wanted = Wanted(tokens, len(tokens), key, f"conversation {key!r} ({len(tokens)} tokens)")
     found = session_match.Holder(h.source, h.ref, len(tokens), h.label)
@@ -147,8 +148,9 @@ def save_guarded(sched: Any, cache: Any, name: str, ctx: int, wanted: Wanted | N
         if c.conversation != key:
             raise SlotTakenError(f"{_label(ctx)} holds conversation {c.conversation or 'none'!r}, not {key!r}: "
                                  "another request took it since; nothing saved")
-        return _saved(cache.save_session(name, ctx), ctx, "context", f"{_label(ctx)} holds conversation {key!r}")
-    matched = common_prefix(c.tokens, wanted.tokens) if c.valid else 0
+        return _saved(cache.save_session(name, ctx, exact_tokens(c)), ctx, "context",
+                      f"{_label(ctx)} holds conversation {key!r}")
+    matched = c.matched_by(wanted.tokens) if c.valid else 0
     if matched < wanted.min_tokens:
         raise SlotTakenError(f"{_label(ctx)} holds only the first {matched} tokens of {wanted.what} (at least "
                              f"{wanted.min_tokens} needed): another request took it since; nothing saved (save by "
@@ -204,6 +206,18 @@ def _read_back(sched: Any, cache: Any, h: session_match.Holder, wanted: Wanted, 
         raise HistoryNotFoundError(f"{wanted.what} was parked to the {h.source} cache, but only {n} of its tokens "
                                    f"could be read back ({result.reason}); nothing saved")
     return ctx, where.reason
+
+
+def exact_tokens(c: Any) -> int | None:
+    """How much of context `c`'s history a session may save: all (None), or what precedes the KV a code completion
+    moved into place (--cache-reuse: an approximation, ContextState.approx_from), which a restore would take as
+    exact. HistoryNotFoundError when nothing precedes it."""
+    if c.approx_from is None:
+        return None
+    if c.approx_from <= 0:
+        raise HistoryNotFoundError(f"{_label(c.id)} holds a code completion's history whose KV was moved into place "
+                                   "from its first token (--cache-reuse: an approximation); nothing saved")
+    return c.approx_from
 
 
 def _saved(info: dict, ctx: int, source: str, reason: str) -> dict:

@@ -87,8 +87,9 @@ class SessionBackend:
         what = f"save of session {name!r}"
         if target is None:
             def run() -> dict:
-                self._context(ctx)
-                return {**self.cache.save_session(name, ctx), "slot": "main" if ctx == MAIN else ctx}
+                state = self._context(ctx)   # a completion's moved KV is not saved as if exact
+                return {**self.cache.save_session(name, ctx, history_save.exact_tokens(state)),
+                        "slot": "main" if ctx == MAIN else ctx}
 
             return self._wait(self.scheduler.call(run, idle_ctx=ctx), what, idle_ctx=ctx)
         cache, sched = self.cache, self.scheduler

@@ -93,3 +93,23 @@ def test_keystrokes_and_a_sliding_window_read_only_their_new_tokens(fim_coder, o
 def test_the_flag_is_checked_by_name(fim_coder):
     with pytest.raises(Exception, match=r"--cache-reuse.*-1.*below the minimum 0"):
         LiveServer(model=str(fim_coder), cache_reuse=-1)
+
+
+def test_a_session_save_takes_only_what_precedes_the_moved_kv(fim_coder, tmp_path):
+    """A slot holding a completion's moved KV saved as a session (restored, it would be taken as exact): a save of the
+    slot keeps what precedes the first moved token; a save by the completion's tokens finds them held nowhere (404).
+    Before, both saved the whole history."""
+    with LiveServer(model=str(fim_coder), ctx=4096, batch=1, threads=1, conversation_cache_mib=16,
+                    conversation_cache_park_min_free_mib=0, conversation_cache_min_free_mib=0,
+                    conversation_cache_sessions_dir=str(tmp_path / "sessions")) as s:
+        got = editor(s)
+        assert all(a["timings"]["prompt_n"] <= 6 for a in got[1:])
+        holder = next(c for c in s.state.scheduler.table.contexts if c.approx_from is not None)
+        approx_from, held = holder.approx_from, list(holder.tokens)
+        assert 0 < approx_from < len(held)
+        r = requests.post(f"{s.url}/v1/sessions/slot/save", json={"slot": holder.id}, timeout=120)
+        assert r.status_code == 200 and r.json()["n_tokens"] == approx_from, r.text
+        r = requests.post(f"{s.url}/v1/sessions/tokens/save", json={"tokens": held[:approx_from + 10]}, timeout=120)
+        assert r.status_code == 404, r.text
+        r = requests.post(f"{s.url}/v1/sessions/part/save", json={"tokens": held[:approx_from]}, timeout=120)
+        assert r.status_code == 200 and r.json()["n_tokens"] == approx_from, r.text
