@@ -113,3 +113,15 @@ def test_a_session_save_takes_only_what_precedes_the_moved_kv(fim_coder, tmp_pat
         assert r.status_code == 404, r.text
         r = requests.post(f"{s.url}/v1/sessions/part/save", json={"tokens": held[:approx_from]}, timeout=120)
         assert r.status_code == 200 and r.json()["n_tokens"] == approx_from, r.text
+
+
+def test_a_model_whose_kv_cannot_be_moved_reads_instead(tiny_model_factory, caplog):
+    """A model with windowed layers (gemma3): the server starts with --cache-reuse off and says why."""
+    import logging
+
+    from tests.engine.test_gemma3 import gemma_model
+
+    with caplog.at_level(logging.INFO, logger="strata.server.scheduler"):
+        with LiveServer(model=str(gemma_model(tiny_model_factory)), ctx=256, threads=1) as s:
+            assert s.state.scheduler.cache_reuse == 0
+    assert "--cache-reuse 256 is off: the KV of gemma3 (layers with a sliding window) cannot be moved" in caplog.text
