@@ -49,7 +49,7 @@ def plan(history: list[int], prompt: list[int], keep: int, min_run: int, limit: 
          max_gap: int = MAX_GAP) -> ReusePlan | None:
     """The runs of `history` past `keep` (which the context keeps: the prompt starts with history[:keep]) of at
     least `min_run` tokens that come next in `prompt[:limit]`, in order, each after at most `max_gap` new tokens;
-    the longest run where several start at the first prompt position that has one. None when there is none (or
+    the earliest in the history where several start at the first prompt position that has one. None when there is none (or
     min_run is 0)."""
     if min_run <= 0 or keep >= limit:
         return None
@@ -70,8 +70,9 @@ def plan(history: list[int], prompt: list[int], keep: int, min_run: int, limit: 
                 m = k
                 while p + m < limit and c + m < len(history) and history[c + m] == prompt[p + m]:
                     m += 1
-                if m >= min_run and (best is None or m > best[2]):
+                if m >= min_run:   # the earliest in the history, as llama.cpp takes it (and the work stays bounded)
                     best = (p, c, m)
+                    break
             if best is not None:
                 break
         if best is None:
