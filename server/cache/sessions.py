@@ -248,6 +248,9 @@ class SessionsMixin:
         when_full = c.conversation_cache_sessions_when_full
         decision = plan_session_room(used, need_bytes, replaced_bytes, budget, when_full, ())
         if not decision.fits and when_full == "evict":   # only then each save's last use is read (a stat each)
+            # weighed as the folder holds them, not as this server indexed them: a save another server sharing the
+            # folder deleted since was 'dropped' (warned of, counted, freeing nothing), one it saved never weighed
+            store.refresh(skip=set(self.deleting))
             own = [SavedSession(k, e.n_bytes, store.used_at(e)) for k, e in list(lvl.entries.items())
                    if k not in replaced and split_key(k)[0] not in self.deleting]
             decision = plan_session_room(used, need_bytes, replaced_bytes, budget, when_full, own)

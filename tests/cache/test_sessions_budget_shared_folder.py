@@ -57,3 +57,21 @@ def test_two_servers_racing_for_the_last_room_keep_the_folder_within_its_budget(
     assert sorted(s["name"] for s in one.list_sessions()) == ["a", "c"]
     assert one.sessions.refusals == 1 and one.sessions.used_bytes == _folder_bytes(folders["sessions"])
     assert one.restore_session("c", 0).n_tokens == 50 and one.restore_session("a", 0).n_tokens == 50
+
+
+def test_evict_weighs_the_folder_as_it_is_not_as_this_server_indexed_it(make_cache, folders):
+    """With evict, the saves to drop were taken from this server's index as it was: a save another server on the
+    folder deleted since was 'dropped' (warned of and counted as deleted to make room, freeing nothing) and one it
+    saved since was never weighed, so the save went past the budget (refused by the last check). The index is
+    brought in step with the folder first."""
+    one = make_cache(conversation_cache_sessions_mib=2, conversation_cache_sessions_when_full="evict")
+    two = make_cache(conversation_cache_sessions_mib=2, conversation_cache_sessions_when_full="evict")
+    _save(one, "a", 1)
+    _save(one, "b", 2)
+    assert sorted(s["name"] for s in two.list_sessions()) == ["a", "b"]      # two indexed them
+    assert one.delete_session("a")                                           # then one deleted a and saved c
+    _save(one, "c", 3)
+    assert _save(two, "d", 4)["n_tokens"] == 50                              # before: refused, 'a' counted evicted
+    assert two.sessions.evictions == 1 and two.sessions.refusals == 0
+    assert sorted(s["name"] for s in two.list_sessions()) == ["c", "d"]      # b, the least recently used, went
+    assert _folder_bytes(folders["sessions"]) <= 2 * MIB
