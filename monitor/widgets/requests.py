@@ -11,6 +11,7 @@ from PySide6.QtGui import QFont, QFontDatabase
 from PySide6.QtWidgets import QPlainTextEdit, QTabWidget
 from strata.monitor import units
 from strata.monitor.model import MonitorView, request_reuse
+from strata.monitor.reason_texts import park_skip_tip, reason_tip
 from strata.monitor.widgets.common import Table, plain
 from strata.monitor.widgets.theme import Theme
 
@@ -26,6 +27,11 @@ REQUEST_TIPS = ("request id, API, and the status when it was not ok", "the conte
                 "when it finished")
 TEXT_THERE = REQUEST_HEADERS.index("text\nthere")
 DECISION_HEADERS = ("when", "request", "slot", "group", "reason", "reused", "from slot", "parked", "park skipped")
+DECISION_TIPS = ("", "the request the decision was for", "the context it chose (a park: where main's conversation "
+                 "went)", "", "why the slot policy chose it (each cell's tooltip says it in words)",
+                 "prompt tokens the choice reused", "the context the reused tokens were copied from", "",
+                 "why main's conversation was not parked into a slot (each cell's tooltip says it in words)")
+REASON, PARK_SKIP = DECISION_HEADERS.index("reason"), DECISION_HEADERS.index("park skipped")
 
 
 # the text-there column's least width in characters: at a 1280-px window the columns beside it leave about that much;
@@ -83,6 +89,14 @@ def request_cells(req: dict, now: float) -> list[str]:
             units.ago(now - finished) if isinstance(finished, (int, float)) else "running"]
 
 
+def decision_tips(d: dict) -> list[str | None]:
+    """The reason and park-skipped cells' tooltips in plain words (a new-user trial read `own_prefix`,
+    `main_low_value` and `least_loss` with nothing to say what they meant); the other cells' their text."""
+    tips: list[str | None] = [None] * len(DECISION_HEADERS)
+    tips[REASON], tips[PARK_SKIP] = reason_tip(d.get("reason")), park_skip_tip(d.get("park_skip"))
+    return tips
+
+
 def decision_cells(d: dict, now: float) -> list[str]:
     """A placement or park decision's cells; a field that is null or absent reads as an en dash (a park the policy
     skipped has no slot: its row said `None`)."""
@@ -105,7 +119,7 @@ class ActivityTabs(QTabWidget):
         self.theme = theme
         self.requests = Table(REQUEST_HEADERS, stretch=TEXT_THERE, tooltips=REQUEST_TIPS,
                               stretch_min_chars=EXCERPT_MIN_CHARS)
-        self.decisions = Table(DECISION_HEADERS, stretch=4)
+        self.decisions = Table(DECISION_HEADERS, stretch=REASON, tooltips=DECISION_TIPS)
         self.log = QPlainTextEdit()
         self.log.setReadOnly(True)
         self.log.setMaximumBlockCount(400)
@@ -134,8 +148,9 @@ class ActivityTabs(QTabWidget):
         if self.tabText(0) != title:       # setTabText lays the tab bar out and repaints it even when the same
             self.setTabText(0, title)
         decisions = [d for d in view.snapshot.get("decisions") or [] if isinstance(d, dict)]
-        self.decisions.show_rows([decision_cells(d, view.now) for d in reversed(decisions)],
-                                 align_right=(0, 1, 5))
+        shown = list(reversed(decisions))
+        self.decisions.show_rows([decision_cells(d, view.now) for d in shown], align_right=(0, 1, 5),
+                                 tips=[decision_tips(d) for d in shown])
         lines = tuple(str(x) for x in view.snapshot.get("log_tail") or ())
         if lines != self._log_lines:
             bar = self.log.verticalScrollBar()
