@@ -27,7 +27,7 @@ HEADERS = ("context", "group", "state", "held\ntok (filled)", "conversation", "l
 TIPS = ("", "slot group (unit of load)", "empty / idle / prefill / decode", "tokens the context's KV holds (share of its capacity)", "the conversation the context holds", "time since the context's last use ended (now: in use)",
         "prompt tokens the last request reused in this context", "last measured prefill speed",
         "last measured decode speed", "time left before the slot policy may give this slot to another "
-        "conversation", "the slot policy's value of keeping this history (higher = kept longer)")
+        "conversation (expired: it may now; an empty slot or one in use has none)", "the slot policy's value of keeping this history (higher = kept longer)")
 
 
 BUSY = ("prefill", "decode")
@@ -44,8 +44,16 @@ def slot_cells(row: SlotRow, live: bool = True) -> list[str]:
     return [row.label, "" if row.group is None else str(row.group), row.state if live else units.NA, held,
             row.conversation or units.NA, last_use,
             units.count(row.reused_tokens), units.rate(row.prefill_tps), units.rate(row.decode_tps),
-            units.seconds(row.protection_left_s),
+            _protection(row.protection_left_s),
             units.score(row.value)]
+
+
+def _protection(left_s: float | None) -> str:
+    """Protection left; none left reads `expired`, the policy's own word for such a history (the `expired`
+    reason in the decisions tab), where it read `0 ms` (a new-user trial): a protection that had ended."""
+    if left_s is not None and left_s <= 0:
+        return "expired"
+    return units.seconds(left_s)
 
 
 class SlotsPanel(QWidget):
