@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, QSizeF, Qt
+from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -267,6 +267,8 @@ def fit_plot(w: pg.PlotWidget) -> None:
     'disk' legend entry and last tick at 800 px)."""
     item = w.getPlotItem()
     fit_legend(item)
+    if hasattr(w, "y_asked"):       # the legend's strip may be taller or shorter now: the headroom follows it
+        set_y_top(w, *w.y_asked)
     least = math.ceil(item.minimumWidth()) + 2 * w.frameWidth()
     if w.minimumWidth() != least:
         w.setMinimumWidth(least)
@@ -276,29 +278,42 @@ LEGEND_TOP = 4   # px between the plot's top and its legend
 
 
 def fit_legend(item: pg.PlotItem) -> None:
-    """Spreads a legend too tall for its plot into as few more columns as make it fit, and as many as its
-    width allows when none does (five contexts in a speed plot at the window's smaller sizes ran past the
-    plot's bottom: 'slot 3' cut, 'slot 4' gone). Call it again when entries are added; the plot's resizes
-    call it by themselves."""
+    """Lays a legend out in as many columns as the plot's width allows, so that it is a strip along the plot's top
+    as few rows high as can be; set_y_top keeps the curves below it where it takes at most LEGEND_MAX_SHARE (in one
+    column, five contexts' entries covered the speed plots' left half at 800 px, a new-user trial). Call it again
+    when entries are added; the plot's resizes call it by themselves."""
     legend = item.legend
     if legend is None or not legend.items:
         return
-    box = item.getViewBox()
-    height, width = box.height() - LEGEND_TOP, box.width() - 6
-
-    def size(columns: int) -> QSizeF:
-        legend.setColumnCount(columns)
-        return legend.layout.effectiveSizeHint(Qt.SizeHint.PreferredSize)
-
-    wide_enough = 1
-    for columns in range(1, len(legend.items) + 1):
-        s = size(columns)
-        if s.width() > width:
+    width = item.getViewBox().width() - 6
+    columns = 1
+    for n in range(2, len(legend.items) + 1):
+        legend.setColumnCount(n)
+        if legend.layout.effectiveSizeHint(Qt.SizeHint.PreferredSize).width() > width:
             break
-        wide_enough = columns
-        if s.height() <= height:
-            return
-    size(wide_enough)
+        columns = n
+    legend.setColumnCount(columns)
+
+
+# the most of a plot's height the legend's strip may keep free of curves: a legend taller than that (a plot a few
+# rows high, the parks plot beside the hit counts, the speed plots at 640 px) covers them as before rather than
+# squash them into the rest (at 0.6, the parks plot's curves took its lowest quarter, under the legend still)
+LEGEND_MAX_SHARE = 0.5
+
+
+def legend_share(item: pg.PlotItem) -> float:
+    """The share of the plot's height from its top to the legend's bottom (0 without a legend)."""
+    legend, box = item.legend, item.getViewBox()
+    if legend is None or not legend.items or box.height() <= 0:
+        return 0.0
+    height = legend.layout.effectiveSizeHint(Qt.SizeHint.PreferredSize).height()
+    return (LEGEND_TOP + height + 2) / box.height()
+
+
+def headroom_share(item: pg.PlotItem) -> float:
+    """The share of the plot's height kept above the curves for the legend: its share, or none past the most."""
+    share = legend_share(item)
+    return share if share <= LEGEND_MAX_SHARE else 0.0
 
 
 def style_plot(w: pg.PlotWidget, theme: Theme) -> None:
@@ -337,10 +352,13 @@ def set_window(plot: pg.PlotWidget, seconds: float) -> None:
 
 
 def set_y_top(plot: pg.PlotWidget, ys_top: float, minimum: float) -> None:
-    """y from 0 to a little above the highest value (at least `minimum`): counts and speeds are never
-    negative, and an idle flat line stays at the bottom instead of being centred on a +-0.4 axis."""
-    top = nice_ceil(max(ys_top * 1.12, minimum))   # a few steps only: the axis is not redrawn every time
+    """y from 0 to a little above the highest value (at least `minimum`) and the legend's strip above that:
+    counts and speeds are never negative, an idle flat line stays at the bottom instead of being centred on a
+    +-0.4 axis, and no curve runs under the legend."""
+    plot.y_asked = (ys_top, minimum)      # for fit_plot, at a resize
     item = plot.getPlotItem()
+    # a few steps only: the axis is not redrawn every time
+    top = nice_ceil(max(ys_top * 1.12, minimum) / (1.0 - headroom_share(item)))
     lo, hi = item.getViewBox().viewRange()[1]
     if lo != 0 or abs(hi - top) > 1e-9 * max(top, 1):
         item.setYRange(0, top, padding=0)
