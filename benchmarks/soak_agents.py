@@ -133,7 +133,7 @@ class Server:
                "--conversation-cache-segment-mib", str(a.segment_mib),
                "--conversation-cache-system-prompt-dir", str(d["system-prompts"]),
                "--conversation-cache-system-prompt-mib", str(a.system_prompt_mib),
-               "--conversation-cache-sessions-dir", str(d["sessions"])]
+               "--conversation-cache-sessions-dir", str(d["sessions"]), *a.serve_arg]
         env = {**os.environ, "HOME": str(self.root / "home")}
         (self.root / "home").mkdir(parents=True, exist_ok=True)
         self.log_path = self.out / f"server-{self.n}.log"
@@ -737,6 +737,10 @@ def parser() -> argparse.ArgumentParser:
                    help="the chance that the session agent saves after a turn (besides its first save)")
     p.add_argument("--check-saves", action="store_true",
                    help="restore each session save into main and check it by a 1-token turn's cached tokens")
+    p.add_argument("--serve-arg", action="append", default=[], metavar="FLAG",
+                   help="a flag added to strata serve's command, after the soak's own (repeat it; write "
+                        "--serve-arg=--flag=value), e.g. a sessions folder budget the saves reach: "
+                        "--serve-arg=--conversation-cache-sessions-mib=400")
     return p
 
 

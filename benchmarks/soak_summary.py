@@ -66,7 +66,12 @@ def summarize(records: list[dict]) -> dict:
                         "read": total("strata_prompt_tokens_read_total"),
                         "reused": total("strata_prompt_tokens_reused_total"),
                         "generated": total("strata_generated_tokens_total"),
-                        "evictions": total("strata_cache_evictions_total")},
+                        "evictions": total("strata_cache_evictions_total"),
+                        # moved into place by a code completion (--cache-reuse)
+                        "shifted": total("strata_prompt_tokens_shifted_total"),
+                        # the sessions folder's budget (--serve-arg=--conversation-cache-sessions-mib=N)
+                        "session_refusals": total("strata_cache_session_refusals_total"),
+                        "session_evictions": total("strata_cache_session_evictions_total")},
             "short_of_ideal": [{k: r[k] for k in ("agent", "conv", "req", "prompt", "cached", "ideal")}
                                for r in cont if r["cached"] < r["ideal"]],
             "sessions": {f"{r['kind']} {r['status']}": 0 for r in records if r["kind"].startswith("session")},
@@ -81,12 +86,14 @@ def summarize(records: list[dict]) -> dict:
         out["phases"][ph]["session_saves_of_another"] = sum(r["kind"] == "session_save" and r.get("other", False)
                                                             and r.get("phase") == ph for r in records)
         checks = [r for r in records if r["kind"] == "session_check" and r.get("phase") == ph]   # --check-saves
-        judged = [r for r in checks if r["status"] == 200 and r.get("guard_status") != 409]
+        judged = [r for r in checks if r["status"] == 200 and r.get("guard_status") not in (409, 507)]
         out["phases"][ph]["session_checks"] = {"right": sum(r["right"] for r in checks),
                                                # not judged: a 409, another request took main after the restore;
+                                               # a 507, the sessions folder's budget refused the guarded save;
                                                # a restore not done (a 503: main ran a request the whole 30 s)
                                                "wrong": sum(not r["right"] for r in judged),
                                                "guard_409": sum(r.get("guard_status") == 409 for r in checks),
+                                               "guard_507": sum(r.get("guard_status") == 507 for r in checks),
                                                "restore_not_done": sum(r["status"] != 200 for r in checks),
                                                "cached_from_main": sum(r.get("cached_from_main", False)
                                                                        for r in checks)}

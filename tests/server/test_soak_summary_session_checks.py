@@ -15,4 +15,5 @@ def test_a_restore_not_done_is_not_a_wrong_save():
                 "cached": 0, "ideal": 0},
                check(200, True), check(503, False, None), check(200, False, 409), check(200, False)]
     got = summarize(records)["phases"][1]["session_checks"]
-    assert got == {"right": 1, "wrong": 1, "guard_409": 1, "restore_not_done": 1, "cached_from_main": 1}
+    assert got == {"right": 1, "wrong": 1, "guard_409": 1, "guard_507": 0, "restore_not_done": 1,
+                   "cached_from_main": 1}
