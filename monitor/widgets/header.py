@@ -1,5 +1,5 @@
 """The header of the monitor: connection state, the endpoint address (with a copy button), the model
-and engine, running totals with units, and the server's INFO line.
+and engine, running totals with units, and the server's start-up INFO line (labelled as such).
 
 Presentation only.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 from strata.monitor import units
 from strata.monitor.model import MonitorView
 from strata.monitor.widgets.common import label, set_text
@@ -40,6 +40,14 @@ TOTALS_TIP = ("requests done: ended (answered, cancelled or failed); running: ho
               "running requests' included (counted at a request's first token, or at its end when it ended "
               "before one), and the share of them reused from a slot or the cache instead of read.\n"
               "generated: tokens made so far, counted as each is made.")
+
+
+# the INFO line is written once, when the model has loaded: its cache figures ("ram 5888 MiB on (0 entries)") are
+# those found at start-up, and a new-user trial read them against the levels table's current entries as two
+# counts of one thing; the row's name and tooltip say which it is
+INFO_ROW = "At start"
+INFO_TIP = ("The server's INFO line, written once when it started: its settings, and the conversation cache's "
+            "levels with the entries found then. The panels below show the current figures.")
 
 
 def model_text(snap: dict) -> str:
@@ -93,9 +101,14 @@ class Header(QWidget):
         self.totals = label(selectable=True, wrap=True)
         self.totals.setToolTip(TOTALS_TIP)
         self.info = label(selectable=True, wrap=True, muted=True)
+        self.info.setToolTip(INFO_TIP)
+        self.row_names: dict[str, QLabel] = {}
         for row, (name, widget) in enumerate((("Model", self.model), ("Now", self.totals),
-                                              ("INFO", self.info))):
-            grid.addWidget(label(f"<b>{name}</b>"), row, 0)
+                                              (INFO_ROW, self.info))):
+            self.row_names[name] = name_label = label(f"<b>{name}</b>")
+            if widget is self.info:
+                name_label.setToolTip(INFO_TIP)
+            grid.addWidget(name_label, row, 0)
             grid.addWidget(widget, row, 1)
         grid.setColumnStretch(1, 1)
         outer.addLayout(grid)
