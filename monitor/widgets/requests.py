@@ -119,7 +119,8 @@ class ActivityTabs(QTabWidget):
         self.theme = theme
         self.requests = Table(REQUEST_HEADERS, stretch=TEXT_THERE, tooltips=REQUEST_TIPS,
                               stretch_min_chars=EXCERPT_MIN_CHARS)
-        self.decisions = Table(DECISION_HEADERS, stretch=REASON, tooltips=DECISION_TIPS)
+        # no stretched column: stretched, the reason (the column that matters) took what the others left, `s…` at 800 px
+        self.decisions = Table(DECISION_HEADERS, tooltips=DECISION_TIPS)
         self.log = QPlainTextEdit()
         self.log.setReadOnly(True)
         self.log.setMaximumBlockCount(400)

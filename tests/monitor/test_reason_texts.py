@@ -83,3 +83,18 @@ def test_the_decisions_tab_shows_the_explanation_as_each_reason_cells_tooltip(qt
     skipped = [table.item(r, skip).toolTip() for r in range(table.rowCount()) if table.item(r, skip).text()]
     assert skipped == [f"main_low_value: {PARK_SKIPS['main_low_value']}"]
     assert "each cell's tooltip" in table.horizontalHeaderItem(reason).toolTip()
+
+
+def test_the_reason_column_shows_the_whole_reason_at_800_px(qtbot):
+    """The reason column was the stretched one: it took what the others left, `s…` and `l…` at 800 px."""
+    def decided(last: dict) -> None:
+        last["decisions"] = [{"time": last["time"] - 2.0, "request": 5, "slot": 1, "group": 0,
+                              "reason": "blank_less_loaded", "reused": 12, "source_slot": None, "park": False,
+                              "park_skip": None, "lost_tokens": 300}]
+    window = shown_window(qtbot, recorded_model(decided), (800, 760))
+    window.activity.setCurrentIndex(1)
+    qtbot.wait(50)
+    table = window.activity.decisions
+    reason = DECISION_HEADERS.index("reason")
+    needed = table.fontMetrics().horizontalAdvance("blank_less_loaded")
+    assert table.columnWidth(reason) >= needed, (table.columnWidth(reason), needed)
