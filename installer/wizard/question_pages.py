@@ -8,6 +8,7 @@ beside the choice), and on Next parses the answer with `plan.parse_answer` and r
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -133,6 +134,7 @@ class DiskPage(_QuestionPage):
         self.folder.textChanged.connect(self._show_free_space)
         self.keep.toggled.connect(self._toggle)
         self._browse_button = browse
+        self._default_reason: str | None = None    # the keep_on_disk question's, measured at the default folder
         for widget in (self.keep, self.reason):
             self.layout_.addWidget(widget)
         self.layout_.addLayout(row)
@@ -143,6 +145,7 @@ class DiskPage(_QuestionPage):
     def show_question(self, q) -> None:
         w = self.wizard()
         self.keep.setChecked(bool(q.default))
+        self._default_reason = q.reason
         self.reason.setText(why(q.reason))
         folder_q = question_for("cold_dir", w.situation, w.answers)
         self.folder.setText(folder_q.default)
@@ -152,6 +155,8 @@ class DiskPage(_QuestionPage):
     def _show_free_space(self, text: str) -> None:
         """The free space where the typed folder is (or would be made): a statvfs, cheap at each keystroke."""
         w = self.wizard()
+        if w is not None and self._default_reason is not None:
+            self.reason.setText(self._why_for(text))
         if w is None or not text.strip():
             self.folder_reason.setText("")
             return
@@ -163,6 +168,15 @@ class DiskPage(_QuestionPage):
         situation = replace(w.situation, cold_disk=replace(w.situation.cold_disk, folder=disk.folder,
                                                            free_mib=disk.free_mib, reports_size=disk.reports_size))
         self.folder_reason.setText(question_for("cold_dir", situation, w.answers).reason)
+
+    def _why_for(self, text: str) -> str:
+        """Why keeping conversations on disk is the default, said of the folder it was measured at (its free space,
+        its read speed): a new-user trial typed another folder and read the default's free space as if it were
+        that folder's. Another folder's own free space is in the line under it."""
+        measured = self.wizard().situation.cold_disk.folder
+        if not text.strip() or _same_folder(folder_meant(text), measured):
+            return why(self._default_reason)
+        return f"Why this default, measured at the default folder {measured}: {self._default_reason}"
 
     def _toggle(self, on: bool) -> None:
         for widget in (self.folder, self._browse_button, self.folder_reason):
@@ -192,6 +206,10 @@ class DiskPage(_QuestionPage):
         if keep and not self.folder.text().strip():
             raise AnswerError("type the folder for the conversations kept on disk, or untick the box above")
         return {"keep_on_disk": "yes" if keep else "no", "cold_dir": folder_meant(self.folder.text()) if keep else None}
+
+
+def _same_folder(a: str, b: str) -> bool:
+    return os.path.normpath(os.path.expanduser(a)) == os.path.normpath(os.path.expanduser(b))
 
 
 def folder_meant(text: str) -> str:
