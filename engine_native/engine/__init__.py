@@ -224,6 +224,8 @@ class Engine:
         its keys re-rotated by (a - b) with the model's RoPE. An approximation: the moved cells were computed beside
         the dropped ones. Leaves no logits. ValueError (naming why) where `shift_refusal` is not None."""
         n = self.context_len(ctx)
+        if not 0 <= a <= b <= n:   # a drop past the end was a truncation to `a`, said by nothing
+            raise ValueError(f"shift: cannot drop [{a}, {b}) of context {ctx}'s {n} tokens (0 <= a <= b <= {n})")
         self.splice(ctx, a, [range(b, n)] if b < n else [])
 
     def splice(self, ctx: int, keep: int, pieces: Sequence[range | Sequence[int]]) -> None:
@@ -237,6 +239,8 @@ class Engine:
             if isinstance(p, range):
                 if p.step != 1:
                     raise ValueError(f"splice: a moved range must have step 1, got {p!r}")
+                if p.start < 0:   # (-1, n) is the native call's mark for new tokens
+                    raise ValueError(f"splice: a moved range must start at a position of the history, got {p!r}")
                 spec.append((p.start, len(p)))
             else:
                 t = _tokens(p)

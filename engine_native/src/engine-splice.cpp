@@ -50,26 +50,31 @@ void engine::splice(int ctx_id, int64_t keep, const splice_piece* pieces, int64_
         const splice_piece& p = pieces[i];
         const std::string which = "splice: piece " + std::to_string(i) + " ";
         if (p.n < 1) throw engine_error(which + "is empty");
+        // every bound compared without adding the piece's length to a position: a huge length wrapped around,
+        // passed, and the splice then dropped the history past `keep` without a word
         if (p.src >= 0) {
-            if (p.src < moved_end || p.src + p.n > n0) {
-                throw engine_error(which + "moves cells [" + std::to_string(p.src) + ", " + std::to_string(p.src + p.n) +
-                                   "): they must lie in [" + std::to_string(moved_end) + ", " + std::to_string(n0) +
+            if (p.src < moved_end || p.src > n0 || p.n > n0 - p.src) {
+                throw engine_error(which + "moves cells [" + std::to_string(p.src) + ", " +
+                                   std::to_string(uint64_t(p.src) + uint64_t(p.n)) + "): they must lie in [" +
+                                   std::to_string(moved_end) + ", " + std::to_string(n0) +
                                    ") (after the kept ones and the pieces moved before it, in the history)");
             }
+        } else if (p.src != -1 || p.tokens == nullptr) {
+            throw engine_error(which + "has source " + std::to_string(p.src) + ": a position, or -1 with tokens");
+        }
+        if (p.n > c.capacity - at) {
+            throw engine_error("splice: " + std::to_string(uint64_t(at) + uint64_t(p.n)) + " tokens exceed context " +
+                               std::to_string(ctx_id) + "'s capacity " + std::to_string(c.capacity));
+        }
+        if (p.src >= 0) {
             moved_end = p.src + p.n;
             tokens.insert(tokens.end(), c.tokens.begin() + p.src, c.tokens.begin() + p.src + p.n);
-        } else if (p.src == -1 && p.tokens != nullptr) {
+        } else {
             check_tokens(p.tokens, p.n);
             tokens.insert(tokens.end(), p.tokens, p.tokens + p.n);
-        } else {
-            throw engine_error(which + "has source " + std::to_string(p.src) + ": a position, or -1 with tokens");
         }
         dst[size_t(i)] = at;
         at += p.n;
-    }
-    if (at > c.capacity) {
-        throw engine_error("splice: " + std::to_string(at) + " tokens exceed context " + std::to_string(ctx_id) +
-                           "'s capacity " + std::to_string(c.capacity));
     }
     // each moved piece's rotation, (n_rot / 2) (cos, sin) pairs of the angles of its delta, unscaled
     model_hparams unscaled = hp();

@@ -199,6 +199,36 @@ def test_bad_pieces_are_refused_by_name(tiny_model_factory):
         assert e.context_tokens(0) == list(range(3, 23))
 
 
+def test_huge_negative_and_reversed_ranges_are_refused_with_the_context_unchanged(tiny_model_factory):
+    """Review of 3af2ce7: a length that made `src + n` wrap around passed the bounds check (two such pieces: the
+    splice dropped the history past `keep` and said nothing; one: 'vector::_M_range_insert'); a shift dropping
+    past the end truncated to its start; a range starting at -1 read as the native call's new-token mark ('the new
+    pieces' lengths exceed the 0 tokens given'). Each is refused by name, the tokens and the logits kept."""
+    e = Engine(tiny_model_factory(), n_ctx=32, n_threads=1)
+    t = list(range(3, 23))
+    e.prefill(0, t)
+    logits = e.logits(0).copy()
+    wrap = range(2**62 + 2, 2**63 + 2)   # len 2**62: start + len wraps int64
+    cases = [(lambda: e.splice(0, 2, [wrap, wrap]), r"moves cells \[4611686018427387906, 9223372036854775810\)"),
+             (lambda: e.splice(0, 2, [range(2, 2**63)]), r"moves cells \[2, 9223372036854775808\): they must lie"),
+             (lambda: e.splice(0, 2, [[5] * 31]), "33 tokens exceed context 0's capacity 32"),
+             (lambda: e.shift(0, 3, 1000), r"shift: cannot drop \[3, 1000\) of context 0's 20 tokens"),
+             (lambda: e.shift(0, 8, 4), r"shift: cannot drop \[8, 4\)"),
+             (lambda: e.shift(0, -1, 4), r"shift: cannot drop \[-1, 4\)"),
+             (lambda: e.splice(0, 2, [range(-1, 3)]), r"a moved range must start at a position of the history, "
+                                                      r"got range\(-1, 3\)"),
+             (lambda: e.splice(0, 2, [range(-3, 3)]), "a moved range must start at a position"),
+             (lambda: e.splice(0, 2, [range(8, 4)]), "piece 0 is empty")]
+    for call, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            call()
+        assert e.context_tokens(0) == t and e.has_logits(0)
+        assert np.array_equal(e.logits(0), logits)
+    with pytest.raises(TypeError):
+        e.splice(0, 2.5, [])
+    assert e.context_tokens(0) == t
+
+
 def test_the_default_models_greedy_answer_after_a_small_shift(default_model_path):
     """Code (the standard library's, fixed for a Python version): 700 tokens of a file with 12 tokens at 300
     dropped by a shift, then 8 more read, against the same tokens read fresh; 8 greedy tokens each. Measured on
