@@ -16,7 +16,14 @@ from PySide6.QtCore import QObject, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QDesktopServices, QGuiApplication, QIcon, QKeySequence
 from PySide6.QtWidgets import QApplication, QDialog, QLabel, QPushButton, QSystemTrayIcon
 from strata.app import model_file
-from strata.app.restart_policy import FREE_PORT, GAVE_UP, RestartConfig, notify_restarts, offers_setup_again
+from strata.app.restart_policy import (
+    FREE_PORT,
+    GAVE_UP,
+    RestartConfig,
+    notify_restarts,
+    offers_setup_again,
+    setup_restarts,
+)
 from strata.app.supervisor import ServerStatus, ServerSupervisor, server_command
 from strata.app.tray import Tray
 from strata.monitor.client import FeedClient
@@ -25,6 +32,7 @@ from strata.monitor.window import MonitorWindow
 
 POLL_MS = 300
 SERVING_STATES = ("starting", "running", "restarting", "stopping")
+SETUP_MESSAGE_MS = 15_000    # how long the status bar says that a Finish changed nothing (as the logs' folder line)
 NO_BENCH_WHILE_SERVING = ("bench not run: the server is running, and the bench would load the model a second time "
                           "beside it and measure a busy machine; the configuration's own answers are proposed")
 ICON = Path(__file__).resolve().parents[1] / "resources" / "strata.png"
@@ -188,7 +196,16 @@ class AppController(QObject):
         if result != QDialog.DialogCode.Accepted.value or wizard.written is None:
             log.info("setup again cancelled: nothing changed")
             return
-        log.info("setup again wrote %s: restarting the server on it", wizard.written)
+        serving = self.supervisor.status().state in ("starting", "running")
+        try:
+            written = wizard.written.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError):
+            written = None
+        decision = setup_restarts(serving, self.supervisor.started_on(), written)
+        log.info("setup again wrote %s: %s", wizard.written, decision.reason)
+        if not decision.restart:
+            self.window.statusBar().showMessage(f"Set up again: {decision.reason}", SETUP_MESSAGE_MS)
+            return
         self.setup_button.setVisible(False)
         self._in_background(self.supervisor.restart)
 

@@ -7,7 +7,9 @@ and says why; what a restart cannot help (a refused configuration, a model that 
 cannot listen on) is not retried. `wait_for_model`: whether to start it at all yet, when the model file the
 configuration names by its path is not there (a removable or network drive mounted a little after login): the app
 looks again every `model_poll_s` seconds instead of starting a server that stops with status 3, and
-waits again when the server stopped so while the file changed under it (a copy that paused).
+waits again when the server stopped so while the file changed under it (a copy that paused). `setup_restarts`:
+whether "Set up again…"'s Finish restarts the server, which it need not when the file says what the running server
+was started on.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from strata.exit_status import CANNOT_LISTEN, CONFIGURATION_REFUSED, MODEL_NOT_LOADED
+
+try:
+    import tomllib
+except ModuleNotFoundError:        # Python 3.10
+    import tomli as tomllib
 
 DEFAULT_START_RETRIES = 5
 DEFAULT_STABLE_S = 60.0     # a server up this long counts as started; the retry count starts again
@@ -244,3 +251,32 @@ def notify_restarts(new_restarts: int, in_a_row: int) -> bool:
     being the latest one's place in its run of restarts without a stable run: only for a run's first. A crash loop
     raised one per restart (5 in ~18 s, then the give-up's); now one when it begins, and the give-up's."""
     return new_restarts > 0 and in_a_row <= new_restarts
+
+
+UNCHANGED = "the configuration is the one the server runs on: not restarted"
+
+
+@dataclass(frozen=True)
+class SetupRestart:
+    restart: bool
+    reason: str
+
+
+def setup_restarts(serving: bool, running_text: str | None, written_text: str | None) -> SetupRestart:
+    """Whether "Set up again…"'s Finish restarts the server. `running_text`: the configuration file as the running
+    server was started on it (None: not known); `written_text`: as Finish wrote it. A re-run then Finish changes
+    nothing (docs/install.md), yet it restarted the server, its slots and the feed starting again (a new-user
+    trial): now the file's values are compared (its comments, the time it was written in them, are not read by the
+    server) and an equal file leaves a serving server as it is. A server not serving (failed, waiting, stopped)
+    is started as before."""
+    if not serving:
+        return SetupRestart(True, "the server is not running: starting it on the configuration")
+    if running_text is None or written_text is None:
+        return SetupRestart(True, "restarting the server on the configuration")
+    try:
+        same = tomllib.loads(running_text) == tomllib.loads(written_text)
+    except (tomllib.TOMLDecodeError, RecursionError):
+        same = False
+    if same:
+        return SetupRestart(False, UNCHANGED)
+    return SetupRestart(True, "restarting the server on the new configuration")

@@ -108,6 +108,7 @@ class ServerSupervisor:
         self._state, self._detail = "stopped", "not started"
         self._endpoint: str | None = None
         self._proc: subprocess.Popen | None = None
+        self._started_on: str | None = None      # the configuration's text at _proc's start (started_on)
         self._restarts = 0
         self._runs = 0
         self._in_a_row = 0
@@ -177,6 +178,21 @@ class ServerSupervisor:
     @property
     def on_free_port(self) -> bool:
         return self.command[-2:] == list(FREE_PORT_FLAGS)
+
+    def started_on(self) -> str | None:
+        """The configuration file's text as the server now running was started on it; None when none runs or the
+        file could not be read then."""
+        with self._lock:
+            running = self._proc is not None and self._proc.poll() is None
+            return self._started_on if running else None
+
+    def _configuration_text(self) -> str | None:
+        if self.config_path is None:
+            return None
+        try:
+            return self.config_path.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError):
+            return None
 
     def status(self) -> ServerStatus:
         with self._lock:
@@ -256,10 +272,12 @@ class ServerSupervisor:
         self._last_line = ""
         # it ends with the app even when the app is killed (strata/child_lifetime.py); on Linux its "parent" is
         # this supervisor thread, which lives as long as the server does
+        started_on = self._configuration_text()    # read before the server reads it: what it runs on
         proc, untied = popen_tied(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, env=self.env)
         with self._lock:
             self._proc = proc
+            self._started_on = started_on
             self._runs += 1
             self._endpoint = None     # this server's own "listening on" line says where (port 0: a new one each time)
         self._event(f"server started (pid {proc.pid}): {' '.join(self.command)}")

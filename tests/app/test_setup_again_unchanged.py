@@ -1,0 +1,60 @@
+""""Set up again…" then Finish with nothing changed leaves the running server as it is: docs/install.md says a re-run
+then Finish changes nothing, yet the app restarted its server (its slots emptied, the feed started again: a new-user
+trial). The written file's values are compared with the file the running server was started on (its comments, the
+time it was written in them, the server does not read); the status bar says the server was not restarted."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QWizard
+from strata.app.controller import AppController
+from strata.app.restart_policy import UNCHANGED, RestartConfig, SetupRestart, setup_restarts
+
+RUNNING = '# Written 2026-12-06T08:00:00\nmodel = "m.gguf"\nctx = 4096\n\n[env]\nSTRATA_SLOT_TTL_MAX_S = "60"\n'
+
+
+def test_an_equal_configuration_leaves_a_serving_server_alone():
+    rewritten = RUNNING.replace("08:00:00", "09:00:00").replace("ctx = 4096", "# the context\nctx = 4096")
+    assert setup_restarts(True, RUNNING, rewritten) == SetupRestart(False, UNCHANGED)
+    assert setup_restarts(True, RUNNING, RUNNING.replace("4096", "2048")).restart               # a value changed
+    assert setup_restarts(True, RUNNING, RUNNING.replace('"60"', '"30"')).restart               # [env] too
+    assert setup_restarts(False, RUNNING, RUNNING).restart           # failed, waiting, stopped: started as before
+    assert setup_restarts(True, None, RUNNING).restart               # not known what it runs on
+    assert setup_restarts(True, RUNNING, "ctx = [").restart          # a file no TOML reader takes
+
+
+def _finish_with_the_proposed_answers(qtbot, controller) -> None:
+    controller.setup_action.trigger()
+    qtbot.waitUntil(lambda: controller.setup_wizard is not None and controller.setup_wizard.isVisible(),
+                    timeout=10_000)
+    wizard = controller.setup_wizard
+    for name in ("bench", "concurrency", "disk", "context", "plan"):
+        wizard.next()
+        qtbot.waitUntil(lambda want=name: wizard.currentId() == wizard.page_ids[want], timeout=10_000)
+    wizard.button(QWizard.WizardButton.FinishButton).click()
+    qtbot.waitUntil(lambda: controller.setup_wizard is None, timeout=10_000)
+
+
+def test_finish_with_nothing_changed_does_not_restart_the_server(qtbot, app_config, tmp_path, artifacts):
+    controller = AppController(app_config, tmp_path / "logs", theme="light", restart=RestartConfig(max_retries=1))
+    controller.start()
+    try:
+        status = controller.supervisor.status
+        qtbot.waitUntil(lambda: status().state == "running", timeout=60_000)
+        first = status().pid
+        # the fixture's file is not one setup wrote (setup adds the keys it decides): the first Finish changes it
+        _finish_with_the_proposed_answers(qtbot, controller)
+        qtbot.waitUntil(lambda: status().state == "running" and status().pid not in (None, first), timeout=90_000)
+        second, runs = status().pid, status().run
+        # the same answers again: the same file but for the time it was written
+        _finish_with_the_proposed_answers(qtbot, controller)
+        for _ in range(5):                               # a few polls: no restart was started
+            qtbot.wait(300)
+            assert (status().state, status().pid, status().run) == ("running", second, runs)
+        assert controller.window.statusBar().currentMessage() == f"Set up again: {UNCHANGED}"
+        for name, size in (("default", None), ("640x440", (640, 440))):
+            if size:
+                controller.window.resize(*size)
+            qtbot.wait(100)
+            assert controller.window.grab().save(str(artifacts / f"app-set-up-again-unchanged-{name}.png"))
+    finally:
+        controller.shutdown()
