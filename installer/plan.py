@@ -46,7 +46,7 @@ from strata.installer.plan_types import (
     Question,
     Situation,
 )
-from strata.monitor.units import counted
+from strata.monitor.units import article, counted
 
 from strata.model_names import id_meant, model_id, names_model
 
@@ -133,13 +133,13 @@ def _previous_cold_level(s: Situation, p: PlanParameters) -> tuple[bool, str]:
         read_s = n * model.kv_bytes_per_token / MIB / read
         prefill_s = n / prefill
         if read_s >= prefill_s:
-            return False, (f"reading a {n}-token history back from this disk takes {read_s:.1f} s, "
+            return False, (f"reading {article(n)} {n}-token history back from this disk takes {read_s:.1f} s, "
                            f"prefilling it again {prefill_s:.1f} s: the disk does not pay")
-        return True, (f"a {n}-token history comes back from disk in {read_s:.2f} s instead of "
+        return True, (f"{article(n)} {n}-token history comes back from disk in {read_s:.2f} s instead of "
                       f"{prefill_s:.1f} s of prefill; {gib(budget)} of the {gib(s.cold_disk.free_mib)} free")
     if read:
         read_s = n * model.kv_bytes_per_token / MIB / read
-        return True, (f"{gib(budget)} of the {gib(s.cold_disk.free_mib)} free; it reads {read:.0f} MiB/s, a "
+        return True, (f"{gib(budget)} of the {gib(s.cold_disk.free_mib)} free; it reads {read:.0f} MiB/s, {article(n)} "
                       f"{n}-token history in {read_s:.2f} s (a measured case: 274 ms against 197 s of prefill)")
     return True, (f"{gib(budget)} of the {gib(s.cold_disk.free_mib)} free: a conversation read back "
                   "from disk costs far less than its prefill (a measured case: 274 ms against 197 s)")

@@ -28,6 +28,16 @@ def counted(n: float | None, noun: str) -> str:
     return f"{count(n)} {noun}" + ("" if not _absent(n) and int(n) == 1 else "s")
 
 
+def article(n: int) -> str:
+    """`a` or `an` before the number `n` as English reads it: "an 8192-token history" (eight thousand ...), "an
+    11-..." and "an 18-...", "an 80..." to "an 89...", "an 800..." to "an 899..." (read by their first group of
+    three digits); "a 40000-token", "a 1-". A plan's reason said "a 8192-token history" (a new-user trial)."""
+    lead = abs(int(n))
+    while lead >= 1000:
+        lead //= 1000
+    return "an" if lead in (8, 11, 18) or 80 <= lead <= 89 or 800 <= lead <= 899 else "a"
+
+
 def rate(x: float | None) -> str:
     """A speed without its unit (for a column whose header has it): one decimal below 100, none up
     to 10,000, thousands ("16.5k") above."""

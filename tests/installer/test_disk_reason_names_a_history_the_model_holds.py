@@ -24,7 +24,7 @@ def test_an_8k_model_is_told_of_an_8k_history():
     assert s.model.n_ctx_train == 8192
     q = question_for("keep_on_disk", s, Answers())
     assert q.default is True
-    assert q.reason.startswith("a 8192-token history comes back from disk in 0.10 s instead of 26.5 s of prefill; ")
+    assert q.reason.startswith("an 8192-token history comes back from disk in 0.10 s instead of 26.5 s of prefill; ")
     assert q.reason.endswith(f" of the {s.cold_disk.free_mib / 1024:.1f} GiB free"), q.reason
 
 
@@ -37,4 +37,4 @@ def test_a_long_context_model_is_still_told_of_a_40k_history():
 def test_a_disk_that_does_not_pay_says_so_for_the_same_history():
     s = measured("135M", read_mib_s=1.0)
     q = question_for("keep_on_disk", s, Answers())
-    assert q.default is False and q.reason.startswith("reading a 8192-token history back from this disk takes "), q.reason
+    assert q.default is False and q.reason.startswith("reading an 8192-token history back from this disk takes "), q.reason

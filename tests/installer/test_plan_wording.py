@@ -5,6 +5,7 @@ them ("2,173 tok/s", not "2173")."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 from strata.installer.bench import BenchReport
@@ -74,3 +75,35 @@ def _answered(machine: str, model: str) -> Answers:
     while (q := next_question(s, a)) is not None:
         a = apply_answer(a, q.key, q.default)
     return a
+
+
+ARTICLE_WRONG = re.compile(r"\b[Aa] (8\d*|11(\d{3}|,\d{3})*|18(\d{3}|,\d{3})*)\b")   # eight..., eleven, eighteen...
+
+
+@pytest.mark.parametrize("machine", sorted(MACHINES))
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_a_number_read_with_a_vowel_takes_an(machine, model):
+    """ "an 8192-token history", not "a 8192-token history" (the default model's disk reason in a new-user trial)."""
+    for text in _texts(machine, model):
+        assert not ARTICLE_WRONG.search(text), text
+
+
+def test_the_default_models_disk_reasons_say_an_8192_token_history():
+    from strata.installer.plan import question_for
+    from strata.installer.plan_types import Answers
+
+    from tests.installer.test_disk_reason_names_a_history_the_model_holds import measured
+    for read_mib_s in (1893.0, 1.0):       # the disk pays, and it does not
+        reason = question_for("keep_on_disk", measured("135M", read_mib_s=read_mib_s), Answers()).reason
+        assert "an 8192-token history" in reason and not ARTICLE_WRONG.search(reason), reason
+    s = measured("135M")                   # read speed alone, no prefill measured
+    reason = question_for("keep_on_disk", replace(s, bench=None), Answers()).reason
+    assert "an 8192-token history" in reason, reason
+
+
+@pytest.mark.parametrize(("n", "word"), [(8, "an"), (8192, "an"), (11, "an"), (11000, "an"), (18432, "an"),
+                                         (80, "an"), (890, "an"), (81920, "an"), (1, "a"), (110, "a"), (1100, "a"),
+                                         (40000, "a"), (262144, "a"), (180, "a"), (1800, "a"), (0, "a")])
+def test_article(n, word):
+    from strata.monitor.units import article
+    assert article(n) == word
