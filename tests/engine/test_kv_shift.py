@@ -140,6 +140,27 @@ def test_a_model_whose_layers_add_nothing_shifted_equals_a_fresh_read(tiny_model
     assert int(np.argmax(e.logits(0))) == int(np.argmax(fresh.logits(0)))
 
 
+def test_layers_without_rope_keep_their_keys_when_moved(tiny_model_factory):
+    """SmolLM3 leaves every fourth layer unrotated (layer_weights.rope false): a moved key there is the stored one,
+    byte for byte, and in a `script` model (a key depends on its token and position only) the whole shifted cache
+    is a fresh read's; the rotated layers' keys did change."""
+    path = tiny_model_factory(arch="smollm3", n_layer=4, n_embd=128, n_head=4, n_head_kv=2, script=(3, 4, 5, 6))
+    t = _tokens(4)
+    e = Engine(path, n_ctx=128, kv_type="f32", n_threads=2)
+    e.prefill(0, t)
+    k0, v0 = kv_arrays(e, 0, N)
+    e.shift(0, 10, 25)
+    k1, _ = kv_arrays(e, 0, N - 15)
+    assert np.array_equal(k1[3, 10:], k0[3, 25:])
+    assert all(not np.allclose(k1[il, 10:], k0[il, 25:]) for il in range(3))
+    fresh = Engine(path, n_ctx=128, kv_type="f32", n_threads=2)
+    fresh.prefill(0, t[:10] + t[25:])
+    want_k, want_v = kv_arrays(fresh, 0, N - 15)
+    got_k, got_v = kv_arrays(e, 0, N - 15)
+    assert np.array_equal(got_v, want_v)
+    assert np.abs(got_k - want_k).max() <= tolerance("f32", want_k)
+
+
 def test_logits_after_a_shift_against_a_fresh_read(tiny_model_factory):
     """A random tiny model (f32 KV): A + X + B shifted to A + B, then C read, against A + B + C read fresh. Not
     equal (B's cells were computed beside X): measured 0.09-0.12 of the logits' largest magnitude over these four
