@@ -100,7 +100,8 @@ def load(state: ServerState) -> None:
                       policy_cfg=slot_policy.PolicyConfig.from_env(cfg.env), cache=state.cache, timeline=timeline,
                       prefill_slice_ms=cfg.prefill_slice_ms, mixed_piece=cfg.mixed_piece,
                       lookup_cfg=lookup.LookupConfig(max_draft=lookup_draft(cfg, engine), max_rows=cfg.lookup_rows),
-                      cache_reuse=cfg.cache_reuse)
+                      cache_reuse=cfg.cache_reuse, prompt_order_name=cfg.prompt_order,
+                      solo_slice_ms=cfg.solo_slice_ms)
     sched.start()
     state.scheduler = sched
     state.info_line = info_line(state)

@@ -166,6 +166,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("mixed-piece", int, 64, "while other requests are generating, this many prompt tokens are read in "
            "the same forward as their next tokens (the mixed step), fewer when --prefill-slice-ms holds fewer at "
            "the measured rate (a deep history reads slower); 0 reads prompt pieces and decode steps apart", minimum=0, maximum=65536),
+    Option("prompt-order", str, "shortest-first", "which prompt a step reading several gives its tokens first: "
+           "shortest-first reads the one with the fewest tokens left (an agent's side request before its long turn) "
+           "and the others share what is left of --prefill-slice-ms; round-robin gives each its piece in turn",
+           choices=("shortest-first", "round-robin")),
+    Option("solo-slice-ms", float, 1000.0, "while requests come beside others (one did in the last 120 s: an "
+           "agent's side requests), a prompt read with nothing else running is read in pieces of about this many "
+           "milliseconds at the measured rate (at most --prefill-chunk) where there are batch slots, so the next one "
+           "waits about that long to start; 0: whole --prefill-chunk pieces", minimum=0.0, maximum=60000.0),
     Option("lookup-draft", int, None, "lookup decoding: tokens a step may guess from the conversation's own "
            "earlier text (code being edited, names), checked by the model in the same forward; the output is "
            "exactly what plain decoding gives, only sooner. 0 turns it off. Unset: 8, or 0 for a model with "

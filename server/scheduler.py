@@ -31,6 +31,7 @@ from strata.server import (
     lookup,
     lookup_step,
     parking,
+    prompt_order,
     row_output,
     row_start,
     slot_policy,
@@ -51,6 +52,11 @@ MIN_PREFILL_SLICE = 16        # tokens: below this a piece costs more in overhea
 # 350 ms after the last keystroke): one arriving during a whole --prefill-chunk piece of an agent's turn waited
 # for it, 3-6 s at a 7K-token history on a loaded 2-core machine (fim_beside_agent, 2026-12-06)
 EDITOR_ACTIVE_S = 3.0
+# seconds after a request arrived while another ran (an agent's side request beside its main turn: Claude Code,
+# Codex and opencode send titles, summaries and checks at each turn) during which a prompt read alone goes in
+# --solo-slice-ms pieces, so the next side request waits that long to start, not a whole --prefill-chunk piece;
+# an agent alone keeps whole pieces (a large model on the CPU reads small ones at a poorer rate)
+SIDE_ACTIVE_S = 120.0
 ENGINE_THREAD = "strata-engine"   # the worker's name (server/cli.py looks for it at exit: a step given up)
 
 
@@ -58,7 +64,8 @@ class Scheduler:
     def __init__(self, engine: Any, *, queue_limit: int, prefill_chunk: int, metrics: Metrics,
                  policy_cfg: slot_policy.PolicyConfig, cache: Any = None, timeline: Any = None,
                  prefill_slice_ms: float = 250.0, mixed_piece: int = 64,
-                 lookup_cfg: lookup.LookupConfig | None = None, cache_reuse: int = 0) -> None:
+                 lookup_cfg: lookup.LookupConfig | None = None, cache_reuse: int = 0,
+                 prompt_order_name: str = "shortest-first", solo_slice_ms: float = 1000.0) -> None:
         self.engine = engine
         n_slots = int(getattr(engine, "n_slots", 0))
         slot_ctx = engine.context_capacity(1) if n_slots else 0
@@ -70,12 +77,15 @@ class Scheduler:
         self.queue_limit = queue_limit
         self.chunk = prefill_chunk
         self.slice_s = prefill_slice_ms / 1000.0
+        self.solo_slice_s = solo_slice_ms / 1000.0    # a prompt read alone: the most a request arriving waits (0: a chunk)
         # Prompt tokens in one mixed step (Engine.step): enough rows that the products run at their
         # prefill rate, few enough that the streams riding along get a token every ~0.1 s on two
         # cores, and never more than the time slice holds at the measured rate (a deep context reads
         # slower: 64 tokens at 15K history took 720 ms on two cores, 16 took 208 ms).
         # 0 turns mixed steps off (prompt pieces and decode steps apart).
         self.mixed_piece = mixed_piece
+        # which prompt a step with several being read gives its tokens first (server/prompt_order.py, --prompt-order)
+        self.prompt_order = prompt_order.check_order(prompt_order_name)
         # --cache-reuse: a code completion moves runs of at least this many tokens of its context's history into
         # place instead of reading them (server/cache_reuse.py); 0 where the engine cannot move KV (it says why)
         refusal = getattr(engine, "shift_refusal", "this engine cannot move KV cells")
@@ -108,6 +118,7 @@ class Scheduler:
         self._stopping = False
         self._rr = 0
         self._completion_at = -EDITOR_ACTIVE_S   # when the last code completion was submitted (time.monotonic)
+        self._side_at = -SIDE_ACTIVE_S           # when the last request came beside another (not a completion)
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
 
@@ -184,6 +195,8 @@ class Scheduler:
             self._n_pending += 1
             if job.completion:
                 self._completion_at = time.monotonic()
+            elif not idle and not beside:      # beside another request that is no code completion: a side request
+                self._side_at = time.monotonic()
             if self.timeline is not None:   # shared_tokens against the turns that arrived before it
                 try:
                     self.timeline.arrived(job)
@@ -437,7 +450,22 @@ class Scheduler:
         start and each step it shared took as long."""
         sliced = any(r.phase == "decode" or r.job.completion for r in self._rows.values()) \
             or any(j.completion for j in self._waiting) or time.monotonic() - self._completion_at < EDITOR_ACTIVE_S
-        if not sliced or self.prefill_rate <= 0:
+        return self._slice_at_rate() if sliced else self._solo_piece()
+
+    def _solo_piece(self) -> int:
+        """A piece of a prompt read with nothing else running or waiting: while requests come beside others (one did
+        in the last SIDE_ACTIVE_S) and there are slots for them, about `solo_slice_s` of prefill at the measured rate,
+        so the next one (an agent's side request) waits about that long for the engine, not a whole --prefill-chunk
+        piece (512 tokens took 5-9 s at a 7K-token history on two loaded cores); else, with --solo-slice-ms 0 or
+        before a rate is measured, the whole chunk."""
+        if self.solo_slice_s <= 0 or not self.table.slots or self.prefill_rate <= 0 \
+                or time.monotonic() - self._side_at >= SIDE_ACTIVE_S:
+            return self.chunk
+        return max(MIN_PREFILL_SLICE, min(self.chunk, int(self.prefill_rate * self.solo_slice_s)))
+
+    def _slice_at_rate(self) -> int:
+        """Tokens `slice_s` seconds of prefill hold at the measured rate (--prefill-chunk before one is measured)."""
+        if self.prefill_rate <= 0:
             return self.chunk
         return max(MIN_PREFILL_SLICE, min(self.chunk, int(self.prefill_rate * self.slice_s)))
 
@@ -452,15 +480,13 @@ class Scheduler:
             budget = min(budget, self.slice_tokens())
         start = self._rr % len(prefilling)
         self._rr += 1
-        pieces: list[tuple[Row, list[int]]] = []
-        done: list[Row] = []       # nothing left to read (its logits are already there)
-        for row in prefilling[start:] + prefilling[:start]:
-            n = min(per_row, budget, len(row.job.prompt) - row.pos, self.completion_piece(row))
-            if n > 0:
-                pieces.append((row, row.job.prompt[row.pos: row.pos + n]))
-                budget -= n
-            elif row.pos >= len(row.job.prompt):
-                done.append(row)
+        left = [len(r.job.prompt) - r.pos for r in prefilling]
+        caps = [min(per_row, self.completion_piece(r)) for r in prefilling]
+        planned = prompt_order.plan(left, caps, start, order=self.prompt_order, budget=budget,
+                                    slice_tokens=self._slice_at_rate())
+        pieces = [(prefilling[i], prefilling[i].job.prompt[prefilling[i].pos: prefilling[i].pos + n])
+                  for i, n in planned]
+        done = [r for r in prefilling if r.pos >= len(r.job.prompt)]   # nothing left to read (its logits are there)
         if riders:
             for r in prefilling:
                 r.steps_during_prefill += 1
