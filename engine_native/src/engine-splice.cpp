@@ -89,43 +89,46 @@ void engine::splice(int ctx_id, int64_t keep, const splice_piece* pieces, int64_
         rope_table(unscaled, mdl().rope_freq_factors, dst[size_t(i)] - pieces[i].src, rot.data() + i * n_rot);
     }
     c.has_logits = false;
-    if (n_moved > 0) {
-        // per (layer, kv head): every moved piece's rows out first (pieces may move right, onto later sources)
-        pool_->parallel_range(kv_.n_layer * kv_.n_head_kv, 1, 1, [&](int64_t b, int64_t e, int) {
-            std::vector<uint8_t> ks(size_t(n_moved) * kvh_.row_bytes), vs(ks.size());
-            std::vector<float> f(static_cast<size_t>(HD));
-            for (int64_t u = b; u < e; u++) {
-                const int64_t il = u / kv_.n_head_kv, g = u % kv_.n_head_kv;
-                const bool rotate = mdl().layers[size_t(il)].rope;
-                size_t off = 0;
-                for (int64_t i = 0; i < n_pieces; i++) {
-                    const splice_piece& p = pieces[i];
-                    if (p.src < 0) continue;
-                    uint8_t* kr = ks.data() + off;
-                    kv_get_rows(kvh_, c.k_head(il, g), true, p.src, p.src + p.n, kr);
-                    kv_get_rows(kvh_, c.v_head(il, g), false, p.src, p.src + p.n, vs.data() + off);
-                    for (int64_t t = 0; rotate && t < p.n; t++) {
-                        uint8_t* row = kr + size_t(t) * kvh_.row_bytes;
-                        kv_row_to_float(kvh_, row, f.data());
-                        rope_head(f.data(), rot.data() + i * n_rot, n_rot, hp().rope);
-                        kv_row_from_float(kvh_, f.data(), row);
-                    }
-                    off += size_t(p.n) * kvh_.row_bytes;
-                }
-                off = 0;
-                for (int64_t i = 0; i < n_pieces; i++) {
-                    const splice_piece& p = pieces[i];
-                    if (p.src < 0) continue;
-                    const int64_t d = dst[size_t(i)];
-                    kv_set_rows(kvh_, c.k_head(il, g), true, d, d + p.n, ks.data() + off);
-                    kv_set_rows(kvh_, c.v_head(il, g), false, d, d + p.n, vs.data() + off);
-                    off += size_t(p.n) * kvh_.row_bytes;
-                }
-            }
-        });
-    }
-    // the new pieces, in order: each row attends to the cells before it, all in place by now
+    // from here the cells past `keep` are rewritten: a failure anywhere (a scratch buffer of the move refused by
+    // the allocator, the forward) leaves the history at `keep`, whose cells no piece writes. Before, a failed
+    // move left the old history in `tokens` over cells some heads had already overwritten.
     try {
+        if (n_moved > 0) {
+            // per (layer, kv head): every moved piece's rows out first (pieces may move right, onto later sources)
+            pool_->parallel_range(kv_.n_layer * kv_.n_head_kv, 1, 1, [&](int64_t b, int64_t e, int) {
+                std::vector<uint8_t> ks(size_t(n_moved) * kvh_.row_bytes), vs(ks.size());
+                std::vector<float> f(static_cast<size_t>(HD));
+                for (int64_t u = b; u < e; u++) {
+                    const int64_t il = u / kv_.n_head_kv, g = u % kv_.n_head_kv;
+                    const bool rotate = mdl().layers[size_t(il)].rope;
+                    size_t off = 0;
+                    for (int64_t i = 0; i < n_pieces; i++) {
+                        const splice_piece& p = pieces[i];
+                        if (p.src < 0) continue;
+                        uint8_t* kr = ks.data() + off;
+                        kv_get_rows(kvh_, c.k_head(il, g), true, p.src, p.src + p.n, kr);
+                        kv_get_rows(kvh_, c.v_head(il, g), false, p.src, p.src + p.n, vs.data() + off);
+                        for (int64_t t = 0; rotate && t < p.n; t++) {
+                            uint8_t* row = kr + size_t(t) * kvh_.row_bytes;
+                            kv_row_to_float(kvh_, row, f.data());
+                            rope_head(f.data(), rot.data() + i * n_rot, n_rot, hp().rope);
+                            kv_row_from_float(kvh_, f.data(), row);
+                        }
+                        off += size_t(p.n) * kvh_.row_bytes;
+                    }
+                    off = 0;
+                    for (int64_t i = 0; i < n_pieces; i++) {
+                        const splice_piece& p = pieces[i];
+                        if (p.src < 0) continue;
+                        const int64_t d = dst[size_t(i)];
+                        kv_set_rows(kvh_, c.k_head(il, g), true, d, d + p.n, ks.data() + off);
+                        kv_set_rows(kvh_, c.v_head(il, g), false, d, d + p.n, vs.data() + off);
+                        off += size_t(p.n) * kvh_.row_bytes;
+                    }
+                }
+            });
+        }
+        // the new pieces, in order: each row attends to the cells before it, all in place by now
         std::vector<batch_row> rows;
         for (int64_t i = 0; i < n_pieces; i++) {
             const splice_piece& p = pieces[i];

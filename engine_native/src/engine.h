@@ -134,6 +134,8 @@ class engine {
     // only). The moved cells' K / V were computed beside tokens that are gone: an approximation of a fresh read
     // of the same tokens, not equal to it. Moved pieces in history order, not overlapping, each src >= keep.
     // The context's logits are the last piece's when it is new, else none. Throws shift_refusal() when not "".
+    // Bad pieces are refused with the context unchanged; a failure past the checks (memory, the forward) leaves
+    // it holding [0, keep).
     void splice(int ctx_id, int64_t keep, const splice_piece* pieces, int64_t n_pieces);
     // Why this engine cannot move cells (multi-head latent attention, windowed layers, the CUDA backend), or "".
     std::string shift_refusal() const;

@@ -14,6 +14,10 @@
 
 from __future__ import annotations
 
+import os
+import platform
+import sys
+
 import numpy as np
 import pytest
 from strata.engine import Engine
@@ -248,6 +252,73 @@ def test_huge_negative_and_reversed_ranges_are_refused_with_the_context_unchange
     with pytest.raises(TypeError):
         e.splice(0, 2.5, [])
     assert e.context_tokens(0) == t
+
+
+# Run in a child with one malloc arena and a fixed mmap threshold, so that RLIMIT_AS refuses the move's scratch
+# buffers (one per thread, 371 KiB each here) at some limits and not at others: the move then fails on one thread
+# after another has written its heads. Prints what each limit left.
+_SPLICE_UNDER_A_MEMORY_LIMIT = """
+import json, resource, sys
+import numpy as np
+from strata.engine import Engine
+
+e = Engine(sys.argv[1], n_ctx=4096, n_threads=2, kv_type="f32")
+t = [int(x) for x in np.random.default_rng(0).integers(3, 500, size=3000)]
+e.prefill(0, t)
+before, before_kept = e.kv_read(0, 0, 3000), e.kv_read(0, 0, 10)
+keep, want = 10, t[:10] + t[50:]
+
+
+def vm_size() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize"))
+
+
+seen = []
+for kib in range(0, 2400, 100):
+    e.truncate(0, 0)
+    e.kv_write(0, t, before)
+    resource.setrlimit(resource.RLIMIT_AS, (vm_size() + kib * 1024, resource.RLIM_INFINITY))
+    try:
+        e.splice(0, keep, [range(50, 3000)])
+        failed = False
+    except MemoryError:
+        failed = True
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    held = e.context_tokens(0)
+    if not failed and held == want:
+        seen.append("moved")
+    elif held == t and e.kv_read(0, 0, 3000) == before:
+        seen.append("unchanged")
+    elif held == t[:keep] and e.kv_read(0, 0, keep) == before_kept:
+        seen.append("cut")
+    else:
+        seen.append("inconsistent")
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+                    reason="glibc's malloc tunables and /proc/self/status")
+def test_a_splice_that_fails_midway_leaves_the_history_at_keep(tiny_model_factory, tmp_path):
+    """Review of 3af2ce7: a failure in the move (a scratch buffer refused on one thread after another had moved its
+    heads) left the old history in the context's tokens over partly overwritten cells: a later read took them as
+    that history ('inconsistent' at 3 of 24 limits before the fix). Now any failure past the checks leaves
+    [0, keep), which no piece writes; a failure in the checks leaves the context unchanged."""
+    import json
+    import subprocess
+
+    path = tiny_model_factory(n_embd=128, n_head=4, n_head_kv=2)
+    script = tmp_path / "splice_under_a_memory_limit.py"
+    script.write_text(_SPLICE_UNDER_A_MEMORY_LIMIT)
+    env = dict(os.environ, MALLOC_ARENA_MAX="1", MALLOC_MMAP_THRESHOLD_="131072")
+    done = subprocess.run([sys.executable, str(script), str(path)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "inconsistent" not in seen, seen
+    assert "cut" in seen and "moved" in seen, seen     # the limits did fail the move midway, and let it through
 
 
 def test_the_default_models_greedy_answer_after_a_small_shift(default_model_path):
