@@ -16,9 +16,11 @@ from strata.monitor import units
 from strata.monitor.label_layout import POINTER, Box, place_labels
 from strata.monitor.model import HIT_LEVELS, PARK_DESTINATIONS, MonitorView
 from strata.monitor.widgets.common import (
+    LEGEND_MAX_SHARE,
     Bar,
     Table,
     label,
+    legend_share,
     panel,
     plot_window,
     set_text,
@@ -94,11 +96,13 @@ class CachePanel(QWidget):
         plots = QHBoxLayout()
         self.parks_plot = time_plot("Parks (total)", "parks", "", theme,
                                     "Conversations parked since the server started, by where they went: the RAM "
-                                    "level, disk (warm or cold level), or discarded (no room anywhere)")
+                                    "level, disk (warm or cold level), or discarded (no room anywhere); each line in "
+                                    "the colour of its name in the line above")
         self._park_curves = {}
         for d in PARK_DESTINATIONS:
             pen = pg.mkPen(theme.color(PARK_COLORS[d]), width=2)
             self._park_curves[d] = self.parks_plot.plot([], [], pen=pen, name=PARK_NAMES[d])
+        self.parks_plot.getPlotItem().getViewBox().sigResized.connect(lambda *_: self._legend_or_names())
         hits_box = QWidget()
         hits_box.setToolTip("Prompts that reused a cached history, by the level it came from (since the server started)")
         hits = QGridLayout(hits_box)
@@ -182,7 +186,8 @@ class CachePanel(QWidget):
         parks, hits = cache.get("parks") or {}, cache.get("hits") or {}
         set_text(self.summary, (
             units.phrase(f"Park target <b>{cache.get('park_target', units.NA)}</b>") + f" \u2022 {units.phrase('parked to')} "
-            + ", ".join(units.phrase(f"{PARK_NAMES[d]} <b>{units.count(parks.get(d))}</b>") for d in PARK_DESTINATIONS)
+            + ", ".join(f"{self._park_name(d)}{units.NBSP}<b>{units.count(parks.get(d))}</b>"
+                        for d in PARK_DESTINATIONS)
             + " \u2022 hits "
             + ", ".join(units.phrase(f"{HIT_NAMES[k]} <b>{units.count(hits.get(k))}</b>") for k in HIT_LEVELS)))
         window = plot_window(view)
@@ -193,6 +198,7 @@ class CachePanel(QWidget):
             xs, ys = xy(view.parks_history.get(d, ()), view.now)
             curve.setData(xs, ys)
             top = max([top, *ys])
+        self._legend_or_names()
         set_y_top(self.parks_plot, top, minimum=5.0)
         top = max([int(hits.get(k) or 0) for k in HIT_LEVELS] + [1])
         for key, bar in self.hit_bars.items():
@@ -212,6 +218,21 @@ class CachePanel(QWidget):
         if isinstance(cache.get("sessions_folder"), dict):   # a server before the folder had a budget sends none
             parts.append(sessions_folder_text(cache["sessions_folder"]))
         set_text(self.system_prompt, "<br>".join(parts))
+
+    def _park_name(self, d: str) -> str:
+        """A destination's name in the summary, in its curve's colour: the parks plot's key where its legend is
+        hidden."""
+        # the tag's space stays a space: phrase() (no-break spaces) is applied to the name only
+        return f"<span style='color:{self.theme.color(PARK_COLORS[d])}'>{units.phrase(PARK_NAMES[d])}</span>"
+
+    def _legend_or_names(self) -> None:
+        """The parks plot's legend where it fits above the curves; hidden where it would cover them (a plot a few rows
+        high: at 800 px its three rows took the whole plot, a new-user trial), the summary's coloured names being
+        the key then."""
+        item = self.parks_plot.getPlotItem()
+        fits = legend_share(item) <= LEGEND_MAX_SHARE
+        if item.legend.isVisible() != fits:
+            item.legend.setVisible(fits)
 
     def _refresh_admission(self, cache: dict, view: MonitorView) -> None:
         adm = cache.get("admission") or {}

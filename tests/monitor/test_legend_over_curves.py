@@ -73,3 +73,25 @@ def test_the_speed_plots_legends_are_strips_above_their_curves(qtbot, size):
             if ys is not None and len(ys) and legend_share(item) <= LEGEND_MAX_SHARE:
                 top = box.mapViewToScene(QPointF(0, float(max(ys)))).y()
                 assert top > bottom, (size, curve.name(), top, bottom)
+
+
+@pytest.mark.parametrize(("size", "shown"), [((800, 760), False), ((1400, 900), True)])
+def test_the_parks_plot_shows_its_legend_only_where_it_clears_the_curves(qtbot, size, shown):
+    """The parks plot is a few rows high beside the hit counts: at 800 px its legend's three rows took the whole
+    plot. Where it cannot sit above the curves it is hidden, and the summary's destination names, in their
+    curves' colours, are the key."""
+    from strata.monitor.widgets.cache import PARK_NAMES
+    from strata.monitor.widgets.theme import PARK_COLORS
+
+    from tests.fixtures.qt import shown_window
+    w = shown_window(qtbot, five_contexts(), size)
+    for _ in range(2):
+        w.redraw()
+        settle(qtbot, w)
+    item = w.cache.parks_plot.getPlotItem()
+    assert item.legend.isVisible() == shown, (size, legend_share(item))
+    if shown:
+        assert legend_share(item) <= LEGEND_MAX_SHARE
+    summary = w.cache.summary.text()
+    for d, name in PARK_NAMES.items():
+        assert f"<span style='color:{LIGHT.color(PARK_COLORS[d])}'>{name}</span>" in summary, summary
