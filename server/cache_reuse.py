@@ -19,6 +19,7 @@ Policy only, pure: the scheduler's row_start applies the plan.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 # tokens of new prompt text a plan reads between two runs (Engine.splice reads them in one engine call, outside
@@ -26,6 +27,11 @@ from dataclasses import dataclass
 MAX_GAP = 64
 # tokens that must agree to look a run up (the history indexed by its ANCHOR-grams; at most N)
 ANCHOR = 8
+# token comparisons a plan may make (~15 ms of Python) before it settles for the runs found (the rest is read): on a
+# repetitive history (runs of blank-line or indentation tokens) every position of a gap has thousands of anchor
+# matches that go on for a while before breaking off short of N tokens; unbounded, such a 2,000-token history took
+# 2.6 s and a 6,000-token one 6.9 s on the scheduler's thread (every other request waiting)
+MAX_COMPARES = 50_000
 
 
 @dataclass(frozen=True)
@@ -46,13 +52,17 @@ class ReusePlan:
 
 
 def plan(history: list[int], prompt: list[int], keep: int, min_run: int, limit: int,
-         max_gap: int = MAX_GAP) -> ReusePlan | None:
+         max_gap: int = MAX_GAP, max_compares: int = MAX_COMPARES) -> ReusePlan | None:
     """The runs of `history` past `keep` (which the context keeps: the prompt starts with history[:keep]) of at
     least `min_run` tokens that come next in `prompt[:limit]`, in order, each after at most `max_gap` new tokens;
     the earliest in the history where several start at the first prompt position that has one. None when there is none (or
-    min_run is 0)."""
+    min_run is 0). The search ends with the runs found so far after `max_compares` token comparisons (the rest is
+    read as usual)."""
     if min_run <= 0 or keep >= limit:
         return None
+    if max_compares <= 0:
+        raise ValueError(f"max_compares must be > 0, got {max_compares!r}")
+    compares = 0
     k = min(ANCHOR, min_run)
     at: dict[tuple[int, ...], list[int]] = {}
     for c in range(keep, len(history) - k + 1):
@@ -64,16 +74,18 @@ def plan(history: list[int], prompt: list[int], keep: int, min_run: int, limit: 
     while head_p < limit:
         best = None          # (prompt position, history position, run length)
         for p in range(head_p, min(head_p + max_gap, limit - k) + 1):
-            for c in at.get(tuple(prompt[p: p + k]), ()):
-                if c < head_c:
-                    continue
+            starts = at.get(tuple(prompt[p: p + k]), [])
+            for c in starts[bisect.bisect_left(starts, head_c):]:      # in history order: none before head_c
                 m = k
                 while p + m < limit and c + m < len(history) and history[c + m] == prompt[p + m]:
                     m += 1
+                compares += m - k + 1
                 if m >= min_run:   # the earliest in the history, as llama.cpp takes it (and the work stays bounded)
                     best = (p, c, m)
                     break
-            if best is not None:
+                if compares > max_compares:
+                    break
+            if best is not None or compares > max_compares:
                 break
         if best is None:
             break
