@@ -88,6 +88,19 @@ def park_history(cache, tokens, ctx: int = 1):
     return cache.park(ctx, "test")
 
 
+def save_history(cache, name: str, seed: int, n_tokens: int = 50) -> dict:
+    """Fill context 1 with a fresh read of history(seed, n_tokens) and save it as the session `name` (50 tokens of
+    the simulated engine: ~0.8 MiB)."""
+    cache.engine.truncate(1, 0)
+    cache.engine.prefill(1, history(seed, n_tokens))
+    return cache.save_session(name, 1)
+
+
+def folder_bytes(folder) -> int:
+    """What the files directly in `folder` hold."""
+    return sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder))
+
+
 def saved_before_models(folder, name: str) -> None:
     """Make the session `name` this version saved in `folder` as a Strata before per-model sessions wrote it: its
     files `strata-session-<name>.json` and `strata-session-<name>@<generation>.img`, the sidecar's key the bare name

@@ -13,44 +13,34 @@ from strata.server.cache.memory import MIB
 from strata.server.cache.session_store import model_tag
 from strata.server.cache.sessions import SessionsFolderFullError
 
-from tests.cache.conftest import history
+from tests.cache.conftest import folder_bytes, history, save_history
 
 from .test_sessions import run_http
 
 
-def _folder_bytes(folder) -> int:
-    return sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder))
-
-
-def _save(cache, name: str, seed: int, n_tokens: int = 50) -> dict:
-    cache.engine.truncate(1, 0)
-    cache.engine.prefill(1, history(seed, n_tokens))
-    return cache.save_session(name, 1)
-
-
 def test_a_save_past_the_budget_is_refused_and_the_saves_stay(make_cache, folders):
     cache = make_cache(conversation_cache_sessions_mib=2)   # two saves of 50 tokens (~0.8 MiB each) fit, not three
-    _save(cache, "a", 1)
-    _save(cache, "b", 2)
+    save_history(cache, "a", 1)
+    save_history(cache, "b", 2)
     files = sorted(os.listdir(folders["sessions"]))
     with pytest.raises(SessionsFolderFullError) as e:
-        _save(cache, "c", 3)
+        save_history(cache, "c", 3)
     said = str(e.value)
     for part in ("session 'c' not saved", str(folders["sessions"]), "--conversation-cache-sessions-dir",
                  "where named session saves are kept", "of its 2 MiB budget (--conversation-cache-sessions-mib)",
                  "DELETE /v1/sessions/NAME", "--conversation-cache-sessions-when-full evict"):
         assert part in said, said
     assert sorted(os.listdir(folders["sessions"])) == files   # nothing written, nothing deleted
-    assert _folder_bytes(folders["sessions"]) <= 2 * MIB
+    assert folder_bytes(folders["sessions"]) <= 2 * MIB
     assert cache.sessions.refusals == 1 and cache.sessions.evictions == 0
     assert [s["name"] for s in cache.list_sessions()] == ["a", "b"]
     assert cache.restore_session("a", 0).n_tokens == 50
     # a save under a saved name replaces it: its bytes are counted as gone
-    assert _save(cache, "b", 4)["n_tokens"] == 50
+    assert save_history(cache, "b", 4)["n_tokens"] == 50
     # and one larger than the whole budget says so
     with pytest.raises(SessionsFolderFullError, match="larger than the whole budget"):
-        _save(cache, "big", 5, 200)
-    assert _folder_bytes(folders["sessions"]) <= 2 * MIB
+        save_history(cache, "big", 5, 200)
+    assert folder_bytes(folders["sessions"]) <= 2 * MIB
 
 
 def test_refused_over_http_is_a_507_storage_error(make_cache):
@@ -68,42 +58,42 @@ def test_refused_over_http_is_a_507_storage_error(make_cache):
 
 def test_evict_drops_the_least_recently_used_saves(make_cache, folders):
     cache = make_cache(conversation_cache_sessions_mib=2, conversation_cache_sessions_when_full="evict")
-    _save(cache, "a", 1)
-    _save(cache, "b", 2)
+    save_history(cache, "a", 1)
+    save_history(cache, "b", 2)
     assert cache.restore_session("a", 0).n_tokens == 50   # used since b was saved: b is the least recently used
-    _save(cache, "c", 3)
+    save_history(cache, "c", 3)
     assert [s["name"] for s in cache.list_sessions()] == ["a", "c"]
     assert cache.sessions.evictions == 1 and cache.sessions.refusals == 0
-    assert _folder_bytes(folders["sessions"]) <= 2 * MIB
+    assert folder_bytes(folders["sessions"]) <= 2 * MIB
     tag = model_tag(cache.identity)
     assert not any(n.startswith(f"strata-session-b~{tag}") for n in os.listdir(folders["sessions"]))
     # nothing of this model's left to drop beside a save as large as the budget allows: refused, nothing deleted
     with pytest.raises(SessionsFolderFullError, match="larger than the whole budget"):
-        _save(cache, "big", 5, 200)
+        save_history(cache, "big", 5, 200)
     assert [s["name"] for s in cache.list_sessions()] == ["a", "c"]
 
 
 def test_damaged_file_is_skipped_counted_and_its_bytes_count(make_cache, folders):
     cache = make_cache(conversation_cache_sessions_mib=2, conversation_cache_sessions_when_full="evict")
-    _save(cache, "a", 1)
+    save_history(cache, "a", 1)
     tag = model_tag(cache.identity)
     damaged = folders["sessions"] / f"strata-session-junk~{tag}.json"
     damaged.write_bytes(b"{not json" + b" " * (1400 << 10))   # 1.4 MiB a save cannot delete
     again = make_cache(conversation_cache_sessions_mib=2, conversation_cache_sessions_when_full="evict")
-    assert again.sessions.used_bytes == _folder_bytes(folders["sessions"])
+    assert again.sessions.used_bytes == folder_bytes(folders["sessions"])
     assert [s["name"] for s in again.list_sessions()] == ["a"]
     assert again.sessions.level.skipped["damaged"] == 1
     assert 'strata_cache_skipped_files_total{level="sessions",reason="damaged"} 1' in again.metrics_text()
     # a ~0.8 MiB save fits only with a dropped and the damaged file gone: a is dropped, still short: refused
     with pytest.raises(SessionsFolderFullError, match="not this model's sessions hold the rest"):
-        _save(again, "b", 2)
+        save_history(again, "b", 2)
     assert [s["name"] for s in again.list_sessions()] == ["a"] and damaged.exists()
 
 
 def test_a_restart_measures_the_same_use_and_shows_it(make_cache, folders):
     cache = make_cache(conversation_cache_sessions_mib=2)
-    _save(cache, "a", 1)
-    used = _folder_bytes(folders["sessions"])
+    save_history(cache, "a", 1)
+    used = folder_bytes(folders["sessions"])
     assert cache.sessions.used_bytes == used
     again = make_cache(conversation_cache_sessions_mib=2)   # before any session call: measured, not indexed
     assert again.sessions.level.state == "closed" and again.sessions.used_bytes == used
@@ -117,4 +107,4 @@ def test_a_restart_measures_the_same_use_and_shows_it(make_cache, folders):
     unlimited = make_cache()
     assert unlimited.describe().endswith(f"; sessions {folders['sessions']} {used / MIB:.1f} MiB, no limit")
     # a DELETE gives its bytes back
-    assert again.delete_session("a") and again.sessions.used_bytes == 0 == _folder_bytes(folders["sessions"])
+    assert again.delete_session("a") and again.sessions.used_bytes == 0 == folder_bytes(folders["sessions"])

@@ -7,21 +7,10 @@ MiB: a 50-token save is ~0.8 MiB)."""
 from __future__ import annotations
 
 import json
-import os
 
 from strata.server.cache.memory import MIB
 
-from tests.cache.conftest import history
-
-
-def _folder_bytes(folder) -> int:
-    return sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder))
-
-
-def _save(cache, name: str, seed: int, n_tokens: int = 50) -> dict:
-    cache.engine.truncate(1, 0)
-    cache.engine.prefill(1, history(seed, n_tokens))
-    return cache.save_session(name, 1)
+from tests.cache.conftest import folder_bytes, save_history
 
 
 def _as_an_older_strata_saved(cache, folders, name: str) -> None:
@@ -35,8 +24,8 @@ def _as_an_older_strata_saved(cache, folders, name: str) -> None:
 
 def _folder_with_an_older_save(make_cache, folders, **options):
     first = make_cache()
-    _save(first, "work", 1)
-    _save(first, "other", 2)
+    save_history(first, "work", 1)
+    save_history(first, "other", 2)
     first.close(persist=False)
     _as_an_older_strata_saved(first, folders, "work")
     cache = make_cache(conversation_cache_sessions_mib=2, **options)
@@ -49,16 +38,16 @@ def _folder_with_an_older_save(make_cache, folders, **options):
 def test_a_rebuilds_save_replacing_an_older_stratas_files_fits_where_they_were(make_cache, folders):
     cache = _folder_with_an_older_save(make_cache, folders)
     # 1.6 MiB in the folder, the save replaces 0.8 of it: 1.6 MiB after, under the 2 MiB budget
-    assert _save(cache, "work", 3)["n_tokens"] == 50        # before: refused, the older files counted as staying
+    assert save_history(cache, "work", 3)["n_tokens"] == 50        # before: refused, the older files counted as staying
     assert cache.sessions.refusals == 0
     assert {s["name"]: s["needs_rebuild"] for s in cache.list_sessions()} == {"work": False, "other": False}
-    assert _folder_bytes(folders["sessions"]) == cache.sessions.used_bytes <= 2 * MIB
+    assert folder_bytes(folders["sessions"]) == cache.sessions.used_bytes <= 2 * MIB
 
 
 def test_with_evict_it_deletes_no_other_save(make_cache, folders):
     cache = _folder_with_an_older_save(make_cache, folders, conversation_cache_sessions_when_full="evict")
-    assert _save(cache, "work", 3)["n_tokens"] == 50
+    assert save_history(cache, "work", 3)["n_tokens"] == 50
     assert cache.sessions.evictions == 0                    # before: 1, 'other' deleted to make room it did not need
     assert sorted(s["name"] for s in cache.list_sessions()) == ["other", "work"]
     assert cache.restore_session("other", 0).n_tokens == 50
-    assert _folder_bytes(folders["sessions"]) <= 2 * MIB
+    assert folder_bytes(folders["sessions"]) <= 2 * MIB

@@ -13,17 +13,7 @@ import pytest
 from strata.server.cache.memory import MIB
 from strata.server.cache.sessions import SessionsFolderFullError
 
-from tests.cache.conftest import history
-
-
-def _folder_bytes(folder) -> int:
-    return sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder))
-
-
-def _save(cache, name: str, seed: int, n_tokens: int = 50) -> dict:
-    cache.engine.truncate(1, 0)
-    cache.engine.prefill(1, history(seed, n_tokens))
-    return cache.save_session(name, 1)
+from tests.cache.conftest import folder_bytes, save_history
 
 
 def _with_a_save_of_the_other_between_its_check_and_its_renames(cache, other, name: str) -> None:
@@ -34,7 +24,7 @@ def _with_a_save_of_the_other_between_its_check_and_its_renames(cache, other, na
     def make_room(saving: str, need_bytes: int, *, drop: bool) -> None:
         checked(saving, need_bytes, drop=drop)
         if drop and not other.sessions.level.entries.get(other.sessions.key_of(name)):
-            _save(other, name, 9)
+            save_history(other, name, 9)
 
     cache._make_room = make_room
 
@@ -43,19 +33,19 @@ def _with_a_save_of_the_other_between_its_check_and_its_renames(cache, other, na
 def test_two_servers_racing_for_the_last_room_keep_the_folder_within_its_budget(make_cache, folders, when_full):
     one = make_cache(conversation_cache_sessions_mib=2, conversation_cache_sessions_when_full=when_full)
     two = make_cache(conversation_cache_sessions_mib=2, conversation_cache_sessions_when_full=when_full)
-    _save(one, "a", 1)                                      # 0.8 of 2 MiB: room for one more save, not two
+    save_history(one, "a", 1)                                      # 0.8 of 2 MiB: room for one more save, not two
     _with_a_save_of_the_other_between_its_check_and_its_renames(one, two, "c")
     files = None
     with pytest.raises(SessionsFolderFullError) as e:      # before: saved, the folder at 2.4 MiB
         try:
-            _save(one, "b", 2)
+            save_history(one, "b", 2)
         finally:
             files = sorted(os.listdir(folders["sessions"]))
     assert "session 'b' not saved" in str(e.value) and "the folder took more while this save was written" in str(e.value), str(e.value)
-    assert _folder_bytes(folders["sessions"]) <= 2 * MIB
+    assert folder_bytes(folders["sessions"]) <= 2 * MIB
     assert not any(n.startswith("strata-session-b~") for n in files)   # nothing of it written
     assert sorted(s["name"] for s in one.list_sessions()) == ["a", "c"]
-    assert one.sessions.refusals == 1 and one.sessions.used_bytes == _folder_bytes(folders["sessions"])
+    assert one.sessions.refusals == 1 and one.sessions.used_bytes == folder_bytes(folders["sessions"])
     assert one.restore_session("c", 0).n_tokens == 50 and one.restore_session("a", 0).n_tokens == 50
 
 
@@ -66,12 +56,12 @@ def test_evict_weighs_the_folder_as_it_is_not_as_this_server_indexed_it(make_cac
     brought in step with the folder first."""
     one = make_cache(conversation_cache_sessions_mib=2, conversation_cache_sessions_when_full="evict")
     two = make_cache(conversation_cache_sessions_mib=2, conversation_cache_sessions_when_full="evict")
-    _save(one, "a", 1)
-    _save(one, "b", 2)
+    save_history(one, "a", 1)
+    save_history(one, "b", 2)
     assert sorted(s["name"] for s in two.list_sessions()) == ["a", "b"]      # two indexed them
     assert one.delete_session("a")                                           # then one deleted a and saved c
-    _save(one, "c", 3)
-    assert _save(two, "d", 4)["n_tokens"] == 50                              # before: refused, 'a' counted evicted
+    save_history(one, "c", 3)
+    assert save_history(two, "d", 4)["n_tokens"] == 50                              # before: refused, 'a' counted evicted
     assert two.sessions.evictions == 1 and two.sessions.refusals == 0
     assert sorted(s["name"] for s in two.list_sessions()) == ["c", "d"]      # b, the least recently used, went
-    assert _folder_bytes(folders["sessions"]) <= 2 * MIB
+    assert folder_bytes(folders["sessions"]) <= 2 * MIB
