@@ -18,26 +18,15 @@ import time
 
 import pytest
 
-from tests.cache.conftest import Clock, history
-from tests.cache.test_far_ahead_shared_folder import YEAR, open_cache, park, sidecars
+from tests.cache.conftest import Clock
+from tests.cache.test_far_ahead_shared_folder import YEAR, mine_and_ahead, open_cache, park, sidecar_of
 
 FAR = "sealed more than a day ahead"
 
 
-def sidecar_of(folders, seed: int) -> dict:
-    return sidecars(folders)[history(seed)[6]]
-
-
 def test_a_far_ahead_file_of_a_clock_no_server_uses_is_taken_over(folders, caplog):
     """A recreated container: the clock that sealed it (its old host name's) has no server on the folder."""
-    mine = Clock(time.time())
-    a = open_cache(folders, mine, "host-new")
-    park(a, mine, (2,))
-    a.close()
-    ahead = Clock(time.time() + YEAR)
-    old = open_cache(folders, ahead, "host-old")
-    park(old, ahead, (1,))
-    old.close()
+    mine, ahead, _ = mine_and_ahead(folders, "host-old")
     assert sidecar_of(folders, 1)["sealed_by"] == "host-old"
     mine.t += 60
     with caplog.at_level(logging.WARNING, logger="strata.cache"):
@@ -56,13 +45,7 @@ def test_a_far_ahead_file_of_a_clock_no_server_uses_is_taken_over(folders, caplo
 def test_a_server_of_that_clock_still_on_the_folder_keeps_its_files(folders, caplog):
     """Two servers on one folder, clocks a year apart: while the other runs, its files are left as they are (which
     clock is right cannot be told from the seals); once it has stopped they are taken over."""
-    mine = Clock(time.time())
-    a = open_cache(folders, mine, "host-new")
-    park(a, mine, (2,))
-    a.close()
-    ahead = Clock(time.time() + YEAR)
-    other = open_cache(folders, ahead, "host-other")
-    park(other, ahead, (1,))
+    mine, ahead, other = mine_and_ahead(folders, "host-other", ahead_runs_on=True)
     before = sidecar_of(folders, 1)
     mine.t += 60
     with caplog.at_level(logging.WARNING, logger="strata.cache"):
@@ -79,14 +62,7 @@ def test_a_server_of_that_clock_still_on_the_folder_keeps_its_files(folders, cap
 def test_a_server_of_that_clock_in_another_process_keeps_its_files(folders, caplog):
     """The presence lock is seen across processes: another process, its clock a year ahead of the file system's,
     holds its presence on the folder."""
-    mine = Clock(time.time())
-    a = open_cache(folders, mine, "host-new")
-    park(a, mine, (2,))
-    a.close()
-    ahead = Clock(time.time() + YEAR)
-    other = open_cache(folders, ahead, "host-other")
-    park(other, ahead, (1,))
-    other.close()
+    mine, ahead, _ = mine_and_ahead(folders, "host-other")
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time\n"
          "from strata.server.cache.clock_presence import announce\n"
@@ -128,14 +104,7 @@ def test_this_clock_behind_the_file_system_takes_nothing_over(folders, caplog):
 
 
 def test_an_older_strata_s_file_naming_no_clock_is_taken_over(folders):
-    mine = Clock(time.time())
-    a = open_cache(folders, mine, "host-new")
-    park(a, mine, (2,))
-    a.close()
-    ahead = Clock(time.time() + YEAR)
-    old = open_cache(folders, ahead, "host-old")
-    park(old, ahead, (1,))
-    old.close()
+    mine, ahead, _ = mine_and_ahead(folders, "host-old")
     for p in folders["cold"].glob("strata-conv-*.json"):   # as a Strata before sealed_by wrote it
         d = json.loads(p.read_text())
         if d.pop("sealed_by", None) == "host-old":
@@ -147,14 +116,7 @@ def test_an_older_strata_s_file_naming_no_clock_is_taken_over(folders):
 
 
 def test_a_presence_left_by_a_server_that_died_is_not_live_and_is_removed(folders):
-    mine = Clock(time.time())
-    a = open_cache(folders, mine, "host-new")
-    park(a, mine, (2,))
-    a.close()
-    ahead = Clock(time.time() + YEAR)
-    old = open_cache(folders, ahead, "host-old")
-    park(old, ahead, (1,))
-    old.close()
+    mine, ahead, _ = mine_and_ahead(folders, "host-old")
     stale = folders["cold"] / ".strata-clock-host-old.somehost-4242-0a1b2c3d.live"   # not locked: its server died
     stale.write_bytes(b"")
     mine.t += 60

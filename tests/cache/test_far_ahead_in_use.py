@@ -16,36 +16,17 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 
 import pytest
 
-from tests.cache.conftest import Clock, history
-from tests.cache.test_far_ahead_shared_folder import YEAR, open_cache, park, sidecars
+from tests.cache.test_far_ahead_shared_folder import mine_and_ahead, open_cache, sidecar_of
 
 IN_USE = "a server whose clock is ahead of the file system's uses the folder now"
 
 
-def sidecar_of(folders, seed: int) -> dict:
-    return sidecars(folders)[history(seed)[6]]
-
-
-def mine_and_ahead(folders, ahead_name: str):
-    """A right clock's file (seed 2), then one a clock a year ahead sealed under `ahead_name` (seed 1)."""
-    mine = Clock(time.time())
-    a = open_cache(folders, mine, "host-right")
-    park(a, mine, (2,))
-    a.close()
-    ahead = Clock(time.time() + YEAR)
-    old = open_cache(folders, ahead, ahead_name)
-    park(old, ahead, (1,))
-    old.close()
-    return mine, ahead
-
-
 @pytest.mark.parametrize("named", [True, False], ids=["earlier_host_name", "older_strata_no_name"])
 def test_a_file_the_running_ahead_server_uses_is_left_as_it_is(folders, caplog, named):
-    mine, ahead = mine_and_ahead(folders, "host-old")
+    mine, ahead, _ = mine_and_ahead(folders, "host-old", mine_name="host-right")
     if not named:   # as its older Strata wrote it: no clock named
         for p in folders["cold"].glob("strata-conv-*.json"):
             d = json.loads(p.read_text())
@@ -73,7 +54,7 @@ def test_a_start_meanwhile_sees_the_ahead_server_before_it_has_read_the_seals(fo
     found none and took over files the ahead server had just indexed as current. Its presence is made before it
     reads a folder now."""
     from strata.server.cache.disk import DiskLevel
-    mine, ahead = mine_and_ahead(folders, "host-old")
+    mine, ahead, _ = mine_and_ahead(folders, "host-old", mine_name="host-right")
     before = sidecar_of(folders, 1)
     opened = DiskLevel.open
     other: list = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import pytest
 from strata.server.cache import CacheConfig, ConversationCache
@@ -46,6 +47,25 @@ def sidecars(folders) -> dict[int, dict]:
         d = json.loads(p.read_text())
         out[d["tokens"][6]] = d          # the first word of the first message tells the seeds apart
     return out
+
+
+def sidecar_of(folders, seed: int) -> dict:
+    return sidecars(folders)[history(seed)[6]]
+
+
+def mine_and_ahead(folders, ahead_name: str, mine_name: str = "host-new", ahead_runs_on: bool = False):
+    """A right clock's file (seed 2, sealed by `mine_name`), then one a clock a year ahead sealed under `ahead_name`
+    (seed 1). Returns both clocks and, when `ahead_runs_on`, the ahead server's cache still open (else None)."""
+    mine = Clock(time.time())
+    a = open_cache(folders, mine, mine_name)
+    park(a, mine, (2,))
+    a.close()
+    ahead = Clock(time.time() + YEAR)
+    other = open_cache(folders, ahead, ahead_name)
+    park(other, ahead, (1,))
+    if not ahead_runs_on:
+        other.close()
+    return mine, ahead, other if ahead_runs_on else None
 
 
 def kept(cache, seed) -> bool:
