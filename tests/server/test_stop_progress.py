@@ -27,6 +27,26 @@ def test_at_most_one_line_per_interval_the_last_always(caplog):
                                                "5.0 of 6.0 MiB written)", "6.0 of 6.0 MiB written)"]
 
 
+def test_the_last_line_is_not_repeated_within_the_interval(caplog):
+    """Session 32's soak: the queue all written (2 of 2, one evicted by a disk budget), each later write told
+    the same counts and each was said as a last line: six identical lines in 44 ms. Said again after the interval
+    (the app's sign that the stop is alive)."""
+    now = [0.0]
+    progress = StopProgress(logging.getLogger("strata.test"), every_s=2.0, clock=lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="strata.test"):
+        progress(0, 2, -1, -1)
+        for t in (0.9, 0.91, 0.93, 0.95, 0.96, 0.97):
+            now[0] = t
+            progress(2, 1, -1, -1, 0, 1)
+        now[0] = 3.0
+        progress(2, 1, -1, -1, 0, 1)
+        progress(3, 2, 100 << 20, 100 << 20, 0, 1)   # the hand-down's last: new words, said at once
+    said = [r.getMessage().split("start ")[1] for r in caplog.records]
+    assert said == ["(0 of 2 written)", "(2 of 2 written; 1 of them evicted by the disk budget)",
+                    "(2 of 2 written; 1 of them evicted by the disk budget)",
+                    "(100.0 of 100.0 MiB written; 1 of them evicted by the disk budget)"]
+
+
 def test_the_slow_disk_hook_is_read_with_a_clear_error():
     import pytest
     from strata.server.cache.fileio import FileIO, SlowDiskIO, file_io_from_env
