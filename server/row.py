@@ -46,6 +46,7 @@ class Row:
     draft_taken: int = 0
     prefill_chunks: int = 0            # engine.prefill calls for this prompt
     steps_during_prefill: int = 0      # other rows' decode steps between its chunks (the continuous agenda)
+    steps_passed_over: int = 0         # mixed steps in a row that read none of its prompt (prompt_order.plan)
     prefill_window: WindowRate = field(default_factory=WindowRate)   # (prefill seconds, pos): live prefill_tps
     decode_window: WindowRate = field(default_factory=WindowRate)    # (wall clock, generated): live decode_tps
     logprobs: list = field(default_factory=list)   # with job.logprobs: sampling.token_logprobs per token

@@ -483,7 +483,11 @@ class Scheduler:
         left = [len(r.job.prompt) - r.pos for r in prefilling]
         caps = [min(per_row, self.completion_piece(r)) for r in prefilling]
         planned = prompt_order.plan(left, caps, start, order=self.prompt_order, budget=budget,
-                                    slice_tokens=self._slice_at_rate())
+                                    slice_tokens=self._slice_at_rate(),
+                                    passed_over=[r.steps_passed_over for r in prefilling])
+        read = {i for i, _ in planned}
+        for i, r in enumerate(prefilling):
+            r.steps_passed_over = 0 if i in read or left[i] <= 0 else r.steps_passed_over + 1
         pieces = [(prefilling[i], prefilling[i].job.prompt[prefilling[i].pos: prefilling[i].pos + n])
                   for i, n in planned]
         done = [r for r in prefilling if r.pos >= len(r.job.prompt)]   # nothing left to read (its logits are there)

@@ -59,3 +59,39 @@ def test_bad_flags_are_named(flags, says):
 
     with pytest.raises(ConfigError, match=says):
         load_config(flags, environ={})
+
+
+def test_a_prompt_passed_over_goes_first_in_the_next_step():
+    # session 32's soak: a Codex turn (7,775 left) beside shorter ones, a 75-token slice: shortest-first alone gave
+    # it nothing, step after step (592 s to its first token)
+    left, caps = [7775, 3800, 1200, 900], [64] * 4
+    assert prompt_order.plan(left, caps, 0, order="shortest-first", budget=75, slice_tokens=75) == [(3, 64), (2, 11)]
+    assert prompt_order.plan(left, caps, 0, order="shortest-first", budget=75, slice_tokens=75,
+                             passed_over=[1, 1, 0, 0]) == [(0, 64), (1, 11)]
+    assert prompt_order.plan(left, caps, 0, order="shortest-first", budget=75, slice_tokens=75,
+                             passed_over=[1, 3, 0, 0]) == [(1, 64), (0, 11)]     # passed over longest first
+
+
+def test_a_long_prompt_beside_short_ones_that_keep_coming_is_read_every_other_step():
+    """Steps as Scheduler._mixed_step takes them: a new 40-token side request arrives every step."""
+    left, waits, long_read = [7000], [0], 0
+    for _ in range(40):
+        left, waits = left + [40], waits + [0]
+        planned = prompt_order.plan(left, [64] * len(left), 0, order="shortest-first", budget=64, slice_tokens=64,
+                                    passed_over=waits)
+        read = dict(planned)
+        long_read += 0 in read
+        waits = [0 if i in read or left[i] <= 0 else w + 1 for i, w in enumerate(waits)]
+        left = [n - read.get(i, 0) for i, n in enumerate(left)]
+    assert long_read >= 20                 # before: 0 (every step went to the newest short prompt)
+    assert max(waits) <= 1
+
+
+@pytest.mark.parametrize("passed_over, max_passed_over, says", [
+    ([0], 0, "max_passed_over must be at least 1"),
+    ([0, 0], 1, "passed_over has 2 counts for 1 prompts"),
+])
+def test_bad_passed_over_values_are_named(passed_over, max_passed_over, says):
+    with pytest.raises(ValueError, match=says):
+        prompt_order.plan([5], [5], 0, order="shortest-first", budget=5, slice_tokens=5, passed_over=passed_over,
+                          max_passed_over=max_passed_over)
