@@ -50,6 +50,7 @@ import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.fim_beside_agent import fim_smollm2  # noqa: E402
+from benchmarks.soak_log import Log, failure  # noqa: E402
 from benchmarks.soak_summary import summarize  # noqa: E402
 
 WORDS = ("parser token cache slot engine buffer socket thread queue vector matrix kernel module import return "
@@ -76,35 +77,6 @@ PAUSE_WAIT_S = 60.0        # how long the editor waits for the completion after 
 def code(rng: random.Random, n_lines: int) -> str:
     return "\n".join(f"def {rng.choice(WORDS)}_{i}({rng.choice(WORDS)}): return {rng.randrange(1000)}  # "
                      f"{rng.choice(WORDS)} {rng.choice(WORDS)}" for i in range(n_lines))
-
-
-class Log:
-    def __init__(self, path: Path) -> None:
-        self.f = open(path, "a")
-        self.lock = threading.Lock()
-        self.records: list[dict] = []
-
-    def write(self, rec: dict) -> None:
-        rec = {"t": round(time.time(), 2), **rec}
-        with self.lock:
-            self.records.append(rec)
-            self.f.write(json.dumps(rec) + "\n")
-            self.f.flush()
-
-
-def failure(r: httpx.Response, prefix: str = "") -> dict:
-    """A session call's answer for the log: its status and, when it failed, the message of its error body (why a
-    restore was a 503: session 31's soak logged one with no reason), the text itself when that is not JSON.
-    `prefix` names the fields for a record holding several calls' (`restore_`: restore_status, restore_message)."""
-    out: dict = {f"{prefix}status": r.status_code}
-    if r.status_code != 200:
-        try:
-            err = r.json().get("error")
-            message = err.get("message") if isinstance(err, dict) else err
-        except (ValueError, AttributeError):
-            message = None
-        out[f"{prefix}message"] = (message if isinstance(message, str) else r.text)[:500]
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------------- server
