@@ -64,6 +64,17 @@ def _other_request(url: str) -> None:
     _chat(url, [{"role": "user", "content": "something else entirely"}])
 
 
+def restored_into_main_and_continued(s: LiveServer, name: str, history: list[dict], held: list[int]) -> None:
+    """After another request took main: the save `name` restored into main holds `held`, and the conversation's next
+    turn reads only its new message."""
+    _other_request(s.url)
+    r = httpx.post(f"{s.url}/v1/sessions/{name}/restore", json={"slot": "main"}, timeout=120)
+    assert r.status_code == 200 and r.json()["n_tokens"] == len(held), r.text
+    assert _tokens(s, 0) == held
+    turn = _chat(s.url, history + [{"role": "user", "content": "and next?"}])
+    assert turn["usage"]["prompt_tokens_details"]["cached_tokens"] == len(held)
+
+
 def _sessions(url: str) -> list[str]:
     return [s["name"] for s in httpx.get(url + "/v1/sessions").json()["data"]]
 
@@ -85,12 +96,7 @@ def test_a_save_by_messages_saves_the_conversation_after_another_request_took_it
         assert body["n_tokens"] == len(held) and body["source"] == "ram", body   # parked: read back, then saved
         assert body["slot"] == "main"             # the one context it fits (the slot holds 512)
         # restored, main holds the conversation's tokens, and its next turn reads only the new message
-        _other_request(s.url)
-        r = httpx.post(s.url + "/v1/sessions/work/restore", json={"slot": "main"}, timeout=120)
-        assert r.status_code == 200 and r.json()["n_tokens"] == len(held), r.text
-        assert _tokens(s, 0) == held
-        turn = _chat(s.url, history + [{"role": "user", "content": "and next?"}])
-        assert turn["usage"]["prompt_tokens_details"]["cached_tokens"] == len(held)
+        restored_into_main_and_continued(s, "work", history, held)
 
 
 def test_a_save_by_messages_finds_the_context_holding_them_and_saves_only_that_history(answering_model,

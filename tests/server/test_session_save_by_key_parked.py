@@ -15,12 +15,12 @@ import httpx2 as httpx
 from tests.server import test_session_save_by_conversation as by_conversation
 from tests.server.live import LiveServer, cold_only
 from tests.server.test_session_save_by_conversation import (
-    _chat,
     _conversation,
     _other_request,
     _save,
     _server,
     _tokens,
+    restored_into_main_and_continued,
 )
 
 answering_model = by_conversation.answering_model   # its fixture: a tiny model that answers every prompt alike
@@ -38,12 +38,7 @@ def _saved_then_restored_answers_as_before(s: LiveServer, key: str, history: lis
     body = r.json()
     assert (body["source"], body["n_tokens"], body["slot"]) == (source, len(held), "main"), body
     assert f"holds it: {len(held)} tokens" in body["reason"], body
-    _other_request(s.url)
-    r = httpx.post(s.url + "/v1/sessions/by-key/restore", json={"slot": "main"}, timeout=120)
-    assert r.status_code == 200 and r.json()["n_tokens"] == len(held), r.text
-    assert _tokens(s, 0) == held
-    turn = _chat(s.url, history + [{"role": "user", "content": "and next?"}])
-    assert turn["usage"]["prompt_tokens_details"]["cached_tokens"] == len(held)
+    restored_into_main_and_continued(s, "by-key", history, held)
 
 
 def test_a_conversation_parked_to_ram_is_saved_by_its_key(answering_model, tmp_path):
