@@ -101,7 +101,7 @@ def load(state: ServerState) -> None:
                       prefill_slice_ms=cfg.prefill_slice_ms, mixed_piece=cfg.mixed_piece,
                       lookup_cfg=lookup.LookupConfig(max_draft=lookup_draft(cfg, engine), max_rows=cfg.lookup_rows),
                       cache_reuse=cfg.cache_reuse, prompt_order_name=cfg.prompt_order,
-                      solo_slice_ms=cfg.solo_slice_ms)
+                      solo_slice_ms=cfg.solo_slice_ms, decode_share_of_time=cfg.decode_share)
     sched.start()
     state.scheduler = sched
     state.info_line = info_line(state)

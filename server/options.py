@@ -174,6 +174,10 @@ OPTIONS: tuple[Option, ...] = (
            "agent's side requests), a prompt read with nothing else running is read in pieces of about this many "
            "milliseconds at the measured rate (at most --prefill-chunk) where there are batch slots, so the next one "
            "waits about that long to start; 0: whole --prefill-chunk pieces", minimum=0.0, maximum=60000.0),
+    Option("decode-share", float, 0.5, "while requests generate beside a prompt being read (an agent's side request "
+           "beside its long turn), the share of the time they get in steps of their own between the prompt's pieces "
+           "(else one token per --prefill-slice-ms piece); the prompt keeps the rest. 0: one token per piece",
+           minimum=0.0, maximum=0.9),
     Option("lookup-draft", int, None, "lookup decoding: tokens a step may guess from the conversation's own "
            "earlier text (code being edited, names), checked by the model in the same forward; the output is "
            "exactly what plain decoding gives, only sooner. 0 turns it off. Unset: 8, or 0 for a model with "

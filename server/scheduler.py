@@ -28,6 +28,7 @@ from typing import Any
 
 from strata.server import (
     context_choice,
+    decode_share,
     lookup,
     lookup_step,
     parking,
@@ -65,7 +66,8 @@ class Scheduler:
                  policy_cfg: slot_policy.PolicyConfig, cache: Any = None, timeline: Any = None,
                  prefill_slice_ms: float = 250.0, mixed_piece: int = 64,
                  lookup_cfg: lookup.LookupConfig | None = None, cache_reuse: int = 0,
-                 prompt_order_name: str = "shortest-first", solo_slice_ms: float = 1000.0) -> None:
+                 prompt_order_name: str = "shortest-first", solo_slice_ms: float = 1000.0,
+                 decode_share_of_time: float = decode_share.DECODE_SHARE) -> None:
         self.engine = engine
         n_slots = int(getattr(engine, "n_slots", 0))
         slot_ctx = engine.context_capacity(1) if n_slots else 0
@@ -86,6 +88,10 @@ class Scheduler:
         self.mixed_piece = mixed_piece
         # which prompt a step with several being read gives its tokens first (server/prompt_order.py, --prompt-order)
         self.prompt_order = prompt_order.check_order(prompt_order_name)
+        # the time requests generating beside a prompt read get in decode-only steps (server/decode_share.py,
+        # --decode-share), and the seconds of prompt and decode-only steps since they began generating beside it
+        self.decode_share = decode_share.check_share(decode_share_of_time)
+        self._beside_s = [0.0, 0.0]
         # --cache-reuse: a code completion moves runs of at least this many tokens of its context's history into
         # place instead of reading them (server/cache_reuse.py); 0 where the engine cannot move KV (it says why)
         refusal = getattr(engine, "shift_refusal", "this engine cannot move KV cells")
@@ -424,6 +430,21 @@ class Scheduler:
     def _step(self) -> None:
         prefilling = [r for r in self._rows.values() if r.phase == "prefill"]
         decoding = [r for r in self._rows.values() if r.phase == "decode"]
+        # requests generating beside a prompt read get --decode-share of the time in decode-only steps; a code
+        # completion's prompt keeps its slices (latency-critical, bound by its t_max_prompt_ms)
+        beside = bool(prefilling and decoding) and not any(r.job.completion for r in prefilling)
+        if not beside:
+            self._beside_s = [0.0, 0.0]
+        t0 = time.monotonic()
+        if beside and decode_share.decode_turn(*self._beside_s, self.decode_share):
+            self._decode_rows(decoding)
+            self._beside_s[1] += max(time.monotonic() - t0, 1e-6)   # a step takes time: never 0, never a loop
+            return
+        self._prompt_step(prefilling, decoding)
+        if beside:
+            self._beside_s[0] += max(time.monotonic() - t0, 1e-6)
+
+    def _prompt_step(self, prefilling: list[Row], decoding: list[Row]) -> None:
         if prefilling and self.mixed_piece > 0 and (decoding or len(prefilling) > 1):
             self._mixed_step(prefilling, decoding)
             return
@@ -434,12 +455,16 @@ class Scheduler:
             self._drop_cancelled_rows()    # clients that left while the piece was read (an editor's typing on)
         decoding = [r for r in self._rows.values() if r.phase == "decode"]
         if decoding:
-            for r in self._rows.values():
-                if r.phase == "prefill":
-                    r.steps_during_prefill += 1
-            guessing = self.lookup.enabled and len(decoding) <= self.lookup.max_rows
-            if not ((guessing or any(r.forced() for r in decoding)) and lookup_step.run(self, decoding, guessing)):
-                self._decode_step(decoding)
+            self._decode_rows(decoding)
+
+    def _decode_rows(self, decoding: list[Row]) -> None:
+        """The next token of each generating row (or lookup decoding's guesses checked), prompts being read waiting."""
+        for r in self._rows.values():
+            if r.phase == "prefill":
+                r.steps_during_prefill += 1
+        guessing = self.lookup.enabled and len(decoding) <= self.lookup.max_rows
+        if not ((guessing or any(r.forced() for r in decoding)) and lookup_step.run(self, decoding, guessing)):
+            self._decode_step(decoding)
 
     def slice_tokens(self) -> int:
         """Tokens of the next prefill piece: the whole chunk when nobody is generating and no code completion
