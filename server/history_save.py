@@ -103,7 +103,7 @@ def save_found(sched: Any, cache: Any, name: str, wanted: Wanted) -> dict:
         raise HistoryNotFoundError(f"{wanted.what} is not held here: {choice.reason}; nothing saved")
     if h.source == "context":
         return _saved(cache.save_session(name, int(h.ref), h.matched), int(h.ref), "context", choice.reason)
-    ctx, restore_reason = _read_back(sched, cache, h, wanted, entry_tokens[(h.source, h.ref)])
+    ctx, restore_reason = _read_back(sched, cache, name, h, wanted, entry_tokens[(h.source, h.ref)])
     info = cache.save_session(name, ctx, len(sched.table[ctx].tokens))
     return _saved(info, ctx, h.source, f"{choice.reason}; read back into {restore_reason}")
 
@@ -135,7 +135,7 @@ def save_by_key(sched: Any, cache: Any, name: str, key: str) -> dict:
     tokens = list(h.tokens)
     wanted = Wanted(tokens, len(tokens), key, f"conversation {key!r} ({len(tokens)} tokens)")
     found = session_match.Holder(h.source, h.ref, len(tokens), h.label)
-    ctx, restore_reason = _read_back(sched, cache, found, wanted, len(tokens))
+    ctx, restore_reason = _read_back(sched, cache, name, found, wanted, len(tokens))
     info = cache.save_session(name, ctx, len(sched.table[ctx].tokens))
     return _saved(info, ctx, h.source, f"{reason}; read back into {restore_reason}")
 
@@ -158,8 +158,10 @@ def save_guarded(sched: Any, cache: Any, name: str, ctx: int, wanted: Wanted | N
     return _saved(cache.save_session(name, ctx, matched), ctx, "context", f"{_label(ctx)} holds {matched} tokens")
 
 
-def _read_back(sched: Any, cache: Any, h: session_match.Holder, wanted: Wanted, entry_tokens: int) -> tuple[int, str]:
-    """Restores the matched part of cache entry `h` (of `entry_tokens`) into an idle context; (that context, why it)."""
+def _read_back(sched: Any, cache: Any, name: str, h: session_match.Holder, wanted: Wanted,
+               entry_tokens: int) -> tuple[int, str]:
+    """Restores the matched part of cache entry `h` (of `entry_tokens`) into an idle context, for the save of `name`;
+    (that context, why it). A save the sessions folder's budget refuses is refused before: nothing displaced."""
     table = sched.table
     reserved = {ctx for _, _, ctx in getattr(sched, "_deferred", []) if ctx is not None}   # a session call's next
     # what each context can take of the entry: an entry longer than a context restores whole snapshot chunks there
@@ -174,6 +176,9 @@ def _read_back(sched: Any, cache: Any, h: session_match.Holder, wanted: Wanted, 
         raise APIError(503, f"{wanted.what} was parked to the {h.source} cache and {where.reason}; nothing saved, "
                        "retry later", headers={"Retry-After": str(READ_BACK_RETRY_AFTER_S)})
     ctx = where.ctx
+    # the budget is weighed before the context's history is parked and overwritten: a 507 after the read back had
+    # displaced what that idle context held for a save that was never going to be written
+    cache.check_session_room(name, h.matched)
     hit = CacheHit(h.source, str(h.ref), h.matched, h.matched, "a session save by conversation")
     with cache.holding(hit):   # the park below may hand entries down or delete the oldest: not this one
         sched.park_to_cache(ctx, "overwritten by a session save's read-back")

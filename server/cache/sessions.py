@@ -230,6 +230,17 @@ class SessionsMixin:
         return {"name": name, "model": self.model_name, "n_tokens": e.n_tokens, "bytes": e.image_bytes,
                 "floor": adm.floor}
 
+    def check_session_room(self, name: str, n_tokens: int) -> None:
+        """Before a save by conversation reads a parked history back into an idle context (history_save.py): whether
+        the sessions folder's budget takes a save of `name` holding `n_tokens` tokens, as save_session's first check
+        weighs it (their KV's size). SessionsFolderFullError (a 507) when it does not: refused before the read back,
+        the context keeps what it held. Nothing is deleted here (when-full evict drops saves only once written)."""
+        name = validate_session_name(name)
+        need = int(n_tokens * self.engine.bytes_per_token)
+        self.sessions.ensure_open()
+        with self._lock:
+            self._make_room(name, need, drop=False)
+
     def _make_room(self, name: str, need_bytes: int, *, drop: bool) -> None:
         """Check that a save of `name` taking `need_bytes` fits the sessions folder's budget (session_budget.py; the
         caller holds the cache's lock); SessionsFolderFullError when it does not. With `drop` (its files are written,
