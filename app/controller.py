@@ -201,7 +201,9 @@ class AppController(QObject):
             written = wizard.written.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError):
             written = None
-        decision = setup_restarts(serving, self.supervisor.started_on(), written)
+        # the model file looked at too: one replaced under the same path is not in the configuration's text
+        decision = setup_restarts(serving, self.supervisor.started_on(), written, self.supervisor.started_model(),
+                                  self.supervisor.look_at_model())
         log.info("setup again wrote %s: %s", wizard.written, decision.reason)
         if not decision.restart:
             self.window.statusBar().showMessage(f"Set up again: {decision.reason}", SETUP_MESSAGE_MS)

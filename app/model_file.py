@@ -63,4 +63,4 @@ def look(model: str | None) -> ModelFile:
         return ModelFile(model, "missing", path.parent.is_dir())
     if stat.S_ISDIR(st.st_mode):
         return ModelFile(model, "folder", True)
-    return ModelFile(model, "file", True, (st.st_size, st.st_mtime_ns))
+    return ModelFile(model, "file", True, (st.st_size, st.st_mtime_ns, st.st_ino))

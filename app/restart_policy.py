@@ -180,7 +180,9 @@ class ModelFile:
     path: str | None         # the model named by its path (None: the default model or an id the server resolves)
     kind: str = "missing"    # "file" | "folder" | "missing"
     folder_exists: bool = False   # the folder the path names the file in
-    stamp: tuple[int, int] | None = None   # a file's (size, mtime_ns): the same at two looks = not being written
+    # a file's (size, mtime_ns, inode): the same at two looks = not being written, nor replaced (a copy moved over it
+    # keeping its time, as `cp -p` or rsync leave it, has another inode)
+    stamp: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -262,13 +264,16 @@ class SetupRestart:
     reason: str
 
 
-def setup_restarts(serving: bool, running_text: str | None, written_text: str | None) -> SetupRestart:
+def setup_restarts(serving: bool, running_text: str | None, written_text: str | None,
+                   model_then: ModelFile | None = None, model_now: ModelFile | None = None) -> SetupRestart:
     """Whether "Set up again…"'s Finish restarts the server. `running_text`: the configuration file as the running
     server was started on it (None: not known); `written_text`: as Finish wrote it. A re-run then Finish changes
     nothing (docs/install.md), yet it restarted the server, its slots and the feed starting again (a new-user
     trial): now the file's values are compared (its comments, the time it was written in them, are not read by the
     server) and an equal file leaves a serving server as it is. A server not serving (failed, waiting, stopped)
-    is started as before."""
+    is started as before. `model_then` / `model_now`: the model file the configuration names by its path, as the
+    server was started on it and as it is now (None: not known). An equal configuration naming a file replaced
+    under the same path (another size, time or inode) restarts it: the server still runs the old file's model."""
     if not serving:
         return SetupRestart(True, "the server is not running: starting it on the configuration")
     if running_text is None or written_text is None:
@@ -277,6 +282,11 @@ def setup_restarts(serving: bool, running_text: str | None, written_text: str | 
         same = tomllib.loads(running_text) == tomllib.loads(written_text)
     except (tomllib.TOMLDecodeError, RecursionError):
         same = False
-    if same:
-        return SetupRestart(False, UNCHANGED)
-    return SetupRestart(True, "restarting the server on the new configuration")
+    if not same:
+        return SetupRestart(True, "restarting the server on the new configuration")
+    if model_then is not None and model_now is not None and model_then.path is not None \
+            and model_then.path == model_now.path and (model_then.kind, model_then.stamp) != (model_now.kind,
+                                                                                           model_now.stamp):
+        return SetupRestart(True, f"the model file {model_now.path} changed since the server started on it: "
+                                  "restarting the server on it")
+    return SetupRestart(False, UNCHANGED)

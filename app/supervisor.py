@@ -109,6 +109,7 @@ class ServerSupervisor:
         self._endpoint: str | None = None
         self._proc: subprocess.Popen | None = None
         self._started_on: str | None = None      # the configuration's text at _proc's start (started_on)
+        self._started_model: ModelFile | None = None   # the model file's look before _proc's start (started_model)
         self._restarts = 0
         self._runs = 0
         self._in_a_row = 0
@@ -186,6 +187,17 @@ class ServerSupervisor:
             running = self._proc is not None and self._proc.poll() is None
             return self._started_on if running else None
 
+    def started_model(self) -> ModelFile | None:
+        """The model file the configuration names by its path as the server now running was started on it (the
+        look just before its start); None when none runs or no probe looks."""
+        with self._lock:
+            running = self._proc is not None and self._proc.poll() is None
+            return self._started_model if running and self.model_probe is not None else None
+
+    def look_at_model(self) -> ModelFile | None:
+        """The model file as it is now (one stat(), the configuration read again); None when no probe looks."""
+        return None if self.model_probe is None else self._look()
+
     def _configuration_text(self) -> str | None:
         if self.config_path is None:
             return None
@@ -211,7 +223,7 @@ class ServerSupervisor:
                 return
             self._set("starting", "starting the server")
             try:
-                proc, started = self._spawn(), time.monotonic()
+                proc, started = self._spawn(at_start), time.monotonic()
             except OSError as e:
                 self._set("failed", f"cannot start the server: {e}")
                 return
@@ -266,7 +278,7 @@ class ServerSupervisor:
             if self._stop.wait(self.restart_cfg.model_poll_s):
                 return None
 
-    def _spawn(self) -> subprocess.Popen:
+    def _spawn(self, model: ModelFile | None = None) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._requested = False
         self._last_line = ""
@@ -278,6 +290,7 @@ class ServerSupervisor:
         with self._lock:
             self._proc = proc
             self._started_on = started_on
+            self._started_model = model
             self._runs += 1
             self._endpoint = None     # this server's own "listening on" line says where (port 0: a new one each time)
         self._event(f"server started (pid {proc.pid}): {' '.join(self.command)}")
