@@ -95,7 +95,8 @@ def choose_context(sched: Scheduler, job: Job, alone: bool) -> int | None:
     it is the only one waiting; a request beside code completions only counts as alone too. A completion takes
     main only where no slot holds its prompt: alone it took main and displaced the conversation there (to a
     slot or the cache) at every keystroke of a user typing while the agent waited. Main's history is parked
-    first when the job takes main."""
+    first when the job takes main. A completion also takes main where no slot is idle, or where main holds the most
+    of its file (editor_place.py, STRATA_SLOT_EDITOR_MAIN)."""
     table, placer = sched.table, sched.placer
     main_free = table.main.busy_job is None
     n_slots = len(table.slots)
@@ -114,9 +115,13 @@ def choose_context(sched: Scheduler, job: Job, alone: bool) -> int | None:
     if not fits_slot:
         return None
     now = time.monotonic()
-    decision = placer.pick(job.prompt, now, job.id)
+    decision = placer.pick(job.prompt, now, job.id, job.completion, now - sched._completion_at)
     if decision.slot is None:
         return None
+    if decision.slot == MAIN:     # a code completion with no slot idle, or going on from its file there (editor_place)
+        parking.displace_main(sched, job)
+        table.main.busy_job = job.id
+        return MAIN
     slot = table[decision.slot]
     slot.busy_job = job.id
     return decision.slot

@@ -32,6 +32,8 @@ def displace_main(sched: Scheduler, job: Job) -> None:
     held = common_prefix(main.tokens, job.prompt)
     if held >= len(main.tokens) - 1 or goes_on_as_text(sched.engine, main.tokens, job.prompt, held):
         return  # the same conversation goes on: nothing is lost
+    if job.completion and main.completion:
+        return  # the editor's next keystroke over its last one: it goes on from it (--cache-reuse moves the rest)
     # held until the request has started (Scheduler.start_holds): its restore of the hit comes after this park
     sched.start_holds.enter_context(holding_hit(sched, job.prompt))
     _displace(sched, job)
@@ -105,6 +107,7 @@ def park_into_slot(sched: Scheduler, slot: int, last_use: float) -> bool:
     table.set_tokens(slot, main.tokens[:n])
     dst.conversation = main.conversation
     dst.completion = main.completion
+    dst.approx_from = main.approx_from    # a completion's moved KV (--cache-reuse) stays one in the copy
     dst.last_use = last_use
     dst.parked_from_main = True
     # kept: the slot holds all of it, and is parked to the cache itself before anything overwrites it. Main's

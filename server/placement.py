@@ -14,8 +14,8 @@ import logging
 import time
 from collections import deque
 
+from strata.server import editor_place, slot_returns
 from strata.server import slot_policy as policy
-from strata.server import slot_returns
 from strata.server.history_ledger import HistoryLedger
 from strata.server.slots import MAIN, SlotTable, common_prefix
 
@@ -62,13 +62,34 @@ class Placer:
                 slot=c.id, group=c.group, n_tokens=len(c.tokens),
                 common=common_prefix(c.tokens, reference) if c.valid else 0,
                 last_use=c.last_use if c.last_use is not None else 0.0,
-                busy=c.busy_job is not None, blank=c.blank, turn=self.ledger.turn_in(c.id)))
+                busy=c.busy_job is not None, blank=c.blank, turn=self.ledger.turn_in(c.id),
+                completion=c.completion))
         return views
 
-    def pick(self, prompt: list[int], now: float, job_id: int) -> policy.Decision:
-        """The slot a request runs in (None: all busy)."""
-        request = policy.RequestView(n_prompt=len(prompt), prompt_rate_tps=self.prompt_rate_tps)
+    def main_view(self, prompt: list[int]) -> policy.SlotView:
+        """Main as the completion class sees it (editor_place.place_completion), `common` against `prompt`."""
+        m = self.table.main
+        return policy.SlotView(
+            slot=MAIN, group=m.group, n_tokens=len(m.tokens), common=common_prefix(m.tokens, prompt) if m.valid else 0,
+            last_use=m.last_use if m.last_use is not None else 0.0, busy=m.busy_job is not None,
+            blank=m.blank or not m.valid, completion=m.completion)
+
+    def pick(self, prompt: list[int], now: float, job_id: int, completion: bool = False,
+             editor_age_s: float = float("inf")) -> policy.Decision:
+        """The context a request runs in (None: all busy): a slot, or main for a code completion
+        (editor_place.py). `editor_age_s`: seconds since the editor's last completion arrived."""
+        request = policy.RequestView(n_prompt=len(prompt), prompt_rate_tps=self.prompt_rate_tps,
+                                     completion=completion, editor_age_s=editor_age_s)
         views = self.slot_views(prompt)
+        d = editor_place.place_completion(views, self.main_view(prompt), self.cfg) if completion else None
+        if d is not None:     # the completion class's own choice (editor_main)
+            if d.slot is not None:
+                self.log_seen(job_id, "place", now, prompt, views, d.slot, d.reason)
+                if self.cfg.learn.enabled:
+                    self.learn(d.slot, prompt, now)
+                self.record(job_id, d.slot, d.group, d.reason, d.reused, d.source_slot, lost=d.lost_tokens)
+            return d
+        views = editor_place.hold_for_editor(views, request, self.cfg)
         if self.cfg.learn.enabled:
             d = slot_returns.pick_slot_learned(views, request, now, self.cfg, self.returns, self.group_load())
         else:

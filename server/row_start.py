@@ -57,8 +57,9 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
     prompt = job.prompt
     limit = len(prompt) - 1        # the last prompt token is always read: its logits start the answer
     # a code completion takes a history whose KV was moved (--cache-reuse) whole, an exact request only before
-    # the move; main holds none where there are slots (parking.displace_main copies main into one)
-    approximate = job.completion and (ctx != MAIN or not sched.table.slots)
+    # the move (main's too: a completion runs there where no slot is idle, editor_place.py; a park into a slot
+    # keeps approx_from)
+    approximate = job.completion
     own = state.matched_by(prompt, approximate) if state.valid else 0
     src, src_n = sched.table.best_source(prompt, exclude=ctx, approximate=approximate)
     best_n = max(own, src_n)

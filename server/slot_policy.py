@@ -155,6 +155,16 @@ class PolicyConfig:
     loss_tie_share: float = 0.10       # STRATA_SLOT_LOSS_TIE_SHARE: no-wait losses this close go by group load
     own_min_share: float = 0.5         # STRATA_SLOT_OWN_MIN_SHARE: a slot is the request's own only when
                                        # at least this share of its history is the prompt's prefix
+    # An editor's code completions (server/editor_place.py). STRATA_SLOT_EDITOR_HOLD_S: seconds after the editor's
+    # last completion arrived during which an agent's request does not take the context holding its file while
+    # another slot is idle (the agent's history given up goes to the conversation cache; the editor's is lost,
+    # and its next keystroke reads the file again in slices beside the agents). 3 s: the scheduler's
+    # EDITOR_ACTIVE_S, a keystroke's every 1-2 s. 0: off.
+    editor_hold_s: float = 3.0
+    # STRATA_SLOT_EDITOR_MAIN: a completion that finds no slot idle runs in main when main is idle, and goes back
+    # to the context holding the most of its file (main included). Off: it waited for an agent's turn to end
+    # (four agents reading on --batch 4's four slots: every keystroke queued past the editor's time-out).
+    editor_main: bool = True
     learn: LearnConfig = LearnConfig()  # STRATA_SLOT_LEARN*: the learned policy (slot_returns.py)
 
     def __post_init__(self) -> None:
@@ -165,7 +175,7 @@ class PolicyConfig:
                     raise ValueError(f"learn={v!r}: expected a LearnConfig")
                 continue
             var = ENV_NAMES[f.name]
-            if f.name == "cache_affinity":
+            if f.name in ("cache_affinity", "editor_main"):
                 if not isinstance(v, bool):
                     raise ValueError(f"{var}={v!r}: expected 0 or 1")
                 continue
@@ -185,7 +195,7 @@ class PolicyConfig:
         """Read each `STRATA_SLOT_*` variable once; unset or empty keeps the default.
 
         Raises ValueError naming the variable and its value for anything not a valid number."""
-        kwargs = env_values(environ, ENV_NAMES, flags=("cache_affinity",), whole={"near_match_tokens": " of tokens"})
+        kwargs = env_values(environ, ENV_NAMES, flags=("cache_affinity", "editor_main"), whole={"near_match_tokens": " of tokens"})
         kwargs["learn"] = LearnConfig.from_env(environ)
         return cls(**kwargs)  # __post_init__ validates ranges, naming the variable
 
@@ -204,6 +214,8 @@ ENV_NAMES: dict[str, str] = {
     "near_match_tokens": "STRATA_SLOT_NEAR_MATCH_TOKENS",
     "loss_tie_share": "STRATA_SLOT_LOSS_TIE_SHARE",
     "own_min_share": "STRATA_SLOT_OWN_MIN_SHARE",
+    "editor_hold_s": "STRATA_SLOT_EDITOR_HOLD_S",
+    "editor_main": "STRATA_SLOT_EDITOR_MAIN",
 }
 
 
@@ -216,7 +228,8 @@ class SlotView:
     """One slot as the policy sees it. `common`: tokens its history shares with the request's prompt
     (for plan_park: with the solo conversation's history). `last_use`: end of its last actual use
     (a park keeps the parked history's). `blank`: empty, invalid, or a superseded copy. `turn`: the
-    turn of its conversation that made the history (0: unknown; only the learned policy reads it)."""
+    turn of its conversation that made the history (0: unknown; only the learned policy reads it).
+    `completion`: it holds an editor's code completion (editor_place.py)."""
 
     slot: int
     group: int = 0
@@ -226,14 +239,18 @@ class SlotView:
     busy: bool = False
     blank: bool = False
     turn: int = 0
+    completion: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class RequestView:
-    """The request: its prompt length and the prompt-reading rate (tokens/s) for near matches."""
+    """The request: its prompt length and the prompt-reading rate (tokens/s) for near matches; whether it is an
+    editor's code completion, and the seconds since the editor's last completion arrived (editor_place.py)."""
 
     n_prompt: int
     prompt_rate_tps: float = 0.0
+    completion: bool = False
+    editor_age_s: float = math.inf
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,13 +22,15 @@ def test_every_variable_is_read():
         "STRATA_SLOT_PARK_KEPT_SHARE": "0.9", "STRATA_SLOT_NEAR_MATCH_SHARE": "0.05",
         "STRATA_SLOT_NEAR_MATCH_S": "2", "STRATA_SLOT_NEAR_MATCH_TOKENS": "8192",
         "STRATA_SLOT_LOSS_TIE_SHARE": "0.2", "STRATA_SLOT_OWN_MIN_SHARE": "0.8",
+        "STRATA_SLOT_EDITOR_HOLD_S": "5", "STRATA_SLOT_EDITOR_MAIN": "0",
     }
     assert set(env) == set(ENV_NAMES.values())
     c = PolicyConfig.from_env(env)
     assert c == PolicyConfig(expire_s=600, cache_affinity=False, ttl_max_s=60, expired_keep_score=0.05,
                              idle_value_zero_s=150, park_value_ratio=0, park_min_value=0.02,
                              park_kept_share=0.9, near_match_share=0.05, near_match_s=2,
-                             near_match_tokens=8192, loss_tie_share=0.2, own_min_share=0.8)
+                             near_match_tokens=8192, loss_tie_share=0.2, own_min_share=0.8,
+                             editor_hold_s=5, editor_main=False)
 
 
 def test_unset_and_empty_keep_the_default_and_zero_disables():

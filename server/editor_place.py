@@ -1,0 +1,80 @@
+"""Where an editor's code completion runs, and the editor's context kept from agents while it types: the placement
+rules of the completion class beside seed 000's for agent conversations (slot_policy.place, unchanged for them
+but for the one slot held here).
+
+Why: beside several agents an editor's completions mostly came back after the editor had moved on (the agent
+soak: 6 of 118 with content, five agents on --batch 4's four slots). Measured with fim_beside_agent.py --agents 4
+(benchmarks/RESULTS.md, "Code completions beside several agents"): every keystroke queued behind the agents'
+turns with main idle, and an agent arriving between two keystrokes took the editor's slot (least_loss: the
+editor's ~3,500 tokens are worth less than an agent's 6-10K by seed 000's value), so the next keystroke read the
+file again in 40-240-token slices. An agent's history given up goes to the conversation cache; a completion's
+never does (ContextState.completion), so the editor loses all of it.
+
+Rules (cfg: slot_policy.PolicyConfig's editor_hold_s and editor_main):
+- A completion runs in the idle context holding the most of its prompt among those holding a completion's
+  history, main included with editor_main (`editor_file`): the previous keystroke's history differs after the
+  cursor by the suffix (~500 tokens), more than place()'s near-match tolerance, so place() took it for another
+  conversation and gave an agent's slot up for it. Where that context is busy (the keystroke before, its client
+  gone, ends at the next step) the completion waits for it (`editor_busy`): taking an idle slot instead gave an
+  agent's history between two turns up to the cache for a keystroke that read nothing (fim_beside_agent.py
+  --agents 4: 7 of 7 such placements, each agent's next turn restoring its history from RAM). Else, with a slot idle, the slot policy's choice (seed 000's
+  place(), or the learned one); else main when idle and editor_main (`editor_main`); else it waits (`all_busy`).
+- An agent's request, within editor_hold_s of the editor's last completion, does not take the context holding
+  the editor's latest completion while another slot is idle: that slot is shown to place() as busy. The only
+  idle slot is taken as before (seed 000: no wait).
+
+Pure: frozen views in, a Decision with a reason out; no clock (`editor_age_s` comes in the request).
+Not here: the views (placement.py), main's parking before a completion takes it (context_choice.py, parking.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from strata.server.slot_policy import Decision, PolicyConfig, RequestView, SlotView
+
+
+def editor_active(request: RequestView, cfg: PolicyConfig) -> bool:
+    """The editor sent a completion within editor_hold_s (0: never active, the hold is off)."""
+    return request.editor_age_s < cfg.editor_hold_s
+
+
+def editor_slot(slots: Sequence[SlotView]) -> SlotView | None:
+    """The slot holding the editor's latest completion: a busy one first (a completion runs there), else the
+    latest used. Older completions' slots are not the editor's context (a keystroke goes on from the latest)."""
+    held = [s for s in slots if s.completion and not s.blank and s.n_tokens > 0]
+    return max(held, key=lambda s: (s.busy, s.last_use, -s.slot), default=None)
+
+
+def hold_for_editor(slots: Sequence[SlotView], request: RequestView, cfg: PolicyConfig) -> list[SlotView]:
+    """The slots as an agent's request sees them: while the editor is active, the editor's idle slot shown busy
+    when another slot is idle. A completion's request, or no editor: as they are."""
+    out = list(slots)
+    if request.completion or not editor_active(request, cfg):
+        return out
+    held = editor_slot(out)
+    if held is None or held.busy or not any(not s.busy and s.slot != held.slot for s in out):
+        return out
+    return [dataclasses.replace(s, busy=True) if s.slot == held.slot else s for s in out]
+
+
+def place_completion(slots: Sequence[SlotView], main: SlotView | None, cfg: PolicyConfig) -> Decision | None:
+    """Where a code completion runs (`main`: main as a view, None where it is not to be considered); None: the
+    slot policy's choice (a slot is idle and no context holds a completion sharing its start), as for any
+    request. With editor_main off: always None."""
+    if not cfg.editor_main:
+        return None
+    contexts = [*slots] + ([main] if main is not None else [])
+    mine = [c for c in contexts if c.completion and not c.blank and c.common > 0]
+    if mine:
+        t = max(mine, key=lambda c: (c.common, not c.busy, -c.slot))
+        if t.busy:
+            return Decision(None, "editor_busy")
+        return Decision(t.slot, "editor_file", t.common, None, t.group, max(t.n_tokens - t.common, 0), 0.0)
+    if any(not s.busy for s in slots):
+        return None
+    if main is not None and not main.busy:
+        lost = 0 if main.blank else max(main.n_tokens - main.common, 0)
+        return Decision(main.slot, "editor_main", main.common, None, main.group, lost, 0.0)
+    return Decision(None, "all_busy")

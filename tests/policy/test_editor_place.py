@@ -1,0 +1,133 @@
+"""editor_place: where an editor's code completion runs, and the editor's context kept from an agent while it types.
+Table tests over plain views (no I/O); the live behaviour is tests/server/test_editor_context_kept.py."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from strata.server.editor_place import editor_slot, hold_for_editor, place_completion
+from strata.server.slot_policy import PolicyConfig, RequestView, pick_slot
+
+from .factories import slot
+
+NOW = 1000.0
+CFG = PolicyConfig()
+OFF = PolicyConfig(editor_hold_s=0, editor_main=False)
+
+
+def ed(i, n, **kw):
+    """Slot i holding a code completion's history."""
+    return dataclasses.replace(slot(i, n, **kw), completion=True)
+
+
+def main_ctx(n=0, **kw):
+    """Main (context 0) as editor_place sees it."""
+    return slot(0, n, group=-1, **kw)
+
+
+def agent(n=2_000, age_s=1.0):
+    return RequestView(n_prompt=n, prompt_rate_tps=200.0, completion=False, editor_age_s=age_s)
+
+
+def completion(n=3_500):
+    return RequestView(n_prompt=n, prompt_rate_tps=200.0, completion=True, editor_age_s=0.0)
+
+
+# --- a completion ---------------------------------------------------------------------------------------------
+
+def test_a_completion_goes_back_to_the_slot_holding_its_file_though_its_tail_differs():
+    # the last keystroke's history: 3,500 tokens, the next one shares 3,000 (the suffix after the cursor differs):
+    # more than the near-match tolerance, so seed 000 took it for another conversation: a new one takes an
+    # unprotected slot before a protected one, and gave the agent's expired history in slot 1 up for it
+    slots = [slot(1, 6_000, age=100.0), ed(2, 3_500, common=3_000, age=0.5)]
+    d = place_completion(slots, main_ctx(), CFG)
+    assert (d.slot, d.reason, d.reused, d.lost_tokens) == (2, "editor_file", 3_000, 500)
+    # as before (off): the slot policy's choice
+    assert place_completion(slots, main_ctx(), OFF) is None
+    assert (pick_slot(slots, completion(), NOW, OFF).slot, pick_slot(slots, completion(), NOW, OFF).reason) \
+        == (1, "expired_keep")
+
+
+def test_a_completion_goes_back_to_main_holding_its_file_with_slots_idle():
+    slots = [slot(1, 6_000, age=10.0), slot(2)]
+    d = place_completion(slots, dataclasses.replace(main_ctx(3_500, common=3_000), completion=True), CFG)
+    assert (d.slot, d.reason, d.reused) == (0, "editor_file", 3_000)
+
+
+def test_the_context_holding_the_most_of_its_file_wins():
+    slots = [ed(1, 3_400, common=1_200, age=9.0), ed(2, 3_500, common=3_000, age=0.5), slot(3)]
+    assert place_completion(slots, main_ctx(), CFG).slot == 2
+
+
+def test_an_agents_history_sharing_its_start_is_not_its_file():
+    slots = [slot(1, 6_000, common=40, age=100.0), slot(2)]
+    assert place_completion(slots, main_ctx(), CFG) is None      # the slot policy's choice (slot 2 is blank)
+
+
+def test_with_no_slot_idle_a_completion_runs_in_main_instead_of_waiting():
+    slots = [slot(i, 6_000, busy=True) for i in (1, 2, 3, 4)]
+    d = place_completion(slots, main_ctx(5_000, age=40.0), CFG)
+    assert (d.slot, d.reason, d.lost_tokens) == (0, "editor_main", 5_000)
+    assert place_completion(slots, main_ctx(5_000, busy=True), CFG).slot is None
+    assert place_completion(slots, main_ctx(5_000), OFF) is None       # off: it waits (pick_slot: all busy)
+    assert pick_slot(slots, completion(), NOW, OFF).slot is None
+
+
+def test_a_completion_waits_for_its_files_context_while_the_keystroke_before_ends_there():
+    # the keystroke before (its client gone) still holds the context until the next step; an idle agent's slot
+    # given up for it instead went to the cache, and the keystroke read nothing
+    slots = [ed(1, 3_500, common=3_000, busy=True), slot(2, 6_000, age=1.0)]
+    d = place_completion(slots, main_ctx(), CFG)
+    assert (d.slot, d.reason) == (None, "editor_busy")
+    assert pick_slot(slots, completion(), NOW, OFF).slot == 2          # before: the agent's slot
+    # an idle context holding more of it goes first
+    more = [ed(1, 3_500, common=1_000, busy=True), ed(2, 3_500, common=3_000, age=1.0)]
+    assert place_completion(more, main_ctx(), CFG).slot == 2
+
+
+# --- an agent beside an active editor --------------------------------------------------------------------------
+
+def test_an_agent_does_not_take_the_active_editors_slot_when_another_is_idle():
+    # every history protected: seed 000 takes the least loss, the editor's 3,500 tokens before an agent's 8,000
+    slots = [ed(1, 3_500, age=0.5), slot(2, 8_000, age=1.0), slot(3, 7_000, busy=True)]
+    assert pick_slot(slots, agent(), NOW, OFF).slot == 1
+    d = pick_slot(hold_for_editor(slots, agent(), CFG), agent(), NOW, CFG)
+    assert (d.slot, d.reason) == (2, "least_loss")
+
+
+def test_the_editors_slot_is_taken_when_it_is_the_only_idle_one():
+    slots = [ed(1, 3_500, age=0.5), slot(2, 8_000, busy=True)]
+    assert hold_for_editor(slots, agent(), CFG) == slots
+    assert pick_slot(hold_for_editor(slots, agent(), CFG), agent(), NOW, CFG).slot == 1
+
+
+def test_the_hold_ends_with_the_editor_and_spares_older_completions():
+    slots = [ed(1, 3_500, age=0.5), slot(2, 8_000, age=1.0)]
+    assert hold_for_editor(slots, agent(age_s=3.0), CFG) == slots         # editor_hold_s (3 s) has passed
+    assert hold_for_editor(slots, agent(age_s=1.0), OFF) == slots         # 0: off
+    assert hold_for_editor(slots, completion(), CFG) == slots             # a completion is not held off
+    older = [ed(1, 3_500, age=30.0), ed(2, 3_500, age=0.5), slot(3, 8_000, age=1.0)]
+    assert editor_slot(older).slot == 2
+    held = hold_for_editor(older, agent(), CFG)
+    assert [s.busy for s in held] == [False, True, False]
+
+
+def test_a_running_completion_is_the_editors_context_and_nothing_more_is_held():
+    slots = [ed(1, 3_500, busy=True), ed(2, 3_400, age=2.0), slot(3, 8_000, age=1.0)]
+    assert editor_slot(slots).slot == 1
+    assert hold_for_editor(slots, agent(), CFG) == slots
+
+
+# --- the parameters ------------------------------------------------------------------------------------------
+
+def test_the_variables_are_read_and_bad_values_named():
+    c = PolicyConfig.from_env({"STRATA_SLOT_EDITOR_HOLD_S": "5", "STRATA_SLOT_EDITOR_MAIN": "off"})
+    assert (c.editor_hold_s, c.editor_main) == (5.0, False)
+    assert (CFG.editor_hold_s, CFG.editor_main) == (3.0, True)
+    for var, raw in (("STRATA_SLOT_EDITOR_HOLD_S", "-1"), ("STRATA_SLOT_EDITOR_HOLD_S", "soon"),
+                     ("STRATA_SLOT_EDITOR_MAIN", "2")):
+        with pytest.raises(ValueError, match=f"{var}={raw!r}"):
+            PolicyConfig.from_env({var: raw})
+    with pytest.raises(ValueError, match="STRATA_SLOT_EDITOR_MAIN"):
+        PolicyConfig(editor_main=1)
