@@ -30,12 +30,17 @@ this tree), for an A/B of the layout in one tree.
 `--cache-reuse N` passes the server's flag (0: each keystroke reads the suffix again in the default order);
 `--start-line` past 256 makes each line ended slide the editor's window (the report splits keystrokes from slides);
 `--warm-up` has the file read once, unbounded, before the agent starts (the keystrokes then measure the steady state).
+`--agents N` runs N agents side by side (each its own conversation, `--agent-chars` of sources in its first message):
+four beside the editor fill --batch 4's slots, the agent soak's shape; `--env VAR=VALUE` sets a server variable (an
+A/B of a policy in one tree: STRATA_SLOT_EDITOR_HOLD_S=0 --env STRATA_SLOT_EDITOR_MAIN=0 is the placement before
+server/editor_place.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import subprocess
 import sys
@@ -74,10 +79,12 @@ def tool_text(n_chars: int, seed: int) -> str:
     return text[start:start + n_chars]
 
 
-async def agent(session: aiohttp.ClientSession, url: str, turns: int, seed: int, out: list[dict]) -> None:
-    """A conversation of ~6K tokens that grows ~400 tokens a turn; each turn's usage into `out`."""
+async def agent(session: aiohttp.ClientSession, url: str, turns: int, seed: int, out: list[dict], who: int = 0,
+                chars: int = 19000) -> None:
+    """A conversation of ~6K tokens (`chars` of sources in its first message) that grows ~400 tokens a turn; each
+    turn's usage into `out` (`who`: which agent)."""
     messages = [{"role": "system", "content": "You are a coding agent. Read the files and fix the bug.\n" * 4},
-                {"role": "user", "content": "Find why the scheduler drops a request.\n" + tool_text(19000, seed)}]
+                {"role": "user", "content": "Find why the scheduler drops a request.\n" + tool_text(chars, seed)}]
     prev = None
     for turn in range(turns):
         t0 = time.monotonic()
@@ -86,7 +93,7 @@ async def agent(session: aiohttp.ClientSession, url: str, turns: int, seed: int,
             a = await r.json()
         use, tm = a["usage"], a["timings"]
         could = prev["prompt_tokens"] + prev["completion_tokens"] if prev else 0
-        out.append({"turn": turn, "prompt": use["prompt_tokens"], "cached": use["prompt_tokens_details"]["cached_tokens"],
+        out.append({"agent": who, "turn": turn, "prompt": use["prompt_tokens"], "cached": use["prompt_tokens_details"]["cached_tokens"],
                     "could": could, "s": time.monotonic() - t0, "prompt_s": tm["prompt_ms"] / 1000.0,
                     "predict_s": tm["predicted_ms"] / 1000.0})
         prev = use
@@ -149,7 +156,7 @@ async def warm_up(session: aiohttp.ClientSession, url: str, start_line: int, suf
 
 async def phase(url: str, turns: int, with_editor: bool, seed: int,
                 t_max_prompt_ms: int, suffix_lines: int = 64, start_line: int = 200,
-                warm: bool = False) -> tuple[list[dict], list[dict]]:
+                warm: bool = False, agents: int = 1, chars: int = 19000) -> tuple[list[dict], list[dict]]:
     turns_out: list[dict] = []
     completions: list[dict] = []
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
@@ -159,7 +166,8 @@ async def phase(url: str, turns: int, with_editor: bool, seed: int,
         ed = asyncio.create_task(editor(session, url, stop, seed, completions, t_max_prompt_ms,
                                                 suffix_lines, start_line)) \
             if with_editor else None
-        await agent(session, url, turns, seed, turns_out)
+        await asyncio.gather(*(agent(session, url, turns, seed + 1000 * i, turns_out, i, chars)
+                                     for i in range(agents)))
         stop.set()
         if ed is not None:
             await ed
@@ -168,17 +176,18 @@ async def phase(url: str, turns: int, with_editor: bool, seed: int,
 
 def report(name: str, turns: list[dict], completions: list[dict]) -> None:
     print(f"\n== {name}")
-    print("turn  prompt  reused  could  lost     s  prompt_s  predict_s  other_s")
+    print("agent turn  prompt  reused  could  lost     s  prompt_s  predict_s  other_s")
     for t in turns:
         other = t["s"] - t["prompt_s"] - t["predict_s"]
-        print(f"{t['turn']:4d} {t['prompt']:7d} {t['cached']:7d} {t['could']:6d} {max(0, t['could'] - t['cached']):5d} "
+        print(f"{t['agent']:5d} {t['turn']:4d} {t['prompt']:7d} {t['cached']:7d} {t['could']:6d} {max(0, t['could'] - t['cached']):5d} "
               f"{t['s']:5.1f} {t['prompt_s']:9.1f} {t['predict_s']:10.1f} {other:8.1f}")
-    later = turns[1:]
+    later = [t for t in turns if t["turn"] > 0]     # each agent's first turn reads its conversation whole
     n = max(len(later), 1)
-    print(f"agent turns 2..{len(turns)}: mean {sum(t['s'] for t in later) / n:.2f} s (its prompt read "
+    n_turns = max((t["turn"] for t in turns), default=0) + 1
+    print(f"agent turns 2..{n_turns}: mean {sum(t['s'] for t in later) / n:.2f} s (its prompt read "
           f"{sum(t['prompt_s'] for t in later) / n:.2f} s, its answer {sum(t['predict_s'] for t in later) / n:.2f} s)")
     could, got = sum(t["could"] for t in later), sum(min(t["cached"], t["could"]) for t in later)
-    print(f"agent turns 2..{len(turns)}: reused {got} of {could} tokens they could ({100 * got / max(could, 1):.1f}%)")
+    print(f"agent turns 2..{n_turns}: reused {got} of {could} tokens they could ({100 * got / max(could, 1):.1f}%)")
     if completions:
         done = [c for c in completions if "evaluated" in c]
         could = sum(c["could"] for c in done)
@@ -227,6 +236,12 @@ def main() -> None:
                     "each line ended slides its window of 256 lines before the cursor)")
     ap.add_argument("--warm-up", action="store_true", help="the editor reads the file once before the agent starts "
                     "(n_predict 0, no time bound), so the keystrokes measure the steady state")
+    ap.add_argument("--agents", type=int, default=1, help="agents side by side, each its own conversation (four "
+                    "beside the editor fill --batch 4's slots: the agent soak's shape)")
+    ap.add_argument("--agent-chars", type=int, default=19000, help="characters of sources in each agent's first "
+                    "message (19,000: ~6K tokens)")
+    ap.add_argument("--env", action="append", default=[], metavar="VAR=VALUE",
+                    help="an environment variable for the server (repeat it), e.g. STRATA_SLOT_EDITOR_HOLD_S=0")
     ap.add_argument("--layout-at", default=None, help="lay completions' prompts out as at this commit "
                     "(benchmarks/layout_at.py)")
     args = ap.parse_args()
@@ -241,7 +256,8 @@ def main() -> None:
         + (["--cache-reuse", str(args.cache_reuse)] if args.cache_reuse is not None else [])
     url = f"http://127.0.0.1:{args.port}"
     with open(log, "w+") as log_file:
-        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
+        env = {**os.environ, **dict(e.split("=", 1) for e in args.env)}
+        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env)
         proc.log_file = log_file   # server_load.server_log reads it when the server ends before it is ready
         try:
             asyncio.run(wait_ready(url, proc))
@@ -250,7 +266,7 @@ def main() -> None:
                     continue
                 turns, completions = asyncio.run(phase(url, args.turns, with_editor, args.seed + with_editor,
                                                        args.t_max_prompt_ms, args.suffix_lines, args.start_line,
-                                                       args.warm_up))
+                                                       args.warm_up, args.agents, args.agent_chars))
                 could_reuse(model, completions, args.spm_infill, args.layout_at)
                 print(asyncio.run(cache_lines(url)))
                 report(name, turns, completions)
