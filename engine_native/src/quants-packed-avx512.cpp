@@ -325,7 +325,7 @@ packed_matmul_fn simd_packed_matmul_for(int32_t weight_type) {
 
 }  // namespace strata
 
-#else  // no AVX-512 VNNI: the GGUF-layout kernels only
+#elif !defined(STRATA_SIMD_AVX2)  // neither AVX-512 VNNI nor AVX2 (quants-packed-avx2.cpp): the GGUF-layout kernels only
 
 namespace strata {
 packed_matmul_fn simd_packed_matmul_for(int32_t) { return nullptr; }

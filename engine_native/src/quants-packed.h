@@ -1,5 +1,6 @@
 // Row-interleaved ("packed") copies of Q4_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K and IQ4_XS weight
-// matrices and the products over them, for AVX-512 VNNI builds: one 512-bit load gives, in int32 lane r, four quant bytes of row r of a
+// matrices and the products over them, for AVX-512 VNNI builds (AVX2 builds: Q4_1, Q8_0 and IQ4_NL, 8 rows a
+// vector and maddubs for vpdpbusd: quants-packed-avx2.cpp): one 512-bit load gives, in int32 lane r, four quant bytes of row r of a
 // group of 16 rows, so a block's dot products for 16 rows come out of 8 vpdpbusd per token, lane r
 // accumulating row r block after block (no horizontal reduce), the weight unpack shared by up to 8
 // tokens.
@@ -87,7 +88,7 @@ constexpr size_t PACKED_IQ4_XS_BLOCK_BYTES = 2208;
 constexpr size_t PACKED_ACT_IQ4_XS_BLOCK_BYTES = 320, PACKED_ACT_IQ4_XS_D = 288;
 
 // True when this build has packed products for `type` (Q4_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K,
-// IQ4_XS in an AVX-512 VNNI build).
+// IQ4_XS in an AVX-512 VNNI build; Q4_1, Q8_0, IQ4_NL in an AVX2 one).
 bool packed_supported(int32_t type);
 // Bytes of one packed block of 16 rows, and of a whole packed (n_rows, n_cols) matrix.
 size_t packed_block_bytes(int32_t type);

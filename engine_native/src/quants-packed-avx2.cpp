@@ -1,0 +1,199 @@
+// AVX2 products over row-interleaved Q4_1 / Q8_0 / IQ4_NL weights (layout: quants-packed.h), for
+// the CPUs without AVX-512 VNNI (Intel Core consumer chips, AMD Zen 2/3). A tile is one half of a
+// group of 16 rows (8 rows: one 256-bit vector, lane r holding four quant bytes of row r) x nt <= 8
+// tokens: per block the half's quants are loaded (Q4_1 / IQ4_NL: split into nibbles, IQ4_NL's looked
+// up in its signed table by a vpshufb) once; per token, 8 maddubs against the token's four activation
+// bytes broadcast give in int32 lane r the dot of row r's whole block, then one convert and one FMA
+// by (8 row scales x the token's scale), plus for Q4_1 one FMA of the 8 row minimums by the token's
+// block sum. Lane r accumulates row r in block order: no horizontal reduction, and the row scales
+// are applied 8 rows at a time (the GGUF-layout kernels of quants-avx2.cpp do both per row).
+//
+// Integer products (no dpbusd): Q4_1's unsigned nibbles (<= 15) against activations |x| <= 127 give
+// maddubs pair sums <= 3810, so the 8 of a block add in int16 (<= 30480) before one madd to int32.
+// Q8_0 and IQ4_NL are signed (Q8_0 stored + 128: xor 0x80 gives w back), so the sign trick: maddubs
+// of |w| (<= 128) with x carrying w's sign, each (pair sums <= 32512: no room to add two) widened by
+// a madd; the activations' -128 * sum word is not needed. The integer sums are exact, and the float
+// steps are those of quants-packed-avx512.cpp in the same order, so a (token, row) result is the
+// same float as the AVX-512 build's packed product.
+//
+// Every (row, token) goes through the same per-lane instructions whatever nt, the half, the row range
+// or n_tok (quants.h's bitwise rule). Compiled only for an AVX2 build without AVX-512 VNNI (the
+// macros of quants-kernels.h); other types (the K-quants) keep the GGUF-layout kernels there. Not
+// here: packing, activation preparation or argument checks (quants-packed.cpp).
+#include "quants-kernels.h"
+
+#if defined(STRATA_SIMD_AVX2)
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "quants-blocks.h"
+#include "quants-packed.h"
+#include "quants.h"
+
+namespace strata {
+namespace {
+
+constexpr int MAX_NT = 8;                      // tokens per tile (the accumulators past the registers spill)
+constexpr int HALF_ROWS = 8;                   // rows of a tile: one 256-bit vector of int32 / float lanes
+constexpr size_t ACT_TILE_BYTES = 256 * 1024;  // prepared activations kept in L2 across all groups
+// Weights 16 KiB ahead into L2, as the AVX-512 file (its measurements); only the first half's pass
+// prefetches: the second reads the same lines (the other 32 bytes of each 64), by then in L1 / L2.
+constexpr size_t PREFETCH_BYTES = 16384;
+
+enum packed_kind { PACKED_Q4_1, PACKED_Q8_0, PACKED_IQ4_NL };
+
+template <int KIND>
+struct packed_format {
+    static constexpr bool NIBBLES = KIND != PACKED_Q8_0;
+    static constexpr bool HAS_MIN = KIND == PACKED_Q4_1;
+    static constexpr int QV = NIBBLES ? 4 : 8;                             // 64-byte quant vectors a block
+    static constexpr size_t QS = size_t(QV) * 64;                          // quant bytes, then scales
+    static constexpr size_t BLOCK = QS + (HAS_MIN ? 64 : 32);              // + 16 fp16 d (+ 16 fp16 m)
+};
+
+inline __m256i bcast_u32(const uint8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+inline __m256 bcast_f32(const uint8_t* p) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_ps(v);
+}
+inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// (8,) fp16 at p -> floats
+inline __m256 load_f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// Y[t * ys + lane] for t < NT over one half (h: rows 8h..8h+7) of one group: g is its first packed
+// block, x the first token's prepared row; lanes >= keep are not stored.
+template <int KIND, int NT>
+void packed_tile(const uint8_t* g, int64_t nb, int h, const uint8_t* x, size_t xrb, float* y, int64_t ys, int keep,
+                 bool prefetch) {
+    using F = packed_format<KIND>;
+    constexpr bool Q4 = F::NIBBLES, IQ4 = KIND == PACKED_IQ4_NL, SIGNED = KIND != PACKED_Q4_1;
+    __m256 acc[NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    // IQ4_NL: its 16 signed table values, in each 128-bit lane for vpshufb
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(KVALUES_IQ4NL)));
+    const size_t half = size_t(32 * h);   // the half's bytes in each 64-byte quant vector
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = g + size_t(b) * F::BLOCK;
+        if (prefetch) {
+#pragma GCC unroll 9
+            for (size_t o = 0; o < F::BLOCK; o += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + PREFETCH_BYTES + o), _MM_HINT_T1);
+        }
+        __m256i w[8];   // (8, 8) lane r: 4 quants of row 8h + r, elements 4j..4j+3 of the block (Q4_1: unsigned;
+                        // else |w|)
+        __m256i sgn[8];  // Q8_0 / IQ4_NL: the signed quants (their signs go onto the activations)
+        if (Q4) {
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) {
+                const __m256i v = load256(blk + 64 * j + half);
+                w[j] = _mm256_and_si256(v, low4);
+                w[4 + j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+            }
+        } else {
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) w[j] = _mm256_xor_si256(load256(blk + 64 * j + half), _mm256_set1_epi8(char(0x80)));
+        }
+        if (SIGNED) {
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) {
+                sgn[j] = IQ4 ? _mm256_shuffle_epi8(table, w[j]) : w[j];
+                w[j] = _mm256_abs_epi8(sgn[j]);
+            }
+        }
+        const __m256 dw = load_f16x8(blk + F::QS + 16 * h);
+        __m256 mw = _mm256_setzero_ps();
+        if (F::HAS_MIN) mw = load_f16x8(blk + F::QS + 32 + 16 * h);
+        const uint8_t* xb = x + size_t(b) * PACKED_ACT_BLOCK_BYTES;
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+            const uint8_t* a = xb + size_t(t) * xrb;   // qs (32,), float d, float s | int32 corr (unused)
+            __m256i d0;
+            if (SIGNED) {   // each pair sum up to 32512: widened one by one
+                d0 = _mm256_madd_epi16(_mm256_maddubs_epi16(w[0], _mm256_sign_epi8(bcast_u32(a), sgn[0])), ones);
+#pragma GCC unroll 8
+                for (int j = 1; j < 8; ++j) {
+                    const __m256i p = _mm256_maddubs_epi16(w[j], _mm256_sign_epi8(bcast_u32(a + 4 * j), sgn[j]));
+                    d0 = _mm256_add_epi32(d0, _mm256_madd_epi16(p, ones));
+                }
+            } else {        // the block's 8 pair sums add in int16 (<= 30480)
+                __m256i p = _mm256_maddubs_epi16(w[0], bcast_u32(a));
+#pragma GCC unroll 8
+                for (int j = 1; j < 8; ++j) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[j], bcast_u32(a + 4 * j)));
+                d0 = _mm256_madd_epi16(p, ones);
+            }
+            const __m256 dot = _mm256_cvtepi32_ps(d0);
+            acc[t] = _mm256_fmadd_ps(dot, _mm256_mul_ps(dw, bcast_f32(a + 32)), acc[t]);
+            if (F::HAS_MIN) acc[t] = _mm256_fmadd_ps(mw, bcast_f32(a + 36), acc[t]);
+        }
+    }
+    if (keep >= HALF_ROWS) {
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * ys, acc[t]);
+    } else {
+        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(keep), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) _mm256_maskstore_ps(y + t * ys, mask, acc[t]);
+    }
+}
+
+using tile_fn = void (*)(const uint8_t* g, int64_t nb, int h, const uint8_t* x, size_t xrb, float* y, int64_t ys, int keep,
+                         bool prefetch);
+using tile_table = std::array<tile_fn, MAX_NT>;
+
+template <packed_kind K, size_t... I>
+constexpr tile_table make_tiles(std::index_sequence<I...>) {
+    return {{&packed_tile<K, int(I) + 1>...}};
+}
+
+// The groups of rows [r0, r1) x n_tok tokens, in token tiles whose prepared activations fit ACT_TILE_BYTES
+// (each group's weights stream once a token tile), each group a half at a time, tiles of up to MAX_NT tokens.
+template <packed_kind K>
+void packed_matmul(const uint8_t* packed, int64_t nb, const uint8_t* xp, size_t xrb, int64_t n_tok, float* y, int64_t ys,
+                   int64_t r0, int64_t r1) {
+    static constexpr tile_table tiles = make_tiles<K>(std::make_index_sequence<MAX_NT>());
+    const size_t group_bytes = size_t(nb) * packed_format<K>::BLOCK;
+    const int64_t g0 = r0 / PACK_ROWS, g1 = (r1 + PACK_ROWS - 1) / PACK_ROWS;
+    const int64_t row_bytes = nb * int64_t(PACKED_ACT_BLOCK_BYTES);
+    const int64_t tok_tile = std::max<int64_t>(MAX_NT, int64_t(ACT_TILE_BYTES) / row_bytes / MAX_NT * MAX_NT);
+    for (int64_t tb = 0; tb < n_tok; tb += tok_tile) {
+        const int64_t te = std::min(n_tok, tb + tok_tile);
+        for (int64_t g = g0; g < g1; ++g) {
+            for (int h = 0; h < 2; ++h) {
+                const int64_t left = r1 - g * PACK_ROWS - HALF_ROWS * h;   // rows of this half to store
+                if (left <= 0) break;
+                for (int64_t t = tb; t < te; t += MAX_NT) {
+                    const int64_t nt = std::min<int64_t>(MAX_NT, te - t);
+                    tiles[size_t(nt - 1)](packed + size_t(g) * group_bytes, nb, h, xp + size_t(t) * xrb, xrb,
+                                          y + t * ys + g * PACK_ROWS + HALF_ROWS * h, ys, int(std::min<int64_t>(left, HALF_ROWS)),
+                                          h == 0 && t == tb);
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+
+packed_matmul_fn simd_packed_matmul_for(int32_t weight_type) {
+    switch (weight_type) {
+        case TYPE_Q4_1: return packed_matmul<PACKED_Q4_1>;
+        case TYPE_Q8_0: return packed_matmul<PACKED_Q8_0>;
+        case TYPE_IQ4_NL: return packed_matmul<PACKED_IQ4_NL>;
+        default: return nullptr;   // the K-quants: the GGUF-layout kernels of quants-avx2.cpp
+    }
+}
+
+}  // namespace strata
+
+#endif  // STRATA_SIMD_AVX2
