@@ -17,8 +17,11 @@ Rules (cfg: slot_policy.PolicyConfig's editor_hold_s and editor_main):
   conversation and gave an agent's slot up for it. Where that context is busy (the keystroke before, its client
   gone, ends at the next step) the completion waits for it (`editor_busy`): taking an idle slot instead gave an
   agent's history between two turns up to the cache for a keystroke that read nothing (fim_beside_agent.py
-  --agents 4: 7 of 7 such placements, each agent's next turn restoring its history from RAM). Else, with a slot idle, the slot policy's choice (seed 000's
-  place(), or the learned one); else main when idle and editor_main (`editor_main`); else it waits (`all_busy`).
+  --agents 4: 7 of 7 such placements, each agent's next turn restoring its history from RAM). Else a blank slot
+  (the slot policy takes it first); else main where it is idle and holds nothing worth keeping (blank, or a
+  completion's history: `editor_main`); else, with a slot
+  idle, the slot policy's choice (seed 000's place(), or the learned one); else main when idle (`editor_main`,
+  its conversation parked as for any request displacing it); else it waits (`all_busy`).
 - An agent's request, within editor_hold_s of the editor's last completion, does not take the context holding
   the editor's latest completion while another slot is idle: that slot is shown to place() as busy. The only
   idle slot is taken as before (seed 000: no wait).
@@ -72,6 +75,15 @@ def place_completion(slots: Sequence[SlotView], main: SlotView | None, cfg: Poli
         if t.busy:
             return Decision(None, "editor_busy")
         return Decision(t.slot, "editor_file", t.common, None, t.group, max(t.n_tokens - t.common, 0), 0.0)
+    # no context holds its file (its first read; or it was given up): main where that loses nothing, before an
+    # idle slot, which is an agent's between its turns more often than not (fim_beside_agent.py --agents 4: a
+    # keystroke with nothing of its file read yet took one, read nothing in its 500 ms and sent the agent's
+    # history to the cache); a solo agent's conversation in main is not displaced while a slot is idle
+    if any(not s.busy and (s.blank or s.n_tokens <= 0) for s in slots):
+        return None       # a blank slot loses nothing either: the slot policy takes it first
+    free_main = main is not None and not main.busy and (main.blank or main.n_tokens <= 0 or main.completion)
+    if free_main:
+        return Decision(main.slot, "editor_main", main.common, None, main.group, 0, 0.0)
     if any(not s.busy for s in slots):
         return None
     if main is not None and not main.busy:

@@ -62,7 +62,22 @@ def test_the_context_holding_the_most_of_its_file_wins():
 
 def test_an_agents_history_sharing_its_start_is_not_its_file():
     slots = [slot(1, 6_000, common=40, age=100.0), slot(2)]
-    assert place_completion(slots, main_ctx(), CFG) is None      # the slot policy's choice (slot 2 is blank)
+    solo = main_ctx(9_000, common=40, age=5.0)                   # a solo agent's conversation in main
+    assert place_completion(slots, solo, CFG) is None            # the slot policy's choice (slot 2 is blank)
+
+
+def test_with_nothing_of_its_file_held_a_completion_takes_main_losing_nothing_before_an_agents_slot():
+    agents = [slot(1, 6_000, age=1.0), slot(2, 7_000, busy=True)]         # agent 1 between two turns
+    d = place_completion(agents, main_ctx(), CFG)                          # main blank
+    assert (d.slot, d.reason, d.lost_tokens) == (0, "editor_main", 0)
+    old = dataclasses.replace(main_ctx(3_400, common=30, age=5.0), completion=True)   # another file's, or cut short
+    assert place_completion(agents, old, CFG).slot == 0
+    assert pick_slot(agents, completion(), NOW, OFF).slot == 1             # before: the agent's slot
+    # a solo agent's conversation in main is not displaced while a slot is idle: the slot policy's choice
+    assert place_completion(agents, main_ctx(9_000, age=5.0), CFG) is None
+    # a blank slot loses nothing either, and goes first (a completion alone on a fresh server: a slot, as before)
+    assert place_completion([*agents, slot(3)], main_ctx(), CFG) is None
+    assert pick_slot([*agents, slot(3)], completion(), NOW, CFG).slot == 3
 
 
 def test_with_no_slot_idle_a_completion_runs_in_main_instead_of_waiting():
