@@ -142,7 +142,7 @@ class Audit:
         by_id = {s.id: s for s in slots}
         chosen, reason = seen["slot"], seen["reason"]
         self.counts[f"place:{reason}"] += 1
-        if reason in ("editor_file", "editor_main"):   # a code completion's own class (server/editor_place.py), not
+        if reason in ("editor_file", "editor_main", "editor_held_main"):   # a code completion's own class (server/editor_place.py), not
             return                                     # seed 000's; tests/policy/test_editor_place.py checks it
         idle = [s for s in slots if not s.busy]
         if chosen is None:

@@ -118,7 +118,8 @@ def choose_context(sched: Scheduler, job: Job, alone: bool) -> int | None:
     decision = placer.pick(job.prompt, now, job.id, job.completion, now - sched._completion_at)
     if decision.slot is None:
         return None
-    if decision.slot == MAIN:     # a code completion with no slot idle, or going on from its file there (editor_place)
+    if decision.slot == MAIN:     # a code completion (no slot idle, or its file there), or an agent kept off the
+                                  # editor's slot (editor_place)
         parking.displace_main(sched, job)
         table.main.busy_job = job.id
         return MAIN

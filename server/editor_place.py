@@ -23,8 +23,9 @@ Rules (cfg: slot_policy.PolicyConfig's editor_hold_s and editor_main):
   idle, the slot policy's choice (seed 000's place(), or the learned one); else main when idle (`editor_main`,
   its conversation parked as for any request displacing it); else it waits (`all_busy`).
 - An agent's request, within editor_hold_s of the editor's last completion, does not take the context holding
-  the editor's latest completion while another slot is idle: that slot is shown to place() as busy. The only
-  idle slot is taken as before (seed 000: no wait).
+  the editor's latest completion while another slot is idle: that slot is shown to place() as busy. Where it is
+  the only idle slot the agent runs in main when main is idle and blank (`editor_held_main`), else takes it as
+  before (seed 000: no wait).
 
 Pure: frozen views in, a Decision with a reason out; no clock (`editor_age_s` comes in the request).
 Not here: the views (placement.py), main's parking before a completion takes it (context_choice.py, parking.py).
@@ -60,6 +61,23 @@ def hold_for_editor(slots: Sequence[SlotView], request: RequestView, cfg: Policy
     if held is None or held.busy or not any(not s.busy and s.slot != held.slot for s in out):
         return out
     return [dataclasses.replace(s, busy=True) if s.slot == held.slot else s for s in out]
+
+
+def agent_to_main(slots: Sequence[SlotView], main: SlotView | None, request: RequestView,
+                  cfg: PolicyConfig) -> Decision | None:
+    """An agent's request while the editor is active whose only idle slot is the editor's: main instead, where main
+    is idle and blank (it loses nothing there; seed 000's no wait kept). None: the slot policy decides as usual.
+    Four agents arriving together beside an editor (fim_beside_agent.py --agents 4) took the blank slots and the
+    fourth the editor's, with main blank beside it: the file the editor had read (~3,400 tokens) was lost."""
+    if request.completion or not editor_active(request, cfg) or main is None or main.busy:
+        return None
+    if not (main.blank or main.n_tokens <= 0):
+        return None
+    held = editor_slot(slots)
+    idle = [s for s in slots if not s.busy]
+    if held is None or held.busy or [s.slot for s in idle] != [held.slot]:
+        return None
+    return Decision(main.slot, "editor_held_main", 0, None, main.group, 0, 0.0)
 
 
 def place_completion(slots: Sequence[SlotView], main: SlotView | None, cfg: PolicyConfig) -> Decision | None:

@@ -89,6 +89,14 @@ class Placer:
                     self.learn(d.slot, prompt, now)
                 self.record(job_id, d.slot, d.group, d.reason, d.reused, d.source_slot, lost=d.lost_tokens)
             return d
+        if not completion:
+            d = editor_place.agent_to_main(views, self.main_view(prompt), request, self.cfg)
+            if d is not None:     # the editor's slot was the only idle one: main, blank, instead
+                self.log_seen(job_id, "place", now, prompt, views, d.slot, d.reason)
+                if self.cfg.learn.enabled:
+                    self.learn(d.slot, prompt, now)
+                self.record(job_id, d.slot, d.group, d.reason, d.reused, d.source_slot)
+                return d
         views = editor_place.hold_for_editor(views, request, self.cfg)
         if self.cfg.learn.enabled:
             d = slot_returns.pick_slot_learned(views, request, now, self.cfg, self.returns, self.group_load())

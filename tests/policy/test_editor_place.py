@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from strata.server.editor_place import editor_slot, hold_for_editor, place_completion
+from strata.server.editor_place import agent_to_main, editor_slot, hold_for_editor, place_completion
 from strata.server.slot_policy import PolicyConfig, RequestView, pick_slot
 
 from .factories import slot
@@ -115,6 +115,21 @@ def test_the_editors_slot_is_taken_when_it_is_the_only_idle_one():
     slots = [ed(1, 3_500, age=0.5), slot(2, 8_000, busy=True)]
     assert hold_for_editor(slots, agent(), CFG) == slots
     assert pick_slot(hold_for_editor(slots, agent(), CFG), agent(), NOW, CFG).slot == 1
+
+
+def test_an_agent_whose_only_idle_slot_is_the_editors_runs_in_a_blank_main():
+    # four agents arriving together beside the editor: three took the blank slots, the fourth the editor's
+    slots = [ed(1, 3_400, age=0.3), slot(2, 1_700, busy=True), slot(3, 1_700, busy=True), slot(4, 1_700, busy=True)]
+    d = agent_to_main(slots, main_ctx(), agent(), CFG)
+    assert (d.slot, d.reason, d.lost_tokens) == (0, "editor_held_main", 0)
+    assert pick_slot(slots, agent(), NOW, OFF).slot == 1                       # before: the editor's slot
+    assert agent_to_main(slots, main_ctx(), agent(), OFF) is None              # the hold off
+    assert agent_to_main(slots, main_ctx(), agent(age_s=5.0), CFG) is None     # the editor gone
+    assert agent_to_main(slots, main_ctx(9_000, age=5.0), agent(), CFG) is None   # main holds a conversation
+    assert agent_to_main(slots, main_ctx(busy=True), agent(), CFG) is None
+    assert agent_to_main(slots, main_ctx(), completion(), CFG) is None
+    two = [*slots[:3], slot(4, 1_700, age=1.0)]                                # another slot idle: the hold's
+    assert agent_to_main(two, main_ctx(), agent(), CFG) is None
 
 
 def test_the_hold_ends_with_the_editor_and_spares_older_completions():
