@@ -10,7 +10,11 @@ and the long prompt's time to first token; the arms alternate round by round on 
 once each (only one reads at a time), so load changes hit both alike. Ratios are new / old of the medians.
 
     .venv/bin/python benchmarks/side_beside_long.py [--rounds 3] [--long-tokens 7000] [--threads 2]
-        [--arm 'old=--prompt-order round-robin --solo-slice-ms 0'] [--arm 'new='] [--sides N]
+        [--arm 'old=--prompt-order round-robin --solo-slice-ms 0'] [--arm 'new='] [--sides N] [--side-tokens N]
+
+--side-tokens N: each side request writes exactly N tokens (ignore_eos; a summary's 40 rather than a title's 12),
+and its decode rate beside the long prompt is printed ((N - 1) tokens over its time after the first). --sides 0:
+the long prompt read alone (what the solo slices cost its read).
 
 Each --arm is NAME=EXTRA SERVE ARGUMENTS (split on spaces); the default compares the scheduling before
 2026-12-06 (--prompt-order round-robin --solo-slice-ms 0) with the default. Ratios: each arm against the first.
@@ -42,11 +46,12 @@ def long_text(n_tokens: int, seed: int) -> str:
                      f"slot.read({i})" for i in range(n_tokens // 38))
 
 
-async def stream(s: aiohttp.ClientSession, url: str, messages: list[dict], max_tokens: int) -> dict:
+async def stream(s: aiohttp.ClientSession, url: str, messages: list[dict], max_tokens: int,
+                 exact: bool = False) -> dict:
     t0 = time.monotonic()
     first, timings, usage = None, None, None
     body = {"model": "strata", "messages": messages, "max_tokens": max_tokens, "stream": True,
-            "stream_options": {"include_usage": True}, "temperature": 0}
+            "stream_options": {"include_usage": True}, "temperature": 0, **({"ignore_eos": True} if exact else {})}
     async with s.post(url + "/v1/chat/completions", json=body) as r:
         if r.status != 200:
             raise RuntimeError(f"{r.status}: {await r.text()}")
@@ -66,7 +71,7 @@ async def stream(s: aiohttp.ClientSession, url: str, messages: list[dict], max_t
             "timings": timings, "usage": usage}
 
 
-async def one_round(url: str, long_tokens: int, seed: int, max_sides: int) -> dict:
+async def one_round(url: str, long_tokens: int, seed: int, max_sides: int, side_tokens: int | None) -> dict:
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=900)) as s:
         long_msgs = [{"role": "system", "content": "You are a coding agent."},
                      {"role": "user", "content": "Read this file and say what handler_3 does.\n" +
@@ -77,7 +82,8 @@ async def one_round(url: str, long_tokens: int, seed: int, max_sides: int) -> di
         i = 0
         while not long_task.done() and i < max_sides:
             side = await stream(s, url, [{"role": "user", "content":
-                                          f"Give a 3-word title for: fixing bug {seed}-{i} in the cache"}], 12)
+                                          f"Give a 3-word title for: fixing bug {seed}-{i} in the cache"}],
+                                side_tokens or 12, exact=side_tokens is not None)
             sides.append(side)
             i += 1
             await asyncio.sleep(0.3)
@@ -99,6 +105,16 @@ def med(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
+def ratio(b: float, a: float) -> str:
+    return f"{b / a:.2f}x" if a and a == a and b == b else "n/a"
+
+
+def decode_rate(side: dict) -> float | None:
+    """Tokens/s of a side request after its first token (None: it wrote one token or none)."""
+    n = (side.get("usage") or {}).get("completion_tokens", 0)
+    return (n - 1) / (side["total"] - side["ttft"]) if n > 1 and side["total"] > side["ttft"] else None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -107,6 +123,8 @@ def main() -> None:
     ap.add_argument("--model", default=None)
     ap.add_argument("--sides", type=int, default=1_000_000, help="side requests a round sends at most (1: the long "
                     "prompt's read after one side request, nearly alone: what the solo slices cost it)")
+    ap.add_argument("--side-tokens", type=int, default=None, help="each side request writes exactly this many tokens "
+                    "(ignore_eos); unset: a title's 12 at most")
     ap.add_argument("--logs", default="/tmp")
     ap.add_argument("--arm", action="append", default=None, help="NAME=EXTRA SERVE ARGUMENTS")
     args = ap.parse_args()
@@ -122,7 +140,7 @@ def main() -> None:
             order = arms if rnd % 2 == 0 else arms[::-1]    # ABC CBA ABC: each arm as often early as late
             for name, _ in order:
                 r = asyncio.run(one_round(procs[name][1], args.long_tokens, 1000 * rnd + len(results[name]),
-                                         args.sides))
+                                         args.sides, args.side_tokens))
                 results[name].append(r)
                 lt = r["long"]
                 print(f"{time.strftime('%H:%M:%S', time.gmtime())} round {rnd} {name}: long "
@@ -133,17 +151,23 @@ def main() -> None:
         for name, _ in arms:
             sides = [x for r in results[name] for x in r["sides"]]
             summary[name] = {"side_ttft": med([x["ttft"] for x in sides]), "side_total": med([x["total"] for x in sides]),
-                             "side_ttft_max": max(x["ttft"] for x in sides), "side_total_max": max(x["total"] for x in sides),
+                             "side_ttft_max": max((x["ttft"] for x in sides), default=float("nan")),
+                             "side_total_max": max((x["total"] for x in sides), default=float("nan")),
+                             "side_tps": med([decode_rate(x) for x in sides if decode_rate(x) is not None]),
                              "long_ttft": med([r["long"]["ttft"] for r in results[name]]), "n_sides": len(sides)}
             print(f"{name}: {summary[name]['n_sides']} side requests, first token median {summary[name]['side_ttft']:.2f} "
                   f"s (max {summary[name]['side_ttft_max']:.2f}), total median {summary[name]['side_total']:.2f} s "
-                  f"(max {summary[name]['side_total_max']:.2f}); the long prompt's first token median "
-                  f"{summary[name]['long_ttft']:.2f} s")
+                  f"(max {summary[name]['side_total_max']:.2f}), decode {summary[name]['side_tps']:.1f} tokens/s "
+                  f"median; the long prompt's first token median {summary[name]['long_ttft']:.2f} s, per round " +
+                  ", ".join(f"{r['long']['ttft']:.2f}" for r in results[name]))
         a = arms[0][0]
         for b, _ in arms[1:]:
-            print(f"{b} / {a}: side first token {summary[b]['side_ttft'] / summary[a]['side_ttft']:.2f}x, side total "
-                  f"{summary[b]['side_total'] / summary[a]['side_total']:.2f}x, long prompt's first token "
-                  f"{summary[b]['long_ttft'] / summary[a]['long_ttft']:.2f}x")
+            print(f"{b} / {a}: side first token {ratio(summary[b]['side_ttft'], summary[a]['side_ttft'])}, side total "
+                  f"{ratio(summary[b]['side_total'], summary[a]['side_total'])}, side decode rate "
+                  f"{ratio(summary[b]['side_tps'], summary[a]['side_tps'])}, long prompt's first token "
+                  f"{ratio(summary[b]['long_ttft'], summary[a]['long_ttft'])}; per round " +
+                  ", ".join(f"{rb['long']['ttft'] / ra['long']['ttft']:.2f}"
+                            for ra, rb in zip(results[a], results[b], strict=True)))
     finally:
         for proc, _ in procs.values():
             proc.terminate()
