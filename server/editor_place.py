@@ -24,8 +24,8 @@ Rules (cfg: slot_policy.PolicyConfig's editor_hold_s and editor_main):
   its conversation parked as for any request displacing it); else it waits (`all_busy`).
 - An agent's request, within editor_hold_s of the editor's last completion, does not take the context holding
   the editor's latest completion while another slot is idle: that slot is shown to place() as busy. Where it is
-  the only idle slot the agent runs in main when main is idle and blank (`editor_held_main`), else takes it as
-  before (seed 000: no wait).
+  the only idle slot the agent runs in main when main is idle and blank or holds its own conversation
+  (`editor_held_main`), else takes it as before (seed 000: no wait).
 
 Pure: frozen views in, a Decision with a reason out; no clock (`editor_age_s` comes in the request).
 Not here: the views (placement.py), main's parking before a completion takes it (context_choice.py, parking.py).
@@ -36,7 +36,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from strata.server.slot_policy import Decision, PolicyConfig, RequestView, SlotView
+from strata.server.slot_policy import (
+    Decision,
+    PolicyConfig,
+    RequestView,
+    SlotView,
+    holds_own_prefix,
+    near_match_tolerance,
+)
 
 
 def editor_active(request: RequestView, cfg: PolicyConfig) -> bool:
@@ -66,12 +73,14 @@ def hold_for_editor(slots: Sequence[SlotView], request: RequestView, cfg: Policy
 def agent_to_main(slots: Sequence[SlotView], main: SlotView | None, request: RequestView,
                   cfg: PolicyConfig) -> Decision | None:
     """An agent's request while the editor is active whose only idle slot is the editor's: main instead, where main
-    is idle and blank (it loses nothing there; seed 000's no wait kept). None: the slot policy decides as usual.
-    Four agents arriving together beside an editor (fim_beside_agent.py --agents 4) took the blank slots and the
-    fourth the editor's, with main blank beside it: the file the editor had read (~3,400 tokens) was lost."""
+    is idle and blank or holds the agent's own conversation (it loses nothing there; seed 000's no wait kept). None:
+    the slot policy decides as usual. Four agents arriving together beside an editor (fim_beside_agent.py --agents
+    4) took the blank slots and the fourth the editor's, with main blank beside it: the file the editor had read
+    (~3,400 tokens) was lost; with main given to the fourth, its next turn took the editor's slot the same way."""
     if request.completion or not editor_active(request, cfg) or main is None or main.busy:
         return None
-    if not (main.blank or main.n_tokens <= 0):
+    tol = near_match_tolerance(main.common, request.prompt_rate_tps, cfg)
+    if not (main.blank or main.n_tokens <= 0 or holds_own_prefix(main, tol, cfg)):
         return None
     held = editor_slot(slots)
     idle = [s for s in slots if not s.busy]

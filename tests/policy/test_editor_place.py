@@ -126,6 +126,9 @@ def test_an_agent_whose_only_idle_slot_is_the_editors_runs_in_a_blank_main():
     assert agent_to_main(slots, main_ctx(), agent(), OFF) is None              # the hold off
     assert agent_to_main(slots, main_ctx(), agent(age_s=5.0), CFG) is None     # the editor gone
     assert agent_to_main(slots, main_ctx(9_000, age=5.0), agent(), CFG) is None   # main holds a conversation
+    own = main_ctx(1_700, common=1_700, age=1.0)                               # ... its own: it goes on there
+    assert agent_to_main(slots, own, agent(2_100), CFG).reason == "editor_held_main"
+    assert pick_slot(slots, agent(2_100), NOW, OFF).slot == 1                  # before: the editor's slot
     assert agent_to_main(slots, main_ctx(busy=True), agent(), CFG) is None
     assert agent_to_main(slots, main_ctx(), completion(), CFG) is None
     two = [*slots[:3], slot(4, 1_700, age=1.0)]                                # another slot idle: the hold's
