@@ -1,6 +1,7 @@
 """An editor's context beside agents (server/editor_place.py), on a live server: an agent does not take the slot
 holding the active editor's file while another slot is idle, and a completion that finds every slot busy runs in
-main instead of waiting for an agent's turn to end. Before, an agent arriving between two keystrokes took the
+main instead of waiting for an agent's turn to end; and an agent whose only idle slot is the editor's goes on in main
+where main holds its own conversation. Before, an agent arriving between two keystrokes took the
 editor's slot (seed 000's least loss: its history is the shortest) and the next keystroke read the file again;
 and with the agents in every slot each keystroke queued past the editor's time-out while main stood idle
 (fim_beside_agent.py --agents 4: 1-63 s in the queue, 'no context').
@@ -108,5 +109,37 @@ def test_a_completion_runs_in_main_when_every_slot_is_busy(server):
         assert sched.table.main.completion
         nxt = placed(s, infill(s, "y = x."))                  # the next keystroke goes on from main
         assert (nxt["slot"], nxt["reason"]) == ("main", "editor_file"), nxt
+        for e in done:
+            assert e.wait(120)
+
+
+@pytest.fixture(scope="module")
+def fresh_server(fim_coder):
+    with LiveServer(model=str(fim_coder), ctx=4096, batch=4, slot_ctx=2048, threads=1, env=ENV) as s:
+        yield s
+
+
+def test_an_agent_whose_only_idle_slot_is_the_editors_goes_on_in_main(fresh_server):
+    s = fresh_server
+    sched = s.state.scheduler
+    done = [threading.Event() for _ in range(3)]
+
+    def agent(i: int) -> None:
+        chat(s, words(20 + i, 20), max_tokens=400, ignore_eos=True)
+        done[i].set()
+
+    with _SlowTokens(s.state.engine):
+        with streaming_in_main(s, words(0, 60)):               # an agent's turn in main, its client leaving below
+            editor = placed(s, infill(s, "y = "))["slot"]      # beside it: a blank slot
+            for i in range(3):                                 # three agents in the other slots, still running
+                threading.Thread(target=agent, args=(i,), daemon=True).start()
+            _wait_for(lambda: all(c.busy_job is not None for c in sched.table.slots if c.id != editor),
+                      "the agents in the other slots")
+        # its turn asked again beside them: main holds its own conversation, the editor's slot is the only idle one
+        where = placed(s, chat(s, words(0, 60)))
+        assert not any(e.is_set() for e in done)
+        assert (where["slot"], where["reason"]) == ("main", "editor_held_main"), where   # before: the editor's slot
+        nxt = placed(s, infill(s, "y = s"))
+        assert (nxt["slot"], nxt["reason"]) == (editor, "editor_file"), nxt
         for e in done:
             assert e.wait(120)
