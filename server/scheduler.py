@@ -26,6 +26,7 @@ import threading
 import time
 from typing import Any
 
+from strata.engine import EngineInterrupted
 from strata.server import (
     context_choice,
     decode_share,
@@ -142,6 +143,10 @@ class Scheduler:
         with self._cv:
             self._stopping = True
             self._cv.notify_all()
+        # the step under way is not waited for: its forward is given up at its next layer, none of its tokens added,
+        # every context holding what it held before it (a 512-token piece at a 14K-token history held a stop 10.5 s
+        # on two loaded cores: benchmarks/stop_phases.py). Calls (a session save writing) compute nothing: waited for
+        self._interrupt_engine(True)
         if self._thread is not None and self._gave_up:   # the second stop at shutdown: not a second wait
             self._thread.join(0)
             if self._thread.is_alive():
@@ -167,7 +172,13 @@ class Scheduler:
                     return          # still inside an engine call: leave the contexts alone
                 save = getattr(self.cache, "saving", None) if in_call else None   # how far, when it is a save
                 log.info("%s", stop_progress.step_line(tokens, waited, in_call, save))
+        self._interrupt_engine(False)   # the worker has ended: the engine computes again for whoever holds it next
         self._park_live_histories()
+
+    def _interrupt_engine(self, on: bool) -> None:
+        interrupt = getattr(self.engine, "interrupt", None)   # a test's stand-in engine may have none
+        if interrupt is not None:
+            interrupt(on)
 
     def _park_live_histories(self) -> None:
         """At a clean stop, the histories still in the engine's contexts (the solo conversation in main,
@@ -297,6 +308,10 @@ class Scheduler:
                     self._assign()
                 if not self._stopping:     # nor any step once it came: not a prompt piece after a restore it ended
                     self._step()
+            except EngineInterrupted:
+                # the stop interrupted the step under way (stop: _interrupt_engine): none of its tokens were added and
+                # the table was not told of them, so every context holds the history it held before that step, kept
+                break
             except Exception as e:  # a bug or an engine failure: fail the running rows, keep serving
                 log.exception("scheduler step failed")
                 self.last_error = str(e)
@@ -610,6 +625,8 @@ class Scheduler:
         self._reading = len(part)
         try:
             self.engine.prefill(ctx, part, chunk=self.chunk)
+        except EngineInterrupted:   # by the stop (none of the piece read): its caller is told so, as a refused call is
+            raise _stopping_error() from None
         finally:
             self._reading = 0
             self._pieces_read += 1

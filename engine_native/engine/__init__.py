@@ -21,6 +21,7 @@ build_info = _engine.build_info
 GGUFError = _engine.GGUFError
 GGUFTensor = _engine.GGUFTensor
 EngineError = _engine.EngineError
+EngineInterrupted = _engine.EngineInterrupted   # an EngineError: a forward given up by Engine.interrupt
 ModelError = _engine.ModelError
 
 KV_TYPES = ("f16", "q8_0", "f32")  # f32: a precision reference for tests
@@ -171,6 +172,16 @@ class Engine:
         return self._native.has_logits(ctx)
 
     # ---- compute
+
+    def interrupt(self, on: bool = True) -> None:
+        """While on, every compute call (prefill, decode, step, extend, splice's reads; one under way included, at
+        its next layer) raises EngineInterrupted, adding none of its tokens. Any thread: it is what a server's stop
+        calls while the worker's prompt piece runs, instead of waiting for the piece (seconds at a deep history)."""
+        self._native.interrupt(bool(on))
+
+    @property
+    def interrupted(self) -> bool:
+        return bool(self._native.interrupted)
 
     def prefill(self, ctx: int, tokens: Sequence[int], *, chunk: int = 512) -> None:
         self._native.prefill(ctx, _tokens(tokens), _positive_int("chunk", chunk))
@@ -425,5 +436,5 @@ def _check_vocabulary_fits(gguf: GGUFFile, path: str) -> None:
                          f"{embd.shape[1]} rows of token_embd.weight (the model has no embedding for the rest)")
 
 
-__all__ = ["Engine", "EngineError", "GGUFError", "GGUFFile", "GGUFTensor", "ModelError", "build_info",
+__all__ = ["Engine", "EngineError", "EngineInterrupted", "GGUFError", "GGUFFile", "GGUFTensor", "ModelError", "build_info",
            "check_model", "model_identity"]

@@ -39,7 +39,9 @@ void flatten_pieces(const std::vector<py::object>& pieces, std::vector<int32_t>&
 }  // namespace
 
 void register_engine_bindings(py::module_& m) {
-    py::register_exception<engine_error>(m, "EngineError", PyExc_ValueError);
+    auto& engine_error_type = py::register_exception<engine_error>(m, "EngineError", PyExc_ValueError);
+    // registered after EngineError, so tried first: a subclass of it
+    py::register_exception<engine_interrupted>(m, "EngineInterrupted", engine_error_type.ptr());
     py::register_exception<model_error>(m, "ModelError", PyExc_ValueError);
     // Whether this engine can run the file: the model is read (memory-mapped; architecture, shapes and
     // tensor types checked) but nothing is allocated or computed. ModelError / GGUFError otherwise.
@@ -161,6 +163,8 @@ void register_engine_bindings(py::module_& m) {
                  py::gil_scoped_release nogil;
                  return e.context_has_logits(c);
              })
+        .def("interrupt", &engine::interrupt, py::arg("on"))   // atomic, no lock: called while a forward runs
+        .def_property_readonly("interrupted", &engine::interrupted)
         .def("prefill",
              [](engine& e, int c, const py::object& tokens, int64_t chunk) {
                  std::vector<int32_t> t = token_vector(tokens);

@@ -265,14 +265,19 @@ void engine::prefill(int ctx_id, const int32_t* tokens, int64_t n_tokens, int64_
     chunk = std::min(chunk, max_rows_);   // results do not depend on chunking (bitwise rule)
     std::vector<batch_row> rows;
     c.has_logits = false;
-    for (int64_t b = 0; b < n_tokens; b += chunk) {
-        int64_t e = std::min(n_tokens, b + chunk);
-        rows.clear();
-        for (int64_t i = b; i < e; i++) {
-            rows.push_back({&c, tokens[i], n0 + i, i == n_tokens - 1 ? c.logits : nullptr});
+    try {
+        for (int64_t b = 0; b < n_tokens; b += chunk) {
+            int64_t e = std::min(n_tokens, b + chunk);
+            rows.clear();
+            for (int64_t i = b; i < e; i++) {
+                rows.push_back({&c, tokens[i], n0 + i, i == n_tokens - 1 ? c.logits : nullptr});
+            }
+            forward(rows.data(), int64_t(rows.size()));
+            c.tokens.insert(c.tokens.end(), tokens + b, tokens + e);
         }
-        forward(rows.data(), int64_t(rows.size()));
-        c.tokens.insert(c.tokens.end(), tokens + b, tokens + e);
+    } catch (const engine_interrupted&) {
+        c.tokens.resize(size_t(n0));   // none of the call's tokens, its earlier chunks' neither: as its caller knows it
+        throw;
     }
     c.has_logits = true;
 }

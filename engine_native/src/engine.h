@@ -6,6 +6,7 @@
 // Bitwise rule: a row's result never depends on the batch or on prefill chunking.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <initializer_list>
 #include <mutex>
@@ -25,6 +26,14 @@ namespace strata {
 class engine_error : public std::runtime_error {
   public:
     using std::runtime_error::runtime_error;
+};
+
+// A forward given up between two layers because interrupt(true) was called (a server's stop: it does not wait
+// for a prompt piece under way, 10 s at a deep history on two loaded cores). The call adds none of its tokens: the
+// contexts hold what they held before it (their KV past that is unused, as after truncate).
+class engine_interrupted : public engine_error {
+  public:
+    using engine_error::engine_error;
 };
 
 struct engine_params {
@@ -86,6 +95,11 @@ class engine {
     std::vector<int32_t> context_tokens(int ctx_id);
     int64_t context_len(int ctx_id);
     bool context_has_logits(int ctx_id);
+
+    // While on, every forward (one under way included, at its next layer) throws engine_interrupted. Any thread,
+    // without the engine's lock (that is what it interrupts); off again, computing goes on as before.
+    void interrupt(bool on) { interrupted_.store(on, std::memory_order_relaxed); }
+    bool interrupted() const { return interrupted_.load(std::memory_order_relaxed); }
 
     // Each of these locks the engine (one compute at a time) and may run on the thread pool.
     void prefill(int ctx_id, const int32_t* tokens, int64_t n_tokens, int64_t chunk);
@@ -217,6 +231,7 @@ class engine {
     std::unique_ptr<thread_pool> pool_;
     std::vector<context> contexts_;
     std::mutex mutex_;
+    std::atomic<bool> interrupted_{false};   // interrupt(): read between a forward's layers
 
     // scratch (from the arena), sized for max_rows = max(max_chunk, n_contexts) rows
     int64_t max_rows_ = 0;

@@ -386,6 +386,13 @@ void engine::forward(const batch_row* rows, int64_t n) {
     }
 
     for (int64_t il = 0; il < h.n_layer; il++) {
+        // between layers: no row's token is added yet (the callers add them after the forward), so an
+        // interrupted forward leaves every context as it was
+        if (interrupted_.load(std::memory_order_relaxed)) {
+            throw engine_interrupted("interrupted at layer " + std::to_string(il) + " of " +
+                                     std::to_string(h.n_layer) + ": none of the forward's " + std::to_string(n) +
+                                     " tokens were added");
+        }
         const layer_weights& L = m.layers[size_t(il)];
 
         pool_->parallel_range(n, 1, k_rows_per_chunk, [&](int64_t b, int64_t e, int) {

@@ -1,8 +1,10 @@
 """A stop during a long prompt piece (a big model on the CPU reads 2,048 tokens in about a minute) waits for
-the piece as long as the measured prefill rate says, saying so every few seconds (the app ends a server that
-says nothing of its stop for 15 s, and the conversations then in the contexts were lost), then keeps the
+the engine call as long as the measured prefill rate says, saying so every few seconds (the app ends a server
+that says nothing of its stop for 15 s, and the conversations then in the contexts were lost), then keeps the
 histories; a piece far past that is taken as a stuck call and the contexts are left alone. The worker is
-held inside the real `Engine.prefill` call (sched_stress.Pause); the waits are scaled down."""
+held in `Engine.prefill` before the real call (sched_stress.Pause): a forward under way is interrupted by the stop
+(tests/server/test_stop_interrupts_the_piece.py), so the piece read is the second turn's, and what is kept is
+the history before it. The waits are scaled down."""
 
 from __future__ import annotations
 
@@ -157,6 +159,7 @@ def stop_during_a_piece(tiny_model, tmp_path, caplog, *, rate: float, hold_s: fl
         with LiveServer(model=str(tiny_model), ctx=2048, batch=0, threads=1, **flags) as server:
             sched = server.state.scheduler
             client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=60)
+            first = _ask(client)            # the history a stop keeps: the second turn's piece is not read
             real_logits = sched.engine.logits
 
             def logits(*args, **kwargs):
@@ -166,9 +169,10 @@ def stop_during_a_piece(tiny_model, tmp_path, caplog, *, rate: float, hold_s: fl
             slowed: list = []
             sched.engine.logits = logits
             with Pause(sched.engine, "prefill", when=lambda ctx, part, **k: len(part) > 100) as pause:
-                threading.Thread(target=lambda: _ask(client), daemon=True).start()
+                threading.Thread(target=lambda: _ask(client, first), daemon=True).start()
                 assert pause.entered.wait(60)
                 sched.prefill_rate = rate
+                assert sum(server.state.cache.parks.values()) == 0     # kept below: by the stop
                 stopper = threading.Thread(target=sched.stop, kwargs={"every_s": 0.2})
                 stopper.start()
                 time.sleep(hold_s)
@@ -179,9 +183,17 @@ def stop_during_a_piece(tiny_model, tmp_path, caplog, *, rate: float, hold_s: fl
     return lines, kept
 
 
-def _ask(client) -> None:
+def _ask(client, before: list[dict] | None = None) -> list[dict]:
+    """A first turn, or with `before` (a first turn's messages and answer) the next, with a long question: the
+    messages and the answer (none when the stop ended it)."""
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What does git bisect do?"}]
+    if before is not None:
+        messages = before + [{"role": "user", "content": "And how do I mark a commit? " * 30}]
     try:
-        client.chat.completions.create(model="m", max_tokens=4, temperature=0, messages=[
-            {"role": "system", "content": SYSTEM}, {"role": "user", "content": "What does git bisect do?"}])
+        # a first turn of one token: its context holds the prompt alone, which the next turn goes on from (no
+        # history displaced and parked before the stop, whatever the answer re-renders to)
+        out = client.chat.completions.create(model="m", max_tokens=1 if before is None else 4, temperature=0,
+                                             messages=messages)
+        return messages + [{"role": "assistant", "content": out.choices[0].message.content or ""}]
     except openai.APIError:
-        pass                 # the stop ends it
+        return messages      # the stop ends it
