@@ -16,11 +16,10 @@ from strata.monitor import units
 from strata.monitor.label_layout import POINTER, Box, place_labels
 from strata.monitor.model import HIT_LEVELS, PARK_DESTINATIONS, MonitorView
 from strata.monitor.widgets.common import (
-    LEGEND_MAX_SHARE,
     Bar,
     Table,
     label,
-    legend_share,
+    legend_where_it_fits,
     panel,
     plot_window,
     set_text,
@@ -229,10 +228,7 @@ class CachePanel(QWidget):
         """The parks plot's legend where it fits above the curves; hidden where it would cover them (a plot a few rows
         high: at 800 px its three rows took the whole plot, a new-user trial), the summary's coloured names being
         the key then."""
-        item = self.parks_plot.getPlotItem()
-        fits = legend_share(item) <= LEGEND_MAX_SHARE
-        if item.legend.isVisible() != fits:
-            item.legend.setVisible(fits)
+        legend_where_it_fits(self.parks_plot.getPlotItem())
 
     def _refresh_admission(self, cache: dict, view: MonitorView) -> None:
         adm = cache.get("admission") or {}

@@ -296,8 +296,9 @@ def fit_legend(item: pg.PlotItem) -> None:
 
 
 # the most of a plot's height the legend's strip may keep free of curves: a legend taller than that (a plot a few
-# rows high, the parks plot beside the hit counts, the speed plots at 640 px) covers them as before rather than
-# squash them into the rest (at 0.6, the parks plot's curves took its lowest quarter, under the legend still)
+# rows high, the parks plot beside the hit counts, the speed plots at 640 px) is hidden (legend_where_it_fits), the
+# key given elsewhere, rather than squash the curves into the rest (at 0.6, the parks plot's curves took its lowest
+# quarter, under the legend still) or lie over them
 LEGEND_MAX_SHARE = 0.5
 
 
@@ -308,6 +309,16 @@ def legend_share(item: pg.PlotItem) -> float:
         return 0.0
     height = legend.layout.effectiveSizeHint(Qt.SizeHint.PreferredSize).height()
     return (LEGEND_TOP + height + 2) / box.height()
+
+
+def legend_where_it_fits(item: pg.PlotItem) -> bool:
+    """Shows the plot's legend where its strip fits above the curves (legend_share <= LEGEND_MAX_SHARE) and hides it
+    where it would cover them (set_y_top keeps no headroom for a legend that tall); whether it is shown. The caller
+    gives the key elsewhere then: the names in their curves' colours."""
+    fits = legend_share(item) <= LEGEND_MAX_SHARE
+    if item.legend is not None and item.legend.isVisible() != fits:
+        item.legend.setVisible(fits)
+    return fits
 
 
 def headroom_share(item: pg.PlotItem) -> float:

@@ -1,5 +1,7 @@
 """The slots panel: a row per context (the main context and each batch slot) and live plots of each
-one's prefill and decode speed in tokens per second.
+one's prefill and decode speed in tokens per second. Each context's name in the table is in its curves' colour:
+the plots' key where their legends would cover the curves and are hidden (a narrow window: at 640 px a plot is
+~105 px wide, and its five rows of legend took 58 % of its height).
 
 Presentation only: takes a `MonitorView`, keeps one curve per slot and updates it in place.
 """
@@ -13,6 +15,7 @@ from strata.monitor.model import MonitorView, SlotRow
 from strata.monitor.widgets.common import (
     Table,
     fit_legend,
+    legend_where_it_fits,
     panel,
     plot_window,
     set_window,
@@ -67,22 +70,30 @@ class SlotsPanel(QWidget):
         layout.addWidget(self.table)
         plots = QHBoxLayout()
         self.prefill_plot = time_plot("Prefill speed", "prefill", "tok/s", theme,
-                                      "Prompt tokens read per second, a line per context (main and each slot); "
-                                      "0 while the context is idle or decoding")
+                                      "Prompt tokens read per second, a line per context (main and each slot) in the "
+                                      "colour of its name in the table; 0 while the context is idle or decoding")
         self.decode_plot = time_plot("Decode speed", "decode", "tok/s", theme,
-                                     "Tokens generated per second, a line per context (main and each slot); "
-                                     "0 while the context is idle or reading a prompt")
+                                     "Tokens generated per second, a line per context (main and each slot) in the "
+                                     "colour of its name in the table; 0 while the context is idle or reading a "
+                                     "prompt")
         plots.addWidget(self.prefill_plot)
         plots.addWidget(self.decode_plot)
+        for plot in (self.prefill_plot, self.decode_plot):
+            # after time_plot's own fit_plot (connected first): the legend's columns are laid out for the new size
+            item = plot.getPlotItem()
+            item.getViewBox().sigResized.connect(lambda *_, item=item: legend_where_it_fits(item))
         layout.addLayout(plots, 1)
         outer.addWidget(box)
         self._curves: dict[tuple[str, str], pg.PlotDataItem] = {}
+        self.key_colors: dict[str, str] = {}    # a context's curves' colour (its name's in the table), by key
 
     def refresh(self, view: MonitorView) -> None:
         busy = {"prefill": self.theme.warn, "decode": self.theme.good}
         live = view.connection == "connected"     # as the header's running and queued (header.totals_text)
         rows = [slot_cells(r, live) for r in view.slots]
-        colors = [[None, None, busy.get(r.state) if live else None] + [None] * 8
+        for key in sorted({r.key for r in view.slots} - set(self.key_colors), key=_slot_order):
+            self.key_colors[key] = self.theme.color(len(self.key_colors))   # a colour each, kept while it lives
+        colors = [[self.key_colors[r.key], None, busy.get(r.state) if live else None] + [None] * 8
                   for r in view.slots]
         self.table.show_rows(rows, colors, align_right=(3, 5, 6, 7, 8, 9, 10))
         self.table.fit_height(len(rows))
@@ -95,13 +106,16 @@ class SlotsPanel(QWidget):
                                     ("decode", self.decode_plot, view.decode_history)):
             set_window(plot, window)
             top = 0.0
-            for i, key in enumerate(sorted(history, key=_slot_order)):
+            for key in sorted(history, key=_slot_order):
                 curve = self._curves.get((kind, key))
                 if curve is None:
-                    pen = pg.mkPen(self.theme.color(i), width=2)
+                    if key not in self.key_colors:
+                        self.key_colors[key] = self.theme.color(len(self.key_colors))
+                    pen = pg.mkPen(self.key_colors[key], width=2)
                     curve = plot.plot([], [], pen=pen, name=labels.get(key, key), stepMode=None)
                     self._curves[(kind, key)] = curve
                     fit_legend(plot.getPlotItem())
+                    legend_where_it_fits(plot.getPlotItem())
                 xs, ys = xy(history[key], view.now)
                 curve.setData(xs, ys)
                 top = max([top, *ys])
