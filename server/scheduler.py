@@ -54,11 +54,10 @@ MIN_PREFILL_SLICE = 16        # tokens: below this a piece costs more in overhea
 # 350 ms after the last keystroke): one arriving during a whole --prefill-chunk piece of an agent's turn waited
 # for it, 3-6 s at a 7K-token history on a loaded 2-core machine (fim_beside_agent, 2026-12-06)
 EDITOR_ACTIVE_S = 3.0
-# seconds after a request arrived while another ran (an agent's side request beside its main turn: Claude Code,
-# Codex and opencode send titles, summaries and checks at each turn) during which a prompt read alone goes in
-# --solo-slice-ms pieces, so the next side request waits that long to start, not a whole --prefill-chunk piece;
-# an agent alone keeps whole pieces (a large model on the CPU reads small ones at a poorer rate)
-SIDE_ACTIVE_S = 120.0
+# tokens a --solo-slice-ms piece of a prompt read alone keeps at least: smaller pieces read at a poorer rate (each
+# reads the weights, and the history's KV, once): the default model on two cores read 64-token pieces at 0.85x of
+# 512's rate at a 6K-token history (32: 0.58x), 128 at 0.99x (benchmarks/piece_rate.py, 2026-12-06)
+SOLO_PIECE_MIN = 128
 ENGINE_THREAD = "strata-engine"   # the worker's name (server/cli.py looks for it at exit: a step given up)
 
 
@@ -125,7 +124,6 @@ class Scheduler:
         self._stopping = False
         self._rr = 0
         self._completion_at = -EDITOR_ACTIVE_S   # when the last code completion was submitted (time.monotonic)
-        self._side_at = -SIDE_ACTIVE_S           # when the last request came beside another (not a completion)
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
 
@@ -212,8 +210,6 @@ class Scheduler:
             self._n_pending += 1
             if job.completion:
                 self._completion_at = time.monotonic()
-            elif not idle and not beside:      # beside another request that is no code completion: a side request
-                self._side_at = time.monotonic()
             if self.timeline is not None:   # shared_tokens against the turns that arrived before it
                 try:
                     self.timeline.arrived(job)
@@ -493,15 +489,14 @@ class Scheduler:
         return self._slice_at_rate() if sliced else self._solo_piece()
 
     def _solo_piece(self) -> int:
-        """A piece of a prompt read with nothing else running or waiting: while requests come beside others (one did
-        in the last SIDE_ACTIVE_S) and there are slots for them, about `solo_slice_s` of prefill at the measured rate,
-        so the next one (an agent's side request) waits about that long for the engine, not a whole --prefill-chunk
-        piece (512 tokens took 5-9 s at a 7K-token history on two loaded cores); else, with --solo-slice-ms 0 or
-        before a rate is measured, the whole chunk."""
-        if self.solo_slice_s <= 0 or not self.table.slots or self.prefill_rate <= 0 \
-                or time.monotonic() - self._side_at >= SIDE_ACTIVE_S:
+        """A piece of a prompt read with nothing else running or waiting: where there are slots for a request arriving
+        meanwhile, about `solo_slice_s` of prefill at the measured rate (SOLO_PIECE_MIN tokens at least), so it (an
+        agent's side request, the first after a quiet spell too) waits about that long for the engine, not a whole
+        --prefill-chunk piece (512 tokens took 5-9 s at a 7K-token history on two loaded cores); else, with
+        --solo-slice-ms 0 or before a rate is measured, the whole chunk."""
+        if self.solo_slice_s <= 0 or not self.table.slots or self.prefill_rate <= 0:
             return self.chunk
-        return max(MIN_PREFILL_SLICE, min(self.chunk, int(self.prefill_rate * self.solo_slice_s)))
+        return max(min(SOLO_PIECE_MIN, self.chunk), min(self.chunk, int(self.prefill_rate * self.solo_slice_s)))
 
     def _slice_at_rate(self) -> int:
         """Tokens `slice_s` seconds of prefill hold at the measured rate (--prefill-chunk before one is measured)."""

@@ -104,12 +104,13 @@ class TokenTimedEngine:
 
 @contextlib.contextmanager
 def timed_fim_server(tiny_model_factory, tmp_path, slowed: type = TokenTimedEngine,
-                     prefill_chunk: int = 2048) -> Iterator[tuple[LiveServer, Any]]:
+                     prefill_chunk: int = 2048, solo_slice_ms: float = 0.0) -> Iterator[tuple[LiveServer, Any]]:
     """A live server of a tiny FIM model (2 slots of 4,096) whose engine is wrapped in `slowed` (by default one that
-    reads a prompt token in 1 ms more and records its `pieces`), and that wrapped engine."""
+    reads a prompt token in 1 ms more and records its `pieces`), and that wrapped engine. --solo-slice-ms 0 by default:
+    a prompt read alone goes in whole --prefill-chunk pieces, so the pieces seen are the editor's slices."""
     plain = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, added_tokens=FIM_TEXTS)
     with LiveServer(model=str(fim_model(plain, tmp_path / "coder.gguf")), ctx=4096, batch=2, slot_ctx=4096,
-                    threads=1, prefill_chunk=prefill_chunk, conversation_cache_mib=0) as s:
+                    threads=1, prefill_chunk=prefill_chunk, conversation_cache_mib=0, solo_slice_ms=solo_slice_ms) as s:
         sched = s.state.scheduler
         real = sched.engine
         sched.engine = slowed(real)
