@@ -11,6 +11,10 @@ llama.cpp runs through its C API (llama-cpp-python's bindings) with its default 
     .venv/bin/python benchmarks/engine_vs_llamacpp.py --threads 2 \\
         --llama-python /work/refenv/venv/bin/python [--model PATH] [--rounds 3] [--json]
 
+`--clock cpu` times each figure in the worker's CPU seconds (all its threads, spinning ones too) instead of
+wall seconds (load_s stays wall time): with --threads 1, each engine's own work on a machine shared past its
+cores, where a wall-clock figure is mostly the wait for a core (session 33's VM at load 8-16).
+
 `--backend cuda` runs Strata's CUDA backend and llama.cpp with every layer offloaded (n_gpu_layers 999;
 its wheel must be a CUDA build for that to mean anything). `--strata-only` skips llama.cpp (a machine
 without llama-cpp-python): the figures are printed without ratios.
@@ -29,6 +33,8 @@ import sys
 import time
 
 N_PROMPT, N_DECODE, N_BATCH, PREFILLS = 512, 128, 4, (512, 2048)
+# what the workers time with (load_s is always wall time): --clock cpu sets process_time
+clock = time.perf_counter
 KEYS = ("prefill_512_tps", "prefill_2048_tps", "decode_tps", "batched4_tps", "load_s")
 
 
@@ -56,23 +62,23 @@ def worker_strata(model: str, threads: int, backend: str = "cpu") -> dict:
     e.prefill(0, toks[:32])
     for n in PREFILLS:
         e.truncate(0, 0)
-        t0 = time.perf_counter()
+        t0 = clock()
         e.prefill(0, toks[:n])
-        r[f"prefill_{n}_tps"] = n / (time.perf_counter() - t0)
+        r[f"prefill_{n}_tps"] = n / (clock() - t0)
     e.truncate(0, 0)
     e.prefill(0, toks[:N_PROMPT])
     steps = toks[N_PROMPT : N_PROMPT + N_DECODE]
-    t0 = time.perf_counter()
+    t0 = clock()
     for t in steps:
         e.decode([0], [t])
-    r["decode_tps"] = N_DECODE / (time.perf_counter() - t0)
+    r["decode_tps"] = N_DECODE / (clock() - t0)
     ctxs = list(range(1, N_BATCH + 1))
     for c in ctxs:
         e.prefill(c, toks[:N_PROMPT])
-    t0 = time.perf_counter()
+    t0 = clock()
     for t in steps:
         e.decode(ctxs, [t] * N_BATCH)
-    r["batched4_tps"] = N_BATCH * N_DECODE / (time.perf_counter() - t0)
+    r["batched4_tps"] = N_BATCH * N_DECODE / (clock() - t0)
     return r
 
 
@@ -116,23 +122,23 @@ def worker_llama(model: str, threads: int, backend: str = "cpu") -> dict:
     prefill(0, toks[:32])
     for n in PREFILLS:
         L.llama_memory_clear(mem, True)
-        t0 = time.perf_counter()
+        t0 = clock()
         prefill(0, toks[:n])
-        r[f"prefill_{n}_tps"] = n / (time.perf_counter() - t0)
+        r[f"prefill_{n}_tps"] = n / (clock() - t0)
     L.llama_memory_clear(mem, True)
     prefill(0, toks[:N_PROMPT])
     steps = toks[N_PROMPT : N_PROMPT + N_DECODE]
-    t0 = time.perf_counter()
+    t0 = clock()
     for i, t in enumerate(steps):
         run([(t, N_PROMPT + i, 0)])
-    r["decode_tps"] = N_DECODE / (time.perf_counter() - t0)
+    r["decode_tps"] = N_DECODE / (clock() - t0)
     L.llama_memory_clear(mem, True)
     for s in range(N_BATCH):
         prefill(s, toks[:N_PROMPT])
-    t0 = time.perf_counter()
+    t0 = clock()
     for i, t in enumerate(steps):
         run([(t, N_PROMPT + i, s) for s in range(N_BATCH)])
-    r["batched4_tps"] = N_BATCH * N_DECODE / (time.perf_counter() - t0)
+    r["batched4_tps"] = N_BATCH * N_DECODE / (clock() - t0)
     L.llama_batch_free(batch)
     L.llama_free(ctx)
     L.llama_model_free(mdl)
@@ -142,12 +148,13 @@ def worker_llama(model: str, threads: int, backend: str = "cpu") -> dict:
 # ---------------------------------------------------------------------------------------------
 # driver
 
-def run_worker(python: str, which: str, model: str, threads: int, backend: str = "cpu") -> dict:
+def run_worker(python: str, which: str, model: str, threads: int, backend: str = "cpu", clock_name: str = "wall") -> dict:
     env = dict(os.environ)
     if which == "llama":
         env.pop("PYTHONPATH", None)
     out = subprocess.run([python, os.path.abspath(__file__), "--worker", which, "--model", model,
-                          "--threads", str(threads), "--backend", backend], capture_output=True, text=True, env=env, timeout=1800)
+                          "--threads", str(threads), "--backend", backend, "--clock", clock_name], capture_output=True, text=True,
+                         env=env, timeout=1800)
     if out.returncode != 0:
         raise RuntimeError(f"{which} worker failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -163,8 +170,14 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--backend", default="cpu", choices=("cpu", "cuda"), help="Strata's backend (and llama.cpp's offload)")
     ap.add_argument("--strata-only", action="store_true", help="skip llama.cpp (no ratios)")
+    ap.add_argument("--clock", default="wall", choices=("wall", "cpu"),
+                    help="time the figures in wall seconds, or in each worker's CPU seconds (all its threads: a machine "
+                         "shared past its cores, with --threads 1)")
     ap.add_argument("--worker", choices=("strata", "llama"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.clock == "cpu":
+        global clock
+        clock = time.process_time
     model = args.model
     if model is None:
         if args.worker == "llama":
@@ -182,7 +195,7 @@ def main() -> int:
                                                                         ("llama", args.llama_python))
     for i in range(args.rounds):
         for which, python in engines:
-            r = run_worker(python, which, model, args.threads, args.backend)
+            r = run_worker(python, which, model, args.threads, args.backend, args.clock)
             runs[which].append(r)
             if not args.json:
                 print(f"round {i + 1} {which:7s} " + "  ".join(f"{k} {r[k]:8.2f}" for k in KEYS), flush=True)
