@@ -13,7 +13,9 @@ levels (server/cache). The slot table and the trace are in slots.py and placemen
 calls out to: which context a waiting request gets (context_choice.py), starting it there, a cache restore
 included (row_start.py), parking a history before it is overwritten (parking.py), the lookup-decoding
 step (lookup_step.py), what a sampled token becomes and a request's end (row_output.py); a running
-request's record is a Row (row.py).
+request's record is a Row (row.py). The policies it applies each step: which prompt pieces a step reads
+(prompt_order.py), and when a step only decodes, the requests generating beside a prompt read getting their share
+of the time (decode_share.py).
 """
 
 from __future__ import annotations
