@@ -1,8 +1,8 @@
 """Plain-words explanations of the slot policy's decision reasons, the Slot decisions tab's tooltips.
 
-What it is not: the policy (server/slot_policy.py, slot_returns.py, placement.py, context_choice.py decide and
-name the reasons; docs/slot-policy.md says the order). tests/monitor/test_reason_texts.py reads those modules for
-every reason they can give, so a new reason cannot go unexplained here. No Qt import.
+What it is not: the policy (server/slot_policy.py, slot_returns.py, placement.py, context_choice.py and
+editor_place.py decide and name the reasons; docs/slot-policy.md says the order). tests/monitor/test_reason_texts.py
+reads those modules for every reason they can give, so a new reason cannot go unexplained here. No Qt import.
 """
 
 from __future__ import annotations
@@ -30,6 +30,12 @@ REASONS: dict[str, str] = {
     "too_long_for_slot": "longer than a slot holds (--slot-ctx below --ctx): the main context took it",
     "own_copy": "a park: this slot held an older copy of main's conversation, which the park brought up to date",
     "skip": "main's conversation was not parked into a slot: the park skipped column says why",
+    "editor_file": "a code completion went on in the context holding the most of its file (the keystroke before)",
+    "editor_busy": "a code completion waited for the context holding its file, still busy with the keystroke before",
+    "editor_main": "a code completion took the main context: blank or holding a completion, or no slot was idle "
+                   "(main's conversation parked first)",
+    "editor_held_main": "the editor's slot was the only idle one: the agent's request ran in the main context, "
+                        "blank or holding its own conversation, and the editor kept its file",
 }
 
 # a skipped park's `park_skip`: why main's conversation was not parked into a slot

@@ -15,8 +15,8 @@ from tests.monitor.recorded import recorded_model
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
 # the modules that name a decision's reason or a park's skip (slot_policy's rules, the learned policy's choice,
-# the placer's too-long park, the main context's own placements)
-DECIDERS = ("slot_policy.py", "slot_returns.py", "placement.py", "context_choice.py")
+# the placer's too-long park, the main context's own placements, the code completion class's rules)
+DECIDERS = ("slot_policy.py", "slot_returns.py", "placement.py", "context_choice.py", "editor_place.py")
 # calls whose argument at these positions is a reason; ParkDecision(None, "skip", why): why is a park skip
 REASON_ARGS = {"Decision": (1,), "ParkDecision": (1,), "_with_source": (1,), "decide_to": (1,)}
 
@@ -58,6 +58,7 @@ def test_every_reason_the_policy_gives_is_explained():
     # the reading finds the reasons docs/slot-policy.md names (else it reads nothing and proves nothing)
     assert {"own_prefix", "least_loss", "learned", "expired", "blank", "own_copy", "solo", "skip"} <= reasons
     assert {"main_low_value", "kept_share", "no_target", "too_long_for_slot"} <= skips
+    assert {"editor_file", "editor_busy", "editor_main", "editor_held_main"} <= reasons   # editor_place.py's
     assert reasons - set(REASONS) == set(), "reasons with no explanation in monitor/reason_texts.py"
     assert skips - set(PARK_SKIPS) == set(), "park skips with no explanation in monitor/reason_texts.py"
     # and nothing explained that no module gives any more
