@@ -29,16 +29,21 @@ if TYPE_CHECKING:
 SHARED_READ_WAIT_MIN = 512
 
 
-def free_for(table: SlotTable, job: Job, idle: bool, beside: bool) -> int:
+def free_for(table: SlotTable, job: Job, idle: bool, beside: bool, editor_main: bool = False) -> int:
     """Free contexts the submitted requests can start in now (they are not waiting): the free slots,
     and main only where choose_context gives it: with no slots, to a request alone (`idle`: nothing
-    running or pending), to one beside code completions only (`beside`: submitted_beside_completions), or to a
-    prompt too long for a slot. Main free beside a busy slot takes no request that fits a slot, so counting it let
-    --queue N hold N + 1 waiting; not counting it beside completions answered --queue N one request early."""
+    running or pending), to one beside code completions only (`beside`: submitted_beside_completions), to a
+    prompt too long for a slot, or to a code completion with `editor_main` (STRATA_SLOT_EDITOR_MAIN:
+    editor_place.place_completion takes main when no slot is idle) while no completion runs (the next one waits
+    for the context holding its file, editor_busy). Main free beside a busy slot takes no agent's request that
+    fits a slot, so counting it let --queue N hold N + 1 waiting; not counting it beside completions, or for a
+    completion with every slot busy, answered --queue N one request early."""
     slots = table.slots
     free = sum(1 for c in slots if c.busy_job is None)
     fits_slot = bool(slots) and len(job.prompt) < slots[0].capacity
-    if table.main.busy_job is None and (not fits_slot or (idle and not job.completion) or beside):
+    editor = editor_main and job.completion and not any(c.busy_job is not None and c.completion
+                                                        for c in table.contexts)
+    if table.main.busy_job is None and (not fits_slot or (idle and not job.completion) or beside or editor):
         free += 1
     return free
 

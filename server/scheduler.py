@@ -203,7 +203,8 @@ class Scheduler:
             # copies: the worker changes rows and waiting jobs outside this lock (a copy is made at once under the GIL)
             beside = not idle and context_choice.submitted_beside_completions(
                 self.table, dict(self._rows), list(self._waiting) + list(self._inbox), job)
-            if self._n_pending >= self.queue_limit + context_choice.free_for(self.table, job, idle, beside):
+            if self._n_pending >= self.queue_limit + context_choice.free_for(self.table, job, idle, beside,
+                                                                                   self.placer.cfg.editor_main):
                 self.metrics.add_rejected("queue_full")
                 n = self.queue_limit       # the server's --queue, named for whoever runs it
                 raise APIError(503, f"the queue is full ({n} request{'' if n == 1 else 's'} waiting, the server's "

@@ -76,3 +76,34 @@ def test_a_second_agent_request_beside_an_agent_in_main_is_still_refused_by_queu
     first.join(60)
     second.join(60)
     assert [a.status_code for a in answers] == [200, 200]
+
+
+def test_a_completion_with_every_slot_busy_and_main_free_is_not_refused_by_queue_0(server):
+    # an agent's request runs in the slot (slowed), main is free: a code completion takes main at once
+    # (STRATA_SLOT_EDITOR_MAIN, editor_place: editor_main), so --queue 0 lets it in. Before: free_for did not count
+    # main for a completion, 503 "the queue is full (0 requests waiting" (--queue N: one request early)
+    s, sched, answers = server, server.state.scheduler, []
+
+    def agent(content: str, n: int) -> threading.Thread:
+        t = threading.Thread(target=lambda: answers.append(httpx.post(s.url + "/v1/chat/completions", timeout=60, json={
+            "messages": [{"role": "user", "content": content}], "max_tokens": n, "ignore_eos": True,
+            "temperature": 0})), daemon=True)
+        t.start()
+        return t
+
+    with _SlowTokens(s.state.engine):
+        first = agent(WORDS * 6, 10)            # alone: main
+        _wait_for(lambda: sched.table.main.busy_job is not None, "the first agent's request to run in main")
+        second = agent("other " + WORDS * 5, 400)   # beside it: the slot
+        _wait_for(lambda: sched.table.slots[0].busy_job is not None, "the second agent's request to run in the slot")
+        first.join(60)
+        _wait_for(lambda: sched.table.main.busy_job is None, "main to be free")
+        r = httpx.post(s.url + "/infill", timeout=60, json={
+            "input_prefix": CODE, "prompt": "z = ", "input_suffix": "\n\nprint(y)\n", "n_predict": 2,
+            "temperature": 0})
+        assert r.status_code == 200, r.text          # before: 503 "the queue is full (0 requests waiting"
+        assert second.is_alive(), "the slot's request ended before the completion: the check proved nothing"
+        where = placed(s, int(r.headers["x-strata-request"]))
+        assert where["slot"] == "main" and where["reason"] == "editor_main", where
+    second.join(60)
+    assert [a.status_code for a in answers] == [200, 200]
