@@ -170,10 +170,10 @@ OPTIONS: tuple[Option, ...] = (
            "shortest-first reads the one with the fewest tokens left (an agent's side request before its long turn) "
            "and the others share what is left of --prefill-slice-ms; round-robin gives each its piece in turn",
            choices=("shortest-first", "round-robin")),
-    Option("solo-slice-ms", float, 1000.0, "while requests come beside others (one did in the last 120 s: an "
-           "agent's side requests), a prompt read with nothing else running is read in pieces of about this many "
-           "milliseconds at the measured rate (at most --prefill-chunk) where there are batch slots, so the next one "
-           "waits about that long to start; 0: whole --prefill-chunk pieces", minimum=0.0, maximum=60000.0),
+    Option("solo-slice-ms", float, 1000.0, "where there are batch slots, a prompt read with nothing else running "
+           "is read in pieces of about this many milliseconds at the measured rate (at most --prefill-chunk, at "
+           "least 128 tokens), so a request arriving meanwhile (an agent's side request) waits about that long to "
+           "start; 0: whole --prefill-chunk pieces", minimum=0.0, maximum=60000.0),
     Option("decode-share", float, 0.5, "while requests generate beside a prompt being read (an agent's side request "
            "beside its long turn), the share of the time they get in steps of their own between the prompt's pieces "
            "(else one token per --prefill-slice-ms piece); the prompt keeps the rest. 0: one token per piece",
