@@ -51,20 +51,25 @@ def editor_active(request: RequestView, cfg: PolicyConfig) -> bool:
     return request.editor_age_s < cfg.editor_hold_s
 
 
-def editor_slot(slots: Sequence[SlotView]) -> SlotView | None:
+def editor_slot(slots: Sequence[SlotView], main: SlotView | None = None) -> SlotView | None:
     """The slot holding the editor's latest completion: a busy one first (a completion runs there), else the
-    latest used. Older completions' slots are not the editor's context (a keystroke goes on from the latest)."""
-    held = [s for s in slots if s.completion and not s.blank and s.n_tokens > 0]
-    return max(held, key=lambda s: (s.busy, s.last_use, -s.slot), default=None)
+    latest used. Older completions' slots are not the editor's context (a keystroke goes on from the latest).
+    None also where that latest completion is main's (`main`, editor_main): a slot's is then an older copy, and
+    holding it from agents gave an agent's history up to the cache instead for nothing."""
+    held = [s for s in [*slots, *([main] if main is not None else [])]
+            if s.completion and not s.blank and s.n_tokens > 0]
+    t = max(held, key=lambda s: (s.busy, s.last_use, s is not main, -s.slot), default=None)
+    return None if t is None or t is main else t
 
 
-def hold_for_editor(slots: Sequence[SlotView], request: RequestView, cfg: PolicyConfig) -> list[SlotView]:
+def hold_for_editor(slots: Sequence[SlotView], request: RequestView, cfg: PolicyConfig,
+                    main: SlotView | None = None) -> list[SlotView]:
     """The slots as an agent's request sees them: while the editor is active, the editor's idle slot shown busy
     when another slot is idle. A completion's request, or no editor: as they are."""
     out = list(slots)
     if request.completion or not editor_active(request, cfg):
         return out
-    held = editor_slot(out)
+    held = editor_slot(out, main)
     if held is None or held.busy or not any(not s.busy and s.slot != held.slot for s in out):
         return out
     return [dataclasses.replace(s, busy=True) if s.slot == held.slot else s for s in out]

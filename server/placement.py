@@ -81,7 +81,8 @@ class Placer:
         request = policy.RequestView(n_prompt=len(prompt), prompt_rate_tps=self.prompt_rate_tps,
                                      completion=completion, editor_age_s=editor_age_s)
         views = self.slot_views(prompt)
-        d = editor_place.place_completion(views, self.main_view(prompt), self.cfg) if completion else None
+        main = self.main_view(prompt)
+        d = editor_place.place_completion(views, main, self.cfg) if completion else None
         if d is not None:     # the completion class's own choice (editor_main)
             if d.slot is not None:
                 self.log_seen(job_id, "place", now, prompt, views, d.slot, d.reason)
@@ -90,14 +91,14 @@ class Placer:
                 self.record(job_id, d.slot, d.group, d.reason, d.reused, d.source_slot, lost=d.lost_tokens)
             return d
         if not completion:
-            d = editor_place.agent_to_main(views, self.main_view(prompt), request, self.cfg)
+            d = editor_place.agent_to_main(views, main, request, self.cfg)
             if d is not None:     # the editor's slot was the only idle one: main, blank, instead
                 self.log_seen(job_id, "place", now, prompt, views, d.slot, d.reason)
                 if self.cfg.learn.enabled:
                     self.learn(d.slot, prompt, now)
                 self.record(job_id, d.slot, d.group, d.reason, d.reused, d.source_slot)
                 return d
-        views = editor_place.hold_for_editor(views, request, self.cfg)
+        views = editor_place.hold_for_editor(views, request, self.cfg, main)
         if self.cfg.learn.enabled:
             d = slot_returns.pick_slot_learned(views, request, now, self.cfg, self.returns, self.group_load())
         else:

@@ -146,6 +146,21 @@ def test_the_hold_ends_with_the_editor_and_spares_older_completions():
     assert [s.busy for s in held] == [False, True, False]
 
 
+def test_no_slot_is_held_while_the_editors_latest_completion_is_in_main():
+    # the editor went on in main (editor_main: no slot was idle); slot 1 holds an older keystroke's copy, which its
+    # next keystroke does not go back to: holding it gave the agent's 8,000 tokens in slot 2 up instead
+    slots = [ed(1, 3_500, age=2.0), slot(2, 8_000, age=1.0)]
+    in_main = dataclasses.replace(main_ctx(3_600, age=0.3), completion=True)
+    assert editor_slot(slots, in_main) is None
+    assert hold_for_editor(slots, agent(), CFG, in_main) == slots
+    assert pick_slot(hold_for_editor(slots, agent(), CFG, in_main), agent(), NOW, CFG).slot == 1
+    # main's completion older than the slot's, or main an agent's: the slot is the editor's as before
+    older = dataclasses.replace(main_ctx(3_600, age=5.0), completion=True)
+    assert editor_slot(slots, older).slot == 1
+    assert editor_slot(slots, main_ctx(9_000, age=0.1)).slot == 1
+    assert [s.busy for s in hold_for_editor(slots, agent(), CFG, older)] == [True, False]
+
+
 def test_a_running_completion_is_the_editors_context_and_nothing_more_is_held():
     slots = [ed(1, 3_500, busy=True), ed(2, 3_400, age=2.0), slot(3, 8_000, age=1.0)]
     assert editor_slot(slots).slot == 1
