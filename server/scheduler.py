@@ -481,8 +481,8 @@ class Scheduler:
             self._decode_step(decoding)
 
     def slice_tokens(self) -> int:
-        """Tokens of the next prefill piece: the whole chunk when nobody is generating and no code completion
-        waits, runs or came in the last EDITOR_ACTIVE_S, else about `slice_s` seconds of prefill at the measured
+        """Tokens of the next prefill piece: a solo piece (_solo_piece) when nobody is generating and no code
+        completion waits, runs or came in the last EDITOR_ACTIVE_S, else about `slice_s` seconds of prefill at the measured
         rate (the continuous agenda's time slice; in a mixed step, all its pieces together). A completion is
         latency-critical (an editor bounds its prompt's time, t_max_prompt_ms): beside an agent reading its
         turn in 512-token pieces (~2 s each at a 7K-token history on two cores) it waited a whole piece to

@@ -1,6 +1,7 @@
 """An editor that went away stops affecting the agents' prompts: once no code completion waits or runs and the last
 came more than EDITOR_ACTIVE_S ago, a prompt read alone goes in --prefill-chunk pieces again (a large model on the
-CPU reads small pieces at a poorer rate), and one read with no editor ever seen was never sliced. A live server
+CPU reads small pieces at a poorer rate), and one read with no editor ever seen was never sliced. The server runs
+with --solo-slice-ms 0: where there are slots, a prompt read alone is otherwise cut into solo slices (session 33). A live server
 (real engine and scheduler, tiny model with Qwen2.5-Coder's FIM tokens), each prompt token 1 ms slower and every
 prompt piece recorded (test_infill_prompt_time.TokenTimedEngine); EDITOR_ACTIVE_S shortened to 2 s."""
 
