@@ -264,6 +264,7 @@ void engine::prefill(int ctx_id, const int32_t* tokens, int64_t n_tokens, int64_
     if (n_tokens == 0) return;
     chunk = std::min(chunk, max_rows_);   // results do not depend on chunking (bitwise rule)
     std::vector<batch_row> rows;
+    const bool had_logits = c.has_logits;   // an interrupted call gives them back: the forward writes none before its end
     c.has_logits = false;
     try {
         for (int64_t b = 0; b < n_tokens; b += chunk) {
@@ -277,6 +278,7 @@ void engine::prefill(int ctx_id, const int32_t* tokens, int64_t n_tokens, int64_
         }
     } catch (const engine_interrupted&) {
         c.tokens.resize(size_t(n0));   // none of the call's tokens, its earlier chunks' neither: as its caller knows it
+        c.has_logits = had_logits;
         throw;
     }
     c.has_logits = true;
@@ -357,8 +359,16 @@ void engine::run_step(const char* op, const int* piece_ids, const int64_t* piece
     }
     check_tokens(d_tokens, n_d);
     if (rows.empty()) return;
+    // interrupted (engine_interrupted), the contexts keep their logits: a row's are written only after the last layer
+    std::vector<std::pair<context*, bool>> had_logits;
+    for (auto& r : rows) had_logits.push_back({r.ctx, r.ctx->has_logits});
     for (auto& r : rows) r.ctx->has_logits = false;
-    forward(rows.data(), int64_t(rows.size()));
+    try {
+        forward(rows.data(), int64_t(rows.size()));
+    } catch (const engine_interrupted&) {
+        for (auto it = had_logits.rbegin(); it != had_logits.rend(); ++it) it->first->has_logits = it->second;
+        throw;
+    }
     pt = piece_tokens;
     int64_t row_end = 0;
     for (int64_t k = 0; k < n_pieces; k++) {
