@@ -176,7 +176,8 @@ class Engine:
     def interrupt(self, on: bool = True) -> None:
         """While on, every compute call (prefill, decode, step, extend, splice's reads; one under way included, at
         its next layer) raises EngineInterrupted, adding none of its tokens. Any thread: it is what a server's stop
-        calls while the worker's prompt piece runs, instead of waiting for the piece (seconds at a deep history)."""
+        calls while the worker's prompt piece runs, instead of waiting for the piece (seconds at a deep history). The
+        CUDA backend's forward runs whole: a call there is never interrupted (the stop waits for it, as before)."""
         self._native.interrupt(bool(on))
 
     @property
