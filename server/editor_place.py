@@ -45,6 +45,12 @@ from strata.server.slot_policy import (
     near_match_tolerance,
 )
 
+# A context holds a completion's file when it shares at least this many tokens of its prompt: any two FIM prompts
+# share their opening special tokens (and often a license header), so with two editors (or two files) one's keystroke
+# waited for the other's running completion, or overwrote its file, while a blank slot was free. A keystroke near a
+# file's top with fewer in common re-reads at most this many tokens elsewhere.
+EDITOR_FILE_MIN_COMMON = 32
+
 
 def editor_active(request: RequestView, cfg: PolicyConfig) -> bool:
     """The editor sent a completion within editor_hold_s (0: never active, the hold is off)."""
@@ -96,12 +102,13 @@ def agent_to_main(slots: Sequence[SlotView], main: SlotView | None, request: Req
 
 def place_completion(slots: Sequence[SlotView], main: SlotView | None, cfg: PolicyConfig) -> Decision | None:
     """Where a code completion runs (`main`: main as a view, None where it is not to be considered); None: the
-    slot policy's choice (a slot is idle and no context holds a completion sharing its start), as for any
+    slot policy's choice (a slot is idle and no context holds a completion sharing EDITOR_FILE_MIN_COMMON tokens of
+    its start), as for any
     request. With editor_main off: always None."""
     if not cfg.editor_main:
         return None
     contexts = [*slots] + ([main] if main is not None else [])
-    mine = [c for c in contexts if c.completion and not c.blank and c.common > 0]
+    mine = [c for c in contexts if c.completion and not c.blank and c.common >= EDITOR_FILE_MIN_COMMON]
     if mine:
         t = max(mine, key=lambda c: (c.common, not c.busy, -c.slot))
         if t.busy:

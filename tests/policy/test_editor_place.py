@@ -6,7 +6,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from strata.server.editor_place import agent_to_main, editor_slot, hold_for_editor, place_completion
+from strata.server.editor_place import (
+    EDITOR_FILE_MIN_COMMON,
+    agent_to_main,
+    editor_slot,
+    hold_for_editor,
+    place_completion,
+)
 from strata.server.slot_policy import PolicyConfig, RequestView, pick_slot
 
 from .factories import slot
@@ -99,6 +105,20 @@ def test_a_completion_waits_for_its_files_context_while_the_keystroke_before_end
     # an idle context holding more of it goes first
     more = [ed(1, 3_500, common=1_000, busy=True), ed(2, 3_500, common=3_000, age=1.0)]
     assert place_completion(more, main_ctx(), CFG).slot == 2
+
+
+def test_another_editors_file_sharing_only_the_fim_opening_is_not_its_file():
+    # two editors: their FIM prompts share the opening special tokens, nothing of a file; a keystroke neither waits
+    # for the other's running completion nor overwrites its file while a blank slot is free
+    running = [ed(1, 3_500, common=3, busy=True), slot(2)]
+    assert place_completion(running, main_ctx(), CFG) is None            # the slot policy's choice: blank slot 2
+    assert pick_slot(running, completion(), NOW, CFG).slot == 2
+    idle = [ed(1, 3_500, common=3, age=0.5), slot(2)]
+    assert place_completion(idle, main_ctx(), CFG) is None
+    assert pick_slot(idle, completion(), NOW, CFG).slot == 2
+    # its own file, a line near the top: as many tokens in common as the threshold goes back to it
+    near_top = [ed(1, 3_500, common=EDITOR_FILE_MIN_COMMON, age=0.5), slot(2)]
+    assert place_completion(near_top, main_ctx(), CFG).reason == "editor_file"
 
 
 # --- an agent beside an active editor --------------------------------------------------------------------------
