@@ -16,6 +16,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from strata.engine import EngineInterrupted
 from strata.engine.canonical_split import CanonicalSplit
 from strata.engine.sampling import Sampler
 from strata.engine.text import StreamDecoder
@@ -175,6 +176,9 @@ def move_runs(sched: Scheduler, ctx: int, prompt: list[int], plan: cache_reuse.R
     before = state.approx_from if state.approx_from is not None and state.approx_from < plan.keep else None
     try:
         sched.engine.splice(ctx, plan.keep, plan.pieces)
+    except EngineInterrupted:    # by the stop (its step under way): [0, keep) is held, as after any failed move
+        log.info("the stop interrupted moving %d cached tokens of context %s into place", plan.moved, ctx)
+        return False
     except Exception:
         log.exception("moving %d cached tokens of context %s into place failed; reading them instead", plan.moved,
                       ctx)
