@@ -44,8 +44,10 @@ def editor(server: LiveServer) -> list[dict]:
             infill(server, "y = f1(", slid)]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def off(fim_coder):
+    """A fresh server per case: one that ran the editor before holds the slid window's history already (a later
+    case's slide then copies it from there and reads only its suffix, not what --cache-reuse 0 reads at a slide)."""
     with LiveServer(model=str(fim_coder), ctx=4096, batch=1, threads=1, cache_reuse=0) as s:
         yield s
 
@@ -107,7 +109,8 @@ def test_a_session_save_takes_only_what_precedes_the_moved_kv(fim_coder, tmp_pat
         holder = next(c for c in s.state.scheduler.table.contexts if c.approx_from is not None)
         approx_from, held = holder.approx_from, list(holder.tokens)
         assert 0 < approx_from < len(held)
-        r = requests.post(f"{s.url}/v1/sessions/slot/save", json={"slot": holder.id}, timeout=120)
+        r = requests.post(f"{s.url}/v1/sessions/slot/save", timeout=120,
+                          json={"slot": "main" if holder.id == 0 else holder.id})   # the slide runs in main (editor_main)
         assert r.status_code == 200 and r.json()["n_tokens"] == approx_from, r.text
         r = requests.post(f"{s.url}/v1/sessions/tokens/save", json={"tokens": held[:approx_from + 10]}, timeout=120)
         assert r.status_code == 404, r.text
