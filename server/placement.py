@@ -56,23 +56,19 @@ class Placer:
     def slot_views(self, reference: list[int]) -> list[policy.SlotView]:
         """Every slot as the policy sees it, `common` measured against `reference` (a prompt, or main's
         history for a park)."""
-        views = []
-        for c in self.table.slots:
-            views.append(policy.SlotView(
-                slot=c.id, group=c.group, n_tokens=len(c.tokens),
-                common=common_prefix(c.tokens, reference) if c.valid else 0,
-                last_use=c.last_use if c.last_use is not None else 0.0,
-                busy=c.busy_job is not None, blank=c.blank, turn=self.ledger.turn_in(c.id),
-                completion=c.completion))
-        return views
+        return [self._view(c, reference, self.ledger.turn_in(c.id)) for c in self.table.slots]
 
     def main_view(self, prompt: list[int]) -> policy.SlotView:
         """Main as the completion class sees it (editor_place.place_completion), `common` against `prompt`."""
-        m = self.table.main
+        return self._view(self.table.main, prompt)
+
+    @staticmethod
+    def _view(c, reference: list[int], turn: int = 0) -> policy.SlotView:
         return policy.SlotView(
-            slot=MAIN, group=m.group, n_tokens=len(m.tokens), common=common_prefix(m.tokens, prompt) if m.valid else 0,
-            last_use=m.last_use if m.last_use is not None else 0.0, busy=m.busy_job is not None,
-            blank=m.blank or not m.valid, completion=m.completion)
+            slot=c.id, group=c.group, n_tokens=len(c.tokens),
+            common=common_prefix(c.tokens, reference) if c.valid else 0,
+            last_use=c.last_use if c.last_use is not None else 0.0,
+            busy=c.busy_job is not None, blank=c.blank, turn=turn, completion=c.completion)
 
     def pick(self, prompt: list[int], now: float, job_id: int, completion: bool = False,
              editor_age_s: float = float("inf")) -> policy.Decision:
@@ -82,28 +78,17 @@ class Placer:
                                      completion=completion, editor_age_s=editor_age_s)
         views = self.slot_views(prompt)
         main = self.main_view(prompt)
-        d = editor_place.place_completion(views, main, self.cfg) if completion else None
-        if d is not None:     # the completion class's own choice (editor_main)
-            if d.slot is not None:
-                self.log_seen(job_id, "place", now, prompt, views, d.slot, d.reason)
-                if self.cfg.learn.enabled:
-                    self.learn(d.slot, prompt, now)
-                self.record(job_id, d.slot, d.group, d.reason, d.reused, d.source_slot, lost=d.lost_tokens)
-            return d
-        if not completion:
+        if completion:       # the completion class's own choice (editor_main), else the slot policy's below
+            d = editor_place.place_completion(views, main, self.cfg)
+        else:                # the editor's slot the only idle one: main instead, where it loses nothing
             d = editor_place.agent_to_main(views, main, request, self.cfg)
-            if d is not None:     # the editor's slot was the only idle one: main, blank, instead
-                self.log_seen(job_id, "place", now, prompt, views, d.slot, d.reason)
-                if self.cfg.learn.enabled:
-                    self.learn(d.slot, prompt, now)
-                self.record(job_id, d.slot, d.group, d.reason, d.reused, d.source_slot)
-                return d
-        views = editor_place.hold_for_editor(views, request, self.cfg, main)
-        if self.cfg.learn.enabled:
-            d = slot_returns.pick_slot_learned(views, request, now, self.cfg, self.returns, self.group_load())
-        else:
-            d = policy.pick_slot(views, request, now, self.cfg, self.group_load())
-        if d.slot is not None:      # (all busy: asked again at each step while it waits; not logged)
+        if d is None:
+            views = editor_place.hold_for_editor(views, request, self.cfg, main)
+            if self.cfg.learn.enabled:
+                d = slot_returns.pick_slot_learned(views, request, now, self.cfg, self.returns, self.group_load())
+            else:
+                d = policy.pick_slot(views, request, now, self.cfg, self.group_load())
+        if d.slot is not None:      # (all busy / editor_busy: asked again at each step while it waits; not logged)
             self.log_seen(job_id, "place", now, prompt, views, d.slot, d.reason)
             if self.cfg.learn.enabled:
                 self.learn(d.slot, prompt, now)
