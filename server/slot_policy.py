@@ -86,6 +86,16 @@ def env_values(environ: Mapping[str, str], names: Mapping[str, str], *, flags: S
     return out
 
 
+def check_value(var: str, value: object, *, flag: bool) -> None:
+    """A field's value as env_values gives it: a flag a bool, anything else a finite number >= 0 (a bool is not
+    one). ValueError names the variable and the value."""
+    if flag:
+        if not isinstance(value, bool):
+            raise ValueError(f"{var}={value!r}: expected 0 or 1")
+    elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{var}={value!r}: expected a finite number >= 0")
+
+
 @dataclass(frozen=True)
 class LearnConfig:
     """Thresholds of the learned policy, each a `STRATA_SLOT_LEARN*` variable (`from_env`)."""
@@ -106,14 +116,7 @@ class LearnConfig:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            v = getattr(self, f.name)
-            var = LEARN_ENV_NAMES[f.name]
-            if f.name in ("enabled", "protect"):
-                if not isinstance(v, bool):
-                    raise ValueError(f"{var}={v!r}: expected 0 or 1")
-                continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise ValueError(f"{var}={v!r}: expected a finite number >= 0")
+            check_value(LEARN_ENV_NAMES[f.name], getattr(self, f.name), flag=f.name in ("enabled", "protect"))
         if self.min_histories != int(self.min_histories):
             raise ValueError(f"STRATA_SLOT_LEARN_MIN_HISTORIES={self.min_histories!r}: expected a whole number")
 
@@ -174,13 +177,7 @@ class PolicyConfig:
                 if not isinstance(v, LearnConfig):
                     raise ValueError(f"learn={v!r}: expected a LearnConfig")
                 continue
-            var = ENV_NAMES[f.name]
-            if f.name in ("cache_affinity", "editor_main"):
-                if not isinstance(v, bool):
-                    raise ValueError(f"{var}={v!r}: expected 0 or 1")
-                continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise ValueError(f"{var}={v!r}: expected a finite number >= 0")
+            check_value(ENV_NAMES[f.name], v, flag=f.name in ("cache_affinity", "editor_main"))
         if self.ttl_max_s <= 0:
             raise ValueError(f"STRATA_SLOT_TTL_MAX_S={self.ttl_max_s!r}: expected a number > 0")
         if not 0 < self.park_kept_share <= 1:
