@@ -17,26 +17,19 @@ Run (from the repository root):
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llamacpp_vocab import eog_ids, token_cases, write_cases  # noqa: E402
+from llamacpp_vocab import eog_ids, open_vocab, token_cases, write_cases  # noqa: E402
 
 from tests.text.gemma_vocab import TEXTS  # noqa: E402
 
 
 def main() -> None:
-    import llama_cpp
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gguf", required=True)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    llm = llama_cpp.Llama(args.gguf, vocab_only=True, verbose=False)
+    llama_cpp, llm, args = open_vocab(__doc__)
     eog = eog_ids(llama_cpp, llm)
     cases = token_cases(llm, list(TEXTS))
     head = {"command": "benchmarks/make_llamacpp_gemma_tokens.py", "llama_cpp": llama_cpp.__version__,

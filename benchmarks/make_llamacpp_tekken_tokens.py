@@ -16,13 +16,12 @@ Run (from the repository root):
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llamacpp_vocab import token_cases, write_cases  # noqa: E402
+from llamacpp_vocab import open_vocab, token_cases, write_cases  # noqa: E402
 
 from tests.fixtures.tekken_vocab import CORPUS, random_texts  # noqa: E402
 
@@ -32,13 +31,7 @@ PROMPT = ('<s>[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][AVAILABLE_TOOLS][{"type":
 
 
 def main() -> None:
-    import llama_cpp
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gguf", required=True)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    llm = llama_cpp.Llama(args.gguf, vocab_only=True, verbose=False)
+    llama_cpp, llm, args = open_vocab(__doc__)
     cases = token_cases(llm, [*CORPUS, *random_texts(120, seed=99), PROMPT])
     head = {"command": "benchmarks/make_llamacpp_tekken_tokens.py", "llama_cpp": llama_cpp.__version__}
     write_cases(args.out, head, cases)
