@@ -11,7 +11,7 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from tests.server.live import LiveServer
+from tests.server.live import LiveServer, scripted_model
 
 LOGPROBS = ["message.output_text.logprobs"]
 ASK = "Count to five."
@@ -95,17 +95,17 @@ ARGUMENTS = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
 MARKUP = ("<think>", "</think>", "<tool_call>", "</tool_call>", ARGUMENTS)   # whole tokens: a script's differ
 
 
+def scripted_client(factory, answer: str):
+    """A live server on a real tiny model that always answers `answer` (MARKUP's pieces whole tokens): its client."""
+    model = scripted_model(factory, answer, ctx_len=2048, n_vocab=512, seed=3, added_tokens=MARKUP)
+    with LiveServer(model=str(model), ctx=2048, batch=2, threads=1, conversation_cache_mib=0) as s:
+        yield openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120)
+
+
 @pytest.fixture(scope="module")
 def thinker(tiny_model_factory):
     """A real tiny model that always answers "<think>Plan it</think>Warm today<tool_call>{...}</tool_call>"."""
-    from strata.engine import Engine
-
-    plain = tiny_model_factory(ctx_len=2048, n_vocab=512, seed=3, added_tokens=MARKUP)
-    ids = Engine(str(plain), n_ctx=256, n_threads=1).tokenize(
-        f"\n<think>{THOUGHT}</think>{TEXT}<tool_call>{ARGUMENTS}</tool_call>", special=True)
-    model = tiny_model_factory(ctx_len=2048, n_vocab=512, seed=3, added_tokens=MARKUP, script=tuple(ids) + (2,))
-    with LiveServer(model=str(model), ctx=2048, batch=2, threads=1, conversation_cache_mib=0) as s:
-        yield openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120)
+    yield from scripted_client(tiny_model_factory, f"<think>{THOUGHT}</think>{TEXT}<tool_call>{ARGUMENTS}</tool_call>")
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -161,14 +161,7 @@ AFTER = "Oslo"       # also inside the call's arguments
 @pytest.fixture(scope="module")
 def caller(tiny_model_factory):
     """A real tiny model that always answers "Sure<tool_call>{... "Oslo" ...}</tool_call>Oslo"."""
-    from strata.engine import Engine
-
-    plain = tiny_model_factory(ctx_len=2048, n_vocab=512, seed=3, added_tokens=MARKUP)
-    ids = Engine(str(plain), n_ctx=256, n_threads=1).tokenize(
-        f"\nSure<tool_call>{ARGUMENTS}</tool_call>{AFTER}", special=True)
-    model = tiny_model_factory(ctx_len=2048, n_vocab=512, seed=3, added_tokens=MARKUP, script=tuple(ids) + (2,))
-    with LiveServer(model=str(model), ctx=2048, batch=2, threads=1, conversation_cache_mib=0) as s:
-        yield openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=120)
+    yield from scripted_client(tiny_model_factory, f"Sure<tool_call>{ARGUMENTS}</tool_call>{AFTER}")
 
 
 @pytest.mark.parametrize("stream", [False, True])
