@@ -47,6 +47,24 @@ def post(url: str, body: dict) -> dict:
         return json.loads(r.read())
 
 
+def wait_health(proc: subprocess.Popen, url: str, t0: float, timeout: float, started: str, server: str) -> None:
+    """Polls `url`/health until a 200. RuntimeError if `proc` (`started`) exits first, with the tail of its output
+    where that was captured; TimeoutError when `server` has not answered `timeout` seconds after `t0`."""
+    while True:
+        if proc.poll() is not None:
+            said = f": {proc.stdout.read().decode(errors='replace')[-2000:]}" if proc.stdout else ""
+            raise RuntimeError(f"{started} exited with {proc.returncode}{said}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() - t0 > timeout:
+            raise TimeoutError(f"{server} did not answer /health")
+        time.sleep(0.2)
+
+
 def check_server(strata: list[str], timeout: float, config: list[str] | None = None, env: dict | None = None) -> dict:
     """The packaged server (`--no-config` on a small context, or `config`'s flags): /health, one chat
     completion, one Anthropic message and one Responses request (modules the first one does not import).
@@ -58,19 +76,7 @@ def check_server(strata: list[str], timeout: float, config: list[str] | None = N
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     t0 = time.monotonic()
     try:
-        while True:
-            if proc.poll() is not None:
-                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
-                raise RuntimeError(f"the packaged server exited with {proc.returncode}: {out[-2000:]}")
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() - t0 > timeout:
-                raise TimeoutError("the packaged server did not answer /health")
-            time.sleep(0.2)
+        wait_health(proc, url, t0, timeout, "the packaged server", "the packaged server")
         ready_s = time.monotonic() - t0
         messages = [{"role": "user", "content": "Say hello."}]
         reply = post(url + "/v1/chat/completions", {"model": "default", "max_tokens": 8, "temperature": 0,
@@ -97,18 +103,7 @@ def check_gui(exe: Path, timeout: float, folder: Path) -> dict:
     t0 = time.monotonic()
     app = subprocess.Popen([str(exe), "--log-dir", str(folder / "logs")], env=env)
     try:
-        while True:
-            if app.poll() is not None:
-                raise RuntimeError(f"the packaged app exited with {app.returncode}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() - t0 > timeout:
-                raise TimeoutError("the packaged app's server did not answer /health")
-            time.sleep(0.2)
+        wait_health(app, f"http://127.0.0.1:{port}", t0, timeout, "the packaged app", "the packaged app's server")
         up_s = time.monotonic() - t0
     finally:
         if os.name == "nt":
