@@ -27,6 +27,10 @@ Rules (cfg: slot_policy.PolicyConfig's editor_hold_s and editor_main):
   the only idle slot the agent runs in main when main is idle and blank or holds its own conversation
   (`editor_held_main`), else takes it as before (seed 000: no wait).
 
+- A completion running in a context a session save or restore waits for ends there (`yield_to_session_calls`):
+  a completion is the editor's to send again, a user's restore is not; the restore waited 30 s behind a pause's
+  completion reading ~3,470 tokens beside four agents in main and was answered 503 (the session-33 agent soak).
+
 Pure: frozen views in, a Decision with a reason out; no clock (`editor_age_s` comes in the request).
 Not here: the views (placement.py), main's parking before a completion takes it (context_choice.py, parking.py).
 """
@@ -34,7 +38,7 @@ Not here: the views (placement.py), main's parking before a completion takes it 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from strata.server.slot_policy import (
     Decision,
@@ -129,3 +133,11 @@ def place_completion(slots: Sequence[SlotView], main: SlotView | None, cfg: Poli
         lost = 0 if main.blank else max(main.n_tokens - main.common, 0)
         return Decision(main.slot, "editor_main", main.common, None, main.group, lost, 0.0)
     return Decision(None, "all_busy")
+
+
+def yield_to_session_calls(running: Mapping[int, bool], waited: Collection[int]) -> list[int]:
+    """The contexts whose running request ends now for a session save or restore waiting for them: `running` maps each
+    busy context to whether its request is a code completion, `waited` the contexts calls wait for. A completion's
+    (what it read stays for the next keystroke, as at its t_max_prompt_ms); an agent's turn is waited for, as before
+    (its answer is the user's: SESSION_IDLE_WAIT_S, then a 503)."""
+    return sorted(ctx for ctx in set(waited) if running.get(ctx, False))

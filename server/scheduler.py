@@ -32,6 +32,7 @@ from strata.engine import EngineInterrupted
 from strata.server import (
     context_choice,
     decode_share,
+    editor_place,
     lookup,
     lookup_step,
     parking,
@@ -297,6 +298,7 @@ class Scheduler:
                 self._calls.clear()
             self._run_calls(calls)
             try:
+                self._yield_to_calls()     # before the deferred calls run again below: they run in this pass
                 self._drop_cancelled()
                 # an answer ended there (a completion past its prompt time) goes out now, not after this step's
                 # piece (~2 s of another prompt on two cores)
@@ -357,6 +359,21 @@ class Scheduler:
                     self._in_call = False
                     self._pieces_read += 1
         self._deferred = waiting
+
+    def _yield_to_calls(self) -> None:
+        """Ends the code completions running in contexts a session save or restore waits for (editor_place's rule),
+        answered with what they wrote (nothing, mid-prompt), so the call runs in this pass: one keystroke's
+        completion after another, or one of an editor's pause reading for a minute, held a user's restore in main
+        until its 30 s wait answered 503 (the session-33 agent soak)."""
+        waited = [ctx for _, fut, ctx in self._deferred if ctx is not None and not fut.cancelled()]
+        if not waited:
+            return
+        running = {ctx: row.job.completion for ctx, row in self._rows.items()}
+        for ctx in editor_place.yield_to_session_calls(running, waited):
+            row = self._rows[ctx]
+            log.info("request %s (%s, a code completion) in context %s ends: a session save or restore waits for "
+                     "the context", row.job.id, row.job.api, self.table[ctx].display_id())
+            row_output.finish(self, row, "length")
 
     def _busy(self, ctx: int) -> bool:
         """Whether context `ctx` runs a request or a rebuild (an out-of-range one is not: its call says so)."""

@@ -12,6 +12,7 @@ from strata.server.editor_place import (
     editor_slot,
     hold_for_editor,
     place_completion,
+    yield_to_session_calls,
 )
 from strata.server.slot_policy import PolicyConfig, RequestView, pick_slot
 
@@ -199,3 +200,15 @@ def test_the_variables_are_read_and_bad_values_named():
             PolicyConfig.from_env({var: raw})
     with pytest.raises(ValueError, match="STRATA_SLOT_EDITOR_MAIN"):
         PolicyConfig(editor_main=1)
+
+
+@pytest.mark.parametrize(("running", "waited", "ended"), [
+    ({0: True}, [0], [0]),                   # a completion in main, a restore waits for main: it ends
+    ({0: False}, [0], []),                   # an agent's turn there: waited for (SESSION_IDLE_WAIT_S, then a 503)
+    ({0: True, 2: True}, [2], [2]),          # only the context a call waits for
+    ({1: True, 2: False}, [1, 2, 2], [1]),   # two calls for one context: once
+    ({1: True}, [3], []),                    # the waited context idle (not running): nothing to end
+    ({}, [], []),
+])
+def test_a_completion_gives_its_context_up_to_a_session_call(running, waited, ended):
+    assert yield_to_session_calls(running, waited) == ended
