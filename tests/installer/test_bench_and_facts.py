@@ -173,20 +173,10 @@ def test_an_nvidia_smi_line_that_is_not_utf8_is_read_with_the_byte_replaced(tmp_
 def test_the_machine_profile_in_a_container_is_the_memory_its_limit_allows(tmp_path):
     """`strata setup` in a 2 GiB container (500 MiB used) on a bigger host: the plan is made for 2 GiB, not for the
     host's RAM (which `strata serve`'s memory check, reading the same limit, would then refuse)."""
-    from strata.server.cache.cgroup_memory import CgroupMemory
+    from tests.fixtures.cgroup_tree import limited_group
 
-    mib = 1 << 20
-    root = tmp_path / "sys_fs_cgroup"
-    group = root / "user.slice" / "flatpak-strata.scope"
-    group.mkdir(parents=True)
-    (root / "cgroup.controllers").write_text("cpu memory pids\n")
-    (group / "memory.max").write_text(f"{2048 * mib}\n")
-    (group / "memory.current").write_text(f"{500 * mib}\n")
-    (group / "memory.stat").write_text("anon 1\ninactive_file 0\n")
-    proc = tmp_path / "cgroup"
-    proc.write_text("0::/user.slice/flatpak-strata.scope\n")
     host = machine_profile()
-    m = machine_profile(cgroup=CgroupMemory(str(proc), str(root)))
+    m = machine_profile(cgroup=limited_group(tmp_path, "user.slice/flatpak-strata.scope", 2048, 500))
     assert m.ram_total_mib == min(2048, host.ram_total_mib)
     assert m.ram_available_mib <= 1548 and m.n_cores == host.n_cores
 

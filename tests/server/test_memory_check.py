@@ -307,21 +307,14 @@ def test_ask_for_reads_the_memory_a_cgroup_limit_leaves(default_model_path, tmp_
     from strata.server.cache.cgroup_memory import CgroupMemory
     from strata.server.memory_check import ask_for, judge
 
-    mib = 1 << 20
-    root = tmp_path / "sys_fs_cgroup"
-    group = root / "docker" / "c0ffee"
-    group.mkdir(parents=True)
-    (root / "cgroup.controllers").write_text("cpu memory pids\n")
-    (group / "memory.max").write_text(f"{512 * mib}\n")
-    (group / "memory.current").write_text(f"{100 * mib}\n")
-    (group / "memory.stat").write_text("anon 1\ninactive_file 0\n")
-    proc = tmp_path / "cgroup"
-    proc.write_text("0::/docker/c0ffee\n")
+    from tests.fixtures.cgroup_tree import MIB as mib
+    from tests.fixtures.cgroup_tree import limited_group
+
     ask = ask_for(_config(default_model_path, ctx=32768), default_model_path, "cpu",
-                  cgroup=CgroupMemory(str(proc), str(root)))
+                  cgroup=limited_group(tmp_path, "docker/c0ffee", 512, 100))
     assert ask.available_bytes <= 412 * mib and ask.total_bytes <= 512 * mib and ask.limit_bytes == 512 * mib
     verdict = judge(ask)   # 32K tokens of SmolLM2's f16 KV (~0.7 GiB) do not fit in 90 % of 412 MiB
     assert verdict.error and "under this process's memory limit of 0.5 GiB" in verdict.error, verdict
     free = ask_for(_config(default_model_path, ctx=32768), default_model_path, "cpu",
-                   cgroup=CgroupMemory(str(tmp_path / "none"), str(root)))
+                   cgroup=CgroupMemory(str(tmp_path / "none"), str(tmp_path / "sys_fs_cgroup")))   # no group
     assert free.limit_bytes == 0 and free.available_bytes > ask.available_bytes
