@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.server import live
 from tests.server.live import LiveServer
 
 TINY_CTX = 4096
@@ -33,14 +34,8 @@ SCRIPT_THOUGHT, SCRIPT_ANSWER = "Plan it", "Warm"
 def scripted_model(tiny_model_factory):
     """A real tiny model that always answers "<think>Plan it</think>Warm" then ends its turn
     (tests/fixtures/tiny_gguf.py `script`; "<think>" and "</think>" are whole tokens, as in thinking models)."""
-    from strata.engine import Engine
-
-    think = ("<think>", "</think>")
-    plain = tiny_model_factory(ctx_len=2048, n_vocab=512, seed=3, added_tokens=think)
-    ids = Engine(str(plain), n_ctx=64, n_threads=1).tokenize(
-        f"\n<think>{SCRIPT_THOUGHT}</think>{SCRIPT_ANSWER}", special=True)
-    return tiny_model_factory(ctx_len=2048, n_vocab=512, seed=3, added_tokens=think,
-                              script=tuple(ids) + (2,))     # then <|im_end|>
+    return live.scripted_model(tiny_model_factory, f"<think>{SCRIPT_THOUGHT}</think>{SCRIPT_ANSWER}", ctx_len=2048,
+                               n_vocab=512, seed=3, added_tokens=("<think>", "</think>"))
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import httpx2 as httpx
 import pytest
 
-from tests.server.live import LiveServer
+from tests.server.live import LiveServer, scripted_model
 
 ANSWER = "The answer is warm"
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
@@ -19,11 +19,7 @@ WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".spl
 @pytest.fixture(scope="module")
 def answering_model(tiny_model_factory):
     """A tiny model that answers every chat prompt ANSWER, then ends its turn (<|im_end|>, id 2)."""
-    from strata.engine import Engine
-
-    plain = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3)
-    ids = Engine(str(plain), n_ctx=64, n_threads=1).tokenize("\n" + ANSWER, special=True)
-    return tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, script=tuple(ids) + (2,))
+    return scripted_model(tiny_model_factory, ANSWER, ctx_len=4096, n_vocab=512, seed=3)
 
 
 def _server(model, tmp_path) -> LiveServer:
