@@ -174,3 +174,19 @@ def check_reasoning_text_and_call(oai: Any, msgs: list, tools: list, args: dict)
     calls = [tc for d in deltas for tc in (d.tool_calls or [])]
     assert [json.loads("".join(tc.function.arguments or "" for tc in calls))] == [args]
     return chunks
+
+
+def check_cut_call(oai: Any, claude: Any, msgs: list, tools: list, claude_tools: list, cut: int, markup: str) -> int:
+    """The live reasoning-format tests' cut call (GLM, Seed-OSS): the scripted answer of check_reasoning_text_and_call
+    cut `cut` pieces short of its end is text, "Let me look." then the call's `markup`, with finish_reason "length"
+    and no call in OpenAI's chat, stop_reason "max_tokens" and no tool_use in Anthropic's messages (`msgs[1:]`,
+    no system). Returns the max_tokens that cut it."""
+    r = oai.chat.completions.create(model="m", messages=msgs, tools=tools, temperature=0, max_tokens=40)
+    max_tokens = r.usage.completion_tokens - cut        # the answer (end token not counted) less `cut` pieces
+    r = oai.chat.completions.create(model="m", messages=msgs, tools=tools, temperature=0, max_tokens=max_tokens)
+    c = r.choices[0]
+    assert c.finish_reason == "length" and c.message.tool_calls is None
+    assert c.message.content.startswith("Let me look.") and markup in c.message.content
+    m = claude.messages.create(model="m", max_tokens=max_tokens, messages=msgs[1:], tools=claude_tools)
+    assert m.stop_reason == "max_tokens" and "tool_use" not in [b.type for b in m.content]
+    return max_tokens

@@ -20,7 +20,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.server.live import LiveServer, check_reasoning_text_and_call, sdk_clients
+from tests.server.live import LiveServer, check_cut_call, check_reasoning_text_and_call, sdk_clients
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TEMPLATES = {name: (FIXTURES / f"{name}.jinja").read_text(encoding="utf-8") for name in ("GLM-4.6", "GLM-4.7-Flash")}
@@ -164,14 +164,7 @@ def test_bad_chat_template_kwargs_are_named(served, kwargs):
 @pytest.mark.parametrize("cut", [1, 2, 3])    # before </tool_call>, after the first value, after the name
 def test_a_cut_call_is_text_and_says_length(served, cut):
     oai, claude = served
-    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40)
-    max_tokens = r.usage.completion_tokens - cut        # the answer (end token not counted) less `cut` pieces
-    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=max_tokens)
-    c = r.choices[0]
-    assert c.finish_reason == "length" and c.message.tool_calls is None
-    assert c.message.content.startswith("Let me look.") and "<tool_call>bash" in c.message.content
-    m = claude.messages.create(model="m", max_tokens=max_tokens, messages=MSGS[1:], tools=CLAUDE_TOOLS)
-    assert m.stop_reason == "max_tokens" and "tool_use" not in [b.type for b in m.content]
+    max_tokens = check_cut_call(oai, claude, MSGS, TOOLS, CLAUDE_TOOLS, cut, "<tool_call>bash")
     with claude.messages.stream(model="m", max_tokens=max_tokens, messages=MSGS[1:], tools=CLAUDE_TOOLS) as s:
         final = s.get_final_message()
     assert final.stop_reason == "max_tokens" and "tool_use" not in [b.type for b in final.content]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.live import LiveServer, check_reasoning_text_and_call, sdk_clients
+from tests.server.live import LiveServer, check_cut_call, check_reasoning_text_and_call, sdk_clients
 
 TEMPLATE = (Path(__file__).resolve().parents[1] / "fixtures" / "ByteDance-Seed-OSS.jinja").read_text(encoding="utf-8")
 # each piece one token (the script's tokens must all differ); the prompt ends with "assistant\n"
@@ -72,14 +72,7 @@ def test_anthropic_and_responses_thinking_text_and_call(served):
 @pytest.mark.parametrize("cut", [1, 3])    # before </seed:tool_call>, after the first value
 def test_a_cut_call_is_text_and_says_length(served, cut):
     oai, claude = served
-    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40)
-    max_tokens = r.usage.completion_tokens - cut        # the answer (end token not counted) less `cut` pieces
-    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=max_tokens)
-    c = r.choices[0]
-    assert c.finish_reason == "length" and c.message.tool_calls is None
-    assert c.message.content.startswith("Let me look.") and "<seed:tool_call>" in c.message.content
-    m = claude.messages.create(model="m", max_tokens=max_tokens, messages=MSGS[1:], tools=CLAUDE_TOOLS)
-    assert m.stop_reason == "max_tokens" and "tool_use" not in [b.type for b in m.content]
+    check_cut_call(oai, claude, MSGS, TOOLS, CLAUDE_TOOLS, cut, "<seed:tool_call>")
 
 
 @pytest.mark.parametrize("budget", ["512", None, [512]])
