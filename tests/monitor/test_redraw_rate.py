@@ -46,6 +46,19 @@ class PaintCounter(QObject):
         return False
 
 
+class PaintRecorder(QObject):
+    """The regions of the paint events of the widget it filters, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.regions: list = []
+
+    def eventFilter(self, obj, event):  # noqa: N802 - Qt's name
+        if event.type() == QEvent.Type.Paint:
+            self.regions.append(event.region())
+        return False
+
+
 @pytest.fixture
 def stepped(qtbot):
     """A shown window on a model, its timer stopped and its clock in the test's hands."""
@@ -179,19 +192,11 @@ def test_a_changed_cell_is_repainted(qtbot):
     qtbot.waitExposed(t)
     t.show_rows([["one", "1"], ["two", "2"]])
     qtbot.wait(50)
-    painted = []
-
-    class Painted(QObject):
-        def eventFilter(self, obj, event):  # noqa: N802 - Qt's name
-            if event.type() == QEvent.Type.Paint:
-                painted.append(event.region())
-            return False
-
-    watcher = Painted()
-    t.viewport().installEventFilter(watcher)
+    painted = PaintRecorder()
+    t.viewport().installEventFilter(painted)
     t.show_rows([["one", "1"], ["two", "22222"]])
     cell = t.visualItemRect(t.item(1, 1))
-    qtbot.waitUntil(lambda: any(r.intersects(cell) for r in painted), timeout=60_000)
+    qtbot.waitUntil(lambda: any(r.intersects(cell) for r in painted.regions), timeout=60_000)
     assert t.item(1, 1).text() == "22222"
 
 
@@ -199,16 +204,8 @@ def test_a_redraw_leaves_an_unchanged_tab_bar_alone(stepped, qtbot):
     """The requests tab's title is set only when its count changes: setTabText lays the tab bar out and
     repaints it, with the tabs around it, even when the text is the same (~2.5 ms of a 16-ms busy redraw)."""
     w, model, clock = stepped
-    painted = []
-
-    class Painted(QObject):
-        def eventFilter(self, obj, event):  # noqa: N802 - Qt's name
-            if event.type() == QEvent.Type.Paint:
-                painted.append(event.rect())
-            return False
-
-    watcher = Painted()
-    w.activity.tabBar().installEventFilter(watcher)
+    painted = PaintRecorder()
+    w.activity.tabBar().installEventFilter(painted)
     s = snapshot("idle", 1000.0 + TICK_S)
     s["totals"]["requests"] += 1
     model.apply(s)
@@ -216,4 +213,4 @@ def test_a_redraw_leaves_an_unchanged_tab_bar_alone(stepped, qtbot):
     w.tick()
     qtbot.wait(100)
     assert w._drawn_version == model.version and f"{units.count(s['totals']['requests'])} requests" in w.header.totals.text().replace(units.NBSP, " ")
-    assert painted == []
+    assert painted.regions == []
