@@ -45,17 +45,6 @@ constexpr size_t ACT_TILE_BYTES = 256 * 1024;  // prepared activations kept in L
 // prefetches: the second reads the same lines (the other 32 bytes of each 64), by then in L1 / L2.
 constexpr size_t PREFETCH_BYTES = 16384;
 
-enum packed_kind { PACKED_Q4_1, PACKED_Q8_0, PACKED_IQ4_NL };
-
-template <int KIND>
-struct packed_format {
-    static constexpr bool NIBBLES = KIND != PACKED_Q8_0;
-    static constexpr bool HAS_MIN = KIND == PACKED_Q4_1;
-    static constexpr int QV = NIBBLES ? 4 : 8;                             // 64-byte quant vectors a block
-    static constexpr size_t QS = size_t(QV) * 64;                          // quant bytes, then scales
-    static constexpr size_t BLOCK = QS + (HAS_MIN ? 64 : 32);              // + 16 fp16 d (+ 16 fp16 m)
-};
-
 inline __m256i bcast_u32(const uint8_t* p) {
     int32_t v;
     std::memcpy(&v, p, 4);

@@ -56,18 +56,8 @@ using namespace packed_tiles;
 // Q4_K / Q5_K below likewise (+10-20% at 1 token); Q6_K measured no better and keeps T0.
 constexpr size_t PREFETCH_BYTES = 16384;
 
-enum packed_kind { PACKED_Q4_1, PACKED_Q8_0, PACKED_IQ4_NL, PACKED_Q4_K, PACKED_Q5_K, PACKED_Q6_K };
-
-// The blocks of 32: Q4_1, Q8_0 and IQ4_NL (Q4_1's nibbles, looked up in the table + 128 by a vpshufb;
-// the +128 goes out through the activations' -128 * sum, as Q8_0's).
-template <int KIND>
-struct packed_format {
-    static constexpr bool NIBBLES = KIND != PACKED_Q8_0;
-    static constexpr bool HAS_MIN = KIND == PACKED_Q4_1;
-    static constexpr int QV = NIBBLES ? 4 : 8;                             // 64-byte quant vectors a block
-    static constexpr size_t QS = size_t(QV) * 64;                          // quant bytes, then scales
-    static constexpr size_t BLOCK = QS + (HAS_MIN ? 64 : 32);              // + 16 fp16 d (+ 16 fp16 m)
-};
+// The blocks of 32 (packed_format, quants-packed.h): Q4_1, Q8_0 and IQ4_NL (Q4_1's nibbles, looked up in
+// the table + 128 by a vpshufb; the +128 goes out through the activations' -128 * sum, as Q8_0's).
 
 // Y[t * ys + lane] for t < NT over one group: g is its first packed block, x the first token's
 // prepared row; lanes outside `keep` are not stored.

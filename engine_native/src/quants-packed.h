@@ -87,6 +87,20 @@ constexpr size_t PACKED_IQ4_XS_SC = 2048, PACKED_IQ4_XS_D = 2176;
 constexpr size_t PACKED_IQ4_XS_BLOCK_BYTES = 2208;
 constexpr size_t PACKED_ACT_IQ4_XS_BLOCK_BYTES = 320, PACKED_ACT_IQ4_XS_D = 288;
 
+// The kernel files' view of a packed block of 32 (Q4_1, Q8_0, IQ4_NL), one definition for the AVX2 and the
+// AVX-512 products (quants-packed-avx2.cpp, quants-packed-avx512.cpp): QV quant vectors of 64 bytes
+// (16 rows x 4 bytes), then 16 fp16 d (Q4_1: then 16 fp16 m); BLOCK is packed_block_bytes of the type.
+// The super-block kinds (Q4_K, Q5_K, Q6_K: AVX-512 only) have their own block constants above.
+enum packed_kind { PACKED_Q4_1, PACKED_Q8_0, PACKED_IQ4_NL, PACKED_Q4_K, PACKED_Q5_K, PACKED_Q6_K };
+template <int KIND>
+struct packed_format {
+    static constexpr bool NIBBLES = KIND != PACKED_Q8_0;
+    static constexpr bool HAS_MIN = KIND == PACKED_Q4_1;
+    static constexpr int QV = NIBBLES ? 4 : 8;                             // 64-byte quant vectors a block
+    static constexpr size_t QS = size_t(QV) * 64;                          // quant bytes, then scales
+    static constexpr size_t BLOCK = QS + (HAS_MIN ? 64 : 32);              // + 16 fp16 d (+ 16 fp16 m)
+};
+
 // True when this build has packed products for `type` (Q4_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K,
 // IQ4_XS in an AVX-512 VNNI build; Q4_1, Q8_0, IQ4_NL in an AVX2 one).
 bool packed_supported(int32_t type);
