@@ -5,10 +5,8 @@ A real server and a tiny model; the engine calls are recorded, not replaced."""
 
 from __future__ import annotations
 
-import threading
-
 from tests.server.live import LiveServer
-from tests.server.test_scheduling import complete, ids, wait_for
+from tests.server.side_request import side_beside_long
 
 LONG, SIDE, SIDE_OUT = 3000, 12, 40
 
@@ -20,15 +18,8 @@ def calls_beside_a_long_prompt(tiny_model_factory, share: float) -> tuple[list[t
                                dtype="Q8_0")
     with LiveServer(model=str(model), ctx=4096, batch=2, threads=1, conversation_cache_mib=0, prefill_chunk=256,
                     prefill_slice_ms=5.0, mixed_piece=64, lookup_draft=0, decode_share=share) as server:
-        sched = server.state.scheduler
-        engine = sched.engine
-        queued = threading.Event()
+        engine = server.state.scheduler.engine
         calls: list[tuple[str, set[int], int, int]] = []
-
-        def prefill(ctx, part, chunk=None, real=engine.prefill):   # the long prompt's solo piece waits for the side
-            out = real(ctx, part, chunk=chunk) if chunk is not None else real(ctx, part)
-            queued.wait(60)
-            return out
 
         def step(pieces, ctxs, tokens, real=engine.step):
             calls.append(("step", set(ctxs), [(ctx, len(p)) for ctx, p in pieces]))
@@ -38,22 +29,7 @@ def calls_beside_a_long_prompt(tiny_model_factory, share: float) -> tuple[list[t
             calls.append(("decode", set(ctxs), []))
             return real(ctxs, tokens)
 
-        engine.prefill, engine.step, engine.decode = prefill, step, decode
-        try:
-            answers: dict[str, dict] = {}
-            long = threading.Thread(target=lambda: answers.__setitem__("long", complete(server.url, ids(LONG, 4), 2)))
-            long.start()
-            wait_for(lambda: sched.in_flight == 1)
-            side = threading.Thread(target=lambda: answers.__setitem__(
-                "side", complete(server.url, ids(SIDE, 7), SIDE_OUT, ignore_eos=True)))
-            side.start()
-            wait_for(lambda: sched.queue_depth == 1 or sched.in_flight == 2)
-            queued.set()
-            side.join(120)
-            long.join(120)
-        finally:
-            queued.set()
-            del engine.prefill, engine.step, engine.decode
+        answers = side_beside_long(server, LONG, SIDE, SIDE_OUT, {"step": step, "decode": decode}, ignore_eos=True)
     assert answers["long"]["usage"]["prompt_tokens"] == LONG
     assert answers["side"]["usage"]["completion_tokens"] == SIDE_OUT
     side_ctx = next(ctx for kind, _, pieces in calls if kind == "step" for ctx, n in pieces if n == SIDE)

@@ -6,13 +6,12 @@ first token waited for them (a new-user trial: an agent's 46-token title request
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from strata.server.scheduler import SOLO_PIECE_MIN
 
 from tests.server.live import LiveServer
-from tests.server.test_scheduling import complete, ids, wait_for
+from tests.server.side_request import side_beside_long
+from tests.server.test_scheduling import complete, ids
 
 LONG, SIDE, CHUNK = 1500, 12, 256
 
@@ -29,36 +28,15 @@ def steps_beside_a_long_prompt(server) -> tuple[list[list[tuple[int, int]]], int
     long one, its context, and the slice at the measured rate when it was read. The long prompt's solo piece waits
     for the short request to be queued, so it always comes while the long prompt is read."""
     sched = server.state.scheduler
-    engine = sched.engine
-    queued = threading.Event()
     steps: list[list[tuple[int, int]]] = []
     slices: list[int] = []
 
-    def prefill(ctx, part, chunk=None, real=engine.prefill):
-        out = real(ctx, part, chunk=chunk) if chunk is not None else real(ctx, part)
-        queued.wait(60)
-        return out
-
-    def step(pieces, ctxs, tokens, real=engine.step):
+    def step(pieces, ctxs, tokens, real=sched.engine.step):
         steps.append([(ctx, len(p)) for ctx, p in pieces])
         slices.append(sched._slice_at_rate())
         return real(pieces, ctxs, tokens)
 
-    engine.prefill, engine.step = prefill, step
-    try:
-        answers: dict[str, dict] = {}
-        long = threading.Thread(target=lambda: answers.__setitem__("long", complete(server.url, ids(LONG, 4), 2)))
-        long.start()
-        wait_for(lambda: sched.in_flight == 1)
-        side = threading.Thread(target=lambda: answers.__setitem__("side", complete(server.url, ids(SIDE, 7), 2)))
-        side.start()
-        wait_for(lambda: sched.queue_depth == 1 or sched.in_flight == 2)
-        queued.set()
-        side.join(120)
-        long.join(120)
-    finally:
-        queued.set()
-        del engine.prefill, engine.step
+    answers = side_beside_long(server, LONG, SIDE, 2, {"step": step})
     assert answers["long"]["usage"]["prompt_tokens"] == LONG and answers["side"]["usage"]["prompt_tokens"] == SIDE
     side_ctx = next(ctx for pieces in steps for ctx, n in pieces if n <= SIDE)
     first = next(i for i, pieces in enumerate(steps) if any(ctx == side_ctx for ctx, _ in pieces))
