@@ -152,6 +152,21 @@ class Client:
         rec.update(extra or {})
         self.log.write(rec)
 
+    def post(self, ep: str, body: dict) -> tuple[int, dict, dict]:
+        """POSTs `body` to `ep`: the status, the JSON answer and its usage ({} without one)."""
+        r = self.http.post(self.url + ep, json=body)
+        j = r.json()
+        return r.status_code, j, j.get("usage") or {}
+
+    def stream(self, ep: str, body: dict) -> tuple[int, list[tuple[str | None, dict]], str | None]:
+        """POSTs a streamed `body` to `ep`: the status, its server-sent events read to the end ((event name, data)
+        pairs; none but on a 200) and the error's body text (None on a 200)."""
+        with self.http.stream("POST", self.url + ep, json=body) as r:
+            if r.status_code != 200:
+                r.read()
+                return r.status_code, [], r.text
+            return r.status_code, list(sse_events(r)), None
+
     def step(self, kind: str, conv: dict) -> None:
         rng = self.rng
         t0 = time.time()
@@ -162,14 +177,12 @@ class Client:
                 conv.update(ids=conv["ids"][:1] + [rng.randrange(100, 40000) for _ in range(300)], turn=0,
                             last_prompt=0, gen=rng.randrange(10**9))
             body = {"model": "m", "prompt": conv["ids"], "max_tokens": max_tokens, "temperature": 0}
-            r = self.http.post(self.url + "/v1/completions", json=body)
-            j = r.json()
-            u = j.get("usage") or {}
+            status, j, u = self.post("/v1/completions", body)
             usage = {"prompt": u.get("prompt_tokens"), "completion": u.get("completion_tokens"),
                      "cached": (u.get("prompt_tokens_details") or {}).get("cached_tokens")}
-            ans = j["choices"][0]["text"] if r.status_code == 200 else j
-            self.record(kind, conv, "/v1/completions", body, r.status_code, usage, ans, t0)
-            if r.status_code == 200:
+            ans = j["choices"][0]["text"] if status == 200 else j
+            self.record(kind, conv, "/v1/completions", body, status, usage, ans, t0)
+            if status == 200:
                 conv["turn"] += 1
                 conv["last_prompt"] = usage["prompt"]
             return
@@ -211,26 +224,18 @@ class Client:
                 self.record(kind, conv, "/v1/chat/completions", body, status, None, None, t0, {"lines": n})
                 return
             if body.get("stream"):
-                text, calls, u, finish = "", [], {}, None
-                with self.http.stream("POST", self.url + "/v1/chat/completions", json=body) as r:
-                    status = r.status_code
-                    if status != 200:
-                        r.read()
-                        answer = r.text
-                    else:
-                        for _, ev in sse_events(r):
-                            if ev.get("usage"):
-                                u = ev["usage"]
-                            for ch in ev.get("choices") or []:
-                                text += ch["delta"].get("content") or ""
-                                finish = ch.get("finish_reason") or finish
-                        answer = text
+                text, u, finish = "", {}, None
+                status, events, error = self.stream("/v1/chat/completions", body)
+                for _, ev in events:
+                    if ev.get("usage"):
+                        u = ev["usage"]
+                    for ch in ev.get("choices") or []:
+                        text += ch["delta"].get("content") or ""
+                        finish = ch.get("finish_reason") or finish
+                answer = text if error is None else error
                 extra["finish"] = finish
             else:
-                r = self.http.post(self.url + "/v1/chat/completions", json=body)
-                status = r.status_code
-                j = r.json()
-                u = j.get("usage") or {}
+                status, j, u = self.post("/v1/chat/completions", body)
                 if status == 200:
                     m = j["choices"][0]["message"]
                     extra["finish"] = j["choices"][0]["finish_reason"]
@@ -258,25 +263,17 @@ class Client:
             if kind == "messages_stream":
                 body["stream"] = True
                 text = ""
-                with self.http.stream("POST", self.url + ep, json=body) as r:
-                    status = r.status_code
-                    if status != 200:
-                        r.read()
-                        answer = r.text
-                    else:
-                        for ev_name, ev in sse_events(r):
-                            if ev_name == "message_start":
-                                u.update(ev["message"]["usage"])
-                            elif ev_name == "message_delta":
-                                u.update(ev["usage"])     # the final counts (message_start may come while queued)
-                            elif ev_name == "content_block_delta" and ev["delta"]["type"] == "text_delta":
-                                text += ev["delta"]["text"]
-                        answer = text
+                status, events, error = self.stream(ep, body)
+                for ev_name, ev in events:
+                    if ev_name == "message_start":
+                        u.update(ev["message"]["usage"])
+                    elif ev_name == "message_delta":
+                        u.update(ev["usage"])     # the final counts (message_start may come while queued)
+                    elif ev_name == "content_block_delta" and ev["delta"]["type"] == "text_delta":
+                        text += ev["delta"]["text"]
+                answer = text if error is None else error
             else:
-                r = self.http.post(self.url + ep, json=body)
-                status = r.status_code
-                j = r.json()
-                u = j.get("usage") or {}
+                status, j, u = self.post(ep, body)
                 answer = "".join(b.get("text", "") for b in j.get("content", [])) if status == 200 else j
             if u:
                 usage = {"prompt": (u.get("input_tokens") or 0) + (u.get("cache_read_input_tokens") or 0),
@@ -292,23 +289,15 @@ class Client:
             if kind == "responses_stream":
                 body["stream"] = True
                 text = ""
-                with self.http.stream("POST", self.url + ep, json=body) as r:
-                    status = r.status_code
-                    if status != 200:
-                        r.read()
-                        answer = r.text
-                    else:
-                        for _, ev in sse_events(r):
-                            if ev.get("type") == "response.output_text.delta":
-                                text += ev["delta"]
-                            elif ev.get("type") in ("response.completed", "response.incomplete", "response.failed"):
-                                u = ev["response"].get("usage") or {}
-                        answer = text
+                status, events, error = self.stream(ep, body)
+                for _, ev in events:
+                    if ev.get("type") == "response.output_text.delta":
+                        text += ev["delta"]
+                    elif ev.get("type") in ("response.completed", "response.incomplete", "response.failed"):
+                        u = ev["response"].get("usage") or {}
+                answer = text if error is None else error
             else:
-                r = self.http.post(self.url + ep, json=body)
-                status = r.status_code
-                j = r.json()
-                u = j.get("usage") or {}
+                status, j, u = self.post(ep, body)
                 if status == 200:
                     answer = "".join(c.get("text", "") for o in j.get("output", []) if o.get("type") == "message"
                                      for c in o.get("content", []))
