@@ -52,6 +52,20 @@ def chat(s: LiveServer, text: str, max_tokens: int = 3, **extra) -> int:
     return int(r.headers["x-strata-request"])
 
 
+def start_agents(s: LiveServer, first: int, n: int) -> list[threading.Event]:
+    """`n` agents' long turns (prompts words(first + i, 20), 400 tokens), each from its own thread: the events they
+    set once answered."""
+    done = [threading.Event() for _ in range(n)]
+
+    def agent(i: int) -> None:
+        chat(s, words(first + i, 20), max_tokens=400, ignore_eos=True)
+        done[i].set()
+
+    for i in range(n):
+        threading.Thread(target=agent, args=(i,), daemon=True).start()
+    return done
+
+
 def infill(s: LiveServer, typed: str) -> int:
     r = httpx.post(s.url + "/infill", timeout=120, json={
         "input_prefix": CODE, "prompt": typed, "input_suffix": "\n\nprint(y)\n" * 3, "n_predict": 4,
@@ -92,16 +106,9 @@ def test_an_agent_does_not_take_the_active_editors_slot_when_another_is_idle(ser
 def test_a_completion_runs_in_main_when_every_slot_is_busy(server):
     s = server
     sched = s.state.scheduler
-    done = [threading.Event() for _ in range(4)]
-
-    def agent(i: int) -> None:
-        chat(s, words(10 + i, 20), max_tokens=400, ignore_eos=True)
-        done[i].set()
-
     with _SlowTokens(s.state.engine):
         with streaming_in_main(s, words(9, 20)):
-            for i in range(4):
-                threading.Thread(target=agent, args=(i,), daemon=True).start()
+            done = start_agents(s, 10, 4)
             _wait_for(lambda: all(c.busy_job is not None for c in sched.table.slots), "the agents in every slot")
         where = placed(s, infill(s, "y = x"))
         assert not any(e.is_set() for e in done)               # it ran while the agents held every slot
@@ -122,17 +129,10 @@ def fresh_server(fim_coder):
 def test_an_agent_whose_only_idle_slot_is_the_editors_goes_on_in_main(fresh_server):
     s = fresh_server
     sched = s.state.scheduler
-    done = [threading.Event() for _ in range(3)]
-
-    def agent(i: int) -> None:
-        chat(s, words(20 + i, 20), max_tokens=400, ignore_eos=True)
-        done[i].set()
-
     with _SlowTokens(s.state.engine):
         with streaming_in_main(s, words(0, 60)):               # an agent's turn in main, its client leaving below
             editor = placed(s, infill(s, "y = "))["slot"]      # beside it: a blank slot
-            for i in range(3):                                 # three agents in the other slots, still running
-                threading.Thread(target=agent, args=(i,), daemon=True).start()
+            done = start_agents(s, 20, 3)                      # three agents in the other slots, still running
             _wait_for(lambda: all(c.busy_job is not None for c in sched.table.slots if c.id != editor),
                       "the agents in the other slots")
         # its turn asked again beside them: main holds its own conversation, the editor's slot is the only idle one
