@@ -107,18 +107,25 @@ def test_the_server_loader_accepts_the_file(tmp_path, machine, model):
         assert loaded.values[key] == value, key
 
 
-def test_the_written_file_is_what_the_terminal_prints(tmp_path):
+def run_setup(tmp_path: Path) -> str:
+    """`strata setup --yes` in the terminal on a laptop for a 3B model, writing tmp_path/c.toml (no benchmark, the
+    cold folder in tmp_path): what it printed."""
+    from dataclasses import replace
+
     from strata.installer.cli import run_terminal
 
     s = situation("laptop", "3B")
-    from dataclasses import replace
     s = replace(s, cold_disk=replace(s.cold_disk, folder=str(tmp_path / "cold")))
     out = io.StringIO()
     args = argparse.Namespace(yes=True, config=tmp_path / "c.toml", show=False, model=None, cold_dir=None,
                               skip_bench=True, disk_bench_mib=8)
     assert run_terminal(args, None, out, situation=s) == 0
+    return out.getvalue()
+
+
+def test_the_written_file_is_what_the_terminal_prints(tmp_path):
+    printed = run_setup(tmp_path)
     values, reasons = config_file.read(Path(tmp_path / "c.toml"))
-    printed = out.getvalue()
     for key, reason in reasons.items():
         assert key in printed and reason in printed
 

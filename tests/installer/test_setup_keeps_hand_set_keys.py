@@ -4,17 +4,10 @@ only the plan's keys and the hand-set ones survived only in the `.bak`."""
 
 from __future__ import annotations
 
-import argparse
-import io
-from dataclasses import replace
-from pathlib import Path
-
 from strata.installer import config_file
-from strata.installer.cli import run_terminal
 from strata.server import config as server_config
 
-from tests.installer.matrix_data import situation
-from tests.installer.test_config_file import _plan
+from tests.installer.test_config_file import _plan, run_setup
 
 HAND_SET = """# Strata configuration, written by `strata setup`. Flags given to `strata serve` override it.
 ctx = 1024
@@ -44,16 +37,6 @@ def test_setup_keeps_the_keys_it_does_not_decide_with_their_comments(tmp_path):
     assert loaded.values["port"] == 8123 and loaded.env["STRATA_RESTORE_LADDER"] == "0"
     config_file.write(plan, path)                                           # a third run: the same file again
     assert config_file.read(path)[0] == values
-
-
-def run_setup(tmp_path: Path) -> str:
-    s = situation("laptop", "3B")
-    s = replace(s, cold_disk=replace(s.cold_disk, folder=str(tmp_path / "cold")))
-    out = io.StringIO()
-    args = argparse.Namespace(yes=True, config=tmp_path / "c.toml", show=False, model=None, cold_dir=None,
-                              skip_bench=True, disk_bench_mib=8)
-    assert run_terminal(args, None, out, situation=s) == 0
-    return out.getvalue()
 
 
 def test_the_summary_names_the_keys_kept(tmp_path):
