@@ -28,6 +28,15 @@ def own_answers(tmp_path, tiny_model_factory):
     return path
 
 
+def next_page(qtbot, wizard, expected: str):
+    """Next, waited for until the wizard leaves its page; the page it comes to must be `expected`: that page."""
+    before = wizard.currentId()
+    wizard.next()
+    qtbot.waitUntil(lambda: wizard.currentId() != before, timeout=5000)
+    assert wizard.currentPage() is wizard.page(wizard.page_ids[expected])
+    return wizard.currentPage()
+
+
 def wizard_at_disk_page(qtbot, tmp_path):
     """The setup wizard (its cold folder tmp_path/cold) shown and walked to its disk page, each page waited for."""
     from strata.installer import flow

@@ -17,6 +17,8 @@ from strata.installer import config_file, flow  # noqa: E402
 from strata.installer.cli import run_terminal  # noqa: E402
 from strata.installer.wizard.setup_wizard import SetupWizard  # noqa: E402
 
+from tests.installer.conftest import next_page  # noqa: E402
+
 SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "installer"
 
 
@@ -24,14 +26,6 @@ def _shot(wizard, name):
     SHOTS.mkdir(parents=True, exist_ok=True)
     QApplication.processEvents()  # let the layouts settle before the picture
     assert wizard.grab().save(str(SHOTS / f"{name}.png"))
-
-
-def _next(qtbot, wizard, expected):
-    before = wizard.currentId()
-    wizard.next()
-    qtbot.waitUntil(lambda: wizard.currentId() != before, timeout=5000)
-    assert wizard.currentPage() is wizard.page(wizard.page_ids[expected])
-    return wizard.currentPage()
 
 
 @pytest.fixture
@@ -45,25 +39,25 @@ def _walk(qtbot, wizard, concurrency, keep, folder, ctx, shots=False):
     assert page is wizard.page(wizard.page_ids["model"])
     if shots:
         _shot(wizard, "1-model")
-    page = _next(qtbot, wizard, "bench")
+    page = next_page(qtbot, wizard, "bench")
     qtbot.waitUntil(page.isComplete, timeout=120000)
     if shots:
         _shot(wizard, "2-bench")
-    page = _next(qtbot, wizard, "concurrency")
+    page = next_page(qtbot, wizard, "concurrency")
     if shots:
         _shot(wizard, "3-concurrency")
     (page.one if concurrency == "one" else page.several).setChecked(True)
-    page = _next(qtbot, wizard, "disk")
+    page = next_page(qtbot, wizard, "disk")
     if shots:
         _shot(wizard, "4-disk")
     page.keep.setChecked(keep)
     if folder:
         page.folder.setText(str(folder))
-    page = _next(qtbot, wizard, "context")
+    page = next_page(qtbot, wizard, "context")
     if shots:
         _shot(wizard, "5-context")
     page.combo.setCurrentText(ctx)
-    page = _next(qtbot, wizard, "plan")
+    page = next_page(qtbot, wizard, "plan")
     if shots:
         _shot(wizard, "6-plan")
     wizard.button(QWizard.WizardButton.FinishButton).click()
@@ -104,7 +98,7 @@ def test_the_defaults_match_the_terminal_defaults(qtbot, tmp_path, situation):
     qtbot.addWidget(wizard)
     wizard.show()
     for name in ("bench", "concurrency", "disk", "context", "plan"):
-        _next(qtbot, wizard, name)
+        next_page(qtbot, wizard, name)
     wizard.button(QWizard.WizardButton.FinishButton).click()
     qtbot.waitUntil(lambda: wizard.written is not None, timeout=5000)
     _same(config_file.read(wizard.written)[0], _terminal(situation, tmp_path / "t.toml", "\n" * 6))
@@ -119,8 +113,8 @@ def test_the_keyboard_starts_on_the_chosen_answer(qtbot, tmp_path, situation):
     qtbot.addWidget(wizard)
     wizard.show()
     qtbot.waitExposed(wizard)
-    _next(qtbot, wizard, "bench")
-    page = _next(qtbot, wizard, "concurrency")
+    next_page(qtbot, wizard, "bench")
+    page = next_page(qtbot, wizard, "concurrency")
     chosen = page.several if page.several.isChecked() else page.one
     qtbot.wait(50)                          # the wizard sets the page's focus on the event loop
     assert QApplication.focusWidget() is chosen
@@ -137,8 +131,8 @@ def test_a_model_trained_on_fewer_tokens_than_the_first_step_lists_its_context(q
     wizard.show()
     wizard.currentPage().combo.setCurrentText(str(model))
     for name in ("bench", "concurrency", "disk"):
-        _next(qtbot, wizard, name)
-    page = _next(qtbot, wizard, "context")
+        next_page(qtbot, wizard, name)
+    page = next_page(qtbot, wizard, "context")
     assert [page.combo.itemText(i) for i in range(page.combo.count())] == ["1024"]
     assert page.combo.currentText() == "1024" and "whole trained context" in page.reason.text()
 
@@ -155,7 +149,7 @@ def test_a_refused_answer_stays_on_its_page_with_the_reason(qtbot, tmp_path, sit
     assert wizard.currentPage() is model and "no such file" in model.error.text()
     model.combo.setCurrentIndex(0)
     for name in ("bench", "concurrency", "disk"):
-        page = _next(qtbot, wizard, name)
+        page = next_page(qtbot, wizard, name)
     page.keep.setChecked(True)
     page.folder.setText(str(blocker / "sub"))
     wizard.next()
@@ -163,7 +157,7 @@ def test_a_refused_answer_stays_on_its_page_with_the_reason(qtbot, tmp_path, sit
     _shot(wizard, "4b-disk-refused")
     page.keep.setChecked(False)
     assert not page.folder.isEnabled()
-    page = _next(qtbot, wizard, "context")
+    page = next_page(qtbot, wizard, "context")
     page.combo.setCurrentText("lots")
     wizard.next()
     assert wizard.currentPage() is page and "not a number of tokens" in page.error.text()
@@ -174,8 +168,8 @@ def test_a_refused_answer_stays_on_its_page_with_the_reason(qtbot, tmp_path, sit
     page = wizard.currentPage()
     assert page is wizard.page(wizard.page_ids["concurrency"])
     page.one.setChecked(True)
-    _next(qtbot, wizard, "disk")
-    ctx_page = _next(qtbot, wizard, "context")
+    next_page(qtbot, wizard, "disk")
+    ctx_page = next_page(qtbot, wizard, "context")
     assert wizard.answers.ctx is None and ctx_page.combo.currentText() == "8192"
 
 
@@ -229,7 +223,7 @@ def test_cancel_during_the_bench_stops_it_and_leaves_no_file(qtbot, tmp_path, si
     wizard = SetupWizard(config_path=tmp_path / "qt.toml", situation=situation, disk_bench_mib=2048)
     qtbot.addWidget(wizard)
     wizard.show()
-    bench = _next(qtbot, wizard, "bench")
+    bench = next_page(qtbot, wizard, "bench")
     qtbot.waitUntil(lambda: bench.bar.value() > 0, timeout=30000)
     wizard.reject()                # the window closes once the bench's thread has ended, without waiting here
     qtbot.waitUntil(lambda: not wizard.isVisible(), timeout=5000)
@@ -244,7 +238,7 @@ def test_the_bench_bar_moves_forward_and_shows_it_is_busy_while_the_engine_measu
     wizard = SetupWizard(config_path=tmp_path / "qt.toml", situation=situation, disk_bench_mib=8)
     qtbot.addWidget(wizard)
     wizard.show()
-    bench = _next(qtbot, wizard, "bench")
+    bench = next_page(qtbot, wizard, "bench")
     seen = []
 
     def watch():
@@ -286,7 +280,7 @@ def test_the_free_space_shown_is_the_typed_folders(qtbot, tmp_path, situation):
     qtbot.addWidget(wizard)
     wizard.show()
     for name in ("bench", "concurrency", "disk"):
-        page = _next(qtbot, wizard, name)
+        page = next_page(qtbot, wizard, name)
     assert page.folder_reason.text() == "120.6 GiB free there"
     page.keep.setChecked(True)
     page.folder.setText(str(tmp_path / "elsewhere"))
@@ -303,8 +297,8 @@ def test_the_plan_page_names_the_keys_kept_from_the_file_there(qtbot, tmp_path, 
     qtbot.addWidget(wizard)
     wizard.show()
     for name in ("bench", "concurrency", "disk", "context"):
-        _next(qtbot, wizard, name)
-    page = _next(qtbot, wizard, "plan")
+        next_page(qtbot, wizard, name)
+    page = next_page(qtbot, wizard, "plan")
     assert page.target.text().endswith("kept from the file there (keys setup does not decide): port, api_key, [env]")
     wizard.button(QWizard.WizardButton.FinishButton).click()
     qtbot.waitUntil(lambda: wizard.written is not None, timeout=5000)

@@ -14,6 +14,8 @@ from PySide6.QtWidgets import QApplication, QWizard  # noqa: E402
 from strata.installer import config_file  # noqa: E402
 from strata.installer.wizard.setup_wizard import SetupWizard  # noqa: E402
 
+from tests.installer.conftest import next_page  # noqa: E402
+
 SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "installer"
 ASKED = ("model", "ctx", "batch", "slot_ctx", "conversation_cache_cold_dir", "conversation_cache_cold_mib")
 
@@ -21,14 +23,6 @@ ASKED = ("model", "ctx", "batch", "slot_ctx", "conversation_cache_cold_dir", "co
 @pytest.fixture(autouse=True)
 def own_cache_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-
-
-def _next(qtbot, wizard, expected):
-    before = wizard.currentId()
-    wizard.next()
-    qtbot.waitUntil(lambda: wizard.currentId() != before, timeout=5000)
-    assert wizard.currentPage() is wizard.page(wizard.page_ids[expected])
-    return wizard.currentPage()
 
 
 def _finish(qtbot, wizard):
@@ -43,17 +37,17 @@ def test_next_to_the_end_keeps_every_answer_of_the_file(qtbot, own_answers):
     qtbot.addWidget(wizard)
     wizard.show()
     assert wizard.recommended_button.isVisible()
-    _next(qtbot, wizard, "bench")
-    page = _next(qtbot, wizard, "concurrency")
+    next_page(qtbot, wizard, "bench")
+    page = next_page(qtbot, wizard, "concurrency")
     assert page.several.isChecked() and "batch = 2" in page.reason.text()
-    page = _next(qtbot, wizard, "disk")
+    page = next_page(qtbot, wizard, "disk")
     assert page.keep.isChecked() and page.folder.text() == before["conversation_cache_cold_dir"]
-    page = _next(qtbot, wizard, "context")
+    page = next_page(qtbot, wizard, "context")
     assert page.combo.currentText() == "2048" and "recommended: " in page.reason.text()
     SHOTS.mkdir(parents=True, exist_ok=True)
     QApplication.processEvents()
     assert wizard.grab().save(str(SHOTS / "rerun-context.png"))
-    _next(qtbot, wizard, "plan")
+    next_page(qtbot, wizard, "plan")
     after = _finish(qtbot, wizard)
     assert {k: after[k] for k in ASKED} == {k: before[k] for k in ASKED} and after["port"] == 8123
 
@@ -62,14 +56,14 @@ def test_use_recommended_values_proposes_the_plans(qtbot, own_answers):
     wizard = SetupWizard(config_path=own_answers, run_bench=False)
     qtbot.addWidget(wizard)
     wizard.show()
-    _next(qtbot, wizard, "bench")
-    _next(qtbot, wizard, "concurrency")
+    next_page(qtbot, wizard, "bench")
+    next_page(qtbot, wizard, "concurrency")
     wizard.button(QWizard.WizardButton.CustomButton1).click()
     assert not wizard.recommended_button.isVisible()
-    _next(qtbot, wizard, "disk")
-    page = _next(qtbot, wizard, "context")
+    next_page(qtbot, wizard, "disk")
+    page = next_page(qtbot, wizard, "context")
     assert page.combo.currentText() != "2048"
-    _next(qtbot, wizard, "plan")
+    next_page(qtbot, wizard, "plan")
     after = _finish(qtbot, wizard)
     assert after["ctx"] != 2048 and after["batch"] != 2 and after["port"] == 8123
 
