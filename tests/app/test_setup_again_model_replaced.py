@@ -19,7 +19,7 @@ try:
 except ModuleNotFoundError:        # Python 3.10
     import tomli as tomllib
 
-from tests.app.test_setup_again_unchanged import RUNNING, _finish_with_the_proposed_answers
+from tests.app.test_setup_again_unchanged import RUNNING, finish_changes_nothing, finish_restarts
 
 THEN = ModelFile("/models/m.gguf", "file", True, (1000, 5, 77))
 
@@ -65,24 +65,14 @@ def test_finish_after_the_model_file_was_replaced_restarts_the_server(qtbot, app
     controller = AppController(app_config, tmp_path / "logs", theme="light", restart=RestartConfig(max_retries=1))
     controller.start()
     try:
-        status = controller.supervisor.status
-        qtbot.waitUntil(lambda: status().state == "running", timeout=60_000)
-        first = status().pid
-        _finish_with_the_proposed_answers(qtbot, controller)       # setup's own file: restarted on it
-        qtbot.waitUntil(lambda: status().state == "running" and status().pid not in (None, first), timeout=90_000)
-        second = status().pid
+        qtbot.waitUntil(lambda: controller.supervisor.status().state == "running", timeout=60_000)
+        finish_restarts(qtbot, controller)                         # setup's own file: restarted on it
         # another model of the same size copied over the file the server runs
         shutil.copyfile(tiny_model_factory(ctx_len=4096, n_vocab=512, seed=4), model)
-        _finish_with_the_proposed_answers(qtbot, controller)
         # before: not restarted, the status bar saying the configuration is the one the server runs on
-        qtbot.waitUntil(lambda: status().state == "running" and status().pid not in (None, second), timeout=90_000)
+        finish_restarts(qtbot, controller)
         assert controller.window.statusBar().currentMessage() != f"Set up again: {UNCHANGED}"
         # and with nothing changed since, the next Finish leaves it alone (the look at its start is the file now)
-        third, runs = status().pid, status().run
-        _finish_with_the_proposed_answers(qtbot, controller)
-        for _ in range(5):
-            qtbot.wait(300)
-            assert (status().state, status().pid, status().run) == ("running", third, runs)
-        assert controller.window.statusBar().currentMessage() == f"Set up again: {UNCHANGED}"
+        finish_changes_nothing(qtbot, controller)
     finally:
         controller.shutdown()

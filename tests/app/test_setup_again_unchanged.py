@@ -34,23 +34,34 @@ def _finish_with_the_proposed_answers(qtbot, controller) -> None:
     qtbot.waitUntil(lambda: controller.setup_wizard is None, timeout=10_000)
 
 
+def finish_restarts(qtbot, controller) -> None:
+    """Finish with the proposed answers restarts the running server: it runs again, another process."""
+    status = controller.supervisor.status
+    before = status().pid
+    _finish_with_the_proposed_answers(qtbot, controller)
+    qtbot.waitUntil(lambda: status().state == "running" and status().pid not in (None, before), timeout=90_000)
+
+
+def finish_changes_nothing(qtbot, controller) -> None:
+    """Finish with the proposed answers leaves the running server alone, and the status bar says why."""
+    status = controller.supervisor.status
+    pid, runs = status().pid, status().run
+    _finish_with_the_proposed_answers(qtbot, controller)
+    for _ in range(5):                               # a few polls: no restart was started
+        qtbot.wait(300)
+        assert (status().state, status().pid, status().run) == ("running", pid, runs)
+    assert controller.window.statusBar().currentMessage() == f"Set up again: {UNCHANGED}"
+
+
 def test_finish_with_nothing_changed_does_not_restart_the_server(qtbot, app_config, tmp_path, artifacts):
     controller = AppController(app_config, tmp_path / "logs", theme="light", restart=RestartConfig(max_retries=1))
     controller.start()
     try:
-        status = controller.supervisor.status
-        qtbot.waitUntil(lambda: status().state == "running", timeout=60_000)
-        first = status().pid
+        qtbot.waitUntil(lambda: controller.supervisor.status().state == "running", timeout=60_000)
         # the fixture's file is not one setup wrote (setup adds the keys it decides): the first Finish changes it
-        _finish_with_the_proposed_answers(qtbot, controller)
-        qtbot.waitUntil(lambda: status().state == "running" and status().pid not in (None, first), timeout=90_000)
-        second, runs = status().pid, status().run
+        finish_restarts(qtbot, controller)
         # the same answers again: the same file but for the time it was written
-        _finish_with_the_proposed_answers(qtbot, controller)
-        for _ in range(5):                               # a few polls: no restart was started
-            qtbot.wait(300)
-            assert (status().state, status().pid, status().run) == ("running", second, runs)
-        assert controller.window.statusBar().currentMessage() == f"Set up again: {UNCHANGED}"
+        finish_changes_nothing(qtbot, controller)
         for name, size in (("default", None), ("640x440", (640, 440))):
             if size:
                 controller.window.resize(*size)
