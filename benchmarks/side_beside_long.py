@@ -16,6 +16,13 @@ once each (only one reads at a time), so load changes hit both alike. Ratios are
 and its decode rate beside the long prompt is printed ((N - 1) tokens over its time after the first). --sides 0:
 the long prompt read alone (what the solo slices cost its read).
 
+--answer-tokens N (agents mode): instead of side requests, another agent's long answer beside the long read: each
+round an agent with its own --answer-history-token conversation (read first, alone) writes exactly N tokens
+(ignore_eos); once its first token came, the long prompt (a fresh conversation) is sent. Printed per round and
+arm: the long prompt's first token, the answer's tokens/s while the long prompt was read (its tokens then over that
+time) and alone (its tokens after the read), and its total time; --alone-too also reads each round's long prompt
+with nothing beside it on the first arm's server (the read's own time, the baseline of "how much longer").
+
 Each --arm is NAME=EXTRA SERVE ARGUMENTS (split on spaces); the default compares the scheduling before
 2026-12-06 (--prompt-order round-robin --solo-slice-ms 0) with the default. Ratios: each arm against the first.
 """
@@ -47,9 +54,11 @@ def long_text(n_tokens: int, seed: int) -> str:
 
 
 async def stream(s: aiohttp.ClientSession, url: str, messages: list[dict], max_tokens: int,
-                 exact: bool = False) -> dict:
+                 exact: bool = False, times: list[float] | None = None) -> dict:
     t0 = time.monotonic()
     first, timings, usage = None, None, None
+    times = [] if times is None else times      # when each content chunk came (time.monotonic()); the caller's to watch
+    sizes: list[int] = []                       # its characters (a chunk may carry several tokens: the stream coalesces)
     body = {"model": "strata", "messages": messages, "max_tokens": max_tokens, "stream": True,
             "stream_options": {"include_usage": True}, "temperature": 0, **({"ignore_eos": True} if exact else {})}
     async with s.post(url + "/v1/chat/completions", json=body) as r:
@@ -63,12 +72,55 @@ async def stream(s: aiohttp.ClientSession, url: str, messages: list[dict], max_t
             if ch.get("usage"):
                 usage = ch["usage"]
             for c in ch.get("choices", []):
-                if first is None and (c.get("delta") or {}).get("content"):
-                    first = time.monotonic() - t0
+                piece = (c.get("delta") or {}).get("content")
+                if piece:
+                    times.append(time.monotonic())
+                    sizes.append(len(piece))
+                    if first is None:
+                        first = time.monotonic() - t0
             if ch.get("timings"):
                 timings = ch["timings"]
     return {"ttft": first if first is not None else time.monotonic() - t0, "total": time.monotonic() - t0,
-            "timings": timings, "usage": usage}
+            "timings": timings, "usage": usage, "t0": t0, "times": times, "sizes": sizes}
+
+
+async def agents_round(url: str, long_tokens: int, seed: int, answer_tokens: int, history_tokens: int,
+                       alone: bool = False) -> dict:
+    """One agent writes a long answer (exactly answer_tokens) while another's long prompt is read; `alone`: the
+    long prompt only."""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1800)) as s:
+        long_msgs = [{"role": "system", "content": "You are a coding agent."},
+                     {"role": "user", "content": "Read this file and say what handler_3 does.\n" +
+                      long_text(long_tokens, seed)}]
+        if alone:
+            return {"long": await stream(s, url, long_msgs, 8), "answer": None}
+        history = [{"role": "system", "content": "You are a coding agent."},
+                   {"role": "user", "content": "Explain this file line by line, at length.\n" +
+                    long_text(history_tokens, seed + 500)}]
+        seen: list[float] = []
+        answer_task = asyncio.create_task(stream(s, url, history, answer_tokens, exact=True, times=seen))
+        while not answer_task.done() and not seen:   # its prompt read, it generates: the long read comes beside it
+            await asyncio.sleep(0.05)
+        long = await stream(s, url, long_msgs, 8)
+        return {"long": long, "answer": await answer_task}
+
+
+def overlap_rate(r: dict) -> tuple[float | None, float | None, int]:
+    """The answer's tokens/s while the long prompt was read (from the read's start to its first token, or to the
+    answer's end if sooner), after it, and its tokens during the read. A stream chunk may carry several tokens
+    (coalesced), so tokens are its usage shared out by characters."""
+    a, lt = r["answer"], r["long"]
+    if a is None or not a["times"]:
+        return None, None, 0
+    begin, end = lt["t0"], lt["t0"] + lt["ttft"]
+    per_char = a["usage"]["completion_tokens"] / max(1, sum(a["sizes"]))
+    during = sum(n for t, n in zip(a["times"], a["sizes"], strict=True) if begin <= t <= end) * per_char
+    after = [(t, n) for t, n in zip(a["times"], a["sizes"], strict=True) if t > end]
+    last = min(end, a["times"][-1])
+    rate = during / (last - begin) if during and last > begin else None
+    rate_after = (sum(n for _, n in after[1:]) * per_char / (after[-1][0] - after[0][0])
+                  if len(after) > 10 and after[-1][0] > after[0][0] else None)
+    return rate, rate_after, round(during)
 
 
 async def one_round(url: str, long_tokens: int, seed: int, max_sides: int, side_tokens: int | None) -> dict:
@@ -115,6 +167,50 @@ def decode_rate(side: dict) -> float | None:
     return (n - 1) / (side["total"] - side["ttft"]) if n > 1 and side["total"] > side["ttft"] else None
 
 
+def run_agents(args: argparse.Namespace, arms: list, procs: dict) -> None:
+    """Agents mode: the rounds (arms alternated), a line a round, the medians and ratios against the first arm."""
+    results: dict[str, list[dict]] = {name: [] for name, _ in arms}
+    alone: list[dict] = []
+    for rnd in range(args.rounds):
+        order = arms if rnd % 2 == 0 else arms[::-1]
+        for name, _ in order:
+            r = asyncio.run(agents_round(procs[name][1], args.long_tokens, 1000 * rnd + len(results[name]),
+                                         args.answer_tokens, args.answer_history_tokens))
+            results[name].append(r)
+            during, after, n = overlap_rate(r)
+            a = r["answer"]
+            print(f"{time.strftime('%H:%M:%S', time.gmtime())} round {rnd} {name}: long "
+                  f"{r['long']['usage']['prompt_tokens']} tokens first token {r['long']['ttft']:.2f} s; answer "
+                  f"{a['usage']['completion_tokens']} tokens in {a['total'] - a['ttft']:.2f} s after its first, "
+                  f"{n} during the read at {during or 0:.1f} tokens/s, after it {after or 0:.1f} tokens/s", flush=True)
+        if args.alone_too:
+            name = arms[0][0]
+            r = asyncio.run(agents_round(procs[name][1], args.long_tokens, 1000 * rnd + 900, 0, 0, alone=True))
+            alone.append(r)
+            print(f"{time.strftime('%H:%M:%S', time.gmtime())} round {rnd} alone ({name}'s server): long "
+                  f"{r['long']['usage']['prompt_tokens']} tokens first token {r['long']['ttft']:.2f} s", flush=True)
+    summary = {}
+    for name, _ in arms:
+        rs = results[name]
+        summary[name] = {"long_ttft": med([r["long"]["ttft"] for r in rs]),
+                         "during": med([x for x in (overlap_rate(r)[0] for r in rs) if x is not None]),
+                         "after": med([x for x in (overlap_rate(r)[1] for r in rs) if x is not None]),
+                         "answer": med([r["answer"]["total"] for r in rs])}
+        print(f"{name}: the long prompt's first token median {summary[name]['long_ttft']:.2f} s (per round " +
+              ", ".join(f"{r['long']['ttft']:.2f}" for r in rs) + f"); the answer {summary[name]['during']:.1f} "
+              f"tokens/s during the read, {summary[name]['after']:.1f} after it, total {summary[name]['answer']:.2f} s")
+    if alone:
+        print("alone: the long prompt's first token median " + f"{med([r['long']['ttft'] for r in alone]):.2f} s "
+              "(per round " + ", ".join(f"{r['long']['ttft']:.2f}" for r in alone) + ")")
+    a = arms[0][0]
+    for b, _ in arms[1:]:
+        print(f"{b} / {a}: long prompt's first token {ratio(summary[b]['long_ttft'], summary[a]['long_ttft'])} "
+              "(per round " + ", ".join(f"{rb['long']['ttft'] / ra['long']['ttft']:.2f}" for ra, rb in
+                                        zip(results[a], results[b], strict=True)) +
+              f"), the answer's rate during the read {ratio(summary[b]['during'], summary[a]['during'])}, its "
+              f"total {ratio(summary[b]['answer'], summary[a]['answer'])}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -125,6 +221,11 @@ def main() -> None:
                     "prompt's read after one side request, nearly alone: what the solo slices cost it)")
     ap.add_argument("--side-tokens", type=int, default=None, help="each side request writes exactly this many tokens "
                     "(ignore_eos); unset: a title's 12 at most")
+    ap.add_argument("--answer-tokens", type=int, default=0, help="agents mode: another agent's answer of exactly "
+                    "this many tokens beside the long read instead of side requests")
+    ap.add_argument("--answer-history-tokens", type=int, default=2000, help="agents mode: that agent's conversation")
+    ap.add_argument("--alone-too", action="store_true", help="agents mode: each round also reads the long prompt "
+                    "alone on the first arm's server")
     ap.add_argument("--logs", default="/tmp")
     ap.add_argument("--arm", action="append", default=None, help="NAME=EXTRA SERVE ARGUMENTS")
     args = ap.parse_args()
@@ -135,6 +236,9 @@ def main() -> None:
             port = free_port()
             procs[name] = (start(args, extra.split(), port), f"http://127.0.0.1:{port}")
             asyncio.run(wait_ready(procs[name][1], procs[name][0]))
+        if args.answer_tokens > 0:
+            run_agents(args, arms, procs)
+            return
         results: dict[str, list[dict]] = {name: [] for name, _ in arms}
         for rnd in range(args.rounds):
             order = arms if rnd % 2 == 0 else arms[::-1]    # ABC CBA ABC: each arm as often early as late
