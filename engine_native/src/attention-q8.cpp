@@ -1,6 +1,7 @@
 // q8_0 KV attention (llama.cpp's blocks: 32 int8 and an fp16 scale): K in tiles scored with exact int32
-// dots against the query quantized to q8_0 (vpdpbusd where the build has AVX-512 VNNI, else a scalar
-// integer loop with the same result), V in rows widened once per position for all query heads; with
+// dots against the query quantized to q8_0 (vpdpbusd where the build has AVX-512 VNNI, vpmaddwd on
+// AVX2, else a scalar integer loop: the same integers), V in rows widened once per position for all
+// query heads; with
 // a sliding window only the window's tiles and rows are read, sinks join each head's softmax.
 //
 // Not here: the layout's store / rows conversions (kv-layout.cpp), the entry points (attention.cpp,
@@ -54,6 +55,55 @@ inline __m512i dpbusd_bcast(__m512i acc, __m512i k, const int8_t* q4) {
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(k), "m"(*reinterpret_cast<const int32_t*>(q4)));
     return acc;
 }
+#elif defined(STRATA_V16_AVX2)
+// AVX2 has no u8 x s8 product that keeps a pair's sum exact (vpmaddubsw saturates at 2 x 255 x 127), so
+// the tile's bytes are widened to int16 once per block for every head, and vpmaddwd against the query's
+// 4 int16 of the same dimensions gives each position 2 exact int32 partial sums: 16 vpmaddwd a block of
+// 16 positions and a head, where the portable loop below left GCC 512 byte products to vectorize itself.
+#define STRATA_Q8_DOTS_AVX2 1
+constexpr int k_q8_words = k_q8_max_head_dim / 4;   // a head's query as 4-dimension int16 words
+
+// q[4w .. 4w + 4) as 4 int16 in one int64 (broadcast to every 64-bit lane at use), w < hd / 4
+inline void widen_query(const int8_t* q, int64_t hd, int64_t* words) {
+    for (int64_t w = 0; w < hd / 4; w++) {
+        uint64_t x = 0;
+        for (int i = 0; i < 4; i++) x |= uint64_t(uint16_t(int16_t(q[4 * w + i]))) << (16 * i);
+        words[w] = int64_t(x);
+    }
+}
+
+// dot[h] = the 16 positions' exact int32 dots of one tile block with head h's block (its 8 words at
+// qw[h] + word0, bias[h] added) as floats, the integers the scalar loop gives
+template <int NH>
+inline void tile_block_dots_avx2(const uint8_t* tb, const int64_t* const* qw, int64_t word0, const int32_t* bias,
+                                 v16* dot) {
+    __m256i sums[2][NH];
+    STRATA_UNROLL
+    for (int half = 0; half < 2; half++) {   // positions 8 half .. 8 half + 8
+        __m256i a0[NH], a1[NH];              // positions 4 at a time: (position, dimension pair) lanes
+        STRATA_UNROLL
+        for (int h = 0; h < NH; h++) a0[h] = a1[h] = _mm256_setzero_si256();
+        STRATA_UNROLL
+        for (int j = 0; j < k_qk / 4; j++) {
+            const uint8_t* p = tb + j * 64 + half * 32;
+            const __m256i k0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+            const __m256i k1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
+            STRATA_UNROLL
+            for (int h = 0; h < NH; h++) {
+                const __m256i qv = _mm256_set1_epi64x(qw[h][word0 + j]);
+                a0[h] = _mm256_add_epi32(a0[h], _mm256_madd_epi16(k0, qv));
+                a1[h] = _mm256_add_epi32(a1[h], _mm256_madd_epi16(k1, qv));
+            }
+        }
+        STRATA_UNROLL
+        for (int h = 0; h < NH; h++) {   // pairs summed: p0 p1 p4 p5 | p2 p3 p6 p7, then in order
+            const __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(a0[h], a1[h]), 0xD8);
+            sums[half][h] = _mm256_add_epi32(s, _mm256_set1_epi32(bias[h]));
+        }
+    }
+    STRATA_UNROLL   // exact as floats: a dot is sum k q over 32 dimensions, |.| <= 32 x 128 x 127 < 2^24
+    for (int h = 0; h < NH; h++) dot[h] = v16{_mm256_cvtepi32_ps(sums[0][h]), _mm256_cvtepi32_ps(sums[1][h])};
+}
 #else
 inline v16 tile_block_dots(const uint8_t* tb, const int8_t* q, int32_t bias) {
     int32_t acc[k_tile];
@@ -75,6 +125,14 @@ void scores_q8_tiled(const uint8_t* k, size_t tile_bytes, int64_t g, int64_t nb,
                      int64_t tile0, int64_t tile1, float scale, float* scores, int64_t n_pad) {
     const v16 vs = v16_set1(scale);
     const size_t head_bytes = size_t(nb) * k_q8_tile_block;
+#if defined(STRATA_Q8_DOTS_AVX2)
+    int64_t words[NH][k_q8_words];
+    const int64_t* qw[NH];
+    for (int h = 0; h < NH; h++) {
+        widen_query(qq.qs[h0 + h], nb * k_qk, words[h]);
+        qw[h] = words[h];
+    }
+#endif
     for (int64_t tile = tile0; tile < tile1; tile++) {
         const uint8_t* base = k + size_t(tile) * tile_bytes + size_t(g) * head_bytes;
         if (tile + k_prefetch_tiles < tile1) prefetch_bytes(base + k_prefetch_tiles * tile_bytes, head_bytes);
@@ -93,6 +151,12 @@ void scores_q8_tiled(const uint8_t* k, size_t tile_bytes, int64_t g, int64_t nb,
                 const v16 dot{_mm512_cvtepi32_ps(acc)};
                 sf[h] = v16_fma(dot, v16_mul(dk, v16_set1(qq.d[h0 + h][b])), sf[h]);
             }
+#elif defined(STRATA_Q8_DOTS_AVX2)
+            int32_t bias[NH];
+            for (int h = 0; h < NH; h++) bias[h] = qq.bias[h0 + h][b];
+            v16 dot[NH];
+            tile_block_dots_avx2<NH>(tb, qw, b * (k_qk / 4), bias, dot);
+            for (int h = 0; h < NH; h++) sf[h] = v16_fma(dot[h], v16_mul(dk, v16_set1(qq.d[h0 + h][b])), sf[h]);
 #else
             for (int h = 0; h < NH; h++) {
                 const v16 dot = tile_block_dots(tb, qq.qs[h0 + h] + b * k_qk, qq.bias[h0 + h][b]);
@@ -187,6 +251,14 @@ void group_scores_q8_block(const uint8_t* k, size_t tile_bytes, int64_t g, const
     const v16 vs = v16_set1(scale);
     const int64_t nb = qv.nb;
     const size_t head_bytes = size_t(nb) * k_q8_tile_block;
+#if defined(STRATA_Q8_DOTS_AVX2)
+    int64_t words[NQ][k_q8_words];
+    const int64_t* qw[NQ];
+    for (int i = 0; i < NQ; i++) {
+        widen_query(qv.qs + (i0 + i) * qv.hd, qv.hd, words[i]);
+        qw[i] = words[i];
+    }
+#endif
     for (int64_t tile = 0; tile < n_tiles; tile++) {
         const uint8_t* base = k + size_t(tile) * tile_bytes + size_t(g) * head_bytes;
         if (tile + k_prefetch_tiles < n_tiles) prefetch_bytes(base + k_prefetch_tiles * tile_bytes, head_bytes);
@@ -208,6 +280,13 @@ void group_scores_q8_block(const uint8_t* k, size_t tile_bytes, int64_t g, const
                 const v16 dot{_mm512_cvtepi32_ps(acc)};
                 sf[i] = v16_fma(dot, v16_mul(dk, v16_set1(qv.d[qi * nb + b])), sf[i]);
             }
+#elif defined(STRATA_Q8_DOTS_AVX2)
+            int32_t bias[NQ];
+            for (int i = 0; i < NQ; i++) bias[i] = qv.bias[(i0 + i) * nb + b];
+            v16 dot[NQ];
+            tile_block_dots_avx2<NQ>(tb, qw, b * (k_qk / 4), bias, dot);
+            STRATA_UNROLL
+            for (int i = 0; i < NQ; i++) sf[i] = v16_fma(dot[i], v16_mul(dk, v16_set1(qv.d[(i0 + i) * nb + b])), sf[i]);
 #else
             for (int i = 0; i < NQ; i++) {
                 const int64_t qi = i0 + i;

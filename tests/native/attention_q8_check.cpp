@@ -3,7 +3,8 @@
 // llama.cpp's q8_0 rows (checked against this file's own quantizer), kv_set_rows into a fresh buffer
 // gives the same tiles back, attention_group equals the reference below and the attention in parts
 // (attention_scores_part / _softmax_part / _values_part) equals attention_group, for head sizes 32/64/128/96,
-// 1-2 kv heads, 1/3/4/5 query heads per kv head, histories 1-300. Prints "N of M cases differ" and a
+// 1-2 kv heads, 1/3/4/5 query heads per kv head, histories 1-300, and K rows of any bytes (quants -128
+// and 127 against queries at full scale: the widest exact dots). Prints "N of M cases differ" and a
 // checksum of every output (the same on every build: the test compares them). Uses the engine's own
 // fp16 conversions' stand-ins below (both paths read the same stored bytes).
 #include <cmath>
@@ -139,6 +140,43 @@ int main() {
             }
             sum = fold_checksum(sum, out.data(), out.size());
         }
+    }
+    // K rows of any bytes (kv_set_rows: snapshots, cache files), not only kv_store's |k| <= 127: quants of
+    // -128 and 127 at full query magnitude (the widest int32 dots: an int16 product pair must not saturate)
+    for (int hd : {64, 128}) for (int n_rep : {3, 4}) {
+        const int64_t n_pos = 37, cap = n_pos + 20;
+        kv_layout L = kv_layout_make(8 /*q8_0*/, 1, 1, hd);
+        std::vector<uint8_t> k(L.k_bytes(cap), 0), v(L.v_bytes(cap), 0), dummy(L.k_bytes(cap), 0);
+        std::vector<uint8_t> rows_k(L.row_bytes * size_t(n_pos)), rows_v(rows_k.size());
+        std::vector<float> kr(size_t(L.kv_dim), 0.0f), vr(kr.size());
+        for (int64_t t = 0; t < n_pos; t++) {
+            for (auto& x : vr) x = nd();
+            kv_store(L, dummy.data(), v.data(), t, kr.data(), vr.data());
+            uint8_t* row = rows_k.data() + size_t(t) * L.row_bytes;
+            for (int64_t b = 0; b < L.kv_dim / QK; b++) {
+                const uint16_t d = 0x2000;   // 2^-7
+                std::memcpy(row + b * 34, &d, 2);
+                for (int j = 0; j < QK; j++) {
+                    const int m = int(t % 3);
+                    row[b * 34 + 2 + j] = m == 0 ? 0x80 : m == 1 ? 0x7F : uint8_t(rng());
+                }
+            }
+        }
+        kv_set_rows(L, k.data(), true, 0, n_pos, rows_k.data());
+        kv_get_rows(L, v.data(), false, 0, n_pos, rows_v.data());
+        std::vector<float> q(size_t(n_rep * hd)), out(q.size()), ref(q.size());
+        std::vector<float> sc(size_t(attention_scratch_floats(n_rep, cap)));
+        for (int64_t h = 0; h < n_rep; h++)   // head 0: every quant 127; head 1: -127; the rest random
+            for (int64_t d = 0; d < hd; d++) q[size_t(h * hd + d)] = h == 0 ? 0.5f : h == 1 ? -0.5f : nd() * 3.0f;
+        attention_group(L, k.data(), v.data(), q.data(), 0, n_rep, n_pos, 0.125f, out.data(), sc.data());
+        for (int64_t h = 0; h < n_rep; h++)
+            ref_attention(rows_k, rows_v, L.row_bytes, 0, hd, q.data() + h * hd, n_pos, 0.125f, ref.data() + h * hd);
+        checks++;
+        if (std::memcmp(out.data(), ref.data(), out.size() * 4) != 0) {
+            bad++;
+            printf("DIFF extreme K bytes hd %d rep %d (%g vs %g)\n", hd, n_rep, out[0], ref[0]);
+        }
+        sum = fold_checksum(sum, out.data(), out.size());
     }
     printf("checksum %08x\n%d of %d cases differ\n", sum, bad, checks);
     return bad != 0;
