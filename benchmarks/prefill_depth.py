@@ -17,7 +17,11 @@ times.
 
     .venv/bin/python benchmarks/prefill_depth.py [--histories 500,2000,4000,8000,16000,32000] \
         [--piece 1000] [--rounds 3] [--kv-type f16,q8_0] [--engine-so A.so --engine-so B.so] \
-        [--llama-python /tmp/llamavenv/bin/python]
+        [--llama-python /tmp/llamavenv/bin/python] [--clock cpu]
+
+`--clock cpu` times each read in the worker's CPU seconds (all its threads, spinning ones too) instead of
+wall time: on a machine shared past its cores (use --threads 1), where a wall-clock read is mostly the
+wait for a core.
 
 What it is not: a test, or the server's rate (benchmarks/prefill_depth_server.py reads through a live
 `strata serve`).
@@ -47,6 +51,11 @@ def attention_macs(shape: list[int], h0: int, n: int) -> float:
     n_head, head_dim, n_layer = shape
     positions = n * h0 + n * (n + 1) / 2
     return positions * n_head * head_dim * 2 * n_layer
+
+
+def clock(a: argparse.Namespace):
+    """The timed reads' clock: wall (perf_counter) or the worker's CPU seconds (--clock cpu: process_time)."""
+    return time.process_time if a.clock == "cpu" else time.perf_counter
 
 
 # ---- workers: set up, print "ready SHAPE", then per line H on stdin read the piece at history H and
@@ -80,9 +89,9 @@ def engine_worker(a: argparse.Namespace, longest: int):
             e.restore(0, image)
             return 0.0
         e.truncate(0, h)
-        t0 = time.perf_counter()
+        t0 = clock(a)()
         e.prefill(0, toks[h:h + a.piece], chunk=a.chunk)
-        dt = time.perf_counter() - t0
+        dt = clock(a)() - t0
         e.truncate(0, h)
         return dt
 
@@ -137,9 +146,9 @@ def llama_worker(a: argparse.Namespace, longest: int):
                 raise RuntimeError("llama.cpp: the history's state could not be set")
             return 0.0
         L.llama_memory_seq_rm(mem, 0, h, -1)
-        t0 = time.perf_counter()
+        t0 = clock(a)()
         feed(h, toks[h:h + a.piece])
-        dt = time.perf_counter() - t0
+        dt = clock(a)() - t0
         L.llama_memory_seq_rm(mem, 0, h, -1)
         return dt
 
@@ -166,7 +175,7 @@ def serve_worker(a: argparse.Namespace) -> int:
 
 def table(a: argparse.Namespace, shape: list[int], times: dict[str, dict[int, list[float]]]) -> None:
     names = [n for n in times if n != LLAMA]
-    print(f"piece {a.piece} tokens in chunks of {a.chunk}, {a.threads} threads, {a.kv_type} KV, {a.rounds} "
+    print(f"piece {a.piece} tokens in chunks of {a.chunk}, {a.threads} threads, {a.kv_type} KV, {a.clock} clock, {a.rounds} "
           f"rounds, builds alternated per measurement; tok/s best (median)")
     head, rule = "| history |", "| ---: |"
     for n in names:
@@ -214,6 +223,9 @@ def main() -> int:
     ap.add_argument("--llama-python", help="an interpreter where `import llama_cpp` works: llama.cpp alongside")
     ap.add_argument("--llama-no-extra", action="store_true",
                     help="llama.cpp without its extra weight buffers (AMX repack): use_extra_bufts = False")
+    ap.add_argument("--clock", default="wall", choices=("wall", "cpu"),
+                    help="time the reads in wall seconds, or in each worker's CPU seconds (all its threads: a machine "
+                         "shared past its cores, with --threads 1)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)   # one build's process
     ap.add_argument("--llama", action="store_true", help=argparse.SUPPRESS)    # with --worker: llama.cpp
     a = ap.parse_args()
@@ -226,7 +238,7 @@ def main() -> int:
 
     model = a.model or str(default_model_path())
     common = [__file__, "--worker", "--threads", str(a.threads), "--piece", str(a.piece), "--chunk", str(a.chunk),
-              "--histories", ",".join(map(str, a.histories)), "--snapshot-dir",
+              "--clock", a.clock, "--histories", ",".join(map(str, a.histories)), "--snapshot-dir",
               a.snapshot_dir, "--model", model]
     kv_types = a.kv_type.split(",")
     cmds = {}
