@@ -1,4 +1,4 @@
-"""One decode row's attention over one kv head (attention_group, f16 KV, SmolLM2-135M's heads: 3 query heads
+"""One decode row's attention over one kv head (attention_group, f16 KV (--kv-type q8_0: q8_0), SmolLM2-135M's heads: 3 query heads
 a kv head, 64 dims) with the KV in cache against the KV streamed from memory, as a batched decode step
 reads it (the weights streamed between two steps evict every context's KV from L3).
 
@@ -8,7 +8,7 @@ one kv head as the engine keeps them (head-major: a kv head's K tiles and V rows
 "streamed, 3 kv heads" the same bytes in layouts of 3 kv heads (each head a third of every K tile and V
 row: the engine does not read KV so). Includes the Python call (about 1 us). Not a test (no assertion).
 
-    .venv/bin/python benchmarks/attention_stream.py [BUILD.so ...] [--positions 400]
+    .venv/bin/python benchmarks/attention_stream.py [BUILD.so ...] [--positions 400] [--kv-type q8_0]
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-HEAD_DIM, N_REP, F16 = 64, 3, 1
+HEAD_DIM, N_REP = 64, 3
+KV_TYPES = {"f16": (1, 2.0), "q8_0": (8, 34 / 32)}   # the engine's type id, bytes per element
 STREAM_BYTES = 96 << 20
 
 
-def worker(so: str, positions: int, rounds: int) -> str:
+def worker(so: str, positions: int, rounds: int, kv_type: str = "f16") -> str:
+    kv, elem_bytes = KV_TYPES[kv_type]
     if so != "installed":
         from kv_types import load_engine_from
 
@@ -42,7 +44,7 @@ def worker(so: str, positions: int, rounds: int) -> str:
         for _ in range(count):
             k = rng.standard_normal((positions, n_kv * HEAD_DIM)).astype(np.float32)
             v = rng.standard_normal((positions, n_kv * HEAD_DIM)).astype(np.float32)
-            out.append(k_.kv_pack(F16, n_kv, HEAD_DIM, k, v))
+            out.append(k_.kv_pack(kv, n_kv, HEAD_DIM, k, v))
         return out
 
     def per_call(bufs: list, n_kv: int, calls: int) -> float:
@@ -53,12 +55,12 @@ def worker(so: str, positions: int, rounds: int) -> str:
             while done < calls:
                 for kp, vp in bufs:
                     for g in range(n_kv):
-                        k_.attention_group(F16, n_kv, HEAD_DIM, kp, vp, q, g, positions, 0.125, 0, None, False)
+                        k_.attention_group(kv, n_kv, HEAD_DIM, kp, vp, q, g, positions, 0.125, 0, None, False)
                     done += n_kv
             best = min(best, (time.process_time() - t0) / done)
         return best * 1e6
 
-    per_head = positions * HEAD_DIM * 2 * 2   # K and V, f16
+    per_head = int(positions * HEAD_DIM * elem_bytes * 2)   # K and V
     n3 = max(1, STREAM_BYTES // (3 * per_head))
     cached = per_call(layouts(1, 1), 1, 600)
     streamed = per_call(layouts(1, 3 * n3), 1, 3 * n3)
@@ -72,6 +74,7 @@ def main() -> int:
     ap.add_argument("builds", nargs="*", default=["installed"], help="_engine .so files (or 'installed')")
     ap.add_argument("--positions", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--kv-type", default="f16", choices=tuple(KV_TYPES), help="the KV's element type")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.positions < 1 or args.rounds < 1:
@@ -80,14 +83,14 @@ def main() -> int:
         if so != "installed" and not Path(so).is_file():
             ap.error(f"no file {so}")
     if args.worker:
-        print(worker(args.builds[0], args.positions, args.rounds))
+        print(worker(args.builds[0], args.positions, args.rounds, args.kv_type))
         return 0
     for so in args.builds:
         out = subprocess.run([sys.executable, __file__, "--worker", so, "--positions", str(args.positions), "--rounds",
-                              str(args.rounds)], capture_output=True, text=True)
+                              str(args.rounds), "--kv-type", args.kv_type], capture_output=True, text=True)
         if out.returncode != 0:
             raise SystemExit(out.stderr[-2000:])
-        print(f"{Path(so).name} positions {args.positions}: {out.stdout.strip()}", flush=True)
+        print(f"{Path(so).name} {args.kv_type} positions {args.positions}: {out.stdout.strip()}", flush=True)
     return 0
 
 
