@@ -298,8 +298,10 @@ class Scheduler:
                 self._calls.clear()
             self._run_calls(calls)
             try:
-                self._yield_to_calls()     # before the deferred calls run again below: they run in this pass
                 self._drop_cancelled()
+                # after the drop (a completion its client left ends cancelled, not answered for the call), before
+                # the deferred calls run again below: they run in this pass
+                self._yield_to_calls()
                 # an answer ended there (a completion past its prompt time) goes out now, not after this step's
                 # piece (~2 s of another prompt on two cores)
                 self._outbox.flush()

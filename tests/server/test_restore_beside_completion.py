@@ -7,11 +7,14 @@ runs at once; an agent's request there is still waited for (test_session_waits_f
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import threading
+import time
 
 import httpx2 as httpx
 
+from tests.server.live import LiveServer
 from tests.server.test_auth_and_lifecycle import listening_port, start_cli, wait_healthy
 from tests.server.test_cache_and_policy import complete, ids
 
@@ -80,3 +83,68 @@ def test_a_restore_into_main_ends_the_code_completion_running_there(fim_coder, t
     text = log.read_text()
     assert "a code completion) in context main ends: a session save or restore waits for the context" in text, text
     assert "ERROR" not in text and "Traceback" not in text, text
+
+
+class _Gate:
+    """Holds the worker inside its next engine step (decode, step or extend) until `open`: what happens meanwhile
+    is seen together at the top of its next pass."""
+
+    NAMES = ("decode", "step", "extend")
+
+    def __init__(self, engine) -> None:
+        self.engine, self.inside, self.free = engine, threading.Event(), threading.Event()
+
+    def __enter__(self) -> _Gate:
+        for name in self.NAMES:
+            real = getattr(self.engine, name)
+
+            def held(*args, real=real, **kwargs):
+                if not self.free.is_set():
+                    self.inside.set()
+                    self.free.wait(60)
+                return real(*args, **kwargs)
+            setattr(self.engine, name, held)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free.set()
+        for name in self.NAMES:
+            delattr(self.engine, name)
+
+
+def test_a_completion_whose_client_left_ends_cancelled_not_for_the_restore(fim_coder, tmp_path, caplog):
+    """A completion whose client left (the editor typed on) and a restore for its context, seen in one pass: it
+    ends as a cancelled request (its record, /metrics), not as one answered for the restore (status ok, and an
+    INFO line saying the restore ended it). Before, the rule ran ahead of the cancelled requests' drop."""
+    caplog.set_level(logging.INFO, logger="strata.server.scheduler")
+    with LiveServer(model=str(fim_coder), ctx=4096, batch=0, threads=1, conversation_cache_mib=16,
+                    conversation_cache_sessions_dir=str(tmp_path / "sessions")) as s:
+        sched = s.state.scheduler
+        complete(s.url, ids(300, 82))
+        saved = httpx.post(s.url + "/v1/sessions/work/save", json={"slot": "main"}, timeout=60)
+        assert saved.status_code == 200, saved.text
+        editor = _Infill(s.url)
+        assert editor.first.wait(120) and editor.status == 200
+        with _Gate(s.state.engine) as gate:
+            assert gate.inside.wait(60)                     # the worker is in a decode step of the completion
+            job = sched.table.main.busy_job is not None and next(iter(sched._rows.values())).job
+            assert job and job.completion
+            sched.cancel(job)                               # its client left (as the handler tells the scheduler)
+            out: list = []
+            t = threading.Thread(target=lambda: out.append(httpx.post(
+                s.url + "/v1/sessions/work/restore", json={"slot": "main"}, timeout=120)), daemon=True)
+            t.start()
+            deadline = time.monotonic() + 30
+            while not sched._calls:                         # the restore is in before the step ends
+                assert time.monotonic() < deadline, "the restore never reached the scheduler"
+                time.sleep(0.01)
+            gate.free.set()
+            t.join(120)
+        assert out and out[0].status_code == 200, out and out[0].text
+        record = next(r for r in s.state.scheduler.requests if r["id"] == job.id)
+        assert record["status"] == "cancelled", record
+        metrics = httpx.get(s.url + "/metrics", timeout=30).text
+    lines = [r.getMessage() for r in caplog.records]
+    assert not any("ends: a session save or restore waits" in m for m in lines), lines
+    assert any(f"request {job.id} (" in m and "ended (cancelled)" in m for m in lines), lines
+    assert 'status="cancelled"' in metrics, metrics
