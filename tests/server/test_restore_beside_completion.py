@@ -148,3 +148,47 @@ def test_a_completion_whose_client_left_ends_cancelled_not_for_the_restore(fim_c
     assert not any("ends: a session save or restore waits" in m for m in lines), lines
     assert any(f"request {job.id} (" in m and "ended (cancelled)" in m for m in lines), lines
     assert 'status="cancelled"' in metrics, metrics
+
+
+def test_only_the_completion_in_the_waited_context_ends(fim_coder, tmp_path, caplog):
+    """main and one slot: an agent's stream in main, an editor's completion in the slot. A restore into main waits
+    for the agent's stream and leaves the slot's completion running (it is not in the way); a restore into the slot
+    then ends the completion there at once."""
+    from tests.server.test_session_waits_for_idle import _SlowTokens, _Stream, _wait_for
+    caplog.set_level(logging.INFO, logger="strata.server.scheduler")
+    with LiveServer(model=str(fim_coder), ctx=4096, batch=1, slot_ctx=1024, threads=1, conversation_cache_mib=16,
+                    conversation_cache_sessions_dir=str(tmp_path / "sessions")) as s:
+        sched = s.state.scheduler
+        complete(s.url, ids(300, 83))
+        saved = httpx.post(s.url + "/v1/sessions/work/save", json={"slot": "main"}, timeout=60)
+        assert saved.status_code == 200, saved.text
+        n_work = saved.json()["n_tokens"]
+        sched.eos.clear()
+        with _SlowTokens(s.state.engine):
+            agent = _Stream(s.url, ids(20, 84), 1500)
+            _wait_for(lambda: agent.lines > 0, "the agent's first token")
+            editor = _Infill(s.url)
+            assert editor.first.wait(120) and editor.status == 200
+            main, slot = sched.table.main, sched.table[1]
+            assert main.busy_job is not None and slot.busy_job is not None and slot.completion
+            out: list = []
+            t = threading.Thread(target=lambda: out.append(httpx.post(
+                s.url + "/v1/sessions/work/restore", json={"slot": "main"}, timeout=120)), daemon=True)
+            t.start()
+            _wait_for(lambda: sched._deferred or out, "the restore into main to wait")
+            pieces = editor.pieces
+            _wait_for(lambda: editor.pieces >= pieces + 5 or editor.done.is_set(), "the completion to go on")
+            assert not editor.done.is_set() and not out, out and out[0].text   # the slot's completion runs on
+            agent.leave.set()                                # main's first idle moment: the restore runs
+            t.join(60)
+            assert out and out[0].status_code == 200 and out[0].json()["n_tokens"] == n_work, out and out[0].text
+            assert not editor.done.is_set()
+            r = httpx.post(s.url + "/v1/sessions/work/restore", json={"slot": 1}, timeout=120)
+            assert r.status_code == 200, r.text             # into the slot: its completion ends for it
+            assert editor.done.wait(60)
+        final = editor.final
+        assert final is not None and final["stop_type"] == "limit" and final["tokens_predicted"] < 900, final
+        assert sched.table[1].conversation == "session:work" and len(sched.table[1].tokens) == n_work
+        assert agent.done.wait(60)
+    cut = [r.getMessage() for r in caplog.records if "ends: a session save or restore waits" in r.getMessage()]
+    assert len(cut) == 1 and "in context 1 ends" in cut[0], cut
