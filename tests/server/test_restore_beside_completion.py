@@ -192,3 +192,67 @@ def test_only_the_completion_in_the_waited_context_ends(fim_coder, tmp_path, cap
         assert agent.done.wait(60)
     cut = [r.getMessage() for r in caplog.records if "ends: a session save or restore waits" in r.getMessage()]
     assert len(cut) == 1 and "in context 1 ends" in cut[0], cut
+
+
+def _send_completion(url: str, api: str, stream: bool, out: list) -> None:
+    """An editor's completion of N_PREDICT tokens (ignore_eos) through `api` (/infill or /v1/completions with a
+    suffix), streamed or not: its last answer object (a stream's final event or chunk with usage) into `out`."""
+    if api == "infill":
+        path, body = "/infill", {"input_prefix": "def f(x):\n    return x\n\n", "prompt": "y = ",
+                                 "input_suffix": "print(y)\n", "n_predict": N_PREDICT}
+    else:
+        path, body = "/v1/completions", {"prompt": "def f(x):\n    return x\n\ny = ", "suffix": "print(y)\n",
+                                         "max_tokens": N_PREDICT, "stream_options": {"include_usage": True}}
+    body.update(ignore_eos=True, temperature=0, stream=stream)
+    if not stream:
+        r = httpx.post(url + path, json=body, timeout=300)
+        out.append((r.status_code, r.json()))
+        return
+    events = []
+    with httpx.stream("POST", url + path, json=body, timeout=300) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                events.append(json.loads(line[6:]))
+    out.append((r.status_code, events))
+
+
+def test_the_cut_completion_is_answered_in_each_api_streamed_or_not(fim_coder, tmp_path):
+    """/infill and /v1/completions (a suffix), streamed and not: the completion a restore into main ends is answered
+    as one that reached its limit (stop_type limit; finish_reason length), with what it wrote and its usage."""
+    from tests.server.test_session_waits_for_idle import _SlowTokens, _wait_for
+    with LiveServer(model=str(fim_coder), ctx=4096, batch=0, threads=1, conversation_cache_mib=16,
+                    conversation_cache_sessions_dir=str(tmp_path / "sessions")) as s:
+        sched = s.state.scheduler
+        complete(s.url, ids(300, 85))
+        saved = httpx.post(s.url + "/v1/sessions/work/save", json={"slot": "main"}, timeout=60)
+        assert saved.status_code == 200, saved.text
+        for api in ("infill", "completions"):
+            for stream in (True, False):
+                case = (api, stream)
+                out: list = []
+                with _SlowTokens(s.state.engine):
+                    t = threading.Thread(target=_send_completion, args=(s.url, api, stream, out), daemon=True)
+                    t.start()
+                    _wait_for(lambda: any(r.job.completion and len(r.generated) >= 3 for r in sched._rows.values()),
+                              "the completion to write")
+                    r = httpx.post(s.url + "/v1/sessions/work/restore", json={"slot": "main"}, timeout=120)
+                    assert r.status_code == 200, (case, r.text)
+                    t.join(60)
+                assert out and out[0][0] == 200, (case, out)
+                record = s.state.scheduler.requests[-1]
+                n = record["output_tokens"]
+                assert record["status"] == "ok" and 3 <= n < N_PREDICT, (case, record)
+                answer = out[0][1]
+                if api == "infill":
+                    final = answer[-1] if stream else answer
+                    assert final["stop"] and final["stop_type"] == "limit" and final["tokens_predicted"] == n, \
+                        (case, final)
+                    text = "".join(e.get("content", "") for e in answer) if stream else final["content"]
+                else:
+                    chunks = answer if stream else [answer]
+                    reasons = [c["choices"][0]["finish_reason"] for c in chunks if c.get("choices")]
+                    assert reasons[-1] == "length" and all(x is None for x in reasons[:-1]), (case, reasons)
+                    usage = chunks[-1]["usage"]
+                    assert usage["completion_tokens"] == n and usage["prompt_tokens"] > 0, (case, usage)
+                    text = "".join(c["choices"][0]["text"] for c in chunks if c.get("choices"))
+                assert text, case                            # what it wrote before the cut came back
