@@ -184,9 +184,64 @@ inline v16 v16_load_s8(const uint8_t* p) {
 
 // out[h][b0 * 32 ..] of NH heads over NB blocks from b0 of the kv head's V rows (first = the kv head's
 // byte offset in a row): acc = fma(p[h][t] * d_v, v_q, acc) in position order, then times inv_sum.
+#if defined(STRATA_V16_AVX2)
+// AVX2: a v16 is two of the 16 ymm, so NH heads x 2 NB chains of 16 dimensions (3 x 4 on the default
+// model) would spill to the stack at every position; instead each block's chains run alone over a span
+// of positions (its rows then in L1 for the next block's pass), kept in memory between passes: each
+// lane's chain the same fmas in the same position order.
+constexpr int64_t k_values_span = 64;   // positions a span (64 rows x NB blocks of 34 bytes)
+constexpr int k_values_ymm = 12;        // chains (ymm) held over a pass: + 4 for a block's values
+#endif
+
 template <int NH, int NB>
 void values_q8(const uint8_t* v, size_t row_bytes, size_t first, int64_t b0, const float* p, int64_t n_pad,
                int64_t n_pos, const float* inv_sum, int64_t hd, float* out) {
+#if defined(STRATA_V16_AVX2)
+    if constexpr (NB > 1 && 4 * NH * NB > k_values_ymm && 4 * NH <= k_values_ymm) {   // up to 3 heads
+        alignas(32) float chains[NH][NB][k_qk] = {};
+        const size_t off = first + size_t(b0) * k_q8_block;
+        for (int64_t s = 0; s < n_pos; s += k_values_span) {
+            const int64_t e = std::min(n_pos, s + k_values_span);
+            STRATA_UNROLL
+            for (int b = 0; b < NB; b++) {
+                v16 acc[NH][2];
+                STRATA_UNROLL
+                for (int h = 0; h < NH; h++) {
+                    acc[h][0] = v16_load(chains[h][b]);
+                    acc[h][1] = v16_load(chains[h][b] + 16);
+                }
+                for (int64_t t = s; t < e; t++) {
+                    const uint8_t* row = v + size_t(t) * row_bytes + off;
+                    if (b == 0 && t + k_prefetch_rows < n_pos) {
+                        prefetch_bytes(row + k_prefetch_rows * row_bytes, NB * k_q8_block);
+                    }
+                    const uint8_t* blk = row + b * k_q8_block;
+                    const float d = half_bits_to_float(blk);
+                    const v16 x0 = v16_load_s8(blk + 2), x1 = v16_load_s8(blk + 18);
+                    STRATA_UNROLL
+                    for (int h = 0; h < NH; h++) {
+                        const v16 w = v16_set1(p[h * n_pad + t] * d);
+                        acc[h][0] = v16_fma(w, x0, acc[h][0]);
+                        acc[h][1] = v16_fma(w, x1, acc[h][1]);
+                    }
+                }
+                STRATA_UNROLL
+                for (int h = 0; h < NH; h++) {
+                    v16_store(chains[h][b], acc[h][0]);
+                    v16_store(chains[h][b] + 16, acc[h][1]);
+                }
+            }
+        }
+        for (int h = 0; h < NH; h++) {
+            const v16 inv = v16_set1(inv_sum[h]);
+            for (int b = 0; b < NB; b++)
+                for (int c = 0; c < 2; c++) {
+                    v16_store(out + h * hd + (b0 + b) * k_qk + c * 16, v16_mul(v16_load(chains[h][b] + c * 16), inv));
+                }
+        }
+        return;
+    }
+#endif
     v16 acc[NH][2 * NB];
     for (int h = 0; h < NH; h++)
         for (int c = 0; c < 2 * NB; c++) acc[h][c] = v16_zero();
