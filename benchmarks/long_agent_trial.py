@@ -10,6 +10,8 @@ side requests (a title, a count_tokens). Phases:
 
   grow      conversation A grows to --first-tokens
   other     conversation B (another system prompt) grows, pushing A out of its context; side requests
+  others    --others one-turn conversations, each with its own system prompt (the placement parked them over
+            each other's slots and kept A's and B's: six did not push A to the RAM level)
   back      A continues (from wherever it went)
   restart   SIGTERM, the server started again on the same folders; A and B continue
   grow2     A grows to --tokens
@@ -288,6 +290,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--first-tokens", type=int, default=10000, help="A's size before B comes")
     p.add_argument("--other-tokens", type=int, default=6000, help="B's size")
     p.add_argument("--tokens", type=int, default=22000, help="A's final size")
+    p.add_argument("--others", type=int, default=0,
+                   help="one-turn conversations after B's, each its own system prompt (default 0)")
     p.add_argument("--answer-tokens", type=int, default=160, help="max_tokens of each turn")
     p.add_argument("--seed", type=int, default=34)
     p.add_argument("--serve-arg", action="append", default=[], help="one more strata serve argument (repeat)")
@@ -296,6 +300,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     args = parser().parse_args()
+    if args.others < 0:
+        raise SystemExit(f"--others must be >= 0, got {args.others}")
     for name in ("first_tokens", "other_tokens", "tokens", "answer_tokens", "ctx"):
         if getattr(args, name) <= 0:
             raise SystemExit(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
@@ -312,6 +318,10 @@ def main() -> None:
     b = Conversation("B", SYSTEM_B, "Review the diff of server/cache/parking.py against main.", args.seed + 1)
     trial.grow(a, "grow", args.first_tokens)
     trial.grow(b, "other", args.other_tokens)
+    for i in range(args.others):       # more conversations than contexts: does A keep its slot?
+        system = [{"type": "text", "text": f"You are subagent {i} of a coding agent. " + SYSTEM_B[0]["text"]}]
+        trial.turn(Conversation(f"C{i}", system, f"Review change {i} of server/cache/.", args.seed + 2 + i),
+                   "others", force_tool=True)
     for _ in range(2):
         trial.turn(a, "back", force_tool=True)
     trial.turn(b, "back", force_tool=True)
