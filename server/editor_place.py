@@ -137,7 +137,7 @@ def place_completion(slots: Sequence[SlotView], main: SlotView | None, cfg: Poli
 
 def yield_to_session_calls(running: Mapping[int, bool], waited: Collection[int]) -> list[int]:
     """The contexts whose running request ends now for a session save or restore waiting for them: `running` maps each
-    busy context to whether its request is a code completion, `waited` the contexts calls wait for. A completion's
+    busy context to whether its request is a code completion, `waited` the contexts calls wait for. A completion ends
     (after a save what it read stays for the next keystroke, as at its t_max_prompt_ms; a restore overwrites it, as
     it would have after the wait: a completion's history is never parked); an agent's turn is waited for, as
     before (its answer is the user's: SESSION_IDLE_WAIT_S, then a 503)."""
