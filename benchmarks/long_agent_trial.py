@@ -39,7 +39,9 @@ import time
 from pathlib import Path
 
 import anthropic
-import httpx2 as httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.soak_agents import wait_healthy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "server").rglob("*.py"))      # what the agent's Read / Bash tools return
@@ -106,16 +108,7 @@ class Server:
         t0 = time.time()
         self.proc = subprocess.Popen(self.command(), stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT,
                                      env=env)
-        while time.time() - t0 < 300:
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return time.time() - t0
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None:
-                raise SystemExit(f"server exited {self.proc.returncode}; see {self.log_path}")
-            time.sleep(0.5)
-        raise SystemExit("server not ready in 300 s")
+        return wait_healthy(self.url, self.proc, self.log_path, t0)
 
     def stop(self) -> float:
         t0 = time.time()

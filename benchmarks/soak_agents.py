@@ -80,6 +80,21 @@ def code(rng: random.Random, n_lines: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------- server
+
+def wait_healthy(url: str, proc: subprocess.Popen, log_path: Path, t0: float, limit_s: float = 300) -> float:
+    """Seconds from t0 until the server at url answers /health with 200; SystemExit naming its log if it exits
+    or is not ready within limit_s."""
+    while time.time() - t0 < limit_s:
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return time.time() - t0
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited {proc.returncode}; see {log_path}")
+        time.sleep(0.5)
+    raise SystemExit(f"server not ready in {limit_s:g} s")
+
 class Server:
     def __init__(self, args: argparse.Namespace, out: Path) -> None:
         self.args, self.out, self.proc, self.n = args, out, None, 0
@@ -111,16 +126,7 @@ class Server:
         self.log_path = self.out / f"server-{self.n}.log"
         t0 = time.time()
         self.proc = subprocess.Popen(cmd, stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT, env=env)
-        while time.time() - t0 < 300:
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return time.time() - t0
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None:
-                raise SystemExit(f"server exited {self.proc.returncode}; see {self.log_path}")
-            time.sleep(0.5)
-        raise SystemExit("server not ready in 300 s")
+        return wait_healthy(self.url, self.proc, self.log_path, t0)
 
     def stop(self) -> dict:
         t0 = time.time()
