@@ -1,12 +1,12 @@
-// Check program for tests/native/test_attention_builds.py: the q8_0 KV path (tiled K, row V) against a
+// Check program for tests/native/test_attention_q8_builds.py: the q8_0 KV path (tiled K, row V) against a
 // plain scalar rendering of its arithmetic, bitwise: kv_store of random K/V, kv_get_rows gives
 // llama.cpp's q8_0 rows (checked against this file's own quantizer), kv_set_rows into a fresh buffer
 // gives the same tiles back, attention_group equals the reference below and the attention in parts
 // (attention_scores_part / _softmax_part / _values_part) equals attention_group, for head sizes 32/64/128/96,
-// 1-2 kv heads, 1/3/4/5 query heads per kv head, histories 1-300, and K rows of any bytes (quants -128
-// and 127 against queries at full scale: the widest exact dots). Prints "N of M cases differ" and a
-// checksum of every output (the same on every build: the test compares them). Uses the engine's own
-// fp16 conversions' stand-ins below (both paths read the same stored bytes).
+// 1-2 kv heads, 1-8 query heads per kv head, histories 1-300 (64 and 65: AVX2's values span), and K
+// rows of any bytes (quants -128 and 127 against queries at full scale: the widest exact dots). Prints
+// "N of M cases differ" and a checksum of every output (the same on every build: the test compares
+// them). Uses the engine's own fp16 conversions' stand-ins below (both paths read the same stored bytes).
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -92,7 +92,10 @@ int main() {
     auto nd = [&rng]() { return float(int32_t(rng() % 4001) - 2000) / 1024.0f; };   // exact on every build
     int bad = 0, checks = 0;
     uint32_t sum = 2166136261u;
-    for (int hd : {32, 64, 96, 128}) for (int n_kv : {1, 2}) for (int n_rep : {1, 3, 4, 5}) for (int n_pos : {1, 16, 37, 300}) {
+    // histories: 1, a tile, a tile and a part, AVX2's values span of 64 exactly and one past it, several spans;
+    // query heads a kv head: 1-8 (AVX2's values in registers for up to 3 a pass: 4-8 take several passes)
+    for (int hd : {32, 64, 96, 128}) for (int n_kv : {1, 2}) for (int n_rep : {1, 2, 3, 4, 5, 6, 7, 8})
+    for (int n_pos : {1, 16, 37, 64, 65, 300}) {
         kv_layout L = kv_layout_make(8 /*q8_0*/, 1, n_kv, hd);
         const int64_t cap = n_pos + 20;
         std::vector<uint8_t> k(L.k_bytes(cap), 0xA5), v(L.v_bytes(cap), 0x5A), rows_k(L.row_bytes * size_t(n_pos));
