@@ -269,7 +269,14 @@ void values_q8(const uint8_t* v, size_t row_bytes, size_t first, int64_t b0, con
 template <int NB>
 void values_q8_heads(const uint8_t* v, size_t row_bytes, size_t first, int64_t b0, const float* p, int64_t n_pad,
                      int64_t n_pos, const float* inv_sum, int64_t n_heads, int64_t hd, float* out) {
+#if defined(STRATA_V16_AVX2)
+    // AVX2: of 2+ blocks, heads in groups of 3 (values_q8's spans, their chains in 12 ymm): 4 heads' chains
+    // spilled at every position and 2 a pass read V once more for every 2 heads (4-8 a kv head: Llama 3 8B's 4,
+    // Qwen 2.5 7B's 7); each head's lanes the same fmas in any grouping
+    constexpr int G = NB > 1 ? k_values_ymm / 4 : 4;
+#else
     constexpr int G = NB >= 4 ? 2 : 4;   // accumulators G * 2 * NB <= 16 vectors
+#endif
     int64_t h = 0;
     for (; h + G <= n_heads; h += G)
         values_q8<G, NB>(v, row_bytes, first, b0, p + h * n_pad, n_pad, n_pos, inv_sum + h, hd, out + h * hd);
@@ -279,7 +286,7 @@ void values_q8_heads(const uint8_t* v, size_t row_bytes, size_t first, int64_t b
         case 1: values_q8<1, NB>(v, row_bytes, first, b0, ph, n_pad, n_pos, inv_sum + h, hd, out + h * hd); break;
         case 2: values_q8<2, NB>(v, row_bytes, first, b0, ph, n_pad, n_pos, inv_sum + h, hd, out + h * hd); break;
         case 3: values_q8<3, NB>(v, row_bytes, first, b0, ph, n_pad, n_pos, inv_sum + h, hd, out + h * hd); break;
-        default: break;   // 0 (G = 2 leaves at most 1)
+        default: break;   // 0 (G - 1 <= 3 left)
     }
 }
 
