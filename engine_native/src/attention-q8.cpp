@@ -58,7 +58,7 @@ inline __m512i dpbusd_bcast(__m512i acc, __m512i k, const int8_t* q4) {
 #elif defined(STRATA_V16_AVX2)
 // AVX2 has no u8 x s8 product that keeps a pair's sum exact (vpmaddubsw saturates at 2 x 255 x 127), so
 // the tile's bytes are widened to int16 once per block for every head, and vpmaddwd against the query's
-// 4 int16 of the same dimensions gives each position 2 exact int32 partial sums: 16 vpmaddwd a block of
+// 4 int16 of the same dimensions gives each position 2 exact int32 partial sums: 32 vpmaddwd a block of
 // 16 positions and a head, where the portable loop below left GCC 512 byte products to vectorize itself.
 #define STRATA_Q8_DOTS_AVX2 1
 constexpr int k_q8_words = k_q8_max_head_dim / 4;   // a head's query as 4-dimension int16 words
