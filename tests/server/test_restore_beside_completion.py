@@ -15,6 +15,7 @@ import time
 import httpx2 as httpx
 
 from tests.server.live import LiveServer
+from tests.server.sched_stress import Pause
 from tests.server.test_auth_and_lifecycle import listening_port, start_cli, wait_healthy
 from tests.server.test_cache_and_policy import complete, ids
 
@@ -85,33 +86,6 @@ def test_a_restore_into_main_ends_the_code_completion_running_there(fim_coder, t
     assert "ERROR" not in text and "Traceback" not in text, text
 
 
-class _Gate:
-    """Holds the worker inside its next engine step (decode, step or extend) until `open`: what happens meanwhile
-    is seen together at the top of its next pass."""
-
-    NAMES = ("decode", "step", "extend")
-
-    def __init__(self, engine) -> None:
-        self.engine, self.inside, self.free = engine, threading.Event(), threading.Event()
-
-    def __enter__(self) -> _Gate:
-        for name in self.NAMES:
-            real = getattr(self.engine, name)
-
-            def held(*args, real=real, **kwargs):
-                if not self.free.is_set():
-                    self.inside.set()
-                    self.free.wait(60)
-                return real(*args, **kwargs)
-            setattr(self.engine, name, held)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.free.set()
-        for name in self.NAMES:
-            delattr(self.engine, name)
-
-
 def test_a_completion_whose_client_left_ends_cancelled_not_for_the_restore(fim_coder, tmp_path, caplog):
     """A completion whose client left (the editor typed on) and a restore for its context, seen in one pass: it
     ends as a cancelled request (its record, /metrics), not as one answered for the restore (status ok, and an
@@ -125,8 +99,9 @@ def test_a_completion_whose_client_left_ends_cancelled_not_for_the_restore(fim_c
         assert saved.status_code == 200, saved.text
         editor = _Infill(s.url)
         assert editor.first.wait(120) and editor.status == 200
-        with _Gate(s.state.engine) as gate:
-            assert gate.inside.wait(60)                     # the worker is in a decode step of the completion
+        # the worker held inside its next engine step: what happens meanwhile is seen together at its next pass
+        with Pause(s.state.engine, "decode step extend") as gate:
+            assert gate.entered.wait(60)                     # the worker is in a decode step of the completion
             job = sched.table.main.busy_job is not None and next(iter(sched._rows.values())).job
             assert job and job.completion
             sched.cancel(job)                               # its client left (as the handler tells the scheduler)
@@ -138,7 +113,7 @@ def test_a_completion_whose_client_left_ends_cancelled_not_for_the_restore(fim_c
             while not sched._calls:                         # the restore is in before the step ends
                 assert time.monotonic() < deadline, "the restore never reached the scheduler"
                 time.sleep(0.01)
-            gate.free.set()
+            gate.release.set()
             t.join(120)
         assert out and out[0].status_code == 200, out and out[0].text
         record = next(r for r in s.state.scheduler.requests if r["id"] == job.id)
