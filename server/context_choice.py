@@ -5,18 +5,21 @@ own does, so that it copies that read instead of repeating it.
 
 Runs on the scheduler's worker thread, except `free_for` and `submitted_beside_completions` (on submit, under the
 scheduler's lock). Code completions (Job.completion) are no company: a request beside them only counts as alone.
-Not here: the queue and its limit (scheduler.py), the policy's rules (slot_policy.py), parking main's
+Before any of that, a prompt that goes on as the same bytes as a context's history in other tokens takes the
+history's own tokens for them (`align_arrival`, byte_align.py). Not here: the queue and its limit (scheduler.py),
+the policy's rules (slot_policy.py), parking main's
 history before it is overwritten (parking.py), starting the request (row_start.py), the conversation cache's
 admission (server/cache/policy.py: whether RAM takes a history; the monitor's and /metrics' "admission").
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from strata.server import parking
+from strata.server import byte_align, parking
 from strata.server.jobs import Job
 from strata.server.row import Row
 from strata.server.slots import MAIN, SlotTable, common_prefix
@@ -24,9 +27,33 @@ from strata.server.slots import MAIN, SlotTable, common_prefix
 if TYPE_CHECKING:
     from strata.server.scheduler import Scheduler
 
+log = logging.getLogger("strata.server.scheduler")   # the scheduler's lines
+
 # tokens: a prompt waits for another request's read of the same start only when it would read at least
 # this many of them twice (one default prefill chunk; less costs little beside the other's read)
 SHARED_READ_WAIT_MIN = 512
+
+
+def align_arrival(table: SlotTable, tokenizer: Any, job: Job) -> None:
+    """As `job` arrives on the worker thread, before any context is chosen for it: where its prompt goes on as the
+    same bytes as a context's history in other tokens (the model's last answer sent back as text and tokenized
+    canonically), it becomes that history's tokens for those bytes (byte_align.aligned_prompt), so the choice, the
+    match, parking and the cache all see them. An exact request matches a history only before its moved KV
+    (ContextState.approx_from); a code completion is left as it is (its KV is moved into place, --cache-reuse).
+    A prompt the alignment would make too long for main is left as it is."""
+    token_bytes = getattr(tokenizer, "token_bytes", None)
+    atoms = getattr(tokenizer, "parsed_ids", None)     # tokens parsed whole in text match only themselves
+    if job.completion or token_bytes is None or atoms is None:
+        return
+    contexts = [c for c in table.contexts if c.valid and c.tokens]
+    histories = [c.tokens if c.approx_from is None else c.tokens[:c.approx_from] for c in contexts]
+    out = byte_align.aligned_prompt(histories, job.prompt, token_bytes, atoms, common=common_prefix)
+    if out.source is None or (len(out.prompt) > len(job.prompt) and len(out.prompt) >= table.main.capacity):
+        return
+    log.info("request %s: its prompt goes on as context %s's history in other tokens; %d of its %d tokens held "
+             "(%d as sent), now %d tokens", job.id, contexts[out.source].display_id(), out.held_after,
+             len(job.prompt), out.held_before, len(out.prompt))
+    job.prompt = out.prompt
 
 
 def free_for(table: SlotTable, job: Job, idle: bool, beside: bool, editor_main: bool = False) -> int:

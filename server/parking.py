@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from strata.server import byte_align
 from strata.server.jobs import Job
 from strata.server.slots import MAIN, common_prefix, held_by_another
 
@@ -45,20 +46,15 @@ def goes_on_as_text(engine: Any, history: list[int], prompt: list[int], held: in
     the prompt's last token, `assistant\\n` + `\\n<read_file>` reading `\\n\\n`, or the model split a word
     otherwise than the tokenizer does). Nothing the history holds past `held` is then worth parking: a request
     that sends that text gets the tokens this one reads. A Cline trial (SmolLM2, --batch 4) parted so on 9 of
-    14 turns, and each parked the whole history (14-25K tokens) into a slot to keep a few answer tokens."""
-    tail = history[held:]
-    token_bytes = getattr(getattr(engine, "tokenizer", None), "token_bytes", None)
-    if not tail or token_bytes is None:
+    14 turns, and each parked the whole history (14-25K tokens) into a slot to keep a few answer tokens.
+    Since session 35 an arriving prompt takes the history's own tokens for those bytes (byte_align.py), so this
+    is left for a history that ends inside one of the prompt's tokens; the same walk (`covered`), bounded."""
+    tokenizer = getattr(engine, "tokenizer", None)
+    token_bytes = getattr(tokenizer, "token_bytes", None)
+    atoms = getattr(tokenizer, "parsed_ids", None)
+    if held >= len(history) or token_bytes is None or atoms is None:
         return False
-    lost = b"".join(token_bytes(t) for t in tail)
-    ahead = bytearray()
-    for t in prompt[held:]:
-        ahead += token_bytes(t)
-        if not lost.startswith(ahead[:len(lost)]):
-            return False
-        if len(ahead) >= len(lost):
-            return True
-    return False
+    return byte_align.walk(history, prompt, held, token_bytes, atoms).covered
 
 
 @contextlib.contextmanager

@@ -293,6 +293,7 @@ class Scheduler:
                 if self._stopping:
                     break
                 self._waiting.extend(self._inbox)
+                arrived = list(self._inbox)
                 self._inbox.clear()
                 calls = self._deferred + list(self._calls)
                 self._calls.clear()
@@ -307,6 +308,7 @@ class Scheduler:
                 self._outbox.flush()
                 if self._deferred:         # a request its client left freed a context a call waits for: the call first
                     self._run_calls(self._deferred)
+                self._align(arrived)
                 if not self._stopping:     # a stop that came during the calls starts no request
                     self._assign()
                 if not self._stopping:     # nor any step once it came: not a prompt piece after a restore it ended
@@ -407,6 +409,15 @@ class Scheduler:
             self._n_pending -= 1
 
     # ----- waiting requests into contexts -----
+
+    def _align(self, jobs: list[Job]) -> None:
+        """The arrived prompts that go on as a context's history in other tokens take its tokens (once, before
+        any is placed: context_choice.align_arrival). A failure leaves the prompt as sent."""
+        for job in jobs:
+            try:
+                context_choice.align_arrival(self.table, getattr(self.engine, "tokenizer", None), job)
+            except Exception:
+                log.exception("aligning request %s's prompt with the contexts' histories failed", job.id)
 
     def _assign(self) -> None:
         """Moves waiting jobs into free contexts: alone -> main (solo path); else a slot by the policy."""

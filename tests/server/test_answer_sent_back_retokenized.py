@@ -4,6 +4,8 @@ or the model split a word otherwise than the tokenizer does) goes on in its cont
 history. Before, every such turn copied the whole history into a slot (or handed it to the conversation
 cache) to keep an answer's tokens that no request sends again: a Cline trial (SmolLM2, --batch 4) copied
 14-25K tokens into a slot on 9 of 14 turns and filled all four slots with stale copies of one conversation.
+Since session 35 the turn's prompt takes the history's own tokens for the answer's bytes (byte_align.py) and
+reads only what is new.
 A turn whose history holds another answer than the one sent back still parks it.
 
 Live tiny server on loopback; the scripted model answers a word in two tokens that the tokenizer writes as
@@ -72,7 +74,11 @@ def test_the_answer_sent_back_in_other_tokens_is_not_parked(setup):
     # the next turn: the answer's text comes back as the tokenizer writes it (m c), then the new message
     turn = BASE + canonical + [(i * 11) % 400 + 50 for i in range(200)] + [ASK]
     out = complete(url, turn)
-    assert out["timings"]["cache_n"] == len(BASE), out["timings"]            # all but the answer's tokens
+    # the prompt took the history's own tokens for the answer's bytes (byte_align.py): all of it is reused, and
+    # only c (sampled, never fed), the new message and ASK are read; before, the answer's a b were read again as m
+    assert out["timings"]["cache_n"] == len(BASE) + 2, out["timings"]
+    assert out["timings"]["prompt_n"] == 1 + 200 + 1, out["timings"]
+    assert server.state.scheduler.table.main.tokens[:len(BASE) + 3] == BASE + answer
     slots = httpx.get(url + "/v1/slots", timeout=30).json()
     assert [d for d in slots["decisions"] if d["park"] or d["park_skip"]] == [], slots["decisions"]
     assert [s["tokens"] for s in slots["slots"] if s["id"] != "main"] == [0, 0, 0, 0], slots["slots"]

@@ -1,0 +1,143 @@
+"""Byte alignment: a prompt that goes on as the same bytes as a context's history in other tokens reuses the
+history's own tokens for those bytes.
+
+A client sends the model's last answer back as text; the server renders and tokenizes the prompt canonically,
+but the model had written that answer as other tokens for the same bytes (it split a word otherwise than the
+tokenizer does; a tool call's ' ' + '">' against the tokenizer's ' "' + '>'; the answer's first characters
+joined the template's last token, 'assistant\\n' + '\\n<read_file>' reading '\\n\\n'). The prompt then shares
+only the tokens before that split with the history, and everything after it was read again: a Cline trial
+parted so on 9 of 14 turns, session 34's long agent trial re-read 21-82 tokens on 4 turns past 16K.
+
+`walk` follows both token lists past their common prefix, byte by byte, and returns the furthest point where
+both have consumed exactly the same bytes; `aligned_prompt` picks the context whose history then holds the most
+of the prompt and returns history[:j] + prompt[m:] (the same bytes; nothing is tokenized again).
+
+Where it applies: the scheduler aligns each request's prompt once, as it arrives on the worker thread and
+before any context is chosen, against the engine's contexts (main and the slots): placement, the main / slot
+match, parking, the conversation cache's lookup, lookup decoding and the ledger of histories then all see the
+aligned tokens. Not against the conversation cache's entries (RAM / disk): their token lists are in memory, but
+held under the cache's lock, which the spill thread's writes hold for long; a conversation goes on from a
+context nearly always (every turn of the trials above did), so an entry keeps the common-prefix match. Not for
+code completions (their contexts' KV is moved into place by --cache-reuse, approximate past a point).
+
+Tokens parsed whole in text (specials such as <|im_end|>, a vocabulary's user-defined tokens) align only with
+themselves: the tokenizer's token_bytes renders a special as its text, so a <|im_end|> against the literal text
+"<|im_end|>" read as plain tokens would otherwise compare equal, and the model reads them differently.
+
+Pure: no engine, no I/O. The walk compares at most `max_bytes` bytes token by token (runs of the same token ids
+are skipped at list-compare speed and not counted), so a long history costs the scheduler's thread little.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+# bytes the walk compares token by token past the split before it stops (where it is then in step is kept):
+# an agent's answer is a few hundred to a few thousand bytes, and ~1 us a token keeps 16 KB under ~5 ms
+ALIGN_MAX_BYTES = 16384
+_RUN = 64          # tokens a list compare skips at once while both sides are in step on the same ids
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Where a walk ended. history[:history_at] and prompt[:prompt_at] are the same bytes (history_at >= the
+    common prefix). `covered`: every byte of the history past the common prefix is a start of the prompt's
+    bytes past it (the history ends inside the prompt, at a token boundary of the prompt or not)."""
+
+    history_at: int
+    prompt_at: int
+    covered: bool
+
+
+def _same_run(a: Sequence[int], i: int, b: Sequence[int], k: int) -> int:
+    """How many tokens a[i:] and b[k:] share from their start (compared _RUN at a time)."""
+    n = 0
+    limit = min(len(a) - i, len(b) - k)
+    while n + _RUN <= limit and a[i + n: i + n + _RUN] == b[k + n: k + n + _RUN]:
+        n += _RUN
+    while n < limit and a[i + n] == b[k + n]:
+        n += 1
+    return n
+
+
+def walk(history: Sequence[int], prompt: Sequence[int], held: int, token_bytes: Callable[[int], bytes],
+         atoms: Collection[int] = frozenset(), max_bytes: int = ALIGN_MAX_BYTES) -> Alignment:
+    """Walks `history` and `prompt` past `held` (their common prefix) and returns the furthest point where both
+    have consumed the same bytes, every byte equal so far. `atoms`: token ids that match only themselves (tokens
+    parsed whole in text). Stops at the first differing byte, at an atom against anything else, at either end,
+    or once `max_bytes` bytes were compared token by token."""
+    if max_bytes < 0:
+        raise ValueError(f"max_bytes must be >= 0, got {max_bytes!r}")
+    if not 0 <= held <= min(len(history), len(prompt)):
+        raise ValueError(f"held {held!r} is outside the common range of {len(history)} and {len(prompt)} tokens")
+    i = k = held                 # the next token of each side
+    best = (held, held)
+    ahead_h = ahead_p = b""      # bytes one side has consumed past the other (one of the two is empty)
+    compared = 0
+    while True:
+        if not ahead_h and not ahead_p:          # in step: a point both sides reached with the same bytes
+            run = _same_run(history, i, prompt, k)
+            i, k = i + run, k + run
+            best = (i, k)
+            if i == len(history) or k == len(prompt):
+                return Alignment(i, k, i == len(history))
+            th, tp = history[i], prompt[k]
+            if th in atoms or tp in atoms:       # not the same id (the run stopped): an atom matches only itself
+                return Alignment(i, k, False)
+            ahead_h, ahead_p = token_bytes(th), token_bytes(tp)
+            i, k = i + 1, k + 1
+        elif ahead_h:                            # the history is ahead: the prompt's next token
+            if k == len(prompt) or prompt[k] in atoms:
+                return Alignment(*best, False)
+            ahead_p = token_bytes(prompt[k])
+            k += 1
+        else:                                    # the prompt is ahead: the history's next token
+            if i == len(history):
+                return Alignment(*best, True)    # the history ended inside the prompt's bytes
+            if history[i] in atoms:
+                return Alignment(*best, False)
+            ahead_h = token_bytes(history[i])
+            i += 1
+        n = min(len(ahead_h), len(ahead_p))
+        compared += n
+        if ahead_h[:n] != ahead_p[:n] or compared > max_bytes:
+            return Alignment(*best, False)
+        ahead_h, ahead_p = ahead_h[n:], ahead_p[n:]
+
+
+@dataclass(frozen=True)
+class AlignedPrompt:
+    """`prompt`: the request's prompt with the chosen history's tokens for the bytes they share; `source`: the
+    index (of the histories given) it was aligned with, None where no history holds more of it aligned than
+    by its tokens (`prompt` is then the one given); `held_before` / `held_after`: the most of it any history
+    held before, and what `source`'s holds now."""
+
+    prompt: list[int]
+    source: int | None
+    held_before: int
+    held_after: int
+
+
+def aligned_prompt(histories: Sequence[Sequence[int]], prompt: list[int], token_bytes: Callable[[int], bytes],
+                   atoms: Collection[int] = frozenset(), max_bytes: int = ALIGN_MAX_BYTES,
+                   common: Callable[[Sequence[int], Sequence[int]], int] | None = None) -> AlignedPrompt:
+    """The prompt aligned with the history (of `histories`) that holds the most of it once aligned, where that
+    is more than any history holds of it as it is. `common`: the common-prefix length of two token lists (the
+    slot table's, at C speed; by default compared here)."""
+    if common is None:
+        def common(a: Sequence[int], b: Sequence[int]) -> int:
+            return _same_run(a, 0, b, 0)
+    held = [common(h, prompt) for h in histories]
+    best_before = max(held, default=0)
+    best: tuple[int, int, int] | None = None     # (history_at, prompt_at, index)
+    for x, h in enumerate(histories):
+        if held[x] >= len(h) or held[x] >= len(prompt):
+            continue         # nothing of it past the prefix, or the prompt ends there: nothing to align
+        a = walk(h, prompt, held[x], token_bytes, atoms, max_bytes)
+        if a.history_at > best_before and (best is None or a.history_at > best[0]):
+            best = (a.history_at, a.prompt_at, x)
+    if best is None:
+        return AlignedPrompt(prompt, None, best_before, best_before)
+    j, m, x = best
+    return AlignedPrompt(list(histories[x][:j]) + prompt[m:], x, best_before, j)
