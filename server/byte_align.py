@@ -15,10 +15,12 @@ of the prompt and returns history[:j] + prompt[m:] (the same bytes; nothing is t
 Where it applies: the scheduler aligns each request's prompt once, as it arrives on the worker thread and
 before any context is chosen, against the engine's contexts (main and the slots): placement, the main / slot
 match, parking, the conversation cache's lookup, lookup decoding and the ledger of histories then all see the
-aligned tokens. Not against the conversation cache's entries (RAM / disk): their token lists are in memory, but
-held under the cache's lock, which the spill thread's writes hold for long; a conversation goes on from a
-context nearly always (every turn of the trials above did), so an entry keeps the common-prefix match. Not for
-code completions (their contexts' KV is moved into place by --cache-reuse, approximate past a point).
+aligned tokens. Not against the conversation cache's entries (RAM / disk), left out: their token lists are in
+memory (numpy arrays), but walking them takes the cache's lock on the scheduler's thread for every arriving
+request, and the re-read turns measured (the trials above) went on from main or a slot; a turn restored from the
+cache keeps the common-prefix match. So the model may read a conversation's next turn in other tokens warm (its
+own) than cold (the tokenizer's, after a restore or with nothing held), and answer it otherwise. Not for code
+completions (their contexts' KV is moved into place by --cache-reuse, approximate past a point).
 
 Tokens parsed whole in text (specials such as <|im_end|>, a vocabulary's user-defined tokens) align only with
 themselves: the tokenizer's token_bytes renders a special as its text, so a <|im_end|> against the literal text
