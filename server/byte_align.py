@@ -26,8 +26,9 @@ Tokens parsed whole in text (specials such as <|im_end|>, a vocabulary's user-de
 themselves: the tokenizer's token_bytes renders a special as its text, so a <|im_end|> against the literal text
 "<|im_end|>" read as plain tokens would otherwise compare equal, and the model reads them differently.
 
-Pure: no engine, no I/O. The walk compares at most `max_bytes` bytes token by token (runs of the same token ids
-are skipped at list-compare speed and not counted), so a long history costs the scheduler's thread little.
+Pure: no engine, no I/O. A request's walks compare at most `max_bytes` bytes token by token, all its histories
+together (runs of the same token ids are skipped at list-compare speed and not counted), so a long history costs
+the scheduler's thread little.
 """
 
 from __future__ import annotations
@@ -35,9 +36,12 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-# bytes the walk compares token by token past the split before it stops (where it is then in step is kept):
-# an agent's answer is a few hundred to a few thousand bytes, and ~1 us a token keeps 16 KB under ~5 ms
-ALIGN_MAX_BYTES = 16384
+# bytes the walk compares token by token past the split before it stops (where it was last in step is kept); only
+# the tokens that differ count (runs of the same ids are skipped at list speed), and an answer's splits are a few
+# tokens here and there. A walk through 4 KB of tokens every one split otherwise took ~5.5 ms on the shared 2-core
+# VM (load 3-5; benchmarks/RESULTS.md, session 35); one budget for all the contexts an arriving request is walked
+# against
+ALIGN_MAX_BYTES = 4096
 _RUN = 64          # tokens a list compare skips at once while both sides are in step on the same ids
 
 
@@ -45,17 +49,21 @@ _RUN = 64          # tokens a list compare skips at once while both sides are in
 class Alignment:
     """Where a walk ended. history[:history_at] and prompt[:prompt_at] are the same bytes (history_at >= the
     common prefix). `covered`: every byte of the history past the common prefix is a start of the prompt's
-    bytes past it (the history ends inside the prompt, at a token boundary of the prompt or not)."""
+    bytes past it (the history ends inside the prompt, at a token boundary of the prompt or not). `compared`: the
+    bytes compared token by token (what the bound counts)."""
 
     history_at: int
     prompt_at: int
     covered: bool
+    compared: int = 0
 
 
 def _same_run(a: Sequence[int], i: int, b: Sequence[int], k: int) -> int:
     """How many tokens a[i:] and b[k:] share from their start (compared _RUN at a time)."""
-    n = 0
     limit = min(len(a) - i, len(b) - k)
+    if limit <= 0 or a[i] != b[k]:       # the walk's usual case past a split: no slices made
+        return 0
+    n = 0
     while n + _RUN <= limit and a[i + n: i + n + _RUN] == b[k + n: k + n + _RUN]:
         n += _RUN
     while n < limit and a[i + n] == b[k + n]:
@@ -83,29 +91,35 @@ def walk(history: Sequence[int], prompt: Sequence[int], held: int, token_bytes: 
             i, k = i + run, k + run
             best = (i, k)
             if i == len(history) or k == len(prompt):
-                return Alignment(i, k, i == len(history))
+                return Alignment(i, k, i == len(history), compared)
             th, tp = history[i], prompt[k]
             if th in atoms or tp in atoms:       # not the same id (the run stopped): an atom matches only itself
-                return Alignment(i, k, False)
+                return Alignment(i, k, False, compared)
             ahead_h, ahead_p = token_bytes(th), token_bytes(tp)
             i, k = i + 1, k + 1
         elif ahead_h:                            # the history is ahead: the prompt's next token
             if k == len(prompt) or prompt[k] in atoms:
-                return Alignment(*best, False)
+                return Alignment(*best, False, compared)
             ahead_p = token_bytes(prompt[k])
             k += 1
         else:                                    # the prompt is ahead: the history's next token
             if i == len(history):
-                return Alignment(*best, True)    # the history ended inside the prompt's bytes
+                return Alignment(*best, True, compared)    # the history ended inside the prompt's bytes
             if history[i] in atoms:
-                return Alignment(*best, False)
+                return Alignment(*best, False, compared)
             ahead_h = token_bytes(history[i])
             i += 1
-        n = min(len(ahead_h), len(ahead_p))
-        compared += n
-        if ahead_h[:n] != ahead_p[:n] or compared > max_bytes:
-            return Alignment(*best, False)
-        ahead_h, ahead_p = ahead_h[n:], ahead_p[n:]
+        # the shorter side's bytes must start the other's (no min() or double slicing: ~1 us each here)
+        if len(ahead_h) <= len(ahead_p):
+            compared += len(ahead_h)
+            if not ahead_p.startswith(ahead_h) or compared > max_bytes:
+                return Alignment(*best, False, compared)
+            ahead_h, ahead_p = b"", ahead_p[len(ahead_h):]
+        else:
+            compared += len(ahead_p)
+            if not ahead_h.startswith(ahead_p) or compared > max_bytes:
+                return Alignment(*best, False, compared)
+            ahead_h, ahead_p = ahead_h[len(ahead_p):], b""
 
 
 @dataclass(frozen=True)
@@ -125,18 +139,24 @@ def aligned_prompt(histories: Sequence[Sequence[int]], prompt: list[int], token_
                    atoms: Collection[int] = frozenset(), max_bytes: int = ALIGN_MAX_BYTES,
                    common: Callable[[Sequence[int], Sequence[int]], int] | None = None) -> AlignedPrompt:
     """The prompt aligned with the history (of `histories`) that holds the most of it once aligned, where that
-    is more than any history holds of it as it is. `common`: the common-prefix length of two token lists (the
-    slot table's, at C speed; by default compared here)."""
+    is more than any history holds of it as it is. The histories are walked from the one sharing the most tokens
+    with it, all of them within one `max_bytes` (a request's cost is one walk's at most). `common`: the
+    common-prefix length of two token lists (the slot table's, at C speed; by default compared here)."""
     if common is None:
         def common(a: Sequence[int], b: Sequence[int]) -> int:
             return _same_run(a, 0, b, 0)
     held = [common(h, prompt) for h in histories]
     best_before = max(held, default=0)
     best: tuple[int, int, int] | None = None     # (history_at, prompt_at, index)
-    for x, h in enumerate(histories):
+    left = max_bytes
+    for x in sorted(range(len(histories)), key=lambda x: -held[x]):
+        h = histories[x]
         if held[x] >= len(h) or held[x] >= len(prompt):
             continue         # nothing of it past the prefix, or the prompt ends there: nothing to align
-        a = walk(h, prompt, held[x], token_bytes, atoms, max_bytes)
+        if left < 0:
+            break
+        a = walk(h, prompt, held[x], token_bytes, atoms, left)
+        left -= a.compared
         if a.history_at > best_before and (best is None or a.history_at > best[0]):
             best = (a.history_at, a.prompt_at, x)
     if best is None:

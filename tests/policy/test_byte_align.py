@@ -106,6 +106,22 @@ def test_runs_of_the_same_tokens_cost_no_bytes_of_the_bound():
     assert (a.history_at, a.prompt_at, a.covered) == (len(history), len(prompt) - 1, True)
 
 
+def test_one_bound_for_all_the_histories_the_most_shared_walked_first():
+    history = [1] + [10, 11] * 50 + [3]     # 4 bytes compared a word, 100 words past the split
+    prompt = [1] + [2] * 50 + [3, 18]
+    wide = [1, 2, 2, 2, 2, 2, 2]            # shares 7 tokens as they are: walked first, costs nothing (it ends)
+    out = aligned_prompt([history, wide], prompt, tb, ATOMS, max_bytes=40)
+    assert (out.source, out.held_before, out.held_after) == (0, 7, 21)   # 10 words within 40 bytes
+    # what the first history walked spends the next does not get: 5 words and a differing one (23 bytes), then
+    # 4 words of the other (16) before the 40 are spent; each alone with 40 would reach 10 words (21 tokens)
+    spender = [1] + [10, 11] * 5 + [20]             # walked first (the same share: in order)
+    out = aligned_prompt([spender, history], prompt, tb, ATOMS, max_bytes=40)
+    assert (out.source, out.held_after) == (0, 11)
+    assert walk(spender, prompt, 1, tb, ATOMS, max_bytes=40).compared == 23
+    assert walk(history, prompt, 1, tb, ATOMS, max_bytes=40 - 23).history_at == 9
+    assert walk(history, prompt, 1, tb, ATOMS, max_bytes=40).compared == 43   # stops on the word past the bound
+
+
 def test_the_history_holding_most_once_aligned_is_chosen():
     canonical_copy = [1, 2, 3, 4]            # holds the prompt's tokens as they are: 3 of them
     models_own = [1, 10, 11, 3, 20, 21]      # the same bytes and more, in the model's tokens

@@ -5,12 +5,10 @@ first differing token on was read again. The default model, live servers on loop
 
 from __future__ import annotations
 
-import anthropic
 import httpx2 as httpx
 import pytest
 
 from tests.server.live import LiveServer
-from tests.server.test_call_history_reuse import TOOLS, after_the_calls, held_after
 
 TEXT = "The quick brown fox jumps over the lazy dog near the riverbank, then rests."
 MORE = " Afterwards it walks home slowly."
@@ -72,24 +70,26 @@ def test_a_history_split_otherwise_is_reused_whole_and_answers_as_a_fresh_read(s
     assert out["choices"][0]["text"] == again["choices"][0]["text"]
 
 
-def test_the_models_own_calls_sent_back_are_reused_whole(server):
-    """An agent's turns (the anthropic SDK, tool calls the model writes at temperature 1 with a seed): the next
-    turn, which sends the call back rendered as text, reuses every token the context holds of it whatever split
-    the model chose (a path's letters, ' ' + '">'); some of the calls are not in the tokenizer's split, else this
-    shows nothing. Before, such a turn reused only up to the first token the model split otherwise (the test
-    test_call_history_reuse counts the calls that were whole)."""
-    client = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0, timeout=300)
+def test_a_chat_answer_in_other_tokens_sent_back_is_reused_whole(server):
+    """A chat turn whose last answer the context holds in other tokens than the tokenizer's (the model's own
+    split, made here by a /v1/completions request on the rendered prompt) and that the next turn sends back as
+    text: the template renders it, <|im_end|> (a special) after it, the tokenizer splits it canonically; the turn
+    reuses the whole history and reads only what comes after the answer."""
     tok = server.state.engine.tokenizer
-    otherwise = 0
-    for seed in range(6):
-        ask = [{"role": "user", "content": f"List the files in the repository {seed}, then read README.md."}]
-        with client.messages.stream(model="m", system="You are a coding agent.", messages=ask, tools=TOOLS,
-                                    max_tokens=200, tool_choice={"type": "any"}, extra_body={"seed": 10 * seed}) as s:
-            first = s.get_final_message()
-        assert first.stop_reason == "tool_use", seed
-        held, prompt = held_after(server, first)
-        answer = held[prompt:]
-        otherwise += tok.encode(tok.decode(answer), add_bos=False)[:len(answer)] != answer
-        second = after_the_calls(client, ask, first, TOOLS, "a.py", seed)
-        assert second.usage.cache_read_input_tokens == len(held), (seed, second.usage, len(held), tok.decode(answer))
-    assert otherwise >= 1
+    messages = [{"role": "system", "content": "You are a storyteller."}, {"role": "user", "content": "Tell me a line."}]
+    r = httpx.post(server.url + "/v1/chat/completions", json={"messages": messages, "max_tokens": 1,
+                                                              "temperature": 0}, timeout=300)
+    assert r.status_code == 200, r.text
+    n_prompt = r.json()["usage"]["prompt_tokens"]
+    rendered = next(list(c.tokens) for c in server.state.scheduler.table.contexts if len(c.tokens) == n_prompt)
+    _, other = split_otherwise(tok)
+    complete(server.url, rendered + other, 1)       # the context holds the prompt and the answer split otherwise
+    messages += [{"role": "assistant", "content": TEXT}, {"role": "user", "content": "Thanks. Another one."}]
+    r = httpx.post(server.url + "/v1/chat/completions", json={"messages": messages, "max_tokens": 1,
+                                                              "temperature": 0}, timeout=300)
+    assert r.status_code == 200, r.text
+    usage = r.json()["usage"]
+    assert usage["prompt_tokens_details"]["cached_tokens"] == len(rendered) + len(other), usage
+    end = tok.encode("<|im_end|>\n<|im_start|>user\nThanks. Another one.<|im_end|>\n<|im_start|>assistant\n",
+                     add_bos=False)
+    assert usage["prompt_tokens"] - usage["prompt_tokens_details"]["cached_tokens"] == len(end), usage
