@@ -109,7 +109,7 @@ def test_runs_of_the_same_tokens_cost_no_bytes_of_the_bound():
 def test_one_bound_for_all_the_histories_the_most_shared_walked_first():
     history = [1] + [10, 11] * 50 + [3]     # 4 bytes compared a word, 100 words past the split
     prompt = [1] + [2] * 50 + [3, 18]
-    wide = [1, 2, 2, 2, 2, 2, 2]            # shares 7 tokens as they are: walked first, costs nothing (it ends)
+    wide = [1, 2, 2, 2, 2, 2, 2]            # holds 7 of its tokens as they are, nothing past them: not walked
     out = aligned_prompt([history, wide], prompt, tb, ATOMS, max_bytes=40)
     assert (out.source, out.held_before, out.held_after) == (0, 7, 21)   # 10 words within 40 bytes
     # what the first history walked spends the next does not get: 5 words and a differing one (23 bytes), then
