@@ -26,9 +26,9 @@ Tokens parsed whole in text (specials such as <|im_end|>, a vocabulary's user-de
 themselves: the tokenizer's token_bytes renders a special as its text, so a <|im_end|> against the literal text
 "<|im_end|>" read as plain tokens would otherwise compare equal, and the model reads them differently.
 
-Pure: no engine, no I/O. A request's walks compare at most `max_bytes` bytes token by token, all its histories
-together (runs of the same token ids are skipped at list-compare speed and not counted), so a long history costs
-the scheduler's thread little.
+Pure: no engine, no I/O. A request's walks compare a bounded number of bytes token by token (ALIGN_MAX_BYTES,
+ALIGN_MAX_TOTAL; runs of the same token ids are skipped at list-compare speed and not counted), so a long history
+costs the scheduler's thread little.
 """
 
 from __future__ import annotations
@@ -36,12 +36,19 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-# bytes the walk compares token by token past the split before it stops (where it was last in step is kept); only
-# the tokens that differ count (runs of the same ids are skipped at list speed), and an answer's splits are a few
-# tokens here and there. A walk through 4 KB of tokens every one split otherwise took ~5.5 ms on the shared 2-core
-# VM (load 3-5; benchmarks/RESULTS.md, session 35); one budget for all the contexts an arriving request is walked
-# against
-ALIGN_MAX_BYTES = 4096
+# The walk's bounds, in bytes compared token by token (runs of the same ids are skipped at list speed and not
+# counted); where one is reached the walk stops, keeping where it was last in step. A history keeps the model's
+# tokens, so every later turn walks again through each split of the conversation so far: an answer's splits are a
+# few tokens here and there (5-10 bytes each), and a history of thousands of them must stay aligned. So the first
+# bound is on one stretch in which the two never hold the same token (a word split otherwise: a few bytes; a text
+# split otherwise all through: the cost) and the second on all of a request's walks together, the contexts'
+# histories included: a request walked 5 histories of a text split otherwise all through in 17 ms (8 KB) on the
+# shared 2-core VM at load 5, an agent's turn (a 160-token answer with 3 splits) in 0.4 ms (benchmarks/RESULTS.md,
+# session 35). Once a conversation's splits are past the bound in all, each turn is aligned up to where it stopped
+# and reads the rest as tokenized; its history then holds the tokenizer's tokens from there, so the next turn's walk
+# stops at the same place and reads from the last answer's first split on again, as before session 35
+ALIGN_MAX_BYTES = 4096        # in one stretch out of step
+ALIGN_MAX_TOTAL = 8192        # in all a request's walks
 _RUN = 64          # tokens a list compare skips at once while both sides are in step on the same ids
 
 
@@ -72,23 +79,29 @@ def _same_run(a: Sequence[int], i: int, b: Sequence[int], k: int) -> int:
 
 
 def walk(history: Sequence[int], prompt: Sequence[int], held: int, token_bytes: Callable[[int], bytes],
-         atoms: Collection[int] = frozenset(), max_bytes: int = ALIGN_MAX_BYTES) -> Alignment:
+         atoms: Collection[int] = frozenset(), max_bytes: int = ALIGN_MAX_BYTES,
+         max_total: int = ALIGN_MAX_TOTAL) -> Alignment:
     """Walks `history` and `prompt` past `held` (their common prefix) and returns the furthest point where both
     have consumed the same bytes, every byte equal so far. `atoms`: token ids that match only themselves (tokens
     parsed whole in text). Stops at the first differing byte, at an atom against anything else, at either end,
-    or once `max_bytes` bytes were compared token by token."""
+    once `max_bytes` bytes were compared token by token since both last held the same token, or `max_total` in
+    all."""
     if max_bytes < 0:
         raise ValueError(f"max_bytes must be >= 0, got {max_bytes!r}")
+    if max_total < 0:
+        raise ValueError(f"max_total must be >= 0, got {max_total!r}")
     if not 0 <= held <= min(len(history), len(prompt)):
         raise ValueError(f"held {held!r} is outside the common range of {len(history)} and {len(prompt)} tokens")
     i = k = held                 # the next token of each side
     best = (held, held)
     ahead_h = ahead_p = b""      # bytes one side has consumed past the other (one of the two is empty)
     compared = 0
+    since = 0                    # bytes compared since both last held the same token
     while True:
         if not ahead_h and not ahead_p:          # in step: a point both sides reached with the same bytes
             run = _same_run(history, i, prompt, k)
-            i, k = i + run, k + run
+            if run:
+                i, k, since = i + run, k + run, 0
             best = (i, k)
             if i == len(history) or k == len(prompt):
                 return Alignment(i, k, i == len(history), compared)
@@ -111,15 +124,18 @@ def walk(history: Sequence[int], prompt: Sequence[int], held: int, token_bytes: 
             i += 1
         # the shorter side's bytes must start the other's (no min() or double slicing: ~1 us each here)
         if len(ahead_h) <= len(ahead_p):
-            compared += len(ahead_h)
-            if not ahead_p.startswith(ahead_h) or compared > max_bytes:
-                return Alignment(*best, False, compared)
-            ahead_h, ahead_p = b"", ahead_p[len(ahead_h):]
+            n = len(ahead_h)
+            if not ahead_p.startswith(ahead_h):
+                return Alignment(*best, False, compared + n)
+            ahead_h, ahead_p = b"", ahead_p[n:]
         else:
-            compared += len(ahead_p)
-            if not ahead_h.startswith(ahead_p) or compared > max_bytes:
-                return Alignment(*best, False, compared)
-            ahead_h, ahead_p = ahead_h[len(ahead_p):], b""
+            n = len(ahead_p)
+            if not ahead_h.startswith(ahead_p):
+                return Alignment(*best, False, compared + n)
+            ahead_h, ahead_p = ahead_h[n:], b""
+        compared, since = compared + n, since + n
+        if since > max_bytes or compared > max_total:
+            return Alignment(*best, False, compared)
 
 
 @dataclass(frozen=True)
@@ -137,10 +153,11 @@ class AlignedPrompt:
 
 def aligned_prompt(histories: Sequence[Sequence[int]], prompt: list[int], token_bytes: Callable[[int], bytes],
                    atoms: Collection[int] = frozenset(), max_bytes: int = ALIGN_MAX_BYTES,
+                   max_total: int = ALIGN_MAX_TOTAL,
                    common: Callable[[Sequence[int], Sequence[int]], int] | None = None) -> AlignedPrompt:
     """The prompt aligned with the history (of `histories`) that holds the most of it once aligned, where that
     is more than any history holds of it as it is. The histories are walked from the one sharing the most tokens
-    with it, all of them within one `max_bytes` (a request's cost is one walk's at most). `common`: the
+    with it, all of them within one `max_total` (`max_bytes`: each walk's stretch out of step). `common`: the
     common-prefix length of two token lists (the slot table's, at C speed; by default compared here)."""
     if common is None:
         def common(a: Sequence[int], b: Sequence[int]) -> int:
@@ -148,14 +165,14 @@ def aligned_prompt(histories: Sequence[Sequence[int]], prompt: list[int], token_
     held = [common(h, prompt) for h in histories]
     best_before = max(held, default=0)
     best: tuple[int, int, int] | None = None     # (history_at, prompt_at, index)
-    left = max_bytes
+    left = max_total
     for x in sorted(range(len(histories)), key=lambda x: -held[x]):
         h = histories[x]
         if held[x] >= len(h) or held[x] >= len(prompt):
             continue         # nothing of it past the prefix, or the prompt ends there: nothing to align
         if left < 0:
             break
-        a = walk(h, prompt, held[x], token_bytes, atoms, left)
+        a = walk(h, prompt, held[x], token_bytes, atoms, max_bytes, left)
         left -= a.compared
         if a.history_at > best_before and (best is None or a.history_at > best[0]):
             best = (a.history_at, a.prompt_at, x)

@@ -106,20 +106,32 @@ def test_runs_of_the_same_tokens_cost_no_bytes_of_the_bound():
     assert (a.history_at, a.prompt_at, a.covered) == (len(history), len(prompt) - 1, True)
 
 
-def test_one_bound_for_all_the_histories_the_most_shared_walked_first():
+def test_each_stretch_out_of_step_has_its_bound_and_the_walk_one_in_all():
+    # thirty words split otherwise, each followed by a token both hold: 4 bytes out of step at a time
+    history = [1] + [10, 11, 21] * 30 + [3]
+    prompt = [1] + [2, 21] * 30 + [3, 18]
+    a = walk(history, prompt, 1, tb, ATOMS, max_bytes=8)
+    assert (a.history_at, a.prompt_at, a.covered, a.compared) == (len(history), len(prompt) - 1, True, 120)
+    a = walk(history, prompt, 1, tb, ATOMS, max_total=40)          # the 11th word is past 40 in all
+    assert (a.history_at, a.prompt_at, a.covered) == (31, 21, False)
+    # the same words without the shared token between them: one stretch, cut by max_bytes
+    assert walk([1] + [10, 11] * 30, [1] + [2] * 30, 1, tb, ATOMS, max_bytes=8).history_at == 5
+
+
+def test_one_bound_in_all_for_the_histories_the_most_shared_walked_first():
     history = [1] + [10, 11] * 50 + [3]     # 4 bytes compared a word, 100 words past the split
     prompt = [1] + [2] * 50 + [3, 18]
     wide = [1, 2, 2, 2, 2, 2, 2]            # holds 7 of its tokens as they are, nothing past them: not walked
-    out = aligned_prompt([history, wide], prompt, tb, ATOMS, max_bytes=40)
+    out = aligned_prompt([history, wide], prompt, tb, ATOMS, max_total=40)
     assert (out.source, out.held_before, out.held_after) == (0, 7, 21)   # 10 words within 40 bytes
     # what the first history walked spends the next does not get: 5 words and a differing one (23 bytes), then
     # 4 words of the other (16) before the 40 are spent; each alone with 40 would reach 10 words (21 tokens)
     spender = [1] + [10, 11] * 5 + [20]             # walked first (the same share: in order)
-    out = aligned_prompt([spender, history], prompt, tb, ATOMS, max_bytes=40)
+    out = aligned_prompt([spender, history], prompt, tb, ATOMS, max_total=40)
     assert (out.source, out.held_after) == (0, 11)
-    assert walk(spender, prompt, 1, tb, ATOMS, max_bytes=40).compared == 23
-    assert walk(history, prompt, 1, tb, ATOMS, max_bytes=40 - 23).history_at == 9
-    assert walk(history, prompt, 1, tb, ATOMS, max_bytes=40).compared == 43   # stops on the word past the bound
+    assert walk(spender, prompt, 1, tb, ATOMS, max_total=40).compared == 23
+    assert walk(history, prompt, 1, tb, ATOMS, max_total=40 - 23).history_at == 9
+    assert walk(history, prompt, 1, tb, ATOMS, max_total=40).compared == 43   # stops on the word past the bound
 
 
 def test_the_history_holding_most_once_aligned_is_chosen():
@@ -137,5 +149,7 @@ def test_the_history_holding_most_once_aligned_is_chosen():
 def test_bad_bounds_are_refused_naming_them():
     with pytest.raises(ValueError, match="max_bytes must be >= 0, got -1"):
         walk([1], [1], 1, tb, ATOMS, max_bytes=-1)
+    with pytest.raises(ValueError, match="max_total must be >= 0, got -2"):
+        walk([1], [1], 1, tb, ATOMS, max_total=-2)
     with pytest.raises(ValueError, match="held 3"):
         walk([1], [1, 2], 3, tb, ATOMS)
