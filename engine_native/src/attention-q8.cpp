@@ -305,6 +305,7 @@ struct q8_queries {
     int64_t hd, nb;
 };
 
+#if !defined(STRATA_Q8_DOTS_AVX2)   // AVX2: group_scores_q8_avx2 below
 // One block of NQ query vectors (from i0) over whole tiles [0, n_tiles) of kv head g's K:
 // query i's scores at scores + i * n_pad, as scores_q8_tiled computes them for its row alone.
 template <int NQ>
@@ -313,14 +314,6 @@ void group_scores_q8_block(const uint8_t* k, size_t tile_bytes, int64_t g, const
     const v16 vs = v16_set1(scale);
     const int64_t nb = qv.nb;
     const size_t head_bytes = size_t(nb) * k_q8_tile_block;
-#if defined(STRATA_Q8_DOTS_AVX2)
-    int64_t words[NQ][k_q8_words];
-    const int64_t* qw[NQ];
-    for (int i = 0; i < NQ; i++) {
-        widen_query(qv.qs + (i0 + i) * qv.hd, qv.hd, words[i]);
-        qw[i] = words[i];
-    }
-#endif
     for (int64_t tile = 0; tile < n_tiles; tile++) {
         const uint8_t* base = k + size_t(tile) * tile_bytes + size_t(g) * head_bytes;
         if (tile + k_prefetch_tiles < n_tiles) prefetch_bytes(base + k_prefetch_tiles * tile_bytes, head_bytes);
@@ -342,13 +335,6 @@ void group_scores_q8_block(const uint8_t* k, size_t tile_bytes, int64_t g, const
                 const v16 dot{_mm512_cvtepi32_ps(acc)};
                 sf[i] = v16_fma(dot, v16_mul(dk, v16_set1(qv.d[qi * nb + b])), sf[i]);
             }
-#elif defined(STRATA_Q8_DOTS_AVX2)
-            int32_t bias[NQ];
-            for (int i = 0; i < NQ; i++) bias[i] = qv.bias[(i0 + i) * nb + b];
-            v16 dot[NQ];
-            tile_block_dots_avx2<NQ>(tb, qw, b * (k_qk / 4), bias, dot);
-            STRATA_UNROLL
-            for (int i = 0; i < NQ; i++) sf[i] = v16_fma(dot[i], v16_mul(dk, v16_set1(qv.d[(i0 + i) * nb + b])), sf[i]);
 #else
             for (int i = 0; i < NQ; i++) {
                 const int64_t qi = i0 + i;
@@ -362,6 +348,128 @@ void group_scores_q8_block(const uint8_t* k, size_t tile_bytes, int64_t g, const
     }
 }
 
+#endif
+
+#if defined(STRATA_Q8_DOTS_AVX2)
+// AVX2, a group's scores: a span of K tiles widened to int16 once for all the group's query vectors, then
+// 2 of them at a time over the span, a block of 16 positions in 4 int32 chains each (8 ymm of chains, 4 of
+// K loaded once for both, 1 query word). The portable block kernel's AVX2 form (4 heads, the tile
+// widened again for every 4) spilled its chains to the stack inside each block. The same
+// int32 dots, floats and order as tile_block_dots_avx2, so the same scores.
+constexpr int64_t k_scores_span_bytes = 16 * 1024;   // one span's K tiles of one kv head, widened (L1)
+
+// GCC reassociates integer sums: unrolled, it computes all 8 x NQ x 4 products of a block before adding
+// any, and spills them; an empty asm that takes and returns each chain after a step keeps the chains
+// 8 x NQ x 4 long, in registers (the sums are the same integers in any order)
+inline void keep_in_register(__m256i& x) {
+#if defined(__GNUC__) || defined(__clang__)
+    __asm__("" : "+x"(x));
+#else
+    (void)x;
+#endif
+}
+
+// K tiles [tile0, tile1) of kv head g (nb blocks) as int16: wide (n_tiles, nb, 512), each block's 512
+// quants in their tile order (tb[j * 64 + r * 4 + i] -> wide[j * 64 + r * 4 + i])
+inline void widen_k_tiles(const uint8_t* k, size_t tile_bytes, int64_t g, int64_t nb, int64_t tile0, int64_t tile1,
+                          int64_t n_tiles, int16_t* wide) {
+    const size_t head_bytes = size_t(nb) * k_q8_tile_block;
+    for (int64_t tile = tile0; tile < tile1; tile++) {
+        const uint8_t* base = k + size_t(tile) * tile_bytes + size_t(g) * head_bytes;
+        if (tile + k_prefetch_tiles < n_tiles) prefetch_bytes(base + k_prefetch_tiles * tile_bytes, head_bytes);
+        int16_t* w = wide + (tile - tile0) * nb * k_q8_scales;
+        for (int64_t b = 0; b < nb; b++)
+            for (int64_t c = 0; c < int64_t(k_q8_scales); c += 16) {
+                const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + b * k_q8_tile_block + c));
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + b * k_q8_scales + c), _mm256_cvtepu8_epi16(x));
+            }
+    }
+}
+
+// NQ query vectors (words: their int16 words, rows k_q8_words apart) over the span's tiles [tile0, tile1),
+// block by block: a tile's score chains wait in the scores rows between blocks (stored and reloaded
+// exactly), so the dot loop holds only its 8 chains, 4 ymm of K (read once for both queries) and a word
+template <int NQ>
+void group_scores_q8_wide(const uint8_t* k, size_t tile_bytes, int64_t g, const int16_t* wide, const q8_queries& qv,
+                          const int64_t* words, int64_t i0, int64_t tile0, int64_t tile1, float scale, float* scores,
+                          int64_t n_pad) {
+    const v16 vs = v16_set1(scale);
+    const int64_t nb = qv.nb;
+    const size_t head_bytes = size_t(nb) * k_q8_tile_block;
+    for (int64_t b = 0; b < nb; b++) {
+        float dq[NQ];
+        __m256i bias[NQ];   // in each position's first lane: the pair sums below add it once
+        STRATA_UNROLL
+        for (int i = 0; i < NQ; i++) {
+            dq[i] = qv.d[(i0 + i) * nb + b];
+            const int32_t bi = qv.bias[(i0 + i) * nb + b];
+            bias[i] = _mm256_setr_epi32(bi, 0, bi, 0, bi, 0, bi, 0);
+        }
+        for (int64_t tile = tile0; tile < tile1; tile++) {
+            const int16_t* wb = wide + ((tile - tile0) * nb + b) * int64_t(k_q8_scales);
+            __m256i acc[NQ][4];   // positions 4m .. 4m + 4: (position, dimension pair) lanes
+            STRATA_UNROLL
+            for (int i = 0; i < NQ; i++)
+                STRATA_UNROLL
+                for (int m = 0; m < 4; m++) acc[i][m] = bias[i];
+            STRATA_UNROLL
+            for (int j = 0; j < k_qk / 4; j++) {
+                __m256i kj[4];
+                STRATA_UNROLL
+                for (int m = 0; m < 4; m++) {
+                    kj[m] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + j * 64 + m * 16));
+                    keep_in_register(kj[m]);   // one load for both queries, not a memory operand each
+                }
+                STRATA_UNROLL
+                for (int i = 0; i < NQ; i++) {
+                    const __m256i qw = _mm256_set1_epi64x(words[i * k_q8_words + b * (k_qk / 4) + j]);
+                    STRATA_UNROLL
+                    for (int m = 0; m < 4; m++) acc[i][m] = _mm256_add_epi32(acc[i][m], _mm256_madd_epi16(kj[m], qw));
+                }
+                STRATA_UNROLL
+                for (int i = 0; i < NQ; i++)
+                    STRATA_UNROLL
+                    for (int m = 0; m < 4; m++) keep_in_register(acc[i][m]);
+            }
+            const v16 dk = v16_load(reinterpret_cast<const uint16_t*>(k + size_t(tile) * tile_bytes + size_t(g) * head_bytes +
+                                                                      b * k_q8_tile_block + k_q8_scales));
+            STRATA_UNROLL
+            for (int i = 0; i < NQ; i++) {   // pairs summed as tile_block_dots_avx2 sums them, bias included
+                const __m256i s0 = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[i][0], acc[i][1]), 0xD8);
+                const __m256i s1 = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[i][2], acc[i][3]), 0xD8);
+                const v16 dot{_mm256_cvtepi32_ps(s0), _mm256_cvtepi32_ps(s1)};
+                float* sc = scores + i * n_pad + tile * k_tile;
+                const v16 sf = v16_fma(dot, v16_mul(dk, v16_set1(dq[i])), b == 0 ? v16_zero() : v16_load(sc));
+                v16_store(sc, b + 1 == nb ? v16_mul(sf, vs) : sf);
+            }
+        }
+    }
+}
+
+// All n_q query vectors' scores over tiles [0, n_tiles), span by span
+inline void group_scores_q8_avx2(const uint8_t* k, size_t tile_bytes, int64_t g, const q8_queries& qv, int64_t n_q,
+                                 int64_t n_tiles, float scale, float* scores, int64_t n_pad) {
+    const int64_t nb = qv.nb, span = std::max<int64_t>(1, k_scores_span_bytes / (nb * int64_t(k_q8_scales) * 2));
+    thread_local std::vector<int64_t> words;   // (n_q, k_q8_words)
+    thread_local std::vector<int16_t> wide;    // (span, nb, 512)
+    if (int64_t(words.size()) < n_q * k_q8_words) words.resize(size_t(n_q * k_q8_words));
+    if (int64_t(wide.size()) < span * nb * int64_t(k_q8_scales)) wide.resize(size_t(span * nb * k_q8_scales));
+    for (int64_t i = 0; i < n_q; i++) widen_query(qv.qs + i * qv.hd, qv.hd, words.data() + i * k_q8_words);
+    for (int64_t t0 = 0; t0 < n_tiles; t0 += span) {
+        const int64_t t1 = std::min(n_tiles, t0 + span);
+        widen_k_tiles(k, tile_bytes, g, nb, t0, t1, n_tiles, wide.data());
+        int64_t i = 0;
+        for (; i + 2 <= n_q; i += 2) {
+            group_scores_q8_wide<2>(k, tile_bytes, g, wide.data(), qv, words.data() + i * k_q8_words, i, t0, t1, scale,
+                                    scores + i * n_pad, n_pad);
+        }
+        if (i < n_q) {
+            group_scores_q8_wide<1>(k, tile_bytes, g, wide.data(), qv, words.data() + i * k_q8_words, i, t0, t1, scale,
+                                    scores + i * n_pad, n_pad);
+        }
+    }
+}
+#else
 // Blocks of NQ query vectors, then the rest by halves.
 template <int NQ>
 void group_scores_q8(const uint8_t* k, size_t tile_bytes, int64_t g, const q8_queries& qv, int64_t i0, int64_t n_q,
@@ -375,6 +483,7 @@ void group_scores_q8(const uint8_t* k, size_t tile_bytes, int64_t g, const q8_qu
         }
     }
 }
+#endif
 
 // The value chains of NQ queries over NB blocks, (NQ, 2 * NB) vectors of 16, to and from acc_mem
 // (NQ, NB * 32) floats: a span's chains continue exactly where the last one stored them.
@@ -451,6 +560,58 @@ void group_values_q8_wide(const float* xs, const float* ds, int64_t n_t, const f
     }
     store_chains<NQ, NB>(acc, acc_mem);
 }
+
+#if defined(STRATA_V16_AVX2)
+// AVX2: NQ queries' chains of all NB blocks at once spill (1 query of 64 dimensions holds 8 ymm and reads
+// 8 ymm of xs a position for 8 fmas: the loads bound it), so here the chains of one block of 32 dimensions
+// for 2 queries a pass (8 ymm), the block's 4 ymm of xs read once for both; each lane's chain the same
+// fmas in the same position order, block by block.
+template <int NQ, int NB>
+void group_values_q8_wide_blocks(const float* xs, const float* ds, int64_t n_t, const float* p, int64_t n_pad,
+                                 float* w, float* acc_mem) {
+    for (int i = 0; i < NQ; i++)
+        for (int b = 0; b < NB; b++) {
+            float* wb = w + (i * NB + b) * n_t;
+            const float* pi = p + i * n_pad;
+            const float* db = ds + b * n_t;
+            for (int64_t t = 0; t < n_t; t++) wb[t] = pi[t] * db[t];
+        }
+    STRATA_UNROLL
+    for (int b = 0; b < NB; b++) {
+        v16 acc[NQ][2];
+        STRATA_UNROLL
+        for (int i = 0; i < NQ; i++) {
+            acc[i][0] = v16_load(acc_mem + i * NB * k_qk + b * k_qk);
+            acc[i][1] = v16_load(acc_mem + i * NB * k_qk + b * k_qk + 16);
+        }
+        for (int64_t t = 0; t < n_t; t++) {
+            const float* x = xs + t * NB * k_qk + b * k_qk;
+            const v16 x0 = v16_load(x), x1 = v16_load(x + 16);
+            STRATA_UNROLL
+            for (int i = 0; i < NQ; i++) {
+                const v16 wv = v16_set1(w[(i * NB + b) * n_t + t]);
+                acc[i][0] = v16_fma(wv, x0, acc[i][0]);
+                acc[i][1] = v16_fma(wv, x1, acc[i][1]);
+            }
+        }
+        STRATA_UNROLL
+        for (int i = 0; i < NQ; i++) {
+            v16_store(acc_mem + i * NB * k_qk + b * k_qk, acc[i][0]);
+            v16_store(acc_mem + i * NB * k_qk + b * k_qk + 16, acc[i][1]);
+        }
+    }
+}
+
+template <int NB, int NQ>
+void group_values_q8_wide_avx2(const float* xs, const float* ds, int64_t n_t, const float* p, int64_t n_pad,
+                               int64_t n_q, float* w, float* acc_mem) {
+    static_assert(NQ == 2, "pairs, then a last one alone");
+    int64_t i = 0;
+    for (; i + NQ <= n_q; i += NQ)
+        group_values_q8_wide_blocks<NQ, NB>(xs, ds, n_t, p + i * n_pad, n_pad, w, acc_mem + i * NB * k_qk);
+    if (i < n_q) group_values_q8_wide_blocks<1, NB>(xs, ds, n_t, p + i * n_pad, n_pad, w, acc_mem + i * NB * k_qk);
+}
+#endif
 
 template <int NQ, int NB>
 void group_values_q8_wide_all(const float* xs, const float* ds, int64_t n_t, const float* p, int64_t n_pad,
@@ -532,14 +693,22 @@ void group_attention_q8(const kv_layout& L, const uint8_t* k, const uint8_t* v, 
     const q8_queries qv{qs.data(), qd.data(), qbias.data(), HD, NB};
     float* scores = scratch;            // (n_q, n_pad)
     float* acc = scores + n_q * n_pad;  // (n_q, HD)
+#if defined(STRATA_Q8_DOTS_AVX2)
+    group_scores_q8_avx2(kw, size_t(k_tile) * L.row_bytes, g, qv, n_q, n_tiles, scale, scores, n_pad);
+#else
     group_scores_q8<k_group_q8_scores>(kw, size_t(k_tile) * L.row_bytes, g, qv, 0, n_q, n_tiles, scale, scores, n_pad);
+#endif
     for (int64_t j = 0; j < n_q; j++) {
         const int64_t pos = n_pos_rows[j / n_rep] - base, w0 = attention_window_start(pos + base, window) - base;
         const int64_t first = w0 / k_tile * k_tile, pad_j = (pos - first + k_tile - 1) / k_tile * k_tile;
         inv[size_t(j)] = softmax_tiled(scores + j * n_pad + first, pos - first, pad_j, w0 - first,
                                        sinks ? sinks[j % n_rep] : -INFINITY);
     }
+#if defined(STRATA_V16_AVX2)
+    constexpr int NQV = 2;   // group_values_q8_wide_avx2's queries a pass
+#else
     constexpr int NQV = k_group_q8_values / (2 * NB) > 0 ? k_group_q8_values / (2 * NB) : 1;
+#endif
     const size_t first = size_t(g * NB) * k_q8_block;
     constexpr int64_t span = k_group_q8_span_bytes / int64_t(HD * sizeof(float));   // rows of widened V
     thread_local std::vector<float> wide;   // xs (span, HD), ds (NB, span), w (NQV, NB, span)
@@ -559,7 +728,11 @@ void group_attention_q8(const kv_layout& L, const uint8_t* k, const uint8_t* v, 
     for (int64_t t0 = lo; t0 < hi; t0 += span) {
         const int64_t t1 = std::min(hi, t0 + span);
         widen_v_rows<NB>(vw, L.row_bytes, first, t0, t1, xs, ds);
+#if defined(STRATA_V16_AVX2)
+        group_values_q8_wide_avx2<NB, NQV>(xs, ds, t1 - t0, scores + t0, n_pad, n_q, w, acc);
+#else
         group_values_q8_wide_all<NQV, NB>(xs, ds, t1 - t0, scores + t0, n_pad, n_q, w, acc);
+#endif
     }
     // each query vector's own tail [hi, n_pos) (no common span: [w0, n_pos)) alone, then out = acc * inv
     for (int64_t j = 0; j < n_q; j++) {
