@@ -23,6 +23,8 @@ import json
 import sys
 from pathlib import Path
 
+import anthropic
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.long_agent_trial import SYSTEM_A, Conversation, Server, Trial, setup  # noqa: E402
 
@@ -64,7 +66,11 @@ def run_arm(args: argparse.Namespace, arm: str, k: int) -> dict:
     stops: list[str | None] = []
     try:
         for t in range(args.turns):
-            trial.turn(conv, arm, force_tool=t % 2 == 0)
+            try:
+                trial.turn(conv, arm, force_tool=t % 2 == 0)
+            except anthropic.BadRequestError as e:    # the conversation outgrew --ctx: the arm ends there
+                print(f"[{arm}] turn {t + 1} refused, the arm ends: {e}", flush=True)
+                break
     finally:
         server.stop()
         trial.turns.close()
