@@ -6,8 +6,9 @@ Per type and row length (576, 1536: SmolLM2-135M's n_embd and n_ff; for the K-qu
 whole super-blocks of 256, 2048 and 5632: a 7B-class n_embd and n_ff): GB/s of weights streamed
 from memory at 1 token (decode; 96 MiB of weights, 3x this machine's L3) and GMAC/s at 4 tokens
 over the same streamed weights (batched decode), GMAC/s at 4 and 8 tokens with the weights in L2
-(about 0.5 MiB of weights, compute-bound), a 512-token prefill (ffn_up's shape; Q6_K: ffn_down's), and the
-packing speed (MB/s of GGUF weights packed).
+(about 0.5 MiB of weights, compute-bound), a 512-token prefill (ffn_up's shape; Q6_K: ffn_down's), the
+packing speed (MB/s of GGUF weights packed), and for Q4_1 / Q8_0 / IQ4_NL the activation rows quantized and
+prepared a second (millions; quantize_act_row then prepare_act_packed -> quantize_act_packed, the engine's path).
 
 Times are CPU seconds of this process (time.process_time), best of several runs; the kernels are
 single-threaded. Not a test: nothing is asserted. Usage:
@@ -32,6 +33,7 @@ L2_ROWS = {576: 1536, 1536: 576, 2048: 448, 5632: 160}   # rows of about 0.5 MiB
 SUPER_BLOCK_TYPES = ("Q4_K", "Q5_K", "Q6_K", "Q3_K", "Q2_K", "IQ4_XS")
 ROW_LENGTHS = {t: (2048, 5632) for t in SUPER_BLOCK_TYPES}   # others: (576, 1536)
 # (rows, n) of ffn_up (Q6_K: ffn_down, the matrix Q4_K_M files keep in Q6_K); others: (1536, 576)
+ACT_TYPES = ("Q4_1", "Q8_0", "IQ4_NL")   # quantize_act_row + prepare_act_packed -> quantize_act_packed
 PREFILL_SHAPE = {**{t: (5632, 2048) for t in SUPER_BLOCK_TYPES}, "Q6_K": (2048, 5632)}
 
 
@@ -63,6 +65,10 @@ def measure(name: str, rng) -> dict:
                                   rate(w.nbytes, K.matmul_packed, tid, pw, n_rows, xp[:1], n))
         out[f"batch4_stream_gmacs_{n}"] = (rate(4 * macs, K.matmul, tid, w, xq[:4], n),
                                            rate(4 * macs, K.matmul_packed, tid, pw, n_rows, xp[:4], n))
+        if name in ACT_TYPES:   # 64 rows a call, in L2 as the engine's few rows a step
+            xa = random_activations(rng, 64, n)
+            out[f"act_mrows_s_{n}"] = (rate(64e3, lambda: K.prepare_act_packed(tid, K.quantize_act_row(tid, xa), n), reps=20),  # noqa: B023
+                                       rate(64e3, K.quantize_act_packed, tid, xa, reps=20))
         rows = L2_ROWS[n]
         wl, pl = w[:rows], K.pack_rows(tid, w[:rows], n)
         for nt in (4, 8):

@@ -208,6 +208,21 @@ py::array_t<uint8_t> py_prepare_act_packed(int32_t type, const u8_array& xq, int
     return out;
 }
 
+// x: (n_tok, n) float32 -> (n_tok, packed_act_row_bytes) uint8 by quantize_act_row_packed (the engine's path).
+py::array_t<uint8_t> py_quantize_act_packed(int32_t type, const f32_array& x) {
+    if (x.ndim() != 2) throw std::invalid_argument("quantize_act_packed: x must be (n_tok, n) float32");
+    const int64_t n_tok = x.shape(0), n = x.shape(1);
+    const size_t prow = packed_act_row_bytes(type, n);
+    py::array_t<uint8_t> out({n_tok, int64_t(prow)});
+    const float* src = x.data();
+    uint8_t* dst = out.mutable_data();
+    {
+        py::gil_scoped_release nogil;
+        for (int64_t t = 0; t < n_tok; ++t) quantize_act_row_packed(type, src + t * n, dst + size_t(t) * prow, n);
+    }
+    return out;
+}
+
 // xp: (n_tok, packed_act_row_bytes) uint8 -> (n_tok, r1 - r0) float32.
 py::array_t<float> py_matmul_packed(int32_t type, const py::buffer& packed, int64_t n_rows, const u8_array& xp, int64_t n,
                                     int64_t r0, py::object r1_obj) {
@@ -534,6 +549,7 @@ void register_kernel_bindings(py::module_& parent) {
     k.def("pack_rows", &py_pack_rows, py::arg("type"), py::arg("w"), py::arg("n"));
     k.def("unpack_rows", &py_unpack_rows, py::arg("type"), py::arg("packed"), py::arg("n_rows"), py::arg("n"));
     k.def("prepare_act_packed", &py_prepare_act_packed, py::arg("type"), py::arg("xq"), py::arg("n"));
+    k.def("quantize_act_packed", &py_quantize_act_packed, py::arg("type"), py::arg("x"));
     k.def("matmul_packed", &py_matmul_packed, py::arg("type"), py::arg("packed"), py::arg("n_rows"), py::arg("xp"),
           py::arg("n"), py::arg("r0") = 0, py::arg("r1") = py::none());
     k.def("stream_read", &stream_read, py::arg("buffer"));

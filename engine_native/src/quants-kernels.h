@@ -52,6 +52,10 @@ const char* simd_build_name();
 using packed_matmul_fn = void (*)(const uint8_t* packed, int64_t n_blocks, const uint8_t* xp, size_t xp_row_bytes,
                                   int64_t n_tok, float* y, int64_t y_stride, int64_t r0, int64_t r1);
 packed_matmul_fn simd_packed_matmul_for(int32_t weight_type);
+// The build's activation quantizer straight into prepared packed rows (quants-packed.h) for weight_type, the
+// bytes of quantize_act_row then prepare_act_row_packed; nullptr: none (those two steps run).
+using packed_act_fn = void (*)(const float* x, uint8_t* dst, int64_t n);
+packed_act_fn simd_packed_act_quantizer_for(int32_t weight_type);
 // The build's SIMD activation quantizers, byte-identical to act_quantizer_for's (nullptr: none).
 quant_act_fn simd_act_quantizer_for(int32_t act_type);
 // For benchmarks: n_iter rounds of independent int8 dot-product instructions (VNNI dpbusd, or AVX2

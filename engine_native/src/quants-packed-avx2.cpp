@@ -18,8 +18,9 @@
 //
 // Every (row, token) goes through the same per-lane instructions whatever nt, the half, the row range
 // or n_tok (quants.h's bitwise rule). Compiled only for an AVX2 build without AVX-512 VNNI (the
-// macros of quants-kernels.h); other types (the K-quants) keep the GGUF-layout kernels there. Not
-// here: packing, activation preparation or argument checks (quants-packed.cpp).
+// macros of quants-kernels.h); other types (the K-quants) keep the GGUF-layout kernels there. Also here:
+// the activations quantized straight into prepared rows for these types (quantize_act_row_packed's fast
+// path, below the products). Not here: packing or argument checks (quants-packed.cpp).
 #include "quants-kernels.h"
 
 #if defined(STRATA_SIMD_AVX2)
@@ -172,7 +173,105 @@ void packed_matmul(const uint8_t* packed, int64_t nb, const uint8_t* xp, size_t 
     }
 }
 
+// ---- activations straight into prepared rows (quants-packed.h's 40-byte blocks), 8 blocks at a time: the
+// 8 amax of a group reduced into one vector, one vector division for the 8 d and one for the 8 1/d, the
+// fp16 roundings of d and s as one vcvtps2ph each (quantize_act_row did them block by block, a scalar
+// division chain and two conversions each, and then prepare_act_row_packed widened them again). Per
+// element the same instructions as quants-avx2.cpp's quant_act_q8_0_avx2 (x * 1/d, rounded half away
+// from zero), and every division, product and rounding is IEEE's, so the bytes are those of
+// prepare_act_row_packed(quantize_act_row(x)) (tests/native/test_kernels_packed_act.py).
+
+constexpr int ACT_GROUP = 8;   // blocks a group: one float lane each
+
+inline __m256 abs8(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+// roundf of each lane (half away from zero), as quants-avx2.cpp's round_away8
+inline __m256 round_away8(__m256 v) {
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 up = _mm256_cmp_ps(abs8(_mm256_sub_ps(v, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
+    return _mm256_add_ps(t, _mm256_and_ps(up, one));
+}
+// Four (8,) int32 vectors in [-127, 127] -> 32 int8 in element order.
+inline __m256i pack_32_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i abcd = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));   // lane-interleaved
+    return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+// Lane k of the result: the max of r[k]'s 8 lanes (max is exact: any order gives the same float).
+inline __m256 hmax8x8(const __m256* r) {
+    __m256 a[4];
+    for (int i = 0; i < 4; ++i) {   // per 128-bit half: max of lanes (0, 2) and (1, 3) of r[2i], r[2i + 1]
+        a[i] = _mm256_max_ps(_mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]), _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]));
+    }
+    const __m256 b0 = _mm256_max_ps(_mm256_shuffle_ps(a[0], a[1], 0x44), _mm256_shuffle_ps(a[0], a[1], 0xEE));
+    const __m256 b1 = _mm256_max_ps(_mm256_shuffle_ps(a[2], a[3], 0x44), _mm256_shuffle_ps(a[2], a[3], 0xEE));
+    return _mm256_max_ps(_mm256_permute2f128_ps(b0, b1, 0x20), _mm256_permute2f128_ps(b0, b1, 0x31));
+}
+
+// WITH_SUM (Q4_1's Q8_1): float s = the fp16 of sum(q) * d, widened; else (Q8_0, IQ4_NL) int32 -128 * sum(q).
+template <bool WITH_SUM>
+void quant_act_packed(const float* x, uint8_t* dst, int64_t n) {
+    const int64_t nb = n / 32;
+    for (int64_t b0 = 0; b0 < nb; b0 += ACT_GROUP) {
+        const int nk = int(std::min<int64_t>(ACT_GROUP, nb - b0));
+        const float* xg = x + 32 * b0;
+        __m256 m[ACT_GROUP];
+        for (int k = 0; k < ACT_GROUP; ++k) {
+            m[k] = _mm256_setzero_ps();   // blocks past the row: amax 0, never stored
+            if (k >= nk) continue;
+            const float* xb = xg + 32 * k;
+            m[k] = _mm256_max_ps(_mm256_max_ps(abs8(_mm256_loadu_ps(xb)), abs8(_mm256_loadu_ps(xb + 8))),
+                                 _mm256_max_ps(abs8(_mm256_loadu_ps(xb + 16)), abs8(_mm256_loadu_ps(xb + 24))));
+        }
+        const __m256 d = _mm256_div_ps(hmax8x8(m), _mm256_set1_ps(127.0f));
+        const __m256 nonzero = _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_NEQ_UQ);
+        const __m256 id = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(1.0f), d), nonzero);   // 1/d, or 0 where d is 0 (as d != 0.0f)
+        alignas(32) float ids[ACT_GROUP], dh[ACT_GROUP];
+        alignas(32) int32_t sums[ACT_GROUP];
+        _mm256_store_ps(ids, id);
+        _mm256_store_ps(dh, _mm256_cvtph_ps(_mm256_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT)));   // d through fp16
+        for (int k = 0; k < nk; ++k) {
+            const float* xb = xg + 32 * k;
+            const __m256 s = _mm256_set1_ps(ids[k]);
+            __m256i q[4];
+            for (int u = 0; u < 4; ++u) q[u] = _mm256_cvtps_epi32(round_away8(_mm256_mul_ps(_mm256_loadu_ps(xb + 8 * u), s)));
+            uint8_t* out = dst + size_t(b0 + k) * PACKED_ACT_BLOCK_BYTES;
+            const __m256i qs = pack_32_i8(q[0], q[1], q[2], q[3]);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), qs);
+            if (WITH_SUM) {   // Q8_1's sum: of the int32 quants, as quant_act_q8_0_avx2
+                const __m256i t = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+                __m128i h = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+                h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+                h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+                sums[k] = _mm_cvtsi128_si32(h);
+            } else {   // prepare's: of the stored int8 (an overflowed quant saturates to -128): (q + 128) summed, - 4096
+                const __m256i t = _mm256_sad_epu8(_mm256_xor_si256(qs, _mm256_set1_epi8(char(0x80))), _mm256_setzero_si256());
+                const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+                sums[k] = int32_t(_mm_cvtsi128_si32(h) + _mm_extract_epi32(h, 2)) - 32 * 128;
+            }
+            std::memcpy(out + 32, &dh[k], 4);
+        }
+        alignas(32) int32_t tail[ACT_GROUP];   // s (float bits) or -128 * sum, per block
+        if (WITH_SUM) {   // |sum| <= 4064: exact as a float; the product rounded once, then to fp16
+            const __m256 sd = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sums))), d);
+            _mm256_store_ps(reinterpret_cast<float*>(tail), _mm256_cvtph_ps(_mm256_cvtps_ph(sd, _MM_FROUND_TO_NEAREST_INT)));
+        } else {
+            _mm256_store_si256(reinterpret_cast<__m256i*>(tail),
+                               _mm256_mullo_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(sums)), _mm256_set1_epi32(-128)));
+        }
+        for (int k = 0; k < nk; ++k) std::memcpy(dst + size_t(b0 + k) * PACKED_ACT_BLOCK_BYTES + 36, &tail[k], 4);
+    }
+}
+
 }  // namespace
+
+packed_act_fn simd_packed_act_quantizer_for(int32_t weight_type) {
+    switch (weight_type) {
+        case TYPE_Q4_1: return quant_act_packed<true>;
+        case TYPE_Q8_0:
+        case TYPE_IQ4_NL: return quant_act_packed<false>;
+        default: return nullptr;
+    }
+}
 
 packed_matmul_fn simd_packed_matmul_for(int32_t weight_type) {
     switch (weight_type) {

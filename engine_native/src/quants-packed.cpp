@@ -384,8 +384,18 @@ void prepare_act_row_packed(int32_t type, const void* xq, void* dst, int64_t n) 
     }
 }
 
+#if !defined(STRATA_SIMD_AVX2)
+packed_act_fn simd_packed_act_quantizer_for(int32_t) { return nullptr; }   // only quants-packed-avx2.cpp has one
+#endif
+
 void quantize_act_row_packed(int32_t type, const float* x, void* dst, int64_t n) {
     check_type(type, "quantize_act_row_packed");
+    if (const packed_act_fn fused = simd_packed_act_quantizer_for(type)) {   // one pass, no GGUF-format row between
+        check_cols(type, n, "quantize_act_row_packed");
+        if (!x || !dst) throw std::invalid_argument("quantize_act_row_packed: null buffer");
+        fused(x, static_cast<uint8_t*>(dst), n);
+        return;
+    }
     thread_local std::vector<uint8_t> xq;   // (act_row_bytes,) this thread's GGUF-format activations
     xq.resize(act_row_bytes(type, n));
     quantize_act_row(type, x, xq.data(), n);
