@@ -1,0 +1,81 @@
+"""Side by side: the packed Q4_1 / Q8_0 / IQ4_NL products (quants-packed.h) of two or more _engine builds,
+each run in its own subprocess, the builds alternated round after round (on a shared machine only a
+comparison inside one run means anything).
+
+Per type, row length (576, 1536: SmolLM2-135M's n_embd and n_ff) and token count: GMAC/s with about 0.5 MiB
+of weights (in L2: compute-bound; 1, 4 and 8 tokens, 8 calls a timing) or, with --stream, 96 MiB (3x the
+L3: weights from memory, as a decode step reads them; 1 and 4 tokens). Each build's best over the rounds,
+then the ratio of each later build to the first. CPU time of one thread (time.process_time). Not a test.
+
+    .venv/bin/python benchmarks/packed_ab.py /tmp/base/_engine*.so build/*/_engine*.so --types Q4_1 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+L2_ROWS = {576: 1536, 1536: 576}   # rows of about 0.5 MiB at each row length
+STREAM_BYTES = 96 << 20
+CALLS = 8                          # products a timing (one call of 0.5 MiB takes ~50 us)
+
+
+def worker(so: str, types: str, stream: bool) -> dict:
+    sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+    from kv_types import load_engine_from
+
+    load_engine_from(so)
+    import numpy as np
+
+    from benchmarks.kernels import best
+    from tests.native.kernel_data import TYPE_IDS, K, random_activations, random_weights
+
+    rng = np.random.default_rng(1)
+    out = {}
+    for name in types.split(","):
+        tid = TYPE_IDS[name]
+        for n in (576, 1536):
+            base = random_weights(rng, name, 64, n)
+            rows = STREAM_BYTES // base.shape[1] // 64 * 64 if stream else L2_ROWS[n]
+            pw = K.pack_rows(tid, np.ascontiguousarray(np.tile(base, (rows // 64, 1))), n)
+            xp = K.prepare_act_packed(tid, K.quantize_act_row(tid, random_activations(rng, 8, n)), n)
+            calls = 1 if stream else CALLS
+            for nt in (1, 4) if stream else (1, 4, 8):
+                def run(args=(tid, pw, rows, xp[:nt], n), calls=calls):
+                    for _ in range(calls):
+                        K.matmul_packed(*args)
+                out[f"{name} n={n} {nt} tok"] = nt * rows * n * calls / best(run, 5 if stream else 15) / 1e9
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("builds", nargs="+", help="_engine .so files; the first is the baseline")
+    ap.add_argument("--types", default="Q4_1,Q8_0")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--stream", action="store_true", help="96 MiB of weights from memory (else 0.5 MiB in L2)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.types, args.stream)))
+        return
+    runs: list[list[dict]] = [[] for _ in args.builds]
+    for _ in range(args.rounds):
+        for i, so in enumerate(args.builds):
+            cmd = [sys.executable, __file__, "x", "--worker", so, "--types", args.types] + (["--stream"] if args.stream else [])
+            runs[i].append(json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout))
+    print(f"GMAC/s, best of {args.rounds} alternated rounds ({'96 MiB streamed' if args.stream else '0.5 MiB in L2'}):")
+    for i, so in enumerate(args.builds):
+        print(f"  [{i}] {so}")
+    for key in runs[0][0]:
+        best = [max(r[key] for r in runs[i]) for i in range(len(args.builds))]
+        ratios = "  ".join(f"x{b / best[0]:.3f}" for b in best[1:])
+        print(f"{key:22s} " + " ".join(f"{b:7.1f}" for b in best) + f"  {ratios}")
+
+
+if __name__ == "__main__":
+    main()
