@@ -196,15 +196,19 @@ inline __m256i pack_32_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
     const __m256i abcd = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));   // lane-interleaved
     return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
-// Lane k of the result: the max of r[k]'s 8 lanes (max is exact: any order gives the same float).
+// Lane k of the result: the max of r[k]'s 8 lanes, paired and ordered as quants-avx2.cpp's hmax8 pairs them
+// (lanes i and i + 4, then i and i + 2, then 0 and 1; the lower lane the first operand). The max of floats
+// is exact, but a NaN lane is kept or dropped by its place (maxps returns the second operand where either
+// is NaN), so any other tree gives another amax for a block holding NaN.
 inline __m256 hmax8x8(const __m256* r) {
     __m256 a[4];
-    for (int i = 0; i < 4; ++i) {   // per 128-bit half: max of lanes (0, 2) and (1, 3) of r[2i], r[2i + 1]
-        a[i] = _mm256_max_ps(_mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]), _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]));
+    for (int i = 0; i < 4; ++i) {   // lanes 0-3: r[i]'s max(lane j, lane j + 4); lanes 4-7: r[i + 4]'s
+        a[i] = _mm256_max_ps(_mm256_permute2f128_ps(r[i], r[i + 4], 0x20), _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
     }
+    // max(lane j, lane j + 2) of each block's 4: lanes (0, 1) r[0], (2, 3) r[1], (4, 5) r[4], (6, 7) r[5] (b1: r[2], r[3], r[6], r[7])
     const __m256 b0 = _mm256_max_ps(_mm256_shuffle_ps(a[0], a[1], 0x44), _mm256_shuffle_ps(a[0], a[1], 0xEE));
     const __m256 b1 = _mm256_max_ps(_mm256_shuffle_ps(a[2], a[3], 0x44), _mm256_shuffle_ps(a[2], a[3], 0xEE));
-    return _mm256_max_ps(_mm256_permute2f128_ps(b0, b1, 0x20), _mm256_permute2f128_ps(b0, b1, 0x31));
+    return _mm256_max_ps(_mm256_shuffle_ps(b0, b1, 0x88), _mm256_shuffle_ps(b0, b1, 0xDD));   // max(lane 0, lane 1): r[0..7]
 }
 
 // WITH_SUM (Q4_1's Q8_1): float s = the fp16 of sum(q) * d, widened; else (Q8_0, IQ4_NL) int32 -128 * sum(q).

@@ -56,3 +56,37 @@ def test_fused_equals_two_steps_at_extreme_scales(name):
 def test_bad_row_length_raises():
     with pytest.raises(ValueError, match="n=48"):
         K.quantize_act_packed(TYPE_IDS["Q4_1"], np.zeros((1, 48), np.float32))
+
+
+@pytest.mark.parametrize("name", TYPES)
+def test_fused_equals_two_steps_with_nan(name):
+    """A NaN at each place of each block of a group of 8: the amax's max instructions keep or drop it by
+    their operand order, so the fused reduction over 8 blocks must pair and order them as the per-block
+    one (quants-avx2.cpp's hmax8: lanes i and i + 4, then i + 2, then i + 1)."""
+    tid = TYPE_IDS[name]
+    x = np.tile(random_activations(np.random.default_rng(3), 1, 8 * 32), (2 * 8 * 32, 1))
+    for i in range(8 * 32):
+        x[2 * i, i] = np.nan
+        x[2 * i + 1, i] = -np.nan
+    assert np.array_equal(K.quantize_act_packed(tid, x), two_steps(tid, x))
+
+
+@pytest.mark.parametrize("name", TYPES)
+def test_fused_equals_two_steps_at_ties_and_signed_zeros(name):
+    """Blocks of amax 127 (d = 1: x / d is x) holding every k + 0.5 tie in [-126.5, 126.5], rounded away
+    from zero as roundf (not to even); blocks of -0.0 / +0.0 only; one block alone (n = 32)."""
+    tid = TYPE_IDS[name]
+    ties = np.arange(-126.5, 127.0, 1.0, dtype=np.float32)   # 254 ties
+    blocks = np.zeros((16, 32), np.float32)
+    blocks[:8, 0] = 127.0
+    blocks[:8, 1:] = np.resize(ties, (8, 31))
+    blocks[8:12] = -0.0
+    blocks[12, 5] = -0.0
+    x = blocks.reshape(1, -1)
+    got = K.quantize_act_packed(tid, x)
+    assert np.array_equal(got, two_steps(tid, x))
+    q = got.reshape(16, 40)[:8, 1:32].view(np.int8).astype(np.float32)
+    assert np.array_equal(q, np.copysign(np.floor(np.abs(blocks[:8, 1:]) + 0.5), blocks[:8, 1:]))
+    for row in blocks:
+        one = row.reshape(1, 32)
+        assert np.array_equal(K.quantize_act_packed(tid, one), two_steps(tid, one))
