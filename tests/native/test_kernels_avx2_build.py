@@ -3,7 +3,7 @@ quants-packed-avx2.cpp), which a native build on an AVX-512 machine never compil
 files with -mavx2 -mfma -mf16c (and again with -mavxvnni, the dpbusd variant of Intel desktop CPUs)
 into throwaway modules and hold them to the same rules as the native build (fast matvec vs the
 scalar reference, matmul vs matvec bit for bit; the packed products likewise, whatever n_tok or the
-row range).
+row range; the activations quantized straight into prepared rows byte for byte the two steps).
 
 Skipped without g++ or on a CPU without the instructions. Takes ~15 s per compile."""
 
@@ -28,6 +28,7 @@ from .kernel_data import (
     random_weights,
     true_values,
 )
+from .test_kernels_packed_act import hard_rows
 from .toolchain import ATTENTION_SOURCES, gxx_and_cpu_or_skip
 
 SRC = Path(__file__).resolve().parents[2] / "engine_native" / "src"
@@ -146,3 +147,16 @@ def test_avx2_packed_signed_extremes(avx2, name):
     got = avx2.matmul_packed(tid, avx2.pack_rows(tid, w, n), 16, avx2.prepare_act_packed(tid, xq, n), n)[0]
     ref = avx2.matvec_generic(tid, w, xq[0], n)
     assert np.allclose(got, ref, rtol=1e-6, atol=0), (got, ref)
+
+
+@pytest.mark.parametrize("name", AVX2_PACKED)
+def test_avx2_fused_act_quantizer_equals_two_steps(avx2, name):
+    """quants-packed-avx2.cpp's activations straight into prepared rows (the only build that has them: a
+    native AVX-512 build runs test_kernels_packed_act.py against the two steps themselves) give the bytes of
+    quantize_act_row then prepare_act_packed: every tail of 1..8 blocks, and that file's hard rows
+    (extreme scales, inf, NaN at each place of a group, .5 ties, signed zeros)."""
+    tid = TYPE_IDS[name]
+    cases = {**hard_rows(), **{f"n={32 * b}": random_activations(np.random.default_rng(b), 3, 32 * b) for b in range(1, 18)}}
+    for case, x in cases.items():
+        got = avx2.quantize_act_packed(tid, x)
+        assert np.array_equal(got, avx2.prepare_act_packed(tid, avx2.quantize_act_row(tid, x), x.shape[1])), case
