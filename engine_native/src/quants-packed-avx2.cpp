@@ -230,7 +230,7 @@ void quant_act_packed(const float* x, uint8_t* dst, int64_t n) {
         const __m256 nonzero = _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_NEQ_UQ);
         const __m256 id = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(1.0f), d), nonzero);   // 1/d, or 0 where d is 0 (as d != 0.0f)
         alignas(32) float ids[ACT_GROUP], dh[ACT_GROUP];
-        alignas(32) int32_t sums[ACT_GROUP];
+        alignas(32) int32_t sums[ACT_GROUP] = {};   // zero past the row's last block: the vector below reads all 8
         _mm256_store_ps(ids, id);
         _mm256_store_ps(dh, _mm256_cvtph_ps(_mm256_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT)));   // d through fp16
         for (int k = 0; k < nk; ++k) {
