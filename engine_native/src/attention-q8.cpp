@@ -29,6 +29,27 @@ inline float half_bits_to_float(const uint8_t* p) {
 #endif
 }
 
+#if defined(STRATA_V16_AVX2)
+// An empty asm that takes and returns a value: GCC must have it in a register there. Unrolled, GCC
+// reassociates integer sums (all 8 x NQ x 4 products of a K block computed before any add, and spilled)
+// and folds a loaded vector into each fma or vpmaddwd that reads it (a load for each query vector): after
+// each step the chains, and loaded K or V, held so (the same integers and fmas, in the same order).
+inline void keep_in_register(__m256i& x) {
+#if defined(__GNUC__) || defined(__clang__)
+    __asm__("" : "+x"(x));
+#else
+    (void)x;
+#endif
+}
+inline void keep_in_register(v16& x) {
+#if defined(__GNUC__) || defined(__clang__)
+    __asm__("" : "+x"(x.lo), "+x"(x.hi));
+#else
+    (void)x;
+#endif
+}
+#endif
+
 void quantize_query(const float* x, int64_t hd, int8_t* qs, float* d, int32_t* bias) {
     for (int64_t b = 0; b < hd / k_qk; b++) {
         const float* xb = x + b * k_qk;
@@ -358,17 +379,6 @@ void group_scores_q8_block(const uint8_t* k, size_t tile_bytes, int64_t g, const
 // int32 dots, floats and order as tile_block_dots_avx2, so the same scores.
 constexpr int64_t k_scores_span_bytes = 16 * 1024;   // one span's K tiles of one kv head, widened (L1)
 
-// GCC reassociates integer sums: unrolled, it computes all 8 x NQ x 4 products of a block before adding
-// any, and spills them; an empty asm that takes and returns each chain after a step keeps the chains
-// 8 x NQ x 4 long, in registers (the sums are the same integers in any order)
-inline void keep_in_register(__m256i& x) {
-#if defined(__GNUC__) || defined(__clang__)
-    __asm__("" : "+x"(x));
-#else
-    (void)x;
-#endif
-}
-
 // K tiles [tile0, tile1) of kv head g (nb blocks) as int16: wide (n_tiles, nb, 512), each block's 512
 // quants in their tile order (tb[j * 64 + r * 4 + i] -> wide[j * 64 + r * 4 + i])
 inline void widen_k_tiles(const uint8_t* k, size_t tile_bytes, int64_t g, int64_t nb, int64_t tile0, int64_t tile1,
@@ -562,10 +572,9 @@ void group_values_q8_wide(const float* xs, const float* ds, int64_t n_t, const f
 }
 
 #if defined(STRATA_V16_AVX2)
-// AVX2: NQ queries' chains of all NB blocks at once spill (1 query of 64 dimensions holds 8 ymm and reads
-// 8 ymm of xs a position for 8 fmas: the loads bound it), so here the chains of one block of 32 dimensions
-// for 2 queries a pass (8 ymm), the block's 4 ymm of xs read once for both; each lane's chain the same
-// fmas in the same position order, block by block.
+// AVX2: NQ queries' chains of all NB blocks at once spill (head size 128: 16 ymm of chains for 1 query),
+// so here the chains of one block of 32 dimensions for 2 queries a pass (8 ymm), the block's 4 ymm of xs
+// loaded once for both; each lane's chain the same fmas in the same position order, block by block.
 template <int NQ, int NB>
 void group_values_q8_wide_blocks(const float* xs, const float* ds, int64_t n_t, const float* p, int64_t n_pad,
                                  float* w, float* acc_mem) {
@@ -586,7 +595,9 @@ void group_values_q8_wide_blocks(const float* xs, const float* ds, int64_t n_t, 
         }
         for (int64_t t = 0; t < n_t; t++) {
             const float* x = xs + t * NB * k_qk + b * k_qk;
-            const v16 x0 = v16_load(x), x1 = v16_load(x + 16);
+            v16 x0 = v16_load(x), x1 = v16_load(x + 16);
+            keep_in_register(x0);   // 4 loads a position for both queries, not 8 folded into the fmas
+            keep_in_register(x1);
             STRATA_UNROLL
             for (int i = 0; i < NQ; i++) {
                 const v16 wv = v16_set1(w[(i * NB + b) * n_t + t]);
