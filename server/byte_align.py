@@ -42,9 +42,9 @@ from dataclasses import dataclass
 # few tokens here and there (5-10 bytes each), and a history of thousands of them must stay aligned. So the first
 # bound is on one stretch in which the two never hold the same token (a word split otherwise: a few bytes; a text
 # split otherwise all through: the cost) and the second on all of a request's walks together, the contexts'
-# histories included: a request walked 5 histories of a text split otherwise all through in 17 ms (8 KB) on the
-# shared 2-core VM at load 5, an agent's turn (a 160-token answer with 3 splits) in 0.4 ms (benchmarks/RESULTS.md,
-# session 35). Once a conversation's splits are past the bound in all, each turn is aligned up to where it stopped
+# histories included: a request walked 5 histories of a text split otherwise all through in 4-17 ms (8 KB) on the
+# shared 2-core VM at load 4.6-5.3, an agent's turn (a 160-token answer with 3 splits) in 0.4 ms
+# (benchmarks/align_walk_cost.py; RESULTS.md, session 35). Once a conversation's splits are past the bound in all, each turn is aligned up to where it stopped
 # and reads the rest as tokenized; its history then holds the tokenizer's tokens from there, so the next turn's walk
 # stops at the same place and reads from the last answer's first split on again, as before session 35
 ALIGN_MAX_BYTES = 4096        # in one stretch out of step
