@@ -208,17 +208,26 @@ py::array_t<uint8_t> py_prepare_act_packed(int32_t type, const u8_array& xq, int
     return out;
 }
 
-// x: (n_tok, n) float32 -> (n_tok, packed_act_row_bytes) uint8 by quantize_act_row_packed (the engine's path).
-py::array_t<uint8_t> py_quantize_act_packed(int32_t type, const f32_array& x) {
+// x: (n_tok, n) float32 -> (n_tok, row_bytes) uint8 by quantize_act_row_packed (the engine's path), rows
+// row_bytes apart (default packed_act_row_bytes); bytes past each row are left ACT_CANARY, so a test sees a
+// quantizer that writes beyond its row.
+constexpr uint8_t ACT_CANARY = 0xA5;
+py::array_t<uint8_t> py_quantize_act_packed(int32_t type, const f32_array& x, py::object row_bytes_obj) {
     if (x.ndim() != 2) throw std::invalid_argument("quantize_act_packed: x must be (n_tok, n) float32");
     const int64_t n_tok = x.shape(0), n = x.shape(1);
     const size_t prow = packed_act_row_bytes(type, n);
-    py::array_t<uint8_t> out({n_tok, int64_t(prow)});
+    const int64_t row = row_bytes_obj.is_none() ? int64_t(prow) : row_bytes_obj.cast<int64_t>();
+    if (row < int64_t(prow)) {
+        throw std::invalid_argument("quantize_act_packed: row_bytes=" + std::to_string(row) + " is less than one prepared row (" +
+                                    std::to_string(prow) + " bytes)");
+    }
+    py::array_t<uint8_t> out({n_tok, row});
     const float* src = x.data();
     uint8_t* dst = out.mutable_data();
+    if (n_tok > 0) std::memset(dst, ACT_CANARY, size_t(n_tok * row));
     {
         py::gil_scoped_release nogil;
-        for (int64_t t = 0; t < n_tok; ++t) quantize_act_row_packed(type, src + t * n, dst + size_t(t) * prow, n);
+        for (int64_t t = 0; t < n_tok; ++t) quantize_act_row_packed(type, src + t * n, dst + size_t(t * row), n);
     }
     return out;
 }
@@ -549,7 +558,7 @@ void register_kernel_bindings(py::module_& parent) {
     k.def("pack_rows", &py_pack_rows, py::arg("type"), py::arg("w"), py::arg("n"));
     k.def("unpack_rows", &py_unpack_rows, py::arg("type"), py::arg("packed"), py::arg("n_rows"), py::arg("n"));
     k.def("prepare_act_packed", &py_prepare_act_packed, py::arg("type"), py::arg("xq"), py::arg("n"));
-    k.def("quantize_act_packed", &py_quantize_act_packed, py::arg("type"), py::arg("x"));
+    k.def("quantize_act_packed", &py_quantize_act_packed, py::arg("type"), py::arg("x"), py::arg("row_bytes") = py::none());
     k.def("matmul_packed", &py_matmul_packed, py::arg("type"), py::arg("packed"), py::arg("n_rows"), py::arg("xp"),
           py::arg("n"), py::arg("r0") = 0, py::arg("r1") = py::none());
     k.def("stream_read", &stream_read, py::arg("buffer"));

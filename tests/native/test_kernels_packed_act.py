@@ -81,6 +81,19 @@ def test_fused_equals_quantize_then_prepare(name, n):
 
 
 @pytest.mark.parametrize("name", TYPES)
+def test_fused_writes_nothing_past_its_row(name):
+    """Rows 8 blocks (320 bytes) apart more than their length, the gaps left as the binding's canary 0xA5:
+    a group's blocks past the row's end (its tail of 1..8 blocks) are never stored."""
+    tid = TYPE_IDS[name]
+    for n in range(32, 32 * 17 + 1, 32):
+        x = random_activations(np.random.default_rng(n), 3, n)
+        prow = n // 32 * 40
+        got = K.quantize_act_packed(tid, x, row_bytes=prow + 320)
+        assert np.array_equal(got[:, :prow], two_steps(tid, x)), n
+        assert (got[:, prow:] == 0xA5).all(), f"n={n}: bytes written past the row"
+
+
+@pytest.mark.parametrize("name", TYPES)
 @pytest.mark.parametrize("case", ["extremes", "nan", "ties"])
 def test_fused_equals_two_steps_on_hard_rows(name, case):
     tid, x = TYPE_IDS[name], hard_rows()[case]
@@ -105,4 +118,6 @@ def test_ties_round_away_from_zero_and_single_blocks(name):
 def test_bad_row_length_raises():
     with pytest.raises(ValueError, match="n=48"):
         K.quantize_act_packed(TYPE_IDS["Q4_1"], np.zeros((1, 48), np.float32))
+    with pytest.raises(ValueError, match="row_bytes=39"):
+        K.quantize_act_packed(TYPE_IDS["Q4_1"], np.zeros((1, 32), np.float32), row_bytes=39)
 
