@@ -29,7 +29,7 @@ from strata.server.infill_api import (
 )
 from strata.server.jobrun import JobEvents, raise_if_failed
 from strata.server.jobs import Job
-from strata.server.openai_api import prompt_tokens, ready_state
+from strata.server.openai_api import prompt_tokens, ready_state, sent_as_ids
 from strata.server.prompting import check_prompt_fits, tokens_key
 
 
@@ -62,7 +62,8 @@ async def _answer(request: web.Request, body: dict) -> web.StreamResponse:
               sampling=llamacpp_sampling(body, state.engine.n_vocab),
               stop=f.get_stop(body, "stop", limit=f.CODE_STOP_LIMIT), conversation=tokens_key(tokens),
               ignore_eos=f.get_bool(body, "ignore_eos"), call_end=end,
-              end_tokens=fim.end_ids if code else frozenset(), completion=code)
+              end_tokens=fim.end_ids if code else frozenset(), completion=code,
+              exact_tokens=sent_as_ids(body.get("prompt")))
     model = f.get_str(body, "model") or state.model_name
     if f.get_bool(body, "stream") and n_predict != 0:
         return await stream_answer(request, state, job, end, model, False, names)

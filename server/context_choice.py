@@ -39,11 +39,12 @@ def align_arrival(table: SlotTable, tokenizer: Any, job: Job) -> None:
     same bytes as a context's history in other tokens (the model's last answer sent back as text and tokenized
     canonically), it becomes that history's tokens for those bytes (byte_align.aligned_prompt), so the choice, the
     match, parking and the cache all see them. An exact request matches a history only before its moved KV
-    (ContextState.approx_from); a code completion is left as it is (its KV is moved into place, --cache-reuse).
-    A prompt the alignment would make too long for main is left as it is."""
+    (ContextState.approx_from); a code completion is left as it is (its KV is moved into place, --cache-reuse), and
+    so is a prompt the client sent as token ids (Job.exact_tokens: it asked for those tokens). A prompt the
+    alignment would make too long for main is left as it is."""
     token_bytes = getattr(tokenizer, "token_bytes", None)
     atoms = getattr(tokenizer, "parsed_ids", None)     # tokens parsed whole in text match only themselves
-    if job.completion or token_bytes is None or atoms is None:
+    if job.completion or job.exact_tokens or token_bytes is None or atoms is None:
         return
     contexts = [c for c in table.contexts if c.valid and c.tokens]
     histories = [c.tokens if c.approx_from is None else c.tokens[:c.approx_from] for c in contexts]

@@ -99,6 +99,10 @@ class Job:
     # an editor's code completion (a fill-in-the-middle prompt): its history stays in the contexts for the next
     # keystroke's and is never parked into the conversation cache (ContextState.completion)
     completion: bool = False
+    # the client sent the prompt as token ids (/v1/completions' or /completion's `prompt: [ids]`): it asked for
+    # exactly those tokens (a given tokenization scored, its logprobs), so they are read as sent, never taken for a
+    # context's history in other tokens for the same bytes (context_choice.align_arrival)
+    exact_tokens: bool = False
     # llama.cpp's t_max_prompt_ms for an answer a client waits for: once its prompt has been read this long
     # without reaching its end, it ends with nothing answered (finish "length"), what was read kept in its context
     # for the next keystroke's request (0: no limit; Row.prompt_overdue)

@@ -466,7 +466,8 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
               sampling=parse_sampling(body, n_vocab=state.engine.n_vocab),
               stop=f.get_stop(body, "stop", limit=f.CODE_STOP_LIMIT), conversation=tokens_key(tokens),
               ignore_eos=f.get_bool(body, "ignore_eos"), answer_rule=json_format(body.get("response_format")),
-              logprobs=f.get_int(body, "logprobs", None, 0, MAX_TOP_LOGPROBS))
+              logprobs=f.get_int(body, "logprobs", None, 0, MAX_TOP_LOGPROBS),
+              exact_tokens=fim is None and sent_as_ids(body.get("prompt")))
     model = body.get("model") or state.model_name
     cid = f"cmpl-{uuid.uuid4().hex[:24]}"
     if body.get("stream"):
@@ -574,6 +575,13 @@ def _fim_tokens(state: ServerState, body: dict, max_tokens: int) -> list[int] | 
     return fim_prompt(state.engine.tokenizer, FimRequest(prefix=prompt, suffix=suffix, n_predict=max_tokens,
                                                          n_ctx=fim_context(state.engine),
                                                          spm=state.config.spm_infill)).tokens
+
+
+def sent_as_ids(prompt: Any) -> bool:
+    """Whether a completions `prompt` is token ids (prompt_tokens' forms: `[ids]` or `[[ids]]`), not text."""
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        prompt = prompt[0]
+    return isinstance(prompt, list)
 
 
 def prompt_tokens(state: ServerState, prompt: Any) -> list[int]:

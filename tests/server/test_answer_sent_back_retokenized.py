@@ -4,8 +4,8 @@ or the model split a word otherwise than the tokenizer does) goes on in its cont
 history. Before, every such turn copied the whole history into a slot (or handed it to the conversation
 cache) to keep an answer's tokens that no request sends again: a Cline trial (SmolLM2, --batch 4) copied
 14-25K tokens into a slot on 9 of 14 turns and filled all four slots with stale copies of one conversation.
-Since session 35 the turn's prompt takes the history's own tokens for the answer's bytes (byte_align.py) and
-reads only what is new.
+Since session 35 the turn's prompt, sent as text, takes the history's own tokens for the answer's bytes
+(byte_align.py) and reads only what is new (a prompt sent as token ids is read as sent: Job.exact_tokens).
 A turn whose history holds another answer than the one sent back still parks it.
 
 Live tiny server on loopback; the scripted model answers a word in two tokens that the tokenizer writes as
@@ -22,6 +22,16 @@ from tests.server.live import LiveServer
 N_VOCAB = 512
 ASK = 30
 BASE = [(i * 7) % 400 + 50 for i in range(1500)] + [ASK]
+
+
+def text_stable(engine, tokens: list[int]) -> list[int]:
+    """`tokens` as the tokenizer writes their text (a prompt sent as that text reads these tokens)."""
+    for _ in range(5):
+        again = list(engine.tokenize(engine.tokenizer.decode(tokens), special=True))
+        if again == tokens:
+            return tokens
+        tokens = again
+    raise AssertionError("the tokenizer does not settle on the text's tokens")
 
 
 def split_answer(tokenizer) -> tuple[list[int], list[int]]:
@@ -43,15 +53,18 @@ def setup(tiny_model_factory):
     from strata.engine import Engine
 
     plain = tiny_model_factory(ctx_len=4096, n_vocab=N_VOCAB, seed=3)
-    answer, canonical = split_answer(Engine(str(plain), n_ctx=64, n_threads=1).tokenizer)
+    engine = Engine(str(plain), n_ctx=64, n_threads=1)
+    answer, canonical = split_answer(engine.tokenizer)
+    base = text_stable(engine, BASE)
+    assert base[-1] == ASK
     model = tiny_model_factory(ctx_len=4096, n_vocab=N_VOCAB, seed=3, script=(ASK, *answer))
     s = LiveServer(model=str(model), ctx=4096, batch=4, slot_ctx=4096, threads=1, conversation_cache_mib=64)
     s.start()
-    yield s, (answer, canonical)
+    yield s, (answer, canonical), base
     s.stop()
 
 
-def complete(url: str, prompt: list[int]) -> dict:
+def complete(url: str, prompt: list[int] | str) -> dict:
     r = httpx.post(url + "/v1/completions", json={"prompt": prompt, "max_tokens": 3, "temperature": 0}, timeout=60)
     assert r.status_code == 200, r.text
     return r.json()
@@ -65,20 +78,23 @@ def parks(url: str) -> dict[str, float]:
 
 
 def test_the_answer_sent_back_in_other_tokens_is_not_parked(setup):
-    server, (answer, canonical) = setup
+    server, (answer, canonical), base = setup
     url = server.url
-    complete(url, BASE)
+    complete(url, base)
     held = list(server.state.scheduler.table.main.tokens)
-    assert held == BASE + answer[:2], held[len(BASE):]     # a b fed; c, the last, sampled only
+    assert held == base + answer[:2], held[len(base):]     # a b fed; c, the last, sampled only
     before = parks(url)
-    # the next turn: the answer's text comes back as the tokenizer writes it (m c), then the new message
-    turn = BASE + canonical + [(i * 11) % 400 + 50 for i in range(200)] + [ASK]
-    out = complete(url, turn)
+    # the next turn, as text: the answer comes back as the tokenizer writes it (m c), then the new message
+    tok = server.state.engine.tokenizer
+    text = tok.decode(base + answer + [(i * 11) % 400 + 50 for i in range(200)] + [ASK])
+    turn = list(server.state.engine.tokenize(text, special=True))
+    assert turn[:len(base) + 2] == base + canonical and turn[-1] == ASK
+    out = complete(url, text)
     # the prompt took the history's own tokens for the answer's bytes (byte_align.py): all of it is reused, and
     # only c (sampled, never fed), the new message and ASK are read; before, the answer's a b were read again as m
-    assert out["timings"]["cache_n"] == len(BASE) + 2, out["timings"]
-    assert out["timings"]["prompt_n"] == 1 + 200 + 1, out["timings"]
-    assert server.state.scheduler.table.main.tokens[:len(BASE) + 3] == BASE + answer
+    assert out["timings"]["cache_n"] == len(base) + 2, out["timings"]
+    assert out["timings"]["prompt_n"] == len(turn) - len(base) - 1, out["timings"]
+    assert server.state.scheduler.table.main.tokens[:len(base) + 3] == base + answer
     slots = httpx.get(url + "/v1/slots", timeout=30).json()
     assert [d for d in slots["decisions"] if d["park"] or d["park_skip"]] == [], slots["decisions"]
     assert [s["tokens"] for s in slots["slots"] if s["id"] != "main"] == [0, 0, 0, 0], slots["slots"]
@@ -86,7 +102,7 @@ def test_the_answer_sent_back_in_other_tokens_is_not_parked(setup):
 
 
 def test_a_history_holding_another_answer_is_still_parked(setup):
-    server, (answer, canonical) = setup
+    server, (answer, canonical), _ = setup
     url = server.url
     base = [(i * 13) % 400 + 50 for i in range(1500)] + [ASK]
     complete(url, base)

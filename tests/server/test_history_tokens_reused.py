@@ -12,6 +12,7 @@ from tests.server.live import LiveServer
 
 TEXT = "The quick brown fox jumps over the lazy dog near the riverbank, then rests."
 MORE = " Afterwards it walks home slowly."
+OTHER_TEXT = "A small green frog watched quietly from beneath the leaves, then hopped away."
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +35,10 @@ def complete(url: str, prompt, max_tokens: int) -> dict:
     return r.json()
 
 
-def split_otherwise(tok) -> tuple[list[int], list[int]]:
-    """(canonical, other): TEXT as the tokenizer writes it, and the same bytes with every word of 5+ letters split
+def split_otherwise(tok, text: str = TEXT) -> tuple[list[int], list[int]]:
+    """(canonical, other): `text` as the tokenizer writes it, and the same bytes with every word of 5+ letters split
     in two tokens at its third letter."""
-    canonical = tok.encode(TEXT, add_bos=False)
+    canonical = tok.encode(text, add_bos=False)
     other: list[int] = []
     for t in canonical:
         piece = tok.token_bytes(t).decode()
@@ -47,7 +48,7 @@ def split_otherwise(tok) -> tuple[list[int], list[int]]:
             other += tok.encode(piece[:cut], add_bos=False) + tok.encode(piece[cut:], add_bos=False)
         else:
             other.append(t)
-    assert tok.decode(other) == TEXT and other != canonical
+    assert tok.decode(other) == text and other != canonical
     return canonical, other
 
 
@@ -68,6 +69,28 @@ def test_a_history_split_otherwise_is_reused_whole_and_answers_as_a_fresh_read(s
     again = complete(fresh.url, other + more, 8)
     assert again["timings"]["cache_n"] == 0
     assert out["choices"][0]["text"] == again["choices"][0]["text"]
+
+
+def test_a_prompt_sent_as_token_ids_is_read_as_sent(server):
+    """A client that sends token ids asked for exactly those tokens (a given tokenization scored): a context holding
+    the same bytes in other tokens gives only the tokens the two share (Job.exact_tokens), on /v1/completions and
+    on llama.cpp's /completion; before, the prompt became the history's tokens (cache_n = len(other))."""
+    tok = server.state.engine.tokenizer
+    more = tok.encode(MORE, add_bos=False)
+    canonical, other = split_otherwise(tok)
+    shared = next(i for i, (a, b) in enumerate(zip(canonical, other, strict=False)) if a != b)
+    complete(server.url, other, 1)                  # a context holds `other`
+    out = complete(server.url, canonical + more, 1)
+    assert out["timings"]["cache_n"] == shared, out["timings"]
+    assert out["usage"]["prompt_tokens"] == len(canonical) + len(more)
+    canonical, other = split_otherwise(tok, OTHER_TEXT)     # a text no context holds yet, for /completion
+    shared = next(i for i, (a, b) in enumerate(zip(canonical, other, strict=False)) if a != b)
+    complete(server.url, other, 1)
+    r = httpx.post(server.url + "/completion", json={"prompt": canonical + more, "n_predict": 1, "temperature": 0},
+                   timeout=300)
+    assert r.status_code == 200, r.text
+    assert r.json()["timings"]["cache_n"] == shared, r.json()["timings"]
+    assert r.json()["tokens_evaluated"] == len(canonical) + len(more)
 
 
 def test_a_chat_answer_in_other_tokens_sent_back_is_reused_whole(server):
