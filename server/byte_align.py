@@ -13,13 +13,14 @@ both have consumed exactly the same bytes; `aligned_prompt` picks the context wh
 of the prompt and returns history[:j] + prompt[m:] (the same bytes; nothing is tokenized again).
 
 Where it applies: the scheduler aligns each request's prompt once, as it arrives on the worker thread and
-before any context is chosen, against the engine's contexts (main and the slots): placement, the main / slot
-match, parking, the conversation cache's lookup, lookup decoding and the ledger of histories then all see the
-aligned tokens. Not against the conversation cache's entries (RAM / disk), left out: their token lists are in
-memory (numpy arrays), but walking them takes the cache's lock on the scheduler's thread for every arriving
-request, and the re-read turns measured (the trials above) went on from main or a slot; a turn restored from the
-cache keeps the common-prefix match. So the model may read a conversation's next turn in other tokens warm (its
-own) than cold (the tokenizer's, after a restore or with nothing held), and answer it otherwise. Not for code
+before any context is chosen, against the engine's contexts (main and the slots) and the conversation cache's
+entries sharing the most tokens with it (their token lists taken under the cache's lock, walked outside it):
+placement, the main / slot match, parking, the conversation cache's lookup, lookup decoding and the ledger of
+histories then all see the aligned tokens. The cache's entries are needed because a history keeps the model's
+tokens from the conversation's first split on: a parked one matched its next turn only up to that split, and the
+restore read everything after it again (session 35's soak: 244 of 827 tokens). Past the walk's bounds the model may
+read a conversation's next turn in other tokens warm (its own) than cold (the tokenizer's, with nothing held), and
+answer it otherwise. Not for code
 completions (their contexts' KV is moved into place by --cache-reuse, approximate past a point).
 
 Tokens parsed whole in text (specials such as <|im_end|>, a vocabulary's user-defined tokens) align only with

@@ -415,7 +415,7 @@ class Scheduler:
         any is placed: context_choice.align_arrival). A failure leaves the prompt as sent."""
         for job in jobs:
             try:
-                context_choice.align_arrival(self.table, getattr(self.engine, "tokenizer", None), job)
+                context_choice.align_arrival(self.table, getattr(self.engine, "tokenizer", None), job, self.cache)
             except Exception:
                 log.exception("aligning request %s's prompt with the contexts' histories failed", job.id)
 

@@ -29,6 +29,11 @@ from .restore import Validation, apply_image
 
 log = logging.getLogger("strata.cache")
 
+# entries an arriving prompt is byte-aligned with (alignable_histories): the conversation's own parked history is
+# the one sharing the most tokens with its next turn, or close to it (a segment of its start can share as many);
+# each is walked within byte_align's bounds, so more only costs the lock's hold for their token lists
+ALIGN_ENTRIES = 3
+
 
 @dataclass(frozen=True)
 class CacheHit:
@@ -73,6 +78,22 @@ class RestoreMixin:
         """The longest valid prefix of `tokens` any level holds (leaving at least one token to read)."""
         with self._lock:
             return self._lookup(tokens)
+
+    def alignable_histories(self, tokens, most: int = ALIGN_ENTRIES) -> list[list[int]]:
+        """The token lists of the `most` entries sharing the most tokens with `tokens` that go on past that common
+        prefix (byte_align walks them, outside the lock, beside the contexts' histories): a conversation whose
+        history held the model's own split of an answer and was then parked matches its next, canonically
+        tokenized turn only up to that split, however much of the conversation came after it."""
+        prompt = tokens_array(tokens)
+        with self._lock:
+            found = []
+            for _, entries in self._all_stores():
+                for e in entries.values():
+                    n = common_prefix_len(e.tokens, prompt)
+                    if 0 < n < e.n_tokens and n < prompt.shape[0]:
+                        found.append((n, e))
+            found.sort(key=lambda f: -f[0])
+            return [e.tokens.tolist() for _, e in found[:most]]
 
     @contextlib.contextmanager
     def held_lookup(self, tokens) -> Iterator[CacheHit | None]:
