@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from strata.server import session_match
+from strata.server import byte_align, session_match
 from strata.server.cache.restoring import CacheHit
 from strata.server.errors import APIError
 from strata.server.slots import MAIN, common_prefix
@@ -59,6 +59,7 @@ class Wanted:
     min_tokens: int
     conversation: str   # the key a request of this history runs under ("" when unknown)
     what: str           # for messages: "the history of 5 messages (812 tokens)"
+    exact: bool = False  # token ids named by the client: matched as they are, never aligned (_aligned)
 
 
 def wanted_of(engine: Any, target: SaveTarget) -> Wanted:
@@ -73,7 +74,7 @@ def wanted_of(engine: Any, target: SaveTarget) -> Wanted:
         if bad:
             raise ValueError(f"'tokens' has ids outside the vocabulary (0..{int(engine.n_vocab) - 1}): {bad[:5]}")
         toks = [int(t) for t in target.tokens]
-        return Wanted(toks, len(toks), prompting.tokens_key(toks), f"these {len(toks)} token ids")
+        return Wanted(toks, len(toks), prompting.tokens_key(toks), f"these {len(toks)} token ids", exact=True)
     body = target.body or {}
     messages = openai_api.parse_messages(target.messages)
     tools = openai_api.parse_tools(body)
@@ -88,9 +89,39 @@ def wanted_of(engine: Any, target: SaveTarget) -> Wanted:
 
 # ----- worker thread -----
 
+def _aligned(sched: Any, wanted: Wanted) -> Wanted:
+    """Messages' tokens as a context holds the same bytes (byte_align.aligned_prompt, as an arriving prompt is
+    aligned: context_choice.align_arrival): since session 35 a history keeps the model's own tokens for every answer
+    sent back as text, so the messages rendered canonically parted from it at the first answer's first split and a
+    save of a conversation whose answers the model split otherwise found it nowhere (a 404). `min_tokens` moves to
+    where the same bytes end in the aligned tokens. Token ids (`exact`) are matched as named."""
+    tokenizer = getattr(sched.engine, "tokenizer", None)
+    token_bytes = getattr(tokenizer, "token_bytes", None)
+    atoms = getattr(tokenizer, "parsed_ids", None)
+    if wanted.exact or token_bytes is None or atoms is None:
+        return wanted
+    contexts = [c for c in sched.table.contexts if c.valid and c.tokens]
+    histories = [c.tokens if c.approx_from is None else c.tokens[:c.approx_from] for c in contexts]
+    out = byte_align.aligned_prompt(histories, wanted.tokens, token_bytes, atoms, common=common_prefix)
+    if out.source is None:
+        return wanted
+    j = out.held_after                                   # out.prompt = history[:j] + wanted.tokens[m:]
+    m = j + len(wanted.tokens) - len(out.prompt)
+    n = wanted.min_tokens
+    if n >= m:
+        need = n + j - m
+    else:                                                # inside the aligned bytes: the tokens that hold as many
+        target, have, need = sum(len(token_bytes(t)) for t in wanted.tokens[:n]), 0, 0
+        while have < target:
+            have += len(token_bytes(out.prompt[need]))
+            need += 1
+    return Wanted(out.prompt, max(1, need), wanted.conversation, wanted.what)
+
+
 def save_found(sched: Any, cache: Any, name: str, wanted: Wanted) -> dict:
     """Saves the history from the context holding most of it, else from the cache entry it was parked to (read
     back into an idle context first). HistoryNotFoundError when none holds `wanted.min_tokens` of it."""
+    wanted = _aligned(sched, wanted)
     holders = [session_match.Holder("context", c.id, c.matched_by(wanted.tokens), _label(c.id))
                for c in sched.table.contexts if c.valid and c.tokens]
     entry_tokens = {}
