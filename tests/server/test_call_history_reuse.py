@@ -5,7 +5,8 @@ key after it was the model's choice (two parameters), and the model, free to spl
 often wrote ` {` `"`; the next turn renders the call back and the tokenizer reads ` {"` there, so the
 history differed from that token to the call's end (17 of 30 sampled calls, 16-27 tokens each, before
 canonical_split planned that piece). A split the model chose inside its own free text (a path's letters)
-still differs, as it does in any answer: docs/internals.md."""
+still differs from the tokenizer's, but since session 35 the next turn, sent as text, takes the context's own
+tokens for those bytes as it arrives (byte_align.py), so it is not read again either: docs/internals.md."""
 
 from __future__ import annotations
 
