@@ -153,3 +153,19 @@ def test_bad_bounds_are_refused_naming_them():
         walk([1], [1], 1, tb, ATOMS, max_total=-2)
     with pytest.raises(ValueError, match="held 3"):
         walk([1], [1, 2], 3, tb, ATOMS)
+
+
+def test_a_character_in_byte_tokens_aligns_byte_wise():
+    # byte-fallback pieces of one UTF-8 character (<0xE2> <0x80> <0x99>: a right quote) against the character as
+    # one token, and split otherwise; a character sharing only its first bytes is not in step inside it
+    table = {**TABLE, 40: b"\xe2", 41: b"\x80", 42: b"\x99", 43: "\u2019".encode(), 44: b"\xe2\x80",
+             45: "\u201c".encode()}
+    bytes_of = table.__getitem__
+    history = [1, 40, 41, 42, 3]              # The<E2><80><99> sat
+    prompt = [1, 43, 3, 20]                   # The’ sat on
+    a = walk(history, prompt, 1, bytes_of, ATOMS)
+    assert (a.history_at, a.prompt_at, a.covered) == (5, 3, True)
+    assert aligned_prompt([history], prompt, bytes_of, ATOMS).prompt == [1, 40, 41, 42, 3, 20]
+    assert walk([1, 44, 42, 3], [1, 40, 41, 42, 3], 1, bytes_of, ATOMS).history_at == 4
+    a = walk(history, [1, 45, 3], 1, bytes_of, ATOMS)     # “ shares <E2><80> with ’
+    assert (a.history_at, a.prompt_at, a.covered) == (1, 1, False)
