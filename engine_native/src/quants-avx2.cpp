@@ -15,6 +15,7 @@
 
 #include <cmath>
 
+#include "act-quant-avx2.h"
 #include "quants-blocks.h"
 #include "quants-tiling.h"
 #include "quants.h"
@@ -492,9 +493,13 @@ struct float_format : ymm_acc {
 // ---------------------------------------------------------------- activation quantizers
 // Byte-identical to quants-generic.cpp's: the same IEEE operations per element, eight at a time.
 
-inline __m256 abs8(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+using act_avx2::abs8;
+using act_avx2::pack_32_i8;
+using act_avx2::round_away8;
 
-inline float hmax8(__m256 v) {   // max is exact, so the order does not matter
+// max is exact, but a NaN lane is kept or dropped by its place (maxps returns its second operand where either
+// is NaN): quants-packed-avx2.cpp's hmax8x8 pairs the lanes as this does
+inline float hmax8(__m256 v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
@@ -506,21 +511,6 @@ inline int hsum8_epi32(__m256i v) {
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
     return _mm_cvtsi128_si32(s);
-}
-
-// roundf of each lane (half away from zero), as round_half_away in quants-generic.cpp.
-inline __m256 round_away8(__m256 v) {
-    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m256 up = _mm256_cmp_ps(abs8(_mm256_sub_ps(v, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
-    return _mm256_add_ps(t, _mm256_and_ps(up, one));
-}
-
-// Four (8,) int32 vectors in [-127, 127] -> 32 int8 in element order.
-inline __m256i pack_32_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
-    const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);   // lane-interleaved
-    const __m256i abcd = _mm256_packs_epi16(ab, cd);
-    return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 template <bool WITH_SUM>

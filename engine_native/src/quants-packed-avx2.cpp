@@ -32,6 +32,7 @@
 #include <cstring>
 #include <utility>
 
+#include "act-quant-avx2.h"
 #include "quants-blocks.h"
 #include "quants-packed.h"
 #include "quants.h"
@@ -183,19 +184,10 @@ void packed_matmul(const uint8_t* packed, int64_t nb, const uint8_t* xp, size_t 
 
 constexpr int ACT_GROUP = 8;   // blocks a group: one float lane each
 
-inline __m256 abs8(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
-// roundf of each lane (half away from zero), as quants-avx2.cpp's round_away8
-inline __m256 round_away8(__m256 v) {
-    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m256 up = _mm256_cmp_ps(abs8(_mm256_sub_ps(v, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
-    return _mm256_add_ps(t, _mm256_and_ps(up, one));
-}
-// Four (8,) int32 vectors in [-127, 127] -> 32 int8 in element order.
-inline __m256i pack_32_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
-    const __m256i abcd = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));   // lane-interleaved
-    return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
+using act_avx2::abs8;
+using act_avx2::pack_32_i8;
+using act_avx2::round_away8;
+
 // Lane k of the result: the max of r[k]'s 8 lanes, paired and ordered as quants-avx2.cpp's hmax8 pairs them
 // (lanes i and i + 4, then i and i + 2, then 0 and 1; the lower lane the first operand). The max of floats
 // is exact, but a NaN lane is kept or dropped by its place (maxps returns the second operand where either
