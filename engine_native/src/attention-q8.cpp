@@ -540,12 +540,10 @@ void group_values_q8_block(const uint8_t* v, size_t row_bytes, size_t first, con
     store_chains<NQ, NB>(acc, acc_mem);
 }
 
-// The same chains over a span of V rows widened once for the whole group: xs (n_t, NB * 32) the quants
-// as floats, ds (NB, n_t) the blocks' scales; the weights p * d_v of the NQ queries are the per-row
-// path's products (one float multiply each), computed 16 at a time into w (NQ, NB, n_t) first.
+// w (NQ, NB, n_t): the weights p * d_v of the NQ queries for each block of a span of V rows (ds (NB, n_t) the
+// blocks' scales), the per-row path's products (one float multiply each).
 template <int NQ, int NB>
-void group_values_q8_wide(const float* xs, const float* ds, int64_t n_t, const float* p, int64_t n_pad, float* w,
-                          float* acc_mem) {
+void value_weights(const float* ds, int64_t n_t, const float* p, int64_t n_pad, float* w) {
     for (int i = 0; i < NQ; i++)
         for (int b = 0; b < NB; b++) {
             float* wb = w + (i * NB + b) * n_t;
@@ -553,6 +551,15 @@ void group_values_q8_wide(const float* xs, const float* ds, int64_t n_t, const f
             const float* db = ds + b * n_t;
             for (int64_t t = 0; t < n_t; t++) wb[t] = pi[t] * db[t];
         }
+}
+
+// The same chains over a span of V rows widened once for the whole group: xs (n_t, NB * 32) the quants
+// as floats, ds (NB, n_t) the blocks' scales; the weights p * d_v of the NQ queries are the per-row
+// path's products (one float multiply each), computed 16 at a time into w (NQ, NB, n_t) first.
+template <int NQ, int NB>
+void group_values_q8_wide(const float* xs, const float* ds, int64_t n_t, const float* p, int64_t n_pad, float* w,
+                          float* acc_mem) {
+    value_weights<NQ, NB>(ds, n_t, p, n_pad, w);
     v16 acc[NQ][2 * NB];
     load_chains<NQ, NB>(acc_mem, acc);
     for (int64_t t = 0; t < n_t; t++) {
@@ -578,13 +585,7 @@ void group_values_q8_wide(const float* xs, const float* ds, int64_t n_t, const f
 template <int NQ, int NB>
 void group_values_q8_wide_blocks(const float* xs, const float* ds, int64_t n_t, const float* p, int64_t n_pad,
                                  float* w, float* acc_mem) {
-    for (int i = 0; i < NQ; i++)
-        for (int b = 0; b < NB; b++) {
-            float* wb = w + (i * NB + b) * n_t;
-            const float* pi = p + i * n_pad;
-            const float* db = ds + b * n_t;
-            for (int64_t t = 0; t < n_t; t++) wb[t] = pi[t] * db[t];
-        }
+    value_weights<NQ, NB>(ds, n_t, p, n_pad, w);
     STRATA_UNROLL
     for (int b = 0; b < NB; b++) {
         v16 acc[NQ][2];
