@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from builds_ab import alternate, print_best  # noqa: E402
+
 ROWS = 64      # rows a call
 CALLS = 50     # calls a timing (one call of 64 rows takes ~15-35 us)
 
@@ -68,18 +70,9 @@ def main() -> None:
         return
     if not args.builds:
         ap.error("give one or more _engine .so files")
-    runs: list[list[dict]] = [[] for _ in args.builds]
-    for _ in range(args.rounds):
-        for i, so in enumerate(args.builds):
-            cmd = [sys.executable, __file__, "--worker", so, "--types", args.types, "--reps", str(args.reps)]
-            runs[i].append(json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout))
-    print(f"millions of rows a second ({ROWS} a call), best of {args.rounds} alternated rounds:")
-    for i, so in enumerate(args.builds):
-        print(f"  [{i}] {so}")
-    for key in runs[0][0]:
-        best = [max(r[key] for r in runs[i]) for i in range(len(args.builds))]
-        ratios = "  ".join(f"x{b / best[0]:.3f}" for b in best[1:])
-        print(f"{key:14s} " + " ".join(f"{b:6.2f}" for b in best) + f"  {ratios}")
+    runs = alternate(__file__, args.builds, args.rounds, ["--types", args.types, "--reps", str(args.reps)])
+    print_best(f"millions of rows a second ({ROWS} a call), best of {args.rounds} alternated rounds:", args.builds, runs,
+               14, "6.2f")
 
 
 if __name__ == "__main__":

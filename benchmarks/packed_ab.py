@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from builds_ab import alternate, print_best  # noqa: E402
+
 L2_ROWS = {576: 1536, 1536: 576}   # rows of about 0.5 MiB at each row length
 STREAM_BYTES = 96 << 20
 CALLS = 8                          # products a timing (one call of 0.5 MiB takes ~50 us)
@@ -54,7 +56,7 @@ def worker(so: str, types: str, stream: bool) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("builds", nargs="+", help="_engine .so files; the first is the baseline")
+    ap.add_argument("builds", nargs="*", help="_engine .so files; the first is the baseline")
     ap.add_argument("--types", default="Q4_1,Q8_0")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--stream", action="store_true", help="96 MiB of weights from memory (else 0.5 MiB in L2)")
@@ -63,18 +65,11 @@ def main() -> None:
     if args.worker:
         print(json.dumps(worker(args.worker, args.types, args.stream)))
         return
-    runs: list[list[dict]] = [[] for _ in args.builds]
-    for _ in range(args.rounds):
-        for i, so in enumerate(args.builds):
-            cmd = [sys.executable, __file__, "x", "--worker", so, "--types", args.types] + (["--stream"] if args.stream else [])
-            runs[i].append(json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout))
-    print(f"GMAC/s, best of {args.rounds} alternated rounds ({'96 MiB streamed' if args.stream else '0.5 MiB in L2'}):")
-    for i, so in enumerate(args.builds):
-        print(f"  [{i}] {so}")
-    for key in runs[0][0]:
-        best = [max(r[key] for r in runs[i]) for i in range(len(args.builds))]
-        ratios = "  ".join(f"x{b / best[0]:.3f}" for b in best[1:])
-        print(f"{key:22s} " + " ".join(f"{b:7.1f}" for b in best) + f"  {ratios}")
+    if not args.builds:
+        ap.error("give one or more _engine .so files")
+    runs = alternate(__file__, args.builds, args.rounds, ["--types", args.types] + (["--stream"] if args.stream else []))
+    print_best(f"GMAC/s, best of {args.rounds} alternated rounds ({'96 MiB streamed' if args.stream else '0.5 MiB in L2'}):",
+               args.builds, runs, 22, "7.1f")
 
 
 if __name__ == "__main__":
