@@ -34,30 +34,46 @@ log = logging.getLogger("strata.server.scheduler")   # the scheduler's lines
 SHARED_READ_WAIT_MIN = 512
 
 
-def align_arrival(table: SlotTable, tokenizer: Any, job: Job, cache: Any = None) -> None:
-    """As `job` arrives on the worker thread, before any context is chosen for it: where its prompt goes on as the
-    same bytes as a context's history in other tokens (the model's last answer sent back as text and tokenized
-    canonically), it becomes that history's tokens for those bytes (byte_align.aligned_prompt), so the choice, the
-    match, parking and the cache all see them. An exact request matches a history only before its moved KV
-    (ContextState.approx_from); a code completion is left as it is (its KV is moved into place, --cache-reuse), and
-    so is a prompt the client sent as token ids (Job.exact_tokens: it asked for those tokens). A prompt the
-    alignment would make too long for main is left as it is. `cache`: the conversation cache, whose entries sharing
-    the most with the prompt are walked too (RestoreMixin.alignable_histories): a history keeps the model's tokens
-    from the conversation's first split on, so once parked, its next turn's restore matched only up to that split
-    and read the rest again (session 35's soak: 244 of 827 tokens)."""
+def aligned_with_histories(table: SlotTable, tokenizer: Any, tokens: list[int],
+                           cache: Any = None) -> tuple[byte_align.AlignedPrompt, str] | None:
+    """`tokens` aligned with the histories that may hold them in other tokens (byte_align.aligned_prompt): the
+    contexts' (an exact match holds a context only before its moved KV, ContextState.approx_from) and, with
+    `cache`, the conversation cache's entries sharing the most with them (RestoreMixin.alignable_histories: a
+    history keeps the model's tokens from the conversation's first split on, so a parked one matched its next
+    turn only up to that split: session 35's soak, 244 of 827 tokens). With where the aligned history is ("context
+    2's", "a conversation cache entry's"); None where the tokenizer cannot say (no token bytes) or nothing aligns
+    further than the tokens match."""
     token_bytes = getattr(tokenizer, "token_bytes", None)
     atoms = getattr(tokenizer, "parsed_ids", None)     # tokens parsed whole in text match only themselves
-    if job.completion or job.exact_tokens or token_bytes is None or atoms is None:
-        return
+    if token_bytes is None or atoms is None:
+        return None
     contexts = [c for c in table.contexts if c.valid and c.tokens]
     histories = [c.tokens if c.approx_from is None else c.tokens[:c.approx_from] for c in contexts]
     if cache is not None:
-        histories += cache.alignable_histories(job.prompt)
-    out = byte_align.aligned_prompt(histories, job.prompt, token_bytes, atoms, common=common_prefix)
-    if out.source is None or (len(out.prompt) > len(job.prompt) and len(out.prompt) >= table.main.capacity):
-        return
+        histories += cache.alignable_histories(tokens)
+    out = byte_align.aligned_prompt(histories, tokens, token_bytes, atoms, common=common_prefix)
+    if out.source is None:
+        return None
     where = (f"context {contexts[out.source].display_id()}'s" if out.source < len(contexts)
              else "a conversation cache entry's")
+    return out, where
+
+
+def align_arrival(table: SlotTable, tokenizer: Any, job: Job, cache: Any = None) -> None:
+    """As `job` arrives on the worker thread, before any context is chosen for it: where its prompt goes on as the
+    same bytes as a history in other tokens (the model's last answer sent back as text and tokenized canonically),
+    it becomes that history's tokens for those bytes (aligned_with_histories), so the choice, the match, parking
+    and the cache all see them. A code completion is left as it is (its KV is moved into place, --cache-reuse), and
+    so is a prompt the client sent as token ids (Job.exact_tokens: it asked for those tokens). A prompt the
+    alignment would make too long for main is left as it is."""
+    if job.completion or job.exact_tokens:
+        return
+    found = aligned_with_histories(table, tokenizer, job.prompt, cache)
+    if found is None:
+        return
+    out, where = found
+    if len(out.prompt) > len(job.prompt) and len(out.prompt) >= table.main.capacity:
+        return
     log.info("request %s: its prompt goes on as %s history in other tokens; %d of its %d tokens held "
              "(%d as sent), now %d tokens", job.id, where, out.held_after, len(job.prompt), out.held_before,
              len(out.prompt))

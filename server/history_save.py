@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from strata.server import byte_align, session_match
+from strata.server import context_choice, session_match
 from strata.server.cache.restoring import CacheHit
 from strata.server.errors import APIError
 from strata.server.slots import MAIN, common_prefix
@@ -89,22 +89,20 @@ def wanted_of(engine: Any, target: SaveTarget) -> Wanted:
 
 # ----- worker thread -----
 
-def _aligned(sched: Any, wanted: Wanted) -> Wanted:
-    """Messages' tokens as a context holds the same bytes (byte_align.aligned_prompt, as an arriving prompt is
-    aligned: context_choice.align_arrival): since session 35 a history keeps the model's own tokens for every answer
-    sent back as text, so the messages rendered canonically parted from it at the first answer's first split and a
-    save of a conversation whose answers the model split otherwise found it nowhere (a 404). `min_tokens` moves to
-    where the same bytes end in the aligned tokens. Token ids (`exact`) are matched as named."""
+def _aligned(sched: Any, cache: Any, wanted: Wanted) -> Wanted:
+    """Messages' tokens as a context or a parked conversation holds the same bytes (as an arriving prompt is
+    aligned: context_choice.aligned_with_histories): since session 35 a history keeps the model's own tokens for
+    every answer sent back as text, so the messages rendered canonically parted from it at the first answer's first
+    split and a save of a conversation whose answers the model split otherwise found it nowhere (a 404).
+    `min_tokens` moves to where the same bytes end in the aligned tokens. Token ids (`exact`) are matched as named."""
+    if wanted.exact:
+        return wanted
     tokenizer = getattr(sched.engine, "tokenizer", None)
-    token_bytes = getattr(tokenizer, "token_bytes", None)
-    atoms = getattr(tokenizer, "parsed_ids", None)
-    if wanted.exact or token_bytes is None or atoms is None:
+    found = context_choice.aligned_with_histories(sched.table, tokenizer, wanted.tokens, cache)
+    if found is None:
         return wanted
-    contexts = [c for c in sched.table.contexts if c.valid and c.tokens]
-    histories = [c.tokens if c.approx_from is None else c.tokens[:c.approx_from] for c in contexts]
-    out = byte_align.aligned_prompt(histories, wanted.tokens, token_bytes, atoms, common=common_prefix)
-    if out.source is None:
-        return wanted
+    out = found[0]
+    token_bytes = tokenizer.token_bytes
     j = out.held_after                                   # out.prompt = history[:j] + wanted.tokens[m:]
     m = j + len(wanted.tokens) - len(out.prompt)
     n = wanted.min_tokens
@@ -121,7 +119,7 @@ def _aligned(sched: Any, wanted: Wanted) -> Wanted:
 def save_found(sched: Any, cache: Any, name: str, wanted: Wanted) -> dict:
     """Saves the history from the context holding most of it, else from the cache entry it was parked to (read
     back into an idle context first). HistoryNotFoundError when none holds `wanted.min_tokens` of it."""
-    wanted = _aligned(sched, wanted)
+    wanted = _aligned(sched, cache, wanted)
     holders = [session_match.Holder("context", c.id, c.matched_by(wanted.tokens), _label(c.id))
                for c in sched.table.contexts if c.valid and c.tokens]
     entry_tokens = {}

@@ -44,3 +44,24 @@ def test_a_history_holding_an_answer_in_the_models_tokens_is_saved_by_its_messag
     r = httpx.post(server.url + "/v1/sessions/line/save", json={"messages": messages[:3]}, timeout=120)
     assert r.status_code == 200, r.text
     assert r.json()["n_tokens"] >= len(rendered) + len(other), r.json()
+
+
+def test_a_parked_history_holding_an_answer_in_the_models_tokens_is_saved_by_its_messages(server):
+    """The same history once only the conversation cache holds it (other conversations took every context): the
+    messages are aligned with the cache's entries too (context_choice.aligned_with_histories), so the save reads
+    the entry back and saves it whole; aligned with the contexts only, it saved the tokens before the answer's first
+    split (24 of 46)."""
+    tok = server.state.engine.tokenizer
+    messages = [{"role": "system", "content": "You are a poet."}, {"role": "user", "content": "Write a verse."}]
+    n_prompt = chat(server.url, messages)["usage"]["prompt_tokens"]
+    rendered = next(list(c.tokens) for c in server.state.scheduler.table.contexts if len(c.tokens) == n_prompt)
+    _, other = split_otherwise(tok)
+    complete(server.url, rendered + other, 1)
+    for i in range(len(server.state.scheduler.table.contexts)):     # parks it: the contexts hold other text now
+        complete(server.url, f"{i} Seven green parrots argued loudly about the best mango tree.", 1)
+    held = rendered + other
+    assert not any(list(c.tokens[:len(held)]) == held for c in server.state.scheduler.table.contexts)
+    messages += [{"role": "assistant", "content": TEXT}]
+    r = httpx.post(server.url + "/v1/sessions/verse/save", json={"messages": messages}, timeout=120)
+    assert r.status_code == 200, r.text
+    assert r.json()["n_tokens"] >= len(held), r.json()
