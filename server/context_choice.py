@@ -59,25 +59,27 @@ def aligned_with_histories(table: SlotTable, tokenizer: Any, tokens: list[int],
     return out, where
 
 
-def align_arrival(table: SlotTable, tokenizer: Any, job: Job, cache: Any = None) -> None:
+def align_arrival(table: SlotTable, tokenizer: Any, job: Job, cache: Any = None) -> int:
     """As `job` arrives on the worker thread, before any context is chosen for it: where its prompt goes on as the
     same bytes as a history in other tokens (the model's last answer sent back as text and tokenized canonically),
     it becomes that history's tokens for those bytes (aligned_with_histories), so the choice, the match, parking
     and the cache all see them. A code completion is left as it is (its KV is moved into place, --cache-reuse), and
     so is a prompt the client sent as token ids (Job.exact_tokens: it asked for those tokens). A prompt the
-    alignment would make too long for main is left as it is."""
+    alignment would make too long for main is left as it is. Returns how many more of its tokens a history holds
+    than it matched as sent (0: left as it is)."""
     if job.completion or job.exact_tokens:
-        return
+        return 0
     found = aligned_with_histories(table, tokenizer, job.prompt, cache)
     if found is None:
-        return
+        return 0
     out, where = found
     if len(out.prompt) > len(job.prompt) and len(out.prompt) >= table.main.capacity:
-        return
+        return 0
     log.info("request %s: its prompt goes on as %s history in other tokens; %d of its %d tokens held "
              "(%d as sent), now %d tokens", job.id, where, out.held_after, len(job.prompt), out.held_before,
              len(out.prompt))
     job.prompt = out.prompt
+    return out.held_after - out.held_before
 
 
 def free_for(table: SlotTable, job: Job, idle: bool, beside: bool, editor_main: bool = False) -> int:

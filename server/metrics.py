@@ -21,6 +21,8 @@ class Metrics:
     prompt_tokens_reused: int = 0
     reused_by_source: dict[str, int] = field(default_factory=dict)
     prompt_tokens_shifted: int = 0                                       # of the reused: moved into place (--cache-reuse)
+    prompts_aligned: int = 0                                             # prompts byte-aligned with a history (byte_align.py)
+    prompt_tokens_aligned: int = 0                                       # ... the tokens of it held past the common prefix
     generated_tokens_total: int = 0                                      # counted as each token is made
     prefill_seconds_total: float = 0.0
     decode_seconds_total: float = 0.0
@@ -51,6 +53,13 @@ class Metrics:
         counted as reused with its prompt (add_prompt) too."""
         with self._lock:
             self.prompt_tokens_shifted += n
+
+    def add_aligned(self, n: int) -> None:
+        """A prompt that went on as a history's bytes in other tokens took that history's (byte_align.py): `n`
+        more of its tokens are held than matched as sent."""
+        with self._lock:
+            self.prompts_aligned += 1
+            self.prompt_tokens_aligned += n
 
     def add_request(self, api: str, status: str) -> None:
         """A request ended (its prompt was counted by `add_prompt`, its tokens by `add_generated` as made)."""
@@ -156,6 +165,11 @@ def render_prometheus(m: dict, slots: list[dict], queue_depth: int, in_flight: i
            [({"source": s}, n) for s, n in sorted(m["reused_by_source"].items())] or [({"source": "slot"}, 0)])
     metric("prompt_tokens_shifted_total", "counter", "Of the reused prompt tokens, those a code completion moved "
            "into place (--cache-reuse; their KV approximate).", [({}, m.get("prompt_tokens_shifted", 0))])
+    metric("prompts_aligned_total", "counter", "Prompts that went on as a history's bytes in other tokens (the model's "
+           "answer sent back as text, tokenized otherwise) and took that history's tokens.",
+           [({}, m.get("prompts_aligned", 0))])
+    metric("prompt_tokens_aligned_total", "counter", "Tokens those aligned prompts held of the history past the tokens "
+           "they matched as sent (not read again).", [({}, m.get("prompt_tokens_aligned", 0))])
     metric("generated_tokens_total", "counter", "Tokens generated, counted as each is made.",
            [({}, m["generated_tokens_total"])])
     metric("prefill_seconds_total", "counter", "Seconds spent reading prompts.", [({}, m["prefill_seconds_total"])])

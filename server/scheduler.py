@@ -415,7 +415,10 @@ class Scheduler:
         any is placed: context_choice.align_arrival). A failure leaves the prompt as sent."""
         for job in jobs:
             try:
-                context_choice.align_arrival(self.table, getattr(self.engine, "tokenizer", None), job, self.cache)
+                gained = context_choice.align_arrival(self.table, getattr(self.engine, "tokenizer", None), job,
+                                                      self.cache)
+                if gained:
+                    self.metrics.add_aligned(gained)
             except Exception:
                 log.exception("aligning request %s's prompt with the contexts' histories failed", job.id)
 

@@ -9,6 +9,7 @@ import httpx2 as httpx
 import pytest
 
 from tests.server.live import LiveServer
+from tests.server.test_metrics import scrape
 
 TEXT = "The quick brown fox jumps over the lazy dog near the riverbank, then rests."
 MORE = " Afterwards it walks home slowly."
@@ -59,7 +60,14 @@ def test_a_history_split_otherwise_is_reused_whole_and_answers_as_a_fresh_read(s
     assert tok.encode(TEXT + MORE, add_bos=False) == canonical + more     # the two parts meet at a token boundary
     first = complete(server.url, other, 1)          # the context holds `other` (the one token sampled is not fed)
     assert first["timings"]["cache_n"] == 0
+    before = scrape(server.url)
     out = complete(server.url, TEXT + MORE, 8)      # the same bytes as text, tokenized canonically, and more
+    after = scrape(server.url)
+    common = next(i for i, (a, b) in enumerate(zip(canonical, other, strict=False)) if a != b)
+    # /metrics: one prompt aligned, holding the history's tokens past the first split
+    assert after["strata_prompts_aligned_total"] - before["strata_prompts_aligned_total"] == 1
+    assert (after["strata_prompt_tokens_aligned_total"] - before["strata_prompt_tokens_aligned_total"]
+            == len(other) - common)
     # every token of the history reused, only MORE read; before, the read began at the first word split otherwise
     assert out["timings"]["cache_n"] == len(other), out["timings"]
     assert out["timings"]["prompt_n"] == len(more), out["timings"]
