@@ -6,9 +6,9 @@
 // windows and sinks, and extreme integers: K quants of -128 / 127 (raw bytes, -128 never comes from
 // kv_store) against full-scale queries (|q| = 127 in every lane, the int32 dots' largest magnitudes).
 // K and V buffers hold exactly the rows the calls read (k_bytes / v_bytes of the last position, no
-// slack), so an AddressSanitizer build sees any read past the end. The cases run once, then again in
-// 3 threads in other orders (each thread's thread_local scratch grown by other shapes first): the same
-// checksum. Prints "checksum XXXXXXXX" and "N of M cases differ".
+// slack), so an AddressSanitizer build sees any read past the end. The cases run once, then each again
+// in one of 3 threads, from the end down (each thread's thread_local scratch grown by other shapes
+// first): the same floats. Prints "checksum XXXXXXXX" and "N of M cases differ".
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -26,8 +26,9 @@ static std::vector<edge_case> all_cases() {
     for (int hd : {32, 64, 96, 128, 256})
     for (int n_rep : {1, 2, 5, 8})
     for (int n_rows : {1, 2, 17, 33})
-    for (int64_t base : {0, 15, 63, 64, 255, 511, 1000})
+    for (int64_t base : {0, 15, 64, 255, 1000})
     for (int mode : {0, 1, 2}) {   // draws, extremes of random signs, extremes of one sign (largest dots)
+        if (n_rows == 33 && base == 1000) continue;   // the row-by-row side's cost (the scalar build's run)
         // windows and sinks on a share of the cases (test_attention_window_builds covers them more widely)
         const int64_t window = (base + n_rows) % 3 == 0 ? 37 : 0;
         cs.push_back({hd, n_rep, n_rows, mode, base, window, window != 0 && mode == 0});
@@ -82,12 +83,12 @@ static bool run_case(const edge_case& c, uint32_t* sum) {
     return same;
 }
 
-// The cases from `first` on (wrapping): the checksum of every output in case order
-static uint32_t run_all(const std::vector<edge_case>& cs, size_t first, int* bad, bool print) {
-    std::vector<uint32_t> sums(cs.size(), 2166136261u);
-    for (size_t n = 0; n < cs.size(); n++) {
-        const size_t i = (first + n) % cs.size();
-        const edge_case& c = cs[i];
+// Cases `from`, `from + step`, ... (step < 0: from the end down): each case's checksum into sums[i]
+static void run_some(const std::vector<edge_case>& cs, int64_t from, int64_t step, uint32_t* sums, int* bad,
+                     bool print) {
+    for (int64_t i = from; i >= 0 && i < int64_t(cs.size()); i += step) {
+        const edge_case& c = cs[size_t(i)];
+        sums[i] = 2166136261u;
         if (!run_case(c, &sums[i])) {
             (*bad)++;
             if (print)
@@ -95,27 +96,27 @@ static uint32_t run_all(const std::vector<edge_case>& cs, size_t first, int* bad
                        (long long)c.base, c.mode, (long long)c.window, int(c.sinks));
         }
     }
-    uint32_t sum = 2166136261u;
-    for (uint32_t s : sums) sum = (sum ^ s) * 16777619u;
-    return sum;
 }
 
 int main() {
     const std::vector<edge_case> cs = all_cases();
+    const int64_t n = int64_t(cs.size());
     int bad = 0;
-    const uint32_t sum = run_all(cs, 0, &bad, true);
-    // the same cases in 3 threads, each from another place in the list
-    uint32_t tsum[3];
+    std::vector<uint32_t> sums(cs.size()), again(cs.size());
+    run_some(cs, 0, 1, sums.data(), &bad, true);
+    // every case again in one of 3 threads, from the end down (each thread's scratch grown by other shapes first)
     int tbad[3] = {0, 0, 0};
     std::vector<std::thread> ts;
-    for (int t = 0; t < 3; t++)
-        ts.emplace_back([&, t] { tsum[t] = run_all(cs, (t + 1) * cs.size() / 4, &tbad[t], false); });
+    for (int t = 0; t < 3; t++) ts.emplace_back([&, t] { run_some(cs, n - 1 - t, -3, again.data(), &tbad[t], false); });
     for (auto& t : ts) t.join();
-    for (int t = 0; t < 3; t++)
-        if (tsum[t] != sum || tbad[t] != bad) {
-            printf("THREAD %d: checksum %08x, %d differ\n", t, tsum[t], tbad[t]);
+    for (int64_t i = 0; i < n; i++)
+        if (again[size_t(i)] != sums[size_t(i)]) {
+            printf("THREADS: case %lld differs from its first run\n", (long long)i);
             bad++;
         }
+    bad += tbad[0] + tbad[1] + tbad[2];
+    uint32_t sum = 2166136261u;
+    for (uint32_t s : sums) sum = (sum ^ s) * 16777619u;
     printf("checksum %08x\n", sum);
     printf("%d of %zu cases differ\n", bad, cs.size());
     return bad != 0;
