@@ -32,8 +32,13 @@ namespace {
 
 #if defined(STRATA_V16_AVX512)
 constexpr int k_group_acc = 24;   // v16 accumulators per block (32 zmm: the rest hold K / V)
+constexpr int k_value_chunk = 8;  // v16 of a V row per pass: the whole row (head 128: 8 zmm)
 #else
 constexpr int k_group_acc = 6;    // AVX2: a v16 is two of the 16 ymm
+// AVX2 passes over a V span one v16 of the row at a time for k_group_acc queries (12 ymm of chains,
+// 2 of V, 1 weight): whole rows of 2 queries at head 128 (32 ymm) spilled every chain to the stack,
+// and 1 query at head 64 widened each V row once per query.
+constexpr int k_value_chunk = 1;
 #endif
 
 // One block of NQ query vectors (qb: (NQ, HD) contiguous) over whole tiles [0, n_tiles) of f16 K:
@@ -81,29 +86,36 @@ void group_scores(const uint16_t* k, int64_t kv_dim, int64_t g, const float* qb,
 template <int NQ, int CH>
 void group_values_span_block(const uint16_t* v, int64_t kv_dim, int64_t off, const float* p, int64_t n_pad,
                              int64_t t0, int64_t t1, int64_t pf_end, float* acc_mem) {
-    v16 acc[NQ][CH];
-    STRATA_UNROLL
-    for (int i = 0; i < NQ; i++)
-        STRATA_UNROLL
-        for (int c = 0; c < CH; c++) acc[i][c] = v16_load(acc_mem + (i * CH + c) * 16);
+    // CB v16 of each row per pass, the passes one after another: each chain still takes the span's
+    // positions in order, so the chunking changes no float
+    constexpr int CB = CH < k_value_chunk ? CH : k_value_chunk;
+    static_assert(CH % CB == 0, "a V row is whole chunks");
     const int64_t pf = t1 - t0;   // the next span's rows (only the first block of a span asks)
-    for (int64_t t = t0; t < t1; t++) {
-        const uint16_t* row = v + t * kv_dim + off;
-        if (t + pf < pf_end) prefetch_bytes(row + pf * kv_dim, size_t(CH * 16) * sizeof(uint16_t));
-        v16 x[CH];
+    for (int c0 = 0; c0 < CH; c0 += CB) {
+        v16 acc[NQ][CB];
         STRATA_UNROLL
-        for (int c = 0; c < CH; c++) x[c] = v16_load(row + c * 16);
-        STRATA_UNROLL
-        for (int i = 0; i < NQ; i++) {
-            const v16 w = v16_set1(p[i * n_pad + t]);
+        for (int i = 0; i < NQ; i++)
             STRATA_UNROLL
-            for (int c = 0; c < CH; c++) acc[i][c] = v16_fma(w, x[c], acc[i][c]);
+            for (int c = 0; c < CB; c++) acc[i][c] = v16_load(acc_mem + (i * CH + c0 + c) * 16);
+        const int64_t pf_c = c0 == 0 ? pf_end : 0;   // the first pass prefetches the rows whole
+        for (int64_t t = t0; t < t1; t++) {
+            const uint16_t* row = v + t * kv_dim + off + c0 * 16;
+            if (t + pf < pf_c) prefetch_bytes(row + pf * kv_dim, size_t(CH * 16) * sizeof(uint16_t));
+            v16 x[CB];
+            STRATA_UNROLL
+            for (int c = 0; c < CB; c++) x[c] = v16_load(row + c * 16);
+            STRATA_UNROLL
+            for (int i = 0; i < NQ; i++) {
+                const v16 w = v16_set1(p[i * n_pad + t]);
+                STRATA_UNROLL
+                for (int c = 0; c < CB; c++) acc[i][c] = v16_fma(w, x[c], acc[i][c]);
+            }
         }
-    }
-    STRATA_UNROLL
-    for (int i = 0; i < NQ; i++)
         STRATA_UNROLL
-        for (int c = 0; c < CH; c++) v16_store(acc_mem + (i * CH + c) * 16, acc[i][c]);
+        for (int i = 0; i < NQ; i++)
+            STRATA_UNROLL
+            for (int c = 0; c < CB; c++) v16_store(acc_mem + (i * CH + c0 + c) * 16, acc[i][c]);
+    }
 }
 
 // Blocks of NQ query vectors over [t0, t1), then the rest by halves.
@@ -147,7 +159,9 @@ void group_values_finish(const uint16_t* v, int64_t kv_dim, int64_t off, const f
     for (int c = 0; c < CH; c++) v16_store(out + c * 16, v16_mul(acc[c], vi));
 }
 
-constexpr int64_t k_value_span_bytes = 32 * 1024;   // one span's V rows of one kv head (L1)
+// One span's V rows of one kv head, read once per pass: they and the queries' weights stay in L1
+// (32 KiB) across the passes of a chunked build (AVX2 reads a span CH times)
+constexpr int64_t k_value_span_bytes = k_value_chunk >= 8 ? 32 * 1024 : 16 * 1024;
 
 constexpr int64_t k_group_max_q = 1024;   // rows x heads of one group task (stack arrays below)
 
@@ -191,7 +205,8 @@ void attention_rows_tiled_f16(const kv_layout& L, const uint16_t* k, const uint1
         inv[j] = softmax_tiled(scores + j * n_pad + first, n_pos[j] - first, pad_j, w0[j] - first,
                                sinks ? sinks[j % n_rep] : -INFINITY);
     }
-    constexpr int NQV = CH >= 8 ? 2 : k_group_acc / CH > 0 ? k_group_acc / CH : 1;
+    constexpr int CBV = CH < k_value_chunk ? CH : k_value_chunk;
+    constexpr int NQV = CBV >= 8 ? 2 : k_group_acc / CBV > 0 ? k_group_acc / CBV : 1;
     constexpr int64_t span = k_value_span_bytes / (HD * int64_t(sizeof(uint16_t)));
     float* acc = qb + n_q * HD;              // (n_q, HD)
     std::fill(acc, acc + n_q * HD, 0.0f);
