@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 
 from tests.server.live import LiveServer
-from tests.server.test_cancelled_counts import hold_worker, wait_for
+from tests.server.test_cancelled_counts import hold_worker, hold_worker_when, wait_for
 
 
 def refusals_around_a_stop(model: str, refuse: Callable[[LiveServer], object]) -> dict[str, object]:
@@ -39,22 +39,6 @@ def refusals_around_a_stop(model: str, refuse: Callable[[LiveServer], object]) -
     return got
 
 
-def hold_worker_once(sched, ready: Callable[[], bool]) -> tuple[threading.Event, threading.Event]:
-    """Holds the worker thread at the first turn of its loop where `ready()` is true (a call asks for the next turn
-    until then): returns (held, release)."""
-    held, release = threading.Event(), threading.Event()
-
-    def turn() -> None:
-        if not ready():
-            sched.call(turn)
-            return
-        held.set()
-        release.wait(60)
-
-    sched.call(turn)
-    return held, release
-
-
 def stream_cut_by_a_stop(model: str, read: Callable[[LiveServer, threading.Event], None]) -> None:
     with LiveServer(model=model, ctx=2048, batch=0, threads=1, conversation_cache_mib=0) as s:
         sched = s.state.scheduler
@@ -66,7 +50,7 @@ def stream_cut_by_a_stop(model: str, read: Callable[[LiveServer, threading.Event
         streaming = threading.Thread(target=read, args=(s, seen))
         streaming.start()
         wait_for(lambda: sched.queue_depth == 1)
-        held2, release2 = hold_worker_once(sched, seen.is_set)   # the stream starts, then held again once its
+        held2, release2 = hold_worker_when(sched, seen.is_set)   # the stream starts, then held again once its
         release.set()                                              # client has text (not after a fixed number of
         assert held2.wait(60), "no text in 60 s: the stream never began"   # turns: its first tokens may write none)
         stopping = threading.Thread(target=sched.stop)

@@ -27,15 +27,13 @@ def server(tiny_model):
         yield s
 
 
-def hold_worker(sched, after_steps: int) -> tuple[threading.Event, threading.Event]:
-    """Holds the worker thread after `after_steps` more turns of its loop (a call runs once a turn and
-    asks for the next): returns (held, release)."""
+def hold_worker_when(sched, ready) -> tuple[threading.Event, threading.Event]:
+    """Holds the worker thread at the first turn of its loop where `ready()` is true (a call runs once a turn and
+    asks for the next until then): returns (held, release)."""
     held, release = threading.Event(), threading.Event()
-    left = [after_steps]
 
     def turn() -> None:
-        if left[0] > 0:
-            left[0] -= 1
+        if not ready():
             sched.call(turn)
             return
         held.set()
@@ -43,6 +41,17 @@ def hold_worker(sched, after_steps: int) -> tuple[threading.Event, threading.Eve
 
     sched.call(turn)
     return held, release
+
+
+def hold_worker(sched, after_steps: int) -> tuple[threading.Event, threading.Event]:
+    """Holds the worker thread after `after_steps` more turns of its loop: returns (held, release)."""
+    left = [after_steps + 1]
+
+    def ready() -> bool:
+        left[0] -= 1
+        return left[0] <= 0
+
+    return hold_worker_when(sched, ready)
 
 
 def wait_for(pred, timeout: float = 60.0):
