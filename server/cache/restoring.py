@@ -93,7 +93,8 @@ class RestoreMixin:
                     if 0 < n < e.n_tokens and n < prompt.shape[0]:
                         found.append((n, e))
             found.sort(key=lambda f: -f[0])
-            return [e.tokens.tolist() for _, e in found[:most]]
+            picked = [e.tokens for _, e in found[:most]]
+        return [t.tolist() for t in picked]    # outside the lock: an entry's token array is never changed in place
 
     @contextlib.contextmanager
     def held_lookup(self, tokens) -> Iterator[CacheHit | None]:
