@@ -42,15 +42,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: str, args: argparse.Namespace, port: int) -> subprocess.Popen:
-    """`strata serve` as its own process. Its stderr goes to a temporary file, not a pipe: a pipe nobody
+def start_server(model: str, args: argparse.Namespace, port: int, launcher: tuple[str, ...] = ("-m", "strata"),
+                 env: dict | None = None) -> subprocess.Popen:
+    """`strata serve` as its own process (`launcher`: what runs the `strata` command; server_time_split.py's
+    runs it with the engine's calls timed). Its stderr goes to a temporary file, not a pipe: a pipe nobody
     reads fills up (64 KiB of log lines) and then blocks the server's next log call, the engine's
     thread included."""
-    cmd = [sys.executable, "-m", "strata", "serve", "--no-config", "--model", model, "--port", str(port),
+    cmd = [sys.executable, *launcher, "serve", "--no-config", "--model", model, "--port", str(port),
            "--ctx", str(args.ctx), "--batch", str(args.batch), "--threads", str(args.threads),
            "--conversation-cache-mib", "0", "--log-level", "warning", *args.serve_arg]
     log_file = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, text=True, env=env)
     proc.log_file = log_file   # read by server_log
     return proc
 
