@@ -100,6 +100,16 @@ def level_summary(calls: list[tuple[str, str, int, float]]) -> dict:
             for (k, r), (c, t, s) in sorted(by.items(), key=lambda kv: -kv[1][2])}
 
 
+def ceiling(d1: float, d4: float, p: float, c: float) -> float:
+    """The 4 / 1 ratio at these costs with every 4-client step 4 rows and the engine never idle."""
+    return (d1 + p * c) / (d4 / 4 + p * c)
+
+
+def needed_d4(d1: float, p: float, c: float, ratio: float) -> float:
+    """The most a 4-row decode call may cost for `ratio` at this traffic (ceiling solved for d4)."""
+    return 4 * ((d1 + p * c) / ratio - p * c)
+
+
 def ms_per_call(levels: list[dict], clients: int, key: str) -> float | None:
     values = [lv["calls"][key]["ms_per_call"] for lv in levels if lv["clients"] == clients and key in lv["calls"]]
     return statistics.median(values) if values else None
@@ -175,11 +185,10 @@ def main() -> int:
     if d1 is None or d4 is None:
         print("no 1-row or no 4-row decode calls were seen: no ceiling")
         return 1
-    ceiling = (d1 + p * c) / (d4 / 4 + p * c)
-    need = 4 * ((d1 + p * c) / 2.5 - p * c)
+    need = needed_d4(d1, p, c, 2.5)
     print(f"d1 {d1:.2f} ms, d4 {d4:.2f} ms (d4 / d1 {d4 / d1:.2f}), p {p:.2f}, c {c:.3f} ms a prompt token")
     print(f"4 / 1 measured {statistics.median(measured):.2f}x (rounds {measured}); ceiling at these costs "
-          f"{ceiling:.2f}x; 2.5x needs d4 <= {need:.2f} ms ({need / d1:.2f} x d1)")
+          f"{ceiling(d1, d4, p, c):.2f}x; 2.5x needs d4 <= {need:.2f} ms ({need / d1:.2f} x d1)")
     return 0
 
 
