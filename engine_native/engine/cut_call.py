@@ -75,7 +75,23 @@ def _last_open_block(content: str) -> int | None:
     if at < 0:
         return None
     closer = "</" + content[at + 1:content.index(">", at) + 1]
-    return None if closer in content[at:] else at
+    return None if _closed(content, at + len(closer) - 1, closer) else at
+
+
+def _closed(content: str, body: int, closer: str) -> bool:
+    """Whether `closer` comes after `body` outside the JSON strings there. A closing tag inside an argument's
+    string does not close the block (as parse_tool_calls reads a whole call): a demanded call's JSON is held
+    open by its automaton, so a sampled `"Rome}}...</tool_call>...` cut by the limit is still the call's
+    string, and was returned as the answer's text, markup and all."""
+    i = body
+    while True:
+        tag, quote = content.find(closer, i), content.find('"', i)
+        if tag < 0 or quote < 0 or tag < quote:
+            return tag >= 0
+        end = _string_end(content, quote)
+        if end is None:
+            return False
+        i = end
 
 
 # ----- the members of a cut JSON object that were written whole -----

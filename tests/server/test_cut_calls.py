@@ -33,6 +33,8 @@ def test_whole_members_read_a_cut_object_as_the_anthropic_sdk_does(text):
 
 
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+CUT_IN_A_STRING = ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome}}ader compose a function: '
+                   '</param></return</button>hereses</tool_call>BAANT')
 
 
 @pytest.mark.parametrize(("content", "found"), [
@@ -47,6 +49,11 @@ CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</
      ("", {"name": "get_weather", "arguments": '{"city": "Par'})),
     (CALL[:-3], ("", {"name": "get_weather", "arguments": '{"city": "Paris"}'})),     # only the closing tag cut
     ('<tool_call>\n{"name": "not_offered", "arguments": {"x": 1', ("", None)),
+    # a closing tag inside the string the limit cut is the string's (the default model, tool_choice required,
+    # seed 32, temperature 1, max_tokens 80: the call came back as the content's text, markup and all)
+    (CUT_IN_A_STRING, ("", {"name": "get_weather", "arguments": CUT_IN_A_STRING[CUT_IN_A_STRING.index("{", 20):]})),
+    ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "a\\"</tool_call>',
+     ("", {"name": "get_weather", "arguments": '{"city": "a\\"</tool_call>'})),
     # not a call block cut: the content as it is
     ("a < b and List<T", None),
     ("<tool_call>\nsome words", None),
@@ -79,6 +86,19 @@ def test_a_cut_answer_streamed_reads_as_whole():
         assert ("".join(texts) + "".join(t for _, t in tail) + rest, calls) == whole[1:]
     # not cut (the answer ended there on its own): the text stays the content, as before
     assert split_answer(answer, PLAIN, TOOLS) == (None, answer, [])
+
+
+def test_a_call_cut_inside_a_string_holding_its_closing_tag_is_a_cut_call_streamed_or_not():
+    arguments = CUT_IN_A_STRING[CUT_IN_A_STRING.index("{", 20):]
+    assert split_answer(CUT_IN_A_STRING, PLAIN, TOOLS, cut=True) == (
+        None, "", [{"name": "get_weather", "arguments": arguments, "cut": True}])
+    for step in (1, 5):
+        s = AnswerStream(PLAIN, TOOLS)
+        texts = [t for i in range(0, len(CUT_IN_A_STRING), step) for k, t in s.feed(CUT_IN_A_STRING[i:i + step])
+                 if k == "text"]
+        tail, rest, calls = s.finish(CUT_IN_A_STRING, cut=True)
+        assert "".join(texts) + "".join(t for _, t in tail) + rest == ""
+        assert calls == [{"name": "get_weather", "arguments": arguments, "cut": True}]
 
 
 # ----- live: the default model, its call demanded and cut -----
