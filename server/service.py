@@ -73,9 +73,18 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     return await handler(request)
 
 
+# the server's address as printed (`listening on http://127.0.0.1:8080`), opened in a browser or probed as a base URL
+ROOT_PATHS = ("/", "/v1", "/v1/")
+
+
 def _base_url_hint(path: str) -> str:
     """A client whose base URL already ends in /v1 asks for /v1/v1/...: the Anthropic SDK's base URL
-    is the server's address alone (the OpenAI SDK's ends in /v1)."""
+    is the server's address alone (the OpenAI SDK's ends in /v1). The address itself (a new user opened
+    it in a browser: a bare "no endpoint GET /") says what is served."""
+    if path in ROOT_PATHS:
+        return (" (this is Strata's HTTP API, not a page: GET /health and /v1/models; POST /v1/chat/completions "
+                "and /v1/responses, the OpenAI SDK's base URL http://HOST:PORT/v1; POST /v1/messages, the "
+                "Anthropic SDK's http://HOST:PORT; the live view: `strata monitor`; docs/api.md)")
     if not path.startswith("/v1/v1/"):
         return ""
     return (" (the client's base URL ends in /v1 once too often: the Anthropic SDK takes "

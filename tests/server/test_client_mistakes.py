@@ -30,6 +30,18 @@ def test_an_unknown_path_elsewhere_gets_no_base_url_advice(tiny_server):
     assert r.status_code == 404 and r.json()["error"]["message"] == "no endpoint GET /v1/nope"
 
 
+@pytest.mark.parametrize("path", ["/", "/v1"])
+def test_the_address_itself_says_what_is_served_there(tiny_server, path):
+    """A new user opened the address `strata serve` prints in a browser: a bare "no endpoint GET /"."""
+    import httpx2 as httpx
+
+    r = httpx.get(tiny_server.url + path, timeout=30)
+    message = r.json()["error"]["message"]
+    assert r.status_code == 404 and message.startswith(f"no endpoint GET {path} (this is Strata's HTTP API")
+    for named in ("/health", "/v1/chat/completions", "/v1/messages", "http://HOST:PORT/v1", "docs/api.md"):
+        assert named in message
+
+
 @pytest.mark.parametrize("tool", [
     {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}},
     {"type": "function", "name": "get_weather"},
