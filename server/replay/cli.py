@@ -130,6 +130,14 @@ def policy_cell(row: dict, draws: int) -> str:
     return f"{row['vs_lru'] * 100:+.1f}%"
 
 
+def legend(policies: list[str]) -> str:
+    """What a table's cells are (it said nothing of it: is +181.3% better or worse?)."""
+    said = ["lru: the prompt tokens it read"] if "lru" in policies else []
+    if any(p != "lru" for p in policies):
+        said.append(f"{'the others' if said else 'each'}: prompt tokens read against lru's (below 0: fewer, better)")
+    return "; ".join(said)
+
+
 def format_table(rows: list[dict]) -> str:
     counts = sorted({r["slots"] for r in rows})
     policies = list(dict.fromkeys(r["policy"] for r in rows))
@@ -142,6 +150,7 @@ def format_table(rows: list[dict]) -> str:
         cells = [policy_cell(by[(p, n)], draws) for n in counts]
         lines.append(p.ljust(width) + "".join(f"{c:>24}" for c in cells))
     if rows:
+        lines.append(legend(policies))
         lines.append(f"prompt tokens in the timeline: {token_count(rows[0]['prompt_tokens_total'])}"
                      + (f" over {draws} draws (change: mean of the draws, worst single draw)" if draws > 1 else ""))
     return "\n".join(lines)
