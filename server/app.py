@@ -67,7 +67,9 @@ def model_path(config: ServerConfig) -> Path:
     if config.model:
         from strata.engine.models import resolve_model
 
-        return resolve_model("--model", config.model)   # a path, or the id `strata models` shows
+        # a path, or the id `strata models` shows; named as the user gave it (`strata chat` says the file's so too)
+        given = f"{config.config_path}: model =" if "model" in config.keys_from_file else "--model"
+        return resolve_model(given, config.model)
     from strata.engine.models import default_model_path
 
     return default_model_path()

@@ -61,6 +61,7 @@ class ServerConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     config_path: str | None = None
     env_from_file: frozenset[str] = frozenset()   # the variables whose value is the file's [env] table's
+    keys_from_file: frozenset[str] = frozenset()  # the options whose value is the file's
 
     def __getattr__(self, key: str) -> Any:
         values = object.__getattribute__(self, "values")
@@ -70,7 +71,7 @@ class ServerConfig:
 
     def replace(self, **changes: Any) -> ServerConfig:
         return ServerConfig(values={**self.values, **changes}, env=self.env, config_path=self.config_path,
-                            env_from_file=self.env_from_file)
+                            env_from_file=self.env_from_file, keys_from_file=self.keys_from_file)
 
     @property
     def slot_ctx_effective(self) -> int:
@@ -180,6 +181,7 @@ def load_config(
 
     values: dict[str, Any] = {}
     given: set[str] = set()     # the keys the command line set
+    filed: set[str] = set()     # the keys the file set
     for opt in options:
         chosen = _pick(opt, flags, lambda name: f"--{name}")
         if chosen is not None:
@@ -192,6 +194,8 @@ def load_config(
             except ConfigError as e:   # the first bad value stops here; setup --show lists them all
                 raise ConfigError(f"{e} (`strata setup --show` lists every key of the file and what is wrong "
                                   f"with each)") from None
+            if chosen is not None:
+                filed.add(opt.key)
         # a folder or file to write: a leading ~ is home, as the shell makes it of a flag (--model resolves its own)
         if isinstance(chosen, str) and names_a_written_path(opt.key):
             chosen = os.path.expanduser(chosen)   # "~/strata-cold" in a file made a folder named '~' in the cwd
@@ -201,7 +205,8 @@ def load_config(
         # `strata serve --ctx 4096` was refused for a `--slot-ctx 8192` its user never typed
         values["slot_ctx"] = values["ctx"]
     _check_combinations(values)
-    return ServerConfig(values=values, env=env, config_path=str(path) if path else None, env_from_file=from_file)
+    return ServerConfig(values=values, env=env, config_path=str(path) if path else None, env_from_file=from_file,
+                        keys_from_file=frozenset(filed))
 
 
 SLOT_VARIABLE_PREFIX = "STRATA_SLOT_"   # the slot policy's namespace: every name in it is one of its thresholds

@@ -61,7 +61,8 @@ def test_a_model_the_server_cannot_load_is_not_retried(tmp_path):
     # it was restarted 5 times (~20 s) with the same missing file before the app gave up (a new-user trial)
     st = failed_start(tmp_path, f"model = '{tmp_path / 'gone.gguf'}'\nport = 0\n")
     assert st.restarts == 0, st.detail
-    assert st.detail.startswith("the server could not load its model: --model "), st.detail   # said once
+    # said once, naming the file's key (it said `--model`, a flag the app's user never typed)
+    assert st.detail.startswith(f"the server could not load its model: {tmp_path / 'config.toml'}: model = "), st.detail
     assert "could not be loaded" not in st.detail and "gone.gguf: no such file" in st.detail
     assert "fix what it says, or choose another model" in st.detail, st.detail
 

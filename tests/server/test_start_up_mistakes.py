@@ -256,6 +256,20 @@ def test_a_model_path_without_a_gguf_file_stops_before_listening(tmp_path, given
     assert "listening on" not in done.stderr               # it was printed, then the error
 
 
+def test_a_missing_model_the_configuration_file_names_is_said_to_be_the_files(tmp_path):
+    """A new user's hand-edited file named a model that is not there: serve said `--model PATH: no such file`, a
+    flag never typed (`strata chat` and `strata bench` named the file's key already)."""
+    missing, config = tmp_path / "gone.gguf", tmp_path / "config.toml"
+    config.write_text(f"model = '{missing}'\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "strata", "serve", "--config", str(config), "--port", "0"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == MODEL_NOT_LOADED, done.stderr
+    assert f"the model could not be loaded: {config}: model = {missing}: no such file (" in done.stderr, done.stderr
+    done = subprocess.run([sys.executable, "-m", "strata", "serve", "--config", str(config), "--port", "0",
+                           "--model", str(missing)], capture_output=True, text=True, timeout=120)
+    assert f"the model could not be loaded: --model {missing}: no such file (" in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("kind,says", [
     ("text", "bad magic (not a GGUF file)"),
     ("bloom", "unsupported architecture 'bloom' (supported: llama, "),
