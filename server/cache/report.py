@@ -83,13 +83,13 @@ def describe(cache, kept: bool = False) -> str:
 
 
 def sessions_text(cache) -> str:
-    """'sessions /path 3.2 of 2048 MiB (reject when full)', or '... 3.2 MiB, no limit': the saved-sessions folder's
+    """'sessions /path 3.2 of 2048 MiB (reject when full)', or '... 3.2 MiB used, no limit': the saved-sessions folder's
     use (every session file in it, as last measured) and its budget."""
     c = cache.config
     used = cache.sessions.used_bytes / MIB
     folder = cache.sessions.level.folder
     if not c.conversation_cache_sessions_mib:
-        return f"sessions {folder} {used:.1f} MiB, no limit"
+        return f"sessions {folder} {used:.1f} MiB used, no limit"   # "used": the levels before it give budgets
     return (f"sessions {folder} {used:.1f} of {c.conversation_cache_sessions_mib} MiB "
             f"({c.conversation_cache_sessions_when_full} when full)")
 

@@ -105,6 +105,6 @@ def test_a_restart_measures_the_same_use_and_shows_it(make_cache, folders):
     snap = again.snapshot_for_monitor()["sessions_folder"]
     assert (snap["used_mib"], snap["budget_mib"], snap["when_full"]) == (round(used / MIB, 1), 2, "reject")
     unlimited = make_cache()
-    assert unlimited.describe().endswith(f"; sessions {folders['sessions']} {used / MIB:.1f} MiB, no limit")
+    assert unlimited.describe().endswith(f"; sessions {folders['sessions']} {used / MIB:.1f} MiB used, no limit")
     # a DELETE gives its bytes back
     assert again.delete_session("a") and again.sessions.used_bytes == 0 == folder_bytes(folders["sessions"])
