@@ -143,7 +143,7 @@ def format_table(rows: list[dict]) -> str:
     policies = list(dict.fromkeys(r["policy"] for r in rows))
     by = {(r["policy"], r["slots"]): r for r in rows}
     width = max(len(p) for p in policies) + 2
-    head = "policy".ljust(width) + "".join(f"{str(n) + ' slots':>24}" for n in counts)
+    head = "policy".ljust(width) + "".join(f"{f'{n} slot' + 's' * (n != 1):>24}" for n in counts)
     lines = [head, "-" * len(head)]
     draws = rows[0]["draws"] if rows else 1
     for p in policies:

@@ -44,6 +44,7 @@ def test_the_table_says_what_its_cells_are(tmp_path, capsys):
     assert rc == 0
     assert "lru: the prompt tokens it read; the others: prompt tokens read against lru's (below 0: fewer, better)" \
         in out.splitlines()
+    assert out.splitlines()[0].split() == ["policy", "1", "slot", "2", "slots"]     # it said "1 slots"
     rc, out, _ = run([tiny(tmp_path), "--slots", "2", "--policies", "default"], capsys)
     assert rc == 0 and "each: prompt tokens read against lru's (below 0: fewer, better)" in out.splitlines()
 
