@@ -38,8 +38,8 @@ def read_cut_call(content: str, offered: Collection[str],
     tag was cut). None for the call: the limit came before its name, or it names a tool not offered (the
     markup is not an answer either way). None when the content does not end so (a block whose body is
     something else, or one that `is_text(content before it)` says is text: in a code block)."""
-    start = _last_open_block(content)
-    if start is None or (is_text is not None and is_text(content[:start])):
+    start = _last_open_block(content, is_text or (lambda _: False))
+    if start is None:
         return None
     opener = next((o for o in CALL_OPENERS if content.startswith(o, start)), None)
     body = content[start + len(opener):].lstrip(_SPACES) if opener else ""
@@ -64,34 +64,56 @@ def read_cut_call(content: str, offered: Collection[str],
     return before, {"name": name, "arguments": arguments, "cut": True}
 
 
-def _last_open_block(content: str) -> int | None:
+def _last_open_block(content: str, is_text: Callable[[str], bool]) -> int | None:
     """Where the last call block opens when nothing closes it (or where the start of an opening tag ends the
-    text: PARTIAL_OPENER_MIN); None when the content does not end inside one."""
+    text: PARTIAL_OPENER_MIN); None when the content does not end inside one. An opening tag that
+    `is_text(content before it)` says is text opens no block."""
+    at = _open_block(content, is_text)
+    if at is not None:
+        return at
     for n in range(min(len(content), max(map(len, CALL_OPENERS)) - 1), 0, -1):
         whole = not content[:-n].strip()
         if (n >= PARTIAL_OPENER_MIN or whole) and any(o.startswith(content[-n:]) for o in CALL_OPENERS):
-            return len(content) - n
-    at = max(content.rfind(o) for o in CALL_OPENERS)
-    if at < 0:
-        return None
-    closer = "</" + content[at + 1:content.index(">", at) + 1]
-    return None if _closed(content, at + len(closer) - 1, closer) else at
+            return None if is_text(content[:-n]) else len(content) - n
+    return None
 
 
-def _closed(content: str, body: int, closer: str) -> bool:
-    """Whether `closer` comes after `body` outside the JSON strings there. A closing tag inside an argument's
-    string does not close the block (as parse_tool_calls reads a whole call): a demanded call's JSON is held
-    open by its automaton, so a sampled `"Rome}}...</tool_call>...` cut by the limit is still the call's
-    string, and was returned as the answer's text, markup and all."""
+def _open_block(content: str, is_text: Callable[[str], bool]) -> int | None:
+    """Where the call block that nothing closes opens, the blocks read from the first, as tool_call_blocks
+    reads them (one in a code block is text: the search goes on after its tag); an opening tag, whole or
+    cut, inside the open block's string is the string's, not a block of its own. None when every block
+    closes."""
+    pos = 0
+    while True:
+        found = [(i, o) for o in CALL_OPENERS if (i := content.find(o, pos)) >= 0]
+        if not found:
+            return None
+        at, opener = min(found)
+        if is_text(content[:at]):
+            pos = at + len(opener)
+            continue
+        pos = _block_end(content, at + len(opener), "</" + opener[1:])
+        if pos is None:
+            return at
+
+
+def _block_end(content: str, body: int, closer: str) -> int | None:
+    """Where the block whose body starts at `body` ends, after its closing tag; None when nothing closes it.
+    In a JSON body the tag counts outside the JSON strings only: a closing tag inside an argument's string
+    does not close the block (as parse_tool_calls reads a whole call): a demanded call's JSON is held open
+    by its automaton, so a sampled `"Rome}}...</tool_call>...` cut by the limit is still the call's string,
+    and was returned as the answer's text, markup and all. Another body ends at its first closing tag."""
+    json_body = content[body:].lstrip(_SPACES).startswith("{")
     i = body
     while True:
-        tag, quote = content.find(closer, i), content.find('"', i)
-        if tag < 0 or quote < 0 or tag < quote:
-            return tag >= 0
-        end = _string_end(content, quote)
-        if end is None:
-            return False
-        i = end
+        tag, quote = content.find(closer, i), content.find('"', i) if json_body else -1
+        if tag < 0:
+            return None
+        if quote < 0 or tag < quote:
+            return tag + len(closer)
+        i = _string_end(content, quote)
+        if i is None:
+            return None
 
 
 # ----- the members of a cut JSON object that were written whole -----

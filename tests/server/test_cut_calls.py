@@ -33,6 +33,10 @@ def test_whole_members_read_a_cut_object_as_the_anthropic_sdk_does(text):
 
 
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+HEAD = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "'
+IN_A_CUT_STRING = ["see <tool_call>", "see <tool_call> and more", "a <tool_call> b </tool_call> c", "a <TOOLCALL> b",
+                   "see <tool", "x <TOOLC"]
+EXAMPLE = 'Like this:\n```\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "x</tool_call>\n```\n'
 CUT_IN_A_STRING = ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome}}ader compose a function: '
                    '</param></return</button>hereses</tool_call>BAANT')
 
@@ -54,7 +58,23 @@ CUT_IN_A_STRING = ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "
     (CUT_IN_A_STRING, ("", {"name": "get_weather", "arguments": CUT_IN_A_STRING[CUT_IN_A_STRING.index("{", 20):]})),
     ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "a\\"</tool_call>',
      ("", {"name": "get_weather", "arguments": '{"city": "a\\"</tool_call>'})),
+    # an opening tag inside the string the limit cut is the string's too (the call does not end where it
+    # opens, whole, cut or of the other spelling): the call block opened first is the one cut
+    *[(HEAD + inside, ("", {"name": "get_weather", "arguments": '{"city": "' + inside}))
+      for inside in IN_A_CUT_STRING],
+    # a backslash at the cut (an escape not written whole): still inside the string
+    (HEAD + "a\\", ("", {"name": "get_weather", "arguments": '{"city": "a\\'})),
+    # the calls before the cut one are whole (parse_tool_calls took them): what they hold is not the cut call's
+    (CALL + "\n" + HEAD + "Ro<tool_call>x", (CALL, {"name": "get_weather", "arguments": '{"city": "Ro<tool_call>x'})),
+    (CALL + "\n" + HEAD + "Ro</tool_call>x", (CALL, {"name": "get_weather", "arguments": '{"city": "Ro</tool_call>x'})),
+    # a block in a code block is text, whatever its string holds; the call after it is cut
+    (EXAMPLE + HEAD + "Ro", (EXAMPLE.rstrip(), {"name": "get_weather", "arguments": '{"city": "Ro'})),
+    # a body that is not JSON ends at its first closing tag, quotes and all
+    ('<tool_call>\nsay "hi</tool_call>\n' + HEAD + "Ro",
+     ('<tool_call>\nsay "hi</tool_call>', {"name": "get_weather", "arguments": '{"city": "Ro'})),
     # not a call block cut: the content as it is
+    (HEAD + 'a\\\\"</tool_call>', None),             # the string closed ("a\\"): the tag closes the block
+    ("Try this:\n```\n<tool", None),
     ("a < b and List<T", None),
     ("<tool_call>\nsome words", None),
     (CALL, None),
@@ -99,6 +119,21 @@ def test_a_call_cut_inside_a_string_holding_its_closing_tag_is_a_cut_call_stream
         tail, rest, calls = s.finish(CUT_IN_A_STRING, cut=True)
         assert "".join(texts) + "".join(t for _, t in tail) + rest == ""
         assert calls == [{"name": "get_weather", "arguments": arguments, "cut": True}]
+
+
+@pytest.mark.parametrize("answer", [HEAD + inside for inside in IN_A_CUT_STRING] +
+                         [CALL + "\n" + HEAD + "Ro<tool_call>x", CALL + "\n" + HEAD + "Ro</tool_call>x"])
+def test_a_call_cut_inside_a_string_holding_an_opening_tag_is_a_cut_call_streamed_or_not(answer):
+    # the call's markup never comes back as text: the calls before it whole, then it cut, as far as written
+    cut = {"name": "get_weather", "arguments": answer[answer.rindex(HEAD) + len(HEAD) - len('{"city": "'):],
+           "cut": True}
+    whole = [{"name": "get_weather", "arguments": '{"city": "Paris"}'}] if answer.startswith(CALL) else []
+    assert split_answer(answer, PLAIN, TOOLS, cut=True) == (None, "", whole + [cut])
+    for step in (1, 4):
+        s = AnswerStream(PLAIN, TOOLS)
+        texts = [t for i in range(0, len(answer), step) for k, t in s.feed(answer[i:i + step]) if k == "text"]
+        tail, rest, calls = s.finish(answer, cut=True)
+        assert ("".join(texts) + "".join(t for _, t in tail) + rest, calls) == ("", whole + [cut])
 
 
 # ----- live: the default model, its call demanded and cut -----
