@@ -531,6 +531,43 @@ py::array_t<float> py_attention_in_parts(int32_t kv_type, int64_t n_head_kv, int
     return out;
 }
 
+// q: (n_rep, head_dim) float32 -> (n_rep, n_pad): attention_scores_part over all of [0, n_pos)'s tiles of kv head
+// g (a decode step's K scores alone, scale applied, no softmax), computed `repeat` times: a benchmark's calls
+// without Python between them. Only where attention_split_ok.
+py::array_t<float> py_attention_scores(int32_t kv_type, int64_t n_head_kv, int64_t head_dim, const py::buffer& k,
+                                       const f32_array& q, int64_t g, int64_t n_pos, float scale, int64_t repeat) {
+    if (q.ndim() != 2 || q.shape(1) != head_dim) {
+        throw std::invalid_argument("attention_scores: q must be (n_rep, " + std::to_string(head_dim) + ") float32");
+    }
+    const int64_t n_rep = q.shape(0);
+    check_n_pos(n_pos, "attention_scores");
+    if (repeat < 1) throw std::invalid_argument("attention_scores: repeat " + std::to_string(repeat) + " (at least 1)");
+    const kv_layout L = layout_of(kv_type, n_head_kv, head_dim);
+    py::buffer_info keep;
+    const byte_view kb = bytes_of(k, keep);
+    if (g < 0 || g >= n_head_kv) {
+        throw std::invalid_argument("attention_scores: kv head " + std::to_string(g) + " is outside [0, " +
+                                    std::to_string(n_head_kv) + ")");
+    }
+    if (n_rep < 1 || n_rep > 64) {
+        throw std::invalid_argument("attention_scores: " + std::to_string(n_rep) + " query heads per kv head (1 to 64)");
+    }
+    check_kv_bytes(L, kb, true, n_pos, "attention_scores");
+    if (!attention_split_ok(L)) {
+        throw std::invalid_argument("attention_scores: this layout is not split into parts (attention_split_ok)");
+    }
+    const int64_t n_tiles = (n_pos + k_kv_tile - 1) / k_kv_tile, n_pad = n_tiles * k_kv_tile;
+    py::array_t<float> out({n_rep, n_pad});
+    float* o = out.mutable_data();
+    {
+        py::gil_scoped_release nogil;
+        for (int64_t r = 0; r < repeat; ++r) {
+            attention_scores_part(L, kb.data, q.data(), g, n_rep, 0, n_tiles, n_pad, scale, o);
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 void register_kernel_bindings(py::module_& parent) {
@@ -580,6 +617,8 @@ void register_kernel_bindings(py::module_& parent) {
     k.def("attention_in_parts", &py_attention_in_parts, py::arg("kv_type"), py::arg("n_head_kv"), py::arg("head_dim"),
           py::arg("k"), py::arg("v"), py::arg("q"), py::arg("g"), py::arg("n_pos"), py::arg("scale"),
           py::arg("sinks") = py::none(), py::arg("n_parts") = 3, py::arg("values_in_keys") = false);
+    k.def("attention_scores", &py_attention_scores, py::arg("kv_type"), py::arg("n_head_kv"), py::arg("head_dim"),
+          py::arg("k"), py::arg("q"), py::arg("g"), py::arg("n_pos"), py::arg("scale"), py::arg("repeat") = 1);
     k.def("int8_peak_probe", &int8_peak_probe, py::arg("n_iter"));
     k.def("fp32_to_fp16", [](const f32_array& x) {
         py::array_t<uint16_t> out(x.size());
