@@ -93,12 +93,12 @@ inline void widen_query(const int8_t* q, int64_t hd, int64_t* words) {
     }
 }
 
-// dot[h] = the 16 positions' exact int32 dots of one tile block with head h's block (its 8 words at
-// qw[h] + word0, bias[h] added) as floats, the integers the scalar loop gives
+// sf[h] = fma(dot, dk * dq[h], sf[h]), dot the 16 positions' exact int32 dots of one tile block with head h's
+// block (its 8 words at qw[h] + word0, bias[h] added) as floats, the integers the scalar loop gives; each half's
+// fmas as soon as its dots are summed (lane for lane the caller's v16 fma), so no half's sums wait in a register
 template <int NH>
 inline void tile_block_dots_avx2(const uint8_t* tb, const int64_t* const* qw, int64_t word0, const int32_t* bias,
-                                 v16* dot) {
-    __m256i sums[2][NH];
+                                 v16 dk, const float* dq, v16* sf) {
     STRATA_UNROLL
     for (int half = 0; half < 2; half++) {   // positions 8 half .. 8 half + 8
         __m256i a0[NH], a1[NH];              // positions 4 at a time: (position, dimension pair) lanes
@@ -115,15 +115,22 @@ inline void tile_block_dots_avx2(const uint8_t* tb, const int64_t* const* qw, in
                 a0[h] = _mm256_add_epi32(a0[h], _mm256_madd_epi16(k0, qv));
                 a1[h] = _mm256_add_epi32(a1[h], _mm256_madd_epi16(k1, qv));
             }
+            STRATA_UNROLL   // chains 8 steps long in registers, not all products first and spilled
+            for (int h = 0; h < NH; h++) {
+                keep_in_register(a0[h]);
+                keep_in_register(a1[h]);
+            }
         }
         STRATA_UNROLL
         for (int h = 0; h < NH; h++) {   // pairs summed: p0 p1 p4 p5 | p2 p3 p6 p7, then in order
             const __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(a0[h], a1[h]), 0xD8);
-            sums[half][h] = _mm256_add_epi32(s, _mm256_set1_epi32(bias[h]));
+            // exact as floats: a dot is sum k q over 32 dimensions, |.| <= 32 x 128 x 127 < 2^24
+            const __m256 dot = _mm256_cvtepi32_ps(_mm256_add_epi32(s, _mm256_set1_epi32(bias[h])));
+            const __m256 w = _mm256_mul_ps(half == 0 ? dk.lo : dk.hi, _mm256_set1_ps(dq[h]));
+            __m256& acc = half == 0 ? sf[h].lo : sf[h].hi;
+            acc = _mm256_fmadd_ps(dot, w, acc);
         }
     }
-    STRATA_UNROLL   // exact as floats: a dot is sum k q over 32 dimensions, |.| <= 32 x 128 x 127 < 2^24
-    for (int h = 0; h < NH; h++) dot[h] = v16{_mm256_cvtepi32_ps(sums[0][h]), _mm256_cvtepi32_ps(sums[1][h])};
 }
 #else
 inline v16 tile_block_dots(const uint8_t* tb, const int8_t* q, int32_t bias) {
@@ -174,10 +181,12 @@ void scores_q8_tiled(const uint8_t* k, size_t tile_bytes, int64_t g, int64_t nb,
             }
 #elif defined(STRATA_Q8_DOTS_AVX2)
             int32_t bias[NH];
-            for (int h = 0; h < NH; h++) bias[h] = qq.bias[h0 + h][b];
-            v16 dot[NH];
-            tile_block_dots_avx2<NH>(tb, qw, b * (k_qk / 4), bias, dot);
-            for (int h = 0; h < NH; h++) sf[h] = v16_fma(dot[h], v16_mul(dk, v16_set1(qq.d[h0 + h][b])), sf[h]);
+            float dq[NH];
+            for (int h = 0; h < NH; h++) {
+                bias[h] = qq.bias[h0 + h][b];
+                dq[h] = qq.d[h0 + h][b];
+            }
+            tile_block_dots_avx2<NH>(tb, qw, b * (k_qk / 4), bias, dk, dq, sf);
 #else
             for (int h = 0; h < NH; h++) {
                 const v16 dot = tile_block_dots(tb, qq.qs[h0 + h] + b * k_qk, qq.bias[h0 + h][b]);
