@@ -8,6 +8,7 @@
 // attention-grouped.cpp), threading.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -50,16 +51,30 @@ inline void keep_in_register(v16& x) {
 }
 #endif
 
+// A block with a NaN or inf gets the scale NaN (its values 0), so the head's scores are NaN as f16 KV's are,
+// where the float -> int cast of a NaN lane was undefined behaviour (and fmax dropped the NaN from amax)
 void quantize_query(const float* x, int64_t hd, int8_t* qs, float* d, int32_t* bias) {
     for (int64_t b = 0; b < hd / k_qk; b++) {
         const float* xb = x + b * k_qk;
         float amax = 0.0f;
-        for (int j = 0; j < k_qk; j++) amax = std::fmax(amax, std::fabs(xb[j]));
+        bool finite = true;
+        for (int j = 0; j < k_qk; j++) {
+            amax = std::fmax(amax, std::fabs(xb[j]));
+            finite = finite && std::isfinite(xb[j]);
+        }
+        if (!finite) {
+            std::fill(qs + b * k_qk, qs + (b + 1) * k_qk, int8_t(0));
+            d[b] = std::numeric_limits<float>::quiet_NaN();
+            bias[b] = 0;
+            continue;
+        }
         const float db = amax / 127.0f;
         const float id = db != 0.0f ? 1.0f / db : 0.0f;
         int32_t sum = 0;
         for (int j = 0; j < k_qk; j++) {
-            const int32_t v = int32_t(std::nearbyint(xb[j] * id));   // |v| <= 127 (x * id <= amax * 127 / amax)
+            // |x * id| <= 127 (amax * 127 / amax), but for a subnormal db 1 / db is inf: then +-127, and 0 * inf 0
+            const float r = std::nearbyint(xb[j] * id);
+            const int32_t v = r >= -127.0f && r <= 127.0f ? int32_t(r) : r > 0.0f ? 127 : r < 0.0f ? -127 : 0;
             qs[b * k_qk + j] = int8_t(v);
             sum += v;
         }

@@ -6,6 +6,7 @@
 // with no SIMD path this file also supplies the (empty) SIMD table.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "quants-blocks.h"
@@ -258,9 +259,19 @@ inline float round_half_away(float v) {
 inline float round_half_even(float v) {
     const float t = std::trunc(v);
     const float f = std::fabs(v - t);
-    const bool odd = (static_cast<int32_t>(t) & 1) != 0;
+    // from 2^23 on every float is even; NaN compares false (its cast was undefined)
+    const bool odd = std::fabs(t) < 8388608.0f && (static_cast<int32_t>(t) & 1) != 0;
     return t + ((f > 0.5f || (f == 0.5f && odd)) ? std::copysign(1.0f, v) : 0.0f);
 }
+
+// A rounded value to int32 as x86's cvtps2dq does (the AVX2 / AVX-512 quantizers' conversion): a NaN or a value
+// outside int32 (a NaN or inf activation, or x * id from a subnormal block's scale, whose inverse overflows)
+// becomes INT_MIN, the "integer indefinite", where a plain cast was undefined behaviour
+inline int32_t to_int32_as_cvtps2dq(float r) {
+    return r >= -2147483648.0f && r < 2147483648.0f ? static_cast<int32_t>(r) : INT32_MIN;
+}
+// ... then to int8 with the saturation of AVX2's packs (INT_MIN -> -128); a finite block's values are in [-127, 127]
+inline int8_t saturate_int8(int32_t v) { return int8_t(std::clamp(v, -128, 127)); }
 
 void quant_act_f32(const float* x, void* dst, int64_t n) { std::memcpy(dst, x, size_t(n) * 4); }
 
@@ -272,7 +283,7 @@ void quant_act_q8_0(const float* x, void* dst, int64_t n) {
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = float_to_half(d);
-        for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = int8_t(round_half_away(x[j] * id));
+        for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = saturate_int8(to_int32_as_cvtps2dq(round_half_away(x[j] * id)));
     }
 }
 
@@ -284,12 +295,13 @@ void quant_act_q8_1(const float* x, void* dst, int64_t n) {
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = float_to_half(d);
-        int sum = 0;
+        uint32_t sum = 0;   // of the int32 values, wrapping as the AVX2 sum does (INT_MIN for a non-finite lane)
         for (int j = 0; j < QK8_1; ++j) {
-            y[i].qs[j] = int8_t(round_half_away(x[j] * id));
-            sum += y[i].qs[j];
+            const int32_t v = to_int32_as_cvtps2dq(round_half_away(x[j] * id));
+            y[i].qs[j] = saturate_int8(v);
+            sum += uint32_t(v);
         }
-        y[i].s = float_to_half(float(sum) * d);
+        y[i].s = float_to_half(float(int32_t(sum)) * d);
     }
 }
 
@@ -309,14 +321,14 @@ void quant_act_q8_K(const float* x, void* dst, int64_t n) {
             continue;
         }
         const float iscale = -127.0f / max;
-        for (int j = 0; j < QK_K; ++j) {
-            const int v = int(round_half_even(iscale * x[j]));
-            y[i].qs[j] = int8_t(std::min(127, v));
-        }
         for (int g = 0; g < QK_K / 16; ++g) {
-            int sum = 0;
-            for (int l = 0; l < 16; ++l) sum += y[i].qs[16 * g + l];
-            y[i].bsums[g] = int16_t(sum);
+            uint32_t sum = 0;   // of the int32 values, wrapping as the AVX2 sums do (INT_MIN for a non-finite lane)
+            for (int l = 0; l < 16; ++l) {
+                const int32_t v = std::min(127, to_int32_as_cvtps2dq(round_half_even(iscale * x[16 * g + l])));
+                y[i].qs[16 * g + l] = saturate_int8(v);
+                sum += uint32_t(v);
+            }
+            y[i].bsums[g] = int16_t(int32_t(sum));
         }
         y[i].d = 1.0f / iscale;
     }
