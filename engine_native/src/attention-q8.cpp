@@ -56,25 +56,26 @@ inline void keep_in_register(v16& x) {
 void quantize_query(const float* x, int64_t hd, int8_t* qs, float* d, int32_t* bias) {
     for (int64_t b = 0; b < hd / k_qk; b++) {
         const float* xb = x + b * k_qk;
-        float amax = 0.0f;
-        bool finite = true;
+        uint32_t amax_bits = 0;   // max |x| as bits, ordered as the floats are: a NaN or inf above every finite
         for (int j = 0; j < k_qk; j++) {
-            amax = std::fmax(amax, std::fabs(xb[j]));
-            finite = finite && std::isfinite(xb[j]);
+            uint32_t u;
+            std::memcpy(&u, xb + j, 4);
+            amax_bits = std::max(amax_bits, u & 0x7fffffffu);
         }
-        if (!finite) {
+        if (amax_bits >= 0x7f800000u) {
             std::fill(qs + b * k_qk, qs + (b + 1) * k_qk, int8_t(0));
             d[b] = std::numeric_limits<float>::quiet_NaN();
             bias[b] = 0;
             continue;
         }
+        float amax;
+        std::memcpy(&amax, &amax_bits, 4);
         const float db = amax / 127.0f;
-        const float id = db != 0.0f ? 1.0f / db : 0.0f;
+        const float inv = 1.0f / db;
+        const float id = std::isfinite(inv) ? inv : 0.0f;   // 0: db 0, or below 2^-128 (its inverse overflows)
         int32_t sum = 0;
         for (int j = 0; j < k_qk; j++) {
-            // |x * id| <= 127 (amax * 127 / amax), but for a subnormal db 1 / db is inf: then +-127, and 0 * inf 0
-            const float r = std::nearbyint(xb[j] * id);
-            const int32_t v = r >= -127.0f && r <= 127.0f ? int32_t(r) : r > 0.0f ? 127 : r < 0.0f ? -127 : 0;
+            const int32_t v = int32_t(std::nearbyint(xb[j] * id));   // |v| <= 127 (x * id <= amax * 127 / amax)
             qs[b * k_qk + j] = int8_t(v);
             sum += v;
         }

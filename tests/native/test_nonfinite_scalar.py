@@ -9,7 +9,7 @@ was undefined behaviour. Defined now as:
   only: scale NaN there, 0 here), so on an AVX2 build the bytes are compared where its max drops the NaN too.
   (AVX-512's vpmovdb truncates INT_MIN to 0 where AVX2 saturates it to -128.)
 - a query block with a NaN or inf: its scale NaN (int8 values 0), so the head's q8_0 scores are NaN as f16 KV's
-  are; a lane out of range from a tiny (subnormal) block's scale saturates to +-127 (NaN: 0).
+  are; a block so small (amax below 127 x 2^-128) that 1 / its scale overflows: values 0 (x * inf was cast).
 
 Skipped without g++. One compile of the kernel sources, ~1-3 min on two cores.
 """
