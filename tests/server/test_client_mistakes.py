@@ -30,7 +30,7 @@ def test_an_unknown_path_elsewhere_gets_no_base_url_advice(tiny_server):
     assert r.status_code == 404 and r.json()["error"]["message"] == "no endpoint GET /v1/nope"
 
 
-@pytest.mark.parametrize("path", ["/", "/v1"])
+@pytest.mark.parametrize("path", ["/", "/v1", "/v1/"])
 def test_the_address_itself_says_what_is_served_there(tiny_server, path):
     """A new user opened the address `strata serve` prints in a browser: a bare "no endpoint GET /"."""
     import httpx2 as httpx
@@ -40,6 +40,28 @@ def test_the_address_itself_says_what_is_served_there(tiny_server, path):
     assert r.status_code == 404 and message.startswith(f"no endpoint GET {path} (this is Strata's HTTP API")
     for named in ("/health", "/v1/chat/completions", "/v1/messages", "http://HOST:PORT/v1", "docs/api.md"):
         assert named in message
+
+
+def test_with_an_api_key_the_address_answers_a_client_without_it_401_first(tiny_model):
+    """--api-key: the page that names what is served (and the /v1/v1 advice) is for a client that holds the key;
+    one without it reads the 401 that every other path gives, no more than /health tells anyone."""
+    import httpx2 as httpx
+
+    from tests.server.live import LiveServer
+
+    key = "s3cret-key"
+    with LiveServer(model=str(tiny_model), ctx=1024, batch=1, threads=1, api_key=key, conversation_cache_mib=0) as s:
+        for path in ("/", "/v1", "/v1/", "/v1/v1/messages", "/nope"):
+            for method in ("GET", "POST"):
+                r = httpx.request(method, s.url + path, timeout=30)
+                message = r.json()["error"]["message"]
+                assert r.status_code == 401 and message.startswith("no API key was given"), (method, path, message)
+                assert "endpoint" not in message and "/v1/" not in message, (method, path, message)
+            wrong = httpx.get(s.url + path, headers={"Authorization": "Bearer nope"}, timeout=30)
+            assert wrong.status_code == 401 and "endpoint" not in wrong.json()["error"]["message"]
+        assert httpx.get(s.url + "/health", timeout=30).status_code == 200
+        r = httpx.get(s.url + "/", headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        assert r.status_code == 404 and "(this is Strata's HTTP API" in r.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("tool", [
