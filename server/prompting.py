@@ -25,7 +25,7 @@ from typing import Any
 
 from strata.engine.chat_template import parse_tool_calls, tool_parameter_types
 from strata.engine.code_fences import CallBlockHold, in_code_block
-from strata.engine.cut_call import read_cut_call
+from strata.engine.cut_call import open_block, read_cut_call
 from strata.engine.harmony import HarmonyStream, is_harmony_vocabulary, parse_harmony
 from strata.server.errors import APIError
 from strata.server.jobs import StopMatcher
@@ -500,11 +500,8 @@ def open_call_block(prefill: str) -> str:
     """The end of a prefill (the client's start of the answer, Anthropic's) from a `<tool_call>` opening that
     nothing closes after it, outside a code block: the answer writes the rest of that call, which is read
     with it (AnswerFormat.call_opened); "" when the prefill does not end inside one."""
-    at = max(prefill.rfind(marker) for marker in TOOL_BLOCK_MARKERS)
-    if at < 0 or in_code_block(prefill[:at]):
-        return ""
-    closer = "</" + prefill[at + 1:prefill.index(">", at) + 1]
-    return "" if closer in prefill[at:] else prefill[at:]
+    at = open_block(prefill, in_code_block)   # a tag inside the open call's JSON string is the string's
+    return "" if at is None else prefill[at:]
 
 
 def _less_opened(content: str, fmt: AnswerFormat) -> str:

@@ -68,7 +68,7 @@ def _last_open_block(content: str, is_text: Callable[[str], bool]) -> int | None
     """Where the last call block opens when nothing closes it (or where the start of an opening tag ends the
     text: PARTIAL_OPENER_MIN); None when the content does not end inside one. An opening tag that
     `is_text(content before it)` says is text opens no block."""
-    at = _open_block(content, is_text)
+    at = open_block(content, is_text)
     if at is not None:
         return at
     for n in range(min(len(content), max(map(len, CALL_OPENERS)) - 1), 0, -1):
@@ -78,11 +78,11 @@ def _last_open_block(content: str, is_text: Callable[[str], bool]) -> int | None
     return None
 
 
-def _open_block(content: str, is_text: Callable[[str], bool]) -> int | None:
+def open_block(content: str, is_text: Callable[[str], bool]) -> int | None:
     """Where the call block that nothing closes opens, the blocks read from the first, as tool_call_blocks
     reads them (one in a code block is text: the search goes on after its tag); an opening tag, whole or
     cut, inside the open block's string is the string's, not a block of its own. None when every block
-    closes."""
+    closes. Also what an Anthropic prefill left open (prompting.open_call_block)."""
     pos = 0
     while True:
         found = [(i, o) for o in CALL_OPENERS if (i := content.find(o, pos)) >= 0]

@@ -67,3 +67,23 @@ def test_a_prefill_opened_block_that_is_no_call_is_the_answers_text_without_the_
     sent = "".join(t for k, t in s.feed(answer) if k == "text")
     _, rest, calls = s.finish(answer)
     assert (sent + rest, calls) == (answer, [])
+
+
+@pytest.mark.parametrize("inside", ["a </tool_call> b", "see <tool_call> x", "a <TOOLCALL> b"])
+def test_a_prefill_that_ends_inside_a_string_holding_a_tag_opens_the_call(inside):
+    """The prefill's call is open inside its JSON string: a tag there is the string's (as the cut-call reader
+    reads it). Before, a closing tag there left the call unopened and an opening tag opened a block of its own,
+    so the answer's rest of the call came back as text."""
+    from strata.server.prompting import open_call_block
+
+    prefill = 'Let me look.\n<tool_call>\n{"name": "read_file", "arguments": {"path": "' + inside
+    opened = open_call_block(prefill)
+    assert opened == prefill[prefill.index("<tool_call>"):]
+    fmt = PLAIN.__class__(call_opened=opened)
+    answer = '.py"}}\n</tool_call>'
+    call = {"name": "read_file", "arguments": '{"path": "' + inside + '.py"}'}
+    assert split_answer(answer, fmt, TOOLS) == (None, "", [call])
+    s = AnswerStream(fmt, TOOLS)
+    sent = "".join(t for k, t in s.feed(answer) if k == "text")
+    _, rest, calls = s.finish(answer)
+    assert (sent + rest, calls) == ("", [call])
