@@ -45,23 +45,33 @@ def read_cut_call(content: str, offered: Collection[str],
     body = content[start + len(opener):].lstrip(_SPACES) if opener else ""
     if body and not body.startswith("{"):
         return None
-    before = content[:start].rstrip(_SPACES)
+    return content[:start].rstrip(_SPACES), json_call(body, offered)
+
+
+def json_call(body: str, offered: Collection[str]) -> dict[str, Any] | None:
+    """The cut call a JSON call's start `body` ({"name": "NAME", "arguments": ...) is, or None when its name
+    is not whole or not one of the `offered` tools."""
     head = _HEAD.match(body)
     if head is None:
-        return before, None
+        return None
     try:
         name = json.loads(f'"{head.group(1)}"')
     except ValueError:
-        return before, None
+        return None
     if name not in offered:
-        return before, None
+        return None
     written = body[head.end():] if head.group(2) else ""     # "": cut before its arguments began
+    return {"name": name, "arguments": written_arguments(written), "cut": True}
+
+
+def written_arguments(written: str) -> str:
+    """A cut call's arguments as the OpenAI API gives them back: the text as written (trailing whitespace
+    off), or the object re-serialised when it was written whole (only what follows it was cut)."""
     try:
         value, _ = _JSON.raw_decode(written)
-        arguments = json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else written.rstrip(_SPACES)
+        return json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else written.rstrip(_SPACES)
     except (ValueError, RecursionError):
-        arguments = written.rstrip(_SPACES)
-    return before, {"name": name, "arguments": arguments, "cut": True}
+        return written.rstrip(_SPACES)
 
 
 def _last_open_block(content: str, is_text: Callable[[str], bool]) -> int | None:

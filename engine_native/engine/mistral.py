@@ -22,6 +22,8 @@ FUNC_BRACKET_TAG reader; expected outputs in tests/test-chat.cpp). Nemo's `[TOOL
     conversation, a result without one the id of the call at its place after the assistant's turn.
   * `thinking_blocks`: Ministral 3's template writes an assistant's reasoning back as `[THINK]...[/THINK]`
     from a content block of type "thinking" (llama.cpp's preparation): `reasoning_content` becomes one.
+- `read_cut_mistral_call(content, offered)`: the call the length limit cut at the end of an answer's
+  content, either layout, as cut_call.read_cut_call reads a cut `<tool_call>` block (the APIs' reading).
 - `keep_written_ids(calls)`: the model's own ids (Small 3.2's `[CALL_ID]`, Nemo's `"id"`) kept only where
   the server can hand them out.
 - `template_traits(source) -> (short_ids, thinking_blocks)`: what a template needs, read from its source.
@@ -40,6 +42,7 @@ from typing import Any
 
 from strata.engine.call_runs import read_call_run, skip_space
 from strata.engine.code_fences import first_outside_code
+from strata.engine.cut_call import CALL_OPENERS, json_call, written_arguments
 
 TOOL_CALLS, ARGS, CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 ID_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -164,3 +167,56 @@ def parse_mistral_calls(text: str, offered: Collection[str] = ()) -> tuple[str, 
     content, calls = read_call_run(text, first, TOOL_CALLS, lambda t, pos: _read_call(t, pos, offered))
     keep_written_ids(calls)
     return content, calls
+
+
+# ---------------------------------------------------------------------------------------------------
+# a call the length limit cut
+# ---------------------------------------------------------------------------------------------------
+
+
+def read_cut_mistral_call(content: str, offered: Collection[str]) -> tuple[str, dict[str, Any] | None] | None:
+    """(content before the call, the call or None) when `content` (what parse_mistral_calls left of an
+    answer the limit cut: the whole calls taken out) ends inside a `[TOOL_CALLS]` call, as
+    cut_call.read_cut_call reads a cut `<tool_call>` block: the call {"name", "arguments" as far as written,
+    "cut": True} when its name is whole and offered, else None (the markup is not an answer either way).
+    Its first `[TOOL_CALLS]` outside a code block and before any `<tool_call>` block (whose strings may
+    quote it, as parse_tool_calls reads) opens it: a later one is inside its arguments' string.
+    `NAME[ARGS]{...` (`NAME[CALL_ID]ID[ARGS]{...`): the name is whole once a marker follows it, or when it is
+    an offered tool's that no other offered name goes on from; Nemo's `[{"name": ...` list when it is the
+    whole answer and the cut call its first (cut_call.json_call). None when the content does not end so;
+    `[TOOL_CALLS]` is one token, so a cut marker is never written."""
+    at = first_outside_code(content, TOOL_CALLS)
+    if at < 0 or any(0 <= first_outside_code(content, o) < at for o in CALL_OPENERS):
+        return None
+    before = content[:at].rstrip()
+    rest = content[at + len(TOOL_CALLS):].lstrip()
+    if rest.startswith(("[", "{")):
+        if before:
+            return None                  # Nemo's list is read only as the whole answer
+        body = rest[1:].lstrip() if rest.startswith("[") else rest
+        if body and not body.startswith("{"):
+            return None
+        try:
+            end = _DECODER.raw_decode(body)[1]
+            if body[end:].strip():
+                return None              # its first call whole, a later one cut: not read (text)
+        except (ValueError, RecursionError):
+            pass
+        return before, json_call(body, offered)      # cut in it, or only the list's `]` cut
+    if _read_call(content, at, offered) is not None:
+        return None                      # whole (left as text by the whole reader: after text, say)
+    head, marker, written = rest.partition(ARGS)
+    name, id_marker, _ = head.partition(CALL_ID)
+    name = name.strip()
+    whole = bool(marker or id_marker) or not any(o != name and o.startswith(name) for o in offered)
+    if TOOL_CALLS in head or not whole or name not in offered:
+        return before, None
+    written = written.lstrip()
+    if written and not written.startswith("{"):
+        return None                      # malformed, not cut: text as the whole reader leaves it
+    try:
+        _DECODER.raw_decode(written)
+        return None                      # written whole (NaN, not an object): malformed, not cut
+    except (ValueError, RecursionError):
+        pass
+    return before, {"name": name, "arguments": written_arguments(written), "cut": True}

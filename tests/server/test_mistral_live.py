@@ -5,7 +5,7 @@ templates (tests/fixtures/):
 - Ministral 3 Reasoning's template, the model answering `[THINK]Need a.py.[/THINK]Reading it.[TOOL_CALLS]
   read_file[ARGS]{"path": "a.py"}`: reasoning, text and the call come out apart in each API, streamed and
   not, with no markup; the call and the reasoning go back and the second turn reuses all of the first;
-  a cut call says "length" / "max_tokens" / incomplete and comes back as text.
+  a cut call says "length" / "max_tokens" / incomplete and comes back as a cut call, its markup not as text.
 - Mistral Small 3.2's and Nemo's templates, the model writing its own id (`[TOOL_CALLS]read_file[CALL_ID]
   abcDEF123[ARGS]{...}`, `[TOOL_CALLS][{"name": ..., "arguments": ..., "id": "abcDEF123"}]`): each API hands
   that id out and the second turn reuses all of the first.
@@ -133,17 +133,36 @@ def test_responses_reasoning_message_and_function_call(thinking):
     assert "".join(texts) == "Reading it." and not any(mk in t for t in texts for mk in MARKUP)
 
 
-@pytest.mark.parametrize("max_tokens", [6, 7])    # cut after the name, after [ARGS]
-def test_a_cut_call_is_text_and_says_length(thinking, max_tokens):
+@pytest.mark.parametrize(("max_tokens", "called"), [(5, False), (6, True), (7, True)])  # cut after [TOOL_CALLS],
+def test_a_cut_call_says_length_and_comes_back_as_a_cut_call(thinking, max_tokens, called):   # the name, [ARGS]
+    """A call the limit cut comes back as the APIs give one (test_cut_calls_mistral.py): its name written, a
+    call with the arguments as far as written ("" here: none yet); before that no call; never the markup
+    as text (it was: "Reading it.[TOOL_CALLS]read_file")."""
     oai, claude = thinking
+    want = [("read_file", "")] if called else []
     r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=max_tokens)
     c = r.choices[0]
-    assert c.finish_reason == "length" and c.message.tool_calls is None
-    assert c.message.content.startswith("Reading it.[TOOL_CALLS]read_file")
+    assert (c.finish_reason, c.message.content) == ("length", "Reading it.")
+    assert [(t.function.name, t.function.arguments) for t in c.message.tool_calls or ()] == want
+    chunks = list(oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0,
+                                              max_tokens=max_tokens, stream=True))
+    deltas = [ch.choices[0].delta for ch in chunks if ch.choices]
+    assert "".join(d.content or "" for d in deltas) == "Reading it."
+    assert [(t.function.name, t.function.arguments) for d in deltas for t in d.tool_calls or ()] == want
+    assert chunks[-1].choices[0].finish_reason == "length"
     m = claude.messages.create(model="m", max_tokens=max_tokens, messages=MSGS[1:], tools=CLAUDE_TOOLS)
-    assert m.stop_reason == "max_tokens" and "tool_use" not in [b.type for b in m.content]
+    blocks = [(b.type, getattr(b, "text", None) or getattr(b, "name", None)) for b in m.content if b.type != "thinking"]
+    assert m.stop_reason == "max_tokens"
+    assert blocks == [("text", "Reading it.")] + ([("tool_use", "read_file")] if called else [])
+    assert all(b.input == {} for b in m.content if b.type == "tool_use")
+    with claude.messages.stream(model="m", max_tokens=max_tokens, messages=MSGS[1:], tools=CLAUDE_TOOLS) as st:
+        final = st.get_final_message()
+    assert final.stop_reason == "max_tokens"
+    assert [(b.type, getattr(b, "text", None) or getattr(b, "name", None)) for b in final.content
+            if b.type != "thinking"] == blocks
     rr = oai.responses.create(model="m", input="show a.py", tools=RESPONSES_TOOLS, max_output_tokens=max_tokens)
-    assert rr.status == "incomplete" and "function_call" not in [o.type for o in rr.output]
+    assert (rr.status, rr.output_text) == ("incomplete", "Reading it.")
+    assert [(o.name, o.arguments) for o in rr.output if o.type == "function_call"] == want
 
 
 def test_no_tools_offered_reasoning_still_apart_and_the_rest_is_text(thinking):

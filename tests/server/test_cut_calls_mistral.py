@@ -1,0 +1,93 @@
+"""A Mistral `[TOOL_CALLS]` call the length limit cut comes back as the APIs give a cut call back, as a cut
+`<tool_call>` block does (test_cut_calls.py): its name whole and offered, a call with its arguments as far
+as written (`"cut": True`: OpenAI's finish_reason "length", Anthropic's tool_use of the members written
+whole); cut before that, no call and no markup as the answer's text. Before, Devstral's cut
+`[TOOL_CALLS]read_file[ARGS]{"path": "src/ma` came back as the content. Both layouts the server reads:
+`NAME[ARGS]{...}` (with Small 3.2's `[CALL_ID]ID` between) and Nemo's `[{"name": ..., "arguments": ...}]`.
+The reader alone (engine mistral.py), then the answer split and streamed as the APIs read it; live through
+the SDKs: tests/server/test_mistral_live.py."""
+
+from __future__ import annotations
+
+import pytest
+from strata.engine.mistral import read_cut_mistral_call
+from strata.server.prompting import AnswerFormat, AnswerStream, split_answer
+
+OFFERED = {"read_file", "read"}
+TC = "[TOOL_CALLS]"
+
+
+def cut(name: str, arguments: str) -> dict:
+    return {"name": name, "arguments": arguments, "cut": True}
+
+
+@pytest.mark.parametrize(("content", "found"), [
+    # NAME[ARGS]{...}
+    (TC, ("", None)),                                                   # nothing after the marker
+    ("Reading it." + TC + "read_fi", ("Reading it.", None)),            # cut in the name
+    (TC + "read_file", ("", cut("read_file", ""))),                     # after the name (offered, no longer one)
+    (TC + "read", ("", None)),                     # an offered name that another offered one goes on from
+    (TC + "read[ARGS]", ("", cut("read", ""))),    # ... whole once [ARGS] follows
+    ("Reading it." + TC + "read_file[ARGS]", ("Reading it.", cut("read_file", ""))),
+    (TC + 'read_file[ARGS]{"path": "src/ma', ("", cut("read_file", '{"path": "src/ma'))),     # inside a string
+    (TC + 'read_file[ARGS]{"path": "a.py", "n": 3', ("", cut("read_file", '{"path": "a.py", "n": 3'))),
+    (TC + 'read_file[ARGS]{"path": "a.py",', ("", cut("read_file", '{"path": "a.py",'))),   # after a whole value
+    (TC + 'read_file[ARGS]{"path": "a [TOOL_CALLS]x[ARGS]{', ("", cut("read_file", '{"path": "a [TOOL_CALLS]x[ARGS]{'))),
+    (TC + 'nope[ARGS]{"x": "', ("", None)),                             # not offered
+    # Small 3.2: NAME[CALL_ID]ID[ARGS]{...}
+    (TC + "read_file[CALL_ID]abc", ("", cut("read_file", ""))),
+    (TC + 'read_file[CALL_ID]abcDEF123[ARGS]{"path": "a', ("", cut("read_file", '{"path": "a'))),
+    (TC + "read_fi[CALL_ID]abc", ("", None)),
+    # Nemo: [{"name": ..., "arguments": ...}] as the whole answer
+    (TC + "[", ("", None)),
+    (TC + '[{"name": "read_', ("", None)),
+    (TC + '[{"name": "read_file"', ("", cut("read_file", ""))),
+    (TC + '[{"name": "read_file", "arguments": {"path": "src/ma', ("", cut("read_file", '{"path": "src/ma'))),
+    (TC + '[{"name": "read_file", "arguments": {"path": "a.py"}', ("", cut("read_file", '{"path": "a.py"}'))),
+    (TC + '[{"name": "read_file", "arguments": {"path": "a.py"}}', ("", cut("read_file", '{"path": "a.py"}'))),
+    (TC + '[{"name": "nope", "arguments": {"x', ("", None)),
+    # not a cut call: the content as it is
+    (TC + 'read_file[ARGS]{"path": "a.py"}', None),                     # whole (no closing marker to cut)
+    (TC + 'read_file[ARGS]{"path": NaN}', None),                        # whole, malformed
+    (TC + "read_file[ARGS]path", None),                                 # not JSON
+    ("Try this:\n```\n" + TC + 'read_file[ARGS]{"path": "a', None),      # an example in a code block
+    ('<tool_call>\n{"name": "read_file", "arguments": {"path": "' + TC + "read_file[ARGS]{", None),  # quoted
+    ("Then " + TC + '[{"name": "read_file", "arguments": {"path": "a', None),  # Nemo's list after text
+    ("No call here.", None),
+])
+def test_read_cut_mistral_call(content, found):
+    assert read_cut_mistral_call(content, OFFERED) == found
+
+
+MISTRAL = AnswerFormat(mistral_calls=True)
+TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {
+    "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]
+WHOLE = {"name": "read_file", "arguments": '{"path": "a.py"}'}
+
+
+@pytest.mark.parametrize(("answer", "content", "calls"), [
+    ("Reading it." + TC, "Reading it.", []),
+    ("Reading it." + TC + "read_fi", "Reading it.", []),
+    ("Reading it." + TC + "read_file", "Reading it.", [cut("read_file", "")]),
+    ("Reading it." + TC + 'read_file[ARGS]{"path": "src/ma', "Reading it.", [cut("read_file", '{"path": "src/ma')]),
+    (TC + 'read_file[ARGS]{"path": "a.py"}' + TC + 'read_file[ARGS]{"path": "b',
+     "", [WHOLE, cut("read_file", '{"path": "b')]),
+    (TC + 'read_file[CALL_ID]abcDEF123[ARGS]{"path": "a.py", ', "", [cut("read_file", '{"path": "a.py",')]),
+    (TC + '[{"name": "read_file", "arguments": {"path": "src/ma', "", [cut("read_file", '{"path": "src/ma')]),
+    (TC + '[{"name": "read_', "", []),
+])
+def test_a_cut_mistral_call_split_and_streamed(answer, content, calls):
+    assert split_answer(answer, MISTRAL, TOOLS, cut=True) == (None, content, calls)
+    for step in (1, 4):
+        s = AnswerStream(MISTRAL, TOOLS)
+        texts = [t for i in range(0, len(answer), step) for k, t in s.feed(answer[i:i + step]) if k == "text"]
+        tail, rest, got = s.finish(answer, cut=True)
+        assert ("".join(texts) + "".join(t for _, t in tail) + rest, got) == (content, calls)
+
+
+def test_not_cut_or_not_a_mistral_vocabulary_the_text_stays():
+    answer = "Reading it." + TC + 'read_file[ARGS]{"path": "src/ma'
+    # the answer ended on its own (a malformed call): text, as before
+    assert split_answer(answer, MISTRAL, TOOLS) == (None, answer, [])
+    # a vocabulary without [TOOL_CALLS]: another model's text that mentions the format
+    assert split_answer(answer, AnswerFormat(), TOOLS, cut=True) == (None, answer, [])
