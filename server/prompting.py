@@ -26,8 +26,10 @@ from typing import Any
 from strata.engine.chat_template import parse_tool_calls, tool_parameter_types
 from strata.engine.code_fences import CallBlockHold, in_code_block
 from strata.engine.cut_call import open_block, read_cut_call
+from strata.engine.glm import read_cut_glm_call
 from strata.engine.harmony import HarmonyStream, is_harmony_vocabulary, parse_harmony
 from strata.engine.mistral import read_cut_mistral_call
+from strata.engine.seed import read_cut_seed_call
 from strata.server.errors import APIError
 from strata.server.jobs import StopMatcher
 from strata.server.reasoning import (
@@ -387,7 +389,7 @@ class ToolTextGate:
         if not calls:
             content = full_text
         if cut:
-            content, calls = with_cut_call(content, calls, self._tools, self._flags[0])
+            content, calls = with_cut_call(content, calls, self._tools, *self._flags)
         # the readers strip the content; what went out kept the answer's leading whitespace
         sent = self.sent if content.startswith(self.sent) else self.sent.lstrip()
         rest = content[len(sent):] if content.startswith(sent) else ""
@@ -493,7 +495,7 @@ def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None,
     reasoning, rest = split_reasoning(text, fmt.opened, fmt.think)
     content, calls = split_tool_calls(fmt.call_opened + rest, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
     if cut:
-        content, calls = with_cut_call(content, calls, tools, fmt.mistral_calls)
+        content, calls = with_cut_call(content, calls, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
     return reasoning, _less_opened(content, fmt), _fresh_ids(_first_if_one(calls, fmt), fmt.taken_ids)
 
 
@@ -512,13 +514,19 @@ def _less_opened(content: str, fmt: AnswerFormat) -> str:
 
 
 def with_cut_call(content: str, calls: list[dict], tools: list[dict] | None,
-                  mistral: bool = False) -> tuple[str, list[dict]]:
+                  mistral: bool = False, glm: bool = False, seed: bool = False) -> tuple[str, list[dict]]:
     """(content, calls) of an answer the length limit cut, when its content ends inside a `<tool_call>`
-    block (cut_call.read_cut_call), or a `[TOOL_CALLS]` call when `mistral` (the vocabulary has that token:
-    mistral.read_cut_mistral_call): the block is not content; the call as far as it was written is the last
-    call when it got as far as an offered tool's name (`"cut": True`: OpenAI gives it back with its
-    arguments as written, Anthropic with the members written whole, both with the length stop reason)."""
+    block (cut_call.read_cut_call), a `[TOOL_CALLS]` call when `mistral` (the vocabulary has that token:
+    mistral.read_cut_mistral_call), a GLM `<tool_call>NAME<arg_key>` call when `glm` (glm.read_cut_glm_call)
+    or a `<seed:tool_call>` block when `seed` (seed.read_cut_seed_call), the flags as split_tool_calls reads
+    whole calls: the block is not content; the call as far as it was written is the last call when it got as far as an
+    offered tool's name (`"cut": True`: OpenAI gives it back with its arguments as written, Anthropic with
+    the members written whole, both with the length stop reason)."""
     found = read_cut_mistral_call(content, tool_names(tools)) if tools and mistral else None
+    if found is None and tools and glm:
+        found = read_cut_glm_call(content, tool_names(tools), tool_parameter_types(tools))
+    if found is None and tools and seed:
+        found = read_cut_seed_call(content, tool_names(tools), tool_parameter_types(tools))
     if found is None and tools:
         found = read_cut_call(content, tool_names(tools), in_code_block)
     if found is None:

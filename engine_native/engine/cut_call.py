@@ -126,6 +126,29 @@ def _block_end(content: str, body: int, closer: str) -> int | None:
             return None
 
 
+# ----- a cut call written as key-value markup (GLM's, Seed-OSS's) -----
+
+def markup_arguments(pairs: list[tuple[str, Any]], cut_string: tuple[str, str] | None, closed: bool) -> str:
+    """A cut markup call's arguments as JSON text, as far as written: the `pairs` written whole (their values
+    typed as the whole reader types them), then `cut_string` (key, the value so far) when the limit cut a
+    string parameter's value (without its closing quote); the object left open (more pairs may follow)
+    unless `closed` (the call's end tag was written: only what follows it was cut); "" before any pair."""
+    if closed:
+        return json.dumps(dict(pairs), ensure_ascii=False)
+    members = [json.dumps({k: v}, ensure_ascii=False)[1:-1] for k, v in pairs]
+    if cut_string is not None:
+        members.append(json.dumps(cut_string[0], ensure_ascii=False) + ": "
+                       + json.dumps(cut_string[1], ensure_ascii=False)[:-1])
+    return "{" + ", ".join(members) if members else ""
+
+
+def takes_string(schema_type: Any) -> bool:
+    """Whether a parameter's schema type makes its value a string (tool_values.typed_value's reading): a
+    value cut there is a cut string, any other cut value is not known yet (`12` may be `123`)."""
+    names = schema_type if isinstance(schema_type, list) else [schema_type]
+    return "string" in names
+
+
 # ----- the members of a cut JSON object that were written whole -----
 
 def whole_members(text: str) -> dict[str, Any]:

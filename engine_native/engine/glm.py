@@ -15,6 +15,10 @@ tagged-arguments reader; its cases in tests/test-chat.cpp):
   is that value). A call without `</tool_call>` (cut by the token limit) or whose markup does not read stays
   text from there on; the calls before it are kept.
 
+- `read_cut_glm_call(content, offered, types) -> (before, call | None) | None`: the call the length limit cut
+  at the end of an answer's content, as cut_call.read_cut_call reads a cut `<tool_call>` JSON block (the
+  APIs' reading of a cut call).
+
 Not here: the template's messages (normalize_messages already gives tool-call arguments as the objects GLM's
 templates iterate), reasoning (`<think>`: strata.server.reasoning), typing values (tool_values.py).
 """
@@ -27,6 +31,7 @@ from typing import Any
 
 from strata.engine.call_runs import read_call_run, skip_space
 from strata.engine.code_fences import first_outside_code
+from strata.engine.cut_call import markup_arguments, takes_string
 from strata.engine.tool_values import typed_value
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
@@ -89,3 +94,49 @@ def parse_glm_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = N
     if first < 0 or not opens_glm_call(text, first + len(OPEN)):
         return None
     return read_call_run(text, first, OPEN, lambda t, pos: _read_call(t, pos, types or {}, offered))
+
+
+def read_cut_glm_call(content: str, offered: Collection[str],
+                      types: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[str, dict[str, Any] | None] | None:
+    """(content before the call, the call or None) when `content` (what parse_glm_calls left of an answer
+    the limit cut: the whole calls taken out) ends inside its first `<tool_call>` outside a code block, a GLM
+    call: {"name", "arguments", "cut": True} when its name is whole (a tag after it, or an offered tool's
+    name no other offered name goes on from) and offered, else None (the markup is not an answer either
+    way). The arguments as far as written, as JSON text: the pairs written whole typed as the whole reader
+    types them, then a value cut inside a string parameter's (schema type "string") as the string so far
+    without its closing quote; the object left open (more pairs may have followed); "" before any pair.
+    None when the content does not end so (a body that is JSON or `<function=`: other readers')."""
+    at = first_outside_code(content, OPEN)
+    if at < 0:
+        return None
+    before, start = content[:at].rstrip(), at + len(OPEN)
+    if not content[start:].strip():
+        return before, None              # only the opening tag
+    if not opens_glm_call(content, start) or _read_call(content, at, types or {}, offered) is not None:
+        return None                      # another format's, or whole (left as text by the whole reader)
+    end = _name_end(content, start)
+    name = content[start:end if end >= 0 else len(content)].strip()
+    whole = end >= 0 or not any(o != name and o.startswith(name) for o in offered)
+    if not whole or name not in offered:
+        return before, None
+    known = (types or {}).get(name, {})
+    pairs: list[tuple[str, Any]] = []
+    cut_string = None
+    pos = end if end >= 0 else len(content)
+    while True:
+        pos = skip_space(content, pos)
+        key_end = content.find(KEY_END, pos)
+        if not content.startswith(KEY, pos) or key_end < 0:
+            break                        # cut in a key (or before one): left out
+        key = content[pos + len(KEY):key_end].strip()
+        pos = skip_space(content, key_end + len(KEY_END))
+        if not key or not content.startswith(VALUE, pos):
+            break
+        value_end = content.find(VALUE_END, pos)
+        raw = content[pos + len(VALUE):value_end if value_end >= 0 else len(content)]
+        if value_end < 0:
+            cut_string = (key, raw) if takes_string(known.get(key)) else None
+            break
+        pairs.append((key, typed_value(raw, known.get(key))))
+        pos = value_end + len(VALUE_END)
+    return before, {"name": name, "arguments": markup_arguments(pairs, cut_string, False), "cut": True}

@@ -12,17 +12,22 @@ reads what llama.cpp's parser for that template reads (its Seed-OSS cases in tes
   typed by the offered tool's schema (tool_values.typed_value). A call without its closing tags (cut by the
   token limit) or whose markup does not read stays text from there on; the calls before it are kept.
 
+- `read_cut_seed_call(content, offered, types) -> (before, call | None) | None`: the call the length limit
+  cut at the end of an answer's content, as cut_call.read_cut_call reads a cut `<tool_call>` JSON block
+  (the APIs' reading of a cut call).
+
 Not here: reasoning (`<seed:think>`: strata.server.reasoning with SEED_TAGS), rendering (the template).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from strata.engine.call_runs import read_call_run, skip_space
 from strata.engine.code_fences import first_outside_code
+from strata.engine.cut_call import markup_arguments, takes_string
 from strata.engine.tool_values import typed_value
 
 OPEN, CLOSE = "<seed:tool_call>", "</seed:tool_call>"
@@ -75,3 +80,47 @@ def parse_seed_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = 
     if first < 0:
         return None
     return read_call_run(text, first, OPEN, lambda t, pos: _read_call(t, pos, types or {}))
+
+
+def read_cut_seed_call(content: str, offered: Collection[str],
+                       types: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[str, dict[str, Any] | None] | None:
+    """(content before the call, the call or None) when `content` (what parse_seed_calls left of an answer
+    the limit cut: the whole calls taken out) ends inside its first `<seed:tool_call>` block outside a code
+    block: {"name", "arguments", "cut": True} when its `<function=NAME>` tag is whole and names an offered
+    tool, else None (the markup is not an answer either way). The arguments as far as written, as JSON
+    text (cut_call.markup_arguments): the parameters written whole, typed as the whole reader types them,
+    then a string parameter's value cut as written; the object closed once `</function>` was written.
+    None when the content does not end so (a block that reads whole, or whose markup is malformed)."""
+    at = first_outside_code(content, OPEN)
+    if at < 0:
+        return None
+    before, pos = content[:at].rstrip(), skip_space(content, at + len(OPEN))
+    rest = content[pos:]
+    if not rest or FUNCTION.startswith(rest) or (rest.startswith(FUNCTION) and ">" not in rest):
+        return before, None              # cut before the function tag's `>`: the name not known whole
+    head = _tag_name(content, pos, FUNCTION)
+    if head is None or _read_call(content, at, types or {}) is not None:
+        return None                      # malformed, or whole (left as text by the whole reader)
+    name, pos = head
+    if name not in offered:
+        return before, None
+    known = (types or {}).get(name, {})
+    pairs: list[tuple[str, Any]] = []
+    cut_string = None
+    while True:
+        pos = skip_space(content, pos)
+        if content.startswith(FUNCTION_END, pos):
+            if not CLOSE.startswith(content[pos + len(FUNCTION_END):].strip()):
+                return None              # something else after the function: malformed, not cut
+            return before, {"name": name, "arguments": markup_arguments(pairs, None, True), "cut": True}
+        param = _tag_name(content, pos, PARAMETER)
+        if param is None:
+            break                        # cut in a parameter's tag (or before one)
+        key, pos = param
+        end = content.find(PARAMETER_END, pos)
+        if end < 0:
+            cut_string = (key, content[pos:]) if takes_string(known.get(key)) else None
+            break
+        pairs.append((key, typed_value(content[pos:end], known.get(key))))
+        pos = end + len(PARAMETER_END)
+    return before, {"name": name, "arguments": markup_arguments(pairs, cut_string, False), "cut": True}

@@ -176,17 +176,39 @@ def check_reasoning_text_and_call(oai: Any, msgs: list, tools: list, args: dict)
     return chunks
 
 
-def check_cut_call(oai: Any, claude: Any, msgs: list, tools: list, claude_tools: list, cut: int, markup: str) -> int:
-    """The live reasoning-format tests' cut call (GLM, Seed-OSS): the scripted answer of check_reasoning_text_and_call
-    cut `cut` pieces short of its end is text, "Let me look." then the call's `markup`, with finish_reason "length"
-    and no call in OpenAI's chat, stop_reason "max_tokens" and no tool_use in Anthropic's messages (`msgs[1:]`,
-    no system). Returns the max_tokens that cut it."""
+def check_cut_call(oai: Any, claude: Any, msgs: list, tools: list, claude_tools: list, responses_tools: list,
+                   cut: int, arguments: str | None) -> None:
+    """The live reasoning-format tests' cut call (GLM, Seed-OSS): the scripted answer of
+    check_reasoning_text_and_call cut `cut` pieces short of its end is "Let me look." and a cut call of its
+    tool with `arguments` as far as written (None: no call), never its markup as text: OpenAI's chat whole
+    and streamed (finish_reason "length"), Anthropic's messages whole and streamed (`msgs[1:]`, no system;
+    stop_reason "max_tokens", the tool_use input the members written whole: the anthropic SDK's partial
+    reading) and the Responses API (incomplete)."""
+    import jiter
+
     r = oai.chat.completions.create(model="m", messages=msgs, tools=tools, temperature=0, max_tokens=40)
     max_tokens = r.usage.completion_tokens - cut        # the answer (end token not counted) less `cut` pieces
+    name = tools[0]["function"]["name"]
+    want = [] if arguments is None else [(name, arguments)]
     r = oai.chat.completions.create(model="m", messages=msgs, tools=tools, temperature=0, max_tokens=max_tokens)
     c = r.choices[0]
-    assert c.finish_reason == "length" and c.message.tool_calls is None
-    assert c.message.content.startswith("Let me look.") and markup in c.message.content
+    assert (c.finish_reason, c.message.content) == ("length", "Let me look.")
+    assert [(t.function.name, t.function.arguments) for t in c.message.tool_calls or ()] == want
+    chunks = list(oai.chat.completions.create(model="m", messages=msgs, tools=tools, temperature=0,
+                                              max_tokens=max_tokens, stream=True))
+    deltas = [ch.choices[0].delta for ch in chunks if ch.choices]
+    assert "".join(d.content or "" for d in deltas) == "Let me look."
+    assert [(t.function.name, t.function.arguments) for d in deltas for t in d.tool_calls or ()] == want
+    assert chunks[-1].choices[0].finish_reason == "length"
+    uses = [("text", "Let me look.")] + [("tool_use", (name, jiter.from_json(a.encode(), partial_mode=True)
+                                                       if a else {})) for _, a in want]
     m = claude.messages.create(model="m", max_tokens=max_tokens, messages=msgs[1:], tools=claude_tools)
-    assert m.stop_reason == "max_tokens" and "tool_use" not in [b.type for b in m.content]
-    return max_tokens
+    with claude.messages.stream(model="m", max_tokens=max_tokens, messages=msgs[1:], tools=claude_tools) as st:
+        final = st.get_final_message()
+    for msg in (m, final):
+        assert msg.stop_reason == "max_tokens"
+        assert [(b.type, b.text if b.type == "text" else (b.name, b.input)) for b in msg.content
+                if b.type != "thinking"] == uses
+    rr = oai.responses.create(model="m", input=msgs[-1]["content"], tools=responses_tools, max_output_tokens=max_tokens)
+    assert (rr.status, rr.output_text) == ("incomplete", "Let me look.")
+    assert [(o.name, o.arguments) for o in rr.output if o.type == "function_call"] == want

@@ -5,7 +5,8 @@ pre-tokenizer. The model answers `<seed:think>Need ls.</seed:think>\\nLet me loo
 <function=bash>\\n<parameter=command>ls -la</parameter>\\n<parameter=timeout>30</parameter>\\n</function>\\n
 </seed:tool_call>`: reasoning, text and the typed call come out apart in each API, streamed and not, with no
 markup; the call and reasoning go back and the second turn reuses all of the first; a cut call says
-"length" / "max_tokens" and comes back as text."""
+"length" / "max_tokens" and comes back as a cut call (its arguments as far as written), never its markup as
+text (test_cut_calls_seed.py reads the cuts one by one)."""
 
 from __future__ import annotations
 
@@ -69,10 +70,14 @@ def test_anthropic_and_responses_thinking_text_and_call(served):
     assert "".join(texts) == "Let me look." and not any(mk in t for t in texts for mk in MARKUP)
 
 
-@pytest.mark.parametrize("cut", [1, 3])    # before </seed:tool_call>, after the first value
-def test_a_cut_call_is_text_and_says_length(served, cut):
+@pytest.mark.parametrize(("cut", "arguments"), [
+    (1, '{"command": "ls -la", "timeout": 30}'),    # before </seed:tool_call> (</function> closed the object)
+    (3, '{"command": "ls -la"'),                    # after the first value
+    (4, ""),                                        # after the function's name
+    (5, None)])                                     # after <seed:tool_call>: no call, no markup
+def test_a_cut_call_says_length_and_comes_back_as_a_cut_call(served, cut, arguments):
     oai, claude = served
-    check_cut_call(oai, claude, MSGS, TOOLS, CLAUDE_TOOLS, cut, "<seed:tool_call>")
+    check_cut_call(oai, claude, MSGS, TOOLS, CLAUDE_TOOLS, RESPONSES_TOOLS, cut, arguments)
 
 
 @pytest.mark.parametrize("budget", ["512", None, [512]])
