@@ -25,7 +25,7 @@ from typing import Any
 
 from strata.engine.chat_template import parse_tool_calls, tool_parameter_types
 from strata.engine.code_fences import CallBlockHold, in_code_block
-from strata.engine.cut_call import open_block, read_cut_call
+from strata.engine.cut_call import BARE_CALL_PREFIXES, open_block, read_cut_bare_call, read_cut_call
 from strata.engine.glm import read_cut_glm_call
 from strata.engine.harmony import HarmonyStream, is_harmony_vocabulary, parse_harmony
 from strata.engine.mistral import read_cut_mistral_call
@@ -305,7 +305,6 @@ TOOL_BLOCK_MARKERS = ("<tool_call>", "<TOOLCALL>")
 MISTRAL_CALL_MARKER = "[TOOL_CALLS]"
 GLM_ARG_MARKER = "<arg_key>"       # GLM-4.5+ vocabularies have it as a token (their calls: engine glm.py)
 SEED_CALL_MARKER = "<seed:tool_call>"   # Seed-OSS's vocabulary has it as a token (its calls: engine seed.py)
-BARE_CALL_PREFIXES = ("<|python_tag|>", "[TOOL_CALLS]")
 
 
 def may_be_bare_call(head: str) -> bool:
@@ -519,7 +518,7 @@ def with_cut_call(content: str, calls: list[dict], tools: list[dict] | None,
     block (cut_call.read_cut_call), a `[TOOL_CALLS]` call when `mistral` (the vocabulary has that token:
     mistral.read_cut_mistral_call), a GLM `<tool_call>NAME<arg_key>` call when `glm` (glm.read_cut_glm_call)
     or a `<seed:tool_call>` block when `seed` (seed.read_cut_seed_call), the flags as split_tool_calls reads
-    whole calls: the block is not content; the call as far as it was written is the last call when it got as far as an
+    whole calls, or when it is a bare JSON call cut (cut_call.read_cut_bare_call): the block is not content; the call as far as it was written is the last call when it got as far as an
     offered tool's name (`"cut": True`: OpenAI gives it back with its arguments as written, Anthropic with
     the members written whole, both with the length stop reason)."""
     found = read_cut_mistral_call(content, tool_names(tools)) if tools and mistral else None
@@ -529,6 +528,8 @@ def with_cut_call(content: str, calls: list[dict], tools: list[dict] | None,
         found = read_cut_seed_call(content, tool_names(tools), tool_parameter_types(tools))
     if found is None and tools:
         found = read_cut_call(content, tool_names(tools), in_code_block)
+    if found is None and tools and not calls:     # a bare call is read only as the whole answer
+        found = read_cut_bare_call(content, tool_names(tools))
     if found is None:
         return content, calls
     before, call = found

@@ -20,6 +20,8 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 CALL_OPENERS = ("<tool_call>", "<TOOLCALL>")
+# what a bare JSON call may follow (Llama 3's tag, Mistral Nemo's marker: parse_tool_calls strips them too)
+BARE_CALL_PREFIXES = ("<|python_tag|>", "[TOOL_CALLS]")
 _JSON = json.JSONDecoder()
 # the start of a JSON call as the template writes it: {"name": "NAME", "arguments": ARGUMENTS...
 _HEAD = re.compile(r'\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*(,\s*"(?:arguments|parameters)"\s*:\s*)?', re.S)
@@ -46,6 +48,41 @@ def read_cut_call(content: str, offered: Collection[str],
     if body and not body.startswith("{"):
         return None
     return content[:start].rstrip(_SPACES), json_call(body, offered)
+
+
+def read_cut_bare_call(content: str, offered: Collection[str]) -> tuple[str, dict[str, Any] | None] | None:
+    """("", the call or None) when `content`, the whole text of an answer the limit cut, is a bare JSON call
+    cut (as parse_tool_calls reads a whole one: after an optional BARE_CALL_PREFIXES marker, in an optional
+    ```` ``` ```` / ```` ```json ```` fence, a call object or a list of them, Nemo's `[TOOL_CALLS][{...}]`):
+    the call as json_call reads its start when it is the list's first (or only the list's `]` was cut).
+    After a marker the markup is not an answer: None for the call when its name is not whole or not offered;
+    without one, the content stays text then (a JSON answer, not a call). None when the content is not so
+    (a later call of the list cut: it stays text)."""
+    body = content.lstrip(_SPACES)
+    marked = False
+    for prefix in BARE_CALL_PREFIXES:
+        if body.startswith(prefix):
+            body, marked = body[len(prefix):].lstrip(_SPACES), True
+    fence = re.match(r"```(?:json)?[ \t]*\n", body)
+    body = body[fence.end():].lstrip(_SPACES) if fence else body
+    if body.startswith("["):
+        body = body[1:].lstrip(_SPACES)
+        try:
+            end = _JSON.raw_decode(body)[1]
+            if body[end:].strip(_SPACES):
+                return None              # its first call whole, a later one cut: not read (text)
+        except (ValueError, RecursionError):
+            pass                         # cut in it (or only the list's `]` was cut)
+    elif body.startswith("{"):
+        try:
+            _JSON.raw_decode(body)
+            return None                  # whole: not cut (malformed, or read whole already)
+        except (ValueError, RecursionError):
+            pass
+    elif body or not marked:
+        return None
+    call = json_call(body, offered)
+    return ("", call) if call is not None or marked else None
 
 
 def json_call(body: str, offered: Collection[str]) -> dict[str, Any] | None:

@@ -22,8 +22,9 @@ FUNC_BRACKET_TAG reader; expected outputs in tests/test-chat.cpp). Nemo's `[TOOL
     conversation, a result without one the id of the call at its place after the assistant's turn.
   * `thinking_blocks`: Ministral 3's template writes an assistant's reasoning back as `[THINK]...[/THINK]`
     from a content block of type "thinking" (llama.cpp's preparation): `reasoning_content` becomes one.
-- `read_cut_mistral_call(content, offered)`: the call the length limit cut at the end of an answer's
-  content, either layout, as cut_call.read_cut_call reads a cut `<tool_call>` block (the APIs' reading).
+- `read_cut_mistral_call(content, offered)`: the `[TOOL_CALLS]NAME[ARGS]` call the length limit cut at the
+  end of an answer's content, as cut_call.read_cut_call reads a cut `<tool_call>` block (the APIs' reading;
+  Nemo's cut list: cut_call.read_cut_bare_call).
 - `keep_written_ids(calls)`: the model's own ids (Small 3.2's `[CALL_ID]`, Nemo's `"id"`) kept only where
   the server can hand them out.
 - `template_traits(source) -> (short_ids, thinking_blocks)`: what a template needs, read from its source.
@@ -42,7 +43,7 @@ from typing import Any
 
 from strata.engine.call_runs import read_call_run, skip_space
 from strata.engine.code_fences import first_outside_code
-from strata.engine.cut_call import CALL_OPENERS, json_call, written_arguments
+from strata.engine.cut_call import CALL_OPENERS, written_arguments
 
 TOOL_CALLS, ARGS, CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 ID_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -182,27 +183,16 @@ def read_cut_mistral_call(content: str, offered: Collection[str]) -> tuple[str, 
     Its first `[TOOL_CALLS]` outside a code block and before any `<tool_call>` block (whose strings may
     quote it, as parse_tool_calls reads) opens it: a later one is inside its arguments' string.
     `NAME[ARGS]{...` (`NAME[CALL_ID]ID[ARGS]{...`): the name is whole once a marker follows it, or when it is
-    an offered tool's that no other offered name goes on from; Nemo's `[{"name": ...` list when it is the
-    whole answer and the cut call its first (cut_call.json_call). None when the content does not end so;
-    `[TOOL_CALLS]` is one token, so a cut marker is never written."""
+    an offered tool's that no other offered name goes on from. None when the content does not end so (Nemo's
+    `[{"name": ...` list: the bare JSON call's, cut_call.read_cut_bare_call); `[TOOL_CALLS]` is one token,
+    so a cut marker is never written."""
     at = first_outside_code(content, TOOL_CALLS)
     if at < 0 or any(0 <= first_outside_code(content, o) < at for o in CALL_OPENERS):
         return None
     before = content[:at].rstrip()
     rest = content[at + len(TOOL_CALLS):].lstrip()
     if rest.startswith(("[", "{")):
-        if before:
-            return None                  # Nemo's list is read only as the whole answer
-        body = rest[1:].lstrip() if rest.startswith("[") else rest
-        if body and not body.startswith("{"):
-            return None
-        try:
-            end = _DECODER.raw_decode(body)[1]
-            if body[end:].strip():
-                return None              # its first call whole, a later one cut: not read (text)
-        except (ValueError, RecursionError):
-            pass
-        return before, json_call(body, offered)      # cut in it, or only the list's `]` cut
+        return None                      # Nemo's JSON list: the bare call's (cut_call.read_cut_bare_call)
     if _read_call(content, at, offered) is not None:
         return None                      # whole (left as text by the whole reader: after text, say)
     head, marker, written = rest.partition(ARGS)

@@ -10,6 +10,7 @@ the SDKs: tests/server/test_mistral_live.py."""
 from __future__ import annotations
 
 import pytest
+from strata.engine.cut_call import read_cut_bare_call
 from strata.engine.mistral import read_cut_mistral_call
 from strata.server.prompting import AnswerFormat, AnswerStream, split_answer
 
@@ -38,25 +39,45 @@ def cut(name: str, arguments: str) -> dict:
     (TC + "read_file[CALL_ID]abc", ("", cut("read_file", ""))),
     (TC + 'read_file[CALL_ID]abcDEF123[ARGS]{"path": "a', ("", cut("read_file", '{"path": "a'))),
     (TC + "read_fi[CALL_ID]abc", ("", None)),
-    # Nemo: [{"name": ..., "arguments": ...}] as the whole answer
-    (TC + "[", ("", None)),
-    (TC + '[{"name": "read_', ("", None)),
-    (TC + '[{"name": "read_file"', ("", cut("read_file", ""))),
-    (TC + '[{"name": "read_file", "arguments": {"path": "src/ma', ("", cut("read_file", '{"path": "src/ma'))),
-    (TC + '[{"name": "read_file", "arguments": {"path": "a.py"}', ("", cut("read_file", '{"path": "a.py"}'))),
-    (TC + '[{"name": "read_file", "arguments": {"path": "a.py"}}', ("", cut("read_file", '{"path": "a.py"}'))),
-    (TC + '[{"name": "nope", "arguments": {"x', ("", None)),
     # not a cut call: the content as it is
     (TC + 'read_file[ARGS]{"path": "a.py"}', None),                     # whole (no closing marker to cut)
     (TC + 'read_file[ARGS]{"path": NaN}', None),                        # whole, malformed
     (TC + "read_file[ARGS]path", None),                                 # not JSON
     ("Try this:\n```\n" + TC + 'read_file[ARGS]{"path": "a', None),      # an example in a code block
     ('<tool_call>\n{"name": "read_file", "arguments": {"path": "' + TC + "read_file[ARGS]{", None),  # quoted
-    ("Then " + TC + '[{"name": "read_file", "arguments": {"path": "a', None),  # Nemo's list after text
+    (TC + '[{"name": "read_file", "arguments": {"path": "a', None),     # Nemo's list: the bare call's (below)
     ("No call here.", None),
 ])
 def test_read_cut_mistral_call(content, found):
     assert read_cut_mistral_call(content, OFFERED) == found
+
+
+@pytest.mark.parametrize(("content", "found"), [
+    # Nemo: [TOOL_CALLS][{"name": ..., "arguments": ...}] as the whole answer
+    (TC + "[", ("", None)),
+    (TC + '[{"name": "read_', ("", None)),                              # cut in the name
+    (TC + '[{"name": "read_file"', ("", cut("read_file", ""))),          # after the name
+    (TC + '[{"name": "read_file", "arguments": {"path": "src/ma', ("", cut("read_file", '{"path": "src/ma'))),
+    (TC + '[{"name": "read_file", "arguments": {"path": "a.py", ', ("", cut("read_file", '{"path": "a.py",'))),
+    (TC + '[{"name": "read_file", "arguments": {"path": "a.py"}', ("", cut("read_file", '{"path": "a.py"}'))),
+    (TC + '[{"name": "read_file", "arguments": {"path": "a.py"}}', ("", cut("read_file", '{"path": "a.py"}'))),  # `]`
+    (TC + '[{"name": "nope", "arguments": {"x', ("", None)),            # not offered: the markup is no answer
+    # the other bare calls: Llama's <|python_tag|>, a ```json fence, or none (a JSON answer unless a call's)
+    ('<|python_tag|>{"name": "read_file", "parameters": {"path": "a', ("", cut("read_file", '{"path": "a'))),
+    ('```json\n{"name": "read_file", "arguments": {"path": "a', ("", cut("read_file", '{"path": "a'))),
+    ('{"name": "read_file", "arguments": {"path": "a', ("", cut("read_file", '{"path": "a'))),
+    ('[{"name": "read_file", "arguments": {"path": "a', ("", cut("read_file", '{"path": "a'))),
+    ('{"name": "Bob", "age": 4', None),                                 # not an offered tool: a JSON answer
+    ('{"name": "read_', None),
+    # not a cut bare call: the content as it is
+    (TC + '[{"name": "read_file", "arguments": {}}, {"name": "read_file", "arguments": {"path": "a', None),
+    ('{"name": "read_file", "arguments": 3}', None),                    # whole (malformed)
+    ("Then " + TC + '[{"name": "read_file", "arguments": {"path": "a', None),  # after text
+    ("```python\nx = 1", None),
+    ("No call here.", None),
+])
+def test_read_cut_bare_call(content, found):
+    assert read_cut_bare_call(content, OFFERED) == found
 
 
 MISTRAL = AnswerFormat(mistral_calls=True)
@@ -75,6 +96,9 @@ WHOLE = {"name": "read_file", "arguments": '{"path": "a.py"}'}
     (TC + 'read_file[CALL_ID]abcDEF123[ARGS]{"path": "a.py", ', "", [cut("read_file", '{"path": "a.py",')]),
     (TC + '[{"name": "read_file", "arguments": {"path": "src/ma', "", [cut("read_file", '{"path": "src/ma')]),
     (TC + '[{"name": "read_', "", []),
+    ('<|python_tag|>{"name": "read_file", "parameters": {"path": "a', "", [cut("read_file", '{"path": "a')]),
+    ('{"name": "read_file", "arguments": {"path": "a', "", [cut("read_file", '{"path": "a')]),
+    ('{"name": "Bob", "age": 4', '{"name": "Bob", "age": 4', []),
 ])
 def test_a_cut_mistral_call_split_and_streamed(answer, content, calls):
     assert split_answer(answer, MISTRAL, TOOLS, cut=True) == (None, content, calls)
