@@ -245,10 +245,17 @@ class Cascade:
 
     def _delete(self, i: int, key: str, cause: str, reason: str) -> None:
         lvl = self.levels[i]
+        entry = lvl.entries.get(key)
+        n_bytes = entry.n_bytes if entry is not None else 0
         if not forget_files(lvl, key, f"{cause} eviction"):
             return  # still there: make_room's budget check says the level is full
         (self.age_evictions if cause == "age" else self.evictions)[lvl.name] += 1
         self._event("evict", lvl.name, key, f"{cause}: {reason}")
+        # a conversation the cache lets go is read again whole if it comes back: said in the log, which conversation
+        # and why, so a slow turn later can be traced to the write that pushed its history out (the /events feed
+        # has it too, but nobody may be reading it)
+        log.info("conversation cache %s level: conversation %s (%.1f MiB) let go (%s: %s); its next turn reads it "
+                 "from the start", lvl.name, key, n_bytes / 2**20, cause, reason)
 
     # -- a disk level's writes failing and mending: said once each, counted every time --------------
 

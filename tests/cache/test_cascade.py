@@ -230,3 +230,14 @@ def test_entries_nested_plans_hand_down_leave_the_last_level_in_their_order(make
     cold = cache.cascade.levels[cache.cascade.index_of("cold")]
     assert level_keys(cache, "cold") == small     # (sealed_at, key): the order cold's first-in-first-out deletes in
     assert len({e.sealed_at for e in cold.entries.values()}) == 6      # no two tied
+
+
+def test_an_eviction_is_said_in_the_log(make_cache, clock, caplog):
+    # a history let go is read again whole if its conversation comes back: the log names it, its level, size and
+    # why (a soak's slow turn could not be traced to the write that pushed its history out of cold)
+    cache = make_cache(conversation_cache_mib=1, conversation_cache_warm_mib=2, conversation_cache_cold_mib=2)
+    with caplog.at_level("INFO", logger="strata.cache"):
+        k = park_sequence(cache, clock, 8)
+    said = [r.getMessage() for r in caplog.records if "let go" in r.getMessage()]
+    assert len(said) == 1, said   # one eviction (cold's oldest); the degradations are not said
+    assert said[0].startswith(f"conversation cache cold level: conversation {k[0]} (0.6 MiB) let go (budget: ")
