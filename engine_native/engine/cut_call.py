@@ -85,6 +85,16 @@ def read_cut_bare_call(content: str, offered: Collection[str]) -> tuple[str, dic
     return ("", call) if call is not None or marked else None
 
 
+def may_be_name(name: str, offered: Collection[str], not_in_name: str = "") -> bool:
+    """Whether `name`, what a cut call's marker is followed by (up to the next marker, or the end), may be
+    a tool's name as the whole readers read one: an `offered` name or the start of one, or any other with
+    no space and none of `not_in_name`. Else the marker is prose's (`[TOOL_CALLS] opens a call; ...`): the
+    answer's text, which the readers leave whole."""
+    if any(o.startswith(name) for o in offered):
+        return True
+    return not any(c.isspace() or c in not_in_name for c in name)
+
+
 def json_call(body: str, offered: Collection[str]) -> dict[str, Any] | None:
     """The cut call a JSON call's start `body` ({"name": "NAME", "arguments": ...) is, or None when its name
     is not whole or not one of the `offered` tools."""

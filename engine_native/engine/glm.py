@@ -31,8 +31,11 @@ from typing import Any
 
 from strata.engine.call_runs import read_call_run, skip_space
 from strata.engine.code_fences import first_outside_code
-from strata.engine.cut_call import markup_arguments, takes_string
+from strata.engine.cut_call import markup_arguments, may_be_name, takes_string
 from strata.engine.tool_values import typed_value
+
+# characters a call's name cannot hold (the whole reader's rule; the cut reader's: prose is text)
+NOT_IN_NAME = "<>{}"
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 KEY, KEY_END = "<arg_key>", "</arg_key>"
@@ -62,7 +65,7 @@ def _read_call(text: str, pos: int, types: Mapping[str, Mapping[str, Any]],
     if end < 0:
         return None
     name = text[start:end].strip()
-    if not name or any(c in "<>{}" for c in name) or (any(c.isspace() for c in name) and name not in offered):
+    if not name or any(c in NOT_IN_NAME for c in name) or (any(c.isspace() for c in name) and name not in offered):
         return None
     known = types.get(name, {})
     args: dict[str, Any] = {}
@@ -116,6 +119,8 @@ def read_cut_glm_call(content: str, offered: Collection[str],
         return None                      # another format's, or whole (left as text by the whole reader)
     end = _name_end(content, start)
     name = content[start:end if end >= 0 else len(content)].strip()
+    if not may_be_name(name, offered, NOT_IN_NAME):
+        return None                      # prose that names the tag: text, as the whole reader leaves it
     whole = end >= 0 or not any(o != name and o.startswith(name) for o in offered)
     if not whole or name not in offered:
         return before, None

@@ -43,7 +43,7 @@ from typing import Any
 
 from strata.engine.call_runs import read_call_run, skip_space
 from strata.engine.code_fences import first_outside_code
-from strata.engine.cut_call import CALL_OPENERS, written_arguments
+from strata.engine.cut_call import CALL_OPENERS, may_be_name, written_arguments
 
 TOOL_CALLS, ARGS, CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 ID_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -198,6 +198,8 @@ def read_cut_mistral_call(content: str, offered: Collection[str]) -> tuple[str, 
     head, marker, written = rest.partition(ARGS)
     name, id_marker, _ = head.partition(CALL_ID)
     name = name.strip()
+    if not may_be_name(name, offered):
+        return None                      # prose that names the marker: text, as the whole reader leaves it
     whole = bool(marker or id_marker) or not any(o != name and o.startswith(name) for o in offered)
     if TOOL_CALLS in head or not whole or name not in offered:
         return before, None

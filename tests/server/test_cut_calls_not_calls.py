@@ -1,0 +1,71 @@
+"""Review of the cut-call readers of bb56bc3 / 479b10f / 88c59b4 (Mistral `[TOOL_CALLS]`, GLM
+`<tool_call>NAME<arg_key>`, Seed-OSS, bare JSON): an answer the length limit cut that is ordinary text
+stays the answer's text, whole, split and streamed (nothing sent twice, nothing dropped), as the whole
+readers leave it: prose that names a format's marker, a JSON answer (response_format json_object /
+json_schema with tools offered: nothing holds it) whose "name" is an offered tool's but that has no
+"arguments" / "parameters" (parse_tool_calls' _as_call reads none as a call), tool_choice none (the APIs
+pass no tools), a vocabulary without the markers. The cut calls themselves: test_cut_calls*.py."""
+
+from __future__ import annotations
+
+import pytest
+from strata.server.prompting import AnswerFormat, AnswerStream, split_answer
+
+TOOLS = [{"type": "function", "function": {"name": name, "parameters": {
+    "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}
+    for name in ("read_file", "search")]
+OFFERED = {"read_file", "search"}
+MISTRAL = AnswerFormat(mistral_calls=True)
+GLM = AnswerFormat(glm_calls=True)
+SEED = AnswerFormat(seed_calls=True)
+
+
+def split_and_streamed(answer: str, fmt: AnswerFormat, tools: list[dict] | None) -> list[tuple[str, list]]:
+    """(content, calls) as split_answer reads the cut answer, then as streamed in pieces of 1 and 5
+    characters (the text deltas sent as they came + what finish sends)."""
+    out = [split_answer(answer, fmt, tools, cut=True)[1:]]
+    for step in (1, 5):
+        s = AnswerStream(fmt, tools)
+        texts = [t for i in range(0, len(answer), step) for k, t in s.feed(answer[i:i + step]) if k == "text"]
+        tail, rest, calls = s.finish(answer, cut=True)
+        out.append(("".join(texts) + "".join(t for k, t in tail if k == "text") + rest, calls))
+    return out
+
+
+PROSE = [
+    (MISTRAL, "Mistral's models write [TOOL_CALLS] before a call, then the tool's name and [ARGS]. For exa"),
+    (MISTRAL, "The token [TOOL_CALLS] opens a call; the parser then rea"),
+    (GLM, "GLM opens each call with <tool_call> and then writes the function's na"),
+    (GLM, "Use <tool_call> then the name, then <arg_key>path</arg_key> and its val"),
+    (SEED, "Seed-OSS writes <seed:tool_call> and then a function tag: <function=read_file> with its para"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "answer"), PROSE)
+def test_prose_naming_a_marker_stays_text(fmt, answer):
+    for got in split_and_streamed(answer, fmt, TOOLS):
+        assert got == (answer, [])
+
+
+@pytest.mark.parametrize(("fmt", "answer"), [
+    (MISTRAL, 'Reading it.[TOOL_CALLS]read_file[ARGS]{"path": "src/ma'),
+    (GLM, "Reading it.<tool_call>read_file<arg_key>path</arg_key><arg_value>src/ma"),
+    (SEED, "Reading it.<seed:tool_call><function=read_file><parameter=path>src/ma"),
+    (AnswerFormat(), '{"name": "read_file", "arguments": {"path": "src/ma'),
+])
+def test_no_tools_offered_no_call(fmt, answer):
+    # tool_choice none: the APIs pass no tools (openai_api / anthropic_api); the text stays whole
+    assert split_answer(answer, fmt, None, cut=True) == (None, answer, [])
+    s = AnswerStream(fmt, None)
+    texts = [t for k, t in s.feed(answer) if k == "text"]
+    tail, rest, calls = s.finish(answer, cut=True)
+    assert ("".join(texts) + "".join(t for k, t in tail if k == "text") + rest, calls) == (answer, [])
+
+
+@pytest.mark.parametrize("answer", [
+    'Reading it.[TOOL_CALLS]read_file[ARGS]{"path": "src/ma',
+    "Reading it.<seed:tool_call><function=read_file><parameter=path>src/ma",
+])
+def test_a_vocabulary_without_the_marker_keeps_the_text(answer):
+    for got in split_and_streamed(answer, AnswerFormat(), TOOLS):
+        assert got == (answer, [])
