@@ -105,10 +105,21 @@ def json_call(body: str, offered: Collection[str]) -> dict[str, Any] | None:
         name = json.loads(f'"{head.group(1)}"')
     except ValueError:
         return None
-    if name not in offered:
+    if name not in offered or not (head.group(2) or _arguments_may_follow(body[head.end():])):
         return None
     written = body[head.end():] if head.group(2) else ""     # "": cut before its arguments began
     return {"name": name, "arguments": written_arguments(written), "cut": True}
+
+
+def _arguments_may_follow(rest: str) -> bool:
+    """Whether `rest`, what follows a JSON call's name, is nothing or the start of its "arguments" /
+    "parameters" key: an object with another member after the name is no call (parse_tool_calls reads one
+    only with those keys) but a JSON answer whose "name" is a tool's."""
+    rest = rest.lstrip(_SPACES)
+    if not rest:
+        return True
+    key = rest[1:].strip(_SPACES)
+    return rest.startswith(",") and any(k.startswith(key) for k in ('"arguments"', '"parameters"'))
 
 
 def written_arguments(written: str) -> str:

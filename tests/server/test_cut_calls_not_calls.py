@@ -9,6 +9,7 @@ pass no tools), a vocabulary without the markers. The cut calls themselves: test
 from __future__ import annotations
 
 import pytest
+from strata.engine.cut_call import read_cut_bare_call
 from strata.server.prompting import AnswerFormat, AnswerStream, split_answer
 
 TOOLS = [{"type": "function", "function": {"name": name, "parameters": {
@@ -45,6 +46,36 @@ PROSE = [
 def test_prose_naming_a_marker_stays_text(fmt, answer):
     for got in split_and_streamed(answer, fmt, TOOLS):
         assert got == (answer, [])
+
+
+JSON_ANSWERS = [
+    '{"name": "read_file", "description": "Reads a file from the disk and gives back its te',
+    '{"name": "search", "results": [{"title": "Paris", "url": "https://ex',
+    '```json\n{"name": "search", "kind": "tool", "summary": "finds th',
+    '{"name": "read_file", "argumentation": "it is the be',
+]
+
+
+@pytest.mark.parametrize("answer", JSON_ANSWERS)
+def test_a_json_answer_that_is_no_call_stays_text(answer):
+    # parse_tool_calls reads a bare JSON object as a call only with "arguments" / "parameters": a JSON
+    # answer (response_format, unheld with tools offered) with an offered tool's "name" and other members
+    # is the answer, cut or not
+    assert read_cut_bare_call(answer, OFFERED) is None
+    for fmt in (AnswerFormat(), MISTRAL):
+        for got in split_and_streamed(answer, fmt, TOOLS):
+            assert got == (answer, [])
+
+
+@pytest.mark.parametrize("answer", [
+    '{"name": "read_file"',                                  # cut after the name: may be a call's
+    '{"name": "read_file", ',
+    '{"name": "read_file", "argu',                           # cut in the key
+    '{"name": "read_file", "parameters',
+    '{"name": "read_file", "arguments": {"path": "a',
+])
+def test_a_json_call_cut_before_or_in_its_arguments_key_is_still_a_call(answer):
+    assert read_cut_bare_call(answer, OFFERED)[1]["name"] == "read_file"
 
 
 @pytest.mark.parametrize(("fmt", "answer"), [
