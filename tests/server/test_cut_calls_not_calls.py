@@ -100,3 +100,18 @@ def test_no_tools_offered_no_call(fmt, answer):
 def test_a_vocabulary_without_the_marker_keeps_the_text(answer):
     for got in split_and_streamed(answer, AnswerFormat(), TOOLS):
         assert got == (answer, [])
+
+
+@pytest.mark.parametrize(("fmt", "answer"), [
+    (AnswerFormat(), 'Here is an example:\n```json\n{"name": "read_file", "arguments": {"path": "a'),  # after prose
+    (AnswerFormat(), 'Call it as {"name": "read_file", "arguments": {"pa'),                          # mid-text
+    (AnswerFormat(), '```json\n{"name": "read_file", "arguments": {}}\n```\nThat is how a call looks. The ne'),
+    (AnswerFormat(), '[{"name": "read_file", "arguments": {}}]\n\nThe list above calls it; the nex'),
+    (AnswerFormat(), "<|python_tag|>import math\nprint(math.sq"),                       # Llama's code, no JSON
+    (MISTRAL, 'Example:\n```\n[TOOL_CALLS]read_file[ARGS]{"path": "a'),
+    (GLM, "Example:\n```\n<tool_call>read_file<arg_key>path</arg_key><arg_value>a"),
+    (SEED, "Example:\n```\n<seed:tool_call><function=read_file><parameter=path>a"),
+])
+def test_calls_quoted_in_code_or_text_stay_text(fmt, answer):
+    for got in split_and_streamed(answer, fmt, TOOLS):
+        assert got == (answer, [])
