@@ -115,3 +115,30 @@ def test_a_vocabulary_without_the_marker_keeps_the_text(answer):
 def test_calls_quoted_in_code_or_text_stay_text(fmt, answer):
     for got in split_and_streamed(answer, fmt, TOOLS):
         assert got == (answer, [])
+
+
+EVERY_CUT = [
+    (MISTRAL, 'Reading it. [TOOL_CALLS]read_file[ARGS]{"path": "a.py"} Then this: [TOOL_CALLS]search[ARGS]{"path": "b [x]"}'),
+    (MISTRAL, 'Here:\n```\n[TOOL_CALLS]read_file[ARGS]{"path": "x"}\n```\nDone; [TOOL_CALLS] is the token.'),
+    (MISTRAL, '[TOOL_CALLS][{"name": "read_file", "arguments": {"path": "a.py"}}, {"name": "search", "arguments": {}}]'),
+    (GLM, "Look.<tool_call>read_file<arg_key>path</arg_key><arg_value>a <b> c</arg_value></tool_call> then "
+          "<tool_call>search<arg_key>path</arg_key><arg_value>q</arg_value></tool_call>"),
+    (SEED, "Ok.<seed:tool_call><function=read_file><parameter=path>a.py</parameter></function></seed:tool_call>"),
+    (AnswerFormat(), '```json\n{"name": "search", "results": [1, 2]}\n```'),
+    (AnswerFormat(), 'Sure.<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>'),
+]
+
+
+@pytest.mark.parametrize(("fmt", "answer"), EVERY_CUT)
+def test_every_cut_streams_as_it_splits_and_sends_nothing_it_takes_back(fmt, answer):
+    # what the stream sent before the end is where the content begins: no markup sent and then read as a
+    # call, no text sent twice
+    for end in range(1, len(answer) + 1):
+        cut = answer[:end]
+        want = split_answer(cut, fmt, TOOLS, cut=True)[1:]
+        for step in (1, 3):
+            s = AnswerStream(fmt, TOOLS)
+            sent = "".join(t for i in range(0, end, step) for k, t in s.feed(cut[i:i + step]) if k == "text")
+            tail, rest, calls = s.finish(cut, cut=True)
+            assert want[0].startswith(sent.strip()), cut
+            assert (sent + "".join(t for k, t in tail if k == "text") + rest, calls) == want, cut
