@@ -96,6 +96,7 @@ def test_no_tools_offered_no_call(fmt, answer):
 @pytest.mark.parametrize("answer", [
     'Reading it.[TOOL_CALLS]read_file[ARGS]{"path": "src/ma',
     "Reading it.<seed:tool_call><function=read_file><parameter=path>src/ma",
+    "Reading it.<tool_call>read_file<arg_key>path</arg_key><arg_value>src/ma",     # GLM's, without <arg_key>
 ])
 def test_a_vocabulary_without_the_marker_keeps_the_text(answer):
     for got in split_and_streamed(answer, AnswerFormat(), TOOLS):
