@@ -177,30 +177,32 @@ def check_reasoning_text_and_call(oai: Any, msgs: list, tools: list, args: dict)
 
 
 def check_cut_call(oai: Any, claude: Any, msgs: list, tools: list, claude_tools: list, responses_tools: list,
-                   cut: int, arguments: str | None) -> None:
-    """The live reasoning-format tests' cut call (GLM, Seed-OSS): the scripted answer of
-    check_reasoning_text_and_call cut `cut` pieces short of its end is "Let me look." and a cut call of its
-    tool with `arguments` as far as written (None: no call), never its markup as text: OpenAI's chat whole
+                   cut: int | None, arguments: str | None, *, max_tokens: int | None = None,
+                   text: str = "Let me look.") -> None:
+    """The live tool-format tests' cut call (GLM, Seed-OSS, Mistral): the scripted answer (GLM / Seed-OSS: of
+    check_reasoning_text_and_call) cut `cut` pieces short of its end, or at `max_tokens`, is `text` and a cut call
+    of its tool with `arguments` as far as written (None: no call), never its markup as text: OpenAI's chat whole
     and streamed (finish_reason "length"), Anthropic's messages whole and streamed (`msgs[1:]`, no system;
     stop_reason "max_tokens", the tool_use input the members written whole: the anthropic SDK's partial
     reading) and the Responses API (incomplete)."""
     import jiter
 
-    r = oai.chat.completions.create(model="m", messages=msgs, tools=tools, temperature=0, max_tokens=40)
-    max_tokens = r.usage.completion_tokens - cut        # the answer (end token not counted) less `cut` pieces
+    if max_tokens is None:
+        r = oai.chat.completions.create(model="m", messages=msgs, tools=tools, temperature=0, max_tokens=40)
+        max_tokens = r.usage.completion_tokens - cut        # the answer (end token not counted) less `cut` pieces
     name = tools[0]["function"]["name"]
     want = [] if arguments is None else [(name, arguments)]
     r = oai.chat.completions.create(model="m", messages=msgs, tools=tools, temperature=0, max_tokens=max_tokens)
     c = r.choices[0]
-    assert (c.finish_reason, c.message.content) == ("length", "Let me look.")
+    assert (c.finish_reason, c.message.content) == ("length", text)
     assert [(t.function.name, t.function.arguments) for t in c.message.tool_calls or ()] == want
     chunks = list(oai.chat.completions.create(model="m", messages=msgs, tools=tools, temperature=0,
                                               max_tokens=max_tokens, stream=True))
     deltas = [ch.choices[0].delta for ch in chunks if ch.choices]
-    assert "".join(d.content or "" for d in deltas) == "Let me look."
+    assert "".join(d.content or "" for d in deltas) == text
     assert [(t.function.name, t.function.arguments) for d in deltas for t in d.tool_calls or ()] == want
     assert chunks[-1].choices[0].finish_reason == "length"
-    uses = [("text", "Let me look.")] + [("tool_use", (name, jiter.from_json(a.encode(), partial_mode=True)
+    uses = [("text", text)] + [("tool_use", (name, jiter.from_json(a.encode(), partial_mode=True)
                                                        if a else {})) for _, a in want]
     m = claude.messages.create(model="m", max_tokens=max_tokens, messages=msgs[1:], tools=claude_tools)
     with claude.messages.stream(model="m", max_tokens=max_tokens, messages=msgs[1:], tools=claude_tools) as st:
@@ -210,5 +212,5 @@ def check_cut_call(oai: Any, claude: Any, msgs: list, tools: list, claude_tools:
         assert [(b.type, b.text if b.type == "text" else (b.name, b.input)) for b in msg.content
                 if b.type != "thinking"] == uses
     rr = oai.responses.create(model="m", input=msgs[-1]["content"], tools=responses_tools, max_output_tokens=max_tokens)
-    assert (rr.status, rr.output_text) == ("incomplete", "Let me look.")
+    assert (rr.status, rr.output_text) == ("incomplete", text)
     assert [(o.name, o.arguments) for o in rr.output if o.type == "function_call"] == want

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.live import LiveServer, sdk_clients
+from tests.server.live import LiveServer, check_cut_call, sdk_clients
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 MINISTRAL3 = (FIXTURES / "mistralai-Ministral-3-14B-Reasoning-2512.jinja").read_text(encoding="utf-8")
@@ -139,30 +139,8 @@ def test_a_cut_call_says_length_and_comes_back_as_a_cut_call(thinking, max_token
     call with the arguments as far as written ("" here: none yet); before that no call; never the markup
     as text (it was: "Reading it.[TOOL_CALLS]read_file")."""
     oai, claude = thinking
-    want = [("read_file", "")] if called else []
-    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=max_tokens)
-    c = r.choices[0]
-    assert (c.finish_reason, c.message.content) == ("length", "Reading it.")
-    assert [(t.function.name, t.function.arguments) for t in c.message.tool_calls or ()] == want
-    chunks = list(oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0,
-                                              max_tokens=max_tokens, stream=True))
-    deltas = [ch.choices[0].delta for ch in chunks if ch.choices]
-    assert "".join(d.content or "" for d in deltas) == "Reading it."
-    assert [(t.function.name, t.function.arguments) for d in deltas for t in d.tool_calls or ()] == want
-    assert chunks[-1].choices[0].finish_reason == "length"
-    m = claude.messages.create(model="m", max_tokens=max_tokens, messages=MSGS[1:], tools=CLAUDE_TOOLS)
-    blocks = [(b.type, getattr(b, "text", None) or getattr(b, "name", None)) for b in m.content if b.type != "thinking"]
-    assert m.stop_reason == "max_tokens"
-    assert blocks == [("text", "Reading it.")] + ([("tool_use", "read_file")] if called else [])
-    assert all(b.input == {} for b in m.content if b.type == "tool_use")
-    with claude.messages.stream(model="m", max_tokens=max_tokens, messages=MSGS[1:], tools=CLAUDE_TOOLS) as st:
-        final = st.get_final_message()
-    assert final.stop_reason == "max_tokens"
-    assert [(b.type, getattr(b, "text", None) or getattr(b, "name", None)) for b in final.content
-            if b.type != "thinking"] == blocks
-    rr = oai.responses.create(model="m", input="show a.py", tools=RESPONSES_TOOLS, max_output_tokens=max_tokens)
-    assert (rr.status, rr.output_text) == ("incomplete", "Reading it.")
-    assert [(o.name, o.arguments) for o in rr.output if o.type == "function_call"] == want
+    check_cut_call(oai, claude, MSGS, TOOLS, CLAUDE_TOOLS, RESPONSES_TOOLS, None, "" if called else None,
+                   max_tokens=max_tokens, text="Reading it.")
 
 
 def test_no_tools_offered_reasoning_still_apart_and_the_rest_is_text(thinking):
