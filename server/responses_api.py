@@ -473,7 +473,7 @@ class _Shape:
         items = [self.reasoning(reasoning)] if reasoning is not None else []
         items += [self.message(content, "completed" if calls else _call_status(c), logprobs)] \
             if content or not calls else []
-        return items + [self.call_item(call, _call_status(c)) for call in calls]
+        return items + [self.call_item(call, _call_status(c, i == len(calls) - 1)) for i, call in enumerate(calls)]
 
 
     def text_logprobs(self, c: Completion, tokenizer: Any) -> list[dict]:
@@ -639,9 +639,10 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape,
                     if rest:
                         await delta("text", rest, tail=True)     # the text after the calls
                 await finish_item("completed" if calls else _call_status(c))   # a cut message: incomplete
-                for call in calls:
-                    await _send_call(out, shape, call, len(items), _call_status(c))
-                    items.append(shape.call_item(call, _call_status(c)))
+                for i, call in enumerate(calls):
+                    status = _call_status(c, i == len(calls) - 1)
+                    await _send_call(out, shape, call, len(items), status)
+                    items.append(shape.call_item(call, status))
                 final = shape.response(c, items)
                 await out.send(f"response.{final['status']}", response=final)
     except (ConnectionResetError, ConnectionError):
@@ -651,10 +652,12 @@ async def _stream(request: web.Request, state: Any, job: Job, shape: _Shape,
     return out.resp if out is not None else web.Response(status=499)
 
 
-def _call_status(c: Completion) -> str:
-    """A call read from an answer the token limit cut is "incomplete" (Qwen3-Coder's XML reads without its
-    closing tags: the values written so far), as the response is."""
-    return "incomplete" if c.finish_reason == "length" else "completed"
+def _call_status(c: Completion, last: bool = True) -> str:
+    """A call read from an answer the token limit cut is "incomplete" (a cut call's arguments as far as written;
+    Qwen3-Coder's XML reads without its closing tags: the values written so far), as the response is; only the
+    answer's last call can be the cut one: the calls before it were written whole ("completed": an agent runs
+    them)."""
+    return "incomplete" if c.finish_reason == "length" and last else "completed"
 
 
 async def _send_call(out: Events, shape: _Shape, call: dict, index: int, status: str = "completed") -> None:

@@ -251,3 +251,42 @@ def test_live_a_demanded_call_cut_on_the_responses_api(smol):
         assert events[-1].type == "response.incomplete" and events[-1].response.output_text == ""
         assert [(o.name, o.arguments, o.status) for o in events[-1].response.output if o.type == "function_call"] \
             == want
+
+
+# ----- Responses: the calls before the cut one were written whole -----
+
+TWO_CALLS = ("I will read both.", "\n<tool_call>\n", '{"name": "read_file", "arguments": ', '{"path": "a.py"}}',
+             "\n</tool_call>", " <tool_call>\n", '{"name":"read_file","arguments":', '{"path":"b.py"}}',
+             "</tool_call>")   # each piece once: a scripted model's tokens differ
+
+
+@pytest.fixture(scope="module")
+def two_caller(tiny_model_factory):
+    model = scripted_model(tiny_model_factory, "".join(TWO_CALLS), ctx_len=2048, n_vocab=512,
+                           added_tokens=TWO_CALLS)
+    with LiveServer(model=str(model), ctx=1024, batch=0, threads=1, conversation_cache_mib=0) as s:
+        yield sdk_clients(s)
+
+
+@pytest.mark.parametrize("max_tokens", [7, 8])   # the second call cut after its name / before its closing tag
+def test_live_responses_a_whole_call_before_the_cut_one_is_completed(two_caller, max_tokens):
+    """Responses: the answer's first call was written whole before the limit cut the second: it is "completed"
+    (an agent runs it), only the cut one "incomplete"; whole and streamed (all were "incomplete")."""
+    oai, _ = two_caller
+    ask = [{"role": "user", "content": "Read a.py and b.py"}]
+    chat = oai.chat.completions.create(model="m", messages=ask, tools=READ_FILE, max_tokens=max_tokens,
+                                       temperature=0).choices[0]
+    args = [t.function.arguments for t in chat.message.tool_calls]
+    assert (chat.finish_reason, args[0], len(args)) == ("length", '{"path": "a.py"}', 2)
+    tools = [{"type": "function", "name": "read_file", "parameters": READ_FILE[0]["function"]["parameters"]}]
+    want = [("read_file", args[0], "completed"), ("read_file", args[1], "incomplete")]
+    r = oai.responses.create(model="m", input="Read a.py and b.py", tools=tools, max_output_tokens=max_tokens,
+                             temperature=0)
+    assert (r.status, r.output_text) == ("incomplete", "I will read both.")
+    assert [(o.name, o.arguments, o.status) for o in r.output if o.type == "function_call"] == want
+    events = list(oai.responses.create(model="m", input="Read a.py and b.py", tools=tools,
+                                       max_output_tokens=max_tokens, temperature=0, stream=True))
+    assert events[-1].type == "response.incomplete"
+    assert [(o.name, o.arguments, o.status) for o in events[-1].response.output if o.type == "function_call"] == want
+    done = [e.item for e in events if e.type == "response.output_item.done" and e.item.type == "function_call"]
+    assert [(o.arguments, o.status) for o in done] == [(a, s) for _, a, s in want]
