@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import collections
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -31,6 +30,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import server_load  # noqa: E402
+from server_breakdown import metric  # noqa: E402
 
 LOG_VAR = "STRATA_TIME_SPLIT_LOG"
 
@@ -70,14 +70,10 @@ def serve_timed() -> int:
 
 
 async def scrape(url: str) -> dict[str, float]:
+    """The counters a level's p needs, from /metrics (server_breakdown.metric reads them)."""
     async with aiohttp.ClientSession() as s, s.get(url + "/metrics") as r:
         text = await r.text()
-    found = {}
-    for line in text.splitlines():
-        m = re.match(r"(strata_[a-z_]+_total)\s+([0-9.eE+-]+)$", line)
-        if m:
-            found[m.group(1)] = float(m.group(2))
-    return found
+    return {name: metric(text, f"strata_{name}_total") for name in ("prompt_tokens_read", "generated_tokens")}
 
 
 def calls_between(log: Path, t0: float, t1: float) -> list[tuple[str, str, int, float]]:
@@ -157,8 +153,7 @@ def main() -> int:
                     level = asyncio.run(server_load.load_level(url, n, args, round_no=rnd))
                     t1 = time.monotonic()
                     after = asyncio.run(scrape(url))
-                    delta = {k.removeprefix("strata_").removesuffix("_total"): after[k] - before.get(k, 0.0)
-                             for k in after}
+                    delta = {k: after[k] - before[k] for k in after}
                     marks.append((level, delta, t0, t1))
         finally:
             proc.terminate()

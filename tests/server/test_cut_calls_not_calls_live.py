@@ -11,28 +11,15 @@ from __future__ import annotations
 import pytest
 
 from tests.server.live import LiveServer, sdk_clients
-from tests.server.test_mistral_live import ADDED, CLAUDE_TOOLS, MSGS, RESPONSES_TOOLS, SMALL32, TOOLS
+from tests.server.test_mistral_live import CLAUDE_TOOLS, MSGS, RESPONSES_TOOLS, SMALL32, TOOLS, mistral_model
 
 JSON_ANSWER = ('{"name": "read_file", ', '"description": ', '"Reads a', ' file."}')
-
-
-def scripted(factory, pieces: tuple[str, ...]):
-    """A tiny model with Small 3.2's template that answers `pieces` (one added token each, then its end)
-    to any prompt ending in `[/INST]` (test_mistral_live.mistral_model with these pieces added)."""
-    from strata.engine import Engine
-
-    shape = dict(ctx_len=4096, n_vocab=512, seed=5, tokenizer_pre="tekken", added_tokens=ADDED + pieces,
-                 chat_template=SMALL32)
-    probe = Engine(str(factory(**shape)), n_ctx=64, n_threads=1)
-    ids = probe.tokenize("[/INST]" + "".join(pieces), special=True)
-    assert len(ids) == len(pieces) + 1, "each piece must be one token"
-    return factory(**shape, script=(*ids, probe.tokenizer.eos_id))
 
 
 @pytest.fixture(scope="module")
 def cut_text(tiny_model_factory):
     pieces = JSON_ANSWER
-    model = scripted(tiny_model_factory, pieces)
+    model = mistral_model(tiny_model_factory, SMALL32, pieces, added=pieces)   # each piece one token
     with LiveServer(model=str(model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0) as s:
         yield (*sdk_clients(s), "".join(pieces[:3]))
 

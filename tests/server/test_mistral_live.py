@@ -41,12 +41,12 @@ RESPONSES_TOOLS = [{"type": "function", "name": "read_file", "description": "Rea
 MSGS = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "show a.py"}]
 
 
-def mistral_model(factory, template: str, pieces: tuple[str, ...]):
+def mistral_model(factory, template: str, pieces: tuple[str, ...], added: tuple[str, ...] = ()):
     """A tiny model that answers `pieces` (then its end-of-turn token) to any prompt ending in `[/INST]`,
-    as Mistral's templates end every prompt."""
+    as Mistral's templates end every prompt (`added`: more added tokens, so that each piece is one)."""
     from strata.engine import Engine
 
-    shape = dict(ctx_len=4096, n_vocab=512, seed=5, tokenizer_pre="tekken", added_tokens=ADDED,
+    shape = dict(ctx_len=4096, n_vocab=512, seed=5, tokenizer_pre="tekken", added_tokens=ADDED + tuple(added),
                  chat_template=template)
     probe = Engine(str(factory(**shape)), n_ctx=64, n_threads=1)
     ids = probe.tokenize("[/INST]" + "".join(pieces), special=True)
