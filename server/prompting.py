@@ -388,7 +388,7 @@ class ToolTextGate:
         if not calls:
             content = full_text
         if cut:
-            content, calls = with_cut_call(content, calls, self._tools, *self._flags)
+            content, calls = with_cut_call(full_text, content, calls, self._tools, *self._flags)
         # the readers strip the content; what went out kept the answer's leading whitespace
         sent = self.sent if content.startswith(self.sent) else self.sent.lstrip()
         rest = content[len(sent):] if content.startswith(sent) else ""
@@ -492,9 +492,10 @@ def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None,
         answer = parse_harmony(text, tool_names(tools or []))
         return answer.reasoning, answer.content, _first_if_one(answer.calls, fmt) if tools else []
     reasoning, rest = split_reasoning(text, fmt.opened, fmt.think)
-    content, calls = split_tool_calls(fmt.call_opened + rest, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
+    text = fmt.call_opened + rest
+    content, calls = split_tool_calls(text, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
     if cut:
-        content, calls = with_cut_call(content, calls, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
+        content, calls = with_cut_call(text, content, calls, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
     return reasoning, _less_opened(content, fmt), _fresh_ids(_first_if_one(calls, fmt), fmt.taken_ids)
 
 
@@ -512,21 +513,26 @@ def _less_opened(content: str, fmt: AnswerFormat) -> str:
     return content[len(fmt.call_opened):] if fmt.call_opened and content.startswith(fmt.call_opened) else content
 
 
-def with_cut_call(content: str, calls: list[dict], tools: list[dict] | None,
+def with_cut_call(text: str, content: str, calls: list[dict], tools: list[dict] | None,
                   mistral: bool = False, glm: bool = False, seed: bool = False) -> tuple[str, list[dict]]:
-    """(content, calls) of an answer the length limit cut, when its content ends inside a `<tool_call>`
-    block (cut_call.read_cut_call), a `[TOOL_CALLS]` call when `mistral` (the vocabulary has that token:
-    mistral.read_cut_mistral_call), a GLM `<tool_call>NAME<arg_key>` call when `glm` (glm.read_cut_glm_call)
-    or a `<seed:tool_call>` block when `seed` (seed.read_cut_seed_call), the flags as split_tool_calls reads
-    whole calls, or when it is a bare JSON call cut (cut_call.read_cut_bare_call): the block is not content; the call as far as it was written is the last call when it got as far as an
-    offered tool's name (`"cut": True`: OpenAI gives it back with its arguments as written, Anthropic with
-    the members written whole, both with the length stop reason)."""
-    found = read_cut_mistral_call(content, tool_names(tools)) if tools and mistral else None
+    """(content, calls) of an answer `text` the length limit cut, whose whole calls split_tool_calls read
+    (`content`, `calls`), when it ends inside a call: a `[TOOL_CALLS]` call when `mistral` (the vocabulary
+    has that token: mistral.read_cut_mistral_call), a GLM `<tool_call>NAME<arg_key>` call when `glm`
+    (glm.read_cut_glm_call) or a `<seed:tool_call>` block when `seed` (seed.read_cut_seed_call), the flags
+    as split_tool_calls reads whole calls, each read from `text` where the whole reader's run of calls
+    gets to; a `<tool_call>` block at the end of the content (cut_call.read_cut_call); or a bare JSON call
+    cut as the whole answer (cut_call.read_cut_bare_call). The block is not content; the call as far as it
+    was written is the last call when it got as far as an offered tool's name (`"cut": True`: OpenAI gives
+    it back with its arguments as written, Anthropic with the members written whole, both with the length
+    stop reason)."""
+    found = read_cut_mistral_call(text, tool_names(tools)) if tools and mistral else None
     if found is None and tools and glm:
-        found = read_cut_glm_call(content, tool_names(tools), tool_parameter_types(tools))
+        found = read_cut_glm_call(text, tool_names(tools), tool_parameter_types(tools))
     if found is None and tools and seed:
-        found = read_cut_seed_call(content, tool_names(tools), tool_parameter_types(tools))
-    if found is None and tools:
+        found = read_cut_seed_call(text, tool_names(tools), tool_parameter_types(tools))
+    # after whole calls of those formats a `<tool_call>` block is text, as parse_tool_calls reads it (it
+    # reads such blocks only when those readers read no call): the blocks' reader only for the blocks' calls
+    if found is None and tools and (not calls or split_tool_calls(text, tools)[1] == calls):
         found = read_cut_call(content, tool_names(tools), in_code_block)
     if found is None and tools and not calls:     # a bare call is read only as the whole answer
         found = read_cut_bare_call(content, tool_names(tools))

@@ -15,9 +15,9 @@ tagged-arguments reader; its cases in tests/test-chat.cpp):
   is that value). A call without `</tool_call>` (cut by the token limit) or whose markup does not read stays
   text from there on; the calls before it are kept.
 
-- `read_cut_glm_call(content, offered, types) -> (before, call | None) | None`: the call the length limit cut
-  at the end of an answer's content, as cut_call.read_cut_call reads a cut `<tool_call>` JSON block (the
-  APIs' reading of a cut call).
+- `read_cut_glm_call(text, offered, types) -> (before, call | None) | None`: the call the length limit cut
+  at the end of an answer, where the whole reader's run of calls gets to, as cut_call.read_cut_call reads a
+  cut `<tool_call>` JSON block (the APIs' reading of a cut call).
 
 Not here: the template's messages (normalize_messages already gives tool-call arguments as the objects GLM's
 templates iterate), reasoning (`<think>`: strata.server.reasoning), typing values (tool_values.py).
@@ -29,7 +29,7 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from strata.engine.call_runs import read_call_run, skip_space
+from strata.engine.call_runs import read_call_run, skip_space, unread_call
 from strata.engine.code_fences import first_outside_code
 from strata.engine.cut_call import markup_arguments, may_be_name, takes_string
 from strata.engine.tool_values import typed_value
@@ -99,26 +99,32 @@ def parse_glm_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = N
     return read_call_run(text, first, OPEN, lambda t, pos: _read_call(t, pos, types or {}, offered))
 
 
-def read_cut_glm_call(content: str, offered: Collection[str],
+def read_cut_glm_call(text: str, offered: Collection[str],
                       types: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[str, dict[str, Any] | None] | None:
-    """(content before the call, the call or None) when `content` (what parse_glm_calls left of an answer
-    the limit cut: the whole calls taken out) ends inside its first `<tool_call>` outside a code block, a GLM
-    call: {"name", "arguments", "cut": True} when its name is whole (a tag after it, or an offered tool's
+    """(content before the call, the call or None) when `text`, an answer the limit cut, ends inside a GLM
+    call where the run of calls parse_glm_calls reads gets to (call_runs.unread_call: its first
+    `<tool_call>` outside a code block, or one after whole calls with nothing but whitespace between; a
+    call after text that follows whole calls stays text, cut or not, as the whole reader leaves it):
+    {"name", "arguments", "cut": True} when its name is whole (a tag after it, or an offered tool's
     name no other offered name goes on from) and offered, else None (the markup is not an answer either
     way). The arguments as far as written, as JSON text: the pairs written whole typed as the whole reader
     types them, then a value cut inside a string parameter's (schema type "string") as the string so far
     without its closing quote; the object left open (more pairs may have followed); "" before any pair.
-    None when the content does not end so (a body that is JSON or `<function=`: other readers')."""
-    at = first_outside_code(content, OPEN)
-    if at < 0:
-        return None
-    before, start = content[:at].rstrip(), at + len(OPEN)
-    if not content[start:].strip():
+    None when the text does not end so (a body that is JSON or `<function=`: other readers')."""
+    first = first_outside_code(text, OPEN)
+    if first < 0 or (text[first + len(OPEN):].strip() and not opens_glm_call(text, first + len(OPEN))):
+        return None                      # no block, or another format's (Hermes' JSON, Qwen3-Coder's)
+    found = unread_call(text, first, OPEN, lambda t, pos: _read_call(t, pos, types or {}, offered))
+    if found is None:
+        return None                      # every call whole, or a call after text (the whole reader's text)
+    before, at = found
+    start = at + len(OPEN)
+    if not text[start:].strip():
         return before, None              # only the opening tag
-    if not opens_glm_call(content, start) or _read_call(content, at, types or {}, offered) is not None:
-        return None                      # another format's, or whole (left as text by the whole reader)
-    end = _name_end(content, start)
-    name = content[start:end if end >= 0 else len(content)].strip()
+    if not opens_glm_call(text, start):
+        return None                      # another format's block after the GLM calls
+    end = _name_end(text, start)
+    name = text[start:end if end >= 0 else len(text)].strip()
     if not may_be_name(name, offered, NOT_IN_NAME):
         return None                      # prose that names the tag: text, as the whole reader leaves it
     whole = end >= 0 or not any(o != name and o.startswith(name) for o in offered)
@@ -127,18 +133,18 @@ def read_cut_glm_call(content: str, offered: Collection[str],
     known = (types or {}).get(name, {})
     pairs: list[tuple[str, Any]] = []
     cut_string = None
-    pos = end if end >= 0 else len(content)
+    pos = end if end >= 0 else len(text)
     while True:
-        pos = skip_space(content, pos)
-        key_end = content.find(KEY_END, pos)
-        if not content.startswith(KEY, pos) or key_end < 0:
+        pos = skip_space(text, pos)
+        key_end = text.find(KEY_END, pos)
+        if not text.startswith(KEY, pos) or key_end < 0:
             break                        # cut in a key (or before one): left out
-        key = content[pos + len(KEY):key_end].strip()
-        pos = skip_space(content, key_end + len(KEY_END))
-        if not key or not content.startswith(VALUE, pos):
+        key = text[pos + len(KEY):key_end].strip()
+        pos = skip_space(text, key_end + len(KEY_END))
+        if not key or not text.startswith(VALUE, pos):
             break
-        value_end = content.find(VALUE_END, pos)
-        raw = content[pos + len(VALUE):value_end if value_end >= 0 else len(content)]
+        value_end = text.find(VALUE_END, pos)
+        raw = text[pos + len(VALUE):value_end if value_end >= 0 else len(text)]
         if value_end < 0:
             cut_string = (key, raw) if takes_string(known.get(key)) else None
             break

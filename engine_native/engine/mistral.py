@@ -22,9 +22,9 @@ FUNC_BRACKET_TAG reader; expected outputs in tests/test-chat.cpp). Nemo's `[TOOL
     conversation, a result without one the id of the call at its place after the assistant's turn.
   * `thinking_blocks`: Ministral 3's template writes an assistant's reasoning back as `[THINK]...[/THINK]`
     from a content block of type "thinking" (llama.cpp's preparation): `reasoning_content` becomes one.
-- `read_cut_mistral_call(content, offered)`: the `[TOOL_CALLS]NAME[ARGS]` call the length limit cut at the
-  end of an answer's content, as cut_call.read_cut_call reads a cut `<tool_call>` block (the APIs' reading;
-  Nemo's cut list: cut_call.read_cut_bare_call).
+- `read_cut_mistral_call(text, offered)`: the `[TOOL_CALLS]NAME[ARGS]` call the length limit cut at the
+  end of an answer, where the whole reader's run of calls gets to, as cut_call.read_cut_call reads a cut
+  `<tool_call>` block (the APIs' reading; Nemo's cut list: cut_call.read_cut_bare_call).
 - `keep_written_ids(calls)`: the model's own ids (Small 3.2's `[CALL_ID]`, Nemo's `"id"`) kept only where
   the server can hand them out.
 - `template_traits(source) -> (short_ids, thinking_blocks)`: what a template needs, read from its source.
@@ -41,7 +41,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from strata.engine.call_runs import read_call_run, skip_space
+from strata.engine.call_runs import read_call_run, skip_space, unread_call
 from strata.engine.code_fences import first_outside_code
 from strata.engine.cut_call import CALL_OPENERS, may_be_name, written_arguments
 
@@ -175,26 +175,29 @@ def parse_mistral_calls(text: str, offered: Collection[str] = ()) -> tuple[str, 
 # ---------------------------------------------------------------------------------------------------
 
 
-def read_cut_mistral_call(content: str, offered: Collection[str]) -> tuple[str, dict[str, Any] | None] | None:
-    """(content before the call, the call or None) when `content` (what parse_mistral_calls left of an
-    answer the limit cut: the whole calls taken out) ends inside a `[TOOL_CALLS]` call, as
-    cut_call.read_cut_call reads a cut `<tool_call>` block: the call {"name", "arguments" as far as written,
-    "cut": True} when its name is whole and offered, else None (the markup is not an answer either way).
-    Its first `[TOOL_CALLS]` outside a code block and before any `<tool_call>` block (whose strings may
-    quote it, as parse_tool_calls reads) opens it: a later one is inside its arguments' string.
+def read_cut_mistral_call(text: str, offered: Collection[str]) -> tuple[str, dict[str, Any] | None] | None:
+    """(content before the call, the call or None) when `text`, an answer the limit cut, ends inside a
+    `[TOOL_CALLS]` call, as cut_call.read_cut_call reads a cut `<tool_call>` block: the call {"name",
+    "arguments" as far as written, "cut": True} when its name is whole and offered, else None (the markup is
+    not an answer either way). Only where the run of calls parse_mistral_calls reads gets to
+    (call_runs.unread_call: the first call, or one after whole calls with nothing but whitespace between;
+    a call after text that follows whole calls stays text, cut or not, as the whole reader leaves it). The
+    run opens at the first `[TOOL_CALLS]` outside a code block and before any `<tool_call>` block (whose
+    strings may quote it, as parse_tool_calls reads); a later one inside the cut call is its string's.
     `NAME[ARGS]{...` (`NAME[CALL_ID]ID[ARGS]{...`): the name is whole once a marker follows it, or when it is
-    an offered tool's that no other offered name goes on from. None when the content does not end so (Nemo's
+    an offered tool's that no other offered name goes on from. None when the text does not end so (Nemo's
     `[{"name": ...` list: the bare JSON call's, cut_call.read_cut_bare_call); `[TOOL_CALLS]` is one token,
     so a cut marker is never written."""
-    at = first_outside_code(content, TOOL_CALLS)
-    if at < 0 or any(0 <= first_outside_code(content, o) < at for o in CALL_OPENERS):
+    first = first_outside_code(text, TOOL_CALLS)
+    if first < 0 or any(0 <= first_outside_code(text, o) < first for o in CALL_OPENERS):
         return None
-    before = content[:at].rstrip()
-    rest = content[at + len(TOOL_CALLS):].lstrip()
+    found = unread_call(text, first, TOOL_CALLS, lambda t, pos: _read_call(t, pos, offered))
+    if found is None:
+        return None                      # every call whole, or a call after text (the whole reader's text)
+    before, at = found
+    rest = text[at + len(TOOL_CALLS):].lstrip()
     if rest.startswith(("[", "{")):
         return None                      # Nemo's JSON list: the bare call's (cut_call.read_cut_bare_call)
-    if _read_call(content, at, offered) is not None:
-        return None                      # whole (left as text by the whole reader: after text, say)
     head, marker, written = rest.partition(ARGS)
     name, id_marker, _ = head.partition(CALL_ID)
     name = name.strip()

@@ -12,9 +12,9 @@ reads what llama.cpp's parser for that template reads (its Seed-OSS cases in tes
   typed by the offered tool's schema (tool_values.typed_value). A call without its closing tags (cut by the
   token limit) or whose markup does not read stays text from there on; the calls before it are kept.
 
-- `read_cut_seed_call(content, offered, types) -> (before, call | None) | None`: the call the length limit
-  cut at the end of an answer's content, as cut_call.read_cut_call reads a cut `<tool_call>` JSON block
-  (the APIs' reading of a cut call).
+- `read_cut_seed_call(text, offered, types) -> (before, call | None) | None`: the call the length limit
+  cut at the end of an answer, where the whole reader's run of calls gets to, as cut_call.read_cut_call
+  reads a cut `<tool_call>` JSON block (the APIs' reading of a cut call).
 
 Not here: reasoning (`<seed:think>`: strata.server.reasoning with SEED_TAGS), rendering (the template).
 """
@@ -25,7 +25,7 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from strata.engine.call_runs import read_call_run, skip_space
+from strata.engine.call_runs import read_call_run, skip_space, unread_call
 from strata.engine.code_fences import first_outside_code
 from strata.engine.cut_call import markup_arguments, takes_string
 from strata.engine.tool_values import typed_value
@@ -82,25 +82,29 @@ def parse_seed_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = 
     return read_call_run(text, first, OPEN, lambda t, pos: _read_call(t, pos, types or {}))
 
 
-def read_cut_seed_call(content: str, offered: Collection[str],
+def read_cut_seed_call(text: str, offered: Collection[str],
                        types: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[str, dict[str, Any] | None] | None:
-    """(content before the call, the call or None) when `content` (what parse_seed_calls left of an answer
-    the limit cut: the whole calls taken out) ends inside its first `<seed:tool_call>` block outside a code
-    block: {"name", "arguments", "cut": True} when its `<function=NAME>` tag is whole and names an offered
+    """(content before the call, the call or None) when `text`, an answer the limit cut, ends inside a
+    `<seed:tool_call>` block where the run of calls parse_seed_calls reads gets to (call_runs.unread_call:
+    its first block outside a code block, or one after whole calls with nothing but whitespace between; a
+    call after text that follows whole calls stays text, cut or not, as the whole reader leaves it):
+    {"name", "arguments", "cut": True} when its `<function=NAME>` tag is whole and names an offered
     tool, else None (the markup is not an answer either way). The arguments as far as written, as JSON
     text (cut_call.markup_arguments): the parameters written whole, typed as the whole reader types them,
     then a string parameter's value cut as written; the object closed once `</function>` was written.
-    None when the content does not end so (a block that reads whole, or whose markup is malformed)."""
-    at = first_outside_code(content, OPEN)
-    if at < 0:
-        return None
-    before, pos = content[:at].rstrip(), skip_space(content, at + len(OPEN))
-    rest = content[pos:]
+    None when the text does not end so (a block that reads whole, or whose markup is malformed)."""
+    first = first_outside_code(text, OPEN)
+    found = unread_call(text, first, OPEN, lambda t, pos: _read_call(t, pos, types or {})) if first >= 0 else None
+    if found is None:
+        return None                      # no block, every call whole, or a call after text (text)
+    before, at = found
+    pos = skip_space(text, at + len(OPEN))
+    rest = text[pos:]
     if not rest or FUNCTION.startswith(rest) or (rest.startswith(FUNCTION) and ">" not in rest):
         return before, None              # cut before the function tag's `>`: the name not known whole
-    head = _tag_name(content, pos, FUNCTION)
-    if head is None or _read_call(content, at, types or {}) is not None:
-        return None                      # malformed, or whole (left as text by the whole reader)
+    head = _tag_name(text, pos, FUNCTION)
+    if head is None:
+        return None                      # malformed
     name, pos = head
     if name not in offered:
         return before, None
@@ -108,19 +112,19 @@ def read_cut_seed_call(content: str, offered: Collection[str],
     pairs: list[tuple[str, Any]] = []
     cut_string = None
     while True:
-        pos = skip_space(content, pos)
-        if content.startswith(FUNCTION_END, pos):
-            if not CLOSE.startswith(content[pos + len(FUNCTION_END):].strip()):
+        pos = skip_space(text, pos)
+        if text.startswith(FUNCTION_END, pos):
+            if not CLOSE.startswith(text[pos + len(FUNCTION_END):].strip()):
                 return None              # something else after the function: malformed, not cut
             return before, {"name": name, "arguments": markup_arguments(pairs, None, True), "cut": True}
-        param = _tag_name(content, pos, PARAMETER)
+        param = _tag_name(text, pos, PARAMETER)
         if param is None:
             break                        # cut in a parameter's tag (or before one)
         key, pos = param
-        end = content.find(PARAMETER_END, pos)
+        end = text.find(PARAMETER_END, pos)
         if end < 0:
-            cut_string = (key, content[pos:]) if takes_string(known.get(key)) else None
+            cut_string = (key, text[pos:]) if takes_string(known.get(key)) else None
             break
-        pairs.append((key, typed_value(content[pos:end], known.get(key))))
+        pairs.append((key, typed_value(text[pos:end], known.get(key))))
         pos = end + len(PARAMETER_END)
     return before, {"name": name, "arguments": markup_arguments(pairs, cut_string, False), "cut": True}
