@@ -69,7 +69,9 @@ def parse_json_body(raw: bytes) -> Any:
     U+FFFD, as a UTF-8 decoder does with a broken byte: no UTF-8 text can carry it to the tokenizer, and
     a 400 would stop the agent's session, which resends the same text every turn."""
     try:
-        body = json.loads(raw)
+        # decoded strictly: json.loads(bytes) decodes UTF-8 with 'surrogatepass', so a surrogate written as UTF-8
+        # bytes (ED A0 80, which no UTF-8 decoder takes) came through unmended and failed the tokenizer (a 500)
+        body = json.loads(raw.decode(json.detect_encoding(raw)))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise APIError(400, f"the request body is not valid JSON: {e}") from None
     except RecursionError:

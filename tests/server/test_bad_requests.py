@@ -111,6 +111,14 @@ CASES = [
     ("POST", MSG, {"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
      400, "image blocks are not supported"),
     ("POST", "/v1/messages/count_tokens", {"model": "x"}, 400, "'messages' is required"),
+    # found by generated bodies (body_fuzz.py): a surrogate written as UTF-8 bytes (ED A0 80), which Python's
+    # json.loads(bytes) decodes with 'surrogatepass', reached the tokenizer unmended (a 500)
+    ("POST", CHAT, b'{"messages": [{"role": "user", "content": "a\xed\xa0\x80b"}]}', 400,
+     "can't decode byte 0xed"),
+    ("POST", MSG, b'{"max_tokens": 2, "messages": [{"role": "user", "content": "\xed\xa0\x80"}]}', 400,
+     "not valid JSON"),
+    ("POST", "/v1/responses", b'{"input": "x", "stream": true, "text": {"format": {"type": "json_schema", '
+     b'"name": "c", "schema": {"type": "object", "required": ["c\xed\xa0\x80"]}}}}', 400, "not valid JSON"),
     ("GET", CHAT, None, 405, "method GET is not allowed"),
     ("POST", "/v1/nothing-here", {}, 404, "no endpoint POST /v1/nothing-here"),
 ]
