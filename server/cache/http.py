@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 from strata.server.body_read import read_body
-from strata.server.fields import refused_encoding
+from strata.server.fields import parse_json_body, refused_encoding
 from strata.server.history_save import HistoryNotFoundError, SaveTarget, SlotTakenError
 
 from .sessions import (
@@ -60,12 +59,9 @@ async def _body(request: web.Request) -> dict:
     if refused:
         raise ValueError(refused)
     raw = await read_body(request)   # an APIError (broken framing, stalled, over the limit) is the middleware's
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        raise ValueError("body must be JSON") from None
-    except RecursionError:   # Python's decoder gives up near 1,000 levels
-        raise ValueError("body must be JSON of a sane depth (it nests arrays or objects ~1,000 deep)") from None
+    # read as the APIs read theirs (an APIError too): a lone surrogate mended to U+FFFD (a save's `messages` are
+    # rendered and tokenized: one unmended was a 500), NaN / Infinity and nesting past 100 refused
+    body = parse_json_body(raw)
     if body is None:
         return {}
     if not isinstance(body, dict):
