@@ -28,7 +28,7 @@ from strata.engine.code_fences import CallBlockHold, in_code_block
 from strata.engine.cut_call import BARE_CALL_PREFIXES, open_block, read_cut_bare_call, read_cut_call
 from strata.engine.glm import read_cut_glm_call
 from strata.engine.harmony import HarmonyStream, is_harmony_vocabulary, parse_harmony
-from strata.engine.mistral import read_cut_mistral_call
+from strata.engine.mistral import keep_written_ids, read_cut_mistral_call
 from strata.engine.seed import read_cut_seed_call
 from strata.server.errors import APIError
 from strata.server.jobs import StopMatcher
@@ -524,7 +524,7 @@ def with_cut_call(text: str, content: str, calls: list[dict], tools: list[dict] 
     cut as the whole answer (cut_call.read_cut_bare_call). The block is not content; the call as far as it
     was written is the last call when it got as far as an offered tool's name (`"cut": True`: OpenAI gives
     it back with its arguments as written, Anthropic with the members written whole, both with the length
-    stop reason)."""
+    stop reason; Small 3.2's id when the model wrote it whole, as for a whole call)."""
     found = read_cut_mistral_call(text, tool_names(tools)) if tools and mistral else None
     if found is None and tools and glm:
         found = read_cut_glm_call(text, tool_names(tools), tool_parameter_types(tools))
@@ -539,7 +539,12 @@ def with_cut_call(text: str, content: str, calls: list[dict], tools: list[dict] 
     if found is None:
         return content, calls
     before, call = found
-    return before, calls + ([call] if call is not None else [])
+    if call is None:
+        return before, calls
+    calls = [dict(c) for c in calls] + [call]
+    if "id" in call:
+        keep_written_ids(calls)      # Small 3.2's id: not handed out when a whole call of the answer has it too
+    return before, calls
 
 
 def _first_if_one(calls: list[dict], fmt: AnswerFormat) -> list[dict]:

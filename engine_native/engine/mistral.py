@@ -185,7 +185,8 @@ def read_cut_mistral_call(text: str, offered: Collection[str]) -> tuple[str, dic
     run opens at the first `[TOOL_CALLS]` outside a code block and before any `<tool_call>` block (whose
     strings may quote it, as parse_tool_calls reads); a later one inside the cut call is its string's.
     `NAME[ARGS]{...` (`NAME[CALL_ID]ID[ARGS]{...`): the name is whole once a marker follows it, or when it is
-    an offered tool's that no other offered name goes on from. None when the text does not end so (Nemo's
+    an offered tool's that no other offered name goes on from; Small 3.2's ID, 9 alphanumerics, is the
+    call's `id` as in a whole call (keep_written_ids: the caller drops it when a whole call has it too). None when the text does not end so (Nemo's
     `[{"name": ...` list: the bare JSON call's, cut_call.read_cut_bare_call); `[TOOL_CALLS]` is one token,
     so a cut marker is never written."""
     first = first_outside_code(text, TOOL_CALLS)
@@ -199,8 +200,8 @@ def read_cut_mistral_call(text: str, offered: Collection[str]) -> tuple[str, dic
     if rest.startswith(("[", "{")):
         return None                      # Nemo's JSON list: the bare call's (cut_call.read_cut_bare_call)
     head, marker, written = rest.partition(ARGS)
-    name, id_marker, _ = head.partition(CALL_ID)
-    name = name.strip()
+    name, id_marker, given_id = head.partition(CALL_ID)
+    name, given_id = name.strip(), given_id.strip()
     if not may_be_name(name, offered):
         return None                      # prose that names the marker: text, as the whole reader leaves it
     whole = bool(marker or id_marker) or not any(o != name and o.startswith(name) for o in offered)
@@ -214,4 +215,9 @@ def read_cut_mistral_call(text: str, offered: Collection[str]) -> tuple[str, dic
         return None                      # written whole (NaN, not an object): malformed, not cut
     except (ValueError, RecursionError):
         pass
-    return before, {"name": name, "arguments": written_arguments(written), "cut": True}
+    call = {"name": name, "arguments": written_arguments(written), "cut": True}
+    # Small 3.2's id once it is 9 alphanumerics (cut before [ARGS] too: a longer one is never handed out),
+    # handed out as written as for a whole call, so the next turn renders the model's own text back
+    if _SHORT_ID.fullmatch(given_id):
+        call["id"] = given_id
+    return before, call

@@ -18,8 +18,8 @@ OFFERED = {"read_file", "read"}
 TC = "[TOOL_CALLS]"
 
 
-def cut(name: str, arguments: str) -> dict:
-    return {"name": name, "arguments": arguments, "cut": True}
+def cut(name: str, arguments: str, call_id: str | None = None) -> dict:
+    return {"name": name, "arguments": arguments, "cut": True} | ({"id": call_id} if call_id else {})
 
 
 @pytest.mark.parametrize(("content", "found"), [
@@ -37,7 +37,11 @@ def cut(name: str, arguments: str) -> dict:
     (TC + 'nope[ARGS]{"x": "', ("", None)),                             # not offered
     # Small 3.2: NAME[CALL_ID]ID[ARGS]{...}
     (TC + "read_file[CALL_ID]abc", ("", cut("read_file", ""))),
-    (TC + 'read_file[CALL_ID]abcDEF123[ARGS]{"path": "a', ("", cut("read_file", '{"path": "a'))),
+    (TC + 'read_file[CALL_ID]abcDEF123[ARGS]{"path": "a', ("", cut("read_file", '{"path": "a', "abcDEF123"))),
+    (TC + "read_file[CALL_ID]abcDEF123", ("", cut("read_file", "", "abcDEF123"))),    # the id whole: 9 written
+    (TC + "read_file[CALL_ID]abcDEF123[ARGS]", ("", cut("read_file", "", "abcDEF123"))),
+    (TC + 'read_file[CALL_ID]abcDEF1234[ARGS]{"path": "a', ("", cut("read_file", '{"path": "a'))),  # not 9: none
+    (TC + 'read_file[CALL_ID]abc-EF123[ARGS]{"path": "a', ("", cut("read_file", '{"path": "a'))),
     (TC + "read_fi[CALL_ID]abc", ("", None)),
     # not a cut call: the content as it is
     (TC + 'read_file[ARGS]{"path": "a.py"}', None),                     # whole (no closing marker to cut)
@@ -93,7 +97,7 @@ WHOLE = {"name": "read_file", "arguments": '{"path": "a.py"}'}
     ("Reading it." + TC + 'read_file[ARGS]{"path": "src/ma', "Reading it.", [cut("read_file", '{"path": "src/ma')]),
     (TC + 'read_file[ARGS]{"path": "a.py"}' + TC + 'read_file[ARGS]{"path": "b',
      "", [WHOLE, cut("read_file", '{"path": "b')]),
-    (TC + 'read_file[CALL_ID]abcDEF123[ARGS]{"path": "a.py", ', "", [cut("read_file", '{"path": "a.py",')]),
+    (TC + 'read_file[CALL_ID]abcDEF123[ARGS]{"path": "a.py", ', "", [cut("read_file", '{"path": "a.py",', "abcDEF123")]),
     (TC + '[{"name": "read_file", "arguments": {"path": "src/ma', "", [cut("read_file", '{"path": "src/ma')]),
     (TC + '[{"name": "read_', "", []),
     ('<|python_tag|>{"name": "read_file", "parameters": {"path": "a', "", [cut("read_file", '{"path": "a')]),
@@ -115,3 +119,27 @@ def test_not_cut_or_not_a_mistral_vocabulary_the_text_stays():
     assert split_answer(answer, MISTRAL, TOOLS) == (None, answer, [])
     # a vocabulary without [TOOL_CALLS]: another model's text that mentions the format
     assert split_answer(answer, AnswerFormat(), TOOLS, cut=True) == (None, answer, [])
+
+
+SMALL32_WHOLE = TC + 'read_file[CALL_ID]abcDEF123[ARGS]{"path": "a.py"}'
+
+
+@pytest.mark.parametrize(("answer", "fmt", "calls"), [
+    # the model's whole id is the cut call's, as a whole call's (it got a new one: session 36 left it)
+    (TC + 'read_file[CALL_ID]xyzXYZ789[ARGS]{"path": "b', MISTRAL, [cut("read_file", '{"path": "b', "xyzXYZ789")]),
+    (SMALL32_WHOLE + TC + 'read_file[CALL_ID]xyzXYZ789[ARGS]{"path": "b', MISTRAL,
+     [WHOLE | {"id": "abcDEF123"}, cut("read_file", '{"path": "b', "xyzXYZ789")]),
+    # written twice in the answer: neither handed out (keep_written_ids, as for the same answer not cut)
+    (SMALL32_WHOLE + TC + 'read_file[CALL_ID]abcDEF123[ARGS]{"path": "b', MISTRAL,
+     [WHOLE, cut("read_file", '{"path": "b')]),
+    # an id the conversation's calls or results hold: not handed out again (taken_ids)
+    (TC + 'read_file[CALL_ID]abcDEF123[ARGS]{"path": "b', AnswerFormat(mistral_calls=True, taken_ids=frozenset(
+        {"abcDEF123"})), [cut("read_file", '{"path": "b')]),
+])
+def test_a_cut_small32_call_keeps_the_id_the_model_wrote(answer, fmt, calls):
+    assert split_answer(answer, fmt, TOOLS, cut=True) == (None, "", calls)
+    for step in (1, 4):
+        s = AnswerStream(fmt, TOOLS)
+        texts = [t for i in range(0, len(answer), step) for k, t in s.feed(answer[i:i + step]) if k == "text"]
+        tail, rest, got = s.finish(answer, cut=True)
+        assert ("".join(texts) + "".join(t for _, t in tail) + rest, got) == ("", calls)

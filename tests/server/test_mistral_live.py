@@ -203,20 +203,31 @@ def test_an_id_the_model_copies_from_the_conversation_is_not_handed_out_again(wi
 
 def test_a_cut_call_with_the_models_own_id_or_nemos_list(with_id):
     """Cut by the limit, Small 3.2's `[TOOL_CALLS]read_file[CALL_ID]abcDEF123[ARGS]` and Nemo's `[TOOL_CALLS]`
-    (its list one token here) come back as cut calls or none, never as markup text; the id, not known whole
-    (nor handed out by a call that did not read), is a new one."""
+    (its list one token here) come back as cut calls or none, never as markup text; the id is the model's
+    once it was written whole (as a whole call's: it was a new one), a new one before that."""
     oai, claude, msgs = with_id
     n = oai.chat.completions.create(model="m", messages=msgs, tools=TOOLS, temperature=0,
                                    max_tokens=40).usage.completion_tokens      # Small 3.2: 6 pieces, Nemo 2
     for max_tokens in range(1, n):      # after [TOOL_CALLS], the name, [CALL_ID], the id, [ARGS]
         want = [] if max_tokens == 1 else [("read_file", "")]
+        own = max_tokens >= 4           # Small 3.2's id written (its 4th piece; Nemo's list never gets there)
         r = oai.chat.completions.create(model="m", messages=msgs, tools=TOOLS, temperature=0, max_tokens=max_tokens)
         c = r.choices[0]
         assert (c.finish_reason, c.message.content or "") == ("length", ""), max_tokens
         assert [(t.function.name, t.function.arguments) for t in c.message.tool_calls or ()] == want
-        assert all(t.id.startswith("call_") for t in c.message.tool_calls or ())
+        assert [t.id == "abcDEF123" if own else t.id.startswith("call_") for t in c.message.tool_calls or ()] == \
+            [True] * len(want), max_tokens
+        chunks = list(oai.chat.completions.create(model="m", messages=msgs, tools=TOOLS, temperature=0,
+                                                  max_tokens=max_tokens, stream=True))
+        ids = [t.id for ch in chunks if ch.choices for t in ch.choices[0].delta.tool_calls or () if t.id]
+        assert ids == [t.id for t in c.message.tool_calls or ()] if own else len(ids) == len(want)
         with claude.messages.stream(model="m", max_tokens=max_tokens, messages=msgs[-1:], tools=CLAUDE_TOOLS) as s:
             final = s.get_final_message()
         assert final.stop_reason == "max_tokens"
         assert [(b.type, getattr(b, "name", None)) for b in final.content if b.type != "text" or b.text] == \
             [("tool_use", n) for n, _ in want]
+        assert [b.id == "abcDEF123" if own else b.id.startswith("toolu_") for b in final.content
+                if b.type == "tool_use"] == [True] * len(want)
+        rr = oai.responses.create(model="m", input="show a.py", tools=RESPONSES_TOOLS, max_output_tokens=max_tokens)
+        assert [(o.call_id == "abcDEF123") == own for o in rr.output if o.type == "function_call"] == \
+            [True] * len(want)
