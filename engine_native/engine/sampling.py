@@ -240,10 +240,17 @@ class Sampler:
             return best
         logits = np.asarray(logits, dtype=np.float32)
         ids = self._candidates(logits)  # None: every token
-        chosen = (logits if ids is None else logits[ids]) * np.float32(1.0 / p.temperature)
+        kept = logits if ids is None else logits[ids]
+        with np.errstate(over="ignore", invalid="ignore"):   # a temperature near 0: the overflow is handled below
+            chosen = kept * np.float32(1.0 / p.temperature)
         top = chosen.max()
         if not np.isfinite(top):
-            raise ValueError(f"sampling: logits have no finite maximum ({top}): NaN, +inf or all -inf")
+            if not np.isfinite(kept.max()):
+                raise ValueError(f"sampling: logits have no finite maximum ({kept.max()}): NaN, +inf or all -inf")
+            # a temperature so near 0 (5e-324 is a valid one) that logit / temperature overflowed: its law is the
+            # arg-max's (the lowest id on a tie, as greedy); the draw was a 500 that failed the scheduler's step
+            best = int(np.argmax(kept))
+            return best if ids is None else int(ids[best])
         weights = np.exp(chosen - top)  # float32: exact enough for a draw, 10x cheaper
         i = _draw(weights, self._rng.random())
         return i if ids is None else int(ids[i])

@@ -32,7 +32,12 @@ def served(fim_coder, tmp_path_factory):
 
 
 # bodies the generator found faults with, each kept as it was sent: (path, body, the status it gets now)
-FOUND: list[tuple[str, dict, int]] = [
+FOUND = [
+    # a temperature so near 0 that logit / temperature overflowed: the draw raised, a 500 and a failed step
+    ("/completion", {"prompt": "def f(", "n_predict": 4, "stop": ["\n"], "temperature": 5e-324, "top_k": 40,
+                     "min_p": 0.05, "cache_prompt": True, "samplers": ["top_k"]}, 200),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3,
+                              "temperature": 1e-300, "stream": True}, 200),
 ]
 
 

@@ -192,6 +192,16 @@ def test_nan_and_infinite_logits_are_clear_errors():
     assert {s.sample(masked) for _ in range(100)} <= {1, 3}
 
 
+@pytest.mark.parametrize("temperature", [5e-324, 1e-300, 1e-40])
+def test_a_temperature_near_zero_draws_the_arg_max(temperature):
+    """logit / temperature overflowed to inf and the draw raised 'no finite maximum': a 500 that failed the
+    scheduler's step (found by generated bodies, tests/server/body_fuzz.py: /completion temperature 5e-324)."""
+    logits = np.array([0.0, 2.5, -1.0, 2.0], np.float32)
+    for top_k in (0, 2):
+        s = Sampler(SamplingParams(temperature=temperature, top_k=top_k, seed=0))
+        assert {s.sample(logits) for _ in range(20)} == {1}
+
+
 def test_logit_bias_comes_first_and_bans_or_forces():
     logits = np.array([0.0, 5.0, 1.0, 4.9], np.float32)
     assert Sampler(SamplingParams(), n_vocab=4).sample(logits) == 1
