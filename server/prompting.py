@@ -521,10 +521,11 @@ def with_cut_call(text: str, content: str, calls: list[dict], tools: list[dict] 
     (glm.read_cut_glm_call) or a `<seed:tool_call>` block when `seed` (seed.read_cut_seed_call), the flags
     as split_tool_calls reads whole calls, each read from `text` where the whole reader's run of calls
     gets to; a `<tool_call>` block at the end of the content (cut_call.read_cut_call); or a bare JSON call
-    cut as the whole answer (cut_call.read_cut_bare_call). The block is not content; the call as far as it
-    was written is the last call when it got as far as an offered tool's name (`"cut": True`: OpenAI gives
-    it back with its arguments as written, Anthropic with the members written whole, both with the length
-    stop reason; Small 3.2's id when the model wrote it whole, as for a whole call)."""
+    cut as the whole answer (cut_call.read_cut_bare_call: a list's calls written whole, then the cut one).
+    The block is not content; the call as far as it was written is the last call when it got as far as
+    an offered tool's name (`"cut": True`: OpenAI gives it back with its arguments as written, Anthropic
+    with the members written whole, both with the length stop reason; Small 3.2's id when the model wrote
+    it whole, as for a whole call)."""
     found = read_cut_mistral_call(text, tool_names(tools)) if tools and mistral else None
     if found is None and tools and glm:
         found = read_cut_glm_call(text, tool_names(tools), tool_parameter_types(tools))
@@ -535,7 +536,10 @@ def with_cut_call(text: str, content: str, calls: list[dict], tools: list[dict] 
     if found is None and tools and (not calls or split_tool_calls(text, tools)[1] == calls):
         found = read_cut_call(content, tool_names(tools), in_code_block)
     if found is None and tools and not calls:     # a bare call is read only as the whole answer
-        found = read_cut_bare_call(content, tool_names(tools))
+        bare = read_cut_bare_call(content, tool_names(tools))
+        if bare is not None:
+            keep_written_ids(bare[1])    # Nemo's ids, as for the list not cut (parse_tool_calls)
+            return bare
     if found is None:
         return content, calls
     before, call = found

@@ -67,6 +67,7 @@ from typing import Any
 
 import jinja2
 import jinja2.sandbox
+from strata.engine.call_objects import as_call
 from strata.engine.code_fences import closing_block, first_outside_code, in_code_block
 from strata.engine.glm import parse_glm_calls
 from strata.engine.mistral import keep_written_ids, mistral_messages, parse_mistral_calls, template_traits
@@ -453,40 +454,13 @@ _XML_FUNCTION = re.compile(r"<function=([^>\n]+)>(.*?)(?:</function>|(?=<functio
 _XML_PARAMETER = re.compile(r"<parameter=([^>\n]+)>(.*?)(?:</parameter>|(?=<parameter=)|$)", re.DOTALL)
 
 
-def _as_call(obj: Any) -> dict[str, str] | None:
-    if not isinstance(obj, Mapping) or not isinstance(obj.get("name"), str):
-        return None
-    if "arguments" in obj:
-        args = obj["arguments"]
-    elif "parameters" in obj:
-        args = obj["parameters"]
-    else:
-        return None
-    # NaN / Infinity (and 1e999, read as inf) are read by json.loads and written back by json.dumps, but
-    # are not JSON: a string holding them is a plain string, an object holding them is not a call
-    if isinstance(args, str):
-        try:
-            json.dumps(json.loads(args), allow_nan=False)
-        except (ValueError, RecursionError):
-            args = json.dumps(args, ensure_ascii=False)  # a plain string: as a JSON string
-    else:
-        try:
-            args = json.dumps(args, ensure_ascii=False, allow_nan=False)
-        except ValueError:
-            return None
-    call = {"name": obj["name"], "arguments": args}
-    if isinstance(obj.get("id"), str):
-        call["id"] = obj["id"]       # Mistral Nemo writes its call's id (kept when it can be handed out)
-    return call
-
-
 def _calls_from_json(text: str) -> list[dict[str, str]] | None:
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):   # not JSON, or nested deeper than json reads
         return None
     items = value if isinstance(value, list) else [value]
-    calls = [_as_call(v) for v in items]
+    calls = [as_call(v) for v in items]
     if not calls or any(c is None for c in calls):
         return None
     keep_written_ids(calls)  # type: ignore[arg-type]

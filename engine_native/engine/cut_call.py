@@ -19,6 +19,8 @@ import re
 from collections.abc import Callable, Collection
 from typing import Any
 
+from strata.engine.call_objects import as_call
+
 CALL_OPENERS = ("<tool_call>", "<TOOLCALL>")
 # what a bare JSON call may follow (Llama 3's tag, Mistral Nemo's marker: parse_tool_calls strips them too)
 BARE_CALL_PREFIXES = ("<|python_tag|>", "[TOOL_CALLS]")
@@ -50,14 +52,16 @@ def read_cut_call(content: str, offered: Collection[str],
     return content[:start].rstrip(_SPACES), json_call(body, offered)
 
 
-def read_cut_bare_call(content: str, offered: Collection[str]) -> tuple[str, dict[str, Any] | None] | None:
-    """("", the call or None) when `content`, the whole text of an answer the limit cut, is a bare JSON call
-    cut (as parse_tool_calls reads a whole one: after an optional BARE_CALL_PREFIXES marker, in an optional
+def read_cut_bare_call(content: str, offered: Collection[str]) -> tuple[str, list[dict[str, Any]]] | None:
+    """("", calls) when `content`, the whole text of an answer the limit cut, is a bare JSON call cut (as
+    parse_tool_calls reads a whole one: after an optional BARE_CALL_PREFIXES marker, in an optional
     ```` ``` ```` / ```` ```json ```` fence, a call object or a list of them, Nemo's `[TOOL_CALLS][{...}]`):
-    the call as json_call reads its start when it is the list's first (or only the list's `]` was cut).
-    After a marker the markup is not an answer: None for the call when its name is not whole or not offered;
-    without one, the content stays text then (a JSON answer, not a call). None when the content is not so
-    (a later call of the list cut: it stays text)."""
+    a list's calls written whole (each read as the whole reader reads one: call_objects.as_call), then the
+    cut one as json_call reads its start (the last one whole when only the list's `]` was cut). After a
+    marker, or after calls written whole, the markup is not an answer: no cut call when its name is not
+    whole or not offered; with neither, the content stays text then (a JSON answer, not a call). None when
+    the content is not so: an element written whole that is no call, or a cut one that is no object (the
+    list is no calls, as the whole reader reads it), or whole (not cut: read whole already, or malformed)."""
     body = content.lstrip(_SPACES)
     marked = False
     for prefix in BARE_CALL_PREFIXES:
@@ -65,14 +69,24 @@ def read_cut_bare_call(content: str, offered: Collection[str]) -> tuple[str, dic
             body, marked = body[len(prefix):].lstrip(_SPACES), True
     fence = re.match(r"```(?:json)?[ \t]*\n", body)
     body = body[fence.end():].lstrip(_SPACES) if fence else body
+    whole: list[dict[str, Any]] = []
     if body.startswith("["):
         body = body[1:].lstrip(_SPACES)
-        try:
-            end = _JSON.raw_decode(body)[1]
-            if body[end:].strip(_SPACES):
-                return None              # its first call whole, a later one cut: not read (text)
-        except (ValueError, RecursionError):
-            pass                         # cut in it (or only the list's `]` was cut)
+        while True:                      # the elements written whole, each followed by its comma
+            try:
+                value, end = _JSON.raw_decode(body)
+            except (ValueError, RecursionError):
+                break                    # cut in this one (or nothing of it written)
+            rest = body[end:].lstrip(_SPACES)
+            call = as_call(value)
+            if call is None or (rest and not rest.startswith(",")):
+                return None              # an element that is no call, or the list closed (not cut) or malformed
+            if not rest:
+                break                    # only what follows it was cut: the last call (json_call reads it whole)
+            whole.append(call)
+            body = rest[1:].lstrip(_SPACES)
+        if body and not body.startswith("{"):
+            return None                  # an element that is no object: the list is no calls
     elif body.startswith("{"):
         try:
             _JSON.raw_decode(body)
@@ -82,7 +96,9 @@ def read_cut_bare_call(content: str, offered: Collection[str]) -> tuple[str, dic
     elif body or not marked:
         return None
     call = json_call(body, offered)
-    return ("", call) if call is not None or marked else None
+    if call is None and not (marked or whole):
+        return None
+    return "", whole + ([call] if call is not None else [])
 
 
 def may_be_name(name: str, offered: Collection[str], not_in_name: str = "") -> bool:

@@ -16,6 +16,7 @@ from strata.server.prompting import AnswerFormat, AnswerStream, split_answer
 
 OFFERED = {"read_file", "read"}
 TC = "[TOOL_CALLS]"
+EMPTY = {"name": "read_file", "arguments": "{}"}
 
 
 def cut(name: str, arguments: str, call_id: str | None = None) -> dict:
@@ -58,23 +59,44 @@ def test_read_cut_mistral_call(content, found):
 
 @pytest.mark.parametrize(("content", "found"), [
     # Nemo: [TOOL_CALLS][{"name": ..., "arguments": ...}] as the whole answer
-    (TC + "[", ("", None)),
-    (TC + '[{"name": "read_', ("", None)),                              # cut in the name
-    (TC + '[{"name": "read_file"', ("", cut("read_file", ""))),          # after the name
-    (TC + '[{"name": "read_file", "arguments": {"path": "src/ma', ("", cut("read_file", '{"path": "src/ma'))),
-    (TC + '[{"name": "read_file", "arguments": {"path": "a.py", ', ("", cut("read_file", '{"path": "a.py",'))),
-    (TC + '[{"name": "read_file", "arguments": {"path": "a.py"}', ("", cut("read_file", '{"path": "a.py"}'))),
-    (TC + '[{"name": "read_file", "arguments": {"path": "a.py"}}', ("", cut("read_file", '{"path": "a.py"}'))),  # `]`
-    (TC + '[{"name": "nope", "arguments": {"x', ("", None)),            # not offered: the markup is no answer
+    (TC + "[", ("", [])),
+    (TC + '[{"name": "read_', ("", [])),                              # cut in the name
+    (TC + '[{"name": "read_file"', ("", [cut("read_file", "")])),          # after the name
+    (TC + '[{"name": "read_file", "arguments": {"path": "src/ma', ("", [cut("read_file", '{"path": "src/ma')])),
+    (TC + '[{"name": "read_file", "arguments": {"path": "a.py", ', ("", [cut("read_file", '{"path": "a.py",')])),
+    (TC + '[{"name": "read_file", "arguments": {"path": "a.py"}', ("", [cut("read_file", '{"path": "a.py"}')])),
+    (TC + '[{"name": "read_file", "arguments": {"path": "a.py"}}', ("", [cut("read_file", '{"path": "a.py"}')])),  # `]`
+    (TC + '[{"name": "nope", "arguments": {"x', ("", [])),            # not offered: the markup is no answer
     # the other bare calls: Llama's <|python_tag|>, a ```json fence, or none (a JSON answer unless a call's)
-    ('<|python_tag|>{"name": "read_file", "parameters": {"path": "a', ("", cut("read_file", '{"path": "a'))),
-    ('```json\n{"name": "read_file", "arguments": {"path": "a', ("", cut("read_file", '{"path": "a'))),
-    ('{"name": "read_file", "arguments": {"path": "a', ("", cut("read_file", '{"path": "a'))),
-    ('[{"name": "read_file", "arguments": {"path": "a', ("", cut("read_file", '{"path": "a'))),
+    ('<|python_tag|>{"name": "read_file", "parameters": {"path": "a', ("", [cut("read_file", '{"path": "a')])),
+    ('```json\n{"name": "read_file", "arguments": {"path": "a', ("", [cut("read_file", '{"path": "a')])),
+    ('{"name": "read_file", "arguments": {"path": "a', ("", [cut("read_file", '{"path": "a')])),
+    ('[{"name": "read_file", "arguments": {"path": "a', ("", [cut("read_file", '{"path": "a')])),
     ('{"name": "Bob", "age": 4', None),                                 # not an offered tool: a JSON answer
     ('{"name": "read_', None),
+    # a later call of the list cut: the calls written whole, then the cut one (was: all of it text)
+    (TC + '[{"name": "read_file", "arguments": {}}, {"name": "read_file", "arguments": {"path": "a',
+     ("", [EMPTY, cut("read_file", '{"path": "a')])),
+    (TC + '[{"name": "read_file", "arguments": {}}, {"name": "read_f', ("", [EMPTY])),     # its name cut
+    (TC + '[{"name": "read_file", "arguments": {}}, ', ("", [EMPTY])),                      # after the comma
+    (TC + '[{"name": "read_file", "arguments": {}}, {"name": "read_file", "arguments": {"path": "a.py"}}',
+     ("", [EMPTY, cut("read_file", '{"path": "a.py"}')])),                                  # only its `]`
+    (TC + '[{"name": "nope", "arguments": {}}, {"name": "read_file", "arguments": {"path": "a',
+     ("", [{"name": "nope", "arguments": "{}"}, cut("read_file", '{"path": "a')])),        # as the whole reader
+    ('[{"name": "read_file", "arguments": {}}, {"name": "read_file", "arguments": {"path": "a',  # no markup
+     ("", [EMPTY, cut("read_file", '{"path": "a')])),
+    ('```json\n[{"name": "read_file", "parameters": {}}, {"name": "read_file", "parameters": {"path": "a',
+     ("", [EMPTY, cut("read_file", '{"path": "a')])),
+    ('[{"name": "read_file", "arguments": {}, "id": "abcDEF123"}, {"name": "read_file", "arguments": {"path": "a',
+     ("", [EMPTY | {"id": "abcDEF123"}, cut("read_file", '{"path": "a')])),               # Nemo's id kept
+    # ... unless the list is no calls, as the whole reader reads it: text
+    ('[{"name": "read_file", "arguments": {}}, {"title": "x"}, {"name": "read_file", "arguments": {"pa', None),
+    ('[{"name": "Bob", "age": 4}, {"name": "read_file", "arguments": {"path": "a', None),
+    ('[{"name": "read_file", "arguments": {}}, "x", {"name": "read_file", "arguments": {"pa', None),
+    ('[{"name": "read_file", "arguments": {}}, "a b', None),
+    ('[{"name": "read_file", "arguments": {}}, {"title": "x"}', None),                    # only `]` cut
     # not a cut bare call: the content as it is
-    (TC + '[{"name": "read_file", "arguments": {}}, {"name": "read_file", "arguments": {"path": "a', None),
+    (TC + '[{"name": "read_file", "arguments": {}}]', None),                                # not cut
     ('{"name": "read_file", "arguments": 3}', None),                    # whole (malformed)
     ("Then " + TC + '[{"name": "read_file", "arguments": {"path": "a', None),  # after text
     ("```python\nx = 1", None),
@@ -103,6 +125,16 @@ WHOLE = {"name": "read_file", "arguments": '{"path": "a.py"}'}
     ('<|python_tag|>{"name": "read_file", "parameters": {"path": "a', "", [cut("read_file", '{"path": "a')]),
     ('{"name": "read_file", "arguments": {"path": "a', "", [cut("read_file", '{"path": "a')]),
     ('{"name": "Bob", "age": 4', '{"name": "Bob", "age": 4', []),
+    # Nemo's list (or a bare one) cut in its second call: the first call whole, then the cut one (was: text)
+    (TC + '[{"name": "read_file", "arguments": {"path": "a.py"}}, {"name": "read_file", "arguments": {"path": "b',
+     "", [WHOLE, cut("read_file", '{"path": "b')]),
+    (TC + '[{"name": "read_file", "arguments": {"path": "a.py"}, "id": "abcDEF123"}, {"name": "read_fi',
+     "", [WHOLE | {"id": "abcDEF123"}]),
+    (TC + '[{"name": "read_file", "arguments": {"path": "a.py"}, "id": "abcDEF123"}, {"name": "read_file", '
+     '"arguments": {"path": "a.py"}, "id": "abcDEF123"}, {"name": "read_file", "arguments": {"path": "b',
+     "", [WHOLE, WHOLE, cut("read_file", '{"path": "b')]),          # an id written twice: not handed out
+    ('```json\n[{"name": "read_file", "arguments": {"path": "a.py"}}, {"name": "read_file", "arguments": {"pa',
+     "", [WHOLE, cut("read_file", '{"pa')]),
 ])
 def test_a_cut_mistral_call_split_and_streamed(answer, content, calls):
     assert split_answer(answer, MISTRAL, TOOLS, cut=True) == (None, content, calls)

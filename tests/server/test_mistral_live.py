@@ -32,6 +32,9 @@ THINKING = ("[THINK]", "Need a.py.", "[/THINK]", "Reading it.", "[TOOL_CALLS]", 
             '{"path": "a.py"}')
 WITH_ID = ("[TOOL_CALLS]", "read_file", "[CALL_ID]", "abcDEF123", "[ARGS]", '{"path": "a.py"}')
 NEMO_CALL = ("[TOOL_CALLS]", '[{"name": "read_file", "arguments": {"path": "a.py"}, "id": "abcDEF123"}]')
+# Nemo's list of two calls, cut in the second (each piece one token: test_nemos_list_cut_in_its_second_call)
+NEMO_TWO = ("[TOOL_CALLS]", '[{"name": "read_file", "arguments": {"path": "a.py"}, "id": "abcDEF123"}, ',
+            '{"name": "read_file", "arguments": {"path": "b', '.py"}, "id": "xyzXYZ789"}]')
 ADDED = ("[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
          "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CONTENT]", *THINKING, "[CALL_ID]", "abcDEF123", NEMO_CALL[1])
 PARAMS = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
@@ -231,3 +234,49 @@ def test_a_cut_call_with_the_models_own_id_or_nemos_list(with_id):
         rr = oai.responses.create(model="m", input="show a.py", tools=RESPONSES_TOOLS, max_output_tokens=max_tokens)
         assert [(o.call_id == "abcDEF123") == own for o in rr.output if o.type == "function_call"] == \
             [True] * len(want)
+
+
+@pytest.fixture(scope="module")
+def nemo_two(tiny_model_factory):
+    model = mistral_model(tiny_model_factory, NEMO, NEMO_TWO, NEMO_TWO[1:])
+    with LiveServer(model=str(model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0) as s:
+        yield sdk_clients(s)
+
+
+def test_nemos_list_cut_in_its_second_call_gives_the_first_whole_and_the_second_cut(nemo_two):
+    """Nemo's `[TOOL_CALLS][{...}, {"name": "read_file", "arguments": {"path": "b` (max_tokens 3): the first
+    call whole with the model's id, the second cut (was: all of it the content, markup and all), in every
+    API whole and streamed: OpenAI's arguments as written, Anthropic's input the members written whole (the
+    SDK's partial reading), Responses' first call completed and the cut one incomplete."""
+    import jiter
+
+    oai, claude = nemo_two
+    msgs = MSGS[1:]          # Nemo's template: no system (see with_id)
+    want = [("read_file", '{"path": "a.py"}'), ("read_file", '{"path": "b')]
+    r = oai.chat.completions.create(model="m", messages=msgs, tools=TOOLS, temperature=0, max_tokens=3)
+    c = r.choices[0]
+    assert (c.finish_reason, c.message.content) == ("length", None)
+    assert [(t.function.name, t.function.arguments) for t in c.message.tool_calls] == want
+    assert [t.id for t in c.message.tool_calls][0] == "abcDEF123"
+    chunks = list(oai.chat.completions.create(model="m", messages=msgs, tools=TOOLS, temperature=0, max_tokens=3,
+                                              stream=True))
+    deltas = [ch.choices[0].delta for ch in chunks if ch.choices]
+    assert "".join(d.content or "" for d in deltas) == ""
+    assert [(t.function.name, t.function.arguments) for d in deltas for t in d.tool_calls or ()] == want
+    assert chunks[-1].choices[0].finish_reason == "length"
+    uses = [("read_file", {"path": "a.py"}), ("read_file", jiter.from_json(b'{"path": "b', partial_mode=True))]
+    m = claude.messages.create(model="m", max_tokens=3, messages=msgs, tools=CLAUDE_TOOLS)
+    with claude.messages.stream(model="m", max_tokens=3, messages=msgs, tools=CLAUDE_TOOLS) as st:
+        final = st.get_final_message()
+    for msg in (m, final):
+        assert msg.stop_reason == "max_tokens"
+        assert [(b.name, b.input) for b in msg.content if b.type == "tool_use"] == uses
+        assert msg.content[0].id == "abcDEF123" and not [b for b in msg.content if b.type == "text" and b.text]
+    rr = oai.responses.create(model="m", input="show a.py", tools=RESPONSES_TOOLS, max_output_tokens=3)
+    assert rr.status == "incomplete" and rr.output_text == ""
+    assert [(o.name, o.arguments, o.status) for o in rr.output if o.type == "function_call"] == \
+        [(*want[0], "completed"), (*want[1], "incomplete")]
+    # not cut: both calls whole, each with the model's id
+    r = oai.chat.completions.create(model="m", messages=msgs, tools=TOOLS, temperature=0, max_tokens=40)
+    assert [(t.id, t.function.arguments) for t in r.choices[0].message.tool_calls] == \
+        [("abcDEF123", '{"path": "a.py"}'), ("xyzXYZ789", '{"path": "b.py"}')]
