@@ -35,6 +35,10 @@ NEMO_CALL = ("[TOOL_CALLS]", '[{"name": "read_file", "arguments": {"path": "a.py
 # Nemo's list of two calls, cut in the second (each piece one token: test_nemos_list_cut_in_its_second_call)
 NEMO_TWO = ("[TOOL_CALLS]", '[{"name": "read_file", "arguments": {"path": "a.py"}, "id": "abcDEF123"}, ',
             '{"name": "read_file", "arguments": {"path": "b', '.py"}, "id": "xyzXYZ789"}]')
+# a whole call, text, then a call the limit cuts (test_a_cut_call_after_text_after_a_whole_call_is_text)
+# (a script's tokens are all different: the second call's markup is one added token, decoded as its text)
+AFTER_TEXT = ("[TOOL_CALLS]", "read_file", "[ARGS]", '{"path": "a.py"}', " Then this:",
+              '[TOOL_CALLS]read_file[ARGS]{"path": "b', '.py"}')
 ADDED = ("[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
          "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CONTENT]", *THINKING, "[CALL_ID]", "abcDEF123", NEMO_CALL[1])
 PARAMS = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
@@ -280,3 +284,40 @@ def test_nemos_list_cut_in_its_second_call_gives_the_first_whole_and_the_second_
     r = oai.chat.completions.create(model="m", messages=msgs, tools=TOOLS, temperature=0, max_tokens=40)
     assert [(t.id, t.function.arguments) for t in r.choices[0].message.tool_calls] == \
         [("abcDEF123", '{"path": "a.py"}'), ("xyzXYZ789", '{"path": "b.py"}')]
+
+
+@pytest.fixture(scope="module")
+def after_text(tiny_model_factory):
+    model = mistral_model(tiny_model_factory, MINISTRAL3, AFTER_TEXT, AFTER_TEXT[4:])
+    with LiveServer(model=str(model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0) as s:
+        yield sdk_clients(s)
+
+
+def test_a_cut_call_after_text_after_a_whole_call_is_text(after_text):
+    """`[TOOL_CALLS]read_file[ARGS]{...} Then this:[TOOL_CALLS]read_file[ARGS]{"path": "b` (max_tokens 6): the
+    first call and the rest as text, as the whole answer gives them (a call after text that follows whole
+    calls is text: test_cut_calls_after_text.py); it gave a cut call of b and the content "Then this:"."""
+    oai, claude = after_text
+    text = 'Then this:[TOOL_CALLS]read_file[ARGS]{"path": "b'
+    whole = [("read_file", '{"path": "a.py"}')]
+    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=40)
+    assert (r.choices[0].message.content, r.choices[0].finish_reason) == (text + '.py"}', "tool_calls")
+    r = oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=6)
+    c = r.choices[0]
+    assert (c.finish_reason, c.message.content) == ("length", text)
+    assert [(t.function.name, t.function.arguments) for t in c.message.tool_calls] == whole
+    chunks = list(oai.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=0, max_tokens=6,
+                                              stream=True))
+    deltas = [ch.choices[0].delta for ch in chunks if ch.choices]
+    assert "".join(d.content or "" for d in deltas) == text
+    assert [(t.function.name, t.function.arguments) for d in deltas for t in d.tool_calls or ()] == whole
+    m = claude.messages.create(model="m", max_tokens=6, messages=MSGS[1:], tools=CLAUDE_TOOLS)
+    with claude.messages.stream(model="m", max_tokens=6, messages=MSGS[1:], tools=CLAUDE_TOOLS) as st:
+        final = st.get_final_message()
+    for msg in (m, final):
+        assert msg.stop_reason == "max_tokens"
+        assert [(b.type, b.text if b.type == "text" else (b.name, b.input)) for b in msg.content] == \
+            [("text", text), ("tool_use", ("read_file", {"path": "a.py"}))]
+    rr = oai.responses.create(model="m", input="show a.py", tools=RESPONSES_TOOLS, max_output_tokens=6)
+    assert (rr.status, rr.output_text) == ("incomplete", text)
+    assert [(o.name, o.arguments) for o in rr.output if o.type == "function_call"] == whole
