@@ -59,9 +59,11 @@ def read_cut_bare_call(content: str, offered: Collection[str]) -> tuple[str, lis
     a list's calls written whole (each read as the whole reader reads one: call_objects.as_call), then the
     cut one as json_call reads its start (the last one whole when only the list's `]` was cut). After a
     marker, or after calls written whole, the markup is not an answer: no cut call when its name is not
-    whole or not offered; with neither, the content stays text then (a JSON answer, not a call). None when
-    the content is not so: an element written whole that is no call, or a cut one that is no object (the
-    list is no calls, as the whole reader reads it), or whole (not cut: read whole already, or malformed)."""
+    whole or not offered; with neither, the content stays text then (a JSON answer, not a call), as it
+    does after whole calls without a marker when the cut one's "name" is followed by another member. None
+    when the content is not so: an element written whole that is no call, or a cut one that is no object
+    (the list is no calls, as the whole reader reads it), or whole (not cut: read whole already, or
+    malformed)."""
     body = content.lstrip(_SPACES)
     marked = False
     for prefix in BARE_CALL_PREFIXES:
@@ -96,7 +98,7 @@ def read_cut_bare_call(content: str, offered: Collection[str]) -> tuple[str, lis
     elif body or not marked:
         return None
     call = json_call(body, offered)
-    if call is None and not (marked or whole):
+    if call is None and not (marked or (whole and not _no_call(body))):
         return None
     return "", whole + ([call] if call is not None else [])
 
@@ -125,6 +127,13 @@ def json_call(body: str, offered: Collection[str]) -> dict[str, Any] | None:
         return None
     written = body[head.end():] if head.group(2) else ""     # "": cut before its arguments began
     return {"name": name, "arguments": written_arguments(written), "cut": True}
+
+
+def _no_call(body: str) -> bool:
+    """Whether `body`, a JSON object's cut start, shows it is no call as json_call reads one: its whole
+    "name" followed by another member than "arguments" / "parameters" (a JSON answer's object)."""
+    head = _HEAD.match(body)
+    return head is not None and not head.group(2) and not _arguments_may_follow(body[head.end():])
 
 
 def _arguments_may_follow(rest: str) -> bool:

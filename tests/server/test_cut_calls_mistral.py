@@ -95,6 +95,8 @@ def test_read_cut_mistral_call(content, found):
     ('[{"name": "read_file", "arguments": {}}, "x", {"name": "read_file", "arguments": {"pa', None),
     ('[{"name": "read_file", "arguments": {}}, "a b', None),
     ('[{"name": "read_file", "arguments": {}}, {"title": "x"}', None),                    # only `]` cut
+    ('[{"name": "read_file", "arguments": {}}, {"name": "read_file", "results": [1, 2', None),    # 8b4c5d2's rule
+    (TC + '[{"name": "read_file", "arguments": {}}, {"name": "read_file", "results": [1', ("", [EMPTY])),  # marked
     # not a cut bare call: the content as it is
     (TC + '[{"name": "read_file", "arguments": {}}]', None),                                # not cut
     ('{"name": "read_file", "arguments": 3}', None),                    # whole (malformed)
