@@ -232,6 +232,16 @@ def takes_string(schema_type: Any) -> bool:
     return "string" in names
 
 
+def cut_value(raw: str, closer: str) -> str:
+    """A markup value the limit cut, `raw` as written, less an end that begins its `closer` tag (`a.py</arg_`:
+    the tag was being written, where the tokenizer spells it in pieces): only what is known to be the
+    value's, as far as the whole call's value goes."""
+    for n in range(min(len(raw), len(closer) - 1), 0, -1):
+        if closer.startswith(raw[-n:]):
+            return raw[:-n]
+    return raw
+
+
 # ----- the members of a cut JSON object that were written whole -----
 
 def whole_members(text: str) -> dict[str, Any]:

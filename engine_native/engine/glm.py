@@ -31,7 +31,7 @@ from typing import Any
 
 from strata.engine.call_runs import read_call_run, skip_space, unread_call
 from strata.engine.code_fences import first_outside_code
-from strata.engine.cut_call import markup_arguments, may_be_name, takes_string
+from strata.engine.cut_call import cut_value, markup_arguments, may_be_name, takes_string
 from strata.engine.tool_values import typed_value
 
 # characters a call's name cannot hold (the whole reader's rule; the cut reader's: prose is text)
@@ -146,7 +146,7 @@ def read_cut_glm_call(text: str, offered: Collection[str],
         value_end = text.find(VALUE_END, pos)
         raw = text[pos + len(VALUE):value_end if value_end >= 0 else len(text)]
         if value_end < 0:
-            cut_string = (key, raw) if takes_string(known.get(key)) else None
+            cut_string = (key, cut_value(raw, VALUE_END)) if takes_string(known.get(key)) else None
             break
         pairs.append((key, typed_value(raw, known.get(key))))
         pos = value_end + len(VALUE_END)

@@ -27,7 +27,7 @@ from typing import Any
 
 from strata.engine.call_runs import read_call_run, skip_space, unread_call
 from strata.engine.code_fences import first_outside_code
-from strata.engine.cut_call import markup_arguments, takes_string
+from strata.engine.cut_call import cut_value, markup_arguments, takes_string
 from strata.engine.tool_values import typed_value
 
 OPEN, CLOSE = "<seed:tool_call>", "</seed:tool_call>"
@@ -123,7 +123,7 @@ def read_cut_seed_call(text: str, offered: Collection[str],
         key, pos = param
         end = text.find(PARAMETER_END, pos)
         if end < 0:
-            cut_string = (key, text[pos:]) if takes_string(known.get(key)) else None
+            cut_string = (key, cut_value(text[pos:], PARAMETER_END)) if takes_string(known.get(key)) else None
             break
         pairs.append((key, typed_value(text[pos:end], known.get(key))))
         pos = end + len(PARAMETER_END)

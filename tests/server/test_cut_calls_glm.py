@@ -31,6 +31,8 @@ def cut(name: str, arguments: str) -> dict:
     ("<tool_call>read", ("", None)),     # an offered name that another offered one ("read_file") goes on from
     ("<tool_call>bash<arg_key>comm", ("", cut("bash", ""))),             # cut in a key
     ("<tool_call>bash" + C + "ls -l", ("", cut("bash", '{"command": "ls -l'))),           # inside a string
+    ("<tool_call>bash" + C + "ls -l</arg_", ("", cut("bash", '{"command": "ls -l'))),     # in its end tag
+    ("<tool_call>bash" + C + "a < b <", ("", cut("bash", '{"command": "a < b '))),         # (it may begin one)
     ("<tool_call>bash" + C + 'say "hi</tool_call> <tool_call>',          # tags inside a value are the value's
      ("", cut("bash", '{"command": "say \\"hi</tool_call> <tool_call>'))),
     ("<tool_call>bash" + C + "ls</arg_value>", ("", cut("bash", '{"command": "ls"'))),     # after a whole value

@@ -31,6 +31,7 @@ def cut(name: str, arguments: str) -> dict:
     (OPEN + "<function=bash>", ("", cut("bash", ""))),                   # after the name
     (FN + "<parameter=comm", ("", cut("bash", ""))),                     # cut in a parameter's tag
     (FN + C + "ls -l", ("", cut("bash", '{"command": "ls -l'))),        # inside a string
+    (FN + C + "ls -l</param", ("", cut("bash", '{"command": "ls -l'))),  # in its end tag
     (FN + C + 'say "hi</seed:tool_call> <seed:tool_call>',              # tags inside a value are the value's
      ("", cut("bash", '{"command": "say \\"hi</seed:tool_call> <seed:tool_call>'))),
     (FN + C + "ls</parameter>\n", ("", cut("bash", '{"command": "ls"'))),                  # after a whole value
