@@ -1,6 +1,6 @@
 """Generated request bodies against a live `strata serve` on a tiny generated model, as many as asked, any seed.
 
-    .venv/bin/python scripts/fuzz_bodies.py --seed 5 --n 3000 [--keep DIR]
+    .venv/bin/python scripts/fuzz_bodies.py --seed 5 --n 3000 [--clients 4] [--keep DIR]
 
 Starts `strata serve` in a subprocess (tests/server/body_fuzz.py: the bodies, the server's flags, the checks),
 sends the bodies one at a time and prints every finding: a 5xx, an error not in its API's shape, a stream cut
@@ -29,10 +29,13 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--n", type=int, default=2000, help="bodies to send")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds a request may take before it is a hang")
+    ap.add_argument("--clients", type=int, default=1,
+                    help="requests at once (above 1: a tenth of the streams closed after their first piece)")
     ap.add_argument("--keep", type=Path, default=None, help="folder for the model and the server's log (kept)")
     args = ap.parse_args()
-    if args.n < 1 or args.timeout <= 0:
-        ap.error(f"--n must be at least 1 and --timeout above 0, got {args.n} and {args.timeout}")
+    if args.n < 1 or args.timeout <= 0 or args.clients < 1:
+        ap.error(f"--n and --clients must be at least 1 and --timeout above 0, got {args.n}, {args.clients} "
+                 f"and {args.timeout}")
     folder = args.keep or Path(tempfile.mkdtemp(prefix="fuzz_bodies_"))
     folder.mkdir(parents=True, exist_ok=True)
     plain = make_tiny_gguf(folder / "plain.gguf", ctx_len=4096, n_vocab=512, seed=3, added_tokens=FIM_TEXTS)
@@ -42,7 +45,10 @@ def main() -> int:
     started = time.monotonic()
     try:
         before = body_fuzz.greedy_answer(served.url)
-        findings, statuses = body_fuzz.drive(served, todo, args.timeout)
+        if args.clients == 1:
+            findings, statuses = body_fuzz.drive(served, todo, args.timeout)
+        else:
+            findings, statuses = body_fuzz.drive_together(served, todo, args.clients, args.timeout, seed=args.seed)
         after = body_fuzz.greedy_answer(served.url)
         if after != before:
             findings.append(f"the greedy answer changed: {before!r} before, {after!r} after")

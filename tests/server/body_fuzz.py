@@ -100,14 +100,14 @@ VALID: list[tuple[str, dict]] = [
         "tool_choice": {"type": "auto"}, "metadata": {"user_id": "u"}}),
     ("/v1/messages", {
         "model": "tiny", "max_tokens": 40, "stream": True, "system": "be brief",
-        "thinking": {"type": "enabled", "budget_tokens": 16},
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
         "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hel"}]}),
     ("/v1/messages/count_tokens", {
         "model": "tiny", "system": "be brief", "messages": MESSAGES_HISTORY,
         "tools": [{"name": "read", "description": "read a file", "input_schema": SCHEMA}]}),
     ("/v1/sessions/fz/save", {"slot": "main"}),
     ("/v1/sessions/fz/save", {"messages": [{"role": "user", "content": "hi"}]}),
-    ("/v1/sessions/fz/restore", {"slot": 0}),
+    ("/v1/sessions/fz/restore", {"slot": 1}),
 ]
 STREAMS = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages", "/infill", "/completion")
 
@@ -136,6 +136,60 @@ PART_TYPES = ["text", "input_text", "output_text", "image", "image_url", "input_
               "document", "tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use",
               "web_search_tool_result", "refusal", "input_audio", "audio", "function_call", "reasoning",
               "search_result", "container_upload", "mcp_tool_use", "hologram", ""]
+SCHEMAS = [
+    {}, {"type": "object"}, {"type": "string", "pattern": "(["}, {"type": "string", "pattern": "^a{3,1}$"},
+    {"type": "string", "minLength": 5, "maxLength": 2}, {"type": "integer", "minimum": 5, "maximum": 1},
+    {"type": "array", "minItems": 100000}, {"type": "array", "items": {"type": "string"}, "maxItems": 0},
+    {"enum": []}, {"enum": [None, 1, "a", [1], {"a": 1}]}, {"const": {"a": [1, 2]}}, {"type": ["string", "null"]},
+    {"anyOf": []}, {"oneOf": [{"type": "string"}, {"type": "string"}]}, {"allOf": [{"type": "string"}, {"type": "integer"}]},
+    {"$ref": "#/$defs/x"}, {"$ref": "#"}, {"$ref": "http://example.com/s"},
+    {"$defs": {"n": {"type": "object", "properties": {"n": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"},
+    {"type": "object", "properties": {"a": {"type": "string", "format": "date-time"}}, "required": ["b"]},
+    {"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 3},
+    {"type": "object", "patternProperties": {"^x": {"type": "string"}}}, {"not": {"type": "string"}},
+    {"type": "number", "multipleOf": 0}, {"type": "number", "multipleOf": 1e-300}, {"type": "bogus"},
+    {"type": "string", "enum": ["🙂", "\x00", ""]}, {"if": {"type": "string"}, "then": {"minLength": 1}},
+    {"type": "object", "properties": {"": {"type": "string"}}, "required": [""]}, True, False,
+]
+# a known field's edge values (the "value" mutation): what an API reads, at the edges it checks
+FIELD_VALUES: dict[str, list] = {
+    "max_tokens": [1, 2, 1048576, 1048577, 0, -1, 4096, 1024, 1025, True, 2.0, "4"],
+    "max_completion_tokens": [1, 1048576, 0, None], "max_output_tokens": [1, 16, 0, 1048576, None],
+    "n_predict": [0, -1, -2, 1, 1048576], "temperature": [0, 2, 2.0000001, 1e-300, 5e-324, 1, -0.0],
+    "top_p": [0, 1, 1e-300, 1.0000001, 5e-324], "top_k": [0, 1, -1, 511, 512, 10**9], "min_p": [0, 1, 1e-300],
+    "seed": [0, -1, 2**63 - 1, 2**64 - 1, 2**64], "presence_penalty": [2, -2, 1e-300],
+    "frequency_penalty": [2, -2], "repeat_penalty": [0, 1e-300, 100], "logprobs": [True, False, 0, 5, 20, 21],
+    "top_logprobs": [0, 20, 21], "n": [1, 0, 2], "stop": ["", [""], ["a"] * 64, ["a"] * 65, ["\x00"], ["<|im_end|>"]],
+    "stop_sequences": [[], [""], ["a"] * 100, ["<|im_end|>"]], "logit_bias": [
+        {"511": 100}, {"512": 1}, {"-1": 1}, {"0": -100}, {"5": 101}, {"5": 1e-300}, {"1": 100, "2": 100}],
+    "prompt": ["", [], [0], [511], [512], [-1], [2**31], [[5, 6], [7]], ["a", "b"], [[]], [1.5], [True]],
+    "tool_choice": ["none", "auto", "required", "any", {"type": "any"}, {"type": "tool", "name": "read"},
+                    {"type": "function", "name": "read"}, {"type": "function", "function": {"name": "read"}},
+                    {"type": "none"}, {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function",
+                                                                                         "name": "read"}]},
+                    {"type": "custom", "name": "patch"}, {"type": "auto", "disable_parallel_tool_use": True}],
+    "response_format": [{"type": "json_object"}, {"type": "text"}, {"type": "json_schema"},
+                        {"type": "json_schema", "json_schema": {"name": "x"}}] +
+                       [{"type": "json_schema", "json_schema": {"name": "x", "strict": True, "schema": sc}}
+                        for sc in SCHEMAS],
+    "schema": SCHEMAS, "parameters": SCHEMAS, "input_schema": SCHEMAS,
+    "thinking": [{"type": "enabled", "budget_tokens": 0}, {"type": "enabled", "budget_tokens": 1024},
+                 {"type": "enabled", "budget_tokens": 10**9}, {"type": "disabled"}, {"type": "adaptive"},
+                 {"type": "enabled"}],
+    "reasoning": [{"effort": "high"}, {"effort": "none"}, {"effort": "minimal"}, {"summary": "auto"}, {}],
+    "reasoning_effort": ["low", "high", "none", "max"],
+    "stream_options": [{"include_usage": True}, {"include_usage": False}, {}, None],
+    "arguments": ["", "{", "[]", "null", "{\"path\": ", "{\"path\": \"a\"}{\"n\": 1}", "\"x\""],
+    "input": [{}, [], "", {"path": [1]}, None, "x"], "content": ["", [], None, [{"type": "text", "text": ""}]],
+    "input_extra": [[], [{"filename": "", "text": ""}] * 2000, [{"text": "x"}], [{"filename": "a"}]],
+    "t_max_prompt_ms": [0, -1, 1, 10**12], "t_max_predict_ms": [0, 1, -1], "n_indent": [0, -1, 1000],
+    "chat_template_kwargs": [{"enable_thinking": True}, {"enable_thinking": "no"}, {"add_generation_prompt": False},
+                             {"messages": []}, {"tools": None}],
+    "slot": ["main", 0, 1, 2, 3, 99, -1, "1"], "tokens": [[1, 2], [600], [-1], [2**40]],
+    "budget_tokens": [0, 1, 1023, 1024, 4096, -1], "strict": [True, False, None], "is_error": [True, "yes"],
+    "suffix": ["", "\n" * 2000], "instructions": ["", None, ["x"]],
+    "system": ["", [], [{"type": "text", "text": ""}], [{"type": "image"}]],
+}
 CONTENT_TYPES = ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
                  "application/json; charset=latin-1", "application/xml", "", "application/json-patch+json"]
 
@@ -223,7 +277,7 @@ def mutate(rng: random.Random, path: str, body: dict) -> tuple[str, dict, str]:
     place = rng.choice(where)
     parent, key = at(body, place[:-1]), place[-1]
     value = parent[key]
-    op = rng.randrange(17)
+    op = rng.randrange(19)
     if op == 0 and isinstance(parent, dict):
         del parent[key]
         return f"drop {place}", body, path
@@ -270,6 +324,13 @@ def mutate(rng: random.Random, path: str, body: dict) -> tuple[str, dict, str]:
             body["stream_options"] = rng.choice([{"include_usage": True}, {"include_usage": None}, {},
                                                  {"include_obfuscation": True}, junk(rng)])
         return "stream toggled", body, path
+    if op in (15, 16) and str(key) in FIELD_VALUES:
+        parent[key] = copy.deepcopy(rng.choice(FIELD_VALUES[str(key)]))
+        return f"value {place}", body, path
+    if op == 17:                       # a known field added where the body has none
+        extra = rng.choice(sorted(FIELD_VALUES))
+        body[extra] = copy.deepcopy(rng.choice(FIELD_VALUES[extra]))
+        return f"value ({extra!r},)", body, path
     if op == 13:                       # a field of another endpoint's body, as it is there
         other_path, other = rng.choice(VALID)
         extra = rng.choice(sorted(other))
@@ -519,4 +580,62 @@ def drive(served: Served, todo: list[Case], timeout: float = 60.0) -> tuple[list
                 if health != 200:
                     findings.append(f"/health {health} after case {i}: {case.short()}")
                     break
+    return findings, statuses
+
+
+def drive_together(served: Served, todo: list[Case], clients: int, timeout: float = 60.0,
+                   abandon: float = 0.1, seed: int = 0) -> tuple[list[str], dict[int, int]]:
+    """The cases sent by `clients` threads at once (the scheduler's rows and queue in play), a fraction
+    `abandon` of the streamed ones closed by the client after their first piece (a user's Esc). Each answer is
+    judged as in drive; the log's Traceback / ERROR lines are findings of the whole run (which case caused one
+    is not known when several run), and /health is asked at the end."""
+    import concurrent.futures
+    import threading
+
+    import httpx2 as httpx
+
+    findings: list[str] = []
+    statuses: dict[int, int] = {}
+    lock = threading.Lock()
+    local = threading.local()
+    start = len(served.log.read_bytes())
+    rng = random.Random(seed)
+    leave = [rng.random() < abandon for _ in todo]
+
+    def one(i: int) -> None:
+        case = todo[i]
+        if not hasattr(local, "client"):
+            local.client = httpx.Client(base_url=served.url, timeout=timeout)
+        headers = {} if case.content_type is None else {"Content-Type": case.content_type}
+        fault, status = None, None
+        try:
+            with local.client.stream("POST", case.path, content=case.raw, headers=headers) as r:
+                status = r.status_code
+                streamed = r.headers.get("content-type", "").startswith("text/event-stream")
+                if streamed and leave[i] and status == 200:
+                    next(r.iter_bytes(), None)      # the first piece, then the connection is closed
+                else:
+                    text = r.read().decode(errors="replace")
+                    fault = judge(case, status, dict(r.headers), text)
+        except httpx.TimeoutException:
+            fault = f"no answer within {timeout} s"
+        except httpx.HTTPError as e:
+            fault = f"{type(e).__name__}: {e}"
+        with lock:
+            if status is not None:
+                statuses[status] = statuses.get(status, 0) + 1
+            if fault:
+                findings.append(f"{case.short()}\n    -> {fault}")
+
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        list(pool.map(one, range(len(todo))))
+    try:
+        health = httpx.get(served.url + "/health", timeout=timeout).status_code
+    except httpx.HTTPError as e:
+        health = repr(e)
+    if health != 200:
+        findings.append(f"/health {health} after the run")
+    logged = served.log.read_bytes()[start:].decode(errors="replace")
+    bad = [line for line in logged.splitlines() if any(f in line for f in LOG_FAULTS)]
+    findings += [f"log: {line[:600]}" for line in bad[:20]]
     return findings, statuses
