@@ -47,7 +47,7 @@ from strata.server.jobs import Job, Outbox
 from strata.server.metrics import Metrics
 from strata.server.placement import Placer, wall_of
 from strata.server.row import Row
-from strata.server.slots import MAIN, SlotTable, held_by_another
+from strata.server.slots import MAIN, SlotTable, held_by_another, stop_order
 
 log = logging.getLogger("strata.server.scheduler")
 
@@ -191,7 +191,7 @@ class Scheduler:
         self._parked_at_stop = True       # stop() runs twice at shutdown (aiohttp's on_shutdown, then cleanup)
         contexts = self.table.contexts
         unkept = {ctx for ctx in range(len(contexts)) if contexts[ctx].tokens and not self.cache.disk_takes(ctx)}
-        for ctx in range(len(contexts)):
+        for ctx in stop_order(contexts):   # least recently used first: a full disk level keeps the latest
             if not held_by_another(contexts, ctx, unkept):
                 self.park_to_cache(ctx, "server stopped")
 

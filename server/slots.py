@@ -129,6 +129,20 @@ def held_by_another(contexts: list[ContextState], i: int, unkept: Collection[int
                and (len(o.tokens) > n or j < i) and o.tokens[:n] == c.tokens for j, o in enumerate(contexts))
 
 
+def stop_order(contexts: list[ContextState]) -> list[int]:
+    """The contexts' indices in the order a stop writes their histories: least recently used first, so a disk
+    budget that keeps only some (first in, first out) keeps the latest conversations. Written in the contexts'
+    order, a soak's cold level kept slot 4's history, one its client had just ended, and let go the three that went
+    on (benchmarks/RESULTS.md, session 37). A context whose use had not ended when the stop came is the latest;
+    one never used (no `last_use`) the earliest; ties in the contexts' order."""
+    def age(i: int) -> tuple[int, float, int]:
+        c = contexts[i]
+        if c.busy_job is not None:
+            return (1, 0.0, i)
+        return (0, c.last_use if c.last_use is not None else float("-inf"), i)
+    return sorted(range(len(contexts)), key=age)
+
+
 class SlotTable:
     """Every context's state; the scheduler's worker thread is its only writer."""
 
