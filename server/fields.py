@@ -56,7 +56,7 @@ def refused_encoding(request: web.Request) -> str:
 
 
 MAX_JSON_DEPTH = 100   # arrays and objects inside each other; a real request (tool schemas included) nests < 20
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def parse_json_body(raw: bytes) -> Any:
@@ -71,12 +71,14 @@ def parse_json_body(raw: bytes) -> Any:
     try:
         # decoded strictly: json.loads(bytes) decodes UTF-8 with 'surrogatepass', so a surrogate written as UTF-8
         # bytes (ED A0 80, which no UTF-8 decoder takes) came through unmended and failed the tokenizer (a 500)
-        body = json.loads(raw.decode(json.detect_encoding(raw)))
+        text = raw.decode(json.detect_encoding(raw))
+        body = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise APIError(400, f"the request body is not valid JSON: {e}") from None
     except RecursionError:
         raise APIError(400, f"the request body nests arrays or objects more than {MAX_JSON_DEPTH} deep") from None
-    mended = _check_depth_and_mend_text(body, _SURROGATE_ESCAPE.search(raw) is not None)
+    # looked for in the text, not the bytes: a UTF-16 / UTF-32 body's escape is not these ASCII bytes in a row
+    mended = _check_depth_and_mend_text(body, _SURROGATE_ESCAPE.search(text) is not None)
     if mended:
         log.info("the request body held %d string(s) with a lone UTF-16 surrogate: each read with U+FFFD "
                  "in its place", mended)

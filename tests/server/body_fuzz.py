@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -358,8 +359,14 @@ def raw_cases(rng: random.Random, n: int) -> list[Case]:
     while len(out) < n:
         path, body = rng.choice(VALID)
         text = dumps(body).encode()
-        kind = rng.randrange(4)
-        if kind == 0:
+        kind = rng.randrange(5)
+        if kind == 4:                  # JSON in another Unicode encoding (RFC 7159 allowed it), a surrogate escape in it
+            encoding = rng.choice(["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-8-sig"])
+            spliced = dumps(mutate(rng, path, body)[1]) if rng.random() < 0.5 else text.decode()
+            spliced = re.sub(r'("(?:content|text|prompt|input|input_prefix|system|instructions)": ")', r"\1\\ud800",
+                             spliced, count=1)       # a lone surrogate in the first text the model reads
+            out.append(Case(path, spliced.encode(encoding, "surrogatepass"), "application/json", f"in {encoding}"))
+        elif kind == 0:
             cut = rng.randrange(1, len(text))
             out.append(Case(path, text[:cut], "application/json", f"truncated at {cut}"))
         elif kind == 1:
