@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from strata.engine.chat_template import parse_tool_calls, tool_parameter_types
-from strata.engine.code_fences import CallBlockHold, in_code_block
+from strata.engine.code_fences import CallBlockHold, CodeScan
 from strata.engine.cut_call import BARE_CALL_PREFIXES, open_block, read_cut_bare_call, read_cut_call
 from strata.engine.glm import read_cut_glm_call
 from strata.engine.harmony import HarmonyStream, is_harmony_vocabulary, parse_harmony
@@ -344,6 +344,7 @@ class ToolTextGate:
             ((SEED_CALL_MARKER,) if seed else ())
         self._matcher = StopMatcher(self._markers)
         self._calls_block = CallBlockHold(self._markers)
+        self._in_code = CodeScan()  # the answer so far read once: markers in code blocks cost no rereading
         self._base = 0             # where the matcher's text begins in the answer's
         self._text = ""
         self.sent = ""
@@ -375,7 +376,7 @@ class ToolTextGate:
         out = self._matcher.feed(piece)
         while self._matcher.matched is not None:
             at = self._base + len(self._matcher.text)
-            if not in_code_block(self._text[:at]):
+            if not self._in_code(self._text[:at]):
                 break
             marker = self._matcher.matched
             self._base = at + len(marker)
@@ -503,7 +504,7 @@ def open_call_block(prefill: str) -> str:
     """The end of a prefill (the client's start of the answer, Anthropic's) from a `<tool_call>` opening that
     nothing closes after it, outside a code block: the answer writes the rest of that call, which is read
     with it (AnswerFormat.call_opened); "" when the prefill does not end inside one."""
-    at = open_block(prefill, in_code_block)   # a tag inside the open call's JSON string is the string's
+    at = open_block(prefill, CodeScan())   # a tag inside the open call's JSON string is the string's
     return "" if at is None else prefill[at:]
 
 
@@ -532,7 +533,7 @@ def with_cut_call(text: str, content: str, calls: list[dict], tools: list[dict] 
     if found is None and tools and seed:
         found = read_cut_seed_call(text, tool_names(tools), tool_parameter_types(tools))
     if found is None and tools:
-        found = read_cut_call(content, tool_names(tools), in_code_block)
+        found = read_cut_call(content, tool_names(tools), CodeScan())
         # after whole calls of those formats a `<tool_call>` block is text, as parse_tool_calls reads it (it
         # reads such blocks only when those readers read no call): the blocks' reader only for the blocks'
         # calls. Read again only when there is such a block and a flag may have read other calls: the whole

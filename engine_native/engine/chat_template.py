@@ -68,7 +68,7 @@ from typing import Any
 import jinja2
 import jinja2.sandbox
 from strata.engine.call_objects import as_call
-from strata.engine.code_fences import closing_block, first_outside_code, in_code_block
+from strata.engine.code_fences import CodeScan, closing_block, first_outside_code
 from strata.engine.glm import parse_glm_calls
 from strata.engine.mistral import keep_written_ids, mistral_messages, parse_mistral_calls, template_traits
 from strata.engine.seed import parse_seed_calls
@@ -607,8 +607,10 @@ def parse_tool_calls(text: str, types: Mapping[str, Mapping[str, Any]] | None = 
         kept: list[str] = []
         pos = 0
 
+        inside = CodeScan()             # each prefix below begins with the one before it: read once
+
         def in_code(start: int) -> bool:     # the content before it: the text less the calls read so far
-            return in_code_block("".join(kept) + text[pos:start])
+            return inside("".join(kept) + text[pos:start])
 
         for start, end, body in tool_call_blocks(text, in_code):
             found = _calls_from_json(body) or _calls_from_xml(body, types or {})

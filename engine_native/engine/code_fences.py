@@ -8,6 +8,7 @@ example an agent must not run), never a call.
   a line of the same character, at least as many, and nothing else. A marker on the opening fence's own
   line (its info string) is inside. A block that opens the content (nothing but whitespace before its
   fence) does not count: a model that wraps its call in a fence and writes nothing else is calling.
+  `CodeScan()`: the same question for one text's prefixes at growing lengths, each line read once.
 - `first_outside_code(text, marker)`: where `marker` first occurs in `text` outside such a block, -1 when
   it does not.
 - `closing_block(text)`: the fenced block the answer ends with (nothing but whitespace after its closing
@@ -44,26 +45,46 @@ def _closes(line: str, fence: tuple[str, int]) -> bool:
 
 def in_code_block(before: str) -> bool:
     """Whether what follows `before` is inside a fenced code block opened after prose (module docstring)."""
-    *lines, last = before.split("\n")
-    fence: tuple[str, int] | None = None     # the open block's fence
-    counts = False                           # whether the open block opened after prose
-    prose = False                            # something other than whitespace came before this line
-    for line in lines:
-        if fence is None:
-            fence = _opening(line)
-            counts = prose
-        elif _closes(line, fence):
-            fence = None
-        prose = prose or bool(line.strip())
-    if fence is None:          # the marker's own line may be an opening fence (its info string)
-        return prose and _opening(last) is not None
-    return counts
+    return CodeScan()(before)
+
+
+class CodeScan:
+    """in_code_block for the prefixes of one text (fixed, or growing at its end), asked at growing lengths:
+    each complete line is read once, so a search past many markers in code blocks stays linear in the text
+    (in_code_block on each prefix read the text again per marker: quadratic). A prefix shorter than the
+    lines read starts over."""
+
+    def __init__(self) -> None:
+        self._start()
+
+    def _start(self) -> None:
+        self._read = 0                           # where the first line not read yet begins
+        self._fence: tuple[str, int] | None = None   # the open block's fence
+        self._counts = False                     # whether the open block opened after prose
+        self._prose = False                      # something other than whitespace came before that line
+
+    def __call__(self, before: str) -> bool:
+        if len(before) < self._read:
+            self._start()
+        while (nl := before.find("\n", self._read)) >= 0:
+            line = before[self._read:nl]
+            if self._fence is None:
+                self._fence = _opening(line)
+                self._counts = self._prose
+            elif _closes(line, self._fence):
+                self._fence = None
+            self._prose = self._prose or bool(line.strip())
+            self._read = nl + 1
+        if self._fence is None:     # the marker's own line may be an opening fence (its info string)
+            return self._prose and _opening(before[self._read:]) is not None
+        return self._counts
 
 
 def first_outside_code(text: str, marker: str, start: int = 0) -> int:
     """The first position of `marker` in `text` from `start` that is not inside a code block, -1 when none."""
+    inside = CodeScan()
     at = text.find(marker, start)
-    while at >= 0 and in_code_block(text[:at]):
+    while at >= 0 and inside(text[:at]):
         at = text.find(marker, at + len(marker))
     return at
 
