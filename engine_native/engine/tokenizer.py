@@ -21,9 +21,11 @@ detokenization (see `text.py`). Decoding does not "clean up" spaces before punct
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any
 
 from tokenizers import AddedToken, Regex, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as _HFTokenizer
@@ -357,7 +359,8 @@ class Tokenizer:
         """
         if not isinstance(text, str):
             raise TypeError(f"encode() needs a str, got {type(text).__name__}")
-        ids = (self._with_special if special else self._plain).encode(text, add_special_tokens=False).ids
+        tok = self._with_special if special else self._plain
+        ids = _encoded(tok, text).ids
         want_bos = self.add_bos if add_bos is None else add_bos
         if want_bos and self.bos_id is not None and not (add_bos is None and ids[:1] == [self.bos_id]):
             ids.insert(0, self.bos_id)
@@ -369,7 +372,7 @@ class Tokenizer:
         a piece of its own). A SentencePiece vocabulary's text is one piece."""
         if not isinstance(text, str):
             raise TypeError(f"encode_spans() needs a str, got {type(text).__name__}")
-        enc = self._with_special.encode(text, add_special_tokens=False)
+        enc = _encoded(self._with_special, text)
         pieces = [0 if self.kind == "spm" else w for w in enc.word_ids]
         return [(i, a, b, -1 if w is None else w) for i, (a, b), w in zip(enc.ids, enc.offsets, pieces, strict=True)]
 
@@ -413,3 +416,19 @@ class Tokenizer:
                 continue
             out.append(self.token_bytes(i))
         return b"".join(out).decode("utf-8", errors="replace")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _encoded(tok: Any, text: str) -> Any:
+    """tokenizers' encoding of `text`; a surrogate in it (no UTF-8 holds one: a JSON escape such as a tool call's
+    arguments '"a\\ud800"', parsed for a template) read as U+FFFD, as a UTF-8 decoder reads a broken byte (the
+    library's TypeError was a 500). One character for one, so that offsets stay the text's."""
+    try:
+        return tok.encode(text, add_special_tokens=False)
+    except TypeError:
+        mended = _SURROGATE.sub("\ufffd", text)
+        if mended == text:
+            raise
+        return tok.encode(mended, add_special_tokens=False)

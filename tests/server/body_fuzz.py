@@ -180,7 +180,7 @@ FIELD_VALUES: dict[str, list] = {
     "reasoning": [{"effort": "high"}, {"effort": "none"}, {"effort": "minimal"}, {"summary": "auto"}, {}],
     "reasoning_effort": ["low", "high", "none", "max"],
     "stream_options": [{"include_usage": True}, {"include_usage": False}, {}, None],
-    "arguments": ["", "{", "[]", "null", "{\"path\": ", "{\"path\": \"a\"}{\"n\": 1}", "\"x\""],
+    "arguments": ["", "{", "[]", "null", "{\"path\": \"a\\ud800\"}", "{\"path\": ", "{\"path\": \"a\"}{\"n\": 1}", "\"x\""],
     "input": [{}, [], "", {"path": [1]}, None, "x"], "content": ["", [], None, [{"type": "text", "text": ""}]],
     "input_extra": [[], [{"filename": "", "text": ""}] * 2000, [{"text": "x"}], [{"filename": "a"}]],
     "t_max_prompt_ms": [0, -1, 1, 10**12], "t_max_predict_ms": [0, 1, -1], "n_indent": [0, -1, 1000],

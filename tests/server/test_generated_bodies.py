@@ -44,6 +44,17 @@ FOUND: list[tuple[str, dict | bytes, int]] = [
      200),
     ("/v1/messages", '{"max_tokens": 2, "messages": [{"role": "user", "content": "a\\udc00"}]}'.encode("utf-32"), 200),
     ("/v1/sessions/fz/save", '{"messages": [{"role": "user", "content": "\\ud83d"}]}'.encode("utf-16-le"), 404),
+    # a lone surrogate escape inside a call's arguments (JSON text in a JSON string): parsed for the template, the
+    # str reached the tokenizer (its TypeError a 500); the body's own mending cannot see it
+    ("/v1/chat/completions", {**body_fuzz.VALID[0][1], "messages": [
+        {"role": "user", "content": "x"}, {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read", "arguments": '{"path": "a\\ud800"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"}]}, 200),
+    ("/v1/responses", {"max_output_tokens": 2, "input": [
+        {"role": "user", "content": "x"},
+        {"type": "function_call", "call_id": "c1", "name": "read", "arguments": '{"path": "\\udc00"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"}],
+        "tools": [{"type": "function", "name": "read", "parameters": body_fuzz.SCHEMA}]}, 200),
 ]
 
 

@@ -40,6 +40,16 @@ def test_encode_rejects_non_text(smollm_tokenizer):
         smollm_tokenizer.encode(b"bytes")
 
 
+def test_a_lone_surrogate_is_encoded_as_a_replacement_character(smollm_tokenizer):
+    """A tool call's arguments '{"path": "a\\ud800"}' parsed for a template give a str no UTF-8 holds; the
+    tokenizers library's TypeError was a 500 (found by tests/server/body_fuzz.py). Read as U+FFFD, one character
+    for one (encode_spans' offsets stay the text's)."""
+    tok = smollm_tokenizer
+    for special in (True, False):
+        assert tok.encode("a\ud800b", special=special) == tok.encode("a\ufffdb", special=special)
+    assert tok.encode_spans("x\udc00y") == tok.encode_spans("x\ufffdy")
+
+
 def _with(metadata: dict, **changes) -> dict:
     md = dict(metadata)
     for k, v in changes.items():
