@@ -71,6 +71,8 @@ def read_cut_bare_call(content: str, offered: Collection[str]) -> tuple[str, lis
             body, marked = body[len(prefix):].lstrip(_SPACES), True
     fence = re.match(r"```(?:json)?[ \t]*\n", body)
     body = body[fence.end():].lstrip(_SPACES) if fence else body
+    if fence and (calls := _fence_cut(body)) is not None:
+        return "", calls
     whole: list[dict[str, Any]] = []
     if body.startswith("["):
         body = body[1:].lstrip(_SPACES)
@@ -101,6 +103,21 @@ def read_cut_bare_call(content: str, offered: Collection[str]) -> tuple[str, lis
     if call is None and not (marked or (whole and not _no_call(body))):
         return None
     return "", whole + ([call] if call is not None else [])
+
+
+def _fence_cut(body: str) -> list[dict[str, Any]] | None:
+    """The calls of a fenced block's body written whole when the limit cut only its closing fence (nothing, or
+    whitespace and the start of ```` ``` ```` after the JSON): the calls the whole reader reads once the
+    fence closes (a call or a list of them, each as call_objects.as_call reads it; the whole reader reads
+    the block only closed, so it was the markup text). None when the body is not so."""
+    try:
+        value, end = _JSON.raw_decode(body)
+    except (ValueError, RecursionError):
+        return None
+    if not "```".startswith(body[end:].strip(_SPACES)):
+        return None
+    calls = [as_call(v) for v in (value if isinstance(value, list) else [value])]
+    return calls if calls and all(c is not None for c in calls) else None    # type: ignore[return-value]
 
 
 def may_be_name(name: str, offered: Collection[str], not_in_name: str = "") -> bool:
