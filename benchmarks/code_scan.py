@@ -47,7 +47,8 @@ def main() -> None:
     args = ap.parse_args()
     for n in (int(t) for t in args.tokens.split(",")):
         for label, text in (("code blocks naming <tool_call>", "Intro.\n" + BLOCK * (n // 12)),
-                            ("<tool_call> blocks, last cut", CALL * (n // 20) + CALL[:40])):
+                            ("<tool_call> blocks, last cut", CALL * (n // 20) + CALL[:40]),
+                            ("prose, no marker (the base)", "word " * n)):
             times: dict[str, list[tuple[float, float, float]]] = {"A": [], "B": []}
             for _ in range(args.rounds):
                 for side in ("A", "B"):
