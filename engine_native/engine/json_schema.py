@@ -274,9 +274,11 @@ class _Compiler:
         if kind == "array":
             items = self.node(schema.get("items", True), f"{where}.items")
             lo, hi = _count(schema, "minItems", where) or 0, _count(schema, "maxItems", where)
+            _check_counts(lo, hi, "minItems / maxItems", "array", where)
             return Node("array", items=items, min_n=lo, max_n=hi)
         if kind == "string":
             lo, hi = _count(schema, "minLength", where) or 0, _count(schema, "maxLength", where)
+            _check_counts(lo, hi, "minLength / maxLength", "string", where)
             return Node("string", min_n=lo, max_n=hi, pattern=self.string_pattern(schema, lo or hi is not None, where))
         if kind in ("number", "integer"):
             return Node(kind, bounds=_bounds(schema, kind, where))
@@ -338,6 +340,13 @@ class _Compiler:
             raise SchemaError(f"{where}: two branches that begin with {chr(b)!r} hold, at one place, two different "
                               "schemas that can each hold this union again (through $ref), level after level, so what "
                               "is kept while the answer is written would double with each level; not supported")
+
+
+def _check_counts(lo: int, hi: int | None, keys: str, kind: str, where: str) -> None:
+    """SchemaError when a least count is above a most one: no value fits, and the constrained answer would find
+    no token to go on with mid-value (a 500 that failed the scheduler's step, every row in it)."""
+    if hi is not None and lo > hi:
+        raise SchemaError(f"{where}: {keys} allow no {kind} ({lo} > {hi})")
 
 
 def compile_schema(schema: Any, closed: bool = True, lenient: bool = False) -> Node:

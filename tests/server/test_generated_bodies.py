@@ -55,6 +55,14 @@ FOUND: list[tuple[str, dict | bytes, int]] = [
         {"type": "function_call", "call_id": "c1", "name": "read", "arguments": '{"path": "\\udc00"}'},
         {"type": "function_call_output", "call_id": "c1", "output": "ok"}],
         "tools": [{"type": "function", "name": "read", "parameters": body_fuzz.SCHEMA}]}, 200),
+    # a schema no value fits: the constrained answer found no token mid-value; the sampler's error failed the
+    # scheduler's step (a 500 to every request in it, a Responses stream's response.failed, a Traceback)
+    ("/v1/responses", {"input": "name a colour", "max_output_tokens": 4, "stream": True, "text": {"format": {
+        "type": "json_schema", "name": "c", "schema": {"type": "string", "minLength": 5, "maxLength": 2}}}}, 400),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_tokens": 8, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {
+            "type": "object", "properties": {"a": {"type": "array", "minItems": 3, "maxItems": 0}}, "required": ["a"]}}}},
+     400),
 ]
 
 

@@ -93,6 +93,10 @@ def test_bounds_inside_objects_end_at_the_next_byte():
     ({"type": "string", "format": "ipv6"}, "the format 'ipv6' is not supported"),
     ({"type": "string", "pattern": "^a+$", "maxLength": 3}, "write it all into one pattern"),
     ({"type": "string", "pattern": "^\u0001$"}, "matches no string an answer can write"),
+    # found by tests/server/body_fuzz.py: the answer found no token to go on with mid-value (a failed step, a 500)
+    ({"type": "string", "minLength": 5, "maxLength": 2}, "schema: minLength / maxLength allow no string (5 > 2)"),
+    ({"type": "object", "properties": {"a": {"type": "array", "minItems": 2, "maxItems": 1}}},
+     "schema.properties.a: minItems / maxItems allow no array (2 > 1)"),
 ])
 def test_unholdable_bounds_and_patterns_are_refused_by_name(schema, words):
     with pytest.raises(SchemaError, match=re.escape(words)):
