@@ -117,7 +117,7 @@ for _ in range(140):
     DEEP = [DEEP] if len(str(DEEP)) % 2 else {"d": DEEP}
 STRINGS = ["", " ", "x", "\x00", "a\x00b", "\u202eevil\u202c", "🙂" * 40, "e\u0301" * 30, "\ufeff", "\r\n",
            "user", "assistant", "tool", "system", "function", "bogus", "<|im_end|>", "<|im_start|>assistant\n",
-           "{\"path\": 1}", "{", "null", "NaN", "-1", "1e999", "x" * 70_000, "\u0000" * 100, "\uffff", "\U0010ffff"]
+           "{\"path\": 1}", "{\"path\": \"\\ud800\"}", "[\"\\udfff\"]", "{", "null", "NaN", "-1", "1e999", "x" * 70_000, "\u0000" * 100, "\uffff", "\U0010ffff"]
 NUMBERS = [0, -1, -2, 1, 2, -0.0, 0.5, 1.5, 3.0, 2**31, 2**32, 2**63, 2**64, -(2**63) - 1, 10**30, 1e308, -1e308,
            5e-324, 1048576, 1048577, 4096, 4095, 2048, 1024, 1023, 511, 512, 513, 100_000, 20, 21]
 # JSON texts a careless client writes where a value goes (NaN / Infinity literals, lone surrogates)
