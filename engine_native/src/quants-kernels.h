@@ -47,7 +47,7 @@ quant_act_fn act_quantizer_for(int32_t act_type);     // Q8_0, Q8_1, Q8_K or F32
 matmul_fn simd_matmul_for(int32_t weight_type);
 const char* simd_build_name();
 // The build's products over row-interleaved weights (quants-packed.h), or nullptr (quants-packed-avx512.cpp:
-// every packed type; quants-packed-avx2.cpp: Q4_1, Q8_0 and IQ4_NL; a scalar build: none). Groups of 16 rows [r0 / 16, ceil(r1 / 16))
+// every packed type; quants-packed-avx2.cpp: Q4_1, Q8_0, IQ4_NL, Q4_K, Q5_K and Q6_K; a scalar build: none). Groups of 16 rows [r0 / 16, ceil(r1 / 16))
 // of the packed matrix, n_blocks blocks a row; Y[t * y_stride + r] stored for r0 <= r < r1.
 using packed_matmul_fn = void (*)(const uint8_t* packed, int64_t n_blocks, const uint8_t* xp, size_t xp_row_bytes,
                                   int64_t n_tok, float* y, int64_t y_stride, int64_t r0, int64_t r1);

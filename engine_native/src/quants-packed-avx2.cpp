@@ -1,5 +1,5 @@
-// AVX2 products over row-interleaved Q4_1 / Q8_0 / IQ4_NL weights (layout: quants-packed.h), for
-// the CPUs without AVX-512 VNNI (Intel Core consumer chips, AMD Zen 2/3). A tile is one half of a
+// AVX2 products over row-interleaved Q4_1 / Q8_0 / IQ4_NL / Q4_K / Q5_K / Q6_K weights (layout: quants-packed.h),
+// for the CPUs without AVX-512 VNNI (Intel Core consumer chips, AMD Zen 2/3). A tile is one half of a
 // group of 16 rows (8 rows: one 256-bit vector, lane r holding four quant bytes of row r) x nt <= 8
 // tokens: per block the half's quants are loaded (Q4_1 / IQ4_NL: split into nibbles, IQ4_NL's looked
 // up in its signed table by a vpshufb) once; per token, 8 maddubs against the token's four activation
@@ -16,11 +16,22 @@
 // steps are those of quants-packed-avx512.cpp in the same order, so a (token, row) result is the
 // same float as the AVX-512 build's packed product.
 //
+// The K-quants, one super-block of 256 a packed block, in the AVX-512 file's steps with its integers:
+// Q4_K a sub-block of 32 a step, its 8 maddubs (Q8_K activations |x| <= 128: pair sums <= 3840) added in
+// int16 (<= 30720), then one madd by the row's 6-bit scale (held in both int16 halves of the lane) into the
+// int32 super-block sum; the mins by 4 madd of the row's int16 min pairs with the token's sub-block sums;
+// then per super-block one FMA by d and one by dmin. Q5_K as Q4_K, each quant byte taking its fifth bit from
+// qh (q <= 31: pair sums <= 7936, so 4 add in int16, 2 madd a sub-block). Q6_K's q in [0, 63]: pair sums
+// <= 16128, two added in int16 (<= 32256) and widened by a madd; a sub-block's sum starts from the token's
+// -32 * bsum (the q - 32 offset) and a mullo multiplies it by the row's int8 scale; per super-block one FMA
+// by d. Exact integer sums, the AVX-512 file's float steps: the same floats.
+//
 // Every (row, token) goes through the same per-lane instructions whatever nt, the half, the row range
 // or n_tok (quants.h's bitwise rule). Compiled only for an AVX2 build without AVX-512 VNNI (the
-// macros of quants-kernels.h); other types (the K-quants) keep the GGUF-layout kernels there. Also here:
-// the activations quantized straight into prepared rows for these types (quantize_act_row_packed's fast
-// path, below the products). Not here: packing or argument checks (quants-packed.cpp).
+// macros of quants-kernels.h); Q3_K, Q2_K and IQ4_XS keep the GGUF-layout kernels there. Also here:
+// the activations quantized straight into prepared rows for Q4_1 / Q8_0 / IQ4_NL (quantize_act_row_packed's
+// fast path, below the products; the K-quants' Q8_K rows are quantized then prepared). Not here: packing or
+// argument checks (quants-packed.cpp).
 #include "quants-kernels.h"
 
 #if defined(STRATA_SIMD_AVX2)
@@ -60,6 +71,19 @@ inline __m256 bcast_f32(const uint8_t* p) {
 inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 // (8,) fp16 at p -> floats
 inline __m256 load_f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// Y[t * ys + lane] = acc[t] for t < NT, lanes >= keep not stored.
+template <int NT>
+inline void store_tile(const __m256* acc, float* y, int64_t ys, int keep) {
+    if (keep >= HALF_ROWS) {
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * ys, acc[t]);
+    } else {
+        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(keep), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) _mm256_maskstore_ps(y + t * ys, mask, acc[t]);
+    }
+}
 
 // Y[t * ys + lane] for t < NT over one half (h: rows 8h..8h+7) of one group: g is its first packed
 // block, x the first token's prepared row; lanes >= keep are not stored.
@@ -128,23 +152,178 @@ void packed_tile(const uint8_t* g, int64_t nb, int h, const uint8_t* x, size_t x
             if (F::HAS_MIN) acc[t] = _mm256_fmadd_ps(mw, bcast_f32(a + 36), acc[t]);
         }
     }
-    if (keep >= HALF_ROWS) {
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * ys, acc[t]);
-    } else {
-        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(keep), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; ++t) _mm256_maskstore_ps(y + t * ys, mask, acc[t]);
+    store_tile<NT>(acc, y, ys, keep);
+}
+
+// The K-quants' weights 12 KiB ahead into L2, a few lines each of a super-block's 8 steps (quants-packed-avx512.cpp's
+// distance and spread: a burst of all lines at a block's start stalled decode there); only the first half's pass.
+constexpr size_t K_PREFETCH_BYTES = 12288;
+inline void prefetch_step(const uint8_t* blk, int u, size_t step_bytes, size_t block_bytes) {
+    for (size_t o = size_t(u) * step_bytes; o < std::min(block_bytes, size_t(u + 1) * step_bytes); o += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(blk + K_PREFETCH_BYTES + o), _MM_HINT_T1);
     }
+}
+
+// Q4_K (Q5 false) and Q5_K over one half of a group, one super-block a step (layout: quants-packed.h). Step s:
+// sub-block s (32 elements), the low (s even) or high nibbles of quant vectors 8(s / 2) .. + 7. Per token, its
+// maddubs pair sums (<= 15 * 128 * 2 = 3840) add in int16, all 8 of a sub-block (<= 30720; Q5_K's, <= 31 * 128 * 2
+// = 7936, 4 at a time: <= 31744), then one madd by the row's scale (in both int16 halves of its lane) gives the
+// int32 dot * scale: the integers of the AVX-512 build's vpdpwssd, so the same float steps give its floats.
+template <bool Q5, int NT>
+void packed_tile_q45_K(const uint8_t* g, int64_t nb, int h, const uint8_t* x, size_t xrb, float* y, int64_t ys, int keep,
+                       bool prefetch) {
+    constexpr size_t BLOCK = Q5 ? PACKED_Q5_K_BLOCK_BYTES : PACKED_Q4_K_BLOCK_BYTES, ACT = PACKED_ACT_Q8_K_BLOCK_BYTES;
+    constexpr size_t STEP_BYTES = Q5 ? 384 : 320;   // 8 steps cover the block's 37 (Q5_K: 45) lines
+    __m256 acc[NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    const size_t half = size_t(32 * h);
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = g + size_t(b) * BLOCK;
+        const uint8_t* xb = x + size_t(b) * ACT;
+        __m256i isum[NT];   // (NT, 8) int32: sum over sub-blocks of scale * dot, per row lane
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+        for (int s = 0; s < 8; ++s) {
+            const int q = s >> 1;
+            if (prefetch) prefetch_step(blk, s, STEP_BYTES, BLOCK);
+            const __m256i sc1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + PACKED_Q4_K_SC + 16 * s + 8 * h)));
+            const __m256i sc = _mm256_or_si256(sc1, _mm256_slli_epi32(sc1, 16));
+            const __m128i shift = _mm_cvtsi32_si128(s);
+            __m256i w[8];   // (8, 8) lane r: 4 unsigned quants of row 8h + r, elements 4j .. 4j + 3 of sub-block s
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) {
+                const __m256i v = load256(blk + 64 * (8 * q + j) + half);
+                w[j] = _mm256_and_si256((s & 1) ? _mm256_srli_epi16(v, 4) : v, low4);
+                if (Q5) {   // bit s of qh byte 4j + i: the fifth bit, moved to bit 4 (inside its byte: s <= 7)
+                    const __m256i hb = _mm256_srl_epi16(load256(blk + PACKED_Q5_K_QH + 64 * j + half), shift);
+                    w[j] = _mm256_or_si256(w[j], _mm256_and_si256(_mm256_slli_epi16(hb, 4), bit4));
+                }
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) {
+                const uint8_t* xl = xb + size_t(t) * xrb + 32 * s;
+                if (Q5) {
+                    __m256i p0 = _mm256_maddubs_epi16(w[0], bcast_u32(xl));
+                    __m256i p1 = _mm256_maddubs_epi16(w[4], bcast_u32(xl + 16));
+#pragma GCC unroll 3
+                    for (int j = 1; j < 4; ++j) {
+                        p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w[j], bcast_u32(xl + 4 * j)));
+                        p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w[4 + j], bcast_u32(xl + 16 + 4 * j)));
+                    }
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p0, sc), _mm256_madd_epi16(p1, sc)));
+                    continue;
+                }
+                __m256i p = _mm256_maddubs_epi16(w[0], bcast_u32(xl));
+#pragma GCC unroll 7
+                for (int j = 1; j < 8; ++j) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[j], bcast_u32(xl + 4 * j)));
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sc));
+            }
+        }
+        __m256i mins[4];   // (4, 8) lane r: int16 mins of sub-blocks 2k, 2k + 1 of row 8h + r
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+            mins[k] = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + PACKED_Q4_K_MIN + 32 * k + 16 * h)));
+        }
+        const __m256 dw = load_f16x8(blk + PACKED_Q4_K_D + 16 * h);
+        const __m256 mw = load_f16x8(blk + PACKED_Q4_K_DMIN + 16 * h);
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+            const uint8_t* a = xb + size_t(t) * xrb;   // qs (256,), float d, int16 sums (8,)
+            __m256i ms = _mm256_madd_epi16(mins[0], bcast_u32(a + QK_K + 4));
+#pragma GCC unroll 3
+            for (int k = 1; k < 4; ++k) ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mins[k], bcast_u32(a + QK_K + 4 + 4 * k)));
+            const __m256 dx = bcast_f32(a + QK_K);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, dx), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(mw, dx), acc[t]);
+        }
+    }
+    store_tile<NT>(acc, y, ys, keep);
+}
+
+// Q6_K over one half of a group, one super-block a step (layout: quants-packed.h), in the steps of the AVX-512
+// build (u: half hf = u / 4, i_hi = u / 2 % 2, pass = u % 2; sub-blocks s_lo and s_lo + 4). The 6-bit quants
+// q in [0, 63] against activations |x| <= 128: maddubs pair sums <= 16128, two added in int16 (<= 32256), then
+// widened by a madd; a sub-block's int32 sum starts from the token's -32 * bsum (the q - 32 offset) and one
+// mullo multiplies it by the row's int8 scale: the AVX-512 build's integers.
+template <int NT>
+void packed_tile_q6_K(const uint8_t* g, int64_t nb, int h, const uint8_t* x, size_t xrb, float* y, int64_t ys, int keep,
+                      bool prefetch) {
+    constexpr size_t BLOCK = PACKED_Q6_K_BLOCK_BYTES, ACT = PACKED_ACT_Q6_K_BLOCK_BYTES;
+    constexpr size_t STEP_BYTES = 7 * 64;   // 8 steps x 7 lines cover the block's 53
+    __m256 acc[NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
+    const size_t half = size_t(32 * h);
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = g + size_t(b) * BLOCK;
+        const uint8_t* xb = x + size_t(b) * ACT;
+        __m256i isum[NT];   // (NT, 8) int32: sum over sub-blocks of scale * sum x (q - 32), per row lane
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+        for (int u = 0; u < 8; ++u) {
+            const int hf = u >> 2, i_hi = (u >> 1) & 1, pass = u & 1;
+            if (prefetch) prefetch_step(blk, u, STEP_BYTES, BLOCK);
+            const int s_lo = 8 * hf + 2 * pass + i_hi;
+            const __m256i sc_lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + PACKED_Q6_K_SC + 16 * s_lo + 8 * h)));
+            const __m256i sc_hi =
+                _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + PACKED_Q6_K_SC + 16 * (s_lo + 4) + 8 * h)));
+            __m256i w[8];   // (8, 8) lane r: 4 quants q of row 8h + r (w[c]: sub-block s_lo, w[4 + c]: s_lo + 4)
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; ++c) {
+                const int i = 4 * i_hi + c;
+                const __m256i l = load256(blk + 64 * (16 * hf + 8 * pass + i) + half);
+                const __m256i hq = load256(blk + PACKED_Q6_K_QH + 64 * (8 * hf + i) + half);
+                // field 2 pass (for the low nibbles) and 2 pass + 2 (high) of each qh byte, moved to bits 4..5
+                const __m256i h_lo = pass ? _mm256_slli_epi16(hq, 2) : _mm256_slli_epi16(hq, 4);
+                const __m256i h_hi = pass ? _mm256_srli_epi16(hq, 2) : hq;
+                w[c] = _mm256_or_si256(_mm256_and_si256(l, low4), _mm256_and_si256(h_lo, bits45));
+                w[4 + c] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 4), low4), _mm256_and_si256(h_hi, bits45));
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) {
+                const uint8_t* a = xb + size_t(t) * xrb;
+                const uint8_t* xl = a + 128 * hf + 32 * pass + 16 * i_hi;   // s_lo's 16; + 64: s_lo + 4's
+                const __m256i l01 = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], bcast_u32(xl)), _mm256_maddubs_epi16(w[1], bcast_u32(xl + 4)));
+                const __m256i l23 = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], bcast_u32(xl + 8)), _mm256_maddubs_epi16(w[3], bcast_u32(xl + 12)));
+                const __m256i h01 = _mm256_add_epi16(_mm256_maddubs_epi16(w[4], bcast_u32(xl + 64)), _mm256_maddubs_epi16(w[5], bcast_u32(xl + 68)));
+                const __m256i h23 = _mm256_add_epi16(_mm256_maddubs_epi16(w[6], bcast_u32(xl + 72)), _mm256_maddubs_epi16(w[7], bcast_u32(xl + 76)));
+                const __m256i dl = _mm256_add_epi32(bcast_u32(a + QK_K + 4 * s_lo),
+                                                    _mm256_add_epi32(_mm256_madd_epi16(l01, ones), _mm256_madd_epi16(l23, ones)));
+                const __m256i dh = _mm256_add_epi32(bcast_u32(a + QK_K + 4 * (s_lo + 4)),
+                                                    _mm256_add_epi32(_mm256_madd_epi16(h01, ones), _mm256_madd_epi16(h23, ones)));
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_mullo_epi32(dl, sc_lo), _mm256_mullo_epi32(dh, sc_hi)));
+            }
+        }
+        const __m256 dw = load_f16x8(blk + PACKED_Q6_K_D + 16 * h);
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+            const __m256 dx = bcast_f32(xb + size_t(t) * xrb + PACKED_ACT_Q6_K_D);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, dx), acc[t]);
+        }
+    }
+    store_tile<NT>(acc, y, ys, keep);
 }
 
 using tile_fn = void (*)(const uint8_t* g, int64_t nb, int h, const uint8_t* x, size_t xrb, float* y, int64_t ys, int keep,
                          bool prefetch);
 using tile_table = std::array<tile_fn, MAX_NT>;
 
+template <packed_kind K, int NT>
+constexpr tile_fn tile_for() {
+    if constexpr (K == PACKED_Q4_K) return &packed_tile_q45_K<false, NT>;
+    else if constexpr (K == PACKED_Q5_K) return &packed_tile_q45_K<true, NT>;
+    else if constexpr (K == PACKED_Q6_K) return &packed_tile_q6_K<NT>;
+    else return &packed_tile<K, NT>;
+}
+
 template <packed_kind K, size_t... I>
 constexpr tile_table make_tiles(std::index_sequence<I...>) {
-    return {{&packed_tile<K, int(I) + 1>...}};
+    return {{tile_for<K, int(I) + 1>()...}};
 }
 
 // The groups of rows [r0, r1) x n_tok tokens, in token tiles whose prepared activations fit ACT_TILE_BYTES
@@ -153,9 +332,16 @@ template <packed_kind K>
 void packed_matmul(const uint8_t* packed, int64_t nb, const uint8_t* xp, size_t xrb, int64_t n_tok, float* y, int64_t ys,
                    int64_t r0, int64_t r1) {
     static constexpr tile_table tiles = make_tiles<K>(std::make_index_sequence<MAX_NT>());
-    const size_t group_bytes = size_t(nb) * packed_format<K>::BLOCK;
+    const size_t block_bytes = K == PACKED_Q4_K   ? PACKED_Q4_K_BLOCK_BYTES
+                               : K == PACKED_Q5_K ? PACKED_Q5_K_BLOCK_BYTES
+                               : K == PACKED_Q6_K ? PACKED_Q6_K_BLOCK_BYTES
+                                                  : packed_format<K>::BLOCK;
+    const size_t act_block_bytes = K == PACKED_Q4_K || K == PACKED_Q5_K ? PACKED_ACT_Q8_K_BLOCK_BYTES
+                                   : K == PACKED_Q6_K ? PACKED_ACT_Q6_K_BLOCK_BYTES
+                                                      : PACKED_ACT_BLOCK_BYTES;
+    const size_t group_bytes = size_t(nb) * block_bytes;
     const int64_t g0 = r0 / PACK_ROWS, g1 = (r1 + PACK_ROWS - 1) / PACK_ROWS;
-    const int64_t row_bytes = nb * int64_t(PACKED_ACT_BLOCK_BYTES);
+    const int64_t row_bytes = nb * int64_t(act_block_bytes);
     const int64_t tok_tile = std::max<int64_t>(MAX_NT, int64_t(ACT_TILE_BYTES) / row_bytes / MAX_NT * MAX_NT);
     for (int64_t tb = 0; tb < n_tok; tb += tok_tile) {
         const int64_t te = std::min(n_tok, tb + tok_tile);
@@ -274,7 +460,10 @@ packed_matmul_fn simd_packed_matmul_for(int32_t weight_type) {
         case TYPE_Q4_1: return packed_matmul<PACKED_Q4_1>;
         case TYPE_Q8_0: return packed_matmul<PACKED_Q8_0>;
         case TYPE_IQ4_NL: return packed_matmul<PACKED_IQ4_NL>;
-        default: return nullptr;   // the K-quants: the GGUF-layout kernels of quants-avx2.cpp
+        case TYPE_Q4_K: return packed_matmul<PACKED_Q4_K>;
+        case TYPE_Q5_K: return packed_matmul<PACKED_Q5_K>;
+        case TYPE_Q6_K: return packed_matmul<PACKED_Q6_K>;
+        default: return nullptr;   // Q3_K, Q2_K, IQ4_XS: the GGUF-layout kernels of quants-avx2.cpp
     }
 }
 

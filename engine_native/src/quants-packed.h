@@ -1,6 +1,6 @@
 // Row-interleaved ("packed") copies of Q4_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K and IQ4_XS weight
-// matrices and the products over them, for AVX-512 VNNI builds (AVX2 builds: Q4_1, Q8_0 and IQ4_NL, 8 rows a
-// vector and maddubs for vpdpbusd: quants-packed-avx2.cpp): one 512-bit load gives, in int32 lane r, four quant bytes of row r of a
+// matrices and the products over them, for AVX-512 VNNI builds (AVX2 builds: Q4_1, Q8_0, IQ4_NL, Q4_K, Q5_K and
+// Q6_K, 8 rows a vector and maddubs for vpdpbusd: quants-packed-avx2.cpp): one 512-bit load gives, in int32 lane r, four quant bytes of row r of a
 // group of 16 rows, so a block's dot products for 16 rows come out of 8 vpdpbusd per token, lane r
 // accumulating row r block after block (no horizontal reduce), the weight unpack shared by up to 8
 // tokens.
@@ -90,7 +90,7 @@ constexpr size_t PACKED_ACT_IQ4_XS_BLOCK_BYTES = 320, PACKED_ACT_IQ4_XS_D = 288;
 // The kernel files' view of a packed block of 32 (Q4_1, Q8_0, IQ4_NL), one definition for the AVX2 and the
 // AVX-512 products (quants-packed-avx2.cpp, quants-packed-avx512.cpp): QV quant vectors of 64 bytes
 // (16 rows x 4 bytes), then 16 fp16 d (Q4_1: then 16 fp16 m); BLOCK is packed_block_bytes of the type.
-// The super-block kinds (Q4_K, Q5_K, Q6_K: AVX-512 only) have their own block constants above.
+// The super-block kinds (Q4_K, Q5_K, Q6_K) have their own block constants above.
 enum packed_kind { PACKED_Q4_1, PACKED_Q8_0, PACKED_IQ4_NL, PACKED_Q4_K, PACKED_Q5_K, PACKED_Q6_K };
 template <int KIND>
 struct packed_format {
@@ -102,7 +102,7 @@ struct packed_format {
 };
 
 // True when this build has packed products for `type` (Q4_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K,
-// IQ4_XS in an AVX-512 VNNI build; Q4_1, Q8_0, IQ4_NL in an AVX2 one).
+// IQ4_XS in an AVX-512 VNNI build; Q4_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K in an AVX2 one).
 bool packed_supported(int32_t type);
 // Bytes of one packed block of 16 rows, and of a whole packed (n_rows, n_cols) matrix.
 size_t packed_block_bytes(int32_t type);

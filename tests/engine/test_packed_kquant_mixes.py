@@ -1,5 +1,5 @@
 """The engine on Q4_K_M- and Q5_K_M-shaped tiny models (Q4_K or Q5_K matrices, ffn_down and output in
-Q6_K, as llama.cpp's _M files) takes the packed products of both types in an AVX-512 VNNI build: it
+Q6_K, as llama.cpp's _M files) takes the packed products of both types in an AVX-512 VNNI or AVX2 build: it
 reports packed bytes of each (per 16 rows and super-block: Q4_K 2368, Q5_K 2880, Q6_K 3360), its
 logits match the NumPy reference within test_logits_reference.py's K-quant tolerance (n_vocab 509: a
 padded last group in the Q6_K `output`), and a batched decode is bit for bit the one-row decodes.

@@ -1,5 +1,5 @@
 """The engine on a Q4_K tiny model takes the packed (row-interleaved) Q4_K products in an AVX-512
-VNNI build: it reports packed Q4_K bytes (one 2368-byte block per 16 rows and super-block), its
+VNNI or AVX2 build: it reports packed Q4_K bytes (one 2368-byte block per 16 rows and super-block), its
 logits match the NumPy reference within test_logits_reference.py's K-quant tolerance (n_vocab 509:
 a padded last group in `output`), and a batched decode is bit for bit the one-row decodes.
 Elsewhere the first test is skipped and the others check the GGUF-layout products."""

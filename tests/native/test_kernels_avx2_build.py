@@ -1,4 +1,4 @@
-"""The AVX2 kernels (quants-avx2.cpp, and the packed Q4_1 / Q8_0 / IQ4_NL products of
+"""The AVX2 kernels (quants-avx2.cpp, and the packed Q4_1 / Q8_0 / IQ4_NL / Q4_K / Q5_K / Q6_K products of
 quants-packed-avx2.cpp), which a native build on an AVX-512 machine never compiles: build the kernel
 files with -mavx2 -mfma -mf16c (and again with -mavxvnni, the dpbusd variant of Intel desktop CPUs)
 into throwaway modules and hold them to the same rules as the native build (fast matvec vs the
@@ -98,21 +98,23 @@ def test_avx2_activation_quantizers_match_numpy(avx2, name):
         np.testing.assert_array_equal(got[t], quantize_act_numpy(name, x[t]))
 
 
-AVX2_PACKED = ["Q4_1", "Q8_0", "IQ4_NL"]
+AVX2_FUSED_ACT = ["Q4_1", "Q8_0", "IQ4_NL"]   # activations quantized straight into prepared rows
+AVX2_PACKED = [*AVX2_FUSED_ACT, "Q4_K", "Q5_K", "Q6_K"]
 
 
 def test_avx2_packs_only_its_types(avx2):
-    """Q4_1 / Q8_0 / IQ4_NL have packed products; the K-quants keep the GGUF-layout ones."""
-    assert [avx2.packed_supported(TYPE_IDS[t]) for t in AVX2_PACKED] == [True] * 3
-    assert not any(avx2.packed_supported(TYPE_IDS[t]) for t in ("Q4_K", "Q5_K", "Q6_K", "Q3_K", "Q2_K", "IQ4_XS"))
+    """Q4_1 / Q8_0 / IQ4_NL / Q4_K / Q5_K / Q6_K have packed products; Q3_K / Q2_K / IQ4_XS keep the
+    GGUF-layout ones."""
+    assert [avx2.packed_supported(TYPE_IDS[t]) for t in AVX2_PACKED] == [True] * len(AVX2_PACKED)
+    assert not any(avx2.packed_supported(TYPE_IDS[t]) for t in ("Q3_K", "Q2_K", "IQ4_XS"))
 
 
 @pytest.mark.parametrize("name", AVX2_PACKED)
 def test_avx2_packed_matches_generic_and_is_bitwise_whatever_n_tok(avx2, name):
     """53 rows (a padded last group, a half group of 5), 17 tokens (tiles of 8 and a remainder): within
     1e-5 of the magnitude of the scalar reference, and every (token, row) the same float for any n_tok
-    and row range starting at a group boundary."""
-    tid, n_rows, n = TYPE_IDS[name], 53, 576
+    and row range starting at a group boundary. Rows of 576 (the K-quants: 512, two super-blocks)."""
+    tid, n_rows, n = TYPE_IDS[name], 53, 512 if name.endswith("_K") else 576
     rng = np.random.default_rng(90 + tid)
     w = random_weights(rng, name, n_rows, n)
     xq = avx2.quantize_act_row(tid, random_activations(rng, 17, n))
@@ -149,7 +151,7 @@ def test_avx2_packed_signed_extremes(avx2, name):
     assert np.allclose(got, ref, rtol=1e-6, atol=0), (got, ref)
 
 
-@pytest.mark.parametrize("name", AVX2_PACKED)
+@pytest.mark.parametrize("name", AVX2_FUSED_ACT)
 def test_avx2_fused_act_quantizer_equals_two_steps(avx2, name):
     """quants-packed-avx2.cpp's activations straight into prepared rows (the only build that has them: a
     native AVX-512 build runs test_kernels_packed_act.py against the two steps themselves) give the bytes of
