@@ -11,7 +11,7 @@ hold for the model's head size (deepseek2's 576-wide latent head) is refused her
 here before loading, and the engine's own refusal came only after "listening on" (status 1, which the app retries).
 
 Held with the KV: the engine's packed copies of the Q8_0 / Q4_1 / IQ4_NL / Q4_K / Q5_K / Q6_K / Q3_K / Q2_K /
-IQ4_XS matrices on an AVX-512 VNNI build, of the Q8_0 / Q4_1 / IQ4_NL ones on an AVX2 build (made at load,
+IQ4_XS matrices on an AVX-512 VNNI build, of the Q8_0 / Q4_1 / IQ4_NL / Q4_K / Q5_K / Q6_K ones on an AVX2 build (made at load,
 anonymous memory about their size in the file; the GGUF pages they came from are then left to the page cache). When the KV fits and the packed copies do not fit beside it, the verdict is to read the
 weights in place (`pack_weights` False, a warning): slower prompt reading, but the model runs as it
 would from the file alone. The other weights stay mapped from the file and are only a warning's business.
@@ -151,7 +151,7 @@ def packed_bytes(tensors, supported=None, size=None, n_layer: int | None = None)
     """Bytes of the engine's packed copies (model.cpp product_weights: the layers' matrices and the output,
     which is token_embd when the file has no output.weight) of the types this build packs. `supported(type_id)`
     and `size(type_id, n_rows, n_cols)` default to the engine's own (quants-packed.cpp: the PACKED_TYPES on an AVX-512
-    VNNI build, Q8_0 / Q4_1 / IQ4_NL on an AVX2 one, none in a scalar build). With `n_layer`, layers from
+    VNNI build, Q8_0 / Q4_1 / IQ4_NL / Q4_K / Q5_K / Q6_K on an AVX2 one, none in a scalar build). With `n_layer`, layers from
     n_layer on (glm4moe's and deepseek2's multi-token-prediction layers, which the engine does not load) are
     left out."""
     if supported is None or size is None:

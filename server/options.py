@@ -203,7 +203,7 @@ OPTIONS: tuple[Option, ...] = (
            "--no-memory-check skips it (swap you trust)"),
     Option("pack-weights", bool, True, "on the CPU, keep row-interleaved copies of the Q8_0 / Q4_1 / IQ4_NL / "
            "Q4_K / Q5_K / Q6_K / Q3_K / Q2_K / IQ4_XS weights (AVX-512 VNNI builds; AVX2 builds: the Q8_0 / Q4_1 / "
-           "IQ4_NL ones): about 1.8x faster prompt reading, memory about those weights' size; "
+           "IQ4_NL / Q4_K / Q5_K / Q6_K ones): about 1.8x faster prompt reading, memory about those weights' size; "
            "--no-pack-weights reads every weight in place from the file"),
     Option("status-line", bool, False, "show a live one-line status on stderr (only when it is a terminal)"),
     Option("stop-on-stdin-eof", bool, False, "stop cleanly when standard input closes (how the app asks its "
