@@ -385,7 +385,7 @@ class ToolTextGate:
         return out
 
     def finish(self, full_text: str, cut: bool = False) -> tuple[str, list[dict[str, str]]]:
-        content, calls = split_tool_calls(full_text, self._tools, *self._flags)
+        content, calls = split_tool_calls(full_text, self._tools, *self._flags, answer_end=ended(full_text, cut))
         if not calls:
             content = full_text
         if cut:
@@ -494,10 +494,20 @@ def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None,
         return answer.reasoning, answer.content, _first_if_one(answer.calls, fmt) if tools else []
     reasoning, rest = split_reasoning(text, fmt.opened, fmt.think)
     text = fmt.call_opened + rest
-    content, calls = split_tool_calls(text, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
+    content, calls = split_tool_calls(text, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls,
+                                      answer_end=ended(text, cut))
     if cut:
         content, calls = with_cut_call(text, content, calls, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
     return reasoning, _less_opened(content, fmt), _fresh_ids(_first_if_one(calls, fmt), fmt.taken_ids)
+
+
+def ended(text: str, cut: bool) -> bool:
+    """Whether an answer `text` is read as ended (parse_tool_calls' answer_end): a code block opened after
+    prose that it ends with holding nothing but calls is its calls. Not when the length limit cut it inside
+    such a block (its closing fence not written): the model was still writing the block, an example as
+    likely as a call, and an example run as a call is an action the model did not take (the text, with
+    the length finish reason, is the safer reading). A block opening the answer is read as before."""
+    return not (cut and CodeScan()(text + "\n"))     # a closing fence on the last line closes it
 
 
 def open_call_block(prefill: str) -> str:
@@ -539,7 +549,7 @@ def with_cut_call(text: str, content: str, calls: list[dict], tools: list[dict] 
         # calls. Read again only when there is such a block and a flag may have read other calls: the whole
         # reader's block search is quadratic in the blocks, so reading it twice for every cut answer doubled
         # that (a 4,000-token answer of 200 calls: 56 ms more)
-        if found is not None and calls and (mistral or glm or seed) and split_tool_calls(text, tools)[1] != calls:
+        if found is not None and calls and (mistral or glm or seed) and split_tool_calls(text, tools, answer_end=ended(text, True))[1] != calls:
             found = None
     if found is None and tools and not calls:     # a bare call is read only as the whole answer
         bare = read_cut_bare_call(content, tool_names(tools))

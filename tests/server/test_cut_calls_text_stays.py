@@ -1,9 +1,8 @@
 """Review of 94ab509 / 4e27856 / 1d15953 / dcf9a11 / b66f1c9: text that follows whole calls and names a
 call's marker (prose, or code), cut by the length limit at every point, never becomes a cut call; split
 and streamed (1 / 3 characters) read the same text and calls, and no text the stream sent is taken back
-(the content begins with it). Where a code block the cut leaves open at the end holds a call, the whole
-reader's reading of that text stands (a block that ends the answer holding nothing but calls is a call:
-code_fences.py); the cut reader adds nothing to it. Also the sites that ask code_fences whether a marker is
+(the content begins with it). An example in a code block opened after prose that the cut leaves open
+is text, not a call (the model was still writing the block: prompting.ended). Also the sites that ask code_fences whether a marker is
 in a code block (gate, cut reader, whole reader) read an answer with many such markers as before."""
 
 from __future__ import annotations
@@ -72,12 +71,42 @@ def test_prose_naming_a_marker_after_calls_is_never_a_cut_call(fmt, answer):
 
 
 @pytest.mark.parametrize(("fmt", "answer"), CODE)
-def test_code_naming_a_marker_after_calls_adds_no_cut_call(fmt, answer):
+def test_code_naming_a_marker_after_calls_is_never_a_call_when_cut(fmt, answer):
+    """The example's call is not run at any cut: inside its code block (the closing fence not written) the
+    model was still writing it (prompting.ended); the whole answer reads it as text too."""
+    _, whole_content, whole = split_answer(answer, fmt, TOOLS)
+    assert [c["name"] for c in whole] == ["read_file"]
+    closed = answer.rindex("```") + 3          # its closing fence written: ends the answer as read whole
     for end in range(called(answer), len(answer) + 1):
-        cut = answer[:end]
-        _, _, as_is = split_answer(cut, fmt, TOOLS)      # the whole reader's reading of the same text
-        _, calls = read_cut(fmt, cut)
-        assert calls == as_is, cut
+        content, calls = read_cut(fmt, answer[:end])
+        if closed <= end and not answer[closed:end].strip():
+            assert calls == split_answer(answer[:end], fmt, TOOLS)[2], answer[:end]
+            continue
+        assert calls == whole, answer[:end]
+        assert whole_content.startswith(content), (answer[:end], content)
+
+
+@pytest.mark.parametrize("answer", [
+    'Example of a call:\n```\n<tool_call>\n{"name": "search", "arguments": {"path": "x"}}\n</tool_call>\nThen.',
+    'Like so:\n```json\n{"name": "search", "arguments": {"path": "x"}}\n```\nThat is all.',
+])
+def test_an_example_cut_inside_its_code_block_is_text(answer):
+    """Before any call: every cut of an example in a code block after prose is text (it was a call of
+    search when the cut fell after its </tool_call>, the block still open: closing_block read it as the
+    answer's calls, as for an answer that ends so)."""
+    for end in range(1, len(answer) + 1):
+        content, calls = read_cut(PLAIN, answer[:end])
+        assert (content.strip(), calls) == (answer[:end].strip(), []), answer[:end]
+
+
+@pytest.mark.parametrize(("answer", "content"), [
+    ('Sure.\n```xml\n<tool_call>\n{"name": "search", "arguments": {"path": "x"}}\n</tool_call>\n```', "Sure."),
+    ('```xml\n<tool_call>\n{"name": "search", "arguments": {"path": "x"}}\n</tool_call>\n', ""),
+])
+def test_a_call_block_closed_or_opening_the_answer_is_still_a_call_when_cut(answer, content):
+    """Guards: a block whose closing fence was written ends the answer as before (only what followed was
+    cut), and a block that opens the answer is not an example (code_fences.py): the call."""
+    assert read_cut(PLAIN, answer) == (content, [{"name": "search", "arguments": '{"path": "x"}'}])
 
 
 def test_markers_in_many_code_blocks_read_as_before():
