@@ -265,10 +265,15 @@ class _Compiler:
             req = schema.get("required", [])
             if not isinstance(req, list) or not all(isinstance(r, str) for r in req):
                 raise SchemaError(f"{where}.required must be an array of property names")
-            missing = [r for r in req if r not in props and schema.get("additionalProperties") is False]
-            if missing:
+            missing = [r for r in req if r not in props]
+            if missing and schema.get("additionalProperties") is False:
                 raise SchemaError(f"{where}.required names {missing[0]!r}, which is not in properties")
             extra_raw = schema.get("additionalProperties", not (self.closed and "properties" in schema))
+            if missing and extra_raw is False:
+                # closed by default (llama.cpp's reading), not by the schema: a required key the properties do not
+                # list takes any value, as JSON Schema has it. Left out, no answer could be whole: the answer
+                # found no token to go on with at its end (a 500 that failed the scheduler's step)
+                props.update({r: self.node(True, f"{where}.required") for r in missing})
             extra = None if extra_raw is False else self.node(extra_raw, f"{where}.additionalProperties")
             return Node("object", props=props, required=frozenset(req), extra=extra)
         if kind == "array":

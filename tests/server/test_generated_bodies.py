@@ -63,6 +63,11 @@ FOUND: list[tuple[str, dict | bytes, int]] = [
         "type": "json_schema", "json_schema": {"name": "x", "schema": {
             "type": "object", "properties": {"a": {"type": "array", "minItems": 3, "maxItems": 0}}, "required": ["a"]}}}},
      400),
+    # a required key the properties do not list, closed by default: no answer could be whole (the same failed step)
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_tokens": 60, "seed": 1,
+                              "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+                                  "type": "object", "properties": {"a": {"enum": ["x"]}}, "required": ["a", "b"]}}}},
+     200),
 ]
 
 
