@@ -191,9 +191,11 @@ class Scheduler:
         self._parked_at_stop = True       # stop() runs twice at shutdown (aiohttp's on_shutdown, then cleanup)
         contexts = self.table.contexts
         unkept = {ctx for ctx in range(len(contexts)) if contexts[ctx].tokens and not self.cache.disk_takes(ctx)}
-        for ctx in stop_order(contexts):   # least recently used first: a full disk level keeps the latest
-            if not held_by_another(contexts, ctx, unkept):
-                self.park_to_cache(ctx, "server stopped")
+        # queued whole before any is written: the cache writes only those its disk levels keep (cache.stop_writes)
+        with self.cache.stop_writes():
+            for ctx in stop_order(contexts):   # least recently used first: a full disk level keeps the latest
+                if not held_by_another(contexts, ctx, unkept):
+                    self.park_to_cache(ctx, "server stopped")
 
     def submit(self, job: Job) -> None:
         """Hands a job to the worker; 503 with Retry-After when the queue is full."""

@@ -14,6 +14,7 @@ One lock guards the indexes; the spill writer writes files outside it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
@@ -41,6 +42,7 @@ from .restoring import RestoreMixin, common_prefix_len
 from .sessions import SaveUnderWay, SessionRemoval, SessionsMixin, SessionStore
 from .spill import SpillWriter
 from .steady_clock import SteadyClock, clock_id, far_ahead_limit, may_adopt
+from .stop_writes import unkept_at_stop
 from .system_prompt import PrefixStore
 
 log = logging.getLogger("strata.cache")
@@ -126,6 +128,10 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self.ladder_restores = 0
         self.superseded = 0
         self.spill_failures = 0
+        # histories a stop's queue held that the disk levels would have let go within the stop: not written
+        self.stop_unwritten = 0
+        self.stop_unwritten_bytes = 0
+        self._stop_unkept: dict[str, str] = {}   # key -> why, decided by stop_writes for the spill writer
         self.restore_seconds: deque[tuple[str, float, int]] = deque(maxlen=100)  # (level, s, tokens)
         self.restore_totals: dict[str, tuple[int, float]] = {}  # level -> (restores, seconds)
         self.park_target, self.park_target_reason = self._resolve_park_target()
@@ -307,6 +313,35 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
             return any(e.kind == "conversation" and e.n_tokens >= n and common_prefix_len(e.tokens, t) == n
                        and self.takes_whole(e.n_bytes) for es in stores for e in es.values())
 
+    @contextlib.contextmanager
+    def stop_writes(self):
+        """Around a clean stop's parks: the spill writer writes nothing until they are all queued, then the queue's
+        histories the disk levels would let go within the stop (stop_writes.unkept_at_stop) are left unwritten
+        (ParkingMixin._leave_unwritten); the others are written as before."""
+        self._spill.hold()
+        try:
+            yield
+        finally:
+            try:
+                self._plan_stop_writes()
+            finally:
+                self._spill.release()
+
+    def _plan_stop_writes(self) -> None:
+        disk = [lvl for lvl in self.cascade.levels if isinstance(lvl, DiskLevel)]
+        with self._lock:
+            # a level failing to write or remove, or a hit held for a restore: the writes' own rules decide
+            if (not disk or self.cascade.held or any(lvl.name in self.cascade._failing
+                                                     or lvl.removes_failing_since is not None for lvl in disk)):
+                return
+            keys = list(self._pending)
+            sizes = [self._pending[k].n_bytes for k in keys]
+        free = [self.io.free_bytes(lvl.folder) for lvl in disk]
+        unkept = unkept_at_stop(sizes, [lvl.budget_bytes for lvl in disk], free,
+                                when_full=self.cascade.when_full)
+        with self._lock:
+            self._stop_unkept = {keys[i]: why for i, why in unkept.items()}
+
     def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None,
               waiting: Callable[[SaveUnderWay, float], None] | None = None, stall_s: float | None = None) -> None:
         """Wait for a session save under way; drain the spill writer; with `persist`, hand RAM entries to the first
@@ -365,6 +400,10 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         else:   # the queue's sizes are not known: counted in entries
             self._spill.flush(told.queued, written=told.queue_written)
             told.handing_down()
+        if self.stop_unwritten:
+            log.info("stopping: %d conversation%s (%.1f MiB) not written: the disk levels' budgets would have let "
+                     "them go within this stop for the ones written after them (each named above)",
+                     self.stop_unwritten, "" if self.stop_unwritten == 1 else "s", self.stop_unwritten_bytes / MIB)
         self._spill.stop()
         if persist and self.ram is not None and self.first_disk is not None:
             with self._lock:

@@ -223,6 +223,9 @@ class ParkingMixin:
             entry = self._pending.get(key)
             if entry is None:
                 return None
+            why = self._stop_unkept.pop(key, None)
+            if why is not None:
+                return self._leave_unwritten(key, entry, why)
         self._wait_for_holds()
         written, lvl, refused = self._write_down(entry, self.first_disk)
         with self._lock:
@@ -244,6 +247,21 @@ class ParkingMixin:
             self._supersede(entry.tokens, key)
             self.cascade.make_room(self.cascade.levels.index(lvl), 0, self.clock())
             return entry.n_bytes   # as the hand-down counts its histories (a RAM copy's bytes)
+
+    def _leave_unwritten(self, key: str, entry: RamEntry, why: str) -> None:
+        """A stop's history the last disk level would take and let go within the stop (cache.stop_writes; caller
+        locks): what its write would have left behind is made so without it. Everything in that level now is older
+        and would have left before it (first-in-first-out); the shorter copies it supersedes go as they would have
+        on its write. Counted apart; None: the stop's lines count it as not kept."""
+        self._pending.pop(key, None)
+        last = len(self.cascade.levels) - 1
+        self.cascade.let_go_all(last, f"the stop's histories after {key} take the room")
+        self._supersede(entry.tokens, key)
+        self.stop_unwritten += 1
+        self.stop_unwritten_bytes += entry.n_bytes
+        log.info("stopping: conversation %s (%.1f MiB) not written to the %s level: %s", key, entry.n_bytes / MIB,
+                 self.cascade.levels[last].name, why)
+        return None
 
     def _wait_for_holds(self) -> None:
         """Until no request holds a hit in the conversation levels (at most HOLD_WAIT_S; spill thread only: the

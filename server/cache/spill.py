@@ -34,6 +34,9 @@ class SpillWriter:
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._stopped = False   # after stop(), nothing is taken (the cache closed; a park may still end after it)
+        # cleared while a stop queues its histories (hold / release): which to write is decided on the whole queue
+        self._open = threading.Event()
+        self._open.set()
 
     def submit(self, key: str) -> None:
         self._put(key)
@@ -53,6 +56,13 @@ class SpillWriter:
                 self._keys_left += 1
         self._q.put(item)
 
+    def hold(self) -> None:
+        """Write nothing more (one under way ends) until `release`: a stop queues all its histories first."""
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
+
     def _loop(self) -> None:
         while True:
             item = self._q.get()
@@ -60,6 +70,7 @@ class SpillWriter:
             try:
                 if item is None:
                     return
+                self._open.wait()
                 if callable(item):
                     item()
                 else:
@@ -125,6 +136,7 @@ class SpillWriter:
     def stop(self, timeout: float = 30.0) -> None:
         with self._start_lock:
             self._stopped = True
+        self._open.set()   # a hold left on would keep the thread from its end
         if self._thread is not None:
             self._q.put(None)
             self._thread.join(timeout=timeout)
