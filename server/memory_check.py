@@ -140,7 +140,7 @@ def q8_0_would_help(ask: MemoryAsk) -> bool:
 # Mechanism: the numbers of a configuration on this machine
 
 
-# the types an AVX-512 VNNI build packs (an AVX2 build: the first three; engine_native/src/quants-packed.h)
+# the types an AVX-512 VNNI build packs (an AVX2 build: the first six; engine_native/src/quants-packed.h)
 PACKED_TYPES = "Q8_0 / Q4_1 / IQ4_NL / Q4_K / Q5_K / Q6_K / Q3_K / Q2_K / IQ4_XS"
 PACKED_ROLES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down", "ffn_gate_inp",
                 "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp",
