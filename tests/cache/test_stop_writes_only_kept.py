@@ -8,6 +8,7 @@ parks inside cache.stop_writes (the scheduler's stop) and bare (as before), the 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import pytest
@@ -16,6 +17,7 @@ from strata.server.cache.stop_writes import unkept_at_stop
 
 from tests.cache.conftest import PIECE, history, park_history
 from tests.cache.sim_engine import SimEngine
+from tests.cache.test_read_only_folder import read_only
 
 MIB = 1 << 20
 BIG, SMALL = 80, 30   # tokens: 1,280 KiB (over a 1 MiB warm level) and 480 KiB
@@ -50,7 +52,8 @@ class CountingIO(FileIO):
         return super().open_new(path)
 
 
-def run_stop(make_cache, clock, root, before, stop, *, held: bool, warm_mib: int, cold_mib: int):
+def run_stop(make_cache, clock, root, before, stop, *, held: bool, warm_mib: int, cold_mib: int,
+             around=contextlib.nullcontext):
     """`before` parked and written, then the stop's `stop` parked (each a (seed, tokens)) and the cache closed.
     Returns (images the stop wrote, {level: [seed of each entry, oldest first]}, the cache)."""
     io = CountingIO()
@@ -68,12 +71,13 @@ def run_stop(make_cache, clock, root, before, stop, *, held: bool, warm_mib: int
     def parks():
         for seed, n in stop:
             park_history(cache, history(seed, n))
-    if held:
-        with cache.stop_writes():
+    with around(root / "cold"):
+        if held:
+            with cache.stop_writes():
+                parks()
+        else:
             parks()
-    else:
-        parks()
-    cache.close()
+        cache.close()
     seed_of = {tuple(history(seed, n)): seed for seed, n in [*before, *stop]}
     held_by = {lvl.name: [seed_of[tuple(int(t) for t in e.tokens)]
                           for e in sorted(lvl.entries.values(), key=lambda e: (e.sealed_at, e.key))]
@@ -120,6 +124,17 @@ def test_a_budget_of_the_whole_queue_or_over_a_level_writes_all(make_cache, cloc
     stop = [(2, 60), (3, 140), (4, 60)]   # 2,240 KiB: over cold's 2 MiB
     n, kept, cache = run_stop(make_cache, clock, tmp_path / "b", [], stop, held=True, warm_mib=0, cold_mib=2)
     assert (kept, cache.stop_unwritten) == ({"cold": [2, 4]}, 0)
+
+
+def test_a_read_only_cold_level_ends_as_it_was(make_cache, clock, tmp_path):
+    """Cold turned read-only before the stop: what it held stays (its files cannot be removed), nothing is written,
+    left out or not; no error escapes the stop."""
+    before, stop = [(1, 60), (2, 60)], [(s, 60) for s in (3, 4, 5)]
+    n_bare, bare, _ = run_stop(make_cache, clock, tmp_path / "bare", before, stop, held=False, warm_mib=0, cold_mib=2,
+                               around=read_only)
+    n_held, kept, _ = run_stop(make_cache, clock, tmp_path / "held", before, stop, held=True, warm_mib=0, cold_mib=2,
+                               around=read_only)
+    assert bare == kept == {"cold": [1, 2]} and n_held <= n_bare
 
 
 @pytest.mark.parametrize("sizes, budgets, free, when_full, unkept", [
