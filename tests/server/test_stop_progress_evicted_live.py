@@ -3,7 +3,8 @@ fewer than the histories the stop writes (session 31's soak: "keeping 6 conversa
 the levels kept 5, a later write of the stop having evicted an earlier one).
 
 The tiny model (256 bytes of KV a token), main 4,096 tokens and three slots of 1,024, the cold level alone (1 MiB)
-with histories parked straight to disk: four conversations in flight together, ~1.5 MiB of KV, then the stop."""
+with histories parked straight to disk: four conversations in flight together, ~1.5 MiB of KV, then the stop. Since
+the stop writes only what cold keeps (cache.stop_writes), the ones it would have evicted are not written, each said."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def test_the_last_keeping_line_counts_what_the_cold_level_holds(tiny_model, tmp_
     sends = [lambda s=s, n=n: httpx.post(server.url + "/v1/completions", timeout=300, json={
         "model": "m", "prompt": prompt(s, n), "max_tokens": 1, "temperature": 0}).status_code
         for s, n in ((1, 3000), (2, 900), (3, 900), (4, 900))]
-    with caplog.at_level(logging.INFO, logger="strata.server"):
+    with caplog.at_level(logging.INFO, logger="strata.server"), caplog.at_level(logging.INFO, logger="strata.cache"):
         assert run_together(server, sends) == [200] * 4
         server.stop()
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("stopping: keeping")]
@@ -41,4 +42,7 @@ def test_the_last_keeping_line_counts_what_the_cold_level_holds(tiny_model, tmp_
     kept, done, of, evicted = (int(g or 0) for g in last.groups())
     images = sorted(cold.glob("strata-conv-*.img"))
     assert kept == len(images) and done == of, (said, images)   # before: N the histories written, more than kept
-    assert evicted == done - kept > 0, said                       # the budget evicted some: said apart
+    assert evicted == done - kept, said                           # what the budget evicted: said apart
+    # histories cold would have let go within the stop are not written (cache.stop_writes): before, evicted > 0
+    unwritten = [r.getMessage() for r in caplog.records if re.match(r"stopping: conversation \S+ .* not written", r.getMessage())]
+    assert kept + evicted + len(unwritten) == 4 and unwritten, [r.getMessage() for r in caplog.records]
