@@ -1,0 +1,64 @@
+"""The AVX2 packed products (quants-packed-avx2.cpp: Q4_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K) under AddressSanitizer
+and UndefinedBehaviorSanitizer: the kernel files built with -fsanitize=address,undefined into a throwaway
+module, driven in a subprocess with libasan preloaded (sanitized_packed_driver.py: exactly sized buffers,
+every padded last group, token tiles 1..8, row ranges ending anywhere, non-finite rows), so a vector load
+past a packed matrix's or an activation row's end, or undefined behaviour, fails the run with the
+sanitizer's report; the results equal this venv's engine. The prefetches ahead of a block are not loads
+(they never fault, and ASan does not check them).
+
+Skipped without g++, libasan / libubsan, or on a CPU without AVX2 / FMA / F16C. The build takes a minute
+or two on two cores."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from .test_kernels_avx2_build import KERNEL_FILES, MAIN, SRC
+from .toolchain import gxx_and_cpu_or_skip
+
+ROOT = Path(__file__).resolve().parents[2]
+SANITIZE = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
+TYPES = "Q4_1,Q8_0,IQ4_NL,Q4_K,Q5_K,Q6_K"
+
+
+def runtime_or_skip(compiler: str, lib: str) -> str:
+    path = subprocess.run([compiler, f"-print-file-name={lib}"], capture_output=True, text=True).stdout.strip()
+    if not os.path.isabs(path) or not os.path.exists(path):
+        pytest.skip(f"no {lib} for {compiler}")
+    return path
+
+
+def test_packed_products_clean_under_asan_and_ubsan(tmp_path):
+    compiler = gxx_and_cpu_or_skip(["avx2", "fma", "f16c"])
+    preload = [runtime_or_skip(compiler, "libasan.so"), runtime_or_skip(compiler, "libubsan.so")]
+    import pybind11
+
+    (tmp_path / "main.cpp").write_text(MAIN)
+    flags = ["-std=gnu++17", "-fno-math-errno", "-mavx2", "-mfma", "-mf16c", "-fPIC", *SANITIZE,
+             f"-I{pybind11.get_include()}", f"-I{sysconfig.get_paths()['include']}", f"-I{SRC}"]
+    sources = [SRC / f for f in KERNEL_FILES] + [tmp_path / "main.cpp"]
+
+    def compile_one(src: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([compiler, *flags, "-c", str(src), "-o", str(tmp_path / (src.stem + ".o"))],
+                              capture_output=True, text=True, timeout=900)
+
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        for result in pool.map(compile_one, sources):
+            assert result.returncode == 0, result.stderr[-4000:]
+    target = tmp_path / ("_kernels_avx2" + sysconfig.get_config_var("EXT_SUFFIX"))
+    link = subprocess.run([compiler, "-shared", *SANITIZE, *[str(tmp_path / (s.stem + ".o")) for s in sources],
+                           "-o", str(target)], capture_output=True, text=True, timeout=600)
+    assert link.returncode == 0, link.stderr[-4000:]
+
+    env = dict(os.environ, LD_PRELOAD=" ".join(preload), ASAN_OPTIONS="detect_leaks=0",
+               UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
+    run = subprocess.run([sys.executable, "-m", "tests.native.sanitized_packed_driver", str(target), TYPES],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0 and run.stdout.startswith("ok "), (run.stdout[-2000:], run.stderr[-6000:])
