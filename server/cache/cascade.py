@@ -243,15 +243,6 @@ class Cascade:
         for i in range(len(self.levels)):
             self.make_room(i, 0, now)
 
-    def let_go_all(self, i: int, reason: str) -> None:
-        """Delete every entry of the last level i, oldest first, for its budget (a stop's history that is not
-        written: these would have left before it did, ConversationCache._leave_unwritten)."""
-        if i != len(self.levels) - 1:
-            raise ValueError(f"only the last level deletes (level {i} of {len(self.levels)})")
-        lvl = self.levels[i]
-        for e in sorted(lvl.entries.values(), key=lambda e: (e.sealed_at, e.key)):
-            self._delete(i, e.key, "budget", reason)
-
     def _delete(self, i: int, key: str, cause: str, reason: str) -> None:
         lvl = self.levels[i]
         entry = lvl.entries.get(key)

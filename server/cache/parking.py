@@ -250,12 +250,12 @@ class ParkingMixin:
 
     def _leave_unwritten(self, key: str, entry: RamEntry, why: str) -> None:
         """A stop's history the last disk level would take and let go within the stop (cache.stop_writes; caller
-        locks): what its write would have left behind is made so without it. Everything in that level now is older
-        and would have left before it (first-in-first-out); the shorter copies it supersedes go as they would have
-        on its write. Counted apart; None: the stop's lines count it as not kept."""
+        locks): not written. The shorter copies it supersedes go as they would have on its write. What that level
+        holds is older and would have left before it, but it leaves only as the later writes need its room (their
+        make_room, oldest first): deleted here, a stop killed after it (SIGKILL, power) or whose later writes failed
+        lost histories the old order still held. Counted apart; None: the stop's lines count it as not kept."""
         self._pending.pop(key, None)
         last = len(self.cascade.levels) - 1
-        self.cascade.let_go_all(last, f"the stop's histories after {key} take the room")
         self._supersede(entry.tokens, key)
         self.stop_unwritten += 1
         self.stop_unwritten_bytes += entry.n_bytes
