@@ -36,7 +36,7 @@ from .fileio import FileIO
 from .folder_checks import log_skipped_files, warn_budget_beyond_free_space
 from .memory import MIB, MemoryProbe
 from .options import CacheConfig
-from .parking import ParkingMixin
+from .parking import ParkingMixin, _replaces
 from .ram import RamEntry, RamLevel
 from .restoring import RestoreMixin, common_prefix_len
 from .sessions import SaveUnderWay, SessionRemoval, SessionsMixin, SessionStore
@@ -335,10 +335,14 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                                                      or lvl.removes_failing_since is not None for lvl in disk)):
                 return
             keys = list(self._pending)
-            sizes = [self._pending[k].n_bytes for k in keys]
+            entries = [self._pending[k] for k in keys]
+        sizes = [e.n_bytes for e in entries]
+        # a shorter copy of a conversation still queued (the writer behind) leaves as its longer one is written
+        replaced_by = [next((j for j in range(i + 1, len(entries)) if _replaces(entries[j].tokens, e)), None)
+                       for i, e in enumerate(entries)]
         free = [self.io.free_bytes(lvl.folder) for lvl in disk]
         unkept = unkept_at_stop(sizes, [lvl.budget_bytes for lvl in disk], free,
-                                when_full=self.cascade.when_full)
+                                when_full=self.cascade.when_full, replaced_by=replaced_by)
         with self._lock:
             self._stop_unkept = {keys[i]: why for i, why in unkept.items()}
 
