@@ -113,19 +113,20 @@ class ParkingMixin:
             self.parks[destination] += 1
             return self.parks[destination]
 
-    def _supersede(self, tokens: np.ndarray, keep: str, *, durable: bool = True) -> None:
+    def _supersede(self, tokens: np.ndarray, keep: str, *, durable: bool = True, but_last: bool = False) -> None:
         """Discard conversation entries whose history is a strict prefix of `tokens` (caller locks).
 
         `durable` = False (the newer history is in RAM only): disk entries are kept, since a crash
         before the newer one reaches disk would otherwise lose the whole history; they are discarded
         when it gets there (a spill, or a degradation out of RAM: `_on_cascade_event`). A newer one no level
         keeps across a stop (takes_whole: larger than every disk level's whole budget) supersedes nothing: the
-        shorter ones are all of the conversation the stop can write (it writes them where the longer one fails)."""
+        shorter ones are all of the conversation the stop can write (it writes them where the longer one fails).
+        `but_last`: the last level's copies stay (a stop's history left unwritten: _leave_unwritten)."""
         if not durable and self.ram is not None:
             newer = self.ram.entries.get(keep)
             if newer is not None and not self.takes_whole(newer.n_bytes):
                 return
-        for lvl in self.cascade.levels:
+        for lvl in self.cascade.levels[:-1] if but_last else self.cascade.levels:
             if not durable and not isinstance(lvl, RamLevel):
                 continue
             for e in list(lvl.entries.values()):
@@ -250,13 +251,16 @@ class ParkingMixin:
 
     def _leave_unwritten(self, key: str, entry: RamEntry, why: str) -> None:
         """A stop's history the last disk level would take and let go within the stop (cache.stop_writes; caller
-        locks): not written. The shorter copies it supersedes go as they would have on its write. What that level
-        holds is older and would have left before it, but it leaves only as the later writes need its room (their
-        make_room, oldest first): deleted here, a stop killed after it (SIGKILL, power) or whose later writes failed
-        lost histories the old order still held. Counted apart; None: the stop's lines count it as not kept."""
+        locks): not written. What that level holds is older and would have left before it, but it leaves only as the
+        later writes need its room (their make_room, oldest first): deleted here, a stop killed after it (SIGKILL,
+        power) or whose later writes failed lost histories the old order still held. So do the shorter copies of it
+        there: older than every write of the stop, they push none of those out, and one that stays is what is left
+        of its conversation. Those in the levels above go, as on its write (kept, they could push one of the levels'
+        oldest down to the last level, a newer arrival there). Counted apart; None: the stop's lines count it as not
+        kept."""
         self._pending.pop(key, None)
         last = len(self.cascade.levels) - 1
-        self._supersede(entry.tokens, key)
+        self._supersede(entry.tokens, key, but_last=True)
         self.stop_unwritten += 1
         self.stop_unwritten_bytes += entry.n_bytes
         log.info("stopping: conversation %s (%.1f MiB) not written to the %s level: %s", key, entry.n_bytes / MIB,

@@ -53,8 +53,11 @@ class WatchedIO(FileIO):
         return super().open_new(path)
 
 
-def run_stop(make_cache, clock, root, *, held: bool, fail: bool = False, before=BEFORE, stop=STOP):
-    seed_of = {tuple(history(s, n)): s for s, n in [*before, *stop]}
+def run_stop(make_cache, clock, root, *, held: bool, fail: bool = False, before=BEFORE, stop=STOP, names=None):
+    """Returns the IO (what was on disk at each write) and the histories cold holds after the stop, each named by its
+    seed or, where `names` has it, by names[(seed, tokens)]."""
+    names = names or {}
+    seed_of = {tuple(history(s, n)): names.get((s, n), s) for s, n in [*before, *stop]}
     (root / "cold").mkdir(parents=True)
     io = WatchedIO(str(root / "cold"), seed_of)
     cache = make_cache(engine=SimEngine(piece_bytes=PIECE), io=io, conversation_cache_mib=0,
@@ -104,3 +107,22 @@ def test_what_only_the_unwritten_history_pushed_out_stays(make_cache, clock, tmp
     _, bare = run_stop(make_cache, clock, tmp_path / "bare", held=False, stop=stop)
     _, kept = run_stop(make_cache, clock, tmp_path / "held", held=True, stop=stop)
     assert bare == {3, 4} and kept == {1, 3, 4}   # before the fix: {3, 4}
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_shorter_copy_of_an_unwritten_history_stays_until_its_room_is_needed(make_cache, clock, tmp_path, fail):
+    """Cold holds S, the first 30 tokens of X; X (60) is left unwritten for Y and Z. Its shorter copy S goes when
+    Z needs its room, as X would have: a stop killed before (or whose writes fail) keeps S, as the old order kept X
+    (or S) there; before the fix S was deleted as X was left out, and cold held nothing of that conversation."""
+    names = {(2, 30): "S", (2, 60): "X", (3, 60): "Y", (4, 60): "Z"}
+    before, stop = [(2, 30)], [(2, 60), (3, 60), (4, 60)]
+    bare_io, bare = run_stop(make_cache, clock, tmp_path / "bare", held=False, fail=fail, before=before, stop=stop,
+                             names=names)
+    held_io, kept = run_stop(make_cache, clock, tmp_path / "held", held=True, fail=fail, before=before, stop=stop,
+                             names=names)
+    if fail:
+        assert bare == kept == {"S"}                      # before the fix: held set()
+        return
+    assert bare == kept == {"Y", "Z"}
+    assert bare_io.on_disk_at_writes == [{"S"}, {"X"}, {"Y"}]
+    assert held_io.on_disk_at_writes == [{"S"}, {"Y"}]    # before the fix: [set(), {"Y"}]
