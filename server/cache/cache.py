@@ -412,7 +412,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         if persist and self.ram is not None and self.first_disk is not None:
             with self._lock:
                 self.cascade.stopping = True
-                now = self.clock()
+                now = self.cascade.next_seal(self.clock())   # after the spill writer's: these came later
                 lost, why = 0, ""
                 keys = sorted(self.ram.entries, key=lambda k: self.ram.entries[k].sealed_at)
                 later = self._superseded_in_ram()   # written only where the longer copy is not

@@ -81,7 +81,7 @@ class Cascade:
         self.stopping = False  # the clean stop says itself which histories it could not write
         self.events: deque[tuple] = deque(maxlen=1000)  # (action, level, key, detail), exact order
         self._on_event = on_event
-        self._last_seal = float("-inf")   # the latest seal a plan gave (_next_seal)
+        self._last_seal = float("-inf")   # the latest seal a plan gave (next_seal)
         # keys a lookup found and a restore is about to read (RestoreMixin.holding): a plan takes them out last. The
         # park of the history the restore replaces comes in between and used to delete the hit (its level's oldest)
         self.held: Counter[str] = Counter()
@@ -138,7 +138,7 @@ class Cascade:
             if d.action == "degrade":
                 # sealed there in the plan's order (oldest first): at one `now` their first-in-first-out there
                 # would fall back on the keys
-                sealed = self._next_seal(now + k * DEGRADE_SEAL_STEP_S)
+                sealed = self.next_seal(now + k * DEGRADE_SEAL_STEP_S)
                 ok, why = self.degrade(i, d.key, sealed, cause=d.cause)
                 if ok:
                     continue
@@ -176,11 +176,13 @@ class Cascade:
         if found is not None and self.levels[found[0]].budget_bytes:
             self.make_room(found[0], 0, now)
 
-    def _next_seal(self, at: float) -> float:
+    def next_seal(self, at: float) -> float:
         """`at`, or just after the latest seal a plan gave when that is not before it: a plan run inside another's
         hand-down (each entry a full RAM hands to a full warm level makes warm hand some down) starts again at its
         own `now + 0`, so without this its entries tied with, or came before, the ones the previous inner plan had
-        just handed to the same level, and that level's first-in-first-out let a newer one go first."""
+        just handed to the same level, and that level's first-in-first-out let a newer one go first. The spill
+        writer's writes and a stop's hand-down take theirs here too: a clock that reads the same for two writes (a
+        coarse one) tied them, and a newer history went first (ParkingMixin._write_down)."""
         seal = max(at, self._last_seal + DEGRADE_SEAL_STEP_S)
         self._last_seal = seal
         return seal

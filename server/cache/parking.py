@@ -285,7 +285,7 @@ class ParkingMixin:
         for i in range(start, len(self.cascade.levels)):
             lvl = self.cascade.levels[i]
             with self._lock:
-                now = self.clock()
+                now = self.cascade.next_seal(self.clock())   # after every seal given: first-in-first-out is this order
             try:
                 with self._lock:
                     lvl.ensure_folder()  # before make_room: a removed folder's entries are not evicted first
