@@ -685,8 +685,10 @@ void widen_v_rows(const uint8_t* v, size_t row_bytes, size_t first, int64_t t0, 
 constexpr int k_group_q8_scores = 16;   // score accumulators per block (32 zmm: 8 hold the K tile block)
 constexpr int k_group_q8_values = 24;   // value accumulators per block
 #else
-constexpr int k_group_q8_scores = 4;
-constexpr int k_group_q8_values = 6;
+// [[maybe_unused]]: AVX2 builds score with group_scores_q8_avx2 and weigh values two queries a pass, so
+// neither is read there (clang's -Wunused-const-variable, an error in scripts/check-windows-build)
+[[maybe_unused]] constexpr int k_group_q8_scores = 4;
+[[maybe_unused]] constexpr int k_group_q8_values = 6;
 #endif
 constexpr int64_t k_group_q8_span_bytes = 32 * 1024;   // one span's V rows of one kv head, widened (L1)
 
