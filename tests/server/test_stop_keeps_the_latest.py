@@ -6,7 +6,9 @@ level's 320 MiB kept one; they were written in the contexts' order, so the one k
 client had just ended, and the three agents that went on read 6,200-7,600 tokens again (210-283 s first tokens).
 
 Real server, tiny model (256 bytes of KV a token), main and 2 slots, no RAM level, cold 1 MiB (one 3,000-token
-history): A read, then B, leaves A parked into slot 1 and B, the latest, in main (context 0, written first)."""
+history): A read, then B, leaves A parked into slot 1 and B, the latest, in main (context 0, written first).
+The same stop writes only what the disk keeps (cache.stop_writes, 499656d): A, which cold's first-in-first-out
+would let go at once for B, is not written (before: written, then evicted)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,9 @@ def test_a_stop_over_the_disk_budget_keeps_the_latest_history(tiny_model, tmp_pa
         held = {c.tokens[0]: c for c in s.state.scheduler.table.contexts if c.tokens}
         # B (the latest) in a context before A's: written in the contexts' order, B was written first and let go
         assert held[12].id < held[11].id and held[12].last_use > held[11].last_use, held
+        cache = s.state.scheduler.cache
+    assert cache.cascade.evictions["cold"] == 0      # before 499656d: 1, A written and let go for B
+    assert (cache.stop_unwritten, cache.parks["disk"]) == (1, 2)
     with LiveServer(**flags) as s:
         cold = s.state.scheduler.cache.cascade.levels[-1]
         assert [e.tokens[0] for e in cold.entries.values()] == [12]    # before: [11]
