@@ -15,6 +15,7 @@ prompts and decoded as text); the vocabulary uses the "tekken" pre-tokenizer."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -61,21 +62,27 @@ def mistral_model(factory, template: str, pieces: tuple[str, ...], added: tuple[
     return factory(**shape, script=(*ids, probe.tokenizer.eos_id))
 
 
+@contextlib.contextmanager
+def mistral_server(factory, template: str, pieces: tuple[str, ...], added: tuple[str, ...] = ()):
+    """A live server (the solo path, no conversation cache) on mistral_model's scripted model."""
+    model = mistral_model(factory, template, pieces, added)
+    with LiveServer(model=str(model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0) as s:
+        yield s
+
+
 @pytest.fixture(scope="module")
 def thinking(tiny_model_factory):
-    model = mistral_model(tiny_model_factory, MINISTRAL3, THINKING)
-    with LiveServer(model=str(model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0) as s:
+    with mistral_server(tiny_model_factory, MINISTRAL3, THINKING) as s:
         yield sdk_clients(s)
 
 
 @pytest.fixture(scope="module", params=["small32", "nemo"])
 def with_id(tiny_model_factory, request):
     template, pieces = {"small32": (SMALL32, WITH_ID), "nemo": (NEMO, NEMO_CALL)}[request.param]
-    model = mistral_model(tiny_model_factory, template, pieces)
     # Nemo's template writes the system prompt into the last message when that is a user's, and drops it
     # otherwise: a turn after a tool result has a different prefix whatever Strata does, so no system here
     msgs = MSGS if request.param == "small32" else MSGS[1:]
-    with LiveServer(model=str(model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0) as s:
+    with mistral_server(tiny_model_factory, template, pieces) as s:
         yield (*sdk_clients(s), msgs)
 
 
@@ -242,8 +249,7 @@ def test_a_cut_call_with_the_models_own_id_or_nemos_list(with_id):
 
 @pytest.fixture(scope="module")
 def nemo_two(tiny_model_factory):
-    model = mistral_model(tiny_model_factory, NEMO, NEMO_TWO, NEMO_TWO[1:])
-    with LiveServer(model=str(model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0) as s:
+    with mistral_server(tiny_model_factory, NEMO, NEMO_TWO, NEMO_TWO[1:]) as s:
         yield sdk_clients(s)
 
 
@@ -288,8 +294,7 @@ def test_nemos_list_cut_in_its_second_call_gives_the_first_whole_and_the_second_
 
 @pytest.fixture(scope="module")
 def after_text(tiny_model_factory):
-    model = mistral_model(tiny_model_factory, MINISTRAL3, AFTER_TEXT, AFTER_TEXT[4:])
-    with LiveServer(model=str(model), ctx=4096, batch=0, threads=1, conversation_cache_mib=0) as s:
+    with mistral_server(tiny_model_factory, MINISTRAL3, AFTER_TEXT, AFTER_TEXT[4:]) as s:
         yield sdk_clients(s)
 
 
