@@ -36,7 +36,7 @@ from .fileio import FileIO
 from .folder_checks import log_skipped_files, warn_budget_beyond_free_space
 from .memory import MIB, MemoryProbe
 from .options import CacheConfig
-from .parking import ParkingMixin, _replaces
+from .parking import ParkingMixin, replaces
 from .ram import RamEntry, RamLevel
 from .restoring import RestoreMixin, common_prefix_len
 from .sessions import SaveUnderWay, SessionRemoval, SessionsMixin, SessionStore
@@ -338,7 +338,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
             entries = [self._pending[k] for k in keys]
         sizes = [e.n_bytes for e in entries]
         # a shorter copy of a conversation still queued (the writer behind) leaves as its longer one is written
-        replaced_by = [next((j for j in range(i + 1, len(entries)) if _replaces(entries[j].tokens, e)), None)
+        replaced_by = [next((j for j in range(i + 1, len(entries)) if replaces(entries[j].tokens, e)), None)
                        for i, e in enumerate(entries)]
         free = [self.io.free_bytes(lvl.folder) for lvl in disk]
         unkept = unkept_at_stop(sizes, [lvl.budget_bytes for lvl in disk], free,

@@ -130,7 +130,7 @@ class ParkingMixin:
             if not durable and not isinstance(lvl, RamLevel):
                 continue
             for e in list(lvl.entries.values()):
-                if e.key != keep and _replaces(tokens, e):
+                if e.key != keep and replaces(tokens, e):
                     if self.cascade.discard(e.key, "superseded", ram_only=not durable):
                         self.superseded += 1
 
@@ -139,7 +139,7 @@ class ParkingMixin:
         locks): one parked after the longer copy of its conversation (`_supersede` discards shorter ones only
         as a longer one arrives). A stop writes the longer one and these go, unwritten."""
         entries = [e for e in self.ram.entries.values() if e.kind == "conversation"]
-        return {e.key for e in entries if any(_replaces(o.tokens, e) for o in entries if o is not e)}
+        return {e.key for e in entries if any(replaces(o.tokens, e) for o in entries if o is not e)}
 
     def _on_cascade_event(self, ev: tuple) -> None:
         """A history degraded out of RAM is on disk now: the disk prefixes it supersedes can go. A stop's lines
@@ -335,7 +335,7 @@ def _after_close(n: int) -> ParkResult:
     return ParkResult("none", policy.FLOOR_NONE, None, n, 0, "the cache is closed: the server stopped")
 
 
-def _replaces(tokens: np.ndarray, e) -> bool:
+def replaces(tokens: np.ndarray, e) -> bool:
     """Whether a history of `tokens` supersedes conversation entry `e`: e's history is a strict prefix of it."""
     return (e.kind == "conversation" and e.n_tokens < tokens.shape[0]
             and common_prefix_len(e.tokens, tokens) == e.n_tokens)
