@@ -85,67 +85,66 @@ inline void store_tile(const __m256* acc, float* y, int64_t ys, int keep) {
     }
 }
 
-// Block b (at blk) of one half (h: rows 8h..8h+7, half = its 32 bytes' offset) of one group, added into acc[t]
-// for t < NT: x is the first token's prepared row. Shared by packed_tile and packed_tile_pair.
+// Block b (at blk) of one half (h: rows 8h..8h+7) of one group, added into acc[t] for t < NT: x is the first
+// token's prepared row. Shared by packed_tile and packed_tile_pair.
 template <int KIND, int NT>
-inline __attribute__((always_inline)) void packed_block(const uint8_t* blk, int64_t b, size_t half, int h, const uint8_t* x,
-                                                        size_t xrb, __m256* acc, bool prefetch) {
+inline __attribute__((always_inline)) void packed_block(const uint8_t* blk, int64_t b, int h, const uint8_t* x, size_t xrb,
+                                                        __m256* acc, bool prefetch) {
     using F = packed_format<KIND>;
+    const size_t half = size_t(32 * h);   // the half's bytes in each 64-byte quant vector
     constexpr bool Q4 = F::NIBBLES, IQ4 = KIND == PACKED_IQ4_NL, SIGNED = KIND != PACKED_Q4_1;
     const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     // IQ4_NL: its 16 signed table values, in each 128-bit lane for vpshufb
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(KVALUES_IQ4NL)));
-    {
-        if (prefetch) {
+    if (prefetch) {
 #pragma GCC unroll 9
-            for (size_t o = 0; o < F::BLOCK; o += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + PREFETCH_BYTES + o), _MM_HINT_T1);
-        }
-        __m256i w[8];   // (8, 8) lane r: 4 quants of row 8h + r, elements 4j..4j+3 of the block (Q4_1: unsigned;
-                        // else |w|)
-        __m256i sgn[8];  // Q8_0 / IQ4_NL: the signed quants (their signs go onto the activations)
-        if (Q4) {
+        for (size_t o = 0; o < F::BLOCK; o += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + PREFETCH_BYTES + o), _MM_HINT_T1);
+    }
+    __m256i w[8];   // (8, 8) lane r: 4 quants of row 8h + r, elements 4j..4j+3 of the block (Q4_1: unsigned;
+                    // else |w|)
+    __m256i sgn[8];  // Q8_0 / IQ4_NL: the signed quants (their signs go onto the activations)
+    if (Q4) {
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) {
-                const __m256i v = load256(blk + 64 * j + half);
-                w[j] = _mm256_and_si256(v, low4);
-                w[4 + j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-            }
-        } else {
-#pragma GCC unroll 8
-            for (int j = 0; j < 8; ++j) w[j] = _mm256_xor_si256(load256(blk + 64 * j + half), _mm256_set1_epi8(char(0x80)));
+        for (int j = 0; j < 4; ++j) {
+            const __m256i v = load256(blk + 64 * j + half);
+            w[j] = _mm256_and_si256(v, low4);
+            w[4 + j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
         }
-        if (SIGNED) {
+    } else {
 #pragma GCC unroll 8
-            for (int j = 0; j < 8; ++j) {
-                sgn[j] = IQ4 ? _mm256_shuffle_epi8(table, w[j]) : w[j];
-                w[j] = _mm256_abs_epi8(sgn[j]);
-            }
+        for (int j = 0; j < 8; ++j) w[j] = _mm256_xor_si256(load256(blk + 64 * j + half), _mm256_set1_epi8(char(0x80)));
+    }
+    if (SIGNED) {
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+            sgn[j] = IQ4 ? _mm256_shuffle_epi8(table, w[j]) : w[j];
+            w[j] = _mm256_abs_epi8(sgn[j]);
         }
-        const __m256 dw = load_f16x8(blk + F::QS + 16 * h);
-        __m256 mw = _mm256_setzero_ps();
-        if (F::HAS_MIN) mw = load_f16x8(blk + F::QS + 32 + 16 * h);
-        const uint8_t* xb = x + size_t(b) * PACKED_ACT_BLOCK_BYTES;
+    }
+    const __m256 dw = load_f16x8(blk + F::QS + 16 * h);
+    __m256 mw = _mm256_setzero_ps();
+    if (F::HAS_MIN) mw = load_f16x8(blk + F::QS + 32 + 16 * h);
+    const uint8_t* xb = x + size_t(b) * PACKED_ACT_BLOCK_BYTES;
 #pragma GCC unroll 8
-        for (int t = 0; t < NT; ++t) {
-            const uint8_t* a = xb + size_t(t) * xrb;   // qs (32,), float d, float s | int32 corr (unused)
-            __m256i d0;
-            if (SIGNED) {   // each pair sum up to 32512: widened one by one
-                d0 = _mm256_madd_epi16(_mm256_maddubs_epi16(w[0], _mm256_sign_epi8(bcast_u32(a), sgn[0])), ones);
+    for (int t = 0; t < NT; ++t) {
+        const uint8_t* a = xb + size_t(t) * xrb;   // qs (32,), float d, float s | int32 corr (unused)
+        __m256i d0;
+        if (SIGNED) {   // each pair sum up to 32512: widened one by one
+            d0 = _mm256_madd_epi16(_mm256_maddubs_epi16(w[0], _mm256_sign_epi8(bcast_u32(a), sgn[0])), ones);
 #pragma GCC unroll 8
-                for (int j = 1; j < 8; ++j) {
-                    const __m256i p = _mm256_maddubs_epi16(w[j], _mm256_sign_epi8(bcast_u32(a + 4 * j), sgn[j]));
-                    d0 = _mm256_add_epi32(d0, _mm256_madd_epi16(p, ones));
-                }
-            } else {        // the block's 8 pair sums add in int16 (<= 30480)
-                __m256i p = _mm256_maddubs_epi16(w[0], bcast_u32(a));
-#pragma GCC unroll 8
-                for (int j = 1; j < 8; ++j) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[j], bcast_u32(a + 4 * j)));
-                d0 = _mm256_madd_epi16(p, ones);
+            for (int j = 1; j < 8; ++j) {
+                const __m256i p = _mm256_maddubs_epi16(w[j], _mm256_sign_epi8(bcast_u32(a + 4 * j), sgn[j]));
+                d0 = _mm256_add_epi32(d0, _mm256_madd_epi16(p, ones));
             }
-            const __m256 dot = _mm256_cvtepi32_ps(d0);
-            acc[t] = _mm256_fmadd_ps(dot, _mm256_mul_ps(dw, bcast_f32(a + 32)), acc[t]);
-            if (F::HAS_MIN) acc[t] = _mm256_fmadd_ps(mw, bcast_f32(a + 36), acc[t]);
+        } else {        // the block's 8 pair sums add in int16 (<= 30480)
+            __m256i p = _mm256_maddubs_epi16(w[0], bcast_u32(a));
+#pragma GCC unroll 8
+            for (int j = 1; j < 8; ++j) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[j], bcast_u32(a + 4 * j)));
+            d0 = _mm256_madd_epi16(p, ones);
         }
+        const __m256 dot = _mm256_cvtepi32_ps(d0);
+        acc[t] = _mm256_fmadd_ps(dot, _mm256_mul_ps(dw, bcast_f32(a + 32)), acc[t]);
+        if (F::HAS_MIN) acc[t] = _mm256_fmadd_ps(mw, bcast_f32(a + 36), acc[t]);
     }
 }
 
@@ -158,8 +157,7 @@ void packed_tile(const uint8_t* g, int64_t nb, int h, const uint8_t* x, size_t x
     __m256 acc[NT];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-    const size_t half = size_t(32 * h);
-    for (int64_t b = 0; b < nb; ++b) packed_block<KIND, NT>(g + size_t(b) * F::BLOCK, b, half, h, x, xrb, acc, prefetch);
+    for (int64_t b = 0; b < nb; ++b) packed_block<KIND, NT>(g + size_t(b) * F::BLOCK, b, h, x, xrb, acc, prefetch);
     store_tile<NT>(acc, y, ys, keep);
 }
 
@@ -172,10 +170,9 @@ void packed_tile_pair(const uint8_t* ga, const uint8_t* gb, int64_t nb, int h, c
                       bool prefetch) {
     using F = packed_format<KIND>;
     __m256 acca[1] = {_mm256_setzero_ps()}, accb[1] = {_mm256_setzero_ps()};
-    const size_t half = size_t(32 * h);
     for (int64_t b = 0; b < nb; ++b) {
-        packed_block<KIND, 1>(ga + size_t(b) * F::BLOCK, b, half, h, x, 0, acca, prefetch);
-        packed_block<KIND, 1>(gb + size_t(b) * F::BLOCK, b, half, h, x, 0, accb, prefetch);
+        packed_block<KIND, 1>(ga + size_t(b) * F::BLOCK, b, h, x, 0, acca, prefetch);
+        packed_block<KIND, 1>(gb + size_t(b) * F::BLOCK, b, h, x, 0, accb, prefetch);
     }
     store_tile<1>(acca, ya, 0, HALF_ROWS);
     store_tile<1>(accb, yb, 0, HALF_ROWS);
