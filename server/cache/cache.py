@@ -36,7 +36,7 @@ from .fileio import FileIO
 from .folder_checks import log_skipped_files, warn_budget_beyond_free_space
 from .memory import MIB, MemoryProbe
 from .options import CacheConfig
-from .parking import ParkingMixin, replaces
+from .parking import ParkingMixin, StopQueue, replaces
 from .ram import RamEntry, RamLevel
 from .restoring import RestoreMixin, common_prefix_len
 from .sessions import SaveUnderWay, SessionRemoval, SessionsMixin, SessionStore
@@ -131,7 +131,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         # histories a stop's queue held that the disk levels would have let go within the stop: not written
         self.stop_unwritten = 0
         self.stop_unwritten_bytes = 0
-        self._stop_unkept: dict[str, str] = {}   # key -> why, decided by stop_writes for the spill writer
+        self._stop: StopQueue | None = None   # a stop's plan for the spill writer's queue, while its writes last
         self.restore_seconds: deque[tuple[str, float, int]] = deque(maxlen=100)  # (level, s, tokens)
         self.restore_totals: dict[str, tuple[int, float]] = {}  # level -> (restores, seconds)
         self.park_target, self.park_target_reason = self._resolve_park_target()
@@ -316,8 +316,9 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
     @contextlib.contextmanager
     def stop_writes(self):
         """Around a clean stop's parks: the spill writer writes nothing until they are all queued, then the queue's
-        histories the disk levels would let go within the stop (stop_writes.unkept_at_stop) are left unwritten
-        (ParkingMixin._leave_unwritten); the others are written as before."""
+        histories the disk levels would let go within the stop (stop_writes.unkept_at_stop) are held unwritten
+        (ParkingMixin._hold_unwritten) and let go once the writes they were left for have succeeded; where one of the
+        stop's writes fails, or the queue ends first, they are written after all. The others are written as before."""
         self._spill.hold()
         try:
             yield
@@ -330,9 +331,10 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
     def _plan_stop_writes(self) -> None:
         disk = [lvl for lvl in self.cascade.levels if isinstance(lvl, DiskLevel)]
         with self._lock:
-            # a level failing to write or remove, or a hit held for a restore: the writes' own rules decide
-            if (not disk or self.cascade.held or any(lvl.name in self.cascade._failing
-                                                     or lvl.removes_failing_since is not None for lvl in disk)):
+            # a level failing to write or remove, a hit held for a restore, or an earlier stop's plan still under way
+            # (its held histories are the queue's too): the writes' own rules decide
+            if (not disk or self.cascade.held or self._stop is not None
+                    or any(lvl.name in self.cascade._failing or lvl.removes_failing_since is not None for lvl in disk)):
                 return
             keys = list(self._pending)
             entries = [self._pending[k] for k in keys]
@@ -343,8 +345,9 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         free = [self.io.free_bytes(lvl.folder) for lvl in disk]
         unkept = unkept_at_stop(sizes, [lvl.budget_bytes for lvl in disk], free,
                                 when_full=self.cascade.when_full, replaced_by=replaced_by)
-        with self._lock:
-            self._stop_unkept = {keys[i]: why for i, why in unkept.items()}
+        if unkept:
+            with self._lock:
+                self._stop = StopQueue({k: i for i, k in enumerate(keys)}, unkept)
 
     def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None,
               waiting: Callable[[SaveUnderWay, float], None] | None = None, stall_s: float | None = None) -> None:
@@ -403,6 +406,11 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
             self.flush()
         else:   # the queue's sizes are not known: counted in entries
             self._spill.flush(told.queued, written=told.queue_written)
+        with self._lock:   # a plan whose queue never reached its end (its writer stopped): its held ones written
+            stop, self._stop = self._stop, None
+        if stop is not None:
+            self._write_held(stop.held, "the stop's queue ended before the writes they were left for")
+        if told is not None:
             told.handing_down()
         if self.stop_unwritten:
             log.info("stopping: %d conversation%s (%.1f MiB) not written: the disk levels' budgets would have let "
@@ -487,7 +495,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         if ok:
             return None
         entry = self.ram.entries[key]  # the next level refused it: a later disk level may take it
-        written, lvl, refused = self._write_down(entry, self.first_disk)
+        written, lvl, refused, _ = self._write_down(entry, self.first_disk)
         if written is None:
             return "; ".join(refused)
         lvl.add(written)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from .memory import MIB
 from .ram import RamEntry, RamLevel
 from .restoring import common_prefix_len
 from .segments import anchor_positions, chain_keys, plan_segment_saves, system_prompt_anchor
+from .stop_writes import Unkept, gone_for_good
 from .system_prompt import PrefixStore
 
 # How long the spill thread waits for the holds on lookup hits to end before it writes (RestoreMixin.holding: from
@@ -42,6 +43,26 @@ class ParkResult:
     n_bytes: int
     reason: str
 
+
+@dataclass(frozen=True)
+class Held:
+    """A stop's history held unwritten: its RAM copy, and the seal its place in the queue took."""
+    entry: RamEntry
+    seal: float
+
+
+@dataclass
+class StopQueue:
+    """A clean stop's plan for the spill writer's queue (cache.stop_writes), while its writes last."""
+    index: dict[str, int]       # the queue's keys -> their place in it
+    unkept: dict[int, Unkept]   # stop_writes.unkept_at_stop
+    written: set[int] = field(default_factory=set)   # places whose writes succeeded
+    gone: set[int] = field(default_factory=set)      # left out and let go: certain, not written, counted
+    held: dict[int, Held] = field(default_factory=dict)   # left out, not yet certain to go
+
+    @property
+    def last(self) -> int:
+        return len(self.index) - 1
 
 
 class ParkingMixin:
@@ -219,53 +240,119 @@ class ParkingMixin:
     def _spill_one(self, key: str) -> int | bool | None:
         """Write a disk-bound capture to the first disk level that takes it (a later one when the first
         refuses: too large for its whole budget, full, an I/O error), else keep it in RAM, else discard. Its bytes:
-        written; False: discarded; None: nothing to write, or kept in RAM (what a stop's lines count)."""
+        written; False: discarded; None: nothing to write, kept in RAM, or held unwritten by a stop (what a stop's
+        lines count). A stop's turn is settled after it, whatever the outcome (an error escaping it: a failure)."""
+        outcome, failed = None, True
+        try:
+            outcome, failed = self._spill_turn(key)
+        finally:
+            self._settle_stop(key, outcome, failed)
+        return outcome
+
+    def _spill_turn(self, key: str) -> tuple[int | bool | None, bool]:
+        """`_spill_one`'s outcome, and whether a write failed (held unwritten by the stop's plan: not written)."""
         with self._lock:
             entry = self._pending.get(key)
             if entry is None:
-                return None
-            why = self._stop_unkept.pop(key, None)
-            if why is not None:
-                return self._leave_unwritten(key, entry, why)
+                return None, False
+            stop = self._stop
+            at = None if stop is None else stop.index.get(key)
+            if at is not None and at in stop.unkept:
+                self._hold_unwritten(stop, at, entry)
+                return None, False
         self._wait_for_holds()
-        written, lvl, refused = self._write_down(entry, self.first_disk)
+        return self._write_pending(entry)
+
+    def _write_pending(self, entry: RamEntry, seal: float | None = None) -> tuple[int | bool | None, bool]:
+        """The write of queued `entry` (`seal`: the one its place in the queue took, for one held and written after
+        all): its outcome (as `_spill_one`'s) and whether a write failed: an I/O error at a level, or refused
+        everywhere where a disk level's whole budget holds it (one larger than every budget is refused by plan)."""
+        key = entry.key
+        written, lvl, refused, errors = self._write_down(entry, self.first_disk, seal)
         with self._lock:
             self._pending.pop(key, None)  # the RAM copy is freed here, written or not
             if written is None:
                 self.spill_failures += 1
                 where = "; ".join(refused)
+                failed = errors or self._disk_takes(entry.n_bytes)
                 if self._keep_in_ram(entry):
                     log.warning("spill of %s refused (%s); kept in RAM instead (check the free space, budget and "
                                 "write permission there)", key, where)
-                    return None
+                    return None, failed
                 self.parks["discard"] += 1
                 log.warning("spill of %s refused (%s); discards=%d (check the free space, budget and write "
                             "permission there)", key, where, self.parks["discard"])
-                return False
+                return False, failed
             if refused:
                 log.info("spill of %s: %s; written to the %s level instead", key, "; ".join(refused), lvl.name)
             lvl.add(written)
             self._supersede(entry.tokens, key)
             self.cascade.make_room(self.cascade.levels.index(lvl), 0, self.clock())
-            return entry.n_bytes   # as the hand-down counts its histories (a RAM copy's bytes)
+            return entry.n_bytes, errors   # as the hand-down counts its histories (a RAM copy's bytes)
 
-    def _leave_unwritten(self, key: str, entry: RamEntry, why: str) -> None:
-        """A stop's history the last disk level would take and let go within the stop (cache.stop_writes; caller
-        locks): not written. What that level holds is older and would have left before it, but it leaves only as the
+    # -- a stop's histories left unwritten (cache.stop_writes) ----------------------------------
+
+    def _hold_unwritten(self, stop: StopQueue, at: int, entry: RamEntry) -> None:
+        """A stop's history the last disk level would take and let go within the stop (caller locks): not written at
+        its turn, its RAM copy held (still in the queue's entries: a lookup finds it) until the writes it was left
+        for have succeeded (`_settle_stop`); its seal is taken now, so that one written after all keeps its place in
+        first-in-first-out. What that level holds is older and would have left before it, but it leaves only as the
         later writes need its room (their make_room, oldest first): deleted here, a stop killed after it (SIGKILL,
         power) or whose later writes failed lost histories the old order still held. So do the shorter copies of it
         there: older than every write of the stop, they push none of those out, and one that stays is what is left
         of its conversation. Those in the levels above go, as on its write (kept, they could push one of the levels'
-        oldest down to the last level, a newer arrival there). Counted apart; None: the stop's lines count it as not
-        kept."""
-        self._pending.pop(key, None)
-        last = len(self.cascade.levels) - 1
-        self._supersede(entry.tokens, key, but_last=True)
+        oldest down to the last level, a newer arrival there)."""
+        stop.held[at] = Held(entry, self.cascade.next_seal(self.clock()))
+        self._supersede(entry.tokens, entry.key, but_last=True)
+
+    def _settle_stop(self, key: str, outcome: int | bool | None, failed: bool) -> None:
+        """After each turn of the stop's queue: the held histories the writes so far make certain to go are let go
+        (stop_writes.gone_for_good); where a write failed, or the queue ends with some still held, those are written
+        after all (the plan's writes did not all happen: the old order kept them), and the rest of the queue is
+        written as before."""
+        with self._lock:
+            stop = self._stop
+            at = None if stop is None else stop.index.get(key)
+            if at is None:
+                return
+            if failed:
+                self._stop = None
+                why = f"the write of {key} failed"
+            else:
+                if isinstance(outcome, int) and not isinstance(outcome, bool):
+                    stop.written.add(at)
+                left_at = {i: stop.unkept[i].left_at for i in stop.held}
+                for i in sorted(gone_for_good(left_at, stop.written, stop.gone)):
+                    stop.gone.add(i)
+                    self._let_go(stop.held.pop(i).entry, stop.unkept[i].why)
+                if at < stop.last:
+                    return
+                self._stop = None
+                why = "the stop's queue ended before the writes they were left for"
+        self._write_held(stop.held, why)
+
+    def _let_go(self, entry: RamEntry, why: str) -> None:
+        """A held history certain to go now (caller locks): its RAM copy freed, counted apart, said."""
+        self._pending.pop(entry.key, None)
         self.stop_unwritten += 1
         self.stop_unwritten_bytes += entry.n_bytes
-        log.info("stopping: conversation %s (%.1f MiB) not written to the %s level: %s", key, entry.n_bytes / MIB,
-                 self.cascade.levels[last].name, why)
-        return None
+        log.info("stopping: conversation %s (%.1f MiB) not written to the %s level: %s", entry.key,
+                 entry.n_bytes / MIB, self.cascade.levels[-1].name, why)
+
+    def _write_held(self, held: dict[int, Held], why: str) -> None:
+        """The stop's held histories written after all, in queue order, each with its seal (spill thread, or the
+        stopping one once the writer is idle); the spill writer counts each again by what became of it."""
+        if not held:
+            return
+        n_bytes = sum(h.entry.n_bytes for h in held.values())
+        log.warning("stopping: %s; the %d conversation%s (%.1f MiB) left unwritten for the writes after %s written "
+                    "after all", why, len(held), "" if len(held) == 1 else "s", n_bytes / MIB,
+                    "it is" if len(held) == 1 else "them are")
+        for i in sorted(held):
+            h = held.pop(i)
+            self._wait_for_holds()
+            outcome, _ = self._write_pending(h.entry, h.seal)
+            self._spill.recount(h.entry.key, outcome)
 
     def _wait_for_holds(self) -> None:
         """Until no request holds a hit in the conversation levels (at most HOLD_WAIT_S; spill thread only: the
@@ -277,15 +364,18 @@ class ParkingMixin:
                     return
             time.sleep(0.005)
 
-    def _write_down(self, entry: RamEntry, start: int) -> tuple:
+    def _write_down(self, entry: RamEntry, start: int, seal: float | None = None) -> tuple:
         """Write `entry` to the first disk level from index `start` on that takes it: (the written entry
-        or None, that level, why each level before it refused). The caller adds it to the level."""
+        or None, that level, why each level before it refused, whether a write failed: an I/O error). The caller
+        adds it to the level. `seal`: the one it takes (else the next after every seal given)."""
         refused: list[str] = []
         written = lvl = None
+        errors = False
         for i in range(start, len(self.cascade.levels)):
             lvl = self.cascade.levels[i]
             with self._lock:
-                now = self.cascade.next_seal(self.clock())   # after every seal given: first-in-first-out is this order
+                # after every seal given: first-in-first-out is this order
+                now = self.cascade.next_seal(self.clock()) if seal is None else seal
             try:
                 with self._lock:
                     lvl.ensure_folder()  # before make_room: a removed folder's entries are not evicted first
@@ -295,7 +385,7 @@ class ParkingMixin:
                                      created_at=entry.created_at, meta=entry.meta)
                 written, why = self.cascade.write_into(i, entry.n_bytes, now, write, lock=self._lock)
             except OSError as exc:
-                written, why = None, f"write failed: {exc}"
+                written, why, errors = None, f"write failed: {exc}", True
                 with self._lock:
                     self.cascade.write_failed(lvl, exc)
             if written is not None:
@@ -303,7 +393,7 @@ class ParkingMixin:
                     self.cascade.write_worked(lvl)
                 break
             refused.append(f"{lvl.name} {lvl.folder}: {why}")
-        return written, lvl, refused
+        return written, lvl, refused, errors
 
     def _keep_in_ram(self, entry: RamEntry) -> bool:
         """A capture the disk refused goes to the RAM level when the parking floor and its budget allow

@@ -88,6 +88,16 @@ class SpillWriter:
         """One key taken off the queue (the count lock held)."""
         self._keys_left -= 1
         self._keys_done += 1
+        self._count_outcome(key, outcome)
+
+    def recount(self, key: str, outcome: int | bool | None) -> None:
+        """A key counted not kept at its turn (a stop's history held unwritten) was written after all, or refused:
+        counted again by what became of it, so that a stop's lines count what the next start finds."""
+        with self._count_lock:
+            self.not_kept -= 1
+            self._count_outcome(key, outcome)
+
+    def _count_outcome(self, key: str, outcome: int | bool | None) -> None:
         self.refused += outcome is False
         self.not_kept += outcome is None
         if self._counted is not None and outcome is not None and not isinstance(outcome, bool):

@@ -8,6 +8,8 @@ soak: the first stop wrote 685 MiB, 476 of them histories cold's 320 MiB dropped
 once its longer history is written; so a history that, at some arrival certain to come after it, is over the
 budget with the ones after it still there and that arrival, is let go whatever else arrives (more arrivals only
 push out more); everything older in that level goes before it. Played over the queue, the supersedes counted.
+That is certain only once the writes it was left for have happened: `gone_for_good` says which of those left out
+are, as the writes succeed (the rest are written after all where a write fails or the queue ends first).
 What this is not: the writes, the evictions (cache.py, cascade.py), or histories whose level is not certain (one
 a warm level may take: its hand-down order is the cascade's to make).
 """
@@ -15,15 +17,22 @@ a warm level may take: its hand-down order is the cascade's to make).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import NamedTuple
 
 MIB = 1 << 20
 
 
+class Unkept(NamedTuple):
+    """A history the last level would let go within the stop: why, and the index of the arrival it leaves for."""
+    why: str
+    left_at: int
+
+
 def unkept_at_stop(sizes: Sequence[int], budgets: Sequence[int], free: Sequence[int | None], *,
-                   when_full: str, replaced_by: Sequence[int | None] | None = None) -> dict[int, str]:
+                   when_full: str, replaced_by: Sequence[int | None] | None = None) -> dict[int, Unkept]:
     """The indexes of `sizes` (the queued histories' bytes, in write order) the disk levels would let go within the
-    stop, each with why. `budgets`: the disk levels' budgets in cascade order, the last one last (0: no budget);
+    stop, each with why and the arrival it leaves for (`Unkept`). `budgets`: the disk levels' budgets in cascade order, the last one last (0: no budget);
     `free`: the free bytes on each one's volume (None: not known); `replaced_by`: for each history, the index of
     the first later one that supersedes it (a longer history of its conversation: the shorter copy leaves once that
     one is written), else None. Nothing is left out where the outcome is not certain: no budget on the last level
@@ -56,7 +65,7 @@ def unkept_at_stop(sizes: Sequence[int], budgets: Sequence[int], free: Sequence[
     # the last level's first-in-first-out played over the queue: room is made for each arrival (oldest first)
     # before it is written, then the copies it supersedes leave. What it held before the stop is older than all of
     # these and leaves first, so it never decides; a supersede assumed where the write may not come keeps more
-    unkept: dict[int, str] = {}
+    unkept: dict[int, Unkept] = {}
     there: deque[int] = deque()   # the queue's histories in the last level, oldest first
     used = 0
     for k, size in enumerate(sizes):
@@ -64,12 +73,29 @@ def unkept_at_stop(sizes: Sequence[int], budgets: Sequence[int], free: Sequence[
             while there and used + size > last:
                 i = there.popleft()
                 used -= sizes[i]
-                unkept[i] = (f"{sizes[i] / MIB:.1f} MiB, with the {used / MIB:.1f} MiB the stop writes after it there "
-                             f"and the {size / MIB:.1f} MiB of the next, > the last disk level's budget of "
-                             f"{last / MIB:.1f} MiB, which lets the oldest go first")
+                unkept[i] = Unkept(f"{sizes[i] / MIB:.1f} MiB, with the {used / MIB:.1f} MiB the stop writes after it "
+                                   f"there and the {size / MIB:.1f} MiB of the next, > the last disk level's budget "
+                                   f"of {last / MIB:.1f} MiB, which lets the oldest go first", k)
             there.append(k)
             used += size
         for i in [i for i in there if replaced_by[i] == k]:
             there.remove(i)
             used -= sizes[i]
     return unkept
+
+
+def gone_for_good(left_at: Mapping[int, int], written: Collection[int], gone: Collection[int] = ()) -> set[int]:
+    """Of the histories left out (`left_at`: index -> the arrival it leaves for, unkept_at_stop's), those now certain
+    to go: every history from the one after it up to that arrival is written (`written`: the indexes whose writes
+    succeeded) or is itself certain to go (`gone`, or found here). Those in between took room in the play; one not
+    written (a write failed, or its turn not come) leaves the room free, and the history might have stayed."""
+    for i, k in left_at.items():
+        if not isinstance(k, int) or isinstance(k, bool) or k <= i:
+            raise ValueError(f"left_at[{i}] must be the index of a later history, got {k!r}")
+    certain = set(gone)
+    found: set[int] = set()
+    for i in sorted(left_at, reverse=True):   # each depends only on later ones: settled first
+        if i not in certain and all(j in written or j in certain for j in range(i + 1, left_at[i] + 1)):
+            certain.add(i)
+            found.add(i)
+    return found
