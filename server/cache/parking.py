@@ -142,7 +142,7 @@ class ParkingMixin:
         when it gets there (a spill, or a degradation out of RAM: `_on_cascade_event`). A newer one no level
         keeps across a stop (takes_whole: larger than every disk level's whole budget) supersedes nothing: the
         shorter ones are all of the conversation the stop can write (it writes them where the longer one fails).
-        `but_last`: the last level's copies stay (a stop's history left unwritten: _leave_unwritten)."""
+        `but_last`: the last level's copies stay (a stop's history left unwritten: _hold_unwritten)."""
         if not durable and self.ram is not None:
             newer = self.ram.entries.get(keep)
             if newer is not None and not self.takes_whole(newer.n_bytes):
