@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from strata.server import lookup, row_output
+from strata.server import lookup, row_failure, row_output
 from strata.server.row import Row
 
 if TYPE_CHECKING:
@@ -55,8 +55,11 @@ def run(sched: Scheduler, rows: list[Row], guessing: bool = True) -> bool:
     for row, draft, start, held in zip(rows, drafts, starts, forced, strict=True):
         if not held:   # counted before the tokens are taken: the answer may end among them
             row.drafted += len(draft)
-        taken = take_draft(sched, row, draft, logits[first: first + 1 + len(draft)], counted=not held)
+        ok, taken = row_failure.guarded(sched, row, take_draft, sched, row, draft,
+                                        logits[first: first + 1 + len(draft)], not held)
         first += 1 + len(draft)
+        if not ok:     # ended alone, its context already cut back to the tokens the table took (row_failure.fail)
+            continue
         engine.truncate(row.ctx, start + 1 + taken)   # the rejected tail, never read again
         if held:
             sched.metrics.add_forced(taken)

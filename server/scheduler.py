@@ -37,6 +37,7 @@ from strata.server import (
     lookup_step,
     parking,
     prompt_order,
+    row_failure,
     row_output,
     row_start,
     slot_policy,
@@ -320,6 +321,8 @@ class Scheduler:
                 # the table was not told of them, so every context holds the history it held before that step, kept
                 break
             except Exception as e:  # a bug or an engine failure: fail the running rows, keep serving
+                # (a forward that failed added no row's token; one row's own work after a forward that succeeded
+                # is guarded where the steps run it, and fails that row alone: row_failure.py)
                 log.exception("scheduler step failed")
                 self.last_error = str(e)
                 for row in list(self._rows.values()):
@@ -581,11 +584,11 @@ class Scheduler:
             self.metrics.add_decode(dt * len(riders) / n_rows, len(riders))
         for i, rider in enumerate(riders):
             self.table.extend(rider.ctx, [tokens[i]])
-            row_output.accept(self, rider, int(rider.sampler.sample(logits[i], rider.generated)), logits[i])
+            row_failure.guarded(self, rider, self._take_token, rider, logits[i])
         for row, part in pieces:
-            self._after_piece(row, part, dt * len(part) / n_rows)
+            row_failure.guarded(self, row, self._after_piece, row, part, dt * len(part) / n_rows)
         for row in done:
-            self._after_piece(row, [], 0.0)
+            row_failure.guarded(self, row, self._after_piece, row, [], 0.0)
 
     def completion_piece(self, row: Row) -> int:
         """The most prompt tokens a piece of a code completion reads: about a time slice (`slice_s`) at the measured
@@ -611,7 +614,7 @@ class Scheduler:
             finally:
                 self._reading = 0
                 self._pieces_read += 1
-        self._after_piece(row, part, time.monotonic() - t0)
+        row_failure.guarded(self, row, self._after_piece, row, part, time.monotonic() - t0)
 
     def _after_piece(self, row: Row, part: list[int], dt: float) -> None:
         """Bookkeeping after `part` of row's prompt was read in `dt` seconds: the slot table, rates,
@@ -641,6 +644,11 @@ class Scheduler:
         if row.max_tokens <= 0:
             row_output.finish(self, row, "length")
             return
+        self._take_token(row, logits)
+
+    def _take_token(self, row: Row, logits: Any) -> None:
+        """Samples row's next token from `logits` and hands it on (row_output.accept): the row's own work after a
+        forward, which the steps run guarded (row_failure.guarded: a failure there ends that row alone)."""
         row_output.accept(self, row, int(row.sampler.sample(logits, row.generated)), logits)
 
     def _publish_prefill_rate(self, row: Row) -> None:
@@ -679,7 +687,7 @@ class Scheduler:
         self.metrics.add_decode(time.monotonic() - t0, len(rows))
         for i, row in enumerate(rows):
             self.table.extend(row.ctx, [tokens[i]])
-            row_output.accept(self, row, int(row.sampler.sample(logits[i], row.generated)), logits[i])
+            row_failure.guarded(self, row, self._take_token, row, logits[i])
 
     # ----- views (any thread; copies of plain data) -----
 
