@@ -22,7 +22,7 @@ from .memory import MIB
 from .ram import RamEntry, RamLevel
 from .restoring import common_prefix_len
 from .segments import anchor_positions, chain_keys, plan_segment_saves, system_prompt_anchor
-from .stop_writes import Unkept, gone_for_good
+from .stop_writes import Unkept, gone_for_good, written_after_all
 from .system_prompt import PrefixStore
 
 # How long the spill thread waits for the holds on lookup hits to end before it writes (RestoreMixin.holding: from
@@ -321,8 +321,8 @@ class ParkingMixin:
             else:
                 if isinstance(outcome, int) and not isinstance(outcome, bool):
                     stop.written.add(at)
-                left_at = {i: stop.unkept[i].left_at for i in stop.held}
-                for i in sorted(gone_for_good(left_at, stop.written, stop.gone)):
+                needs = {i: stop.unkept[i].needs for i in stop.held}
+                for i in sorted(gone_for_good(needs, stop.written, stop.gone)):
                     stop.gone.add(i)
                     self._let_go(stop.held.pop(i).entry, stop.unkept[i].why)
                 if at < stop.last:
@@ -341,7 +341,17 @@ class ParkingMixin:
 
     def _write_held(self, held: dict[int, Held], why: str) -> None:
         """The stop's held histories written after all, in queue order, each with its seal (spill thread, or the
-        stopping one once the writer is idle); the spill writer counts each again by what became of it."""
+        stopping one once the writer is idle), but those the last level would no longer hold had the old order
+        written them (stop_writes.written_after_all: the newer ones fill it; written, one would push out a newer
+        one): let go. The spill writer counts each written again by what became of it."""
+        with self._lock:
+            last = self.cascade.levels[-1]
+            order = sorted(held)
+            start = written_after_all([(held[i].seal, held[i].entry.n_bytes) for i in order],
+                                      [(e.sealed_at, e.n_bytes) for e in last.entries.values()], last.budget_bytes)
+            for i in order[:start]:
+                self._let_go(held.pop(i).entry, f"{why}, but the histories written after it fill the {last.name} "
+                             f"level's budget of {last.budget_bytes / MIB:.1f} MiB: the old order let it go too")
         if not held:
             return
         n_bytes = sum(h.entry.n_bytes for h in held.values())

@@ -9,7 +9,8 @@ once its longer history is written; so a history that, at some arrival certain t
 budget with the ones after it still there and that arrival, is let go whatever else arrives (more arrivals only
 push out more); everything older in that level goes before it. Played over the queue, the supersedes counted.
 That is certain only once the writes it was left for have happened: `gone_for_good` says which of those left out
-are, as the writes succeed (the rest are written after all where a write fails or the queue ends first).
+are, as the writes succeed; where a write fails or the queue ends first, `written_after_all` says which of the rest
+the old order would still hold (those are written after all).
 What this is not: the writes, the evictions (cache.py, cascade.py), or histories whose level is not certain (one
 a warm level may take: its hand-down order is the cascade's to make).
 """
@@ -18,21 +19,23 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Collection, Mapping, Sequence
+from itertools import pairwise
 from typing import NamedTuple
 
 MIB = 1 << 20
 
 
 class Unkept(NamedTuple):
-    """A history the last level would let go within the stop: why, and the index of the arrival it leaves for."""
+    """A history the last level would let go within the stop: why, and the indexes of the histories whose writes
+    make it go (those after it in that level then, and the arrival it leaves for, last)."""
     why: str
-    left_at: int
+    needs: tuple[int, ...]
 
 
 def unkept_at_stop(sizes: Sequence[int], budgets: Sequence[int], free: Sequence[int | None], *,
                    when_full: str, replaced_by: Sequence[int | None] | None = None) -> dict[int, Unkept]:
     """The indexes of `sizes` (the queued histories' bytes, in write order) the disk levels would let go within the
-    stop, each with why and the arrival it leaves for (`Unkept`). `budgets`: the disk levels' budgets in cascade order, the last one last (0: no budget);
+    stop, each with why and the writes it leaves for (`Unkept`). `budgets`: the disk levels' budgets in cascade order, the last one last (0: no budget);
     `free`: the free bytes on each one's volume (None: not known); `replaced_by`: for each history, the index of
     the first later one that supersedes it (a longer history of its conversation: the shorter copy leaves once that
     one is written), else None. Nothing is left out where the outcome is not certain: no budget on the last level
@@ -75,7 +78,7 @@ def unkept_at_stop(sizes: Sequence[int], budgets: Sequence[int], free: Sequence[
                 used -= sizes[i]
                 unkept[i] = Unkept(f"{sizes[i] / MIB:.1f} MiB, with the {used / MIB:.1f} MiB the stop writes after it "
                                    f"there and the {size / MIB:.1f} MiB of the next, > the last disk level's budget "
-                                   f"of {last / MIB:.1f} MiB, which lets the oldest go first", k)
+                                   f"of {last / MIB:.1f} MiB, which lets the oldest go first", (*there, k))
             there.append(k)
             used += size
         for i in [i for i in there if replaced_by[i] == k]:
@@ -84,18 +87,46 @@ def unkept_at_stop(sizes: Sequence[int], budgets: Sequence[int], free: Sequence[
     return unkept
 
 
-def gone_for_good(left_at: Mapping[int, int], written: Collection[int], gone: Collection[int] = ()) -> set[int]:
-    """Of the histories left out (`left_at`: index -> the arrival it leaves for, unkept_at_stop's), those now certain
-    to go: every history from the one after it up to that arrival is written (`written`: the indexes whose writes
-    succeeded) or is itself certain to go (`gone`, or found here). Those in between took room in the play; one not
-    written (a write failed, or its turn not come) leaves the room free, and the history might have stayed."""
-    for i, k in left_at.items():
-        if not isinstance(k, int) or isinstance(k, bool) or k <= i:
-            raise ValueError(f"left_at[{i}] must be the index of a later history, got {k!r}")
+def gone_for_good(needs: Mapping[int, Collection[int]], written: Collection[int],
+                  gone: Collection[int] = ()) -> set[int]:
+    """Of the histories left out (`needs`: index -> the histories whose writes make it go, Unkept.needs), those now
+    certain to go: each of those is written (`written`: the indexes whose writes succeeded) or is itself certain to
+    go (`gone`, or found here). One not written (its write failed, or its turn has not come) leaves its room free,
+    and the history might have stayed."""
+    for i, later in needs.items():
+        bad = [j for j in later if not isinstance(j, int) or isinstance(j, bool) or j <= i]
+        if bad or not later:
+            raise ValueError(f"needs[{i}] must be indexes of later histories, got {tuple(later)!r}")
     certain = set(gone)
     found: set[int] = set()
-    for i in sorted(left_at, reverse=True):   # each depends only on later ones: settled first
-        if i not in certain and all(j in written or j in certain for j in range(i + 1, left_at[i] + 1)):
+    for i in sorted(needs, reverse=True):   # each needs only later ones: settled first
+        if i not in certain and all(j in written or j in certain for j in needs[i]):
             certain.add(i)
             found.add(i)
     return found
+
+
+def written_after_all(held: Sequence[tuple[float, int]], level: Sequence[tuple[float, int]], budget: int) -> int:
+    """Where the stop's writes did not all happen: from which of the histories still held (`held`: (seal, bytes) in
+    queue order, each sealed at its turn) on the last level would hold them now, had they been written at their
+    turns; those before it are let go. `level`: (seal, bytes) of what that level holds; `budget`: its (0: none).
+    First-in-first-out keeps the newest that fit: walked from the newest, a held history fits beside what is
+    newer than it, else it and every older one went for the newer ones (written after all, it would push out one
+    the old order kept)."""
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
+        raise ValueError(f"budget must be a whole number of bytes >= 0, got {budget!r}")
+    if any(a[0] >= b[0] for a, b in pairwise(held)):
+        raise ValueError(f"held must be in queue order, each sealed after the one before, got {list(held)!r}")
+    if not budget:
+        return 0
+    newest_first = sorted(level, reverse=True)
+    used, k = 0, 0
+    for j in range(len(held) - 1, -1, -1):
+        seal, size = held[j]
+        while k < len(newest_first) and newest_first[k][0] > seal:
+            used += newest_first[k][1]
+            k += 1
+        if used + size > budget:
+            return j + 1
+        used += size
+    return 0

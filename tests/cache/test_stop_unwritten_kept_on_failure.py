@@ -15,7 +15,7 @@ import logging
 import pytest
 from strata.server.cache.disk import conversation_key, tokens_array
 from strata.server.cache.fileio import FileIO
-from strata.server.cache.stop_writes import gone_for_good
+from strata.server.cache.stop_writes import gone_for_good, written_after_all
 
 from tests.cache.conftest import PIECE, history, park_history
 from tests.cache.sim_engine import SimEngine
@@ -89,15 +89,15 @@ def test_a_later_write_failing_writes_the_unwritten_history_after_all(make_cache
     assert out == fresh_continuation(prompt)
 
 
-def test_the_write_they_were_left_for_failing_keeps_more_than_the_old_order(make_cache, tmp_path):
-    """2 is left out for 4, 3 for 5 (2 also needs 3 in cold to go: held until 3 is certain); 5's write fails. The
-    old order wrote 2 and 3, let 2 go for 4 and 3 for 5's room before 5's write failed: cold kept 4. Held, 2 and 3
-    are written after all in their order, with their places' seals: 3 makes its room from 2, and cold keeps 3 and 4
-    (before the fix: 4 alone, as the old order, the two counted not written)."""
+def test_the_write_they_were_left_for_failing_writes_only_what_cold_still_holds(make_cache, tmp_path):
+    """2 is left out for 3 and 4, 3 for 4 and 5 (held until 5 is written: 2 goes only if 3 does); 5's write fails.
+    Cold holds 4: had they been written, it would hold 3 beside it, and 2 would have gone for 4. So 3 is written
+    after all, with its place's seal, and 2 is let go, not written (written too, 3 would have pushed it out). The
+    old order let 3 go for 5's room before 5's write failed: cold kept 4 alone (before the fix, too)."""
     _, bare, _ = run_stop(make_cache, tmp_path / "bare", [2, 3, 4, 5], [5], held=False)
     cache, kept, _ = run_stop(make_cache, tmp_path / "held", [2, 3, 4, 5], [5], held=True)
     assert bare == {4} and kept == {3, 4}              # before the fix: kept {4}
-    assert cache.stop_unwritten == 0
+    assert cache.stop_unwritten == 1 and cache.cascade.evictions["cold"] == 0   # 2 never written
 
 
 def test_without_a_failure_the_held_histories_are_let_go_and_counted(make_cache, tmp_path, caplog):
@@ -112,19 +112,59 @@ def test_without_a_failure_the_held_histories_are_let_go_and_counted(make_cache,
     assert not cache._pending and cache._stop is None  # nothing held past the stop
 
 
-@pytest.mark.parametrize("left_at, written, gone, certain", [
-    ({0: 2}, {1, 2}, set(), {0}),
-    ({0: 2}, {1}, set(), set()),            # the arrival it leaves for not written (yet)
-    ({0: 2}, {2}, set(), set()),            # one in between not written: its room was free
-    ({0: 2, 1: 3}, {2, 3}, set(), {0, 1}),  # 1 certain first, then 0, which needed 1's room
-    ({0: 2, 1: 3}, {2}, set(), set()),      # 3 not written: neither
-    ({0: 2}, {2}, {1}, {0}),                # 1 already let go
+def test_a_history_refused_in_between_does_not_hold_it_back(make_cache, tmp_path, caplog):
+    """7 (2,240 KiB) is larger than cold's whole budget: refused by plan, as before, it takes no room. 2 is left out
+    for 3 and 4 and let go once they are written (the plan names the writes it needs: with every one after it
+    needed, 7's refusal held it to the queue's end)."""
+    sizes = {}
+    cache = make_cache(engine=SimEngine(piece_bytes=PIECE), **options(tmp_path))
+    with caplog.at_level(logging.INFO, logger="strata.cache"):
+        with cache.stop_writes():
+            for s, n in [(2, N), (7, 140), (3, N), (4, N)]:
+                sizes[s] = park_history(cache, history(s, n)).n_bytes
+        cache.close()
+    assert (cache.stop_unwritten, cache.stop_unwritten_bytes) == (1, sizes[2])
+    assert len(cache.cascade.levels[-1].entries) == 2
+    (said,) = [r.getMessage() for r in caplog.records if "not written to the cold level" in r.getMessage()]
+    assert "queue ended" not in said and said.endswith("which lets the oldest go first"), said
+    assert not [r for r in caplog.records if "written after all" in r.getMessage()]
+
+
+@pytest.mark.parametrize("needs, written, gone, certain", [
+    ({0: (1, 2)}, {1, 2}, set(), {0}),
+    ({0: (1, 2)}, {1}, set(), set()),               # the arrival it leaves for not written (yet)
+    ({0: (1, 2)}, {2}, set(), set()),               # one in between not written: its room was free
+    ({0: (2,)}, {2}, set(), {0}),                   # 1 took no room in that level
+    ({0: (1, 2), 1: (2, 3)}, {2, 3}, set(), {0, 1}),   # 1 certain first, then 0, which needed 1's room
+    ({0: (1, 2), 1: (2, 3)}, {2}, set(), set()),    # 3 not written: neither
+    ({0: (1, 2)}, {2}, {1}, {0}),                   # 1 already let go
 ])
-def test_gone_for_good(left_at, written, gone, certain):
-    assert gone_for_good(left_at, written, gone) == certain
+def test_gone_for_good(needs, written, gone, certain):
+    assert gone_for_good(needs, written, gone) == certain
 
 
-def test_gone_for_good_names_bad_input():
+@pytest.mark.parametrize("held, level, budget, start", [
+    ([(1.0, 5)], [], 10, 0),                        # nothing newer: written
+    ([(1.0, 5)], [(2.0, 5)], 10, 0),                # fits beside the newer one
+    ([(1.0, 5)], [(2.0, 6)], 10, 1),                # the newer one fills the level: let go
+    ([(1.0, 5)], [(0.5, 9)], 10, 0),                # an older one leaves first
+    ([(1.0, 5), (2.0, 5)], [(3.0, 5)], 10, 1),      # the newest held fits, the one before it not
+    ([(1.0, 2), (2.0, 9)], [], 10, 1),              # an older one goes once a newer one did not fit... (9 fits)
+    ([(1.0, 2), (2.0, 9)], [(3.0, 2)], 10, 2),      # ...and once one does not, every older one went before it
+    ([(1.0, 5), (2.0, 5)], [(3.0, 50)], 0, 0),      # no budget: all written
+])
+def test_written_after_all(held, level, budget, start):
+    assert written_after_all(held, level, budget) == start
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: gone_for_good({3: (3,)}, set()), "needs[3] must be indexes of later histories, got (3,)"),
+    (lambda: gone_for_good({3: ()}, set()), "needs[3] must be indexes of later histories, got ()"),
+    (lambda: written_after_all([], [], -1), "budget must be a whole number of bytes >= 0, got -1"),
+    (lambda: written_after_all([(2.0, 1), (1.0, 1)], [], 5),
+     "held must be in queue order, each sealed after the one before, got [(2.0, 1), (1.0, 1)]"),
+])
+def test_stop_plans_name_bad_input(call, message):
     with pytest.raises(ValueError) as e:
-        gone_for_good({3: 3}, set())
-    assert str(e.value) == "left_at[3] must be the index of a later history, got 3"
+        call()
+    assert str(e.value) == message
