@@ -26,23 +26,12 @@ def run(sched: Scheduler, rows: list[Row], guessing: bool = True) -> bool:
     rest truncated away. False, with nothing done, when no row has a draft."""
     engine, table, cfg = sched.engine, sched.table, sched.lookup
     per_row = engine.max_logit_rows // len(rows) - 1   # (that limit is never above max_rows)
-    drafts: list[list[int]] = []
-    forced: list[bool] = []
-    for row in rows:
-        state = table[row.ctx]
-        # a guess past the request's token limit could never be taken
-        room = min(per_row, row.max_tokens - len(row.generated) - 1, state.capacity - len(state.tokens) - 2)
-        draft = row.forced()[:max(0, room)]
-        forced.append(bool(draft))
-        size = min(room, lookup.draft_size(row.draft, cfg, state.capacity - len(state.tokens) - 2))
-        if not draft and guessing and size > 0:
-            known = len(row.job.prompt) + len(row.generated)
-            if row.history is None:
-                row.history = lookup.TokenHistory(row.job.prompt + row.generated)
-            elif len(row.history) < known:
-                row.history.extend(row.generated[len(row.history) - known:])
-            draft = row.history.find_draft(cfg, size)
-        drafts.append(draft)
+    made = [(row, row_failure.guarded(sched, row, _draft, sched, row, per_row, guessing)) for row in rows]
+    # a row whose draft could not be made has ended alone (row_failure), before the forward: the others go on
+    made = [(row, out) for row, (ok, out) in made if ok]
+    rows = [row for row, _ in made]
+    drafts = [draft for _, (draft, _) in made]
+    forced = [held for _, (_, held) in made]
     if not any(drafts):
         for row in rows:
             row.draft = lookup.after_step(row.draft, 0, 0, cfg)
@@ -67,6 +56,26 @@ def run(sched: Scheduler, rows: list[Row], guessing: bool = True) -> bool:
         row.draft = lookup.after_step(row.draft, len(draft), taken, cfg)
         sched.metrics.add_lookup(len(draft), taken)
     return True
+
+
+def _draft(sched: Scheduler, row: Row, per_row: int, guessing: bool) -> tuple[list[int], bool]:
+    """Row's draft, at most `per_row` tokens, and whether it is a held answer's forced text (else a guess copied
+    from its own tokens when `guessing`; [] when it has none)."""
+    cfg, state = sched.lookup, sched.table[row.ctx]
+    # a guess past the request's token limit could never be taken
+    room = min(per_row, row.max_tokens - len(row.generated) - 1, state.capacity - len(state.tokens) - 2)
+    draft = row.forced()[:max(0, room)]
+    if draft:
+        return draft, True
+    size = min(room, lookup.draft_size(row.draft, cfg, state.capacity - len(state.tokens) - 2))
+    if guessing and size > 0:
+        known = len(row.job.prompt) + len(row.generated)
+        if row.history is None:
+            row.history = lookup.TokenHistory(row.job.prompt + row.generated)
+        elif len(row.history) < known:
+            row.history.extend(row.generated[len(row.history) - known:])
+        draft = row.history.find_draft(cfg, size)
+    return draft, False
 
 
 def take_draft(sched: Scheduler, row: Row, draft: list[int], logits: Any, counted: bool = True) -> int:

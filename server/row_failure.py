@@ -1,9 +1,10 @@
 """One running request's own work after a forward that succeeded (its sampling: a grammar or JSON-schema
 constraint, logit bias, penalties; what its token becomes: text, stop strings, tool calls, reasoning budgets;
-lookup decoding's check of its draft; its first token after its prompt's last piece) failing: that request
-ends with an internal error naming the failure, and every other row of the step goes on untouched. Before, the
-step's catch-all (scheduler.py's `_run`) failed every running request and blanked every context for one
-request's unusual options, tool schema or text (their histories read again on their next turns).
+lookup decoding's check of its draft; its first token after its prompt's last piece), or before one (its held
+answer's next tokens, its lookup draft made from its tokens), failing: that request ends with an internal error
+naming the failure, and every other row of the step goes on untouched. Before, the step's catch-all (scheduler.py's
+`_run`) failed every running request and blanked every context for one request's unusual options, tool schema or
+text (their histories read again on their next turns).
 
 Mechanism on the scheduler's worker thread, over its state (engine, slot table, running rows). Not here: a
 failure of the forward itself (no row's token was added: the catch-all fails every row, as it must), one while

@@ -515,8 +515,13 @@ class Scheduler:
             if r.phase == "prefill":
                 r.steps_during_prefill += 1
         guessing = self.lookup.enabled and len(decoding) <= self.lookup.max_rows
-        if not ((guessing or any(r.forced() for r in decoding)) and lookup_step.run(self, decoding, guessing)):
-            self._decode_step(decoding)
+        # a held answer's next tokens are its constraint's, the row's own work: one failing ends that row alone
+        drafting = guessing or any(row_failure.guarded(self, r, r.forced)[1] for r in decoding)
+        decoding = [r for r in decoding if self.running(r)]
+        if decoding and not (drafting and lookup_step.run(self, decoding, guessing)):
+            decoding = [r for r in decoding if self.running(r)]   # and so does one whose draft failed
+            if decoding:
+                self._decode_step(decoding)
 
     def slice_tokens(self) -> int:
         """Tokens of the next prefill piece: a solo piece (_solo_piece) when nobody is generating and no code

@@ -5,9 +5,11 @@ context holds what the slot table says it holds, and the server goes on. Before,
 every running request with the one request's error and blanked every context.
 
 In every kind of step a row samples in: a decode step, a mixed step's riders and its prompt pieces' first tokens,
-a prompt piece read on its own (its first token), lookup decoding's draft check. The one injected fault is the
-victim request's sampler, swapped (on the worker thread, inside the forward of the chosen kind that includes its
-context) for one that raises at its next sample; everything else is the live tiny server."""
+a prompt piece read on its own (its first token), lookup decoding's draft check; and in its own work before a
+forward: a held answer's next tokens (its constraint's `upcoming`), lookup decoding's draft made from its tokens.
+The one injected fault is in the victim request's own state (its sampler, its constraint, its token history), swapped
+on the worker thread, inside the forward of the chosen kind that includes its context, for one that raises at its
+next use; everything else is the live tiny server."""
 
 from __future__ import annotations
 
@@ -27,41 +29,70 @@ LONG = [(i * 17) % 300 + 60 for i in range(700)]    # read in pieces beside the 
 LOOPED = [[60 + (i % n) + k for i in range(120)] for k, n in ((0, 9), (100, 7), (200, 5))]
 MAX_TOKENS = 24
 
-# scenario: (server flags, prompts sent together (the victim second), the engine call that arms the fault, and
-# when: a predicate over (the victim's row, the call's arguments) that says this call is the one)
-SCENES: dict[str, tuple[dict, list[list[int]], str, Any]] = {
-    "decode step": (dict(mixed_piece=0, lookup_draft=0), PROMPTS, "decode",
-                    lambda row, ctxs, *_: row.ctx in ctxs and len(row.generated) >= 3),
-    "piece read alone": (dict(mixed_piece=0, lookup_draft=0), PROMPTS, "prefill",
-                         lambda row, ctx, *_: row.ctx == ctx),
-    "mixed step rider": (dict(mixed_piece=64, lookup_draft=0), PROMPTS + [LONG], "step",
-                         lambda row, pieces, ctxs, *_: row.ctx in ctxs and len(row.generated) >= 2),
-    "mixed step piece": (dict(mixed_piece=64, lookup_draft=0), [LONG, PROMPTS[1], PROMPTS[0]], "step",
-                         lambda row, pieces, *_: row.ctx in [c for c, _ in pieces]),
-    "lookup draft": (dict(mixed_piece=64, lookup_draft=8, lookup_rows=4), LOOPED, "extend",
-                     lambda row, pieces, *_: any(c == row.ctx and len(t) > 1 for c, t in pieces)),
-}
 
 
-class FailingSampler:
-    """A request's real sampler, except that its next sample raises."""
+def raising(*args: Any, **kw: Any) -> Any:
+    raise RuntimeError(FAULT)
 
-    def __init__(self, real: Any) -> None:
-        self._real = real
+
+class Replaced:
+    """A request's own object (`real`) with some of its attributes replaced (`attrs`), the rest its own."""
+
+    def __init__(self, real: Any, **attrs: Any) -> None:
+        self._real, self._attrs = real, attrs
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
+        return self._attrs[name] if name in self._attrs else getattr(self._real, name)
 
-    def sample(self, *args: Any, **kw: Any) -> Any:
-        raise RuntimeError(FAULT)
+    def __len__(self) -> int:
+        return len(self._real)
+
+
+class HeldTextFails:
+    """A held answer's constraint whose next tokens cannot be made."""
+
+    upcoming = staticmethod(raising)
+
+
+def sampling_fails(row: Any) -> None:
+    row.sampler = Replaced(row.sampler, sample=raising)
+
+
+def held_text_fails(row: Any) -> None:
+    row.sampler = Replaced(row.sampler, constraint=HeldTextFails())
+
+
+def draft_fails(row: Any) -> None:
+    row.history = Replaced(row.history, find_draft=raising)
+
+
+# scenario: (server flags, prompts sent together (the victim second), the engine call that arms the fault, when: a
+# predicate over (the victim's row, the call's arguments) that says this call is the one, and the fault)
+SCENES: dict[str, tuple[dict, list[list[int]], str, Any, Any]] = {
+    "decode step": (dict(mixed_piece=0, lookup_draft=0), PROMPTS, "decode",
+                    lambda row, ctxs, *_: row.ctx in ctxs and len(row.generated) >= 3, sampling_fails),
+    "piece read alone": (dict(mixed_piece=0, lookup_draft=0), PROMPTS, "prefill",
+                         lambda row, ctx, *_: row.ctx == ctx, sampling_fails),
+    "mixed step rider": (dict(mixed_piece=64, lookup_draft=0), PROMPTS + [LONG], "step",
+                         lambda row, pieces, ctxs, *_: row.ctx in ctxs and len(row.generated) >= 2, sampling_fails),
+    "mixed step piece": (dict(mixed_piece=64, lookup_draft=0), [LONG, PROMPTS[1], PROMPTS[0]], "step",
+                         lambda row, pieces, *_: row.ctx in [c for c, _ in pieces], sampling_fails),
+    "lookup draft": (dict(mixed_piece=64, lookup_draft=8, lookup_rows=4), LOOPED, "extend",
+                     lambda row, pieces, *_: any(c == row.ctx and len(t) > 1 for c, t in pieces), sampling_fails),
+    "held answer's next tokens": (dict(mixed_piece=0, lookup_draft=0), PROMPTS, "decode",
+                                  lambda row, ctxs, *_: row.ctx in ctxs and len(row.generated) >= 3, held_text_fails),
+    "lookup draft made": (dict(mixed_piece=64, lookup_draft=8, lookup_rows=4), LOOPED, "extend",
+                          lambda row, pieces, *_: row.ctx in [c for c, _ in pieces], draft_fails),
+}
 
 
 class FaultOnOneRow:
     """The real engine, except that after the first call named `call` that `when` picks for the victim's row
-    (the running request whose prompt ends with `victim`), that row's sampler is a FailingSampler."""
+    (the running request whose prompt ends with `victim`), `fault` breaks that row's own state."""
 
-    def __init__(self, engine: Any, sched: Any, victim: list[int], call: str, when: Any) -> None:
+    def __init__(self, engine: Any, sched: Any, victim: list[int], call: str, when: Any, fault: Any) -> None:
         self._engine, self._sched, self._victim, self._call, self._when = engine, sched, victim, call, when
+        self._fault = fault
         self.armed = False
 
     def __getattr__(self, name: str) -> Any:
@@ -74,7 +105,7 @@ class FaultOnOneRow:
             row = next((r for r in self._sched._rows.values() if r.job.prompt[-len(self._victim):] == self._victim),
                        None)
             if not self.armed and row is not None and self._when(row, *args):
-                row.sampler = FailingSampler(row.sampler)
+                self._fault(row)
                 self.armed = True
             return out
         return forward
@@ -97,12 +128,12 @@ def together(server: LiveServer, prompts: list[list[int]]) -> list[httpx.Respons
 
 @pytest.mark.parametrize("scene", list(SCENES))
 def test_one_rows_failure_fails_that_row_alone(tiny_model, scene):
-    flags, prompts, call, when = SCENES[scene]
+    flags, prompts, call, when, fault = SCENES[scene]
     with serve(tiny_model, flags) as clean:
         expected = [r.json()["choices"][0]["text"] for r in together(clean, prompts)]
     with serve(tiny_model, flags) as server:
         sched = server.state.scheduler
-        spy = FaultOnOneRow(sched.engine, sched, prompts[1], call, when)
+        spy = FaultOnOneRow(sched.engine, sched, prompts[1], call, when, fault)
         sched.engine = spy
         try:
             got = together(server, prompts)
