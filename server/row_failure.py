@@ -54,8 +54,18 @@ def fail(sched: Scheduler, row: Row, e: Exception) -> None:
     reason = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
     sched.last_error = reason
     _agree(sched, row.ctx)
-    if sched.running(row):     # a failure inside its own end (after `release`) has nothing left to end
+    # not running: the failure was in its own end's bookkeeping after `release`, which posts its answer whatever
+    # that bookkeeping does (row_output.finish)
+    if not sched.running(row):
+        return
+    try:
         row_output.finish(sched, row, "error", error=f"internal error: {reason}")
+    except Exception:
+        if sched.running(row):   # not even released: the step's catch-all ends it (and those beside it), as before
+            raise
+        # released and answered (finish posts its answer whatever its bookkeeping does): raised on, the failure
+        # reached the catch-all, which failed every request beside it
+        log.exception("request %s's error end failed in its bookkeeping too; it was answered", row.job.id)
 
 
 def _agree(sched: Scheduler, ctx: int) -> None:

@@ -92,20 +92,24 @@ def finish(sched: Scheduler, row: Row, reason: str, error: str | None = None) ->
     state.prefill_tps = read / row.prefill_s if row.prefill_s > 0 and read > 0 else None
     state.decode_tps = decode_rate(row)
     sched.release(row)
-    status = {"stop": "ok", "length": "ok"}.get(reason, reason)
-    count_prompt(sched, row)         # ended before its first token: what was read of it
-    sched.metrics.add_request(row.job.api, status)
-    if row.job.answer_rule is not None:
-        sched.metrics.add_held(row.job.answer_rule.kind, row.sampler.refusals)
-    if row.job.reasoning_budget is not None and getattr(row.sampler.constraint, "cut", False):
-        sched.metrics.add_budget_cut()
-    record_request(sched, row.job, row, status)
-    if sched.timeline is not None:
-        try:
-            sched.timeline.record(row.job, row.reused, len(row.generated), row.generated)
-        except Exception:
-            log.exception("timeline write failed")
-    sched.post(row.job, "done", completion)
+    try:
+        status = {"stop": "ok", "length": "ok"}.get(reason, reason)
+        count_prompt(sched, row)         # ended before its first token: what was read of it
+        sched.metrics.add_request(row.job.api, status)
+        if row.job.answer_rule is not None:
+            sched.metrics.add_held(row.job.answer_rule.kind, row.sampler.refusals)
+        if row.job.reasoning_budget is not None and getattr(row.sampler.constraint, "cut", False):
+            sched.metrics.add_budget_cut()
+        record_request(sched, row.job, row, status)
+        if sched.timeline is not None:
+            try:
+                sched.timeline.record(row.job, row.reused, len(row.generated), row.generated)
+            except Exception:
+                log.exception("timeline write failed")
+    finally:
+        # released, the row is in no one's list: a failure in its bookkeeping above (raised on to the step,
+        # row_failure.py) must not keep its answer from its client, who would wait for ever
+        sched.post(row.job, "done", completion)
     ttft = "-" if first is None else f"{(first - row.job.submitted) * 1000.0:.0f} ms"
     log.info("request %s (%s) ended (%s): context %s, prompt %d (reused %d from %s), output %d, ttft %s",
              row.job.id, row.job.api, reason, state.display_id(), len(row.job.prompt), row.reused, row.source,
