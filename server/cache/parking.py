@@ -307,9 +307,9 @@ class ParkingMixin:
 
     def _settle_stop(self, key: str, outcome: int | bool | None, failed: bool) -> None:
         """After each turn of the stop's queue: the held histories the writes so far make certain to go are let go
-        (stop_writes.gone_for_good); where a write failed, or the queue ends with some still held, those are written
-        after all (the plan's writes did not all happen: the old order kept them), and the rest of the queue is
-        written as before."""
+        (stop_writes.gone_for_good); where a write failed, or the queue ends with some still held, those the last
+        level would still hold are written after all (the plan's writes did not all happen: the old order kept
+        them; `_write_held`), and the rest of the queue is written as before."""
         with self._lock:
             stop = self._stop
             at = None if stop is None else stop.index.get(key)
