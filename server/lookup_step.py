@@ -44,10 +44,13 @@ def run(sched: Scheduler, rows: list[Row], guessing: bool = True) -> bool:
     for row, draft, start, held in zip(rows, drafts, starts, forced, strict=True):
         if not held:   # counted before the tokens are taken: the answer may end among them
             row.drafted += len(draft)
+        taken_before = row.draft_taken
         ok, taken = row_failure.guarded(sched, row, take_draft, sched, row, draft,
                                         logits[first: first + 1 + len(draft)], not held)
         first += 1 + len(draft)
         if not ok:     # ended alone, its context already cut back to the tokens the table took (row_failure.fail)
+            if not held:   # /metrics counts the draft as its entry, written as it failed, does
+                sched.metrics.add_lookup(len(draft), row.draft_taken - taken_before)
             continue
         engine.truncate(row.ctx, start + 1 + taken)   # the rejected tail, never read again
         if held:
