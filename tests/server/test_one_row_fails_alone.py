@@ -155,4 +155,7 @@ def test_one_rows_failure_fails_that_row_alone(tiny_model, scene):
         assert sched.last_error is not None and FAULT in sched.last_error
         assert server.state.metrics.snapshot()["requests_total"].get("error") == 1
         assert httpx.get(server.url + "/health", timeout=30).status_code == 200
-        assert complete(server.url, prompts[1]).status_code == 200    # the victim's prompt runs again
+        again = complete(server.url, prompts[1])                      # the victim's prompt runs again,
+        assert again.status_code == 200, again.text
+        # from the history its own context kept (cut back to what the table knew, not blanked)
+        assert again.json()["timings"]["cache_n"] >= len(prompts[1]) - 1, again.json()["timings"]
