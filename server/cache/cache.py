@@ -344,7 +344,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                        for i, e in enumerate(entries)]
         free = [self.io.free_bytes(lvl.folder) for lvl in disk]
         unkept = unkept_at_stop(sizes, [lvl.budget_bytes for lvl in disk], free,
-                                when_full=self.cascade.when_full, replaced_by=replaced_by)
+                                when_full=self.cascade.when_full, replaced_by=replaced_by,
+                                names=[f"conversation {k}" for k in keys])
         if unkept:
             with self._lock:
                 self._stop = StopQueue({k: i for i, k in enumerate(keys)}, unkept)

@@ -33,12 +33,14 @@ class Unkept(NamedTuple):
 
 
 def unkept_at_stop(sizes: Sequence[int], budgets: Sequence[int], free: Sequence[int | None], *,
-                   when_full: str, replaced_by: Sequence[int | None] | None = None) -> dict[int, Unkept]:
+                   when_full: str, replaced_by: Sequence[int | None] | None = None,
+                   names: Sequence[str] | None = None) -> dict[int, Unkept]:
     """The indexes of `sizes` (the queued histories' bytes, in write order) the disk levels would let go within the
     stop, each with why and the writes it leaves for (`Unkept`). `budgets`: the disk levels' budgets in cascade order, the last one last (0: no budget);
     `free`: the free bytes on each one's volume (None: not known); `replaced_by`: for each history, the index of
     the first later one that supersedes it (a longer history of its conversation: the shorter copy leaves once that
-    one is written), else None. Nothing is left out where the outcome is not certain: no budget on the last level
+    one is written), else None; `names`: how each history is named in the whys (default: its place in the queue).
+    Nothing is left out where the outcome is not certain: no budget on the last level
     (it keeps all), when-full=reject (it refuses instead of letting go), or a volume with less free space than the
     queue (its room, not the budget, decides then)."""
     if when_full not in ("evict", "reject"):
@@ -53,6 +55,10 @@ def unkept_at_stop(sizes: Sequence[int], budgets: Sequence[int], free: Sequence[
         replaced_by = [None] * len(sizes)
     if len(replaced_by) != len(sizes):
         raise ValueError(f"replaced_by must give one value per history ({len(sizes)}), got {len(replaced_by)}")
+    if names is None:
+        names = [f"history {i} of the queue" for i in range(len(sizes))]
+    if len(names) != len(sizes):
+        raise ValueError(f"names must give one per history ({len(sizes)}), got {len(names)}")
     for i, j in enumerate(replaced_by):
         if j is not None and (not isinstance(j, int) or isinstance(j, bool) or not i < j < len(sizes)):
             raise ValueError(f"replaced_by[{i}] must be None or the index of a later history, got {j!r}")
@@ -76,15 +82,27 @@ def unkept_at_stop(sizes: Sequence[int], budgets: Sequence[int], free: Sequence[
             while there and used + size > last:
                 i = there.popleft()
                 used -= sizes[i]
-                unkept[i] = Unkept(f"{sizes[i] / MIB:.1f} MiB, with the {used / MIB:.1f} MiB the stop writes after it "
-                                   f"there and the {size / MIB:.1f} MiB of the next, > the last disk level's budget "
-                                   f"of {last / MIB:.1f} MiB, which lets the oldest go first", (*there, k))
+                unkept[i] = Unkept("", (*there, k))
             there.append(k)
             used += size
         for i in [i for i in there if replaced_by[i] == k]:
             there.remove(i)
             used -= sizes[i]
-    return unkept
+    # said once the plan is whole: a history it pushes out may itself be left out for later ones
+    return {i: Unkept(pushed_out_by(i, u.needs, sizes, names, unkept, last), u.needs) for i, u in unkept.items()}
+
+
+def pushed_out_by(i: int, needs: Sequence[int], sizes: Sequence[int], names: Sequence[str],
+                  unkept: Collection[int], budget: int) -> str:
+    """Why history `i` is not written, naming the later histories whose writes push it out (`needs`: those after
+    it in the last level then, the arrival last; `unkept`: those the plan leaves out, said as such: each goes in
+    turn for later ones, so no write of it happens either)."""
+    later = [f"{names[j]} ({sizes[j] / MIB:.1f} MiB{', itself not written: it goes in turn for later ones' if j in unkept else ''})"
+             for j in needs]
+    listed = later[0] if len(later) == 1 else ", ".join(later[:-1]) + " and then " + later[-1]
+    total = sizes[i] + sum(sizes[j] for j in needs)
+    return (f"the last disk level's budget of {budget / MIB:.1f} MiB, which lets the oldest go first, would let it go "
+            f"for the histories the stop queues there after it: with {listed} it comes to {total / MIB:.1f} MiB")
 
 
 def gone_for_good(needs: Mapping[int, Collection[int]], written: Collection[int],

@@ -15,7 +15,7 @@ import logging
 import pytest
 from strata.server.cache.disk import conversation_key, tokens_array
 from strata.server.cache.fileio import FileIO
-from strata.server.cache.stop_writes import gone_for_good, written_after_all
+from strata.server.cache.stop_writes import gone_for_good, unkept_at_stop, written_after_all
 
 from tests.cache.conftest import PIECE, history, park_history
 from tests.cache.sim_engine import SimEngine
@@ -126,8 +126,28 @@ def test_a_history_refused_in_between_does_not_hold_it_back(make_cache, tmp_path
     assert (cache.stop_unwritten, cache.stop_unwritten_bytes) == (1, sizes[2])
     assert len(cache.cascade.levels[-1].entries) == 2
     (said,) = [r.getMessage() for r in caplog.records if "not written to the cold level" in r.getMessage()]
-    assert "queue ended" not in said and said.endswith("which lets the oldest go first"), said
+    key = {s: conversation_key(cache.identity, tokens_array(history(s, n))) for s, n in [(2, N), (7, 140), (3, N), (4, N)]}
+    assert "queue ended" not in said and key[7] not in said, said   # 7 takes no room there: not one that pushes it
+    assert said.endswith(f"after it: with conversation {key[3]} (0.9 MiB) and then conversation {key[4]} (0.9 MiB) "
+                         f"it comes to 2.8 MiB"), said
     assert not [r for r in caplog.records if "written after all" in r.getMessage()]
+
+
+def test_the_unwritten_line_names_the_writes_that_push_it_out():
+    """Session 38's soak: two histories in a row each pushed out by the next, nothing between. The line said "with the
+    0.0 MiB the stop writes after it there and the 195.5 MiB of the next", and that next was itself not written. It
+    names the later histories now, each left out one said so, and leaves out the empty part."""
+    mib = 1 << 20
+    sizes = [int(200.9 * mib), int(195.5 * mib), int(143.3 * mib)]
+    unkept = unkept_at_stop(sizes, [100 * mib, 320 * mib], [1 << 40] * 2, when_full="evict", names=["A", "B", "C"])
+    assert unkept[0].needs == (1,) and unkept[1].needs == (2,) and set(unkept) == {0, 1}
+    assert unkept[0].why == ("the last disk level's budget of 320.0 MiB, which lets the oldest go first, would let it "
+                             "go for the histories the stop queues there after it: with B (195.5 MiB, itself not "
+                             "written: it goes in turn for later ones) it comes to 396.4 MiB")
+    assert unkept[1].why.endswith("after it: with C (143.3 MiB) it comes to 338.8 MiB")
+    between = unkept_at_stop([200 * mib, 50 * mib, 60 * mib, 150 * mib], [320 * mib], [1 << 40], when_full="evict")
+    assert between[0].why.endswith("after it: with history 1 of the queue (50.0 MiB), history 2 of the queue "
+                                   "(60.0 MiB) and then history 3 of the queue (150.0 MiB) it comes to 460.0 MiB")
 
 
 @pytest.mark.parametrize("needs, written, gone, certain", [
@@ -160,6 +180,8 @@ def test_written_after_all(held, level, budget, start):
 @pytest.mark.parametrize("call, message", [
     (lambda: gone_for_good({3: (3,)}, set()), "needs[3] must be indexes of later histories, got (3,)"),
     (lambda: gone_for_good({3: ()}, set()), "needs[3] must be indexes of later histories, got ()"),
+    (lambda: unkept_at_stop([1, 2], [1], [None], when_full="evict", names=["a"]),
+     "names must give one per history (2), got 1"),
     (lambda: written_after_all([], [], -1), "budget must be a whole number of bytes >= 0, got -1"),
     (lambda: written_after_all([(2.0, 1), (1.0, 1)], [], 5),
      "held must be in queue order, each sealed after the one before, got [(2.0, 1), (1.0, 1)]"),
