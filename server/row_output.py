@@ -116,6 +116,31 @@ def finish(sched: Scheduler, row: Row, reason: str, error: str | None = None) ->
              len(row.generated), ttft)
 
 
+def end_anyway(sched: Scheduler, row: Row, reason: str, error: str) -> None:
+    """`finish`, for the ends no step stands behind (the step's catch-all, the stop's): where `finish` itself fails
+    before it released the row (its completion, its stop strings' tail, its context's numbers), the last resort:
+    the context blanked (what it holds is not known for sure then), the row released and an error answer posted.
+    Raised on, that failure ended the scheduler's worker thread: no request was served again, and every client
+    waited for ever."""
+    try:
+        finish(sched, row, reason, error)
+        return
+    except Exception:
+        log.exception("request %s (%s): its %s end failed", row.job.id, row.job.api, reason)
+    if not sched.running(row):      # released: finish posted its answer whatever its bookkeeping did
+        return
+    sched.table.invalidate(row.ctx)
+    state = sched.table[row.ctx]
+    state.busy_job = None
+    state.phase = "idle"
+    sched.release(row)
+    sched.metrics.add_request(row.job.api, {"stop": "ok", "length": "ok"}.get(reason, reason))
+    sched.post(row.job, "done", Completion(
+        text="", tokens=list(row.generated), finish_reason=reason, stop_sequence=None,
+        prompt_tokens=len(row.job.prompt), cached_tokens=row.reused, prompt_ms=row.prefill_s * 1000.0,
+        predicted_ms=0.0, error=error))
+
+
 def record_request(sched: Scheduler, job: Job, row: Row | None, status: str) -> None:
     """The request's entry in the recent requests (the monitor feed's `requests`); `row` None for one that
     never ran."""

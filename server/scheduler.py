@@ -327,10 +327,10 @@ class Scheduler:
                 self.last_error = str(e)
                 for row in list(self._rows.values()):
                     self.table.invalidate(row.ctx)
-                    row_output.finish(self, row, "error", error=f"internal error: {e}")
+                    row_output.end_anyway(self, row, "error", f"internal error: {e}")
             self._outbox.flush()
         for row in list(self._rows.values()):
-            row_output.finish(self, row, "cancelled", error="the server is stopping")
+            row_output.end_anyway(self, row, "cancelled", "the server is stopping")
         for _, fut, _ in self._deferred + list(self._calls):   # a session save or restore waiting: told why, as a request is
             if fut.set_running_or_notify_cancel():
                 fut.set_exception(_stopping_error())
