@@ -133,6 +133,11 @@ def written_after_all(held: Sequence[tuple[float, int]], level: Sequence[tuple[f
     the old order kept)."""
     if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
         raise ValueError(f"budget must be a whole number of bytes >= 0, got {budget!r}")
+    for what, pairs in (("held", held), ("level", level)):
+        bad = [p for p in pairs if not (isinstance(p, tuple) and len(p) == 2 and isinstance(p[1], int)
+                                        and not isinstance(p[1], bool) and p[1] >= 0)]
+        if bad:
+            raise ValueError(f"{what} must be (seal, whole number of bytes >= 0) pairs, got {bad[0]!r}")
     if any(a[0] >= b[0] for a, b in pairwise(held)):
         raise ValueError(f"held must be in queue order, each sealed after the one before, got {list(held)!r}")
     if not budget:

@@ -183,6 +183,10 @@ def test_written_after_all(held, level, budget, start):
     (lambda: unkept_at_stop([1, 2], [1], [None], when_full="evict", names=["a"]),
      "names must give one per history (2), got 1"),
     (lambda: written_after_all([], [], -1), "budget must be a whole number of bytes >= 0, got -1"),
+    (lambda: written_after_all([(1.0, -5)], [], 5),
+     "held must be (seal, whole number of bytes >= 0) pairs, got (1.0, -5)"),   # before: taken as room, 0
+    (lambda: written_after_all([(1.0, 5)], [(2.0, 2.5)], 5),
+     "level must be (seal, whole number of bytes >= 0) pairs, got (2.0, 2.5)"),
     (lambda: written_after_all([(2.0, 1), (1.0, 1)], [], 5),
      "held must be in queue order, each sealed after the one before, got [(2.0, 1), (1.0, 1)]"),
 ])
