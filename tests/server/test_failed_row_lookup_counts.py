@@ -10,19 +10,13 @@ from __future__ import annotations
 import httpx2 as httpx
 
 from .test_metrics import scrape
-from .test_one_row_fails_alone import SCENES, FaultOnOneRow, serve, together
+from .test_one_row_fails_alone import SCENES, serve, together_with_fault
 
 
 def test_a_row_failed_in_its_draft_check_counts_its_draft_in_metrics_as_in_its_entry(tiny_model):
     flags, prompts, call, when, fault = SCENES["lookup draft"]
     with serve(tiny_model, flags) as server:
-        sched = server.state.scheduler
-        spy = FaultOnOneRow(sched.engine, sched, prompts[1], call, when, fault)
-        sched.engine = spy
-        try:
-            got = together(server, prompts)
-        finally:
-            sched.engine = spy._engine
+        spy, got = together_with_fault(server, prompts, call, when, fault)
         assert spy.armed and got[1].status_code == 500, got[1].text
         entries = httpx.get(server.url + "/v1/monitor", timeout=30).json()["requests"]
         counted = scrape(server.url)

@@ -126,6 +126,18 @@ def together(server: LiveServer, prompts: list[list[int]]) -> list[httpx.Respons
     return run_together(server, [lambda p=p: complete(server.url, p) for p in prompts])
 
 
+def together_with_fault(server: LiveServer, prompts: list[list[int]], call: str, when: Any,
+                        fault: Any) -> tuple[FaultOnOneRow, list[httpx.Response]]:
+    """`together`, the victim (prompts[1]) broken by `fault` at the `call` that `when` picks."""
+    sched = server.state.scheduler
+    spy = FaultOnOneRow(sched.engine, sched, prompts[1], call, when, fault)
+    sched.engine = spy
+    try:
+        return spy, together(server, prompts)
+    finally:
+        sched.engine = spy._engine
+
+
 @pytest.mark.parametrize("scene", list(SCENES))
 def test_one_rows_failure_fails_that_row_alone(tiny_model, scene):
     flags, prompts, call, when, fault = SCENES[scene]
@@ -133,12 +145,7 @@ def test_one_rows_failure_fails_that_row_alone(tiny_model, scene):
         expected = [r.json()["choices"][0]["text"] for r in together(clean, prompts)]
     with serve(tiny_model, flags) as server:
         sched = server.state.scheduler
-        spy = FaultOnOneRow(sched.engine, sched, prompts[1], call, when, fault)
-        sched.engine = spy
-        try:
-            got = together(server, prompts)
-        finally:
-            sched.engine = spy._engine
+        spy, got = together_with_fault(server, prompts, call, when, fault)
         assert spy.armed, f"{scene}: the victim never took part in a '{call}' call"
         victim = got.pop(1)
         assert victim.status_code == 500 and FAULT in victim.text and "internal error" in victim.text, victim.text
