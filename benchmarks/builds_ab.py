@@ -30,3 +30,11 @@ def print_best(title: str, builds: list[str], runs: list[list[dict]], width: int
         best = [max(r[key] for r in runs[i]) for i in range(len(builds))]
         ratios = "  ".join(f"x{b / best[0]:.3f}" for b in best[1:])
         print(f"{key:{width}s} " + " ".join(format(b, fmt) for b in best) + f"  {ratios}")
+
+
+def print_rounds(builds: list[str], runs: list[list[dict]], width: int) -> None:
+    """Each key's ratio of each later build to the first, round by round (the builds ran side by side in a round)."""
+    print("per round, later build / first:")
+    for key in runs[0][0]:
+        cols = [",".join(f"{runs[i][r][key] / runs[0][r][key]:.3f}" for r in range(len(runs[0]))) for i in range(1, len(builds))]
+        print(f"{key:{width}s} " + "  ".join(cols))

@@ -10,6 +10,8 @@ A build written BUILD@KV (installed@q8_0) runs with that KV type instead of --kv
 too) instead of wall time: on a machine shared past its cores, where a wall-clock step is mostly the wait
 for a core, with --threads 1 it is the step's own work.
 
+--model PATH runs another GGUF than the default model (a generated Q4_K_M-shaped one, say).
+
 A build path of "installed" means the installed strata._engine. Not a test (no assertion).
 """
 
@@ -25,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def worker(so: str, history: int, rows: int, windows: int, kv_type: str = "f16", threads: int = 2,
-           clock: str = "wall") -> str:
+           clock: str = "wall", model: str | None = None) -> str:
     if so != "installed":
         from kv_types import load_engine_from
 
@@ -34,7 +36,7 @@ def worker(so: str, history: int, rows: int, windows: int, kv_type: str = "f16",
     from strata.engine import Engine
     from strata.engine.models import default_model_path
 
-    e = Engine(str(default_model_path()), n_ctx=history + 64, n_slots=rows, slot_ctx=history + 64, n_threads=threads,
+    e = Engine(model or str(default_model_path()), n_ctx=history + 64, n_slots=rows, slot_ctx=history + 64, n_threads=threads,
                kv_type=kv_type)
     toks = prompt_tokens(e.n_vocab, history + 8)
     ctxs = [0] if rows == 1 else list(range(1, rows + 1))
@@ -65,6 +67,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2, help="engine threads (1 where other work holds a core)")
     ap.add_argument("--clock", default="wall", choices=("wall", "cpu"),
                     help="wall time, or this process's CPU time (a machine shared past its cores; with --threads 1)")
+    ap.add_argument("--model", help="GGUF file (default: the default model)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if min(args.history, args.rows, args.rounds, args.windows, args.threads) < 1:
@@ -74,6 +77,8 @@ def main() -> int:
         so, _, kv = build.partition("@")
         return so, kv or args.kv_type
 
+    if args.model and not Path(args.model).is_file():
+        ap.error(f"--model: no file {args.model}")
     for build in args.builds:
         so, kv = split(build)
         if so != "installed" and not Path(so).is_file():
@@ -82,13 +87,14 @@ def main() -> int:
             ap.error(f"{build}: KV type {kv!r} (f16 or q8_0)")
     if args.worker:
         so, kv = split(args.builds[0])
-        print(worker(so, args.history, args.rows, args.windows, kv, args.threads, args.clock))
+        print(worker(so, args.history, args.rows, args.windows, kv, args.threads, args.clock, args.model))
         return 0
     for rnd in range(args.rounds):
         for so in args.builds:
             out = subprocess.run([sys.executable, __file__, "--worker", so, "--history", str(args.history), "--rows",
                                   str(args.rows), "--windows", str(args.windows), "--kv-type", args.kv_type,
-                                  "--threads", str(args.threads), "--clock", args.clock],
+                                  "--threads", str(args.threads), "--clock", args.clock]
+                                 + (["--model", args.model] if args.model else []),
                                  capture_output=True, text=True)
             if out.returncode != 0:
                 raise SystemExit(out.stderr[-2000:])

@@ -1,11 +1,14 @@
-"""Side by side: the packed Q4_1 / Q8_0 / IQ4_NL products (quants-packed.h) of two or more _engine builds,
+"""Side by side: the packed Q4_1 / Q8_0 / IQ4_NL / Q4_K / Q5_K / Q6_K products (quants-packed.h) of two or more _engine builds,
 each run in its own subprocess, the builds alternated round after round (on a shared machine only a
 comparison inside one run means anything).
 
-Per type, row length (576, 1536: SmolLM2-135M's n_embd and n_ff) and token count: GMAC/s with about 0.5 MiB
+Per type, row length (576, 1536: SmolLM2-135M's n_embd and n_ff; the K-quants, whose rows are whole super-blocks
+of 256: 2048, 5632, as packed_kernels.py) and token count: GMAC/s with about 0.5 MiB
 of weights (in L2: compute-bound; 1, 4 and 8 tokens, 8 calls a timing) or, with --stream, 96 MiB (3x the
-L3: weights from memory, as a decode step reads them; 1 and 4 tokens). Each build's best over the rounds,
-then the ratio of each later build to the first. CPU time of one thread (time.process_time). Not a test.
+L3: weights from memory, as a decode step reads them; 1 and 4 tokens, and the GGUF-layout one-token product on the
+same weights). Each build's best over the rounds,
+then the ratio of each later build to the first, and (--per-round) each round's ratios. CPU time of one thread
+(time.process_time). Not a test.
 
     .venv/bin/python benchmarks/packed_ab.py /tmp/base/_engine*.so build/*/_engine*.so --types Q4_1 --rounds 3
 """
@@ -19,9 +22,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from builds_ab import alternate, print_best  # noqa: E402
+from builds_ab import alternate, print_best, print_rounds  # noqa: E402
 
-L2_ROWS = {576: 1536, 1536: 576}   # rows of about 0.5 MiB at each row length
+L2_ROWS = {576: 1536, 1536: 576, 2048: 448, 5632: 160}   # rows of about 0.5 MiB at each row length
+ROW_LENGTHS = {t: (2048, 5632) for t in ("Q4_K", "Q5_K", "Q6_K")}   # whole super-blocks (packed_kernels.py's)
 STREAM_BYTES = 96 << 20
 CALLS = 8                          # products a timing (one call of 0.5 MiB takes ~50 us)
 
@@ -40,12 +44,16 @@ def worker(so: str, types: str, stream: bool) -> dict:
     out = {}
     for name in types.split(","):
         tid = TYPE_IDS[name]
-        for n in (576, 1536):
+        for n in ROW_LENGTHS.get(name, (576, 1536)):
             base = random_weights(rng, name, 64, n)
             rows = STREAM_BYTES // base.shape[1] // 64 * 64 if stream else L2_ROWS[n]
             pw = K.pack_rows(tid, np.ascontiguousarray(np.tile(base, (rows // 64, 1))), n)
             xp = K.prepare_act_packed(tid, K.quantize_act_row(tid, random_activations(rng, 8, n)), n)
             calls = 1 if stream else CALLS
+            if stream:   # the GGUF-layout one-token product (quants-avx2.cpp) on the same weights: the bar to reach
+                wq, xq = np.ascontiguousarray(np.tile(base, (rows // 64, 1))), K.quantize_act_row(tid, random_activations(rng, 1, n))
+                out[f"{name} n={n} 1 tok GGUF"] = rows * n / best(lambda a=(tid, wq, xq[0], n): K.matvec(*a), 5) / 1e9
+                del wq
             for nt in (1, 4) if stream else (1, 4, 8):
                 def run(args=(tid, pw, rows, xp[:nt], n), calls=calls):
                     for _ in range(calls):
@@ -60,6 +68,7 @@ def main() -> None:
     ap.add_argument("--types", default="Q4_1,Q8_0")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--stream", action="store_true", help="96 MiB of weights from memory (else 0.5 MiB in L2)")
+    ap.add_argument("--per-round", action="store_true", help="also each round's ratios of the later builds to the first")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -70,6 +79,8 @@ def main() -> None:
     runs = alternate(__file__, args.builds, args.rounds, ["--types", args.types] + (["--stream"] if args.stream else []))
     print_best(f"GMAC/s, best of {args.rounds} alternated rounds ({'96 MiB streamed' if args.stream else '0.5 MiB in L2'}):",
                args.builds, runs, 22, "7.1f")
+    if args.per_round:
+        print_rounds(args.builds, runs, 22)
 
 
 if __name__ == "__main__":

@@ -181,6 +181,8 @@ void packed_tile_pair(const uint8_t* ga, const uint8_t* gb, int64_t nb, int h, c
 // The K-quants' weights 12 KiB ahead into L2, a few lines each of a super-block's 8 steps (quants-packed-avx512.cpp's
 // distance and spread: a burst of all lines at a block's start stalled decode there); only the first half's pass.
 constexpr size_t K_PREFETCH_BYTES = 12288;
+// Far weight streams a one-token K-quant product walks at once (packed_tile_streams_K)
+constexpr int K_STREAMS = 2;
 inline void prefetch_step(const uint8_t* blk, int u, size_t step_bytes, size_t block_bytes) {
     for (size_t o = size_t(u) * step_bytes; o < std::min(block_bytes, size_t(u + 1) * step_bytes); o += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(blk + K_PREFETCH_BYTES + o), _MM_HINT_T1);
@@ -192,77 +194,82 @@ inline void prefetch_step(const uint8_t* blk, int u, size_t step_bytes, size_t b
 // maddubs pair sums (<= 15 * 128 * 2 = 3840) add in int16, all 8 of a sub-block (<= 30720; Q5_K's, <= 31 * 128 * 2
 // = 7936, 4 at a time: <= 31744), then one madd by the row's scale (in both int16 halves of its lane) gives the
 // int32 dot * scale: the integers of the AVX-512 build's vpdpwssd, so the same float steps give its floats.
+// Super-block blk of one half (h) of one group, added into acc[t] for t < NT: xb is the first token's prepared
+// block. Shared by packed_tile_q45_K and the one-token pair tile.
+template <bool Q5, int NT>
+inline __attribute__((always_inline)) void q45_K_block(const uint8_t* blk, const uint8_t* xb, size_t xrb, int h, __m256* acc,
+                                                       bool prefetch) {
+    constexpr size_t BLOCK = Q5 ? PACKED_Q5_K_BLOCK_BYTES : PACKED_Q4_K_BLOCK_BYTES;
+    constexpr size_t STEP_BYTES = Q5 ? 384 : 320;   // 8 steps cover the block's 37 (Q5_K: 45) lines
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    const size_t half = size_t(32 * h);
+    __m256i isum[NT];   // (NT, 8) int32: sum over sub-blocks of scale * dot, per row lane
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+    for (int s = 0; s < 8; ++s) {
+        const int q = s >> 1;
+        if (prefetch) prefetch_step(blk, s, STEP_BYTES, BLOCK);
+        const __m256i sc1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + PACKED_Q4_K_SC + 16 * s + 8 * h)));
+        const __m256i sc = _mm256_or_si256(sc1, _mm256_slli_epi32(sc1, 16));
+        const __m128i shift = _mm_cvtsi32_si128(s);
+        __m256i w[8];   // (8, 8) lane r: 4 unsigned quants of row 8h + r, elements 4j .. 4j + 3 of sub-block s
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+            const __m256i v = load256(blk + 64 * (8 * q + j) + half);
+            w[j] = _mm256_and_si256((s & 1) ? _mm256_srli_epi16(v, 4) : v, low4);
+            if (Q5) {   // bit s of qh byte 4j + i: the fifth bit, moved to bit 4 (inside its byte: s <= 7)
+                const __m256i hb = _mm256_srl_epi16(load256(blk + PACKED_Q5_K_QH + 64 * j + half), shift);
+                w[j] = _mm256_or_si256(w[j], _mm256_and_si256(_mm256_slli_epi16(hb, 4), bit4));
+            }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+            const uint8_t* xl = xb + size_t(t) * xrb + 32 * s;
+            if (Q5) {
+                __m256i p0 = _mm256_maddubs_epi16(w[0], bcast_u32(xl));
+                __m256i p1 = _mm256_maddubs_epi16(w[4], bcast_u32(xl + 16));
+#pragma GCC unroll 3
+                for (int j = 1; j < 4; ++j) {
+                    p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w[j], bcast_u32(xl + 4 * j)));
+                    p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w[4 + j], bcast_u32(xl + 16 + 4 * j)));
+                }
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p0, sc), _mm256_madd_epi16(p1, sc)));
+                continue;
+            }
+            __m256i p = _mm256_maddubs_epi16(w[0], bcast_u32(xl));
+#pragma GCC unroll 7
+            for (int j = 1; j < 8; ++j) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[j], bcast_u32(xl + 4 * j)));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sc));
+        }
+    }
+    __m256i mins[4];   // (4, 8) lane r: int16 mins of sub-blocks 2k, 2k + 1 of row 8h + r
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+        mins[k] = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + PACKED_Q4_K_MIN + 32 * k + 16 * h)));
+    }
+    const __m256 dw = load_f16x8(blk + PACKED_Q4_K_D + 16 * h);
+    const __m256 mw = load_f16x8(blk + PACKED_Q4_K_DMIN + 16 * h);
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) {
+        const uint8_t* a = xb + size_t(t) * xrb;   // qs (256,), float d, int16 sums (8,)
+        __m256i ms = _mm256_madd_epi16(mins[0], bcast_u32(a + QK_K + 4));
+#pragma GCC unroll 3
+        for (int k = 1; k < 4; ++k) ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mins[k], bcast_u32(a + QK_K + 4 + 4 * k)));
+        const __m256 dx = bcast_f32(a + QK_K);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, dx), acc[t]);
+        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(mw, dx), acc[t]);
+    }
+}
+
 template <bool Q5, int NT>
 void packed_tile_q45_K(const uint8_t* g, int64_t nb, int h, const uint8_t* x, size_t xrb, float* y, int64_t ys, int keep,
                        bool prefetch) {
     constexpr size_t BLOCK = Q5 ? PACKED_Q5_K_BLOCK_BYTES : PACKED_Q4_K_BLOCK_BYTES, ACT = PACKED_ACT_Q8_K_BLOCK_BYTES;
-    constexpr size_t STEP_BYTES = Q5 ? 384 : 320;   // 8 steps cover the block's 37 (Q5_K: 45) lines
     __m256 acc[NT];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-    const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
-    const size_t half = size_t(32 * h);
-    for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = g + size_t(b) * BLOCK;
-        const uint8_t* xb = x + size_t(b) * ACT;
-        __m256i isum[NT];   // (NT, 8) int32: sum over sub-blocks of scale * dot, per row lane
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
-#pragma GCC unroll 1
-        for (int s = 0; s < 8; ++s) {
-            const int q = s >> 1;
-            if (prefetch) prefetch_step(blk, s, STEP_BYTES, BLOCK);
-            const __m256i sc1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + PACKED_Q4_K_SC + 16 * s + 8 * h)));
-            const __m256i sc = _mm256_or_si256(sc1, _mm256_slli_epi32(sc1, 16));
-            const __m128i shift = _mm_cvtsi32_si128(s);
-            __m256i w[8];   // (8, 8) lane r: 4 unsigned quants of row 8h + r, elements 4j .. 4j + 3 of sub-block s
-#pragma GCC unroll 8
-            for (int j = 0; j < 8; ++j) {
-                const __m256i v = load256(blk + 64 * (8 * q + j) + half);
-                w[j] = _mm256_and_si256((s & 1) ? _mm256_srli_epi16(v, 4) : v, low4);
-                if (Q5) {   // bit s of qh byte 4j + i: the fifth bit, moved to bit 4 (inside its byte: s <= 7)
-                    const __m256i hb = _mm256_srl_epi16(load256(blk + PACKED_Q5_K_QH + 64 * j + half), shift);
-                    w[j] = _mm256_or_si256(w[j], _mm256_and_si256(_mm256_slli_epi16(hb, 4), bit4));
-                }
-            }
-#pragma GCC unroll 8
-            for (int t = 0; t < NT; ++t) {
-                const uint8_t* xl = xb + size_t(t) * xrb + 32 * s;
-                if (Q5) {
-                    __m256i p0 = _mm256_maddubs_epi16(w[0], bcast_u32(xl));
-                    __m256i p1 = _mm256_maddubs_epi16(w[4], bcast_u32(xl + 16));
-#pragma GCC unroll 3
-                    for (int j = 1; j < 4; ++j) {
-                        p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w[j], bcast_u32(xl + 4 * j)));
-                        p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w[4 + j], bcast_u32(xl + 16 + 4 * j)));
-                    }
-                    isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p0, sc), _mm256_madd_epi16(p1, sc)));
-                    continue;
-                }
-                __m256i p = _mm256_maddubs_epi16(w[0], bcast_u32(xl));
-#pragma GCC unroll 7
-                for (int j = 1; j < 8; ++j) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[j], bcast_u32(xl + 4 * j)));
-                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sc));
-            }
-        }
-        __m256i mins[4];   // (4, 8) lane r: int16 mins of sub-blocks 2k, 2k + 1 of row 8h + r
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) {
-            mins[k] = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + PACKED_Q4_K_MIN + 32 * k + 16 * h)));
-        }
-        const __m256 dw = load_f16x8(blk + PACKED_Q4_K_D + 16 * h);
-        const __m256 mw = load_f16x8(blk + PACKED_Q4_K_DMIN + 16 * h);
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; ++t) {
-            const uint8_t* a = xb + size_t(t) * xrb;   // qs (256,), float d, int16 sums (8,)
-            __m256i ms = _mm256_madd_epi16(mins[0], bcast_u32(a + QK_K + 4));
-#pragma GCC unroll 3
-            for (int k = 1; k < 4; ++k) ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mins[k], bcast_u32(a + QK_K + 4 + 4 * k)));
-            const __m256 dx = bcast_f32(a + QK_K);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, dx), acc[t]);
-            acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(mw, dx), acc[t]);
-        }
-    }
+    for (int64_t b = 0; b < nb; ++b) q45_K_block<Q5, NT>(g + size_t(b) * BLOCK, x + size_t(b) * ACT, xrb, h, acc, prefetch);
     store_tile<NT>(acc, y, ys, keep);
 }
 
@@ -272,64 +279,97 @@ void packed_tile_q45_K(const uint8_t* g, int64_t nb, int h, const uint8_t* x, si
 // widened by a madd; a sub-block's int32 sum starts from the token's -32 * bsum (the q - 32 offset) and one
 // mullo multiplies it by the row's int8 scale: the AVX-512 build's integers.
 template <int NT>
+inline __attribute__((always_inline)) void q6_K_block(const uint8_t* blk, const uint8_t* xb, size_t xrb, int h, __m256* acc,
+                                                      bool prefetch) {
+    constexpr size_t BLOCK = PACKED_Q6_K_BLOCK_BYTES;
+    constexpr size_t STEP_BYTES = 7 * 64;   // 8 steps x 7 lines cover the block's 53
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
+    const size_t half = size_t(32 * h);
+    __m256i isum[NT];   // (NT, 8) int32: sum over sub-blocks of scale * sum x (q - 32), per row lane
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+    for (int u = 0; u < 8; ++u) {
+        const int hf = u >> 2, i_hi = (u >> 1) & 1, pass = u & 1;
+        if (prefetch) prefetch_step(blk, u, STEP_BYTES, BLOCK);
+        const int s_lo = 8 * hf + 2 * pass + i_hi;
+        const __m256i sc_lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + PACKED_Q6_K_SC + 16 * s_lo + 8 * h)));
+        const __m256i sc_hi =
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + PACKED_Q6_K_SC + 16 * (s_lo + 4) + 8 * h)));
+        __m256i w[8];   // (8, 8) lane r: 4 quants q of row 8h + r (w[c]: sub-block s_lo, w[4 + c]: s_lo + 4)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+            const int i = 4 * i_hi + c;
+            const __m256i l = load256(blk + 64 * (16 * hf + 8 * pass + i) + half);
+            const __m256i hq = load256(blk + PACKED_Q6_K_QH + 64 * (8 * hf + i) + half);
+            // field 2 pass (for the low nibbles) and 2 pass + 2 (high) of each qh byte, moved to bits 4..5
+            const __m256i h_lo = pass ? _mm256_slli_epi16(hq, 2) : _mm256_slli_epi16(hq, 4);
+            const __m256i h_hi = pass ? _mm256_srli_epi16(hq, 2) : hq;
+            w[c] = _mm256_or_si256(_mm256_and_si256(l, low4), _mm256_and_si256(h_lo, bits45));
+            w[4 + c] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 4), low4), _mm256_and_si256(h_hi, bits45));
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+            const uint8_t* a = xb + size_t(t) * xrb;
+            const uint8_t* xl = a + 128 * hf + 32 * pass + 16 * i_hi;   // s_lo's 16; + 64: s_lo + 4's
+            const __m256i l01 = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], bcast_u32(xl)), _mm256_maddubs_epi16(w[1], bcast_u32(xl + 4)));
+            const __m256i l23 = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], bcast_u32(xl + 8)), _mm256_maddubs_epi16(w[3], bcast_u32(xl + 12)));
+            const __m256i h01 = _mm256_add_epi16(_mm256_maddubs_epi16(w[4], bcast_u32(xl + 64)), _mm256_maddubs_epi16(w[5], bcast_u32(xl + 68)));
+            const __m256i h23 = _mm256_add_epi16(_mm256_maddubs_epi16(w[6], bcast_u32(xl + 72)), _mm256_maddubs_epi16(w[7], bcast_u32(xl + 76)));
+            const __m256i dl = _mm256_add_epi32(bcast_u32(a + QK_K + 4 * s_lo),
+                                                _mm256_add_epi32(_mm256_madd_epi16(l01, ones), _mm256_madd_epi16(l23, ones)));
+            const __m256i dh = _mm256_add_epi32(bcast_u32(a + QK_K + 4 * (s_lo + 4)),
+                                                _mm256_add_epi32(_mm256_madd_epi16(h01, ones), _mm256_madd_epi16(h23, ones)));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_mullo_epi32(dl, sc_lo), _mm256_mullo_epi32(dh, sc_hi)));
+        }
+    }
+    const __m256 dw = load_f16x8(blk + PACKED_Q6_K_D + 16 * h);
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) {
+        const __m256 dx = bcast_f32(xb + size_t(t) * xrb + PACKED_ACT_Q6_K_D);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, dx), acc[t]);
+    }
+}
+
+template <int NT>
 void packed_tile_q6_K(const uint8_t* g, int64_t nb, int h, const uint8_t* x, size_t xrb, float* y, int64_t ys, int keep,
                       bool prefetch) {
     constexpr size_t BLOCK = PACKED_Q6_K_BLOCK_BYTES, ACT = PACKED_ACT_Q6_K_BLOCK_BYTES;
-    constexpr size_t STEP_BYTES = 7 * 64;   // 8 steps x 7 lines cover the block's 53
     __m256 acc[NT];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-    const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
-    const size_t half = size_t(32 * h);
+    for (int64_t b = 0; b < nb; ++b) q6_K_block<NT>(g + size_t(b) * BLOCK, x + size_t(b) * ACT, xrb, h, acc, prefetch);
+    store_tile<NT>(acc, y, ys, keep);
+}
+
+// One token over both halves of S K-quant groups g, g + apart, ... (all their rows), their super-blocks alternated:
+// packed_tile_pair's far streams, and each super-block read from memory once and used by both halves while it is
+// in L1 (the one-group tiles read a group twice, the second half's pass from L2 with no memory traffic in flight:
+// memory busy about half the time). Each block's prefetch_step spread is issued by its first half, per stream.
+// Each half's lanes go through the one-group tile's instructions in block order: the same floats.
+template <packed_kind K, int S>
+void packed_tile_streams_K(const uint8_t* g, size_t apart, int64_t nb, const uint8_t* x, float* y, int64_t y_apart) {
+    constexpr size_t BLOCK = K == PACKED_Q4_K   ? PACKED_Q4_K_BLOCK_BYTES
+                             : K == PACKED_Q5_K ? PACKED_Q5_K_BLOCK_BYTES
+                                                : PACKED_Q6_K_BLOCK_BYTES;
+    constexpr size_t ACT = K == PACKED_Q6_K ? PACKED_ACT_Q6_K_BLOCK_BYTES : PACKED_ACT_Q8_K_BLOCK_BYTES;
+    __m256 acc[2 * S][1];   // [2k + h]: group k's half h
+#pragma GCC unroll 8
+    for (int i = 0; i < 2 * S; ++i) acc[i][0] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = g + size_t(b) * BLOCK;
         const uint8_t* xb = x + size_t(b) * ACT;
-        __m256i isum[NT];   // (NT, 8) int32: sum over sub-blocks of scale * sum x (q - 32), per row lane
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
-#pragma GCC unroll 1
-        for (int u = 0; u < 8; ++u) {
-            const int hf = u >> 2, i_hi = (u >> 1) & 1, pass = u & 1;
-            if (prefetch) prefetch_step(blk, u, STEP_BYTES, BLOCK);
-            const int s_lo = 8 * hf + 2 * pass + i_hi;
-            const __m256i sc_lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + PACKED_Q6_K_SC + 16 * s_lo + 8 * h)));
-            const __m256i sc_hi =
-                _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + PACKED_Q6_K_SC + 16 * (s_lo + 4) + 8 * h)));
-            __m256i w[8];   // (8, 8) lane r: 4 quants q of row 8h + r (w[c]: sub-block s_lo, w[4 + c]: s_lo + 4)
 #pragma GCC unroll 4
-            for (int c = 0; c < 4; ++c) {
-                const int i = 4 * i_hi + c;
-                const __m256i l = load256(blk + 64 * (16 * hf + 8 * pass + i) + half);
-                const __m256i hq = load256(blk + PACKED_Q6_K_QH + 64 * (8 * hf + i) + half);
-                // field 2 pass (for the low nibbles) and 2 pass + 2 (high) of each qh byte, moved to bits 4..5
-                const __m256i h_lo = pass ? _mm256_slli_epi16(hq, 2) : _mm256_slli_epi16(hq, 4);
-                const __m256i h_hi = pass ? _mm256_srli_epi16(hq, 2) : hq;
-                w[c] = _mm256_or_si256(_mm256_and_si256(l, low4), _mm256_and_si256(h_lo, bits45));
-                w[4 + c] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 4), low4), _mm256_and_si256(h_hi, bits45));
+        for (int k = 0; k < S; ++k) {
+            const uint8_t* blk = g + size_t(k) * apart + size_t(b) * BLOCK;
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {
+                if constexpr (K == PACKED_Q6_K) q6_K_block<1>(blk, xb, 0, h, acc[2 * k + h], h == 0);
+                else q45_K_block<K == PACKED_Q5_K, 1>(blk, xb, 0, h, acc[2 * k + h], h == 0);
             }
-#pragma GCC unroll 8
-            for (int t = 0; t < NT; ++t) {
-                const uint8_t* a = xb + size_t(t) * xrb;
-                const uint8_t* xl = a + 128 * hf + 32 * pass + 16 * i_hi;   // s_lo's 16; + 64: s_lo + 4's
-                const __m256i l01 = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], bcast_u32(xl)), _mm256_maddubs_epi16(w[1], bcast_u32(xl + 4)));
-                const __m256i l23 = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], bcast_u32(xl + 8)), _mm256_maddubs_epi16(w[3], bcast_u32(xl + 12)));
-                const __m256i h01 = _mm256_add_epi16(_mm256_maddubs_epi16(w[4], bcast_u32(xl + 64)), _mm256_maddubs_epi16(w[5], bcast_u32(xl + 68)));
-                const __m256i h23 = _mm256_add_epi16(_mm256_maddubs_epi16(w[6], bcast_u32(xl + 72)), _mm256_maddubs_epi16(w[7], bcast_u32(xl + 76)));
-                const __m256i dl = _mm256_add_epi32(bcast_u32(a + QK_K + 4 * s_lo),
-                                                    _mm256_add_epi32(_mm256_madd_epi16(l01, ones), _mm256_madd_epi16(l23, ones)));
-                const __m256i dh = _mm256_add_epi32(bcast_u32(a + QK_K + 4 * (s_lo + 4)),
-                                                    _mm256_add_epi32(_mm256_madd_epi16(h01, ones), _mm256_madd_epi16(h23, ones)));
-                isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_mullo_epi32(dl, sc_lo), _mm256_mullo_epi32(dh, sc_hi)));
-            }
-        }
-        const __m256 dw = load_f16x8(blk + PACKED_Q6_K_D + 16 * h);
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; ++t) {
-            const __m256 dx = bcast_f32(xb + size_t(t) * xrb + PACKED_ACT_Q6_K_D);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, dx), acc[t]);
         }
     }
-    store_tile<NT>(acc, y, ys, keep);
+#pragma GCC unroll 8
+    for (int i = 0; i < 2 * S; ++i) store_tile<1>(acc[i], y + (i >> 1) * y_apart + HALF_ROWS * (i & 1), 0, HALF_ROWS);
 }
 
 using tile_fn = void (*)(const uint8_t* g, int64_t nb, int h, const uint8_t* x, size_t xrb, float* y, int64_t ys, int keep,
@@ -367,20 +407,25 @@ void packed_matmul(const uint8_t* packed, int64_t nb, const uint8_t* xp, size_t 
     const int64_t row_bytes = nb * int64_t(act_block_bytes);
     const int64_t tok_tile = std::max<int64_t>(MAX_NT, int64_t(ACT_TILE_BYTES) / row_bytes / MAX_NT * MAX_NT);
     int64_t gs = g0;   // the groups before gs are done in pairs
-    if constexpr (K == PACKED_Q4_1 || K == PACKED_Q8_0 || K == PACKED_IQ4_NL) {
-        if (n_tok == 1) {   // decode: group i with group i + m of the range's whole groups (m: half of them),
-                            // two streams m groups apart; the adjacent pairing (i, i + 1) measured slower
-            const int64_t gfull = g0 + (r1 - g0 * PACK_ROWS) / PACK_ROWS;   // groups whose 16 rows are all stored
-            const int64_t m = (gfull - g0) / 2;
-            for (int64_t i = 0; i < m; ++i) {
-                const int64_t ga = g0 + i, gb = g0 + m + i;
-                for (int h = 0; h < 2; ++h) {
-                    packed_tile_pair<K>(packed + size_t(ga) * group_bytes, packed + size_t(gb) * group_bytes, nb, h, xp,
-                                        y + ga * PACK_ROWS + HALF_ROWS * h, y + gb * PACK_ROWS + HALF_ROWS * h, h == 0);
-                }
+    if (n_tok == 1) {   // decode: group i with groups i + m, i + 2m, ... of the range's whole groups (S streams m
+                        // groups apart); the adjacent pairing (i, i + 1) measured slower
+        constexpr bool KQ = K == PACKED_Q4_K || K == PACKED_Q5_K || K == PACKED_Q6_K;
+        constexpr int S = KQ ? K_STREAMS : 2;
+        const int64_t gfull = g0 + (r1 - g0 * PACK_ROWS) / PACK_ROWS;   // groups whose 16 rows are all stored
+        const int64_t m = (gfull - g0) / S;
+        for (int64_t i = 0; i < m; ++i) {
+            const int64_t ga = g0 + i, gb = g0 + m + i;
+            if constexpr (KQ) {   // both halves at once
+                packed_tile_streams_K<K, S>(packed + size_t(ga) * group_bytes, size_t(m) * group_bytes, nb, xp, y + ga * PACK_ROWS,
+                                            m * PACK_ROWS);
+                continue;
             }
-            gs = g0 + 2 * m;
+            for (int h = 0; h < 2; ++h) {
+                packed_tile_pair<K>(packed + size_t(ga) * group_bytes, packed + size_t(gb) * group_bytes, nb, h, xp,
+                                    y + ga * PACK_ROWS + HALF_ROWS * h, y + gb * PACK_ROWS + HALF_ROWS * h, h == 0);
+            }
         }
+        gs = g0 + S * m;
     }
     for (int64_t tb = 0; tb < n_tok; tb += tok_tile) {
         const int64_t te = std::min(n_tok, tb + tok_tile);
