@@ -46,7 +46,7 @@ def worker(so: str, types: str, stream: bool) -> dict:
         tid = TYPE_IDS[name]
         for n in ROW_LENGTHS.get(name, (576, 1536)):
             base = random_weights(rng, name, 64, n)
-            rows = STREAM_BYTES // base.shape[1] // 64 * 64 if stream else L2_ROWS[n]
+            rows = (STREAM_BYTES // base.shape[1] if stream else L2_ROWS[n]) // 64 * 64   # whole tiles of the 64-row base
             pw = K.pack_rows(tid, np.ascontiguousarray(np.tile(base, (rows // 64, 1))), n)
             xp = K.prepare_act_packed(tid, K.quantize_act_row(tid, random_activations(rng, 8, n)), n)
             calls = 1 if stream else CALLS
