@@ -320,6 +320,11 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         (ParkingMixin._hold_unwritten) and let go once the writes they were left for have succeeded; where one of the
         stop's writes fails, or the queue ends first, they are written after all. The others are written as before."""
         self._spill.hold()
+        with self._lock:   # the stop's lines count its queue from here: the close comes later, the writer on meanwhile
+            if self._told is None:
+                self._told = CloseProgress(_unsaid)   # told what the stop's writes evict; its lines begin at the close
+            told = self._told
+        self._spill.mark(told.queue_written)
         try:
             yield
         finally:
@@ -365,7 +370,15 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
             return
         self._closed = True
         self._wait_for_save(waiting, stall_s)
-        told = None if progress is None else CloseProgress(progress)
+        with self._lock:
+            told = self._told   # a stop's (stop_writes), counting from its queue's start
+        if progress is None:
+            told = None
+            self._spill.unmark()
+        elif told is None:
+            told = CloseProgress(progress)
+        else:
+            told.progress = progress
         if told is not None:
             self.io.on_write = told.wrote    # a line while one big history is written, not only between them
         try:
@@ -518,6 +531,10 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
     def metrics_text(self) -> str:
         """Prometheus text lines for /metrics."""
         return report.metrics_text(self)
+
+
+def _unsaid(*_: int) -> None:
+    """A stop's lines before its close: nothing is said until the close gives them a progress to tell."""
 
 
 def _how_far(save: SaveUnderWay) -> str:

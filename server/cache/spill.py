@@ -31,6 +31,7 @@ class SpillWriter:
         self.refused = 0      # keys written nowhere: lost
         self.not_kept = 0     # keys with nothing written (gone from the queue's entries, kept in RAM instead)
         self._counted: dict[str, int] | None = None   # a flush's: the keys it counts written, their bytes
+        self._mark: tuple[int, int, int] | None = None   # a stop's start (keys done, refused, not kept): see mark
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._stopped = False   # after stop(), nothing is taken (the cache closed; a park may still end after it)
@@ -62,6 +63,20 @@ class SpillWriter:
 
     def release(self) -> None:
         self._open.set()
+
+    def mark(self, written: dict[str, int]) -> None:
+        """A stop's queue begins (cache.stop_writes): the flush with progress that ends it counts the keys taken from
+        here on, not only those taken once it has begun (the close comes later: the writer may have written some of
+        the queue, or all of it, meanwhile; its lines left those out). `written` is filled from here on, as a
+        flush's is. The first mark holds until that flush (or `unmark`)."""
+        with self._count_lock:
+            if self._mark is None:
+                self._mark = (self._keys_done, self.refused, self.not_kept)
+                self._counted = written
+
+    def unmark(self) -> None:
+        with self._count_lock:
+            self._mark, self._counted = None, None
 
     def _loop(self) -> None:
         while True:
@@ -110,15 +125,18 @@ class SpillWriter:
         the histories queued that are or will be written; one refused by every level leaves it for `refused` (the
         trial's stop said "3 of 3 written" with one of them refused, lost), one kept in RAM instead leaves it (the
         stop writes RAM after); (0, 0, 0) while only jobs are left. `written`: filled with the keys counted written
-        and their bytes, each before it is counted (a stop tells which of them a later write evicted)."""
+        and their bytes, each before it is counted (a stop tells which of them a later write evicted). After a
+        `mark`, the counts (and `written`) start there. Without `progress`, a wait only (a mark holds)."""
         if self._thread is None:
             return
         if progress is None:
             self._q.join()
             return
         with self._count_lock:
-            done0, refused0, not_kept0 = self._keys_done, self.refused, self.not_kept
-            self._counted = written
+            done0, refused0, not_kept0 = self._mark or (self._keys_done, self.refused, self.not_kept)
+            if written is not None and self._counted is not None and written is not self._counted:
+                written.update(self._counted)   # what the mark's dict got before this flush
+            self._mark, self._counted = None, written
         try:
             self._wait(progress, poll_s, done0, refused0, not_kept0)
         finally:
