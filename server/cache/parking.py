@@ -361,7 +361,14 @@ class ParkingMixin:
         for i in sorted(held):
             h = held.pop(i)
             self._wait_for_holds()
-            outcome, _ = self._write_pending(h.entry, h.seal)
+            try:
+                outcome, _ = self._write_pending(h.entry, h.seal)
+            except Exception:   # ends this one alone: raised on, it left the ones after it held for ever, uncounted
+                log.exception("stopping: the write after all of %s failed; not kept", h.entry.key)
+                with self._lock:
+                    self._pending.pop(h.entry.key, None)
+                    self.spill_failures += 1
+                outcome = False
             self._spill.recount(h.entry.key, outcome)
 
     def _wait_for_holds(self) -> None:

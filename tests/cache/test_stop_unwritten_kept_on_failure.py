@@ -194,3 +194,38 @@ def test_stop_plans_name_bad_input(call, message):
     with pytest.raises(ValueError) as e:
         call()
     assert str(e.value) == message
+
+
+class RaisingKeyIO(FailingKeysIO):
+    """As FailingKeysIO (EIO for `fail`), and the image write of `broken`'s key raises an error no level catches
+    (not an OSError: a bug, a codec's refusal), as the spill writer's catch-all sees one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken = ""
+
+    def open_new(self, path: str):
+        if self.broken and ".img." in path and self.broken in path:
+            raise RuntimeError("broken write")
+        return super().open_new(path)
+
+
+def test_one_write_after_all_raising_leaves_the_others_written(make_cache, tmp_path, caplog):
+    """2 is left out for 3 and 4, 3 for 4 and 5; 4's write fails (EIO): 2 and 3 are written after all, and 2's write
+    raises. 3 is written still, 5 after it (before: the error ended _write_held, 3 stayed held in the queue's
+    entries for ever, neither written nor counted; cold kept 5 alone)."""
+    io = RaisingKeyIO()
+    cache = make_cache(engine=SimEngine(piece_bytes=PIECE), io=io, **options(tmp_path))
+    key = {s: conversation_key(cache.identity, tokens_array(history(s, N))) for s in (2, 3, 4, 5)}
+    io.fail, io.broken = {key[4]}, key[2]
+    with caplog.at_level(logging.INFO, logger="strata.cache"):
+        with cache.stop_writes():
+            for s in (2, 3, 4, 5):
+                park_history(cache, history(s, N))
+        lines = []
+        cache.close(progress=lambda *a: lines.append(a))
+    assert set(cache.cascade.levels[-1].entries) == {key[3], key[5]}
+    assert not cache._pending and cache._stop is None          # nothing held past the stop
+    assert cache.stop_unwritten == 0 and cache.spill_failures == 2   # 4 (EIO), 2 (raised)
+    assert lines[-1][:2] == (2, 2), lines
+    assert [r for r in caplog.records if r.getMessage() == f"stopping: the write after all of {key[2]} failed; not kept"]
