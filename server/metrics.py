@@ -46,7 +46,8 @@ class Metrics:
             self.prompt_tokens_total += prompt
             self.prompt_tokens_reused += reused
             self.prompt_tokens_read += read
-            self.reused_by_source[source] = self.reused_by_source.get(source, 0) + reused
+            if reused:      # a prompt read whole ("none") is no source: no series that can only say 0
+                self.reused_by_source[source] = self.reused_by_source.get(source, 0) + reused
 
     def add_shifted(self, n: int) -> None:
         """A code completion moved `n` tokens of its context's history into place (--cache-reuse); they are

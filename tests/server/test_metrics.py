@@ -110,3 +110,17 @@ def test_a_counter_past_a_million_keeps_every_digit(tiny_server):
     r = httpx.get(tiny_server.url + "/metrics")
     line = next(x for x in r.text.splitlines() if x.startswith("strata_prompt_tokens_total "))
     assert line == f"strata_prompt_tokens_total {int(before['strata_prompt_tokens_total']) + sent}", line
+
+
+def test_a_prompt_read_whole_makes_no_reuse_series():
+    """A prompt with nothing reused (source "none") added a `strata_prompt_tokens_reused_total{source="none"}`
+    series that could only ever say 0; docs/api.md lists the sources a prompt is reused from, and "none" is
+    not one."""
+    from strata.server.metrics import Metrics, render_prometheus
+
+    m = Metrics()
+    m.add_prompt(12, 0, "none", 12)
+    m.add_prompt(12, 9, "slot", 3)
+    text = render_prometheus(m.snapshot(), [], 0, 0)
+    reused = [line for line in text.splitlines() if line.startswith("strata_prompt_tokens_reused_total")]
+    assert reused == ['strata_prompt_tokens_reused_total{source="slot"} 9']
