@@ -259,7 +259,8 @@ def add_flags(parser: argparse.ArgumentParser, options: tuple[Option, ...], titl
         default_text = "" if opt.default in (None, "") else f" [default: {opt.default}]"
         for i, name in enumerate(opt.names()):
             dest = "flag__" + name.replace("-", "_")
-            help_text = (opt.help + default_text) if i == 0 else f"alias of --{opt.name}"
+            env_text = f" (also ${opt.env})" if opt.env else ""   # below a flag, above the file: --help says so
+            help_text = (opt.help + env_text + default_text) if i == 0 else f"alias of --{opt.name}"
             if opt.kind is bool:
                 group.add_argument(f"--{name}", dest=dest, action="store_const", const=True, default=None,
                                    help=help_text)
