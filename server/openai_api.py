@@ -507,24 +507,29 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
     })
 
 
+def _model_object(name: str, created: int, served_by: str) -> dict:
+    """One model as both SDKs read it: OpenAI's `id`, `object`, `created`, `owned_by`; Anthropic's `type`,
+    `display_name`, `created_at`; `served_by` the loaded model that answers to the name."""
+    return {"id": name, "object": "model", "created": created, "owned_by": "strata",
+            "type": "model", "display_name": name,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created)), "served_by": served_by}
+
+
 async def models(request: web.Request) -> web.Response:
+    """`GET /v1/models`: the loaded model and its aliases, as an OpenAI list and as an Anthropic page (one
+    page: `has_more` false, `first_id` / `last_id`), so `models.list()` of either SDK reads every field."""
     state = request.app[STATE]
     created = int(state.started)
-    data = [{"id": name, "object": "model", "created": created, "owned_by": "strata"}
-            for name in state.model_names()]
-    return web.json_response({"object": "list", "data": data})
+    data = [_model_object(name, created, state.model_name) for name in state.model_names()]
+    return web.json_response({"object": "list", "data": data, "has_more": False,
+                              "first_id": data[0]["id"], "last_id": data[-1]["id"]})
 
 
 async def model(request: web.Request) -> web.Response:
     """`GET /v1/models/{model}` (the SDKs' `models.retrieve`): every name is served by the loaded model,
     so every name is found; `served_by` names the model that answers."""
     state = request.app[STATE]
-    name = request.match_info["model"]
-    created = int(state.started)
-    return web.json_response({"id": name, "object": "model", "created": created, "owned_by": "strata",
-                              "type": "model", "display_name": name,          # the Anthropic SDK's fields
-                              "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created)),
-                              "served_by": state.model_name})
+    return web.json_response(_model_object(request.match_info["model"], int(state.started), state.model_name))
 
 
 # ----- shaping -----

@@ -92,6 +92,17 @@ def test_models_lists_the_loaded_model(oai, tiny_server):
     assert ids[0] == tiny_server.state.model_name
 
 
+def test_the_anthropic_sdk_lists_the_models_with_its_fields(claude, tiny_server):
+    """The Anthropic SDK's models.list() read `type`, `display_name`, `created_at` as None and no page
+    fields: GET /v1/models had OpenAI's fields only, where models.retrieve had both (found trying Strata as a
+    new user, session 38)."""
+    page = claude.models.list()
+    m = page.data[0]
+    assert (m.id, m.type, m.display_name) == (tiny_server.state.model_name, "model", tiny_server.state.model_name)
+    assert m.created_at.year >= 2024
+    assert (page.has_more, page.first_id, page.last_id) == (False, m.id, page.data[-1].id)
+
+
 def test_a_model_is_retrieved_by_any_name(oai, claude, tiny_server):
     """The SDKs' models.retrieve (GET /v1/models/{id}): any name is served, so any name is found."""
     assert oai.models.retrieve(tiny_server.state.model_name).id == tiny_server.state.model_name
