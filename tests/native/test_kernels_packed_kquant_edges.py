@@ -62,8 +62,11 @@ def skip_unpacked(name: str, *values):
 def test_int16_sums_exact_at_the_bound(name, q, scale, x):
     """Every activation byte -128 (or 127), the largest quants and scales, every d 1.0: the product is
     an exact integer in float32, so an int16 partial that wrapped or saturated (a maddubs more in a
-    sum, a wrong bound) would show as a wrong integer. 2 super-blocks, 24 rows (a masked half)."""
-    tid, n, rows = TYPE_IDS[name], 512, 24
+    sum, a wrong bound) would show as a wrong integer. 2 super-blocks, 72 rows: one token walks the 4 whole
+    groups as two streams (packed_tile_streams_K, session 38: its own pass over the block bodies) and the
+    fifth's first half through the one-group tile, its second half masked. 24 rows (no whole-group pair)
+    left the streams' sums unchecked at the bound."""
+    tid, n, rows = TYPE_IDS[name], 512, 72
     w = np.tile(weight_block(name, q, scale), (rows, n // 256))
     xq = q8k_row(x, n)
     got = K.matmul_packed(tid, K.pack_rows(tid, w, n), rows, K.prepare_act_packed(tid, xq, n), n)[0]
