@@ -46,8 +46,8 @@ __all__ = ["FLAG_REASONS", "FLAG_SYNONYMS", "add_arguments", "run", "serve"]   #
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="PATH", default=None,
-                        help="TOML configuration file (default: the one `strata setup` wrote, when it exists); "
-                             "flags override it")
+                        help="TOML configuration file (default: $STRATA_CONFIG, else the one `strata setup` wrote, when "
+                             "it exists); flags override it")
     parser.add_argument("--no-config", action="store_true", help="ignore the default configuration file")
     add_flags(parser, OPTIONS, "server and engine")
     cache_options = tuple(o for o in all_options() if o not in OPTIONS)
