@@ -3,7 +3,8 @@ is the state after byte b or None when b cannot come next, `complete(state)` whe
 A pushdown automaton over a compiled schema (json_schema.py): strings must be UTF-8 (and follow their
 pattern, json_patterns.py); numbers are at most MAX_NUMBER characters with at most two exponent digits
 (a finite double: the calls' readers refuse 1e999, which json.loads reads as inf) (and within their bounds,
-json_numbers.py) and whitespace runs at most MAX_WS bytes, so a model cannot stall the answer in either.
+json_numbers.py) and a gap between tokens holds at most one line break (`ws_step`), so a model cannot stall
+the answer in either.
 
 Not here: tokens (json_constraint.py follows an answer token by token), the schema compiler
 (json_schema.py), the API fields (server/structured_output.py).
@@ -19,14 +20,22 @@ from strata.engine.json_numbers import MAX_NUMBER, reachable
 from strata.engine.json_schema import ANY_ARRAY, ANY_NUMBER, ANY_OBJECT, ANY_STRING, ANY_WORD, Node
 from strata.engine.json_union import start_union, union_complete, union_step
 
-MAX_WS = 24            # consecutive whitespace bytes between tokens
+# Whitespace between two tokens: at most MAX_WS_BEFORE_BREAK spaces or tabs, then at most one line break (\n or
+# \r\n) and at most MAX_INDENT spaces or tabs after it, the bounds of llama.cpp's JSON grammar (one space, or a line
+# break and up to 20). Before, any 24 whitespace bytes: the default model filled its gaps with 24 line breaks (131
+# tokens for {"legs": 16, "kind": "sample"}), its answer mostly blank lines.
+MAX_WS_BEFORE_BREAK = 1
+MAX_INDENT = 20        # pretty-printed JSON 10 levels deep at 2 a level
 WS = frozenset(b" \t\n\r")
+_BLANKS = frozenset(b" \t")
+_CR = -1               # whitespace states (the state's ws): 0..MAX_WS_BEFORE_BREAK blanks before a break, _CR
+_BROKE = 1000          # a \r just read (only \n may follow as whitespace), _BROKE + n: n blanks after the break
 DIGITS = frozenset(b"0123456789")
 HEX = frozenset(b"0123456789abcdefABCDEF")
 
 
 # ----- the automaton -----
-# A state is (stack, ws): stack a tuple of frames, ws the whitespace bytes just read. Frames:
+# A state is (stack, ws): stack a tuple of frames, ws the gap's whitespace state (ws_step). Frames:
 #   ("V", node)                           a value of `node` is expected (whitespace first)
 #   ("O", node, seen, phase, key)         in an object; phase "k0" after "{", "k" after ",", ":" after a key,
 #                                         "c" after a value
@@ -119,9 +128,37 @@ def _key_candidates(node: Node, seen: frozenset) -> list[bytes] | None:
     return [json.dumps(k, ensure_ascii=False)[1:-1].encode() for k in node.props if k not in seen]
 
 
+def ws_step(ws: int, b: int) -> int | None:
+    """The whitespace state after whitespace byte b in state ws (0: none read since the last token), or None where
+    the gap may not take b."""
+    if ws == _CR:
+        return _BROKE if b == 0x0A else None
+    if ws >= _BROKE:
+        return ws + 1 if b in _BLANKS and ws - _BROKE < MAX_INDENT else None
+    if b == 0x0A:
+        return _BROKE
+    if b == 0x0D:
+        return _CR
+    return ws + 1 if ws < MAX_WS_BEFORE_BREAK else None
+
+
+def ws_bytes(ws: int) -> frozenset[int]:
+    """The whitespace bytes ws_step takes in state ws."""
+    if ws == _CR:
+        return frozenset(b"\n")
+    if ws >= _BROKE:
+        return _BLANKS if ws - _BROKE < MAX_INDENT else frozenset()
+    return WS if ws < MAX_WS_BEFORE_BREAK else frozenset(b"\r\n")
+
+
 def _close_value(stack: tuple) -> tuple:
     """The stack after its top frame's value is complete."""
     return stack[:-1]
+
+
+def _in_gap(stack: tuple, ws: int, b: int) -> tuple | None:
+    nxt = ws_step(ws, b)
+    return None if nxt is None else (stack, nxt)
 
 
 def step(state: tuple, b: int) -> tuple | None:
@@ -133,13 +170,13 @@ def step(state: tuple, b: int) -> tuple | None:
     tag = top[0]
     if tag == "V":
         if b in WS:
-            return (stack, ws + 1) if ws < MAX_WS else None
+            return _in_gap(stack, ws, b)
         f = _start_value(top[1], b)
         return None if f is None else (stack[:-1] + (f,), 0)
     if tag == "O":
         _, node, seen, phase, key = top
         if b in WS:
-            return (stack, ws + 1) if ws < MAX_WS else None
+            return _in_gap(stack, ws, b)
         if phase in ("k0", "k") and b == ord('"'):
             cands = _key_candidates(node, seen)
             if cands is not None and not cands:
@@ -180,7 +217,7 @@ def step(state: tuple, b: int) -> tuple | None:
     if tag == "A":
         _, node, count, phase = top
         if b in WS:
-            return (stack, ws + 1) if ws < MAX_WS else None
+            return _in_gap(stack, ws, b)
         if b == ord("]") and (phase == "c" or count == 0):
             return (_close_value(stack), 0) if count >= node.min_n else None
         if phase == "c" and b == ord(","):
@@ -232,7 +269,7 @@ def step(state: tuple, b: int) -> tuple | None:
     if tag == "D":                                   # a call's tool name (literals), whitespace first
         _, lits, pos = top
         if pos == 0 and b in WS:
-            return (stack, ws + 1) if ws < MAX_WS else None
+            return _in_gap(stack, ws, b)
         cont = tuple(v for v in lits if len(v) > pos and v[pos] == b)
         if cont:
             return (stack[:-1] + (("D", cont, pos + 1),), 0)

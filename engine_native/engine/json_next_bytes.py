@@ -14,7 +14,7 @@ Not here: the steps themselves (json_grammar.py), the forced text (token_bytes.f
 
 from __future__ import annotations
 
-from strata.engine.json_grammar import _NUMBER_END, DIGITS, MAX_WS, WS, _key_candidates, complete
+from strata.engine.json_grammar import _NUMBER_END, DIGITS, WS, _key_candidates, complete, ws_bytes
 
 _WS = bytes(sorted(WS))
 _NUMBER_BYTES = frozenset(DIGITS | set(b".eE+-"))
@@ -31,7 +31,7 @@ def next_bytes(state: tuple) -> frozenset[int] | None:
         return frozenset()                           # complete: nothing may follow
     top = stack[-1]
     tag = top[0]
-    space = frozenset(_WS) if ws < MAX_WS else frozenset()
+    space = ws_bytes(ws)
     if tag == "V":
         return space | top[1].first_bytes()
     if tag == "O":

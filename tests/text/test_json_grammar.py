@@ -43,6 +43,39 @@ def test_any_object(text, want):
 
 
 @pytest.mark.parametrize("text, want", [
+    ('{\n  "a": [\n    1,\n    2\n  ],\r\n\t"b": {}\n}', "whole"),    # pretty-printed: a break and its indent
+    ('{"a" : 1 ,\t"b": 2}', "whole"),
+    ('{' + ' ' + '\n' + ' ' * 20 + '"a": 1}', "whole"),             # the most a gap holds
+    ('{\n\n"a": 1}', "refused"),                  # a blank line: one break a gap (before: 24 of them)
+    ('{"a":\n \n 1}', "refused"),
+    ('{"a":  1}', "refused"),                      # 2 blanks before a break
+    ('{\n' + ' ' * 21 + '"a": 1}', "refused"),     # 21 after it
+    ('{\r "a": 1}', "refused"),                    # \r only as \r\n
+    ('{"a": 1\n}\n', "refused"),                  # nothing after the whole value
+])
+def test_whitespace_gaps(text, want):
+    """A gap between tokens holds at most one line break, 1 blank before it and 20 after (ws_step); the sampler's
+    byte hints (json_next_bytes) offer exactly those whitespace bytes."""
+    assert verdict(ANY_OBJECT, text) == want
+
+
+def test_next_bytes_offers_the_gaps_whitespace():
+    from strata.engine.json_grammar import step
+    from strata.engine.json_next_bytes import next_bytes
+
+    state = ((("V", ANY_OBJECT),), 0)
+    for b in b'{"a":':
+        state = step(state, b)
+    for text in (b"", b" ", b"\t", b"\n", b"\r", b"\n" + b" " * 20, b" \n\t"):
+        s = state
+        for b in text:
+            s = step(s, b)
+        offered = {b for b in next_bytes(s) if b in b" \t\r\n"}
+        taken = {b for b in b" \t\r\n" if step(s, b) is not None}
+        assert offered == taken, (text, offered, taken)
+
+
+@pytest.mark.parametrize("text, want", [
     ('{"name": "bob", "age": 3}', "whole"),
     ('{"age": 3, "name": "bob", "tags": ["yy", "x"], "nick": null, "ok": false, "score": 1e9}', "whole"),
     ('{"name": "b", "age": 1, "nick": "z"}', "whole"),
