@@ -28,8 +28,10 @@ MAX_WS_BEFORE_BREAK = 1
 MAX_INDENT = 20        # pretty-printed JSON 10 levels deep at 2 a level
 WS = frozenset(b" \t\n\r")
 _BLANKS = frozenset(b" \t")
-_CR = -1               # whitespace states (the state's ws): 0..MAX_WS_BEFORE_BREAK blanks before a break, _CR
-_BROKE = 1000          # a \r just read (only \n may follow as whitespace), _BROKE + n: n blanks after the break
+# a gap's state (a state's ws): 0..MAX_WS_BEFORE_BREAK the blanks before a break; _CR a \r just read (only \n may
+# follow as whitespace); _BROKE + n: n blanks after the break
+_CR = -1
+_BROKE = 1000
 DIGITS = frozenset(b"0123456789")
 HEX = frozenset(b"0123456789abcdefABCDEF")
 
