@@ -68,6 +68,11 @@ def count_prompt(sched: Scheduler, row: Row) -> None:
     sched.metrics.add_prompt(len(row.job.prompt), row.reused, row.source, row.pos - row.reused)
 
 
+def request_status(reason: str) -> str:
+    """A request's status in /metrics and its record for its finish reason: an answer that ended is "ok"."""
+    return {"stop": "ok", "length": "ok"}.get(reason, reason)
+
+
 def finish(sched: Scheduler, row: Row, reason: str, error: str | None = None) -> None:
     """Ends a running request: the rest of its text, its completion, its context's final numbers, the
     metrics, its record and timeline entry, and its 'ended' line."""
@@ -93,7 +98,7 @@ def finish(sched: Scheduler, row: Row, reason: str, error: str | None = None) ->
     state.decode_tps = decode_rate(row)
     sched.release(row)
     try:
-        status = {"stop": "ok", "length": "ok"}.get(reason, reason)
+        status = request_status(reason)
         count_prompt(sched, row)         # ended before its first token: what was read of it
         sched.metrics.add_request(row.job.api, status)
         if row.job.answer_rule is not None:
@@ -134,7 +139,7 @@ def end_anyway(sched: Scheduler, row: Row, reason: str, error: str) -> None:
     state.busy_job = None
     state.phase = "idle"
     sched.release(row)
-    sched.metrics.add_request(row.job.api, {"stop": "ok", "length": "ok"}.get(reason, reason))
+    sched.metrics.add_request(row.job.api, request_status(reason))
     sched.post(row.job, "done", Completion(
         text="", tokens=list(row.generated), finish_reason=reason, stop_sequence=None,
         prompt_tokens=len(row.job.prompt), cached_tokens=row.reused, prompt_ms=row.prefill_s * 1000.0,
