@@ -26,6 +26,7 @@ from strata.app.restart_policy import (
 )
 from strata.app.supervisor import ServerStatus, ServerSupervisor, server_command
 from strata.app.tray import Tray
+from strata.monitor import units
 from strata.monitor.client import FeedClient
 from strata.monitor.model import MonitorModel
 from strata.monitor.window import MonitorWindow
@@ -112,9 +113,23 @@ class AppController(QObject):
         self.timer.timeout.connect(self.poll)
         self._quit_thread: threading.Thread | None = None
         self._said_quitting = False          # "a second launch is waiting" said once, not at each of its polls
+        self._said_in_tray = False           # the first close into the tray says the app runs on; later ones not
         self._quit_timer = QTimer(self)
         self._quit_timer.setInterval(POLL_MS)
         self._quit_timer.timeout.connect(self._quit_when_stopped)
+
+    def keep_in_tray(self) -> None:
+        """Closing the window hides it, the tray keeping the app (and its server) running; the first close says so.
+        Nothing did: a new user closed the window, took Strata for quit, and its server went on holding the port and
+        the memory (a new-user trial, session 39)."""
+        self.window.hide_on_close = True
+        self.window.on_hidden = self._hidden_to_tray
+
+    def _hidden_to_tray(self) -> None:
+        if self.tray is None or self._said_in_tray or self._quit_thread is not None or self._shut:
+            return
+        self._said_in_tray = True
+        self.tray.notify("Strata is still running", in_tray_text(self.supervisor.status()), warning=False)
 
     # -- actions ------------------------------------------------------------------------------
 
@@ -374,6 +389,17 @@ def bring_forward(widget) -> bool:
     return True
 
 
+def in_tray_text(status: ServerStatus) -> str:
+    """The first close into the tray's notice: what the server goes on doing. A server still loading its model (it
+    says where it will listen before the load) serves nothing yet: it said "goes on serving URL" all the same."""
+    endpoint = status.endpoint
+    if status.state == "starting":
+        doing = f"goes on loading its model, then serves {endpoint}" if endpoint else "goes on starting"
+    else:
+        doing = f"goes on serving {endpoint}" if endpoint else "goes on"
+    return f"The server {doing} in the background. Quit Strata in this icon's menu stops it."
+
+
 def status_text(status: ServerStatus) -> str:
     if status.state == "running":
         text = f"Server running ({status.detail})"
@@ -381,6 +407,8 @@ def status_text(status: ServerStatus) -> str:
         text = f"Server waiting {status.detail}"
     elif status.state == "stopping" and status.detail.startswith("stopping: "):   # the server's progress line
         text = f"Server {status.detail}"
+    elif status.state == "starting" and status.loading_s is not None:   # minutes for a big model: the time moves
+        text = f"Server starting: {status.detail} ({units.elapsed(status.loading_s)} so far)"
     else:
         text = f"Server {status.state}: {status.detail}"
     # while restarting, the state's detail is that restart's reason, and a give-up's counts the restarts and says

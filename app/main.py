@@ -274,7 +274,7 @@ def run_configured(app, args: argparse.Namespace, serve_args: list[str], folder:
         app.lastWindowClosed.connect(controller.shutdown)
         controller.window.may_close = controller.may_close
     else:
-        controller.window.hide_on_close = True   # the tray keeps the app alive
+        controller.keep_in_tray()               # the tray keeps the app alive (the first close says so)
     # a polite stop (logout, kill, Ctrl-C) stops the server too; the process's own handlers come back at the end
     # (they stayed: a Ctrl-C after main returned, e.g. in a test run, only asked a finished Qt loop to quit)
     handler = polite_stop(controller, log)

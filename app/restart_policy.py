@@ -64,7 +64,7 @@ class Exit:
     """How the server process ended."""
 
     returncode: int          # negative: killed by that signal (POSIX)
-    ran_s: float             # seconds it ran
+    ran_s: float             # seconds it ran: since it first answered /health "ok", for one that did (not its load)
     was_healthy: bool        # it answered /health at least once
     requested: bool          # the app (or the user through it) asked it to stop
     last_line: str = ""      # the last line it wrote, for the reason
@@ -73,6 +73,7 @@ class Exit:
     on_free_port: bool = False    # the app had started it on any free port (`--port 0`) already
     config: str = ""              # the configuration file it read ("": none), named where the reason says to edit it
     options: str = ""             # the app's extra `strata serve` flags (`./run --batch 4`): a refusal may be theirs
+    silent: str = ""              # the app ended it for answering nothing on /health (wait_for_health's reason)
 
 
 GAVE_UP = "gave up after"    # how a give-up's reason begins (it counts the restarts itself)
@@ -127,6 +128,8 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
         what = last_line.removeprefix(MODEL_LOAD_FAILED)   # its line says what the reason says: once, not twice
     elif last_line and exit.returncode > 0:   # a signal's victim has nothing to say about it
         what += f" ({last_line})"
+    if exit.silent:            # the app's own kill: "killed by SIGKILL" alone read as something else's (the OOM killer)
+        what = f"{exit.silent} (the app ended it)"
     if exit.requested:
         return RestartDecision(False, 0, f"stopped on request ({what})")
     if exit.was_healthy and exit.ran_s >= cfg.stable_s:
@@ -235,17 +238,53 @@ class StopWait:
     reason: str
 
 
-def wait_for_stop(waited_s: float, quiet_s: float, grace_s: float, cap_s: float = DEFAULT_STOP_CAP_S) -> StopWait:
+def wait_for_stop(waited_s: float, quiet_s: float, grace_s: float, cap_s: float = DEFAULT_STOP_CAP_S,
+                  loading: bool = False) -> StopWait:
     """Whether to keep waiting for a server asked to stop cleanly (its standard input closed) to end by itself.
     `waited_s`: since it was asked; `quiet_s`: since it last said how its stop progresses ("stopping: ..." lines,
     at most ~2 s apart while it writes its conversations), or since it was asked when it has said nothing.
     It is ended (SIGTERM, then SIGKILL) once quiet for `grace_s` (stalled: a hung disk, a stuck call) or past
-    `cap_s` however it progresses; ended early, the conversations not yet written are lost."""
+    `cap_s` however it progresses; ended early, the conversations not yet written are lost. One `loading` its
+    model (it said so on /health, and has not served) has none to write: it is ended at once, where its clean
+    stop waits for the load to end (it cannot be interrupted), and a Quit or Restart during a long load waited
+    `grace_s` for it."""
+    if loading:
+        return StopWait(False, "the server was still loading its model (nothing served, nothing to keep): ending it")
     if waited_s >= cap_s:
         return StopWait(False, f"the server was still stopping after {cap_s:.0f} s (the longest wait): ending it")
     if quiet_s >= grace_s:
         return StopWait(False, f"the server said nothing of its stop for {grace_s:.0f} s (stalled?): ending it")
     return StopWait(True, "the server is stopping")
+
+
+DEFAULT_HEALTH_TIMEOUT_S = 180.0   # a starting server silent this long (no answer on /health at all) is killed
+LOADING = "loading the model"        # the detail of a server that answers /health "loading" (its 503)
+
+
+@dataclass(frozen=True)
+class HealthWait:
+    state: str       # "up" (it serves) | "loading" (it said so) | "wait" (no answer yet) | "hung" (end it)
+    reason: str
+
+
+def wait_for_health(answer: str | None, silent_s: float, timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S) -> HealthWait:
+    """What the app does with a starting server after one look at its `/health`. `answer`: "ok" (200), "loading"
+    (its 503 while its model loads) or None (no answer: not listening yet, or not answering); `silent_s`: since the server was started or last answered.
+    A server that answers is waited for however long its load takes: a 65 GB model's first read from a slow disk
+    (gpt-oss-120b, at ~150 MB/s) passes 180 s, and the app killed such a server at 180 s from its start, loading
+    or not, and started it again (each start reading the model anew) until it gave up. Only one silent for
+    `timeout_s` (never listening, or a hung process) is ended."""
+    if timeout_s <= 0:
+        raise ValueError(f"health timeout {timeout_s!r}: expected seconds > 0")
+    if answer == "ok":
+        return HealthWait("up", "serving")
+    if answer == "loading":
+        return HealthWait("loading", LOADING)
+    if answer is not None:
+        raise ValueError(f"health answer {answer!r}: expected 'ok', 'loading' or None")
+    if silent_s >= timeout_s:
+        return HealthWait("hung", f"answered nothing on /health for {timeout_s:.0f} s")
+    return HealthWait("wait", "starting the server")
 
 
 def notify_restarts(new_restarts: int, in_a_row: int) -> bool:

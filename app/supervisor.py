@@ -10,6 +10,7 @@ itself (restart_policy.py) or any window.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -24,19 +25,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from strata.app.restart_policy import (
+    DEFAULT_HEALTH_TIMEOUT_S,
     DEFAULT_STOP_CAP_S,
+    LOADING,
     Exit,
     ModelFile,
     RestartConfig,
     decide,
+    wait_for_health,
     wait_for_model,
     wait_for_stop,
 )
+from strata.app.stop_wording import keeps_on_disk, stopping_detail
 
 from strata.child_lifetime import popen_tied
 from strata.exit_status import MODEL_NOT_LOADED
 
-HEALTH_TIMEOUT_S = 180.0     # a server that does not answer /health by then is killed and counts as failed
+HEALTH_TIMEOUT_S = DEFAULT_HEALTH_TIMEOUT_S   # silent this long (no answer on /health): killed, counts as failed
 HEALTH_POLL_S = 0.2
 STOP_GRACE_S = 15.0          # standard input closed first (a clean stop); SIGTERM once it is quiet this long
 STOP_PROGRESS = "stopping: "  # how the server's lines about its stop begin (server/stop_progress.py and others)
@@ -60,6 +65,7 @@ class ServerStatus:
     offer: str = ""            # failed: a way out the app can take (restart_policy.FREE_PORT), or ""
     in_a_row: int = 0          # of `restarts`, how many came in a row without a stable run (a crash loop's count)
     run: int = 0               # servers spawned so far: which server this status is about (a pid may come back)
+    loading_s: float | None = None   # starting: how long it has answered /health that its model loads (None: not)
 
 
 def server_command(config_path: Path | None, extra: tuple[str, ...] = ()) -> list[str]:
@@ -120,6 +126,10 @@ class ServerSupervisor:
         self._quitting = False      # `no_more_starts`: the app quits; a restart under way does not start again
         self._thread: threading.Thread | None = None
         self._last_line = ""
+        self._silent = ""           # why _wait_healthy killed the current server ("": it did not)
+        self._on_disk: bool | None = None   # whether this server keeps conversations on disk (its INFO line says)
+        self._served = False        # the current server has answered /health "ok" (a stop may have something to keep)
+        self._loading_since: float | None = None   # monotonic time of the current server's first "loading" answer
         self._progress_at = 0.0     # monotonic time of the server's last "stopping: ..." line
 
     # -- control (any thread) -----------------------------------------------------------------
@@ -149,8 +159,9 @@ class ServerSupervisor:
         self._stop.set()
         with self._lock:
             running = self._proc is not None and self._proc.poll() is None
+            loaded = self._state == "running"     # it answered /health ok: its model is loaded
         if running:
-            self._set("stopping", "stopping the server (it parks its conversations first)")
+            self._set("stopping", stopping_detail(loaded, self._on_disk))
         self._terminate(timeout)
         if self._thread is not None:
             self._thread.join(self.stop_cap_s + 10)
@@ -209,8 +220,10 @@ class ServerSupervisor:
     def status(self) -> ServerStatus:
         with self._lock:
             pid = self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+            loading = self._loading_since is not None and (self._state, self._detail) == ("starting", LOADING)
             return ServerStatus(self._state, self._detail, self._endpoint, pid, self._restarts, self._last_reason,
-                                self._offer if self._state == "failed" else "", self._in_a_row, self._runs)
+                                self._offer if self._state == "failed" else "", self._in_a_row, self._runs,
+                                time.monotonic() - self._loading_since if loading else None)
 
     # -- worker -------------------------------------------------------------------------------
 
@@ -228,7 +241,12 @@ class ServerSupervisor:
                 self._set("failed", f"cannot start the server: {e}")
                 return
             healthy = self._wait_healthy(proc)
+            # a stable run is one of serving: a load of minutes (waited for however long it takes) is not one, and a
+            # crash just after it counted as a new failure, not a crash loop: restarted (the model read anew) for ever
+            up_since = time.monotonic() if healthy else started
             if healthy:
+                with self._lock:
+                    self._served = True
                 self._set("running", f"pid {proc.pid}")
             while proc.poll() is None and not self._stop.wait(0.2):
                 pass
@@ -242,9 +260,9 @@ class ServerSupervisor:
             at_exit = self._look() if rc == MODEL_NOT_LOADED else None
             missing = at_exit is not None and wait_for_model(at_exit).wait
             changed = at_exit is not None and at_exit.kind == "file" and at_exit.stamp != at_start.stamp
-            exit_ = Exit(rc, time.monotonic() - started, healthy, self._requested, self._last_line[:LAST_LINE_CHARS],
+            exit_ = Exit(rc, time.monotonic() - up_since, healthy, self._requested, self._last_line[:LAST_LINE_CHARS],
                          model_missing=missing, model_changed=changed, on_free_port=self.on_free_port,
-                         config=str(self.config_path or ""), options=" ".join(self.options))
+                         config=str(self.config_path or ""), options=" ".join(self.options), silent=self._silent)
             decision = decide(exit_, attempts, self.restart_cfg)
             attempts = decision.attempts
             self._event(decision.reason)
@@ -282,6 +300,7 @@ class ServerSupervisor:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._requested = False
         self._last_line = ""
+        self._on_disk = None
         # it ends with the app even when the app is killed (strata/child_lifetime.py); on Linux its "parent" is
         # this supervisor thread, which lives as long as the server does
         started_on = self._configuration_text()    # read before the server reads it: what it runs on
@@ -292,6 +311,8 @@ class ServerSupervisor:
             self._started_on = started_on
             self._started_model = model
             self._runs += 1
+            self._served = False
+            self._loading_since = None   # this server's load, not the last one's
             self._endpoint = None     # this server's own "listening on" line says where (port 0: a new one each time)
         self._event(f"server started (pid {proc.pid}): {' '.join(self.command)}")
         if untied:
@@ -320,28 +341,48 @@ class ServerSupervisor:
                             stopping = self._state == "stopping"
                         if stopping:   # the status bar shows how far the stop is ("... 1.2 of 4.7 GiB written")
                             self._set("stopping", self._last_line)
+                on_disk = keeps_on_disk(line)
+                if on_disk is not None:
+                    self._on_disk = on_disk
                 m = LISTENING.search(line)
                 if m:
                     with self._lock:
                         self._endpoint = connect_address(m.group(1))
 
     def _wait_healthy(self, proc: subprocess.Popen) -> bool:
-        deadline = time.monotonic() + self.health_timeout_s
+        """Until the server serves (True), or ends, or is stopped, or is silent too long (killed; False); while it
+        answers "loading" the state's detail says so (restart_policy.wait_for_health)."""
+        answered = time.monotonic()
+        self._silent = ""
+        with self._lock:
+            self._loading_since = None
         while proc.poll() is None and not self._stop.is_set():
             endpoint = self.status().endpoint
-            if endpoint and _health_ok(endpoint):
+            answer = _health(endpoint) if endpoint else None
+            now = time.monotonic()
+            if answer is not None:
+                answered = now
+            verdict = wait_for_health(answer, now - answered, self.health_timeout_s)
+            if verdict.state == "up":
                 return True
-            if time.monotonic() > deadline:
-                self._event(f"no answer on /health after {self.health_timeout_s:.0f} s; killing the server")
-                self._last_line = f"no answer on /health after {self.health_timeout_s:.0f} s"
+            if verdict.state == "hung":
+                self._event(f"{verdict.reason}; killing the server")
+                self._last_line = self._silent = verdict.reason
                 proc.kill()
                 return False
+            if verdict.state == "loading":
+                with self._lock:
+                    starting = self._state == "starting"
+                    if starting and self._loading_since is None:   # a big model's load takes minutes: its time is shown
+                        self._loading_since = now
+                if starting:
+                    self._set("starting", verdict.reason)
             time.sleep(HEALTH_POLL_S)
         return False
 
     def _terminate(self, grace: float) -> None:
         with self._lock:
-            proc = self._proc
+            proc, loading = self._proc, not self._served and self._loading_since is not None
         if proc is None or proc.poll() is not None:
             return
         self._requested = True
@@ -361,7 +402,8 @@ class ServerSupervisor:
             except subprocess.TimeoutExpired:
                 pass
             now = time.monotonic()
-            decision = wait_for_stop(now - asked, now - max(asked, self._progress_at), grace, self.stop_cap_s)
+            decision = wait_for_stop(now - asked, now - max(asked, self._progress_at), grace, self.stop_cap_s,
+                                     loading)
             if not decision.wait:
                 self._event(decision.reason)
                 break
@@ -383,9 +425,18 @@ class ServerSupervisor:
         self.events.append((time.time(), text))
 
 
-def _health_ok(endpoint: str) -> bool:
+def _health(endpoint: str) -> str | None:
+    """One look at the server's /health: "ok" (200), "loading" (its 503 saying so: server/service.py health), None
+    (no answer, or any other: a failed load's 503 "error" precedes the server's own exit with the reason, and is
+    not waited for as a load would be)."""
     try:
         with urllib.request.urlopen(endpoint + "/health", timeout=2) as r:
-            return r.status == 200
+            return "ok" if r.status == 200 else None
+    except urllib.error.HTTPError as e:
+        try:
+            said = json.loads(e.read().decode("utf-8", "replace") or "{}")
+        except (OSError, ValueError):
+            return None
+        return "loading" if isinstance(said, dict) and said.get("status") == "loading" else None
     except (urllib.error.URLError, OSError, ValueError):
-        return False
+        return None

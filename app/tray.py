@@ -7,6 +7,7 @@ from __future__ import annotations
 from PySide6.QtGui import QAction, QIcon
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 from strata.app.supervisor import ServerStatus
+from strata.monitor import units
 
 
 class Tray:
@@ -47,6 +48,8 @@ class Tray:
 
     def show_status(self, status: ServerStatus) -> None:
         text = f"Server: {status.state}"
+        if status.loading_s is not None:      # minutes for a big model: the menu counts them, as the status bar does
+            text = f"Server: {status.detail} ({units.elapsed(status.loading_s)} so far)"
         if self.state_action.text() != text:
             self.state_action.setText(text)
         address = f"Copy address {status.endpoint}" if status.endpoint else "Copy address (not yet known)"
@@ -58,8 +61,9 @@ class Tray:
         if self.icon.toolTip() != tip:
             self.icon.setToolTip(tip)
 
-    def notify(self, title: str, text: str) -> None:
-        self.icon.showMessage(title, text, QSystemTrayIcon.MessageIcon.Warning, 8000)
+    def notify(self, title: str, text: str, warning: bool = True) -> None:
+        kind = QSystemTrayIcon.MessageIcon.Warning if warning else QSystemTrayIcon.MessageIcon.Information
+        self.icon.showMessage(title, text, kind, 8000)
 
     def hide(self) -> None:
         self.icon.hide()

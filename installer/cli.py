@@ -22,8 +22,10 @@ from typing import TextIO
 from strata.installer import config_file, flow
 from strata.installer.bench import run_machine_bench
 from strata.installer.plan import QUESTION_ORDER, next_question, parse_answer
-from strata.installer.plan_types import AnswerError, Answers, Question, Situation
+from strata.installer.plan_types import AnswerError, Answers, ModelRefused, Question, Situation
 from strata.monitor.units import rate
+
+from strata.exit_status import MODEL_NOT_LOADED
 
 DISK_BENCH_MIB = 256           # the default size of the disk bench's file
 MAX_DISK_BENCH_MIB = 16384   # the bench file is written whole before it is read back and deleted
@@ -71,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
             print(config_file.format_show(path))
         except config_file.ConfigFileError as e:
             print(f"strata setup: {e}", file=sys.stderr)
-            return 1
+            # a file there that cannot be read as TOML is one `strata serve` refuses with status 2 (it said 1);
+            # no file there is nothing to check: 1
+            return 2 if Path(path).expanduser().exists() else 1
         from strata.server.config import file_problems  # the checks `strata serve` makes of this file
 
         problems, status = file_problems(path), 2
@@ -87,12 +91,20 @@ def run(args: argparse.Namespace) -> int:
         if note:
             print(f"note: {note}")
         return 0
+    for flag, value in (("--model", getattr(args, "model", None)), ("--cold-dir", getattr(args, "cold_dir", None))):
+        if value is not None and not value.strip():   # `--model "$MODEL"` with MODEL unset: asked, or the default
+            print(f"strata setup: {flag}: empty (was it a variable that is not set?); give it a value, or leave it "
+                  "out to be asked", file=sys.stderr)
+            return 2
     if not 8 <= args.disk_bench_mib <= MAX_DISK_BENCH_MIB:   # 99999999999 wrote until the disk was full
         print(f"strata setup: --disk-bench-mib must be 8 to {MAX_DISK_BENCH_MIB}, got {args.disk_bench_mib}",
               file=sys.stderr)
         return 2
     try:
         return run_terminal(args, sys.stdin, sys.stdout)
+    except SetupStopped as e:
+        print(e.code, file=sys.stderr)
+        return e.status
     except KeyboardInterrupt:
         print("\nstrata setup: cancelled, nothing written", file=sys.stderr)
         return 130
@@ -211,7 +223,22 @@ def strata_command(on_path: str | None = None, argv0: str | None = None, frozen:
         return "strata"
     if Path(argv0).name == "strata":
         return command_line([str(Path(argv0).resolve())])
+    beside = Path(argv0).with_name("strata" + Path(argv0).suffix)
+    if Path(argv0).stem == "strata-app" and beside.is_file():
+        # the app pip installed (`.venv/bin/strata-app`): its `strata` beside it, as README shows it, not
+        # `.venv/bin/python -m strata` (said when the app found no display, a new-user trial)
+        return command_line([str(beside.resolve())])
     return command_line([executable, "-m", "strata"])
+
+
+class SetupStopped(SystemExit):
+    """A refused answer with nobody to ask again (--yes, no terminal). Its code is the message, as SystemExit's
+    prints it; `status` is what `run` exits with: a model file that cannot be used is strata serve's
+    MODEL_NOT_LOADED (it was 1), anything else 1."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _ask_until_valid(q: Question, s: Situation, a: Answers, stdin: TextIO | None, out: TextIO,
@@ -234,7 +261,8 @@ def _ask_until_valid(q: Question, s: Situation, a: Answers, stdin: TextIO | None
         except AnswerError as e:
             if not state["ask"]:
                 hint = _flag_hint(q.key, args)
-                raise SystemExit(f"strata setup: {q.prompt} {e}{hint}") from None
+                raise SetupStopped(f"strata setup: {q.prompt} {e}{hint}",
+                                   MODEL_NOT_LOADED if isinstance(e, ModelRefused) else 1) from None
             print(f"  ! {e}", file=out)
             preset = None
             continue

@@ -18,7 +18,15 @@ from strata.installer import config_file
 from strata.installer.bench import BenchReport
 from strata.installer.model_facts import ModelFileError, find_models, read_model_facts
 from strata.installer.plan import apply_answer, cold_folder_problem, make_plan
-from strata.installer.plan_types import AnswerError, Answers, Plan, PreviousAnswers, Question, Situation
+from strata.installer.plan_types import (
+    AnswerError,
+    Answers,
+    ModelRefused,
+    Plan,
+    PreviousAnswers,
+    Question,
+    Situation,
+)
 from strata.installer.profile import disk_facts, machine_profile
 
 from strata import folders
@@ -132,7 +140,7 @@ def accept(s: Situation, a: Answers, q: Question, value) -> tuple[Situation, Ans
         try:
             s = replace(s, model=read_model_facts(value), bench=None)
         except ModelFileError as e:
-            raise AnswerError(str(e)) from None
+            raise ModelRefused(str(e)) from None
         value = s.model.path
     elif q.key == "cold_dir":
         folder = Path(value).expanduser().absolute()

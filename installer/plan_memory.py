@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from strata.installer.plan_types import MIB, ModelFacts, PlanParameters, Situation
-from strata.monitor.units import counted
+from strata.monitor.units import counted, per_token
 from strata.monitor.units import mib as mib_text
 
 from strata.model_shape import Q8_0_HEAD_MULTIPLE, Q8_0_MAX_HEAD, cuda_lacks, q8_0_kv_takes
@@ -98,16 +98,16 @@ def choose_kv_type(s: Situation, p: PlanParameters) -> tuple[str, str]:
             d = f16.head_dim   # deepseek2's latent head (576) is whole blocks but over the limit: it said "not a multiple"
             why = f"head size {d} is not a multiple of 32" if d % Q8_0_HEAD_MULTIPLE else \
                 f"head size {d} is over {Q8_0_MAX_HEAD}"
-            return "f16", (f"F16 KV, {f16.kv_bytes_per_token} bytes per token: the engine's q8_0 KV takes heads of "
+            return "f16", (f"F16 KV, {per_token(f16.kv_bytes_per_token)}: the engine's q8_0 KV takes heads of "
                            f"whole 32-element blocks, up to {Q8_0_MAX_HEAD}, and {why}")
         q8 = replace(f16, kv_type="q8_0")
         ctx8 = largest_ctx(q8, b.kv_mib, p)
         if ctx8 > ctx16:
-            return "q8_0", (f"q8_0 KV, {q8.kv_bytes_per_token} bytes per token: in the {gib(b.kv_mib)} left for "
-                            f"KV, F16 ({f16.kv_bytes_per_token}) would hold one context of "
+            return "q8_0", (f"q8_0 KV, {per_token(q8.kv_bytes_per_token)}: in the {gib(b.kv_mib)} left for "
+                            f"KV, F16 ({per_token(f16.kv_bytes_per_token)}) would hold one context of "
                             f"{ctx16 or 'not even ' + str(p.ctx_ladder[0])} tokens at most, q8_0 {ctx8} "
                             "(tokens the main context and any slots share)")
-    return "f16", (f"F16 KV, {f16.kv_bytes_per_token} bytes per token: "
+    return "f16", (f"F16 KV, {per_token(f16.kv_bytes_per_token)}: "
                    "restored state is bit-identical to a fresh prefill")
 
 
@@ -122,7 +122,7 @@ def f16_if_it_holds(model: ModelFacts, b: Budget, ctx: int, concurrency: str | N
     if kv_mib_of(f16, ctx) > b.kv_mib or slots(f16) != slots(model):
         return model, kv_choice
     its_slots = f" and its {counted(slots(f16), 'slot')}" if slots(f16) else ""
-    return f16, ("f16", f"F16 KV, {f16.kv_bytes_per_token} bytes per token: your {ctx}-token context"
+    return f16, ("f16", f"F16 KV, {per_token(f16.kv_bytes_per_token)}: your {ctx}-token context"
                         f"{its_slots} fit in F16 too (q8_0 was for the "
                         "largest context); restored state is bit-identical to a fresh prefill")
 

@@ -19,6 +19,10 @@ class AnswerError(ValueError):
     """An answer the question cannot take; the message is the reason shown before asking again."""
 
 
+class ModelRefused(AnswerError):
+    """A model answer whose file cannot be used (missing, not GGUF, damaged, or one the engine cannot run)."""
+
+
 @dataclass(frozen=True)
 class MachineProfile:
     n_cores: int  # physical cores

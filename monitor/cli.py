@@ -40,6 +40,17 @@ def parse_size(text: str) -> tuple[int, int]:
     return w, h
 
 
+def url_given(text: str) -> str:
+    """normalize_url's, its refusal naming where the address came from: `STRATA_URL=ftp://x strata monitor`
+    answered 'monitor: 'ftp://x' is not an http(s) address', a flag the user never typed nor a variable named."""
+    try:
+        return normalize_url(text)
+    except ValueError as e:
+        where = "STRATA_URL" if text == os.environ.get("STRATA_URL") else "--url"
+        said = str(e).removeprefix("monitor: ").replace("--url is empty", "empty", 1)
+        raise ValueError(f"strata monitor: {where}: {said}") from None
+
+
 def check_after(after: float) -> float:
     if not (0 <= after <= 3600):
         raise ValueError(f"strata monitor: --after must be between 0 and 3600 seconds, got {after!r}")
@@ -48,7 +59,7 @@ def check_after(after: float) -> float:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        url = normalize_url(args.url)
+        url = url_given(args.url)
         after = check_after(args.after)
         size = parse_size(args.size)
     except ValueError as e:

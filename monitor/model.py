@@ -59,6 +59,9 @@ class SlotRow:
     decode_tps: float | None
     protection_left_s: float | None
     value: float | None
+    # a copy whose conversation went on in another context (the feed's `superseded`): the slot policy counts it
+    # as worth nothing, and the next request may take it
+    superseded: bool = False
 
     @property
     def label(self) -> str:
@@ -84,6 +87,7 @@ class MonitorView:
     generated_tps: float | None           # the latest of the above
     requests: tuple[dict, ...] = field(default_factory=tuple)   # newest first
     history_start: float | None = None    # time of the oldest snapshot the history holds
+    loading_s: float | None = None        # the server's snapshots have said "not ready" (its model loading) this long
 
     @property
     def history_span(self) -> float:
@@ -149,6 +153,7 @@ class MonitorModel:
         self._counted: dict[str, Any] = {}      # the last snapshot with running totals
         self._last_state: dict[str, str | None] = {}      # each slot's state at the last snapshot
         self._times: deque[float] = deque(maxlen=max_points)   # snapshot times inside the history
+        self._loading_since: float | None = None   # the time of the first of the latest not-ready snapshots
 
     # -- input --------------------------------------------------------------------------------
 
@@ -158,6 +163,9 @@ class MonitorModel:
         with self._lock:
             if state != "connected":      # a rate compares two snapshots of one feed, never across a gap
                 self._last_generated, self._rate_live = None, False
+                # nor a load's count: the feed that comes back may be a new server's (the app's Restart, a restart
+                # after a crash on the same address), which counted on from the first one's load
+                self._loading_since = None
             if (state, detail) != (self._connection, self._detail):
                 self._connection, self._detail = state, detail
                 self._version += 1
@@ -178,6 +186,9 @@ class MonitorModel:
             if self._snapshot and (t < self._snapshot.get("time", t) or _counters_fell(self._counted, snap)):
                 self._reset_history()          # a new server process (counters start again) or its clock went back
             self._snapshot = snap
+            # since the first snapshot of this load (a big model's takes minutes: the header counts it)
+            self._loading_since = (self._loading_since if self._loading_since is not None else t) \
+                if snap.get("ready") is False else None
             if isinstance(snap.get("totals"), dict):
                 self._counted = snap
             self._record_slots(snap, t)
@@ -207,7 +218,8 @@ class MonitorModel:
                 parks_history={k: s.copy() for k, s in self._parks.items()},
                 available_history=self._available.copy(), generated_rate_history=self._gen_rate.copy(),
                 generated_tps=rate, requests=tuple(reversed(_dicts(snap.get("requests")))),
-                history_start=self._times[0] if self._times else None)
+                history_start=self._times[0] if self._times else None,
+                loading_s=now - self._loading_since if self._loading_since is not None else None)
 
     @property
     def version(self) -> int:
@@ -317,7 +329,7 @@ def _slot_rows(snap: dict, now: float) -> list[SlotRow]:
             conversation=s.get("conversation"), idle_s=(now - last_use) if last_use is not None else None,
             reused_tokens=s.get("reused_tokens"), prefill_tps=_num(s.get("prefill_tps")),
             decode_tps=_num(s.get("decode_tps")), protection_left_s=_num(s.get("protection_left_s")),
-            value=_num(s.get("value"))))
+            value=_num(s.get("value")), superseded=s.get("superseded") is True))
     return rows
 
 

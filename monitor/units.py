@@ -62,6 +62,16 @@ def mib(x: float | None) -> str:
     return f"{x:,.1f} MiB" if x < 100 else f"{x:,.0f} MiB"
 
 
+def per_token(n_bytes: float | None) -> str:
+    """KV bytes a token takes: "22.5 KiB/token" (the monitor's header and the setup plan's reasons say it alike;
+    the plan said "23040 bytes per token"), "640 B/token" below 1 KiB, MiB from 1 MiB."""
+    if _absent(n_bytes):
+        return NA
+    if n_bytes >= 1024 * 1024:
+        return f"{n_bytes / 2**20:,.1f} MiB/token"
+    return f"{n_bytes / 1024:,.1f} KiB/token" if n_bytes >= 1024 else f"{int(n_bytes)} B/token"
+
+
 def seconds(x: float | None) -> str:
     if _absent(x):
         return NA
@@ -72,6 +82,14 @@ def seconds(x: float | None) -> str:
     if x < 3600:
         return f"{int(x // 60)} min {int(x % 60):02d} s"
     return f"{int(x // 3600)} h {int(x % 3600 // 60):02d} min"
+
+
+def elapsed(x: float | None) -> str:
+    """A time that counts up as it is watched (a model's load): whole seconds, then minutes and seconds ('42 s',
+    '3 min 05 s'), so the figure moves once a second, not at every redraw."""
+    if _absent(x):
+        return NA
+    return f"{int(max(0.0, x))} s" if x < 60 else seconds(x)
 
 
 def ms(x: float | None) -> str:

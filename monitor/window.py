@@ -35,6 +35,7 @@ class MonitorWindow(QMainWindow):
         self.model = model
         self.theme_name = theme
         self.hide_on_close = False     # the app sets it when a tray icon keeps it running
+        self.on_hidden: Callable[[], None] | None = None   # told when a close hid it (the app: says it runs on)
         # asked before the window closes (the app without a tray): False keeps it open, its server still stopping
         self.may_close: Callable[[], bool] | None = None
         self.setWindowTitle(title)
@@ -92,6 +93,8 @@ class MonitorWindow(QMainWindow):
         if self.hide_on_close:
             event.ignore()
             self.hide()
+            if self.on_hidden is not None:
+                self.on_hidden()
         elif self.may_close is not None and not self.may_close():
             event.ignore()
         else:

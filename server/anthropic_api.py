@@ -262,6 +262,10 @@ async def _prompt(request: web.Request, body: dict) -> tuple[Any, list[dict], li
     choice = body.get("tool_choice") if isinstance(body.get("tool_choice"), dict) else {}
     deferred = deferred_names(body) - {choice.get("name")}     # a tool demanded by name is shown
     shown, callable_ = shown_and_callable(tools, deferred, referenced_names(raw))
+    if choice.get("type") == "none":
+        # every tool is written as `auto` writes them, none callable (the answer is kept off calls: held_to):
+        # the prompt's start stays the conversation's, so a side request (a summary, a title) reuses its history
+        shown = shown_and_callable(offered or None, deferred, referenced_names(raw))[0]
     if choice.get("type") not in ("none", "tool"):      # tool_choice's own limits stand
         callable_ = changes.callable(callable_)
     elif choice.get("type") == "tool" and callable_:
@@ -295,11 +299,16 @@ def thinking_switch(body: dict) -> dict[str, Any]:
         raise APIError(400, f"'thinking' must be an object whose 'type' is {', '.join(map(repr, THINKING_TYPES[:-1]))} "
                             f"or {THINKING_TYPES[-1]!r}")
     budget = value.get("budget_tokens")
+    # the value as JSON writes it (fields.shown): Python's repr said None, True, '2048' to an HTTP client
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
-        raise APIError(400, f"'thinking.budget_tokens' must be an integer, got {budget!r}")
-    if value["type"] == "enabled" and (budget is None or budget < MIN_THINKING_BUDGET):
+        raise APIError(400, f"'thinking.budget_tokens' must be an integer, got {f.shown(budget)}",
+                       param="thinking.budget_tokens")
+    if value["type"] == "enabled" and budget is None:
+        raise APIError(400, f"'thinking.budget_tokens' is required with type 'enabled' (an integer of at least "
+                            f"{MIN_THINKING_BUDGET}, as on Anthropic's API)", param="thinking.budget_tokens")
+    if value["type"] == "enabled" and budget < MIN_THINKING_BUDGET:
         raise APIError(400, f"'thinking.budget_tokens' must be at least {MIN_THINKING_BUDGET} with type 'enabled' "
-                            f"(as on Anthropic's API), got {budget!r}")
+                            f"(as on Anthropic's API), got {budget}", param="thinking.budget_tokens")
     if value["type"] == "enabled":
         return {"thinking_budget": budget}
     return {"enable_thinking": False} if value["type"] == "disabled" else {}
@@ -330,7 +339,8 @@ def thinking_omitted(body: dict) -> bool:
 
 def held_to(body: dict, tools: list[dict] | None, fmt: AnswerFormat, prefill: str, engine: Any) -> Any:
     """What the answer is held to (structured_output.answer_rule): JSON for `output_config.format` (or the
-    beta's `output_format`), a prefill being its start; a call when `tool_choice` is `any` or `tool`."""
+    beta's `output_format`), a prefill being its start; a call when `tool_choice` is `any` or `tool`; no call
+    when it is `none` (the tools are written all the same)."""
     config = body.get("output_config")
     if config is not None and not isinstance(config, dict):
         raise APIError(400, "'output_config' must be an object", param="output_config")
@@ -338,7 +348,8 @@ def held_to(body: dict, tools: list[dict] | None, fmt: AnswerFormat, prefill: st
         else ("output_format", body.get("output_format"))
     choice = body.get("tool_choice") if isinstance(body.get("tool_choice"), dict) else {}
     return answer_rule(json_format(value, where, flat=True), tools, choice.get("type") in ("any", "tool"), fmt,
-                       engine, prefill=prefill, where=where)
+                       engine, prefill=prefill, where=where,
+                       shown=offered_tools(body) if choice.get("type") == "none" else None)
 
 
 # ----- handlers -----
@@ -382,7 +393,8 @@ def message_response(completion: Completion, model: str, mid: str, tools: list[d
     """The message object; a thinking model's reasoning becomes a `thinking` block first (server/
     reasoning.py, harmony.py; its text left out when `omitted`); with tools offered, the model's tool calls
     become `tool_use` blocks."""
-    reasoning, content, calls = split_answer(completion.text, fmt, tools, cut=completion.finish_reason == "length")
+    reasoning, content, calls = split_answer(completion.text, fmt, tools, cut=completion.finish_reason == "length",
+                                             stopped=completion.stop_sequence)
     blocks: list[dict] = [_thinking_block(reasoning, omitted)] if reasoning is not None else []
     blocks += [{"type": "text", "text": content}] if content or not calls else []
     blocks += [{"type": "tool_use", "id": call_id("toolu_", c), "name": c["name"],
@@ -527,7 +539,8 @@ async def _stream(request: web.Request, state: Any, job: Job, model: str, mid: s
                 if err is not None:      # overloaded_error for a stop's cut (retry), api_error for a failure
                     await send_sse(resp, error_body("anthropic", err.status, err.message), "error")
                     break
-                pieces, rest, calls = answer.finish(c.text, cut=c.finish_reason == "length")
+                pieces, rest, calls = answer.finish(c.text, cut=c.finish_reason == "length",
+                                                    stopped=c.stop_sequence)
                 await send(pieces)
                 if rest or not (calls or text_sent):
                     await text(rest)

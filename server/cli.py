@@ -48,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="PATH", default=None,
                         help="TOML configuration file (default: $STRATA_CONFIG, else the one `strata setup` wrote, when "
                              "it exists); flags override it")
-    parser.add_argument("--no-config", action="store_true", help="ignore the default configuration file")
+    parser.add_argument("--no-config", action="store_true", help="ignore the default configuration file ($STRATA_CONFIG, else the one `strata setup` "
+                        "wrote); not with --config")
     add_flags(parser, OPTIONS, "server and engine")
     cache_options = tuple(o for o in all_options() if o not in OPTIONS)
     if cache_options:
@@ -114,6 +115,9 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
         log.warning("%s", warning)
     if not checked.pack_weights:
         config = config.replace(pack_weights=False)
+    empty_variable = empty_key_variable_warning(config)
+    if empty_variable:
+        log.warning("%s", empty_variable)
     too_many = threads_warning(config.threads, os.cpu_count())
     if too_many:
         log.warning("%s", too_many)
@@ -273,6 +277,21 @@ def threads_warning(threads: int | None, n_cpus: int | None) -> str | None:
         return None
     return (f"--threads {threads} is more than this machine's {n_cpus} logical cores: the threads take turns "
             f"and run slower; leave --threads unset for the engine's choice (one per physical core)")
+
+
+def empty_key_variable_warning(config: ServerConfig) -> str | None:
+    """What to say when STRATA_API_KEY is set but empty, or None. It counts as unset (an environment that
+    clears a variable by emptying it), but a user who wrote STRATA_API_KEY=$KEY with KEY unset believed the
+    server protected: the line says which key, if any, the server asks for instead."""
+    if config.env.get("STRATA_API_KEY") != "":
+        return None
+    said = "STRATA_API_KEY is set but empty: taken as unset, so "
+    if config.api_key is None:
+        return said + ("the server asks for no API key (every endpoint is open); set STRATA_API_KEY to the key, "
+                       "or unset it")
+    if "api_key" in config.keys_from_file:
+        return said + f"the key is the api_key of {config.config_path}"
+    return None                         # --api-key gave the key: the variable was never going to count
 
 
 def open_network_warning(host: str, api_key: str | None) -> str | None:

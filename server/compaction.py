@@ -18,6 +18,7 @@ from typing import Any
 from strata.engine.sampling import SamplingParams
 from strata.server.jobrun import JobEvents, raise_if_failed
 from strata.server.jobs import Completion, Job
+from strata.server.no_call_rule import no_call_rule
 from strata.server.prompting import (
     AnswerFormat,
     answer_format,
@@ -73,18 +74,28 @@ def user_items(messages: list[dict]) -> list[dict]:
              "content": [{"type": "input_text", "text": m["content"]}]} for m in messages if m["role"] == "user"]
 
 
+async def summary_prompt(engine: Any, messages: list[dict], tools: list[dict] | None) -> list[int]:
+    """The tokens a compaction reads: the conversation and its tools, then the summary request (what
+    /v1/responses/input_tokens counts for an input ending in `compaction_trigger`)."""
+    return await render_chat_async(engine, messages + [{"role": "user", "content": SUMMARY_REQUEST}], tools)
+
+
 async def summarize(request: Any, state: Any, messages: list[dict], tools: list[dict] | None,
                     conversation: str, max_tokens: int | None) -> tuple[str, Completion, AnswerFormat]:
     """The model's summary of `messages` (greedy; the conversation's own tools kept in the prompt so that
     its history is reused from its slot), the generation's completion (usage, timings) and its format (what
     of it was reasoning: usage's reasoning_tokens)."""
-    prompt = messages + [{"role": "user", "content": SUMMARY_REQUEST}]
-    tokens = await render_chat_async(state.engine, prompt, tools)
+    tokens = await summary_prompt(state.engine, messages, tools)
     check_prompt_fits(state.engine, len(tokens), param="input")
     job = Job(api="responses", prompt=tokens, max_tokens=min(max_tokens or SUMMARY_MAX_TOKENS, SUMMARY_MAX_TOKENS),
               sampling=SamplingParams(), stop=(), conversation=conversation)
+    fmt = answer_format(state.engine, tokens)
+    # the summary is text: a call (a model that goes on with the work instead) would leave none, so the answer
+    # is kept off calls as tool_choice none's is, the tools still written
+    job.answer_rule = no_call_rule(fmt) if tools else None
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
-    fmt = answer_format(state.engine, tokens)
-    _, content, _ = split_answer(completion.text, fmt, tools)
+    # read as text, as tool_choice none's answer is (no tool is callable): the call readers cut a call the
+    # summary quotes in a code block at its end, and took a summary that was a bare JSON call for a call
+    _, content, _ = split_answer(completion.text, fmt, None)
     return content.strip() or "(the model wrote no summary)", completion, fmt

@@ -339,5 +339,10 @@ def config_from_args(args: argparse.Namespace, options: tuple[Option, ...] | Non
                      environ: Mapping[str, str] | None = None) -> ServerConfig:
     """The `strata serve` namespace (flags stored as `flag__<key>`) merged with its --config file."""
     flags = {k[len("flag__"):]: v for k, v in vars(args).items() if k.startswith("flag__")}
+    if getattr(args, "no_config", False) and getattr(args, "config", None):
+        # both: --config's file was read and --no-config said nothing (docs: "--no-config ignores it")
+        raise ConfigError(f"--no-config with --config {args.config}: --no-config skips the file strata serve would "
+                          "find itself ($STRATA_CONFIG, else the one `strata setup` wrote), --config names one to "
+                          "read; give one of them")
     return load_config(flags, config_path=getattr(args, "config", None), environ=environ,
                        use_default_file=not getattr(args, "no_config", False), options=options)

@@ -222,6 +222,11 @@ class StopMatcher:
                                   if self.text.endswith(s[:k])), 0)
         return self._release(len(self.text) - max(self._held, default=0))
 
+    @property
+    def released(self) -> int:
+        """Characters of `text` given out so far (the rest is held: it may begin a stop sequence)."""
+        return self._sent
+
     def flush(self) -> str:
         """At the end of generation: whatever was held back."""
         return self._release(len(self.text))

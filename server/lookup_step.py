@@ -44,12 +44,14 @@ def run(sched: Scheduler, rows: list[Row], guessing: bool = True) -> bool:
     for row, draft, start, held in zip(rows, drafts, starts, forced, strict=True):
         if not held:   # counted before the tokens are taken: the answer may end among them
             row.drafted += len(draft)
-        taken_before = row.draft_taken
+        taken_before, forced_before = row.draft_taken, row.forced_taken
         ok, taken = row_failure.guarded(sched, row, take_draft, sched, row, draft,
                                         logits[first: first + 1 + len(draft)], not held)
         first += 1 + len(draft)
         if not ok:     # ended alone, its context already cut back to the tokens the table took (row_failure.fail)
-            if not held:   # /metrics counts the draft as its entry, written as it failed, does
+            if held:       # the forced tokens it took before failing were read and kept, as a held answer's that ends
+                sched.metrics.add_forced(row.forced_taken - forced_before)
+            else:          # /metrics counts the draft as its entry, written as it failed, does
                 sched.metrics.add_lookup(len(draft), row.draft_taken - taken_before)
             continue
         engine.truncate(row.ctx, start + 1 + taken)   # the rejected tail, never read again
@@ -84,13 +86,17 @@ def _draft(sched: Scheduler, row: Row, per_row: int, guessing: bool) -> tuple[li
 def take_draft(sched: Scheduler, row: Row, draft: list[int], logits: Any, counted: bool = True) -> int:
     """Samples row's tokens from the logits after its next token and after each draft token, in
     order, as decode steps would, while the samples equal the draft; returns the draft tokens taken
-    (the slot table then holds the next token and those). `counted`: each taken is added to the row's
-    `draft_taken` as it is taken, so a request that ends among them records all it took (its record is
-    written when it ends, and /metrics counted that last step while the request's entry did not)."""
+    (the slot table then holds the next token and those). Each taken is added as it is taken to the row's
+    `draft_taken` (`counted`: a guess) or `forced_taken` (a held answer's forced text), so a request that ends
+    or fails among them counts all it took (its record is written when it ends, and /metrics counted that last
+    step while the request's entry did not; a failure returns no count)."""
     sched.table.extend(row.ctx, [int(row.next_token)])
     for j in range(len(draft) + 1):
         if j:
-            row.draft_taken += int(counted)
+            if counted:
+                row.draft_taken += 1
+            else:
+                row.forced_taken += 1
             sched.table.extend(row.ctx, [draft[j - 1]])
         token = int(row.sampler.sample(logits[j], row.generated))
         row_output.accept(sched, row, token, logits[j])

@@ -185,7 +185,8 @@ def render_prometheus(m: dict, slots: list[dict], queue_depth: int, in_flight: i
            "Lookup decoding: draft tokens the model sampled itself (each saved a decode step).",
            [({}, m["lookup_taken_total"])])
     metric("held_answers_total", "counter", "Answers held to a rule while written, by rule: json (response_format), "
-           "call (a demanded tool call), calls (calls the model opened, held to the offered tools).",
+           "call (a demanded tool call), calls (calls the model opened, held to the offered tools), "
+           "none (an answer kept off calls: tool_choice none).",
            [({"rule": k}, n) for k, n in sorted(m["held_answers_total"].items())] or [({"rule": "json"}, 0)])
     metric("held_refusals_total", "counter", "Tokens a held answer's sampler chose first and its rule refused.",
            [({}, m["held_refusals_total"])])

@@ -22,6 +22,7 @@ from typing import Any
 
 from strata.engine.chat_template import xml_call_open
 from strata.server.errors import APIError
+from strata.server.fields import shown
 from strata.server.prompting import MISTRAL_CALL_MARKER, AnswerFormat, split_tool_calls
 from strata.server.reasoning import ReasoningGate
 
@@ -36,7 +37,7 @@ def one_call_wanted(value: Any, where: str, *, disable: bool) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise APIError(400, f"'{where}' must be a boolean, got {type(value).__name__}", param=where)
+        raise APIError(400, f"'{where}' must be a boolean, got {shown(value)}", param=where)
     return value if disable else not value
 
 

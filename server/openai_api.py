@@ -236,18 +236,37 @@ def parse_logit_bias(body: dict, n_vocab: int) -> tuple[tuple[int, float], ...]:
     return tuple(out)
 
 
+SMALLEST_TOP_P = 1e-9   # the nucleus of the one likeliest token: what top_p 0 asks for
+
+
+def _top_p(body: dict, name: str) -> float:
+    """`top_p` in [0, 1] as OpenAI's API reference bounds it (and Anthropic's); 0 keeps the likeliest token alone
+    (llama.cpp keeps one token at least too), which the sampler, taking a nucleus above 0, is asked as the
+    smallest one."""
+    top_p = f.get_number(body, name, 1.0, 0.0, 1.0)
+    return SMALLEST_TOP_P if top_p == 0 else top_p
+
+
+def _seed(body: dict) -> int | None:
+    """`seed`: any 64-bit signed integer, as OpenAI's API takes it (the SDKs' type; -1 is a seed like any other
+    there, not llama.cpp's "random"); a negative one seeds the generator as its two's complement, so each seed
+    is its own stream."""
+    seed = f.get_int(body, "seed", None, -(1 << 63), (1 << 63) - 1)
+    return None if seed is None else seed % (1 << 64)
+
+
 def parse_sampling(body: dict, top_p_name: str = "top_p", n_vocab: int | None = None) -> SamplingParams:
     """The sampling fields; `logit_bias` too when the vocabulary size is given (the OpenAI endpoints)."""
     try:
         return SamplingParams(
             temperature=f.get_number(body, "temperature", 1.0, 0.0, 2.0),
-            top_p=f.get_number(body, top_p_name, 1.0, 1e-9, 1.0),
+            top_p=_top_p(body, top_p_name),
             top_k=f.get_int(body, "top_k", 0, 0, 1 << 20),
             min_p=f.get_number(body, "min_p", 0.0, 0.0, 1.0),
             presence_penalty=f.get_number(body, "presence_penalty", 0.0, -2.0, 2.0),
             frequency_penalty=f.get_number(body, "frequency_penalty", 0.0, -2.0, 2.0),
             repeat_penalty=f.get_number(body, "repeat_penalty", 1.0, 1e-6, 10.0),
-            seed=f.get_int(body, "seed", None, 0, (1 << 63) - 1),
+            seed=_seed(body),
             logit_bias=parse_logit_bias(body, n_vocab) if n_vocab is not None else (),
         )
     except ValueError as e:
@@ -291,20 +310,27 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     model = body.get("model") or state.model_name
     fmt = one_call_format(answer_format(state.engine, tokens, messages), body.get("parallel_tool_calls"),
                           "parallel_tool_calls")
-    job.answer_rule = answer_rule(wanted, tools, demands_call(body.get("tool_choice")), fmt, state.engine)
+    job.answer_rule = answer_rule(wanted, tools, demands_call(body.get("tool_choice")), fmt, state.engine, shown=shown)
     job.call_end = first_call_end(fmt, tools)
     job.logprobs = _chat_logprobs(body)
+    include_usage = _include_usage(body)
+    if body.get("stream"):
+        return await _stream_chat(request, state, job, model, tools, include_usage, fmt)
+    completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
+    raise_if_failed(completion)
+    return web.json_response(chat_response(completion, model, tools, fmt, state.engine.tokenizer))
+
+
+def _include_usage(body: dict) -> bool:
+    """`stream_options.include_usage` (chat and completions): a stream then ends with a chunk of `usage` whose
+    `choices` is empty, before `[DONE]`."""
     opts = body.get("stream_options")
     if opts is not None and not isinstance(opts, dict):
         raise APIError(400, "'stream_options' must be an object like {\"include_usage\": true}", param="stream_options")
     include_usage = (opts or {}).get("include_usage", False)
     if include_usage is not None and not isinstance(include_usage, bool):
         raise APIError(400, "'stream_options.include_usage' must be a boolean", param="stream_options")
-    if body.get("stream"):
-        return await _stream_chat(request, state, job, model, tools, include_usage, fmt)
-    completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
-    raise_if_failed(completion)
-    return web.json_response(chat_response(completion, model, tools, fmt, state.engine.tokenizer))
+    return bool(include_usage)
 
 
 def prompt_tools_and_variables(engine: Any, body: dict, messages: list[dict],
@@ -314,9 +340,13 @@ def prompt_tools_and_variables(engine: Any, body: dict, messages: list[dict],
     variables = {**template_kwargs(body.get("chat_template_kwargs")),
                  **reasoning_effort(body.get("reasoning_effort"), "reasoning_effort")}
     # a named function (or allowed tools, a call demanded) writes every tool all the same when the call is
-    # held to it by name: the prompt's start stays the conversation's (every tool: the choice left out)
-    shown = shown_tools(parse_tools({**body, "tool_choice": None}) if tools else None, tools,
-                        demands_call(body.get("tool_choice")), answer_format(engine, [], messages), engine)
+    # held to it by name, and `none` writes them as `auto` does, the answer kept off calls: the prompt's start
+    # stays the conversation's (every tool: the choice left out)
+    every = parse_tools({**body, "tool_choice": None})
+    if body.get("tool_choice") == "none":
+        return every, variables
+    shown = shown_tools(every if tools else None, tools, demands_call(body.get("tool_choice")),
+                        answer_format(engine, [], messages), engine)
     return shown, variables
 
 
@@ -426,7 +456,8 @@ def chat_response(completion: Completion, model: str, tools: list[dict] | None, 
                   tokenizer: Any = None) -> dict:
     """The chat.completion object; a thinking model's reasoning becomes `reasoning_content` (server/
     reasoning.py, harmony.py); with tools offered, the model's tool calls become `tool_calls`."""
-    reasoning, content, calls = split_answer(completion.text, fmt, tools, cut=completion.finish_reason == "length")
+    reasoning, content, calls = split_answer(completion.text, fmt, tools, cut=completion.finish_reason == "length",
+                                             stopped=completion.stop_sequence)
     message: dict[str, Any] = {"role": "assistant", "content": content if (content or not calls) else None}
     if reasoning is not None:
         message["reasoning_content"] = reasoning
@@ -470,6 +501,7 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
               exact_tokens=fim is None and sent_as_ids(body.get("prompt")))
     model = body.get("model") or state.model_name
     cid = f"cmpl-{uuid.uuid4().hex[:24]}"
+    include_usage = _include_usage(body)
     if body.get("stream"):
         resp: web.StreamResponse | None = None
         events = JobEvents(request, state.scheduler, job)
@@ -488,8 +520,13 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
                 elif kind == "done" and (err := failure(payload)) is not None:
                     await send_sse(resp, stream_error(err))
                 elif kind == "done":
+                    # asked for OpenAI's usage chunk, the last chunk is as OpenAI's (no usage); not asked, it
+                    # carries the usage as it always did here (clients read it there)
                     await send_sse(resp, _cmpl_chunk(cid, model, "", _finish_reason(payload),
-                                                      usage(payload), payload.timings))
+                                                      None if include_usage else usage(payload), payload.timings))
+                    if include_usage:
+                        await send_sse(resp, {**_cmpl_chunk(cid, model, "", None), "choices": [],
+                                              "usage": usage(payload)})
                     await send_sse(resp, "[DONE]")
         except (ConnectionResetError, ConnectionError):
             pass
@@ -507,29 +544,37 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
     })
 
 
-def _model_object(name: str, created: int, served_by: str) -> dict:
+def _model_object(name: str, state: ServerState) -> dict:
     """One model as both SDKs read it: OpenAI's `id`, `object`, `created`, `owned_by`; Anthropic's `type`,
-    `display_name`, `created_at`; `served_by` the loaded model that answers to the name."""
-    return {"id": name, "object": "model", "created": created, "owned_by": "strata",
-            "type": "model", "display_name": name,
-            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created)), "served_by": served_by}
+    `display_name`, `created_at`, `lifecycle` (a field its SDK's type requires) and, once the model is loaded,
+    `max_input_tokens` (the longest prompt a request may send: the largest context less the answer's one token,
+    what the "prompt is too long" 400 names); `served_by` the loaded model that answers to the name."""
+    created = int(state.started)
+    out = {"id": name, "object": "model", "created": created, "owned_by": "strata",
+           "type": "model", "display_name": name,
+           "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created)), "lifecycle": "active",
+           "served_by": state.model_name}
+    if state.ready:
+        out["max_input_tokens"] = state.engine.context_capacity(0) - 1
+    return out
 
 
 async def models(request: web.Request) -> web.Response:
     """`GET /v1/models`: the loaded model and its aliases, as an OpenAI list and as an Anthropic page (one
     page: `has_more` false, `first_id` / `last_id`), so `models.list()` of either SDK reads every field."""
     state = request.app[STATE]
-    created = int(state.started)
-    data = [_model_object(name, created, state.model_name) for name in state.model_names()]
+    data = [_model_object(name, state) for name in state.model_names()]
+    # none before the model is loaded (no alias): Anthropic's page says null ids then (was a 500, IndexError)
     return web.json_response({"object": "list", "data": data, "has_more": False,
-                              "first_id": data[0]["id"], "last_id": data[-1]["id"]})
+                              "first_id": data[0]["id"] if data else None,
+                              "last_id": data[-1]["id"] if data else None})
 
 
 async def model(request: web.Request) -> web.Response:
     """`GET /v1/models/{model}` (the SDKs' `models.retrieve`): every name is served by the loaded model,
     so every name is found; `served_by` names the model that answers."""
     state = request.app[STATE]
-    return web.json_response(_model_object(request.match_info["model"], int(state.started), state.model_name))
+    return web.json_response(_model_object(request.match_info["model"], state))
 
 
 # ----- shaping -----
@@ -622,6 +667,7 @@ def _cmpl_chunk(cid: str, model: str, text: str, finish: str | None, use: dict |
                            "choices": [{"index": 0, "text": text, "finish_reason": finish, "logprobs": logprobs}]}
     if use is not None:
         out["usage"] = use
+    if timings is not None:
         out["timings"] = timings
     return out
 
@@ -681,7 +727,8 @@ async def _stream_chat(request: web.Request, state: ServerState, job: Job, model
                 if err is not None:      # a stop's cut (503) or a failure (500), as the SDK's parser raises it
                     await send_sse(resp, stream_error(err))
                     break
-                pieces, content, calls = answer.finish(c.text, cut=c.finish_reason == "length")
+                pieces, content, calls = answer.finish(c.text, cut=c.finish_reason == "length",
+                                                       stopped=c.stop_sequence)
                 await send(pieces)
                 finish = _finish_reason(c)
                 if content:

@@ -9,10 +9,14 @@ the same `Option` type). A TOML key is the long flag with `-` replaced by `_`.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from strata import token_counts
+from strata.token_counts import token_count
 
 # The KV element types a user picks: `strata serve --kv-type`, `strata bench --kv-type` and the `kv_type`
 # that `strata setup` writes. The one list; the others import it (bench's copy is pinned by a test until
@@ -69,7 +73,7 @@ class Option:
             elif self.kind is int:
                 if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
                     raise ValueError
-                value = _token_count(raw) if self.token_count else int(raw)
+                value = token_count(raw) if self.token_count else int(raw)
             elif self.kind is float:
                 if isinstance(raw, bool):
                     raise ValueError
@@ -79,7 +83,7 @@ class Option:
                     raise ValueError
                 value = raw
         except (TypeError, ValueError):
-            wanted = "a number of tokens (8192, 32k, 1m)" if self.token_count else self.kind.__name__
+            wanted = token_counts.WANTED if self.token_count else self.kind.__name__
             raise ConfigError(f"{source}: expected {wanted}, got {raw!r}") from None
         if isinstance(value, float) and not math.isfinite(value):   # nan passes every minimum / maximum test
             raise ConfigError(f"{source}: expected a finite number, got {raw!r}")
@@ -98,15 +102,6 @@ class Option:
         return value
 
 
-def _token_count(raw: Any) -> int:
-    """int(raw), where a text may end in k or m (x 1024, x 1024 * 1024): `--ctx 32k` as setup's wizard takes it."""
-    if isinstance(raw, str):
-        text = raw.strip().lower().replace("_", "")
-        scale = {"k": 1024, "m": 1024 * 1024}.get(text[-1:], 1)
-        return int(text[:-1] if scale > 1 else text) * scale
-    return int(raw)
-
-
 def _shown(limit: float) -> str:
     """16777216, not 1.67772e+07; 0.001 as it is."""
     return str(int(limit)) if float(limit).is_integer() else f"{limit:g}"
@@ -122,6 +117,42 @@ def _to_bool(raw: Any) -> bool:
     raise ValueError
 
 
+def _key_not_blank(key: str) -> str | None:
+    """An empty key turned authentication off without a word: `--api-key "$KEY"` with KEY unset served every
+    endpoint open to a user who believed it protected. Serving without a key is leaving the option out."""
+    if key.strip():
+        return None
+    return ("an empty key would leave every endpoint open (was it a variable that is not set, as in --api-key "
+            "\"$KEY\"?); give the key, or leave --api-key (and the file's api_key) out to serve without one")
+
+
+def model_not_blank(model: str) -> str | None:
+    """`--model "$MODEL"` with MODEL unset ran another model without a word (a session-39 trial); strata chat and
+    bench say the same."""
+    if model.strip():
+        return None
+    return ("empty (was it a variable that is not set, as in --model \"$MODEL\"?); give a GGUF file or the id "
+            "`strata models` shows, or leave it out for the configured model (else the default one)")
+
+
+def _host_problem(host: str) -> str | None:
+    """An address that cannot be listened on, known before the model loads (a big model's load takes minutes,
+    and then the server stopped with status 4): empty (`--host "$HOST"` with HOST unset: 'cannot listen on
+    :8080'), or dotted numbers that are not an IPv4 address (`--host 999.1.1.1`). Names are left to the
+    resolver: any name may be this machine's."""
+    if not host.strip():
+        return ("empty (was it a variable that is not set, as in --host \"$HOST\"?); give an address of this "
+                "machine, such as 127.0.0.1 (this machine only) or 0.0.0.0 (every interface), or leave it out")
+    parts = host.split(".")
+    if len(parts) == 4 and all(p.isdigit() for p in parts):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return (f"{host!r} is not an IPv4 address (each of its four numbers is 0 to 255); give an address "
+                    "of this machine, such as 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)")
+    return None
+
+
 # Above these the engine's C int arguments overflow and it refused with pybind11's "incompatible constructor
 # arguments" (--no-memory-check); 2**24 tokens is also the most a cache snapshot holds (engine/snapshot.py).
 MAX_CONTEXT_TOKENS = 1 << 24
@@ -130,7 +161,7 @@ MAX_THREADS = 4096
 # The server's and the engine's options. Defaults are the product's; docs/configuration.md lists them.
 OPTIONS: tuple[Option, ...] = (
     Option("model", str, None, "GGUF model file, or the id `strata models` shows (default: the bundled "
-           "SmolLM2-135M-Instruct)", metavar="PATH"),
+           "SmolLM2-135M-Instruct)", metavar="PATH", validator=model_not_blank),
     Option("ctx", int, 8192, "context size of the main context (it serves a request that runs alone, and "
            "every request with --batch 0), in tokens (32k = 32768)", minimum=16, maximum=MAX_CONTEXT_TOKENS,
            token_count=True),
@@ -145,10 +176,13 @@ OPTIONS: tuple[Option, ...] = (
            "exact)", choices=KV_TYPES),
     Option("backend", str, "cpu", "compute backend (auto: the GPU when this build has CUDA and one is present; "
            "docs/cuda.md)", choices=("cpu", "cuda", "auto")),
-    Option("host", str, "127.0.0.1", "address to listen on (127.0.0.1: this machine only)"),
+    Option("host", str, "127.0.0.1", "address to listen on (127.0.0.1: this machine only)",
+           validator=_host_problem),
     Option("port", int, 8080, "TCP port to listen on (0: any free port)", minimum=0, maximum=65535),
     Option("api-key", str, None, "require this key as `Authorization: Bearer` or `x-api-key` on every endpoint "
-           "but /health and /api/hello (health probes)", env="STRATA_API_KEY", metavar="KEY"),
+           "but /health and /api/hello (health probes); an empty key is refused: leave it out to serve without one",
+           env="STRATA_API_KEY", metavar="KEY",
+           validator=_key_not_blank),
     Option("alias", str, None, "extra model names listed by GET /v1/models, comma-separated (any name is "
            "served by the loaded model anyway)", metavar="NAMES"),
     Option("max-body-mib", float, 16.0, "largest accepted request body, in MiB", minimum=0.001, maximum=1024),
@@ -269,4 +303,6 @@ def add_flags(parser: argparse.ArgumentParser, options: tuple[Option, ...], titl
             else:
                 choices = "{" + ",".join(str(c) for c in opt.choices) + "}" if opt.choices else None
                 group.add_argument(f"--{name}", dest=dest, default=None,
-                                   metavar=opt.metavar or choices or opt.kind.__name__.upper(), help=help_text)
+                                   metavar=opt.metavar or choices or (token_counts.METAVAR if opt.token_count else
+                                                                      opt.kind.__name__.upper()),
+                                   help=help_text)

@@ -105,7 +105,6 @@ def park_into_slot(sched: Scheduler, slot: int, last_use: float) -> bool:
     dst.completion = main.completion
     dst.approx_from = main.approx_from    # a completion's moved KV (--cache-reuse) stays one in the copy
     dst.last_use = last_use
-    dst.parked_from_main = True
     # kept: the slot holds all of it, and is parked to the cache itself before anything overwrites it. Main's
     # history was also snapshotted into the RAM level when the request that displaced it started there: at every
     # side request of a growing conversation (SmolLM2, 6,500 tokens: 150 MB, 80-560 ms before its first token)

@@ -25,7 +25,13 @@ from typing import Any
 
 from strata.engine.chat_template import parse_tool_calls, tool_parameter_types
 from strata.engine.code_fences import CallBlockHold, CodeScan
-from strata.engine.cut_call import BARE_CALL_PREFIXES, open_block, read_cut_bare_call, read_cut_call
+from strata.engine.cut_call import (
+    BARE_CALL_PREFIXES,
+    CALL_OPENERS,
+    open_block,
+    read_cut_bare_call,
+    read_cut_call,
+)
 from strata.engine.glm import read_cut_glm_call
 from strata.engine.harmony import HarmonyStream, is_harmony_vocabulary, parse_harmony
 from strata.engine.mistral import keep_written_ids, read_cut_mistral_call
@@ -384,12 +390,17 @@ class ToolTextGate:
             out += marker + self._matcher.feed(self._text[self._base:])
         return out
 
-    def finish(self, full_text: str, cut: bool = False) -> tuple[str, list[dict[str, str]]]:
-        content, calls = split_tool_calls(full_text, self._tools, *self._flags, answer_end=ended(full_text, cut))
+    def finish(self, full_text: str, cut: bool = False,
+               stopped: str | bool | None = None) -> tuple[str, list[dict[str, str]]]:
+        content, calls = split_tool_calls(full_text, self._tools, *self._flags,
+                                          answer_end=ended(full_text, cut, stopped))
         if not calls:
             content = full_text
-        if cut:
+        if cut or stopped:
             content, calls = with_cut_call(full_text, content, calls, self._tools, *self._flags)
+        if stopped and not cut:
+            content, calls = stopped_reading(full_text, content, calls, self._tools, *self._flags,
+                                             stop=stopped if isinstance(stopped, str) else "")
         # the readers strip the content; what went out kept the answer's leading whitespace
         sent = self.sent if content.startswith(self.sent) else self.sent.lstrip()
         rest = content[len(sent):] if content.startswith(sent) else ""
@@ -484,29 +495,96 @@ def _fresh_ids(calls: list[dict], taken: frozenset[str]) -> list[dict]:
 
 
 def split_answer(text: str, fmt: AnswerFormat, tools: list[dict] | None,
-                 cut: bool = False) -> tuple[str | None, str, list[dict]]:
+                 cut: bool = False, stopped: str | bool | None = None) -> tuple[str | None, str, list[dict]]:
     """(reasoning or None, content, calls) of a whole answer; calls only when the request offered tools (a
     call of a name not offered still comes back, in every format: the agent tells the model there is no
     such tool; held calls, structured_output.py, keep the model to the offered names). `cut`: the length
-    limit ended the answer, which may end inside a call (with_cut_call)."""
+    limit ended the answer, which may end inside a call (with_cut_call); `stopped`: a stop sequence did
+    (whole_calls)."""
     if fmt.harmony:
         answer = parse_harmony(text, tool_names(tools or []))
-        return answer.reasoning, answer.content, _first_if_one(answer.calls, fmt) if tools else []
+        calls = harmony_stopped(answer.calls) if stopped and not cut else answer.calls
+        return answer.reasoning, answer.content, _first_if_one(calls, fmt) if tools else []
     reasoning, rest = split_reasoning(text, fmt.opened, fmt.think)
     text = fmt.call_opened + rest
     content, calls = split_tool_calls(text, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls,
-                                      answer_end=ended(text, cut))
-    if cut:
+                                      answer_end=ended(text, cut, stopped))
+    if cut or stopped:
         content, calls = with_cut_call(text, content, calls, tools, fmt.mistral_calls, fmt.glm_calls, fmt.seed_calls)
+    if stopped and not cut:
+        content, calls = stopped_reading(text, content, calls, tools, fmt.mistral_calls, fmt.glm_calls,
+                                         fmt.seed_calls, stop=stopped if isinstance(stopped, str) else "")
     return reasoning, _less_opened(content, fmt), _fresh_ids(_first_if_one(calls, fmt), fmt.taken_ids)
 
 
-def ended(text: str, cut: bool) -> bool:
+def stopped_reading(text: str, content: str, calls: list[dict], tools: list[dict] | None,
+                    mistral: bool = False, glm: bool = False, seed: bool = False,
+                    stop: str = "") -> tuple[str, list[dict]]:
+    """(content, calls) of an answer `text` a stop sequence ended, read as a cut one (with_cut_call): the cut
+    call left out (whole_calls), and so is a Qwen3-Coder XML call the stop cut before its `</function>`, which
+    the whole reader takes without its closing tags (a call of the values written so far, an agent would run
+    it): the answer is then what came before that call, its block closed after the functions it wrote whole (the
+    reader takes several in one block: only the last can be cut), or what came before the block."""
+    calls = whole_calls(calls, closed=stop.lstrip().startswith(CALL_CLOSERS))
+    at = open_block(text, CodeScan()) if calls else None
+    last = text.rfind("<function=", at) if at is not None else -1
+    if last < 0 or "</function>" in text[last:]:
+        return content, calls
+    opener = next(o for o in CALL_OPENERS if text.startswith(o, at))
+    head = text[:last] + "</" + opener[1:] if "</function>" in text[at:last] else text[:at]
+    before, calls = split_tool_calls(head, tools, mistral, glm, seed)
+    return (before if calls else head.rstrip()), calls
+
+
+# a call's closing tags: a stop sequence that begins with one cut nothing of the call it ends
+CALL_CLOSERS = tuple("</" + o[1:] for o in CALL_OPENERS) + ("</seed:tool_call>",)
+
+
+def harmony_stopped(calls: list[dict]) -> list[dict]:
+    """The calls of a Harmony answer a stop sequence ended: a call ends the answer at its `<|call|>` (an end
+    token, no stop sequence), so a last call whose arguments are not a whole object is one the stop sequence
+    cut (`Par` in `{"city": "Paris"}`: '{"city": "'), left out as whole_calls leaves the other formats' out."""
+    return calls[:-1] if calls and not _whole_object(calls[-1].get("arguments")) else calls
+
+
+def whole_calls(calls: list[dict], closed: bool = False) -> list[dict]:
+    """The calls of an answer a stop sequence ended, less the one it cut (with_cut_call's `"cut"` call): read as
+    a cut call, so that its markup is not the answer's text (the stop sequence `Par` inside `{"city": "Paris"}`
+    gave the text `<tool_call>\n{"name": "get_weather", "arguments": {"city": "`), and left out, since the stop
+    reason does not say the call is not whole as the length one does: an agent would run it. A call whose
+    arguments were written whole (the stop sequence cut only its closing tag, as a client's `</tool_call>`
+    stop does) is a whole call; so is one the stop sequence `closed` (it begins with the call's closing tag: what the
+    model wrote next ended the call), its arguments' object closed: a GLM call's values end with the tag alone, so
+    its cut reader leaves the object open after `</arg_value>`, and the call was dropped."""
+    out = []
+    for c in calls:
+        if not c.get("cut"):
+            out.append(c)
+            continue
+        arguments = next((a for a in (c.get("arguments"), (c.get("arguments") or "") + "}" if closed else None)
+                          if _whole_object(a)), None)
+        if arguments is not None:
+            out.append({**{k: v for k, v in c.items() if k != "cut"}, "arguments": arguments})
+    return out
+
+
+def _whole_object(arguments: Any) -> bool:
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except (TypeError, ValueError):
+        return False
+
+
+def ended(text: str, cut: bool, stopped: str | bool | None = None) -> bool:
     """Whether an answer `text` is read as ended (parse_tool_calls' answer_end): a code block opened after
     prose that it ends with holding nothing but calls is its calls. Not when the length limit cut it inside
     such a block (its closing fence not written): the model was still writing the block, an example as
     likely as a call, and an example run as a call is an action the model did not take (the text, with
-    the length finish reason, is the safer reading). A block opening the answer is read as before."""
+    the length finish reason, is the safer reading). A block opening the answer is read as before. A stop
+    sequence (`stopped`, the one that matched when known) is read as the length limit is, unless it is what
+    closes the block (a client's ``` stop: the model's own closing fence, its calls whole calls)."""
+    if stopped and not cut:
+        return ended(text + stopped, True) if isinstance(stopped, str) else ended(text, True)
     return not (cut and CodeScan()(text + "\n"))     # a closing fence on the last line closes it
 
 
@@ -617,14 +695,18 @@ class AnswerStream:
                 out.append((kind, text))
         return out
 
-    def finish(self, full_text: str, cut: bool = False) -> tuple[list[tuple[str, str]], str, list[dict]]:
-        """`cut`: the length limit ended the answer (split_answer)."""
+    def finish(self, full_text: str, cut: bool = False,
+               stopped: str | bool | None = None) -> tuple[list[tuple[str, str]], str, list[dict]]:
+        """`cut`: the length limit ended the answer; `stopped`: a stop sequence did (split_answer)."""
         if self._harmony is not None:
-            return self._harmony.finish(), "", _first_if_one(self._harmony.calls, self._fmt) if self._tools else []
+            pieces = self._harmony.finish()      # before the calls: finishing reads the last one
+            calls = harmony_stopped(self._harmony.calls) if stopped and not cut else self._harmony.calls
+            return pieces, "", _first_if_one(calls, self._fmt) if self._tools else []
         pieces = self._gated(self._thinking.finish())
         if self._gate is None:
             return pieces, "", []
         rest, calls = self._gate.finish(self._fmt.call_opened + split_reasoning(full_text, self._fmt.opened,
-                                                                               self._fmt.think)[1], cut)
+                                                                               self._fmt.think)[1], cut,
+                                     stopped)
         rest = _less_opened(rest, self._fmt)
         return pieces, rest, _fresh_ids(_first_if_one(calls, self._fmt), self._fmt.taken_ids)

@@ -53,7 +53,7 @@ from strata.server.prompting import (
     render_chat_async,
     split_answer,
 )
-from strata.server.structured_output import answer_rule, json_format, shown_tools
+from strata.server.structured_output import JsonFormat, answer_rule, json_format, shown_tools
 from strata.server.text_logprobs import TokenText
 from strata.server.tool_pairing import say_unpaired
 
@@ -173,21 +173,7 @@ def wants_compaction(body: dict) -> bool:
 def parse_tools(body: dict) -> tuple[list[dict] | None, set[str]]:
     """(the tools offered to the model as functions, the names of the custom ones)."""
     tools = f.get_list(body, "tools")
-    out: list[dict] = []
-    custom: set[str] = set()
-    for tw, t in f.objects(tools or [], "tools"):
-        kind = t.get("type")
-        if kind not in ("function", "custom"):
-            continue      # hosted tools (web search, ...) and CLIENT_RUN_TYPES: the model cannot call them
-        if not isinstance(t.get("name"), str) or not t["name"]:
-            raise APIError(400, f"{tw}.name must be a non-empty string", param="tools")
-        if kind == "custom":
-            custom.add(t["name"])
-            params: Any = CUSTOM_INPUT
-        else:
-            params = f.tool_schema(t.get("parameters") or None, f"{tw}.parameters")
-        out.append({"type": "function", "function": {"name": t["name"], "description": t.get("description") or "",
-                                                      "parameters": params}})
+    out, custom = function_tools(body)
     choice = body.get("tool_choice")
     _refuse_hosted_only(tools or [], choice, out)
     named = _named_tool(choice) if isinstance(choice, dict) and choice.get("type") in ("function", "custom") else None
@@ -216,6 +202,28 @@ HOSTED_WHY = "OpenAI's servers run it; Strata cannot, the model here calls only 
 CLIENT_RUN_TYPES = ("shell", "local_shell", "apply_patch", "namespace")
 CLIENT_RUN_WHY = ("the client runs it, but the model here writes only function calls (no shell, apply_patch or "
                   "namespaced calls); offer it as a function tool")
+
+
+def function_tools(body: dict) -> tuple[list[dict], set[str]]:
+    """(every tool of the request the model could call, as chat functions, whatever `tool_choice` says; the
+    names of the custom ones)."""
+    tools = f.get_list(body, "tools")
+    out: list[dict] = []
+    custom: set[str] = set()
+    for tw, t in f.objects(tools or [], "tools"):
+        kind = t.get("type")
+        if kind not in ("function", "custom"):
+            continue      # hosted tools (web search, ...) and CLIENT_RUN_TYPES: the model cannot call them
+        if not isinstance(t.get("name"), str) or not t["name"]:
+            raise APIError(400, f"{tw}.name must be a non-empty string", param="tools")
+        if kind == "custom":
+            custom.add(t["name"])
+            params: Any = CUSTOM_INPUT
+        else:
+            params = f.tool_schema(t.get("parameters") or None, f"{tw}.parameters")
+        out.append({"type": "function", "function": {"name": t["name"], "description": t.get("description") or "",
+                                                      "parameters": params}})
+    return out, custom
 
 
 def _why_not_run(kinds: list[str]) -> str:
@@ -331,19 +339,10 @@ async def answer(request: web.Request, state: Any, body: dict, sink: Events | No
     messages = parse_input(body)
     say_unpaired(state.said, messages, request.path)
     tools, custom = parse_tools(body)
-    text = body.get("text")
-    if text is not None and not isinstance(text, dict):
-        raise APIError(400, "'text' must be an object like {\"format\": {\"type\": \"text\"}}", param="text")
-    wanted = json_format((text or {}).get("format"), "text.format", flat=True)
+    wanted = _text_format(body)
     if wants_compaction(body):
         return await _compaction_turn(request, state, body, messages, tools, custom, sink)
-    effort = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
-    # a named tool (or allowed tools, a call demanded) writes every tool all the same when the call is held
-    # to it by name: the prompt's start stays the conversation's (every tool: the choice left out)
-    shown = shown_tools(parse_tools({**body, "tool_choice": None})[0] if tools else None, tools,
-                        demands_call(body.get("tool_choice")), answer_format(state.engine, [], messages), state.engine)
-    tokens = await render_chat_async(state.engine, messages, shown,
-                                     template_vars=reasoning_effort(effort.get("effort"), "reasoning.effort"))
+    tokens = await _prompt(state, body, messages, tools)
     check_prompt_fits(state.engine, len(tokens), param="input")
     job = Job(api="responses", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_output_tokens",), state.config.max_tokens_default),
@@ -352,13 +351,58 @@ async def answer(request: web.Request, state: Any, body: dict, sink: Events | No
     fmt = one_call_format(answer_format(state.engine, tokens, messages), body.get("parallel_tool_calls"),
                           "parallel_tool_calls")
     shape = _Shape(body, body.get("model") or state.model_name, tools, custom, fmt, state.engine.tokenizer)
-    job.answer_rule = answer_rule(wanted, tools, demands_call(body.get("tool_choice")), shape.fmt, state.engine)
+    job.answer_rule = answer_rule(wanted, tools, demands_call(body.get("tool_choice")), shape.fmt, state.engine,
+                                  shown=_shown(state, body, messages, tools))
     job.call_end = first_call_end(fmt, tools)
     if sink is not None or f.get_bool(body, "stream"):
         return await _stream(request, state, job, shape, sink)
     completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
     raise_if_failed(completion)
     return web.json_response(shape.response(completion, shape.output(completion, state.engine.tokenizer)))
+
+
+def _text_format(body: dict) -> JsonFormat | None:
+    """The JSON format `text.format` asks for (None: text), or the 400 for a malformed one."""
+    text = body.get("text")
+    if text is not None and not isinstance(text, dict):
+        raise APIError(400, "'text' must be an object like {\"format\": {\"type\": \"text\"}}", param="text")
+    return json_format((text or {}).get("format"), "text.format", flat=True)
+
+
+async def _prompt(state: Any, body: dict, messages: list[dict], tools: list[dict] | None) -> list[int]:
+    """The prompt's tokens for a checked body's messages and tools: the template's rendering, with the reasoning
+    effort."""
+    effort = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
+    return await render_chat_async(state.engine, messages, _shown(state, body, messages, tools),
+                                   template_vars=reasoning_effort(effort.get("effort"), "reasoning.effort"))
+
+
+def _shown(state: Any, body: dict, messages: list[dict], tools: list[dict] | None) -> list[dict] | None:
+    """The tools the prompt writes: a named tool (or allowed tools, a call demanded) writes every tool all the
+    same when the call is held to it by name, and `none` writes them as `auto` does, the answer kept off
+    calls: the prompt's start stays the conversation's (every tool: the choice left out)."""
+    if body.get("tool_choice") == "none":
+        return function_tools(body)[0] or None
+    every = parse_tools({**body, "tool_choice": None})[0] if tools else None
+    return shown_tools(every, tools, demands_call(body.get("tool_choice")),
+                       answer_format(state.engine, [], messages), state.engine)
+
+
+async def input_tokens(request: web.Request) -> web.Response:
+    """`POST /v1/responses/input_tokens` (the openai SDK's `responses.input_tokens.count`): how many tokens the
+    prompt of a response to this body holds, nothing generated; a prompt longer than the context is counted
+    too, as Anthropic's count_tokens counts it (the count is how a client finds out)."""
+    state, body = await _read_request(request)
+    # what /v1/responses refuses of the same body before reading its prompt is refused here too: a count of a
+    # request that would then be a 400 is no count of anything it reads
+    refuse_moderation(body)
+    messages = parse_input(body)
+    tools, _ = parse_tools(body)
+    _text_format(body)
+    # an input ending in compaction_trigger is answered from the summary prompt, not the conversation's own
+    tokens = await (compaction.summary_prompt(state.engine, messages, tools) if wants_compaction(body)
+                    else _prompt(state, body, messages, tools))
+    return web.json_response({"object": "response.input_tokens", "input_tokens": len(tokens)})
 
 
 async def compact(request: web.Request) -> web.Response:

@@ -36,6 +36,8 @@ def add_routes(app: web.Application) -> None:
         web.get("/responses", responses_socket.responses_socket),
         web.post("/v1/responses/compact", responses_api.compact),
         web.post("/responses/compact", responses_api.compact),
+        web.post("/v1/responses/input_tokens", responses_api.input_tokens),
+        web.post("/responses/input_tokens", responses_api.input_tokens),
         web.post("/responses", responses_api.responses),
         web.post("/v1/messages", anthropic_api.messages),
         web.post("/v1/messages/count_tokens", anthropic_api.count_tokens),

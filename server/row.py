@@ -44,12 +44,16 @@ class Row:
     draft: lookup.DraftState = field(default_factory=lookup.DraftState)
     drafted: int = 0                   # lookup decoding: draft tokens checked, and taken
     draft_taken: int = 0
+    forced_taken: int = 0              # a held answer's forced text taken in lookup steps (lookup_step.take_draft)
     prefill_chunks: int = 0            # engine.prefill calls for this prompt
     steps_during_prefill: int = 0      # other rows' decode steps between its chunks (the continuous agenda)
     steps_passed_over: int = 0         # mixed steps in a row that read none of its prompt (prompt_order.plan)
     prefill_window: WindowRate = field(default_factory=WindowRate)   # (prefill seconds, pos): live prefill_tps
     decode_window: WindowRate = field(default_factory=WindowRate)    # (wall clock, generated): live decode_tps
     logprobs: list = field(default_factory=list)   # with job.logprobs: sampling.token_logprobs per token
+    logprob_starts: list[int] = field(default_factory=list)   # where each entry's token's text begins (characters)
+    logprobs_posted: int = 0           # streamed: entries sent so far (those whose text was released)
+    decoded_chars: int = 0             # characters the generated tokens decoded to so far
 
     def prompt_overdue(self, now: float) -> bool:
         """Whether its prompt is still being read `job.max_prompt_s` after the row began (llama.cpp's

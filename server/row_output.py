@@ -35,10 +35,8 @@ def accept(sched: Scheduler, row: Row, token: int, logits: Any = None) -> None:
         finish(sched, row, "stop")
         return
     if row.job.logprobs is not None and logits is not None:
-        entry = token_logprobs(logits, token, row.job.logprobs)
-        row.logprobs.append(entry)
-        if row.job.stream:
-            sched.post(row.job, "logprobs", [entry])
+        row.logprobs.append(token_logprobs(logits, token, row.job.logprobs))
+        row.logprob_starts.append(row.decoded_chars)
     row.generated.append(token)
     sched.metrics.add_generated(1)
     row.decode_window.add(time.monotonic(), len(row.generated))
@@ -46,7 +44,9 @@ def accept(sched: Scheduler, row: Row, token: int, logits: Any = None) -> None:
     if rate is not None:
         sched.table[row.ctx].decode_tps = rate
     piece = row.decoder.push(token)
+    row.decoded_chars += len(piece)
     out = row.stopper.feed(piece) if piece else ""
+    post_logprobs(sched, row, row.stopper.released)   # before the text they wrote (text_logprobs reads them so)
     if out and row.job.stream:
         sched.post(row.job, "text", out)
     if row.stopper.matched is not None or (out and row.job.call_end is not None and row.job.call_end.feed(out)):
@@ -56,6 +56,27 @@ def accept(sched: Scheduler, row: Row, token: int, logits: Any = None) -> None:
         finish(sched, row, "length")
     else:
         row.next_token = token
+
+
+def post_logprobs(sched: Scheduler, row: Row, upto: int) -> None:
+    """Streams the log-probabilities of the tokens whose text begins before character `upto`, the text given
+    out so far: a token whose text the stop strings still hold waits with it, and one whose text a stop
+    sequence cut off is never sent, as the text is not (its entry would name text the answer lacks)."""
+    if not row.job.stream:
+        return
+    n = _entries_before(row, upto)
+    if n > row.logprobs_posted:
+        sched.post(row.job, "logprobs", row.logprobs[row.logprobs_posted:n])
+        row.logprobs_posted = n
+
+
+def _entries_before(row: Row, upto: int) -> int:
+    """How many of the row's log-probability entries are of tokens whose text begins before character `upto`
+    (a token that writes only part of a character, nothing yet, goes with the next whose text is given out)."""
+    n = row.logprobs_posted
+    while n < len(row.logprob_starts) and row.logprob_starts[n] < upto:
+        n += 1
+    return n
 
 
 def count_prompt(sched: Scheduler, row: Row) -> None:
@@ -68,6 +89,15 @@ def count_prompt(sched: Scheduler, row: Row) -> None:
     sched.metrics.add_prompt(len(row.job.prompt), row.reused, row.source, row.pos - row.reused)
 
 
+def _kept_logprobs(row: Row) -> list:
+    """The entries of the tokens whose text the answer keeps: after a stop sequence, none of those whose text
+    begins where the stop sequence did (their text is not in the answer), as llama.cpp leaves them out."""
+    if row.stopper.matched is None:
+        return row.logprobs
+    cut = len(row.stopper.text)
+    return [e for e, start in zip(row.logprobs, row.logprob_starts, strict=True) if start < cut]
+
+
 def request_status(reason: str) -> str:
     """A request's status in /metrics and its record for its finish reason: an answer that ended is "ok"."""
     return {"stop": "ok", "length": "ok"}.get(reason, reason)
@@ -77,7 +107,12 @@ def finish(sched: Scheduler, row: Row, reason: str, error: str | None = None) ->
     """Ends a running request: the rest of its text, its completion, its context's final numbers, the
     metrics, its record and timeline entry, and its 'ended' line."""
     if row.stopper.matched is None and reason != "error":
-        tail = row.stopper.feed(row.decoder.flush()) + row.stopper.flush()
+        tail_piece = row.decoder.flush()
+        row.decoded_chars += len(tail_piece)
+        tail = row.stopper.feed(tail_piece) + row.stopper.flush()
+        if reason != "cancelled":
+            # every token wrote text the answer keeps (unless a stop sequence in the tail cut it)
+            post_logprobs(sched, row, row.stopper.released if row.stopper.matched is not None else row.decoded_chars + 1)
         if tail and reason != "cancelled" and row.job.stream:
             sched.post(row.job, "text", tail)
     now = row.finished_at = time.monotonic()
@@ -88,7 +123,7 @@ def finish(sched: Scheduler, row: Row, reason: str, error: str | None = None) ->
         stop_sequence=row.stopper.matched, prompt_tokens=len(row.job.prompt), cached_tokens=row.reused,
         prompt_ms=row.prefill_s * 1000.0, predicted_ms=0.0 if first is None else (now - first) * 1000.0,
         error=error,
-        logprobs=row.logprobs if row.job.logprobs is not None else None, decoded=decoded)
+        logprobs=_kept_logprobs(row) if row.job.logprobs is not None else None, decoded=decoded)
     state = sched.table[row.ctx]
     state.busy_job = None
     state.phase = "idle"

@@ -154,17 +154,16 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
     if row.mismatch_at is not None:
         at = row.mismatch_at
         row.mismatch_excerpt = excerpt(sched.engine, prompt[at: at + MISMATCH_EXCERPT_TOKENS])
-    prev_conv = state.conversation
     state.conversation = job.conversation
     state.completion = job.completion
     state.phase = "prefill"
     state.reused_tokens = n
     state.prompt_tokens_last = len(prompt)
     row.prefill_window.add(row.prefill_s, row.pos)
-    state.parked_from_main = False
     state.superseded = state.covered = False   # its own history from here on, worth what any is (a copy it took was blank)
-    if prev_conv != job.conversation or ctx == MAIN:
-        sched.table.supersede_copies(job.conversation, ctx, prompt, sched.placer.cfg.own_min_share)
+    # at every start, its own slot's too: a conversation main took over can go on in the slot it came from,
+    # and main's history is then the idle copy
+    sched.table.supersede_copies(job.conversation, ctx, prompt, sched.placer.cfg.own_min_share)
     return row
 
 

@@ -707,8 +707,8 @@ class Scheduler:
                 "prefill_tps": round(c.prefill_tps, 1) if c.prefill_tps else None,
                 "decode_tps": round(c.decode_tps, 1) if c.decode_tps else None,
             }
-            if c.id != MAIN and c.tokens and c.superseded:
-                entry["superseded"] = True     # a parked copy whose conversation went on: worth nothing
+            if c.tokens and c.superseded:
+                entry["superseded"] = True     # a copy whose conversation went on elsewhere: worth nothing
             # an idle slot's protection and value (seed 000): a slot in use has neither (the policy never weighs
             # it; its age starts again when the use ends): before, it showed its previous use's, 0 s and 0.0 for a
             # history that use had left expired while it read and answered a new turn

@@ -360,8 +360,9 @@ def near_match_tolerance(best: int, prompt_rate_tps: float, cfg: PolicyConfig) -
 
 def holds_own_prefix(s: SlotView, tol: int, cfg: PolicyConfig) -> bool:
     """The slot's history is (within tol tokens, and for at least own_min_share of it) a prefix of
-    the prompt: the request's own conversation, or a superseded copy of it. Otherwise it holds
-    another conversation (sharing at most a system prompt)."""
+    the prompt: the request's own conversation. Otherwise it holds another conversation (sharing at
+    most a system prompt). A blank slot (a superseded copy too) is never one's own: it is taken as a
+    blank slot is, its tokens still a source."""
     return (not s.blank and s.common > 0 and s.n_tokens - s.common <= tol
             and s.common >= cfg.own_min_share * s.n_tokens)
 

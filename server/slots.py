@@ -68,8 +68,7 @@ class ContextState:
     busy_job: int | None = None    # id of the job running here
     phase: str = "idle"            # "idle" | "prefill" | "decode"
     valid: bool = True             # False after a failed engine call: its KV cannot be trusted
-    superseded: bool = False       # a parked copy whose conversation went on elsewhere
-    parked_from_main: bool = False
+    superseded: bool = False       # a copy whose conversation went on in another context
     reused_tokens: int | None = None
     prefill_tps: float | None = None     # live while it reads a prompt (recent window), then the request's
     decode_tps: float | None = None      # live while it generates (recent window), then the request's
@@ -218,8 +217,12 @@ class SlotTable:
         c.conversation = ""
 
     def supersede_copies(self, conversation: str, keep: int, prompt: list[int], min_share: float) -> None:
-        """A conversation went on in `keep` with `prompt`: its parked copies elsewhere that the prompt holds (at
-        least `min_share` of each, the policy's own_min_share) are blank now (seed 000). A copy the prompt went
+        """A conversation went on in `keep` with `prompt`: its idle copies elsewhere that the prompt holds (at least
+        `min_share` of each, the policy's own_min_share) are blank now (seed 000), wherever they are: a copy
+        parked from main, the slot a solo request copied its history from into main, main's history that went on
+        in a slot, a slot's that went on in another. Before, only a copy parked from main was: a history main took
+        over from slot 3 and went on with kept its full worth there, and an /infill keystroke a second later took
+        another conversation's 8,726-token slot instead (session 39's agent soak). A copy the prompt went
         another way from early keeps its worth: the same key does not make it the same history (a turn with other
         tools, a client's key shared by its side requests). A copy the prompt holds whole is kept there and is
         overwritten without a park (`covered`) while `keep`'s history, or a longer one of it, is one the cache can
@@ -229,8 +232,9 @@ class SlotTable:
         or that tail, the conversation's main line, is lost."""
         if not conversation:
             return
-        for c in self.slots:
-            if c.id != keep and c.parked_from_main and c.conversation == conversation and c.busy_job is None:
+        for c in self.contexts:
+            if (c.id != keep and c.conversation == conversation and c.busy_job is None and c.tokens
+                    and c.valid):
                 common = common_prefix(c.tokens, prompt)
                 if common >= min_share * len(c.tokens):
                     c.superseded = True

@@ -48,6 +48,7 @@ from strata.server.call_probe import (
     writes_json_calls,
 )
 from strata.server.errors import APIError
+from strata.server.no_call_rule import NoCallRule, no_call_rule
 
 HARMONY_FINAL_CHANNEL = b"<|channel|>final<|message|>"   # where a Harmony answer's final text starts
 
@@ -119,6 +120,17 @@ def json_format(value: Any, where: str = "response_format", flat: bool = False) 
         return JsonFormat(ANY_OBJECT)
     if kind == "json_schema":
         spec = value if flat else value.get("json_schema")
+        other = value.get("json_schema") if flat else value
+        if isinstance(spec, dict) and "schema" in spec and isinstance(other, dict) and "schema" in other \
+                and spec["schema"] != other["schema"]:
+            # a schema in both shapes that differ: which one the client meant is not known, and the other one
+            # would be left out without a word
+            here, there = (f"{where}.schema", f"{where}.json_schema.schema")[:: 1 if flat else -1]
+            raise APIError(400, f"'{here}' and '{there}' are two different schemas: send one of them", param=where)
+        if not (isinstance(spec, dict) and "schema" in spec) and isinstance(other, dict) and "schema" in other:
+            # the other API's shape (chat's nested `json_schema` object on the Responses API, or the flat one on
+            # chat): clients moving between them send it, and where the schema is leaves no doubt
+            spec, flat = other, not flat
         return _schema_format(spec, where if flat else f"{where}.json_schema")
     raise APIError(400, f"'{where}.type' must be 'text', 'json_object' or 'json_schema', got {kind!r}", param=where)
 
@@ -331,13 +343,18 @@ def shown_tools(every: Any, callable_: Any, demanded: bool, answer: Any, engine:
 
 
 def answer_rule(wanted: JsonFormat | None, tools: Any, demanded: bool, answer: Any, engine: Any,
-                prefill: str = "", where: str = "response_format") -> JsonFormat | ForcedCall | None:
+                prefill: str = "", where: str = "response_format",
+                shown: Any = None) -> JsonFormat | ForcedCall | NoCallRule | None:
     """What one answer is held to: the JSON format asked for (none with tools offered; a `prefill` is its
     start); else, with tools, a demanded call or the calls the model opens itself (not after a prefill,
-    which the request wrote). `demanded`: the API's tool_choice asks for a call."""
+    which the request wrote). `demanded`: the API's tool_choice asks for a call. `shown`: the tools the prompt
+    writes; with none of them callable (tool_choice none, which writes them so that the conversation's
+    history is reused) the answer is kept off calls (no_call_rule.py; after a prefill too)."""
     held = constrained_format(wanted, tools, answer)
     if held is not None:
         return held.with_prefix(prefill, where)
+    if shown and not tools:
+        return no_call_rule(answer, prefill)
     if prefill:
         return None
     return required_call(demanded, tools, answer, engine) or held_calls(tools, answer, engine)

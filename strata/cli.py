@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import NoReturn
 
-from strata import __version__
+from strata import __version__, token_counts
 from strata.standard_streams import standard_streams_as_utf8
 
 # subcommand -> (module, one-line help). Each module has `add_arguments(parser)` and `run(args) -> int`;
@@ -62,12 +62,41 @@ class CommandParser(argparse.ArgumentParser):
         glued = re.match(r"argument -h/--help: ignored explicit argument '([^']*)'", message)
         if glued and "-h" + glued.group(1) in self.reasons:   # llama-server's -hf, read by argparse as -h f
             hints += f"\n  -h{glued.group(1)}: {self.reasons['-h' + glued.group(1)]}"
+        missing = re.match(r"argument ([^:]+): expected one argument", message)
+        if missing and self.takes_tokens(missing.group(1)):   # `--ctx -5k` reads -5k as a flag: no value given
+            hints += f"\n  {missing.group(1)}: {token_counts.TAKES}"
+        given = re.match(r"argument ([^:]+): ignored explicit argument '", message)
+        switch = self.switch_named(given.group(1)) if given else None
+        if switch:
+            hints += f"\n  {self.switch_hint(switch)}"
         choice = re.match(r"argument COMMAND: invalid choice: '([^']*)'", message)
         if choice:
             meant = name_meant(choice.group(1), SUBCOMMANDS, cutoff=0.6)
             if meant:
                 hints += f"\n  {choice.group(1)}: did you mean {meant}?"
         self.exit(2, f"{self.prog}: error: {message}{hints}\n`{self.prog} --help` lists every option\n")
+
+    def switch_named(self, name: str) -> argparse.Action | None:
+        """The on/off flag argparse names `name` ('--memory-check', '--yes/-y') in its errors, or None."""
+        for action in self._actions:
+            if "/".join(action.option_strings) == name and isinstance(
+                    action, (argparse._StoreConstAction, argparse.BooleanOptionalAction)):
+                return action
+        return None
+
+    def takes_tokens(self, name: str) -> bool:
+        """Whether the flag argparse names `name` takes a number of tokens (--ctx, --slot-ctx)."""
+        return any("/".join(a.option_strings) == name and a.metavar == token_counts.METAVAR for a in self._actions)
+
+    def switch_hint(self, switch: argparse.Action) -> str:
+        """How to give an on/off flag that was given a value (--memory-check=no): the flag alone, or its --no- twin."""
+        flag = next(s for s in switch.option_strings if s.startswith("--"))
+        known = {s for action in self._actions for s in action.option_strings if self.switch_named(s)}
+        twin = flag.replace("--no-", "--", 1) if flag.startswith("--no-") else "--no-" + flag[2:]
+        if twin in known:
+            on, off = (twin, flag) if flag.startswith("--no-") else (flag, twin)
+            return f"{flag} takes no value: give {on} to turn it on, {off} to turn it off"
+        return f"{flag} takes no value: give {flag} alone, or leave it out"
 
     def option_meant(self, word: str) -> str | None:
         """The option a mistyped or foreign `word` most likely stands for, or None (not an option)."""

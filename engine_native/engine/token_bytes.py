@@ -201,6 +201,14 @@ def unheld_mask(vocab: Vocabulary, after: bytes | None, active: bool, allows: An
     return None if active else np.ones(vocab.n, dtype=bool)
 
 
+def best_in_mask(mask: np.ndarray, logits: Any) -> int | None:
+    """The allowed token (`mask`) of the highest logit, the lowest id on a tie; None when none is allowed: a
+    constraint's best_allowed where its mask is cheap to make whole."""
+    if not mask.any():
+        return None
+    return int(np.argmax(np.where(mask, np.asarray(logits, dtype=np.float32), np.float32(-np.inf))))
+
+
 # printable bytes first: a state that takes two of them is known not to be forced after a few steps
 _SCAN_ORDER = bytes(range(0x20, 0x7F)) + bytes(range(0x20)) + bytes(range(0x7F, 0x100))
 

@@ -144,7 +144,7 @@ class BenchPage(QWizardPage):
             self.report = report
             w.situation = flow.with_bench(w.situation, report)
             self.results.setText("<br>".join(_describe(report)))
-            self.status.setText("done")
+            self.status.setText(finished_line(report))
         elif report is None:
             self.status.setText(w.no_bench_reason)
         else:
@@ -181,6 +181,19 @@ class BenchPage(QWizardPage):
             thread.quit()   # here, not by the worker's `finished`: that call is queued to this thread, blocked below
             thread.wait()
             self._ended(thread)
+
+
+def finished_line(report: BenchReport) -> str:
+    """The status line once the bench has ended: what it measured (a bare "done" left a new-user trial asking what
+    was done), or that nothing was, so the plan goes by its defaults."""
+    measured = []
+    if report.bench is not None:
+        measured.append("the model's prompt and generation speeds")
+    if report.disk.write_mib_s:
+        measured.append("the disk's write and read speeds")
+    if not measured:
+        return "bench ended: nothing measured; the plan goes by its defaults"
+    return "bench done: measured " + " and ".join(measured) + " (above); the plan's choices use them"
 
 
 def _describe(report: BenchReport) -> list[str]:

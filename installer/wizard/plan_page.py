@@ -36,6 +36,12 @@ def column_widths(width: int, setting_px: int, value_px: int) -> tuple[int, int]
     return setting, value
 
 
+def shown_value(value: object) -> str:
+    """A choice's value as the table shows it: an empty folder is a level that is off, said so ("off"; the table
+    showed the TOML's `""`, which a new-user trial read as a value missing). The file still gets `""`."""
+    return "off" if value == "" else str(value)
+
+
 def kept_note(plan, path) -> str:
     """What the page says of the file already there: the keys it keeps (config_file.carried_over), or that it
     cannot read it; "" when there is none."""
@@ -88,7 +94,7 @@ class PlanPage(QWizardPage):
         plan = flow.plan_for(w.situation, w.answers, w.config_path)
         self.table.setRowCount(len(plan.choices))
         for row, c in enumerate(plan.choices):
-            value = '""' if c.value == "" else str(c.value)
+            value = shown_value(c.value)
             for col, text in enumerate((c.key, value, c.reason)):
                 item = QTableWidgetItem(text.replace("_", BREAK) if col == 0 else text)
                 item.setToolTip(text)

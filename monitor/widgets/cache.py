@@ -175,7 +175,13 @@ class CachePanel(QWidget):
         if not cache:
             # no snapshot: the server is coming (connecting; the app waiting for its model file) or is not (a server
             # that failed, an address nothing answers: "waiting" read as if it would come by itself)
-            set_text(self.summary, "No conversation cache in this server's feed." if view.snapshot
+            # a server loading its model has no cache yet: "No conversation cache in this server's feed" read as if
+            # it had none (a new-user trial's first start)
+            loading = view.snapshot and not view.ready and not view.snapshot.get("error")
+            # a loading snapshot with the feed gone is not a load still under way (a server killed during it: the
+            # header says it failed, and this said the load was waited for): the connection says what there is
+            set_text(self.summary, "Waiting for the server to load its model..." if loading and view.connection == "connected"
+                     else "No conversation cache in this server's feed." if view.snapshot and not loading
                      else "Waiting for the server..." if view.connection in ("connecting", "waiting")
                      else "No data: not connected (the header says why).")
             return

@@ -65,7 +65,7 @@ def model_text(snap: dict) -> str:
         facts.append(f"{e['backend']}, {units.counted(e.get('threads'), 'thread')}")
     if e.get("kv_type"):
         bpt = e.get("bytes_per_token")
-        facts.append(f"KV {e['kv_type']}" + (f" ({bpt / 1024:.1f} KiB/token)" if bpt else ""))
+        facts.append(f"KV {e['kv_type']}" + (f" ({units.per_token(bpt)})" if bpt else ""))
     # the name wraps as words do (a long one must fit somewhere); each fact after it stays on one line
     return " \u2022 ".join(parts + [units.phrase(f) for f in facts])
 
@@ -133,6 +133,8 @@ class Header(QWidget):
         dash = " " if state == "waiting" else " \u2014 "
         detail = "" if state == "connected" else \
             f"{dash}{html.escape(view.connection_detail, quote=False)}" if view.connection_detail else ""
+        if state == "connected" and snap and not view.ready and not snap.get("error") and view.loading_s is not None:
+            detail = f"{dash}{units.elapsed(view.loading_s)} so far"    # minutes for a big model: the figure moves
         # a reason takes the row's free space and wraps there; "connected" leaves it to the stretch after the button
         long = bool(detail)
         self._top.setStretch(0, 1 if long else 0)

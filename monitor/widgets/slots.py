@@ -30,10 +30,12 @@ HEADERS = ("context", "group", "state", "held\ntok (filled)", "conversation", "l
 TIPS = ("", "slot group (unit of load)", "empty / idle / prefill / decode", "tokens the context's KV holds (share of its capacity)", "the conversation the context holds", "time since the context's last use ended (now: in use)",
         "prompt tokens the last request reused in this context", "last measured prefill speed",
         "last measured decode speed", "time left before the slot policy may give this slot to another "
-        "conversation (expired: it may now; an empty slot or one in use has none)", "the slot policy's value of keeping this history (higher = kept longer)")
+        "conversation (expired: it may now; an empty slot or one in use has none)", "the slot policy's value of keeping this history (higher = kept longer); superseded: a copy whose "
+        "conversation went on in another context, worth nothing")
 
 
 BUSY = ("prefill", "decode")
+SUPERSEDED = "superseded"
 
 
 def slot_cells(row: SlotRow, live: bool = True) -> list[str]:
@@ -48,7 +50,9 @@ def slot_cells(row: SlotRow, live: bool = True) -> list[str]:
             row.conversation or units.NA, last_use,
             units.count(row.reused_tokens), units.rate(row.prefill_tps), units.rate(row.decode_tps),
             _protection(row.protection_left_s),
-            units.score(row.value)]
+            # worth nothing, where its value and protection are not sent: it read as an en dash, as an empty slot
+            # or one in use does, beside the tokens it holds (since 44c431d every copy a conversation left behind)
+            SUPERSEDED if row.superseded else units.score(row.value)]
 
 
 def _protection(left_s: float | None) -> str:

@@ -354,6 +354,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         if unkept:
             with self._lock:
                 self._stop = StopQueue({k: i for i, k in enumerate(keys)}, unkept)
+            self._spill.leave_out([keys[i] for i in unkept])
 
     def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None,
               waiting: Callable[[SaveUnderWay, float], None] | None = None, stall_s: float | None = None) -> None:
@@ -509,7 +510,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         if ok:
             return None
         entry = self.ram.entries[key]  # the next level refused it: a later disk level may take it
-        written, lvl, refused, _ = self._write_down(entry, self.first_disk)
+        written, lvl, refused, _, _ = self._write_down(entry, self.first_disk)
         if written is None:
             return "; ".join(refused)
         lvl.add(written)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 from collections import Counter, deque
 from collections.abc import Callable
 
@@ -63,6 +64,15 @@ def budget_flag(level: str) -> str:
     """The flag that sets a level's budget (a refusal names it: a history larger than the budget is never kept).
     Level names are identifiers (`system_prompt`), flags are spelled with dashes."""
     return "--conversation-cache-mib" if level == "ram" else f"--conversation-cache-{level.replace('_', '-')}-mib"
+
+
+def failed_write_reason(exc: OSError) -> str:
+    """Why a write failed, with the path it failed on when the error names one: a name of the level's taken by
+    a folder (`Is a directory`) fails that one conversation's writes and no other, and the folder's name alone
+    sent the user to check its free space and permissions, all fine."""
+    path = getattr(exc, "filename2", None) or getattr(exc, "filename", None)
+    reason = exc.strerror or str(exc)
+    return f"{reason}: {path}" if path and exc.strerror else reason
 
 
 class Cascade:
@@ -268,8 +278,12 @@ class Cascade:
             self._failing[lvl.name] = self.write_failures[lvl.name]
             log.warning("conversation cache %s level: cannot write to %s (%s); histories go to a later level that "
                         "takes them, else they are lost, until it can (check that folder, its free space and write "
-                        "permission)", lvl.name, lvl.folder, exc.strerror or exc)
+                        "permission)", lvl.name, lvl.folder, failed_write_reason(exc))
         self.write_failures[lvl.name] += 1
+
+    def is_failing(self, lvl: DiskLevel) -> bool:
+        """Whether `lvl`'s writes are failing and that was warned of (until `write_worked`)."""
+        return lvl.name in self._failing
 
     def write_worked(self, lvl: DiskLevel) -> None:
         if lvl.name in self._failing:
@@ -304,6 +318,10 @@ class Cascade:
             takes_space = not dst.io.same_volume(entry.image_path, dst.folder)   # a rename takes none
         try:
             moved, why = self.write_into(to, entry.n_bytes, now, write, takes_space=takes_space)
+        except FileNotFoundError as exc:
+            if not isinstance(entry, RamEntry) and not os.path.exists(entry.image_path):
+                return self._source_gone(src, key, entry.image_path)
+            return self._refuse_io(dst, key, exc)
         except OSError as exc:
             return self._refuse_io(dst, key, exc)
         if moved is None:
@@ -317,6 +335,17 @@ class Cascade:
         self.degradations[src.name] += 1
         self._event("degrade", src.name, key, f"{cause} -> {dst.name}")
         return True, "moved"
+
+    def _source_gone(self, src: DiskLevel, key: str, image_path: str) -> tuple[bool, str]:
+        """A move down whose source files another process removed (another server on the folder moved or evicted
+        the entry): not the next level failing to write. Unindexed, as a lookup's hit whose files are gone is; its
+        room is free, so the caller's plan goes on (True). Taken as the next level's write failure, it was warned
+        of and counted as one, and the level, `full and its oldest cannot degrade`, took nothing until a restart."""
+        forget_files(src, key, "files gone", if_names=image_path)
+        src.entries.pop(key, None)
+        log.info("conversation cache %s level: conversation %s's file %s was removed since start-up (another process "
+                 "sharing the folder?); unindexed", src.name, key, image_path)
+        return True, "gone"
 
     def _refuse_io(self, dst: DiskLevel, key: str, exc: OSError) -> tuple[bool, str]:
         self.refusals[dst.name] += 1

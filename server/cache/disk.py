@@ -18,6 +18,7 @@ trusted (damaged_files.py then removes the skipped files Strata wrote). What thi
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -47,7 +48,17 @@ SIDECAR_FORMAT = "strata-conv-sidecar"
 SIDECAR_VERSION = 1
 # Why an index skipped a file; every one is counted and none is trusted.
 LAST_TIME = 253402300800.0  # 10000-01-01 UTC: a sealed or created time at or past it is damage, not a date
-SKIP_REASONS = ("foreign", "stale", "damaged", "orphan_sidecar", "orphan_image", "partial")
+SKIP_REASONS = ("foreign", "stale", "damaged", "orphan_sidecar", "orphan_image", "partial", "unreadable")
+
+
+def _unreadable_detail(which: str, exc: OSError) -> str:
+    """Why a file this server may not read is skipped and kept: its permissions, not its bytes (a server run once
+    as another user, with sudo, left files this one cannot read). Removed as damage, as it was (an unreadable
+    sidecar took its image with it; an unreadable image was deleted at its restore), a history lost for good."""
+    return (f"its {which} cannot be read ({exc.strerror or exc}): left as it is; make the files readable to the "
+            "user the server runs as, and restart, to use it")
+
+
 UNRECORDED_KV_REVISION = 1  # a sidecar without `kv_revision`: written before it was recorded (an older engine)
 GENERATION_MARK = "@"  # <prefix><key>@<generation>.img: never in a key (session names and hex keys have no '@')
 
@@ -356,6 +367,9 @@ class DiskLevel:
             return
         except FileNotFoundError:  # removed since the listing (another server sharing the folder evicted it)
             return
+        except PermissionError as exc:   # whole, as far as anyone knows: not damage, and nothing of it is removed
+            self._skip(name, "unreadable", _unreadable_detail("sidecar", exc))
+            return
         except (OSError, ValueError, KeyError, TypeError, ArithmeticError, RecursionError) as exc:
             # ArithmeticError: a number no int32 / int holds (a token id of 2**70, Infinity); RecursionError:
             # JSON nested ~1,000 deep. Either one escaped this and stopped the server from loading.
@@ -369,9 +383,18 @@ class DiskLevel:
         except OSError as exc:
             self._skip(name, "orphan_sidecar", f"its image cannot be read ({exc.strerror or exc})")
             return
+        if os.path.isdir(entry.image_path):   # its size is the folder's (4096), which read as a truncated image
+            self._skip(name, "damaged", f"its image's name {os.path.basename(entry.image_path)} is taken by a folder "
+                                        "(not Strata's: left as it is; this conversation's histories cannot be "
+                                        "written to this level until it is moved away)")
+            return
         if size != entry.image_bytes:  # truncated or grown: never trusted
             self._skip(name, "damaged", f"its image is {size} bytes, the sidecar says {entry.image_bytes} "
                                         "(truncated or grown)")
+            return
+        if not os.access(entry.image_path, os.R_OK):   # its restore would fail and delete it as damaged
+            self._skip(name, "unreadable", _unreadable_detail("image", PermissionError(errno.EACCES, os.strerror(
+                errno.EACCES))))
             return
         self.entries[key] = entry
 

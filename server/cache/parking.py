@@ -268,20 +268,23 @@ class ParkingMixin:
         all): its outcome (as `_spill_one`'s) and whether a write failed: an I/O error at a level, or refused
         everywhere where a disk level's whole budget holds it (one larger than every budget is refused by plan)."""
         key = entry.key
-        written, lvl, refused, errors = self._write_down(entry, self.first_disk, seal)
+        written, lvl, refused, errors, said = self._write_down(entry, self.first_disk, seal)
         with self._lock:
             self._pending.pop(key, None)  # the RAM copy is freed here, written or not
             if written is None:
                 self.spill_failures += 1
                 where = "; ".join(refused)
                 failed = errors or self._disk_takes(entry.n_bytes)
+                # refused only by levels whose failing writes were warned of already (a folder gone read-only
+                # fails every park): counted, and a DEBUG line, not the same warning again each park
+                level = logging.DEBUG if said else logging.WARNING
                 if self._keep_in_ram(entry):
-                    log.warning("spill of %s refused (%s); kept in RAM instead (check the free space, budget and "
-                                "write permission there)", key, where)
+                    log.log(level, "spill of %s refused (%s); kept in RAM instead (check the free space, budget and "
+                            "write permission there)", key, where)
                     return None, failed
                 self.parks["discard"] += 1
-                log.warning("spill of %s refused (%s); discards=%d (check the free space, budget and write "
-                            "permission there)", key, where, self.parks["discard"])
+                log.log(level, "spill of %s refused (%s); discards=%d (check the free space, budget and write "
+                        "permission there)", key, where, self.parks["discard"])
                 return False, failed
             if refused:
                 log.info("spill of %s: %s; written to the %s level instead", key, "; ".join(refused), lvl.name)
@@ -383,16 +386,19 @@ class ParkingMixin:
 
     def _write_down(self, entry: RamEntry, start: int, seal: float | None = None) -> tuple:
         """Write `entry` to the first disk level from index `start` on that takes it: (the written entry
-        or None, that level, why each level before it refused, whether a write failed: an I/O error). The caller
+        or None, that level, why each level before it refused, whether a write failed: an I/O error, whether every
+        refusal was a failed write at a level already warned of as failing: nothing new to say). The caller
         adds it to the level. `seal`: the one it takes (else the next after every seal given)."""
         refused: list[str] = []
         written = lvl = None
         errors = False
+        said = True
         for i in range(start, len(self.cascade.levels)):
             lvl = self.cascade.levels[i]
             with self._lock:
                 # after every seal given: first-in-first-out is this order
                 now = self.cascade.next_seal(self.clock()) if seal is None else seal
+                failing = self.cascade.is_failing(lvl)   # before this write: its failures said already
             try:
                 with self._lock:
                     lvl.ensure_folder()  # before make_room: a removed folder's entries are not evicted first
@@ -405,12 +411,15 @@ class ParkingMixin:
                 written, why, errors = None, f"write failed: {exc}", True
                 with self._lock:
                     self.cascade.write_failed(lvl, exc)
+            else:
+                failing = False   # refused by plan (its budget, a full volume): not what the failing state said
             if written is not None:
                 with self._lock:
                     self.cascade.write_worked(lvl)
                 break
+            said = said and failing
             refused.append(f"{lvl.name} {lvl.folder}: {why}")
-        return written, lvl, refused, errors
+        return written, lvl, refused, errors, said and bool(refused)
 
     def _keep_in_ram(self, entry: RamEntry) -> bool:
         """A capture the disk refused goes to the RAM level when the parking floor and its budget allow

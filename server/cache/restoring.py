@@ -245,6 +245,18 @@ class RestoreMixin:
                 return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False,
                                      f"its file {entry.image_path} was removed since start-up (another process "
                                      "sharing the folder?); unindexed", untouched=True)
+            if isinstance(exc, PermissionError):
+                # made unreadable since the index (chmod, another user's copy put in place): its bytes are whole,
+                # so not damage; deleting it lost a history that fixing the permissions brings back. Unindexed here
+                # (not tried again), its files kept; the next start skips it as `unreadable` until it can be read
+                with self._lock:
+                    lvl.entries.pop(entry.key, None)
+                log.warning("conversation cache %s level: %s cannot be read (%s); not restored, its files left as "
+                            "they are (make them readable to the user the server runs as, and restart, to use it)",
+                            lvl.name, entry.image_path, exc.strerror or exc)
+                return RestoreResult(0, lvl.name, time.perf_counter() - t0, adm.floor, False,
+                                     f"its file {entry.image_path} cannot be read ({exc.strerror or exc}); unindexed",
+                                     untouched=True)
             n, v, why = 0, Validation(0, False, f"read failed: {exc}"), f"read failed: {exc}"
         ladder = False
         if not v.complete:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 log = logging.getLogger("strata.cache")
 
@@ -32,6 +32,7 @@ class SpillWriter:
         self.not_kept = 0     # keys with nothing written (gone from the queue's entries, kept in RAM instead)
         self._counted: dict[str, int] | None = None   # a flush's: the keys it counts written, their bytes
         self._mark: tuple[int, int, int] | None = None   # a stop's start (keys done, refused, not kept): see mark
+        self._left_out: set[str] = set()   # queued keys a stop's plan leaves unwritten, not yet taken: see leave_out
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._stopped = False   # after stop(), nothing is taken (the cache closed; a park may still end after it)
@@ -74,6 +75,14 @@ class SpillWriter:
                 self._mark = (self._keys_done, self.refused, self.not_kept)
                 self._counted = written
 
+    def leave_out(self, keys: Collection[str]) -> None:
+        """Queued `keys` a stop's plan leaves unwritten (cache.stop_writes): a flush's lines leave them out of what
+        stays from its first line. Counted only as each was taken at its turn, a stop said "keeping 3 conversations
+        ... (0 of 3 written)" and then "keeping 1 ... (1 of 1 written)" (session 39's soak: 3 of 4 left out). One
+        written after all at its turn (the plan given up on a failed write) counts as written when taken."""
+        with self._count_lock:
+            self._left_out = set(keys)
+
     def unmark(self) -> None:
         with self._count_lock:
             self._mark, self._counted = None, None
@@ -103,6 +112,7 @@ class SpillWriter:
         """One key taken off the queue (the count lock held)."""
         self._keys_left -= 1
         self._keys_done += 1
+        self._left_out.discard(key)   # taken: its outcome counts it now
         self._count_outcome(key, outcome)
 
     def recount(self, key: str, outcome: int | bool | None) -> None:
@@ -148,7 +158,8 @@ class SpillWriter:
         took = 0   # keys taken during this flush
         while True:
             with self._count_lock:
-                tasks, left, took = self._q.unfinished_tasks, self._keys_left, self._keys_done - done0
+                tasks, took = self._q.unfinished_tasks, self._keys_done - done0
+                left = self._keys_left - len(self._left_out)   # those the plan writes
                 gone = self.refused - refused0 + self.not_kept - not_kept0   # taken, nothing of them kept here
                 refused = self.refused - refused0
             if not tasks:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from .generate import KINDS, generate
 from .policies import POLICY_NAMES, make_policy
@@ -61,13 +62,27 @@ def ignored_flags(args: argparse.Namespace) -> list[str]:
 
 
 def _slot_counts(text: str) -> list[int]:
+    items = text.split(",")
+    if text.strip() and not all(x.strip() for x in items):   # `2,,4` was taken as 2,4: a count left out by mistake
+        empty = next(i for i, x in enumerate(items, 1) if not x.strip())
+        raise ValueError(f"--slots {text!r}: item {empty} is empty; expected whole numbers separated by commas "
+                         "(2,4,6,8)")
     try:
-        counts = [int(x) for x in text.split(",") if x.strip()]
+        counts = [int(x) for x in items if x.strip()]
     except ValueError:
         raise ValueError(f"--slots {text!r}: expected whole numbers separated by commas") from None
     if not counts or any(not 1 <= n <= MAX_SLOTS for n in counts):   # 10^11 slots ran for minutes, then out of memory
         raise ValueError(f"--slots {text!r}: expected counts from 1 to {MAX_SLOTS}")
     return counts
+
+
+def _refuse_to_replace(out: str) -> None:
+    """`strata replay generate --out F` wrote over F without a word: a timeline recorded from real traffic
+    (`strata serve --timeline-out`) cannot be made again. A file with something in it is kept."""
+    path = Path(out).expanduser()
+    if path.is_file() and path.stat().st_size > 0:
+        raise ValueError(f"--out {out}: a file is already there ({path.stat().st_size} bytes), kept; remove it "
+                         "first or give another --out")
 
 
 def _timeline(spec: str) -> list[Request]:
@@ -170,7 +185,12 @@ def run(args: argparse.Namespace) -> int:
             if args.out == "-":
                 write_strata(reqs, sys.stdout)
             else:
-                write_strata(reqs, args.out)
+                _refuse_to_replace(args.out)
+                try:
+                    write_strata(reqs, args.out)
+                except OSError as e:   # a folder that is not there, a folder as --out: the user's path, status 2
+                    raise ValueError(f"--out {args.out}: cannot write it ({e.strerror or e}); give a file in a "
+                                     "folder that exists") from None
                 print(f"wrote {len(reqs)} requests of {len({r.conversation for r in reqs})} conversations "
                       f"to {args.out}", file=sys.stderr)
             return 0
@@ -184,7 +204,12 @@ def run(args: argparse.Namespace) -> int:
         if args.draws > 1 and args.thin == 1:
             raise ValueError(f"--draws {args.draws} needs --thin below 1: the whole timeline has one draw")
         counts = _slot_counts(args.slots)
+        if args.groups > min(counts):   # as strata serve refuses --batch-groups above --batch: a group with no slot
+            raise ValueError(f"--groups {args.groups} is more than --slots {min(counts)}")
         names = [p.strip() for p in args.policies.split(",") if p.strip()]
+        if not names:   # `--policies ,` or `--policies ""` ended in a traceback after the whole replay
+            raise ValueError(f"--policies {args.policies!r}: expected at least one policy, from: "
+                             + ", ".join(POLICY_NAMES))
         rows = replay(overlay(_timeline(args.timeline), args.overlay), counts, names, opts, args.thin, args.draws)
     except (ValueError, TimelineError) as e:
         print(f"strata replay: {e}", file=sys.stderr)

@@ -68,7 +68,8 @@ def slot_views(slots, now: float, commons: list[int], turns: dict[int, int] | No
         if busy:
             load[s.group] = load.get(s.group, 0) + 1
         turn = turns.get(s.req, 0) if turns is not None and s.req is not None else 0
-        views.append(sp.SlotView(s.index + 1, s.group, s.n_tokens, commons[s.index], s.last_use, busy, s.blank, turn))
+        blank = s.blank or s.superseded     # a superseded copy: worth nothing (seed 000), still matched
+        views.append(sp.SlotView(s.index + 1, s.group, s.n_tokens, commons[s.index], s.last_use, busy, blank, turn))
     return views, load
 
 

@@ -12,17 +12,20 @@ Not here: the policies (policies.py) or any engine; tokens are segment counts (t
 from __future__ import annotations
 
 import heapq
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .. import slot_policy as sp
 from .timeline import Request, common_prefix
 
 
 class SimSlot:
     """One simulated slot: what it holds (segments of the last request served + its output)."""
 
-    __slots__ = ("index", "group", "ids", "lens", "n_tokens", "last_use", "busy_until", "req", "blank")
+    __slots__ = ("index", "group", "ids", "lens", "n_tokens", "last_use", "busy_until", "req", "blank",
+                 "conversation", "superseded", "covered")
 
     def __init__(self, index: int, group: int) -> None:
         self.index = index
@@ -33,7 +36,13 @@ class SimSlot:
         self.last_use = 0.0
         self.busy_until = float("-inf")
         self.req: int | None = None  # index of the request whose history it holds
-        self.blank = True
+        self.blank = True  # empty: holds nothing
+        self.conversation = ""
+        # the server's superseded copy (SlotTable.supersede_copies): its conversation went on in another slot
+        # holding at least own_min_share of it; it still matches, but the slot policy counts it as worth
+        # nothing (policies.slot_views); `covered`: held whole there, so not kept in RAM again when overwritten
+        self.superseded = False
+        self.covered = False
 
 
 @dataclass
@@ -68,8 +77,13 @@ class SimOptions:
         for name, flag in (("ram_cache_tokens", "--ram-cache-tokens"), ("ram_min_tokens", "--ram-min-tokens"),
                            ("prefill_tps", "--prefill-tps"), ("decode_tps", "--decode-tps"),
                            ("prompt_rate_tps", "--prompt-rate")):
-            if getattr(self, name) < 0:   # named by the flag that sets it (strata replay's user typed that)
-                raise ValueError(f"{flag} {getattr(self, name)!r}: expected >= 0")
+            value = getattr(self, name)
+            # named by the flag that sets it (strata replay's user typed that); NaN passed `< 0` and inf
+            # `> 0`: `--decode-tps nan` replayed as if timed and printed a table as valid as any
+            if not math.isfinite(value):
+                raise ValueError(f"{flag} {value!r}: expected a finite number >= 0")
+            if value < 0:
+                raise ValueError(f"{flag} {value!r}: expected >= 0")
 
 
 class RamCache:
@@ -107,6 +121,26 @@ class RamCache:
             e[3] = now
             self.entries[best_k] = e
         return best
+
+
+def supersede_copies(slots: Sequence[SimSlot], keep: int, conversation: str, commons: list[int],
+                     now: float) -> None:
+    """As the server does (SlotTable.supersede_copies): the conversation went on in slot `keep`; its idle copies
+    in other slots that the prompt holds (`commons`: at least own_min_share of each) are superseded, `covered`
+    where held whole."""
+    share = sp.PolicyConfig().own_min_share
+    for o in slots:
+        if (o.index != keep and not o.blank and o.busy_until <= now and o.conversation == conversation
+                and commons[o.index] >= share * o.n_tokens):
+            o.superseded = True
+            o.covered = commons[o.index] >= o.n_tokens - 1
+
+
+def kept_elsewhere(slots: Sequence[SimSlot], s: SimSlot) -> bool:
+    """A covered copy that another slot still holds whole (as the server's parking.kept_elsewhere, without the
+    cache's budget): overwritten without going to RAM."""
+    return s.covered and any(o is not s and not o.blank
+                             and common_prefix(s.ids, s.lens, o.ids, o.lens) >= s.n_tokens - 1 for o in slots)
 
 
 def simulate(requests: Sequence[Request], n_slots: int, policy, opts: SimOptions | None = None) -> SimResult:
@@ -148,7 +182,7 @@ def simulate(requests: Sequence[Request], n_slots: int, policy, opts: SimOptions
         from_ram = 0
         if ram is not None:
             from_ram = max(ram.best(rid, rlen, now) - reused, 0)
-            if not s.blank and commons[t] < s.n_tokens:
+            if not s.blank and commons[t] < s.n_tokens and not kept_elsewhere(slots, s):
                 ram.admit(s.ids, s.lens, s.n_tokens, now)
         reused = min(reused, r.n_prompt)
         from_ram = min(from_ram, r.n_prompt - reused)
@@ -171,6 +205,9 @@ def simulate(requests: Sequence[Request], n_slots: int, policy, opts: SimOptions
         s.busy_until = end if timed else float("-inf")
         s.req = i
         s.blank = False
+        s.conversation = r.conversation
+        s.superseded = s.covered = False
+        supersede_copies(slots, t, r.conversation, commons, now)
         policy.served(t, i, end)
         for child in waiting.pop(i, ()):
             heapq.heappush(heap, (max(requests[child].time, end), child))

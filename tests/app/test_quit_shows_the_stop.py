@@ -58,8 +58,9 @@ def test_quit_shows_the_stop_in_the_status_bar_and_ends_when_the_server_has(qtbo
 def test_the_status_bar_says_a_progress_line_once():
     st = ServerStatus("stopping", "stopping: keeping 1 conversation for the next start (3 of 5 written)", None, 7, 0, "")
     assert status_text(st) == "Server stopping: keeping 1 conversation for the next start (3 of 5 written)"
-    st = ServerStatus("stopping", "stopping the server (it parks its conversations first)", None, 7, 0, "")
-    assert status_text(st) == "Server stopping: stopping the server (it parks its conversations first)"
+    st = ServerStatus("stopping", "stopping the server (its conversations are not kept: no disk level is on)", None, 7,
+                      0, "")
+    assert status_text(st) == "Server stopping: stopping the server (its conversations are not kept: no disk level is on)"
 
 
 def test_a_restart_asked_for_while_quitting_starts_no_server(qtbot, tmp_path):

@@ -16,6 +16,10 @@ def test_tray_menu_follows_the_state(qapp):
         tray.show_status(ServerStatus("starting", "starting the server", None, None, 0, ""))
         assert tray.state_action.text() == "Server: starting"
         assert not tray.endpoint_action.isEnabled()
+        # the model loading: the menu counts the load, as the status bar does (it said "Server: starting" all along)
+        tray.show_status(ServerStatus("starting", "loading the model", "http://127.0.0.1:8080", 42, 0, "", loading_s=42.6))
+        assert tray.state_action.text() == "Server: loading the model (42 s so far)"
+        assert tray.icon.toolTip() == "Strata \u2014 starting\nhttp://127.0.0.1:8080\nloading the model"
         up = ServerStatus("running", "pid 42", "http://127.0.0.1:8080", 42, 1, "server killed by SIGKILL; restart 1 of 5")
         tray.show_status(up)
         assert tray.state_action.text() == "Server: running"

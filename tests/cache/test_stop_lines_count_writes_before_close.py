@@ -48,3 +48,29 @@ def test_an_eviction_before_the_close_is_said(make_cache, tmp_path):
     cache, lines = stop_then_close(make_cache, tmp_path, [2, 3, 4, 5], held=False)
     assert len(cache.cascade.levels[-1].entries) == 2
     assert lines and lines[-1] == (4, 2, -1, -1, 0, 2), lines
+
+
+def test_the_first_line_leaves_out_what_the_plan_does_not_write(make_cache, tmp_path):
+    """The close begins before the writer takes any of the queue: its first line already says the 2 conversations
+    that stay (2 and 3 left out by the plan), as every later one does. Before: 'keeping 4 conversations ... (0 of 4
+    written)', then 'keeping 2 ... (2 of 2 written)' as each left-out one was taken at its turn (session 39's soak:
+    'keeping 3 ... (0 of 3 written)', then 'keeping 1 ... (1 of 1 written)')."""
+    cache = make_cache(engine=SimEngine(piece_bytes=PIECE), conversation_cache_mib=0, conversation_cache_park="disk",
+                       conversation_cache_cold_mib=2, conversation_cache_warm_mib=0,
+                       conversation_cache_cold_dir=str(tmp_path / "cold"),
+                       conversation_cache_warm_dir=str(tmp_path / "warm"))
+    spill = cache._spill
+    spill.release = lambda: None   # the writer stays held past the stop's parks: the close comes first
+    with cache.stop_writes():
+        for s in [2, 3, 4, 5]:
+            park_history(cache, history(s, N))
+    del spill.release
+    lines: list[tuple] = []
+
+    def progress(*a):
+        lines.append(a)
+        spill.release()   # the first line said, the writer goes on
+
+    cache.close(progress=progress)
+    assert len(cache.cascade.levels[-1].entries) == 2
+    assert lines and {a[1] for a in lines} == {2}, lines

@@ -93,8 +93,9 @@ def test_an_unknown_option_with_nothing_close_still_says_where_the_options_are(c
 def test_a_path_a_command_cannot_write_is_named_without_a_traceback(capsys, tmp_path):
     target = tmp_path / "no-such-folder" / "timeline.jsonl"
     rc, err = run_cli(capsys, "replay", "generate", "--hours", "0.05", "--out", str(target))
-    assert rc == 1
-    assert err == f"strata replay: {target}: No such file or directory\n"
+    assert rc == 2   # the user's path: a usage error (it was 1)
+    assert err == (f"strata replay: --out {target}: cannot write it (No such file or directory); give a file in a "
+                   "folder that exists\n")
 
 
 def test_a_disk_bench_larger_than_any_is_refused_before_writing(capsys, tmp_path):

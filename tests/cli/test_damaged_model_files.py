@@ -141,20 +141,36 @@ def test_models_lists_each_damaged_file_as_unreadable_with_why(damaged):
         assert any(says in ln for ln in lines), f"{name}: {lines}"
 
 
+def test_models_says_what_is_wrong_with_the_file_as_serve_does(damaged):
+    """`strata models` said an unreadable file's error with the reader's class name ('error: PATH: GGUFError:
+    GGUF PATH: bad magic ...'), a name of Strata's insides; serve says the reader's words alone."""
+    folder, models = damaged
+    text = folder / "notes.gguf"
+    text.write_text("not a model\n")
+    done = strata("models", "--dir", str(folder))
+    assert done.returncode == 0, done.stderr
+    assert "GGUFError" not in done.stdout + done.stderr, done.stdout
+    cut = models["tensor data cut short"][0]
+    assert f"error: {text}: GGUF {text}: bad magic (not a GGUF file) (give a .gguf model file" in done.stdout, done.stdout
+    assert any(ln.startswith(f"error: {cut}: GGUF {cut}: ") and ln.endswith("download it again)")
+               for ln in done.stdout.splitlines()), done.stdout
+
+
 @pytest.mark.parametrize("command", [("serve", "--no-config", "--port", "0", "--threads", "1", "--ctx", "256"),
                                      ("chat", "--ctx", "256"), ("bench", "--quick"),
                                      ("setup", "--yes", "--skip-bench", "--config", "{folder}/c.toml")])
 def test_each_command_says_what_to_do_about_a_cut_short_file_or_one_that_is_not_gguf(damaged, command):
     """A download cut short: download it again; a file that is not GGUF: give a .gguf file (they named the
-    defect and stopped there, leaving the user to guess what to do)."""
+    defect and stopped there, leaving the user to guess what to do). Each stops with serve's status for a model
+    it cannot load, MODEL_NOT_LOADED (chat, bench and setup stopped with 1)."""
     folder, models = damaged
     args = [a.format(folder=folder) for a in command]
     cut = strata(*args, "--model", str(models["tensor data cut short"][0]), timeout=60)
-    assert cut.returncode != 0 and "download it again" in cut.stderr + cut.stdout, cut.stderr
+    assert cut.returncode == MODEL_NOT_LOADED and "download it again" in cut.stderr + cut.stdout, cut.stderr
     text = folder / "notes.gguf"
     text.write_text("not a model\n")
     wrong = strata(*args, "--model", str(text), timeout=60)
-    assert wrong.returncode != 0, wrong.stderr
+    assert wrong.returncode == MODEL_NOT_LOADED, wrong.stderr
     assert "give a .gguf model file" in wrong.stderr + wrong.stdout or "not a GGUF file" in wrong.stderr, wrong.stderr
 
 

@@ -230,6 +230,23 @@ def test_the_packaged_app_names_its_console_strata_beside_it(tmp_path):
             [str(console)]
 
 
+def test_the_app_pip_installed_names_the_strata_beside_it(tmp_path):
+    """`.venv/bin/strata-app` with no display said 'run the server alone with `.venv/bin/python -m strata serve`'
+    (a new-user trial): pip put `strata` beside it, the command README shows. Without one there, `-m` as before."""
+    from strata.installer.cli import strata_command
+
+    folder = tmp_path / "venv" / "bin"
+    folder.mkdir(parents=True)
+    app = folder / "strata-app"
+    app.write_bytes(b"")
+    python = str(folder / "python")
+    assert strata_command(on_path="", argv0=str(app), frozen=False, executable=python) == f"{python} -m strata"
+    (folder / "strata").write_bytes(b"")
+    assert shlex.split(strata_command(on_path="", argv0=str(app), frozen=False, executable=python)) == \
+        [str(folder / "strata")]
+    assert strata_command(on_path="/usr/bin/strata", argv0=str(app), frozen=False, executable=python) == "strata"
+
+
 def test_on_windows_a_quoted_program_is_also_given_in_powershell_form():
     """On Windows the hint was cmd.exe's line only: `"C:\\Program Files\\Strata\\Strata.exe" --strata-cli serve`.
     PowerShell (Windows Terminal's default shell) reads a line that starts with a quoted string as that string

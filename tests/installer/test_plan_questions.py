@@ -219,10 +219,10 @@ def test_a_big_model_on_a_small_machine_gets_q8_0_kv_for_a_longer_context():
     small = replace(situation("laptop", "8B"), model=moe, machine=MachineProfile(8, 16, 24 * 1024, 20 * 1024))
     plan = make_plan(small, default_answers(small))
     assert plan.config()["kv_type"] == "q8_0" and plan.config()["ctx"] == 16384 and plan.config()["batch"] == 1
-    assert "F16 (98304) would hold one context of 16384 tokens at most, q8_0 32768" in plan.reason("kv_type")
+    assert "F16 (96.0 KiB/token) would hold one context of 16384 tokens at most, q8_0 32768" in plan.reason("kv_type")
     one = make_plan(small, default_answers(small, start=Answers(concurrency="one")))
     assert one.config()["ctx"] == 32768 and one.config()["batch"] == 0
-    assert "52224 bytes per token" in plan.reason("kv_type")
+    assert "51.0 KiB/token" in plan.reason("kv_type")
     one_16k = make_plan(small, default_answers(small, start=Answers(concurrency="one", ctx=16384)))
     assert (one_16k.config()["kv_type"], one_16k.config()["ctx"]) == ("f16", 16384)   # a context F16 holds
     assert "your 16384-token context fit in F16 too" in one_16k.reason("kv_type")

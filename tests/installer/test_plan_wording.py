@@ -39,6 +39,16 @@ def test_a_small_models_kv_is_said_in_mib():
     assert re.search(r"\b4 slots of \d+ tokens \(\d+ MiB of KV\)", said), said
 
 
+@pytest.mark.parametrize("machine", sorted(MACHINES))
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_the_kv_per_token_is_said_as_the_monitor_says_it(machine, model):
+    """The KV type's reason said "23040 bytes per token" where the monitor's header says "22.5 KiB/token"."""
+    for text in _texts(machine, model):
+        assert "bytes per token" not in text and not re.search(r"F16 \(\d+\)", text), text
+    plan_kv = [t for t in _texts("small-laptop", "135M") if t.startswith("F16 KV")]
+    assert plan_kv and plan_kv[0].startswith("F16 KV, 22.5 KiB/token: "), plan_kv
+
+
 def test_the_bench_results_have_thousands_separators():
     pytest.importorskip("PySide6")
     from strata.installer.wizard.bench_page import _describe
@@ -107,3 +117,17 @@ def test_the_default_models_disk_reasons_say_an_8192_token_history():
 def test_article(n, word):
     from strata.monitor.units import article
     assert article(n) == word
+
+
+def test_the_disk_reason_without_a_bench_says_what_was_measured_and_where():
+    # a new-user trial's Set up again (no bench while the server runs) read "(a measured case: 274 ms against
+    # 197 s)": of what, and on which machine?
+    from strata.installer.plan import question_for
+
+    from tests.installer.test_disk_reason_names_a_history_the_model_holds import measured
+    s = measured("135M")
+    for case in (replace(s, bench=None), replace(s, bench=None, cold_disk=replace(s.cold_disk, read_mib_s=None))):
+        reason = question_for("keep_on_disk", case, Answers()).reason
+        assert "measured on another machine: a 95,661-token history back from disk in 274 ms, its prefill 197 s" \
+            in reason, reason
+        assert "a measured case" not in reason, reason

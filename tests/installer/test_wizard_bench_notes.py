@@ -36,3 +36,15 @@ def test_a_folder_named_with_markup_is_shown_as_it_is(qtbot, tmp_path, tiny_mode
     shown.setHtml(bench.results.text())
     text = shown.toPlainText()
     assert "Model: prefill " in text and f"Disk {folder}: write " in text, text
+    # it ended on a bare "done" (a new-user trial: done what?)
+    assert bench.status.text() == ("bench done: measured the model's prompt and generation speeds and the disk's "
+                                   "write and read speeds (above); the plan's choices use them"), bench.status.text()
+
+
+def test_a_bench_that_measured_nothing_says_so():
+    from strata.installer.bench import BenchReport
+    from strata.installer.plan_types import DiskFacts
+    from strata.installer.wizard.bench_page import finished_line
+
+    nothing = BenchReport(bench=None, disk=DiskFacts("/c", 1024), ram_total_mib=8192, ram_available_mib=4096)
+    assert finished_line(nothing) == "bench ended: nothing measured; the plan goes by its defaults"

@@ -27,3 +27,15 @@ def test_the_plans_rows_fit_their_reasons(qtbot, tmp_path, default_model_path):
         wizard.resize(*size)
         qtbot.wait(100)
         assert table.rowCount() > 10 and _rows_off(table) == [], (size, _rows_off(table))
+
+
+def test_a_folder_that_is_off_reads_off(qtbot, tmp_path, default_model_path):
+    """The warm level's folder (off unless set by hand) showed the TOML's `""` in the value column (a new-user
+    trial read it as a value missing); it says "off", and the file still gets "" (what serve reads as off)."""
+    wizard = wizard_at_plan_page(qtbot, tmp_path)
+    table = wizard.currentPage().table
+    rows = {table.item(r, 0).toolTip(): table.item(r, 1).text() for r in range(table.rowCount())}
+    assert rows["conversation_cache_warm_dir"] == "off", rows
+    assert '""' not in rows.values(), rows
+    assert wizard.currentPage().validatePage()
+    assert 'conversation_cache_warm_dir = ""' in wizard.config_path.read_text()

@@ -19,6 +19,9 @@ from strata.monitor import units
     # a short history's value was 0.0000 (four fixed decimals): every slot alike in a new user's screenshot
     (units.score, 0.00213, "0.00213"), (units.score, 0.0000412, "4.12e-05"), (units.score, 1.2345, "1.23"),
     (units.score, 0.0, "0"), (units.score, None, units.NA),
+    # the setup plan's reasons said "23040 bytes per token" where the header said "22.5 KiB/token"
+    (units.per_token, 23040, "22.5 KiB/token"), (units.per_token, 640, "640 B/token"),
+    (units.per_token, 3 * 2**20, "3.0 MiB/token"), (units.per_token, None, units.NA),
 ])
 def test_formats(fn, value, text):
     assert fn(value) == text

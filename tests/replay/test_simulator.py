@@ -125,3 +125,23 @@ def test_learned_policy_on_a_hand_computed_timeline():
     assert sr.expected_reread_rate(views[1], 9.0, st, cfg.learn) == pytest.approx((3 / 31) * 3000 / (13 / 6))
     # seed 000 (default) gives up A's slot at t=9 (both protected; A's value is the lower): A reads 2000
     assert simulate(LEARN_TL, 2, make_policy("default")).prompt_tokens_read == 7400
+
+
+def test_a_conversation_moved_to_another_slot_leaves_its_old_copy_worth_nothing():
+    """As the server (SlotTable.supersede_copies): A moves to a blank slot of the less loaded group (B busy in
+    A's group), copying from its own; its old copy is superseded, so the new conversation C takes it rather than
+    E's history, and E's next turn reads only its new tokens. Before, the old copy kept its full worth (4,010
+    tokens, worth keeping), C took E's slot and E read all 710 tokens again."""
+    opts = SimOptions(n_groups=2, prefill_tps=1000, decode_tps=10)
+    reqs = build_requests([
+        (0, "A", 4000, 0, 10),          # slot 1 (group 0), ends at 5
+        (0.01, "E", 600, 0, 10),        # slot 2 (group 1): 610 tokens, not worth keeping once expired
+        (0.02, "B", 2000, 0, 150),      # slot 3 (group 0), busy until 17
+        (10, "A", 4200, 4010, 10),      # group 0 loaded: slot 4 (group 1), copied from slot 1
+        (20, "C", 300, 0, 10),          # new: slot 1 (A's old copy), not E's
+        (30, "E", 710, 610, 10),        # E's history kept: 100 read
+    ])
+    for name in ("default", "learned"):
+        r = simulate(reqs, 4, make_policy(name), opts)
+        assert r.prompt_tokens_read == 4000 + 600 + 2000 + 190 + 300 + 100, name
+        assert r.reasons["blank_less_loaded"] == 1 and r.reasons["blank"] >= 1, r.reasons

@@ -237,7 +237,7 @@ def test_serve_help_says_what_a_new_user_needs_without_internal_words():
     from strata.server import cli as serve_cli
 
     text = " ".join(_help(serve_cli.add_arguments).split())
-    text = text[text.index("--ctx INT context size"):]         # the options, past the usage lines
+    text = text[text.index("--ctx TOKENS context size"):]         # the options, past the usage lines
     assert "solo path" not in text
     assert "--batch 0" in text.split("--batch INT", 1)[0]
     cold = text.split("--conversation-cache-cold-mib INT", 1)[1].split("--conversation-cache-", 1)[0]

@@ -324,3 +324,28 @@ def test_a_json_answer_is_held_in_the_final_channel_only(answerer):
     no_markup(r.model_dump())
     assert choice.message.model_extra["reasoning_content"] == THOUGHT
     assert choice.finish_reason == "stop" and isinstance(json.loads(choice.message.content)["ok"], bool)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_stop_sequence_inside_the_calls_arguments_leaves_the_call_out(caller, stream):
+    """A stop sequence that ends the answer inside a Harmony call's arguments (`Par` in `{"city": "Paris"}`) gave
+    the cut call back as a call ('{"city": "', finish_reason tool_calls / stop_reason tool_use: an agent would run
+    it), as other formats did before 21ea1be; the stop reason does not say it is cut, so it is left out."""
+    oai, claude = sdk_clients(caller)
+    kw = dict(model="m", messages=ASK, tools=TOOLS, temperature=0, max_tokens=40, stop=["Par"])
+    if stream:
+        chunks = [c for c in oai.chat.completions.create(stream=True, **kw) if c.choices]
+        calls = [tc for c in chunks for tc in c.choices[0].delta.tool_calls or ()]
+        finish = [c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason]
+    else:
+        r = oai.chat.completions.create(**kw).choices[0]
+        calls, finish = r.message.tool_calls or [], [r.finish_reason]
+    assert (calls, finish) == ([], ["stop"])
+    akw = dict(model="m", messages=ASK, tools=CLAUDE_TOOLS, max_tokens=40, stop_sequences=["Par"],
+               extra_body={"temperature": 0})
+    if stream:
+        with claude.messages.stream(**akw) as s:
+            m = s.get_final_message()
+    else:
+        m = claude.messages.create(**akw)
+    assert ([b.type for b in m.content if b.type == "tool_use"], m.stop_reason) == ([], "stop_sequence")

@@ -86,3 +86,16 @@ def test_seal_and_summaries_in_the_system_prompt():
     assert out[0]["content"].startswith("You are Codex.\n\nSummary of the conversation") and out[1:] == msgs[1:]
     assert out[0]["content"].endswith("first\n\nsecond") and msgs[0]["content"] == "You are Codex."
     assert with_summaries(msgs[1:], ["s"])[0]["role"] == "system"
+
+
+def test_input_tokens_counts_what_a_compaction_turn_reads(oai):
+    """An input ending in `compaction_trigger` is answered from the summary prompt (the conversation, its tools,
+    then the summary request): /v1/responses/input_tokens counted the plain prompt instead, the request's tokens
+    short of the usage the response then reports."""
+    items = [*HISTORY, {"type": "compaction_trigger"}]
+    for tools in ([SHELL], []):
+        counted = oai.responses.input_tokens.count(model="m", input=items, instructions="You are Codex.",
+                                                   tools=tools).input_tokens
+        r = oai.responses.create(model="m", input=items, instructions="You are Codex.", tools=tools)
+        assert [o.type for o in r.output] == ["compaction"]
+        assert counted == r.usage.input_tokens, tools

@@ -182,7 +182,7 @@ def test_backend_cuda_for_a_model_only_the_cpu_runs_says_so_on_any_build(tiny_mo
     assert "rebuild" not in done.stderr and "listening on" not in done.stderr, done.stderr
     bench = subprocess.run([sys.executable, "-m", "strata", "bench", "--quick", "--model", str(path), "--backend", "cuda"],
                            capture_output=True, text=True, timeout=120)
-    assert bench.returncode == 1 and f"strata bench: --backend cuda: the CUDA backend has no {lacks};" in bench.stderr
+    assert bench.returncode == 2 and f"strata bench: --backend cuda: the CUDA backend has no {lacks};" in bench.stderr
 
 
 @pytest.mark.parametrize("threads,n_cpus,warned", [

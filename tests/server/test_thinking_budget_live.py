@@ -147,11 +147,15 @@ def test_omitted_thinking_sent_back_reaches_the_template_as_it_was_written(claud
 
 
 @pytest.mark.parametrize("thinking, needle", [
-    ({"type": "enabled"}, "'thinking.budget_tokens' must be at least 1024 with type 'enabled'"),
+    # a budget left out (or null) is named as missing, as the other required fields are, not "got None"
+    ({"type": "enabled"}, "'thinking.budget_tokens' is required with type 'enabled'"),
+    ({"type": "enabled", "budget_tokens": None}, "'thinking.budget_tokens' is required with type 'enabled'"),
     ({"type": "enabled", "budget_tokens": 1023}, "'thinking.budget_tokens' must be at least 1024"),
-    ({"type": "enabled", "budget_tokens": True}, "'thinking.budget_tokens' must be an integer"),
+    ({"type": "enabled", "budget_tokens": True}, "'thinking.budget_tokens' must be an integer, got true"),
+    ({"type": "enabled", "budget_tokens": "2048"}, "'thinking.budget_tokens' must be an integer, got \"2048\""),
 ])
 def test_a_budget_anthropic_refuses_is_a_400(claude, thinking, needle):
     with pytest.raises(anthropic.BadRequestError) as e:
         claude.messages.create(model="m", max_tokens=8, messages=ASK, extra_body={"thinking": thinking})
     assert needle in str(e.value)
+    assert "None" not in str(e.value) and "True" not in str(e.value)      # JSON's words, never Python's

@@ -176,6 +176,53 @@ def test_a_token_that_writes_the_marker_and_more_is_checked_on():
     assert j.allows(0) and j.allows(2) and not j.allows(1)
 
 
+# Harmony's pieces and whitespace ones (the markup's ids as in HVOCAB)
+GAP_PIECES = HPIECES + [b"\n", b"\n\n", b"\t", b"\r", b"  "]
+GVOCAB = Vocabulary(GAP_PIECES, special_ids=[0, 6, 8, 13, 16])
+
+
+def after_harmony_arguments() -> JsonArgsCall:
+    c = JsonArgsCall(HARMONY, [("get_weather", WEATHER)], GVOCAB, [CALL], reasoning=HARMONY_ANALYSIS)
+    hwrite(c, [b" to=functions.", b"get_weather", b" ", b"<|constrain|>", b"json", b"<|message|>",
+               b'{"city": "Paris"}'])
+    return c
+
+
+@pytest.mark.parametrize("gap", [[], [b" "], [b"\n"], [b" ", b"\n"], [b"\r", b"\n"], [b"\n"] + [b"\t"] * 20,
+                                 [b" ", b"\r", b"\n"] + [b" "] * 20])
+def test_a_gap_before_harmonys_end_token_as_json_gaps_hold_it(gap):
+    """A gap between the arguments and <|call|> is bounded as one between JSON tokens (json_grammar.ws_step):
+    one blank, one line break, 20 blanks after it. Before, any 24 whitespace bytes (24 line breaks)."""
+    c = after_harmony_arguments()
+    for piece in gap:
+        assert c.allows(GAP_PIECES.index(piece)), (gap, piece)
+        c.advance(GAP_PIECES.index(piece))
+    assert c.allows(CALL)
+    c.advance(CALL)
+    assert not c.active
+
+
+@pytest.mark.parametrize("gap", [[b"\n\n"], [b"\n", b"\n"], [b"  "], [b" ", b" "], [b"\n"] + [b" "] * 21,
+                                 [b"\n", b"\t", b"\n"], [b"\r", b"\r"]])
+def test_a_gap_before_harmonys_end_token_past_json_gaps_bounds_is_refused(gap):
+    c = after_harmony_arguments()
+    for piece in gap[:-1]:
+        c.advance(GAP_PIECES.index(piece))
+    assert not c.allows(GAP_PIECES.index(gap[-1])), gap      # before: allowed (at most 24 bytes of any whitespace)
+    assert c.allows(CALL)                                     # the end token still may come
+
+
+def test_what_may_follow_harmonys_arguments_is_what_the_gap_takes():
+    """The bytes offered after the arguments (the sampler's mask, forced text) are those the gap takes: at its
+    21st blank after a break only the end token; in a gap's state, forced_bytes is empty (two ways on)."""
+    c = after_harmony_arguments()
+    for piece in [b"\n"] + [b" "] * 20:
+        c.advance(GAP_PIECES.index(piece))
+    mask = c.allowed_mask()
+    assert [GAP_PIECES[i] for i in range(len(GAP_PIECES)) if mask[i]] == [b"<|call|>"]
+    assert c.forced_bytes() == b""
+
+
 MISTRAL_PIECES = [b"[TOOL_CALLS]", b"get_weather", b"get_wether", b"[ARGS]", b"[CALL_ID]", b"abcDEF123", b'{"city": "Paris"}',
                   b'{"town": "Paris"}', b"Sure.", b"</s>", b"[THINK]", b"[/THINK]"]
 MVOCAB = Vocabulary(MISTRAL_PIECES, special_ids=[0, 3, 4, 9, 10, 11])

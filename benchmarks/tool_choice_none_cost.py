@@ -1,0 +1,79 @@
+"""What keeping an answer off calls costs (tool_choice none: server/no_call_rule.py, engine no_call.NoCall,
+asked of every sampled token): the default model on a live server writes a long text answer with one tool
+offered, `auto` and `none` alternating in one run (the same load for both), `ignore_eos` so that every answer
+is `--tokens` long. Prints each answer's milliseconds a token, the ratio none / auto of the medians and of each round's pair; then
+the constraint alone (allows + advance over the answer's tokens, as the sampler asks it, and over them 20
+times, a longer answer) in microseconds a token. Not a test (no assertion).
+
+    .venv/bin/python benchmarks/tool_choice_none_cost.py [--rounds 4] [--tokens 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import httpx2 as httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from strata.server.no_call_rule import no_call_rule  # noqa: E402
+from strata.server.prompting import answer_format  # noqa: E402
+
+from tests.conftest import find_default_model  # noqa: E402
+from tests.server.live import LiveServer  # noqa: E402
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Get the weather of a city",
+                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                          "required": ["city"]}}}]
+ASK = [{"role": "user", "content": "Write a long essay about the history of bread, with many paragraphs."}]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--tokens", type=int, default=400)
+    args = ap.parse_args()
+    times: dict[str, list[float]] = {"auto": [], "none": []}
+    texts: dict[str, str] = {}
+    with LiveServer(model=str(find_default_model()), ctx=2048, batch=1, threads=2, conversation_cache_mib=0) as s:
+        client = httpx.Client(base_url=s.url, timeout=600)
+        for r in range(args.rounds):
+            for choice in (("auto", "none") if r % 2 == 0 else ("none", "auto")):
+                body = {"model": "m", "messages": ASK, "tools": TOOLS, "tool_choice": choice, "temperature": 0,
+                        "max_tokens": args.tokens, "ignore_eos": True}
+                t0 = time.perf_counter()
+                out = client.post("/v1/chat/completions", json=body).json()
+                dt = time.perf_counter() - t0
+                n = out["usage"]["completion_tokens"]
+                times[choice].append(dt / n * 1000)
+                texts[choice] = out["choices"][0]["message"]["content"] or ""
+                print(f"round {r} {choice}: {n} tokens, {dt:.2f} s, {dt / n * 1000:.2f} ms/token, "
+                      f"finish {out['choices'][0]['finish_reason']}", flush=True)
+        engine = s.state.engine
+        rule = no_call_rule(answer_format(engine, []))
+        ids = list(engine.tokenize(texts["none"], special=False))
+        constraint = rule.constraint_for(engine.tokenizer, ())
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"median ms/token: auto {med['auto']:.2f}, none {med['none']:.2f}, none/auto {med['none'] / med['auto']:.3f}")
+    pairs = [n / a for n, a in zip(times["none"], times["auto"], strict=True)]     # each round's two side by side
+    print("each round's none/auto: " + ", ".join(f"{x:.3f}" for x in pairs) + f"; median {statistics.median(pairs):.3f}")
+    t0 = time.perf_counter()
+    for t in ids:
+        constraint.allows(t)
+        constraint.advance(t)
+    dt = time.perf_counter() - t0
+    print(f"NoCall alone: {len(ids)} tokens, {dt / len(ids) * 1e6:.1f} us/token")
+    long = ids * 20                 # a 20x longer answer: the answer's bytes so far grow, the cost per token?
+    constraint = rule.constraint_for(engine.tokenizer, ())
+    t0 = time.perf_counter()
+    for t in long:
+        constraint.allows(t)
+        constraint.advance(t)
+    dt = time.perf_counter() - t0
+    print(f"NoCall alone: {len(long)} tokens, {dt / len(long) * 1e6:.1f} us/token")
+
+if __name__ == "__main__":
+    main()
