@@ -16,7 +16,8 @@ llama.cpp's default sampler chain (common/sampling.cpp):
 - greedy (temperature == 0): the arg-max after penalties, the lowest id on a tie; no randomness.
 - top-k keeps the k largest logits (k <= 0: all); top-p keeps the smallest set of the most
   probable tokens (softmax at temperature 1, as llama.cpp) whose probability reaches p; min-p keeps
-  tokens whose probability is at least min_p times the best one's; then logits are divided by the
+  tokens whose probability is at least min_p times the best one's (a tie at the top-k or top-p cut keeps
+  the lowest ids, so top_p near 0 keeps greedy's token); then logits are divided by the
   temperature and one token is drawn from their softmax with a NumPy PCG64 generator seeded by
   `seed` (None: fresh OS entropy). The draw cannot match llama.cpp's mt19937 stream, only its law.
 
@@ -261,9 +262,9 @@ class Sampler:
         n = logits.shape[0]
         ids = None
         if 0 < p.top_k < n:
-            ids = np.argpartition(-logits, p.top_k - 1)[: p.top_k]
+            ids = _lowest_ids_on_ties(logits, np.argpartition(-logits, p.top_k - 1)[: p.top_k], None)
         if p.top_p < 1.0:
-            ids = self._top_p(logits, ids)
+            ids = _lowest_ids_on_ties(logits, self._top_p(logits, ids), ids)
         if p.min_p > 0.0:
             pool = logits if ids is None else logits[ids]
             keep = pool >= pool.max() + math.log(p.min_p)
@@ -285,6 +286,19 @@ class Sampler:
                 order = order[:cut]
                 return order if ids is None else ids[order]
             look = len(pool)  # the best few were not enough: sort them all (exact either way)
+
+
+def _lowest_ids_on_ties(logits: np.ndarray, kept: np.ndarray, pool: np.ndarray | None) -> np.ndarray:
+    """`kept` (ids, the best of `pool` by logit; pool None: every id) with those tied at its lowest logit
+    swapped for the lowest ids of the pool at that logit, the order of the others kept (top-p's best first). A partition or a quicksort leaves a tie at the
+    cut in any order, so top-p 0 (one token kept) picked any of a tie where greedy picks the lowest id: now the
+    same token (the set kept is otherwise the same; NaN is left for the draw to name)."""
+    edge = logits[kept].min()
+    if not edge == edge:
+        return kept
+    above = kept[logits[kept] > edge]
+    tied = np.flatnonzero(logits == edge) if pool is None else np.sort(pool[logits[pool] == edge])
+    return np.concatenate([above, tied[: len(kept) - len(above)]])
 
 
 def token_logprobs(logits: np.ndarray, token: int, top: int) -> tuple[int, float, list[tuple[int, float]]]:

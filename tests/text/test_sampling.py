@@ -221,3 +221,30 @@ def test_bad_logit_bias_is_refused(bias):
         SamplingParams(logit_bias=bias)
     with pytest.raises(ValueError, match="logit_bias names token 9, outside the vocabulary of 4"):
         Sampler(SamplingParams(logit_bias=((9, 1.0),)), n_vocab=4)
+
+
+@pytest.mark.parametrize("n_vocab", [4, 5000, 49152])
+@pytest.mark.parametrize("top_k", [0, 2, 40])
+def test_top_p_zero_picks_what_greedy_picks_on_a_tie(n_vocab, top_k):
+    """top_p 0 (the server asks for the smallest nucleus, 1e-9) must be greedy: the lowest id of a tie at the top.
+    A quicksort of the pool (or top-k's partition) left the tie in any order, and the nucleus of one kept any
+    of them: on 5,000 logits with a three-way tie at ids 165 / 908 / 2726 it drew 2726 every time, greedy 165."""
+    rng = np.random.default_rng(n_vocab + top_k)
+    for _ in range(5):
+        logits = rng.standard_normal(n_vocab).astype(np.float32)
+        tied = rng.choice(n_vocab, 3, replace=False)
+        logits[tied] = logits.max() + 1
+        greedy = Sampler(SamplingParams(temperature=0.0)).sample(logits)
+        assert greedy == tied.min()
+        s = Sampler(SamplingParams(temperature=1.0, top_p=1e-9, top_k=top_k, seed=1))
+        assert {s.sample(logits) for _ in range(3)} == {greedy}
+
+
+def test_a_tie_at_the_top_p_or_top_k_cut_keeps_the_lowest_ids():
+    """Ties below the cut are kept whole or by lowest id first; the set is the one a stable sort would keep."""
+    logits = np.full(600, -5.0, np.float32)
+    logits[[590, 7, 300]] = 2.0          # three equal best; p ~ 0.28 each
+    assert candidates(SamplingParams(temperature=1, top_p=0.1), logits) == [7]
+    assert candidates(SamplingParams(temperature=1, top_p=0.3), logits) == [7, 300]
+    assert candidates(SamplingParams(temperature=1, top_k=2), logits) == [7, 300]
+    assert candidates(SamplingParams(temperature=1, top_k=4), logits) == [0, 7, 300, 590]
