@@ -20,6 +20,7 @@ import os
 from collections import Counter, deque
 from collections.abc import Callable
 
+from .blocked_names import BlockedNames
 from .disk import DiskLevel
 from .policy import LevelEntry, plan_demotions, volume_budget
 from .ram import RamEntry, RamLevel
@@ -88,6 +89,8 @@ class Cascade:
         self.refusals: Counter[str] = Counter()  # a degradation or put the next level could not take
         self.write_failures: Counter[str] = Counter()  # writes a disk level failed (an I/O error), per level
         self._failing: dict[str, int] = {}  # level -> write_failures when its current run of failures began
+        self._refusing: set[str] = set()    # levels whose refusal of a spill (full) was said, until one is written
+        self.blocked = BlockedNames()       # conversations whose file names in a level a folder stands on
         self.stopping = False  # the clean stop says itself which histories it could not write
         self.events: deque[tuple] = deque(maxlen=1000)  # (action, level, key, detail), exact order
         self._on_event = on_event
@@ -134,8 +137,10 @@ class Cascade:
             return False, (f"one history of {incoming / 2**20:.1f} MiB > the whole {lvl.name} budget of "
                            f"{budget / 2**20:.1f} MiB: raise {budget_flag(lvl.name)}")
         entries = [LevelEntry(e.key, e.n_bytes, e.sealed_at) for e in lvl.entries.values()]
+        below = self.levels[i + 1] if not is_last and isinstance(lvl, DiskLevel) else None
+        stuck = self.blocked.stuck(below) if below is not None else frozenset()
         plan = plan_demotions(entries, budget if budget else 1 << 62, lvl.max_age_s, now,
-                              is_last=is_last, incoming_bytes=incoming, held=self.held.keys())
+                              is_last=is_last, incoming_bytes=incoming, held=self.held.keys(), stuck=stuck)
         after_hold = 0   # bytes of held entries that leave as their hold ends (plan_demotions)
         for k, d in enumerate(plan):
             if d.key not in lvl.entries:
@@ -161,6 +166,8 @@ class Cascade:
                         continue
                     self._delete(i, d.key, d.cause, f"next level refused: {why}")
                     continue
+                if below is not None and self.blocked.holds(below, d.key):   # found stuck now: plan again past it
+                    return self.make_room(i, incoming, now, volume_cap)
                 if d.cause == "budget":
                     return False, f"{lvl.name} full and its oldest cannot degrade: {why}"
                 continue  # an aged entry the next level refuses stays where it is
@@ -225,14 +232,18 @@ class Cascade:
                 if isinstance(self.levels[j], DiskLevel) and lvl.io.same_volume(lvl.folder, self.levels[j].folder)]
 
     def write_into(self, i: int, incoming: int, now: float, write: Callable[[], object], *,
-                   lock=None, takes_space: bool = True) -> tuple[object | None, str]:
+                   lock=None, takes_space: bool = True, key: str | None = None) -> tuple[object | None, str]:
         """Make room in level i (its budget, then its volume when the write `takes_space`: not a rename on one
         volume), then `write()`; a write the full volume refuses is tried once more after making room with the
         volume's real free space. Returns (what `write` returned, "written") or (None, why there is no room);
-        raises the write's OSError. `lock`: held while making room, not while writing."""
+        raises the write's OSError. `lock`: held while making room, not while writing. `key`: the conversation
+        written, when a folder standing on its names there (blocked_names.py) should fail it before room is made."""
         guard = lock if lock is not None else contextlib.nullcontext()
+        lvl = self.levels[i]
         for attempt in (1, 2):
             with guard:
+                if key is not None and isinstance(lvl, DiskLevel):
+                    self.blocked.check(lvl, key)
                 room, why = self.make_room(i, incoming, now)
                 if room and takes_space:
                     room, why = self.room_on_volume(i, incoming, now)
@@ -271,21 +282,39 @@ class Cascade:
 
     # -- a disk level's writes failing and mending: said once each, counted every time --------------
 
-    def write_failed(self, lvl: DiskLevel, exc: OSError) -> None:
+    def write_failed(self, lvl: DiskLevel, exc: OSError, key: str | None = None) -> bool:
         """A write to `lvl` failed: warned at the first failure of a run (a broken disk fails every park;
-        one line, not one a park), counted always (/metrics)."""
+        one line, not one a park), counted always (/metrics). True when it was `key`'s alone (a folder stands on
+        its name there: said once a name by `blocked`, the level not taken as failing)."""
+        if key is not None and self.blocked.blocked(lvl, key):
+            self.write_failures[lvl.name] += 1
+            return True
         if lvl.name not in self._failing and not self.stopping:
             self._failing[lvl.name] = self.write_failures[lvl.name]
             log.warning("conversation cache %s level: cannot write to %s (%s); histories go to a later level that "
                         "takes them, else they are lost, until it can (check that folder, its free space and write "
                         "permission)", lvl.name, lvl.folder, failed_write_reason(exc))
         self.write_failures[lvl.name] += 1
+        return False
 
     def is_failing(self, lvl: DiskLevel) -> bool:
         """Whether `lvl`'s writes are failing and that was warned of (until `write_worked`)."""
         return lvl.name in self._failing
 
+    def refusal_said(self, lvl: DiskLevel, incoming: int) -> bool:
+        """Whether a spill `lvl` refused for want of room needs no WARNING of its own: its refusals were said
+        since it last took one (a full level refuses every park, a full one that cannot remove its oldest too: one
+        line, then counted). A history larger than its whole budget is that history's own: said each time. Marks
+        the refusal said (caller locks)."""
+        if lvl.budget_bytes and incoming > lvl.budget_bytes:
+            return False
+        if lvl.name in self._refusing:
+            return True
+        self._refusing.add(lvl.name)
+        return False
+
     def write_worked(self, lvl: DiskLevel) -> None:
+        self._refusing.discard(lvl.name)
         if lvl.name in self._failing:
             n = self.write_failures[lvl.name] - self._failing.pop(lvl.name)
             log.info("conversation cache %s level: can write to %s again (%d writes failed)", lvl.name, lvl.folder, n)
@@ -317,7 +346,7 @@ class Cascade:
                 return dst.adopt(entry, now)
             takes_space = not dst.io.same_volume(entry.image_path, dst.folder)   # a rename takes none
         try:
-            moved, why = self.write_into(to, entry.n_bytes, now, write, takes_space=takes_space)
+            moved, why = self.write_into(to, entry.n_bytes, now, write, takes_space=takes_space, key=key)
         except FileNotFoundError as exc:
             if not isinstance(entry, RamEntry) and not os.path.exists(entry.image_path):
                 return self._source_gone(src, key, entry.image_path)
@@ -349,7 +378,7 @@ class Cascade:
 
     def _refuse_io(self, dst: DiskLevel, key: str, exc: OSError) -> tuple[bool, str]:
         self.refusals[dst.name] += 1
-        self.write_failed(dst, exc)
+        self.write_failed(dst, exc, key)
         self._event("refuse", dst.name, key, f"I/O error: {exc}")
         return False, f"I/O error: {exc}"
 

@@ -387,7 +387,8 @@ class ParkingMixin:
     def _write_down(self, entry: RamEntry, start: int, seal: float | None = None) -> tuple:
         """Write `entry` to the first disk level from index `start` on that takes it: (the written entry
         or None, that level, why each level before it refused, whether a write failed: an I/O error, whether every
-        refusal was a failed write at a level already warned of as failing: nothing new to say). The caller
+        refusal was said already: a failed write at a level warned of as failing, a folder on its name there, a
+        full level whose refusals were said: nothing new to say). The caller
         adds it to the level. `seal`: the one it takes (else the next after every seal given)."""
         refused: list[str] = []
         written = lvl = None
@@ -406,13 +407,15 @@ class ParkingMixin:
                 def write(lvl=lvl, now=now):
                     return lvl.write(entry.key, entry.kind, entry.tokens, iter(entry.pieces), now,
                                      created_at=entry.created_at, meta=entry.meta)
-                written, why = self.cascade.write_into(i, entry.n_bytes, now, write, lock=self._lock)
+                written, why = self.cascade.write_into(i, entry.n_bytes, now, write, lock=self._lock, key=entry.key)
             except OSError as exc:
                 written, why, errors = None, f"write failed: {exc}", True
                 with self._lock:
-                    self.cascade.write_failed(lvl, exc)
+                    # a folder on this history's name: said once a name (blocked_names.py), not again here
+                    failing = self.cascade.write_failed(lvl, exc, entry.key) or failing
             else:
-                failing = False   # refused by plan (its budget, a full volume): not what the failing state said
+                with self._lock:   # refused by plan (its budget, a full volume): said once until one is written there
+                    failing = written is None and self.cascade.refusal_said(lvl, entry.n_bytes)
             if written is not None:
                 with self._lock:
                     self.cascade.write_worked(lvl)

@@ -141,7 +141,8 @@ class Demotion:
 
 
 def plan_demotions(entries: Sequence[LevelEntry], budget_bytes: int, max_age_s: float, now: float,
-                   *, is_last: bool, incoming_bytes: int = 0, held: AbstractSet[str] = frozenset()) -> list[Demotion]:
+                   *, is_last: bool, incoming_bytes: int = 0, held: AbstractSet[str] = frozenset(),
+                   stuck: AbstractSet[str] = frozenset()) -> list[Demotion]:
     """Which entries leave a level, in order: first every entry past the age limit, oldest first;
     then the oldest remaining ones until `used + incoming <= budget`. A level with a next level
     degrades; only the last level deletes. Ties in age break on the key, so the order is exact.
@@ -150,16 +151,20 @@ def plan_demotions(entries: Sequence[LevelEntry], budget_bytes: int, max_age_s: 
     one: "after_hold", it leaves as its hold ends, the level over its budget by it meanwhile (a restore's read, a
     fraction of a second). Refusing the newcomer would discard a history; deleting the hit (as before) made its
     restore find `entry gone since lookup` and the request read its whole prompt again.
+    `stuck` entries of a level with a next one cannot move there (a folder stands where a file of theirs would go:
+    that one conversation's writes fail there, no other's): never planned, the others leave around them. Planned
+    as before, the plan stopped at them and the level took nothing new while the folder stood there.
     """
     if budget_bytes < 0 or max_age_s < 0 or incoming_bytes < 0:
         raise ValueError(f"budget_bytes, max_age_s, incoming_bytes must be >= 0, got "
                          f"{budget_bytes!r}, {max_age_s!r}, {incoming_bytes!r}")
     action = "delete" if is_last else "degrade"
     ordered = sorted(entries, key=lambda e: (e.sealed_at, e.key))
+    movable = ordered if is_last or not stuck else [e for e in ordered if e.key not in stuck]
     plan: list[Demotion] = []
     leaving: set[str] = set()
     if max_age_s > 0:
-        for e in ordered:
+        for e in movable:
             if e.key in held:
                 continue
             age = now - e.sealed_at
@@ -167,7 +172,7 @@ def plan_demotions(entries: Sequence[LevelEntry], budget_bytes: int, max_age_s: 
                 plan.append(Demotion(e.key, action, "age", f"age {age:.0f} s > limit {max_age_s:.0f} s"))
                 leaving.add(e.key)
     used = sum(e.n_bytes for e in ordered if e.key not in leaving)
-    for e in [*(e for e in ordered if e.key not in held), *(e for e in ordered if e.key in held)]:
+    for e in [*(e for e in movable if e.key not in held), *(e for e in movable if e.key in held)]:
         if used + incoming_bytes <= budget_bytes:
             break
         if e.key in leaving:

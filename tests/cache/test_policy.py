@@ -130,6 +130,23 @@ def test_held_entries_leave_last(held, is_last, budget, incoming, max_age, want)
     assert [(d.key, d.action, d.cause) for d in plan] == want
 
 
+@pytest.mark.parametrize("stuck, is_last, budget, incoming, max_age, want", [
+    # a stuck entry (a folder where its file would go on the next level) is passed by: the next oldest moves
+    ({"a"}, False, 90, 30, 0, [("b", "degrade", "budget")]),
+    ({"a"}, False, 60, 30, 0, [("b", "degrade", "budget"), ("c", "degrade", "budget")]),
+    # never for its age either: it stays where it is
+    ({"a"}, False, 1000, 0, 5, [("b", "degrade", "age"), ("c", "degrade", "age")]),
+    # its bytes still count: only stuck ones left, the level stays short (the mechanism refuses the newcomer)
+    ({"a", "b", "c"}, False, 60, 30, 0, []),
+    # the last level deletes: nothing is stuck there
+    ({"a"}, True, 90, 30, 0, [("a", "delete", "budget")]),
+])
+def test_stuck_entries_are_passed_by(stuck, is_last, budget, incoming, max_age, want):
+    entries = [E("a", 30, 1.0), E("b", 30, 2.0), E("c", 30, 3.0)]
+    plan = plan_demotions(entries, budget, max_age, now=10.0, is_last=is_last, incoming_bytes=incoming, stuck=stuck)
+    assert [(d.key, d.action, d.cause) for d in plan] == want
+
+
 @settings(deadline=None)     # hypothesis' 200 ms default: a loaded CI's pause read as 'Flaky'
 @given(st.lists(st.tuples(st.integers(1, 100), st.floats(0, 100)), max_size=20), st.integers(0, 1000))
 def test_demotion_plan_leaves_the_level_within_budget(items, budget):

@@ -45,7 +45,7 @@ def test_the_warning_names_the_folder_in_the_image_s_place(engine, tmp_path, cap
         cache, _ = park_history(engine, cold)
     warnings = [r.getMessage() for r in caplog.records if "cannot write to" in r.getMessage()]
     assert len(warnings) == 1, warnings
-    assert f"Is a directory: {blocker}" in warnings[0], warnings[0]
+    assert f"cannot write to {blocker}: a folder stands there" in warnings[0], warnings[0]
     assert cache.cascade.write_failures["cold"] == 1
     assert (blocker / "notes.txt").read_text() == "a user's file"   # never the cache's to remove
     cache.close(persist=False)
