@@ -62,14 +62,19 @@ def init_app(config: ServerConfig) -> web.Application:
     return app
 
 
+def model_given(config: ServerConfig) -> str:
+    """Where the model was named, as messages about it say so before its name: `--model`, or `FILE: model =`
+    for the configuration file's key (a user who never typed --model would look for the flag)."""
+    return f"{config.config_path}: model =" if "model" in config.keys_from_file else "--model"
+
+
 def model_path(config: ServerConfig) -> Path:
     """The GGUF file to load; FileNotFoundError saying where to find one when there is none."""
     if config.model:
         from strata.engine.models import resolve_model
 
         # a path, or the id `strata models` shows; named as the user gave it (`strata chat` says the file's so too)
-        given = f"{config.config_path}: model =" if "model" in config.keys_from_file else "--model"
-        return resolve_model(given, config.model)
+        return resolve_model(model_given(config), config.model)
     from strata.engine.models import default_model_path
 
     return default_model_path()

@@ -13,6 +13,7 @@ the port (serve checks it right before listening).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from strata.exit_status import CONFIGURATION_REFUSED, MODEL_NOT_LOADED
@@ -33,10 +34,14 @@ def preflight(config) -> Preflight:
     from strata.server.app import model_path
 
     try:
-        path = model_path(config)
+        path = model_path(config)        # a file not found is named as it was given already
+    except (FileNotFoundError, ValueError) as e:
+        return Preflight(MODEL_NOT_LOADED, f"the model could not be loaded: {e}")
+    try:
         check_model(path)
     except (FileNotFoundError, ValueError) as e:
-        return Preflight(MODEL_NOT_LOADED, f"the model could not be loaded: {e}{damaged_file_advice(e)}")
+        return Preflight(MODEL_NOT_LOADED,
+                         f"the model could not be loaded: {refusal_as_given(config, path, e)}{damaged_file_advice(e)}")
     if config.backend == "cuda":           # before the build's own check: rebuilding with CUDA would not help
         lacks = cuda_lacks_of(path)
         if lacks:
@@ -56,3 +61,20 @@ def preflight(config) -> Preflight:
     if verdict.error:
         return Preflight(CONFIGURATION_REFUSED, verdict.error)
     return Preflight(warnings=(verdict.warning,) if verdict.warning else (), pack_weights=verdict.pack_weights)
+
+
+def refusal_as_given(config, path, error: Exception) -> str:
+    """The engine's refusal of the model file with the model named as it was given (`--model NAME`, or
+    `FILE: model = NAME`), as a missing file's message names it: the reader names the path alone, which did not
+    say that the configuration file named it. Its `GGUF PATH: ` / `model PATH: ` is dropped where NAME is that
+    path; it stays where NAME is an id (it says which file the id found)."""
+    from strata.server.app import model_given
+
+    text = str(error)
+    if not config.model:
+        return text                  # the default model: nothing was given
+    for reader in ("GGUF", "model"):
+        said = f"{reader} {os.fspath(path)}: "
+        if config.model == os.fspath(path) and text.startswith(said):
+            text = text[len(said):]
+    return f"{model_given(config)} {config.model}: {text}"

@@ -271,6 +271,30 @@ def test_a_missing_model_the_configuration_file_names_is_said_to_be_the_files(tm
 
 
 @pytest.mark.parametrize("kind,says", [
+    ("text", "bad magic (not a GGUF file) (give a .gguf model file"),
+    ("bloom", "unsupported architecture 'bloom' (supported: llama, "),
+])
+def test_a_model_file_the_engine_cannot_run_is_named_as_it_was_given(tmp_path, tiny_model_factory, kind, says):
+    """docs/configuration.md: the message names the model as it was given, `--model PATH` or `FILE: model = PATH`,
+    for a file that is not GGUF too. A missing one was; one the reader refused was named by its path alone
+    (`GGUF PATH: bad magic`), never saying the configuration file named it (found in session 40's docs trial)."""
+    if kind == "text":
+        path = tmp_path / "notes.gguf"
+        path.write_text("not a model\n")
+    else:
+        path = tiny_model_factory(arch=kind)
+    config = tmp_path / "config.toml"
+    config.write_text(f"model = '{path}'\n", encoding="utf-8")
+    for flags, named in [(["--config", str(config)], f"{config}: model = {path}"),
+                         (["--no-config", "--model", str(path)], f"--model {path}")]:
+        done = subprocess.run([sys.executable, "-m", "strata", "serve", *flags, "--port", "0"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == MODEL_NOT_LOADED, done.stderr
+        assert f"the model could not be loaded: {named}: {says}" in done.stderr, done.stderr
+        assert done.stderr.count(str(path)) == 1, done.stderr      # the path once, not the reader's copy again
+
+
+@pytest.mark.parametrize("kind,says", [
     ("text", "bad magic (not a GGUF file)"),
     ("bloom", "unsupported architecture 'bloom' (supported: llama, "),
 ])
