@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 from strata.engine.sampling import SamplingParams
 from strata.server import fields as f
+from strata.server.completion_echo import echo_asked, echoed_prompt
 from strata.server.errors import APIError, error_body
 from strata.server.fim_prompt import FimRequest, fim_context, fim_prompt, laid_out_for_fim, no_fim_error
 from strata.server.jobrun import JobEvents, failure, open_sse, raise_if_failed, send_keepalive, send_sse
@@ -45,7 +46,6 @@ from strata.server.tool_pairing import say_unpaired
 from strata import __version__
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
-UNSUPPORTED_TRUE = ("echo",)
 MAX_TOP_LOGPROBS = 20        # OpenAI's limit for chat; completions' `logprobs` takes up to 5 there
 
 
@@ -279,9 +279,6 @@ def _common_checks(body: dict) -> None:
         raise APIError(400, f"'n' must be 1 (got {n}); send separate requests for several answers", param="n")
     if body.get("best_of") not in (None, 1):
         raise APIError(400, "'best_of' must be 1; send separate requests for several answers", param="best_of")
-    for name in UNSUPPORTED_TRUE:
-        if body.get(name):
-            raise APIError(400, f"'{name}' is not supported", param=name)
     f.get_str(body, "model")
     f.get_bool(body, "stream")
 
@@ -294,6 +291,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     _common_checks(body)
     if body.get("messages") is None and "prompt" in body:
         raise APIError(400, "'messages' is required: a plain 'prompt' goes to POST /v1/completions", param="messages")
+    if body.get("echo"):       # the legacy completions' field (completion_echo.py); chat has none
+        raise APIError(400, "'echo' is not supported on chat completions: POST /v1/completions echoes its prompt",
+                       param="echo")
     messages = parse_messages(f.get_list(body, "messages", required=True, nonempty=True))
     say_unpaired(state.said, messages, request.path)
     refuse_unserved(body)
@@ -323,8 +323,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 def _include_usage(body: dict) -> bool:
     """`stream_options.include_usage` (chat and completions): a stream then ends with a chunk of `usage` whose
-    `choices` is empty, before `[DONE]`."""
+    `choices` is empty, before `[DONE]`. Given without `stream` it is OpenAI's 400 (a null is no option: the SDK
+    may send one)."""
     opts = body.get("stream_options")
+    if opts is not None and not body.get("stream"):
+        raise APIError(400, "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+                       param="stream_options")
     if opts is not None and not isinstance(opts, dict):
         raise APIError(400, "'stream_options' must be an object like {\"include_usage\": true}", param="stream_options")
     include_usage = (opts or {}).get("include_usage", False)
@@ -486,9 +490,11 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
     if body.get("prompt") is None and "messages" in body:
         raise APIError(400, "'prompt' is required: chat 'messages' go to POST /v1/chat/completions", param="prompt")
     max_tokens = f.get_max_tokens(body, ("max_tokens",), 16)
+    echo = echo_asked(body)
     fim = _fim_tokens(state, body, max_tokens)
     tokens = fim if fim is not None else prompt_tokens(state, body.get("prompt"))
     check_prompt_fits(state.engine, len(tokens), param="prompt")
+    echoed = echoed_prompt(one_prompt(body.get("prompt")), tokens, state.engine.tokenizer) if echo else ""
     fim_tokens = state.engine.tokenizer.fim
     completion = fim is not None or laid_out_for_fim(tokens, fim_tokens)   # a suffix, or the client's own layout
     job = Job(api="openai", prompt=tokens,
@@ -512,6 +518,8 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
                     if kind == "done":  # ended unstarted (queued at a stop): a status the SDK retries, not a 200
                         raise_if_failed(payload)
                     resp = await open_sse(request)
+                    if echoed:          # OpenAI's echo: the prompt's text is the first chunk
+                        await send_sse(resp, _cmpl_chunk(cid, model, echoed, None))
                 if kind == "text":
                     await send_sse(resp, _cmpl_chunk(cid, model, payload, None))
                 elif kind == "logprobs":
@@ -537,7 +545,7 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
     raise_if_failed(completion)
     return web.json_response({
         "id": cid, "object": "text_completion", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "text": completion.text, "finish_reason": _finish_reason(completion),
+        "choices": [{"index": 0, "text": echoed + completion.text, "finish_reason": _finish_reason(completion),
                      "logprobs": completion_logprobs(state.engine.tokenizer, completion.logprobs)[0]
                      if completion.logprobs is not None else None}],
         "usage": usage(completion), "timings": completion.timings,
@@ -616,9 +624,7 @@ def _fim_tokens(state: ServerState, body: dict, max_tokens: int) -> list[int] | 
         return None
     if not fim.usable:
         raise no_fim_error(state.model_name, fim.missing, param="suffix")
-    prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1:
-        prompt = prompt[0]
+    prompt = one_prompt(body.get("prompt"))
     if not isinstance(prompt, str):
         raise APIError(400, "'prompt' must be a string (the code before the cursor) when 'suffix' is given",
                        param="prompt")
@@ -627,16 +633,21 @@ def _fim_tokens(state: ServerState, body: dict, max_tokens: int) -> list[int] | 
                                                          spm=state.config.spm_infill)).tokens
 
 
+def one_prompt(prompt: Any) -> Any:
+    """A completions `prompt` as the one prompt it holds: an array holding one string or one array of ids is
+    that string or array (the other forms as they are, for prompt_tokens to read or refuse)."""
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        return prompt[0]
+    return prompt
+
+
 def sent_as_ids(prompt: Any) -> bool:
     """Whether a completions `prompt` is token ids (prompt_tokens' forms: `[ids]` or `[[ids]]`), not text."""
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
-        prompt = prompt[0]
-    return isinstance(prompt, list)
+    return isinstance(one_prompt(prompt), list)
 
 
 def prompt_tokens(state: ServerState, prompt: Any) -> list[int]:
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
-        prompt = prompt[0]
+    prompt = one_prompt(prompt)
     if isinstance(prompt, str):
         return list(state.engine.tokenize(prompt, special=True))
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):

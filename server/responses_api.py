@@ -53,6 +53,7 @@ from strata.server.prompting import (
     render_chat_async,
     split_answer,
 )
+from strata.server.responses_echo import echoed_fields
 from strata.server.structured_output import JsonFormat, answer_rule, json_format, shown_tools
 from strata.server.text_logprobs import TokenText
 from strata.server.tool_pairing import say_unpaired
@@ -310,8 +311,10 @@ async def _read_request(request: web.Request) -> tuple[Any, dict]:
 
 
 def refuse_stored(body: dict) -> None:
-    """400 for what this stateless server cannot answer: state stored under an id, background runs."""
+    """400 for what this stateless server cannot answer: state stored under an id, background runs; and for a
+    field only echoed back (responses_echo.py) of the wrong type, before any work (POST and WebSocket alike)."""
     f.get_str(body, "model")
+    echoed_fields(body)
     if body.get("previous_response_id") is not None:
         raise APIError(400, "'previous_response_id' is not supported: this server keeps no responses; send the "
                             "whole conversation in 'input'", param="previous_response_id")
@@ -452,7 +455,7 @@ class _Shape:
         self.fmt = fmt                 # how the model writes reasoning and calls (prompting.AnswerFormat)
         self.tokenizer = tokenizer     # counts the tokens spent reasoning (None: none counted)
         self.created = int(time.time())
-        self.body = body
+        self.echo = echoed_fields(body)
         self.model = model
         self.tools = tools
         self.custom = custom
@@ -461,20 +464,11 @@ class _Shape:
         """The response object: in progress (c None), or finished with its status, usage and timings."""
         if status is None:
             status = "in_progress" if c is None else "incomplete" if c.finish_reason == "length" else "completed"
-        b = self.body
         out: dict[str, Any] = {
             "id": self.id, "object": "response", "created_at": self.created, "status": status, "model": self.model,
             "output": output, "error": None,
             "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
-            "instructions": b.get("instructions"), "max_output_tokens": b.get("max_output_tokens"),
-            "parallel_tool_calls": bool(b.get("parallel_tool_calls", True)),
-            "temperature": b.get("temperature", 1.0), "top_p": b.get("top_p", 1.0),
-            "tool_choice": b.get("tool_choice", "auto"), "tools": b.get("tools") or [],
-            "store": False, "truncation": "disabled",
-            "text": {"format": b["text"]["format"] if isinstance(b.get("text"), dict)
-                     and isinstance(b["text"].get("format"), dict) else {"type": "text"}},
-            "metadata": b.get("metadata") if isinstance(b.get("metadata"), dict) else {},
-            "usage": None,
+            **self.echo, "usage": None,
         }
         if c is not None:
             # cache_write_tokens: the prompt tokens read now, which the slot keeps for the next turn

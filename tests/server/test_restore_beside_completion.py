@@ -177,8 +177,10 @@ def _send_completion(url: str, api: str, stream: bool, out: list) -> None:
                                  "input_suffix": "print(y)\n", "n_predict": N_PREDICT}
     else:
         path, body = "/v1/completions", {"prompt": "def f(x):\n    return x\n\ny = ", "suffix": "print(y)\n",
-                                         "max_tokens": N_PREDICT, "stream_options": {"include_usage": True}}
+                                         "max_tokens": N_PREDICT}
     body.update(ignore_eos=True, temperature=0, stream=stream)
+    if stream and api != "infill":      # OpenAI's 400 without a stream
+        body["stream_options"] = {"include_usage": True}
     if not stream:
         r = httpx.post(url + path, json=body, timeout=300)
         out.append((r.status_code, r.json()))
