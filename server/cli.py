@@ -103,14 +103,50 @@ def end_past_a_stuck_step(status: int) -> int:
 
 
 async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
-    from strata.server.app import init_app
-    from strata.server.keys import STATE
     from strata.server.preflight import preflight
 
     checked = preflight(config)         # before "listening on": the model, --backend, the memory check
     if checked.status:
         log.error("%s", checked.error)
         return checked.status
+    claimed = claim_cache_folders(config)   # before the model loads: a second server of it on a level's folder
+    if isinstance(claimed, str):
+        log.error("%s", claimed)
+        return CONFIGURATION_REFUSED
+    try:
+        return await _serve_checked(config, checked)
+    finally:
+        from strata.server.cache import server_lock
+
+        for key in claimed:               # after the cache's close: its stop has written what it keeps
+            server_lock.release(key)
+
+
+def claim_cache_folders(config: ServerConfig) -> list[str | None] | str:
+    """Hold the disk levels' folders for this model for the server's life (server/cache/server_lock.py): the
+    claims to release, or the message that refuses the start where another server of the model holds one."""
+    try:
+        from strata.server.cache import CacheConfig, server_lock
+    except ImportError:                 # no cache in this build: nothing is kept on disk
+        return []
+    from strata.engine import GGUFFile, model_identity
+    from strata.server.app import model_path
+
+    levels = CacheConfig.from_values(config.values, environ=config.env)
+    if not server_lock.level_folders(levels):
+        return []
+    path = model_path(config)
+    try:
+        return server_lock.claim_levels(levels, model_identity(path, GGUFFile(path).data_offset))
+    except server_lock.FolderInUse as e:
+        return str(e)
+
+
+async def _serve_checked(config: ServerConfig, checked: Any) -> int:
+    """`serve` once the model, the machine and the cache's folders are checked."""
+    from strata.server.app import init_app
+    from strata.server.keys import STATE
+
     for warning in checked.warnings:
         log.warning("%s", warning)
     if not checked.pack_weights:

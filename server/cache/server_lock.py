@@ -1,0 +1,174 @@
+"""The lock a `strata serve` holds, for its whole life, on each disk level's folder for its model.
+
+Why: each server indexes a level's folder once, at its start, and keeps that index; two servers of one model on one
+folder each move down, evict and supersede entries the other still counts (session 39's trial: "missed moved
+entries", a miss where the other server had moved the history to cold, budgets kept over files no longer there).
+A second server of the same model on a folder that one holds is refused before it loads (exit status 2, naming
+the folder and the holder's pid): nothing of either is lost, and the user picks another folder or stops the other.
+Servers of different models share a folder as before: each reads only its own model's files (the lock's name
+carries the model's identity, its GGUF header's hash, as the sidecars do).
+
+What this is: an OS file lock on `.strata-serve-<model>.lock` in the folder (POSIX flock; Windows msvcrt.locking
+on one byte past the text, which stays readable), with the holder's pid, host and start written in it for the
+other's message. The OS lets it go when the process ends however it ends (a kill, a crash, a power cut), so a file
+left behind holds nothing and is taken over: no stale-pid guess (a pid is reused; another host's cannot be
+asked). The file is never removed (a removal races a process that has just opened it). A folder where no lock can
+be had (cannot be made or opened, a file system without locks) is used unlocked, as before, said at INFO.
+What this is not: the commit lock (fileio.commit_lock), held for milliseconds around one entry's renames.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+from strata import folders
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+    import msvcrt
+
+log = logging.getLogger("strata.cache")
+
+LOCK_PREFIX = ".strata-serve-"   # never indexed: a level's entries begin with strata-conv-
+TEXT_BYTES = 4096                # the holder's text lies before this offset; Windows locks the byte at it
+HELD_ERRNOS = (errno.EACCES, errno.EAGAIN, errno.EWOULDBLOCK, getattr(errno, "EDEADLOCK", errno.EDEADLK))
+
+
+class FolderInUse(Exception):
+    """Another live process holds the folder's lock for this model: `holder` says who, as its lock file does."""
+
+    def __init__(self, flag: str, folder: str, holder: str) -> None:
+        self.flag, self.folder, self.holder = flag, folder, holder
+        super().__init__(f"{flag} {folder}: this folder is in use by another strata serve of this model ({holder}); "
+                         "two servers on one folder each miss the conversations the other moves down or removes. Stop "
+                         f"that server, or give this one a folder of its own ({flag} DIR), or run it without that "
+                         f"level ({flag.removesuffix('-dir')}-mib 0)")
+
+
+def lock_name(model_id: str) -> str:
+    return f"{LOCK_PREFIX}{model_id[:16]}.lock"
+
+
+def level_folders(cache_config) -> list[tuple[str, str]]:
+    """(flag, folder) of each disk level that is on: the folders a server of this configuration moves entries in."""
+    return [(f"--conversation-cache-{lc.name}-dir", os.path.abspath(os.path.expanduser(lc.folder)))
+            for lc in cache_config.levels if lc.name != "ram" and lc.on]
+
+
+@dataclass(eq=False)
+class _Held:
+    fd: int
+    count: int = 1
+
+
+_held: dict[str, _Held] = {}   # normcase(realpath(lock file)) -> this process's hold of it
+_held_lock = threading.Lock()
+
+
+def _try_lock(fd: int) -> None:
+    """Lock `fd` without waiting; OSError (errno in HELD_ERRNOS) when another process holds it."""
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    os.lseek(fd, TEXT_BYTES, os.SEEK_SET)
+    msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+
+
+def _unlock(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return
+    os.lseek(fd, TEXT_BYTES, os.SEEK_SET)
+    msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+
+def _holder_text(path: str) -> str:
+    """Who holds `path`'s lock, as its text says: `pid 1234 on host, since ...`."""
+    try:
+        with open(path, "rb") as f:
+            d = json.loads(f.read(TEXT_BYTES).decode("utf-8"))
+        pid, host, since = int(d["pid"]), str(d["host"]), float(d["since"])
+    except (OSError, ValueError, KeyError, TypeError):   # its holder has not written it yet, or wrote something else
+        return "a process whose pid its lock file does not say yet"
+    where = "" if host == socket.gethostname() else f" on {host}"
+    return f"pid {pid}{where}, running since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}"
+
+
+def claim(flag: str, folder: str, model_id: str) -> str | None:
+    """Hold `folder`'s lock for `model_id` until `release`; FolderInUse when another process holds it. Returns the
+    lock file's path, or None where no lock can be had (said at INFO; the folder is used unlocked)."""
+    path = os.path.join(folder, lock_name(model_id))
+    try:
+        os.makedirs(folder, folders.PRIVATE_FOLDER_MODE, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), folders.PRIVATE_FILE_MODE)
+    except OSError as exc:   # the level says what is wrong with its folder when it opens it
+        log.info("conversation cache: %s %s: no lock taken (%s); another server of this model on it would not be "
+                 "noticed", flag, folder, exc.strerror or exc)
+        return None
+    key = os.path.normcase(os.path.realpath(path))
+    with _held_lock:
+        mine = _held.get(key)
+        if mine is not None:   # this process holds it already (a second server in one process: tests)
+            os.close(fd)
+            mine.count += 1
+            return key
+        try:
+            _try_lock(fd)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in HELD_ERRNOS:
+                raise FolderInUse(flag, folder, _holder_text(path)) from None
+            log.info("conversation cache: %s %s: no lock taken (its file system cannot lock: %s); another server of "
+                     "this model on it would not be noticed", flag, folder, exc.strerror or exc)
+            return None
+        _held[key] = _Held(fd)
+    text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode()
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, text)
+    except OSError:   # held all the same: the other's message then says it cannot name the pid
+        pass
+    return key
+
+
+def release(key: str | None) -> None:
+    """End this process's hold taken by `claim` (the last of its claims in this process)."""
+    if key is None:
+        return
+    with _held_lock:
+        mine = _held.get(key)
+        if mine is None:
+            return
+        mine.count -= 1
+        if mine.count:
+            return
+        del _held[key]
+    try:
+        _unlock(mine.fd)
+    except OSError:
+        pass
+    finally:
+        os.close(mine.fd)
+
+
+def claim_levels(cache_config, model_id: str) -> list[str | None]:
+    """`claim` every disk level's folder that is on; FolderInUse (holding none of them) when one is held."""
+    keys: list[str | None] = []
+    try:
+        for flag, folder in level_folders(cache_config):
+            keys.append(claim(flag, folder, model_id))
+    except FolderInUse:
+        for key in keys:
+            release(key)
+        raise
+    return keys
