@@ -311,6 +311,7 @@ TOOL_BLOCK_MARKERS = ("<tool_call>", "<TOOLCALL>")
 MISTRAL_CALL_MARKER = "[TOOL_CALLS]"
 GLM_ARG_MARKER = "<arg_key>"       # GLM-4.5+ vocabularies have it as a token (their calls: engine glm.py)
 SEED_CALL_MARKER = "<seed:tool_call>"   # Seed-OSS's vocabulary has it as a token (its calls: engine seed.py)
+LLAMA_CALL_MARKER = "<|python_tag|>"    # Llama 3.1 / 3.2 / 3.3's vocabularies have it as a token
 
 
 def may_be_bare_call(head: str) -> bool:
@@ -453,6 +454,9 @@ class AnswerFormat:
     mistral_calls: bool = False     # the vocabulary has Mistral's [TOOL_CALLS]: its calls are read
     glm_calls: bool = False         # the vocabulary has GLM's <arg_key>: its <tool_call>NAME<arg_key> calls are read
     seed_calls: bool = False        # the vocabulary has Seed-OSS's <seed:tool_call>: its blocks are read
+    # the vocabulary has Llama 3.1's <|python_tag|>: its calls are bare JSON (read in every format), kept off
+    # under tool_choice none with the tag (no_call_rule.py)
+    llama_calls: bool = False
     # ids the request's calls and results hold: an id the model wrote again is not handed out (models copy
     # ids; Anthropic refuses repeated tool_use ids and agents pair results by id)
     taken_ids: frozenset[str] = frozenset()
@@ -479,7 +483,8 @@ def answer_format(engine: Any, prompt: list[int], messages: Sequence[Mapping[str
     tags = reasoning_tags(tokenizer)
     return AnswerFormat(opened=thinking_opened(engine, prompt, tags), think=tags,
                         mistral_calls=has(MISTRAL_CALL_MARKER), glm_calls=has(GLM_ARG_MARKER),
-                        seed_calls=has(SEED_CALL_MARKER), taken_ids=call_ids_in(messages))
+                        seed_calls=has(SEED_CALL_MARKER), llama_calls=has(LLAMA_CALL_MARKER),
+                        taken_ids=call_ids_in(messages))
 
 
 def call_ids_in(messages: Sequence[Mapping[str, Any]]) -> frozenset[str]:

@@ -1,7 +1,8 @@
 """An answer kept off tool calls (tool_choice none, strata.engine.no_call, the rule server/no_call_rule.py
 picks per format), over small vocabularies of markup pieces: a call's marker is refused where the readers take
 it as a call (a special token banned; a marker of several tokens refused at its last one), and left free in
-the reasoning and in a code block opened after prose; Harmony's header outside its analysis channel."""
+the reasoning and in a code block opened after prose; Harmony's header outside its analysis channel; Llama 3's
+`<|python_tag|>` and its bare JSON call's start, a JSON answer that is no call left whole."""
 
 from __future__ import annotations
 
@@ -125,9 +126,63 @@ def test_a_harmony_prefill_is_the_final_messages_body():
     (SimpleNamespace(harmony=False, seed_calls=True, think=("<seed:think>", "</seed:think>"), opened=True),
      BLOCK_MARKERS + (b"<seed:tool_call>",), (b"<seed:think>", b"</seed:think>"), True),
     (SimpleNamespace(harmony=False, think=("<think>", "</think>")), BLOCK_MARKERS, (b"<think>", b"</think>"), True),
+    (SimpleNamespace(harmony=False, llama_calls=True, think=None), BLOCK_MARKERS + (b"<|python_tag|>",), None, True),
 ])
 def test_each_format_bans_its_readers_markers(answer, markers, reasoning, code_blocks):
     rule = no_call_rule(answer, "pre")
     assert (rule.markers, rule.reasoning, rule.code_blocks, rule.prefix, rule.kind) == \
         (markers, reasoning, code_blocks, b"pre", "none")
     assert rule.opened == bool(getattr(answer, "opened", False))
+    assert rule.bare_calls == bool(getattr(answer, "llama_calls", False))     # Llama 3's bare JSON calls only
+
+
+# ----- Llama 3: a bare JSON call's start (strata.engine.bare_call_scan) -----
+
+JSON_PIECES = [b'{"', b"name", b'":', b' "', b"get", b'",', b"parameters", b'": {}}', b"age", b'": 3}', b"<|python_tag|>",
+               b"<think>", b"</think>", b"Hi", b" ", b"x"]
+JSON_VOCAB = Vocabulary(JSON_PIECES, special_ids=[JSON_PIECES.index(b"<|python_tag|>")])
+
+
+def llama(prefill: str = "", opened: bool = False) -> NoCall:
+    """The constraint the server holds a Llama 3 answer to under tool_choice none (JSON_VOCAB as its vocabulary)."""
+    answer = SimpleNamespace(harmony=False, llama_calls=True, think=("<think>", "</think>"), opened=opened)
+    return no_call_rule(answer, prefill).constraint_for(SimpleNamespace(_json_vocabulary=JSON_VOCAB), ())
+
+
+def json_write(c: NoCall, pieces: list[bytes]) -> None:
+    for p in pieces:
+        assert c.allows(JSON_PIECES.index(p)), p
+        c.advance(JSON_PIECES.index(p))
+
+
+def json_refused(c: NoCall) -> set[bytes]:
+    mask = c.allowed_mask()
+    assert all(mask[i] == c.allows(i) for i in range(JSON_VOCAB.n))
+    return {JSON_PIECES[i] for i in np.flatnonzero(~mask)}
+
+
+def test_llama_bans_the_tag_and_refuses_a_bare_call_at_its_arguments_key():
+    c = llama()
+    assert json_refused(c) == {b"<|python_tag|>"}
+    json_write(c, [b" ", b'{"', b"name", b'":', b' "', b"get", b'",', b' "', b"parameters"])
+    assert json_refused(c) == {b"<|python_tag|>", b'":', b'": {}}', b'": 3}', b'",'}   # its closing quote
+    json_write(c, [b"x", b'":'])                                           # "parametersx": no call's key
+    assert json_refused(c) == {b"<|python_tag|>"}
+
+
+def test_llama_leaves_a_json_answer_that_is_no_call_whole():
+    c = llama()
+    json_write(c, [b'{"', b"name", b'":', b' "', b"get", b'",', b' "', b"age", b'": 3}'])
+    c = llama()
+    json_write(c, [b"Hi", b" ", b'{"', b"name", b'":', b' "', b"get", b'",', b' "', b"parameters", b'": {}}'])
+
+
+def test_llama_watches_the_content_after_the_reasoning_and_not_a_call_the_prefill_wrote():
+    c = llama(opened=True)
+    json_write(c, [b'{"', b"name", b'":', b' "', b"get", b'",', b' "', b"parameters", b'": {}}', b"</think>",
+                   b'{"', b"name", b'":', b' "', b"get", b'",', b' "', b"parameters"])
+    assert not c.allows(JSON_PIECES.index(b'": {}}'))
+    c = llama(prefill='{"name": "get", "parameters')                     # the answer would finish the call
+    assert not c.allows(JSON_PIECES.index(b'": {}}'))
+    c = llama(prefill='{"name": "get", "parameters"')                    # the request wrote it: not refusable
+    assert json_refused(c) == {b"<|python_tag|>"}

@@ -1,0 +1,152 @@
+"""Where an answer becomes a bare JSON call's start (strata.engine.bare_call_scan, Llama 3's calls): CALLED at the
+byte that makes the first object's "name" a string beside an "arguments" / "parameters" key, after whitespace,
+`<|python_tag|>` / `[TOOL_CALLS]`, a ```json fence and a reasoning block, as chat_template.parse_tool_calls
+reads a call; never for a JSON answer whose first object is no call. Checked against the reader itself on
+tables and on random answers."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from strata.engine.bare_call_scan import CALLED, FREE, Head, Lead, bare_call_scan, bare_call_start, body_start
+from strata.engine.call_objects import as_call
+from strata.engine.chat_template import parse_tool_calls
+from strata.server.reasoning import split_reasoning
+
+THINK = (b"<think>", b"</think>")
+
+
+def called_at(text: str, step: int = 1, reasoning: tuple[bytes, bytes] | None = THINK) -> int | None:
+    """The byte offset of the piece that made `text` a call's start (fed `step` bytes at a time), or None."""
+    data, state = text.encode(), bare_call_start(reasoning)
+    for i in range(0, len(data), step):
+        state = bare_call_scan(state, data[i:i + step], reasoning)
+        if state == CALLED:
+            return i
+    return None
+
+
+def read_as_call(text: str) -> bool:
+    """Whether the server's readers take the whole answer as calls (its reasoning first taken off)."""
+    _, content = split_reasoning(text, False)
+    return bool(parse_tool_calls(content, mistral=False, glm=False, seed=False)[1])
+
+
+# (answer, where CALLED: the text up to and through the byte that makes it a call's start)
+CALLS = [
+    ('{"name": "get_weather", "parameters": {"city": "Paris"}}', '{"name": "get_weather", "parameters"'),
+    ('{"name":"f","arguments":{}}', '{"name":"f","arguments"'),
+    ('  \n{ "name" : "f" , "parameters" : {} }', '  \n{ "name" : "f" , "parameters"'),
+    ('{"parameters": {"a": "}"}, "name": "f"}', '{"parameters": {"a": "}"}, "name": "'),    # name after
+    ('{"type": "function", "name": "f", "parameters": {}}', '{"type": "function", "name": "f", "parameters"'),
+    ('{"na\\u006de": "f", "parameters": {}}', '{"na\\u006de": "f", "parameters"'),          # an escaped key
+    ('[{"name": "f", "parameters": {}}]', '[{"name": "f", "parameters"'),
+    ('<|python_tag|>{"name": "f", "parameters": {}}', '<|python_tag|>{"name": "f", "parameters"'),
+    ('[TOOL_CALLS] {"name": "f", "arguments": {}}', '[TOOL_CALLS] {"name": "f", "arguments"'),
+    ('```json\n{"name": "f", "parameters": {}}\n```', '```json\n{"name": "f", "parameters"'),
+    ('```\n[{"name": "f", "parameters": {}}]```', '```\n[{"name": "f", "parameters"'),
+    ('<think>{"name": "x", "parameters": {}}</think>\n{"name": "f", "parameters": {}}',
+     '<think>{"name": "x", "parameters": {}}</think>\n{"name": "f", "parameters"'),
+    ('\u3000{"name": "f", "parameters": {}}', '\u3000{"name": "f", "parameters"'),          # str.strip's space
+]
+
+NOT_CALLS = [
+    '{"name": "Alice", "age": 3}',                        # a JSON answer: no arguments
+    '{"parameters": {"a": 1}, "name": 5}',                # a name that is no string
+    '{"name": {"parameters": 1}, "x": 2}',                # keys inside a value
+    '{"a": {"name": "f", "parameters": {}}}',             # a call nested in an answer
+    '{"name": "Al\\"ice", "kind": "parameters"}',         # "parameters" as a value
+    '[{"name": "a"}, {"name": "f", "parameters": {}}]',   # a list whose first object is no call
+    'Sure: {"name": "f", "parameters": {}}',              # after prose
+    '```python\n{"name": "f", "parameters": {}}\n```',    # a fence of another language
+    '```JSON\n{"name": "f", "parameters": {}}\n```',
+    '[TOOL_CALLS]<|python_tag|>{"name": "f", "parameters": {}}',   # the tags stripped in their order only
+    '{"name": "f"} {"name": "f", "parameters": {}}',      # the first object closed
+    '<think>x</think>Hi {"name": "f", "parameters": {}}',
+    '{"name": "f", "parameters\\u0078": {}}',
+]
+
+
+@pytest.mark.parametrize("answer, through", CALLS)
+@pytest.mark.parametrize("step", [1, 3, 1000])
+def test_a_call_is_found_at_the_byte_that_makes_it_one(answer, through, step):
+    assert read_as_call(answer), answer                    # the table holds what the reader takes as calls
+    at = called_at(answer, step)
+    end = len(through.encode())
+    assert at is not None and at < end <= at + step, (at, end)
+
+
+@pytest.mark.parametrize("answer", NOT_CALLS)
+def test_an_answer_that_is_no_call_is_never_refused(answer):
+    assert not read_as_call(answer)
+    assert called_at(answer) is None
+
+
+def test_prose_and_a_closed_object_need_no_more_watching():
+    assert bare_call_scan(bare_call_start(THINK), b"Hi", THINK) == FREE
+    assert bare_call_scan(bare_call_start(None), b'{"name": "Alice"}', None) == FREE
+    assert isinstance(bare_call_scan(bare_call_start(THINK), b" <thi", THINK), Lead)       # maybe a reasoning
+    assert isinstance(bare_call_scan(bare_call_start(None), b" \xe3\x80", None), Head)      # a space unfinished
+    assert bare_call_scan(bare_call_start(THINK, opened=True), b"x</think>Hi", THINK) == FREE
+
+
+@pytest.mark.parametrize("text, start", [
+    ("", True), ("  ", True), ("<|py", True), ("<|python_tag|> ", True), ("[TOOL", True), ("`", True),
+    ("```js", True), ("```json  ", True), ("{", 0), (" [", 1), ("<|python_tag|> {", 15), ("```json\n{", 8),
+    ("```\n[", 4), ("Hi", None), ("```python", None), ("[TOOL_CALLS]x", None), ("```jsonx", None),
+])
+def test_where_the_json_begins(text, start):
+    assert body_start(text) == start
+
+
+# ----- against the reader, on random answers -----
+
+KEYS = ["name", "parameters", "arguments", "type", "na\\u006de", "x"]
+VALUES = ['"f"', '{"a": "}"}', "1", "null", '[1, "]"]', '"a\\"b"', "{}", '"name"']
+LEADS = ["", " ", "\n\n", "<|python_tag|>", " <|python_tag|> ", "[TOOL_CALLS]", "<think>{\"name\": \"x\"}</think>",
+         "Hi "]
+FENCES = [("", ""), ("```json\n", "\n```"), ("```\n", "```"), ("```python\n", "\n```")]
+
+
+def random_answer(rng: random.Random) -> str:
+    def obj() -> str:
+        members = rng.sample(KEYS, rng.randint(0, 4))
+        return "{" + ", ".join(f'"{k}":{rng.choice(["", " "])}{rng.choice(VALUES)}' for k in members) + "}"
+    body = "[" + ", ".join(obj() for _ in range(rng.randint(0, 3))) + "]" if rng.random() < 0.3 else obj()
+    fence = rng.choice(FENCES)
+    return rng.choice(LEADS) + fence[0] + body + fence[1] + rng.choice(["", " ", " ok"])
+
+
+def first_object(answer: str) -> dict | None:
+    """The first object of an answer whose JSON, after its lead and fence, begins with a whole one (the first
+    element of a list too), whatever follows it; None otherwise."""
+    _, content = split_reasoning(answer, False)
+    at = body_start(content)
+    if at is True or at is None:
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(content[at + 1:].lstrip() if content[at] == "[" else content[at:])
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def test_random_answers_agree_with_the_reader():
+    """Every answer the reader takes as calls is refused; a whole JSON answer whose first object is no call
+    (call_objects.as_call) never is, whatever follows it."""
+    rng = random.Random(4)
+    calls = whole_no_calls = 0
+    for _ in range(3000):
+        answer = random_answer(rng)
+        at = called_at(answer, rng.choice([1, 2, 5]))
+        if read_as_call(answer):
+            calls += 1
+            assert at is not None, answer
+        first = first_object(answer)
+        twice = '"name":' in answer and '"na\\u006de":' in answer      # a later "name" may undo the first
+        if first is not None and as_call(first) is None and not twice:
+            whole_no_calls += 1
+            assert at is None, answer
+    assert calls > 100 and whole_no_calls > 100, (calls, whole_no_calls)
