@@ -2,8 +2,10 @@
 asked of every sampled token): the default model on a live server writes a long text answer with one tool
 offered, `auto` and `none` alternating in one run (the same load for both), `ignore_eos` so that every answer
 is `--tokens` long. Prints each answer's milliseconds a token, the ratio none / auto of the medians and of each round's pair; then
-the constraint alone (allows + advance over the answer's tokens, as the sampler asks it, and over them 20
-times, a longer answer) in microseconds a token. Not a test (no assertion).
+the constraint alone (allows + advance over the answer's tokens, as the sampler asks it, over them 20 times, a
+longer answer, and over a JSON answer that is no call) in microseconds a token, for this model's rule and for
+Llama 3's (the `<|python_tag|>` marker and the bare JSON call's start, server/no_call_rule.py, on this
+vocabulary), and Llama 3's whole-vocabulary mask inside a JSON answer. Not a test (no assertion).
 
     .venv/bin/python benchmarks/tool_choice_none_cost.py [--rounds 4] [--tokens 400]
 """
@@ -11,9 +13,11 @@ times, a longer answer) in microseconds a token. Not a test (no assertion).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import httpx2 as httpx
@@ -53,27 +57,47 @@ def main() -> None:
                 print(f"round {r} {choice}: {n} tokens, {dt:.2f} s, {dt / n * 1000:.2f} ms/token, "
                       f"finish {out['choices'][0]['finish_reason']}", flush=True)
         engine = s.state.engine
-        rule = no_call_rule(answer_format(engine, []))
+        fmt = answer_format(engine, [])
         ids = list(engine.tokenize(texts["none"], special=False))
-        constraint = rule.constraint_for(engine.tokenizer, ())
+        # a JSON answer that is no call, its first object the whole answer: the bare-call check's longest watch
+        json_ids = list(engine.tokenize(json.dumps({"name": "bread", "text": texts["none"]}), special=False))
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"median ms/token: auto {med['auto']:.2f}, none {med['none']:.2f}, none/auto {med['none'] / med['auto']:.3f}")
     pairs = [n / a for n, a in zip(times["none"], times["auto"], strict=True)]     # each round's two side by side
     print("each round's none/auto: " + ", ".join(f"{x:.3f}" for x in pairs) + f"; median {statistics.median(pairs):.3f}")
-    t0 = time.perf_counter()
-    for t in ids:
-        constraint.allows(t)
+    rules = {"this model's rule": no_call_rule(fmt),
+             # Llama 3's (its vocabulary's <|python_tag|>): the tag and a bare JSON call's start, on this vocabulary
+             "Llama 3's rule": no_call_rule(replace(fmt, llama_calls=True))}
+    for name, rule in rules.items():
+        for label, answer in (("the answer", ids), ("the answer 20x", ids * 20), ("a JSON answer", json_ids)):
+            print(f"NoCall alone, {name}, {label}: {len(answer)} tokens, "
+                  f"{constraint_cost(rule, engine.tokenizer, answer):.1f} us/token")
+    mask_cost(rules["Llama 3's rule"], engine.tokenizer, json_ids[:8])
+
+
+def constraint_cost(rule, tokenizer, ids: list[int]) -> float:
+    """Microseconds a token of allows + advance over `ids`, as the sampler asks a constraint (the best of 3)."""
+    best = float("inf")
+    for _ in range(3):
+        constraint = rule.constraint_for(tokenizer, ())
+        t0 = time.perf_counter()
+        for t in ids:
+            constraint.allows(t)
+            constraint.advance(t)
+        best = min(best, (time.perf_counter() - t0) / len(ids) * 1e6)
+    return best
+
+
+def mask_cost(rule, tokenizer, head: list[int]) -> None:
+    """The whole-vocabulary mask after a refusal (the sampler's fallback) while a JSON object is watched."""
+    constraint = rule.constraint_for(tokenizer, ())
+    for t in head:
         constraint.advance(t)
-    dt = time.perf_counter() - t0
-    print(f"NoCall alone: {len(ids)} tokens, {dt / len(ids) * 1e6:.1f} us/token")
-    long = ids * 20                 # a 20x longer answer: the answer's bytes so far grow, the cost per token?
-    constraint = rule.constraint_for(engine.tokenizer, ())
+    constraint.allowed_mask()                     # the vocabulary's per-byte index, built once
     t0 = time.perf_counter()
-    for t in long:
-        constraint.allows(t)
-        constraint.advance(t)
-    dt = time.perf_counter() - t0
-    print(f"NoCall alone: {len(long)} tokens, {dt / len(long) * 1e6:.1f} us/token")
+    constraint.allowed_mask()
+    print(f"allowed_mask inside a JSON answer (Llama 3's rule): {(time.perf_counter() - t0) * 1e3:.1f} ms")
+
 
 if __name__ == "__main__":
     main()
