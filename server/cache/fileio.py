@@ -132,11 +132,10 @@ class FileIO:
                 held_at = self.__dict__.setdefault("_lock_held_at", {})   # folder -> when a wait there ended unlocked
                 since = held_at.get(folder)
                 quiet = since is not None and time.monotonic() - since < COMMIT_LOCK_STILL_HELD_S
-                try_once = (lambda: _posix_try_lock(fd)) if fcntl is not None else (lambda: _windows_try_lock(fd))
                 left = max(0.0, wait_s - (time.monotonic() - began))   # what the wait for this process's threads left
                 hold.waiting = True   # until had: a thread of this process waiting behind blames the other process
                 try:
-                    locked = wait_for_lock(try_once, 0.0 if quiet else left)
+                    locked = wait_for_lock(lambda: try_lock(fd), 0.0 if quiet else left)
                 except CommitLockHeld:
                     if not quiet:
                         held_at[folder] = time.monotonic()
@@ -233,6 +232,12 @@ def wait_for_lock(try_once: Callable[[], bool], wait_s: float, clock: Callable[[
                                                f"(a Strata server on this folder that has hung?)")
         sleep(min(delay, wait_s - waited))
         delay = min(2 * delay, LOCK_POLL_MAX_S)
+
+
+def try_lock(fd: int) -> bool | None:
+    """`fd`'s lock without waiting (POSIX flock; Windows msvcrt.locking of the byte at its position): True when had,
+    None while another process holds it, False where the file system cannot lock (Windows); POSIX raises the rest."""
+    return _posix_try_lock(fd) if fcntl is not None else _windows_try_lock(fd)
 
 
 def _posix_try_lock(fd: int) -> bool | None:

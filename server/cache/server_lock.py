@@ -12,14 +12,15 @@ What this is: an OS file lock on `.strata-serve-<model>.lock` in the folder (POS
 on one byte past the text, which stays readable), with the holder's pid, host and start written in it for the
 other's message. The OS lets it go when the process ends however it ends (a kill, a crash, a power cut), so a file
 left behind holds nothing and is taken over: no stale-pid guess (a pid is reused; another host's cannot be
-asked). The file is never removed (a removal races a process that has just opened it). A folder where no lock can
-be had (cannot be made or opened, a file system without locks) is used unlocked, as before, said at INFO.
+asked). Windows lets a dead process's lock go only eventually: a claim waits up to SERVER_LOCK_WAIT_S for a
+holder to let go before it refuses. The file is never removed (a removal races a process that has just opened it).
+A folder where no lock can be had (cannot be made or opened, a file system without locks) is used unlocked, as
+before, said at INFO.
 What this is not: the commit lock (fileio.commit_lock), held for milliseconds around one entry's renames.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -29,6 +30,8 @@ import time
 from dataclasses import dataclass
 
 from strata import folders
+
+from .fileio import CommitLockHeld, try_lock, wait_for_lock
 
 try:
     import fcntl
@@ -40,7 +43,10 @@ log = logging.getLogger("strata.cache")
 
 LOCK_PREFIX = ".strata-serve-"   # never indexed: a level's entries begin with strata-conv-
 TEXT_BYTES = 4096                # the holder's text lies before this offset; Windows locks the byte at it
-HELD_ERRNOS = (errno.EACCES, errno.EAGAIN, errno.EWOULDBLOCK, getattr(errno, "EDEADLOCK", errno.EDEADLK))
+# how long a claim waits for a holder to let go before it refuses: Windows frees a dead process's lock only
+# eventually (fileio.commit_lock unlocks before its close for that), and the app starts its server again 0.5 s after
+# a crash; refused, that start ends with exit status 2, which the app does not retry. A live holder waits it out.
+SERVER_LOCK_WAIT_S = 5.0
 
 
 class FolderInUse(Exception):
@@ -74,13 +80,11 @@ _held: dict[str, _Held] = {}   # normcase(realpath(lock file)) -> this process's
 _held_lock = threading.Lock()
 
 
-def _try_lock(fd: int) -> None:
-    """Lock `fd` without waiting; OSError (errno in HELD_ERRNOS) when another process holds it."""
-    if fcntl is not None:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return
-    os.lseek(fd, TEXT_BYTES, os.SEEK_SET)
-    msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+def _try_lock(fd: int) -> bool | None:
+    """fileio.try_lock on the byte past the text (Windows locks from the file's position; flock the whole file)."""
+    if fcntl is None:
+        os.lseek(fd, TEXT_BYTES, os.SEEK_SET)
+    return try_lock(fd)
 
 
 def _unlock(fd: int) -> None:
@@ -103,9 +107,12 @@ def _holder_text(path: str) -> str:
     return f"pid {pid}{where}, running since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}"
 
 
-def claim(flag: str, folder: str, model_id: str) -> str | None:
-    """Hold `folder`'s lock for `model_id` until `release`; FolderInUse when another process holds it. Returns the
-    lock file's path, or None where no lock can be had (said at INFO; the folder is used unlocked)."""
+def claim(flag: str, folder: str, model_id: str, wait_s: float = SERVER_LOCK_WAIT_S) -> str | None:
+    """Hold `folder`'s lock for `model_id` until `release`; FolderInUse when another process still holds it after
+    `wait_s`. Returns the lock file's path, or None where no lock can be had (said at INFO; the folder is used
+    unlocked)."""
+    if not wait_s >= 0:
+        raise ValueError(f"wait_s must be >= 0 seconds, got {wait_s!r}")
     path = os.path.join(folder, lock_name(model_id))
     try:
         os.makedirs(folder, folders.PRIVATE_FOLDER_MODE, exist_ok=True)
@@ -121,14 +128,18 @@ def claim(flag: str, folder: str, model_id: str) -> str | None:
             os.close(fd)
             mine.count += 1
             return key
+        why = ""
         try:
-            _try_lock(fd)
-        except OSError as exc:
+            locked = wait_for_lock(lambda: _try_lock(fd), wait_s)
+        except CommitLockHeld:
             os.close(fd)
-            if exc.errno in HELD_ERRNOS:
-                raise FolderInUse(flag, folder, _holder_text(path)) from None
-            log.info("conversation cache: %s %s: no lock taken (its file system cannot lock: %s); another server of "
-                     "this model on it would not be noticed", flag, folder, exc.strerror or exc)
+            raise FolderInUse(flag, folder, _holder_text(path)) from None
+        except OSError as exc:   # POSIX: a file system without flock
+            locked, why = False, f": {exc.strerror or exc}"
+        if not locked:
+            os.close(fd)
+            log.info("conversation cache: %s %s: no lock taken (its file system cannot lock%s); another server of "
+                     "this model on it would not be noticed", flag, folder, why)
             return None
         _held[key] = _Held(fd)
     text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode()

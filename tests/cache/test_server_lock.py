@@ -103,3 +103,37 @@ def test_only_the_levels_that_are_on_are_claimed(tmp_path):
                                       "conversation_cache_cold_dir": str(tmp_path / "cold"),
                                       "conversation_cache_cold_mib": 8}, {})
     assert server_lock.level_folders(config) == [("--conversation-cache-cold-dir", str(tmp_path / "cold"))]
+
+
+LETTING_GO = textwrap.dedent("""
+    import sys, time
+    from strata.server.cache import server_lock
+    server_lock.claim("--conversation-cache-cold-dir", sys.argv[1], sys.argv[2])
+    print("held", flush=True)
+    time.sleep(float(sys.argv[3]))
+""")
+
+
+def test_a_holder_letting_go_is_waited_for(tmp_path):
+    """Windows frees a dead process's lock only eventually (fileio.commit_lock unlocks before its close for that):
+    the app's restart 0.5 s after its server crashed met the dead one's lock, was refused with exit status 2, and
+    the app never retries that. A holder that lets go within `wait_s` is waited for (its end 1 s from now here)."""
+    p = subprocess.Popen([sys.executable, "-c", LETTING_GO, str(tmp_path / "cold"), MODEL, "1.0"],
+                         stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert p.stdout.readline().strip() == "held"
+        key = server_lock.claim("--conversation-cache-cold-dir", str(tmp_path / "cold"), MODEL)
+        assert key is not None
+        server_lock.release(key)
+    finally:
+        p.kill()
+        p.wait(30)
+
+
+def test_the_wait_is_a_named_bound(tmp_path, holder):
+    holder(tmp_path / "cold")
+    with pytest.raises(ValueError, match="wait_s"):
+        server_lock.claim("--conversation-cache-cold-dir", str(tmp_path / "cold"), MODEL, wait_s=-1)
+    with pytest.raises(server_lock.FolderInUse):                  # still refused once the wait is over
+        server_lock.claim("--conversation-cache-cold-dir", str(tmp_path / "cold"), MODEL, wait_s=0.2)
+    assert not server_lock._held
