@@ -262,9 +262,9 @@ class Sampler:
         n = logits.shape[0]
         ids = None
         if 0 < p.top_k < n:
-            ids = _lowest_ids_on_ties(logits, np.argpartition(-logits, p.top_k - 1)[: p.top_k], None)
+            ids = _top_k(logits, p.top_k)
         if p.top_p < 1.0:
-            ids = _lowest_ids_on_ties(logits, self._top_p(logits, ids), ids)
+            ids = self._top_p(logits, ids)
         if p.min_p > 0.0:
             pool = logits if ids is None else logits[ids]
             keep = pool >= pool.max() + math.log(p.min_p)
@@ -283,21 +283,35 @@ class Sampler:
             cum = np.cumsum(np.exp(pool[order] - top), dtype=np.float64) / total
             if cum[-1] >= self.params.top_p or look == len(pool):
                 cut = min(int(np.searchsorted(cum, self.params.top_p)) + 1, len(order))  # include the crossing token
-                order = order[:cut]
+                edge = pool[order[cut - 1]]
+                # a tie crosses the cut where the next best equals the edge (`order` is the best `look`, sorted: the
+                # next is known, but past a first look's end); only then is the pool read again (O(1) otherwise)
+                crosses = edge == pool[order[cut]] if cut < len(order) else look < len(pool)
+                order = _lowest_ids_at_cut(pool, order[:cut], edge, ids) if crosses else order[:cut]
                 return order if ids is None else ids[order]
             look = len(pool)  # the best few were not enough: sort them all (exact either way)
 
 
-def _lowest_ids_on_ties(logits: np.ndarray, kept: np.ndarray, pool: np.ndarray | None) -> np.ndarray:
-    """`kept` (ids, the best of `pool` by logit; pool None: every id) with those tied at its lowest logit
-    swapped for the lowest ids of the pool at that logit, the order of the others kept (top-p's best first). A partition or a quicksort leaves a tie at the
-    cut in any order, so top-p 0 (one token kept) picked any of a tie where greedy picks the lowest id: now the
-    same token (the set kept is otherwise the same; NaN is left for the draw to name)."""
+def _top_k(logits: np.ndarray, k: int) -> np.ndarray:
+    """The ids of the k largest logits (0 < k < n), in no order; a tie at the cut keeps its lowest ids."""
+    part = np.argpartition(-logits, k)[: k + 1]   # k + 1: the one just below the cut says whether a tie crosses it
+    kept = part[:k]
     edge = logits[kept].min()
-    if not edge == edge:
+    if not edge <= logits[part[k]]:   # below the cut is lower (the common case: O(k)), or NaN, left for the draw
         return kept
-    above = kept[logits[kept] > edge]
-    tied = np.flatnonzero(logits == edge) if pool is None else np.sort(pool[logits[pool] == edge])
+    return _lowest_ids_at_cut(logits, kept, edge, None)
+
+
+def _lowest_ids_at_cut(pool: np.ndarray, kept: np.ndarray, edge: np.floating, ids: np.ndarray | None) -> np.ndarray:
+    """`kept` (indices into `pool`, the logits of `ids`, None: every id; the best of the pool, `edge` the lowest
+    logit among them, tied with one left out) with its members at `edge` swapped for the pool's of the lowest
+    token ids at that logit, the others' order kept (top-p's best first). A partition or a quicksort leaves a tie
+    at the cut in any order, so top-p 0 (one token kept) picked any of a tie where greedy picks the lowest id.
+    One O(n) scan, done only where a tie crosses the cut (the set kept is otherwise the same)."""
+    above = kept[pool[kept] > edge]
+    tied = np.flatnonzero(pool == edge)
+    if ids is not None:
+        tied = tied[np.argsort(ids[tied], kind="stable")]
     return np.concatenate([above, tied[: len(kept) - len(above)]])
 
 
