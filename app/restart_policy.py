@@ -4,7 +4,7 @@ Frozen inputs, a decision out; no I/O, no clock reads (`ran_s` is passed in). `d
 that ended is started again; the only threshold is `max_retries` (`STRATA_START_RETRIES`, default 5):
 that many restarts in a row without the server staying up for `stable_s` seconds, then the app gives up
 and says why; what a restart cannot help (a refused configuration, a model that cannot load, an address it
-cannot listen on) is not retried. `wait_for_model`: whether to start it at all yet, when the model file the
+cannot listen on, a cache folder another server of the model holds) is not retried. `wait_for_model`: whether to start it at all yet, when the model file the
 configuration names by its path is not there (a removable or network drive mounted a little after login): the app
 looks again every `model_poll_s` seconds instead of starting a server that stops with status 3, and
 waits again when the server stopped so while the file changed under it (a copy that paused). `setup_restarts`:
@@ -20,7 +20,7 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from strata.exit_status import CANNOT_LISTEN, CONFIGURATION_REFUSED, MODEL_NOT_LOADED
+from strata.exit_status import CANNOT_LISTEN, CONFIGURATION_REFUSED, FOLDER_IN_USE, MODEL_NOT_LOADED
 
 try:
     import tomllib
@@ -85,6 +85,10 @@ MODEL_LOAD_FAILED = "the model could not be loaded: "   # how the server's line 
 LISTEN_LINE = re.compile(r"^(cannot listen on \S+: [^(]*?) \((.*)\)$")
 FLAG_ADVICE = re.compile(r":? ?--(port|host)( and --port)? chooses? another( address)?(, e\.g\. \d+)?$")
 NOT_THIS_MACHINE = "--host takes an address of this machine"   # server/cli.py HOST_HINT: the host is not one of its
+# the refusal of a disk level's folder another server of the model holds (server/cache/server_lock.py): its flag,
+# folder and holder; what follows is advice for a terminal (flags), which the app's reason says its own way
+IN_USE_LINE = re.compile(rf"^(--conversation-cache-(\w+)-dir .*?: {re.escape(FOLDER_IN_USE)} \([^)]*\))")
+IN_USE_ADVICE = "another Strata server of this model uses the folder: stop it, or give this one another folder"
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,9 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
     last_line, not_this_machine = exit.last_line, False
     if exit.returncode == CANNOT_LISTEN:
         last_line, not_this_machine = listen_failure(last_line)
+    in_use = IN_USE_LINE.match(last_line) if exit.returncode == CONFIGURATION_REFUSED else None
+    if in_use:
+        last_line = in_use.group(1)
     if exit.returncode == MODEL_NOT_LOADED and last_line.startswith(MODEL_LOAD_FAILED):
         what = last_line.removeprefix(MODEL_LOAD_FAILED)   # its line says what the reason says: once, not twice
     elif last_line and exit.returncode > 0:   # a signal's victim has nothing to say about it
@@ -134,6 +141,12 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
         return RestartDecision(False, 0, f"stopped on request ({what})")
     if exit.was_healthy and exit.ran_s >= cfg.stable_s:
         attempts = 0          # it had been running fine: this is a new failure, not a crash loop
+    where = f"the configuration file {exit.config}" if exit.config else "the configuration file"
+    if in_use and not exit.was_healthy:
+        # the file holds nothing wrong: the same start is refused until the other server stops
+        return RestartDecision(False, attempts, f"the server cannot use its conversation folder: {what}; {IN_USE_ADVICE} "
+                                                f"(`conversation_cache_{in_use.group(2)}_dir` in {where}), then restart "
+                                                "the server")
     if exit.returncode == CONFIGURATION_REFUSED and not exit.was_healthy:
         # a flag given to the app (`./run --port x` on a desktop) is refused the same way as a key of the file
         fix = (f"fix the options given to the app ({exit.options}) or the configuration file" if exit.options
@@ -142,7 +155,6 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
     if exit.returncode == CANNOT_LISTEN and not exit.was_healthy:
         # a port another program holds (an old `strata serve`), a reserved or privileged one, or a host that is not
         # this machine's: the same address fails the same way again (it was retried 5 times, 18 s, then given up)
-        where = f"the configuration file {exit.config}" if exit.config else "the configuration file"
         if exit.on_free_port:
             return RestartDecision(False, attempts, f"the server cannot listen even on a free port: {what}; "
                                                     f"fix `host` in {where}, then restart the server")

@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass
 
 from strata import folders
+from strata.exit_status import FOLDER_IN_USE
 
 from .fileio import CommitLockHeld, try_lock, wait_for_lock
 
@@ -54,7 +55,7 @@ class FolderInUse(Exception):
 
     def __init__(self, flag: str, folder: str, holder: str) -> None:
         self.flag, self.folder, self.holder = flag, folder, holder
-        super().__init__(f"{flag} {folder}: this folder is in use by another strata serve of this model ({holder}); "
+        super().__init__(f"{flag} {folder}: {FOLDER_IN_USE} ({holder}); "
                          "two servers on one folder each miss the conversations the other moves down or removes. Stop "
                          f"that server, or give this one a folder of its own ({flag} DIR), or run it without that "
                          f"level ({flag.removesuffix('-dir')}-mib 0)")
