@@ -249,9 +249,9 @@ class Sampler:
             if not np.isfinite(kept.max()):
                 raise ValueError(f"sampling: logits have no finite maximum ({kept.max()}): NaN, +inf or all -inf")
             # a temperature so near 0 (5e-324 is a valid one) that logit / temperature overflowed: its law is the
-            # arg-max's (the lowest id on a tie, as greedy); the draw was a 500 that failed the scheduler's step
-            best = int(np.argmax(kept))
-            return best if ids is None else int(ids[best])
+            # arg-max's (the lowest id on a tie, as greedy); the draw was a 500 that failed the scheduler's step.
+            # Kept ids come in no id order (a partition's, top-p's sort): the tie's lowest id, not its first
+            return int(np.argmax(kept)) if ids is None else int(ids[kept == kept.max()].min())
         weights = np.exp(chosen - top)  # float32: exact enough for a draw, 10x cheaper
         i = _draw(weights, self._rng.random())
         return i if ids is None else int(ids[i])

@@ -202,6 +202,18 @@ def test_a_temperature_near_zero_draws_the_arg_max(temperature):
         assert {s.sample(logits) for _ in range(20)} == {1}
 
 
+@pytest.mark.parametrize("kept", [dict(top_k=40), dict(top_p=0.5), dict(top_k=40, top_p=0.9)])
+def test_a_temperature_near_zero_on_a_tie_picks_greedys_token(kept):
+    """That arg-max is greedy's, the lowest id of a tie at the top, with top-k or top-p too: it took the first of
+    the tie in the kept ids' order (a partition's, a quicksort's), another id for half of these rows."""
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        logits = rng.standard_normal(5000).astype(np.float32)
+        logits[rng.choice(5000, 3, replace=False)] = logits.max() + 1
+        greedy = Sampler(SamplingParams()).sample(logits)
+        assert Sampler(SamplingParams(temperature=1e-40, seed=1, **kept)).sample(logits) == greedy, seed
+
+
 def test_logit_bias_comes_first_and_bans_or_forces():
     logits = np.array([0.0, 5.0, 1.0, 4.9], np.float32)
     assert Sampler(SamplingParams(), n_vocab=4).sample(logits) == 1
