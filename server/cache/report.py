@@ -146,7 +146,8 @@ CACHE_FAMILIES: dict[str, tuple[str, str]] = {
     "degradations_total": ("counter", "Entries moved from a level to a later one (it was full, or past its age limit)."),
     "evictions_total": ("counter", "Entries deleted from a level to make room."),
     "age_evictions_total": ("counter", "Entries deleted from a level past its age limit."),
-    "write_failures_total": ("counter", "Writes a disk level failed (an I/O error, a full disk)."),
+    "write_failures_total": ("counter", "Writes a disk level failed (an I/O error, a full disk), or skipped: a folder "
+                             "stands where the conversation's file goes there."),
     "remove_failures_total": ("counter", "Files a disk level could not remove (a read-only folder)."),
     "skipped_files_total": ("counter", "Files found at start-up and left alone, by reason."),
     "removed_files_total": ("counter", "Strata's own files removed at start-up (damaged, orphaned, an older Strata's: stale), by reason."),

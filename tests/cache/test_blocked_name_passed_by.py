@@ -78,3 +78,11 @@ def test_a_spill_whose_name_is_a_folder_is_skipped_and_counted_each_time(make_ca
     assert len(cold.entries) == 3 and first not in cold.entries   # no room made for a write that cannot be done
     assert not said(caplog, logging.INFO, "let go")
     assert blocker.is_dir()
+
+
+def test_the_counter_says_it_counts_the_skipped_tries(make_cache):
+    # a try skipped for a folder on its name is counted in write_failures_total; its HELP said "an I/O error, a full
+    # disk" alone, and a scrape reading it saw a failing disk where one name was taken
+    text = metrics_text(make_cache(conversation_cache_mib=0, conversation_cache_cold_mib=2))
+    (help_line,) = [line for line in text.splitlines() if line.startswith("# HELP strata_cache_write_failures_total")]
+    assert "a folder stands where" in help_line, help_line
