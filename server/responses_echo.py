@@ -3,8 +3,9 @@ request (sampling, limits, tools, text, reasoning, the client's own labels), eac
 default; clients read them back from `response.created` and the final object alike (the openai SDK's Response
 type has them all).
 
-Two say what this server did rather than what was asked: `store` is false (no response is kept, whatever the
-request said: `previous_response_id` is refused) and `background` false (refused when true). The fields read
+Three say what this server did rather than what was asked: `store` is false (no response is kept, whatever the
+request said: `previous_response_id` is refused), `background` false (refused when true) and `service_tier`
+"default" (OpenAI names the tier that served the request; there is one here). The fields read
 only to be echoed are checked here, a 400 naming the field for a value of the wrong type.
 Not here: what the fields do (responses_api.py), the output and usage.
 """
@@ -27,7 +28,7 @@ def echoed_fields(body: dict) -> dict[str, Any]:
     if truncation is not None and truncation not in TRUNCATIONS:
         raise APIError(400, f"'truncation' must be 'auto' or 'disabled', got {f.shown(truncation)}",
                        param="truncation")
-    tier = f.get_str(body, "service_tier")
+    f.get_str(body, "service_tier")      # checked as the other labels are; never echoed (below)
     return {
         "instructions": body.get("instructions"),
         "max_output_tokens": body.get("max_output_tokens"),
@@ -51,7 +52,7 @@ def echoed_fields(body: dict) -> dict[str, Any]:
         "safety_identifier": f.get_str(body, "safety_identifier"),
         "prompt_cache_key": f.get_str(body, "prompt_cache_key"),
         "prompt_cache_retention": f.get_str(body, "prompt_cache_retention"),
-        "service_tier": "default" if tier in (None, "auto") else tier,   # OpenAI names the tier that answered
+        "service_tier": "default",       # the tier that answered, whichever was asked for
     }
 
 

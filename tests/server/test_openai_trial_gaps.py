@@ -136,3 +136,13 @@ def test_a_setting_only_echoed_is_checked(oai, field, value, message):
     with pytest.raises(openai.BadRequestError) as counted:
         oai.responses.input_tokens.count(model="m", input="Hi", extra_body={field: value})
     assert message in sent.value.message and counted.value.message == sent.value.message
+
+
+@pytest.mark.parametrize("tier", ["flex", "priority", "auto", "default"])
+def test_service_tier_says_the_tier_that_answered(oai, tier):
+    """OpenAI's object names the tier that served the request, which may differ from the one asked for; this
+    server has one. Echoing "flex" or "priority" told the client it was served (and billed) so."""
+    r = oai.responses.create(model="m", input="Hi", max_output_tokens=2, service_tier=tier)
+    assert r.service_tier == "default"
+    with pytest.raises(openai.BadRequestError, match="'service_tier' must be a string"):
+        oai.responses.create(model="m", input="Hi", max_output_tokens=2, extra_body={"service_tier": 1})
