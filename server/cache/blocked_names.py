@@ -27,6 +27,10 @@ def folder_in_place(lvl, key: str) -> str | None:
     return None
 
 
+class NameTaken(IsADirectoryError):
+    """`check`'s refusal: the folder it found stands on the name (recorded; said once)."""
+
+
 class BlockedNames:
     def __init__(self) -> None:
         self._paths: dict[str, dict[str, str]] = {}   # level name -> key -> the folder standing on a name of it
@@ -38,7 +42,7 @@ class BlockedNames:
         if path is None:
             return
         self.record(lvl, key, path)
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        raise NameTaken(errno.EISDIR, os.strerror(errno.EISDIR), path)
 
     def record(self, lvl, key: str, path: str) -> None:
         paths = self._paths.setdefault(lvl.name, {})
@@ -50,8 +54,12 @@ class BlockedNames:
                     "counted: it stays in RAM or on the level above, or goes to another level that takes it, else it "
                     "is let go); other conversations are written as before", lvl.name, path, key)
 
-    def blocked(self, lvl, key: str) -> bool:
-        """Whether a failed write of `key` to `lvl` was a folder on its name (recorded here; said once)."""
+    def blocked(self, lvl, key: str, exc: OSError) -> bool:
+        """Whether a failed write of `key` to `lvl` was a folder on its name (recorded here; said once). `check`'s own
+        refusal is, however the folder is now: looked at again, one moved away just after its look took the level
+        as failing."""
+        if isinstance(exc, NameTaken):
+            return True
         path = folder_in_place(lvl, key)
         if path is not None:
             self.record(lvl, key, path)

@@ -286,7 +286,7 @@ class Cascade:
         """A write to `lvl` failed: warned at the first failure of a run (a broken disk fails every park;
         one line, not one a park), counted always (/metrics). True when it was `key`'s alone (a folder stands on
         its name there: said once a name by `blocked`, the level not taken as failing)."""
-        if key is not None and self.blocked.blocked(lvl, key):
+        if key is not None and self.blocked.blocked(lvl, key, exc):
             self.write_failures[lvl.name] += 1
             return True
         if lvl.name not in self._failing and not self.stopping:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from strata.server.cache.blocked_names import BlockedNames
 from strata.server.cache.report import metrics_text
 
 from tests.cache.conftest import history, park_history
@@ -86,3 +87,37 @@ def test_the_counter_says_it_counts_the_skipped_tries(make_cache):
     text = metrics_text(make_cache(conversation_cache_mib=0, conversation_cache_cold_mib=2))
     (help_line,) = [line for line in text.splitlines() if line.startswith("# HELP strata_cache_write_failures_total")]
     assert "a folder stands where" in help_line, help_line
+
+
+def test_a_folder_moved_away_just_after_the_look_fails_that_write_alone(make_cache, folders, clock, caplog):
+    """The look before any room is made found the folder; moved away before the failure was counted, the count's
+    second look found none, and the level was taken as failing (`cannot write to` the folder, a `spill of KEY
+    refused` warning, later `can write again`): the failure is the look's own, told by its error, not looked at
+    again."""
+    cache = make_cache(conversation_cache_mib=0, conversation_cache_cold_mib=2)
+    clock.t += 1
+    park_history(cache, history(0))
+    cache.flush()
+    cold = cache.cascade.levels[-1]
+    (first,) = cold.entries
+    cold.forget(first)
+    blocker = folders["cold"] / f"strata-conv-{first}.img"
+    blocker.mkdir()
+
+    class MovedAwayJustAfterTheLook(BlockedNames):
+        def check(self, lvl, key: str) -> None:
+            try:
+                super().check(lvl, key)
+            finally:
+                if blocker.is_dir():
+                    blocker.rmdir()              # a user moving it away at that moment
+
+    cache.cascade.blocked = MovedAwayJustAfterTheLook()
+    with caplog.at_level(logging.DEBUG, logger="strata.cache"):
+        clock.t += 1
+        park_history(cache, history(0))
+        cache.flush()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and f"cannot write to {blocker}: a folder stands there" in warnings[0], warnings
+    assert not cache.cascade.is_failing(cold)
+    assert cache.cascade.write_failures["cold"] == 1
