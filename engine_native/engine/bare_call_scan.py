@@ -27,6 +27,7 @@ CALL_KEYS = ("arguments", "parameters")
 _JSON_WS = b" \t\n\r"
 _FENCE, _FENCE_INFO = "```", "json"
 _STRING_STOP = re.compile(rb'["\\]')     # what ends a string's plain bytes: its quote or an escape
+_WS_RUN = re.compile(r"\s+")             # str.isspace's characters (the same set, checked), as str.strip's
 
 
 class Lead(NamedTuple):
@@ -104,7 +105,7 @@ def _lead(state: Lead, data: bytes, reasoning: tuple[bytes, bytes] | None) -> St
         skipped = len(text[:len(text) - len(head)].encode()) + len(opener)
         return _lead(Lead(b"", think=True), seen[skipped:], reasoning)
     if tag.startswith(head):
-        return Lead(seen, think=False)    # whitespace, or a start of the opening tag: not known yet
+        return Lead(_compact(seen), think=False)   # whitespace, or a start of the opening tag: not known yet
     return _head(seen)
 
 
@@ -114,7 +115,7 @@ def _head(data: bytes) -> State:
     if at is None:
         return FREE
     if at is True:
-        return Head(data)
+        return Head(_compact(data))
     return bare_call_scan(Json("top"), data[len(text[:at].encode()):])
 
 
@@ -146,6 +147,14 @@ def _spaces(text: str, i: int) -> int:
     while i < len(text) and text[i].isspace():
         i += 1
     return i
+
+
+def _compact(data: bytes) -> bytes:
+    """An undecided start (whitespace, markers, a fence, an opening tag begun) with each run of whitespace one
+    space: what comes next asks only whether whitespace stands there, so the state, and each token's look at
+    it, stays the size of the markup however many blank lines a model writes first."""
+    text, _ = _decoded(data)
+    return _WS_RUN.sub(" ", text).encode() + data[len(text.encode()):]      # an unfinished character kept
 
 
 def _decoded(data: bytes) -> tuple[str, bool]:
