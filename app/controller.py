@@ -51,7 +51,7 @@ class AppController(QObject):
         # and its widgets a reference cycle, freed by the cyclic collector in whichever thread it runs (the
         # supervisor's, the feed's): Qt objects destroyed off the GUI thread crash or hang the process
         self.supervisor = ServerSupervisor(config_path, log_dir, restart=restart, command=command,
-                                           options=tuple(serve_args or ()),
+                                           options=tuple(serve_args or ()), api_key=api_key,
                                            model_probe=functools.partial(model_file.look_for_configured_model,
                                                                          config_path, tuple(serve_args or ())))
         self.api_key = api_key
@@ -245,7 +245,10 @@ class AppController(QObject):
         the app waits for. Left to the next poll, the client could find the server's address closed before the
         supervisor's state said "stopping", and the header read "disconnected - cannot reach ..." for a moment.
         No client follows this server again: `poll` follows a later start's (by its run, not its pid, which is
-        gone before the new server is spawned and could come back as the new one's), at the address it gives."""
+        gone before the new server is spawned and could come back as the new one's), at the address it gives.
+        The supervisor is told at once too (ask_stop): left to the stopping thread, a poll in between showed the
+        load going on ("starting: loading the model") under the header's "waiting for the server to stop"."""
+        self.supervisor.ask_stop()
         self._unfollowed_run = self.supervisor.status().run
         if self.client is not None:
             self.client.stop()
@@ -262,6 +265,8 @@ class AppController(QObject):
         if self._quit_thread is not None:
             return
         log.info("quitting: stopping the server")
+        # at once, not on the stopping thread: a restart under way (its stop shown) would start its server first
+        self.supervisor.no_more_starts()
         self._stop_following()
         self._quit_thread = threading.Thread(target=self._stop_server, name="strata-server-stop", daemon=True)
         self._quit_thread.start()

@@ -1,37 +1,50 @@
-"""What the app's status bar says while it stops a server: what the stop really does, from what the server said of
-itself (its start-up INFO line) and whether it had loaded its model.
+"""What the app's status bar says while it stops a server: what the stop really does, from what the server's monitor
+feed says a stop would do (`GET /v1/monitor`'s `stop`: a disk level on, how many conversations it would write) and
+whether it had loaded its model.
 
-Pure: the supervisor (mechanism) hands in the INFO line and the state; it said "it parks its conversations first"
-for every stop, also for a server with no disk level (nothing outlives it) and one stopped during its load (no
-conversation served yet; the supervisor ends it at once, restart_policy.wait_for_stop's `loading`).
+Pure: the supervisor (mechanism) fetches the feed and hands in its `stop` object and the state. The wording came from
+parsing the server's INFO line before, which any rewording of that line (for humans) broke; it said "it parks its
+conversations first" for every stop before that, also for a server with no disk level and one stopped during its
+load (no conversation served yet; the supervisor ends it at once, restart_policy.wait_for_stop's `loading`).
 """
 
 from __future__ import annotations
 
-CACHE_PART = "conversation cache"   # the INFO line's part that names the cache's levels (server/cache/report.describe)
-DISK_LEVELS = ("warm", "cold")      # the levels that outlive the process (cache.keeps_across_restarts)
+from dataclasses import dataclass
 
 
-def keeps_on_disk(info_line: str) -> bool | None:
-    """Whether the server whose INFO line this is keeps its conversations on disk at its stop (a warm or cold level
-    on); None for a line that is not the INFO line (it says nothing of the cache)."""
-    parts = [p.strip() for p in info_line.split("|")]
-    cache = next((p for p in parts if p.startswith(CACHE_PART)), None)
-    if cache is None:
-        return None
-    if not cache.startswith(CACHE_PART + ":"):      # "conversation cache off"
-        return False
-    levels = [p.strip() for p in cache.split(":", 1)[1].split(";")]
-    return any(p.split(" ", 1)[0] in DISK_LEVELS and p.split(" ", 1)[1:] != ["off"] for p in levels)
+@dataclass(frozen=True)
+class StopOutlook:
+    keeps_on_disk: bool     # a warm or cold level is on: the conversations outlive the process
+    conversations: int      # how many histories the stop would write, at most (0 without a disk level)
 
 
-def stopping_detail(loaded: bool, on_disk: bool | None) -> str:
+def read_outlook(feed: object) -> StopOutlook:
+    """The monitor feed's `stop` object (docs/internals.md, "Monitor feed") as a StopOutlook; ValueError naming the
+    bad value for anything else (a feed without it: a server still loading, or an older one)."""
+    stop = feed.get("stop") if isinstance(feed, dict) else None
+    if not isinstance(stop, dict):
+        raise ValueError(f"the monitor feed's 'stop' is not an object: {stop!r}")
+    keeps, n = stop.get("keeps_on_disk"), stop.get("conversations")
+    if not isinstance(keeps, bool):
+        raise ValueError(f"the monitor feed's stop.keeps_on_disk is not true or false: {keeps!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"the monitor feed's stop.conversations is not a whole number >= 0: {n!r}")
+    return StopOutlook(keeps, n)
+
+
+def stopping_detail(loaded: bool, outlook: StopOutlook | None) -> str:
     """The status bar's detail as the stop begins (the server's own "stopping: keeping ..." lines follow it when
-    it writes conversations). `loaded`: it had answered /health ok; `on_disk`: keeps_on_disk of its INFO line."""
+    it writes conversations). `loaded`: it had answered /health ok; `outlook`: its feed's, None when not known
+    (not asked yet, or the feed did not answer)."""
     if not loaded:
         return "stopping the server while it loads its model (nothing served yet: nothing to keep)"
-    if on_disk is None:
+    if outlook is None:
         return "stopping the server"
-    if on_disk:
-        return "stopping the server (it writes its conversations to disk first, for the next start)"
-    return "stopping the server (its conversations are not kept: no disk level is on)"
+    if not outlook.keeps_on_disk:
+        return "stopping the server (its conversations are not kept: no disk level is on)"
+    n = outlook.conversations
+    if n == 0:
+        return "stopping the server (no conversation to write: what it keeps is on disk already)"
+    what = "1 conversation" if n == 1 else f"up to {n} conversations"
+    return f"stopping the server (it writes {what} to disk first, for the next start)"

@@ -10,6 +10,7 @@ itself (restart_policy.py) or any window.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -21,7 +22,7 @@ import urllib.error
 import urllib.request
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from strata.app.restart_policy import (
@@ -36,7 +37,8 @@ from strata.app.restart_policy import (
     wait_for_model,
     wait_for_stop,
 )
-from strata.app.stop_wording import keeps_on_disk, stopping_detail
+from strata.app.state_order import Shown, ask_stop, begin, takes
+from strata.app.stop_wording import StopOutlook, read_outlook, stopping_detail
 
 from strata.child_lifetime import popen_tied
 from strata.exit_status import MODEL_NOT_LOADED
@@ -51,6 +53,7 @@ LISTENING = re.compile(r"listening on (https?://[^\s()|]+)")
 LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ [\w.]+: ")
 FREE_PORT_FLAGS = ("--port", "0")   # after the configuration's flags: the last --port wins
 LAST_LINE_CHARS = 600   # the server's refusals end with what to do (a memory check's is up to ~400 characters)
+FEED_LOOK_S = 2.0       # the stop's one look at the server's feed (what it keeps): a hung server's stop waits no longer
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,7 @@ class ServerSupervisor:
                  command: list[str] | None = None, health_timeout_s: float = HEALTH_TIMEOUT_S,
                  env: dict[str, str] | None = None, model_probe: Callable[[Mapping[str, str]], ModelFile] | None = None,
                  stop_grace_s: float = STOP_GRACE_S, stop_cap_s: float = DEFAULT_STOP_CAP_S,
-                 options: tuple[str, ...] = ()) -> None:
+                 options: tuple[str, ...] = (), api_key: str | None = None) -> None:
         self.config_path = Path(config_path) if config_path else None
         self.options = tuple(options)      # the app's own extra `strata serve` flags (`./run --batch 4`), for reasons
         self.log_dir = Path(log_dir)
@@ -106,12 +109,13 @@ class ServerSupervisor:
         self.stop_grace_s = stop_grace_s   # a stopping server quiet this long is ended (restart_policy.wait_for_stop)
         self.stop_cap_s = stop_cap_s
         self.model_probe = model_probe   # called with the server's environment; None: no look before a start
+        self.api_key = api_key           # the server's, for its monitor feed (the stop's wording)
         # the server writes UTF-8 to a pipe whatever this machine's code page, as `_pump` reads it: it sees to that
         # itself (strata/standard_streams.py), since the packaged app's server ignores PYTHON* variables
         self.env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
         self.events: deque[tuple[float, str]] = deque(maxlen=200)   # (wall time, what happened)
         self._lock = threading.Lock()
-        self._state, self._detail = "stopped", "not started"
+        self._shown = Shown(0, "stopped", "not started")   # state_order: what status() says, in one order
         self._endpoint: str | None = None
         self._proc: subprocess.Popen | None = None
         self._started_on: str | None = None      # the configuration's text at _proc's start (started_on)
@@ -127,8 +131,8 @@ class ServerSupervisor:
         self._thread: threading.Thread | None = None
         self._last_line = ""
         self._silent = ""           # why _wait_healthy killed the current server ("": it did not)
-        self._on_disk: bool | None = None   # whether this server keeps conversations on disk (its INFO line says)
         self._served = False        # the current server has answered /health "ok" (a stop may have something to keep)
+        self._served_at_ask = False  # _served as the stop was asked (ask_stop): what its wording says
         self._loading_since: float | None = None   # monotonic time of the current server's first "loading" answer
         self._progress_at = 0.0     # monotonic time of the server's last "stopping: ..." line
 
@@ -145,27 +149,59 @@ class ServerSupervisor:
             # said at once: the thread's look for the model file comes first (a slow or hung drive: as long as it
             # takes), and until then the state was "stopped: not started", which the app's status bar showed under a
             # header saying "starting the server" (a new-user trial)
-            if (self._state, self._detail) != ("starting", "starting the server"):
-                self._state, self._detail = "starting", "starting the server"
+            said = (self._shown.state, self._shown.detail) == ("starting", "starting the server")
+            self._shown = begin(self._shown, "starting the server")    # a new life: the last one's events are refused
+            if not said:
                 self._event("starting: starting the server")
-            self._thread = threading.Thread(target=self._run, name="strata-server-supervisor", daemon=True)
+            self._thread = threading.Thread(target=self._run, args=(self._shown.life,),
+                                            name="strata-server-supervisor", daemon=True)
             self._thread.start()
+
+    def ask_stop(self) -> None:
+        """The stop's first step, at once and from any thread (the app's GUI thread as the user asks): from here
+        this life shows nothing but its stop ("stopping" while a server runs), whatever the worker's health check
+        or a restart under way finds after it (state_order). `stop` does the rest (it asks too): the worker and
+        the server are told there, after its look at the server's feed (the worker closes the server's input)."""
+        with self._lock:
+            if self._shown.stop_asked:
+                return
+            self._shown = ask_stop(self._shown)
+            life = self._shown.life
+            running = self._proc is not None and self._proc.poll() is None
+            self._served_at_ask = self._served      # it answered /health ok: its model is loaded
+        if running:
+            self._set("stopping", stopping_detail(self._served_at_ask, None), life)
 
     def stop(self, timeout: float | None = None) -> None:
         """Stops the server (standard input closed; SIGTERM once it has said nothing of its stop for `timeout`,
         default `stop_grace_s`, or after `stop_cap_s`) and the supervision; returns once both have ended. The
-        state is "stopping" meanwhile, its detail the server's last line about its stop."""
+        state is "stopping" meanwhile, its detail what the stop does (the server's feed says, before its stop is
+        asked), then the server's last line about its stop."""
         timeout = self.stop_grace_s if timeout is None else timeout
-        self._stop.set()
+        self.ask_stop()
         with self._lock:
+            life, endpoint = self._shown.life, self._endpoint
             running = self._proc is not None and self._proc.poll() is None
-            loaded = self._state == "running"     # it answered /health ok: its model is loaded
-        if running:
-            self._set("stopping", stopping_detail(loaded, self._on_disk))
+        if running and self._served_at_ask and endpoint:
+            self._set("stopping", stopping_detail(True, self._stop_outlook(endpoint)), life)
+        self._stop.set()
         self._terminate(timeout)
         if self._thread is not None:
             self._thread.join(self.stop_cap_s + 10)
-        self._set("stopped", "stopped")
+        self._set("stopped", "stopped", life)
+
+    def _stop_outlook(self, endpoint: str) -> StopOutlook | None:
+        """What the server's monitor feed says its stop will do; None (and an event saying why) when it does not
+        answer, or answers something else."""
+        request = urllib.request.Request(endpoint + "/v1/monitor")
+        if self.api_key:
+            request.add_header("Authorization", f"Bearer {self.api_key}")
+        try:
+            with urllib.request.urlopen(request, timeout=FEED_LOOK_S) as r:
+                return read_outlook(json.loads(r.read().decode("utf-8", "replace")))
+        except (OSError, ValueError, http.client.HTTPException) as e:
+            self._event(f"the stop's wording without the server's feed: {e}")
+            return None
 
     def no_more_starts(self) -> None:
         """The app quits: from now on `start` (a restart's, under way on another thread) starts nothing; its
@@ -220,34 +256,37 @@ class ServerSupervisor:
     def status(self) -> ServerStatus:
         with self._lock:
             pid = self._proc.pid if self._proc is not None and self._proc.poll() is None else None
-            loading = self._loading_since is not None and (self._state, self._detail) == ("starting", LOADING)
-            return ServerStatus(self._state, self._detail, self._endpoint, pid, self._restarts, self._last_reason,
-                                self._offer if self._state == "failed" else "", self._in_a_row, self._runs,
+            shown = self._shown
+            loading = self._loading_since is not None and (shown.state, shown.detail) == ("starting", LOADING)
+            return ServerStatus(shown.state, shown.detail, self._endpoint, pid, self._restarts, self._last_reason,
+                                self._offer if shown.state == "failed" else "", self._in_a_row, self._runs,
                                 time.monotonic() - self._loading_since if loading else None)
 
     # -- worker -------------------------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _run(self, life: int) -> None:
+        """The supervision's worker for `life` (start's count): its states are taken only while they are this
+        life's and no stop was asked (state_order)."""
         attempts = 0
         at_exit: ModelFile | None = None      # the model file as the last server left it (None: first start)
         while not self._stop.is_set():
-            at_start = self._wait_for_model(at_exit)
+            at_start = self._wait_for_model(life, at_exit)
             if at_start is None:
                 return
-            self._set("starting", "starting the server")
+            self._set("starting", "starting the server", life)
             try:
-                proc, started = self._spawn(at_start), time.monotonic()
+                proc, started = self._spawn(life, at_start), time.monotonic()
             except OSError as e:
-                self._set("failed", f"cannot start the server: {e}")
+                self._set("failed", f"cannot start the server: {e}", life)
                 return
-            healthy = self._wait_healthy(proc)
+            healthy = self._wait_healthy(proc, life)
             # a stable run is one of serving: a load of minutes (waited for however long it takes) is not one, and a
             # crash just after it counted as a new failure, not a crash loop: restarted (the model read anew) for ever
             up_since = time.monotonic() if healthy else started
             if healthy:
                 with self._lock:
                     self._served = True
-                self._set("running", f"pid {proc.pid}")
+                self._set("running", f"pid {proc.pid}", life)
             while proc.poll() is None and not self._stop.wait(0.2):
                 pass
             if self._stop.is_set():
@@ -269,20 +308,20 @@ class ServerSupervisor:
             if not decision.restart:
                 with self._lock:
                     self._offer = decision.offer
-                self._set("failed", decision.reason)
+                self._set("failed", decision.reason, life)
                 return
             with self._lock:
                 self._restarts += 1
                 self._in_a_row = decision.attempts
                 self._last_reason = decision.reason
-            self._set("restarting", decision.reason)
+            self._set("restarting", decision.reason, life)
             if self._stop.wait(min(0.5 * 2 ** (attempts - 1), 5.0)):
                 return
 
     def _look(self) -> ModelFile:
         return ModelFile(None) if self.model_probe is None else self.model_probe(self.env)
 
-    def _wait_for_model(self, before: ModelFile | None = None) -> ModelFile | None:
+    def _wait_for_model(self, life: int, before: ModelFile | None = None) -> ModelFile | None:
         """The look that found the model file there (and unchanged since `before`: the last server's exit),
         or None when stopped meanwhile. One look per `model_poll_s`; the state's detail says what is awaited,
         and changes only when that does."""
@@ -292,15 +331,14 @@ class ServerSupervisor:
             if not decision.wait:
                 return found
             before = found
-            self._set("waiting", decision.reason)
+            self._set("waiting", decision.reason, life)
             if self._stop.wait(self.restart_cfg.model_poll_s):
                 return None
 
-    def _spawn(self, model: ModelFile | None = None) -> subprocess.Popen:
+    def _spawn(self, life: int, model: ModelFile | None = None) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._requested = False
         self._last_line = ""
-        self._on_disk = None
         # it ends with the app even when the app is killed (strata/child_lifetime.py); on Linux its "parent" is
         # this supervisor thread, which lives as long as the server does
         started_on = self._configuration_text()    # read before the server reads it: what it runs on
@@ -317,10 +355,10 @@ class ServerSupervisor:
         self._event(f"server started (pid {proc.pid}): {' '.join(self.command)}")
         if untied:
             self._event(f"the server may outlive a crashed app: {untied}")
-        threading.Thread(target=self._pump, args=(proc,), name="strata-server-log", daemon=True).start()
+        threading.Thread(target=self._pump, args=(proc, life), name="strata-server-log", daemon=True).start()
         return proc
 
-    def _pump(self, proc: subprocess.Popen) -> None:
+    def _pump(self, proc: subprocess.Popen, life: int) -> None:
         """Copies the server's output into server.log and picks its address out of it."""
         assert proc.stdout is not None
         with open(self.log_path, "ab") as log:
@@ -337,19 +375,15 @@ class ServerSupervisor:
                     self._last_line = server_message(line)
                     if self._last_line.startswith(STOP_PROGRESS):
                         self._progress_at = time.monotonic()
-                        with self._lock:
-                            stopping = self._state == "stopping"
-                        if stopping:   # the status bar shows how far the stop is ("... 1.2 of 4.7 GiB written")
-                            self._set("stopping", self._last_line)
-                on_disk = keeps_on_disk(line)
-                if on_disk is not None:
-                    self._on_disk = on_disk
+                        # the status bar shows how far the stop is ("... 1.2 of 4.7 GiB written"): while this
+                        # server's stop is shown, never over the next server's start
+                        self._set("stopping", self._last_line, life, progress=True)
                 m = LISTENING.search(line)
                 if m:
                     with self._lock:
                         self._endpoint = connect_address(m.group(1))
 
-    def _wait_healthy(self, proc: subprocess.Popen) -> bool:
+    def _wait_healthy(self, proc: subprocess.Popen, life: int) -> bool:
         """Until the server serves (True), or ends, or is stopped, or is silent too long (killed; False); while it
         answers "loading" the state's detail says so (restart_policy.wait_for_health)."""
         answered = time.monotonic()
@@ -370,13 +404,10 @@ class ServerSupervisor:
                 self._last_line = self._silent = verdict.reason
                 proc.kill()
                 return False
-            if verdict.state == "loading":
+            if verdict.state == "loading" and self._set("starting", verdict.reason, life):
                 with self._lock:
-                    starting = self._state == "starting"
-                    if starting and self._loading_since is None:   # a big model's load takes minutes: its time is shown
+                    if self._loading_since is None:   # a big model's load takes minutes: its time is shown
                         self._loading_since = now
-                if starting:
-                    self._set("starting", verdict.reason)
             time.sleep(HEALTH_POLL_S)
         return False
 
@@ -414,12 +445,17 @@ class ServerSupervisor:
             proc.kill()
             proc.wait(5)
 
-    def _set(self, state: str, detail: str) -> None:
+    def _set(self, state: str, detail: str, life: int, progress: bool = False) -> bool:
+        """`state` shown, when state_order takes it (checked and set in one hold of the lock: checked apart, a stop
+        asked in between was overwritten); whether it was."""
         with self._lock:
-            changed = (state, detail) != (self._state, self._detail)
-            self._state, self._detail = state, detail
+            if not takes(self._shown, life, state, progress=progress):
+                return False
+            changed = (state, detail) != (self._shown.state, self._shown.detail)
+            self._shown = replace(self._shown, state=state, detail=detail)
         if changed:
             self._event(f"{state}: {detail}")
+        return True
 
     def _event(self, text: str) -> None:
         self.events.append((time.time(), text))

@@ -17,6 +17,8 @@ from strata.server.errors import APIError
 from strata.server.jobrun import open_sse, send_sse
 from strata.server.keys import STATE, ServerState
 from strata.server.openai_api import ready_state
+from strata.server.parking import parkable
+from strata.server.slots import held_by_another
 
 from strata import __version__
 
@@ -64,12 +66,29 @@ def snapshot(state: ServerState) -> dict[str, Any]:
             "generated_tokens": m["generated_tokens_total"], "queue_depth": sched.queue_depth,
             "in_flight": sched.in_flight,
         }
+        try:
+            out["stop"] = stop_outlook(sched, state.cache)
+        except Exception as e:  # the feed must not fail because one part did
+            out["stop"] = {"error": str(e)}
     if state.cache is not None:
         try:
             out["cache"] = state.cache.snapshot_for_monitor()
         except Exception as e:  # the feed must not fail because one part did
             out["cache"] = {"error": str(e)}
     return out
+
+
+def stop_outlook(sched: Any, cache: Any) -> dict[str, Any]:
+    """What a clean stop now would do with the conversations (the app words its stop from it; it parsed the INFO
+    line's text before): `keeps_on_disk`, a warm or cold level is on, so they outlive the process; `conversations`,
+    how many histories it would write at most: the contexts' not parked yet (a copy another context holds whole
+    counted once), RAM's and the spill writer's queue. A shorter copy in RAM of a history a context goes on with
+    counts too; the stop's "keeping N" lines say what it kept."""
+    if cache is None or not cache.keeps_across_restarts():
+        return {"keeps_on_disk": False, "conversations": 0}
+    contexts = list(sched.table.contexts)     # a copy: the worker thread changes them
+    live = sum(1 for i, c in enumerate(contexts) if parkable(c) and not held_by_another(contexts, i))
+    return {"keeps_on_disk": True, "conversations": live + cache.unwritten()}
 
 
 def model_quant(engine: Any) -> str | None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from strata.server import byte_align
 from strata.server.jobs import Job
-from strata.server.slots import MAIN, common_prefix, held_by_another
+from strata.server.slots import MAIN, ContextState, common_prefix, held_by_another
 
 if TYPE_CHECKING:
     from strata.server.scheduler import Scheduler
@@ -113,13 +113,19 @@ def park_into_slot(sched: Scheduler, slot: int, last_use: float) -> bool:
     return True
 
 
+def parkable(c: ContextState) -> bool:
+    """Whether a park hands this context's history to the cache: it holds one, its KV is trusted, it is not parked
+    unchanged already, and it is not a code completion's (the monitor feed's `stop` counts them too)."""
+    return bool(c.tokens) and c.valid and not c.parked and not c.completion
+
+
 def park_to_cache(sched: Scheduler, ctx: int, reason: str) -> None:
     """Hands the history `ctx` holds to the conversation cache before it is overwritten (worker thread),
     once: a history parked and unchanged since (main displaced, then overwritten) is not parked again."""
     c = sched.table[ctx]
     # a superseded copy is parked too unless the request that superseded it held it whole (`covered`) and that
     # history is kept (kept_elsewhere); a code completion's history never is (ContextState.completion)
-    if sched.cache is None or not c.tokens or not c.valid or c.parked or c.completion:
+    if sched.cache is None or not parkable(c):
         return
     if c.covered and kept_elsewhere(sched, ctx):
         c.parked = True

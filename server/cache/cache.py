@@ -286,6 +286,11 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         """Whether a parked history outlives this process (a disk level is on; close() hands RAM to it)."""
         return self.first_disk is not None
 
+    def unwritten(self) -> int:
+        """Histories only this process holds that a clean stop writes to disk: RAM's entries and the spill writer's
+        queue (the monitor feed's `stop.conversations` adds the contexts' own)."""
+        return (len(self.ram.entries) if self.ram is not None else 0) + len(self._pending)
+
     def disk_takes(self, ctx: int) -> bool:
         """Whether some disk level's whole budget holds context `ctx`'s history (a larger one's write is refused:
         nothing of it outlives this process; the stop writes a shorter copy of it then, slots.held_by_another)."""
