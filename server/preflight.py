@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from strata.exit_status import CONFIGURATION_REFUSED, MODEL_NOT_LOADED
 
@@ -67,7 +68,8 @@ def refusal_as_given(config, path, error: Exception) -> str:
     """The engine's refusal of the model file with the model named as it was given (`--model NAME`, or
     `FILE: model = NAME`), as a missing file's message names it: the reader names the path alone, which did not
     say that the configuration file named it. Its `GGUF PATH: ` / `model PATH: ` is dropped where NAME is that
-    path; it stays where NAME is an id (it says which file the id found)."""
+    path, however spelt (`./m.gguf`, `~/m.gguf`: the reader says `m.gguf`, `/home/...`); it stays where NAME is an
+    id (it says which file the id found)."""
     from strata.server.app import model_given
 
     text = str(error)
@@ -75,6 +77,6 @@ def refusal_as_given(config, path, error: Exception) -> str:
         return text                  # the default model: nothing was given
     for reader in ("GGUF", "model"):
         said = f"{reader} {os.fspath(path)}: "
-        if config.model == os.fspath(path) and text.startswith(said):
+        if Path(config.model).expanduser() == Path(path) and text.startswith(said):
             text = text[len(said):]
     return f"{model_given(config)} {config.model}: {text}"

@@ -6,6 +6,7 @@ Not here: the configuration's merge order and value checks (test_config.py)."""
 from __future__ import annotations
 
 import errno
+import os
 import signal
 import subprocess
 import sys
@@ -292,6 +293,19 @@ def test_a_model_file_the_engine_cannot_run_is_named_as_it_was_given(tmp_path, t
         assert done.returncode == MODEL_NOT_LOADED, done.stderr
         assert f"the model could not be loaded: {named}: {says}" in done.stderr, done.stderr
         assert done.stderr.count(str(path)) == 1, done.stderr      # the path once, not the reader's copy again
+
+
+@pytest.mark.parametrize("given", ["./notes.gguf", "~/notes.gguf"])
+def test_a_refused_model_path_spelt_another_way_is_named_once(tmp_path, given):
+    """`--model ./notes.gguf` (or `~/notes.gguf`) names the file the reader opened, `notes.gguf` (`/home/...`):
+    the name was that path all the same, so the reader's `GGUF PATH: ` is dropped as it is for a path spelt as
+    the reader spells it (f17c503 compared the spellings: `--model ./notes.gguf: GGUF notes.gguf: bad magic`)."""
+    (tmp_path / "notes.gguf").write_text("not a model\n")
+    done = subprocess.run([sys.executable, "-m", "strata", "serve", "--no-config", "--model", given, "--port", "0"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "HOME": str(tmp_path)})
+    assert done.returncode == MODEL_NOT_LOADED, done.stderr
+    assert f"the model could not be loaded: --model {given}: bad magic (not a GGUF file)" in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize("kind,says", [
