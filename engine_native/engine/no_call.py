@@ -39,8 +39,9 @@ class NoCall:
         self.vocab = vocabulary
         self.reasoning, self.code_blocks, self.harmony = reasoning, code_blocks, harmony
         # the answer's bytes so far (the prompt may have opened the reasoning; `prefix`: a prefill the request
-        # wrote, which the answer continues)
-        self._seen = (reasoning[0] if opened and reasoning is not None else b"") + prefix
+        # wrote, which the answer continues); a bytearray, grown in place: bytes' += copied the whole answer
+        # at every token
+        self._seen = bytearray((reasoning[0] if opened and reasoning is not None else b"") + prefix)
         # a bare JSON call's start (bare_call_scan.py), watched from the answer's start; one the prefill wrote
         # itself cannot be refused
         self._bare: object = FREE

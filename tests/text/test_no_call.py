@@ -186,3 +186,24 @@ def test_llama_watches_the_content_after_the_reasoning_and_not_a_call_the_prefil
     assert not c.allows(JSON_PIECES.index(b'": {}}'))
     c = llama(prefill='{"name": "get", "parameters"')                    # the request wrote it: not refusable
     assert json_refused(c) == {b"<|python_tag|>"}
+
+
+def test_a_token_costs_the_same_however_long_the_answer():
+    """allows + advance, asked of every sampled token, do not copy the answer so far: `_seen` was bytes, and
+    `+=` made a new copy of the whole answer at each token (3.0 -> 8.4 us a token on a 20x answer in
+    benchmarks/RESULTS.md's session 40 section, 80-450 us at 100,000 tokens)."""
+    import time
+
+    def per_token(prefix: bytes) -> float:
+        best = float("inf")
+        for _ in range(3):
+            c = llama(prefill=prefix.decode())
+            t0 = time.perf_counter()
+            for _ in range(300):
+                c.allows(JSON_PIECES.index(b"Hi"))
+                c.advance(JSON_PIECES.index(b"Hi"))
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    short, long = per_token(b"Hi"), per_token(b"Hi " * 1_500_000)          # 4.5 MB of prose before
+    assert long < 10 * short, (short, long)
