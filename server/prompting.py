@@ -23,10 +23,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from strata.engine.bare_call_scan import body_start
 from strata.engine.chat_template import parse_tool_calls, tool_parameter_types
 from strata.engine.code_fences import CallBlockHold, CodeScan
 from strata.engine.cut_call import (
-    BARE_CALL_PREFIXES,
     CALL_OPENERS,
     open_block,
     read_cut_bare_call,
@@ -318,23 +318,9 @@ def may_be_bare_call(head: str) -> bool:
     """Whether an answer that starts with `head` (no leading whitespace) can still be a bare JSON call as
     parse_tool_calls reads one: after an optional `<|python_tag|>` / `[TOOL_CALLS]`, a `{` or `[`, bare or
     as the first thing inside a code fence with no language or `json`. A fence of another language
-    (```python) cannot be one, so a coding answer streams instead of being held to its end."""
-    for prefix in BARE_CALL_PREFIXES:
-        if prefix.startswith(head):
-            return True
-        if head.startswith(prefix):
-            head = head[len(prefix):].lstrip()
-    if not head or head[0] in "{[":
-        return True
-    if not head.startswith("```"):
-        return "```".startswith(head)
-    rest = head[3:]
-    if "json".startswith(rest):
-        return True
-    if rest.startswith("json"):
-        rest = rest[4:]
-    rest = rest.lstrip()
-    return not rest or rest[0] in "{["
+    (```python) cannot be one, so a coding answer streams instead of being held to its end. The way to the
+    JSON is read once, by bare_call_scan.body_start, which tool_choice none's watch for Llama 3's calls uses."""
+    return body_start(head) is not None
 
 
 class ToolTextGate:
