@@ -365,17 +365,15 @@ async def answer(request: web.Request, state: Any, body: dict, sink: Events | No
 
 
 def _text_format(body: dict) -> JsonFormat | None:
-    """The JSON format `text.format` asks for (None: text), or the 400 for a malformed one."""
-    text = body.get("text")
-    if text is not None and not isinstance(text, dict):
-        raise APIError(400, "'text' must be an object like {\"format\": {\"type\": \"text\"}}", param="text")
-    return json_format((text or {}).get("format"), "text.format", flat=True)
+    """The JSON format `text.format` asks for (None: text), or the 400 for a malformed one (`text` itself is an
+    object or null: refuse_stored checked it, responses_echo.py)."""
+    return json_format((body.get("text") or {}).get("format"), "text.format", flat=True)
 
 
 async def _prompt(state: Any, body: dict, messages: list[dict], tools: list[dict] | None) -> list[int]:
     """The prompt's tokens for a checked body's messages and tools: the template's rendering, with the reasoning
     effort."""
-    effort = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
+    effort = body.get("reasoning") or {}      # an object or null (refuse_stored)
     return await render_chat_async(state.engine, messages, _shown(state, body, messages, tools),
                                    template_vars=reasoning_effort(effort.get("effort"), "reasoning.effort"))
 

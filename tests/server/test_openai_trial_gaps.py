@@ -127,6 +127,7 @@ def test_left_out_settings_echo_openais_defaults(oai):
     ("reasoning", "low", "'reasoning' must be an object like {\"effort\": \"low\"}, got \"low\""),
     ("user", 5, "'user' must be a string, got number"),
     ("text", {"verbosity": 1}, "text.verbosity: expected a string, got 1"),
+    ("text", "json", "'text' must be an object like {\"format\": {\"type\": \"text\"}}, got \"json\""),
 ])
 def test_a_setting_only_echoed_is_checked(oai, field, value, message):
     """Echoed, a value of the wrong type would come back to a client that cannot read it: a 400 naming it, on
