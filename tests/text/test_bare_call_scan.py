@@ -66,6 +66,14 @@ NOT_CALLS = [
     '{"name": "f"} {"name": "f", "parameters": {}}',      # the first object closed
     '<think>x</think>Hi {"name": "f", "parameters": {}}',
     '{"name": "f", "parameters\\u0078": {}}',
+    '{"note": "{\\"name\\": \\"f\\", \\"parameters\\": {}}"}',   # a call quoted in a string
+]
+
+# no calls as the reader reads them whole, refused all the same (docs/api.md says so): the token that makes the
+# first object a call's comes before what follows it
+REFUSED_THOUGH_NO_CALL = [
+    '{"name": "f", "parameters": {}} is how it is called',
+    '[{"name": "a", "arguments": 1}, 5]',
 ]
 
 
@@ -82,6 +90,12 @@ def test_a_call_is_found_at_the_byte_that_makes_it_one(answer, through, step):
 def test_an_answer_that_is_no_call_is_never_refused(answer):
     assert not read_as_call(answer)
     assert called_at(answer) is None
+
+
+@pytest.mark.parametrize("answer", REFUSED_THOUGH_NO_CALL)
+def test_a_call_shaped_first_object_is_refused_whatever_follows(answer):
+    assert not read_as_call(answer)
+    assert called_at(answer) is not None
 
 
 def test_prose_and_a_closed_object_need_no_more_watching():
