@@ -29,7 +29,10 @@ def _drop_none(d: dict) -> dict:
     return {k: v for k, v in d.items() if v is not None}
 
 
-def snapshot(state: ServerState) -> dict[str, Any]:
+def snapshot(state: ServerState, *, stop: bool = False) -> dict[str, Any]:
+    """The monitor feed's object. `stop`: with what a clean stop now would do (stop_outlook), for `GET
+    /v1/monitor` only: it compares the contexts' histories, and the events stream sends 4 snapshots a second to
+    each monitor window, which never shows it (the app asks it once, as its stop begins)."""
     cfg = state.config
     out: dict[str, Any] = {
         "time": time.time(), "version": __version__, "endpoint": cfg.url(),
@@ -66,10 +69,11 @@ def snapshot(state: ServerState) -> dict[str, Any]:
             "generated_tokens": m["generated_tokens_total"], "queue_depth": sched.queue_depth,
             "in_flight": sched.in_flight,
         }
-        try:
-            out["stop"] = stop_outlook(sched, state.cache)
-        except Exception as e:  # the feed must not fail because one part did
-            out["stop"] = {"error": str(e)}
+        if stop:
+            try:
+                out["stop"] = stop_outlook(sched, state.cache)
+            except Exception as e:  # the feed must not fail because one part did
+                out["stop"] = {"error": str(e)}
     if state.cache is not None:
         try:
             out["cache"] = state.cache.snapshot_for_monitor()
@@ -110,7 +114,7 @@ def model_quant(engine: Any) -> str | None:
 
 
 async def monitor(request: web.Request) -> web.Response:
-    return web.json_response(snapshot(request.app[STATE]), dumps=_dumps)
+    return web.json_response(snapshot(request.app[STATE], stop=True), dumps=_dumps)
 
 
 async def monitor_events(request: web.Request) -> web.StreamResponse:
