@@ -12,16 +12,21 @@ import argparse
 import stat
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from strata.app.restart_policy import ModelFile, names_a_path
 
 from strata.model_names import names_default_model_file
 
+if TYPE_CHECKING:
+    from strata.server.config import ServerConfig
 
-def configured_model(config_path: Path | None, serve_args: tuple[str, ...] | list[str],
-                     environ: Mapping[str, str]) -> str | None:
-    """The configuration's `model` (a path or an id), or None: the default model, or a configuration the
-    server will refuse itself (exit status 2, with a better message than the app could give)."""
+
+def configured(config_path: Path | None, serve_args: tuple[str, ...] | list[str],
+               environ: Mapping[str, str]) -> ServerConfig | None:
+    """The server's configuration as `strata serve` will read it (the app's serve flags over STRATA_* variables
+    over the file), or None: a configuration the server will refuse itself (exit status 2, with a better message
+    than the app could give)."""
     from strata.server.cli import add_arguments
     from strata.server.config import ConfigError, config_from_args
 
@@ -30,9 +35,16 @@ def configured_model(config_path: Path | None, serve_args: tuple[str, ...] | lis
     argv = (["--config", str(config_path)] if config_path else []) + list(serve_args)
     try:
         args, _ = parser.parse_known_args(argv)
-        return config_from_args(args, environ=environ).model or None
+        return config_from_args(args, environ=environ)
     except (ConfigError, argparse.ArgumentError, ValueError, OSError):
         return None
+
+
+def configured_model(config_path: Path | None, serve_args: tuple[str, ...] | list[str],
+                     environ: Mapping[str, str]) -> str | None:
+    """The configuration's `model` (a path or an id), or None: the default model, or a refused configuration."""
+    config = configured(config_path, serve_args, environ)
+    return config.model or None if config is not None else None
 
 
 def look_for_configured_model(config_path: Path | None, serve_args: tuple[str, ...],
