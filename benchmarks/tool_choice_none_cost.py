@@ -3,9 +3,10 @@ asked of every sampled token): the default model on a live server writes a long 
 offered, `auto` and `none` alternating in one run (the same load for both), `ignore_eos` so that every answer
 is `--tokens` long. Prints each answer's milliseconds a token, the ratio none / auto of the medians and of each round's pair; then
 the constraint alone (allows + advance over the answer's tokens, as the sampler asks it, over them 20 times, a
-longer answer, and over a JSON answer that is no call) in microseconds a token, for this model's rule and for
-Llama 3's (the `<|python_tag|>` marker and the bare JSON call's start, server/no_call_rule.py, on this
-vocabulary), and Llama 3's whole-vocabulary mask inside a JSON answer. Not a test (no assertion).
+longer answer, over a JSON answer that is no call, and over 2,000 blank-line tokens, bare or after ```) in
+microseconds a token, for this model's rule and for Llama 3's (the `<|python_tag|>` marker and the bare JSON
+call's start, server/no_call_rule.py, on this vocabulary), and Llama 3's whole-vocabulary mask inside a JSON
+answer. Not a test (no assertion).
 
     .venv/bin/python benchmarks/tool_choice_none_cost.py [--rounds 4] [--tokens 400]
 """
@@ -61,6 +62,11 @@ def main() -> None:
         ids = list(engine.tokenize(texts["none"], special=False))
         # a JSON answer that is no call, its first object the whole answer: the bare-call check's longest watch
         json_ids = list(engine.tokenize(json.dumps({"name": "bread", "text": texts["none"]}), special=False))
+        # blank lines before anything else, or after a fence's opening (a small model's loop): the bare-call
+        # watch's start, not yet decided (the server gives every vocabulary reasoning tags: the first is the
+        # watch before a reasoning block may open, the second the one after)
+        blank_ids = list(engine.tokenize("\n\n", special=False)) * 2000
+        fence_blank_ids = list(engine.tokenize("```", special=False)) + blank_ids
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"median ms/token: auto {med['auto']:.2f}, none {med['none']:.2f}, none/auto {med['none'] / med['auto']:.3f}")
     pairs = [n / a for n, a in zip(times["none"], times["auto"], strict=True)]     # each round's two side by side
@@ -69,7 +75,8 @@ def main() -> None:
              # Llama 3's (its vocabulary's <|python_tag|>): the tag and a bare JSON call's start, on this vocabulary
              "Llama 3's rule": no_call_rule(replace(fmt, llama_calls=True))}
     for name, rule in rules.items():
-        for label, answer in (("the answer", ids), ("the answer 20x", ids * 20), ("a JSON answer", json_ids)):
+        for label, answer in (("the answer", ids), ("the answer 20x", ids * 20), ("a JSON answer", json_ids),
+                              ("blank lines", blank_ids), ("``` and blank lines", fence_blank_ids)):
             print(f"NoCall alone, {name}, {label}: {len(answer)} tokens, "
                   f"{constraint_cost(rule, engine.tokenizer, answer):.1f} us/token")
     mask_cost(rules["Llama 3's rule"], engine.tokenizer, json_ids[:8])
