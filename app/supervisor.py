@@ -39,6 +39,7 @@ from strata.app.restart_policy import (
 )
 from strata.app.state_order import Shown, ask_stop, begin, takes
 from strata.app.stop_wording import StopOutlook, read_outlook, stopping_detail
+from strata.monitor.client import fetch_snapshot
 
 from strata.child_lifetime import popen_tied
 from strata.exit_status import MODEL_NOT_LOADED
@@ -193,12 +194,8 @@ class ServerSupervisor:
     def _stop_outlook(self, endpoint: str) -> StopOutlook | None:
         """What the server's monitor feed says its stop will do; None (and an event saying why) when it does not
         answer, or answers something else."""
-        request = urllib.request.Request(endpoint + "/v1/monitor")
-        if self.api_key:
-            request.add_header("Authorization", f"Bearer {self.api_key}")
         try:
-            with urllib.request.urlopen(request, timeout=FEED_LOOK_S) as r:
-                return read_outlook(json.loads(r.read().decode("utf-8", "replace")))
+            return read_outlook(fetch_snapshot(endpoint, self.api_key, FEED_LOOK_S))
         except (OSError, ValueError, http.client.HTTPException) as e:
             self._event(f"the stop's wording without the server's feed: {e}")
             return None

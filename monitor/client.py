@@ -60,6 +60,21 @@ def parse_sse(lines: Iterator[bytes]) -> Iterator[tuple[str, str]]:
             data.append(line[5:].removeprefix(" "))
 
 
+def feed_request(url: str, api_key: str | None) -> urllib.request.Request:
+    """A request for the server's feed at `url`, with its API key when it asks for one."""
+    req = urllib.request.Request(url, headers={"Accept": "text/event-stream, application/json"})
+    if api_key:
+        req.add_header("Authorization", f"Bearer {api_key}")
+    return req
+
+
+def fetch_snapshot(base: str, api_key: str | None, timeout_s: float = READ_TIMEOUT_S) -> dict:
+    """One `GET /v1/monitor` at `base` (`http://host:port`): the monitor's before its stream is up and for
+    `--screenshot`, the app's as its server's stop begins (app/supervisor.py: what the stop does)."""
+    with urllib.request.urlopen(feed_request(f"{base}/v1/monitor", api_key), timeout=timeout_s) as r:
+        return json.loads(r.read())
+
+
 # `strata monitor` alone: nothing listens at the address, so say what would
 REFUSED_HINT = " (no server listens there: start one with `strata serve` or ./run, or give --url)"
 
@@ -104,16 +119,9 @@ class FeedClient:
 
     def fetch_once(self) -> dict:
         """One `GET /v1/monitor` (used before the stream is up, and by `--screenshot`)."""
-        with urllib.request.urlopen(self._request(f"{self.base}/v1/monitor"), timeout=READ_TIMEOUT_S) as r:
-            return json.loads(r.read())
+        return fetch_snapshot(self.base, self.api_key)
 
     # -- worker -------------------------------------------------------------------------------
-
-    def _request(self, url: str) -> urllib.request.Request:
-        req = urllib.request.Request(url, headers={"Accept": "text/event-stream, application/json"})
-        if self.api_key:
-            req.add_header("Authorization", f"Bearer {self.api_key}")
-        return req
 
     def _run(self) -> None:
         pause = RETRY_FIRST_S
@@ -152,7 +160,7 @@ class FeedClient:
             pause = min(pause * 2, RETRY_MAX_S)
 
     def _events(self) -> Iterator[tuple[str, str]]:
-        resp = urllib.request.urlopen(self._request(self.events_url), timeout=READ_TIMEOUT_S)
+        resp = urllib.request.urlopen(feed_request(self.events_url, self.api_key), timeout=READ_TIMEOUT_S)
         self._response = resp
         try:
             yield from parse_sse(iter(resp.readline, b""))
