@@ -96,3 +96,26 @@ def test_none_leaves_a_json_answer_that_is_no_call_whole(tiny_model_factory):
         none = chat(oai, "none")
     assert none.choices[0].finish_reason == "stop"
     assert none.choices[0].message.content == "".join(NOT_A_CALL)
+
+
+def test_none_streams_what_it_answers_and_a_json_format_is_not_refused(tiny_model_factory):
+    """The refused token is never sent: the streamed text (both SDKs) is the answer's, nothing sent that later
+    goes; with a JSON format asked for the answer is held to that format instead, so a call-shaped JSON answer
+    comes back whole, as text (docs/api.md, "No calls")."""
+    with llama_server(tiny_model_factory, BARE) as s:
+        oai, claude = sdk_clients(s)
+        whole = chat(oai, "none").choices[0].message.content
+        chunks = oai.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="none", temperature=0,
+                                             max_tokens=12, stream=True)
+        streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        with claude.messages.stream(model="m", max_tokens=12, messages=ASK, tools=CLAUDE_TOOLS,
+                                    tool_choice={"type": "none"}, extra_body={"temperature": 0}) as st:
+            claude_streamed = "".join(st.text_stream)
+            final = st.get_final_message()
+        json_answer = oai.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="none",
+                                                  temperature=0, max_tokens=30,
+                                                  response_format={"type": "json_object"})
+    assert streamed == whole == claude_streamed == final.content[0].text, (streamed, whole, claude_streamed)
+    no_call_in(streamed)
+    message = json_answer.choices[0].message
+    assert message.content == "".join(BARE) and not message.tool_calls, message
