@@ -53,8 +53,9 @@ class AppController(QObject):
         self.supervisor = ServerSupervisor(config_path, log_dir, restart=restart, command=command,
                                            options=tuple(serve_args or ()), api_key=api_key,
                                            model_probe=functools.partial(model_file.look_for_configured_model,
-                                                                         config_path, tuple(serve_args or ())))
-        self.api_key = api_key
+                                                                         config_path, tuple(serve_args or ())),
+                                           key_probe=functools.partial(model_file.configured_key,
+                                                                       config_path, tuple(serve_args or ())))
         self.model = MonitorModel()
         self.client: FeedClient | None = None
         self.window = MonitorWindow(self.model, theme=theme, title="Strata")
@@ -323,7 +324,8 @@ class AppController(QObject):
             if self.client is not None:
                 self.client.stop()
             # no advice to start a server by hand (`strata serve`, which the packaged app does not even have)
-            self.client = FeedClient(status.endpoint, self.model, api_key=self.api_key, refused_hint="").start()
+            self.client = FeedClient(status.endpoint, self.model, api_key=self.supervisor.api_key,
+                                     refused_hint="").start()
         text = status_text(status)
         if self.status_label.text() != text:
             self.status_label.setText(text)

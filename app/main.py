@@ -116,16 +116,6 @@ def server_alone(strata: str, frozen: bool, windows: bool | None = None) -> str:
             + ("" if frozen else " (`./run` does so where there is no display)"))
 
 
-def api_key_of(config_path: Path | None, serve_args: tuple[str, ...] | list[str] = ()) -> str | None:
-    """The key the app's server will ask for (its monitor feed: the window's, the stop's wording), read as
-    `strata serve` reads it: `./run --api-key KEY` over STRATA_API_KEY over the file's api_key (the flag was not
-    read: the feed was refused, 401, and the stop said a bare "stopping the server")."""
-    from strata.app.model_file import configured
-
-    config = configured(config_path, serve_args, os.environ)
-    return config.api_key or None if config is not None else None
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--strata-cli"]:
@@ -262,7 +252,7 @@ def run_configured(app, args: argparse.Namespace, serve_args: list[str], folder:
     if serve_args:
         log.info("options for the server: %s", " ".join(serve_args))
     controller = AppController(config_path, folder, theme=args.theme, restart=restart,
-                               api_key=api_key_of(config_path, serve_args), serve_args=serve_args)
+                               serve_args=serve_args)
     come_forward[0] = controller.activate
     if controller.tray is None:
         # no tray here (e.g. some Linux desktops): closing the window quits the app, the window staying (with the

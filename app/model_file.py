@@ -47,6 +47,14 @@ def configured_model(config_path: Path | None, serve_args: tuple[str, ...] | lis
     return config.model or None if config is not None else None
 
 
+def configured_key(config_path: Path | None, serve_args: tuple[str, ...] | list[str],
+                   environ: Mapping[str, str]) -> str | None:
+    """The API key the server will ask for (its monitor feed's: the app's window, its stop's wording): the
+    app's `--api-key` flag over STRATA_API_KEY over the file's api_key; None: none, or a refused configuration."""
+    config = configured(config_path, serve_args, environ)
+    return config.api_key or None if config is not None else None
+
+
 def look_for_configured_model(config_path: Path | None, serve_args: tuple[str, ...],
                               environ: Mapping[str, str]) -> ModelFile:
     """The supervisor's probe: the configuration read again at each look (one changed while the app waits

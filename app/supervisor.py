@@ -99,7 +99,8 @@ class ServerSupervisor:
                  command: list[str] | None = None, health_timeout_s: float = HEALTH_TIMEOUT_S,
                  env: dict[str, str] | None = None, model_probe: Callable[[Mapping[str, str]], ModelFile] | None = None,
                  stop_grace_s: float = STOP_GRACE_S, stop_cap_s: float = DEFAULT_STOP_CAP_S,
-                 options: tuple[str, ...] = (), api_key: str | None = None) -> None:
+                 options: tuple[str, ...] = (), api_key: str | None = None,
+                 key_probe: Callable[[Mapping[str, str]], str | None] | None = None) -> None:
         self.config_path = Path(config_path) if config_path else None
         self.options = tuple(options)      # the app's own extra `strata serve` flags (`./run --batch 4`), for reasons
         self.log_dir = Path(log_dir)
@@ -110,7 +111,9 @@ class ServerSupervisor:
         self.stop_grace_s = stop_grace_s   # a stopping server quiet this long is ended (restart_policy.wait_for_stop)
         self.stop_cap_s = stop_cap_s
         self.model_probe = model_probe   # called with the server's environment; None: no look before a start
-        self.api_key = api_key           # the server's, for its monitor feed (the stop's wording)
+        self.api_key = api_key           # the server's, for its monitor feed (the window's, the stop's wording)
+        # called with the server's environment before each start: the key as that server reads it (a key        # changed in the file, then Restart; a configuration refused at the app's start, then mended)
+        self.key_probe = key_probe
         # the server writes UTF-8 to a pipe whatever this machine's code page, as `_pump` reads it: it sees to that
         # itself (strata/standard_streams.py), since the packaged app's server ignores PYTHON* variables
         self.env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
@@ -339,11 +342,13 @@ class ServerSupervisor:
         # it ends with the app even when the app is killed (strata/child_lifetime.py); on Linux its "parent" is
         # this supervisor thread, which lives as long as the server does
         started_on = self._configuration_text()    # read before the server reads it: what it runs on
+        key = self.key_probe(self.env) if self.key_probe is not None else self.api_key
         proc, untied = popen_tied(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, env=self.env)
         with self._lock:
             self._proc = proc
             self._started_on = started_on
+            self.api_key = key
             self._started_model = model
             self._runs += 1
             self._served = False
