@@ -424,11 +424,13 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def _encoded(tok: Any, text: str) -> Any:
     """tokenizers' encoding of `text`; a surrogate in it (no UTF-8 holds one: a JSON escape such as a tool call's
     arguments '"a\\ud800"', parsed for a template) read as U+FFFD, as a UTF-8 decoder reads a broken byte (the
-    library's TypeError was a 500). One character for one, so that offsets stay the text's."""
+    library's TypeError was a 500). One character for one, so that offsets stay the text's.
+    encode_batch, not encode: the same encoding, but the library lets go of the GIL while it works; its `encode`
+    held it, and a 10 MB prompt's 12 s held the server's event loop (every other client) that long."""
     try:
-        return tok.encode(text, add_special_tokens=False)
+        return tok.encode_batch([text], add_special_tokens=False)[0]
     except TypeError:
         mended = _SURROGATE.sub("\ufffd", text)
         if mended == text:
             raise
-        return tok.encode(mended, add_special_tokens=False)
+        return tok.encode_batch([mended], add_special_tokens=False)[0]

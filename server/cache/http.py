@@ -23,6 +23,7 @@ from typing import Any
 
 from aiohttp import web
 from strata.server.body_read import read_body
+from strata.server.errors import shortened
 from strata.server.fields import parse_json_body, refused_encoding
 from strata.server.history_save import HistoryNotFoundError, SaveTarget, SlotTakenError
 
@@ -46,8 +47,9 @@ SAVE_TARGETS = ("messages", "tokens", "conversation")
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
-    # the OpenAI error shape the other endpoints use (errors.py), with this API's own types
-    return web.json_response({"error": {"message": message, "type": kind, "param": None, "code": None}},
+    # the OpenAI error shape the other endpoints use (errors.py), with this API's own types; a message quoting a
+    # huge name or conversation key cut as theirs are (it was sent back whole: 20,000 characters for one key)
+    return web.json_response({"error": {"message": shortened(message), "type": kind, "param": None, "code": None}},
                              status=status)
 
 
