@@ -24,7 +24,7 @@ from strata.app.restart_policy import (
     offers_setup_again,
     setup_restarts,
 )
-from strata.app.supervisor import ServerStatus, ServerSupervisor, server_command
+from strata.app.supervisor import STOP_FAILED, ServerStatus, ServerSupervisor, server_command
 from strata.app.tray import Tray
 from strata.monitor import units
 from strata.monitor.client import FeedClient
@@ -108,6 +108,11 @@ class AppController(QObject):
         self._restart_thread: threading.Thread | None = None
         self._unfollowed_run: int | None = None    # the server the app is stopping (ServerStatus.run): not followed
         self._last_state = ""
+        # the (life, state) last polled: a state's notification is raised as it begins, once in its life. Not
+        # _last_state, which a stop sets to "stopping" ahead of the supervisor: a Restart while "failed" (nothing to
+        # stop, so no "stopping" shown) found "failed" again, and said the server was down a second time
+        self._seen = (0, "")
+        self._said_stop_failed = 0        # the life whose failed stop was said (a Quit after it does not say it again)
         self._shut = False
         self.timer = QTimer(self)
         self.timer.setInterval(POLL_MS)
@@ -310,9 +315,22 @@ class AppController(QObject):
             self.client.stop()
             self.client = None
         self.supervisor.stop()
+        self._say_stop_failed(self.supervisor.status())    # a Quit's: the app ends before its next poll
         if self.tray is not None:
             self.tray.hide()
         log.info("stopped")
+
+    def _say_stop_failed(self, status: ServerStatus) -> None:
+        """A server that outlived its kill, said once: it may still hold its port and memory (the detail says what
+        to do)."""
+        if status.state != "stopped" or not status.detail.startswith(STOP_FAILED) or \
+                self._said_stop_failed == status.life:
+            return
+        self._said_stop_failed = status.life
+        log.error("the server did not stop: %s", status.detail)
+        self.model.set_connection("disconnected", status.detail)
+        if self.tray is not None:
+            self.tray.notify("Strata: the server did not stop", status.detail)
 
     # -- state --------------------------------------------------------------------------------
 
@@ -330,7 +348,7 @@ class AppController(QObject):
         if self.status_label.text() != text:
             self.status_label.setText(text)
             self.status_label.setToolTip(text)
-            bad = status.state in ("failed", "restarting")
+            bad = status.state in ("failed", "restarting") or status.detail.startswith(STOP_FAILED)
             color = self.window.theme.bad if bad else self.window.theme.warn if status.state == "waiting" else ""
             self.status_label.setStyleSheet(f"color: {color};" if color else "")
         if status.state == "waiting":
@@ -351,10 +369,13 @@ class AppController(QObject):
         elif status.state == "starting" and self.client is None and self._last_state in ("", "waiting", "failed",
                                                                                          "stopping", "stopped"):
             self.model.set_connection("connecting", "starting the server")
-        if status.state != self._last_state:
-            if self._last_state == "waiting":     # app.log said what it waited for; now that the wait is over
-                log.info("the model file is there now; server %s: %s", status.state, status.detail)
-            self._last_state = status.state
+        if status.state != self._last_state and self._last_state == "waiting":
+            # app.log said what it waited for; now that the wait is over
+            log.info("the model file is there now; server %s: %s", status.state, status.detail)
+        self._last_state = status.state
+        if (status.life, status.state) != self._seen:
+            self._seen = (status.life, status.state)
+            self._say_stop_failed(status)
             if status.state == "waiting":
                 log.warning("waiting %s", status.detail)
                 if self.tray is not None:

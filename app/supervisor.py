@@ -49,6 +49,8 @@ HEALTH_POLL_S = 0.2
 STOP_GRACE_S = 15.0          # standard input closed first (a clean stop); SIGTERM once it is quiet this long
 STOP_PROGRESS = "stopping: "  # how the server's lines about its stop begin (server/stop_progress.py and others)
 STOP_POLL_S = 0.2
+END_WAIT_S = 5.0             # how long SIGTERM, then SIGKILL, is given to end the server
+STOP_FAILED = "the stop failed"   # how a stop's detail begins when the server did not end even when killed
 LISTENING = re.compile(r"listening on (https?://[^\s()|]+)")
 # the server's log format (server/cli.py log_format): the time and logger name say nothing in a status bar
 LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ [\w.]+: ")
@@ -70,6 +72,7 @@ class ServerStatus:
     in_a_row: int = 0          # of `restarts`, how many came in a row without a stable run (a crash loop's count)
     run: int = 0               # servers spawned so far: which server this status is about (a pid may come back)
     loading_s: float | None = None   # starting: how long it has answered /health that its model loads (None: not)
+    life: int = 0              # which start of the supervision (state_order): a state said once per life
 
 
 def server_command(config_path: Path | None, extra: tuple[str, ...] = ()) -> list[str]:
@@ -82,6 +85,13 @@ def server_command(config_path: Path | None, extra: tuple[str, ...] = ()) -> lis
 
 
 HELP_POINTER = re.compile(r"^`[^`]+ --help` lists every option$")   # strata/cli.py's last line of a flag error
+
+
+def stop_failed(pid: int) -> str:
+    """A stop's detail when the server outlived its kill (in an uninterruptible wait: a hung disk or network drive)."""
+    return (f"{STOP_FAILED}: the server (pid {pid}) did not end even when killed (a hung disk or network drive?) and "
+            f"may still hold its port and memory; end it yourself (kill -9 {pid}; on Windows, Task Manager), or "
+            "restart the computer, then start the server again")
 
 
 def server_message(line: str) -> str:
@@ -100,7 +110,10 @@ class ServerSupervisor:
                  env: dict[str, str] | None = None, model_probe: Callable[[Mapping[str, str]], ModelFile] | None = None,
                  stop_grace_s: float = STOP_GRACE_S, stop_cap_s: float = DEFAULT_STOP_CAP_S,
                  options: tuple[str, ...] = (), api_key: str | None = None,
-                 key_probe: Callable[[Mapping[str, str]], str | None] | None = None) -> None:
+                 key_probe: Callable[[Mapping[str, str]], str | None] | None = None,
+                 end_wait_s: float = END_WAIT_S) -> None:
+        if not end_wait_s > 0:
+            raise ValueError(f"end_wait_s must be > 0, got {end_wait_s!r}")
         self.config_path = Path(config_path) if config_path else None
         self.options = tuple(options)      # the app's own extra `strata serve` flags (`./run --batch 4`), for reasons
         self.log_dir = Path(log_dir)
@@ -110,6 +123,7 @@ class ServerSupervisor:
         self.health_timeout_s = health_timeout_s
         self.stop_grace_s = stop_grace_s   # a stopping server quiet this long is ended (restart_policy.wait_for_stop)
         self.stop_cap_s = stop_cap_s
+        self.end_wait_s = end_wait_s
         self.model_probe = model_probe   # called with the server's environment; None: no look before a start
         self.api_key = api_key           # the server's, for its monitor feed (the window's, the stop's wording)
         # called with the server's environment before each start: the key as that server reads it (a key        # changed in the file, then Restart; a configuration refused at the app's start, then mended)
@@ -176,23 +190,32 @@ class ServerSupervisor:
         if running:
             self._set("stopping", stopping_detail(self._served_at_ask, None), life)
 
-    def stop(self, timeout: float | None = None) -> None:
+    def stop(self, timeout: float | None = None) -> bool:
         """Stops the server (standard input closed; SIGTERM once it has said nothing of its stop for `timeout`,
-        default `stop_grace_s`, or after `stop_cap_s`) and the supervision; returns once both have ended. The
-        state is "stopping" meanwhile, its detail what the stop does (the server's feed says, before its stop is
-        asked), then the server's last line about its stop."""
+        default `stop_grace_s`, or after `stop_cap_s`; SIGKILL `end_wait_s` later) and the supervision; returns
+        once both have ended, True, or False when the server outlived its kill: "stopped", the detail saying the
+        stop failed, its pid and what to do (`stop_failed`). The state is "stopping" meanwhile, its detail what the
+        stop does (the server's feed says, before its stop is asked), then the server's last line about its stop."""
         timeout = self.stop_grace_s if timeout is None else timeout
         self.ask_stop()
         with self._lock:
-            life, endpoint = self._shown.life, self._endpoint
-            running = self._proc is not None and self._proc.poll() is None
+            life, endpoint, proc = self._shown.life, self._endpoint, self._proc
+            running = proc is not None and proc.poll() is None
+            # this life's stop failed already (a Quit after a Restart's): its waits again would end nothing
+            if running and self._shown.state == "stopped" and self._shown.detail.startswith(STOP_FAILED):
+                return False
         if running and self._served_at_ask and endpoint:
             self._set("stopping", stopping_detail(True, self._stop_outlook(endpoint)), life)
         self._stop.set()
         self._terminate(timeout)
         if self._thread is not None:
             self._thread.join(self.stop_cap_s + 10)
+        # the worker ends the server too (on its thread): whichever did, it is ended only if its process is gone
+        if proc is not None and proc.poll() is None:
+            self._set("stopped", stop_failed(proc.pid), life)
+            return False
         self._set("stopped", "stopped", life)
+        return True
 
     def _stop_outlook(self, endpoint: str) -> StopOutlook | None:
         """What the server's monitor feed says its stop will do; None (and an event saying why) when it does not
@@ -212,8 +235,10 @@ class ServerSupervisor:
     def restart(self) -> None:
         """A restart the user asked for: stop, then start with the retry count at zero."""
         self._event("restart requested")
-        self.stop()
-        self.start()
+        if self.stop():
+            self.start()
+        else:     # a second server beside it would find its port and memory taken
+            self._event("restart not made: the server did not end")
 
     def restart_on_free_port(self) -> None:
         """The way out of an address the server cannot listen on: this app's servers take any free port from now
@@ -260,7 +285,7 @@ class ServerSupervisor:
             loading = self._loading_since is not None and (shown.state, shown.detail) == ("starting", LOADING)
             return ServerStatus(shown.state, shown.detail, self._endpoint, pid, self._restarts, self._last_reason,
                                 self._offer if shown.state == "failed" else "", self._in_a_row, self._runs,
-                                time.monotonic() - self._loading_since if loading else None)
+                                time.monotonic() - self._loading_since if loading else None, shown.life)
 
     # -- worker -------------------------------------------------------------------------------
 
@@ -278,6 +303,8 @@ class ServerSupervisor:
                 proc, started = self._spawn(life, at_start), time.monotonic()
             except OSError as e:
                 self._set("failed", f"cannot start the server: {e}", life)
+                return
+            if proc is None:
                 return
             healthy = self._wait_healthy(proc, life)
             # a stable run is one of serving: a load of minutes (waited for however long it takes) is not one, and a
@@ -335,7 +362,9 @@ class ServerSupervisor:
             if self._stop.wait(self.restart_cfg.model_poll_s):
                 return None
 
-    def _spawn(self, life: int, model: ModelFile | None = None) -> subprocess.Popen:
+    def _spawn(self, life: int, model: ModelFile | None = None) -> subprocess.Popen | None:
+        """The server started for `life`; None when that life's stop was asked meanwhile (the look for the model
+        file before it can take as long as a slow drive does)."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._requested = False
         self._last_line = ""
@@ -343,17 +372,25 @@ class ServerSupervisor:
         # this supervisor thread, which lives as long as the server does
         started_on = self._configuration_text()    # read before the server reads it: what it runs on
         key = self.key_probe(self.env) if self.key_probe is not None else self.api_key
-        proc, untied = popen_tied(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, env=self.env)
         with self._lock:
-            self._proc = proc
-            self._started_on = started_on
-            self.api_key = key
-            self._started_model = model
-            self._runs += 1
-            self._served = False
-            self._loading_since = None   # this server's load, not the last one's
-            self._endpoint = None     # this server's own "listening on" line says where (port 0: a new one each time)
+            # checked and spawned in one hold of the lock, as ask_stop asks in one: a stop asked before finds no
+            # server started for it, and one asked after finds this one in _proc and stops it
+            if life != self._shown.life or self._shown.stop_asked:
+                proc = None
+            else:
+                proc, untied = popen_tied(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, env=self.env)
+                self._proc = proc
+                self._started_on = started_on
+                self.api_key = key
+                self._started_model = model
+                self._runs += 1
+                self._served = False
+                self._loading_since = None   # this server's load, not the last one's
+                self._endpoint = None   # its own "listening on" line says where (port 0: a new one each time)
+        if proc is None:
+            self._event("start not made: its stop was asked during the look for the model file")
+            return None
         self._event(f"server started (pid {proc.pid}): {' '.join(self.command)}")
         if untied:
             self._event(f"the server may outlive a crashed app: {untied}")
@@ -440,12 +477,15 @@ class ServerSupervisor:
             if not decision.wait:
                 self._event(decision.reason)
                 break
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        for end in (proc.terminate, proc.kill):
+            end()
+            try:
+                proc.wait(self.end_wait_s)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+        # left to `stop`, which says so: raised here, it ended the stopping thread and "stopping" was shown for ever
+        self._event(f"the server (pid {proc.pid}) did not end {self.end_wait_s:g} s after it was killed")
 
     def _set(self, state: str, detail: str, life: int, progress: bool = False) -> bool:
         """`state` shown, when state_order takes it (checked and set in one hold of the lock: checked apart, a stop
