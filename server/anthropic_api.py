@@ -48,7 +48,7 @@ from strata.server.prompting import (
     split_answer,
     split_prefill,
 )
-from strata.server.structured_output import answer_rule, json_format, shown_tools
+from strata.server.structured_output import answer_rule, json_format, off_loop, shown_tools
 from strata.server.thinking_budget import budget_rule, reasoning_lead
 from strata.server.thinking_signature import seal, unseal
 from strata.server.tool_changes import ToolChanges
@@ -372,7 +372,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     fmt = one_call_format(answer_format(state.engine, tokens, msgs), choice.get("disable_parallel_tool_use"),
                           "tool_choice.disable_parallel_tool_use", disable=True)
     prefill = split_prefill(msgs)[1]
-    job.answer_rule = held_to(body, tools, fmt, prefill, state.engine)
+    job.answer_rule = await off_loop(held_to, body, tools, fmt, prefill, state.engine)
     if tools and not fmt.harmony:      # a prefill that opens a call: the answer's rest of it is read with it
         fmt = replace(fmt, call_opened=open_call_block(prefill))
     budget = thinking_budget(body)

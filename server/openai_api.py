@@ -40,7 +40,7 @@ from strata.server.prompting import (
     template_kwargs,
     tokens_key,
 )
-from strata.server.structured_output import answer_rule, json_format, shown_tools
+from strata.server.structured_output import answer_rule, json_format, off_loop, shown_tools
 from strata.server.tool_pairing import say_unpaired
 
 from strata import __version__
@@ -298,7 +298,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     say_unpaired(state.said, messages, request.path)
     refuse_unserved(body)
     tools = parse_tools(body)
-    wanted = json_format(body.get("response_format"))
+    wanted = await off_loop(json_format, body.get("response_format"))
     shown, variables = prompt_tools_and_variables(state.engine, body, messages, tools)
     tokens = await render_chat_async(state.engine, messages, shown, template_vars=variables)
     check_prompt_fits(state.engine, len(tokens))
@@ -310,7 +310,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     model = body.get("model") or state.model_name
     fmt = one_call_format(answer_format(state.engine, tokens, messages), body.get("parallel_tool_calls"),
                           "parallel_tool_calls")
-    job.answer_rule = answer_rule(wanted, tools, demands_call(body.get("tool_choice")), fmt, state.engine, shown=shown)
+    job.answer_rule = await off_loop(answer_rule, wanted, tools, demands_call(body.get("tool_choice")), fmt, state.engine,
+                                     shown=shown)
     job.call_end = first_call_end(fmt, tools)
     job.logprobs = _chat_logprobs(body)
     include_usage = _include_usage(body)
@@ -502,7 +503,8 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
               completion=completion,
               sampling=parse_sampling(body, n_vocab=state.engine.n_vocab),
               stop=f.get_stop(body, "stop", limit=f.CODE_STOP_LIMIT), conversation=tokens_key(tokens),
-              ignore_eos=f.get_bool(body, "ignore_eos"), answer_rule=json_format(body.get("response_format")),
+              ignore_eos=f.get_bool(body, "ignore_eos"),
+              answer_rule=await off_loop(json_format, body.get("response_format")),
               logprobs=f.get_int(body, "logprobs", None, 0, MAX_TOP_LOGPROBS),
               exact_tokens=fim is None and sent_as_ids(body.get("prompt")))
     model = body.get("model") or state.model_name

@@ -54,7 +54,7 @@ from strata.server.prompting import (
     split_answer,
 )
 from strata.server.responses_echo import echoed_fields
-from strata.server.structured_output import JsonFormat, answer_rule, json_format, shown_tools
+from strata.server.structured_output import JsonFormat, answer_rule, json_format, off_loop, shown_tools
 from strata.server.text_logprobs import TokenText
 from strata.server.tool_pairing import say_unpaired
 
@@ -342,7 +342,7 @@ async def answer(request: web.Request, state: Any, body: dict, sink: Events | No
     messages = parse_input(body)
     say_unpaired(state.said, messages, request.path)
     tools, custom = parse_tools(body)
-    wanted = _text_format(body)
+    wanted = await off_loop(_text_format, body)
     if wants_compaction(body):
         return await _compaction_turn(request, state, body, messages, tools, custom, sink)
     tokens = await _prompt(state, body, messages, tools)
@@ -354,8 +354,8 @@ async def answer(request: web.Request, state: Any, body: dict, sink: Events | No
     fmt = one_call_format(answer_format(state.engine, tokens, messages), body.get("parallel_tool_calls"),
                           "parallel_tool_calls")
     shape = _Shape(body, body.get("model") or state.model_name, tools, custom, fmt, state.engine.tokenizer)
-    job.answer_rule = answer_rule(wanted, tools, demands_call(body.get("tool_choice")), shape.fmt, state.engine,
-                                  shown=_shown(state, body, messages, tools))
+    job.answer_rule = await off_loop(answer_rule, wanted, tools, demands_call(body.get("tool_choice")), shape.fmt,
+                                     state.engine, shown=_shown(state, body, messages, tools))
     job.call_end = first_call_end(fmt, tools)
     if sink is not None or f.get_bool(body, "stream"):
         return await _stream(request, state, job, shape, sink)
@@ -399,7 +399,7 @@ async def input_tokens(request: web.Request) -> web.Response:
     refuse_moderation(body)
     messages = parse_input(body)
     tools, _ = parse_tools(body)
-    _text_format(body)
+    await off_loop(_text_format, body)
     # an input ending in compaction_trigger is answered from the summary prompt, not the conversation's own
     tokens = await (compaction.summary_prompt(state.engine, messages, tools) if wants_compaction(body)
                     else _prompt(state, body, messages, tools))

@@ -6,8 +6,10 @@ Not here: the bodies of test_hostile_bodies.py / test_generated_bodies.py, the k
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from collections.abc import Callable
 
 import httpx2 as httpx
 import pytest
@@ -37,18 +39,16 @@ def served(tiny_model, tmp_path_factory):
             proc.kill()
 
 
-def test_a_prompt_of_megabytes_does_not_hold_other_clients(served):
-    """A 3 MB message is tokenized in a worker thread; the tokenizer's `encode` held the GIL the whole time
-    (a 10 MB one 12 s), so /v1/models of another client waited for it: now it answers meanwhile."""
-    url, _, _ = served
-    done, latencies = threading.Event(), []
+def while_another_client_asks(url: str, send: Callable[[], httpx.Response]) -> tuple[httpx.Response, float, float]:
+    """`send()`'s answer, how long it took, and the longest another client's GET /v1/models waited meanwhile."""
+    done, waits = threading.Event(), []
 
     def other_client() -> None:
         with httpx.Client(base_url=url, headers=AUTH, timeout=120) as c:
             while not done.is_set():
                 t = time.monotonic()
                 assert c.get("/v1/models").status_code == 200
-                latencies.append(time.monotonic() - t)
+                waits.append(time.monotonic() - t)
                 time.sleep(0.05)
 
     th = threading.Thread(target=other_client)
@@ -56,15 +56,52 @@ def test_a_prompt_of_megabytes_does_not_hold_other_clients(served):
     try:
         time.sleep(0.3)
         t = time.monotonic()
-        r = httpx.post(url + "/v1/chat/completions", headers=AUTH, timeout=300,
-                       json={"max_tokens": 1, "messages": [{"role": "user", "content": "hello there " * 250_000}]})
+        r = send()
         took = time.monotonic() - t
     finally:
         done.set()
         th.join()
+    assert took > 1.0, f"the request took only {took:.2f} s: too short to tell"
+    return r, took, max(waits)
+
+
+def test_a_prompt_of_megabytes_does_not_hold_other_clients(served):
+    """A 3 MB message is tokenized in a worker thread; the tokenizer's `encode` held the GIL the whole time
+    (a 10 MB one 12 s), so /v1/models of another client waited for it: now it answers meanwhile."""
+    url, _, _ = served
+    r, took, worst = while_another_client_asks(url, lambda: httpx.post(
+        url + "/v1/chat/completions", headers=AUTH, timeout=300,
+        json={"max_tokens": 1, "messages": [{"role": "user", "content": "hello there " * 250_000}]}))
     assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded", r.text[:300]
-    assert took > 1.0, f"the prompt took only {took:.2f} s: too short to tell"
-    assert max(latencies) < max(0.5, took / 4), (max(latencies), took)
+    assert worst < max(0.5, took / 4), (worst, took)
+
+
+def fanned_schema(depth: int) -> dict:
+    """A valid schema of 2**depth leaves (depth 15: 2 MB), compiled for seconds."""
+    schema: dict = {"type": "string"}
+    for _ in range(depth):
+        schema = {"anyOf": [schema, {"type": "array", "items": schema}]}
+    return schema
+
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/v1/chat/completions", {"max_tokens": 2, "messages": HI,
+                              "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": 0}}}),
+    ("/v1/messages", {"max_tokens": 2, "messages": HI, "output_config": {"format": {"type": "json_schema", "schema": 0}}}),
+    ("/v1/responses", {"max_output_tokens": 16, "input": "hi",
+                       "text": {"format": {"type": "json_schema", "name": "x", "schema": 0}}}),
+], ids=["chat_response_format", "messages_output_config", "responses_text_format"])
+def test_a_json_schema_of_megabytes_does_not_hold_other_clients(served, path, body):
+    """The answer's JSON format was compiled on the event loop: a 4 MB schema held every other client 6 to 8 s."""
+    url, _, _ = served
+    wire = json.dumps(body).replace('"schema": 0', '"schema": ' + json.dumps(fanned_schema(15)))
+    r, took, worst = while_another_client_asks(url, lambda: httpx.post(
+        url + path, headers={**AUTH, "Content-Type": "application/json"}, content=wire, timeout=300))
+    assert r.status_code == 200, r.text[:300]
+    assert worst < max(0.5, took / 4), (worst, took)
 
 
 @pytest.mark.parametrize("call", [
