@@ -133,6 +133,9 @@ class ServerSupervisor:
         self.env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
         self.events: deque[tuple[float, str]] = deque(maxlen=200)   # (wall time, what happened)
         self._lock = threading.Lock()
+        # held by a spawn and by stop's look for the server, never by the GUI thread (status, ask_stop): process
+        # creation can take seconds on Windows (an antivirus scanning the executable), and the window froze
+        self._spawn_gate = threading.Lock()
         self._shown = Shown(0, "stopped", "not started")   # state_order: what status() says, in one order
         self._endpoint: str | None = None
         self._proc: subprocess.Popen | None = None
@@ -198,14 +201,15 @@ class ServerSupervisor:
         stop does (the server's feed says, before its stop is asked), then the server's last line about its stop."""
         timeout = self.stop_grace_s if timeout is None else timeout
         self.ask_stop()
-        with self._lock:
+        with self._spawn_gate, self._lock:     # a spawn under way ends first: its server is then this stop's
             life, endpoint, proc = self._shown.life, self._endpoint, self._proc
             running = proc is not None and proc.poll() is None
             # this life's stop failed already (a Quit after a Restart's): its waits again would end nothing
             if running and self._shown.state == "stopped" and self._shown.detail.startswith(STOP_FAILED):
                 return False
-        if running and self._served_at_ask and endpoint:
-            self._set("stopping", stopping_detail(True, self._stop_outlook(endpoint)), life)
+        if running:     # ask_stop said it already unless the server was spawned since
+            outlook = self._stop_outlook(endpoint) if self._served_at_ask and endpoint else None
+            self._set("stopping", stopping_detail(self._served_at_ask, outlook), life)
         self._stop.set()
         self._terminate(timeout)
         if self._thread is not None:
@@ -372,22 +376,25 @@ class ServerSupervisor:
         # this supervisor thread, which lives as long as the server does
         started_on = self._configuration_text()    # read before the server reads it: what it runs on
         key = self.key_probe(self.env) if self.key_probe is not None else self.api_key
-        with self._lock:
-            # checked and spawned in one hold of the lock, as ask_stop asks in one: a stop asked before finds no
-            # server started for it, and one asked after finds this one in _proc and stops it
-            if life != self._shown.life or self._shown.stop_asked:
+        # checked and spawned in one hold of the spawn gate, which stop takes before it looks for the server: a stop
+        # asked before finds no server started for it, and one asked after finds this one in _proc and stops it
+        with self._spawn_gate:
+            with self._lock:
+                made = life == self._shown.life and not self._shown.stop_asked
+            if not made:
                 proc = None
             else:
                 proc, untied = popen_tied(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, env=self.env)
-                self._proc = proc
-                self._started_on = started_on
-                self.api_key = key
-                self._started_model = model
-                self._runs += 1
-                self._served = False
-                self._loading_since = None   # this server's load, not the last one's
-                self._endpoint = None   # its own "listening on" line says where (port 0: a new one each time)
+                with self._lock:
+                    self._proc = proc
+                    self._started_on = started_on
+                    self.api_key = key
+                    self._started_model = model
+                    self._runs += 1
+                    self._served = False
+                    self._loading_since = None   # this server's load, not the last one's
+                    self._endpoint = None   # its own "listening on" line says where (port 0: a new one each time)
         if proc is None:
             self._event("start not made: its stop was asked during the look for the model file")
             return None
