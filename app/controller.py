@@ -365,6 +365,10 @@ class AppController(QObject):
                 self.client = None
             progress = status.detail.removeprefix("stopping: ") if status.detail.startswith("stopping: ") else ""
             self.model.set_connection("waiting", "for the server to stop" + (f": {progress}" if progress else ""))
+        elif status.state == "stopped" and status.detail.startswith(STOP_FAILED):
+            # the server outlived its kill: said until it is ended (a Restart's "waiting for the server to stop" was
+            # left for ever when that Restart was not made)
+            self.model.set_connection("disconnected", status.detail)
         # the first start too ("" before it): the header said a bare "connecting" until the server listened
         elif status.state == "starting" and self.client is None and self._last_state in ("", "waiting", "failed",
                                                                                          "stopping", "stopped"):

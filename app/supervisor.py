@@ -90,8 +90,18 @@ HELP_POINTER = re.compile(r"^`[^`]+ --help` lists every option$")   # strata/cli
 def stop_failed(pid: int) -> str:
     """A stop's detail when the server outlived its kill (in an uninterruptible wait: a hung disk or network drive)."""
     return (f"{STOP_FAILED}: the server (pid {pid}) did not end even when killed (a hung disk or network drive?) and "
-            f"may still hold its port and memory; end it yourself (kill -9 {pid}; on Windows, Task Manager), or "
-            "restart the computer, then start the server again")
+            f"may still hold its port and memory; {end_it_yourself(pid)}")
+
+
+def start_refused(pid: int) -> str:
+    """A start's detail while the server whose stop failed still runs: a second one would find its port taken."""
+    return (f"{STOP_FAILED}: the server (pid {pid}) has still not ended, so no new one is started beside it (it may "
+            f"hold the port and memory); {end_it_yourself(pid)}")
+
+
+def end_it_yourself(pid: int) -> str:
+    return (f"end it yourself (kill -9 {pid}; on Windows, Task Manager), or restart the computer, then start the "
+            "server again")
 
 
 def server_message(line: str) -> str:
@@ -166,6 +176,12 @@ class ServerSupervisor:
                 return
             if self._thread is not None and self._thread.is_alive():
                 return
+            # no worker, yet a server: one that outlived its kill (stop returned False), still holding its port
+            left = self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+            if left is not None:
+                self._shown = replace(self._shown, state="stopped", detail=start_refused(left))
+                self._event(f"start not made: the server (pid {left}) has not ended")
+                return
             self._stop.clear()
             # said at once: the thread's look for the model file comes first (a slow or hung drive: as long as it
             # takes), and until then the state was "stopped: not started", which the app's status bar showed under a
@@ -239,10 +255,8 @@ class ServerSupervisor:
     def restart(self) -> None:
         """A restart the user asked for: stop, then start with the retry count at zero."""
         self._event("restart requested")
-        if self.stop():
-            self.start()
-        else:     # a second server beside it would find its port and memory taken
-            self._event("restart not made: the server did not end")
+        self.stop()
+        self.start()      # made only once the server has ended: a second one would find its port and memory taken
 
     def restart_on_free_port(self) -> None:
         """The way out of an address the server cannot listen on: this app's servers take any free port from now
