@@ -26,8 +26,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import PayloadEncodingError
 from aiohttp.web_protocol import RequestPayloadError
 from strata.server.errors import APIError
-from strata.server.keys import STATE
-from strata.server.options import OPTIONS
+from strata.server.keys import served_option
 from strata.server.parser_fault_log import client_fault
 
 try:   # aiohttp's record of a parse error on the connection; without it only the idle bound applies
@@ -56,11 +55,8 @@ def framing_error(request: web.Request) -> str:
 
 
 def idle_bound(app: web.Application) -> float:
-    """--body-idle-s; its default in an application without the server's state (the session routes alone)."""
-    state = app.get(STATE)
-    if state is not None:
-        return float(state.config.body_idle_s)
-    return float(next(o.default for o in OPTIONS if o.name == "body-idle-s"))
+    """--body-idle-s."""
+    return float(served_option(app, "body_idle_s"))
 
 
 async def read_body(request: web.Request) -> bytes:

@@ -1,5 +1,5 @@
 """Running one job from an HTTP handler: submit it to the scheduler, read its events, notice a client
-that went away (and cancel its job), write server-sent events. Shared by both APIs' handlers.
+that went away or stopped reading (and cancel its job), write server-sent events. Shared by both APIs' handlers.
 
 Not here: request parsing or response shapes (openai_api / anthropic_api), scheduling (scheduler).
 """
@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import Any
 
 from aiohttp import web
+from strata.server import unread_answer
 from strata.server.errors import APIError
 from strata.server.jobs import Completion, Job
-from strata.server.keys import REQUEST_ID
+from strata.server.keys import REQUEST_ID, served_option
+from strata.server.socket_queue import acked_bytes, unsent_bytes
+
+log = logging.getLogger("strata.server")
 
 CLIENT_CHECK_S = 0.25
 
@@ -41,7 +46,8 @@ def client_gone(request: web.Request) -> bool:
 
 class JobEvents:
     """Async iterator over a submitted job's events ("start", "text", "done"). Closing it before "done"
-    cancels the job; so does the client disconnecting while it waits."""
+    cancels the job; so does the client disconnecting while it waits, or taking none of what was written
+    for --answer-unread-s (looked at on a timer until closed: the handler may be stuck writing to it)."""
 
     def __init__(self, request: web.Request, scheduler: Any, job: Job, *, stream: bool = True,
                  keepalive_s: float | None = None) -> None:
@@ -58,6 +64,11 @@ class JobEvents:
         job.events = asyncio.Queue()
         scheduler.submit(job)          # raises APIError(503) when the queue is full
         request[REQUEST_ID] = job.id   # only now: a refused job is in no log line, decision or monitor entry
+        self.unread_s = float(served_option(request.app, "answer_unread_s"))   # --answer-unread-s
+        self._reading: unread_answer.Reading | None = None
+        self._look_timer: asyncio.TimerHandle | None = None
+        if self.unread_s > 0:
+            self._look_timer = job.loop.call_later(CLIENT_CHECK_S, self._look_at_reading)
 
     def __aiter__(self) -> JobEvents:
         return self
@@ -91,7 +102,32 @@ class JobEvents:
         if not self.job.cancelled and client_gone(self.request):
             self.scheduler.cancel(self.job)
 
+    def _look_at_reading(self) -> None:
+        """Every CLIENT_CHECK_S until closed: a client that took none of the answer for --answer-unread-s is
+        gone. Its connection is aborted (closing would wait to send what it does not read), which also wakes
+        a handler stuck writing to it."""
+        self._look_timer = None
+        transport = self.request.transport
+        if transport is None or transport.is_closing():
+            self._cancel_if_client_gone()
+            return
+        now = time.monotonic()
+        unsent, taken = unsent_bytes(transport), acked_bytes(transport)
+        self._reading = (unread_answer.first_look(now, unsent, taken) if self._reading is None
+                         else unread_answer.look(self._reading, now, unsent, taken))
+        if unread_answer.gone_unread(self._reading, now, self.unread_s):
+            log.info("request %s: its client took none of the answer for %g s (--answer-unread-s), %d bytes "
+                     "waiting: ended, its connection closed", self.job.id, self.unread_s, unsent)
+            if not self.job.cancelled:
+                self.scheduler.cancel(self.job)
+            transport.abort()
+            return
+        self._look_timer = self.job.loop.call_later(CLIENT_CHECK_S, self._look_at_reading)
+
     def close(self) -> None:
+        if self._look_timer is not None:
+            self._look_timer.cancel()
+            self._look_timer = None
         if not self.done:
             self.scheduler.cancel(self.job)
             self.done = True

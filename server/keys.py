@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 from strata.server.config import ServerConfig
 from strata.server.metrics import Metrics
+from strata.server.options import OPTIONS
 
 
 @dataclass
@@ -44,3 +45,12 @@ STATE: web.AppKey[ServerState] = web.AppKey("strata_state", ServerState)
 # a request's job number, once its job exists (jobrun.JobEvents; the X-Strata-Request header names it); a plain
 # string key on an aiohttp before RequestKey (3.13), where pyproject's aiohttp>=3.9 allows one
 REQUEST_ID: Any = web.RequestKey("strata_request_id", int) if hasattr(web, "RequestKey") else "strata_request_id"
+
+
+def served_option(app: web.Application, key: str) -> Any:
+    """Option `key`'s value in the running server; its default in an application without the server's state
+    (the session routes alone)."""
+    state = app.get(STATE)
+    if state is not None:
+        return getattr(state.config, key)
+    return next(o.default for o in OPTIONS if o.key == key)

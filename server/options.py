@@ -189,6 +189,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("body-idle-s", float, 30.0, "a request body that sends nothing for this many seconds is answered "
            "408 and its connection closed (a stalled client; a Content-Length larger than the body)",
            minimum=0.05, maximum=3600.0),
+    Option("answer-unread-s", float, 60.0, "a streamed answer whose client takes none of it for this many "
+           "seconds while more waits (a hung or suspended client) is ended and its connection closed, so the "
+           "engine stops writing for nobody; a client that reads slowly, but reads, is never ended; 0: never",
+           minimum=0.0, maximum=86400.0),
     Option("queue", int, 64, "requests that may wait for a context; beyond that 503 with Retry-After",
            minimum=0, maximum=100000),
     Option("prefill-chunk", int, 512, "tokens of a prompt read per step, between the decode steps of other "

@@ -1,0 +1,43 @@
+"""When a streamed answer's client counts as gone for reading none of it (--answer-unread-s): a hung or
+suspended agent, a laptop asleep across a network, keeps its connection open and reads nothing, and the
+engine would write on for nobody to max_tokens (an agent's 32,000). A client that reads slowly, but reads,
+is never ended: any byte it takes starts the count again.
+
+Pure: what a look at the socket saw in, a `Reading` out; `now` is passed in. Not here: looking at the socket
+(socket_queue.py) or ending the request (jobrun.JobEvents).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What the looks at a client's socket saw so far."""
+
+    since: float        # when the client last took a byte, or had nothing waiting for it
+    unsent: int         # bytes written for it that it has not taken (0: it took all)
+    taken: int | None   # bytes its system acknowledged (Linux), None where the system does not say
+
+
+def first_look(now: float, unsent: int, taken: int | None) -> Reading:
+    return Reading(since=now, unsent=unsent, taken=taken)
+
+
+def look(prev: Reading, now: float, unsent: int, taken: int | None) -> Reading:
+    """The next look. The client took something when nothing waits for it, when its system acknowledged
+    more bytes, or (where the system does not say) when fewer bytes wait than at the last look."""
+    if taken is not None and prev.taken is not None:
+        moved = taken > prev.taken
+    else:
+        moved = unsent < prev.unsent
+    return Reading(since=now if unsent == 0 or moved else prev.since, unsent=unsent, taken=taken)
+
+
+def gone_unread(r: Reading, now: float, limit_s: float) -> bool:
+    """Whether bytes have waited for the client `limit_s` seconds without it taking one (0: never)."""
+    if not math.isfinite(limit_s) or limit_s < 0:
+        raise ValueError(f"limit_s must be a number of seconds >= 0 (0: never); got {limit_s!r}")
+    return limit_s > 0 and r.unsent > 0 and now - r.since >= limit_s

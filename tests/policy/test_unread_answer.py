@@ -1,0 +1,43 @@
+"""server/unread_answer.py: when a streamed answer's client counts as gone for reading none of it. Table-driven,
+no I/O: a sequence of looks (seconds, unsent bytes, acknowledged bytes or None) and whether the last one ends it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from strata.server.unread_answer import first_look, gone_unread, look
+
+LIMIT = 60.0
+
+CASES = [
+    # (name, looks [(now, unsent, taken)], gone at the last look)
+    ("nothing waits: never gone", [(0, 0, 0), (100, 0, 0)], False),
+    ("waits, nothing acknowledged for the limit", [(0, 500, 10), (30, 900, 10), (60, 1400, 10)], True),
+    ("just short of the limit", [(0, 500, 10), (59.75, 1400, 10)], False),
+    ("a byte acknowledged restarts the count", [(0, 500, 10), (50, 900, 11), (100, 1400, 11)], False),
+    ("a slow reader behind yet taking: never gone", [(t, 1000 * (t + 1), 10 * t) for t in range(0, 200, 10)], False),
+    ("taken all at a look restarts the count", [(0, 500, 10), (40, 0, 10), (90, 300, 10)], False),
+    ("the system says nothing: less waiting is progress", [(0, 500, None), (50, 400, None), (100, 900, None)], False),
+    ("the system says nothing: more waiting is none", [(0, 500, None), (30, 600, None), (60, 700, None)], True),
+]
+
+
+@pytest.mark.parametrize("looks, gone", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_gone_unread(looks, gone):
+    r = first_look(*looks[0])
+    for now, unsent, taken in looks[1:]:
+        r = look(r, now, unsent, taken)
+    assert gone_unread(r, looks[-1][0], LIMIT) is gone
+
+
+def test_zero_is_never():
+    r = look(first_look(0, 500, 1), 10_000, 9000, 1)
+    assert gone_unread(r, 10_000, LIMIT)
+    assert not gone_unread(r, 10_000, 0.0)
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
+def test_a_bad_limit_is_refused_by_name(bad):
+    with pytest.raises(ValueError, match=r"limit_s must be a number of seconds >= 0"):
+        gone_unread(first_look(0, 1, 1), 1, bad)
