@@ -87,21 +87,31 @@ def server_command(config_path: Path | None, extra: tuple[str, ...] = ()) -> lis
 HELP_POINTER = re.compile(r"^`[^`]+ --help` lists every option$")   # strata/cli.py's last line of a flag error
 
 
-def stop_failed(pid: int) -> str:
+WINDOWS = os.name == "nt"
+
+
+def stop_failed(pid: int, windows: bool = WINDOWS) -> str:
     """A stop's detail when the server outlived its kill (in an uninterruptible wait: a hung disk or network drive)."""
     return (f"{STOP_FAILED}: the server (pid {pid}) did not end even when killed (a hung disk or network drive?) and "
-            f"may still hold its port and memory; {end_it_yourself(pid)}")
+            f"may still hold its port and memory; {end_it_yourself(pid, windows)}")
 
 
-def start_refused(pid: int) -> str:
+def start_refused(pid: int, windows: bool = WINDOWS) -> str:
     """A start's detail while the server whose stop failed still runs: a second one would find its port taken."""
     return (f"{STOP_FAILED}: the server (pid {pid}) has still not ended, so no new one is started beside it (it may "
-            f"hold the port and memory); {end_it_yourself(pid)}")
+            f"hold the port and memory); {end_it_yourself(pid, windows)}")
 
 
-def end_it_yourself(pid: int) -> str:
-    return (f"end it yourself (kill -9 {pid}; on Windows, Task Manager), or restart the computer, then start the "
-            "server again")
+def end_it_yourself(pid: int, windows: bool = WINDOWS) -> str:
+    """What to do, in the platform's own words: Windows has no `kill -9`."""
+    how = f"Task Manager, or taskkill /F /PID {pid}" if windows else f"kill -9 {pid}"
+    return f"end it yourself ({how}), or restart the computer, then start the server again"
+
+
+def end_steps(windows: bool = WINDOWS) -> tuple[str, ...]:
+    """The Popen methods that end a server whose stop was not clean, each given `end_wait_s`. Windows has no
+    SIGKILL: Popen.kill is TerminateProcess there, as terminate is, and a second one waited again for nothing."""
+    return ("terminate",) if windows else ("terminate", "kill")
 
 
 def server_message(line: str) -> str:
@@ -498,8 +508,8 @@ class ServerSupervisor:
             if not decision.wait:
                 self._event(decision.reason)
                 break
-        for end in (proc.terminate, proc.kill):
-            end()
+        for step in end_steps():
+            getattr(proc, step)()
             try:
                 proc.wait(self.end_wait_s)
                 return
