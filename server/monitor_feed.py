@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import sys
 import time
 from typing import Any
 
@@ -19,6 +18,7 @@ from strata.server.keys import STATE, ServerState
 from strata.server.openai_api import ready_state
 from strata.server.parking import parkable
 from strata.server.slots import held_by_another
+from strata.server.socket_queue import unsent_bytes
 
 from strata import __version__
 
@@ -143,34 +143,12 @@ async def monitor_events(request: web.Request) -> web.StreamResponse:
 
 
 def _client_behind(request: web.Request) -> bool:
-    """Whether the client has not yet taken the last snapshot off the socket: bytes still in the transport's
-    buffer or the kernel's send queue. A tick then writes nothing, so a slow reader (a monitor on a busy machine,
-    a slow link) reads recent snapshots, not a backlog: written regardless, the send buffer (up to 4 MiB on
-    Linux) held minutes of them (a soak: 186 s behind after 3.5 min at 8 KiB/s, benchmarks/RESULTS.md "Agent
-    soak"). The kernel's queue is read on Linux (SIOCOUTQ) and macOS (SO_NWRITE); elsewhere only the
-    transport's buffer counts."""
-    transport = request.transport
-    if transport is None:
-        return False
-    if transport.get_write_buffer_size() > 0:
-        return True
-    sock = transport.get_extra_info("socket")
-    if sock is None:
-        return False
-    try:
-        if sys.platform.startswith("linux"):
-            import fcntl
-            import struct
-            import termios
-
-            return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0] > 0
-        if sys.platform == "darwin":
-            import socket
-
-            return sock.getsockopt(socket.SOL_SOCKET, 0x1024) > 0     # SO_NWRITE
-    except OSError:
-        return False
-    return False
+    """Whether the client has not yet taken the last snapshot off the socket (socket_queue.unsent_bytes: the
+    transport's buffer and, on Linux and macOS, the kernel's send queue). A tick then writes nothing, so a slow
+    reader (a monitor on a busy machine, a slow link) reads recent snapshots, not a backlog: written regardless,
+    the send buffer (up to 4 MiB on Linux) held minutes of them (a soak: 186 s behind after 3.5 min at 8 KiB/s,
+    benchmarks/RESULTS.md "Agent soak")."""
+    return unsent_bytes(request.transport) > 0
 
 
 async def slots(request: web.Request) -> web.Response:
