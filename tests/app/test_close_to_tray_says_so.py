@@ -1,7 +1,7 @@
 """With a tray, closing the window hides it and the app (and its server) runs on: the first close says so in a
 tray notification, naming the address still served and how to quit. Nothing did: a new-user trial closed the
 window, took Strata for quit, and its server went on holding the port and the memory. The offscreen platform has
-no tray: a stand-in records what the app raises (as test_crash_loop_notices does); the window, its close and the
+no tray: a stand-in records what the app raises (tests/app/tray_notes.py); the window, its close and the
 server are real."""
 
 from __future__ import annotations
@@ -14,22 +14,7 @@ pytest.importorskip("PySide6")
 from strata.app.controller import AppController  # noqa: E402
 
 from tests.app.test_loading_server_waited_for import LOADING_SERVER  # noqa: E402
-
-
-class TrayNotes:
-    """Stands in for the system tray: records the notifications."""
-
-    def __init__(self) -> None:
-        self.notes: list[tuple[str, str, bool]] = []
-
-    def notify(self, title: str, text: str, warning: bool = True) -> None:
-        self.notes.append((title, text, warning))
-
-    def show_status(self, status) -> None:
-        pass
-
-    def hide(self) -> None:
-        pass
+from tests.app.tray_notes import TrayNotes  # noqa: E402
 
 
 def test_the_first_close_into_the_tray_says_the_server_runs_on(qtbot, app_config, tmp_path):

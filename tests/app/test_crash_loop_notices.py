@@ -11,21 +11,7 @@ from strata.app.restart_policy import RestartConfig, notify_restarts
 pytest.importorskip("PySide6")
 from strata.app.controller import AppController  # noqa: E402
 
-
-class TrayNotes:
-    """Stands in for the system tray, which the offscreen platform has none of: records what the app raises."""
-
-    def __init__(self) -> None:
-        self.notes: list[tuple[str, str]] = []
-
-    def notify(self, title: str, text: str) -> None:
-        self.notes.append((title, text))
-
-    def show_status(self, status) -> None:
-        pass
-
-    def hide(self) -> None:
-        pass
+from tests.app.tray_notes import TrayNotes  # noqa: E402
 
 
 def test_a_crash_loop_notifies_its_first_restart_and_the_give_up(qtbot, tmp_path):
@@ -36,12 +22,12 @@ def test_a_crash_loop_notifies_its_first_restart_and_the_give_up(qtbot, tmp_path
     controller.start(show=False)
     try:
         qtbot.waitUntil(lambda: controller.supervisor.status().state == "failed", timeout=60_000)
-        qtbot.waitUntil(lambda: any("down" in title for title, _ in tray.notes), timeout=10_000)
+        qtbot.waitUntil(lambda: any("down" in title for title in tray.titles()), timeout=10_000)
     finally:
         controller.shutdown()
     assert controller.supervisor.status().restarts == 4
-    assert [title for title, _ in tray.notes] == ["Strata restarted the server", "Strata: the server is down"]
-    assert "restart 1 of 4" in tray.notes[0][1] and "gave up after 4 restarts" in tray.notes[1][1]
+    assert tray.titles() == ["Strata restarted the server", "Strata: the server is down"]
+    assert "restart 1 of 4" in tray.texts()[0] and "gave up after 4 restarts" in tray.texts()[1]
 
 
 @pytest.mark.parametrize("new, in_a_row, notify", [
