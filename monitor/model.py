@@ -87,6 +87,9 @@ class MonitorView:
     generated_tps: float | None           # the latest of the above
     requests: tuple[dict, ...] = field(default_factory=tuple)   # newest first
     history_start: float | None = None    # time of the oldest snapshot the history holds
+    # the time of the last snapshot before each loss of the feed: a curve is not drawn on across one (it drew a
+    # straight line over a stopped server's 13 s, as if it had decoded all along)
+    gaps: tuple[float, ...] = ()
     loading_s: float | None = None        # the server's snapshots have said "not ready" (its model loading) this long
 
     @property
@@ -154,6 +157,7 @@ class MonitorModel:
         self._last_state: dict[str, str | None] = {}      # each slot's state at the last snapshot
         self._times: deque[float] = deque(maxlen=max_points)   # snapshot times inside the history
         self._loading_since: float | None = None   # the time of the first of the latest not-ready snapshots
+        self._gaps: deque[float] = deque(maxlen=max_points)   # MonitorView.gaps
 
     # -- input --------------------------------------------------------------------------------
 
@@ -166,6 +170,8 @@ class MonitorModel:
                 # nor a load's count: the feed that comes back may be a new server's (the app's Restart, a restart
                 # after a crash on the same address), which counted on from the first one's load
                 self._loading_since = None
+                if self._times and (not self._gaps or self._gaps[-1] != self._times[-1]):
+                    self._gaps.append(self._times[-1])
             if (state, detail) != (self._connection, self._detail):
                 self._connection, self._detail = state, detail
                 self._version += 1
@@ -218,7 +224,7 @@ class MonitorModel:
                 parks_history={k: s.copy() for k, s in self._parks.items()},
                 available_history=self._available.copy(), generated_rate_history=self._gen_rate.copy(),
                 generated_tps=rate, requests=tuple(reversed(_dicts(snap.get("requests")))),
-                history_start=self._times[0] if self._times else None,
+                history_start=self._times[0] if self._times else None, gaps=tuple(self._gaps),
                 loading_s=now - self._loading_since if self._loading_since is not None else None)
 
     @property
@@ -272,6 +278,8 @@ class MonitorModel:
             s.trim(oldest)
         while self._times and self._times[0] < oldest:
             self._times.popleft()
+        while self._gaps and self._gaps[0] < oldest:
+            self._gaps.popleft()
 
     def _reset_history(self) -> None:
         self._prefill.clear()
@@ -282,6 +290,7 @@ class MonitorModel:
         self._last_use.clear()
         self._last_state.clear()
         self._times.clear()
+        self._gaps.clear()
 
 
 # -- pure helpers ---------------------------------------------------------------------------------

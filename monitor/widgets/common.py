@@ -375,10 +375,20 @@ def set_y_top(plot: pg.PlotWidget, ys_top: float, minimum: float) -> None:
         item.setYRange(0, top, padding=0)
 
 
-def xy(points: Sequence[tuple[float, float]], now: float) -> tuple[list[float], list[float]]:
-    """Series points as (seconds before now, value) lists, only those inside the plot window."""
+def xy(points: Sequence[tuple[float, float]], now: float,
+       gaps: Sequence[float] = ()) -> tuple[list[float], list[float]]:
+    """Series points as (seconds before now, value) lists, only those inside the plot window; a NaN value after
+    the last point before each of `gaps` (MonitorView.gaps: the feed lost), where pyqtgraph breaks the line (it drew
+    one straight across the time nothing was known)."""
     xs, ys = [], []
+    breaks = iter(sorted(gaps))
+    gap = next(breaks, None)
     for t, v in points:
+        while gap is not None and t > gap:
+            if xs:
+                xs.append(gap - now)
+                ys.append(math.nan)
+            gap = next(breaks, None)
         if t >= now - PLOT_WINDOW_S - 1:
             xs.append(t - now)
             ys.append(v)
