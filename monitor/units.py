@@ -93,7 +93,13 @@ def elapsed(x: float | None) -> str:
 
 
 def ms(x: float | None) -> str:
-    return NA if _absent(x) else (f"{x:.0f} ms" if x >= 10 else f"{x:.1f} ms")
+    """A duration given in ms (a request's TTFT): "4.2 ms", "185 ms", then as `seconds` says it from 1 s ("90.9 s",
+    "20 min 34 s"): a long prompt's read `90933 ms` beside `2.4 s ago`."""
+    if _absent(x):
+        return NA
+    if x >= 999.5:                      # what would round to "1000 ms"
+        return seconds(max(x / 1000, 1.0))
+    return f"{x:.0f} ms" if x >= 10 else f"{x:.1f} ms"
 
 
 def ago(x: float | None) -> str:
