@@ -205,7 +205,10 @@ async def _serve_checked(config: ServerConfig, checked: Any) -> int:
         unregister_hold()
         close_hold.stopped()        # a closed console window waiting for the stop lets Windows end the process
         restore_signals()
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+    # keepalive_timeout: aiohttp's AppRunner kept a connection that sends no request for 3,630 s (run_app's is 75 s);
+    # a thousand held a desktop's whole soft file limit for an hour, to any client that can connect, key or not
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT_S,
+                           keepalive_timeout=config.idle_connection_s)
     await runner.setup()
     site = listen_site(runner, config.host, config.port)
     try:

@@ -189,6 +189,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("body-idle-s", float, 30.0, "a request body that sends nothing for this many seconds is answered "
            "408 and its connection closed (a stalled client; a Content-Length larger than the body)",
            minimum=0.05, maximum=3600.0),
+    Option("idle-connection-s", float, 75.0, "a connection with no request under way (none sent yet, headers "
+           "never finished, or idle between requests) is closed after this many seconds", minimum=0.05,
+           maximum=86400.0),
     Option("answer-unread-s", float, 60.0, "a streamed answer whose client takes none of it for this many "
            "seconds while more waits (a hung or suspended client) is ended and its connection closed, so the "
            "engine stops writing for nobody; a client that reads slowly, but reads, is never ended; 0: never",

@@ -1,12 +1,14 @@
 """A hostile or buggy client against a real `strata serve` (a subprocess, --api-key, the cold disk level on): what
-session 40's hostile-client trial found. A prompt of megabytes does not hold every other client while it is
-tokenized; a session call's error quoting a huge value is cut.
+session 40's hostile-client trial found. A prompt or a JSON schema of megabytes does not hold every other client
+while it is read; a connection that sends no request is closed after --idle-connection-s; a malformed header line
+that holds the API key is not written to the log; a session call's error quoting a huge value is cut.
 Not here: the bodies of test_hostile_bodies.py / test_generated_bodies.py, the key table of test_auth_and_lifecycle.py.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -18,13 +20,14 @@ from tests.server.test_auth_and_lifecycle import listening_port, start_cli, wait
 
 KEY = "hostile-trial-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}
+IDLE_S = 2.0     # --idle-connection-s of the server here
 
 
 @pytest.fixture(scope="module")
 def served(tiny_model, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hostile_client")
     proc, log = start_cli(["--model", str(tiny_model), "--ctx", "4096", "--batch", "1", "--api-key", KEY,
-                           "--conversation-cache-mib", "0",
+                           "--idle-connection-s", str(IDLE_S), "--conversation-cache-mib", "0",
                            "--conversation-cache-cold-dir", str(tmp / "cold"), "--conversation-cache-cold-mib", "64",
                            "--conversation-cache-sessions-dir", str(tmp / "sessions")], tmp)
     try:
@@ -102,6 +105,70 @@ def test_a_json_schema_of_megabytes_does_not_hold_other_clients(served, path, bo
         url + path, headers={**AUTH, "Content-Type": "application/json"}, content=wire, timeout=300))
     assert r.status_code == 200, r.text[:300]
     assert worst < max(0.5, took / 4), (worst, took)
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> bool:
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except OSError:      # reset: closed too
+        return True
+
+
+def test_a_connection_that_sends_no_request_is_closed_after_the_idle_bound(served):
+    """aiohttp's AppRunner kept such a connection 3,630 s (its keep-alive default outside run_app): a client
+    opening a thousand without a key held a thousand file descriptors (a desktop's whole soft limit) for an hour."""
+    _, port, _ = served
+    silent = socket.create_connection(("127.0.0.1", port))
+    half = socket.create_connection(("127.0.0.1", port))
+    half.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")      # headers never finished
+    try:
+        assert _closed_within(silent, IDLE_S + 3)
+        assert _closed_within(half, 1)
+    finally:
+        silent.close()
+        half.close()
+    # a request under way is not cut: a body arriving for longer than the bound (within --body-idle-s)
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as slow:
+        body = b'{"model": "m", "prompt": "hi", "max_tokens": 1}'
+        slow.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode()
+                     + b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+        for i in range(0, len(body), 8):
+            time.sleep((IDLE_S + 1) / 6)
+            slow.sendall(body[i:i + 8])
+        assert slow.recv(100).startswith(b"HTTP/1.1 200")
+    # a client using a connection between requests, within the bound, keeps it
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=AUTH) as c:
+        for _ in range(3):
+            assert c.get("/v1/models").status_code == 200
+            time.sleep(IDLE_S / 4)
+
+
+@pytest.mark.parametrize("raw", [
+    b"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() + b"A" * 9000 + b"\r\n\r\n",
+    b"GET /v1/models HTTP/1.1\r\nHost: x\r\nx-api-key:\r\n " + KEY.encode() + b"\r\n\r\n",
+    b"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() + b"\x01\r\n\r\n",
+], ids=["line_too_long", "folded", "control_character"])
+def test_a_malformed_header_line_holding_the_key_is_not_logged(served, raw):
+    """aiohttp's complaint quotes the line it refused; the log's warning quoted it as well, key and all."""
+    _, port, log = served
+
+    def warnings() -> list[str]:
+        return [ln for ln in log.read_text().splitlines() if "a malformed request was refused" in ln]
+
+    before = len(warnings())
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(raw)
+        assert s.recv(200).startswith(b"HTTP/1.0 400")
+    deadline = time.monotonic() + 10
+    while len(warnings()) == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(warnings()) > before, log.read_text()[-2000:]
+    text = log.read_text()
+    assert KEY not in text and KEY[:12] not in text, warnings()[-1]
+    assert "not shown" in warnings()[-1], warnings()[-1]
 
 
 @pytest.mark.parametrize("call", [
