@@ -9,6 +9,8 @@ Presentation only: takes a `MonitorView`, keeps one curve per slot and updates i
 from __future__ import annotations
 
 import pyqtgraph as pg
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QColor, QIcon, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 from strata.monitor import units
 from strata.monitor.model import MonitorView, SlotRow
@@ -90,17 +92,19 @@ class SlotsPanel(QWidget):
         outer.addWidget(box)
         self._curves: dict[tuple[str, str], pg.PlotDataItem] = {}
         self.key_colors: dict[str, str] = {}    # a context's curves' colour (its name's in the table), by key
+        self.key_styles: dict[str, Qt.PenStyle] = {}   # and its line (Theme.line_style: colours repeat after 8)
 
     def refresh(self, view: MonitorView) -> None:
         busy = {"prefill": self.theme.warn, "decode": self.theme.good}
         live = view.connection == "connected"     # as the header's running and queued (header.totals_text)
         rows = [slot_cells(r, live) for r in view.slots]
         for key in sorted({r.key for r in view.slots} - set(self.key_colors), key=_slot_order):
-            self.key_colors[key] = self.theme.color(len(self.key_colors))   # a colour each, kept while it lives
+            self._take_look(key)
         colors = [[self.key_colors[r.key], None, busy.get(r.state) if live else None] + [None] * 8
                   for r in view.slots]
         self.table.show_rows(rows, colors, align_right=(3, 5, 6, 7, 8, 9, 10))
         self.table.fit_height(len(rows))
+        self._show_line_samples(view.slots)
         one_group = len({r.group for r in view.slots if r.group is not None}) <= 1
         if self.table.isColumnHidden(1) != one_group:
             self.table.setColumnHidden(1, one_group)
@@ -114,8 +118,8 @@ class SlotsPanel(QWidget):
                 curve = self._curves.get((kind, key))
                 if curve is None:
                     if key not in self.key_colors:
-                        self.key_colors[key] = self.theme.color(len(self.key_colors))
-                    pen = pg.mkPen(self.key_colors[key], width=2)
+                        self._take_look(key)
+                    pen = pg.mkPen(self.key_colors[key], width=2, style=self.key_styles[key])
                     curve = plot.plot([], [], pen=pen, name=labels.get(key, key), stepMode=None)
                     self._curves[(kind, key)] = curve
                     fit_legend(plot.getPlotItem())
@@ -124,6 +128,43 @@ class SlotsPanel(QWidget):
                 curve.setData(xs, ys)
                 top = max([top, *ys])
             set_y_top(plot, top, minimum=10.0)
+
+    def _take_look(self, key: str) -> None:
+        """A colour and line each, in the order contexts are first seen, kept while the context lives."""
+        i = len(self.key_colors)
+        self.key_colors[key], self.key_styles[key] = self.theme.color(i), self.theme.line_style(i)
+
+    def _show_line_samples(self, slots) -> None:
+        """Where some contexts' lines are not solid (more contexts than colours), each name in the table has a
+        sample of its curves' line beside it: the colour alone no longer tells main from slot 8. Drawn once a
+        row's context changes, not at every redraw."""
+        samples = any(self.key_styles.get(r.key, Qt.PenStyle.SolidLine) != Qt.PenStyle.SolidLine for r in slots)
+        for n, r in enumerate(slots):
+            item = self.table.item(n, 0)
+            look = (self.key_colors[r.key], self.key_styles[r.key]) if samples else None
+            if item is None or item.data(SAMPLE_ROLE) == look:
+                continue
+            item.setData(SAMPLE_ROLE, look)
+            item.setIcon(line_sample(*look, self.table.devicePixelRatioF()) if look else QIcon())
+
+
+SAMPLE_ROLE = Qt.ItemDataRole.UserRole + 1     # the (colour, line) a context cell's sample shows
+SAMPLE_PX = (22, 10)                           # a sample's width and height (logical pixels): a dash and a half
+
+
+def line_sample(color: str, style: Qt.PenStyle, ratio: float) -> QIcon:
+    """An icon of a curve's line: its colour and its dashes, as the plots draw it (2 px)."""
+    w, h = SAMPLE_PX
+    pixmap = QPixmap(round(w * ratio), round(h * ratio))
+    pixmap.setDevicePixelRatio(ratio)
+    pixmap.fill(Qt.GlobalColor.transparent)
+    p = QPainter(pixmap)
+    pen = QPen(QColor(color), 2, style)
+    pen.setCapStyle(Qt.PenCapStyle.FlatCap)
+    p.setPen(pen)
+    p.drawLine(QPointF(1, h / 2), QPointF(w - 1, h / 2))
+    p.end()
+    return QIcon(pixmap)
 
 
 def _slot_order(key: str) -> tuple[int, int]:

@@ -28,6 +28,15 @@ class Theme:
     def color(self, i: int) -> str:
         return self.series[i % len(self.series)]
 
+    def line_style(self, i: int) -> Qt.PenStyle:
+        """The i-th curve's line: solid for the first len(series), then dashed, then dotted. The colours alone
+        repeat after 8: with --batch 8 and more, main and slot 8 (and 16) drew the same line and had the same name
+        colour in the table, two curves of 17 no one could tell apart."""
+        return LINE_STYLES[i // len(self.series) % len(LINE_STYLES)]
+
+
+LINE_STYLES = (Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine)
+
 
 LIGHT = Theme(False, "#ffffff", "#303030", 0.15, "#6b6b6b", "#1b7f3b", "#b26b00", "#b00020",
               ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"))
