@@ -31,6 +31,7 @@ from strata.server.anthropic_tools import client_run, not_run_here, warn_left_ou
 from strata.server.errors import APIError, error_body
 from strata.server.jobrun import JobEvents, failure, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
+from strata.server.off_loop import off_loop
 from strata.server.one_call import first_call_end, one_call_format
 from strata.server.openai_api import parse_sampling, ready_state
 from strata.server.prompting import (
@@ -48,7 +49,7 @@ from strata.server.prompting import (
     split_answer,
     split_prefill,
 )
-from strata.server.structured_output import answer_rule, json_format, off_loop, shown_tools
+from strata.server.structured_output import answer_rule, json_format, shown_tools
 from strata.server.thinking_budget import budget_rule, reasoning_lead
 from strata.server.thinking_signature import seal, unseal
 from strata.server.tool_changes import ToolChanges

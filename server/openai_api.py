@@ -22,6 +22,7 @@ from strata.server.fim_prompt import FimRequest, fim_context, fim_prompt, laid_o
 from strata.server.jobrun import JobEvents, failure, open_sse, raise_if_failed, send_keepalive, send_sse
 from strata.server.jobs import Completion, Job
 from strata.server.keys import STATE, ServerState
+from strata.server.off_loop import off_loop
 from strata.server.one_call import first_call_end, one_call_format
 from strata.server.prompting import (
     PLAIN,
@@ -40,7 +41,7 @@ from strata.server.prompting import (
     template_kwargs,
     tokens_key,
 )
-from strata.server.structured_output import answer_rule, json_format, off_loop, shown_tools
+from strata.server.structured_output import answer_rule, json_format, shown_tools
 from strata.server.tool_pairing import say_unpaired
 
 from strata import __version__
@@ -493,7 +494,7 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
     max_tokens = f.get_max_tokens(body, ("max_tokens",), 16)
     echo = echo_asked(body)
     fim = _fim_tokens(state, body, max_tokens)
-    tokens = fim if fim is not None else prompt_tokens(state, body.get("prompt"))
+    tokens = fim if fim is not None else await off_loop(prompt_tokens, state, body.get("prompt"))
     check_prompt_fits(state.engine, len(tokens), param="prompt")
     echoed = echoed_prompt(one_prompt(body.get("prompt")), tokens, state.engine.tokenizer) if echo else ""
     fim_tokens = state.engine.tokenizer.fim

@@ -29,6 +29,7 @@ from strata.server import fields as f
 from strata.server.errors import APIError
 from strata.server.jobrun import JobEvents, failed, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
+from strata.server.off_loop import off_loop
 from strata.server.one_call import first_call_end, one_call_format
 from strata.server.openai_api import (
     CONTENT,
@@ -54,7 +55,7 @@ from strata.server.prompting import (
     split_answer,
 )
 from strata.server.responses_echo import echoed_fields
-from strata.server.structured_output import JsonFormat, answer_rule, json_format, off_loop, shown_tools
+from strata.server.structured_output import JsonFormat, answer_rule, json_format, shown_tools
 from strata.server.text_logprobs import TokenText
 from strata.server.tool_pairing import say_unpaired
 

@@ -20,10 +20,7 @@ Not here: the automaton (json_grammar.py), the schema subset (json_schema.py), t
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,13 +104,6 @@ def _schema_format(spec: Any, where: str) -> JsonFormat:
         raise APIError(400, f"'{where}': {e}", param=where) from None
     except RecursionError:
         raise APIError(400, f"'{where}.schema' is nested too deeply", param=where) from None
-
-
-async def off_loop(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    """`fn(*args, **kwargs)` in a worker thread, for a handler: compiling a schema of megabytes (json_format, a
-    tool's parameters in answer_rule) is seconds of Python (4 MB: 5 s), which on the event loop held every other
-    client that long; in a thread the loop has its turn every few milliseconds. Its APIError comes through."""
-    return await asyncio.get_running_loop().run_in_executor(None, functools.partial(fn, *args, **kwargs))
 
 
 def json_format(value: Any, where: str = "response_format", flat: bool = False) -> JsonFormat | None:
