@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
-from strata.monitor.client import normalize_url
+from strata.monitor.client import READ_TIMEOUT_S, normalize_url
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -51,6 +52,9 @@ def url_given(text: str) -> str:
         raise ValueError(f"strata monitor: {where}: {said}") from None
 
 
+FIRST_ANSWER_WAIT_S = READ_TIMEOUT_S   # past --after, the most a shot waits for the feed's first answer
+
+
 def check_after(after: float) -> float:
     if not (0 <= after <= 3600):
         raise ValueError(f"strata monitor: --after must be between 0 and 3600 seconds, got {after!r}")
@@ -84,7 +88,14 @@ def run(args: argparse.Namespace) -> int:
     window.show()
     status = {"code": 0}
     if args.screenshot:
+        first_answer_by = time.monotonic() + after + FIRST_ANSWER_WAIT_S
+
         def shoot() -> None:
+            # a loaded machine can take longer than --after for the first answer: a picture of "connecting"
+            # would say nothing, so wait for the answer (or the refusal), as long as a read may take
+            if model.view().connection == "connecting" and time.monotonic() < first_answer_by:
+                QTimer.singleShot(100, shoot)
+                return
             try:
                 path = window.save_png(args.screenshot)
                 view = model.view()

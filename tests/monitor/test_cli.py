@@ -64,3 +64,33 @@ def test_a_size_below_the_windows_least_says_the_size_drawn(tmp_path):
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) != (400, 240)
     assert f"at {width}x{height}, the window's least size for --size 400x240" in r.stdout, r.stdout
+
+
+def test_a_screenshot_waits_for_a_first_answer_slower_than_after(tmp_path):
+    """CI under load saved 'connecting' (exit 1, no reason) when the feed's first answer came after --after: the
+    shot waits for that answer, here a 401 held back 2 s."""
+    import http.server
+    import threading
+    import time as clock
+
+    class SlowRefusal(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            clock.sleep(2.0)
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowRefusal)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        path = tmp_path / "shot.png"
+        r = strata("--url", f"http://127.0.0.1:{server.server_address[1]}", "--screenshot", str(path),
+                   "--after", "0.2")
+    finally:
+        server.shutdown()
+    assert r.returncode == 1
+    assert "wrong or missing API key" in r.stdout, r.stdout
+    assert path.is_file()
