@@ -22,6 +22,7 @@ from strata.monitor.widgets.common import (
     legend_where_it_fits,
     panel,
     plot_window,
+    say_where_ages_count_to,
     set_text,
     set_window,
     set_y_top,
@@ -264,6 +265,7 @@ class CachePanel(QWidget):
         self._place_floor_labels()
         last = [d for d in adm.get("last") or [] if isinstance(d, dict)]
         self.decisions.show_rows([decision_cells(d, view.now) for d in reversed(last[-50:])], align_right=(0,))
+        say_where_ages_count_to(self.decisions, 0, view.connection == "connected")
 
     def _place_floor_labels(self, *_) -> None:
         """Move each shown floor's label to its spot (label_layout.place_labels) in the plot as it is now

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QPlainTextEdit, QTabWidget
 from strata.monitor import units
 from strata.monitor.model import MonitorView, request_reuse
 from strata.monitor.reason_texts import park_skip_tip, reason_tip
-from strata.monitor.widgets.common import Table, plain
+from strata.monitor.widgets.common import Table, plain, say_where_ages_count_to
 from strata.monitor.widgets.theme import Theme
 
 REQUEST_HEADERS = ("#", "context", "prompt\ntok", "reused\ntok (share)", "from", "mismatch\nat token",
@@ -145,6 +145,9 @@ class ActivityTabs(QTabWidget):
         tips = [[None] * TEXT_THERE + [excerpt_tip(r)] + [None] * (len(REQUEST_HEADERS) - TEXT_THERE - 1) for r in reqs]
         self.requests.show_rows([request_cells(r, view.now) for r in reqs], colors,
                                 align_right=(2, 3, 5, 7, 8, 9, 10, 11), tips=tips)
+        live = view.connection == "connected"
+        say_where_ages_count_to(self.requests, len(REQUEST_HEADERS) - 1, live)
+        say_where_ages_count_to(self.decisions, 0, live)
         title = f"Recent requests ({len(reqs)})"
         if self.tabText(0) != title:       # setTabText lays the tab bar out and repaints it even when the same
             self.setTabText(0, title)
