@@ -28,6 +28,17 @@ def smollm_tokenizer(default_metadata):
 
 
 @pytest.fixture(scope="session")
+def spm_tokenizer(tmp_path_factory):
+    """A SentencePiece vocabulary's tokenizer (spm_vocab.py's file, the one llama.cpp's spm parity ids are of)."""
+    from strata.engine import GGUFFile
+    from strata.engine.tokenizer import Tokenizer
+
+    from .spm_vocab import write_spm_gguf
+
+    return Tokenizer.from_metadata(GGUFFile(write_spm_gguf(tmp_path_factory.mktemp("spm") / "spm.gguf")).metadata)
+
+
+@pytest.fixture(scope="session")
 def parity() -> dict:
     """tests/data/llamacpp_tokens.json (made by benchmarks/make_llamacpp_tokens.py with llama.cpp)."""
     return json.loads(PARITY_FILE.read_text(encoding="utf-8"))
