@@ -17,7 +17,7 @@ from strata.server import unread_answer
 from strata.server.errors import APIError
 from strata.server.jobs import Completion, Job
 from strata.server.keys import REQUEST_ID, served_option
-from strata.server.socket_queue import acked_bytes, unsent_bytes
+from strata.server.socket_queue import measure
 
 log = logging.getLogger("strata.server")
 
@@ -112,7 +112,7 @@ class JobEvents:
             self._cancel_if_client_gone()
             return
         now = time.monotonic()
-        unsent, taken = unsent_bytes(transport), acked_bytes(transport)
+        unsent, taken = measure(self.request)
         self._reading = (unread_answer.first_look(now, unsent, taken) if self._reading is None
                          else unread_answer.look(self._reading, now, unsent, taken))
         if unread_answer.gone_unread(self._reading, now, self.unread_s):

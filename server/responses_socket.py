@@ -27,6 +27,7 @@ from strata.server import fields as f
 from strata.server.errors import APIError, error_body
 from strata.server.openai_api import ready_state
 from strata.server.responses_api import Events, answer, refuse_stored
+from strata.server.socket_queue import count_sent
 
 log = logging.getLogger("strata.server")
 
@@ -89,7 +90,7 @@ async def _answer_frame(request: web.Request, state: Any, ws: web.WebSocketRespo
         await _send_error(ws, APIError(400, "frames must be JSON text"))
         return
     try:
-        await answer(request, state, _request_body(msg.data), Events(ws, _writer(ws)))
+        await answer(request, state, _request_body(msg.data), Events(ws, _writer(request, ws)))
     except APIError as e:
         await _send_error(ws, e)
     except (ConnectionResetError, ConnectionError):
@@ -115,9 +116,11 @@ def _request_body(text: str) -> dict:
     return body
 
 
-def _writer(ws: web.WebSocketResponse):
+def _writer(request: web.Request, ws: web.WebSocketResponse):
     async def write(event: dict) -> None:
-        await ws.send_str(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
+        frame = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+        count_sent(request, len(frame))   # characters <= bytes: never more taken than it took (--answer-unread-s)
+        await ws.send_str(frame)
     return write
 
 

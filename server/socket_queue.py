@@ -1,8 +1,9 @@
-"""What a client's connection holds that it has not taken: the bytes in the transport's buffer and the
-kernel's send queue, and the bytes the client's system acknowledged. Read with one system call each, so a
-check every quarter second costs nothing. The kernel's queue is read on Linux (SIOCOUTQ) and macOS
-(SO_NWRITE), the acknowledged bytes on Linux (TCP_INFO's tcpi_bytes_acked); elsewhere only what the
-system tells."""
+"""What a client's connection holds that it has not taken, and how much of what was written it has taken: the
+bytes in the transport's buffer and the kernel's send queue, against the bytes written to the connection.
+Read with one system call, so a look every quarter second costs nothing. The kernel's queue is read on Linux
+(SIOCOUTQ: sent but not acknowledged, or not sent) and macOS (SO_NWRITE); elsewhere (Windows) only the
+transport's buffer counts, and what left it is what the kernel took, which it does only as the client reads
+once its buffers are full."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import struct
 import sys
 from typing import Any
 
-# struct tcp_info (linux/tcp.h): tcpi_bytes_acked is the u64 at byte 120 (Linux 4.1 and later)
-_BYTES_ACKED_AT = 120
+from aiohttp import web
+
+# bytes sent on a WebSocket (its frames bypass request.writer): responses_socket counts them here
+WS_SENT: Any = web.RequestKey("strata_ws_sent", int) if hasattr(web, "RequestKey") else "strata_ws_sent"
 
 
-def unsent_bytes(transport: Any) -> int:
+def unsent_bytes(transport: Any, platform: str = sys.platform) -> int:
     """Bytes written for the client that it has not taken (0 without a transport)."""
     if transport is None:
         return 0
@@ -24,27 +27,33 @@ def unsent_bytes(transport: Any) -> int:
     if sock is None:
         return n
     try:
-        if sys.platform.startswith("linux"):
+        if platform.startswith("linux"):
             import fcntl
             import termios
 
             return n + struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
-        if sys.platform == "darwin":
+        if platform == "darwin":
             return n + sock.getsockopt(socket.SOL_SOCKET, 0x1024)     # SO_NWRITE
     except OSError:
         pass
     return n
 
 
-def acked_bytes(transport: Any) -> int | None:
-    """Bytes the client's system acknowledged (Linux TCP), else None."""
-    sock = transport.get_extra_info("socket") if transport is not None else None
-    if sock is None or not sys.platform.startswith("linux") or sock.family not in (socket.AF_INET, socket.AF_INET6):
-        return None
-    try:
-        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
-    except OSError:
-        return None
-    if len(info) < _BYTES_ACKED_AT + 8:
-        return None
-    return struct.unpack_from("Q", info, _BYTES_ACKED_AT)[0]
+def count_sent(request: web.Request, n: int) -> None:
+    """A WebSocket frame of `n` bytes was written (fewer counted, its header left out: that only counts less
+    taken, never a client that took none as taking)."""
+    request[WS_SENT] = request.get(WS_SENT, 0) + n
+
+
+def written_bytes(request: web.Request) -> int:
+    """Bytes written to the request's connection: the HTTP answer's (headers and body, as aiohttp's writer
+    counts them) and a WebSocket's frames."""
+    return int(request.writer.output_size) + request.get(WS_SENT, 0)
+
+
+def measure(request: web.Request, platform: str = sys.platform) -> tuple[int, int]:
+    """(unsent, taken): the bytes waiting for the client, and the bytes of all written that it took. Taken is
+    counted, not read from fewer bytes waiting: a slow reader behind a faster answer has more waiting at each
+    look, yet takes."""
+    unsent = unsent_bytes(request.transport, platform)
+    return unsent, written_bytes(request) - unsent

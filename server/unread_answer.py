@@ -17,22 +17,19 @@ from dataclasses import dataclass
 class Reading:
     """What the looks at a client's socket saw so far."""
 
-    since: float        # when the client last took a byte, or had nothing waiting for it
-    unsent: int         # bytes written for it that it has not taken (0: it took all)
-    taken: int | None   # bytes its system acknowledged (Linux), None where the system does not say
+    since: float    # when the client last took a byte, or had nothing waiting for it
+    unsent: int     # bytes written for it that it has not taken (0: it took all)
+    taken: int      # bytes of all written that it took (written less unsent: socket_queue.measure)
 
 
-def first_look(now: float, unsent: int, taken: int | None) -> Reading:
+def first_look(now: float, unsent: int, taken: int) -> Reading:
     return Reading(since=now, unsent=unsent, taken=taken)
 
 
-def look(prev: Reading, now: float, unsent: int, taken: int | None) -> Reading:
-    """The next look. The client took something when nothing waits for it, when its system acknowledged
-    more bytes, or (where the system does not say) when fewer bytes wait than at the last look."""
-    if taken is not None and prev.taken is not None:
-        moved = taken > prev.taken
-    else:
-        moved = unsent < prev.unsent
+def look(prev: Reading, now: float, unsent: int, taken: int) -> Reading:
+    """The next look. The client took something when nothing waits for it or when it took more bytes than
+    at the last look; not when fewer bytes wait, which a slow reader behind a faster answer never shows."""
+    moved = taken > prev.taken
     return Reading(since=now if unsent == 0 or moved else prev.since, unsent=unsent, taken=taken)
 
 

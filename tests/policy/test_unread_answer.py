@@ -1,5 +1,5 @@
 """server/unread_answer.py: when a streamed answer's client counts as gone for reading none of it. Table-driven,
-no I/O: a sequence of looks (seconds, unsent bytes, acknowledged bytes or None) and whether the last one ends it."""
+no I/O: a sequence of looks (seconds, unsent bytes, bytes taken) and whether the last one ends it."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ CASES = [
     ("a byte acknowledged restarts the count", [(0, 500, 10), (50, 900, 11), (100, 1400, 11)], False),
     ("a slow reader behind yet taking: never gone", [(t, 1000 * (t + 1), 10 * t) for t in range(0, 200, 10)], False),
     ("taken all at a look restarts the count", [(0, 500, 10), (40, 0, 10), (90, 300, 10)], False),
-    ("the system says nothing: less waiting is progress", [(0, 500, None), (50, 400, None), (100, 900, None)], False),
-    ("the system says nothing: more waiting is none", [(0, 500, None), (30, 600, None), (60, 700, None)], True),
+    # more waiting at each look is no sign either way: taken is what counts (written less waiting)
+    ("more waiting, yet taking: never gone", [(0, 500, 0), (30, 900, 100), (60, 1400, 200)], False),
+    ("less waiting, nothing taken: gone", [(0, 500, 10), (30, 400, 10), (60, 300, 10)], True),
 ]
 
 

@@ -111,3 +111,49 @@ def test_a_slow_reader_that_reads_gets_its_whole_answer(server):
     assert data.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n")     # the last chunk, then the chunked body's end
     assert data.count(b'"finish_reason":"length"') == 1
     wait_idle(port, timeout=10.0)
+
+
+def send_socket_request(port: int, max_tokens: int, rcvbuf: int) -> socket.socket:
+    """A Responses WebSocket's response.create on a raw socket whose receive buffer is `rcvbuf` bytes; the
+    handshake's answer read, nothing after it."""
+    sk = socket.socket()
+    sk.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sk.connect(("127.0.0.1", port))
+    sk.sendall(b"GET /v1/responses HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sk.recv(1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    frame = json.dumps({"type": "response.create", "model": "m", "input": MESSAGES[0]["content"],
+                        "max_output_tokens": max_tokens, "temperature": 0}).encode()
+    mask = b"\1\2\3\4"
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(frame))
+    sk.sendall(b"\x81\xfe" + len(frame).to_bytes(2, "big") + mask + masked)   # a text frame, masked
+    return sk
+
+
+def test_a_socket_nobody_reads_is_ended_and_a_slow_reader_is_not(server):
+    """The Responses WebSocket's frames bypass aiohttp's HTTP writer: they are counted as written (socket_queue
+    .count_sent), so what its client took is known there too."""
+    port, log = server
+    sk = send_socket_request(port, max_tokens=3000, rcvbuf=4096)
+    try:
+        time.sleep(0.5)
+        wait_idle(port, timeout=15.0)
+    finally:
+        sk.close()
+    assert len(re.findall(r"its client took none of the answer", log.read_text())) >= 1
+    ended = log.read_text().count("its client took none of the answer")
+    sk = send_socket_request(port, max_tokens=150, rcvbuf=2048)
+    try:
+        data = b""
+        sk.settimeout(60)
+        while b'"response.incomplete"' not in data:     # its end at max_output_tokens
+            b = sk.recv(2048)
+            assert b, "the slow reader's socket was closed"
+            data += b
+            time.sleep(0.3)
+    finally:
+        sk.close()
+    assert log.read_text().count("its client took none of the answer") == ended
