@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from strata.server import unread_answer
+
 from strata import token_counts
 from strata.token_counts import token_count
 
@@ -194,8 +196,8 @@ OPTIONS: tuple[Option, ...] = (
            maximum=86400.0),
     Option("answer-unread-s", float, 60.0, "a streamed answer whose client takes none of it for this many "
            "seconds while more waits (a hung or suspended client) is ended and its connection closed, so the "
-           "engine stops writing for nobody; a client that reads slowly, but reads, is never ended; 0: never",
-           minimum=0.0, maximum=86400.0),
+           "engine stops writing for nobody; a client that reads slowly, but reads, is never ended; 0: never, "
+           "else at least 1", minimum=0.0, maximum=86400.0, validator=unread_answer.bound_problem),
     Option("queue", int, 64, "requests that may wait for a context; beyond that 503 with Retry-After",
            minimum=0, maximum=100000),
     Option("prefill-chunk", int, 512, "tokens of a prompt read per step, between the decode steps of other "

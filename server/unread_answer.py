@@ -12,6 +12,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+# the least bound but 0 (never): a look (every 0.25 s, jobrun.CLIENT_CHECK_S) that finds bytes just written
+# still on their way to a reading client (a round trip on a network) sees nothing taken since the last look,
+# so a bound at or below the look period would end clients that read
+LEAST_S = 1.0
+
+
+def bound_problem(limit_s: float) -> str | None:
+    """What is wrong with --answer-unread-s `limit_s` (the option's validator), or None."""
+    if 0 < limit_s < LEAST_S:
+        return (f"{limit_s:g} s would end clients that are reading (their bytes on the way at a look read as "
+                f"none taken): give 0 (never) or at least {LEAST_S:g} s")
+    return None
+
 
 @dataclass(frozen=True)
 class Reading:
