@@ -39,11 +39,13 @@ LINE_STYLES = (Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine)
 
 
 # Okabe-Ito's colour-blind-safe hues, each at least 3:1 against the rows and the plots it is drawn on (WCAG 2.1
-# 1.4.11: the names are the plots' key): in the light theme its yellow (#F0E442, 1.3:1 on white), orange and sky
-# blue (2.3:1) and reddish purple (2.9:1 on the alternate rows) darkened, in the dark its blue (#0072B2, 2.9:1)
-# lightened (tests/monitor/test_series_colours_readable.py)
+# 1.4.11: the names are the plots' key; tests/monitor/test_series_colours_readable.py) and still told apart by
+# deuteranopes and protanopes (test_series_colours_told_apart.py). In the light theme its reddish purple is
+# darkened (2.9:1 on the alternate rows); its yellow (1.3:1 on white), orange and sky blue (2.3:1) give way to
+# brown, indigo and wine: darkened enough to read, they fell together (orange and yellow became one olive), so
+# they are not darkened but replaced. In the dark theme its blue (#0072B2, 2.9:1) is lightened.
 LIGHT = Theme(False, "#ffffff", "#303030", 0.15, "#6b6b6b", "#1b7f3b", "#b26b00", "#b00020",
-              ("#0072B2", "#D55E00", "#009E73", "#C4709F", "#B87A00", "#2F8CC8", "#000000", "#948300"))
+              ("#0072B2", "#D55E00", "#009E73", "#C4709F", "#8B4513", "#332288", "#000000", "#882255"))
 DARK = Theme(True, "#1e1f22", "#dcdcdc", 0.2, "#9a9a9a", "#5cc97b", "#f0b000", "#ff6b6b",
              ("#56B4E9", "#E69F00", "#009E73", "#CC79A7", "#F0E442", "#0A7CC2", "#ffffff", "#D55E00"))
 
