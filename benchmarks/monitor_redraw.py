@@ -8,7 +8,11 @@ requests table's rows shift down), the plots scrolling, the log growing.
 --feed idle: an idle server from the last of them: every slot idle, no request, only the plots' time and the
 memory figures moving (a window left open all day beside a server nobody is using).
 
+--contexts N: every snapshot holds N contexts (main and slots 1..N-1, copies of slot 1 with their speeds shifted so
+the curves differ), as `strata serve --batch N-1` shows them; more than 8 draw dashed and dotted lines (b150ea9).
+
 Run: QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/monitor_redraw.py [--snapshots 200] [--feed busy|idle]
+[--contexts 17]
 """
 
 from __future__ import annotations
@@ -87,11 +91,31 @@ def idle_feed(series: list[dict], n: int) -> list[dict]:
 FEEDS = {"recorded": recorded_feed, "busy": busy_feed, "idle": idle_feed}
 
 
+def with_contexts(snaps: list[dict], n: int) -> list[dict]:
+    """Each snapshot's slots made `n`: main kept, slots 1..n-1 copies of the first slot after it (its state kept),
+    each with its speeds shifted by its number so no two curves lie on each other."""
+    if n < 2:
+        raise SystemExit(f"--contexts must be 2 or more (main and a slot), got {n}")
+    for s in snaps:
+        main, base = s["slots"][0], s["slots"][1]
+        slots = [main]
+        for i in range(1, n):
+            slot = copy.deepcopy(s["slots"][i] if i < len(s["slots"]) else base)
+            slot["id"] = i
+            for key in ("decode_tps", "prefill_tps"):
+                if isinstance(slot.get(key), (int, float)):
+                    slot[key] = round(slot[key] * (1 + 0.04 * i), 1)
+            slots.append(slot)
+        s["slots"] = slots
+    return snaps
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--snapshots", type=int, default=200)
     ap.add_argument("--theme", choices=("light", "dark"), default="light")
     ap.add_argument("--feed", choices=tuple(FEEDS), default="recorded")
+    ap.add_argument("--contexts", type=int, default=None, help="contexts in each snapshot (default: the feed's own)")
     args = ap.parse_args(argv)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
@@ -107,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     window.show()
     app.processEvents()
     snaps = FEEDS[args.feed](series, args.snapshots)
+    if args.contexts is not None:
+        snaps = with_contexts(snaps, args.contexts)
     clock = [0.0]
     window.clock = lambda: clock[0]
     tick = getattr(window, "tick", window.redraw)   # before redraw_policy the timer called redraw itself
@@ -123,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     cpu_ms = cpu_s / len(snaps) * 1000
     wall_ms = (time.perf_counter() - w0) / len(snaps) * 1000
     per_s = cpu_s / (len(snaps) * FEED_INTERVAL_S) * 1000
-    print(f"{args.feed} feed, {len(snaps)} snapshots, {drawn} redrawn: {cpu_ms:.1f} ms CPU and {wall_ms:.1f} ms wall "
+    contexts = len(snaps[0]["slots"])
+    print(f"{args.feed} feed, {contexts} contexts, {len(snaps)} snapshots, {drawn} redrawn: {cpu_ms:.1f} ms CPU and {wall_ms:.1f} ms wall "
           f"per snapshot, {per_s:.0f} ms CPU per second of feed (~{per_s / 10:.0f} % of one core); "
           f"load {os.getloadavg()[0]:.1f}")
     return 0
