@@ -67,7 +67,7 @@ class JobEvents:
         self.unread_s = float(served_option(request.app, "answer_unread_s"))   # --answer-unread-s
         self._reading: unread_answer.Reading | None = None
         self._look_timer: asyncio.TimerHandle | None = None
-        if self.unread_s > 0:
+        if self.unread_s > 0 and stream:   # an answer not streamed is not being sent: none to take
             self._look_timer = job.loop.call_later(CLIENT_CHECK_S, self._look_at_reading)
 
     def __aiter__(self) -> JobEvents:

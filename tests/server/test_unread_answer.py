@@ -157,3 +157,28 @@ def test_a_socket_nobody_reads_is_ended_and_a_slow_reader_is_not(server):
     finally:
         sk.close()
     assert log.read_text().count("its client took none of the answer") == ended
+
+
+def test_an_answer_not_streamed_is_never_ended_for_what_waits_before_it(server):
+    """A client that pipelines (HTTP/1.1: it sends its requests first, then reads the answers in order) has
+    the first answer waiting unread while the second, not streamed, is generated: nothing of that one is
+    being sent, so the bound does not apply to it. Before, it was ended after the bound and its connection
+    cut, the first answer lost with it."""
+    port, _ = server
+
+    def request(max_tokens: int, **more) -> bytes:
+        body = json.dumps({"model": "m", "messages": MESSAGES, "max_tokens": max_tokens, "temperature": 0,
+                           "ignore_eos": True, **more}).encode()
+        return (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    sk = socket.socket()
+    sk.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+    sk.connect(("127.0.0.1", port))
+    last = request(8).replace(b"Host: x\r\n", b"Host: x\r\nConnection: close\r\n")
+    sk.sendall(request(400, logprobs=True, top_logprobs=20) + request(600) + last)   # the first ~0.7 MB
+    try:
+        time.sleep(8 * UNREAD_S)      # it reads once all are sent and answered (the second takes ~4 s)
+        data = read_to_end(sk)
+    finally:
+        sk.close()
+    assert data.count(b"HTTP/1.1 200") == 3, data[-500:]
