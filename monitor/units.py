@@ -73,14 +73,17 @@ def per_token(n_bytes: float | None) -> str:
 
 
 def seconds(x: float | None) -> str:
+    """A duration in ms, s, min or h: each unit from where the one below would round up to it (0.9996 s is
+    "1.0 s", not "1000 ms"; 59.96 s "1 min 00 s", not "60.0 s")."""
     if _absent(x):
         return NA
-    if x < 1:
+    if x < 0.9995:
         return f"{x * 1000:.0f} ms"
-    if x < 60:
+    if x < 59.95:
         return f"{x:.1f} s"
     if x < 3600:
-        return f"{int(x // 60)} min {int(x % 60):02d} s"
+        whole = max(60, int(x))        # whole seconds, as a count up shows them
+        return f"{whole // 60} min {whole % 60:02d} s"
     return f"{int(x // 3600)} h {int(x % 3600 // 60):02d} min"
 
 
@@ -93,13 +96,11 @@ def elapsed(x: float | None) -> str:
 
 
 def ms(x: float | None) -> str:
-    """A duration given in ms (a request's TTFT): "4.2 ms", "185 ms", then as `seconds` says it from 1 s ("90.9 s",
-    "20 min 34 s"): a long prompt's read `90933 ms` beside `2.4 s ago`."""
+    """A duration given in ms (a request's TTFT): "4.2 ms", "185 ms", then as `seconds` says it from 1 s ("12.3 s",
+    "1 min 30 s"): a long prompt's read `90933 ms` beside `2.4 s ago`."""
     if _absent(x):
         return NA
-    if x >= 999.5:                      # what would round to "1000 ms"
-        return seconds(max(x / 1000, 1.0))
-    return f"{x:.0f} ms" if x >= 10 else f"{x:.1f} ms"
+    return f"{x:.1f} ms" if x < 10 else seconds(x / 1000)
 
 
 def ago(x: float | None) -> str:

@@ -63,3 +63,15 @@ def test_a_share_in_tenths_is_within_a_tenth_and_on_the_true_side_of_0_1_99_and_
                 assert Fraction(1, 10) <= shown < 1 and abs(shown - true) < Fraction(1, 10), (part, whole, shown)
             elif 99 < true < 100:
                 assert 99 <= shown < 100 and true - Fraction(1, 10) < shown <= true, (part, whole, shown)
+
+
+@pytest.mark.parametrize("fn, value, text", [
+    (units.seconds, 0.9996, "1.0 s"), (units.seconds, 59.96, "1 min 00 s"), (units.seconds, 59.94, "59.9 s"),
+    (units.ago, 0.9997, "1.0 s ago"), (units.ms, 59_960, "1 min 00 s"), (units.ms, 999.4, "999 ms"),
+    (units.ms, 999.6, "1.0 s"), (units.seconds, 3599.99, "59 min 59 s"),
+])
+def test_a_time_that_rounds_up_to_the_next_unit_is_said_in_it(fn, value, text):
+    """Review of b31d3e4: a TTFT of 59,960 ms read "60.0 s" (as 59.96 s did anywhere) and a request that ended
+    999.7 ms ago read "1000 ms ago"; b31d3e4 guarded only units.ms' own ms-to-s step, a second copy of the rule
+    units.seconds lacked. Each unit now starts where the one below would round up to it."""
+    assert fn(value) == text
