@@ -102,6 +102,12 @@ class MonitorView:
         return bool(self.snapshot.get("ready", bool(self.snapshot)))
 
     @property
+    def feed_lost(self) -> bool:
+        """The feed flowed and is not flowing now: what is shown is as it was at the loss. Not before the first
+        snapshot (a monitor started before its server, the app waiting for its model file): nothing was lost."""
+        return self.connection != "connected" and bool(self.snapshot)
+
+    @property
     def cache(self) -> dict:
         c = self.snapshot.get("cache")
         return c if isinstance(c, dict) else {}

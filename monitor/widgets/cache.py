@@ -265,7 +265,7 @@ class CachePanel(QWidget):
         self._place_floor_labels()
         last = [d for d in adm.get("last") or [] if isinstance(d, dict)]
         self.decisions.show_rows([decision_cells(d, view.now) for d in reversed(last[-50:])], align_right=(0,))
-        say_where_ages_count_to(self.decisions, 0, view.connection == "connected")
+        say_where_ages_count_to(self.decisions, 0, view.feed_lost)
 
     def _place_floor_labels(self, *_) -> None:
         """Move each shown floor's label to its spot (label_layout.place_labels) in the plot as it is now

@@ -205,11 +205,11 @@ class Table(QTableWidget):
 AGES_AT_LOSS = "when, at\nthe loss"      # no wider than its ages: the admission table's last column kept its room
 
 
-def say_where_ages_count_to(table: Table, column: int, live: bool) -> None:
+def say_where_ages_count_to(table: Table, column: int, lost: bool) -> None:
     """A `when` column's header. Its ages count to the latest snapshot: now while the feed flows; while it is lost
     they stay as they were at the loss (nothing new is drawn), and the header says so: 13 s after the server was
     killed its last request still read `312 ms ago` under a bare `when` (session 40's trial)."""
-    text = "when" if live else AGES_AT_LOSS
+    text = AGES_AT_LOSS if lost else "when"     # MonitorView.feed_lost
     item = table.horizontalHeaderItem(column)
     if item is not None and item.text() != text:
         item.setText(text)

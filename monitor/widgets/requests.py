@@ -145,9 +145,8 @@ class ActivityTabs(QTabWidget):
         tips = [[None] * TEXT_THERE + [excerpt_tip(r)] + [None] * (len(REQUEST_HEADERS) - TEXT_THERE - 1) for r in reqs]
         self.requests.show_rows([request_cells(r, view.now) for r in reqs], colors,
                                 align_right=(2, 3, 5, 7, 8, 9, 10, 11), tips=tips)
-        live = view.connection == "connected"
-        say_where_ages_count_to(self.requests, len(REQUEST_HEADERS) - 1, live)
-        say_where_ages_count_to(self.decisions, 0, live)
+        say_where_ages_count_to(self.requests, len(REQUEST_HEADERS) - 1, view.feed_lost)
+        say_where_ages_count_to(self.decisions, 0, view.feed_lost)
         title = f"Recent requests ({len(reqs)})"
         if self.tabText(0) != title:       # setTabText lays the tab bar out and repaints it even when the same
             self.setTabText(0, title)

@@ -31,3 +31,19 @@ def test_the_when_columns_say_they_count_to_the_loss(qtbot, artifacts):
     m.set_connection("connected", "http://127.0.0.1:8080")
     w.redraw()
     assert headers(w) == ["when"] * 3
+
+
+def test_no_loss_is_said_before_any_snapshot(qtbot):
+    """Review of a5b0522: the header said 'at the loss' whenever the feed was not flowing, so also before its
+    first snapshot (`strata monitor` started before the server, the app waiting for its model file or starting
+    its server): empty tables under a loss that never happened."""
+    from strata.monitor.model import MonitorModel
+
+    m = MonitorModel()
+    for state, detail in (("connecting", "http://127.0.0.1:8080"),
+                          ("disconnected", "cannot reach http://127.0.0.1:8080: [Errno 111] Connection refused"),
+                          ("waiting", "for the model file")):
+        m.set_connection(state, detail)
+        w = shown_window(qtbot, m, (1280, 800))
+        w.redraw(force=True)
+        assert headers(w) == ["when"] * 3, state
