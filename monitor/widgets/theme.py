@@ -29,13 +29,15 @@ class Theme:
         return self.series[i % len(self.series)]
 
     def line_style(self, i: int) -> Qt.PenStyle:
-        """The i-th curve's line: solid for the first len(series), then dashed, then dotted. The colours alone
-        repeat after 8: with --batch 8 and more, main and slot 8 (and 16) drew the same line and had the same name
-        colour in the table, two curves of 17 no one could tell apart."""
+        """The i-th curve's line: solid for the first len(series), then dashed, dotted, dash-dot, dash-dot-dot
+        (40 looks; --batch goes to 256, past 40 contexts they repeat). The colours alone repeat after 8: with
+        --batch 8 and more, main and slot 8 (and 16) drew the same line and had the same name colour in the table,
+        two curves of 17 no one could tell apart."""
         return LINE_STYLES[i // len(self.series) % len(LINE_STYLES)]
 
 
-LINE_STYLES = (Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine)
+LINE_STYLES = (Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine, Qt.PenStyle.DashDotLine,
+               Qt.PenStyle.DashDotDotLine)
 
 
 # Okabe-Ito's colour-blind-safe hues, each at least 3:1 against the rows and the plots it is drawn on (WCAG 2.1

@@ -60,3 +60,12 @@ def test_eight_contexts_or_fewer_keep_solid_lines_and_no_samples(qtbot):
     looks = pens(w.slots.decode_plot)
     assert len(looks) == 8 and {style for _, style in looks.values()} == {Qt.PenStyle.SolidLine}
     assert all(w.slots.table.item(r, 0).icon().isNull() for r in range(w.slots.table.rowCount()))
+
+
+def test_forty_contexts_draw_forty_different_lines(qtbot):
+    """Review of b150ea9: solid, dashed, dotted and then solid again, so from 25 contexts (`--batch 24`; it goes to
+    256) main and slot 24 drew the same line once more. Five line styles: 40 looks before any repeats."""
+    w = shown_window(qtbot, contexts(39), (1280, 800))
+    looks = pens(w.slots.decode_plot)
+    assert len(looks) == 40
+    assert len(set(looks.values())) == 40, sorted(looks.items())
