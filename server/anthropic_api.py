@@ -42,6 +42,7 @@ from strata.server.prompting import (
     call_id,
     check_prompt_fits,
     conversation_key,
+    fits_check,
     only_named_tool,
     open_call_block,
     reasoning_effort,
@@ -251,7 +252,8 @@ def refuse_server_tools(body: dict, choice: dict | None, callable_: list[dict]) 
         raise APIError(400, f"'tools' holds only tools Strata cannot run ({kinds}): {why}")
 
 
-async def _prompt(request: web.Request, body: dict) -> tuple[Any, list[dict], list[dict] | None, list[int]]:
+async def _prompt(request: web.Request, body: dict,
+                  refuse_long: bool = False) -> tuple[Any, list[dict], list[dict] | None, list[int]]:
     state = ready_state(request)
     f.get_str(body, "model")
     raw = f.get_list(body, "messages", required=True, nonempty=True)
@@ -277,7 +279,9 @@ async def _prompt(request: web.Request, body: dict) -> tuple[Any, list[dict], li
     history, prefill = split_prefill(messages)
     return state, messages, callable_, await render_chat_async(state.engine, history, shown, prefill,
                                                                template_vars={**thinking_switch(body),
-                                                                              **output_effort(body)})
+                                                                              **output_effort(body)},
+                                                               fits=fits_check(state.engine, api="anthropic")
+                                                               if refuse_long else None)
 
 
 # every type the anthropic SDK sends (its ThinkingConfigParam); 'between_tools' (thinking between tool calls)
@@ -359,7 +363,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     body = await f.read_json_object(request)
     if body.get("max_tokens") is None:
         raise APIError(400, "'max_tokens' is required")
-    state, msgs, tools, tokens = await _prompt(request, body)
+    state, msgs, tools, tokens = await _prompt(request, body, refuse_long=True)
     check_prompt_fits(state.engine, len(tokens), api="anthropic")
     sampling_body = {k: body[k] for k in ("temperature", "top_p", "top_k") if k in body}
     if "temperature" in sampling_body:

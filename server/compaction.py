@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from strata.engine.sampling import SamplingParams
@@ -23,6 +24,7 @@ from strata.server.prompting import (
     AnswerFormat,
     answer_format,
     check_prompt_fits,
+    fits_check,
     render_chat_async,
     split_answer,
 )
@@ -74,10 +76,12 @@ def user_items(messages: list[dict]) -> list[dict]:
              "content": [{"type": "input_text", "text": m["content"]}]} for m in messages if m["role"] == "user"]
 
 
-async def summary_prompt(engine: Any, messages: list[dict], tools: list[dict] | None) -> list[int]:
+async def summary_prompt(engine: Any, messages: list[dict], tools: list[dict] | None,
+                         fits: Callable[[int], None] | None = None) -> list[int]:
     """The tokens a compaction reads: the conversation and its tools, then the summary request (what
     /v1/responses/input_tokens counts for an input ending in `compaction_trigger`)."""
-    return await render_chat_async(engine, messages + [{"role": "user", "content": SUMMARY_REQUEST}], tools)
+    return await render_chat_async(engine, messages + [{"role": "user", "content": SUMMARY_REQUEST}], tools,
+                                   fits=fits)
 
 
 async def summarize(request: Any, state: Any, messages: list[dict], tools: list[dict] | None,
@@ -85,7 +89,7 @@ async def summarize(request: Any, state: Any, messages: list[dict], tools: list[
     """The model's summary of `messages` (greedy; the conversation's own tools kept in the prompt so that
     its history is reused from its slot), the generation's completion (usage, timings) and its format (what
     of it was reasoning: usage's reasoning_tokens)."""
-    tokens = await summary_prompt(state.engine, messages, tools)
+    tokens = await summary_prompt(state.engine, messages, tools, fits_check(state.engine, param="input"))
     check_prompt_fits(state.engine, len(tokens), param="input")
     job = Job(api="responses", prompt=tokens, max_tokens=min(max_tokens or SUMMARY_MAX_TOKENS, SUMMARY_MAX_TOKENS),
               sampling=SamplingParams(), stop=(), conversation=conversation)

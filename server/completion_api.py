@@ -31,7 +31,7 @@ from strata.server.jobrun import JobEvents, raise_if_failed
 from strata.server.jobs import Job
 from strata.server.off_loop import off_loop
 from strata.server.openai_api import prompt_tokens, ready_state, sent_as_ids
-from strata.server.prompting import check_prompt_fits, tokens_key
+from strata.server.prompting import check_prompt_fits, fits_check, tokens_key
 
 
 async def completion(request: web.Request) -> web.StreamResponse:
@@ -49,7 +49,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
 
 async def _answer(request: web.Request, body: dict) -> web.StreamResponse:
     state = ready_state(request)
-    tokens = await off_loop(prompt_tokens, state, body.get("prompt"))
+    tokens = await off_loop(prompt_tokens, state, body.get("prompt"), fits_check(state.engine, param="prompt"))
     check_prompt_fits(state.engine, len(tokens), param="prompt")
     n_predict = f.get_int(body, "n_predict", None, -1, f.MAX_TOKENS_LIMIT)
     if n_predict is None:

@@ -11,6 +11,7 @@ import codecs
 import hashlib
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -32,6 +33,7 @@ from strata.server.prompting import (
     call_id,
     check_prompt_fits,
     conversation_key,
+    fits_check,
     only_named_tool,
     only_named_tools,
     reasoning_effort,
@@ -39,6 +41,7 @@ from strata.server.prompting import (
     render_chat_async,
     split_answer,
     template_kwargs,
+    tokenized,
     tokens_key,
 )
 from strata.server.structured_output import answer_rule, json_format, shown_tools
@@ -301,7 +304,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     tools = parse_tools(body)
     wanted = await off_loop(json_format, body.get("response_format"))
     shown, variables = prompt_tools_and_variables(state.engine, body, messages, tools)
-    tokens = await render_chat_async(state.engine, messages, shown, template_vars=variables)
+    tokens = await render_chat_async(state.engine, messages, shown, template_vars=variables,
+                                     fits=fits_check(state.engine))
     check_prompt_fits(state.engine, len(tokens))
     job = Job(api="openai", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_completion_tokens", "max_tokens"),
@@ -494,7 +498,8 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
     max_tokens = f.get_max_tokens(body, ("max_tokens",), 16)
     echo = echo_asked(body)
     fim = _fim_tokens(state, body, max_tokens)
-    tokens = fim if fim is not None else await off_loop(prompt_tokens, state, body.get("prompt"))
+    tokens = fim if fim is not None else await off_loop(prompt_tokens, state, body.get("prompt"),
+                                                        fits_check(state.engine, param="prompt"))
     check_prompt_fits(state.engine, len(tokens), param="prompt")
     echoed = echoed_prompt(one_prompt(body.get("prompt")), tokens, state.engine.tokenizer) if echo else ""
     fim_tokens = state.engine.tokenizer.fim
@@ -649,10 +654,11 @@ def sent_as_ids(prompt: Any) -> bool:
     return isinstance(one_prompt(prompt), list)
 
 
-def prompt_tokens(state: ServerState, prompt: Any) -> list[int]:
+def prompt_tokens(state: ServerState, prompt: Any, fits: Callable[[int], None] | None = None) -> list[int]:
+    """A completions `prompt`'s tokens (text tokenized; `fits`: prompting.tokenized's) or a 400 naming it."""
     prompt = one_prompt(prompt)
     if isinstance(prompt, str):
-        return list(state.engine.tokenize(prompt, special=True))
+        return tokenized(state.engine, prompt, fits)
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
         bad = [t for t in prompt if not 0 <= t < state.engine.n_vocab]
         if bad:

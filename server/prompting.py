@@ -16,10 +16,11 @@ Not here: request validation (openai_api / anthropic_api / responses_api).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,22 +56,23 @@ HARMONY_FINAL = "<|channel|>analysis<|message|><|end|><|start|>assistant<|channe
 
 
 async def render_chat_async(engine: Any, messages: list[dict], tools: list[dict] | None,
-                            prefill: str = "", template_vars: dict[str, Any] | None = None) -> list[int]:
+                            prefill: str = "", template_vars: dict[str, Any] | None = None,
+                            fits: Callable[[int], None] | None = None) -> list[int]:
     """`render_chat` in a worker thread: a long conversation's template and tokenizer work (tens of
     milliseconds at 100K tokens) must not hold up the event loop and everyone's streams."""
     return await asyncio.get_running_loop().run_in_executor(None, render_chat, engine, messages, tools, prefill,
-                                                            template_vars)
+                                                            template_vars, fits)
 
 
 def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None, prefill: str = "",
-                template_vars: dict[str, Any] | None = None) -> list[int]:
+                template_vars: dict[str, Any] | None = None, fits: Callable[[int], None] | None = None) -> list[int]:
     """Token ids of the chat prompt with the generation prompt appended, then `prefill` (the start of the
     answer the client wrote: the model continues it). `template_vars` are more variables for the template
     (`reasoning_effort`). A template that refuses the messages' shape (some insist on one leading system
     message and alternating turns, which agents do not keep) renders them again in that shape
     (`alternating`), then with the system prompt folded into the first user turn for templates that have
     no system role (Gemma 1 / 2's); the messages as sent stay first, so that a template that takes them
-    renders exactly what the client sent."""
+    renders exactly what the client sent. `fits`: see `tokenized`."""
     problem = getattr(engine, "chat_template_problem", None)
     if problem:   # the server's model, not these messages: said as such (the start-up warned of it too)
         raise APIError(500, f"the model's chat template is unusable ({problem}): this server cannot turn messages "
@@ -88,7 +90,7 @@ def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None, pre
         raise APIError(400, f"the model's chat template could not render these messages: {e}") from None
     if prefill and getattr(getattr(engine, "chat_template", None), "harmony", False):
         prefill = HARMONY_FINAL + prefill      # the client's start of the answer is the final message's
-    return list(engine.tokenize(text + prefill, special=True))
+    return tokenized(engine, text + prefill, fits)
 
 
 def _render_any_shape(engine: Any, messages: list[dict], tools: list[dict] | None, extra: dict[str, Any]) -> str:
@@ -250,31 +252,57 @@ def tokens_key(tokens: list[int]) -> str:
     return hashlib.sha256(json.dumps(tokens[:256]).encode()).hexdigest()[:12]
 
 
-def check_fits(n_prompt: int, capacity: int, api: str = "openai", param: str = "messages", trained: int = 0) -> None:
+def check_fits(n_prompt: int, capacity: int, api: str = "openai", param: str = "messages", trained: int = 0,
+               at_least: bool = False) -> None:
     """A prompt must leave room for at least one generated token in the largest context. Worded as each
     API words it ("maximum context length" / "prompt is too long"), which is what agents look for in the
     message to compact their conversation and retry; `param` is the field the prompt came from (`messages`,
     completions' `prompt`, Responses' `input`). `trained`, the model's trained context (0: unknown), decides
     the way on: a larger --ctx only while the context is below it (past it the answers are unreliable, as the
-    start-up warning says), else a shorter conversation."""
+    start-up warning says), else a shorter conversation. `at_least`: `n_prompt` is the fewest tokens the prompt
+    can be (fewest_tokens), not its count: refused only past the context, and said so."""
     if n_prompt >= capacity:
-        hint = f"the context holds {capacity} and the answer needs at least one; " + (
+        counted = "counted from its size, without tokenizing it; " if at_least else ""
+        hint = f"{counted}the context holds {capacity} and the answer needs at least one; " + (
             f"the model was trained on {trained} tokens, so a larger --ctx would give unreliable answers: "
             "shorten the conversation" if 0 < trained <= capacity else "start the server with a larger --ctx")
         if api == "anthropic":
             message = f"prompt is too long: {n_prompt} tokens > {capacity - 1} maximum ({hint})"
         else:
             message = (f"This model's maximum context length is {capacity} tokens. However, the prompt is "
-                       f"{n_prompt} tokens ({hint}).")
+                       f"{'at least ' if at_least else ''}{n_prompt} tokens ({hint}).")
         raise APIError(400, message, param=param, code="context_length_exceeded")
-    if n_prompt == 0:
+    if n_prompt == 0 and not at_least:
         raise APIError(400, "the prompt is empty", param="prompt")
 
 
-def check_prompt_fits(engine: Any, n_prompt: int, api: str = "openai", param: str = "messages") -> None:
+def check_prompt_fits(engine: Any, n_prompt: int, api: str = "openai", param: str = "messages",
+                      at_least: bool = False) -> None:
     """check_fits against the loaded engine's largest context and the model's trained one."""
     check_fits(n_prompt, engine.context_capacity(0), api=api, param=param,
-               trained=int(getattr(engine, "n_ctx_train", 0) or 0))
+               trained=int(getattr(engine, "n_ctx_train", 0) or 0), at_least=at_least)
+
+
+def fewest_tokens(n_bytes: int, longest_token_bytes: int) -> int:
+    """The fewest tokens a text of `n_bytes` bytes can be, when no token stands for more than
+    `longest_token_bytes` of them (0, unknown: 0, no bound)."""
+    return -(-n_bytes // longest_token_bytes) if longest_token_bytes > 0 else 0
+
+
+def fits_check(engine: Any, api: str = "openai", param: str = "messages") -> Callable[[int], None]:
+    """What `tokenized` gives a prompt's fewest tokens to: the usual too-long 400 when even those cannot fit."""
+    return functools.partial(check_prompt_fits, engine, api=api, param=param, at_least=True)
+
+
+def tokenized(engine: Any, text: str, fits: Callable[[int], None] | None = None) -> list[int]:
+    """`text`'s tokens, special tokens parsed. `fits` (fits_check), when given, is first told the fewest tokens
+    the text can be: a prompt of megabytes that cannot fit is refused in milliseconds, not after the seconds of
+    tokenizing that held a worker thread (eight 10 MB prompts kept a small chat waiting 78 s). Counting
+    endpoints give none: they measure."""
+    if fits is not None:
+        longest = int(getattr(getattr(engine, "tokenizer", None), "longest_token_bytes", 0) or 0)
+        fits(fewest_tokens(len(text.encode("utf-8", "surrogatepass")), longest))
+    return list(engine.tokenize(text, special=True))
 
 
 def split_tool_calls(text: str, tools: list[dict] | None, mistral: bool = False,

@@ -47,6 +47,7 @@ from strata.server.prompting import (
     answer_format,
     call_id,
     check_prompt_fits,
+    fits_check,
     only_named_tool,
     only_named_tools,
     reasoning_effort,
@@ -346,7 +347,7 @@ async def answer(request: web.Request, state: Any, body: dict, sink: Events | No
     wanted = await off_loop(_text_format, body)
     if wants_compaction(body):
         return await _compaction_turn(request, state, body, messages, tools, custom, sink)
-    tokens = await _prompt(state, body, messages, tools)
+    tokens = await _prompt(state, body, messages, tools, fits=fits_check(state.engine, param="input"))
     check_prompt_fits(state.engine, len(tokens), param="input")
     job = Job(api="responses", prompt=tokens,
               max_tokens=f.get_max_tokens(body, ("max_output_tokens",), state.config.max_tokens_default),
@@ -371,12 +372,14 @@ def _text_format(body: dict) -> JsonFormat | None:
     return json_format((body.get("text") or {}).get("format"), "text.format", flat=True)
 
 
-async def _prompt(state: Any, body: dict, messages: list[dict], tools: list[dict] | None) -> list[int]:
+async def _prompt(state: Any, body: dict, messages: list[dict], tools: list[dict] | None,
+                  fits: Callable[[int], None] | None = None) -> list[int]:
     """The prompt's tokens for a checked body's messages and tools: the template's rendering, with the reasoning
-    effort."""
+    effort (`fits`: prompting.tokenized's)."""
     effort = body.get("reasoning") or {}      # an object or null (refuse_stored)
     return await render_chat_async(state.engine, messages, _shown(state, body, messages, tools),
-                                   template_vars=reasoning_effort(effort.get("effort"), "reasoning.effort"))
+                                   template_vars=reasoning_effort(effort.get("effort"), "reasoning.effort"),
+                                   fits=fits)
 
 
 def _shown(state: Any, body: dict, messages: list[dict], tools: list[dict] | None) -> list[dict] | None:

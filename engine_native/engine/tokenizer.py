@@ -300,6 +300,9 @@ class Tokenizer:
             else _spm_piece_bytes(t, vocab.types[i])
             for i, t in enumerate(vocab.tokens)
         ]
+        # no token stands for more bytes of a text than this (the normalizers only add): a text of N bytes is
+        # at least ceil(N / it) tokens, which refuses a prompt of megabytes without tokenizing it
+        self.longest_token_bytes: int = max(map(len, self._bytes), default=0)
         merges = []
         for m in vocab.merges:
             pair = _split_merge(m)
