@@ -7,6 +7,8 @@ Not here: the bodies of test_hostile_bodies.py / test_generated_bodies.py, the k
 
 from __future__ import annotations
 
+import asyncio
+import http.client
 import json
 import socket
 import threading
@@ -147,11 +149,68 @@ def test_a_connection_that_sends_no_request_is_closed_after_the_idle_bound(serve
             time.sleep((IDLE_S + 1) / 6)
             slow.sendall(body[i:i + 8])
         assert slow.recv(100).startswith(b"HTTP/1.1 200")
-    # a client using a connection between requests, within the bound, keeps it
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=AUTH) as c:
+    # a client using a connection between requests, within the bound, keeps it: the same socket answers each
+    # (httpx reconnected silently, so its 200s passed whether or not the connection was kept)
+    assert kept_between_requests(port, IDLE_S / 4)
+
+
+def kept_between_requests(port: int, gap: float) -> bool:
+    """Whether three keep-alive requests `gap` seconds apart are all answered on one connection."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.connect()
+        sock = conn.sock
         for _ in range(3):
-            assert c.get("/v1/models").status_code == 200
-            time.sleep(IDLE_S / 4)
+            conn.request("GET", "/v1/models", headers=AUTH)
+            r = conn.getresponse()
+            r.read()
+            if r.status != 200 or conn.sock is not sock:
+                return False
+            time.sleep(gap)
+        return True
+    except (http.client.RemoteDisconnected, ConnectionError):
+        return False
+    finally:
+        conn.close()
+
+
+def test_an_agent_idle_between_turns_is_not_cut(served):
+    """Review of f67d771: an agent thinks between turns and reuses its pooled connection. The SDKs' httpx lets a
+    pooled connection go after 5 s itself; the server's bound here (2 s) is shorter, so the server closes it
+    first, while idle: the real openai / anthropic SDKs, retries off, see the clean close and open a new one,
+    no request is lost. A WebSocket (the Responses socket, Codex's transport) idle between its turns longer
+    than the bound stays open: a request under way."""
+    import anthropic
+    import openai
+
+    url, port, _ = served
+    oa = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0)
+    an = anthropic.Anthropic(base_url=url, api_key=KEY, max_retries=0)
+    for _ in range(2):
+        assert oa.chat.completions.create(model="m", messages=HI, max_tokens=2).choices
+        assert an.messages.create(model="m", messages=HI, max_tokens=2).content is not None
+        time.sleep(IDLE_S + 1.5)
+
+    async def socket_turns() -> list[str]:
+        import aiohttp
+
+        ends = []
+        async with aiohttp.ClientSession() as session, session.ws_connect(url + "/v1/responses",
+                                                                           headers=AUTH) as ws:
+            for _ in range(2):
+                await ws.send_json({"type": "response.create", "model": "m", "input": "hi", "max_output_tokens": 4})
+                while True:
+                    msg = await asyncio.wait_for(ws.receive(), 30)
+                    assert msg.type == aiohttp.WSMsgType.TEXT, msg
+                    kind = json.loads(msg.data)["type"]
+                    if kind in ("response.completed", "response.incomplete", "response.failed", "error"):
+                        ends.append(kind)
+                        break
+                await asyncio.sleep(IDLE_S + 1.5)
+        return ends
+
+    ends = asyncio.run(socket_turns())         # max_output_tokens 4 may end it incomplete: answered all the same
+    assert len(ends) == 2 and set(ends) <= {"response.completed", "response.incomplete"}, ends
 
 
 @pytest.mark.parametrize("raw", [
