@@ -15,7 +15,6 @@ Not here: request validation (openai_api / anthropic_api / responses_api).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hashlib
 import json
@@ -39,6 +38,7 @@ from strata.engine.mistral import keep_written_ids, read_cut_mistral_call
 from strata.engine.seed import read_cut_seed_call
 from strata.server.errors import APIError
 from strata.server.jobs import StopMatcher
+from strata.server.off_loop import off_loop
 from strata.server.reasoning import (
     THINK_TAGS,
     ReasoningGate,
@@ -58,10 +58,9 @@ HARMONY_FINAL = "<|channel|>analysis<|message|><|end|><|start|>assistant<|channe
 async def render_chat_async(engine: Any, messages: list[dict], tools: list[dict] | None,
                             prefill: str = "", template_vars: dict[str, Any] | None = None,
                             fits: Callable[[int], None] | None = None) -> list[int]:
-    """`render_chat` in a worker thread: a long conversation's template and tokenizer work (tens of
+    """`render_chat` in a worker thread (off_loop): a long conversation's template and tokenizer work (tens of
     milliseconds at 100K tokens) must not hold up the event loop and everyone's streams."""
-    return await asyncio.get_running_loop().run_in_executor(None, render_chat, engine, messages, tools, prefill,
-                                                            template_vars, fits)
+    return await off_loop(render_chat, engine, messages, tools, prefill, template_vars, fits)
 
 
 def render_chat(engine: Any, messages: list[dict], tools: list[dict] | None, prefill: str = "",
