@@ -31,6 +31,7 @@ from strata.server.errors import APIError, error_body
 from strata.server.fim_prompt import ExtraChunk, FimRequest, fim_context, fim_prompt, no_fim_error
 from strata.server.jobrun import JobEvents, failure, open_sse, raise_if_failed, send_sse
 from strata.server.jobs import Completion, Job
+from strata.server.off_loop import off_loop
 from strata.server.openai_api import ready_state
 from strata.server.prompting import check_prompt_fits, tokens_key
 
@@ -156,7 +157,8 @@ async def infill(request: web.Request) -> web.StreamResponse:
     if n_predict is None:
         n_predict = f.get_int(body, "max_tokens", -1, -1, f.MAX_TOKENS_LIMIT)
     capacity = fim_context(state.engine)
-    laid = fim_prompt(state.engine.tokenizer, FimRequest(
+    # laid out and tokenized off the event loop: an input_prefix of megabytes took seconds there, every client's
+    laid = await off_loop(fim_prompt, state.engine.tokenizer, FimRequest(
         prefix=prefix, suffix=suffix, prompt=f.get_str(body, "prompt", ""), extra=_extra(body),
         n_ctx=capacity, n_predict=n_predict, spm=state.config.spm_infill))
     check_prompt_fits(state.engine, len(laid.tokens), param="input_prefix")

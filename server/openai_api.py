@@ -497,7 +497,7 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
         raise APIError(400, "'prompt' is required: chat 'messages' go to POST /v1/chat/completions", param="prompt")
     max_tokens = f.get_max_tokens(body, ("max_tokens",), 16)
     echo = echo_asked(body)
-    fim = _fim_tokens(state, body, max_tokens)
+    fim = await off_loop(_fim_tokens, state, body, max_tokens)     # tokenizes: seconds for megabytes
     tokens = fim if fim is not None else await off_loop(prompt_tokens, state, body.get("prompt"),
                                                         fits_check(state.engine, param="prompt"))
     check_prompt_fits(state.engine, len(tokens), param="prompt")
