@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -16,11 +17,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from strata.monitor.model import FeedError, MonitorModel
+from strata.monitor.silence import NOT_ANSWERING
 
 EVENT_INTERVAL_S = 0.25      # asks the server for its maximum rate (4 snapshots a second)
 RETRY_FIRST_S = 0.5          # first pause after a failed connection
 RETRY_MAX_S = 5.0            # the pause doubles up to this
 READ_TIMEOUT_S = 10.0        # no event for this long: the connection is treated as dead
+WATCH_S = 0.5                # how often the model is told the clock (a silent feed's seconds count on the header)
 
 
 def normalize_url(url: str) -> str:
@@ -93,6 +96,8 @@ class FeedClient:
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._watch_thread: threading.Thread | None = None
+        self._unanswered = False    # the last connection was taken but not answered, after a first snapshot
         self._response: Any = None
         self.snapshots = 0          # received since start (tests and the status bar)
 
@@ -104,6 +109,8 @@ class FeedClient:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="strata-monitor-feed", daemon=True)
             self._thread.start()
+            self._watch_thread = threading.Thread(target=self._watch, name="strata-monitor-watch", daemon=True)
+            self._watch_thread.start()
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -114,8 +121,9 @@ class FeedClient:
                 resp.close()
             except Exception:
                 pass
-        if self._thread is not None:
-            self._thread.join(timeout)
+        for thread in (self._thread, self._watch_thread):
+            if thread is not None:
+                thread.join(timeout)
 
     def fetch_once(self) -> dict:
         """One `GET /v1/monitor` (used before the stream is up, and by `--screenshot`)."""
@@ -126,38 +134,53 @@ class FeedClient:
     def _run(self) -> None:
         pause = RETRY_FIRST_S
         while not self._stop.is_set():
-            self.model.set_connection("connecting", self.base)
+            if not self._unanswered:     # a retry of a server that took no answer goes on saying so, not "connecting"
+                self.model.set_connection("connecting", self.base)
             try:
                 for event, data in self._events():
                     if event != "snapshot":
                         continue
                     try:
-                        self.model.apply(json.loads(data))
+                        self.model.apply(json.loads(data), received=(time.monotonic(), time.time()))
                     except (ValueError, FeedError) as e:
                         self.model.set_connection("connected", f"bad snapshot skipped: {e}")
                         continue
                     self.snapshots += 1
-                    pause = RETRY_FIRST_S
+                    pause, self._unanswered = RETRY_FIRST_S, False
                     self.model.set_connection("connected", self.base)
                 if not self._stop.is_set():
+                    self._unanswered = False
                     self.model.set_connection("disconnected", "the server closed the feed")
             except urllib.error.HTTPError as e:
                 detail = f"HTTP {e.code}: " + ("wrong or missing API key (--api-key)" if e.code == 401 else str(e.reason))
+                self._unanswered = False
                 self.model.set_connection("disconnected", detail)
             except (urllib.error.URLError, OSError, ValueError) as e:
                 if self._stop.is_set():
                     break
                 reason = getattr(e, "reason", None) or e
-                refused = isinstance(reason, ConnectionRefusedError)   # nothing listens there: say what would
-                hint = self.refused_hint if refused else ""
-                self.model.set_connection("disconnected", f"cannot reach {self.base}: {reason}{hint}")
+                # it took the connection and said nothing (stopped, or too busy): not a server gone
+                self._unanswered = isinstance(reason, TimeoutError) and self.snapshots > 0
+                if self._unanswered:
+                    self.model.set_connection(NOT_ANSWERING, f"no answer from {self.base} in {READ_TIMEOUT_S:g} s")
+                else:
+                    refused = isinstance(reason, ConnectionRefusedError)   # nothing listens there: say what would
+                    hint = self.refused_hint if refused else ""
+                    self.model.set_connection("disconnected", f"cannot reach {self.base}: {reason}{hint}")
             except Exception as e:   # e.g. the response closed by stop() while a line was being read
                 if self._stop.is_set():
                     break
+                self._unanswered = False
                 self.model.set_connection("disconnected", f"feed failed: {type(e).__name__}: {e}")
             if self._stop.wait(pause):
                 break
-            pause = min(pause * 2, RETRY_MAX_S)
+            # a try not answered waited READ_TIMEOUT_S itself: the next one soon, so a server that goes on is seen at once
+            pause = RETRY_FIRST_S if self._unanswered else min(pause * 2, RETRY_MAX_S)
+
+    def _watch(self) -> None:
+        """Tells the model the clock while the worker waits on a read (a silent feed gives it nothing else)."""
+        while not self._stop.wait(WATCH_S):
+            self.model.observe(time.monotonic())
 
     def _events(self) -> Iterator[tuple[str, str]]:
         resp = urllib.request.urlopen(feed_request(self.events_url, self.api_key), timeout=READ_TIMEOUT_S)

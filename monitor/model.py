@@ -2,7 +2,10 @@
 
 Qt-free. The feed client calls `apply(snapshot)` from its worker thread; widgets call `view()` on
 their redraw timer and get one consistent, immutable `MonitorView`. The model never does I/O and
-never reads the clock: time comes from the snapshot (`time`, the server's clock) or is passed in.
+never reads the clock: time comes from the snapshot or is passed in. The plots' time base is the server's
+monotonic clock (`mono`) where the feed has it, so a step of its wall clock (NTP, a resume from sleep) neither
+wipes their history nor draws a line across the jump; `time` (the wall clock) for every "when" shown, and the
+time base of an older server's feed without `mono`.
 Not here: fetching the feed (client.py) or drawing it (widgets/).
 """
 
@@ -14,14 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strata.monitor.redraw_policy import headline
+from strata.monitor.silence import NOT_ANSWERING, SILENT_AFTER_S, check_silent_after, shown_connection
 
 HISTORY_S = 300.0          # seconds of history kept for the plots (five minutes of live view)
 MAX_POINTS = 1500          # per series; the feed sends at most 4 snapshots a second
 PARK_DESTINATIONS = ("ram", "disk", "discard")
 HIT_LEVELS = ("ram", "warm", "cold", "segment", "system_prompt")
 BUSY_STATES = ("prefill", "decode")
-# "waiting": the app has no server to connect to yet (its model file is not there); set by the app, not the client
-CONNECTION_STATES = ("connecting", "connected", "disconnected", "waiting")
+# "waiting": the app has no server to connect to yet (its model file is not there); set by the app, not the client.
+# "not answering": the client's, after a first snapshot, for a connection the server took but did not answer
+# (silence.py; the model says it too of a feed still open whose snapshots stopped)
+CONNECTION_STATES = ("connecting", "connected", "disconnected", "waiting", NOT_ANSWERING)
 
 
 class FeedError(ValueError):
@@ -29,7 +35,7 @@ class FeedError(ValueError):
 
 
 class Series:
-    """A ring buffer of (t, value) pairs, t in seconds on the server's clock."""
+    """A ring buffer of (t, value) pairs, t in seconds on the plots' time base (the server's `mono`, else `time`)."""
 
     def __init__(self, max_points: int = MAX_POINTS) -> None:
         self.points: deque[tuple[float, float]] = deque(maxlen=max_points)
@@ -73,11 +79,11 @@ class MonitorView:
     """Everything the widgets draw, copied under the model's lock."""
 
     version: int                          # grows with every applied snapshot or connection change
-    connection: str                       # "connecting" | "connected" | "disconnected" | "waiting" (the app: no server yet)
+    connection: str                       # one of CONNECTION_STATES, as said (silence.shown_connection)
     connection_detail: str
     target: str                           # the address the client connects to ("" when none was set)
     snapshot: dict[str, Any]              # the raw latest snapshot ({} before the first)
-    now: float                            # the latest snapshot's time
+    now: float                            # the latest snapshot's time (wall clock: for "when" columns)
     slots: tuple[SlotRow, ...]
     prefill_history: dict[str, tuple]     # slot key -> ((t, tok/s), ...)
     decode_history: dict[str, tuple]
@@ -91,11 +97,21 @@ class MonitorView:
     # straight line over a stopped server's 13 s, as if it had decoded all along)
     gaps: tuple[float, ...] = ()
     loading_s: float | None = None        # the server's snapshots have said "not ready" (its model loading) this long
+    # the plots' time base now (the latest snapshot's `mono`, else its `time`): history, gaps and history_start
+    # are on it; None: `now`
+    plot_now: float | None = None
+    silent_s: float | None = None         # seconds since the last snapshot came (the monitor's clock), once one has
+    last_answer: float | None = None      # when it came, on the monitor's wall clock (None before the first)
 
     @property
     def history_span(self) -> float:
         """Seconds of history held (0 before two snapshots)."""
-        return max(0.0, self.now - self.history_start) if self.history_start is not None else 0.0
+        return max(0.0, self.x_now - self.history_start) if self.history_start is not None else 0.0
+
+    @property
+    def x_now(self) -> float:
+        """The plots' "now" (their x axis ends there): plot_now where set, else the wall clock's `now`."""
+        return self.plot_now if self.plot_now is not None else self.now
 
     @property
     def ready(self) -> bool:
@@ -138,7 +154,9 @@ class MonitorView:
 class MonitorModel:
     """Thread-safe: `apply` and `set_connection` from the client's thread, `view` from the GUI."""
 
-    def __init__(self, history_s: float = HISTORY_S, max_points: int = MAX_POINTS) -> None:
+    def __init__(self, history_s: float = HISTORY_S, max_points: int = MAX_POINTS,
+                 silent_after_s: float = SILENT_AFTER_S) -> None:
+        self.silent_after_s = check_silent_after(silent_after_s)
         if not history_s > 0:
             raise ValueError(f"history_s must be > 0, got {history_s!r}")
         if max_points < 2:
@@ -164,6 +182,11 @@ class MonitorModel:
         self._times: deque[float] = deque(maxlen=max_points)   # snapshot times inside the history
         self._loading_since: float | None = None   # the time of the first of the latest not-ready snapshots
         self._gaps: deque[float] = deque(maxlen=max_points)   # MonitorView.gaps
+        self._plot_now: float | None = None     # the latest snapshot's time on the plots' time base
+        self._base = ""                         # that base: "mono" or "time"
+        self._answered: tuple[float, float] | None = None   # the last snapshot's arrival: (monotonic, wall), passed in
+        self._clock: float | None = None        # the monitor's monotonic clock as last told (observe)
+        self._said: tuple = ("connecting",)     # what the header says of the connection, as last counted in _version
 
     # -- input --------------------------------------------------------------------------------
 
@@ -171,15 +194,24 @@ class MonitorModel:
         if state not in CONNECTION_STATES:
             raise ValueError(f"connection state must be one of {', '.join(CONNECTION_STATES)}, got {state!r}")
         with self._lock:
-            if state != "connected":      # a rate compares two snapshots of one feed, never across a gap
-                self._last_generated, self._rate_live = None, False
-                # nor a load's count: the feed that comes back may be a new server's (the app's Restart, a restart
-                # after a crash on the same address), which counted on from the first one's load
-                self._loading_since = None
-                if self._times and (not self._gaps or self._gaps[-1] != self._times[-1]):
-                    self._gaps.append(self._times[-1])
-            if (state, detail) != (self._connection, self._detail):
-                self._connection, self._detail = state, detail
+            if state != "connected":
+                self._mark_loss()
+            before = (self._connection, self._detail, self._said)
+            self._connection, self._detail = state, detail
+            self._said = self._saying()
+            if (state, detail, self._said) != before:
+                self._version += 1
+
+    def observe(self, clock: float) -> None:
+        """The monitor's monotonic clock now (the feed client's watch, twice a second): a feed silent past
+        silent_after_s reads "not answering", its count of seconds going on (a new version each second)."""
+        with self._lock:
+            self._clock = clock
+            said = self._saying()
+            if said != self._said:
+                if said[0] == NOT_ANSWERING:
+                    self._mark_loss()
+                self._said = said
                 self._version += 1
 
     def set_target(self, url: str) -> None:
@@ -189,15 +221,23 @@ class MonitorModel:
                 self._target = url
                 self._version += 1
 
-    def apply(self, snap: Any) -> None:
-        """Takes one feed snapshot (docs/internals.md "Monitor feed"); raises FeedError on a wrong shape."""
-        t = _check(snap)
+    def apply(self, snap: Any, received: tuple[float, float] | None = None) -> None:
+        """Takes one feed snapshot (docs/internals.md "Monitor feed"); raises FeedError on a wrong shape.
+        `received`: its arrival on the monitor's clocks (monotonic, wall), for "not answering" (the client's)."""
+        t, base = _check(snap)
         with self._lock:
             # compared with the last snapshot that had counters: a restarted server's snapshots while it loads
             # the model have none, and its zeros were compared with those (the old curves stayed)
-            if self._snapshot and (t < self._snapshot.get("time", t) or _counters_fell(self._counted, snap)):
-                self._reset_history()          # a new server process (counters start again) or its clock went back
-            self._snapshot = snap
+            if self._snapshot and (base != self._base or (self._plot_now is not None and t < self._plot_now)
+                                   or _counters_fell(self._counted, snap)):
+                # a new server process (counters start again, its monotonic clock another), a server of another
+                # version behind the address (another time base), or an old one's wall clock stepped back
+                self._reset_history()
+            self._snapshot, self._plot_now, self._base = snap, t, base
+            if received is not None:
+                self._answered = received
+                self._clock = received[0] if self._clock is None else max(self._clock, received[0])
+            self._said = self._saying()
             # since the first snapshot of this load (a big model's takes minutes: the header counts it)
             self._loading_since = (self._loading_since if self._loading_since is not None else t) \
                 if snap.get("ready") is False else None
@@ -221,9 +261,10 @@ class MonitorModel:
         with self._lock:
             snap = self._snapshot
             now = float(snap.get("time", 0.0)) if snap else 0.0
+            silent = self._silent_s()
             rate = self._gen_rate.points[-1][1] if self._gen_rate.points and self._rate_live else None
             return MonitorView(
-                version=self._version, connection=self._connection, connection_detail=self._detail, target=self._target,
+                version=self._version, connection=self._said[0], connection_detail=self._detail, target=self._target,
                 snapshot=snap, now=now, slots=tuple(_slot_rows(snap, now)),
                 prefill_history={k: s.copy() for k, s in self._prefill.items()},
                 decode_history={k: s.copy() for k, s in self._decode.items()},
@@ -231,7 +272,9 @@ class MonitorModel:
                 available_history=self._available.copy(), generated_rate_history=self._gen_rate.copy(),
                 generated_tps=rate, requests=tuple(reversed(_dicts(snap.get("requests")))),
                 history_start=self._times[0] if self._times else None, gaps=tuple(self._gaps),
-                loading_s=now - self._loading_since if self._loading_since is not None else None)
+                loading_s=self._plot_now - self._loading_since if self._loading_since is not None else None,
+                plot_now=self._plot_now, silent_s=silent,
+                last_answer=self._answered[1] if self._answered is not None else None)
 
     @property
     def version(self) -> int:
@@ -241,7 +284,29 @@ class MonitorModel:
     def headline(self) -> tuple:
         """redraw_policy.headline of the latest state: cheap (a tick asks for it; view() copies the plots)."""
         with self._lock:
-            return headline(self._connection, self._snapshot)
+            return headline(self._said[0], self._snapshot)
+
+    # -- connection ---------------------------------------------------------------------------
+
+    def _silent_s(self) -> float | None:
+        if self._answered is None or self._clock is None:
+            return None
+        return max(0.0, self._clock - self._answered[0])
+
+    def _saying(self) -> tuple:
+        """What the header says of the connection: the state, with the whole seconds of a silence it counts."""
+        silent = self._silent_s()
+        state = shown_connection(self._connection, silent, self.silent_after_s)
+        return (state, int(silent)) if state == NOT_ANSWERING and silent is not None else (state,)
+
+    def _mark_loss(self) -> None:
+        """The feed stopped flowing: a rate compares two snapshots of one feed, never across a gap; nor a load's
+        count (the feed that comes back may be a new server's: the app's Restart, a restart after a crash on the
+        same address, which counted on from the first one's load); and no curve is drawn across it (gaps)."""
+        self._last_generated, self._rate_live = None, False
+        self._loading_since = None
+        if self._times and (not self._gaps or self._gaps[-1] != self._times[-1]):
+            self._gaps.append(self._times[-1])
 
     # -- history ------------------------------------------------------------------------------
 
@@ -301,19 +366,22 @@ class MonitorModel:
 
 # -- pure helpers ---------------------------------------------------------------------------------
 
-def _check(snap: Any) -> float:
+def _check(snap: Any) -> tuple[float, str]:
+    """The snapshot's time on the plots' time base and that base's name: `mono` where the feed has it, else `time`."""
     if not isinstance(snap, dict):
         raise FeedError(f"monitor feed: expected a JSON object, got {type(snap).__name__}")
-    t = snap.get("time")
-    if isinstance(t, bool) or not isinstance(t, (int, float)):
-        raise FeedError(f"monitor feed: 'time' must be a number, got {t!r}")
+    for key in ("time", "mono"):
+        t = snap.get(key)
+        if (key == "time" or key in snap) and (isinstance(t, bool) or not isinstance(t, (int, float))):
+            raise FeedError(f"monitor feed: '{key}' must be a number, got {t!r}")
     for key in ("slots", "requests", "decisions", "log_tail"):
         if key in snap and not isinstance(snap[key], list):
             raise FeedError(f"monitor feed: '{key}' must be a list, got {type(snap[key]).__name__}")
     for key in ("cache", "totals", "model", "engine"):
         if key in snap and not isinstance(snap[key], dict):
             raise FeedError(f"monitor feed: '{key}' must be an object, got {type(snap[key]).__name__}")
-    return float(t)
+    base = "mono" if "mono" in snap else "time"
+    return float(snap[base]), base
 
 
 def _counters_fell(old: dict, new: dict) -> bool:

@@ -35,7 +35,8 @@ def snapshot(state: ServerState, *, stop: bool = False) -> dict[str, Any]:
     each monitor window, which never shows it (the app asks it once, as its stop begins)."""
     cfg = state.config
     out: dict[str, Any] = {
-        "time": time.time(), "version": __version__, "endpoint": cfg.url(),
+        # mono: the plots' time base (a wall clock's step, NTP or a resume from sleep, neither wipes nor bridges them)
+        "time": time.time(), "mono": time.monotonic(), "version": __version__, "endpoint": cfg.url(),
         "info_line": state.info_line, "ready": state.ready,
         "log_tail": list(state.log_tail),
     }

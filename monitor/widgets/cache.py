@@ -201,7 +201,7 @@ class CachePanel(QWidget):
         set_window(self.ram_plot, window)
         top = 0.0
         for d, curve in self._park_curves.items():
-            xs, ys = xy(view.parks_history.get(d, ()), view.now, view.gaps)
+            xs, ys = xy(view.parks_history.get(d, ()), view.x_now, view.gaps)
             curve.setData(xs, ys)
             top = max([top, *ys])
         self._legend_or_names()
@@ -258,7 +258,7 @@ class CachePanel(QWidget):
                          else f"<span style='color:{self.theme.bad}'>does not hold</span>")
                 parts.append(f"{name} {units.mib(floor)} ({LINE_STYLES[key]}) {state}")
         set_text(self.admission, " \u2022 ".join(parts))
-        xs, ys = xy(view.available_history, view.now, view.gaps)
+        xs, ys = xy(view.available_history, view.x_now, view.gaps)
         self._ram_curve.setData(xs, [y / 1024 for y in ys])
         top = max([*ys, *(adm.get(k) or 0 for k in self._floor_lines)], default=1) / 1024
         set_y_top(self.ram_plot, top, minimum=1.0)

@@ -7,11 +7,13 @@ Presentation only.
 from __future__ import annotations
 
 import html
+import time
 
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 from strata.monitor import units
 from strata.monitor.model import MonitorView
+from strata.monitor.silence import NOT_ANSWERING
 from strata.monitor.widgets.common import label, set_text
 from strata.monitor.widgets.theme import Theme
 
@@ -70,6 +72,15 @@ def model_text(snap: dict) -> str:
     return " \u2022 ".join(parts + [units.phrase(f) for f in facts])
 
 
+def silence_text(view: MonitorView) -> str:
+    """What follows "not answering": for how long and since when, on the monitor's clocks (the server's wall clock may
+    be another machine's, or the very one that stepped): "for 12 s (last answer 11:02:13)"."""
+    parts = [f"for {units.elapsed(view.silent_s)}"] if view.silent_s is not None else []
+    if view.last_answer is not None:
+        parts.append(f"(last answer {time.strftime('%H:%M:%S', time.localtime(view.last_answer))})")
+    return " ".join(parts)
+
+
 class Header(QWidget):
     def __init__(self, theme: Theme) -> None:
         super().__init__()
@@ -121,7 +132,7 @@ class Header(QWidget):
     def refresh(self, view: MonitorView) -> None:
         snap = view.snapshot
         colors = {"connected": self.theme.good, "connecting": self.theme.warn, "disconnected": self.theme.bad,
-                  "waiting": self.theme.warn}
+                  "waiting": self.theme.warn, NOT_ANSWERING: self.theme.warn}
         state = view.connection
         if state == "connected" and snap and not view.ready:
             text, color = ("loading the model" if not snap.get("error")
@@ -133,6 +144,8 @@ class Header(QWidget):
         dash = " " if state == "waiting" else " \u2014 "
         detail = "" if state == "connected" else \
             f"{dash}{html.escape(view.connection_detail, quote=False)}" if view.connection_detail else ""
+        if state == NOT_ANSWERING:      # the client's reason ("no answer in 10 s") says less than how long
+            detail = f" {silence_text(view)}"
         if state == "connected" and snap and not view.ready and not snap.get("error") and view.loading_s is not None:
             detail = f"{dash}{units.elapsed(view.loading_s)} so far"    # minutes for a big model: the figure moves
         # a reason takes the row's free space and wraps there; "connected" leaves it to the stretch after the button

@@ -124,7 +124,7 @@ class SlotsPanel(QWidget):
                     self._curves[(kind, key)] = curve
                     fit_legend(plot.getPlotItem())
                     legend_where_it_fits(plot.getPlotItem())
-                xs, ys = xy(history[key], view.now, view.gaps)
+                xs, ys = xy(history[key], view.x_now, view.gaps)
                 curve.setData(xs, ys)
                 top = max([top, *ys])
             set_y_top(plot, top, minimum=10.0)
