@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from strata.monitor.model import FeedError, MonitorModel
-from strata.monitor.silence import NOT_ANSWERING
+from strata.monitor.silence import NOT_ANSWERING, check_interval, feed_patience
 
 EVENT_INTERVAL_S = 0.25      # asks the server for its maximum rate (4 snapshots a second)
 RETRY_FIRST_S = 0.5          # first pause after a failed connection
@@ -89,11 +89,14 @@ class FeedClient:
     def __init__(self, url: str, model: MonitorModel, api_key: str | None = None,
                  interval_s: float = EVENT_INTERVAL_S, refused_hint: str = REFUSED_HINT) -> None:
         self.base = normalize_url(url)
+        self.interval_s = check_interval(interval_s)
         self.model = model
         self.refused_hint = refused_hint
         model.set_target(self.base)
         self.api_key = api_key or None
-        self.interval_s = interval_s
+        # the server sends one snapshot each interval_s and nothing between: neither a timeout nor "not answering" there
+        self.read_timeout_s = feed_patience(self.interval_s, READ_TIMEOUT_S)
+        model.expect_every(self.interval_s)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._watch_thread: threading.Thread | None = None
@@ -162,7 +165,7 @@ class FeedClient:
                 # it took the connection and said nothing (stopped, or too busy): not a server gone
                 self._unanswered = isinstance(reason, TimeoutError) and self.snapshots > 0
                 if self._unanswered:
-                    self.model.set_connection(NOT_ANSWERING, f"no answer from {self.base} in {READ_TIMEOUT_S:g} s")
+                    self.model.set_connection(NOT_ANSWERING, f"no answer from {self.base} in {self.read_timeout_s:g} s")
                 else:
                     refused = isinstance(reason, ConnectionRefusedError)   # nothing listens there: say what would
                     hint = self.refused_hint if refused else ""
@@ -174,7 +177,7 @@ class FeedClient:
                 self.model.set_connection("disconnected", f"feed failed: {type(e).__name__}: {e}")
             if self._stop.wait(pause):
                 break
-            # a try not answered waited READ_TIMEOUT_S itself: the next one soon, so a server that goes on is seen at once
+            # a try not answered waited its read timeout itself: the next one soon, so a server that goes on is seen at once
             pause = RETRY_FIRST_S if self._unanswered else min(pause * 2, RETRY_MAX_S)
 
     def _watch(self) -> None:
@@ -183,7 +186,7 @@ class FeedClient:
             self.model.observe(time.monotonic())
 
     def _events(self) -> Iterator[tuple[str, str]]:
-        resp = urllib.request.urlopen(feed_request(self.events_url, self.api_key), timeout=READ_TIMEOUT_S)
+        resp = urllib.request.urlopen(feed_request(self.events_url, self.api_key), timeout=self.read_timeout_s)
         self._response = resp
         try:
             yield from parse_sse(iter(resp.readline, b""))

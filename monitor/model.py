@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strata.monitor.redraw_policy import headline
-from strata.monitor.silence import NOT_ANSWERING, SILENT_AFTER_S, check_silent_after, shown_connection
+from strata.monitor.silence import (
+    NOT_ANSWERING,
+    SILENT_AFTER_S,
+    check_interval,
+    check_silent_after,
+    feed_patience,
+    shown_connection,
+)
 
 HISTORY_S = 300.0          # seconds of history kept for the plots (five minutes of live view)
 MAX_POINTS = 1500          # per series; the feed sends at most 4 snapshots a second
@@ -187,6 +194,7 @@ class MonitorModel:
         self._answered: tuple[float, float] | None = None   # the last snapshot's arrival: (monotonic, wall), passed in
         self._clock: float | None = None        # the monitor's monotonic clock as last told (observe)
         self._said: tuple = ("connecting",)     # what the header says of the connection, as last counted in _version
+        self._silent_bound = self.silent_after_s   # silent_after_s, or longer for a feed asked to send seldom
 
     # -- input --------------------------------------------------------------------------------
 
@@ -211,6 +219,17 @@ class MonitorModel:
             if said != self._said:
                 if said[0] == NOT_ANSWERING:
                     self._mark_loss()
+                self._said = said
+                self._version += 1
+
+    def expect_every(self, interval_s: float) -> None:
+        """The feed client asks for a snapshot every `interval_s`: a wait that long is not a silence
+        (silence.feed_patience); ValueError naming a bad interval."""
+        bound = feed_patience(check_interval(interval_s), self.silent_after_s)
+        with self._lock:
+            self._silent_bound = bound
+            said = self._saying()
+            if said != self._said:
                 self._said = said
                 self._version += 1
 
@@ -296,7 +315,7 @@ class MonitorModel:
     def _saying(self) -> tuple:
         """What the header says of the connection: the state, with the whole seconds of a silence it counts."""
         silent = self._silent_s()
-        state = shown_connection(self._connection, silent, self.silent_after_s)
+        state = shown_connection(self._connection, silent, self._silent_bound)
         return (state, int(silent)) if state == NOT_ANSWERING and silent is not None else (state,)
 
     def _mark_loss(self) -> None:
