@@ -23,6 +23,7 @@ EVENT_INTERVAL_S = 0.25      # asks the server for its maximum rate (4 snapshots
 RETRY_FIRST_S = 0.5          # first pause after a failed connection
 RETRY_MAX_S = 5.0            # the pause doubles up to this
 READ_TIMEOUT_S = 10.0        # no event for this long: the connection is treated as dead
+READ_CHUNK = 1 << 16         # the most read at once: each piece read tells the model the feed is answering
 WATCH_S = 0.5                # how often the model is told the clock (a silent feed's seconds count on the header)
 
 
@@ -61,6 +62,20 @@ def parse_sse(lines: Iterator[bytes]) -> Iterator[tuple[str, str]]:
             event = line[6:].strip()
         elif line.startswith("data:"):
             data.append(line[5:].removeprefix(" "))
+
+
+def body_lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The lines of a body read in `chunks` as they come, each with its newline (the last one maybe without)."""
+    pending: list[bytes] = []
+    for chunk in chunks:
+        *lines, rest = chunk.split(b"\n")
+        for line in lines:
+            yield b"".join([*pending, line, b"\n"])
+            pending.clear()
+        if rest:
+            pending.append(rest)
+    if pending:
+        yield b"".join(pending)
 
 
 def feed_request(url: str, api_key: str | None) -> urllib.request.Request:
@@ -185,11 +200,17 @@ class FeedClient:
         while not self._stop.wait(WATCH_S):
             self.model.observe(time.monotonic())
 
+    def _heard(self, chunk: bytes) -> bytes:
+        """Tells the model the feed's bytes came (a snapshot over a slow link takes seconds: not a silence)."""
+        if chunk:
+            self.model.hear((time.monotonic(), time.time()))
+        return chunk
+
     def _events(self) -> Iterator[tuple[str, str]]:
         resp = urllib.request.urlopen(feed_request(self.events_url, self.api_key), timeout=self.read_timeout_s)
         self._response = resp
         try:
-            yield from parse_sse(iter(resp.readline, b""))
+            yield from parse_sse(body_lines(iter(lambda: self._heard(resp.read1(READ_CHUNK)), b"")))
         finally:
             self._response = None
             resp.close()

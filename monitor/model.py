@@ -233,6 +233,16 @@ class MonitorModel:
                 self._said = said
                 self._version += 1
 
+    def hear(self, received: tuple[float, float]) -> None:
+        """Bytes of the feed came at `received` (monotonic, wall: the client's, as each piece is read): a server
+        whose snapshots take long over a slow link is answering all the while, not silent until the next one."""
+        with self._lock:
+            self._heard(received)
+            said = self._saying()
+            if said != self._said:
+                self._said = said
+                self._version += 1
+
     def set_target(self, url: str) -> None:
         """The address the feed client connects to, shown while it is not connected."""
         with self._lock:
@@ -254,8 +264,7 @@ class MonitorModel:
                 self._reset_history()
             self._snapshot, self._plot_now, self._base = snap, t, base
             if received is not None:
-                self._answered = received
-                self._clock = received[0] if self._clock is None else max(self._clock, received[0])
+                self._heard(received)
             self._said = self._saying()
             # since the first snapshot of this load (a big model's takes minutes: the header counts it)
             self._loading_since = (self._loading_since if self._loading_since is not None else t) \
@@ -306,6 +315,10 @@ class MonitorModel:
             return headline(self._said[0], self._snapshot)
 
     # -- connection ---------------------------------------------------------------------------
+
+    def _heard(self, received: tuple[float, float]) -> None:
+        self._answered = received
+        self._clock = received[0] if self._clock is None else max(self._clock, received[0])
 
     def _silent_s(self) -> float | None:
         if self._answered is None or self._clock is None:
