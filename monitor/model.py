@@ -215,12 +215,7 @@ class MonitorModel:
         silent_after_s reads "not answering", its count of seconds going on (a new version each second)."""
         with self._lock:
             self._clock = clock
-            said = self._saying()
-            if said != self._said:
-                if said[0] == NOT_ANSWERING:
-                    self._mark_loss()
-                self._said = said
-                self._version += 1
+            self._say_again()
 
     def expect_every(self, interval_s: float) -> None:
         """The feed client asks for a snapshot every `interval_s`: a wait that long is not a silence
@@ -228,20 +223,14 @@ class MonitorModel:
         bound = feed_patience(check_interval(interval_s), self.silent_after_s)
         with self._lock:
             self._silent_bound = bound
-            said = self._saying()
-            if said != self._said:
-                self._said = said
-                self._version += 1
+            self._say_again()
 
     def hear(self, received: tuple[float, float]) -> None:
         """Bytes of the feed came at `received` (monotonic, wall: the client's, as each piece is read): a server
         whose snapshots take long over a slow link is answering all the while, not silent until the next one."""
         with self._lock:
             self._heard(received)
-            said = self._saying()
-            if said != self._said:
-                self._said = said
-                self._version += 1
+            self._say_again()
 
     def set_target(self, url: str) -> None:
         """The address the feed client connects to, shown while it is not connected."""
@@ -330,6 +319,16 @@ class MonitorModel:
         silent = self._silent_s()
         state = shown_connection(self._connection, silent, self._silent_bound)
         return (state, int(silent)) if state == NOT_ANSWERING and silent is not None else (state,)
+
+    def _say_again(self) -> None:
+        """What the header says, counted again after the clock, the bound or the last answer moved: a new version
+        when it changed, and a silence newly said is a loss (no curve drawn across it)."""
+        said = self._saying()
+        if said != self._said:
+            if said[0] == NOT_ANSWERING:
+                self._mark_loss()
+            self._said = said
+            self._version += 1
 
     def _mark_loss(self) -> None:
         """The feed stopped flowing: a rate compares two snapshots of one feed, never across a gap; nor a load's
