@@ -248,7 +248,7 @@ class MonitorModel:
             # the model have none, and its zeros were compared with those (the old curves stayed)
             if self._snapshot and (base != self._base or (self._plot_now is not None and t < self._plot_now)
                                    or _counters_fell(self._counted, snap)):
-                # a new server process (counters start again, its monotonic clock another), a server of another
+                # a new server process (counters start again; its `mono` goes back only on another machine), a server of another
                 # version behind the address (another time base), or an old one's wall clock stepped back
                 self._reset_history()
             self._snapshot, self._plot_now, self._base = snap, t, base

@@ -103,3 +103,25 @@ def test_the_server_sends_its_monotonic_clock(tiny_model_factory, tmp_path):
         assert isinstance(first["time"], float)
     finally:
         stop_serve(served)
+
+
+@pytest.mark.parametrize("restart_mono", [100.0, 5000.0 + 2 * STEP_AT * TICK_S + 30.0], ids=["back", "goes-on"])
+def test_a_new_server_starts_the_plots_afresh_whatever_its_mono(restart_mono):
+    """Another machine's server behind the address (its `mono` goes back) or a restart on this one (the machine's
+    `mono` goes on, the counters start again): never points drawn after "now" nor the old server's curves kept."""
+    before = _snapshots(0.0)[:STEP_AT]
+    after = []
+    for k, s in enumerate(_snapshots(0.0)[:STEP_AT]):
+        s["mono"] = restart_mono + k * TICK_S
+        s["totals"] = {**s.get("totals", {}), "requests": 0, "generated_tokens": 0, "prompt_tokens": 0}
+        after.append(s)
+    assert before[-1]["totals"]["requests"] > 0
+    m = _fed(before)
+    m.set_connection("disconnected", "the server closed the feed")
+    m.set_connection("connected", "http://127.0.0.1:8080")
+    for s in after:
+        m.apply(s)
+    v = m.view()
+    assert v.history_start == restart_mono and v.gaps == ()
+    for points in v.decode_history.values():
+        assert [t for t, _ in points] == [s["mono"] for s in after]
