@@ -20,30 +20,18 @@ from strata.app.restart_policy import RestartConfig, wait_for_health, wait_for_s
 from strata.app.supervisor import ServerStatus, ServerSupervisor
 from strata.monitor import units
 
+from tests.app.stand_in_server import stand_in_server
 from tests.app.test_supervisor import wait_state
 
 LOAD_S = 4.0
 TIMEOUT_S = 1.5
 
 # listens at once, says "loading" on /health for LOAD_S seconds, then serves; ends at the end of its input
-LOADING_SERVER = f"""
-import http.server, sys, threading, time
-ready_at = time.monotonic() + {LOAD_S}
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        ok = time.monotonic() >= ready_at
-        body = b'{{"status": "ok"}}' if ok else b'{{"status": "loading"}}'
-        self.send_response(200 if ok else 503)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-print(f"listening on http://127.0.0.1:{{server.server_address[1]}} (loading the model)", flush=True)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-sys.stdin.read()
-"""
+LOADING_SERVER = stand_in_server("""
+    ok = time.monotonic() >= ready_at
+    body = b'{"status": "ok"}' if ok else b'{"status": "loading"}'
+    status = 200 if ok else 503
+""", head=f"ready_at = time.monotonic() + {LOAD_S}", says=" (loading the model)")
 
 
 def test_a_server_still_loading_after_the_timeout_is_waited_for(tmp_path):

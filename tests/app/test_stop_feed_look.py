@@ -13,27 +13,17 @@ from strata.app.supervisor import ServerSupervisor
 from strata.monitor.client import FeedClient
 from strata.monitor.model import MonitorModel
 
-SERVER = r"""
-import http.server, json, sys, threading
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        if self.path == "/v1/monitor":
-            said = {k: self.headers.get(k) for k in ("Accept", "Authorization")}
-            print("asked: " + json.dumps(said, sort_keys=True), flush=True)
-            body = json.dumps({"ready": True, "stop": {"keeps_on_disk": True, "conversations": 2}}).encode()
-        else:
-            body = b'{"status": "ok"}'
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-print(f"listening on http://127.0.0.1:{server.server_address[1]}", flush=True)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-sys.stdin.read()
-"""
+from tests.app.stand_in_server import stand_in_server
+
+SERVER = stand_in_server(r"""
+    if self.path == "/v1/monitor":
+        said = {k: self.headers.get(k) for k in ("Accept", "Authorization")}
+        print("asked: " + json.dumps(said, sort_keys=True), flush=True)
+        body = json.dumps({"ready": True, "stop": {"keeps_on_disk": True, "conversations": 2}}).encode()
+    else:
+        body = b'{"status": "ok"}'
+    status = 200
+""")
 
 WRITES_TWO = "stopping: stopping the server (it writes up to 2 conversations to disk first, for the next start)"
 

@@ -22,34 +22,23 @@ from strata.app.controller import AppController  # noqa: E402
 from strata.app.state_order import Shown, ask_stop, begin, takes  # noqa: E402
 
 from tests.app.shown import follow, runs  # noqa: E402
+from tests.app.stand_in_server import stand_in_server  # noqa: E402
 
 LOAD_S = 1.0
 HOLD_S = 1.5
 
-SERVER = f"""
-import http.server, signal, sys, threading, time
+SERVER = stand_in_server(f"""
+    ok = time.monotonic() >= ready_at
+    if ok and first_ok.acquire(blocking=False):
+        print("answering ok", flush=True)
+        time.sleep({HOLD_S})
+    body = b'{{"status": "ok"}}' if ok else b'{{"status": "loading"}}'
+    status = 200 if ok else 503
+""", head=f"""
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 ready_at = time.monotonic() + {LOAD_S}
 first_ok = threading.Lock()
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        ok = time.monotonic() >= ready_at
-        if ok and first_ok.acquire(blocking=False):
-            print("answering ok", flush=True)
-            time.sleep({HOLD_S})
-        body = b'{{"status": "ok"}}' if ok else b'{{"status": "loading"}}'
-        self.send_response(200 if ok else 503)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-print(f"listening on http://127.0.0.1:{{server.server_address[1]}} (loading the model)", flush=True)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-sys.stdin.read()
-time.sleep({HOLD_S} + 0.5)
-"""
+""", says=" (loading the model)", tail=f"time.sleep({HOLD_S} + 0.5)")
 
 
 def _holding(controller, log, n: int):

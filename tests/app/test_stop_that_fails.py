@@ -21,27 +21,13 @@ pytest.importorskip("PySide6")
 from strata.app.controller import AppController  # noqa: E402
 from strata.app.supervisor import STOP_FAILED, ServerSupervisor, stop_failed  # noqa: E402
 
+from tests.app.stand_in_server import stand_in_server  # noqa: E402
 from tests.app.tray_notes import TrayNotes  # noqa: E402
 
-SERVER = """
-import http.server, signal, sys, threading, time
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        ok = self.path == "/health"
-        body = b'{"status": "ok"}'
-        self.send_response(200 if ok else 404)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-print(f"listening on http://127.0.0.1:{server.server_address[1]}", flush=True)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-sys.stdin.read()
-time.sleep(600)
-"""
+SERVER = stand_in_server("""
+    body = b'{"status": "ok"}'
+    status = 200 if self.path == "/health" else 404
+""", head="signal.signal(signal.SIGTERM, signal.SIG_IGN)", tail="time.sleep(600)")
 
 
 @pytest.mark.skipif(os.name == "nt", reason="the stand-in ignores SIGTERM; Windows ends it with TerminateProcess")
