@@ -4,6 +4,7 @@ and `--timeline-out` writes the replay timeline (ids, times, token counts only).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import anthropic
@@ -123,6 +125,23 @@ def start_cli(args: list[str], tmp_path) -> tuple[subprocess.Popen, Path]:
                                  "--threads", "1", *args], stdout=out, stderr=subprocess.STDOUT, env=env,
                                 cwd=tmp_path)
     return proc, log
+
+
+@contextlib.contextmanager
+def serving(args: list[str], tmp_path) -> Iterator[tuple[int, Path]]:
+    """A healthy `strata serve` (start_cli) for the block: its port and log; terminated after (killed past 30 s)."""
+    proc, log = start_cli(args, tmp_path)
+    try:
+        port = listening_port(log, proc)
+        wait_healthy(port, proc)
+        yield port, log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:

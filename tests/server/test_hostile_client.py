@@ -18,7 +18,7 @@ from collections.abc import Callable
 import httpx2 as httpx
 import pytest
 
-from tests.server.test_auth_and_lifecycle import listening_port, start_cli, wait_healthy
+from tests.server.test_auth_and_lifecycle import serving
 
 KEY = "hostile-trial-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -28,20 +28,11 @@ IDLE_S = 2.0     # --idle-connection-s of the server here
 @pytest.fixture(scope="module")
 def served(tiny_model, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hostile_client")
-    proc, log = start_cli(["--model", str(tiny_model), "--ctx", "4096", "--batch", "1", "--api-key", KEY,
-                           "--idle-connection-s", str(IDLE_S), "--conversation-cache-mib", "0",
-                           "--conversation-cache-cold-dir", str(tmp / "cold"), "--conversation-cache-cold-mib", "64",
-                           "--conversation-cache-sessions-dir", str(tmp / "sessions")], tmp)
-    try:
-        port = listening_port(log, proc)
-        wait_healthy(port, proc)
+    with serving(["--model", str(tiny_model), "--ctx", "4096", "--batch", "1", "--api-key", KEY,
+                  "--idle-connection-s", str(IDLE_S), "--conversation-cache-mib", "0",
+                  "--conversation-cache-cold-dir", str(tmp / "cold"), "--conversation-cache-cold-mib", "64",
+                  "--conversation-cache-sessions-dir", str(tmp / "sessions")], tmp) as (port, log):
         yield f"http://127.0.0.1:{port}", port, log
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except Exception:
-            proc.kill()
 
 
 def while_another_client_asks(url: str, send: Callable[[], httpx.Response]) -> tuple[httpx.Response, float, float]:

@@ -12,24 +12,15 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx2 as httpx
 import pytest
 
-from tests.server.test_auth_and_lifecycle import listening_port, start_cli, wait_healthy
+from tests.server.test_auth_and_lifecycle import serving
 
 
 @pytest.fixture(scope="module")
 def url(default_model_path, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cannot_fit")
-    proc, log = start_cli(["--model", str(default_model_path), "--ctx", "4096", "--batch", "1",
-                           "--conversation-cache-mib", "0"], tmp)
-    try:
-        port = listening_port(log, proc)
-        wait_healthy(port, proc)
+    with serving(["--model", str(default_model_path), "--ctx", "4096", "--batch", "1",
+                  "--conversation-cache-mib", "0"], tmp) as (port, _):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except Exception:
-            proc.kill()
 
 
 HUGE = "hello there " * 870_000     # 10 MB

@@ -16,7 +16,7 @@ import httpx2 as httpx
 import openai
 import pytest
 
-from tests.server.test_auth_and_lifecycle import listening_port, start_cli, wait_healthy
+from tests.server.test_auth_and_lifecycle import serving
 
 UNREAD_S = 1.0
 MESSAGES = [{"role": "user", "content": "Write a very long story, chapter after chapter."}]
@@ -25,15 +25,9 @@ MESSAGES = [{"role": "user", "content": "Write a very long story, chapter after 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, default_model_path):
     tmp = tmp_path_factory.mktemp("unread")
-    proc, log = start_cli(["--model", str(default_model_path), "--ctx", "4096", "--batch", "1",
-                           "--answer-unread-s", str(UNREAD_S)], tmp)
-    try:
-        port = listening_port(log, proc)
-        wait_healthy(port, proc)
+    with serving(["--model", str(default_model_path), "--ctx", "4096", "--batch", "1",
+                  "--answer-unread-s", str(UNREAD_S)], tmp) as (port, log):
         yield port, log
-    finally:
-        proc.terminate()
-        proc.wait(60)
     assert "Traceback" not in log.read_text(), log.read_text()
 
 
