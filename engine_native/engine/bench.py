@@ -122,7 +122,10 @@ def run(args) -> int:
 
     try:
         model, _ = model_to_run(args.model)   # the model set up, as `strata chat` and `strata serve` run it
-    except (ValueError, FileNotFoundError) as e:
+    except FileNotFoundError as e:   # no such model file: strata serve's status for it, as for one it cannot load
+        print(f"strata bench: {e}", file=sys.stderr)
+        return MODEL_NOT_LOADED
+    except ValueError as e:
         print(f"strata bench: {e}", file=sys.stderr)
         return 2
     from strata.server.options import MAX_THREADS  # serve's bound, one place

@@ -337,7 +337,10 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--max-tokens must be > 0, got {args.max_tokens}")
         path, origin = model_to_run(args.model)
         model = str(path)
-    except (ValueError, FileNotFoundError) as exc:
+    except FileNotFoundError as exc:   # no such model file: strata serve's status for it, as for one it cannot load
+        print(f"strata chat: {exc}", file=sys.stderr)
+        return MODEL_NOT_LOADED
+    except ValueError as exc:
         print(f"strata chat: {exc}", file=sys.stderr)
         return 2
     try:

@@ -64,3 +64,16 @@ def test_bench_backend_cuda_on_a_file_that_is_not_gguf_says_so_without_a_traceba
     done = strata("bench", "--quick", "--backend", "cuda", "--model", str(notes))
     assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.startswith(f"strata bench: GGUF {notes}: bad magic (not a GGUF file)"), done.stderr
+
+
+@pytest.mark.parametrize("command", ["chat", "bench", "serve"])
+def test_a_missing_model_file_is_status_3_in_every_command(command, tmp_path):
+    """A model file that is not there is strata serve's 'model not loaded' (3, not retried by the app) in chat and
+    bench too; they said 2, a flag's mistake (session 39's CLI trial)."""
+    from strata.exit_status import MODEL_NOT_LOADED
+
+    gone = tmp_path / "gone.gguf"
+    argv = [command, "--model", str(gone)] + (["--no-config", "--port", "0"] if command == "serve" else [])
+    done = strata(*argv)
+    assert done.returncode == MODEL_NOT_LOADED, done.stderr
+    assert f"--model {gone}: no such file" in done.stderr, done.stderr

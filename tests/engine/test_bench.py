@@ -8,6 +8,8 @@ import json
 
 from strata.engine import bench
 
+from strata.exit_status import MODEL_NOT_LOADED
+
 
 def test_run_bench_quick_reports_every_figure(tiny_model_factory):
     path = tiny_model_factory(dtype="Q8_0", seed=9, ctx_len=256)
@@ -31,8 +33,8 @@ def test_cli_json_and_errors(tiny_model_factory, capsys):
     assert out["decode_tps"] > 0 and out["quick"] is True
     assert bench.run(parse(["--model", str(path), "--threads", "0"])) == 2
     assert "--threads must be 1 to 4096" in capsys.readouterr().err
-    # a missing file is a bad argument (2), named before anything loads
-    assert bench.run(parse(["--model", str(path) + ".missing", "--quick"])) == 2
+    # a missing file is strata serve's 'model not loaded' (3), named before anything loads
+    assert bench.run(parse(["--model", str(path) + ".missing", "--quick"])) == MODEL_NOT_LOADED
     assert "no such file" in capsys.readouterr().err
 
 
@@ -88,4 +90,5 @@ def test_without_model_it_measures_the_configured_one_as_chat_and_serve_run_it(t
     assert json.loads(done.stdout)["model"] == str(path)
     config.write_text(f"model = {str(tmp_path / 'gone.gguf')!r}\n", encoding="utf-8")
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
-    assert done.returncode == 2 and f"{config}: model =" in done.stderr and "gone.gguf" in done.stderr, done.stderr
+    assert done.returncode == MODEL_NOT_LOADED and f"{config}: model =" in done.stderr and "gone.gguf" in done.stderr, \
+        done.stderr

@@ -143,7 +143,7 @@ def test_cli_bad_arguments_are_named(capsys):
     assert "strata bench: --threads must be 1 to 4096, got 99999999999" in capsys.readouterr().err
     assert strata_main(["chat", "--max-tokens", "0"]) == 2          # a ValueError traceback after loading
     assert "strata chat: --max-tokens must be > 0, got 0" in capsys.readouterr().err
-    assert strata_main(["chat", "--model", "/nonexistent.gguf", "--ctx", "64"]) == 2    # named before loading
+    assert strata_main(["chat", "--model", "/nonexistent.gguf", "--ctx", "64"]) == 3    # named before loading
     assert "--model /nonexistent.gguf: no such file" in capsys.readouterr().err
     # the API's bounds on top_k (a 400 below 0 or above 2**20); chat ran with -3 as 'all tokens'
     assert strata_main(["chat", "--top-k", "-3"]) == 2

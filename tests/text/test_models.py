@@ -136,10 +136,10 @@ def test_model_takes_the_id_strata_models_shows(tmp_path, tiny_model_factory, mo
     assert resolve_model("--model", str(mine)) == mine
     assert strata_main(["bench", "--quick", "--json", "--model", "GLM-4.7-Flash-tiny"]) == 0
     assert json.loads(capsys.readouterr().out)["model"] == str(mine)
-    assert strata_main(["chat", "--model", "nothing-of-that-id"]) == 2
+    assert strata_main(["chat", "--model", "nothing-of-that-id"]) == 3     # serve's status: model not loaded
     assert "--model nothing-of-that-id: no such file (`strata models` lists" in capsys.readouterr().err
     shutil.copy(mine, folder / "more" / "GLM-4.7-Flash-tiny.gguf")        # two files of one id: a path is needed
-    assert strata_main(["chat", "--model", "GLM-4.7-Flash-tiny"]) == 2
+    assert strata_main(["chat", "--model", "GLM-4.7-Flash-tiny"]) == 3
     assert "no such file, and 2 files have that id: give the path of one" in capsys.readouterr().err
 
 
@@ -204,7 +204,7 @@ def test_a_model_path_that_is_there_but_no_file_is_not_called_missing(tmp_path, 
     pipe = tmp_path / "model.gguf"
     os.mkfifo(pipe)
     for given in (str(pipe), "/dev/null"):
-        assert strata_main(["chat", "--ctx", "64", "--model", given]) == 2
+        assert strata_main(["chat", "--ctx", "64", "--model", given]) == 3    # serve's 'model not loaded'
         err = capsys.readouterr().err
         assert f"--model {given}: not a file (a device or a pipe): give a GGUF model file" in err, err
 
