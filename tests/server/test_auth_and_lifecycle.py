@@ -136,9 +136,15 @@ def serving(args: list[str], tmp_path) -> Iterator[tuple[int, Path]]:
         wait_healthy(port, proc)
         yield port, log
     finally:
+        stop_server(proc)
+
+
+def stop_server(proc: subprocess.Popen, wait_s: float = 30.0) -> None:
+    """SIGTERM (the clean stop), then a kill past `wait_s`."""
+    if proc.poll() is None:
         proc.terminate()
         try:
-            proc.wait(30)
+            proc.wait(wait_s)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 from strata.exit_status import CONFIGURATION_REFUSED
-from tests.server.test_auth_and_lifecycle import listening_port
+from tests.server.test_auth_and_lifecycle import listening_port, stop_server
 
 
 def start(model, cold, tmp_path, name: str, *flags: str) -> tuple[subprocess.Popen, object]:
@@ -29,13 +29,7 @@ def start(model, cold, tmp_path, name: str, *flags: str) -> tuple[subprocess.Pop
 
 
 def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+    stop_server(proc, wait_s=60.0)
 
 
 def test_a_second_server_of_the_model_on_the_folder_is_refused_before_it_loads(tiny_model_factory, tmp_path):
