@@ -57,16 +57,23 @@ def test_a_warm_entry_whose_cold_name_is_a_folder_stays_and_the_others_move(make
     assert said(caplog, logging.INFO, f"{blocker} is no longer a folder")
 
 
-def test_a_spill_whose_name_is_a_folder_is_skipped_and_counted_each_time(make_cache, folders, clock, caplog):
+def _cold_name_taken(make_cache, folders, clock):
+    """A cache with a cold level whose one conversation's file name is now a folder's (the entry forgotten):
+    (cache, cold level, its key, the folder)."""
     cache = make_cache(conversation_cache_mib=0, conversation_cache_cold_mib=2)
     clock.t += 1
     park_history(cache, history(0))
     cache.flush()
     cold = cache.cascade.levels[-1]
     (first,) = cold.entries
-    cold.forget(first)                                            # its name, now a folder's
+    cold.forget(first)
     blocker = folders["cold"] / f"strata-conv-{first}.img"
     blocker.mkdir()
+    return cache, cold, first, blocker
+
+
+def test_a_spill_whose_name_is_a_folder_is_skipped_and_counted_each_time(make_cache, folders, clock, caplog):
+    cache, cold, first, blocker = _cold_name_taken(make_cache, folders, clock)
     with caplog.at_level(logging.DEBUG, logger="strata.cache"):
         for seed in (1, 2, 0, 3, 0):
             clock.t += 1
@@ -94,15 +101,7 @@ def test_a_folder_moved_away_just_after_the_look_fails_that_write_alone(make_cac
     second look found none, and the level was taken as failing (`cannot write to` the folder, a `spill of KEY
     refused` warning, later `can write again`): the failure is the look's own, told by its error, not looked at
     again."""
-    cache = make_cache(conversation_cache_mib=0, conversation_cache_cold_mib=2)
-    clock.t += 1
-    park_history(cache, history(0))
-    cache.flush()
-    cold = cache.cascade.levels[-1]
-    (first,) = cold.entries
-    cold.forget(first)
-    blocker = folders["cold"] / f"strata-conv-{first}.img"
-    blocker.mkdir()
+    cache, cold, first, blocker = _cold_name_taken(make_cache, folders, clock)
 
     class MovedAwayJustAfterTheLook(BlockedNames):
         def check(self, lvl, key: str) -> None:
