@@ -45,7 +45,11 @@ def test_app_runs_the_server_shows_traffic_and_restarts_it(qtbot, app_config, tm
         qtbot.wait(600)
         view = controller.model.view()
         assert view.cache["parks"]["disk"] > 0                  # two slots, four conversations: parked to disk
-        assert view.cache["hits"]["cold"] > 0
+        # each displaced conversation came back restored: from the cold level, or, where its write was still under
+        # way (a slow disk: CI's, or STRATA_TEST_DISK_WRITE_DELAY_S=0.5 makes every one so), from the copy being
+        # written, a RAM hit. Stop 44's CI saw 0 cold hits this way; the admissions say why when neither is seen
+        hits = view.cache["hits"]
+        assert hits["cold"] + hits["ram"] > 0, (hits, view.cache.get("admission"))
         # the agent that changes the top of its prompt ("time 0003. You are ...") shows up with an early
         # mismatch position; the excerpt starts at "time " when the closest history was another agent's,
         # at the turn's digits when it was its own previous turn (which one is in a slot then is timing)
