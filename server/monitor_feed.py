@@ -17,7 +17,7 @@ from strata.server.jobrun import open_sse, send_sse
 from strata.server.keys import STATE, ServerState
 from strata.server.openai_api import ready_state
 from strata.server.parking import parkable
-from strata.server.slots import held_by_another
+from strata.server.slots import held_by_another, stop_order
 from strata.server.socket_queue import unsent_bytes
 
 from strata import __version__
@@ -86,14 +86,17 @@ def snapshot(state: ServerState, *, stop: bool = False) -> dict[str, Any]:
 def stop_outlook(sched: Any, cache: Any) -> dict[str, Any]:
     """What a clean stop now would do with the conversations (the app words its stop from it; it parsed the INFO
     line's text before): `keeps_on_disk`, a warm or cold level is on, so they outlive the process; `conversations`,
-    how many histories it would write at most: the contexts' not parked yet (a copy another context holds whole
-    counted once), RAM's and the spill writer's queue. A shorter copy in RAM of a history a context goes on with
-    counts too; the stop's "keeping N" lines say what it kept."""
+    how many histories it would write: the contexts' not parked yet (a copy another context holds whole counted
+    once), RAM's and the spill writer's queue, less those the stop's plans leave out for a disk budget
+    (ConversationCache.stop_would_keep: the stop's "keeping N" lines count the same). A shorter copy in RAM of a
+    history a context goes on with counts too."""
     if cache is None or not cache.keeps_across_restarts():
         return {"keeps_on_disk": False, "conversations": 0}
     contexts = list(sched.table.contexts)     # a copy: the worker thread changes them
-    live = sum(1 for i, c in enumerate(contexts) if parkable(c) and not held_by_another(contexts, i))
-    return {"keeps_on_disk": True, "conversations": live + cache.unwritten()}
+    per_token = cache.engine.bytes_per_token
+    live = [len(contexts[i].tokens) * per_token for i in reversed(stop_order(contexts))   # the most recent first
+            if parkable(contexts[i]) and not held_by_another(contexts, i)]
+    return {"keeps_on_disk": True, "conversations": cache.stop_would_keep(live)}
 
 
 def model_quant(engine: Any) -> str | None:

@@ -42,7 +42,7 @@ from .restoring import RestoreMixin, common_prefix_len
 from .sessions import SaveUnderWay, SessionRemoval, SessionsMixin, SessionStore
 from .spill import SpillWriter
 from .steady_clock import SteadyClock, clock_id, far_ahead_limit, may_adopt
-from .stop_writes import unkept_at_stop
+from .stop_writes import hand_down_picks, unkept_at_stop, written_after_all
 from .system_prompt import PrefixStore
 
 log = logging.getLogger("strata.cache")
@@ -339,27 +339,60 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 self._spill.release()
 
     def _plan_stop_writes(self) -> None:
+        with self._lock:
+            keys = list(self._pending)
+        unkept = self._queue_plan(keys)
+        if unkept:
+            with self._lock:
+                self._stop = StopQueue({k: i for i, k in enumerate(keys)}, unkept)
+            self._spill.leave_out([keys[i] for i in unkept])
+
+    def _queue_plan(self, keys: list[str]) -> dict:
+        """stop_writes.unkept_at_stop for the queued `keys`, in queue order: {} where the writes' own rules decide (no
+        disk level, a level failing to write or remove, a hit held for a restore, or an earlier stop's plan still
+        under way: its held histories are the queue's too)."""
         disk = [lvl for lvl in self.cascade.levels if isinstance(lvl, DiskLevel)]
         with self._lock:
-            # a level failing to write or remove, a hit held for a restore, or an earlier stop's plan still under way
-            # (its held histories are the queue's too): the writes' own rules decide
             if (not disk or self.cascade.held or self._stop is not None
                     or any(lvl.name in self.cascade._failing or lvl.removes_failing_since is not None for lvl in disk)):
-                return
-            keys = list(self._pending)
-            entries = [self._pending[k] for k in keys]
+                return {}
+            entries = [self._pending[k] for k in keys if k in self._pending]
+            if len(entries) != len(keys):
+                return {}
         sizes = [e.n_bytes for e in entries]
         # a shorter copy of a conversation still queued (the writer behind) leaves as its longer one is written
         replaced_by = [next((j for j in range(i + 1, len(entries)) if replaces(entries[j].tokens, e)), None)
                        for i, e in enumerate(entries)]
         free = [self.io.free_bytes(lvl.folder) for lvl in disk]
-        unkept = unkept_at_stop(sizes, [lvl.budget_bytes for lvl in disk], free,
-                                when_full=self.cascade.when_full, replaced_by=replaced_by,
-                                names=[f"conversation {k}" for k in keys])
-        if unkept:
-            with self._lock:
-                self._stop = StopQueue({k: i for i, k in enumerate(keys)}, unkept)
-            self._spill.leave_out([keys[i] for i in unkept])
+        return unkept_at_stop(sizes, [lvl.budget_bytes for lvl in disk], free,
+                              when_full=self.cascade.when_full, replaced_by=replaced_by,
+                              names=[f"conversation {k}" for k in keys])
+
+    def stop_would_keep(self, live: list[int]) -> int:
+        """How many histories a clean stop now would keep (the monitor feed's `stop.conversations`): `live`, the
+        bytes of the contexts' histories it would park (the most recent first), RAM's and the spill writer's queue,
+        less those its plans leave out (the queue's: `_queue_plan`; RAM's and the contexts' handed down to the one
+        disk level below RAM: stop_writes.hand_down_picks, the newest first, beside the queue's). Where no plan
+        applies (a warm and a cold level, histories parked straight to disk), all of them: the most it writes."""
+        with self._lock:
+            queue = list(self._pending)
+            lvl = self._hand_down_level() if self.park_target != "disk" else None
+            if lvl is None:
+                return len(live) + self.unwritten()
+            later = self._superseded_in_ram()
+            ram = sorted((e for k, e in self.ram.entries.items() if k not in later), key=lambda e: -e.sealed_at)
+            candidates = [*live, *(e.n_bytes for e in ram)]
+        unkept = self._queue_plan(queue)
+        with self._lock:
+            written = [(float(i), self._pending[k].n_bytes) for i, k in enumerate(queue)
+                       if i not in unkept and k in self._pending]
+        picks = hand_down_picks(candidates, budget=lvl.budget_bytes, free=self.io.free_bytes(lvl.folder),
+                                when_full=self.cascade.when_full)
+        if picks is None:
+            return len(written) + len(candidates) + len(later)
+        # the queue's are older than the hand-down's: the level keeps those of them that fit beside the picks
+        newer = [(float(len(queue) + j), candidates[i]) for j, i in enumerate(picks)]
+        return len(written) - written_after_all(written, newer, lvl.budget_bytes) + len(picks) + len(later)
 
     def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None,
               waiting: Callable[[SaveUnderWay, float], None] | None = None, stall_s: float | None = None) -> None:
@@ -432,10 +465,6 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
             self._write_held(stop.held, "the stop's queue ended before the writes they were left for")
         if told is not None:
             told.handing_down()
-        if self.stop_unwritten:
-            log.info("stopping: %d conversation%s (%.1f MiB) not written: the disk levels' budgets would have let "
-                     "them go within this stop for the ones written after them (each named above)",
-                     self.stop_unwritten, "" if self.stop_unwritten == 1 else "s", self.stop_unwritten_bytes / MIB)
         self._spill.stop()
         if persist and self.ram is not None and self.first_disk is not None:
             with self._lock:
@@ -450,6 +479,11 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 seals = {k: now + i * SHUTDOWN_SEAL_STEP_S for i, k in enumerate(keys)}
                 sizes = {k: self.ram.entries[k].n_bytes for k in keys}
                 first = [k for k in keys if k not in later]
+                left = self._left_at_hand_down(first, later)
+                if left:
+                    keys = [k for k in keys if k not in left]
+                    later = later - left
+                    first = [k for k in first if k not in left]
                 if self._fit_below_ram(sum(sizes[k] for k in first)):
                     # the newest first: which stay cannot depend on the order then, and a stop cut short (a closed
                     # console window's 5 s, the app's silence rule, a kill) has kept the conversations under way
@@ -486,12 +520,62 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 if lost:
                     log.warning("stopping: %d conversation histories could not be written to disk (last: %s); "
                                 "they are lost (check the free space, budget and write permission there)", lost, why)
+        if self.stop_unwritten:
+            log.info("stopping: %d conversation%s (%.1f MiB) not written: the disk levels' budgets would have let "
+                     "them go within this stop for the ones written after them (each named above)",
+                     self.stop_unwritten, "" if self.stop_unwritten == 1 else "s", self.stop_unwritten_bytes / MIB)
         with self._lock:
             for lvl in self.cascade.levels:
                 n = lvl.forget_vanished() if isinstance(lvl, DiskLevel) else 0
                 if n:
                     log.info("stopping: %d %s-level entries in %s were removed while the server ran (by hand, or by "
                              "another server on that folder); not counted as kept", n, lvl.name, lvl.folder)
+
+    def _hand_down_level(self) -> DiskLevel | None:
+        """The one disk level RAM's histories go to at a stop, where the stop can plan what it keeps
+        (stop_writes.hand_down_picks): RAM on, that level alone below it, writing and removing (caller locks). With a
+        warm and a cold level the cascade's hand-downs decide (not planned)."""
+        levels = self.cascade.levels
+        if self.ram is None or len(levels) != 2 or not isinstance(levels[1], DiskLevel):
+            return None
+        lvl = levels[1]
+        if lvl.name in self.cascade._failing or lvl.removes_failing_since is not None or self.cascade.held:
+            return None
+        return lvl
+
+    def _left_at_hand_down(self, first: list[str], later: set[str]) -> set[str]:
+        """RAM's histories a stop does not hand down (caller locks): the level below would let them go within the
+        stop for newer ones (stop_writes.hand_down_picks, the newest first; `first` oldest first, then the shorter
+        copies in `later`, only where no picked history supersedes them). Each is said and counted as the queue's
+        left out are, its RAM copy freed."""
+        lvl = self._hand_down_level()
+        if lvl is None:
+            return set()
+        ordered = first[::-1]
+        picks = self._hand_down_picks(lvl, ordered)
+        if picks is None:
+            return set()
+        kept = [ordered[i] for i in picks]
+        rest = [k for k in sorted(later, key=lambda k: -self.ram.entries[k].sealed_at)
+                if not any(replaces(self.ram.entries[p].tokens, self.ram.entries[k]) for p in kept)]
+        taken = sum(self.ram.entries[k].n_bytes for k in kept)
+        more = self._hand_down_picks(lvl, rest, taken)
+        kept += rest if more is None else [rest[i] for i in more]
+        # one larger than the whole budget is tried as before: refused, it evicts nothing, and is said as lost
+        left = {k for k in [*first, *rest] if k not in kept and self.ram.entries[k].n_bytes <= lvl.budget_bytes}
+        n_kept = len(kept)
+        for k in sorted(left, key=lambda k: self.ram.entries[k].sealed_at):
+            self._let_go(self.ram.entries[k], f"its budget of {lvl.budget_bytes / MIB:.1f} MiB keeps the {n_kept} "
+                         f"histor{'y' if n_kept == 1 else 'ies'} the stop hands down there (picked newest first), and "
+                         f"this one beside them would push one of them out")
+            self.ram.forget(k)
+        return left
+
+    def _hand_down_picks(self, lvl: DiskLevel, keys: list[str], taken: int = 0) -> list[int] | None:
+        """stop_writes.hand_down_picks for RAM's `keys` (the most valuable first) into `lvl`, beside `taken` bytes
+        picked already. The queue's histories the stop wrote there are older: they leave first, as before."""
+        return hand_down_picks([self.ram.entries[k].n_bytes for k in keys], budget=lvl.budget_bytes,
+                               free=self.io.free_bytes(lvl.folder), when_full=self.cascade.when_full, taken=taken)
 
     def _fit_below_ram(self, n_bytes: int) -> bool:
         """Whether `n_bytes` of RAM's histories fit in the level below RAM (its budget, its volume's free space) so

@@ -67,6 +67,8 @@ def test_a_disk_budget_at_the_stop_keeps_the_newest_histories_and_n_counts_what_
     cold = next(lvl for lvl in reopened.cascade.levels if lvl.name == "cold")
     kept = sorted(e.n_tokens for e in cold.entries.values())
     assert kept == [52, 54], kept
-    # all 8 written, 6 of them evicted by the budget for the newer ones: N is the 2 that stay
-    whole = sum(sizes.values())
-    assert calls[-1] == (8, 2, whole, whole, 0, 6), calls[-1]
+    # only the 2 that stay are written (stop_writes.hand_down_picks; before: all 8, 6 of them evicted by the budget
+    # for the newer ones within the stop), and every line's N is those 2
+    both = sizes[52] + sizes[54]
+    assert calls[-1] == (2, 2, both, both), calls[-1]
+    assert {c[1] for c in calls} == {2}, calls

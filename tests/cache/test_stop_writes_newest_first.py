@@ -2,7 +2,9 @@
 free space): which stay cannot depend on the order then, and a stop cut short (a closed Windows console window
 gives it 5 s, the app ends one silent for 15 s, a kill) has written the conversations under way, not the oldest.
 Each is still sealed in its own order, oldest first, so the next start's first-in-first-out is unchanged. Where
-they do not all fit they are written oldest first, as before, each write making its room from older ones."""
+they do not all fit, only those the level keeps are written (stop_writes.hand_down_picks: the newest that fit), so
+they all fit and are written newest first too; they were written oldest first, each write making its room from
+the older ones the stop had just written."""
 
 from __future__ import annotations
 
@@ -47,10 +49,10 @@ def test_histories_that_all_fit_are_written_newest_first_and_sealed_oldest_first
     assert sorted(cold.entries, key=lambda k: cold.entries[k].sealed_at) == oldest_first
 
 
-def test_histories_over_the_budget_are_written_oldest_first_and_the_newest_stay(make_cache, clock):
+def test_histories_over_the_budget_are_written_only_where_kept_and_the_newest_stay(make_cache, clock):
     io = Recording()
     cache, oldest_first = parked_in_ram(make_cache, clock, io, 2, [40, 42, 44, 46, 48, 50, 52, 54])
     cache.close()
-    assert io.images == oldest_first
+    assert io.images == oldest_first[-2:][::-1]                # before: all 8, oldest first, 6 of them let go
     again = make_cache(conversation_cache_mib=0, conversation_cache_cold_mib=2)
     assert sorted(again.cascade.levels[0].entries) == sorted(oldest_first[-2:])

@@ -1,0 +1,59 @@
+"""A clean stop hands down from RAM only the histories the disk level below keeps (a soak's probe: RAM's histories
+were written oldest first past cold's budget, each later one evicting one the stop had just written: "4 of the 6
+conversations written made room for newer ones", the first "keeping 6" line counting them, and the monitor feed's
+`stop.conversations` said 6).
+
+A real `strata serve` in a subprocess (the tiny model, 256 bytes of KV a token; RAM level 64 MiB, parks to RAM,
+cold alone below it at 1 MiB): six conversations of 1,500 tokens (0.37 MiB each), one after the other, then
+SIGTERM. Cold holds two: the stop writes those two, says the four others not written, and every "keeping N" line,
+the feed's outlook and the folder agree."""
+
+from __future__ import annotations
+
+import re
+import signal
+
+import httpx2 as httpx
+
+from tests.server.test_auth_and_lifecycle import listening_port, start_cli, stop_server, wait_healthy
+
+KEEPING = re.compile(r"stopping: keeping (\d+) conversations? for the next start \(([\d.]+) of ([\d.]+) MiB written"
+                     r"(?:; (\d+) of them evicted by the disk budget)?")
+NOT_WRITTEN = re.compile(r"stopping: conversation (\w+) \([\d.]+ MiB\) not written to the cold level: its budget")
+
+
+def prompt(seed: int, n: int) -> list[int]:
+    return [10 + (seed * 131 + i * 7) % 500 for i in range(n)]
+
+
+def test_the_stop_writes_only_what_cold_keeps_and_says_so_alike(tiny_model, tmp_path):
+    cold = tmp_path / "cold"
+    proc, log = start_cli(["--model", str(tiny_model), "--ctx", "4096", "--batch", "2", "--slot-ctx", "2048",
+                           "--conversation-cache-mib", "64", "--conversation-cache-park", "ram",
+                           "--conversation-cache-cold-dir", str(cold), "--conversation-cache-cold-mib", "1"], tmp_path)
+    try:
+        port = listening_port(log, proc)
+        wait_healthy(port, proc)
+        for seed in range(6):
+            r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", timeout=300, json={
+                "model": "m", "prompt": prompt(seed, 1500), "max_tokens": 1, "temperature": 0})
+            assert r.status_code == 200, r.text
+        outlook = httpx.get(f"http://127.0.0.1:{port}/v1/monitor", timeout=30).json()["stop"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        stop_server(proc)
+    text = log.read_text()
+    assert "Traceback" not in text, text
+    images = sorted(cold.glob("strata-conv-*.img"))
+    assert len(images) == 2, text                       # what cold's 1 MiB holds of six 0.37 MiB histories
+    keeping = [KEEPING.search(line) for line in text.splitlines() if KEEPING.search(line)]
+    assert keeping, text
+    # every line counts what is kept (before: the first said 6), none evicted (before: "4 of them evicted")
+    assert {int(m.group(1)) for m in keeping} == {2} and not any(m.group(4) for m in keeping), text
+    assert keeping[-1].group(2) == keeping[-1].group(3), text
+    assert "made room for newer ones" not in text, text   # no history written to be let go within the stop
+    unwritten = NOT_WRITTEN.findall(text)
+    assert len(unwritten) == 4, text
+    assert not {f"strata-conv-{k}.img" for k in unwritten} & {p.name for p in images}
+    assert outlook == {"keeps_on_disk": True, "conversations": 2}   # the app's "it writes 2 conversations" (before: 6)
