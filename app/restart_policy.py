@@ -85,9 +85,10 @@ MODEL_LOAD_FAILED = "the model could not be loaded: "   # how the server's line 
 LISTEN_LINE = re.compile(r"^(cannot listen on \S+: [^(]*?) \((.*)\)$")
 FLAG_ADVICE = re.compile(r":? ?--(port|host)( and --port)? chooses? another( address)?(, e\.g\. \d+)?$")
 NOT_THIS_MACHINE = "--host takes an address of this machine"   # server/cli.py HOST_HINT: the host is not one of its
-# the refusal of a disk level's folder another server of the model holds (server/cache/server_lock.py): its flag,
-# folder and holder; what follows is advice for a terminal (flags), which the app's reason says its own way
-IN_USE_LINE = re.compile(rf"^(--conversation-cache-(\w+)-dir .*?: {re.escape(FOLDER_IN_USE)} \([^)]*\))")
+# the refusal of a disk level's, segment tier's or system-prompt cache's folder another server of the model holds
+# (server/cache/server_lock.py): its flag, folder and holder; what follows is advice for a terminal (flags), which
+# the app's reason says its own way
+IN_USE_LINE = re.compile(rf"^(--conversation-cache-([\w-]+)-dir .*?: {re.escape(FOLDER_IN_USE)} \([^)]*\))")
 IN_USE_ADVICE = "another Strata server of this model uses the folder: stop it, or give this one another folder"
 
 
@@ -145,7 +146,7 @@ def decide(exit: Exit, attempts: int, cfg: RestartConfig) -> RestartDecision:
     if in_use and not exit.was_healthy:
         # the file holds nothing wrong: the same start is refused until the other server stops
         return RestartDecision(False, attempts, f"the server cannot use its conversation folder: {what}; {IN_USE_ADVICE} "
-                                                f"(`conversation_cache_{in_use.group(2)}_dir` in {where}), then restart "
+                                                f"(`conversation_cache_{in_use.group(2).replace('-', '_')}_dir` in {where}), then restart "
                                                 "the server")
     if exit.returncode == CONFIGURATION_REFUSED and not exit.was_healthy:
         # a flag given to the app (`./run --port x` on a desktop) is refused the same way as a key of the file

@@ -123,8 +123,9 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
 
 
 def claim_cache_folders(config: ServerConfig) -> list[str | None] | str:
-    """Hold the disk levels' folders for this model for the server's life (server/cache/server_lock.py): the
-    claims to release, or the message that refuses the start where another server of the model holds one."""
+    """Hold the disk levels', segment tier's and system-prompt cache's folders for this model for the server's life
+    (server/cache/server_lock.py): the claims to release, or the message that refuses the start where another
+    server of the model holds one."""
     try:
         from strata.server.cache import CacheConfig, server_lock
     except ImportError:                 # no cache in this build: nothing is kept on disk
@@ -133,11 +134,11 @@ def claim_cache_folders(config: ServerConfig) -> list[str | None] | str:
     from strata.server.app import model_path
 
     levels = CacheConfig.from_values(config.values, environ=config.env)
-    if not server_lock.level_folders(levels):
+    if not server_lock.held_folders(levels):
         return []
     path = model_path(config)
     try:
-        return server_lock.claim_levels(levels, model_identity(path, GGUFFile(path).data_offset))
+        return server_lock.claim_folders(levels, model_identity(path, GGUFFile(path).data_offset))
     except server_lock.FolderInUse as e:
         return str(e)
 

@@ -1,10 +1,16 @@
-"""The lock a `strata serve` holds, for its whole life, on each disk level's folder for its model.
+"""The lock a `strata serve` holds, for its whole life, on each disk level's folder for its model, and on its segment
+tier's and system-prompt cache's folders.
 
 Why: each server indexes a level's folder once, at its start, and keeps that index; two servers of one model on one
 folder each move down, evict and supersede entries the other still counts (session 39's trial: "missed moved
 entries", a miss where the other server had moved the history to cold, budgets kept over files no longer there).
 A second server of the same model on a folder that one holds is refused before it loads (exit status 2, naming
 the folder and the holder's pid): nothing of either is lost, and the user picks another folder or stops the other.
+The segment and system-prompt folders alike: each server indexes them once and evicts only what it indexed, so two
+of one model on one such folder could keep it past its budget (each counting its own files only, up to both budgets) and
+each evicted files the other still counted (its lookups of them misses, its budget kept over files no longer there).
+A file the other replaces is never read torn (a new image's name, its sidecar renamed last; one removed since the
+index is a plain miss, restoring.py), but the budgets were not kept. So they are held the same way.
 Servers of different models share a folder as before: each reads only its own model's files (the lock's name
 carries the model's identity, its GGUF header's hash, as the sidecars do).
 
@@ -65,10 +71,12 @@ def lock_name(model_id: str) -> str:
     return f"{LOCK_PREFIX}{model_id[:16]}.lock"
 
 
-def level_folders(cache_config) -> list[tuple[str, str]]:
-    """(flag, folder) of each disk level that is on: the folders a server of this configuration moves entries in."""
-    return [(f"--conversation-cache-{lc.name}-dir", os.path.abspath(os.path.expanduser(lc.folder)))
-            for lc in cache_config.levels if lc.name != "ram" and lc.on]
+def held_folders(cache_config) -> list[tuple[str, str]]:
+    """(flag, folder) of each disk level that is on, then the segment tier's and the system-prompt cache's where on:
+    the folders a server of this configuration indexes once and evicts in (the sessions folder is shared by design:
+    its budget is weighed as the folder holds it, session_budget.py)."""
+    return [(flag, os.path.abspath(os.path.expanduser(folder))) for flag, folder, mib in cache_config.store_folders()
+            if folder and mib > 0]   # as LevelConfig.on: a level is on with a folder and a budget
 
 
 @dataclass(eq=False)
@@ -173,11 +181,11 @@ def release(key: str | None) -> None:
         os.close(mine.fd)
 
 
-def claim_levels(cache_config, model_id: str) -> list[str | None]:
-    """`claim` every disk level's folder that is on; FolderInUse (holding none of them) when one is held."""
+def claim_folders(cache_config, model_id: str) -> list[str | None]:
+    """`claim` every folder of `held_folders`; FolderInUse (holding none of them) when one is held."""
     keys: list[str | None] = []
     try:
-        for flag, folder in level_folders(cache_config):
+        for flag, folder in held_folders(cache_config):
             keys.append(claim(flag, folder, model_id))
     except FolderInUse:
         for key in keys:

@@ -56,12 +56,12 @@ def test_the_app_says_another_server_holds_the_folder(tmp_path, tiny_model_facto
     assert "fix the configuration file" not in st.detail and "DIR)" not in st.detail, st.detail
 
 
-@pytest.mark.parametrize("level", ["warm", "cold"])
+@pytest.mark.parametrize("level", ["warm", "cold", "segment", "system-prompt"])   # the last two held since session 41
 def test_the_refusal_names_the_level_s_key(level):
     line = str(FolderInUse(f"--conversation-cache-{level}-dir", "/d/c (x)", "pid 7, running since 2026-12-07"))
     d = decide(Exit(2, 0.3, False, False, line, config="/c.toml"), 0, RestartConfig())
     assert not d.restart
     assert d.reason == (f"the server cannot use its conversation folder: exited with status 2 "
                         f"(--conversation-cache-{level}-dir /d/c (x): this folder is in use by another strata serve of "
-                        f"this model (pid 7, running since 2026-12-07)); {ADVICE} (`conversation_cache_{level}_dir` "
+                        f"this model (pid 7, running since 2026-12-07)); {ADVICE} (`conversation_cache_{level.replace('-', '_')}_dir` "
                         "in the configuration file /c.toml), then restart the server")

@@ -83,7 +83,7 @@ def test_a_refused_start_holds_none_of_its_folders(tmp_path, holder):
                                       "conversation_cache_cold_mib": 8}, {})
     holder(tmp_path / "cold")
     with pytest.raises(server_lock.FolderInUse):
-        server_lock.claim_levels(config, MODEL)
+        server_lock.claim_folders(config, MODEL)
     assert not server_lock._held                          # warm's claim let go
     other = holder(tmp_path / "warm")                     # another process can have it
     assert other.poll() is None
@@ -102,7 +102,24 @@ def test_only_the_levels_that_are_on_are_claimed(tmp_path):
     config = CacheConfig.from_values({"conversation_cache_warm_dir": str(tmp_path / "warm"),
                                       "conversation_cache_cold_dir": str(tmp_path / "cold"),
                                       "conversation_cache_cold_mib": 8}, {})
-    assert server_lock.level_folders(config) == [("--conversation-cache-cold-dir", str(tmp_path / "cold"))]
+    assert server_lock.held_folders(config) == [("--conversation-cache-cold-dir", str(tmp_path / "cold"))]
+
+
+def test_the_segment_and_system_prompt_folders_are_claimed_where_on(tmp_path):
+    """Each server indexes them once and evicts only what it indexed, as a level's folder (session 41)."""
+    config = CacheConfig.from_values({"conversation_cache_cold_dir": str(tmp_path / "cold"),
+                                      "conversation_cache_cold_mib": 8,
+                                      "conversation_cache_segment_dir": str(tmp_path / "seg"),
+                                      "conversation_cache_segment_mib": 4,
+                                      "conversation_cache_system_prompt_dir": str(tmp_path / "sys"),
+                                      "conversation_cache_system_prompt_mib": 4}, {})
+    assert server_lock.held_folders(config) == [("--conversation-cache-cold-dir", str(tmp_path / "cold")),
+                                                ("--conversation-cache-segment-dir", str(tmp_path / "seg")),
+                                                ("--conversation-cache-system-prompt-dir", str(tmp_path / "sys"))]
+    off = CacheConfig.from_values({"conversation_cache_cold_dir": str(tmp_path / "cold"),
+                                   "conversation_cache_cold_mib": 8,
+                                   "conversation_cache_segment_dir": str(tmp_path / "seg")}, {})
+    assert server_lock.held_folders(off) == [("--conversation-cache-cold-dir", str(tmp_path / "cold"))]
 
 
 LETTING_GO = textwrap.dedent("""

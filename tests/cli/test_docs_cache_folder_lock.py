@@ -17,7 +17,7 @@ def row_of(flag: str) -> str:
     return row
 
 
-@pytest.mark.parametrize("level", ["warm", "cold"])
+@pytest.mark.parametrize("level", ["warm", "cold", "segment", "system-prompt"])   # the last two since session 41
 def test_the_folder_rows_say_a_second_server_of_the_model_is_refused(level):
     row = row_of(f"--conversation-cache-{level}-dir")
     assert "another `strata serve` of the same model" in row and "exit status 2" in row, row
