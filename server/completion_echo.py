@@ -2,10 +2,12 @@
 `choices[].text` (streamed: as the first chunk), as OpenAI's legacy completions answer it. A text prompt is echoed
 as sent; token ids as their decoded text (special tokens as their texts).
 
-Refused with a 400 naming both fields: `echo` with `logprobs`, where OpenAI scores every prompt token too (the
-engine reads a prompt in chunks and keeps the last position's logits only, and a prompt reused from a slot or the
-cache is not read at all: no cheap way to those), and `echo` with `suffix` (a code completion's text goes in the
-middle of the code, not after the prompt).
+With `logprobs: N` the prompt is scored too, as OpenAI does (lm-eval-harness's loglikelihood: `echo`,
+`max_tokens: 0`, `logprobs`): `choices[].logprobs` lists the prompt's tokens, then the generated ones, the first
+prompt token's log-probability and alternatives null (nothing comes before it); the prompt is then read whole
+with every position's logits (prompt_scoring.py). `max_tokens: 0`, nothing generated, goes with `echo` only.
+Refused with a 400 naming both fields: `echo` with `suffix` (a code completion's text goes in the middle of the
+code, not after the prompt).
 Not here: reading the prompt (openai_api.prompt_tokens), the answer's shape.
 """
 
@@ -21,13 +23,22 @@ def echo_asked(body: dict) -> bool:
     """Whether `echo` is true; a 400 for a pair it cannot go with (before the prompt is read or laid out)."""
     if not f.get_bool(body, "echo"):
         return False
-    if body.get("logprobs") is not None:
-        raise APIError(400, "'echo' with 'logprobs' is not supported: the prompt's tokens have no log-probabilities "
-                            "here; send one of the two", param="echo")
     if body.get("suffix") is not None:
         raise APIError(400, "'echo' with 'suffix' is not supported: a code completion goes between the prompt and "
                             "the suffix; send one of the two", param="echo")
     return True
+
+
+def completion_max_tokens(body: dict, echo: bool) -> int:
+    """The completion's `max_tokens` (16 when not sent); 0, nothing generated, only with `echo` (the prompt echoed,
+    scored with `logprobs`): without it the answer would be empty."""
+    v = body.get("max_tokens")
+    if v == 0 and not isinstance(v, bool):
+        if not echo:
+            raise APIError(400, "'max_tokens' 0 generates nothing: it goes with 'echo': true (the prompt echoed, "
+                                "and scored with 'logprobs'); got 0 without 'echo'", param="max_tokens")
+        return 0
+    return f.get_max_tokens(body, ("max_tokens",), 16)
 
 
 def echoed_prompt(prompt: Any, tokens: list[int], tokenizer: Any) -> str:

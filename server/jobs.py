@@ -41,6 +41,8 @@ class Completion:
     decoded: int | None = None
     # with Job.logprobs: per generated token (token, log-probability, [(alternative, log-probability)])
     logprobs: list[tuple[int, float, list[tuple[int, float]]]] | None = None
+    # with Job.prompt_logprobs: per prompt token, the same; the first (nothing before it) (token, None, None)
+    prompt_logprobs: list[tuple[int, float | None, list[tuple[int, float]] | None]] | None = None
 
     @property
     def timings(self) -> dict[str, float]:
@@ -89,6 +91,9 @@ class Job:
     # the reasoning cut at a token budget (Anthropic's thinking.budget_tokens): thinking_budget.BudgetRule
     reasoning_budget: Any = None
     logprobs: int | None = None   # report each generated token's log-probability and this many alternatives
+    # report each PROMPT token's too, with this many alternatives (completions' echo with logprobs: scoring): its
+    # prompt is read from its first token with every position's logits (prompt_scoring.py), none of it reused
+    prompt_logprobs: int | None = None
     # ends the answer once it holds a whole tool call (parallel calls turned off): one_call.FirstCallEnd
     call_end: Any = None
     # the request whose read of this prompt's start it waits for (context_choice.waits_for_shared_read)

@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 from strata.engine.sampling import SamplingParams
 from strata.server import fields as f
-from strata.server.completion_echo import echo_asked, echoed_prompt
+from strata.server.completion_echo import completion_max_tokens, echo_asked, echoed_prompt
 from strata.server.errors import APIError, error_body
 from strata.server.fim_prompt import FimRequest, fim_context, fim_prompt, laid_out_for_fim, no_fim_error
 from strata.server.jobrun import JobEvents, failure, open_sse, raise_if_failed, send_keepalive, send_sse
@@ -458,7 +458,8 @@ def completion_logprobs(tokenizer: Any, entries: list, before: bytes = b"") -> t
         tokens.append(_token_text(raw))
         before += raw
     return ({"tokens": tokens, "token_logprobs": [lp for _, lp, _ in entries],
-             "top_logprobs": [{_token_text(tokenizer.token_bytes(a)): alp for a, alp in alts} for _, _, alts in entries],
+             "top_logprobs": [None if alts is None else {_token_text(tokenizer.token_bytes(a)): alp for a, alp in alts}
+                              for _, _, alts in entries],
              "text_offset": offsets}, before)
 
 
@@ -495,14 +496,17 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
     _common_checks(body)
     if body.get("prompt") is None and "messages" in body:
         raise APIError(400, "'prompt' is required: chat 'messages' go to POST /v1/chat/completions", param="prompt")
-    max_tokens = f.get_max_tokens(body, ("max_tokens",), 16)
     echo = echo_asked(body)
+    max_tokens = completion_max_tokens(body, echo)
     fim = await off_loop(_fim_tokens, state, body, max_tokens)     # tokenizes: seconds for megabytes
     tokens = fim if fim is not None else await off_loop(prompt_tokens, state, body.get("prompt"),
                                                         fits_check(state.engine, param="prompt"))
     check_prompt_fits(state.engine, len(tokens), param="prompt")
     echoed = echoed_prompt(one_prompt(body.get("prompt")), tokens, state.engine.tokenizer) if echo else ""
     fim_tokens = state.engine.tokenizer.fim
+    logprobs = f.get_int(body, "logprobs", None, 0, MAX_TOP_LOGPROBS)
+    scored = echo and logprobs is not None       # the prompt's tokens scored (completion_echo.py)
+    whole = echo and max_tokens == 0             # the echo is the whole answer: streamed as one chunk
     completion = fim is not None or laid_out_for_fim(tokens, fim_tokens)   # a suffix, or the client's own layout
     job = Job(api="openai", prompt=tokens,
               max_tokens=max_tokens, end_tokens=fim_tokens.end_ids if completion else frozenset(),
@@ -511,8 +515,9 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
               stop=f.get_stop(body, "stop", limit=f.CODE_STOP_LIMIT), conversation=tokens_key(tokens),
               ignore_eos=f.get_bool(body, "ignore_eos"),
               answer_rule=await off_loop(json_format, body.get("response_format")),
-              logprobs=f.get_int(body, "logprobs", None, 0, MAX_TOP_LOGPROBS),
-              exact_tokens=fim is None and sent_as_ids(body.get("prompt")))
+              logprobs=logprobs, prompt_logprobs=logprobs if echo else None,
+              # a scored prompt's own tokens are scored, never a context history's other split of its text
+              exact_tokens=scored or (fim is None and sent_as_ids(body.get("prompt"))))
     model = body.get("model") or state.model_name
     cid = f"cmpl-{uuid.uuid4().hex[:24]}"
     include_usage = _include_usage(body)
@@ -526,9 +531,12 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
                     if kind == "done":  # ended unstarted (queued at a stop): a status the SDK retries, not a 200
                         raise_if_failed(payload)
                     resp = await open_sse(request)
-                    if echoed:          # OpenAI's echo: the prompt's text is the first chunk
+                    if echoed and not (scored or whole):   # OpenAI's echo: the prompt's text is the first chunk
                         await send_sse(resp, _cmpl_chunk(cid, model, echoed, None))
-                if kind == "text":
+                if kind == "prompt_logprobs" and not whole:   # a scored echo: once its prompt is read
+                    lps, sent = completion_logprobs(state.engine.tokenizer, payload)
+                    await send_sse(resp, _cmpl_chunk(cid, model, echoed, None, logprobs=lps))
+                elif kind == "text":
                     await send_sse(resp, _cmpl_chunk(cid, model, payload, None))
                 elif kind == "logprobs":
                     lps, sent = completion_logprobs(state.engine.tokenizer, payload, sent)
@@ -538,8 +546,9 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
                 elif kind == "done":
                     # asked for OpenAI's usage chunk, the last chunk is as OpenAI's (no usage); not asked, it
                     # carries the usage as it always did here (clients read it there)
-                    await send_sse(resp, _cmpl_chunk(cid, model, "", _finish_reason(payload),
-                                                      None if include_usage else usage(payload), payload.timings))
+                    await send_sse(resp, _cmpl_chunk(cid, model, echoed if whole else "", _finish_reason(payload),
+                                                      None if include_usage else usage(payload), payload.timings,
+                                                      _answer_logprobs(state, payload) if whole else None))
                     if include_usage:
                         await send_sse(resp, {**_cmpl_chunk(cid, model, "", None), "choices": [],
                                               "usage": usage(payload)})
@@ -554,10 +563,17 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
     return web.json_response({
         "id": cid, "object": "text_completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "text": echoed + completion.text, "finish_reason": _finish_reason(completion),
-                     "logprobs": completion_logprobs(state.engine.tokenizer, completion.logprobs)[0]
-                     if completion.logprobs is not None else None}],
+                     "logprobs": _answer_logprobs(state, completion)}],
         "usage": usage(completion), "timings": completion.timings,
     })
+
+
+def _answer_logprobs(state: ServerState, c: Completion) -> dict | None:
+    """A completion's `logprobs` object: a scored prompt's tokens, then the generated ones', in one list (as
+    OpenAI writes an echo's), their offsets running on from the prompt's; None when not asked."""
+    if c.logprobs is None:
+        return None
+    return completion_logprobs(state.engine.tokenizer, (c.prompt_logprobs or []) + c.logprobs)[0]
 
 
 def _model_object(name: str, state: ServerState) -> dict:

@@ -51,6 +51,7 @@ class Row:
     prefill_window: WindowRate = field(default_factory=WindowRate)   # (prefill seconds, pos): live prefill_tps
     decode_window: WindowRate = field(default_factory=WindowRate)    # (wall clock, generated): live decode_tps
     logprobs: list = field(default_factory=list)   # with job.logprobs: sampling.token_logprobs per token
+    prompt_logprobs: list = field(default_factory=list)   # with job.prompt_logprobs: an entry per prompt token read
     logprob_starts: list[int] = field(default_factory=list)   # where each entry's token's text begins (characters)
     logprobs_posted: int = 0           # streamed: entries sent so far (those whose text was released)
     decoded_chars: int = 0             # characters the generated tokens decoded to so far

@@ -123,7 +123,8 @@ def finish(sched: Scheduler, row: Row, reason: str, error: str | None = None) ->
         stop_sequence=row.stopper.matched, prompt_tokens=len(row.job.prompt), cached_tokens=row.reused,
         prompt_ms=row.prefill_s * 1000.0, predicted_ms=0.0 if first is None else (now - first) * 1000.0,
         error=error,
-        logprobs=_kept_logprobs(row) if row.job.logprobs is not None else None, decoded=decoded)
+        logprobs=_kept_logprobs(row) if row.job.logprobs is not None else None, decoded=decoded,
+        prompt_logprobs=row.prompt_logprobs if row.job.prompt_logprobs is not None else None)
     state = sched.table[row.ctx]
     state.busy_job = None
     state.phase = "idle"

@@ -56,11 +56,15 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
     state.phase = "prefill"        # from here: the copy or restore below is part of reading its prompt
     state.prefill_tps = state.decode_tps = None      # the previous request's; live values come per step
     prompt = job.prompt
-    limit = len(prompt) - 1        # the last prompt token is always read: its logits start the answer
+    # a scored prompt is read whole: a context's history, a copy or a cache restore holds no logits but its last
+    # position's, and each position's are what it asks for (prompt_scoring.py)
+    scored = job.prompt_logprobs is not None
+    # the last prompt token is always read: its logits start the answer
+    limit = 0 if scored else len(prompt) - 1
     # a code completion takes a history whose KV was moved (--cache-reuse) whole, an exact request only before
     # the move (main's too: a completion runs there where no slot is idle, editor_place.py; a park into a slot
     # keeps approx_from)
-    approximate = job.completion
+    approximate = job.completion and not scored
     own = state.matched_by(prompt, approximate) if state.valid else 0
     src, src_n = sched.table.best_source(prompt, exclude=ctx, approximate=approximate)
     best_n = max(own, src_n)
@@ -108,7 +112,7 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
     if restored:
         n = row.reused
         copied_from = "cache"
-    elif src is not None and src_n > own:
+    elif src is not None and src_n > own and not scored:
         n = min(src_n, limit)
         if state.tokens and own < len(state.tokens):
             sched.park_to_cache(ctx, "overwritten by a copy")

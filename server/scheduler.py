@@ -37,6 +37,7 @@ from strata.server import (
     lookup_step,
     parking,
     prompt_order,
+    prompt_scoring,
     row_failure,
     row_output,
     row_start,
@@ -127,6 +128,7 @@ class Scheduler:
         self._n_pending = 0            # submitted, not yet running (inbox + waiting)
         self._stopping = False
         self._rr = 0
+        self._scored_turn = 0          # prompt steps while a scored prompt is read (its turns among the others)
         self._completion_at = -EDITOR_ACTIVE_S   # when the last code completion was submitted (time.monotonic)
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
@@ -497,6 +499,15 @@ class Scheduler:
             self._beside_s[0] += max(time.monotonic() - t0, 1e-6)
 
     def _prompt_step(self, prefilling: list[Row], decoding: list[Row]) -> None:
+        scored = [r for r in prefilling if r.job.prompt_logprobs is not None]
+        if scored:
+            # a scored prompt's piece is read on its own (Engine.extend keeps each position's logits, a mixed
+            # step the last only), every other prompt step where other prompts are read too
+            self._scored_turn += 1
+            if len(scored) < len(prefilling) and self._scored_turn % 2:
+                prefilling = [r for r in prefilling if r.job.prompt_logprobs is None]
+            else:
+                prefilling, decoding = [scored[self._scored_turn // 2 % len(scored)]], []
         if prefilling and self.mixed_piece > 0 and (decoding or len(prefilling) > 1):
             self._mixed_step(prefilling, decoding)
             return
@@ -609,27 +620,48 @@ class Scheduler:
         return max(MIN_PREFILL_SLICE, int(self.prefill_rate * left))
 
     def _prefill_chunk(self, row: Row) -> None:
-        """Reads the next piece of row's prompt on its own (Engine.prefill)."""
-        part = row.job.prompt[row.pos: row.pos + min(self.slice_tokens(), self.completion_piece(row))]
+        """Reads the next piece of row's prompt on its own (Engine.prefill; a scored prompt's with every
+        position's logits, Engine.extend, scored before the piece is counted read)."""
+        top = row.job.prompt_logprobs
+        n = min(self.slice_tokens(), self.completion_piece(row))
+        if top is not None:
+            n = min(n, prompt_scoring.SCORE_PIECE_ROWS, self.engine.max_logit_rows)
+        part = row.job.prompt[row.pos: row.pos + n]
         t0 = time.monotonic()
+        logits = None
         if part:
             self._reading = len(part)
             try:
-                self.engine.prefill(row.ctx, part, chunk=self.chunk)
+                if top is not None:
+                    logits = self.engine.extend([(row.ctx, part)])
+                else:
+                    self.engine.prefill(row.ctx, part, chunk=self.chunk)
             finally:
                 self._reading = 0
                 self._pieces_read += 1
+        if logits is not None and not row_failure.guarded(self, row, self._score_piece, row, logits)[0]:
+            return
         row_failure.guarded(self, row, self._after_piece, row, part, time.monotonic() - t0)
+
+    def _score_piece(self, row: Row, logits: Any) -> None:
+        """Row's prompt entries for the piece read from row.pos (prompt_scoring.py)."""
+        prompt = row.job.prompt
+        if row.pos == 0:
+            row.prompt_logprobs.append(prompt_scoring.first_entry(prompt))
+        row.prompt_logprobs += prompt_scoring.piece_entries(logits, prompt, row.pos, row.job.prompt_logprobs)
 
     def _after_piece(self, row: Row, part: list[int], dt: float) -> None:
         """Bookkeeping after `part` of row's prompt was read in `dt` seconds: the slot table, rates,
         and, once the whole prompt is in, the first token."""
         prompt = row.job.prompt
+        # a scored prompt's pieces read slower (small, every position's logits): not the rate other prompts are read at
+        ordinary = row.job.prompt_logprobs is None
         if part:
             self.table.extend(row.ctx, part)
             row.pos += len(part)
             row.prefill_chunks += 1
-            self._measure_prefill(len(part), dt)
+            if ordinary:
+                self._measure_prefill(len(part), dt)
         row.prefill_s += dt
         self.metrics.add_prefill(dt)
         self._publish_prefill_rate(row)
@@ -638,9 +670,11 @@ class Scheduler:
             return
         if row.pos < len(prompt):
             return
+        if row.job.prompt_logprobs is not None and row.job.stream:   # a stream echoes its scored prompt first
+            self.post(row.job, "prompt_logprobs", list(row.prompt_logprobs))
         logits = self.engine.logits(row.ctx)
         read = len(prompt) - row.reused
-        if row.prefill_s > 0 and read >= 64:
+        if row.prefill_s > 0 and read >= 64 and ordinary:
             rate = read / row.prefill_s
             self.placer.prompt_rate_tps = rate if not self.placer.prompt_rate_tps else (
                 0.8 * self.placer.prompt_rate_tps + 0.2 * rate)

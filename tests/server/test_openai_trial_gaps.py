@@ -38,14 +38,12 @@ def test_a_streamed_echo_sends_the_prompt_first(oai):
     assert chunks[-1].choices[0].finish_reason == "length" and chunks[-1].usage.completion_tokens == 6
 
 
-def test_echo_with_logprobs_or_suffix_is_refused_naming_both(oai):
-    """OpenAI scores the prompt's tokens too with `echo` and `logprobs`; the engine keeps no logits of the prompt
-    (read in chunks, or reused from a slot), so the pair is a 400 naming both, not an answer missing them."""
-    with pytest.raises(openai.BadRequestError, match="'echo' with 'logprobs' is not supported") as e:
-        oai.completions.create(prompt=PROMPT, echo=True, logprobs=0, **GREEDY)
-    assert e.value.body["param"] == "echo"
-    with pytest.raises(openai.BadRequestError, match="'echo' with 'suffix' is not supported"):
+def test_echo_with_suffix_is_refused_naming_both(oai):
+    """A code completion's text goes between the prompt and the suffix, not after an echoed prompt: a 400 naming
+    both. (`echo` with `logprobs` scores the prompt: test_prompt_scoring.py.)"""
+    with pytest.raises(openai.BadRequestError, match="'echo' with 'suffix' is not supported") as e:
         oai.completions.create(prompt=PROMPT, echo=True, suffix="x", **GREEDY)
+    assert e.value.body["param"] == "echo"
     with pytest.raises(openai.BadRequestError, match="'echo' must be a boolean"):
         oai.completions.create(prompt=PROMPT, echo="yes", **GREEDY)
     with pytest.raises(openai.BadRequestError, match="'echo' is not supported on chat completions"):
