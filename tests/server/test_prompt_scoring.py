@@ -170,7 +170,7 @@ def test_bad_combinations_are_a_400(tiny_scoring, body, param, words):
 
 def test_default_model_scores_as_its_decode_steps(default_model_path, tmp_path):
     """The default model (quantized, f16 KV): the server's scores against the engine's own decode steps over the
-    same tokens, teacher-forced, one token at a time."""
+    same tokens, teacher-forced, one token at a time (one thread each, as the server here runs)."""
     from strata.engine import Engine
 
     with serving(["--model", str(default_model_path), "--ctx", "1024"], tmp_path) as (port, _):
@@ -183,7 +183,8 @@ def test_default_model_scores_as_its_decode_steps(default_model_path, tmp_path):
     rows = np.stack([e.decode([0], [t])[0] for t in tokens[:-1]])
     want = log_softmax(rows)[np.arange(len(tokens) - 1), tokens[1:]]
     got = np.array(lp.token_logprobs[1:])
-    assert np.abs(got - want).max() < 2e-2, np.abs(got - want).max()
+    # Engine.extend is bitwise equal to decode steps (1.8e-15 seen: the log-softmax's float64 rounding)
+    assert np.abs(got - want).max() < 1e-5, np.abs(got - want).max()
     assert all(math.isfinite(x) and x <= 0 for x in got)
     assert [next(iter(a)) for a in lp.top_logprobs[1:]] == [
         e.tokenizer.token_bytes(int(np.argmax(row))).decode("utf-8", "replace") for row in rows]
