@@ -130,6 +130,12 @@ def test_streamed_scoring_is_one_chunk(tiny_scoring):
         events = [line[len("data: "):] for line in s.iter_lines() if line.startswith("data: ")]
     assert len(events) == 2 and events[1] == "[DONE]"
     assert json.loads(events[0])["choices"][0]["text"] == prompt
+    # echo alone: the prompt, no scores, one chunk all the same
+    plain = list(client.completions.create(model="m", prompt=prompt, echo=True, max_tokens=0, stream=True))
+    assert [(ch.choices[0].text, ch.choices[0].finish_reason, ch.choices[0].logprobs) for ch in plain] == [
+        (prompt, "length", None)]
+    r = client.completions.create(model="m", prompt=prompt, echo=True, max_tokens=0)
+    assert (r.choices[0].text, r.choices[0].logprobs, r.usage.completion_tokens) == (prompt, None, 0)
     # generating too: the prompt and its scores first, then the answer's tokens
     chunks = list(client.completions.create(model="m", prompt=prompt, echo=True, max_tokens=3, logprobs=1,
                                             temperature=0, stream=True))
