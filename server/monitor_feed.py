@@ -93,8 +93,7 @@ def stop_outlook(sched: Any, cache: Any) -> dict[str, Any]:
     if cache is None or not cache.keeps_across_restarts():
         return {"keeps_on_disk": False, "conversations": 0}
     contexts = list(sched.table.contexts)     # a copy: the worker thread changes them
-    per_token = cache.engine.bytes_per_token
-    live = [len(contexts[i].tokens) * per_token for i in reversed(stop_order(contexts))   # the most recent first
+    live = [len(contexts[i].tokens) for i in reversed(stop_order(contexts))   # the most recent first
             if parkable(contexts[i]) and not held_by_another(contexts, i)]
     return {"keeps_on_disk": True, "conversations": cache.stop_would_keep(live)}
 

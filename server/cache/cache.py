@@ -46,6 +46,8 @@ from .stop_writes import hand_down_picks, unkept_at_stop, written_after_all
 from .system_prompt import PrefixStore
 
 log = logging.getLogger("strata.cache")
+# a context's history the stop would park, as the feed weighs its sidecar: a conversation key's length, a park's meta
+LIVE_KEY, LIVE_META = "0" * 32, {"reason": "shutdown", "conversation": "x" * 64}
 
 SAVE_WAIT_POLL_S = 0.1   # how often close looks how far a session save it waits for is (the lines' rate is the caller's)
 # A session save that has written no piece for this long when the cache closes is given up (its session not saved):
@@ -370,9 +372,9 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
 
     def stop_would_keep(self, live: list[int]) -> int:
         """How many histories a clean stop now would keep (the monitor feed's `stop.conversations`): `live`, the
-        bytes of the contexts' histories it would park (the most recent first), RAM's and the spill writer's queue,
-        less those its plans leave out (the queue's: `_queue_plan`; RAM's and the contexts' handed down to the one
-        disk level below RAM: stop_writes.hand_down_picks, the newest first, beside the queue's). Where no plan
+        token counts of the contexts' histories it would park (the most recent first), RAM's and the spill writer's
+        queue, less those its plans leave out (the queue's: `_queue_plan`; RAM's and the contexts' handed down to the
+        one disk level below RAM: stop_writes.hand_down_picks, the newest first, beside the queue's). Where no plan
         applies (a warm and a cold level, histories parked straight to disk), all of them: the most it writes."""
         with self._lock:
             queue = list(self._pending)
@@ -381,10 +383,12 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 return len(live) + self.unwritten()
             later = self._superseded_in_ram()
             ram = sorted((e for k, e in self.ram.entries.items() if k not in later), key=lambda e: -e.sealed_at)
-            candidates = [*live, *(e.n_bytes for e in ram)]
+            per_token = self.engine.bytes_per_token   # the level counts their sidecars too (_bytes_below)
+            candidates = [*(lvl.bytes_at_most(LIVE_KEY, "conversation", n, n * per_token, LIVE_META) for n in live),
+                          *(self._bytes_below(lvl, e) for e in ram)]
         unkept = self._queue_plan(queue)
         with self._lock:
-            written = [(float(i), self._pending[k].n_bytes) for i, k in enumerate(queue)
+            written = [(float(i), self._bytes_below(lvl, self._pending[k])) for i, k in enumerate(queue)
                        if i not in unkept and k in self._pending]
         picks = hand_down_picks(candidates, budget=lvl.budget_bytes, free=self.io.free_bytes(lvl.folder),
                                 when_full=self.cascade.when_full)
@@ -484,7 +488,9 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                     keys = [k for k in keys if k not in left]
                     later = later - left
                     first = [k for k in first if k not in left]
-                if self._fit_below_ram(sum(sizes[k] for k in first)):
+                below = self.cascade.levels[1] if len(self.cascade.levels) > 1 else None
+                if isinstance(below, DiskLevel) and self._fit_below_ram(
+                        sum(self._bytes_below(below, self.ram.entries[k]) for k in first)):
                     # the newest first: which stay cannot depend on the order then, and a stop cut short (a closed
                     # console window's 5 s, the app's silence rule, a kill) has kept the conversations under way
                     keys = first[::-1] + [k for k in keys if k in later]
@@ -558,7 +564,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         kept = [ordered[i] for i in picks]
         rest = [k for k in sorted(later, key=lambda k: -self.ram.entries[k].sealed_at)
                 if not any(replaces(self.ram.entries[p].tokens, self.ram.entries[k]) for p in kept)]
-        taken = sum(self.ram.entries[k].n_bytes for k in kept)
+        taken = sum(self._bytes_below(lvl, self.ram.entries[k]) for k in kept)
         more = self._hand_down_picks(lvl, rest, taken)
         kept += rest if more is None else [rest[i] for i in more]
         # one larger than the whole budget is tried as before: refused, it evicts nothing, and is said as lost
@@ -574,15 +580,20 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
     def _hand_down_picks(self, lvl: DiskLevel, keys: list[str], taken: int = 0) -> list[int] | None:
         """stop_writes.hand_down_picks for RAM's `keys` (the most valuable first) into `lvl`, beside `taken` bytes
         picked already. The queue's histories the stop wrote there are older: they leave first, as before."""
-        return hand_down_picks([self.ram.entries[k].n_bytes for k in keys], budget=lvl.budget_bytes,
+        return hand_down_picks([self._bytes_below(lvl, self.ram.entries[k]) for k in keys], budget=lvl.budget_bytes,
                                free=self.io.free_bytes(lvl.folder), when_full=self.cascade.when_full, taken=taken)
 
+    @staticmethod
+    def _bytes_below(lvl: DiskLevel, entry) -> int:
+        """What `lvl` counts for RAM's `entry` once written there (its image and sidecar, at most)."""
+        return lvl.bytes_at_most(entry.key, entry.kind, entry.n_tokens, entry.n_bytes, entry.meta)
+
     def _fit_below_ram(self, n_bytes: int) -> bool:
-        """Whether `n_bytes` of RAM's histories fit in the level below RAM (its budget, its volume's free space) so
-        that no write at the stop makes room at the expense of another written there: then the order they are
-        written in cannot change which stay. Written oldest first otherwise, so that each write's room is made
-        from older ones (written newest first, an older one would push out a newer one: plan_demotions takes the
-        oldest seals first, and the newer ones are sealed later)."""
+        """Whether `n_bytes` of RAM's histories (what the level counts for them: `_bytes_below`) fit in the level
+        below RAM (its budget, its volume's free space) so that no write at the stop makes room at the expense of
+        another written there: then the order they are written in cannot change which stay. Written oldest first
+        otherwise, so that each write's room is made from older ones (written newest first, an older one would push
+        out a newer one: plan_demotions takes the oldest seals first, and the newer ones are sealed later)."""
         below = self.cascade.levels[1] if len(self.cascade.levels) > 1 else None
         if not isinstance(below, DiskLevel) or (below.budget_bytes and n_bytes > below.budget_bytes):
             return False

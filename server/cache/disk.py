@@ -60,6 +60,9 @@ def _unreadable_detail(which: str, exc: OSError) -> str:
 
 
 UNRECORDED_KV_REVISION = 1  # a sidecar without `kv_revision`: written before it was recorded (an older engine)
+# a sidecar's widest token id with its comma ("-2147483648,": an int32), and its widest time (a float's longest repr)
+TOKEN_ID_BYTES_AT_MOST = 12
+WIDEST_TIME = -2.2250738585072014e-308
 GENERATION_MARK = "@"  # <prefix><key>@<generation>.img: never in a key (session names and hex keys have no '@')
 
 
@@ -197,6 +200,21 @@ class DiskLevel:
 
     def sidecar_path(self, key: str) -> str:
         return os.path.join(self.folder, f"{self.prefix}{key}.json")
+
+    def bytes_at_most(self, key: str, kind: str, n_tokens: int, image_bytes: int, meta: dict | None = None) -> int:
+        """What this level counts for a history once written (DiskEntry.n_bytes: its image and its sidecar), at
+        most: the sidecar as `_write_sidecar_temp` lays it out, its token ids, CRCs and times at their widest. Why: a
+        plan that fitted the image bytes alone past a budget (a stop's hand-down) was over it by the sidecars, and a
+        later write evicted one the plan kept. Costs no walk of the tokens (the monitor feed asks it)."""
+        widest = DiskEntry(key=key, kind=kind, tokens=np.zeros(0, np.int32), image_bytes=image_bytes,
+                           sidecar_bytes=0, piece_bytes=self.piece_bytes,
+                           piece_crc32=(0xFFFFFFFF,) * -(-image_bytes // self.piece_bytes), created_at=WIDEST_TIME,
+                           sealed_at=WIDEST_TIME, identity=self.identity, image_path=self.new_image_path(key),
+                           sidecar_path=self.sidecar_path(key), meta=dict(meta or {}), sealed_by=self.sealed_by)
+        d = widest.sidecar_dict() | {"n_tokens": n_tokens}
+        if widest.image_path != self.image_path(key):
+            d["image"] = os.path.basename(widest.image_path)
+        return image_bytes + len(json.dumps(d, separators=(",", ":"))) + n_tokens * TOKEN_ID_BYTES_AT_MOST
 
     def new_image_path(self, key: str) -> str:
         """Where a write of `key` puts its image: a name no other write used on a level of versioned images."""
