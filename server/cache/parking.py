@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import numpy as np
 
@@ -159,8 +160,7 @@ class ParkingMixin:
         """The RAM level's conversation entries a longer history there supersedes once it is on disk (caller
         locks): one parked after the longer copy of its conversation (`_supersede` discards shorter ones only
         as a longer one arrives). A stop writes the longer one and these go, unwritten."""
-        entries = [e for e in self.ram.entries.values() if e.kind == "conversation"]
-        return {e.key for e in entries if any(replaces(o.tokens, e) for o in entries if o is not e)}
+        return superseded_keys([e for e in self.ram.entries.values() if e.kind == "conversation"])
 
     def _on_cascade_event(self, ev: tuple) -> None:
         """A history degraded out of RAM is on disk now: the disk prefixes it supersedes can go. A stop's lines
@@ -452,6 +452,15 @@ def _after_close(n: int) -> ParkResult:
     would keep it (its RAM was handed down, its spill writer stopped: a writer started again then wrote files
     while the process exited), so it is not taken, nor counted."""
     return ParkResult("none", policy.FLOOR_NONE, None, n, 0, "the cache is closed: the server stopped")
+
+
+def superseded_keys(entries) -> set[str]:
+    """The keys of the conversation `entries` whose history is a strict prefix of another's (`replaces`). Sorted by
+    their token ids, the histories that begin with one follow it at once, so each is compared with the next alone:
+    comparing every pair took 1.1 s with 400 histories sharing a long system prompt, under the cache lock, in each
+    GET /v1/monitor (ConversationCache.stop_would_keep). Tokens of 4 bytes each: a byte prefix is a token prefix."""
+    rows = sorted((tokens_array(e.tokens).astype(">u4").tobytes(), e.key) for e in entries)
+    return {key for (row, key), (after, _) in pairwise(rows) if len(after) > len(row) and after.startswith(row)}
 
 
 def replaces(tokens: np.ndarray, e) -> bool:
