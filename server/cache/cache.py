@@ -36,7 +36,7 @@ from .fileio import FileIO
 from .folder_checks import log_skipped_files, warn_budget_beyond_free_space
 from .memory import MIB, MemoryProbe
 from .options import CacheConfig
-from .parking import ParkingMixin, StopQueue, replaces
+from .parking import ParkingMixin, StopQueue, replaces, superseded_keys
 from .ram import RamEntry, RamLevel
 from .restoring import RestoreMixin, common_prefix_len
 from .sessions import SaveUnderWay, SessionRemoval, SessionsMixin, SessionStore
@@ -392,11 +392,17 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                        if i not in unkept and k in self._pending]
         picks = hand_down_picks(candidates, budget=lvl.budget_bytes, free=self.io.free_bytes(lvl.folder),
                                 when_full=self.cascade.when_full)
+        chosen = range(len(candidates)) if picks is None else picks
+        with self._lock:   # RAM's shorter copies: written only where no history written supersedes them, as close's
+            kept = [e.key for e in (ram[i - len(live)] for i in chosen if i >= len(live)) if e.key in self.ram.entries]
+            _, copies = self._copies_beside(lvl, kept, [k for k in later if k in self.ram.entries],
+                                            sum(candidates[i] for i in chosen))
+            copies = [self._bytes_below(lvl, self.ram.entries[k]) for k in copies]
         if picks is None:
-            return len(written) + len(candidates) + len(later)
+            return len(written) + len(candidates) + len(copies)
         # the queue's are older than the hand-down's: the level keeps those of them that fit beside the picks
-        newer = [(float(len(queue) + j), candidates[i]) for j, i in enumerate(picks)]
-        return len(written) - written_after_all(written, newer, lvl.budget_bytes) + len(picks) + len(later)
+        newer = [(float(len(queue) + j), n) for j, n in enumerate([*(candidates[i] for i in picks), *copies])]
+        return len(written) - written_after_all(written, newer, lvl.budget_bytes) + len(picks) + len(copies)
 
     def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None,
               waiting: Callable[[SaveUnderWay, float], None] | None = None, stall_s: float | None = None) -> None:
@@ -562,11 +568,9 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         if picks is None:
             return set()
         kept = [ordered[i] for i in picks]
-        rest = [k for k in sorted(later, key=lambda k: -self.ram.entries[k].sealed_at)
-                if not any(replaces(self.ram.entries[p].tokens, self.ram.entries[k]) for p in kept)]
-        taken = sum(self._bytes_below(lvl, self.ram.entries[k]) for k in kept)
-        more = self._hand_down_picks(lvl, rest, taken)
-        kept += rest if more is None else [rest[i] for i in more]
+        rest, copies = self._copies_beside(lvl, kept, later, sum(self._bytes_below(lvl, self.ram.entries[k])
+                                                                 for k in kept))
+        kept += copies
         # one larger than the whole budget is tried as before: refused, it evicts nothing, and is said as lost
         left = {k for k in [*first, *rest] if k not in kept and self.ram.entries[k].n_bytes <= lvl.budget_bytes}
         n_kept = len(kept)
@@ -576,6 +580,16 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                          f"this one beside them would push one of them out")
             self.ram.forget(k)
         return left
+
+    def _copies_beside(self, lvl: DiskLevel, kept: list[str], later, taken: int) -> tuple[list[str], list[str]]:
+        """RAM's shorter copies `later` beside the histories `kept` (`taken` bytes of `lvl`) at a stop (caller
+        locks): those no kept history supersedes (the newest first: a kept one's write discards the others), and
+        those of them `lvl` keeps too (hand_down_picks; all where it cannot tell)."""
+        e = self.ram.entries
+        gone = superseded_keys([e[k] for k in later], by=[e[k] for k in kept])
+        rest = [k for k in sorted(later, key=lambda k: -e[k].sealed_at) if k not in gone]
+        more = self._hand_down_picks(lvl, rest, taken)
+        return rest, rest if more is None else [rest[i] for i in more]
 
     def _hand_down_picks(self, lvl: DiskLevel, keys: list[str], taken: int = 0) -> list[int] | None:
         """stop_writes.hand_down_picks for RAM's `keys` (the most valuable first) into `lvl`, beside `taken` bytes

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import pairwise
 
 import numpy as np
 
@@ -454,13 +454,24 @@ def _after_close(n: int) -> ParkResult:
     return ParkResult("none", policy.FLOOR_NONE, None, n, 0, "the cache is closed: the server stopped")
 
 
-def superseded_keys(entries) -> set[str]:
-    """The keys of the conversation `entries` whose history is a strict prefix of another's (`replaces`). Sorted by
-    their token ids, the histories that begin with one follow it at once, so each is compared with the next alone:
-    comparing every pair took 1.1 s with 400 histories sharing a long system prompt, under the cache lock, in each
-    GET /v1/monitor (ConversationCache.stop_would_keep). Tokens of 4 bytes each: a byte prefix is a token prefix."""
-    rows = sorted((tokens_array(e.tokens).astype(">u4").tobytes(), e.key) for e in entries)
-    return {key for (row, key), (after, _) in pairwise(rows) if len(after) > len(row) and after.startswith(row)}
+def superseded_keys(entries, by=None) -> set[str]:
+    """The keys of the conversation `entries` whose history is a strict prefix of one in `by` (default: `entries`;
+    `replaces`). Sorted by their token ids, the histories that begin with one follow it at once, so each is compared
+    with the first after it alone: comparing every pair took 1.1 s with 400 histories sharing a long system prompt,
+    under the cache lock, in each GET /v1/monitor (ConversationCache.stop_would_keep). Tokens of 4 bytes each: a
+    byte prefix is a token prefix."""
+    rows = sorted(_row(e) for e in (entries if by is None else by))
+    out = set()
+    for e in entries:
+        row = _row(e)
+        i = bisect_right(rows, row)   # past its own row: the first after it is longer where it begins with it
+        if i < len(rows) and rows[i].startswith(row):
+            out.add(e.key)
+    return out
+
+
+def _row(e) -> bytes:
+    return tokens_array(e.tokens).astype(">u4").tobytes()
 
 
 def replaces(tokens: np.ndarray, e) -> bool:
