@@ -12,7 +12,7 @@ import logging
 import threading
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QTimer, QUrl
+from PySide6.QtCore import QEventLoop, QObject, Qt, QThread, QTimer, QUrl
 from PySide6.QtGui import QAction, QDesktopServices, QGuiApplication, QIcon, QKeySequence
 from PySide6.QtWidgets import QApplication, QDialog, QLabel, QPushButton, QSystemTrayIcon
 from strata.app import model_file
@@ -36,6 +36,9 @@ SERVING_STATES = ("starting", "running", "restarting", "stopping")
 SETUP_MESSAGE_MS = 15_000    # how long the status bar says that a Finish changed nothing (as the logs' folder line)
 NO_BENCH_WHILE_SERVING = ("bench not run: the server is running, and the bench would load the model a second time "
                           "beside it and measure a busy machine; the configuration's own answers are proposed")
+# where no event loop can run any more (the app's own loop told to end meanwhile): how long the app's end waits for
+# its server's stop on the GUI thread, the window not redrawn; past it the app ends (its server is ended with it)
+NO_LOOP_STOP_WAIT_S = 30.0
 ICON = Path(__file__).resolve().parents[1] / "resources" / "strata.png"
 log = logging.getLogger("strata.app")
 
@@ -114,6 +117,7 @@ class AppController(QObject):
         self._seen = (0, "")
         self._said_stop_failed = 0        # the life whose failed stop was said (a Quit after it does not say it again)
         self._shut = False
+        self._shutting = False               # shutdown under way (it waits for the stop in a loop of its own)
         self.timer = QTimer(self)
         self.timer.setInterval(POLL_MS)
         self.timer.timeout.connect(self.poll)
@@ -270,13 +274,17 @@ class AppController(QObject):
         more); the app ends when it has. Everything else is then stopped as `shutdown` does."""
         if self._quit_thread is not None:
             return
-        log.info("quitting: stopping the server")
+        self._begin_stop("quitting")
+        self._quit_timer.start()
+
+    def _begin_stop(self, why: str) -> None:
+        """The server's stop on a thread of its own (Quit's, and any other end of the app's)."""
+        log.info("%s: stopping the server", why)
         # at once, not on the stopping thread: a restart under way (its stop shown) would start its server first
         self.supervisor.no_more_starts()
         self._stop_following()
         self._quit_thread = threading.Thread(target=self._stop_server, name="strata-server-stop", daemon=True)
         self._quit_thread.start()
-        self._quit_timer.start()
 
     def may_close(self) -> bool:
         """The window's close without a tray: a Quit, the window kept (showing how far the stop is) until the
@@ -299,26 +307,58 @@ class AppController(QObject):
             self.shutdown()
             QApplication.quit()
 
-    def shutdown(self) -> None:
-        """Stops the server and the feed (idempotent: without a tray the last window's closing and main's
-        `finally` both call it, and app.log said "stopped" twice); the app's last step."""
-        if self._shut:
+    def shutdown(self, no_loop_wait_s: float = NO_LOOP_STOP_WAIT_S) -> None:
+        """Stops the server and the feed; the app's last step, whichever way it ends: after Quit's stop, at main's
+        end once the Qt loop has returned, at aboutToQuit (a session's end on Windows), at the last window's close
+        without a tray. Idempotent (several of those call it; app.log said "stopped" twice). A stop not yet under
+        way runs as Quit's does, off the GUI thread, and is waited for in an event loop of this call's: the window
+        drew nothing, its GUI thread in the stop, for as long as the stop took (up to 10 minutes). Where no loop
+        can run (the app's loop was told to end meanwhile, or this is not the GUI thread) the wait is at most
+        `no_loop_wait_s`, said in app.log."""
+        if not no_loop_wait_s > 0:
+            raise ValueError(f"no_loop_wait_s must be > 0, got {no_loop_wait_s!r}")
+        if self._shutting or self._shut:
             return
-        self._shut = True
-        self.timer.stop()
+        self._shutting = True
+        self._quit_timer.stop()                  # its QApplication.quit() would end this call's loop
         if self.setup_wizard is not None:        # its bench is stopped and its thread joined, its file not written
             self.setup_wizard.end_now()
-        self.supervisor.no_more_starts()         # a restart under way finishes its stop, not its start
-        if self._restart_thread is not None:
-            self._restart_thread.join()
+        if self._quit_thread is None:            # a restart under way finishes its stop, not its start (there)
+            self._begin_stop("the app ends")
+        self._wait_for_the_stop(no_loop_wait_s)
+        self._shut = True
+        self.timer.stop()
         if self.client is not None:
             self.client.stop()
             self.client = None
-        self.supervisor.stop()
         self._say_stop_failed(self.supervisor.status())    # a Quit's: the app ends before its next poll
         if self.tray is not None:
             self.tray.hide()
         log.info("stopped")
+
+    def _wait_for_the_stop(self, no_loop_wait_s: float) -> None:
+        """Until the stopping thread has ended: in an event loop of its own on the GUI thread (the window drawn,
+        the status polled), else, with no loop to run, on this thread for at most `no_loop_wait_s`."""
+        thread = self._quit_thread
+        if thread is None or not thread.is_alive():
+            return
+        app = QApplication.instance()
+        if app is not None and QThread.currentThread() == app.thread():
+            loop = QEventLoop()
+            check = QTimer()
+            check.setInterval(POLL_MS // 3)
+            check.timeout.connect(lambda: None if thread.is_alive() else loop.quit())
+            check.start()
+            loop.exec()                          # returns at once where the app's loop was told to end
+            check.stop()
+            self.poll()                          # the stop's end shown
+        if thread.is_alive():
+            log.warning("no event loop to keep the window drawn (the app's loop was told to end, or this is not its "
+                        "thread): waiting up to %g s for the server's stop", no_loop_wait_s)
+            thread.join(no_loop_wait_s)
+            if thread.is_alive():
+                log.error("the server's stop had not ended %g s later: the app ends without waiting for it (where "
+                          "the system ties the server to the app, it is ended with it)", no_loop_wait_s)
 
     def _say_stop_failed(self, status: ServerStatus) -> None:
         """A server that outlived its kill, said once: it may still hold its port and memory (the detail says what

@@ -266,6 +266,9 @@ def run_configured(app, args: argparse.Namespace, serve_args: list[str], folder:
     # (they stayed: a Ctrl-C after main returned, e.g. in a test run, only asked a finished Qt loop to quit)
     handler = polite_stop(controller, log)
     before = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # a session's end (Windows: WM_ENDSESSION emits it, the process killed once it returns) or any other end of the
+    # loop than Quit: the server's stop off the GUI thread, the window drawn meanwhile (shutdown's own loop)
+    app.aboutToQuit.connect(controller.shutdown)
     controller.start(show=not args.hidden or controller.tray is None)
     try:
         code = app.exec()
@@ -273,6 +276,7 @@ def run_configured(app, args: argparse.Namespace, serve_args: list[str], folder:
         code = 0
     finally:
         controller.shutdown()
+        app.aboutToQuit.disconnect(controller.shutdown)     # a later run's app (tests) holds no ended controller
         for sig, handler in before.items():
             signal.signal(sig, handler)
     return code

@@ -57,6 +57,7 @@ LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ [\w.]+: ")
 FREE_PORT_FLAGS = ("--port", "0")   # after the configuration's flags: the last --port wins
 LAST_LINE_CHARS = 600   # the server's refusals end with what to do (a memory check's is up to ~400 characters)
 FEED_LOOK_S = 2.0       # the stop's one look at the server's feed (what it keeps): a hung server's stop waits no longer
+LOOK_WAIT_POLL_S = 0.2  # how often a start waiting for an earlier, unfinished look at the files sees whether it ended
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,13 @@ def start_refused(pid: int, windows: bool = WINDOWS) -> str:
     """A start's detail while the server whose stop failed still runs: a second one would find its port taken."""
     return (f"{STOP_FAILED}: the server (pid {pid}) has still not ended, so no new one is started beside it (it may "
             f"hold the port and memory); {end_it_yourself(pid, windows)}")
+
+
+def look_unfinished(what: str, begun: float) -> str:
+    """A start's detail while an earlier look at `what` (begun at wall time `begun`) has not ended: a Restart
+    clicked while a drive did not answer waited the stop's bound, then started nothing and said nothing."""
+    return (f"for the look at {what} begun at {time.strftime('%H:%M:%S', time.localtime(begun))} to end (its drive "
+            f"is slow or not answering); the server starts once it has")
 
 
 def end_it_yourself(pid: int, windows: bool = WINDOWS) -> str:
@@ -166,7 +174,10 @@ class ServerSupervisor:
         self._in_a_row = 0
         self._last_reason = ""
         self._offer = ""
-        self._stop = threading.Event()
+        self._stop = threading.Event()   # this life's: a new one at each start (a stopped life's worker may linger)
+        # (thread, what, wall time) of the worker's look at a file under way; a hung drive holds it for as long as it
+        # does, and the next start's worker waits for it (two would hang alike, a thread more at each Restart)
+        self._looking: tuple[threading.Thread, str, float] | None = None
         self._requested = False
         self._quitting = False      # `no_more_starts`: the app quits; a restart under way does not start again
         self._thread: threading.Thread | None = None
@@ -184,7 +195,9 @@ class ServerSupervisor:
             if self._quitting:
                 self._event("start not made: the app is quitting")
                 return
-            if self._thread is not None and self._thread.is_alive():
+            # a worker whose stop was asked may still be in a look at a file (a hung drive): it starts nothing now
+            # (_spawn checks its life), so the new life goes on; it was a start refused without a word
+            if self._thread is not None and self._thread.is_alive() and not self._shown.stop_asked:
                 return
             # no worker, yet a server: one that outlived its kill (stop returned False), still holding its port
             left = self._proc.pid if self._proc is not None and self._proc.poll() is None else None
@@ -192,7 +205,8 @@ class ServerSupervisor:
                 self._shown = replace(self._shown, state="stopped", detail=start_refused(left))
                 self._event(f"start not made: the server (pid {left}) has not ended")
                 return
-            self._stop.clear()
+            self._stop.set()                   # the last life's worker, if it lingers, ends at its next step
+            self._stop = threading.Event()
             # said at once: the thread's look for the model file comes first (a slow or hung drive: as long as it
             # takes), and until then the state was "stopped: not started", which the app's status bar showed under a
             # header saying "starting the server" (a new-user trial)
@@ -200,7 +214,7 @@ class ServerSupervisor:
             self._shown = begin(self._shown, "starting the server")    # a new life: the last one's events are refused
             if not said:
                 self._event("starting: starting the server")
-            self._thread = threading.Thread(target=self._run, args=(self._shown.life,),
+            self._thread = threading.Thread(target=self._run, args=(self._shown.life, self._stop),
                                             name="strata-server-supervisor", daemon=True)
             self._thread.start()
 
@@ -239,13 +253,26 @@ class ServerSupervisor:
         self._stop.set()
         self._terminate(timeout)
         if self._thread is not None:
-            self._thread.join(self.stop_cap_s + 10)
+            self._join_worker(self._thread)
         # the worker ends the server too (on its thread): whichever did, it is ended only if its process is gone
         if proc is not None and proc.poll() is None:
             self._set("stopped", stop_failed(proc.pid), life)
             return False
         self._set("stopped", "stopped", life)
         return True
+
+    def _join_worker(self, thread: threading.Thread) -> None:
+        """Until the supervision's worker has ended, up to the stop's bound; not while it looks at a file: a look
+        on a drive that does not answer held a Quit or Restart for the whole bound (10 minutes), and that thread
+        starts nothing once its stop is asked (the next start's worker waits for its look)."""
+        deadline = time.monotonic() + self.stop_cap_s + 10
+        while thread.is_alive() and time.monotonic() < deadline:
+            with self._lock:
+                looking = self._looking if self._looking is not None and self._looking[0] is thread else None
+            if looking is not None:
+                self._event(f"the stop does not wait for the look at {looking[1]} under way: it starts nothing now")
+                return
+            thread.join(STOP_POLL_S)
 
     def _stop_outlook(self, endpoint: str) -> StopOutlook | None:
         """What the server's monitor feed says its stop will do; None (and an event saying why) when it does not
@@ -317,24 +344,24 @@ class ServerSupervisor:
 
     # -- worker -------------------------------------------------------------------------------
 
-    def _run(self, life: int) -> None:
-        """The supervision's worker for `life` (start's count): its states are taken only while they are this
-        life's and no stop was asked (state_order)."""
+    def _run(self, life: int, stop: threading.Event) -> None:
+        """The supervision's worker for `life` (start's count), until `stop` (that life's): its states are taken
+        only while they are this life's and no stop was asked (state_order)."""
         attempts = 0
         at_exit: ModelFile | None = None      # the model file as the last server left it (None: first start)
-        while not self._stop.is_set():
-            at_start = self._wait_for_model(life, at_exit)
-            if at_start is None:
+        while not stop.is_set():
+            at_start = self._wait_for_model(life, stop, at_exit)
+            if at_start is None or stop.is_set():
                 return
             self._set("starting", "starting the server", life)
             try:
-                proc, started = self._spawn(life, at_start), time.monotonic()
+                proc, started = self._spawn(life, stop, at_start), time.monotonic()
             except OSError as e:
                 self._set("failed", f"cannot start the server: {e}", life)
                 return
             if proc is None:
                 return
-            healthy = self._wait_healthy(proc, life)
+            healthy = self._wait_healthy(proc, life, stop)
             # a stable run is one of serving: a load of minutes (waited for however long it takes) is not one, and a
             # crash just after it counted as a new failure, not a crash loop: restarted (the model read anew) for ever
             up_since = time.monotonic() if healthy else started
@@ -342,16 +369,18 @@ class ServerSupervisor:
                 with self._lock:
                     self._served = True
                 self._set("running", f"pid {proc.pid}", life)
-            while proc.poll() is None and not self._stop.wait(0.2):
+            while proc.poll() is None and not stop.wait(0.2):
                 pass
-            if self._stop.is_set():
+            if stop.is_set():
                 # this thread ends once the server has: on Linux its end is the server's PR_SET_PDEATHSIG, a SIGTERM
                 # before the grace time stop() gives it (its standard input closed first); and a server spawned as
                 # the stop began, after stop() looked for one, is stopped here the same way
                 self._terminate(self.stop_grace_s)
                 return
             rc = proc.wait()
-            at_exit = self._look() if rc == MODEL_NOT_LOADED else None
+            at_exit = self._look_when_free(life, stop) if rc == MODEL_NOT_LOADED else None
+            if stop.is_set():       # stopped during that look: this life decides nothing more
+                return
             missing = at_exit is not None and wait_for_model(at_exit).wait
             changed = at_exit is not None and at_exit.kind == "file" and at_exit.stamp != at_start.stamp
             exit_ = Exit(rc, time.monotonic() - up_since, healthy, self._requested, self._last_line[:LAST_LINE_CHARS],
@@ -370,36 +399,63 @@ class ServerSupervisor:
                 self._in_a_row = decision.attempts
                 self._last_reason = decision.reason
             self._set("restarting", decision.reason, life)
-            if self._stop.wait(min(0.5 * 2 ** (attempts - 1), 5.0)):
+            if stop.wait(min(0.5 * 2 ** (attempts - 1), 5.0)):
                 return
 
     def _look(self) -> ModelFile:
         return ModelFile(None) if self.model_probe is None else self.model_probe(self.env)
 
-    def _wait_for_model(self, life: int, before: ModelFile | None = None) -> ModelFile | None:
+    def _looking_at(self, what: str, life: int, stop: threading.Event, read: Callable[[], object]):
+        """`read()`, a look at a file by the worker of `life`, once no earlier look is under way (a stopped life's
+        worker may still be in one, on a drive that does not answer: the state says so meanwhile); registered
+        while it runs, so that a stop does not wait for it. `stop` set before it could begin: None."""
+        waited = False
+        while True:
+            with self._lock:
+                earlier = self._looking
+                if earlier is None or not earlier[0].is_alive():
+                    self._looking = (threading.current_thread(), what, time.time())
+                    break
+            waited = self._set("waiting", look_unfinished(earlier[1], earlier[2]), life) or waited
+            if stop.wait(LOOK_WAIT_POLL_S):
+                return None
+        if waited:       # what it waited for is over: the start goes on (its own look may say it waits again)
+            self._set("starting", "starting the server", life)
+        try:
+            return read()
+        finally:
+            with self._lock:
+                self._looking = None
+
+    def _look_when_free(self, life: int, stop: threading.Event) -> ModelFile | None:
+        return self._looking_at("the model file", life, stop, self._look)
+
+    def _wait_for_model(self, life: int, stop: threading.Event, before: ModelFile | None = None) -> ModelFile | None:
         """The look that found the model file there (and unchanged since `before`: the last server's exit),
         or None when stopped meanwhile. One look per `model_poll_s`; the state's detail says what is awaited,
         and changes only when that does."""
         while True:
-            found = self._look()
+            found = self._look_when_free(life, stop)
+            if found is None:
+                return None
             decision = wait_for_model(found, before)
             if not decision.wait:
                 return found
             before = found
             self._set("waiting", decision.reason, life)
-            if self._stop.wait(self.restart_cfg.model_poll_s):
+            if stop.wait(self.restart_cfg.model_poll_s):
                 return None
 
-    def _spawn(self, life: int, model: ModelFile | None = None) -> subprocess.Popen | None:
+    def _spawn(self, life: int, stop: threading.Event, model: ModelFile | None = None) -> subprocess.Popen | None:
         """The server started for `life`; None when that life's stop was asked meanwhile (the look for the model
         file before it can take as long as a slow drive does)."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._requested = False
-        self._last_line = ""
         # it ends with the app even when the app is killed (strata/child_lifetime.py); on Linux its "parent" is
         # this supervisor thread, which lives as long as the server does
-        started_on = self._configuration_text()    # read before the server reads it: what it runs on
-        key = self.key_probe(self.env) if self.key_probe is not None else self.api_key
+        # read before the server reads it (what it runs on), and looked at as the model file is: its drive may hang
+        read = self._looking_at("the configuration file", life, stop, lambda: (
+            self._configuration_text(), self.key_probe(self.env) if self.key_probe is not None else self.api_key))
+        started_on, key = read if read is not None else (None, self.api_key)
         # checked and spawned in one hold of the spawn gate, which stop takes before it looks for the server: a stop
         # asked before finds no server started for it, and one asked after finds this one in _proc and stops it
         with self._spawn_gate:
@@ -408,6 +464,8 @@ class ServerSupervisor:
             if not made:
                 proc = None
             else:
+                self._requested = False      # here, not before the gate: a stopped life's worker resets nothing
+                self._last_line = ""
                 proc, untied = popen_tied(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, env=self.env)
                 with self._lock:
@@ -453,14 +511,14 @@ class ServerSupervisor:
                     with self._lock:
                         self._endpoint = connect_address(m.group(1))
 
-    def _wait_healthy(self, proc: subprocess.Popen, life: int) -> bool:
+    def _wait_healthy(self, proc: subprocess.Popen, life: int, stop: threading.Event) -> bool:
         """Until the server serves (True), or ends, or is stopped, or is silent too long (killed; False); while it
         answers "loading" the state's detail says so (restart_policy.wait_for_health)."""
         answered = time.monotonic()
         self._silent = ""
         with self._lock:
             self._loading_since = None
-        while proc.poll() is None and not self._stop.is_set():
+        while proc.poll() is None and not stop.is_set():
             endpoint = self.status().endpoint
             answer = _health(endpoint) if endpoint else None
             now = time.monotonic()

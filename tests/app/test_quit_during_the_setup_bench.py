@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import psutil
 import tomli_w
+from shiboken6 import isValid
 from strata.app.controller import AppController
 from strata.app.restart_policy import RestartConfig
 from strata.installer.config_file import read
@@ -45,7 +46,8 @@ def test_quit_during_the_bench_stops_it_and_closes_the_wizard_at_once(qtbot, app
         controller.shutdown()
         took = time.monotonic() - t0
     assert took < 3.0, f"the quit waited {took:.1f} s for the bench"
-    assert controller.setup_wizard is None and not wizard.isVisible()
+    # the shutdown waits for the server's stop in an event loop of its own, where the wizard's deleteLater is done
+    assert controller.setup_wizard is None and (not isValid(wizard) or not wizard.isVisible())
     assert bench._running == {}
     assert not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
     assert app_config.read_bytes() == text

@@ -8,6 +8,7 @@ from __future__ import annotations
 import tomli_w
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QWizard
+from shiboken6 import isValid
 from strata.app.controller import AppController
 from strata.app.restart_policy import RestartConfig, offers_setup_again
 from strata.installer.config_file import read
@@ -130,7 +131,8 @@ def test_quitting_with_the_wizard_open_closes_it_and_writes_nothing(qtbot, app_c
         wizard.page(wizard.page_ids["bench"]).skip()     # the bench, if it starts, stops at once
     finally:
         controller.shutdown()
-    assert controller.setup_wizard is None and not wizard.isVisible()
+    # the shutdown waits for the server's stop in an event loop of its own, where the wizard's deleteLater is done
+    assert controller.setup_wizard is None and (not isValid(wizard) or not wizard.isVisible())
     assert app_config.read_bytes() == text
 
 
