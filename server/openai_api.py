@@ -25,6 +25,7 @@ from strata.server.jobs import Completion, Job
 from strata.server.keys import STATE, ServerState
 from strata.server.off_loop import off_loop
 from strata.server.one_call import first_call_end, one_call_format
+from strata.server.prompt_list import several_prompts, summed_usage
 from strata.server.prompting import (
     PLAIN,
     AnswerFormat,
@@ -498,26 +499,13 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
         raise APIError(400, "'prompt' is required: chat 'messages' go to POST /v1/chat/completions", param="prompt")
     echo = echo_asked(body)
     max_tokens = completion_max_tokens(body, echo)
+    many = several_prompts(body.get("prompt"))
+    if many is not None:
+        return await _complete_several(request, state, body, many, echo, max_tokens)
     fim = await off_loop(_fim_tokens, state, body, max_tokens)     # tokenizes: seconds for megabytes
-    tokens = fim if fim is not None else await off_loop(prompt_tokens, state, body.get("prompt"),
-                                                        fits_check(state.engine, param="prompt"))
-    check_prompt_fits(state.engine, len(tokens), param="prompt")
-    echoed = echoed_prompt(one_prompt(body.get("prompt")), tokens, state.engine.tokenizer) if echo else ""
-    fim_tokens = state.engine.tokenizer.fim
-    logprobs = f.get_int(body, "logprobs", None, 0, MAX_TOP_LOGPROBS)
-    scored = echo and logprobs is not None       # the prompt's tokens scored (completion_echo.py)
+    job, echoed = await _completion_job(state, body, body.get("prompt"), fim, echo, max_tokens)
+    scored = job.prompt_logprobs is not None     # the prompt's tokens scored (completion_echo.py)
     whole = echo and max_tokens == 0             # the echo is the whole answer: streamed as one chunk
-    completion = fim is not None or laid_out_for_fim(tokens, fim_tokens)   # a suffix, or the client's own layout
-    job = Job(api="openai", prompt=tokens,
-              max_tokens=max_tokens, end_tokens=fim_tokens.end_ids if completion else frozenset(),
-              completion=completion,
-              sampling=parse_sampling(body, n_vocab=state.engine.n_vocab),
-              stop=f.get_stop(body, "stop", limit=f.CODE_STOP_LIMIT), conversation=tokens_key(tokens),
-              ignore_eos=f.get_bool(body, "ignore_eos"),
-              answer_rule=await off_loop(json_format, body.get("response_format")),
-              logprobs=logprobs, prompt_logprobs=logprobs if echo else None,
-              # a scored prompt's own tokens are scored, never a context history's other split of its text
-              exact_tokens=scored or (fim is None and sent_as_ids(body.get("prompt"))))
     model = body.get("model") or state.model_name
     cid = f"cmpl-{uuid.uuid4().hex[:24]}"
     include_usage = _include_usage(body)
@@ -566,6 +554,61 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
                      "logprobs": _answer_logprobs(state, completion)}],
         "usage": usage(completion), "timings": completion.timings,
     })
+
+
+async def _completion_job(state: ServerState, body: dict, prompt: Any, fim: list[int] | None, echo: bool,
+                          max_tokens: int) -> tuple[Job, str]:
+    """The Job for one completions prompt (`fim`: its fill-in-the-middle layout, when `suffix` was sent) and the
+    text its echo puts first ("" without `echo`)."""
+    tokens = fim if fim is not None else await off_loop(prompt_tokens, state, prompt,
+                                                        fits_check(state.engine, param="prompt"))
+    check_prompt_fits(state.engine, len(tokens), param="prompt")
+    echoed = echoed_prompt(one_prompt(prompt), tokens, state.engine.tokenizer) if echo else ""
+    fim_tokens = state.engine.tokenizer.fim
+    logprobs = f.get_int(body, "logprobs", None, 0, MAX_TOP_LOGPROBS)
+    scored = echo and logprobs is not None       # the prompt's tokens scored (completion_echo.py)
+    completion = fim is not None or laid_out_for_fim(tokens, fim_tokens)   # a suffix, or the client's own layout
+    job = Job(api="openai", prompt=tokens,
+              max_tokens=max_tokens, end_tokens=fim_tokens.end_ids if completion else frozenset(),
+              completion=completion,
+              sampling=parse_sampling(body, n_vocab=state.engine.n_vocab),
+              stop=f.get_stop(body, "stop", limit=f.CODE_STOP_LIMIT), conversation=tokens_key(tokens),
+              ignore_eos=f.get_bool(body, "ignore_eos"),
+              answer_rule=await off_loop(json_format, body.get("response_format")),
+              logprobs=logprobs, prompt_logprobs=logprobs if echo else None,
+              # a scored prompt's own tokens are scored, never a context history's other split of its text
+              exact_tokens=scored or (fim is None and sent_as_ids(prompt)))
+    return job, echoed
+
+
+async def _complete_several(request: web.Request, state: ServerState, body: dict, prompts: list, echo: bool,
+                            max_tokens: int) -> web.StreamResponse:
+    """`prompt` as an array of prompts (prompt_list.py): every prompt read and checked first (a bad one is a 400
+    naming its position, nothing run), then each run as its own request, one after another, its choice at its
+    position; the usage summed."""
+    if body.get("stream"):
+        raise APIError(400, f"'stream' with {len(prompts)} prompts in 'prompt' is not supported: send them "
+                            "without 'stream', or one prompt per streamed request", param="stream")
+    if body.get("suffix") is not None:
+        raise APIError(400, f"'suffix' with {len(prompts)} prompts in 'prompt' is not supported: a code "
+                            "completion takes one prompt", param="suffix")
+    jobs = []
+    for i, prompt in enumerate(prompts):
+        try:
+            jobs.append(await _completion_job(state, body, prompt, None, echo, max_tokens))
+        except APIError as e:
+            raise APIError(e.status, f"prompt {i} of the {len(prompts)} in 'prompt': {e.message}", param="prompt",
+                           code=e.code) from None
+    choices, usages = [], []
+    for i, (job, echoed) in enumerate(jobs):
+        completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
+        raise_if_failed(completion)
+        choices.append({"index": i, "text": echoed + completion.text, "finish_reason": _finish_reason(completion),
+                        "logprobs": _answer_logprobs(state, completion)})
+        usages.append(usage(completion))
+    return web.json_response({
+        "id": f"cmpl-{uuid.uuid4().hex[:24]}", "object": "text_completion", "created": int(time.time()),
+        "model": body.get("model") or state.model_name, "choices": choices, "usage": summed_usage(usages)})
 
 
 def _answer_logprobs(state: ServerState, c: Completion) -> dict | None:
