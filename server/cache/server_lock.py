@@ -85,8 +85,17 @@ class _Held:
     count: int = 1
 
 
-_held: dict[str, _Held] = {}   # normcase(realpath(lock file)) -> this process's hold of it
+_held: dict[str, _Held] = {}   # the lock file's identity (_identity) -> this process's hold of it
 _held_lock = threading.Lock()
+
+
+def _identity(fd: int, path: str) -> str:
+    """The open lock file as one file, however its folder was named: its device and inode (Windows: volume and file
+    index). Told apart by path, a folder this process reaches by two names the path does not unify (a
+    case-insensitive volume, a bind mount, a link) was locked twice, and the second lock (each open's own, flock
+    and msvcrt.locking alike) was refused by the first: the server refused itself. Its path where there is none."""
+    st = os.fstat(fd)
+    return f"{st.st_dev}:{st.st_ino}" if st.st_ino else os.path.normcase(os.path.realpath(path))
 
 
 def _try_lock(fd: int) -> bool | None:
@@ -130,7 +139,7 @@ def claim(flag: str, folder: str, model_id: str, wait_s: float = SERVER_LOCK_WAI
         log.info("conversation cache: %s %s: no lock taken (%s); another server of this model on it would not be "
                  "noticed", flag, folder, exc.strerror or exc)
         return None
-    key = os.path.normcase(os.path.realpath(path))
+    key = _identity(fd, path)
     with _held_lock:
         mine = _held.get(key)
         if mine is not None:   # this process holds it already (a second server in one process: tests)
