@@ -505,10 +505,18 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 n = len(keys) - len(later)
                 n_done, bytes_done, n_bytes = 0, 0, sum(sizes[k] for k in keys if k not in later)
                 written: list[str] = []
-                for key in keys:
+                joins = set(later)   # written only where what they stood back for was not: N grows by each
+                todo, i = list(keys), 0
+                while i < len(todo) or (lost and left):
+                    if i == len(todo):   # all tried and a pick not written: its room is free for those held back
+                        after_all = self._written_after_all(left, written)
+                        if not after_all:
+                            break
+                        todo, joins, left = todo + after_all, joins | set(after_all), left - set(after_all)
+                    key, i = todo[i], i + 1
                     if key not in self.ram.entries:  # superseded by a longer history written before it
                         continue
-                    if key in later:                 # that longer history was not written: this copy is kept
+                    if key in joins:                 # that longer history was not written: this copy is kept
                         n, n_bytes = n + 1, n_bytes + sizes[key]
                     if told is not None:
                         told.entry(n_done, n, bytes_done, n_bytes, sizes[key])
@@ -521,6 +529,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                     else:
                         lost, why = lost + 1, why_lost
                         n, n_bytes = n - 1, n_bytes - sizes[key]
+                if left:
+                    self._let_go_left(left, len(written))
                 # a disk budget made room for newer ones (the lines count them: CloseProgress.left)
                 let_go = [k for k in written if not self._on_disk(k)]
                 if let_go:
@@ -558,8 +568,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
     def _left_at_hand_down(self, first: list[str], later: set[str]) -> set[str]:
         """RAM's histories a stop does not hand down (caller locks): the level below would let them go within the
         stop for newer ones (stop_writes.hand_down_picks, the newest first; `first` oldest first, then the shorter
-        copies in `later`, only where no picked history supersedes them). Each is said and counted as the queue's
-        left out are, its RAM copy freed."""
+        copies in `later`, only where no picked history supersedes them). Held back, not yet let go: where a pick
+        is not written after all, they may fit in its room (`_written_after_all`)."""
         lvl = self._hand_down_level()
         if lvl is None:
             return set()
@@ -572,14 +582,27 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                                                                  for k in kept))
         kept += copies
         # one larger than the whole budget is tried as before: refused, it evicts nothing, and is said as lost
-        left = {k for k in [*first, *rest] if k not in kept and self.ram.entries[k].n_bytes <= lvl.budget_bytes}
-        n_kept = len(kept)
+        return {k for k in [*first, *rest] if k not in kept and self.ram.entries[k].n_bytes <= lvl.budget_bytes}
+
+    def _written_after_all(self, left: set[str], written: list[str]) -> list[str]:
+        """Those of the held back `left` the level below keeps beside the histories the stop `written` there, the
+        newest first (caller locks): a pick that was not written (a folder standing at its name, a failed write)
+        left its room to them, and letting them go all the same lost them for nothing."""
+        lvl = self.cascade.levels[1]
+        order = sorted(left, key=lambda k: -self.ram.entries[k].sealed_at)
+        taken = sum(e.n_bytes for k in written if (e := lvl.entries.get(k)) is not None)
+        picks = self._hand_down_picks(lvl, order, taken) if isinstance(lvl, DiskLevel) else None
+        return order if picks is None else [order[i] for i in picks]
+
+    def _let_go_left(self, left: set[str], n_kept: int) -> None:
+        """The held back histories that stay unwritten (caller locks): each said and counted as the queue's left
+        out are, its RAM copy freed."""
+        lvl = self.cascade.levels[1]
         for k in sorted(left, key=lambda k: self.ram.entries[k].sealed_at):
             self._let_go(self.ram.entries[k], f"its budget of {lvl.budget_bytes / MIB:.1f} MiB keeps the {n_kept} "
                          f"histor{'y' if n_kept == 1 else 'ies'} the stop hands down there (picked newest first), and "
                          f"this one beside them would push one of them out")
             self.ram.forget(k)
-        return left
 
     def _copies_beside(self, lvl: DiskLevel, kept: list[str], later, taken: int) -> tuple[list[str], list[str]]:
         """RAM's shorter copies `later` beside the histories `kept` (`taken` bytes of `lvl`) at a stop (caller
