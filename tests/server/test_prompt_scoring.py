@@ -194,3 +194,21 @@ def test_default_model_scores_as_its_decode_steps(default_model_path, tmp_path):
     assert all(math.isfinite(x) and x <= 0 for x in got)
     assert [next(iter(a)) for a in lp.top_logprobs[1:]] == [
         e.tokenizer.token_bytes(int(np.argmax(row))).decode("utf-8", "replace") for row in rows]
+
+
+def test_a_scored_history_serves_a_later_ordinary_request(tiny_scoring):
+    """What scoring leaves in its context (Engine.extend's KV) is the prompt's history like any other: an ordinary
+    request that goes on from it reuses it, and answers as a prompt read whole does (scored, so nothing reused)."""
+    client, _, _ = tiny_scoring
+    prompt = TEXT + " Once more:"
+    client.completions.create(model="m", prompt=prompt, echo=True, max_tokens=0, logprobs=0)
+    after = client.completions.create(model="m", prompt=prompt + " the", max_tokens=6, temperature=0, logprobs=1,
+                                      extra_body={"ignore_eos": True})
+    assert after.usage.prompt_tokens_details.cached_tokens >= after.usage.prompt_tokens - 3
+    whole = client.completions.create(model="m", prompt=prompt + " the", max_tokens=6, temperature=0, logprobs=1,
+                                      echo=True, extra_body={"ignore_eos": True})
+    assert whole.usage.prompt_tokens_details.cached_tokens == 0
+    n = whole.usage.prompt_tokens
+    assert whole.choices[0].text == prompt + " the" + after.choices[0].text
+    assert whole.choices[0].logprobs.token_logprobs[n:] == pytest.approx(after.choices[0].logprobs.token_logprobs,
+                                                                         abs=2e-3)
