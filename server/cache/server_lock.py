@@ -39,6 +39,7 @@ from strata import folders
 from strata.exit_status import FOLDER_IN_USE
 
 from .fileio import CommitLockHeld, try_lock, wait_for_lock
+from .options import _FOLDER_AND_BUDGET
 
 try:
     import fcntl
@@ -61,10 +62,15 @@ class FolderInUse(Exception):
 
     def __init__(self, flag: str, folder: str, holder: str) -> None:
         self.flag, self.folder, self.holder = flag, folder, holder
-        super().__init__(f"{flag} {folder}: {FOLDER_IN_USE} ({holder}); "
-                         "two servers on one folder each miss the conversations the other moves down or removes. Stop "
-                         f"that server, or give this one a folder of its own ({flag} DIR), or run it without that "
-                         f"level ({flag.removesuffix('-dir')}-mib 0)")
+        store = next((what for what, field, _ in _FOLDER_AND_BUDGET if f"--{field.replace('_', '-')}" == flag), "")
+        level = store.endswith(" level")
+        # a level's entries move down and are superseded; the segment tier's and system-prompt cache's are evicted
+        why = ("each miss the conversations the other moves down or removes" if level or not store else
+               "each evicts files the other still counts, past the folder's budget")
+        super().__init__(f"{flag} {folder}: {FOLDER_IN_USE} ({holder}); two servers on one folder {why}. Stop that "
+                         f"server, or give this one a folder of its own ({flag} DIR), or run it without "
+                         f"{'that level' if level or not store else 'the ' + store} "
+                         f"({flag.removesuffix('-dir')}-mib 0)")
 
 
 def lock_name(model_id: str) -> str:
