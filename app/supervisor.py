@@ -58,6 +58,7 @@ FREE_PORT_FLAGS = ("--port", "0")   # after the configuration's flags: the last 
 LAST_LINE_CHARS = 600   # the server's refusals end with what to do (a memory check's is up to ~400 characters)
 FEED_LOOK_S = 2.0       # the stop's one look at the server's feed (what it keeps): a hung server's stop waits no longer
 LOOK_WAIT_POLL_S = 0.2  # how often a start waiting for an earlier, unfinished look at the files sees whether it ended
+SLOW_LOOK_S = 2.0       # a look at a file not ended this long: the state says what the start waits for (a hung drive)
 
 
 @dataclass(frozen=True)
@@ -139,9 +140,12 @@ class ServerSupervisor:
                  stop_grace_s: float = STOP_GRACE_S, stop_cap_s: float = DEFAULT_STOP_CAP_S,
                  options: tuple[str, ...] = (), api_key: str | None = None,
                  key_probe: Callable[[Mapping[str, str]], str | None] | None = None,
-                 end_wait_s: float = END_WAIT_S) -> None:
+                 end_wait_s: float = END_WAIT_S, slow_look_s: float = SLOW_LOOK_S) -> None:
         if not end_wait_s > 0:
             raise ValueError(f"end_wait_s must be > 0, got {end_wait_s!r}")
+        if not slow_look_s > 0:
+            raise ValueError(f"slow_look_s must be > 0, got {slow_look_s!r}")
+        self.slow_look_s = slow_look_s
         self.config_path = Path(config_path) if config_path else None
         self.options = tuple(options)      # the app's own extra `strata serve` flags (`./run --batch 4`), for reasons
         self.log_dir = Path(log_dir)
@@ -414,18 +418,30 @@ class ServerSupervisor:
             with self._lock:
                 earlier = self._looking
                 if earlier is None or not earlier[0].is_alive():
-                    self._looking = (threading.current_thread(), what, time.time())
+                    begun = time.time()
+                    self._looking = (threading.current_thread(), what, begun)
                     break
             waited = self._set("waiting", look_unfinished(earlier[1], earlier[2]), life) or waited
             if stop.wait(LOOK_WAIT_POLL_S):
                 return None
         if waited:       # what it waited for is over: the start goes on (its own look may say it waits again)
             self._set("starting", "starting the server", life)
+        # its own look, slow past slow_look_s, is said the same way: the first start showed "starting the server"
+        # for as long as a drive did not answer (a Restart then said what it waited for)
+        said: list[bool] = []
+        slow = threading.Timer(self.slow_look_s, lambda: said.append(
+            self._set("waiting", look_unfinished(what, begun), life)))
+        slow.daemon = True
+        slow.start()
         try:
             return read()
         finally:
+            slow.cancel()
+            slow.join()      # a "waiting" it set is then followed by the "starting" below, never after it
             with self._lock:
                 self._looking = None
+            if any(said):
+                self._set("starting", "starting the server", life)
 
     def _look_when_free(self, life: int, stop: threading.Event) -> ModelFile | None:
         return self._looking_at("the model file", life, stop, self._look)

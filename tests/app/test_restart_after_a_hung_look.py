@@ -95,3 +95,38 @@ def test_quit_during_a_hung_look_is_not_held_by_it(qtbot, tmp_path):
     look_thread.join(10)
     assert not look_thread.is_alive()
     assert not starts.exists(), list(sup.events)
+
+
+def test_the_first_start_during_a_hung_look_says_what_it_waits_for(qtbot, tmp_path):
+    """The first start's own look hanging: the status bar said `Server starting: starting the server` for as long
+    as the drive did not answer (a Restart said what it waited for); now, past slow_look_s, the same words."""
+    starts = tmp_path / "starts"
+    controller = AppController(None, tmp_path / "logs", theme="light",
+                               command=[sys.executable, "-c", SERVER, str(starts)])
+    sup = controller.supervisor
+    sup.slow_look_s = 0.5
+    look = sup.model_probe
+    hung, released = threading.Event(), threading.Event()
+
+    def probe(env):
+        if not released.is_set():
+            hung.set()
+            released.wait(120)
+        return look(env)
+
+    sup.model_probe = probe
+    controller.start(show=True)
+    try:
+        qtbot.waitUntil(hung.is_set, timeout=10_000)
+        qtbot.waitUntil(lambda: "look at the model file" in controller.status_label.text(), timeout=10_000)
+        said = controller.status_label.text()
+        assert said.startswith("Server waiting for the look at the model file begun at "), said
+        assert said.endswith("(its drive is slow or not answering); the server starts once it has"), said
+        assert "look at the model file" in controller.model.view().connection_detail
+        assert not starts.exists()
+        released.set()
+        qtbot.waitUntil(lambda: controller.status_label.text().startswith("Server running"), timeout=30_000)
+        assert starts.read_text().count("s") == 1, list(sup.events)
+    finally:
+        released.set()
+        controller.shutdown()
