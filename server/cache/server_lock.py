@@ -73,6 +73,15 @@ class FolderInUse(Exception):
                          f"({flag.removesuffix('-dir')}-mib 0)")
 
 
+class SameFolder(FolderInUse):
+    """Two of this server's stores name one folder by names its path does not unify (a case-insensitive volume, a
+    bind mount): one lock file claimed for both flags. Refused as CacheConfig.check_folders refuses one path."""
+
+    def __init__(self, first: str, flag: str, folder: str) -> None:
+        Exception.__init__(self, f"{first} and {flag} name the same folder {folder!r}; give each its own")
+        self.flag, self.folder, self.holder = flag, folder, "this server"
+
+
 def lock_name(model_id: str) -> str:
     return f"{LOCK_PREFIX}{model_id[:16]}.lock"
 
@@ -197,11 +206,17 @@ def release(key: str | None) -> None:
 
 
 def claim_folders(cache_config, model_id: str) -> list[str | None]:
-    """`claim` every folder of `held_folders`; FolderInUse (holding none of them) when one is held."""
+    """`claim` every folder of `held_folders`; FolderInUse (holding none of them) when one is held, SameFolder when
+    two of them are one folder."""
     keys: list[str | None] = []
+    flags: dict[str, str] = {}   # each lock file's first flag: a second is the same folder under another name
     try:
         for flag, folder in held_folders(cache_config):
             keys.append(claim(flag, folder, model_id))
+            if keys[-1] in flags:
+                raise SameFolder(flags[keys[-1]], flag, folder)
+            if keys[-1] is not None:
+                flags[keys[-1]] = flag
     except FolderInUse:
         for key in keys:
             release(key)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from strata.server.cache import server_lock
+from strata.server.cache import CacheConfig, server_lock
 
 MODEL = "ab" * 32
 COLD, PROMPTS = "--conversation-cache-cold-dir", "--conversation-cache-system-prompt-dir"
@@ -39,4 +39,24 @@ def test_a_folder_nested_in_another_is_held_apart(tmp_path):
     assert None not in keys and keys[0] != keys[1]
     for key in keys:
         server_lock.release(key)
+    assert not server_lock._held
+
+
+def test_two_of_its_stores_on_one_folder_by_two_names_are_refused_naming_both(tmp_path):
+    """CacheConfig.check_folders refuses two stores on one folder by its path; by two names the path does not unify
+    it could not tell, and the stores shared the folder (each indexing and evicting in the other's). One lock file
+    claimed for two flags tells it: refused as check_folders refuses, nothing held."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    name = server_lock.lock_name(MODEL)
+    (a / name).touch()
+    os.link(a / name, b / name)
+    config = CacheConfig.from_values({"conversation_cache_cold_dir": str(a), "conversation_cache_cold_mib": 8,
+                                      "conversation_cache_system_prompt_dir": str(b),
+                                      "conversation_cache_system_prompt_mib": 4}, {})
+    with pytest.raises(server_lock.FolderInUse) as e:
+        server_lock.claim_folders(config, MODEL)
+    assert f"{COLD} and {PROMPTS} name the same folder {str(b)!r}" in str(e.value), str(e.value)
+    assert "give each its own" in str(e.value) and "in use by another" not in str(e.value), str(e.value)
     assert not server_lock._held
