@@ -18,8 +18,9 @@ from strata.server.cache.sessions import SessionConflictError, hold_unless_given
 from strata.server.errors import APIError
 from strata.server.slots import MAIN
 
-# A call is given up only once the worker has read no prompt piece and ended no call for this long: a rebuild
-# of 128K tokens on a slow CPU takes longer than any fixed limit, and each of its pieces is progress.
+# A call is given up only once the worker has read no prompt piece, written no piece of a session save and ended
+# no call for this long: a rebuild of 128K tokens on a slow CPU, or a 12 GiB save to a slow disk, takes longer than
+# any fixed limit, and each of its pieces is progress.
 WAIT_S = 600.0
 POLL_S = 0.5
 # A save or restore into a context that runs a request (or a rebuild) waits this long for it to be idle, then is
@@ -166,7 +167,7 @@ class SessionBackend:
         not begun after idle_wait_s while that context runs a request or a rebuild is taken back too: a 503 with
         Retry-After naming what the context runs."""
         sched = self.scheduler
-        seen, since = sched.pieces_read, time.monotonic()
+        seen, since = self._progress(), time.monotonic()
         idle_deadline = since + self.idle_wait_s
         while True:
             done, _ = concurrent.futures.wait([fut], timeout=POLL_S)
@@ -182,17 +183,26 @@ class SessionBackend:
                     return fut.result()
                 raise APIError(503, f"the {what} did not end: the server stopped and gave it up as stuck",
                                headers={"Retry-After": "30"})
-            now = time.monotonic()
-            if sched.pieces_read != seen:
-                seen, since = sched.pieces_read, now
+            now, moved = time.monotonic(), self._progress()
+            if moved != seen:
+                seen, since = moved, now
             elif now - since >= WAIT_S:
                 break
         if fut.cancel():
-            raise APIError(503, f"the {what} did not begin: the server's worker read no prompt piece and ended no "
-                           f"call for {WAIT_S:.0f} s; nothing was done, retry later", headers={"Retry-After": "30"})
-        raise APIError(503, f"the {what} is still under way: the server's worker read no prompt piece for "
-                       f"{WAIT_S:.0f} s; it carries on (GET /v1/sessions and /v1/slots say when it is done)",
-                       headers={"Retry-After": "30"})
+            raise APIError(503, f"the {what} did not begin: the server's worker read no prompt piece, wrote no session "
+                           f"piece and ended no call for {WAIT_S:.0f} s; nothing was done, retry later",
+                           headers={"Retry-After": "30"})
+        raise APIError(503, f"the {what} is still under way: the server's worker read no prompt piece and wrote no "
+                       f"session piece for {WAIT_S:.0f} s; it carries on (GET /v1/sessions and /v1/slots say when it "
+                       "is done)", headers={"Retry-After": "30"})
+
+    def _progress(self) -> tuple[int, str | None, int]:
+        """What changes while the worker moves: its prompt pieces read and calls ended, and the session save being
+        written (its name, its image's bytes written so far). A save is one call: on a slow disk it wrote for longer
+        than WAIT_S with no piece read, and was answered 503 while each of its pieces went on being written."""
+        saving = getattr(self.state.cache, "saving", None)
+        return (self.scheduler.pieces_read, saving.name if saving is not None else None,
+                saving.written if saving is not None else 0)
 
     def _give_up_waiting_for_idle(self, fut: concurrent.futures.Future, ctx: int, what: str) -> None:
         """Raises the 503 when context `ctx` still runs a request or a rebuild and the call is taken back; a call
