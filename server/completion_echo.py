@@ -45,3 +45,13 @@ def echoed_prompt(prompt: Any, tokens: list[int], tokenizer: Any) -> str:
     """The text echoed before the completion: `prompt` (the body's one prompt, unwrapped) as sent when it is text,
     its `tokens` (the ids sent, checked) decoded when it was token ids."""
     return prompt if isinstance(prompt, str) else tokenizer.decode(tokens)
+
+
+def unseen_tokens(prompt: Any, tokens: list[int], tokenizer: Any) -> int:
+    """How many of the prompt's first `tokens` its echo does not hold: 1 for a BOS the tokenizer put before a
+    text `prompt` (Llama, Gemma, Mistral add one) that does not start with it as sent, else 0. Its scored entry
+    (null, the first) stands at offset 0 taking no characters, so every text_offset indexes the echoed text."""
+    bos = getattr(tokenizer, "bos_id", None)
+    if not isinstance(prompt, str) or bos is None or not tokens or tokens[0] != bos:
+        return 0
+    return 0 if prompt.encode("utf-8", "surrogatepass").startswith(tokenizer.token_bytes(bos)) else 1

@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 from strata.engine.sampling import SamplingParams
 from strata.server import fields as f
-from strata.server.completion_echo import completion_max_tokens, echo_asked, echoed_prompt
+from strata.server.completion_echo import completion_max_tokens, echo_asked, echoed_prompt, unseen_tokens
 from strata.server.errors import APIError, error_body
 from strata.server.fim_prompt import FimRequest, fim_context, fim_prompt, laid_out_for_fim, no_fim_error
 from strata.server.jobrun import JobEvents, failure, open_sse, raise_if_failed, send_keepalive, send_sse
@@ -448,16 +448,18 @@ def _chars_before(before: bytes, nxt: bytes) -> int:
     return n
 
 
-def completion_logprobs(tokenizer: Any, entries: list, before: bytes = b"") -> tuple[dict, bytes]:
+def completion_logprobs(tokenizer: Any, entries: list, before: bytes = b"", unseen: int = 0) -> tuple[dict, bytes]:
     """The legacy completions `logprobs` object: tokens, their log-probabilities, the alternatives as
     {token: logprob} and each token's character offset in the text (`before`: the bytes of the tokens
-    sent earlier). Returns it and the bytes so far."""
+    sent earlier; the first `unseen` entries' tokens are not in the text, completion_echo.unseen_tokens: they
+    take no characters). Returns it and the bytes so far."""
     offsets, tokens = [], []
-    for t, _, _ in entries:
+    for i, (t, _, _) in enumerate(entries):
         raw = tokenizer.token_bytes(t)
         offsets.append(_chars_before(before, raw))
         tokens.append(_token_text(raw))
-        before += raw
+        if i >= unseen:
+            before += raw
     return ({"tokens": tokens, "token_logprobs": [lp for _, lp, _ in entries],
              "top_logprobs": [None if alts is None else {_token_text(tokenizer.token_bytes(a)): alp for a, alp in alts}
                               for _, _, alts in entries],
@@ -503,7 +505,7 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
     if many is not None:
         return await _complete_several(request, state, body, many, echo, max_tokens)
     fim = await off_loop(_fim_tokens, state, body, max_tokens)     # tokenizes: seconds for megabytes
-    job, echoed = await _completion_job(state, body, body.get("prompt"), fim, echo, max_tokens)
+    job, echoed, unseen = await _completion_job(state, body, body.get("prompt"), fim, echo, max_tokens)
     scored = job.prompt_logprobs is not None     # the prompt's tokens scored (completion_echo.py)
     whole = echo and max_tokens == 0             # the echo is the whole answer: streamed as one chunk
     model = body.get("model") or state.model_name
@@ -522,7 +524,7 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
                     if echoed and not (scored or whole):   # OpenAI's echo: the prompt's text is the first chunk
                         await send_sse(resp, _cmpl_chunk(cid, model, echoed, None))
                 if kind == "prompt_logprobs" and not whole:   # a scored echo: once its prompt is read
-                    lps, sent = completion_logprobs(state.engine.tokenizer, payload)
+                    lps, sent = completion_logprobs(state.engine.tokenizer, payload, unseen=unseen)
                     await send_sse(resp, _cmpl_chunk(cid, model, echoed, None, logprobs=lps))
                 elif kind == "text":
                     await send_sse(resp, _cmpl_chunk(cid, model, payload, None))
@@ -536,7 +538,7 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
                     # carries the usage as it always did here (clients read it there)
                     await send_sse(resp, _cmpl_chunk(cid, model, echoed if whole else "", _finish_reason(payload),
                                                       None if include_usage else usage(payload), payload.timings,
-                                                      _answer_logprobs(state, payload) if whole else None))
+                                                      _answer_logprobs(state, payload, unseen) if whole else None))
                     if include_usage:
                         await send_sse(resp, {**_cmpl_chunk(cid, model, "", None), "choices": [],
                                               "usage": usage(payload)})
@@ -551,15 +553,15 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
     return web.json_response({
         "id": cid, "object": "text_completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "text": echoed + completion.text, "finish_reason": _finish_reason(completion),
-                     "logprobs": _answer_logprobs(state, completion)}],
+                     "logprobs": _answer_logprobs(state, completion, unseen)}],
         "usage": usage(completion), "timings": completion.timings,
     })
 
 
 async def _completion_job(state: ServerState, body: dict, prompt: Any, fim: list[int] | None, echo: bool,
-                          max_tokens: int) -> tuple[Job, str]:
-    """The Job for one completions prompt (`fim`: its fill-in-the-middle layout, when `suffix` was sent) and the
-    text its echo puts first ("" without `echo`)."""
+                          max_tokens: int) -> tuple[Job, str, int]:
+    """The Job for one completions prompt (`fim`: its fill-in-the-middle layout, when `suffix` was sent), the
+    text its echo puts first ("" without `echo`) and how many of its first tokens that text lacks (unseen_tokens)."""
     tokens = fim if fim is not None else await off_loop(prompt_tokens, state, prompt,
                                                         fits_check(state.engine, param="prompt"))
     check_prompt_fits(state.engine, len(tokens), param="prompt")
@@ -578,7 +580,7 @@ async def _completion_job(state: ServerState, body: dict, prompt: Any, fim: list
               logprobs=logprobs, prompt_logprobs=logprobs if echo else None,
               # a scored prompt's own tokens are scored, never a context history's other split of its text
               exact_tokens=scored or (fim is None and sent_as_ids(prompt)))
-    return job, echoed
+    return job, echoed, unseen_tokens(one_prompt(prompt), tokens, state.engine.tokenizer)
 
 
 async def _complete_several(request: web.Request, state: ServerState, body: dict, prompts: list, echo: bool,
@@ -600,23 +602,24 @@ async def _complete_several(request: web.Request, state: ServerState, body: dict
             raise APIError(e.status, f"prompt {i} of the {len(prompts)} in 'prompt': {e.message}", param="prompt",
                            code=e.code) from None
     choices, usages = [], []
-    for i, (job, echoed) in enumerate(jobs):
+    for i, (job, echoed, unseen) in enumerate(jobs):
         completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
         raise_if_failed(completion)
         choices.append({"index": i, "text": echoed + completion.text, "finish_reason": _finish_reason(completion),
-                        "logprobs": _answer_logprobs(state, completion)})
+                        "logprobs": _answer_logprobs(state, completion, unseen)})
         usages.append(usage(completion))
     return web.json_response({
         "id": f"cmpl-{uuid.uuid4().hex[:24]}", "object": "text_completion", "created": int(time.time()),
         "model": body.get("model") or state.model_name, "choices": choices, "usage": summed_usage(usages)})
 
 
-def _answer_logprobs(state: ServerState, c: Completion) -> dict | None:
+def _answer_logprobs(state: ServerState, c: Completion, unseen: int = 0) -> dict | None:
     """A completion's `logprobs` object: a scored prompt's tokens, then the generated ones', in one list (as
     OpenAI writes an echo's), their offsets running on from the prompt's; None when not asked."""
     if c.logprobs is None:
         return None
-    return completion_logprobs(state.engine.tokenizer, (c.prompt_logprobs or []) + c.logprobs)[0]
+    prompt = c.prompt_logprobs or []
+    return completion_logprobs(state.engine.tokenizer, prompt + c.logprobs, unseen=unseen if prompt else 0)[0]
 
 
 def _model_object(name: str, state: ServerState) -> dict:

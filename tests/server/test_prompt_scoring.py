@@ -212,3 +212,33 @@ def test_a_scored_history_serves_a_later_ordinary_request(tiny_scoring):
     assert whole.choices[0].text == prompt + " the" + after.choices[0].text
     assert whole.choices[0].logprobs.token_logprobs[n:] == pytest.approx(after.choices[0].logprobs.token_logprobs,
                                                                          abs=2e-3)
+
+
+def test_a_bos_the_tokenizer_added_takes_no_text(tiny_model_factory, tmp_path):
+    """A model that starts a text prompt with BOS (Llama, Gemma, Mistral): the echo is the text as sent, so the BOS
+    entry (the first: null) stands at offset 0 with no characters, and every other token's text_offset indexes the
+    echoed text (choices[0].text[offset:] starts with the token), the generated tokens' too."""
+    model = tiny_model_factory(ctx_len=2048, n_vocab=512, seed=3, add_bos=True)
+    text = "Once upon a time"
+    ids = prompt_ids(model, text)
+    with serving(["--model", str(model), "--ctx", "1024"], tmp_path) as (port, _):
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=120)
+        answers = [client.completions.create(model="m", prompt=text, echo=True, max_tokens=n, logprobs=1,
+                                             temperature=0, extra_body={"ignore_eos": True}) for n in (0, 3)]
+        streamed = [ch.choices[0] for ch in client.completions.create(
+            model="m", prompt=text, echo=True, max_tokens=3, logprobs=1, temperature=0, stream=True,
+            extra_body={"ignore_eos": True}) if ch.choices and ch.choices[0].logprobs]
+    from strata.engine import Engine
+
+    assert ids[0] == Engine(str(model), n_ctx=64, n_threads=1).tokenizer.bos_id     # the tokenizer added it
+    for r in answers:
+        c = r.choices[0]
+        lp = c.logprobs
+        assert c.text.startswith(text) and len(lp.tokens) == len(ids) + r.usage.completion_tokens
+        assert lp.text_offset[0] == 0 and lp.token_logprobs[0] is None
+        if r.usage.completion_tokens:   # the answer's first token: where the echo ends
+            assert lp.text_offset[len(ids)] == len(text)
+        for tok, at in zip(lp.tokens[1:], lp.text_offset[1:], strict=True):
+            assert tok.startswith("bytes:") or c.text[at:].startswith(tok), (tok, at, c.text)   # part of a character
+    offsets = [o for ch in streamed for o in ch.logprobs.text_offset]
+    assert offsets == answers[1].choices[0].logprobs.text_offset
