@@ -24,7 +24,13 @@ from strata.app.restart_policy import (
     offers_setup_again,
     setup_restarts,
 )
-from strata.app.supervisor import STOP_FAILED, ServerStatus, ServerSupervisor, server_command
+from strata.app.supervisor import (
+    STOP_FAILED,
+    ServerStatus,
+    ServerSupervisor,
+    server_command,
+    stop_left_behind,
+)
 from strata.app.tray import Tray
 from strata.monitor import units
 from strata.monitor.client import FeedClient
@@ -37,7 +43,7 @@ SETUP_MESSAGE_MS = 15_000    # how long the status bar says that a Finish change
 NO_BENCH_WHILE_SERVING = ("bench not run: the server is running, and the bench would load the model a second time "
                           "beside it and measure a busy machine; the configuration's own answers are proposed")
 # where no event loop can run any more (the app's own loop told to end meanwhile): how long the app's end waits for
-# its server's stop on the GUI thread, the window not redrawn; past it the app ends (its server is ended with it)
+# its server's stop on the GUI thread, the window not redrawn; past it the app ends (supervisor.stop_left_behind)
 NO_LOOP_STOP_WAIT_S = 30.0
 ICON = Path(__file__).resolve().parents[1] / "resources" / "strata.png"
 log = logging.getLogger("strata.app")
@@ -357,8 +363,7 @@ class AppController(QObject):
                         "thread): waiting up to %g s for the server's stop", no_loop_wait_s)
             thread.join(no_loop_wait_s)
             if thread.is_alive():
-                log.error("the server's stop had not ended %g s later: the app ends without waiting for it (where "
-                          "the system ties the server to the app, it is ended with it)", no_loop_wait_s)
+                log.error("%s", stop_left_behind(self.supervisor.status().pid, no_loop_wait_s))
 
     def _say_stop_failed(self, status: ServerStatus) -> None:
         """A server that outlived its kill, said once: it may still hold its port and memory (the detail says what

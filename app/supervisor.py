@@ -111,6 +111,22 @@ def look_unfinished(what: str, begun: float) -> str:
             f"is slow or not answering); the server starts once it has")
 
 
+def stop_left_behind(pid: int | None, waited_s: float, windows: bool = WINDOWS) -> str:
+    """What becomes of a server whose stop the app's end stopped waiting for (no event loop left to wait in):
+    it said "where the system ties the server to the app, it is ended with it", but on Linux the tie is a SIGTERM
+    (PR_SET_PDEATHSIG), which a stopping server answers by going on with its stop; only Windows' job ends it."""
+    said = f"the server's stop had not ended {waited_s:g} s later: the app ends without waiting for it"
+    if pid is None:
+        return said
+    if windows:
+        return (f"{said}; the server (pid {pid}) is ended with the app (its job object): the conversations it had "
+                f"not yet written are lost, those written are kept")
+    return (f"{said}; the server (pid {pid}) goes on with its stop on its own (on Linux the app's end sends it "
+            f"SIGTERM, which does not cut a stop short) and ends once it has written the conversations it keeps; "
+            f"until then it holds its port, memory and conversation folders, so the app started again meanwhile "
+            f"finds its server refused (the folder or the port in use): restart the server once pid {pid} has ended")
+
+
 def end_it_yourself(pid: int, windows: bool = WINDOWS) -> str:
     """What to do, in the platform's own words: Windows has no `kill -9`."""
     how = f"Task Manager, or taskkill /F /PID {pid}" if windows else f"kill -9 {pid}"

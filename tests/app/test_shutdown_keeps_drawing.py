@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 import uuid
 
+import psutil
 import pytest
 from PySide6.QtCore import QTimer
 from strata.app.controller import AppController
@@ -81,6 +83,8 @@ QSystemTrayIcon.isSystemTrayAvailable = staticmethod(lambda: True)
 single.instance_name = lambda suffix='': sys.argv[3]
 controller.server_command = lambda config_path, extra=(): [sys.executable, '-c', sys.argv[4]]
 cut = sys.argv[5] == 'cut'
+if len(sys.argv) > 6:       # the bounded wait's cap, shortened
+    controller.AppController.shutdown.__defaults__ = (float(sys.argv[6]),)
 app = QApplication(sys.argv[:1])
 log = Path(sys.argv[2]) / 'server.log'
 seen = {'exit_at': None, 'ticks': [], 'texts': [], 'visible': []}
@@ -140,3 +144,62 @@ def test_the_loop_ended_without_quit_stops_the_server_with_the_window_drawn(tmp_
         assert "no event loop to keep the window drawn" in app_log and "waiting up to 30 s for the server's stop" \
             in app_log, app_log[-2000:]
         assert "had not ended" not in app_log
+
+
+# a stand-in that, as the real server does, answers a stop signal during its stop by going on with it (server/cli.py
+# on_stop_signal: ALREADY_STOPPING), noting what it is sent and when its stop ends in a file (its output is a pipe
+# the ended app no longer reads)
+LONG_STOP = stand_in_server(
+    "status, body = 200, b'{\"status\": \"ok\"}'",
+    head="notes = sys.argv[1]\nsignal.signal(signal.SIGTERM, lambda *a: open(notes, 'a').write(f'SIGTERM {time.time()}\\n'))",
+    tail="""
+    print('stopping: keeping 2 conversations for the next start (0 of 2 written)', flush=True)
+    time.sleep(6)
+    open(notes, 'a').write(f'stopped {time.time()}\\n')
+    """)
+
+
+def test_the_app_ending_past_the_cap_says_what_becomes_of_its_server(tmp_path):
+    """Past NO_LOOP_STOP_WAIT_S app.log said 'where the system ties the server to the app, it is ended with it',
+    and docs/app.md 'on Linux and Windows its server is ended with it'. On Linux the tie is a SIGTERM, which a
+    stopping server answers by going on with its stop: it outlives the app, holding its folders (and port) until
+    its conversations are written; app.log now names it and says so."""
+    logs = tmp_path / "logs"
+    config = tmp_path / "config.toml"
+    config.write_text("port = 0\n", encoding="utf-8")
+    notes = tmp_path / "notes"
+    name = "strata-app-test-" + uuid.uuid4().hex[:8]
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    script = LONG_STOP.replace("sys.argv[1]", repr(str(notes)))
+    r = subprocess.run([sys.executable, "-c", APP, str(config), str(logs), name, script, "cut", "1"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    ended = time.time()
+    assert r.returncode == 0, r.stderr[-3000:]
+    app_log = (logs / "app.log").read_text(encoding="utf-8")
+    said = [line for line in app_log.splitlines() if "had not ended 1 s later" in line]
+    assert said, app_log[-2000:]
+    m = re.search(r"the server \(pid (\d+)\) goes on with its stop on its own", said[-1])
+    assert m, said[-1]
+    pid = int(m.group(1))
+    assert "restart the server once pid" in said[-1] and "is ended with it" not in app_log, said[-1]
+    if sys.platform == "linux":     # what really happens: SIGTERM at the app's end, the stop going on past it
+        assert psutil.pid_exists(pid), "the server ended with the app"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "stopped" not in (notes.read_text() if notes.exists() else ""):
+            time.sleep(0.1)
+        # SIGTERM as the app ends (once per app thread: Linux hands the child to the next thread as each ends),
+        # its stop ending after the app had
+        said = [line.split() for line in notes.read_text().splitlines()]
+        assert [w for w, _ in said[:-1]] and {w for w, _ in said[:-1]} == {"SIGTERM"}, said
+        assert said[-1][0] == "stopped" and float(said[-1][1]) > ended, (said, ended)
+
+
+def test_what_becomes_of_the_server_past_the_cap_in_each_platforms_words():
+    from strata.app.supervisor import stop_left_behind
+
+    windows = stop_left_behind(4321, 30, windows=True)
+    assert "had not ended 30 s later" in windows and "pid 4321" in windows and "lost" in windows, windows
+    assert "goes on" not in windows
+    other = stop_left_behind(4321, 30, windows=False)
+    assert "goes on with its stop" in other and "restart the server once pid 4321 has ended" in other, other
+    assert stop_left_behind(None, 30) == "the server's stop had not ended 30 s later: the app ends without waiting for it"
