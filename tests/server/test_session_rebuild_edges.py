@@ -312,7 +312,14 @@ def test_while_others_generate_a_rebuild_reads_in_their_time_slice(tiny_model, t
 
         def recorded(ctx, tokens, *, chunk=512):
             if ctx == 0:
-                pieces.append((len(tokens), any(r.phase == "decode" for r in sched._rows.values())))
+                decoding = any(r.phase == "decode" for r in sched._rows.values())
+                if pieces and not decoding:
+                    # the stream is sent once main holds the first piece; a loaded machine (CI) sent it after the
+                    # last one, so no piece was read beside it: from the second on, wait for it to be queued
+                    deadline = time.monotonic() + 30
+                    while sched.queue_depth == 0 and time.monotonic() < deadline:
+                        time.sleep(0.02)
+                pieces.append((len(tokens), decoding))
                 time.sleep(0.1)
             return real(ctx, tokens, chunk=chunk)
         engine.prefill = recorded
