@@ -30,6 +30,7 @@ from strata.app.supervisor import (
     ServerSupervisor,
     server_command,
     stop_left_behind,
+    wait_over,
 )
 from strata.app.tray import Tray
 from strata.monitor import units
@@ -117,6 +118,7 @@ class AppController(QObject):
         self._restart_thread: threading.Thread | None = None
         self._unfollowed_run: int | None = None    # the server the app is stopping (ServerStatus.run): not followed
         self._last_state = ""
+        self._waited_for = ""      # the detail of the last "waiting" polled: what app.log says has ended
         # the (life, state) last polled: a state's notification is raised as it begins, once in its life. Not
         # _last_state, which a stop sets to "stopping" ahead of the supervisor: a Restart while "failed" (nothing to
         # stop, so no "stopping" shown) found "failed" again, and said the server was down a second time
@@ -420,8 +422,10 @@ class AppController(QObject):
             self.model.set_connection("connecting", "starting the server")
         if status.state != self._last_state and self._last_state == "waiting":
             # app.log said what it waited for; now that the wait is over
-            log.info("the model file is there now; server %s: %s", status.state, status.detail)
+            log.info("%s; server %s: %s", wait_over(self._waited_for), status.state, status.detail)
         self._last_state = status.state
+        if status.state == "waiting":
+            self._waited_for = status.detail
         if (status.life, status.state) != self._seen:
             self._seen = (status.life, status.state)
             self._say_stop_failed(status)

@@ -104,6 +104,9 @@ def start_refused(pid: int, windows: bool = WINDOWS) -> str:
             f"hold the port and memory); {end_it_yourself(pid, windows)}")
 
 
+LOOK_UNFINISHED = re.compile(r"^for the look at (.+?) begun at (\d\d:\d\d:\d\d) to end ")   # look_unfinished's detail
+
+
 def look_unfinished(what: str, begun: float) -> str:
     """A start's detail while an earlier look at `what` (begun at wall time `begun`) has not ended: a Restart
     clicked while a drive did not answer waited the stop's bound, then started nothing and said nothing."""
@@ -125,6 +128,13 @@ def stop_left_behind(pid: int | None, waited_s: float, windows: bool = WINDOWS) 
             f"SIGTERM, which does not cut a stop short) and ends once it has written the conversations it keeps; "
             f"until then it holds its port, memory and conversation folders, so the app started again meanwhile "
             f"finds its server refused (the folder or the port in use): restart the server once pid {pid} has ended")
+
+
+def wait_over(detail: str) -> str:
+    """app.log's words as a wait with `detail` ends (the server's state follows): a look's end says nothing of the
+    model file, which said 'the model file is there now' before the look had even been made."""
+    m = LOOK_UNFINISHED.match(detail)
+    return f"the look at {m.group(1)} begun at {m.group(2)} has ended" if m else "the model file is there now"
 
 
 def end_it_yourself(pid: int, windows: bool = WINDOWS) -> str:

@@ -6,6 +6,8 @@ The look is held through the app's own seam (the supervisor's model_probe), the 
 
 from __future__ import annotations
 
+import logging
+import re
 import sys
 import threading
 import time
@@ -97,7 +99,7 @@ def test_quit_during_a_hung_look_is_not_held_by_it(qtbot, tmp_path):
     assert not starts.exists(), list(sup.events)
 
 
-def test_the_first_start_during_a_hung_look_says_what_it_waits_for(qtbot, tmp_path):
+def test_the_first_start_during_a_hung_look_says_what_it_waits_for(qtbot, tmp_path, caplog):
     """The first start's own look hanging: the status bar said `Server starting: starting the server` for as long
     as the drive did not answer (a Restart said what it waited for); now, past slow_look_s, the same words."""
     starts = tmp_path / "starts"
@@ -105,6 +107,7 @@ def test_the_first_start_during_a_hung_look_says_what_it_waits_for(qtbot, tmp_pa
                                command=[sys.executable, "-c", SERVER, str(starts)])
     sup = controller.supervisor
     sup.slow_look_s = 0.5
+    caplog.set_level(logging.INFO, logger="strata.app")
     look = sup.model_probe
     hung, released = threading.Event(), threading.Event()
 
@@ -127,6 +130,11 @@ def test_the_first_start_during_a_hung_look_says_what_it_waits_for(qtbot, tmp_pa
         released.set()
         qtbot.waitUntil(lambda: controller.status_label.text().startswith("Server running"), timeout=30_000)
         assert starts.read_text().count("s") == 1, list(sup.events)
+        # app.log: the look's end, not 'the model file is there now' (said before the file had been looked at)
+        said = [r.getMessage() for r in caplog.records if r.name == "strata.app"]
+        assert any(re.match(r"the look at the model file begun at \d\d:\d\d:\d\d has ended; server ", m)
+                   for m in said), said
+        assert not any(m.startswith("the model file is there now") for m in said), said
     finally:
         released.set()
         controller.shutdown()
