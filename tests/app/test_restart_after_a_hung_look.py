@@ -21,22 +21,29 @@ SERVER = stand_in_server("status, body = 200, b'{\"status\": \"ok\"}'",
                          head="open(sys.argv[1], 'a').write('s\\n')")
 
 
-def test_a_restart_during_a_hung_look_says_so_and_starts_when_the_look_ends(qtbot, tmp_path):
-    starts = tmp_path / "starts"
-    controller = AppController(None, tmp_path / "logs", theme="light",
-                               command=[sys.executable, "-c", SERVER, str(starts)])
-    sup = controller.supervisor
-    sup.stop_cap_s = 0.5          # the stop's wait for the supervision's thread: stop_cap_s + 10 s (was 610 s)
+def hold_the_look(sup) -> tuple[threading.Event, threading.Event]:
+    """The supervisor's looks at the model file held, as a drive that does not answer, until `released` is set (the
+    real look then made); `hung` is set as the first is held. Returns (hung, released)."""
     look = sup.model_probe
     hung, released = threading.Event(), threading.Event()
 
-    def probe(env):               # the first look hangs as a drive that does not answer; later ones are quick
+    def probe(env):
         if not released.is_set():
             hung.set()
             released.wait(120)
         return look(env)
 
     sup.model_probe = probe
+    return hung, released
+
+
+def test_a_restart_during_a_hung_look_says_so_and_starts_when_the_look_ends(qtbot, tmp_path):
+    starts = tmp_path / "starts"
+    controller = AppController(None, tmp_path / "logs", theme="light",
+                               command=[sys.executable, "-c", SERVER, str(starts)])
+    sup = controller.supervisor
+    sup.stop_cap_s = 0.5          # the stop's wait for the supervision's thread: stop_cap_s + 10 s (was 610 s)
+    hung, released = hold_the_look(sup)
     controller.start(show=True)
     try:
         qtbot.waitUntil(hung.is_set, timeout=10_000)
@@ -70,16 +77,7 @@ def test_quit_during_a_hung_look_is_not_held_by_it(qtbot, tmp_path):
                                command=[sys.executable, "-c", SERVER, str(starts)])
     sup = controller.supervisor
     sup.stop_cap_s = 0.5
-    hung, released = threading.Event(), threading.Event()
-
-    look = sup.model_probe
-
-    def probe(env):
-        hung.set()
-        released.wait(120)
-        return look(env)
-
-    sup.model_probe = probe
+    hung, released = hold_the_look(sup)
     controller.start(show=True)
     look_thread = sup._thread
     try:
@@ -108,16 +106,7 @@ def test_the_first_start_during_a_hung_look_says_what_it_waits_for(qtbot, tmp_pa
     sup = controller.supervisor
     sup.slow_look_s = 0.5
     caplog.set_level(logging.INFO, logger="strata.app")
-    look = sup.model_probe
-    hung, released = threading.Event(), threading.Event()
-
-    def probe(env):
-        if not released.is_set():
-            hung.set()
-            released.wait(120)
-        return look(env)
-
-    sup.model_probe = probe
+    hung, released = hold_the_look(sup)
     controller.start(show=True)
     try:
         qtbot.waitUntil(hung.is_set, timeout=10_000)
