@@ -203,3 +203,36 @@ def test_what_becomes_of_the_server_past_the_cap_in_each_platforms_words():
     other = stop_left_behind(4321, 30, windows=False)
     assert "goes on with its stop" in other and "restart the server once pid 4321 has ended" in other, other
     assert stop_left_behind(None, 30) == "the server's stop had not ended 30 s later: the app ends without waiting for it"
+
+
+def test_shutdown_entered_again_from_its_own_loop_waits_once(qtbot, tmp_path, caplog):
+    """shutdown's loop runs the app's events: aboutToQuit emitted again (a second exit()), a second Quit click, a
+    Restart click land in it. Each returns at once; the outer shutdown alone waits for the one stop and ends the
+    app's timers (none left to fire into the ended window)."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="strata.app")
+    controller = AppController(None, tmp_path / "logs", theme="light",
+                               command=[sys.executable, "-c", SLOW_TO_STOP])
+    controller.start(show=True)
+    inner: list[tuple[str, float]] = []
+
+    def again():
+        for name, call in (("shutdown", controller.shutdown), ("quit", controller.quit),
+                           ("restart", controller.restart_server)):
+            t = time.monotonic()
+            call()
+            inner.append((name, time.monotonic() - t))
+
+    try:
+        qtbot.waitUntil(lambda: controller.supervisor.status().state == "running", timeout=60_000)
+        QTimer.singleShot(500, again)
+        controller.shutdown()
+    finally:
+        controller.shutdown()
+    assert [n for n, _ in inner] == ["shutdown", "quit", "restart"], inner      # run inside the outer loop
+    assert all(took < 0.5 for _, took in inner), inner
+    said = [r.getMessage() for r in caplog.records if r.name == "strata.app"]
+    assert said.count("stopped") == 1 and sum("stopping the server" in m for m in said) == 1, said
+    assert controller.supervisor.status().state == "stopped" and controller.supervisor.status().run == 1
+    assert not controller.timer.isActive() and not controller._quit_timer.isActive()
