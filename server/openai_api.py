@@ -20,7 +20,15 @@ from strata.server import fields as f
 from strata.server.completion_echo import completion_max_tokens, echo_asked, echoed_prompt, unseen_tokens
 from strata.server.errors import APIError, error_body
 from strata.server.fim_prompt import FimRequest, fim_context, fim_prompt, laid_out_for_fim, no_fim_error
-from strata.server.jobrun import JobEvents, failure, open_sse, raise_if_failed, send_keepalive, send_sse
+from strata.server.jobrun import (
+    JobEvents,
+    client_gone,
+    failure,
+    open_sse,
+    raise_if_failed,
+    send_keepalive,
+    send_sse,
+)
 from strata.server.jobs import Completion, Job
 from strata.server.keys import STATE, ServerState
 from strata.server.off_loop import off_loop
@@ -603,8 +611,13 @@ async def _complete_several(request: web.Request, state: ServerState, body: dict
                            code=e.code) from None
     choices, usages = [], []
     for i, (job, echoed, unseen) in enumerate(jobs):
+        # a client gone: the prompts left are not run (each would start, then end at the next look for it)
+        if client_gone(request):
+            return web.Response(status=499)
         completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
         raise_if_failed(completion)
+        if completion.finish_reason == "cancelled":   # its client left during it
+            return web.Response(status=499)
         choices.append({"index": i, "text": echoed + completion.text, "finish_reason": _finish_reason(completion),
                         "logprobs": _answer_logprobs(state, completion, unseen)})
         usages.append(usage(completion))

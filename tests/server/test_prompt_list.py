@@ -5,6 +5,8 @@ its position, nothing run."""
 
 from __future__ import annotations
 
+import time
+
 import httpx2 as httpx
 import openai
 import pytest
@@ -115,3 +117,24 @@ def test_lm_eval_harness_reads_a_batch(list_server):
     assert (is_greedy, other_greedy) == (True, False)
     assert lp_greedy > lp_other
     assert lp_greedy == sum(choices[0]["logprobs"]["token_logprobs"][len(ctx):len(ctx) + 3])
+
+
+def test_a_client_that_leaves_ends_the_prompts_left(list_server):
+    """The prompts after the one running when the client left are not run: each was started and then cancelled a
+    check later (0.25 s), one after another, for as many as the list held."""
+    _, port, _ = list_server
+    base = f"http://127.0.0.1:{port}"
+
+    def cancelled() -> int:
+        lines = httpx.get(base + "/metrics", timeout=30).text.splitlines()
+        return sum(int(float(line.split()[-1])) for line in lines
+                   if line.startswith('strata_requests_total{status="cancelled"}'))
+
+    before = cancelled()
+    body = {"prompt": [f"story {i}:" for i in range(60)], "max_tokens": 1000, "ignore_eos": True}
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(base + "/v1/completions", json=body, timeout=1.5)
+    time.sleep(2)
+    left = cancelled()
+    time.sleep(3)
+    assert cancelled() == left <= before + 1, (before, left, cancelled())   # the one running when it left
