@@ -31,6 +31,7 @@ from strata.app.supervisor import (
     server_command,
     stop_left_behind,
     wait_over,
+    waiting_title,
 )
 from strata.app.tray import Tray
 from strata.monitor import units
@@ -432,7 +433,7 @@ class AppController(QObject):
             if status.state == "waiting":
                 log.warning("waiting %s", status.detail)
                 if self.tray is not None:
-                    self.tray.notify("Strata is waiting for its model file", status.detail)
+                    self.tray.notify(waiting_title(status.detail), status.detail)
             if status.state == "failed":
                 log.error("the server is down: %s", status.detail)
                 # no server to reach: the header says so with the whole reason, wrapped (it said "connecting"

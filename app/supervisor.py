@@ -137,6 +137,13 @@ def wait_over(detail: str) -> str:
     return f"the look at {m.group(1)} begun at {m.group(2)} has ended" if m else "the model file is there now"
 
 
+def waiting_title(detail: str) -> str:
+    """The tray notification's title for a wait with `detail`: a look that has not ended waits for a drive, and
+    may be the configuration's (it said 'waiting for its model file' for both)."""
+    return "Strata is waiting for a drive to answer" if LOOK_UNFINISHED.match(detail) else \
+        "Strata is waiting for its model file"
+
+
 def end_it_yourself(pid: int, windows: bool = WINDOWS) -> str:
     """What to do, in the platform's own words: Windows has no `kill -9`."""
     how = f"Task Manager, or taskkill /F /PID {pid}" if windows else f"kill -9 {pid}"

@@ -15,6 +15,7 @@ import time
 from strata.app.controller import AppController
 
 from tests.app.stand_in_server import stand_in_server
+from tests.app.tray_notes import TrayNotes
 
 # a stand-in that says where it listens, answers /health ok, and counts its starts in the file named first
 SERVER = stand_in_server("status, body = 200, b'{\"status\": \"ok\"}'",
@@ -107,10 +108,12 @@ def test_the_first_start_during_a_hung_look_says_what_it_waits_for(qtbot, tmp_pa
     sup.slow_look_s = 0.5
     caplog.set_level(logging.INFO, logger="strata.app")
     hung, released = hold_the_look(sup)
+    controller.tray = TrayNotes()
     controller.start(show=True)
     try:
         qtbot.waitUntil(hung.is_set, timeout=10_000)
         qtbot.waitUntil(lambda: "look at the model file" in controller.status_label.text(), timeout=10_000)
+        assert controller.tray.titles() == ["Strata is waiting for a drive to answer"], controller.tray.notes
         said = controller.status_label.text()
         assert said.startswith("Server waiting for the look at the model file begun at "), said
         assert said.endswith("(its drive is slow or not answering); the server starts once it has"), said
