@@ -17,7 +17,7 @@ from strata.server.jobrun import open_sse, send_sse
 from strata.server.keys import STATE, ServerState
 from strata.server.openai_api import ready_state
 from strata.server.parking import parkable
-from strata.server.slots import held_by_another, stop_order
+from strata.server.slots import held_by_another, idle_s, stop_order
 from strata.server.socket_queue import unsent_bytes
 
 from strata import __version__
@@ -93,7 +93,8 @@ def stop_outlook(sched: Any, cache: Any) -> dict[str, Any]:
     if cache is None or not cache.keeps_across_restarts():
         return {"keeps_on_disk": False, "conversations": 0}
     contexts = list(sched.table.contexts)     # a copy: the worker thread changes them
-    live = [len(contexts[i].tokens) for i in reversed(stop_order(contexts))   # the most recent first
+    now = time.monotonic()   # each one's last use goes with it, as its park at the stop passes it on
+    live = [(len(contexts[i].tokens), idle_s(contexts[i], now)) for i in reversed(stop_order(contexts))
             if parkable(contexts[i]) and not held_by_another(contexts, i)]
     return {"keeps_on_disk": True, "conversations": cache.stop_would_keep(live)}
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from strata.server import byte_align
 from strata.server.jobs import Job
-from strata.server.slots import MAIN, ContextState, common_prefix, held_by_another
+from strata.server.slots import MAIN, ContextState, common_prefix, held_by_another, idle_s
 
 if TYPE_CHECKING:
     from strata.server.scheduler import Scheduler
@@ -131,7 +131,7 @@ def park_to_cache(sched: Scheduler, ctx: int, reason: str) -> None:
         c.parked = True
         return
     try:
-        result = sched.cache.park(ctx, reason, conversation=c.conversation)
+        result = sched.cache.park(ctx, reason, conversation=c.conversation, idle_s=idle_s(c, time.monotonic()))
         c.parked = True
         sched.metrics.add_park(f"cache_{getattr(result, 'destination', 'done')}")
     except Exception:

@@ -142,6 +142,15 @@ def stop_order(contexts: list[ContextState]) -> list[int]:
     return sorted(range(len(contexts)), key=age)
 
 
+def idle_s(c: ContextState, now: float) -> float | None:
+    """Seconds since context `c` was last used (`now` on time.monotonic's scale, as `last_use`), 0 while its use has
+    not ended, None where it never ended one: what a park passes on, so a stop keeps the most recently used
+    histories (stop_writes.hand_down_picks), not the most recently parked."""
+    if c.busy_job is not None:
+        return 0.0
+    return None if c.last_use is None else max(0.0, now - c.last_use)
+
+
 class SlotTable:
     """Every context's state; the scheduler's worker thread is its only writer."""
 

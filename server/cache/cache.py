@@ -370,27 +370,30 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                               when_full=self.cascade.when_full, replaced_by=replaced_by,
                               names=[f"conversation {k}" for k in keys])
 
-    def stop_would_keep(self, live: list[int]) -> int:
+    def stop_would_keep(self, live: list[tuple[int, float | None]]) -> int:
         """How many histories a clean stop now would keep (the monitor feed's `stop.conversations`): `live`, the
-        token counts of the contexts' histories it would park (the most recent first), RAM's and the spill writer's
-        queue, less those its plans leave out (the queue's: `_queue_plan`; RAM's and the contexts' handed down to the
-        one disk level below RAM: stop_writes.hand_down_picks, the newest first, beside the queue's). Where no plan
-        applies (a warm and a cold level, histories parked straight to disk), all of them: the most it writes."""
+        contexts' histories it would park, each (token count, seconds since its last use: slots.idle_s), RAM's and
+        the spill writer's queue, less those its plans leave out (the queue's: `_queue_plan`; RAM's and the contexts'
+        handed down to the one disk level below RAM: stop_writes.hand_down_picks, the most recently used first,
+        beside the queue's). Where no plan applies (a warm and a cold level, histories parked straight to disk), all
+        of them: the most it writes."""
         with self._lock:
             queue = list(self._pending)
             lvl = self._hand_down_level() if self.park_target != "disk" else None
             if lvl is None:
                 return len(live) + self.unwritten()
             later = self._superseded_in_ram()
-            ram = sorted((e for k, e in self.ram.entries.items() if k not in later), key=lambda e: -e.sealed_at)
+            ram = [e for k, e in self.ram.entries.items() if k not in later]
             per_token = self.engine.bytes_per_token   # the level counts their sidecars too (_bytes_below)
-            candidates = [*(lvl.bytes_at_most(LIVE_KEY, "conversation", n, n * per_token, LIVE_META) for n in live),
+            candidates = [*(lvl.bytes_at_most(LIVE_KEY, "conversation", n, n * per_token, LIVE_META) for n, _ in live),
                           *(self._bytes_below(lvl, e) for e in ram)]
+            now = self.clock()   # a context's last use as its park would keep it (parking.park: now - idle_s)
+            used = [*(now if idle is None else now - idle for _, idle in live), *(e.last_used for e in ram)]
         unkept = self._queue_plan(queue)
         with self._lock:
             written = [(float(i), self._bytes_below(lvl, self._pending[k])) for i, k in enumerate(queue)
                        if i not in unkept and k in self._pending]
-        picks = hand_down_picks(candidates, budget=lvl.budget_bytes, free=self.io.free_bytes(lvl.folder),
+        picks = hand_down_picks(candidates, used=used, budget=lvl.budget_bytes, free=self.io.free_bytes(lvl.folder),
                                 when_full=self.cascade.when_full)
         chosen = range(len(candidates)) if picks is None else picks
         with self._lock:   # RAM's shorter copies: written only where no history written supersedes them, as close's
@@ -481,7 +484,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 self.cascade.stopping = True
                 now = self.cascade.next_seal(self.clock())   # after the spill writer's: these came later
                 lost, why = 0, ""
-                keys = sorted(self.ram.entries, key=lambda k: self.ram.entries[k].sealed_at)
+                # by last use: the contexts' histories were parked just now, however long ago they were used
+                keys = sorted(self.ram.entries, key=lambda k: (self.ram.entries[k].last_used, k))
                 later = self._superseded_in_ram()   # written only where the longer copy is not
                 keys = [k for k in keys if k not in later] + [k for k in keys if k in later]
                 # each sealed after the one before (oldest first), whatever order they are written in: all sealed at
@@ -567,7 +571,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
 
     def _left_at_hand_down(self, first: list[str], later: set[str]) -> set[str]:
         """RAM's histories a stop does not hand down (caller locks): the level below would let them go within the
-        stop for newer ones (stop_writes.hand_down_picks, the newest first; `first` oldest first, then the shorter
+        stop for newer ones (stop_writes.hand_down_picks, the most recently used first; `first` oldest first, then the shorter
         copies in `later`, only where no picked history supersedes them). Held back, not yet let go: where a pick
         is not written after all, they may fit in its room (`_written_after_all`)."""
         lvl = self._hand_down_level()
@@ -586,10 +590,10 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
 
     def _written_after_all(self, left: set[str], written: list[str]) -> list[str]:
         """Those of the held back `left` the level below keeps beside the histories the stop `written` there, the
-        newest first (caller locks): a pick that was not written (a folder standing at its name, a failed write)
+        most recently used first (caller locks): a pick that was not written (a folder standing at its name, a failed write)
         left its room to them, and letting them go all the same lost them for nothing."""
         lvl = self.cascade.levels[1]
-        order = sorted(left, key=lambda k: -self.ram.entries[k].sealed_at)
+        order = sorted(left, key=lambda k: (-self.ram.entries[k].last_used, k))
         taken = sum(e.n_bytes for k in written if (e := lvl.entries.get(k)) is not None)
         picks = self._hand_down_picks(lvl, order, taken) if isinstance(lvl, DiskLevel) else None
         return order if picks is None else [order[i] for i in picks]
@@ -598,9 +602,10 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         """The held back histories that stay unwritten (caller locks): each said and counted as the queue's left
         out are, its RAM copy freed."""
         lvl = self.cascade.levels[1]
-        for k in sorted(left, key=lambda k: self.ram.entries[k].sealed_at):
+        for k in sorted(left, key=lambda k: (self.ram.entries[k].last_used, k)):
             self._let_go(self.ram.entries[k], f"its budget of {lvl.budget_bytes / MIB:.1f} MiB keeps the {n_kept} "
-                         f"histor{'y' if n_kept == 1 else 'ies'} the stop hands down there (picked newest first), and "
+                         f"histor{'y' if n_kept == 1 else 'ies'} the stop hands down there (picked by last use, the most "
+                         f"recent first), and "
                          f"this one beside them would push one of them out")
             self.ram.forget(k)
 
@@ -610,14 +615,16 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         those of them `lvl` keeps too (hand_down_picks; all where it cannot tell)."""
         e = self.ram.entries
         gone = superseded_keys([e[k] for k in later], by=[e[k] for k in kept])
-        rest = [k for k in sorted(later, key=lambda k: -e[k].sealed_at) if k not in gone]
+        rest = [k for k in sorted(later, key=lambda k: (-e[k].last_used, k)) if k not in gone]
         more = self._hand_down_picks(lvl, rest, taken)
         return rest, rest if more is None else [rest[i] for i in more]
 
     def _hand_down_picks(self, lvl: DiskLevel, keys: list[str], taken: int = 0) -> list[int] | None:
-        """stop_writes.hand_down_picks for RAM's `keys` (the most valuable first) into `lvl`, beside `taken` bytes
-        picked already. The queue's histories the stop wrote there are older: they leave first, as before."""
-        return hand_down_picks([self._bytes_below(lvl, self.ram.entries[k]) for k in keys], budget=lvl.budget_bytes,
+        """stop_writes.hand_down_picks for RAM's `keys` into `lvl` by their last uses, beside `taken` bytes picked
+        already; indexes of `keys`. The queue's histories the stop wrote there are older: they leave first, as before."""
+        e = self.ram.entries
+        return hand_down_picks([self._bytes_below(lvl, e[k]) for k in keys], used=[e[k].last_used for k in keys],
+                               budget=lvl.budget_bytes,
                                free=self.io.free_bytes(lvl.folder), when_full=self.cascade.when_full, taken=taken)
 
     @staticmethod

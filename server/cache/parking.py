@@ -10,6 +10,7 @@ or the rules (policy.py). A mixin: the state it uses is made by `ConversationCac
 from __future__ import annotations
 
 import logging
+import math
 import time
 from bisect import bisect_right
 from collections.abc import Callable
@@ -67,10 +68,15 @@ class StopQueue:
 
 
 class ParkingMixin:
-    def park(self, ctx: int, reason: str = "", conversation: str = "") -> ParkResult:
+    def park(self, ctx: int, reason: str = "", conversation: str = "", idle_s: float | None = None) -> ParkResult:
         """Capture context `ctx`'s history before it is overwritten (RAM, disk, or counted discard). `conversation`
         is the key the context's requests ran under (/v1/slots shows it; "" when none): kept in the entry's meta,
-        and so in its sidecar on every disk level, so a session save by that key finds the history once parked."""
+        and so in its sidecar on every disk level, so a session save by that key finds the history once parked.
+        `idle_s`: how long ago the context was last used (None: not known); a RAM entry keeps that last use
+        (RamEntry.used_at), which a stop keeps the most recent of, not the time it was parked."""
+        if idle_s is not None and (not isinstance(idle_s, (int, float)) or isinstance(idle_s, bool)
+                                   or not math.isfinite(idle_s) or idle_s < 0):
+            raise ValueError(f"idle_s must be None or a number of seconds >= 0, got {idle_s!r}")
         tokens = tokens_array(self.engine.context_tokens(ctx))
         n = int(tokens.shape[0])
         if n == 0:
@@ -102,7 +108,8 @@ class ParkingMixin:
             self._save_prefixes(ctx, tokens, now)  # each prefix has its own placement
             return ParkResult("discard", adm.floor, key, n, 0, adm.reason)
         entry = RamEntry(key, "conversation", tokens, list(self.engine.snapshot_chunks(ctx)), now, now,
-                         {"reason": reason, **({"conversation": conversation} if conversation else {})})
+                         {"reason": reason, **({"conversation": conversation} if conversation else {})},
+                         None if idle_s is None else now - idle_s)
         if self._closed:   # during the copy (a stop gave this step up as stuck, then closed the cache)
             return _after_close(n)
         destination, why = adm.destination, adm.reason

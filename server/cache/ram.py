@@ -1,8 +1,8 @@
 """The RAM level of the conversation cache: parked engine snapshot images held in host memory.
 
 What this is: a dict of entries, each the image of one context's history as the engine produced it
-(a list of pieces of <= 16 MiB, never joined, so it is never held twice), its token ids and its
-sealed time. What this is not: admission (policy.py decides whether a capture may stay in RAM) or
+(a list of pieces of <= 16 MiB, never joined, so it is never held twice), its token ids, its
+sealed time and its context's last use. What this is not: admission (policy.py decides whether a capture may stay in RAM) or
 the cascade (cascade.py moves entries down).
 """
 
@@ -23,6 +23,12 @@ class RamEntry:
     created_at: float
     sealed_at: float
     meta: dict = field(default_factory=dict)
+    used_at: float | None = None   # its context's last use, on the cache's clock (None: not known, its park's)
+
+    @property
+    def last_used(self) -> float:
+        """When its history was last used: what a stop keeps the most recent of (stop_writes.hand_down_picks)."""
+        return self.sealed_at if self.used_at is None else self.used_at
 
     @property
     def n_bytes(self) -> int:

@@ -14,13 +14,14 @@ the old order would still hold (those are written after all).
 `hand_down_picks` is the same rule for the RAM level's histories a stop hands down to the one disk level below it:
 written oldest first past that level's budget, each arrival evicted an earlier one the stop had just written (a
 soak's probe: "4 of the 6 conversations written made room for newer ones", the first "keeping 6" line counting
-them); now only those the budget keeps are written, the most valuable (newest) first.
+them); now only those the budget keeps are written, the most recently used first.
 What this is not: the writes, the evictions (cache.py, cascade.py), or histories whose level is not certain (one
 a warm level may take: its hand-down order is the cascade's to make).
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Collection, Mapping, Sequence
 from itertools import pairwise
@@ -159,11 +160,14 @@ def written_after_all(held: Sequence[tuple[float, int]], level: Sequence[tuple[f
     return 0
 
 
-def hand_down_picks(sizes: Sequence[int], *, budget: int, free: int | None, when_full: str,
+def hand_down_picks(sizes: Sequence[int], *, used: Sequence[float], budget: int, free: int | None, when_full: str,
                     taken: int = 0) -> list[int] | None:
-    """Which of `sizes` (histories handed down at a stop to one disk level, the most valuable first) that level keeps
-    whole, written alone: each in turn where it fits in the budget beside those picked before it and `taken` (bytes
-    picked already); one that does not fit is skipped, a smaller one after it may fit. Nothing picked is evicted by another's write (they fit together); what the level
+    """Which of `sizes` (histories handed down at a stop to one disk level) that level keeps whole, written alone,
+    the most recently used first (`used`: each one's last use, on one clock; ties in `sizes`' order): each in turn
+    where it fits in the budget beside those picked before it and `taken` (bytes picked already); one that does not
+    fit is skipped, a smaller one after it may fit. Returned in that order. By last use, not by the time each was
+    parked: a stop parks the contexts' histories last, and an idle slot's hour-old history pushed out one RAM held
+    from a minute ago. Nothing picked is evicted by another's write (they fit together); what the level
     held before the stop is older and leaves first. None where the outcome is not certain, all are written then as
     before: no budget (it keeps all), when-full=reject (it refuses, evicting nothing), or a volume whose free space
     (`free`; None: not known) is less than the picks (its room, not the budget, decides)."""
@@ -173,15 +177,20 @@ def hand_down_picks(sizes: Sequence[int], *, budget: int, free: int | None, when
         bad = [v for v in values if not isinstance(v, int) or isinstance(v, bool) or v < 0]
         if bad:
             raise ValueError(f"{what} must be whole numbers of bytes >= 0, got {bad[0]!r}")
+    if len(used) != len(sizes):
+        raise ValueError(f"used must give one last use per history ({len(sizes)}), got {len(used)}")
+    bad = [u for u in used if not isinstance(u, (int, float)) or isinstance(u, bool) or math.isnan(u)]
+    if bad:
+        raise ValueError(f"used must be times (numbers, not NaN), got {bad[0]!r}")
     if free is not None and (not isinstance(free, int) or isinstance(free, bool) or free < 0):
         raise ValueError(f"free must be None or a whole number of bytes >= 0, got {free!r}")
     if not budget or when_full != "evict":
         return None
-    picks, used = [], taken
-    for i, size in enumerate(sizes):
-        if used + size <= budget:
+    picks, filled = [], taken
+    for i in sorted(range(len(sizes)), key=lambda i: (-used[i], i)):
+        if filled + sizes[i] <= budget:
             picks.append(i)
-            used += size
-    if free is None or free < used - taken:
+            filled += sizes[i]
+    if free is None or free < filled - taken:
         return None
     return picks
