@@ -64,7 +64,7 @@ class ContextState:
     capacity: int
     tokens: list[int] = field(default_factory=list)
     conversation: str = ""
-    last_use: float | None = None  # wall time the last actual use ended (a park keeps the source's)
+    last_use: float | None = None  # time.monotonic() when the last actual use ended (a park keeps the source's)
     busy_job: int | None = None    # id of the job running here
     phase: str = "idle"            # "idle" | "prefill" | "decode"
     valid: bool = True             # False after a failed engine call: its KV cannot be trusted
