@@ -9,6 +9,7 @@ server/placement.py, which turns this table into the policy's plain data); nothi
 from __future__ import annotations
 
 import collections
+import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
@@ -142,13 +143,14 @@ def stop_order(contexts: list[ContextState]) -> list[int]:
     return sorted(range(len(contexts)), key=age)
 
 
-def idle_s(c: ContextState, now: float) -> float | None:
+def idle_s(c: ContextState, now: float) -> float:
     """Seconds since context `c` was last used (`now` on time.monotonic's scale, as `last_use`), 0 while its use has
-    not ended, None where it never ended one: what a park passes on, so a stop keeps the most recently used
-    histories (stop_writes.hand_down_picks), not the most recently parked."""
+    not ended, math.inf where it never ended one (a session restored into a slot no request used): the least
+    recent, as stop_order has it. What a park passes on, so a stop keeps the most recently used histories
+    (stop_writes.hand_down_picks), not the most recently parked."""
     if c.busy_job is not None:
         return 0.0
-    return None if c.last_use is None else max(0.0, now - c.last_use)
+    return math.inf if c.last_use is None else max(0.0, now - c.last_use)
 
 
 class SlotTable:

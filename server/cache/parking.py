@@ -72,10 +72,11 @@ class ParkingMixin:
         """Capture context `ctx`'s history before it is overwritten (RAM, disk, or counted discard). `conversation`
         is the key the context's requests ran under (/v1/slots shows it; "" when none): kept in the entry's meta,
         and so in its sidecar on every disk level, so a session save by that key finds the history once parked.
-        `idle_s`: how long ago the context was last used (None: not known); a RAM entry keeps that last use
-        (RamEntry.used_at), which a stop keeps the most recent of, not the time it was parked."""
+        `idle_s`: how long ago the context was last used (None: not known, its park's time; math.inf: never, the
+        least recent); a RAM entry keeps that last use (RamEntry.used_at), which a stop keeps the most recent of,
+        not the time it was parked."""
         if idle_s is not None and (not isinstance(idle_s, (int, float)) or isinstance(idle_s, bool)
-                                   or not math.isfinite(idle_s) or idle_s < 0):
+                                   or math.isnan(idle_s) or idle_s < 0):
             raise ValueError(f"idle_s must be None or a number of seconds >= 0, got {idle_s!r}")
         tokens = tokens_array(self.engine.context_tokens(ctx))
         n = int(tokens.shape[0])
