@@ -4,7 +4,8 @@ max_tokens 0: read in 32-token Engine.extend pieces, each alone) against the sam
 
 Each round, in turns (ordinary, scored, ...): a stream of 1,500 tokens (ignore_eos) starts; after its 20th token a
 fresh long prompt (a new suffix, so nothing of it is reused) is sent; printed: the prompt's time, the stream's
-gaps overlapping that time (count, largest, median), and the median gap before it.
+gaps between chunks overlapping that time (count, largest, median), and the median gap before it (a
+chunk holds one token or, with lookup decoding's guesses taken, several).
 
     .venv/bin/python benchmarks/scoring_beside_stream.py [--rounds 2] [--words 1000]
 """
@@ -59,10 +60,10 @@ def main() -> None:
                 during = [y - x for x, y in zip(times, times[1:], strict=False) if y > t0 and x < t1]
                 before = [y - x for x, y in zip(times, times[1:], strict=False) if y < t0]
                 print(f"{mode}: prompt {r.usage.prompt_tokens} (reused {r.usage.prompt_tokens_details.cached_tokens})"
-                      f" in {t1 - t0:.1f} s; stream tokens in it {len(during)}, largest gap "
+                      f" in {t1 - t0:.1f} s; stream chunks in it {len(during)}, largest gap "
                       f"{max(during, default=0) * 1000:.0f} ms, median {statistics.median(during or [0]) * 1000:.0f}"
                       f" ms; before it median {statistics.median(before) * 1000:.0f} ms; the stream "
-                      f"{len(times)} tokens, ended {times[-1] - t1:+.1f} s after the prompt", flush=True)
+                      f"{len(times)} chunks, ended {times[-1] - t1:+.1f} s after the prompt", flush=True)
 
 
 if __name__ == "__main__":
