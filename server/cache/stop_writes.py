@@ -163,7 +163,9 @@ def written_after_all(held: Sequence[tuple[float, int]], level: Sequence[tuple[f
 def hand_down_picks(sizes: Sequence[int], *, used: Sequence[float], budget: int, free: int | None, when_full: str,
                     taken: int = 0) -> list[int] | None:
     """Which of `sizes` (histories handed down at a stop to one disk level) that level keeps whole, written alone,
-    the most recently used first (`used`: each one's last use, on one clock; ties in `sizes`' order): each in turn
+    the most recently used first (`used`: each one's last use, on one clock; among equal last uses the smaller first,
+    so the count kept does not hang on the order given: the feed's outlook gives the contexts' in slot order, the
+    stop its RAM entries by key, and every context never used is -inf; then in `sizes`' order): each in turn
     where it fits in the budget beside those picked before it and `taken` (bytes picked already); one that does not
     fit is skipped, a smaller one after it may fit. Returned in that order. By last use, not by the time each was
     parked: a stop parks the contexts' histories last, and an idle slot's hour-old history pushed out one RAM held
@@ -187,7 +189,7 @@ def hand_down_picks(sizes: Sequence[int], *, used: Sequence[float], budget: int,
     if not budget or when_full != "evict":
         return None
     picks, filled = [], taken
-    for i in sorted(range(len(sizes)), key=lambda i: (-used[i], i)):
+    for i in sorted(range(len(sizes)), key=lambda i: (-used[i], sizes[i], i)):
         if filled + sizes[i] <= budget:
             picks.append(i)
             filled += sizes[i]
