@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import partial
 
 from . import policy, report
@@ -37,7 +37,7 @@ from .folder_checks import log_skipped_files, warn_budget_beyond_free_space
 from .memory import MIB, MemoryProbe
 from .options import CacheConfig
 from .parking import ParkingMixin, StopQueue, replaces, superseded_keys
-from .ram import RamEntry, RamLevel
+from .ram import RamEntry, RamLevel, used_at
 from .restoring import RestoreMixin, common_prefix_len
 from .sessions import SaveUnderWay, SessionRemoval, SessionsMixin, SessionStore
 from .spill import SpillWriter
@@ -388,7 +388,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
             candidates = [*(lvl.bytes_at_most(LIVE_KEY, "conversation", n, n * per_token, LIVE_META) for n, _ in live),
                           *(self._bytes_below(lvl, e) for e in ram)]
             now = self.clock()   # a context's last use as its park would keep it (parking.park: now - idle_s)
-            used = [*(now if idle is None else now - idle for _, idle in live), *(e.last_used for e in ram)]
+            used = [*(used_at(now, idle) for _, idle in live), *(e.last_used for e in ram)]
         unkept = self._queue_plan(queue)
         with self._lock:
             written = [(float(i), self._bytes_below(lvl, self._pending[k])) for i, k in enumerate(queue)
@@ -485,7 +485,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 now = self.cascade.next_seal(self.clock())   # after the spill writer's: these came later
                 lost, why = 0, ""
                 # by last use: the contexts' histories were parked just now, however long ago they were used
-                keys = sorted(self.ram.entries, key=lambda k: (self.ram.entries[k].last_used, k))
+                keys = self._by_last_use(self.ram.entries)
                 later = self._superseded_in_ram()   # written only where the longer copy is not
                 keys = [k for k in keys if k not in later] + [k for k in keys if k in later]
                 # each sealed after the one before (oldest first), whatever order they are written in: all sealed at
@@ -593,7 +593,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         most recently used first (caller locks): a pick that was not written (a folder standing at its name, a failed write)
         left its room to them, and letting them go all the same lost them for nothing."""
         lvl = self.cascade.levels[1]
-        order = sorted(left, key=lambda k: (-self.ram.entries[k].last_used, k))
+        order = self._by_last_use(left, newest_first=True)
         taken = sum(e.n_bytes for k in written if (e := lvl.entries.get(k)) is not None)
         picks = self._hand_down_picks(lvl, order, taken) if isinstance(lvl, DiskLevel) else None
         return order if picks is None else [order[i] for i in picks]
@@ -602,7 +602,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         """The held back histories that stay unwritten (caller locks): each said and counted as the queue's left
         out are, its RAM copy freed."""
         lvl = self.cascade.levels[1]
-        for k in sorted(left, key=lambda k: (self.ram.entries[k].last_used, k)):
+        for k in self._by_last_use(left):
             self._let_go(self.ram.entries[k], f"its budget of {lvl.budget_bytes / MIB:.1f} MiB keeps the {n_kept} "
                          f"histor{'y' if n_kept == 1 else 'ies'} the stop hands down there (picked by last use, the most "
                          f"recent first), and "
@@ -615,9 +615,15 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         those of them `lvl` keeps too (hand_down_picks; all where it cannot tell)."""
         e = self.ram.entries
         gone = superseded_keys([e[k] for k in later], by=[e[k] for k in kept])
-        rest = [k for k in sorted(later, key=lambda k: (-e[k].last_used, k)) if k not in gone]
+        rest = [k for k in self._by_last_use(later, newest_first=True) if k not in gone]
         more = self._hand_down_picks(lvl, rest, taken)
         return rest, rest if more is None else [rest[i] for i in more]
+
+    def _by_last_use(self, keys: Collection[str], newest_first: bool = False) -> list[str]:
+        """RAM's `keys` by their histories' last use (RamEntry.last_used), the least recent first or `newest_first`,
+        ties by key (caller locks): the one order a stop seals, picks, writes after all and lets go by."""
+        e, sign = self.ram.entries, -1 if newest_first else 1
+        return sorted(keys, key=lambda k: (sign * e[k].last_used, k))
 
     def _hand_down_picks(self, lvl: DiskLevel, keys: list[str], taken: int = 0) -> list[int] | None:
         """stop_writes.hand_down_picks for RAM's `keys` into `lvl` by their last uses, beside `taken` bytes picked

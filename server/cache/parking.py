@@ -21,7 +21,7 @@ import numpy as np
 from . import policy
 from .disk import conversation_key, tokens_array
 from .memory import MIB
-from .ram import RamEntry, RamLevel
+from .ram import RamEntry, RamLevel, used_at
 from .restoring import common_prefix_len
 from .segments import anchor_positions, chain_keys, plan_segment_saves, system_prompt_anchor
 from .stop_writes import Unkept, gone_for_good, written_after_all
@@ -110,7 +110,7 @@ class ParkingMixin:
             return ParkResult("discard", adm.floor, key, n, 0, adm.reason)
         entry = RamEntry(key, "conversation", tokens, list(self.engine.snapshot_chunks(ctx)), now, now,
                          {"reason": reason, **({"conversation": conversation} if conversation else {})},
-                         None if idle_s is None else now - idle_s)
+                         used_at(now, idle_s))
         if self._closed:   # during the copy (a stop gave this step up as stuck, then closed the cache)
             return _after_close(n)
         destination, why = adm.destination, adm.reason

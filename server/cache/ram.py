@@ -14,6 +14,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
+def used_at(now: float, idle_s: float | None) -> float:
+    """A history's last use on the cache's clock, `idle_s` seconds (None: not known, taken as none) before `now`:
+    what a park keeps (RamEntry.used_at) and what the feed's outlook weighs a context's history by alike."""
+    return now if idle_s is None else now - idle_s
+
+
 @dataclass
 class RamEntry:
     key: str
