@@ -102,7 +102,7 @@ def park_into_slot(sched: Scheduler, slot: int, last_use: float) -> bool:
     dst = table[slot]
     table.set_tokens(slot, main.tokens[:n])
     dst.conversation = main.conversation
-    dst.completion = main.completion
+    dst.completion, dst.scored = main.completion, main.scored
     dst.approx_from = main.approx_from    # a completion's moved KV (--cache-reuse) stays one in the copy
     dst.last_use = last_use
     # kept: the slot holds all of it, and is parked to the cache itself before anything overwrites it. Main's
@@ -115,8 +115,9 @@ def park_into_slot(sched: Scheduler, slot: int, last_use: float) -> bool:
 
 def parkable(c: ContextState) -> bool:
     """Whether a park hands this context's history to the cache: it holds one, its KV is trusted, it is not parked
-    unchanged already, and it is not a code completion's (the monitor feed's `stop` counts them too)."""
-    return bool(c.tokens) and c.valid and not c.parked and not c.completion
+    unchanged already, and it is not a code completion's or a scored prompt's (the monitor feed's `stop` counts them
+    too)."""
+    return bool(c.tokens) and c.valid and not c.parked and not c.completion and not c.scored
 
 
 def park_to_cache(sched: Scheduler, ctx: int, reason: str) -> None:

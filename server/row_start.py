@@ -160,6 +160,7 @@ def start(sched: Scheduler, job: Job, ctx: int) -> Row:
         row.mismatch_excerpt = excerpt(sched.engine, prompt[at: at + MISMATCH_EXCERPT_TOKENS])
     state.conversation = job.conversation
     state.completion = job.completion
+    state.scored = job.prompt_logprobs is not None
     state.phase = "prefill"
     state.reused_tokens = n
     state.prompt_tokens_last = len(prompt)

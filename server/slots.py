@@ -87,6 +87,10 @@ class ContextState:
     # user types, they filled the RAM level (8 entries, 658 MB in 30 s, benchmarks/fim_beside_agent.py) and,
     # oldest first, pushed the agents' parked histories down a level or out
     completion: bool = False
+    # it holds a scored prompt's history (Job.prompt_logprobs: lm-eval-harness's loglikelihood): never parked either.
+    # An evaluation sends thousands of distinct prompts, none a conversation that goes on: parked, each was an
+    # entry of its own that pushed the agents' histories out of RAM, oldest first
+    scored: bool = False
     # its KV from this position on was moved into place (a code completion's --cache-reuse: Engine.splice): an
     # approximation of a fresh read, so an exact request matches its history only before it (matched_by); None:
     # all of it is exact. Only a code completion's history has one (`completion` is set), so it is never parked;
@@ -119,13 +123,13 @@ def held_by_another(contexts: list[ContextState], i: int, unkept: Collection[int
     equal histories, the first holds it). Writing both at a stop keeps one prefix twice, and the copy took the
     disk budget of another conversation (an agent soak: a 188.4 MiB copy beside its 191.8 MiB history evicted a
     130.8 MiB conversation, then was superseded). Only a context the stop keeps holds anything: not a code
-    completion's (never written), nor one in `unkept` (its history larger than every disk level's whole budget,
-    so its write is refused: the shorter copy was then lost, where it fit)."""
+    completion's nor a scored prompt's (never written), nor one in `unkept` (its history larger than every disk
+    level's whole budget, so its write is refused: the shorter copy was then lost, where it fit)."""
     c = contexts[i]
     if not c.tokens or not c.valid:
         return False
     n = len(c.tokens)
-    return any(j != i and j not in unkept and o.valid and not o.completion and len(o.tokens) >= n
+    return any(j != i and j not in unkept and o.valid and not o.completion and not o.scored and len(o.tokens) >= n
                and (len(o.tokens) > n or j < i) and o.tokens[:n] == c.tokens for j, o in enumerate(contexts))
 
 
@@ -204,7 +208,7 @@ class SlotTable:
         c.valid = True
         c.superseded = False
         c.parked = c.covered = False
-        c.completion = False        # what holds these tokens says so after (row_start, parking)
+        c.completion = c.scored = False   # what holds these tokens says so after (row_start, parking)
         c.approx_from = None        # likewise (row_start)
 
     def truncate(self, ctx: int, n: int) -> None:
