@@ -6,10 +6,16 @@ conversations written made room for newer ones", the first "keeping 6" line coun
 A real `strata serve` in a subprocess (the tiny model, 256 bytes of KV a token; RAM level 64 MiB, parks to RAM,
 cold alone below it at 1 MiB): six conversations of 1,500 tokens (0.37 MiB each), one after the other, then
 SIGTERM. Cold holds two: the stop writes those two, says the four others not written, and every "keeping N" line,
-the feed's outlook and the folder agree."""
+the feed's outlook and the folder agree.
+
+The two kept are the two USED last (seeds 4 and 5), not the two parked last (a reviewer's find: cold kept seeds 1
+and 5). The contexts' histories are parked at the stop itself, so an idle slot's history from the first minutes
+looked newest and pushed out RAM's, used since; now a park carries its context's last use (slots.idle_s,
+RamEntry.used_at) and the stop's plan (stop_writes.hand_down_picks) and the feed's outlook order by it."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 
@@ -22,8 +28,18 @@ KEEPING = re.compile(r"stopping: keeping (\d+) conversations? for the next start
 NOT_WRITTEN = re.compile(r"stopping: conversation (\w+) \([\d.]+ MiB\) not written to the cold level: its budget")
 
 
+N_TOKENS = 1500
+
+
 def prompt(seed: int, n: int) -> list[int]:
     return [10 + (seed * 131 + i * 7) % 500 for i in range(n)]
+
+
+def seed_of(tokens: list[int]) -> int:
+    """Which conversation of the test a kept history is (its prompt's tokens lead it)."""
+    seeds = [s for s in range(6) if tokens[:N_TOKENS] == prompt(s, N_TOKENS)]
+    assert len(seeds) == 1, tokens[:8]
+    return seeds[0]
 
 
 def test_the_stop_writes_only_what_cold_keeps_and_says_so_alike(tiny_model, tmp_path):
@@ -34,9 +50,9 @@ def test_the_stop_writes_only_what_cold_keeps_and_says_so_alike(tiny_model, tmp_
     try:
         port = listening_port(log, proc)
         wait_healthy(port, proc)
-        for seed in range(6):
+        for seed in range(6):   # used in this order: 5 last, then 4
             r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", timeout=300, json={
-                "model": "m", "prompt": prompt(seed, 1500), "max_tokens": 1, "temperature": 0})
+                "model": "m", "prompt": prompt(seed, N_TOKENS), "max_tokens": 1, "temperature": 0})
             assert r.status_code == 200, r.text
         outlook = httpx.get(f"http://127.0.0.1:{port}/v1/monitor", timeout=30).json()["stop"]
         proc.send_signal(signal.SIGTERM)
@@ -47,6 +63,8 @@ def test_the_stop_writes_only_what_cold_keeps_and_says_so_alike(tiny_model, tmp_
     assert "Traceback" not in text, text
     images = sorted(cold.glob("strata-conv-*.img"))
     assert len(images) == 2, text                       # what cold's 1 MiB holds of six 0.37 MiB histories
+    sidecars = [json.loads(p.read_text()) for p in cold.glob("strata-conv-*.json")]
+    assert {seed_of(d["tokens"]) for d in sidecars} == {4, 5}, text   # before: {1, 5}, slot-held 1 parked last
     keeping = [KEEPING.search(line) for line in text.splitlines() if KEEPING.search(line)]
     assert keeping, text
     # every line counts what is kept (before: the first said 6), none evicted (before: "4 of them evicted")
