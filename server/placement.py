@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 
 from strata.server import editor_place, slot_returns
 from strata.server import slot_policy as policy
@@ -22,13 +23,32 @@ from strata.server.slots import MAIN, SlotTable, common_prefix
 log = logging.getLogger("strata.server.placement")
 
 
-_WALL_MINUS_MONOTONIC = time.time() - time.monotonic()  # read once: one instant reads the same every time
+class WallOffset:
+    """Wall-clock minus monotonic seconds, kept steady: read per call, a slot's `last_use` moved by microseconds
+    between snapshots and the monitor took it for a new use. Read once, it stayed wrong after the wall clock
+    stepped (NTP, a VM's clock set: 25 s in a CI run) or the machine slept (monotonic stops there on Linux: an
+    idle slot then read as last used hours ago). So it is read again only where it moved more than `step_s`."""
+
+    def __init__(self, step_s: float = 0.5, wall: Callable[[], float] = time.time,
+                 mono: Callable[[], float] = time.monotonic) -> None:
+        if not step_s > 0:
+            raise ValueError(f"step_s must be > 0 seconds, got {step_s!r}")
+        self.step_s, self._wall, self._mono = step_s, wall, mono
+        self.value = wall() - mono()
+
+    def now(self) -> float:
+        current = self._wall() - self._mono()
+        if abs(current - self.value) > self.step_s:
+            self.value = current
+        return self.value
+
+
+_WALL_OFFSET = WallOffset()
 
 
 def wall_of(mono: float | None) -> float | None:
-    """A monotonic time as wall-clock seconds (for display). The offset is read once: read per call,
-    a slot's `last_use` moved by microseconds between snapshots and the monitor took it for a new use."""
-    return None if mono is None else mono + _WALL_MINUS_MONOTONIC
+    """A monotonic time as wall-clock seconds (for display), steady across snapshots (WallOffset)."""
+    return None if mono is None else mono + _WALL_OFFSET.now()
 
 
 class Placer:

@@ -175,3 +175,25 @@ def test_wall_of_reads_one_instant_the_same_every_time():
     first = wall_of(mono)
     assert all(wall_of(mono) == first for _ in range(1000))
     assert abs(first - (time.time() - 5.0)) < 1.0 and wall_of(None) is None
+
+
+def test_the_wall_offset_follows_a_clock_step_and_ignores_jitter():
+    """Read once, the offset stayed 25 s off after the wall clock stepped during a CI run (this file's test above
+    failed), and would stay hours off after a laptop's sleep (monotonic stops there): it follows a move past
+    step_s, and keeps its value through the microseconds two readings differ by."""
+    import pytest
+    from strata.server.placement import WallOffset
+
+    clocks = {"wall": 1000.0, "mono": 10.0}
+    offset = WallOffset(step_s=0.5, wall=lambda: clocks["wall"], mono=lambda: clocks["mono"])
+    assert offset.now() == 990.0
+    clocks["wall"] += 2.000003                                   # time goes on, a few microseconds of jitter
+    clocks["mono"] += 2.0
+    assert offset.now() == 990.0
+    clocks["wall"] += 25.0                                       # the wall clock steps (NTP, a VM's clock set)
+    assert offset.now() == pytest.approx(1015.000003, abs=1e-9)
+    clocks["wall"] += 3600.0                                     # the machine slept an hour: monotonic stood still
+    assert offset.now() == pytest.approx(4615.000003, abs=1e-9)
+    for bad in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="step_s"):
+            WallOffset(step_s=bad)
