@@ -159,8 +159,8 @@ def kept_elsewhere(sched: Scheduler, ctx: int) -> bool:
 def _holds_but_last_token(i: int, other: Any, ctx: int, copy: list[int]) -> bool:
     """Whether context `i` holds the copy in `ctx` whole but its last token. A holder equal to the copy is
     held_by_another's; of two as long, the first holds the other (as there: two copies each taken as the other's
-    holder were both dropped)."""
-    if i == ctx or not other.valid or other.completion or len(other.tokens) < len(copy):
+    holder were both dropped). A code completion's or a scored prompt's context is never written: it holds nothing."""
+    if i == ctx or not other.valid or other.completion or other.scored or len(other.tokens) < len(copy):
         return False
     if len(other.tokens) == len(copy) and i > ctx:
         return False

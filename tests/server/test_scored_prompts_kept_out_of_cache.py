@@ -49,3 +49,18 @@ def test_a_scored_history_does_not_hold_a_conversation_for_the_stop():
     assert not held_by_another([conversation, scored], 0)
     scored.scored = False                      # the same history as an ordinary one holds it
     assert held_by_another([conversation, scored], 0)
+
+
+
+def test_a_scored_history_does_not_hold_a_copy_but_its_last_token():
+    """A superseded copy is dropped unparked where another context holds it whole but its last token
+    (parking._holds_but_last_token, for kept_elsewhere); a scored prompt's context is never written, so it holds
+    nothing there either (held_by_another's rule above): the copy was dropped and the conversation lost."""
+    from server.parking import _holds_but_last_token
+    from server.slots import ContextState
+
+    copy = [1, 2, 3, 4]
+    scored = ContextState(id=1, group=0, capacity=64, tokens=[1, 2, 3, 9, 10], scored=True)
+    assert not _holds_but_last_token(1, scored, 0, copy)
+    scored.scored = False                      # the same history as an ordinary one holds it
+    assert _holds_but_last_token(1, scored, 0, copy)
