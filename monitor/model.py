@@ -346,9 +346,15 @@ class MonitorModel:
         while it generates (the server keeps a request's prefill speed through its decode: it was drawn flat
         for the whole decode). A phase that began and ended between two snapshots (a short prompt, a short
         request) is plotted at the first snapshot after it. An idle slot reads 0 tok/s."""
+        # `last_use` is the server's monotonic time made wall time, which follows a step of its wall clock: taken
+        # back to the feed's `mono` by this snapshot's own offset, a step moves no slot's `last_use` (a new use)
+        wall, mono = _num(snap.get("time")), _num(snap.get("mono"))
+        offset = wall - mono if wall is not None and mono is not None else 0.0
         for s in _dicts(snap.get("slots")):
             key = str(s.get("id"))
             last_use = s.get("last_use")
+            if _num(last_use) is not None:
+                last_use -= offset
             finished = key in self._last_use and _changed(last_use, self._last_use[key])
             self._last_use[key] = last_use
             state, before = s.get("state"), self._last_state.get(key)

@@ -272,3 +272,23 @@ def test_what_runs_now_needs_a_live_feed_while_connecting_too():
     assert running > 0 and f"{running} running" in totals_text(m.view()).replace(units.NBSP, " ")
     m.set_connection("connecting", "starting the server")
     assert "\u2013 running, \u2013 queued" in totals_text(m.view()).replace(units.NBSP, " ")
+
+
+def test_an_idle_slot_reads_zero_across_a_wall_clock_step():
+    """The server's `last_use` is its monotonic time made wall time (placement.WallOffset), which follows a step of
+    its wall clock (NTP, a VM's clock set, a resume): every idle slot's `last_use` then moved by the step at once,
+    and the monitor took each for a request ended since, plotting it at its last decode speed. Compared on the
+    feed's monotonic clock (`time` - `mono`), the step moves nothing."""
+    snap = copy.deepcopy(load("series.json")[-1])
+    slot = next(s for s in snap["slots"] if s["state"] == "idle" and s.get("last_use") and s.get("decode_tps"))
+    snaps = []
+    for i in range(4):
+        s2 = copy.deepcopy(snap)
+        step = 25.0 if i >= 2 else 0.0
+        s2["time"], s2["mono"] = 1000.0 + i + step, 10.0 + i
+        for other in s2["slots"]:          # a real server's every `last_use` moves with the step
+            if isinstance(other.get("last_use"), (int, float)):
+                other["last_use"] = (990.0 if other["id"] == slot["id"] else other["last_use"]) + step
+        snaps.append(s2)
+    view = fed(*snaps).view()
+    assert [v for _, v in view.decode_history[str(slot["id"])]] == [0.0] * 4
