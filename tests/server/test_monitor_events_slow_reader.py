@@ -21,22 +21,23 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the kernel's se
 
 
 def read_slowly(port: int, seconds: float, chunk: int, every: float) -> list[float]:
-    """Reads the feed `chunk` bytes every `every` seconds; the age of each snapshot when it was read."""
+    """Reads the feed `chunk` bytes every `every` seconds; the age of each snapshot when it was read (by its `mono`:
+    one clock with this process's, no wall-clock step counted as age)."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.connect(("127.0.0.1", port))
     sock.sendall(b"GET /v1/monitor/events?interval=0.25 HTTP/1.1\r\nHost: x\r\n\r\n")
     sock.settimeout(10)
     buf, ages = b"", []
-    end = time.time() + seconds
+    end = time.monotonic() + seconds
     try:
-        while time.time() < end:
+        while time.monotonic() < end:
             buf += sock.recv(chunk)
             while b"\n\n" in buf:
                 event, buf = buf.split(b"\n\n", 1)
                 for line in event.split(b"\n"):
                     if line.startswith(b"data: "):
-                        ages.append(time.time() - json.loads(line[6:])["time"])
+                        ages.append(time.monotonic() - json.loads(line[6:])["mono"])
             time.sleep(every)
     finally:
         sock.close()
