@@ -184,6 +184,7 @@ class MonitorModel:
         self._last_generated: tuple[float, float] | None = None
         self._rate_live = False       # the last rate point is of the feed now flowing (not of one lost since)
         self._last_use: dict[str, float | None] = {}
+        self._wall_offset: float | None = None   # the feed's `time` - `mono`, kept steady (_steady_offset)
         self._counted: dict[str, Any] = {}      # the last snapshot with running totals
         self._last_state: dict[str, str | None] = {}      # each slot's state at the last snapshot
         self._times: deque[float] = deque(maxlen=max_points)   # snapshot times inside the history
@@ -341,6 +342,16 @@ class MonitorModel:
 
     # -- history ------------------------------------------------------------------------------
 
+    def _steady_offset(self, wall: float | None, mono: float | None) -> float:
+        """The feed's wall minus monotonic time, followed only past WALL_STEP_S, as the server's wall_of is: a
+        snapshot's own difference jitters by the time between its two clock reads (milliseconds where the server's
+        thread is preempted between them), which _changed took for a new use of every idle slot. 0 without both."""
+        if wall is None or mono is None:
+            return 0.0
+        if self._wall_offset is None or abs(wall - mono - self._wall_offset) > WALL_STEP_S:
+            self._wall_offset = wall - mono
+        return self._wall_offset
+
     def _record_slots(self, snap: dict, t: float) -> None:
         """A slot's speeds are plotted while it works in that phase: prefill while it reads a prompt, decode
         while it generates (the server keeps a request's prefill speed through its decode: it was drawn flat
@@ -348,8 +359,7 @@ class MonitorModel:
         request) is plotted at the first snapshot after it. An idle slot reads 0 tok/s."""
         # `last_use` is the server's monotonic time made wall time, which follows a step of its wall clock: taken
         # back to the feed's `mono` by this snapshot's own offset, a step moves no slot's `last_use` (a new use)
-        wall, mono = _num(snap.get("time")), _num(snap.get("mono"))
-        offset = wall - mono if wall is not None and mono is not None else 0.0
+        offset = self._steady_offset(_num(snap.get("time")), _num(snap.get("mono")))
         for s in _dicts(snap.get("slots")):
             key = str(s.get("id"))
             last_use = s.get("last_use")
@@ -396,6 +406,7 @@ class MonitorModel:
             s.points.clear()
         self._last_generated, self._rate_live = None, False
         self._last_use.clear()
+        self._wall_offset = None
         self._last_state.clear()
         self._times.clear()
         self._gaps.clear()
@@ -468,6 +479,9 @@ def admission_headroom(cache: dict) -> dict[str, float | None]:
         f = _num(adm.get(floor))
         out[floor] = available - f if available is not None and f is not None else None
     return out
+
+
+WALL_STEP_S = 0.5   # a move of the feed's time - mono past this is a wall-clock step (server/placement.WallOffset's)
 
 
 def _changed(last_use, before) -> bool:

@@ -292,3 +292,22 @@ def test_an_idle_slot_reads_zero_across_a_wall_clock_step():
         snaps.append(s2)
     view = fed(*snaps).view()
     assert [v for _, v in view.decode_history[str(slot["id"])]] == [0.0] * 4
+
+
+def test_an_idle_slot_reads_zero_through_the_feeds_clock_jitter():
+    """A snapshot's `time` and `mono` are two clock reads: their difference moves by the time between them (a few
+    milliseconds where the server's thread is preempted there). Taken per snapshot, that moved every idle slot's
+    `last_use` past _changed's millisecond, each plotted as a request just ended; the offset is held steady as the
+    server's wall_of holds its own (a step past WALL_STEP_S is followed: the test above)."""
+    snap = copy.deepcopy(load("series.json")[-1])
+    slot = next(s for s in snap["slots"] if s["state"] == "idle" and s.get("last_use") and s.get("decode_tps"))
+    snaps = []
+    for i, jitter in enumerate((0.0, 0.004, -0.003, 0.006)):
+        s2 = copy.deepcopy(snap)
+        s2["time"], s2["mono"] = 1000.0 + i + jitter, 10.0 + i
+        for other in s2["slots"]:          # the server's steady offset: every `last_use` stays as it was
+            if other["id"] == slot["id"]:
+                other["last_use"] = 990.0
+        snaps.append(s2)
+    view = fed(*snaps).view()
+    assert [v for _, v in view.decode_history[str(slot["id"])]] == [0.0] * 4
