@@ -4,8 +4,8 @@ its model's fill-in-the-middle template laid out in `prompt` by the client) and 
 Answered as /infill answers (infill_api.final_answer and its stream), so a FIM prompt laid out by the client is a
 code completion as on /v1/completions (fim_prompt.laid_out_for_fim: its FIM end tokens, kept out of the cache).
 
-`POST /completions` is both llama.cpp's (this) and the OpenAI one without its /v1 (openai_api.completions): a body
-that names a `model` (the openai SDK always does; Continue's llama.cpp provider never does) is an OpenAI one.
+`POST /completions` is both llama.cpp's (this) and the OpenAI one without its /v1
+(openai_completions.completions): a body that names a `model` (the openai SDK always does; Continue's llama.cpp provider never does) is an OpenAI one.
 
 Fields read: prompt (a string, special-token texts read as tokens, or token ids), n_predict (or max_tokens; -1: no
 limit), stop, stream, n_indent, t_max_predict_ms, response_fields, ignore_eos and llama.cpp's sampling fields with
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from aiohttp import web
 from strata.server import fields as f
-from strata.server import openai_api
+from strata.server import openai_completions
 from strata.server.fim_prompt import laid_out_for_fim
 from strata.server.infill_api import (
     InfillEnd,
@@ -30,7 +30,8 @@ from strata.server.infill_api import (
 from strata.server.jobrun import JobEvents, raise_if_failed
 from strata.server.jobs import Job
 from strata.server.off_loop import off_loop
-from strata.server.openai_api import prompt_tokens, ready_state, sent_as_ids
+from strata.server.openai_api import ready_state
+from strata.server.openai_completions import prompt_tokens, sent_as_ids
 from strata.server.prompting import check_prompt_fits, fits_check, tokens_key
 
 
@@ -43,7 +44,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     """POST /completions: llama.cpp's without a `model`, the OpenAI one with one."""
     body = await f.read_json_object(request)
     if body.get("model") is not None:
-        return await openai_api.complete(request, body)
+        return await openai_completions.complete(request, body)
     return await _answer(request, body)
 
 

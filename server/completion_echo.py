@@ -8,7 +8,7 @@ prompt token's log-probability and alternatives null (nothing comes before it); 
 with every position's logits (prompt_scoring.py). `max_tokens: 0`, nothing generated, goes with `echo` only.
 Refused with a 400 naming both fields: `echo` with `suffix` (a code completion's text goes in the middle of the
 code, not after the prompt).
-Not here: reading the prompt (openai_api.prompt_tokens), the answer's shape.
+Not here: reading the prompt (openai_completions.prompt_tokens), the answer's shape.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ suffix and context are read as plain text (special-token texts in a file stay te
 of the cursor's line, llama.vim's and llama.vscode's) with special tokens parsed, as llama.cpp reads it.
 `/v1/completions` with a `suffix` is the same with `prompt` as the prefix.
 
-Not here: the HTTP fields (infill_api.py, openai_api.py), finding the tokens (strata.engine.fim).
+Not here: the HTTP fields (infill_api.py, openai_completions.py), finding the tokens (strata.engine.fim).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ OpenAI's legacy completions take it (lm-eval-harness sends a batch of contexts t
 order (`index` = the prompt's position), the usage summed.
 
 Pure: the body's `prompt` in, the prompts out; the choices' usage and timings summed. Not here: reading each
-prompt (openai_api.prompt_tokens) or running them (openai_api.complete, one after another).
+prompt (openai_completions.prompt_tokens) or running them (openai_completions.complete, one after another).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ MAX_PROMPTS = 2048
 
 def several_prompts(prompt: Any) -> list | None:
     """The prompts of an array of two or more (strings or token-id arrays, mixed as OpenAI allows); None for one
-    prompt (a string, token ids, or an array holding one of those: openai_api.one_prompt reads it). An array
+    prompt (a string, token ids, or an array holding one of those: openai_completions.one_prompt reads it). An array
     past MAX_PROMPTS is a 400 naming its length."""
     if not (isinstance(prompt, list) and len(prompt) > 1 and all(isinstance(p, (str, list)) for p in prompt)):
         return None

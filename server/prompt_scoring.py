@@ -4,7 +4,7 @@ keeps for every position of a piece it reads (Engine.extend; an ordinary read ke
 
 Pure: logits in, entries out (sampling.token_logprobs' shape, the generated tokens' too). Not here: reading the
 pieces (the scheduler), where a scored prompt starts (row_start: from its first token), the answer's shape
-(openai_api.completion_logprobs).
+(openai_completions.completion_logprobs).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from strata.server import (
     infill_api,
     monitor_feed,
     openai_api,
+    openai_completions,
     responses_api,
     responses_socket,
     service,
@@ -26,7 +27,7 @@ def add_routes(app: web.Application) -> None:
         web.get("/models/{model:.+}", openai_api.model),
         web.post("/v1/chat/completions", openai_api.chat_completions),
         web.post("/chat/completions", openai_api.chat_completions),
-        web.post("/v1/completions", openai_api.completions),
+        web.post("/v1/completions", openai_completions.completions),
         web.post("/completions", completion_api.completions),     # llama.cpp's without a model, else OpenAI's
         web.post("/completion", completion_api.completion),
         web.post("/infill", infill_api.infill),

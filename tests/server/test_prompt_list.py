@@ -79,11 +79,11 @@ def test_a_bad_list_is_a_400_naming_it(list_server, body, param, words):
 def token_id(model, text: str) -> int:
     """The one vocabulary id whose text (as the logprobs write it) is `text`."""
     from strata.engine import Engine
-    from strata.server.openai_api import _token_text
+    from strata.server.openai_api import token_text
 
     engine = Engine(str(model), n_ctx=64, n_threads=1)
     tok = engine.tokenizer
-    ids = [i for i in range(engine.n_vocab) if _token_text(tok.token_bytes(i)) == text]
+    ids = [i for i in range(engine.n_vocab) if token_text(tok.token_bytes(i)) == text]
     assert len(ids) == 1, (text, ids)
     return ids[0]
 
