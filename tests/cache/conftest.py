@@ -96,6 +96,11 @@ def save_history(cache, name: str, seed: int, n_tokens: int = 50) -> dict:
     return cache.save_session(name, 1)
 
 
+def conversation_images(folder) -> list[str]:
+    """The conversation images in a level's folder, by name."""
+    return sorted(p.name for p in folder.glob("strata-conv-*.img"))
+
+
 def folder_bytes(folder) -> int:
     """What the files directly in `folder` hold."""
     return sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder))

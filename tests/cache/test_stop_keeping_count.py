@@ -6,11 +6,8 @@ it all the same, one conversation more than the folder held after the stop."""
 from __future__ import annotations
 
 from tests.cache.conftest import PIECE, history, park_history
+from tests.cache.conftest import conversation_images as images
 from tests.cache.sim_engine import SimEngine
-
-
-def images(folder) -> list[str]:
-    return sorted(p.name for p in folder.glob("strata-conv-*.img"))
 
 
 def test_n_is_the_conversations_written_when_an_older_copy_is_superseded(make_cache, clock, folders):

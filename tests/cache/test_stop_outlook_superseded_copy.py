@@ -5,11 +5,8 @@ keeps one of the two. The outlook counted both."""
 from __future__ import annotations
 
 from tests.cache.conftest import PIECE, history, park_history
+from tests.cache.conftest import conversation_images as images
 from tests.cache.sim_engine import SimEngine
-
-
-def images(folder) -> list[str]:
-    return sorted(p.name for p in folder.glob("strata-conv-*.img"))
 
 
 def test_the_outlook_counts_a_superseded_copy_once(make_cache, clock, folders):
