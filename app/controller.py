@@ -10,24 +10,28 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from pathlib import Path
 
 from PySide6.QtCore import QEventLoop, QObject, Qt, QThread, QTimer, QUrl
 from PySide6.QtGui import QAction, QDesktopServices, QGuiApplication, QIcon, QKeySequence
 from PySide6.QtWidgets import QApplication, QDialog, QLabel, QPushButton, QSystemTrayIcon
 from strata.app import model_file
+from strata.app.background_look import BackgroundLook
 from strata.app.restart_policy import (
     FREE_PORT,
     GAVE_UP,
     RestartConfig,
     notify_restarts,
     offers_setup_again,
+    setup_needs_look,
     setup_restarts,
 )
 from strata.app.supervisor import (
     STOP_FAILED,
     ServerStatus,
     ServerSupervisor,
+    look_unfinished,
     server_command,
     stop_left_behind,
     wait_over,
@@ -133,6 +137,11 @@ class AppController(QObject):
         self._quit_thread: threading.Thread | None = None
         self._said_quitting = False          # "a second launch is waiting" said once, not at each of its polls
         self._said_in_tray = False           # the first close into the tray says the app runs on; later ones not
+        # Set up again's Finish waiting for its look at the model file (a drive that does not answer: for ever): the
+        # look, and the file Finish wrote with its text, decided on by `poll` once the look has ended
+        self._setup_look: BackgroundLook | None = None
+        self._setup_written: tuple[Path, str | None] | None = None
+        self._said_setup_slow = False
         self._quit_timer = QTimer(self)
         self._quit_timer.setInterval(POLL_MS)
         self._quit_timer.timeout.connect(self._quit_when_stopped)
@@ -230,20 +239,76 @@ class AppController(QObject):
         if result != QDialog.DialogCode.Accepted.value or wizard.written is None:
             log.info("setup again cancelled: nothing changed")
             return
-        serving = self.supervisor.status().state in ("starting", "running")
         try:
             written = wizard.written.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError):
             written = None
-        # the model file looked at too: one replaced under the same path is not in the configuration's text
+        self._setup_written = (wizard.written, written)
+        if self._setup_look is not None:         # an earlier Finish's look has not ended: it decides for this file
+            log.info("setup again wrote %s: decided once the look at the model file under way has ended",
+                     wizard.written)
+            self._say_setup_look()
+            return
+        serving = self.supervisor.status().state in ("starting", "running")
+        # the model file looked at too (one replaced under the same path is not in the configuration's text), off
+        # this thread: a model file on a drive that does not answer froze the window for as long as its stat() did
+        if setup_needs_look(serving, self.supervisor.started_on(), written, self.supervisor.started_model()):
+            self._setup_look = BackgroundLook(self.supervisor.look_at_model, name="strata-setup-look")
+            self._said_setup_slow = False
+            self._say_setup_look()
+            return
+        self._apply_setup(None)
+
+    def _say_setup_look(self) -> None:
+        """The status bar while Finish's decision waits for its look at the model file: that it is checked, then,
+        past the supervisor's slow_look_s, what it waits for and that the new settings are saved meanwhile."""
+        look, (path, _) = self._setup_look, self._setup_written
+        if time.time() - look.begun < self.supervisor.slow_look_s:
+            text = "Set up again: checking the model file (has it changed since the server started on it?)"
+        else:
+            if not self._said_setup_slow:
+                self._said_setup_slow = True
+                waits = look_unfinished("the model file", look.begun).removesuffix("; the server starts once it has")
+                log.warning("setup again: waiting %s; the new settings are saved in %s, and the server is restarted on "
+                            "them once it has, if they or the model file changed", waits, path)
+            # its most needed words first: the status bar's one line is cut at the window's width
+            text = (f"Set up again: the model file's drive is not answering (looked at since "
+                    f"{time.strftime('%H:%M:%S', time.localtime(look.begun))}); the new settings are saved, and the "
+                    f"server restarts on them once it answers if needed (or now: Restart server)")
+        if self.window.statusBar().currentMessage() != text:
+            self.window.statusBar().showMessage(text)
+
+    def _apply_setup(self, model_now) -> None:
+        """Finish's decision on the file it wrote (the latest Finish's), `model_now` the look at the model file
+        (None: not looked at), made with the running server as it is now, and applied."""
+        path, written = self._setup_written
+        self._setup_written = None
+        serving = self.supervisor.status().state in ("starting", "running")
         decision = setup_restarts(serving, self.supervisor.started_on(), written, self.supervisor.started_model(),
-                                  self.supervisor.look_at_model())
-        log.info("setup again wrote %s: %s", wizard.written, decision.reason)
+                                  model_now)
+        log.info("setup again wrote %s: %s", path, decision.reason)
         if not decision.restart:
             self.window.statusBar().showMessage(f"Set up again: {decision.reason}", SETUP_MESSAGE_MS)
             return
+        self.window.statusBar().clearMessage()
         self.setup_button.setVisible(False)
         self._in_background(self.supervisor.restart)
+
+    def _setup_look_polled(self) -> None:
+        """Each poll while Finish waits for its look: said, or decided once the look has ended."""
+        look = self._setup_look
+        if look is None:
+            return
+        if not look.done():
+            self._say_setup_look()
+            return
+        self._setup_look = None
+        try:
+            model_now = look.result()
+        except Exception as e:            # a probe's fault: decided as without a look (the configuration alone)
+            log.warning("setup again: the look at the model file failed: %s", e)
+            model_now = None
+        self._apply_setup(model_now)
 
     def _in_background(self, restart) -> None:
         """A restart off the GUI thread: stopping waits for the server to park its conversations (as long as
@@ -332,6 +397,9 @@ class AppController(QObject):
         self._quit_timer.stop()                  # its QApplication.quit() would end this call's loop
         if self.setup_wizard is not None:        # its bench is stopped and its thread joined, its file not written
             self.setup_wizard.end_now()
+        if self._setup_look is not None and not self._setup_look.done():
+            log.warning("the app ends during Set up again's look at the model file: the new settings are saved in "
+                        "%s and read at the server's next start", self._setup_written[0])
         if self._quit_thread is None:            # a restart under way finishes its stop, not its start (there)
             self._begin_stop("the app ends")
         self._wait_for_the_stop(no_loop_wait_s)
@@ -383,6 +451,7 @@ class AppController(QObject):
     # -- state --------------------------------------------------------------------------------
 
     def poll(self) -> None:
+        self._setup_look_polled()
         status = self.supervisor.status()
         down = status.state == "failed"
         following = status.run != self._unfollowed_run      # not the server the app is stopping

@@ -342,3 +342,12 @@ def setup_restarts(serving: bool, running_text: str | None, written_text: str | 
         return SetupRestart(True, f"the model file {model_now.path} changed since the server started on it: "
                                   "restarting the server on it")
     return SetupRestart(False, UNCHANGED)
+
+
+def setup_needs_look(serving: bool, running_text: str | None, written_text: str | None,
+                     model_then: ModelFile | None) -> bool:
+    """Whether Finish's decision waits for a look at the model file: only where the configuration alone leaves the
+    server as it is and the running server's model file is known by its path can a look change it. Every other
+    decision is made without touching the file's drive (a network share that does not answer holds a look)."""
+    return (not setup_restarts(serving, running_text, written_text).restart and model_then is not None
+            and model_then.path is not None)
