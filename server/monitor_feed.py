@@ -87,9 +87,9 @@ def stop_outlook(sched: Any, cache: Any) -> dict[str, Any]:
     """What a clean stop now would do with the conversations (the app words its stop from it; it parsed the INFO
     line's text before): `keeps_on_disk`, a warm or cold level is on, so they outlive the process; `conversations`,
     how many histories it would write: the contexts' not parked yet (a copy another context holds whole counted
-    once), RAM's and the spill writer's queue, less those the stop's plans leave out for a disk budget
-    (ConversationCache.stop_would_keep: the stop's "keeping N" lines count the same). A shorter copy in RAM of a
-    history a context goes on with counts too."""
+    once), RAM's and the spill writer's queue, less those the stop's plan, one over them all, leaves out for a disk
+    budget (ConversationCache.stop_would_keep: the stop's "keeping N" lines count the same). A shorter copy in RAM of
+    a history a context goes on with counts too."""
     if cache is None or not cache.keeps_across_restarts():
         return {"keeps_on_disk": False, "conversations": 0}
     contexts = list(sched.table.contexts)     # a copy: the worker thread changes them

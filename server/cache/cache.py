@@ -42,7 +42,7 @@ from .restoring import RestoreMixin, common_prefix_len
 from .sessions import SaveUnderWay, SessionRemoval, SessionsMixin, SessionStore
 from .spill import SpillWriter
 from .steady_clock import SteadyClock, clock_id, far_ahead_limit, may_adopt
-from .stop_writes import hand_down_picks, unkept_at_stop, written_after_all
+from .stop_writes import hand_down_picks, one_stop_plan, unkept_at_stop
 from .system_prompt import PrefixStore
 
 log = logging.getLogger("strata.cache")
@@ -134,6 +134,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self.stop_unwritten = 0
         self.stop_unwritten_bytes = 0
         self._stop: StopQueue | None = None   # a stop's plan for the spill writer's queue, while its writes last
+        self._stop_queue: list[str] = []   # the keys a stop's queue held at its start: RAM's hand-down plans beside them
+        self._for_hand_down: set[str] = set()   # of those, left unwritten to join RAM's hand-down (one_stop_plan)
         self.restore_seconds: deque[tuple[str, float, int]] = deque(maxlen=100)  # (level, s, tokens)
         self.restore_totals: dict[str, tuple[int, float]] = {}  # level -> (restores, seconds)
         self.park_target, self.park_target_reason = self._resolve_park_target()
@@ -342,12 +344,40 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
 
     def _plan_stop_writes(self) -> None:
         with self._lock:
-            keys = list(self._pending)
+            keys = self._stop_queue = list(self._pending)
+            left = self._left_to_hand_down(keys)
+            if left is not None:   # one plan with RAM's hand-down (the one disk level below RAM)
+                self._for_hand_down = left
+        if left is not None:
+            self._spill.leave_out(left)
+            return
         unkept = self._queue_plan(keys)
         if unkept:
             with self._lock:
                 self._stop = StopQueue({k: i for i, k in enumerate(keys)}, unkept)
             self._spill.leave_out([keys[i] for i in unkept])
+
+    def _left_to_hand_down(self, keys: list[str]) -> set[str] | None:
+        """Where RAM's histories go to one disk level at the stop: the queued `keys` it does not write at their turn
+        (caller locks), by one plan over them and RAM's (stop_writes.one_stop_plan, the most recently used first).
+        They join RAM's at the close (`_close`), where the hand-down's plan, made beside the queue's written ones,
+        picks the same and writes after all those a failed write left room for. A shorter copy joins too (written only
+        where its longer one is not); one larger than the whole budget is written as before (refused). None: no such
+        plan (the queue's own, `_queue_plan`, then)."""
+        lvl = self._hand_down_level()
+        if lvl is None or self._stop is not None or any(k not in self._pending for k in keys):
+            return None
+        queued = [self._pending[k] for k in keys]
+        ram = list(self.ram.entries.values())
+        later = superseded_keys([e for e in [*queued, *ram] if e.kind == "conversation"])
+        first = [[e for e in group if e.key not in later] for group in (queued, ram)]
+        plan = one_stop_plan(*([(self._bytes_below(lvl, e), e.last_used) for e in group] for group in first),
+                             budget=lvl.budget_bytes, free=self.io.free_bytes(lvl.folder),
+                             when_full=self.cascade.when_full)
+        if plan is None:
+            return None
+        kept = {first[0][i].key for i in plan[0]}
+        return {e.key for e in queued if e.key not in kept and e.n_bytes <= lvl.budget_bytes}
 
     def _queue_plan(self, keys: list[str]) -> dict:
         """stop_writes.unkept_at_stop for the queued `keys`, in queue order: {} where the writes' own rules decide (no
@@ -368,44 +398,35 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         free = [self.io.free_bytes(lvl.folder) for lvl in disk]
         return unkept_at_stop(sizes, [lvl.budget_bytes for lvl in disk], free,
                               when_full=self.cascade.when_full, replaced_by=replaced_by,
-                              names=[f"conversation {k}" for k in keys])
+                              names=[f"conversation {k}" for k in keys],
+                              counted=[self._bytes_below(disk[-1], e) for e in entries])
 
     def stop_would_keep(self, live: list[tuple[int, float | None]]) -> int:
         """How many histories a clean stop now would keep (the monitor feed's `stop.conversations`): `live`, the
         contexts' histories it would park, each (token count, seconds since its last use: slots.idle_s), RAM's and
-        the spill writer's queue, less those its plans leave out (the queue's: `_queue_plan`; RAM's and the contexts'
-        handed down to the one disk level below RAM: stop_writes.hand_down_picks, the most recently used first,
-        beside the queue's). Where no plan applies (a warm and a cold level, histories parked straight to disk), all
+        the spill writer's queue, less those its plan leaves out: where RAM's go to one disk level, one plan over all
+        of them (stop_writes.one_stop_plan, the most recently used first: a context's history is weighed alike
+        whether its park goes to RAM or, past RAM's budget, to the queue), RAM's and the queue's shorter copies
+        kept only beside it (`_copies_beside`). Where no plan applies (a warm and a cold level, no RAM level), all
         of them: the most it writes."""
         with self._lock:
-            queue = list(self._pending)
-            lvl = self._hand_down_level() if self.park_target != "disk" else None
+            lvl = self._hand_down_level()
             if lvl is None:
                 return len(live) + self.unwritten()
-            later = self._superseded_in_ram()
-            ram = [e for k, e in self.ram.entries.items() if k not in later]
+            entries = {**self._pending, **self.ram.entries}
+            later = superseded_keys([e for e in entries.values() if e.kind == "conversation"])
+            first = [e for k, e in entries.items() if k not in later]
             per_token = self.engine.bytes_per_token   # the level counts their sidecars too (_bytes_below)
-            candidates = [*(lvl.bytes_at_most(LIVE_KEY, "conversation", n, n * per_token, LIVE_META) for n, _ in live),
-                          *(self._bytes_below(lvl, e) for e in ram)]
             now = self.clock()   # a context's last use as its park would keep it (parking.park: now - idle_s)
-            used = [*(used_at(now, idle) for _, idle in live), *(e.last_used for e in ram)]
-        unkept = self._queue_plan(queue)
-        with self._lock:
-            written = [(float(i), self._bytes_below(lvl, self._pending[k])) for i, k in enumerate(queue)
-                       if i not in unkept and k in self._pending]
-        picks = hand_down_picks(candidates, used=used, budget=lvl.budget_bytes, free=self.io.free_bytes(lvl.folder),
-                                when_full=self.cascade.when_full)
-        chosen = range(len(candidates)) if picks is None else picks
-        with self._lock:   # RAM's shorter copies: written only where no history written supersedes them, as close's
-            kept = [e.key for e in (ram[i - len(live)] for i in chosen if i >= len(live)) if e.key in self.ram.entries]
-            _, copies = self._copies_beside(lvl, kept, [k for k in later if k in self.ram.entries],
-                                            sum(candidates[i] for i in chosen))
-            copies = [self._bytes_below(lvl, self.ram.entries[k]) for k in copies]
-        if picks is None:
-            return len(written) + len(candidates) + len(copies)
-        # the queue's are older than the hand-down's: the level keeps those of them that fit beside the picks
-        newer = [(float(len(queue) + j), n) for j, n in enumerate([*(candidates[i] for i in picks), *copies])]
-        return len(written) - written_after_all(written, newer, lvl.budget_bytes) + len(picks) + len(copies)
+            candidates = [*((lvl.bytes_at_most(LIVE_KEY, "conversation", n, n * per_token, LIVE_META),
+                             used_at(now, idle)) for n, idle in live),
+                          *((self._bytes_below(lvl, e), e.last_used) for e in first)]
+            plan = one_stop_plan(candidates, [], budget=lvl.budget_bytes, free=self.io.free_bytes(lvl.folder),
+                                 when_full=self.cascade.when_full)
+            picks = range(len(candidates)) if plan is None else plan[0]
+            kept = [first[i - len(live)].key for i in picks if i >= len(live)]
+            _, copies = self._copies_beside(lvl, kept, later, sum(candidates[i][0] for i in picks), entries)
+        return len(picks) + len(copies)
 
     def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None,
               waiting: Callable[[SaveUnderWay, float], None] | None = None, stall_s: float | None = None) -> None:
@@ -476,6 +497,12 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
             stop, self._stop = self._stop, None
         if stop is not None:
             self._write_held(stop.held, "the stop's queue ended before the writes they were left for")
+        with self._lock:   # the queue's left to the hand-down join RAM's (RAM's would be lost too without persist)
+            joining = [e for k in sorted(self._for_hand_down) if (e := self._pending.pop(k, None)) is not None]
+            self._for_hand_down = set()
+            if persist and self.ram is not None:
+                for e in joining:
+                    self.ram.add(e)
         if told is not None:
             told.handing_down()
         self._spill.stop()
@@ -534,7 +561,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                         lost, why = lost + 1, why_lost
                         n, n_bytes = n - 1, n_bytes - sizes[key]
                 if left:
-                    self._let_go_left(left, len(written))
+                    self._let_go_left(left, len(written) + sum(k in self.cascade.levels[1].entries
+                                                               for k in self._stop_queue))
                 # a disk budget made room for newer ones (the lines count them: CloseProgress.left)
                 let_go = [k for k in written if not self._on_disk(k)]
                 if let_go:
@@ -577,13 +605,13 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         lvl = self._hand_down_level()
         if lvl is None:
             return set()
-        ordered = first[::-1]
-        picks = self._hand_down_picks(lvl, ordered)
+        ordered, taken = first[::-1], self._queue_taken(lvl)
+        picks = self._hand_down_picks(lvl, ordered, taken)
         if picks is None:
             return set()
         kept = [ordered[i] for i in picks]
-        rest, copies = self._copies_beside(lvl, kept, later, sum(self._bytes_below(lvl, self.ram.entries[k])
-                                                                 for k in kept))
+        rest, copies = self._copies_beside(lvl, kept, later, taken + sum(self._bytes_below(lvl, self.ram.entries[k])
+                                                                         for k in kept), self.ram.entries)
         kept += copies
         # one larger than the whole budget is tried as before: refused, it evicts nothing, and is said as lost
         return {k for k in [*first, *rest] if k not in kept and self.ram.entries[k].n_bytes <= lvl.budget_bytes}
@@ -594,7 +622,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         left its room to them, and letting them go all the same lost them for nothing."""
         lvl = self.cascade.levels[1]
         order = self._by_last_use(left, newest_first=True)
-        taken = sum(e.n_bytes for k in written if (e := lvl.entries.get(k)) is not None)
+        taken = self._queue_taken(lvl) + sum(e.n_bytes for k in written if (e := lvl.entries.get(k)) is not None)
         picks = self._hand_down_picks(lvl, order, taken) if isinstance(lvl, DiskLevel) else None
         return order if picks is None else [order[i] for i in picks]
 
@@ -604,31 +632,40 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         lvl = self.cascade.levels[1]
         for k in self._by_last_use(left):
             self._let_go(self.ram.entries[k], f"its budget of {lvl.budget_bytes / MIB:.1f} MiB keeps the {n_kept} "
-                         f"histor{'y' if n_kept == 1 else 'ies'} the stop hands down there (picked by last use, the most "
+                         f"histor{'y' if n_kept == 1 else 'ies'} the stop writes there (picked by last use, the most "
                          f"recent first), and "
                          f"this one beside them would push one of them out")
             self.ram.forget(k)
 
-    def _copies_beside(self, lvl: DiskLevel, kept: list[str], later, taken: int) -> tuple[list[str], list[str]]:
-        """RAM's shorter copies `later` beside the histories `kept` (`taken` bytes of `lvl`) at a stop (caller
-        locks): those no kept history supersedes (the newest first: a kept one's write discards the others), and
-        those of them `lvl` keeps too (hand_down_picks; all where it cannot tell)."""
-        e = self.ram.entries
+    def _copies_beside(self, lvl: DiskLevel, kept: list[str], later, taken: int,
+                       entries: dict[str, RamEntry]) -> tuple[list[str], list[str]]:
+        """The shorter copies `later` beside the histories `kept` (`taken` bytes of `lvl`) at a stop, each of
+        `entries` (RAM's, and the feed's outlook the queue's too) (caller locks): those no kept history supersedes
+        (the newest first: a kept one's write discards the others), and those of them `lvl` keeps too
+        (hand_down_picks; all where it cannot tell)."""
+        e = entries
         gone = superseded_keys([e[k] for k in later], by=[e[k] for k in kept])
-        rest = [k for k in self._by_last_use(later, newest_first=True) if k not in gone]
-        more = self._hand_down_picks(lvl, rest, taken)
+        rest = [k for k in self._by_last_use(later, newest_first=True, entries=e) if k not in gone]
+        more = self._hand_down_picks(lvl, rest, taken, entries=e)
         return rest, rest if more is None else [rest[i] for i in more]
 
-    def _by_last_use(self, keys: Collection[str], newest_first: bool = False) -> list[str]:
-        """RAM's `keys` by their histories' last use (RamEntry.last_used), the least recent first or `newest_first`,
-        ties by key (caller locks): the one order a stop seals, picks, writes after all and lets go by."""
-        e, sign = self.ram.entries, -1 if newest_first else 1
+    def _by_last_use(self, keys: Collection[str], newest_first: bool = False,
+                     entries: dict[str, RamEntry] | None = None) -> list[str]:
+        """RAM's `keys` (or `entries`') by their histories' last use (RamEntry.last_used), the least recent first or
+        `newest_first`, ties by key (caller locks): the one order a stop seals, picks, writes after all and lets go by."""
+        e, sign = self.ram.entries if entries is None else entries, -1 if newest_first else 1
         return sorted(keys, key=lambda k: (sign * e[k].last_used, k))
 
-    def _hand_down_picks(self, lvl: DiskLevel, keys: list[str], taken: int = 0) -> list[int] | None:
-        """stop_writes.hand_down_picks for RAM's `keys` into `lvl` by their last uses, beside `taken` bytes picked
-        already; indexes of `keys`. The queue's histories the stop wrote there are older: they leave first, as before."""
-        e = self.ram.entries
+    def _queue_taken(self, lvl: DiskLevel) -> int:
+        """The bytes `lvl` holds of the histories the stop's queue wrote there (caller locks): RAM's hand-down is
+        planned beside them (stop_writes.one_stop_plan), not as if the level were empty (its writes evicted them)."""
+        return sum(e.n_bytes for k in self._stop_queue if (e := lvl.entries.get(k)) is not None)
+
+    def _hand_down_picks(self, lvl: DiskLevel, keys: list[str], taken: int = 0,
+                         entries: dict[str, RamEntry] | None = None) -> list[int] | None:
+        """stop_writes.hand_down_picks for RAM's `keys` (or `entries`') into `lvl` by their last uses, beside `taken`
+        bytes picked already (the queue's the stop wrote there among them); indexes of `keys`."""
+        e = self.ram.entries if entries is None else entries
         return hand_down_picks([self._bytes_below(lvl, e[k]) for k in keys], used=[e[k].last_used for k in keys],
                                budget=lvl.budget_bytes,
                                free=self.io.free_bytes(lvl.folder), when_full=self.cascade.when_full, taken=taken)

@@ -261,7 +261,7 @@ class ParkingMixin:
         """`_spill_one`'s outcome, and whether a write failed (held unwritten by the stop's plan: not written)."""
         with self._lock:
             entry = self._pending.get(key)
-            if entry is None:
+            if entry is None or key in self._for_hand_down:   # that one joins RAM's hand-down at the close
                 return None, False
             stop = self._stop
             at = None if stop is None else stop.index.get(key)

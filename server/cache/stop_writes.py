@@ -15,6 +15,8 @@ the old order would still hold (those are written after all).
 written oldest first past that level's budget, each arrival evicted an earlier one the stop had just written (a
 soak's probe: "4 of the 6 conversations written made room for newer ones", the first "keeping 6" line counting
 them); now only those the budget keeps are written, the most recently used first.
+`one_stop_plan` makes that one plan over both of a stop's writes to that level, the queue's and RAM's (planned apart,
+RAM's were picked as if the queue's written first were not there, and their writes evicted those).
 What this is not: the writes, the evictions (cache.py, cascade.py), or histories whose level is not certain (one
 a warm level may take: its hand-down order is the cascade's to make).
 """
@@ -39,12 +41,16 @@ class Unkept(NamedTuple):
 
 def unkept_at_stop(sizes: Sequence[int], budgets: Sequence[int], free: Sequence[int | None], *,
                    when_full: str, replaced_by: Sequence[int | None] | None = None,
-                   names: Sequence[str] | None = None) -> dict[int, Unkept]:
+                   names: Sequence[str] | None = None, counted: Sequence[int] | None = None) -> dict[int, Unkept]:
     """The indexes of `sizes` (the queued histories' bytes, in write order) the disk levels would let go within the
     stop, each with why and the writes it leaves for (`Unkept`). `budgets`: the disk levels' budgets in cascade order, the last one last (0: no budget);
     `free`: the free bytes on each one's volume (None: not known); `replaced_by`: for each history, the index of
     the first later one that supersedes it (a longer history of its conversation: the shorter copy leaves once that
-    one is written), else None; `names`: how each history is named in the whys (default: its place in the queue).
+    one is written), else None; `names`: how each history is named in the whys (default: its place in the queue);
+    `counted`: what the last level counts for each once written, image and sidecar (DiskLevel.bytes_at_most;
+    default `sizes`): its budget is kept in those, while a level refuses a history larger than its budget by its
+    image (`sizes`). Played on the images alone, a plan let one more history in than the level keeps, and its write
+    was evicted within the same stop.
     Nothing is left out where the outcome is not certain: no budget on the last level
     (it keeps all), when-full=reject (it refuses instead of letting go), or a volume with less free space than the
     queue (its room, not the budget, decides then)."""
@@ -52,7 +58,11 @@ def unkept_at_stop(sizes: Sequence[int], budgets: Sequence[int], free: Sequence[
         raise ValueError(f"when_full must be 'evict' or 'reject', got {when_full!r}")
     if len(free) != len(budgets):
         raise ValueError(f"free must give one value per level ({len(budgets)}), got {len(free)}")
-    for what, values in (("sizes", sizes), ("budgets", budgets)):
+    if counted is None:
+        counted = sizes
+    if len(counted) != len(sizes):
+        raise ValueError(f"counted must give one value per history ({len(sizes)}), got {len(counted)}")
+    for what, values in (("sizes", sizes), ("budgets", budgets), ("counted", counted)):
         bad = [v for v in values if not isinstance(v, int) or isinstance(v, bool) or v < 0]
         if bad:
             raise ValueError(f"{what} must be whole numbers of bytes >= 0, got {bad[0]!r}")
@@ -82,19 +92,19 @@ def unkept_at_stop(sizes: Sequence[int], budgets: Sequence[int], free: Sequence[
     unkept: dict[int, Unkept] = {}
     there: deque[int] = deque()   # the queue's histories in the last level, oldest first
     used = 0
-    for k, size in enumerate(sizes):
+    for k in range(len(sizes)):
         if certain[k]:
-            while there and used + size > last:
+            while there and used + counted[k] > last:
                 i = there.popleft()
-                used -= sizes[i]
+                used -= counted[i]
                 unkept[i] = Unkept("", (*there, k))
             there.append(k)
-            used += size
+            used += counted[k]
         for i in [i for i in there if replaced_by[i] == k]:
             there.remove(i)
-            used -= sizes[i]
+            used -= counted[i]
     # said once the plan is whole: a history it pushes out may itself be left out for later ones
-    return {i: Unkept(pushed_out_by(i, u.needs, sizes, names, unkept, last), u.needs) for i, u in unkept.items()}
+    return {i: Unkept(pushed_out_by(i, u.needs, counted, names, unkept, last), u.needs) for i, u in unkept.items()}
 
 
 def pushed_out_by(i: int, needs: Sequence[int], sizes: Sequence[int], names: Sequence[str],
@@ -196,3 +206,24 @@ def hand_down_picks(sizes: Sequence[int], *, used: Sequence[float], budget: int,
     if free is None or free < filled - taken:
         return None
     return picks
+
+
+def one_stop_plan(queued: Sequence[tuple[int, float]], ram: Sequence[tuple[int, float]], *, budget: int,
+                  free: int | None, when_full: str) -> tuple[list[int], list[int]] | None:
+    """A clean stop's one plan for the one disk level below RAM: which of the spill queue's histories (`queued`) and
+    of RAM's hand-downs (`ram`), each (bytes the level counts once written, last use), it writes: (the queue's,
+    RAM's), indexes, the most recently used first over both (`hand_down_picks`), so none written is evicted by
+    another write of the stop. None where not certain (as hand_down_picks: all are written as before). Planned
+    apart, the queue's were written first and RAM's picked as if the level were empty: their writes evicted the
+    queue's (a wasted write, and the most recently used history lost where it was the queue's)."""
+    for what, pairs in (("queued", queued), ("ram", ram)):
+        bad = [p for p in pairs if not (isinstance(p, tuple) and len(p) == 2)]
+        if bad:
+            raise ValueError(f"{what} must be (bytes, last use) pairs, got {bad[0]!r}")
+    both = [*queued, *ram]
+    picks = hand_down_picks([n for n, _ in both], used=[u for _, u in both], budget=budget, free=free,
+                            when_full=when_full)
+    if picks is None:
+        return None
+    n = len(queued)
+    return [i for i in picks if i < n], [i - n for i in picks if i >= n]
