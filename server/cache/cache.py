@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from functools import partial
 
 from . import policy, report
@@ -36,18 +36,16 @@ from .fileio import FileIO
 from .folder_checks import log_skipped_files, warn_budget_beyond_free_space
 from .memory import MIB, MemoryProbe
 from .options import CacheConfig
-from .parking import ParkingMixin, StopQueue, replaces, superseded_keys
-from .ram import RamEntry, RamLevel, used_at
+from .parking import ParkingMixin, StopQueue
+from .ram import RamEntry, RamLevel
 from .restoring import RestoreMixin, common_prefix_len
 from .sessions import SaveUnderWay, SessionRemoval, SessionsMixin, SessionStore
 from .spill import SpillWriter
 from .steady_clock import SteadyClock, clock_id, far_ahead_limit, may_adopt
-from .stop_writes import hand_down_picks, one_stop_plan, unkept_at_stop
+from .stop_planning import StopPlanMixin
 from .system_prompt import PrefixStore
 
 log = logging.getLogger("strata.cache")
-# a context's history the stop would park, as the feed weighs its sidecar: a conversation key's length, a park's meta
-LIVE_KEY, LIVE_META = "0" * 32, {"reason": "shutdown", "conversation": "x" * 64}
 
 SAVE_WAIT_POLL_S = 0.1   # how often close looks how far a session save it waits for is (the lines' rate is the caller's)
 # A session save that has written no piece for this long when the cache closes is given up (its session not saved):
@@ -65,7 +63,7 @@ def kv_layout_of(engine) -> str:
     return f"{engine.kv_type}/L{engine.n_layer}/Hkv{engine.n_head_kv}/B{engine.bytes_per_token}"
 
 
-class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
+class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin, StopPlanMixin):
     def __init__(self, config: CacheConfig, engine, *, image_format=None, memory: MemoryProbe | None = None,
                  io: FileIO | None = None, clock: Callable[[], float] = time.time,
                  piece_bytes: int = PIECE_BYTES, sealed_by: str | None = None) -> None:
@@ -135,7 +133,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
         self.stop_unwritten_bytes = 0
         self._stop: StopQueue | None = None   # a stop's plan for the spill writer's queue, while its writes last
         self._stop_queue: list[str] = []   # the keys a stop's queue held at its start: RAM's hand-down plans beside them
-        self._for_hand_down: set[str] = set()   # of those, left unwritten to join RAM's hand-down (one_stop_plan)
+        self._for_hand_down: set[str] = set()   # of those, left unwritten to join RAM's hand-down (stop_plan)
         self.restore_seconds: deque[tuple[str, float, int]] = deque(maxlen=100)  # (level, s, tokens)
         self.restore_totals: dict[str, tuple[int, float]] = {}  # level -> (restores, seconds)
         self.park_target, self.park_target_reason = self._resolve_park_target()
@@ -357,77 +355,6 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 self._stop = StopQueue({k: i for i, k in enumerate(keys)}, unkept)
             self._spill.leave_out([keys[i] for i in unkept])
 
-    def _left_to_hand_down(self, keys: list[str]) -> set[str] | None:
-        """Where RAM's histories go to one disk level at the stop: the queued `keys` it does not write at their turn
-        (caller locks), by one plan over them and RAM's (stop_writes.one_stop_plan, the most recently used first).
-        They join RAM's at the close (`_close`), where the hand-down's plan, made beside the queue's written ones,
-        picks the same and writes after all those a failed write left room for. A shorter copy joins too (written only
-        where its longer one is not); one larger than the whole budget is written as before (refused). None: no such
-        plan (the queue's own, `_queue_plan`, then)."""
-        lvl = self._hand_down_level()
-        if lvl is None or self._stop is not None or any(k not in self._pending for k in keys):
-            return None
-        queued = [self._pending[k] for k in keys]
-        ram = list(self.ram.entries.values())
-        later = superseded_keys([e for e in [*queued, *ram] if e.kind == "conversation"])
-        first = [[e for e in group if e.key not in later] for group in (queued, ram)]
-        plan = one_stop_plan(*([(self._bytes_below(lvl, e), e.last_used) for e in group] for group in first),
-                             budget=lvl.budget_bytes, free=self.io.free_bytes(lvl.folder),
-                             when_full=self.cascade.when_full)
-        if plan is None:
-            return None
-        kept = {first[0][i].key for i in plan[0]}
-        return {e.key for e in queued if e.key not in kept and e.n_bytes <= lvl.budget_bytes}
-
-    def _queue_plan(self, keys: list[str]) -> dict:
-        """stop_writes.unkept_at_stop for the queued `keys`, in queue order: {} where the writes' own rules decide (no
-        disk level, a level failing to write or remove, a hit held for a restore, or an earlier stop's plan still
-        under way: its held histories are the queue's too)."""
-        disk = [lvl for lvl in self.cascade.levels if isinstance(lvl, DiskLevel)]
-        with self._lock:
-            if (not disk or self.cascade.held or self._stop is not None
-                    or any(lvl.name in self.cascade._failing or lvl.removes_failing_since is not None for lvl in disk)):
-                return {}
-            entries = [self._pending[k] for k in keys if k in self._pending]
-            if len(entries) != len(keys):
-                return {}
-        sizes = [e.n_bytes for e in entries]
-        # a shorter copy of a conversation still queued (the writer behind) leaves as its longer one is written
-        replaced_by = [next((j for j in range(i + 1, len(entries)) if replaces(entries[j].tokens, e)), None)
-                       for i, e in enumerate(entries)]
-        free = [self.io.free_bytes(lvl.folder) for lvl in disk]
-        return unkept_at_stop(sizes, [lvl.budget_bytes for lvl in disk], free,
-                              when_full=self.cascade.when_full, replaced_by=replaced_by,
-                              names=[f"conversation {k}" for k in keys],
-                              counted=[self._bytes_below(disk[-1], e) for e in entries])
-
-    def stop_would_keep(self, live: list[tuple[int, float | None]]) -> int:
-        """How many histories a clean stop now would keep (the monitor feed's `stop.conversations`): `live`, the
-        contexts' histories it would park, each (token count, seconds since its last use: slots.idle_s), RAM's and
-        the spill writer's queue, less those its plan leaves out: where RAM's go to one disk level, one plan over all
-        of them (stop_writes.one_stop_plan, the most recently used first: a context's history is weighed alike
-        whether its park goes to RAM or, past RAM's budget, to the queue), RAM's and the queue's shorter copies
-        kept only beside it (`_copies_beside`). Where no plan applies (a warm and a cold level, no RAM level), all
-        of them: the most it writes."""
-        with self._lock:
-            lvl = self._hand_down_level()
-            if lvl is None:
-                return len(live) + self.unwritten()
-            entries = {**self._pending, **self.ram.entries}
-            later = superseded_keys([e for e in entries.values() if e.kind == "conversation"])
-            first = [e for k, e in entries.items() if k not in later]
-            per_token = self.engine.bytes_per_token   # the level counts their sidecars too (_bytes_below)
-            now = self.clock()   # a context's last use as its park would keep it (parking.park: now - idle_s)
-            candidates = [*((lvl.bytes_at_most(LIVE_KEY, "conversation", n, n * per_token, LIVE_META),
-                             used_at(now, idle)) for n, idle in live),
-                          *((self._bytes_below(lvl, e), e.last_used) for e in first)]
-            plan = one_stop_plan(candidates, [], budget=lvl.budget_bytes, free=self.io.free_bytes(lvl.folder),
-                                 when_full=self.cascade.when_full)
-            picks = range(len(candidates)) if plan is None else plan[0]
-            kept = [first[i - len(live)].key for i in picks if i >= len(live)]
-            _, copies = self._copies_beside(lvl, kept, later, sum(candidates[i][0] for i in picks), entries)
-        return len(picks) + len(copies)
-
     def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None,
               waiting: Callable[[SaveUnderWay, float], None] | None = None, stall_s: float | None = None) -> None:
         """Wait for a session save under way; drain the spill writer; with `persist`, hand RAM entries to the first
@@ -517,16 +444,24 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                 keys = [k for k in keys if k not in later] + [k for k in keys if k in later]
                 # each sealed after the one before (oldest first), whatever order they are written in: all sealed at
                 # one `now`, a disk budget's first-in-first-out fell back on the keys and let the newest histories go
-                seals = {k: now + i * SHUTDOWN_SEAL_STEP_S for i, k in enumerate(keys)}
+                # (`now` itself: what the levels above the last held before, moved down to make room for them)
+                seals = {k: now + (i + 1) * SHUTDOWN_SEAL_STEP_S for i, k in enumerate(keys)}
                 sizes = {k: self.ram.entries[k].n_bytes for k in keys}
                 first = [k for k in keys if k not in later]
-                left = self._left_at_hand_down(first, later)
+                left, where = self._left_at_hand_down(first, later)
                 if left:
                     keys = [k for k in keys if k not in left]
                     later = later - left
                     first = [k for k in first if k not in left]
                 below = self.cascade.levels[1] if len(self.cascade.levels) > 1 else None
-                if isinstance(below, DiskLevel) and self._fit_below_ram(
+                if where is not None:
+                    # planned: none pushes out or down another, so the newest first (a stop cut short has kept the
+                    # conversations under way), the top level first (its room made at once: `_room_before_writes`)
+                    e = self.ram.entries
+                    keys = sorted(first, key=lambda k: (where.get(k, len(self.cascade.levels)), -e[k].last_used, k))
+                    keys += [k for k in self._by_last_use(later, newest_first=True)]
+                    self._room_before_writes(where, now)
+                elif isinstance(below, DiskLevel) and self._fit_below_ram(
                         sum(self._bytes_below(below, self.ram.entries[k]) for k in first)):
                     # the newest first: which stay cannot depend on the order then, and a stop cut short (a closed
                     # console window's 5 s, the app's silence rule, a kill) has kept the conversations under way
@@ -543,7 +478,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                         after_all = self._written_after_all(left, written)
                         if not after_all:
                             break
-                        todo, joins, left = todo + after_all, joins | set(after_all), left - set(after_all)
+                        todo, joins, left = todo + list(after_all), joins | set(after_all), left - set(after_all)
+                        where = (where or {}) | after_all
                     key, i = todo[i], i + 1
                     if key not in self.ram.entries:  # superseded by a longer history written before it
                         continue
@@ -551,7 +487,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                         n, n_bytes = n + 1, n_bytes + sizes[key]
                     if told is not None:
                         told.entry(n_done, n, bytes_done, n_bytes, sizes[key])
-                    why_lost = self._hand_down(key, seals[key])
+                    why_lost = self._hand_down(key, seals[key], None if where is None else where.get(key))
                     if why_lost is None:
                         written.append(key)
                         n_done, bytes_done = n_done + 1, bytes_done + sizes[key]
@@ -561,7 +497,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                         lost, why = lost + 1, why_lost
                         n, n_bytes = n - 1, n_bytes - sizes[key]
                 if left:
-                    self._let_go_left(left, len(written) + sum(k in self.cascade.levels[1].entries
+                    self._let_go_left(left, len(written) + sum(k in lvl.entries for lvl in self.cascade.levels[1:]
                                                                for k in self._stop_queue))
                 # a disk budget made room for newer ones (the lines count them: CloseProgress.left)
                 let_go = [k for k in written if not self._on_disk(k)]
@@ -585,115 +521,13 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin):
                     log.info("stopping: %d %s-level entries in %s were removed while the server ran (by hand, or by "
                              "another server on that folder); not counted as kept", n, lvl.name, lvl.folder)
 
-    def _hand_down_level(self) -> DiskLevel | None:
-        """The one disk level RAM's histories go to at a stop, where the stop can plan what it keeps
-        (stop_writes.hand_down_picks): RAM on, that level alone below it, writing and removing (caller locks). With a
-        warm and a cold level the cascade's hand-downs decide (not planned)."""
-        levels = self.cascade.levels
-        if self.ram is None or len(levels) != 2 or not isinstance(levels[1], DiskLevel):
-            return None
-        lvl = levels[1]
-        if lvl.name in self.cascade._failing or lvl.removes_failing_since is not None or self.cascade.held:
-            return None
-        return lvl
-
-    def _left_at_hand_down(self, first: list[str], later: set[str]) -> set[str]:
-        """RAM's histories a stop does not hand down (caller locks): the level below would let them go within the
-        stop for newer ones (stop_writes.hand_down_picks, the most recently used first; `first` oldest first, then the shorter
-        copies in `later`, only where no picked history supersedes them). Held back, not yet let go: where a pick
-        is not written after all, they may fit in its room (`_written_after_all`)."""
-        lvl = self._hand_down_level()
-        if lvl is None:
-            return set()
-        ordered, taken = first[::-1], self._queue_taken(lvl)
-        picks = self._hand_down_picks(lvl, ordered, taken)
-        if picks is None:
-            return set()
-        kept = [ordered[i] for i in picks]
-        rest, copies = self._copies_beside(lvl, kept, later, taken + sum(self._bytes_below(lvl, self.ram.entries[k])
-                                                                         for k in kept), self.ram.entries)
-        kept += copies
-        # one larger than the whole budget is tried as before: refused, it evicts nothing, and is said as lost
-        return {k for k in [*first, *rest] if k not in kept and self.ram.entries[k].n_bytes <= lvl.budget_bytes}
-
-    def _written_after_all(self, left: set[str], written: list[str]) -> list[str]:
-        """Those of the held back `left` the level below keeps beside the histories the stop `written` there, the
-        most recently used first (caller locks): a pick that was not written (a folder standing at its name, a failed write)
-        left its room to them, and letting them go all the same lost them for nothing."""
-        lvl = self.cascade.levels[1]
-        order = self._by_last_use(left, newest_first=True)
-        taken = self._queue_taken(lvl) + sum(e.n_bytes for k in written if (e := lvl.entries.get(k)) is not None)
-        picks = self._hand_down_picks(lvl, order, taken) if isinstance(lvl, DiskLevel) else None
-        return order if picks is None else [order[i] for i in picks]
-
-    def _let_go_left(self, left: set[str], n_kept: int) -> None:
-        """The held back histories that stay unwritten (caller locks): each said and counted as the queue's left
-        out are, its RAM copy freed."""
-        lvl = self.cascade.levels[1]
-        for k in self._by_last_use(left):
-            self._let_go(self.ram.entries[k], f"its budget of {lvl.budget_bytes / MIB:.1f} MiB keeps the {n_kept} "
-                         f"histor{'y' if n_kept == 1 else 'ies'} the stop writes there (picked by last use, the most "
-                         f"recent first), and "
-                         f"this one beside them would push one of them out")
-            self.ram.forget(k)
-
-    def _copies_beside(self, lvl: DiskLevel, kept: list[str], later, taken: int,
-                       entries: dict[str, RamEntry]) -> tuple[list[str], list[str]]:
-        """The shorter copies `later` beside the histories `kept` (`taken` bytes of `lvl`) at a stop, each of
-        `entries` (RAM's, and the feed's outlook the queue's too) (caller locks): those no kept history supersedes
-        (the newest first: a kept one's write discards the others), and those of them `lvl` keeps too
-        (hand_down_picks; all where it cannot tell)."""
-        e = entries
-        gone = superseded_keys([e[k] for k in later], by=[e[k] for k in kept])
-        rest = [k for k in self._by_last_use(later, newest_first=True, entries=e) if k not in gone]
-        more = self._hand_down_picks(lvl, rest, taken, entries=e)
-        return rest, rest if more is None else [rest[i] for i in more]
-
-    def _by_last_use(self, keys: Collection[str], newest_first: bool = False,
-                     entries: dict[str, RamEntry] | None = None) -> list[str]:
-        """RAM's `keys` (or `entries`') by their histories' last use (RamEntry.last_used), the least recent first or
-        `newest_first`, ties by key (caller locks): the one order a stop seals, picks, writes after all and lets go by."""
-        e, sign = self.ram.entries if entries is None else entries, -1 if newest_first else 1
-        return sorted(keys, key=lambda k: (sign * e[k].last_used, k))
-
-    def _queue_taken(self, lvl: DiskLevel) -> int:
-        """The bytes `lvl` holds of the histories the stop's queue wrote there (caller locks): RAM's hand-down is
-        planned beside them (stop_writes.one_stop_plan), not as if the level were empty (its writes evicted them)."""
-        return sum(e.n_bytes for k in self._stop_queue if (e := lvl.entries.get(k)) is not None)
-
-    def _hand_down_picks(self, lvl: DiskLevel, keys: list[str], taken: int = 0,
-                         entries: dict[str, RamEntry] | None = None) -> list[int] | None:
-        """stop_writes.hand_down_picks for RAM's `keys` (or `entries`') into `lvl` by their last uses, beside `taken`
-        bytes picked already (the queue's the stop wrote there among them); indexes of `keys`."""
-        e = self.ram.entries if entries is None else entries
-        return hand_down_picks([self._bytes_below(lvl, e[k]) for k in keys], used=[e[k].last_used for k in keys],
-                               budget=lvl.budget_bytes,
-                               free=self.io.free_bytes(lvl.folder), when_full=self.cascade.when_full, taken=taken)
-
-    @staticmethod
-    def _bytes_below(lvl: DiskLevel, entry) -> int:
-        """What `lvl` counts for RAM's `entry` once written there (its image and sidecar, at most)."""
-        return lvl.bytes_at_most(entry.key, entry.kind, entry.n_tokens, entry.n_bytes, entry.meta)
-
-    def _fit_below_ram(self, n_bytes: int) -> bool:
-        """Whether `n_bytes` of RAM's histories (what the level counts for them: `_bytes_below`) fit in the level
-        below RAM (its budget, its volume's free space) so that no write at the stop makes room at the expense of
-        another written there: then the order they are written in cannot change which stay. Written oldest first
-        otherwise, so that each write's room is made from older ones (written newest first, an older one would push
-        out a newer one: plan_demotions takes the oldest seals first, and the newer ones are sealed later)."""
-        below = self.cascade.levels[1] if len(self.cascade.levels) > 1 else None
-        if not isinstance(below, DiskLevel) or (below.budget_bytes and n_bytes > below.budget_bytes):
-            return False
-        free = self.io.free_bytes(below.folder)
-        return free is not None and n_bytes <= free
-
     def _on_disk(self, key: str) -> bool:
         return any(key in lvl.entries for lvl in self.cascade.levels if isinstance(lvl, DiskLevel))
 
-    def _hand_down(self, key: str, now: float) -> str | None:
-        """RAM entry `key` to the next level at a stop, else to the first disk level that takes it (caller locks);
-        None once written, else why every level refused it."""
-        ok, _ = self.cascade.degrade(0, key, now, cause="shutdown")
+    def _hand_down(self, key: str, now: float, to: int | None = None) -> str | None:
+        """RAM entry `key` to the next level at a stop (or level `to`, as the stop's plan places it), else to the
+        first disk level that takes it (caller locks); None once written, else why every level refused it."""
+        ok, _ = self.cascade.degrade(0, key, now, cause="shutdown", to=to)
         if ok:
             return None
         entry = self.ram.entries[key]  # the next level refused it: a later disk level may take it

@@ -15,10 +15,11 @@ the old order would still hold (those are written after all).
 written oldest first past that level's budget, each arrival evicted an earlier one the stop had just written (a
 soak's probe: "4 of the 6 conversations written made room for newer ones", the first "keeping 6" line counting
 them); now only those the budget keeps are written, the most recently used first.
-`one_stop_plan` makes that one plan over both of a stop's writes to that level, the queue's and RAM's (planned apart,
-RAM's were picked as if the queue's written first were not there, and their writes evicted those).
-What this is not: the writes, the evictions (cache.py, cascade.py), or histories whose level is not certain (one
-a warm level may take: its hand-down order is the cascade's to make).
+`stop_plan` makes that one plan over both of a stop's writes, the queue's and RAM's (planned apart, RAM's were picked
+as if the queue's written first were not there, and their writes evicted those), over every disk level below RAM,
+the top one first (a warm and a cold level: the cascade's hand-downs wrote all, oldest first, and evicted some).
+What this is not: the writes, the evictions (cache.py, stop_planning.py, cascade.py), or the queue's histories
+whose level is not certain without RAM (one a warm level may take: its way down is the cascade's to make).
 """
 
 from __future__ import annotations
@@ -208,22 +209,42 @@ def hand_down_picks(sizes: Sequence[int], *, used: Sequence[float], budget: int,
     return picks
 
 
-def one_stop_plan(queued: Sequence[tuple[int, float]], ram: Sequence[tuple[int, float]], *, budget: int,
-                  free: int | None, when_full: str) -> tuple[list[int], list[int]] | None:
-    """A clean stop's one plan for the one disk level below RAM: which of the spill queue's histories (`queued`) and
-    of RAM's hand-downs (`ram`), each (bytes the level counts once written, last use), it writes: (the queue's,
-    RAM's), indexes, the most recently used first over both (`hand_down_picks`), so none written is evicted by
-    another write of the stop. None where not certain (as hand_down_picks: all are written as before). Planned
-    apart, the queue's were written first and RAM's picked as if the level were empty: their writes evicted the
-    queue's (a wasted write, and the most recently used history lost where it was the queue's)."""
-    for what, pairs in (("queued", queued), ("ram", ram)):
-        bad = [p for p in pairs if not (isinstance(p, tuple) and len(p) == 2)]
-        if bad:
-            raise ValueError(f"{what} must be (bytes, last use) pairs, got {bad[0]!r}")
-    both = [*queued, *ram]
-    picks = hand_down_picks([n for n, _ in both], used=[u for _, u in both], budget=budget, free=free,
-                            when_full=when_full)
-    if picks is None:
-        return None
-    n = len(queued)
-    return [i for i in picks if i < n], [i - n for i in picks if i >= n]
+
+def stop_plan(sizes: Sequence[Sequence[int]], used: Sequence[float], *, budgets: Sequence[int],
+              free: Sequence[int | None], when_full: str, taken: Sequence[int] | None = None) -> list[int | None] | None:
+    """A clean stop's one plan for its histories (the spill queue's and RAM's hand-downs alike) over the disk levels
+    below RAM (`budgets`, the top one first): the level each is written to (its index), or None (left out).
+    `sizes[i]`: what each level counts for history i once written (image and sidecar); `used`: last uses;
+    `taken`: bytes each level holds already of the stop's own writes; `free`: each level's volume's free space.
+    Level by level, the top one first, `hand_down_picks` among those not placed above: the most recently used fill
+    the top level, the next ones the level below, so none written is evicted or moved down by another write of the
+    stop (written oldest first through the cascade, each arrival pushed the oldest down and out: a warm 1 MiB and
+    cold 2 MiB below RAM, ten 0.5 MiB histories, all ten written and four evicted). Each level's free space is
+    taken as what the levels above picked leave of it (they may share a volume). None where a level's outcome is
+    not certain (hand_down_picks' None): all are written as before. Planned apart, the queue's were written first
+    and RAM's picked as if the level were empty: their writes evicted the queue's."""
+    if when_full not in ("evict", "reject"):
+        raise ValueError(f"when_full must be 'evict' or 'reject', got {when_full!r}")
+    taken = [0] * len(budgets) if taken is None else taken
+    for what, values in (("free", free), ("taken", taken)):
+        if len(values) != len(budgets):
+            raise ValueError(f"{what} must give one value per level ({len(budgets)}), got {len(values)}")
+    if len(used) != len(sizes):
+        raise ValueError(f"used must give one last use per history ({len(sizes)}), got {len(used)}")
+    bad = [s for s in sizes if not isinstance(s, Sequence) or len(s) != len(budgets)]
+    if bad:
+        raise ValueError(f"sizes must give each history one size per level ({len(budgets)}), got {bad[0]!r}")
+    where: list[int | None] = [None] * len(sizes)
+    spent = 0   # bytes the levels above picked
+    for level, budget in enumerate(budgets):
+        rest = [i for i, w in enumerate(where) if w is None]
+        room = free[level]
+        picks = hand_down_picks([sizes[i][level] for i in rest], used=[used[i] for i in rest], budget=budget,
+                                free=None if room is None else max(room - spent, 0), when_full=when_full,
+                                taken=taken[level])
+        if picks is None:
+            return None
+        for p in picks:
+            where[rest[p]] = level
+            spent += sizes[rest[p]][level]
+    return where

@@ -1,0 +1,230 @@
+"""A clean stop's plan for what it writes to the disk levels below RAM (part of `ConversationCache`).
+
+What this is: the mechanism that applies stop_writes' pure plans: which of the spill queue's histories are written
+at their turn, left out, or left to join RAM's hand-down (`_left_to_hand_down`, `_queue_plan`), which of RAM's the
+close writes and to which level (`_left_at_hand_down`, `_copies_beside`, `_written_after_all`), room made in the
+levels above the last before the writes (`_room_before_writes`), and the monitor feed's count of them
+(`stop_would_keep`). With RAM on, one plan (stop_writes.stop_plan) covers the queue's and RAM's histories over
+every disk level below RAM, the most recently used first, so nothing the stop writes is evicted or moved down by
+the stop itself. What this is not: the writes or their lines (cache.py `_close`, parking.py), the rules
+(stop_writes.py). A mixin: the state it uses is made by `ConversationCache.__init__`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from .disk import DiskLevel
+from .memory import MIB
+from .parking import replaces, superseded_keys
+from .ram import RamEntry, used_at
+from .stop_writes import stop_plan, unkept_at_stop
+
+# a context's history the stop would park, as the feed weighs its sidecar: a conversation key's length, a park's meta
+LIVE_KEY, LIVE_META = "0" * 32, {"reason": "shutdown", "conversation": "x" * 64}
+
+
+class StopPlanMixin:
+    def _hand_down_levels(self) -> list[DiskLevel] | None:
+        """The disk levels below RAM a stop plans its writes to (caller locks): RAM on, every level below it a disk
+        level writing and removing, no hit held for a restore. None: the cascade's own order decides."""
+        below = self.cascade.levels[1:]
+        if self.ram is None or not below or not all(isinstance(lvl, DiskLevel) for lvl in below):
+            return None
+        if self.cascade.held or any(lvl.name in self.cascade._failing or lvl.removes_failing_since is not None
+                                    for lvl in below):
+            return None
+        return below
+
+    def _plan(self, lvls: list[DiskLevel], sizes: list[list[int]], used: list[float],
+              taken: list[int] | None = None) -> list[int | None] | None:
+        """stop_writes.stop_plan over `lvls` (indexes of `lvls`, or None for one left out)."""
+        return stop_plan(sizes, used, budgets=[lvl.budget_bytes for lvl in lvls],
+                         free=[self.io.free_bytes(lvl.folder) for lvl in lvls], when_full=self.cascade.when_full,
+                         taken=taken)
+
+    def _entries_plan(self, lvls: list[DiskLevel], entries: list[RamEntry],
+                      taken: list[int] | None = None) -> list[int | None] | None:
+        return self._plan(lvls, [[self._bytes_below(lvl, e) for lvl in lvls] for e in entries],
+                          [e.last_used for e in entries], taken)
+
+    @staticmethod
+    def _bytes_below(lvl: DiskLevel, entry) -> int:
+        """What `lvl` counts for RAM's (or the queue's) `entry` once written there (its image and sidecar, at most)."""
+        return lvl.bytes_at_most(entry.key, entry.kind, entry.n_tokens, entry.n_bytes, entry.meta)
+
+    # -- the queue's, as the stop begins (ConversationCache.stop_writes) ------------------------
+
+    def _left_to_hand_down(self, keys: list[str]) -> set[str] | None:
+        """Where RAM's histories go to the disk levels at the stop: the queued `keys` not written at their turn
+        (caller locks), by one plan over them and RAM's (stop_writes.stop_plan, the most recently used first): those
+        it leaves out and those it places below the first disk level (written at their turn, to that first level,
+        one would be moved down by RAM's written after it). They join RAM's at the close (`_close`), whose plan,
+        made beside the queue's written ones, places the same and writes after all those a failed write left room
+        for. A shorter copy joins too (written only where its longer one is not); one larger than every whole
+        budget is written as before (refused). None: no such plan (the queue's own, `_queue_plan`, then)."""
+        lvls = self._hand_down_levels()
+        if lvls is None or self._stop is not None or any(k not in self._pending for k in keys):
+            return None
+        queued = [self._pending[k] for k in keys]
+        both = [*queued, *self.ram.entries.values()]
+        later = superseded_keys([e for e in both if e.kind == "conversation"])
+        first = [e for e in both if e.key not in later]
+        where = self._entries_plan(lvls, first)
+        if where is None:
+            return None
+        top = {e.key for e, w in zip(first, where, strict=True) if w == 0}
+        return {e.key for e in queued if e.key not in top and self._disk_takes(e.n_bytes)}
+
+    def _queue_plan(self, keys: list[str]) -> dict:
+        """stop_writes.unkept_at_stop for the queued `keys`, in queue order: {} where the writes' own rules decide (no
+        disk level, a level failing to write or remove, a hit held for a restore, or an earlier stop's plan still
+        under way: its held histories are the queue's too)."""
+        disk = [lvl for lvl in self.cascade.levels if isinstance(lvl, DiskLevel)]
+        with self._lock:
+            if (not disk or self.cascade.held or self._stop is not None
+                    or any(lvl.name in self.cascade._failing or lvl.removes_failing_since is not None for lvl in disk)):
+                return {}
+            entries = [self._pending[k] for k in keys if k in self._pending]
+            if len(entries) != len(keys):
+                return {}
+        sizes = [e.n_bytes for e in entries]
+        # a shorter copy of a conversation still queued (the writer behind) leaves as its longer one is written
+        replaced_by = [next((j for j in range(i + 1, len(entries)) if replaces(entries[j].tokens, e)), None)
+                       for i, e in enumerate(entries)]
+        free = [self.io.free_bytes(lvl.folder) for lvl in disk]
+        return unkept_at_stop(sizes, [lvl.budget_bytes for lvl in disk], free,
+                              when_full=self.cascade.when_full, replaced_by=replaced_by,
+                              names=[f"conversation {k}" for k in keys],
+                              counted=[self._bytes_below(disk[-1], e) for e in entries])
+
+    # -- RAM's, at the close ----------------------------------------------------------------------
+
+    def _queue_taken(self, lvls: list[DiskLevel]) -> list[int]:
+        """The bytes each of `lvls` holds of the histories the stop's queue wrote there (caller locks): RAM's
+        hand-down is planned beside them, not as if the levels were empty (its writes evicted them)."""
+        return [sum(e.n_bytes for k in self._stop_queue if (e := lvl.entries.get(k)) is not None) for lvl in lvls]
+
+    def _left_at_hand_down(self, first: list[str], later: set[str]) -> tuple[set[str], dict[str, int] | None]:
+        """RAM's histories a stop does not hand down, and where it writes the others (their cascade level's index;
+        None where no plan applies: the cascade's hand-downs decide) (caller locks): `first` oldest first, then the
+        shorter copies in `later`, only where no history written supersedes them. Those left out would be let go
+        within the stop for newer ones (stop_writes.stop_plan, the most recently used first). Held back, not yet let
+        go: where a pick is not written after all, they may fit in its room (`_written_after_all`)."""
+        lvls = self._hand_down_levels()
+        if lvls is None:
+            return set(), None
+        e = self.ram.entries
+        ordered, taken = first[::-1], self._queue_taken(lvls)
+        plan = self._entries_plan(lvls, [e[k] for k in ordered], taken)
+        if plan is None:
+            return set(), None
+        where = {k: w for k, w in zip(ordered, plan, strict=True) if w is not None}
+        taken = [t + sum(self._bytes_below(lvl, e[k]) for k, w in where.items() if w == i)
+                 for i, (t, lvl) in enumerate(zip(taken, lvls, strict=True))]
+        rest, copies = self._copies_beside(lvls, list(where), later, taken, e)
+        where |= copies
+        # one larger than every whole budget is tried as before: refused, it evicts nothing, and is said as lost
+        left = {k for k in [*first, *rest] if k not in where and self._disk_takes(e[k].n_bytes)}
+        return left, {k: w + 1 for k, w in where.items()}
+
+    def _copies_beside(self, lvls: list[DiskLevel], kept: list[str], later, taken: list[int],
+                       entries: dict[str, RamEntry]) -> tuple[list[str], dict[str, int]]:
+        """The shorter copies `later` beside the histories `kept` (`taken`: bytes of each of `lvls`) at a stop, each
+        of `entries` (RAM's, and for the feed's outlook the queue's too) (caller locks): those no kept history
+        supersedes (the newest first: a kept one's write discards the others), and where those of them are written
+        (indexes of `lvls`; all, to the first, where the plan cannot tell)."""
+        e = entries
+        gone = superseded_keys([e[k] for k in later], by=[e[k] for k in kept])
+        rest = [k for k in self._by_last_use(later, newest_first=True, entries=e) if k not in gone]
+        plan = self._entries_plan(lvls, [e[k] for k in rest], taken)
+        return rest, {k: 0 for k in rest} if plan is None else {k: w for k, w in zip(rest, plan, strict=True) if w is not None}
+
+    def _written_after_all(self, left: set[str], written: list[str]) -> dict[str, int]:
+        """Those of the held back `left` the levels below RAM keep beside the histories the stop `written` there (and
+        its queue's), the most recently used first, each with its cascade level's index (caller locks): a pick that
+        was not written (a folder standing at its name, a failed write) left its room to them, and letting them go
+        all the same lost them for nothing. The levels as planned, failing or not now."""
+        lvls = self.cascade.levels[1:]
+        order = self._by_last_use(left, newest_first=True)
+        taken = [t + sum(e.n_bytes for k in written if (e := lvl.entries.get(k)) is not None)
+                 for t, lvl in zip(self._queue_taken(lvls), lvls, strict=True)]
+        plan = self._entries_plan(lvls, [self.ram.entries[k] for k in order], taken)
+        if plan is None:
+            return {k: 1 for k in order}
+        return {k: w + 1 for k, w in zip(order, plan, strict=True) if w is not None}
+
+    def _let_go_left(self, left: set[str], n_kept: int) -> None:
+        """The held back histories that stay unwritten (caller locks): each said and counted as the queue's left
+        out are, its RAM copy freed."""
+        lvls = self.cascade.levels[1:]
+        budgets = " and ".join(f"{lvl.budget_bytes / MIB:.1f}" for lvl in lvls)
+        whose = (f"its budget of {budgets} MiB keeps" if len(lvls) == 1 else
+                 f"the {' and '.join(lvl.name for lvl in lvls)} levels' budgets of {budgets} MiB keep")
+        for k in self._by_last_use(left):
+            self._let_go(self.ram.entries[k], f"{whose} the {n_kept} histor{'y' if n_kept == 1 else 'ies'} the stop "
+                         f"writes there (picked by last use, the most recent first), and this one beside them would "
+                         f"push one of them out")
+            self.ram.forget(k)
+
+    def _room_before_writes(self, where: dict[str, int], seal: float) -> None:
+        """Room made at once, before the stop's writes, in each level that has one below it, for the histories the
+        plan `where` writes there (caller locks): what it held before moves down sealed at `seal`, older than every
+        write of the stop. Made write by write, each one's room moved a history down sealed as that write, newer
+        than the stop's writes to the level below, which its arrival then evicted first."""
+        levels = self.cascade.levels
+        for i in range(1, len(levels) - 1):
+            need = sum(self._bytes_below(levels[i], self.ram.entries[k]) for k, w in where.items()
+                       if w == i and k in self.ram.entries)
+            if need:
+                self.cascade.make_room(i, need, seal)
+
+    def _by_last_use(self, keys: Collection[str], newest_first: bool = False,
+                     entries: dict[str, RamEntry] | None = None) -> list[str]:
+        """RAM's `keys` (or `entries`') by their histories' last use (RamEntry.last_used), the least recent first or
+        `newest_first`, ties by key (caller locks): the one order a stop seals, picks, writes after all and lets go by."""
+        e, sign = self.ram.entries if entries is None else entries, -1 if newest_first else 1
+        return sorted(keys, key=lambda k: (sign * e[k].last_used, k))
+
+    def _fit_below_ram(self, n_bytes: int) -> bool:
+        """Whether `n_bytes` of RAM's histories (what the level counts for them: `_bytes_below`) fit in the level
+        below RAM (its budget, its volume's free space) so that no write at the stop makes room at the expense of
+        another written there: then the order they are written in cannot change which stay. Written oldest first
+        otherwise, so that each write's room is made from older ones (written newest first, an older one would push
+        out a newer one: plan_demotions takes the oldest seals first, and the newer ones are sealed later)."""
+        below = self.cascade.levels[1] if len(self.cascade.levels) > 1 else None
+        if not isinstance(below, DiskLevel) or (below.budget_bytes and n_bytes > below.budget_bytes):
+            return False
+        free = self.io.free_bytes(below.folder)
+        return free is not None and n_bytes <= free
+
+    # -- the monitor feed -------------------------------------------------------------------------
+
+    def stop_would_keep(self, live: list[tuple[int, float | None]]) -> int:
+        """How many histories a clean stop now would keep (the monitor feed's `stop.conversations`): `live`, the
+        contexts' histories it would park, each (token count, seconds since its last use: slots.idle_s), RAM's and
+        the spill writer's queue, less those its plan leaves out: where RAM's go to the disk levels below it, one
+        plan over all of them (stop_writes.stop_plan, the most recently used first: a context's history is weighed
+        alike whether its park goes to RAM or, past RAM's budget, to the queue), RAM's and the queue's shorter
+        copies kept only beside it (`_copies_beside`). Where no plan applies (no RAM level, a level failing), all
+        of them: the most it writes."""
+        with self._lock:
+            lvls = self._hand_down_levels()
+            if lvls is None:
+                return len(live) + self.unwritten()
+            entries = {**self._pending, **self.ram.entries}
+            later = superseded_keys([e for e in entries.values() if e.kind == "conversation"])
+            first = [e for k, e in entries.items() if k not in later]
+            per_token = self.engine.bytes_per_token   # the levels count their sidecars too (_bytes_below)
+            now = self.clock()   # a context's last use as its park would keep it (parking.park: now - idle_s)
+            sizes = [*([lvl.bytes_at_most(LIVE_KEY, "conversation", n, n * per_token, LIVE_META) for lvl in lvls]
+                       for n, _ in live),
+                     *([self._bytes_below(lvl, e) for lvl in lvls] for e in first)]
+            used = [*(used_at(now, idle) for _, idle in live), *(e.last_used for e in first)]
+            plan = self._plan(lvls, sizes, used)
+            where = [0] * len(sizes) if plan is None else plan
+            placed = [i for i, w in enumerate(where) if w is not None]
+            kept = [first[i - len(live)].key for i in placed if i >= len(live)]
+            taken = [sum(sizes[i][level] for i in placed if where[i] == level) for level in range(len(lvls))]
+            _, copies = self._copies_beside(lvls, kept, later, taken, entries)
+        return len(placed) + len(copies)

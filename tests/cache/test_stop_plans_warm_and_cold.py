@@ -1,0 +1,66 @@
+"""With a warm and a cold level below RAM, a clean stop writes only what the levels keep, each history straight to
+the level that keeps it (session 42, item C). The cascade's hand-downs decided there (no plan): RAM's histories
+were written oldest first, each arrival pushing warm's oldest down to cold and cold's out, so of ten 480 KiB
+histories (warm 1 MiB, cold 2 MiB) all ten were written and four evicted within the stop ("4 of the 10
+conversations written made room for newer ones"), the feed's stop.conversations saying 10. Now one plan
+(stop_writes.stop_plan): the two most recently used to warm, the next four to cold, four not written; what warm
+held before moves down at once, older than every write of the stop, so none of those is moved or evicted.
+
+Real files, the simulated engine (16 KiB a token); warm and cold taken as two volumes (a move between them is a
+copy), so each image the stop writes or copies is counted."""
+
+from __future__ import annotations
+
+import logging
+
+from tests.cache.conftest import PIECE, history, park_history
+from tests.cache.sim_engine import SimEngine
+from tests.cache.test_stop_writes_only_kept import CountingIO
+
+N = 30   # tokens: 480 KiB
+
+
+class TwoVolumes(CountingIO):
+    def same_volume(self, a: str, b: str) -> bool:
+        return False
+
+
+def run(make_cache, clock, ram_mib: int, n: int):
+    io = TwoVolumes()
+    make = dict(engine=SimEngine(piece_bytes=PIECE), conversation_cache_park="ram", conversation_cache_mib=ram_mib,
+                conversation_cache_warm_mib=1, conversation_cache_cold_mib=2)
+    cache = make_cache(io=io, **make)
+    seeds = {}
+    for seed in range(n):   # the oldest first
+        park_history(cache, history(seed, N))
+        seeds[tuple(history(seed, N))] = seed
+        clock.t += 1.0
+    outlook, before = cache.stop_would_keep([]), len(io.images)
+    cache.close()
+    again = make_cache(**make).cascade.levels
+    return (len(io.images) - before, outlook, cache,
+            {lvl.name: sorted(seeds[tuple(int(t) for t in e.tokens)] for e in lvl.entries.values()) for lvl in again[1:]})
+
+
+def test_ten_histories_each_written_where_it_stays(make_cache, clock, caplog):
+    with caplog.at_level(logging.INFO, logger="strata.cache"):
+        written, outlook, cache, kept = run(make_cache, clock, 100, 10)
+    assert kept == {"warm": [8, 9], "cold": [4, 5, 6, 7]}, kept
+    assert written == 6, written            # before: 10 written, then 6 copied down and 4 of them evicted
+    assert sum(cache.cascade.evictions.values()) == 0
+    assert outlook == 6                     # before: 10
+    said = [r.getMessage() for r in caplog.records]
+    assert not any("made room for newer ones" in m for m in said), said
+    unwritten = [m for m in said if "not written to the cold level" in m]
+    assert len(unwritten) == 4 and "the warm and cold levels' budgets of 1.0 and 2.0 MiB keep the 6 histories" \
+        in unwritten[0], unwritten
+
+
+def test_what_warm_held_moves_down_before_the_stops_writes(make_cache, clock):
+    # RAM 2 MiB: 6-9 in RAM, 4 and 5 in warm, 0-3 in cold before the stop
+    written, outlook, cache, kept = run(make_cache, clock, 2, 10)
+    assert kept == {"warm": [8, 9], "cold": [4, 5, 6, 7]}, kept
+    # 6 and 7 straight to cold, 4 and 5 copied down once; before: 6 and 7 written to warm, then copied down as 8
+    # and 9 came (4 + 4)
+    assert written == 4 + 2, written
+    assert outlook == 4
