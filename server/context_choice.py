@@ -82,6 +82,13 @@ def align_arrival(table: SlotTable, tokenizer: Any, job: Job, cache: Any = None)
     return out.held_after - out.held_before
 
 
+def fits(job: Job, capacity: int) -> bool:
+    """Whether `job`'s prompt fits a context of `capacity` with room for its answer's first token; a prompt only
+    scored (max_tokens 0: nothing generated, prompting.check_fits' room 0) may fill it. A full --ctx window scored
+    took main alone before, one after another, though a slot of --slot-ctx (by default --ctx) holds it."""
+    return len(job.prompt) + (1 if job.max_tokens > 0 else 0) <= capacity
+
+
 def free_for(table: SlotTable, job: Job, idle: bool, beside: bool, editor_main: bool = False) -> int:
     """Free contexts the submitted requests can start in now (they are not waiting): the free slots,
     and main only where choose_context gives it: with no slots, to a request alone (`idle`: nothing
@@ -93,7 +100,7 @@ def free_for(table: SlotTable, job: Job, idle: bool, beside: bool, editor_main: 
     completion with every slot busy, answered --queue N one request early."""
     slots = table.slots
     free = sum(1 for c in slots if c.busy_job is None)
-    fits_slot = bool(slots) and len(job.prompt) < slots[0].capacity
+    fits_slot = bool(slots) and fits(job, slots[0].capacity)
     editor = editor_main and job.completion and not any(c.busy_job is not None and c.completion
                                                         for c in table.contexts)
     if table.main.busy_job is None and (not fits_slot or (idle and not job.completion) or beside or editor):
@@ -158,7 +165,7 @@ def choose_context(sched: Scheduler, job: Job, alone: bool) -> int | None:
     table, placer = sched.table, sched.placer
     main_free = table.main.busy_job is None
     n_slots = len(table.slots)
-    fits_slot = n_slots > 0 and len(job.prompt) < table.slots[0].capacity
+    fits_slot = n_slots > 0 and fits(job, table.slots[0].capacity)
     alone = alone and not (job.completion and fits_slot)
     beside = not alone and main_free and beside_completions_only(
         [r.job for r in sched._rows.values()] + list(sched._waiting), job)

@@ -9,6 +9,7 @@ run it through the scheduler, shape the answer. Not here: scheduling, error rend
 from __future__ import annotations
 
 import codecs
+import functools
 import time
 import uuid
 from collections.abc import Callable
@@ -84,70 +85,43 @@ async def complete(request: web.Request, body: dict) -> web.StreamResponse:
         raise APIError(400, "'prompt' is required: chat 'messages' go to POST /v1/chat/completions", param="prompt")
     echo = echo_asked(body)
     max_tokens = completion_max_tokens(body, echo)
+    include_usage = usage_asked(body)           # stream_options without stream: OpenAI's 400
     many = several_prompts(body.get("prompt"))
-    if many is not None:
-        return await _complete_several(request, state, body, many, echo, max_tokens)
-    fim = await off_loop(_fim_tokens, state, body, max_tokens)     # tokenizes: seconds for megabytes
-    job, echoed, unseen = await _completion_job(state, body, body.get("prompt"), fim, echo, max_tokens)
-    scored = job.prompt_logprobs is not None     # the prompt's tokens scored (completion_echo.py)
-    whole = echo and max_tokens == 0             # the echo is the whole answer: streamed as one chunk
+    jobs = await _prompt_jobs(state, body, many if many is not None else [body.get("prompt")], echo, max_tokens)
     model = body.get("model") or state.model_name
-    cid = f"cmpl-{uuid.uuid4().hex[:24]}"
-    include_usage = usage_asked(body)
     if body.get("stream"):
-        resp: web.StreamResponse | None = None
-        events = JobEvents(request, state.scheduler, job)
-        sent = b""                      # the bytes of the tokens whose logprobs were sent (their text_offset)
+        return await _stream(request, state, jobs, model, include_usage, whole=echo and max_tokens == 0)
+    return await _answer(request, state, jobs, model)
+
+
+async def _prompt_jobs(state: ServerState, body: dict, prompts: list, echo: bool,
+                       max_tokens: int) -> list[tuple[Job, str, int]]:
+    """Each prompt's _completion_job (one, or several: prompt_list.py), every one read and checked before any runs:
+    a bad one of several is a 400 naming its position, nothing run (a bad field of the request's is its 400 as
+    for one prompt). With `suffix`, each is a code completion with that suffix (as OpenAI's models that take a
+    suffix answer a prompt list)."""
+    jobs = []
+    for i, prompt in enumerate(prompts):
         try:
-            async for kind, payload in events:
-                if resp is None:
-                    if kind == "done":  # ended unstarted (queued at a stop): a status the SDK retries, not a 200
-                        raise_if_failed(payload)
-                    resp = await open_sse(request)
-                    if echoed and not (scored or whole):   # OpenAI's echo: the prompt's text is the first chunk
-                        await send_sse(resp, _cmpl_chunk(cid, model, echoed, None))
-                if kind == "prompt_logprobs" and not whole:   # a scored echo: once its prompt is read
-                    lps, sent = completion_logprobs(state.engine.tokenizer, payload, unseen=unseen)
-                    await send_sse(resp, _cmpl_chunk(cid, model, echoed, None, logprobs=lps))
-                elif kind == "text":
-                    await send_sse(resp, _cmpl_chunk(cid, model, payload, None))
-                elif kind == "logprobs":
-                    lps, sent = completion_logprobs(state.engine.tokenizer, payload, sent)
-                    await send_sse(resp, _cmpl_chunk(cid, model, "", None, logprobs=lps))
-                elif kind == "done" and (err := failure(payload)) is not None:
-                    await send_sse(resp, stream_error(err))
-                elif kind == "done":
-                    # asked for OpenAI's usage chunk, the last chunk is as OpenAI's (no usage); not asked, it
-                    # carries the usage as it always did here (clients read it there)
-                    await send_sse(resp, _cmpl_chunk(cid, model, echoed if whole else "", finish_reason(payload),
-                                                      None if include_usage else usage(payload), payload.timings,
-                                                      _answer_logprobs(state, payload, unseen) if whole else None))
-                    if include_usage:
-                        await send_sse(resp, {**_cmpl_chunk(cid, model, "", None), "choices": [],
-                                              "usage": usage(payload)})
-                    await send_sse(resp, "[DONE]")
-        except (ConnectionResetError, ConnectionError):
-            pass
-        finally:
-            events.close()
-        return resp if resp is not None else web.Response(status=499)
-    completion, _ = await JobEvents(request, state.scheduler, job, stream=False).until_done()
-    raise_if_failed(completion)
-    return web.json_response({
-        "id": cid, "object": "text_completion", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "text": echoed + completion.text, "finish_reason": finish_reason(completion),
-                     "logprobs": _answer_logprobs(state, completion, unseen)}],
-        "usage": usage(completion), "timings": completion.timings,
-    })
+            fim = None if body.get("suffix") is None else \
+                await off_loop(_fim_tokens, state, body, prompt, max_tokens)   # tokenizes: seconds for megabytes
+            jobs.append(await _completion_job(state, body, prompt, fim, echo, max_tokens))
+        except APIError as e:
+            if len(prompts) == 1 or e.param != "prompt":   # another field's (suffix, logprobs): the request's
+                raise
+            raise APIError(e.status, f"prompt {i} of the {len(prompts)} in 'prompt': {e.message}", param="prompt",
+                           code=e.code) from None
+    return jobs
 
 
 async def _completion_job(state: ServerState, body: dict, prompt: Any, fim: list[int] | None, echo: bool,
                           max_tokens: int) -> tuple[Job, str, int]:
     """The Job for one completions prompt (`fim`: its fill-in-the-middle layout, when `suffix` was sent), the
     text its echo puts first ("" without `echo`) and how many of its first tokens that text lacks (unseen_tokens)."""
+    room = 1 if max_tokens else 0      # nothing generated (a prompt only scored): it may fill the context
     tokens = fim if fim is not None else await off_loop(prompt_tokens, state, prompt,
-                                                        fits_check(state.engine, param="prompt"))
-    check_prompt_fits(state.engine, len(tokens), param="prompt")
+                                                        fits_check(state.engine, param="prompt", room=room))
+    check_prompt_fits(state.engine, len(tokens), param="prompt", room=room)
     echoed = echoed_prompt(one_prompt(prompt), tokens, state.engine.tokenizer) if echo else ""
     fim_tokens = state.engine.tokenizer.fim
     logprobs = f.get_int(body, "logprobs", None, 0, MAX_TOP_LOGPROBS)
@@ -166,24 +140,10 @@ async def _completion_job(state: ServerState, body: dict, prompt: Any, fim: list
     return job, echoed, unseen_tokens(one_prompt(prompt), tokens, state.engine.tokenizer)
 
 
-async def _complete_several(request: web.Request, state: ServerState, body: dict, prompts: list, echo: bool,
-                            max_tokens: int) -> web.StreamResponse:
-    """`prompt` as an array of prompts (prompt_list.py): every prompt read and checked first (a bad one is a 400
-    naming its position, nothing run), then each run as its own request, one after another, its choice at its
-    position; the usage summed."""
-    if body.get("stream"):
-        raise APIError(400, f"'stream' with {len(prompts)} prompts in 'prompt' is not supported: send them "
-                            "without 'stream', or one prompt per streamed request", param="stream")
-    if body.get("suffix") is not None:
-        raise APIError(400, f"'suffix' with {len(prompts)} prompts in 'prompt' is not supported: a code "
-                            "completion takes one prompt", param="suffix")
-    jobs = []
-    for i, prompt in enumerate(prompts):
-        try:
-            jobs.append(await _completion_job(state, body, prompt, None, echo, max_tokens))
-        except APIError as e:
-            raise APIError(e.status, f"prompt {i} of the {len(prompts)} in 'prompt': {e.message}", param="prompt",
-                           code=e.code) from None
+async def _answer(request: web.Request, state: ServerState, jobs: list[tuple[Job, str, int]],
+                  model: str) -> web.StreamResponse:
+    """The answer not streamed: the prompts run one after another, each as its own request, its choice at its
+    position (`index`); the usage summed; `timings` for one prompt only (several: each its own, not summed)."""
     choices, usages = [], []
     for i, (job, echoed, unseen) in enumerate(jobs):
         # a client gone: the prompts left are not run (each would start, then end at the next look for it)
@@ -196,9 +156,89 @@ async def _complete_several(request: web.Request, state: ServerState, body: dict
         choices.append({"index": i, "text": echoed + completion.text, "finish_reason": finish_reason(completion),
                         "logprobs": _answer_logprobs(state, completion, unseen)})
         usages.append(usage(completion))
-    return web.json_response({
-        "id": f"cmpl-{uuid.uuid4().hex[:24]}", "object": "text_completion", "created": int(time.time()),
-        "model": body.get("model") or state.model_name, "choices": choices, "usage": summed_usage(usages)})
+    out = {"id": f"cmpl-{uuid.uuid4().hex[:24]}", "object": "text_completion", "created": int(time.time()),
+           "model": model, "choices": choices, "usage": summed_usage(usages)}
+    if len(jobs) == 1:
+        out["timings"] = completion.timings
+    return web.json_response(out)
+
+
+async def _stream(request: web.Request, state: ServerState, jobs: list[tuple[Job, str, int]], model: str,
+                  include_usage: bool, whole: bool) -> web.StreamResponse:
+    """SSE for the prompts, one after another (several as OpenAI streams a prompt list: each prompt's chunks with
+    `choices[0].index` its position, _stream_prompt), then OpenAI's usage chunk when asked (summed over the
+    prompts) and [DONE]. A client gone, or a prompt failed (its error event sent), ends it: the prompts left are
+    not run. `whole`: the echo is each prompt's whole answer (max_tokens 0), one chunk."""
+    cid = f"cmpl-{uuid.uuid4().hex[:24]}"
+    resp: web.StreamResponse | None = None
+    usages = []
+    try:
+        for i, (job, echoed, unseen) in enumerate(jobs):
+            if i and client_gone(request):
+                break
+            chunk = functools.partial(_cmpl_chunk, cid, model, index=i)
+            resp, done = await _stream_prompt(request, resp, state, job, echoed, unseen, chunk, whole, include_usage)
+            if done is None:
+                break
+            usages.append(usage(done))
+        else:
+            if include_usage:
+                await send_sse(resp, {**_cmpl_chunk(cid, model, "", None), "choices": [],
+                                      "usage": summed_usage(usages)})
+            await send_sse(resp, "[DONE]")
+    except (ConnectionResetError, ConnectionError):
+        pass
+    return resp if resp is not None else web.Response(status=499)
+
+
+async def _stream_prompt(request: web.Request, resp: web.StreamResponse | None, state: ServerState, job: Job,
+                         echoed: str, unseen: int, chunk: Callable[..., dict], whole: bool,
+                         include_usage: bool) -> tuple[web.StreamResponse | None, Completion | None]:
+    """One prompt's chunks (`chunk`: _cmpl_chunk with its id, model and index): its echo first, its text and
+    logprobs as they come, a last chunk with its finish_reason. Opens the stream at its first event when no prompt
+    before it did. Returns the stream and the prompt's completion; None for one that failed (its error event sent;
+    not sent yet, a status is raised) or was cancelled (its client left)."""
+    scored = job.prompt_logprobs is not None     # the prompt's tokens scored (completion_echo.py)
+    try:
+        events = JobEvents(request, state.scheduler, job)
+    except APIError as e:               # the queue full when a later prompt comes: the stream began
+        if resp is None:
+            raise
+        await send_sse(resp, stream_error(e))
+        return resp, None
+    first = True
+    sent = b""                          # the bytes of the tokens whose logprobs were sent (their text_offset)
+    try:
+        async for kind, payload in events:
+            if first:
+                first = False
+                if resp is None:
+                    if kind == "done":  # ended unstarted (queued at a stop): a status the SDK retries, not a 200
+                        raise_if_failed(payload)
+                    resp = await open_sse(request)
+                if echoed and not (scored or whole):   # OpenAI's echo: the prompt's text is the first chunk
+                    await send_sse(resp, chunk(echoed, None))
+            if kind == "prompt_logprobs" and not whole:   # a scored echo: once its prompt is read
+                lps, sent = completion_logprobs(state.engine.tokenizer, payload, unseen=unseen)
+                await send_sse(resp, chunk(echoed, None, logprobs=lps))
+            elif kind == "text":
+                await send_sse(resp, chunk(payload, None))
+            elif kind == "logprobs":
+                lps, sent = completion_logprobs(state.engine.tokenizer, payload, sent)
+                await send_sse(resp, chunk("", None, logprobs=lps))
+            elif kind == "done" and (err := failure(payload)) is not None:
+                await send_sse(resp, stream_error(err))
+                return resp, None
+            elif kind == "done":
+                # asked for OpenAI's usage chunk, the last chunk is as OpenAI's (no usage); not asked, it
+                # carries the prompt's usage as it always did here (clients read it there)
+                await send_sse(resp, chunk(echoed if whole else "", finish_reason(payload),
+                                           None if include_usage else usage(payload), payload.timings,
+                                           _answer_logprobs(state, payload, unseen) if whole else None))
+                return resp, None if payload.finish_reason == "cancelled" else payload
+    finally:
+        events.close()
+    return resp, None
 
 
 def _answer_logprobs(state: ServerState, c: Completion, unseen: int = 0) -> dict | None:
@@ -210,7 +250,7 @@ def _answer_logprobs(state: ServerState, c: Completion, unseen: int = 0) -> dict
     return completion_logprobs(state.engine.tokenizer, prompt + c.logprobs, unseen=unseen if prompt else 0)[0]
 
 
-def _fim_tokens(state: ServerState, body: dict, max_tokens: int) -> list[int] | None:
+def _fim_tokens(state: ServerState, body: dict, prompt: Any, max_tokens: int) -> list[int] | None:
     """With a `suffix` (Continue's autocomplete, the openai SDK's `completions.create(suffix=...)`): the prompt
     as the code before the cursor and the suffix as the code after it, laid out for fill-in-the-middle as
     llama.cpp's /infill lays them out (fim_prompt.py). None without one (an empty suffix to a model without
@@ -221,7 +261,7 @@ def _fim_tokens(state: ServerState, body: dict, max_tokens: int) -> list[int] | 
         return None
     if not fim.usable:
         raise no_fim_error(state.model_name, fim.missing, param="suffix")
-    prompt = one_prompt(body.get("prompt"))
+    prompt = one_prompt(prompt)
     if not isinstance(prompt, str):
         raise APIError(400, "'prompt' must be a string (the code before the cursor) when 'suffix' is given",
                        param="prompt")
@@ -261,9 +301,9 @@ def prompt_tokens(state: ServerState, prompt: Any, fits: Callable[[int], None] |
 
 
 def _cmpl_chunk(cid: str, model: str, text: str, finish: str | None, use: dict | None = None,
-                timings: dict | None = None, logprobs: dict | None = None) -> dict:
+                timings: dict | None = None, logprobs: dict | None = None, index: int = 0) -> dict:
     out: dict[str, Any] = {"id": cid, "object": "text_completion", "created": int(time.time()), "model": model,
-                           "choices": [{"index": 0, "text": text, "finish_reason": finish, "logprobs": logprobs}]}
+                           "choices": [{"index": index, "text": text, "finish_reason": finish, "logprobs": logprobs}]}
     if use is not None:
         out["usage"] = use
     if timings is not None:

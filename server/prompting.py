@@ -252,21 +252,26 @@ def tokens_key(tokens: list[int]) -> str:
 
 
 def check_fits(n_prompt: int, capacity: int, api: str = "openai", param: str = "messages", trained: int = 0,
-               at_least: bool = False) -> None:
-    """A prompt must leave room for at least one generated token in the largest context. Worded as each
+               at_least: bool = False, room: int = 1) -> None:
+    """A prompt must leave `room` in the largest context: at least one generated token, or 0 for a prompt only
+    scored (/v1/completions' `echo` with `max_tokens` 0, lm-eval-harness's loglikelihood of a whole --ctx window:
+    it needs the prompt's rows alone). Worded as each
     API words it ("maximum context length" / "prompt is too long"), which is what agents look for in the
     message to compact their conversation and retry; `param` is the field the prompt came from (`messages`,
     completions' `prompt`, Responses' `input`). `trained`, the model's trained context (0: unknown), decides
     the way on: a larger --ctx only while the context is below it (past it the answers are unreliable, as the
     start-up warning says), else a shorter conversation. `at_least`: `n_prompt` is the fewest tokens the prompt
     can be (fewest_tokens), not its count: refused only past the context, and said so."""
-    if n_prompt >= capacity:
+    if room not in (0, 1):
+        raise ValueError(f"room must be 0 (a prompt only scored) or 1 (one token generated at least), got {room!r}")
+    if n_prompt + room > capacity:
         counted = "counted from its size, without tokenizing it; " if at_least else ""
-        hint = f"{counted}the context holds {capacity} and the answer needs at least one; " + (
+        needs = " and the answer needs at least one" if room else ""
+        hint = f"{counted}the context holds {capacity}{needs}; " + (
             f"the model was trained on {trained} tokens, so a larger --ctx would give unreliable answers: "
             "shorten the conversation" if 0 < trained <= capacity else "start the server with a larger --ctx")
         if api == "anthropic":
-            message = f"prompt is too long: {n_prompt} tokens > {capacity - 1} maximum ({hint})"
+            message = f"prompt is too long: {n_prompt} tokens > {capacity - room} maximum ({hint})"
         else:
             message = (f"This model's maximum context length is {capacity} tokens. However, the prompt is "
                        f"{'at least ' if at_least else ''}{n_prompt} tokens ({hint}).")
@@ -276,10 +281,10 @@ def check_fits(n_prompt: int, capacity: int, api: str = "openai", param: str = "
 
 
 def check_prompt_fits(engine: Any, n_prompt: int, api: str = "openai", param: str = "messages",
-                      at_least: bool = False) -> None:
+                      at_least: bool = False, room: int = 1) -> None:
     """check_fits against the loaded engine's largest context and the model's trained one."""
     check_fits(n_prompt, engine.context_capacity(0), api=api, param=param,
-               trained=int(getattr(engine, "n_ctx_train", 0) or 0), at_least=at_least)
+               trained=int(getattr(engine, "n_ctx_train", 0) or 0), at_least=at_least, room=room)
 
 
 def fewest_tokens(n_bytes: int, longest_token_bytes: int) -> int:
@@ -288,9 +293,9 @@ def fewest_tokens(n_bytes: int, longest_token_bytes: int) -> int:
     return -(-n_bytes // longest_token_bytes) if longest_token_bytes > 0 else 0
 
 
-def fits_check(engine: Any, api: str = "openai", param: str = "messages") -> Callable[[int], None]:
+def fits_check(engine: Any, api: str = "openai", param: str = "messages", room: int = 1) -> Callable[[int], None]:
     """What `tokenized` gives a prompt's fewest tokens to: the usual too-long 400 when even those cannot fit."""
-    return functools.partial(check_prompt_fits, engine, api=api, param=param, at_least=True)
+    return functools.partial(check_prompt_fits, engine, api=api, param=param, at_least=True, room=room)
 
 
 def tokenized(engine: Any, text: str, fits: Callable[[int], None] | None = None) -> list[int]:

@@ -5,6 +5,7 @@ its position, nothing run."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx2 as httpx
@@ -61,8 +62,9 @@ def test_several_prompts_generate_each_in_order(list_server):
 @pytest.mark.parametrize("body, param, words", [
     ({"prompt": ["fine", [10 ** 9]], "max_tokens": 1}, "prompt", "prompt 1 of the 2 in 'prompt'"),
     ({"prompt": ["x"] * (MAX_PROMPTS + 1), "max_tokens": 1}, "prompt", f"holds {MAX_PROMPTS + 1} prompts"),
-    ({"prompt": ["a", "b"], "max_tokens": 1, "stream": True}, "stream", "'stream' with 2 prompts"),
-    ({"prompt": ["a", "b"], "max_tokens": 1, "suffix": "c"}, "suffix", "'suffix' with 2 prompts"),
+    ({"prompt": ["a", [10 ** 9]], "max_tokens": 1, "stream": True}, "prompt", "prompt 1 of the 2 in 'prompt'"),
+    ({"prompt": ["a", "b"], "max_tokens": 1, "suffix": "c"}, "suffix", "has no fill-in-the-middle tokens"),
+    ({"prompt": ["a", "b"], "max_tokens": 1, "logprobs": 21}, "logprobs", "got 21"),
 ])
 def test_a_bad_list_is_a_400_naming_it(list_server, body, param, words):
     _, port, _ = list_server
@@ -138,3 +140,108 @@ def test_a_client_that_leaves_ends_the_prompts_left(list_server):
     left = cancelled()
     time.sleep(3)
     assert cancelled() == left <= before + 1, (before, left, cancelled())   # the one running when it left
+
+
+def streamed(client, prompt, **kw) -> tuple[dict[int, list], list]:
+    """A streamed list through the SDK: each index's choices in the order they came, and every chunk."""
+    chunks = list(client.completions.create(model="m", prompt=prompt, stream=True, **kw))
+    by_index: dict[int, list] = {}
+    for ch in chunks:
+        for c in ch.choices:
+            by_index.setdefault(c.index, []).append(c)
+    return by_index, chunks
+
+
+def test_a_streamed_list_answers_each_prompt_as_its_choice(list_server):
+    """OpenAI's stream of a prompt list: each prompt's chunks with `index` its position, one prompt after another;
+    greedy, the texts are the answer not streamed; the usage once at the end, summed."""
+    client, _, model = list_server
+    kw = dict(max_tokens=5, temperature=0, extra_body={"ignore_eos": True})
+    for prompts in (PROMPTS, [prompt_ids(model, p) for p in PROMPTS]):
+        whole = alone(client, prompts, **kw)
+        by_index, chunks = streamed(client, prompts, stream_options={"include_usage": True}, **kw)
+        order = [c.index for ch in chunks for c in ch.choices]
+        assert order == sorted(order) and sorted(by_index) == [0, 1, 2]       # one prompt after another
+        for c in whole.choices:
+            got = by_index[c.index]
+            assert "".join(g.text for g in got) == c.text
+            assert [g.finish_reason for g in got][-1] == c.finish_reason == "length"
+        usages = [ch.usage for ch in chunks if ch.usage is not None]
+        assert len(usages) == 1 and chunks[-1].usage is not None and not chunks[-1].choices
+        u = usages[0]
+        assert (u.prompt_tokens, u.completion_tokens, u.total_tokens) == (
+            whole.usage.prompt_tokens, 15, whole.usage.prompt_tokens + 15)
+
+
+def test_a_streamed_list_is_scored_each_in_order(list_server):
+    """lm-eval-harness's loglikelihood batch streamed: one chunk per prompt (its echo and scores), then [DONE];
+    without include_usage each prompt's last chunk carries its own usage, as one prompt's does."""
+    client, port, _ = list_server
+    kw = dict(echo=True, max_tokens=0, logprobs=1)
+    whole = alone(client, PROMPTS, **kw)
+    by_index, chunks = streamed(client, PROMPTS, **kw)
+    assert [c.index for ch in chunks for c in ch.choices] == [0, 1, 2]
+    for c in whole.choices:
+        (got,) = by_index[c.index]
+        assert (got.text, got.finish_reason) == (c.text, "length")
+        assert got.logprobs.token_logprobs == c.logprobs.token_logprobs
+        assert got.logprobs.text_offset == c.logprobs.text_offset
+    assert sum(ch.usage.prompt_tokens for ch in chunks) == whole.usage.prompt_tokens
+    with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/completions", timeout=60,
+                      json={"prompt": PROMPTS, "stream": True, **kw}) as s:
+        events = [line[len("data: "):] for line in s.iter_lines() if line.startswith("data: ")]
+    assert len(events) == 4 and events[-1] == "[DONE]"
+
+
+def test_a_client_that_leaves_a_streamed_list_ends_the_prompts_left(list_server):
+    """A client that stops reading mid-list and closes: the prompt running is cancelled, those after it never run."""
+    _, port, _ = list_server
+    base = f"http://127.0.0.1:{port}"
+
+    def cancelled() -> int:
+        lines = httpx.get(base + "/metrics", timeout=30).text.splitlines()
+        return sum(int(float(line.split()[-1])) for line in lines
+                   if line.startswith('strata_requests_total{status="cancelled"}'))
+
+    def finished() -> int:
+        lines = httpx.get(base + "/metrics", timeout=30).text.splitlines()
+        return sum(int(float(line.split()[-1])) for line in lines if line.startswith("strata_requests_total{"))
+
+    before, ran = cancelled(), finished()
+    body = {"prompt": [f"story {i}:" for i in range(60)], "max_tokens": 1000, "ignore_eos": True, "stream": True}
+    indices = set()
+    with httpx.stream("POST", base + "/v1/completions", json=body, timeout=60) as s:
+        for line in s.iter_lines():
+            if line.startswith("data: {"):
+                indices.add(json.loads(line[len("data: "):])["choices"][0]["index"])
+                if len(indices) == 2:      # the second prompt has begun: leave
+                    break
+    time.sleep(2)
+    left = cancelled()
+    time.sleep(3)
+    assert cancelled() == left == before + 1, (before, left, cancelled())   # the one running when it left
+    assert finished() == ran + 2                                              # and the one before it: no others
+
+
+def test_several_code_completions_with_one_suffix(tiny_model_factory, tmp_path):
+    """`suffix` with a prompt list (as OpenAI's models that take a suffix answer it): each prompt a code completion
+    with that suffix, each what it answers alone, streamed or not; a prompt that is not text a 400 naming it."""
+    from tests.fixtures.fim_gguf import FIM_TEXTS, fim_model
+
+    plain = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=3, added_tokens=FIM_TEXTS)
+    coder = fim_model(plain, tmp_path / "coder.gguf")
+    with serving(["--model", str(coder), "--ctx", "2048", "--batch", "2", "--slot-ctx", "1024"], tmp_path) as (port, _):
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=120)
+        prefixes = ["def area(r):\n    return ", "def f(x):\n    y = "]
+        kw = dict(suffix="\n\nprint(area(2))\n", max_tokens=4, temperature=0)
+        r = alone(client, prefixes, **kw)
+        singles = [alone(client, p, **kw).choices[0] for p in prefixes]
+        assert [(c.index, c.text, c.finish_reason) for c in r.choices] == [
+            (i, s.text, s.finish_reason) for i, s in enumerate(singles)]
+        by_index, _ = streamed(client, prefixes, **kw)
+        assert ["".join(c.text for c in by_index[i]) for i in (0, 1)] == [s.text for s in singles]
+        bad = httpx.post(f"http://127.0.0.1:{port}/v1/completions", timeout=60,
+                         json={"prompt": ["def f():", [1, 2]], "suffix": "x", "max_tokens": 1})
+        assert bad.status_code == 400, bad.text
+        err = bad.json()["error"]
+        assert err["param"] == "prompt" and err["message"].startswith("prompt 1 of the 2 in 'prompt': 'prompt' must be")
