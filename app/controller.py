@@ -16,7 +16,7 @@ from pathlib import Path
 from PySide6.QtCore import QEventLoop, QObject, Qt, QThread, QTimer, QUrl
 from PySide6.QtGui import QAction, QDesktopServices, QGuiApplication, QIcon, QKeySequence
 from PySide6.QtWidgets import QApplication, QDialog, QLabel, QPushButton, QSystemTrayIcon
-from strata.app import model_file
+from strata.app import left_behind, model_file
 from strata.app.background_look import BackgroundLook
 from strata.app.restart_policy import (
     FREE_PORT,
@@ -434,7 +434,10 @@ class AppController(QObject):
                         "thread): waiting up to %g s for the server's stop", no_loop_wait_s)
             thread.join(no_loop_wait_s)
             if thread.is_alive():
-                log.error("%s", stop_left_behind(self.supervisor.status().pid, no_loop_wait_s))
+                status = self.supervisor.status()
+                log.error("%s", stop_left_behind(status.pid, no_loop_wait_s))
+                if status.pid is not None:    # what the next app's start, refused for its folders, says it waits for
+                    left_behind.write_note(self.supervisor.log_dir, status.pid, status.detail.removeprefix("stopping: "))
 
     def _say_stop_failed(self, status: ServerStatus) -> None:
         """A server that outlived its kill, said once: it may still hold its port and memory (the detail says what

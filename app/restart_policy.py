@@ -90,6 +90,7 @@ NOT_THIS_MACHINE = "--host takes an address of this machine"   # server/cli.py H
 # the app's reason says its own way
 IN_USE_LINE = re.compile(rf"^(--conversation-cache-([\w-]+)-dir .*?: {re.escape(FOLDER_IN_USE)} \([^)]*\))")
 IN_USE_ADVICE = "another Strata server of this model uses the folder: stop it, or give this one another folder"
+HOLDER_PID = re.compile(r"\(pid (\d+), running since ")   # server_lock's holder text, a process of this machine only
 
 
 @dataclass(frozen=True)
@@ -351,3 +352,53 @@ def setup_needs_look(serving: bool, running_text: str | None, written_text: str 
     decision is made without touching the file's drive (a network share that does not answer holds a look)."""
     return (not setup_restarts(serving, running_text, written_text).restart and model_then is not None
             and model_then.path is not None)
+
+
+# -- a start refused by a server still stopping (the one an earlier app left behind) -----------------------------
+
+
+def folder_holder(returncode: int, last_line: str) -> int | None:
+    """The pid of the process of this machine holding a folder the server was refused for (FOLDER_IN_USE, exit status
+    2), or None: another refusal, or a holder on another host (its pid means nothing here)."""
+    if returncode != CONFIGURATION_REFUSED or not IN_USE_LINE.match(last_line):
+        return None
+    m = HOLDER_PID.search(last_line)
+    return int(m.group(1)) if m else None
+
+
+HOLDER_WAIT = re.compile(r"^for the previous server \(pid (\d+)\) to finish saving")   # wait_for_holder's "wait"
+
+
+@dataclass(frozen=True)
+class HolderLook:
+    pid: int
+    alive: bool
+    listening: bool | None   # it has a listening socket (a live server; a stopping one has closed it); None: unknown
+    said: str = ""           # what the app that left it behind last showed of its stop ("" none: no note of it)
+
+
+@dataclass(frozen=True)
+class HolderWait:
+    action: str      # "start" (it has ended), "wait", "refuse" (waiting cannot help: decided as before), "give_up"
+    reason: str
+
+
+def wait_for_holder(holder: HolderLook, waited_s: float, bound_s: float, end_how: str) -> HolderWait:
+    """Whether a start refused for a folder `holder` holds waits for it. A server an earlier app left behind goes on
+    with its stop on its own (writing its conversations: minutes for a big model) and holds its folders until it
+    ends; the start was refused and not retried. Waited for while it lives without listening (stopping), or is the
+    one the earlier app noted, up to `bound_s`; a live server that is not stopping is refused as before. `end_how`:
+    how to end it on this platform (supervisor.end_it_yourself's words)."""
+    if not holder.alive:
+        return HolderWait("start", f"the previous server (pid {holder.pid}) has ended: starting the server")
+    stopping = holder.listening is False or (holder.listening is None and bool(holder.said))
+    if not stopping:
+        return HolderWait("refuse", f"the server (pid {holder.pid}) holding the folder is not stopping")
+    if waited_s >= bound_s:
+        return HolderWait("give_up", f"the previous server (pid {holder.pid}) is still stopping {bound_s:g} s later and "
+                                     f"holds this model's conversation folders (it writes its conversations to disk "
+                                     f"for the next start): wait for it to end, then restart the server; or {end_how} "
+                                     f"(the conversations it has not written yet are lost)")
+    said = f" ({holder.said})" if holder.said else " its conversations"    # as its stop last said, when noted
+    return HolderWait("wait", f"for the previous server (pid {holder.pid}) to finish saving{said}; then this one "
+                              f"starts")

@@ -25,15 +25,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from strata.app.left_behind import look_at_holder
 from strata.app.restart_policy import (
     DEFAULT_HEALTH_TIMEOUT_S,
     DEFAULT_STOP_CAP_S,
+    HOLDER_WAIT,
     LOADING,
     Exit,
     ModelFile,
     RestartConfig,
     decide,
+    folder_holder,
     wait_for_health,
+    wait_for_holder,
     wait_for_model,
     wait_for_stop,
 )
@@ -59,6 +63,7 @@ LAST_LINE_CHARS = 600   # the server's refusals end with what to do (a memory ch
 FEED_LOOK_S = 2.0       # the stop's one look at the server's feed (what it keeps): a hung server's stop waits no longer
 LOOK_WAIT_POLL_S = 0.2  # how often a start waiting for an earlier, unfinished look at the files sees whether it ended
 SLOW_LOOK_S = 2.0       # a look at a file not ended this long: the state says what the start waits for (a hung drive)
+HOLDER_POLL_S = 0.5     # how often a start refused by a stopping server's folders looks whether it has ended
 
 
 @dataclass(frozen=True)
@@ -126,20 +131,25 @@ def stop_left_behind(pid: int | None, waited_s: float, windows: bool = WINDOWS) 
                 f"not yet written are lost, those written are kept")
     return (f"{said}; the server (pid {pid}) goes on with its stop on its own (on Linux the app's end sends it "
             f"SIGTERM, which does not cut a stop short) and ends once it has written the conversations it keeps; "
-            f"until then it holds its port, memory and conversation folders, so the app started again meanwhile "
-            f"finds its server refused (the folder or the port in use): restart the server once pid {pid} has ended")
+            f"until then it holds its memory and conversation folders, so the app started again meanwhile waits "
+            f"for pid {pid} to end before it starts its server")
 
 
 def wait_over(detail: str) -> str:
     """app.log's words as a wait with `detail` ends (the server's state follows): a look's end says nothing of the
     model file, which said 'the model file is there now' before the look had even been made."""
     m = LOOK_UNFINISHED.match(detail)
-    return f"the look at {m.group(1)} begun at {m.group(2)} has ended" if m else "the model file is there now"
+    if m:
+        return f"the look at {m.group(1)} begun at {m.group(2)} has ended"
+    m = HOLDER_WAIT.match(detail)
+    return f"the previous server (pid {m.group(1)}) has ended" if m else "the model file is there now"
 
 
 def waiting_title(detail: str) -> str:
     """The tray notification's title for a wait with `detail`: a look that has not ended waits for a drive, and
     may be the configuration's (it said 'waiting for its model file' for both)."""
+    if HOLDER_WAIT.match(detail):
+        return "Strata is waiting for the previous server to finish saving"
     return "Strata is waiting for a drive to answer" if LOOK_UNFINISHED.match(detail) else \
         "Strata is waiting for its model file"
 
@@ -173,7 +183,12 @@ class ServerSupervisor:
                  stop_grace_s: float = STOP_GRACE_S, stop_cap_s: float = DEFAULT_STOP_CAP_S,
                  options: tuple[str, ...] = (), api_key: str | None = None,
                  key_probe: Callable[[Mapping[str, str]], str | None] | None = None,
-                 end_wait_s: float = END_WAIT_S, slow_look_s: float = SLOW_LOOK_S) -> None:
+                 end_wait_s: float = END_WAIT_S, slow_look_s: float = SLOW_LOOK_S,
+                 left_behind_wait_s: float = DEFAULT_STOP_CAP_S) -> None:
+        if not left_behind_wait_s > 0:
+            raise ValueError(f"left_behind_wait_s must be > 0, got {left_behind_wait_s!r}")
+        # how long a start refused for a folder a stopping server holds waits for it (as long as the app's own stop)
+        self.left_behind_wait_s = left_behind_wait_s
         if not end_wait_s > 0:
             raise ValueError(f"end_wait_s must be > 0, got {end_wait_s!r}")
         if not slow_look_s > 0:
@@ -415,6 +430,18 @@ class ServerSupervisor:
                 self._terminate(self.stop_grace_s)
                 return
             rc = proc.wait()
+            holder = folder_holder(rc, self._last_line) if not healthy else None
+            if holder is not None:
+                waited = self._wait_for_holder(holder, life, stop)
+                if waited is None:           # stopped meanwhile
+                    return
+                if waited.action == "start":
+                    self._event(waited.reason)
+                    continue
+                if waited.action == "give_up":
+                    self._event(waited.reason)
+                    self._set("failed", waited.reason, life)
+                    return
             at_exit = self._look_when_free(life, stop) if rc == MODEL_NOT_LOADED else None
             if stop.is_set():       # stopped during that look: this life decides nothing more
                 return
@@ -438,6 +465,20 @@ class ServerSupervisor:
             self._set("restarting", decision.reason, life)
             if stop.wait(min(0.5 * 2 ** (attempts - 1), 5.0)):
                 return
+
+    def _wait_for_holder(self, pid: int, life: int, stop: threading.Event):
+        """After a refusal for a folder process `pid` holds: while that process is stopping (a server an earlier app
+        left behind writing its conversations), "waiting", saying so, until it ends or left_behind_wait_s passes
+        (restart_policy.wait_for_holder). Its HolderWait ("refuse": decided as before), or None when stopped."""
+        begun = time.monotonic()
+        while True:
+            waited = wait_for_holder(look_at_holder(pid, self.log_dir), time.monotonic() - begun,
+                                     self.left_behind_wait_s, end_it_yourself(pid))
+            if waited.action != "wait":
+                return waited
+            self._set("waiting", waited.reason, life)
+            if stop.wait(HOLDER_POLL_S):
+                return None
 
     def _look(self) -> ModelFile:
         return ModelFile(None) if self.model_probe is None else self.model_probe(self.env)

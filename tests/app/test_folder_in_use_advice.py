@@ -19,10 +19,13 @@ from strata.server.cache.server_lock import FolderInUse
 from tests.app.test_supervisor import wait_state
 
 ADVICE = "another Strata server of this model uses the folder: stop it, or give this one another folder"
+# a live server of the model: it holds the folder and listens (one that has closed its port is stopping, and a
+# start waits for it to end: test_start_waits_for_a_left_behind_stop)
 HOLDER = textwrap.dedent("""
-    import sys
+    import socket, sys
     from strata.server.cache import server_lock
     server_lock.claim("--conversation-cache-cold-dir", sys.argv[1], sys.argv[2])
+    listening = socket.create_server(("127.0.0.1", 0))
     print("held", flush=True)
     sys.stdin.read()
 """)

@@ -1,0 +1,62 @@
+"""A server an earlier app left behind, still in its stop: the note that app leaves in its log folder as it ends
+past NO_LOOP_STOP_WAIT_S, and a look at the process holding a folder the next start was refused for.
+
+Why: that server goes on with its stop on its own (writing its conversations for the next start) and holds its
+model's conversation folders until it ends; the next app's server was refused for them and not retried. Its output
+is a pipe nobody reads any more, so what its stop last said is what the earlier app saw of it: the note keeps that.
+Mechanism only (files, psutil); whether to wait is restart_policy.wait_for_holder's.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import psutil
+from strata.app.restart_policy import HolderLook
+
+NOTE = "left-behind.json"    # in the app's log folder, beside app.log and server.log
+
+
+def _created(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.Error, OSError):
+        return None
+
+
+def write_note(log_dir: Path, pid: int, said: str) -> None:
+    """Noted as the app ends without its server's stop having ended: its pid (with its start time: a pid is reused)
+    and what its stop last said. Best effort: the app is ending, and a note not written only loses those words."""
+    text = json.dumps({"pid": pid, "created": _created(pid), "said": said, "at": time.time()})
+    try:
+        (Path(log_dir) / NOTE).write_text(text, encoding="utf-8")
+    except OSError:
+        pass
+
+
+def noted(log_dir: Path, pid: int) -> str:
+    """What the note says the stop of `pid` last said, when the note is that very process's; else ""."""
+    try:
+        d = json.loads((Path(log_dir) / NOTE).read_text(encoding="utf-8"))
+        same = int(d["pid"]) == pid and d["created"] is not None and d["created"] == _created(pid)
+        return str(d["said"]) if same else ""
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
+def look_at_holder(pid: int, log_dir: Path) -> HolderLook:
+    """The process holding a folder: alive (not a zombie), and listening (a live server listens from before its load
+    until its stop begins; None where the system does not say: another user's process)."""
+    try:
+        proc = psutil.Process(pid)
+        alive = proc.status() != psutil.STATUS_ZOMBIE
+    except (psutil.Error, OSError):
+        return HolderLook(pid, False, None)
+    try:
+        sockets = getattr(proc, "net_connections", None) or proc.connections    # psutil < 6: connections()
+        listening = any(c.status == psutil.CONN_LISTEN for c in sockets(kind="inet"))
+    except (psutil.Error, OSError):
+        listening = None
+    return HolderLook(pid, alive, listening, noted(log_dir, pid) if alive else "")
