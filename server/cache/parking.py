@@ -342,13 +342,14 @@ class ParkingMixin:
                 why = "the stop's queue ended before the writes they were left for"
         self._write_held(stop.held, why)
 
-    def _let_go(self, entry: RamEntry, why: str) -> None:
-        """A held history certain to go now (caller locks): its RAM copy freed, counted apart, said."""
+    def _let_go(self, entry: RamEntry, why: str, levels: str | None = None) -> None:
+        """A held history certain to go now (caller locks): its RAM copy freed, counted apart, said. `levels`: the
+        levels it was not written to, as the line names them (default the last one's name: the queue's plan)."""
         self._pending.pop(entry.key, None)
         self.stop_unwritten += 1
         self.stop_unwritten_bytes += entry.n_bytes
         log.info("stopping: conversation %s (%.1f MiB) not written to the %s level: %s", entry.key,
-                 entry.n_bytes / MIB, self.cascade.levels[-1].name, why)
+                 entry.n_bytes / MIB, self.cascade.levels[-1].name if levels is None else levels, why)
 
     def _write_held(self, held: dict[int, Held], why: str) -> None:
         """The stop's held histories written after all, in queue order, each with its seal (spill thread, or the

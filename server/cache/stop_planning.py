@@ -161,10 +161,12 @@ class StopPlanMixin:
         budgets = " and ".join(f"{lvl.budget_bytes / MIB:.1f}" for lvl in lvls)
         whose = (f"its budget of {budgets} MiB keeps" if len(lvls) == 1 else
                  f"the {' and '.join(lvl.name for lvl in lvls)} levels' budgets of {budgets} MiB keep")
+        # with a warm and a cold level neither takes it: "the cold level" alone read as if warm had it
+        names = " or ".join(lvl.name for lvl in lvls)
         for k in self._by_last_use(left):
             self._let_go(self.ram.entries[k], f"{whose} the {n_kept} histor{'y' if n_kept == 1 else 'ies'} the stop "
                          f"writes there (picked by last use, the most recent first), and this one beside them would "
-                         f"push one of them out")
+                         f"push one of them out", levels=names)
             self.ram.forget(k)
 
     def _room_before_writes(self, where: dict[str, int], seal: float) -> None:
