@@ -473,9 +473,10 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin, StopPlanMixin
                 written: list[str] = []
                 joins = set(later)   # written only where what they stood back for was not: N grows by each
                 todo, i = list(keys), 0
+                barred: dict[str, set[int]] = {}   # the levels that failed a planned write (`_barred_by`)
                 while i < len(todo) or (lost and left):
                     if i == len(todo):   # all tried and a pick not written: its room is free for those held back
-                        after_all = self._written_after_all(left, written)
+                        after_all = self._written_after_all(left, written, barred)
                         if not after_all:
                             break
                         todo, joins, left = todo + list(after_all), joins | set(after_all), left - set(after_all)
@@ -487,15 +488,39 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin, StopPlanMixin
                         n, n_bytes = n + 1, n_bytes + sizes[key]
                     if told is not None:
                         told.entry(n_done, n, bytes_done, n_bytes, sizes[key])
-                    why_lost = self._hand_down(key, seals[key], None if where is None else where.get(key))
+                    to = None if where is None else where.get(key)
+                    why_lost = self._hand_down(key, seals[key], to)
                     if why_lost is None:
                         written.append(key)
                         n_done, bytes_done = n_done + 1, bytes_done + sizes[key]
                         if told is not None:
                             told.handed_down(key)
-                    else:
+                        continue
+                    n, n_bytes = n - 1, n_bytes - sizes[key]
+                    if to is None:
                         lost, why = lost + 1, why_lost
-                        n, n_bytes = n - 1, n_bytes - sizes[key]
+                        continue
+                    # a planned write failed: the plan made beside it no longer holds, so it and those not written
+                    # yet are planned again beside the written ones, none at a level that failed it
+                    self._barred_by(key, to, barred)
+                    ahead = todo[i:]
+                    rest = {k for k in ahead if k in self.ram.entries and k not in later} | left | {key}
+                    again: dict[str, int | None] = dict(self._written_after_all(rest, written, barred))
+                    if key not in again and self._barred_everywhere(key, barred):
+                        lost, why = lost + 1, why_lost   # every level failed it: lost, said in the WARNING
+                        rest.discard(key)
+                    # those every level failed too are tried as the cascade writes them (to None: lost if it fails)
+                    again |= dict.fromkeys(k for k in rest if k not in again and self._barred_everywhere(k, barred))
+                    for k in ahead:   # dropped from the writes: counted off now (those in joins were not counted)
+                        if k in rest and k not in again and k not in joins:
+                            n, n_bytes = n - 1, n_bytes - sizes[k]
+                    # counted at their turn: those not counted yet (held back, joins, or the one that failed)
+                    joins = (joins - rest) | {k for k in again if k in joins or k not in ahead}
+                    e, last = self.ram.entries, len(self.cascade.levels)
+                    todo = todo[:i] + sorted(again, key=lambda k: (again[k] or last, -e[k].last_used, k)) + [
+                        k for k in ahead if k not in rest]
+                    left = {k for k in rest if k not in again and self._disk_takes(e[k].n_bytes)}
+                    where = where | again
                 if left:
                     self._let_go_left(left, len(written) + sum(k in lvl.entries for lvl in self.cascade.levels[1:]
                                                                for k in self._stop_queue))
@@ -525,11 +550,15 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin, StopPlanMixin
         return any(key in lvl.entries for lvl in self.cascade.levels if isinstance(lvl, DiskLevel))
 
     def _hand_down(self, key: str, now: float, to: int | None = None) -> str | None:
-        """RAM entry `key` to the next level at a stop (or level `to`, as the stop's plan places it), else to the
-        first disk level that takes it (caller locks); None once written, else why every level refused it."""
-        ok, _ = self.cascade.degrade(0, key, now, cause="shutdown", to=to)
+        """RAM entry `key` to the next level at a stop, else to the first disk level that takes it (caller locks);
+        or to level `to` alone, where the stop's plan places it (the close plans again if it fails: written at
+        another level here, sealed as the newest, the older picks written after it there evicted it). None once
+        written, else why every level (or `to`) refused it."""
+        ok, why = self.cascade.degrade(0, key, now, cause="shutdown", to=to)
         if ok:
             return None
+        if to is not None:
+            return f"{self.cascade.levels[to].name} {self.cascade.levels[to].folder}: {why}"
         entry = self.ram.entries[key]  # the next level refused it: a later disk level may take it
         written, lvl, refused, _, _ = self._write_down(entry, self.first_disk)
         if written is None:

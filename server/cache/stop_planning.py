@@ -140,19 +140,41 @@ class StopPlanMixin:
         plan = self._entries_plan(lvls, [e[k] for k in rest], taken)
         return rest, {k: 0 for k in rest} if plan is None else {k: w for k, w in zip(rest, plan, strict=True) if w is not None}
 
-    def _written_after_all(self, left: set[str], written: list[str]) -> dict[str, int]:
+    def _written_after_all(self, left: set[str], written: list[str],
+                           barred: dict[str, set[int]] | None = None) -> dict[str, int]:
         """Those of the held back `left` the levels below RAM keep beside the histories the stop `written` there (and
         its queue's), the most recently used first, each with its cascade level's index (caller locks): a pick that
         was not written (a folder standing at its name, a failed write) left its room to them, and letting them go
-        all the same lost them for nothing. The levels as planned, failing or not now."""
-        lvls = self.cascade.levels[1:]
+        all the same lost them for nothing. `barred`: key -> the cascade levels that failed its write ("" -> those
+        that failed one not its own alone: every key's); none is placed there (counted past its budget)."""
+        lvls, barred = self.cascade.levels[1:], barred or {}
         order = self._by_last_use(left, newest_first=True)
+
+        def bars(k: str) -> set[int]:
+            return barred.get(k, set()) | barred.get("", set())
         taken = [t + sum(e.n_bytes for k in written if (e := lvl.entries.get(k)) is not None)
                  for t, lvl in zip(self._queue_taken(lvls), lvls, strict=True)]
-        plan = self._entries_plan(lvls, [self.ram.entries[k] for k in order], taken)
-        if plan is None:
-            return {k: 1 for k in order}
+        e = self.ram.entries
+        sizes = [[lvl.budget_bytes + 1 if i + 1 in bars(k) else self._bytes_below(lvl, e[k])
+                  for i, lvl in enumerate(lvls)] for k in order]
+        plan = self._plan(lvls, sizes, [e[k].last_used for k in order], taken)
+        if plan is None:   # as the cascade writes them: the first level that did not fail them
+            first = {k: next((i for i in range(1, len(lvls) + 1) if i not in bars(k)), None) for k in order}
+            return {k: w for k, w in first.items() if w is not None}
         return {k: w + 1 for k, w in zip(order, plan, strict=True) if w is not None}
+
+    def _barred_by(self, key: str, level: int, barred: dict[str, set[int]]) -> None:
+        """`key`'s planned write to cascade `level` failed (caller locks): barred from it there where a folder
+        stands at its own name (blocked_names), else that level barred for every history of this stop (a read-only
+        or full volume fails them all)."""
+        lvl = self.cascade.levels[level]
+        who = key if isinstance(lvl, DiskLevel) and self.cascade.blocked.holds(lvl, key) else ""
+        barred.setdefault(who, set()).add(level)
+
+    def _barred_everywhere(self, key: str, barred: dict[str, set[int]]) -> bool:
+        """Whether every level below RAM failed a planned write of `key` or one every history's (`_barred_by`)."""
+        bars = barred.get(key, set()) | barred.get("", set())
+        return all(i in bars for i in range(1, len(self.cascade.levels)))
 
     def _let_go_left(self, left: set[str], n_kept: int) -> None:
         """The held back histories that stay unwritten (caller locks): each said and counted as the queue's left

@@ -12,6 +12,7 @@ copy), so each image the stop writes or copies is counted."""
 from __future__ import annotations
 
 import logging
+import os
 
 from tests.cache.conftest import PIECE, history, park_history
 from tests.cache.sim_engine import SimEngine
@@ -66,3 +67,57 @@ def test_what_warm_held_moves_down_before_the_stops_writes(make_cache, clock):
     # and 9 came (4 + 4)
     assert written == 4 + 2, written
     assert outlook == 4
+
+
+class WarmFails(TwoVolumes):
+    """Every write to warm fails (a read-only or broken volume)."""
+
+    def open_new(self, path: str):
+        if f"{os.sep}warm{os.sep}" in path:
+            raise PermissionError(13, "Permission denied", path)
+        return super().open_new(path)
+
+
+def stop_with(make_cache, clock, io, n: int = 10):
+    make = dict(engine=SimEngine(piece_bytes=PIECE), conversation_cache_park="ram", conversation_cache_mib=100,
+                conversation_cache_warm_mib=1, conversation_cache_cold_mib=2)
+    cache = make_cache(io=io, **make)
+    seeds, keys = {}, {}
+    for seed in range(n):   # the oldest first
+        park_history(cache, history(seed, N))
+        seeds[tuple(history(seed, N))] = seed
+        clock.t += 1.0
+    keys = {seeds[tuple(int(t) for t in e.tokens)]: k for k, e in cache.ram.entries.items()}
+    return make, cache, seeds, keys
+
+
+def kept_after(make_cache, make, seeds):
+    return {lvl.name: sorted(seeds[tuple(int(t) for t in e.tokens)] for e in lvl.entries.values())
+            for lvl in make_cache(**make).cascade.levels[1:]}
+
+
+def test_warm_failing_at_the_stop_leaves_its_picks_to_cold(make_cache, clock, caplog):
+    # the plan's warm picks (8, 9) fail: planned again, they and the newest after them fill cold. Before: each
+    # failed pick was written to cold as the oldest there, and the older cold picks written after it evicted it:
+    # cold kept 4-7, the two conversations used last lost
+    make, cache, seeds, _ = stop_with(make_cache, clock, WarmFails())
+    calls: list[tuple] = []
+    with caplog.at_level(logging.INFO, logger="strata.cache"):
+        cache.close(progress=lambda *a: calls.append(a))
+    assert kept_after(make_cache, make, seeds) == {"warm": [], "cold": [6, 7, 8, 9]}
+    assert calls[-1][:2] == (4, 4) and calls[-1][2] == calls[-1][3], calls[-1]   # the lines count the 4 written
+    assert sum(cache.cascade.evictions.values()) == 0
+    said = [r.getMessage() for r in caplog.records]
+    assert not any("made room for newer ones" in m for m in said), said
+    assert len([m for m in said if "not written to the warm or cold level" in m]) == 6, said
+
+
+def test_a_folder_at_one_warm_name_sends_that_history_to_cold(make_cache, clock, folders):
+    # a folder stands at 9's file name in warm: warm still takes 8 and 7, cold 9 and three more (before: 9 was
+    # written to cold as its oldest and evicted there by the stop's cold writes; warm kept 8 alone)
+    make, cache, seeds, keys = stop_with(make_cache, clock, TwoVolumes())
+    folders["warm"].mkdir(exist_ok=True)
+    (folders["warm"] / f"strata-conv-{keys[9]}.img").mkdir()
+    cache.close()
+    assert kept_after(make_cache, make, seeds) == {"warm": [7, 8], "cold": [4, 5, 6, 9]}
+    assert sum(cache.cascade.evictions.values()) == 0
