@@ -12,6 +12,7 @@ the stop itself. What this is not: the writes or their lines (cache.py `_close`,
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection
 
 from .disk import DiskLevel
@@ -41,7 +42,17 @@ class StopPlanMixin:
         """stop_writes.stop_plan over `lvls` (indexes of `lvls`, or None for one left out)."""
         return stop_plan(sizes, used, budgets=[lvl.budget_bytes for lvl in lvls],
                          free=[self.io.free_bytes(lvl.folder) for lvl in lvls], when_full=self.cascade.when_full,
-                         taken=taken)
+                         taken=taken, volumes=self._volumes(lvls))
+
+    def _volumes(self, lvls: list[DiskLevel]) -> list[int]:
+        """Each of `lvls`' volume, as the index of the first of them on it: where a folder is not there yet to
+        tell, the one above's (taken as shared: the plan counts the free space the levels above pick off it)."""
+        out: list[int] = []
+        for i, lvl in enumerate(lvls):
+            known = i and os.path.isdir(lvl.folder) and os.path.isdir(lvls[i - 1].folder)
+            out.append(next((out[j] for j in range(i) if self.io.same_volume(lvl.folder, lvls[j].folder)), i)
+                       if known else (out[i - 1] if i else 0))
+        return out
 
     def _entries_plan(self, lvls: list[DiskLevel], entries: list[RamEntry],
                       taken: list[int] | None = None) -> list[int | None] | None:

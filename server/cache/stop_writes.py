@@ -211,7 +211,8 @@ def hand_down_picks(sizes: Sequence[int], *, used: Sequence[float], budget: int,
 
 
 def stop_plan(sizes: Sequence[Sequence[int]], used: Sequence[float], *, budgets: Sequence[int],
-              free: Sequence[int | None], when_full: str, taken: Sequence[int] | None = None) -> list[int | None] | None:
+              free: Sequence[int | None], when_full: str, taken: Sequence[int] | None = None,
+              volumes: Sequence[int] | None = None) -> list[int | None] | None:
     """A clean stop's one plan for its histories (the spill queue's and RAM's hand-downs alike) over the disk levels
     below RAM (`budgets`, the top one first): the level each is written to (its index), or None (left out).
     `sizes[i]`: what each level counts for history i once written (image and sidecar); `used`: last uses;
@@ -219,14 +220,17 @@ def stop_plan(sizes: Sequence[Sequence[int]], used: Sequence[float], *, budgets:
     Level by level, the top one first, `hand_down_picks` among those not placed above: the most recently used fill
     the top level, the next ones the level below, so none written is evicted or moved down by another write of the
     stop (written oldest first through the cascade, each arrival pushed the oldest down and out: a warm 1 MiB and
-    cold 2 MiB below RAM, ten 0.5 MiB histories, all ten written and four evicted). Each level's free space is
-    taken as what the levels above picked leave of it (they may share a volume). None where a level's outcome is
+    cold 2 MiB below RAM, ten 0.5 MiB histories, all ten written and four evicted). `volumes`: each level's
+    volume (equal numbers: one volume; default every level on one): a level's free space is what the levels above
+    on its volume picked leave of it (counted off another volume's too, a cold disk with room for its picks was
+    taken as full by warm's, and the stop fell back on writing all). None where a level's outcome is
     not certain (hand_down_picks' None): all are written as before. Planned apart, the queue's were written first
     and RAM's picked as if the level were empty: their writes evicted the queue's."""
     if when_full not in ("evict", "reject"):
         raise ValueError(f"when_full must be 'evict' or 'reject', got {when_full!r}")
     taken = [0] * len(budgets) if taken is None else taken
-    for what, values in (("free", free), ("taken", taken)):
+    volumes = [0] * len(budgets) if volumes is None else volumes
+    for what, values in (("free", free), ("taken", taken), ("volumes", volumes)):
         if len(values) != len(budgets):
             raise ValueError(f"{what} must give one value per level ({len(budgets)}), got {len(values)}")
     if len(used) != len(sizes):
@@ -235,16 +239,16 @@ def stop_plan(sizes: Sequence[Sequence[int]], used: Sequence[float], *, budgets:
     if bad:
         raise ValueError(f"sizes must give each history one size per level ({len(budgets)}), got {bad[0]!r}")
     where: list[int | None] = [None] * len(sizes)
-    spent = 0   # bytes the levels above picked
+    spent: dict[int, int] = {}   # volume -> bytes the levels above on it picked
     for level, budget in enumerate(budgets):
         rest = [i for i, w in enumerate(where) if w is None]
-        room = free[level]
+        room, vol = free[level], volumes[level]
         picks = hand_down_picks([sizes[i][level] for i in rest], used=[used[i] for i in rest], budget=budget,
-                                free=None if room is None else max(room - spent, 0), when_full=when_full,
-                                taken=taken[level])
+                                free=None if room is None else max(room - spent.get(vol, 0), 0),
+                                when_full=when_full, taken=taken[level])
         if picks is None:
             return None
         for p in picks:
             where[rest[p]] = level
-            spent += sizes[rest[p]][level]
+            spent[vol] = spent.get(vol, 0) + sizes[rest[p]][level]
     return where

@@ -45,6 +45,18 @@ def test_the_levels_above_take_a_shared_volumes_free_space():
     assert plan([(5, 4.0), (5, 3.0), (5, 2.0), (5, 1.0)], budgets=(10, 10), free=(20, 20)) == [0, 0, 1, 1]
 
 
+def test_levels_on_two_volumes_count_only_their_own_picks():
+    # warm and cold on two disks with 15 units free each: warm's 10 are not counted off cold's (that made no plan,
+    # and the stop wrote all, oldest first, evicting some); on one volume as before
+    four = [(5, 4.0), (5, 3.0), (5, 2.0), (5, 1.0)]
+    assert stop_plan([[5, 5]] * 4, [u for _, u in four], budgets=[10, 10], free=[15, 15], when_full="evict",
+                     volumes=[0, 1]) == [0, 0, 1, 1]
+    assert stop_plan([[5, 5]] * 4, [u for _, u in four], budgets=[10, 10], free=[15, 15], when_full="evict",
+                     volumes=[0, 0]) is None
+    with pytest.raises(ValueError, match="volumes must give one value per level"):
+        stop_plan([[5, 5]], [1.0], budgets=[10, 10], free=[15, 15], when_full="evict", volumes=[0])
+
+
 @pytest.mark.parametrize("budgets, free, when_full", [((0,), (100,), "evict"), ((10,), (None,), "evict"),
                                                       ((10,), (100,), "reject"), ((10,), (3,), "evict"),
                                                       ((10, 10), (100, None), "evict")])

@@ -121,3 +121,22 @@ def test_a_folder_at_one_warm_name_sends_that_history_to_cold(make_cache, clock,
     cache.close()
     assert kept_after(make_cache, make, seeds) == {"warm": [7, 8], "cold": [4, 5, 6, 9]}
     assert sum(cache.cascade.evictions.values()) == 0
+
+
+class TwoSmallVolumes(TwoVolumes):
+    """Warm and cold on two disks, each with 2 MiB free: room for its own picks, not for both levels' together."""
+
+    def free_bytes(self, folder: str) -> int | None:
+        return 2 << 20
+
+
+def test_two_volumes_free_space_is_counted_each_its_own(make_cache, clock, caplog):
+    # the plan counted warm's picks off cold's free space as well (as if one volume): 2 MiB less 0.9 could not take
+    # cold's four, no plan was made, and the stop wrote all ten oldest first, four evicted within it, outlook 10
+    make, cache, seeds, _ = stop_with(make_cache, clock, TwoSmallVolumes())
+    outlook = cache.stop_would_keep([])
+    with caplog.at_level(logging.INFO, logger="strata.cache"):
+        cache.close()
+    assert kept_after(make_cache, make, seeds) == {"warm": [8, 9], "cold": [4, 5, 6, 7]}
+    assert sum(cache.cascade.evictions.values()) == 0 and outlook == 6
+    assert not any("made room for newer ones" in r.getMessage() for r in caplog.records)
