@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import psutil
-from strata.app.restart_policy import HolderLook
+from strata.app.restart_policy import FolderHolder, HolderLook
 
 NOTE = "left-behind.json"    # in the app's log folder, beside app.log and server.log
 
@@ -36,27 +36,27 @@ def write_note(log_dir: Path, pid: int, said: str) -> None:
         pass
 
 
-def noted(log_dir: Path, pid: int) -> str:
-    """What the note says the stop of `pid` last said, when the note is that very process's; else ""."""
+def noted(log_dir: Path, pid: int, created: float | None) -> str:
+    """What the note says the stop of `pid` (started at `created`) last said, when the note is that very process's
+    (its pid and start time: another process under a reused pid is not it); else ""."""
     try:
         d = json.loads((Path(log_dir) / NOTE).read_text(encoding="utf-8"))
-        same = int(d["pid"]) == pid and d["created"] is not None and d["created"] == _created(pid)
+        same = int(d["pid"]) == pid and d["created"] is not None and d["created"] == created
         return str(d["said"]) if same else ""
     except (OSError, ValueError, KeyError, TypeError):
         return ""
 
 
-def look_at_holder(pid: int, log_dir: Path) -> HolderLook:
-    """The process holding a folder: alive (not a zombie), and listening (a live server listens from before its load
-    until its stop begins; None where the system does not say: another user's process)."""
+def look_at_holder(holder: FolderHolder, log_dir: Path, created_then: float | None = None) -> HolderLook:
+    """The process holding a folder, as the refusal named it: alive while it is that very process (not a zombie, its
+    start time the first look's, `created_then`: a pid the holder left is reused), and what the earlier app noted
+    of its stop. Whether it is stopping is its lock file's word (holder.stopping), not guessed from here: a closed
+    port is also a server that has just claimed its folders and does not listen yet."""
     try:
-        proc = psutil.Process(pid)
-        alive = proc.status() != psutil.STATUS_ZOMBIE
+        proc = psutil.Process(holder.pid)
+        created = proc.create_time()
+        alive = proc.status() != psutil.STATUS_ZOMBIE and created_then in (None, created)
     except (psutil.Error, OSError):
-        return HolderLook(pid, False, None)
-    try:
-        sockets = getattr(proc, "net_connections", None) or proc.connections    # psutil < 6: connections()
-        listening = any(c.status == psutil.CONN_LISTEN for c in sockets(kind="inet"))
-    except (psutil.Error, OSError):
-        listening = None
-    return HolderLook(pid, alive, listening, noted(log_dir, pid) if alive else "")
+        return HolderLook(holder.pid, False, holder.stopping)
+    said = noted(log_dir, holder.pid, created) if alive else ""
+    return HolderLook(holder.pid, alive, holder.stopping, said, created)

@@ -20,7 +20,13 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from strata.exit_status import CANNOT_LISTEN, CONFIGURATION_REFUSED, FOLDER_IN_USE, MODEL_NOT_LOADED
+from strata.exit_status import (
+    CANNOT_LISTEN,
+    CONFIGURATION_REFUSED,
+    FOLDER_IN_USE,
+    MODEL_NOT_LOADED,
+    STOPPING_SINCE,
+)
 
 try:
     import tomllib
@@ -90,7 +96,8 @@ NOT_THIS_MACHINE = "--host takes an address of this machine"   # server/cli.py H
 # the app's reason says its own way
 IN_USE_LINE = re.compile(rf"^(--conversation-cache-([\w-]+)-dir .*?: {re.escape(FOLDER_IN_USE)} \([^)]*\))")
 IN_USE_ADVICE = "another Strata server of this model uses the folder: stop it, or give this one another folder"
-HOLDER_PID = re.compile(r"\(pid (\d+), running since ")   # server_lock's holder text, a process of this machine only
+# server_lock's holder text, a process of this machine only; its stop begun where it says so (say_stopping)
+HOLDER_PID = re.compile(rf"\(pid (\d+), running since [^,)]*(, {STOPPING_SINCE} )?")
 
 
 @dataclass(frozen=True)
@@ -357,13 +364,19 @@ def setup_needs_look(serving: bool, running_text: str | None, written_text: str 
 # -- a start refused by a server still stopping (the one an earlier app left behind) -----------------------------
 
 
-def folder_holder(returncode: int, last_line: str) -> int | None:
-    """The pid of the process of this machine holding a folder the server was refused for (FOLDER_IN_USE, exit status
-    2), or None: another refusal, or a holder on another host (its pid means nothing here)."""
+@dataclass(frozen=True)
+class FolderHolder:
+    pid: int
+    stopping: bool   # its lock file says its stop has begun (server_lock.say_stopping): the holder's own word
+
+
+def folder_holder(returncode: int, last_line: str) -> FolderHolder | None:
+    """The process of this machine holding a folder the server was refused for (FOLDER_IN_USE, exit status 2), or
+    None: another refusal, or a holder on another host (its pid means nothing here)."""
     if returncode != CONFIGURATION_REFUSED or not IN_USE_LINE.match(last_line):
         return None
     m = HOLDER_PID.search(last_line)
-    return int(m.group(1)) if m else None
+    return FolderHolder(int(m.group(1)), m.group(2) is not None) if m else None
 
 
 HOLDER_WAIT = re.compile(r"^for the previous server \(pid (\d+)\) to finish saving")   # wait_for_holder's "wait"
@@ -372,9 +385,10 @@ HOLDER_WAIT = re.compile(r"^for the previous server \(pid (\d+)\) to finish savi
 @dataclass(frozen=True)
 class HolderLook:
     pid: int
-    alive: bool
-    listening: bool | None   # it has a listening socket (a live server; a stopping one has closed it); None: unknown
+    alive: bool              # that very process (its start time unchanged since the first look: a pid is reused)
+    stopping: bool           # its lock file said its stop had begun, in the refusal (FolderHolder.stopping)
     said: str = ""           # what the app that left it behind last showed of its stop ("" none: no note of it)
+    created: float | None = None   # its start time, as the first look saw it (the mechanism's, to know it again)
 
 
 @dataclass(frozen=True)
@@ -386,13 +400,13 @@ class HolderWait:
 def wait_for_holder(holder: HolderLook, waited_s: float, bound_s: float, end_how: str) -> HolderWait:
     """Whether a start refused for a folder `holder` holds waits for it. A server an earlier app left behind goes on
     with its stop on its own (writing its conversations: minutes for a big model) and holds its folders until it
-    ends; the start was refused and not retried. Waited for while it lives without listening (stopping), or is the
-    one the earlier app noted, up to `bound_s`; a live server that is not stopping is refused as before. `end_how`:
-    how to end it on this platform (supervisor.end_it_yourself's words)."""
+    ends; the start was refused and not retried. Waited for while it lives and its lock file says it is stopping, or
+    it is the one the earlier app noted as it left it stopping, up to `bound_s`; any other holder (a live server, one
+    that has just claimed its folders and does not listen yet) is refused as before: waiting would not help.
+    `end_how`: how to end it on this platform (supervisor.end_it_yourself's words)."""
     if not holder.alive:
         return HolderWait("start", f"the previous server (pid {holder.pid}) has ended: starting the server")
-    stopping = holder.listening is False or (holder.listening is None and bool(holder.said))
-    if not stopping:
+    if not (holder.stopping or holder.said):
         return HolderWait("refuse", f"the server (pid {holder.pid}) holding the folder is not stopping")
     if waited_s >= bound_s:
         return HolderWait("give_up", f"the previous server (pid {holder.pid}) is still stopping {bound_s:g} s later and "

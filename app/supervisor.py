@@ -32,6 +32,7 @@ from strata.app.restart_policy import (
     HOLDER_WAIT,
     LOADING,
     Exit,
+    FolderHolder,
     ModelFile,
     RestartConfig,
     decide,
@@ -466,14 +467,18 @@ class ServerSupervisor:
             if stop.wait(min(0.5 * 2 ** (attempts - 1), 5.0)):
                 return
 
-    def _wait_for_holder(self, pid: int, life: int, stop: threading.Event):
-        """After a refusal for a folder process `pid` holds: while that process is stopping (a server an earlier app
-        left behind writing its conversations), "waiting", saying so, until it ends or left_behind_wait_s passes
-        (restart_policy.wait_for_holder). Its HolderWait ("refuse": decided as before), or None when stopped."""
+    def _wait_for_holder(self, holder: FolderHolder, life: int, stop: threading.Event):
+        """After a refusal for a folder `holder` holds: while it is stopping (its lock file says so, or the earlier app
+        noted it: a server that app left behind writing its conversations), "waiting", saying so, until it ends or
+        left_behind_wait_s passes (restart_policy.wait_for_holder). Its HolderWait ("refuse": decided as before), or
+        None when stopped."""
         begun = time.monotonic()
+        created = None           # its start time at the first look: the same pid started anew later is not it
         while True:
-            waited = wait_for_holder(look_at_holder(pid, self.log_dir), time.monotonic() - begun,
-                                     self.left_behind_wait_s, end_it_yourself(pid))
+            look = look_at_holder(holder, self.log_dir, created)
+            created = created if created is not None else look.created
+            waited = wait_for_holder(look, time.monotonic() - begun, self.left_behind_wait_s,
+                                     end_it_yourself(holder.pid))
             if waited.action != "wait":
                 return waited
             self._set("waiting", waited.reason, life)

@@ -114,7 +114,7 @@ async def serve(config: ServerConfig, *, ready_file: Any = None) -> int:
         log.error("%s", claimed)
         return CONFIGURATION_REFUSED
     try:
-        return await _serve_checked(config, checked)
+        return await _serve_checked(config, checked, claimed)
     finally:
         from strata.server.cache import server_lock
 
@@ -143,8 +143,8 @@ def claim_cache_folders(config: ServerConfig) -> list[str | None] | str:
         return str(e)
 
 
-async def _serve_checked(config: ServerConfig, checked: Any) -> int:
-    """`serve` once the model, the machine and the cache's folders are checked."""
+async def _serve_checked(config: ServerConfig, checked: Any, claimed: list[str | None]) -> int:
+    """`serve` once the model, the machine and the cache's folders (`claimed`: their locks) are checked."""
     from strata.server.app import init_app
     from strata.server.keys import STATE
 
@@ -236,6 +236,10 @@ async def _serve_checked(config: ServerConfig, checked: Any) -> int:
         await stop.wait()
     finally:
         log.info("stopping")
+        if claimed:                     # its locks say so: a start refused for them meanwhile waits for this one
+            from strata.server.cache import server_lock
+
+            server_lock.say_stopping(claimed)
         if status_task is not None:
             status_task.cancel()
         try:

@@ -11,3 +11,6 @@ CANNOT_LISTEN = 4           # its address cannot be bound: the port taken (anoth
 # and the folder (server/cache/server_lock.py, exit status 2): the app tells it from the other refusals by it, its
 # advice being to stop that server or give this one another folder, not to fix the file
 FOLDER_IN_USE = "this folder is in use by another strata serve of this model"
+# the holder text's word, in that refusal, that the holder's stop has begun (server_lock.say_stopping): the app waits
+# for such a holder to end (writing its conversations) and refuses as before where it is not there
+STOPPING_SINCE = "stopping since"

@@ -16,7 +16,9 @@ carries the model's identity, its GGUF header's hash, as the sidecars do).
 
 What this is: an OS file lock on `.strata-serve-<model>.lock` in the folder (POSIX flock; Windows msvcrt.locking
 on one byte past the text, which stays readable), with the holder's pid, host and start written in it for the
-other's message. The OS lets it go when the process ends however it ends (a kill, a crash, a power cut), so a file
+other's message, and, once its stop begins (`say_stopping`), when that was: the app waits for a stopping holder to
+end (its stop writes the conversations it keeps, minutes for a big model) but not for a live one, and the holder's
+own word is the one sure sign of which it is (a closed port is also a server not yet listening). The OS lets it go when the process ends however it ends (a kill, a crash, a power cut), so a file
 left behind holds nothing and is taken over: no stale-pid guess (a pid is reused; another host's cannot be
 asked). Windows lets a dead process's lock go only eventually: a claim waits up to SERVER_LOCK_WAIT_S for a
 holder to let go before it refuses. The file is never removed (a removal races a process that has just opened it).
@@ -36,7 +38,7 @@ import time
 from dataclasses import dataclass
 
 from strata import folders
-from strata.exit_status import FOLDER_IN_USE
+from strata.exit_status import FOLDER_IN_USE, STOPPING_SINCE
 
 from .fileio import CommitLockHeld, try_lock, wait_for_lock
 from .options import _FOLDER_AND_BUDGET
@@ -97,6 +99,7 @@ def held_folders(cache_config) -> list[tuple[str, str]]:
 @dataclass(eq=False)
 class _Held:
     fd: int
+    text: dict          # what its lock file says of this holder (pid, host, since; stopping once say_stopping)
     count: int = 1
 
 
@@ -129,15 +132,28 @@ def _unlock(fd: int) -> None:
 
 
 def _holder_text(path: str) -> str:
-    """Who holds `path`'s lock, as its text says: `pid 1234 on host, since ...`."""
+    """Who holds `path`'s lock, as its text says: `pid 1234 on host, running since ...[, stopping since ...]`."""
     try:
         with open(path, "rb") as f:
             d = json.loads(f.read(TEXT_BYTES).decode("utf-8"))
         pid, host, since = int(d["pid"]), str(d["host"]), float(d["since"])
-    except (OSError, ValueError, KeyError, TypeError):   # its holder has not written it yet, or wrote something else
+        stopping = None if d.get("stopping") is None else float(d["stopping"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):   # not written yet, or something else
         return "a process whose pid its lock file does not say yet"
     where = "" if host == socket.gethostname() else f" on {host}"
-    return f"pid {pid}{where}, running since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}"
+    stop = "" if stopping is None else f", {STOPPING_SINCE} {time.strftime('%H:%M:%S', time.localtime(stopping))}"
+    return f"pid {pid}{where}, running since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}{stop}"
+
+
+def _write_text(fd: int, text: dict) -> None:
+    """The holder's text at the lock file's start. Best effort: held all the same, the other's message then says
+    less (no pid, or not that it is stopping)."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(text).encode())
+    except OSError:
+        pass
 
 
 def claim(flag: str, folder: str, model_id: str, wait_s: float = SERVER_LOCK_WAIT_S) -> str | None:
@@ -174,15 +190,22 @@ def claim(flag: str, folder: str, model_id: str, wait_s: float = SERVER_LOCK_WAI
             log.info("conversation cache: %s %s: no lock taken (its file system cannot lock%s); another server of "
                      "this model on it would not be noticed", flag, folder, why)
             return None
-        _held[key] = _Held(fd)
-    text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode()
-    try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.ftruncate(fd, 0)
-        os.write(fd, text)
-    except OSError:   # held all the same: the other's message then says it cannot name the pid
-        pass
+        _held[key] = _Held(fd, {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()})
+        _write_text(fd, _held[key].text)
     return key
+
+
+def say_stopping(keys: list[str | None]) -> None:
+    """Write in each of `keys`' lock files (`claim`'s) that its holder's stop has begun: a start refused for the
+    folder meanwhile says so, and the app waits for it to end (app/left_behind.py). A lock another server of this
+    process still holds (tests) is left as it is: that one is not stopping."""
+    now = time.time()
+    with _held_lock:
+        for key in keys:
+            mine = _held.get(key) if key is not None else None
+            if mine is not None and mine.count == 1 and "stopping" not in mine.text:
+                mine.text = {**mine.text, "stopping": now}
+                _write_text(mine.fd, mine.text)
 
 
 def release(key: str | None) -> None:

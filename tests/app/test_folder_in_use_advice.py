@@ -19,13 +19,14 @@ from strata.server.cache.server_lock import FolderInUse
 from tests.app.test_supervisor import wait_state
 
 ADVICE = "another Strata server of this model uses the folder: stop it, or give this one another folder"
-# a live server of the model: it holds the folder and listens (one that has closed its port is stopping, and a
-# start waits for it to end: test_start_waits_for_a_left_behind_stop)
+# a live server of the model, as it is between its claim of the folders and its bind: it holds the folder and does
+# not listen. Not stopping (its lock file does not say so), so refused, not waited for: a closed port was taken for a
+# stopping server's sign, and the start waited up to 600 s saying the previous server was saving (only one whose lock
+# says it is stopping is waited for: test_start_waits_for_a_left_behind_stop)
 HOLDER = textwrap.dedent("""
-    import socket, sys
+    import sys
     from strata.server.cache import server_lock
     server_lock.claim("--conversation-cache-cold-dir", sys.argv[1], sys.argv[2])
-    listening = socket.create_server(("127.0.0.1", 0))
     print("held", flush=True)
     sys.stdin.read()
 """)
@@ -43,7 +44,8 @@ def test_the_app_says_another_server_holds_the_folder(tmp_path, tiny_model_facto
         config.write_text(f"model = '{model}'\nport = 0\nthreads = 1\nctx = 512\nbatch = 0\n"
                           f"conversation_cache_mib = 0\nconversation_cache_cold_dir = '{cold}'\n"
                           "conversation_cache_cold_mib = 16\n")
-        sup = ServerSupervisor(config, tmp_path / "logs", restart=RestartConfig(max_retries=3))
+        # a wait for it would end past 5 s: "failed", saying it is still stopping, not the advice
+        sup = ServerSupervisor(config, tmp_path / "logs", restart=RestartConfig(max_retries=3), left_behind_wait_s=5)
         sup.start()
         try:
             st = wait_state(sup, {"failed"}, timeout=90)

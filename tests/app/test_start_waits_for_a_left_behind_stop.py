@@ -1,8 +1,9 @@
 """An app started while the server an earlier app left behind is still in its clean stop (writing its conversations
 to disk, holding this model's conversation folders) waits for that stop and then starts its server. Its server was
 refused (the folder in use, exit status 2) and the app said to stop the other server, not retrying: the user had to
-find out when it had ended and restart by hand. Waited for only while the holder is stopping (it has closed its
-listening socket, or the earlier app noted it); a live server of this model is refused as before.
+find out when it had ended and restart by hand. Waited for only while the holder is stopping (its lock file says so,
+server_lock.say_stopping, or the earlier app noted it by pid and start time); a live server of this model, listening
+or not yet, is refused as before.
 
 Real processes: the earlier app's main in a subprocess with a real `strata serve` on the tiny model, a conversation
 served, its disk writes slowed (STRATA_TEST_DISK_WRITE_DELAY_S), the app's end cut past a 1 s cap (no event loop
@@ -22,7 +23,8 @@ import psutil
 import pytest
 from PySide6.QtWidgets import QApplication
 from strata.app.controller import AppController
-from strata.app.restart_policy import HolderLook, RestartConfig, folder_holder, wait_for_holder
+from strata.app.left_behind import look_at_holder, write_note
+from strata.app.restart_policy import FolderHolder, HolderLook, RestartConfig, folder_holder, wait_for_holder
 from strata.app.supervisor import wait_over, waiting_title
 
 from tests.server.test_terminal_closed import one_conversation
@@ -36,22 +38,39 @@ END = "end it yourself (kill -9 4321), or restart the computer, then start the s
 
 
 def test_a_stopping_holder_is_waited_for_and_a_live_one_refused_as_before():
-    assert folder_holder(2, IN_USE) == 4321
+    assert folder_holder(2, IN_USE) == FolderHolder(4321, stopping=False)
+    assert folder_holder(2, IN_USE.replace(":00)", ":00, stopping since 17:05:01)")) == FolderHolder(4321, True)
     assert folder_holder(2, IN_USE.replace("(pid 4321, ", "(pid 4321 on other, ")) is None    # another host's pid
     assert folder_holder(3, IN_USE) is None and folder_holder(2, "--port x: bad") is None
     said = "keeping 2 conversations for the next start (0.1 of 0.3 MiB written)"
-    wait = wait_for_holder(HolderLook(4321, True, False, said), 1.0, 600, END)
+    wait = wait_for_holder(HolderLook(4321, True, True, said), 1.0, 600, END)
     assert wait.action == "wait" and wait.reason == (f"for the previous server (pid 4321) to finish saving ({said}); "
                                                      "then this one starts"), wait
     assert waiting_title(wait.reason) == "Strata is waiting for the previous server to finish saving"
     assert wait_over(wait.reason) == "the previous server (pid 4321) has ended"
-    assert wait_for_holder(HolderLook(4321, True, False), 1.0, 600, END).action == "wait"      # no note: not listening
-    assert wait_for_holder(HolderLook(4321, True, None, said), 1.0, 600, END).action == "wait"  # unknown, but noted
-    for live in (HolderLook(4321, True, True, said), HolderLook(4321, True, None)):            # waiting cannot help
-        assert wait_for_holder(live, 1.0, 600, END).action == "refuse"
-    assert wait_for_holder(HolderLook(4321, False, None), 9.0, 600, END).action == "start"
-    gave_up = wait_for_holder(HolderLook(4321, True, False, said), 600, 600, END)
+    assert wait_for_holder(HolderLook(4321, True, True), 1.0, 600, END).action == "wait"      # its lock says: no note
+    assert wait_for_holder(HolderLook(4321, True, False, said), 1.0, 600, END).action == "wait"  # noted by pid+start
+    # neither its lock nor a note says it is stopping: a live server (listening, or just started and not yet)
+    assert wait_for_holder(HolderLook(4321, True, False), 1.0, 600, END).action == "refuse"
+    assert wait_for_holder(HolderLook(4321, False, True), 9.0, 600, END).action == "start"
+    gave_up = wait_for_holder(HolderLook(4321, True, True, said), 600, 600, END)
     assert gave_up.action == "give_up" and "still stopping 600 s later" in gave_up.reason and END in gave_up.reason
+
+
+def test_a_note_or_a_pid_of_another_process_is_not_the_holder(tmp_path):
+    """The note and the wait know the holder by its pid and start time: a pid reused by a process started since (the
+    holder ended between two looks) is not waited for, nor is a note the holder's once another process has its pid."""
+    me = psutil.Process()
+    write_note(tmp_path, me.pid, "keeping 1 conversation")
+    look = look_at_holder(FolderHolder(me.pid, False), tmp_path)
+    assert look.alive and look.said == "keeping 1 conversation" and look.created == me.create_time(), look
+    assert wait_for_holder(look, 0.0, 600, END).action == "wait"
+    reused = look_at_holder(FolderHolder(me.pid, True), tmp_path, created_then=me.create_time() - 5.0)
+    assert not reused.alive and reused.said == "", reused          # another process under the holder's pid
+    assert wait_for_holder(reused, 1.0, 600, END).action == "start"
+    (tmp_path / "left-behind.json").write_text(
+        (tmp_path / "left-behind.json").read_text().replace(str(me.create_time()), str(me.create_time() - 5.0)))
+    assert look_at_holder(FolderHolder(me.pid, False), tmp_path).said == ""     # the note of an earlier process
 
 
 # the earlier app: strata-app's main (a name of its own); once the trigger file exists its loop is ended as a session's
