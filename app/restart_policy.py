@@ -379,6 +379,7 @@ def folder_holder(returncode: int, last_line: str) -> FolderHolder | None:
     return FolderHolder(int(m.group(1)), m.group(2) is not None) if m else None
 
 
+NOTED_PROGRESS = re.compile(r" \([^()]* written\)$")   # a stop's "(1.2 of 4.7 GiB written)", server/stop_progress.py
 HOLDER_WAIT = re.compile(r"^for the previous server \(pid (\d+)\) to finish saving")   # wait_for_holder's "wait"
 
 
@@ -413,6 +414,9 @@ def wait_for_holder(holder: HolderLook, waited_s: float, bound_s: float, end_how
                                      f"holds this model's conversation folders (it writes its conversations to disk "
                                      f"for the next start): wait for it to end, then restart the server; or {end_how} "
                                      f"(the conversations it has not written yet are lost)")
-    said = f" ({holder.said})" if holder.said else " its conversations"    # as its stop last said, when noted
+    # what its stop last said, when noted, without how far it was then: that count ("0 of 1 written") stayed on the
+    # status bar through the whole wait, read as a stop that had not moved
+    noted = NOTED_PROGRESS.sub("", holder.said)
+    said = f" ({noted})" if noted else " its conversations"
     return HolderWait("wait", f"for the previous server (pid {holder.pid}) to finish saving{said}; then this one "
                               f"starts")
