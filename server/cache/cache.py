@@ -502,7 +502,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin, StopPlanMixin
                         continue
                     # a planned write failed: the plan made beside it no longer holds, so it and those not written
                     # yet are planned again beside the written ones, none at a level that failed it
-                    self._barred_by(key, to, barred)
+                    self._barred_by(key, to, barred, why_lost)
                     ahead = todo[i:]
                     rest = {k for k in ahead if k in self.ram.entries and k not in later} | left | {key}
                     again: dict[str, int | None] = dict(self._written_after_all(rest, written, barred))

@@ -12,6 +12,7 @@ the stop itself. What this is not: the writes or their lines (cache.py `_close`,
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Collection
 
@@ -22,6 +23,7 @@ from .ram import RamEntry, used_at
 from .stop_writes import stop_plan, unkept_at_stop
 
 # a context's history the stop would park, as the feed weighs its sidecar: a conversation key's length, a park's meta
+log = logging.getLogger("strata.cache")
 LIVE_KEY, LIVE_META = "0" * 32, {"reason": "shutdown", "conversation": "x" * 64}
 
 
@@ -174,12 +176,20 @@ class StopPlanMixin:
             return {k: w for k, w in first.items() if w is not None}
         return {k: w + 1 for k, w in zip(order, plan, strict=True) if w is not None}
 
-    def _barred_by(self, key: str, level: int, barred: dict[str, set[int]]) -> None:
+    def _barred_by(self, key: str, level: int, barred: dict[str, set[int]], why: str) -> None:
         """`key`'s planned write to cascade `level` failed (caller locks): barred from it there where a folder
         stands at its own name (blocked_names), else that level barred for every history of this stop (a read-only
         or full volume fails them all)."""
         lvl = self.cascade.levels[level]
         who = key if isinstance(lvl, DiskLevel) and self.cascade.blocked.holds(lvl, key) else ""
+        every = barred.get("", set())
+        # the cascade does not warn while stopping: without this line the histories planned again elsewhere were
+        # said only as left out for the budgets, the failing level never named (with no level left, every one is
+        # lost and the stop's WARNING says so)
+        if who == "" and level not in every and len(every) + 2 < len(self.cascade.levels):
+            log.warning("stopping: conversation %s not written to %s; the stop writes nothing more to the %s "
+                        "level: the histories planned there are planned again on the levels left, the most recently "
+                        "used first (those that do not fit are not written, each named below)", key, why, lvl.name)
         barred.setdefault(who, set()).add(level)
 
     def _barred_everywhere(self, key: str, barred: dict[str, set[int]]) -> bool:

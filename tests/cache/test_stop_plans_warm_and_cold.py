@@ -110,6 +110,10 @@ def test_warm_failing_at_the_stop_leaves_its_picks_to_cold(make_cache, clock, ca
     said = [r.getMessage() for r in caplog.records]
     assert not any("made room for newer ones" in m for m in said), said
     assert len([m for m in said if "not written to the warm or cold level" in m]) == 6, said
+    # the cascade is silent while stopping: warm's failure is said once, else only the budgets were named
+    failed = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(failed) == 1 and "Permission denied" in failed[0] and "nothing more to the warm level" in failed[0], \
+        failed
 
 
 def test_a_folder_at_one_warm_name_sends_that_history_to_cold(make_cache, clock, folders):
