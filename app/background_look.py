@@ -16,10 +16,13 @@ T = TypeVar("T")
 
 
 class BackgroundLook(Generic[T]):
-    """`look()` run once on a daemon thread named `name`; `begun` is its wall time (for "begun at HH:MM:SS")."""
+    """`look()` run once on a daemon thread named `name`; `begun` is its wall time, only to be shown ("begun at
+    HH:MM:SS"): how long it has taken is `waited_s()`, on the monotonic clock, which a wall-clock step (this VM's
+    25 s in a CI run, an NTP correction) does not move."""
 
     def __init__(self, look: Callable[[], T], name: str = "strata-look") -> None:
         self.begun = time.time()
+        self._began = time.monotonic()
         self._look = look
         self._result: T | None = None
         self._error: BaseException | None = None
@@ -31,6 +34,9 @@ class BackgroundLook(Generic[T]):
             self._result = self._look()
         except Exception as e:      # handed to the poller by result(), not lost on this thread
             self._error = e
+
+    def waited_s(self) -> float:
+        return time.monotonic() - self._began
 
     def done(self) -> bool:
         return not self._thread.is_alive()

@@ -263,7 +263,7 @@ class AppController(QObject):
         """The status bar while Finish's decision waits for its look at the model file: that it is checked, then,
         past the supervisor's slow_look_s, what it waits for and that the new settings are saved meanwhile."""
         look, (path, _) = self._setup_look, self._setup_written
-        if time.time() - look.begun < self.supervisor.slow_look_s:
+        if look.waited_s() < self.supervisor.slow_look_s:
             text = "Set up again: checking the model file (has it changed since the server started on it?)"
         else:
             if not self._said_setup_slow:
