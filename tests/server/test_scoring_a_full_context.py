@@ -6,9 +6,6 @@ the tokens it asks to generate is still the too-long 400."""
 
 from __future__ import annotations
 
-import threading
-import time
-
 import httpx2 as httpx
 import numpy as np
 import openai
@@ -46,10 +43,11 @@ def parks(port: int) -> float:
                if line.startswith("strata_cache_parks_total{") and 'destination="discard"' not in line)
 
 
-@pytest.mark.parametrize("n", [CTX, SLOT_CTX])
-def test_a_prompt_of_the_whole_context_is_scored(small_ctx, n):
-    """--ctx tokens (main holds no more) and --slot-ctx tokens (a slot holds no more): both scored whole."""
+def test_a_prompt_of_the_whole_context_is_scored(small_ctx):
+    """--ctx tokens, as many as main holds, scored whole (alone, it runs in main; one of --slot-ctx tokens that
+    fills a slot: test_a_slot_of_its_size_takes_it_beside_main)."""
     client, port, model = small_ctx
+    n = CTX
     prompt = ids(n, start=n)
     r = client.completions.create(model="m", prompt=prompt, echo=True, max_tokens=0, logprobs=1)
     c = r.choices[0]
@@ -119,29 +117,41 @@ def test_a_text_of_the_whole_context_is_scored(small_ctx):
     assert (r.choices[0].text, r.usage.prompt_tokens) == (text, CTX)
 
 
-def test_a_slot_of_its_size_takes_it_beside_main(small_ctx):
-    """A scored prompt of --slot-ctx tokens runs in a slot while main answers another request (it waited for
-    main before, as a prompt too long for a slot)."""
-    client, port, _ = small_ctx
-    base = f"http://127.0.0.1:{port}"
-    long = {"prompt": ids(SLOT_CTX + 40), "max_tokens": CTX - SLOT_CTX - 41, "ignore_eos": True, "temperature": 0}
-    ended: list[float] = []
-    main = threading.Thread(target=lambda: (httpx.post(base + "/v1/completions", json=long, timeout=300),
-                                            ended.append(time.monotonic())))
-    main.start()
-    try:
-        while not ended and next(c["state"] for c in httpx.get(base + "/v1/slots", timeout=30).json()["slots"]
-                                 if c["id"] == "main") != "decode":
-            time.sleep(0.01)
-        r = client.completions.create(model="m", prompt=ids(SLOT_CTX, start=5), echo=True, max_tokens=0, logprobs=0)
-        done = time.monotonic()
-        assert r.usage.prompt_tokens == SLOT_CTX
-        slots = httpx.get(base + "/v1/slots", timeout=30).json()
-    finally:
-        main.join(300)
-    assert ended and done < ended[0], "the scored prompt waited for main"
-    held = [s for s in slots["slots"] if s["id"] != "main" and s["tokens"] == SLOT_CTX == s["capacity"]]
-    assert held, slots
+def placed(base: str, request: int) -> dict:
+    """/v1/slots' decision placing `request` (not a park it made)."""
+    decisions = httpx.get(base + "/v1/slots", timeout=30).json()["decisions"]
+    return next(d for d in reversed(decisions) if d["request"] == request and not d["park"] and not d["park_skip"])
+
+
+def test_a_slot_of_its_size_takes_it_beside_main(tiny_model, tmp_path):
+    """A scored prompt of --slot-ctx tokens that arrives while main generates runs in a slot beside it, filling the
+    slot, and is scored as the reference scores it (before, as a prompt too long for a slot, it waited for main's
+    request to end, then ran in main). No timing is asserted: main generates to a --ctx of 32768 (tens of seconds,
+    where 2048 ended in half a second, which a loaded machine's scored request could come after), its stream held
+    open until the scored answer came, and the placement decision says where that ran."""
+    with serving(["--model", str(tiny_model), "--ctx", "32768", "--batch", "2", "--slot-ctx", str(SLOT_CTX)],
+                 tmp_path) as (port, _):
+        base = f"http://127.0.0.1:{port}"
+        client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=300)
+        generate = {"prompt": ids(SLOT_CTX + 40), "max_tokens": 32768, "ignore_eos": True, "temperature": 1.0,
+                    "stream": True}
+        prompt = ids(SLOT_CTX, start=5)
+        with httpx.stream("POST", base + "/v1/completions", json=generate, timeout=300) as main:
+            assert main.status_code == 200
+            lines = main.iter_lines()      # held: a generator dropped closes the stream, which ends main's request
+            next(line for line in lines if line.startswith("data: {"))   # main is decoding
+            raw = client.completions.with_raw_response.create(model="m", prompt=prompt, echo=True, max_tokens=0,
+                                                              logprobs=0)
+            where = placed(base, int(raw.headers["X-Strata-Request"]))
+            slots = httpx.get(base + "/v1/slots", timeout=30).json()["slots"]
+    assert where["slot"] != "main", f"it ran in main ({where['reason']}), after main's request: {where}"
+    assert next(s for s in slots if s["id"] == where["slot"])["tokens"] == SLOT_CTX, slots
+    r = raw.parse()
+    assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (SLOT_CTX, 0)
+    ref = reference_logits(tiny_model, prompt)[:-1]
+    want = log_softmax(ref)[np.arange(SLOT_CTX - 1), prompt[1:]]
+    tol = 2 * 3e-3 * np.abs(ref).max(axis=1)
+    assert np.all(np.abs(np.array(r.choices[0].logprobs.token_logprobs[1:]) - want) <= tol)
 
 
 def test_the_room_an_answer_needs():
