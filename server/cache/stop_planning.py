@@ -222,7 +222,33 @@ class StopPlanMixin:
             need = sum(self._bytes_below(levels[i], self.ram.entries[k]) for k, w in where.items()
                        if w == i and k in self.ram.entries)
             if need:
+                self._let_go_past_room(i, need, where)
                 self.cascade.make_room(i, need, seal)
+
+    def _let_go_past_room(self, i: int, need: int, where: dict[str, int]) -> None:
+        """Of what level `i` sheds for `need` bytes of the stop's writes, those the last level below it would let
+        go for the stop's own writes there are let go here rather than moved down (caller locks): copied there,
+        each (a warm level's worth on another volume) was evicted again within the same stop. The newest that fit
+        beside the planned writes still move down; where the last level has no budget, all do."""
+        lvl, last = self.cascade.levels[i], self.cascade.levels[-1]
+        if i + 1 != len(self.cascade.levels) - 1 or not lvl.budget_bytes or not last.budget_bytes:
+            return
+        planned = sum(self._bytes_below(last, self.ram.entries[k]) for k, w in where.items()
+                      if w == i + 1 and k in self.ram.entries)
+        room = last.budget_bytes - planned - self._queue_taken([last])[0]
+        shed, used = [], lvl.used_bytes
+        for e in sorted(lvl.entries.values(), key=lambda e: (e.sealed_at, e.key)):   # its oldest leave first
+            if used + need <= lvl.budget_bytes:
+                break
+            shed.append(e)
+            used -= e.n_bytes
+        stuck = self.cascade.blocked.stuck(last)   # a folder at its name there: it stays in warm, kept
+        for e in reversed(shed):   # the newest of them keep the room left below
+            if e.n_bytes <= room:
+                room -= e.n_bytes
+            elif e.key not in self.cascade.held and e.key not in stuck:
+                self.cascade._delete(i, e.key, "shutdown", f"the stop's writes to the {last.name} level leave no "
+                                     f"room there for it")
 
     def _by_last_use(self, keys: Collection[str], newest_first: bool = False,
                      entries: dict[str, RamEntry] | None = None) -> list[str]:

@@ -144,3 +144,12 @@ def test_two_volumes_free_space_is_counted_each_its_own(make_cache, clock, caplo
     assert kept_after(make_cache, make, seeds) == {"warm": [8, 9], "cold": [4, 5, 6, 7]}
     assert sum(cache.cascade.evictions.values()) == 0 and outlook == 6
     assert not any("made room for newer ones" in r.getMessage() for r in caplog.records)
+
+
+def test_what_warm_sheds_for_cold_to_evict_is_not_copied_there(make_cache, clock):
+    # RAM 3 MiB: 4-9 in RAM, 2 and 3 in warm, 0 and 1 in cold before the stop. The plan fills cold with 4-7: warm's
+    # 2 and 3 copied down there were evicted again within the stop (8 images for 6 kept); let go in warm now
+    written, outlook, cache, kept = run(make_cache, clock, 3, 10)
+    assert kept == {"warm": [8, 9], "cold": [4, 5, 6, 7]}, kept
+    assert written == 6, written
+    assert outlook == 6
