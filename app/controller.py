@@ -244,19 +244,23 @@ class AppController(QObject):
         except (OSError, UnicodeDecodeError):
             written = None
         self._setup_written = (wizard.written, written)
-        if self._setup_look is not None:         # an earlier Finish's look has not ended: it decides for this file
-            log.info("setup again wrote %s: decided once the look at the model file under way has ended",
-                     wizard.written)
-            self._say_setup_look()
-            return
         serving = self.supervisor.status().state in ("starting", "running")
         # the model file looked at too (one replaced under the same path is not in the configuration's text), off
         # this thread: a model file on a drive that does not answer froze the window for as long as its stat() did
         if setup_needs_look(serving, self.supervisor.started_on(), written, self.supervisor.started_model()):
-            self._setup_look = BackgroundLook(self.supervisor.look_at_model, name="strata-setup-look")
-            self._said_setup_slow = False
+            if self._setup_look is not None:     # an earlier Finish's look has not ended: it decides for this file
+                log.info("setup again wrote %s: decided once the look at the model file under way has ended",
+                         wizard.written)
+            else:
+                self._setup_look = BackgroundLook(self.supervisor.look_at_model, name="strata-setup-look")
+                self._said_setup_slow = False
             self._say_setup_look()
             return
+        if self._setup_look is not None:
+            # this file's configuration decides alone (it restarts, or the server is not serving): an earlier
+            # Finish's look still under way (a drive not answering, perhaps for ever) held it back until it ended
+            log.info("setup again wrote %s: decided without the look at the model file under way", wizard.written)
+            self._setup_look = None              # its daemon thread runs out on its own; its answer is not needed
         self._apply_setup(None)
 
     def _say_setup_look(self) -> None:

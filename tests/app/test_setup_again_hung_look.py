@@ -106,3 +106,58 @@ def test_finish_during_a_hung_look_at_the_model_file_keeps_the_window_drawn(qtbo
         beat.stop()
         sup.model_probe = look
         controller.shutdown()
+
+
+def test_a_later_finish_that_changes_the_settings_does_not_wait_for_the_hung_look(qtbot, app_config, tmp_path,
+                                                                                  tiny_model_factory):
+    """A second Finish during the hung look, on another model: its configuration restarts the server whatever the
+    look finds, so it is applied at once. It waited for the first Finish's look (a drive that may never answer)."""
+    model = tmp_path / "model.gguf"
+    values = tomllib.loads(app_config.read_text(encoding="utf-8"))
+    shutil.copyfile(values["model"], model)
+    app_config.write_text(tomli_w.dumps({**values, "model": str(model)}), encoding="utf-8")
+    other = tiny_model_factory(ctx_len=4096, n_vocab=512, seed=5)
+    controller = AppController(app_config, tmp_path / "logs", theme="light", restart=RestartConfig(max_retries=1))
+    sup = controller.supervisor
+    controller.start()
+    look = sup.model_probe
+    released = []
+    try:
+        qtbot.waitUntil(lambda: sup.status().state == "running", timeout=60_000)
+        finish_restarts(qtbot, controller)
+        pid = sup.status().pid
+        hung = []
+
+        def held(env):       # the running model's drive: does not answer until let go (the test's end)
+            if not released:
+                hung.append(1)
+                deadline = time.monotonic() + 300
+                while not released and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            return look(env)
+
+        sup.model_probe = held
+        _finish(qtbot, controller)                       # equal settings: waits for the look, which hangs
+        qtbot.waitUntil(lambda: bool(hung) and controller.setup_wizard is None, timeout=10_000)
+        assert controller._setup_look is not None
+        sup.model_probe = look                           # the new model's drive answers
+        controller.setup_action.trigger()
+        qtbot.waitUntil(lambda: controller.setup_wizard is not None and controller.setup_wizard.isVisible(),
+                        timeout=10_000)
+        controller.setup_wizard.page(controller.setup_wizard.page_ids["model"]).combo.setCurrentText(str(other))
+        _finish_from_model_page(qtbot, controller.setup_wizard)
+        # before: no restart until the first look ended (here: never within the wait)
+        qtbot.waitUntil(lambda: sup.status().state == "running" and sup.status().pid not in (None, pid),
+                        timeout=60_000)
+        assert not released and sup.started_model().path == str(other), sup.started_model()
+    finally:
+        released.append(1)
+        sup.model_probe = look
+        controller.shutdown()
+
+
+def _finish_from_model_page(qtbot, wizard) -> None:
+    for name in ("bench", "concurrency", "disk", "context", "plan"):
+        wizard.next()
+        qtbot.waitUntil(lambda want=name: wizard.currentId() == wizard.page_ids[want], timeout=10_000)
+    wizard.button(QWizard.WizardButton.FinishButton).click()
