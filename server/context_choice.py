@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from strata.server import byte_align, parking
-from strata.server.jobs import Job
+from strata.server.jobs import Job, answer_room
 from strata.server.row import Row
 from strata.server.slots import MAIN, SlotTable, common_prefix
 
@@ -86,7 +86,7 @@ def fits(job: Job, capacity: int) -> bool:
     """Whether `job`'s prompt fits a context of `capacity` with room for its answer's first token; a prompt only
     scored (max_tokens 0: nothing generated, prompting.check_fits' room 0) may fill it. A full --ctx window scored
     took main alone before, one after another, though a slot of --slot-ctx (by default --ctx) holds it."""
-    return len(job.prompt) + (1 if job.max_tokens > 0 else 0) <= capacity
+    return len(job.prompt) + answer_room(job.max_tokens) <= capacity
 
 
 def free_for(table: SlotTable, job: Job, idle: bool, beside: bool, editor_main: bool = False) -> int:

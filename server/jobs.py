@@ -114,6 +114,13 @@ class Job:
     max_prompt_s: float = 0.0
 
 
+
+def answer_room(max_tokens: int) -> int:
+    """What a prompt's answer needs of its context past the prompt: one token at least, or nothing for a prompt
+    only scored (max_tokens 0, /v1/completions' echo: nothing generated), which may fill the context. The one rule
+    for the too-long 400 (prompting.check_fits' room) and for a slot it fits (context_choice.fits)."""
+    return 1 if max_tokens > 0 else 0
+
 # Streamed text waits up to this long to travel with the next steps' text (one wake-up of the loop and
 # one socket write for several tokens of a stream); a stream's first text and every other event go out
 # at the end of their step. Invisible to a reader (8 ms), and the event loop thread then takes less of

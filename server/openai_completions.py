@@ -21,7 +21,7 @@ from strata.server.completion_echo import completion_max_tokens, echo_asked, ech
 from strata.server.errors import APIError
 from strata.server.fim_prompt import FimRequest, fim_context, fim_prompt, laid_out_for_fim, no_fim_error
 from strata.server.jobrun import JobEvents, client_gone, failure, open_sse, raise_if_failed, send_sse
-from strata.server.jobs import Completion, Job
+from strata.server.jobs import Completion, Job, answer_room
 from strata.server.keys import ServerState
 from strata.server.off_loop import off_loop
 from strata.server.openai_api import (
@@ -118,7 +118,7 @@ async def _completion_job(state: ServerState, body: dict, prompt: Any, fim: list
                           max_tokens: int) -> tuple[Job, str, int]:
     """The Job for one completions prompt (`fim`: its fill-in-the-middle layout, when `suffix` was sent), the
     text its echo puts first ("" without `echo`) and how many of its first tokens that text lacks (unseen_tokens)."""
-    room = 1 if max_tokens else 0      # nothing generated (a prompt only scored): it may fill the context
+    room = answer_room(max_tokens)     # nothing generated (a prompt only scored): it may fill the context
     tokens = fim if fim is not None else await off_loop(prompt_tokens, state, prompt,
                                                         fits_check(state.engine, param="prompt", room=room))
     check_prompt_fits(state.engine, len(tokens), param="prompt", room=room)

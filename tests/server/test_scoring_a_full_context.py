@@ -12,7 +12,7 @@ import openai
 import pytest
 from strata.engine.sampling import SamplingParams
 from strata.server.context_choice import fits
-from strata.server.jobs import Job
+from strata.server.jobs import Job, answer_room
 from strata.server.prompting import check_fits
 
 from tests.fixtures.reference import reference_logits
@@ -161,6 +161,7 @@ def test_the_room_an_answer_needs():
 
     assert fits(job(8, 0), 8) and not fits(job(8, 1), 8) and not fits(job(9, 0), 8)
     assert fits(job(7, 16), 8)
+    assert (answer_room(0), answer_room(1), answer_room(16)) == (0, 1, 1)   # the one rule both use
     check_fits(8, 8, room=0)
     with pytest.raises(Exception, match="the prompt is 8 tokens"):
         check_fits(8, 8)
