@@ -93,23 +93,37 @@ class StopPlanMixin:
         """stop_writes.unkept_at_stop for the queued `keys`, in queue order: {} where the writes' own rules decide (no
         disk level, a level failing to write or remove, a hit held for a restore, or an earlier stop's plan still
         under way: its held histories are the queue's too)."""
+        with self._lock:
+            entries = [self._pending[k] for k in keys if k in self._pending]
+            if len(entries) != len(keys):
+                return {}
+        replaced_by = self._replaced_by(entries)
+        disk = self._disk_levels_planned()
+        if disk is None:
+            return {}
+        return self._unkept(disk, [e.n_bytes for e in entries], [self._bytes_below(disk[-1], e) for e in entries],
+                            replaced_by, [f"conversation {k}" for k in keys])
+
+    @staticmethod
+    def _replaced_by(entries: list[RamEntry]) -> list[int | None]:
+        """For each queued history, the first later one that supersedes it: a shorter copy of a conversation still
+        queued (the writer behind) leaves as its longer one is written."""
+        return [next((j for j in range(i + 1, len(entries)) if replaces(entries[j].tokens, e)), None)
+                for i, e in enumerate(entries)]
+
+    def _disk_levels_planned(self) -> list[DiskLevel] | None:
+        """The disk levels the queue's plan covers; None where the writes' own rules decide (`_queue_plan`)."""
         disk = [lvl for lvl in self.cascade.levels if isinstance(lvl, DiskLevel)]
         with self._lock:
             if (not disk or self.cascade.held or self._stop is not None
                     or any(lvl.name in self.cascade._failing or lvl.removes_failing_since is not None for lvl in disk)):
-                return {}
-            entries = [self._pending[k] for k in keys if k in self._pending]
-            if len(entries) != len(keys):
-                return {}
-        sizes = [e.n_bytes for e in entries]
-        # a shorter copy of a conversation still queued (the writer behind) leaves as its longer one is written
-        replaced_by = [next((j for j in range(i + 1, len(entries)) if replaces(entries[j].tokens, e)), None)
-                       for i, e in enumerate(entries)]
-        free = [self.io.free_bytes(lvl.folder) for lvl in disk]
-        return unkept_at_stop(sizes, [lvl.budget_bytes for lvl in disk], free,
-                              when_full=self.cascade.when_full, replaced_by=replaced_by,
-                              names=[f"conversation {k}" for k in keys],
-                              counted=[self._bytes_below(disk[-1], e) for e in entries])
+                return None
+        return disk
+
+    def _unkept(self, disk: list[DiskLevel], sizes: list[int], counted: list[int], replaced_by: list[int | None],
+                names: list[str]) -> dict:
+        return unkept_at_stop(sizes, [lvl.budget_bytes for lvl in disk], [self.io.free_bytes(lvl.folder) for lvl in disk],
+                              when_full=self.cascade.when_full, replaced_by=replaced_by, names=names, counted=counted)
 
     # -- RAM's, at the close ----------------------------------------------------------------------
 
@@ -271,6 +285,23 @@ class StopPlanMixin:
 
     # -- the monitor feed -------------------------------------------------------------------------
 
+    def _queue_left_out(self, live: list[tuple[int, float | None]]) -> int:
+        """With no RAM level, how many of the queue's histories and the contexts' (`live`, the most recently used
+        first: the stop parks them to the queue in the reverse order, least recently used first) the queue's plan
+        leaves out (caller locks): the feed counted them all, and said 10 where the stop kept 4. 0 with RAM (its
+        own plan, or none) or where the queue's plan would not apply. A context's history superseding a queued copy
+        is not known here (the copy counted as staying: the careful side)."""
+        disk = None if self.ram is not None else self._disk_levels_planned()
+        if disk is None:
+            return 0
+        queued = list(self._pending.values())
+        per_token = self.engine.bytes_per_token
+        replaced_by = self._replaced_by(queued) + [None] * len(live)
+        sizes = [e.n_bytes for e in queued] + [n * per_token for n, _ in live[::-1]]
+        counted = [self._bytes_below(disk[-1], e) for e in queued] + [
+            disk[-1].bytes_at_most(LIVE_KEY, "conversation", n, n * per_token, LIVE_META) for n, _ in live[::-1]]
+        return len(self._unkept(disk, sizes, counted, replaced_by, [str(i) for i in range(len(sizes))]))
+
     def stop_would_keep(self, live: list[tuple[int, float | None]]) -> int:
         """How many histories a clean stop now would keep (the monitor feed's `stop.conversations`): `live`, the
         contexts' histories it would park, each (token count, seconds since its last use: slots.idle_s), RAM's and
@@ -282,7 +313,7 @@ class StopPlanMixin:
         with self._lock:
             lvls = self._hand_down_levels()
             if lvls is None:
-                return len(live) + self.unwritten()
+                return len(live) + self.unwritten() - self._queue_left_out(live)
             entries = {**self._pending, **self.ram.entries}
             later = superseded_keys([e for e in entries.values() if e.kind == "conversation"])
             first = [e for k, e in entries.items() if k not in later]
