@@ -441,7 +441,7 @@ class AppController(QObject):
                 status = self.supervisor.status()
                 log.error("%s", stop_left_behind(status.pid, no_loop_wait_s))
                 if status.pid is not None:    # what the next app's start, refused for its folders, says it waits for
-                    left_behind.write_note(self.supervisor.log_dir, status.pid, status.detail.removeprefix("stopping: "))
+                    left_behind.write_note(self.supervisor.log_dir, status.pid, status.detail)
 
     def _say_stop_failed(self, status: ServerStatus) -> None:
         """A server that outlived its kill, said once: it may still hold its port and memory (the detail says what

@@ -26,9 +26,15 @@ def _created(pid: int) -> float | None:
         return None
 
 
-def write_note(log_dir: Path, pid: int, said: str) -> None:
+def write_note(log_dir: Path, pid: int, detail: str) -> None:
     """Noted as the app ends without its server's stop having ended: its pid (with its start time: a pid is reused)
-    and what its stop last said. Best effort: the app is ending, and a note not written only loses those words."""
+    and what its stop last said, `detail` being the app's state then: only the server's own words of its stop
+    ("stopping: keeping 3 conversations ..."), not the app's ("stopping the server (it writes ...)", "pid 123"),
+    which read as nonsense after "finish saving". Best effort: the app is ending, and a note not written only loses
+    those words."""
+    from strata.app.supervisor import STOP_PROGRESS  # here: the supervisor imports this module
+
+    said = detail.removeprefix(STOP_PROGRESS) if detail.startswith(STOP_PROGRESS) else ""
     text = json.dumps({"pid": pid, "created": _created(pid), "said": said, "at": time.time()})
     try:
         (Path(log_dir) / NOTE).write_text(text, encoding="utf-8")

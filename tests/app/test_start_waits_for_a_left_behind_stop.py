@@ -62,7 +62,7 @@ def test_a_note_or_a_pid_of_another_process_is_not_the_holder(tmp_path):
     """The note and the wait know the holder by its pid and start time: a pid reused by a process started since (the
     holder ended between two looks) is not waited for, nor is a note the holder's once another process has its pid."""
     me = psutil.Process()
-    write_note(tmp_path, me.pid, "keeping 1 conversation")
+    write_note(tmp_path, me.pid, "stopping: keeping 1 conversation")     # the server's own words of its stop
     look = look_at_holder(FolderHolder(me.pid, False), tmp_path)
     assert look.alive and look.said == "keeping 1 conversation" and look.created == me.create_time(), look
     assert wait_for_holder(look, 0.0, 600, END).action == "wait"
@@ -164,3 +164,16 @@ def test_a_later_start_waits_for_the_left_behind_stop_then_starts(qtbot, app_con
             first.kill()
         if left is not None and psutil.pid_exists(left):
             psutil.Process(left).kill()
+
+
+def test_a_note_keeps_only_the_server_s_own_words_of_its_stop(tmp_path):
+    """The app's state as it ends may be its own words ('stopping the server (it writes 1 conversation to disk
+    first, ...)', or 'pid N' had no stop begun): noted whole, they read 'finish saving (stopping the server (it
+    writes ...))' or 'finish saving (pid N)'. Only the server's 'stopping: ...' words are kept."""
+    me = psutil.Process()
+    for detail in ("stopping the server (it writes 1 conversation to disk first, for the next start)", f"pid {me.pid}"):
+        write_note(tmp_path, me.pid, detail)
+        look = look_at_holder(FolderHolder(me.pid, True), tmp_path)
+        wait = wait_for_holder(look, 0.0, 600, END)
+        assert wait.reason == f"for the previous server (pid {me.pid}) to finish saving its conversations; then this " \
+                              "one starts", wait
