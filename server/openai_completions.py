@@ -210,13 +210,15 @@ async def _stream_prompt(request: web.Request, resp: web.StreamResponse | None, 
     sent = b""                          # the bytes of the tokens whose logprobs were sent (their text_offset)
     try:
         async for kind, payload in events:
+            err = failure(payload) if kind == "done" else None
             if first:
                 first = False
+                if resp is None and err is not None:   # ended unstarted (queued at a stop): a status the SDK
+                    raise err                          # retries, not a 200
                 if resp is None:
-                    if kind == "done":  # ended unstarted (queued at a stop): a status the SDK retries, not a 200
-                        raise_if_failed(payload)
                     resp = await open_sse(request)
-                if echoed and not (scored or whole):   # OpenAI's echo: the prompt's text is the first chunk
+                # OpenAI's echo: the prompt's text is the first chunk; not for a prompt of a list that never began
+                if echoed and not (scored or whole) and err is None:
                     await send_sse(resp, chunk(echoed, None))
             if kind == "prompt_logprobs" and not whole:   # a scored echo: once its prompt is read
                 lps, sent = completion_logprobs(state.engine.tokenizer, payload, unseen=unseen)
@@ -226,7 +228,7 @@ async def _stream_prompt(request: web.Request, resp: web.StreamResponse | None, 
             elif kind == "logprobs":
                 lps, sent = completion_logprobs(state.engine.tokenizer, payload, sent)
                 await send_sse(resp, chunk("", None, logprobs=lps))
-            elif kind == "done" and (err := failure(payload)) is not None:
+            elif err is not None:
                 await send_sse(resp, stream_error(err))
                 return resp, None
             elif kind == "done":

@@ -246,3 +246,54 @@ def test_several_code_completions_with_one_suffix(tiny_model_factory, tmp_path):
         assert bad.status_code == 400, bad.text
         err = bad.json()["error"]
         assert err["param"] == "prompt" and err["message"].startswith("prompt 1 of the 2 in 'prompt': 'prompt' must be")
+
+
+def test_a_later_prompt_failing_unstarted_sends_its_error_and_no_echo(tiny_model, tmp_path):
+    """A streamed list with `echo` whose second prompt was waiting when the server stopped: that prompt ended
+    unstarted (503, 'the server is stopping'), and the stream ends with its error event; no echo chunk of it comes
+    first, as if it had begun (one prompt alone answers such a failure with a status, nothing sent). --batch 0:
+    one request at a time; another request sent while the first prompt generates (8,000 tokens: seconds) runs
+    before the second prompt, which is submitted only once the first has ended."""
+    import threading
+
+    from tests.server.test_auth_and_lifecycle import listening_port, start_cli, stop_server, wait_healthy
+
+    proc, log = start_cli(["--model", str(tiny_model), "--ctx", "32768", "--batch", "0"], tmp_path)
+    running, release = threading.Event(), threading.Event()
+
+    def other_request(url: str) -> None:
+        body = {"prompt": "an other request", "max_tokens": 20000, "ignore_eos": True, "temperature": 1.0,
+                "stream": True}
+        with httpx.stream("POST", url, json=body, timeout=300) as o:
+            lines = o.iter_lines()         # held: a generator dropped closes the stream
+            next(line for line in lines if line.startswith("data: {"))
+            running.set()
+            release.wait(300)
+
+    try:
+        port = listening_port(log, proc)
+        wait_healthy(port, proc)
+        url = f"http://127.0.0.1:{port}/v1/completions"
+        listed = {"prompt": ["first prompt", "second prompt"], "echo": True, "max_tokens": 8000, "ignore_eos": True,
+                  "temperature": 1.0, "stream": True}
+        events: list[str] = []
+        with httpx.stream("POST", url, json=listed, timeout=300) as s:
+            lines = s.iter_lines()
+            events.append(next(line for line in lines if line.startswith("data: {")))   # prompt 0 runs in main
+            other = threading.Thread(target=other_request, args=(url,), daemon=True)
+            other.start()                                       # waits behind it, runs before prompt 1
+            for line in lines:
+                events.append(line)
+                if line.startswith("data: {") and json.loads(line[6:])["choices"][0]["finish_reason"]:
+                    break                                       # prompt 0 ended
+            assert running.wait(120)                            # the other runs: prompt 1 waits
+            proc.terminate()                                    # the clean stop: prompt 1 ends unstarted
+            events += [line for line in lines if line.startswith("data: ")]
+        release.set()
+        other.join(60)
+    finally:
+        release.set()
+        stop_server(proc)
+    chunks = [json.loads(e[6:]) for e in events if e.startswith("data: {")]
+    assert chunks[-1].get("error", {}).get("message") == "the server is stopping", json.dumps(chunks[-2:])
+    assert [c["choices"][0]["index"] for c in chunks[:-1]] == [0] * (len(chunks) - 1), json.dumps(chunks[-2:])
