@@ -12,7 +12,6 @@ import time
 
 import tomli_w
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QWizard
 from strata.app.controller import AppController
 from strata.app.restart_policy import ModelFile, RestartConfig, setup_needs_look
 
@@ -21,7 +20,12 @@ try:
 except ModuleNotFoundError:        # Python 3.10
     import tomli as tomllib
 
-from tests.app.test_setup_again_unchanged import RUNNING, finish_restarts
+from tests.app.test_setup_again_unchanged import (
+    RUNNING,
+    click_finish,
+    finish_from_model_page,
+    finish_restarts,
+)
 
 HELD_S = 20        # before the change the Finish click returned only after this (the look held on the GUI thread)
 
@@ -33,20 +37,6 @@ def test_only_an_equal_configuration_on_a_known_model_file_waits_for_a_look():
     assert not setup_needs_look(False, RUNNING, RUNNING, then)                          # not serving: started
     assert not setup_needs_look(True, RUNNING, RUNNING, None)                           # no probe
     assert not setup_needs_look(True, RUNNING, RUNNING, ModelFile(None))                # an id: the server resolves it
-
-
-def _finish(qtbot, controller) -> float:
-    """Finish with the proposed answers; returns how long the Finish click held the GUI thread."""
-    controller.setup_action.trigger()
-    qtbot.waitUntil(lambda: controller.setup_wizard is not None and controller.setup_wizard.isVisible(),
-                    timeout=10_000)
-    wizard = controller.setup_wizard
-    for name in ("bench", "concurrency", "disk", "context", "plan"):
-        wizard.next()
-        qtbot.waitUntil(lambda want=name: wizard.currentId() == wizard.page_ids[want], timeout=10_000)
-    t0 = time.monotonic()
-    wizard.button(QWizard.WizardButton.FinishButton).click()
-    return time.monotonic() - t0
 
 
 def test_finish_during_a_hung_look_at_the_model_file_keeps_the_window_drawn(qtbot, app_config, tmp_path,
@@ -80,7 +70,7 @@ def test_finish_during_a_hung_look_at_the_model_file_keeps_the_window_drawn(qtbo
 
         sup.model_probe = held
         beat.start()
-        held_for = _finish(qtbot, controller)
+        held_for = click_finish(qtbot, controller)
         assert held_for < 2, held_for              # before: HELD_S, the window frozen meanwhile
         assert hung, "Finish did not look at the model file"
         qtbot.waitUntil(lambda: controller.setup_wizard is None, timeout=10_000)
@@ -137,7 +127,7 @@ def test_a_later_finish_that_changes_the_settings_does_not_wait_for_the_hung_loo
             return look(env)
 
         sup.model_probe = held
-        _finish(qtbot, controller)                       # equal settings: waits for the look, which hangs
+        click_finish(qtbot, controller)                  # equal settings: waits for the look, which hangs
         qtbot.waitUntil(lambda: bool(hung) and controller.setup_wizard is None, timeout=10_000)
         assert controller._setup_look is not None
         sup.model_probe = look                           # the new model's drive answers
@@ -145,7 +135,7 @@ def test_a_later_finish_that_changes_the_settings_does_not_wait_for_the_hung_loo
         qtbot.waitUntil(lambda: controller.setup_wizard is not None and controller.setup_wizard.isVisible(),
                         timeout=10_000)
         controller.setup_wizard.page(controller.setup_wizard.page_ids["model"]).combo.setCurrentText(str(other))
-        _finish_from_model_page(qtbot, controller.setup_wizard)
+        finish_from_model_page(qtbot, controller.setup_wizard)
         # before: no restart until the first look ended (here: never within the wait)
         qtbot.waitUntil(lambda: sup.status().state == "running" and sup.status().pid not in (None, pid),
                         timeout=60_000)
@@ -155,9 +145,3 @@ def test_a_later_finish_that_changes_the_settings_does_not_wait_for_the_hung_loo
         sup.model_probe = look
         controller.shutdown()
 
-
-def _finish_from_model_page(qtbot, wizard) -> None:
-    for name in ("bench", "concurrency", "disk", "context", "plan"):
-        wizard.next()
-        qtbot.waitUntil(lambda want=name: wizard.currentId() == wizard.page_ids[want], timeout=10_000)
-    wizard.button(QWizard.WizardButton.FinishButton).click()

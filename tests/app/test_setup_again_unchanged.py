@@ -5,6 +5,8 @@ time it was written in them, the server does not read); the status bar says the 
 
 from __future__ import annotations
 
+import time
+
 from PySide6.QtWidgets import QWizard
 from strata.app.controller import AppController
 from strata.app.restart_policy import UNCHANGED, RestartConfig, SetupRestart, setup_restarts
@@ -22,15 +24,27 @@ def test_an_equal_configuration_leaves_a_serving_server_alone():
     assert setup_restarts(True, RUNNING, "ctx = [").restart          # a file no TOML reader takes
 
 
-def _finish_with_the_proposed_answers(qtbot, controller) -> None:
-    controller.setup_action.trigger()
-    qtbot.waitUntil(lambda: controller.setup_wizard is not None and controller.setup_wizard.isVisible(),
-                    timeout=10_000)
-    wizard = controller.setup_wizard
+def finish_from_model_page(qtbot, wizard) -> float:
+    """The wizard walked on from its model page with the proposed answers, then Finish clicked; returns how long the
+    click held the GUI thread."""
     for name in ("bench", "concurrency", "disk", "context", "plan"):
         wizard.next()
         qtbot.waitUntil(lambda want=name: wizard.currentId() == wizard.page_ids[want], timeout=10_000)
+    t0 = time.monotonic()
     wizard.button(QWizard.WizardButton.FinishButton).click()
+    return time.monotonic() - t0
+
+
+def click_finish(qtbot, controller) -> float:
+    """"Set up again…" opened and finished with the proposed answers (finish_from_model_page)."""
+    controller.setup_action.trigger()
+    qtbot.waitUntil(lambda: controller.setup_wizard is not None and controller.setup_wizard.isVisible(),
+                    timeout=10_000)
+    return finish_from_model_page(qtbot, controller.setup_wizard)
+
+
+def _finish_with_the_proposed_answers(qtbot, controller) -> None:
+    click_finish(qtbot, controller)
     qtbot.waitUntil(lambda: controller.setup_wizard is None, timeout=10_000)
 
 

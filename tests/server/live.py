@@ -77,10 +77,10 @@ class LiveServer:
         self.stop()
 
 
-def complete(url: str, prompt: list[int]) -> dict:
+def complete(url: str, prompt: list[int], timeout: float = 120) -> dict:
     """A one-token greedy completion of `prompt` (token ids), which must be a 200: its usage."""
     r = httpx.post(url + "/v1/completions", json={"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0},
-                   timeout=120)
+                   timeout=timeout)
     assert r.status_code == 200, r.text
     return r.json()["usage"]
 

@@ -121,25 +121,30 @@ def test_lm_eval_harness_reads_a_batch(list_server):
     assert lp_greedy == sum(choices[0]["logprobs"]["token_logprobs"][len(ctx):len(ctx) + 3])
 
 
+def requests_total(base: str, series: str = "strata_requests_total{") -> int:
+    """The server's count of requests ended (its /metrics), summed over the series that start with `series`."""
+    lines = httpx.get(base + "/metrics", timeout=30).text.splitlines()
+    return sum(int(float(line.split()[-1])) for line in lines if line.startswith(series))
+
+
+def cancelled(base: str) -> int:
+    return requests_total(base, 'strata_requests_total{status="cancelled"}')
+
+
 def test_a_client_that_leaves_ends_the_prompts_left(list_server):
     """The prompts after the one running when the client left are not run: each was started and then cancelled a
     check later (0.25 s), one after another, for as many as the list held."""
     _, port, _ = list_server
     base = f"http://127.0.0.1:{port}"
 
-    def cancelled() -> int:
-        lines = httpx.get(base + "/metrics", timeout=30).text.splitlines()
-        return sum(int(float(line.split()[-1])) for line in lines
-                   if line.startswith('strata_requests_total{status="cancelled"}'))
-
-    before = cancelled()
+    before = cancelled(base)
     body = {"prompt": [f"story {i}:" for i in range(60)], "max_tokens": 1000, "ignore_eos": True}
     with pytest.raises(httpx.TimeoutException):
         httpx.post(base + "/v1/completions", json=body, timeout=1.5)
     time.sleep(2)
-    left = cancelled()
+    left = cancelled(base)
     time.sleep(3)
-    assert cancelled() == left <= before + 1, (before, left, cancelled())   # the one running when it left
+    assert cancelled(base) == left <= before + 1, (before, left, cancelled(base))   # the one running when it left
 
 
 def streamed(client, prompt, **kw) -> tuple[dict[int, list], list]:
@@ -198,16 +203,7 @@ def test_a_client_that_leaves_a_streamed_list_ends_the_prompts_left(list_server)
     _, port, _ = list_server
     base = f"http://127.0.0.1:{port}"
 
-    def cancelled() -> int:
-        lines = httpx.get(base + "/metrics", timeout=30).text.splitlines()
-        return sum(int(float(line.split()[-1])) for line in lines
-                   if line.startswith('strata_requests_total{status="cancelled"}'))
-
-    def finished() -> int:
-        lines = httpx.get(base + "/metrics", timeout=30).text.splitlines()
-        return sum(int(float(line.split()[-1])) for line in lines if line.startswith("strata_requests_total{"))
-
-    before, ran = cancelled(), finished()
+    before, ran = cancelled(base), requests_total(base)
     body = {"prompt": [f"story {i}:" for i in range(60)], "max_tokens": 1000, "ignore_eos": True, "stream": True}
     indices = set()
     with httpx.stream("POST", base + "/v1/completions", json=body, timeout=60) as s:
@@ -217,11 +213,11 @@ def test_a_client_that_leaves_a_streamed_list_ends_the_prompts_left(list_server)
                 if len(indices) == 2:      # the second prompt has begun: leave
                     break
     deadline = time.monotonic() + 60      # seen by the server at its next token's write: no fixed wait on a loaded CI
-    while cancelled() == before and time.monotonic() < deadline:
+    while cancelled(base) == before and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(3)                         # a prompt after it would start (and be cancelled) within this
-    assert cancelled() == before + 1, (before, cancelled())   # the one running when it left
-    assert finished() == ran + 2                              # and the one before it: no others
+    assert cancelled(base) == before + 1, (before, cancelled(base))   # the one running when it left
+    assert requests_total(base) == ran + 2                            # and the one before it: no others
 
 
 def test_several_code_completions_with_one_suffix(tiny_model_factory, tmp_path):

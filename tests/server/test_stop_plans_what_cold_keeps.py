@@ -15,57 +15,24 @@ RamEntry.used_at) and the stop's plan (stop_writes.hand_down_picks) and the feed
 
 from __future__ import annotations
 
-import json
 import re
-import signal
 
-import httpx2 as httpx
+from tests.server.stop_plans import complete_then_stop, keeping_lines, kept_seeds, parked_in_ram, prompt
 
-from tests.server.test_auth_and_lifecycle import listening_port, start_cli, stop_server, wait_healthy
-
-KEEPING = re.compile(r"stopping: keeping (\d+) conversations? for the next start \(([\d.]+) of ([\d.]+) MiB written"
-                     r"(?:; (\d+) of them evicted by the disk budget)?")
 NOT_WRITTEN = re.compile(r"stopping: conversation (\w+) \([\d.]+ MiB\) not written to the cold level: its budget")
 
 
 N_TOKENS = 1500
 
 
-def prompt(seed: int, n: int) -> list[int]:
-    return [10 + (seed * 131 + i * 7) % 500 for i in range(n)]
-
-
-def seed_of(tokens: list[int]) -> int:
-    """Which conversation of the test a kept history is (its prompt's tokens lead it)."""
-    seeds = [s for s in range(6) if tokens[:N_TOKENS] == prompt(s, N_TOKENS)]
-    assert len(seeds) == 1, tokens[:8]
-    return seeds[0]
-
-
 def test_the_stop_writes_only_what_cold_keeps_and_says_so_alike(tiny_model, tmp_path):
     cold = tmp_path / "cold"
-    proc, log = start_cli(["--model", str(tiny_model), "--ctx", "4096", "--batch", "2", "--slot-ctx", "2048",
-                           "--conversation-cache-mib", "64", "--conversation-cache-park", "ram",
-                           "--conversation-cache-cold-dir", str(cold), "--conversation-cache-cold-mib", "1"], tmp_path)
-    try:
-        port = listening_port(log, proc)
-        wait_healthy(port, proc)
-        for seed in range(6):   # used in this order: 5 last, then 4
-            r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", timeout=300, json={
-                "model": "m", "prompt": prompt(seed, N_TOKENS), "max_tokens": 1, "temperature": 0})
-            assert r.status_code == 200, r.text
-        outlook = httpx.get(f"http://127.0.0.1:{port}/v1/monitor", timeout=30).json()["stop"]
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
-    finally:
-        stop_server(proc)
-    text = log.read_text()
-    assert "Traceback" not in text, text
+    prompts = [prompt(seed, N_TOKENS) for seed in range(6)]   # used in this order: 5 last, then 4
+    outlook, text = complete_then_stop(parked_in_ram(tiny_model, 64, cold=(cold, 1)), tmp_path, prompts)
     images = sorted(cold.glob("strata-conv-*.img"))
     assert len(images) == 2, text                       # what cold's 1 MiB holds of six 0.37 MiB histories
-    sidecars = [json.loads(p.read_text()) for p in cold.glob("strata-conv-*.json")]
-    assert {seed_of(d["tokens"]) for d in sidecars} == {4, 5}, text   # before: {1, 5}, slot-held 1 parked last
-    keeping = [KEEPING.search(line) for line in text.splitlines() if KEEPING.search(line)]
+    assert kept_seeds(cold, N_TOKENS, 6) == {4, 5}, text   # before: {1, 5}, slot-held 1 parked last
+    keeping = keeping_lines(text)
     assert keeping, text
     # every line counts what is kept (before: the first said 6), none evicted (before: "4 of them evicted")
     assert {int(m.group(1)) for m in keeping} == {2} and not any(m.group(4) for m in keeping), text
