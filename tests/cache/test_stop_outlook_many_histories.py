@@ -22,17 +22,20 @@ def test_many_histories_take_the_lock_briefly(make_cache, clock):
         tail = [5000 + seed // 2] + [7] * (600 - seed)   # of the one before (parked after it: it stays in RAM)
         assert park_history(cache, [1, *system, *tail]).destination == "ram"
         clock.t += 1.0
+    # this thread's CPU time, not the wall clock's: the work done under the lock is what grew with every pair, and a
+    # busy machine (CI, a shared 2-core box) stretched the wall time of the same work past the bound (0.26 s, flaky)
     with cache._lock:
-        began = time.perf_counter()
+        began = time.thread_time()
         later = cache._superseded_in_ram()
-        took = time.perf_counter() - began
+        took = time.thread_time() - began
     entries = list(cache.ram.entries.values())
     assert later == {e.key for e in entries if any(replaces(o.tokens, e) for o in entries if o is not e)}
     assert len(later) == 200
     assert took < 0.1, f"{took:.2f} s under the cache lock"
-    began = time.perf_counter()
+    began = time.thread_time()
     cache.stop_would_keep([])
-    assert time.perf_counter() - began < 0.2
+    took = time.thread_time() - began
+    assert took < 0.2, f"{took:.2f} s for the outlook"
 
 
 def test_superseded_keys_are_the_strict_prefixes():
