@@ -134,6 +134,9 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin, StopPlanMixin
         self._stop: StopQueue | None = None   # a stop's plan for the spill writer's queue, while its writes last
         self._stop_queue: list[str] = []   # the keys a stop's queue held at its start: RAM's hand-down plans beside them
         self._for_hand_down: set[str] = set()   # of those, left unwritten to join RAM's hand-down (stop_plan)
+        # the queued key the spill writer has taken and is writing (past its turn's checks): a stop's plan cannot
+        # hold it back, so it is written where its write goes whatever the plan says (`_plan_stop_writes`)
+        self._writing: str | None = None
         self.restore_seconds: deque[tuple[str, float, int]] = deque(maxlen=100)  # (level, s, tokens)
         self.restore_totals: dict[str, tuple[int, float]] = {}  # level -> (restores, seconds)
         self.park_target, self.park_target_reason = self._resolve_park_target()
@@ -343,17 +346,32 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin, StopPlanMixin
     def _plan_stop_writes(self) -> None:
         with self._lock:
             keys = self._stop_queue = list(self._pending)
+            busy = self._writing if self._writing in self._pending else None
             left = self._left_to_hand_down(keys)
             if left is not None:   # one plan with RAM's hand-down (the one disk level below RAM)
+                if busy in left:
+                    self._not_held(busy)
+                    left.discard(busy)
                 self._for_hand_down = left
         if left is not None:
             self._spill.leave_out(left)
             return
         unkept = self._queue_plan(keys)
+        if busy is not None and unkept.pop(keys.index(busy), None) is not None:
+            with self._lock:
+                self._not_held(busy)
         if unkept:
             with self._lock:
                 self._stop = StopQueue({k: i for i, k in enumerate(keys)}, unkept)
             self._spill.leave_out([keys[i] for i in unkept])
+
+    def _not_held(self, key: str) -> None:
+        """Queued `key`, whose write was under way as the stop's plan was made, is one the plan leaves out or places
+        below the first disk level (caller locks): written there all the same (hold stops no write begun), it is no
+        write of the stop's: not counted as taking the levels' room (`_queue_taken`: RAM's most recently used would
+        be left out for it, the least recent; the close's writes let it go, oldest first, as the plan says) nor left
+        out of the lines (`SpillWriter.leave_out`: counted before that call, it stayed there, N off by one)."""
+        self._stop_queue.remove(key)
 
     def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None,
               waiting: Callable[[SaveUnderWay, float], None] | None = None, stall_s: float | None = None) -> None:

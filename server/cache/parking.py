@@ -254,6 +254,8 @@ class ParkingMixin:
         try:
             outcome, failed = self._spill_turn(key)
         finally:
+            with self._lock:
+                self._writing = None
             self._settle_stop(key, outcome, failed)
         return outcome
 
@@ -268,6 +270,7 @@ class ParkingMixin:
             if at is not None and at in stop.unkept:
                 self._hold_unwritten(stop, at, entry)
                 return None, False
+            self._writing = key   # written from here on, whatever a stop's plan made now says (cache._not_held)
         self._wait_for_holds()
         return self._write_pending(entry)
 

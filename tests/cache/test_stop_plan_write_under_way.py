@@ -1,0 +1,115 @@
+"""A clean stop's plan made while the spill writer is writing one of the queue's histories (session 42's race).
+`stop_writes` holds the writer, which stops no write already begun: that history (K) is written to the first disk
+level whatever the plan says. The plan counted it as queued and left it out for RAM's newer histories; written
+anyway, the close then counted it as the stop's own write taking room (`_queue_taken`) and let go a newer RAM
+history for it: the level kept the least recently used one.
+
+Real files, the simulated engine (60 tokens: 0.94 MiB), RAM 100 MiB, cold 2 MiB (two histories and their sidecars):
+K queued first (used first), its image write held by a gate; two newer histories parked to RAM; the stop's plan made
+while K's write is held, then the gate let through."""
+
+from __future__ import annotations
+
+import logging
+
+from strata.server.stop_progress import StopProgress
+
+from tests.cache.conftest import PIECE, history, park_history
+from tests.cache.sim_engine import SimEngine
+from tests.cache.test_stop_progress_within_an_entry import DEADLINE_S, GatedIO, close_gated
+
+N_TOKENS = 60
+
+
+def test_a_write_under_way_at_the_plan_does_not_push_out_newer_histories(make_cache, clock, folders, caplog):
+    io = GatedIO()
+    make = dict(engine=SimEngine(piece_bytes=PIECE), conversation_cache_mib=100, conversation_cache_cold_mib=2)
+    cache = make_cache(io=io, conversation_cache_park="disk", **make)
+    park_history(cache, history(1, N_TOKENS))           # K: to the queue, the writer takes it and waits at the gate
+    assert io.waiting.wait(DEADLINE_S)
+    cache.park_target = "ram"
+    for seed in (2, 3):                                   # used since: the plan keeps these two
+        clock.t += 1.0
+        assert park_history(cache, history(seed, N_TOKENS)).destination == "ram"
+    outlook = cache.stop_would_keep([])
+    with cache.stop_writes():                             # the plan is made with K's write under way
+        pass
+    assert cache._writing is not None                     # still held at the gate: the race's window
+    said = StopProgress(logging.getLogger("strata.test_stop"), every_s=0.0)
+    with caplog.at_level(logging.INFO):
+        calls = close_gated(cache, io, said)
+    cold = make_cache(**make).cascade.levels[-1]
+    seeds = sorted(e.tokens[6] for e in cold.entries.values())
+    assert seeds == sorted(history(s, N_TOKENS)[6] for s in (2, 3)), seeds   # before: K and 3 kept, 2 let go
+    assert outlook == 2
+    assert calls[-1][:2] == (3, 2) and calls[-1][-1] == 1, calls   # K written, then evicted by the plan's writes
+    last = [r.getMessage() for r in caplog.records if r.name == "strata.test_stop"][-1]
+    assert last.startswith("stopping: keeping 2 conversations for the next start"), last
+    assert "not written to the cold level" not in caplog.text   # no newer history let go for K
+
+
+def test_a_write_under_way_is_not_left_out_of_the_stop_s_lines(make_cache, clock):
+    """K, written whatever the plan says, is not among the keys the lines leave out (SpillWriter.leave_out): counted
+    before that call it stayed there, and the queue's N was one short for the rest of the stop."""
+    io = GatedIO()
+    cache = make_cache(io=io, engine=SimEngine(piece_bytes=PIECE), conversation_cache_mib=100,
+                       conversation_cache_park="disk", conversation_cache_cold_mib=2)
+    park_history(cache, history(1, N_TOKENS))
+    assert io.waiting.wait(DEADLINE_S)
+    cache.park_target = "ram"
+    for seed in (2, 3):
+        clock.t += 1.0
+        park_history(cache, history(seed, N_TOKENS))
+    try:
+        with cache.stop_writes():
+            pass
+        assert not cache._spill._left_out and not cache._for_hand_down   # before: {K} in both
+    finally:
+        close_gated(cache, io)
+
+
+def test_a_write_under_way_the_plan_places_lower_moves_down_at_the_close(make_cache, clock, folders):
+    """With a warm and a cold level the plan places K, the least recently used, in cold, the newest in warm; K's
+    write under way goes to warm all the same. Counted as the stop's own write there, warm kept K and the newest
+    went to cold; now the close makes warm's room for the newest, and K moves down to cold, where the plan put it."""
+    io = GatedIO()
+    make = dict(engine=SimEngine(piece_bytes=PIECE), conversation_cache_mib=100, conversation_cache_warm_mib=1,
+                conversation_cache_cold_mib=2)
+    cache = make_cache(io=io, conversation_cache_park="disk", **make)
+    park_history(cache, history(1, N_TOKENS))
+    assert io.waiting.wait(DEADLINE_S)
+    cache.park_target = "ram"
+    for seed in (2, 3):
+        clock.t += 1.0
+        park_history(cache, history(seed, N_TOKENS))
+    outlook = cache.stop_would_keep([])
+    try:
+        with cache.stop_writes():
+            pass
+    finally:
+        close_gated(cache, io)
+    warm, cold = make_cache(**make).cascade.levels[1:]
+    assert [e.tokens[6] for e in warm.entries.values()] == [history(3, N_TOKENS)[6]]   # before: K (seed 1)
+    assert sorted(e.tokens[6] for e in cold.entries.values()) == sorted(history(s, N_TOKENS)[6] for s in (1, 2))
+    assert outlook == 3
+
+
+def test_without_ram_the_queue_s_n_never_grows_back(make_cache, clock):
+    """No RAM level: the queue's plan leaves K out for the writes after it (its level lets it go within the stop),
+    but K's write is under way and happens. Left out of the lines and then evicted, K left N twice: "0 of 2",
+    "0 of 1", then "3 of 2" (N grew back); now K counts from the start and leaves N once, as it is evicted."""
+    io = GatedIO()
+    cache = make_cache(io=io, engine=SimEngine(piece_bytes=PIECE), conversation_cache_mib=0,
+                       conversation_cache_park="disk", conversation_cache_cold_mib=2)
+    for seed in (1, 2, 3):
+        park_history(cache, history(seed, N_TOKENS))   # K first: the writer waits at its first piece
+        clock.t += 1.0
+    assert io.waiting.wait(DEADLINE_S)
+    try:
+        with cache.stop_writes():
+            pass
+    finally:
+        calls = close_gated(cache, io)
+    assert len(cache.cascade.levels[-1].entries) == 2
+    assert [c[1] for c in calls] == sorted((c[1] for c in calls), reverse=True), calls   # before: 2, 1, then 2
+    assert calls[-1] == (3, 2, -1, -1, 0, 1), calls
