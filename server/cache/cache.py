@@ -356,21 +356,24 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin, StopPlanMixin
         if left is not None:
             self._spill.leave_out(left)
             return
-        unkept = self._queue_plan(keys)
-        if busy is not None and unkept.pop(keys.index(busy), None) is not None:
-            with self._lock:
-                self._not_held(busy)
-        if unkept:
-            with self._lock:
+        unkept = self._queue_plan(keys)   # its free-space looks are I/O, made without the lock
+        with self._lock:
+            # looked at as the plan is applied: a key the writer had taken (past the hold) but not begun at the
+            # first look can have begun meanwhile (left out all the same, N grew back as it was written)
+            for i in [i for i in unkept if keys[i] == self._writing or keys[i] not in self._pending]:
+                del unkept[i]
+                self._not_held(keys[i])
+            if unkept:
                 self._stop = StopQueue({k: i for i, k in enumerate(keys)}, unkept)
+        if unkept:
             self._spill.leave_out([keys[i] for i in unkept])
 
     def _not_held(self, key: str) -> None:
-        """Queued `key`, whose write was under way as the stop's plan was made, is one the plan leaves out or places
-        below the first disk level (caller locks): written there all the same (hold stops no write begun), it is no
-        write of the stop's: not counted as taking the levels' room (`_queue_taken`: RAM's most recently used would
-        be left out for it, the least recent; the close's writes let it go, oldest first, as the plan says) nor left
-        out of the lines (`SpillWriter.leave_out`: counted before that call, it stayed there, N off by one)."""
+        """Queued `key`, whose write was under way (or done) as the stop's plan was applied, is one the plan leaves out
+        or places below the first disk level (caller locks): written there all the same (hold stops no write begun), it
+        is no write of the stop's: not counted as taking the levels' room (`_queue_taken`: RAM's most recently used
+        would be left out for it, the least recent; the close's writes let it go, oldest first, as the plan says) nor
+        left out of the lines (`SpillWriter.leave_out`: counted before that call, it stayed there, N off by one)."""
         self._stop_queue.remove(key)
 
     def close(self, persist: bool = True, progress: Callable[[int, int, int, int], None] | None = None,

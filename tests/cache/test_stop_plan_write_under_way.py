@@ -11,12 +11,14 @@ while K's write is held, then the gate let through."""
 from __future__ import annotations
 
 import logging
+import sys
+import threading
 
 from strata.server.stop_progress import StopProgress
 
 from tests.cache.conftest import PIECE, history, park_history
 from tests.cache.sim_engine import SimEngine
-from tests.cache.test_stop_progress_within_an_entry import DEADLINE_S, GatedIO, close_gated
+from tests.cache.test_stop_progress_within_an_entry import DEADLINE_S, GatedIO, close_gated, wait_for
 
 N_TOKENS = 60
 
@@ -112,4 +114,65 @@ def test_without_ram_the_queue_s_n_never_grows_back(make_cache, clock):
         calls = close_gated(cache, io)
     assert len(cache.cascade.levels[-1].entries) == 2
     assert [c[1] for c in calls] == sorted((c[1] for c in calls), reverse=True), calls   # before: 2, 1, then 2
+    assert calls[-1] == (3, 2, -1, -1, 0, 1), calls
+
+
+class PlanWindowIO(GatedIO):
+    """GatedIO whose first free-space look once `armed` (the queue's plan, made between its lock sections) runs
+    `armed` first: the test lets the writer in there."""
+
+    armed = None
+
+    def free_bytes(self, folder: str) -> int | None:
+        hook, self.armed = self.armed, None
+        if hook is not None:
+            hook()
+        return super().free_bytes(folder)
+
+
+def _writer_at(name: str) -> bool:
+    """Whether the spill writer thread is in function `name` now (blocked there on the cache's lock)."""
+    writer = next((t for t in threading.enumerate() if t.name == "strata-cache-spill"), None)
+    frame = None if writer is None else sys._current_frames().get(writer.ident)
+    while frame is not None and frame.f_code.co_name != name:
+        frame = frame.f_back
+    return frame is not None
+
+
+def test_a_write_begun_while_the_queue_s_plan_is_made_counts_from_the_start(make_cache, clock):
+    """No RAM level: the queue's plan is worked out between two holds of the cache's lock (its free-space looks are
+    I/O). K, taken by the writer just before the stop's hold and waiting for the lock, begins its write there: the
+    plan, made over the queue as it was, leaves K out all the same, and the lines left it out and then counted it
+    (N grew back: 2, then 3). Now the plan looks at what the writer has taken as it is applied, under the lock."""
+    io = PlanWindowIO()
+    cache = make_cache(io=io, engine=SimEngine(piece_bytes=PIECE), conversation_cache_mib=0,
+                       conversation_cache_park="disk", conversation_cache_cold_mib=2)
+    # the race's order, made certain: the writer takes K and waits for the lock this thread holds (the one test
+    # reaching into the cache: no public call holds the lock across a park and the stop's start)
+    cache._lock.acquire()
+    held = True
+    try:
+        for seed in (1, 2, 3):
+            park_history(cache, history(seed, N_TOKENS))   # K (seed 1) first
+            clock.t += 1.0
+        wait_for(lambda: _writer_at("_spill_turn"))
+
+        def let_the_writer_in() -> None:   # in the plan's free-space look: this thread's hold ends there
+            nonlocal held
+            cache._lock.release()
+            held = False
+            assert io.waiting.wait(DEADLINE_S)   # K's image write begun, the plan not yet applied
+
+        io.armed = let_the_writer_in
+        try:
+            with cache.stop_writes():
+                pass
+        finally:
+            calls = close_gated(cache, io)
+    finally:
+        if held:
+            cache._lock.release()
+    assert io.armed is None   # the plan looked, and let the writer in
+    assert len(cache.cascade.levels[-1].entries) == 2
+    assert [c[1] for c in calls] == sorted((c[1] for c in calls), reverse=True), calls   # before: 2, then 3
     assert calls[-1] == (3, 2, -1, -1, 0, 1), calls
