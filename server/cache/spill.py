@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections import Counter
 from collections.abc import Callable, Collection
 
 log = logging.getLogger("strata.cache")
@@ -27,6 +28,7 @@ class SpillWriter:
         # cache) is no conversation (a stop counted each one beside the histories: "2 of 2 written" for one history)
         self._count_lock = threading.Lock()
         self._keys_left = 0   # keys queued, not yet taken
+        self._queued: Counter[str] = Counter()   # those keys (leave_out leaves out only these)
         self._keys_done = 0   # keys taken, ever
         self.refused = 0      # keys written nowhere: lost
         self.not_kept = 0     # keys with nothing written (gone from the queue's entries, kept in RAM instead)
@@ -56,6 +58,7 @@ class SpillWriter:
         if isinstance(item, str):
             with self._count_lock:
                 self._keys_left += 1
+                self._queued[item] += 1
         self._q.put(item)
 
     def hold(self) -> None:
@@ -79,9 +82,11 @@ class SpillWriter:
         """Queued `keys` a stop's plan leaves unwritten (cache.stop_writes): a flush's lines leave them out of what
         stays from its first line. Counted only as each was taken at its turn, a stop said "keeping 3 conversations
         ... (0 of 3 written)" and then "keeping 1 ... (1 of 1 written)" (session 39's soak: 3 of 4 left out). One
-        written after all at its turn (the plan given up on a failed write) counts as written when taken."""
+        written after all at its turn (the plan given up on a failed write) counts as written when taken. One taken
+        already (the plan is worked out while the writer may take the key it had begun on) is counted by its outcome:
+        left out as well, it was subtracted twice, N one short until the flush ended."""
         with self._count_lock:
-            self._left_out = set(keys)
+            self._left_out = {k for k in keys if self._queued[k]}
 
     def unmark(self) -> None:
         with self._count_lock:
@@ -112,6 +117,9 @@ class SpillWriter:
         """One key taken off the queue (the count lock held)."""
         self._keys_left -= 1
         self._keys_done += 1
+        self._queued[key] -= 1
+        if not self._queued[key]:
+            del self._queued[key]
         self._left_out.discard(key)   # taken: its outcome counts it now
         self._count_outcome(key, outcome)
 
