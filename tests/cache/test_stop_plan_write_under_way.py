@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
 
 from strata.server.stop_progress import StopProgress
 
@@ -131,9 +130,10 @@ class PlanWindowIO(GatedIO):
         return super().free_bytes(folder)
 
 
-def _writer_at(name: str) -> bool:
-    """Whether the spill writer thread is in function `name` now (blocked there on the cache's lock)."""
-    writer = next((t for t in threading.enumerate() if t.name == "strata-cache-spill"), None)
+def _writer_at(cache, name: str) -> bool:
+    """Whether `cache`'s spill writer thread is in function `name` now (blocked there on the cache's lock). Its own
+    thread, not the first by name: an earlier test's writer still alive in the same run was found at times."""
+    writer = cache._spill._thread
     frame = None if writer is None else sys._current_frames().get(writer.ident)
     while frame is not None and frame.f_code.co_name != name:
         frame = frame.f_back
@@ -156,7 +156,7 @@ def test_a_write_begun_while_the_queue_s_plan_is_made_counts_from_the_start(make
         for seed in (1, 2, 3):
             park_history(cache, history(seed, N_TOKENS))   # K (seed 1) first
             clock.t += 1.0
-        wait_for(lambda: _writer_at("_spill_turn"))
+        wait_for(lambda: _writer_at(cache, "_spill_turn"))
 
         def let_the_writer_in() -> None:   # in the plan's free-space look: this thread's hold ends there
             nonlocal held
