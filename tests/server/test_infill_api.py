@@ -94,7 +94,10 @@ def test_response_fields_and_a_warm_up_of_n_predict_0(server):
     assert a["content"] == "" and a["truncated"] is False
     again = requests.post(server.url + "/infill", json={**warm, "input_prefix": "class Cache:\n    def",
                                                         "n_predict": 2}, timeout=60).json()
-    assert again["timings"]["cache_n"] >= a["timings/prompt_n"] - 2        # the chunks' tokens were kept
+    # the chunks' tokens were kept: all the two prompts share, the warm-up's but its last three ("\n", FIM_SUF,
+    # FIM_MID: the new prefix's "\n    " is one token). Was - 2, met only where an earlier test's request had run
+    # first (the module's server warm); on a fresh server (the test alone) the reuse is the shared prefix, 3 short
+    assert again["timings"]["cache_n"] >= a["timings/prompt_n"] - 3
 
 
 def test_the_openai_sdks_suffix_is_laid_out_prefix_suffix_middle(server):
