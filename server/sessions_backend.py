@@ -146,7 +146,7 @@ class SessionBackend:
                                                lambda done: self._rebuilt(pending, ctx, done)).start()
             result = self.cache.restore_session(name, ctx)
             self.scheduler.table.set_tokens(ctx, list(self.scheduler.engine.context_tokens(ctx)))
-            state.conversation = f"session:{name}"
+            _restored(state, name)
             return result
 
         what = f"restore of session {name!r}"
@@ -220,7 +220,7 @@ class SessionBackend:
         save refused (RAM floor, a full or read-only folder) leaves the context rebuilt and the old files as they
         were; the answer says why."""
         name = pending.name
-        self.scheduler.table[ctx].conversation = f"session:{name}"
+        _restored(self.scheduler.table[ctx], name)
         with self._lock:
             if pending.deleted:
                 return RebuiltSession(done.n_tokens, done.seconds, f"session {name!r} was deleted while it was "
@@ -252,6 +252,14 @@ class SessionBackend:
 
     def list_sessions(self) -> list[dict]:
         return self.cache.list_sessions()
+
+
+def _restored(state: Any, name: str) -> None:
+    """Session `name` now held by context `state`: labelled, and its last use is the restore's (the client asked for
+    it back to go on with it). The earlier occupant's last use, kept, made it look idle since long before (expired,
+    the first a new conversation overwrote, its protection by length counted from then); none, the least recent."""
+    state.conversation = f"session:{name}"
+    state.last_use = time.monotonic()
 
 
 def _ctx_name(ctx: int) -> str:
