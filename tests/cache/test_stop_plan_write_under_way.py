@@ -22,16 +22,22 @@ from tests.cache.test_stop_progress_within_an_entry import DEADLINE_S, GatedIO, 
 N_TOKENS = 60
 
 
+def _k_held_then_two_in_ram(cache, io, clock) -> None:
+    """K (seed 1) parked to the queue, the writer taking it and waiting at the gate; then two histories used since
+    (seeds 2 and 3, a second apart) parked to RAM."""
+    park_history(cache, history(1, N_TOKENS))
+    assert io.waiting.wait(DEADLINE_S)
+    cache.park_target = "ram"
+    for seed in (2, 3):
+        clock.t += 1.0
+        assert park_history(cache, history(seed, N_TOKENS)).destination == "ram"
+
+
 def test_a_write_under_way_at_the_plan_does_not_push_out_newer_histories(make_cache, clock, folders, caplog):
     io = GatedIO()
     make = dict(engine=SimEngine(piece_bytes=PIECE), conversation_cache_mib=100, conversation_cache_cold_mib=2)
     cache = make_cache(io=io, conversation_cache_park="disk", **make)
-    park_history(cache, history(1, N_TOKENS))           # K: to the queue, the writer takes it and waits at the gate
-    assert io.waiting.wait(DEADLINE_S)
-    cache.park_target = "ram"
-    for seed in (2, 3):                                   # used since: the plan keeps these two
-        clock.t += 1.0
-        assert park_history(cache, history(seed, N_TOKENS)).destination == "ram"
+    _k_held_then_two_in_ram(cache, io, clock)             # the plan keeps the two used since K
     outlook = cache.stop_would_keep([])
     with cache.stop_writes():                             # the plan is made with K's write under way
         pass
@@ -55,12 +61,7 @@ def test_a_write_under_way_is_not_left_out_of_the_stop_s_lines(make_cache, clock
     io = GatedIO()
     cache = make_cache(io=io, engine=SimEngine(piece_bytes=PIECE), conversation_cache_mib=100,
                        conversation_cache_park="disk", conversation_cache_cold_mib=2)
-    park_history(cache, history(1, N_TOKENS))
-    assert io.waiting.wait(DEADLINE_S)
-    cache.park_target = "ram"
-    for seed in (2, 3):
-        clock.t += 1.0
-        park_history(cache, history(seed, N_TOKENS))
+    _k_held_then_two_in_ram(cache, io, clock)
     try:
         with cache.stop_writes():
             pass
@@ -78,12 +79,7 @@ def test_a_write_under_way_the_plan_places_lower_moves_down_at_the_close(make_ca
     make = dict(engine=SimEngine(piece_bytes=PIECE), conversation_cache_mib=100, conversation_cache_warm_mib=1,
                 conversation_cache_cold_mib=2)
     cache = make_cache(io=io, conversation_cache_park="disk", **make)
-    park_history(cache, history(1, N_TOKENS))
-    assert io.waiting.wait(DEADLINE_S)
-    cache.park_target = "ram"
-    for seed in (2, 3):
-        clock.t += 1.0
-        park_history(cache, history(seed, N_TOKENS))
+    _k_held_then_two_in_ram(cache, io, clock)
     outlook = cache.stop_would_keep([])
     try:
         with cache.stop_writes():
