@@ -34,10 +34,13 @@ class StopPlanMixin:
         below = self.cascade.levels[1:]
         if self.ram is None or not below or not all(isinstance(lvl, DiskLevel) for lvl in below):
             return None
-        if self.cascade.held or any(lvl.name in self.cascade._failing or lvl.removes_failing_since is not None
-                                    for lvl in below):
-            return None
-        return below
+        return below if self._plannable(below) else None
+
+    def _plannable(self, lvls: list[DiskLevel]) -> bool:
+        """Whether a stop's plan over `lvls` holds (caller locks): no hit held for a restore, no level failing to
+        write or remove (where one is, the writes' own rules decide)."""
+        return not self.cascade.held and not any(lvl.name in self.cascade._failing
+                                                 or lvl.removes_failing_since is not None for lvl in lvls)
 
     def _plan(self, lvls: list[DiskLevel], sizes: list[list[int]], used: list[float],
               taken: list[int] | None = None) -> list[int | None] | None:
@@ -115,8 +118,7 @@ class StopPlanMixin:
         """The disk levels the queue's plan covers; None where the writes' own rules decide (`_queue_plan`)."""
         disk = [lvl for lvl in self.cascade.levels if isinstance(lvl, DiskLevel)]
         with self._lock:
-            if (not disk or self.cascade.held or self._stop is not None
-                    or any(lvl.name in self.cascade._failing or lvl.removes_failing_since is not None for lvl in disk)):
+            if not disk or self._stop is not None or not self._plannable(disk):
                 return None
         return disk
 
