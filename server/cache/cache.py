@@ -475,13 +475,16 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin, StopPlanMixin
                     later = later - left
                     first = [k for k in first if k not in left]
                 below = self.cascade.levels[1] if len(self.cascade.levels) > 1 else None
+                rooms: dict[int, tuple[int, list[str]]] = {}   # made before a level's first write: `_rooms_for_writes`
                 if where is not None:
                     # planned: none pushes out or down another, so the newest first (a stop cut short has kept the
-                    # conversations under way), the top level first (its room made at once: `_room_before_writes`)
-                    e = self.ram.entries
-                    keys = sorted(first, key=lambda k: (where.get(k, len(self.cascade.levels)), -e[k].last_used, k))
+                    # conversations under way), the top level first; but where a level lets go of what it held for
+                    # the stop's writes, the levels below it first: a stop killed before their writes still has those
+                    rooms = self._rooms_for_writes(where)
+                    down, e = (-1 if any(go for _, go in rooms.values()) else 1), self.ram.entries
+                    keys = sorted(first, key=lambda k: (down * where[k] if k in where else len(self.cascade.levels),
+                                                        -e[k].last_used, k))
                     keys += [k for k in self._by_last_use(later, newest_first=True)]
-                    self._room_before_writes(where, now)
                 elif isinstance(below, DiskLevel) and self._fit_below_ram(
                         sum(self._bytes_below(below, self.ram.entries[k]) for k in first)):
                     # the newest first: which stay cannot depend on the order then, and a stop cut short (a closed
@@ -510,6 +513,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin, StopPlanMixin
                     if told is not None:
                         told.entry(n_done, n, bytes_done, n_bytes, sizes[key])
                     to = None if where is None else where.get(key)
+                    if to in rooms:
+                        self._make_room_for_writes(to, *rooms.pop(to), now)
                     why_lost = self._hand_down(key, seals[key], to)
                     if why_lost is None:
                         written.append(key)

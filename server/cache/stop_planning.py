@@ -3,7 +3,7 @@
 What this is: the mechanism that applies stop_writes' pure plans: which of the spill queue's histories are written
 at their turn, left out, or left to join RAM's hand-down (`_left_to_hand_down`, `_queue_plan`), which of RAM's the
 close writes and to which level (`_left_at_hand_down`, `_copies_beside`, `_written_after_all`), room made in the
-levels above the last before the writes (`_room_before_writes`), and the monitor feed's count of them
+levels above the last before the writes (`_rooms_for_writes`, `_make_room_for_writes`), and the monitor feed's count of them
 (`stop_would_keep`). With RAM on, one plan (stop_writes.stop_plan) covers the queue's and RAM's histories over
 every disk level below RAM, the most recently used first, so nothing the stop writes is evicted or moved down by
 the stop itself. What this is not: the writes or their lines (cache.py `_close`, parking.py), the rules
@@ -30,11 +30,14 @@ LIVE_KEY, LIVE_META = "0" * 32, {"reason": "shutdown", "conversation": "x" * 64}
 class StopPlanMixin:
     def _hand_down_levels(self) -> list[DiskLevel] | None:
         """The disk levels below RAM a stop plans its writes to (caller locks): RAM on, every level below it a disk
-        level writing and removing, no hit held for a restore. None: the cascade's own order decides."""
+        level writing and removing, no hit held for a restore; where a lower one is failing (read-only, broken),
+        those above it (the cascade's order wrote the stop's histories there, each refused for want of room as the
+        older ones could not move down: the newest lost, the older kept). None: the cascade's own order decides."""
         below = self.cascade.levels[1:]
         if self.ram is None or not below or not all(isinstance(lvl, DiskLevel) for lvl in below):
             return None
-        return below if self._plannable(below) else None
+        n = next((j for j, lvl in enumerate(below) if not self._plannable([lvl])), len(below))
+        return below[:n] if n and self._plannable(below[:n]) else None
 
     def _plannable(self, lvls: list[DiskLevel]) -> bool:
         """Whether a stop's plan over `lvls` holds (caller locks): no hit held for a restore, no level failing to
@@ -216,7 +219,7 @@ class StopPlanMixin:
     def _let_go_left(self, left: set[str], n_kept: int) -> None:
         """The held back histories that stay unwritten (caller locks): each said and counted as the queue's left
         out are, its RAM copy freed."""
-        lvls = self.cascade.levels[1:]
+        lvls = self._hand_down_levels() or self.cascade.levels[1:]   # failing ones below left out: not said as room
         budgets = " and ".join(f"{lvl.budget_bytes / MIB:.1f}" for lvl in lvls)
         whose = (f"its budget of {budgets} MiB keeps" if len(lvls) == 1 else
                  f"the {' and '.join(lvl.name for lvl in lvls)} levels' budgets of {budgets} MiB keep")
@@ -228,43 +231,79 @@ class StopPlanMixin:
                          f"push one of them out", levels=names)
             self.ram.forget(k)
 
-    def _room_before_writes(self, where: dict[str, int], seal: float) -> None:
-        """Room made at once, before the stop's writes, in each level that has one below it, for the histories the
-        plan `where` writes there (caller locks): what it held before moves down sealed at `seal`, older than every
-        write of the stop. Made write by write, each one's room moved a history down sealed as that write, newer
-        than the stop's writes to the level below, which its arrival then evicted first."""
-        levels = self.cascade.levels
+    def _rooms_for_writes(self, where: dict[str, int]) -> dict[int, tuple[int, list[str]]]:
+        """For each level with one below that the plan `where` writes to (caller locks): the bytes of those writes,
+        and the histories it holds that it lets go rather than moves down (`_past_room`). Worked out before the
+        writes (they take RAM's copies, by which the writes are counted); made (`_make_room_for_writes`) before the
+        first write there, after the writes to the levels below where it lets some go (`_close`)."""
+        levels, rooms = self.cascade.levels, {}
         for i in range(1, len(levels) - 1):
             need = sum(self._bytes_below(levels[i], self.ram.entries[k]) for k, w in where.items()
                        if w == i and k in self.ram.entries)
             if need:
-                self._let_go_past_room(i, need, where)
-                self.cascade.make_room(i, need, seal)
+                rooms[i] = need, self._past_room(i, need, where)
+        self._say_failing_below(where, rooms)
+        return rooms
 
-    def _let_go_past_room(self, i: int, need: int, where: dict[str, int]) -> None:
-        """Of what level `i` sheds for `need` bytes of the stop's writes, those the last level below it would let
-        go for the stop's own writes there are let go here rather than moved down (caller locks): copied there,
-        each (a warm level's worth on another volume) was evicted again within the same stop. The newest that fit
-        beside the planned writes still move down; where the last level has no budget, all do."""
-        lvl, last = self.cascade.levels[i], self.cascade.levels[-1]
-        if i + 1 != len(self.cascade.levels) - 1 or not lvl.budget_bytes or not last.budget_bytes:
-            return
-        planned = sum(self._bytes_below(last, self.ram.entries[k]) for k, w in where.items()
-                      if w == i + 1 and k in self.ram.entries)
-        room = last.budget_bytes - planned - self._queue_taken([last])[0]
+    def _make_room_for_writes(self, i: int, need: int, let_go: list[str], seal: float) -> None:
+        """Room made at once in level `i` for `need` bytes of the stop's writes there (caller locks): `let_go` deleted,
+        what else it sheds moved down sealed at `seal`, older than every write of the stop. Made write by write, each
+        one's room moved a history down sealed as that write, newer than the stop's writes to the level below, which
+        its arrival then evicted first."""
+        levels = self.cascade.levels
+        failing = levels[i + 1] not in (self._hand_down_levels() or [])
+        why = (f"the {levels[i + 1].name} level cannot take it (its writes are failing), and the stop's newer "
+               f"histories take its room" if failing else
+               f"the stop's writes to the {levels[-1].name} level leave no room there for it")
+        for k in let_go:
+            if k in levels[i].entries:
+                self.cascade._delete(i, k, "shutdown", why)
+        self.cascade.make_room(i, need, seal)
+
+    def _past_room(self, i: int, need: int, where: dict[str, int]) -> list[str]:
+        """Of what level `i` sheds for `need` bytes of the stop's writes, those let go there rather than moved down
+        (caller locks): those the last level would let go for the stop's own writes there (copied there, each, a
+        warm level's worth on another volume, was evicted again within the same stop), the newest that fit beside
+        the planned writes still moving down (none where the last level has no budget); all where the level below
+        is left out of the plan, failing (moved down, each failed: the level kept its older ones and refused the
+        stop's newer ones). Held and stuck ones never."""
+        levels, planned = self.cascade.levels, self._hand_down_levels() or []
+        lvl, last = levels[i], levels[-1]
+        failing = levels[i + 1] not in planned
+        if not lvl.budget_bytes or (not failing and (i + 1 != len(levels) - 1 or not last.budget_bytes)):
+            return []
+        room = 0 if failing else last.budget_bytes - self._queue_taken([last])[0] - sum(
+            self._bytes_below(last, self.ram.entries[k]) for k, w in where.items() if w == i + 1 and k in self.ram.entries)
         shed, used = [], lvl.used_bytes
         for e in sorted(lvl.entries.values(), key=lambda e: (e.sealed_at, e.key)):   # its oldest leave first
             if used + need <= lvl.budget_bytes:
                 break
             shed.append(e)
             used -= e.n_bytes
-        stuck = self.cascade.blocked.stuck(last)   # a folder at its name there: it stays in warm, kept
+        stuck = self.cascade.blocked.stuck(levels[i + 1])   # a folder at its name there: it stays, kept
+        out = []
         for e in reversed(shed):   # the newest of them keep the room left below
-            if e.n_bytes <= room:
+            if not failing and e.n_bytes <= room:
                 room -= e.n_bytes
             elif e.key not in self.cascade.held and e.key not in stuck:
-                self.cascade._delete(i, e.key, "shutdown", f"the stop's writes to the {last.name} level leave no "
-                                     f"room there for it")
+                out.append(e.key)
+        return out
+
+    def _say_failing_below(self, where: dict[str, int], rooms: dict[int, tuple[int, list[str]]]) -> None:
+        """Said once at a stop whose plan leaves out levels failing below the ones it writes (caller locks): the
+        newest histories kept above, the older ones there let go for them (each said by the cascade's own line)."""
+        planned, below = self._hand_down_levels() or [], self.cascade.levels[1:]
+        if not planned or len(planned) == len(below):
+            return
+        n = len(planned)
+        let_go = sum(len(go) for i, (_, go) in rooms.items() if i == n)
+        kept = sum(1 for w in where.values() if w <= n)
+        gone, at = " and ".join(lvl.name for lvl in below[n:]), ", ".join(lvl.folder for lvl in below[n:])
+        log.warning("stopping: the %s level%s failing (its writes or removals at %s, since before the stop): the stop "
+                    "writes nothing there; the %s level%s the %d most recently used histories the stop writes, and "
+                    "lets go of %d older one%s it held that could not move down (the newest are kept, not the oldest)",
+                    gone, " is" if len(below) - n == 1 else "s are", at, " and ".join(lvl.name for lvl in planned),
+                    " keeps" if n == 1 else "s keep", kept, let_go, "" if let_go == 1 else "s")
 
     def _by_last_use(self, keys: Collection[str], newest_first: bool = False,
                      entries: dict[str, RamEntry] | None = None) -> list[str]:

@@ -26,8 +26,9 @@ class TwoVolumes(CountingIO):
         return False
 
 
-def run(make_cache, clock, ram_mib: int, n: int):
-    io = TwoVolumes()
+def run(make_cache, clock, ram_mib: int, n: int, io: TwoVolumes | None = None, mark=lambda: None):
+    """`io`: the cache's (a new TwoVolumes by default); `mark()` is called as the stop begins."""
+    io = TwoVolumes() if io is None else io
     make = dict(engine=SimEngine(piece_bytes=PIECE), conversation_cache_park="ram", conversation_cache_mib=ram_mib,
                 conversation_cache_warm_mib=1, conversation_cache_cold_mib=2)
     cache = make_cache(io=io, **make)
@@ -37,6 +38,7 @@ def run(make_cache, clock, ram_mib: int, n: int):
         seeds[tuple(history(seed, N))] = seed
         clock.t += 1.0
     outlook, before = cache.stop_would_keep([]), len(io.images)
+    mark()
     cache.close()
     again = make_cache(**make).cascade.levels
     return (len(io.images) - before, outlook, cache,
