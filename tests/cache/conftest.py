@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 import pytest
 from strata.server.cache import CacheConfig, ConversationCache
@@ -20,6 +21,17 @@ class Clock:
 
     def __call__(self) -> float:
         return self.t
+
+
+@pytest.fixture(autouse=True)
+def _no_spill_writer_left_behind():
+    """A test closes every cache it opens: an unclosed one's spill writer lives on for the rest of the run (a daemon
+    thread idle in its queue, holding the cache, its engine and its folders), and a later test that looks for a
+    writer by its name found that one instead of its own (a7bd7b9). Checked after make_cache's own closes."""
+    before = set(threading.enumerate())
+    yield
+    left = [t for t in threading.enumerate() if t.name == "strata-cache-spill" and t not in before and t.is_alive()]
+    assert not left, f"{len(left)} spill writer(s) left running: close the caches this test opened"
 
 
 @pytest.fixture

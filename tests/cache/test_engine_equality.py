@@ -153,6 +153,7 @@ def test_ladder_restores_the_valid_prefix(tiny_engine, tmp_path):
     park(cache, eng, h)
     cache.flush()
     (entry,) = cache.cascade.levels[0].entries.values()
+    cache.close(persist=False)   # what a later server finds: the entry as this one left it
     with open(entry.image_path, "r+b") as f:  # a byte in the last chunk
         f.seek(entry.image_bytes - 10)
         b = f.read(1)
@@ -176,6 +177,7 @@ def test_session_restore(tiny_engine, tmp_path):
     got = greedy(eng, 2, h + [1], 6)
     want = fresh(eng, h + [1])
     assert got[0] == want[0] and np.array_equal(got[1], want[1])
+    cache.close(persist=False)
 
 
 def test_conversations_evicting_each_other(tiny_engine, tmp_path):
