@@ -8,6 +8,7 @@ Not here: what the snapshot means (model.py) or how it is drawn (widgets/).
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import urllib.error
@@ -93,6 +94,20 @@ def fetch_snapshot(base: str, api_key: str | None, timeout_s: float = READ_TIMEO
         return json.loads(r.read())
 
 
+def wake_reader(resp: Any) -> None:
+    """Ends at once a read another thread has blocked on `resp` (the reader then closes it). Its close from here
+    waited for that read (the buffered reader's lock): until the server's next bytes or the read timeout, 10 s of
+    a silent server on the app's GUI thread (a Quit's or SIGTERM's stop), nothing drawn and nothing answered."""
+    sock = getattr(getattr(getattr(resp, "fp", None), "raw", None), "_sock", None)   # http.client's socket
+    try:
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)    # the blocked recv returns, as at the server's end of the body
+        else:
+            resp.close()
+    except Exception:   # closed or shut meanwhile: the reader has ended its read already
+        pass
+
+
 # `strata monitor` alone: nothing listens at the address, so say what would
 REFUSED_HINT = " (no server listens there: start one with `strata serve` or ./run, or give --url)"
 
@@ -135,10 +150,7 @@ class FeedClient:
         self._stop.set()
         resp = self._response
         if resp is not None:
-            try:
-                resp.close()
-            except Exception:
-                pass
+            wake_reader(resp)
         for thread in (self._thread, self._watch_thread):
             if thread is not None:
                 thread.join(timeout)
