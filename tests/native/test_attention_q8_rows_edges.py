@@ -31,6 +31,6 @@ CHECKSUMS: dict[str, str] = {}
 @pytest.mark.parametrize("variant", list(VEC16_BUILDS))
 def test_q8_row_group_edges_equal_rows_bitwise(variant, tmp_path):
     flags_cc, flags_cpu = VEC16_BUILDS[variant]
-    out = build_and_run_check(HERE / "attention_q8_rows_edge_check.cpp", [*flags_cc, "-pthread"], flags_cpu,
-                              tmp_path / "check_q8_edges", CASES)
+    out = build_and_run_check(HERE / "attention_q8_rows_edge_check.cpp", flags_cc, flags_cpu,
+                              tmp_path / "check_q8_edges", CASES, program_flags=("-pthread",))
     same_checksum_as_other_builds(out, variant, CHECKSUMS)

@@ -5,15 +5,9 @@ into throwaway modules and hold them to the same rules as the native build (fast
 scalar reference, matmul vs matvec bit for bit; the packed products likewise, whatever n_tok or the
 row range; the activations quantized straight into prepared rows byte for byte the two steps).
 
-Skipped without g++ or on a CPU without the instructions. Takes ~15 s per compile."""
+Skipped without g++ or on a CPU without the instructions. Takes ~15 s per compile (the files one g++ per core)."""
 
 from __future__ import annotations
-
-import importlib.util
-import subprocess
-import sys
-import sysconfig
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,19 +23,12 @@ from .kernel_data import (
     true_values,
 )
 from .test_kernels_packed_act import hard_rows
-from .toolchain import ATTENTION_SOURCES, gxx_and_cpu_or_skip
+from .toolchain import CHECK_FLAGS, gxx_and_cpu_or_skip, kernels_module, load_kernels
 
-SRC = Path(__file__).resolve().parents[2] / "engine_native" / "src"
-KERNEL_FILES = ["quants.cpp", "quants-generic.cpp", "quants-avx512.cpp", "quants-avx2.cpp", "quants-packed.cpp",
-                "quants-packed-avx512.cpp", "quants-packed-lowbit-avx512.cpp", "quants-packed-avx2.cpp", *ATTENTION_SOURCES, "binding-kernels.cpp"]
 VARIANTS = {   # name: (compiler flags, /proc/cpuinfo flags the CPU needs)
     "avx2": (["-mavx2", "-mfma", "-mf16c"], ["avx2", "fma", "f16c"]),
     "avx2-vnni": (["-mavx2", "-mfma", "-mf16c", "-mavxvnni"], ["avx2", "fma", "f16c", "avx_vnni"]),
 }
-MAIN = """#include <pybind11/pybind11.h>
-namespace strata { void register_kernel_bindings(pybind11::module_& parent); }
-PYBIND11_MODULE(_kernels_avx2, m) { strata::register_kernel_bindings(m); }
-"""
 
 
 @pytest.fixture(scope="module", params=sorted(VARIANTS))
@@ -49,21 +36,8 @@ def avx2(request, tmp_path_factory):
     """The kernels module built for one AVX2 variant."""
     flags_cc, flags_cpu = VARIANTS[request.param]
     compiler = gxx_and_cpu_or_skip(flags_cpu)
-    import pybind11
-
-    out = tmp_path_factory.mktemp(request.param)
-    (out / "main.cpp").write_text(MAIN)
-    target = out / ("_kernels_avx2" + sysconfig.get_config_var("EXT_SUFFIX"))
-    cmd = [compiler, "-std=gnu++17", "-O2", "-fno-math-errno", *flags_cc, "-shared", "-fPIC",
-           f"-I{pybind11.get_include()}", f"-I{sysconfig.get_paths()['include']}", f"-I{SRC}",
-           *[str(SRC / f) for f in KERNEL_FILES], str(out / "main.cpp"), "-o", str(target)]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-4000:]
-    spec = importlib.util.spec_from_file_location("_kernels_avx2", target)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules.pop("_kernels_avx2", None)
-    return module.kernels
+    target = kernels_module(compiler, [*CHECK_FLAGS, *flags_cc], "_kernels_avx2", tmp_path_factory.mktemp(request.param))
+    return load_kernels(target, "_kernels_avx2")
 
 
 def test_avx2_build_is_avx2(avx2):

@@ -14,14 +14,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import sysconfig
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from .test_kernels_avx2_build import KERNEL_FILES, MAIN, SRC
-from .toolchain import gxx_and_cpu_or_skip
+from .toolchain import gxx_and_cpu_or_skip, kernels_module
 
 ROOT = Path(__file__).resolve().parents[2]
 SANITIZE = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
@@ -38,24 +35,8 @@ def runtime_or_skip(compiler: str, lib: str) -> str:
 def test_packed_products_clean_under_asan_and_ubsan(tmp_path):
     compiler = gxx_and_cpu_or_skip(["avx2", "fma", "f16c"])
     preload = [runtime_or_skip(compiler, "libasan.so"), runtime_or_skip(compiler, "libubsan.so")]
-    import pybind11
-
-    (tmp_path / "main.cpp").write_text(MAIN)
-    flags = ["-std=gnu++17", "-fno-math-errno", "-mavx2", "-mfma", "-mf16c", "-fPIC", *SANITIZE,
-             f"-I{pybind11.get_include()}", f"-I{sysconfig.get_paths()['include']}", f"-I{SRC}"]
-    sources = [SRC / f for f in KERNEL_FILES] + [tmp_path / "main.cpp"]
-
-    def compile_one(src: Path) -> subprocess.CompletedProcess:
-        return subprocess.run([compiler, *flags, "-c", str(src), "-o", str(tmp_path / (src.stem + ".o"))],
-                              capture_output=True, text=True, timeout=900)
-
-    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-        for result in pool.map(compile_one, sources):
-            assert result.returncode == 0, result.stderr[-4000:]
-    target = tmp_path / ("_kernels_avx2" + sysconfig.get_config_var("EXT_SUFFIX"))
-    link = subprocess.run([compiler, "-shared", *SANITIZE, *[str(tmp_path / (s.stem + ".o")) for s in sources],
-                           "-o", str(target)], capture_output=True, text=True, timeout=600)
-    assert link.returncode == 0, link.stderr[-4000:]
+    flags = ["-std=gnu++17", "-fno-math-errno", "-mavx2", "-mfma", "-mf16c", *SANITIZE]
+    target = kernels_module(compiler, flags, "_kernels_avx2", tmp_path, link_flags=tuple(SANITIZE))
 
     env = dict(os.environ, LD_PRELOAD=" ".join(preload), ASAN_OPTIONS="detect_leaks=0",
                UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")

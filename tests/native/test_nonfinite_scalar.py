@@ -11,27 +11,17 @@ was undefined behaviour. Defined now as:
 - a query block with a NaN or inf: its scale NaN (int8 values 0), so the head's q8_0 scores are NaN as f16 KV's
   are; a block so small (amax below 127 x 2^-128) that 1 / its scale overflows: values 0 (x * inf was cast).
 
-Skipped without g++. One compile of the kernel sources, ~1-3 min on two cores.
+Skipped without g++. One compile of the kernel sources (one g++ per core), ~1-2 min on two cores.
 """
 
 from __future__ import annotations
-
-import importlib.util
-import subprocess
-import sys
-import sysconfig
 
 import numpy as np
 import pytest
 
 from .kernel_data import TYPE_IDS, K, quantize_act_numpy, random_activations
-from .test_kernels_avx2_build import KERNEL_FILES, SRC
-from .toolchain import gxx_and_cpu_or_skip
+from .toolchain import CHECK_FLAGS, gxx_and_cpu_or_skip, kernels_module, load_kernels
 
-MAIN = """#include <pybind11/pybind11.h>
-namespace strata { void register_kernel_bindings(pybind11::module_& parent); }
-PYBIND11_MODULE(_kernels_scalar, m) { strata::register_kernel_bindings(m); }
-"""
 Q8_0_KV, F16_KV = 8, 1
 HEAD_DIM = 64
 
@@ -40,22 +30,10 @@ HEAD_DIM = 64
 def scalar(tmp_path_factory):
     """The kernels module built without SIMD flags (the scalar quantizers and vec16 lanes)."""
     compiler = gxx_and_cpu_or_skip([])
-    import pybind11
-
-    out = tmp_path_factory.mktemp("scalar")
-    (out / "main.cpp").write_text(MAIN)
-    target = out / ("_kernels_scalar" + sysconfig.get_config_var("EXT_SUFFIX"))
-    cmd = [compiler, "-std=gnu++17", "-O2", "-fno-math-errno", "-shared", "-fPIC",
-           f"-I{pybind11.get_include()}", f"-I{sysconfig.get_paths()['include']}", f"-I{SRC}",
-           *[str(SRC / f) for f in KERNEL_FILES], str(out / "main.cpp"), "-o", str(target)]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stderr[-4000:]
-    spec = importlib.util.spec_from_file_location("_kernels_scalar", target)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules.pop("_kernels_scalar", None)
-    assert module.kernels.simd_name() == "scalar"
-    return module.kernels
+    target = kernels_module(compiler, CHECK_FLAGS, "_kernels_scalar", tmp_path_factory.mktemp("scalar"))
+    module = load_kernels(target, "_kernels_scalar")
+    assert module.simd_name() == "scalar"
+    return module
 
 
 def nonfinite_rows() -> np.ndarray:
