@@ -258,6 +258,12 @@ def close_cache(cache: Any, every_s: float = PROGRESS_EVERY_S) -> None:
 def stopped_line(cache: Any) -> str:
     """What the conversation cache kept for the next start, said at the stop (the INFO line's fragment,
     after the stop parked the contexts' histories and handed RAM to the first disk level)."""
+    given = [lc for lc in cache.level_configs if lc.name in cache.unavailable]
+    if given and not cache.keeps_across_restarts():
+        # the user turned a level on: advising the flag they gave would not help; the folder is what to change
+        return "stopped; conversation histories not kept: " + "; ".join(
+            f"the {lc.name} level {lc.folder} was unavailable ({cache.unavailable[lc.name]}): give "
+            f"--conversation-cache-{lc.name}-dir a folder this user can write" for lc in given)
     if not cache.keeps_across_restarts():
         return ("stopped; conversation histories not kept: no disk level is on (RAM does not outlive the process; "
                 "`strata setup`, or --conversation-cache-cold-mib MIB (a budget: its folder is the platform cache "

@@ -84,6 +84,8 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin, StopPlanMixin
         self._folder_clocks: dict = {}   # folder -> clock_presence.FolderClock, each announced before it is read
         levels: list = []
         self.level_configs = config.levels
+        # disk levels given (folder and budget) that could not be used, by name: why (the stop's line says it)
+        self.unavailable: dict[str, str] = {}
         for lc in self.level_configs:
             if not lc.on:
                 continue
@@ -101,6 +103,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin, StopPlanMixin
                 if lvl.state == "on":
                     levels.append(lvl)
                 else:
+                    self.unavailable[lc.name] = lvl.state.removeprefix("unavailable: ")
                     log.warning("conversation cache %s level %s: %s; the level is off (nothing is kept there): "
                                 "give --conversation-cache-%s-dir a folder this user can write", lc.name, lc.folder,
                                 lvl.state, lc.name)
