@@ -481,12 +481,10 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin, StopPlanMixin
                 rooms: dict[int, tuple[int, list[str]]] = {}   # made before a level's first write: `_rooms_for_writes`
                 if where is not None:
                     # planned: none pushes out or down another, so the newest first (a stop cut short has kept the
-                    # conversations under way), the top level first; but where a level lets go of what it held for
-                    # the stop's writes, the levels below it first: a stop killed before their writes still has those
-                    rooms = self._rooms_for_writes(where)
-                    down, e = (-1 if any(go for _, go in rooms.values()) else 1), self.ram.entries
-                    keys = sorted(first, key=lambda k: (down * where[k] if k in where else len(self.cascade.levels),
-                                                        -e[k].last_used, k))
+                    # conversations under way), the top level first, even where it lets go for them what it held
+                    # (older, lost at the stop's end anyway): a stop cut short keeps the newest, not those older ones
+                    rooms, e = self._rooms_for_writes(where), self.ram.entries
+                    keys = sorted(first, key=lambda k: (where.get(k, len(self.cascade.levels)), -e[k].last_used, k))
                     keys += [k for k in self._by_last_use(later, newest_first=True)]
                 elif isinstance(below, DiskLevel) and self._fit_below_ram(
                         sum(self._bytes_below(below, self.ram.entries[k]) for k in first)):

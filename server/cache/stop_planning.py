@@ -234,8 +234,8 @@ class StopPlanMixin:
     def _rooms_for_writes(self, where: dict[str, int]) -> dict[int, tuple[int, list[str]]]:
         """For each level with one below that the plan `where` writes to (caller locks): the bytes of those writes,
         and the histories it holds that it lets go rather than moves down (`_past_room`). Worked out before the
-        writes (they take RAM's copies, by which the writes are counted); made (`_make_room_for_writes`) before the
-        first write there, after the writes to the levels below where it lets some go (`_close`)."""
+        writes (they take RAM's copies, by which the writes are counted); made (`_make_room_for_writes`) right before
+        the first write there (`_close`: the top level's first, the newest first)."""
         levels, rooms = self.cascade.levels, {}
         for i in range(1, len(levels) - 1):
             need = sum(self._bytes_below(levels[i], self.ram.entries[k]) for k, w in where.items()
