@@ -251,25 +251,45 @@ class StopPlanMixin:
         one's room moved a history down sealed as that write, newer than the stop's writes to the level below, which
         its arrival then evicted first."""
         levels = self.cascade.levels
-        failing = levels[i + 1] not in (self._hand_down_levels() or [])
+        lvl, below = levels[i], levels[i + 1]
+        self._let_go_in(i, let_go, failing=below not in (self._hand_down_levels() or []))
+        failures = self.cascade.write_failures[below.name]
+        ok, why = self.cascade.make_room(i, need, seal)
+        if ok or self.cascade.write_failures[below.name] == failures:
+            return
+        # the level below failed its first write within the stop (it worked, or took none, before): as where it
+        # failed before the stop (`_past_room`), the older ones that cannot move down leave for the newer writes;
+        # kept, they left the level full and each newer write refused (the newest lost, the older kept)
+        stay = self._past_room(i, need, {}, failing=True)
+        if not stay:
+            return
+        log.warning("stopping: the %s level failed a write at %s (%s): the %s level lets go of %d older histor%s it "
+                    "held that could not move down, so that the stop's newer ones fit (the newest are kept, not the "
+                    "oldest)", below.name, below.folder, why, lvl.name, len(stay), "y" if len(stay) == 1 else "ies")
+        self._let_go_in(i, stay, failing=True)
+        self.cascade.make_room(i, need, seal)
+
+    def _let_go_in(self, i: int, keys: list[str], failing: bool) -> None:
+        """`keys` let go in level `i` for the stop's writes there (caller locks), each said by the cascade's line:
+        `failing`, the level below cannot take them; else the stop's writes to the last level leave no room."""
+        levels = self.cascade.levels
         why = (f"the {levels[i + 1].name} level cannot take it (its writes are failing), and the stop's newer "
                f"histories take its room" if failing else
                f"the stop's writes to the {levels[-1].name} level leave no room there for it")
-        for k in let_go:
+        for k in keys:
             if k in levels[i].entries:
                 self.cascade._delete(i, k, "shutdown", why)
-        self.cascade.make_room(i, need, seal)
 
-    def _past_room(self, i: int, need: int, where: dict[str, int]) -> list[str]:
+    def _past_room(self, i: int, need: int, where: dict[str, int], failing: bool | None = None) -> list[str]:
         """Of what level `i` sheds for `need` bytes of the stop's writes, those let go there rather than moved down
         (caller locks): those the last level would let go for the stop's own writes there (copied there, each, a
         warm level's worth on another volume, was evicted again within the same stop), the newest that fit beside
         the planned writes still moving down (none where the last level has no budget); all where the level below
         is left out of the plan, failing (moved down, each failed: the level kept its older ones and refused the
-        stop's newer ones). Held and stuck ones never."""
+        stop's newer ones; `failing` True: found failing within the stop). Held and stuck ones never."""
         levels, planned = self.cascade.levels, self._hand_down_levels() or []
         lvl, last = levels[i], levels[-1]
-        failing = levels[i + 1] not in planned
+        failing = levels[i + 1] not in planned if failing is None else failing
         if not lvl.budget_bytes or (not failing and (i + 1 != len(levels) - 1 or not last.budget_bytes)):
             return []
         room = 0 if failing else last.budget_bytes - self._queue_taken([last])[0] - sum(
