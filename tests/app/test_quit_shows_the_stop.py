@@ -105,7 +105,9 @@ def test_the_header_says_the_server_is_being_stopped_not_to_start_one(qtbot, tmp
         return check
 
     try:
-        qtbot.waitUntil(lambda: controller.model.view().connection == "connected", timeout=90_000)
+        # the feed answers while the model loads (a chat then is a 503, once in a loaded run): running is loaded
+        qtbot.waitUntil(lambda: controller.model.view().connection == "connected"
+                        and controller.supervisor.status().state == "running", timeout=90_000)
         client = openai.OpenAI(base_url=controller.supervisor.status().endpoint + "/v1", api_key="x", timeout=60)
         for i in range(4):
             client.chat.completions.create(model="m", max_tokens=2, messages=[
