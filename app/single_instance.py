@@ -22,6 +22,10 @@ CAME_FORWARD = b"forward\n"
 QUITTING = b"quitting\n"
 QUIT_WAIT_S = 900.0     # a second launch's wait (quit_wait.py): the quitting app gives its server up to 10 minutes
 QUIT_POLL_S = 0.5
+# How long a second launch waits for the running app's answer once connected: a busy app (its GUI thread held,
+# a loaded machine) answered a quitting launch 1.5 s after the knock, which a 1 s wait took for "forward" and
+# exited, leaving nothing running once the first had quit. Silence still counts as "forward" after this.
+ANSWER_WAIT_MS = 5000
 
 
 def instance_name(suffix: str = "", windows: bool | None = None) -> str:
@@ -44,9 +48,10 @@ def instance_name(suffix: str = "", windows: bool | None = None) -> str:
     return "strata-app-" + kept
 
 
-def ask_running_instance(name: str, timeout_ms: int = 1000) -> str | None:
-    """None when no app listens under `name`; else its answer to "come forward": "forward", or "quitting" (it
-    is on its way out). An app that does not answer in time (an older one, a busy one) counts as "forward"."""
+def ask_running_instance(name: str, timeout_ms: int = 1000, answer_ms: int = ANSWER_WAIT_MS) -> str | None:
+    """None when no app listens under `name` (connected within `timeout_ms`); else its answer to "come forward":
+    "forward", or "quitting" (it is on its way out). An app that does not answer within `answer_ms` (an older one,
+    a hung one) counts as "forward"."""
     sock = QLocalSocket()
     sock.connectToServer(name)
     if not sock.waitForConnected(timeout_ms):
@@ -54,7 +59,7 @@ def ask_running_instance(name: str, timeout_ms: int = 1000) -> str | None:
     sock.write(ACTIVATE)
     sock.flush()
     sock.waitForBytesWritten(timeout_ms)
-    reply = bytes(sock.readAll().data()) if sock.waitForReadyRead(timeout_ms) else b""
+    reply = bytes(sock.readAll().data()) if sock.waitForReadyRead(max(timeout_ms, answer_ms)) else b""
     sock.disconnectFromServer()
     return _answer(reply)
 

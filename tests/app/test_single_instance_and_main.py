@@ -42,7 +42,7 @@ def test_second_launch_brings_the_first_forward(qtbot):
 
 # an app that is quitting, in a process of its own (as it is: a second launch's blocking ask, in a thread of
 # this process, would hold the interpreter and the first could not answer), which ends after argv[2] ms; at
-# the second question it is busy for argv[3] seconds before it answers (its GUI thread held)
+# question argv[4] (the second by default) it is busy for argv[3] seconds before it answers (its GUI thread held)
 QUITTING_APP = ("import sys, time\n"
                 "from PySide6.QtCore import QCoreApplication, QTimer\n"
                 "from strata.app.single_instance import SingleInstance\n"
@@ -50,7 +50,7 @@ QUITTING_APP = ("import sys, time\n"
                 "asked = []\n"
                 "def quitting():\n"
                 "    asked.append(1)\n"
-                "    if len(asked) == 2:\n"
+                "    if len(asked) == int(sys.argv[4]):\n"
                 "        time.sleep(float(sys.argv[3]))\n"
                 "    return False\n"
                 "first = SingleInstance(sys.argv[1], quitting)\n"
@@ -65,9 +65,10 @@ def quitting_app():
     """start(ms) -> the name a quitting app listens under, for `ms` milliseconds."""
     procs = []
 
-    def start(ms: int, busy_s: float = 0.0) -> str:
+    def start(ms: int, busy_s: float = 0.0, busy_at: int = 2) -> str:
         name = instance_name("-test-" + uuid.uuid4().hex[:8])
-        proc = subprocess.Popen([sys.executable, "-c", QUITTING_APP, name, str(ms), str(busy_s)], stdout=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-c", QUITTING_APP, name, str(ms), str(busy_s), str(busy_at)],
+                                stdout=subprocess.PIPE,
                                 text=True, env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
         procs.append(proc)
         assert proc.stdout.readline().strip() == "listening"
@@ -81,6 +82,12 @@ def quitting_app():
 
 def test_an_app_that_is_quitting_says_so(quitting_app):
     assert ask_running_instance(quitting_app(30_000)) == "quitting"
+
+
+def test_a_quitting_app_slow_to_answer_is_still_heard(quitting_app):
+    """Busy 2 s at the knock (a loaded machine held a quitting app's GUI thread 1.5 s): a 1 s wait took the
+    silence for "forward", and the second launch exited as the first quit, leaving nothing running."""
+    assert ask_running_instance(quitting_app(30_000, busy_s=2.0, busy_at=1)) == "quitting"
 
 
 def test_a_second_launch_waits_for_a_quitting_app_to_end(qtbot, quitting_app):
