@@ -14,8 +14,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
 
 from strata.monitor.model import FeedError, MonitorModel
 from strata.monitor.silence import NOT_ANSWERING, check_interval, feed_patience
@@ -94,18 +93,39 @@ def fetch_snapshot(base: str, api_key: str | None, timeout_s: float = READ_TIMEO
         return json.loads(r.read())
 
 
-def wake_reader(resp: Any) -> None:
-    """Ends at once a read another thread has blocked on `resp` (the reader then closes it). Its close from here
-    waited for that read (the buffered reader's lock): until the server's next bytes or the read timeout, 10 s of
-    a silent server on the app's GUI thread (a Quit's or SIGTERM's stop), nothing drawn and nothing answered."""
-    sock = getattr(getattr(getattr(resp, "fp", None), "raw", None), "_sock", None)   # http.client's socket
+def wake_reader(sock: socket.socket | None) -> None:
+    """Ends at once a read another thread has blocked on `sock`, a feed connection's socket (the reader then
+    closes its response), from the request's send to the body's end. A close from here waited for that read (the
+    buffered reader's lock): until the server's next bytes or the read timeout, 10 s of a silent server on the
+    app's GUI thread (a Quit's or SIGTERM's stop), nothing drawn and nothing answered."""
+    if sock is None:
+        return
     try:
-        if sock is not None:
-            sock.shutdown(socket.SHUT_RDWR)    # the blocked recv returns, as at the server's end of the body
-        else:
-            resp.close()
-    except Exception:   # closed or shut meanwhile: the reader has ended its read already
+        sock.shutdown(socket.SHUT_RDWR)    # the blocked recv returns, as at the server's end of the body
+    except OSError:   # closed meanwhile (a closed socket object holds no fd: refused, never another one), or not connected
         pass
+
+
+def _recording(http_class: type, on_connect: Callable[[socket.socket], None]) -> type:
+    """`http_class` (http.client's plain or TLS connection) telling `on_connect` its socket once connected: a
+    stop must reach a read before the response exists too (a busy server's headers)."""
+    class Recording(http_class):
+        def connect(self) -> None:
+            super().connect()
+            on_connect(self.sock)
+    return Recording
+
+
+def _opener(on_connect: Callable[[socket.socket], None]) -> urllib.request.OpenerDirector:
+    """urlopen's opener (proxies, redirects as there) whose connections tell `on_connect` their socket."""
+    class Http(urllib.request.HTTPHandler):
+        def do_open(self, http_class, req, **kw):
+            return super().do_open(_recording(http_class, on_connect), req, **kw)
+
+    class Https(urllib.request.HTTPSHandler):
+        def do_open(self, http_class, req, **kw):
+            return super().do_open(_recording(http_class, on_connect), req, **kw)
+    return urllib.request.build_opener(Http, Https)
 
 
 # `strata monitor` alone: nothing listens at the address, so say what would
@@ -131,7 +151,8 @@ class FeedClient:
         self._thread: threading.Thread | None = None
         self._watch_thread: threading.Thread | None = None
         self._unanswered = False    # the last connection was taken but not answered, after a first snapshot
-        self._response: Any = None
+        self._sock: socket.socket | None = None   # the connection's, once connected (stop() wakes its read)
+        self._opener = _opener(self._connected)
         self.snapshots = 0          # received since start (tests and the status bar)
 
     @property
@@ -148,9 +169,7 @@ class FeedClient:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
-        resp = self._response
-        if resp is not None:
-            wake_reader(resp)
+        wake_reader(self._sock)   # after the set: a socket connected since is woken by `_connected`
         for thread in (self._thread, self._watch_thread):
             if thread is not None:
                 thread.join(timeout)
@@ -219,10 +238,17 @@ class FeedClient:
         return chunk
 
     def _events(self) -> Iterator[tuple[str, str]]:
-        resp = urllib.request.urlopen(feed_request(self.events_url, self.api_key), timeout=self.read_timeout_s)
-        self._response = resp
         try:
-            yield from parse_sse(body_lines(iter(lambda: self._heard(resp.read1(READ_CHUNK)), b"")))
+            resp = self._opener.open(feed_request(self.events_url, self.api_key), timeout=self.read_timeout_s)
+            try:
+                yield from parse_sse(body_lines(iter(lambda: self._heard(resp.read1(READ_CHUNK)), b"")))
+            finally:
+                resp.close()
         finally:
-            self._response = None
-            resp.close()
+            self._sock = None
+
+    def _connected(self, sock: socket.socket) -> None:
+        """A feed connection is up (the worker's thread): kept for stop(); a stop begun meanwhile found none."""
+        self._sock = sock
+        if self._stop.is_set():
+            wake_reader(sock)

@@ -66,3 +66,34 @@ def test_stop_ends_at_once_while_the_server_says_nothing(tiny_model_factory, tmp
         client.stop()
         relay.close()
         stop_serve(served)
+
+
+def test_stop_ends_at_once_while_the_answer_has_not_begun(tmp_path):
+    """A server that took the connection and sent nothing yet (busy: the feed's `not answering`): the reader waits
+    in urlopen for the headers, before any response exists, and stop() had nothing to wake: it returned after its
+    5 s join with the reader still waiting out the read timeout. A real listening socket that never answers."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    asked = threading.Event()
+    held: list[socket.socket] = []
+
+    def take() -> None:
+        conn, _ = listener.accept()
+        held.append(conn)
+        if conn.recv(4096):          # the request came: the client now waits for the answer's headers
+            asked.set()
+    taker = threading.Thread(target=take, daemon=True)
+    taker.start()
+    client = FeedClient(f"http://127.0.0.1:{listener.getsockname()[1]}", MonitorModel()).start()
+    try:
+        assert asked.wait(30), "the feed's request never came"
+        time.sleep(0.2)              # the reader is in its wait for the headers
+        t0 = time.monotonic()
+        client.stop()
+        took = time.monotonic() - t0
+        assert took < STOP_BOUND_S, f"stop took {took:.1f} s (read timeout {READ_TIMEOUT_S:g} s)"
+        assert not client._thread.is_alive(), "the reader still waits for the answer"
+    finally:
+        client.stop()
+        for conn in held:
+            conn.close()
+        listener.close()
