@@ -319,11 +319,14 @@ class StopPlanMixin:
         let_go = sum(len(go) for i, (_, go) in rooms.items() if i == n)
         kept = sum(1 for w in where.values() if w <= n)
         gone, at = " and ".join(lvl.name for lvl in below[n:]), ", ".join(lvl.folder for lvl in below[n:])
+        # one history is no "1 most recently used histories"; none let go, no "lets go of 0" nor "the newest kept"
+        which = "the one history" if kept == 1 else f"the {kept} most recently used histories"
+        go = (f", and lets go of {let_go} older one{'' if let_go == 1 else 's'} it held that could not move down "
+              f"(the newest are kept, not the oldest)" if let_go else "")
         log.warning("stopping: the %s level%s failing (its writes or removals at %s, since before the stop): the stop "
-                    "writes nothing there; the %s level%s the %d most recently used histories the stop writes, and "
-                    "lets go of %d older one%s it held that could not move down (the newest are kept, not the oldest)",
-                    gone, " is" if len(below) - n == 1 else "s are", at, " and ".join(lvl.name for lvl in planned),
-                    " keeps" if n == 1 else "s keep", kept, let_go, "" if let_go == 1 else "s")
+                    "writes nothing there; the %s level%s %s the stop writes%s", gone,
+                    " is" if len(below) - n == 1 else "s are", at, " and ".join(lvl.name for lvl in planned),
+                    " keeps" if n == 1 else "s keep", which, go)
 
     def _by_last_use(self, keys: Collection[str], newest_first: bool = False,
                      entries: dict[str, RamEntry] | None = None) -> list[str]:

@@ -47,3 +47,22 @@ def test_warm_keeps_the_newest_when_cold_cannot_take_its_oldest(make_cache, cloc
         "recently used histories the stop writes, and lets go of 2 older ones" in warned[0], warned
     said = [r.getMessage() for r in caplog.records]
     assert len([m for m in said if "not written to the warm level: its budget of 1.0 MiB keeps" in m]) == 4, said
+
+
+def test_one_history_kept_is_said_as_one(make_cache, clock, caplog):
+    # park to disk: 0 and 1 written to warm, 2 refused (warm's oldest could not move down) and kept in RAM
+    make = dict(engine=SimEngine(piece_bytes=PIECE), conversation_cache_park="disk", conversation_cache_mib=3,
+                conversation_cache_warm_mib=1, conversation_cache_cold_mib=2)
+    cache = make_cache(io=ColdFails(), **make)
+    for seed in range(3):
+        park_history(cache, history(seed, N))
+        clock.t += 1.0
+    cache.flush()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="strata.cache"):
+        cache.close()
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1, warned
+    # before: "the warm level keeps the 1 most recently used histories the stop writes"
+    assert "the warm level keeps the one history the stop writes, and lets go of 1 older one it held" in warned[0], \
+        warned
