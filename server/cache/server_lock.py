@@ -167,6 +167,8 @@ def claim(flag: str, folder: str, model_id: str, wait_s: float = SERVER_LOCK_WAI
         os.makedirs(folder, folders.PRIVATE_FOLDER_MODE, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), folders.PRIVATE_FILE_MODE)
     except OSError as exc:   # the level says what is wrong with its folder when it opens it
+        if os.path.exists(folder) and not os.path.isdir(folder):   # a file there: the level's WARNING says it
+            return None
         log.info("conversation cache: %s %s: no lock taken (%s); another server of this model on it would not be "
                  "noticed", flag, folder, exc.strerror or exc)
         return None

@@ -19,3 +19,6 @@ def test_the_stop_names_the_unavailable_level_not_a_level_to_turn_on(tiny_model_
     assert "no disk level is on" not in line and "--conversation-cache-cold-mib MIB" not in line, line
     assert f"the cold level {tmp_path / 'cold'} was unavailable" in line, line
     assert "a file is there, not a folder" in line and "--conversation-cache-cold-dir" in line, line
+    # its start-up says what is wrong once, at WARNING; the lock's own INFO line (`no lock taken (File exists)`)
+    # only repeated it, less clearly
+    assert "no lock taken" not in served.log.read_text(), served.log.read_text()
