@@ -550,7 +550,7 @@ class ConversationCache(ParkingMixin, RestoreMixin, SessionsMixin, StopPlanMixin
                     where = where | again
                 if left:
                     self._let_go_left(left, len(written) + sum(k in lvl.entries for lvl in self.cascade.levels[1:]
-                                                               for k in self._stop_queue))
+                                                               for k in self._stop_queue), barred.get("", set()))
                 # a disk budget made room for newer ones (the lines count them: CloseProgress.left)
                 let_go = [k for k in written if not self._on_disk(k)]
                 if let_go:

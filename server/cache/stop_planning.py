@@ -216,13 +216,20 @@ class StopPlanMixin:
         bars = barred.get(key, set()) | barred.get("", set())
         return all(i in bars for i in range(1, len(self.cascade.levels)))
 
-    def _let_go_left(self, left: set[str], n_kept: int) -> None:
+    def _let_go_left(self, left: set[str], n_kept: int, barred: Collection[int] = ()) -> None:
         """The held back histories that stay unwritten (caller locks): each said and counted as the queue's left
-        out are, its RAM copy freed."""
-        lvls = self._hand_down_levels() or self.cascade.levels[1:]   # failing ones below left out: not said as room
+        out are, its RAM copy freed. `barred`: the cascade levels that failed a write of this stop (`_barred_by`)."""
+        # failing ones, before the stop or within it, left out: their budgets are not what kept these out; one that
+        # failed within it named (the line named both levels' budgets as what kept them out)
+        planned = self._hand_down_levels() or self.cascade.levels[1:]
+        lvls = [lvl for lvl in planned if self.cascade.levels.index(lvl) not in barred] or planned
+        failed = " and ".join(lvl.name for lvl in planned if lvl not in lvls)
         budgets = " and ".join(f"{lvl.budget_bytes / MIB:.1f}" for lvl in lvls)
-        whose = (f"its budget of {budgets} MiB keeps" if len(lvls) == 1 else
+        whose = (f"the {lvls[0].name} level's budget of {budgets} MiB keeps" if len(lvls) == 1 and failed else
+                 f"its budget of {budgets} MiB keeps" if len(lvls) == 1 else
                  f"the {' and '.join(lvl.name for lvl in lvls)} levels' budgets of {budgets} MiB keep")
+        if failed:
+            whose = f"the {failed} level failed the stop's writes; {whose}"
         # with a warm and a cold level neither takes it: "the cold level" alone read as if warm had it
         names = " or ".join(lvl.name for lvl in lvls)
         for k in self._by_last_use(left):

@@ -68,3 +68,15 @@ def test_warm_keeps_the_newest_when_cold_was_never_written(make_cache, clock, ca
     # before the stop: RAM 1 and 2, warm 0, cold empty
     kept, said = stop_with_cold_failing(make_cache, clock, caplog, 1, 3)
     assert kept == {"warm": [1, 2], "cold": []}, kept   # before: warm 0 and 2, 1 lost
+
+
+def test_the_left_out_name_warm_s_budget_alone_once_cold_failed(make_cache, clock, caplog):
+    # before the stop: RAM 4-9, warm 2 and 3, cold 0 and 1; the plan: warm 8 and 9, cold 4-7, whose writes fail
+    kept, said = stop_with_cold_failing(make_cache, clock, caplog, 3, 10)
+    assert kept == {"warm": [8, 9], "cold": [0, 1]}, kept
+    left = [m for m in said if "(0.5 MiB) not written to the" in m]
+    assert len(left) == 4, said
+    # before: "not written to the warm or cold level: the warm and cold levels' budgets of 1.0 and 2.0 MiB keep the
+    # 2 histories the stop writes there", as if cold's budget had room for them and kept them out
+    assert all("not written to the warm level: the cold level failed the stop's writes; the warm level's budget of "
+               "1.0 MiB keeps the 2 histories" in m for m in left), left

@@ -111,7 +111,9 @@ def test_warm_failing_at_the_stop_leaves_its_picks_to_cold(make_cache, clock, ca
     assert sum(cache.cascade.evictions.values()) == 0
     said = [r.getMessage() for r in caplog.records]
     assert not any("made room for newer ones" in m for m in said), said
-    assert len([m for m in said if "not written to the warm or cold level" in m]) == 6, said
+    # not "the warm and cold levels' budgets of 1.0 and 2.0 MiB keep": warm failed, cold's budget kept them out
+    assert len([m for m in said if "not written to the cold level: the warm level failed the stop's writes; the cold "
+                "level's budget of 2.0 MiB keeps the 4 histories" in m]) == 6, said
     # the cascade is silent while stopping: warm's failure is said once, else only the budgets were named
     failed = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(failed) == 1 and "Permission denied" in failed[0] and "nothing more to the warm level" in failed[0], \
