@@ -1,7 +1,8 @@
 """For the tests that compile engine sources themselves with other instruction sets: g++ and the CPU
 flags a variant needs, or a skip that says which is missing; engine sources compiled into objects once
 per test session for each set of flags (several test files build the same sources with the same flags),
-one g++ per core; a check program linked with the attention sources of engine_native/src
+one g++ per core (compiler_runs: none outlives its test, past its time limit or on an interrupt or a failure
+beside it); a check program linked with the attention sources of engine_native/src
 (ATTENTION_SOURCES), and run; a kernels module (KERNEL_FILES) built and loaded."""
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from .compiler_runs import CompilerRuns, valid_timeout
 
 
 def gxx_and_cpu_or_skip(cpu_flags: list[str]) -> str:
@@ -70,29 +73,35 @@ def _objects_folder() -> Path:
     return _object_dir[0]
 
 
-def compiled_objects(compiler: str, sources: list[Path], flags: list[str]) -> list[Path]:
+def compiled_objects(compiler: str, sources: list[Path], flags: list[str], timeout_s: float = 900) -> list[Path]:
     """`sources` compiled (-c) with `flags`, in the order given: each (source, flags) compiled once a session,
-    the ones not yet built one g++ per core at once. The same g++ command gives the same object a single
-    `g++ a.cpp b.cpp -o exe` would (no LTO), so a program linked from these is the one built in one go."""
+    the ones not yet built one g++ per core at once, each within `timeout_s`. The same g++ command gives the same
+    object a single `g++ a.cpp b.cpp -o exe` would (no LTO), so a program linked from these is the one built in
+    one go."""
+    valid_timeout(timeout_s)
     keys = {src: (compiler, str(src), *flags) for src in sources}
     todo = [src for src in sources if keys[src] not in _objects]
 
     def compile_one(src: Path) -> tuple[Path, Path, subprocess.CompletedProcess]:
         digest = hashlib.sha1("\0".join(keys[src]).encode()).hexdigest()[:12]
         obj = _objects_folder() / f"{src.stem}-{digest}.o"
-        return src, obj, subprocess.run([compiler, *flags, "-c", str(src), "-o", str(obj)],
-                                        capture_output=True, text=True, timeout=900)
+        return src, obj, runs.run([compiler, *flags, "-c", str(src), "-o", str(obj)], timeout_s, src.name)
 
+    runs = CompilerRuns()
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-        for src, obj, result in pool.map(compile_one, todo):
-            assert result.returncode == 0, f"{src.name}: {result.stderr[-4000:]}"
-            _objects[keys[src]] = obj
+        try:   # map's results in order; a failure closes it, which cancels the compiles not yet begun
+            for src, obj, result in pool.map(compile_one, todo):
+                assert result.returncode == 0, f"{src.name}: {result.stderr[-4000:]}"
+                _objects[keys[src]] = obj
+        except BaseException:   # a compile failed, or an interrupt: the ones under way go too, not waited for
+            runs.stop()
+            raise
     return [_objects[keys[src]] for src in sources]
 
 
-def link(compiler: str, objects: list[Path], flags: list[str], target: Path) -> None:
-    linked = subprocess.run([compiler, *flags, *map(str, objects), "-o", str(target)], capture_output=True,
-                            text=True, timeout=600)
+def link(compiler: str, objects: list[Path], flags: list[str], target: Path, timeout_s: float = 600) -> None:
+    linked = CompilerRuns().run([compiler, *flags, *map(str, objects), "-o", str(target)], timeout_s,
+                                f"linking {target.name}")
     assert linked.returncode == 0, linked.stderr[-4000:]
 
 
