@@ -66,12 +66,10 @@ def app_after_conversations(app_config, tmp_path, n):
             proc.wait()
 
 
-# How long the knock waits for the app's answer. A real second launch waits 1 s (single_instance), and so did
-# these tests: beside two busy loops the quitting app answered 1.5 s after the knock (2 of ~12 runs; what held its
-# GUI thread is not known: no Python frame of its), the knock read that as silence, "forward". An app that cannot
-# answer at all (before polite_stop: its loop ended, the stop on its GUI thread, then its end) still never says
-# "quitting", so the tests still fail on that.
-KNOCK_WAIT_MS = 10_000
+# The knocks below wait as a real second launch does (single_instance.ANSWER_WAIT_MS, 5 s): beside two busy loops
+# the quitting app answered 1.5 s after the knock, which the old 1 s wait read as silence, "forward". An app that
+# cannot answer at all (before polite_stop: its loop ended, the stop on its GUI thread, then its end) still never
+# says "quitting", so the tests still fail on that.
 
 
 def assert_exited_keeping(proc, out, err, logs) -> str:
@@ -88,7 +86,7 @@ def test_sigterm_quits_as_the_menu_does_and_a_second_launch_is_told_so(app_confi
         os.kill(proc.pid, signal.SIGTERM)
         time.sleep(0.5)
         assert proc.poll() is None, "the stop was not slow: the test shows nothing"
-        assert ask_running_instance(name, KNOCK_WAIT_MS) == "quitting"
+        assert ask_running_instance(name) == "quitting"
         out, err = proc.communicate(timeout=120)
     assert "quitting: stopping the server" in assert_exited_keeping(proc, out, err, logs)
 
@@ -103,7 +101,7 @@ def test_a_second_sigterm_leaves_the_app_answering_quitting_until_its_server_sto
         os.kill(proc.pid, signal.SIGTERM)
         time.sleep(0.3)
         assert proc.poll() is None, "the stop was not slow: the test shows nothing"
-        assert ask_running_instance(name, KNOCK_WAIT_MS) == "quitting"
+        assert ask_running_instance(name) == "quitting"
         out, err = proc.communicate(timeout=120)
     app_log = assert_exited_keeping(proc, out, err, logs)
     assert "a second signal: the window and the tray go now" in app_log, app_log[-2000:]
