@@ -46,8 +46,8 @@ def test_a_ladder_restore_as_the_stop_begins_is_kept_by_the_stop(tiny_model, tmp
             result = real_restore(hit, ctx, stop=stop, **kw)
             restored.append(result)
             t = threading.Thread(target=s.stop, name="the stop")
-            stopping.append(t)
             t.start()
+            stopping.append(t)                          # once started: the test's thread joins it when it is seen
             deadline = time.monotonic() + DEADLINE_S
             while not sched.stopping:                   # the stop has begun: the caller sees it
                 assert time.monotonic() < deadline, "the stop never began"
