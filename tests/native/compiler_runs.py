@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import signal
 import subprocess
 import threading
-from pathlib import Path
+
+import psutil
 
 
 def valid_timeout(timeout_s: float) -> float:
@@ -21,27 +20,21 @@ def valid_timeout(timeout_s: float) -> float:
     return timeout_s
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])   # after "pid (name) state"
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == pid:
-            found.append(int(stat.parent.name))
-    return found
-
-
 def _kill_tree(pid: int) -> None:
-    """`pid` and all it started: each stopped first, so that it starts nothing more while its children are found
-    (once dead, they would belong to init)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGSTOP)
-    for child in _children(pid):
-        _kill_tree(child)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+    """`pid` and all it started (psutil, already a dependency): each stopped first, so that it starts
+    nothing more while its children are found (once dead, they would belong to init)."""
+    try:
+        proc = psutil.Process(pid)
+        proc.suspend()
+        tree = [proc, *proc.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for p in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.suspend()
+    for p in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
 
 
 class CompilerRuns:
